@@ -1,0 +1,32 @@
+// Element types, reduction operators and algorithm choices shared by every part of the collective
+// library (kernels, algorithms, Communicator, C API). Values are stable: the C API and the wire
+// header of the Reduction Server carry them as integers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace cohort::collective {
+
+enum class DataType : uint8_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3, kI32 = 4, kI64 = 5 };
+enum class ReduceOp : uint8_t { kSum = 0, kAvg = 1, kMin = 2, kMax = 3 };
+enum class Algorithm : uint8_t { kAuto = 0, kReductionServer = 1, kRing = 2 };
+
+// Bytes per element.
+size_t DataTypeSize(DataType type);
+// "f32", "f64", "f16", "bf16", "i32", "i64".
+std::string_view DataTypeName(DataType type);
+std::optional<DataType> ParseDataType(std::string_view name);
+// "sum", "avg", "min", "max".
+std::string_view ReduceOpName(ReduceOp op);
+std::optional<ReduceOp> ParseReduceOp(std::string_view name);
+// "auto", "reduction-server", "ring".
+std::string_view AlgorithmName(Algorithm algo);
+std::optional<Algorithm> ParseAlgorithm(std::string_view name);
+
+bool IsValid(DataType type);
+bool IsValid(ReduceOp op);
+
+}  // namespace cohort::collective

@@ -1,0 +1,89 @@
+// JobSpec is a training job as its YAML file describes it (DESIGN.md "Jobs"): a name, up to four
+// worker pools keyed by role, and scheduling options. ParseJobSpec() both parses and validates;
+// every error names the offending field ("worker_pools[1].replicas: must be at least 1, got 0"),
+// unknown keys included, so a typo is never silently ignored. The CLI validates before sending and
+// the coordinator validates again on receipt with the same code.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort {
+
+// A replica's role. The Vertex worker pool index follows from it: chief=0, worker=1,
+// parameter_server and reducer=2, evaluator=3.
+enum class Role { kChief, kWorker, kParameterServer, kReducer, kEvaluator };
+
+std::string_view RoleName(Role role);  // "chief", "worker", "parameter_server", ...
+StatusOr<Role> ParseRole(std::string_view name);
+int PoolIndex(Role role);
+
+// Built-in pool-2 programs that Cohort itself ships (CPU only).
+enum class Builtin { kNone, kReducer, kParameterServer };
+std::string_view BuiltinName(Builtin builtin);  // "", "reducer", "parameter_server"
+
+struct Resources {
+  int gpus = 0;
+  int cpus = 1;
+  int64_t memory_mb = 0;  // 0: not limited
+};
+
+// What a replica runs. A process has a command; a container has an image and optionally a
+// command (the image's entrypoint otherwise).
+struct ProcessSpec {
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+};
+
+struct ContainerSpec {
+  std::string image;
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+};
+
+struct WorkerPoolSpec {
+  Role role = Role::kChief;
+  int replicas = 1;
+  Resources resources;
+  std::optional<ProcessSpec> process;      // exactly one of process, container, builtin
+  std::optional<ContainerSpec> container;
+  Builtin builtin = Builtin::kNone;
+};
+
+struct SchedulingSpec {
+  std::chrono::seconds timeout = std::chrono::hours(24 * 7);
+  int max_restarts = 3;
+  bool restart_job_on_worker_restart = false;
+};
+
+struct JobSpec {
+  std::string name;
+  std::string output_dir;  // empty: the coordinator picks <state-dir>/jobs/<name>
+  std::vector<WorkerPoolSpec> pools;  // sorted by pool index after parsing
+  SchedulingSpec scheduling;
+
+  const WorkerPoolSpec* FindPool(Role role) const;
+  int TotalReplicas() const;
+};
+
+// Parses YAML text and validates it. `source` names the input in errors ("job.yaml").
+StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source = "job spec");
+// Reads and parses a file.
+StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+// Checks every rule of DESIGN.md on an already-built spec (ParseJobSpec calls it).
+Status ValidateJobSpec(const JobSpec& spec);
+// Canonical YAML for a spec: ParseJobSpec(JobSpecToYaml(s)) equals s.
+std::string JobSpecToYaml(const JobSpec& spec);
+// "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.
+StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+}  // namespace cohort

@@ -1,0 +1,238 @@
+#include "common/messaging.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status ZmqError(std::string_view what, const zmq::error_t& e) {
+  return Unavailable(std::string(what) + ": " + e.what());
+}
+
+Status ApplyCommonOptions(zmq::socket_t& socket, const SocketSecurity& security) {
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
+  if (!security.insecure) {
+    return FailedPrecondition("CURVE security is not available in this build; use --insecure");
+  }
+  return Status::Ok();
+}
+
+// Waits for `socket` to become readable within `timeout`. False on timeout.
+StatusOr<bool> PollIn(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    int n = zmq::poll(&item, 1, timeout);
+    return n > 0;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return false;
+    return ZmqError("poll", e);
+  }
+}
+
+// Receives every frame of one multipart message.
+StatusOr<std::vector<zmq::message_t>> ReceiveMultipart(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> frames;
+  try {
+    while (true) {
+      zmq::message_t frame;
+      auto got = socket.recv(frame, zmq::recv_flags::dontwait);
+      if (!got) break;
+      bool more = frame.more();
+      frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+  } catch (const zmq::error_t& e) {
+    return ZmqError("recv", e);
+  }
+  return frames;
+}
+
+}  // namespace
+
+zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body) {
+  flatbuffers::FlatBufferBuilder builder(256);
+  wire::EnvelopeT envelope;
+  envelope.version = kProtocolVersion;
+  envelope.request_id = request_id;
+  envelope.body = std::move(body);
+  builder.Finish(wire::Envelope::Pack(builder, &envelope), wire::EnvelopeIdentifier());
+  return zmq::message_t(builder.GetBufferPointer(), builder.GetSize());
+}
+
+zmq::message_t EncodeError(uint64_t request_id, const Status& status) {
+  wire::ErrorReplyT error;
+  error.code = static_cast<int>(status.code());
+  error.message = status.message();
+  return Encode(request_id, std::move(error));
+}
+
+Status StatusFromError(const wire::ErrorReply& error) {
+  int code = error.code();
+  if (code <= 0 || code > static_cast<int>(StatusCode::kInternal)) {
+    code = static_cast<int>(StatusCode::kInternal);
+  }
+  return Status(static_cast<StatusCode>(code),
+                error.message() ? error.message()->str() : std::string("(no message)"));
+}
+
+StatusOr<Message> Message::Parse(zmq::message_t frame) {
+  const auto* data = static_cast<const uint8_t*>(frame.data());
+  size_t size = frame.size();
+  if (size < 8) {
+    return DataLoss("frame of " + std::to_string(size) + " bytes is too short for an envelope");
+  }
+  if (!flatbuffers::BufferHasIdentifier(data, wire::EnvelopeIdentifier())) {
+    return DataLoss("frame is not a Cohort envelope (identifier mismatch)");
+  }
+  flatbuffers::Verifier verifier(data, size);
+  if (!wire::VerifyEnvelopeBuffer(verifier)) {
+    return DataLoss("envelope failed FlatBuffers verification");
+  }
+  const wire::Envelope* envelope = wire::GetEnvelope(data);
+  if (envelope->version() != kProtocolVersion) {
+    return InvalidArgument("protocol version " + std::to_string(envelope->version()) +
+                           " is not supported (this side speaks " +
+                           std::to_string(kProtocolVersion) + ")");
+  }
+  if (envelope->body_type() == wire::Body::NONE || envelope->body() == nullptr) {
+    return DataLoss("envelope has no body");
+  }
+  return Message(std::move(frame), envelope);
+}
+
+Status Message::ErrorStatus() const {
+  if (const auto* error = As<wire::ErrorReply>()) return StatusFromError(*error);
+  return Status::Ok();
+}
+
+StatusOr<RouterSocket> RouterSocket::Bind(zmq::context_t& context, const std::string& endpoint,
+                                          const SocketSecurity& security) {
+  try {
+    zmq::socket_t socket(context, zmq::socket_type::router);
+    COHORT_RETURN_IF_ERROR(ApplyCommonOptions(socket, security));
+    // A reconnecting agent keeps its node-id identity; let the new connection take it over.
+    socket.set(zmq::sockopt::router_handover, 1);
+    socket.set(zmq::sockopt::router_mandatory, 1);
+    socket.bind(endpoint);
+    return RouterSocket(std::move(socket));
+  } catch (const zmq::error_t& e) {
+    return InvalidArgument("cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
+std::string RouterSocket::endpoint() const {
+  try {
+    return socket_.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t&) {
+    return "";
+  }
+}
+
+StatusOr<std::optional<RoutedMessage>> RouterSocket::Receive(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    COHORT_ASSIGN_OR_RETURN(bool readable,
+                            PollIn(socket_, std::max(remaining, std::chrono::milliseconds(0))));
+    if (!readable) return std::optional<RoutedMessage>();
+    COHORT_ASSIGN_OR_RETURN(auto frames, ReceiveMultipart(socket_));
+    if (frames.empty()) continue;
+    std::string peer = frames[0].to_string();
+    if (frames.size() != 2) {
+      spdlog::warn("dropping message from peer of {} bytes id: {} frames, expected 1",
+                   peer.size(), frames.size() - 1);
+      (void)Send(peer, EncodeError(0, DataLoss("expected exactly one frame per message, got " +
+                                                   std::to_string(frames.size() - 1))));
+      continue;
+    }
+    auto message = Message::Parse(std::move(frames[1]));
+    if (!message.ok()) {
+      spdlog::warn("rejecting bad frame from a peer: {}", message.status().ToString());
+      (void)Send(peer, EncodeError(0, message.status()));
+      continue;
+    }
+    return std::optional<RoutedMessage>(RoutedMessage{std::move(peer), std::move(*message)});
+  }
+}
+
+Status RouterSocket::Send(const std::string& peer, zmq::message_t frame) {
+  try {
+    zmq::message_t identity(peer.data(), peer.size());
+    if (!socket_.send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+        !socket_.send(frame, zmq::send_flags::dontwait)) {
+      return Unavailable("send to peer would block");
+    }
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Unavailable("peer is not connected");
+    return ZmqError("send", e);
+  }
+}
+
+StatusOr<DealerSocket> DealerSocket::Connect(zmq::context_t& context, const std::string& endpoint,
+                                             const std::string& identity,
+                                             const SocketSecurity& security) {
+  try {
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    COHORT_RETURN_IF_ERROR(ApplyCommonOptions(socket, security));
+    if (!identity.empty()) socket.set(zmq::sockopt::routing_id, identity);
+    socket.set(zmq::sockopt::reconnect_ivl, 100);
+    socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
+    socket.connect(endpoint);
+    return DealerSocket(std::move(socket));
+  } catch (const zmq::error_t& e) {
+    return InvalidArgument("cannot connect to " + endpoint + ": " + e.what());
+  }
+}
+
+Status DealerSocket::Send(zmq::message_t frame) {
+  try {
+    if (!socket_.send(frame, zmq::send_flags::dontwait)) {
+      return Unavailable("send queue to the coordinator is full");
+    }
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return ZmqError("send", e);
+  }
+}
+
+StatusOr<std::optional<Message>> DealerSocket::Receive(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    COHORT_ASSIGN_OR_RETURN(bool readable,
+                            PollIn(socket_, std::max(remaining, std::chrono::milliseconds(0))));
+    if (!readable) return std::optional<Message>();
+    COHORT_ASSIGN_OR_RETURN(auto frames, ReceiveMultipart(socket_));
+    if (frames.size() != 1) continue;
+    auto message = Message::Parse(std::move(frames[0]));
+    if (!message.ok()) {
+      spdlog::warn("dropping bad frame from the coordinator: {}", message.status().ToString());
+      continue;
+    }
+    return std::optional<Message>(std::move(*message));
+  }
+}
+
+StatusOr<Message> DealerSocket::AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (remaining.count() <= 0) {
+      return Unavailable("no reply from the coordinator within " +
+                         std::to_string(timeout.count()) + " ms");
+    }
+    COHORT_ASSIGN_OR_RETURN(auto message, Receive(remaining));
+    if (!message) continue;
+    if (message->request_id() != request_id && message->request_id() != 0) continue;
+    COHORT_RETURN_IF_ERROR(message->ErrorStatus());
+    return std::move(*message);
+  }
+}
+
+}  // namespace cohort

@@ -1,0 +1,119 @@
+// ZeroMQ messaging between the coordinator, agents and clients (DESIGN.md "The wire").
+// A message is one frame holding a FlatBuffers Envelope (common/schema/cohort.fbs). Message owns
+// the received bytes and is only ever built from a frame that passed flatbuffers::Verifier, the
+// identifier check and the protocol version check, so handlers may read every field.
+//
+// RouterSocket (coordinator side) answers a frame that does not verify with ErrorReply(DATA_LOSS)
+// itself; the handler never sees it. DealerSocket (agents, clients) logs and drops such frames.
+// cppzmq exceptions are caught here and become Status. Sockets are not thread-safe: use each from
+// one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/schema/cohort_generated.h"
+#include "common/status.h"
+
+namespace cohort {
+
+inline constexpr uint16_t kProtocolVersion = 1;
+// Frames larger than this are refused (ZMQ_MAXMSGSIZE) before they reach us.
+inline constexpr int64_t kMaxFrameBytes = 64ll << 20;
+
+// Builds one encoded Envelope frame from an object-API body: Encode(id, wire::JobInfoT{...}).
+zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body);
+template <typename T>
+zmq::message_t Encode(uint64_t request_id, T body) {
+  wire::BodyUnion u;
+  u.Set(std::move(body));
+  return EncodeBody(request_id, std::move(u));
+}
+zmq::message_t EncodeError(uint64_t request_id, const Status& status);
+// A non-OK Status from an ErrorReply body.
+Status StatusFromError(const wire::ErrorReply& error);
+
+// A verified message.
+class Message {
+ public:
+  // Verifies the frame: size, identifier, flatbuffers::Verifier, version, a body present.
+  static StatusOr<Message> Parse(zmq::message_t frame);
+
+  const wire::Envelope& envelope() const { return *envelope_; }
+  uint64_t request_id() const { return envelope_->request_id(); }
+  wire::Body type() const { return envelope_->body_type(); }
+  // The body as T, or nullptr when it is another type.
+  template <typename T>
+  const T* As() const {
+    return envelope_->body_as<T>();
+  }
+  // An ErrorReply turned into its Status; OK for any other body.
+  Status ErrorStatus() const;
+
+ private:
+  Message(zmq::message_t frame, const wire::Envelope* envelope)
+      : frame_(std::move(frame)), envelope_(envelope) {}
+  zmq::message_t frame_;
+  const wire::Envelope* envelope_;
+};
+
+// Security for one socket (issue 7 fills in CURVE). insecure: plaintext.
+struct SocketSecurity {
+  bool insecure = true;
+};
+
+struct RoutedMessage {
+  std::string peer;  // ROUTER identity of the sender
+  Message message;
+};
+
+// The coordinator's end: binds, receives from many DEALERs, replies by identity.
+class RouterSocket {
+ public:
+  static StatusOr<RouterSocket> Bind(zmq::context_t& context, const std::string& endpoint,
+                                     const SocketSecurity& security = {});
+  // The next verified message, or nullopt when `timeout` passes first. Bad frames are answered
+  // with ErrorReply and skipped.
+  StatusOr<std::optional<RoutedMessage>> Receive(std::chrono::milliseconds timeout);
+  Status Send(const std::string& peer, zmq::message_t frame);
+  // The endpoint actually bound (resolves tcp://*:0 to the chosen port).
+  std::string endpoint() const;
+  zmq::socket_t& socket() { return socket_; }
+
+ private:
+  explicit RouterSocket(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  zmq::socket_t socket_;
+};
+
+// An agent's or client's end: one connection to the coordinator, reconnected by ZeroMQ.
+class DealerSocket {
+ public:
+  // `identity`, when not empty, is the ZMQ routing id (agents use their node id).
+  static StatusOr<DealerSocket> Connect(zmq::context_t& context, const std::string& endpoint,
+                                        const std::string& identity = "",
+                                        const SocketSecurity& security = {});
+  Status Send(zmq::message_t frame);
+  // The next verified message, or nullopt when `timeout` passes first.
+  StatusOr<std::optional<Message>> Receive(std::chrono::milliseconds timeout);
+  // Sends a request with a fresh request id and waits for the reply carrying that id (others
+  // are dropped). An ErrorReply becomes its Status; no reply in time is kUnavailable.
+  template <typename T>
+  StatusOr<Message> Call(T body, std::chrono::milliseconds timeout) {
+    uint64_t id = next_request_id_++;
+    COHORT_RETURN_IF_ERROR(Send(Encode(id, std::move(body))));
+    return AwaitReply(id, timeout);
+  }
+  uint64_t NextRequestId() { return next_request_id_++; }
+  zmq::socket_t& socket() { return socket_; }
+
+ private:
+  explicit DealerSocket(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  StatusOr<Message> AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout);
+  zmq::socket_t socket_;
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace cohort

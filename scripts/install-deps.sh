@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package Cohort needs to build, test, run its demo and its benchmarks.
+# Idempotent: installs only what is missing. Needs root (or sudo) on Debian 12.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config ccache git clang lld libclang-rt-14-dev
+  # libraries Cohort links
+  libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler libspdlog-dev libfmt-dev
+  libucx-dev ucx-utils libyaml-cpp-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev libsystemd-dev zlib1g-dev
+  # benchmark peers
+  libopenmpi-dev openmpi-bin libgloo-dev
+  # demo data set (digits.csv.gz), Python client, network emulation, process tools
+  python3-sklearn python3-zmq python3-numpy iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

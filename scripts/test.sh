@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything with both cores, and runs the whole test suite.
+# Usage: scripts/test.sh [extra ctest args]. BUILD_DIR (default build) picks the build folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+build=${BUILD_DIR:-build}
+jobs=$(nproc)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j "$jobs"
+scripts/check-layout.sh
+cd "$build"
+ctest --output-on-failure -j "$jobs" --timeout 600 "$@"
