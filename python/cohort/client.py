@@ -1,0 +1,223 @@
+"""Python client for the Cohort coordinator: the same requests as the `cohort` CLI.
+
+Speaks the wire protocol of common/schema/cohort.fbs over a ZeroMQ DEALER socket, like the C++
+client library (common/client.h). Replies are returned as plain dicts and lists so scripts can
+print or json.dump them.
+
+    from cohort import Client
+    client = Client("tcp://127.0.0.1:7400")
+    name = client.submit(open("job.yaml").read())
+    job = client.wait(name)          # {'name': ..., 'state': 'SUCCEEDED', 'replicas': [...], ...}
+"""
+
+import time
+
+import flatbuffers
+import zmq
+
+from cohort.wire import (Body, CancelJob, Envelope, ErrorReply, GetJob, GetLogs, JobInfo,
+                         JobList, JobState, ListJobs, ListNodes, LogData, NodeList, ReplicaState,
+                         SubmitJob, SubmitJobReply)
+
+PROTOCOL_VERSION = 1
+FILE_IDENTIFIER = b"CHRT"
+FINISHED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+# cohort::StatusCode names, by value (common/status.h).
+_STATUS_NAMES = ["OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION",
+                 "UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "DATA_LOSS",
+                 "RESOURCE_EXHAUSTED", "CANCELLED", "INTERNAL"]
+
+
+class CohortError(Exception):
+    """An error the coordinator answered with; `code` is the status name (NOT_FOUND, ...)."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class Unreachable(CohortError):
+    """No reply from the coordinator in time."""
+
+    def __init__(self, endpoint, timeout_s):
+        super().__init__("UNAVAILABLE",
+                         f"no reply from the coordinator at {endpoint} within {timeout_s:g} s")
+
+
+def _enum_names(enum_class):
+    return {v: k for k, v in vars(enum_class).items() if not k.startswith("_")}
+
+
+_JOB_STATES = _enum_names(JobState.JobState)
+_REPLICA_STATES = _enum_names(ReplicaState.ReplicaState)
+_BODIES = _enum_names(Body.Body)
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else (value or "")
+
+
+def _job_to_dict(job):
+    return {
+        "name": _text(job.name),
+        "state": _JOB_STATES.get(job.state, str(job.state)),
+        "message": _text(job.message),
+        "create_time_ms": job.createTimeMs,
+        "start_time_ms": job.startTimeMs,
+        "end_time_ms": job.endTimeMs,
+        "restarts": job.restarts,
+        "max_restarts": job.maxRestarts,
+        "output_dir": _text(job.outputDir),
+        "trial_id": _text(job.trialId),
+        "study": _text(job.study),
+        "replicas": [{
+            "replica": _text(r.replica),
+            "role": _text(r.role),
+            "index": r.index,
+            "pool": r.pool,
+            "node_id": _text(r.nodeId),
+            "gpus": list(r.gpus) if r.gpus is not None else [],
+            "state": _REPLICA_STATES.get(r.state, str(r.state)),
+            "attempt": r.attempt,
+            "exit_code": r.exitCode,
+            "message": _text(r.message),
+        } for r in (job.replicas or [])],
+        "events": [{"time_ms": e.timeMs, "message": _text(e.message)}
+                   for e in (job.events or [])],
+    }
+
+
+def _node_to_dict(node):
+    return {
+        "node_id": _text(node.nodeId),
+        "address": _text(node.address),
+        "state": _text(node.state),
+        "gpus": [{"index": g.index, "model": _text(g.model), "memory_mb": g.memoryMb}
+                 for g in (node.gpus or [])],
+        "gpus_used": list(node.gpusUsed) if node.gpusUsed is not None else [],
+        "cpus": node.cpus,
+        "cpus_used": node.cpusUsed,
+        "memory_mb": node.memoryMb,
+        "memory_used_mb": node.memoryUsedMb,
+        "replicas": node.replicas,
+        "last_heartbeat_ms": node.lastHeartbeatMs,
+    }
+
+
+class Client:
+    """One connection to a coordinator's client endpoint. Not thread-safe."""
+
+    def __init__(self, endpoint="tcp://127.0.0.1:7400", timeout_s=5.0, context=None):
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._context = context or zmq.Context.instance()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(endpoint)
+        self._next_id = 1
+
+    def close(self):
+        self._socket.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- requests -----------------------------------------------------------------------
+
+    def submit(self, spec_yaml):
+        """Submits a job file's text; returns the job name. Raises CohortError on a bad spec."""
+        body = SubmitJob.SubmitJobT()
+        body.specYaml = spec_yaml
+        reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
+        return _text(reply.name)
+
+    def get_job(self, name):
+        body = GetJob.GetJobT()
+        body.name = name
+        return _job_to_dict(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT))
+
+    def list_jobs(self):
+        reply = self._call(Body.Body.ListJobs, ListJobs.ListJobsT(), JobList.JobListT)
+        return [_job_to_dict(j) for j in (reply.jobs or [])]
+
+    def cancel(self, name):
+        body = CancelJob.CancelJobT()
+        body.name = name
+        return _job_to_dict(self._call(Body.Body.CancelJob, body, JobInfo.JobInfoT))
+
+    def nodes(self):
+        reply = self._call(Body.Body.ListNodes, ListNodes.ListNodesT(), NodeList.NodeListT)
+        return [_node_to_dict(n) for n in (reply.nodes or [])]
+
+    def read_logs(self, job, replica="chief-0", offset=0, max_bytes=1 << 20):
+        """One chunk of a replica's logs: (bytes, next_offset, complete)."""
+        body = GetLogs.GetLogsT()
+        body.job = job
+        body.replica = replica
+        body.offset = offset
+        body.maxBytes = max_bytes
+        reply = self._call(Body.Body.GetLogs, body, LogData.LogDataT)
+        data = bytes(reply.data) if reply.data is not None else b""
+        return data, reply.nextOffset, reply.complete
+
+    def wait(self, name, poll_s=1.0, timeout_s=None):
+        """Polls until the job is SUCCEEDED, FAILED or CANCELLED; returns its last status."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            job = self.get_job(name)
+            if job["state"] in FINISHED_STATES:
+                return job
+            if deadline is not None and time.monotonic() > deadline:
+                raise CohortError("DEADLINE_EXCEEDED", f"job {name} is still {job['state']}")
+            time.sleep(poll_s)
+
+    # ---- wire ---------------------------------------------------------------------------
+
+    def _call(self, body_type, body, reply_class):
+        request_id = self._next_id
+        self._next_id += 1
+        envelope = Envelope.EnvelopeT()
+        envelope.version = PROTOCOL_VERSION
+        envelope.requestId = request_id
+        envelope.bodyType = body_type
+        envelope.body = body
+        builder = flatbuffers.Builder(256)
+        builder.Finish(envelope.Pack(builder), file_identifier=FILE_IDENTIFIER)
+        self._socket.send(bytes(builder.Output()))
+
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._socket.poll(int(remaining * 1000), zmq.POLLIN):
+                raise Unreachable(self.endpoint, self.timeout_s)
+            frame = self._socket.recv()
+            reply = self._parse(frame)
+            if reply is None or reply.requestId not in (request_id, 0):
+                continue
+            if reply.bodyType == Body.Body.ErrorReply:
+                code = reply.body.code
+                name = _STATUS_NAMES[code] if 0 <= code < len(_STATUS_NAMES) else "INTERNAL"
+                raise CohortError(name, _text(reply.body.message))
+            if not isinstance(reply.body, reply_class):
+                raise CohortError("DATA_LOSS", "unexpected reply "
+                                  f"{_BODIES.get(reply.bodyType, reply.bodyType)}")
+            return reply.body
+
+    @staticmethod
+    def _parse(frame):
+        # The Python FlatBuffers runtime has no verifier: refuse what does not look like ours
+        # and treat any decoding error as a bad frame rather than crashing the caller.
+        if len(frame) < 8 or frame[4:8] != FILE_IDENTIFIER:
+            return None
+        try:
+            envelope = Envelope.EnvelopeT.InitFromBuf(frame, 0)
+        except Exception:  # noqa: BLE001 - any decoding failure means a bad frame
+            return None
+        if envelope.version != PROTOCOL_VERSION:
+            return None
+        return envelope
