@@ -13,11 +13,25 @@ Status ZmqError(std::string_view what, const zmq::error_t& e) {
   return Unavailable(std::string(what) + ": " + e.what());
 }
 
-Status ApplyCommonOptions(zmq::socket_t& socket, const SocketSecurity& security) {
+Status ApplyCommonOptions(zmq::socket_t& socket, const SocketSecurity& security, bool server) {
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
-  if (!security.insecure) {
-    return FailedPrecondition("CURVE security is not available in this build; use --insecure");
+  if (security.insecure) return Status::Ok();
+  if (security.keys.secret_key.empty()) {
+    return InvalidArgument("CURVE needs this side's secret key (a .key file), or --insecure");
+  }
+  if (server) {
+    if (security.zap_domain.empty()) return InvalidArgument("CURVE server needs a ZAP domain");
+    socket.set(zmq::sockopt::curve_server, 1);
+    socket.set(zmq::sockopt::curve_secretkey, security.keys.secret_key);
+    socket.set(zmq::sockopt::zap_domain, security.zap_domain);
+  } else {
+    if (security.server_public_key.empty()) {
+      return InvalidArgument("CURVE client needs the coordinator's public key, or --insecure");
+    }
+    socket.set(zmq::sockopt::curve_serverkey, security.server_public_key);
+    socket.set(zmq::sockopt::curve_publickey, security.keys.public_key);
+    socket.set(zmq::sockopt::curve_secretkey, security.keys.secret_key);
   }
   return Status::Ok();
 }
@@ -114,7 +128,7 @@ StatusOr<RouterSocket> RouterSocket::Bind(zmq::context_t& context, const std::st
                                           const SocketSecurity& security) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::router);
-    COHORT_RETURN_IF_ERROR(ApplyCommonOptions(socket, security));
+    COHORT_RETURN_IF_ERROR(ApplyCommonOptions(socket, security, /*server=*/true));
     // A reconnecting agent keeps its node-id identity; let the new connection take it over.
     socket.set(zmq::sockopt::router_handover, 1);
     socket.set(zmq::sockopt::router_mandatory, 1);
@@ -179,7 +193,7 @@ StatusOr<DealerSocket> DealerSocket::Connect(zmq::context_t& context, const std:
                                              const SocketSecurity& security) {
   try {
     zmq::socket_t socket(context, zmq::socket_type::dealer);
-    COHORT_RETURN_IF_ERROR(ApplyCommonOptions(socket, security));
+    COHORT_RETURN_IF_ERROR(ApplyCommonOptions(socket, security, /*server=*/false));
     if (!identity.empty()) socket.set(zmq::sockopt::routing_id, identity);
     socket.set(zmq::sockopt::reconnect_ivl, 100);
     socket.set(zmq::sockopt::reconnect_ivl_max, 2000);

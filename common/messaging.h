@@ -15,6 +15,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "common/curve_keys.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
 
@@ -60,9 +61,16 @@ class Message {
   const wire::Envelope* envelope_;
 };
 
-// Security for one socket (issue 7 fills in CURVE). insecure: plaintext.
+// Security for one socket. insecure: plaintext (local use only). Otherwise CURVE: a ROUTER is
+// a CURVE server with `keys.secret_key` and admits the clients its ZapAuthenticator
+// (common/curve_keys.h) allows for `zap_domain`; a DEALER presents `keys` and refuses any
+// coordinator whose key is not `server_public_key` (the handshake never completes, so calls
+// time out as kUnavailable).
 struct SocketSecurity {
   bool insecure = true;
+  CurveKeyPair keys;
+  std::string server_public_key;  // DEALER only
+  std::string zap_domain;         // ROUTER only
 };
 
 struct RoutedMessage {
