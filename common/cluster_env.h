@@ -45,6 +45,14 @@ struct ClusterEnvInput {
 //                  "task":{"type":"worker","index":0,"trial":"3"},"environment":"cloud"}
 //                  (evaluators are not in "cluster"; reducers are not in TF_CONFIG's cluster)
 //  RANK: chief 0, worker i -> i+1; WORLD_SIZE = chief + workers. Not set for other roles.
+//  Also: LOCAL_RANK (training roles only), AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR
+//  (when output_dir is set), CLOUD_ML_TRIAL_ID (trials only), CLOUD_ML_HP_METRIC_FILE =
+//  <output_dir>[/<trial_id>]/hp_metrics.jsonl, CUDA_VISIBLE_DEVICES ("" without GPUs) and
+//  NVIDIA_VISIBLE_DEVICES ("void" without GPUs), COHORT_JOB, COHORT_ROLE, COHORT_REPLICA
+//  ("worker-1"), COHORT_BOOTSTRAP_ADDR (chief host:bootstrap_port), COHORT_NUM_WORKERS
+//  (= chief + workers, every role), COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX (reducers only),
+//  COHORT_PS_ADDRS (comma-separated host:port of the parameter servers by index, "" when none).
+//  Reducers get no TF_CONFIG. Details in cluster_env.cc.
 std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input);
 
 // <output_dir>[/<trial_id>]/{model,checkpoints,logs}/ with the trailing slash, as Vertex.

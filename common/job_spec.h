@@ -33,6 +33,8 @@ struct Resources {
   int gpus = 0;
   int cpus = 1;
   int64_t memory_mb = 0;  // 0: not limited
+
+  bool operator==(const Resources&) const = default;
 };
 
 // What a replica runs. A process has a command; a container has an image and optionally a
@@ -41,6 +43,8 @@ struct ProcessSpec {
   std::vector<std::string> command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
+
+  bool operator==(const ProcessSpec&) const = default;
 };
 
 struct ContainerSpec {
@@ -48,6 +52,8 @@ struct ContainerSpec {
   std::vector<std::string> command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
+
+  bool operator==(const ContainerSpec&) const = default;
 };
 
 struct WorkerPoolSpec {
@@ -57,12 +63,16 @@ struct WorkerPoolSpec {
   std::optional<ProcessSpec> process;      // exactly one of process, container, builtin
   std::optional<ContainerSpec> container;
   Builtin builtin = Builtin::kNone;
+
+  bool operator==(const WorkerPoolSpec&) const = default;
 };
 
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
   bool restart_job_on_worker_restart = false;
+
+  bool operator==(const SchedulingSpec&) const = default;
 };
 
 struct JobSpec {
@@ -73,6 +83,8 @@ struct JobSpec {
 
   const WorkerPoolSpec* FindPool(Role role) const;
   int TotalReplicas() const;
+
+  bool operator==(const JobSpec&) const = default;  // field by field
 };
 
 // Parses YAML text and validates it. `source` names the input in errors ("job.yaml").

@@ -1,0 +1,725 @@
+// Job spec parsing, validation and canonical YAML (see job_spec.h and DESIGN.md "Jobs").
+//
+// Parsing walks the yaml-cpp node tree by hand instead of using YAML::convert so that every error
+// names its path ("worker_pools[0].resources.gpus") and the line it is on, unknown keys included.
+// yaml-cpp throws; every call into it sits behind a try/catch that turns the exception into a
+// Status, so no exception leaves this file.
+#include "common/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace cohort {
+
+namespace {
+
+constexpr int kMaxPools = 4;
+constexpr int kMaxReplicas = 1024;
+constexpr int kMaxGpus = 64;
+constexpr int kMaxCpus = 1024;
+constexpr int kMaxRestarts = 1000;
+constexpr size_t kMaxNameLength = 128;
+
+bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
+
+// [A-Za-z][A-Za-z0-9_]{0,127}
+bool IsValidJobName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength || !IsAsciiAlpha(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
+}
+
+// [A-Za-z_][A-Za-z0-9_]*
+bool IsValidEnvName(std::string_view name) {
+  if (name.empty() || IsAsciiDigit(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
+}
+
+std::string Quoted(std::string_view s) {
+  std::string out = "'";
+  out += s;
+  out += "'";
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// YAML walking. Every helper takes the dotted path of the node it reads, for error messages.
+
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  // "job.yaml:5:3: worker_pools[0].resorces: unknown key"
+  Status Error(const YAML::Node& node, const std::string& path, const std::string& what) const {
+    std::string m(source_);
+    YAML::Mark mark = node.Mark();
+    if (!mark.is_null()) {
+      m += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+    }
+    m += ": " + (path.empty() ? std::string("(document)") : path) + ": " + what;
+    return InvalidArgument(std::move(m));
+  }
+
+  static std::string KindName(const YAML::Node& node) {
+    switch (node.Type()) {
+      case YAML::NodeType::Null: return "null";
+      case YAML::NodeType::Scalar: return "a scalar";
+      case YAML::NodeType::Sequence: return "a list";
+      case YAML::NodeType::Map: return "a mapping";
+      case YAML::NodeType::Undefined: return "nothing";
+    }
+    return "?";
+  }
+
+  // Checks that `node` is a map whose keys are all scalars from `allowed`, each at most once.
+  Status CheckMap(const YAML::Node& node, const std::string& path,
+                  std::initializer_list<std::string_view> allowed) const {
+    if (!node.IsMap()) {
+      return Error(node, path, "expected a mapping, got " + KindName(node));
+    }
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node& key = it->first;
+      if (!key.IsScalar()) return Error(key, path, "keys must be strings");
+      const std::string& k = key.Scalar();
+      std::string child = Join(path, k);
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        return Error(key, child, "unknown key");
+      }
+      if (!seen.insert(k).second) return Error(key, child, "duplicate key");
+    }
+    return Status::Ok();
+  }
+
+  // Keys of a user map (env) with duplicate detection; no key restriction.
+  Status CheckUserMap(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsMap()) return Error(node, path, "expected a mapping, got " + KindName(node));
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) return Error(it->first, path, "keys must be strings");
+      if (!seen.insert(it->first.Scalar()).second) {
+        return Error(it->first, Join(path, it->first.Scalar()), "duplicate key");
+      }
+    }
+    return Status::Ok();
+  }
+
+  static std::string Join(const std::string& path, std::string_view key) {
+    if (path.empty()) return std::string(key);
+    return path + "." + std::string(key);
+  }
+
+  // A present, non-null child.
+  static bool Has(const YAML::Node& map, const char* key) {
+    YAML::Node child = map[key];
+    return child.IsDefined() && !child.IsNull();
+  }
+
+  StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar()) return Error(node, path, "expected a string, got " + KindName(node));
+    return node.Scalar();
+  }
+
+  // Integers: a plain (unquoted) decimal scalar.
+  StatusOr<int64_t> Int(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar() || node.Tag() == "!") {
+      return Error(node, path,
+                   "expected an integer, got " +
+                       (node.IsScalar() ? "string " + Quoted(node.Scalar()) : KindName(node)));
+    }
+    const std::string& s = node.Scalar();
+    int64_t v = 0;
+    const char* begin = s.data();
+    const char* end = s.data() + s.size();
+    if (begin != end && *begin == '+') ++begin;
+    auto [ptr, ec] = std::from_chars(begin, end, v);
+    if (ec == std::errc::result_out_of_range) {
+      return Error(node, path, "integer out of range: " + s);
+    }
+    if (ec != std::errc() || ptr != end || begin == end) {
+      return Error(node, path, "expected an integer, got " + Quoted(s));
+    }
+    return v;
+  }
+
+  StatusOr<bool> Bool(const YAML::Node& node, const std::string& path) const {
+    if (node.IsScalar() && node.Tag() != "!") {
+      std::string s = node.Scalar();
+      std::transform(s.begin(), s.end(), s.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (s == "true" || s == "yes" || s == "on") return true;
+      if (s == "false" || s == "no" || s == "off") return false;
+    }
+    return Error(node, path,
+                 "expected a boolean (true or false), got " +
+                     (node.IsScalar() ? Quoted(node.Scalar()) : KindName(node)));
+  }
+
+  StatusOr<std::vector<std::string>> StringList(const YAML::Node& node,
+                                                const std::string& path) const {
+    if (!node.IsSequence()) {
+      return Error(node, path, "expected a list of strings, got " + KindName(node));
+    }
+    std::vector<std::string> out;
+    for (size_t i = 0; i < node.size(); ++i) {
+      std::string item_path = path + "[" + std::to_string(i) + "]";
+      COHORT_ASSIGN_OR_RETURN(std::string s, String(node[i], item_path));
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  // env: a map of name -> scalar (numbers and booleans are kept as their text).
+  StatusOr<std::map<std::string, std::string>> Env(const YAML::Node& node,
+                                                   const std::string& path) const {
+    COHORT_RETURN_IF_ERROR(CheckUserMap(node, path));
+    std::map<std::string, std::string> out;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string& name = it->first.Scalar();
+      std::string child = Join(path, name);
+      if (!IsValidEnvName(name)) {
+        return Error(it->first, child,
+                     "invalid environment variable name (must match [A-Za-z_][A-Za-z0-9_]*)");
+      }
+      if (!it->second.IsScalar()) {
+        return Error(it->second, child,
+                     "expected a string or number, got " + KindName(it->second));
+      }
+      out[name] = it->second.Scalar();
+    }
+    return out;
+  }
+
+ private:
+  std::string source_;
+};
+
+// Fields shared by process and container blocks.
+template <typename Spec>
+Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::string& path,
+                          Spec* spec) {
+  if (Reader::Has(node, "command")) {
+    COHORT_ASSIGN_OR_RETURN(spec->command, r.StringList(node["command"], path + ".command"));
+  }
+  if (Reader::Has(node, "args")) {
+    COHORT_ASSIGN_OR_RETURN(spec->args, r.StringList(node["args"], path + ".args"));
+  }
+  if (Reader::Has(node, "env")) {
+    COHORT_ASSIGN_OR_RETURN(spec->env, r.Env(node["env"], path + ".env"));
+  }
+  return Status::Ok();
+}
+
+StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
+                                  const std::string& path) {
+  COHORT_RETURN_IF_ERROR(r.CheckMap(
+      node, path, {"role", "replicas", "resources", "process", "container", "builtin"}));
+  WorkerPoolSpec pool;
+  if (!Reader::Has(node, "role")) {
+    return r.Error(node, path + ".role",
+                   "required (chief, worker, parameter_server, reducer or evaluator)");
+  }
+  COHORT_ASSIGN_OR_RETURN(std::string role_name, r.String(node["role"], path + ".role"));
+  StatusOr<Role> role = ParseRole(role_name);
+  if (!role.ok()) return r.Error(node["role"], path + ".role", role.status().message());
+  pool.role = *role;
+
+  if (Reader::Has(node, "replicas")) {
+    COHORT_ASSIGN_OR_RETURN(int64_t replicas, r.Int(node["replicas"], path + ".replicas"));
+    if (replicas < std::numeric_limits<int>::min() || replicas > std::numeric_limits<int>::max()) {
+      return r.Error(node["replicas"], path + ".replicas", "out of range");
+    }
+    pool.replicas = static_cast<int>(replicas);
+  }
+
+  if (Reader::Has(node, "resources")) {
+    const YAML::Node res = node["resources"];
+    std::string rpath = path + ".resources";
+    COHORT_RETURN_IF_ERROR(r.CheckMap(res, rpath, {"gpus", "cpus", "memory_mb"}));
+    auto small_int = [&](const char* key, int* out) -> Status {
+      if (!Reader::Has(res, key)) return Status::Ok();
+      std::string kpath = rpath + "." + key;
+      COHORT_ASSIGN_OR_RETURN(int64_t v, r.Int(res[key], kpath));
+      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+        return r.Error(res[key], kpath, "out of range");
+      }
+      *out = static_cast<int>(v);
+      return Status::Ok();
+    };
+    COHORT_RETURN_IF_ERROR(small_int("gpus", &pool.resources.gpus));
+    COHORT_RETURN_IF_ERROR(small_int("cpus", &pool.resources.cpus));
+    if (Reader::Has(res, "memory_mb")) {
+      COHORT_ASSIGN_OR_RETURN(pool.resources.memory_mb,
+                              r.Int(res["memory_mb"], rpath + ".memory_mb"));
+    }
+  }
+
+  if (Reader::Has(node, "process")) {
+    const YAML::Node p = node["process"];
+    std::string ppath = path + ".process";
+    COHORT_RETURN_IF_ERROR(r.CheckMap(p, ppath, {"command", "args", "env"}));
+    ProcessSpec spec;
+    COHORT_RETURN_IF_ERROR(ReadCommandArgsEnv(r, p, ppath, &spec));
+    pool.process = std::move(spec);
+  }
+  if (Reader::Has(node, "container")) {
+    const YAML::Node c = node["container"];
+    std::string cpath = path + ".container";
+    COHORT_RETURN_IF_ERROR(r.CheckMap(c, cpath, {"image", "command", "args", "env"}));
+    ContainerSpec spec;
+    if (Reader::Has(c, "image")) {
+      COHORT_ASSIGN_OR_RETURN(spec.image, r.String(c["image"], cpath + ".image"));
+    }
+    COHORT_RETURN_IF_ERROR(ReadCommandArgsEnv(r, c, cpath, &spec));
+    pool.container = std::move(spec);
+  }
+  if (Reader::Has(node, "builtin")) {
+    COHORT_ASSIGN_OR_RETURN(std::string b, r.String(node["builtin"], path + ".builtin"));
+    if (b == "reducer") {
+      pool.builtin = Builtin::kReducer;
+    } else if (b == "parameter_server") {
+      pool.builtin = Builtin::kParameterServer;
+    } else {
+      return r.Error(node["builtin"], path + ".builtin",
+                     "unknown builtin " + Quoted(b) + " (reducer or parameter_server)");
+    }
+  }
+  return pool;
+}
+
+StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node) {
+  const std::string path = "scheduling";
+  COHORT_RETURN_IF_ERROR(
+      r.CheckMap(node, path, {"timeout", "max_restarts", "restart_job_on_worker_restart"}));
+  SchedulingSpec s;
+  if (Reader::Has(node, "timeout")) {
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
+    StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
+    if (!d.ok()) return r.Error(node["timeout"], path + ".timeout", d.status().message());
+    if (d->count() > 0 && d->count() < 1000) {
+      return r.Error(node["timeout"], path + ".timeout", "must be at least 1s, got " + text);
+    }
+    s.timeout = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  }
+  if (Reader::Has(node, "max_restarts")) {
+    COHORT_ASSIGN_OR_RETURN(int64_t v, r.Int(node["max_restarts"], path + ".max_restarts"));
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      return r.Error(node["max_restarts"], path + ".max_restarts", "out of range");
+    }
+    s.max_restarts = static_cast<int>(v);
+  }
+  if (Reader::Has(node, "restart_job_on_worker_restart")) {
+    COHORT_ASSIGN_OR_RETURN(s.restart_job_on_worker_restart,
+                            r.Bool(node["restart_job_on_worker_restart"],
+                                   path + ".restart_job_on_worker_restart"));
+  }
+  return s;
+}
+
+StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull()) {
+    return r.Error(root, "", "empty job spec");
+  }
+  COHORT_RETURN_IF_ERROR(r.CheckMap(root, "",
+                                    {"name", "output_dir", "worker_pools", "scheduling"}));
+  JobSpec spec;
+  if (!Reader::Has(root, "name")) return r.Error(root, "name", "required");
+  COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+  if (Reader::Has(root, "output_dir")) {
+    COHORT_ASSIGN_OR_RETURN(spec.output_dir, r.String(root["output_dir"], "output_dir"));
+  }
+  if (!Reader::Has(root, "worker_pools")) {
+    return r.Error(root, "worker_pools", "required (at least the chief pool)");
+  }
+  const YAML::Node pools = root["worker_pools"];
+  if (!pools.IsSequence()) {
+    return r.Error(pools, "worker_pools", "expected a list, got " + Reader::KindName(pools));
+  }
+  for (size_t i = 0; i < pools.size(); ++i) {
+    COHORT_ASSIGN_OR_RETURN(WorkerPoolSpec pool,
+                            ReadPool(r, pools[i], "worker_pools[" + std::to_string(i) + "]"));
+    spec.pools.push_back(std::move(pool));
+  }
+  if (Reader::Has(root, "scheduling")) {
+    COHORT_ASSIGN_OR_RETURN(spec.scheduling, ReadScheduling(r, root["scheduling"]));
+  }
+  return spec;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation of a built spec. Paths use the spec's own pool order.
+
+Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
+  const std::string role(RoleName(pool.role));
+  if (pool.role == Role::kChief) {
+    if (pool.replicas != 1) {
+      return InvalidArgument(path + ".replicas: the chief pool must have exactly 1 replica, got " +
+                             std::to_string(pool.replicas));
+    }
+  } else if (pool.replicas < 1) {
+    return InvalidArgument(path + ".replicas: must be at least 1, got " +
+                           std::to_string(pool.replicas));
+  } else if (pool.replicas > kMaxReplicas) {
+    return InvalidArgument(path + ".replicas: must be at most " + std::to_string(kMaxReplicas) +
+                           ", got " + std::to_string(pool.replicas));
+  }
+
+  const Resources& res = pool.resources;
+  if (res.gpus < 0 || res.gpus > kMaxGpus) {
+    return InvalidArgument(path + ".resources.gpus: must be in 0.." + std::to_string(kMaxGpus) +
+                           ", got " + std::to_string(res.gpus));
+  }
+  if (res.cpus < 0 || res.cpus > kMaxCpus) {
+    return InvalidArgument(path + ".resources.cpus: must be in 0.." + std::to_string(kMaxCpus) +
+                           ", got " + std::to_string(res.cpus));
+  }
+  if (res.memory_mb < 0) {
+    return InvalidArgument(path + ".resources.memory_mb: must be at least 0, got " +
+                           std::to_string(res.memory_mb));
+  }
+
+  int kinds = (pool.process ? 1 : 0) + (pool.container ? 1 : 0) +
+              (pool.builtin != Builtin::kNone ? 1 : 0);
+  if (kinds != 1) {
+    return InvalidArgument(path + ": needs exactly one of process, container or builtin, got " +
+                           std::to_string(kinds));
+  }
+  if (pool.builtin != Builtin::kNone) {
+    bool matches = (pool.builtin == Builtin::kReducer && pool.role == Role::kReducer) ||
+                   (pool.builtin == Builtin::kParameterServer &&
+                    pool.role == Role::kParameterServer);
+    if (!matches) {
+      return InvalidArgument(path + ".builtin: " + std::string(BuiltinName(pool.builtin)) +
+                             " is not allowed for role " + role +
+                             " (builtin: reducer for role reducer, builtin: parameter_server "
+                             "for role parameter_server)");
+    }
+    if (res.gpus != 0) {
+      return InvalidArgument(path + ".resources.gpus: builtin pools run on CPUs only, got " +
+                             std::to_string(res.gpus));
+    }
+  }
+  auto check_strings = [&](const std::vector<std::string>& v, const std::string& p,
+                           bool required) -> Status {
+    if (required && v.empty()) return InvalidArgument(p + ": must not be empty");
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].find('\0') != std::string::npos) {
+        return InvalidArgument(p + "[" + std::to_string(i) + "]: contains a NUL byte");
+      }
+    }
+    if (required && v[0].empty()) return InvalidArgument(p + "[0]: must not be empty");
+    return Status::Ok();
+  };
+  auto check_env = [&](const std::map<std::string, std::string>& env,
+                       const std::string& p) -> Status {
+    for (const auto& [k, v] : env) {
+      if (!IsValidEnvName(k)) {
+        return InvalidArgument(p + "." + k +
+                               ": invalid environment variable name (must match "
+                               "[A-Za-z_][A-Za-z0-9_]*)");
+      }
+      if (v.find('\0') != std::string::npos) {
+        return InvalidArgument(p + "." + k + ": contains a NUL byte");
+      }
+    }
+    return Status::Ok();
+  };
+  if (pool.process) {
+    COHORT_RETURN_IF_ERROR(check_strings(pool.process->command, path + ".process.command", true));
+    COHORT_RETURN_IF_ERROR(check_strings(pool.process->args, path + ".process.args", false));
+    COHORT_RETURN_IF_ERROR(check_env(pool.process->env, path + ".process.env"));
+  }
+  if (pool.container) {
+    if (pool.container->image.empty()) {
+      return InvalidArgument(path + ".container.image: must not be empty");
+    }
+    COHORT_RETURN_IF_ERROR(
+        check_strings(pool.container->command, path + ".container.command", false));
+    COHORT_RETURN_IF_ERROR(check_strings(pool.container->args, path + ".container.args", false));
+    COHORT_RETURN_IF_ERROR(check_env(pool.container->env, path + ".container.env"));
+  }
+  return Status::Ok();
+}
+
+// Duration text for the canonical YAML: the largest unit that divides it exactly.
+std::string FormatSeconds(std::chrono::seconds d) {
+  int64_t s = d.count();
+  if (s != 0 && s % 86400 == 0) return std::to_string(s / 86400) + "d";
+  if (s != 0 && s % 3600 == 0) return std::to_string(s / 3600) + "h";
+  if (s != 0 && s % 60 == 0) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
+
+void EmitStringList(YAML::Emitter& out, const char* key, const std::vector<std::string>& v) {
+  if (v.empty()) return;
+  out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const auto& s : v) out << YAML::DoubleQuoted << s;
+  out << YAML::EndSeq;
+}
+
+void EmitEnv(YAML::Emitter& out, const std::map<std::string, std::string>& env) {
+  if (env.empty()) return;
+  out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
+  for (const auto& [k, v] : env) out << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kChief: return "chief";
+    case Role::kWorker: return "worker";
+    case Role::kParameterServer: return "parameter_server";
+    case Role::kReducer: return "reducer";
+    case Role::kEvaluator: return "evaluator";
+  }
+  return "unknown";
+}
+
+StatusOr<Role> ParseRole(std::string_view name) {
+  for (Role r : {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer,
+                 Role::kEvaluator}) {
+    if (name == RoleName(r)) return r;
+  }
+  return InvalidArgument("unknown role " + Quoted(name) +
+                         " (chief, worker, parameter_server, reducer or evaluator)");
+}
+
+int PoolIndex(Role role) {
+  switch (role) {
+    case Role::kChief: return 0;
+    case Role::kWorker: return 1;
+    case Role::kParameterServer:
+    case Role::kReducer: return 2;
+    case Role::kEvaluator: return 3;
+  }
+  return -1;
+}
+
+std::string_view BuiltinName(Builtin builtin) {
+  switch (builtin) {
+    case Builtin::kNone: return "";
+    case Builtin::kReducer: return "reducer";
+    case Builtin::kParameterServer: return "parameter_server";
+  }
+  return "";
+}
+
+const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
+  for (const auto& pool : pools) {
+    if (pool.role == role) return &pool;
+  }
+  return nullptr;
+}
+
+int JobSpec::TotalReplicas() const {
+  int total = 0;
+  for (const auto& pool : pools) total += pool.replicas;
+  return total;
+}
+
+StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  const std::string original(text);
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("invalid duration " + Quoted(original) + ": " + why +
+                           " (examples: 7d, 12h, 30m, 45s, 1500ms, 1h30m, or bare seconds)");
+  };
+  // Trim surrounding blanks.
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  if (text.empty()) return bad("empty");
+  if (text.front() == '-') return bad("must not be negative");
+
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t total_ms = 0;
+  bool first = true;
+  while (!text.empty()) {
+    int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec == std::errc::result_out_of_range) return bad("too large");
+    if (ec != std::errc() || n < 0) return bad("expected a number");
+    text.remove_prefix(ptr - text.data());
+    std::string_view unit;
+    size_t u = 0;
+    while (u < text.size() && IsAsciiAlpha(text[u])) ++u;
+    unit = text.substr(0, u);
+    text.remove_prefix(u);
+    int64_t scale_ms = 0;
+    if (unit.empty()) {
+      if (!first || !text.empty()) return bad("missing unit");
+      scale_ms = 1000;  // bare integer: seconds
+    } else if (unit == "ms") {
+      scale_ms = 1;
+    } else if (unit == "s") {
+      scale_ms = 1000;
+    } else if (unit == "m") {
+      scale_ms = 60 * 1000;
+    } else if (unit == "h") {
+      scale_ms = 3600 * 1000;
+    } else if (unit == "d") {
+      scale_ms = 86400LL * 1000;
+    } else {
+      return bad("unknown unit " + Quoted(unit));
+    }
+    if (n > kMax / scale_ms || total_ms > kMax - n * scale_ms) return bad("too large");
+    total_ms += n * scale_ms;
+    first = false;
+  }
+  return std::chrono::milliseconds(total_ms);
+}
+
+Status ValidateJobSpec(const JobSpec& spec) {
+  if (!IsValidJobName(spec.name)) {
+    return InvalidArgument("name: " + Quoted(spec.name) +
+                           " is not a valid job name (must match [A-Za-z][A-Za-z0-9_]{0,127})");
+  }
+  if (!spec.output_dir.empty() && spec.output_dir.front() != '/') {
+    return InvalidArgument("output_dir: must be an absolute path, got " +
+                           Quoted(spec.output_dir));
+  }
+  if (spec.output_dir.find('\0') != std::string::npos) {
+    return InvalidArgument("output_dir: contains a NUL byte");
+  }
+  if (spec.pools.empty()) {
+    return InvalidArgument("worker_pools: at least one pool (the chief) is required");
+  }
+  if (spec.pools.size() > static_cast<size_t>(kMaxPools)) {
+    return InvalidArgument("worker_pools: at most " + std::to_string(kMaxPools) +
+                           " pools, got " + std::to_string(spec.pools.size()));
+  }
+  std::map<int, size_t> pool_slot;  // pool index -> position in spec.pools
+  for (size_t i = 0; i < spec.pools.size(); ++i) {
+    const WorkerPoolSpec& pool = spec.pools[i];
+    const std::string path = "worker_pools[" + std::to_string(i) + "]";
+    int index = PoolIndex(pool.role);
+    auto [it, inserted] = pool_slot.emplace(index, i);
+    if (!inserted) {
+      const WorkerPoolSpec& other = spec.pools[it->second];
+      std::string why = other.role == pool.role
+                            ? "role " + std::string(RoleName(pool.role)) + " appears twice"
+                            : "roles parameter_server and reducer share pool 2; a job has "
+                              "one or the other";
+      return InvalidArgument(path + ".role: " + why + " (also worker_pools[" +
+                             std::to_string(it->second) + "])");
+    }
+    COHORT_RETURN_IF_ERROR(ValidatePool(pool, path));
+  }
+  if (pool_slot.count(0) == 0) {
+    return InvalidArgument("worker_pools: a chief pool (role: chief) is required");
+  }
+  const SchedulingSpec& s = spec.scheduling;
+  if (s.timeout.count() <= 0) {
+    return InvalidArgument("scheduling.timeout: must be positive, got " +
+                           std::to_string(s.timeout.count()) + "s");
+  }
+  if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
+    return InvalidArgument("scheduling.max_restarts: must be in 0.." +
+                           std::to_string(kMaxRestarts) + ", got " +
+                           std::to_string(s.max_restarts));
+  }
+  return Status::Ok();
+}
+
+StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
+  Reader reader(source);
+  JobSpec spec;
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    COHORT_ASSIGN_OR_RETURN(spec, ReadJob(reader, root));
+  } catch (const YAML::Exception& e) {
+    std::string m(source);
+    if (!e.mark.is_null()) {
+      m += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    }
+    m += ": malformed YAML: " + e.msg;
+    return InvalidArgument(std::move(m));
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string(source) + ": " + e.what());
+  }
+  // Validate in the file's own order so pool paths match the list the user wrote, then sort.
+  Status st = ValidateJobSpec(spec);
+  if (!st.ok()) return st.WithContext(source);
+  std::stable_sort(spec.pools.begin(), spec.pools.end(),
+                   [](const WorkerPoolSpec& a, const WorkerPoolSpec& b) {
+                     return PoolIndex(a.role) < PoolIndex(b.role);
+                   });
+  return spec;
+}
+
+StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoStatus("open " + path, errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return ErrnoStatus("read " + path, errno);
+  return ParseJobSpec(text.str(), path);
+}
+
+std::string JobSpecToYaml(const JobSpec& spec) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << spec.name;
+  if (!spec.output_dir.empty()) {
+    out << YAML::Key << "output_dir" << YAML::Value << YAML::DoubleQuoted << spec.output_dir;
+  }
+  out << YAML::Key << "worker_pools" << YAML::Value << YAML::BeginSeq;
+  for (const auto& pool : spec.pools) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "role" << YAML::Value << std::string(RoleName(pool.role));
+    out << YAML::Key << "replicas" << YAML::Value << pool.replicas;
+    out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;
+    out << YAML::Key << "cpus" << YAML::Value << pool.resources.cpus;
+    out << YAML::Key << "memory_mb" << YAML::Value << pool.resources.memory_mb;
+    out << YAML::EndMap;
+    if (pool.process) {
+      out << YAML::Key << "process" << YAML::Value << YAML::BeginMap;
+      EmitStringList(out, "command", pool.process->command);
+      EmitStringList(out, "args", pool.process->args);
+      EmitEnv(out, pool.process->env);
+      out << YAML::EndMap;
+    }
+    if (pool.container) {
+      out << YAML::Key << "container" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "image" << YAML::Value << YAML::DoubleQuoted << pool.container->image;
+      EmitStringList(out, "command", pool.container->command);
+      EmitStringList(out, "args", pool.container->args);
+      EmitEnv(out, pool.container->env);
+      out << YAML::EndMap;
+    }
+    if (pool.builtin != Builtin::kNone) {
+      out << YAML::Key << "builtin" << YAML::Value << std::string(BuiltinName(pool.builtin));
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "scheduling" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "timeout" << YAML::Value << FormatSeconds(spec.scheduling.timeout);
+  out << YAML::Key << "max_restarts" << YAML::Value << spec.scheduling.max_restarts;
+  out << YAML::Key << "restart_job_on_worker_restart" << YAML::Value
+      << (spec.scheduling.restart_job_on_worker_restart ? "true" : "false");
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  std::string text = out.c_str();
+  text += "\n";
+  return text;
+}
+
+}  // namespace cohort

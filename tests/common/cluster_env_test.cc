@@ -1,0 +1,228 @@
+#include "common/cluster_env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace cohort {
+namespace {
+
+using nlohmann::json;
+
+// chief on h0, two workers, two reducers, one evaluator.
+ClusterEnvInput ReducerJob(Role role, int index) {
+  ClusterEnvInput in;
+  in.job_name = "digits";
+  in.output_dir = "/srv/jobs/digits";
+  in.replicas = {
+      {Role::kEvaluator, 0, "h3", 2300},
+      {Role::kWorker, 1, "h2", 2201},  // out of order on purpose
+      {Role::kReducer, 1, "h4", 2401},
+      {Role::kChief, 0, "h0", 2000},
+      {Role::kWorker, 0, "h1", 2200},
+      {Role::kReducer, 0, "h4", 2400},
+  };
+  in.role = role;
+  in.index = index;
+  in.master_port = 29500;
+  in.bootstrap_port = 29501;
+  return in;
+}
+
+ClusterEnvInput PsJob(Role role, int index) {
+  ClusterEnvInput in;
+  in.job_name = "ps_job";
+  in.output_dir = "/out/";
+  in.replicas = {
+      {Role::kChief, 0, "c", 1000},
+      {Role::kWorker, 0, "w0", 1100},
+      {Role::kParameterServer, 1, "p1", 1201},
+      {Role::kParameterServer, 0, "p0", 1200},
+  };
+  in.role = role;
+  in.index = index;
+  in.master_port = 7000;
+  in.bootstrap_port = 7001;
+  return in;
+}
+
+json Parse(const std::map<std::string, std::string>& env, const std::string& key) {
+  auto it = env.find(key);
+  EXPECT_NE(it, env.end()) << key;
+  if (it == env.end()) return json();
+  return json::parse(it->second);
+}
+
+TEST(ClusterEnvTest, ChiefOfReducerJob) {
+  ClusterEnvInput in = ReducerJob(Role::kChief, 0);
+  in.gpus = {0, 1};
+  auto env = RenderClusterEnv(in);
+
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["cluster"]["workerpool0"], json::array({"h0:2000"}));
+  EXPECT_EQ(cs["cluster"]["workerpool1"], json::array({"h1:2200", "h2:2201"}));
+  EXPECT_EQ(cs["cluster"]["workerpool2"], json::array({"h4:2400", "h4:2401"}));
+  EXPECT_EQ(cs["cluster"]["workerpool3"], json::array({"h3:2300"}));
+  EXPECT_EQ(cs["environment"], "cloud");
+  EXPECT_EQ(cs["task"]["type"], "workerpool0");
+  EXPECT_EQ(cs["task"]["index"], 0);
+  EXPECT_FALSE(cs["task"].contains("trial"));
+  EXPECT_EQ(cs["job"]["name"], "digits");
+  EXPECT_FALSE(cs["job"].contains("trial"));
+
+  json tf = Parse(env, "TF_CONFIG");
+  EXPECT_EQ(tf["cluster"]["chief"], json::array({"h0:2000"}));
+  EXPECT_EQ(tf["cluster"]["worker"], json::array({"h1:2200", "h2:2201"}));
+  EXPECT_FALSE(tf["cluster"].contains("ps"));
+  EXPECT_FALSE(tf["cluster"].contains("evaluator"));
+  EXPECT_EQ(tf["cluster"].size(), 2u);  // reducers are not in TF_CONFIG
+  EXPECT_EQ(tf["task"], (json{{"type", "chief"}, {"index", 0}}));
+  EXPECT_EQ(tf["environment"], "cloud");
+
+  EXPECT_EQ(env["MASTER_ADDR"], "h0");
+  EXPECT_EQ(env["MASTER_PORT"], "29500");
+  EXPECT_EQ(env["WORLD_SIZE"], "3");
+  EXPECT_EQ(env["RANK"], "0");
+  EXPECT_EQ(env["LOCAL_RANK"], "0");
+  EXPECT_EQ(env["AIP_MODEL_DIR"], "/srv/jobs/digits/model/");
+  EXPECT_EQ(env["AIP_CHECKPOINT_DIR"], "/srv/jobs/digits/checkpoints/");
+  EXPECT_EQ(env["AIP_TENSORBOARD_LOG_DIR"], "/srv/jobs/digits/logs/");
+  EXPECT_EQ(env["CLOUD_ML_HP_METRIC_FILE"], "/srv/jobs/digits/hp_metrics.jsonl");
+  EXPECT_EQ(env.count("CLOUD_ML_TRIAL_ID"), 0u);
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(env["COHORT_JOB"], "digits");
+  EXPECT_EQ(env["COHORT_ROLE"], "chief");
+  EXPECT_EQ(env["COHORT_REPLICA"], "chief-0");
+  EXPECT_EQ(env["COHORT_BOOTSTRAP_ADDR"], "h0:29501");
+  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "2");
+  EXPECT_EQ(env["COHORT_NUM_WORKERS"], "3");
+  EXPECT_EQ(env.count("COHORT_REDUCER_INDEX"), 0u);
+  EXPECT_EQ(env["COHORT_PS_ADDRS"], "");
+}
+
+TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
+  ClusterEnvInput in = ReducerJob(Role::kWorker, 1);
+  in.local_rank = 1;
+  in.gpus = {3};
+  auto env = RenderClusterEnv(in);
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["task"]["type"], "workerpool1");
+  EXPECT_EQ(cs["task"]["index"], 1);
+  json tf = Parse(env, "TF_CONFIG");
+  EXPECT_EQ(tf["task"]["type"], "worker");
+  EXPECT_EQ(tf["task"]["index"], 1);
+  EXPECT_EQ(env["RANK"], "2");
+  EXPECT_EQ(env["WORLD_SIZE"], "3");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3");
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "3");
+  EXPECT_EQ(env["COHORT_REPLICA"], "worker-1");
+  EXPECT_EQ(env["COHORT_ROLE"], "worker");
+}
+
+TEST(ClusterEnvTest, ReducerGetsIndexAndNoTfConfigOrRank) {
+  auto env = RenderClusterEnv(ReducerJob(Role::kReducer, 1));
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["task"]["type"], "workerpool2");
+  EXPECT_EQ(cs["task"]["index"], 1);
+  EXPECT_EQ(env.count("TF_CONFIG"), 0u);
+  EXPECT_EQ(env.count("RANK"), 0u);
+  EXPECT_EQ(env.count("WORLD_SIZE"), 0u);
+  EXPECT_EQ(env.count("LOCAL_RANK"), 0u);
+  EXPECT_EQ(env["COHORT_REDUCER_INDEX"], "1");
+  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "2");
+  EXPECT_EQ(env["COHORT_NUM_WORKERS"], "3");
+  EXPECT_EQ(env["COHORT_REPLICA"], "reducer-1");
+  EXPECT_EQ(env["COHORT_BOOTSTRAP_ADDR"], "h0:29501");
+  // A CPU-only replica sees no GPU.
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "");
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "void");
+}
+
+TEST(ClusterEnvTest, EvaluatorIsNotInTfCluster) {
+  auto env = RenderClusterEnv(ReducerJob(Role::kEvaluator, 0));
+  json tf = Parse(env, "TF_CONFIG");
+  EXPECT_EQ(tf["task"]["type"], "evaluator");
+  EXPECT_EQ(tf["task"]["index"], 0);
+  EXPECT_FALSE(tf["cluster"].contains("evaluator"));
+  EXPECT_EQ(tf["cluster"]["chief"], json::array({"h0:2000"}));
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["task"]["type"], "workerpool3");
+  EXPECT_EQ(env.count("RANK"), 0u);
+  EXPECT_EQ(env["MASTER_ADDR"], "h0");
+  EXPECT_EQ(env["COHORT_ROLE"], "evaluator");
+}
+
+TEST(ClusterEnvTest, ParameterServerJob) {
+  auto env = RenderClusterEnv(PsJob(Role::kParameterServer, 1));
+  json tf = Parse(env, "TF_CONFIG");
+  EXPECT_EQ(tf["cluster"]["ps"], json::array({"p0:1200", "p1:1201"}));
+  EXPECT_EQ(tf["cluster"]["chief"], json::array({"c:1000"}));
+  EXPECT_EQ(tf["cluster"]["worker"], json::array({"w0:1100"}));
+  EXPECT_EQ(tf["task"], (json{{"type", "ps"}, {"index", 1}}));
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["cluster"]["workerpool2"], json::array({"p0:1200", "p1:1201"}));
+  EXPECT_EQ(cs["task"]["type"], "workerpool2");
+  EXPECT_EQ(env["COHORT_PS_ADDRS"], "p0:1200,p1:1201");
+  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "0");
+  EXPECT_EQ(env.count("COHORT_REDUCER_INDEX"), 0u);
+  EXPECT_EQ(env.count("RANK"), 0u);
+  EXPECT_EQ(env["COHORT_NUM_WORKERS"], "2");
+  // Trailing slash in output_dir is not doubled.
+  EXPECT_EQ(env["AIP_MODEL_DIR"], "/out/model/");
+
+  auto worker_env = RenderClusterEnv(PsJob(Role::kWorker, 0));
+  EXPECT_EQ(worker_env["COHORT_PS_ADDRS"], "p0:1200,p1:1201");
+  EXPECT_EQ(worker_env["RANK"], "1");
+  EXPECT_EQ(worker_env["WORLD_SIZE"], "2");
+}
+
+TEST(ClusterEnvTest, TrialAddsTrialEverywhere) {
+  ClusterEnvInput in = ReducerJob(Role::kWorker, 0);
+  in.trial_id = "3";
+  auto env = RenderClusterEnv(in);
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["task"]["trial"], "3");
+  EXPECT_EQ(cs["job"]["trial"], "3");
+  json tf = Parse(env, "TF_CONFIG");
+  EXPECT_EQ(tf["task"], (json{{"type", "worker"}, {"index", 0}, {"trial", "3"}}));
+  EXPECT_EQ(env["CLOUD_ML_TRIAL_ID"], "3");
+  EXPECT_EQ(env["AIP_MODEL_DIR"], "/srv/jobs/digits/3/model/");
+  EXPECT_EQ(env["AIP_CHECKPOINT_DIR"], "/srv/jobs/digits/3/checkpoints/");
+  EXPECT_EQ(env["AIP_TENSORBOARD_LOG_DIR"], "/srv/jobs/digits/3/logs/");
+  EXPECT_EQ(env["CLOUD_ML_HP_METRIC_FILE"], "/srv/jobs/digits/3/hp_metrics.jsonl");
+}
+
+TEST(ClusterEnvTest, DirHelpers) {
+  EXPECT_EQ(ModelDir("/a/b", ""), "/a/b/model/");
+  EXPECT_EQ(ModelDir("/a/b/", "7"), "/a/b/7/model/");
+  EXPECT_EQ(CheckpointDir("/a", ""), "/a/checkpoints/");
+  EXPECT_EQ(TensorboardDir("/a", "t1"), "/a/t1/logs/");
+  EXPECT_EQ(ModelDir("/", ""), "/model/");
+}
+
+TEST(ClusterEnvTest, ChiefOnlyJobAndIpv6Hosts) {
+  ClusterEnvInput in;
+  in.job_name = "solo";
+  in.replicas = {{Role::kChief, 0, "fd00::1", 4000}};
+  in.master_port = 4001;
+  in.bootstrap_port = 4002;
+  auto env = RenderClusterEnv(in);
+  json cs = Parse(env, "CLUSTER_SPEC");
+  EXPECT_EQ(cs["cluster"].size(), 1u);
+  EXPECT_EQ(cs["cluster"]["workerpool0"], json::array({"[fd00::1]:4000"}));
+  json tf = Parse(env, "TF_CONFIG");
+  EXPECT_EQ(tf["cluster"], (json{{"chief", {"[fd00::1]:4000"}}}));
+  EXPECT_EQ(env["WORLD_SIZE"], "1");
+  EXPECT_EQ(env["MASTER_ADDR"], "fd00::1");
+  EXPECT_EQ(env["COHORT_BOOTSTRAP_ADDR"], "[fd00::1]:4002");
+  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "0");
+  // No output dir: no AIP_* variables.
+  EXPECT_EQ(env.count("AIP_MODEL_DIR"), 0u);
+  EXPECT_EQ(env.count("CLOUD_ML_HP_METRIC_FILE"), 0u);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,462 @@
+#include "common/job_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The DESIGN.md example, verbatim.
+constexpr char kDesignExample[] = R"(
+name: digits_ddp_001            # [A-Za-z][A-Za-z0-9_]{0,127}
+output_dir: /srv/cohort/jobs/digits_ddp_001   # optional
+worker_pools:
+  - role: chief
+    replicas: 1
+    resources: {gpus: 1, cpus: 2, memory_mb: 4096}
+    process:
+      command: [/usr/bin/python3, train.py]
+      args: [--epochs=5]
+      env: {LOG_LEVEL: info}
+  - role: worker
+    replicas: 2
+    resources: {gpus: 1}
+    process: {command: [/usr/bin/python3, train.py]}
+  - role: reducer
+    replicas: 2
+    builtin: reducer
+scheduling: {timeout: 7d, max_restarts: 3, restart_job_on_worker_restart: false}
+)";
+
+// A minimal valid job to which tests append or substitute one thing.
+std::string Minimal(const std::string& chief_extra = "", const std::string& tail = "") {
+  return "name: j\nworker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n" +
+         chief_extra + tail;
+}
+
+// Expects `yaml` to be rejected with an InvalidArgument whose message contains every `parts`.
+void ExpectError(const std::string& yaml, std::initializer_list<std::string> parts) {
+  StatusOr<JobSpec> spec = ParseJobSpec(yaml, "job.yaml");
+  ASSERT_FALSE(spec.ok()) << "accepted:\n" << yaml;
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  for (const auto& part : parts) {
+    EXPECT_THAT(spec.status().message(), HasSubstr(part)) << yaml;
+  }
+  EXPECT_THAT(spec.status().message(), HasSubstr("job.yaml"));
+}
+
+TEST(JobSpecTest, ParsesDesignExample) {
+  StatusOr<JobSpec> spec = ParseJobSpec(kDesignExample);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "digits_ddp_001");
+  EXPECT_EQ(spec->output_dir, "/srv/cohort/jobs/digits_ddp_001");
+  ASSERT_EQ(spec->pools.size(), 3u);
+  const WorkerPoolSpec& chief = spec->pools[0];
+  EXPECT_EQ(chief.role, Role::kChief);
+  EXPECT_EQ(chief.replicas, 1);
+  EXPECT_EQ(chief.resources.gpus, 1);
+  EXPECT_EQ(chief.resources.cpus, 2);
+  EXPECT_EQ(chief.resources.memory_mb, 4096);
+  ASSERT_TRUE(chief.process.has_value());
+  EXPECT_EQ(chief.process->command, (std::vector<std::string>{"/usr/bin/python3", "train.py"}));
+  EXPECT_EQ(chief.process->args, (std::vector<std::string>{"--epochs=5"}));
+  EXPECT_EQ(chief.process->env.at("LOG_LEVEL"), "info");
+  EXPECT_FALSE(chief.container.has_value());
+  EXPECT_EQ(chief.builtin, Builtin::kNone);
+
+  const WorkerPoolSpec& worker = spec->pools[1];
+  EXPECT_EQ(worker.role, Role::kWorker);
+  EXPECT_EQ(worker.replicas, 2);
+  EXPECT_EQ(worker.resources.gpus, 1);
+  EXPECT_EQ(worker.resources.cpus, 1);       // default
+  EXPECT_EQ(worker.resources.memory_mb, 0);  // default
+
+  const WorkerPoolSpec& reducer = spec->pools[2];
+  EXPECT_EQ(reducer.role, Role::kReducer);
+  EXPECT_EQ(reducer.builtin, Builtin::kReducer);
+  EXPECT_FALSE(reducer.process.has_value());
+
+  EXPECT_EQ(spec->scheduling.timeout, std::chrono::hours(24 * 7));
+  EXPECT_EQ(spec->scheduling.max_restarts, 3);
+  EXPECT_FALSE(spec->scheduling.restart_job_on_worker_restart);
+  EXPECT_EQ(spec->TotalReplicas(), 5);
+  ASSERT_NE(spec->FindPool(Role::kReducer), nullptr);
+  EXPECT_EQ(spec->FindPool(Role::kReducer)->replicas, 2);
+  EXPECT_EQ(spec->FindPool(Role::kEvaluator), nullptr);
+}
+
+TEST(JobSpecTest, DefaultsForMinimalJob) {
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->output_dir.empty());
+  EXPECT_EQ(spec->scheduling.timeout, std::chrono::hours(24 * 7));
+  EXPECT_EQ(spec->scheduling.max_restarts, 3);
+  EXPECT_EQ(spec->pools[0].replicas, 1);
+}
+
+TEST(JobSpecTest, PoolsAreSortedByPoolIndex) {
+  StatusOr<JobSpec> spec = ParseJobSpec(R"(
+name: sorted
+worker_pools:
+  - role: evaluator
+    process: {command: [eval]}
+  - role: parameter_server
+    replicas: 3
+    builtin: parameter_server
+  - role: worker
+    replicas: 4
+    container: {image: "repo/train:1"}
+  - role: chief
+    container: {image: "repo/train:1", command: [python3], args: [a.py]}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->pools.size(), 4u);
+  EXPECT_EQ(spec->pools[0].role, Role::kChief);
+  EXPECT_EQ(spec->pools[1].role, Role::kWorker);
+  EXPECT_EQ(spec->pools[2].role, Role::kParameterServer);
+  EXPECT_EQ(spec->pools[3].role, Role::kEvaluator);
+  EXPECT_EQ(spec->pools[1].container->image, "repo/train:1");
+  EXPECT_EQ(spec->pools[0].container->command, std::vector<std::string>{"python3"});
+}
+
+TEST(JobSpecTest, RolesAndPoolIndices) {
+  EXPECT_EQ(PoolIndex(Role::kChief), 0);
+  EXPECT_EQ(PoolIndex(Role::kWorker), 1);
+  EXPECT_EQ(PoolIndex(Role::kParameterServer), 2);
+  EXPECT_EQ(PoolIndex(Role::kReducer), 2);
+  EXPECT_EQ(PoolIndex(Role::kEvaluator), 3);
+  for (Role r : {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer,
+                 Role::kEvaluator}) {
+    StatusOr<Role> back = ParseRole(RoleName(r));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, r);
+  }
+  EXPECT_FALSE(ParseRole("ps").ok());
+  EXPECT_EQ(BuiltinName(Builtin::kNone), "");
+  EXPECT_EQ(BuiltinName(Builtin::kReducer), "reducer");
+  EXPECT_EQ(BuiltinName(Builtin::kParameterServer), "parameter_server");
+}
+
+TEST(JobSpecTest, BuiltinRolesMayAlsoRunUserCode) {
+  EXPECT_TRUE(ParseJobSpec(Minimal("", "  - role: reducer\n    process: {command: [r]}\n")).ok());
+  EXPECT_TRUE(ParseJobSpec(Minimal("", "  - role: parameter_server\n    container: {image: ps}\n"))
+                  .ok());
+}
+
+TEST(JobSpecTest, NameRules) {
+  EXPECT_TRUE(ParseJobSpec("name: a\nworker_pools: [{role: chief, process: {command: [x]}}]").ok());
+  EXPECT_TRUE(ParseJobSpec("name: A_1_b\nworker_pools: [{role: chief, process: {command: [x]}}]")
+                  .ok());
+  std::string longest(128, 'a');
+  EXPECT_TRUE(
+      ParseJobSpec("name: " + longest + "\nworker_pools: [{role: chief, process: {command: [x]}}]")
+          .ok());
+  for (std::string bad : std::vector<std::string>{"1abc", "_abc", "a-b", "a.b", "'a b'", "''", std::string(129, 'a')}) {
+    ExpectError("name: " + bad + "\nworker_pools: [{role: chief, process: {command: [x]}}]",
+                {"name:", "not a valid job name"});
+  }
+  ExpectError("worker_pools: [{role: chief, process: {command: [x]}}]", {"name: required"});
+  ExpectError("name: [a]\nworker_pools: [{role: chief, process: {command: [x]}}]",
+              {"name: expected a string"});
+}
+
+TEST(JobSpecTest, OutputDirMustBeAbsolute) {
+  EXPECT_TRUE(ParseJobSpec("output_dir: /x/y\n" + Minimal()).ok());
+  ExpectError("output_dir: rel/dir\n" + Minimal(), {"output_dir: must be an absolute path"});
+}
+
+TEST(JobSpecTest, PoolCountAndRoleRules) {
+  ExpectError("name: j\nworker_pools: []\n", {"worker_pools: at least one pool"});
+  ExpectError("name: j\n", {"worker_pools: required"});
+  ExpectError("name: j\nworker_pools: {role: chief}\n", {"worker_pools: expected a list"});
+  ExpectError("name: j\nworker_pools:\n  - role: worker\n    process: {command: [x]}\n",
+              {"worker_pools: a chief pool", "required"});
+  ExpectError(Minimal("", "  - role: chief\n    process: {command: [x]}\n"),
+              {"worker_pools[1].role", "chief appears twice"});
+  ExpectError(Minimal("", "  - role: worker\n    process: {command: [x]}\n"
+                          "  - role: worker\n    process: {command: [x]}\n"),
+              {"worker_pools[2].role", "worker appears twice"});
+  ExpectError(Minimal("", "  - role: reducer\n    builtin: reducer\n"
+                          "  - role: parameter_server\n    builtin: parameter_server\n"),
+              {"worker_pools[2].role", "share pool 2"});
+  ExpectError(Minimal("", "  - role: boss\n    process: {command: [x]}\n"),
+              {"worker_pools[1].role", "unknown role 'boss'"});
+  ExpectError("name: j\nworker_pools:\n  - process: {command: [x]}\n",
+              {"worker_pools[0].role: required"});
+  // Five pools can only repeat a role; the count check comes first.
+  std::string five = Minimal();
+  for (const char* role : {"worker", "evaluator", "reducer", "worker"}) {
+    five += std::string("  - role: ") + role + "\n    process: {command: [x]}\n";
+  }
+  ExpectError(five, {"worker_pools: at most 4 pools, got 5"});
+}
+
+TEST(JobSpecTest, ReplicaRules) {
+  ExpectError(Minimal("    replicas: 2\n"), {"worker_pools[0].replicas", "exactly 1", "got 2"});
+  ExpectError(Minimal("", "  - role: worker\n    replicas: 0\n    process: {command: [x]}\n"),
+              {"worker_pools[1].replicas: must be at least 1, got 0"});
+  ExpectError(Minimal("", "  - role: worker\n    replicas: 1025\n    process: {command: [x]}\n"),
+              {"worker_pools[1].replicas: must be at most 1024"});
+  EXPECT_TRUE(
+      ParseJobSpec(Minimal("", "  - role: worker\n    replicas: 1024\n    process: {command: [x]}\n"))
+          .ok());
+  ExpectError(Minimal("    replicas: two\n"),
+              {"worker_pools[0].replicas", "expected an integer", "'two'"});
+  ExpectError(Minimal("    replicas: \"1\"\n"), {"worker_pools[0].replicas", "expected an integer"});
+  ExpectError(Minimal("    replicas: 1.5\n"), {"worker_pools[0].replicas", "expected an integer"});
+  ExpectError(Minimal("    replicas: 99999999999999999999\n"),
+              {"worker_pools[0].replicas", "out of range"});
+}
+
+TEST(JobSpecTest, ProgramKindRules) {
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n",
+              {"worker_pools[0]: needs exactly one of process, container or builtin, got 0"});
+  ExpectError(Minimal("    container: {image: x}\n"),
+              {"worker_pools[0]: needs exactly one of process, container or builtin, got 2"});
+  ExpectError(Minimal("    builtin: reducer\n"), {"worker_pools[0]", "exactly one", "got 2"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    builtin: reducer\n",
+              {"worker_pools[0].builtin: reducer is not allowed for role chief"});
+  ExpectError(Minimal("", "  - role: worker\n    builtin: parameter_server\n"),
+              {"worker_pools[1].builtin", "not allowed for role worker"});
+  ExpectError(Minimal("", "  - role: reducer\n    builtin: parameter_server\n"),
+              {"worker_pools[1].builtin: parameter_server is not allowed for role reducer"});
+  ExpectError(Minimal("", "  - role: parameter_server\n    builtin: reducer\n"),
+              {"worker_pools[1].builtin: reducer is not allowed for role parameter_server"});
+  ExpectError(Minimal("", "  - role: reducer\n    builtin: magic\n"),
+              {"worker_pools[1].builtin", "unknown builtin 'magic'"});
+  ExpectError(Minimal("", "  - role: reducer\n    builtin: reducer\n    resources: {gpus: 1}\n"),
+              {"worker_pools[1].resources.gpus", "CPUs only"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: []}\n",
+              {"worker_pools[0].process.command: must not be empty"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {args: [a]}\n",
+              {"worker_pools[0].process.command: must not be empty"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [\"\"]}\n",
+              {"worker_pools[0].process.command[0]: must not be empty"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: x}\n",
+              {"worker_pools[0].process.command: expected a list of strings"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [[x]]}\n",
+              {"worker_pools[0].process.command[0]: expected a string, got a list"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [x], args: [{a: 1}]}\n",
+              {"worker_pools[0].process.args[0]: expected a string, got a mapping"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    container: {command: [x]}\n",
+              {"worker_pools[0].container.image: must not be empty"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: [x]\n",
+              {"worker_pools[0].process: expected a mapping, got a list"});
+}
+
+TEST(JobSpecTest, EnvRules) {
+  StatusOr<JobSpec> spec = ParseJobSpec(
+      "name: j\nworker_pools:\n  - role: chief\n    process:\n      command: [x]\n"
+      "      env: {A: 1, _B2: 2.5, C: true, D: \"s p\", E: ''}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const auto& env = spec->pools[0].process->env;
+  EXPECT_EQ(env.at("A"), "1");
+  EXPECT_EQ(env.at("_B2"), "2.5");
+  EXPECT_EQ(env.at("C"), "true");
+  EXPECT_EQ(env.at("D"), "s p");
+  EXPECT_EQ(env.at("E"), "");
+  ExpectError(Minimal("", "  - role: worker\n    process: {command: [x], env: {1A: x}}\n"),
+              {"worker_pools[1].process.env.1A", "invalid environment variable name"});
+  ExpectError(Minimal("", "  - role: worker\n    process: {command: [x], env: {A-B: x}}\n"),
+              {"worker_pools[1].process.env.A-B", "invalid environment variable name"});
+  ExpectError(Minimal("", "  - role: worker\n    container: {image: i, env: {A: [1]}}\n"),
+              {"worker_pools[1].container.env.A", "expected a string or number, got a list"});
+  ExpectError(Minimal("", "  - role: worker\n    process: {command: [x], env: [A]}\n"),
+              {"worker_pools[1].process.env", "expected a mapping"});
+  ExpectError(Minimal("", "  - role: worker\n    process:\n      command: [x]\n      env:\n"
+                          "        A: 1\n        A: 2\n"),
+              {"worker_pools[1].process.env.A", "duplicate key"});
+}
+
+TEST(JobSpecTest, ResourceRules) {
+  auto with_res = [](const std::string& res) { return Minimal("    resources: " + res + "\n"); };
+  EXPECT_TRUE(ParseJobSpec(with_res("{gpus: 64, cpus: 1024, memory_mb: 0}")).ok());
+  EXPECT_TRUE(ParseJobSpec(with_res("{gpus: 0, cpus: 0}")).ok());
+  ExpectError(with_res("{gpus: 65}"), {"worker_pools[0].resources.gpus: must be in 0..64, got 65"});
+  ExpectError(with_res("{gpus: -1}"), {"worker_pools[0].resources.gpus", "got -1"});
+  ExpectError(with_res("{cpus: 1025}"), {"worker_pools[0].resources.cpus: must be in 0..1024"});
+  ExpectError(with_res("{cpus: -2}"), {"worker_pools[0].resources.cpus"});
+  ExpectError(with_res("{memory_mb: -1}"),
+              {"worker_pools[0].resources.memory_mb: must be at least 0"});
+  ExpectError(with_res("{gpus: one}"), {"worker_pools[0].resources.gpus: expected an integer"});
+  ExpectError(with_res("[1]"), {"worker_pools[0].resources: expected a mapping"});
+}
+
+TEST(JobSpecTest, SchedulingRules) {
+  auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
+  StatusOr<JobSpec> spec = ParseJobSpec(
+      with_sched("{timeout: 90m, max_restarts: 0, restart_job_on_worker_restart: true}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.timeout, std::chrono::minutes(90));
+  EXPECT_EQ(spec->scheduling.max_restarts, 0);
+  EXPECT_TRUE(spec->scheduling.restart_job_on_worker_restart);
+  spec = ParseJobSpec(with_sched("{timeout: 3600}"));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->scheduling.timeout, std::chrono::hours(1));
+  EXPECT_TRUE(ParseJobSpec(with_sched("{max_restarts: 1000}")).ok());
+
+  ExpectError(with_sched("{timeout: 0}"), {"scheduling.timeout: must be positive"});
+  ExpectError(with_sched("{timeout: 0s}"), {"scheduling.timeout"});
+  ExpectError(with_sched("{timeout: 500ms}"), {"scheduling.timeout: must be at least 1s"});
+  ExpectError(with_sched("{timeout: 7 days}"), {"scheduling.timeout", "invalid duration"});
+  ExpectError(with_sched("{timeout: -5s}"), {"scheduling.timeout", "negative"});
+  ExpectError(with_sched("{max_restarts: 1001}"), {"scheduling.max_restarts: must be in 0..1000"});
+  ExpectError(with_sched("{max_restarts: -1}"), {"scheduling.max_restarts"});
+  ExpectError(with_sched("{restart_job_on_worker_restart: maybe}"),
+              {"scheduling.restart_job_on_worker_restart: expected a boolean"});
+  ExpectError(with_sched("[1]"), {"scheduling: expected a mapping"});
+}
+
+TEST(JobSpecTest, UnknownKeysNameTheirPath) {
+  ExpectError(Minimal("    resorces: {gpus: 1}\n"), {"worker_pools[0].resorces: unknown key"});
+  ExpectError("nmae: j\n" + Minimal(), {"nmae: unknown key"});
+  ExpectError(Minimal("    resources: {gpu: 1}\n"), {"worker_pools[0].resources.gpu: unknown key"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [x], cmd: y}\n",
+              {"worker_pools[0].process.cmd: unknown key"});
+  ExpectError("name: j\nworker_pools:\n  - role: chief\n    container: {image: x, tag: y}\n",
+              {"worker_pools[0].container.tag: unknown key"});
+  ExpectError(Minimal() + "scheduling: {timeout: 1h, retries: 2}\n",
+              {"scheduling.retries: unknown key"});
+  ExpectError("name: j\nname: k\n" + Minimal().substr(8), {"job.yaml:2:1: name: duplicate key"});
+}
+
+TEST(JobSpecTest, ErrorsCarryLineNumbers) {
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal("    resorces: {gpus: 1}\n"), "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  // Line 5, column 5: the misspelt key.
+  EXPECT_THAT(spec.status().message(), HasSubstr("job.yaml:5:5: worker_pools[0].resorces"));
+}
+
+TEST(JobSpecTest, MalformedYamlReportsLineAndColumn) {
+  StatusOr<JobSpec> spec = ParseJobSpec("name: j\nworker_pools: [\n  {role: chief\n", "bad.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(), HasSubstr("bad.yaml:"));
+  EXPECT_THAT(spec.status().message(), HasSubstr("malformed YAML"));
+  spec = ParseJobSpec("name: j\n  bad: indent\n", "bad.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("bad.yaml:2:"));
+  ExpectError("", {"empty job spec"});
+  ExpectError("- a\n- b\n", {"expected a mapping"});
+  ExpectError("just a string", {"expected a mapping"});
+}
+
+TEST(JobSpecTest, ValidateJobSpecOnBuiltSpec) {
+  JobSpec spec;
+  spec.name = "built";
+  WorkerPoolSpec chief;
+  chief.process = ProcessSpec{{"/bin/true"}, {}, {}};
+  spec.pools.push_back(chief);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  spec.scheduling.timeout = std::chrono::seconds(0);
+  Status st = ValidateJobSpec(spec);
+  EXPECT_THAT(st.message(), HasSubstr("scheduling.timeout"));
+  spec.scheduling.timeout = std::chrono::seconds(10);
+  spec.pools[0].process->env["bad name"] = "x";
+  st = ValidateJobSpec(spec);
+  EXPECT_THAT(st.message(), HasSubstr("worker_pools[0].process.env.bad name"));
+}
+
+TEST(JobSpecTest, ParseDuration) {
+  using std::chrono::milliseconds;
+  struct Case {
+    const char* text;
+    int64_t ms;
+  };
+  for (const Case& c : {Case{"7d", 7LL * 86400 * 1000}, Case{"12h", 12LL * 3600 * 1000},
+                        Case{"30m", 30LL * 60 * 1000}, Case{"45s", 45000}, Case{"1500ms", 1500},
+                        Case{"10", 10000}, Case{"0", 0}, Case{"1h30m", 5400000},
+                        Case{" 5s ", 5000}}) {
+    StatusOr<milliseconds> d = ParseDuration(c.text);
+    ASSERT_TRUE(d.ok()) << c.text << ": " << d.status().ToString();
+    EXPECT_EQ(d->count(), c.ms) << c.text;
+  }
+  for (const char* bad : {"", "s", "5x", "-5s", "1.5h", "10 s", "5s3", "99999999999999999999d",
+                          "106751991167301d"}) {
+    StatusOr<milliseconds> d = ParseDuration(bad);
+    EXPECT_FALSE(d.ok()) << bad;
+    if (!d.ok()) {
+      EXPECT_THAT(d.status().message(), HasSubstr("invalid duration")) << bad;
+    }
+  }
+}
+
+TEST(JobSpecTest, CanonicalYamlRoundTrips) {
+  StatusOr<JobSpec> spec = ParseJobSpec(kDesignExample);
+  ASSERT_TRUE(spec.ok());
+  std::string yaml = JobSpecToYaml(*spec);
+  StatusOr<JobSpec> back = ParseJobSpec(yaml, "canonical");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << yaml;
+  EXPECT_TRUE(*back == *spec) << yaml;
+  EXPECT_EQ(JobSpecToYaml(*back), yaml);  // canonical: a fixed point
+}
+
+TEST(JobSpecTest, RoundTripsAwkwardStrings) {
+  JobSpec spec;
+  spec.name = "awkward";
+  spec.output_dir = "/data/with space/#hash";
+  WorkerPoolSpec chief;
+  chief.process = ProcessSpec{{"/bin/sh", "-c", "echo \"hi\" # not a comment: {x}"},
+                              {"null", "~", "true", "123", "", "- dash", "'q'", "a\nb", "é"},
+                              {{"EMPTY", ""}, {"NUL_WORD", "null"}, {"NUM", "007"}, {"T", "yes"}}};
+  spec.pools.push_back(chief);
+  WorkerPoolSpec worker;
+  worker.role = Role::kWorker;
+  worker.replicas = 3;
+  worker.resources = {2, 8, 16384};
+  worker.container = ContainerSpec{"registry:5000/img@sha256:abc", {}, {"--flag=[1,2]"}, {}};
+  spec.pools.push_back(worker);
+  WorkerPoolSpec ps;
+  ps.role = Role::kParameterServer;
+  ps.replicas = 2;
+  ps.resources.cpus = 4;
+  ps.builtin = Builtin::kParameterServer;
+  spec.pools.push_back(ps);
+  WorkerPoolSpec eval;
+  eval.role = Role::kEvaluator;
+  eval.process = ProcessSpec{{"eval"}, {}, {}};
+  spec.pools.push_back(eval);
+  spec.scheduling = {std::chrono::seconds(3661), 0, true};
+  ASSERT_TRUE(ValidateJobSpec(spec).ok());
+
+  std::string yaml = JobSpecToYaml(spec);
+  StatusOr<JobSpec> back = ParseJobSpec(yaml, "canonical");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << yaml;
+  EXPECT_TRUE(*back == spec) << yaml;
+}
+
+TEST(JobSpecTest, LoadJobSpecFromFile) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("cohort_job_spec_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::path file = dir / "job.yaml";
+  {
+    std::ofstream out(file);
+    out << kDesignExample;
+  }
+  StatusOr<JobSpec> spec = LoadJobSpec(file.string());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "digits_ddp_001");
+  {
+    std::ofstream out(file);
+    out << Minimal("    replicas: 3\n");
+  }
+  spec = LoadJobSpec(file.string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr(file.string()));
+  spec = LoadJobSpec((dir / "missing.yaml").string());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cohort
