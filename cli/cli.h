@@ -1,0 +1,35 @@
+// The `cohort` launcher CLI (DESIGN.md "Command-line contract"), as a function so tests can run it
+// in-process:
+//
+//   cohort [--coordinator tcp://HOST:7400] [--insecure] [--timeout 5s] VERB ...
+//     submit FILE [--wait]       prints the job name; --wait follows the state
+//     status JOB [--json]        state, message, times, restarts, replicas, events
+//     list [--json]              every job
+//     logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow|-f]
+//     cancel JOB [--wait]
+//     nodes [--json]
+//
+// The coordinator endpoint comes from --coordinator, else COHORT_COORDINATOR, else
+// tcp://127.0.0.1:7400; --insecure or COHORT_INSECURE=1 selects plaintext ZeroMQ.
+//
+// Exit codes: 0 success; 1 the job failed or was cancelled (submit --wait), or another error;
+// 2 bad usage, an invalid job spec (the message names the field), an unknown job, or a verb this
+// build lacks; 3 the coordinator did not answer within --timeout (the message names the address).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace cohort::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitJobFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+
+// Runs one command line (args excludes the program name). Normal output goes to `out`, errors
+// and progress to `err`.
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace cohort::cli

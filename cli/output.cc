@@ -1,0 +1,186 @@
+#include "cli/output.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace cohort::cli {
+namespace {
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string JoinInts(const std::vector<int32_t>& values) {
+  if (values.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(values[i]);
+  }
+  return out;
+}
+
+std::string ExitCode(const wire::ReplicaInfoT& r) {
+  return r.exit_code < 0 ? "-" : std::to_string(r.exit_code);
+}
+
+std::string FormatMemory(int64_t mb) {
+  if (mb >= 10 * 1024) return std::to_string(mb / 1024) + "G";
+  return std::to_string(mb) + "M";
+}
+
+}  // namespace
+
+void Table::Print(std::ostream& out) const {
+  std::vector<size_t> widths(header_.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  auto print = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      line += cell;
+      if (i + 1 < widths.size()) line += std::string(widths[i] - cell.size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  };
+  print(header_);
+  for (const auto& row : rows_) print(row);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string FormatTime(int64_t ms_since_epoch) {
+  if (ms_since_epoch <= 0) return "-";
+  std::time_t seconds = static_cast<std::time_t>(ms_since_epoch / 1000);
+  std::tm tm{};
+  localtime_r(&seconds, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%d %H:%M:%S", &tm);
+  return buffer;
+}
+
+std::string FormatDuration(int64_t ms) {
+  if (ms <= 0) return "0s";
+  int64_t s = ms / 1000;
+  char buffer[32];
+  if (s < 60) {
+    if (ms < 10000) {
+      std::snprintf(buffer, sizeof(buffer), "%.1fs", static_cast<double>(ms) / 1000.0);
+    } else {
+      std::snprintf(buffer, sizeof(buffer), "%llds", static_cast<long long>(s));
+    }
+  } else if (s < 3600) {
+    std::snprintf(buffer, sizeof(buffer), "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buffer, sizeof(buffer), "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>((s % 3600) / 60));
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%lldd%02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>((s % 86400) / 3600));
+  }
+  return buffer;
+}
+
+std::string JobRunTime(const wire::JobInfoT& job, int64_t now_ms) {
+  if (job.start_time_ms <= 0) return "-";
+  int64_t end = job.end_time_ms > 0 ? job.end_time_ms : now_ms;
+  return FormatDuration(end - job.start_time_ms);
+}
+
+void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
+  auto row = [&](const std::string& key, const std::string& value) {
+    out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
+  };
+  row("Job:", job.name);
+  row("State:", wire::EnumNameJobState(job.state));
+  row("Message:", OrDash(job.message));
+  row("Created:", FormatTime(job.create_time_ms));
+  row("Started:", FormatTime(job.start_time_ms));
+  row("Ended:", FormatTime(job.end_time_ms));
+  row("Run time:", JobRunTime(job, NowMs()));
+  row("Restarts:", std::to_string(job.restarts) + " of " + std::to_string(job.max_restarts));
+  row("Output dir:", OrDash(job.output_dir));
+  if (!job.study.empty()) row("Study:", job.study);
+  if (!job.trial_id.empty()) row("Trial:", job.trial_id);
+
+  out << "\nReplicas:\n";
+  Table replicas({"REPLICA", "NODE", "GPUS", "STATE", "ATTEMPT", "EXIT", "MESSAGE"});
+  for (const auto& r : job.replicas) {
+    if (!r) continue;
+    replicas.AddRow({r->replica, OrDash(r->node_id), JoinInts(r->gpus),
+                     wire::EnumNameReplicaState(r->state), std::to_string(r->attempt),
+                     ExitCode(*r), r->message});
+  }
+  if (replicas.size() == 0) {
+    out << "  (none)\n";
+  } else {
+    replicas.Print(out);
+  }
+
+  out << "\nEvents:\n";
+  Table events({"TIME", "EVENT"});
+  for (const auto& e : job.events) {
+    if (e) events.AddRow({FormatTime(e->time_ms), e->message});
+  }
+  if (events.size() == 0) {
+    out << "  (none)\n";
+  } else {
+    events.Print(out);
+  }
+}
+
+void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
+  Table table({"NAME", "STATE", "CREATED", "RUN TIME", "REPLICAS", "RESTARTS", "MESSAGE"});
+  int64_t now = NowMs();
+  for (const auto& job : jobs) {
+    int running = 0;
+    for (const auto& r : job.replicas) {
+      if (r && r->state == wire::ReplicaState::RUNNING) ++running;
+    }
+    table.AddRow({job.name, wire::EnumNameJobState(job.state), FormatTime(job.create_time_ms),
+                  JobRunTime(job, now),
+                  std::to_string(running) + "/" + std::to_string(job.replicas.size()) + " running",
+                  std::to_string(job.restarts), job.message});
+  }
+  if (jobs.empty()) {
+    out << "No jobs.\n";
+    return;
+  }
+  table.Print(out);
+}
+
+void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
+  if (nodes.empty()) {
+    out << "No nodes registered.\n";
+    return;
+  }
+  Table table({"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT"});
+  int64_t now = NowMs();
+  for (const auto& n : nodes) {
+    std::string gpus = std::to_string(n.gpus_used.size()) + "/" + std::to_string(n.gpus.size());
+    if (!n.gpus.empty() && n.gpus.front() && !n.gpus.front()->model.empty()) {
+      gpus += " " + n.gpus.front()->model;
+    }
+    std::string heartbeat =
+        n.last_heartbeat_ms > 0 ? FormatDuration(now - n.last_heartbeat_ms) + " ago" : "-";
+    table.AddRow({n.node_id, OrDash(n.address), OrDash(n.state), gpus,
+                  std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
+                  FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
+                  std::to_string(n.replicas), heartbeat});
+  }
+  table.Print(out);
+}
+
+}  // namespace cohort::cli

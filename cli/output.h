@@ -1,0 +1,44 @@
+// Human-readable output of the `cohort` CLI: aligned tables and key/value blocks for jobs and
+// nodes. Machine-readable output is JSON (JobToJson / NodeToJson in common/client.h); the tables
+// here are for people and may change, the JSON keys may not.
+//
+// Times are shown in the local time zone as "YYYY-MM-DD HH:MM:SS"; a zero time is "-".
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/schema/cohort_generated.h"
+
+namespace cohort::cli {
+
+// Columns padded to their widest cell, separated by two spaces; the last column is not padded.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Print(std::ostream& out) const;
+  size_t size() const { return rows_.size(); }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string FormatTime(int64_t ms_since_epoch);
+// "45s", "3m07s", "2h05m", "3d04h"; negative or zero: "0s".
+std::string FormatDuration(int64_t ms);
+// The job's run time: start to end, or start to `now_ms` while it runs; "-" before it starts.
+std::string JobRunTime(const wire::JobInfoT& job, int64_t now_ms);
+int64_t NowMs();
+
+// `cohort status JOB`: state, message, times, restarts, output dir, replica table, events.
+void PrintJob(const wire::JobInfoT& job, std::ostream& out);
+// `cohort list`: one line per job.
+void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
+// `cohort nodes`: one line per node with used/total GPUs, CPUs and memory.
+void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
+
+}  // namespace cohort::cli

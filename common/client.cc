@@ -1,0 +1,269 @@
+#include "common/client.h"
+
+#include "common/curve_keys.h"
+
+#include <cstdlib>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string TypeName(wire::Body type) { return wire::EnumNameBody(type); }
+
+}  // namespace
+
+std::string DefaultClientKeyDir() {
+  const char* home = std::getenv("HOME");
+  if (home && *home) return std::string(home) + "/.config/cohort";
+  return ".cohort";
+}
+
+ClientOptions ClientOptionsFromEnvironment() {
+  ClientOptions options;
+  options.key_file = DefaultClientKeyDir() + "/client.key";
+  options.server_key_file = DefaultClientKeyDir() + "/coordinator.pub";
+  if (const char* key = std::getenv("COHORT_KEY"); key && *key) options.key_file = key;
+  if (const char* key = std::getenv("COHORT_SERVER_KEY"); key && *key) {
+    options.server_key_file = key;
+  }
+  if (const char* endpoint = std::getenv("COHORT_COORDINATOR"); endpoint && *endpoint) {
+    options.endpoint = endpoint;
+  }
+  if (const char* insecure = std::getenv("COHORT_INSECURE"); insecure) {
+    std::string_view v(insecure);
+    options.insecure = v == "1" || v == "true" || v == "yes";
+  }
+  return options;
+}
+
+bool IsTerminal(wire::JobState state) {
+  return state == wire::JobState::SUCCEEDED || state == wire::JobState::FAILED ||
+         state == wire::JobState::CANCELLED;
+}
+
+nlohmann::json JobToJson(const wire::JobInfoT& job) {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const auto& r : job.replicas) {
+    if (!r) continue;
+    replicas.push_back({{"replica", r->replica},
+                        {"role", r->role},
+                        {"index", r->index},
+                        {"pool", r->pool},
+                        {"node_id", r->node_id},
+                        {"gpus", r->gpus},
+                        {"state", wire::EnumNameReplicaState(r->state)},
+                        {"attempt", r->attempt},
+                        {"exit_code", r->exit_code},
+                        {"message", r->message}});
+  }
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& e : job.events) {
+    if (e) events.push_back({{"time_ms", e->time_ms}, {"message", e->message}});
+  }
+  return {{"name", job.name},
+          {"state", wire::EnumNameJobState(job.state)},
+          {"message", job.message},
+          {"create_time_ms", job.create_time_ms},
+          {"start_time_ms", job.start_time_ms},
+          {"end_time_ms", job.end_time_ms},
+          {"restarts", job.restarts},
+          {"max_restarts", job.max_restarts},
+          {"output_dir", job.output_dir},
+          {"trial_id", job.trial_id},
+          {"study", job.study},
+          {"replicas", std::move(replicas)},
+          {"events", std::move(events)}};
+}
+
+nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : node.gpus) {
+    if (g) {
+      gpus.push_back(
+          {{"index", g->index}, {"model", g->model}, {"memory_mb", g->memory_mb}, {"uuid", g->uuid}});
+    }
+  }
+  return {{"node_id", node.node_id},
+          {"address", node.address},
+          {"state", node.state},
+          {"gpus", std::move(gpus)},
+          {"gpus_used", node.gpus_used},
+          {"cpus", node.cpus},
+          {"cpus_used", node.cpus_used},
+          {"memory_mb", node.memory_mb},
+          {"memory_used_mb", node.memory_used_mb},
+          {"replicas", node.replicas},
+          {"last_heartbeat_ms", node.last_heartbeat_ms}};
+}
+
+StatusOr<CoordinatorClient> CoordinatorClient::Connect(const ClientOptions& options) {
+  if (options.endpoint.empty()) return InvalidArgument("coordinator endpoint is empty");
+  auto context = std::make_unique<zmq::context_t>(1);
+  SocketSecurity security;
+  security.insecure = options.insecure;
+  if (!options.insecure) {
+    if (options.key_file.empty() || options.server_key_file.empty()) {
+      return InvalidArgument(
+          "CURVE needs a client key file and the coordinator's public key file (or --insecure)");
+    }
+    auto keys = ReadCurveKeyFile(options.key_file);
+    if (!keys.ok()) {
+      return InvalidArgument("client key " + options.key_file + ": " + keys.status().message() +
+                             " (create one with `cohort keygen`, or use --insecure)");
+    }
+    if (keys->secret_key.empty()) {
+      return InvalidArgument("client key " + options.key_file +
+                             " holds no secret key (use the .key file, not the .pub)");
+    }
+    auto server = ReadCurveKeyFile(options.server_key_file);
+    if (!server.ok()) {
+      return InvalidArgument("coordinator public key " + options.server_key_file + ": " +
+                             server.status().message());
+    }
+    security.keys = std::move(*keys);
+    security.server_public_key = server->public_key;
+  }
+  auto socket = DealerSocket::Connect(*context, options.endpoint, "", security);
+  if (!socket.ok()) {
+    return socket.status().WithContext("coordinator " + options.endpoint);
+  }
+  return CoordinatorClient(options, std::move(context),
+                           std::make_unique<DealerSocket>(std::move(*socket)));
+}
+
+StatusOr<CoordinatorClient> CoordinatorClient::Connect(const std::string& endpoint,
+                                                       bool insecure) {
+  ClientOptions options;
+  options.endpoint = endpoint;
+  options.insecure = insecure;
+  return Connect(options);
+}
+
+CoordinatorClient::~CoordinatorClient() = default;
+
+template <typename R, typename T>
+StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what) {
+  auto reply = socket_->Call(std::move(body), options_.timeout);
+  if (!reply.ok()) {
+    Status s = reply.status();
+    if (s.code() == StatusCode::kUnavailable) {
+      return Unavailable("coordinator at " + options_.endpoint + " is unreachable (" +
+                         std::string(what) + "): " + s.message());
+    }
+    return s;
+  }
+  if (reply->template As<R>() == nullptr) {
+    return DataLoss(std::string(what) + ": unexpected reply " + TypeName(reply->type()) +
+                    " from " + options_.endpoint);
+  }
+  return reply;
+}
+
+StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml) {
+  wire::SubmitJobT request;
+  request.spec_yaml = spec_yaml;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::SubmitJobReply>(std::move(request), "submit")));
+  const auto* body = reply.As<wire::SubmitJobReply>();
+  return body->name() ? body->name()->str() : std::string();
+}
+
+StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
+  wire::GetJobT request;
+  request.name = name;
+  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::JobInfo>(std::move(request), "get job")));
+  wire::JobInfoT job;
+  reply.As<wire::JobInfo>()->UnPackTo(&job);
+  return job;
+}
+
+StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {
+  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::JobList>(wire::ListJobsT{}, "list jobs")));
+  wire::JobListT list;
+  reply.As<wire::JobList>()->UnPackTo(&list);
+  std::vector<wire::JobInfoT> jobs;
+  jobs.reserve(list.jobs.size());
+  for (auto& job : list.jobs) {
+    if (job) jobs.push_back(std::move(*job));
+  }
+  return jobs;
+}
+
+StatusOr<wire::JobInfoT> CoordinatorClient::Cancel(const std::string& name) {
+  wire::CancelJobT request;
+  request.name = name;
+  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::JobInfo>(std::move(request), "cancel")));
+  wire::JobInfoT job;
+  reply.As<wire::JobInfo>()->UnPackTo(&job);
+  return job;
+}
+
+StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes() {
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::NodeList>(wire::ListNodesT{}, "list nodes")));
+  wire::NodeListT list;
+  reply.As<wire::NodeList>()->UnPackTo(&list);
+  std::vector<wire::NodeInfoT> nodes;
+  nodes.reserve(list.nodes.size());
+  for (auto& node : list.nodes) {
+    if (node) nodes.push_back(std::move(*node));
+  }
+  return nodes;
+}
+
+StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,
+                                                     const std::string& replica, uint64_t offset,
+                                                     int attempt, uint32_t max_bytes) {
+  wire::GetLogsT request;
+  request.job = job;
+  request.replica = replica;
+  request.attempt = attempt;
+  request.offset = offset;
+  request.max_bytes = max_bytes;
+  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::LogData>(std::move(request), "logs")));
+  wire::LogDataT data;
+  reply.As<wire::LogData>()->UnPackTo(&data);
+  return data;
+}
+
+StatusOr<wire::JobInfoT> CoordinatorClient::WaitForJob(
+    const std::string& name, const std::function<bool(const wire::JobInfoT&)>& done,
+    Clock::time_point deadline, std::chrono::milliseconds poll,
+    const std::function<void(const wire::JobInfoT&)>& on_change,
+    std::chrono::milliseconds unreachable_limit) {
+  bool have_previous = false;
+  wire::JobState previous = wire::JobState::QUEUED;
+  auto last_reply = Clock::now();
+  while (true) {
+    auto job = GetJob(name);
+    if (job.ok()) {
+      last_reply = Clock::now();
+      if (on_change && (!have_previous || job->state != previous)) on_change(*job);
+      have_previous = true;
+      previous = job->state;
+      if (done(*job)) return job;
+    } else if (job.status().code() != StatusCode::kUnavailable ||
+               Clock::now() - last_reply > unreachable_limit) {
+      return job.status();
+    }
+    if (Clock::now() + poll > deadline) {
+      return DeadlineExceeded("job " + name + " did not reach the awaited state in time" +
+                              (have_previous ? std::string(" (last state ") +
+                                                   wire::EnumNameJobState(previous) + ")"
+                                             : std::string()));
+    }
+    std::this_thread::sleep_for(poll);
+  }
+}
+
+StatusOr<wire::JobInfoT> CoordinatorClient::WaitForTerminal(const std::string& name,
+                                                            Clock::time_point deadline) {
+  return WaitForJob(
+      name, [](const wire::JobInfoT& job) { return IsTerminal(job.state); }, deadline);
+}
+
+}  // namespace cohort

@@ -1,0 +1,114 @@
+// CoordinatorClient is the C++ client library for job launchers: the `cohort` CLI, tools and
+// tests use it to talk to cohort-coordinator's client endpoint (default tcp://HOST:7400) over one
+// ZeroMQ DEALER socket. Every call sends one request (common/schema/cohort.fbs, "client ->
+// coordinator") and waits for its reply; replies come back as the FlatBuffers object-API types
+// (wire::JobInfoT, wire::NodeListT, ...) so the Python client can mirror this interface one to one.
+//
+// Errors: an ErrorReply from the coordinator becomes its Status (INVALID_ARGUMENT naming the spec
+// field, NOT_FOUND, ALREADY_EXISTS, ...). No reply within the call timeout is kUnavailable with a
+// message that names the endpoint; the CLI maps that to exit code 3. A late reply to a timed-out
+// call is discarded by request id, so the client stays usable afterwards.
+//
+// Thread safety: not thread-safe (one ZeroMQ socket); use one client per thread.
+// Lifetime: the client owns its ZeroMQ context and socket; moving it is fine.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/messaging.h"
+#include "common/schema/cohort_generated.h"
+#include "common/status.h"
+
+namespace cohort {
+
+struct ClientOptions {
+  std::string endpoint = "tcp://127.0.0.1:7400";
+  bool insecure = false;  // plaintext ZeroMQ; CURVE otherwise
+  std::chrono::milliseconds timeout{5000};  // per call
+  // CURVE (when not insecure): this client's key pair (a NAME.key file written by
+  // `cohort keygen`, whose NAME.pub the admin puts in the coordinator's clients/ key directory)
+  // and the coordinator's public key (its coordinator.pub).
+  std::string key_file;
+  std::string server_key_file;
+};
+
+// Defaults from the environment over built-in ones; explicit flags override what this returns:
+// COHORT_COORDINATOR (endpoint), COHORT_INSECURE=1, COHORT_KEY (default
+// $HOME/.config/cohort/client.key), COHORT_SERVER_KEY (default
+// $HOME/.config/cohort/coordinator.pub).
+ClientOptions ClientOptionsFromEnvironment();
+// $HOME/.config/cohort (or ./.cohort without HOME): where `cohort keygen` writes by default.
+std::string DefaultClientKeyDir();
+
+// True for SUCCEEDED, FAILED and CANCELLED.
+bool IsTerminal(wire::JobState state);
+
+// JSON views of the replies, with the same keys as the Python client's dicts (python/cohort/
+// client.py): states as their names ("RUNNING"), times in ms since the epoch.
+nlohmann::json JobToJson(const wire::JobInfoT& job);
+nlohmann::json NodeToJson(const wire::NodeInfoT& node);
+
+class CoordinatorClient {
+ public:
+  // Creates the socket and starts connecting (ZeroMQ connects in the background, so this
+  // succeeds even when nothing listens yet; the first call then times out with kUnavailable).
+  static StatusOr<CoordinatorClient> Connect(const ClientOptions& options);
+  static StatusOr<CoordinatorClient> Connect(const std::string& endpoint, bool insecure);
+
+  CoordinatorClient(CoordinatorClient&&) = default;
+  CoordinatorClient& operator=(CoordinatorClient&&) = default;
+  ~CoordinatorClient();
+
+  // Sends a job file's YAML text; returns the accepted job's name. The coordinator validates the
+  // spec again (callers should validate first with ParseJobSpec for a local, faster error).
+  StatusOr<std::string> Submit(const std::string& spec_yaml);
+  StatusOr<wire::JobInfoT> GetJob(const std::string& name);
+  StatusOr<std::vector<wire::JobInfoT>> ListJobs();
+  // Asks the coordinator to cancel; returns the job as it is right after (usually CANCELLING).
+  StatusOr<wire::JobInfoT> Cancel(const std::string& name);
+  StatusOr<std::vector<wire::NodeInfoT>> ListNodes();
+  // Log bytes of one replica ("chief-0") from `offset`; attempt -1: every attempt concatenated,
+  // each preceded by a header line. LogData.next_offset is where the next read starts.
+  StatusOr<wire::LogDataT> ReadLogs(const std::string& job, const std::string& replica,
+                                    uint64_t offset, int attempt = -1,
+                                    uint32_t max_bytes = 1u << 20);
+
+  // Polls GetJob every `poll` until `done(job)` holds, and returns that job. `on_change` (may be
+  // empty) sees every polled state that differs from the previous one. Unreachable polls are
+  // retried until `unreachable_limit` passes without a reply; kDeadlineExceeded after `deadline`.
+  StatusOr<wire::JobInfoT> WaitForJob(
+      const std::string& name, const std::function<bool(const wire::JobInfoT&)>& done,
+      std::chrono::steady_clock::time_point deadline,
+      std::chrono::milliseconds poll = std::chrono::milliseconds(250),
+      const std::function<void(const wire::JobInfoT&)>& on_change = {},
+      std::chrono::milliseconds unreachable_limit = std::chrono::seconds(30));
+  // WaitForJob until the job is SUCCEEDED, FAILED or CANCELLED.
+  StatusOr<wire::JobInfoT> WaitForTerminal(const std::string& name,
+                                           std::chrono::steady_clock::time_point deadline);
+
+  const std::string& endpoint() const { return options_.endpoint; }
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  CoordinatorClient(ClientOptions options, std::unique_ptr<zmq::context_t> context,
+                    std::unique_ptr<DealerSocket> socket)
+      : options_(std::move(options)), context_(std::move(context)), socket_(std::move(socket)) {}
+
+  // Sends `body`, waits for the reply, and checks it is of type R.
+  template <typename R, typename T>
+  StatusOr<Message> Request(T body, std::string_view what);
+
+  ClientOptions options_;
+  // Declared before socket_ so the socket closes first.
+  std::unique_ptr<zmq::context_t> context_;
+  std::unique_ptr<DealerSocket> socket_;
+};
+
+}  // namespace cohort
