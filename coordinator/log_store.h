@@ -1,0 +1,55 @@
+// LogStore keeps replica output as the agents stream it: one file per attempt,
+// <root>/<job>/<replica>/attempt-<n>.log. A chunk is stored only when its offset equals the bytes
+// already held, so re-sent chunks are harmless and nothing is stored twice; the caller acks with
+// the size held and the agent continues from there. Files are written, not fsynced: a coordinator
+// crash loses nothing the kernel accepted; a host crash may lose the tail, which the agent resends
+// only if it has not been acked (an accepted trade-off for log volume).
+//
+// Reads serve one attempt, or (attempt -1) every attempt 0..max_attempt that has a file,
+// concatenated, each preceded by the line "==== <replica> attempt <n> ====\n"; offsets are into
+// that concatenation.
+//
+// Names must already be validated by the caller (known job, known replica): they become paths.
+// Thread safety: not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "common/status.h"
+
+namespace cohort::coordinator {
+
+class LogStore {
+ public:
+  explicit LogStore(std::string root) : root_(std::move(root)) {}
+
+  // Stores `data` at `offset` when offset == size held; returns the size held afterwards.
+  StatusOr<uint64_t> Append(const std::string& job, const std::string& replica, int attempt,
+                            uint64_t offset, std::string_view data);
+  uint64_t Size(const std::string& job, const std::string& replica, int attempt);
+  void MarkEof(const std::string& job, const std::string& replica, int attempt);
+  bool Eof(const std::string& job, const std::string& replica, int attempt) const;
+
+  struct ReadResult {
+    std::string data;
+    uint64_t next_offset = 0;
+    bool at_end = false;  // next_offset is the end of what is held
+  };
+  // attempt >= 0: that attempt's file; attempt -1: attempts 0..max_attempt concatenated.
+  StatusOr<ReadResult> Read(const std::string& job, const std::string& replica, int attempt,
+                            int max_attempt, uint64_t offset, uint32_t max_bytes);
+
+  std::string PathOf(const std::string& job, const std::string& replica, int attempt) const;
+
+ private:
+  std::string root_;
+  std::map<std::string, uint64_t> sizes_;  // path -> bytes held
+  std::set<std::tuple<std::string, std::string, int>> eof_;
+};
+
+}  // namespace cohort::coordinator

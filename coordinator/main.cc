@@ -1,0 +1,43 @@
+// cohort-coordinator: parse flags, build the Coordinator, run its loop until SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+
+#include "common/logging.h"
+#include "common/service_notify.h"
+#include "coordinator/coordinator.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cohort::coordinator;
+  auto flags = ParseCoordinatorFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "cohort-coordinator: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help) {
+    std::fputs(flags->help_text.c_str(), stdout);
+    return 0;
+  }
+  cohort::InitLogging("cohort-coordinator", flags->options.log_level);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  SystemClock clock;
+  auto coordinator = Coordinator::Create(flags->options, &clock);
+  if (!coordinator.ok()) {
+    spdlog::critical("cannot start: {}", coordinator.status().ToString());
+    return 1;
+  }
+  cohort::NotifyReady("serving clients on " + (*coordinator)->client_endpoint());
+  cohort::Status s = (*coordinator)->Run(g_stop);
+  cohort::NotifyStopping();
+  if (!s.ok()) {
+    spdlog::critical("stopping on error: {}", s.ToString());
+    return 1;
+  }
+  spdlog::info("stopped cleanly");
+  return 0;
+}

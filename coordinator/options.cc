@@ -1,0 +1,91 @@
+#include "coordinator/options.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "common/job_spec.h"
+
+namespace cohort::coordinator {
+namespace po = boost::program_options;
+
+namespace {
+
+StatusOr<std::chrono::milliseconds> Duration(const std::string& flag, const std::string& text) {
+  auto d = ParseDuration(text);
+  if (!d.ok()) return InvalidArgument("--" + flag + ": " + d.status().message());
+  if (d->count() <= 0) return InvalidArgument("--" + flag + ": must be positive, got " + text);
+  return *d;
+}
+
+}  // namespace
+
+StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
+  ParsedFlags out;
+  CoordinatorOptions& o = out.options;
+  std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
+                      stop_grace = "30s";
+  po::options_description desc("cohort-coordinator options");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("config", po::value(&config), "INI file with the same names as these flags")
+      ("client-endpoint", po::value(&o.client_endpoint)->default_value(o.client_endpoint),
+       "ZeroMQ endpoint for launchers (cohort CLI, clients)")
+      ("agent-endpoint", po::value(&o.agent_endpoint)->default_value(o.agent_endpoint),
+       "ZeroMQ endpoint for node agents")
+      ("state-dir", po::value(&o.state_dir)->default_value(o.state_dir),
+       "journal, snapshot, job outputs and logs")
+      ("heartbeat-timeout", po::value(&heartbeat)->default_value(heartbeat),
+       "a node silent this long is LOST and its replicas are restarted elsewhere")
+      ("starvation-limit", po::value(&starvation)->default_value(starvation),
+       "once the oldest queued job has waited this long, later jobs stop backfilling")
+      ("port-range", po::value(&ports)->default_value(ports), "ports handed to replicas, MIN-MAX")
+      ("stop-grace", po::value(&stop_grace)->default_value(stop_grace),
+       "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")
+      ("snapshot-every", po::value(&o.snapshot_every)->default_value(o.snapshot_every),
+       "journal records between snapshots")
+      ("insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")
+      ("curve-key", po::value(&o.curve_key)->default_value(o.curve_key),
+       "this coordinator's CURVE key file (.key)")
+      ("client-keys", po::value(&o.client_keys_dir)->default_value(o.client_keys_dir),
+       "directory of client public keys allowed on the client endpoint")
+      ("agent-keys", po::value(&o.agent_keys_dir)->default_value(o.agent_keys_dir),
+       "directory of agent public keys allowed on the agent endpoint")
+      ("log-level", po::value(&o.log_level)->default_value(o.log_level),
+       "trace, debug, info, warn, error");
+  std::ostringstream help;
+  help << "usage: cohort-coordinator [options]\n" << desc;
+  out.help_text = help.str();
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      out.help = true;
+      return out;
+    }
+    if (vm.count("config")) {
+      std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) return InvalidArgument("--config: cannot open " + path);
+      po::store(po::parse_config_file(in, desc), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return InvalidArgument(e.what());
+  }
+  COHORT_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("heartbeat-timeout", heartbeat));
+  COHORT_ASSIGN_OR_RETURN(o.starvation_limit, Duration("starvation-limit", starvation));
+  COHORT_ASSIGN_OR_RETURN(o.stop_grace, Duration("stop-grace", stop_grace));
+  int lo = 0, hi = 0;
+  char dash = 0;
+  std::istringstream ps(ports);
+  if (!(ps >> lo >> dash >> hi) || dash != '-' || lo < 1 || hi > 65535 || lo > hi) {
+    return InvalidArgument("--port-range: expected MIN-MAX within 1-65535, got '" + ports + "'");
+  }
+  o.port_min = lo;
+  o.port_max = hi;
+  if (o.snapshot_every == 0) return InvalidArgument("--snapshot-every: must be at least 1");
+  return out;
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,45 @@
+// CoordinatorOptions: everything cohort-coordinator can be told, from its command line and its
+// INI config file (the same names as the long flags; the command line wins). The contract names
+// (DESIGN.md) are --config, --client-endpoint, --agent-endpoint, --state-dir,
+// --heartbeat-timeout, --insecure; the rest are Cohort extensions with safe defaults.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace cohort::coordinator {
+
+struct CoordinatorOptions {
+  std::string client_endpoint = "tcp://*:7400";
+  std::string agent_endpoint = "tcp://*:7401";
+  std::string state_dir = "/var/lib/cohort";
+  std::chrono::milliseconds heartbeat_timeout{10'000};
+  std::chrono::milliseconds starvation_limit{5 * 60'000};
+  int port_min = 20000;
+  int port_max = 29999;
+  // Grace given to a replica between SIGTERM and SIGKILL when the coordinator stops it.
+  std::chrono::milliseconds stop_grace{30'000};
+  // Compact the journal into a snapshot after this many records.
+  size_t snapshot_every = 10'000;
+  bool insecure = false;
+  // CURVE (when not insecure): this coordinator's key pair, and the directories of public keys
+  // allowed on the client and agent endpoints.
+  std::string curve_key = "/etc/cohort/keys/coordinator.key";
+  std::string client_keys_dir = "/etc/cohort/keys/clients";
+  std::string agent_keys_dir = "/etc/cohort/keys/agents";
+  std::string log_level = "info";
+};
+
+struct ParsedFlags {
+  CoordinatorOptions options;
+  bool help = false;
+  std::string help_text;
+};
+
+// Parses argv (and the --config file it names). Errors name the flag.
+StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv);
+
+}  // namespace cohort::coordinator

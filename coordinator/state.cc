@@ -1,0 +1,197 @@
+#include "coordinator/state.h"
+
+#include <nlohmann/json.hpp>
+
+namespace cohort::coordinator {
+
+using nlohmann::json;
+
+ReplicaRecord* JobRecord::FindReplica(const std::string& replica_name) {
+  for (auto& r : replicas) {
+    if (r.name == replica_name) return &r;
+  }
+  return nullptr;
+}
+
+const WorkerPoolSpec& JobRecord::PoolOf(const ReplicaRecord& r) const {
+  const WorkerPoolSpec* pool = spec.FindPool(r.role);
+  if (pool == nullptr) {
+    static const WorkerPoolSpec kEmpty;
+    return kEmpty;
+  }
+  return *pool;
+}
+
+bool JobRecord::finished() const { return IsFinal(state); }
+
+bool IsFinal(ReplicaState s) {
+  switch (s) {
+    case ReplicaState::PENDING:
+    case ReplicaState::STARTING:
+    case ReplicaState::RUNNING:
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool IsFinal(JobState s) {
+  return s == JobState::SUCCEEDED || s == JobState::FAILED || s == JobState::CANCELLED;
+}
+
+bool IsRetryable(const ReplicaRecord& r) {
+  switch (r.state) {
+    case ReplicaState::PREEMPTED:
+    case ReplicaState::LOST:
+    case ReplicaState::STOPPED:
+      return true;
+    case ReplicaState::FAILED:
+      if (r.signal == 2 || r.signal == 9 || r.signal == 10 || r.signal == 15) return true;
+      return r.exit_code == 130 || r.exit_code == 137 || r.exit_code == 138 || r.exit_code == 143;
+    default:
+      return false;
+  }
+}
+
+std::string DescribeEnd(const ReplicaRecord& r) {
+  std::string what;
+  switch (r.state) {
+    case ReplicaState::SUCCEEDED:
+      what = "exited 0";
+      break;
+    case ReplicaState::FAILED:
+      if (r.signal != 0) {
+        what = "was killed by signal " + std::to_string(r.signal);
+      } else if (r.exit_code >= 0) {
+        what = "exited with code " + std::to_string(r.exit_code);
+      } else {
+        what = "failed";
+      }
+      break;
+    case ReplicaState::PREEMPTED:
+      what = "was preempted";
+      break;
+    case ReplicaState::LOST:
+      what = "was lost with its node";
+      break;
+    case ReplicaState::STOPPED:
+      what = "was stopped";
+      break;
+    default:
+      what = std::string("is ") + wire::EnumNameReplicaState(r.state);
+  }
+  if (!r.message.empty()) what += " (" + r.message + ")";
+  return what;
+}
+
+std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec) {
+  std::vector<ReplicaRecord> out;
+  for (const auto& pool : spec.pools) {
+    for (int i = 0; i < pool.replicas; ++i) {
+      ReplicaRecord r;
+      r.role = pool.role;
+      r.index = i;
+      r.name = std::string(RoleName(pool.role)) + "-" + std::to_string(i);
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::string JobToJson(const JobRecord& job) {
+  json j;
+  j["type"] = "job";
+  j["seq"] = job.seq;
+  j["name"] = job.name;
+  j["spec_yaml"] = job.spec_yaml;
+  j["state"] = static_cast<int>(job.state);
+  j["message"] = job.message;
+  j["create_time_ms"] = job.create_time_ms;
+  j["queued_since_ms"] = job.queued_since_ms;
+  j["start_time_ms"] = job.start_time_ms;
+  j["end_time_ms"] = job.end_time_ms;
+  j["restarts"] = job.restarts;
+  j["output_dir"] = job.output_dir;
+  j["trial_id"] = job.trial_id;
+  j["study"] = job.study;
+  j["master_port"] = job.master_port;
+  j["bootstrap_port"] = job.bootstrap_port;
+  json reps = json::array();
+  for (const auto& r : job.replicas) {
+    reps.push_back({{"name", r.name},
+                    {"role", std::string(RoleName(r.role))},
+                    {"index", r.index},
+                    {"attempt", r.attempt},
+                    {"launched", r.launched},
+                    {"state", static_cast<int>(r.state)},
+                    {"node_id", r.node_id},
+                    {"last_node", r.last_node},
+                    {"gpus", r.gpus},
+                    {"port", r.port},
+                    {"exit_code", r.exit_code},
+                    {"signal", r.signal},
+                    {"message", r.message},
+                    {"stop_requested", r.stop_requested},
+                    {"state_time_ms", r.state_time_ms}});
+  }
+  j["replicas"] = std::move(reps);
+  json events = json::array();
+  for (const auto& e : job.events) events.push_back({{"t", e.time_ms}, {"m", e.message}});
+  j["events"] = std::move(events);
+  return j.dump();
+}
+
+StatusOr<JobRecord> JobFromJson(const std::string& text) {
+  JobRecord job;
+  try {
+    json j = json::parse(text);
+    if (j.value("type", "") != "job") return DataLoss("journal record is not a job");
+    job.seq = j.at("seq").get<uint64_t>();
+    job.name = j.at("name").get<std::string>();
+    job.spec_yaml = j.at("spec_yaml").get<std::string>();
+    job.state = static_cast<JobState>(j.at("state").get<int>());
+    job.message = j.value("message", "");
+    job.create_time_ms = j.value("create_time_ms", int64_t{0});
+    job.queued_since_ms = j.value("queued_since_ms", int64_t{0});
+    job.start_time_ms = j.value("start_time_ms", int64_t{0});
+    job.end_time_ms = j.value("end_time_ms", int64_t{0});
+    job.restarts = j.value("restarts", 0);
+    job.output_dir = j.value("output_dir", "");
+    job.trial_id = j.value("trial_id", "");
+    job.study = j.value("study", "");
+    job.master_port = j.value("master_port", 0);
+    job.bootstrap_port = j.value("bootstrap_port", 0);
+    for (const auto& jr : j.at("replicas")) {
+      ReplicaRecord r;
+      r.name = jr.at("name").get<std::string>();
+      auto role = ParseRole(jr.at("role").get<std::string>());
+      if (!role.ok()) return DataLoss("journal: replica " + r.name + ": " + role.status().message());
+      r.role = *role;
+      r.index = jr.value("index", 0);
+      r.attempt = jr.value("attempt", 0);
+      r.launched = jr.value("launched", false);
+      r.state = static_cast<ReplicaState>(jr.value("state", 0));
+      r.node_id = jr.value("node_id", "");
+      r.last_node = jr.value("last_node", "");
+      r.gpus = jr.value("gpus", std::vector<int>{});
+      r.port = jr.value("port", 0);
+      r.exit_code = jr.value("exit_code", -1);
+      r.signal = jr.value("signal", 0);
+      r.message = jr.value("message", "");
+      r.stop_requested = jr.value("stop_requested", false);
+      r.state_time_ms = jr.value("state_time_ms", int64_t{0});
+      job.replicas.push_back(std::move(r));
+    }
+    for (const auto& je : j.at("events")) {
+      job.events.push_back({je.value("t", int64_t{0}), je.value("m", "")});
+    }
+  } catch (const json::exception& e) {
+    return DataLoss(std::string("journal record does not parse: ") + e.what());
+  }
+  auto spec = ParseJobSpec(job.spec_yaml, "journaled spec of " + job.name);
+  if (!spec.ok()) return spec.status();
+  job.spec = std::move(*spec);
+  return job;
+}
+
+}  // namespace cohort::coordinator

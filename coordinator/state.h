@@ -1,0 +1,103 @@
+// The coordinator's model of the cluster: jobs with their replicas and events, and nodes. Jobs are
+// durable (journaled as one JSON record per changed job: an idempotent upsert, so replay keeps the
+// last record of each job); nodes live in memory only and come back when agents re-register.
+//
+// Replica life: PENDING with an empty node_id = waiting to be placed; PENDING with a node = launch
+// sent; STARTING/RUNNING as the agent reports; then one final state. A replica "holds" its node's
+// GPUs, CPUs, memory and its port while it is placed and not final (stop_requested included: the
+// process may still be running until the agent reports it gone).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "common/schema/cohort_generated.h"
+#include "common/status.h"
+
+namespace cohort::coordinator {
+
+using wire::JobState;
+using wire::ReplicaState;
+
+struct ReplicaRecord {
+  std::string name;  // "<role>-<index>"
+  Role role = Role::kChief;
+  int index = 0;
+  int attempt = 0;
+  bool launched = false;  // some attempt was ever launched (the next placement is attempt + 1)
+  ReplicaState state = ReplicaState::PENDING;
+  std::string node_id;    // empty: not placed
+  std::string last_node;  // where the latest attempt ran (a restart prefers it)
+  std::vector<int> gpus;
+  int port = 0;
+  int exit_code = -1;
+  int signal = 0;
+  std::string message;
+  bool stop_requested = false;
+  int64_t state_time_ms = 0;
+
+  int pool() const { return PoolIndex(role); }
+  bool placed() const { return !node_id.empty(); }
+};
+
+struct JobEventRecord {
+  int64_t time_ms = 0;
+  std::string message;
+};
+
+struct JobRecord {
+  uint64_t seq = 0;  // submit order
+  std::string name;
+  std::string spec_yaml;
+  JobSpec spec;  // parsed from spec_yaml (not journaled separately)
+  JobState state = JobState::QUEUED;
+  std::string message;
+  int64_t create_time_ms = 0;
+  int64_t queued_since_ms = 0;
+  int64_t start_time_ms = 0;  // first placement; the scheduling timeout counts from here
+  int64_t end_time_ms = 0;
+  int restarts = 0;
+  std::string output_dir;
+  std::string trial_id;
+  std::string study;
+  int master_port = 0;
+  int bootstrap_port = 0;
+  std::vector<ReplicaRecord> replicas;  // pool order, then index
+  std::vector<JobEventRecord> events;
+
+  ReplicaRecord* FindReplica(const std::string& replica_name);
+  const WorkerPoolSpec& PoolOf(const ReplicaRecord& r) const;
+  bool finished() const;
+};
+
+struct NodeRecord {
+  std::string node_id;
+  std::string address;
+  std::vector<wire::GpuInfoT> gpus;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+  std::map<std::string, std::string> labels;
+  int64_t last_heartbeat_ms = 0;
+  bool ready = true;  // false: LOST
+  std::string peer;   // ROUTER identity its agent last spoke from (the agent sets its node id)
+};
+
+bool IsFinal(ReplicaState s);
+bool IsFinal(JobState s);
+// A replica that ended this way may be restarted (exit codes 130, 137, 138, 143, the signals
+// behind them (INT, KILL, USR1, TERM), PREEMPTED, LOST, an unrequested STOPPED).
+bool IsRetryable(const ReplicaRecord& r);
+// "exit code 1", "signal 9 (exit code 137)", "node lost", ...
+std::string DescribeEnd(const ReplicaRecord& r);
+
+// Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
+std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
+
+// JSON for the journal. FromJson re-parses spec_yaml with ParseJobSpec.
+std::string JobToJson(const JobRecord& job);
+StatusOr<JobRecord> JobFromJson(const std::string& text);
+
+}  // namespace cohort::coordinator
