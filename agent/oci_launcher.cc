@@ -1,0 +1,495 @@
+#include "agent/oci_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/logging.h"
+
+extern char** environ;
+
+namespace cohort::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Runs argv to completion, returning its exit code and combined output. Used for the short
+// runtime commands (kill, state, delete, umoci); the container itself never runs through this.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+CommandResult RunCommand(const std::vector<std::string>& argv) {
+  CommandResult result;
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return result;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (rc != 0) {
+    ::close(pipe_fds[0]);
+    result.output = argv[0] + ": " + std::strerror(rc);
+    return result;
+  }
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string FindExecutable(const std::string& name) {
+  std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  if (const char* env = std::getenv("PATH")) path = std::string(env) + ":" + path;
+  std::istringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// A host device node to expose in the container, if it exists as a character device.
+std::optional<json> DeviceNode(const std::string& host_path, const std::string& container_path) {
+  struct stat st;
+  if (::stat(host_path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
+  return json{{"path", container_path},
+              {"type", "c"},
+              {"major", major(st.st_rdev)},
+              {"minor", minor(st.st_rdev)},
+              {"fileMode", 0666},
+              {"uid", 0},
+              {"gid", 0}};
+}
+
+json HostRlimit(const char* name, int resource) {
+  struct rlimit limit;
+  ::getrlimit(resource, &limit);
+  uint64_t hard = limit.rlim_max == RLIM_INFINITY ? UINT64_MAX : limit.rlim_max;
+  return {{"type", name}, {"hard", hard}, {"soft", hard}};
+}
+
+bool HasCdiGpuSpec() {
+  for (const char* dir : {"/etc/cdi", "/var/run/cdi"}) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      if (text.str().find("nvidia.com/gpu") != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
+std::string JoinInts(const std::vector<int>& values) {
+  std::string out;
+  for (int v : values) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+// The job's output directory: the parent of AIP_MODEL_DIR ("<base>[/<trial>]/model/").
+std::string OutputDir(const std::map<std::string, std::string>& env) {
+  auto it = env.find("AIP_MODEL_DIR");
+  if (it == env.end() || it->second.empty()) return "";
+  fs::path model(it->second);
+  if (!model.has_filename()) model = model.parent_path();
+  return model.parent_path().string();
+}
+
+// A container attempt: the runtime's foreground process plus the container it manages.
+class ContainerReplica : public ReplicaProcess {
+ public:
+  using Runtime = std::function<CommandResult(const std::vector<std::string>&)>;
+
+  ContainerReplica(std::unique_ptr<ReplicaProcess> runtime_process, std::string id,
+                   std::string runtime, Runtime run)
+      : inner_(std::move(runtime_process)),
+        id_(std::move(id)),
+        runtime_(std::move(runtime)),
+        run_(std::move(run)) {}
+
+  pid_t pid() const override { return inner_->pid(); }
+  void OnExited(int wait_status) override { inner_->OnExited(wait_status); }
+  std::optional<ExitInfo> exit_info() const override { return inner_->exit_info(); }
+  std::string launch_error() const override { return inner_->launch_error(); }
+
+  void Signal(int sig) override {
+    if (cli()) {
+      run_({"kill", "--signal", std::to_string(sig), id_});
+    } else {
+      run_({"kill", "--all", id_, std::to_string(sig)});
+    }
+    inner_->Signal(sig);
+  }
+
+  void KillAll() override {
+    Signal(SIGKILL);
+    inner_->KillAll();
+  }
+
+  bool AnyAlive() override {
+    if (inner_->AnyAlive()) return true;
+    if (cli()) return false;
+    CommandResult state = run_({"state", id_});
+    if (state.exit_code != 0) return false;  // no such container
+    auto parsed = json::parse(state.output, nullptr, /*allow_exceptions=*/false);
+    return parsed.is_object() && parsed.value("status", "") == "running";
+  }
+
+  void Release() override {
+    CommandResult deleted = run_(cli() ? std::vector<std::string>{"rm", "-f", id_}
+                                       : std::vector<std::string>{"delete", "--force", id_});
+    if (deleted.exit_code != 0 && deleted.output.find("not exist") == std::string::npos &&
+        deleted.output.find("No such") == std::string::npos) {
+      spdlog::warn("container {}: delete: {}", id_, deleted.output);
+    }
+    inner_->Release();
+  }
+
+ private:
+  bool cli() const { return runtime_ == "docker" || runtime_ == "podman"; }
+
+  std::unique_ptr<ReplicaProcess> inner_;
+  std::string id_;
+  std::string runtime_;
+  Runtime run_;
+};
+
+}  // namespace
+
+bool HostHasHybridCgroups() {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string device, mount_point, type, rest;
+  bool v1 = false, v2_nested = false;
+  while (mounts >> device >> mount_point >> type && std::getline(mounts, rest)) {
+    if (type == "cgroup") v1 = true;
+    if (type == "cgroup2" && mount_point != "/sys/fs/cgroup") v2_nested = true;
+  }
+  return v1 && v2_nested;
+}
+
+std::string ContainerId(const std::string& job, const std::string& replica, int attempt) {
+  std::string id = "cohort-" + job + "-" + replica + "-" + std::to_string(attempt);
+  for (char& c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return id;
+}
+
+StatusOr<std::unique_ptr<OciLauncher>> OciLauncher::Create(OciOptions options,
+                                                           ProcessLauncher* processes) {
+  bool hybrid = HostHasHybridCgroups();
+  std::vector<std::string> candidates;
+  if (options.runtime == "auto") {
+    candidates = hybrid ? std::vector<std::string>{"runc", "crun"}
+                        : std::vector<std::string>{"crun", "runc"};
+  } else if (options.runtime == "runc" || options.runtime == "crun" ||
+             options.runtime == "docker" || options.runtime == "podman") {
+    candidates = {options.runtime};
+  } else {
+    return InvalidArgument("container runtime '" + options.runtime +
+                           "' is not one of auto, runc, crun, docker, podman");
+  }
+  for (const auto& name : candidates) {
+    std::string path = FindExecutable(name);
+    if (path.empty()) continue;
+    bool hide = name == "crun" && hybrid;
+    if (hide) {
+      spdlog::info("hybrid cgroups: running crun with the cgroup2 mount hidden");
+    }
+    return std::unique_ptr<OciLauncher>(
+        new OciLauncher(std::move(options), processes, name, path, hide));
+  }
+  std::string names;
+  for (const auto& n : candidates) names += (names.empty() ? "" : " or ") + n;
+  return FailedPrecondition("no container runtime found: install " + names);
+}
+
+std::vector<std::string> OciLauncher::RuntimeArgv(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv;
+  if (hide_cgroup2_) {
+    // A private mount namespace in which /sys/fs/cgroup/unified is unmounted: crun then sees a
+    // pure cgroup v1 host. The mount is hidden only for this command.
+    std::string command = "umount -l /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"";
+    argv = {"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", command,
+            runtime_path_};
+  } else {
+    argv = {runtime_path_};
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const {
+  if (image.empty()) return InvalidArgument("container.image is empty");
+  fs::path path(image);
+  std::error_code ec;
+  std::string tag;
+  auto colon = image.rfind(':');
+  if (!fs::exists(path, ec) && colon != std::string::npos) {
+    tag = image.substr(colon + 1);
+    path = image.substr(0, colon);
+  }
+  if (fs::exists(path / "index.json", ec) && fs::exists(path / "oci-layout", ec)) {
+    // An OCI image layout: unpack once per (layout, tag) with umoci.
+    std::string key = std::to_string(std::hash<std::string>{}(fs::absolute(path).string() + ":" +
+                                                               tag));
+    fs::path bundle = fs::path(options_.cache_dir) / key;
+    if (!fs::exists(bundle / "rootfs", ec)) {
+      std::string umoci = FindExecutable("umoci");
+      if (umoci.empty()) {
+        return FailedPrecondition("image " + image + " is an OCI image layout: install umoci");
+      }
+      fs::create_directories(options_.cache_dir, ec);
+      fs::path staging = bundle.string() + ".tmp";
+      fs::remove_all(staging, ec);
+      CommandResult unpacked = RunCommand(
+          {umoci, "unpack", "--image", path.string() + (tag.empty() ? "" : ":" + tag),
+           staging.string()});
+      if (unpacked.exit_code != 0) {
+        return FailedPrecondition("umoci unpack " + image + ": " + unpacked.output);
+      }
+      fs::rename(staging, bundle, ec);
+      if (ec) return Internal("rename " + staging.string() + ": " + ec.message());
+    }
+    return (bundle / "rootfs").string();
+  }
+  if (fs::is_directory(path / "rootfs", ec)) return fs::absolute(path / "rootfs").string();
+  if (fs::is_directory(path / "bin", ec) || fs::is_directory(path / "usr", ec)) {
+    return fs::absolute(path).string();
+  }
+  return InvalidArgument("container.image " + image +
+                         " is neither a root filesystem directory nor an OCI image layout");
+}
+
+StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
+                                                const std::string& rootfs) const {
+  if (request.argv.empty()) {
+    return InvalidArgument("container.command is required for runc/crun images");
+  }
+  json env = json::array();
+  bool has_path = false;
+  for (const auto& [key, value] : request.env) {
+    env.push_back(key + "=" + value);
+    has_path |= key == "PATH";
+  }
+  if (!has_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  env.push_back("NVIDIA_VISIBLE_DEVICES=" + (request.gpus.empty() ? std::string("void")
+                                                                  : JoinInts(request.gpus)));
+
+  json capabilities = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",     "CAP_FSETID",
+                       "CAP_KILL",    "CAP_SETGID",       "CAP_SETUID",     "CAP_SETPCAP",
+                       "CAP_NET_BIND_SERVICE", "CAP_NET_RAW", "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE",
+                       "CAP_SETFCAP", "CAP_MKNOD"};
+  json process = {
+      {"terminal", false},
+      {"user", {{"uid", 0}, {"gid", 0}}},
+      {"args", request.argv},
+      {"env", env},
+      {"cwd", request.working_dir.empty() ? "/" : request.working_dir},
+      {"capabilities",
+       {{"bounding", capabilities}, {"effective", capabilities}, {"permitted", capabilities}}},
+      // The agent's own hard limits (systemd raises them: LimitNOFILE, LimitMEMLOCK=infinity,
+      // which RDMA memory registration in NCCL and UCX needs); a container may not exceed them.
+      {"rlimits", {HostRlimit("RLIMIT_NOFILE", RLIMIT_NOFILE),
+                   HostRlimit("RLIMIT_MEMLOCK", RLIMIT_MEMLOCK)}},
+      {"noNewPrivileges", true},
+  };
+
+  json mounts = {
+      {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
+      {{"destination", "/dev"}, {"type", "tmpfs"}, {"source", "tmpfs"},
+       {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+      {{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
+       {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+      {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"},
+       {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=8g"}}},
+      {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"},
+       {"options", {"nosuid", "noexec", "nodev"}}},
+      {{"destination", "/sys"}, {"type", "bind"}, {"source", "/sys"},
+       {"options", {"rbind", "nosuid", "noexec", "nodev", "ro"}}},
+      {{"destination", "/tmp"}, {"type", "tmpfs"}, {"source", "tmpfs"},
+       {"options", {"nosuid", "nodev", "mode=1777"}}},
+  };
+  auto bind = [&mounts](const std::string& path, bool read_only) {
+    json options = {"rbind", "rprivate"};
+    if (read_only) options.push_back("ro");
+    mounts.push_back(
+        {{"destination", path}, {"type", "bind"}, {"source", path}, {"options", options}});
+  };
+  std::error_code ec;
+  for (const char* file : {"/etc/hosts", "/etc/resolv.conf"}) {
+    if (fs::exists(file, ec)) bind(file, true);
+  }
+  std::string output_dir = OutputDir(request.env);
+  if (!output_dir.empty()) {
+    for (const char* var : {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"}) {
+      auto it = request.env.find(var);
+      if (it != request.env.end() && !it->second.empty()) fs::create_directories(it->second, ec);
+    }
+    fs::create_directories(output_dir, ec);
+    if (ec) return Internal("create output directory " + output_dir + ": " + ec.message());
+    bind(output_dir, false);
+  }
+  if (!request.working_dir.empty() && request.working_dir != output_dir) {
+    bind(request.working_dir, false);
+  }
+
+  // GPUs: the pinned nodes and the control nodes, nothing else.
+  json devices = json::array();
+  json device_rules = json::array({{{"allow", false}, {"access", "rwm"}}});
+  auto add_device = [&](const std::string& name) {
+    auto node = DeviceNode(options_.device_dir + "/" + name, "/dev/" + name);
+    if (!node) return false;
+    device_rules.push_back({{"allow", true}, {"type", "c"}, {"major", (*node)["major"]},
+                            {"minor", (*node)["minor"]}, {"access", "rwm"}});
+    devices.push_back(std::move(*node));
+    return true;
+  };
+  for (int gpu : request.gpus) {
+    if (!add_device("nvidia" + std::to_string(gpu))) {
+      spdlog::warn("container {}: GPU {} has no device node in {}", request.replica, gpu,
+                   options_.device_dir);
+    }
+  }
+  if (!request.gpus.empty()) {
+    for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
+      add_device(control);
+    }
+  }
+
+  json resources = {{"devices", device_rules}, {"pids", {{"limit", 32768}}}};
+  if (request.memory_mb > 0) resources["memory"] = {{"limit", request.memory_mb << 20}};
+  if (request.cpus > 0) {
+    resources["cpu"] = {{"quota", int64_t{request.cpus} * 100000}, {"period", 100000}};
+  }
+
+  json config = {
+      {"ociVersion", "1.0.2"},
+      {"process", process},
+      {"root", {{"path", rootfs}, {"readonly", true}}},
+      {"hostname", "cohort"},
+      {"mounts", mounts},
+      {"linux",
+       {{"namespaces",
+         {{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}}},
+        {"devices", devices},
+        {"resources", resources},
+        {"cgroupsPath", "/cohort/" + ContainerId(request.job, request.replica, request.attempt)},
+        {"maskedPaths",
+         {"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+          "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}},
+        {"readonlyPaths",
+         {"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+          "/proc/sysrq-trigger"}}}},
+  };
+  return config.dump(2);
+}
+
+std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
+                                                 const std::string& container_id) const {
+  std::vector<std::string> argv = {runtime_path_, "run", "--rm", "--name", container_id,
+                                   "--network", "host", "--ipc", "host", "--init"};
+  for (const auto& [key, value] : request.env) {
+    argv.push_back("--env");
+    argv.push_back(key + "=" + value);
+  }
+  std::string output_dir = OutputDir(request.env);
+  if (!output_dir.empty()) {
+    argv.push_back("--volume");
+    argv.push_back(output_dir + ":" + output_dir);
+  }
+  if (request.memory_mb > 0) argv.push_back("--memory=" + std::to_string(request.memory_mb) + "m");
+  if (request.cpus > 0) argv.push_back("--cpus=" + std::to_string(request.cpus));
+  argv.push_back("--pids-limit=32768");
+  if (!request.gpus.empty()) {
+    if (HasCdiGpuSpec()) {
+      for (int gpu : request.gpus) argv.push_back("--device=nvidia.com/gpu=" + std::to_string(gpu));
+    } else {
+      argv.push_back("--env");
+      argv.push_back("NVIDIA_VISIBLE_DEVICES=" + JoinInts(request.gpus));
+      for (int gpu : request.gpus) {
+        argv.push_back("--device=" + options_.device_dir + "/nvidia" + std::to_string(gpu));
+      }
+      for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
+        std::string node = options_.device_dir + "/" + control;
+        if (DeviceNode(node, node)) argv.push_back("--device=" + node);
+      }
+    }
+  }
+  argv.push_back(request.image);
+  argv.insert(argv.end(), request.argv.begin(), request.argv.end());
+  return argv;
+}
+
+StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchRequest& request) {
+  std::string id = ContainerId(request.job, request.replica, request.attempt);
+  LaunchRequest runtime_request = request;
+  // The container gets its environment from config.json or --env; the runtime process needs
+  // only a PATH.
+  runtime_request.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
+  runtime_request.gpus.clear();
+  auto run = [this](const std::vector<std::string>& args) {
+    if (runtime_ == "docker" || runtime_ == "podman") {
+      std::vector<std::string> argv = {runtime_path_};
+      argv.insert(argv.end(), args.begin(), args.end());
+      return RunCommand(argv);
+    }
+    return RunCommand(RuntimeArgv(args));
+  };
+  if (runtime_ == "docker" || runtime_ == "podman") {
+    run({"rm", "-f", id});
+    runtime_request.argv = CliRunArgv(request, id);
+  } else {
+    COHORT_ASSIGN_OR_RETURN(std::string rootfs, ResolveRootfs(request.image));
+    COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs));
+    fs::path bundle = fs::path(request.working_dir) / "bundle";
+    std::error_code ec;
+    fs::create_directories(bundle, ec);
+    if (ec) return Internal("create bundle " + bundle.string() + ": " + ec.message());
+    {
+      std::ofstream out(bundle / "config.json", std::ios::trunc);
+      out << config;
+      if (!out) return Internal("write " + (bundle / "config.json").string());
+    }
+    run({"delete", "--force", id});  // a leftover from a crashed agent
+    runtime_request.argv = RuntimeArgv({"run", "--bundle", bundle.string(), id});
+  }
+  COHORT_ASSIGN_OR_RETURN(auto process, processes_->Launch(runtime_request));
+  return std::unique_ptr<ReplicaProcess>(
+      new ContainerReplica(std::move(process), id, runtime_, std::move(run)));
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS (default 30),
+# starting from the seed corpus in tests/fuzz/corpus. New interesting inputs go to a scratch
+# corpus, not the repository. Exits non-zero on the first crash, leaving the crashing input.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCOHORT_FUZZ=ON -DCOHORT_CUDA=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target wire_fuzzer job_spec_fuzzer
+for target in wire job_spec; do
+  scratch=$(mktemp -d)
+  echo "fuzz: $target for ${seconds}s"
+  "$build/tests/fuzz/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$build/${target}-" -print_final_stats=1 "$scratch" "tests/fuzz/corpus/$target"
+  rm -rf "$scratch"
+done
