@@ -6,12 +6,14 @@
 // Status, so no exception leaves this file.
 #include "common/job_spec.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
@@ -27,6 +29,27 @@ constexpr int kMaxGpus = 64;
 constexpr int kMaxCpus = 1024;
 constexpr int kMaxRestarts = 1000;
 constexpr size_t kMaxNameLength = 128;
+
+// Reads a whole file; errors name the file and carry errno (a directory gives EISDIR).
+StatusOr<std::string> ReadWholeFile(const std::string& path, std::string_view what) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(std::string(what) + " " + path, errno);
+  std::string data;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus("reading " + std::string(what) + " " + path, err);
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
 
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
@@ -664,12 +687,8 @@ StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
 }
 
 StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus("open " + path, errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return ErrnoStatus("read " + path, errno);
-  return ParseJobSpec(text.str(), path);
+  COHORT_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "job file"));
+  return ParseJobSpec(text, path);
 }
 
 std::string JobSpecToYaml(const JobSpec& spec) {

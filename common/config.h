@@ -1,0 +1,76 @@
+// Flags and config files for Cohort's daemons and tools, over Boost.Program_options.
+//
+// A binary declares its options in a boost::program_options::options_description (values may be
+// bound to variables with po::value(&x)), then calls ParseFlags(). ParseFlags adds --help and
+// --config FILE unless the description already has them, parses argv, and when --config is given
+// reads the file: INI, `name = value` with the long flag names (no dashes), `#` or `;` comment
+// lines, a ` #` inline comment, and `[section]` headers that prefix names ("[log] level = x" is
+// "log.level"). The command line wins over the file; a name repeated in the file is an error
+// unless the option is composing. Finally po::notify() runs, so bound variables are filled and
+// required() options are checked.
+//
+// Errors are kInvalidArgument naming the option ("unrecognised option '--bogus'"), or the file
+// and line for the config file ("agent.conf:3: unknown option 'cpu'"); an unreadable file is
+// kNotFound/kInternal naming the file. --help prints `usage` and the options to `help_out` and
+// returns with help == true (the caller exits 0 without doing anything else).
+//
+// Durations ("10s", "30s", "1500ms", "7d", bare seconds) are options of type FlagDuration,
+// parsed with ParseDuration (common/job_spec.h); a bad one names the option.
+//
+// Thread safety: none needed; call from main().
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort {
+
+// A duration-valued option: po::value<FlagDuration>(&d)->default_value(FlagDuration::Seconds(10)).
+struct FlagDuration {
+  std::chrono::milliseconds value{0};
+
+  FlagDuration() = default;
+  explicit FlagDuration(std::chrono::milliseconds v) : value(v) {}
+  static FlagDuration Seconds(int64_t s) { return FlagDuration(std::chrono::seconds(s)); }
+
+  bool operator==(const FlagDuration&) const = default;
+};
+
+// "10s", "1500ms", "2h": the form ParseDuration reads back (used for --help defaults).
+std::string FormatDuration(std::chrono::milliseconds d);
+std::ostream& operator<<(std::ostream& out, const FlagDuration& d);
+// Boost.Program_options hook (found by argument-dependent lookup).
+void validate(boost::any& value, const std::vector<std::string>& tokens, FlagDuration*, int);
+
+struct CommandLine {
+  boost::program_options::variables_map values;
+  bool help = false;        // --help was given: usage was printed, nothing else was parsed
+  std::string config_file;  // the --config file that was read ("" when none)
+};
+
+// Parses argv and the --config file as described above.
+StatusOr<CommandLine> ParseFlags(
+    int argc, const char* const* argv, const boost::program_options::options_description& options,
+    std::string_view usage, std::ostream* help_out = nullptr,
+    const boost::program_options::positional_options_description* positional = nullptr);
+
+// Parses INI text into `values` (values already there win, as on the command line) without
+// calling notify. `source` names the text in errors. Exposed for tests and for tools that keep
+// their configuration somewhere other than a file.
+Status ParseConfigText(std::string_view text, std::string_view source,
+                       const boost::program_options::options_description& options,
+                       boost::program_options::variables_map* values);
+
+// Reads and parses a config file (ParseConfigText on its contents).
+Status ParseConfigFile(const std::string& path,
+                       const boost::program_options::options_description& options,
+                       boost::program_options::variables_map* values);
+
+}  // namespace cohort
