@@ -114,6 +114,20 @@ StatusOr<std::set<std::string>> ReadPublicKeyDir(const std::string& dir) {
   return keys;
 }
 
+StatusOr<CurveKeyPair> LoadOwnKeys(const std::string& secret_key_file) {
+  COHORT_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadCurveKeyFile(secret_key_file));
+  if (keys.secret_key.empty()) {
+    return InvalidArgument(secret_key_file + ": no secret-key line (a .pub file was given where "
+                           "this side's .key file is needed)");
+  }
+  return keys;
+}
+
+StatusOr<std::string> LoadServerPublicKey(const std::string& server_key_file) {
+  COHORT_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadCurveKeyFile(server_key_file));
+  return keys.public_key;
+}
+
 StatusOr<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(
     zmq::context_t& context, std::map<std::string, std::string> domains) {
   for (const auto& [domain, dir] : domains) {

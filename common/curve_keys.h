@@ -35,6 +35,14 @@ StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path);
 // skipped with a warning naming it).
 StatusOr<std::set<std::string>> ReadPublicKeyDir(const std::string& dir);
 
+// Default key locations, used when a flag does not name a file.
+inline constexpr char kDefaultKeyDir[] = "/etc/cohort";
+
+// What a client or agent needs to talk to a CURVE coordinator: its own key pair (a .key file)
+// and the coordinator's public key (a .pub or .key file). Errors name the file.
+StatusOr<CurveKeyPair> LoadOwnKeys(const std::string& secret_key_file);
+StatusOr<std::string> LoadServerPublicKey(const std::string& server_key_file);
+
 // Serves ZeroMQ's ZAP protocol (inproc://zeromq.zap.01) for one context on its own thread.
 // Each CURVE handshake on a socket whose ZAP domain is a key of `domains` is accepted only when
 // the client's public key is in that domain's directory. Directories are re-read on every
