@@ -13,7 +13,7 @@ packages=(
   # benchmark peers
   libopenmpi-dev openmpi-bin libgloo-dev
   # demo data set (digits.csv.gz), Python client, network emulation, process tools
-  python3-sklearn python3-zmq python3-numpy python3-flatbuffers iproute2 procps
+  python3-sklearn python3-zmq python3-numpy python3-flatbuffers iproute2 procps iperf3
   # containers: OCI runtimes, image unpacking, a static busybox for test root filesystems
   runc crun umoci busybox-static
 )
