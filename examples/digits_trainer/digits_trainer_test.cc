@@ -1,0 +1,315 @@
+// Tests of the digits trainer on the real data set: it learns, a run resumed from a checkpoint
+// ends bit-identical to an uninterrupted one, and data-parallel ranks end with the same model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "examples/digits_trainer/digits_dataset.h"
+#include "examples/digits_trainer/gradient_averager.h"
+#include "examples/digits_trainer/trainer.h"
+#include "examples/digits_trainer/trainer_checkpoint.h"
+#include "examples/digits_trainer/trainer_state.h"
+
+namespace cohort::examples {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the test temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "digits_trainer_test.XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteGzip(const std::string& path, const std::string& text) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  gzclose(file);
+}
+
+class DigitsTrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kDefaultDigitsPath)) return;
+    auto data = LoadDigits(kDefaultDigitsPath);
+    ASSERT_TRUE(data.ok()) << data.status().ToString();
+    all_ = new Dataset(std::move(*data));
+    train_ = new Dataset();
+    test_ = new Dataset();
+    SplitTrainTest(*all_, 0.2, 42, train_, test_);
+  }
+  static void TearDownTestSuite() {
+    delete all_;
+    delete train_;
+    delete test_;
+    all_ = train_ = test_ = nullptr;
+  }
+  void SetUp() override {
+    if (all_ == nullptr) {
+      GTEST_SKIP() << kDefaultDigitsPath << " is missing (Debian package python3-sklearn)";
+    }
+  }
+
+  static TrainerOptions QuietOptions() {
+    TrainerOptions options;
+    options.epochs = 3;
+    options.log = nullptr;
+    return options;
+  }
+
+  static Dataset* all_;
+  static Dataset* train_;
+  static Dataset* test_;
+};
+
+Dataset* DigitsTrainerTest::all_ = nullptr;
+Dataset* DigitsTrainerTest::train_ = nullptr;
+Dataset* DigitsTrainerTest::test_ = nullptr;
+
+TEST_F(DigitsTrainerTest, LoadsAndSplitsTheRealDataSet) {
+  ASSERT_EQ(all_->size(), 1797u);
+  EXPECT_EQ(all_->features.size(), 1797u * kDigitsFeatures);
+  std::vector<int> per_class(kDigitsClasses, 0);
+  for (int label : all_->labels) ++per_class.at(label);
+  for (int count : per_class) EXPECT_GT(count, 170);
+  for (float v : all_->features) {
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LE(v, 1.0f);
+  }
+  EXPECT_EQ(train_->size(), 1438u);
+  EXPECT_EQ(test_->size(), 359u);
+
+  // The split depends only on its seed.
+  Dataset train2, test2;
+  SplitTrainTest(*all_, 0.2, 42, &train2, &test2);
+  EXPECT_EQ(train2.labels, train_->labels);
+  EXPECT_EQ(test2.features, test_->features);
+  SplitTrainTest(*all_, 0.2, 7, &train2, &test2);
+  EXPECT_NE(train2.labels, train_->labels);
+}
+
+TEST(DigitsDatasetTest, MalformedFileNamesTheLine) {
+  TempDir dir;
+  std::string good;
+  for (int i = 0; i < 64; ++i) good += "1,";
+  good += "3\n";
+  std::string text;
+  for (int i = 0; i < 11; ++i) text += good;
+  WriteGzip(dir / "ok.csv.gz", text);
+  auto ok = LoadDigits(dir / "ok.csv.gz");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 11u);
+  EXPECT_FLOAT_EQ(ok->features[0], 1.0f / 16.0f);
+  EXPECT_EQ(ok->labels[10], 3);
+
+  WriteGzip(dir / "bad.csv.gz", good + good + "1,2,x\n" + good);
+  auto bad = LoadDigits(dir / "bad.csv.gz");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bad.csv.gz:3"), std::string::npos)
+      << bad.status().message();
+
+  WriteGzip(dir / "label.csv.gz", good.substr(0, good.size() - 2) + "12\n");
+  EXPECT_EQ(LoadDigits(dir / "label.csv.gz").status().code(), StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(LoadDigits(dir / "missing.csv.gz").status().code(), StatusCode::kNotFound);
+}
+
+TEST(TrainerStateTest, RoundTripsAndRejectsTornBytes) {
+  TrainerState state;
+  state.hidden = 4;
+  state.step = 17;
+  state.epoch_loss_sum = 1.25;
+  state.epoch_batches = 3;
+  state.rng_state = "1 2 3";
+  state.order = {3, 1, 2, 0};
+  state.params = {0.5f, -1.5f, 2.0f};
+  state.velocity = {0.25f, 0.0f, -0.125f};
+  const std::string bytes = SerializeTrainerState(state);
+  auto parsed = ParseTrainerState(bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, state);
+
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{20}, bytes.size() - 1}) {
+    EXPECT_EQ(ParseTrainerState(bytes.substr(0, cut)).status().code(), StatusCode::kDataLoss)
+        << "cut at " << cut;
+  }
+  EXPECT_EQ(ParseTrainerState(bytes + "x").status().code(), StatusCode::kDataLoss);
+}
+
+TEST_F(DigitsTrainerTest, SingleProcessLearnsAndWritesItsFiles) {
+  TempDir dir;
+  TrainerOptions options = QuietOptions();
+  options.model_dir = dir / "model";
+  options.metric_file = dir / "hp/metrics.jsonl";
+  options.trial_id = "7";
+  LocalGradientAverager averager;
+  Trainer trainer(options, *train_, *test_, &averager);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_GT(result->test_accuracy, 0.90);
+  EXPECT_EQ(result->steps, 3 * 45);  // ceil(1438 / 32) = 45 steps per epoch
+  EXPECT_LT(result->train_loss, 0.5);
+
+  // model.bin: 24-byte header and the parameters.
+  const std::string model = ReadFile(dir / "model/model.bin");
+  ASSERT_EQ(model.size(), 24 + result->params.size() * sizeof(float));
+  EXPECT_EQ(model.substr(0, 8), "CDGTMLP1");
+  EXPECT_EQ(0, std::memcmp(model.data() + 24, result->params.data(), model.size() - 24));
+  auto metrics = nlohmann::json::parse(ReadFile(dir / "model/metrics.json"));
+  EXPECT_DOUBLE_EQ(metrics["test_accuracy"].get<double>(), result->test_accuracy);
+  EXPECT_EQ(metrics["global_step"].get<int>(), 135);
+
+  // One hypertune line per epoch, cloudml-hypertune's shape (values as strings).
+  std::ifstream lines(dir / "hp/metrics.jsonl");
+  std::string line;
+  std::vector<nlohmann::json> parsed;
+  while (std::getline(lines, line)) parsed.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(parsed.size(), 3u);
+  EXPECT_EQ(parsed[2]["global_step"], "135");
+  EXPECT_EQ(parsed[2]["trial"], "7");
+  EXPECT_TRUE(parsed[2]["timestamp"].is_number());
+  EXPECT_NEAR(std::stod(parsed[2]["accuracy"].get<std::string>()), result->test_accuracy, 1e-4);
+}
+
+TEST_F(DigitsTrainerTest, PlainSgdLearnsToo) {
+  TrainerOptions options = QuietOptions();
+  options.optimizer = Optimizer::kSgd;
+  options.learning_rate = 0.3;
+  options.hidden = 32;
+  LocalGradientAverager averager;
+  auto result = Trainer(options, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_GT(result->test_accuracy, 0.90);
+}
+
+TEST_F(DigitsTrainerTest, RejectsBadOptions) {
+  LocalGradientAverager averager;
+  TrainerOptions options = QuietOptions();
+  options.batch_size = 0;
+  EXPECT_EQ(Trainer(options, *train_, *test_, &averager).Run().status().code(),
+            StatusCode::kInvalidArgument);
+  options = QuietOptions();
+  options.learning_rate = -1;
+  EXPECT_EQ(Trainer(options, *train_, *test_, &averager).ValidateOptions().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// Interrupted at `fail_at` (mid-epoch or at an epoch boundary) and resumed from the newest
+// checkpoint, the run ends with exactly the parameters of a run that never stopped.
+TEST_F(DigitsTrainerTest, ResumedRunEqualsUninterruptedRunBitForBit) {
+  LocalGradientAverager averager;
+  TrainerOptions base = QuietOptions();
+  auto straight = Trainer(base, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(straight.ok()) << straight.status().ToString();
+
+  for (int64_t fail_at : {int64_t{50}, int64_t{90}}) {  // step 90 ends epoch 2
+    SCOPED_TRACE("fail at step " + std::to_string(fail_at));
+    TempDir dir;
+    TrainerOptions first = base;
+    first.checkpoint_dir = dir / "checkpoints";
+    first.checkpoint_every = 10;
+    first.fail_at_step = fail_at;
+    auto interrupted = Trainer(first, *train_, *test_, &averager).Run();
+    ASSERT_EQ(interrupted.status().code(), StatusCode::kAborted);
+
+    TrainerOptions second = first;
+    second.restore_from = first.checkpoint_dir;  // a directory of checkpoints: newest is taken
+    auto resumed = Trainer(second, *train_, *test_, &averager).Run();
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    EXPECT_EQ(resumed->restored_step, fail_at);
+    ASSERT_EQ(resumed->params.size(), straight->params.size());
+    EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight->params.data(),
+                             straight->params.size() * sizeof(float)));
+    EXPECT_EQ(resumed->test_accuracy, straight->test_accuracy);
+    EXPECT_EQ(resumed->train_loss, straight->train_loss);
+
+    // Only the newest three checkpoints are kept.
+    int kept = 0;
+    for (const auto& entry : fs::directory_iterator(first.checkpoint_dir)) {
+      if (entry.path().filename().string().rfind("ckpt-", 0) == 0) ++kept;
+    }
+    EXPECT_EQ(kept, 3);
+  }
+}
+
+// A stop request (SIGTERM in the binary) checkpoints at the current step even off the periodic
+// schedule, and the resumed run still matches the uninterrupted one.
+TEST_F(DigitsTrainerTest, StopRequestCheckpointsAndResumes) {
+  LocalGradientAverager averager;
+  TrainerOptions base = QuietOptions();
+  base.epochs = 2;
+  auto straight = Trainer(base, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(straight.ok());
+
+  TempDir dir;
+  std::atomic<bool> stop{true};
+  TrainerOptions first = base;
+  first.checkpoint_dir = dir / "checkpoints";
+  first.checkpoint_every = 1000;
+  first.stop_requested = &stop;
+  auto stopped = Trainer(first, *train_, *test_, &averager).Run();
+  ASSERT_EQ(stopped.status().code(), StatusCode::kCancelled);
+
+  TrainerOptions second = base;
+  second.restore_from = first.checkpoint_dir;
+  auto resumed = Trainer(second, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->restored_step, 1);
+  EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight->params.data(),
+                           straight->params.size() * sizeof(float)));
+}
+
+TEST_F(DigitsTrainerTest, RestoreRejectsACheckpointOfAnotherModel) {
+  TempDir dir;
+  LocalGradientAverager averager;
+  TrainerOptions first = QuietOptions();
+  first.epochs = 1;
+  first.checkpoint_dir = dir / "checkpoints";
+  first.checkpoint_every = 10;
+  ASSERT_TRUE(Trainer(first, *train_, *test_, &averager).Run().ok());
+
+  TrainerOptions other = QuietOptions();
+  other.hidden = 16;
+  other.restore_from = first.checkpoint_dir;
+  EXPECT_EQ(Trainer(other, *train_, *test_, &averager).Run().status().code(),
+            StatusCode::kInvalidArgument);
+  other = QuietOptions();
+  other.optimizer = Optimizer::kSgd;
+  other.restore_from = first.checkpoint_dir;
+  EXPECT_EQ(Trainer(other, *train_, *test_, &averager).Run().status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort::examples

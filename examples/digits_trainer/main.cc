@@ -1,0 +1,140 @@
+// digits-trainer: trains the digits MLP on one rank of a Cohort job (or alone). Flags are the
+// hyperparameters; the cluster comes from the environment the agent injects (RANK, WORLD_SIZE,
+// AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, COHORT_RESTORE_CHECKPOINT, CLOUD_ML_HP_METRIC_FILE,
+// CLOUD_ML_TRIAL_ID, and the collective's COHORT_* variables). See trainer.h for the algorithm.
+//
+// Exit codes: 0 trained; 1 a permanent error (bad data, bad checkpoint, file errors);
+// 2 bad flags or environment; 143 stopped by SIGTERM/SIGINT after a checkpoint, a lost peer, or an
+// injected failure: all retryable, so the agent restarts the replica from the newest checkpoint.
+#include <boost/program_options.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "common/logging.h"
+#include "examples/digits_trainer/collective_gradient_averager.h"
+#include "examples/digits_trainer/digits_dataset.h"
+#include "examples/digits_trainer/trainer.h"
+
+namespace {
+
+namespace po = boost::program_options;
+using cohort::StatusCode;
+using namespace cohort::examples;
+
+constexpr int kExitRetryable = 143;
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cohort::InitLogging("digits-trainer", Env("LOG_LEVEL").empty() ? "info" : Env("LOG_LEVEL"));
+  TrainerOptions options;
+  std::string optimizer = "momentum";
+  std::string data_path = kDefaultDigitsPath;
+  uint64_t split_seed = 42;
+  po::options_description flags("digits-trainer: data-parallel MLP on the digits data set");
+  auto add = flags.add_options();
+  add("help", "show this help");
+  add("epochs", po::value(&options.epochs)->default_value(options.epochs),
+      "passes over the training set");
+  add("lr", po::value(&options.learning_rate)->default_value(options.learning_rate),
+      "learning rate");
+  add("hidden", po::value(&options.hidden)->default_value(options.hidden), "hidden units");
+  add("batch-size", po::value(&options.batch_size)->default_value(options.batch_size),
+      "global batch size (split across ranks)");
+  add("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | momentum");
+  add("momentum", po::value(&options.momentum)->default_value(options.momentum),
+      "momentum coefficient");
+  add("seed", po::value(&options.seed)->default_value(options.seed),
+      "initialisation and data-order seed");
+  add("checkpoint-every", po::value(&options.checkpoint_every)->default_value(0),
+      "steps between checkpoints into AIP_CHECKPOINT_DIR (0: none)");
+  add("keep-checkpoints", po::value(&options.keep_checkpoints)->default_value(3),
+      "checkpoints kept");
+  add("data", po::value(&data_path)->default_value(data_path), "digits.csv.gz");
+  add("split-seed", po::value(&split_seed)->default_value(split_seed), "train/test split seed");
+  add("model-dir", po::value(&options.model_dir), "overrides AIP_MODEL_DIR");
+  add("checkpoint-dir", po::value(&options.checkpoint_dir), "overrides AIP_CHECKPOINT_DIR");
+  add("restore", po::value(&options.restore_from), "overrides COHORT_RESTORE_CHECKPOINT");
+  add("metric-file", po::value(&options.metric_file), "overrides CLOUD_ML_HP_METRIC_FILE");
+  add("metric-tag", po::value(&options.metric_tag)->default_value(options.metric_tag),
+      "hypertune metric name");
+  add("fail-at-step", po::value(&options.fail_at_step)->default_value(0),
+      "testing: exit 143 after this step unless restored past it");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, flags), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "digits-trainer: " << e.what() << "\n" << flags << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << flags << "\n";
+    return 0;
+  }
+  if (optimizer == "sgd") {
+    options.optimizer = Optimizer::kSgd;
+  } else if (optimizer == "momentum") {
+    options.optimizer = Optimizer::kMomentum;
+  } else {
+    std::cerr << "digits-trainer: --optimizer must be sgd or momentum, got " << optimizer << "\n";
+    return 2;
+  }
+  if (!vm.count("model-dir")) options.model_dir = Env("AIP_MODEL_DIR");
+  if (!vm.count("checkpoint-dir")) options.checkpoint_dir = Env("AIP_CHECKPOINT_DIR");
+  if (!vm.count("restore")) options.restore_from = Env("COHORT_RESTORE_CHECKPOINT");
+  if (!vm.count("metric-file")) options.metric_file = Env("CLOUD_ML_HP_METRIC_FILE");
+  options.trial_id = Env("CLOUD_ML_TRIAL_ID");
+  options.stop_requested = &g_stop;
+
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  auto data = LoadDigits(data_path);
+  if (!data.ok()) {
+    spdlog::error("{}", data.status().ToString());
+    return 1;
+  }
+  Dataset train, test;
+  SplitTrainTest(*data, 0.2, split_seed, &train, &test);
+
+  auto averager = MakeGradientAveragerFromEnvironment();
+  if (!averager.ok()) {
+    spdlog::error("{}", averager.status().ToString());
+    return averager.status().code() == StatusCode::kInvalidArgument ? 2 : kExitRetryable;
+  }
+  Trainer trainer(options, train, test, averager->get());
+  if (auto valid = trainer.ValidateOptions(); !valid.ok()) {
+    spdlog::error("{}", valid.ToString());
+    return 2;
+  }
+  auto result = trainer.Run();
+  if (!result.ok()) {
+    spdlog::error("{}", result.status().ToString());
+    switch (result.status().code()) {
+      case StatusCode::kCancelled:         // stopped by a signal, after the checkpoint
+      case StatusCode::kAborted:           // a poisoned communicator or an injected failure
+      case StatusCode::kUnavailable:       // a peer is gone
+      case StatusCode::kDeadlineExceeded:  // a peer stopped answering
+        return kExitRetryable;
+      default:
+        return 1;
+    }
+  }
+  return 0;
+}
