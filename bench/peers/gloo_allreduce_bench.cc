@@ -135,14 +135,20 @@ class GlooBench {
     std::memset(output_.data(), 0, count * sizeof(float));
     Op op = Make(algo, count);
 
-    int warmup = options_.warmup;
-    if (warmup == 0 && options_.max_seconds_per_size > 0) warmup = 1;
+    // Warm-up, which also estimates the time per call for --max-seconds-per-size. The
+    // estimates are reduced with MAX so that every rank runs the same number of calls.
     double estimate = 0;
     Barrier();
-    if (warmup > 0) {
+    if (options_.warmup > 0 || options_.max_seconds_per_size > 0) {
       Clock::time_point t0 = Clock::now();
-      for (int i = 0; i < warmup; ++i) op.run();
-      estimate = AllreduceMaxDouble(Seconds(t0, Clock::now()) / warmup);
+      op.run();
+      estimate = AllreduceMaxDouble(Seconds(t0, Clock::now()));
+      const int more = cohort::bench::MoreWarmupFor(options_, estimate);
+      if (more > 0) {
+        t0 = Clock::now();
+        for (int i = 0; i < more; ++i) op.run();
+        estimate = AllreduceMaxDouble(Seconds(t0, Clock::now()) / more);
+      }
     }
     const int iters = cohort::bench::ItersFor(options_, estimate);
 

@@ -44,18 +44,24 @@ int Run(const PeerOptions& options, int rank, int nranks) {
     cohort::bench::FillPattern(send.data(), count, rank);
     std::memset(recv.data(), 0, size);
 
-    // Warm-up, which also estimates the time per call for --max-seconds-per-size.
+    // Warm-up, which also estimates the time per call for --max-seconds-per-size. The
+    // estimates are reduced with MAX so that every rank runs the same number of calls.
     MPI_Barrier(MPI_COMM_WORLD);
     double estimate = 0;
-    int warmup = options.warmup;
-    if (warmup == 0 && options.max_seconds_per_size > 0) warmup = 1;
-    if (warmup > 0) {
+    if (options.warmup > 0 || options.max_seconds_per_size > 0) {
       double t0 = MPI_Wtime();
-      for (int i = 0; i < warmup; ++i) {
-        MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      }
-      double local = (MPI_Wtime() - t0) / warmup;
+      MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      double local = MPI_Wtime() - t0;
       MPI_Allreduce(&local, &estimate, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      const int more = cohort::bench::MoreWarmupFor(options, estimate);
+      if (more > 0) {
+        t0 = MPI_Wtime();
+        for (int i = 0; i < more; ++i) {
+          MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+        local = (MPI_Wtime() - t0) / more;
+        MPI_Allreduce(&local, &estimate, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      }
     }
     const int iters = cohort::bench::ItersFor(options, estimate);
 

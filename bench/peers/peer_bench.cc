@@ -199,4 +199,11 @@ int ItersFor(const PeerOptions& options, double seconds_per_op) {
   return static_cast<int>(std::clamp(fit, 1.0, static_cast<double>(options.iters)));
 }
 
+int MoreWarmupFor(const PeerOptions& options, double first_call_seconds) {
+  const int rest = std::max(options.warmup - 1, 0);
+  if (options.max_seconds_per_size <= 0 || first_call_seconds <= 0) return rest;
+  double fit = std::floor(options.max_seconds_per_size / 4 / first_call_seconds);
+  return static_cast<int>(std::clamp(fit, 0.0, static_cast<double>(rest)));
+}
+
 }  // namespace cohort::bench

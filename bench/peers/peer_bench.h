@@ -66,8 +66,12 @@ void PrintHeader(const PeerOptions& options, const std::string& impl, int nranks
 // One row, as text columns or as one JSON object per line.
 void PrintRow(const PeerOptions& options, const ResultRow& row);
 
-// Iterations to run for `size` bytes given a first timing estimate (seconds per all-reduce).
+// Iterations to run for `size` bytes given a timing estimate (seconds per all-reduce, the max
+// over ranks, so that every rank computes the same count).
 int ItersFor(const PeerOptions& options, double seconds_per_op);
+// Warm-up calls still to run after the first one took `first_call_seconds` (max over ranks):
+// options.warmup - 1, capped so the warm-up takes about a quarter of --max-seconds-per-size.
+int MoreWarmupFor(const PeerOptions& options, double first_call_seconds);
 
 }  // namespace cohort::bench
 
