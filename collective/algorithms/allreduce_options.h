@@ -1,0 +1,34 @@
+// Options shared by the all-reduce algorithms (gloo style: free functions taking a Transport and
+// an options struct, so new options never break callers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collective/transport/transport.h"
+#include "collective/types.h"
+
+namespace cohort::collective {
+
+struct AllreduceOptions {
+  void* data = nullptr;  // in: this rank's contribution; out: the reduced result
+  size_t count = 0;      // elements, equal on every worker
+  DataType type = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  // Operation sequence number: the same on every rank for one call, distinct for calls that
+  // may be in flight together (the Communicator counts calls).
+  uint32_t seq = 0;
+  // Every Wait of this call uses this deadline; a dead or silent peer turns into an error by then.
+  Deadline deadline = Deadline::max();
+  // Pipeline unit: bytes per message. Chunks travel and are reduced while later ones move.
+  size_t chunk_bytes = size_t{1} << 20;
+  // Transport ranks 0..num_workers-1 are workers; num_workers.. num_workers+num_reducers-1 are
+  // reducers (Reduction Server only). The ring uses only the workers.
+  int num_workers = 0;
+  int num_reducers = 0;
+  // Chunks in flight per reducer (Reduction Server): bounds reducer memory to
+  // window * num_workers * chunk_bytes.
+  int window = 4;
+};
+
+}  // namespace cohort::collective

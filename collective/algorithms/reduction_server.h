@@ -1,0 +1,79 @@
+// Reduction Server all-reduce (the algorithm of Vertex AI's Reduction Server): n workers and m
+// reducers on one transport (workers are ranks 0..n-1, reducers n..n+m-1). A buffer is cut into
+// chunks of chunk_bytes; chunk c goes to reducer c mod m. Each worker sends every chunk once and
+// receives its reduction once, so each byte crosses a worker's link once each way (bound S/B,
+// against the ring's 2(n-1)/n * S/B). Sends, sums and returns are pipelined: a reducer keeps
+// `window` chunks in flight and sums contributions in worker-rank order as they arrive, which
+// makes results bit-identical run to run.
+//
+// Protocol per round: every worker sends each reducer a RoundHeader (count, type, op, chunk size,
+// sequence number) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A header of
+// kind kStop ends the reducer's service for this communicator generation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "collective/algorithms/allreduce_options.h"
+
+namespace cohort::collective {
+
+// The header tag's step; data chunks use steps 1..2^28-2.
+constexpr uint32_t kHeaderStep = (1u << kTagStepBits) - 1;
+
+struct RoundHeader {
+  static constexpr uint32_t kMagic = 0x43524f55;  // "CROU"
+  enum Kind : uint8_t { kRound = 1, kStop = 2 };
+  uint32_t magic = kMagic;
+  uint8_t kind = kRound;
+  uint8_t type = 0;
+  uint8_t op = 0;
+  uint8_t window = 0;
+  uint32_t seq = 0;
+  uint32_t reserved = 0;
+  uint64_t count = 0;
+  uint64_t chunk_bytes = 0;
+};
+
+// Worker side; called by every worker with the same arguments (data aside).
+Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options);
+
+// Tells every reducer that this worker is done (reducers return from Serve once all workers
+// have). Best effort: errors are returned but leave nothing pending.
+Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers, Deadline deadline);
+
+struct ReductionServerOptions {
+  int num_workers = 0;
+  int num_reducers = 0;
+  // How long one round may take once its header arrived; a silent worker past it is an error.
+  std::chrono::milliseconds round_timeout{60000};
+  // How often an idle reducer checks `stop` while waiting for the next round.
+  std::chrono::milliseconds poll_interval{100};
+};
+
+// ReductionServer is the reducer side: it owns the reducer's chunk buffers and serves rounds on a
+// transport whose rank is num_workers + reducer index.
+//
+// Thread safety: one thread calls Serve. Lifetime: `transport` must outlive this object.
+class ReductionServer {
+ public:
+  ReductionServer(Transport& transport, ReductionServerOptions options);
+
+  // Serves rounds until every worker sent kStop (returns OK), `stop` becomes true (kCancelled),
+  // or a worker is gone or a round fails (that error: kUnavailable, kDeadlineExceeded, ...).
+  Status Serve(const std::atomic<bool>& stop);
+  // Rounds served so far.
+  uint64_t rounds() const { return rounds_; }
+
+ private:
+  Status ServeRound(const RoundHeader& header);
+
+  Transport& transport_;
+  ReductionServerOptions options_;
+  int index_;
+  uint64_t rounds_ = 0;
+  std::vector<std::vector<char>> buffers_;  // window * num_workers chunk buffers
+};
+
+}  // namespace cohort::collective

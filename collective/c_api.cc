@@ -1,0 +1,65 @@
+// The C API over Communicator: converts Status to an int code plus a thread-local message.
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "collective/cohort_collective.h"
+#include "collective/communicator.h"
+
+struct cohort_comm {
+  std::unique_ptr<cohort::collective::Communicator> comm;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+int Report(const cohort::Status& s) {
+  if (s.ok()) {
+    g_last_error.clear();
+    return COHORT_OK;
+  }
+  g_last_error = s.ToString();
+  return static_cast<int>(s.code());
+}
+
+}  // namespace
+
+extern "C" {
+
+int cohort_comm_from_env(cohort_comm_t** out) {
+  if (out == nullptr) return Report(cohort::InvalidArgument("cohort_comm_from_env: out is NULL"));
+  *out = nullptr;
+  auto comm = cohort::collective::Communicator::FromEnvironment();
+  if (!comm.ok()) return Report(comm.status());
+  *out = new cohort_comm{std::move(*comm)};
+  return Report(cohort::Status::Ok());
+}
+
+void cohort_comm_destroy(cohort_comm_t* comm) { delete comm; }
+
+int cohort_comm_rank(const cohort_comm_t* comm) { return comm != nullptr ? comm->comm->rank() : -1; }
+int cohort_comm_size(const cohort_comm_t* comm) { return comm != nullptr ? comm->comm->size() : -1; }
+
+int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op, int algorithm) {
+  using cohort::collective::Algorithm;
+  using cohort::collective::DataType;
+  using cohort::collective::ReduceOp;
+  if (comm == nullptr) return Report(cohort::InvalidArgument("cohort_allreduce: comm is NULL"));
+  if (dtype < 0 || dtype > 5) return Report(cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
+  if (op < 0 || op > 3) return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
+  if (algorithm < 0 || algorithm > 2) {
+    return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " + std::to_string(algorithm)));
+  }
+  return Report(comm->comm->Allreduce(data, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),
+                                      static_cast<Algorithm>(algorithm)));
+}
+
+int cohort_run_reducer_from_env(void) {
+  static std::atomic<bool> never{false};
+  return Report(cohort::collective::RunReducerFromEnvironment(never));
+}
+
+const char* cohort_last_error(void) { return g_last_error.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,59 @@
+/* C API of the Cohort collective library, for language bindings (the Python binding uses it
+ * through ctypes). An opaque communicator handle, int error codes (0 = OK; others mirror
+ * cohort::StatusCode) and a per-thread last-error string.
+ *
+ *   cohort_comm_t* comm;
+ *   if (cohort_comm_from_env(&comm) != COHORT_OK) { fprintf(stderr, "%s\n", cohort_last_error()); }
+ *   cohort_allreduce(comm, grads, n, COHORT_F32, COHORT_AVG, COHORT_ALGO_AUTO);
+ *   cohort_comm_destroy(comm);
+ *
+ * Thread safety: calls on one communicator must not overlap; cohort_last_error is per thread. */
+#ifndef COHORT_COLLECTIVE_H_
+#define COHORT_COLLECTIVE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cohort_comm cohort_comm_t;
+
+enum {
+  COHORT_OK = 0,
+  COHORT_ERR_INVALID_ARGUMENT = 1,
+  COHORT_ERR_NOT_FOUND = 2,
+  COHORT_ERR_ALREADY_EXISTS = 3,
+  COHORT_ERR_FAILED_PRECONDITION = 4,
+  COHORT_ERR_UNAVAILABLE = 5, /* a peer is gone */
+  COHORT_ERR_DEADLINE_EXCEEDED = 6,
+  COHORT_ERR_ABORTED = 7, /* communicator poisoned by an earlier error: rebuild it */
+  COHORT_ERR_DATA_LOSS = 8,
+  COHORT_ERR_RESOURCE_EXHAUSTED = 9,
+  COHORT_ERR_CANCELLED = 10,
+  COHORT_ERR_INTERNAL = 11
+};
+
+enum { COHORT_F32 = 0, COHORT_F64 = 1, COHORT_F16 = 2, COHORT_BF16 = 3, COHORT_I32 = 4, COHORT_I64 = 5 };
+enum { COHORT_SUM = 0, COHORT_AVG = 1, COHORT_MIN = 2, COHORT_MAX = 3 };
+enum { COHORT_ALGO_AUTO = 0, COHORT_ALGO_REDUCTION_SERVER = 1, COHORT_ALGO_RING = 2 };
+
+/* Builds a worker's communicator from COHORT_BOOTSTRAP_ADDR, RANK, WORLD_SIZE,
+ * COHORT_NUM_REDUCERS and COHORT_COMM_TIMEOUT_MS. On error *out is NULL. */
+int cohort_comm_from_env(cohort_comm_t** out);
+/* Tells reducers this worker is done and frees the communicator. NULL is allowed. */
+void cohort_comm_destroy(cohort_comm_t* comm);
+int cohort_comm_rank(const cohort_comm_t* comm);
+int cohort_comm_size(const cohort_comm_t* comm);
+/* In-place all-reduce of `count` elements of `dtype` at `data`. */
+int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op, int algorithm);
+/* Runs a reducer from the environment until its workers are gone for good (see cohort-reducer). */
+int cohort_run_reducer_from_env(void);
+/* The message of the last failed call on this thread ("" if none). Valid until the next call. */
+const char* cohort_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COHORT_COLLECTIVE_H_ */

@@ -1,0 +1,288 @@
+#include "collective/communicator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "collective/algorithms/reduction_server.h"
+#include "collective/algorithms/ring_allreduce.h"
+#include "collective/store_bootstrap.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "collective/transport/ucx/ucx_transport.h"
+#include "common/logging.h"
+
+#ifdef COHORT_HAVE_CUDA
+#include "collective/kernels/device_staging.h"
+#endif
+
+namespace cohort::collective {
+namespace {
+
+std::string GenerationKey(const std::string& prefix) { return prefix + "/generation"; }
+
+std::string NewGeneration() {
+  std::random_device rd;
+  const uint64_t hi = rd();
+  const uint64_t lo = rd();
+  const uint64_t t = static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count());
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>((hi << 32 | lo) ^ t));
+  return buf;
+}
+
+std::function<std::string(int)> RankNamer(int num_workers) {
+  return [num_workers](int r) {
+    if (r < num_workers) return "worker " + std::to_string(r);
+    return "reducer " + std::to_string(r - num_workers);
+  };
+}
+
+StatusOr<std::unique_ptr<Transport>> MakeTransport(Bootstrap& bootstrap, int transport_rank, int num_workers,
+                                                   int num_reducers, const std::string& generation,
+                                                   const CommunicatorOptions& options) {
+  if (options.transport == CommunicatorOptions::TransportKind::kLoopback) {
+    if (options.loopback_fabric == nullptr) return InvalidArgument("loopback transport needs a fabric");
+    if (options.loopback_fabric->size() != num_workers + num_reducers) {
+      return InvalidArgument("loopback fabric size differs from workers + reducers");
+    }
+    return options.loopback_fabric->CreateTransport(transport_rank);
+  }
+  UcxTransportOptions ucx;
+  ucx.key_prefix = options.key_prefix + "/" + generation;
+  ucx.connect_timeout = options.timeout;
+  ucx.rank_name = RankNamer(num_workers);
+  COHORT_ASSIGN_OR_RETURN(auto t, UcxTransport::Create(bootstrap, transport_rank, num_workers + num_reducers, ucx));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+StatusOr<int> EnvInt(const char* name, std::optional<int> fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    if (fallback) return *fallback;
+    return InvalidArgument(std::string("environment variable ") + name + " is not set");
+  }
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > (1 << 30)) {
+    return InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+  }
+  return static_cast<int>(x);
+}
+
+Status OptionsFromEnvironment(CommunicatorOptions* options) {
+  COHORT_ASSIGN_OR_RETURN(int timeout_ms, EnvInt("COHORT_COMM_TIMEOUT_MS", 60000));
+  COHORT_ASSIGN_OR_RETURN(int chunk, EnvInt("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
+  if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
+  if (chunk < 1024) return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024");
+  options->timeout = std::chrono::milliseconds(timeout_ms);
+  options->chunk_bytes = static_cast<size_t>(chunk);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstrap, int rank, int world_size,
+                                                             int num_reducers, CommunicatorOptions options) {
+  if (world_size < 1 || rank < 0 || rank >= world_size || num_reducers < 0) {
+    return InvalidArgument("communicator: rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+                           " workers and " + std::to_string(num_reducers) + " reducers is not valid");
+  }
+  if (options.chunk_bytes < 64) return InvalidArgument("communicator: chunk_bytes must be at least 64");
+  std::unique_ptr<Communicator> comm(new Communicator());
+  comm->rank_ = rank;
+  comm->world_size_ = world_size;
+  comm->num_reducers_ = num_reducers;
+  comm->options_ = options;
+  const Deadline deadline = SteadyClock::now() + options.timeout;
+  if (rank == 0) {
+    comm->generation_ = NewGeneration();
+    COHORT_RETURN_IF_ERROR(bootstrap.Put(GenerationKey(options.key_prefix), comm->generation_)
+                               .WithContext("publishing the generation"));
+  } else {
+    // A rank that rebuilds its communicator in the same process must not join the generation it
+    // just left (the chief may not have replaced it yet).
+    static std::mutex seen_mu;
+    static std::map<std::string, std::string> seen;  // prefix/rank -> last generation joined
+    const std::string seen_key = options.key_prefix + "/" + std::to_string(rank);
+    std::string previous;
+    {
+      std::lock_guard<std::mutex> lock(seen_mu);
+      previous = seen[seen_key];
+    }
+    while (true) {
+      auto gen = bootstrap.Get(GenerationKey(options.key_prefix), deadline);
+      if (!gen.ok()) {
+        return gen.status().code() == StatusCode::kDeadlineExceeded
+                   ? DeadlineExceeded("worker 0 (chief) never published the generation within " +
+                                      FormatDuration(options.timeout))
+                   : gen.status();
+      }
+      if (*gen != previous) {
+        comm->generation_ = *gen;
+        break;
+      }
+      if (SteadyClock::now() >= deadline) {
+        return DeadlineExceeded("worker 0 (chief) never published a new generation within " +
+                                FormatDuration(options.timeout));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::lock_guard<std::mutex> lock(seen_mu);
+    seen[seen_key] = comm->generation_;
+  }
+  COHORT_ASSIGN_OR_RETURN(comm->transport_,
+                          MakeTransport(bootstrap, rank, world_size, num_reducers, comm->generation_, options));
+  return comm;
+}
+
+StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment() {
+  COHORT_ASSIGN_OR_RETURN(int rank, EnvInt("RANK", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int world, EnvInt("WORLD_SIZE", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int reducers, EnvInt("COHORT_NUM_REDUCERS", 0));
+  CommunicatorOptions options;
+  COHORT_RETURN_IF_ERROR(OptionsFromEnvironment(&options));
+  const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
+  if (addr == nullptr || *addr == '\0') {
+    if (world == 1 && reducers == 0) {
+      // A job of one: nothing to find. Loopback of size one.
+      auto fabric = std::make_unique<LoopbackFabric>(1);
+      InMemoryBootstrap local;
+      options.transport = CommunicatorOptions::TransportKind::kLoopback;
+      options.loopback_fabric = fabric.get();
+      COHORT_ASSIGN_OR_RETURN(auto comm, Create(local, 0, 1, 0, options));
+      comm->owned_fabric_ = std::move(fabric);
+      return comm;
+    }
+    return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
+  }
+  std::unique_ptr<StoreServer> server;
+  if (rank == 0) {
+    COHORT_ASSIGN_OR_RETURN(server, StoreServer::Start(addr));
+  }
+  COHORT_ASSIGN_OR_RETURN(auto bootstrap, StoreBootstrap::Connect(addr, options.timeout));
+  COHORT_ASSIGN_OR_RETURN(auto comm, Create(*bootstrap, rank, world, reducers, options));
+  comm->store_server_ = std::move(server);
+  comm->owned_bootstrap_ = std::move(bootstrap);
+  return comm;
+}
+
+Communicator::~Communicator() {
+  if (transport_ != nullptr && num_reducers_ > 0 && !poisoned_) {
+    (void)SendStopToReducers(*transport_, world_size_, num_reducers_,
+                             SteadyClock::now() + std::chrono::milliseconds(2000));
+  }
+  transport_.reset();
+  owned_bootstrap_.reset();
+  store_server_.reset();
+}
+
+Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm) {
+  if (!IsValid(type) || !IsValid(op)) return InvalidArgument("all-reduce: unknown data type or op");
+  if (count > 0 && data == nullptr) return InvalidArgument("all-reduce: null buffer");
+  if (algorithm == Algorithm::kReductionServer && num_reducers_ == 0) {
+    return InvalidArgument("all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
+  }
+  if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
+#ifdef COHORT_HAVE_CUDA
+  if (count > 0 && IsDevicePointer(data)) {
+    DeviceStaging staging;
+    COHORT_RETURN_IF_ERROR(staging.CopyIn(data, count * DataTypeSize(type)));
+    Status s = AllreduceHost(staging.host(), count, type, op, algorithm);
+    if (!s.ok()) return s;
+    return staging.CopyOut(data);
+  }
+#endif
+  return AllreduceHost(data, count, type, op, algorithm);
+}
+
+Status Communicator::AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm) {
+  AllreduceOptions o;
+  o.data = data;
+  o.count = count;
+  o.type = type;
+  o.op = op;
+  o.seq = seq_++;
+  o.deadline = SteadyClock::now() + options_.timeout;
+  o.chunk_bytes = options_.chunk_bytes;
+  o.num_workers = world_size_;
+  o.num_reducers = num_reducers_;
+  o.window = options_.window;
+  if (algorithm == Algorithm::kAuto) algorithm = num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
+  Status s = algorithm == Algorithm::kReductionServer ? ReductionServerAllreduce(*transport_, o)
+                                                      : RingAllreduce(*transport_, o);
+  if (!s.ok()) poisoned_ = true;
+  return s;
+}
+
+Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
+                  const ReducerOptions& options, const std::atomic<bool>& stop) {
+  if (num_workers < 1 || num_reducers < 1 || reducer_index < 0 || reducer_index >= num_reducers) {
+    return InvalidArgument("reducer " + std::to_string(reducer_index) + " of " + std::to_string(num_reducers) +
+                           " for " + std::to_string(num_workers) + " workers is not valid");
+  }
+  const std::string key = GenerationKey(options.comm.key_prefix);
+  std::string last_generation;
+  Status last = Status::Ok();
+  int served = 0;
+  bool first = true;
+  while (!stop.load()) {
+    // Wait for a generation we have not served yet.
+    const auto wait = first ? std::max(options.rejoin_timeout, options.comm.timeout) : options.rejoin_timeout;
+    first = false;
+    const Deadline deadline = SteadyClock::now() + wait;
+    std::string generation;
+    while (!stop.load()) {
+      auto g = bootstrap.Get(key, std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)));
+      if (g.ok() && *g != last_generation) {
+        generation = *g;
+        break;
+      }
+      if (SteadyClock::now() >= deadline) break;
+      if (g.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (stop.load()) return Status::Ok();
+    if (generation.empty()) {
+      spdlog::info("reducer {}: no workers (re)joined within {}; exiting", reducer_index,
+                   FormatDuration(wait));
+      return last;
+    }
+    last_generation = generation;
+    spdlog::info("reducer {}: joining generation {}", reducer_index, generation);
+    auto transport = MakeTransport(bootstrap, num_workers + reducer_index, num_workers, num_reducers, generation,
+                                   options.comm);
+    if (!transport.ok()) {
+      last = transport.status();
+      spdlog::warn("reducer {}: {}", reducer_index, last.ToString());
+    } else {
+      ReductionServerOptions so;
+      so.num_workers = num_workers;
+      so.num_reducers = num_reducers;
+      so.round_timeout = options.comm.timeout;
+      ReductionServer server(**transport, so);
+      last = server.Serve(stop);
+      spdlog::info("reducer {}: generation {} ended after {} rounds: {}", reducer_index, generation,
+                   server.rounds(), last.ToString());
+      if (last.code() == StatusCode::kCancelled && stop.load()) return Status::Ok();
+    }
+    if (options.max_generations > 0 && ++served >= options.max_generations) return last;
+  }
+  return Status::Ok();
+}
+
+Status RunReducerFromEnvironment(const std::atomic<bool>& stop) {
+  const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
+  if (addr == nullptr || *addr == '\0') return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
+  COHORT_ASSIGN_OR_RETURN(int workers, EnvInt("WORLD_SIZE", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int reducers, EnvInt("COHORT_NUM_REDUCERS", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int index, EnvInt("COHORT_REDUCER_INDEX", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int rejoin_ms, EnvInt("COHORT_REDUCER_REJOIN_MS", 60000));
+  ReducerOptions options;
+  COHORT_RETURN_IF_ERROR(OptionsFromEnvironment(&options.comm));
+  options.rejoin_timeout = std::chrono::milliseconds(rejoin_ms);
+  COHORT_ASSIGN_OR_RETURN(auto bootstrap, StoreBootstrap::Connect(addr, options.comm.timeout));
+  return RunReducer(*bootstrap, workers, reducers, index, options, stop);
+}
+
+}  // namespace cohort::collective

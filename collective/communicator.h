@@ -1,0 +1,114 @@
+// Communicator: what training code uses. One per worker process (or per thread over the loopback
+// transport): it builds the transport through a Bootstrap, then runs all-reduces over it with the
+// Reduction Server (when the job has reducers) or the ring.
+//
+//   auto comm = cohort::collective::Communicator::FromEnvironment();
+//   if (!comm.ok()) ...;
+//   Status s = (*comm)->Allreduce(grads, n, DataType::kF32, ReduceOp::kAvg);
+//
+// Environment contract (rendered by the agent): COHORT_BOOTSTRAP_ADDR=host:port (the chief, rank
+// 0, serves the bootstrap store there), RANK, WORLD_SIZE (workers incl. the chief; reducers are not
+// counted), COHORT_NUM_REDUCERS (0 or unset: ring), COHORT_COMM_TIMEOUT_MS (optional, default
+// 60000), COHORT_CHUNK_BYTES (optional). Reducers also read COHORT_REDUCER_INDEX.
+//
+// Generations: the chief publishes a fresh generation id on every Create; transport keys live
+// under it, so a restarted job never meets stale addresses and a long-lived reducer can tell
+// that the workers rebuilt and join again.
+//
+// Thread safety: Allreduce calls must not overlap (one caller thread, like NCCL's stream order).
+// Errors: a dead peer makes Allreduce fail (kUnavailable, or kDeadlineExceeded by the timeout);
+// after any error the communicator is poisoned (kAborted) and must be rebuilt.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "collective/bootstrap.h"
+#include "collective/transport/transport.h"
+#include "collective/types.h"
+#include "common/status.h"
+
+namespace cohort::collective {
+
+class LoopbackFabric;
+class StoreServer;
+
+struct CommunicatorOptions {
+  enum class TransportKind { kUcx, kLoopback };
+  TransportKind transport = TransportKind::kUcx;
+  // Loopback only: the fabric shared by all ranks of this communicator (size workers + reducers).
+  LoopbackFabric* loopback_fabric = nullptr;
+  // Bootstrap (connect) timeout and the deadline of each all-reduce.
+  std::chrono::milliseconds timeout{60000};
+  // Pipeline unit of both algorithms.
+  size_t chunk_bytes = size_t{1} << 20;
+  // Reduction Server: chunks in flight per reducer.
+  int window = 4;
+  // Namespace of this communicator's bootstrap keys.
+  std::string key_prefix = "cohort";
+};
+
+class Communicator {
+ public:
+  // Builds a communicator from the environment the agent injects (see above). Rank 0 also
+  // starts the bootstrap store server and keeps it for the communicator's lifetime.
+  static StatusOr<std::unique_ptr<Communicator>> FromEnvironment();
+  // Builds a worker's communicator: `world_size` workers and `num_reducers` reducers find each
+  // other through `bootstrap` (which must outlive the call only).
+  static StatusOr<std::unique_ptr<Communicator>> Create(Bootstrap& bootstrap, int rank, int world_size,
+                                                        int num_reducers, CommunicatorOptions options);
+  // Tells the reducers this worker is done (best effort, bounded wait) and closes the transport.
+  ~Communicator();
+
+  // In-place all-reduce of `count` elements at `data` (host memory; device memory too where
+  // built with CUDA: staged through pinned host memory). kAuto picks the Reduction Server when
+  // the communicator has reducers, else the ring.
+  Status Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm = Algorithm::kAuto);
+
+  int rank() const { return rank_; }
+  int size() const { return world_size_; }
+  int num_reducers() const { return num_reducers_; }
+  const std::string& generation() const { return generation_; }
+  Transport& transport() { return *transport_; }
+
+ private:
+  Communicator() = default;
+  Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  int num_reducers_ = 0;
+  std::string generation_;
+  CommunicatorOptions options_;
+  uint32_t seq_ = 0;
+  bool poisoned_ = false;
+  std::unique_ptr<StoreServer> store_server_;  // rank 0 of FromEnvironment only
+  std::unique_ptr<Bootstrap> owned_bootstrap_;
+  std::unique_ptr<LoopbackFabric> owned_fabric_;
+  std::unique_ptr<Transport> transport_;
+};
+
+struct ReducerOptions {
+  CommunicatorOptions comm;  // transport kind, timeout (round and connect), key prefix
+  // After its workers are gone or stopped, how long the reducer waits for them to rebuild (a new
+  // generation) before returning. Zero: return at once.
+  std::chrono::milliseconds rejoin_timeout{60000};
+  // Returns after serving this many generations (0: no limit).
+  int max_generations = 0;
+};
+
+// Runs reducer `reducer_index` of `num_reducers` for `num_workers` workers until `stop` becomes
+// true (returns OK) or no workers come back within rejoin_timeout (returns the status that ended
+// the last generation: OK when the workers stopped cleanly). Serves one generation after another.
+Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
+                  const ReducerOptions& options, const std::atomic<bool>& stop);
+
+// Runs one reducer from the environment (COHORT_BOOTSTRAP_ADDR, WORLD_SIZE = workers,
+// COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX, COHORT_COMM_TIMEOUT_MS, COHORT_REDUCER_REJOIN_MS)
+// until `stop` or its workers are gone for good. cohort-reducer's main calls it.
+Status RunReducerFromEnvironment(const std::atomic<bool>& stop);
+
+}  // namespace cohort::collective

@@ -1,0 +1,203 @@
+#include "collective/transport/loopback/loopback_transport.h"
+
+#include <cstring>
+#include <string>
+
+namespace cohort::collective {
+
+struct LoopbackFabric::Op {
+  int self = 0;
+  int peer = 0;
+  Tag tag = 0;
+  bool is_send = false;
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t size = 0;
+  bool queued = false;   // still in sends_/recvs_
+  bool matched = false;  // a copy is in progress by another thread
+  bool done = false;
+  Status status;
+};
+
+class LoopbackRequest final : public RequestState {
+ public:
+  LoopbackRequest(LoopbackFabric* fabric, std::shared_ptr<LoopbackFabric::Op> op)
+      : fabric_(fabric), op_(std::move(op)) {}
+  ~LoopbackRequest() override {
+    if (!waited_) fabric_->CancelOp(op_);
+  }
+  Status Wait(Deadline deadline) override {
+    waited_ = true;
+    return fabric_->WaitOp(op_, deadline);
+  }
+  bool Poll(Deadline deadline) override { return fabric_->PollOp(op_, deadline); }
+
+ private:
+  LoopbackFabric* fabric_;
+  std::shared_ptr<LoopbackFabric::Op> op_;
+  bool waited_ = false;
+};
+
+class LoopbackTransport final : public Transport {
+ public:
+  LoopbackTransport(LoopbackFabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return fabric_->size(); }
+  std::string name() const override { return "loopback"; }
+  StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
+    return fabric_->Post(rank_, peer, tag, true, data.data, nullptr, data.size);
+  }
+  StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
+    return fabric_->Post(rank_, peer, tag, false, nullptr, data.data, data.size);
+  }
+
+ private:
+  LoopbackFabric* fabric_;
+  int rank_;
+};
+
+LoopbackFabric::LoopbackFabric(int size)
+    : size_(size), dead_(size, false), poisoned_(size, false) {}
+
+LoopbackFabric::~LoopbackFabric() = default;
+
+std::unique_ptr<Transport> LoopbackFabric::CreateTransport(int rank) {
+  return std::make_unique<LoopbackTransport>(this, rank);
+}
+
+void LoopbackFabric::Kill(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dead_[rank] = true;
+  auto fail_involving = [&](auto& queues) {
+    for (auto it = queues.begin(); it != queues.end();) {
+      auto& [key, q] = *it;
+      if (std::get<0>(key) == rank || std::get<1>(key) == rank) {
+        for (auto& op : q) {
+          op->queued = false;
+          op->done = true;
+          op->status = op->self == rank ? Unavailable("this rank was killed")
+                                        : Unavailable("peer " + std::to_string(rank) + " is gone");
+        }
+        it = queues.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  fail_involving(sends_);
+  fail_involving(recvs_);
+  cv_.notify_all();
+}
+
+StatusOr<Request> LoopbackFabric::Post(int self, int peer, Tag tag, bool is_send, const void* src,
+                                       void* dst, size_t size) {
+  if (peer < 0 || peer >= size_ || peer == self) {
+    return InvalidArgument("loopback: bad peer " + std::to_string(peer));
+  }
+  auto op = std::make_shared<Op>();
+  op->self = self;
+  op->peer = peer;
+  op->tag = tag;
+  op->is_send = is_send;
+  op->src = src;
+  op->dst = dst;
+  op->size = size;
+  std::shared_ptr<Op> match;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (poisoned_[self]) return Aborted("loopback transport is poisoned by an earlier error");
+    if (dead_[self]) return Unavailable("this rank was killed");
+    if (dead_[peer]) {
+      poisoned_[self] = true;
+      return Unavailable("peer " + std::to_string(peer) + " is gone");
+    }
+    Key key = is_send ? Key{self, peer, tag} : Key{peer, self, tag};
+    auto& other = is_send ? recvs_ : sends_;
+    auto it = other.find(key);
+    if (it != other.end() && !it->second.empty()) {
+      match = it->second.front();
+      it->second.pop_front();
+      if (it->second.empty()) other.erase(it);
+      match->queued = false;
+      match->matched = true;
+      op->matched = true;
+    } else {
+      op->queued = true;
+      (is_send ? sends_ : recvs_)[key].push_back(op);
+    }
+  }
+  if (match) {
+    if (is_send) {
+      Complete(op, match);
+    } else {
+      Complete(match, op);
+    }
+  }
+  return Request(std::make_unique<LoopbackRequest>(this, op));
+}
+
+void LoopbackFabric::Complete(const std::shared_ptr<Op>& send, const std::shared_ptr<Op>& recv) {
+  Status recv_status;
+  if (send->size > recv->size) {
+    recv_status = DataLoss("loopback: message of " + std::to_string(send->size) +
+                           " bytes truncated to " + std::to_string(recv->size));
+  } else if (send->size > 0) {
+    std::memcpy(recv->dst, send->src, send->size);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  send->done = true;
+  send->matched = false;
+  recv->done = true;
+  recv->matched = false;
+  recv->status = recv_status;
+  cv_.notify_all();
+}
+
+bool LoopbackFabric::PollOp(const std::shared_ptr<Op>& op, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return op->done; });
+}
+
+Status LoopbackFabric::WaitOp(const std::shared_ptr<Op>& op, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!op->done) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !op->done && !op->matched) {
+      break;
+    }
+  }
+  if (!op->done) {
+    // Deadline passed with no match: withdraw the operation.
+    Key key = op->is_send ? Key{op->self, op->peer, op->tag} : Key{op->peer, op->self, op->tag};
+    auto& queues = op->is_send ? sends_ : recvs_;
+    auto it = queues.find(key);
+    if (it != queues.end()) {
+      std::erase(it->second, op);
+      if (it->second.empty()) queues.erase(it);
+    }
+    op->queued = false;
+    op->done = true;
+    op->status = DeadlineExceeded(std::string("loopback: ") + (op->is_send ? "send to" : "receive from") +
+                                  " rank " + std::to_string(op->peer) + " timed out");
+  }
+  if (!op->status.ok()) poisoned_[op->self] = true;
+  return op->status;
+}
+
+void LoopbackFabric::CancelOp(const std::shared_ptr<Op>& op) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A copy in progress touches the caller's buffer: let it finish first.
+  cv_.wait(lock, [&] { return !op->matched; });
+  if (op->queued) {
+    Key key = op->is_send ? Key{op->self, op->peer, op->tag} : Key{op->peer, op->self, op->tag};
+    auto& queues = op->is_send ? sends_ : recvs_;
+    auto it = queues.find(key);
+    if (it != queues.end()) {
+      std::erase(it->second, op);
+      if (it->second.empty()) queues.erase(it);
+    }
+    op->queued = false;
+  }
+  op->done = true;
+}
+
+}  // namespace cohort::collective

@@ -1,0 +1,60 @@
+// LoopbackFabric connects n in-process ranks (one thread each, gloo's "spawn" style) for unit
+// tests of the algorithms and for `cohort-bench --transport inproc`. It is a rendezvous
+// transport: a message is copied once, straight from the send buffer into the receive buffer, by
+// whichever thread posts the second half of the match.
+//
+// Kill(rank) simulates a dead process: every pending and later operation that involves that rank
+// fails with kUnavailable on the survivors.
+//
+// Thread safety: all methods are thread-safe. Lifetime: the fabric must outlive its transports.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "collective/transport/transport.h"
+
+namespace cohort::collective {
+
+class LoopbackFabric {
+ public:
+  explicit LoopbackFabric(int size);
+  ~LoopbackFabric();
+  LoopbackFabric(const LoopbackFabric&) = delete;
+  LoopbackFabric& operator=(const LoopbackFabric&) = delete;
+
+  int size() const { return size_; }
+  // The transport of `rank`; call once per rank.
+  std::unique_ptr<Transport> CreateTransport(int rank);
+  // Marks `rank` dead: its pending operations and those of its peers with it fail.
+  void Kill(int rank);
+
+  struct Op;  // one posted send or receive (defined in the .cc)
+
+ private:
+  friend class LoopbackTransport;
+  friend class LoopbackRequest;
+  using Key = std::tuple<int, int, Tag>;  // (sender, receiver, tag)
+
+  StatusOr<Request> Post(int self, int peer, Tag tag, bool is_send, const void* src, void* dst,
+                         size_t size);
+  bool PollOp(const std::shared_ptr<Op>& op, Deadline deadline);
+  Status WaitOp(const std::shared_ptr<Op>& op, Deadline deadline);
+  void CancelOp(const std::shared_ptr<Op>& op);
+  void Complete(const std::shared_ptr<Op>& send, const std::shared_ptr<Op>& recv);
+
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Key, std::deque<std::shared_ptr<Op>>> sends_;  // guarded by mu_
+  std::map<Key, std::deque<std::shared_ptr<Op>>> recvs_;  // guarded by mu_
+  std::vector<bool> dead_;                                 // guarded by mu_
+  std::vector<bool> poisoned_;                             // guarded by mu_
+};
+
+}  // namespace cohort::collective

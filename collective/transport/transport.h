@@ -1,0 +1,99 @@
+// Transport moves bytes between the ranks of one communicator. It knows nothing about reductions:
+// the algorithms in collective/algorithms/ see only this interface, and UCX types never leave
+// collective/transport/ucx/.
+//
+// Matching: a receive posted with (peer, tag) takes the oldest message that `peer` sent to this
+// rank with the same tag; messages between one pair with one tag arrive in send order.
+//
+// Thread safety: Isend/Irecv may be called from any thread; a Request is waited on by one thread.
+// Buffers: the caller keeps `data` alive and unchanged (send) or untouched (receive) until Wait
+// returns OK. Destroying a Request that has not completed cancels it where the transport can
+// (receives always; sends are abandoned only after the transport is poisoned).
+// Errors: a peer that is gone makes its requests fail with kUnavailable; a Wait whose deadline
+// passes fails with kDeadlineExceeded. After any error the transport is poisoned: later
+// Isend/Irecv calls return kAborted until the communicator is rebuilt.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace cohort::collective {
+
+using SteadyClock = std::chrono::steady_clock;
+using Deadline = SteadyClock::time_point;
+
+inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
+  return SteadyClock::now() + timeout;
+}
+
+// A tag names one message of one operation: a 20-bit operation sequence number (wraps) and a
+// 28-bit step within it, packed like UCC's tags. Transports use the upper 16 bits of their wire
+// tag for the sender's rank, so a Tag uses only the low 48 bits.
+using Tag = uint64_t;
+constexpr uint32_t kTagSeqBits = 20;
+constexpr uint32_t kTagStepBits = 28;
+constexpr Tag kTagMask = (Tag{1} << 48) - 1;
+constexpr Tag MakeTag(uint32_t seq, uint32_t step) {
+  return ((Tag{seq} & ((Tag{1} << kTagSeqBits) - 1)) << kTagStepBits) |
+         (Tag{step} & ((Tag{1} << kTagStepBits) - 1));
+}
+
+struct ConstBytes {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+struct MutableBytes {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+// The state behind one outstanding send or receive; implemented by each transport.
+class RequestState {
+ public:
+  virtual ~RequestState() = default;
+  // Blocks until the operation completes, fails, or `deadline` passes. Called at most once to a
+  // final answer; after it returns, the buffer belongs to the caller again unless the status is
+  // kDeadlineExceeded on a send (then the transport is poisoned and the send abandoned).
+  virtual Status Wait(Deadline deadline) = 0;
+  // Waits until the operation completes or `deadline` passes, without failing or cancelling it:
+  // returns true when Wait will return at once. For idle waits that must stay interruptible.
+  virtual bool Poll(Deadline deadline) = 0;
+};
+
+// A handle to one Isend/Irecv. Movable; Wait once.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::unique_ptr<RequestState> state) : state_(std::move(state)) {}
+  // A request that is already complete with `status` (used for zero-work operations).
+  static Request Done(Status status = Status::Ok());
+
+  [[nodiscard]] Status Wait(Deadline deadline);
+  // True once the request has completed (OK or not); false if `deadline` passed first. The
+  // request stays posted either way.
+  bool Poll(Deadline deadline);
+  bool valid() const { return state_ != nullptr || done_; }
+
+ private:
+  std::unique_ptr<RequestState> state_;
+  bool done_ = false;
+  Status done_status_;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) = 0;
+  virtual StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) = 0;
+  // Short name for logs and benchmark output: "loopback", "ucx".
+  virtual std::string name() const = 0;
+};
+
+}  // namespace cohort::collective

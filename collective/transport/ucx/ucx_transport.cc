@@ -1,0 +1,365 @@
+#include "collective/transport/ucx/ucx_transport.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <ucp/api/ucp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "common/logging.h"
+
+namespace cohort::collective {
+namespace {
+
+constexpr int kRankShift = 48;
+// How long a waiter spins on progress after the last event before sleeping on the event fd.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+constexpr auto kMaxSleep = std::chrono::milliseconds(2);
+const Tag kHelloTag = MakeTag((1u << kTagSeqBits) - 1, (1u << kTagStepBits) - 2);
+
+ucp_tag_t WireTag(int sender, Tag tag) {
+  return (static_cast<ucp_tag_t>(sender) << kRankShift) | (tag & kTagMask);
+}
+
+Status FromUcs(ucs_status_t status, const std::string& what) {
+  std::string m = what + ": " + ucs_status_string(status);
+  switch (status) {
+    case UCS_OK: return Status::Ok();
+    case UCS_ERR_CANCELED: return Cancelled(m);
+    case UCS_ERR_MESSAGE_TRUNCATED: return DataLoss(m);
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+      return Unavailable(m);
+    case UCS_ERR_TIMED_OUT: return DeadlineExceeded(m);
+    default: return Internal(m);
+  }
+}
+
+}  // namespace
+
+class UcxRequest;
+
+class UcxTransportImpl {
+ public:
+  UcxTransportImpl(int rank, int size, UcxTransportOptions options)
+      : rank_(rank), size_(size), options_(std::move(options)), eps_(size, nullptr),
+        peer_status_(size, UCS_OK) {
+    if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
+  }
+  ~UcxTransportImpl();
+
+  Status Init(Bootstrap& bootstrap);
+  StatusOr<Request> Post(int peer, Tag tag, bool is_send, const void* src, void* dst, size_t size);
+  // Drives progress until `r` reaches a final state (true) or `deadline` passes (false).
+  bool Progress(UcxRequest* r, Deadline deadline);
+  Status Wait(UcxRequest* r, Deadline deadline);
+  void Abandon(UcxRequest* r);
+
+  int rank_;
+  int size_;
+  UcxTransportOptions options_;
+
+ private:
+  struct EpArg {
+    UcxTransportImpl* impl;
+    int peer;
+  };
+  static void OnEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  // With mu_ held: cancels or force-completes r's UCP request and frees it.
+  void AbortLocked(UcxRequest* r);
+  void CloseEpLocked(int peer, bool force, std::vector<void*>* pending);
+  void DrainLocked(void* req, Deadline deadline);
+
+  std::mutex mu_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::vector<ucp_ep_h> eps_;                     // guarded by mu_
+  std::vector<std::unique_ptr<EpArg>> ep_args_;
+  std::vector<ucs_status_t> peer_status_;         // guarded by mu_ (written by the error callback)
+  bool poisoned_ = false;                         // guarded by mu_
+  SteadyClock::time_point last_event_;            // guarded by mu_
+};
+
+class UcxRequest final : public RequestState {
+ public:
+  UcxRequest(UcxTransportImpl* impl, void* req, int peer, bool is_recv)
+      : impl_(impl), req_(req), peer_(peer), is_recv_(is_recv) {}
+  ~UcxRequest() override {
+    if (!finished_) impl_->Abandon(this);
+  }
+  Status Wait(Deadline deadline) override { return impl_->Wait(this, deadline); }
+  bool Poll(Deadline deadline) override { return impl_->Progress(this, deadline); }
+
+  UcxTransportImpl* impl_;
+  void* req_;
+  int peer_;
+  bool is_recv_;
+  bool finished_ = false;
+  Status status_;
+};
+
+void UcxTransportImpl::OnEpError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* a = static_cast<EpArg*>(arg);
+  // Runs inside ucp_worker_progress, i.e. with mu_ held by the progressing thread.
+  a->impl->peer_status_[a->peer] = status;
+  a->impl->poisoned_ = true;
+}
+
+Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
+  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
+    (void)ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return FromUcs(st, "ucp_init");
+
+  ucp_worker_params_t wparams{};
+  wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  st = ucp_worker_create(context_, &wparams, &worker_);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_create");
+  st = ucp_worker_get_efd(worker_, &efd_);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
+
+  ucp_address_t* address = nullptr;
+  size_t address_len = 0;
+  st = ucp_worker_get_address(worker_, &address, &address_len);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
+  std::string mine(reinterpret_cast<const char*>(address), address_len);
+  ucp_worker_release_address(worker_, address);
+  const std::string key_base = options_.key_prefix + "/addr/";
+  COHORT_RETURN_IF_ERROR(bootstrap.Put(key_base + std::to_string(rank_), mine)
+                             .WithContext("publishing the UCX address of " + options_.rank_name(rank_)));
+
+  const Deadline deadline = SteadyClock::now() + options_.connect_timeout;
+  ep_args_.resize(size_);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    auto addr = bootstrap.Get(key_base + std::to_string(peer), deadline);
+    if (!addr.ok()) {
+      if (addr.status().code() == StatusCode::kDeadlineExceeded) {
+        return DeadlineExceeded(options_.rank_name(peer) + " never published its address within " +
+                                FormatDuration(options_.connect_timeout));
+      }
+      return addr.status().WithContext("reading the address of " + options_.rank_name(peer));
+    }
+    ep_args_[peer] = std::make_unique<EpArg>(EpArg{this, peer});
+    ucp_ep_params_t ep_params{};
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                           UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(addr->data());
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep_params.err_handler.cb = &UcxTransportImpl::OnEpError;
+    ep_params.err_handler.arg = ep_args_[peer].get();
+    std::lock_guard<std::mutex> lock(mu_);
+    st = ucp_ep_create(worker_, &ep_params, &eps_[peer]);
+    if (st != UCS_OK) return FromUcs(st, "connecting to " + options_.rank_name(peer));
+  }
+
+  // Hello: every pair exchanges one small message, so all endpoints are wired up in both
+  // directions before the first operation and an unreachable peer is named now.
+  std::vector<int32_t> incoming(size_, -1);
+  std::vector<Request> recvs(size_), sends(size_);
+  const int32_t me = rank_;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    COHORT_ASSIGN_OR_RETURN(recvs[peer], Post(peer, kHelloTag, false, nullptr, &incoming[peer], sizeof(int32_t)));
+    COHORT_ASSIGN_OR_RETURN(sends[peer], Post(peer, kHelloTag, true, &me, nullptr, sizeof(int32_t)));
+  }
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    Status s = recvs[peer].Wait(deadline);
+    if (s.code() == StatusCode::kDeadlineExceeded) {
+      return DeadlineExceeded(options_.rank_name(peer) + " did not answer within " +
+                              FormatDuration(options_.connect_timeout));
+    }
+    COHORT_RETURN_IF_ERROR(s.WithContext("hello from " + options_.rank_name(peer)));
+    if (incoming[peer] != peer) return DataLoss("hello from " + options_.rank_name(peer) + " carried the wrong rank");
+  }
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    COHORT_RETURN_IF_ERROR(sends[peer].Wait(deadline).WithContext("hello to " + options_.rank_name(peer)));
+  }
+  return Status::Ok();
+}
+
+UcxTransportImpl::~UcxTransportImpl() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker_ != nullptr) {
+    std::vector<void*> pending;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (eps_[peer] != nullptr) CloseEpLocked(peer, peer_status_[peer] != UCS_OK, &pending);
+    }
+    const Deadline deadline = SteadyClock::now() + std::chrono::milliseconds(2000);
+    for (void* req : pending) DrainLocked(req, deadline);
+    ucp_worker_destroy(worker_);
+  }
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void UcxTransportImpl::CloseEpLocked(int peer, bool force, std::vector<void*>* pending) {
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  ucs_status_ptr_t sp = ucp_ep_close_nbx(eps_[peer], &prm);
+  eps_[peer] = nullptr;
+  if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) pending->push_back(sp);
+}
+
+void UcxTransportImpl::DrainLocked(void* req, Deadline deadline) {
+  while (ucp_request_check_status(req) == UCS_INPROGRESS && SteadyClock::now() < deadline) {
+    ucp_worker_progress(worker_);
+  }
+  if (ucp_request_check_status(req) != UCS_INPROGRESS) ucp_request_free(req);
+}
+
+StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const void* src, void* dst,
+                                         size_t size) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return InvalidArgument("ucx: bad peer " + std::to_string(peer));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (peer_status_[peer] != UCS_OK) {
+    poisoned_ = true;
+    return Unavailable(options_.rank_name(peer) + " is gone: " + ucs_status_string(peer_status_[peer]));
+  }
+  if (poisoned_) return Aborted("ucx transport is poisoned by an earlier error; rebuild the communicator");
+  ucp_request_param_t prm{};
+  ucs_status_ptr_t sp;
+  if (is_send) {
+    if (eps_[peer] == nullptr) return Aborted("ucx: endpoint to " + options_.rank_name(peer) + " is closed");
+    sp = ucp_tag_send_nbx(eps_[peer], src, size, WireTag(rank_, tag), &prm);
+  } else {
+    sp = ucp_tag_recv_nbx(worker_, dst, size, WireTag(peer, tag), ~ucp_tag_t{0}, &prm);
+  }
+  if (sp == nullptr) return Request::Done();
+  if (UCS_PTR_IS_ERR(sp)) {
+    poisoned_ = true;
+    return FromUcs(UCS_PTR_STATUS(sp), std::string(is_send ? "send to " : "receive from ") + options_.rank_name(peer));
+  }
+  return Request(std::make_unique<UcxRequest>(this, sp, peer, !is_send));
+}
+
+void UcxTransportImpl::AbortLocked(UcxRequest* r) {
+  if (r->finished_) return;
+  if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
+    if (r->is_recv_) {
+      ucp_request_cancel(worker_, r->req_);
+    } else if (eps_[r->peer_] != nullptr) {
+      // A send cannot be withdrawn; closing the endpoint by force completes it.
+      std::vector<void*> pending;
+      CloseEpLocked(r->peer_, true, &pending);
+      for (void* req : pending) DrainLocked(req, SteadyClock::now() + std::chrono::seconds(2));
+    }
+    DrainLocked(r->req_, SteadyClock::now() + std::chrono::seconds(5));
+    if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
+      spdlog::error("ucx: a request to {} could not be cancelled; leaking it", options_.rank_name(r->peer_));
+    }
+  } else {
+    ucp_request_free(r->req_);
+  }
+  r->finished_ = true;
+  r->req_ = nullptr;
+  poisoned_ = true;
+}
+
+bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
+  if (r->finished_) return true;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (ucp_worker_progress(worker_) != 0) last_event_ = SteadyClock::now();
+      const ucs_status_t st = ucp_request_check_status(r->req_);
+      if (st != UCS_INPROGRESS) {
+        ucp_request_free(r->req_);
+        r->req_ = nullptr;
+        r->finished_ = true;
+        if (st != UCS_OK) {
+          poisoned_ = true;
+          const std::string what = std::string(r->is_recv_ ? "receive from " : "send to ") + options_.rank_name(r->peer_);
+          r->status_ = peer_status_[r->peer_] != UCS_OK
+                           ? Unavailable(what + ": peer is gone (" + ucs_status_string(peer_status_[r->peer_]) + ")")
+                           : FromUcs(st, what);
+        }
+        return true;
+      }
+      if (peer_status_[r->peer_] != UCS_OK) {
+        const ucs_status_t peer_st = peer_status_[r->peer_];
+        AbortLocked(r);
+        r->status_ = Unavailable(options_.rank_name(r->peer_) + " is gone (" + ucs_status_string(peer_st) + ")");
+        return true;
+      }
+    }
+    const auto now = SteadyClock::now();
+    if (now >= deadline) return false;
+    if (now - last_event_ < kSpinTime) {
+      sched_yield();
+      continue;
+    }
+    ucs_status_t armed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      armed = ucp_worker_arm(worker_);
+    }
+    if (armed == UCS_OK) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      const auto sleep = std::max(std::chrono::milliseconds(0), std::min(left, std::chrono::milliseconds(kMaxSleep)));
+      pollfd pfd{efd_, POLLIN, 0};
+      ::poll(&pfd, 1, static_cast<int>(sleep.count()));
+    }
+    // Either events are pending (UCS_ERR_BUSY) or we woke up: progress again, spinning a while.
+    std::lock_guard<std::mutex> lock(mu_);
+    last_event_ = SteadyClock::now();
+  }
+}
+
+Status UcxTransportImpl::Wait(UcxRequest* r, Deadline deadline) {
+  if (Progress(r, deadline)) return r->status_;
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(r);
+  r->status_ = DeadlineExceeded(std::string(r->is_recv_ ? "receive from " : "send to ") +
+                                options_.rank_name(r->peer_) + " timed out");
+  return r->status_;
+}
+
+void UcxTransportImpl::Abandon(UcxRequest* r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(r);
+}
+
+StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(Bootstrap& bootstrap, int rank, int size,
+                                                             UcxTransportOptions options) {
+  if (size < 1 || rank < 0 || rank >= size || size > (1 << 15)) {
+    return InvalidArgument("ucx transport: bad rank " + std::to_string(rank) + " of " + std::to_string(size));
+  }
+  auto impl = std::make_unique<UcxTransportImpl>(rank, size, std::move(options));
+  COHORT_RETURN_IF_ERROR(impl->Init(bootstrap));
+  return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
+}
+
+UcxTransport::UcxTransport(std::unique_ptr<UcxTransportImpl> impl) : impl_(std::move(impl)) {}
+UcxTransport::~UcxTransport() = default;
+int UcxTransport::rank() const { return impl_->rank_; }
+int UcxTransport::size() const { return impl_->size_; }
+
+StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {
+  return impl_->Post(peer, tag, true, data.data, nullptr, data.size);
+}
+
+StatusOr<Request> UcxTransport::Irecv(int peer, Tag tag, MutableBytes data) {
+  return impl_->Post(peer, tag, false, nullptr, data.data, data.size);
+}
+
+}  // namespace cohort::collective

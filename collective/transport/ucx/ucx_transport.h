@@ -1,0 +1,55 @@
+// UcxTransport: the production Transport over UCX's UCP tag API. One UCP context and one worker
+// per communicator; one endpoint per peer, each created with UCP_ERR_HANDLING_MODE_PEER so that a
+// dead peer fails its requests (kUnavailable) instead of hanging. Large messages use UCX's
+// zero-copy rendezvous; UCX_TLS in the environment picks tcp, sm, or rc/ud where a fabric exists.
+// Peers exchange worker addresses through a Bootstrap and then say hello to each other, so
+// Create returns only when every rank is reachable (or fails naming the one that is not).
+//
+// Progress: there is no progress thread. A thread that waits on a Request drives the worker
+// (under the transport's mutex), spinning briefly and then sleeping on the worker's event fd.
+// Callbacks (only the endpoint error handler) run inside that progress call.
+//
+// Thread safety: thread-safe (one mutex around the UCP worker). Lifetime: Requests must not
+// outlive the transport. Unless UCX_KEEPALIVE_INTERVAL is set, keepalive runs every second so
+// idle endpoints to dead peers are noticed.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "collective/bootstrap.h"
+#include "collective/transport/transport.h"
+
+namespace cohort::collective {
+
+struct UcxTransportOptions {
+  // Namespace of this communicator's keys in the bootstrap: "<prefix>/addr/<rank>".
+  std::string key_prefix = "cohort";
+  // How long Create waits for peers to publish their addresses and answer the hello.
+  std::chrono::milliseconds connect_timeout{60000};
+  // Human name of a rank for errors: "worker 2", "reducer 1". Default: "rank N".
+  std::function<std::string(int)> rank_name;
+};
+
+class UcxTransportImpl;
+
+class UcxTransport final : public Transport {
+ public:
+  static StatusOr<std::unique_ptr<UcxTransport>> Create(Bootstrap& bootstrap, int rank, int size,
+                                                        UcxTransportOptions options);
+  ~UcxTransport() override;
+
+  int rank() const override;
+  int size() const override;
+  std::string name() const override { return "ucx"; }
+  StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
+  StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
+
+ private:
+  explicit UcxTransport(std::unique_ptr<UcxTransportImpl> impl);
+  std::unique_ptr<UcxTransportImpl> impl_;
+};
+
+}  // namespace cohort::collective

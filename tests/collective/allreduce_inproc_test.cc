@@ -1,0 +1,173 @@
+// All-reduce over the in-process loopback transport: workers and reducers as threads, every data
+// type and op, counts 0, 1, odd and larger-than-a-chunk, 1 to 8 workers, 0 to n reducers.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "collective/communicator.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/test_util.h"
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
+                               DataType::kBF16, DataType::kI32, DataType::kI64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
+
+// Runs `workers` Communicators and `reducers` reducers on threads; each worker runs body(comm).
+void RunJob(int workers, int reducers, size_t chunk_bytes,
+            const std::function<void(Communicator&, std::vector<std::string>*)>& body,
+            std::vector<std::string>* failures) {
+  LoopbackFabric fabric(workers + reducers);
+  InMemoryBootstrap bootstrap;
+  std::mutex mu;
+  CommunicatorOptions options;
+  options.transport = CommunicatorOptions::TransportKind::kLoopback;
+  options.loopback_fabric = &fabric;
+  options.timeout = milliseconds(30000);
+  options.chunk_bytes = chunk_bytes;
+  options.window = 3;
+  std::atomic<bool> stop{false};
+  testing::RunRanks(workers + reducers, [&](int r) {
+    std::vector<std::string> local;
+    if (r < workers) {
+      auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
+      if (!comm.ok()) {
+        local.push_back("create: " + comm.status().ToString());
+      } else {
+        body(**comm, &local);
+      }
+    } else {
+      ReducerOptions ro;
+      ro.comm = options;
+      ro.rejoin_timeout = milliseconds(0);
+      ro.max_generations = 1;
+      Status s = RunReducer(bootstrap, workers, reducers, r - workers, ro, stop);
+      if (!s.ok()) local.push_back("reducer " + std::to_string(r - workers) + ": " + s.ToString());
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& f : local) failures->push_back("rank " + std::to_string(r) + ": " + f);
+  });
+}
+
+class InprocAllreduceTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIdentically) {
+  const auto [workers, reducers] = GetParam();
+  std::vector<std::string> failures;
+  // Results of rank 0 per case, to compare every rank's bytes against.
+  std::mutex mu;
+  std::map<std::string, std::vector<char>> first_result;
+  RunJob(workers, reducers, 4096, [&](Communicator& comm, std::vector<std::string>* f) {
+    std::vector<Algorithm> algos = {Algorithm::kAuto};
+    if (reducers > 0) algos.push_back(Algorithm::kRing);
+    for (Algorithm algo : algos) {
+      for (DataType type : kTypes) {
+        for (ReduceOp op : kOps) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}}) {
+            const std::string name = std::string(AlgorithmName(algo)) + "/" + std::string(DataTypeName(type)) + "/" +
+                                     std::string(ReduceOpName(op)) + "/" + std::to_string(count);
+            std::vector<char> a = testing::MakeInput(type, comm.rank(), count);
+            std::vector<char> b = a;
+            Status s = comm.Allreduce(a.data(), count, type, op, algo);
+            if (!s.ok()) {
+              f->push_back(name + ": " + s.ToString());
+              return;
+            }
+            s = comm.Allreduce(b.data(), count, type, op, algo);
+            if (!s.ok()) {
+              f->push_back(name + " (repeat): " + s.ToString());
+              return;
+            }
+            const std::string bad = testing::CheckResult(type, op, comm.size(), a.data(), count);
+            if (!bad.empty()) f->push_back(name + ": " + bad);
+            if (a != b) f->push_back(name + ": repeated run differs");
+            std::lock_guard<std::mutex> lock(mu);
+            auto [it, inserted] = first_result.emplace(name, a);
+            if (!inserted && it->second != a) f->push_back(name + ": ranks disagree bit-wise");
+          }
+        }
+      }
+    }
+  }, &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkersAndReducers, InprocAllreduceTest,
+                         ::testing::Values(std::make_tuple(1, 0), std::make_tuple(2, 0), std::make_tuple(3, 0),
+                                           std::make_tuple(5, 0), std::make_tuple(8, 0), std::make_tuple(1, 1),
+                                           std::make_tuple(2, 1), std::make_tuple(3, 2), std::make_tuple(4, 4),
+                                           std::make_tuple(5, 3), std::make_tuple(8, 2)),
+                         [](const auto& info) {
+                           return "w" + std::to_string(std::get<0>(info.param)) + "_r" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// The suite's one large case: 64 Mi f32 elements (256 MiB per worker) through the Reduction Server.
+TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
+  constexpr size_t kCount = size_t{64} << 20;
+  std::vector<std::string> failures;
+  RunJob(2, 2, size_t{1} << 20, [&](Communicator& comm, std::vector<std::string>* f) {
+    std::vector<float> v(kCount);
+    for (size_t i = 0; i < kCount; ++i) v[i] = static_cast<float>((i % 1024) + comm.rank());
+    Status s = comm.Allreduce(v.data(), kCount, DataType::kF32, ReduceOp::kSum);
+    if (!s.ok()) {
+      f->push_back(s.ToString());
+      return;
+    }
+    for (size_t i = 0; i < kCount; ++i) {
+      const float want = static_cast<float>(2 * (i % 1024) + 1);
+      if (v[i] != want) {
+        f->push_back("element " + std::to_string(i) + " = " + std::to_string(v[i]));
+        return;
+      }
+    }
+  }, &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+TEST(CommunicatorTest, RejectsBadArguments) {
+  InMemoryBootstrap bootstrap;
+  CommunicatorOptions options;
+  options.transport = CommunicatorOptions::TransportKind::kLoopback;
+  EXPECT_EQ(Communicator::Create(bootstrap, 2, 2, 0, options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Communicator::Create(bootstrap, 0, 1, 0, options).status().code(), StatusCode::kInvalidArgument)
+      << "loopback without a fabric";
+  LoopbackFabric fabric(1);
+  options.loopback_fabric = &fabric;
+  auto comm = Communicator::Create(bootstrap, 0, 1, 0, options);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  float x = 3;
+  EXPECT_EQ((*comm)->Allreduce(&x, 1, DataType::kF32, ReduceOp::kSum, Algorithm::kReductionServer).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*comm)->Allreduce(nullptr, 4, DataType::kF32, ReduceOp::kSum).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*comm)->Allreduce(&x, 1, DataType::kF32, ReduceOp::kAvg).ok());
+  EXPECT_EQ(x, 3);
+}
+
+TEST(CommunicatorTest, FromEnvironmentNamesTheMissingVariable) {
+  unsetenv("RANK");
+  setenv("WORLD_SIZE", "2", 1);
+  auto comm = Communicator::FromEnvironment();
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("RANK"), std::string::npos) << comm.status().ToString();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
+  unsetenv("COHORT_NUM_REDUCERS");
+  auto single = Communicator::FromEnvironment();
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  double d[2] = {1.5, 2.5};
+  EXPECT_TRUE((*single)->Allreduce(d, 2, DataType::kF64, ReduceOp::kSum).ok());
+  EXPECT_EQ(d[1], 2.5);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+}
+
+}  // namespace
+}  // namespace cohort::collective

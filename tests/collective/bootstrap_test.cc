@@ -1,0 +1,93 @@
+#include "collective/store_bootstrap.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string IpcAddress(const std::string& name) {
+  return "ipc:///tmp/cohort-test-" + std::to_string(getpid()) + "-" + name + ".sock";
+}
+
+TEST(InMemoryBootstrapTest, GetWaitsForPut) {
+  InMemoryBootstrap b;
+  std::thread t([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    EXPECT_TRUE(b.Put("k", "v").ok());
+  });
+  auto v = b.Get("k", DeadlineAfter(milliseconds(5000)));
+  t.join();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, "v");
+  auto missing = b.Get("nope", DeadlineAfter(milliseconds(10)));
+  EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
+}
+
+TEST(StoreBootstrapTest, PutAndGetOverTcpWithBinaryValues) {
+  auto server = StoreServer::Start("127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
+  auto a = StoreBootstrap::Connect(addr);
+  auto b = StoreBootstrap::Connect(addr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string value("\0\1\2binary\xff", 10);
+  ASSERT_TRUE((*a)->Put("addr/0", value).ok());
+  auto got = (*b)->Get("addr/0", DeadlineAfter(milliseconds(5000)));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, value);
+  ASSERT_TRUE((*b)->Put("addr/0", "new").ok());
+  EXPECT_EQ(*(*a)->Get("addr/0", DeadlineAfter(milliseconds(5000))), "new");
+}
+
+TEST(StoreBootstrapTest, ClientsMayStartBeforeTheServer) {
+  const std::string addr = IpcAddress("late");
+  auto client = StoreBootstrap::Connect(addr);
+  ASSERT_TRUE(client.ok());
+  std::unique_ptr<StoreServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    auto s = StoreServer::Start(addr);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server = std::move(*s);
+    auto writer = StoreBootstrap::Connect(addr);
+    ASSERT_TRUE((*writer)->Put("generation", "g1").ok());
+  });
+  auto v = (*client)->Get("generation", DeadlineAfter(milliseconds(10000)));
+  starter.join();
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, "g1");
+}
+
+TEST(StoreBootstrapTest, MissingKeyFailsAtTheDeadlineNamingTheKey) {
+  auto server = StoreServer::Start(IpcAddress("missing"));
+  ASSERT_TRUE(server.ok());
+  auto client = StoreBootstrap::Connect((*server)->endpoint());
+  const auto start = SteadyClock::now();
+  auto v = (*client)->Get("cohort/addr/5", DeadlineAfter(milliseconds(300)));
+  EXPECT_EQ(v.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(v.status().message().find("cohort/addr/5"), std::string::npos) << v.status().ToString();
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+}
+
+TEST(StoreBootstrapTest, NoServerAtAllIsADeadlineError) {
+  auto client = StoreBootstrap::Connect(IpcAddress("nobody"), milliseconds(200));
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ((*client)->Put("k", "v").code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ((*client)->Get("k", DeadlineAfter(milliseconds(200))).status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(StoreBootstrapTest, AddressForms) {
+  EXPECT_EQ(ClientEndpoint("host:7000"), "tcp://host:7000");
+  EXPECT_EQ(BindEndpoint("host:7000"), "tcp://*:7000");
+  EXPECT_EQ(ClientEndpoint("ipc:///tmp/x"), "ipc:///tmp/x");
+  EXPECT_EQ(BindEndpoint("tcp://127.0.0.1:9"), "tcp://127.0.0.1:9");
+}
+
+}  // namespace
+}  // namespace cohort::collective

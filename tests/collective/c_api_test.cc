@@ -1,0 +1,40 @@
+#include "collective/cohort_collective.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+TEST(CApiTest, SingleWorkerFromEnvironment) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
+  unsetenv("COHORT_NUM_REDUCERS");
+  cohort_comm_t* comm = nullptr;
+  ASSERT_EQ(cohort_comm_from_env(&comm), COHORT_OK) << cohort_last_error();
+  EXPECT_EQ(cohort_comm_rank(comm), 0);
+  EXPECT_EQ(cohort_comm_size(comm), 1);
+  float v[3] = {1, 2, 3};
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_AVG, COHORT_ALGO_AUTO), COHORT_OK);
+  EXPECT_EQ(v[2], 3.0f);
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, 17, COHORT_SUM, COHORT_ALGO_AUTO), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("dtype"), std::string::npos);
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_REDUCTION_SERVER),
+            COHORT_ERR_INVALID_ARGUMENT);
+  cohort_comm_destroy(comm);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+}
+
+TEST(CApiTest, MissingEnvironmentIsAnError) {
+  unsetenv("RANK");
+  cohort_comm_t* comm = reinterpret_cast<cohort_comm_t*>(0x1);
+  EXPECT_EQ(cohort_comm_from_env(&comm), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(cohort_last_error()).find("RANK"), std::string::npos);
+  EXPECT_EQ(cohort_allreduce(nullptr, nullptr, 0, COHORT_F32, COHORT_SUM, 0), COHORT_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace

@@ -1,0 +1,140 @@
+// Fault tests over the loopback transport with FaultyTransport: a dead worker or reducer, or lost
+// messages, make every survivor return an error no later than its deadline; nothing hangs.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "collective/algorithms/reduction_server.h"
+#include "collective/algorithms/ring_allreduce.h"
+#include "collective/transport/faulty_transport.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/test_util.h"
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr auto kDeadline = milliseconds(3000);
+constexpr auto kSlack = milliseconds(2000);
+
+struct Outcome {
+  Status status;
+  SteadyClock::duration elapsed{};
+};
+
+// Runs `rounds` all-reduces on each worker; worker/reducer `victim` gets `plan`. Returns each
+// rank's first error (or OK) and when it came, relative to its round's start.
+std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPlan plan, int rounds) {
+  LoopbackFabric fabric(workers + reducers);
+  std::vector<std::unique_ptr<Transport>> base;
+  for (int r = 0; r < workers + reducers; ++r) base.push_back(fabric.CreateTransport(r));
+  if (!plan.on_death) plan.on_death = [&fabric, victim] { fabric.Kill(victim); };
+  FaultyTransport faulty(*base[victim], plan);
+  auto transport = [&](int r) -> Transport& { return r == victim ? faulty : *base[r]; };
+  std::vector<Outcome> out(workers + reducers);
+  std::atomic<bool> stop{false};
+  std::atomic<int> workers_done{0};
+  testing::RunRanks(workers + reducers, [&](int r) {
+    if (r >= workers) {
+      ReductionServerOptions so;
+      so.num_workers = workers;
+      so.num_reducers = reducers;
+      so.round_timeout = kDeadline;
+      so.poll_interval = milliseconds(20);
+      ReductionServer server(transport(r), so);
+      const auto start = SteadyClock::now();
+      out[r].status = server.Serve(stop);
+      out[r].elapsed = SteadyClock::now() - start;
+      return;
+    }
+    struct Done {
+      std::atomic<int>& n;
+      std::atomic<bool>& stop;
+      int workers;
+      ~Done() {
+        if (n.fetch_add(1) + 1 == workers) stop.store(true);  // reducers may idle for a header
+      }
+    } done{workers_done, stop, workers};
+    std::vector<char> data = testing::MakeInput(DataType::kF32, r, 50000);
+    for (int i = 0; i < rounds; ++i) {
+      AllreduceOptions o;
+      o.data = data.data();
+      o.count = 50000;
+      o.seq = i;
+      o.deadline = SteadyClock::now() + kDeadline;
+      o.chunk_bytes = 8192;
+      o.num_workers = workers;
+      o.num_reducers = reducers;
+      const auto start = SteadyClock::now();
+      Status s = reducers > 0 ? ReductionServerAllreduce(transport(r), o) : RingAllreduce(transport(r), o);
+      if (!s.ok()) {
+        out[r].status = s;
+        out[r].elapsed = SteadyClock::now() - start;
+        return;
+      }
+    }
+    if (reducers > 0) (void)SendStopToReducers(transport(r), workers, reducers, SteadyClock::now() + kDeadline);
+  });
+  return out;
+}
+
+void ExpectSurvivorsFailInTime(const std::vector<Outcome>& out, int workers, int victim) {
+  for (int r = 0; r < workers; ++r) {
+    if (r == victim) continue;
+    EXPECT_FALSE(out[r].status.ok()) << "worker " << r << " finished although a peer died";
+    EXPECT_LT(out[r].elapsed, kDeadline + kSlack) << "worker " << r << ": " << out[r].status.ToString();
+  }
+}
+
+TEST(FaultTest, DeadReducerFailsEveryWorker) {
+  FaultPlan plan;
+  plan.die_after_ops = 40;  // mid-way through the first or second round
+  auto out = RunWithFault(3, 2, 3, plan, 5);
+  ExpectSurvivorsFailInTime(out, 3, 3);
+  // The workers whose chunks went to the dead reducer see it as gone, not as a timeout.
+  int unavailable = 0;
+  for (int r = 0; r < 3; ++r) unavailable += out[r].status.code() == StatusCode::kUnavailable;
+  EXPECT_GT(unavailable, 0);
+}
+
+TEST(FaultTest, DeadWorkerFailsTheRing) {
+  FaultPlan plan;
+  plan.die_after_ops = 30;
+  auto out = RunWithFault(5, 0, 2, plan, 5);
+  ExpectSurvivorsFailInTime(out, 5, 2);
+  EXPECT_EQ(out[3].status.code(), StatusCode::kUnavailable) << out[3].status.ToString();
+}
+
+TEST(FaultTest, DeadWorkerFailsTheReductionServer) {
+  FaultPlan plan;
+  plan.die_after_ops = 25;
+  auto out = RunWithFault(4, 2, 1, plan, 5);
+  ExpectSurvivorsFailInTime(out, 4, 1);
+  for (int r = 4; r < 6; ++r) {
+    EXPECT_FALSE(out[r].status.ok()) << "reducer " << r - 4;
+    EXPECT_LT(out[r].elapsed, 5 * (kDeadline + kSlack));
+  }
+}
+
+TEST(FaultTest, LostMessagesBecomeDeadlineErrors) {
+  FaultPlan plan;
+  plan.drop_sends_to = {3};  // worker 0 never reaches reducer 0
+  plan.on_death = [] {};
+  auto out = RunWithFault(3, 1, 0, plan, 2);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out[r].status.code(), StatusCode::kDeadlineExceeded) << "worker " << r << ": " << out[r].status.ToString();
+    EXPECT_LT(out[r].elapsed, kDeadline + kSlack);
+  }
+}
+
+TEST(FaultTest, SlowPeerStillFinishes) {
+  FaultPlan plan;
+  plan.send_delay = milliseconds(1);
+  plan.on_death = [] {};
+  auto out = RunWithFault(3, 0, 1, plan, 2);
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(out[r].status.ok()) << out[r].status.ToString();
+}
+
+}  // namespace
+}  // namespace cohort::collective

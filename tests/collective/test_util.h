@@ -1,0 +1,116 @@
+// Helpers for the collective tests: deterministic inputs per (rank, index), a double-precision
+// reference, tolerance per data type, and N ranks as threads.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collective/kernels/half.h"
+#include "collective/types.h"
+
+namespace cohort::collective::testing {
+
+// Value of element i on rank r, as a double that is exactly representable in every type
+// (integers in [-48, 48] or multiples of 1/4 up to +-24.75 for floats).
+inline double InputValue(DataType type, int r, size_t i) {
+  const uint64_t h = (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u + 17) % 1000003;
+  if (type == DataType::kI32 || type == DataType::kI64) return static_cast<double>(static_cast<int64_t>(h % 97) - 48);
+  return (static_cast<double>(h % 199) - 99) * 0.25;
+}
+
+inline void Store(DataType type, void* base, size_t i, double v) {
+  switch (type) {
+    case DataType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DataType::kF64: static_cast<double*>(base)[i] = v; break;
+    case DataType::kF16: static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v)); break;
+    case DataType::kBF16: static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v)); break;
+    case DataType::kI32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
+    case DataType::kI64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+  }
+}
+
+inline double Load(DataType type, const void* base, size_t i) {
+  switch (type) {
+    case DataType::kF32: return static_cast<const float*>(base)[i];
+    case DataType::kF64: return static_cast<const double*>(base)[i];
+    case DataType::kF16: return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kI32: return static_cast<const int32_t*>(base)[i];
+    case DataType::kI64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+  }
+  return 0;
+}
+
+inline std::vector<char> MakeInput(DataType type, int rank, size_t count) {
+  std::vector<char> buf(count * DataTypeSize(type) + 1);
+  for (size_t i = 0; i < count; ++i) Store(type, buf.data(), i, InputValue(type, rank, i));
+  return buf;
+}
+
+// Reference result of element i over n ranks, computed in double from the values each rank
+// actually holds (after rounding to the type).
+inline double Reference(DataType type, ReduceOp op, int n, size_t i) {
+  std::vector<char> one(8);
+  double acc = 0;
+  for (int r = 0; r < n; ++r) {
+    Store(type, one.data(), 0, InputValue(type, r, i));
+    const double v = Load(type, one.data(), 0);
+    if (r == 0) {
+      acc = v;
+    } else if (op == ReduceOp::kMin) {
+      acc = std::min(acc, v);
+    } else if (op == ReduceOp::kMax) {
+      acc = std::max(acc, v);
+    } else {
+      acc += v;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    if (type == DataType::kI32 || type == DataType::kI64) return std::trunc(acc / n);
+    return acc / n;
+  }
+  return acc;
+}
+
+// Allowed |got - reference| for element i: exact for integers and min/max, else a few ulps of
+// the type per reduction step, relative to the sum of magnitudes.
+inline double Tolerance(DataType type, ReduceOp op, int n) {
+  if (op == ReduceOp::kMin || op == ReduceOp::kMax) return 0;
+  switch (type) {
+    case DataType::kI32:
+    case DataType::kI64: return 0;
+    case DataType::kF64: return 1e-12 * n * 25;
+    case DataType::kF32: return 1e-6 * n * 25;
+    case DataType::kF16: return std::ldexp(1.0, -10) * (n + 1) * 25 * n;
+    case DataType::kBF16: return std::ldexp(1.0, -7) * (n + 1) * 25 * n;
+  }
+  return 0;
+}
+
+// Checks every element; returns "" or a description of the first mismatch.
+inline std::string CheckResult(DataType type, ReduceOp op, int n, const void* data, size_t count) {
+  const double tol = Tolerance(type, op, n);
+  for (size_t i = 0; i < count; ++i) {
+    const double want = Reference(type, op, n, i);
+    const double got = Load(type, data, i);
+    if (!(std::fabs(got - want) <= tol)) {
+      return "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " + std::to_string(want) +
+             " (tolerance " + std::to_string(tol) + ")";
+    }
+  }
+  return "";
+}
+
+// Runs fn(rank) on `n` threads and joins them.
+inline void RunRanks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace cohort::collective::testing

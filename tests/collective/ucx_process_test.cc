@@ -1,0 +1,284 @@
+// Real processes over UCX (tcp and shared memory): workers built with
+// Communicator::FromEnvironment (the chief serves the bootstrap store), reducers run with
+// RunReducerFromEnvironment, exactly as the agent launches them. Fault tests SIGKILL a worker or
+// a reducer and check that every survivor's all-reduce returns an error before the deadline.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "collective/communicator.h"
+#include "collective/store_bootstrap.h"
+#include "tests/collective/process_util.h"
+#include "tests/collective/test_util.h"
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int kExitUnavailable = 3;
+constexpr int kExitDeadline = 4;
+constexpr int kExitOtherError = 5;
+
+void SetJobEnv(const std::string& tls, int port, int workers, int reducers, int timeout_ms) {
+  setenv("UCX_TLS", tls.c_str(), 1);
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+  setenv("COHORT_BOOTSTRAP_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(workers).c_str(), 1);
+  setenv("COHORT_NUM_REDUCERS", std::to_string(reducers).c_str(), 1);
+  setenv("COHORT_COMM_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
+  setenv("COHORT_CHUNK_BYTES", "65536", 1);
+}
+
+int ReducerMain(int index, int rejoin_ms) {
+  setenv("COHORT_REDUCER_INDEX", std::to_string(index).c_str(), 1);
+  setenv("COHORT_REDUCER_REJOIN_MS", std::to_string(rejoin_ms).c_str(), 1);
+  std::atomic<bool> stop{false};
+  Status s = RunReducerFromEnvironment(stop);
+  if (!s.ok()) std::fprintf(stderr, "reducer %d: %s\n", index, s.ToString().c_str());
+  return s.ok() ? 0 : 1;
+}
+
+int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kUnavailable: return kExitUnavailable;
+    case StatusCode::kDeadlineExceeded: return kExitDeadline;
+    default: return kExitOtherError;
+  }
+}
+
+// Every type and op at counts 0, 1, odd and several chunks; checks against the reference and
+// that a repeat is bit-identical.
+int WorkerCorrectnessMain(int rank, int reducers) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  auto comm = Communicator::FromEnvironment();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "worker %d: %s\n", rank, comm.status().ToString().c_str());
+    return 1;
+  }
+  int failures = 0;
+  std::vector<Algorithm> algos = {Algorithm::kAuto};
+  if (reducers > 0) algos.push_back(Algorithm::kRing);
+  for (Algorithm algo : algos) {
+    for (DataType type : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32, DataType::kI64}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{999}, size_t{70001}}) {
+          std::vector<char> a = testing::MakeInput(type, rank, count);
+          std::vector<char> b = a;
+          Status s = (*comm)->Allreduce(a.data(), count, type, op, algo);
+          if (s.ok()) s = (*comm)->Allreduce(b.data(), count, type, op, algo);
+          if (!s.ok()) {
+            std::fprintf(stderr, "worker %d: %s\n", rank, s.ToString().c_str());
+            return 1;
+          }
+          const std::string bad = testing::CheckResult(type, op, (*comm)->size(), a.data(), count);
+          if (!bad.empty() || a != b) {
+            std::fprintf(stderr, "worker %d %s/%s/%s/%zu: %s%s\n", rank, std::string(AlgorithmName(algo)).c_str(),
+                         std::string(DataTypeName(type)).c_str(), std::string(ReduceOpName(op)).c_str(), count,
+                         bad.c_str(), a != b ? " (repeat differs)" : "");
+            ++failures;
+          }
+        }
+      }
+    }
+  }
+  return failures == 0 ? 0 : 2;
+}
+
+class UcxProcessTest : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+
+TEST_P(UcxProcessTest, EveryTypeAndOpAcrossProcesses) {
+  const auto [tls, workers, reducers] = GetParam();
+  const int port = testing::FreePort();
+  testing::ProcessGroup group;
+  // Reducers first, workers in reverse: no start-order dependence.
+  for (int i = 0; i < reducers; ++i) {
+    group.Spawn([&, i] {
+      SetJobEnv(tls, port, workers, reducers, 30000);
+      return ReducerMain(i, 0);
+    });
+  }
+  for (int r = workers - 1; r >= 0; --r) {
+    group.Spawn([&, r] {
+      SetJobEnv(tls, port, workers, reducers, 30000);
+      return WorkerCorrectnessMain(r, reducers);
+    });
+  }
+  ASSERT_TRUE(group.Wait(milliseconds(240000))) << "processes did not finish";
+  for (int i = 0; i < reducers + workers; ++i) {
+    EXPECT_EQ(group.code(i), 0) << (i < reducers ? "reducer " + std::to_string(i)
+                                                 : "worker " + std::to_string(workers - 1 - (i - reducers)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tcp, UcxProcessTest,
+    ::testing::Values(std::make_tuple("tcp", 1, 0), std::make_tuple("tcp", 3, 0), std::make_tuple("tcp", 4, 0),
+                      std::make_tuple("tcp", 1, 1), std::make_tuple("tcp", 2, 1), std::make_tuple("tcp", 3, 2),
+                      std::make_tuple("tcp", 4, 4)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_w" + std::to_string(std::get<1>(info.param)) + "_r" +
+             std::to_string(std::get<2>(info.param));
+    });
+INSTANTIATE_TEST_SUITE_P(
+    SharedMemory, UcxProcessTest,
+    ::testing::Values(std::make_tuple("sm", 2, 0), std::make_tuple("sm", 5, 0), std::make_tuple("sm", 3, 1),
+                      std::make_tuple("sm", 4, 3)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_w" + std::to_string(std::get<1>(info.param)) + "_r" +
+             std::to_string(std::get<2>(info.param));
+    });
+
+TEST(UcxRdmaTest, RcAndUdNeedAnRdmaDevice) {
+  GTEST_SKIP() << "no RDMA device on this machine (ucx_info -d lists only tcp and shared memory); "
+                  "rc/ud run where a fabric exists, selected with UCX_TLS=rc or UCX_TLS=ud";
+}
+
+// Kill tests: workers all-reduce 1 MiB buffers in a loop (each reports on a pipe after its first
+// success); the parent SIGKILLs one process; every survivor must exit with an error in time.
+struct KillCase {
+  std::string tls;
+  int workers;
+  int reducers;
+  bool kill_reducer;
+  int victim;
+};
+
+class UcxKillTest : public ::testing::TestWithParam<KillCase> {};
+
+TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
+  const KillCase c = GetParam();
+  constexpr int kTimeoutMs = 10000;
+  const int port = testing::FreePort();
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  testing::ProcessGroup group;
+  for (int i = 0; i < c.reducers; ++i) {
+    group.Spawn([&, i] {
+      close(ready[0]);
+      SetJobEnv(c.tls, port, c.workers, c.reducers, kTimeoutMs);
+      return ReducerMain(i, 0);
+    });
+  }
+  for (int r = 0; r < c.workers; ++r) {
+    group.Spawn([&, r] {
+      close(ready[0]);
+      SetJobEnv(c.tls, port, c.workers, c.reducers, kTimeoutMs);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      auto comm = Communicator::FromEnvironment();
+      if (!comm.ok()) return 1;
+      std::vector<float> v(256 * 1024, 1.0f);
+      for (int i = 0; i < 1000000; ++i) {
+        Status s = (*comm)->Allreduce(v.data(), v.size(), DataType::kF32, ReduceOp::kAvg);
+        if (!s.ok()) {
+          std::fprintf(stderr, "worker %d after %d rounds: %s\n", r, i, s.ToString().c_str());
+          return ExitCodeFor(s);
+        }
+        if (i == 0) {
+          char b = 'r';
+          (void)!write(ready[1], &b, 1);
+        }
+      }
+      return 0;
+    });
+  }
+  close(ready[1]);
+  for (int i = 0; i < c.workers; ++i) {
+    char b;
+    ASSERT_EQ(read(ready[0], &b, 1), 1) << "a worker died before its first all-reduce";
+  }
+  close(ready[0]);
+  const int victim = c.kill_reducer ? c.victim : c.reducers + c.victim;
+  group.Kill(victim);
+  const auto killed_at = SteadyClock::now();
+  std::vector<int> survivors;
+  for (int i = c.reducers; i < c.reducers + c.workers; ++i) {
+    if (i != victim) survivors.push_back(i);
+  }
+  ASSERT_TRUE(group.Wait(milliseconds(kTimeoutMs + 5000), survivors)) << "a survivor hung";
+  const auto elapsed = SteadyClock::now() - killed_at;
+  EXPECT_LT(elapsed, milliseconds(kTimeoutMs + 3000));
+  int unavailable = 0;
+  for (int i : survivors) {
+    EXPECT_TRUE(group.code(i) == kExitUnavailable || group.code(i) == kExitDeadline)
+        << "worker " << i - c.reducers << " exited " << group.code(i);
+    unavailable += group.code(i) == kExitUnavailable;
+  }
+  if (c.tls == "tcp") EXPECT_GT(unavailable, 0) << "tcp should notice the dead peer, not just time out";
+  group.KillAll();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kill, UcxKillTest,
+    ::testing::Values(KillCase{"tcp", 3, 2, true, 1}, KillCase{"tcp", 3, 1, false, 2}, KillCase{"tcp", 4, 0, false, 1},
+                      KillCase{"sm", 3, 2, true, 0}, KillCase{"sm", 3, 0, false, 2}),
+    [](const auto& info) {
+      const KillCase& c = info.param;
+      return c.tls + "_w" + std::to_string(c.workers) + "_r" + std::to_string(c.reducers) + "_kill_" +
+             (c.kill_reducer ? "reducer" : "worker") + std::to_string(c.victim);
+    });
+
+// A reducer outlives its workers: they rebuild (new chief store, new generation) and the same
+// reducer process serves the second generation too.
+TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
+  const int port = testing::FreePort();
+  testing::ProcessGroup group;
+  group.Spawn([&] {
+    SetJobEnv("tcp", port, 2, 1, 20000);
+    auto bootstrap = StoreBootstrap::Connect("127.0.0.1:" + std::to_string(port));
+    if (!bootstrap.ok()) return 1;
+    ReducerOptions options;
+    options.comm.timeout = milliseconds(20000);
+    options.rejoin_timeout = milliseconds(20000);
+    options.max_generations = 2;
+    std::atomic<bool> stop{false};
+    Status s = RunReducer(**bootstrap, 2, 1, 0, options, stop);
+    if (!s.ok()) std::fprintf(stderr, "reducer: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
+  });
+  for (int r = 0; r < 2; ++r) {
+    group.Spawn([&, r] {
+      SetJobEnv("tcp", port, 2, 1, 20000);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      for (int gen = 0; gen < 2; ++gen) {
+        auto comm = Communicator::FromEnvironment();
+        if (!comm.ok()) {
+          std::fprintf(stderr, "worker %d gen %d: %s\n", r, gen, comm.status().ToString().c_str());
+          return 1;
+        }
+        int64_t v[3] = {r + 1, 10 * (r + 1), gen};
+        Status s = (*comm)->Allreduce(v, 3, DataType::kI64, ReduceOp::kSum);
+        if (!s.ok() || v[0] != 3 || v[1] != 30 || v[2] != 2 * gen) {
+          std::fprintf(stderr, "worker %d gen %d: %s\n", r, gen, s.ToString().c_str());
+          return 2;
+        }
+      }
+      return 0;
+    });
+  }
+  ASSERT_TRUE(group.Wait(milliseconds(90000)));
+  EXPECT_EQ(group.code(0), 0) << "reducer";
+  EXPECT_EQ(group.code(1), 0) << "worker 0";
+  EXPECT_EQ(group.code(2), 0) << "worker 1";
+}
+
+// A reducer that never shows up is named in the error.
+TEST(UcxReducerTest, MissingReducerIsNamed) {
+  const int port = testing::FreePort();
+  testing::ProcessGroup group;
+  group.Spawn([&] {
+    SetJobEnv("tcp", port, 1, 2, 1500);
+    setenv("RANK", "0", 1);
+    auto comm = Communicator::FromEnvironment();
+    if (comm.ok()) return 1;
+    const std::string m = comm.status().ToString();
+    std::fprintf(stderr, "%s\n", m.c_str());
+    return m.find("reducer 0 never published its address within 1.5s") != std::string::npos ? 0 : 2;
+  });
+  ASSERT_TRUE(group.Wait(milliseconds(30000)));
+  EXPECT_EQ(group.code(0), 0);
+}
+
+}  // namespace
+}  // namespace cohort::collective
