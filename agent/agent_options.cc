@@ -1,0 +1,199 @@
+#include "agent/agent_options.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <climits>
+#include <fstream>
+#include <sstream>
+
+#include "common/curve_keys.h"
+#include "common/job_spec.h"
+#include "common/logging.h"
+
+namespace cohort::agent {
+namespace po = boost::program_options;
+
+StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
+  AgentFlags flags;
+  std::string grace = "30s";
+  std::string config_file;
+  po::options_description desc("cohort-agent: runs Cohort training replicas on this node");
+  // clang-format off
+  desc.add_options()
+      ("help,h", "print this help")
+      ("config", po::value(&config_file), "INI config file (same names as the long flags)")
+      ("coordinator", po::value(&flags.config.coordinator), "coordinator agent endpoint, tcp://HOST:7401")
+      ("node-id", po::value(&flags.config.node_id), "node id (default: hostname)")
+      ("gpus", po::value(&flags.gpus), "GPU count to declare, or auto (NVML) (default auto)")
+      ("cpus", po::value(&flags.cpus), "CPUs to offer (default: this process's CPU affinity)")
+      ("memory-mb", po::value(&flags.memory_mb), "memory to offer in MiB (default: MemTotal)")
+      ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
+      ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
+      ("grace-period", po::value(&grace), "SIGTERM-to-SIGKILL time on preemption (default 30s)")
+      ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
+      ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (NAME.key)")
+      ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file")
+      ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)");
+  // clang-format on
+  std::ostringstream usage;
+  usage << desc;
+  flags.usage = usage.str();
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("config")) {
+      std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) return InvalidArgument("--config: cannot read " + path);
+      po::store(po::parse_config_file(in, desc), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return InvalidArgument(e.what());
+  }
+  if (vm.count("help")) {
+    flags.help = true;
+    return flags;
+  }
+  // bool_switch defaults to false, so a value from either source turns it on.
+  if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");
+  if (flags.config.node_id.empty()) {
+    char host[HOST_NAME_MAX + 1] = {0};
+    if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      return InvalidArgument("--node-id: the hostname is unknown; give a node id");
+    }
+    flags.config.node_id = host;
+  }
+  if (flags.gpus != "auto") {
+    char* end = nullptr;
+    long n = std::strtol(flags.gpus.c_str(), &end, 10);
+    if (flags.gpus.empty() || *end != '\0' || n < 0 || n > 1024) {
+      return InvalidArgument("--gpus: expected a count or auto, got '" + flags.gpus + "'");
+    }
+  }
+  if (flags.cpus < 0) return InvalidArgument("--cpus: must not be negative");
+  if (flags.memory_mb < 0) return InvalidArgument("--memory-mb: must not be negative");
+  if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
+  auto grace_period = ParseDuration(grace);
+  if (!grace_period.ok()) return grace_period.status().WithContext("--grace-period");
+  flags.config.grace_period = *grace_period;
+  if (flags.config.advertise_address.empty()) {
+    flags.config.advertise_address = DefaultAdvertiseAddress(flags.config.coordinator);
+  }
+  return flags;
+}
+
+StatusOr<NodeInventory> BuildInventory(const AgentFlags& flags) {
+  NodeInventory inventory;
+  if (flags.gpus == "auto") {
+    auto gpus = ProbeNvmlGpus();
+    if (gpus.ok()) {
+      inventory.gpus = std::move(*gpus);
+      spdlog::info("NVML reports {} GPU(s)", inventory.gpus.size());
+    } else if (gpus.status().code() == StatusCode::kNotFound) {
+      spdlog::info("no NVIDIA driver ({}): this node offers no GPUs", gpus.status().message());
+    } else {
+      spdlog::warn("NVML failed ({}): this node offers no GPUs", gpus.status().ToString());
+    }
+  } else {
+    inventory.gpus = DeclaredGpus(std::stoi(flags.gpus));
+  }
+  inventory.cpus = flags.cpus > 0 ? flags.cpus : DetectCpus();
+  inventory.memory_mb = flags.memory_mb > 0 ? flags.memory_mb : DetectMemoryMb();
+  return inventory;
+}
+
+Status LoadSecurity(AgentFlags& flags) {
+  SocketSecurity& security = flags.config.security;
+  if (security.insecure) {
+    spdlog::warn("--insecure: talking to the coordinator in plaintext, without authentication");
+    return Status::Ok();
+  }
+  if (flags.key_file.empty() || flags.coordinator_key_file.empty()) {
+    return InvalidArgument(
+        "CURVE security needs --key-file and --coordinator-key (or --insecure for local use)");
+  }
+  COHORT_ASSIGN_OR_RETURN(security.keys, ReadCurveKeyFile(flags.key_file));
+  if (security.keys.secret_key.empty()) {
+    return InvalidArgument("--key-file " + flags.key_file + " has no secret key");
+  }
+  COHORT_ASSIGN_OR_RETURN(CurveKeyPair coordinator, ReadCurveKeyFile(flags.coordinator_key_file));
+  security.server_public_key = coordinator.public_key;
+  return Status::Ok();
+}
+
+namespace {
+
+// "tcp://host:7401" -> {"host", "7401"}; "[::1]" brackets removed.
+bool SplitEndpoint(const std::string& endpoint, std::string* host, std::string* port) {
+  std::string rest = endpoint;
+  auto scheme = rest.find("://");
+  if (scheme != std::string::npos) rest = rest.substr(scheme + 3);
+  auto colon = rest.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = rest.substr(0, colon);
+  *port = rest.substr(colon + 1);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  return !host->empty() && *host != "*";
+}
+
+std::string AddressToString(const sockaddr* sa) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (sa->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof(text));
+  } else if (sa->sa_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text,
+                sizeof(text));
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string DefaultAdvertiseAddress(const std::string& coordinator_endpoint) {
+  // The source address of the route to the coordinator (a UDP connect sends nothing).
+  std::string host, port;
+  if (SplitEndpoint(coordinator_endpoint, &host, &port)) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* result = nullptr;
+    if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &result) == 0) {
+      std::string address;
+      for (addrinfo* ai = result; ai != nullptr && address.empty(); ai = ai->ai_next) {
+        int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        sockaddr_storage local{};
+        socklen_t len = sizeof(local);
+        if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+          address = AddressToString(reinterpret_cast<sockaddr*>(&local));
+        }
+        ::close(fd);
+      }
+      ::freeaddrinfo(result);
+      if (!address.empty()) return address;
+    }
+  }
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) == 0) {
+    std::string address;
+    for (ifaddrs* i = interfaces; i != nullptr && address.empty(); i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+      address = AddressToString(i->ifa_addr);
+    }
+    ::freeifaddrs(interfaces);
+    if (!address.empty()) return address;
+  }
+  return "127.0.0.1";
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,46 @@
+// The cohort-agent command line and config file (DESIGN.md "Command-line contract"):
+//   cohort-agent [--config FILE] --coordinator tcp://HOST:7401 [--node-id ID] [--gpus N|auto]
+//     [--cpus N] [--memory-mb N] [--work-dir DIR] [--advertise-address ADDR]
+//     [--grace-period 30s] [--insecure]
+// plus --log-level LEVEL, and for CURVE (without --insecure) --key-file FILE (this agent's
+// key pair, common/curve_keys.h) and --coordinator-key FILE (the coordinator's public key).
+// The config file is INI ("name = value", the long flag names without dashes); the command line
+// wins over the file.
+//
+// Defaults: node id = hostname; GPUs auto (NVML); CPUs and memory from the machine; work dir
+// /var/lib/cohort-agent; advertise address = the local address of the route to the coordinator,
+// else the first non-loopback IPv4 address, else 127.0.0.1; grace period 30 s.
+#pragma once
+
+#include <string>
+
+#include "agent/agent.h"
+#include "common/status.h"
+
+namespace cohort::agent {
+
+struct AgentFlags {
+  bool help = false;
+  std::string usage;        // the --help text
+  std::string log_level = "info";
+  std::string gpus = "auto";  // "auto" or a count
+  int cpus = 0;               // 0: detect
+  int64_t memory_mb = 0;      // 0: detect
+  std::string key_file;
+  std::string coordinator_key_file;
+  AgentConfig config;         // inventory not yet filled in; see BuildInventory
+};
+
+// Parses argv and the --config file. kInvalidArgument names the bad flag or key.
+StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv);
+
+// The node's inventory from the flags: declared or NVML GPUs, CPUs, memory.
+StatusOr<NodeInventory> BuildInventory(const AgentFlags& flags);
+
+// Fills config.security from --insecure / the key files.
+Status LoadSecurity(AgentFlags& flags);
+
+// The address other nodes reach this one at, as the defaults above describe.
+std::string DefaultAdvertiseAddress(const std::string& coordinator_endpoint);
+
+}  // namespace cohort::agent

@@ -1,0 +1,159 @@
+#include "agent/cgroup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/logging.h"
+
+namespace cohort::agent {
+namespace {
+
+// Writes `text` to a cgroup control file in one write() (the kernel parses one write at a time).
+Status WriteControl(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path, errno);
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size())) return ErrnoStatus("write " + path, err);
+  return Status::Ok();
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool HasWord(const std::string& list, const std::string& word) {
+  std::istringstream in(list);
+  std::string w;
+  while (in >> w) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+// The mount point of the cgroup2 filesystem, from /proc/self/mountinfo.
+std::string FindCgroup2Mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // ... mount_point options - fstype source super_options
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string fstype;
+    tail >> fstype;
+    if (fstype != "cgroup2") continue;
+    std::istringstream head(line.substr(0, dash));
+    std::string id, parent, devnum, root, mount_point;
+    head >> id >> parent >> devnum >> root >> mount_point;
+    return mount_point;
+  }
+  return "";
+}
+
+// The agent's own cgroup v2 path ("/", "/system.slice/cohort-agent.service").
+std::string OwnCgroupPath() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  }
+  return "";
+}
+
+}  // namespace
+
+CgroupManager CgroupManager::Detect(const std::string& root_override) {
+  CgroupManager manager;
+  std::string own;
+  if (!root_override.empty()) {
+    own = root_override;
+  } else {
+    std::string mount = FindCgroup2Mount();
+    if (mount.empty()) {
+      manager.reason_ = "no cgroup2 filesystem is mounted";
+      return manager;
+    }
+    std::string path = OwnCgroupPath();
+    if (path.empty()) {
+      manager.reason_ = "this process has no cgroup v2 path in /proc/self/cgroup";
+      return manager;
+    }
+    own = path == "/" ? mount : mount + path;
+  }
+  std::string base = own + "/cohort";
+  if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
+    manager.reason_ = "cannot create " + base + ": " + std::strerror(errno);
+    return manager;
+  }
+  if (::access((base + "/cgroup.procs").c_str(), W_OK) != 0) {
+    manager.reason_ = base + "/cgroup.procs is not writable";
+    return manager;
+  }
+  // Best effort: let replica cgroups carry cpu.max and memory.max. This fails (EBUSY) when `own`
+  // holds processes and is not the root; the agent then runs without limits.
+  std::string available = ReadSmallFile(own + "/cgroup.controllers");
+  for (const char* controller : {"cpu", "memory"}) {
+    if (!HasWord(available, controller)) continue;
+    (void)WriteControl(own + "/cgroup.subtree_control", std::string("+") + controller);
+    (void)WriteControl(base + "/cgroup.subtree_control", std::string("+") + controller);
+  }
+  std::string enabled = ReadSmallFile(base + "/cgroup.subtree_control");
+  manager.cpu_controller_ = HasWord(enabled, "cpu");
+  manager.memory_controller_ = HasWord(enabled, "memory");
+  manager.base_ = base;
+  return manager;
+}
+
+StatusOr<std::string> CgroupManager::Create(const std::string& name, int cpus,
+                                            int64_t memory_mb) const {
+  if (!available()) return FailedPrecondition("cgroups are not available: " + reason_);
+  std::string path = base_ + "/" + name;
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus("mkdir " + path, errno);
+  }
+  if (cpus > 0 && cpu_controller_) {
+    Status s = WriteControl(path + "/cpu.max", std::to_string(cpus * 100000) + " 100000");
+    if (!s.ok()) spdlog::warn("cgroup {}: {}", name, s.ToString());
+  }
+  if (memory_mb > 0 && memory_controller_) {
+    Status s = WriteControl(path + "/memory.max", std::to_string(memory_mb * 1024 * 1024));
+    if (!s.ok()) spdlog::warn("cgroup {}: {}", name, s.ToString());
+  }
+  return path;
+}
+
+std::vector<pid_t> CgroupManager::Procs(const std::string& path) {
+  std::vector<pid_t> pids;
+  std::ifstream in(path + "/cgroup.procs");
+  pid_t pid;
+  while (in >> pid) pids.push_back(pid);
+  return pids;
+}
+
+void CgroupManager::Signal(const std::string& path, int sig) {
+  for (pid_t pid : Procs(path)) ::kill(pid, sig);
+}
+
+void CgroupManager::Kill(const std::string& path) {
+  if (WriteControl(path + "/cgroup.kill", "1").ok()) return;
+  Signal(path, SIGKILL);
+}
+
+Status CgroupManager::Remove(const std::string& path) {
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("rmdir " + path, errno);
+  return Status::Ok();
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,57 @@
+// Cgroups: the agent's use of cgroup v2, so that a replica's every descendant can be found and
+// killed (even one that left the process group with setsid) and its CPU and memory bounded.
+//
+// CgroupManager::Detect() looks for a cgroup2 mount in /proc/self/mountinfo (the unified
+// hierarchy, also in hybrid mode under /sys/fs/cgroup/unified), finds the agent's own cgroup
+// (/proc/self/cgroup, line "0::/path") and checks that a child cgroup can be made there. Replica
+// cgroups go to <own cgroup>/cohort/<job>.<replica>.<attempt>. CPU and memory limits are written
+// where the cpu and memory controllers are enabled for that subtree (enabling them is tried once);
+// without them the cgroup still groups and kills processes.
+//
+// Thread safety: none needed; the object is immutable after Detect().
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort::agent {
+
+class CgroupManager {
+ public:
+  // An unavailable manager: every replica relies on its process group alone.
+  CgroupManager() = default;
+
+  // Finds a writable cgroup v2 hierarchy. Never fails: when there is none, available() is false
+  // and reason() says why. `root_override` (tests) uses that directory as the agent's cgroup.
+  static CgroupManager Detect(const std::string& root_override = "");
+
+  bool available() const { return !base_.empty(); }
+  const std::string& reason() const { return reason_; }
+  // <own cgroup>/cohort
+  const std::string& base() const { return base_; }
+
+  // Creates <base>/<name> and writes cpu.max and memory.max where those files exist (0: no
+  // limit). Returns its path.
+  StatusOr<std::string> Create(const std::string& name, int cpus, int64_t memory_mb) const;
+
+  // Helpers on a cgroup directory; all are harmless when it no longer exists.
+  static std::vector<pid_t> Procs(const std::string& path);
+  static void Signal(const std::string& path, int sig);
+  // cgroup.kill where the kernel has it (5.14+), else SIGKILL to every member.
+  static void Kill(const std::string& path);
+  // Removes the directory; fails while processes remain.
+  static Status Remove(const std::string& path);
+
+ private:
+  std::string base_;
+  std::string reason_;
+  bool cpu_controller_ = false;
+  bool memory_controller_ = false;
+};
+
+}  // namespace cohort::agent

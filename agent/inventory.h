@@ -1,0 +1,38 @@
+// Inventory: what this node offers to the scheduler: GPUs, CPUs, memory.
+//
+// GPUs come from NVML, loaded at run time (dlopen "libnvidia-ml.so.1"), so the agent builds and
+// runs on nodes without the NVIDIA driver; there it reports no GPUs. A declared count (--gpus N)
+// replaces detection with N fake devices (model "declared"), for CPU-only nodes and tests.
+// CPUs are those this process may run on (sched_getaffinity); memory is MemTotal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort::agent {
+
+struct GpuDevice {
+  int index = 0;         // the NVML index, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID
+  std::string model;
+  int64_t memory_mb = 0;
+  std::string uuid;
+};
+
+struct NodeInventory {
+  std::vector<GpuDevice> gpus;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+};
+
+// N fake devices 0..N-1.
+std::vector<GpuDevice> DeclaredGpus(int count);
+// The GPUs NVML sees. kNotFound when the library cannot be loaded (no driver), another error
+// when it loads but fails.
+StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();
+int DetectCpus();
+int64_t DetectMemoryMb();
+
+}  // namespace cohort::agent

@@ -1,0 +1,84 @@
+// Launcher: how the agent starts one replica attempt and later signals, kills and forgets it.
+// ProcessLauncher (agent/process_launcher.h) forks and execs a command in its own session and,
+// where cgroup v2 is writable, its own cgroup; issue 7's OCI launcher implements the same
+// interface for containers. The agent decides which launcher a LaunchReplica goes to.
+//
+// Reaping: the agent owns waitpid(). It polls each ReplicaProcess's pid() and hands the wait
+// status to OnExited(); a ReplicaProcess never calls waitpid() itself, so an agent that reaps
+// every child (a subreaper) can do so without stealing exit statuses.
+//
+// Thread safety: none; used from the agent loop only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort::agent {
+
+// How a replica's main process ended. exit_code is the status for a normal exit and 128+signal
+// for a death by signal (as a shell reports it; the coordinator's retry rules use these numbers).
+struct ExitInfo {
+  int exit_code = -1;
+  int signal = 0;
+
+  static ExitInfo FromWaitStatus(int wait_status);
+  // "exited with code 3", "killed by signal 9 (Killed)".
+  std::string Describe() const;
+};
+
+// Everything a launcher needs; the agent has already rendered the environment, the working
+// directory and the log path.
+struct LaunchRequest {
+  std::string job;
+  std::string replica;
+  int attempt = 0;
+  std::vector<std::string> argv;          // argv[0]: an absolute path, a path relative to
+                                          // working_dir, or a name looked up on env's PATH
+  std::map<std::string, std::string> env; // the whole environment of the replica
+  std::string working_dir;                // exists before Launch is called
+  std::string log_path;                   // stdout and stderr are appended here
+  std::vector<int> gpus;
+  int cpus = 0;                           // 0: no CPU limit
+  int64_t memory_mb = 0;                  // 0: no memory limit
+  std::string image;                      // container launchers only
+};
+
+// One launched attempt: its main process plus everything it spawned.
+class ReplicaProcess {
+ public:
+  virtual ~ReplicaProcess() = default;
+
+  // The main process, a child of the agent.
+  virtual pid_t pid() const = 0;
+  // Called once by the agent with the waitpid() status of pid().
+  virtual void OnExited(int wait_status) = 0;
+  virtual std::optional<ExitInfo> exit_info() const = 0;
+  // Why the attempt failed before the command ran (exec error), empty otherwise.
+  virtual std::string launch_error() const = 0;
+  // Sends `sig` to every process of the attempt (process group and cgroup), main exited or not.
+  virtual void Signal(int sig) = 0;
+  // SIGKILL to every process of the attempt.
+  virtual void KillAll() = 0;
+  // True while any process of the attempt remains (zombies awaiting reaping do not count).
+  virtual bool AnyAlive() = 0;
+  // Frees what the attempt held (its cgroup). Call once AnyAlive() is false; safe to repeat.
+  virtual void Release() = 0;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts the attempt. An error means nothing runs (nothing to clean up); a command that cannot
+  // be executed still yields a process that exits 127 (or 126) with launch_error() set.
+  virtual StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) = 0;
+};
+
+}  // namespace cohort::agent

@@ -1,0 +1,58 @@
+// cohort-agent: parse flags, build the inventory and the launcher, run the loop until SIGTERM or
+// SIGINT, then preempt the replicas (agent/agent.h) and exit 0.
+#include <sys/prctl.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "agent/agent.h"
+#include "agent/agent_options.h"
+#include "agent/process_launcher.h"
+#include "common/logging.h"
+#include "common/service_notify.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cohort;
+  auto flags = agent::ParseAgentFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "cohort-agent: %s (see --help)\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help) return std::printf("%s", flags->usage.c_str()) < 0;
+  InitLogging("cohort-agent", flags->log_level);
+  if (Status s = agent::LoadSecurity(*flags); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 2;
+  }
+  flags->config.inventory = *agent::BuildInventory(*flags);
+  flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  auto cgroups = agent::CgroupManager::Detect();
+  if (!cgroups.available()) {
+    spdlog::info("no writable cgroup v2 ({}): replicas are bounded by process groups only",
+                 cgroups.reason());
+  }
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  zmq::context_t context;
+  auto agent = agent::Agent::Create(context, flags->config,
+                                    std::make_unique<agent::ProcessLauncher>(std::move(cgroups)));
+  if (!agent.ok()) {
+    spdlog::error("{}", agent.status().ToString());
+    return 1;
+  }
+  spdlog::info("node {} ({}): {} GPU(s), {} CPU(s), {} MiB; coordinator {}", flags->config.node_id,
+               flags->config.advertise_address, flags->config.inventory.gpus.size(),
+               flags->config.inventory.cpus, flags->config.inventory.memory_mb,
+               flags->config.coordinator);
+  NotifyReady();
+  Status s = (*agent)->Run(g_stop);
+  if (!s.ok()) spdlog::error("{}", s.ToString());
+  return s.ok() ? 0 : 1;
+}

@@ -1,0 +1,126 @@
+#include "agent/replica_env.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+namespace cohort::agent {
+namespace fs = std::filesystem;
+
+Status CheckPathComponent(const std::string& what, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return InvalidArgument(what + " '" + name + "' cannot be used as a directory name");
+  }
+  return Status::Ok();
+}
+
+std::string AttemptWorkingDir(const std::string& work_dir, const std::string& job,
+                              const std::string& replica, int attempt) {
+  return work_dir + "/" + job + "/" + replica + "/attempt-" + std::to_string(attempt);
+}
+
+std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
+                           const std::string& replica, int attempt) {
+  return AttemptWorkingDir(work_dir, job, replica, attempt) + ".log";
+}
+
+std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
+  std::map<std::string, std::string> env;
+  for (const char* name : {"PATH", "HOME", "LANG"}) {
+    if (const char* value = std::getenv(name)) env[name] = value;
+  }
+  if (env.find("PATH") == env.end()) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& [key, value] : input.launch_env) env[key] = value;
+  env["COHORT_RESTART_COUNT"] = std::to_string(input.attempt);
+  env["COHORT_RESTORE_CHECKPOINT"] = input.restore_checkpoint;
+  std::string gpus;
+  for (size_t i = 0; i < input.gpus.size(); ++i) {
+    if (i > 0) gpus += ",";
+    gpus += std::to_string(input.gpus[i]);
+  }
+  env["CUDA_VISIBLE_DEVICES"] = gpus;
+  env["NVIDIA_VISIBLE_DEVICES"] = gpus.empty() ? "void" : gpus;
+  if (!gpus.empty()) env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  return env;
+}
+
+std::string FindRestoreCheckpoint(const std::string& checkpoint_dir) {
+  if (checkpoint_dir.empty()) return "";
+  std::error_code ec;
+  if (!fs::is_directory(checkpoint_dir, ec)) return "";
+  // Without the checkpoint library: the highest ckpt-<step>/ whose MANIFEST (written last) exists.
+  long long best_step = -1;
+  std::string best;
+  for (const auto& entry : fs::directory_iterator(checkpoint_dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || !entry.is_directory(ec)) continue;
+    char* end = nullptr;
+    long long step = std::strtoll(name.c_str() + 5, &end, 10);
+    if (end == name.c_str() + 5 || *end != '\0') continue;
+    if (!fs::exists(entry.path() / "MANIFEST", ec)) continue;
+    if (step > best_step) {
+      best_step = step;
+      best = entry.path().string();
+    }
+  }
+  return best;
+}
+
+namespace {
+
+bool IsExecutable(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin) {
+  std::string program;
+  if (builtin == "reducer") {
+    program = "cohort-reducer";
+  } else if (builtin == "parameter_server") {
+    program = "cohort-ps";
+  } else {
+    return InvalidArgument("unknown builtin '" + builtin + "' (reducer | parameter_server)");
+  }
+  std::vector<std::string> tried;
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    fs::path dir = fs::path(self).parent_path();
+    for (const fs::path& candidate :
+         {dir / program, dir.parent_path() / "collective" / program}) {
+      tried.push_back(candidate.string());
+      if (IsExecutable(candidate.string())) return candidate.lexically_normal().string();
+    }
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (true) {
+    size_t end = dirs.find(':', start);
+    std::string dir = dirs.substr(start, end == std::string::npos ? end : end - start);
+    if (!dir.empty() && IsExecutable(dir + "/" + program)) return dir + "/" + program;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::string where;
+  for (const auto& t : tried) where += t + ", ";
+  return NotFound("builtin " + builtin + ": " + program + " is not at " + where + "nor on PATH");
+}
+
+Status MakeDirs(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return Internal("mkdir -p " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace cohort::agent

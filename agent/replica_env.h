@@ -1,0 +1,51 @@
+// ReplicaEnv: the agent's part of preparing a replica attempt: where it runs, where its log goes,
+// what its environment is, which binary a built-in replica runs, and which checkpoint it restores.
+//
+// Environment = PATH, HOME and LANG from the agent's own environment, overridden by the
+// LaunchReplica env (the coordinator's rendering of the cluster plus the pool's env), plus what
+// only the agent knows at (re)start: COHORT_RESTART_COUNT (= the attempt), COHORT_RESTORE_CHECKPOINT
+// (newest valid checkpoint under the launch's checkpoint_dir; empty on a first start or when none)
+// and the GPU pinning: CUDA_VISIBLE_DEVICES = "0,2" (empty without GPUs), NVIDIA_VISIBLE_DEVICES the
+// same (or "void" without GPUs), as common/cluster_env.cc renders them, and
+// CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices as NVML (the inventory) does.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort::agent {
+
+// Job and replica names become path components: refuse anything that could escape work_dir.
+Status CheckPathComponent(const std::string& what, const std::string& name);
+
+// <work_dir>/<job>/<replica>/attempt-<n>
+std::string AttemptWorkingDir(const std::string& work_dir, const std::string& job,
+                              const std::string& replica, int attempt);
+// <work_dir>/<job>/<replica>/attempt-<n>.log: stdout and stderr of the attempt.
+std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
+                           const std::string& replica, int attempt);
+
+struct ReplicaEnvInput {
+  std::map<std::string, std::string> launch_env;  // from LaunchReplica
+  int attempt = 0;
+  std::vector<int> gpus;
+  std::string restore_checkpoint;
+};
+std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
+
+// The newest valid checkpoint directory under `checkpoint_dir`, or "" when there is none (or the
+// directory does not exist).
+std::string FindRestoreCheckpoint(const std::string& checkpoint_dir);
+
+// The program a built-in replica runs: "reducer" -> cohort-reducer, "parameter_server" ->
+// cohort-ps, looked up next to the agent's own binary, then in ../collective/ (a build tree),
+// then on PATH. kInvalidArgument for an unknown builtin, kNotFound when the binary is nowhere.
+StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin);
+
+// mkdir -p.
+Status MakeDirs(const std::string& path);
+
+}  // namespace cohort::agent

@@ -1,0 +1,484 @@
+// The agent's control loop against a fake coordinator: a real ROUTER socket on
+// tcp://127.0.0.1:<port> in this test, real replica processes, real log files.
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/process_launcher.h"
+#include "agent/replica_env.h"
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::GroupAlive;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WaitFor;
+
+std::string LogKey(const std::string& job, const std::string& replica, int attempt) {
+  return job + "/" + replica + "/" + std::to_string(attempt);
+}
+
+bool IsFinal(wire::ReplicaState s) {
+  return s == wire::ReplicaState::SUCCEEDED || s == wire::ReplicaState::FAILED ||
+         s == wire::ReplicaState::PREEMPTED || s == wire::ReplicaState::STOPPED;
+}
+
+// Plays the coordinator's agent endpoint: answers registrations, heartbeats, updates and log
+// chunks as common/schema/cohort.fbs says, and records what it got.
+class FakeCoordinator {
+ public:
+  FakeCoordinator(zmq::context_t& context, const std::string& endpoint) {
+    // Re-binding a port just closed may need a moment.
+    WaitFor([&] {
+      auto socket = RouterSocket::Bind(context, endpoint);
+      if (socket.ok()) router_.emplace(std::move(*socket));
+      return router_.has_value();
+    });
+  }
+  bool bound() const { return router_.has_value(); }
+  std::string endpoint() const { return router_->endpoint(); }
+
+  // Handles every message waiting (up to `wait` for the first).
+  void Poll(milliseconds wait = milliseconds(0)) {
+    while (true) {
+      auto got = router_->Receive(wait);
+      wait = milliseconds(0);
+      if (!got.ok() || !got->has_value()) return;
+      Handle((*got)->peer, (*got)->message);
+    }
+  }
+
+  void Send(const std::string& node, wire::BodyUnion body) {
+    ASSERT_TRUE(router_->Send(node, EncodeBody(next_id_++, std::move(body))).ok());
+  }
+  void Launch(const std::string& node, wire::LaunchReplicaT launch) {
+    wire::BodyUnion body;
+    body.Set(std::move(launch));
+    Send(node, std::move(body));
+  }
+  void Stop(const std::string& node, const std::string& job, const std::string& replica,
+            int attempt, int grace_ms) {
+    wire::StopReplicaT stop;
+    stop.job = job;
+    stop.replica = replica;
+    stop.attempt = attempt;
+    stop.grace_ms = grace_ms;
+    stop.reason = "test stop";
+    wire::BodyUnion body;
+    body.Set(std::move(stop));
+    Send(node, std::move(body));
+  }
+
+  // The newest status reported for an attempt (updates and registrations).
+  std::optional<wire::ReplicaStatusT> Latest(const std::string& key) const {
+    auto it = latest_.find(key);
+    if (it == latest_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<wire::ReplicaStatusT> Final(const std::string& key) const {
+    auto s = Latest(key);
+    if (s && IsFinal(s->state)) return s;
+    return std::nullopt;
+  }
+  bool SawState(const std::string& key, wire::ReplicaState state) const {
+    auto it = seen_.find(key);
+    return it != seen_.end() && it->second.count(state);
+  }
+
+  bool ack_updates = true;
+  int heartbeat_interval_ms = 100;
+  std::set<std::string> known_nodes;
+  std::vector<std::unique_ptr<wire::RegisterAgentT>> registrations;
+  std::map<std::string, std::string> logs;  // LogKey -> bytes held
+  std::set<std::string> log_eof;
+  int heartbeats = 0;
+
+ private:
+  void Record(const wire::ReplicaStatusT& s) {
+    std::string key = LogKey(s.job, s.replica, s.attempt);
+    latest_[key] = s;
+    seen_[key].insert(s.state);
+  }
+
+  void Reply(const std::string& peer, uint64_t id, wire::BodyUnion body) {
+    (void)router_->Send(peer, EncodeBody(id, std::move(body)));
+  }
+
+  void Handle(const std::string& peer, const Message& m) {
+    wire::BodyUnion reply;
+    switch (m.type()) {
+      case wire::Body::RegisterAgent: {
+        registrations.emplace_back(m.As<wire::RegisterAgent>()->UnPack());
+        for (const auto& r : registrations.back()->replicas) Record(*r);
+        known_nodes.insert(registrations.back()->node_id);
+        wire::RegisterAgentReplyT r;
+        r.heartbeat_interval_ms = heartbeat_interval_ms;
+        reply.Set(std::move(r));
+        break;
+      }
+      case wire::Body::Heartbeat: {
+        ++heartbeats;
+        wire::HeartbeatReplyT r;
+        r.known = known_nodes.count(m.As<wire::Heartbeat>()->node_id()->str()) > 0;
+        reply.Set(std::move(r));
+        break;
+      }
+      case wire::Body::ReplicaUpdate: {
+        std::unique_ptr<wire::ReplicaUpdateT> u(m.As<wire::ReplicaUpdate>()->UnPack());
+        Record(*u->status);
+        if (!ack_updates) return;
+        reply.Set(wire::AckT());
+        break;
+      }
+      case wire::Body::LogChunk: {
+        const auto* c = m.As<wire::LogChunk>();
+        std::string key = LogKey(c->job()->str(), c->replica()->str(), c->attempt());
+        std::string& held = logs[key];
+        if (c->offset() == held.size()) {
+          if (c->data()) held.append(reinterpret_cast<const char*>(c->data()->data()),
+                                     c->data()->size());
+          if (c->eof()) log_eof.insert(key);
+        }
+        wire::LogAckT ack;
+        ack.job = c->job()->str();
+        ack.replica = c->replica()->str();
+        ack.attempt = c->attempt();
+        ack.next_offset = held.size();
+        reply.Set(std::move(ack));
+        break;
+      }
+      default:
+        return;
+    }
+    Reply(peer, m.request_id(), std::move(reply));
+  }
+
+  std::optional<RouterSocket> router_;
+  uint64_t next_id_ = 1000;
+  std::map<std::string, wire::ReplicaStatusT> latest_;
+  std::map<std::string, std::set<wire::ReplicaState>> seen_;
+};
+
+wire::LaunchReplicaT MakeLaunch(const std::string& job, const std::string& replica, int attempt,
+                                const std::string& script) {
+  wire::LaunchReplicaT l;
+  l.job = job;
+  l.replica = replica;
+  l.role = replica.substr(0, replica.find('-'));
+  l.attempt = attempt;
+  l.command = {"/bin/sh", "-c", script};
+  return l;
+}
+
+class AgentLoopTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // As the daemon does: orphans of replicas come to this process, and the agent reaps them.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+
+  void SetUp() override {
+    coordinator_ = std::make_unique<FakeCoordinator>(context_, "tcp://127.0.0.1:0");
+    ASSERT_TRUE(coordinator_->bound());
+    endpoint_ = coordinator_->endpoint();
+    AgentConfig config;
+    config.coordinator = endpoint_;
+    config.node_id = "node-a";
+    config.advertise_address = "127.0.0.1";
+    config.work_dir = work_.path();
+    config.inventory.gpus = DeclaredGpus(2);
+    config.inventory.cpus = 4;
+    config.inventory.memory_mb = 1024;
+    config.security.insecure = true;
+    config.grace_period = milliseconds(500);
+    config.default_heartbeat_interval = milliseconds(100);
+    config.coordinator_timeout = milliseconds(1000);
+    config.resend_interval = milliseconds(200);
+    config.max_register_interval = milliseconds(400);
+    config.preempt_ack_wait = milliseconds(3000);
+    config.log_chunk_bytes = 64 << 10;
+    config.reap_all_children = true;
+    auto agent = Agent::Create(context_, config,
+                               std::make_unique<ProcessLauncher>(CgroupManager::Detect()));
+    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    agent_ = std::move(*agent);
+    ASSERT_TRUE(Pump([&] { return agent_->registered(); }));
+  }
+
+  void TearDown() override {
+    agent_.reset();  // kills anything left
+  }
+
+  // Steps the agent and the coordinator in turn until `done` or the timeout.
+  bool Pump(const std::function<bool()>& done, milliseconds timeout = milliseconds(10000)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      EXPECT_TRUE(agent_->RunOnce(milliseconds(2)).ok());
+      if (coordinator_) coordinator_->Poll(milliseconds(1));
+      if (done()) return true;
+    }
+    return done();
+  }
+
+  bool LogHas(const std::string& key, const std::string& text) {
+    return coordinator_->logs[key].find(text) != std::string::npos;
+  }
+  // Until the attempt is final and its whole log arrived.
+  bool PumpUntilDone(const std::string& key) {
+    return Pump([&] { return coordinator_->Final(key) && coordinator_->log_eof.count(key); });
+  }
+
+  zmq::context_t context_;
+  TempDir work_;
+  std::unique_ptr<FakeCoordinator> coordinator_;
+  std::string endpoint_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentLoopTest, RegistersWithItsInventory) {
+  ASSERT_FALSE(coordinator_->registrations.empty());
+  const auto& reg = *coordinator_->registrations.front();
+  EXPECT_EQ(reg.node_id, "node-a");
+  EXPECT_EQ(reg.address, "127.0.0.1");
+  ASSERT_EQ(reg.gpus.size(), 2u);
+  EXPECT_EQ(reg.gpus[1]->index, 1);
+  EXPECT_EQ(reg.gpus[1]->model, "declared");
+  EXPECT_EQ(reg.cpus, 4);
+  EXPECT_EQ(reg.memory_mb, 1024);
+  EXPECT_TRUE(reg.replicas.empty());
+  EXPECT_TRUE(Pump([&] { return coordinator_->heartbeats >= 2; }));
+}
+
+TEST_F(AgentLoopTest, ReplicaSeesItsEnvironmentAndItsLogIsShipped) {
+  auto launch = MakeLaunch("job1", "worker-0", 1,
+                           "echo \"CVD=$CUDA_VISIBLE_DEVICES NVD=$NVIDIA_VISIBLE_DEVICES "
+                           "RC=$COHORT_RESTART_COUNT RESTORE=[$COHORT_RESTORE_CHECKPOINT] "
+                           "MINE=$MY_VAR\"; pwd; echo oops >&2");
+  auto kv = std::make_unique<wire::KeyValueT>();
+  kv->key = "MY_VAR";
+  kv->value = "hello";
+  launch.env.push_back(std::move(kv));
+  launch.gpus = {1, 0};
+  coordinator_->Launch("node-a", std::move(launch));
+  std::string key = LogKey("job1", "worker-0", 1);
+  ASSERT_TRUE(PumpUntilDone(key));
+  auto final = *coordinator_->Final(key);
+  EXPECT_EQ(final.state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_EQ(final.exit_code, 0);
+  EXPECT_TRUE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
+  const std::string& log = coordinator_->logs[key];
+  EXPECT_NE(log.find("CVD=1,0 NVD=1,0 RC=1 RESTORE=[] MINE=hello"), std::string::npos) << log;
+  EXPECT_NE(log.find(work_.path() + "/job1/worker-0/attempt-1\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("oops"), std::string::npos);
+  EXPECT_EQ(log, ReadFile(AttemptLogPath(work_.path(), "job1", "worker-0", 1)));
+  // Acked and fully shipped: forgotten.
+  EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+}
+
+TEST_F(AgentLoopTest, ReportsExitCodesAndSignals) {
+  coordinator_->Launch("node-a", MakeLaunch("job2", "chief-0", 0, "exit 3"));
+  coordinator_->Launch("node-a", MakeLaunch("job2", "worker-0", 0, "kill -9 $$"));
+  coordinator_->Launch("node-a", MakeLaunch("job2", "worker-1", 0, ""));
+  auto missing = MakeLaunch("job2", "worker-2", 0, "");
+  missing.command = {"cohort-no-such-program"};
+  coordinator_->Launch("node-a", std::move(missing));
+  std::string chief = LogKey("job2", "chief-0", 0), worker = LogKey("job2", "worker-0", 0);
+  std::string ok = LogKey("job2", "worker-1", 0), bad = LogKey("job2", "worker-2", 0);
+  ASSERT_TRUE(Pump([&] {
+    return coordinator_->Final(chief) && coordinator_->Final(worker) && coordinator_->Final(ok) &&
+           coordinator_->Final(bad);
+  }));
+  EXPECT_EQ(coordinator_->Final(chief)->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(coordinator_->Final(chief)->exit_code, 3);
+  EXPECT_EQ(coordinator_->Final(chief)->signal, 0);
+  EXPECT_EQ(coordinator_->Final(worker)->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(coordinator_->Final(worker)->signal, 9);
+  EXPECT_EQ(coordinator_->Final(worker)->exit_code, 137);
+  EXPECT_EQ(coordinator_->Final(ok)->state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_EQ(coordinator_->Final(bad)->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(coordinator_->Final(bad)->exit_code, 127);
+  EXPECT_NE(coordinator_->Final(bad)->message.find("cannot execute"), std::string::npos)
+      << coordinator_->Final(bad)->message;
+  ASSERT_TRUE(Pump([&] { return coordinator_->log_eof.count(bad) > 0; }));
+  EXPECT_TRUE(LogHas(bad, "cannot execute cohort-no-such-program"));
+}
+
+TEST_F(AgentLoopTest, StopKillsTheWholeProcessGroup) {
+  coordinator_->Launch(
+      "node-a", MakeLaunch("job3", "chief-0", 0,
+                           "sh -c 'trap \"\" TERM; echo ignoring; exec sleep 1000' & "
+                           "sleep 1000 & sleep 1000; echo unreachable"));
+  std::string key = LogKey("job3", "chief-0", 0);
+  ASSERT_TRUE(Pump([&] {
+    return coordinator_->SawState(key, wire::ReplicaState::RUNNING) && LogHas(key, "ignoring");
+  }));
+  pid_t pgid = coordinator_->Latest(key)->pid;
+  ASSERT_GT(pgid, 0);
+  EXPECT_TRUE(GroupAlive(pgid));
+  coordinator_->Stop("node-a", "job3", "chief-0", 0, 300);
+  ASSERT_TRUE(PumpUntilDone(key));
+  auto final = *coordinator_->Final(key);
+  EXPECT_EQ(final.state, wire::ReplicaState::STOPPED);
+  EXPECT_EQ(final.signal, SIGTERM);
+  EXPECT_NE(final.message.find("test stop"), std::string::npos) << final.message;
+  // Not one process of the group is left, the TERM-ignoring grandchild included.
+  EXPECT_TRUE(Pump([&] { return ::kill(-pgid, 0) != 0 && errno == ESRCH; }));
+  EXPECT_FALSE(GroupAlive(pgid));
+  EXPECT_FALSE(LogHas(key, "unreachable"));
+}
+
+TEST_F(AgentLoopTest, LeftoversOfAFinishedReplicaAreKilled) {
+  coordinator_->Launch("node-a",
+                       MakeLaunch("job4", "chief-0", 0, "sleep 1000 & echo $! > sleeper; exit 0"));
+  std::string key = LogKey("job4", "chief-0", 0);
+  ASSERT_TRUE(PumpUntilDone(key));
+  EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
+  pid_t pgid = coordinator_->Final(key)->pid;
+  std::string sleeper = AttemptWorkingDir(work_.path(), "job4", "chief-0", 0) + "/sleeper";
+  pid_t sleeper_pid = std::atoi(ReadFile(sleeper).c_str());
+  ASSERT_GT(sleeper_pid, 0);
+  EXPECT_TRUE(Pump([&] { return !testing::ProcessAlive(sleeper_pid) && !GroupAlive(pgid); }));
+}
+
+TEST_F(AgentLoopTest, LaunchIsIdempotentAndStopOfAnUnknownAttemptIsAnswered) {
+  coordinator_->Launch("node-a", MakeLaunch("job5", "chief-0", 0, "echo once >> ../count"));
+  coordinator_->Launch("node-a", MakeLaunch("job5", "chief-0", 0, "echo once >> ../count"));
+  std::string key = LogKey("job5", "chief-0", 0);
+  ASSERT_TRUE(PumpUntilDone(key));
+  ASSERT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+  EXPECT_EQ(ReadFile(work_.path() + "/job5/chief-0/count"), "once\n");
+
+  coordinator_->Stop("node-a", "job5", "worker-7", 3, 100);
+  std::string unknown = LogKey("job5", "worker-7", 3);
+  ASSERT_TRUE(Pump([&] { return coordinator_->Final(unknown).has_value(); }));
+  EXPECT_EQ(coordinator_->Final(unknown)->state, wire::ReplicaState::STOPPED);
+}
+
+TEST_F(AgentLoopTest, UnackedFinalStatusIsResentAndCarriedByRegistration) {
+  coordinator_->ack_updates = false;
+  coordinator_->Launch("node-a", MakeLaunch("job6", "chief-0", 0, "exit 4"));
+  std::string key = LogKey("job6", "chief-0", 0);
+  ASSERT_TRUE(PumpUntilDone(key));
+  // Without acks the agent keeps the status and keeps re-sending it.
+  Pump([] { return false; }, milliseconds(500));
+  EXPECT_EQ(agent_->attempt_count(), 1u);
+  // The coordinator forgets the node (as after a restart): the next heartbeat says so, and the
+  // agent registers again with the final status the coordinator never acked.
+  coordinator_->known_nodes.clear();
+  size_t before = coordinator_->registrations.size();
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }));
+  const auto& reg = *coordinator_->registrations.back();
+  ASSERT_EQ(reg.replicas.size(), 1u);
+  EXPECT_EQ(reg.replicas[0]->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(reg.replicas[0]->exit_code, 4);
+  // The registration reply counts as the ack.
+  EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+}
+
+TEST_F(AgentLoopTest, LogsResumeAfterACoordinatorRestartWithNothingLost) {
+  coordinator_->Launch(
+      "node-a", MakeLaunch("job7", "chief-0", 0,
+                           "seq 1 100000; while [ ! -e go ]; do sleep 0.02; done; "
+                           "seq 100001 130000"));
+  std::string key = LogKey("job7", "chief-0", 0);
+  ASSERT_TRUE(Pump([&] { return coordinator_->logs[key].size() >= 3 * (64 << 10); }));
+  std::string held = coordinator_->logs[key];
+  ASSERT_LT(held.size(), 588895u);  // seq 1 100000 is 588895 bytes: some is not shipped yet
+
+  // The coordinator goes away; the agent keeps running without it for a while.
+  coordinator_.reset();
+  Pump([] { return false; }, milliseconds(300));
+  // A new coordinator on the same endpoint, which kept only the first chunk of the log.
+  coordinator_ = std::make_unique<FakeCoordinator>(context_, endpoint_);
+  ASSERT_TRUE(coordinator_->bound());
+  coordinator_->logs[key] = held.substr(0, 64 << 10);
+  ASSERT_TRUE(Pump([&] {
+    for (const auto& reg : coordinator_->registrations) {
+      for (const auto& r : reg->replicas) {
+        if (r->job == "job7" && r->state == wire::ReplicaState::RUNNING) return true;
+      }
+    }
+    return false;
+  }));
+  testing::WriteFile(AttemptWorkingDir(work_.path(), "job7", "chief-0", 0) + "/go", "");
+  ASSERT_TRUE(PumpUntilDone(key));
+  EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
+  std::string file = ReadFile(AttemptLogPath(work_.path(), "job7", "chief-0", 0));
+  EXPECT_EQ(file.size(), 588895u + 30000u * 7u);
+  EXPECT_TRUE(coordinator_->logs[key] == file) << "coordinator holds "
+                                               << coordinator_->logs[key].size() << " of "
+                                               << file.size() << " bytes";
+}
+
+TEST_F(AgentLoopTest, RestartRestoresTheNewestCheckpoint) {
+  TempDir checkpoints;
+  for (const char* dir : {"ckpt-5", "ckpt-12", "ckpt-20", "ckpt-x"}) {
+    std::filesystem::create_directories(checkpoints.path() + "/" + dir);
+  }
+  testing::WriteFile(checkpoints.path() + "/ckpt-5/MANIFEST", "files\n");
+  testing::WriteFile(checkpoints.path() + "/ckpt-12/MANIFEST", "files\n");
+  // ckpt-20 has no MANIFEST: torn, skipped.
+  auto first = MakeLaunch("job8", "chief-0", 0, "echo restore=[$COHORT_RESTORE_CHECKPOINT]");
+  first.checkpoint_dir = checkpoints.path();
+  auto second = MakeLaunch("job8", "chief-0", 1, "echo restore=[$COHORT_RESTORE_CHECKPOINT]");
+  second.checkpoint_dir = checkpoints.path();
+  coordinator_->Launch("node-a", std::move(first));
+  std::string key0 = LogKey("job8", "chief-0", 0), key1 = LogKey("job8", "chief-0", 1);
+  ASSERT_TRUE(PumpUntilDone(key0));
+  coordinator_->Launch("node-a", std::move(second));
+  ASSERT_TRUE(PumpUntilDone(key1));
+  EXPECT_TRUE(LogHas(key0, "restore=[]")) << coordinator_->logs[key0];
+  EXPECT_TRUE(LogHas(key1, "restore=[" + checkpoints.path() + "/ckpt-12]"))
+      << coordinator_->logs[key1];
+}
+
+TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {
+  coordinator_->Launch("node-a", MakeLaunch("job9", "chief-0", 0,
+                                            "trap 'echo got-term; exit 0' TERM; echo ready; "
+                                            "while :; do sleep 0.05; done"));
+  coordinator_->Launch("node-a", MakeLaunch("job9", "worker-0", 0,
+                                            "trap '' TERM; echo ready; "
+                                            "while :; do sleep 0.05; done"));
+  std::string chief = LogKey("job9", "chief-0", 0), worker = LogKey("job9", "worker-0", 0);
+  ASSERT_TRUE(Pump([&] { return LogHas(chief, "ready") && LogHas(worker, "ready"); }));
+  pid_t chief_pgid = coordinator_->Latest(chief)->pid;
+  pid_t worker_pgid = coordinator_->Latest(worker)->pid;
+
+  // The coordinator keeps answering from its own thread while the agent preempts.
+  std::atomic<bool> done{false};
+  std::thread coordinator([&] {
+    while (!done.load()) coordinator_->Poll(milliseconds(5));
+  });
+  Status s = agent_->Preempt();
+  done.store(true);
+  coordinator.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(agent_->attempt_count(), 0u);  // everything acked and shipped before it returned
+
+  auto c = *coordinator_->Final(chief);
+  EXPECT_EQ(c.state, wire::ReplicaState::PREEMPTED);
+  EXPECT_EQ(c.exit_code, 0);  // it handled SIGTERM and exited cleanly
+  EXPECT_TRUE(LogHas(chief, "got-term"));
+  EXPECT_TRUE(coordinator_->log_eof.count(chief));
+  auto w = *coordinator_->Final(worker);
+  EXPECT_EQ(w.state, wire::ReplicaState::PREEMPTED);
+  EXPECT_EQ(w.signal, SIGKILL);  // it ignored SIGTERM: killed after the grace period
+  EXPECT_FALSE(GroupAlive(chief_pgid));
+  EXPECT_FALSE(GroupAlive(worker_pgid));
+
+  // A launch during shutdown is refused.
+  coordinator_->Launch("node-a", MakeLaunch("job9", "worker-1", 0, "true"));
+  ASSERT_TRUE(Pump([&] { return coordinator_->Final(LogKey("job9", "worker-1", 0)).has_value(); }));
+  EXPECT_EQ(coordinator_->Final(LogKey("job9", "worker-1", 0))->state,
+            wire::ReplicaState::PREEMPTED);
+}
+
+}  // namespace
+}  // namespace cohort::agent

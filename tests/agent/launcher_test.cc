@@ -1,0 +1,228 @@
+// ProcessLauncher, cgroups, the replica environment and the inventory, with real processes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "agent/cgroup.h"
+#include "agent/inventory.h"
+#include "agent/process_launcher.h"
+#include "agent/replica_env.h"
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+using testing::GroupAlive;
+using testing::ProcessAlive;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WaitFor;
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  LaunchRequest Request(const std::string& script) {
+    LaunchRequest r;
+    r.job = "job1";
+    r.replica = "chief-0";
+    r.attempt = 0;
+    r.argv = {"/bin/sh", "-c", script};
+    r.env = {{"PATH", "/usr/bin:/bin"}, {"GREETING", "hello"}};
+    r.working_dir = dir_.path();
+    r.log_path = dir_.path() + "/attempt-0.log";
+    return r;
+  }
+  // Waits for the main process to exit and reaps it.
+  void Reap(ReplicaProcess& p) {
+    ASSERT_TRUE(WaitFor([&] {
+      int status = 0;
+      if (::waitpid(p.pid(), &status, WNOHANG) != p.pid()) return false;
+      p.OnExited(status);
+      return true;
+    }));
+  }
+  TempDir dir_;
+  ProcessLauncher launcher_{CgroupManager()};
+};
+
+TEST_F(LauncherTest, RunsInItsOwnSessionWithItsEnvAndLog) {
+  auto p = launcher_.Launch(
+      Request("echo \"greeting=$GREETING cwd=$(pwd) sid=$(cut -d' ' -f6 /proc/$$/stat) "
+              "pid=$$\"; echo to-stderr >&2; exit 3"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Reap(**p);
+  ASSERT_TRUE((*p)->exit_info());
+  EXPECT_EQ((*p)->exit_info()->exit_code, 3);
+  EXPECT_EQ((*p)->exit_info()->signal, 0);
+  std::string log = ReadFile(dir_.path() + "/attempt-0.log");
+  EXPECT_NE(log.find("greeting=hello"), std::string::npos) << log;
+  EXPECT_NE(log.find("cwd=" + dir_.path()), std::string::npos) << log;
+  std::string pid = std::to_string((*p)->pid());
+  EXPECT_NE(log.find("sid=" + pid + " pid=" + pid), std::string::npos) << log;  // setsid
+  EXPECT_NE(log.find("to-stderr"), std::string::npos) << log;
+}
+
+TEST_F(LauncherTest, ReportsDeathBySignal) {
+  auto p = launcher_.Launch(Request("kill -9 $$"));
+  ASSERT_TRUE(p.ok());
+  Reap(**p);
+  EXPECT_EQ((*p)->exit_info()->signal, 9);
+  EXPECT_EQ((*p)->exit_info()->exit_code, 137);
+  EXPECT_NE((*p)->exit_info()->Describe().find("signal 9"), std::string::npos);
+}
+
+TEST_F(LauncherTest, CommandNotFoundExits127WithReason) {
+  LaunchRequest r = Request("");
+  r.argv = {"cohort-no-such-program", "--flag"};
+  auto p = launcher_.Launch(r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NE((*p)->launch_error().find("cannot execute cohort-no-such-program"), std::string::npos)
+      << (*p)->launch_error();
+  Reap(**p);
+  EXPECT_EQ((*p)->exit_info()->exit_code, 127);
+  EXPECT_NE(ReadFile(r.log_path).find("No such file or directory"), std::string::npos);
+}
+
+TEST_F(LauncherTest, LooksUpTheCommandOnTheReplicaPath) {
+  LaunchRequest r = Request("");
+  r.argv = {"sh", "-c", "echo found-on-path"};
+  auto p = launcher_.Launch(r);
+  ASSERT_TRUE(p.ok());
+  Reap(**p);
+  EXPECT_EQ((*p)->exit_info()->exit_code, 0);
+  EXPECT_NE(ReadFile(r.log_path).find("found-on-path"), std::string::npos);
+}
+
+TEST_F(LauncherTest, KillAllReachesGrandchildrenThatIgnoreSigterm) {
+  auto p = launcher_.Launch(Request(
+      "sh -c 'trap \"\" TERM; echo > ignoring; exec sleep 1000' & "
+      "sleep 1000 & echo $! > sleeper.pid; wait"));
+  ASSERT_TRUE(p.ok());
+  pid_t pgid = (*p)->pid();
+  ASSERT_TRUE(WaitFor([&] {
+    return !ReadFile(dir_.path() + "/sleeper.pid").empty() &&
+           !ReadFile(dir_.path() + "/ignoring").empty();
+  }));
+  pid_t sleeper = std::atoi(ReadFile(dir_.path() + "/sleeper.pid").c_str());
+  ASSERT_TRUE(ProcessAlive(sleeper));
+  (*p)->Signal(SIGTERM);
+  Reap(**p);
+  EXPECT_EQ((*p)->exit_info()->signal, SIGTERM);
+  // The TERM-ignoring grandchild is still there: the group is not empty.
+  EXPECT_TRUE((*p)->AnyAlive());
+  EXPECT_TRUE(GroupAlive(pgid));
+  (*p)->KillAll();
+  EXPECT_TRUE(WaitFor([&] { return !(*p)->AnyAlive(); }));
+  EXPECT_TRUE(WaitFor([&] { return !GroupAlive(pgid); }));
+  EXPECT_FALSE(ProcessAlive(sleeper));
+}
+
+TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
+  CgroupManager cgroups = CgroupManager::Detect();
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  TempDir dir;
+  ProcessLauncher launcher(cgroups);
+  LaunchRequest r;
+  r.job = "cgtest" + std::to_string(::getpid());
+  r.replica = "worker-0";
+  r.argv = {"/bin/sh", "-c", "setsid sleep 1000 & echo $! > escaped.pid; wait"};
+  r.env = {{"PATH", "/usr/bin:/bin"}};
+  r.working_dir = dir.path();
+  r.log_path = dir.path() + "/log";
+  r.cpus = 1;
+  r.memory_mb = 64;
+  auto p = launcher.Launch(r);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir.path() + "/escaped.pid").empty(); }));
+  pid_t escaped = std::atoi(ReadFile(dir.path() + "/escaped.pid").c_str());
+  std::string cgroup = cgroups.base() + "/" + r.job + ".worker-0.0";
+  EXPECT_NE(ReadFile("/proc/" + std::to_string(escaped) + "/cgroup").find(r.job),
+            std::string::npos);
+  (*p)->KillAll();
+  ASSERT_TRUE(WaitFor([&] {
+    int status = 0;
+    if (::waitpid((*p)->pid(), &status, WNOHANG) != (*p)->pid()) return false;
+    (*p)->OnExited(status);
+    return true;
+  }));
+  EXPECT_TRUE(WaitFor([&] { return !(*p)->AnyAlive(); }));
+  EXPECT_FALSE(ProcessAlive(escaped));
+  (*p)->Release();
+  EXPECT_FALSE(std::filesystem::exists(cgroup));
+}
+
+TEST(ReplicaEnvTest, AddsRestartRestoreAndGpuPinning) {
+  ReplicaEnvInput in;
+  in.launch_env = {{"RANK", "1"}, {"PATH", "/opt/bin"}};
+  in.attempt = 2;
+  in.gpus = {1, 3};
+  in.restore_checkpoint = "/ckpt/ckpt-7";
+  auto env = BuildReplicaEnv(in);
+  EXPECT_EQ(env["RANK"], "1");
+  EXPECT_EQ(env["PATH"], "/opt/bin");  // the launch's own PATH wins over the agent's
+  EXPECT_EQ(env["COHORT_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["COHORT_RESTORE_CHECKPOINT"], "/ckpt/ckpt-7");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1,3");
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "1,3");
+  EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+
+  auto cpu_only = BuildReplicaEnv(ReplicaEnvInput{});
+  EXPECT_EQ(cpu_only["CUDA_VISIBLE_DEVICES"], "");
+  EXPECT_EQ(cpu_only["NVIDIA_VISIBLE_DEVICES"], "void");
+  EXPECT_EQ(cpu_only["COHORT_RESTORE_CHECKPOINT"], "");
+  EXPECT_FALSE(cpu_only["PATH"].empty());
+}
+
+TEST(ReplicaEnvTest, RefusesPathEscapes) {
+  EXPECT_TRUE(CheckPathComponent("job", "digits_001").ok());
+  EXPECT_FALSE(CheckPathComponent("job", "..").ok());
+  EXPECT_FALSE(CheckPathComponent("replica", "a/b").ok());
+  EXPECT_FALSE(CheckPathComponent("replica", "").ok());
+  EXPECT_EQ(AttemptWorkingDir("/w", "j", "chief-0", 2), "/w/j/chief-0/attempt-2");
+  EXPECT_EQ(AttemptLogPath("/w", "j", "chief-0", 2), "/w/j/chief-0/attempt-2.log");
+}
+
+TEST(ReplicaEnvTest, BuiltinsResolveOnPathAndUnknownOnesAreRefused) {
+  EXPECT_EQ(ResolveBuiltinBinary("mapreduce").status().code(), StatusCode::kInvalidArgument);
+  TempDir dir;
+  std::string ps = dir.path() + "/cohort-ps";
+  testing::WriteFile(ps, "#!/bin/sh\n");
+  ::chmod(ps.c_str(), 0755);
+  std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (dir.path() + ":" + old_path).c_str(), 1);
+  auto resolved = ResolveBuiltinBinary("parameter_server");
+  auto reducer = ResolveBuiltinBinary("reducer");
+  ::setenv("PATH", old_path.c_str(), 1);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  // Next to the test binary there is none, so PATH supplies it.
+  EXPECT_EQ(*resolved, ps);
+  if (!reducer.ok()) {
+    EXPECT_EQ(reducer.status().code(), StatusCode::kNotFound);
+  }
+}
+
+TEST(InventoryTest, DeclaredGpusAndMachineResources) {
+  auto gpus = DeclaredGpus(3);
+  ASSERT_EQ(gpus.size(), 3u);
+  EXPECT_EQ(gpus[2].index, 2);
+  EXPECT_EQ(gpus[2].model, "declared");
+  EXPECT_GT(DetectCpus(), 0);
+  EXPECT_GT(DetectMemoryMb(), 0);
+}
+
+TEST(InventoryTest, NvmlProbe) {
+  auto gpus = ProbeNvmlGpus();
+  if (!gpus.ok() && gpus.status().code() == StatusCode::kNotFound) {
+    GTEST_SKIP() << "no NVIDIA driver: " << gpus.status().message();
+  }
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    EXPECT_EQ((*gpus)[i].index, static_cast<int>(i));
+    EXPECT_FALSE((*gpus)[i].model.empty());
+    EXPECT_GT((*gpus)[i].memory_mb, 0);
+    EXPECT_EQ((*gpus)[i].uuid.rfind("GPU-", 0), 0u) << (*gpus)[i].uuid;
+  }
+}
+
+}  // namespace
+}  // namespace cohort::agent

@@ -1,0 +1,78 @@
+// The cohort-agent command line and config file.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "agent/agent_options.h"
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+StatusOr<AgentFlags> Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "cohort-agent");
+  return ParseAgentFlags(static_cast<int>(args.size()), args.data());
+}
+
+TEST(AgentFlagsTest, CommandLine) {
+  auto flags = Parse({"--coordinator", "tcp://127.0.0.1:7401", "--node-id", "n1", "--gpus", "2",
+                      "--cpus", "6", "--memory-mb", "2048", "--work-dir", "/tmp/w",
+                      "--grace-period", "5s", "--insecure"});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->config.coordinator, "tcp://127.0.0.1:7401");
+  EXPECT_EQ(flags->config.node_id, "n1");
+  EXPECT_EQ(flags->config.work_dir, "/tmp/w");
+  EXPECT_EQ(flags->config.grace_period, std::chrono::seconds(5));
+  EXPECT_TRUE(flags->config.security.insecure);
+  // The route to a loopback coordinator starts at a loopback address.
+  EXPECT_EQ(flags->config.advertise_address, "127.0.0.1");
+  auto inventory = BuildInventory(*flags);
+  ASSERT_TRUE(inventory.ok());
+  EXPECT_EQ(inventory->gpus.size(), 2u);
+  EXPECT_EQ(inventory->cpus, 6);
+  EXPECT_EQ(inventory->memory_mb, 2048);
+}
+
+TEST(AgentFlagsTest, DefaultsAndConfigFile) {
+  testing::TempDir dir;
+  std::string config = dir.path() + "/agent.conf";
+  testing::WriteFile(config,
+                     "# sample\ncoordinator = tcp://10.0.0.1:7401\ngpus = 1\n"
+                     "grace-period = 45s\ninsecure = true\nnode-id = from-file\n");
+  auto flags = Parse({"--config", config.c_str(), "--node-id", "from-flag",
+                      "--advertise-address", "10.0.0.9"});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->config.coordinator, "tcp://10.0.0.1:7401");
+  EXPECT_EQ(flags->config.node_id, "from-flag");  // the command line wins
+  EXPECT_EQ(flags->gpus, "1");
+  EXPECT_EQ(flags->config.grace_period, std::chrono::seconds(45));
+  EXPECT_TRUE(flags->config.security.insecure);
+  EXPECT_EQ(flags->config.advertise_address, "10.0.0.9");
+  EXPECT_EQ(flags->config.work_dir, "/var/lib/cohort-agent");
+
+  auto plain = Parse({"--coordinator", "tcp://127.0.0.1:7401"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->config.node_id.empty());  // the hostname
+  EXPECT_EQ(plain->gpus, "auto");
+  EXPECT_EQ(plain->config.grace_period, std::chrono::seconds(30));
+  EXPECT_FALSE(plain->config.security.insecure);
+  EXPECT_FALSE(LoadSecurity(*plain).ok());  // CURVE without key files
+}
+
+TEST(AgentFlagsTest, ErrorsNameTheFlag) {
+  auto no_coordinator = Parse({"--gpus", "1"});
+  EXPECT_NE(no_coordinator.status().message().find("--coordinator"), std::string::npos);
+  auto bad_gpus = Parse({"--coordinator", "tcp://h:1", "--gpus", "many"});
+  EXPECT_NE(bad_gpus.status().message().find("--gpus"), std::string::npos);
+  auto bad_grace = Parse({"--coordinator", "tcp://h:1", "--grace-period", "soon"});
+  EXPECT_NE(bad_grace.status().message().find("--grace-period"), std::string::npos);
+  auto unknown = Parse({"--coordinator", "tcp://h:1", "--colour", "red"});
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  auto help = Parse({"--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_TRUE(help->help);
+  EXPECT_NE(help->usage.find("--advertise-address"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort::agent
