@@ -145,6 +145,11 @@ struct KillCase {
   int victim;
 };
 
+void PrintTo(const KillCase& c, std::ostream* os) {
+  *os << c.tls << " workers=" << c.workers << " reducers=" << c.reducers << " kill "
+      << (c.kill_reducer ? "reducer " : "worker ") << c.victim;
+}
+
 class UcxKillTest : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
@@ -173,6 +178,10 @@ TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
         Status s = (*comm)->Allreduce(v.data(), v.size(), DataType::kF32, ReduceOp::kAvg);
         if (!s.ok()) {
           std::fprintf(stderr, "worker %d after %d rounds: %s\n", r, i, s.ToString().c_str());
+          const auto t0 = SteadyClock::now();
+          comm->reset();
+          std::fprintf(stderr, "worker %d: communicator closed in %lld ms\n", r,
+                       static_cast<long long>(std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0).count()));
           return ExitCodeFor(s);
         }
         if (i == 0) {

@@ -1,11 +1,15 @@
 #include "collective/transport/ucx/ucx_transport.h"
 
 #include <poll.h>
+#include <signal.h>
+#include <unistd.h>
 #include <sched.h>
 #include <ucp/api/ucp.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <vector>
 
@@ -42,6 +46,46 @@ Status FromUcs(ucs_status_t status, const std::string& what) {
   }
 }
 
+// Identity of this host and PID namespace: peers with the same identity can check each other's
+// liveness by PID (shared-memory transports have no peer-failure detection of their own).
+std::string HostIdentity() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  char ns[128] = {0};
+  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  return boot + "/" + (n > 0 ? std::string(ns, n) : std::string("?"));
+}
+
+// False once process `pid` is gone (or a zombie) on this host.
+bool ProcessAlive(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  const char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// Published value: "<pid>\n<host identity>\n<UCX worker address bytes>".
+std::string EncodeAddress(const std::string& ucx_address) {
+  return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + ucx_address;
+}
+
+bool DecodeAddress(const std::string& value, int* pid, std::string* host, std::string* ucx_address) {
+  const auto a = value.find('\n');
+  if (a == std::string::npos) return false;
+  const auto b = value.find('\n', a + 1);
+  if (b == std::string::npos) return false;
+  *pid = std::atoi(value.substr(0, a).c_str());
+  *host = value.substr(a + 1, b - a - 1);
+  *ucx_address = value.substr(b + 1);
+  return true;
+}
+
+constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+
 }  // namespace
 
 class UcxRequest;
@@ -50,7 +94,7 @@ class UcxTransportImpl {
  public:
   UcxTransportImpl(int rank, int size, UcxTransportOptions options)
       : rank_(rank), size_(size), options_(std::move(options)), eps_(size, nullptr),
-        peer_status_(size, UCS_OK) {
+        peer_status_(size, UCS_OK), peer_pid_(size, 0) {
     if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
   }
   ~UcxTransportImpl();
@@ -86,6 +130,12 @@ class UcxTransportImpl {
   std::vector<ucs_status_t> peer_status_;         // guarded by mu_ (written by the error callback)
   bool poisoned_ = false;                         // guarded by mu_
   SteadyClock::time_point last_event_;            // guarded by mu_
+  // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
+  std::vector<int> peer_pid_;
+  SteadyClock::time_point last_liveness_check_;   // guarded by mu_
+  void CheckLivenessLocked();
+  // A failed peer's name and reason, or "" when every peer is alive.
+  std::string FailedPeerLocked() const;
 };
 
 class UcxRequest final : public RequestState {
@@ -139,7 +189,8 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   size_t address_len = 0;
   st = ucp_worker_get_address(worker_, &address, &address_len);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
-  std::string mine(reinterpret_cast<const char*>(address), address_len);
+  std::string mine = EncodeAddress(std::string(reinterpret_cast<const char*>(address), address_len));
+  const std::string my_host = HostIdentity();
   ucp_worker_release_address(worker_, address);
   const std::string key_base = options_.key_prefix + "/addr/";
   COHORT_RETURN_IF_ERROR(bootstrap.Put(key_base + std::to_string(rank_), mine)
@@ -157,16 +208,28 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
       }
       return addr.status().WithContext("reading the address of " + options_.rank_name(peer));
     }
+    int pid = 0;
+    std::string host, ucx_address;
+    if (!DecodeAddress(*addr, &pid, &host, &ucx_address)) {
+      return DataLoss("the address " + options_.rank_name(peer) + " published is malformed");
+    }
+    if (host == my_host) peer_pid_[peer] = pid;
     ep_args_[peer] = std::make_unique<EpArg>(EpArg{this, peer});
     ucp_ep_params_t ep_params{};
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                            UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep_params.address = reinterpret_cast<const ucp_address_t*>(addr->data());
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
     ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = &UcxTransportImpl::OnEpError;
     ep_params.err_handler.arg = ep_args_[peer].get();
     std::lock_guard<std::mutex> lock(mu_);
     st = ucp_ep_create(worker_, &ep_params, &eps_[peer]);
+    if (st == UCS_ERR_UNREACHABLE && peer_pid_[peer] != 0) {
+      // Shared-memory transports (UCX_TLS=sm) lack peer-failure detection, so UCX refuses the
+      // peer error mode; fall back to none and detect dead same-host peers by PID instead.
+      ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      st = ucp_ep_create(worker_, &ep_params, &eps_[peer]);
+    }
     if (st != UCS_OK) return FromUcs(st, "connecting to " + options_.rank_name(peer));
   }
 
@@ -235,7 +298,11 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
     poisoned_ = true;
     return Unavailable(options_.rank_name(peer) + " is gone: " + ucs_status_string(peer_status_[peer]));
   }
-  if (poisoned_) return Aborted("ucx transport is poisoned by an earlier error; rebuild the communicator");
+  if (poisoned_) {
+    const std::string failed = FailedPeerLocked();
+    if (!failed.empty()) return Unavailable(failed);
+    return Aborted("ucx transport is poisoned by an earlier error; rebuild the communicator");
+  }
   ucp_request_param_t prm{};
   ucs_status_ptr_t sp;
   if (is_send) {
@@ -252,6 +319,27 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
   return Request(std::make_unique<UcxRequest>(this, sp, peer, !is_send));
 }
 
+void UcxTransportImpl::CheckLivenessLocked() {
+  const auto now = SteadyClock::now();
+  if (now - last_liveness_check_ < kLivenessInterval) return;
+  last_liveness_check_ = now;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer_pid_[peer] != 0 && peer_status_[peer] == UCS_OK && !ProcessAlive(peer_pid_[peer])) {
+      peer_status_[peer] = UCS_ERR_CONNECTION_RESET;
+      poisoned_ = true;
+    }
+  }
+}
+
+std::string UcxTransportImpl::FailedPeerLocked() const {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer_status_[peer] != UCS_OK) {
+      return options_.rank_name(peer) + " is gone (" + ucs_status_string(peer_status_[peer]) + ")";
+    }
+  }
+  return "";
+}
+
 void UcxTransportImpl::AbortLocked(UcxRequest* r) {
   if (r->finished_) return;
   if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
@@ -261,11 +349,14 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
       // A send cannot be withdrawn; closing the endpoint by force completes it.
       std::vector<void*> pending;
       CloseEpLocked(r->peer_, true, &pending);
-      for (void* req : pending) DrainLocked(req, SteadyClock::now() + std::chrono::seconds(2));
+      for (void* req : pending) DrainLocked(req, SteadyClock::now() + std::chrono::milliseconds(100));
     }
-    DrainLocked(r->req_, SteadyClock::now() + std::chrono::seconds(5));
+    // A send to a dead peer over a transport without peer-failure support may never complete:
+    // give it a moment, then leave it (the peer cannot touch our memory any more).
+    const auto grace = peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100) : std::chrono::milliseconds(2000);
+    DrainLocked(r->req_, SteadyClock::now() + grace);
     if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
-      spdlog::error("ucx: a request to {} could not be cancelled; leaking it", options_.rank_name(r->peer_));
+      spdlog::debug("ucx: a request to {} could not be cancelled; abandoning it", options_.rank_name(r->peer_));
     }
   } else {
     ucp_request_free(r->req_);
@@ -281,6 +372,7 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (ucp_worker_progress(worker_) != 0) last_event_ = SteadyClock::now();
+      CheckLivenessLocked();
       const ucs_status_t st = ucp_request_check_status(r->req_);
       if (st != UCS_INPROGRESS) {
         ucp_request_free(r->req_);

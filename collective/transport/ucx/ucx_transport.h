@@ -5,6 +5,10 @@
 // Peers exchange worker addresses through a Bootstrap and then say hello to each other, so
 // Create returns only when every rank is reachable (or fails naming the one that is not).
 //
+// Shared memory: UCX's sm transports cannot detect a dead peer, so UCX refuses the peer error
+// mode for them; endpoints to same-host peers then fall back to UCP_ERR_HANDLING_MODE_NONE and
+// the transport checks those peers' PIDs (published with the address) every 100 ms while it waits.
+//
 // Progress: there is no progress thread. A thread that waits on a Request drives the worker
 // (under the transport's mutex), spinning briefly and then sleeping on the worker's event fd.
 // Callbacks (only the endpoint error handler) run inside that progress call.
