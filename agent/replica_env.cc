@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/checkpoint.h"
+#include "common/logging.h"
+
 namespace cohort::agent {
 namespace fs = std::filesystem;
 
@@ -51,24 +54,14 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
 
 std::string FindRestoreCheckpoint(const std::string& checkpoint_dir) {
   if (checkpoint_dir.empty()) return "";
-  std::error_code ec;
-  if (!fs::is_directory(checkpoint_dir, ec)) return "";
-  // Without the checkpoint library: the highest ckpt-<step>/ whose MANIFEST (written last) exists.
-  long long best_step = -1;
-  std::string best;
-  for (const auto& entry : fs::directory_iterator(checkpoint_dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0 || !entry.is_directory(ec)) continue;
-    char* end = nullptr;
-    long long step = std::strtoll(name.c_str() + 5, &end, 10);
-    if (end == name.c_str() + 5 || *end != '\0') continue;
-    if (!fs::exists(entry.path() / "MANIFEST", ec)) continue;
-    if (step > best_step) {
-      best_step = step;
-      best = entry.path().string();
+  auto latest = FindLatestValidCheckpoint(checkpoint_dir);
+  if (!latest.ok()) {
+    if (latest.status().code() != StatusCode::kNotFound) {
+      spdlog::warn("checkpoint lookup in {}: {}", checkpoint_dir, latest.status().ToString());
     }
+    return "";
   }
-  return best;
+  return latest->path;
 }
 
 namespace {

@@ -36,8 +36,9 @@ struct ReplicaEnvInput {
 };
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
 
-// The newest valid checkpoint directory under `checkpoint_dir`, or "" when there is none (or the
-// directory does not exist).
+// The newest checkpoint under `checkpoint_dir` whose MANIFEST verifies (common/checkpoint.h:
+// torn and corrupted ones are skipped), or "" when there is none or the directory does not exist.
+// It reads every file of the candidate to check its checksums.
 std::string FindRestoreCheckpoint(const std::string& checkpoint_dir);
 
 // The program a built-in replica runs: "reducer" -> cohort-reducer, "parameter_server" ->

@@ -10,6 +10,7 @@
 #include "agent/agent.h"
 #include "agent/process_launcher.h"
 #include "agent/replica_env.h"
+#include "common/checkpoint.h"
 #include "tests/agent/test_util.h"
 
 namespace cohort::agent {
@@ -419,12 +420,13 @@ TEST_F(AgentLoopTest, LogsResumeAfterACoordinatorRestartWithNothingLost) {
 
 TEST_F(AgentLoopTest, RestartRestoresTheNewestCheckpoint) {
   TempDir checkpoints;
-  for (const char* dir : {"ckpt-5", "ckpt-12", "ckpt-20", "ckpt-x"}) {
-    std::filesystem::create_directories(checkpoints.path() + "/" + dir);
+  for (int step : {5, 12, 20}) {
+    CheckpointWriter writer(checkpoints.path(), step);
+    ASSERT_TRUE(writer.AddFile("weights.bin", "step " + std::to_string(step)).ok());
+    ASSERT_TRUE(writer.Commit().ok());
   }
-  testing::WriteFile(checkpoints.path() + "/ckpt-5/MANIFEST", "files\n");
-  testing::WriteFile(checkpoints.path() + "/ckpt-12/MANIFEST", "files\n");
-  // ckpt-20 has no MANIFEST: torn, skipped.
+  // ckpt-20 is corrupted after its commit: restore skips it.
+  testing::WriteFile(checkpoints.path() + "/ckpt-20/weights.bin", "garbage!");
   auto first = MakeLaunch("job8", "chief-0", 0, "echo restore=[$COHORT_RESTORE_CHECKPOINT]");
   first.checkpoint_dir = checkpoints.path();
   auto second = MakeLaunch("job8", "chief-0", 1, "echo restore=[$COHORT_RESTORE_CHECKPOINT]");
