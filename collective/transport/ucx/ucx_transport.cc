@@ -84,6 +84,19 @@ bool DecodeAddress(const std::string& value, int* pid, std::string* host, std::s
   return true;
 }
 
+// Whether UCX_TLS leaves UCX a transport that can report a dead peer (tcp or an RDMA one). With
+// only shared memory, asking for the peer error mode fails (and UCX logs an error), so same-host
+// endpoints go straight to mode none plus PID liveness checks.
+bool PeerFailureTransportsEnabled() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
+  const std::string list = std::string(",") + tls + ",";
+  for (const char* t : {"all", "tcp", "rc", "ud", "dc", "ib", "rc_x", "ud_x", "dc_x", "rc_v", "ud_v", "rc_mlx5", "ud_mlx5"}) {
+    if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
+  }
+  return false;
+}
+
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 
 }  // namespace
@@ -191,6 +204,7 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
   std::string mine = EncodeAddress(std::string(reinterpret_cast<const char*>(address), address_len));
   const std::string my_host = HostIdentity();
+  const bool peer_failure_tls = PeerFailureTransportsEnabled();
   ucp_worker_release_address(worker_, address);
   const std::string key_base = options_.key_prefix + "/addr/";
   COHORT_RETURN_IF_ERROR(bootstrap.Put(key_base + std::to_string(rank_), mine)
@@ -219,12 +233,13 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                            UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep_params.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
-    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep_params.err_mode = peer_pid_[peer] != 0 && !peer_failure_tls ? UCP_ERR_HANDLING_MODE_NONE
+                                                                  : UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = &UcxTransportImpl::OnEpError;
     ep_params.err_handler.arg = ep_args_[peer].get();
     std::lock_guard<std::mutex> lock(mu_);
     st = ucp_ep_create(worker_, &ep_params, &eps_[peer]);
-    if (st == UCS_ERR_UNREACHABLE && peer_pid_[peer] != 0) {
+    if (st == UCS_ERR_UNREACHABLE && peer_pid_[peer] != 0 && ep_params.err_mode == UCP_ERR_HANDLING_MODE_PEER) {
       // Shared-memory transports (UCX_TLS=sm) lack peer-failure detection, so UCX refuses the
       // peer error mode; fall back to none and detect dead same-host peers by PID instead.
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;

@@ -1,0 +1,442 @@
+#include "bench/cohort_bench/allreduce_bench.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "collective/communicator.h"
+#include "collective/kernels/half.h"
+#include "collective/store_bootstrap.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "common/logging.h"
+
+namespace cohort::bench {
+namespace {
+
+using collective::Algorithm;
+using collective::Communicator;
+using collective::DataType;
+using collective::ReduceOp;
+
+std::optional<size_t> ParseSize(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0) return std::nullopt;
+  std::string unit(end);
+  double mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B") return std::nullopt;
+  return static_cast<size_t>(v * mult);
+}
+
+bool ParseSizes(const std::string& spec, std::vector<size_t>* sizes) {
+  sizes->clear();
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) {
+    auto one = ParseSize(spec);
+    if (!one) return false;
+    sizes->push_back(*one);
+    return true;
+  }
+  auto lo = ParseSize(spec.substr(0, colon));
+  auto hi = ParseSize(spec.substr(colon + 1));
+  if (!lo || !hi || *lo == 0 || *lo > *hi) return false;
+  for (size_t s = *lo; s <= *hi; s *= 2) sizes->push_back(s);
+  return true;
+}
+
+std::string TypeLabel(DataType t) { return std::string(collective::DataTypeName(t)); }
+
+std::string ImplName(const AllreduceBenchOptions& o) {
+  return o.algo == Algorithm::kRing ? "cohort-ring" : "cohort-rs";
+}
+
+// Fills element i with a value whose sum over n ranks is exact in every type (check mode) or a
+// small constant (timing).
+void Fill(DataType type, void* data, size_t count, int rank, bool check) {
+  for (size_t i = 0; i < count; ++i) {
+    const double v = check ? static_cast<double>((1 + i % 7) * (rank + 1)) : 0.001;
+    switch (type) {
+      case DataType::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
+      case DataType::kF64: static_cast<double*>(data)[i] = v; break;
+      case DataType::kF16: static_cast<uint16_t*>(data)[i] = collective::FloatToHalf(static_cast<float>(v)); break;
+      case DataType::kBF16: static_cast<uint16_t*>(data)[i] = collective::FloatToBFloat16(static_cast<float>(v)); break;
+      case DataType::kI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
+      case DataType::kI64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
+    }
+  }
+}
+
+double Get(DataType type, const void* data, size_t i) {
+  switch (type) {
+    case DataType::kF32: return static_cast<const float*>(data)[i];
+    case DataType::kF64: return static_cast<const double*>(data)[i];
+    case DataType::kF16: return collective::HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kBF16: return collective::BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kI32: return static_cast<const int32_t*>(data)[i];
+    case DataType::kI64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+  }
+  return 0;
+}
+
+// Expected value of element i after the check all-reduce over n workers.
+double Expected(ReduceOp op, size_t i, int n) {
+  const double base = static_cast<double>(1 + i % 7);
+  switch (op) {
+    case ReduceOp::kSum: return base * n * (n + 1) / 2;
+    case ReduceOp::kAvg: return base * (n + 1) / 2.0;
+    case ReduceOp::kMin: return base;
+    case ReduceOp::kMax: return base * n;
+  }
+  return 0;
+}
+
+Status MaxAcross(Communicator& comm, double* v) {
+  return comm.Allreduce(v, 1, DataType::kF64, ReduceOp::kMax, Algorithm::kRing);
+}
+
+void PrintHeader(const AllreduceBenchOptions& o) {
+  if (o.json) return;
+  const char* tls = std::getenv("UCX_TLS");
+  std::printf("# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, warmup %d, chunk %zu\n",
+              std::string(collective::AlgorithmName(o.algo)).c_str(), o.workers, o.reducers, o.transport.c_str(),
+              o.transport == "ucx" ? " (UCX_TLS=" : "", o.transport == "ucx" ? (tls ? tls : "all") : "",
+              o.transport == "ucx" ? ")" : "", TypeLabel(o.type).c_str(),
+              std::string(collective::ReduceOpName(o.op)).c_str(), o.iters, o.warmup, o.chunk_bytes);
+  std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
+              "busbw_GBps", "wrong");
+  std::fflush(stdout);
+}
+
+void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double time_us, int iters,
+              std::optional<int64_t> wrong) {
+  const double algbw = time_us > 0 ? static_cast<double>(size) / (time_us * 1e3) : 0;
+  const double busbw = o.workers > 1 ? algbw * 2.0 * (o.workers - 1) / o.workers : algbw;
+  if (o.json) {
+    const char* tls = std::getenv("UCX_TLS");
+    std::printf("{\"impl\":\"%s\",\"algo\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"time_us\":%.3f,"
+                "\"algbw_GBps\":%.6f,\"busbw_GBps\":%.6f,\"wrong\":%s,\"ranks\":%d,\"reducers\":%d,"
+                "\"transport\":\"%s\",\"ucx_tls\":\"%s\",\"iters\":%d}\n",
+                ImplName(o).c_str(), std::string(collective::AlgorithmName(o.algo)).c_str(), size, count,
+                TypeLabel(o.type).c_str(), time_us, algbw, busbw,
+                wrong ? std::to_string(*wrong).c_str() : "null", o.workers, o.reducers, o.transport.c_str(),
+                tls ? tls : "", iters);
+  } else {
+    std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s\n", size, count, TypeLabel(o.type).c_str(), time_us,
+                algbw, busbw, wrong ? std::to_string(*wrong).c_str() : "N/A");
+  }
+  std::fflush(stdout);
+}
+
+// The timing loop every worker runs; worker 0 prints.
+Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
+  const size_t es = collective::DataTypeSize(o.type);
+  if (comm.rank() == 0) PrintHeader(o);
+  for (size_t size : o.sizes) {
+    const size_t count = size / es;
+    if (count == 0) continue;
+    std::vector<char> buf(count * es);
+    Fill(o.type, buf.data(), count, comm.rank(), false);
+    auto t0 = collective::SteadyClock::now();
+    for (int i = 0; i < o.warmup; ++i) COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+    double warm_s = std::chrono::duration<double>(collective::SteadyClock::now() - t0).count() / std::max(1, o.warmup);
+    COHORT_RETURN_IF_ERROR(MaxAcross(comm, &warm_s));
+    int iters = o.iters;
+    if (o.max_seconds_per_size > 0 && o.warmup > 0 && warm_s > 0) {
+      iters = static_cast<int>(std::clamp(std::floor(o.max_seconds_per_size / warm_s), 1.0, static_cast<double>(o.iters)));
+    }
+    t0 = collective::SteadyClock::now();
+    for (int i = 0; i < iters; ++i) COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+    double per_call_us =
+        std::chrono::duration<double, std::micro>(collective::SteadyClock::now() - t0).count() / std::max(1, iters);
+    COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
+    std::optional<int64_t> wrong;
+    if (o.check) {
+      Fill(o.type, buf.data(), count, comm.rank(), true);
+      COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+      int64_t bad = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const double want = Expected(o.op, i, o.workers);
+        const double got = Get(o.type, buf.data(), i);
+        const double tol = (o.type == DataType::kF16 || o.type == DataType::kBF16) ? std::fabs(want) * 1e-2 : 1e-9 * std::fabs(want);
+        if (std::fabs(got - want) > tol) ++bad;
+      }
+      COHORT_RETURN_IF_ERROR(comm.Allreduce(&bad, 1, DataType::kI64, ReduceOp::kSum, Algorithm::kRing));
+      wrong = bad;
+    }
+    if (comm.rank() == 0) PrintRow(o, size, count, per_call_us, iters, wrong);
+  }
+  return Status::Ok();
+}
+
+collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
+  collective::CommunicatorOptions c;
+  c.timeout = std::chrono::milliseconds(o.timeout_ms);
+  c.chunk_bytes = o.chunk_bytes;
+  c.window = o.window;
+  return c;
+}
+
+// One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`.
+int RunOneRank(const AllreduceBenchOptions& o, const std::string& role, int rank, const std::string& address) {
+  if (role == "reducer") {
+    auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
+    if (!bootstrap.ok()) {
+      spdlog::error("{}", bootstrap.status().ToString());
+      return 1;
+    }
+    collective::ReducerOptions ro;
+    ro.comm = CommOptions(o);
+    ro.rejoin_timeout = std::chrono::milliseconds(0);
+    ro.max_generations = 1;
+    std::atomic<bool> stop{false};
+    Status s = collective::RunReducer(**bootstrap, o.workers, o.reducers, rank, ro, stop);
+    if (!s.ok()) spdlog::error("reducer {}: {}", rank, s.ToString());
+    return s.ok() ? 0 : 1;
+  }
+  std::unique_ptr<collective::StoreServer> server;
+  if (rank == 0) {
+    auto started = collective::StoreServer::Start(address);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 1;
+    }
+    server = std::move(*started);
+  }
+  auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
+  if (!bootstrap.ok()) return 1;
+  auto comm = Communicator::Create(**bootstrap, rank, o.workers, o.reducers, CommOptions(o));
+  if (!comm.ok()) {
+    spdlog::error("worker {}: {}", rank, comm.status().ToString());
+    return 1;
+  }
+  Status s = RunWorker(**comm, o);
+  if (!s.ok()) spdlog::error("worker {}: {}", rank, s.ToString());
+  comm->reset();
+  return s.ok() ? 0 : 1;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int RunForked(const AllreduceBenchOptions& o) {
+  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (int i = 0; i < o.workers + o.reducers; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      const bool worker = i < o.workers;
+      const int code = RunOneRank(o, worker ? "worker" : "reducer", worker ? i : i - o.workers, address);
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t p : pids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
+}
+
+int RunThreads(const AllreduceBenchOptions& o) {
+  collective::LoopbackFabric fabric(o.workers + o.reducers);
+  collective::InMemoryBootstrap bootstrap;
+  auto options = CommOptions(o);
+  options.transport = collective::CommunicatorOptions::TransportKind::kLoopback;
+  options.loopback_fabric = &fabric;
+  std::atomic<int> rc{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.workers + o.reducers; ++i) {
+    threads.emplace_back([&, i] {
+      if (i < o.workers) {
+        auto comm = Communicator::Create(bootstrap, i, o.workers, o.reducers, options);
+        Status s = comm.ok() ? RunWorker(**comm, o) : comm.status();
+        if (!s.ok()) {
+          spdlog::error("worker {}: {}", i, s.ToString());
+          rc = 1;
+        }
+      } else {
+        collective::ReducerOptions ro;
+        ro.comm = options;
+        ro.rejoin_timeout = std::chrono::milliseconds(0);
+        ro.max_generations = 1;
+        std::atomic<bool> stop{false};
+        Status s = collective::RunReducer(bootstrap, o.workers, o.reducers, i - o.workers, ro, stop);
+        if (!s.ok()) {
+          spdlog::error("reducer {}: {}", i - o.workers, s.ToString());
+          rc = 1;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return rc.load();
+}
+
+}  // namespace
+
+void PrintAllreduceUsage() {
+  std::printf(
+      "usage: cohort-bench allreduce [--algo reduction-server|ring] [--workers N] [--reducers M]\n"
+      "         [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
+      "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
+      "         [--chunk-bytes B] [--window W] [--timeout-ms T] [--check] [--json]\n"
+      "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
+      "Prints nccl-tests' columns: size count type time_us algbw_GBps busbw_GBps wrong.\n"
+      "time_us: mean per call of the slowest worker; algbw = size/time; busbw = algbw*2(n-1)/n.\n"
+      "--transport inproc runs ranks as threads; ucx forks one process per worker and reducer\n"
+      "(UCX_TLS from the environment). With --rank/--bootstrap this process is one rank of a job\n"
+      "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
+      "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers.\n");
+}
+
+bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o, bool* help) {
+  std::string sizes = "1K:256M";
+  auto need = [&](size_t& i) -> const std::string* {
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "cohort-bench: %s needs a value\n", args[i].c_str());
+      return nullptr;
+    }
+    return &args[++i];
+  };
+  auto to_int = [](const std::string& s, int* out) {
+    char* end = nullptr;
+    long v = std::strtol(s.c_str(), &end, 10);
+    if (*end != '\0' || v < 0) return false;
+    *out = static_cast<int>(v);
+    return true;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string* v = nullptr;
+    bool ok = true;
+    if (a == "--help" || a == "-h") {
+      *help = true;
+      return true;
+    } else if (a == "--check") {
+      o->check = true;
+    } else if (a == "--json") {
+      o->json = true;
+    } else if (a == "--algo") {
+      if (!(v = need(i))) return false;
+      auto algo = collective::ParseAlgorithm(*v);
+      ok = algo.has_value() && *algo != Algorithm::kAuto;
+      if (ok) o->algo = *algo;
+    } else if (a == "--workers") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->workers) && o->workers >= 1;
+    } else if (a == "--reducers") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->reducers);
+    } else if (a == "--sizes") {
+      if (!(v = need(i))) return false;
+      sizes = *v;
+    } else if (a == "--dtype") {
+      if (!(v = need(i))) return false;
+      auto t = collective::ParseDataType(*v);
+      ok = t.has_value();
+      if (ok) o->type = *t;
+    } else if (a == "--op") {
+      if (!(v = need(i))) return false;
+      auto op = collective::ParseReduceOp(*v);
+      ok = op.has_value();
+      if (ok) o->op = *op;
+    } else if (a == "--transport") {
+      if (!(v = need(i))) return false;
+      ok = *v == "ucx" || *v == "inproc";
+      o->transport = *v;
+    } else if (a == "--iters") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->iters) && o->iters >= 1;
+    } else if (a == "--warmup") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->warmup);
+    } else if (a == "--max-seconds-per-size") {
+      if (!(v = need(i))) return false;
+      o->max_seconds_per_size = std::atof(v->c_str());
+    } else if (a == "--chunk-bytes") {
+      if (!(v = need(i))) return false;
+      auto s = ParseSize(*v);
+      ok = s.has_value() && *s >= 1024;
+      if (ok) o->chunk_bytes = *s;
+    } else if (a == "--window") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->window) && o->window >= 1;
+    } else if (a == "--timeout-ms") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
+    } else if (a == "--rank") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->rank);
+    } else if (a == "--bootstrap") {
+      if (!(v = need(i))) return false;
+      o->bootstrap = *v;
+    } else if (a == "--role") {
+      if (!(v = need(i))) return false;
+      ok = *v == "worker" || *v == "reducer";
+      o->role = *v;
+    } else {
+      std::fprintf(stderr, "cohort-bench: unknown flag '%s' (see --help)\n", a.c_str());
+      return false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "cohort-bench: bad value for %s: '%s'\n", a.c_str(), v ? v->c_str() : "");
+      return false;
+    }
+  }
+  if (!ParseSizes(sizes, &o->sizes)) {
+    std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n", sizes.c_str());
+    return false;
+  }
+  if (o->algo == Algorithm::kRing) o->reducers = 0;
+  if (o->algo == Algorithm::kReductionServer && o->reducers < 1) {
+    std::fprintf(stderr, "cohort-bench: reduction-server needs --reducers >= 1\n");
+    return false;
+  }
+  if ((o->rank >= 0) != !o->bootstrap.empty()) {
+    std::fprintf(stderr, "cohort-bench: --rank and --bootstrap go together\n");
+    return false;
+  }
+  return true;
+}
+
+int RunAllreduceBench(const AllreduceBenchOptions& o) {
+  cohort::InitLogging("cohort-bench", "warn");
+  if (o.rank >= 0) {
+    const int limit = o.role == "reducer" ? o.reducers : o.workers;
+    if (o.rank >= limit) {
+      std::fprintf(stderr, "cohort-bench: --rank %d is out of range for %d %ss\n", o.rank, limit, o.role.c_str());
+      return 2;
+    }
+    return RunOneRank(o, o.role, o.rank, o.bootstrap);
+  }
+  return o.transport == "inproc" ? RunThreads(o) : RunForked(o);
+}
+
+}  // namespace cohort::bench

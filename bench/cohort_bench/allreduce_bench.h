@@ -1,0 +1,52 @@
+// `cohort-bench allreduce`: times Communicator::Allreduce over a sweep of sizes and prints
+// nccl-tests' columns (size, count, type, time_us, algbw_GBps, busbw_GBps, wrong), or one JSON
+// object per size with --json (keys: impl, algo, size, count, type, time_us, algbw_GBps,
+// busbw_GBps, wrong, ranks, reducers, transport, iters).
+//
+// time_us is the mean per call of the slowest worker; algbw = size / time_us;
+// busbw = algbw * 2(n-1)/n over the n workers, as nccl-tests computes it for all-reduce.
+//
+// Ways to run: --transport inproc (workers and reducers as threads over the loopback
+// transport), --transport ucx (this process forks every worker and reducer; UCX_TLS from the
+// environment), or one rank of a job launched elsewhere: --rank R --bootstrap HOST:PORT
+// [--role worker|reducer] (worker 0 serves the bootstrap store at HOST:PORT).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collective/types.h"
+
+namespace cohort::bench {
+
+struct AllreduceBenchOptions {
+  collective::Algorithm algo = collective::Algorithm::kReductionServer;
+  int workers = 4;
+  int reducers = 4;  // forced to 0 for --algo ring
+  std::vector<size_t> sizes;
+  collective::DataType type = collective::DataType::kF32;
+  collective::ReduceOp op = collective::ReduceOp::kSum;
+  std::string transport = "ucx";  // ucx | inproc
+  int iters = 20;
+  int warmup = 5;
+  double max_seconds_per_size = 0;  // 0: no cap on iterations
+  bool check = false;
+  bool json = false;
+  size_t chunk_bytes = size_t{1} << 20;
+  int window = 4;
+  int timeout_ms = 120000;
+  // One rank launched externally.
+  int rank = -1;
+  std::string bootstrap;
+  std::string role = "worker";
+};
+
+// Parses the arguments after "allreduce". Returns false (after printing why) on bad usage;
+// sets *help for --help.
+bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* options, bool* help);
+void PrintAllreduceUsage();
+// Runs the benchmark; returns the process exit code.
+int RunAllreduceBench(const AllreduceBenchOptions& options);
+
+}  // namespace cohort::bench
