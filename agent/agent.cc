@@ -482,6 +482,7 @@ void Agent::EnforceDeadlines() {
     if (!a.process->exit_info()) {
       spdlog::info("{}/{} attempt {}: grace period over, killing it", a.job, a.replica, a.attempt);
       a.process->KillAll();
+      a.kill_at = now + std::chrono::seconds(1);  // again, should it somehow survive
     }
   }
 }

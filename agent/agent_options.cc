@@ -9,9 +9,9 @@
 
 #include <boost/program_options.hpp>
 #include <climits>
-#include <fstream>
 #include <sstream>
 
+#include "common/config.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
 #include "common/logging.h"
@@ -21,13 +21,10 @@ namespace po = boost::program_options;
 
 StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   AgentFlags flags;
-  std::string grace = "30s";
-  std::string config_file;
-  po::options_description desc("cohort-agent: runs Cohort training replicas on this node");
+  FlagDuration grace = FlagDuration::Seconds(30);
+  po::options_description desc("Options");
   // clang-format off
   desc.add_options()
-      ("help,h", "print this help")
-      ("config", po::value(&config_file), "INI config file (same names as the long flags)")
       ("coordinator", po::value(&flags.config.coordinator), "coordinator agent endpoint, tcp://HOST:7401")
       ("node-id", po::value(&flags.config.node_id), "node id (default: hostname)")
       ("gpus", po::value(&flags.gpus), "GPU count to declare, or auto (NVML) (default auto)")
@@ -42,26 +39,18 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)");
   // clang-format on
   std::ostringstream usage;
-  usage << desc;
+  auto parsed = ParseFlags(argc, argv, desc,
+                           "cohort-agent: runs Cohort training replicas on this node\n"
+                           "usage: cohort-agent [--config FILE] --coordinator tcp://HOST:7401 "
+                           "[options]",
+                           &usage);
+  if (!parsed.ok()) return parsed.status();
   flags.usage = usage.str();
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("config")) {
-      std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) return InvalidArgument("--config: cannot read " + path);
-      po::store(po::parse_config_file(in, desc), vm);
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return InvalidArgument(e.what());
-  }
-  if (vm.count("help")) {
+  if (parsed->help) {
     flags.help = true;
     return flags;
   }
-  // bool_switch defaults to false, so a value from either source turns it on.
+  flags.config.grace_period = grace.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");
   if (flags.config.node_id.empty()) {
     char host[HOST_NAME_MAX + 1] = {0};
@@ -80,9 +69,6 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   if (flags.cpus < 0) return InvalidArgument("--cpus: must not be negative");
   if (flags.memory_mb < 0) return InvalidArgument("--memory-mb: must not be negative");
   if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
-  auto grace_period = ParseDuration(grace);
-  if (!grace_period.ok()) return grace_period.status().WithContext("--grace-period");
-  flags.config.grace_period = *grace_period;
   if (flags.config.advertise_address.empty()) {
     flags.config.advertise_address = DefaultAdvertiseAddress(flags.config.coordinator);
   }

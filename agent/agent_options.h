@@ -4,8 +4,8 @@
 //     [--grace-period 30s] [--insecure]
 // plus --log-level LEVEL, and for CURVE (without --insecure) --key-file FILE (this agent's
 // key pair, common/curve_keys.h) and --coordinator-key FILE (the coordinator's public key).
-// The config file is INI ("name = value", the long flag names without dashes); the command line
-// wins over the file.
+// Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
+// dashes); the command line wins over the file.
 //
 // Defaults: node id = hostname; GPUs auto (NVML); CPUs and memory from the machine; work dir
 // /var/lib/cohort-agent; advertise address = the local address of the route to the coordinator,

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -74,7 +76,7 @@ std::string OwnCgroupPath() {
 
 }  // namespace
 
-CgroupManager CgroupManager::Detect(const std::string& root_override) {
+CgroupManager CgroupManager::Detect(const std::string& node_id, const std::string& root_override) {
   CgroupManager manager;
   std::string own;
   if (!root_override.empty()) {
@@ -92,10 +94,16 @@ CgroupManager CgroupManager::Detect(const std::string& root_override) {
     }
     own = path == "/" ? mount : mount + path;
   }
-  std::string base = own + "/cohort";
-  if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
-    manager.reason_ = "cannot create " + base + ": " + std::strerror(errno);
-    return manager;
+  std::string node = node_id.empty() ? "agent" : node_id;
+  std::replace(node.begin(), node.end(), '/', '_');
+  if (node == "." || node == "..") node = "agent";
+  std::string cohort = own + "/cohort";
+  std::string base = cohort + "/" + node;
+  for (const std::string& dir : {cohort, base}) {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      manager.reason_ = "cannot create " + dir + ": " + std::strerror(errno);
+      return manager;
+    }
   }
   if (::access((base + "/cgroup.procs").c_str(), W_OK) != 0) {
     manager.reason_ = base + "/cgroup.procs is not writable";
@@ -106,8 +114,9 @@ CgroupManager CgroupManager::Detect(const std::string& root_override) {
   std::string available = ReadSmallFile(own + "/cgroup.controllers");
   for (const char* controller : {"cpu", "memory"}) {
     if (!HasWord(available, controller)) continue;
-    (void)WriteControl(own + "/cgroup.subtree_control", std::string("+") + controller);
-    (void)WriteControl(base + "/cgroup.subtree_control", std::string("+") + controller);
+    for (const std::string& dir : {own, cohort, base}) {
+      (void)WriteControl(dir + "/cgroup.subtree_control", std::string("+") + controller);
+    }
   }
   std::string enabled = ReadSmallFile(base + "/cgroup.subtree_control");
   manager.cpu_controller_ = HasWord(enabled, "cpu");
@@ -149,6 +158,23 @@ void CgroupManager::Signal(const std::string& path, int sig) {
 void CgroupManager::Kill(const std::string& path) {
   if (WriteControl(path + "/cgroup.kill", "1").ok()) return;
   Signal(path, SIGKILL);
+}
+
+int CgroupManager::SweepStale() const {
+  if (!available()) return 0;
+  int swept = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(base_, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    std::string path = entry.path().string();
+    Kill(path);
+    // The kernel takes a moment to empty a killed cgroup.
+    for (int i = 0; i < 200 && !Procs(path).empty(); ++i) ::usleep(5000);
+    Status s = Remove(path);
+    if (!s.ok()) spdlog::warn("stale replica cgroup: {}", s.ToString());
+    ++swept;
+  }
+  return swept;
 }
 
 Status CgroupManager::Remove(const std::string& path) {

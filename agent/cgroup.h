@@ -4,7 +4,9 @@
 // CgroupManager::Detect() looks for a cgroup2 mount in /proc/self/mountinfo (the unified
 // hierarchy, also in hybrid mode under /sys/fs/cgroup/unified), finds the agent's own cgroup
 // (/proc/self/cgroup, line "0::/path") and checks that a child cgroup can be made there. Replica
-// cgroups go to <own cgroup>/cohort/<job>.<replica>.<attempt>. CPU and memory limits are written
+// cgroups go to <own cgroup>/cohort/<node id>/<job>.<replica>.<attempt>: the node level keeps
+// several agents started from one cgroup (tests, a one-host demo) out of each other's way, so
+// SweepStale() of one never touches another's replicas. CPU and memory limits are written
 // where the cpu and memory controllers are enabled for that subtree (enabling them is tried once);
 // without them the cgroup still groups and kills processes.
 //
@@ -27,13 +29,18 @@ class CgroupManager {
   CgroupManager() = default;
 
   // Finds a writable cgroup v2 hierarchy. Never fails: when there is none, available() is false
-  // and reason() says why. `root_override` (tests) uses that directory as the agent's cgroup.
-  static CgroupManager Detect(const std::string& root_override = "");
+  // and reason() says why. `node_id` names this agent's level ('/' replaced); `root_override`
+  // (tests) uses that directory as the agent's cgroup.
+  static CgroupManager Detect(const std::string& node_id, const std::string& root_override = "");
 
   bool available() const { return !base_.empty(); }
   const std::string& reason() const { return reason_; }
-  // <own cgroup>/cohort
+  // <own cgroup>/cohort/<node id>
   const std::string& base() const { return base_; }
+
+  // Kills and removes every replica cgroup left under base() by an earlier run of this agent
+  // (one killed with SIGKILL leaves its replicas' descendants behind). Returns how many.
+  int SweepStale() const;
 
   // Creates <base>/<name> and writes cpu.max and memory.max where those files exist (0: no
   // limit). Returns its path.

@@ -32,10 +32,12 @@ int main(int argc, char** argv) {
   }
   flags->config.inventory = *agent::BuildInventory(*flags);
   flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
-  auto cgroups = agent::CgroupManager::Detect();
+  auto cgroups = agent::CgroupManager::Detect(flags->config.node_id);
   if (!cgroups.available()) {
     spdlog::info("no writable cgroup v2 ({}): replicas are bounded by process groups only",
                  cgroups.reason());
+  } else if (int stale = cgroups.SweepStale(); stale > 0) {
+    spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
   }
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);

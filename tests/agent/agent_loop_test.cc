@@ -207,7 +207,7 @@ class AgentLoopTest : public ::testing::Test {
     config.log_chunk_bytes = 64 << 10;
     config.reap_all_children = true;
     auto agent = Agent::Create(context_, config,
-                               std::make_unique<ProcessLauncher>(CgroupManager::Detect()));
+                               std::make_unique<ProcessLauncher>(CgroupManager::Detect("node-a")));
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     agent_ = std::move(*agent);
     ASSERT_TRUE(Pump([&] { return agent_->registered(); }));

@@ -118,7 +118,7 @@ TEST_F(LauncherTest, KillAllReachesGrandchildrenThatIgnoreSigterm) {
 }
 
 TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
-  CgroupManager cgroups = CgroupManager::Detect();
+  CgroupManager cgroups = CgroupManager::Detect("node-a");
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
   TempDir dir;
   ProcessLauncher launcher(cgroups);
@@ -149,6 +149,35 @@ TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   EXPECT_FALSE(ProcessAlive(escaped));
   (*p)->Release();
   EXPECT_FALSE(std::filesystem::exists(cgroup));
+  EXPECT_EQ(FindRestoreCheckpoint(dir.path() + "/no-such-dir"), "");
+}
+
+TEST(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
+  std::string node = "sweep-" + std::to_string(::getpid());
+  CgroupManager earlier = CgroupManager::Detect(node);
+  if (!earlier.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << earlier.reason();
+  TempDir dir;
+  ProcessLauncher launcher(earlier);
+  LaunchRequest r;
+  r.job = "stale";
+  r.replica = "chief-0";
+  r.argv = {"/bin/sh", "-c", "setsid sleep 1000 & echo $! > left.pid; wait"};
+  r.working_dir = dir.path();
+  r.log_path = dir.path() + "/log";
+  auto p = launcher.Launch(r);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir.path() + "/left.pid").empty(); }));
+  pid_t left = std::atoi(ReadFile(dir.path() + "/left.pid").c_str());
+  ASSERT_TRUE(ProcessAlive(left));
+  // A new agent for the same node starts and finds the cgroup of the old one's replica.
+  CgroupManager later = CgroupManager::Detect(node);
+  EXPECT_EQ(later.SweepStale(), 1);
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(left); }));
+  EXPECT_FALSE(std::filesystem::exists(later.base() + "/stale.chief-0.0"));
+  int status = 0;
+  ::waitpid((*p)->pid(), &status, 0);
+  (*p)->OnExited(status);
+  ::rmdir(later.base().c_str());
 }
 
 TEST(ReplicaEnvTest, AddsRestartRestoreAndGpuPinning) {
