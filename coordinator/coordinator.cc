@@ -22,6 +22,7 @@ constexpr int64_t kLogGraceMs = 5000;
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 std::string FormatDuration(int64_t ms) {
+  if (ms == 0) return "0s";
   if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
   if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";

@@ -1,0 +1,42 @@
+#include "coordinator/tuning/random_suggester.h"
+
+#include <unordered_set>
+
+namespace cohort::coordinator::tuning {
+
+std::optional<Assignment> RandomSuggester::Draw(const SearchSpace& space, uint64_t seed,
+                                                uint64_t n, const std::vector<Assignment>& seen) {
+  TuningRng rng = TuningRng::ForTrial(seed, n);
+  const std::optional<uint64_t> size = space.finite_size();
+  if (!size) return space.Sample(&rng);  // continuous: repeats have probability zero
+  std::unordered_set<std::string> keys;
+  for (const auto& a : seen) keys.insert(space.Key(a));
+  if (keys.size() >= *size) return std::nullopt;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    Assignment a = space.Sample(&rng);
+    if (keys.count(space.Key(a)) == 0) return a;
+  }
+  // A nearly exhausted finite space: walk the grid from a random point to the next unseen one.
+  uint64_t start = rng.UniformInt(*size);
+  for (uint64_t k = 0; k < *size; ++k) {
+    Assignment a = space.GridPoint((start + k) % *size);
+    if (keys.count(space.Key(a)) == 0) return a;
+  }
+  return std::nullopt;
+}
+
+StatusOr<std::optional<Assignment>> RandomSuggester::Suggest(
+    const std::vector<TrialObservation>& completed, const std::vector<Assignment>& pending) {
+  std::vector<Assignment> seen;
+  for (const auto& t : completed) {
+    COHORT_RETURN_IF_ERROR(ValidateAssignment(space_.spec(), t.parameters));
+    seen.push_back(t.parameters);
+  }
+  for (const auto& a : pending) {
+    COHORT_RETURN_IF_ERROR(ValidateAssignment(space_.spec(), a));
+    seen.push_back(a);
+  }
+  return Draw(space_, space_.spec().seed, seen.size(), seen);
+}
+
+}  // namespace cohort::coordinator::tuning

@@ -1,0 +1,709 @@
+// The coordinator driven through its real endpoints: DealerSockets over inproc:// play agents and
+// clients, a ManualClock replaces time, and RunOnce() steps the loop (no sleeps).
+#include "coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <functional>
+
+namespace cohort::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using wire::JobState;
+using wire::ReplicaState;
+
+std::string JobYaml(const std::string& name, int workers, int gpus, int max_restarts = 3,
+                    const std::string& extra_scheduling = "") {
+  std::string y = "name: " + name +
+                  "\n"
+                  "worker_pools:\n"
+                  "  - role: chief\n"
+                  "    replicas: 1\n"
+                  "    resources: {gpus: " +
+                  std::to_string(gpus) +
+                  ", cpus: 1}\n"
+                  "    process: {command: [/bin/train], args: [--epochs=1], env: {MY_VAR: x}}\n";
+  if (workers > 0) {
+    y += "  - role: worker\n    replicas: " + std::to_string(workers) +
+         "\n    resources: {gpus: " + std::to_string(gpus) +
+         ", cpus: 1}\n    process: {command: [/bin/train]}\n";
+  }
+  y += "scheduling: {max_restarts: " + std::to_string(max_restarts) + extra_scheduling + "}\n";
+  return y;
+}
+
+// One peer (agent or client): a DealerSocket plus an inbox of everything it has received.
+struct Peer {
+  std::unique_ptr<DealerSocket> socket;
+  std::deque<Message> inbox;
+  std::string node_id;
+
+  void Drain() {
+    while (true) {
+      auto m = socket->Receive(milliseconds(0));
+      if (!m.ok() || !m->has_value()) return;
+      inbox.push_back(std::move(**m));
+    }
+  }
+  template <typename T>
+  uint64_t Send(T body) {
+    uint64_t id = socket->NextRequestId();
+    EXPECT_TRUE(socket->Send(Encode(id, std::move(body))).ok());
+    return id;
+  }
+  // Removes and returns every received message of type T (unpacked).
+  template <typename T>
+  std::vector<typename T::NativeTableType> Take() {
+    std::vector<typename T::NativeTableType> out;
+    for (auto it = inbox.begin(); it != inbox.end();) {
+      if (const T* t = it->As<T>()) {
+        typename T::NativeTableType native;
+        t->UnPackTo(&native);
+        out.push_back(std::move(native));
+        it = inbox.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static int counter = 0;
+    std::string tag = std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    dir_ = fs::temp_directory_path() / ("cohort-coord-test-" + tag);
+    fs::remove_all(dir_);
+    options_.client_endpoint = "inproc://clients-" + tag;
+    options_.agent_endpoint = "inproc://agents-" + tag;
+    options_.state_dir = dir_.string();
+    options_.insecure = true;
+    options_.heartbeat_timeout = milliseconds(10'000);
+    options_.port_min = 25000;
+    options_.port_max = 25999;
+    Start();
+    client_ = Connect(options_.client_endpoint, "");
+  }
+  void TearDown() override {
+    agents_.clear();
+    client_ = Peer{};
+    coordinator_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void Start() {
+    auto c = Coordinator::Create(options_, &clock_, &context_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    coordinator_ = std::move(*c);
+  }
+  // A new Coordinator object on the same state dir. inproc:// connections do not survive the
+  // old sockets (tcp ones reconnect by themselves), so the peers connect again.
+  void Restart() {
+    coordinator_.reset();
+    // A closed inproc:// endpoint is released asynchronously: bind fresh names.
+    static int restarts = 0;
+    ++restarts;
+    options_.client_endpoint += "-r" + std::to_string(restarts);
+    options_.agent_endpoint += "-r" + std::to_string(restarts);
+    Start();
+    client_ = Connect(options_.client_endpoint, "");
+    for (auto& [id, a] : agents_) a = Connect(options_.agent_endpoint, id);
+  }
+
+  Peer Connect(const std::string& endpoint, const std::string& identity) {
+    auto s = DealerSocket::Connect(context_, endpoint, identity);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    Peer p;
+    p.socket = std::make_unique<DealerSocket>(std::move(*s));
+    p.node_id = identity;
+    return p;
+  }
+
+  // Steps the loop and collects what every peer received, until `done` holds (or 200 steps).
+  void Pump(const std::function<bool()>& done = [] { return false; }, int steps = 200) {
+    for (int i = 0; i < steps; ++i) {
+      ASSERT_TRUE(coordinator_->RunOnce(milliseconds(i == 0 ? 0 : 2)).ok());
+      client_.Drain();
+      for (auto& [id, a] : agents_) a.Drain();
+      if (done()) return;
+    }
+  }
+  void PumpFew() { Pump([] { return false; }, 5); }
+
+  // Client call: sends, pumps until the reply with that id arrives.
+  template <typename T>
+  Message Call(T body) {
+    uint64_t id = client_.Send(std::move(body));
+    std::optional<Message> reply;
+    Pump([&] {
+      for (auto it = client_.inbox.begin(); it != client_.inbox.end(); ++it) {
+        if (it->request_id() == id) {
+          reply.emplace(std::move(*it));
+          client_.inbox.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+    EXPECT_TRUE(reply.has_value()) << "no reply to request " << id;
+    if (!reply) std::abort();
+    return std::move(*reply);
+  }
+
+  Status Submit(const std::string& yaml) {
+    wire::SubmitJobT req;
+    req.spec_yaml = yaml;
+    Message m = Call(std::move(req));
+    return m.ErrorStatus();
+  }
+  wire::JobInfoT GetJob(const std::string& name) {
+    wire::GetJobT req;
+    req.name = name;
+    Message m = Call(std::move(req));
+    wire::JobInfoT info;
+    const auto* j = m.As<wire::JobInfo>();
+    EXPECT_NE(j, nullptr) << m.ErrorStatus().ToString();
+    if (j) j->UnPackTo(&info);
+    return info;
+  }
+
+  Peer& AddAgent(const std::string& node_id, int gpus,
+                 std::vector<wire::ReplicaStatusT> running = {}) {
+    agents_[node_id] = Connect(options_.agent_endpoint, node_id);
+    Register(node_id, gpus, std::move(running));
+    return agents_[node_id];
+  }
+  void Register(const std::string& node_id, int gpus,
+                std::vector<wire::ReplicaStatusT> running = {}) {
+    Peer& a = agents_[node_id];
+    wire::RegisterAgentT reg;
+    reg.node_id = node_id;
+    reg.address = node_id + ".local";
+    for (int i = 0; i < gpus; ++i) {
+      auto g = std::make_unique<wire::GpuInfoT>();
+      g->index = i;
+      g->model = "test-gpu";
+      reg.gpus.push_back(std::move(g));
+    }
+    reg.cpus = 16;
+    reg.memory_mb = 64'000;
+    for (auto& s : running) reg.replicas.push_back(std::make_unique<wire::ReplicaStatusT>(s));
+    uint64_t id = a.Send(std::move(reg));
+    Pump([&] {
+      for (auto it = a.inbox.begin(); it != a.inbox.end(); ++it) {
+        if (it->request_id() == id && it->As<wire::RegisterAgentReply>()) {
+          a.inbox.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+  void Heartbeat(const std::string& node_id) {
+    wire::HeartbeatT hb;
+    hb.node_id = node_id;
+    agents_[node_id].Send(std::move(hb));
+  }
+  void Report(const std::string& node_id, const std::string& job, const std::string& replica,
+              int attempt, ReplicaState state, int exit_code = -1, int signal = 0) {
+    wire::ReplicaUpdateT u;
+    u.node_id = node_id;
+    u.status = std::make_unique<wire::ReplicaStatusT>();
+    u.status->job = job;
+    u.status->replica = replica;
+    u.status->attempt = attempt;
+    u.status->state = state;
+    u.status->exit_code = exit_code;
+    u.status->signal = signal;
+    agents_[node_id].Send(std::move(u));
+    PumpFew();
+  }
+  // Every launch received by any agent, as (node, launch).
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> TakeLaunchList() {
+    std::vector<std::pair<std::string, wire::LaunchReplicaT>> out;
+    for (auto& [id, a] : agents_) {
+      for (auto& l : a.Take<wire::LaunchReplica>()) out.emplace_back(id, std::move(l));
+    }
+    return out;
+  }
+  // The same keyed by "<node>/<replica>" (tests with one job).
+  std::map<std::string, wire::LaunchReplicaT> TakeLaunches() {
+    std::map<std::string, wire::LaunchReplicaT> out;
+    for (auto& [node, l] : TakeLaunchList()) {
+      std::string key = node + "/" + l.replica;  // before l is moved from
+      out[key] = std::move(l);
+    }
+    return out;
+  }
+  void RunAll(const std::vector<std::pair<std::string, wire::LaunchReplicaT>>& launches) {
+    for (const auto& [node, l] : launches) {
+      Report(node, l.job, l.replica, l.attempt, ReplicaState::RUNNING);
+    }
+  }
+  std::vector<std::string> TakeStops() {
+    std::vector<std::string> out;
+    for (auto& [id, a] : agents_) {
+      for (auto& s : a.Take<wire::StopReplica>()) {
+        out.push_back(id + "/" + s.replica + "#" + std::to_string(s.attempt));
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // Launches `job` and reports every replica RUNNING.
+  void RunAll(const std::map<std::string, wire::LaunchReplicaT>& launches) {
+    for (const auto& [key, l] : launches) {
+      std::string node = key.substr(0, key.find('/'));
+      Report(node, l.job, l.replica, l.attempt, ReplicaState::RUNNING);
+    }
+  }
+  const wire::ReplicaInfoT* Replica(const wire::JobInfoT& info, const std::string& name) {
+    for (const auto& r : info.replicas) {
+      if (r->replica == name) return r.get();
+    }
+    ADD_FAILURE() << "no replica " << name;
+    return nullptr;
+  }
+  bool HasEvent(const wire::JobInfoT& info, const std::string& needle) {
+    for (const auto& e : info.events) {
+      if (e->message.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  zmq::context_t context_{1};
+  ManualClock clock_;
+  fs::path dir_;
+  CoordinatorOptions options_;
+  std::unique_ptr<Coordinator> coordinator_;
+  Peer client_;
+  std::map<std::string, Peer> agents_;
+};
+
+std::string Env(const wire::LaunchReplicaT& l, const std::string& key) {
+  for (const auto& kv : l.env) {
+    if (kv->key == key) return kv->value;
+  }
+  return "<unset>";
+}
+
+TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStopped) {
+  AddAgent("node-a", 4);
+  ASSERT_TRUE(Submit(JobYaml("train", 2, 1)).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 3; });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 3u);
+  const auto& chief = launches["node-a/chief-0"];
+  EXPECT_EQ(chief.command, (std::vector<std::string>{"/bin/train", "--epochs=1"}));
+  EXPECT_EQ(Env(chief, "MY_VAR"), "x");
+  EXPECT_EQ(Env(chief, "RANK"), "0");
+  EXPECT_EQ(Env(launches["node-a/worker-1"], "RANK"), "2");
+  EXPECT_EQ(Env(chief, "WORLD_SIZE"), "3");
+  EXPECT_EQ(Env(chief, "MASTER_ADDR"), "node-a.local");
+  EXPECT_EQ(chief.attempt, 0);
+  EXPECT_NE(chief.checkpoint_dir.find(dir_.string() + "/jobs/train"), std::string::npos);
+  std::set<int> gpus;
+  for (const auto& [k, l] : launches) {
+    ASSERT_EQ(l.gpus.size(), 1u);
+    EXPECT_TRUE(gpus.insert(l.gpus[0]).second);
+  }
+  EXPECT_EQ(GetJob("train").state, JobState::PENDING);
+
+  RunAll(launches);
+  EXPECT_EQ(GetJob("train").state, JobState::RUNNING);
+
+  Report("node-a", "train", "worker-0", 0, ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(GetJob("train").state, JobState::RUNNING);  // a worker finishing is fine
+  Report("node-a", "train", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  auto info = GetJob("train");
+  EXPECT_EQ(info.state, JobState::SUCCEEDED);
+  EXPECT_GT(info.end_time_ms, 0);
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/worker-1#0"}));
+  Report("node-a", "train", "worker-1", 0, ReplicaState::STOPPED, 143, 15);
+  info = GetJob("train");
+  EXPECT_EQ(info.state, JobState::SUCCEEDED);
+  EXPECT_EQ(Replica(info, "worker-1")->state, ReplicaState::STOPPED);
+  EXPECT_EQ(info.restarts, 0);
+}
+
+TEST_F(CoordinatorTest, PermanentFailureFailsTheJobAndStopsTheRest) {
+  AddAgent("node-a", 4);
+  ASSERT_TRUE(Submit(JobYaml("bad", 1, 1)).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  RunAll(TakeLaunches());
+  Report("node-a", "bad", "worker-0", 0, ReplicaState::FAILED, 1);
+  auto info = GetJob("bad");
+  EXPECT_EQ(info.state, JobState::FAILED);
+  EXPECT_NE(info.message.find("worker-0"), std::string::npos) << info.message;
+  EXPECT_NE(info.message.find("code 1"), std::string::npos) << info.message;
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
+  EXPECT_TRUE(TakeLaunches().empty());  // no restart for a permanent failure
+}
+
+TEST_F(CoordinatorTest, RetryableFailureRestartsUntilTheBudgetIsSpent) {
+  AddAgent("node-a", 2);
+  ASSERT_TRUE(Submit(JobYaml("flaky", 1, 1, /*max_restarts=*/1)).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  RunAll(TakeLaunches());
+
+  Report("node-a", "flaky", "worker-0", 0, ReplicaState::FAILED, 137, 9);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches["node-a/worker-0"].attempt, 1);
+  auto info = GetJob("flaky");
+  EXPECT_EQ(info.state, JobState::RUNNING);
+  EXPECT_EQ(info.restarts, 1);
+  EXPECT_TRUE(HasEvent(info, "worker-0 as attempt 1"));
+  EXPECT_TRUE(HasEvent(info, "signal 9"));
+
+  Report("node-a", "flaky", "worker-0", 1, ReplicaState::RUNNING);
+  Report("node-a", "flaky", "worker-0", 1, ReplicaState::PREEMPTED);
+  info = GetJob("flaky");
+  EXPECT_EQ(info.state, JobState::FAILED);
+  EXPECT_NE(info.message.find("restart budget"), std::string::npos) << info.message;
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
+}
+
+TEST_F(CoordinatorTest, RestartJobOnWorkerRestartRestartsEveryReplica) {
+  AddAgent("node-a", 2);
+  ASSERT_TRUE(
+      Submit(JobYaml("whole", 1, 1, 2, ", restart_job_on_worker_restart: true")).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  RunAll(TakeLaunches());
+  Report("node-a", "whole", "worker-0", 0, ReplicaState::FAILED, 143, 15);
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
+  EXPECT_TRUE(TakeLaunches().empty());  // the old chief still holds its GPU
+  EXPECT_EQ(GetJob("whole").state, JobState::QUEUED);
+  Report("node-a", "whole", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches["node-a/chief-0"].attempt, 1);
+  EXPECT_EQ(launches["node-a/worker-0"].attempt, 1);
+  auto info = GetJob("whole");
+  EXPECT_EQ(info.state, JobState::PENDING);
+  EXPECT_EQ(info.restarts, 1);
+}
+
+TEST_F(CoordinatorTest, CancelStopsEverythingThenCancels) {
+  AddAgent("node-a", 2);
+  ASSERT_TRUE(Submit(JobYaml("c", 1, 1)).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  RunAll(TakeLaunches());
+  wire::CancelJobT cancel;
+  cancel.name = "c";
+  Message reply = Call(std::move(cancel));
+  ASSERT_NE(reply.As<wire::JobInfo>(), nullptr);
+  EXPECT_EQ(reply.As<wire::JobInfo>()->state(), JobState::CANCELLING);
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0", "node-a/worker-0#0"}));
+  Report("node-a", "c", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+  EXPECT_EQ(GetJob("c").state, JobState::CANCELLING);
+  Report("node-a", "c", "worker-0", 0, ReplicaState::STOPPED, 143, 15);
+  auto info = GetJob("c");
+  EXPECT_EQ(info.state, JobState::CANCELLED);
+  EXPECT_EQ(info.restarts, 0);  // requested stops are not failures
+}
+
+TEST_F(CoordinatorTest, CancelOfAQueuedJobIsImmediate) {
+  ASSERT_TRUE(Submit(JobYaml("q", 0, 1)).ok());  // no agents: stays queued
+  EXPECT_EQ(GetJob("q").state, JobState::QUEUED);
+  wire::CancelJobT cancel;
+  cancel.name = "q";
+  Message reply = Call(std::move(cancel));
+  ASSERT_NE(reply.As<wire::JobInfo>(), nullptr);
+  EXPECT_EQ(reply.As<wire::JobInfo>()->state(), JobState::CANCELLED);
+}
+
+TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
+  AddAgent("node-a", 1);
+  ASSERT_TRUE(Submit(JobYaml("mover", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunches());
+  AddAgent("node-b", 1);
+  // node-b keeps heartbeating, node-a falls silent.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(milliseconds(1000));
+    Heartbeat("node-b");
+    PumpFew();
+  }
+  EXPECT_FALSE(coordinator_->FindNode("node-a")->ready);
+  EXPECT_TRUE(coordinator_->FindNode("node-b")->ready);
+  Pump([&] { return !agents_["node-b"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
+  EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+  auto info = GetJob("mover");
+  EXPECT_EQ(Replica(info, "chief-0")->node_id, "node-b");
+  EXPECT_TRUE(HasEvent(info, "lost"));
+
+  // node-a comes back still running attempt 0: it is told to stop it.
+  wire::HeartbeatT hb;
+  hb.node_id = "node-a";
+  agents_["node-a"].Send(std::move(hb));
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto replies = agents_["node-a"].Take<wire::HeartbeatReply>();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_FALSE(replies[0].known);
+  wire::ReplicaStatusT old;
+  old.job = "mover";
+  old.replica = "chief-0";
+  old.attempt = 0;
+  old.state = ReplicaState::RUNNING;
+  Register("node-a", 1, {old});
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
+  EXPECT_TRUE(coordinator_->FindNode("node-a")->ready);
+}
+
+TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {
+  agents_["ghost"] = Connect(options_.agent_endpoint, "ghost");
+  Heartbeat("ghost");
+  Pump([&] { return !agents_["ghost"].inbox.empty(); });
+  auto replies = agents_["ghost"].Take<wire::HeartbeatReply>();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_FALSE(replies[0].known);
+  // An update from an unregistered node is not acked (the agent keeps it).
+  Report("ghost", "x", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  Pump([&] { return !agents_["ghost"].inbox.empty(); });
+  ASSERT_FALSE(agents_["ghost"].inbox.empty());
+  EXPECT_EQ(agents_["ghost"].inbox.front().ErrorStatus().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, InvalidAndDuplicateSubmissionsAreRefused) {
+  Status s = Submit("name: x\nworker_pools: []\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("worker_pools"), std::string::npos) << s.message();
+  s = Submit("this: [is not: valid");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Submit(JobYaml("dup", 0, 0)).ok());
+  EXPECT_EQ(Submit(JobYaml("dup", 0, 0)).code(), StatusCode::kAlreadyExists);
+  wire::GetJobT get;
+  get.name = "nope";
+  EXPECT_EQ(Call(std::move(get)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, MalformedFramesNeverCrashIt) {
+  zmq::message_t junk(std::string("definitely not a flatbuffer"));
+  ASSERT_TRUE(client_.socket->Send(std::move(junk)).ok());
+  Pump([&] { return !client_.inbox.empty(); });
+  ASSERT_FALSE(client_.inbox.empty());
+  EXPECT_EQ(client_.inbox.front().ErrorStatus().code(), StatusCode::kDataLoss);
+  client_.inbox.clear();
+  // An agent message on the client endpoint is refused, and the coordinator still works.
+  wire::HeartbeatT hb;
+  hb.node_id = "n";
+  EXPECT_EQ(Call(std::move(hb)).ErrorStatus().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Submit(JobYaml("after", 0, 0)).ok());
+}
+
+TEST_F(CoordinatorTest, TimeoutFailsTheJob) {
+  AddAgent("node-a", 1);
+  ASSERT_TRUE(Submit(JobYaml("slow", 0, 1, 3, ", timeout: 1m")).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunches());
+  for (int i = 0; i < 7; ++i) {
+    clock_.Advance(milliseconds(10'000));
+    Heartbeat("node-a");
+    PumpFew();
+  }
+  auto info = GetJob("slow");
+  EXPECT_EQ(info.state, JobState::FAILED);
+  EXPECT_NE(info.message.find("timed out"), std::string::npos) << info.message;
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
+}
+
+TEST_F(CoordinatorTest, GangWaitsUntilEveryReplicaFits) {
+  AddAgent("node-a", 2);
+  ASSERT_TRUE(Submit(JobYaml("wide", 2, 1)).ok());  // 3 GPUs
+  PumpFew();
+  EXPECT_TRUE(TakeLaunches().empty());
+  EXPECT_EQ(GetJob("wide").state, JobState::QUEUED);
+  AddAgent("node-b", 1);
+  Pump([&] { return agents_["node-b"].inbox.size() >= 1 && agents_["node-a"].inbox.size() >= 2; });
+  EXPECT_EQ(TakeLaunches().size(), 3u);
+  EXPECT_EQ(GetJob("wide").state, JobState::PENDING);
+}
+
+TEST_F(CoordinatorTest, LogsAreStoredByOffsetAndServedAcrossAttempts) {
+  AddAgent("node-a", 1);
+  ASSERT_TRUE(Submit(JobYaml("logs", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunches());
+  auto chunk = [&](int attempt, uint64_t offset, const std::string& text, bool eof = false) {
+    wire::LogChunkT c;
+    c.job = "logs";
+    c.replica = "chief-0";
+    c.attempt = attempt;
+    c.offset = offset;
+    c.data.assign(text.begin(), text.end());
+    c.eof = eof;
+    agents_["node-a"].Send(std::move(c));
+    Pump([&] { return !agents_["node-a"].inbox.empty(); });
+    auto acks = agents_["node-a"].Take<wire::LogAck>();
+    EXPECT_EQ(acks.size(), 1u);
+    return acks.empty() ? uint64_t{0} : acks[0].next_offset;
+  };
+  EXPECT_EQ(chunk(0, 0, "hello "), 6u);
+  EXPECT_EQ(chunk(0, 0, "hello "), 6u);  // a re-send is ignored
+  EXPECT_EQ(chunk(0, 20, "gap"), 6u);    // a gap is refused
+  EXPECT_EQ(chunk(0, 6, "world\n"), 12u);
+  Report("node-a", "logs", "chief-0", 0, ReplicaState::FAILED, 137, 9);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunches());
+  EXPECT_EQ(chunk(1, 0, "again\n", true), 6u);
+
+  auto get = [&](int attempt, uint64_t offset, uint32_t max) {
+    wire::GetLogsT g;
+    g.job = "logs";
+    g.replica = "chief-0";
+    g.attempt = attempt;
+    g.offset = offset;
+    g.max_bytes = max;
+    Message m = Call(std::move(g));
+    wire::LogDataT d;
+    EXPECT_NE(m.As<wire::LogData>(), nullptr) << m.ErrorStatus().ToString();
+    if (m.As<wire::LogData>()) m.As<wire::LogData>()->UnPackTo(&d);
+    return d;
+  };
+  auto d = get(0, 0, 1 << 20);
+  EXPECT_EQ(std::string(d.data.begin(), d.data.end()), "hello world\n");
+  const std::string all =
+      "==== chief-0 attempt 0 ====\nhello world\n==== chief-0 attempt 1 ====\nagain\n";
+  d = get(-1, 0, 1 << 20);
+  EXPECT_EQ(std::string(d.data.begin(), d.data.end()), all);
+  EXPECT_FALSE(d.complete);  // the job still runs
+  // Reading in small pieces gives the same bytes.
+  std::string pieces;
+  uint64_t off = 0;
+  for (int i = 0; i < 100 && off < all.size(); ++i) {
+    d = get(-1, off, 7);
+    pieces.append(d.data.begin(), d.data.end());
+    EXPECT_EQ(d.next_offset, off + d.data.size());
+    off = d.next_offset;
+  }
+  EXPECT_EQ(pieces, all);
+  Report("node-a", "logs", "chief-0", 1, ReplicaState::SUCCEEDED, 0);
+  d = get(-1, all.size(), 1 << 20);
+  EXPECT_TRUE(d.data.empty());
+  EXPECT_TRUE(d.complete);
+  EXPECT_TRUE(fs::exists(dir_ / "logs/logs/chief-0/attempt-1.log"));
+}
+
+TEST_F(CoordinatorTest, ListNodesAndJobs) {
+  AddAgent("node-a", 2);
+  ASSERT_TRUE(Submit(JobYaml("one", 0, 1)).ok());
+  ASSERT_TRUE(Submit(JobYaml("two", 0, 0)).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  Message m = Call(wire::ListNodesT{});
+  ASSERT_NE(m.As<wire::NodeList>(), nullptr);
+  wire::NodeListT nodes;
+  m.As<wire::NodeList>()->UnPackTo(&nodes);
+  ASSERT_EQ(nodes.nodes.size(), 1u);
+  EXPECT_EQ(nodes.nodes[0]->node_id, "node-a");
+  EXPECT_EQ(nodes.nodes[0]->state, "READY");
+  EXPECT_EQ(nodes.nodes[0]->gpus.size(), 2u);
+  EXPECT_EQ(nodes.nodes[0]->gpus_used.size(), 1u);
+  EXPECT_EQ(nodes.nodes[0]->replicas, 2);
+  Message l = Call(wire::ListJobsT{});
+  ASSERT_NE(l.As<wire::JobList>(), nullptr);
+  ASSERT_EQ(l.As<wire::JobList>()->jobs()->size(), 2u);
+  EXPECT_EQ(l.As<wire::JobList>()->jobs()->Get(0)->name()->str(), "one");
+}
+
+TEST_F(CoordinatorTest, RestartedCoordinatorKeepsEveryJobAndReconciles) {
+  AddAgent("node-a", 4);
+  ASSERT_TRUE(Submit(JobYaml("keep", 1, 1)).ok());
+  ASSERT_TRUE(Submit(JobYaml("done", 0, 1)).ok());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 3; });
+  auto all = TakeLaunchList();
+  ASSERT_EQ(all.size(), 3u);
+  RunAll(all);
+  Report("node-a", "done", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  ASSERT_TRUE(Submit(JobYaml("queued", 0, 8)).ok());  // never fits
+  EXPECT_EQ(GetJob("keep").state, JobState::RUNNING);
+
+  Restart();
+  EXPECT_EQ(coordinator_->job_count(), 3u);
+  EXPECT_EQ(GetJob("done").state, JobState::SUCCEEDED);
+  EXPECT_EQ(GetJob("queued").state, JobState::QUEUED);
+  auto keep = GetJob("keep");
+  EXPECT_EQ(keep.state, JobState::RUNNING);
+  EXPECT_EQ(Replica(keep, "worker-0")->node_id, "node-a");
+
+  // The agent notices (heartbeat unknown) and re-registers with chief-0 only: worker-0 is gone.
+  Heartbeat("node-a");
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto hb = agents_["node-a"].Take<wire::HeartbeatReply>();
+  ASSERT_EQ(hb.size(), 1u);
+  EXPECT_FALSE(hb[0].known);
+  wire::ReplicaStatusT chief;
+  chief.job = "keep";
+  chief.replica = "chief-0";
+  chief.attempt = 0;
+  chief.state = ReplicaState::RUNNING;
+  Register("node-a", 4, {chief});
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches["node-a/worker-0"].attempt, 1);
+  EXPECT_TRUE(TakeStops().empty());  // chief-0 kept untouched
+  keep = GetJob("keep");
+  EXPECT_EQ(Replica(keep, "chief-0")->state, ReplicaState::RUNNING);
+  EXPECT_EQ(Replica(keep, "chief-0")->attempt, 0);
+  EXPECT_EQ(keep.restarts, 1);
+
+  // And once more, now from a state dir with more history.
+  Restart();
+  EXPECT_EQ(coordinator_->job_count(), 3u);
+  EXPECT_EQ(GetJob("keep").restarts, 1);
+}
+
+TEST_F(CoordinatorTest, ReplicasOnANodeThatNeverReturnsAreLostAfterTheTimeout) {
+  AddAgent("node-a", 1);
+  ASSERT_TRUE(Submit(JobYaml("orphan", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunches());
+  agents_.clear();
+  Restart();
+  AddAgent("node-b", 1);
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(milliseconds(1000));
+    Heartbeat("node-b");
+    PumpFew();
+  }
+  Pump([&] { return !agents_["node-b"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
+  EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+}
+
+TEST_F(CoordinatorTest, UnknownReplicasReportedAtRegistrationAreStopped) {
+  wire::ReplicaStatusT stray;
+  stray.job = "never-submitted";
+  stray.replica = "chief-0";
+  stray.attempt = 2;
+  stray.state = ReplicaState::RUNNING;
+  AddAgent("node-a", 1, {stray});
+  PumpFew();
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#2"}));
+}
+
+TEST_F(CoordinatorTest, JournalSurvivesCompaction) {
+  options_.snapshot_every = 5;
+  Restart();
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(Submit(JobYaml("j" + std::to_string(i), 0, 0)).ok());
+  EXPECT_TRUE(fs::exists(dir_ / "snapshot"));
+  Restart();
+  EXPECT_EQ(coordinator_->job_count(), 12u);
+  EXPECT_EQ(GetJob("j11").state, JobState::QUEUED);
+}
+
+}  // namespace
+}  // namespace cohort::coordinator

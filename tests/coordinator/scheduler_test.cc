@@ -1,0 +1,236 @@
+#include "coordinator/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace cohort::coordinator {
+namespace {
+
+NodeFree Node(const std::string& id, int gpus, int cpus = 64, int64_t mem = 0) {
+  NodeFree n;
+  n.node_id = id;
+  for (int i = 0; i < gpus; ++i) n.free_gpus.push_back(i);
+  n.free_cpus = cpus;
+  n.free_memory_mb = mem;
+  n.memory_unlimited = mem == 0;
+  return n;
+}
+
+JobRequest Job(const std::string& name, int replicas, int gpus_each, int64_t since = 0,
+               int cpus_each = 1) {
+  JobRequest j;
+  j.name = name;
+  j.waiting_since_ms = since;
+  for (int i = 0; i < replicas; ++i) j.replicas.push_back({gpus_each, cpus_each, 0});
+  return j;
+}
+
+std::vector<std::string> PlacedNames(const ScheduleResult& r, const std::vector<JobRequest>& q) {
+  std::vector<std::string> out;
+  for (const auto& p : r.placed) out.push_back(q[p.request].name);
+  return out;
+}
+
+TEST(SchedulerTest, GangIsAllOrNothing) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 2), Node("b", 1)};
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("big", 4, 1)};  // needs 4 GPUs, cluster has 3
+  auto r = s.Schedule(q, view, 0);
+  EXPECT_TRUE(r.placed.empty());
+  EXPECT_EQ(view.nodes[0].free_gpus.size(), 2u);  // nothing held
+  EXPECT_EQ(view.nodes[1].free_gpus.size(), 1u);
+  std::vector<JobRequest> q2 = {Job("fits", 3, 1)};
+  r = s.Schedule(q2, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].replicas.size(), 3u);
+  EXPECT_TRUE(view.nodes[0].free_gpus.empty());
+  EXPECT_TRUE(view.nodes[1].free_gpus.empty());
+}
+
+TEST(SchedulerTest, GpusArePinnedAndNeverUsedTwice) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 4), Node("b", 4)};
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("j1", 3, 1), Job("j2", 2, 2), Job("j3", 1, 1),
+                               Job("j4", 1, 1)};
+  auto r = s.Schedule(q, view, 0);
+  std::set<std::pair<int, int>> used;  // (node, gpu)
+  int total = 0;
+  for (const auto& p : r.placed) {
+    for (const auto& slot : p.replicas) {
+      for (int g : slot.gpus) {
+        EXPECT_TRUE(used.insert({slot.node, g}).second) << "GPU " << g << " given twice";
+        EXPECT_GE(g, 0);
+        EXPECT_LT(g, 4);
+        ++total;
+      }
+    }
+  }
+  EXPECT_EQ(total, 3 + 4 + 1);  // j4 does not fit: 8 GPUs in all
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"j1", "j2", "j3"}));
+}
+
+TEST(SchedulerTest, PacksOntoOneNodeWhenItFits) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("big", 8), Node("small", 2), Node("mid", 4)};
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("j", 2, 1)};
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  // Best fit: the smallest node that holds the whole gang.
+  EXPECT_EQ(r.placed[0].replicas[0].node, 1);
+  EXPECT_EQ(r.placed[0].replicas[1].node, 1);
+  EXPECT_NE(r.placed[0].replicas[0].gpus, r.placed[0].replicas[1].gpus);
+}
+
+TEST(SchedulerTest, SpreadsOverFewNodesWhenNoneHoldsTheGang) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("n1", 2), Node("n2", 4), Node("n3", 1), Node("n4", 4)};
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("j", 6, 1)};
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  std::set<int> nodes;
+  for (const auto& slot : r.placed[0].replicas) nodes.insert(slot.node);
+  EXPECT_EQ(nodes, (std::set<int>{1, 3}));  // the two 4-GPU nodes
+}
+
+TEST(SchedulerTest, CpuAndMemoryLimitsCount) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 0, 4, 1000)};
+  Scheduler s({});
+  JobRequest mem;
+  mem.name = "mem";
+  mem.replicas = {{0, 1, 600}, {0, 1, 600}};
+  JobRequest cpu = Job("cpu", 5, 0);
+  JobRequest ok;
+  ok.name = "ok";
+  ok.replicas = {{0, 2, 500}, {0, 2, 500}};
+  std::vector<JobRequest> q = {mem, cpu, ok};
+  auto r = s.Schedule(q, view, 0);
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"ok"}));
+  EXPECT_EQ(view.nodes[0].free_cpus, 0);
+  EXPECT_EQ(view.nodes[0].free_memory_mb, 0);
+}
+
+TEST(SchedulerTest, QueueOrderDecidesWhoGetsScarceResources) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 2)};
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("first", 1, 2), Job("second", 1, 2)};
+  auto r = s.Schedule(q, view, 0);
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"first"}));
+}
+
+TEST(SchedulerTest, BackfillStartsLaterJobsThatFit) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 2)};
+  Scheduler s({60'000});
+  std::vector<JobRequest> q = {Job("huge", 1, 4, 0), Job("small", 1, 1, 0),
+                               Job("small2", 1, 1, 0)};
+  auto r = s.Schedule(q, view, 30'000);  // huge waited 30 s < limit
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"small", "small2"}));
+  EXPECT_TRUE(r.starving_job.empty());
+}
+
+TEST(SchedulerTest, StarvationLimitStopsBackfill) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 2)};
+  Scheduler s({60'000});
+  std::vector<JobRequest> q = {Job("wide", 1, 2, 0), Job("small", 1, 1, 50'000)};
+  // Pretend one GPU is busy: wide does not fit now.
+  view.nodes[0].free_gpus = {1};
+  auto r = s.Schedule(q, view, 61'000);  // wide waited 61 s > 60 s
+  EXPECT_TRUE(r.placed.empty());
+  EXPECT_EQ(r.starving_job, "wide");
+  EXPECT_EQ(view.nodes[0].free_gpus.size(), 1u);  // held for wide
+  // Once the GPU is free again, wide starts first.
+  view.nodes[0].free_gpus = {0, 1};
+  r = s.Schedule(q, view, 62'000);
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"wide"}));
+}
+
+TEST(SchedulerTest, JobsAheadOfAStarvingJobStillStart) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 1)};
+  Scheduler s({1000});
+  std::vector<JobRequest> q = {Job("fits", 1, 1, 0), Job("starving", 1, 2, 0),
+                               Job("later", 1, 0, 0)};
+  auto r = s.Schedule(q, view, 5000);
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"fits"}));
+  EXPECT_EQ(r.starving_job, "starving");
+}
+
+TEST(SchedulerTest, UnschedulableJobsAreSkippedButCanStarve) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 4)};
+  Scheduler s({1000});
+  JobRequest waiting = Job("restarting", 1, 1, 0);
+  waiting.schedulable = false;
+  std::vector<JobRequest> q = {waiting, Job("next", 1, 1, 0)};
+  auto r = s.Schedule(q, view, 500);
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"next"}));
+  r = s.Schedule(q, view, 5000);
+  EXPECT_EQ(r.starving_job, "restarting");
+}
+
+TEST(SchedulerTest, PortsAreUniqueAcrossNodesAndJobs) {
+  ClusterView view(30000, 30100);
+  view.MarkPortUsed(30000);
+  view.MarkPortUsed(30001);
+  view.nodes = {Node("a", 8), Node("b", 8)};
+  Scheduler s({});
+  std::vector<JobRequest> q;
+  for (int i = 0; i < 8; ++i) q.push_back(Job("j" + std::to_string(i), 2, 1));
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 8u);
+  std::set<int> ports = {30000, 30001};
+  for (const auto& p : r.placed) {
+    for (const auto& slot : p.replicas) EXPECT_TRUE(ports.insert(slot.port).second);
+    EXPECT_TRUE(ports.insert(p.master_port).second);
+    EXPECT_TRUE(ports.insert(p.bootstrap_port).second);
+  }
+  for (int port : ports) {
+    EXPECT_GE(port, 30000);
+    EXPECT_LE(port, 30100);
+  }
+}
+
+TEST(SchedulerTest, RunningOutOfPortsBlocksPlacement) {
+  ClusterView view(40000, 40002);  // 3 ports: a 1-replica job needs 3
+  view.nodes = {Node("a", 8)};
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("one", 1, 1), Job("two", 1, 1)};
+  auto r = s.Schedule(q, view, 0);
+  EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"one"}));
+  EXPECT_EQ(view.ports_free(), 0);
+}
+
+TEST(SchedulerTest, PlaceOnePrefersTheGivenNode) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("a", 4), Node("b", 1)};
+  auto slot = Scheduler::PlaceOne({1, 1, 0}, 0, view);
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(slot->node, 0);
+  EXPECT_NE(slot->port, 0);
+  slot = Scheduler::PlaceOne({1, 1, 0}, -1, view);  // best fit: b
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(slot->node, 1);
+  EXPECT_FALSE(Scheduler::PlaceOne({5, 1, 0}, 0, view));
+}
+
+TEST(SchedulerTest, ManyQueuedJobsOfOneShapeCostFewSearches) {
+  ClusterView view(20000, 29999);
+  for (int i = 0; i < 100; ++i) view.nodes.push_back(Node("n" + std::to_string(i), 8));
+  Scheduler s({});
+  std::vector<JobRequest> q;
+  for (int i = 0; i < 2000; ++i) q.push_back(Job("j" + std::to_string(i), 4, 2));
+  auto r = s.Schedule(q, view, 0);
+  EXPECT_EQ(r.placed.size(), 100u);  // 800 GPUs / 8 per job
+  EXPECT_LE(r.searches, 101u);
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
