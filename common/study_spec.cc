@@ -1,0 +1,770 @@
+// Study spec parsing and validation (see study_spec.h and DESIGN.md "Hyperparameter tuning").
+//
+// Like job_spec.cc, the yaml-cpp tree is walked by hand so that every error names its path and
+// line; yaml-cpp's exceptions are caught here and never leave this file. The trial template is
+// handed to ParseJobSpec (with a placeholder name) and its errors are re-rooted under "trial_job.".
+#include "common/study_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace cohort {
+
+namespace {
+
+constexpr size_t kMaxStudyNameLength = 100;
+constexpr int kMaxTrials = 100000;
+constexpr int kMaxParameters = 64;
+constexpr int kMaxValues = 10000;
+constexpr char kTemplateSource[] = "trial_job";
+constexpr char kPlaceholderName[] = "trial";
+
+bool IsAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+bool IsValidStudyName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxStudyNameLength || !IsAlpha(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsAlpha(c) || IsDigit(c) || c == '_'; });
+}
+
+// Parameter ids become `--id=value` flags: [A-Za-z_][A-Za-z0-9_.-]*.
+bool IsValidParameterId(std::string_view id) {
+  if (id.empty() || id.size() > 128 || !(IsAlpha(id[0]) || id[0] == '_')) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return IsAlpha(c) || IsDigit(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+bool IsValidMetricId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return IsAlpha(c) || IsDigit(c) || c == '_' || c == '.' || c == '-' || c == '/';
+  });
+}
+
+std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Shortest text that reads back to exactly `v`.
+std::string FormatDouble(double v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  if (ec != std::errc()) return std::to_string(v);
+  return std::string(buf, ptr);
+}
+
+StatusOr<double> ParseDoubleText(std::string_view text) {
+  std::string_view s = text;
+  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
+    return InvalidArgument("expected a finite number, got " + Quoted(text));
+  }
+  return v;
+}
+
+bool IsIntegral(double v) { return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 9e15; }
+
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  const std::string& source() const { return source_; }
+
+  Status Error(const YAML::Node& node, const std::string& path, const std::string& what) const {
+    std::string m = source_ + Mark(node);
+    m += ": " + (path.empty() ? std::string("(document)") : path) + ": " + what;
+    return InvalidArgument(std::move(m));
+  }
+
+  static std::string Mark(const YAML::Node& node) {
+    YAML::Mark mark = node.Mark();
+    if (mark.is_null()) return "";
+    return ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+  }
+
+  static std::string KindName(const YAML::Node& node) {
+    switch (node.Type()) {
+      case YAML::NodeType::Null: return "null";
+      case YAML::NodeType::Scalar: return "a scalar";
+      case YAML::NodeType::Sequence: return "a list";
+      case YAML::NodeType::Map: return "a mapping";
+      case YAML::NodeType::Undefined: return "nothing";
+    }
+    return "?";
+  }
+
+  static std::string Join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+  static bool Has(const YAML::Node& map, const char* key) {
+    YAML::Node child = map[key];
+    return child.IsDefined() && !child.IsNull();
+  }
+
+  Status CheckMap(const YAML::Node& node, const std::string& path,
+                  std::initializer_list<std::string_view> allowed) const {
+    if (!node.IsMap()) return Error(node, path, "expected a mapping, got " + KindName(node));
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) return Error(it->first, path, "keys must be strings");
+      const std::string& k = it->first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        return Error(it->first, Join(path, k), "unknown key");
+      }
+      if (!seen.insert(k).second) return Error(it->first, Join(path, k), "duplicate key");
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar()) return Error(node, path, "expected a string, got " + KindName(node));
+    return node.Scalar();
+  }
+
+  StatusOr<double> Number(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar() || node.Tag() == "!") {
+      return Error(node, path,
+                   "expected a number, got " +
+                       (node.IsScalar() ? "string " + Quoted(node.Scalar()) : KindName(node)));
+    }
+    StatusOr<double> v = ParseDoubleText(node.Scalar());
+    if (!v.ok()) return Error(node, path, v.status().message());
+    return *v;
+  }
+
+  StatusOr<int64_t> Int(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar() || node.Tag() == "!") {
+      return Error(node, path,
+                   "expected an integer, got " +
+                       (node.IsScalar() ? "string " + Quoted(node.Scalar()) : KindName(node)));
+    }
+    const std::string& s = node.Scalar();
+    const char* begin = s.data();
+    const char* end = s.data() + s.size();
+    if (begin != end && *begin == '+') ++begin;
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(begin, end, v);
+    if (ec == std::errc::result_out_of_range) return Error(node, path, "integer out of range");
+    if (begin == end || ec != std::errc() || ptr != end) {
+      return Error(node, path, "expected an integer, got " + Quoted(s));
+    }
+    return v;
+  }
+
+  StatusOr<int> SmallInt(const YAML::Node& node, const std::string& path) const {
+    COHORT_ASSIGN_OR_RETURN(int64_t v, Int(node, path));
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      return Error(node, path, "out of range");
+    }
+    return static_cast<int>(v);
+  }
+
+  StatusOr<bool> Bool(const YAML::Node& node, const std::string& path) const {
+    if (node.IsScalar() && node.Tag() != "!") {
+      std::string s = node.Scalar();
+      std::transform(s.begin(), s.end(), s.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (s == "true" || s == "yes" || s == "on") return true;
+      if (s == "false" || s == "no" || s == "off") return false;
+    }
+    return Error(node, path,
+                 "expected a boolean (true or false), got " +
+                     (node.IsScalar() ? Quoted(node.Scalar()) : KindName(node)));
+  }
+
+ private:
+  std::string source_;
+};
+
+StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
+                                      const std::string& path) {
+  COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"id", "type", "min", "max", "scale", "values"}));
+  ParameterSpec p;
+  if (!Reader::Has(node, "id")) return r.Error(node, path + ".id", "required");
+  COHORT_ASSIGN_OR_RETURN(p.id, r.String(node["id"], path + ".id"));
+  if (!Reader::Has(node, "type")) {
+    return r.Error(node, path + ".type", "required (double, integer, categorical or discrete)");
+  }
+  COHORT_ASSIGN_OR_RETURN(std::string type, r.String(node["type"], path + ".type"));
+  if (type == "double") {
+    p.type = ParameterType::kDouble;
+  } else if (type == "integer") {
+    p.type = ParameterType::kInteger;
+  } else if (type == "categorical") {
+    p.type = ParameterType::kCategorical;
+  } else if (type == "discrete") {
+    p.type = ParameterType::kDiscrete;
+  } else {
+    return r.Error(node["type"], path + ".type",
+                   "unknown type " + Quoted(type) + " (double, integer, categorical or discrete)");
+  }
+  const bool numeric_range = p.type == ParameterType::kDouble || p.type == ParameterType::kInteger;
+  const bool has_values = p.type == ParameterType::kCategorical ||
+                          p.type == ParameterType::kDiscrete;
+  for (const char* key : {"min", "max"}) {
+    std::string kpath = path + "." + key;
+    if (!numeric_range) {
+      if (Reader::Has(node, key)) {
+        return r.Error(node[key], kpath, "not allowed for a " + type + " parameter (use values)");
+      }
+      continue;
+    }
+    if (!Reader::Has(node, key)) return r.Error(node, kpath, "required for a " + type + " parameter");
+    COHORT_ASSIGN_OR_RETURN(double v, r.Number(node[key], kpath));
+    if (p.type == ParameterType::kInteger && !IsIntegral(v)) {
+      return r.Error(node[key], kpath, "must be an integer for an integer parameter, got " +
+                                           node[key].Scalar());
+    }
+    (std::string_view(key) == "min" ? p.min : p.max) = v;
+  }
+  if (Reader::Has(node, "scale")) {
+    if (p.type == ParameterType::kCategorical) {
+      return r.Error(node["scale"], path + ".scale", "not allowed for a categorical parameter");
+    }
+    COHORT_ASSIGN_OR_RETURN(std::string scale, r.String(node["scale"], path + ".scale"));
+    if (scale == "linear") {
+      p.scale = ScaleType::kLinear;
+    } else if (scale == "log") {
+      p.scale = ScaleType::kLog;
+    } else if (scale == "reverse_log") {
+      p.scale = ScaleType::kReverseLog;
+    } else {
+      return r.Error(node["scale"], path + ".scale",
+                     "unknown scale " + Quoted(scale) + " (linear, log or reverse_log)");
+    }
+  }
+  if (!has_values) {
+    if (Reader::Has(node, "values")) {
+      return r.Error(node["values"], path + ".values",
+                     "not allowed for a " + type + " parameter (use min and max)");
+    }
+    return p;
+  }
+  std::string vpath = path + ".values";
+  if (!Reader::Has(node, "values")) return r.Error(node, vpath, "required for a " + type + " parameter");
+  const YAML::Node values = node["values"];
+  if (!values.IsSequence()) {
+    return r.Error(values, vpath, "expected a list, got " + Reader::KindName(values));
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string ipath = vpath + "[" + std::to_string(i) + "]";
+    if (p.type == ParameterType::kCategorical) {
+      COHORT_ASSIGN_OR_RETURN(std::string v, r.String(values[i], ipath));
+      p.categories.push_back(std::move(v));
+    } else {
+      COHORT_ASSIGN_OR_RETURN(double v, r.Number(values[i], ipath));
+      p.values.push_back(v);
+    }
+  }
+  std::sort(p.values.begin(), p.values.end());
+  return p;
+}
+
+StatusOr<EarlyStoppingSpec> ReadEarlyStopping(const Reader& r, const YAML::Node& node) {
+  const std::string path = "early_stopping";
+  COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"median", "min_steps", "min_trials"}));
+  EarlyStoppingSpec e;
+  if (Reader::Has(node, "median")) {
+    COHORT_ASSIGN_OR_RETURN(e.median, r.Bool(node["median"], path + ".median"));
+  }
+  if (Reader::Has(node, "min_steps")) {
+    COHORT_ASSIGN_OR_RETURN(e.min_steps, r.SmallInt(node["min_steps"], path + ".min_steps"));
+  }
+  if (Reader::Has(node, "min_trials")) {
+    COHORT_ASSIGN_OR_RETURN(e.min_trials, r.SmallInt(node["min_trials"], path + ".min_trials"));
+  }
+  return e;
+}
+
+// Re-roots a ParseJobSpec error ("trial_job[:L:C]: worker_pools[0].x: what") under the study's
+// trial_job key: "<source>:L:C: trial_job.worker_pools[0].x: what", with the line of the
+// trial_job block in the study file (template lines do not map back one to one).
+Status RerootTemplateError(const Reader& r, const YAML::Node& node, const Status& st) {
+  std::string_view m = st.message();
+  if (m.substr(0, sizeof(kTemplateSource) - 1) == kTemplateSource) {
+    m.remove_prefix(sizeof(kTemplateSource) - 1);
+    // Optional ":line:col".
+    while (!m.empty() && m[0] == ':' && m.size() > 1 && IsDigit(m[1])) {
+      m.remove_prefix(1);
+      while (!m.empty() && IsDigit(m[0])) m.remove_prefix(1);
+    }
+    if (m.substr(0, 2) == ": ") m.remove_prefix(2);
+  }
+  std::string rest(m);
+  if (rest.rfind("(document): ", 0) == 0) rest = rest.substr(12);
+  std::string out = r.source() + Reader::Mark(node) + ": trial_job";
+  if (rest.rfind("malformed YAML", 0) == 0) {
+    out += ": " + rest;
+  } else {
+    out += "." + rest;
+  }
+  return Status(st.code(), std::move(out));
+}
+
+StatusOr<JobSpec> ReadTrialJob(const Reader& r, const YAML::Node& node) {
+  if (!node.IsMap()) {
+    return r.Error(node, "trial_job", "expected a mapping (a job file without its name), got " +
+                                          Reader::KindName(node));
+  }
+  if (node["name"].IsDefined()) {
+    return r.Error(node["name"], "trial_job.name",
+                   "not allowed: each trial's job is named <study>_trial_<id>");
+  }
+  YAML::Node copy = YAML::Clone(node);
+  copy["name"] = kPlaceholderName;
+  YAML::Emitter out;
+  out << copy;
+  if (!out.good()) return r.Error(node, "trial_job", "cannot re-emit: " + out.GetLastError());
+  StatusOr<JobSpec> job = ParseJobSpec(out.c_str(), kTemplateSource);
+  if (!job.ok()) return RerootTemplateError(r, node, job.status());
+  return job;
+}
+
+StatusOr<StudySpec> ReadStudy(const Reader& r, const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull()) return r.Error(root, "", "empty study spec");
+  COHORT_RETURN_IF_ERROR(r.CheckMap(
+      root, "",
+      {"name", "metric", "parameters", "algorithm", "max_trials", "parallel_trials",
+       "max_failed_trials", "early_stopping", "seed", "trial_job"}));
+  StudySpec spec;
+  if (!Reader::Has(root, "name")) return r.Error(root, "name", "required");
+  COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+
+  if (!Reader::Has(root, "metric")) {
+    return r.Error(root, "metric", "required ({id: NAME, goal: maximize|minimize})");
+  }
+  const YAML::Node metric = root["metric"];
+  COHORT_RETURN_IF_ERROR(r.CheckMap(metric, "metric", {"id", "goal"}));
+  if (!Reader::Has(metric, "id")) return r.Error(metric, "metric.id", "required");
+  COHORT_ASSIGN_OR_RETURN(spec.metric_id, r.String(metric["id"], "metric.id"));
+  if (!Reader::Has(metric, "goal")) {
+    return r.Error(metric, "metric.goal", "required (maximize or minimize)");
+  }
+  COHORT_ASSIGN_OR_RETURN(std::string goal, r.String(metric["goal"], "metric.goal"));
+  if (goal == "maximize") {
+    spec.goal = MetricGoal::kMaximize;
+  } else if (goal == "minimize") {
+    spec.goal = MetricGoal::kMinimize;
+  } else {
+    return r.Error(metric["goal"], "metric.goal",
+                   "unknown goal " + Quoted(goal) + " (maximize or minimize)");
+  }
+
+  if (!Reader::Has(root, "parameters")) {
+    return r.Error(root, "parameters", "required (at least one parameter)");
+  }
+  const YAML::Node params = root["parameters"];
+  if (!params.IsSequence()) {
+    return r.Error(params, "parameters", "expected a list, got " + Reader::KindName(params));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    COHORT_ASSIGN_OR_RETURN(ParameterSpec p,
+                            ReadParameter(r, params[i], "parameters[" + std::to_string(i) + "]"));
+    spec.parameters.push_back(std::move(p));
+  }
+
+  if (!Reader::Has(root, "algorithm")) {
+    return r.Error(root, "algorithm", "required (grid, random or bayesian)");
+  }
+  COHORT_ASSIGN_OR_RETURN(std::string algorithm, r.String(root["algorithm"], "algorithm"));
+  if (algorithm == "grid") {
+    spec.algorithm = SearchAlgorithm::kGrid;
+  } else if (algorithm == "random") {
+    spec.algorithm = SearchAlgorithm::kRandom;
+  } else if (algorithm == "bayesian") {
+    spec.algorithm = SearchAlgorithm::kBayesian;
+  } else {
+    return r.Error(root["algorithm"], "algorithm",
+                   "unknown algorithm " + Quoted(algorithm) + " (grid, random or bayesian)");
+  }
+
+  if (!Reader::Has(root, "max_trials")) return r.Error(root, "max_trials", "required");
+  COHORT_ASSIGN_OR_RETURN(spec.max_trials, r.SmallInt(root["max_trials"], "max_trials"));
+  if (Reader::Has(root, "parallel_trials")) {
+    COHORT_ASSIGN_OR_RETURN(spec.parallel_trials,
+                            r.SmallInt(root["parallel_trials"], "parallel_trials"));
+  }
+  spec.max_failed_trials = spec.max_trials;
+  if (Reader::Has(root, "max_failed_trials")) {
+    COHORT_ASSIGN_OR_RETURN(spec.max_failed_trials,
+                            r.SmallInt(root["max_failed_trials"], "max_failed_trials"));
+  }
+  if (Reader::Has(root, "early_stopping")) {
+    COHORT_ASSIGN_OR_RETURN(spec.early_stopping, ReadEarlyStopping(r, root["early_stopping"]));
+  }
+  if (Reader::Has(root, "seed")) {
+    COHORT_ASSIGN_OR_RETURN(int64_t seed, r.Int(root["seed"], "seed"));
+    if (seed < 0) return r.Error(root["seed"], "seed", "must not be negative");
+    spec.seed = static_cast<uint64_t>(seed);
+  }
+  if (!Reader::Has(root, "trial_job")) {
+    return r.Error(root, "trial_job", "required (a job spec without its name)");
+  }
+  COHORT_ASSIGN_OR_RETURN(spec.trial_job, ReadTrialJob(r, root["trial_job"]));
+  return spec;
+}
+
+Status ValidateParameter(const ParameterSpec& p, const std::string& path,
+                         SearchAlgorithm algorithm) {
+  if (!IsValidParameterId(p.id)) {
+    return InvalidArgument(path + ".id: " + Quoted(p.id) +
+                           " is not a valid parameter id (must match [A-Za-z_][A-Za-z0-9_.-]*)");
+  }
+  const std::string what = "parameter " + Quoted(p.id);
+  switch (p.type) {
+    case ParameterType::kDouble:
+    case ParameterType::kInteger:
+      if (!std::isfinite(p.min) || !std::isfinite(p.max)) {
+        return InvalidArgument(path + ": min and max must be finite");
+      }
+      if (p.type == ParameterType::kInteger && (!IsIntegral(p.min) || !IsIntegral(p.max))) {
+        return InvalidArgument(path + ".min: an integer parameter needs integral min and max");
+      }
+      if (!(p.min < p.max)) {
+        return InvalidArgument(path + ".max: must be greater than min (" + FormatDouble(p.min) +
+                               "), got " + FormatDouble(p.max));
+      }
+      if (p.scale != ScaleType::kLinear && p.min <= 0) {
+        return InvalidArgument(path + ".min: the " + std::string(ScaleTypeName(p.scale)) +
+                               " scale needs min > 0, got " + FormatDouble(p.min));
+      }
+      if (p.type == ParameterType::kDouble && algorithm == SearchAlgorithm::kGrid) {
+        return InvalidArgument(path + ".type: grid search cannot enumerate double " + what +
+                               " (use integer, discrete or categorical, or another algorithm)");
+      }
+      if (p.type == ParameterType::kInteger && p.max - p.min > 1e9) {
+        return InvalidArgument(path + ".max: integer range too large (at most 1e9 values)");
+      }
+      break;
+    case ParameterType::kCategorical: {
+      if (p.categories.empty()) return InvalidArgument(path + ".values: must not be empty");
+      if (p.categories.size() > static_cast<size_t>(kMaxValues)) {
+        return InvalidArgument(path + ".values: at most " + std::to_string(kMaxValues) + " values");
+      }
+      std::set<std::string> seen;
+      for (size_t i = 0; i < p.categories.size(); ++i) {
+        if (!seen.insert(p.categories[i]).second) {
+          return InvalidArgument(path + ".values[" + std::to_string(i) + "]: duplicate value " +
+                                 Quoted(p.categories[i]));
+        }
+        if (p.categories[i].empty() || p.categories[i].find('\0') != std::string::npos) {
+          return InvalidArgument(path + ".values[" + std::to_string(i) +
+                                 "]: must be a non-empty string without NUL bytes");
+        }
+      }
+      break;
+    }
+    case ParameterType::kDiscrete: {
+      if (p.values.empty()) return InvalidArgument(path + ".values: must not be empty");
+      if (p.values.size() > static_cast<size_t>(kMaxValues)) {
+        return InvalidArgument(path + ".values: at most " + std::to_string(kMaxValues) + " values");
+      }
+      for (size_t i = 0; i < p.values.size(); ++i) {
+        if (!std::isfinite(p.values[i])) {
+          return InvalidArgument(path + ".values: values must be finite");
+        }
+        if (i > 0 && p.values[i] == p.values[i - 1]) {
+          return InvalidArgument(path + ".values: duplicate value " + FormatDouble(p.values[i]));
+        }
+      }
+      if (p.scale != ScaleType::kLinear && p.values.front() <= 0) {
+        return InvalidArgument(path + ".values: the " + std::string(ScaleTypeName(p.scale)) +
+                               " scale needs every value > 0, got " +
+                               FormatDouble(p.values.front()));
+      }
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view ParameterTypeName(ParameterType type) {
+  switch (type) {
+    case ParameterType::kDouble: return "double";
+    case ParameterType::kInteger: return "integer";
+    case ParameterType::kCategorical: return "categorical";
+    case ParameterType::kDiscrete: return "discrete";
+  }
+  return "?";
+}
+
+std::string_view ScaleTypeName(ScaleType scale) {
+  switch (scale) {
+    case ScaleType::kLinear: return "linear";
+    case ScaleType::kLog: return "log";
+    case ScaleType::kReverseLog: return "reverse_log";
+  }
+  return "?";
+}
+
+std::string_view SearchAlgorithmName(SearchAlgorithm algorithm) {
+  switch (algorithm) {
+    case SearchAlgorithm::kGrid: return "grid";
+    case SearchAlgorithm::kRandom: return "random";
+    case SearchAlgorithm::kBayesian: return "bayesian";
+  }
+  return "?";
+}
+
+std::string_view MetricGoalName(MetricGoal goal) {
+  return goal == MetricGoal::kMaximize ? "maximize" : "minimize";
+}
+
+const ParameterSpec* StudySpec::FindParameter(std::string_view id) const {
+  for (const auto& p : parameters) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+Status ValidateStudySpec(const StudySpec& spec) {
+  if (!IsValidStudyName(spec.name)) {
+    return InvalidArgument("name: " + Quoted(spec.name) +
+                           " is not a valid study name (must match [A-Za-z][A-Za-z0-9_]{0,99})");
+  }
+  if (!IsValidMetricId(spec.metric_id)) {
+    return InvalidArgument("metric.id: " + Quoted(spec.metric_id) +
+                           " is not a valid metric id (letters, digits, _ . - /)");
+  }
+  if (spec.parameters.empty()) {
+    return InvalidArgument("parameters: at least one parameter is required");
+  }
+  if (spec.parameters.size() > static_cast<size_t>(kMaxParameters)) {
+    return InvalidArgument("parameters: at most " + std::to_string(kMaxParameters) +
+                           " parameters, got " + std::to_string(spec.parameters.size()));
+  }
+  std::map<std::string, size_t> ids;
+  for (size_t i = 0; i < spec.parameters.size(); ++i) {
+    const std::string path = "parameters[" + std::to_string(i) + "]";
+    COHORT_RETURN_IF_ERROR(ValidateParameter(spec.parameters[i], path, spec.algorithm));
+    auto [it, inserted] = ids.emplace(spec.parameters[i].id, i);
+    if (!inserted) {
+      return InvalidArgument(path + ".id: duplicate id " + Quoted(spec.parameters[i].id) +
+                             " (also parameters[" + std::to_string(it->second) + "])");
+    }
+  }
+  if (spec.max_trials < 1 || spec.max_trials > kMaxTrials) {
+    return InvalidArgument("max_trials: must be in 1.." + std::to_string(kMaxTrials) + ", got " +
+                           std::to_string(spec.max_trials));
+  }
+  if (spec.parallel_trials < 1) {
+    return InvalidArgument("parallel_trials: must be at least 1, got " +
+                           std::to_string(spec.parallel_trials));
+  }
+  if (spec.parallel_trials > spec.max_trials) {
+    return InvalidArgument("parallel_trials: must be at most max_trials (" +
+                           std::to_string(spec.max_trials) + "), got " +
+                           std::to_string(spec.parallel_trials));
+  }
+  if (spec.max_failed_trials < 0) {
+    return InvalidArgument("max_failed_trials: must not be negative, got " +
+                           std::to_string(spec.max_failed_trials));
+  }
+  if (spec.early_stopping) {
+    if (spec.early_stopping->min_steps < 1) {
+      return InvalidArgument("early_stopping.min_steps: must be at least 1, got " +
+                             std::to_string(spec.early_stopping->min_steps));
+    }
+    if (spec.early_stopping->min_trials < 1) {
+      return InvalidArgument("early_stopping.min_trials: must be at least 1, got " +
+                             std::to_string(spec.early_stopping->min_trials));
+    }
+  }
+  if (spec.algorithm == SearchAlgorithm::kGrid && !GridSize(spec).has_value()) {
+    return InvalidArgument("parameters: the grid has more than 2^40 points");
+  }
+  if (spec.trial_job.name != kPlaceholderName) {
+    return InvalidArgument("trial_job.name: must be the placeholder '" +
+                           std::string(kPlaceholderName) + "'");
+  }
+  Status st = ValidateJobSpec(spec.trial_job);
+  if (!st.ok()) return Status(st.code(), "trial_job." + st.message());
+  return Status::Ok();
+}
+
+StatusOr<StudySpec> ParseStudySpec(std::string_view yaml, std::string_view source) {
+  Reader reader(source);
+  StudySpec spec;
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    COHORT_ASSIGN_OR_RETURN(spec, ReadStudy(reader, root));
+  } catch (const YAML::Exception& e) {
+    std::string m(source);
+    if (!e.mark.is_null()) {
+      m += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    }
+    m += ": malformed YAML: " + e.msg;
+    return InvalidArgument(std::move(m));
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string(source) + ": " + e.what());
+  }
+  Status st = ValidateStudySpec(spec);
+  if (!st.ok()) return st.WithContext(source);
+  return spec;
+}
+
+StatusOr<StudySpec> LoadStudySpec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoStatus("study file " + path, errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return ErrnoStatus("reading study file " + path, errno);
+  return ParseStudySpec(text.str(), path);
+}
+
+std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit) {
+  uint64_t total = 1;
+  for (const auto& p : spec.parameters) {
+    uint64_t n = 0;
+    switch (p.type) {
+      case ParameterType::kDouble: return std::nullopt;
+      case ParameterType::kInteger:
+        if (!(p.max >= p.min)) return std::nullopt;
+        n = static_cast<uint64_t>(p.max - p.min) + 1;
+        break;
+      case ParameterType::kCategorical: n = p.categories.size(); break;
+      case ParameterType::kDiscrete: n = p.values.size(); break;
+    }
+    if (n == 0) return uint64_t{0};
+    if (total > limit / n) return std::nullopt;
+    total *= n;
+  }
+  return total;
+}
+
+std::string FormatParameterValue(const ParameterSpec& param, const ParameterValue& value) {
+  switch (param.type) {
+    case ParameterType::kCategorical: return value.category;
+    case ParameterType::kInteger: {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(std::llround(value.number)));
+      return buf;
+    }
+    case ParameterType::kDouble:
+    case ParameterType::kDiscrete: return FormatDouble(value.number);
+  }
+  return "";
+}
+
+StatusOr<ParameterValue> ParseParameterValue(const ParameterSpec& param, std::string_view text) {
+  ParameterValue v;
+  const std::string where = param.id + ": ";
+  if (param.type == ParameterType::kCategorical) {
+    if (std::find(param.categories.begin(), param.categories.end(), text) ==
+        param.categories.end()) {
+      return InvalidArgument(where + Quoted(text) + " is not one of its values");
+    }
+    v.category = std::string(text);
+    return v;
+  }
+  StatusOr<double> number = ParseDoubleText(text);
+  if (!number.ok()) return number.status().WithContext(param.id);
+  v.number = *number;
+  StudySpec single;
+  single.parameters = {param};
+  COHORT_RETURN_IF_ERROR(ValidateAssignment(single, Assignment{v}));
+  return v;
+}
+
+Status ValidateAssignment(const StudySpec& spec, const Assignment& assignment) {
+  if (assignment.size() != spec.parameters.size()) {
+    return InvalidArgument("assignment has " + std::to_string(assignment.size()) +
+                           " values for " + std::to_string(spec.parameters.size()) +
+                           " parameters");
+  }
+  for (size_t i = 0; i < assignment.size(); ++i) {
+    const ParameterSpec& p = spec.parameters[i];
+    const ParameterValue& v = assignment[i];
+    const std::string where = p.id + ": ";
+    switch (p.type) {
+      case ParameterType::kCategorical:
+        if (std::find(p.categories.begin(), p.categories.end(), v.category) ==
+            p.categories.end()) {
+          return InvalidArgument(where + Quoted(v.category) + " is not one of its values");
+        }
+        break;
+      case ParameterType::kInteger:
+        if (!IsIntegral(v.number)) {
+          return InvalidArgument(where + FormatDouble(v.number) + " is not an integer");
+        }
+        [[fallthrough]];
+      case ParameterType::kDouble:
+        if (!(v.number >= p.min && v.number <= p.max)) {
+          return InvalidArgument(where + FormatDouble(v.number) + " is outside [" +
+                                 FormatDouble(p.min) + ", " + FormatDouble(p.max) + "]");
+        }
+        break;
+      case ParameterType::kDiscrete:
+        if (!std::binary_search(p.values.begin(), p.values.end(), v.number)) {
+          return InvalidArgument(where + FormatDouble(v.number) + " is not one of its values");
+        }
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Assignment> ParseAssignment(const StudySpec& spec,
+                                     const std::map<std::string, std::string>& values) {
+  Assignment out;
+  for (const auto& p : spec.parameters) {
+    auto it = values.find(p.id);
+    if (it == values.end()) return InvalidArgument(p.id + ": missing from the assignment");
+    COHORT_ASSIGN_OR_RETURN(ParameterValue v, ParseParameterValue(p, it->second));
+    out.push_back(std::move(v));
+  }
+  for (const auto& [k, v] : values) {
+    if (spec.FindParameter(k) == nullptr) return InvalidArgument(k + ": not a study parameter");
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> AssignmentToStrings(
+    const StudySpec& spec, const Assignment& assignment) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < spec.parameters.size() && i < assignment.size(); ++i) {
+    out.emplace_back(spec.parameters[i].id,
+                     FormatParameterValue(spec.parameters[i], assignment[i]));
+  }
+  return out;
+}
+
+std::string TrialJobName(std::string_view study, std::string_view trial_id) {
+  return std::string(study) + "_trial_" + std::string(trial_id);
+}
+
+StatusOr<JobSpec> MakeTrialJob(const StudySpec& spec, std::string_view trial_id,
+                               const Assignment& assignment) {
+  COHORT_RETURN_IF_ERROR(ValidateAssignment(spec, assignment));
+  JobSpec job = spec.trial_job;
+  job.name = TrialJobName(spec.name, trial_id);
+  std::vector<std::string> flags;
+  for (const auto& [id, text] : AssignmentToStrings(spec, assignment)) {
+    flags.push_back("--" + id + "=" + text);
+  }
+  for (auto& pool : job.pools) {
+    std::vector<std::string>* args = nullptr;
+    if (pool.process) args = &pool.process->args;
+    if (pool.container) args = &pool.container->args;
+    if (args != nullptr) args->insert(args->end(), flags.begin(), flags.end());
+  }
+  Status st = ValidateJobSpec(job);
+  if (!st.ok()) return st.WithContext("trial " + std::string(trial_id));
+  return job;
+}
+
+}  // namespace cohort

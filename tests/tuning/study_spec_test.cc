@@ -1,0 +1,306 @@
+// Study spec parsing and validation: the valid example, then every rule with the field it names.
+#include "common/study_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kTrialJob[] = R"(trial_job:
+  worker_pools:
+    - role: chief
+      replicas: 1
+      resources: {cpus: 1}
+      process: {command: [/usr/bin/python3, train.py], args: [--epochs=2]}
+  scheduling: {timeout: 1h, max_restarts: 1}
+)";
+
+std::string Study(const std::string& params, const std::string& extra = "",
+                  const std::string& algorithm = "bayesian") {
+  return "name: digits_lr_study\n"
+         "metric: {id: accuracy, goal: maximize}\n"
+         "parameters:\n" +
+         params + "algorithm: " + algorithm +
+         "\n"
+         "max_trials: 20\n" +
+         extra + kTrialJob;
+}
+
+constexpr char kParams[] =
+    "  - {id: lr, type: double, min: 0.001, max: 0.5, scale: log}\n"
+    "  - {id: hidden, type: integer, min: 16, max: 128, scale: linear}\n"
+    "  - {id: optimizer, type: categorical, values: [sgd, momentum]}\n"
+    "  - {id: batch_size, type: discrete, values: [64, 16, 32]}\n";
+
+std::string ErrorOf(const std::string& yaml) {
+  StatusOr<StudySpec> spec = ParseStudySpec(yaml, "study.yaml");
+  EXPECT_FALSE(spec.ok()) << "parsed but should not have:\n" << yaml;
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  return spec.status().message();
+}
+
+TEST(StudySpecTest, ParsesTheFullExample) {
+  StatusOr<StudySpec> spec = ParseStudySpec(
+      Study(kParams,
+            "parallel_trials: 3\nmax_failed_trials: 5\n"
+            "early_stopping: {median: true, min_steps: 2}\nseed: 7\n"),
+      "study.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "digits_lr_study");
+  EXPECT_EQ(spec->metric_id, "accuracy");
+  EXPECT_EQ(spec->goal, MetricGoal::kMaximize);
+  ASSERT_EQ(spec->parameters.size(), 4u);
+  EXPECT_EQ(spec->parameters[0].type, ParameterType::kDouble);
+  EXPECT_EQ(spec->parameters[0].scale, ScaleType::kLog);
+  EXPECT_DOUBLE_EQ(spec->parameters[0].min, 0.001);
+  EXPECT_EQ(spec->parameters[1].type, ParameterType::kInteger);
+  EXPECT_EQ(spec->parameters[2].categories, (std::vector<std::string>{"sgd", "momentum"}));
+  EXPECT_EQ(spec->parameters[3].values, (std::vector<double>{16, 32, 64}));  // sorted
+  EXPECT_EQ(spec->algorithm, SearchAlgorithm::kBayesian);
+  EXPECT_EQ(spec->max_trials, 20);
+  EXPECT_EQ(spec->parallel_trials, 3);
+  EXPECT_EQ(spec->max_failed_trials, 5);
+  ASSERT_TRUE(spec->early_stopping.has_value());
+  EXPECT_TRUE(spec->early_stopping->median);
+  EXPECT_EQ(spec->early_stopping->min_steps, 2);
+  EXPECT_EQ(spec->seed, 7u);
+  ASSERT_EQ(spec->trial_job.pools.size(), 1u);
+  EXPECT_EQ(spec->trial_job.pools[0].process->command[1], "train.py");
+  EXPECT_EQ(spec->trial_job.scheduling.max_restarts, 1);
+}
+
+TEST(StudySpecTest, Defaults) {
+  StatusOr<StudySpec> spec = ParseStudySpec(Study(kParams));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->parallel_trials, 1);
+  EXPECT_EQ(spec->max_failed_trials, 20);  // max_trials
+  EXPECT_FALSE(spec->early_stopping.has_value());
+  EXPECT_EQ(spec->seed, 0u);
+}
+
+TEST(StudySpecTest, UnknownKeysAreRefusedWithTheirPath) {
+  EXPECT_THAT(ErrorOf(Study(kParams, "max_trial: 3\n")), HasSubstr("max_trial: unknown key"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, scael: log}\n")),
+              HasSubstr("parameters[0].scael: unknown key"));
+  EXPECT_THAT(ErrorOf("name: s\nmetric: {id: a, goal: maximize, gaol: x}\n"),
+              HasSubstr("metric.gaol: unknown key"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "early_stopping: {median: true, min_step: 2}\n")),
+              HasSubstr("early_stopping.min_step: unknown key"));
+  // Errors carry the file name and the line.
+  EXPECT_THAT(ErrorOf(Study(kParams, "max_trial: 3\n")), HasSubstr("study.yaml:"));
+}
+
+TEST(StudySpecTest, RequiredFields) {
+  EXPECT_THAT(ErrorOf("metric: {id: a, goal: maximize}\n"), HasSubstr("name: required"));
+  EXPECT_THAT(ErrorOf("name: s\nmetric: {id: a}\n"), HasSubstr("metric.goal: required"));
+  EXPECT_THAT(ErrorOf("name: s\nmetric: {id: a, goal: up}\n"),
+              HasSubstr("metric.goal: unknown goal 'up'"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "", "genetic")), HasSubstr("algorithm: unknown algorithm"));
+  EXPECT_THAT(ErrorOf(Study("")), HasSubstr("parameters"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, min: 0.1, max: 1}\n")),
+              HasSubstr("parameters[0].type: required"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: float, min: 0.1, max: 1}\n")),
+              HasSubstr("parameters[0].type: unknown type 'float'"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1}\n")),
+              HasSubstr("parameters[0].max: required"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical}\n")),
+              HasSubstr("parameters[0].values: required"));
+  std::string no_job = "name: s\nmetric: {id: a, goal: minimize}\nparameters:\n" +
+                       std::string(kParams) + "algorithm: random\nmax_trials: 2\n";
+  EXPECT_THAT(ErrorOf(no_job), HasSubstr("trial_job: required"));
+}
+
+TEST(StudySpecTest, GridOverADoubleIsRefusedNamingTheParameter) {
+  std::string err = ErrorOf(Study(
+      "  - {id: hidden, type: integer, min: 1, max: 3}\n"
+      "  - {id: lr, type: double, min: 0.1, max: 1}\n",
+      "", "grid"));
+  EXPECT_THAT(err, HasSubstr("parameters[1]"));
+  EXPECT_THAT(err, HasSubstr("'lr'"));
+  EXPECT_THAT(err, HasSubstr("grid"));
+  // Without the double it is fine.
+  EXPECT_TRUE(ParseStudySpec(Study("  - {id: hidden, type: integer, min: 1, max: 3}\n", "",
+                                   "grid"))
+                  .ok());
+}
+
+TEST(StudySpecTest, RangesAndScales) {
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 1, max: 1}\n")),
+              HasSubstr("parameters[0].max: must be greater than min"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 2, max: 1}\n")),
+              HasSubstr("parameters[0].max: must be greater than min"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0, max: 1, scale: log}\n")),
+              HasSubstr("parameters[0].min: the log scale needs min > 0"));
+  EXPECT_THAT(
+      ErrorOf(Study("  - {id: lr, type: double, min: -1, max: 1, scale: reverse_log}\n")),
+      HasSubstr("parameters[0].min: the reverse_log scale needs min > 0"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [0, 1], scale: log}\n")),
+              HasSubstr("parameters[0].values: the log scale needs every value > 0"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, scale: cubic}\n")),
+              HasSubstr("parameters[0].scale: unknown scale 'cubic'"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: h, type: integer, min: 1.5, max: 4}\n")),
+              HasSubstr("parameters[0].min: must be an integer"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: h, type: integer, min: 1, max: ten}\n")),
+              HasSubstr("parameters[0].max: expected a finite number"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: [a], scale: log}\n")),
+              HasSubstr("parameters[0].scale: not allowed"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: [a], min: 1}\n")),
+              HasSubstr("parameters[0].min: not allowed"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, values: [1]}\n")),
+              HasSubstr("parameters[0].values: not allowed"));
+}
+
+TEST(StudySpecTest, ValuesMustBeNonEmptyAndUnique) {
+  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: []}\n")),
+              HasSubstr("parameters[0].values: must not be empty"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: []}\n")),
+              HasSubstr("parameters[0].values: must not be empty"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: [sgd, adam, sgd]}\n")),
+              HasSubstr("parameters[0].values[2]: duplicate value 'sgd'"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [16, 32, 16.0]}\n")),
+              HasSubstr("parameters[0].values: duplicate value 16"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [16, big]}\n")),
+              HasSubstr("parameters[0].values[1]"));
+}
+
+TEST(StudySpecTest, ParameterIdsAreValidAndUnique) {
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1}\n"
+                            "  - {id: lr, type: integer, min: 1, max: 4}\n")),
+              HasSubstr("parameters[1].id: duplicate id 'lr'"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: 'a b', type: double, min: 0.1, max: 1}\n")),
+              HasSubstr("parameters[0].id: 'a b' is not a valid parameter id"));
+  // Hyphens are fine: trainers take --batch-size.
+  EXPECT_TRUE(ParseStudySpec(Study("  - {id: batch-size, type: discrete, values: [8]}\n")).ok());
+}
+
+TEST(StudySpecTest, TrialBudgets) {
+  EXPECT_THAT(ErrorOf(Study(kParams, "parallel_trials: 21\n")),
+              HasSubstr("parallel_trials: must be at most max_trials (20), got 21"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "parallel_trials: 0\n")),
+              HasSubstr("parallel_trials: must be at least 1"));
+  std::string zero = Study(kParams);
+  zero.replace(zero.find("max_trials: 20"), 14, "max_trials: 0");
+  EXPECT_THAT(ErrorOf(zero), HasSubstr("max_trials: must be in 1.."));
+  EXPECT_THAT(ErrorOf(Study(kParams, "max_failed_trials: -1\n")),
+              HasSubstr("max_failed_trials: must not be negative"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "early_stopping: {median: true, min_steps: 0}\n")),
+              HasSubstr("early_stopping.min_steps: must be at least 1"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "seed: -3\n")), HasSubstr("seed: must not be negative"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "parallel_trials: two\n")),
+              HasSubstr("parallel_trials: expected an integer"));
+}
+
+TEST(StudySpecTest, NameRules) {
+  std::string bad = Study(kParams);
+  bad.replace(0, std::string("name: digits_lr_study").size(), "name: 9lives");
+  EXPECT_THAT(ErrorOf(bad), HasSubstr("name: '9lives' is not a valid study name"));
+  std::string long_name = Study(kParams);
+  long_name.replace(0, std::string("name: digits_lr_study").size(),
+                    "name: s" + std::string(100, 'x'));
+  EXPECT_THAT(ErrorOf(long_name), HasSubstr("is not a valid study name"));
+}
+
+TEST(StudySpecTest, TrialTemplateIsValidatedAsAJobUnderTrialJob) {
+  auto with_job = [](const std::string& job) {
+    return "name: s\nmetric: {id: a, goal: maximize}\nparameters:\n"
+           "  - {id: lr, type: double, min: 0.1, max: 1}\n"
+           "algorithm: random\nmax_trials: 4\ntrial_job:\n" +
+           job;
+  };
+  EXPECT_THAT(ErrorOf(with_job("  worker_pools:\n    - role: worker\n      replicas: 2\n"
+                               "      process: {command: [/bin/true]}\n")),
+              HasSubstr("trial_job.worker_pools: a chief pool (role: chief) is required"));
+  EXPECT_THAT(ErrorOf(with_job("  worker_pools:\n    - role: chief\n      replicas: 1\n"
+                               "      resorces: {gpus: 1}\n"
+                               "      process: {command: [/bin/true]}\n")),
+              HasSubstr("trial_job.worker_pools[0].resorces: unknown key"));
+  EXPECT_THAT(ErrorOf(with_job("  worker_pools:\n    - role: chief\n      replicas: 2\n"
+                               "      process: {command: [/bin/true]}\n")),
+              HasSubstr("trial_job.worker_pools[0].replicas: the chief pool must have exactly 1"));
+  EXPECT_THAT(ErrorOf(with_job("  name: x\n  worker_pools:\n    - role: chief\n"
+                               "      process: {command: [/bin/true]}\n")),
+              HasSubstr("trial_job.name: not allowed"));
+  EXPECT_THAT(ErrorOf(with_job("  worker_pools:\n    - role: chief\n"
+                               "      process: {command: [/bin/true]}\n"
+                               "  scheduling: {timeout: 3x}\n")),
+              HasSubstr("trial_job.scheduling.timeout"));
+  EXPECT_THAT(ErrorOf(with_job("  [1, 2]\n")), HasSubstr("trial_job: expected a mapping"));
+  // The message points at the study file, not at the re-emitted template.
+  EXPECT_THAT(ErrorOf(with_job("  worker_pools: []\n")), HasSubstr("study.yaml:"));
+}
+
+TEST(StudySpecTest, MalformedYaml) {
+  EXPECT_THAT(ErrorOf("name: [unclosed\n"), HasSubstr("malformed YAML"));
+  EXPECT_THAT(ErrorOf(""), HasSubstr("empty study spec"));
+}
+
+TEST(StudySpecTest, AssignmentsRoundTripThroughText) {
+  StatusOr<StudySpec> spec = ParseStudySpec(Study(kParams));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Assignment a(4);
+  a[0].number = 0.0123;
+  a[1].number = 64;
+  a[2].category = "momentum";
+  a[3].number = 32;
+  ASSERT_TRUE(ValidateAssignment(*spec, a).ok());
+  auto text = AssignmentToStrings(*spec, a);
+  ASSERT_EQ(text.size(), 4u);
+  EXPECT_EQ(text[0], (std::pair<std::string, std::string>{"lr", "0.0123"}));
+  EXPECT_EQ(text[1].second, "64");
+  EXPECT_EQ(text[2].second, "momentum");
+  EXPECT_EQ(text[3].second, "32");
+  std::map<std::string, std::string> m(text.begin(), text.end());
+  StatusOr<Assignment> back = ParseAssignment(*spec, m);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, a);
+
+  m["hidden"] = "7";  // below min
+  EXPECT_THAT(ParseAssignment(*spec, m).status().message(), HasSubstr("hidden: 7 is outside"));
+  m["hidden"] = "64";
+  m["batch_size"] = "48";
+  EXPECT_THAT(ParseAssignment(*spec, m).status().message(),
+              HasSubstr("batch_size: 48 is not one of its values"));
+  m["batch_size"] = "32";
+  m["extra"] = "1";
+  EXPECT_THAT(ParseAssignment(*spec, m).status().message(), HasSubstr("extra: not a study"));
+}
+
+TEST(StudySpecTest, TrialJobGetsNameAndArguments) {
+  StatusOr<StudySpec> spec = ParseStudySpec(Study(kParams));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Assignment a(4);
+  a[0].number = 0.25;
+  a[1].number = 17;
+  a[2].category = "sgd";
+  a[3].number = 16;
+  StatusOr<JobSpec> job = MakeTrialJob(*spec, "3", a);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->name, "digits_lr_study_trial_3");
+  EXPECT_EQ(job->pools[0].process->args,
+            (std::vector<std::string>{"--epochs=2", "--lr=0.25", "--hidden=17",
+                                      "--optimizer=sgd", "--batch_size=16"}));
+  a[1].number = 17.5;
+  EXPECT_FALSE(MakeTrialJob(*spec, "4", a).ok());
+}
+
+TEST(StudySpecTest, ExampleStudiesParse) {
+  const std::filesystem::path dir = std::filesystem::path(COHORT_SOURCE_DIR) / "examples/studies";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    StatusOr<StudySpec> spec = LoadStudySpec(entry.path().string());
+    EXPECT_TRUE(spec.ok()) << entry.path() << ": " << spec.status().ToString();
+    ++count;
+  }
+  EXPECT_GE(count, 1);
+}
+
+}  // namespace
+}  // namespace cohort
