@@ -16,10 +16,12 @@
 #   --rate R         link rate for b (default 1gbit)  --check  count wrong elements
 #   --mpi-algos L    comma list: default and/or OpenMPI coll_tuned allreduce algorithm numbers
 #                    (4 ring, 5 segmented ring, 6 rabenseifner); best per size is kept
-#                    (default: default,4)
-#   --gloo-algos L   default ring,ring_chunked,halving_doubling (best per size is kept)
+#                    (default: default,4; "none" to skip)
+#   --gloo-algos L   default ring,ring_chunked,halving_doubling (best per size is kept; "none")
 #   --cohort-algos L default reduction-server,ring ("none" to skip)
-#   --build-dir DIR  where the binaries are (default: build-peers, then build)
+#   --build-dir DIR  where the binaries are (default: build-peers, then build, then the newest
+#                    build-*/ that has the binary)
+#   --cohort-bin P   the cohort-bench binary to use (default: found like the others)
 #   --out DIR        results directory (default /tmp/cohort-compare-<setting>-<time>)
 #   --keep-cluster   leave the emulated cluster up afterwards (b)
 #
@@ -34,7 +36,7 @@ JOIN=$ROOT/bench/peers/join_results.py
 
 setting="" workers=4 reducers=4 sizes=1K:256M iters=20 warmup=5 max_s="" rate=1gbit check=""
 mpi_algos=default,4 gloo_algos=ring,ring_chunked,halving_doubling
-cohort_algos=reduction-server,ring build_dir="" out="" keep_cluster=0
+cohort_algos=reduction-server,ring build_dir="" out="" keep_cluster=0 cohort_bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --setting) setting=$2; shift 2 ;;
@@ -50,6 +52,7 @@ while [ $# -gt 0 ]; do
     --gloo-algos) gloo_algos=$2; shift 2 ;;
     --cohort-algos) cohort_algos=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
+    --cohort-bin) cohort_bin=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep-cluster) keep_cluster=1; shift ;;
     -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -71,11 +74,14 @@ find_bin() {  # name, subdir
   for d in $build_dir "$ROOT/build-peers" "$ROOT/build"; do
     [ -n "$d" ] && [ -x "$d/$2/$1" ] && { echo "$d/$2/$1"; return 0; }
   done
+  # shellcheck disable=SC2012
+  d=$(ls -t "$ROOT"/build-*/"$2/$1" 2>/dev/null | head -1)
+  [ -n "$d" ] && [ -x "$d" ] && { echo "$d"; return 0; }
   command -v "$1" 2>/dev/null
 }
 MPI_BIN=$(find_bin cohort-bench-mpi bench/peers || true)
 GLOO_BIN=$(find_bin cohort-bench-gloo bench/peers || true)
-COHORT_BIN=$(find_bin cohort-bench bench/cohort_bench || true)
+COHORT_BIN=${cohort_bin:-$(find_bin cohort-bench bench/cohort_bench || true)}
 
 common_flags="--sizes $sizes --dtype f32 --iters $iters --warmup $warmup $check --json"
 [ "$max_s" = 0 ] || common_flags="$common_flags --max-seconds-per-size $max_s"
@@ -136,6 +142,7 @@ fi
 # ---- OpenMPI -------------------------------------------------------------------------------
 run_mpi() {
   local algo extra label
+  [ "$mpi_algos" = none ] && return
   if [ -z "$MPI_BIN" ] || ! command -v mpirun >/dev/null; then
     log "mpi: skipped (cohort-bench-mpi or mpirun not found; build target cohort-bench-mpi)"
     return
@@ -168,6 +175,7 @@ run_mpi() {
 
 # ---- Gloo ----------------------------------------------------------------------------------
 run_gloo() {
+  [ "$gloo_algos" = none ] && return
   if [ -z "$GLOO_BIN" ]; then
     log "gloo: skipped (cohort-bench-gloo not found; build target cohort-bench-gloo)"
     return
@@ -239,6 +247,7 @@ run_cohort() {
   done
 }
 
+log "binaries: cohort-bench=${COHORT_BIN:-none} mpi=${MPI_BIN:-none} gloo=${GLOO_BIN:-none}"
 run_cohort
 run_mpi
 run_gloo
