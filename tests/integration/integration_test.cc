@@ -1,0 +1,711 @@
+// Integration tests: a real cohort-coordinator and real cohort-agent processes on loopback (free
+// ports, temp dirs), real replica processes (tests/integration/probe.py), driven through the
+// `cohort` CLI as users do and through the C++ client library (common/client.h).
+//
+// Binaries come from CMake ($<TARGET_FILE:...>) or the environment (COHORT_COORDINATOR_BIN,
+// COHORT_AGENT_BIN, COHORT_CLI_BIN); a test whose binaries are missing is skipped, saying which.
+// Waiting is deadline-driven (poll until a condition holds); no test relies on sleeping.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/client.h"
+#include "common/messaging.h"
+#include "tests/testing/local_cluster.h"
+#include "tests/testing/process.h"
+
+#ifndef COHORT_COORDINATOR_BIN
+#define COHORT_COORDINATOR_BIN ""
+#endif
+#ifndef COHORT_AGENT_BIN
+#define COHORT_AGENT_BIN ""
+#endif
+#ifndef COHORT_CLI_BIN
+#define COHORT_CLI_BIN ""
+#endif
+#ifndef COHORT_PROBE_SCRIPT
+#define COHORT_PROBE_SCRIPT ""
+#endif
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+namespace ct = ::cohort::testing;
+
+std::string BinaryPath(const char* env, const char* built) {
+  const char* from_env = std::getenv(env);
+  return from_env && *from_env ? from_env : built;
+}
+
+std::string CoordinatorBin() { return BinaryPath("COHORT_COORDINATOR_BIN", COHORT_COORDINATOR_BIN); }
+std::string AgentBin() { return BinaryPath("COHORT_AGENT_BIN", COHORT_AGENT_BIN); }
+std::string CliBin() { return BinaryPath("COHORT_CLI_BIN", COHORT_CLI_BIN); }
+
+// One pool of a probe job.
+struct PoolSpec {
+  std::string role;
+  int replicas = 1;
+  int gpus = 0;
+};
+
+struct ProbeJob {
+  std::string name;
+  std::vector<PoolSpec> pools = {{"chief", 1, 0}};
+  std::string mode = "ok";   // chief: ok | fail | wait | sleep
+  std::string out_dir;       // where replicas write env-*.json
+  std::string release_file;  // mode wait
+  std::string marker;        // an argument every replica carries, to find them in /proc
+  int max_restarts = 0;
+};
+
+int TotalReplicas(const ProbeJob& job) {
+  int n = 0;
+  for (const auto& p : job.pools) n += p.replicas;
+  return n;
+}
+
+std::string ProbeJobYaml(const ProbeJob& job) {
+  std::string args = "[--out=" + job.out_dir + ", --mode=" + job.mode +
+                     ", --expect=" + std::to_string(TotalReplicas(job)) +
+                     ", --marker=" + job.marker + ", --max-seconds=60";
+  if (!job.release_file.empty()) args += ", --release=" + job.release_file;
+  args += "]";
+  std::string yaml = "name: " + job.name + "\noutput_dir: " + job.out_dir + "/output\n" +
+                     "worker_pools:\n";
+  for (const auto& pool : job.pools) {
+    yaml += "  - role: " + pool.role + "\n";
+    yaml += "    replicas: " + std::to_string(pool.replicas) + "\n";
+    yaml += "    resources: {gpus: " + std::to_string(pool.gpus) + ", cpus: 1}\n";
+    yaml += "    process:\n";
+    yaml += "      command: [/usr/bin/python3, " + std::string(COHORT_PROBE_SCRIPT) + "]\n";
+    yaml += "      args: " + args + "\n";
+    yaml += "      env: {PROBE_POOL: " + pool.role + "}\n";
+  }
+  yaml += "scheduling: {timeout: 5m, max_restarts: " + std::to_string(job.max_restarts) + "}\n";
+  return yaml;
+}
+
+std::string StateName(wire::JobState state) { return wire::EnumNameJobState(state); }
+
+class IntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const auto& [what, path] : std::vector<std::pair<std::string, std::string>>{
+             {"cohort-coordinator", CoordinatorBin()},
+             {"cohort-agent", AgentBin()},
+             {"cohort", CliBin()}}) {
+      if (path.empty() || !ct::FileExists(path)) {
+        GTEST_SKIP() << what << " is not built in this tree (" << path << ")";
+      }
+    }
+    if (!ct::FileExists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 is missing";
+    cluster_ = std::make_unique<ct::LocalCluster>(ct::ClusterBinaries{CoordinatorBin(), AgentBin()});
+    std::string error = cluster_->StartCoordinator();
+    ASSERT_EQ(error, "");
+    marker_ = "cohort-it-marker-" + std::to_string(getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+
+  void TearDown() override {
+    if (HasFailure() && cluster_) {
+      std::cerr << cluster_->Logs();
+    }
+    cluster_.reset();
+    // Safety net only: tests assert on leftovers themselves before this.
+    ct::KillProcessesWithArg("--marker=" + marker_);
+  }
+
+  void StartAgent(const std::string& node_id, int gpus) {
+    std::string error = cluster_->StartAgent({node_id, gpus});
+    ASSERT_EQ(error, "");
+  }
+
+  ProbeJob MakeJob(const std::string& name) {
+    ProbeJob job;
+    job.name = name;
+    job.out_dir = cluster_->scratch(name);
+    job.marker = marker_;
+    std::filesystem::create_directories(job.out_dir);
+    return job;
+  }
+
+  // Writes the job file; returns its path.
+  std::string WriteJob(const ProbeJob& job) {
+    std::string path = cluster_->scratch(job.name + ".yaml");
+    ct::WriteFile(path, ProbeJobYaml(job));
+    return path;
+  }
+
+  std::string Submit(const ProbeJob& job) {
+    auto client = cluster_->Client();
+    auto name = client.Submit(ProbeJobYaml(job));
+    EXPECT_TRUE(name.ok()) << name.status().ToString();
+    return name.ok() ? *name : "";
+  }
+
+  // Runs the CLI against this cluster.
+  ct::RunResult Cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 25s) {
+    std::vector<std::string> full = {"--insecure", "--coordinator", cluster_->client_endpoint()};
+    full.insert(full.end(), args.begin(), args.end());
+    return ct::RunProcess(CliBin(), full, {}, timeout);
+  }
+
+  wire::JobInfoT WaitForState(const std::string& name, std::set<wire::JobState> states,
+                              std::chrono::milliseconds timeout = 20s) {
+    auto client = cluster_->Client();
+    auto job = client.WaitForJob(
+        name, [&](const wire::JobInfoT& j) { return states.count(j.state) > 0; },
+        SteadyClock::now() + timeout, 100ms);
+    EXPECT_TRUE(job.ok()) << "waiting for " << name << ": " << job.status().ToString();
+    return job.ok() ? std::move(*job) : wire::JobInfoT{};
+  }
+
+  bool NoReplicaProcessesLeft(std::chrono::milliseconds timeout = 10s) {
+    return ct::WaitUntil([&] { return ct::FindProcessesWithArg("--marker=" + marker_).empty(); },
+                         timeout, 50ms);
+  }
+
+  std::unique_ptr<ct::LocalCluster> cluster_;
+  std::string marker_;
+};
+
+json ReadEnvFile(const std::string& dir, const std::string& replica) {
+  std::string text = ct::ReadFile(dir + "/env-" + replica + ".json");
+  if (text.empty()) return json();
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// "127.0.0.1:20001" -> "127.0.0.1"
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+TEST_F(IntegrationTest, SubmitWaitRunsChiefAndTwoWorkersWithConsistentClusterEnv) {
+  StartAgent("node-a", 4);
+  ProbeJob job = MakeJob("env_probe");
+  job.pools = {{"chief", 1, 1}, {"worker", 2, 1}};
+  std::string file = WriteJob(job);
+
+  auto submit = Cli({"submit", file, "--wait"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.out << submit.err;
+  EXPECT_EQ(submit.out, "env_probe\n");
+  EXPECT_NE(submit.err.find("SUCCEEDED"), std::string::npos) << submit.err;
+
+  // Every replica saw a correct and mutually consistent cluster.
+  const std::vector<std::string> replicas = {"chief-0", "worker-0", "worker-1"};
+  std::map<std::string, json> env;
+  for (const auto& r : replicas) {
+    env[r] = ReadEnvFile(job.out_dir, r);
+    ASSERT_TRUE(env[r].is_object()) << "no env file from " << r;
+  }
+  json tf_cluster;
+  json spec_cluster;
+  std::string master_addr;
+  std::string master_port;
+  std::set<std::string> gpus_seen;
+  std::set<std::string> local_ranks;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    const std::string& r = replicas[i];
+    const json& e = env[r];
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(e.contains("TF_CONFIG"));
+    ASSERT_TRUE(e.contains("CLUSTER_SPEC"));
+    json tf = json::parse(e["TF_CONFIG"].get<std::string>(), nullptr, false);
+    json spec = json::parse(e["CLUSTER_SPEC"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(tf.is_object()) << e["TF_CONFIG"];
+    ASSERT_TRUE(spec.is_object()) << e["CLUSTER_SPEC"];
+    const bool chief = r == "chief-0";
+    const int index = chief ? 0 : static_cast<int>(i) - 1;
+    EXPECT_EQ(tf["task"]["type"], chief ? "chief" : "worker");
+    EXPECT_EQ(tf["task"]["index"], index);
+    EXPECT_EQ(tf["environment"], "cloud");
+    EXPECT_EQ(spec["task"]["type"], chief ? "workerpool0" : "workerpool1");
+    EXPECT_EQ(spec["task"]["index"], index);
+    EXPECT_EQ(spec["environment"], "cloud");
+    ASSERT_EQ(tf["cluster"]["chief"].size(), 1u);
+    ASSERT_EQ(tf["cluster"]["worker"].size(), 2u);
+    EXPECT_EQ(spec["cluster"]["workerpool0"], tf["cluster"]["chief"]);
+    EXPECT_EQ(spec["cluster"]["workerpool1"], tf["cluster"]["worker"]);
+    if (i == 0) {
+      tf_cluster = tf["cluster"];
+      spec_cluster = spec["cluster"];
+    }
+    EXPECT_EQ(tf["cluster"], tf_cluster) << "TF_CONFIG clusters differ between replicas";
+    EXPECT_EQ(spec["cluster"], spec_cluster) << "CLUSTER_SPEC clusters differ between replicas";
+    EXPECT_EQ(e.value("RANK", ""), std::to_string(chief ? 0 : index + 1));
+    EXPECT_EQ(e.value("WORLD_SIZE", ""), "3");
+    if (i == 0) {
+      master_addr = e.value("MASTER_ADDR", "");
+      master_port = e.value("MASTER_PORT", "");
+    }
+    EXPECT_FALSE(e.value("MASTER_ADDR", "").empty());
+    EXPECT_FALSE(e.value("MASTER_PORT", "").empty());
+    EXPECT_EQ(e.value("MASTER_ADDR", ""), master_addr);
+    EXPECT_EQ(e.value("MASTER_PORT", ""), master_port);
+    EXPECT_EQ(e.value("AIP_MODEL_DIR", ""), job.out_dir + "/output/model/");
+    EXPECT_EQ(e.value("AIP_CHECKPOINT_DIR", ""), job.out_dir + "/output/checkpoints/");
+    EXPECT_EQ(e.value("PROBE_POOL", ""), chief ? "chief" : "worker");  // the pool's own env
+    gpus_seen.insert(e.value("CUDA_VISIBLE_DEVICES", "?"));
+    if (e.contains("LOCAL_RANK")) local_ranks.insert(e.value("LOCAL_RANK", ""));
+  }
+  // The chief's address in the cluster is where MASTER_ADDR points.
+  EXPECT_EQ(HostOf(tf_cluster["chief"][0].get<std::string>()), master_addr);
+  std::set<std::string> addresses;
+  for (const auto& a : tf_cluster["chief"]) addresses.insert(a.get<std::string>());
+  for (const auto& a : tf_cluster["worker"]) addresses.insert(a.get<std::string>());
+  EXPECT_EQ(addresses.size(), 3u) << "replica addresses must be distinct: " << tf_cluster;
+  // One GPU each, never the same one twice.
+  EXPECT_EQ(gpus_seen.size(), 3u);
+  for (const auto& g : gpus_seen) EXPECT_EQ(g.size(), 1u) << "CUDA_VISIBLE_DEVICES=" << g;
+  if (!local_ranks.empty()) {
+    EXPECT_EQ(local_ranks.size(), 3u);
+  }
+
+  // status --json as scripts see it.
+  auto status = Cli({"status", "env_probe", "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  json info = json::parse(status.out, nullptr, false);
+  ASSERT_TRUE(info.is_object()) << status.out;
+  EXPECT_EQ(info["state"], "SUCCEEDED");
+  ASSERT_EQ(info["replicas"].size(), 3u);
+  for (const auto& r : info["replicas"]) {
+    EXPECT_EQ(r["node_id"], "node-a");
+    if (r["replica"] == "chief-0") {
+      EXPECT_EQ(r["state"], "SUCCEEDED");
+      EXPECT_EQ(r["exit_code"], 0);
+    } else {
+      EXPECT_NE(r["state"], "FAILED") << r;
+    }
+  }
+  EXPECT_FALSE(info["events"].empty());
+
+  // The human-readable form names every replica.
+  auto table = Cli({"status", "env_probe"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const auto& r : replicas) EXPECT_NE(table.out.find(r), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("SUCCEEDED"), std::string::npos);
+
+  // Logs: chief by default, a worker by --replica; --follow returns once the replica is done.
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto logs = Cli({"logs", "env_probe"});
+        return logs.exit_code == 0 && logs.out.find("probe chief done") != std::string::npos;
+      },
+      10s, 200ms))
+      << Cli({"logs", "env_probe"}).out;
+  auto chief_logs = Cli({"logs", "env_probe", "--follow"});
+  EXPECT_EQ(chief_logs.exit_code, 0) << chief_logs.err;
+  EXPECT_NE(chief_logs.out.find("probe chief-0 started rank=0 world=3"), std::string::npos)
+      << chief_logs.out;
+  EXPECT_NE(chief_logs.out.find("probe chief-0 stderr line"), std::string::npos);
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto logs = Cli({"logs", "env_probe", "--replica", "worker-1"});
+        return logs.out.find("probe worker-1 started rank=2 world=3") != std::string::npos;
+      },
+      10s, 200ms));
+
+  auto list = Cli({"list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  json jobs = json::parse(list.out, nullptr, false);
+  ASSERT_TRUE(jobs.is_array()) << list.out;
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["name"], "env_probe");
+
+  EXPECT_TRUE(NoReplicaProcessesLeft()) << "workers outlived the finished job";
+}
+
+TEST_F(IntegrationTest, FailingChiefFailsTheJobAndStopsTheWorkers) {
+  StartAgent("node-a", 0);
+  ProbeJob job = MakeJob("failing_chief");
+  job.pools = {{"chief", 1, 0}, {"worker", 2, 0}};
+  job.mode = "fail";
+  std::string name = Submit(job);
+  ASSERT_EQ(name, "failing_chief");
+
+  auto client = cluster_->Client();
+  auto final_job = client.WaitForTerminal(name, SteadyClock::now() + 20s);
+  ASSERT_TRUE(final_job.ok()) << final_job.status().ToString();
+  EXPECT_EQ(StateName(final_job->state), "FAILED") << final_job->message;
+  EXPECT_FALSE(final_job->message.empty());
+  bool chief_seen = false;
+  for (const auto& r : final_job->replicas) {
+    if (r->replica == "chief-0") {
+      chief_seen = true;
+      EXPECT_EQ(r->exit_code, 1);
+      EXPECT_EQ(wire::EnumNameReplicaState(r->state), std::string("FAILED"));
+    }
+  }
+  EXPECT_TRUE(chief_seen);
+  // Both workers had started (the chief waits for them) and must all be gone now.
+  EXPECT_TRUE(ct::FileExists(job.out_dir + "/env-worker-0.json"));
+  EXPECT_TRUE(ct::FileExists(job.out_dir + "/env-worker-1.json"));
+  EXPECT_TRUE(NoReplicaProcessesLeft()) << "worker processes survived the failed job";
+  // Once stopped, no replica is reported as still running.
+  auto settled = WaitForState(name, {wire::JobState::FAILED});
+  for (const auto& r : settled.replicas) {
+    EXPECT_NE(r->state, wire::ReplicaState::RUNNING) << r->replica;
+  }
+
+  // The CLI's --wait reports failure with exit 1.
+  ProbeJob again = MakeJob("failing_chief_cli");
+  again.mode = "fail";
+  auto submit = Cli({"submit", WriteJob(again), "--wait"});
+  EXPECT_EQ(submit.exit_code, 1) << submit.out << submit.err;
+  EXPECT_NE(submit.err.find("FAILED"), std::string::npos) << submit.err;
+}
+
+TEST_F(IntegrationTest, CancelStopsEveryReplicaAndSubmitWaitExitsOne) {
+  StartAgent("node-a", 0);
+  ProbeJob job = MakeJob("to_cancel");
+  job.pools = {{"chief", 1, 0}, {"worker", 2, 0}};
+  job.mode = "sleep";
+  std::string file = WriteJob(job);
+
+  ct::RunResult waiter;
+  std::thread submit_thread([&] { waiter = Cli({"submit", file, "--wait"}, 28s); });
+  // Every replica running: the job is RUNNING and each wrote its env file.
+  bool all_started = ct::WaitUntil(
+      [&] {
+        return ct::FileExists(job.out_dir + "/env-chief-0.json") &&
+               ct::FileExists(job.out_dir + "/env-worker-0.json") &&
+               ct::FileExists(job.out_dir + "/env-worker-1.json");
+      },
+      20s);
+  WaitForState("to_cancel", {wire::JobState::RUNNING});
+
+  auto cancel = Cli({"cancel", "to_cancel", "--wait"});
+  submit_thread.join();
+  ASSERT_TRUE(all_started) << "replicas never started";
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  EXPECT_NE(cancel.out.find("CANCELLED"), std::string::npos) << cancel.out;
+  EXPECT_EQ(waiter.exit_code, 1) << waiter.out << waiter.err;
+  EXPECT_EQ(waiter.out, "to_cancel\n");
+  EXPECT_NE(waiter.err.find("CANCELLED"), std::string::npos) << waiter.err;
+  EXPECT_TRUE(NoReplicaProcessesLeft()) << "replicas survived the cancel";
+
+  auto client = cluster_->Client();
+  auto info = client.GetJob("to_cancel");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(StateName(info->state), "CANCELLED");
+}
+
+TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
+  StartAgent("node-a", 2);
+  auto client = cluster_->Client();
+
+  // A holds both GPUs of node-a until released.
+  ProbeJob a = MakeJob("holder");
+  a.pools = {{"chief", 1, 1}, {"worker", 1, 1}};
+  a.mode = "wait";
+  a.release_file = cluster_->scratch("release-holder");
+  ASSERT_EQ(Submit(a), "holder");
+  WaitForState("holder", {wire::JobState::RUNNING});
+
+  // B needs two GPUs at once; C needs more GPUs than any node declares.
+  ProbeJob b = MakeJob("needs_two");
+  b.pools = {{"chief", 1, 2}};
+  ASSERT_EQ(Submit(b), "needs_two");
+  ProbeJob c = MakeJob("needs_three");
+  c.pools = {{"chief", 1, 3}};
+  ASSERT_EQ(Submit(c), "needs_three");
+
+  // Both stay QUEUED through many scheduling rounds while A runs (an observation window: the
+  // claim is that nothing happens).
+  auto observe_until = SteadyClock::now() + 2s;
+  while (SteadyClock::now() < observe_until) {
+    auto jb = client.GetJob("needs_two");
+    auto jc = client.GetJob("needs_three");
+    ASSERT_TRUE(jb.ok() && jc.ok());
+    ASSERT_EQ(StateName(jb->state), "QUEUED") << jb->message;
+    ASSERT_EQ(StateName(jc->state), "QUEUED") << jc->message;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_FALSE(ct::FileExists(b.out_dir + "/env-chief-0.json"));
+
+  auto nodes = Cli({"nodes", "--json"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  json node_list = json::parse(nodes.out, nullptr, false);
+  ASSERT_TRUE(node_list.is_array() && node_list.size() == 1u) << nodes.out;
+  EXPECT_EQ(node_list[0]["gpus"].size(), 2u);
+  EXPECT_EQ(node_list[0]["gpus_used"].size(), 2u);
+  auto nodes_table = Cli({"nodes"});
+  EXPECT_NE(nodes_table.out.find("node-a"), std::string::npos) << nodes_table.out;
+
+  // A ends; its GPUs go to B.
+  ct::WriteFile(a.release_file, "go");
+  EXPECT_EQ(StateName(WaitForState("holder", {wire::JobState::SUCCEEDED, wire::JobState::FAILED})
+                          .state),
+            "SUCCEEDED");
+  EXPECT_EQ(StateName(WaitForState("needs_two", {wire::JobState::SUCCEEDED, wire::JobState::FAILED})
+                          .state),
+            "SUCCEEDED");
+  auto jc = client.GetJob("needs_three");
+  ASSERT_TRUE(jc.ok());
+  EXPECT_EQ(StateName(jc->state), "QUEUED");
+
+  // A node big enough for C joins: C runs there.
+  StartAgent("node-big", 4);
+  auto done = WaitForState("needs_three", {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+  EXPECT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
+  ASSERT_EQ(done.replicas.size(), 1u);
+  EXPECT_EQ(done.replicas[0]->node_id, "node-big");
+  EXPECT_EQ(done.replicas[0]->gpus.size(), 3u);
+}
+
+TEST_F(IntegrationTest, CoordinatorKilledWithSigkillKeepsEveryJobAfterRestart) {
+  StartAgent("node-a", 2);
+  auto client = cluster_->Client();
+
+  ProbeJob ok = MakeJob("done_ok");
+  ASSERT_EQ(Submit(ok), "done_ok");
+  ProbeJob failed = MakeJob("done_failed");
+  failed.mode = "fail";
+  ASSERT_EQ(Submit(failed), "done_failed");
+  WaitForState("done_ok", {wire::JobState::SUCCEEDED});
+  WaitForState("done_failed", {wire::JobState::FAILED});
+  ProbeJob running = MakeJob("still_running");
+  running.pools = {{"chief", 1, 1}, {"worker", 1, 0}};
+  running.mode = "wait";
+  running.release_file = cluster_->scratch("release-running");
+  ASSERT_EQ(Submit(running), "still_running");
+  WaitForState("still_running", {wire::JobState::RUNNING});
+  ProbeJob queued = MakeJob("queued_big");
+  queued.pools = {{"chief", 1, 8}};
+  ASSERT_EQ(Submit(queued), "queued_big");
+
+  auto before = client.ListJobs();
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->size(), 4u);
+
+  cluster_->coordinator().Kill();  // SIGKILL: no chance to flush anything
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+
+  auto restarted = cluster_->Client();
+  auto after = restarted.ListJobs();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  std::map<std::string, std::string> states;
+  for (const auto& job : *after) states[job.name] = StateName(job.state);
+  ASSERT_EQ(states.size(), 4u);
+  EXPECT_EQ(states["done_ok"], "SUCCEEDED");
+  EXPECT_EQ(states["done_failed"], "FAILED");
+  EXPECT_EQ(states["queued_big"], "QUEUED");
+  EXPECT_TRUE(states["still_running"] == "RUNNING" || states["still_running"] == "PENDING")
+      << states["still_running"];
+
+  // The CLI sees the same list.
+  auto list = Cli({"list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  for (const auto& [name, state] : states) {
+    EXPECT_NE(list.out.find(name), std::string::npos) << list.out;
+  }
+
+  // The running job was not lost: the agent re-registers, and the job finishes normally.
+  ct::WriteFile(running.release_file, "go");
+  auto finished = WaitForState("still_running", {wire::JobState::SUCCEEDED, wire::JobState::FAILED},
+                               25s);
+  EXPECT_EQ(StateName(finished.state), "SUCCEEDED") << finished.message;
+}
+
+// Sends raw frames on a plain DEALER and returns the reply frame, if any.
+std::optional<std::string> RawExchange(zmq::socket_t& socket, std::vector<std::string> frames,
+                                       std::chrono::milliseconds timeout = 3s) {
+  for (size_t i = 0; i < frames.size(); ++i) {
+    zmq::message_t frame(frames[i].data(), frames[i].size());
+    socket.send(frame, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) <= 0) return std::nullopt;
+  zmq::message_t reply;
+  if (!socket.recv(reply)) return std::nullopt;
+  return reply.to_string();
+}
+
+Status ReplyStatus(const std::optional<std::string>& reply) {
+  if (!reply) return Unavailable("no reply");
+  auto message = Message::Parse(zmq::message_t(reply->data(), reply->size()));
+  if (!message.ok()) return Internal("the reply itself does not verify");
+  if (message->type() != wire::Body::ErrorReply) return Internal("not an ErrorReply");
+  return message->ErrorStatus();
+}
+
+TEST_F(IntegrationTest, MalformedFramesGetClearErrorsAndTheCoordinatorKeepsServing) {
+  zmq::context_t context(1);
+  for (const std::string& endpoint : {cluster_->client_endpoint(), cluster_->agent_endpoint()}) {
+    SCOPED_TRACE(endpoint);
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(endpoint);
+
+    Status garbage = ReplyStatus(RawExchange(socket, {"this is not a flatbuffer at all"}));
+    EXPECT_EQ(garbage.code(), StatusCode::kDataLoss) << garbage.ToString();
+    EXPECT_FALSE(garbage.message().empty());
+
+    Status tiny = ReplyStatus(RawExchange(socket, {"hi"}));
+    EXPECT_EQ(tiny.code(), StatusCode::kDataLoss) << tiny.ToString();
+
+    // A real envelope, truncated: the identifier matches but the verifier must refuse it.
+    zmq::message_t valid = Encode(5, wire::ListJobsT{});
+    std::string truncated(static_cast<const char*>(valid.data()), valid.size() / 2 + 4);
+    truncated.replace(4, 4, "CHRT");
+    Status cut = ReplyStatus(RawExchange(socket, {truncated}));
+    EXPECT_EQ(cut.code(), StatusCode::kDataLoss) << cut.ToString();
+
+    // Two frames where one is expected.
+    std::string whole(static_cast<const char*>(valid.data()), valid.size());
+    Status multi = ReplyStatus(RawExchange(socket, {whole, whole}));
+    EXPECT_EQ(multi.code(), StatusCode::kDataLoss) << multi.ToString();
+
+    // A protocol version this side does not speak.
+    flatbuffers::FlatBufferBuilder builder;
+    wire::EnvelopeT envelope;
+    envelope.version = 999;
+    envelope.request_id = 9;
+    envelope.body.Set(wire::ListJobsT{});
+    builder.Finish(wire::Envelope::Pack(builder, &envelope), wire::EnvelopeIdentifier());
+    Status version = ReplyStatus(RawExchange(
+        socket, {std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()),
+                             builder.GetSize())}));
+    EXPECT_NE(version.code(), StatusCode::kOk);
+    EXPECT_NE(version.code(), StatusCode::kUnavailable) << "no reply to a wrong version";
+    EXPECT_NE(version.message().find("version"), std::string::npos) << version.ToString();
+  }
+
+  // Still serving, and still alive.
+  EXPECT_TRUE(cluster_->coordinator().running());
+  auto client = cluster_->Client();
+  auto jobs = client.ListJobs();
+  EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
+  auto list = Cli({"list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+}
+
+TEST_F(IntegrationTest, InvalidSpecsAreRejectedNamingTheField) {
+  // Local validation by the CLI: exit 2, the message names the field.
+  std::string typo = cluster_->scratch("typo.yaml");
+  ct::WriteFile(typo,
+                "name: typo_job\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "    resorces: {gpus: 1}\n    process: {command: [/bin/true]}\n");
+  auto r1 = Cli({"submit", typo});
+  EXPECT_EQ(r1.exit_code, 2) << r1.out << r1.err;
+  EXPECT_NE(r1.err.find("resorces"), std::string::npos) << r1.err;
+  EXPECT_EQ(r1.out, "");
+
+  std::string zero = cluster_->scratch("zero.yaml");
+  ct::WriteFile(zero,
+                "name: zero_job\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "    process: {command: [/bin/true]}\n  - role: worker\n    replicas: 0\n"
+                "    process: {command: [/bin/true]}\n");
+  auto r2 = Cli({"submit", zero});
+  EXPECT_EQ(r2.exit_code, 2) << r2.err;
+  EXPECT_NE(r2.err.find("replicas"), std::string::npos) << r2.err;
+
+  auto missing = Cli({"submit", cluster_->scratch("no-such-file.yaml")});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+
+  // The coordinator validates too (a client that skips local validation).
+  auto client = cluster_->Client();
+  auto bad = client.Submit("name: 1bad\nworker_pools: []\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("name"), std::string::npos) << bad.status().ToString();
+  auto bad_yaml = client.Submit("name: [unclosed\n");
+  EXPECT_EQ(bad_yaml.status().code(), StatusCode::kInvalidArgument);
+
+  // Unknown jobs and duplicate names.
+  auto unknown = client.GetJob("no_such_job");
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  auto status = Cli({"status", "no_such_job"});
+  EXPECT_EQ(status.exit_code, 2) << status.err;
+  EXPECT_NE(status.err.find("no_such_job"), std::string::npos) << status.err;
+
+  std::string good = cluster_->scratch("dup.yaml");
+  ct::WriteFile(good,
+                "name: dup_job\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "    resources: {gpus: 64}\n    process: {command: [/bin/true]}\n");
+  auto first = Cli({"submit", good});
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  auto second = Cli({"submit", good});
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  auto dup = client.Submit(ct::ReadFile(good));
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists) << dup.status().ToString();
+
+  // Still serving.
+  EXPECT_TRUE(cluster_->coordinator().running());
+  auto jobs = client.ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 1u);
+}
+
+// No coordinator needed: the CLI alone.
+TEST(CliTest, UnreachableCoordinatorExitsThreeNamingTheAddress) {
+  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
+  int port = ct::PickFreePort();
+  std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  auto r = ct::RunProcess(CliBin(), {"--insecure", "--coordinator", endpoint, "--timeout", "1s",
+                                     "list"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find(endpoint), std::string::npos) << r.err;
+
+  // The environment works as well as the flags.
+  auto env = ct::RunProcess(CliBin(), {"--timeout=1s", "nodes"},
+                            {"COHORT_COORDINATOR=" + endpoint, "COHORT_INSECURE=1"});
+  EXPECT_EQ(env.exit_code, 3) << env.err;
+  EXPECT_NE(env.err.find(endpoint), std::string::npos) << env.err;
+}
+
+TEST(CliTest, BadUsageExitsTwo) {
+  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
+  EXPECT_EQ(ct::RunProcess(CliBin(), {}).exit_code, 2);
+  EXPECT_EQ(ct::RunProcess(CliBin(), {"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(ct::RunProcess(CliBin(), {"--insecure", "status"}).exit_code, 2);
+  EXPECT_EQ(ct::RunProcess(CliBin(), {"--insecure", "logs", "j", "--bogus"}).exit_code, 2);
+  EXPECT_EQ(ct::RunProcess(CliBin(), {"--insecure", "--timeout", "soon", "list"}).exit_code, 2);
+  auto tune = ct::RunProcess(CliBin(), {"--insecure", "tune", "study.yaml"});
+  EXPECT_EQ(tune.exit_code, 2);
+  EXPECT_NE(tune.err.find("not available in this build"), std::string::npos) << tune.err;
+  auto help = ct::RunProcess(CliBin(), {"submit", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: cohort submit FILE"), std::string::npos) << help.out;
+  // Without --insecure the client needs key files; their absence is a usage error naming them.
+  ct::TempDir home("cohort-cli-home");
+  auto secure = ct::RunProcess(CliBin(), {"--timeout", "1s", "list"},
+                               {"HOME=" + home.path(), "COHORT_INSECURE=0"});
+  EXPECT_EQ(secure.exit_code, 2) << secure.err;
+  EXPECT_NE(secure.err.find("client.key"), std::string::npos) << secure.err;
+}
+
+TEST(CliTest, KeygenWritesAKeyPairAndRefusesToOverwrite) {
+  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
+  ct::TempDir dir("cohort-keygen");
+  auto r = ct::RunProcess(CliBin(), {"keygen", "--dir", dir.path(), "--name", "alice"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto keys = ReadCurveKeyFile(dir.Join("alice.key"));
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(keys->public_key.size(), 40u);
+  EXPECT_EQ(keys->secret_key.size(), 40u);
+  auto pub = ReadCurveKeyFile(dir.Join("alice.pub"));
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ(pub->public_key, keys->public_key);
+  EXPECT_TRUE(pub->secret_key.empty());
+  EXPECT_NE(r.out.find(keys->public_key), std::string::npos);
+  auto again = ct::RunProcess(CliBin(), {"keygen", "--dir", dir.path(), "--name", "alice"});
+  EXPECT_NE(again.exit_code, 0);
+  auto still = ReadCurveKeyFile(dir.Join("alice.key"));
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->secret_key, keys->secret_key);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,119 @@
+#include "tests/testing/local_cluster.h"
+
+#include <csignal>
+#include <filesystem>
+#include <stdexcept>
+
+namespace cohort::testing {
+
+LocalCluster::LocalCluster(ClusterBinaries binaries)
+    : binaries_(std::move(binaries)), dir_("cohort-cluster") {
+  client_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
+  agent_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
+  std::filesystem::create_directories(dir_.Join("state"));
+  std::filesystem::create_directories(dir_.Join("scratch"));
+  std::filesystem::create_directories(dir_.Join("logs"));
+}
+
+LocalCluster::~LocalCluster() {
+  // Agents first, so they stop their replicas while the coordinator still listens.
+  for (auto& [id, agent] : agents_) agent->Signal(SIGTERM);
+  for (auto& [id, agent] : agents_) agent->Stop(std::chrono::seconds(5));
+  if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));
+}
+
+std::string LocalCluster::scratch(const std::string& relative) const {
+  return relative.empty() ? dir_.Join("scratch") : dir_.Join("scratch/" + relative);
+}
+
+std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
+  if (binaries_.coordinator.empty() || !FileExists(binaries_.coordinator)) {
+    return "cohort-coordinator binary not found: '" + binaries_.coordinator + "'";
+  }
+  if (coordinator_) coordinator_->Kill();
+  coordinator_ = std::make_unique<DaemonProcess>(
+      binaries_.coordinator,
+      std::vector<std::string>{"--client-endpoint", client_endpoint_, "--agent-endpoint",
+                               agent_endpoint_, "--state-dir", state_dir(), "--insecure",
+                               "--heartbeat-timeout", "10s"},
+      dir_.Join("logs/coordinator.log"));
+  if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;
+  auto client = Client(std::chrono::milliseconds(300));
+  std::string last_error;
+  bool ready = WaitUntil(
+      [&] {
+        if (!coordinator_->running()) return true;  // stop waiting; reported below
+        auto jobs = client.ListJobs();
+        if (!jobs.ok()) last_error = jobs.status().ToString();
+        return jobs.ok();
+      },
+      timeout, std::chrono::milliseconds(20));
+  if (!coordinator_->running()) {
+    return "cohort-coordinator exited during start-up; log:\n" + coordinator_->Log();
+  }
+  if (!ready) {
+    return "cohort-coordinator did not answer within the timeout (" + last_error + "); log:\n" +
+           coordinator_->Log();
+  }
+  return "";
+}
+
+std::string LocalCluster::StartAgent(const AgentOptions& options,
+                                     std::chrono::milliseconds timeout) {
+  if (binaries_.agent.empty() || !FileExists(binaries_.agent)) {
+    return "cohort-agent binary not found: '" + binaries_.agent + "'";
+  }
+  const std::string work_dir = dir_.Join("work/" + options.node_id);
+  std::filesystem::create_directories(work_dir);
+  auto agent = std::make_unique<DaemonProcess>(
+      binaries_.agent,
+      std::vector<std::string>{"--coordinator", agent_endpoint_, "--node-id", options.node_id,
+                               "--gpus", std::to_string(options.gpus), "--cpus",
+                               std::to_string(options.cpus), "--memory-mb",
+                               std::to_string(options.memory_mb), "--work-dir", work_dir,
+                               "--advertise-address", "127.0.0.1", "--grace-period",
+                               options.grace_period, "--insecure"},
+      dir_.Join("logs/agent-" + options.node_id + ".log"));
+  if (!agent->Start()) return "cannot start " + binaries_.agent;
+  DaemonProcess* raw = agent.get();
+  agents_[options.node_id] = std::move(agent);
+  auto client = Client(std::chrono::milliseconds(500));
+  bool ready = WaitUntil(
+      [&] {
+        if (!raw->running()) return true;
+        auto nodes = client.ListNodes();
+        if (!nodes.ok()) return false;
+        for (const auto& node : *nodes) {
+          if (node.node_id == options.node_id && node.state == "READY") return true;
+        }
+        return false;
+      },
+      timeout, std::chrono::milliseconds(50));
+  if (!raw->running()) return "cohort-agent exited during start-up; log:\n" + raw->Log();
+  if (!ready) {
+    return "agent " + options.node_id + " did not become READY; agent log:\n" + raw->Log() +
+           "\ncoordinator log:\n" + (coordinator_ ? coordinator_->Log() : std::string());
+  }
+  return "";
+}
+
+CoordinatorClient LocalCluster::Client(std::chrono::milliseconds timeout) const {
+  ClientOptions options;
+  options.endpoint = client_endpoint_;
+  options.insecure = true;
+  options.timeout = timeout;
+  auto client = CoordinatorClient::Connect(options);
+  if (!client.ok()) throw std::runtime_error(client.status().ToString());
+  return std::move(*client);
+}
+
+std::string LocalCluster::Logs() const {
+  std::string out;
+  if (coordinator_) out += "--- coordinator log ---\n" + coordinator_->Log(6000) + "\n";
+  for (const auto& [id, agent] : agents_) {
+    out += "--- agent " + id + " log ---\n" + agent->Log(4000) + "\n";
+  }
+  return out;
+}
+
+}  // namespace cohort::testing
