@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/job_spec.h"
+#include "common/study_spec.h"
 #include "examples/digits_trainer/digits_dataset.h"
 #include "examples/digits_trainer/gradient_averager.h"
 #include "examples/digits_trainer/trainer.h"
@@ -263,6 +266,44 @@ TEST_F(DigitsTrainerTest, ResumedRunEqualsUninterruptedRunBitForBit) {
   }
 }
 
+// A torn or corrupted newest checkpoint is skipped: the run resumes from the one before it and
+// still ends equal to the uninterrupted run.
+TEST_F(DigitsTrainerTest, CorruptNewestCheckpointIsSkipped) {
+  LocalGradientAverager averager;
+  TrainerOptions base = QuietOptions();
+  base.epochs = 2;
+  auto straight = Trainer(base, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(straight.ok());
+
+  TempDir dir;
+  TrainerOptions first = base;
+  first.checkpoint_dir = dir / "checkpoints";
+  first.checkpoint_every = 10;
+  first.fail_at_step = 50;
+  ASSERT_EQ(Trainer(first, *train_, *test_, &averager).Run().status().code(), StatusCode::kAborted);
+  {
+    // Flip one byte in the middle of the newest state file.
+    std::fstream state(dir / "checkpoints/ckpt-50/trainer_state.bin",
+                       std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(state.is_open());
+    state.seekp(100);
+    state.put('\x5a');
+  }
+  // Named directly, the corrupt checkpoint is an error, not a silent fresh start.
+  TrainerOptions direct = base;
+  direct.restore_from = dir / "checkpoints/ckpt-50";
+  EXPECT_EQ(Trainer(direct, *train_, *test_, &averager).Run().status().code(),
+            StatusCode::kDataLoss);
+  TrainerOptions second = first;
+  second.fail_at_step = 0;  // restored before step 50, it would fail there again
+  second.restore_from = first.checkpoint_dir;
+  auto resumed = Trainer(second, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->restored_step, 40);
+  EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight->params.data(),
+                           straight->params.size() * sizeof(float)));
+}
+
 // A stop request (SIGTERM in the binary) checkpoints at the current step even off the periodic
 // schedule, and the resumed run still matches the uninterrupted one.
 TEST_F(DigitsTrainerTest, StopRequestCheckpointsAndResumes) {
@@ -309,6 +350,49 @@ TEST_F(DigitsTrainerTest, RestoreRejectsACheckpointOfAnotherModel) {
   other.restore_from = first.checkpoint_dir;
   EXPECT_EQ(Trainer(other, *train_, *test_, &averager).Run().status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// The job files in examples/jobs/ pass the same validation `cohort submit` runs.
+TEST(ExampleJobsTest, JobFilesAreValid) {
+  const std::string jobs = std::string(COHORT_EXAMPLES_DIR) + "/jobs/";
+  auto ddp = LoadJobSpec(jobs + "digits_ddp.yaml");
+  ASSERT_TRUE(ddp.ok()) << ddp.status().ToString();
+  EXPECT_EQ(ddp->pools.size(), 3u);
+  ASSERT_NE(ddp->FindPool(Role::kReducer), nullptr);
+  EXPECT_EQ(ddp->FindPool(Role::kReducer)->builtin, Builtin::kReducer);
+  EXPECT_EQ(ddp->FindPool(Role::kWorker)->replicas, 2);
+  auto single = LoadJobSpec(jobs + "digits_single.yaml");
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_EQ(single->TotalReplicas(), 1);
+}
+
+// Every study in examples/studies/ is valid, and each of its parameters is a flag digits-trainer
+// takes (trials pass `--<id>=<value>`; snake_case ids reach the dashed flags).
+TEST(ExampleJobsTest, StudyParametersAreTrainerFlags) {
+  std::string help;
+  {
+    FILE* pipe = ::popen((std::string(DIGITS_TRAINER_BINARY) + " --help").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) help.append(buf, n);
+    ASSERT_EQ(::pclose(pipe), 0);
+  }
+  int studies = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(COHORT_EXAMPLES_DIR) + "/studies")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++studies;
+    SCOPED_TRACE(entry.path().string());
+    auto study = LoadStudySpec(entry.path().string());
+    ASSERT_TRUE(study.ok()) << study.status().ToString();
+    for (const auto& parameter : study->parameters) {
+      std::string flag = "--" + parameter.id;
+      std::replace(flag.begin() + 2, flag.end(), '_', '-');
+      if (flag == "--learning-rate") flag = "--lr";
+      EXPECT_NE(help.find(flag + " "), std::string::npos) << flag << " is not a trainer flag";
+    }
+  }
+  EXPECT_GT(studies, 0);
 }
 
 }  // namespace

@@ -6,12 +6,14 @@
 // Exit codes: 0 trained; 1 a permanent error (bad data, bad checkpoint, file errors);
 // 2 bad flags or environment; 143 stopped by SIGTERM/SIGINT after a checkpoint, a lost peer, or an
 // injected failure: all retryable, so the agent restarts the replica from the newest checkpoint.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/logging.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
@@ -35,6 +37,22 @@ std::string Env(const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
+// Study trials pass `--<parameter id>=<value>` and ids are often snake_case: "--batch_size=64"
+// reaches --batch-size, "--learning_rate=0.1" and "--learning-rate" reach --lr.
+std::vector<std::string> NormalizeFlags(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      std::replace(arg.begin() + 2, arg.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
+      if (arg.compare(0, end, "--learning-rate") == 0) arg.replace(0, end, "--lr");
+    }
+    args.push_back(std::move(arg));
+  }
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,13 +66,13 @@ int main(int argc, char** argv) {
   add("help", "show this help");
   add("epochs", po::value(&options.epochs)->default_value(options.epochs),
       "passes over the training set");
-  add("lr", po::value(&options.learning_rate)->default_value(options.learning_rate),
+  add("lr", po::value(&options.learning_rate)->default_value(options.learning_rate, "0.05"),
       "learning rate");
   add("hidden", po::value(&options.hidden)->default_value(options.hidden), "hidden units");
   add("batch-size", po::value(&options.batch_size)->default_value(options.batch_size),
       "global batch size (split across ranks)");
   add("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | momentum");
-  add("momentum", po::value(&options.momentum)->default_value(options.momentum),
+  add("momentum", po::value(&options.momentum)->default_value(options.momentum, "0.9"),
       "momentum coefficient");
   add("seed", po::value(&options.seed)->default_value(options.seed),
       "initialisation and data-order seed");
@@ -72,9 +90,10 @@ int main(int argc, char** argv) {
       "hypertune metric name");
   add("fail-at-step", po::value(&options.fail_at_step)->default_value(0),
       "testing: exit 143 after this step unless restored past it");
+  const std::vector<std::string> args = NormalizeFlags(argc, argv);
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, flags), vm);
+    po::store(po::command_line_parser(args).options(flags).run(), vm);
     po::notify(vm);
   } catch (const std::exception& e) {
     std::cerr << "digits-trainer: " << e.what() << "\n" << flags << "\n";

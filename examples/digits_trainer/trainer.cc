@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,6 +32,11 @@ Status MakeDirs(const std::string& dir) {
 }
 
 }  // namespace
+
+uint32_t ModelCrc32(const std::vector<float>& params) {
+  return static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(params.data()),
+                                     static_cast<uInt>(params.size() * sizeof(float))));
+}
 
 std::string_view OptimizerName(Optimizer optimizer) {
   return optimizer == Optimizer::kSgd ? "sgd" : "momentum";
@@ -136,6 +142,7 @@ Status Trainer::WriteModel(const std::vector<float>& params, const TrainResult& 
       {"seed", options_.seed},
       {"train_examples", train_.size()},
       {"test_examples", test_.size()},
+      {"model_crc32", ModelCrc32(params)},
   };
   return WriteFileAtomically(JoinPath(options_.model_dir, "metrics.json"), metrics.dump(2) + "\n");
 }
@@ -278,6 +285,8 @@ StatusOr<TrainResult> Trainer::Run() {
     COHORT_RETURN_IF_ERROR(WriteModel(state.params, result));
     Log("model written to %s", options_.model_dir.c_str());
   }
+  Log("model crc32 %08x after %lld steps", ModelCrc32(result.params),
+      static_cast<long long>(result.steps));
   Log("final test accuracy: %.3f", result.test_accuracy);
   return result;
 }

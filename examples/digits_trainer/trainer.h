@@ -90,6 +90,10 @@ class Trainer {
 
 std::string_view OptimizerName(Optimizer optimizer);
 
+// zlib CRC-32 of the parameters' bytes: every rank logs it at the end, so equal models are easy
+// to see across replicas' logs.
+uint32_t ModelCrc32(const std::vector<float>& params);
+
 // Writes `bytes` to `path` through a temporary file and rename, so readers never see a torn file.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 
