@@ -24,12 +24,16 @@ Status CudaStatus(cudaError_t e, const std::string& what) {
 }  // namespace
 
 int CudaDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
+  // Asked once per process: the answer does not change, and Allreduce asks on every call.
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
 }
 
 bool IsDevicePointer(const void* p) {

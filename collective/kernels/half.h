@@ -15,7 +15,7 @@ inline float HalfToFloat(uint16_t h) {
   // subnormals in one multiply. Inf/NaN (exponent all ones) get the float exponent forced.
   float f = std::bit_cast<float>(em << 13) * 0x1p112f;
   uint32_t bits = std::bit_cast<uint32_t>(f);
-  bits = em >= 0x7c00u ? (bits | 0x7f800000u) : bits;
+  bits |= (0u - static_cast<uint32_t>(em >= 0x7c00u)) & 0x7f800000u;
   return std::bit_cast<float>(bits | sign);
 }
 
@@ -24,7 +24,7 @@ inline uint16_t FloatToHalf(float value) {
   const uint32_t sign = f & 0x80000000u;
   f ^= sign;
   // Large: infinity, or a quiet NaN.
-  const uint32_t big = f > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  const uint32_t big = 0x7c00u | (static_cast<uint32_t>(f > 0x7f800000u) << 9);
   // Small (result is subnormal or zero): let the FPU round by adding 0.5 (denormal magic).
   const float denorm_magic = 0.5f;
   const uint32_t small =
@@ -32,7 +32,10 @@ inline uint16_t FloatToHalf(float value) {
   // Normal: rebias exponent and round to nearest even.
   const uint32_t mant_odd = (f >> 13) & 1u;
   const uint32_t normal = (f + 0xc8000fffu + mant_odd) >> 13;  // 0xc8000fff = ((15-127)<<23)+0xfff
-  uint32_t out = f >= 0x47800000u ? big : (f < 0x38800000u ? small : normal);
+  // Select with masks, not branches, so the loops that call this vectorize.
+  const uint32_t is_big = 0u - static_cast<uint32_t>(f >= 0x47800000u);
+  const uint32_t is_small = ~is_big & (0u - static_cast<uint32_t>(f < 0x38800000u));
+  const uint32_t out = (big & is_big) | (small & is_small) | (normal & ~is_big & ~is_small);
   return static_cast<uint16_t>(out | (sign >> 16));
 }
 

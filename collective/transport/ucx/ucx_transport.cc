@@ -20,7 +20,14 @@ namespace {
 
 constexpr int kRankShift = 48;
 // How long a waiter spins on progress after the last event before sleeping on the event fd.
-constexpr auto kSpinTime = std::chrono::microseconds(200);
+// COHORT_UCX_SPIN_US overrides it (0: sleep at once; large: never sleep).
+std::chrono::microseconds SpinTime() {
+  static const std::chrono::microseconds spin = [] {
+    const char* v = std::getenv("COHORT_UCX_SPIN_US");
+    return std::chrono::microseconds(v != nullptr ? std::atol(v) : 200);
+  }();
+  return spin;
+}
 constexpr auto kMaxSleep = std::chrono::milliseconds(2);
 const Tag kHelloTag = MakeTag((1u << kTagSeqBits) - 1, (1u << kTagStepBits) - 2);
 
@@ -411,7 +418,7 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
     }
     const auto now = SteadyClock::now();
     if (now >= deadline) return false;
-    if (now - last_event_ < kSpinTime) {
+    if (now - last_event_ < SpinTime()) {
       sched_yield();
       continue;
     }
