@@ -180,6 +180,7 @@ void Agent::HandleMessage(const Message& message) {
       for (auto& [key, a] : attempts_) {
         a.update_request = 0;
         a.log_request = 0;
+        a.metric_request = 0;
       }
       break;
     }
@@ -235,6 +236,15 @@ void Agent::HandleAck(uint64_t request_id, const Status& error) {
     }
     a->second.acked_version = std::max(a->second.acked_version, p.version);
     if (a->second.update_request == request_id) a->second.update_request = 0;
+  } else if (p.kind == RequestKind::kMetric) {
+    Attempt& at = a->second;
+    if (at.metric_request != request_id || !at.metrics) return;
+    if (!error.ok()) {
+      spdlog::warn("coordinator rejected a measurement of {}/{}: {}", at.job, at.replica,
+                   error.ToString());
+    }
+    if (!at.metrics->queue().empty()) at.metrics->queue().pop_front();
+    at.metric_request = 0;
   } else if (p.kind == RequestKind::kLog && a->second.log_request == request_id && !error.ok()) {
     spdlog::warn("coordinator refused the log of {}/{} attempt {}; not shipping it further: {}",
                  a->second.job, a->second.replica, a->second.attempt, error.ToString());
@@ -344,6 +354,13 @@ void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
   std::string error = a.process->launch_error();
   spdlog::info("{}/{} attempt {}: started pid {}{}{}", a.job, a.replica, a.attempt,
                a.process->pid(), error.empty() ? "" : ", but ", error);
+  if (launch.role() && launch.role()->str() == "chief") {
+    auto file = env.launch_env.find("CLOUD_ML_HP_METRIC_FILE");
+    if (file != env.launch_env.end() && !file->second.empty()) {
+      a.metrics = MetricTail::Create(file->second, a.job, a.replica,
+                                     env.launch_env["CLOUD_ML_TRIAL_ID"]);
+    }
+  }
   if (error.empty()) {
     SetState(a, wire::ReplicaState::RUNNING, "");
   } else {
@@ -589,7 +606,38 @@ void Agent::RunTimers() {
 
 void Agent::ShipLogs() {
   if (!registered_) return;
-  for (auto& [key, a] : attempts_) ShipLog(a);
+  for (auto& [key, a] : attempts_) {
+    ShipLog(a);
+    ShipMetrics(a);
+  }
+}
+
+void Agent::ShipMetrics(Attempt& a) {
+  if (!a.metrics) return;
+  TimePoint now = Now();
+  if (!a.metrics_final_polled && (now >= a.next_metric_poll || a.gone)) {
+    a.metrics->Poll();
+    a.next_metric_poll = now + config_.metric_poll_interval;
+    // Once the attempt is gone, nothing writes the file any more: that read was the last.
+    if (a.gone) a.metrics_final_polled = true;
+  }
+  auto& queue = a.metrics->queue();
+  if (queue.empty()) return;
+  if (a.metric_request != 0 && now - a.metric_sent < config_.resend_interval) return;
+  // The front stays queued until acked; the body is a copy.
+  wire::TrialMeasurementT m;
+  const wire::TrialMeasurementT& front = queue.front();
+  m.job = front.job;
+  m.trial = front.trial;
+  m.step = front.step;
+  m.timestamp = front.timestamp;
+  m.replica = front.replica;
+  for (const auto& kv : front.metrics) m.metrics.push_back(std::make_unique<wire::KeyValueT>(*kv));
+  wire::BodyUnion body;
+  body.Set(std::move(m));
+  a.metric_request = Send(RequestKind::kMetric, Key(a.job, a.replica, a.attempt), 0,
+                          std::move(body));
+  a.metric_sent = now;
 }
 
 void Agent::ShipLog(Attempt& a) {
@@ -633,7 +681,8 @@ void Agent::ShipLog(Attempt& a) {
 void Agent::Forget() {
   for (auto it = attempts_.begin(); it != attempts_.end();) {
     Attempt& a = it->second;
-    if (a.gone && a.acked_version >= a.version && a.log_done) {
+    bool metrics_done = !a.metrics || (a.metrics_final_polled && a.metrics->queue().empty());
+    if (a.gone && a.acked_version >= a.version && a.log_done && metrics_done) {
       if (a.process) a.process->Release();
       it = attempts_.erase(it);
     } else {

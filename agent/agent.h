@@ -13,11 +13,14 @@
 //    offset (back, too, when the coordinator holds less). The last chunk carries eof once the
 //    attempt ended and no process of it remains. After re-registering, shipping resumes from the
 //    acked offset, so nothing is lost across a coordinator restart.
+//  - TrialMeasurement: the chief of a tuning trial has its $CLOUD_ML_HP_METRIC_FILE tailed
+//    (agent/metric_tail.h); each new line is sent in file order, the next once the last is acked.
 //  - LaunchReplica: prepares <work_dir>/<job>/<replica>/attempt-<n>, renders the environment
 //    (agent/replica_env.h) and starts the attempt through the Launcher; StopReplica: SIGTERM to
 //    every process of the attempt, SIGKILL after grace_ms, final state STOPPED.
 //
-// An attempt is forgotten once its final status is acked and its log fully shipped.
+// An attempt is forgotten once its final status is acked, its log fully shipped and its last
+// measurements acked.
 // When the main process of an attempt exits, whatever it left behind (its process group and
 // cgroup) is killed at once.
 //
@@ -39,6 +42,7 @@
 
 #include "agent/inventory.h"
 #include "agent/launcher.h"
+#include "agent/metric_tail.h"
 #include "common/messaging.h"
 #include "common/status.h"
 
@@ -64,6 +68,7 @@ struct AgentConfig {
   std::chrono::milliseconds loop_interval{20};       // longest socket wait in Run()
   std::chrono::milliseconds preempt_ack_wait{5000};
   size_t log_chunk_bytes = 256 << 10;
+  std::chrono::milliseconds metric_poll_interval{200};  // $CLOUD_ML_HP_METRIC_FILE reads
   // Reap every child (the daemon is a PR_SET_CHILD_SUBREAPER, so orphans come to it), not only
   // the replicas' main processes.
   bool reap_all_children = false;
@@ -124,8 +129,14 @@ class Agent {
     uint64_t log_sent_end = 0;
     bool log_sent_eof = false;
     bool log_done = false;
+    // Hyperparameter-tuning measurements (chief of a trial only).
+    std::unique_ptr<MetricTail> metrics;
+    uint64_t metric_request = 0;
+    TimePoint metric_sent{};
+    TimePoint next_metric_poll{};
+    bool metrics_final_polled = false;
   };
-  enum class RequestKind { kRegister, kHeartbeat, kUpdate, kLog };
+  enum class RequestKind { kRegister, kHeartbeat, kUpdate, kLog, kMetric };
   struct Pending {
     RequestKind kind;
     std::string key;
@@ -159,6 +170,7 @@ class Agent {
   void SendUpdate(Attempt& a);
   void ShipLogs();
   void ShipLog(Attempt& a);
+  void ShipMetrics(Attempt& a);
   void Forget();
 
   AgentConfig config_;

@@ -11,6 +11,8 @@
 #include <climits>
 #include <sstream>
 
+#include "agent/oci_launcher.h"
+#include "agent/process_launcher.h"
 #include "common/config.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
@@ -34,6 +36,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
       ("grace-period", po::value(&grace), "SIGTERM-to-SIGKILL time on preemption (default 30s)")
       ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
+      ("container-runtime", po::value(&flags.container_runtime), "auto|runc|crun|docker|podman|none (default auto)")
       ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (NAME.key)")
       ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file")
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)");
@@ -112,6 +115,33 @@ Status LoadSecurity(AgentFlags& flags) {
   COHORT_ASSIGN_OR_RETURN(CurveKeyPair coordinator, ReadCurveKeyFile(flags.coordinator_key_file));
   security.server_public_key = coordinator.public_key;
   return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags) {
+  auto cgroups = CgroupManager::Detect(flags.config.node_id);
+  if (!cgroups.available()) {
+    spdlog::info("no writable cgroup v2 ({}): replicas are bounded by process groups only",
+                 cgroups.reason());
+  } else if (int stale = cgroups.SweepStale(); stale > 0) {
+    spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
+  }
+  auto processes = std::make_unique<ProcessLauncher>(std::move(cgroups));
+  ProcessLauncher* process_launcher = processes.get();
+  COHORT_ASSIGN_OR_RETURN(auto agent, Agent::Create(context, flags.config, std::move(processes)));
+  if (flags.container_runtime != "none") {
+    OciOptions oci;
+    oci.runtime = flags.container_runtime;
+    oci.cache_dir = flags.config.work_dir + "/images";
+    auto containers = OciLauncher::Create(oci, process_launcher);
+    if (containers.ok()) {
+      spdlog::info("containers run with {}", (*containers)->runtime());
+      agent->SetContainerLauncher(std::move(*containers));
+    } else {
+      spdlog::info("no container runtime ({}): container replicas will fail",
+                   containers.status().message());
+    }
+  }
+  return agent;
 }
 
 namespace {

@@ -2,7 +2,8 @@
 //   cohort-agent [--config FILE] --coordinator tcp://HOST:7401 [--node-id ID] [--gpus N|auto]
 //     [--cpus N] [--memory-mb N] [--work-dir DIR] [--advertise-address ADDR]
 //     [--grace-period 30s] [--insecure]
-// plus --log-level LEVEL, and for CURVE (without --insecure) --key-file FILE (this agent's
+// plus --log-level LEVEL, --container-runtime auto|runc|crun|docker|podman|none (agent/oci_launcher.h;
+// default auto, none disables containers), and for CURVE (without --insecure) --key-file FILE (this agent's
 // key pair, common/curve_keys.h) and --coordinator-key FILE (the coordinator's public key).
 // Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
 // dashes); the command line wins over the file.
@@ -26,6 +27,7 @@ struct AgentFlags {
   std::string gpus = "auto";  // "auto" or a count
   int cpus = 0;               // 0: detect
   int64_t memory_mb = 0;      // 0: detect
+  std::string container_runtime = "auto";
   std::string key_file;
   std::string coordinator_key_file;
   AgentConfig config;         // inventory not yet filled in; see BuildInventory
@@ -39,6 +41,10 @@ StatusOr<NodeInventory> BuildInventory(const AgentFlags& flags);
 
 // Fills config.security from --insecure / the key files.
 Status LoadSecurity(AgentFlags& flags);
+
+// The daemon's agent: cgroups detected for this node id (stale replica cgroups of an earlier run
+// killed), the process launcher, and the OCI launcher when a container runtime is found.
+StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags);
 
 // The address other nodes reach this one at, as the defaults above describe.
 std::string DefaultAdvertiseAddress(const std::string& coordinator_endpoint);

@@ -8,7 +8,6 @@
 
 #include "agent/agent.h"
 #include "agent/agent_options.h"
-#include "agent/process_launcher.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 
@@ -32,19 +31,11 @@ int main(int argc, char** argv) {
   }
   flags->config.inventory = *agent::BuildInventory(*flags);
   flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
-  auto cgroups = agent::CgroupManager::Detect(flags->config.node_id);
-  if (!cgroups.available()) {
-    spdlog::info("no writable cgroup v2 ({}): replicas are bounded by process groups only",
-                 cgroups.reason());
-  } else if (int stale = cgroups.SweepStale(); stale > 0) {
-    spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
-  }
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGPIPE, SIG_IGN);
   zmq::context_t context;
-  auto agent = agent::Agent::Create(context, flags->config,
-                                    std::make_unique<agent::ProcessLauncher>(std::move(cgroups)));
+  auto agent = agent::BuildAgent(context, *flags);
   if (!agent.ok()) {
     spdlog::error("{}", agent.status().ToString());
     return 1;

@@ -99,6 +99,7 @@ class FakeCoordinator {
   std::vector<std::unique_ptr<wire::RegisterAgentT>> registrations;
   std::map<std::string, std::string> logs;  // LogKey -> bytes held
   std::set<std::string> log_eof;
+  std::vector<std::unique_ptr<wire::TrialMeasurementT>> measurements;
   int heartbeats = 0;
 
  private:
@@ -155,6 +156,10 @@ class FakeCoordinator {
         reply.Set(std::move(ack));
         break;
       }
+      case wire::Body::TrialMeasurement:
+        measurements.emplace_back(m.As<wire::TrialMeasurement>()->UnPack());
+        reply.Set(wire::AckT());
+        break;
       default:
         return;
     }
@@ -439,6 +444,45 @@ TEST_F(AgentLoopTest, RestartRestoresTheNewestCheckpoint) {
   EXPECT_TRUE(LogHas(key0, "restore=[]")) << coordinator_->logs[key0];
   EXPECT_TRUE(LogHas(key1, "restore=[" + checkpoints.path() + "/ckpt-12]"))
       << coordinator_->logs[key1];
+}
+
+TEST_F(AgentLoopTest, ChiefMeasurementsAreForwardedInOrder) {
+  if (!MetricTail::Supported()) GTEST_SKIP() << "built without common/hypertune.h";
+  TempDir output;
+  std::string file = output.path() + "/hp_metrics.jsonl";
+  const std::string script =
+      "for s in 1 2 3; do printf '{\"accuracy\":\"0.%s\",\"global_step\":\"%s\","
+      "\"timestamp\":%s.5,\"trial\":\"7\"}\\n' $s $s $s >> \"$CLOUD_ML_HP_METRIC_FILE\"; "
+      "sleep 0.1; done";
+  for (const char* replica : {"chief-0", "worker-0"}) {
+    auto launch = MakeLaunch("trial7", replica, 0, script);
+    for (auto [k, v] : {std::pair<std::string, std::string>{"CLOUD_ML_HP_METRIC_FILE",
+                                                            file + "." + replica},
+                        {"CLOUD_ML_TRIAL_ID", "7"}}) {
+      auto kv = std::make_unique<wire::KeyValueT>();
+      kv->key = k;
+      kv->value = v;
+      launch.env.push_back(std::move(kv));
+    }
+    coordinator_->Launch("node-a", std::move(launch));
+  }
+  ASSERT_TRUE(PumpUntilDone(LogKey("trial7", "chief-0", 0)));
+  ASSERT_TRUE(PumpUntilDone(LogKey("trial7", "worker-0", 0)));
+  ASSERT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+  // The chief's three lines, in order; the worker's file is not tailed.
+  ASSERT_EQ(coordinator_->measurements.size(), 3u)
+      << ReadFile(file + ".chief-0") << coordinator_->logs[LogKey("trial7", "chief-0", 0)];
+  for (int i = 0; i < 3; ++i) {
+    const auto& m = *coordinator_->measurements[i];
+    EXPECT_EQ(m.job, "trial7");
+    EXPECT_EQ(m.trial, "7");
+    EXPECT_EQ(m.replica, "chief-0");
+    EXPECT_EQ(m.step, i + 1);
+    EXPECT_DOUBLE_EQ(m.timestamp, i + 1.5);
+    ASSERT_EQ(m.metrics.size(), 1u);
+    EXPECT_EQ(m.metrics[0]->key, "accuracy");
+    EXPECT_DOUBLE_EQ(std::stod(m.metrics[0]->value), 0.1 * (i + 1));
+  }
 }
 
 TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {
