@@ -88,7 +88,15 @@ StatusOr<std::optional<Assignment>> BayesianSuggester::Suggest(
   Eigen::VectorXd ys = (y.array() - mean) / sd;
 
   TuningRng rng = TuningRng::ForTrial(spec.seed, n, /*stream=*/1);
-  StatusOr<GaussianProcess> fitted = GaussianProcess::Fit(x, ys, options_.fit, &rng);
+  GpFitOptions fit = options_.fit;
+  if (options_.adaptive_restarts) {
+    if (real.size() > 250) {
+      fit.restarts = std::min(fit.restarts, 1);
+    } else if (real.size() > 100) {
+      fit.restarts = std::min(fit.restarts, 2);
+    }
+  }
+  StatusOr<GaussianProcess> fitted = GaussianProcess::Fit(x, ys, fit, &rng);
   if (!fitted.ok()) return random_draw();
 
   // 2. Constant liar for pending and failed trials.

@@ -30,6 +30,9 @@ struct BayesianOptions {
   int refine_steps = 40;
   double exploration_xi = 0.01;    // EI margin, in standardised metric units
   GpFitOptions fit;
+  // Fewer fit restarts as the data grows (each likelihood evaluation is O(n^3)): fit.restarts up
+  // to 100 trials with a metric, 2 up to 250, 1 beyond (bench/RESULTS.md "Tuning").
+  bool adaptive_restarts = true;
 };
 
 class BayesianSuggester : public Suggester {

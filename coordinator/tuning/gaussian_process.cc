@@ -201,7 +201,13 @@ double GaussianProcess::LogMarginalLikelihood(const Eigen::MatrixXd& x, const Ei
   if (grad == nullptr) return lml;
 
   grad->setZero(d + 2);
-  Eigen::MatrixXd w = alpha * alpha.transpose() - llt.solve(Eigen::MatrixXd::Identity(n, n));
+  // K^-1 = L^-T L^-1: one triangular inverse and a symmetric product (cheaper than solving
+  // against the identity).
+  Eigen::MatrixXd l_inv = l.triangularView<Eigen::Lower>().solve(Eigen::MatrixXd::Identity(n, n));
+  Eigen::MatrixXd k_inv = Eigen::MatrixXd::Zero(n, n);
+  k_inv.selfadjointView<Eigen::Lower>().rankUpdate(l_inv.transpose());
+  k_inv.triangularView<Eigen::StrictlyUpper>() = k_inv.transpose();
+  Eigen::MatrixXd w = alpha * alpha.transpose() - k_inv;
   // dk/dlog l_i = s2 * 5/3 * (1 + sqrt5 r) * exp(-sqrt5 r) * (z_ai - z_bi)^2.
   Eigen::MatrixXd g = (s2 * (5.0 / 3.0) * (1.0 + kSqrt5 * r.array()) * e * w.array()).matrix();
   Eigen::VectorXd row_sums = g.rowwise().sum();
