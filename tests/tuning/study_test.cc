@@ -2,6 +2,9 @@
 // failures, infeasible trials, early stopping through the median rule, exhaustion and restore.
 #include "coordinator/tuning/study.h"
 
+#include "common/messaging.h"
+#include "coordinator/tuning/study_info.h"
+
 #include <gtest/gtest.h>
 
 #include "tests/tuning/test_functions.h"
@@ -170,6 +173,63 @@ TEST(StudyTest, RestoredStudySuggestsTheSame) {
   EXPECT_EQ((*b)->trials()[1].parameters, (*a)->trials()[1].parameters);
   (*b)->Cancel();
   EXPECT_EQ((*b)->state(), StudyState::kCancelled);
+}
+
+TEST(StudyInfoTest, WireRoundTrip) {
+  auto study = Study::Create(QuadraticStudy(SearchAlgorithm::kRandom, 4, 2));
+  ASSERT_TRUE(study.ok());
+  Study& s = **study;
+  ASSERT_EQ(s.NextTrials()->size(), 2u);
+  ASSERT_TRUE(s.AddMeasurement("1", 10, {{"score", 0.75}}).ok());
+  ASSERT_TRUE(s.TrialJobEnded("1", true, "").ok());
+  ASSERT_TRUE(s.TrialJobEnded("2", false, "exit code 1").ok());
+
+  StatusOr<Message> msg = Message::Parse(Encode(7, ToStudyInfo(s, 1000, 0)));
+  ASSERT_TRUE(msg.ok()) << msg.status().ToString();
+  const wire::StudyInfo* info = msg->As<wire::StudyInfo>();
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->name()->str(), "synthetic");
+  EXPECT_EQ(info->state()->str(), "ACTIVE");
+  EXPECT_EQ(info->goal()->str(), "maximize");
+  EXPECT_EQ(info->algorithm()->str(), "random");
+  EXPECT_EQ(info->best_trial()->str(), "1");
+  ASSERT_EQ(info->trials()->size(), 2u);
+  const wire::TrialInfo* t1 = info->trials()->Get(0);
+  EXPECT_EQ(t1->state()->str(), "SUCCEEDED");
+  EXPECT_TRUE(t1->has_final_metric());
+  EXPECT_DOUBLE_EQ(t1->final_metric(), 0.75);
+  EXPECT_EQ(t1->job()->str(), "synthetic_trial_1");
+  EXPECT_EQ(t1->steps(), 1);
+  ASSERT_EQ(t1->parameters()->size(), 1u);
+  EXPECT_EQ(t1->parameters()->Get(0)->key()->str(), "x");
+  EXPECT_EQ(info->trials()->Get(1)->message()->str(), "exit code 1");
+
+  wire::TrialMeasurementT m;
+  m.job = "synthetic_trial_2";
+  m.trial = "2";
+  m.step = 3;
+  for (auto [k, v] : {std::pair{"score", "0.5"}, std::pair{"loss", "1e-3"}}) {
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = k;
+    kv->value = v;
+    m.metrics.push_back(std::move(kv));
+  }
+  StatusOr<Message> mm = Message::Parse(Encode(8, std::move(m)));
+  ASSERT_TRUE(mm.ok());
+  auto metrics = MeasurementMetrics(*mm->As<wire::TrialMeasurement>());
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  EXPECT_DOUBLE_EQ(metrics->at("score"), 0.5);
+  EXPECT_DOUBLE_EQ(metrics->at("loss"), 0.001);
+
+  wire::TrialMeasurementT bad;
+  auto kv = std::make_unique<wire::KeyValueT>();
+  kv->key = "score";
+  kv->value = "high";
+  bad.metrics.push_back(std::move(kv));
+  StatusOr<Message> mb = Message::Parse(Encode(9, std::move(bad)));
+  ASSERT_TRUE(mb.ok());
+  EXPECT_EQ(MeasurementMetrics(*mb->As<wire::TrialMeasurement>()).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace
