@@ -82,7 +82,7 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
 
   LaunchRequest Request(std::vector<std::string> argv, std::vector<int> gpus) {
     LaunchRequest request;
-    request.job = "oci_job";
+    request.job = "oci_job_" + std::to_string(::getpid());  // ctest runs instances in parallel
     request.replica = "worker-0";
     request.attempt = 0;
     request.argv = std::move(argv);
