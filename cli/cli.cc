@@ -1,6 +1,8 @@
 #include "cli/cli.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -12,9 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/output.h"
+#include "common/checkpoint.h"
 #include "common/client.h"
+#include "common/cluster_env.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
+#include "common/study_spec.h"
 
 namespace cohort::cli {
 namespace {
@@ -104,10 +109,13 @@ Verbs:
                               a replica's output (default chief-0)
   cancel JOB [--wait]         cancel a job
   nodes [--json]              registered agents and their capacity
+  checkpoint DIR|--job JOB [--json]
+                              the checkpoints under a directory, verified, and the one a
+                              restart would restore
   keygen [--dir DIR] [--name NAME]
                               create a CURVE key pair for this client (NAME.key, NAME.pub)
-  tune FILE [--wait]          hyperparameter study (not available in this build)
-  trials STUDY [--json]       a study's trials (not available in this build)
+  tune FILE [--wait]          validate and submit a hyperparameter study; prints its name
+  trials STUDY [--json]       a study's trials and its best trial
 
 Global options:
   --coordinator ENDPOINT      coordinator client endpoint (env COHORT_COORDINATOR;
@@ -162,6 +170,16 @@ Lists the registered agents: address, state, GPUs/CPUs/memory used of total, rep
 heartbeat.
   --json    print a JSON array of nodes
 )"},
+      {"checkpoint", R"(usage: cohort checkpoint DIR [--json]
+       cohort checkpoint --job JOB [--json]
+
+Lists the checkpoints (ckpt-<step>/) under DIR, or under the job's checkpoint directory
+(<output_dir>/checkpoints/, asked from the coordinator), verifies each against its MANIFEST (sizes
+and checksums), and names the one a restarted replica would restore: the newest that verifies.
+Reads the files directly, so DIR must be visible from this host. Exit 0 when a valid checkpoint
+exists, 1 when none does.
+  --json    print {"dir", "checkpoints": [{name, step, files, bytes, valid, error}], "restore"}
+)"},
       {"keygen", R"(usage: cohort keygen [--dir DIR] [--name NAME]
 
 Creates a CURVE key pair: DIR/NAME.key (both halves, mode 0600) and DIR/NAME.pub (public half).
@@ -169,10 +187,20 @@ Defaults: DIR ~/.config/cohort, NAME client. Give NAME.pub to the cluster admin,
 the coordinator's clients/ key directory; put the coordinator's coordinator.pub next to your key
 (or point --server-key at it). Existing files are never overwritten.
 )"},
-      {"tune", "usage: cohort tune FILE [--wait]\n\nHyperparameter studies are not available "
-               "in this build.\n"},
-      {"trials", "usage: cohort trials STUDY [--json]\n\nHyperparameter studies are not "
-                 "available in this build.\n"},
+      {"tune", R"(usage: cohort tune FILE [--wait]
+
+Validates a study file (YAML; see common/study_spec.h) and submits it. Prints the study name.
+FILE may be - for standard input.
+  --wait    follow the study (progress on stderr) until it ends, then print the trials table and
+            the best trial; exit 0 only if the study SUCCEEDED, 1 if it FAILED or was CANCELLED
+Exit 2 when the file is invalid; the message names the offending field.
+)"},
+      {"trials", R"(usage: cohort trials STUDY [--json]
+
+Shows a study's state, every trial (state, parameters, final metric, steps reported, job) and the
+best trial so far (marked *).
+  --json    print the study as JSON
+)"},
   };
   return usage;
 }
@@ -402,6 +430,101 @@ int Nodes(const ParsedArgs& args, const Context& ctx) {
   return kExitOk;
 }
 
+int Checkpoint(const ParsedArgs& args, const Context& ctx) {
+  std::string dir;
+  if (args.Has("--job")) {
+    if (!args.positionals.empty()) {
+      return UsageError(ctx.err, "checkpoint", "give either DIR or --job JOB, not both");
+    }
+    auto client = ConnectClient(ctx);
+    if (!client.ok()) return Fail(ctx.err, client.status());
+    auto job = client->GetJob(args.Get("--job"));
+    if (!job.ok()) return Fail(ctx.err, job.status());
+    if (job->output_dir.empty()) {
+      ctx.err << "cohort: job " << job->name << " has no output directory\n";
+      return kExitJobFailed;
+    }
+    dir = CheckpointDir(job->output_dir, job->trial_id);
+  } else if (args.positionals.size() == 1) {
+    dir = args.positionals[0];
+  } else {
+    return UsageError(ctx.err, "checkpoint", "checkpoint needs DIR or --job JOB");
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+
+  struct Entry {
+    std::string name;
+    int64_t step = -1;
+    size_t files = 0;
+    uint64_t bytes = 0;
+    bool valid = false;
+    std::string error;
+  };
+  std::vector<Entry> entries;
+  std::error_code ec;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = item.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || !item.is_directory()) continue;
+    Entry entry;
+    entry.name = name;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+      entry.error = "staging directory (uncommitted; ignored)";
+    } else {
+      auto manifest = ReadCheckpointManifest(item.path().string());
+      if (manifest.ok()) {
+        entry.step = manifest->step;
+        entry.files = manifest->files.size();
+        for (const auto& f : manifest->files) entry.bytes += f.size;
+        Status verified = VerifyCheckpoint(item.path().string());
+        entry.valid = verified.ok();
+        if (!verified.ok()) entry.error = verified.message();
+      } else {
+        entry.error = manifest.status().message();
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  if (ec) {
+    ctx.err << "cohort: cannot list " << dir << ": " << ec.message() << "\n";
+    return ec == std::errc::no_such_file_or_directory ? kExitJobFailed : kExitUsage;
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.step != b.step ? a.step < b.step : a.name < b.name;
+  });
+  auto latest = FindLatestValidCheckpoint(dir);
+  std::string restore = latest.ok() ? latest->path : "";
+
+  if (args.Has("--json")) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : entries) {
+      list.push_back({{"name", e.name},
+                      {"step", e.step},
+                      {"files", e.files},
+                      {"bytes", e.bytes},
+                      {"valid", e.valid},
+                      {"error", e.error}});
+    }
+    ctx.out << nlohmann::json{{"dir", dir}, {"checkpoints", std::move(list)}, {"restore", restore}}
+                   .dump(2)
+            << "\n";
+  } else {
+    ctx.out << "Checkpoints in " << dir << ":\n";
+    Table table({"CHECKPOINT", "STEP", "FILES", "BYTES", "STATE"});
+    for (const auto& e : entries) {
+      table.AddRow({e.name, e.step < 0 ? "-" : std::to_string(e.step), std::to_string(e.files),
+                    std::to_string(e.bytes), e.valid ? "valid" : "INVALID: " + e.error});
+    }
+    if (entries.empty()) {
+      ctx.out << "  (none)\n";
+    } else {
+      table.Print(ctx.out);
+    }
+    ctx.out << "\nRestore would use: " << (restore.empty() ? "nothing (start fresh)" : restore)
+            << "\n";
+  }
+  return restore.empty() ? kExitJobFailed : kExitOk;
+}
+
 int Keygen(const ParsedArgs& args, const Context& ctx) {
   if (!args.positionals.empty()) return UsageError(ctx.err, "keygen", "keygen takes no arguments");
   std::string dir = args.Get("--dir", DefaultClientKeyDir());
@@ -418,6 +541,87 @@ int Keygen(const ParsedArgs& args, const Context& ctx) {
   }
   ctx.out << "wrote " << dir << "/" << name << ".key (secret, keep it) and " << dir << "/" << name
           << ".pub\npublic-key = " << keys->public_key << "\n";
+  return kExitOk;
+}
+
+int Tune(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "tune", "tune needs one FILE");
+  const std::string& file = args.positionals[0];
+  auto text = ReadSpecText(file);
+  if (!text.ok()) return UsageError(ctx.err, "tune", text.status().message());
+  auto spec = ParseStudySpec(*text, file == "-" ? "<stdin>" : file);
+  if (!spec.ok()) {
+    ctx.err << "cohort: invalid study spec: " << spec.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto study = client->SubmitStudy(*text);
+  if (!study.ok()) {
+    if (study.status().code() == StatusCode::kInvalidArgument) {
+      ctx.err << "cohort: the coordinator rejected the study spec: " << study.status().message()
+              << "\n";
+      return kExitUsage;
+    }
+    return Fail(ctx.err, study.status());
+  }
+  const std::string name = study->name.empty() ? spec->name : study->name;
+  ctx.out << name << std::endl;
+  if (!args.Has("--wait")) return kExitOk;
+
+  // Follow: a progress line whenever the state or the number of finished trials changes.
+  std::string last_progress;
+  auto last_reply = Clock::now();
+  auto unreachable_limit =
+      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
+  while (true) {
+    auto current = client->GetStudy(name);
+    if (!current.ok()) {
+      if (current.status().code() == StatusCode::kUnavailable &&
+          Clock::now() - last_reply < unreachable_limit) {
+        continue;
+      }
+      return Fail(ctx.err, current.status());
+    }
+    last_reply = Clock::now();
+    int finished = 0;
+    int active = 0;
+    for (const auto& t : current->trials) {
+      if (!t) continue;
+      if (t->state == "ACTIVE" || t->state == "REQUESTED" || t->state == "STOPPING") {
+        ++active;
+      } else {
+        ++finished;
+      }
+    }
+    std::string progress = "study " + name + ": " + current->state + ", " +
+                           std::to_string(finished) + " of " +
+                           std::to_string(current->max_trials) + " trials done, " +
+                           std::to_string(active) + " running" +
+                           (current->best_trial.empty() ? "" : ", best " + current->best_trial);
+    if (progress != last_progress) {
+      ctx.err << progress << std::endl;
+      last_progress = progress;
+    }
+    if (IsStudyTerminal(current->state)) {
+      PrintStudy(*current, ctx.out);
+      return current->state == "SUCCEEDED" ? kExitOk : kExitJobFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+int Trials(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "trials", "trials needs one STUDY");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto study = client->GetStudy(args.positionals[0]);
+  if (!study.ok()) return Fail(ctx.err, study.status());
+  if (args.Has("--json")) {
+    ctx.out << StudyToJson(*study).dump(2) << "\n";
+  } else {
+    PrintStudy(*study, ctx.out);
+  }
   return kExitOk;
 }
 
@@ -474,6 +678,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       {"cancel", {{"--wait", false, ""}}},
       {"nodes", {{"--json", false, ""}}},
       {"keygen", {{"--dir", true, ""}, {"--name", true, ""}}},
+      {"checkpoint", {{"--job", true, ""}, {"--json", false, ""}}},
       {"tune", {{"--wait", false, ""}}},
       {"trials", {{"--json", false, ""}}},
   };
@@ -498,6 +703,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (verb == "cancel") return Cancel(*parsed, ctx);
   if (verb == "nodes") return Nodes(*parsed, ctx);
   if (verb == "keygen") return Keygen(*parsed, ctx);
+  if (verb == "checkpoint") return Checkpoint(*parsed, ctx);
+  if (verb == "tune") return Tune(*parsed, ctx);
+  if (verb == "trials") return Trials(*parsed, ctx);
   return NotAvailable(verb, ctx);
 }
 

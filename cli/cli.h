@@ -8,13 +8,18 @@
 //     logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow|-f]
 //     cancel JOB [--wait]
 //     nodes [--json]
+//     tune FILE [--wait]         hyperparameter study; --wait prints the trials and the best
+//     trials STUDY [--json]
+//     checkpoint DIR|--job JOB [--json]   checkpoints, verified; which one a restart restores
+//     keygen [--dir DIR] [--name NAME]   CURVE key pair for this client
 //
 // The coordinator endpoint comes from --coordinator, else COHORT_COORDINATOR, else
 // tcp://127.0.0.1:7400; --insecure or COHORT_INSECURE=1 selects plaintext ZeroMQ.
 //
-// Exit codes: 0 success; 1 the job failed or was cancelled (submit --wait), or another error;
-// 2 bad usage, an invalid job spec (the message names the field), an unknown job, or a verb this
-// build lacks; 3 the coordinator did not answer within --timeout (the message names the address).
+// Exit codes: 0 success; 1 the job or study failed or was cancelled (submit/tune --wait), no valid
+// checkpoint (checkpoint), or another error;
+// 2 bad usage, an invalid job or study spec (the message names the field), an unknown job;
+// 3 the coordinator did not answer within --timeout (the message names the address).
 #pragma once
 
 #include <ostream>

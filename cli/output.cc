@@ -24,6 +24,11 @@ std::string ExitCode(const wire::ReplicaInfoT& r) {
   return r.exit_code < 0 ? "-" : std::to_string(r.exit_code);
 }
 
+bool IsTerminalState(wire::JobState state) {
+  return state == wire::JobState::SUCCEEDED || state == wire::JobState::FAILED ||
+         state == wire::JobState::CANCELLED;
+}
+
 std::string FormatMemory(int64_t mb) {
   if (mb >= 10 * 1024) return std::to_string(mb / 1024) + "G";
   return std::to_string(mb) + "M";
@@ -141,6 +146,75 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
   }
 }
 
+void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
+  auto row = [&](const std::string& key, const std::string& value) {
+    out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
+  };
+  row("Study:", study.name);
+  row("State:", OrDash(study.state));
+  row("Message:", OrDash(study.message));
+  row("Metric:", study.metric + " (" + study.goal + ")");
+  row("Algorithm:", study.algorithm);
+  row("Trials:", std::to_string(study.trials.size()) + " of " + std::to_string(study.max_trials) +
+                     ", " + std::to_string(study.parallel_trials) + " in parallel");
+  row("Created:", FormatTime(study.create_time_ms));
+  row("Ended:", FormatTime(study.end_time_ms));
+
+  // Parameter columns in the order the first trial lists them.
+  std::vector<std::string> parameter_ids;
+  for (const auto& t : study.trials) {
+    if (!t) continue;
+    for (const auto& kv : t->parameters) {
+      if (kv && std::find(parameter_ids.begin(), parameter_ids.end(), kv->key) ==
+                    parameter_ids.end()) {
+        parameter_ids.push_back(kv->key);
+      }
+    }
+  }
+  std::vector<std::string> header = {"TRIAL", "STATE"};
+  for (const auto& id : parameter_ids) header.push_back(id);
+  header.insert(header.end(), {study.metric.empty() ? "METRIC" : study.metric, "STEPS", "JOB",
+                               "MESSAGE"});
+  Table table(header);
+  for (const auto& t : study.trials) {
+    if (!t) continue;
+    std::vector<std::string> cells = {t->id + (t->id == study.best_trial ? " *" : ""), t->state};
+    for (const auto& id : parameter_ids) {
+      std::string value = "-";
+      for (const auto& kv : t->parameters) {
+        if (kv && kv->key == id) value = kv->value;
+      }
+      cells.push_back(value);
+    }
+    char metric[64] = "-";
+    if (t->has_final_metric) std::snprintf(metric, sizeof(metric), "%.6g", t->final_metric);
+    cells.insert(cells.end(), {metric, std::to_string(t->steps), t->job, t->message});
+    table.AddRow(std::move(cells));
+  }
+  out << "\nTrials:\n";
+  if (table.size() == 0) {
+    out << "  (none yet)\n";
+  } else {
+    table.Print(out);
+  }
+  out << "\nBest trial: ";
+  const wire::TrialInfoT* best = nullptr;
+  for (const auto& t : study.trials) {
+    if (t && !study.best_trial.empty() && t->id == study.best_trial) best = t.get();
+  }
+  if (best == nullptr) {
+    out << "none yet\n";
+    return;
+  }
+  char metric[64] = "-";
+  if (best->has_final_metric) std::snprintf(metric, sizeof(metric), "%.6g", best->final_metric);
+  out << best->id << " (" << study.metric << " = " << metric << ")";
+  for (const auto& kv : best->parameters) {
+    if (kv) out << " --" << kv->key << "=" << kv->value;
+  }
+  out << "\n";
+}
+
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
   Table table({"NAME", "STATE", "CREATED", "RUN TIME", "REPLICAS", "RESTARTS", "MESSAGE"});
   int64_t now = NowMs();
@@ -149,9 +223,10 @@ void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
     for (const auto& r : job.replicas) {
       if (r && r->state == wire::ReplicaState::RUNNING) ++running;
     }
+    std::string replicas = std::to_string(job.replicas.size());
+    if (!IsTerminalState(job.state)) replicas = std::to_string(running) + "/" + replicas + " running";
     table.AddRow({job.name, wire::EnumNameJobState(job.state), FormatTime(job.create_time_ms),
-                  JobRunTime(job, now),
-                  std::to_string(running) + "/" + std::to_string(job.replicas.size()) + " running",
+                  JobRunTime(job, now), replicas,
                   std::to_string(job.restarts), job.message});
   }
   if (jobs.empty()) {

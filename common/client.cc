@@ -100,6 +100,41 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
           {"last_heartbeat_ms", node.last_heartbeat_ms}};
 }
 
+nlohmann::json StudyToJson(const wire::StudyInfoT& study) {
+  nlohmann::json trials = nlohmann::json::array();
+  for (const auto& t : study.trials) {
+    if (!t) continue;
+    nlohmann::json parameters = nlohmann::json::object();
+    for (const auto& kv : t->parameters) {
+      if (kv) parameters[kv->key] = kv->value;
+    }
+    trials.push_back({{"id", t->id},
+                      {"parameters", std::move(parameters)},
+                      {"state", t->state},
+                      {"final_metric", t->has_final_metric ? nlohmann::json(t->final_metric)
+                                                           : nlohmann::json(nullptr)},
+                      {"job", t->job},
+                      {"steps", t->steps},
+                      {"message", t->message}});
+  }
+  return {{"name", study.name},
+          {"state", study.state},
+          {"metric", study.metric},
+          {"goal", study.goal},
+          {"algorithm", study.algorithm},
+          {"max_trials", study.max_trials},
+          {"parallel_trials", study.parallel_trials},
+          {"best_trial", study.best_trial},
+          {"message", study.message},
+          {"create_time_ms", study.create_time_ms},
+          {"end_time_ms", study.end_time_ms},
+          {"trials", std::move(trials)}};
+}
+
+bool IsStudyTerminal(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+}
+
 StatusOr<CoordinatorClient> CoordinatorClient::Connect(const ClientOptions& options) {
   if (options.endpoint.empty()) return InvalidArgument("coordinator endpoint is empty");
   auto context = std::make_unique<zmq::context_t>(1);
@@ -228,6 +263,39 @@ StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,
   wire::LogDataT data;
   reply.As<wire::LogData>()->UnPackTo(&data);
   return data;
+}
+
+StatusOr<wire::StudyInfoT> CoordinatorClient::SubmitStudy(const std::string& spec_yaml) {
+  wire::SubmitStudyT request;
+  request.spec_yaml = spec_yaml;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::StudyInfo>(std::move(request), "submit study")));
+  wire::StudyInfoT study;
+  reply.As<wire::StudyInfo>()->UnPackTo(&study);
+  return study;
+}
+
+StatusOr<wire::StudyInfoT> CoordinatorClient::GetStudy(const std::string& name) {
+  wire::GetStudyT request;
+  request.name = name;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::StudyInfo>(std::move(request), "get study")));
+  wire::StudyInfoT study;
+  reply.As<wire::StudyInfo>()->UnPackTo(&study);
+  return study;
+}
+
+StatusOr<std::vector<wire::StudyInfoT>> CoordinatorClient::ListStudies() {
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::StudyList>(wire::ListStudiesT{}, "list studies")));
+  wire::StudyListT list;
+  reply.As<wire::StudyList>()->UnPackTo(&list);
+  std::vector<wire::StudyInfoT> studies;
+  studies.reserve(list.studies.size());
+  for (auto& study : list.studies) {
+    if (study) studies.push_back(std::move(*study));
+  }
+  return studies;
 }
 
 StatusOr<wire::JobInfoT> CoordinatorClient::WaitForJob(

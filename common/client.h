@@ -54,6 +54,10 @@ bool IsTerminal(wire::JobState state);
 // client.py): states as their names ("RUNNING"), times in ms since the epoch.
 nlohmann::json JobToJson(const wire::JobInfoT& job);
 nlohmann::json NodeToJson(const wire::NodeInfoT& node);
+nlohmann::json StudyToJson(const wire::StudyInfoT& study);
+
+// True for a study state of SUCCEEDED, FAILED or CANCELLED.
+bool IsStudyTerminal(const std::string& state);
 
 class CoordinatorClient {
  public:
@@ -79,6 +83,12 @@ class CoordinatorClient {
   StatusOr<wire::LogDataT> ReadLogs(const std::string& job, const std::string& replica,
                                     uint64_t offset, int attempt = -1,
                                     uint32_t max_bytes = 1u << 20);
+
+  // Hyperparameter studies (DESIGN.md "Hyperparameter tuning"): a study file's YAML text in,
+  // the study (its trials, the best trial so far) out.
+  StatusOr<wire::StudyInfoT> SubmitStudy(const std::string& spec_yaml);
+  StatusOr<wire::StudyInfoT> GetStudy(const std::string& name);
+  StatusOr<std::vector<wire::StudyInfoT>> ListStudies();
 
   // Polls GetJob every `poll` until `done(job)` holds, and returns that job. `on_change` (may be
   // empty) sees every polled state that differs from the previous one. Unreachable polls are
