@@ -243,6 +243,7 @@ run_cohort() {
     local failed=0 p
     for p in "${pids[@]}"; do wait "$p" || failed=1; done
     mv "$out/$label-w0.jsonl" "$out/$label.jsonl"
+    rm -f "$out/$label"-[wr][0-9]*.jsonl  # only worker 0 prints rows
     [ "$failed" = 0 ] && log "cohort ($algo): done" || log "cohort ($algo): a process failed (see $out/$label-*.err)"
   done
 }
@@ -264,4 +265,5 @@ record "python3 $JOIN ${join_args[*]} --markdown $out/table.md ${files[*]}"
 python3 "$JOIN" --title "$title" "${join_args[@]}" --markdown "$out/table.md" "${files[@]}" \
   | tee "$out/table.txt"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/commands.txt"
+find "$out" -type f -empty -delete  # the other ranks' (empty) stdout, silent stderr
 log "results in $out"
