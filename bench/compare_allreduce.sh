@@ -9,7 +9,8 @@
 #   --setting b      emulated cluster (bench/netns/cluster.sh): one network namespace per worker
 #                    and per reducer, every link shaped to --rate both ways; MPI with
 #                    --mca btl tcp,self over the shaped links, Gloo TCP bound to each host's
-#                    address, cohort-bench one process per rank. Needs root.
+#                    address, cohort-bench one process per rank. Needs root; takes down any
+#                    cluster.sh cluster already up, makes its own and removes it at the end.
 #   --workers N      ranks / workers (default 4)      --reducers M   reducers (default 4)
 #   --sizes SPEC     default 1K:256M                  --iters N, --warmup N (default 20, 5)
 #   --max-seconds-per-size S   cap the timed iterations per size (default: 0 for a, 8 for b)
