@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
     --cohort-bin) cohort_bin=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep-cluster) keep_cluster=1; shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_allreduce.sh: unknown flag '$1'" >&2; exit 2 ;;
   esac
 done
