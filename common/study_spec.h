@@ -13,7 +13,8 @@
 //   algorithm: bayesian        # grid | random | bayesian
 //   max_trials: 20
 //   parallel_trials: 3         # default 1
-//   max_failed_trials: 5       # default: max_trials
+//   max_failed_trials: 5       # the study fails when this many trials failed; default
+//                              # max_trials; 0: never fail for failed trials
 //   early_stopping: {median: true, min_steps: 2, min_trials: 3}   # optional
 //   seed: 7                    # default 0
 //   trial_job: {worker_pools: [...], scheduling: {...}, output_dir: ...}   # a job file minus name

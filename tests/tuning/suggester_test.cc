@@ -282,6 +282,35 @@ TEST(BayesianSuggesterTest, FiniteSpaceNeverRepeats) {
   EXPECT_FALSE(last->has_value());
 }
 
+TEST(BayesianSuggesterTest, MixedSpaceSuggestionsAreFeasible) {
+  // Log, reverse-log, log-integer, categorical and discrete parameters together, with failures.
+  StudySpec spec = ContinuousStudy(SearchAlgorithm::kBayesian, 8);
+  BayesianSuggester bayes(spec);
+  SearchSpace space(spec);
+  std::vector<TrialObservation> done;
+  std::set<std::string> keys;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<Assignment> pending;
+    if (i % 4 == 3) {
+      auto p = bayes.Suggest(done, {});
+      ASSERT_TRUE(p.ok() && p->has_value());
+      pending.push_back(**p);
+    }
+    auto a = bayes.Suggest(done, pending);
+    ASSERT_TRUE(a.ok() && a->has_value()) << a.status().ToString();
+    ASSERT_TRUE(ValidateAssignment(spec, **a).ok()) << space.Key(**a);
+    keys.insert(space.Key(**a));
+    const Assignment& v = **a;
+    std::optional<double> metric;
+    if (i % 5 != 4) {  // every fifth trial fails
+      metric = std::log10(v[0].number) + (v[3].category == "adam" ? 1.0 : 0.0) +
+               v[4].number / 64.0 + v[1].number + std::log(v[2].number);
+    }
+    done.push_back({v, metric});
+  }
+  EXPECT_GT(keys.size(), 12u);
+}
+
 TEST(BayesianSuggesterTest, MaximizeFindsTheTop) {
   // A 1-D concave objective, maximised: the GP should land near x = 0.3 quickly.
   ParameterSpec p = testing::DoubleParam("x", 0, 1);
