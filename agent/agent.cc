@@ -272,6 +272,14 @@ void Agent::HandleLaunch(const wire::LaunchReplica& launch) {
     spdlog::debug("launch of {}/{} attempt {} already handled", job, replica, launch.attempt());
     return;
   }
+  if (preempting_) {
+    // Answering PREEMPTED would invite the coordinator to place it here again at once; silence
+    // leaves it pending until this node stops heartbeating and is declared lost, and the replica
+    // is placed elsewhere.
+    spdlog::warn("{}/{} attempt {}: launch ignored, this agent is shutting down", job, replica,
+                 launch.attempt());
+    return;
+  }
   // One attempt of a replica at a time on a node: an older one still running is replaced.
   for (auto& [other_key, other] : attempts_) {
     if (other.job == job && other.replica == replica && !other.final && other.process &&
@@ -290,11 +298,6 @@ void Agent::HandleLaunch(const wire::LaunchReplica& launch) {
 }
 
 void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
-  if (preempting_) {
-    a.stop = StopCause::kPreemption;
-    FailBeforeLaunch(a, Unavailable("the agent on this node is shutting down"), -1);
-    return;
-  }
   if (Status s = CheckPathComponent("job", a.job); !s.ok()) return FailBeforeLaunch(a, s, -1);
   if (Status s = CheckPathComponent("replica", a.replica); !s.ok()) {
     return FailBeforeLaunch(a, s, -1);

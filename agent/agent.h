@@ -26,7 +26,8 @@
 //
 // Preempt() (SIGTERM/SIGINT to the daemon) signals every replica, waits grace_period, kills what
 // is left, reports each attempt PREEMPTED (exit code and signal kept) and waits up to
-// preempt_ack_wait for the acks and the last log chunks.
+// preempt_ack_wait for the acks and the last log chunks. Launches that arrive meanwhile are
+// ignored (see HandleLaunch).
 //
 // Thread safety: none; all calls from one thread. Lifetime: the zmq context outlives the Agent.
 #pragma once

@@ -519,11 +519,12 @@ TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {
   EXPECT_FALSE(GroupAlive(chief_pgid));
   EXPECT_FALSE(GroupAlive(worker_pgid));
 
-  // A launch during shutdown is refused.
+  // A launch during shutdown is not taken (the coordinator will see the node lost): nothing
+  // starts and nothing is reported.
   coordinator_->Launch("node-a", MakeLaunch("job9", "worker-1", 0, "true"));
-  ASSERT_TRUE(Pump([&] { return coordinator_->Final(LogKey("job9", "worker-1", 0)).has_value(); }));
-  EXPECT_EQ(coordinator_->Final(LogKey("job9", "worker-1", 0))->state,
-            wire::ReplicaState::PREEMPTED);
+  Pump([] { return false; }, milliseconds(300));
+  EXPECT_FALSE(coordinator_->Latest(LogKey("job9", "worker-1", 0)).has_value());
+  EXPECT_EQ(agent_->attempt_count(), 0u);
 }
 
 }  // namespace
