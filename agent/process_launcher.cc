@@ -201,6 +201,8 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     return ErrnoStatus("pipe2", err);
   }
   pid_t parent = ::getpid();
+  long open_max = ::sysconf(_SC_OPEN_MAX);
+  int max_fd = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
   const char* working_dir = request.working_dir.c_str();
 
   pid_t pid = ::fork();
@@ -226,7 +228,10 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
       ::_exit(127);
     }
     // Nothing of the agent's leaks into the replica (sockets, other replicas' logs).
-    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      // Kernels before 5.11: mark them one by one (bounded; fcntl is async-signal-safe).
+      for (int fd = 3; fd < max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
     bool saw_eacces = false;
     int last = ENOENT;
     for (const auto& candidate : candidates) {
