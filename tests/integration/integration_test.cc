@@ -710,6 +710,65 @@ TEST_F(IntegrationTest, InvalidSpecsAreRejectedNamingTheField) {
   EXPECT_EQ(jobs->size(), 1u);
 }
 
+// A CURVE coordinator (no --insecure) serves a client whose public key is listed in its clients/
+// directory, and never completes the handshake for one whose key is not (exit 3 after --timeout).
+TEST(SecureIntegrationTest, CurveClientWithAListedKeyIsServedAndAnUnlistedOneIsNot) {
+  for (const auto& path : {CoordinatorBin(), CliBin()}) {
+    if (path.empty() || !ct::FileExists(path)) GTEST_SKIP() << "binary not built: " << path;
+  }
+  ct::TempDir dir("cohort-curve-it");
+  for (const auto& [sub, name] : std::vector<std::pair<std::string, std::string>>{
+           {"server", "coordinator"}, {"alice", "client"}, {"mallory", "client"}}) {
+    auto r = ct::RunProcess(CliBin(), {"keygen", "--dir", dir.Join(sub), "--name", name});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::filesystem::create_directories(dir.Join("clients"));
+  std::filesystem::create_directories(dir.Join("agents"));
+  std::filesystem::copy_file(dir.Join("alice/client.pub"), dir.Join("clients/alice.pub"));
+
+  std::string endpoint = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+  ct::DaemonProcess coordinator(
+      CoordinatorBin(),
+      {"--client-endpoint", endpoint, "--agent-endpoint",
+       "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort()), "--state-dir", dir.Join("state"),
+       "--curve-key", dir.Join("server/coordinator.key"), "--client-keys", dir.Join("clients"),
+       "--agent-keys", dir.Join("agents")},
+      dir.Join("coordinator.log"));
+  ASSERT_TRUE(coordinator.Start());
+
+  ClientOptions options;
+  options.endpoint = endpoint;
+  options.timeout = 300ms;
+  options.key_file = dir.Join("alice/client.key");
+  options.server_key_file = dir.Join("server/coordinator.pub");
+  auto client = CoordinatorClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE(ct::WaitUntil([&] { return !coordinator.running() || client->ListJobs().ok(); },
+                            15s))
+      << coordinator.Log();
+  ASSERT_TRUE(coordinator.running()) << coordinator.Log();
+
+  auto alice = ct::RunProcess(CliBin(), {"--coordinator", endpoint, "--key",
+                                         dir.Join("alice/client.key"), "--server-key",
+                                         dir.Join("server/coordinator.pub"), "list"});
+  EXPECT_EQ(alice.exit_code, 0) << alice.out << alice.err;
+  EXPECT_NE(alice.out.find("No jobs."), std::string::npos) << alice.out;
+
+  auto mallory = ct::RunProcess(CliBin(), {"--coordinator", endpoint, "--key",
+                                           dir.Join("mallory/client.key"), "--server-key",
+                                           dir.Join("server/coordinator.pub"), "--timeout", "1s",
+                                           "list"});
+  EXPECT_EQ(mallory.exit_code, 3) << mallory.out << mallory.err;
+  EXPECT_NE(mallory.err.find(endpoint), std::string::npos) << mallory.err;
+
+  // A plaintext client gets nothing from a CURVE endpoint either.
+  auto plain = ct::RunProcess(CliBin(),
+                              {"--insecure", "--coordinator", endpoint, "--timeout", "1s", "list"});
+  EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  EXPECT_TRUE(coordinator.running());
+  coordinator.Stop();
+}
+
 // No coordinator needed: the CLI alone.
 TEST(CliTest, UnreachableCoordinatorExitsThreeNamingTheAddress) {
   if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
