@@ -94,6 +94,7 @@ class FakeCoordinator {
   }
 
   bool ack_updates = true;
+  bool ignore_heartbeats = false;
   int heartbeat_interval_ms = 100;
   std::set<std::string> known_nodes;
   std::vector<std::unique_ptr<wire::RegisterAgentT>> registrations;
@@ -127,6 +128,7 @@ class FakeCoordinator {
       }
       case wire::Body::Heartbeat: {
         ++heartbeats;
+        if (ignore_heartbeats) return;
         wire::HeartbeatReplyT r;
         r.known = known_nodes.count(m.As<wire::Heartbeat>()->node_id()->str()) > 0;
         reply.Set(std::move(r));
@@ -260,6 +262,14 @@ TEST_F(AgentLoopTest, RegistersWithItsInventory) {
   EXPECT_EQ(reg.memory_mb, 1024);
   EXPECT_TRUE(reg.replicas.empty());
   EXPECT_TRUE(Pump([&] { return coordinator_->heartbeats >= 2; }));
+}
+
+TEST_F(AgentLoopTest, SilentCoordinatorMakesTheAgentRegisterAgain) {
+  coordinator_->ignore_heartbeats = true;
+  size_t before = coordinator_->registrations.size();
+  // coordinator_timeout is 1 s in this fixture.
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }));
+  EXPECT_TRUE(Pump([&] { return agent_->registered(); }));
 }
 
 TEST_F(AgentLoopTest, ReplicaSeesItsEnvironmentAndItsLogIsShipped) {
