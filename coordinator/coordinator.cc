@@ -104,7 +104,11 @@ Status Coordinator::Recover() {
     jobs_[owned->name] = std::move(owned);
   }
   for (auto& [name, job] : jobs_) {
-    if (!job->finished()) active_[job->seq] = job.get();
+    if (!job->finished()) {
+      active_[job->seq] = job.get();
+    } else if (AnyHolding(*job)) {
+      draining_.insert(name);
+    }
   }
   if (!replay.records.empty()) {
     spdlog::info("journal: recovered {} jobs ({} unfinished) from {} records{}", jobs_.size(),
@@ -162,6 +166,11 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     COHORT_RETURN_IF_ERROR(RunOnce(std::chrono::milliseconds(50)));
   }
+  spdlog::info("scheduler stats: rounds={} last_round_us={} max_round_us={} queued={} "
+               "active_jobs={} jobs={} nodes={} messages={}",
+               stats_.schedule_rounds, stats_.last_round_us, stats_.max_round_us,
+               stats_.last_round_queued, active_.size(), jobs_.size(), nodes_.size(),
+               stats_.messages);
   return Status::Ok();
 }
 
@@ -284,6 +293,7 @@ void Coordinator::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req) {
   job->create_time_ms = now;
   job->queued_since_ms = now;
   job->replicas = MakeReplicas(job->spec);
+  FillDemands(*job);
   JobRecord* raw = job.get();
   jobs_[raw->name] = std::move(job);
   active_[raw->seq] = raw;
@@ -412,8 +422,10 @@ wire::NodeListT Coordinator::Nodes() const {
     }
   }
   // Jobs that ended may still have replicas being stopped.
-  for (const auto& [name, job] : jobs_) {
-    if (!job->finished()) continue;
+  for (const auto& name : draining_) {
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) continue;
+    const JobRecord* job = it->second.get();
     for (const auto& r : job->replicas) {
       if (!HoldsResources(r)) continue;
       Use& u = use[r.node_id];
@@ -557,8 +569,10 @@ void Coordinator::OnRegister(const RoutedMessage& m, const wire::RegisterAgent& 
     }
   }
   // Finished jobs may still wait for replicas to stop.
-  for (auto& [name, job] : jobs_) {
-    if (!job->finished()) continue;
+  for (const auto& name : draining_) {
+    auto jit = jobs_.find(name);
+    if (jit == jobs_.end()) continue;
+    JobRecord* job = jit->second.get();
     for (auto& r : job->replicas) {
       if (r.node_id == node_id && !IsFinal(r.state) && !reported.count({name, r.name})) {
         SetReplicaState(r, ReplicaState::STOPPED, "gone when its node re-registered");
@@ -792,6 +806,7 @@ void Coordinator::FinishJob(JobRecord& job, JobState state, const std::string& m
   AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message);
   StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")");
   active_.erase(job.seq);
+  if (AnyHolding(job)) draining_.insert(job.name);
   MarkDirty(job);
 }
 
@@ -892,6 +907,14 @@ void Coordinator::Tick() {
     CheckJobs(now);
   }
   if (schedule_needed_ || periodic) ScheduleRound();
+  if (now - last_stats_log_ms_ >= 5000) {
+    last_stats_log_ms_ = now;
+    spdlog::debug("scheduler stats: rounds={} last_round_us={} max_round_us={} queued={} "
+                  "active_jobs={} jobs={} nodes={} messages={}",
+                  stats_.schedule_rounds, stats_.last_round_us, stats_.max_round_us,
+                  stats_.last_round_queued, active_.size(), jobs_.size(), nodes_.size(),
+                  stats_.messages);
+  }
 }
 
 void Coordinator::CheckNodes(int64_t now) {
@@ -929,8 +952,10 @@ void Coordinator::CheckJobs(int64_t now) {
     }
   }
   if (grace_over) {
-    for (auto& [name, job] : jobs_) {
-      if (!job->finished()) continue;
+    for (const auto& name : draining_) {
+      auto jit = jobs_.find(name);
+      if (jit == jobs_.end()) continue;
+      JobRecord* job = jit->second.get();
       for (auto& r : job->replicas) {
         if (r.placed() && !IsFinal(r.state) && !nodes_.count(r.node_id)) {
           SetReplicaState(r, ReplicaState::STOPPED, "its node did not re-register");
@@ -978,8 +1003,14 @@ ClusterView Coordinator::BuildView(std::map<std::string, int>* node_index) const
     }
   };
   for (const auto& [seq, job] : active_) account(*job);
-  for (const auto& [name, job] : jobs_) {
-    if (job->finished() && AnyHolding(*job)) account(*job);
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    auto jit = jobs_.find(*it);
+    if (jit == jobs_.end() || !AnyHolding(*jit->second)) {
+      it = draining_.erase(it);
+      continue;
+    }
+    account(*jit->second);
+    ++it;
   }
   return view;
 }
@@ -1021,14 +1052,15 @@ void Coordinator::ScheduleRound() {
   // 2. Queued jobs, in submit order.
   std::vector<JobRecord*> queued;
   std::vector<JobRequest> requests;
+  queued.reserve(active_.size());
+  requests.reserve(active_.size());
   for (auto& [seq, job] : active_) {
     if (job->state != JobState::QUEUED) continue;
     JobRequest req;
     req.name = job->name;
     req.waiting_since_ms = job->queued_since_ms;
     req.schedulable = !AnyHolding(*job);
-    req.replicas.reserve(job->replicas.size());
-    for (const auto& r : job->replicas) req.replicas.push_back(DemandOf(*job, r));
+    req.shared_replicas = &job->demands;
     queued.push_back(job);
     requests.push_back(std::move(req));
   }
@@ -1074,6 +1106,10 @@ void Coordinator::ScheduleRound() {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                 std::chrono::steady_clock::now() - t0)
                 .count();
+  if (us > 50'000) {
+    spdlog::warn("scheduling round took {} ms ({} queued jobs, {} nodes)", us / 1000,
+                 requests.size(), view.nodes.size());
+  }
   ++stats_.schedule_rounds;
   stats_.last_round_us = us;
   stats_.max_round_us = std::max(stats_.max_round_us, static_cast<int64_t>(us));

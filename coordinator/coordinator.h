@@ -152,12 +152,15 @@ class Coordinator {
 
   std::map<std::string, std::unique_ptr<JobRecord>> jobs_;
   std::map<uint64_t, JobRecord*> active_;  // unfinished jobs by submit order
+  // Finished jobs whose replicas may still hold resources (stops outstanding); pruned lazily.
+  mutable std::set<std::string> draining_;
   std::map<std::string, NodeRecord> nodes_;
   std::set<std::string> dirty_;
   std::vector<Outgoing> outbox_;
   uint64_t next_seq_ = 1;
   int64_t started_ms_ = 0;
   int64_t last_periodic_ms_ = 0;
+  int64_t last_stats_log_ms_ = 0;
   bool schedule_needed_ = true;
   CoordinatorStats stats_;
 };

@@ -1,4 +1,6 @@
 // cohort-coordinator: parse flags, build the Coordinator, run its loop until SIGTERM/SIGINT.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 
@@ -23,6 +25,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   cohort::InitLogging("cohort-coordinator", flags->options.log_level);
+  // One connection per agent: allow as many descriptors as the hard limit permits.
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   SystemClock clock;

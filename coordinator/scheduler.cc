@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <tuple>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace cohort::coordinator {
 namespace {
@@ -22,13 +22,28 @@ void Take(NodeFree& node, const ReplicaDemand& d, ReplicaSlot& slot) {
   if (!node.memory_unlimited) node.free_memory_mb -= d.memory_mb;
 }
 
-std::string Signature(const std::vector<ReplicaDemand>& replicas) {
-  std::string s;
+uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the demand triples
+  auto mix = [&h](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ull;
+  };
   for (const auto& r : replicas) {
-    s += std::to_string(r.gpus) + "/" + std::to_string(r.cpus) + "/" +
-         std::to_string(r.memory_mb) + ";";
+    mix(static_cast<uint64_t>(r.gpus));
+    mix(static_cast<uint64_t>(r.cpus));
+    mix(static_cast<uint64_t>(r.memory_mb));
   }
-  return s;
+  return h;
+}
+
+bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDemand>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].gpus != b[i].gpus || a[i].cpus != b[i].cpus || a[i].memory_mb != b[i].memory_mb) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -112,9 +127,16 @@ std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
   }
   if (replicas.size() == 1) return std::nullopt;
 
-  // 2. First-fit decreasing over nodes, largest free first.
-  std::vector<size_t> nodes(view.nodes.size());
-  std::iota(nodes.begin(), nodes.end(), 0);
+  // 2. First-fit decreasing over nodes, largest free first. Only nodes that can take the
+  // smallest replica are candidates (on a busy cluster, few).
+  const ReplicaDemand& smallest = replicas[order.back()];
+  std::vector<size_t> nodes;
+  for (size_t i = 0; i < view.nodes.size(); ++i) {
+    const NodeFree& n = view.nodes[i];
+    if (Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest)) {
+      nodes.push_back(i);
+    }
+  }
   std::stable_sort(nodes.begin(), nodes.end(), [&](size_t a, size_t b) {
     const NodeFree& x = view.nodes[a];
     const NodeFree& y = view.nodes[b];
@@ -171,7 +193,8 @@ std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int 
 ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& queue, ClusterView& view,
                                    int64_t now_ms) const {
   ScheduleResult result;
-  std::unordered_set<std::string> failed_shapes;
+  // Shapes that failed this round: hash -> the demand lists with that hash.
+  std::unordered_map<uint64_t, std::vector<const std::vector<ReplicaDemand>*>> failed_shapes;
   int64_t total_free_gpus = 0;
   for (const auto& n : view.nodes) total_free_gpus += static_cast<int64_t>(n.free_gpus.size());
 
@@ -179,14 +202,20 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& queue, Cluster
     const JobRequest& job = queue[q];
     bool placed = false;
     if (job.schedulable) {
+      const std::vector<ReplicaDemand>& demands = job.demands();
       int64_t gpus = 0;
-      for (const auto& r : job.replicas) gpus += r.gpus;
-      size_t ports_needed = job.replicas.size() + 2;
+      for (const auto& r : demands) gpus += r.gpus;
+      size_t ports_needed = demands.size() + 2;
       if (gpus <= total_free_gpus && static_cast<size_t>(view.ports_free()) >= ports_needed) {
-        std::string shape = Signature(job.replicas);
-        if (!failed_shapes.count(shape)) {
+        uint64_t shape = ShapeHash(demands);
+        bool known_failure = false;
+        auto f = failed_shapes.find(shape);
+        if (f != failed_shapes.end()) {
+          for (const auto* other : f->second) known_failure |= SameShape(*other, demands);
+        }
+        if (!known_failure) {
           ++result.searches;
-          auto slots = PlaceGang(job.replicas, view);
+          auto slots = PlaceGang(demands, view);
           if (slots) {
             JobPlacement p;
             p.request = q;
@@ -198,7 +227,7 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& queue, Cluster
             result.placed.push_back(std::move(p));
             placed = true;
           } else {
-            failed_shapes.insert(std::move(shape));
+            failed_shapes[shape].push_back(&demands);
           }
         }
       }

@@ -75,6 +75,12 @@ struct JobRequest {
   std::string name;
   int64_t waiting_since_ms = 0;        // when it (last) entered the queue
   std::vector<ReplicaDemand> replicas; // in the job's replica order; [0] is the chief
+  // When set, used instead of `replicas` (lets the caller keep one demand list per job instead of
+  // copying it every round). Must outlive the Schedule() call.
+  const std::vector<ReplicaDemand>* shared_replicas = nullptr;
+  const std::vector<ReplicaDemand>& demands() const {
+    return shared_replicas ? *shared_replicas : replicas;
+  }
   bool schedulable = true;             // false: waiting on something else (old attempts ending);
                                        // it still counts for the starvation limit
 };

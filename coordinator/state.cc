@@ -98,6 +98,14 @@ std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec) {
   return out;
 }
 
+void FillDemands(JobRecord& job) {
+  job.demands.clear();
+  for (const auto& r : job.replicas) {
+    const Resources& res = job.PoolOf(r).resources;
+    job.demands.push_back(ReplicaDemand{res.gpus, res.cpus, res.memory_mb});
+  }
+}
+
 std::string JobToJson(const JobRecord& job) {
   json j;
   j["type"] = "job";
@@ -191,6 +199,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
   auto spec = ParseJobSpec(job.spec_yaml, "journaled spec of " + job.name);
   if (!spec.ok()) return spec.status();
   job.spec = std::move(*spec);
+  FillDemands(job);
   return job;
 }
 

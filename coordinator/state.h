@@ -16,6 +16,7 @@
 #include "common/job_spec.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
+#include "coordinator/scheduler.h"
 
 namespace cohort::coordinator {
 
@@ -53,6 +54,7 @@ struct JobRecord {
   std::string name;
   std::string spec_yaml;
   JobSpec spec;  // parsed from spec_yaml (not journaled separately)
+  std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not journaled)
   JobState state = JobState::QUEUED;
   std::string message;
   int64_t create_time_ms = 0;
@@ -95,6 +97,9 @@ std::string DescribeEnd(const ReplicaRecord& r);
 
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
+
+// Fills job.demands from job.spec and job.replicas.
+void FillDemands(JobRecord& job);
 
 // JSON for the journal. FromJson re-parses spec_yaml with ParseJobSpec.
 std::string JobToJson(const JobRecord& job);

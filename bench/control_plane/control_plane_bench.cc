@@ -1,0 +1,372 @@
+// cohort-control-plane-bench: measures the coordinator the way a cluster loads it. It starts a real
+// cohort-coordinator process (plaintext, loopback TCP, a fresh state dir), simulates K agents in
+// this process (one DEALER each, registered with G GPUs, heartbeating every second, answering
+// every LaunchReplica with RUNNING), and acts as the client. It reports:
+//   - submit -> RUNNING latency of a 3-replica job on an idle cluster (median, p90, max);
+//   - jobs accepted per second while submitting N jobs (a mix of shapes; the cluster fills and
+//     the rest stay queued), 256 requests in flight;
+//   - scheduling round time with K agents and the queue full (the coordinator's own
+//     measurement, read from its debug log), and a pure Scheduler round in this process;
+//   - coordinator CPU (utime+stime over an idle window with every agent heartbeating) and RSS.
+// Never run by ctest.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/messaging.h"
+#include "coordinator/scheduler.h"
+
+namespace {
+
+using namespace cohort;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct Args {
+  std::string coordinator = "build/coordinator/cohort-coordinator";
+  int agents = 1000;
+  int gpus = 8;
+  int jobs = 10000;
+  int latency_runs = 20;
+  int idle_seconds = 10;
+  int port = 17400;
+};
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct Agent {
+  std::string id;
+  std::unique_ptr<DealerSocket> socket;
+  Clock::time_point next_heartbeat;
+  bool registered = false;
+};
+
+struct Sim {
+  zmq::context_t ctx{2};
+  std::vector<Agent> agents;
+  std::unique_ptr<DealerSocket> client;
+  uint64_t launches = 0;
+
+  // One pass over every agent: heartbeats due, incoming launches answered with RUNNING.
+  void PumpAgents(milliseconds wait) {
+    std::vector<zmq::pollitem_t> items;
+    items.reserve(agents.size());
+    for (auto& a : agents) items.push_back({a.socket->socket().handle(), 0, ZMQ_POLLIN, 0});
+    zmq::poll(items.data(), items.size(), wait);
+    auto now = Clock::now();
+    for (size_t i = 0; i < agents.size(); ++i) {
+      Agent& a = agents[i];
+      if (items[i].revents & ZMQ_POLLIN) {
+        while (true) {
+          auto m = a.socket->Receive(milliseconds(0));
+          if (!m.ok() || !m->has_value()) break;
+          if ((*m)->As<wire::RegisterAgentReply>()) a.registered = true;
+          if (const auto* l = (*m)->As<wire::LaunchReplica>()) {
+            ++launches;
+            wire::ReplicaUpdateT u;
+            u.node_id = a.id;
+            u.status = std::make_unique<wire::ReplicaStatusT>();
+            u.status->job = l->job()->str();
+            u.status->replica = l->replica()->str();
+            u.status->attempt = l->attempt();
+            u.status->state = wire::ReplicaState::RUNNING;
+            (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(u)));
+          }
+        }
+      }
+      if (a.registered && now >= a.next_heartbeat) {
+        wire::HeartbeatT hb;
+        hb.node_id = a.id;
+        (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(hb)));
+        a.next_heartbeat = now + std::chrono::seconds(1);
+      }
+    }
+  }
+
+  // A client call while the agents keep running.
+  template <typename T>
+  std::optional<Message> Call(T body, milliseconds timeout = milliseconds(30000)) {
+    uint64_t id = client->NextRequestId();
+    if (!client->Send(Encode(id, std::move(body))).ok()) return std::nullopt;
+    auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      auto m = client->Receive(milliseconds(1));
+      if (m.ok() && m->has_value() && (*m)->request_id() == id) return std::move(**m);
+      PumpAgents(milliseconds(0));
+    }
+    return std::nullopt;
+  }
+};
+
+std::string JobYaml(const std::string& name, int replicas, int gpus) {
+  std::string y = "name: " + name + "\nworker_pools:\n  - role: chief\n    replicas: 1\n" +
+                  "    resources: {gpus: " + std::to_string(gpus) +
+                  ", cpus: 1}\n    process: {command: [/bin/true]}\n";
+  if (replicas > 1) {
+    y += "  - role: worker\n    replicas: " + std::to_string(replicas - 1) +
+         "\n    resources: {gpus: " + std::to_string(gpus) +
+         ", cpus: 1}\n    process: {command: [/bin/true]}\n";
+  }
+  return y;
+}
+
+struct ProcStat {
+  double cpu_seconds = 0;
+  long rss_kb = 0;
+};
+
+ProcStat ReadProc(pid_t pid) {
+  ProcStat s;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto close = line.rfind(')');
+  std::istringstream rest(line.substr(close + 2));
+  std::vector<std::string> f;
+  std::string tok;
+  while (rest >> tok) f.push_back(tok);
+  // After the comm field: state is f[0]; utime is field 14 overall -> f[11], stime f[12].
+  if (f.size() > 12) {
+    s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_kb = std::atol(line.c_str() + 6);
+  }
+  return s;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// Pure scheduler round: K nodes (cluster full but a few GPUs), N queued jobs of mixed shapes.
+double PureSchedulerRoundMs(int nodes, int gpus, int jobs) {
+  using namespace cohort::coordinator;
+  std::mt19937 rng(7);
+  std::vector<JobRequest> queue;
+  for (int i = 0; i < jobs; ++i) {
+    JobRequest r;
+    r.name = "j" + std::to_string(i);
+    int reps = 1 << (rng() % 3), g = 1 << (rng() % 4);
+    r.replicas.assign(static_cast<size_t>(reps), ReplicaDemand{g, 1, 0});
+    queue.push_back(std::move(r));
+  }
+  std::vector<double> times;
+  for (int round = 0; round < 5; ++round) {
+    ClusterView view(20000, 29999);
+    for (int n = 0; n < nodes; ++n) {
+      NodeFree f;
+      f.node_id = "node-" + std::to_string(n);
+      for (int g = 0; g < gpus; ++g) {
+        if (n % 10 == 0 || g == 0) f.free_gpus.push_back(g);  // mostly busy
+      }
+      f.free_cpus = 64;
+      f.memory_unlimited = true;
+      view.nodes.push_back(std::move(f));
+    }
+    Scheduler s({5 * 60 * 1000});
+    auto t0 = Clock::now();
+    auto result = s.Schedule(queue, view, 0);
+    times.push_back(Ms(Clock::now() - t0));
+    if (round == 0) {
+      std::printf("  pure round: %zu placed, %zu searches\n", result.placed.size(),
+                  result.searches);
+    }
+  }
+  return Percentile(times, 0.5);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--coordinator") a.coordinator = v;
+    else if (k == "--agents") a.agents = std::stoi(v);
+    else if (k == "--gpus") a.gpus = std::stoi(v);
+    else if (k == "--jobs") a.jobs = std::stoi(v);
+    else if (k == "--latency-runs") a.latency_runs = std::stoi(v);
+    else if (k == "--idle-seconds") a.idle_seconds = std::stoi(v);
+    else if (k == "--port") a.port = std::stoi(v);
+    else {
+      std::fprintf(stderr,
+                   "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
+                   "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] [--port P]\n");
+      return 2;
+    }
+  }
+  spdlog::set_level(spdlog::level::warn);
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  char tmpl[] = "/tmp/cohort-cp-bench-XXXXXX";
+  std::string state = mkdtemp(tmpl);
+  std::string client_ep = "tcp://127.0.0.1:" + std::to_string(a.port);
+  std::string agent_ep = "tcp://127.0.0.1:" + std::to_string(a.port + 1);
+  std::string log_path = state + "/coordinator.log";
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* log = std::fopen(log_path.c_str(), "w");
+    dup2(fileno(log), 2);
+    execl(a.coordinator.c_str(), a.coordinator.c_str(), "--insecure", "--state-dir",
+          (state + "/state").c_str(), "--client-endpoint", client_ep.c_str(),
+          "--agent-endpoint", agent_ep.c_str(), "--heartbeat-timeout", "60s", "--log-level",
+          "debug", "--snapshot-every", "100000", static_cast<char*>(nullptr));
+    std::perror("exec cohort-coordinator");
+    _exit(127);
+  }
+  Sim sim;
+  sim.ctx.set(zmq::ctxopt::max_sockets, a.agents + 64);
+  sim.client = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, client_ep));
+  if (!sim.Call(wire::ListNodesT{}, milliseconds(20000))) {
+    std::fprintf(stderr, "coordinator did not answer; see %s\n", log_path.c_str());
+    kill(pid, SIGKILL);
+    return 1;
+  }
+  std::printf("control plane bench: %d agents x %d GPUs, %d jobs, coordinator pid %d\n",
+              a.agents, a.gpus, a.jobs, pid);
+
+  // Agents register.
+  auto t0 = Clock::now();
+  for (int i = 0; i < a.agents; ++i) {
+    Agent ag;
+    ag.id = "node-" + std::to_string(i);
+    ag.socket = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, agent_ep, ag.id));
+    wire::RegisterAgentT reg;
+    reg.node_id = ag.id;
+    reg.address = "127.0.0.1";
+    for (int g = 0; g < a.gpus; ++g) {
+      auto gi = std::make_unique<wire::GpuInfoT>();
+      gi->index = g;
+      reg.gpus.push_back(std::move(gi));
+    }
+    reg.cpus = 64;
+    reg.memory_mb = 512000;
+    (void)ag.socket->Send(Encode(1, std::move(reg)));
+    ag.next_heartbeat = Clock::now() + std::chrono::seconds(1);
+    sim.agents.push_back(std::move(ag));
+  }
+  while (Clock::now() - t0 < std::chrono::seconds(120)) {
+    sim.PumpAgents(milliseconds(5));
+    if (std::all_of(sim.agents.begin(), sim.agents.end(), [](auto& g) { return g.registered; })) {
+      break;
+    }
+  }
+  std::printf("  %d agents registered in %.0f ms\n", a.agents, Ms(Clock::now() - t0));
+
+  // Latency: submit -> RUNNING of a 3-replica job on an idle cluster.
+  std::vector<double> lat;
+  for (int r = 0; r < a.latency_runs; ++r) {
+    std::string name = "lat" + std::to_string(r);
+    wire::SubmitJobT sub;
+    sub.spec_yaml = JobYaml(name, 3, 1);
+    auto start = Clock::now();
+    auto reply = sim.Call(std::move(sub));
+    if (!reply || !reply->ErrorStatus().ok()) {
+      std::fprintf(stderr, "submit failed\n");
+      break;
+    }
+    while (Clock::now() - start < std::chrono::seconds(30)) {
+      wire::GetJobT get;
+      get.name = name;
+      auto info = sim.Call(std::move(get));
+      if (info && info->As<wire::JobInfo>() &&
+          info->As<wire::JobInfo>()->state() == wire::JobState::RUNNING) {
+        lat.push_back(Ms(Clock::now() - start));
+        break;
+      }
+      sim.PumpAgents(milliseconds(1));
+    }
+  }
+  std::printf("  submit->RUNNING (3 replicas, polled every ~1 ms): median %.2f ms, p90 %.2f ms, "
+              "max %.2f ms over %zu runs\n",
+              Percentile(lat, 0.5), Percentile(lat, 0.9), Percentile(lat, 1.0), lat.size());
+
+  // Throughput: N submissions, 256 in flight.
+  std::mt19937 rng(1);
+  int sent = 0, accepted = 0, refused = 0;
+  std::map<uint64_t, bool> inflight;
+  auto s0 = Clock::now();
+  while (accepted + refused < a.jobs && Clock::now() - s0 < std::chrono::seconds(600)) {
+    while (sent < a.jobs && inflight.size() < 256) {
+      int reps = 1 << (rng() % 3), g = 1 << (rng() % 4);
+      wire::SubmitJobT sub;
+      sub.spec_yaml = JobYaml("job" + std::to_string(sent), reps, g);
+      uint64_t id = sim.client->NextRequestId();
+      if (!sim.client->Send(Encode(id, std::move(sub))).ok()) break;
+      inflight[id] = true;
+      ++sent;
+    }
+    while (true) {
+      auto m = sim.client->Receive(milliseconds(0));
+      if (!m.ok() || !m->has_value()) break;
+      if (inflight.erase((*m)->request_id())) {
+        if ((*m)->ErrorStatus().ok()) ++accepted; else ++refused;
+      }
+    }
+    sim.PumpAgents(milliseconds(1));
+  }
+  double submit_s = Ms(Clock::now() - s0) / 1000.0;
+  std::printf("  submitted %d jobs: %d accepted, %d refused in %.2f s = %.0f jobs/s "
+              "(%llu launches answered)\n",
+              sent, accepted, refused, submit_s, accepted / submit_s,
+              static_cast<unsigned long long>(sim.launches));
+
+  // Idle window: every agent heartbeats once a second, the queue stays full.
+  ProcStat p0 = ReadProc(pid);
+  auto i0 = Clock::now();
+  while (Clock::now() - i0 < std::chrono::seconds(a.idle_seconds)) sim.PumpAgents(milliseconds(5));
+  ProcStat p1 = ReadProc(pid);
+  double idle_wall = Ms(Clock::now() - i0) / 1000.0;
+  std::printf("  coordinator with %d heartbeating agents and the queue full: CPU %.1f%% of one "
+              "core over %.0f s, RSS %.1f MiB\n",
+              a.agents, 100.0 * (p1.cpu_seconds - p0.cpu_seconds) / idle_wall, idle_wall,
+              p1.rss_kb / 1024.0);
+
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::printf("  coordinator exit: %s\n",
+              WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "clean (0)" : "NOT clean");
+
+  // The coordinator's own round timings from its debug log (the last stats line).
+  std::ifstream log(log_path);
+  std::string line, last_stats;
+  long max_warn_ms = 0;
+  while (std::getline(log, line)) {
+    if (line.find("scheduler stats:") != std::string::npos) last_stats = line;
+    auto w = line.find("scheduling round took ");
+    if (w != std::string::npos) max_warn_ms = std::max(max_warn_ms, std::atol(line.c_str() + w + 22));
+  }
+  if (!last_stats.empty()) {
+    std::printf("  coordinator %s\n", last_stats.substr(last_stats.find("scheduler stats:")).c_str());
+  }
+  if (max_warn_ms) std::printf("  slowest round over 50 ms: %ld ms\n", max_warn_ms);
+  std::printf("  pure Scheduler round, %d nodes, %d queued jobs (median of 5): %.2f ms\n",
+              a.agents, a.jobs, PureSchedulerRoundMs(a.agents, a.gpus, a.jobs));
+  std::filesystem::remove_all(state);
+  return 0;
+}
