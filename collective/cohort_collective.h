@@ -7,6 +7,8 @@
  *   cohort_allreduce(comm, grads, n, COHORT_F32, COHORT_AVG, COHORT_ALGO_AUTO);
  *   cohort_comm_destroy(comm);
  *
+ * Library: link cohort_collective (static, C++) or load libcohort_collective_c.so (shared).
+ *
  * Thread safety: calls on one communicator must not overlap; cohort_last_error is per thread. */
 #ifndef COHORT_COLLECTIVE_H_
 #define COHORT_COLLECTIVE_H_

@@ -27,7 +27,13 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   if (transport.size() < n + m) return InvalidArgument("transport has fewer ranks than workers + reducers");
   if (options.count == 0) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
-  const size_t chunk_elems = ChunkElems(options.chunk_bytes, es);
+  // Chunks of chunk_bytes, but smaller (not below 4 KiB) when that leaves a reducer fewer than two
+  // chunks: every reducer's link should carry its share, and each should pipeline.
+  size_t chunk_elems = ChunkElems(options.chunk_bytes, es);
+  const size_t min_chunks = 2 * static_cast<size_t>(m);
+  if (options.count < chunk_elems * min_chunks) {
+    chunk_elems = std::max(ChunkElems(4096, es), (options.count + min_chunks - 1) / min_chunks);
+  }
   const size_t num_chunks = (options.count + chunk_elems - 1) / chunk_elems;
   if (num_chunks >= kHeaderStep) return InvalidArgument("too many chunks: raise chunk_bytes");
   auto* data = static_cast<char*>(options.data);

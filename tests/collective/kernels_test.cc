@@ -48,7 +48,9 @@ TEST(BFloat16Test, KnownValuesAndRounding) {
   EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
   for (uint32_t b = 0; b < 0x10000; b += 7) {
     const float f = BFloat16ToFloat(static_cast<uint16_t>(b));
-    if (!std::isnan(f)) EXPECT_EQ(FloatToBFloat16(f), b);
+    if (!std::isnan(f)) {
+      EXPECT_EQ(FloatToBFloat16(f), b);
+    }
   }
 }
 
