@@ -129,8 +129,14 @@ class IntegrationTest : public ::testing::Test {
     ct::KillProcessesWithArg("--marker=" + marker_);
   }
 
-  void StartAgent(const std::string& node_id, int gpus) {
-    std::string error = cluster_->StartAgent({node_id, gpus});
+  // Node ids carry the test process's pid: agents on one host must not share a node id (an agent
+  // sweeps stale cgroups of its node id at start-up), and ctest may run tests in parallel.
+  static std::string Node(const std::string& name) {
+    return name + "-" + std::to_string(getpid());
+  }
+
+  void StartAgent(const std::string& name, int gpus) {
+    std::string error = cluster_->StartAgent({Node(name), gpus});
     ASSERT_EQ(error, "");
   }
 
@@ -281,7 +287,7 @@ TEST_F(IntegrationTest, SubmitWaitRunsChiefAndTwoWorkersWithConsistentClusterEnv
   EXPECT_EQ(info["state"], "SUCCEEDED");
   ASSERT_EQ(info["replicas"].size(), 3u);
   for (const auto& r : info["replicas"]) {
-    EXPECT_EQ(r["node_id"], "node-a");
+    EXPECT_EQ(r["node_id"], Node("node-a"));
     if (r["replica"] == "chief-0") {
       EXPECT_EQ(r["state"], "SUCCEEDED");
       EXPECT_EQ(r["exit_code"], 0);
@@ -442,7 +448,17 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
   EXPECT_EQ(node_list[0]["gpus"].size(), 2u);
   EXPECT_EQ(node_list[0]["gpus_used"].size(), 2u);
   auto nodes_table = Cli({"nodes"});
-  EXPECT_NE(nodes_table.out.find("node-a"), std::string::npos) << nodes_table.out;
+  EXPECT_NE(nodes_table.out.find(Node("node-a")), std::string::npos) << nodes_table.out;
+
+  // Follow A's chief log live: the follower prints what comes and returns once A has ended.
+  ct::RunResult follower;
+  std::thread follow_thread([&] { follower = Cli({"logs", "holder", "--follow"}, 25s); });
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        return Cli({"logs", "holder"}).out.find("probe chief-0 saw 2 replicas") !=
+               std::string::npos;
+      },
+      10s, 100ms));
 
   // A ends; its GPUs go to B.
   ct::WriteFile(a.release_file, "go");
@@ -452,6 +468,11 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
   EXPECT_EQ(StateName(WaitForState("needs_two", {wire::JobState::SUCCEEDED, wire::JobState::FAILED})
                           .state),
             "SUCCEEDED");
+  follow_thread.join();
+  EXPECT_EQ(follower.exit_code, 0) << follower.err;
+  EXPECT_NE(follower.out.find("probe chief-0 started"), std::string::npos) << follower.out;
+  EXPECT_NE(follower.out.find("probe chief-0 saw 2 replicas, mode wait"), std::string::npos)
+      << follower.out;
   auto jc = client.GetJob("needs_three");
   ASSERT_TRUE(jc.ok());
   EXPECT_EQ(StateName(jc->state), "QUEUED");
@@ -461,7 +482,7 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
   auto done = WaitForState("needs_three", {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
   EXPECT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
   ASSERT_EQ(done.replicas.size(), 1u);
-  EXPECT_EQ(done.replicas[0]->node_id, "node-big");
+  EXPECT_EQ(done.replicas[0]->node_id, Node("node-big"));
   EXPECT_EQ(done.replicas[0]->gpus.size(), 3u);
 }
 
