@@ -11,6 +11,7 @@
 #   DEMO_DIR      where the daemons keep state, logs and job output (default: a new /tmp dir)
 #   DEMO_TIMEOUT  seconds the job may take before the demo cancels it (default 600)
 #   DEMO_POLL     seconds between progress reports (default 2)
+#   DEMO_SKIP_BUILD=1  use the binaries already in BUILD_DIR (no install, no build)
 #   DEMO_JOB      the job file to run (default examples/jobs/digits_ddp.yaml); its
 #                 `[digits-trainer]` commands are pointed at the freshly built binary
 # Exit status: 0 when the job SUCCEEDED, 1 otherwise (failed, cancelled, timed out, a daemon died).
@@ -28,15 +29,17 @@ job_src="${DEMO_JOB:-examples/jobs/digits_ddp.yaml}"
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
-say "Installing missing packages (scripts/install-deps.sh)"
-scripts/install-deps.sh
+if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
+  say "Installing missing packages (scripts/install-deps.sh)"
+  scripts/install-deps.sh
 
-say "Building into $build"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  say "Building into $build"
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  fi
+  cmake --build "$build" -j "$(nproc)" \
+    --target cohort-coordinator cohort-agent cohort cohort-reducer digits-trainer
 fi
-cmake --build "$build" -j "$(nproc)" \
-  --target cohort-coordinator cohort-agent cohort cohort-reducer digits-trainer
 
 coordinator_bin="$build/coordinator/cohort-coordinator"
 agent_bin="$build/agent/cohort-agent"
