@@ -107,6 +107,7 @@ Status Agent::RunOnce(milliseconds max_wait) {
     HandleMessage(**received);
     wait = milliseconds(0);
   }
+  StartPending();
   Reap();
   EnforceDeadlines();
   RunTimers();
@@ -128,7 +129,7 @@ Status Agent::Preempt() {
   NotifyStopping();
   int running = 0;
   for (auto& [key, a] : attempts_) {
-    if (a.final || !a.process) continue;
+    if (a.final || (!a.process && !a.pending)) continue;
     RequestStop(a, StopCause::kPreemption, "preempted: the agent on this node is shutting down",
                 config_.grace_period);
     ++running;
@@ -282,8 +283,8 @@ void Agent::HandleLaunch(const wire::LaunchReplica& launch) {
   }
   // One attempt of a replica at a time on a node: an older one still running is replaced.
   for (auto& [other_key, other] : attempts_) {
-    if (other.job == job && other.replica == replica && !other.final && other.process &&
-        other.stop == StopCause::kNone) {
+    if (other.job == job && other.replica == replica && !other.final &&
+        (other.process || other.pending) && other.stop == StopCause::kNone) {
       spdlog::warn("{}/{}: attempt {} replaces attempt {} still running here; stopping it", job,
                    replica, launch.attempt(), other.attempt);
       RequestStop(other, StopCause::kReplaced,
@@ -328,15 +329,14 @@ void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
   if (launch.gpus()) request.gpus.assign(launch.gpus()->begin(), launch.gpus()->end());
   request.cpus = launch.cpus();
   request.memory_mb = launch.memory_mb();
-  ReplicaEnvInput env;
+  auto pending = std::make_unique<PendingLaunch>();
+  ReplicaEnvInput& env = pending->env;
   if (launch.env()) {
     for (const auto* kv : *launch.env()) env.launch_env[Str(kv->key())] = Str(kv->value());
   }
   env.attempt = a.attempt;
   env.gpus = request.gpus;
-  // A first start begins from scratch; a restart resumes from the newest valid checkpoint.
-  if (a.attempt > 0) env.restore_checkpoint = FindRestoreCheckpoint(Str(launch.checkpoint_dir()));
-  request.env = BuildReplicaEnv(env);
+  pending->chief = launch.role() && launch.role()->str() == "chief";
 
   Launcher* launcher = process_launcher_.get();
   if (launch.container()) {
@@ -351,17 +351,58 @@ void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
   if (request.argv.empty() && launch.container() == nullptr) {
     return FailBeforeLaunch(a, InvalidArgument("the launch has no command"), 2);
   }
-  auto process = launcher->Launch(request);
+  pending->launcher = launcher;
+  pending->request = std::move(request);
+  // A first start begins from scratch; a restart resumes from the newest valid checkpoint.
+  std::string checkpoint_dir = Str(launch.checkpoint_dir());
+  if (a.attempt > 0 && !checkpoint_dir.empty()) {
+    pending->restore = std::async(std::launch::async, FindRestoreCheckpoint, checkpoint_dir);
+    a.pending = std::move(pending);
+    return;  // StartPending() launches it when the lookup is done
+  }
+  FinishLaunch(a, *pending);
+}
+
+void Agent::StartPending() {
+  for (auto& [key, a] : attempts_) {
+    if (!a.pending) continue;
+    if (a.pending->restore.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+    std::unique_ptr<PendingLaunch> pending = std::move(a.pending);
+    pending->env.restore_checkpoint = pending->restore.get();
+    FinishLaunch(a, *pending);
+  }
+}
+
+void Agent::FinishLaunch(Attempt& a, PendingLaunch& pending) {
+  if (a.stop != StopCause::kNone) {
+    // Stopped (or preempted) while the checkpoint lookup ran: it never starts.
+    a.final = true;
+    a.gone = true;
+    SetState(a,
+             a.stop == StopCause::kPreemption ? wire::ReplicaState::PREEMPTED
+                                              : wire::ReplicaState::STOPPED,
+             a.stop_reason.empty() ? "stopped before it started"
+                                   : a.stop_reason + "; stopped before it started");
+    return;
+  }
+  const ReplicaEnvInput& env = pending.env;
+  if (!env.restore_checkpoint.empty()) {
+    spdlog::info("{}/{} attempt {}: restoring from {}", a.job, a.replica, a.attempt,
+                 env.restore_checkpoint);
+  }
+  pending.request.env = BuildReplicaEnv(env);
+  auto process = pending.launcher->Launch(pending.request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
   std::string error = a.process->launch_error();
   spdlog::info("{}/{} attempt {}: started pid {}{}{}", a.job, a.replica, a.attempt,
                a.process->pid(), error.empty() ? "" : ", but ", error);
-  if (launch.role() && launch.role()->str() == "chief") {
+  if (pending.chief) {
     auto file = env.launch_env.find("CLOUD_ML_HP_METRIC_FILE");
     if (file != env.launch_env.end() && !file->second.empty()) {
+      auto trial = env.launch_env.find("CLOUD_ML_TRIAL_ID");
       a.metrics = MetricTail::Create(file->second, a.job, a.replica,
-                                     env.launch_env["CLOUD_ML_TRIAL_ID"]);
+                                     trial == env.launch_env.end() ? "" : trial->second);
     }
   }
   if (error.empty()) {
@@ -414,6 +455,11 @@ void Agent::HandleStop(const wire::StopReplica& stop) {
 }
 
 void Agent::RequestStop(Attempt& a, StopCause cause, std::string reason, milliseconds grace) {
+  if (a.pending) {  // not started yet: FinishLaunch will not start it
+    if (a.stop == StopCause::kNone || cause == StopCause::kPreemption) a.stop = cause;
+    if (a.stop_reason.empty()) a.stop_reason = std::move(reason);
+    return;
+  }
   // A process that already exited keeps its own outcome.
   if (!a.process || a.process->exit_info()) return;
   if (a.stop == StopCause::kNone || cause == StopCause::kPreemption) a.stop = cause;

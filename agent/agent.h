@@ -35,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,6 +45,7 @@
 #include "agent/inventory.h"
 #include "agent/launcher.h"
 #include "agent/metric_tail.h"
+#include "agent/replica_env.h"
 #include "common/messaging.h"
 #include "common/status.h"
 
@@ -104,6 +106,15 @@ class Agent {
 
  private:
   enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
+  // A launch waiting for its checkpoint lookup (which reads and checksums the checkpoint, so it
+  // runs on its own thread, off the loop).
+  struct PendingLaunch {
+    LaunchRequest request;
+    ReplicaEnvInput env;
+    Launcher* launcher = nullptr;
+    bool chief = false;
+    std::future<std::string> restore;
+  };
   struct Attempt {
     std::string job;
     std::string replica;
@@ -112,6 +123,7 @@ class Agent {
     ExitInfo exit;
     std::string message;
     std::unique_ptr<ReplicaProcess> process;
+    std::unique_ptr<PendingLaunch> pending;  // STARTING, restore lookup under way
     StopCause stop = StopCause::kNone;
     std::string stop_reason;
     std::optional<TimePoint> kill_at;
@@ -158,6 +170,8 @@ class Agent {
   void HandleLogAck(uint64_t request_id, const wire::LogAck& ack);
 
   void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
+  void StartPending();
+  void FinishLaunch(Attempt& a, PendingLaunch& pending);
   void RequestStop(Attempt& a, StopCause cause, std::string reason,
                    std::chrono::milliseconds grace);
   void SetState(Attempt& a, wire::ReplicaState state, std::string message);
