@@ -20,6 +20,9 @@
 // checkpoint (checkpoint), or another error;
 // 2 bad usage, an invalid job or study spec (the message names the field), an unknown job;
 // 3 the coordinator did not answer within --timeout (the message names the address).
+// `status`, `list`, `logs` and `cancel` exit 0 whenever the coordinator answered, whatever the
+// job's state; scripts read the state from --json. Verbs that wait (submit/tune --wait, logs
+// --follow) ride out a coordinator restart of up to max(6 x --timeout, 30 s).
 #pragma once
 
 #include <ostream>
