@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -28,7 +29,10 @@ std::chrono::microseconds SpinTime() {
   }();
   return spin;
 }
-constexpr auto kMaxSleep = std::chrono::milliseconds(2);
+constexpr auto kMaxSleep = std::chrono::microseconds(2000);
+// While sends are in flight a waiter sleeps at most this long: over tcp the sender itself pushes
+// rendezvous data whenever the socket drains, and a long nap would leave a fast link idle.
+constexpr auto kMaxSleepWithSends = std::chrono::microseconds(50);
 const Tag kHelloTag = MakeTag((1u << kTagSeqBits) - 1, (1u << kTagStepBits) - 2);
 
 ucp_tag_t WireTag(int sender, Tag tag) {
@@ -149,6 +153,7 @@ class UcxTransportImpl {
   std::vector<std::unique_ptr<EpArg>> ep_args_;
   std::vector<ucs_status_t> peer_status_;         // guarded by mu_ (written by the error callback)
   bool poisoned_ = false;                         // guarded by mu_
+  std::atomic<int> inflight_sends_{0};            // sends posted and not yet finished
   SteadyClock::time_point last_event_;            // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
   std::vector<int> peer_pid_;
@@ -338,6 +343,7 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
     poisoned_ = true;
     return FromUcs(UCS_PTR_STATUS(sp), std::string(is_send ? "send to " : "receive from ") + options_.rank_name(peer));
   }
+  if (is_send) inflight_sends_.fetch_add(1);
   return Request(std::make_unique<UcxRequest>(this, sp, peer, !is_send));
 }
 
@@ -385,6 +391,7 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
   }
   r->finished_ = true;
   r->req_ = nullptr;
+  if (!r->is_recv_) inflight_sends_.fetch_sub(1);
   poisoned_ = true;
 }
 
@@ -400,6 +407,7 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
         ucp_request_free(r->req_);
         r->req_ = nullptr;
         r->finished_ = true;
+        if (!r->is_recv_) inflight_sends_.fetch_sub(1);
         if (st != UCS_OK) {
           poisoned_ = true;
           const std::string what = std::string(r->is_recv_ ? "receive from " : "send to ") + options_.rank_name(r->peer_);
@@ -428,10 +436,12 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
       armed = ucp_worker_arm(worker_);
     }
     if (armed == UCS_OK) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-      const auto sleep = std::max(std::chrono::milliseconds(0), std::min(left, std::chrono::milliseconds(kMaxSleep)));
+      const auto cap = inflight_sends_.load() > 0 ? kMaxSleepWithSends : kMaxSleep;
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+      const auto sleep = std::max(std::chrono::microseconds(0), std::min(left, std::chrono::microseconds(cap)));
       pollfd pfd{efd_, POLLIN, 0};
-      ::poll(&pfd, 1, static_cast<int>(sleep.count()));
+      const timespec ts{static_cast<time_t>(sleep.count() / 1000000), static_cast<long>(sleep.count() % 1000000) * 1000};
+      ::ppoll(&pfd, 1, &ts, nullptr);
     }
     // Either events are pending (UCS_ERR_BUSY) or we woke up: progress again, spinning a while.
     std::lock_guard<std::mutex> lock(mu_);
