@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   add("metric-tag", po::value(&options.metric_tag)->default_value(options.metric_tag),
       "hypertune metric name");
   add("fail-at-step", po::value(&options.fail_at_step)->default_value(0),
-      "testing: exit 143 after this step unless restored past it");
+      "fault injection: exit 143 after this step, on the first attempt only "
+      "(COHORT_RESTART_COUNT unset or 0)");
   const std::vector<std::string> args = NormalizeFlags(argc, argv);
   po::variables_map vm;
   try {
@@ -116,6 +117,9 @@ int main(int argc, char** argv) {
   if (!vm.count("restore")) options.restore_from = Env("COHORT_RESTORE_CHECKPOINT");
   if (!vm.count("metric-file")) options.metric_file = Env("CLOUD_ML_HP_METRIC_FILE");
   options.trial_id = Env("CLOUD_ML_TRIAL_ID");
+  // A restarted replica must get past the injected failure, from whatever checkpoint it has.
+  const std::string restart_count = Env("COHORT_RESTART_COUNT");
+  if (!restart_count.empty() && restart_count != "0") options.fail_at_step = 0;
   options.stop_requested = &g_stop;
 
   struct sigaction action = {};
