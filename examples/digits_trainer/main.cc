@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     po::store(po::command_line_parser(args).options(flags).run(), vm);
     po::notify(vm);
   } catch (const std::exception& e) {
-    std::cerr << "digits-trainer: " << e.what() << "\n" << flags << "\n";
+    std::cerr << "digits-trainer: " << e.what() << " (--help lists the flags)\n";
     return 2;
   }
   if (vm.count("help")) {
@@ -127,6 +127,14 @@ int main(int argc, char** argv) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+
+  // Only the training roles run it; an evaluator or reducer pool running it would train a model
+  // of its own and overwrite the chief's outputs.
+  if (const std::string role = Env("COHORT_ROLE");
+      !role.empty() && role != "chief" && role != "worker") {
+    spdlog::error("digits-trainer runs as the chief or a worker, not as role '{}'", role);
+    return 2;
+  }
 
   auto data = LoadDigits(data_path);
   if (!data.ok()) {
