@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -18,6 +20,13 @@ constexpr int64_t kPeriodicMs = 1000;
 // After a job ends, logs still in flight get this long before a reader is told "complete" even
 // without the attempt's eof chunk.
 constexpr int64_t kLogGraceMs = 5000;
+
+// CPU time of this thread: a round's cost without the time the OS gave to other processes.
+int64_t ThreadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
@@ -166,9 +175,11 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     COHORT_RETURN_IF_ERROR(RunOnce(std::chrono::milliseconds(50)));
   }
-  spdlog::info("scheduler stats: rounds={} last_round_us={} max_round_us={} queued={} "
+  spdlog::info("scheduler stats: rounds={} last_round_us={} max_round_us={} last_round_cpu_us={} "
+                  "max_round_cpu_us={} queued={} "
                "active_jobs={} jobs={} nodes={} messages={}",
                stats_.schedule_rounds, stats_.last_round_us, stats_.max_round_us,
+                  stats_.last_round_cpu_us, stats_.max_round_cpu_us,
                stats_.last_round_queued, active_.size(), jobs_.size(), nodes_.size(),
                stats_.messages);
   return Status::Ok();
@@ -909,9 +920,11 @@ void Coordinator::Tick() {
   if (schedule_needed_ || periodic) ScheduleRound();
   if (now - last_stats_log_ms_ >= 5000) {
     last_stats_log_ms_ = now;
-    spdlog::debug("scheduler stats: rounds={} last_round_us={} max_round_us={} queued={} "
+    spdlog::debug("scheduler stats: rounds={} last_round_us={} max_round_us={} last_round_cpu_us={} "
+                  "max_round_cpu_us={} queued={} "
                   "active_jobs={} jobs={} nodes={} messages={}",
                   stats_.schedule_rounds, stats_.last_round_us, stats_.max_round_us,
+                  stats_.last_round_cpu_us, stats_.max_round_cpu_us,
                   stats_.last_round_queued, active_.size(), jobs_.size(), nodes_.size(),
                   stats_.messages);
   }
@@ -1018,6 +1031,7 @@ ClusterView Coordinator::BuildView(std::map<std::string, int>* node_index) const
 void Coordinator::ScheduleRound() {
   schedule_needed_ = false;
   auto t0 = std::chrono::steady_clock::now();
+  int64_t cpu0 = ThreadCpuUs();
   int64_t now = clock_->NowMs();
   std::map<std::string, int> node_index;
   ClusterView view = BuildView(&node_index);
@@ -1110,6 +1124,9 @@ void Coordinator::ScheduleRound() {
     spdlog::warn("scheduling round took {} ms ({} queued jobs, {} nodes)", us / 1000,
                  requests.size(), view.nodes.size());
   }
+  int64_t cpu_us = ThreadCpuUs() - cpu0;
+  stats_.last_round_cpu_us = cpu_us;
+  stats_.max_round_cpu_us = std::max(stats_.max_round_cpu_us, cpu_us);
   ++stats_.schedule_rounds;
   stats_.last_round_us = us;
   stats_.max_round_us = std::max(stats_.max_round_us, static_cast<int64_t>(us));

@@ -55,6 +55,8 @@ struct CoordinatorStats {
   uint64_t schedule_rounds = 0;
   int64_t last_round_us = 0;
   int64_t max_round_us = 0;
+  int64_t last_round_cpu_us = 0;  // the round's own CPU time (wall time includes preemption)
+  int64_t max_round_cpu_us = 0;
   size_t last_round_queued = 0;
   uint64_t messages = 0;
 };
