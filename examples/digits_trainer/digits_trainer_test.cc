@@ -151,6 +151,7 @@ TEST(DigitsDatasetTest, MalformedFileNamesTheLine) {
 TEST(TrainerStateTest, RoundTripsAndRejectsTornBytes) {
   TrainerState state;
   state.hidden = 4;
+  state.batch_size = 8;
   state.step = 17;
   state.epoch_loss_sum = 1.25;
   state.epoch_batches = 3;
@@ -342,6 +343,11 @@ TEST_F(DigitsTrainerTest, RestoreRejectsACheckpointOfAnotherModel) {
 
   TrainerOptions other = QuietOptions();
   other.hidden = 16;
+  other.restore_from = first.checkpoint_dir;
+  EXPECT_EQ(Trainer(other, *train_, *test_, &averager).Run().status().code(),
+            StatusCode::kInvalidArgument);
+  other = QuietOptions();
+  other.batch_size = 64;
   other.restore_from = first.checkpoint_dir;
   EXPECT_EQ(Trainer(other, *train_, *test_, &averager).Run().status().code(),
             StatusCode::kInvalidArgument);

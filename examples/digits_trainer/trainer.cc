@@ -171,6 +171,11 @@ StatusOr<TrainResult> Trainer::Run() {
                              " holds a model with hidden=" + std::to_string(state.hidden) +
                              ", this run has --hidden=" + std::to_string(options_.hidden));
     }
+    if (state.batch_size != options_.batch_size) {
+      return InvalidArgument("checkpoint " + restored_path +
+                             " counts steps of --batch-size=" + std::to_string(state.batch_size) +
+                             ", this run has " + std::to_string(options_.batch_size));
+    }
     if (state.velocity.size() != (momentum ? num_params : 0)) {
       return InvalidArgument("checkpoint " + restored_path +
                              " was written with a different --optimizer");
@@ -186,6 +191,7 @@ StatusOr<TrainResult> Trainer::Run() {
         static_cast<long long>(state.step));
   } else {
     state.hidden = options_.hidden;
+    state.batch_size = options_.batch_size;
     state.params = mlp.InitParams(rng);
     if (momentum) state.velocity.assign(num_params, 0.0f);
   }

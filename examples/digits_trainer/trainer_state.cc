@@ -5,7 +5,7 @@
 namespace cohort::examples {
 namespace {
 
-constexpr char kMagic[] = "CDGTST01";
+constexpr char kMagic[] = "CDGTST02";
 constexpr size_t kMagicSize = 8;
 
 template <typename T>
@@ -71,6 +71,7 @@ class Reader {
 std::string SerializeTrainerState(const TrainerState& state) {
   std::string out(kMagic, kMagicSize);
   Put<uint32_t>(out, static_cast<uint32_t>(state.hidden));
+  Put<uint32_t>(out, static_cast<uint32_t>(state.batch_size));
   Put<int64_t>(out, state.step);
   Put<double>(out, state.epoch_loss_sum);
   Put<int64_t>(out, state.epoch_batches);
@@ -88,14 +89,18 @@ StatusOr<TrainerState> ParseTrainerState(std::string_view bytes) {
   Reader reader(bytes.substr(kMagicSize));
   TrainerState state;
   uint32_t hidden = 0;
-  const bool ok = reader.Get(&hidden) && reader.Get(&state.step) &&
+  uint32_t batch_size = 0;
+  const bool ok = reader.Get(&hidden) && reader.Get(&batch_size) && reader.Get(&state.step) &&
                   reader.Get(&state.epoch_loss_sum) && reader.Get(&state.epoch_batches) &&
                   reader.GetString(&state.rng_state) && reader.GetVector(&state.order, false) &&
                   reader.GetVector(&state.params, true) && reader.GetVector(&state.velocity, true);
   if (!ok) return DataLoss("digits-trainer state is truncated");
   if (!reader.done()) return DataLoss("digits-trainer state has trailing bytes");
-  if (hidden == 0 || state.step < 0) return DataLoss("digits-trainer state has bad header fields");
+  if (hidden == 0 || batch_size == 0 || state.step < 0) {
+    return DataLoss("digits-trainer state has bad header fields");
+  }
   state.hidden = static_cast<int>(hidden);
+  state.batch_size = static_cast<int>(batch_size);
   return state;
 }
 

@@ -3,7 +3,7 @@
 // order. A run resumed from it ends with the same model, bit for bit, as one that never stopped.
 //
 // Serialized form (little-endian; the file "trainer_state.bin" inside a checkpoint):
-//   "CDGTST01" | u32 hidden | i64 step | f64 epoch_loss_sum | i64 epoch_batches
+//   "CDGTST02" | u32 hidden | u32 batch_size | i64 step | f64 epoch_loss_sum | i64 epoch_batches
 //   | u32 n + n bytes of RNG state | u32 n + n u32 data order | u64 n + n f32 params
 //   | u64 n + n f32 velocity (n = 0 for plain SGD)
 #pragma once
@@ -19,6 +19,7 @@ namespace cohort::examples {
 
 struct TrainerState {
   int hidden = 0;
+  int batch_size = 0;           // the global batch the step count is measured in
   int64_t step = 0;             // optimizer updates applied so far (global, same on all ranks)
   double epoch_loss_sum = 0.0;  // running sum of batch losses in the current epoch
   int64_t epoch_batches = 0;
