@@ -26,7 +26,8 @@ poll_s="${DEMO_POLL:-2}"
 job_src="${DEMO_JOB:-examples/jobs/digits_ddp.yaml}"
 [ -f "$job_src" ] || { echo "demo: no job file $job_src" >&2; exit 1; }
 
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
+say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
