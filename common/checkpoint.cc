@@ -368,8 +368,7 @@ StatusOr<CheckpointInfo> CheckpointWriter::Commit() {
   if (ec) return FsError("list", staging_, ec);
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const fs::directory_entry& entry = *it;
-    std::string rel = fs::relative(entry.path(), staging_, ec).generic_string();
-    if (ec) return FsError("relative path of", entry.path().string(), ec);
+    std::string rel = entry.path().lexically_relative(staging_).generic_string();
     std::error_code type_ec;
     if (entry.is_symlink(type_ec)) {
       return InvalidArgument("checkpoint " + staging_ + ": symlinks are not supported: " + rel);
@@ -421,8 +420,10 @@ StatusOr<CheckpointInfo> CheckpointWriter::Commit() {
   committed_ = true;
   if (!aside.empty()) fs::remove_all(aside, ec);
 
-  // 4. LATEST, by atomic rename.
-  std::string latest_tmp = JoinPath(dir_, std::string(kLatest) + kTmpSuffix);
+  // 4. LATEST, by atomic rename (a temporary name per step, so concurrent commits of different
+  // steps do not share one).
+  std::string latest_tmp =
+      JoinPath(dir_, std::string(kLatest) + "." + CheckpointDirName(step_) + kTmpSuffix);
   COHORT_RETURN_IF_ERROR(WriteFileDurably(latest_tmp, CheckpointDirName(step_) + "\n"));
   COHORT_RETURN_IF_ERROR(RenameDurably(latest_tmp, JoinPath(dir_, kLatest), dir_));
   spdlog::debug("checkpoint {} committed ({} files)", info.path, info.files.size());
@@ -504,8 +505,16 @@ Status RetainLatest(const std::string& dir, int keep) {
       remove(c.name, info.status().message());
     }
   }
-  std::string latest_tmp = JoinPath(dir, std::string(kLatest) + kTmpSuffix);
-  fs::remove(latest_tmp, ec);
+  // LATEST.ckpt-<step>.tmp files left by a crash between writing and renaming LATEST.
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(std::string(kLatest) + ".", 0) == 0 && name.size() > 4 &&
+        name.substr(name.size() - 4) == kTmpSuffix) {
+      std::error_code rm_ec;
+      fs::remove(it->path(), rm_ec);
+    }
+  }
   if (first_error.ok()) {
     Status st = FsyncPath(dir, true);
     if (!st.ok()) first_error = st;

@@ -10,9 +10,10 @@
 // Commit protocol (CheckpointWriter::Commit): every file is written into ckpt-<step>.tmp/ and
 // fsynced; the directories are fsynced; MANIFEST (JSON: format, step, each file's name, size and
 // CRC-32, and a CRC-32 of the manifest itself) is written and fsynced last; the directory is
-// renamed to ckpt-<step> and its parent fsynced; then LATEST moves by atomic rename (LATEST.tmp
-// written, fsynced, renamed, directory fsynced). A crash at any point leaves either the previous
-// state or a complete new checkpoint, never a torn one that verifies.
+// renamed to ckpt-<step> and its parent fsynced; then LATEST moves by atomic rename
+// (LATEST.ckpt-<step>.tmp written, fsynced, renamed over LATEST, directory fsynced). A crash at
+// any point leaves either the previous state or a complete new checkpoint, never a torn one that
+// verifies.
 //
 // Reading: FindLatestValidCheckpoint picks the committed checkpoint with the highest step whose
 // MANIFEST verifies (every file present with its size and checksum), skipping torn or corrupted

@@ -111,8 +111,8 @@ class Reader {
       return Error(node, path, "expected a mapping, got " + KindName(node));
     }
     std::set<std::string> seen;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key = it->first;
+    for (const auto& kv : node) {
+      YAML::Node key = kv.first;
       if (!key.IsScalar()) return Error(key, path, "keys must be strings");
       const std::string& k = key.Scalar();
       std::string child = Join(path, k);
@@ -128,10 +128,10 @@ class Reader {
   Status CheckUserMap(const YAML::Node& node, const std::string& path) const {
     if (!node.IsMap()) return Error(node, path, "expected a mapping, got " + KindName(node));
     std::set<std::string> seen;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      if (!it->first.IsScalar()) return Error(it->first, path, "keys must be strings");
-      if (!seen.insert(it->first.Scalar()).second) {
-        return Error(it->first, Join(path, it->first.Scalar()), "duplicate key");
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) return Error(kv.first, path, "keys must be strings");
+      if (!seen.insert(kv.first.Scalar()).second) {
+        return Error(kv.first, Join(path, kv.first.Scalar()), "duplicate key");
       }
     }
     return Status::Ok();
@@ -207,18 +207,18 @@ class Reader {
                                                    const std::string& path) const {
     COHORT_RETURN_IF_ERROR(CheckUserMap(node, path));
     std::map<std::string, std::string> out;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const std::string& name = it->first.Scalar();
+    for (const auto& kv : node) {
+      std::string name = kv.first.Scalar();
       std::string child = Join(path, name);
       if (!IsValidEnvName(name)) {
-        return Error(it->first, child,
+        return Error(kv.first, child,
                      "invalid environment variable name (must match [A-Za-z_][A-Za-z0-9_]*)");
       }
-      if (!it->second.IsScalar()) {
-        return Error(it->second, child,
-                     "expected a string or number, got " + KindName(it->second));
+      if (!kv.second.IsScalar()) {
+        return Error(kv.second, child,
+                     "expected a string or number, got " + KindName(kv.second));
       }
-      out[name] = it->second.Scalar();
+      out[name] = kv.second.Scalar();
     }
     return out;
   }

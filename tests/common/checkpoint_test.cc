@@ -5,9 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace cohort {
 namespace {
@@ -242,6 +244,31 @@ TEST_F(CheckpointTest, CrashedWriterProcessLeavesOnlyAStagingDirectory) {
   EXPECT_EQ(found->step, 2);
 }
 
+TEST_F(CheckpointTest, ConcurrentCommitsOfDifferentSteps) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        int64_t step = t * 10 + i;
+        CheckpointWriter w(dir_, step);
+        if (!w.AddFile("model.bin", "m" + std::to_string(step)).ok() || !w.Commit().ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->step, 32);
+  std::string latest = Slurp(dir_ + "/LATEST");
+  EXPECT_THAT(latest, ::testing::StartsWith("ckpt-"));
+  EXPECT_TRUE(VerifyCheckpoint(dir_ + "/" + latest.substr(0, latest.size() - 1)).ok());
+  for (const auto& name : Entries()) EXPECT_THAT(name, ::testing::Not(::testing::EndsWith(".tmp")));
+}
+
 TEST_F(CheckpointTest, AbandonedWriterRemovesStaging) {
   {
     CheckpointWriter w(dir_, 3);
@@ -295,6 +322,7 @@ TEST_F(CheckpointTest, NotFoundCases) {
 TEST_F(CheckpointTest, RetainKeepsNewestCompleteCheckpoints) {
   for (int step : {1, 2, 3, 4, 5}) Commit(step);
   fs::create_directories(dir_ + "/ckpt-6.tmp");  // stale staging from a crash
+  std::ofstream(dir_ + "/LATEST.ckpt-6.tmp") << "ckpt-6\n";  // crash before the LATEST rename
   fs::remove(Path(5) + "/MANIFEST");             // torn newest
   ASSERT_TRUE(RetainLatest(dir_, 2).ok());
   EXPECT_EQ(Entries(), (std::vector<std::string>{"LATEST", "ckpt-3", "ckpt-4"}));
