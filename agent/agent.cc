@@ -231,6 +231,15 @@ void Agent::HandleAck(uint64_t request_id, const Status& error) {
   auto a = attempts_.find(p.key);
   if (a == attempts_.end()) return;
   if (p.kind == RequestKind::kUpdate) {
+    if (error.code() == StatusCode::kFailedPrecondition) {
+      // The coordinator does not know this node (it restarted, or declared us lost): the update
+      // is not taken. Keep it unacked so RegisterAgent carries it, and register again.
+      spdlog::info("coordinator has not registered this node; re-registering with {}/{} attempt {}",
+                   a->second.job, a->second.replica, a->second.attempt);
+      if (a->second.update_request == request_id) a->second.update_request = 0;
+      registered_ = false;
+      return;
+    }
     if (!error.ok()) {
       spdlog::warn("coordinator rejected the status of {}/{} attempt {}: {}", a->second.job,
                    a->second.replica, a->second.attempt, error.ToString());

@@ -95,6 +95,7 @@ class FakeCoordinator {
 
   bool ack_updates = true;
   bool ignore_heartbeats = false;
+  int rejected_updates = 0;
   int heartbeat_interval_ms = 100;
   std::set<std::string> known_nodes;
   std::vector<std::unique_ptr<wire::RegisterAgentT>> registrations;
@@ -136,6 +137,12 @@ class FakeCoordinator {
       }
       case wire::Body::ReplicaUpdate: {
         std::unique_ptr<wire::ReplicaUpdateT> u(m.As<wire::ReplicaUpdate>()->UnPack());
+        if (!known_nodes.count(u->node_id)) {  // as the real coordinator: register first
+          ++rejected_updates;
+          (void)router_->Send(peer, EncodeError(m.request_id(),
+                                                FailedPrecondition("node is not registered")));
+          return;
+        }
         Record(*u->status);
         if (!ack_updates) return;
         reply.Set(wire::AckT());
@@ -270,6 +277,21 @@ TEST_F(AgentLoopTest, SilentCoordinatorMakesTheAgentRegisterAgain) {
   // coordinator_timeout is 1 s in this fixture.
   ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }));
   EXPECT_TRUE(Pump([&] { return agent_->registered(); }));
+}
+
+TEST_F(AgentLoopTest, UpdateRefusedForAnUnknownNodeMakesTheAgentRegisterAgain) {
+  // The coordinator forgot the node, and no heartbeat reply tells the agent so.
+  coordinator_->ignore_heartbeats = true;
+  coordinator_->known_nodes.clear();
+  size_t before = coordinator_->registrations.size();
+  coordinator_->Launch("node-a", MakeLaunch("job10", "chief-0", 0, "sleep 0.2"));
+  std::string key = LogKey("job10", "chief-0", 0);
+  ASSERT_TRUE(Pump([&] { return coordinator_->rejected_updates > 0; }));
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; },
+                   milliseconds(900)));  // sooner than the 1 s silence timeout
+  coordinator_->ignore_heartbeats = false;
+  ASSERT_TRUE(PumpUntilDone(key));
+  EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
 }
 
 TEST_F(AgentLoopTest, ReplicaSeesItsEnvironmentAndItsLogIsShipped) {
