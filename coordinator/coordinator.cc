@@ -78,7 +78,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOpti
   } else {
     auto keys = ReadCurveKeyFile(options.curve_key);
     if (!keys.ok()) {
-      return keys.status().WithContext("CURVE key (--curve-key; or run with --insecure)");
+      return keys.status().WithContext("CURVE key (--key-file; or run with --insecure)");
     }
     COHORT_ASSIGN_OR_RETURN(c->zap_, ZapAuthenticator::Start(
                                          *context, {{"clients", options.client_keys_dir},

@@ -45,7 +45,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       ("snapshot-every", po::value(&o.snapshot_every)->default_value(o.snapshot_every),
        "journal records between snapshots")
       ("insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")
-      ("curve-key", po::value(&o.curve_key)->default_value(o.curve_key),
+      ("key-file", po::value(&o.curve_key)->default_value(o.curve_key),
        "this coordinator's CURVE key file (.key)")
       ("client-keys", po::value(&o.client_keys_dir)->default_value(o.client_keys_dir),
        "directory of client public keys allowed on the client endpoint")

@@ -25,8 +25,8 @@ struct CoordinatorOptions {
   // Compact the journal into a snapshot after this many records.
   size_t snapshot_every = 10'000;
   bool insecure = false;
-  // CURVE (when not insecure): this coordinator's key pair, and the directories of public keys
-  // allowed on the client and agent endpoints.
+  // CURVE (when not insecure): --key-file (this coordinator's key pair), --client-keys and
+  // --agent-keys (directories of the public keys allowed on each endpoint; re-read per handshake).
   std::string curve_key = "/etc/cohort/keys/coordinator.key";
   std::string client_keys_dir = "/etc/cohort/keys/clients";
   std::string agent_keys_dir = "/etc/cohort/keys/agents";

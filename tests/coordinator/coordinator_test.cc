@@ -707,3 +707,59 @@ TEST_F(CoordinatorTest, JournalSurvivesCompaction) {
 
 }  // namespace
 }  // namespace cohort::coordinator
+
+namespace cohort::coordinator {
+namespace {
+
+// Without --insecure the endpoints speak CURVE and admit only listed client/agent keys.
+TEST(CoordinatorCurveTest, OnlyListedClientKeysAreServed) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("cohort-coord-curve-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "clients");
+  fs::create_directories(dir / "agents");
+  auto server = GenerateCurveKeyPair();
+  auto good = GenerateCurveKeyPair();
+  auto bad = GenerateCurveKeyPair();
+  ASSERT_TRUE(server.ok() && good.ok() && bad.ok());
+  ASSERT_TRUE(WriteCurveKeyFiles(dir.string(), "coordinator", *server).ok());
+  ASSERT_TRUE(WriteCurveKeyFiles((dir / "clients").string(), "alice", *good).ok());
+
+  zmq::context_t context(1);
+  ManualClock clock;
+  CoordinatorOptions options;
+  options.client_endpoint = "tcp://127.0.0.1:0";
+  options.agent_endpoint = "tcp://127.0.0.1:0";
+  options.state_dir = (dir / "state").string();
+  options.insecure = false;
+  options.curve_key = (dir / "coordinator.key").string();
+  options.client_keys_dir = (dir / "clients").string();
+  options.agent_keys_dir = (dir / "agents").string();
+  auto c = Coordinator::Create(options, &clock, &context);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+
+  auto call = [&](const CurveKeyPair& keys) -> bool {
+    SocketSecurity sec;
+    sec.insecure = false;
+    sec.keys = keys;
+    sec.server_public_key = server->public_key;
+    auto d = DealerSocket::Connect(context, (*c)->client_endpoint(), "", sec);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    uint64_t id = d->NextRequestId();
+    EXPECT_TRUE(d->Send(Encode(id, wire::ListNodesT{})).ok());
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+      EXPECT_TRUE((*c)->RunOnce(milliseconds(5)).ok());
+      auto m = d->Receive(milliseconds(5));
+      if (m.ok() && m->has_value() && (*m)->As<wire::NodeList>()) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(call(*good));
+  EXPECT_FALSE(call(*bad));
+  c->reset();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
