@@ -255,6 +255,13 @@ void Agent::HandleAck(uint64_t request_id, const Status& error) {
     }
     if (!at.metrics->queue().empty()) at.metrics->queue().pop_front();
     at.metric_request = 0;
+  } else if (p.kind == RequestKind::kLog && a->second.log_request == request_id &&
+             (error.code() == StatusCode::kFailedPrecondition ||
+              error.code() == StatusCode::kUnavailable ||
+              error.code() == StatusCode::kResourceExhausted)) {
+    // Passing trouble: ShipLog sends the chunk again after the resend interval.
+    spdlog::info("coordinator could not take the log of {}/{} attempt {} yet: {}", a->second.job,
+                 a->second.replica, a->second.attempt, error.ToString());
   } else if (p.kind == RequestKind::kLog && a->second.log_request == request_id && !error.ok()) {
     spdlog::warn("coordinator refused the log of {}/{} attempt {}; not shipping it further: {}",
                  a->second.job, a->second.replica, a->second.attempt, error.ToString());
