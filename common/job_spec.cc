@@ -68,6 +68,45 @@ bool IsValidEnvName(std::string_view name) {
                      [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
 }
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). Job files
+// are YAML, a Unicode format; bytes that are not UTF-8 could not survive JobSpecToYaml.
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = 0;
+    uint32_t cp = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + extra >= s.size()) return false;
+    for (int k = 1; k <= extra; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
 std::string Quoted(std::string_view s) {
   std::string out = "'";
   out += s;
@@ -439,6 +478,9 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
       if (v[i].find('\0') != std::string::npos) {
         return InvalidArgument(p + "[" + std::to_string(i) + "]: contains a NUL byte");
       }
+      if (!IsValidUtf8(v[i])) {
+        return InvalidArgument(p + "[" + std::to_string(i) + "]: is not valid UTF-8");
+      }
     }
     if (required && v[0].empty()) return InvalidArgument(p + "[0]: must not be empty");
     return Status::Ok();
@@ -454,6 +496,7 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
       if (v.find('\0') != std::string::npos) {
         return InvalidArgument(p + "." + k + ": contains a NUL byte");
       }
+      if (!IsValidUtf8(v)) return InvalidArgument(p + "." + k + ": is not valid UTF-8");
     }
     return Status::Ok();
   };
@@ -465,6 +508,10 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
   if (pool.container) {
     if (pool.container->image.empty()) {
       return InvalidArgument(path + ".container.image: must not be empty");
+    }
+    if (!IsValidUtf8(pool.container->image) ||
+        pool.container->image.find('\0') != std::string::npos) {
+      return InvalidArgument(path + ".container.image: is not valid UTF-8");
     }
     COHORT_RETURN_IF_ERROR(
         check_strings(pool.container->command, path + ".container.command", false));
@@ -620,6 +667,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.output_dir.find('\0') != std::string::npos) {
     return InvalidArgument("output_dir: contains a NUL byte");
   }
+  if (!IsValidUtf8(spec.output_dir)) return InvalidArgument("output_dir: is not valid UTF-8");
   if (spec.pools.empty()) {
     return InvalidArgument("worker_pools: at least one pool (the chief) is required");
   }

@@ -433,6 +433,30 @@ TEST(JobSpecTest, RoundTripsAwkwardStrings) {
   EXPECT_TRUE(*back == spec) << yaml;
 }
 
+TEST(JobSpecTest, StringsMustBeUtf8) {
+  JobSpec spec;
+  spec.name = "utf";
+  WorkerPoolSpec chief;
+  chief.process = ProcessSpec{{"/bin/echo"}, {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"}, {}};
+  spec.pools.push_back(chief);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok());
+  StatusOr<JobSpec> back = ParseJobSpec(JobSpecToYaml(spec));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == spec);
+  for (const char* bad : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    spec.pools[0].process->args = {bad};
+    EXPECT_THAT(ValidateJobSpec(spec).message(),
+                HasSubstr("worker_pools[0].process.args[0]: is not valid UTF-8"));
+  }
+  spec.pools[0].process->args = {};
+  spec.pools[0].process->env["A"] = "\x80";
+  EXPECT_THAT(ValidateJobSpec(spec).message(),
+              HasSubstr("worker_pools[0].process.env.A: is not valid UTF-8"));
+  spec.pools[0].process->env.clear();
+  spec.output_dir = "/\xfe";
+  EXPECT_THAT(ValidateJobSpec(spec).message(), HasSubstr("output_dir: is not valid UTF-8"));
+}
+
 TEST(JobSpecTest, LoadJobSpecFromFile) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("cohort_job_spec_test_" + std::to_string(::getpid()));
