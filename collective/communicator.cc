@@ -274,7 +274,12 @@ Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int r
 Status RunReducerFromEnvironment(const std::atomic<bool>& stop) {
   const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   if (addr == nullptr || *addr == '\0') return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
-  COHORT_ASSIGN_OR_RETURN(int workers, EnvInt("WORLD_SIZE", std::nullopt));
+  // The agent gives reducers COHORT_NUM_WORKERS (WORLD_SIZE is only set for the training ranks);
+  // WORLD_SIZE is accepted for reducers started by hand.
+  const char* num_workers = std::getenv("COHORT_NUM_WORKERS");
+  COHORT_ASSIGN_OR_RETURN(
+      int workers,
+      EnvInt(num_workers && *num_workers ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", std::nullopt));
   COHORT_ASSIGN_OR_RETURN(int reducers, EnvInt("COHORT_NUM_REDUCERS", std::nullopt));
   COHORT_ASSIGN_OR_RETURN(int index, EnvInt("COHORT_REDUCER_INDEX", std::nullopt));
   COHORT_ASSIGN_OR_RETURN(int rejoin_ms, EnvInt("COHORT_REDUCER_REJOIN_MS", 60000));

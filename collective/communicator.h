@@ -106,7 +106,7 @@ struct ReducerOptions {
 Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
                   const ReducerOptions& options, const std::atomic<bool>& stop);
 
-// Runs one reducer from the environment (COHORT_BOOTSTRAP_ADDR, WORLD_SIZE = workers,
+// Runs one reducer from the environment (COHORT_BOOTSTRAP_ADDR, COHORT_NUM_WORKERS (or WORLD_SIZE) = workers,
 // COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX, COHORT_COMM_TIMEOUT_MS, COHORT_REDUCER_REJOIN_MS)
 // until `stop` or its workers are gone for good. cohort-reducer's main calls it.
 Status RunReducerFromEnvironment(const std::atomic<bool>& stop);
