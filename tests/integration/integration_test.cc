@@ -752,7 +752,7 @@ TEST(SecureIntegrationTest, CurveClientWithAListedKeyIsServedAndAnUnlistedOneIsN
       CoordinatorBin(),
       {"--client-endpoint", endpoint, "--agent-endpoint",
        "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort()), "--state-dir", dir.Join("state"),
-       "--curve-key", dir.Join("server/coordinator.key"), "--client-keys", dir.Join("clients"),
+       "--key-file", dir.Join("server/coordinator.key"), "--client-keys", dir.Join("clients"),
        "--agent-keys", dir.Join("agents")},
       dir.Join("coordinator.log"));
   ASSERT_TRUE(coordinator.Start());
