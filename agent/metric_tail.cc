@@ -1,16 +1,12 @@
 #include "agent/metric_tail.h"
 
-#if __has_include("common/hypertune.h")
 #include <fmt/format.h>
 
 #include "common/hypertune.h"
 #include "common/logging.h"
-#define COHORT_AGENT_HAVE_HYPERTUNE 1
-#endif
 
 namespace cohort::agent {
 
-#ifdef COHORT_AGENT_HAVE_HYPERTUNE
 namespace {
 
 class FileMetricTail : public MetricTail {
@@ -51,20 +47,10 @@ class FileMetricTail : public MetricTail {
 
 }  // namespace
 
-bool MetricTail::Supported() { return true; }
-
 std::unique_ptr<MetricTail> MetricTail::Create(const std::string& path, const std::string& job,
                                                const std::string& replica,
                                                const std::string& trial) {
   return std::make_unique<FileMetricTail>(path, job, replica, trial);
 }
-#else
-bool MetricTail::Supported() { return false; }
-
-std::unique_ptr<MetricTail> MetricTail::Create(const std::string&, const std::string&,
-                                               const std::string&, const std::string&) {
-  return nullptr;
-}
-#endif
 
 }  // namespace cohort::agent

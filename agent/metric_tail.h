@@ -21,10 +21,8 @@ namespace cohort::agent {
 class MetricTail {
  public:
   virtual ~MetricTail() = default;
-  // nullptr when this build has no metric-file support.
   static std::unique_ptr<MetricTail> Create(const std::string& path, const std::string& job,
                                             const std::string& replica, const std::string& trial);
-  static bool Supported();
 
   // Reads the lines appended since the last call and queues their measurements.
   virtual void Poll() = 0;

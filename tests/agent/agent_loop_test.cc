@@ -479,7 +479,6 @@ TEST_F(AgentLoopTest, RestartRestoresTheNewestCheckpoint) {
 }
 
 TEST_F(AgentLoopTest, ChiefMeasurementsAreForwardedInOrder) {
-  if (!MetricTail::Supported()) GTEST_SKIP() << "built without common/hypertune.h";
   TempDir output;
   std::string file = output.path() + "/hp_metrics.jsonl";
   const std::string script =
