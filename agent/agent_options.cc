@@ -104,16 +104,7 @@ Status LoadSecurity(AgentFlags& flags) {
     spdlog::warn("--insecure: talking to the coordinator in plaintext, without authentication");
     return Status::Ok();
   }
-  if (flags.key_file.empty() || flags.coordinator_key_file.empty()) {
-    return InvalidArgument(
-        "CURVE security needs --key-file and --coordinator-key (or --insecure for local use)");
-  }
-  COHORT_ASSIGN_OR_RETURN(security.keys, ReadCurveKeyFile(flags.key_file));
-  if (security.keys.secret_key.empty()) {
-    return InvalidArgument("--key-file " + flags.key_file + " has no secret key");
-  }
-  COHORT_ASSIGN_OR_RETURN(CurveKeyPair coordinator, ReadCurveKeyFile(flags.coordinator_key_file));
-  security.server_public_key = coordinator.public_key;
+  COHORT_ASSIGN_OR_RETURN(security, CurveClientSecurity(flags.key_file, flags.coordinator_key_file));
   return Status::Ok();
 }
 

@@ -141,26 +141,8 @@ StatusOr<CoordinatorClient> CoordinatorClient::Connect(const ClientOptions& opti
   SocketSecurity security;
   security.insecure = options.insecure;
   if (!options.insecure) {
-    if (options.key_file.empty() || options.server_key_file.empty()) {
-      return InvalidArgument(
-          "CURVE needs a client key file and the coordinator's public key file (or --insecure)");
-    }
-    auto keys = ReadCurveKeyFile(options.key_file);
-    if (!keys.ok()) {
-      return InvalidArgument("client key " + options.key_file + ": " + keys.status().message() +
-                             " (create one with `cohort keygen`, or use --insecure)");
-    }
-    if (keys->secret_key.empty()) {
-      return InvalidArgument("client key " + options.key_file +
-                             " holds no secret key (use the .key file, not the .pub)");
-    }
-    auto server = ReadCurveKeyFile(options.server_key_file);
-    if (!server.ok()) {
-      return InvalidArgument("coordinator public key " + options.server_key_file + ": " +
-                             server.status().message());
-    }
-    security.keys = std::move(*keys);
-    security.server_public_key = server->public_key;
+    COHORT_ASSIGN_OR_RETURN(security,
+                            CurveClientSecurity(options.key_file, options.server_key_file));
   }
   auto socket = DealerSocket::Connect(*context, options.endpoint, "", security);
   if (!socket.ok()) {

@@ -124,6 +124,25 @@ Status Message::ErrorStatus() const {
   return Status::Ok();
 }
 
+StatusOr<SocketSecurity> CurveClientSecurity(const std::string& key_file,
+                                             const std::string& server_key_file) {
+  if (key_file.empty() || server_key_file.empty()) {
+    return InvalidArgument(
+        "CURVE needs this side's key file and the coordinator's public key file (or --insecure)");
+  }
+  SocketSecurity security;
+  security.insecure = false;
+  auto keys = LoadOwnKeys(key_file);
+  if (!keys.ok()) {
+    return keys.status().WithContext("key file (create one with `cohort keygen`, or use --insecure)");
+  }
+  security.keys = std::move(*keys);
+  auto server = LoadServerPublicKey(server_key_file);
+  if (!server.ok()) return server.status().WithContext("coordinator public key");
+  security.server_public_key = std::move(*server);
+  return security;
+}
+
 StatusOr<RouterSocket> RouterSocket::Bind(zmq::context_t& context, const std::string& endpoint,
                                           const SocketSecurity& security) {
   try {

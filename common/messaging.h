@@ -73,6 +73,11 @@ struct SocketSecurity {
   std::string zap_domain;         // ROUTER only
 };
 
+// CURVE security for a DEALER from key files: this side's NAME.key and the coordinator's public
+// key file. Errors name the file and say what to do (`cohort keygen`, or --insecure).
+StatusOr<SocketSecurity> CurveClientSecurity(const std::string& key_file,
+                                             const std::string& server_key_file);
+
 struct RoutedMessage {
   std::string peer;  // ROUTER identity of the sender
   Message message;

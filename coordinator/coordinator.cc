@@ -76,7 +76,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOpti
     spdlog::warn("--insecure: client and agent endpoints are PLAINTEXT and unauthenticated; "
                  "use only on a trusted local network");
   } else {
-    auto keys = ReadCurveKeyFile(options.curve_key);
+    auto keys = LoadOwnKeys(options.curve_key);
     if (!keys.ok()) {
       return keys.status().WithContext("CURVE key (--key-file; or run with --insecure)");
     }
