@@ -9,5 +9,9 @@ jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j "$jobs"
 scripts/check-layout.sh
-cd "$build"
-ctest --output-on-failure -j "$jobs" --timeout 600 "$@"
+(cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 600 "$@")
+# A short libFuzzer run of the wire decoder and the job-file parser (clang, ASan + UBSan);
+# FUZZ_SECONDS=0 skips it.
+if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
+  scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+fi
