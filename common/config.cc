@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/job_spec.h"
 
 namespace cohort {
@@ -15,27 +16,6 @@ namespace cohort {
 namespace po = boost::program_options;
 
 namespace {
-
-// Reads a whole file; errors name the file and carry errno (a directory gives EISDIR).
-StatusOr<std::string> ReadWholeFile(const std::string& path, std::string_view what) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(std::string(what) + " " + path, errno);
-  std::string data;
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("reading " + std::string(what) + " " + path, err);
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
 
 std::string_view Trim(std::string_view s) {
   const char* blanks = " \t\r\f\v";
@@ -153,7 +133,7 @@ Status ParseConfigText(std::string_view text, std::string_view source,
 
 Status ParseConfigFile(const std::string& path, const po::options_description& options,
                        po::variables_map* values) {
-  COHORT_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "config file"));
+  COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "config file"));
   return ParseConfigText(text, path, options, values);
 }
 

@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/file_util.h"
+
 namespace cohort {
 
 namespace {
@@ -29,27 +31,6 @@ constexpr int kMaxGpus = 64;
 constexpr int kMaxCpus = 1024;
 constexpr int kMaxRestarts = 1000;
 constexpr size_t kMaxNameLength = 128;
-
-// Reads a whole file; errors name the file and carry errno (a directory gives EISDIR).
-StatusOr<std::string> ReadWholeFile(const std::string& path, std::string_view what) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(std::string(what) + " " + path, errno);
-  std::string data;
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("reading " + std::string(what) + " " + path, err);
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
 
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
@@ -735,7 +716,7 @@ StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
 }
 
 StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
-  COHORT_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "job file"));
+  COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "job file"));
   return ParseJobSpec(text, path);
 }
 

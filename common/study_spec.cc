@@ -17,6 +17,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/file_util.h"
+
 namespace cohort {
 
 namespace {
@@ -618,12 +620,8 @@ StatusOr<StudySpec> ParseStudySpec(std::string_view yaml, std::string_view sourc
 }
 
 StatusOr<StudySpec> LoadStudySpec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus("study file " + path, errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return ErrnoStatus("reading study file " + path, errno);
-  return ParseStudySpec(text.str(), path);
+  COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "study file"));
+  return ParseStudySpec(text, path);
 }
 
 std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit) {

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/file_util.h"
+
 namespace cohort::coordinator {
 namespace {
 
@@ -43,36 +45,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& what) {
   return Status::Ok();
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open " + path, errno);
-  std::string data;
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("read " + path, err);
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
-
-Status SyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open " + dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("fsync " + dir, err);
-  return Status::Ok();
-}
-
 // Writes `data` to path.tmp, fsyncs it, renames it over `path` and fsyncs the directory.
 Status WriteFileAtomically(const std::string& dir, const std::string& path, std::string_view data) {
   std::string tmp = path + ".tmp";
@@ -83,7 +55,7 @@ Status WriteFileAtomically(const std::string& dir, const std::string& path, std:
   ::close(fd);
   COHORT_RETURN_IF_ERROR(s);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
-  return SyncDir(dir);
+  return SyncDirectory(dir);
 }
 
 struct ParseResult {
@@ -156,7 +128,7 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& dir, Journal
   std::string journal_path = dir + "/journal";
 
   if (fs::exists(snapshot_path)) {
-    COHORT_ASSIGN_OR_RETURN(std::string data, ReadFile(snapshot_path));
+    COHORT_ASSIGN_OR_RETURN(std::string data, ReadFileToString(snapshot_path, "journal file"));
     ParseResult r = ParseRecords(data, &replay->records);
     if (r.torn_tail || r.corrupt_middle) {
       return DataLoss("snapshot " + snapshot_path + " is damaged: " + r.problem);
@@ -166,7 +138,7 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& dir, Journal
 
   std::string data;
   if (fs::exists(journal_path)) {
-    COHORT_ASSIGN_OR_RETURN(data, ReadFile(journal_path));
+    COHORT_ASSIGN_OR_RETURN(data, ReadFileToString(journal_path, "journal file"));
   }
   ParseResult r = ParseRecords(data, &replay->records);
   size_t journal_records = replay->records.size() - snapshot_records;
@@ -204,7 +176,7 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& dir, Journal
   journal->journal_records_ = journal_records;
   if (created || r.torn_tail) {
     if (::fsync(fd) != 0) return ErrnoStatus("fsync " + journal_path, errno);
-    COHORT_RETURN_IF_ERROR(SyncDir(dir));
+    COHORT_RETURN_IF_ERROR(SyncDirectory(dir));
   }
   return journal;
 }

@@ -1,0 +1,19 @@
+// Small file helpers shared by the parsers, the journal and the checkpoint code, so that every
+// read and directory sync reports errors the same way (the path, what it is, errno's text).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace cohort {
+
+// The whole file. `what` names it in errors: "job file /x.yaml: No such file or directory"
+// (kNotFound for ENOENT).
+StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view what);
+
+// fsync on a directory, so a rename or create inside it survives a crash.
+Status SyncDirectory(const std::string& dir);
+
+}  // namespace cohort
