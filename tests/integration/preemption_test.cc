@@ -4,6 +4,7 @@
 // newest checkpoint, with a final model equal byte for byte to an uninterrupted run's, and no
 // trainer process may outlive its job.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -56,10 +57,12 @@ class PreemptionTest : public ::testing::Test {
 
   std::string OutputDir(const std::string& job) { return cluster_->scratch(job); }
 
-  // Chief + one worker; about 30 steps an epoch, a checkpoint every 30 steps.
-  std::string JobYaml(const std::string& name) {
+  // Chief + one worker; about 30 steps an epoch, a checkpoint every `checkpoint_every` steps
+  // (0: only when stopped by a signal).
+  std::string JobYaml(const std::string& name, int checkpoint_every = 30) {
     std::string process = "      command: [" + std::string(COHORT_TRAINER_BIN) +
-                          "]\n      args: [--epochs=60, --checkpoint-every=30, --seed=3, " +
+                          "]\n      args: [--epochs=60, --checkpoint-every=" +
+                          std::to_string(checkpoint_every) + ", --seed=3, " +
                           marker_ + ", --hidden=32, --batch-size=48, --optimizer=momentum]\n";
     return "name: " + name + "\noutput_dir: " + OutputDir(name) +
            "\nworker_pools:\n"
@@ -145,6 +148,56 @@ TEST_F(PreemptionTest, AgentKilledMidTrainingJobFinishesElsewhereWithTheUninterr
 
   // No trainer outlives its job: the killed agent's replicas died with it (PDEATHSIG), the
   // others were reaped by their agent.
+  EXPECT_TRUE(ct::WaitUntil([&] { return ct::FindProcessesWithArg(marker_).empty(); }, 10s))
+      << ct::FindProcessesWithArg(marker_).size() << " trainer process(es) left";
+}
+
+TEST_F(PreemptionTest, AgentSigtermCheckpointsWithinTheGracePeriodAndResumesElsewhere) {
+  ASSERT_EQ(cluster_->StartAgent({Node("node-a")}), "");
+  ASSERT_EQ(cluster_->StartAgent({Node("node-b")}), "");
+  auto client = cluster_->Client();
+
+  auto ref = client.Submit(JobYaml("reference", 0));
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  wire::JobInfoT reference = WaitForEnd(client, "reference", 120s);
+  ASSERT_EQ(reference.state, wire::JobState::SUCCEEDED) << reference.message;
+  std::string reference_model = ct::ReadFile(OutputDir("reference") + "/model/model.bin");
+  ASSERT_FALSE(reference_model.empty());
+
+  // No periodic checkpoints: the only one can come from the preemption itself.
+  auto sub = client.Submit(JobYaml("sigtermed", 0));
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  std::string chief_node;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto info = client.GetJob("sigtermed");
+        if (!info.ok() || info->state != wire::JobState::RUNNING) return false;
+        for (const auto& r : info->replicas) {
+          if (r->replica == "chief-0") chief_node = r->node_id;
+        }
+        auto logs = client.ReadLogs("sigtermed", "chief-0", 0);
+        if (!logs.ok()) return false;
+        std::string text(logs->data.begin(), logs->data.end());
+        return !chief_node.empty() && text.find("epoch 2/") != std::string::npos;
+      },
+      60s))
+      << "the job never got to its second epoch";
+  EXPECT_FALSE(HasCheckpoint("sigtermed"));
+  cluster_->agent(chief_node).Signal(SIGTERM);  // as `systemctl stop` or a preemption notice does
+  auto status = cluster_->agent(chief_node).Wait(30s);
+  ASSERT_TRUE(status.has_value()) << "the agent did not exit after its grace period";
+
+  wire::JobInfoT done = WaitForEnd(client, "sigtermed", 120s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_GE(done.restarts, 1);
+  for (const auto& r : done.replicas) EXPECT_NE(r->node_id, chief_node) << r->replica;
+  auto logs = client.ReadLogs("sigtermed", "chief-0", 0);
+  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+  std::string chief_log(logs->data.begin(), logs->data.end());
+  EXPECT_NE(chief_log.find("stop requested"), std::string::npos) << chief_log;
+  EXPECT_NE(chief_log.find("restored checkpoint"), std::string::npos) << chief_log;
+  EXPECT_TRUE(ct::ReadFile(OutputDir("sigtermed") + "/model/model.bin") == reference_model)
+      << "the resumed run's model differs from the reference";
   EXPECT_TRUE(ct::WaitUntil([&] { return ct::FindProcessesWithArg(marker_).empty(); }, 10s))
       << ct::FindProcessesWithArg(marker_).size() << " trainer process(es) left";
 }
