@@ -1,5 +1,9 @@
 #include "tests/testing/local_cluster.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <filesystem>
 #include <stdexcept>
@@ -13,6 +17,22 @@ LocalCluster::LocalCluster(ClusterBinaries binaries)
   std::filesystem::create_directories(dir_.Join("state"));
   std::filesystem::create_directories(dir_.Join("scratch"));
   std::filesystem::create_directories(dir_.Join("logs"));
+  // 120 blocks of 100 ports in 20000-31999, below Linux's ephemeral range (32768+), so the
+  // free ports picked above never fall inside a block.
+  constexpr int kBlocks = 120, kBlockSize = 100, kFirstPort = 20000;
+  for (int block = 0; block < kBlocks && port_block_fd_ < 0; ++block) {
+    std::string lock = "/tmp/cohort-test-port-block-" + std::to_string(block) + ".lock";
+    int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      port_block_fd_ = fd;
+      int first = kFirstPort + block * kBlockSize;
+      port_range_ = std::to_string(first) + "-" + std::to_string(first + kBlockSize - 1);
+    } else {
+      ::close(fd);
+    }
+  }
+  if (port_block_fd_ < 0) throw std::runtime_error("no free block of test ports in 20000-31999");
 }
 
 LocalCluster::~LocalCluster() {
@@ -20,6 +40,7 @@ LocalCluster::~LocalCluster() {
   for (auto& [id, agent] : agents_) agent->Signal(SIGTERM);
   for (auto& [id, agent] : agents_) agent->Stop(std::chrono::seconds(5));
   if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));
+  if (port_block_fd_ >= 0) ::close(port_block_fd_);  // releases the lock
 }
 
 std::string LocalCluster::scratch(const std::string& relative) const {
@@ -35,7 +56,7 @@ std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
       binaries_.coordinator,
       std::vector<std::string>{"--client-endpoint", client_endpoint_, "--agent-endpoint",
                                agent_endpoint_, "--state-dir", state_dir(), "--insecure",
-                               "--heartbeat-timeout", "10s"},
+                               "--heartbeat-timeout", "10s", "--port-range", port_range_},
       dir_.Join("logs/coordinator.log"));
   if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;
   auto client = Client(std::chrono::milliseconds(300));

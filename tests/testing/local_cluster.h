@@ -3,7 +3,8 @@
 // directories under one TempDir. It waits for readiness by asking, never by sleeping: the
 // coordinator is ready when it answers ListJobs, an agent when ListNodes shows it READY.
 //
-// The coordinator can be killed (SIGKILL) and restarted on the same ports and state dir. The
+// Each cluster owns a block of replica ports that no other LocalCluster on the host uses at the
+// same time (see port_block_fd_). The coordinator can be killed (SIGKILL) and restarted on the same ports and state dir. The
 // destructor stops agents first (SIGTERM, so they stop their replicas), then the coordinator.
 //
 // Thread safety: none. Lifetime: daemons die with the object (and with the test process).
@@ -66,6 +67,11 @@ class LocalCluster {
   std::string agent_endpoint_;
   std::unique_ptr<DaemonProcess> coordinator_;
   std::map<std::string, std::unique_ptr<DaemonProcess>> agents_;
+  // The block of replica ports this cluster's coordinator hands out (--port-range), held
+  // exclusively through a lock file so that clusters of tests running in parallel on one host
+  // never give two jobs the same port.
+  int port_block_fd_ = -1;
+  std::string port_range_;
 };
 
 }  // namespace cohort::testing
