@@ -712,7 +712,7 @@ namespace cohort::coordinator {
 namespace {
 
 // Without --insecure the endpoints speak CURVE and admit only listed client/agent keys.
-TEST(CoordinatorCurveTest, OnlyListedClientKeysAreServed) {
+TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("cohort-coord-curve-" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -757,6 +757,35 @@ TEST(CoordinatorCurveTest, OnlyListedClientKeysAreServed) {
   };
   EXPECT_TRUE(call(*good));
   EXPECT_FALSE(call(*bad));
+
+  // The agent endpoint admits only keys in agents/: a listed agent registers; a client key
+  // (listed for clients only) and an unknown key never get an answer there.
+  auto node_key = GenerateCurveKeyPair();
+  ASSERT_TRUE(node_key.ok());
+  ASSERT_TRUE(WriteCurveKeyFiles((dir / "agents").string(), "node1", *node_key).ok());
+  auto registers = [&](const CurveKeyPair& keys, const std::string& node) -> bool {
+    SocketSecurity sec;
+    sec.insecure = false;
+    sec.keys = keys;
+    sec.server_public_key = server->public_key;
+    auto d = DealerSocket::Connect(context, (*c)->agent_endpoint(), node, sec);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    wire::RegisterAgentT reg;
+    reg.node_id = node;
+    reg.address = "127.0.0.1";
+    reg.cpus = 4;
+    EXPECT_TRUE(d->Send(Encode(d->NextRequestId(), std::move(reg))).ok());
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+      EXPECT_TRUE((*c)->RunOnce(milliseconds(5)).ok());
+      auto m = d->Receive(milliseconds(5));
+      if (m.ok() && m->has_value() && (*m)->As<wire::RegisterAgentReply>()) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(registers(*node_key, "node1"));
+  EXPECT_FALSE(registers(*good, "node2"));
+  EXPECT_FALSE(registers(*bad, "node3"));
   c->reset();
   fs::remove_all(dir);
 }
