@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "common/file_util.h"
+#include "common/yaml_reader.h"
 
 namespace cohort {
 
@@ -88,164 +89,33 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-std::string Quoted(std::string_view s) {
-  std::string out = "'";
-  out += s;
-  out += "'";
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // YAML walking. Every helper takes the dotted path of the node it reads, for error messages.
 
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
+using Reader = YamlReader;
 
-  // "job.yaml:5:3: worker_pools[0].resorces: unknown key"
-  Status Error(const YAML::Node& node, const std::string& path, const std::string& what) const {
-    std::string m(source_);
-    YAML::Mark mark = node.Mark();
-    if (!mark.is_null()) {
-      m += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-    }
-    m += ": " + (path.empty() ? std::string("(document)") : path) + ": " + what;
-    return InvalidArgument(std::move(m));
-  }
-
-  static std::string KindName(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Null: return "null";
-      case YAML::NodeType::Scalar: return "a scalar";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
-      case YAML::NodeType::Undefined: return "nothing";
-    }
-    return "?";
-  }
-
-  // Checks that `node` is a map whose keys are all scalars from `allowed`, each at most once.
-  Status CheckMap(const YAML::Node& node, const std::string& path,
-                  std::initializer_list<std::string_view> allowed) const {
-    if (!node.IsMap()) {
-      return Error(node, path, "expected a mapping, got " + KindName(node));
-    }
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      YAML::Node key = kv.first;
-      if (!key.IsScalar()) return Error(key, path, "keys must be strings");
-      const std::string& k = key.Scalar();
-      std::string child = Join(path, k);
-      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        return Error(key, child, "unknown key");
-      }
-      if (!seen.insert(k).second) return Error(key, child, "duplicate key");
-    }
-    return Status::Ok();
-  }
-
-  // Keys of a user map (env) with duplicate detection; no key restriction.
-  Status CheckUserMap(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsMap()) return Error(node, path, "expected a mapping, got " + KindName(node));
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) return Error(kv.first, path, "keys must be strings");
-      if (!seen.insert(kv.first.Scalar()).second) {
-        return Error(kv.first, Join(path, kv.first.Scalar()), "duplicate key");
-      }
-    }
-    return Status::Ok();
-  }
-
-  static std::string Join(const std::string& path, std::string_view key) {
-    if (path.empty()) return std::string(key);
-    return path + "." + std::string(key);
-  }
-
-  // A present, non-null child.
-  static bool Has(const YAML::Node& map, const char* key) {
-    YAML::Node child = map[key];
-    return child.IsDefined() && !child.IsNull();
-  }
-
-  StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsScalar()) return Error(node, path, "expected a string, got " + KindName(node));
-    return node.Scalar();
-  }
-
-  // Integers: a plain (unquoted) decimal scalar.
-  StatusOr<int64_t> Int(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsScalar() || node.Tag() == "!") {
-      return Error(node, path,
-                   "expected an integer, got " +
-                       (node.IsScalar() ? "string " + Quoted(node.Scalar()) : KindName(node)));
-    }
-    const std::string& s = node.Scalar();
-    int64_t v = 0;
-    const char* begin = s.data();
-    const char* end = s.data() + s.size();
-    if (begin != end && *begin == '+') ++begin;
-    auto [ptr, ec] = std::from_chars(begin, end, v);
-    if (ec == std::errc::result_out_of_range) {
-      return Error(node, path, "integer out of range: " + s);
-    }
-    if (ec != std::errc() || ptr != end || begin == end) {
-      return Error(node, path, "expected an integer, got " + Quoted(s));
-    }
-    return v;
-  }
-
-  StatusOr<bool> Bool(const YAML::Node& node, const std::string& path) const {
-    if (node.IsScalar() && node.Tag() != "!") {
-      std::string s = node.Scalar();
-      std::transform(s.begin(), s.end(), s.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (s == "true" || s == "yes" || s == "on") return true;
-      if (s == "false" || s == "no" || s == "off") return false;
-    }
-    return Error(node, path,
-                 "expected a boolean (true or false), got " +
-                     (node.IsScalar() ? Quoted(node.Scalar()) : KindName(node)));
-  }
-
-  StatusOr<std::vector<std::string>> StringList(const YAML::Node& node,
-                                                const std::string& path) const {
-    if (!node.IsSequence()) {
-      return Error(node, path, "expected a list of strings, got " + KindName(node));
-    }
-    std::vector<std::string> out;
-    for (size_t i = 0; i < node.size(); ++i) {
-      std::string item_path = path + "[" + std::to_string(i) + "]";
-      COHORT_ASSIGN_OR_RETURN(std::string s, String(node[i], item_path));
-      out.push_back(std::move(s));
-    }
-    return out;
-  }
-
-  // env: a map of name -> scalar (numbers and booleans are kept as their text).
-  StatusOr<std::map<std::string, std::string>> Env(const YAML::Node& node,
-                                                   const std::string& path) const {
-    COHORT_RETURN_IF_ERROR(CheckUserMap(node, path));
-    std::map<std::string, std::string> out;
-    for (const auto& kv : node) {
-      std::string name = kv.first.Scalar();
-      std::string child = Join(path, name);
-      if (!IsValidEnvName(name)) {
-        return Error(kv.first, child,
+// env: a map of name -> scalar (numbers and booleans are kept as their text).
+StatusOr<std::map<std::string, std::string>> ReadEnv(const Reader& r, const YAML::Node& node,
+                                                     const std::string& path) {
+  COHORT_RETURN_IF_ERROR(r.CheckUserMap(node, path));
+  std::map<std::string, std::string> out;
+  for (const auto& kv : node) {
+    std::string name = kv.first.Scalar();
+    std::string child = Reader::Join(path, name);
+    if (!IsValidEnvName(name)) {
+      return r.Error(kv.first, child,
                      "invalid environment variable name (must match [A-Za-z_][A-Za-z0-9_]*)");
-      }
-      if (!kv.second.IsScalar()) {
-        return Error(kv.second, child,
-                     "expected a string or number, got " + KindName(kv.second));
-      }
-      out[name] = kv.second.Scalar();
     }
-    return out;
+    if (!kv.second.IsScalar()) {
+      return r.Error(kv.second, child,
+                     "expected a string or number, got " + Reader::KindName(kv.second));
+    }
+    out[name] = kv.second.Scalar();
   }
+  return out;
+}
 
- private:
-  std::string source_;
-};
 
 // Fields shared by process and container blocks.
 template <typename Spec>
@@ -258,7 +128,7 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
     COHORT_ASSIGN_OR_RETURN(spec->args, r.StringList(node["args"], path + ".args"));
   }
   if (Reader::Has(node, "env")) {
-    COHORT_ASSIGN_OR_RETURN(spec->env, r.Env(node["env"], path + ".env"));
+    COHORT_ASSIGN_OR_RETURN(spec->env, ReadEnv(r, node["env"], path + ".env"));
   }
   return Status::Ok();
 }
@@ -691,20 +561,10 @@ Status ValidateJobSpec(const JobSpec& spec) {
 
 StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
   Reader reader(source);
-  JobSpec spec;
-  try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    COHORT_ASSIGN_OR_RETURN(spec, ReadJob(reader, root));
-  } catch (const YAML::Exception& e) {
-    std::string m(source);
-    if (!e.mark.is_null()) {
-      m += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    }
-    m += ": malformed YAML: " + e.msg;
-    return InvalidArgument(std::move(m));
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string(source) + ": " + e.what());
-  }
+  COHORT_ASSIGN_OR_RETURN(
+      JobSpec spec,
+      ReadYamlDocument(yaml, source,
+                       [&](const YAML::Node& root) { return ReadJob(reader, root); }));
   // Validate in the file's own order so pool paths match the list the user wrote, then sort.
   Status st = ValidateJobSpec(spec);
   if (!st.ok()) return st.WithContext(source);

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/file_util.h"
+#include "common/yaml_reader.h"
 
 namespace cohort {
 
@@ -54,7 +55,6 @@ bool IsValidMetricId(std::string_view id) {
   });
 }
 
-std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // Shortest text that reads back to exactly `v`.
 std::string FormatDouble(double v) {
@@ -64,131 +64,10 @@ std::string FormatDouble(double v) {
   return std::string(buf, ptr);
 }
 
-StatusOr<double> ParseDoubleText(std::string_view text) {
-  std::string_view s = text;
-  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) {
-    return InvalidArgument("expected a finite number, got " + Quoted(text));
-  }
-  return v;
-}
 
 bool IsIntegral(double v) { return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 9e15; }
 
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  const std::string& source() const { return source_; }
-
-  Status Error(const YAML::Node& node, const std::string& path, const std::string& what) const {
-    std::string m = source_ + Mark(node);
-    m += ": " + (path.empty() ? std::string("(document)") : path) + ": " + what;
-    return InvalidArgument(std::move(m));
-  }
-
-  static std::string Mark(const YAML::Node& node) {
-    YAML::Mark mark = node.Mark();
-    if (mark.is_null()) return "";
-    return ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-  }
-
-  static std::string KindName(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Null: return "null";
-      case YAML::NodeType::Scalar: return "a scalar";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
-      case YAML::NodeType::Undefined: return "nothing";
-    }
-    return "?";
-  }
-
-  static std::string Join(const std::string& path, std::string_view key) {
-    return path.empty() ? std::string(key) : path + "." + std::string(key);
-  }
-
-  static bool Has(const YAML::Node& map, const char* key) {
-    YAML::Node child = map[key];
-    return child.IsDefined() && !child.IsNull();
-  }
-
-  Status CheckMap(const YAML::Node& node, const std::string& path,
-                  std::initializer_list<std::string_view> allowed) const {
-    if (!node.IsMap()) return Error(node, path, "expected a mapping, got " + KindName(node));
-    std::set<std::string> seen;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      if (!it->first.IsScalar()) return Error(it->first, path, "keys must be strings");
-      const std::string& k = it->first.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        return Error(it->first, Join(path, k), "unknown key");
-      }
-      if (!seen.insert(k).second) return Error(it->first, Join(path, k), "duplicate key");
-    }
-    return Status::Ok();
-  }
-
-  StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsScalar()) return Error(node, path, "expected a string, got " + KindName(node));
-    return node.Scalar();
-  }
-
-  StatusOr<double> Number(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsScalar() || node.Tag() == "!") {
-      return Error(node, path,
-                   "expected a number, got " +
-                       (node.IsScalar() ? "string " + Quoted(node.Scalar()) : KindName(node)));
-    }
-    StatusOr<double> v = ParseDoubleText(node.Scalar());
-    if (!v.ok()) return Error(node, path, v.status().message());
-    return *v;
-  }
-
-  StatusOr<int64_t> Int(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsScalar() || node.Tag() == "!") {
-      return Error(node, path,
-                   "expected an integer, got " +
-                       (node.IsScalar() ? "string " + Quoted(node.Scalar()) : KindName(node)));
-    }
-    const std::string& s = node.Scalar();
-    const char* begin = s.data();
-    const char* end = s.data() + s.size();
-    if (begin != end && *begin == '+') ++begin;
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(begin, end, v);
-    if (ec == std::errc::result_out_of_range) return Error(node, path, "integer out of range");
-    if (begin == end || ec != std::errc() || ptr != end) {
-      return Error(node, path, "expected an integer, got " + Quoted(s));
-    }
-    return v;
-  }
-
-  StatusOr<int> SmallInt(const YAML::Node& node, const std::string& path) const {
-    COHORT_ASSIGN_OR_RETURN(int64_t v, Int(node, path));
-    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-      return Error(node, path, "out of range");
-    }
-    return static_cast<int>(v);
-  }
-
-  StatusOr<bool> Bool(const YAML::Node& node, const std::string& path) const {
-    if (node.IsScalar() && node.Tag() != "!") {
-      std::string s = node.Scalar();
-      std::transform(s.begin(), s.end(), s.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (s == "true" || s == "yes" || s == "on") return true;
-      if (s == "false" || s == "no" || s == "off") return false;
-    }
-    return Error(node, path,
-                 "expected a boolean (true or false), got " +
-                     (node.IsScalar() ? Quoted(node.Scalar()) : KindName(node)));
-  }
-
- private:
-  std::string source_;
-};
+using Reader = YamlReader;
 
 StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
                                       const std::string& path) {
@@ -600,20 +479,10 @@ Status ValidateStudySpec(const StudySpec& spec) {
 
 StatusOr<StudySpec> ParseStudySpec(std::string_view yaml, std::string_view source) {
   Reader reader(source);
-  StudySpec spec;
-  try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    COHORT_ASSIGN_OR_RETURN(spec, ReadStudy(reader, root));
-  } catch (const YAML::Exception& e) {
-    std::string m(source);
-    if (!e.mark.is_null()) {
-      m += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    }
-    m += ": malformed YAML: " + e.msg;
-    return InvalidArgument(std::move(m));
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string(source) + ": " + e.what());
-  }
+  COHORT_ASSIGN_OR_RETURN(
+      StudySpec spec,
+      ReadYamlDocument(yaml, source,
+                       [&](const YAML::Node& root) { return ReadStudy(reader, root); }));
   Status st = ValidateStudySpec(spec);
   if (!st.ok()) return st.WithContext(source);
   return spec;

@@ -1,0 +1,84 @@
+// YamlReader walks a yaml-cpp document for the job and study parsers (common/job_spec.h,
+// common/study_spec.h) and turns every problem into an InvalidArgument naming the source, the
+// line and column, and the dotted field path: "job.yaml:5:3: worker_pools[0].resorces: unknown
+// key". Scalars are read strictly: a quoted "1" is not an integer, and unknown or duplicate keys
+// are errors, so a typo is never silently ignored.
+//
+// ReadYamlDocument() loads the text and calls `read` on the root, converting every exception
+// yaml-cpp throws (malformed YAML, bad conversions) into a Status, so no exception escapes.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort {
+
+// 'text', as error messages quote user values.
+std::string Quoted(std::string_view text);
+
+class YamlReader {
+ public:
+  explicit YamlReader(std::string_view source) : source_(source) {}
+
+  const std::string& source() const { return source_; }
+
+  // "<source>:<line>:<col>: <path>: <what>"
+  Status Error(const YAML::Node& node, const std::string& path, const std::string& what) const;
+  // ":<line>:<col>", or empty when the node has no position.
+  static std::string Mark(const YAML::Node& node);
+  // "a mapping", "a list", "a scalar", "null", "nothing".
+  static std::string KindName(const YAML::Node& node);
+  // path + "." + key (just key at the top).
+  static std::string Join(const std::string& path, std::string_view key);
+  // A present, non-null child.
+  static bool Has(const YAML::Node& map, const char* key);
+
+  // A map whose keys are scalars from `allowed`, each at most once.
+  Status CheckMap(const YAML::Node& node, const std::string& path,
+                  std::initializer_list<std::string_view> allowed) const;
+  // A map with scalar keys, each at most once, any names (a user's env block).
+  Status CheckUserMap(const YAML::Node& node, const std::string& path) const;
+
+  StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const;
+  StatusOr<std::vector<std::string>> StringList(const YAML::Node& node,
+                                                const std::string& path) const;
+  // A plain (unquoted) decimal integer.
+  StatusOr<int64_t> Int(const YAML::Node& node, const std::string& path) const;
+  // Int within the range of int.
+  StatusOr<int> SmallInt(const YAML::Node& node, const std::string& path) const;
+  // A plain finite number.
+  StatusOr<double> Number(const YAML::Node& node, const std::string& path) const;
+  // true/false (also yes/no, on/off), unquoted.
+  StatusOr<bool> Bool(const YAML::Node& node, const std::string& path) const;
+
+ private:
+  std::string source_;
+};
+
+// Text to a finite double ("+1.5" allowed); an error quoting the text otherwise.
+StatusOr<double> ParseDoubleText(std::string_view text);
+
+// "<source>:<line>:<col>: malformed YAML: ..." for a yaml-cpp exception.
+Status YamlExceptionStatus(std::string_view source, const std::exception& e);
+
+// Loads `yaml` and returns read(root); yaml-cpp's exceptions become InvalidArgument.
+template <typename Read>
+auto ReadYamlDocument(std::string_view yaml, std::string_view source, Read read)
+    -> decltype(read(std::declval<const YAML::Node&>())) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    return read(root);
+  } catch (const std::exception& e) {
+    return YamlExceptionStatus(source, e);
+  }
+}
+
+}  // namespace cohort
