@@ -121,6 +121,10 @@ class IntegrationTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    // Every job of every test here has ended by now: no replica may outlive its job.
+    if (cluster_ && !HasFatalFailure()) {
+      EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their jobs";
+    }
     if (HasFailure() && cluster_) {
       std::cerr << cluster_->Logs();
     }

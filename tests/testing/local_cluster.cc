@@ -11,7 +11,10 @@
 namespace cohort::testing {
 
 LocalCluster::LocalCluster(ClusterBinaries binaries)
-    : binaries_(std::move(binaries)), dir_("cohort-cluster") {
+    : LocalCluster(std::move(binaries), ClusterOptions()) {}
+
+LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
+    : binaries_(std::move(binaries)), options_(std::move(options)), dir_("cohort-cluster") {
   client_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   agent_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   std::filesystem::create_directories(dir_.Join("state"));
@@ -56,7 +59,7 @@ std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
       binaries_.coordinator,
       std::vector<std::string>{"--client-endpoint", client_endpoint_, "--agent-endpoint",
                                agent_endpoint_, "--state-dir", state_dir(), "--insecure",
-                               "--heartbeat-timeout", "10s", "--port-range", port_range_},
+                               "--heartbeat-timeout", options_.heartbeat_timeout, "--port-range", port_range_},
       dir_.Join("logs/coordinator.log"));
   if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;
   auto client = Client(std::chrono::milliseconds(300));
@@ -133,6 +136,25 @@ std::string LocalCluster::Logs() const {
   if (coordinator_) out += "--- coordinator log ---\n" + coordinator_->Log(6000) + "\n";
   for (const auto& [id, agent] : agents_) {
     out += "--- agent " + id + " log ---\n" + agent->Log(4000) + "\n";
+  }
+  return out;
+}
+
+std::vector<pid_t> LocalCluster::ReplicaProcesses() const {
+  return FindProcessesWithEnvOrCwd(dir_.path() + "/");
+}
+
+std::string LocalCluster::WaitForNoReplicaProcesses(std::chrono::milliseconds timeout) const {
+  std::vector<pid_t> left;
+  WaitUntil(
+      [&] {
+        left = ReplicaProcesses();
+        return left.empty();
+      },
+      timeout, std::chrono::milliseconds(50));
+  std::string out;
+  for (pid_t pid : left) {
+    out += (out.empty() ? "" : "; ") + std::to_string(pid) + ": " + ProcessCommandLine(pid);
   }
   return out;
 }

@@ -7,6 +7,12 @@
 // same time (see port_block_fd_). The coordinator can be killed (SIGKILL) and restarted on the same ports and state dir. The
 // destructor stops agents first (SIGTERM, so they stop their replicas), then the coordinator.
 //
+// Replica processes are found by the cluster's directory: every replica's environment names its
+// job's output dir (AIP_MODEL_DIR and the others), which tests put under scratch() (the default
+// output dir is under state_dir()), and its working directory is under the agents' work dirs. So
+// ReplicaProcesses() lists every live replica of this cluster, and its descendants, whatever the
+// command; WaitForNoReplicaProcesses() is the check that no replica outlives its job.
+//
 // Thread safety: none. Lifetime: daemons die with the object (and with the test process).
 #pragma once
 
@@ -26,6 +32,11 @@ struct ClusterBinaries {
   std::string agent;        // cohort-agent
 };
 
+struct ClusterOptions {
+  // The coordinator's --heartbeat-timeout (a node silent this long is LOST).
+  std::string heartbeat_timeout = "10s";
+};
+
 struct AgentOptions {
   std::string node_id;
   int gpus = 0;
@@ -37,6 +48,7 @@ struct AgentOptions {
 class LocalCluster {
  public:
   explicit LocalCluster(ClusterBinaries binaries);
+  LocalCluster(ClusterBinaries binaries, ClusterOptions options);
   ~LocalCluster();
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
@@ -60,8 +72,16 @@ class LocalCluster {
   // The coordinator's and every agent's log tails, for failure messages.
   std::string Logs() const;
 
+  // Live processes started for this cluster's jobs (see the header comment).
+  std::vector<pid_t> ReplicaProcesses() const;
+  // Waits until ReplicaProcesses() is empty. "" when it is; else each survivor's pid and
+  // command line.
+  std::string WaitForNoReplicaProcesses(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+
  private:
   ClusterBinaries binaries_;
+  ClusterOptions options_;
   TempDir dir_;
   std::string client_endpoint_;
   std::string agent_endpoint_;

@@ -145,6 +145,64 @@ std::vector<pid_t> FindProcessesWithArg(const std::string& needle) {
   return pids;
 }
 
+namespace {
+
+// Live (not zombie) pids in /proc other than this process.
+std::vector<pid_t> LivePids() {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == getpid()) continue;
+    std::string stat = ReadFile("/proc/" + name + "/stat");
+    auto paren = stat.rfind(')');
+    if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
+                         stat[paren + 2] == 'Z')) {
+      continue;
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+}  // namespace
+
+std::vector<pid_t> FindProcessesWithEnvOrCwd(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (pid_t pid : LivePids()) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    std::error_code ec;
+    std::string cwd = std::filesystem::read_symlink(proc + "/cwd", ec).string();
+    if (!ec && cwd.find(needle) != std::string::npos) {
+      found.push_back(pid);
+      continue;
+    }
+    std::string environ_text = ReadFile(proc + "/environ");
+    size_t start = 0;
+    while (start < environ_text.size()) {
+      size_t end = environ_text.find('\0', start);
+      if (end == std::string::npos) end = environ_text.size();
+      if (environ_text.substr(start, end - start).find(needle) != std::string::npos) {
+        found.push_back(pid);
+        break;
+      }
+      start = end + 1;
+    }
+  }
+  return found;
+}
+
+std::string ProcessCommandLine(pid_t pid) {
+  std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+  for (char& c : cmdline) {
+    if (c == '\0') c = ' ';
+  }
+  return cmdline;
+}
+
 int KillProcessesWithArg(const std::string& needle) {
   int killed = 0;
   for (pid_t pid : FindProcessesWithArg(needle)) {

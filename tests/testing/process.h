@@ -55,6 +55,12 @@ bool FileExists(const std::string& path);
 std::vector<pid_t> FindProcessesWithArg(const std::string& needle);
 // SIGKILLs every process FindProcessesWithArg(needle) finds; returns how many.
 int KillProcessesWithArg(const std::string& needle);
+// Pids of live processes (not zombies) with `needle` inside one VAR=VALUE entry of their
+// environment, or inside their working directory's path. Processes whose /proc entries this user
+// cannot read (other users') are never listed.
+std::vector<pid_t> FindProcessesWithEnvOrCwd(const std::string& needle);
+// A process's command line, arguments joined by spaces ("" once it is gone).
+std::string ProcessCommandLine(pid_t pid);
 
 struct RunResult {
   int exit_code = -1;  // -1 when killed by a signal or not run

@@ -1,0 +1,359 @@
+// Recovery end to end (issue 4): real cohort-coordinator and cohort-agent processes on loopback,
+// real replicas (the digits-trainer, the built-in cohort-reducer, small shell programs), driven
+// through the client library and the `cohort` CLI. Each test ends by checking the process table:
+// no replica of the cluster outlives its job (LocalCluster::WaitForNoReplicaProcesses).
+//
+//   - the newest checkpoint is corrupted while a trainer is frozen, then the trainer is killed:
+//     the restarted attempt resumes from the previous valid checkpoint, and the agent's log says
+//     which one it skipped and why;
+//   - a permanent exit code fails the job with no retry; a retryable one that keeps coming spends
+//     the restart budget and fails the job; `cohort status` says which and why;
+//   - a SIGKILLed reducer makes the trainers' all-reduce fail (they name the reducer) and restarts
+//     the Reduction Server job from its checkpoint with replacement reducers; the job ends with
+//     the uninterrupted run's model;
+//
+// Binaries come from CMake ($<TARGET_FILE:...>); a test whose binaries are missing skips.
+// Waiting is deadline-driven; no test sleeps for timing.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "common/client.h"
+#include "tests/testing/local_cluster.h"
+#include "tests/testing/process.h"
+
+#ifndef COHORT_COORDINATOR_BIN
+#define COHORT_COORDINATOR_BIN ""
+#endif
+#ifndef COHORT_AGENT_BIN
+#define COHORT_AGENT_BIN ""
+#endif
+#ifndef COHORT_CLI_BIN
+#define COHORT_CLI_BIN ""
+#endif
+#ifndef COHORT_TRAINER_BIN
+#define COHORT_TRAINER_BIN ""
+#endif
+#ifndef COHORT_REDUCER_BIN
+#define COHORT_REDUCER_BIN ""
+#endif
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+bool Built(const std::string& path) { return !path.empty() && ct::FileExists(path); }
+
+// Committed checkpoints (ckpt-<step> directories with a MANIFEST) under `dir`, by step.
+std::map<int64_t, std::string> CommittedCheckpoints(const std::string& dir) {
+  std::map<int64_t, std::string> out;
+  std::error_code ec;
+  static const std::regex kName("ckpt-([0-9]+)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    std::smatch match;
+    if (!std::regex_match(name, match, kName)) continue;
+    if (!ct::FileExists(entry.path().string() + "/MANIFEST")) continue;
+    out[std::stoll(match[1].str())] = entry.path().string();
+  }
+  return out;
+}
+
+// "model crc32 1a2b3c4d after 900 steps" -> "1a2b3c4d"; "" when the log has no such line.
+std::string ModelCrc(const std::string& log) {
+  static const std::regex kCrc("model crc32 ([0-9a-f]{8}) after");
+  std::smatch match;
+  return std::regex_search(log, match, kCrc) ? match[1].str() : "";
+}
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (!cluster_) return;
+    if (HasFailure()) std::cerr << cluster_->Logs();
+    // Safety net only: every test checks for leftovers itself before this.
+    for (pid_t pid : cluster_->ReplicaProcesses()) ::kill(pid, SIGKILL);
+    cluster_.reset();
+  }
+
+  void StartCluster(ct::ClusterOptions options = {}) {
+    cluster_ = std::make_unique<ct::LocalCluster>(
+        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+    ASSERT_EQ(cluster_->StartCoordinator(), "");
+  }
+
+  // Node ids carry the pid: agents on one host must not share one (ctest runs tests in parallel).
+  static std::string Node(const std::string& name) {
+    return name + "-" + std::to_string(::getpid());
+  }
+
+  std::string OutputDir(const std::string& job) { return cluster_->scratch(job); }
+
+  wire::JobInfoT WaitForEnd(const std::string& job, std::chrono::milliseconds timeout) {
+    auto client = cluster_->Client();
+    wire::JobInfoT last;
+    ct::WaitUntil(
+        [&] {
+          auto info = client.GetJob(job);
+          if (!info.ok()) return false;
+          last = std::move(*info);
+          return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
+                 last.state == wire::JobState::CANCELLED;
+        },
+        timeout);
+    return last;
+  }
+
+  const wire::ReplicaInfoT* FindReplica(const wire::JobInfoT& job, const std::string& name) {
+    for (const auto& r : job.replicas) {
+      if (r && r->replica == name) return r.get();
+    }
+    return nullptr;
+  }
+
+  // Every log of every attempt of `replica`, as `cohort logs` prints them.
+  std::string CliLogs(const std::string& job, const std::string& replica = "chief-0") {
+    auto r = Cli({"logs", job, "--replica", replica});
+    return r.out + r.err;
+  }
+
+  ct::RunResult Cli(std::vector<std::string> args) {
+    std::vector<std::string> full = {"--insecure", "--coordinator", cluster_->client_endpoint()};
+    full.insert(full.end(), args.begin(), args.end());
+    return ct::RunProcess(COHORT_CLI_BIN, full, {}, 20s);
+  }
+
+  // Live replica processes of this cluster whose command line contains `needle`.
+  std::vector<pid_t> ReplicaProcessesRunning(const std::string& needle) {
+    std::vector<pid_t> out;
+    for (pid_t pid : cluster_->ReplicaProcesses()) {
+      if (ct::ProcessCommandLine(pid).find(needle) != std::string::npos) out.push_back(pid);
+    }
+    return out;
+  }
+
+  std::string NodeState(const std::string& node_id) {
+    auto client = cluster_->Client();
+    auto nodes = client.ListNodes();
+    if (!nodes.ok()) return "?";
+    for (const auto& n : *nodes) {
+      if (n.node_id == node_id) return n.state;
+    }
+    return "absent";
+  }
+
+  std::unique_ptr<ct::LocalCluster> cluster_;
+};
+
+#define REQUIRE_BINARIES(...)                                                        \
+  do {                                                                               \
+    for (const std::string& path : std::vector<std::string>{__VA_ARGS__}) {          \
+      if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'"; \
+    }                                                                                \
+  } while (0)
+
+// A digits-trainer pool entry (chief or worker), deterministic, checkpointing every
+// `checkpoint_every` steps; about 30 steps an epoch at batch 48.
+std::string TrainerPool(const std::string& role, int replicas, int epochs, int checkpoint_every,
+                        int hidden) {
+  return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
+         "\n    resources: {cpus: 1}\n    process:\n      command: [" +
+         std::string(COHORT_TRAINER_BIN) + "]\n      args: [--epochs=" + std::to_string(epochs) +
+         ", --checkpoint-every=" + std::to_string(checkpoint_every) +
+         ", --keep-checkpoints=5, --seed=5, --hidden=" + std::to_string(hidden) +
+         ", --batch-size=48, --optimizer=momentum]\n";
+}
+
+TEST_F(RecoveryTest, CorruptedNewestCheckpointRestartResumesFromThePreviousValidOne) {
+  REQUIRE_BINARIES(COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN, COHORT_TRAINER_BIN);
+  StartCluster();
+  ASSERT_EQ(cluster_->StartAgent({Node("node-a"), 0, 2}), "");
+  auto client = cluster_->Client();
+  const std::string job = "corrupt";
+  const std::string checkpoints = OutputDir(job) + "/checkpoints";
+  auto sub = client.Submit("name: " + job + "\noutput_dir: " + OutputDir(job) +
+                           "\nworker_pools:\n" + TrainerPool("chief", 1, 40, 10, 16) +
+                           "scheduling: {timeout: 5m, max_restarts: 2}\n");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+
+  // Two committed checkpoints, then freeze the trainer so that none is added while we look.
+  std::vector<pid_t> trainer;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        if (CommittedCheckpoints(checkpoints).size() < 2) return false;
+        trainer = ReplicaProcessesRunning(COHORT_TRAINER_BIN);
+        return trainer.size() == 1;
+      },
+      60s, 10ms))
+      << "the trainer never committed two checkpoints while running";
+  ASSERT_EQ(::kill(trainer[0], SIGSTOP), 0);
+  auto committed = CommittedCheckpoints(checkpoints);
+  ASSERT_GE(committed.size(), 2u);
+  auto newest = std::prev(committed.end());
+  auto previous = std::prev(newest);
+  // Truncate the newest checkpoint's state file: its MANIFEST no longer verifies.
+  const std::string state_file = newest->second + "/trainer_state.bin";
+  ASSERT_TRUE(ct::FileExists(state_file)) << state_file;
+  fs::resize_file(state_file, fs::file_size(state_file) / 2);
+  // A crash: exit by SIGKILL is retryable, so the chief restarts as attempt 1.
+  ASSERT_EQ(::kill(trainer[0], SIGKILL), 0);
+
+  wire::JobInfoT done = WaitForEnd(job, 90s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  const wire::ReplicaInfoT* chief = FindReplica(done, "chief-0");
+  ASSERT_NE(chief, nullptr);
+  EXPECT_EQ(chief->attempt, 1);
+
+  // The agent skipped the torn checkpoint, naming it, and restored the previous one: the
+  // restarted trainer got COHORT_RESTORE_CHECKPOINT = that one and says so in `cohort logs`.
+  std::string agent_log = cluster_->agent(Node("node-a")).Log(1 << 20);
+  EXPECT_NE(agent_log.find("skipping checkpoint: " + newest->second), std::string::npos)
+      << agent_log;
+  EXPECT_NE(agent_log.find("restoring from " + previous->second), std::string::npos) << agent_log;
+  std::string logs = CliLogs(job);
+  EXPECT_NE(logs.find("restored checkpoint " + previous->second + " at step " +
+                      std::to_string(previous->first)),
+            std::string::npos)
+      << logs;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+TEST_F(RecoveryTest, PermanentExitFailsAtOnceAndASpentRestartBudgetFailsWithItsReason) {
+  REQUIRE_BINARIES(COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN);
+  StartCluster();
+  ASSERT_EQ(cluster_->StartAgent({Node("node-a"), 0, 2}), "");
+  auto client = cluster_->Client();
+  auto job_yaml = [&](const std::string& name, const std::string& script, int max_restarts) {
+    return "name: " + name + "\noutput_dir: " + OutputDir(name) +
+           "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
+           "    process:\n      command: [/bin/sh, -c, '" + script + "', " + name + "]\n" +
+           "scheduling: {timeout: 5m, max_restarts: " + std::to_string(max_restarts) + "}\n";
+  };
+
+  // Exit 2 is permanent: no retry, though the budget allows three.
+  ASSERT_TRUE(client.Submit(job_yaml("permanent", "echo bad flags; exit 2", 3)).ok());
+  wire::JobInfoT permanent = WaitForEnd("permanent", 30s);
+  ASSERT_EQ(permanent.state, wire::JobState::FAILED) << permanent.message;
+  EXPECT_EQ(permanent.restarts, 0);
+  const wire::ReplicaInfoT* chief = FindReplica(permanent, "chief-0");
+  ASSERT_NE(chief, nullptr);
+  EXPECT_EQ(chief->attempt, 0);
+  EXPECT_EQ(chief->exit_code, 2);
+  auto status = Cli({"status", "permanent"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("FAILED"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("permanent failure"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("Restarts:"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("0 of 3"), std::string::npos) << status.out;
+
+  // Exit 137 is retryable: two restarts, then the third failure spends the budget.
+  ASSERT_TRUE(client.Submit(job_yaml("flaky", "echo attempt $COHORT_RESTART_COUNT; exit 137", 2))
+                  .ok());
+  wire::JobInfoT flaky = WaitForEnd("flaky", 30s);
+  ASSERT_EQ(flaky.state, wire::JobState::FAILED) << flaky.message;
+  EXPECT_EQ(flaky.restarts, 2);
+  chief = FindReplica(flaky, "chief-0");
+  ASSERT_NE(chief, nullptr);
+  EXPECT_EQ(chief->attempt, 2);
+  EXPECT_EQ(chief->exit_code, 137);
+  status = Cli({"status", "flaky"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("FAILED"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("the restart budget (max_restarts=2) is spent"), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("2 of 2"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("restart 1/2"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("restart 2/2"), std::string::npos) << status.out;
+  EXPECT_NE(CliLogs("flaky").find("attempt 2"), std::string::npos) << CliLogs("flaky");
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+TEST_F(RecoveryTest, KilledReducerRestartsTheJobFromItsCheckpointWithTheUninterruptedModel) {
+  REQUIRE_BINARIES(COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN, COHORT_TRAINER_BIN,
+                   COHORT_REDUCER_BIN);
+  StartCluster();
+  ASSERT_EQ(cluster_->StartAgent({Node("node-a"), 0, 5}), "");
+  auto client = cluster_->Client();
+  // examples/jobs/digits_ddp.yaml, smaller: a chief and two workers averaging through two
+  // reducers, the whole job restarted when any replica is.
+  auto job_yaml = [&](const std::string& name) {
+    return "name: " + name + "\noutput_dir: " + OutputDir(name) + "\nworker_pools:\n" +
+           TrainerPool("chief", 1, 12, 20, 32) + TrainerPool("worker", 2, 12, 20, 32) +
+           "  - role: reducer\n    replicas: 2\n    resources: {cpus: 1}\n    builtin: reducer\n"
+           "scheduling: {timeout: 5m, max_restarts: 3, restart_job_on_worker_restart: true}\n";
+  };
+
+  ASSERT_TRUE(client.Submit(job_yaml("reference")).ok());
+  wire::JobInfoT reference = WaitForEnd("reference", 120s);
+  ASSERT_EQ(reference.state, wire::JobState::SUCCEEDED) << reference.message;
+  EXPECT_EQ(reference.restarts, 0);
+  const std::string reference_crc = ModelCrc(CliLogs("reference"));
+  ASSERT_FALSE(reference_crc.empty()) << CliLogs("reference");
+  ASSERT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived the reference job";
+
+  ASSERT_TRUE(client.Submit(job_yaml("reducer_lost")).ok());
+  const std::string checkpoints = OutputDir("reducer_lost") + "/checkpoints";
+  // Reducer 0 gets chunk 0, which every all-reduce sends, however small the buffer.
+  pid_t reducer0 = 0;
+  static const std::regex kStarted("reducer_lost/reducer-0 attempt 0: started pid ([0-9]+)");
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        if (CommittedCheckpoints(checkpoints).empty()) return false;
+        std::smatch match;
+        std::string log = cluster_->agent(Node("node-a")).Log(1 << 20);
+        if (!std::regex_search(log, match, kStarted)) return false;
+        reducer0 = static_cast<pid_t>(std::stol(match[1].str()));
+        auto running = ReplicaProcessesRunning("cohort-reducer");
+        return std::find(running.begin(), running.end(), reducer0) != running.end();
+      },
+      60s, 10ms))
+      << "the job never ran to its first checkpoint with reducer-0 up";
+  ASSERT_EQ(::kill(reducer0, SIGKILL), 0);
+
+  wire::JobInfoT done = WaitForEnd("reducer_lost", 120s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_GE(done.restarts, 1);
+  for (const auto& r : done.replicas) EXPECT_GE(r->attempt, 1) << r->replica;
+  bool reducer_event = false;
+  for (const auto& e : done.events) {
+    if (e->message.find("the whole job") != std::string::npos &&
+        e->message.find("reducer-") != std::string::npos) {
+      reducer_event = true;
+    }
+  }
+  EXPECT_TRUE(reducer_event) << "no restart event names the killed reducer";
+  // The trainers' all-reduce failed on the lost reducer (it did not hang until stopped).
+  std::string first_attempts;
+  for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
+    first_attempts += Cli({"logs", "reducer_lost", "--replica", replica, "--attempt", "0"}).out;
+  }
+  EXPECT_NE(first_attempts.find("UNAVAILABLE: averaging gradients at step"), std::string::npos)
+      << first_attempts;
+  EXPECT_NE(first_attempts.find("reducer 0"), std::string::npos) << first_attempts;
+  std::string logs = CliLogs("reducer_lost");
+  EXPECT_NE(logs.find("restored checkpoint " + checkpoints), std::string::npos) << logs;
+  // Only an attempt that trained to the end prints the crc: the last one.
+  EXPECT_EQ(ModelCrc(logs), reference_crc) << logs;
+  EXPECT_TRUE(ct::ReadFile(OutputDir("reducer_lost") + "/model/model.bin") ==
+              ct::ReadFile(OutputDir("reference") + "/model/model.bin"))
+      << "the restarted run's model differs from the uninterrupted run's";
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+}  // namespace
+}  // namespace cohort
