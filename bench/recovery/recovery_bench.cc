@@ -6,7 +6,9 @@
 //                       times, from the kill: the node shown LOST, and the replica RUNNING on the
 //                       other node (polled every 5 ms through the client library). The killed
 //                       agent is started again before the next run, and the next run kills the
-//                       other one. --heartbeat-timeout sets the coordinator's flag.
+//                       other one. --heartbeat-timeout sets the coordinator's flag. With
+//                       --signal TERM the agent gets SIGTERM instead (a preemption notice: it
+//                       stops its replicas, reports them PREEMPTED and exits).
 //   coordinator-restart a real coordinator, --agents real agents, one running job per agent. Each
 //                       run SIGKILLs the coordinator and starts it again on the same state dir and
 //                       ports, and times, from the new process's start: it answers a client, and
@@ -55,6 +57,7 @@ struct Args {
   std::string coordinator = "build/coordinator/cohort-coordinator";
   std::string agent = "build/agent/cohort-agent";
   std::string heartbeat_timeout = "10s";
+  std::string signal = "KILL";  // node-loss: KILL (a crash) or TERM (a preemption notice)
   int agents = 3;
   int jobs = 0;  // coordinator-restart-sim: 0 means one per agent
   int runs = 5;
@@ -113,9 +116,10 @@ int NodeLoss(const Args& a) {
   if (auto s = client.Submit(LoopJob("victim", cluster.scratch("victim"), 1000)); !s.ok()) {
     return std::fprintf(stderr, "submit: %s\n", s.status().ToString().c_str()), 1;
   }
-  std::printf("node-loss: coordinator --heartbeat-timeout %s, 2 agents, one 1-replica job\n",
-              a.heartbeat_timeout.c_str());
-  Series lost{"kill -> node LOST"}, running{"kill -> replica RUNNING elsewhere"};
+  std::printf("node-loss: SIG%s to the agent, coordinator --heartbeat-timeout %s, 2 agents, "
+              "one 1-replica job\n",
+              a.signal.c_str(), a.heartbeat_timeout.c_str());
+  Series lost{"signal -> node LOST"}, running{"signal -> replica RUNNING elsewhere"};
   int attempt = -1;
   for (int run = 0; run < a.runs; ++run) {
     std::string host;
@@ -141,7 +145,11 @@ int NodeLoss(const Args& a) {
         },
         std::chrono::seconds(30), milliseconds(5));
     auto t0 = Clock::now();
-    cluster.agent(host).Kill();
+    if (a.signal == "TERM") {
+      cluster.agent(host).Signal(SIGTERM);
+    } else {
+      cluster.agent(host).Kill();
+    }
     double t_lost = -1, t_running = -1;
     ct::WaitUntil(
         [&] {
@@ -162,7 +170,8 @@ int NodeLoss(const Args& a) {
           return t_running >= 0;
         },
         std::chrono::seconds(120), milliseconds(5));
-    std::printf("  run %d: killed %s; LOST after %.1f ms; RUNNING elsewhere after %.1f ms\n", run,
+    if (a.signal == "TERM") cluster.agent(host).Wait(std::chrono::seconds(30));
+    std::printf("  run %d: signalled %s; LOST after %.1f ms; RUNNING elsewhere after %.1f ms\n", run,
                 host.c_str(), t_lost, t_running);
     if (t_lost >= 0) lost.values.push_back(t_lost);
     if (t_running >= 0) running.values.push_back(t_running);
@@ -503,7 +512,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: cohort-recovery-bench node-loss|coordinator-restart|"
                  "coordinator-restart-sim [--coordinator PATH] [--agent PATH] "
-                 "[--heartbeat-timeout 10s] [--agents N] [--jobs N] [--runs N]\n");
+                 "[--heartbeat-timeout 10s] [--signal KILL|TERM] [--agents N] [--jobs N] "
+                 "[--runs N]\n");
     return 2;
   }
   a.mode = argv[1];
@@ -515,6 +525,7 @@ int main(int argc, char** argv) {
     else if (k == "--agents") a.agents = std::stoi(v);
     else if (k == "--jobs") a.jobs = std::stoi(v);
     else if (k == "--runs") a.runs = std::stoi(v);
+    else if (k == "--signal") a.signal = v;
     else return std::fprintf(stderr, "unknown flag %s\n", k.c_str()), 2;
   }
   spdlog::set_level(spdlog::level::warn);
