@@ -32,6 +32,7 @@ enum class PsOp : uint8_t {
   kClock = 4,     // the worker finished one iteration (SSP)
   kShutdown = 5,  // training is over: later pushes are refused
   kBye = 6,       // this worker leaves the current transport generation
+  kBarrier = 7,   // answered once every worker still here has sent as many barriers
 };
 
 constexpr uint32_t kRequestMagic = 0x51525043;  // "CPRQ"

@@ -50,6 +50,7 @@ std::string OpName(PsOp op) {
     case PsOp::kClock: return "clock";
     case PsOp::kShutdown: return "shutdown";
     case PsOp::kBye: return "bye";
+    case PsOp::kBarrier: return "barrier";
   }
   return "op " + std::to_string(static_cast<int>(op));
 }
@@ -82,6 +83,7 @@ struct PsServer::Request {
 PsServer::PsServer(PsServerOptions options) : options_(std::move(options)) {
   clocks_.assign(std::max(1, options_.num_workers), 0);
   left_.assign(std::max(1, options_.num_workers), false);
+  barriers_.assign(std::max(1, options_.num_workers), 0);
 }
 
 PsServer::~PsServer() = default;
@@ -487,6 +489,25 @@ Status PsServer::HandleBye(int worker, const std::atomic<bool>& stop) {
   return Status::Ok();
 }
 
+Status PsServer::HandleBarrier(int worker, const std::atomic<bool>& stop) {
+  std::unique_lock<std::mutex> lock(clock_mu_);
+  const int64_t mine = ++barriers_[worker];
+  clock_cv_.notify_all();
+  const Deadline deadline = SteadyClock::now() + options_.timeout;
+  auto all_here = [&] {
+    for (size_t w = 0; w < barriers_.size(); ++w) {
+      if (!left_[w] && barriers_[w] < mine) return false;
+    }
+    return true;
+  };
+  while (!all_here()) {
+    if (stop.load() || failed_.load()) return Aborted("the generation ended during a barrier");
+    if (SteadyClock::now() >= deadline) return DeadlineExceeded("not every worker reached the barrier in time");
+    clock_cv_.wait_until(lock, std::min(deadline, SteadyClock::now() + options_.poll_interval));
+  }
+  return Status::Ok();
+}
+
 // ---- the serving loop ----
 
 Status PsServer::ReceiveRequest(Transport& transport, int worker, const char* message, Request* r) {
@@ -644,6 +665,9 @@ Status PsServer::ServeWorker(Transport& transport, int worker, const std::atomic
             spdlog::info("parameter server {}: shutdown requested by worker {}", options_.server_index, worker);
           }
           break;
+        case PsOp::kBarrier:
+          status = HandleBarrier(worker, stop);
+          break;
         case PsOp::kBye:
           status = HandleBye(worker, stop);
           bye = true;
@@ -680,6 +704,7 @@ Status PsServer::Serve(Transport& transport, const std::atomic<bool>& stop) {
     std::lock_guard<std::mutex> lock(clock_mu_);
     clocks_.assign(n, applied_clock_);
     left_.assign(n, false);
+    barriers_.assign(n, 0);
     for (auto& p : parts_) {
       std::lock_guard<std::mutex> part_lock(p->mu);
       p->acc.clear();

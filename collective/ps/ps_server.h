@@ -116,6 +116,7 @@ class PsServer {
   Status HandlePull(const Request& r, int worker, char* out, const std::atomic<bool>& stop);
   Status HandleClock(int worker);
   Status HandleBye(int worker, const std::atomic<bool>& stop);
+  Status HandleBarrier(int worker, const std::atomic<bool>& stop);
   int64_t MinClockLocked() const;  // clock_mu_ held
   // Resolves a request's keys against the layout: the parts it touches, in order.
   Status ResolveParts(const Request& r, std::vector<Part*>* parts, uint64_t* owned_bytes) const;
@@ -140,6 +141,7 @@ class PsServer {
   std::condition_variable clock_cv_;
   std::vector<int64_t> clocks_;   // guarded by clock_mu_
   std::vector<bool> left_;        // guarded by clock_mu_
+  std::vector<int64_t> barriers_; // guarded by clock_mu_
   int64_t applied_clock_ = 0;     // guarded by clock_mu_
   int64_t max_read_gap_ = 0;      // guarded by clock_mu_
 

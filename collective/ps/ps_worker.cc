@@ -345,6 +345,8 @@ Status PsWorker::Clock() {
 
 Status PsWorker::Shutdown() { return Broadcast(PsOp::kShutdown, nullptr); }
 
+Status PsWorker::Barrier() { return Broadcast(PsOp::kBarrier, nullptr); }
+
 StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer) {
   if (poisoned_) return Aborted("init: the worker is poisoned by an earlier transport error; rebuild it");
   if (layout.num_keys() == 0) return InvalidArgument("init: the model has no keys");

@@ -94,6 +94,8 @@ class PsWorker {
   Status Clock();
   // Tells every server that training is over: later pushes are refused.
   Status Shutdown();
+  // Returns once every worker has called Barrier as often (through every server).
+  Status Barrier();
 
   int rank() const { return transport_->rank(); }
   int num_workers() const { return num_workers_; }

@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
 #include "examples/digits_trainer/digits_dataset.h"
+#include "examples/digits_trainer/ps_trainer.h"
 #include "examples/digits_trainer/trainer.h"
 
 namespace {
@@ -53,6 +54,40 @@ std::vector<std::string> NormalizeFlags(int argc, char** argv) {
   return args;
 }
 
+int ExitCodeFor(const cohort::Status& status) {
+  switch (status.code()) {
+    case StatusCode::kCancelled:         // stopped by a signal, after the checkpoint
+    case StatusCode::kAborted:           // a poisoned communicator or an injected failure
+    case StatusCode::kUnavailable:       // a peer is gone
+    case StatusCode::kDeadlineExceeded:  // a peer stopped answering
+      return kExitRetryable;
+    default:
+      return 1;
+  }
+}
+
+// The parameter-server mode (ps_trainer.h): the model and the optimizer live on the job's
+// parameter servers.
+int RunParameterServerMode(const TrainerOptions& options, const std::string& optimizer, int staleness,
+                           const Dataset& train, const Dataset& test) {
+  auto ps = cohort::collective::ps::PsWorker::FromEnvironment();
+  if (!ps.ok()) {
+    spdlog::error("{}", ps.status().ToString());
+    return ps.status().code() == StatusCode::kInvalidArgument ? 2 : kExitRetryable;
+  }
+  PsTrainerOptions po;
+  po.base = options;
+  po.optimizer = *cohort::collective::ps::ParseOptimizerKind(optimizer);
+  po.staleness = staleness;
+  PsTrainer trainer(po, train, test, ps->get());
+  auto result = trainer.Run();
+  if (!result.ok()) {
+    spdlog::error("{}", result.status().ToString());
+    return result.status().code() == StatusCode::kInvalidArgument ? 2 : ExitCodeFor(result.status());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,6 +96,8 @@ int main(int argc, char** argv) {
   std::string optimizer = "momentum";
   std::string data_path = kDefaultDigitsPath;
   uint64_t split_seed = 42;
+  std::string mode = "auto";
+  int staleness = -1;
   po::options_description flags("digits-trainer: data-parallel MLP on the digits data set");
   auto add = flags.add_options();
   add("help", "show this help");
@@ -71,7 +108,12 @@ int main(int argc, char** argv) {
   add("hidden", po::value(&options.hidden)->default_value(options.hidden), "hidden units");
   add("batch-size", po::value(&options.batch_size)->default_value(options.batch_size),
       "global batch size (split across ranks)");
-  add("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | momentum");
+  add("optimizer", po::value(&optimizer)->default_value(optimizer),
+      "sgd | momentum | adam (adam: parameter-server mode only)");
+  add("mode", po::value(&mode)->default_value(mode),
+      "auto | allreduce | ps (auto: ps when the job has parameter servers, COHORT_PS_ADDRS)");
+  add("staleness", po::value(&staleness)->default_value(staleness),
+      "parameter-server mode: -1 asynchronous, s >= 0 bounded staleness (0: synchronous)");
   add("momentum", po::value(&options.momentum)->default_value(options.momentum, "0.9"),
       "momentum coefficient");
   add("seed", po::value(&options.seed)->default_value(options.seed),
@@ -104,12 +146,19 @@ int main(int argc, char** argv) {
     std::cout << flags << "\n";
     return 0;
   }
+  if (mode != "auto" && mode != "allreduce" && mode != "ps") {
+    std::cerr << "digits-trainer: --mode must be auto, allreduce or ps, got " << mode << "\n";
+    return 2;
+  }
+  const bool ps_mode = mode == "ps" || (mode == "auto" && !Env("COHORT_PS_ADDRS").empty());
   if (optimizer == "sgd") {
     options.optimizer = Optimizer::kSgd;
   } else if (optimizer == "momentum") {
     options.optimizer = Optimizer::kMomentum;
-  } else {
-    std::cerr << "digits-trainer: --optimizer must be sgd or momentum, got " << optimizer << "\n";
+  } else if (optimizer != "adam" || !ps_mode) {
+    std::cerr << "digits-trainer: --optimizer must be sgd or momentum"
+              << (ps_mode ? " or adam" : " (adam runs on parameter servers: --mode=ps)") << ", got " << optimizer
+              << "\n";
     return 2;
   }
   if (!vm.count("model-dir")) options.model_dir = Env("AIP_MODEL_DIR");
@@ -143,6 +192,8 @@ int main(int argc, char** argv) {
   }
   Dataset train, test;
   SplitTrainTest(*data, 0.2, split_seed, &train, &test);
+
+  if (ps_mode) return RunParameterServerMode(options, optimizer, staleness, train, test);
 
   auto averager = MakeGradientAveragerFromEnvironment();
   if (!averager.ok()) {

@@ -1,0 +1,111 @@
+// digits-trainer's parameter-server mode over the loopback transport (ranks and servers are
+// threads): synchronous ranks end with one model, asynchronous training reaches an accuracy
+// within 2 points of synchronous, and Adam on the servers trains.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "collective/ps/ps_server.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "examples/digits_trainer/ps_trainer.h"
+
+namespace cohort::examples {
+namespace {
+
+namespace fs = std::filesystem;
+using collective::LoopbackFabric;
+using collective::ps::OptimizerKind;
+using collective::ps::PsServer;
+using collective::ps::PsServerOptions;
+using collective::ps::PsWorker;
+
+class DigitsPsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kDefaultDigitsPath)) {
+      GTEST_SKIP() << kDefaultDigitsPath << " is missing (Debian package python3-sklearn)";
+    }
+    auto data = LoadDigits(kDefaultDigitsPath);
+    ASSERT_TRUE(data.ok()) << data.status().ToString();
+    SplitTrainTest(*data, 0.2, 42, &train_, &test_);
+  }
+
+  // Trains with `workers` ranks and `servers` servers; returns every rank's result.
+  std::vector<TrainResult> Run(int workers, int servers, int staleness, OptimizerKind optimizer, int epochs) {
+    LoopbackFabric fabric(workers + servers);
+    std::vector<std::unique_ptr<PsServer>> ps;
+    for (int j = 0; j < servers; ++j) {
+      PsServerOptions o;
+      o.num_workers = workers;
+      o.num_servers = servers;
+      o.server_index = j;
+      o.poll_interval = std::chrono::milliseconds(20);
+      ps.push_back(std::make_unique<PsServer>(o));
+    }
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int j = 0; j < servers; ++j) {
+      threads.emplace_back([&, j] {
+        auto t = fabric.CreateTransport(workers + j);
+        (void)ps[j]->Serve(*t, stop);
+      });
+    }
+    std::vector<TrainResult> results(workers);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < workers; ++r) {
+      ranks.emplace_back([&, r] {
+        auto w = PsWorker::Attach(fabric.CreateTransport(r), workers, servers, {});
+        ASSERT_TRUE(w.ok());
+        PsTrainerOptions po;
+        po.base.epochs = epochs;
+        po.base.learning_rate = 0.05;
+        po.base.log = nullptr;
+        po.optimizer = optimizer;
+        po.staleness = staleness;
+        PsTrainer trainer(po, train_, test_, w->get());
+        auto result = trainer.Run();
+        ASSERT_TRUE(result.ok()) << result.status().ToString();
+        results[r] = *result;
+      });
+    }
+    for (auto& t : ranks) t.join();
+    stop.store(true);
+    for (auto& t : threads) t.join();
+    return results;
+  }
+
+  Dataset train_, test_;
+};
+
+TEST_F(DigitsPsTest, SynchronousRanksEndWithOneModelThatTrains) {
+  // (Synchronous mode against a single-process optimizer, element by element, is in
+  // tests/collective/ps_loopback_test.cc.)
+  auto results = Run(3, 2, 0, OptimizerKind::kMomentum, 3);
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.params, results[0].params);
+    EXPECT_EQ(r.steps, results[0].steps);
+  }
+  EXPECT_GT(results[0].test_accuracy, 0.9);
+}
+
+TEST_F(DigitsPsTest, AsynchronousAccuracyWithinTwoPointsOfSynchronous) {
+  const auto sync = Run(4, 2, 0, OptimizerKind::kMomentum, 8);
+  const auto async = Run(4, 2, -1, OptimizerKind::kMomentum, 8);
+  const double a_sync = sync[0].test_accuracy;
+  const double a_async = async[0].test_accuracy;
+  std::printf("test accuracy after 8 epochs: synchronous %.4f, asynchronous %.4f\n", a_sync, a_async);
+  EXPECT_GT(a_sync, 0.9);
+  EXPECT_GE(a_async, a_sync - 0.02) << "sync " << a_sync << " async " << a_async;
+}
+
+TEST_F(DigitsPsTest, AdamOnTheServersTrains) {
+  auto results = Run(2, 1, 1, OptimizerKind::kAdam, 3);
+  EXPECT_GT(results[0].test_accuracy, 0.9);
+}
+
+}  // namespace
+}  // namespace cohort::examples
