@@ -4,8 +4,8 @@
 // no replica of the cluster outlives its job (LocalCluster::WaitForNoReplicaProcesses).
 //
 //   - the newest checkpoint is corrupted while a trainer is frozen, then the trainer is killed:
-//     the restarted attempt resumes from the previous valid checkpoint, and the agent's log says
-//     which one it skipped and why;
+//     the restarted attempt resumes from the previous valid checkpoint (the agent's log says
+//     which one it skipped and why) and ends with the uninterrupted run's model;
 //   - a permanent exit code fails the job with no retry; a retryable one that keeps coming spends
 //     the restart budget and fails the job; `cohort status` says which and why;
 //   - a SIGKILLed reducer makes the trainers' all-reduce fail (they name the reducer) and restarts
@@ -183,11 +183,20 @@ TEST_F(RecoveryTest, CorruptedNewestCheckpointRestartResumesFromThePreviousValid
   StartCluster();
   ASSERT_EQ(cluster_->StartAgent({Node("node-a"), 0, 2}), "");
   auto client = cluster_->Client();
+  auto job_yaml = [&](const std::string& name) {
+    return "name: " + name + "\noutput_dir: " + OutputDir(name) + "\nworker_pools:\n" +
+           TrainerPool("chief", 1, 10, 10, 16) + "scheduling: {timeout: 5m, max_restarts: 2}\n";
+  };
+  // The reference: the same job, never interrupted.
+  ASSERT_TRUE(client.Submit(job_yaml("reference")).ok());
+  wire::JobInfoT reference = WaitForEnd("reference", 90s);
+  ASSERT_EQ(reference.state, wire::JobState::SUCCEEDED) << reference.message;
+  const std::string reference_model = ct::ReadFile(OutputDir("reference") + "/model/model.bin");
+  ASSERT_FALSE(reference_model.empty());
+
   const std::string job = "corrupt";
   const std::string checkpoints = OutputDir(job) + "/checkpoints";
-  auto sub = client.Submit("name: " + job + "\noutput_dir: " + OutputDir(job) +
-                           "\nworker_pools:\n" + TrainerPool("chief", 1, 40, 10, 16) +
-                           "scheduling: {timeout: 5m, max_restarts: 2}\n");
+  auto sub = client.Submit(job_yaml(job));
   ASSERT_TRUE(sub.ok()) << sub.status().ToString();
 
   // Two committed checkpoints, then freeze the trainer so that none is added while we look.
@@ -230,6 +239,9 @@ TEST_F(RecoveryTest, CorruptedNewestCheckpointRestartResumesFromThePreviousValid
                       std::to_string(previous->first)),
             std::string::npos)
       << logs;
+  // Resumed from an older step, it still trains to the uninterrupted run's model, bit for bit.
+  EXPECT_TRUE(ct::ReadFile(OutputDir(job) + "/model/model.bin") == reference_model)
+      << "the resumed run's model differs from the reference";
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
