@@ -47,6 +47,7 @@ enum RequestFlags : uint16_t {
   kInlineKeys = 2,
   kInlinePayload = 4,
   kHasValues = 8,  // init: carries values and the optimizer config
+  kReset = 16,     // init with values: replace whatever model the server holds (benchmarks)
 };
 
 struct RequestHeader {

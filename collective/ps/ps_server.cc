@@ -309,6 +309,17 @@ Status PsServer::ResolveParts(const Request& r, std::vector<Part*>* parts, uint6
 Status PsServer::HandleInit(const Request& r, int64_t* clock) {
   COHORT_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::Parse(r.layout));
   std::unique_lock<std::mutex> lock(state_mu_);
+  if ((r.h.flags & kHasValues) && (r.h.flags & kReset) && initialized_) {
+    // Replace the model: only sound while no other worker has a request in flight (benchmarks
+    // reset between phases, behind a barrier).
+    std::lock_guard<std::mutex> apply_lock(apply_mu_);
+    std::lock_guard<std::mutex> clock_lock(clock_mu_);
+    initialized_ = false;
+    applied_clock_ = 0;
+    std::fill(clocks_.begin(), clocks_.end(), 0);
+    async_pushes_.store(0);
+    last_checkpoint_step_ = 0;
+  }
   if (!initialized_ && (r.h.flags & kHasValues)) {
     std::lock_guard<std::mutex> apply_lock(apply_mu_);
     COHORT_RETURN_IF_ERROR(InitShard(layout, options_.optimizer_override.value_or(r.h.optimizer), r.payload,

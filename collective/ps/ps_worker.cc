@@ -347,7 +347,8 @@ Status PsWorker::Shutdown() { return Broadcast(PsOp::kShutdown, nullptr); }
 
 Status PsWorker::Barrier() { return Broadcast(PsOp::kBarrier, nullptr); }
 
-StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer) {
+StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer,
+                                      bool reset) {
   if (poisoned_) return Aborted("init: the worker is poisoned by an earlier transport error; rebuild it");
   if (layout.num_keys() == 0) return InvalidArgument("init: the model has no keys");
   COHORT_RETURN_IF_ERROR(optimizer.Validate());
@@ -369,6 +370,7 @@ StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* val
     ConstBytes payload;
     if (values != nullptr) {
       h.flags |= kHasValues;
+      if (reset) h.flags |= kReset;
       h.optimizer = optimizer;
       h.payload_bytes = boundaries_[s + 1] - boundaries_[s];
       payload = ConstBytes{static_cast<const char*>(values) + boundaries_[s], h.payload_bytes};

@@ -80,7 +80,10 @@ class PsWorker {
   // a checkpoint or initialized earlier). Other workers pass nullptr and wait until the model
   // exists. Returns the clock the servers resume from (0 on a fresh start); the worker's clock
   // starts there.
-  StatusOr<int64_t> InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer);
+  // reset (with values): replace the model the servers hold even if they have one; sound only
+  // while no other worker has a request in flight (benchmarks switch models behind a Barrier).
+  StatusOr<int64_t> InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer,
+                              bool reset = false);
 
   // `keys` strictly increasing; `bytes` = the keys' total size; all keys of `type`.
   StatusOr<RequestId> Push(std::span<const uint64_t> keys, const void* data, size_t bytes, DataType type);

@@ -1,0 +1,91 @@
+// Parameter server end to end: a real coordinator and agent run a digits-trainer job whose pool 2
+// is `builtin: parameter_server` (the agent starts cohort-ps); the trainers run in their
+// parameter-server mode, the job SUCCEEDS with a trained model, the servers checkpoint their
+// shards, and no replica outlives the job.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "common/checkpoint.h"
+#include "common/client.h"
+#include "tests/testing/local_cluster.h"
+#include "tests/testing/process.h"
+
+#ifndef COHORT_COORDINATOR_BIN
+#define COHORT_COORDINATOR_BIN ""
+#endif
+#ifndef COHORT_AGENT_BIN
+#define COHORT_AGENT_BIN ""
+#endif
+#ifndef COHORT_TRAINER_BIN
+#define COHORT_TRAINER_BIN ""
+#endif
+#ifndef COHORT_PS_BIN
+#define COHORT_PS_BIN ""
+#endif
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+using namespace std::chrono_literals;
+
+bool Built(const std::string& path) { return !path.empty() && ct::FileExists(path); }
+
+std::string TrainerPool(const std::string& role, int replicas) {
+  return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
+         "\n    resources: {cpus: 1}\n    process:\n      command: [" + std::string(COHORT_TRAINER_BIN) +
+         "]\n      args: [--mode=ps, --staleness=0, --epochs=4, --hidden=32, --batch-size=48, --lr=0.05, "
+         "--optimizer=momentum, --seed=3]\n";
+}
+
+TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
+  for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN}) {
+    if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'";
+  }
+  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  ASSERT_EQ(cluster.StartAgent({.node_id = "ps-node-" + std::to_string(::getpid()), .cpus = 8}), "");
+  const std::string out = cluster.scratch("digits_ps");
+  const std::string spec = "name: digits_ps\noutput_dir: " + out + "\nworker_pools:\n" + TrainerPool("chief", 1) +
+                           TrainerPool("worker", 1) +
+                           "  - role: parameter_server\n    replicas: 2\n    resources: {cpus: 1}\n"
+                           "    builtin: parameter_server\n"
+                           "scheduling: {timeout: 5m, max_restarts: 0}\n";
+  auto client = cluster.Client();
+  auto submitted = client.Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  wire::JobInfoT last;
+  ct::WaitUntil(
+      [&] {
+        auto info = client.GetJob("digits_ps");
+        if (!info.ok()) return false;
+        last = std::move(*info);
+        return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
+               last.state == wire::JobState::CANCELLED;
+      },
+      120s);
+  ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs();
+
+  // The chief wrote a trained model; the metrics say it came from two parameter servers.
+  ASSERT_TRUE(ct::FileExists(out + "/model/model.bin"));
+  auto metrics = nlohmann::json::parse(ct::ReadFile(out + "/model/metrics.json"), nullptr, false);
+  ASSERT_FALSE(metrics.is_discarded());
+  EXPECT_EQ(metrics["parameter_servers"], 2);
+  EXPECT_EQ(metrics["world_size"], 2);
+  EXPECT_GT(metrics["test_accuracy"].get<double>(), 0.85);
+  // Both servers checkpointed their shard (every 100 steps; the run has 4 x 30 = 120).
+  for (int i = 0; i < 2; ++i) {
+    auto ckpt = FindLatestValidCheckpoint(out + "/checkpoints/ps-" + std::to_string(i));
+    EXPECT_TRUE(ckpt.ok()) << "server " << i << ": " << ckpt.status().ToString();
+  }
+  EXPECT_EQ(cluster.WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+}  // namespace
+}  // namespace cohort
