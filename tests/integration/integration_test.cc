@@ -363,11 +363,18 @@ TEST_F(IntegrationTest, FailingChiefFailsTheJobAndStopsTheWorkers) {
   EXPECT_TRUE(ct::FileExists(job.out_dir + "/env-worker-0.json"));
   EXPECT_TRUE(ct::FileExists(job.out_dir + "/env-worker-1.json"));
   EXPECT_TRUE(NoReplicaProcessesLeft()) << "worker processes survived the failed job";
-  // Once stopped, no replica is reported as still running.
-  auto settled = WaitForState(name, {wire::JobState::FAILED});
-  for (const auto& r : settled.replicas) {
-    EXPECT_NE(r->state, wire::ReplicaState::RUNNING) << r->replica;
-  }
+  // Once stopped, no replica is reported as still running (the agent's STOPPED reports may land
+  // a moment after the processes are gone, so wait for them).
+  auto settled = client.WaitForJob(
+      name,
+      [](const wire::JobInfoT& j) {
+        for (const auto& r : j.replicas) {
+          if (r->state == wire::ReplicaState::RUNNING) return false;
+        }
+        return j.state == wire::JobState::FAILED;
+      },
+      SteadyClock::now() + 10s, 50ms);
+  ASSERT_TRUE(settled.ok()) << "replicas still reported RUNNING: " << settled.status().ToString();
 
   // The CLI's --wait reports failure with exit 1.
   ProbeJob again = MakeJob("failing_chief_cli");
