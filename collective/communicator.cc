@@ -134,6 +134,10 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   }
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
                           MakeTransport(bootstrap, rank, world_size, num_reducers, comm->generation_, options));
+  if (auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get()); ucx != nullptr) {
+    // Every rank derives this from the same published addresses, so all workers agree.
+    comm->one_host_shared_memory_ = ucx->AllPeersOnThisHost() && ucx->SharedMemoryEnabled();
+  }
   return comm;
 }
 
@@ -209,11 +213,19 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.num_workers = world_size_;
   o.num_reducers = num_reducers_;
   o.window = options_.window;
-  if (algorithm == Algorithm::kAuto) algorithm = num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
+  if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm();
   Status s = algorithm == Algorithm::kReductionServer ? ReductionServerAllreduce(*transport_, o)
                                                       : RingAllreduce(*transport_, o);
   if (!s.ok()) poisoned_ = true;
   return s;
+}
+
+Algorithm Communicator::AutoAlgorithm() const {
+  // On one host over shared memory the ring wins at every size (bench/RESULTS.md): there is no
+  // link for the Reduction Server to halve the traffic of, and its reducers' extra copies compete
+  // for the same cores. Everywhere else the Reduction Server when the job has reducers.
+  if (num_reducers_ == 0 || one_host_shared_memory_) return Algorithm::kRing;
+  return Algorithm::kReductionServer;
 }
 
 Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,

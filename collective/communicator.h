@@ -64,9 +64,13 @@ class Communicator {
   ~Communicator();
 
   // In-place all-reduce of `count` elements at `data` (host memory; device memory too where
-  // built with CUDA: staged through pinned host memory). kAuto picks the Reduction Server when
-  // the communicator has reducers, else the ring.
+  // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm = Algorithm::kAuto);
+
+  // What kAuto runs: the ring when the job has no reducers or when every rank (workers and
+  // reducers) shares this host with UCX shared memory enabled (the ring is faster there); the
+  // Reduction Server otherwise. The same on every worker.
+  Algorithm AutoAlgorithm() const;
 
   int rank() const { return rank_; }
   int size() const { return world_size_; }
@@ -85,6 +89,7 @@ class Communicator {
   CommunicatorOptions options_;
   uint32_t seq_ = 0;
   bool poisoned_ = false;
+  bool one_host_shared_memory_ = false;  // UCX, every rank on this host, shared memory allowed
   std::unique_ptr<StoreServer> store_server_;  // rank 0 of FromEnvironment only
   std::unique_ptr<Bootstrap> owned_bootstrap_;
   std::unique_ptr<LoopbackFabric> owned_fabric_;

@@ -30,58 +30,59 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   const size_t pieces_per_step = (max_seg + piece_elems - 1) / piece_elems;
   const int right = (rank + 1) % n;
   const int left = (rank - 1 + n) % n;
-  std::vector<char> tmp(max_seg * es);
+  // Reduce-scatter pieces land in a ring of kSlots piece buffers and are summed into place as
+  // soon as they arrive, while the next ones travel: the summand is still in cache when it is
+  // added (a whole-segment temporary went cold at large sizes), and the buffer stays small.
+  constexpr size_t kSlots = 4;
+  const size_t slots = std::min(kSlots, std::max<size_t>(1, pieces_per_step));
+  std::vector<char> tmp(slots * std::min(piece_elems, max_seg) * es);
+  const size_t slot_elems = std::min(piece_elems, max_seg);
 
-  struct Piece {
-    Request recv;
-    Request send;
-    size_t offset;  // elements within the segment
-    size_t elems;
-  };
-  std::vector<Piece> pieces;
+  std::vector<Request> recvs;
+  std::vector<Request> sends;
 
   // One ring step: send segment `send_idx` to the right, receive segment `recv_idx` from the left
-  // (into tmp and reduce, or straight into place for the all-gather).
+  // (through the slots and reduce, or straight into place for the all-gather).
   auto step = [&](uint32_t step_base, int send_idx, int recv_idx, bool reduce) -> Status {
-    pieces.clear();
     const size_t recv_n = seg_elems(recv_idx);
     const size_t send_n = seg_elems(send_idx);
-    const size_t np = std::max((recv_n + piece_elems - 1) / piece_elems,
-                               (send_n + piece_elems - 1) / piece_elems);
-    pieces.resize(np);
-    for (size_t k = 0; k < np; ++k) {
-      const Tag tag = MakeTag(options.seq, step_base + static_cast<uint32_t>(k));
-      Piece& p = pieces[k];
-      p.offset = k * piece_elems;
-      p.elems = p.offset < recv_n ? std::min(piece_elems, recv_n - p.offset) : 0;
-      if (p.elems > 0) {
-        char* dst = reduce ? tmp.data() + p.offset * es
-                           : data + (seg_offset[recv_idx] + p.offset) * es;
-        COHORT_ASSIGN_OR_RETURN(p.recv, transport.Irecv(left, tag, MutableBytes{dst, p.elems * es}));
-      }
-      const size_t s_off = k * piece_elems;
-      if (s_off < send_n) {
-        const size_t s_elems = std::min(piece_elems, send_n - s_off);
+    const size_t recv_pieces = (recv_n + piece_elems - 1) / piece_elems;
+    const size_t send_pieces = (send_n + piece_elems - 1) / piece_elems;
+    auto piece_tag = [&](size_t k) { return MakeTag(options.seq, step_base + static_cast<uint32_t>(k)); };
+    auto piece_len = [&](size_t total, size_t k) { return std::min(piece_elems, total - k * piece_elems); };
+    auto post_recv = [&](size_t k) -> Status {
+      char* dst = reduce ? tmp.data() + (k % slots) * slot_elems * es
+                         : data + (seg_offset[recv_idx] + k * piece_elems) * es;
+      COHORT_ASSIGN_OR_RETURN(recvs[k], transport.Irecv(left, piece_tag(k),
+                                                        MutableBytes{dst, piece_len(recv_n, k) * es}));
+      return Status::Ok();
+    };
+    recvs.clear();
+    recvs.resize(recv_pieces);
+    sends.clear();
+    sends.resize(send_pieces);
+    const size_t first_recvs = reduce ? std::min(slots, recv_pieces) : recv_pieces;
+    for (size_t k = 0; k < std::max(first_recvs, send_pieces); ++k) {
+      if (k < first_recvs) COHORT_RETURN_IF_ERROR(post_recv(k));
+      if (k < send_pieces) {
         COHORT_ASSIGN_OR_RETURN(
-            p.send, transport.Isend(right, tag,
-                                    ConstBytes{data + (seg_offset[send_idx] + s_off) * es, s_elems * es}));
+            sends[k], transport.Isend(right, piece_tag(k),
+                                      ConstBytes{data + (seg_offset[send_idx] + k * piece_elems) * es,
+                                                 piece_len(send_n, k) * es}));
       }
     }
-    for (auto& p : pieces) {
-      if (p.recv.valid()) {
-        COHORT_RETURN_IF_ERROR(p.recv.Wait(options.deadline).WithContext(
-            "ring all-reduce: receive from rank " + std::to_string(left)));
-        if (reduce) {
-          ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + p.offset) * es,
-                     tmp.data() + p.offset * es, p.elems);
-        }
+    for (size_t k = 0; k < recv_pieces; ++k) {
+      COHORT_RETURN_IF_ERROR(recvs[k].Wait(options.deadline).WithContext(
+          "ring all-reduce: receive from rank " + std::to_string(left)));
+      if (reduce) {
+        ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,
+                   tmp.data() + (k % slots) * slot_elems * es, piece_len(recv_n, k));
+        if (k + slots < recv_pieces) COHORT_RETURN_IF_ERROR(post_recv(k + slots));
       }
     }
-    for (auto& p : pieces) {
-      if (p.send.valid()) {
-        COHORT_RETURN_IF_ERROR(p.send.Wait(options.deadline).WithContext(
-            "ring all-reduce: send to rank " + std::to_string(right)));
-      }
+    for (auto& r : sends) {
+      COHORT_RETURN_IF_ERROR(r.Wait(options.deadline).WithContext(
+          "ring all-reduce: send to rank " + std::to_string(right)));
     }
     return Status::Ok();
   };

@@ -59,12 +59,17 @@ Status FromUcs(ucs_status_t status, const std::string& what) {
 
 // Identity of this host and PID namespace: peers with the same identity can check each other's
 // liveness by PID (shared-memory transports have no peer-failure detection of their own).
+// The network namespace is part of it: ranks in different network namespaces (containers, the
+// emulated cluster of bench/netns) count as different hosts and talk over the network.
 std::string HostIdentity() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  char ns[128] = {0};
-  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
-  return boot + "/" + (n > 0 ? std::string(ns, n) : std::string("?"));
+  auto link = [](const char* path) {
+    char buf[128] = {0};
+    const ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+    return n > 0 ? std::string(buf, n) : std::string("?");
+  };
+  return boot + "/" + link("/proc/self/ns/pid") + "/" + link("/proc/self/ns/net");
 }
 
 // False once process `pid` is gone (or a zombie) on this host.
@@ -108,6 +113,20 @@ bool PeerFailureTransportsEnabled() {
   return false;
 }
 
+// Whether UCX_TLS leaves UCX a shared-memory transport (posix, sysv, cma, ...). Those cannot
+// report a dead peer, so UCX never picks them for an endpoint created with the peer error mode:
+// same-host endpoints must ask for mode none (and rely on PID checks) to get shared memory at all;
+// with the peer mode they silently fall back to loopback tcp, 3x slower on one host.
+bool SharedMemoryTransportsEnabled() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
+  const std::string list = std::string(",") + tls + ",";
+  for (const char* t : {"all", "sm", "shm", "mm", "posix", "sysv", "cma", "knem", "xpmem"}) {
+    if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
+  }
+  return false;
+}
+
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 
 }  // namespace
@@ -133,6 +152,13 @@ class UcxTransportImpl {
   int rank_;
   int size_;
   UcxTransportOptions options_;
+
+  bool AllPeersOnThisHost() const {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_ && peer_pid_[peer] == 0) return false;
+    }
+    return true;
+  }
 
  private:
   struct EpArg {
@@ -217,6 +243,7 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   std::string mine = EncodeAddress(std::string(reinterpret_cast<const char*>(address), address_len));
   const std::string my_host = HostIdentity();
   const bool peer_failure_tls = PeerFailureTransportsEnabled();
+  const bool shm_tls = SharedMemoryTransportsEnabled();
   ucp_worker_release_address(worker_, address);
   const std::string key_base = options_.key_prefix + "/addr/";
   COHORT_RETURN_IF_ERROR(bootstrap.Put(key_base + std::to_string(rank_), mine)
@@ -245,8 +272,10 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                            UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep_params.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
-    ep_params.err_mode = peer_pid_[peer] != 0 && !peer_failure_tls ? UCP_ERR_HANDLING_MODE_NONE
-                                                                  : UCP_ERR_HANDLING_MODE_PEER;
+    // Same-host peers: mode none whenever shared memory may be used (see
+    // SharedMemoryTransportsEnabled); their death is noticed by PID instead.
+    ep_params.err_mode = peer_pid_[peer] != 0 && (shm_tls || !peer_failure_tls) ? UCP_ERR_HANDLING_MODE_NONE
+                                                                               : UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = &UcxTransportImpl::OnEpError;
     ep_params.err_handler.arg = ep_args_[peer].get();
     std::lock_guard<std::mutex> lock(mu_);
@@ -477,6 +506,8 @@ UcxTransport::UcxTransport(std::unique_ptr<UcxTransportImpl> impl) : impl_(std::
 UcxTransport::~UcxTransport() = default;
 int UcxTransport::rank() const { return impl_->rank_; }
 int UcxTransport::size() const { return impl_->size_; }
+bool UcxTransport::AllPeersOnThisHost() const { return impl_->AllPeersOnThisHost(); }
+bool UcxTransport::SharedMemoryEnabled() const { return SharedMemoryTransportsEnabled(); }
 
 StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {
   return impl_->Post(peer, tag, true, data.data, nullptr, data.size);

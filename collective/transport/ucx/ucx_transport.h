@@ -5,9 +5,11 @@
 // Peers exchange worker addresses through a Bootstrap and then say hello to each other, so
 // Create returns only when every rank is reachable (or fails naming the one that is not).
 //
-// Shared memory: UCX's sm transports cannot detect a dead peer, so UCX refuses the peer error
-// mode for them; endpoints to same-host peers then fall back to UCP_ERR_HANDLING_MODE_NONE and
-// the transport checks those peers' PIDs (published with the address) every 100 ms while it waits.
+// Shared memory: UCX's sm transports cannot detect a dead peer, so UCX never uses them for an
+// endpoint in the peer error mode. Endpoints to same-host peers (same boot, PID and network
+// namespace) therefore use UCP_ERR_HANDLING_MODE_NONE whenever UCX_TLS allows shared memory
+// (unset does), and the transport checks those peers' PIDs (published with the address) every
+// 100 ms while it waits. With UCX_TLS=tcp they keep the peer mode and tcp's own detection.
 //
 // Progress: there is no progress thread. A thread that waits on a Request drives the worker
 // (under the transport's mutex), spinning briefly and then sleeping on the worker's event fd.
@@ -50,6 +52,10 @@ class UcxTransport final : public Transport {
   std::string name() const override { return "ucx"; }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
+  // True when every other rank runs on this host (same boot, PID and network namespace).
+  bool AllPeersOnThisHost() const;
+  // True when UCX_TLS lets UCX use shared memory between same-host ranks.
+  bool SharedMemoryEnabled() const;
 
  private:
   explicit UcxTransport(std::unique_ptr<UcxTransportImpl> impl);
