@@ -1,0 +1,463 @@
+#include "bench/cohort_bench/ps_bench.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include "collective/ps/ps_server.h"
+#include "collective/ps/ps_worker.h"
+#include "collective/store_bootstrap.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "common/logging.h"
+
+namespace cohort::bench {
+namespace {
+
+using collective::DataType;
+using collective::ps::ModelLayout;
+using collective::ps::OptimizerConfig;
+using collective::ps::PsServer;
+using collective::ps::PsServerOptions;
+using collective::ps::PsWorker;
+using collective::ps::PsWorkerOptions;
+using collective::ps::RequestId;
+using Clock = std::chrono::steady_clock;
+
+std::optional<size_t> ParseSize(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0) return std::nullopt;
+  const std::string unit(end);
+  double mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B") return std::nullopt;
+  return static_cast<size_t>(v * mult);
+}
+
+bool ParseSizes(const std::string& spec, std::vector<size_t>* sizes) {
+  sizes->clear();
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) {
+    auto one = ParseSize(spec);
+    if (!one || *one == 0) return false;
+    sizes->push_back(*one);
+    return true;
+  }
+  auto lo = ParseSize(spec.substr(0, colon));
+  auto hi = ParseSize(spec.substr(colon + 1));
+  if (!lo || !hi || *lo == 0 || *lo > *hi) return false;
+  for (size_t s = *lo; s <= *hi; s *= 2) sizes->push_back(s);
+  return true;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+Status WaitOne(PsWorker& ps, StatusOr<RequestId> id) {
+  if (!id.ok()) return id.status();
+  return ps.Wait(*id);
+}
+
+// The model of one size: one key, or keys of key_bytes.
+StatusOr<ModelLayout> LayoutFor(size_t size, size_t key_bytes) {
+  const uint64_t count = std::max<uint64_t>(1, size / 4);
+  if (key_bytes == 0) return ModelLayout::FromCounts({count}, DataType::kF32);
+  const uint64_t per = std::max<uint64_t>(1, key_bytes / 4);
+  std::vector<uint64_t> counts;
+  for (uint64_t done = 0; done < count; done += per) counts.push_back(std::min(per, count - done));
+  return ModelLayout::FromCounts(counts, DataType::kF32);
+}
+
+// Every worker switches to `layout` together: worker 0 replaces the servers' model, the others
+// check theirs against it.
+Status SwitchModel(PsWorker& ps, const ModelLayout& layout) {
+  COHORT_RETURN_IF_ERROR(ps.Barrier());
+  OptimizerConfig c;  // asynchronous SGD, lr 1, sum: pushing -1 adds exactly 1 per push
+  c.learning_rate = 1.0;
+  c.rescale = 1.0;
+  if (ps.rank() == 0) {
+    std::vector<float> zeros(layout.total_bytes() / 4, 0.0f);
+    COHORT_RETURN_IF_ERROR(ps.InitModel(layout, zeros.data(), c, /*reset=*/true).status());
+  }
+  COHORT_RETURN_IF_ERROR(ps.Barrier());
+  if (ps.rank() != 0) COHORT_RETURN_IF_ERROR(ps.InitModel(layout, nullptr, c).status());
+  return ps.Barrier();
+}
+
+void PrintHeader(const PsBenchOptions& o) {
+  if (o.json) return;
+  const char* tls = std::getenv("UCX_TLS");
+  std::printf("# cohort-bench ps: %d workers, %d servers, transport %s%s%s%s, f32, async sgd, iters %d, warmup %d%s\n",
+              o.workers, o.servers, o.transport.c_str(), o.transport == "ucx" ? " (UCX_TLS=" : "",
+              o.transport == "ucx" ? (tls ? tls : "all") : "", o.transport == "ucx" ? ")" : "", o.iters, o.warmup,
+              o.key_bytes ? (", keys of " + std::to_string(o.key_bytes) + " B").c_str() : ", one key");
+  if (o.update_rate) {
+    std::printf("# %10s %10s %6s %7s %10s %14s %12s\n", "keys", "key_bytes", "batch", "window", "updates",
+                "time_us", "updates_per_s");
+  } else {
+    std::printf("# %12s %12s %6s %12s %11s %12s %11s %6s %8s\n", "size", "count", "type", "push_us", "push_GBps",
+                "pull_us", "pull_GBps", "links", "wrong");
+  }
+  std::fflush(stdout);
+}
+
+// Runs `iters` rounds of `op` between barriers; returns seconds per round (slowest worker).
+StatusOr<double> Timed(PsWorker& ps, int iters, const std::function<Status()>& op, int* done) {
+  COHORT_RETURN_IF_ERROR(ps.Barrier());
+  const auto t0 = Clock::now();
+  int n = 0;
+  for (; n < iters; ++n) COHORT_RETURN_IF_ERROR(op());
+  COHORT_RETURN_IF_ERROR(ps.Barrier());
+  *done = n;
+  return Seconds(Clock::now() - t0) / std::max(1, n);
+}
+
+Status RunThroughput(PsWorker& ps, const PsBenchOptions& o) {
+  for (size_t size : o.sizes) {
+    COHORT_ASSIGN_OR_RETURN(ModelLayout layout, LayoutFor(size, o.key_bytes));
+    COHORT_RETURN_IF_ERROR(SwitchModel(ps, layout));
+    const size_t count = layout.total_bytes() / 4;
+    std::vector<float> grad(count, -1.0f);
+    std::vector<float> params(count, 0.0f);
+    // Auto-scale the rounds so big models do not take minutes: at least 2 timed rounds.
+    int iters = o.iters;
+    if (o.max_seconds_per_size > 0) {
+      const double per_round_guess = static_cast<double>(layout.total_bytes()) * o.workers / 50e6;  // 50 MB/s floor
+      iters = std::clamp(static_cast<int>(o.max_seconds_per_size / std::max(per_round_guess, 1e-6)), 2, o.iters);
+    }
+    for (int i = 0; i < o.warmup; ++i) COHORT_RETURN_IF_ERROR(WaitOne(ps, ps.PushAll(grad.data())));
+    int done = 0;
+    COHORT_ASSIGN_OR_RETURN(double push_s, Timed(ps, iters, [&] { return WaitOne(ps, ps.PushAll(grad.data())); },
+                                                 &done));
+    const int pushes = o.warmup + done;
+    COHORT_ASSIGN_OR_RETURN(double pull_s, Timed(ps, iters, [&] { return WaitOne(ps, ps.PullAll(params.data())); },
+                                                 &done));
+    int64_t wrong = 0;
+    if (o.check) {
+      const float want = static_cast<float>(pushes) * o.workers;
+      for (float v : params) wrong += v != want;
+    }
+    if (ps.rank() == 0) {
+      const double bytes = static_cast<double>(layout.total_bytes()) * o.workers;
+      const double push_gbps = bytes / push_s / 1e9;
+      const double pull_gbps = bytes / pull_s / 1e9;
+      const int links = std::min(o.workers, o.servers);
+      if (o.json) {
+        std::printf("{\"impl\":\"cohort-ps\",\"size\":%zu,\"count\":%zu,\"type\":\"f32\",\"push_us\":%.3f,"
+                    "\"push_GBps\":%.6f,\"pull_us\":%.3f,\"pull_GBps\":%.6f,\"links\":%d,\"wrong\":%s,"
+                    "\"workers\":%d,\"servers\":%d,\"keys\":%zu,\"transport\":\"%s\",\"iters\":%d}\n",
+                    size, count, push_s * 1e6, push_gbps, pull_s * 1e6, pull_gbps, links,
+                    o.check ? std::to_string(wrong).c_str() : "null", o.workers, o.servers, layout.num_keys(),
+                    o.transport.c_str(), iters);
+      } else {
+        std::printf("  %12zu %12zu %6s %12.2f %11.4f %12.2f %11.4f %6d %8s\n", size, count, "f32", push_s * 1e6,
+                    push_gbps, pull_s * 1e6, pull_gbps, links, o.check ? std::to_string(wrong).c_str() : "N/A");
+      }
+      std::fflush(stdout);
+    }
+    if (wrong > 0) return DataLoss("worker " + std::to_string(ps.rank()) + ": " + std::to_string(wrong) + " wrong values");
+  }
+  return Status::Ok();
+}
+
+Status RunUpdateRate(PsWorker& ps, const PsBenchOptions& o) {
+  const size_t key_bytes = o.key_bytes ? o.key_bytes : 4096;
+  COHORT_ASSIGN_OR_RETURN(ModelLayout layout, LayoutFor(key_bytes * o.keys, key_bytes));
+  COHORT_RETURN_IF_ERROR(SwitchModel(ps, layout));
+  const size_t per = key_bytes / 4;
+  const int batch = std::max(1, o.batch);
+  std::vector<float> grads(per * batch, -1.0f);
+  const int requests = std::max(1, o.updates / batch);
+  // Each worker starts at its own offset and walks the keys: every server gets its share.
+  size_t next_key = (layout.num_keys() / o.workers) * ps.rank();
+  std::deque<RequestId> inflight;
+  std::vector<std::vector<uint64_t>> key_lists(o.window + 1);
+  int slot = 0;
+  auto issue = [&]() -> Status {
+    std::vector<uint64_t>& keys = key_lists[slot];
+    slot = (slot + 1) % static_cast<int>(key_lists.size());
+    if (next_key + batch > layout.num_keys()) next_key = 0;
+    keys.clear();
+    for (int b = 0; b < batch; ++b) keys.push_back(next_key + b);
+    next_key += batch;
+    COHORT_ASSIGN_OR_RETURN(RequestId id, ps.Push(keys, grads.data(), keys.size() * key_bytes, DataType::kF32));
+    inflight.push_back(id);
+    return Status::Ok();
+  };
+  COHORT_RETURN_IF_ERROR(ps.Barrier());
+  const auto t0 = Clock::now();
+  for (int r = 0; r < requests; ++r) {
+    if (static_cast<int>(inflight.size()) >= o.window) {
+      COHORT_RETURN_IF_ERROR(ps.Wait(inflight.front()));
+      inflight.pop_front();
+    }
+    COHORT_RETURN_IF_ERROR(issue());
+  }
+  while (!inflight.empty()) {
+    COHORT_RETURN_IF_ERROR(ps.Wait(inflight.front()));
+    inflight.pop_front();
+  }
+  COHORT_RETURN_IF_ERROR(ps.Barrier());
+  const double s = Seconds(Clock::now() - t0);
+  if (ps.rank() == 0) {
+    const double updates = static_cast<double>(requests) * batch * o.workers;
+    if (o.json) {
+      std::printf("{\"impl\":\"cohort-ps\",\"mode\":\"update-rate\",\"keys\":%zu,\"key_bytes\":%zu,\"batch\":%d,"
+                  "\"window\":%d,\"updates\":%.0f,\"time_us\":%.3f,\"updates_per_s\":%.1f,\"workers\":%d,"
+                  "\"servers\":%d,\"transport\":\"%s\"}\n",
+                  layout.num_keys(), key_bytes, batch, o.window, updates, s * 1e6, updates / s, o.workers, o.servers,
+                  o.transport.c_str());
+    } else {
+      std::printf("  %10zu %10zu %6d %7d %10.0f %14.1f %12.1f\n", layout.num_keys(), key_bytes, batch, o.window,
+                  updates, s * 1e6, updates / s);
+    }
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
+Status RunWorker(PsWorker& ps, const PsBenchOptions& o) {
+  if (ps.rank() == 0) PrintHeader(o);
+  Status s = o.update_rate ? RunUpdateRate(ps, o) : RunThroughput(ps, o);
+  if (s.ok() && ps.rank() == 0) s = ps.Shutdown();
+  return s;
+}
+
+PsServerOptions ServerOptions(const PsBenchOptions& o, int index) {
+  PsServerOptions so;
+  so.num_workers = o.workers;
+  so.num_servers = o.servers;
+  so.server_index = index;
+  so.timeout = std::chrono::milliseconds(o.timeout_ms);
+  return so;
+}
+
+int RunOneRank(const PsBenchOptions& o, const std::string& role, int rank, const std::string& address) {
+  if (role == "server") {
+    auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
+    if (!bootstrap.ok()) return 1;
+    PsServer server(ServerOptions(o, rank));
+    collective::ps::PsRunOptions ro;
+    ro.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
+    ro.rejoin_timeout = std::chrono::milliseconds(0);
+    std::atomic<bool> stop{false};
+    Status s = collective::ps::RunParameterServer(**bootstrap, server, ro, stop);
+    if (!s.ok()) spdlog::error("server {}: {}", rank, s.ToString());
+    return s.ok() ? 0 : 1;
+  }
+  std::unique_ptr<collective::StoreServer> store;
+  if (rank == 0) {
+    auto started = collective::StoreServer::Start(address);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 1;
+    }
+    store = std::move(*started);
+  }
+  auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
+  if (!bootstrap.ok()) return 1;
+  PsWorkerOptions wo;
+  wo.timeout = std::chrono::milliseconds(o.timeout_ms);
+  auto ps = PsWorker::Create(**bootstrap, rank, o.workers, o.servers, wo);
+  if (!ps.ok()) {
+    spdlog::error("worker {}: {}", rank, ps.status().ToString());
+    return 1;
+  }
+  Status s = RunWorker(**ps, o);
+  if (!s.ok()) spdlog::error("worker {}: {}", rank, s.ToString());
+  ps->reset();
+  return s.ok() ? 0 : 1;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int RunForked(const PsBenchOptions& o) {
+  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (int i = 0; i < o.workers + o.servers; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const bool worker = i < o.workers;
+      const int code = RunOneRank(o, worker ? "worker" : "server", worker ? i : i - o.workers, address);
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t p : pids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
+}
+
+int RunThreads(const PsBenchOptions& o) {
+  collective::LoopbackFabric fabric(o.workers + o.servers);
+  std::vector<std::unique_ptr<PsServer>> servers;
+  for (int j = 0; j < o.servers; ++j) servers.push_back(std::make_unique<PsServer>(ServerOptions(o, j)));
+  std::atomic<int> rc{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> server_threads, worker_threads;
+  for (int j = 0; j < o.servers; ++j) {
+    server_threads.emplace_back([&, j] {
+      auto t = fabric.CreateTransport(o.workers + j);
+      Status s = servers[j]->Serve(*t, stop);
+      if (!s.ok() && s.code() != StatusCode::kCancelled) rc = 1;
+    });
+  }
+  for (int i = 0; i < o.workers; ++i) {
+    worker_threads.emplace_back([&, i] {
+      PsWorkerOptions wo;
+      wo.timeout = std::chrono::milliseconds(o.timeout_ms);
+      auto ps = PsWorker::Attach(fabric.CreateTransport(i), o.workers, o.servers, wo);
+      Status s = ps.ok() ? RunWorker(**ps, o) : ps.status();
+      if (!s.ok()) {
+        spdlog::error("worker {}: {}", i, s.ToString());
+        rc = 1;
+      }
+    });
+  }
+  for (auto& t : worker_threads) t.join();
+  stop.store(true);
+  for (auto& t : server_threads) t.join();
+  return rc.load();
+}
+
+}  // namespace
+
+void PrintPsUsage() {
+  std::printf(
+      "usage: cohort-bench ps [--workers N] [--servers S] [--sizes 1M:256M] [--key-bytes B]\n"
+      "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S] [--check] [--json]\n"
+      "         [--update-rate [--key-bytes 4K] [--keys N] [--batch K] [--window W] [--updates N]]\n"
+      "         [--rank R --role worker|server --bootstrap HOST:PORT] [--timeout-ms MS]\n"
+      "Push and pull throughput of the parameter server (aggregate over the workers), or with\n"
+      "--update-rate the key updates per second for small keys. --transport inproc runs ranks as\n"
+      "threads; ucx forks one process per worker and server (UCX_TLS from the environment). With\n"
+      "--rank/--bootstrap this process is one rank of a job launched elsewhere (worker 0 serves the\n"
+      "bootstrap store at HOST:PORT); --rank is the worker rank or, with --role server, the server index.\n");
+}
+
+bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* help) {
+  std::string sizes = "1M:256M";
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    std::optional<std::string> inline_value;
+    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    }
+    auto value = [&]() -> std::optional<std::string> {
+      if (inline_value) return inline_value;
+      if (i + 1 < args.size()) return args[++i];
+      return std::nullopt;
+    };
+    auto to_int = [](const std::string& s, int* out) {
+      char* end = nullptr;
+      const long v = std::strtol(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0') return false;
+      *out = static_cast<int>(v);
+      return true;
+    };
+    bool ok = true;
+    if (a == "--help" || a == "-h") {
+      *help = true;
+      return true;
+    } else if (a == "--check") {
+      o->check = true;
+    } else if (a == "--json") {
+      o->json = true;
+    } else if (a == "--update-rate") {
+      o->update_rate = true;
+    } else {
+      auto v = value();
+      if (!v) {
+        std::fprintf(stderr, "cohort-bench ps: %s needs a value\n", a.c_str());
+        return false;
+      }
+      if (a == "--workers") ok = to_int(*v, &o->workers) && o->workers >= 1;
+      else if (a == "--servers") ok = to_int(*v, &o->servers) && o->servers >= 1;
+      else if (a == "--sizes") sizes = *v;
+      else if (a == "--key-bytes") {
+        auto s = ParseSize(*v);
+        ok = s.has_value() && (*s == 0 || *s >= 4);
+        if (ok) o->key_bytes = *s;
+      } else if (a == "--transport") {
+        o->transport = *v;
+        ok = *v == "ucx" || *v == "inproc";
+      } else if (a == "--iters") ok = to_int(*v, &o->iters) && o->iters >= 1;
+      else if (a == "--warmup") ok = to_int(*v, &o->warmup) && o->warmup >= 0;
+      else if (a == "--max-seconds-per-size") o->max_seconds_per_size = std::atof(v->c_str());
+      else if (a == "--timeout-ms") ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
+      else if (a == "--keys") {
+        int k = 0;
+        ok = to_int(*v, &k) && k >= 1;
+        o->keys = static_cast<size_t>(k);
+      } else if (a == "--batch") ok = to_int(*v, &o->batch) && o->batch >= 1;
+      else if (a == "--window") ok = to_int(*v, &o->window) && o->window >= 1;
+      else if (a == "--updates") ok = to_int(*v, &o->updates) && o->updates >= 1;
+      else if (a == "--rank") ok = to_int(*v, &o->rank) && o->rank >= 0;
+      else if (a == "--role") {
+        o->role = *v;
+        ok = *v == "worker" || *v == "server";
+      } else if (a == "--bootstrap") o->bootstrap = *v;
+      else {
+        std::fprintf(stderr, "cohort-bench ps: unknown flag %s (--help lists them)\n", a.c_str());
+        return false;
+      }
+    }
+    if (!ok) {
+      std::fprintf(stderr, "cohort-bench ps: bad value for %s\n", a.c_str());
+      return false;
+    }
+  }
+  if (!ParseSizes(sizes, &o->sizes)) {
+    std::fprintf(stderr, "cohort-bench ps: bad --sizes '%s' (e.g. 1M:256M)\n", sizes.c_str());
+    return false;
+  }
+  if ((o->rank >= 0) != !o->bootstrap.empty()) {
+    std::fprintf(stderr, "cohort-bench ps: --rank and --bootstrap go together\n");
+    return false;
+  }
+  return true;
+}
+
+int RunPsBench(const PsBenchOptions& o) {
+  if (o.rank >= 0) {
+    const int limit = o.role == "server" ? o.servers : o.workers;
+    if (o.rank >= limit) {
+      std::fprintf(stderr, "cohort-bench ps: --rank %d is out of range for %d %ss\n", o.rank, limit, o.role.c_str());
+      return 2;
+    }
+    return RunOneRank(o, o.role, o.rank, o.bootstrap);
+  }
+  return o.transport == "inproc" ? RunThreads(o) : RunForked(o);
+}
+
+}  // namespace cohort::bench
