@@ -75,7 +75,9 @@ struct PsServer::Request {
   RequestHeader h;
   std::vector<uint64_t> keys;  // explicit key list (empty for kKeyRange)
   const char* payload = nullptr;
-  std::vector<char> payload_storage;
+  // Values received in their own message land in the serving thread's buffer, reused across
+  // requests: fresh multi-MiB allocations are fresh mmaps, and UCX would register each anew.
+  std::vector<char>* payload_storage = nullptr;
   std::string layout;
   Status problem;  // found while receiving: answered without handling
 };
@@ -586,10 +588,10 @@ Status PsServer::ReceiveRequest(Transport& transport, int worker, const char* me
                                      std::to_string(options_.server_index) + " holds only " +
                                      std::to_string(limit) + " bytes (values not received)");
       } else {
-        r->payload_storage.resize(h.payload_bytes);
-        r->payload = r->payload_storage.data();
+        if (r->payload_storage->size() < h.payload_bytes) r->payload_storage->resize(h.payload_bytes);
+        r->payload = r->payload_storage->data();
         COHORT_ASSIGN_OR_RETURN(auto req, transport.Irecv(worker, MessageTag(h.id, kPayloadStep),
-                                                          MutableBytes{r->payload_storage.data(), h.payload_bytes}));
+                                                          MutableBytes{r->payload_storage->data(), h.payload_bytes}));
         recvs.push_back(std::move(req));
       }
     }
@@ -639,6 +641,7 @@ Status PsServer::Reply(Transport& transport, int worker, const Request& r, const
 Status PsServer::ServeWorker(Transport& transport, int worker, const std::atomic<bool>& stop) {
   std::vector<char> message(kMaxRequestBytes);
   std::vector<char> pulled;
+  std::vector<char> payload;
   while (true) {
     COHORT_ASSIGN_OR_RETURN(auto req, transport.Irecv(worker, RequestTag(), MutableBytes{message.data(), message.size()}));
     while (!req.Poll(SteadyClock::now() + options_.poll_interval)) {
@@ -647,6 +650,7 @@ Status PsServer::ServeWorker(Transport& transport, int worker, const std::atomic
     }
     COHORT_RETURN_IF_ERROR(req.Wait(SteadyClock::now()).WithContext("waiting for worker " + std::to_string(worker)));
     Request r;
+    r.payload_storage = &payload;
     COHORT_RETURN_IF_ERROR(ReceiveRequest(transport, worker, message.data(), &r));
     Status status = r.problem;
     bool bye = false;
