@@ -764,7 +764,12 @@ PsServerStats PsServer::stats() const {
     s.applied_clock = applied_clock_;
     s.max_read_gap = max_read_gap_;
   }
-  s.step = optimizer_.staleness >= 0 ? s.applied_clock
+  bool ssp;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    ssp = optimizer_.staleness >= 0;
+  }
+  s.step = ssp ? s.applied_clock
                                      : static_cast<int64_t>(async_pushes_.load() / std::max(1, options_.num_workers));
   s.restored_step = restored_step_;
   return s;
