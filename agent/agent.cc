@@ -127,6 +127,8 @@ Status Agent::Run(const std::atomic<bool>& stop) {
 Status Agent::Preempt() {
   preempting_ = true;
   NotifyStopping();
+  // Tell the coordinator at once (a draining heartbeat) so it places nothing new here.
+  next_heartbeat_ = Now();
   int running = 0;
   for (auto& [key, a] : attempts_) {
     if (a.final || (!a.process && !a.pending)) continue;
@@ -649,6 +651,7 @@ void Agent::RunTimers() {
   if (now >= next_heartbeat_) {
     wire::HeartbeatT heartbeat;
     heartbeat.node_id = config_.node_id;
+    heartbeat.draining = preempting_;
     wire::BodyUnion body;
     body.Set(std::move(heartbeat));
     Send(RequestKind::kHeartbeat, "", 0, std::move(body));

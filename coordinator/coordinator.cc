@@ -116,7 +116,7 @@ Status Coordinator::Recover() {
     if (!job->finished()) {
       active_[job->seq] = job.get();
     } else if (AnyHolding(*job)) {
-      draining_.insert(name);
+      ended_holding_.insert(name);
     }
   }
   if (!replay.records.empty()) {
@@ -433,7 +433,7 @@ wire::NodeListT Coordinator::Nodes() const {
     }
   }
   // Jobs that ended may still have replicas being stopped.
-  for (const auto& name : draining_) {
+  for (const auto& name : ended_holding_) {
     auto it = jobs_.find(name);
     if (it == jobs_.end()) continue;
     const JobRecord* job = it->second.get();
@@ -452,7 +452,7 @@ wire::NodeListT Coordinator::Nodes() const {
     auto ni = std::make_unique<wire::NodeInfoT>();
     ni->node_id = id;
     ni->address = n.address;
-    ni->state = n.ready ? "READY" : "LOST";
+    ni->state = !n.ready ? "LOST" : n.draining ? "DRAINING" : "READY";
     for (const auto& g : n.gpus) ni->gpus.push_back(std::make_unique<wire::GpuInfoT>(g));
     ni->cpus = n.cpus;
     ni->memory_mb = n.memory_mb;
@@ -532,6 +532,7 @@ void Coordinator::OnRegister(const RoutedMessage& m, const wire::RegisterAgent& 
   }
   node.last_heartbeat_ms = now;
   node.ready = true;
+  node.draining = false;
   node.peer = m.peer;
   spdlog::info("node {} {} ({} GPUs, {} CPUs, {} MiB) at {}", node_id,
                was_lost ? "came back" : (returning ? "re-registered" : "registered"),
@@ -580,7 +581,7 @@ void Coordinator::OnRegister(const RoutedMessage& m, const wire::RegisterAgent& 
     }
   }
   // Finished jobs may still wait for replicas to stop.
-  for (const auto& name : draining_) {
+  for (const auto& name : ended_holding_) {
     auto jit = jobs_.find(name);
     if (jit == jobs_.end()) continue;
     JobRecord* job = jit->second.get();
@@ -603,8 +604,14 @@ void Coordinator::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req
   wire::HeartbeatReplyT reply;
   reply.known = it != nodes_.end() && it->second.ready;
   if (reply.known) {
-    it->second.last_heartbeat_ms = clock_->NowMs();
-    it->second.peer = m.peer;
+    NodeRecord& node = it->second;
+    node.last_heartbeat_ms = clock_->NowMs();
+    node.peer = m.peer;
+    if (req.draining() && !node.draining) {
+      node.draining = true;
+      spdlog::info("node {} is draining (its agent is shutting down): nothing new is placed there",
+                   node.node_id);
+    }
   }
   Reply(m, Encode(m.message.request_id(), std::move(reply)), true);
 }
@@ -817,7 +824,7 @@ void Coordinator::FinishJob(JobRecord& job, JobState state, const std::string& m
   AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message);
   StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")");
   active_.erase(job.seq);
-  if (AnyHolding(job)) draining_.insert(job.name);
+  if (AnyHolding(job)) ended_holding_.insert(job.name);
   MarkDirty(job);
 }
 
@@ -965,7 +972,7 @@ void Coordinator::CheckJobs(int64_t now) {
     }
   }
   if (grace_over) {
-    for (const auto& name : draining_) {
+    for (const auto& name : ended_holding_) {
       auto jit = jobs_.find(name);
       if (jit == jobs_.end()) continue;
       JobRecord* job = jit->second.get();
@@ -982,7 +989,7 @@ void Coordinator::CheckJobs(int64_t now) {
 ClusterView Coordinator::BuildView(std::map<std::string, int>* node_index) const {
   ClusterView view(options_.port_min, options_.port_max);
   for (const auto& [id, n] : nodes_) {
-    if (!n.ready) continue;
+    if (!n.ready || n.draining) continue;
     NodeFree f;
     f.node_id = id;
     for (const auto& g : n.gpus) f.free_gpus.push_back(g.index);
@@ -1016,10 +1023,10 @@ ClusterView Coordinator::BuildView(std::map<std::string, int>* node_index) const
     }
   };
   for (const auto& [seq, job] : active_) account(*job);
-  for (auto it = draining_.begin(); it != draining_.end();) {
+  for (auto it = ended_holding_.begin(); it != ended_holding_.end();) {
     auto jit = jobs_.find(*it);
     if (jit == jobs_.end() || !AnyHolding(*jit->second)) {
-      it = draining_.erase(it);
+      it = ended_holding_.erase(it);
       continue;
     }
     account(*jit->second);

@@ -20,7 +20,9 @@
 //   previous node first), or, with restart_job_on_worker_restart, stops the whole job and queues
 //   it again (every replica attempt+1 once the old attempts are gone). Each restart takes one
 //   from max_restarts and is recorded as a job event with its reason.
-// Nodes: a node silent for heartbeat_timeout is LOST and its replicas LOST (then restarted). After
+// Nodes: a node whose agent sends a draining heartbeat (it is shutting down) gets nothing new
+// placed on it until it registers again; the replicas it reports PREEMPTED restart elsewhere.
+// A node silent for heartbeat_timeout is LOST and its replicas LOST (then restarted). After
 // a coordinator restart, nodes are unknown until their agents re-register; replicas on a node that
 // has not re-registered within heartbeat_timeout of the start are LOST too.
 //
@@ -155,7 +157,7 @@ class Coordinator {
   std::map<std::string, std::unique_ptr<JobRecord>> jobs_;
   std::map<uint64_t, JobRecord*> active_;  // unfinished jobs by submit order
   // Finished jobs whose replicas may still hold resources (stops outstanding); pruned lazily.
-  mutable std::set<std::string> draining_;
+  mutable std::set<std::string> ended_holding_;
   std::map<std::string, NodeRecord> nodes_;
   std::set<std::string> dirty_;
   std::vector<Outgoing> outbox_;

@@ -84,6 +84,7 @@ struct NodeRecord {
   std::map<std::string, std::string> labels;
   int64_t last_heartbeat_ms = 0;
   bool ready = true;  // false: LOST
+  bool draining = false;  // its agent is shutting down: nothing new is placed here
   std::string peer;   // ROUTER identity its agent last spoke from (the agent sets its node id)
 };
 

@@ -206,9 +206,10 @@ class CoordinatorTest : public ::testing::Test {
       return false;
     });
   }
-  void Heartbeat(const std::string& node_id) {
+  void Heartbeat(const std::string& node_id, bool draining = false) {
     wire::HeartbeatT hb;
     hb.node_id = node_id;
+    hb.draining = draining;
     agents_[node_id].Send(std::move(hb));
   }
   void Report(const std::string& node_id, const std::string& job, const std::string& replica,
@@ -460,6 +461,49 @@ TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   Register("node-a", 1, {old});
   EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
   EXPECT_TRUE(coordinator_->FindNode("node-a")->ready);
+}
+
+TEST_F(CoordinatorTest, DrainingNodeGetsNothingNewAndItsPreemptedReplicasMove) {
+  AddAgent("node-a", 1);
+  ASSERT_TRUE(Submit(JobYaml("drained", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunches());
+  AddAgent("node-b", 1);
+
+  Heartbeat("node-a", /*draining=*/true);
+  Pump([&] { return coordinator_->FindNode("node-a")->draining; });
+  agents_["node-a"].Take<wire::HeartbeatReply>();
+  // A second job that fits only on one node goes to node-b, never to the draining node-a.
+  ASSERT_TRUE(Submit(JobYaml("fresh", 0, 1)).ok());
+  Pump([&] { return !agents_["node-b"].inbox.empty(); });
+  auto fresh = TakeLaunches();
+  ASSERT_EQ(fresh.count("node-b/chief-0"), 1u);
+  EXPECT_EQ(fresh["node-b/chief-0"].job, "fresh");
+  RunAll(fresh);
+
+  // The drained replica is preempted: it restarts as soon as there is room, and not on node-a.
+  Report("node-a", "drained", "chief-0", 0, ReplicaState::PREEMPTED);
+  for (int i = 0; i < 3; ++i) PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed on the draining node or on a full node";
+  EXPECT_EQ(GetJob("drained").replicas[0]->state, ReplicaState::PENDING);
+  AddAgent("node-c", 1);
+  Pump([&] { return !agents_["node-c"].inbox.empty(); });
+  auto moved = TakeLaunches();
+  ASSERT_EQ(moved.count("node-c/chief-0"), 1u);
+  EXPECT_EQ(moved["node-c/chief-0"].attempt, 1);
+
+  wire::ListNodesT list;
+  Message m = Call(std::move(list));
+  const auto* nodes = m.As<wire::NodeList>();
+  ASSERT_NE(nodes, nullptr);
+  std::map<std::string, std::string> states;
+  for (const auto* n : *nodes->nodes()) states[n->node_id()->str()] = n->state()->str();
+  EXPECT_EQ(states["node-a"], "DRAINING");
+  EXPECT_EQ(states["node-b"], "READY");
+
+  // A node that registers again (a new agent process) is no longer draining.
+  Register("node-a", 1);
+  EXPECT_FALSE(coordinator_->FindNode("node-a")->draining);
 }
 
 TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {
