@@ -78,6 +78,7 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
   if (chunk < 1024) return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024");
   options->timeout = std::chrono::milliseconds(timeout_ms);
   options->chunk_bytes = static_cast<size_t>(chunk);
+  COHORT_ASSIGN_OR_RETURN(options->max_flows, EnvInt("COHORT_RS_MAX_FLOWS", options->max_flows));
   return Status::Ok();
 }
 
@@ -213,6 +214,7 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.num_workers = world_size_;
   o.num_reducers = num_reducers_;
   o.window = options_.window;
+  o.max_flows = options_.max_flows;
   if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm();
   Status s = algorithm == Algorithm::kReductionServer ? ReductionServerAllreduce(*transport_, o)
                                                       : RingAllreduce(*transport_, o);

@@ -47,6 +47,9 @@ struct CommunicatorOptions {
   size_t chunk_bytes = size_t{1} << 20;
   // Reduction Server: chunks in flight per reducer.
   int window = 4;
+  // Reduction Server: chunk sends outstanding per worker and result sends per reducer (0: no
+  // limit). Environment: COHORT_RS_MAX_FLOWS.
+  int max_flows = 0;
   // Namespace of this communicator's bootstrap keys.
   std::string key_prefix = "cohort";
 };

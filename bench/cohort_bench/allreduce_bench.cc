@@ -187,6 +187,7 @@ collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
   c.timeout = std::chrono::milliseconds(o.timeout_ms);
   c.chunk_bytes = o.chunk_bytes;
   c.window = o.window;
+  if (o.max_flows >= 0) c.max_flows = o.max_flows;
   return c;
 }
 
@@ -306,7 +307,7 @@ void PrintAllreduceUsage() {
       "usage: cohort-bench allreduce [--algo reduction-server|ring] [--workers N] [--reducers M]\n"
       "         [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
-      "         [--chunk-bytes B] [--window W] [--timeout-ms T] [--check] [--json]\n"
+      "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] [--json]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
       "Prints nccl-tests' columns: size count type time_us algbw_GBps busbw_GBps wrong.\n"
       "time_us: mean per call of the slowest worker; algbw = size/time; busbw = algbw*2(n-1)/n.\n"
@@ -388,6 +389,9 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
     } else if (a == "--window") {
       if (!(v = need(i))) return false;
       ok = to_int(*v, &o->window) && o->window >= 1;
+    } else if (a == "--max-flows") {
+      if (!(v = need(i))) return false;
+      ok = to_int(*v, &o->max_flows);
     } else if (a == "--timeout-ms") {
       if (!(v = need(i))) return false;
       ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;

@@ -35,6 +35,7 @@ struct AllreduceBenchOptions {
   bool json = false;
   size_t chunk_bytes = size_t{1} << 20;
   int window = 4;
+  int max_flows = -1;  // -1: the communicator's default
   int timeout_ms = 120000;
   // One rank launched externally.
   int rank = -1;

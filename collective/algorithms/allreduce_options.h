@@ -29,6 +29,10 @@ struct AllreduceOptions {
   // Chunks in flight per reducer (Reduction Server): bounds reducer memory to
   // window * num_workers * chunk_bytes.
   int window = 4;
+  // Reduction Server: at most this many chunk sends outstanding per worker, and result sends per
+  // reducer (0: no limit beyond the window). Few flows per link share it evenly; see
+  // reduction_server.h.
+  int max_flows = 0;
 };
 
 }  // namespace cohort::collective

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <string>
 
 #include "collective/kernels/reduce.h"
@@ -45,6 +46,7 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   header.seq = options.seq;
   header.count = options.count;
   header.chunk_bytes = chunk_elems * es;
+  header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
   std::vector<Request> header_sends;
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),
@@ -52,36 +54,61 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
     header_sends.push_back(std::move(req));
   }
 
-  // Sliding window of chunks in flight: each has one send and one receive into the same place
-  // (the reducer answers only after it has all of this chunk, so the send has finished reading).
-  struct InFlight {
-    Request send;
-    Request recv;
+  // Send order: chunks go out group by group (group q = chunks q*m .. q*m+m-1, one per reducer),
+  // and within a group worker w starts at reducer w mod m and goes round. While the workers keep
+  // pace with each other, each sends to a different reducer at any moment, so a reducer's link
+  // carries one incoming flow instead of n competing ones (which share a link unevenly, and the
+  // slowest flow sets the pace of a chunk).
+  std::vector<size_t> order;
+  order.reserve(num_chunks);
+  const size_t groups = (num_chunks + m - 1) / m;
+  for (size_t q = 0; q < groups; ++q) {
+    for (int k = 0; k < m; ++k) {
+      const size_t c = q * m + static_cast<size_t>((rank + k) % m);
+      if (c < num_chunks) order.push_back(c);
+    }
+  }
+  // Chunks in flight: each has one send and one receive into the same place (the reducer answers
+  // only after it has all of this chunk, so the send has finished reading). At most
+  // `max_sends` sends are outstanding (0: no limit); result receives are posted with their send.
+  struct Pending {
+    Request req;
     size_t chunk;
   };
-  std::deque<InFlight> inflight;
+  std::deque<Pending> sends, recvs;
   const size_t max_inflight = static_cast<size_t>(std::max(4, 2 * header.window * m));
+  const size_t max_sends = options.max_flows > 0 ? static_cast<size_t>(options.max_flows) : max_inflight;
   size_t next = 0;
-  while (next < num_chunks || !inflight.empty()) {
-    while (next < num_chunks && inflight.size() < max_inflight) {
-      const int reducer = n + static_cast<int>(next % m);
-      const size_t off = next * chunk_elems;
+  while (next < order.size() || !sends.empty() || !recvs.empty()) {
+    while (next < order.size() && sends.size() < max_sends && recvs.size() < max_inflight) {
+      const size_t c = order[next];
+      const int reducer = n + static_cast<int>(c % m);
+      const size_t off = c * chunk_elems;
       const size_t bytes = std::min(chunk_elems, options.count - off) * es;
-      const Tag tag = MakeTag(options.seq, 1 + static_cast<uint32_t>(next));
-      InFlight f;
-      f.chunk = next;
-      COHORT_ASSIGN_OR_RETURN(f.recv, transport.Irecv(reducer, tag, MutableBytes{data + off * es, bytes}));
-      COHORT_ASSIGN_OR_RETURN(f.send, transport.Isend(reducer, tag, ConstBytes{data + off * es, bytes}));
-      inflight.push_back(std::move(f));
+      const Tag tag = MakeTag(options.seq, 1 + static_cast<uint32_t>(c));
+      Pending r{Request(), c}, snd{Request(), c};
+      COHORT_ASSIGN_OR_RETURN(r.req, transport.Irecv(reducer, tag, MutableBytes{data + off * es, bytes}));
+      recvs.push_back(std::move(r));
+      COHORT_ASSIGN_OR_RETURN(snd.req, transport.Isend(reducer, tag, ConstBytes{data + off * es, bytes}));
+      sends.push_back(std::move(snd));
       ++next;
     }
-    InFlight& f = inflight.front();
-    const int reducer = n + static_cast<int>(f.chunk % m);
-    COHORT_RETURN_IF_ERROR(f.send.Wait(options.deadline).WithContext(
-        "all-reduce: sending chunk " + std::to_string(f.chunk) + " to " + ReducerName(reducer, n)));
-    COHORT_RETURN_IF_ERROR(f.recv.Wait(options.deadline).WithContext(
-        "all-reduce: result of chunk " + std::to_string(f.chunk) + " from " + ReducerName(reducer, n)));
-    inflight.pop_front();
+    if (!sends.empty()) {
+      Pending& f = sends.front();
+      const int reducer = n + static_cast<int>(f.chunk % m);
+      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline).WithContext(
+          "all-reduce: sending chunk " + std::to_string(f.chunk) + " to " + ReducerName(reducer, n)));
+      sends.pop_front();
+      // Results are collected once the send window, not the receive window, is what blocks.
+      if (next < order.size() && recvs.size() < max_inflight) continue;
+    }
+    if (!recvs.empty() && (recvs.size() >= max_inflight || next == order.size())) {
+      Pending& f = recvs.front();
+      const int reducer = n + static_cast<int>(f.chunk % m);
+      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline).WithContext(
+          "all-reduce: result of chunk " + std::to_string(f.chunk) + " from " + ReducerName(reducer, n)));
+      recvs.pop_front();
+    }
   }
   for (int r = 0; r < m; ++r) {
     COHORT_RETURN_IF_ERROR(header_sends[r].Wait(options.deadline).WithContext(
@@ -193,11 +220,7 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   auto buf = [&](size_t j, int w) { return buffers_[(j % slots) * n + w].data(); };
 
   std::vector<std::vector<Request>> recvs(slots);
-  std::vector<std::vector<Request>> sends(slots);
-  for (int s = 0; s < slots; ++s) {
-    recvs[s].resize(n);
-    sends[s].resize(n);
-  }
+  for (int s = 0; s < slots; ++s) recvs[s].resize(n);
   auto post_recvs = [&](size_t j) -> Status {
     const size_t c = owned[j];
     const Tag tag = MakeTag(header.seq, 1 + static_cast<uint32_t>(c));
@@ -207,12 +230,25 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     }
     return Status::Ok();
   };
-  auto wait_sends = [&](size_t j) -> Status {
-    for (int w = 0; w < n; ++w) {
-      COHORT_RETURN_IF_ERROR(sends[j % slots][w].Wait(deadline).WithContext(
-          "reducer " + std::to_string(index_) + ": returning chunk " + std::to_string(owned[j]) +
-          " to worker " + std::to_string(w)));
-    }
+  // Results go out in posting order, chunk by chunk; for chunk j worker (index + k) mod n is
+  // k-th, so reducers in step send to different workers. With max_flows > 0 at most that many
+  // are outstanding (each worker's link then carries about one result flow); 0: all n of a chunk
+  // at once plus the previous chunk's.
+  struct Pending {
+    Request req;
+    size_t j;
+    bool last;  // the chunk's last result: its slot is free once this one has gone
+  };
+  std::deque<Pending> sends;
+  const size_t max_sends = header.max_flows > 0 ? header.max_flows : std::numeric_limits<size_t>::max();
+  auto wait_front = [&]() -> Status {
+    Pending& f = sends.front();
+    COHORT_RETURN_IF_ERROR(f.req.Wait(deadline).WithContext(
+        "reducer " + std::to_string(index_) + ": returning chunk " + std::to_string(owned[f.j])));
+    const bool last = f.last;
+    const size_t j = f.j;
+    sends.pop_front();
+    if (last && j + slots < owned.size()) COHORT_RETURN_IF_ERROR(post_recvs(j + slots));
     return Status::Ok();
   };
 
@@ -229,20 +265,19 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     }
     if (op == ReduceOp::kAvg) ScaleForAverage(type, buf(j, 0), elems, n);
     const Tag tag = MakeTag(header.seq, 1 + static_cast<uint32_t>(c));
-    for (int w = 0; w < n; ++w) {
-      COHORT_ASSIGN_OR_RETURN(sends[j % slots][w],
-                              transport_.Isend(w, tag, ConstBytes{buf(j, 0), chunk_bytes(c)}));
+    for (int k = 0; k < n; ++k) {
+      while (sends.size() >= max_sends) COHORT_RETURN_IF_ERROR(wait_front());
+      const int w = (index_ + k) % n;
+      Pending p{Request(), j, k == n - 1};
+      COHORT_ASSIGN_OR_RETURN(p.req, transport_.Isend(w, tag, ConstBytes{buf(j, 0), chunk_bytes(c)}));
+      sends.push_back(std::move(p));
     }
-    if (slots == 1) {
-      COHORT_RETURN_IF_ERROR(wait_sends(j));
-      if (j + 1 < owned.size()) COHORT_RETURN_IF_ERROR(post_recvs(j + 1));
-    } else if (j > 0) {
-      // The previous chunk's slot is free once its results have gone out: refill it.
-      COHORT_RETURN_IF_ERROR(wait_sends(j - 1));
-      if (j - 1 + slots < owned.size()) COHORT_RETURN_IF_ERROR(post_recvs(j - 1 + slots));
-    }
+    // The previous chunk's results must have gone before its slot takes the chunk `slots` ahead;
+    // with one slot, this chunk's.
+    const size_t done_below = slots == 1 ? j + 1 : j;
+    while (!sends.empty() && sends.front().j < done_below) COHORT_RETURN_IF_ERROR(wait_front());
   }
-  if (slots > 1) COHORT_RETURN_IF_ERROR(wait_sends(owned.size() - 1));
+  while (!sends.empty()) COHORT_RETURN_IF_ERROR(wait_front());
   return Status::Ok();
 }
 

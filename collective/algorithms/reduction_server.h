@@ -7,6 +7,12 @@
 // `window` chunks in flight and sums contributions in worker-rank order as they arrive, which
 // makes results bit-identical run to run.
 //
+// Order and flows: a worker sends its chunks group by group (one chunk per reducer), starting
+// each group at reducer (rank mod m), and a reducer returns a chunk's result to worker
+// (index + k) mod n k-th, so workers and reducers in step address different peers.
+// AllreduceOptions::max_flows (COHORT_RS_MAX_FLOWS; 0 = no limit, the default) caps the chunk sends
+// a worker and the result sends a reducer keep outstanding, i.e. the TCP flows per link.
+//
 // Protocol per round: every worker sends each reducer a RoundHeader (count, type, op, chunk size,
 // sequence number) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A header of
 // kind kStop ends the reducer's service for this communicator generation.
@@ -32,7 +38,8 @@ struct RoundHeader {
   uint8_t op = 0;
   uint8_t window = 0;
   uint32_t seq = 0;
-  uint32_t reserved = 0;
+  uint8_t max_flows = 0;  // AllreduceOptions::max_flows of the workers (reducers: result sends)
+  uint8_t reserved[3] = {0, 0, 0};
   uint64_t count = 0;
   uint64_t chunk_bytes = 0;
 };
