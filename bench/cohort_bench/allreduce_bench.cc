@@ -61,7 +61,12 @@ bool ParseSizes(const std::string& spec, std::vector<size_t>* sizes) {
 std::string TypeLabel(DataType t) { return std::string(collective::DataTypeName(t)); }
 
 std::string ImplName(const AllreduceBenchOptions& o) {
-  return o.algo == Algorithm::kRing ? "cohort-ring" : "cohort-rs";
+  switch (o.algo) {
+    case Algorithm::kRing: return "cohort-ring";
+    case Algorithm::kReductionServer: return "cohort-rs";
+    case Algorithm::kAuto: break;
+  }
+  return "cohort-auto";
 }
 
 // Fills element i with a value whose sum over n ranks is exact in every type (check mode) or a
@@ -304,7 +309,7 @@ int RunThreads(const AllreduceBenchOptions& o) {
 
 void PrintAllreduceUsage() {
   std::printf(
-      "usage: cohort-bench allreduce [--algo reduction-server|ring] [--workers N] [--reducers M]\n"
+      "usage: cohort-bench allreduce [--algo reduction-server|ring|auto] [--workers N] [--reducers M]\n"
       "         [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] [--json]\n"
@@ -314,7 +319,9 @@ void PrintAllreduceUsage() {
       "--transport inproc runs ranks as threads; ucx forks one process per worker and reducer\n"
       "(UCX_TLS from the environment). With --rank/--bootstrap this process is one rank of a job\n"
       "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
-      "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers.\n");
+      "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo auto\n"
+      "runs what Communicator picks for the job (Communicator::AutoAlgorithm: the ring on one host\n"
+      "over shared memory, else reduction-server with reducers, ring without).\n");
 }
 
 bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o, bool* help) {
@@ -347,7 +354,7 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
     } else if (a == "--algo") {
       if (!(v = need(i))) return false;
       auto algo = collective::ParseAlgorithm(*v);
-      ok = algo.has_value() && *algo != Algorithm::kAuto;
+      ok = algo.has_value();
       if (ok) o->algo = *algo;
     } else if (a == "--workers") {
       if (!(v = need(i))) return false;
