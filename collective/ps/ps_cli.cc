@@ -49,18 +49,16 @@ StatusOr<std::map<std::string, std::string>> ParseFlags(const std::vector<std::s
       *restore_latest = true;
       continue;
     }
+    if (eq != std::string::npos) name = name.substr(0, eq);
+    if (std::find_if(std::begin(kFlags), std::end(kFlags), [&](const char* f) { return name == f; }) == std::end(kFlags)) {
+      return InvalidArgument("unknown flag --" + name);
+    }
     if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      // Values keep their underscores: undo the replacement for the value part.
-      value = a.substr(a.find('=') + 1);
+      value = a.substr(a.find('=') + 1);  // from the original: values keep their underscores
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
       return InvalidArgument("flag --" + name + " needs a value");
-    }
-    if (std::find_if(std::begin(kFlags), std::end(kFlags), [&](const char* f) { return name == f; }) == std::end(kFlags)) {
-      return InvalidArgument("unknown flag --" + name);
     }
     flags[name] = value;
   }
