@@ -127,8 +127,9 @@ Status Agent::Run(const std::atomic<bool>& stop) {
 Status Agent::Preempt() {
   preempting_ = true;
   NotifyStopping();
-  // Tell the coordinator at once (a draining heartbeat) so it places nothing new here.
-  next_heartbeat_ = Now();
+  // Tell the coordinator (a draining heartbeat) before any replica can end and be reported
+  // PREEMPTED, so that it restarts them on other nodes and places nothing new here.
+  if (registered_) SendHeartbeat();
   int running = 0;
   for (auto& [key, a] : attempts_) {
     if (a.final || (!a.process && !a.pending)) continue;
@@ -592,6 +593,16 @@ void Agent::SendUpdate(Attempt& a) {
   a.update_sent = Now();
 }
 
+void Agent::SendHeartbeat() {
+  wire::HeartbeatT heartbeat;
+  heartbeat.node_id = config_.node_id;
+  heartbeat.draining = preempting_;
+  wire::BodyUnion body;
+  body.Set(std::move(heartbeat));
+  Send(RequestKind::kHeartbeat, "", 0, std::move(body));
+  next_heartbeat_ = Now() + heartbeat_interval_;
+}
+
 void Agent::SendRegister() {
   wire::RegisterAgentT reg;
   reg.node_id = config_.node_id;
@@ -648,15 +659,7 @@ void Agent::RunTimers() {
     }
     return;
   }
-  if (now >= next_heartbeat_) {
-    wire::HeartbeatT heartbeat;
-    heartbeat.node_id = config_.node_id;
-    heartbeat.draining = preempting_;
-    wire::BodyUnion body;
-    body.Set(std::move(heartbeat));
-    Send(RequestKind::kHeartbeat, "", 0, std::move(body));
-    next_heartbeat_ = now + heartbeat_interval_;
-  }
+  if (now >= next_heartbeat_) SendHeartbeat();
   for (auto& [key, a] : attempts_) {
     if (a.acked_version >= a.version) continue;
     if (a.update_request != 0 && now - a.update_sent < config_.resend_interval) continue;

@@ -182,6 +182,7 @@ class Agent {
   void EnforceDeadlines();
   void RunTimers();
   void SendRegister();
+  void SendHeartbeat();
   void SendUpdate(Attempt& a);
   void ShipLogs();
   void ShipLog(Attempt& a);
