@@ -11,6 +11,8 @@
 //   - a SIGKILLed reducer makes the trainers' all-reduce fail (they name the reducer) and restarts
 //     the Reduction Server job from its checkpoint with replacement reducers; the job ends with
 //     the uninterrupted run's model;
+//   - SIGTERM to an agent (preemption) makes its node DRAINING: its replica restarts on the other
+//     node while the drained node is not yet LOST, and nothing new is placed on it.
 //
 // Binaries come from CMake ($<TARGET_FILE:...>); a test whose binaries are missing skips.
 // Waiting is deadline-driven; no test sleeps for timing.
@@ -168,14 +170,16 @@ class RecoveryTest : public ::testing::Test {
 
 // A digits-trainer pool entry (chief or worker), deterministic, checkpointing every
 // `checkpoint_every` steps; about 30 steps an epoch at batch 48.
+// `env`: a YAML flow map for the pool's environment ("" for none).
 std::string TrainerPool(const std::string& role, int replicas, int epochs, int checkpoint_every,
-                        int hidden) {
+                        int hidden, const std::string& env = "") {
   return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
          "\n    resources: {cpus: 1}\n    process:\n      command: [" +
          std::string(COHORT_TRAINER_BIN) + "]\n      args: [--epochs=" + std::to_string(epochs) +
          ", --checkpoint-every=" + std::to_string(checkpoint_every) +
          ", --keep-checkpoints=5, --seed=5, --hidden=" + std::to_string(hidden) +
-         ", --batch-size=48, --optimizer=momentum]\n";
+         ", --batch-size=48, --optimizer=momentum]\n" +
+         (env.empty() ? std::string() : "      env: " + env + "\n");
 }
 
 TEST_F(RecoveryTest, CorruptedNewestCheckpointRestartResumesFromThePreviousValidOne) {
@@ -302,10 +306,14 @@ TEST_F(RecoveryTest, KilledReducerRestartsTheJobFromItsCheckpointWithTheUninterr
   ASSERT_EQ(cluster_->StartAgent({Node("node-a"), 0, 5}), "");
   auto client = cluster_->Client();
   // examples/jobs/digits_ddp.yaml, smaller: a chief and two workers averaging through two
-  // reducers, the whole job restarted when any replica is.
+  // reducers, the whole job restarted when any replica is. Without shared memory the trainers
+  // talk as on separate hosts, so they use the Reduction Server (on one host over shared memory
+  // the communicator picks the ring and the reducers would carry nothing).
+  const std::string kAcrossHosts = "{UCX_TLS: \"tcp,self\"}";
   auto job_yaml = [&](const std::string& name) {
     return "name: " + name + "\noutput_dir: " + OutputDir(name) + "\nworker_pools:\n" +
-           TrainerPool("chief", 1, 12, 20, 32) + TrainerPool("worker", 2, 12, 20, 32) +
+           TrainerPool("chief", 1, 12, 20, 32, kAcrossHosts) +
+           TrainerPool("worker", 2, 12, 20, 32, kAcrossHosts) +
            "  - role: reducer\n    replicas: 2\n    resources: {cpus: 1}\n    builtin: reducer\n"
            "scheduling: {timeout: 5m, max_restarts: 3, restart_job_on_worker_restart: true}\n";
   };
@@ -364,6 +372,68 @@ TEST_F(RecoveryTest, KilledReducerRestartsTheJobFromItsCheckpointWithTheUninterr
   EXPECT_TRUE(ct::ReadFile(OutputDir("reducer_lost") + "/model/model.bin") ==
               ct::ReadFile(OutputDir("reference") + "/model/model.bin"))
       << "the restarted run's model differs from the uninterrupted run's";
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+TEST_F(RecoveryTest, SigtermedAgentDrainsItsReplicaRestartsElsewhereBeforeTheNodeIsLost) {
+  REQUIRE_BINARIES(COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN);
+  // A long heartbeat timeout: whatever happens here happens while the drained node is not LOST.
+  StartCluster({"60s"});
+  const std::string node_a = Node("node-a"), node_b = Node("node-b");
+  ASSERT_EQ(cluster_->StartAgent({node_a, 0, 1}), "");
+  auto client = cluster_->Client();
+  const std::string script = cluster_->scratch("resumable.sh");
+  const std::string release = cluster_->scratch("release");
+  ct::WriteFile(script,
+                "#!/bin/sh\n"
+                "trap 'echo \"resumable: SIGTERM on attempt $COHORT_RESTART_COUNT\"; exit 143' TERM\n"
+                "echo \"resumable: attempt $COHORT_RESTART_COUNT running\"\n"
+                "while [ ! -e \"$1\" ]; do sleep 0.05; done\n"
+                "echo resumable: released\n",
+                /*executable=*/true);
+  auto job_yaml = [&](const std::string& name, const std::string& command) {
+    return "name: " + name + "\noutput_dir: " + OutputDir(name) +
+           "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
+           "    process:\n      command: [" + command + "]\n"
+           "scheduling: {timeout: 5m, max_restarts: 2}\n";
+  };
+  ASSERT_TRUE(client.Submit(job_yaml("drained", script + ", " + release)).ok());
+  auto on = [&](const std::string& job, const std::string& node, int min_attempt) {
+    auto info = client.GetJob(job);
+    if (!info.ok()) return false;
+    const wire::ReplicaInfoT* r = FindReplica(*info, "chief-0");
+    return r && r->node_id == node && r->attempt >= min_attempt &&
+           r->state == wire::ReplicaState::RUNNING;
+  };
+  ASSERT_TRUE(ct::WaitUntil([&] { return on("drained", node_a, 0); }, 20s))
+      << "the job never ran on " << node_a;
+  ASSERT_EQ(cluster_->StartAgent({node_b, 0, 1}), "");
+
+  cluster_->agent(node_a).Signal(SIGTERM);  // a preemption notice
+  // The replica is preempted and placed on node-b, not back on its previous node, which has the
+  // free CPU but is draining (and not LOST: the heartbeat timeout is a minute).
+  ASSERT_TRUE(ct::WaitUntil([&] { return on("drained", node_b, 1); }, 30s))
+      << "chief-0 did not restart on " << node_b << " while " << node_a << " drained";
+  std::string drained_state = NodeState(node_a);
+  EXPECT_EQ(drained_state, "DRAINING");
+  auto status = cluster_->agent(node_a).Wait(20s);
+  ASSERT_TRUE(status.has_value()) << "the agent did not exit after its grace period";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+
+  // A job submitted now fits only on the draining node (node-b is full): it must wait for node-b.
+  ASSERT_TRUE(client.Submit(job_yaml("newcomer", "/bin/sh, -c, 'echo newcomer ran'")).ok());
+  EXPECT_EQ(NodeState(node_a), "DRAINING");
+  ct::WriteFile(release, "go");
+  wire::JobInfoT drained = WaitForEnd("drained", 30s);
+  ASSERT_EQ(drained.state, wire::JobState::SUCCEEDED) << drained.message;
+  EXPECT_EQ(drained.restarts, 1);
+  wire::JobInfoT newcomer = WaitForEnd("newcomer", 30s);
+  ASSERT_EQ(newcomer.state, wire::JobState::SUCCEEDED) << newcomer.message;
+  ASSERT_EQ(newcomer.replicas.size(), 1u);
+  EXPECT_EQ(newcomer.replicas[0]->node_id, node_b);
+  std::string logs = CliLogs("drained");
+  EXPECT_NE(logs.find("resumable: SIGTERM on attempt 0"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("resumable: attempt 1 running"), std::string::npos) << logs;
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
