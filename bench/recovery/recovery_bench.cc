@@ -74,7 +74,7 @@ struct Series {
 void PrintSummary(const std::vector<Series>& series) {
   for (const auto& s : series) {
     if (s.values.empty()) {
-      std::printf("  %-34s no successful run\n", s.name.c_str());
+      std::printf("  %-34s not reached in any run\n", s.name.c_str());
       continue;
     }
     std::vector<double> v = s.values;
