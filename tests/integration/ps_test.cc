@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "common/checkpoint.h"
@@ -37,11 +38,33 @@ using namespace std::chrono_literals;
 
 bool Built(const std::string& path) { return !path.empty() && ct::FileExists(path); }
 
-std::string TrainerPool(const std::string& role, int replicas) {
+std::string TrainerPool(const std::string& role, int replicas, int epochs = 4) {
   return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
          "\n    resources: {cpus: 1}\n    process:\n      command: [" + std::string(COHORT_TRAINER_BIN) +
-         "]\n      args: [--mode=ps, --staleness=0, --epochs=4, --hidden=32, --batch-size=48, --lr=0.05, "
-         "--optimizer=momentum, --seed=3]\n";
+         "]\n      args: [--mode=ps, --staleness=0, --epochs=" + std::to_string(epochs) +
+         ", --hidden=32, --batch-size=48, --lr=0.05, --optimizer=momentum, --seed=3]\n";
+}
+
+std::string PsJob(const std::string& name, const std::string& out, int epochs, int max_restarts) {
+  return "name: " + name + "\noutput_dir: " + out + "\nworker_pools:\n" + TrainerPool("chief", 1, epochs) +
+         TrainerPool("worker", 1, epochs) +
+         "  - role: parameter_server\n    replicas: 2\n    resources: {cpus: 1}\n"
+         "    builtin: parameter_server\n"
+         "scheduling: {timeout: 5m, max_restarts: " + std::to_string(max_restarts) + "}\n";
+}
+
+wire::JobInfoT WaitForEnd(CoordinatorClient& client, const std::string& job, std::chrono::milliseconds timeout) {
+  wire::JobInfoT last;
+  ct::WaitUntil(
+      [&] {
+        auto info = client.GetJob(job);
+        if (!info.ok()) return false;
+        last = std::move(*info);
+        return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
+               last.state == wire::JobState::CANCELLED;
+      },
+      timeout);
+  return last;
 }
 
 TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
@@ -52,24 +75,10 @@ TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
   ASSERT_EQ(cluster.StartCoordinator(), "");
   ASSERT_EQ(cluster.StartAgent({.node_id = "ps-node-" + std::to_string(::getpid()), .cpus = 8}), "");
   const std::string out = cluster.scratch("digits_ps");
-  const std::string spec = "name: digits_ps\noutput_dir: " + out + "\nworker_pools:\n" + TrainerPool("chief", 1) +
-                           TrainerPool("worker", 1) +
-                           "  - role: parameter_server\n    replicas: 2\n    resources: {cpus: 1}\n"
-                           "    builtin: parameter_server\n"
-                           "scheduling: {timeout: 5m, max_restarts: 0}\n";
   auto client = cluster.Client();
-  auto submitted = client.Submit(spec);
+  auto submitted = client.Submit(PsJob("digits_ps", out, 4, 0));
   ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
-  wire::JobInfoT last;
-  ct::WaitUntil(
-      [&] {
-        auto info = client.GetJob("digits_ps");
-        if (!info.ok()) return false;
-        last = std::move(*info);
-        return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
-               last.state == wire::JobState::CANCELLED;
-      },
-      120s);
+  wire::JobInfoT last = WaitForEnd(client, "digits_ps", 120s);
   ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs();
 
   // The chief wrote a trained model; the metrics say it came from two parameter servers.
@@ -84,6 +93,52 @@ TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
     auto ckpt = FindLatestValidCheckpoint(out + "/checkpoints/ps-" + std::to_string(i));
     EXPECT_TRUE(ckpt.ok()) << "server " << i << ": " << ckpt.status().ToString();
   }
+  EXPECT_EQ(cluster.WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+TEST(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJobSucceeds) {
+  for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN}) {
+    if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'";
+  }
+  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string node = "ps-kill-node-" + std::to_string(::getpid());
+  ASSERT_EQ(cluster.StartAgent({.node_id = node, .cpus = 8}), "");
+  const std::string out = cluster.scratch("ps_kill");
+  auto client = cluster.Client();
+  // 30 epochs x 30 steps; the servers checkpoint every 100 steps.
+  auto submitted = client.Submit(PsJob("ps_kill", out, 30, 5));
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  // Once server 0 has a checkpoint, SIGKILL it.
+  static const std::regex kStarted("ps_kill/parameter_server-0 attempt 0: started pid ([0-9]+)");
+  pid_t server0 = 0;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        std::smatch match;
+        const std::string logs = cluster.Logs();
+        if (server0 == 0 && std::regex_search(logs, match, kStarted)) server0 = std::stoi(match[1].str());
+        return server0 != 0 && FindLatestValidCheckpoint(out + "/checkpoints/ps-0").ok();
+      },
+      60s))
+      << "server 0 never started or never checkpointed\n" << cluster.Logs();
+  ASSERT_EQ(::kill(server0, SIGKILL), 0);
+
+  wire::JobInfoT last = WaitForEnd(client, "ps_kill", 150s);
+  ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs();
+  bool restarted = false;
+  for (const auto& r : last.replicas) {
+    if (r && r->replica == "parameter_server-0" && r->attempt >= 1) restarted = true;
+  }
+  EXPECT_TRUE(restarted) << "parameter_server-0 was not restarted";
+  // Its second attempt restored its last checkpoint (LocalCluster's agent work dir is beside
+  // scratch/; the agent keeps each attempt's output in <work>/<job>/<replica>/attempt-N.log).
+  const std::string log =
+      ct::ReadFile(cluster.scratch() + "/../work/" + node + "/ps_kill/parameter_server-0/attempt-1.log");
+  EXPECT_NE(log.find("parameter server 0: restored"), std::string::npos) << log;
+  auto metrics = nlohmann::json::parse(ct::ReadFile(out + "/model/metrics.json"), nullptr, false);
+  ASSERT_FALSE(metrics.is_discarded());
+  EXPECT_EQ(metrics["global_step"], 900);
+  EXPECT_GT(metrics["test_accuracy"].get<double>(), 0.85);
   EXPECT_EQ(cluster.WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
