@@ -410,6 +410,7 @@ void Agent::FinishLaunch(Attempt& a, PendingLaunch& pending) {
                  env.restore_checkpoint);
   }
   pending.request.env = BuildReplicaEnv(env);
+  if (Status s = MakeOutputDirs(pending.request.env); !s.ok()) return FailBeforeLaunch(a, s, -1);
   auto process = pending.launcher->Launch(pending.request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
@@ -583,6 +584,9 @@ void Agent::SetState(Attempt& a, wire::ReplicaState state, std::string message) 
 
 void Agent::SendUpdate(Attempt& a) {
   if (!registered_) return;  // RegisterAgent will carry it
+  // A trial's end waits for its last measurements: the coordinator judges the trial by them
+  // when it hears that the job ended. RunTimers sends it once they are acknowledged.
+  if (a.final && a.metrics && !(a.metrics_final_polled && a.metrics->queue().empty())) return;
   wire::ReplicaUpdateT update;
   update.node_id = config_.node_id;
   update.status = std::make_unique<wire::ReplicaStatusT>(ToStatus(a));

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "agent/replica_env.h"
 #include "common/logging.h"
 
 extern char** environ;
@@ -355,10 +356,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   }
   std::string output_dir = OutputDir(request.env);
   if (!output_dir.empty()) {
-    for (const char* var : {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"}) {
-      auto it = request.env.find(var);
-      if (it != request.env.end() && !it->second.empty()) fs::create_directories(it->second, ec);
-    }
+    COHORT_RETURN_IF_ERROR(MakeOutputDirs(request.env));
     fs::create_directories(output_dir, ec);
     if (ec) return Internal("create output directory " + output_dir + ": " + ec.message());
     bind(output_dir, false);

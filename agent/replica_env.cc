@@ -116,4 +116,16 @@ Status MakeDirs(const std::string& path) {
   return Status::Ok();
 }
 
+Status MakeOutputDirs(const std::map<std::string, std::string>& env) {
+  for (const char* var : {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
+                          "CLOUD_ML_HP_METRIC_FILE"}) {
+    auto it = env.find(var);
+    if (it == env.end() || it->second.empty()) continue;
+    fs::path dir(it->second);
+    if (std::string_view(var) == "CLOUD_ML_HP_METRIC_FILE") dir = dir.parent_path();
+    COHORT_RETURN_IF_ERROR(MakeDirs(dir.string()).WithContext(var));
+  }
+  return Status::Ok();
+}
+
 }  // namespace cohort::agent

@@ -49,4 +49,9 @@ StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin);
 // mkdir -p.
 Status MakeDirs(const std::string& path);
 
+// Creates the output directories a replica's environment names (AIP_MODEL_DIR,
+// AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR and the directory of CLOUD_ML_HP_METRIC_FILE), so
+// a trainer can write to them at once, as it can to Vertex's bucket paths.
+Status MakeOutputDirs(const std::map<std::string, std::string>& env);
+
 }  // namespace cohort::agent

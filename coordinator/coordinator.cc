@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "common/cluster_env.h"
+#include "common/study_spec.h"
+#include "coordinator/tuning/study_info.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -48,7 +50,8 @@ ReplicaDemand DemandOf(const JobRecord& job, const ReplicaRecord& r) {
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
-      scheduler_(SchedulerOptions{options_.starvation_limit.count()}) {}
+      scheduler_(SchedulerOptions{options_.starvation_limit.count()}),
+      studies_(options_.state_dir + "/studies") {}
 
 Coordinator::~Coordinator() {
   // Sockets close before the context (and the ZAP handler) go away.
@@ -102,6 +105,13 @@ Status Coordinator::Recover() {
   COHORT_ASSIGN_OR_RETURN(journal_, Journal::Open(options_.state_dir, &replay));
   size_t bad = 0;
   for (const auto& rec : replay.records) {
+    auto study = studies_.Replay(rec);
+    if (!study.ok()) {
+      ++bad;
+      spdlog::error("journal: skipping a study record: {}", study.status().ToString());
+      continue;
+    }
+    if (*study) continue;
     auto job = JobFromJson(rec);
     if (!job.ok()) {
       ++bad;
@@ -124,12 +134,33 @@ Status Coordinator::Recover() {
                  active_.size(), replay.records.size(),
                  bad ? fmt::format(", {} unreadable", bad) : std::string());
   }
+  RecoverStudies();
   if (journal_->journal_records() > options_.snapshot_every) {
-    std::vector<std::string> all;
-    for (const auto& [name, job] : jobs_) all.push_back(JobToJson(*job));
-    COHORT_RETURN_IF_ERROR(journal_->Compact(all));
+    COHORT_RETURN_IF_ERROR(journal_->Compact(SnapshotRecords()));
   }
   return Status::Ok();
+}
+
+std::vector<std::string> Coordinator::SnapshotRecords() const {
+  std::vector<std::string> all = studies_.SnapshotRecords();
+  all.reserve(all.size() + jobs_.size());
+  for (const auto& [name, job] : jobs_) all.push_back(JobToJson(*job));
+  return all;
+}
+
+void Coordinator::RecoverStudies() {
+  // A torn tail may have kept a trial but lost its job (submitted again) or its job's end.
+  for (TrialJobLaunch& launch : studies_.ActiveTrialJobs()) {
+    auto it = jobs_.find(launch.job.name);
+    if (it == jobs_.end()) {
+      spdlog::warn("study {}: trial {} has no job after recovery; submitting it again",
+                   launch.study, launch.trial_id);
+      SubmitTrialJob(std::move(launch));
+    } else if (it->second->finished()) {
+      JobEnded(*it->second);
+    }
+  }
+  RunStudies();
 }
 
 const JobRecord* Coordinator::FindJob(const std::string& name) const {
@@ -186,6 +217,11 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
 }
 
 Status Coordinator::Commit() {
+  // Study records before job records: a torn tail can then lose a trial's job, which Recover
+  // resubmits, but never leave a trial job without its trial.
+  for (const std::string& record : studies_.TakeJournalRecords()) {
+    COHORT_RETURN_IF_ERROR(journal_->Append(record));
+  }
   for (const auto& name : dirty_) {
     auto it = jobs_.find(name);
     if (it == jobs_.end()) continue;
@@ -194,11 +230,9 @@ Status Coordinator::Commit() {
   dirty_.clear();
   COHORT_RETURN_IF_ERROR(journal_->Sync());
   if (journal_->journal_records() > options_.snapshot_every) {
-    std::vector<std::string> all;
-    all.reserve(jobs_.size());
-    for (const auto& [name, job] : jobs_) all.push_back(JobToJson(*job));
-    COHORT_RETURN_IF_ERROR(journal_->Compact(all));
-    spdlog::info("journal: compacted {} jobs into a snapshot", all.size());
+    COHORT_RETURN_IF_ERROR(journal_->Compact(SnapshotRecords()));
+    spdlog::info("journal: compacted {} jobs and {} studies into a snapshot", jobs_.size(),
+                 studies_.size());
   }
   std::vector<Outgoing> out;
   out.swap(outbox_);
@@ -269,6 +303,22 @@ void Coordinator::HandleClient(const RoutedMessage& m) {
     case wire::Body::GetLogs:
       OnGetLogs(m, *msg.As<wire::GetLogs>());
       return;
+    case wire::Body::SubmitStudy:
+      OnSubmitStudy(m, *msg.As<wire::SubmitStudy>());
+      return;
+    case wire::Body::GetStudy: {
+      auto info = studies_.Info(Str(msg.As<wire::GetStudy>()->name()));
+      Reply(m, info.ok() ? Encode(id, std::move(*info)) : EncodeError(id, info.status()), false);
+      return;
+    }
+    case wire::Body::ListStudies: {
+      wire::StudyListT list;
+      for (auto& info : studies_.List()) {
+        list.studies.push_back(std::make_unique<wire::StudyInfoT>(std::move(info)));
+      }
+      Reply(m, Encode(id, std::move(list)), false);
+      return;
+    }
     default:
       Reply(m,
             EncodeError(id, InvalidArgument(std::string("unexpected ") +
@@ -291,14 +341,21 @@ void Coordinator::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req) {
           false);
     return;
   }
+  JobRecord& job = AddJob(std::move(*spec), yaml);
+  wire::SubmitJobReplyT reply;
+  reply.name = job.name;
+  Reply(m, Encode(id, std::move(reply)), false);
+}
+
+JobRecord& Coordinator::AddJob(JobSpec spec, const std::string& yaml) {
   auto job = std::make_unique<JobRecord>();
   int64_t now = clock_->NowMs();
   job->seq = next_seq_++;
-  job->name = spec->name;
+  job->name = spec.name;
   job->spec_yaml = yaml;
   job->output_dir =
-      spec->output_dir.empty() ? options_.state_dir + "/jobs/" + spec->name : spec->output_dir;
-  job->spec = std::move(*spec);
+      spec.output_dir.empty() ? options_.state_dir + "/jobs/" + spec.name : spec.output_dir;
+  job->spec = std::move(spec);
   job->state = JobState::QUEUED;
   job->message = "waiting for resources";
   job->create_time_ms = now;
@@ -309,10 +366,66 @@ void Coordinator::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req) {
   jobs_[raw->name] = std::move(job);
   active_[raw->seq] = raw;
   AddEvent(*raw, "submitted (" + std::to_string(raw->replicas.size()) + " replicas)");
+  MarkDirty(*raw);
   schedule_needed_ = true;
-  wire::SubmitJobReplyT reply;
-  reply.name = raw->name;
-  Reply(m, Encode(id, std::move(reply)), false);
+  return *raw;
+}
+
+void Coordinator::CancelJob(JobRecord& job, const std::string& reason) {
+  if (job.finished() || job.state == JobState::CANCELLING) return;
+  job.state = JobState::CANCELLING;
+  job.message = reason;
+  AddEvent(job, reason);
+  StopReplicas(job, "job cancelled");
+  MaybeFinishCancel(job);
+}
+
+void Coordinator::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req) {
+  uint64_t id = m.message.request_id();
+  std::string yaml = Str(req.spec_yaml());
+  Status s = studies_.Submit(yaml, clock_->NowMs());
+  if (!s.ok()) {
+    Reply(m, EncodeError(id, s), false);
+    return;
+  }
+  auto spec = ParseStudySpec(yaml, "submitted study");
+  RunStudies();
+  Reply(m, Encode(id, *studies_.Info(spec->name)), false);
+}
+
+void Coordinator::OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req) {
+  uint64_t id = m.message.request_id();
+  auto metrics = tuning::MeasurementMetrics(req);
+  Status s = metrics.ok() ? studies_.AddMeasurement(Str(req.job()), req.step(), *metrics)
+                          : metrics.status();
+  if (!s.ok()) {
+    // Acked all the same: the agent must not resend a line that can never be taken.
+    spdlog::warn("measurement of job {} step {} dropped: {}", Str(req.job()), req.step(),
+                 s.ToString());
+  } else {
+    RunStudies();
+  }
+  Reply(m, Encode(id, wire::AckT{}), true);
+}
+
+void Coordinator::RunStudies() {
+  StudyActions actions = studies_.TakeActions(clock_->NowMs());
+  for (size_t i = 0; i < actions.cancel.size(); ++i) {
+    auto it = jobs_.find(actions.cancel[i]);
+    if (it != jobs_.end()) CancelJob(*it->second, actions.cancel_reasons[i]);
+  }
+  for (TrialJobLaunch& launch : actions.submit) SubmitTrialJob(std::move(launch));
+}
+
+void Coordinator::SubmitTrialJob(TrialJobLaunch launch) {
+  if (jobs_.count(launch.job.name)) {
+    spdlog::error("study {}: trial {}: a job named {} exists already; not submitted",
+                  launch.study, launch.trial_id, launch.job.name);
+    return;
+  }
+  JobRecord& job = AddJob(std::move(launch.job), launch.spec_yaml);
+  job.study = launch.study;
+  job.trial_id = launch.trial_id;
 }
 
 void Coordinator::OnCancel(const RoutedMessage& m, const wire::CancelJob& req) {
@@ -324,13 +437,7 @@ void Coordinator::OnCancel(const RoutedMessage& m, const wire::CancelJob& req) {
     return;
   }
   JobRecord& job = *it->second;
-  if (!job.finished() && job.state != JobState::CANCELLING) {
-    job.state = JobState::CANCELLING;
-    job.message = "cancel requested";
-    AddEvent(job, "cancel requested");
-    StopReplicas(job, "job cancelled");
-    MaybeFinishCancel(job);
-  }
+  CancelJob(job, "cancel requested");
   Reply(m, Encode(id, ToInfo(job)), false);
 }
 
@@ -486,6 +593,9 @@ void Coordinator::HandleAgent(const RoutedMessage& m) {
       return;
     case wire::Body::LogChunk:
       OnLogChunk(m, *msg.As<wire::LogChunk>());
+      return;
+    case wire::Body::TrialMeasurement:
+      OnTrialMeasurement(m, *msg.As<wire::TrialMeasurement>());
       return;
     case wire::Body::Ack:
       return;
@@ -826,6 +936,13 @@ void Coordinator::FinishJob(JobRecord& job, JobState state, const std::string& m
   active_.erase(job.seq);
   if (AnyHolding(job)) ended_holding_.insert(job.name);
   MarkDirty(job);
+  JobEnded(job);
+}
+
+void Coordinator::JobEnded(const JobRecord& job) {
+  if (job.study.empty()) return;
+  studies_.JobEnded(job.name, job.state == JobState::SUCCEEDED, job.message, clock_->NowMs());
+  RunStudies();
 }
 
 void Coordinator::MaybeFinishCancel(JobRecord& job) {
@@ -836,6 +953,7 @@ void Coordinator::MaybeFinishCancel(JobRecord& job) {
   AddEvent(job, "CANCELLED: every replica stopped");
   active_.erase(job.seq);
   MarkDirty(job);
+  JobEnded(job);
 }
 
 void Coordinator::NodeLost(NodeRecord& node, const std::string& why) {

@@ -50,6 +50,7 @@
 #include "coordinator/options.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/state.h"
+#include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
 
@@ -84,6 +85,7 @@ class Coordinator {
   // Introspection for tests and the bench.
   const JobRecord* FindJob(const std::string& name) const;
   const NodeRecord* FindNode(const std::string& node_id) const;
+  const StudyController& studies() const { return studies_; }
   const CoordinatorStats& stats() const { return stats_; }
   size_t job_count() const { return jobs_.size(); }
 
@@ -101,6 +103,19 @@ class Coordinator {
   void OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req);
   void OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUpdate& req);
   void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req);
+  void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req);
+  void OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req);
+
+  // Jobs.
+  JobRecord& AddJob(JobSpec spec, const std::string& yaml);  // queued, journaled at commit
+  void CancelJob(JobRecord& job, const std::string& reason);
+
+  // Studies: trial jobs submitted and cancelled as the StudyController asks.
+  void RunStudies();
+  void SubmitTrialJob(TrialJobLaunch launch);
+  void JobEnded(const JobRecord& job);  // tells the study of a trial job that it ended
+  void RecoverStudies();
+  std::vector<std::string> SnapshotRecords() const;  // studies and jobs, for a journal snapshot
 
   // Controller.
   void ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, const wire::ReplicaStatus& s);
@@ -155,6 +170,7 @@ class Coordinator {
   Scheduler scheduler_;
 
   std::map<std::string, std::unique_ptr<JobRecord>> jobs_;
+  StudyController studies_;
   std::map<uint64_t, JobRecord*> active_;  // unfinished jobs by submit order
   // Finished jobs whose replicas may still hold resources (stops outstanding); pruned lazily.
   mutable std::set<std::string> ended_holding_;

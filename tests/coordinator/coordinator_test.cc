@@ -835,4 +835,238 @@ TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
 }
 
 }  // namespace
+
+// ---- studies --------------------------------------------------------------------------------
+
+std::string StudyYaml(const std::string& name, int max_trials, int parallel,
+                      const std::string& extra = "") {
+  return "name: " + name +
+         "\n"
+         "metric: {id: score, goal: maximize}\n"
+         "parameters:\n"
+         "  - {id: x, type: integer, min: 1, max: 6}\n"
+         "algorithm: grid\n"
+         "max_trials: " +
+         std::to_string(max_trials) + "\nparallel_trials: " + std::to_string(parallel) + "\n" +
+         extra +
+         "trial_job:\n"
+         "  worker_pools:\n"
+         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: [/bin/train]}}\n"
+         "  scheduling: {max_restarts: 0}\n";
+}
+
+class StudyTest : public CoordinatorTest {
+ protected:
+  Message SubmitStudy(const std::string& yaml) {
+    wire::SubmitStudyT req;
+    req.spec_yaml = yaml;
+    return Call(std::move(req));
+  }
+  wire::StudyInfoT GetStudy(const std::string& name) {
+    wire::GetStudyT req;
+    req.name = name;
+    Message m = Call(std::move(req));
+    wire::StudyInfoT info;
+    const auto* s = m.As<wire::StudyInfo>();
+    EXPECT_NE(s, nullptr) << m.ErrorStatus().ToString();
+    if (s) s->UnPackTo(&info);
+    return info;
+  }
+  void Measure(const std::string& job, int64_t step, double score) {
+    wire::TrialMeasurementT m;
+    m.job = job;
+    m.step = step;
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = "score";
+    kv->value = std::to_string(score);
+    m.metrics.push_back(std::move(kv));
+    agents_["node-a"].Send(std::move(m));
+    PumpFew();
+  }
+  // Jobs of the study not yet ended, per the coordinator.
+  int RunningTrialJobs(const std::string& study) {
+    int n = 0;
+    for (const auto& t : GetStudy(study).trials) {
+      const JobRecord* job = coordinator_->FindJob(t->job);
+      if (job != nullptr && !job->finished()) ++n;
+    }
+    return n;
+  }
+  static std::string Arg(const wire::LaunchReplicaT& l, const std::string& prefix) {
+    for (const auto& a : l.command) {
+      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
+    }
+    return "<none>";
+  }
+  // Waits for the launches of `n` trial jobs on node-a, reports them RUNNING, returns them.
+  std::vector<wire::LaunchReplicaT> TakeTrialLaunches(size_t n) {
+    Pump([&] { return agents_["node-a"].inbox.size() >= n; });
+    std::vector<wire::LaunchReplicaT> out;
+    for (auto& [node, l] : TakeLaunchList()) out.push_back(std::move(l));
+    EXPECT_EQ(out.size(), n);
+    for (const auto& l : out) Report("node-a", l.job, l.replica, l.attempt, ReplicaState::RUNNING);
+    return out;
+  }
+};
+
+TEST_F(StudyTest, TrialsRunAsJobsNeverMoreThanParallelTrialsAndTheBestIsFound) {
+  AddAgent("node-a", 0);
+  Message reply = SubmitStudy(StudyYaml("grid", 5, 2));
+  ASSERT_NE(reply.As<wire::StudyInfo>(), nullptr) << reply.ErrorStatus().ToString();
+  std::deque<wire::LaunchReplicaT> running;
+  std::set<std::string> seen_x;
+  int most_running = 0;
+  for (int round = 0; round < 10 && GetStudy("grid").state == "ACTIVE"; ++round) {
+    PumpFew();
+    for (auto& [node, l] : TakeLaunchList()) {
+      std::string x = Arg(l, "--x=");
+      EXPECT_TRUE(seen_x.insert(x).second) << "x=" << x << " twice";
+      std::string trial = Env(l, "CLOUD_ML_TRIAL_ID");
+      EXPECT_EQ(l.job, "grid_trial_" + trial);
+      EXPECT_NE(Env(l, "CLOUD_ML_HP_METRIC_FILE").find("/grid/" + trial + "/"), std::string::npos)
+          << Env(l, "CLOUD_ML_HP_METRIC_FILE");
+      Report("node-a", l.job, l.replica, l.attempt, ReplicaState::RUNNING);
+      running.push_back(std::move(l));
+    }
+    most_running = std::max(most_running, RunningTrialJobs("grid"));
+    ASSERT_FALSE(running.empty()) << "an active study with no trial running";
+    // The oldest trial reports score = x and succeeds; x=5 reports nothing (INFEASIBLE).
+    wire::LaunchReplicaT oldest = std::move(running.front());
+    running.pop_front();
+    std::string x = Arg(oldest, "--x=");
+    if (x != "5") Measure(oldest.job, 1, std::stod(x));
+    Report("node-a", oldest.job, "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+    Measure(oldest.job, 2, 100);  // after its end: ignored
+  }
+  EXPECT_EQ(most_running, 2);
+  Pump([&] { return GetStudy("grid").state != "ACTIVE"; }, 50);
+  auto info = GetStudy("grid");
+  EXPECT_EQ(info.state, "SUCCEEDED") << info.message;
+  ASSERT_EQ(info.trials.size(), 5u);
+  EXPECT_EQ(seen_x, (std::set<std::string>{"1", "2", "3", "4", "5"}));
+  // x=5 ended without a measurement: INFEASIBLE; the best is x=4.
+  for (const auto& t : info.trials) {
+    EXPECT_EQ(t->state, t->parameters[0]->value == "5" ? "INFEASIBLE" : "SUCCEEDED") << t->id;
+  }
+  const wire::TrialInfoT* best = nullptr;
+  for (const auto& t : info.trials) {
+    if (t->id == info.best_trial) best = t.get();
+  }
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->parameters[0]->value, "4");
+  EXPECT_EQ(RunningTrialJobs("grid"), 0);
+}
+
+TEST_F(StudyTest, InvalidAndDuplicateStudiesAreRefusedNamingTheField) {
+  Message bad = SubmitStudy(StudyYaml("bad", 0, 1));
+  EXPECT_EQ(bad.ErrorStatus().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.ErrorStatus().message().find("max_trials"), std::string::npos)
+      << bad.ErrorStatus().message();
+  ASSERT_NE(SubmitStudy(StudyYaml("twice", 1, 1)).As<wire::StudyInfo>(), nullptr);
+  EXPECT_EQ(SubmitStudy(StudyYaml("twice", 1, 1)).ErrorStatus().code(),
+            StatusCode::kAlreadyExists);
+  wire::GetStudyT get;
+  get.name = "nope";
+  EXPECT_EQ(Call(std::move(get)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StudyTest, FailedTrialsBeyondTheLimitFailTheStudyAndCancelTheRest) {
+  AddAgent("node-a", 0);
+  ASSERT_NE(SubmitStudy(StudyYaml("flaky", 6, 3, "max_failed_trials: 2\n")).As<wire::StudyInfo>(),
+            nullptr);
+  auto launches = TakeTrialLaunches(3);
+  Report("node-a", launches[0].job, "chief-0", 0, ReplicaState::FAILED, 1);
+  auto next = TakeTrialLaunches(1);  // one failure: the study goes on
+  Report("node-a", launches[1].job, "chief-0", 0, ReplicaState::FAILED, 1);
+  Pump([&] { return GetStudy("flaky").state == "FAILED"; }, 50);
+  auto info = GetStudy("flaky");
+  EXPECT_EQ(info.state, "FAILED");
+  EXPECT_NE(info.message.find("max_failed_trials"), std::string::npos) << info.message;
+  // The trials still running are stopped, and no new one starts.
+  Pump([&] { return TakeStops().size() >= 2; }, 50);
+  EXPECT_EQ(coordinator_->FindJob(launches[2].job)->state, JobState::CANCELLING);
+  EXPECT_EQ(coordinator_->FindJob(next[0].job)->state, JobState::CANCELLING);
+  EXPECT_TRUE(TakeLaunchList().empty());
+  EXPECT_EQ(info.trials.size(), 4u);
+}
+
+TEST_F(StudyTest, MedianRuleStopsAClearlyBadTrial) {
+  AddAgent("node-a", 0);
+  ASSERT_NE(SubmitStudy(StudyYaml("median", 4, 1,
+                                  "early_stopping: {median: true, min_steps: 2, min_trials: 2}\n"))
+                .As<wire::StudyInfo>(),
+            nullptr);
+  // Two good trials complete with scores 0.8..0.9 at steps 1-3.
+  for (int i = 0; i < 2; ++i) {
+    auto l = TakeTrialLaunches(1);
+    for (int step = 1; step <= 3; ++step) Measure(l[0].job, step, 0.8 + 0.05 * (step - 1));
+    Report("node-a", l[0].job, "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  }
+  // The third is far below the median of their running averages: stopped after min_steps.
+  auto bad = TakeTrialLaunches(1);
+  Measure(bad[0].job, 1, 0.1);
+  EXPECT_EQ(coordinator_->FindJob(bad[0].job)->state, JobState::RUNNING);
+  Measure(bad[0].job, 2, 0.1);
+  Pump([&] { return !TakeStops().empty(); }, 50);
+  EXPECT_EQ(coordinator_->FindJob(bad[0].job)->state, JobState::CANCELLING);
+  Report("node-a", bad[0].job, "chief-0", 0, ReplicaState::STOPPED, -1, 15);
+  auto info = GetStudy("median");
+  ASSERT_EQ(info.trials.size(), 4u);  // the fourth trial started when the third ended
+  EXPECT_EQ(info.trials[2]->state, "STOPPED");
+  EXPECT_NE(info.trials[2]->message.find("median"), std::string::npos) << info.trials[2]->message;
+}
+
+TEST_F(StudyTest, StudySurvivesACoordinatorRestart) {
+  AddAgent("node-a", 0);
+  ASSERT_NE(SubmitStudy(StudyYaml("durable", 4, 2)).As<wire::StudyInfo>(), nullptr);
+  auto first = TakeTrialLaunches(2);
+  Measure(first[0].job, 1, 3.5);
+  Report("node-a", first[0].job, "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  auto third = TakeTrialLaunches(1);
+  Measure(first[1].job, 1, 1.5);  // trial 2 still runs with a measurement
+  auto before = GetStudy("durable");
+
+  Restart();
+  auto after = GetStudy("durable");
+  EXPECT_EQ(after.state, "ACTIVE");
+  ASSERT_EQ(after.trials.size(), before.trials.size());
+  for (size_t i = 0; i < after.trials.size(); ++i) {
+    EXPECT_EQ(after.trials[i]->state, before.trials[i]->state) << i;
+    EXPECT_EQ(after.trials[i]->parameters[0]->value, before.trials[i]->parameters[0]->value);
+    EXPECT_EQ(after.trials[i]->steps, before.trials[i]->steps) << i;
+    EXPECT_EQ(after.trials[i]->final_metric, before.trials[i]->final_metric) << i;
+  }
+  EXPECT_EQ(after.best_trial, "1");
+  // The agent re-registers with both running trials; nothing is restarted, nothing new starts.
+  wire::ReplicaStatusT t2, t3;
+  t2.job = first[1].job;
+  t3.job = third[0].job;
+  for (auto* t : {&t2, &t3}) {
+    t->replica = "chief-0";
+    t->state = ReplicaState::RUNNING;
+  }
+  Register("node-a", 0, {t2, t3});
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty());
+  EXPECT_TRUE(TakeStops().empty());
+  // The study goes on where it was: trial 4 gets the next grid point.
+  Report("node-a", t2.job, "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  auto fourth = TakeTrialLaunches(1);
+  EXPECT_EQ(Arg(fourth[0], "--x="), "4");
+  EXPECT_EQ(GetStudy("durable").trials[1]->state, "SUCCEEDED");
+
+  // Through a compaction (the study is written whole into the snapshot) and one more restart.
+  options_.snapshot_every = 1;
+  auto compacted = GetStudy("durable");
+  Restart();
+  Restart();
+  auto again = GetStudy("durable");
+  ASSERT_EQ(again.trials.size(), 4u);
+  for (size_t i = 0; i < again.trials.size(); ++i) {
+    EXPECT_EQ(again.trials[i]->state, compacted.trials[i]->state) << i;
+    EXPECT_EQ(again.trials[i]->steps, compacted.trials[i]->steps) << i;
+  }
+  EXPECT_EQ(again.best_trial, compacted.best_trial);
+}
+
 }  // namespace cohort::coordinator

@@ -579,13 +579,6 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
                 "      process:\n"
                 "        command: [/usr/bin/python3, " + script + ", --marker=" + marker_ + "]\n"
                 "  scheduling: {max_restarts: 0}\n");
-  // The coordinator may not serve studies yet; that is a skip, not a pass.
-  auto client = cluster_->Client();
-  auto probe = client.GetStudy("grid_study");
-  if (!probe.ok() && probe.status().message().find("unexpected") != std::string::npos) {
-    GTEST_SKIP() << "this coordinator does not serve studies: " << probe.status().ToString();
-  }
-
   auto tune = Cli({"tune", study, "--wait"}, 28s);
   ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
   EXPECT_EQ(tune.out.rfind("grid_study\n", 0), 0u) << tune.out;
