@@ -184,19 +184,23 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
     if (e.num() != EINTR) return Unavailable(std::string("poll: ") + e.what());
   }
   // Agents first: their updates free resources that submissions in the same pass may use.
-  for (size_t i = 0; i < kMaxMessagesPerPass; ++i) {
-    auto m = agent_->Receive(std::chrono::milliseconds(0));
-    if (!m.ok()) return m.status();
-    if (!m->has_value()) break;
-    ++stats_.messages;
-    HandleAgent(**m);
-  }
-  for (size_t i = 0; i < kMaxMessagesPerPass; ++i) {
-    auto m = client_->Receive(std::chrono::milliseconds(0));
-    if (!m.ok()) return m.status();
-    if (!m->has_value()) break;
-    ++stats_.messages;
-    HandleClient(**m);
+  // Every request read in this pass is answered at Commit: those are the peer's outstanding ones.
+  std::map<std::string, int> outstanding;
+  for (bool agent : {true, false}) {
+    RouterSocket& socket = agent ? *agent_ : *client_;
+    for (size_t i = 0; i < kMaxMessagesPerPass; ++i) {
+      auto m = socket.Receive(std::chrono::milliseconds(0));
+      if (!m.ok()) return m.status();
+      if (!m->has_value()) break;
+      ++stats_.messages;
+      if (++outstanding[(*m)->peer] > options_.max_requests_per_peer) {
+        RefuseOverLimit(**m, agent);
+      } else if (agent) {
+        HandleAgent(**m);
+      } else {
+        HandleClient(**m);
+      }
+    }
   }
   Tick();
   return Commit();
@@ -244,6 +248,19 @@ Status Coordinator::Commit() {
     }
   }
   return Status::Ok();
+}
+
+void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {
+  ++stats_.refused;
+  // Answers (Ack, ErrorReply) are not requests: nothing to refuse, nothing to answer.
+  if (m.message.type() == wire::Body::Ack || m.message.type() == wire::Body::ErrorReply) return;
+  Reply(m,
+        EncodeError(m.message.request_id(),
+                    ResourceExhausted("more than " +
+                                      std::to_string(options_.max_requests_per_peer) +
+                                      " requests outstanding from this peer; wait for the "
+                                      "replies before sending more")),
+        agent);
 }
 
 void Coordinator::Reply(const RoutedMessage& m, zmq::message_t frame, bool agent) {

@@ -27,7 +27,8 @@
 // has not re-registered within heartbeat_timeout of the start are LOST too.
 //
 // Errors: a malformed frame or an invalid request is answered with ErrorReply; RunOnce returns an
-// error only when the journal cannot be written (the daemon then exits non-zero).
+// error only when the journal cannot be written (the daemon then exits non-zero). A peer's
+// requests beyond max_requests_per_peer in one pass are answered RESOURCE_EXHAUSTED unprocessed.
 // Thread safety: not thread-safe; one thread drives it. Lifetime: `clock` (and `context`, when
 // given) must outlive the Coordinator.
 #pragma once
@@ -62,6 +63,7 @@ struct CoordinatorStats {
   int64_t max_round_cpu_us = 0;
   size_t last_round_queued = 0;
   uint64_t messages = 0;
+  uint64_t refused = 0;  // requests over --max-requests-per-peer
 };
 
 class Coordinator {
@@ -147,6 +149,7 @@ class Coordinator {
   // Commit and send.
   Status Commit();
   void Reply(const RoutedMessage& m, zmq::message_t frame, bool agent);
+  void RefuseOverLimit(const RoutedMessage& m, bool agent);
   void SendToAgent(const std::string& peer, zmq::message_t frame);
 
   wire::JobInfoT ToInfo(const JobRecord& job) const;

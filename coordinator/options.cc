@@ -44,6 +44,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
        "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")
       ("snapshot-every", po::value(&o.snapshot_every)->default_value(o.snapshot_every),
        "journal records between snapshots")
+      ("max-requests-per-peer",
+       po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
+       "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")
       ("insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")
       ("key-file", po::value(&o.curve_key)->default_value(o.curve_key),
        "this coordinator's CURVE key file (.key)")
@@ -85,6 +88,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   o.port_min = lo;
   o.port_max = hi;
   if (o.snapshot_every == 0) return InvalidArgument("--snapshot-every: must be at least 1");
+  if (o.max_requests_per_peer < 1) {
+    return InvalidArgument("--max-requests-per-peer: must be at least 1");
+  }
   return out;
 }
 

@@ -24,6 +24,10 @@ struct CoordinatorOptions {
   std::chrono::milliseconds stop_grace{30'000};
   // Compact the journal into a snapshot after this many records.
   size_t snapshot_every = 10'000;
+  // Requests one peer (client or agent) may have outstanding, i.e. read and not yet answered, in
+  // one pass of the loop; beyond that they are answered RESOURCE_EXHAUSTED unprocessed, so one
+  // flooding peer cannot starve the others. Frames are capped at 64 MiB by the sockets.
+  int max_requests_per_peer = 256;
   bool insecure = false;
   // CURVE (when not insecure): --key-file (this coordinator's key pair), --client-keys and
   // --agent-keys (directories of the public keys allowed on each endpoint; re-read per handshake).

@@ -506,6 +506,38 @@ TEST_F(CoordinatorTest, DrainingNodeGetsNothingNewAndItsPreemptedReplicasMove) {
   EXPECT_FALSE(coordinator_->FindNode("node-a")->draining);
 }
 
+TEST_F(CoordinatorTest, AFloodingPeerIsRefusedBeyondItsOutstandingRequestsAndOthersAreServed) {
+  options_.max_requests_per_peer = 10;
+  Restart();
+  Peer other = Connect(options_.client_endpoint, "");
+  for (int i = 0; i < 30; ++i) client_.Send(wire::ListNodesT{});
+  uint64_t other_id = other.Send(wire::ListJobsT{});
+  Pump([&] {
+    other.Drain();
+    return client_.inbox.size() >= 30 && !other.inbox.empty();
+  });
+  int served = 0, refused = 0;
+  for (const Message& m : client_.inbox) {
+    if (m.As<wire::NodeList>() != nullptr) {
+      ++served;
+    } else if (m.ErrorStatus().code() == StatusCode::kResourceExhausted) {
+      ++refused;
+      EXPECT_NE(m.ErrorStatus().message().find("more than 10 requests outstanding"),
+                std::string::npos);
+    }
+  }
+  EXPECT_EQ(served, 10);
+  EXPECT_EQ(refused, 20);
+  ASSERT_EQ(other.inbox.size(), 1u);
+  EXPECT_EQ(other.inbox.front().request_id(), other_id);
+  EXPECT_NE(other.inbox.front().As<wire::JobList>(), nullptr);
+  EXPECT_EQ(coordinator_->stats().refused, 20u);
+  // Once answered, the same peer is served again.
+  client_.inbox.clear();
+  wire::ListNodesT again;
+  EXPECT_NE(Call(std::move(again)).As<wire::NodeList>(), nullptr);
+}
+
 TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {
   agents_["ghost"] = Connect(options_.agent_endpoint, "ghost");
   Heartbeat("ghost");
