@@ -387,7 +387,10 @@ void Agent::StartPending() {
     if (!a.pending) continue;
     if (a.pending->restore.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
     std::unique_ptr<PendingLaunch> pending = std::move(a.pending);
-    pending->env.restore_checkpoint = pending->restore.get();
+    RestorePoint restore = pending->restore.get();
+    pending->env.restore_checkpoint = restore.checkpoint;
+    // The attempt's log says where it restores from and what was skipped (`cohort logs`).
+    for (const std::string& note : restore.notes) AppendToLog(pending->request.log_path, note);
     FinishLaunch(a, *pending);
   }
 }

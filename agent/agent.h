@@ -113,7 +113,7 @@ class Agent {
     ReplicaEnvInput env;
     Launcher* launcher = nullptr;
     bool chief = false;
-    std::future<std::string> restore;
+    std::future<RestorePoint> restore;
   };
   struct Attempt {
     std::string job;

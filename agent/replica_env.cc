@@ -52,16 +52,23 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   return env;
 }
 
-std::string FindRestoreCheckpoint(const std::string& checkpoint_dir) {
-  if (checkpoint_dir.empty()) return "";
+RestorePoint FindRestoreCheckpoint(const std::string& checkpoint_dir) {
+  RestorePoint point;
+  if (checkpoint_dir.empty()) return point;
   auto latest = FindLatestValidCheckpoint(checkpoint_dir);
   if (!latest.ok()) {
-    if (latest.status().code() != StatusCode::kNotFound) {
+    // NotFound: no directory, no checkpoint yet, or none valid (the message lists the skipped).
+    if (latest.status().code() != StatusCode::kNotFound ||
+        latest.status().message().find("skipped") != std::string::npos) {
       spdlog::warn("checkpoint lookup in {}: {}", checkpoint_dir, latest.status().ToString());
+      point.notes.push_back("no checkpoint restored: " + latest.status().message());
     }
-    return "";
+    return point;
   }
-  return latest->path;
+  for (const std::string& why : latest->skipped) point.notes.push_back("skipped checkpoint: " + why);
+  point.checkpoint = latest->path;
+  point.notes.push_back("restoring from checkpoint " + latest->path);
+  return point;
 }
 
 namespace {

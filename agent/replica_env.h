@@ -36,10 +36,15 @@ struct ReplicaEnvInput {
 };
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
 
-// The newest checkpoint under `checkpoint_dir` whose MANIFEST verifies (common/checkpoint.h:
-// torn and corrupted ones are skipped), or "" when there is none or the directory does not exist.
-// It reads every file of the candidate to check its checksums.
-std::string FindRestoreCheckpoint(const std::string& checkpoint_dir);
+// Where a replica attempt restores from: the newest checkpoint under its checkpoint dir whose
+// MANIFEST verifies (common/checkpoint.h: torn and corrupted ones are skipped), or "" when there
+// is none or the directory does not exist; `notes` says what was skipped and why, for the
+// attempt's log. Reads every file of the candidate to check its checksums.
+struct RestorePoint {
+  std::string checkpoint;
+  std::vector<std::string> notes;
+};
+RestorePoint FindRestoreCheckpoint(const std::string& checkpoint_dir);
 
 // The program a built-in replica runs: "reducer" -> cohort-reducer, "parameter_server" ->
 // cohort-ps, looked up next to the agent's own binary, then in ../collective/ (a build tree),

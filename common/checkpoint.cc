@@ -464,18 +464,21 @@ StatusOr<CheckpointInfo> FindLatestValidCheckpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return NotFound("no checkpoint directory " + dir);
   COHORT_ASSIGN_OR_RETURN(std::vector<Candidate> candidates, ListCheckpoints(dir, nullptr));
-  std::string skipped;
+  std::vector<std::string> skipped;
   for (const Candidate& c : candidates) {
     StatusOr<CheckpointInfo> info = CheckCheckpoint(c.path, /*checksums=*/true);
     if (info.ok()) {
       if (!skipped.empty()) spdlog::warn("using checkpoint {} after skipping newer ones", c.path);
+      info->skipped = std::move(skipped);
       return info;
     }
     spdlog::warn("skipping checkpoint: {}", info.status().message());
-    skipped += (skipped.empty() ? "" : "; ") + info.status().message();
+    skipped.push_back(info.status().message());
   }
   if (candidates.empty()) return NotFound("no checkpoint in " + dir);
-  return NotFound("no valid checkpoint in " + dir + " (skipped " + skipped + ")");
+  std::string all;
+  for (const std::string& s : skipped) all += (all.empty() ? "" : "; ") + s;
+  return NotFound("no valid checkpoint in " + dir + " (skipped " + all + ")");
 }
 
 Status RetainLatest(const std::string& dir, int keep) {

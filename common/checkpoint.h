@@ -52,6 +52,8 @@ struct CheckpointInfo {
   int64_t step = -1;
   std::string path;                  // dir/ckpt-<step>
   std::vector<CheckpointFile> files;  // sorted by name; MANIFEST itself not included
+  // FindLatestValidCheckpoint only: the newer checkpoints it skipped, each with why.
+  std::vector<std::string> skipped;
 };
 
 // Writes one checkpoint. Write files with AddFile(), or write them yourself under path() (sub-

@@ -149,7 +149,9 @@ TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   EXPECT_FALSE(ProcessAlive(escaped));
   (*p)->Release();
   EXPECT_FALSE(std::filesystem::exists(cgroup));
-  EXPECT_EQ(FindRestoreCheckpoint(dir.path() + "/no-such-dir"), "");
+  RestorePoint none = FindRestoreCheckpoint(dir.path() + "/no-such-dir");
+  EXPECT_EQ(none.checkpoint, "");
+  EXPECT_TRUE(none.notes.empty());
 }
 
 TEST(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {

@@ -4,8 +4,8 @@
 // no replica of the cluster outlives its job (LocalCluster::WaitForNoReplicaProcesses).
 //
 //   - the newest checkpoint is corrupted while a trainer is frozen, then the trainer is killed:
-//     the restarted attempt resumes from the previous valid checkpoint (the agent's log says
-//     which one it skipped and why) and ends with the uninterrupted run's model;
+//     the restarted attempt resumes from the previous valid checkpoint (the agent's log and the
+//     attempt's own log in `cohort logs` say which one it skipped and why) and ends with the uninterrupted run's model;
 //   - a permanent exit code fails the job with no retry; a retryable one that keeps coming spends
 //     the restart budget and fails the job; `cohort status` says which and why;
 //   - a SIGKILLed reducer makes the trainers' all-reduce fail (they name the reducer) and restarts
@@ -239,6 +239,12 @@ TEST_F(RecoveryTest, CorruptedNewestCheckpointRestartResumesFromThePreviousValid
       << agent_log;
   EXPECT_NE(agent_log.find("restoring from " + previous->second), std::string::npos) << agent_log;
   std::string logs = CliLogs(job);
+  // The attempt's own log, too, says what the agent skipped and where it restores from.
+  EXPECT_NE(logs.find("cohort-agent: skipped checkpoint: " + newest->second), std::string::npos)
+      << logs;
+  EXPECT_NE(logs.find("cohort-agent: restoring from checkpoint " + previous->second),
+            std::string::npos)
+      << logs;
   EXPECT_NE(logs.find("restored checkpoint " + previous->second + " at step " +
                       std::to_string(previous->first)),
             std::string::npos)
