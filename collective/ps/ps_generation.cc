@@ -20,11 +20,18 @@ std::string NewGenerationId() {
 std::string GenerationKey(const std::string& prefix) { return prefix + "/generation"; }
 
 StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& prefix, const std::string& previous,
-                                      Deadline deadline, const std::atomic<bool>* stop) {
+                                      Deadline deadline, const std::atomic<bool>* stop, int rank) {
+  std::string stale = previous;
   while (true) {
     if (stop != nullptr && stop->load()) return Cancelled("stopped while waiting for the workers");
     auto g = bootstrap.Get(GenerationKey(prefix), std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)));
-    if (g.ok() && *g != previous) return *g;
+    if (g.ok() && *g != previous && *g != stale) {
+      // UcxTransport's key for this rank's address in that generation (ucx_transport.h).
+      auto mine = bootstrap.Get(prefix + "/" + *g + "/addr/" + std::to_string(rank),
+                                SteadyClock::now() + std::chrono::milliseconds(100));
+      if (!mine.ok()) return *g;
+      stale = *g;
+    }
     if (!g.ok() && g.status().code() != StatusCode::kDeadlineExceeded) return g.status();
     if (SteadyClock::now() >= deadline) {
       return DeadlineExceeded("worker 0 (chief) published no new parameter-server generation in time");

@@ -18,8 +18,13 @@ std::string GenerationKey(const std::string& prefix);
 
 // Waits until the generation key holds a value other than `previous` (returns it), `stop` is
 // set (kCancelled) or `deadline` passes (kDeadlineExceeded).
+//
+// A generation in which `rank` already published its transport address was joined by an earlier
+// incarnation of this rank (a restarted process reading the old chief's store before the new
+// chief replaced it): its peers are gone, and joining would wait out the connect timeout. Such a
+// generation is skipped like `previous`.
 StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& prefix, const std::string& previous,
-                                      Deadline deadline, const std::atomic<bool>* stop);
+                                      Deadline deadline, const std::atomic<bool>* stop, int rank);
 
 // A UCX transport for rank `rank` of workers + servers in `generation`.
 StatusOr<std::unique_ptr<Transport>> MakePsTransport(Bootstrap& bootstrap, const std::string& prefix,

@@ -794,7 +794,8 @@ Status RunParameterServer(Bootstrap& bootstrap, PsServer& server, const PsRunOpt
   while (!stop.load()) {
     const auto wait = first ? std::max(options.rejoin_timeout, options.connect_timeout) : options.rejoin_timeout;
     first = false;
-    auto generation = AwaitGeneration(bootstrap, options.key_prefix, last_generation, SteadyClock::now() + wait, &stop);
+    auto generation = AwaitGeneration(bootstrap, options.key_prefix, last_generation, SteadyClock::now() + wait, &stop,
+                                      so.num_workers + so.server_index);
     if (!generation.ok()) {
       if (generation.status().code() == StatusCode::kCancelled) return Status::Ok();
       spdlog::info("parameter server {}: no workers (re)joined within {}; exiting", so.server_index,

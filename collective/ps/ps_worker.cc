@@ -94,7 +94,7 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int r
       previous = seen[seen_key];
     }
     COHORT_ASSIGN_OR_RETURN(generation, AwaitGeneration(bootstrap, options.key_prefix, previous,
-                                                        SteadyClock::now() + options.timeout, nullptr));
+                                                        SteadyClock::now() + options.timeout, nullptr, rank));
     std::lock_guard<std::mutex> lock(seen_mu);
     seen[seen_key] = generation;
   }
