@@ -8,6 +8,8 @@ print or json.dump them.
     client = Client("tcp://127.0.0.1:7400")
     name = client.submit(open("job.yaml").read())
     job = client.wait(name)          # {'name': ..., 'state': 'SUCCEEDED', 'replicas': [...], ...}
+    study = client.wait_study(client.submit_study(open("study.yaml").read()))
+    best = study["best_trial"]       # the id of the best trial ('' when none reported)
 """
 
 import time
@@ -15,9 +17,10 @@ import time
 import flatbuffers
 import zmq
 
-from cohort.wire import (Body, CancelJob, Envelope, ErrorReply, GetJob, GetLogs, JobInfo,
-                         JobList, JobState, ListJobs, ListNodes, LogData, NodeList, ReplicaState,
-                         SubmitJob, SubmitJobReply)
+from cohort.wire import (Body, CancelJob, Envelope, ErrorReply, GetJob, GetLogs, GetStudy,
+                         JobInfo, JobList, JobState, ListJobs, ListNodes, ListStudies, LogData,
+                         NodeList, ReplicaState, StudyInfo, StudyList, SubmitJob, SubmitJobReply,
+                         SubmitStudy)
 
 PROTOCOL_VERSION = 1
 FILE_IDENTIFIER = b"CHRT"
@@ -86,6 +89,31 @@ def _job_to_dict(job):
         } for r in (job.replicas or [])],
         "events": [{"time_ms": e.timeMs, "message": _text(e.message)}
                    for e in (job.events or [])],
+    }
+
+
+def _study_to_dict(study):
+    return {
+        "name": _text(study.name),
+        "state": _text(study.state),
+        "message": _text(study.message),
+        "metric": _text(study.metric),
+        "goal": _text(study.goal),
+        "algorithm": _text(study.algorithm),
+        "max_trials": study.maxTrials,
+        "parallel_trials": study.parallelTrials,
+        "best_trial": _text(study.bestTrial),
+        "create_time_ms": study.createTimeMs,
+        "end_time_ms": study.endTimeMs,
+        "trials": [{
+            "id": _text(t.id),
+            "parameters": {_text(kv.key): _text(kv.value) for kv in (t.parameters or [])},
+            "state": _text(t.state),
+            "final_metric": t.finalMetric if t.hasFinalMetric else None,
+            "job": _text(t.job),
+            "steps": t.steps,
+            "message": _text(t.message),
+        } for t in (study.trials or [])],
     }
 
 
@@ -176,6 +204,33 @@ class Client:
                 raise CohortError("DEADLINE_EXCEEDED", f"job {name} is still {job['state']}")
             time.sleep(poll_s)
 
+    def submit_study(self, spec_yaml):
+        """Submits a study file's text; returns the study name. Raises CohortError on a bad spec
+        (the message names the field)."""
+        body = SubmitStudy.SubmitStudyT()
+        body.specYaml = spec_yaml
+        return _study_to_dict(self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT))["name"]
+
+    def get_study(self, name):
+        body = GetStudy.GetStudyT()
+        body.name = name
+        return _study_to_dict(self._call(Body.Body.GetStudy, body, StudyInfo.StudyInfoT))
+
+    def list_studies(self):
+        reply = self._call(Body.Body.ListStudies, ListStudies.ListStudiesT(), StudyList.StudyListT)
+        return [_study_to_dict(s) for s in (reply.studies or [])]
+
+    def wait_study(self, name, poll_s=1.0, timeout_s=None):
+        """Polls until the study is no longer ACTIVE; returns its last status."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            study = self.get_study(name)
+            if study["state"] != "ACTIVE":
+                return study
+            if deadline is not None and time.monotonic() > deadline:
+                raise CohortError("DEADLINE_EXCEEDED", f"study {name} is still ACTIVE")
+            time.sleep(poll_s)
+
     # ---- wire ---------------------------------------------------------------------------
 
     def _call(self, body_type, body, reply_class):
@@ -215,7 +270,7 @@ class Client:
         if len(frame) < 8 or frame[4:8] != FILE_IDENTIFIER:
             return None
         try:
-            envelope = Envelope.EnvelopeT.InitFromBuf(frame, 0)
+            envelope = Envelope.EnvelopeT.InitFromObj(Envelope.Envelope.GetRootAs(frame, 0))
         except Exception:  # noqa: BLE001 - any decoding failure means a bad frame
             return None
         if envelope.version != PROTOCOL_VERSION:

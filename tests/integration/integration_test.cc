@@ -605,6 +605,19 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
   EXPECT_TRUE(NoReplicaProcessesLeft());
 }
 
+// The Python client (python/cohort) against the real daemons: jobs, logs, errors and a study.
+TEST_F(IntegrationTest, PythonClientRunsJobsAndStudies) {
+  ASSERT_TRUE(std::filesystem::exists(std::string(COHORT_PYTHON_DIR) + "/cohort/wire/Envelope.py"))
+      << "the cohort Python package (target cohort_python) is not in " << COHORT_PYTHON_DIR;
+  StartAgent("node-a", 0);
+  auto run = ct::RunProcess("/usr/bin/python3",
+                            {COHORT_PYTHON_CHECK, cluster_->client_endpoint(), cluster_->scratch("")},
+                            {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 50s);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("python client: ok"), std::string::npos) << run.out << run.err;
+  EXPECT_TRUE(NoReplicaProcessesLeft());
+}
+
 // Sends raw frames on a plain DEALER and returns the reply frame, if any.
 std::optional<std::string> RawExchange(zmq::socket_t& socket, std::vector<std::string> frames,
                                        std::chrono::milliseconds timeout = 3s) {

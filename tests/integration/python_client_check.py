@@ -1,0 +1,91 @@
+"""Drives a running coordinator through the Python client (python/cohort/client.py).
+
+Run by integration_test's PythonClientRunsJobsAndStudies with PYTHONPATH=<build>/python:
+    python3 python_client_check.py CLIENT_ENDPOINT SCRATCH_DIR
+Every check raises on failure (non-zero exit with the reason); prints "python client: ok" last.
+"""
+
+import os
+import sys
+
+from cohort import Client, CohortError
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def main():
+    endpoint, scratch = sys.argv[1], sys.argv[2]
+    with Client(endpoint, timeout_s=10.0) as client:
+        nodes = client.nodes()
+        check(len(nodes) == 1 and nodes[0]["state"] == "READY", f"one READY node: {nodes}")
+
+        job = ("name: py_job\n"
+               "worker_pools:\n"
+               "  - role: chief\n"
+               "    replicas: 1\n"
+               "    process: {command: [/bin/sh, -c, 'echo hello from $CLOUD_ML_JOB_ID; echo "
+               "rank=$RANK']}\n")
+        name = client.submit(job)
+        check(name == "py_job", f"submit returned {name!r}")
+        done = client.wait(name, poll_s=0.1, timeout_s=30)
+        check(done["state"] == "SUCCEEDED", f"job ended {done['state']}: {done['message']}")
+        check(done["replicas"][0]["replica"] == "chief-0", f"replicas: {done['replicas']}")
+        check(any(j["name"] == "py_job" for j in client.list_jobs()), "py_job listed")
+        text, complete = b"", False
+        for _ in range(100):
+            data, offset, complete = client.read_logs("py_job", "chief-0", len(text))
+            text += data
+            if complete:
+                break
+        check(b"rank=0" in text, f"the chief's log: {text!r}")
+
+        try:
+            client.submit("name: bad\nworker_pools: []\n")
+            check(False, "an invalid job was accepted")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "worker_pools" in str(e), f"error: {e}")
+        try:
+            client.get_job("no_such_job")
+            check(False, "an unknown job was found")
+        except CohortError as e:
+            check(e.code == "NOT_FOUND", f"error: {e}")
+
+        metric_writer = os.path.join(scratch, "py_trial.sh")
+        with open(metric_writer, "w") as f:
+            f.write('x="${1#--x=}"\n'
+                    'printf \'{"score": "%s", "global_step": "1"}\\n\' "$x" '
+                    '>> "$CLOUD_ML_HP_METRIC_FILE"\n')
+        study = ("name: py_study\n"
+                 "metric: {id: score, goal: minimize}\n"
+                 "parameters:\n"
+                 "  - {id: x, type: discrete, values: [3, 1, 2]}\n"
+                 "algorithm: grid\n"
+                 "max_trials: 3\n"
+                 "parallel_trials: 2\n"
+                 "trial_job:\n"
+                 "  output_dir: " + os.path.join(scratch, "py_study") + "\n"
+                 "  worker_pools:\n"
+                 "    - role: chief\n"
+                 "      replicas: 1\n"
+                 "      process: {command: [/bin/sh, " + metric_writer + "]}\n")
+        check(client.submit_study(study) == "py_study", "submit_study returned the name")
+        result = client.wait_study("py_study", poll_s=0.1, timeout_s=40)
+        check(result["state"] == "SUCCEEDED", f"study ended {result['state']}: {result['message']}")
+        check(len(result["trials"]) == 3, f"trials: {result['trials']}")
+        best = [t for t in result["trials"] if t["id"] == result["best_trial"]]
+        check(len(best) == 1 and best[0]["parameters"] == {"x": "1"} and
+              best[0]["final_metric"] == 1.0, f"best trial (minimize): {best}")
+        check([s["name"] for s in client.list_studies()] == ["py_study"], "list_studies")
+        try:
+            client.submit_study(study)
+            check(False, "a duplicate study was accepted")
+        except CohortError as e:
+            check(e.code == "ALREADY_EXISTS", f"error: {e}")
+    print("python client: ok")
+
+
+if __name__ == "__main__":
+    main()
