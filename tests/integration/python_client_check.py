@@ -53,11 +53,14 @@ def main():
         except CohortError as e:
             check(e.code == "NOT_FOUND", f"error: {e}")
 
-        metric_writer = os.path.join(scratch, "py_trial.sh")
+        # Each trial reports through the Python reporter (cohort.hypertune), as training code does.
+        metric_writer = os.path.join(scratch, "py_trial.py")
         with open(metric_writer, "w") as f:
-            f.write('x="${1#--x=}"\n'
-                    'printf \'{"score": "%s", "global_step": "1"}\\n\' "$x" '
-                    '>> "$CLOUD_ML_HP_METRIC_FILE"\n')
+            f.write("import sys\n"
+                    "from cohort import hypertune\n"
+                    "x = float(sys.argv[1].split('=', 1)[1])\n"
+                    "hypertune.HyperTune().report_hyperparameter_tuning_metric(\n"
+                    "    hyperparameter_metric_tag='score', metric_value=x, global_step=1)\n")
         study = ("name: py_study\n"
                  "metric: {id: score, goal: minimize}\n"
                  "parameters:\n"
@@ -70,7 +73,9 @@ def main():
                  "  worker_pools:\n"
                  "    - role: chief\n"
                  "      replicas: 1\n"
-                 "      process: {command: [/bin/sh, " + metric_writer + "]}\n")
+                 "      process:\n"
+                 "        command: [/usr/bin/python3, " + metric_writer + "]\n"
+                 "        env: {PYTHONPATH: " + os.environ["PYTHONPATH"] + "}\n")
         check(client.submit_study(study) == "py_study", "submit_study returned the name")
         result = client.wait_study("py_study", poll_s=0.1, timeout_s=40)
         check(result["state"] == "SUCCEEDED", f"study ended {result['state']}: {result['message']}")
