@@ -604,6 +604,7 @@ void Agent::SendHeartbeat() {
   wire::HeartbeatT heartbeat;
   heartbeat.node_id = config_.node_id;
   heartbeat.draining = preempting_;
+  heartbeat.listening_ports = ListeningTcpPorts();
   wire::BodyUnion body;
   body.Set(std::move(heartbeat));
   Send(RequestKind::kHeartbeat, "", 0, std::move(body));
@@ -624,6 +625,7 @@ void Agent::SendRegister() {
   }
   reg.cpus = config_.inventory.cpus;
   reg.memory_mb = config_.inventory.memory_mb;
+  reg.listening_ports = ListeningTcpPorts();
   for (const auto& [key, value] : config_.labels) {
     auto kv = std::make_unique<wire::KeyValueT>();
     kv->key = key;

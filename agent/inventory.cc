@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -112,6 +114,44 @@ int64_t DetectMemoryMb() {
   long page_size = ::sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) return static_cast<int64_t>(pages) * page_size / (1 << 20);
   return 0;
+}
+
+std::vector<int> ParseListeningPorts(const std::string& proc_net_tcp) {
+  constexpr int kListen = 0x0A;
+  std::vector<int> ports;
+  std::istringstream lines(proc_net_tcp);
+  std::string line;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    // "  0: 0100007F:1F90 00000000:0000 0A ..." : slot, local address:port, remote, state.
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    if (!(fields >> slot >> local >> remote >> state)) continue;
+    size_t colon = local.rfind(':');
+    if (colon == std::string::npos) continue;
+    char* end = nullptr;
+    long st = std::strtol(state.c_str(), &end, 16);
+    if (*end != '\0' || st != kListen) continue;
+    long port = std::strtol(local.c_str() + colon + 1, &end, 16);
+    if (*end != '\0' || port <= 0 || port > 65535) continue;
+    ports.push_back(static_cast<int>(port));
+  }
+  return ports;
+}
+
+std::vector<int> ListeningTcpPorts() {
+  std::vector<int> ports;
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    std::vector<int> more = ParseListeningPorts(text.str());
+    ports.insert(ports.end(), more.begin(), more.end());
+  }
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
 }
 
 }  // namespace cohort::agent

@@ -35,4 +35,11 @@ StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();
 int DetectCpus();
 int64_t DetectMemoryMb();
 
+// TCP ports in LISTEN state on this node (IPv4 and IPv6), sorted, without duplicates: what the
+// coordinator must not hand to replicas here. Read from /proc/net/tcp and /proc/net/tcp6.
+std::vector<int> ListeningTcpPorts();
+// The LISTEN ports of one /proc/net/tcp[6] text (header line first; the local address's port and
+// the state are hex). Lines that do not parse are ignored.
+std::vector<int> ParseListeningPorts(const std::string& proc_net_tcp);
+
 }  // namespace cohort::agent

@@ -660,6 +660,10 @@ void Coordinator::OnRegister(const RoutedMessage& m, const wire::RegisterAgent& 
   node.last_heartbeat_ms = now;
   node.ready = true;
   node.draining = false;
+  node.listening_ports.clear();
+  if (req.listening_ports()) {
+    node.listening_ports.assign(req.listening_ports()->begin(), req.listening_ports()->end());
+  }
   node.peer = m.peer;
   spdlog::info("node {} {} ({} GPUs, {} CPUs, {} MiB) at {}", node_id,
                was_lost ? "came back" : (returning ? "re-registered" : "registered"),
@@ -734,6 +738,11 @@ void Coordinator::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req
     NodeRecord& node = it->second;
     node.last_heartbeat_ms = clock_->NowMs();
     node.peer = m.peer;
+    // An empty list is sent as no list at all.
+    node.listening_ports.clear();
+    if (req.listening_ports()) {
+      node.listening_ports.assign(req.listening_ports()->begin(), req.listening_ports()->end());
+    }
     if (req.draining() && !node.draining) {
       node.draining = true;
       spdlog::info("node {} is draining (its agent is shutting down): nothing new is placed there",
@@ -1123,6 +1132,12 @@ void Coordinator::CheckJobs(int64_t now) {
 
 ClusterView Coordinator::BuildView(std::map<std::string, int>* node_index) const {
   ClusterView view(options_.port_min, options_.port_max);
+  // Replica ports are unique across the cluster; a port something listens on at any node is
+  // never handed out (the replica placed there would fail to bind it).
+  for (const auto& [id, n] : nodes_) {
+    if (!n.ready) continue;
+    for (int port : n.listening_ports) view.MarkPortUsed(port);
+  }
   for (const auto& [id, n] : nodes_) {
     if (!n.ready || n.draining) continue;
     NodeFree f;

@@ -1,5 +1,8 @@
 // ProcessLauncher, cgroups, the replica environment and the inventory, with real processes.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -239,6 +242,35 @@ TEST(InventoryTest, DeclaredGpusAndMachineResources) {
   EXPECT_EQ(gpus[2].model, "declared");
   EXPECT_GT(DetectCpus(), 0);
   EXPECT_GT(DetectMemoryMb(), 0);
+}
+
+TEST(InventoryTest, ListeningPortsFromProcNetTcp) {
+  const std::string text =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+      "   1: 0100007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0\n"
+      "   2: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+      "   3: garbage\n";
+  EXPECT_EQ(ParseListeningPorts(text), (std::vector<int>{8080, 22}));
+  EXPECT_TRUE(ParseListeningPorts("").empty());
+
+  // A socket listening here shows up in the live list; a connected one does not add its port.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  int port = ntohs(addr.sin_port);
+  auto before = ListeningTcpPorts();
+  EXPECT_FALSE(std::binary_search(before.begin(), before.end(), port)) << "bound, not listening";
+  ASSERT_EQ(::listen(fd, 1), 0);
+  auto after = ListeningTcpPorts();
+  EXPECT_TRUE(std::binary_search(after.begin(), after.end(), port)) << port;
+  EXPECT_TRUE(std::is_sorted(after.begin(), after.end()));
+  ::close(fd);
 }
 
 TEST(InventoryTest, NvmlProbe) {

@@ -538,6 +538,32 @@ TEST_F(CoordinatorTest, AFloodingPeerIsRefusedBeyondItsOutstandingRequestsAndOth
   EXPECT_NE(Call(std::move(again)).As<wire::NodeList>(), nullptr);
 }
 
+TEST_F(CoordinatorTest, PortsTheNodesListenOnAreNeverHandedToReplicas) {
+  options_.port_min = 25000;
+  options_.port_max = 25005;
+  Restart();
+  AddAgent("node-a", 1);
+  // Something on node-a listens on 25000 and 25002 (outside the range: 22, ignored).
+  wire::HeartbeatT hb;
+  hb.node_id = "node-a";
+  hb.listening_ports = {22, 25000, 25002};
+  agents_["node-a"].Send(std::move(hb));
+  PumpFew();
+  EXPECT_EQ(coordinator_->FindNode("node-a")->listening_ports, (std::vector<int>{22, 25000, 25002}));
+  ASSERT_TRUE(Submit(JobYaml("ports", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-a/chief-0"), 1u);
+  const JobRecord* job = coordinator_->FindJob("ports");
+  std::set<int> handed = {job->master_port, job->bootstrap_port, job->replicas[0].port};
+  handed.erase(0);
+  EXPECT_FALSE(handed.empty());
+  for (int port : handed) {
+    EXPECT_TRUE(port != 25000 && port != 25002) << port;
+  }
+  EXPECT_EQ(Env(launches["node-a/chief-0"], "MASTER_PORT"), std::to_string(job->master_port));
+}
+
 TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {
   agents_["ghost"] = Connect(options_.agent_endpoint, "ghost");
   Heartbeat("ghost");
