@@ -28,9 +28,15 @@ StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& p
     if (g.ok() && *g != previous && *g != stale) {
       // UcxTransport's key for this rank's address in that generation (ucx_transport.h).
       auto mine = bootstrap.Get(prefix + "/" + *g + "/addr/" + std::to_string(rank),
-                                SteadyClock::now() + std::chrono::milliseconds(100));
-      if (!mine.ok()) return *g;
-      stale = *g;
+                                SteadyClock::now() + std::chrono::milliseconds(1000));
+      if (mine.ok()) {
+        stale = *g;
+      } else {
+        // No address of ours: a fresh generation, unless the store that named it died meanwhile
+        // (the old chief's): only a live store that still names it confirms it.
+        auto again = bootstrap.Get(GenerationKey(prefix), SteadyClock::now() + std::chrono::milliseconds(1000));
+        if (again.ok() && *again == *g) return *g;
+      }
     }
     if (!g.ok() && g.status().code() != StatusCode::kDeadlineExceeded) return g.status();
     if (SteadyClock::now() >= deadline) {

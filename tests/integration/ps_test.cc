@@ -53,6 +53,17 @@ std::string PsJob(const std::string& name, const std::string& out, int epochs, i
          "scheduling: {timeout: 5m, max_restarts: " + std::to_string(max_restarts) + "}\n";
 }
 
+// Every attempt log of every replica under a job's work dir, for failure messages.
+std::string ReplicaLogs(const std::string& job_dir) {
+  std::string out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(job_dir, ec)) {
+    if (entry.path().extension() != ".log") continue;
+    out += "--- " + entry.path().string() + " ---\n" + ct::ReadFile(entry.path().string());
+  }
+  return out;
+}
+
 wire::JobInfoT WaitForEnd(CoordinatorClient& client, const std::string& job, std::chrono::milliseconds timeout) {
   wire::JobInfoT last;
   ct::WaitUntil(
@@ -124,7 +135,8 @@ TEST(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJobS
   ASSERT_EQ(::kill(server0, SIGKILL), 0);
 
   wire::JobInfoT last = WaitForEnd(client, "ps_kill", 150s);
-  ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs();
+  ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs()
+                                                   << ReplicaLogs(cluster.scratch() + "/../work/" + node + "/ps_kill");
   bool restarted = false;
   for (const auto& r : last.replicas) {
     if (r && r->replica == "parameter_server-0" && r->attempt >= 1) restarted = true;
