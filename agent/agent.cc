@@ -648,6 +648,18 @@ void Agent::SendRegister() {
 
 void Agent::RunTimers() {
   TimePoint now = Now();
+  if (config_.attempt_retention.count() > 0 && now >= next_sweep_) {
+    next_sweep_ = now + config_.sweep_interval;
+    int removed = SweepAttemptDirs(
+        config_.work_dir, config_.attempt_retention,
+        [&](const std::string& job, const std::string& replica, int attempt) {
+          return attempts_.count(Key(job, replica, attempt)) > 0;
+        });
+    if (removed > 0) {
+      spdlog::info("removed {} ended attempt(s) older than {} s from {}", removed,
+                   config_.attempt_retention.count() / 1000, config_.work_dir);
+    }
+  }
   if (registered_) {
     milliseconds timeout = config_.coordinator_timeout;
     if (timeout.count() <= 0) timeout = std::max(5 * heartbeat_interval_, milliseconds(3000));

@@ -62,6 +62,9 @@ struct AgentConfig {
   std::map<std::string, std::string> labels;
   SocketSecurity security;
   std::chrono::milliseconds grace_period{30000};
+  // Attempt working dirs and logs older than this (and not running) are removed; 0 keeps them.
+  std::chrono::milliseconds attempt_retention{7 * 24 * 3600 * 1000LL};
+  std::chrono::milliseconds sweep_interval{10 * 60 * 1000};
 
   // Protocol timing.
   std::chrono::milliseconds default_heartbeat_interval{1000};  // until the coordinator says
@@ -202,6 +205,7 @@ class Agent {
   TimePoint next_register_{};
   std::chrono::milliseconds register_backoff_{0};
   TimePoint next_heartbeat_{};
+  TimePoint next_sweep_{};  // attempt retention
   TimePoint last_heard_{};
   std::chrono::milliseconds heartbeat_interval_{1000};
 };

@@ -24,6 +24,7 @@ namespace po = boost::program_options;
 StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   AgentFlags flags;
   FlagDuration grace = FlagDuration::Seconds(30);
+  FlagDuration retention = FlagDuration::Seconds(7 * 24 * 3600);
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -35,6 +36,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
       ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
       ("grace-period", po::value(&grace), "SIGTERM-to-SIGKILL time on preemption (default 30s)")
+      ("attempt-retention", po::value(&retention), "remove ended attempts' working dirs and logs this old; 0 keeps them (default 7d)")
       ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
       ("container-runtime", po::value(&flags.container_runtime), "auto|runc|crun|docker|podman|none (default auto)")
       ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (NAME.key)")
@@ -54,6 +56,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     return flags;
   }
   flags.config.grace_period = grace.value;
+  flags.config.attempt_retention = retention.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");
   if (flags.config.node_id.empty()) {
     char host[HOST_NAME_MAX + 1] = {0};

@@ -135,4 +135,66 @@ Status MakeOutputDirs(const std::map<std::string, std::string>& env) {
   return Status::Ok();
 }
 
+namespace {
+
+// "attempt-<n>" or "attempt-<n>.log" -> n; -1 otherwise.
+int AttemptNumber(const std::string& name) {
+  constexpr std::string_view kPrefix = "attempt-";
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  std::string digits = name.substr(kPrefix.size());
+  if (digits.size() > 4 && digits.compare(digits.size() - 4, 4, ".log") == 0) {
+    digits.resize(digits.size() - 4);
+  }
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoi(digits);
+}
+
+}  // namespace
+
+int SweepAttemptDirs(const std::string& work_dir, std::chrono::milliseconds retention,
+                     const std::function<bool(const std::string& job, const std::string& replica,
+                                              int attempt)>& live) {
+  std::error_code ec;
+  const auto cutoff = fs::file_time_type::clock::now() - retention;
+  int removed = 0;
+  auto children = [&](const fs::path& dir) {
+    std::vector<fs::directory_entry> out;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      out.push_back(*it);
+    }
+    ec.clear();
+    return out;
+  };
+  for (const auto& job : children(work_dir)) {
+    if (!job.is_directory(ec) || job.is_symlink(ec)) continue;
+    for (const auto& replica : children(job.path())) {
+      if (!replica.is_directory(ec) || replica.is_symlink(ec)) continue;
+      for (const auto& entry : children(replica.path())) {
+        const std::string name = entry.path().filename().string();
+        int attempt = AttemptNumber(name);
+        if (attempt < 0 || entry.is_symlink(ec)) continue;
+        if (live(job.path().filename().string(), replica.path().filename().string(), attempt)) {
+          continue;
+        }
+        auto mtime = fs::last_write_time(entry.path(), ec);
+        if (ec || mtime > cutoff) {
+          ec.clear();
+          continue;
+        }
+        if (fs::remove_all(entry.path(), ec) > 0 && !ec && !name.ends_with(".log")) ++removed;
+        if (ec) spdlog::warn("removing {}: {}", entry.path().string(), ec.message());
+        ec.clear();
+      }
+      fs::remove(replica.path(), ec);  // only when empty
+      ec.clear();
+    }
+    fs::remove(job.path(), ec);
+    ec.clear();
+  }
+  return removed;
+}
+
 }  // namespace cohort::agent

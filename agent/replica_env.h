@@ -10,6 +10,8 @@
 // CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices as NVML (the inventory) does.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -53,6 +55,13 @@ StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin);
 
 // mkdir -p.
 Status MakeDirs(const std::string& path);
+
+// Removes the working dirs and logs of attempts (<work_dir>/<job>/<replica>/attempt-<n>[.log])
+// untouched for longer than `retention` and not `live(job, replica, attempt)`, then the replica
+// and job dirs left empty. Other files are never touched. Returns how many attempts it removed.
+int SweepAttemptDirs(const std::string& work_dir, std::chrono::milliseconds retention,
+                     const std::function<bool(const std::string& job, const std::string& replica,
+                                              int attempt)>& live);
 
 // Creates the output directories a replica's environment names (AIP_MODEL_DIR,
 // AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR and the directory of CLOUD_ML_HP_METRIC_FILE), so

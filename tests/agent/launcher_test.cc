@@ -185,6 +185,47 @@ TEST(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   ::rmdir(later.base().c_str());
 }
 
+TEST(ReplicaEnvTest, SweepRemovesOnlyOldEndedAttempts) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const fs::path work = dir.path();
+  auto make = [&](const std::string& job, const std::string& replica, int attempt, bool old) {
+    fs::path wd = AttemptWorkingDir(work.string(), job, replica, attempt);
+    fs::create_directories(wd);
+    testing::WriteFile((wd / "out.txt").string(), "x");
+    std::string log = AttemptLogPath(work.string(), job, replica, attempt);
+    testing::WriteFile(log, "log");
+    if (old) {
+      auto then = fs::file_time_type::clock::now() - std::chrono::hours(48);
+      fs::last_write_time(wd, then);
+      fs::last_write_time(log, then);
+    }
+  };
+  make("done", "chief-0", 0, true);     // ended long ago: removed, and its empty dirs
+  make("mixed", "chief-0", 0, true);    // old attempt of a job...
+  make("mixed", "chief-0", 1, false);   // ...whose newer attempt is recent: kept
+  make("running", "worker-0", 0, true);  // old but live: kept
+  testing::WriteFile((work / "mixed" / "chief-0" / "notes.txt").string(), "not ours");
+  auto old_other = fs::file_time_type::clock::now() - std::chrono::hours(48);
+  fs::last_write_time(work / "mixed" / "chief-0" / "notes.txt", old_other);
+
+  int removed = SweepAttemptDirs(work.string(), std::chrono::hours(24),
+                                 [](const std::string& job, const std::string&, int) {
+                                   return job == "running";
+                                 });
+  EXPECT_EQ(removed, 2);
+  EXPECT_FALSE(fs::exists(work / "done"));
+  EXPECT_FALSE(fs::exists(AttemptWorkingDir(work.string(), "mixed", "chief-0", 0)));
+  EXPECT_FALSE(fs::exists(AttemptLogPath(work.string(), "mixed", "chief-0", 0)));
+  EXPECT_TRUE(fs::exists(AttemptWorkingDir(work.string(), "mixed", "chief-0", 1)));
+  EXPECT_TRUE(fs::exists(AttemptLogPath(work.string(), "mixed", "chief-0", 1)));
+  EXPECT_TRUE(fs::exists(work / "mixed" / "chief-0" / "notes.txt"));
+  EXPECT_TRUE(fs::exists(AttemptWorkingDir(work.string(), "running", "worker-0", 0)));
+  EXPECT_EQ(SweepAttemptDirs((work / "no-such-dir").string(), std::chrono::hours(1),
+                             [](const std::string&, const std::string&, int) { return false; }),
+            0);
+}
+
 TEST(ReplicaEnvTest, AddsRestartRestoreAndGpuPinning) {
   ReplicaEnvInput in;
   in.launch_env = {{"RANK", "1"}, {"PATH", "/opt/bin"}};

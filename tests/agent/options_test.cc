@@ -17,12 +17,13 @@ StatusOr<AgentFlags> Parse(std::vector<const char*> args) {
 TEST(AgentFlagsTest, CommandLine) {
   auto flags = Parse({"--coordinator", "tcp://127.0.0.1:7401", "--node-id", "n1", "--gpus", "2",
                       "--cpus", "6", "--memory-mb", "2048", "--work-dir", "/tmp/w",
-                      "--grace-period", "5s", "--insecure"});
+                      "--grace-period", "5s", "--attempt-retention", "2d", "--insecure"});
   ASSERT_TRUE(flags.ok()) << flags.status().ToString();
   EXPECT_EQ(flags->config.coordinator, "tcp://127.0.0.1:7401");
   EXPECT_EQ(flags->config.node_id, "n1");
   EXPECT_EQ(flags->config.work_dir, "/tmp/w");
   EXPECT_EQ(flags->config.grace_period, std::chrono::seconds(5));
+  EXPECT_EQ(flags->config.attempt_retention, std::chrono::hours(48));
   EXPECT_TRUE(flags->config.security.insecure);
   // The route to a loopback coordinator starts at a loopback address.
   EXPECT_EQ(flags->config.advertise_address, "127.0.0.1");
@@ -55,6 +56,7 @@ TEST(AgentFlagsTest, DefaultsAndConfigFile) {
   EXPECT_FALSE(plain->config.node_id.empty());  // the hostname
   EXPECT_EQ(plain->gpus, "auto");
   EXPECT_EQ(plain->config.grace_period, std::chrono::seconds(30));
+  EXPECT_EQ(plain->config.attempt_retention, std::chrono::hours(7 * 24));
   EXPECT_FALSE(plain->config.security.insecure);
   EXPECT_FALSE(LoadSecurity(*plain).ok());  // CURVE without key files
 }
