@@ -23,20 +23,8 @@
 #include "common/client.h"
 #include "common/messaging.h"
 #include "tests/testing/local_cluster.h"
+#include "tests/integration/binaries.h"
 #include "tests/testing/process.h"
-
-#ifndef COHORT_COORDINATOR_BIN
-#define COHORT_COORDINATOR_BIN ""
-#endif
-#ifndef COHORT_AGENT_BIN
-#define COHORT_AGENT_BIN ""
-#endif
-#ifndef COHORT_CLI_BIN
-#define COHORT_CLI_BIN ""
-#endif
-#ifndef COHORT_PROBE_SCRIPT
-#define COHORT_PROBE_SCRIPT ""
-#endif
 
 namespace cohort {
 namespace {

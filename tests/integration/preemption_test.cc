@@ -13,17 +13,8 @@
 
 #include "common/client.h"
 #include "tests/testing/local_cluster.h"
+#include "tests/integration/binaries.h"
 #include "tests/testing/process.h"
-
-#ifndef COHORT_COORDINATOR_BIN
-#define COHORT_COORDINATOR_BIN ""
-#endif
-#ifndef COHORT_AGENT_BIN
-#define COHORT_AGENT_BIN ""
-#endif
-#ifndef COHORT_TRAINER_BIN
-#define COHORT_TRAINER_BIN ""
-#endif
 
 namespace cohort {
 namespace {
@@ -72,21 +63,6 @@ class PreemptionTest : public ::testing::Test {
            "scheduling: {timeout: 5m, max_restarts: 3, restart_job_on_worker_restart: true}\n";
   }
 
-  wire::JobInfoT WaitForEnd(CoordinatorClient& client, const std::string& job,
-                            std::chrono::milliseconds timeout) {
-    wire::JobInfoT last;
-    ct::WaitUntil(
-        [&] {
-          auto info = client.GetJob(job);
-          if (!info.ok()) return false;
-          last = std::move(*info);
-          return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
-                 last.state == wire::JobState::CANCELLED;
-        },
-        timeout);
-    return last;
-  }
-
   bool HasCheckpoint(const std::string& job) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(OutputDir(job) + "/checkpoints", ec)) {
@@ -108,7 +84,7 @@ TEST_F(PreemptionTest, AgentKilledMidTrainingJobFinishesElsewhereWithTheUninterr
   // The reference: the same job, never interrupted.
   auto ref = client.Submit(JobYaml("reference"));
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  wire::JobInfoT reference = WaitForEnd(client, "reference", 120s);
+  wire::JobInfoT reference = ct::WaitForJobEnd(client, "reference", 120s);
   ASSERT_EQ(reference.state, wire::JobState::SUCCEEDED) << reference.message;
   std::string reference_model = ct::ReadFile(OutputDir("reference") + "/model/model.bin");
   ASSERT_FALSE(reference_model.empty());
@@ -130,7 +106,7 @@ TEST_F(PreemptionTest, AgentKilledMidTrainingJobFinishesElsewhereWithTheUninterr
       << "the job never ran to its first checkpoint";
   cluster_->agent(chief_node).Kill();
 
-  wire::JobInfoT done = WaitForEnd(client, "preempted", 120s);
+  wire::JobInfoT done = ct::WaitForJobEnd(client, "preempted", 120s);
   ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
   EXPECT_GE(done.restarts, 1);
   for (const auto& r : done.replicas) {
@@ -159,7 +135,7 @@ TEST_F(PreemptionTest, AgentSigtermCheckpointsWithinTheGracePeriodAndResumesElse
 
   auto ref = client.Submit(JobYaml("reference", 0));
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  wire::JobInfoT reference = WaitForEnd(client, "reference", 120s);
+  wire::JobInfoT reference = ct::WaitForJobEnd(client, "reference", 120s);
   ASSERT_EQ(reference.state, wire::JobState::SUCCEEDED) << reference.message;
   std::string reference_model = ct::ReadFile(OutputDir("reference") + "/model/model.bin");
   ASSERT_FALSE(reference_model.empty());
@@ -187,7 +163,7 @@ TEST_F(PreemptionTest, AgentSigtermCheckpointsWithinTheGracePeriodAndResumesElse
   auto status = cluster_->agent(chief_node).Wait(30s);
   ASSERT_TRUE(status.has_value()) << "the agent did not exit after its grace period";
 
-  wire::JobInfoT done = WaitForEnd(client, "sigtermed", 120s);
+  wire::JobInfoT done = ct::WaitForJobEnd(client, "sigtermed", 120s);
   ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
   EXPECT_GE(done.restarts, 1);
   for (const auto& r : done.replicas) EXPECT_NE(r->node_id, chief_node) << r->replica;

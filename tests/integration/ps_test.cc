@@ -15,20 +15,8 @@
 #include "common/checkpoint.h"
 #include "common/client.h"
 #include "tests/testing/local_cluster.h"
+#include "tests/integration/binaries.h"
 #include "tests/testing/process.h"
-
-#ifndef COHORT_COORDINATOR_BIN
-#define COHORT_COORDINATOR_BIN ""
-#endif
-#ifndef COHORT_AGENT_BIN
-#define COHORT_AGENT_BIN ""
-#endif
-#ifndef COHORT_TRAINER_BIN
-#define COHORT_TRAINER_BIN ""
-#endif
-#ifndef COHORT_PS_BIN
-#define COHORT_PS_BIN ""
-#endif
 
 namespace cohort {
 namespace {
@@ -64,20 +52,6 @@ std::string ReplicaLogs(const std::string& job_dir) {
   return out;
 }
 
-wire::JobInfoT WaitForEnd(CoordinatorClient& client, const std::string& job, std::chrono::milliseconds timeout) {
-  wire::JobInfoT last;
-  ct::WaitUntil(
-      [&] {
-        auto info = client.GetJob(job);
-        if (!info.ok()) return false;
-        last = std::move(*info);
-        return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
-               last.state == wire::JobState::CANCELLED;
-      },
-      timeout);
-  return last;
-}
-
 TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
   for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN}) {
     if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'";
@@ -89,7 +63,7 @@ TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
   auto client = cluster.Client();
   auto submitted = client.Submit(PsJob("digits_ps", out, 4, 0));
   ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
-  wire::JobInfoT last = WaitForEnd(client, "digits_ps", 120s);
+  wire::JobInfoT last = ct::WaitForJobEnd(client, "digits_ps", 120s);
   ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs();
 
   // The chief wrote a trained model; the metrics say it came from two parameter servers.
@@ -134,7 +108,7 @@ TEST(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJobS
       << "server 0 never started or never checkpointed\n" << cluster.Logs();
   ASSERT_EQ(::kill(server0, SIGKILL), 0);
 
-  wire::JobInfoT last = WaitForEnd(client, "ps_kill", 150s);
+  wire::JobInfoT last = ct::WaitForJobEnd(client, "ps_kill", 150s);
   ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs()
                                                    << ReplicaLogs(cluster.scratch() + "/../work/" + node + "/ps_kill");
   bool restarted = false;

@@ -32,23 +32,8 @@
 
 #include "common/client.h"
 #include "tests/testing/local_cluster.h"
+#include "tests/integration/binaries.h"
 #include "tests/testing/process.h"
-
-#ifndef COHORT_COORDINATOR_BIN
-#define COHORT_COORDINATOR_BIN ""
-#endif
-#ifndef COHORT_AGENT_BIN
-#define COHORT_AGENT_BIN ""
-#endif
-#ifndef COHORT_CLI_BIN
-#define COHORT_CLI_BIN ""
-#endif
-#ifndef COHORT_TRAINER_BIN
-#define COHORT_TRAINER_BIN ""
-#endif
-#ifndef COHORT_REDUCER_BIN
-#define COHORT_REDUCER_BIN ""
-#endif
 
 namespace cohort {
 namespace {
@@ -107,17 +92,7 @@ class RecoveryTest : public ::testing::Test {
 
   wire::JobInfoT WaitForEnd(const std::string& job, std::chrono::milliseconds timeout) {
     auto client = cluster_->Client();
-    wire::JobInfoT last;
-    ct::WaitUntil(
-        [&] {
-          auto info = client.GetJob(job);
-          if (!info.ok()) return false;
-          last = std::move(*info);
-          return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
-                 last.state == wire::JobState::CANCELLED;
-        },
-        timeout);
-    return last;
+    return ct::WaitForJobEnd(client, job, timeout);
   }
 
   const wire::ReplicaInfoT* FindReplica(const wire::JobInfoT& job, const std::string& name) {

@@ -159,4 +159,19 @@ std::string LocalCluster::WaitForNoReplicaProcesses(std::chrono::milliseconds ti
   return out;
 }
 
+wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
+                             std::chrono::milliseconds timeout) {
+  wire::JobInfoT last;
+  WaitUntil(
+      [&] {
+        auto info = client.GetJob(job);
+        if (!info.ok()) return false;
+        last = std::move(*info);
+        return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
+               last.state == wire::JobState::CANCELLED;
+      },
+      timeout);
+  return last;
+}
+
 }  // namespace cohort::testing

@@ -94,4 +94,9 @@ class LocalCluster {
   std::string port_range_;
 };
 
+// Polls `job` until it is SUCCEEDED, FAILED or CANCELLED or `timeout` passes; returns the last
+// status read (empty when none could be read).
+wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
+                             std::chrono::milliseconds timeout);
+
 }  // namespace cohort::testing
