@@ -79,6 +79,14 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
   options->timeout = std::chrono::milliseconds(timeout_ms);
   options->chunk_bytes = static_cast<size_t>(chunk);
   COHORT_ASSIGN_OR_RETURN(options->max_flows, EnvInt("COHORT_RS_MAX_FLOWS", options->max_flows));
+  if (const char* algo = std::getenv("COHORT_ALLREDUCE_ALGORITHM"); algo != nullptr && *algo) {
+    std::optional<Algorithm> parsed = ParseAlgorithm(algo);
+    if (!parsed) {
+      return InvalidArgument(std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
+                             "' is not auto, ring or reduction-server");
+    }
+    options->algorithm = *parsed;
+  }
   return Status::Ok();
 }
 
@@ -226,7 +234,9 @@ Algorithm Communicator::AutoAlgorithm() const {
   // On one host over shared memory the ring wins at every size (bench/RESULTS.md): there is no
   // link for the Reduction Server to halve the traffic of, and its reducers' extra copies compete
   // for the same cores. Everywhere else the Reduction Server when the job has reducers.
-  if (num_reducers_ == 0 || one_host_shared_memory_) return Algorithm::kRing;
+  if (num_reducers_ == 0 || options_.algorithm == Algorithm::kRing) return Algorithm::kRing;
+  if (options_.algorithm == Algorithm::kReductionServer) return Algorithm::kReductionServer;
+  if (one_host_shared_memory_) return Algorithm::kRing;
   return Algorithm::kReductionServer;
 }
 

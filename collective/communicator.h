@@ -9,7 +9,8 @@
 // Environment contract (rendered by the agent): COHORT_BOOTSTRAP_ADDR=host:port (the chief, rank
 // 0, serves the bootstrap store there), RANK, WORLD_SIZE (workers incl. the chief; reducers are not
 // counted), COHORT_NUM_REDUCERS (0 or unset: ring), COHORT_COMM_TIMEOUT_MS (optional, default
-// 60000), COHORT_CHUNK_BYTES (optional). Reducers also read COHORT_REDUCER_INDEX.
+// 60000), COHORT_CHUNK_BYTES (optional), COHORT_ALLREDUCE_ALGORITHM (optional: auto, ring,
+// reduction-server). Reducers also read COHORT_REDUCER_INDEX.
 //
 // Generations: the chief publishes a fresh generation id on every Create; transport keys live
 // under it, so a restarted job never meets stale addresses and a long-lived reducer can tell
@@ -50,6 +51,10 @@ struct CommunicatorOptions {
   // Reduction Server: chunk sends outstanding per worker and result sends per reducer (0: no
   // limit). Environment: COHORT_RS_MAX_FLOWS.
   int max_flows = 0;
+  // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing or kReductionServer (when
+  // the job has reducers) pins it. Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|
+  // reduction-server, like NCCL_ALGO.
+  Algorithm algorithm = Algorithm::kAuto;
   // Namespace of this communicator's bootstrap keys.
   std::string key_prefix = "cohort";
 };
@@ -70,7 +75,8 @@ class Communicator {
   // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm = Algorithm::kAuto);
 
-  // What kAuto runs: the ring when the job has no reducers or when every rank (workers and
+  // What kAuto runs: options.algorithm when it names one (the Reduction Server only when the job
+  // has reducers); else the ring when the job has no reducers or when every rank (workers and
   // reducers) shares this host with UCX shared memory enabled (the ring is faster there); the
   // Reduction Server otherwise. The same on every worker.
   Algorithm AutoAlgorithm() const;

@@ -1,6 +1,7 @@
 #include "examples/digits_trainer/collective_gradient_averager.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -38,6 +39,10 @@ StatusOr<std::unique_ptr<GradientAverager>> MakeGradientAveragerFromEnvironment(
   if (world_size == 1) return std::unique_ptr<GradientAverager>(new LocalGradientAverager());
   auto comm = collective::Communicator::FromEnvironment();
   if (!comm.ok()) return comm.status().WithContext("connecting rank " + std::to_string(rank));
+  std::printf("rank %d of %d: gradients averaged by the %s all-reduce (%d reducers)\n", rank,
+              world_size, std::string(collective::AlgorithmName((*comm)->AutoAlgorithm())).c_str(),
+              (*comm)->num_reducers());
+  std::fflush(stdout);
   return std::unique_ptr<GradientAverager>(new CollectiveGradientAverager(std::move(*comm)));
 }
 

@@ -29,6 +29,12 @@ void SetJobEnv(const std::string& tls, int port, int workers, int reducers, int 
   setenv("COHORT_NUM_REDUCERS", std::to_string(reducers).c_str(), 1);
   setenv("COHORT_COMM_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
   setenv("COHORT_CHUNK_BYTES", "65536", 1);
+  // On one host kAuto would run the ring; these tests are about the Reduction Server's processes.
+  if (reducers > 0) {
+    setenv("COHORT_ALLREDUCE_ALGORITHM", "reduction-server", 1);
+  } else {
+    unsetenv("COHORT_ALLREDUCE_ALGORITHM");
+  }
 }
 
 int ReducerMain(int index, int rejoin_ms) {
@@ -129,6 +135,27 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param) + "_w" + std::to_string(std::get<1>(info.param)) + "_r" +
              std::to_string(std::get<2>(info.param));
     });
+
+TEST(CommunicatorEnvTest, AllreduceAlgorithmFromTheEnvironment) {
+  // A job of one needs no bootstrap: FromEnvironment builds it at once.
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
+  unsetenv("COHORT_NUM_REDUCERS");
+  setenv("COHORT_ALLREDUCE_ALGORITHM", "tree", 1);
+  auto bad = Communicator::FromEnvironment();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("COHORT_ALLREDUCE_ALGORITHM='tree'"), std::string::npos);
+  for (const char* name : {"auto", "ring", "reduction-server"}) {
+    setenv("COHORT_ALLREDUCE_ALGORITHM", name, 1);
+    auto comm = Communicator::FromEnvironment();
+    ASSERT_TRUE(comm.ok()) << name << ": " << comm.status().ToString();
+    // Without reducers every choice is the ring.
+    EXPECT_EQ((*comm)->AutoAlgorithm(), Algorithm::kRing) << name;
+  }
+  unsetenv("COHORT_ALLREDUCE_ALGORITHM");
+}
 
 TEST(UcxRdmaTest, RcAndUdNeedAnRdmaDevice) {
   GTEST_SKIP() << "no RDMA device on this machine (ucx_info -d lists only tcp and shared memory); "
