@@ -11,6 +11,7 @@
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "collective/transport/ucx/ucx_transport.h"
+#include "common/env.h"
 #include "common/logging.h"
 
 #ifdef COHORT_HAVE_CUDA
@@ -57,28 +58,15 @@ StatusOr<std::unique_ptr<Transport>> MakeTransport(Bootstrap& bootstrap, int tra
   return std::unique_ptr<Transport>(std::move(t));
 }
 
-StatusOr<int> EnvInt(const char* name, std::optional<int> fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
-    if (fallback) return *fallback;
-    return InvalidArgument(std::string("environment variable ") + name + " is not set");
-  }
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > (1 << 30)) {
-    return InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
-  }
-  return static_cast<int>(x);
-}
 
 Status OptionsFromEnvironment(CommunicatorOptions* options) {
-  COHORT_ASSIGN_OR_RETURN(int timeout_ms, EnvInt("COHORT_COMM_TIMEOUT_MS", 60000));
-  COHORT_ASSIGN_OR_RETURN(int chunk, EnvInt("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
+  COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
+  COHORT_ASSIGN_OR_RETURN(int chunk, IntFromEnvironment("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
   if (chunk < 1024) return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024");
   options->timeout = std::chrono::milliseconds(timeout_ms);
   options->chunk_bytes = static_cast<size_t>(chunk);
-  COHORT_ASSIGN_OR_RETURN(options->max_flows, EnvInt("COHORT_RS_MAX_FLOWS", options->max_flows));
+  COHORT_ASSIGN_OR_RETURN(options->max_flows, IntFromEnvironment("COHORT_RS_MAX_FLOWS", options->max_flows));
   if (const char* algo = std::getenv("COHORT_ALLREDUCE_ALGORITHM"); algo != nullptr && *algo) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
@@ -151,9 +139,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
 }
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment() {
-  COHORT_ASSIGN_OR_RETURN(int rank, EnvInt("RANK", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int world, EnvInt("WORLD_SIZE", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int reducers, EnvInt("COHORT_NUM_REDUCERS", 0));
+  COHORT_ASSIGN_OR_RETURN(int rank, IntFromEnvironment("RANK", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int world, IntFromEnvironment("WORLD_SIZE", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int reducers, IntFromEnvironment("COHORT_NUM_REDUCERS", 0));
   CommunicatorOptions options;
   COHORT_RETURN_IF_ERROR(OptionsFromEnvironment(&options));
   const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
@@ -303,10 +291,10 @@ Status RunReducerFromEnvironment(const std::atomic<bool>& stop) {
   const char* num_workers = std::getenv("COHORT_NUM_WORKERS");
   COHORT_ASSIGN_OR_RETURN(
       int workers,
-      EnvInt(num_workers && *num_workers ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int reducers, EnvInt("COHORT_NUM_REDUCERS", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int index, EnvInt("COHORT_REDUCER_INDEX", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int rejoin_ms, EnvInt("COHORT_REDUCER_REJOIN_MS", 60000));
+      IntFromEnvironment(num_workers && *num_workers ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int reducers, IntFromEnvironment("COHORT_NUM_REDUCERS", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int index, IntFromEnvironment("COHORT_REDUCER_INDEX", std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int rejoin_ms, IntFromEnvironment("COHORT_REDUCER_REJOIN_MS", 60000));
   ReducerOptions options;
   COHORT_RETURN_IF_ERROR(OptionsFromEnvironment(&options.comm));
   options.rejoin_timeout = std::chrono::milliseconds(rejoin_ms);

@@ -7,24 +7,12 @@
 
 #include "collective/ps/ps_generation.h"
 #include "collective/store_bootstrap.h"
+#include "common/env.h"
 #include "common/logging.h"
 
 namespace cohort::collective::ps {
 namespace {
 
-StatusOr<int> EnvInt(const char* name, std::optional<int> fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
-    if (fallback) return *fallback;
-    return InvalidArgument(std::string("environment variable ") + name + " is not set");
-  }
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > (1 << 30)) {
-    return InvalidArgument(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
-  }
-  return static_cast<int>(x);
-}
 
 bool CarriesValues(PsOp op, uint16_t flags) {
   return op == PsOp::kPush || (op == PsOp::kInit && (flags & kHasValues));
@@ -104,17 +92,17 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int r
 }
 
 StatusOr<std::unique_ptr<PsWorker>> PsWorker::FromEnvironment() {
-  COHORT_ASSIGN_OR_RETURN(int rank, EnvInt("RANK", 0));
+  COHORT_ASSIGN_OR_RETURN(int rank, IntFromEnvironment("RANK", 0));
   const char* nw = std::getenv("COHORT_NUM_WORKERS");
-  COHORT_ASSIGN_OR_RETURN(int workers, EnvInt(nw && *nw ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", 1));
+  COHORT_ASSIGN_OR_RETURN(int workers, IntFromEnvironment(nw && *nw ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", 1));
   int servers = 0;
   const char* addrs = std::getenv("COHORT_PS_ADDRS");
   if (addrs != nullptr && *addrs != '\0') {
     servers = 1 + static_cast<int>(std::count(addrs, addrs + std::strlen(addrs), ','));
   }
-  COHORT_ASSIGN_OR_RETURN(servers, EnvInt("COHORT_NUM_PS", servers));
+  COHORT_ASSIGN_OR_RETURN(servers, IntFromEnvironment("COHORT_NUM_PS", servers));
   if (servers == 0) return InvalidArgument("the job has no parameter servers (COHORT_PS_ADDRS is empty)");
-  COHORT_ASSIGN_OR_RETURN(int timeout_ms, EnvInt("COHORT_COMM_TIMEOUT_MS", 60000));
+  COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
   const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   if (addr == nullptr || *addr == '\0') return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");

@@ -1,4 +1,5 @@
 #include "common/config.h"
+#include "common/env.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -278,6 +279,31 @@ TEST(FlagDurationTest, FormatDuration) {
   EXPECT_EQ(FormatDuration(hours(24 * 7)), "7d");
   EXPECT_EQ(FormatDuration(milliseconds(0)), "0s");
   EXPECT_EQ(FormatDuration(seconds(90)), "90s");
+}
+
+}  // namespace
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TEST(IntFromEnvironmentTest, ParsesFallsBackAndNamesTheVariable) {
+  setenv("COHORT_TEST_INT", "42", 1);
+  EXPECT_EQ(*IntFromEnvironment("COHORT_TEST_INT", std::nullopt), 42);
+  setenv("COHORT_TEST_INT", "", 1);
+  EXPECT_EQ(*IntFromEnvironment("COHORT_TEST_INT", 7), 7);
+  auto missing = IntFromEnvironment("COHORT_TEST_INT", std::nullopt);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "environment variable COHORT_TEST_INT is not set");
+  for (const char* bad : {"-1", "12x", "x", "99999999999"}) {
+    setenv("COHORT_TEST_INT", bad, 1);
+    auto parsed = IntFromEnvironment("COHORT_TEST_INT", 7);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(std::string("COHORT_TEST_INT='") + bad + "'"),
+              std::string::npos);
+  }
+  unsetenv("COHORT_TEST_INT");
 }
 
 }  // namespace
