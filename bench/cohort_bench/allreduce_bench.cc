@@ -1,9 +1,6 @@
 #include "bench/cohort_bench/allreduce_bench.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bench/cohort_bench/forked_ranks.h"
 #include "collective/communicator.h"
 #include "collective/kernels/half.h"
 #include "collective/store_bootstrap.h"
@@ -235,39 +233,12 @@ int RunOneRank(const AllreduceBenchOptions& o, const std::string& role, int rank
   return s.ok() ? 0 : 1;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 int RunForked(const AllreduceBenchOptions& o) {
-  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<pid_t> pids;
-  std::fflush(nullptr);
-  for (int i = 0; i < o.workers + o.reducers; ++i) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      const bool worker = i < o.workers;
-      const int code = RunOneRank(o, worker ? "worker" : "reducer", worker ? i : i - o.workers, address);
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  return rc;
+  const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  return RunForkedRanks(o.workers + o.reducers, [&](int i) {
+    const bool worker = i < o.workers;
+    return RunOneRank(o, worker ? "worker" : "reducer", worker ? i : i - o.workers, address);
+  });
 }
 
 int RunThreads(const AllreduceBenchOptions& o) {

@@ -1,8 +1,5 @@
 #include "bench/cohort_bench/ps_bench.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/cohort_bench/forked_ranks.h"
 #include "collective/ps/ps_server.h"
 #include "collective/ps/ps_worker.h"
 #include "collective/store_bootstrap.h"
@@ -282,39 +280,12 @@ int RunOneRank(const PsBenchOptions& o, const std::string& role, int rank, const
   return s.ok() ? 0 : 1;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 int RunForked(const PsBenchOptions& o) {
-  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<pid_t> pids;
-  std::fflush(nullptr);
-  for (int i = 0; i < o.workers + o.servers; ++i) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      const bool worker = i < o.workers;
-      const int code = RunOneRank(o, worker ? "worker" : "server", worker ? i : i - o.workers, address);
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  return rc;
+  const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  return RunForkedRanks(o.workers + o.servers, [&](int i) {
+    const bool worker = i < o.workers;
+    return RunOneRank(o, worker ? "worker" : "server", worker ? i : i - o.workers, address);
+  });
 }
 
 int RunThreads(const PsBenchOptions& o) {
