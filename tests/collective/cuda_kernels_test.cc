@@ -37,7 +37,9 @@ TEST_P(CudaKernelTest, MatchesTheCpuKernel) {
   ASSERT_EQ(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(LaunchReduceDevice(type, op, da, db, count, nullptr), 0);
-  if (op == ReduceOp::kAvg) ASSERT_EQ(LaunchScaleDevice(type, da, count, 2, nullptr), 0);
+  if (op == ReduceOp::kAvg) {
+    ASSERT_EQ(LaunchScaleDevice(type, da, count, 2, nullptr), 0);
+  }
   std::vector<char> got(bytes);
   ASSERT_EQ(cudaMemcpy(got.data(), da, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
   ReduceInto(type, op, a.data(), b.data(), count);

@@ -35,7 +35,9 @@ std::vector<float> PullAll(PsWorker& ps, size_t n) {
   std::vector<float> v(n, -1.0f);
   auto pull = ps.PullAll(v.data());
   EXPECT_TRUE(pull.ok());
-  if (pull.ok()) EXPECT_TRUE(ps.Wait(*pull).ok());
+  if (pull.ok()) {
+    EXPECT_TRUE(ps.Wait(*pull).ok());
+  }
   return v;
 }
 

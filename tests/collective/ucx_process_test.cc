@@ -241,7 +241,9 @@ TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
         << "worker " << i - c.reducers << " exited " << group.code(i);
     unavailable += group.code(i) == kExitUnavailable;
   }
-  if (c.tls == "tcp") EXPECT_GT(unavailable, 0) << "tcp should notice the dead peer, not just time out";
+  if (c.tls == "tcp") {
+    EXPECT_GT(unavailable, 0) << "tcp should notice the dead peer, not just time out";
+  }
   group.KillAll();
 }
 
