@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "common/cluster_env.h"
-#include "common/study_spec.h"
 #include "coordinator/tuning/study_info.h"
 
 namespace cohort::coordinator {
@@ -400,14 +399,13 @@ void Coordinator::CancelJob(JobRecord& job, const std::string& reason) {
 void Coordinator::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req) {
   uint64_t id = m.message.request_id();
   std::string yaml = Str(req.spec_yaml());
-  Status s = studies_.Submit(yaml, clock_->NowMs());
-  if (!s.ok()) {
-    Reply(m, EncodeError(id, s), false);
+  auto name = studies_.Submit(yaml, clock_->NowMs());
+  if (!name.ok()) {
+    Reply(m, EncodeError(id, name.status()), false);
     return;
   }
-  auto spec = ParseStudySpec(yaml, "submitted study");
   RunStudies();
-  Reply(m, Encode(id, *studies_.Info(spec->name)), false);
+  Reply(m, Encode(id, *studies_.Info(*name)), false);
 }
 
 void Coordinator::OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req) {

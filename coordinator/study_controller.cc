@@ -30,7 +30,7 @@ StatusOr<std::unique_ptr<StudyController::Entry>> StudyController::MakeEntry(
   return entry;
 }
 
-Status StudyController::Submit(const std::string& spec_yaml, int64_t now_ms) {
+StatusOr<std::string> StudyController::Submit(const std::string& spec_yaml, int64_t now_ms) {
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Entry> entry, MakeEntry(spec_yaml));
   const std::string name = entry->study->spec().name;
   if (studies_.count(name)) return AlreadyExists("a study named '" + name + "' already exists");
@@ -39,7 +39,7 @@ Status StudyController::Submit(const std::string& spec_yaml, int64_t now_ms) {
                SearchAlgorithmName(entry->study->spec().algorithm),
                entry->study->spec().max_trials, entry->study->spec().parallel_trials);
   studies_[name] = std::move(entry);
-  return Status::Ok();
+  return name;
 }
 
 Status StudyController::Apply(Entry& entry, Event e, bool record) {

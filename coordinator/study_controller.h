@@ -52,8 +52,9 @@ class StudyController {
   explicit StudyController(std::string default_output_base)
       : default_output_base_(std::move(default_output_base)) {}
 
-  // Parses and validates a study file's YAML; kAlreadyExists when the name is taken.
-  Status Submit(const std::string& spec_yaml, int64_t now_ms);
+  // Parses and validates a study file's YAML and returns the study's name; kAlreadyExists when
+  // the name is taken.
+  StatusOr<std::string> Submit(const std::string& spec_yaml, int64_t now_ms);
   // A trial job's measurement line (tag -> value). Unknown jobs: kNotFound.
   Status AddMeasurement(const std::string& job, int64_t step,
                         const std::map<std::string, double>& metrics);
