@@ -196,33 +196,24 @@ collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
 
 // One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`.
 int RunOneRank(const AllreduceBenchOptions& o, const std::string& role, int rank, const std::string& address) {
-  if (role == "reducer") {
-    auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
-    if (!bootstrap.ok()) {
-      spdlog::error("{}", bootstrap.status().ToString());
-      return 1;
-    }
+  const bool worker = role != "reducer";
+  auto joined = JoinBootstrap(address, worker && rank == 0, std::chrono::milliseconds(o.timeout_ms));
+  if (!joined.ok()) {
+    spdlog::error("{} {}: {}", role, rank, joined.status().ToString());
+    return 1;
+  }
+  collective::StoreBootstrap& bootstrap = *joined->bootstrap;
+  if (!worker) {
     collective::ReducerOptions ro;
     ro.comm = CommOptions(o);
     ro.rejoin_timeout = std::chrono::milliseconds(0);
     ro.max_generations = 1;
     std::atomic<bool> stop{false};
-    Status s = collective::RunReducer(**bootstrap, o.workers, o.reducers, rank, ro, stop);
+    Status s = collective::RunReducer(bootstrap, o.workers, o.reducers, rank, ro, stop);
     if (!s.ok()) spdlog::error("reducer {}: {}", rank, s.ToString());
     return s.ok() ? 0 : 1;
   }
-  std::unique_ptr<collective::StoreServer> server;
-  if (rank == 0) {
-    auto started = collective::StoreServer::Start(address);
-    if (!started.ok()) {
-      spdlog::error("{}", started.status().ToString());
-      return 1;
-    }
-    server = std::move(*started);
-  }
-  auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
-  if (!bootstrap.ok()) return 1;
-  auto comm = Communicator::Create(**bootstrap, rank, o.workers, o.reducers, CommOptions(o));
+  auto comm = Communicator::Create(bootstrap, rank, o.workers, o.reducers, CommOptions(o));
   if (!comm.ok()) {
     spdlog::error("worker {}: {}", rank, comm.status().ToString());
     return 1;

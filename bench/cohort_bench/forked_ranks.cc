@@ -23,6 +23,16 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
+StatusOr<RankBootstrap> JoinBootstrap(const std::string& address, bool host_store,
+                                      std::chrono::milliseconds timeout) {
+  RankBootstrap rank;
+  if (host_store) {
+    COHORT_ASSIGN_OR_RETURN(rank.store, collective::StoreServer::Start(address));
+  }
+  COHORT_ASSIGN_OR_RETURN(rank.bootstrap, collective::StoreBootstrap::Connect(address, timeout));
+  return rank;
+}
+
 int RunForkedRanks(int ranks, const std::function<int(int rank_index)>& rank_main) {
   std::vector<pid_t> pids;
   std::fflush(nullptr);

@@ -244,32 +244,26 @@ PsServerOptions ServerOptions(const PsBenchOptions& o, int index) {
 }
 
 int RunOneRank(const PsBenchOptions& o, const std::string& role, int rank, const std::string& address) {
-  if (role == "server") {
-    auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
-    if (!bootstrap.ok()) return 1;
+  const bool worker = role != "server";
+  auto joined = JoinBootstrap(address, worker && rank == 0, std::chrono::milliseconds(o.timeout_ms));
+  if (!joined.ok()) {
+    spdlog::error("{} {}: {}", role, rank, joined.status().ToString());
+    return 1;
+  }
+  collective::StoreBootstrap& bootstrap = *joined->bootstrap;
+  if (!worker) {
     PsServer server(ServerOptions(o, rank));
     collective::ps::PsRunOptions ro;
     ro.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
     ro.rejoin_timeout = std::chrono::milliseconds(0);
     std::atomic<bool> stop{false};
-    Status s = collective::ps::RunParameterServer(**bootstrap, server, ro, stop);
+    Status s = collective::ps::RunParameterServer(bootstrap, server, ro, stop);
     if (!s.ok()) spdlog::error("server {}: {}", rank, s.ToString());
     return s.ok() ? 0 : 1;
   }
-  std::unique_ptr<collective::StoreServer> store;
-  if (rank == 0) {
-    auto started = collective::StoreServer::Start(address);
-    if (!started.ok()) {
-      spdlog::error("{}", started.status().ToString());
-      return 1;
-    }
-    store = std::move(*started);
-  }
-  auto bootstrap = collective::StoreBootstrap::Connect(address, std::chrono::milliseconds(o.timeout_ms));
-  if (!bootstrap.ok()) return 1;
   PsWorkerOptions wo;
   wo.timeout = std::chrono::milliseconds(o.timeout_ms);
-  auto ps = PsWorker::Create(**bootstrap, rank, o.workers, o.servers, wo);
+  auto ps = PsWorker::Create(bootstrap, rank, o.workers, o.servers, wo);
   if (!ps.ok()) {
     spdlog::error("worker {}: {}", rank, ps.status().ToString());
     return 1;
