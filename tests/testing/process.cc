@@ -116,35 +116,6 @@ bool FileExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-std::vector<pid_t> FindProcessesWithArg(const std::string& needle) {
-  std::vector<pid_t> pids;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid == getpid()) continue;
-    // Skip zombies: they hold no resources and are waiting for their parent to reap them.
-    std::string stat = ReadFile("/proc/" + name + "/stat");
-    auto paren = stat.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') continue;
-    std::string cmdline = ReadFile("/proc/" + name + "/cmdline");
-    if (cmdline.empty()) continue;
-    size_t start = 0;
-    while (start < cmdline.size()) {
-      size_t end = cmdline.find('\0', start);
-      if (end == std::string::npos) end = cmdline.size();
-      if (cmdline.compare(start, end - start, needle) == 0 ||
-          cmdline.substr(start, end - start).find(needle) != std::string::npos) {
-        pids.push_back(pid);
-        break;
-      }
-      start = end + 1;
-    }
-  }
-  return pids;
-}
-
 namespace {
 
 // Live (not zombie) pids in /proc other than this process.
@@ -168,6 +139,24 @@ std::vector<pid_t> LivePids() {
 }
 
 }  // namespace
+
+std::vector<pid_t> FindProcessesWithArg(const std::string& needle) {
+  std::vector<pid_t> pids;
+  for (pid_t pid : LivePids()) {
+    std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+    size_t start = 0;
+    while (start < cmdline.size()) {
+      size_t end = cmdline.find('\0', start);
+      if (end == std::string::npos) end = cmdline.size();
+      if (cmdline.substr(start, end - start).find(needle) != std::string::npos) {
+        pids.push_back(pid);
+        break;
+      }
+      start = end + 1;
+    }
+  }
+  return pids;
+}
 
 std::vector<pid_t> FindProcessesWithEnvOrCwd(const std::string& needle) {
   std::vector<pid_t> found;
