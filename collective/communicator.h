@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "collective/algorithms/allreduce_options.h"
 #include "collective/bootstrap.h"
 #include "collective/transport/transport.h"
 #include "collective/types.h"
@@ -44,8 +45,8 @@ struct CommunicatorOptions {
   LoopbackFabric* loopback_fabric = nullptr;
   // Bootstrap (connect) timeout and the deadline of each all-reduce.
   std::chrono::milliseconds timeout{60000};
-  // Pipeline unit of both algorithms.
-  size_t chunk_bytes = size_t{1} << 20;
+  // Pipeline unit of both algorithms. Environment: COHORT_CHUNK_BYTES.
+  size_t chunk_bytes = kDefaultChunkBytes;
   // Reduction Server: chunks in flight per reducer.
   int window = 4;
   // Reduction Server: chunk sends outstanding per worker and result sends per reducer (0: no

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "collective/algorithms/allreduce_options.h"
 #include "collective/types.h"
 
 namespace cohort::bench {
@@ -33,7 +34,7 @@ struct AllreduceBenchOptions {
   double max_seconds_per_size = 0;  // 0: no cap on iterations
   bool check = false;
   bool json = false;
-  size_t chunk_bytes = size_t{1} << 20;
+  size_t chunk_bytes = collective::kDefaultChunkBytes;
   int window = 4;
   int max_flows = -1;  // -1: the communicator's default
   int timeout_ms = 120000;

@@ -221,6 +221,13 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
     (void)ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
   }
+  if (std::getenv("UCX_RNDV_THRESH") == nullptr && options_.eager_limit_bytes > 0) {
+    st = ucp_config_modify(config, "RNDV_THRESH", std::to_string(options_.eager_limit_bytes).c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return FromUcs(st, "setting UCX's RNDV_THRESH to " + std::to_string(options_.eager_limit_bytes));
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

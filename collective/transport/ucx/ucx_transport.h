@@ -1,7 +1,8 @@
 // UcxTransport: the production Transport over UCX's UCP tag API. One UCP context and one worker
 // per communicator; one endpoint per peer, each created with UCP_ERR_HANDLING_MODE_PEER so that a
 // dead peer fails its requests (kUnavailable) instead of hanging. Large messages use UCX's
-// zero-copy rendezvous; UCX_TLS in the environment picks tcp, sm, or rc/ud where a fabric exists.
+// zero-copy rendezvous (above UcxTransportOptions::eager_limit_bytes); UCX_TLS in the environment
+// picks tcp, sm, or rc/ud where a fabric exists.
 // Peers exchange worker addresses through a Bootstrap and then say hello to each other, so
 // Create returns only when every rank is reachable (or fails naming the one that is not).
 //
@@ -37,6 +38,11 @@ struct UcxTransportOptions {
   std::chrono::milliseconds connect_timeout{60000};
   // Human name of a rank for errors: "worker 2", "reducer 1". Default: "rank N".
   std::function<std::string(int)> rank_name;
+  // Messages up to this many bytes are sent eagerly (UCX's RNDV_THRESH); larger ones by
+  // rendezvous, zero-copy. Over tcp a rendezvous handshake's control messages queue behind bulk
+  // data going the other way, which stalls pipelined chunks (bench/RESULTS.md, "Chunk size and
+  // eager sends"). 0 leaves the choice to UCX; UCX_RNDV_THRESH in the environment always wins.
+  size_t eager_limit_bytes = size_t{256} << 10;
 };
 
 class UcxTransportImpl;
