@@ -28,10 +28,12 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   if (transport.size() < n + m) return InvalidArgument("transport has fewer ranks than workers + reducers");
   if (options.count == 0) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
-  // Chunks of chunk_bytes, but smaller (not below 4 KiB) when that leaves a reducer fewer than two
-  // chunks: every reducer's link should carry its share, and each should pipeline.
+  // Chunks of chunk_bytes, but smaller (not below 4 KiB) when that leaves a reducer fewer than four
+  // chunks: every reducer's link should carry its share, and each should pipeline (a reducer
+  // returns nothing until all n copies of its first chunk are in; with two chunks per reducer that
+  // wait was half of a 512 KiB call, bench/RESULTS.md "Chunk size and eager sends").
   size_t chunk_elems = ChunkElems(options.chunk_bytes, es);
-  const size_t min_chunks = 2 * static_cast<size_t>(m);
+  const size_t min_chunks = 4 * static_cast<size_t>(m);
   if (options.count < chunk_elems * min_chunks) {
     chunk_elems = std::max(ChunkElems(4096, es), (options.count + min_chunks - 1) / min_chunks);
   }

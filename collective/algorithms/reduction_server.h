@@ -1,6 +1,6 @@
 // Reduction Server all-reduce (the algorithm of Vertex AI's Reduction Server): n workers and m
 // reducers on one transport (workers are ranks 0..n-1, reducers n..n+m-1). A buffer is cut into
-// chunks of chunk_bytes (smaller, down to 4 KiB, when a buffer would give a reducer fewer than two
+// chunks of chunk_bytes (smaller, down to 4 KiB, when a buffer would give a reducer fewer than four
 // chunks); chunk c goes to reducer c mod m. Each worker sends every chunk once and
 // receives its reduction once, so each byte crosses a worker's link once each way (bound S/B,
 // against the ring's 2(n-1)/n * S/B). Sends, sums and returns are pipelined: a reducer keeps

@@ -107,6 +107,40 @@ INSTANTIATE_TEST_SUITE_P(WorkersAndReducers, InprocAllreduceTest,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// The Reduction Server cuts buffers into chunks of chunk_bytes, smaller where that would leave a
+// reducer fewer than four: counts just below, at and above that size, and one with a partial last
+// chunk; 2-byte and 4-byte types.
+TEST(InprocAllreduceChunkTest, ChunksAroundTheShrinkLimitMatchReferenceAndRepeatBitIdentically) {
+  constexpr size_t kChunkBytes = 32768;
+  for (int reducers : {1, 3}) {
+    std::vector<std::string> failures;
+    RunJob(3, reducers, kChunkBytes, [&](Communicator& comm, std::vector<std::string>* f) {
+      for (DataType type : {DataType::kF32, DataType::kBF16}) {
+        const size_t chunk = kChunkBytes / DataTypeSize(type);
+        const size_t full = 4 * reducers * chunk;
+        for (size_t count : {full - 1, full, full + 1, 3 * full + 777}) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+            const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
+                                     std::to_string(count);
+            std::vector<char> a = testing::MakeInput(type, comm.rank(), count);
+            std::vector<char> b = a;
+            Status s = comm.Allreduce(a.data(), count, type, op, Algorithm::kReductionServer);
+            if (s.ok()) s = comm.Allreduce(b.data(), count, type, op, Algorithm::kReductionServer);
+            if (!s.ok()) {
+              f->push_back(name + ": " + s.ToString());
+              return;
+            }
+            const std::string bad = testing::CheckResult(type, op, comm.size(), a.data(), count);
+            if (!bad.empty()) f->push_back(name + ": " + bad);
+            if (a != b) f->push_back(name + ": repeated run differs");
+          }
+        }
+      }
+    }, &failures);
+    for (const auto& f : failures) ADD_FAILURE() << reducers << " reducers: " << f;
+  }
+}
+
 // The suite's one large case: 64 Mi f32 elements (256 MiB per worker) through the Reduction Server.
 TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
   constexpr size_t kCount = size_t{64} << 20;
