@@ -63,7 +63,7 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
   COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
   COHORT_ASSIGN_OR_RETURN(int chunk, IntFromEnvironment("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
-  if (chunk < 1024) return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024");
+  if (chunk != 0 && chunk < 1024) return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024 (or 0: chosen by placement)");
   options->timeout = std::chrono::milliseconds(timeout_ms);
   options->chunk_bytes = static_cast<size_t>(chunk);
   COHORT_ASSIGN_OR_RETURN(options->max_flows, IntFromEnvironment("COHORT_RS_MAX_FLOWS", options->max_flows));
@@ -86,7 +86,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
     return InvalidArgument("communicator: rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
                            " workers and " + std::to_string(num_reducers) + " reducers is not valid");
   }
-  if (options.chunk_bytes < 64) return InvalidArgument("communicator: chunk_bytes must be at least 64");
+  if (options.chunk_bytes != 0 && options.chunk_bytes < 64) {
+    return InvalidArgument("communicator: chunk_bytes must be at least 64 (or 0: chosen by placement)");
+  }
   std::unique_ptr<Communicator> comm(new Communicator());
   comm->rank_ = rank;
   comm->world_size_ = world_size;
@@ -134,6 +136,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   if (auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get()); ucx != nullptr) {
     // Every rank derives this from the same published addresses, so all workers agree.
     comm->one_host_shared_memory_ = ucx->AllPeersOnThisHost() && ucx->SharedMemoryEnabled();
+  }
+  if (comm->options_.chunk_bytes == 0) {
+    comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
   return comm;
 }

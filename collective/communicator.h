@@ -45,8 +45,10 @@ struct CommunicatorOptions {
   LoopbackFabric* loopback_fabric = nullptr;
   // Bootstrap (connect) timeout and the deadline of each all-reduce.
   std::chrono::milliseconds timeout{60000};
-  // Pipeline unit of both algorithms. Environment: COHORT_CHUNK_BYTES.
-  size_t chunk_bytes = kDefaultChunkBytes;
+  // Pipeline unit of both algorithms; 0 picks it by where the ranks run: kSameHostChunkBytes when
+  // every rank shares this host over shared memory, kDefaultChunkBytes otherwise.
+  // Environment: COHORT_CHUNK_BYTES.
+  size_t chunk_bytes = 0;
   // Reduction Server: chunks in flight per reducer.
   int window = 4;
   // Reduction Server: chunk sends outstanding per worker and result sends per reducer (0: no
@@ -84,6 +86,8 @@ class Communicator {
 
   int rank() const { return rank_; }
   int size() const { return world_size_; }
+  // The pipeline unit in use (CommunicatorOptions::chunk_bytes, or what 0 picked).
+  size_t chunk_bytes() const { return options_.chunk_bytes; }
   int num_reducers() const { return num_reducers_; }
   const std::string& generation() const { return generation_; }
   Transport& transport() { return *transport_; }

@@ -114,11 +114,12 @@ Status MaxAcross(Communicator& comm, double* v) {
 void PrintHeader(const AllreduceBenchOptions& o) {
   if (o.json) return;
   const char* tls = std::getenv("UCX_TLS");
-  std::printf("# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, warmup %d, chunk %zu\n",
+  const std::string chunk = o.chunk_bytes == 0 ? "by placement" : std::to_string(o.chunk_bytes);
+  std::printf("# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, warmup %d, chunk %s\n",
               std::string(collective::AlgorithmName(o.algo)).c_str(), o.workers, o.reducers, o.transport.c_str(),
               o.transport == "ucx" ? " (UCX_TLS=" : "", o.transport == "ucx" ? (tls ? tls : "all") : "",
               o.transport == "ucx" ? ")" : "", TypeLabel(o.type).c_str(),
-              std::string(collective::ReduceOpName(o.op)).c_str(), o.iters, o.warmup, o.chunk_bytes);
+              std::string(collective::ReduceOpName(o.op)).c_str(), o.iters, o.warmup, chunk.c_str());
   std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
               "busbw_GBps", "wrong");
   std::fflush(stdout);
@@ -283,7 +284,9 @@ void PrintAllreduceUsage() {
       "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
       "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo auto\n"
       "runs what Communicator picks for the job (Communicator::AutoAlgorithm: the ring on one host\n"
-      "over shared memory, else reduction-server with reducers, ring without).\n");
+      "over shared memory, else reduction-server with reducers, ring without). --chunk-bytes: the\n"
+      "pipeline unit; by default the communicator picks it (1M when every rank shares the host over\n"
+      "shared memory, else 128K).\n");
 }
 
 bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o, bool* help) {

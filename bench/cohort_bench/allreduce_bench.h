@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "collective/algorithms/allreduce_options.h"
 #include "collective/types.h"
 
 namespace cohort::bench {
@@ -34,7 +33,7 @@ struct AllreduceBenchOptions {
   double max_seconds_per_size = 0;  // 0: no cap on iterations
   bool check = false;
   bool json = false;
-  size_t chunk_bytes = collective::kDefaultChunkBytes;
+  size_t chunk_bytes = 0;  // 0: the communicator picks it by placement
   int window = 4;
   int max_flows = -1;  // -1: the communicator's default
   int timeout_ms = 120000;

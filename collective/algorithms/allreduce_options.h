@@ -10,13 +10,17 @@
 
 namespace cohort::collective {
 
-// Default pipeline unit of both algorithms. Small enough that filling and draining the
-// Reduction Server's pipeline costs little link time (about 2 x workers x chunk per call), large
-// enough that per-message costs stay small; at or below the UCX transport's eager limit, so no
-// chunk waits for a rendezvous handshake. Measured in bench/RESULTS.md ("Chunk size and eager
+// Default pipeline unit of both algorithms across hosts. Small enough that filling and draining
+// the Reduction Server's pipeline costs little link time (about 2 x workers x chunk per call),
+// large enough that per-message costs stay small; at or below the UCX transport's eager limit, so
+// no chunk waits for a rendezvous handshake. Measured in bench/RESULTS.md ("Chunk size and eager
 // sends"): on 1 Gbit/s links 128 KiB chunks sent eagerly reach 87-98% of the link for 16-256 MiB,
 // 1 MiB chunks by rendezvous 75%.
 constexpr size_t kDefaultChunkBytes = size_t{128} << 10;
+// The pipeline unit when every rank shares one host over shared memory: there, a piece above the
+// eager limit moves in one zero-copy (cma) rendezvous, and 128 KiB eager pieces (copied twice
+// through shared memory, more of them per call) made the one-host ring slower and erratic.
+constexpr size_t kSameHostChunkBytes = size_t{1} << 20;
 
 struct AllreduceOptions {
   void* data = nullptr;  // in: this rank's contribution; out: the reduced result
