@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <optional>
 
 #include "collective/communicator.h"
 #include "collective/transport/loopback/loopback_transport.h"
@@ -54,6 +56,29 @@ void RunJob(int workers, int reducers, size_t chunk_bytes,
   });
 }
 
+// Runs one case twice on this rank's input; records in `f`, under `name`, a failed call, a result
+// off the double-precision reference, or a repeat that differs. Returns the result, or nothing
+// when a call failed.
+std::optional<std::vector<char>> RunCase(Communicator& comm, Algorithm algo, DataType type, ReduceOp op,
+                                         size_t count, const std::string& name, std::vector<std::string>* f) {
+  std::vector<char> a = testing::MakeInput(type, comm.rank(), count);
+  std::vector<char> b = a;
+  Status s = comm.Allreduce(a.data(), count, type, op, algo);
+  if (!s.ok()) {
+    f->push_back(name + ": " + s.ToString());
+    return std::nullopt;
+  }
+  s = comm.Allreduce(b.data(), count, type, op, algo);
+  if (!s.ok()) {
+    f->push_back(name + " (repeat): " + s.ToString());
+    return std::nullopt;
+  }
+  const std::string bad = testing::CheckResult(type, op, comm.size(), a.data(), count);
+  if (!bad.empty()) f->push_back(name + ": " + bad);
+  if (a != b) f->push_back(name + ": repeated run differs");
+  return a;
+}
+
 class InprocAllreduceTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIdentically) {
@@ -71,24 +96,11 @@ TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIden
           for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}}) {
             const std::string name = std::string(AlgorithmName(algo)) + "/" + std::string(DataTypeName(type)) + "/" +
                                      std::string(ReduceOpName(op)) + "/" + std::to_string(count);
-            std::vector<char> a = testing::MakeInput(type, comm.rank(), count);
-            std::vector<char> b = a;
-            Status s = comm.Allreduce(a.data(), count, type, op, algo);
-            if (!s.ok()) {
-              f->push_back(name + ": " + s.ToString());
-              return;
-            }
-            s = comm.Allreduce(b.data(), count, type, op, algo);
-            if (!s.ok()) {
-              f->push_back(name + " (repeat): " + s.ToString());
-              return;
-            }
-            const std::string bad = testing::CheckResult(type, op, comm.size(), a.data(), count);
-            if (!bad.empty()) f->push_back(name + ": " + bad);
-            if (a != b) f->push_back(name + ": repeated run differs");
+            std::optional<std::vector<char>> a = RunCase(comm, algo, type, op, count, name, f);
+            if (!a) return;
             std::lock_guard<std::mutex> lock(mu);
-            auto [it, inserted] = first_result.emplace(name, a);
-            if (!inserted && it->second != a) f->push_back(name + ": ranks disagree bit-wise");
+            auto [it, inserted] = first_result.emplace(name, *a);
+            if (!inserted && it->second != *a) f->push_back(name + ": ranks disagree bit-wise");
           }
         }
       }
@@ -122,17 +134,7 @@ TEST(InprocAllreduceChunkTest, ChunksAroundTheShrinkLimitMatchReferenceAndRepeat
           for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
             const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
                                      std::to_string(count);
-            std::vector<char> a = testing::MakeInput(type, comm.rank(), count);
-            std::vector<char> b = a;
-            Status s = comm.Allreduce(a.data(), count, type, op, Algorithm::kReductionServer);
-            if (s.ok()) s = comm.Allreduce(b.data(), count, type, op, Algorithm::kReductionServer);
-            if (!s.ok()) {
-              f->push_back(name + ": " + s.ToString());
-              return;
-            }
-            const std::string bad = testing::CheckResult(type, op, comm.size(), a.data(), count);
-            if (!bad.empty()) f->push_back(name + ": " + bad);
-            if (a != b) f->push_back(name + ": repeated run differs");
+            if (!RunCase(comm, Algorithm::kReductionServer, type, op, count, name, f)) return;
           }
         }
       }

@@ -157,6 +157,45 @@ TEST(CommunicatorEnvTest, AllreduceAlgorithmFromTheEnvironment) {
   unsetenv("COHORT_ALLREDUCE_ALGORITHM");
 }
 
+// The chunk size both ranks of a two-worker UCX communicator (threads of this process) pick when
+// CommunicatorOptions::chunk_bytes is 0.
+std::vector<size_t> PickedChunkBytes(const char* tls) {
+  setenv("UCX_TLS", tls, 1);
+  InMemoryBootstrap bootstrap;
+  std::vector<size_t> picked(2, 0);
+  testing::RunRanks(2, [&](int r) {
+    CommunicatorOptions options;
+    options.timeout = milliseconds(20000);
+    auto comm = Communicator::Create(bootstrap, r, 2, 0, options);
+    if (comm.ok()) picked[r] = (*comm)->chunk_bytes();
+  });
+  unsetenv("UCX_TLS");
+  return picked;
+}
+
+TEST(CommunicatorEnvTest, ChunkBytesFollowPlacementUnlessSet) {
+  // Every rank on this host with shared memory allowed: the one-host pipeline unit.
+  EXPECT_EQ(PickedChunkBytes("sm,tcp"), std::vector<size_t>(2, kSameHostChunkBytes));
+  // Without shared memory the ranks talk as they would across hosts.
+  EXPECT_EQ(PickedChunkBytes("tcp"), std::vector<size_t>(2, kDefaultChunkBytes));
+  // Set by hand (COHORT_CHUNK_BYTES), it is used as it is; too small is refused by name.
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
+  unsetenv("COHORT_NUM_REDUCERS");
+  unsetenv("COHORT_ALLREDUCE_ALGORITHM");
+  setenv("COHORT_CHUNK_BYTES", "65536", 1);
+  auto set = Communicator::FromEnvironment();
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ((*set)->chunk_bytes(), 65536u);
+  setenv("COHORT_CHUNK_BYTES", "100", 1);
+  auto bad = Communicator::FromEnvironment();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("COHORT_CHUNK_BYTES"), std::string::npos) << bad.status().ToString();
+  unsetenv("COHORT_CHUNK_BYTES");
+}
+
 TEST(UcxRdmaTest, RcAndUdNeedAnRdmaDevice) {
   GTEST_SKIP() << "no RDMA device on this machine (ucx_info -d lists only tcp and shared memory); "
                   "rc/ud run where a fabric exists, selected with UCX_TLS=rc or UCX_TLS=ud";
