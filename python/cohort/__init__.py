@@ -1,4 +1,5 @@
-"""Cohort: submit and watch training jobs on a Cohort cluster from Python."""
+"""Cohort: submit and watch training jobs on a Cohort cluster from Python (cohort.client), and
+all-reduce from training code over the Reduction Server or the ring (cohort.collective)."""
 
 from cohort.client import Client, CohortError, Unreachable
 
