@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "collective/algorithms/halving_doubling.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
 #include "collective/store_bootstrap.h"
@@ -71,7 +72,7 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
       return InvalidArgument(std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
-                             "' is not auto, ring or reduction-server");
+                             "' is not auto, ring, reduction-server or halving-doubling");
     }
     options->algorithm = *parsed;
   }
@@ -190,6 +191,11 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
   if (algorithm == Algorithm::kReductionServer && num_reducers_ == 0) {
     return InvalidArgument("all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
   }
+  if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm();
+  if (algorithm == Algorithm::kHalvingDoubling && !HalvingDoublingFits(world_size_)) {
+    return InvalidArgument("all-reduce: halving-doubling needs a power-of-two number of workers, not " +
+                           std::to_string(world_size_));
+  }
   if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
 #ifdef COHORT_HAVE_CUDA
   if (count > 0 && IsDevicePointer(data)) {
@@ -216,9 +222,12 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.num_reducers = num_reducers_;
   o.window = options_.window;
   o.max_flows = options_.max_flows;
-  if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm();
-  Status s = algorithm == Algorithm::kReductionServer ? ReductionServerAllreduce(*transport_, o)
-                                                      : RingAllreduce(*transport_, o);
+  Status s;
+  switch (algorithm) {
+    case Algorithm::kReductionServer: s = ReductionServerAllreduce(*transport_, o); break;
+    case Algorithm::kHalvingDoubling: s = HalvingDoublingAllreduce(*transport_, o); break;
+    default: s = RingAllreduce(*transport_, o); break;
+  }
   if (!s.ok()) poisoned_ = true;
   return s;
 }
@@ -227,7 +236,10 @@ Algorithm Communicator::AutoAlgorithm() const {
   // On one host over shared memory the ring wins at every size (bench/RESULTS.md): there is no
   // link for the Reduction Server to halve the traffic of, and its reducers' extra copies compete
   // for the same cores. Everywhere else the Reduction Server when the job has reducers.
-  if (num_reducers_ == 0 || options_.algorithm == Algorithm::kRing) return Algorithm::kRing;
+  if (options_.algorithm == Algorithm::kRing || options_.algorithm == Algorithm::kHalvingDoubling) {
+    return options_.algorithm;
+  }
+  if (num_reducers_ == 0) return Algorithm::kRing;
   if (options_.algorithm == Algorithm::kReductionServer) return Algorithm::kReductionServer;
   if (one_host_shared_memory_) return Algorithm::kRing;
   return Algorithm::kReductionServer;

@@ -54,9 +54,10 @@ struct CommunicatorOptions {
   // Reduction Server: chunk sends outstanding per worker and result sends per reducer (0: no
   // limit). Environment: COHORT_RS_MAX_FLOWS.
   int max_flows = 0;
-  // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing or kReductionServer (when
-  // the job has reducers) pins it. Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|
-  // reduction-server, like NCCL_ALGO.
+  // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing, kReductionServer (when
+  // the job has reducers) or kHalvingDoubling (a power-of-two number of workers) pins it.
+  // Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|halving-doubling, like
+  // NCCL_ALGO.
   Algorithm algorithm = Algorithm::kAuto;
   // Namespace of this communicator's bootstrap keys.
   std::string key_prefix = "cohort";

@@ -59,12 +59,13 @@ std::string_view AlgorithmName(Algorithm algo) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kReductionServer: return "reduction-server";
     case Algorithm::kRing: return "ring";
+    case Algorithm::kHalvingDoubling: return "halving-doubling";
   }
   return "?";
 }
 
 std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
-  for (auto a : {Algorithm::kAuto, Algorithm::kReductionServer, Algorithm::kRing}) {
+  for (auto a : {Algorithm::kAuto, Algorithm::kReductionServer, Algorithm::kRing, Algorithm::kHalvingDoubling}) {
     if (AlgorithmName(a) == name) return a;
   }
   if (name == "rs" || name == "reduction_server") return Algorithm::kReductionServer;

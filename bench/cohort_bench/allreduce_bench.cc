@@ -62,6 +62,7 @@ std::string ImplName(const AllreduceBenchOptions& o) {
   switch (o.algo) {
     case Algorithm::kRing: return "cohort-ring";
     case Algorithm::kReductionServer: return "cohort-rs";
+    case Algorithm::kHalvingDoubling: return "cohort-hd";
     case Algorithm::kAuto: break;
   }
   return "cohort-auto";
@@ -272,8 +273,8 @@ int RunThreads(const AllreduceBenchOptions& o) {
 
 void PrintAllreduceUsage() {
   std::printf(
-      "usage: cohort-bench allreduce [--algo reduction-server|ring|auto] [--workers N] [--reducers M]\n"
-      "         [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
+      "usage: cohort-bench allreduce [--algo reduction-server|ring|halving-doubling|auto] [--workers N]\n"
+      "         [--reducers M] [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] [--json]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
@@ -390,7 +391,7 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
     std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n", sizes.c_str());
     return false;
   }
-  if (o->algo == Algorithm::kRing) o->reducers = 0;
+  if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling) o->reducers = 0;
   if (o->algo == Algorithm::kReductionServer && o->reducers < 1) {
     std::fprintf(stderr, "cohort-bench: reduction-server needs --reducers >= 1\n");
     return false;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 
+#include "collective/algorithms/halving_doubling.h"
 #include "collective/communicator.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/test_util.h"
@@ -90,6 +91,7 @@ TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIden
   RunJob(workers, reducers, 4096, [&](Communicator& comm, std::vector<std::string>* f) {
     std::vector<Algorithm> algos = {Algorithm::kAuto};
     if (reducers > 0) algos.push_back(Algorithm::kRing);
+    if (HalvingDoublingFits(workers)) algos.push_back(Algorithm::kHalvingDoubling);
     for (Algorithm algo : algos) {
       for (DataType type : kTypes) {
         for (ReduceOp op : kOps) {

@@ -50,7 +50,7 @@ def from_bf16_bits(bits):
 
 def worker_main():
     import numpy as np
-    from cohort.collective import CollectiveError, Communicator
+    from cohort.collective import INVALID_ARGUMENT, CollectiveError, Communicator
 
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
@@ -93,6 +93,14 @@ def worker_main():
             except (ValueError, TypeError) as e:
                 if why not in str(e):
                     failures.append(f"{why}: wrong message {e}")
+        # Halving-doubling needs a power-of-two number of workers: refused by the library, by name,
+        # without poisoning the communicator.
+        try:
+            comm.allreduce(np.ones(5, dtype=np.float32), algorithm="halving-doubling")
+            failures.append(f"halving-doubling among {n} workers: accepted")
+        except CollectiveError as e:
+            if e.code != INVALID_ARGUMENT or "power-of-two" not in e.message:
+                failures.append(f"halving-doubling among {n} workers: {e}")
         one = np.ones(5, dtype=np.float32)
         comm.allreduce(one)
         if not np.all(one == n):

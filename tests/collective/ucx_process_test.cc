@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collective/algorithms/halving_doubling.h"
 #include "collective/communicator.h"
 #include "collective/store_bootstrap.h"
 #include "tests/collective/process_util.h"
@@ -66,6 +67,7 @@ int WorkerCorrectnessMain(int rank, int reducers) {
   int failures = 0;
   std::vector<Algorithm> algos = {Algorithm::kAuto};
   if (reducers > 0) algos.push_back(Algorithm::kRing);
+  if (HalvingDoublingFits((*comm)->size())) algos.push_back(Algorithm::kHalvingDoubling);
   for (Algorithm algo : algos) {
     for (DataType type : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32, DataType::kI64}) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
