@@ -19,7 +19,7 @@
 #                    (4 ring, 5 segmented ring, 6 rabenseifner); best per size is kept
 #                    (default: default,4; "none" to skip)
 #   --gloo-algos L   default ring,ring_chunked,halving_doubling (best per size is kept; "none")
-#   --cohort-algos L default reduction-server,ring ("none" to skip)
+#   --cohort-algos L default reduction-server,ring ("none" to skip; also halving-doubling, auto)
 #   --build-dir DIR  where the binaries are (default: build-peers, then build, then the newest
 #                    build-*/ that has the binary)
 #   --cohort-bin P   the cohort-bench binary to use (default: found like the others)
@@ -210,7 +210,12 @@ run_cohort() {
   help=$("$COHORT_BIN" allreduce --help 2>&1 || "$COHORT_BIN" --help 2>&1 || true)
   local algo label m
   for algo in ${cohort_algos//,/ }; do
-    if [ "$algo" = ring ]; then m=0; label=cohort-ring; else m=$reducers; label=cohort-rs; fi
+    case "$algo" in
+      ring) m=0; label=cohort-ring ;;
+      halving-doubling) m=0; label=cohort-hd ;;
+      auto) m=$reducers; label=cohort-auto ;;
+      *) m=$reducers; label=cohort-rs ;;
+    esac
     local flags="--algo $algo --workers $workers --reducers $m --transport ucx $common_flags"
     if [ "$setting" = a ]; then
       local cmd="$COHORT_BIN allreduce $flags"
@@ -259,7 +264,8 @@ title="all-reduce, setting $setting, $workers workers"
 join_args=()
 [ -n "$link_bps" ] && join_args+=(--link-bps "$link_bps")
 files=()
-for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/mpi-*.jsonl "$out"/gloo.jsonl; do
+for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-auto.jsonl \
+         "$out"/mpi-*.jsonl "$out"/gloo.jsonl; do
   [ -s "$f" ] && files+=("$f")
 done
 record "python3 $JOIN ${join_args[*]} --markdown $out/table.md ${files[*]}"

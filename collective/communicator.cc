@@ -191,7 +191,7 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
   if (algorithm == Algorithm::kReductionServer && num_reducers_ == 0) {
     return InvalidArgument("all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
   }
-  if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm();
+  if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm(count * DataTypeSize(type));
   if (algorithm == Algorithm::kHalvingDoubling && !HalvingDoublingFits(world_size_)) {
     return InvalidArgument("all-reduce: halving-doubling needs a power-of-two number of workers, not " +
                            std::to_string(world_size_));
@@ -232,17 +232,20 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   return s;
 }
 
-Algorithm Communicator::AutoAlgorithm() const {
+Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
   // On one host over shared memory the ring wins at every size (bench/RESULTS.md): there is no
   // link for the Reduction Server to halve the traffic of, and its reducers' extra copies compete
-  // for the same cores. Everywhere else the Reduction Server when the job has reducers.
+  // for the same cores. Across hosts small buffers are latency-bound (halving-doubling), large
+  // ones bandwidth-bound (the Reduction Server when the job has reducers).
   if (options_.algorithm == Algorithm::kRing || options_.algorithm == Algorithm::kHalvingDoubling) {
     return options_.algorithm;
   }
-  if (num_reducers_ == 0) return Algorithm::kRing;
-  if (options_.algorithm == Algorithm::kReductionServer) return Algorithm::kReductionServer;
+  if (options_.algorithm == Algorithm::kReductionServer) {
+    return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
+  }
   if (one_host_shared_memory_) return Algorithm::kRing;
-  return Algorithm::kReductionServer;
+  if (bytes <= kHalvingDoublingMaxBytes && HalvingDoublingFits(world_size_)) return Algorithm::kHalvingDoubling;
+  return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
 }
 
 Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,12 @@
 namespace cohort::collective {
 
 class LoopbackFabric;
+
+// Buffers up to this size go by halving-doubling under kAuto across hosts (power-of-two workers):
+// on 1 Gbit/s links with 4 workers and 4 reducers it ran 1.5-2.6x the Reduction Server at 1-64 KiB
+// (which is latency-bound there) and level with or ahead of the ring; from 128 KiB the Reduction
+// Server leads (bench/RESULTS.md, "Small buffers across hosts").
+constexpr size_t kHalvingDoublingMaxBytes = size_t{64} << 10;
 class StoreServer;
 
 struct CommunicatorOptions {
@@ -79,11 +86,13 @@ class Communicator {
   // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm = Algorithm::kAuto);
 
-  // What kAuto runs: options.algorithm when it names one (the Reduction Server only when the job
-  // has reducers); else the ring when the job has no reducers or when every rank (workers and
-  // reducers) shares this host with UCX shared memory enabled (the ring is faster there); the
-  // Reduction Server otherwise. The same on every worker.
-  Algorithm AutoAlgorithm() const;
+  // What kAuto runs for a buffer of `bytes` (default: a large one): options.algorithm when it
+  // names one (the Reduction Server only when the job has reducers); else the ring when every
+  // rank (workers and reducers) shares this host with UCX shared memory enabled (the ring is
+  // faster there); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
+  // power-of-two number of workers (latency-bound: fewer steps win); else the Reduction Server
+  // when the job has reducers and the ring when it has none. The same on every worker.
+  Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
 
   int rank() const { return rank_; }
   int size() const { return world_size_; }

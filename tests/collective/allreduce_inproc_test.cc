@@ -2,6 +2,7 @@
 // type and op, counts 0, 1, odd and larger-than-a-chunk, 1 to 8 workers, 0 to n reducers.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -166,6 +167,36 @@ TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
     }
   }, &failures);
   for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Across hosts (the loopback transport is not one host's shared memory), kAuto sends small buffers
+// by halving-doubling when the worker count allows, large ones by the Reduction Server or the ring.
+TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
+  struct Case {
+    int workers, reducers;
+    size_t bytes;
+    Algorithm want;
+  };
+  const Case cases[] = {
+      {4, 2, kHalvingDoublingMaxBytes, Algorithm::kHalvingDoubling},
+      {4, 2, kHalvingDoublingMaxBytes + 1, Algorithm::kReductionServer},
+      {4, 2, SIZE_MAX, Algorithm::kReductionServer},
+      {3, 2, 1024, Algorithm::kReductionServer},  // not a power of two
+      {4, 0, 1024, Algorithm::kHalvingDoubling},
+      {4, 0, size_t{1} << 20, Algorithm::kRing},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> failures;
+    RunJob(c.workers, c.reducers, 4096, [&](Communicator& comm, std::vector<std::string>* f) {
+      const Algorithm got = comm.AutoAlgorithm(c.bytes);
+      if (got != c.want) {
+        f->push_back(std::to_string(c.workers) + " workers, " + std::to_string(c.reducers) + " reducers, " +
+                     std::to_string(c.bytes) + " bytes: " + std::string(AlgorithmName(got)) + ", want " +
+                     std::string(AlgorithmName(c.want)));
+      }
+    }, &failures);
+    for (const auto& f : failures) ADD_FAILURE() << f;
+  }
 }
 
 TEST(CommunicatorTest, RejectsBadArguments) {
