@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,54 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
   for (size_t k = 0; k < sizes.size(); ++k) {
     EXPECT_TRUE(received[k] == Pattern(sizes[k], k)) << "message " << k << " of " << sizes[k] << " bytes differs";
   }
+}
+
+// A peer's last message is delivered even when the receive is posted after the peer went away
+// (a worker sends its stop to a reducer busy with the round before, then exits); a message that
+// never came fails with kUnavailable.
+TEST(UcxTransportTcpTest, LastMessageOfAPeerThatLeftIsStillDelivered) {
+  ScopedTls tls("tcp");
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  InMemoryBootstrap bootstrap;
+  const Deadline deadline = DeadlineAfter(milliseconds(20000));
+  constexpr uint64_t kLast = 0x600DB7E5;
+  Status sender_status, gone, got, more;
+  uint64_t last = 0;
+  std::thread leaver([&] {
+    auto t = UcxTransport::Create(bootstrap, 0, 2, options);
+    if (!t.ok()) {
+      sender_status = t.status();
+      return;
+    }
+    auto s = (*t)->Isend(1, MakeTag(3, 1), ConstBytes{&kLast, sizeof(kLast)});
+    sender_status = s.ok() ? s->Wait(deadline) : s.status();
+    // Leaves at once: the transport closes its endpoints here.
+  });
+  std::thread stayer([&] {
+    auto t = UcxTransport::Create(bootstrap, 1, 2, options);
+    if (!t.ok()) {
+      gone = t.status();
+      return;
+    }
+    // Busy with something else (a message that never comes) until it notices the peer is gone.
+    uint64_t never = 0;
+    auto missing = (*t)->Irecv(0, MakeTag(3, 2), MutableBytes{&never, sizeof(never)});
+    gone = missing.ok() ? missing->Wait(deadline) : missing.status();
+    // Only now the receive for the message that arrived meanwhile.
+    auto r = (*t)->Irecv(0, MakeTag(3, 1), MutableBytes{&last, sizeof(last)});
+    got = r.ok() ? r->Wait(deadline) : r.status();
+    uint64_t other = 0;
+    more = (*t)->Irecv(0, MakeTag(3, 3), MutableBytes{&other, sizeof(other)}).status();
+  });
+  leaver.join();
+  stayer.join();
+  ASSERT_TRUE(sender_status.ok()) << sender_status.ToString();
+  EXPECT_EQ(gone.code(), StatusCode::kUnavailable) << gone.ToString();
+  EXPECT_TRUE(got.ok()) << got.ToString();
+  EXPECT_EQ(last, kLast);
+  // Anything else from it is refused at once.
+  EXPECT_EQ(more.code(), StatusCode::kUnavailable) << more.ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("tcp", "sm"),
