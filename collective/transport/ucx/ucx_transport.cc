@@ -359,14 +359,15 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
   std::lock_guard<std::mutex> lock(mu_);
   // A message that arrived before its sender went away (a worker's last message, then its exit)
   // is still delivered: a receive that matches one already here is posted even now.
-  ucp_tag_recv_info_t arrived_info;
-  const bool arrived =
-      !is_send && ucp_tag_probe_nb(worker_, WireTag(peer, tag), ~ucp_tag_t{0}, 0, &arrived_info) != nullptr;
-  if (peer_status_[peer] != UCS_OK && !arrived) {
+  auto arrived = [&] {
+    ucp_tag_recv_info_t info;
+    return !is_send && ucp_tag_probe_nb(worker_, WireTag(peer, tag), ~ucp_tag_t{0}, 0, &info) != nullptr;
+  };
+  if (peer_status_[peer] != UCS_OK && !arrived()) {
     poisoned_ = true;
     return Unavailable(options_.rank_name(peer) + " is gone: " + ucs_status_string(peer_status_[peer]));
   }
-  if (poisoned_ && !arrived) {
+  if (poisoned_ && !arrived()) {
     const std::string failed = FailedPeerLocked();
     if (!failed.empty()) return Unavailable(failed);
     return Aborted("ucx transport is poisoned by an earlier error; rebuild the communicator");
