@@ -37,13 +37,13 @@
 namespace cohort::collective {
 
 class LoopbackFabric;
+class StoreServer;
 
 // Buffers up to this size go by halving-doubling under kAuto across hosts (power-of-two workers):
 // on 1 Gbit/s links with 4 workers and 4 reducers it ran 1.3-2.7x the Reduction Server at 1-16 KiB
 // and 1.25-2.3x at 32-64 KiB (the Reduction Server is latency-bound there); from 128 KiB the
 // Reduction Server leads (bench/RESULTS.md, "Small buffers across hosts").
 constexpr size_t kHalvingDoublingMaxBytes = size_t{64} << 10;
-class StoreServer;
 
 struct CommunicatorOptions {
   enum class TransportKind { kUcx, kLoopback };
