@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "collective/transport/transport.h"
 #include "collective/types.h"
@@ -21,6 +22,14 @@ constexpr size_t kDefaultChunkBytes = size_t{128} << 10;
 // eager limit moves in one zero-copy (cma) rendezvous, and 128 KiB eager pieces (copied twice
 // through shared memory, more of them per call) made the one-host ring slower and erratic.
 constexpr size_t kSameHostChunkBytes = size_t{1} << 20;
+
+// Offsets of n near-equal blocks of `count` elements (n + 1 entries): block i holds count/n
+// elements, the first count%n blocks one more, and a run of blocks is contiguous.
+inline std::vector<size_t> BlockOffsets(size_t count, int n) {
+  std::vector<size_t> offset(static_cast<size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) offset[i + 1] = offset[i] + count / n + (static_cast<size_t>(i) < count % n ? 1 : 0);
+  return offset;
+}
 
 struct AllreduceOptions {
   void* data = nullptr;  // in: this rank's contribution; out: the reduced result

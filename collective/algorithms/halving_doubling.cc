@@ -23,12 +23,7 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
   const size_t es = DataTypeSize(options.type);
   auto* data = static_cast<char*>(options.data);
 
-  // Block i holds count/n elements, the first count%n blocks one more; a run of blocks is
-  // contiguous in the buffer.
-  std::vector<size_t> offset(n + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    offset[i + 1] = offset[i] + options.count / n + (static_cast<size_t>(i) < options.count % n ? 1 : 0);
-  }
+  const std::vector<size_t> offset = BlockOffsets(options.count, n);
   auto bytes = [&](int lo, int hi) { return (offset[hi] - offset[lo]) * es; };
   auto at = [&](int block) { return data + offset[block] * es; };
   // One exchange with `partner`: send blocks [send_lo, send_hi), receive into `into`.

@@ -20,10 +20,7 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   auto* data = static_cast<char*>(options.data);
 
   // Segment i holds count/n elements, the first count%n segments one more.
-  std::vector<size_t> seg_offset(n + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    seg_offset[i + 1] = seg_offset[i] + options.count / n + (static_cast<size_t>(i) < options.count % n ? 1 : 0);
-  }
+  const std::vector<size_t> seg_offset = BlockOffsets(options.count, n);
   auto seg_elems = [&](int i) { return seg_offset[i + 1] - seg_offset[i]; };
   const size_t max_seg = seg_elems(0);
   const size_t piece_elems = std::max<size_t>(1, options.chunk_bytes / es);
