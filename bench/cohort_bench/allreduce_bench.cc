@@ -285,7 +285,8 @@ void PrintAllreduceUsage() {
       "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
       "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo auto\n"
       "runs what Communicator picks for the job (Communicator::AutoAlgorithm: the ring on one host\n"
-      "over shared memory, else reduction-server with reducers, ring without). --chunk-bytes: the\n"
+      "over shared memory; across hosts halving-doubling up to 64K among a power-of-two number of\n"
+      "workers, else reduction-server with reducers, ring without). --chunk-bytes: the\n"
       "pipeline unit; by default the communicator picks it (1M when every rank shares the host over\n"
       "shared memory, else 128K).\n");
 }
