@@ -19,7 +19,8 @@
 #                    (4 ring, 5 segmented ring, 6 rabenseifner); best per size is kept
 #                    (default: default,4; "none" to skip)
 #   --gloo-algos L   default ring,ring_chunked,halving_doubling (best per size is kept; "none")
-#   --cohort-algos L default reduction-server,ring ("none" to skip; also halving-doubling, auto)
+#   --cohort-algos L default reduction-server,ring ("none" to skip; also halving-doubling,
+#                    shared-memory (setting a only), auto)
 #   --build-dir DIR  where the binaries are (default: build-peers, then build, then the newest
 #                    build-*/ that has the binary)
 #   --cohort-bin P   the cohort-bench binary to use (default: found like the others)
@@ -213,6 +214,7 @@ run_cohort() {
     case "$algo" in
       ring) m=0; label=cohort-ring ;;
       halving-doubling) m=0; label=cohort-hd ;;
+      shared-memory) m=0; label=cohort-shm ;;
       auto) m=$reducers; label=cohort-auto ;;
       *) m=$reducers; label=cohort-rs ;;
     esac
@@ -264,7 +266,8 @@ title="all-reduce, setting $setting, $workers workers"
 join_args=()
 [ -n "$link_bps" ] && join_args+=(--link-bps "$link_bps")
 files=()
-for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-auto.jsonl \
+for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-shm.jsonl \
+         "$out"/cohort-auto.jsonl \
          "$out"/mpi-*.jsonl "$out"/gloo.jsonl; do
   [ -s "$f" ] && files+=("$f")
 done

@@ -72,7 +72,7 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
       return InvalidArgument(std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
-                             "' is not auto, ring, reduction-server or halving-doubling");
+                             "' is not auto, ring, reduction-server, halving-doubling or shared-memory");
     }
     options->algorithm = *parsed;
   }
@@ -141,6 +141,11 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   if (comm->options_.chunk_bytes == 0) {
     comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
+  if (comm->one_host_shared_memory_) {
+    COHORT_ASSIGN_OR_RETURN(comm->shared_memory_,
+                            SharedMemoryGroup::Create(bootstrap, options.key_prefix + "/" + comm->generation_, rank,
+                                                      world_size, comm->options_.chunk_bytes, deadline));
+  }
   return comm;
 }
 
@@ -196,6 +201,10 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
     return InvalidArgument("all-reduce: halving-doubling needs a power-of-two number of workers, not " +
                            std::to_string(world_size_));
   }
+  if (algorithm == Algorithm::kSharedMemory && shared_memory_ == nullptr) {
+    return InvalidArgument("all-reduce: shared memory needs every rank on this host with UCX shared memory allowed "
+                           "(UCX_TLS), and /dev/shm room for each worker's segment");
+  }
   if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
 #ifdef COHORT_HAVE_CUDA
   if (count > 0 && IsDevicePointer(data)) {
@@ -226,6 +235,7 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   switch (algorithm) {
     case Algorithm::kReductionServer: s = ReductionServerAllreduce(*transport_, o); break;
     case Algorithm::kHalvingDoubling: s = HalvingDoublingAllreduce(*transport_, o); break;
+    case Algorithm::kSharedMemory: s = shared_memory_->Allreduce(o); break;
     default: s = RingAllreduce(*transport_, o); break;
   }
   if (!s.ok()) poisoned_ = true;
@@ -233,16 +243,21 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
 }
 
 Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
-  // On one host over shared memory the ring wins at every size (bench/RESULTS.md): there is no
-  // link for the Reduction Server to halve the traffic of, and its reducers' extra copies compete
-  // for the same cores. Across hosts small buffers are latency-bound (halving-doubling), large
-  // ones bandwidth-bound (the Reduction Server when the job has reducers).
+  // On one host there is no link for the Reduction Server to halve the traffic of, and its
+  // reducers' extra copies compete for the same cores; the shared-memory all-reduce needs two
+  // synchronisations per slot where the ring needs 2(n-1) transport steps (bench/RESULTS.md). Across
+  // hosts small buffers are latency-bound (halving-doubling), large ones bandwidth-bound (the
+  // Reduction Server when the job has reducers).
   if (options_.algorithm == Algorithm::kRing || options_.algorithm == Algorithm::kHalvingDoubling) {
     return options_.algorithm;
+  }
+  if (options_.algorithm == Algorithm::kSharedMemory) {
+    return shared_memory_ != nullptr ? Algorithm::kSharedMemory : Algorithm::kRing;
   }
   if (options_.algorithm == Algorithm::kReductionServer) {
     return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
   }
+  if (shared_memory_ != nullptr) return Algorithm::kSharedMemory;
   if (one_host_shared_memory_) return Algorithm::kRing;
   if (bytes <= kHalvingDoublingMaxBytes && HalvingDoublingFits(world_size_)) return Algorithm::kHalvingDoubling;
   return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;

@@ -10,7 +10,7 @@
 // 0, serves the bootstrap store there), RANK, WORLD_SIZE (workers incl. the chief; reducers are not
 // counted), COHORT_NUM_REDUCERS (0 or unset: ring), COHORT_COMM_TIMEOUT_MS (optional, default
 // 60000), COHORT_CHUNK_BYTES (optional), COHORT_ALLREDUCE_ALGORITHM (optional: auto, ring,
-// reduction-server). Reducers also read COHORT_REDUCER_INDEX.
+// reduction-server, halving-doubling, shared-memory). Reducers also read COHORT_REDUCER_INDEX.
 //
 // Generations: the chief publishes a fresh generation id on every Create; transport keys live
 // under it, so a restarted job never meets stale addresses and a long-lived reducer can tell
@@ -29,6 +29,7 @@
 #include <string>
 
 #include "collective/algorithms/allreduce_options.h"
+#include "collective/algorithms/shared_memory_allreduce.h"
 #include "collective/bootstrap.h"
 #include "collective/transport/transport.h"
 #include "collective/types.h"
@@ -62,8 +63,9 @@ struct CommunicatorOptions {
   // limit). Environment: COHORT_RS_MAX_FLOWS.
   int max_flows = 0;
   // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing, kReductionServer (when
-  // the job has reducers) or kHalvingDoubling (a power-of-two number of workers) pins it.
-  // Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|halving-doubling, like
+  // the job has reducers), kHalvingDoubling (a power-of-two number of workers) or kSharedMemory
+  // (when shared_memory_available()) pins it. Environment:
+  // COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|halving-doubling|shared-memory, like
   // NCCL_ALGO.
   Algorithm algorithm = Algorithm::kAuto;
   // Namespace of this communicator's bootstrap keys.
@@ -87,9 +89,9 @@ class Communicator {
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm = Algorithm::kAuto);
 
   // What kAuto runs for a buffer of `bytes` (default: a large one): options.algorithm when it
-  // names one (the Reduction Server only when the job has reducers); else the ring when every
-  // rank (workers and reducers) shares this host with UCX shared memory enabled (the ring is
-  // faster there); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
+  // names one (the Reduction Server only when the job has reducers, shared memory only when
+  // available); else the shared-memory all-reduce when it is available (every rank on this host;
+  // fastest there); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
   // power-of-two number of workers (latency-bound: fewer steps win); else the Reduction Server
   // when the job has reducers and the ring when it has none. The same on every worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
@@ -100,6 +102,9 @@ class Communicator {
   size_t chunk_bytes() const { return options_.chunk_bytes; }
   int num_reducers() const { return num_reducers_; }
   const std::string& generation() const { return generation_; }
+  // True when every rank (workers and reducers) runs on this host with UCX shared memory allowed
+  // (UCX_TLS) and every worker mapped the others' segments: kSharedMemory can run.
+  bool shared_memory_available() const { return shared_memory_ != nullptr; }
   Transport& transport() { return *transport_; }
 
  private:
@@ -118,6 +123,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> owned_bootstrap_;
   std::unique_ptr<LoopbackFabric> owned_fabric_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<SharedMemoryGroup> shared_memory_;  // when every rank shares this host
 };
 
 struct ReducerOptions {

@@ -12,7 +12,13 @@ namespace cohort::collective {
 
 enum class DataType : uint8_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3, kI32 = 4, kI64 = 5 };
 enum class ReduceOp : uint8_t { kSum = 0, kAvg = 1, kMin = 2, kMax = 3 };
-enum class Algorithm : uint8_t { kAuto = 0, kReductionServer = 1, kRing = 2, kHalvingDoubling = 3 };
+enum class Algorithm : uint8_t {
+  kAuto = 0,
+  kReductionServer = 1,
+  kRing = 2,
+  kHalvingDoubling = 3,
+  kSharedMemory = 4,
+};
 
 // Bytes per element.
 size_t DataTypeSize(DataType type);
@@ -22,7 +28,7 @@ std::optional<DataType> ParseDataType(std::string_view name);
 // "sum", "avg", "min", "max".
 std::string_view ReduceOpName(ReduceOp op);
 std::optional<ReduceOp> ParseReduceOp(std::string_view name);
-// "auto", "reduction-server", "ring", "halving-doubling".
+// "auto", "reduction-server", "ring", "halving-doubling", "shared-memory".
 std::string_view AlgorithmName(Algorithm algo);
 std::optional<Algorithm> ParseAlgorithm(std::string_view name);
 

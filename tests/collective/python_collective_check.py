@@ -60,7 +60,8 @@ def worker_main():
     with Communicator.from_env() as comm:
         if comm.rank != rank or comm.size != n:
             failures.append(f"rank/size {comm.rank}/{comm.size}, expected {rank}/{n}")
-        for algorithm in ("reduction-server", "ring"):
+        # Every process runs on this host with UCX's default transports: shared memory is there.
+        for algorithm in ("reduction-server", "ring", "shared-memory"):
             for dtype in dtypes:
                 for op in OPS:
                     for count in COUNTS:
@@ -145,6 +146,7 @@ def main():
         "UCX_WARN_UNUSED_ENV_VARS": "n",
     })
     env.pop("COHORT_ALLREDUCE_ALGORITHM", None)
+    env.pop("UCX_TLS", None)  # UCX's default: shared memory between these same-host processes
     procs = []
     for j in range(REDUCERS):
         procs.append((f"reducer {j}", subprocess.Popen([args.reducer], env=dict(env, COHORT_REDUCER_INDEX=str(j)))))

@@ -66,8 +66,16 @@ int WorkerCorrectnessMain(int rank, int reducers) {
   }
   int failures = 0;
   std::vector<Algorithm> algos = {Algorithm::kAuto};
-  if (reducers > 0) algos.push_back(Algorithm::kRing);
+  if ((*comm)->AutoAlgorithm() != Algorithm::kRing) algos.push_back(Algorithm::kRing);
   if (HalvingDoublingFits((*comm)->size())) algos.push_back(Algorithm::kHalvingDoubling);
+  // Over sm every rank shares this host: the shared-memory all-reduce must be there (and is what
+  // kAuto runs without reducers); over tcp it must not be.
+  if ((*comm)->shared_memory_available() != (std::getenv("UCX_TLS") == std::string("sm"))) {
+    std::fprintf(stderr, "worker %d: shared memory available=%d with UCX_TLS=%s\n", rank,
+                 (*comm)->shared_memory_available(), std::getenv("UCX_TLS"));
+    return 3;
+  }
+  if ((*comm)->shared_memory_available() && reducers > 0) algos.push_back(Algorithm::kSharedMemory);
   for (Algorithm algo : algos) {
     for (DataType type : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32, DataType::kI64}) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
@@ -173,6 +181,38 @@ std::vector<size_t> PickedChunkBytes(const char* tls) {
   });
   unsetenv("UCX_TLS");
   return picked;
+}
+
+// Over UCX with shared memory allowed and every rank on this host, the workers map each other's
+// segments and kAuto runs the shared-memory all-reduce; without shared memory (UCX_TLS=tcp) it is
+// not there, and asking for it by name is refused clearly.
+TEST(CommunicatorEnvTest, SharedMemoryAllreduceOnlyWhenEveryRankSharesTheHostOverSharedMemory) {
+  for (const char* tls : {"sm,tcp", "tcp"}) {
+    setenv("UCX_TLS", tls, 1);
+    const bool shm = std::string(tls) != "tcp";
+    InMemoryBootstrap bootstrap;
+    std::vector<std::string> failures(3);
+    testing::RunRanks(3, [&](int r) {
+      CommunicatorOptions options;
+      options.timeout = milliseconds(20000);
+      auto comm = Communicator::Create(bootstrap, r, 3, 0, options);
+      if (!comm.ok()) {
+        failures[r] = comm.status().ToString();
+        return;
+      }
+      if ((*comm)->shared_memory_available() != shm) failures[r] = "shared_memory_available() is wrong";
+      const Algorithm want = shm ? Algorithm::kSharedMemory : Algorithm::kRing;
+      if ((*comm)->AutoAlgorithm() != want) failures[r] = "kAuto picks " + std::string(AlgorithmName((*comm)->AutoAlgorithm()));
+      int64_t v[2] = {r + 1, -(r + 1)};
+      Status s = (*comm)->Allreduce(v, 2, DataType::kI64, ReduceOp::kSum, Algorithm::kSharedMemory);
+      if (shm && (!s.ok() || v[0] != 6 || v[1] != -6)) failures[r] = "shared memory: " + s.ToString();
+      if (!shm && (s.code() != StatusCode::kInvalidArgument || s.message().find("UCX_TLS") == std::string::npos)) {
+        failures[r] = "without shared memory: " + s.ToString();
+      }
+    });
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(failures[r], "") << tls << ", worker " << r;
+  }
+  unsetenv("UCX_TLS");
 }
 
 TEST(CommunicatorEnvTest, ChunkBytesFollowPlacementUnlessSet) {
@@ -282,8 +322,10 @@ TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
         << "worker " << i - c.reducers << " exited " << group.code(i);
     unavailable += group.code(i) == kExitUnavailable;
   }
-  if (c.tls == "tcp") {
-    EXPECT_GT(unavailable, 0) << "tcp should notice the dead peer, not just time out";
+  if (c.tls == "tcp" || c.reducers == 0) {
+    // tcp notices a dead peer itself; without reducers on one host the workers run the
+    // shared-memory all-reduce, which checks its peers' PIDs.
+    EXPECT_GT(unavailable, 0) << "the dead peer should be noticed, not just timed out";
   }
   group.KillAll();
 }

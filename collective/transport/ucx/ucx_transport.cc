@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <mutex>
 #include <vector>
 
+#include "collective/same_host.h"
 #include "common/logging.h"
 
 namespace cohort::collective {
@@ -55,33 +55,6 @@ Status FromUcs(ucs_status_t status, const std::string& what) {
     case UCS_ERR_TIMED_OUT: return DeadlineExceeded(m);
     default: return Internal(m);
   }
-}
-
-// Identity of this host and PID namespace: peers with the same identity can check each other's
-// liveness by PID (shared-memory transports have no peer-failure detection of their own).
-// The network namespace is part of it: ranks in different network namespaces (containers, the
-// emulated cluster of bench/netns) count as different hosts and talk over the network.
-std::string HostIdentity() {
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  auto link = [](const char* path) {
-    char buf[128] = {0};
-    const ssize_t n = readlink(path, buf, sizeof(buf) - 1);
-    return n > 0 ? std::string(buf, n) : std::string("?");
-  };
-  return boot + "/" + link("/proc/self/ns/pid") + "/" + link("/proc/self/ns/net");
-}
-
-// False once process `pid` is gone (or a zombie) on this host.
-bool ProcessAlive(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string line;
-  std::getline(stat, line);
-  const auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  const char state = line[close + 2];
-  return state != 'Z' && state != 'X';
 }
 
 // Published value: "<pid>\n<host identity>\n<UCX worker address bytes>".

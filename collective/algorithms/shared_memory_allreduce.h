@@ -1,0 +1,77 @@
+// Shared-memory all-reduce among workers that all run on one host. Every worker owns a segment of
+// POSIX shared memory that every other worker maps. A call goes a slot at a time: each worker
+// copies its next slot of data into its own segment; worker r sums slice r of that slot from every
+// segment, in rank order (so results are bit-identical run to run), and leaves the sum in its
+// segment; then every worker copies the other slices' sums out. That is two synchronisations per
+// slot where the ring needs 2(n-1) dependent transport steps, and no transport in the data path:
+// on one host, with more ranks than cores, those hand-offs are what cost (bench/RESULTS.md).
+// Two slots per segment alternate, so a worker fills the next slot while slower peers still read
+// the last one.
+//
+// Segments live in /dev/shm only until every worker has mapped them (then they are unlinked), so a
+// crash leaves nothing behind; their pages are reserved up front, so a full /dev/shm is an error
+// at creation and never a SIGBUS later. Waits poll briefly, then sleep on a futex; while waiting a
+// worker checks its peers' PIDs (a dead one: kUnavailable naming it) and their failure flags (a
+// peer that failed: its status code, naming it), and gives up at the deadline (kDeadlineExceeded).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/algorithms/allreduce_options.h"
+#include "collective/bootstrap.h"
+
+namespace cohort::collective {
+
+class SharedMemoryGroup {
+ public:
+  // Called by every worker (0 <= rank < size, all on this host and PID namespace) with the same
+  // key_prefix (fresh for each communicator generation) and slot_bytes. Returns nullptr on every
+  // worker, with the reason logged, when some worker cannot create or map a segment (then the
+  // caller uses another algorithm); an error when the bootstrap fails or a worker does not answer
+  // by `deadline`.
+  static StatusOr<std::unique_ptr<SharedMemoryGroup>> Create(Bootstrap& bootstrap, const std::string& key_prefix,
+                                                             int rank, int size, size_t slot_bytes,
+                                                             Deadline deadline,
+                                                             std::function<std::string(int)> rank_name = {});
+  ~SharedMemoryGroup();
+  SharedMemoryGroup(const SharedMemoryGroup&) = delete;
+  SharedMemoryGroup& operator=(const SharedMemoryGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+
+  // In-place all-reduce of options.data (count, type, op, deadline; the transport-side fields are
+  // ignored). Every worker calls it with the same count, type and op, one call at a time. After
+  // an error the group is unusable: every later call returns kAborted.
+  Status Allreduce(const AllreduceOptions& options);
+
+ private:
+  struct Segment;
+  SharedMemoryGroup() = default;
+  Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options);
+  char* Slot(int worker, uint64_t round) const;
+  // Completes this worker's next phase and wakes peers waiting for it; returns its number.
+  uint32_t Post();
+  Status WaitFor(int peer, uint32_t phase, Deadline deadline);
+  // Marks this worker failed with `code` and wakes peers waiting for it.
+  void Abort(StatusCode code);
+
+  int rank_ = 0;
+  int size_ = 1;
+  size_t slot_bytes_ = 0;
+  size_t segment_bytes_ = 0;
+  std::function<std::string(int)> rank_name_;
+  std::vector<Segment*> segments_;  // mapped, one per worker (this worker's own at rank_)
+  std::vector<int> pids_;
+  uint64_t round_ = 0;  // slots started, over every call
+  uint32_t phase_ = 0;  // phases posted (wraps)
+  bool aborted_ = false;
+};
+
+}  // namespace cohort::collective

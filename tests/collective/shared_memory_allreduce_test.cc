@@ -1,0 +1,182 @@
+// SharedMemoryGroup with workers as threads of this process (the segments are real POSIX shared
+// memory; ucx_process_test.cc runs it across processes and kills one): every type and op against
+// the double-precision reference, both kinds of slot (summed whole by everyone, and cut into
+// slices), repeats bit-identical, failures that stop every worker, and creation that every worker
+// agrees on.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "collective/algorithms/shared_memory_allreduce.h"
+#include "tests/collective/test_util.h"
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
+                               DataType::kBF16, DataType::kI32, DataType::kI64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
+// 64 KiB slots: slots up to 32 KiB are summed whole by every worker, larger ones by slices.
+constexpr size_t kSlotBytes = size_t{64} << 10;
+
+// Names in /dev/shm that contain `part`.
+std::vector<std::string> DevShmNames(const std::string& part) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      if (std::string(e->d_name).find(part) != std::string::npos) names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+std::vector<std::unique_ptr<SharedMemoryGroup>> CreateGroups(int workers, const std::string& prefix,
+                                                             size_t slot_bytes = kSlotBytes) {
+  InMemoryBootstrap bootstrap;
+  std::vector<std::unique_ptr<SharedMemoryGroup>> groups(workers);
+  testing::RunRanks(workers, [&](int r) {
+    auto g = SharedMemoryGroup::Create(bootstrap, prefix, r, workers, slot_bytes, DeadlineAfter(milliseconds(20000)));
+    if (g.ok()) groups[r] = std::move(*g);
+  });
+  return groups;
+}
+
+AllreduceOptions Options(void* data, size_t count, DataType type, ReduceOp op, milliseconds timeout) {
+  AllreduceOptions o;
+  o.data = data;
+  o.count = count;
+  o.type = type;
+  o.op = op;
+  o.deadline = DeadlineAfter(timeout);
+  return o;
+}
+
+class SharedMemoryAllreduceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SharedMemoryAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIdentically) {
+  const int workers = GetParam();
+  auto groups = CreateGroups(workers, "shm-test-every-" + std::to_string(workers));
+  for (int r = 0; r < workers; ++r) ASSERT_NE(groups[r], nullptr) << "worker " << r << " has no group";
+  EXPECT_TRUE(DevShmNames("shm_test_every_" + std::to_string(workers)).empty()) << "segments left in /dev/shm";
+
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::map<std::string, std::vector<char>> first_result;
+  testing::RunRanks(workers, [&](int r) {
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        // 0; 1; one small slot; a sliced slot then a small one; several slots.
+        for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}, size_t{100003}}) {
+          const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
+                                   std::to_string(count);
+          std::vector<char> a = testing::MakeInput(type, r, count);
+          std::vector<char> b = a;
+          Status s = groups[r]->Allreduce(Options(a.data(), count, type, op, milliseconds(60000)));
+          if (s.ok()) s = groups[r]->Allreduce(Options(b.data(), count, type, op, milliseconds(60000)));
+          std::lock_guard<std::mutex> lock(mu);
+          if (!s.ok()) {
+            failures.push_back("worker " + std::to_string(r) + " " + name + ": " + s.ToString());
+            return;
+          }
+          const std::string bad = testing::CheckResult(type, op, workers, a.data(), count);
+          if (!bad.empty()) failures.push_back("worker " + std::to_string(r) + " " + name + ": " + bad);
+          if (a != b) failures.push_back("worker " + std::to_string(r) + " " + name + ": repeat differs");
+          auto [it, inserted] = first_result.emplace(name, a);
+          if (!inserted && it->second != a) failures.push_back(name + ": workers disagree bit-wise");
+        }
+      }
+    }
+  });
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, SharedMemoryAllreduceTest, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return "w" + std::to_string(info.param); });
+
+// A worker whose wait fails (its deadline) marks itself failed; its peers stop waiting for it and
+// fail with its code long before their own deadlines (their own code would be kDeadlineExceeded
+// too, but only after 60 s); later calls are refused with kAborted.
+TEST(SharedMemoryAllreduceFaultTest, AFailedWorkerStopsTheOthers) {
+  auto groups = CreateGroups(3, "shm-test-abort");
+  for (int r = 0; r < 3; ++r) ASSERT_NE(groups[r], nullptr);
+  std::vector<Status> status(3);
+  testing::RunRanks(3, [&](int r) {
+    std::vector<float> v(50000, 1.0f);
+    if (r == 1) std::this_thread::sleep_for(milliseconds(1000));
+    const milliseconds timeout = r == 2 ? milliseconds(200) : milliseconds(60000);
+    status[r] = groups[r]->Allreduce(Options(v.data(), v.size(), DataType::kF32, ReduceOp::kSum, timeout));
+  });
+  EXPECT_EQ(status[2].code(), StatusCode::kDeadlineExceeded) << status[2].ToString();
+  EXPECT_NE(status[2].message().find("worker 1"), std::string::npos) << status[2].ToString();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(status[r].code(), StatusCode::kDeadlineExceeded) << "worker " << r << ": " << status[r].ToString();
+    // Worker 2 gave up first; a worker may hear it from worker 2 or from one that gave up after it.
+    EXPECT_NE(status[r].message().find("gave up on this all-reduce (DEADLINE_EXCEEDED)"), std::string::npos)
+        << status[r].ToString();
+  }
+  float x = 1;
+  Status again = groups[0]->Allreduce(Options(&x, 1, DataType::kF32, ReduceOp::kSum, milliseconds(1000)));
+  EXPECT_EQ(again.code(), StatusCode::kAborted) << again.ToString();
+}
+
+TEST(SharedMemoryAllreduceFaultTest, DeadlineNamesTheWorkerThatNeverCame) {
+  auto groups = CreateGroups(2, "shm-test-deadline");
+  ASSERT_NE(groups[0], nullptr);
+  ASSERT_NE(groups[1], nullptr);
+  std::vector<double> v(10, 1.0);
+  Status s = groups[0]->Allreduce(Options(v.data(), v.size(), DataType::kF64, ReduceOp::kSum, milliseconds(300)));
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("worker 1"), std::string::npos) << s.ToString();
+}
+
+// Creation: when one worker cannot take part, every worker gets no group (and says why), and no
+// segment stays in /dev/shm. Here the test plays worker 1 through the bootstrap.
+TEST(SharedMemoryGroupTest, EveryWorkerGivesUpWhenOneCannotTakePart) {
+  const std::string prefix = "shm-test-refused";
+  {
+    InMemoryBootstrap bootstrap;
+    ASSERT_TRUE(bootstrap.Put(prefix + "/shm/1", "!reserving 8 MiB of /dev/shm: No space left on device").ok());
+    ASSERT_TRUE(bootstrap.Put(prefix + "/shm-ok/1", "reserving 8 MiB of /dev/shm: No space left on device").ok());
+    auto g = SharedMemoryGroup::Create(bootstrap, prefix, 0, 2, kSlotBytes, DeadlineAfter(milliseconds(5000)));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(*g, nullptr);
+  }
+  {
+    // Worker 1 claims a segment that does not exist: worker 0 cannot open it.
+    InMemoryBootstrap bootstrap;
+    ASSERT_TRUE(bootstrap.Put(prefix + "/shm/1", "/cohort-shm-test-refused-missing").ok());
+    ASSERT_TRUE(bootstrap.Put(prefix + "/shm-ok/1", "1").ok());
+    auto g = SharedMemoryGroup::Create(bootstrap, prefix, 0, 2, kSlotBytes, DeadlineAfter(milliseconds(5000)));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(*g, nullptr);
+    auto ok = bootstrap.Get(prefix + "/shm-ok/0", DeadlineAfter(milliseconds(100)));
+    ASSERT_TRUE(ok.ok());
+    EXPECT_NE(ok->find("opening worker 1's segment"), std::string::npos) << *ok;
+  }
+  EXPECT_TRUE(DevShmNames("shm_test_refused").empty()) << "segments left in /dev/shm";
+}
+
+TEST(SharedMemoryGroupTest, AWorkerThatNeverPublishesIsAnError) {
+  InMemoryBootstrap bootstrap;
+  auto g = SharedMemoryGroup::Create(bootstrap, "shm-test-silent", 0, 2, kSlotBytes, DeadlineAfter(milliseconds(300)));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kDeadlineExceeded) << g.status().ToString();
+  EXPECT_NE(g.status().message().find("worker 1"), std::string::npos) << g.status().ToString();
+  EXPECT_TRUE(DevShmNames("shm_test_silent").empty()) << "segments left in /dev/shm";
+}
+
+TEST(SharedMemoryGroupTest, BadArgumentsAreRefused) {
+  InMemoryBootstrap bootstrap;
+  auto g = SharedMemoryGroup::Create(bootstrap, "shm-test-bad", 2, 2, kSlotBytes, DeadlineAfter(milliseconds(300)));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort::collective
