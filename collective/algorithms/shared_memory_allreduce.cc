@@ -40,8 +40,6 @@ std::chrono::microseconds SpinTime() {
   return spin;
 }
 constexpr int kPollsBeforeYield = 256;
-// Slots up to this size are summed whole by every worker (one synchronisation instead of two).
-constexpr size_t kSumAllMaxBytes = size_t{32} << 10;
 // How often a waiter checks that its peers are alive and have not given up.
 constexpr auto kCheckInterval = std::chrono::milliseconds(100);
 
@@ -309,7 +307,7 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   std::memcpy(mine, data, count * es);
   const uint32_t copied = Post();
 
-  if (count * es <= kSumAllMaxBytes) {
+  if (count * es <= kSharedMemorySumAllMaxBytes) {
     // Small: every worker sums the whole slot itself, in rank order. One synchronisation.
     for (int j = 0; j < size_; ++j) {
       if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));

@@ -3,8 +3,9 @@
 // copies its next slot of data into its own segment; worker r sums slice r of that slot from every
 // segment, in rank order (so results are bit-identical run to run), and leaves the sum in its
 // segment; then every worker copies the other slices' sums out. That is two synchronisations per
-// slot where the ring needs 2(n-1) dependent transport steps, and no transport in the data path:
-// on one host, with more ranks than cores, those hand-offs are what cost (bench/RESULTS.md).
+// slot (one for slots up to kSharedMemorySumAllMaxBytes, which every worker sums whole) where the
+// ring needs 2(n-1) dependent transport steps, and no transport in the data path: on one host,
+// with more ranks than cores, those hand-offs are what cost (bench/RESULTS.md).
 // Two slots per segment alternate, so a worker fills the next slot while slower peers still read
 // the last one.
 //
@@ -26,6 +27,11 @@
 #include "collective/bootstrap.h"
 
 namespace cohort::collective {
+
+// Slots up to this size are summed whole by every worker: one synchronisation instead of two, for
+// n times the reading. 128 KiB beat 32 KiB at 16-128 KiB and 512 KiB at 256-512 KiB in interleaved
+// rounds on the 2-core VM with 4 workers (bench/RESULTS.md).
+constexpr size_t kSharedMemorySumAllMaxBytes = size_t{128} << 10;
 
 class SharedMemoryGroup {
  public:

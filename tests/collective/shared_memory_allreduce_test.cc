@@ -21,8 +21,9 @@ using std::chrono::milliseconds;
 constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
                                DataType::kBF16, DataType::kI32, DataType::kI64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
-// 64 KiB slots: slots up to 32 KiB are summed whole by every worker, larger ones by slices.
-constexpr size_t kSlotBytes = size_t{64} << 10;
+// 256 KiB slots: slots up to 128 KiB are summed whole by every worker, larger ones by slices.
+constexpr size_t kSlotBytes = size_t{256} << 10;
+static_assert(kSharedMemorySumAllMaxBytes == kSlotBytes / 2, "the counts below assume this");
 
 // Names in /dev/shm that contain `part`.
 std::vector<std::string> DevShmNames(const std::string& part) {
@@ -71,8 +72,9 @@ TEST_P(SharedMemoryAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
   testing::RunRanks(workers, [&](int r) {
     for (DataType type : kTypes) {
       for (ReduceOp op : kOps) {
-        // 0; 1; one small slot; a sliced slot then a small one; several slots.
-        for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}, size_t{100003}}) {
+        // 0; 1; one small slot; one small slot (2- and 4-byte types) or sliced one (8-byte types);
+        // several slots, sliced but for the last of 4- and 8-byte types.
+        for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}, size_t{200003}}) {
           const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
                                    std::to_string(count);
           std::vector<char> a = testing::MakeInput(type, r, count);

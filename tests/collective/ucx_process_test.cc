@@ -30,7 +30,8 @@ void SetJobEnv(const std::string& tls, int port, int workers, int reducers, int 
   setenv("COHORT_NUM_REDUCERS", std::to_string(reducers).c_str(), 1);
   setenv("COHORT_COMM_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
   setenv("COHORT_CHUNK_BYTES", "65536", 1);
-  // On one host kAuto would run the ring; these tests are about the Reduction Server's processes.
+  // On one host kAuto would run the shared-memory all-reduce; these tests are about the
+  // Reduction Server's processes.
   if (reducers > 0) {
     setenv("COHORT_ALLREDUCE_ALGORITHM", "reduction-server", 1);
   } else {
@@ -202,7 +203,9 @@ TEST(CommunicatorEnvTest, SharedMemoryAllreduceOnlyWhenEveryRankSharesTheHostOve
       }
       if ((*comm)->shared_memory_available() != shm) failures[r] = "shared_memory_available() is wrong";
       const Algorithm want = shm ? Algorithm::kSharedMemory : Algorithm::kRing;
-      if ((*comm)->AutoAlgorithm() != want) failures[r] = "kAuto picks " + std::string(AlgorithmName((*comm)->AutoAlgorithm()));
+      if ((*comm)->AutoAlgorithm() != want) {
+        failures[r] = "kAuto picks " + std::string(AlgorithmName((*comm)->AutoAlgorithm()));
+      }
       int64_t v[2] = {r + 1, -(r + 1)};
       Status s = (*comm)->Allreduce(v, 2, DataType::kI64, ReduceOp::kSum, Algorithm::kSharedMemory);
       if (shm && (!s.ok() || v[0] != 6 || v[1] != -6)) failures[r] = "shared memory: " + s.ToString();
