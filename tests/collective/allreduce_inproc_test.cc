@@ -18,9 +18,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
-                               DataType::kBF16, DataType::kI32, DataType::kI64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
 
 // Runs `workers` Communicators and `reducers` reducers on threads; each worker runs body(comm).
 void RunJob(int workers, int reducers, size_t chunk_bytes,
@@ -94,8 +91,8 @@ TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIden
     if (reducers > 0) algos.push_back(Algorithm::kRing);
     if (HalvingDoublingFits(workers)) algos.push_back(Algorithm::kHalvingDoubling);
     for (Algorithm algo : algos) {
-      for (DataType type : kTypes) {
-        for (ReduceOp op : kOps) {
+      for (DataType type : testing::kAllTypes) {
+        for (ReduceOp op : testing::kAllOps) {
           for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}}) {
             const std::string name = std::string(AlgorithmName(algo)) + "/" + std::string(DataTypeName(type)) + "/" +
                                      std::string(ReduceOpName(op)) + "/" + std::to_string(count);

@@ -18,9 +18,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
-                               DataType::kBF16, DataType::kI32, DataType::kI64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
 // 256 KiB slots: slots up to 128 KiB are summed whole by every worker, larger ones by slices.
 constexpr size_t kSlotBytes = size_t{256} << 10;
 static_assert(kSharedMemorySumAllMaxBytes == kSlotBytes / 2, "the counts below assume this");
@@ -70,8 +67,8 @@ TEST_P(SharedMemoryAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
   std::vector<std::string> failures;
   std::map<std::string, std::vector<char>> first_result;
   testing::RunRanks(workers, [&](int r) {
-    for (DataType type : kTypes) {
-      for (ReduceOp op : kOps) {
+    for (DataType type : testing::kAllTypes) {
+      for (ReduceOp op : testing::kAllOps) {
         // 0; 1; one small slot; one small slot (2- and 4-byte types) or sliced one (8-byte types);
         // several slots, sliced but for the last of 4- and 8-byte types.
         for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}, size_t{200003}}) {
@@ -141,26 +138,25 @@ TEST(SharedMemoryAllreduceFaultTest, DeadlineNamesTheWorkerThatNeverCame) {
 // segment stays in /dev/shm. Here the test plays worker 1 through the bootstrap.
 TEST(SharedMemoryGroupTest, EveryWorkerGivesUpWhenOneCannotTakePart) {
   const std::string prefix = "shm-test-refused";
-  {
+  // Worker 0 of 2 with worker 1's two bootstrap values as given; returns what worker 0 published
+  // as its verdict ("1": it could map every segment), or a failure.
+  auto worker0_with = [&](const std::string& segment, const std::string& verdict) -> std::string {
     InMemoryBootstrap bootstrap;
-    ASSERT_TRUE(bootstrap.Put(prefix + "/shm/1", "!reserving 8 MiB of /dev/shm: No space left on device").ok());
-    ASSERT_TRUE(bootstrap.Put(prefix + "/shm-ok/1", "reserving 8 MiB of /dev/shm: No space left on device").ok());
+    if (!bootstrap.Put(prefix + "/shm/1", segment).ok() || !bootstrap.Put(prefix + "/shm-ok/1", verdict).ok()) {
+      return "bootstrap failed";
+    }
     auto g = SharedMemoryGroup::Create(bootstrap, prefix, 0, 2, kSlotBytes, DeadlineAfter(milliseconds(5000)));
-    ASSERT_TRUE(g.ok()) << g.status().ToString();
-    EXPECT_EQ(*g, nullptr);
-  }
-  {
-    // Worker 1 claims a segment that does not exist: worker 0 cannot open it.
-    InMemoryBootstrap bootstrap;
-    ASSERT_TRUE(bootstrap.Put(prefix + "/shm/1", "/cohort-shm-test-refused-missing").ok());
-    ASSERT_TRUE(bootstrap.Put(prefix + "/shm-ok/1", "1").ok());
-    auto g = SharedMemoryGroup::Create(bootstrap, prefix, 0, 2, kSlotBytes, DeadlineAfter(milliseconds(5000)));
-    ASSERT_TRUE(g.ok()) << g.status().ToString();
-    EXPECT_EQ(*g, nullptr);
-    auto ok = bootstrap.Get(prefix + "/shm-ok/0", DeadlineAfter(milliseconds(100)));
-    ASSERT_TRUE(ok.ok());
-    EXPECT_NE(ok->find("opening worker 1's segment"), std::string::npos) << *ok;
-  }
+    if (!g.ok()) return g.status().ToString();
+    if (*g != nullptr) return "worker 0 has a group";
+    auto said = bootstrap.Get(prefix + "/shm-ok/0", DeadlineAfter(milliseconds(100)));
+    return said.ok() ? *said : said.status().ToString();
+  };
+  // Worker 1 could not create its segment: worker 0 maps nothing and gives up too.
+  const std::string no_room = "reserving 8 MiB of /dev/shm: No space left on device";
+  EXPECT_EQ(worker0_with("!" + no_room, no_room), "worker 1: " + no_room);
+  // Worker 1 claims a segment that does not exist: worker 0 cannot open it.
+  EXPECT_NE(worker0_with("/cohort-shm-test-refused-missing", "1").find("opening worker 1's segment"),
+            std::string::npos);
   EXPECT_TRUE(DevShmNames("shm_test_refused").empty()) << "segments left in /dev/shm";
 }
 

@@ -15,6 +15,10 @@
 
 namespace cohort::collective::testing {
 
+inline constexpr DataType kAllTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
+                                         DataType::kBF16, DataType::kI32, DataType::kI64};
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
+
 // Value of element i on rank r, as a double that is exactly representable in every type
 // (integers in [-48, 48] or multiples of 1/4 up to +-24.75 for floats).
 inline double InputValue(DataType type, int r, size_t i) {

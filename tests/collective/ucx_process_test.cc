@@ -78,8 +78,8 @@ int WorkerCorrectnessMain(int rank, int reducers) {
   }
   if ((*comm)->shared_memory_available() && reducers > 0) algos.push_back(Algorithm::kSharedMemory);
   for (Algorithm algo : algos) {
-    for (DataType type : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32, DataType::kI64}) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
+    for (DataType type : testing::kAllTypes) {
+      for (ReduceOp op : testing::kAllOps) {
         for (size_t count : {size_t{0}, size_t{1}, size_t{999}, size_t{70001}}) {
           std::vector<char> a = testing::MakeInput(type, rank, count);
           std::vector<char> b = a;
