@@ -231,6 +231,8 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.num_reducers = num_reducers_;
   o.window = options_.window;
   o.max_flows = options_.max_flows;
+  // Fill and drain matter on links; on one host smaller chunks only cost more messages.
+  o.chunks_per_reducer = one_host_shared_memory_ ? 4 : kPipelineChunksPerReducer;
   Status s;
   switch (algorithm) {
     case Algorithm::kReductionServer: s = ReductionServerAllreduce(*transport_, o); break;

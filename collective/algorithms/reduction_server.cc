@@ -19,6 +19,25 @@ std::string ReducerName(int rank, int num_workers) {
 
 }  // namespace
 
+size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers, size_t chunk_bytes,
+                                 int chunks_per_reducer) {
+  const size_t m = static_cast<size_t>(std::max(1, num_reducers));
+  size_t chunk = ChunkElems(chunk_bytes, element_bytes);
+  // Fill and drain: aim for chunks_per_reducer chunks per reducer, not below the floor (per-message
+  // costs) nor above chunk_bytes.
+  const size_t target = static_cast<size_t>(std::max(4, chunks_per_reducer)) * m;
+  if (count < chunk * target) {
+    chunk = std::min(chunk, std::max(ChunkElems(kMinPipelineChunkBytes, element_bytes), (count + target - 1) / target));
+  }
+  // At least four per reducer (with two, waiting for the first chunk was half of a 512 KiB call,
+  // bench/RESULTS.md "Chunk size and eager sends").
+  const size_t min_chunks = 4 * m;
+  if (count < chunk * min_chunks) {
+    chunk = std::max(ChunkElems(4096, element_bytes), (count + min_chunks - 1) / min_chunks);
+  }
+  return chunk * element_bytes;
+}
+
 Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options) {
   const int n = options.num_workers;
   const int m = options.num_reducers;
@@ -28,15 +47,8 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   if (transport.size() < n + m) return InvalidArgument("transport has fewer ranks than workers + reducers");
   if (options.count == 0) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
-  // Chunks of chunk_bytes, but smaller (not below 4 KiB) when that leaves a reducer fewer than four
-  // chunks: every reducer's link should carry its share, and each should pipeline (a reducer
-  // returns nothing until all n copies of its first chunk are in; with two chunks per reducer that
-  // wait was half of a 512 KiB call, bench/RESULTS.md "Chunk size and eager sends").
-  size_t chunk_elems = ChunkElems(options.chunk_bytes, es);
-  const size_t min_chunks = 4 * static_cast<size_t>(m);
-  if (options.count < chunk_elems * min_chunks) {
-    chunk_elems = std::max(ChunkElems(4096, es), (options.count + min_chunks - 1) / min_chunks);
-  }
+  const size_t chunk_elems =
+      ReductionServerChunkBytes(options.count, es, m, options.chunk_bytes, options.chunks_per_reducer) / es;
   const size_t num_chunks = (options.count + chunk_elems - 1) / chunk_elems;
   if (num_chunks >= kHeaderStep) return InvalidArgument("too many chunks: raise chunk_bytes");
   auto* data = static_cast<char*>(options.data);

@@ -1,7 +1,6 @@
 // Reduction Server all-reduce (the algorithm of Vertex AI's Reduction Server): n workers and m
 // reducers on one transport (workers are ranks 0..n-1, reducers n..n+m-1). A buffer is cut into
-// chunks of chunk_bytes (smaller, down to 4 KiB, when a buffer would give a reducer fewer than four
-// chunks); chunk c goes to reducer c mod m. Each worker sends every chunk once and
+// chunks (ReductionServerChunkBytes); chunk c goes to reducer c mod m. Each worker sends every chunk once and
 // receives its reduction once, so each byte crosses a worker's link once each way (bound S/B,
 // against the ring's 2(n-1)/n * S/B). Sends, sums and returns are pipelined: a reducer keeps
 // `window` chunks in flight and sums contributions in worker-rank order as they arrive, which
@@ -46,6 +45,14 @@ struct RoundHeader {
 
 // Worker side; called by every worker with the same arguments (data aside).
 Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options);
+
+// The chunk size a call of `count` elements of `element_bytes` each is cut into: chunk_bytes;
+// smaller, down to kMinPipelineChunkBytes, where that gives a reducer fewer than
+// chunks_per_reducer chunks; smaller still, down to 4 KiB, where a reducer would get fewer than
+// four (every reducer's link should carry its share, and each should pipeline: a reducer returns
+// nothing until all n copies of its first chunk are in). A whole number of elements.
+size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers, size_t chunk_bytes,
+                                 int chunks_per_reducer);
 
 // Tells every reducer that this worker is done (reducers return from Serve once all workers
 // have). Best effort: errors are returned but leave nothing pending.

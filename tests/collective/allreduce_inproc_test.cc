@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "collective/algorithms/halving_doubling.h"
+#include "collective/algorithms/reduction_server.h"
 #include "collective/communicator.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/test_util.h"
@@ -119,18 +120,51 @@ INSTANTIATE_TEST_SUITE_P(WorkersAndReducers, InprocAllreduceTest,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// The Reduction Server cuts buffers into chunks of chunk_bytes, smaller where that would leave a
-// reducer fewer than four: counts just below, at and above that size, and one with a partial last
-// chunk; 2-byte and 4-byte types.
-TEST(InprocAllreduceChunkTest, ChunksAroundTheShrinkLimitMatchReferenceAndRepeatBitIdentically) {
+// The Reduction Server's chunk size (ReductionServerChunkBytes), exactly: chunk_bytes for large
+// calls; at least kPipelineChunksPerReducer per reducer (not below 16 KiB) below that; at least four
+// per reducer (not below 4 KiB) for small calls.
+TEST(ReductionServerChunkTest, ChunkSizeFollowsTheCallSize) {
+  constexpr size_t K = 1024;
+  constexpr size_t M = 1024 * K;
+  constexpr size_t kChunk = 128 * K;
+  auto chunk = [](size_t bytes, size_t es, int reducers, int per_reducer = kPipelineChunksPerReducer) {
+    return ReductionServerChunkBytes(bytes / es, es, reducers, kChunk, per_reducer);
+  };
+  // 4 reducers, f32: 64 chunks per reducer from 256 chunks of 128 KiB (32 MiB) down to 16 KiB ones.
+  EXPECT_EQ(chunk(256 * M, 4, 4), kChunk);
+  EXPECT_EQ(chunk(32 * M, 4, 4), kChunk);
+  EXPECT_EQ(chunk(16 * M, 4, 4), 64 * K);
+  EXPECT_EQ(chunk(8 * M, 4, 4), 32 * K);
+  EXPECT_EQ(chunk(4 * M, 4, 4), 16 * K);
+  EXPECT_EQ(chunk(1 * M, 4, 4), 16 * K);  // the floor: 16 per reducer
+  EXPECT_EQ(chunk(256 * K, 4, 4), 16 * K);  // four per reducer, at the floor
+  EXPECT_EQ(chunk(128 * K, 4, 4), 8 * K);  // four per reducer, below the floor
+  EXPECT_EQ(chunk(16 * K, 4, 4), 4 * K);  // not below 4 KiB
+  EXPECT_EQ(chunk(12, 4, 4), 4 * K);
+  // Four per reducer asked for (one host): only the four-per-reducer rule.
+  EXPECT_EQ(chunk(8 * M, 4, 4, 4), kChunk);
+  EXPECT_EQ(chunk(1 * M, 4, 4, 4), 64 * K);
+  // A whole number of elements, rounded up: 3 reducers, f64, 1 MiB + 8 bytes.
+  EXPECT_EQ(chunk(M + 8, 8, 3), 16 * K);
+  EXPECT_EQ(ReductionServerChunkBytes(1048577, 2, 1, kChunk, 64), 32770u);  // ceil(1048577 / 64) elements
+  // chunk_bytes below the floors is kept (tests use 4 KiB chunks).
+  EXPECT_EQ(ReductionServerChunkBytes(M / 4, 4, 2, 4 * K, 64), 4 * K);
+}
+
+// Calls around the two limits where the Reduction Server's chunks shrink (kMinPipelineChunkBytes
+// chunks at kPipelineChunksPerReducer per reducer, and 16 KiB chunks at four per reducer), plus one
+// with a partial last chunk; 2-byte and 4-byte types; results against the reference and repeated
+// bit-identically.
+TEST(InprocAllreduceChunkTest, ChunksAroundTheShrinkLimitsMatchReferenceAndRepeatBitIdentically) {
   constexpr size_t kChunkBytes = 32768;
   for (int reducers : {1, 3}) {
     std::vector<std::string> failures;
     RunJob(3, reducers, kChunkBytes, [&](Communicator& comm, std::vector<std::string>* f) {
       for (DataType type : {DataType::kF32, DataType::kBF16}) {
-        const size_t chunk = kChunkBytes / DataTypeSize(type);
-        const size_t full = 4 * reducers * chunk;
-        for (size_t count : {full - 1, full, full + 1, 3 * full + 777}) {
+        const size_t es = DataTypeSize(type);
+        const size_t four = 4 * reducers * (kMinPipelineChunkBytes / es);
+        const size_t pipeline = kPipelineChunksPerReducer * reducers * (kChunkBytes / es);
+        for (size_t count : {four - 1, four, four + 1, 3 * four + 777, pipeline - 1, pipeline, pipeline + 1}) {
           for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
             const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
                                      std::to_string(count);
