@@ -134,14 +134,17 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   }
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
                           MakeTransport(bootstrap, rank, world_size, num_reducers, comm->generation_, options));
+  bool workers_share_memory = false;
   if (auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get()); ucx != nullptr) {
-    // Every rank derives this from the same published addresses, so all workers agree.
-    comm->one_host_shared_memory_ = ucx->AllPeersOnThisHost() && ucx->SharedMemoryEnabled();
+    // Every rank derives these from the same published addresses, so all workers agree.
+    comm->one_host_shared_memory_ = ucx->PeersOnThisHost(0, world_size + num_reducers) && ucx->SharedMemoryEnabled();
+    workers_share_memory = ucx->PeersOnThisHost(0, world_size) && ucx->SharedMemoryEnabled();
   }
   if (comm->options_.chunk_bytes == 0) {
     comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
-  if (comm->one_host_shared_memory_) {
+  // Every worker on this host (reducers may run elsewhere): the workers need no network at all.
+  if (workers_share_memory) {
     COHORT_ASSIGN_OR_RETURN(comm->shared_memory_,
                             SharedMemoryGroup::Create(bootstrap, options.key_prefix + "/" + comm->generation_, rank,
                                                       world_size, comm->options_.chunk_bytes, deadline));

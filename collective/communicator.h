@@ -90,8 +90,8 @@ class Communicator {
 
   // What kAuto runs for a buffer of `bytes` (default: a large one): options.algorithm when it
   // names one (the Reduction Server only when the job has reducers, shared memory only when
-  // available); else the shared-memory all-reduce when it is available (every rank on this host;
-  // fastest there); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
+  // available); else the shared-memory all-reduce when it is available (every worker on this
+  // host: no network in the path at all); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
   // power-of-two number of workers (latency-bound: fewer steps win); else the Reduction Server
   // when the job has reducers and the ring when it has none. The same on every worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
@@ -102,8 +102,8 @@ class Communicator {
   size_t chunk_bytes() const { return options_.chunk_bytes; }
   int num_reducers() const { return num_reducers_; }
   const std::string& generation() const { return generation_; }
-  // True when every rank (workers and reducers) runs on this host with UCX shared memory allowed
-  // (UCX_TLS) and every worker mapped the others' segments: kSharedMemory can run.
+  // True when every worker runs on this host (reducers may run elsewhere) with UCX shared memory
+  // allowed (UCX_TLS) and every worker mapped the others' segments: kSharedMemory can run.
   bool shared_memory_available() const { return shared_memory_ != nullptr; }
   Transport& transport() { return *transport_; }
 
@@ -123,7 +123,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> owned_bootstrap_;
   std::unique_ptr<LoopbackFabric> owned_fabric_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<SharedMemoryGroup> shared_memory_;  // when every rank shares this host
+  std::unique_ptr<SharedMemoryGroup> shared_memory_;  // when every worker shares this host
 };
 
 struct ReducerOptions {

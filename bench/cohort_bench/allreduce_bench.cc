@@ -286,7 +286,7 @@ void PrintAllreduceUsage() {
       "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
       "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo auto\n"
       "runs what Communicator picks for the job (Communicator::AutoAlgorithm: shared-memory when\n"
-      "every rank shares one host with UCX shared memory allowed; across hosts halving-doubling up\n"
+      "every worker shares one host with UCX shared memory allowed; else halving-doubling up\n"
       "to 64K among a power-of-two number of workers, else reduction-server with reducers, ring\n"
       "without). --chunk-bytes: the pipeline unit (and shared-memory's slot); by default the\n"
       "communicator picks it (1M when every rank shares the host over shared memory, else 128K).\n");

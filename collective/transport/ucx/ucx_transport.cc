@@ -126,8 +126,8 @@ class UcxTransportImpl {
   int size_;
   UcxTransportOptions options_;
 
-  bool AllPeersOnThisHost() const {
-    for (int peer = 0; peer < size_; ++peer) {
+  bool PeersOnThisHost(int first, int count) const {
+    for (int peer = first; peer < first + count && peer < size_; ++peer) {
       if (peer != rank_ && peer_pid_[peer] == 0) return false;
     }
     return true;
@@ -492,7 +492,7 @@ UcxTransport::UcxTransport(std::unique_ptr<UcxTransportImpl> impl) : impl_(std::
 UcxTransport::~UcxTransport() = default;
 int UcxTransport::rank() const { return impl_->rank_; }
 int UcxTransport::size() const { return impl_->size_; }
-bool UcxTransport::AllPeersOnThisHost() const { return impl_->AllPeersOnThisHost(); }
+bool UcxTransport::PeersOnThisHost(int first, int count) const { return impl_->PeersOnThisHost(first, count); }
 bool UcxTransport::SharedMemoryEnabled() const { return SharedMemoryTransportsEnabled(); }
 
 StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {

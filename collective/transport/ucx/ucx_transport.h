@@ -58,8 +58,9 @@ class UcxTransport final : public Transport {
   std::string name() const override { return "ucx"; }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
-  // True when every other rank runs on this host (same boot, PID and network namespace).
-  bool AllPeersOnThisHost() const;
+  // True when ranks first..first+count-1 (this one aside) all run on this host (same boot, PID and
+  // network namespace).
+  bool PeersOnThisHost(int first, int count) const;
   // True when UCX_TLS lets UCX use shared memory between same-host ranks.
   bool SharedMemoryEnabled() const;
 
