@@ -144,10 +144,12 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
     comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
   // Every worker on this host (reducers may run elsewhere): the workers need no network at all.
+  // Slots are the one-host pipeline unit unless chunk_bytes was set.
   if (workers_share_memory) {
+    const size_t slot_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kSameHostChunkBytes;
     COHORT_ASSIGN_OR_RETURN(comm->shared_memory_,
                             SharedMemoryGroup::Create(bootstrap, options.key_prefix + "/" + comm->generation_, rank,
-                                                      world_size, comm->options_.chunk_bytes, deadline));
+                                                      world_size, slot_bytes, deadline));
   }
   return comm;
 }

@@ -54,7 +54,8 @@ struct CommunicatorOptions {
   // Bootstrap (connect) timeout and the deadline of each all-reduce.
   std::chrono::milliseconds timeout{60000};
   // Pipeline unit of both algorithms; 0 picks it by where the ranks run: kSameHostChunkBytes when
-  // every rank shares this host over shared memory, kDefaultChunkBytes otherwise.
+  // every rank shares this host over shared memory, kDefaultChunkBytes otherwise. The
+  // shared-memory all-reduce's slot: chunk_bytes when set, else kSameHostChunkBytes.
   // Environment: COHORT_CHUNK_BYTES.
   size_t chunk_bytes = 0;
   // Reduction Server: chunks in flight per reducer.
