@@ -142,7 +142,9 @@ class UcxTransportImpl {
   // With mu_ held: cancels or force-completes r's UCP request and frees it.
   void AbortLocked(UcxRequest* r);
   void CloseEpLocked(int peer, bool force, std::vector<void*>* pending);
-  void DrainLocked(void* req, Deadline deadline);
+  // With mu_ held: progresses until `req` completes (then frees it) or `deadline` passes; true if it
+  // completed.
+  bool DrainLocked(void* req, Deadline deadline);
 
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
@@ -304,7 +306,14 @@ UcxTransportImpl::~UcxTransportImpl() {
       if (eps_[peer] != nullptr) CloseEpLocked(peer, peer_status_[peer] != UCS_OK, &pending);
     }
     const Deadline deadline = SteadyClock::now() + std::chrono::milliseconds(2000);
-    for (void* req : pending) DrainLocked(req, deadline);
+    bool closed = true;
+    for (void* req : pending) closed = DrainLocked(req, deadline) && closed;
+    if (!closed) {
+      // UCX forbids destroying a worker while an endpoint is still closing (it may assert): leave
+      // the worker and its context to the process rather than risk that.
+      spdlog::warn("ucx: an endpoint was still closing after 2s; leaving its UCX worker behind");
+      return;
+    }
     ucp_worker_destroy(worker_);
   }
   if (context_ != nullptr) ucp_cleanup(context_);
@@ -319,11 +328,13 @@ void UcxTransportImpl::CloseEpLocked(int peer, bool force, std::vector<void*>* p
   if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) pending->push_back(sp);
 }
 
-void UcxTransportImpl::DrainLocked(void* req, Deadline deadline) {
+bool UcxTransportImpl::DrainLocked(void* req, Deadline deadline) {
   while (ucp_request_check_status(req) == UCS_INPROGRESS && SteadyClock::now() < deadline) {
     ucp_worker_progress(worker_);
   }
-  if (ucp_request_check_status(req) != UCS_INPROGRESS) ucp_request_free(req);
+  if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
+  ucp_request_free(req);
+  return true;
 }
 
 StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const void* src, void* dst,
