@@ -11,9 +11,10 @@
 //
 // Segments live in /dev/shm only until every worker has mapped them (then they are unlinked), so a
 // crash leaves nothing behind; their pages are reserved up front, so a full /dev/shm is an error
-// at creation and never a SIGBUS later. Waits poll briefly, then sleep on a futex; while waiting a
-// worker checks its peers' PIDs (a dead one: kUnavailable naming it) and their failure flags (a
-// peer that failed: its status code, naming it), and gives up at the deadline (kDeadlineExceeded).
+// at creation and never a SIGBUS later. Waits poll briefly (yielding the core), then sleep on a
+// futex; while waiting a worker checks its peers' PIDs (a dead one: kUnavailable naming it) and
+// their failure flags (a peer that failed: its status code, naming it), and gives up at the
+// deadline (kDeadlineExceeded).
 #pragma once
 
 #include <cstddef>

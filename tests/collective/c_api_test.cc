@@ -23,6 +23,13 @@ TEST(CApiTest, SingleWorkerFromEnvironment) {
   EXPECT_NE(std::string(cohort_last_error()).find("dtype"), std::string::npos);
   EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_REDUCTION_SERVER),
             COHORT_ERR_INVALID_ARGUMENT);
+  // A job of one runs in process (no UCX, no segments): shared memory is refused by name.
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_SHARED_MEMORY),
+            COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("shared memory"), std::string::npos) << cohort_last_error();
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_SHARED_MEMORY + 1),
+            COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("unknown algorithm"), std::string::npos) << cohort_last_error();
   cohort_comm_destroy(comm);
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
