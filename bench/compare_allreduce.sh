@@ -215,6 +215,7 @@ run_cohort() {
       ring) m=0; label=cohort-ring ;;
       halving-doubling) m=0; label=cohort-hd ;;
       shared-memory) m=0; label=cohort-shm ;;
+      hierarchical) m=0; label=cohort-hier ;;
       auto) m=$reducers; label=cohort-auto ;;
       *) m=$reducers; label=cohort-rs ;;
     esac
@@ -266,7 +267,7 @@ title="all-reduce, setting $setting, $workers workers"
 join_args=()
 [ -n "$link_bps" ] && join_args+=(--link-bps "$link_bps")
 files=()
-for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-shm.jsonl \
+for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-shm.jsonl "$out"/cohort-hier.jsonl \
          "$out"/cohort-auto.jsonl \
          "$out"/mpi-*.jsonl "$out"/gloo.jsonl; do
   [ -s "$f" ] && files+=("$f")

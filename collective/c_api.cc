@@ -48,7 +48,7 @@ int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, i
   if (comm == nullptr) return Report(cohort::InvalidArgument("cohort_allreduce: comm is NULL"));
   if (dtype < 0 || dtype > 5) return Report(cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
   if (op < 0 || op > 3) return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
-  if (algorithm < 0 || algorithm > COHORT_ALGO_SHARED_MEMORY) {
+  if (algorithm < 0 || algorithm > COHORT_ALGO_HIERARCHICAL) {
     return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " + std::to_string(algorithm)));
   }
   return Report(comm->comm->Allreduce(data, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),

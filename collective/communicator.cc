@@ -1,5 +1,6 @@
 #include "collective/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -7,8 +8,10 @@
 #include <thread>
 
 #include "collective/algorithms/halving_doubling.h"
+#include "collective/algorithms/hierarchical_allreduce.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
+#include "collective/same_host.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "collective/transport/ucx/ucx_transport.h"
@@ -72,7 +75,8 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
       return InvalidArgument(std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
-                             "' is not auto, ring, reduction-server, halving-doubling or shared-memory");
+                             "' is not auto, ring, reduction-server, halving-doubling, shared-memory or "
+                             "hierarchical");
     }
     options->algorithm = *parsed;
   }
@@ -135,23 +139,76 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
                           MakeTransport(bootstrap, rank, world_size, num_reducers, comm->generation_, options));
   bool workers_share_memory = false;
+  bool several_hosts_share_memory = false;
   if (auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get()); ucx != nullptr) {
     // Every rank derives these from the same published addresses, so all workers agree.
     comm->one_host_shared_memory_ = ucx->PeersOnThisHost(0, world_size + num_reducers) && ucx->SharedMemoryEnabled();
     workers_share_memory = ucx->PeersOnThisHost(0, world_size) && ucx->SharedMemoryEnabled();
+    several_hosts_share_memory = !ucx->PeersOnThisHost(0, world_size) && ucx->SharedMemoryEnabled();
   }
   if (comm->options_.chunk_bytes == 0) {
     comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
   // Every worker on this host (reducers may run elsewhere): the workers need no network at all.
   // Slots are the one-host pipeline unit unless chunk_bytes was set.
+  const size_t slot_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kSameHostChunkBytes;
   if (workers_share_memory) {
-    const size_t slot_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kSameHostChunkBytes;
     COHORT_ASSIGN_OR_RETURN(comm->shared_memory_,
                             SharedMemoryGroup::Create(bootstrap, options.key_prefix + "/" + comm->generation_, rank,
                                                       world_size, slot_bytes, deadline));
   }
+  if (several_hosts_share_memory) COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, slot_bytes, deadline));
   return comm;
+}
+
+Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, size_t slot_bytes, Deadline deadline) {
+  const std::string prefix = options_.key_prefix + "/" + generation_;
+  const std::string mine = HostIdentity();
+  COHORT_RETURN_IF_ERROR(bootstrap.Put(prefix + "/host/" + std::to_string(rank_), mine));
+  // Hosts in the order of their first worker; on each, workers in rank order.
+  std::vector<std::string> hosts;
+  std::vector<std::vector<int>> members;
+  int my_host = -1;
+  for (int r = 0; r < world_size_; ++r) {
+    std::string host = mine;
+    if (r != rank_) {
+      auto got = bootstrap.Get(prefix + "/host/" + std::to_string(r), deadline);
+      if (!got.ok()) return got.status().WithContext("worker " + std::to_string(r) + "'s host");
+      host = *got;
+    }
+    const auto it = std::find(hosts.begin(), hosts.end(), host);
+    const size_t h = static_cast<size_t>(it - hosts.begin());
+    if (it == hosts.end()) {
+      hosts.push_back(host);
+      members.emplace_back();
+    }
+    members[h].push_back(r);
+    if (r == rank_) my_host = static_cast<int>(h);
+  }
+  const size_t per_host = members[0].size();
+  for (const auto& m : members) {
+    if (m.size() != per_host) return Status::Ok();
+  }
+  if (hosts.size() < 2 || per_host < 2) return Status::Ok();
+  const auto& local = members[my_host];
+  const int local_rank = static_cast<int>(std::find(local.begin(), local.end(), rank_) - local.begin());
+  COHORT_ASSIGN_OR_RETURN(
+      auto group, SharedMemoryGroup::Create(bootstrap, prefix + "/host" + std::to_string(my_host), local_rank,
+                                            static_cast<int>(per_host), slot_bytes, deadline,
+                                            [local](int l) { return "worker " + std::to_string(local[l]); }));
+  // Every worker must agree: one host without shared memory means no hierarchy anywhere.
+  COHORT_RETURN_IF_ERROR(bootstrap.Put(prefix + "/hierarchy/" + std::to_string(rank_), group ? "1" : "0"));
+  bool everyone = group != nullptr;
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_) continue;
+    auto got = bootstrap.Get(prefix + "/hierarchy/" + std::to_string(r), deadline);
+    if (!got.ok()) return got.status().WithContext("worker " + std::to_string(r) + "'s shared memory");
+    everyone = everyone && *got == "1";
+  }
+  if (!everyone) return Status::Ok();
+  host_memory_ = std::move(group);
+  for (const auto& m : members) across_hosts_.push_back(m[local_rank]);
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment() {
@@ -206,6 +263,10 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
     return InvalidArgument("all-reduce: halving-doubling needs a power-of-two number of workers, not " +
                            std::to_string(world_size_));
   }
+  if (algorithm == Algorithm::kHierarchical && host_memory_ == nullptr) {
+    return InvalidArgument("all-reduce: hierarchical needs workers on two or more hosts with as many (at least two) "
+                           "on each, UCX shared memory allowed (UCX_TLS) and /dev/shm room for their segments");
+  }
   if (algorithm == Algorithm::kSharedMemory && shared_memory_ == nullptr) {
     return InvalidArgument("all-reduce: shared memory needs every rank on this host with UCX shared memory allowed "
                            "(UCX_TLS), and /dev/shm room for each worker's segment");
@@ -243,6 +304,7 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
     case Algorithm::kReductionServer: s = ReductionServerAllreduce(*transport_, o); break;
     case Algorithm::kHalvingDoubling: s = HalvingDoublingAllreduce(*transport_, o); break;
     case Algorithm::kSharedMemory: s = shared_memory_->Allreduce(o); break;
+    case Algorithm::kHierarchical: s = HierarchicalAllreduce(*host_memory_, *transport_, across_hosts_, o); break;
     default: s = RingAllreduce(*transport_, o); break;
   }
   if (!s.ok()) poisoned_ = true;
@@ -261,11 +323,15 @@ Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
   if (options_.algorithm == Algorithm::kSharedMemory) {
     return shared_memory_ != nullptr ? Algorithm::kSharedMemory : Algorithm::kRing;
   }
+  if (options_.algorithm == Algorithm::kHierarchical) {
+    return host_memory_ != nullptr ? Algorithm::kHierarchical : Algorithm::kRing;
+  }
   if (options_.algorithm == Algorithm::kReductionServer) {
     return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
   }
   if (shared_memory_ != nullptr) return Algorithm::kSharedMemory;
   if (one_host_shared_memory_) return Algorithm::kRing;
+  if (host_memory_ != nullptr) return Algorithm::kHierarchical;
   if (bytes <= kHalvingDoublingMaxBytes && HalvingDoublingFits(world_size_)) return Algorithm::kHalvingDoubling;
   return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
 }

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collective/algorithms/allreduce_options.h"
 #include "collective/algorithms/shared_memory_allreduce.h"
@@ -65,9 +66,9 @@ struct CommunicatorOptions {
   int max_flows = 0;
   // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing, kReductionServer (when
   // the job has reducers), kHalvingDoubling (a power-of-two number of workers) or kSharedMemory
-  // (when shared_memory_available()) pins it. Environment:
-  // COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|halving-doubling|shared-memory, like
-  // NCCL_ALGO.
+  // (when shared_memory_available()) or kHierarchical (when hierarchical_available()) pins it.
+  // Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|halving-doubling|
+  // shared-memory|hierarchical, like NCCL_ALGO.
   Algorithm algorithm = Algorithm::kAuto;
   // Namespace of this communicator's bootstrap keys.
   std::string key_prefix = "cohort";
@@ -92,7 +93,8 @@ class Communicator {
   // What kAuto runs for a buffer of `bytes` (default: a large one): options.algorithm when it
   // names one (the Reduction Server only when the job has reducers, shared memory only when
   // available); else the shared-memory all-reduce when it is available (every worker on this
-  // host: no network in the path at all); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
+  // host: no network in the path at all); else the hierarchical one when it is available (each
+  // host's link carries the buffer about twice, not once per worker); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
   // power-of-two number of workers (latency-bound: fewer steps win); else the Reduction Server
   // when the job has reducers and the ring when it has none. The same on every worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
@@ -106,11 +108,18 @@ class Communicator {
   // True when every worker runs on this host (reducers may run elsewhere) with UCX shared memory
   // allowed (UCX_TLS) and every worker mapped the others' segments: kSharedMemory can run.
   bool shared_memory_available() const { return shared_memory_ != nullptr; }
+  // True when the workers run on two or more hosts with the same number (at least two) of workers
+  // each, UCX shared memory is allowed, and every host's workers mapped each other's segments:
+  // kHierarchical can run.
+  bool hierarchical_available() const { return host_memory_ != nullptr; }
   Transport& transport() { return *transport_; }
 
  private:
   Communicator() = default;
   Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
+  // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
+  // hierarchical_available); every worker reaches the same verdict.
+  Status SetUpHierarchy(Bootstrap& bootstrap, size_t slot_bytes, Deadline deadline);
 
   int rank_ = 0;
   int world_size_ = 1;
@@ -125,6 +134,10 @@ class Communicator {
   std::unique_ptr<LoopbackFabric> owned_fabric_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<SharedMemoryGroup> shared_memory_;  // when every worker shares this host
+  // Hierarchical: this host's workers, and the workers with this worker's local rank on every host
+  // (transport ranks, in host order).
+  std::unique_ptr<SharedMemoryGroup> host_memory_;
+  std::vector<int> across_hosts_;
 };
 
 struct ReducerOptions {

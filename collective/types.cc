@@ -61,13 +61,14 @@ std::string_view AlgorithmName(Algorithm algo) {
     case Algorithm::kRing: return "ring";
     case Algorithm::kHalvingDoubling: return "halving-doubling";
     case Algorithm::kSharedMemory: return "shared-memory";
+    case Algorithm::kHierarchical: return "hierarchical";
   }
   return "?";
 }
 
 std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
   for (auto a : {Algorithm::kAuto, Algorithm::kReductionServer, Algorithm::kRing, Algorithm::kHalvingDoubling,
-                 Algorithm::kSharedMemory}) {
+                 Algorithm::kSharedMemory, Algorithm::kHierarchical}) {
     if (AlgorithmName(a) == name) return a;
   }
   if (name == "rs" || name == "reduction_server") return Algorithm::kReductionServer;

@@ -18,6 +18,7 @@ enum class Algorithm : uint8_t {
   kRing = 2,
   kHalvingDoubling = 3,
   kSharedMemory = 4,
+  kHierarchical = 5,
 };
 
 // Bytes per element.
@@ -28,7 +29,7 @@ std::optional<DataType> ParseDataType(std::string_view name);
 // "sum", "avg", "min", "max".
 std::string_view ReduceOpName(ReduceOp op);
 std::optional<ReduceOp> ParseReduceOp(std::string_view name);
-// "auto", "reduction-server", "ring", "halving-doubling", "shared-memory".
+// "auto", "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical".
 std::string_view AlgorithmName(Algorithm algo);
 std::optional<Algorithm> ParseAlgorithm(std::string_view name);
 

@@ -64,6 +64,7 @@ std::string ImplName(const AllreduceBenchOptions& o) {
     case Algorithm::kReductionServer: return "cohort-rs";
     case Algorithm::kHalvingDoubling: return "cohort-hd";
     case Algorithm::kSharedMemory: return "cohort-shm";
+    case Algorithm::kHierarchical: return "cohort-hier";
     case Algorithm::kAuto: break;
   }
   return "cohort-auto";
@@ -274,8 +275,8 @@ int RunThreads(const AllreduceBenchOptions& o) {
 
 void PrintAllreduceUsage() {
   std::printf(
-      "usage: cohort-bench allreduce [--algo reduction-server|ring|halving-doubling|shared-memory|auto]\n"
-      "         [--workers N] [--reducers M] [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
+      "usage: cohort-bench allreduce [--algo reduction-server|ring|halving-doubling|shared-memory|\n"
+      "         hierarchical|auto] [--workers N] [--reducers M] [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] [--json]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
@@ -286,7 +287,8 @@ void PrintAllreduceUsage() {
       "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
       "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo auto\n"
       "runs what Communicator picks for the job (Communicator::AutoAlgorithm: shared-memory when\n"
-      "every worker shares one host with UCX shared memory allowed; else halving-doubling up\n"
+      "every worker shares one host with UCX shared memory allowed; hierarchical when several hosts\n"
+      "have as many workers each (at least two); else halving-doubling up\n"
       "to 64K among a power-of-two number of workers, else reduction-server with reducers, ring\n"
       "without). --chunk-bytes: the pipeline unit (and shared-memory's slot); by default the\n"
       "communicator picks it (1M when every rank shares the host over shared memory, else 128K).\n");
@@ -393,7 +395,8 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
     std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n", sizes.c_str());
     return false;
   }
-  if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling || o->algo == Algorithm::kSharedMemory) {
+  if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling || o->algo == Algorithm::kSharedMemory ||
+      o->algo == Algorithm::kHierarchical) {
     o->reducers = 0;
   }
   if (o->algo == Algorithm::kReductionServer && o->reducers < 1) {

@@ -277,15 +277,16 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
   }
 }
 
-Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options) {
+Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const SliceReduce& across,
+                                    int avg_divisor) {
   if (aborted_) return Aborted("shared-memory all-reduce: an earlier call failed; rebuild the communicator");
-  if (options.count == 0 || size_ == 1) return Status::Ok();
+  if (options.count == 0 || (size_ == 1 && !across)) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
   const size_t slot_elems = slot_bytes_ / es;
   auto* data = static_cast<char*>(options.data);
   for (size_t done = 0; done < options.count;) {
     const size_t n = std::min(slot_elems, options.count - done);
-    Status s = AllreduceSlot(data + done * es, n, options);
+    Status s = AllreduceSlot(data + done * es, n, options, across, avg_divisor);
     if (!s.ok()) {
       Abort(s.code());
       return s;
@@ -300,14 +301,15 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options) {
 // every worker's posts of slot k + 1: so nobody overwrites what a peer may still read. Workers
 // post the same number of phases per slot (the kind of slot depends only on its size), so phase
 // numbers agree.
-Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const AllreduceOptions& options) {
+Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const AllreduceOptions& options,
+                                        const SliceReduce& across, int avg_divisor) {
   const uint64_t round = round_++;
   const size_t es = DataTypeSize(options.type);
   char* mine = Slot(rank_, round);
   std::memcpy(mine, data, count * es);
   const uint32_t copied = Post();
 
-  if (count * es <= kSharedMemorySumAllMaxBytes) {
+  if (!across && count * es <= kSharedMemorySumAllMaxBytes) {
     // Small: every worker sums the whole slot itself, in rank order. One synchronisation.
     for (int j = 0; j < size_; ++j) {
       if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
@@ -336,7 +338,8 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
       ReduceInto(options.type, options.op, data + lo, in, len);
     }
   }
-  if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, data + lo, len, size_);
+  if (across) COHORT_RETURN_IF_ERROR(across(data + lo, len));
+  if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);
   std::memcpy(mine + lo, data + lo, len * es);
   const uint32_t summed = Post();
 

@@ -53,15 +53,22 @@ class SharedMemoryGroup {
   int size() const { return size_; }
   size_t slot_bytes() const { return slot_bytes_; }
 
+  // Reduces a worker's slice further (across hosts) in place: `count` elements at `slice`.
+  using SliceReduce = std::function<Status(void* slice, size_t count)>;
+
   // In-place all-reduce of options.data (count, type, op, deadline; the transport-side fields are
   // ignored). Every worker calls it with the same count, type and op, one call at a time. After
   // an error the group is unusable: every later call returns kAborted.
-  Status Allreduce(const AllreduceOptions& options);
+  // With `across`, every slot is cut into slices (none is summed whole) and each worker passes its
+  // slice's sum through `across` before publishing it (a sum there: kAvg then divides by
+  // `avg_divisor`, the workers of every host); every worker of the group must pass one.
+  Status Allreduce(const AllreduceOptions& options, const SliceReduce& across = {}, int avg_divisor = 0);
 
  private:
   struct Segment;
   SharedMemoryGroup() = default;
-  Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options);
+  Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options, const SliceReduce& across,
+                       int avg_divisor);
   char* Slot(int worker, uint64_t round) const;
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.
   uint32_t Post();

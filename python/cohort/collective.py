@@ -43,7 +43,7 @@ _DTYPES = {
 }
 _BF16 = 3
 _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3}
-_ALGORITHMS = {"auto": 0, "reduction-server": 1, "ring": 2, "halving-doubling": 3, "shared-memory": 4}
+_ALGORITHMS = {"auto": 0, "reduction-server": 1, "ring": 2, "halving-doubling": 3, "shared-memory": 4, "hierarchical": 5}
 
 
 class CollectiveError(RuntimeError):
@@ -133,7 +133,8 @@ class Communicator:
     def allreduce(self, array, op="sum", algorithm="auto", dtype=None):
         """Reduces `array` in place across the workers and returns it. op: sum, avg, min, max;
         algorithm: auto, reduction-server, ring, halving-doubling (a power-of-two number of workers),
-        shared-memory (every worker on one host); dtype="bf16" for bfloat16 bits in a uint16 array."""
+        shared-memory (every worker on one host), hierarchical (several hosts with as many workers
+        each); dtype="bf16" for bfloat16 bits in a uint16 array."""
         if not isinstance(array, np.ndarray):
             raise TypeError(f"allreduce needs a numpy array, not {type(array).__name__}")
         if not array.flags.c_contiguous or not array.flags.writeable:
@@ -152,7 +153,7 @@ class Communicator:
         if op not in _OPS:
             raise ValueError(f"unknown op {op!r} (sum, avg, min, max)")
         if algorithm not in _ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r} (auto, reduction-server, ring, halving-doubling, shared-memory)")
+            raise ValueError(f"unknown algorithm {algorithm!r} (auto, reduction-server, ring, halving-doubling, shared-memory, hierarchical)")
         _check(_library().cohort_allreduce(self._live(), array.ctypes.data_as(ctypes.c_void_p), array.size, code,
                                            _OPS[op], _ALGORITHMS[algorithm]))
         return array

@@ -27,7 +27,7 @@ TEST(CApiTest, SingleWorkerFromEnvironment) {
   EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_SHARED_MEMORY),
             COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cohort_last_error()).find("shared memory"), std::string::npos) << cohort_last_error();
-  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_SHARED_MEMORY + 1),
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_HIERARCHICAL + 1),
             COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cohort_last_error()).find("unknown algorithm"), std::string::npos) << cohort_last_error();
   cohort_comm_destroy(comm);

@@ -6,8 +6,6 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
-#include <map>
-#include <mutex>
 #include <thread>
 
 #include "collective/algorithms/shared_memory_allreduce.h"
@@ -63,35 +61,12 @@ TEST_P(SharedMemoryAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
   for (int r = 0; r < workers; ++r) ASSERT_NE(groups[r], nullptr) << "worker " << r << " has no group";
   EXPECT_TRUE(DevShmNames("shm_test_every_" + std::to_string(workers)).empty()) << "segments left in /dev/shm";
 
-  std::mutex mu;
-  std::vector<std::string> failures;
-  std::map<std::string, std::vector<char>> first_result;
-  testing::RunRanks(workers, [&](int r) {
-    for (DataType type : testing::kAllTypes) {
-      for (ReduceOp op : testing::kAllOps) {
-        // 0; 1; one small slot; one small slot (2- and 4-byte types) or sliced one (8-byte types);
-        // several slots, sliced but for the last of 4- and 8-byte types.
-        for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}, size_t{200003}}) {
-          const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
-                                   std::to_string(count);
-          std::vector<char> a = testing::MakeInput(type, r, count);
-          std::vector<char> b = a;
-          Status s = groups[r]->Allreduce(Options(a.data(), count, type, op, milliseconds(60000)));
-          if (s.ok()) s = groups[r]->Allreduce(Options(b.data(), count, type, op, milliseconds(60000)));
-          std::lock_guard<std::mutex> lock(mu);
-          if (!s.ok()) {
-            failures.push_back("worker " + std::to_string(r) + " " + name + ": " + s.ToString());
-            return;
-          }
-          const std::string bad = testing::CheckResult(type, op, workers, a.data(), count);
-          if (!bad.empty()) failures.push_back("worker " + std::to_string(r) + " " + name + ": " + bad);
-          if (a != b) failures.push_back("worker " + std::to_string(r) + " " + name + ": repeat differs");
-          auto [it, inserted] = first_result.emplace(name, a);
-          if (!inserted && it->second != a) failures.push_back(name + ": workers disagree bit-wise");
-        }
-      }
-    }
-  });
+  // 0; 1; one small slot; one small slot (2- and 4-byte types) or sliced one (8-byte types);
+  // several slots, sliced but for the last of 4- and 8-byte types.
+  const auto failures = testing::CheckEveryCase(
+      workers, {0, 1, 1001, 20011, 200003}, [&](int w, void* data, size_t count, DataType type, ReduceOp op) {
+        return groups[w]->Allreduce(Options(data, count, type, op, milliseconds(60000)));
+      });
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 

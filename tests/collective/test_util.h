@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collective/kernels/half.h"
 #include "collective/types.h"
+#include "common/status.h"
 
 namespace cohort::collective::testing {
 
@@ -115,6 +118,44 @@ inline void RunRanks(int n, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
   for (auto& t : threads) t.join();
+}
+
+// One all-reduce by worker `worker` of `count` elements at `data`, in place.
+using AllreduceFn = std::function<Status(int worker, void* data, size_t count, DataType type, ReduceOp op)>;
+
+// Every type and op at each of `counts` on `n` worker threads: each worker reduces its input, then
+// a copy of it again. Returns the failures: an error, a result off the double-precision reference,
+// a repeat with other bytes, workers whose bytes differ.
+inline std::vector<std::string> CheckEveryCase(int n, const std::vector<size_t>& counts, const AllreduceFn& allreduce) {
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::map<std::string, std::vector<char>> first_result;
+  RunRanks(n, [&](int w) {
+    const std::string who = "worker " + std::to_string(w) + " ";
+    for (DataType type : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        for (size_t count : counts) {
+          const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
+                                   std::to_string(count);
+          std::vector<char> a = MakeInput(type, w, count);
+          std::vector<char> b = a;
+          Status s = allreduce(w, a.data(), count, type, op);
+          if (s.ok()) s = allreduce(w, b.data(), count, type, op);
+          std::lock_guard<std::mutex> lock(mu);
+          if (!s.ok()) {
+            failures.push_back(who + name + ": " + s.ToString());
+            return;
+          }
+          const std::string bad = CheckResult(type, op, n, a.data(), count);
+          if (!bad.empty()) failures.push_back(who + name + ": " + bad);
+          if (a != b) failures.push_back(who + name + ": repeat differs");
+          auto [it, inserted] = first_result.emplace(name, a);
+          if (!inserted && it->second != a) failures.push_back(name + ": workers disagree bit-wise");
+        }
+      }
+    }
+  });
+  return failures;
 }
 
 }  // namespace cohort::collective::testing

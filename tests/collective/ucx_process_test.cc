@@ -212,6 +212,12 @@ TEST(CommunicatorEnvTest, SharedMemoryAllreduceOnlyWhenEveryRankSharesTheHostOve
       if (!shm && (s.code() != StatusCode::kInvalidArgument || s.message().find("UCX_TLS") == std::string::npos)) {
         failures[r] = "without shared memory: " + s.ToString();
       }
+      // One host: nothing to be hierarchical about, and asking for it is refused by name.
+      s = (*comm)->Allreduce(v, 2, DataType::kI64, ReduceOp::kSum, Algorithm::kHierarchical);
+      if ((*comm)->hierarchical_available() || s.code() != StatusCode::kInvalidArgument ||
+          s.message().find("two or more hosts") == std::string::npos) {
+        failures[r] = "hierarchical on one host: " + s.ToString();
+      }
     });
     for (int r = 0; r < 3; ++r) EXPECT_EQ(failures[r], "") << tls << ", worker " << r;
   }

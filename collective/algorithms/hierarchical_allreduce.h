@@ -1,0 +1,25 @@
+// Hierarchical all-reduce for jobs with several workers on each of several hosts (a node's GPUs):
+// the workers of a host sum their buffers through shared memory, each ending with one slice of the
+// host's sum (SharedMemoryGroup); the workers with the same local rank on every host all-reduce
+// that slice with a ring over the transport; each worker publishes the result and copies the other
+// slices from its host's peers. A host's link then carries 2(H-1)/H of the buffer each way for
+// H hosts, however many workers it has, where a flat ring or Reduction Server sends every worker's
+// bytes through it. Sums run in local-rank order within a host, then in ring order across hosts:
+// bit-identical run to run for a fixed placement.
+#pragma once
+
+#include <vector>
+
+#include "collective/algorithms/allreduce_options.h"
+#include "collective/algorithms/shared_memory_allreduce.h"
+
+namespace cohort::collective {
+
+// Called by every worker with the same count, type, op and seq. `local` is this host's group;
+// `across` the transport ranks of the workers with this worker's local rank, one per host in host
+// order (this worker among them); options.num_workers is the job's worker count (kAvg divides by
+// it). Uses options.chunk_bytes as the ring's pipeline unit across hosts.
+Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport, const std::vector<int>& across,
+                             const AllreduceOptions& options);
+
+}  // namespace cohort::collective

@@ -1,0 +1,24 @@
+#include "collective/transport/subset_transport.h"
+
+#include <algorithm>
+#include <string>
+
+namespace cohort::collective {
+
+SubsetTransport::SubsetTransport(Transport& parent, std::vector<int> ranks)
+    : parent_(parent), ranks_(std::move(ranks)) {
+  const auto it = std::find(ranks_.begin(), ranks_.end(), parent_.rank());
+  if (it != ranks_.end()) rank_ = static_cast<int>(it - ranks_.begin());
+}
+
+StatusOr<Request> SubsetTransport::Isend(int peer, Tag tag, ConstBytes data) {
+  if (peer < 0 || peer >= size()) return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
+  return parent_.Isend(ranks_[peer], tag, data);
+}
+
+StatusOr<Request> SubsetTransport::Irecv(int peer, Tag tag, MutableBytes data) {
+  if (peer < 0 || peer >= size()) return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
+  return parent_.Irecv(ranks_[peer], tag, data);
+}
+
+}  // namespace cohort::collective
