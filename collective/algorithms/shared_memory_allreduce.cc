@@ -296,6 +296,24 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
   return Status::Ok();
 }
 
+// Elements first..first+len of slot `round`, summed over the workers in rank order into the
+// caller's buffer `data` (which holds this worker's own contribution, staged already), each worker's
+// part as soon as it has posted `copied`.
+Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, uint64_t round, uint32_t copied,
+                                         const AllreduceOptions& options) {
+  const size_t at = first * DataTypeSize(options.type);
+  for (int j = 0; j < size_; ++j) {
+    if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
+    const char* in = Slot(j, round) + at;
+    if (j == 0) {
+      if (rank_ != 0) std::memcpy(data + at, in, len * DataTypeSize(options.type));
+    } else {
+      ReduceInto(options.type, options.op, data + at, in, len);
+    }
+  }
+  return Status::Ok();
+}
+
 // One slot: `count` elements at `data`. Slots alternate. Every read of a peer's slot k happens
 // before this worker's first post of slot k + 1, and a peer fills slot k + 2 only after seeing
 // every worker's posts of slot k + 1: so nobody overwrites what a peer may still read. Workers
@@ -310,34 +328,17 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   const uint32_t copied = Post();
 
   if (!across && count * es <= kSharedMemorySumAllMaxBytes) {
-    // Small: every worker sums the whole slot itself, in rank order. One synchronisation.
-    for (int j = 0; j < size_; ++j) {
-      if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
-      const char* in = Slot(j, round);
-      if (j == 0) {
-        if (rank_ != 0) std::memcpy(data, in, count * es);
-      } else {
-        ReduceInto(options.type, options.op, data, in, count);
-      }
-    }
+    // Small: every worker sums the whole slot itself. One synchronisation.
+    COHORT_RETURN_IF_ERROR(SumOverWorkers(data, 0, count, round, copied, options));
     if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, data, count, size_);
     return Status::Ok();
   }
 
-  // This worker's slice: the sum over workers in rank order, built in the caller's buffer (its own
-  // contribution is staged already), then published in this worker's slot.
+  // This worker's slice, summed, then published in this worker's slot.
   const std::vector<size_t> offset = BlockOffsets(count, size_);
   const size_t lo = offset[rank_] * es;
   const size_t len = offset[rank_ + 1] - offset[rank_];
-  for (int j = 0; j < size_; ++j) {
-    if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
-    const char* in = Slot(j, round) + lo;
-    if (j == 0) {
-      if (rank_ != 0) std::memcpy(data + lo, in, len * es);
-    } else {
-      ReduceInto(options.type, options.op, data + lo, in, len);
-    }
-  }
+  COHORT_RETURN_IF_ERROR(SumOverWorkers(data, offset[rank_], len, round, copied, options));
   if (across) COHORT_RETURN_IF_ERROR(across(data + lo, len));
   if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);
   std::memcpy(mine + lo, data + lo, len * es);

@@ -70,6 +70,8 @@ class SharedMemoryGroup {
   Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options, const SliceReduce& across,
                        int avg_divisor);
   char* Slot(int worker, uint64_t round) const;
+  Status SumOverWorkers(char* data, size_t first, size_t len, uint64_t round, uint32_t copied,
+                        const AllreduceOptions& options);
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.
   uint32_t Post();
   Status WaitFor(int peer, uint32_t phase, Deadline deadline);
