@@ -11,7 +11,6 @@
 #include "collective/algorithms/hierarchical_allreduce.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
-#include "collective/same_host.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "collective/transport/ucx/ucx_transport.h"
@@ -138,44 +137,37 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   }
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
                           MakeTransport(bootstrap, rank, world_size, num_reducers, comm->generation_, options));
-  bool workers_share_memory = false;
-  bool several_hosts_share_memory = false;
-  if (auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get()); ucx != nullptr) {
-    // Every rank derives these from the same published addresses, so all workers agree.
-    comm->one_host_shared_memory_ = ucx->PeersOnThisHost(0, world_size + num_reducers) && ucx->SharedMemoryEnabled();
-    workers_share_memory = ucx->PeersOnThisHost(0, world_size) && ucx->SharedMemoryEnabled();
-    several_hosts_share_memory = !ucx->PeersOnThisHost(0, world_size) && ucx->SharedMemoryEnabled();
-  }
+  auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get());
+  // Every rank derives these from the same published addresses, so all workers agree.
+  const bool shared_memory_allowed = ucx != nullptr && ucx->SharedMemoryEnabled();
+  const bool workers_on_this_host = ucx != nullptr && ucx->PeersOnThisHost(0, world_size);
+  comm->one_host_shared_memory_ =
+      shared_memory_allowed && workers_on_this_host && ucx->PeersOnThisHost(world_size, num_reducers);
   if (comm->options_.chunk_bytes == 0) {
     comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
-  // Every worker on this host (reducers may run elsewhere): the workers need no network at all.
   // Slots are the one-host pipeline unit unless chunk_bytes was set.
   const size_t slot_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kSameHostChunkBytes;
-  if (workers_share_memory) {
+  if (shared_memory_allowed && workers_on_this_host) {
+    // Every worker on this host (reducers may run elsewhere): the workers need no network at all.
     COHORT_ASSIGN_OR_RETURN(comm->shared_memory_,
                             SharedMemoryGroup::Create(bootstrap, options.key_prefix + "/" + comm->generation_, rank,
                                                       world_size, slot_bytes, deadline));
+  } else if (shared_memory_allowed) {
+    COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, *ucx, slot_bytes, deadline));
   }
-  if (several_hosts_share_memory) COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, slot_bytes, deadline));
   return comm;
 }
 
-Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, size_t slot_bytes, Deadline deadline) {
+Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes,
+                                    Deadline deadline) {
   const std::string prefix = options_.key_prefix + "/" + generation_;
-  const std::string mine = HostIdentity();
-  COHORT_RETURN_IF_ERROR(bootstrap.Put(prefix + "/host/" + std::to_string(rank_), mine));
   // Hosts in the order of their first worker; on each, workers in rank order.
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> members;
   int my_host = -1;
   for (int r = 0; r < world_size_; ++r) {
-    std::string host = mine;
-    if (r != rank_) {
-      auto got = bootstrap.Get(prefix + "/host/" + std::to_string(r), deadline);
-      if (!got.ok()) return got.status().WithContext("worker " + std::to_string(r) + "'s host");
-      host = *got;
-    }
+    const std::string& host = ucx.HostOf(r);
     const auto it = std::find(hosts.begin(), hosts.end(), host);
     const size_t h = static_cast<size_t>(it - hosts.begin());
     if (it == hosts.end()) {

@@ -39,6 +39,7 @@
 namespace cohort::collective {
 
 class LoopbackFabric;
+class UcxTransport;
 class StoreServer;
 
 // Buffers up to this size go by halving-doubling under kAuto across hosts (power-of-two workers):
@@ -119,7 +120,7 @@ class Communicator {
   Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
   // hierarchical_available); every worker reaches the same verdict.
-  Status SetUpHierarchy(Bootstrap& bootstrap, size_t slot_bytes, Deadline deadline);
+  Status SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes, Deadline deadline);
 
   int rank_ = 0;
   int world_size_ = 1;

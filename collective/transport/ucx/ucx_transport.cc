@@ -110,7 +110,7 @@ class UcxTransportImpl {
  public:
   UcxTransportImpl(int rank, int size, UcxTransportOptions options)
       : rank_(rank), size_(size), options_(std::move(options)), eps_(size, nullptr),
-        peer_status_(size, UCS_OK), peer_pid_(size, 0) {
+        peer_status_(size, UCS_OK), peer_pid_(size, 0), peer_host_(size) {
     if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
   }
   ~UcxTransportImpl();
@@ -126,6 +126,7 @@ class UcxTransportImpl {
   int size_;
   UcxTransportOptions options_;
 
+  const std::string& HostOf(int rank) const { return peer_host_[rank]; }
   bool PeersOnThisHost(int first, int count) const {
     for (int peer = first; peer < first + count && peer < size_; ++peer) {
       if (peer != rank_ && peer_pid_[peer] == 0) return false;
@@ -158,6 +159,8 @@ class UcxTransportImpl {
   SteadyClock::time_point last_event_;            // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
   std::vector<int> peer_pid_;
+  // Every rank's host identity (HostIdentity), this one's included.
+  std::vector<std::string> peer_host_;
   SteadyClock::time_point last_liveness_check_;   // guarded by mu_
   void CheckLivenessLocked();
   // A failed peer's name and reason, or "" when every peer is alive.
@@ -224,6 +227,7 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
   std::string mine = EncodeAddress(std::string(reinterpret_cast<const char*>(address), address_len));
   const std::string my_host = HostIdentity();
+  peer_host_[rank_] = my_host;
   const bool peer_failure_tls = PeerFailureTransportsEnabled();
   const bool shm_tls = SharedMemoryTransportsEnabled();
   ucp_worker_release_address(worker_, address);
@@ -249,6 +253,7 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
       return DataLoss("the address " + options_.rank_name(peer) + " published is malformed");
     }
     if (host == my_host) peer_pid_[peer] = pid;
+    peer_host_[peer] = host;
     ep_args_[peer] = std::make_unique<EpArg>(EpArg{this, peer});
     ucp_ep_params_t ep_params{};
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -504,6 +509,7 @@ UcxTransport::~UcxTransport() = default;
 int UcxTransport::rank() const { return impl_->rank_; }
 int UcxTransport::size() const { return impl_->size_; }
 bool UcxTransport::PeersOnThisHost(int first, int count) const { return impl_->PeersOnThisHost(first, count); }
+const std::string& UcxTransport::HostOf(int rank) const { return impl_->HostOf(rank); }
 bool UcxTransport::SharedMemoryEnabled() const { return SharedMemoryTransportsEnabled(); }
 
 StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {

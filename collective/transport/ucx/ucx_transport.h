@@ -61,6 +61,8 @@ class UcxTransport final : public Transport {
   // True when ranks first..first+count-1 (this one aside) all run on this host (same boot, PID and
   // network namespace).
   bool PeersOnThisHost(int first, int count) const;
+  // The host identity rank `rank` published with its address (collective/same_host.h).
+  const std::string& HostOf(int rank) const;
   // True when UCX_TLS lets UCX use shared memory between same-host ranks.
   bool SharedMemoryEnabled() const;
 
