@@ -42,10 +42,10 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "common/curve_keys.h"
 #include "common/messaging.h"
 #include "common/status.h"
-#include "coordinator/clock.h"
 #include "coordinator/journal.h"
 #include "coordinator/log_store.h"
 #include "coordinator/options.h"

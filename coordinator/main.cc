@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  SystemClock clock;
+  cohort::SystemClock clock;
   auto coordinator = Coordinator::Create(flags->options, &clock);
   if (!coordinator.ok()) {
     spdlog::critical("cannot start: {}", coordinator.status().ToString());

@@ -1,6 +1,6 @@
-// Clock is the coordinator's only source of time, so tests step it instead of sleeping (the
-// event loop, heartbeat checks, job timeouts and the starvation limit all read it). Times are
-// milliseconds since the Unix epoch: they are journaled and shown to users.
+// Clock is a daemon's only source of time, so its tests step a ManualClock instead of sleeping
+// (the coordinator's event loop, heartbeat checks, job timeouts and starvation limit all read
+// it). Times are milliseconds since the Unix epoch: they are journaled and shown to users.
 //
 // Thread safety: SystemClock is thread-safe; ManualClock is for one test thread.
 #pragma once
@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace cohort::coordinator {
+namespace cohort {
 
 class Clock {
  public:
@@ -37,4 +37,4 @@ class ManualClock : public Clock {
   int64_t now_ms_;
 };
 
-}  // namespace cohort::coordinator
+}  // namespace cohort
