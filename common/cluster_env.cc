@@ -7,8 +7,9 @@
 //    "cluster" holds chief, worker and ps (keys with no replicas are left out); evaluators get
 //    task type "evaluator" and are not in "cluster". Reducers get no TF_CONFIG at all: TensorFlow
 //    has no task type for them and they never run TensorFlow's own runtime.
-//  - WORLD_SIZE, RANK and LOCAL_RANK are set only for the training replicas (chief and workers),
-//    so that torch.distributed in an evaluator or a reducer does not try to join the group.
+//  - WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE are set only for the training replicas
+//    (chief and workers), so that torch.distributed in an evaluator or a reducer does not try to
+//    join the group.
 //    COHORT_NUM_WORKERS (= chief + workers) is set for every role: reducers need it.
 //  - MASTER_ADDR/MASTER_PORT are set for every role (the chief's host and master_port).
 //  - The AIP_* dirs and CLOUD_ML_HP_METRIC_FILE are set when output_dir is non-empty;
@@ -150,6 +151,7 @@ std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input
     env["WORLD_SIZE"] = std::to_string(world_size);
     env["RANK"] = std::to_string(input.role == Role::kChief ? 0 : input.index + 1);
     env["LOCAL_RANK"] = std::to_string(input.local_rank);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(input.local_world_size);
   }
 
   // Output directories and hyperparameter tuning.

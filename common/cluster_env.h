@@ -1,10 +1,11 @@
 // Renders the environment a replica's process sees, exactly as the managed services do, so stock
 // PyTorch DDP and TensorFlow multi-worker code runs unchanged (DESIGN.md "Jobs"): CLUSTER_SPEC,
-// TF_CONFIG, MASTER_ADDR/PORT, WORLD_SIZE, RANK, LOCAL_RANK, AIP_* dirs, CLOUD_ML_TRIAL_ID,
-// CLOUD_ML_HP_METRIC_FILE, CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES, and Cohort's own variables
-// that the collective library reads (COHORT_BOOTSTRAP_ADDR, COHORT_NUM_REDUCERS,
-// COHORT_REDUCER_INDEX, COHORT_PS_ADDRS). The coordinator renders it (it knows every placement);
-// the agent adds COHORT_RESTORE_CHECKPOINT and COHORT_RESTART_COUNT at (re)start.
+// TF_CONFIG, MASTER_ADDR/PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, AIP_* dirs,
+// CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_FILE, CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES, and
+// Cohort's own variables that the collective library reads (COHORT_BOOTSTRAP_ADDR,
+// COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX, COHORT_PS_ADDRS). The coordinator renders it (it
+// knows every placement); the agent adds COHORT_RESTORE_CHECKPOINT and COHORT_RESTART_COUNT at
+// (re)start.
 #pragma once
 
 #include <map>
@@ -31,6 +32,7 @@ struct ClusterEnvInput {
   Role role = Role::kChief;        // the replica being rendered
   int index = 0;
   int local_rank = 0;              // its rank among the job's training replicas on its node
+  int local_world_size = 1;        // how many training replicas of the job its node runs
   std::vector<int> gpus;           // node-local GPU indices pinned to it
   int master_port = 0;             // torch's MASTER_PORT, on the chief's host
   int bootstrap_port = 0;          // collective bootstrap store, on the chief's host
@@ -45,8 +47,9 @@ struct ClusterEnvInput {
 //                  "task":{"type":"worker","index":0,"trial":"3"},"environment":"cloud"}
 //                  (evaluators are not in "cluster"; reducers are not in TF_CONFIG's cluster)
 //  RANK: chief 0, worker i -> i+1; WORLD_SIZE = chief + workers. Not set for other roles.
-//  Also: LOCAL_RANK (training roles only), AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR
-//  (when output_dir is set), CLOUD_ML_TRIAL_ID (trials only), CLOUD_ML_HP_METRIC_FILE =
+//  Also: LOCAL_RANK and LOCAL_WORLD_SIZE (training roles only, torchrun's contract),
+//  AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR (when output_dir is set),
+//  CLOUD_ML_TRIAL_ID (trials only), CLOUD_ML_HP_METRIC_FILE =
 //  <output_dir>[/<trial_id>]/hp_metrics.jsonl, CUDA_VISIBLE_DEVICES ("" without GPUs) and
 //  NVIDIA_VISIBLE_DEVICES ("void" without GPUs), COHORT_JOB, COHORT_ROLE, COHORT_REPLICA
 //  ("worker-1"), COHORT_BOOTSTRAP_ADDR (chief host:bootstrap_port), COHORT_NUM_WORKERS

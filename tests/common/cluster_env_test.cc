@@ -85,6 +85,7 @@ TEST(ClusterEnvTest, ChiefOfReducerJob) {
   EXPECT_EQ(env["WORLD_SIZE"], "3");
   EXPECT_EQ(env["RANK"], "0");
   EXPECT_EQ(env["LOCAL_RANK"], "0");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "1");
   EXPECT_EQ(env["AIP_MODEL_DIR"], "/srv/jobs/digits/model/");
   EXPECT_EQ(env["AIP_CHECKPOINT_DIR"], "/srv/jobs/digits/checkpoints/");
   EXPECT_EQ(env["AIP_TENSORBOARD_LOG_DIR"], "/srv/jobs/digits/logs/");
@@ -105,6 +106,7 @@ TEST(ClusterEnvTest, ChiefOfReducerJob) {
 TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
   ClusterEnvInput in = ReducerJob(Role::kWorker, 1);
   in.local_rank = 1;
+  in.local_world_size = 2;
   in.gpus = {3};
   auto env = RenderClusterEnv(in);
   json cs = Parse(env, "CLUSTER_SPEC");
@@ -116,6 +118,7 @@ TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
   EXPECT_EQ(env["RANK"], "2");
   EXPECT_EQ(env["WORLD_SIZE"], "3");
   EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3");
   EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "3");
   EXPECT_EQ(env["COHORT_REPLICA"], "worker-1");
@@ -131,6 +134,7 @@ TEST(ClusterEnvTest, ReducerGetsIndexAndNoTfConfigOrRank) {
   EXPECT_EQ(env.count("RANK"), 0u);
   EXPECT_EQ(env.count("WORLD_SIZE"), 0u);
   EXPECT_EQ(env.count("LOCAL_RANK"), 0u);
+  EXPECT_EQ(env.count("LOCAL_WORLD_SIZE"), 0u);
   EXPECT_EQ(env["COHORT_REDUCER_INDEX"], "1");
   EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "2");
   EXPECT_EQ(env["COHORT_NUM_WORKERS"], "3");
