@@ -1017,6 +1017,7 @@ void Coordinator::Launch(JobRecord& job, ReplicaRecord& r) {
                                           other.port});
     if (&other == &r) continue;
     bool trains = other.role == Role::kChief || other.role == Role::kWorker;
+    if (trains && other.node_id == r.node_id) ++in.local_world_size;  // starts at 1: r itself
     if (trains && other.node_id == r.node_id && &other < &r) ++local_rank;
   }
   in.local_rank = local_rank;
