@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "bench/cohort_bench/forked_ranks.h"
+#include "bench/common/json_line.h"
+#include "bench/common/size_args.h"
 #include "collective/communicator.h"
 #include "collective/kernels/half.h"
 #include "collective/store_bootstrap.h"
@@ -25,36 +27,6 @@ using collective::Algorithm;
 using collective::Communicator;
 using collective::DataType;
 using collective::ReduceOp;
-
-std::optional<size_t> ParseSize(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || v < 0) return std::nullopt;
-  std::string unit(end);
-  double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KB" || unit == "KiB") mult = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") return std::nullopt;
-  return static_cast<size_t>(v * mult);
-}
-
-bool ParseSizes(const std::string& spec, std::vector<size_t>* sizes) {
-  sizes->clear();
-  const auto colon = spec.find(':');
-  if (colon == std::string::npos) {
-    auto one = ParseSize(spec);
-    if (!one) return false;
-    sizes->push_back(*one);
-    return true;
-  }
-  auto lo = ParseSize(spec.substr(0, colon));
-  auto hi = ParseSize(spec.substr(colon + 1));
-  if (!lo || !hi || *lo == 0 || *lo > *hi) return false;
-  for (size_t s = *lo; s <= *hi; s *= 2) sizes->push_back(s);
-  return true;
-}
 
 std::string TypeLabel(DataType t) { return std::string(collective::DataTypeName(t)); }
 
@@ -134,17 +106,26 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
   const double busbw = o.workers > 1 ? algbw * 2.0 * (o.workers - 1) / o.workers : algbw;
   if (o.json) {
     const char* tls = std::getenv("UCX_TLS");
-    std::printf("{\"impl\":\"%s\",\"algo\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"time_us\":%.3f,"
-                "\"algbw_GBps\":%.6f,\"busbw_GBps\":%.6f,\"wrong\":%s,\"ranks\":%d,\"reducers\":%d,"
-                "\"transport\":\"%s\",\"ucx_tls\":\"%s\",\"iters\":%d}\n",
-                ImplName(o).c_str(), std::string(collective::AlgorithmName(o.algo)).c_str(), size, count,
-                TypeLabel(o.type).c_str(), time_us, algbw, busbw,
-                wrong ? std::to_string(*wrong).c_str() : "null", o.workers, o.reducers, o.transport.c_str(),
-                tls ? tls : "", iters);
-  } else {
-    std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s\n", size, count, TypeLabel(o.type).c_str(), time_us,
-                algbw, busbw, wrong ? std::to_string(*wrong).c_str() : "N/A");
+    JsonLine line;
+    line["impl"] = ImplName(o);
+    line["algo"] = std::string(collective::AlgorithmName(o.algo));
+    line["size"] = size;
+    line["count"] = count;
+    line["type"] = TypeLabel(o.type);
+    line["time_us"] = RoundTo(time_us, 3);
+    line["algbw_GBps"] = RoundTo(algbw, 6);
+    line["busbw_GBps"] = RoundTo(busbw, 6);
+    line["wrong"] = wrong ? JsonLine(*wrong) : JsonLine(nullptr);
+    line["ranks"] = o.workers;
+    line["reducers"] = o.reducers;
+    line["transport"] = o.transport;
+    line["ucx_tls"] = tls ? tls : "";
+    line["iters"] = iters;
+    PrintJsonLine(line);
+    return;
   }
+  std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s\n", size, count, TypeLabel(o.type).c_str(), time_us,
+              algbw, busbw, wrong ? std::to_string(*wrong).c_str() : "N/A");
   std::fflush(stdout);
 }
 
@@ -199,41 +180,23 @@ collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
 }
 
 // One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`.
-int RunOneRank(const AllreduceBenchOptions& o, const std::string& role, int rank, const std::string& address) {
-  const bool worker = role != "reducer";
-  auto joined = JoinBootstrap(address, worker && rank == 0, std::chrono::milliseconds(o.timeout_ms));
-  if (!joined.ok()) {
-    spdlog::error("{} {}: {}", role, rank, joined.status().ToString());
-    return 1;
-  }
-  collective::StoreBootstrap& bootstrap = *joined->bootstrap;
-  if (!worker) {
-    collective::ReducerOptions ro;
-    ro.comm = CommOptions(o);
-    ro.rejoin_timeout = std::chrono::milliseconds(0);
-    ro.max_generations = 1;
-    std::atomic<bool> stop{false};
-    Status s = collective::RunReducer(bootstrap, o.workers, o.reducers, rank, ro, stop);
-    if (!s.ok()) spdlog::error("reducer {}: {}", rank, s.ToString());
-    return s.ok() ? 0 : 1;
-  }
-  auto comm = Communicator::Create(bootstrap, rank, o.workers, o.reducers, CommOptions(o));
-  if (!comm.ok()) {
-    spdlog::error("worker {}: {}", rank, comm.status().ToString());
-    return 1;
-  }
-  Status s = RunWorker(**comm, o);
-  if (!s.ok()) spdlog::error("worker {}: {}", rank, s.ToString());
-  comm->reset();
-  return s.ok() ? 0 : 1;
-}
-
-int RunForked(const AllreduceBenchOptions& o) {
-  const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  return RunForkedRanks(o.workers + o.reducers, [&](int i) {
-    const bool worker = i < o.workers;
-    return RunOneRank(o, worker ? "worker" : "reducer", worker ? i : i - o.workers, address);
-  });
+int RunOneRank(const AllreduceBenchOptions& o, bool worker, int rank, const std::string& address) {
+  const std::string role = worker ? "worker" : "reducer";
+  return RunRank(role, rank, worker, address, std::chrono::milliseconds(o.timeout_ms),
+                 [&](collective::StoreBootstrap& bootstrap) {
+                   if (!worker) {
+                     collective::ReducerOptions ro;
+                     ro.comm = CommOptions(o);
+                     ro.rejoin_timeout = std::chrono::milliseconds(0);
+                     ro.max_generations = 1;
+                     std::atomic<bool> stop{false};
+                     return RankExitCode(role, rank,
+                                         collective::RunReducer(bootstrap, o.workers, o.reducers, rank, ro, stop));
+                   }
+                   auto comm = Communicator::Create(bootstrap, rank, o.workers, o.reducers, CommOptions(o));
+                   if (!comm.ok()) return RankExitCode(role, rank, comm.status());
+                   return RankExitCode(role, rank, RunWorker(**comm, o));
+                 });
 }
 
 int RunThreads(const AllreduceBenchOptions& o) {
@@ -248,11 +211,7 @@ int RunThreads(const AllreduceBenchOptions& o) {
     threads.emplace_back([&, i] {
       if (i < o.workers) {
         auto comm = Communicator::Create(bootstrap, i, o.workers, o.reducers, options);
-        Status s = comm.ok() ? RunWorker(**comm, o) : comm.status();
-        if (!s.ok()) {
-          spdlog::error("worker {}: {}", i, s.ToString());
-          rc = 1;
-        }
+        if (RankExitCode("worker", i, comm.ok() ? RunWorker(**comm, o) : comm.status()) != 0) rc = 1;
       } else {
         collective::ReducerOptions ro;
         ro.comm = options;
@@ -260,10 +219,7 @@ int RunThreads(const AllreduceBenchOptions& o) {
         ro.max_generations = 1;
         std::atomic<bool> stop{false};
         Status s = collective::RunReducer(bootstrap, o.workers, o.reducers, i - o.workers, ro, stop);
-        if (!s.ok()) {
-          spdlog::error("reducer {}: {}", i - o.workers, s.ToString());
-          rc = 1;
-        }
+        if (RankExitCode("reducer", i - o.workers, s) != 0) rc = 1;
       }
     });
   }
@@ -360,7 +316,7 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
       o->max_seconds_per_size = std::atof(v->c_str());
     } else if (a == "--chunk-bytes") {
       if (!(v = need(i))) return false;
-      auto s = ParseSize(*v);
+      auto s = ParseByteSize(*v);
       ok = s.has_value() && *s >= 1024;
       if (ok) o->chunk_bytes = *s;
     } else if (a == "--window") {
@@ -391,7 +347,7 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
       return false;
     }
   }
-  if (!ParseSizes(sizes, &o->sizes)) {
+  if (ParseSizeSweep(sizes, &o->sizes)) {
     std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n", sizes.c_str());
     return false;
   }
@@ -418,9 +374,12 @@ int RunAllreduceBench(const AllreduceBenchOptions& o) {
       std::fprintf(stderr, "cohort-bench: --rank %d is out of range for %d %ss\n", o.rank, limit, o.role.c_str());
       return 2;
     }
-    return RunOneRank(o, o.role, o.rank, o.bootstrap);
+    return RunOneRank(o, o.role == "worker", o.rank, o.bootstrap);
   }
-  return o.transport == "inproc" ? RunThreads(o) : RunForked(o);
+  if (o.transport == "inproc") return RunThreads(o);
+  return RunForkedJob(o.workers, o.reducers, [&](bool worker, int index, const std::string& address) {
+    return RunOneRank(o, worker, index, address);
+  });
 }
 
 }  // namespace cohort::bench

@@ -7,10 +7,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <vector>
 
-namespace cohort::bench {
+#include "common/logging.h"
 
+namespace cohort::bench {
+namespace {
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -23,23 +28,40 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-StatusOr<RankBootstrap> JoinBootstrap(const std::string& address, bool host_store,
-                                      std::chrono::milliseconds timeout) {
-  RankBootstrap rank;
-  if (host_store) {
-    COHORT_ASSIGN_OR_RETURN(rank.store, collective::StoreServer::Start(address));
+}  // namespace
+
+int RunRank(const std::string& role, int index, bool worker, const std::string& address,
+            std::chrono::milliseconds timeout,
+            const std::function<int(collective::StoreBootstrap& bootstrap)>& body) {
+  // The store lives as long as the rank that hosts it.
+  std::unique_ptr<collective::StoreServer> store;
+  if (worker && index == 0) {
+    auto started = collective::StoreServer::Start(address);
+    if (!started.ok()) return RankExitCode(role, index, started.status());
+    store = std::move(*started);
   }
-  COHORT_ASSIGN_OR_RETURN(rank.bootstrap, collective::StoreBootstrap::Connect(address, timeout));
-  return rank;
+  auto bootstrap = collective::StoreBootstrap::Connect(address, timeout);
+  if (!bootstrap.ok()) return RankExitCode(role, index, bootstrap.status());
+  return body(**bootstrap);
 }
 
-int RunForkedRanks(int ranks, const std::function<int(int rank_index)>& rank_main) {
+int RankExitCode(const std::string& role, int index, const Status& status) {
+  if (status.ok()) return 0;
+  spdlog::error("{} {}: {}", role, index, status.ToString());
+  return 1;
+}
+
+int RunForkedJob(
+    int workers, int others,
+    const std::function<int(bool worker, int index, const std::string& address)>& rank_main) {
+  const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   std::vector<pid_t> pids;
   std::fflush(nullptr);
-  for (int i = 0; i < ranks; ++i) {
+  for (int i = 0; i < workers + others; ++i) {
     const pid_t pid = fork();
     if (pid == 0) {
-      const int code = rank_main(i);
+      const bool worker = i < workers;
+      const int code = rank_main(worker, worker ? i : i - workers, address);
       std::fflush(nullptr);
       _exit(code);
     }

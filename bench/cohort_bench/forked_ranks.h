@@ -1,10 +1,10 @@
-// Running one benchmark rank per process on this host: what `cohort-bench allreduce --transport
-// ucx` and `cohort-bench ps --transport ucx` do when no --rank is given.
+// The plumbing of one benchmark job on this host or across hosts, shared by `cohort-bench
+// allreduce` and `cohort-bench ps`: a job has `workers` workers and some ranks of another role
+// (reducers, servers); worker 0 hosts the bootstrap store every rank joins.
 #pragma once
 
 #include <chrono>
 #include <functional>
-#include <memory>
 #include <string>
 
 #include "collective/store_bootstrap.h"
@@ -12,20 +12,23 @@
 
 namespace cohort::bench {
 
-// One rank's way into the job: the bootstrap store it connected to at `address`, and the store
-// itself when this rank hosts it (worker 0), kept for the rank's lifetime.
-struct RankBootstrap {
-  std::unique_ptr<collective::StoreServer> store;
-  std::unique_ptr<collective::StoreBootstrap> bootstrap;
-};
-StatusOr<RankBootstrap> JoinBootstrap(const std::string& address, bool host_store,
-                                      std::chrono::milliseconds timeout);
+// One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`: joins the
+// store and runs `body` over it. `role` ("worker", "reducer", "server") and `index` name the rank
+// in the log line written when the store cannot be joined (then it returns 1). Returns what `body`
+// returns, the process exit code.
+int RunRank(const std::string& role, int index, bool worker, const std::string& address,
+            std::chrono::milliseconds timeout,
+            const std::function<int(collective::StoreBootstrap& bootstrap)>& body);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (for the forked ranks' bootstrap store).
-int FreeLoopbackPort();
+// Exit code of a rank that ended with `status`: 0 when it is ok, else 1 after logging it.
+int RankExitCode(const std::string& role, int index, const Status& status);
 
-// Forks `ranks` processes; process i runs rank_main(i) and exits with what it returns. Returns 0
-// when every process exited 0, else 1.
-int RunForkedRanks(int ranks, const std::function<int(int rank_index)>& rank_main);
+// Forks `workers` + `others` processes around a bootstrap store on a free 127.0.0.1 port (what
+// `--transport ucx` does when no --rank is given): process i < workers runs
+// rank_main(true, i, address), the others rank_main(false, i - workers, address). Returns 0 when
+// every process exited 0, else 1.
+int RunForkedJob(
+    int workers, int others,
+    const std::function<int(bool worker, int index, const std::string& address)>& rank_main);
 
 }  // namespace cohort::bench

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# measure_one_host.sh: the "Collective (one host)" figures of bench/RESULTS.md. Runs
-# cohort-bench allreduce with 4 workers over UCX shared memory and UCX tcp, Reduction Server with
-# 4 reducers and ring, 1-256 MiB, and prints each command before its output.
+# measure_one_host.sh: a one-host check of both UCX paths. Runs cohort-bench allreduce with 4
+# workers over UCX shared memory and UCX tcp, Reduction Server with 4 reducers and ring, 1-256 MiB,
+# and prints each command before its output and the load average after it.
 #
 #   bench/cohort_bench/measure_one_host.sh [BUILD_DIR] [extra cohort-bench flags]
 set -uo pipefail

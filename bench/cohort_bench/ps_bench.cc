@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "bench/cohort_bench/forked_ranks.h"
+#include "bench/common/json_line.h"
+#include "bench/common/size_args.h"
 #include "collective/ps/ps_server.h"
 #include "collective/ps/ps_worker.h"
 #include "collective/store_bootstrap.h"
@@ -31,36 +33,6 @@ using collective::ps::PsWorker;
 using collective::ps::PsWorkerOptions;
 using collective::ps::RequestId;
 using Clock = std::chrono::steady_clock;
-
-std::optional<size_t> ParseSize(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || v < 0) return std::nullopt;
-  const std::string unit(end);
-  double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") return std::nullopt;
-  return static_cast<size_t>(v * mult);
-}
-
-bool ParseSizes(const std::string& spec, std::vector<size_t>* sizes) {
-  sizes->clear();
-  const auto colon = spec.find(':');
-  if (colon == std::string::npos) {
-    auto one = ParseSize(spec);
-    if (!one || *one == 0) return false;
-    sizes->push_back(*one);
-    return true;
-  }
-  auto lo = ParseSize(spec.substr(0, colon));
-  auto hi = ParseSize(spec.substr(colon + 1));
-  if (!lo || !hi || *lo == 0 || *lo > *hi) return false;
-  for (size_t s = *lo; s <= *hi; s *= 2) sizes->push_back(s);
-  return true;
-}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -154,12 +126,23 @@ Status RunThroughput(PsWorker& ps, const PsBenchOptions& o) {
       const double pull_gbps = bytes / pull_s / 1e9;
       const int links = std::min(o.workers, o.servers);
       if (o.json) {
-        std::printf("{\"impl\":\"cohort-ps\",\"size\":%zu,\"count\":%zu,\"type\":\"f32\",\"push_us\":%.3f,"
-                    "\"push_GBps\":%.6f,\"pull_us\":%.3f,\"pull_GBps\":%.6f,\"links\":%d,\"wrong\":%s,"
-                    "\"workers\":%d,\"servers\":%d,\"keys\":%zu,\"transport\":\"%s\",\"iters\":%d}\n",
-                    size, count, push_s * 1e6, push_gbps, pull_s * 1e6, pull_gbps, links,
-                    o.check ? std::to_string(wrong).c_str() : "null", o.workers, o.servers, layout.num_keys(),
-                    o.transport.c_str(), iters);
+        JsonLine line;
+        line["impl"] = "cohort-ps";
+        line["size"] = size;
+        line["count"] = count;
+        line["type"] = "f32";
+        line["push_us"] = RoundTo(push_s * 1e6, 3);
+        line["push_GBps"] = RoundTo(push_gbps, 6);
+        line["pull_us"] = RoundTo(pull_s * 1e6, 3);
+        line["pull_GBps"] = RoundTo(pull_gbps, 6);
+        line["links"] = links;
+        line["wrong"] = o.check ? JsonLine(wrong) : JsonLine(nullptr);
+        line["workers"] = o.workers;
+        line["servers"] = o.servers;
+        line["keys"] = layout.num_keys();
+        line["transport"] = o.transport;
+        line["iters"] = iters;
+        PrintJsonLine(line);
       } else {
         std::printf("  %12zu %12zu %6s %12.2f %11.4f %12.2f %11.4f %6d %8s\n", size, count, "f32", push_s * 1e6,
                     push_gbps, pull_s * 1e6, pull_gbps, links, o.check ? std::to_string(wrong).c_str() : "N/A");
@@ -213,11 +196,20 @@ Status RunUpdateRate(PsWorker& ps, const PsBenchOptions& o) {
   if (ps.rank() == 0) {
     const double updates = static_cast<double>(requests) * batch * o.workers;
     if (o.json) {
-      std::printf("{\"impl\":\"cohort-ps\",\"mode\":\"update-rate\",\"keys\":%zu,\"key_bytes\":%zu,\"batch\":%d,"
-                  "\"window\":%d,\"updates\":%.0f,\"time_us\":%.3f,\"updates_per_s\":%.1f,\"workers\":%d,"
-                  "\"servers\":%d,\"transport\":\"%s\"}\n",
-                  layout.num_keys(), key_bytes, batch, o.window, updates, s * 1e6, updates / s, o.workers, o.servers,
-                  o.transport.c_str());
+      JsonLine line;
+      line["impl"] = "cohort-ps";
+      line["mode"] = "update-rate";
+      line["keys"] = layout.num_keys();
+      line["key_bytes"] = key_bytes;
+      line["batch"] = batch;
+      line["window"] = o.window;
+      line["updates"] = static_cast<int64_t>(updates);
+      line["time_us"] = RoundTo(s * 1e6, 3);
+      line["updates_per_s"] = RoundTo(updates / s, 1);
+      line["workers"] = o.workers;
+      line["servers"] = o.servers;
+      line["transport"] = o.transport;
+      PrintJsonLine(line);
     } else {
       std::printf("  %10zu %10zu %6d %7d %10.0f %14.1f %12.1f\n", layout.num_keys(), key_bytes, batch, o.window,
                   updates, s * 1e6, updates / s);
@@ -243,43 +235,25 @@ PsServerOptions ServerOptions(const PsBenchOptions& o, int index) {
   return so;
 }
 
-int RunOneRank(const PsBenchOptions& o, const std::string& role, int rank, const std::string& address) {
-  const bool worker = role != "server";
-  auto joined = JoinBootstrap(address, worker && rank == 0, std::chrono::milliseconds(o.timeout_ms));
-  if (!joined.ok()) {
-    spdlog::error("{} {}: {}", role, rank, joined.status().ToString());
-    return 1;
-  }
-  collective::StoreBootstrap& bootstrap = *joined->bootstrap;
-  if (!worker) {
-    PsServer server(ServerOptions(o, rank));
-    collective::ps::PsRunOptions ro;
-    ro.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
-    ro.rejoin_timeout = std::chrono::milliseconds(0);
-    std::atomic<bool> stop{false};
-    Status s = collective::ps::RunParameterServer(bootstrap, server, ro, stop);
-    if (!s.ok()) spdlog::error("server {}: {}", rank, s.ToString());
-    return s.ok() ? 0 : 1;
-  }
-  PsWorkerOptions wo;
-  wo.timeout = std::chrono::milliseconds(o.timeout_ms);
-  auto ps = PsWorker::Create(bootstrap, rank, o.workers, o.servers, wo);
-  if (!ps.ok()) {
-    spdlog::error("worker {}: {}", rank, ps.status().ToString());
-    return 1;
-  }
-  Status s = RunWorker(**ps, o);
-  if (!s.ok()) spdlog::error("worker {}: {}", rank, s.ToString());
-  ps->reset();
-  return s.ok() ? 0 : 1;
-}
-
-int RunForked(const PsBenchOptions& o) {
-  const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  return RunForkedRanks(o.workers + o.servers, [&](int i) {
-    const bool worker = i < o.workers;
-    return RunOneRank(o, worker ? "worker" : "server", worker ? i : i - o.workers, address);
-  });
+// One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`.
+int RunOneRank(const PsBenchOptions& o, bool worker, int rank, const std::string& address) {
+  const std::string role = worker ? "worker" : "server";
+  return RunRank(role, rank, worker, address, std::chrono::milliseconds(o.timeout_ms),
+                 [&](collective::StoreBootstrap& bootstrap) {
+                   if (!worker) {
+                     PsServer server(ServerOptions(o, rank));
+                     collective::ps::PsRunOptions ro;
+                     ro.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
+                     ro.rejoin_timeout = std::chrono::milliseconds(0);
+                     std::atomic<bool> stop{false};
+                     return RankExitCode(role, rank, collective::ps::RunParameterServer(bootstrap, server, ro, stop));
+                   }
+                   PsWorkerOptions wo;
+                   wo.timeout = std::chrono::milliseconds(o.timeout_ms);
+                   auto ps = PsWorker::Create(bootstrap, rank, o.workers, o.servers, wo);
+                   if (!ps.ok()) return RankExitCode(role, rank, ps.status());
+                   return RankExitCode(role, rank, RunWorker(**ps, o));
+                 });
 }
 
 int RunThreads(const PsBenchOptions& o) {
@@ -301,11 +275,7 @@ int RunThreads(const PsBenchOptions& o) {
       PsWorkerOptions wo;
       wo.timeout = std::chrono::milliseconds(o.timeout_ms);
       auto ps = PsWorker::Attach(fabric.CreateTransport(i), o.workers, o.servers, wo);
-      Status s = ps.ok() ? RunWorker(**ps, o) : ps.status();
-      if (!s.ok()) {
-        spdlog::error("worker {}: {}", i, s.ToString());
-        rc = 1;
-      }
+      if (RankExitCode("worker", i, ps.ok() ? RunWorker(**ps, o) : ps.status()) != 0) rc = 1;
     });
   }
   for (auto& t : worker_threads) t.join();
@@ -370,7 +340,7 @@ bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* 
       else if (a == "--servers") ok = to_int(*v, &o->servers) && o->servers >= 1;
       else if (a == "--sizes") sizes = *v;
       else if (a == "--key-bytes") {
-        auto s = ParseSize(*v);
+        auto s = ParseByteSize(*v);
         ok = s.has_value() && (*s == 0 || *s >= 4);
         if (ok) o->key_bytes = *s;
       } else if (a == "--transport") {
@@ -402,7 +372,7 @@ bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* 
       return false;
     }
   }
-  if (!ParseSizes(sizes, &o->sizes)) {
+  if (ParseSizeSweep(sizes, &o->sizes)) {
     std::fprintf(stderr, "cohort-bench ps: bad --sizes '%s' (e.g. 1M:256M)\n", sizes.c_str());
     return false;
   }
@@ -420,9 +390,12 @@ int RunPsBench(const PsBenchOptions& o) {
       std::fprintf(stderr, "cohort-bench ps: --rank %d is out of range for %d %ss\n", o.rank, limit, o.role.c_str());
       return 2;
     }
-    return RunOneRank(o, o.role, o.rank, o.bootstrap);
+    return RunOneRank(o, o.role == "worker", o.rank, o.bootstrap);
   }
-  return o.transport == "inproc" ? RunThreads(o) : RunForked(o);
+  if (o.transport == "inproc") return RunThreads(o);
+  return RunForkedJob(o.workers, o.servers, [&](bool worker, int index, const std::string& address) {
+    return RunOneRank(o, worker, index, address);
+  });
 }
 
 }  // namespace cohort::bench

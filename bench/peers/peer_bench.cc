@@ -1,43 +1,16 @@
 #include "bench/peers/peer_bench.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <sstream>
+#include <string>
+
+#include "bench/common/json_line.h"
+#include "bench/common/size_args.h"
 
 namespace cohort::bench {
 namespace {
-
-std::optional<size_t> ParseOneSize(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str()) return std::nullopt;
-  std::string suffix(end);
-  if (suffix == "" || suffix == "B") {
-  } else if (suffix == "K" || suffix == "k" || suffix == "KiB") {
-    value <<= 10;
-  } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
-    value <<= 20;
-  } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
-    value <<= 30;
-  } else {
-    return std::nullopt;
-  }
-  return static_cast<size_t>(value);
-}
-
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, sep)) parts.push_back(part);
-  return parts;
-}
 
 void PrintUsage(const char* prog, const std::string& usage_extra) {
   std::fprintf(stderr,
@@ -50,37 +23,6 @@ void PrintUsage(const char* prog, const std::string& usage_extra) {
 }
 
 }  // namespace
-
-std::optional<std::string> ParseSizes(const std::string& spec, std::vector<size_t>* sizes) {
-  sizes->clear();
-  if (spec.find(':') != std::string::npos) {
-    std::vector<std::string> parts = Split(spec, ':');
-    if (parts.size() < 2 || parts.size() > 3) return "size range must be MIN:MAX[:FACTOR]";
-    std::optional<size_t> lo = ParseOneSize(parts[0]);
-    std::optional<size_t> hi = ParseOneSize(parts[1]);
-    size_t factor = 2;
-    if (parts.size() == 3) {
-      std::optional<size_t> f = ParseOneSize(parts[2]);
-      if (!f || *f < 2) return "size factor must be an integer >= 2";
-      factor = *f;
-    }
-    if (!lo || !hi || *lo == 0 || *lo > *hi) return "bad size range '" + spec + "'";
-    for (size_t s = *lo; s <= *hi; s *= factor) sizes->push_back(s);
-  } else {
-    for (const std::string& part : Split(spec, ',')) {
-      std::optional<size_t> s = ParseOneSize(part);
-      if (!s || *s == 0) return "bad size '" + part + "'";
-      sizes->push_back(*s);
-    }
-  }
-  if (sizes->empty()) return "no sizes in '" + spec + "'";
-  for (size_t s : *sizes) {
-    if (s % sizeof(float) != 0) {
-      return "size " + std::to_string(s) + " is not a multiple of the f32 element size";
-    }
-  }
-  return std::nullopt;
-}
 
 std::optional<PeerOptions> ParsePeerOptions(int argc, char** argv,
                                             const std::vector<std::string>& extra_flags,
@@ -145,7 +87,13 @@ std::optional<PeerOptions> ParsePeerOptions(int argc, char** argv,
       return fail("unknown flag '" + flag + "'");
     }
   }
-  if (std::optional<std::string> error = ParseSizes(size_spec, &options.sizes)) return fail(*error);
+  if (std::optional<std::string> error = ParseSizeSweep(size_spec, &options.sizes))
+    return fail(*error);
+  for (size_t s : options.sizes) {
+    if (s % sizeof(float) != 0) {
+      return fail("size " + std::to_string(s) + " is not a multiple of the f32 element size");
+    }
+  }
   return options;
 }
 
@@ -178,18 +126,24 @@ void PrintRow(const PeerOptions& options, const ResultRow& row) {
   const double busbw =
       row.nranks > 1 ? algbw * 2.0 * (row.nranks - 1) / static_cast<double>(row.nranks) : algbw;
   if (options.json) {
-    std::string wrong = row.wrong ? std::to_string(*row.wrong) : "null";
-    std::printf(
-        "{\"impl\":\"%s\",\"algo\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"float\","
-        "\"time_us\":%.3f,\"algbw_GBps\":%.6f,\"busbw_GBps\":%.6f,\"wrong\":%s,\"ranks\":%d,"
-        "\"iters\":%d}\n",
-        row.impl.c_str(), row.algo.c_str(), row.size, count, row.time_us, algbw, busbw,
-        wrong.c_str(), row.nranks, row.iters);
-  } else {
-    std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
-    std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s  %s\n", row.size, count, "float",
-                row.time_us, algbw, busbw, wrong.c_str(), row.algo.c_str());
+    JsonLine line;
+    line["impl"] = row.impl;
+    line["algo"] = row.algo;
+    line["size"] = row.size;
+    line["count"] = count;
+    line["type"] = "float";
+    line["time_us"] = RoundTo(row.time_us, 3);
+    line["algbw_GBps"] = RoundTo(algbw, 6);
+    line["busbw_GBps"] = RoundTo(busbw, 6);
+    line["wrong"] = row.wrong ? JsonLine(*row.wrong) : JsonLine(nullptr);
+    line["ranks"] = row.nranks;
+    line["iters"] = row.iters;
+    PrintJsonLine(line);
+    return;
   }
+  const std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
+  std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s  %s\n", row.size, count, "float",
+              row.time_us, algbw, busbw, wrong.c_str(), row.algo.c_str());
   std::fflush(stdout);
 }
 

@@ -3,8 +3,8 @@
 // columns / JSON lines that cohort-bench prints too, so bench/compare_allreduce.sh can join the
 // three programs' output by size.
 //
-// The peers deliberately depend on nothing of Cohort's own (not even common/): they measure
-// other libraries, and must build while the rest of the tree is being written.
+// The peers depend on nothing of Cohort's own but bench/common (not even common/): they measure
+// other libraries.
 //
 // Thread safety: none needed; every function is called from the benchmark's main thread.
 #ifndef COHORT_BENCH_PEERS_PEER_BENCH_H_
@@ -32,14 +32,11 @@ struct PeerOptions {
   std::vector<std::pair<std::string, std::string>> extra;
 };
 
-// Parses "1K:256M" (powers of two from 1 KiB to 256 MiB), "A:B:F" (factor F), or a comma list
-// "4K,64M". Suffixes K, M, G are binary. Returns an error message on bad input.
-std::optional<std::string> ParseSizes(const std::string& spec, std::vector<size_t>* sizes);
-
-// Parses argv. Flags: --sizes SPEC, --dtype f32 (the only type supported), --iters N,
-// --warmup N, --check, --json, --max-seconds-per-size S, and, when listed in `extra_flags`,
-// "--name VALUE" pairs. On error or --help prints usage to stderr and returns nullopt with
-// *exit_code set (0 for --help, 2 for bad usage).
+// Parses argv. Flags: --sizes SPEC (bench/common/size_args.h; each a multiple of 4 bytes),
+// --dtype f32 (the only type supported), --iters N, --warmup N, --check, --json,
+// --max-seconds-per-size S, and, when listed in `extra_flags`, "--name VALUE" pairs. On error or
+// --help prints usage to stderr and returns nullopt with *exit_code set (0 for --help, 2 for bad
+// usage).
 std::optional<PeerOptions> ParsePeerOptions(int argc, char** argv,
                                             const std::vector<std::string>& extra_flags,
                                             const std::string& usage_extra, int* exit_code);
@@ -52,10 +49,10 @@ int64_t CountWrong(const float* data, size_t count, int nranks);
 
 // One line of results.
 struct ResultRow {
-  std::string impl;         // "mpi", "gloo"
-  std::string algo;         // which algorithm produced it ("ring", "default", ...)
-  size_t size = 0;          // bytes
-  double time_us = 0;       // mean over iterations of the slowest rank
+  std::string impl;    // "mpi", "gloo"
+  std::string algo;    // which algorithm produced it ("ring", "default", ...)
+  size_t size = 0;     // bytes
+  double time_us = 0;  // mean over iterations of the slowest rank
   int nranks = 1;
   std::optional<int64_t> wrong;  // empty when --check was not given
   int iters = 0;
