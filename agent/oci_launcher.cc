@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "agent/replica_env.h"
+#include "common/gpu_visibility.h"
 #include "common/logging.h"
 
 extern char** environ;
@@ -111,13 +112,12 @@ bool HasCdiGpuSpec() {
   return false;
 }
 
-std::string JoinInts(const std::vector<int>& values) {
-  std::string out;
-  for (int v : values) {
-    if (!out.empty()) out += ",";
-    out += std::to_string(v);
-  }
-  return out;
+// The replica's environment inside the container: the agent's rendering, with the visibility of
+// the pinned GPUs, which also tells the NVIDIA container runtime what to mount.
+std::map<std::string, std::string> ContainerEnv(const LaunchRequest& request) {
+  std::map<std::string, std::string> env = request.env;
+  SetGpuVisibility(request.gpus, &env);
+  return env;
 }
 
 // The job's output directory: the parent of AIP_MODEL_DIR ("<base>[/<trial>]/model/").
@@ -302,13 +302,11 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   }
   json env = json::array();
   bool has_path = false;
-  for (const auto& [key, value] : request.env) {
+  for (const auto& [key, value] : ContainerEnv(request)) {
     env.push_back(key + "=" + value);
     has_path |= key == "PATH";
   }
   if (!has_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  env.push_back("NVIDIA_VISIBLE_DEVICES=" + (request.gpus.empty() ? std::string("void")
-                                                                  : JoinInts(request.gpus)));
 
   json capabilities = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",     "CAP_FSETID",
                        "CAP_KILL",    "CAP_SETGID",       "CAP_SETUID",     "CAP_SETPCAP",
@@ -420,7 +418,7 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
                                                  const std::string& container_id) const {
   std::vector<std::string> argv = {runtime_path_, "run", "--rm", "--name", container_id,
                                    "--network", "host", "--ipc", "host", "--init"};
-  for (const auto& [key, value] : request.env) {
+  for (const auto& [key, value] : ContainerEnv(request)) {
     argv.push_back("--env");
     argv.push_back(key + "=" + value);
   }
@@ -436,8 +434,6 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     if (HasCdiGpuSpec()) {
       for (int gpu : request.gpus) argv.push_back("--device=nvidia.com/gpu=" + std::to_string(gpu));
     } else {
-      argv.push_back("--env");
-      argv.push_back("NVIDIA_VISIBLE_DEVICES=" + JoinInts(request.gpus));
       for (int gpu : request.gpus) {
         argv.push_back("--device=" + options_.device_dir + "/nvidia" + std::to_string(gpu));
       }

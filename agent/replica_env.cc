@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/checkpoint.h"
+#include "common/gpu_visibility.h"
 #include "common/logging.h"
 
 namespace cohort::agent {
@@ -41,14 +42,7 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   for (const auto& [key, value] : input.launch_env) env[key] = value;
   env["COHORT_RESTART_COUNT"] = std::to_string(input.attempt);
   env["COHORT_RESTORE_CHECKPOINT"] = input.restore_checkpoint;
-  std::string gpus;
-  for (size_t i = 0; i < input.gpus.size(); ++i) {
-    if (i > 0) gpus += ",";
-    gpus += std::to_string(input.gpus[i]);
-  }
-  env["CUDA_VISIBLE_DEVICES"] = gpus;
-  env["NVIDIA_VISIBLE_DEVICES"] = gpus.empty() ? "void" : gpus;
-  if (!gpus.empty()) env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  SetGpuVisibility(input.gpus, &env);
   return env;
 }
 

@@ -3,11 +3,10 @@
 //
 // Environment = PATH, HOME and LANG from the agent's own environment, overridden by the
 // LaunchReplica env (the coordinator's rendering of the cluster plus the pool's env), plus what
-// only the agent knows at (re)start: COHORT_RESTART_COUNT (= the attempt), COHORT_RESTORE_CHECKPOINT
-// (newest valid checkpoint under the launch's checkpoint_dir; empty on a first start or when none)
-// and the GPU pinning: CUDA_VISIBLE_DEVICES = "0,2" (empty without GPUs), NVIDIA_VISIBLE_DEVICES the
-// same (or "void" without GPUs), as common/cluster_env.cc renders them, and
-// CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices as NVML (the inventory) does.
+// only the agent knows at (re)start: COHORT_RESTART_COUNT (= the attempt),
+// COHORT_RESTORE_CHECKPOINT (newest valid checkpoint under the launch's checkpoint_dir; empty on a
+// first start or when none) and the GPU pinning of the launch's GPUs (common/gpu_visibility.h:
+// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
 #pragma once
 
 #include <chrono>

@@ -15,13 +15,13 @@
 //  - The AIP_* dirs and CLOUD_ML_HP_METRIC_FILE are set when output_dir is non-empty;
 //    CLOUD_ML_HP_METRIC_FILE = <output_dir>[/<trial_id>]/hp_metrics.jsonl, which the agent tails
 //    (JSON lines, as cloudml-hypertune writes them).
-//  - A replica with no GPUs gets CUDA_VISIBLE_DEVICES="" and NVIDIA_VISIBLE_DEVICES="void", so it
-//    never sees (or, in a container, gets mounted) a GPU.
 //  - host:port uses [host]:port for IPv6 literals.
 #include "common/cluster_env.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "common/gpu_visibility.h"
 
 namespace cohort {
 
@@ -56,15 +56,6 @@ std::string JoinDir(const std::string& output_dir, const std::string& trial_id,
   if (base != "/") base += "/";
   base += leaf;
   return base;
-}
-
-std::string JoinInts(const std::vector<int>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += ",";
-    out += std::to_string(v[i]);
-  }
-  return out;
 }
 
 }  // namespace
@@ -163,9 +154,7 @@ std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input
   }
   if (!input.trial_id.empty()) env["CLOUD_ML_TRIAL_ID"] = input.trial_id;
 
-  // GPUs.
-  env["CUDA_VISIBLE_DEVICES"] = JoinInts(input.gpus);
-  env["NVIDIA_VISIBLE_DEVICES"] = input.gpus.empty() ? "void" : JoinInts(input.gpus);
+  SetGpuVisibility(input.gpus, &env);
 
   // Cohort's own.
   env["COHORT_JOB"] = input.job_name;

@@ -1,11 +1,10 @@
 // Renders the environment a replica's process sees, exactly as the managed services do, so stock
 // PyTorch DDP and TensorFlow multi-worker code runs unchanged (DESIGN.md "Jobs"): CLUSTER_SPEC,
 // TF_CONFIG, MASTER_ADDR/PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, AIP_* dirs,
-// CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_FILE, CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES, and
-// Cohort's own variables that the collective library reads (COHORT_BOOTSTRAP_ADDR,
-// COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX, COHORT_PS_ADDRS). The coordinator renders it (it
-// knows every placement); the agent adds COHORT_RESTORE_CHECKPOINT and COHORT_RESTART_COUNT at
-// (re)start.
+// CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_FILE, the GPU visibility variables, and Cohort's own
+// variables that the collective library reads (COHORT_BOOTSTRAP_ADDR, COHORT_NUM_REDUCERS,
+// COHORT_REDUCER_INDEX, COHORT_PS_ADDRS). The coordinator renders it (it knows every placement);
+// the agent adds COHORT_RESTORE_CHECKPOINT and COHORT_RESTART_COUNT at (re)start.
 #pragma once
 
 #include <map>
@@ -50,8 +49,8 @@ struct ClusterEnvInput {
 //  Also: LOCAL_RANK and LOCAL_WORLD_SIZE (training roles only, torchrun's contract),
 //  AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR (when output_dir is set),
 //  CLOUD_ML_TRIAL_ID (trials only), CLOUD_ML_HP_METRIC_FILE =
-//  <output_dir>[/<trial_id>]/hp_metrics.jsonl, CUDA_VISIBLE_DEVICES ("" without GPUs) and
-//  NVIDIA_VISIBLE_DEVICES ("void" without GPUs), COHORT_JOB, COHORT_ROLE, COHORT_REPLICA
+//  <output_dir>[/<trial_id>]/hp_metrics.jsonl, the visibility of `gpus`
+//  (common/gpu_visibility.h), COHORT_JOB, COHORT_ROLE, COHORT_REPLICA
 //  ("worker-1"), COHORT_BOOTSTRAP_ADDR (chief host:bootstrap_port), COHORT_NUM_WORKERS
 //  (= chief + workers, every role), COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX (reducers only),
 //  COHORT_PS_ADDRS (comma-separated host:port of the parameter servers by index, "" when none).

@@ -149,6 +149,7 @@ TEST_P(OciLauncherTest, CliArgvUsesHostNetworkAndPinnedDevices) {
   for (const auto& a : argv) joined += a + " ";
   EXPECT_NE(joined.find("--network host"), std::string::npos) << joined;
   EXPECT_NE(joined.find("nvidia2"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--env NVIDIA_VISIBLE_DEVICES=2 "), std::string::npos) << joined;
   EXPECT_EQ(joined.find("nvidia1"), std::string::npos) << joined;
   EXPECT_NE(joined.find("python3 train.py"), std::string::npos) << joined;
 }

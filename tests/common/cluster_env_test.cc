@@ -93,6 +93,7 @@ TEST(ClusterEnvTest, ChiefOfReducerJob) {
   EXPECT_EQ(env.count("CLOUD_ML_TRIAL_ID"), 0u);
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,1");
   EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
   EXPECT_EQ(env["COHORT_JOB"], "digits");
   EXPECT_EQ(env["COHORT_ROLE"], "chief");
   EXPECT_EQ(env["COHORT_REPLICA"], "chief-0");
