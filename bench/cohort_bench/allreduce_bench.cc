@@ -11,10 +11,17 @@
 #include <mutex>
 #include <thread>
 
+#ifdef COHORT_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "bench/cohort_bench/forked_ranks.h"
 #include "bench/common/json_line.h"
 #include "bench/common/size_args.h"
 #include "collective/communicator.h"
+#ifdef COHORT_HAVE_CUDA
+#include "collective/kernels/device_staging.h"
+#endif
 #include "collective/kernels/half.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
@@ -82,6 +89,63 @@ double Expected(ReduceOp op, size_t i, int n) {
   return 0;
 }
 
+// The buffer a worker all-reduces: `host` itself, or with --device cuda a cudaMalloc copy of it
+// that Upload/Download move `host` into and out of.
+class BenchBuffer {
+ public:
+  BenchBuffer() = default;
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
+  ~BenchBuffer() {
+#ifdef COHORT_HAVE_CUDA
+    if (device_ != nullptr) cudaFree(device_);
+#endif
+  }
+
+  Status Allocate(const std::string& device, size_t bytes) {
+    host.assign(bytes, 0);
+    if (device == "cpu") return Status::Ok();
+#ifdef COHORT_HAVE_CUDA
+    if (collective::CudaDeviceCount() == 0)
+      return FailedPrecondition("--device cuda: no CUDA device present");
+    if (cudaError_t e = cudaMalloc(&device_, bytes); e != cudaSuccess) {
+      device_ = nullptr;
+      return ResourceExhausted("cudaMalloc of " + std::to_string(bytes) +
+                               " bytes: " + cudaGetErrorString(e));
+    }
+    return Status::Ok();
+#else
+    return InvalidArgument("--device " + device + ": cohort-bench was built without CUDA");
+#endif
+  }
+  void* data() { return device_ != nullptr ? device_ : host.data(); }
+  Status Upload() {
+#ifdef COHORT_HAVE_CUDA
+    if (device_ != nullptr)
+      return CudaCopy(cudaMemcpy(device_, host.data(), host.size(), cudaMemcpyHostToDevice));
+#endif
+    return Status::Ok();
+  }
+  Status Download() {
+#ifdef COHORT_HAVE_CUDA
+    if (device_ != nullptr)
+      return CudaCopy(cudaMemcpy(host.data(), device_, host.size(), cudaMemcpyDeviceToHost));
+#endif
+    return Status::Ok();
+  }
+
+  std::vector<char> host;
+
+ private:
+#ifdef COHORT_HAVE_CUDA
+  static Status CudaCopy(cudaError_t e) {
+    return e == cudaSuccess ? Status::Ok()
+                            : Internal(std::string("cudaMemcpy: ") + cudaGetErrorString(e));
+  }
+#endif
+  void* device_ = nullptr;
+};
+
 Status MaxAcross(Communicator& comm, double* v) {
   return comm.Allreduce(v, 1, DataType::kF64, ReduceOp::kMax, Algorithm::kRing);
 }
@@ -90,11 +154,14 @@ void PrintHeader(const AllreduceBenchOptions& o) {
   if (o.json) return;
   const char* tls = std::getenv("UCX_TLS");
   const std::string chunk = o.chunk_bytes == 0 ? "by placement" : std::to_string(o.chunk_bytes);
-  std::printf("# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, warmup %d, chunk %s\n",
-              std::string(collective::AlgorithmName(o.algo)).c_str(), o.workers, o.reducers, o.transport.c_str(),
-              o.transport == "ucx" ? " (UCX_TLS=" : "", o.transport == "ucx" ? (tls ? tls : "all") : "",
-              o.transport == "ucx" ? ")" : "", TypeLabel(o.type).c_str(),
-              std::string(collective::ReduceOpName(o.op)).c_str(), o.iters, o.warmup, chunk.c_str());
+  std::printf(
+      "# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, "
+      "warmup %d, chunk %s%s\n",
+      std::string(collective::AlgorithmName(o.algo)).c_str(), o.workers, o.reducers,
+      o.transport.c_str(), o.transport == "ucx" ? " (UCX_TLS=" : "",
+      o.transport == "ucx" ? (tls ? tls : "all") : "", o.transport == "ucx" ? ")" : "",
+      TypeLabel(o.type).c_str(), std::string(collective::ReduceOpName(o.op)).c_str(), o.iters,
+      o.warmup, chunk.c_str(), o.device == "cpu" ? "" : (", device " + o.device).c_str());
   std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
               "busbw_GBps", "wrong");
   std::fflush(stdout);
@@ -121,6 +188,7 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
     line["transport"] = o.transport;
     line["ucx_tls"] = tls ? tls : "";
     line["iters"] = iters;
+    if (o.device != "cpu") line["device"] = o.device;
     PrintJsonLine(line);
     return;
   }
@@ -136,8 +204,10 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
   for (size_t size : o.sizes) {
     const size_t count = size / es;
     if (count == 0) continue;
-    std::vector<char> buf(count * es);
-    Fill(o.type, buf.data(), count, comm.rank(), false);
+    BenchBuffer buf;
+    COHORT_RETURN_IF_ERROR(buf.Allocate(o.device, count * es));
+    Fill(o.type, buf.host.data(), count, comm.rank(), false);
+    COHORT_RETURN_IF_ERROR(buf.Upload());
     auto t0 = collective::SteadyClock::now();
     for (int i = 0; i < o.warmup; ++i) COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
     double warm_s = std::chrono::duration<double>(collective::SteadyClock::now() - t0).count() / std::max(1, o.warmup);
@@ -153,12 +223,14 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
     std::optional<int64_t> wrong;
     if (o.check) {
-      Fill(o.type, buf.data(), count, comm.rank(), true);
+      Fill(o.type, buf.host.data(), count, comm.rank(), true);
+      COHORT_RETURN_IF_ERROR(buf.Upload());
       COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+      COHORT_RETURN_IF_ERROR(buf.Download());
       int64_t bad = 0;
       for (size_t i = 0; i < count; ++i) {
         const double want = Expected(o.op, i, o.workers);
-        const double got = Get(o.type, buf.data(), i);
+        const double got = Get(o.type, buf.host.data(), i);
         const double tol = (o.type == DataType::kF16 || o.type == DataType::kBF16) ? std::fabs(want) * 1e-2 : 1e-9 * std::fabs(want);
         if (std::fabs(got - want) > tol) ++bad;
       }
@@ -231,23 +303,32 @@ int RunThreads(const AllreduceBenchOptions& o) {
 
 void PrintAllreduceUsage() {
   std::printf(
-      "usage: cohort-bench allreduce [--algo reduction-server|ring|halving-doubling|shared-memory|\n"
-      "         hierarchical|auto] [--workers N] [--reducers M] [--sizes 1K:256M] [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
+      "usage: cohort-bench allreduce [--algo "
+      "reduction-server|ring|halving-doubling|shared-memory|\n"
+      "         hierarchical|auto] [--workers N] [--reducers M] [--sizes 1K:256M] [--dtype "
+      "f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
-      "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] [--json]\n"
+      "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
+      "[--json]\n"
+      "         [--device cpu|cuda]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
       "Prints nccl-tests' columns: size count type time_us algbw_GBps busbw_GBps wrong.\n"
       "time_us: mean per call of the slowest worker; algbw = size/time; busbw = algbw*2(n-1)/n.\n"
       "--transport inproc runs ranks as threads; ucx forks one process per worker and reducer\n"
       "(UCX_TLS from the environment). With --rank/--bootstrap this process is one rank of a job\n"
-      "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the worker\n"
-      "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo auto\n"
+      "launched elsewhere (worker 0 serves the bootstrap store at HOST:PORT); --rank is the "
+      "worker\n"
+      "rank or, with --role reducer, the reducer index. --algo ring ignores --reducers; --algo "
+      "auto\n"
       "runs what Communicator picks for the job (Communicator::AutoAlgorithm: shared-memory when\n"
-      "every worker shares one host with UCX shared memory allowed; hierarchical when several hosts\n"
+      "every worker shares one host with UCX shared memory allowed; hierarchical when several "
+      "hosts\n"
       "have as many workers each (at least two); else halving-doubling up\n"
       "to 64K among a power-of-two number of workers, else reduction-server with reducers, ring\n"
       "without). --chunk-bytes: the pipeline unit (and shared-memory's slot); by default the\n"
-      "communicator picks it (1M when every rank shares the host over shared memory, else 128K).\n");
+      "communicator picks it (1M when every rank shares the host over shared memory, else 128K).\n"
+      "--device cuda: each worker's buffer is cudaMalloc memory on device 0, staged by the\n"
+      "communicator through pinned host memory; time_us counts the copies.\n");
 }
 
 bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o, bool* help) {
@@ -328,6 +409,17 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
     } else if (a == "--timeout-ms") {
       if (!(v = need(i))) return false;
       ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
+    } else if (a == "--device") {
+      if (!(v = need(i))) return false;
+      ok = *v == "cpu" || *v == "cuda";
+      o->device = *v;
+#ifndef COHORT_HAVE_CUDA
+      if (*v == "cuda") {
+        std::fprintf(stderr,
+                     "cohort-bench: --device cuda: this cohort-bench was built without CUDA\n");
+        return false;
+      }
+#endif
     } else if (a == "--rank") {
       if (!(v = need(i))) return false;
       ok = to_int(*v, &o->rank);

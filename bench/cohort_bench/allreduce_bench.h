@@ -33,6 +33,9 @@ struct AllreduceBenchOptions {
   double max_seconds_per_size = 0;  // 0: no cap on iterations
   bool check = false;
   bool json = false;
+  // "cpu" (default): host buffers. "cuda": buffers from cudaMalloc on device 0, which the
+  // Communicator stages through pinned host memory (needs a build with COHORT_HAVE_CUDA).
+  std::string device = "cpu";
   size_t chunk_bytes = 0;  // 0: the communicator picks it by placement
   int window = 4;
   int max_flows = -1;  // -1: the communicator's default
