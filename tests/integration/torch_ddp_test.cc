@@ -1,0 +1,286 @@
+// A stock PyTorch DDP script under Cohort (issue 13): real cohort-coordinator and cohort-agent
+// processes on loopback run examples/torch/ddp_digits.py (torch.distributed with the gloo backend,
+// `init_method="env://"`, a DistributedSampler, per-epoch checkpoints to $AIP_CHECKPOINT_DIR and
+// resume from the newest) as chief + 2 workers on one-GPU agents (GPUs configured with --gpus;
+// torch trains on CPU). Each fault hits the job after a given epoch's checkpoint is committed:
+//
+//   - preemption: the agent running RANK=1 gets SIGTERM;
+//   - a lone replica: RANK=1's process group is SIGKILLed, its agent lives;
+//
+// and in each the other ranks then die of gloo's "Connection reset by peer" with exit 1, so the
+// job must end SUCCEEDED having resumed from a checkpoint (the script logs the epoch), with one
+// restart spent for the incident. A script that exits 1 on its own while every node is healthy
+// still fails the job at once, with no restart.
+//
+// The tests need /usr/bin/python3 with torch (Debian's python3-torch); without it they skip,
+// saying so. They are kept short (a small MLP, 5 epochs of about a second, a 3 s heartbeat
+// timeout) and wait on deadlines, never on sleeps.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "common/client.h"
+#include "common/job_spec.h"
+#include "tests/integration/binaries.h"
+#include "tests/testing/local_cluster.h"
+#include "tests/testing/process.h"
+
+#ifndef COHORT_TORCH_DDP_SCRIPT
+#define COHORT_TORCH_DDP_SCRIPT ""
+#endif
+#ifndef COHORT_TORCH_EXAMPLES_DIR
+#define COHORT_TORCH_EXAMPLES_DIR ""
+#endif
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+using namespace std::chrono_literals;
+
+constexpr const char* kPython = "/usr/bin/python3";
+constexpr int kEpochs = 5;
+// The fault comes once this epoch's checkpoint is committed: later epochs are still to run.
+constexpr int kFaultAfterEpoch = 2;
+
+// Why torch cannot run here ("" when it can), asked once.
+const std::string& TorchMissing() {
+  static const std::string reason = [] {
+    if (!ct::FileExists(kPython)) return std::string(kPython) + " is not installed";
+    ct::RunResult r = ct::RunProcess(
+        kPython, {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {}, 60s);
+    if (r.exit_code == 0) return std::string();
+    return std::string(kPython) + " cannot import torch with gloo (install python3-torch): " +
+           r.err.substr(r.err.size() > 300 ? r.err.size() - 300 : 0);
+  }();
+  return reason;
+}
+
+struct JobOptions {
+  bool restart_job_on_worker_restart = true;
+  std::string extra_args;  // ", --flag=value" appended to the script's arguments
+};
+
+class TorchDdpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}) {
+      if (path.empty() || !ct::FileExists(path)) {
+        GTEST_SKIP() << "not built in this tree: '" << path << "'";
+      }
+    }
+    if (!TorchMissing().empty()) GTEST_SKIP() << TorchMissing();
+    ct::ClusterOptions options;
+    options.heartbeat_timeout = "3s";
+    cluster_ = std::make_unique<ct::LocalCluster>(
+        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+    ASSERT_EQ(cluster_->StartCoordinator(), "");
+  }
+
+  void TearDown() override {
+    if (!cluster_) return;
+    if (HasFailure()) {
+      std::cerr << cluster_->Logs();
+      if (!job_.empty()) std::cerr << "--- chief-0 log ---\n" << ReplicaLog("chief-0") << "\n";
+    }
+    for (pid_t pid : cluster_->ReplicaProcesses()) ::kill(pid, SIGKILL);  // safety net only
+    cluster_.reset();
+  }
+
+  // Node ids carry the pid: agents on one host must not share one (ctest runs tests in parallel).
+  static std::string Node(const std::string& name) {
+    return name + "-" + std::to_string(::getpid());
+  }
+
+  void StartAgents(const std::vector<std::string>& names, int gpus) {
+    for (const auto& name : names) {
+      ASSERT_EQ(cluster_->StartAgent({Node(name), gpus, 4}), "");
+    }
+  }
+
+  std::string OutputDir() { return cluster_->scratch(job_); }
+
+  // Chief + 2 workers of the stock script, one GPU each, the whole job restarted on a restart
+  // unless told otherwise.
+  std::string JobYaml(const JobOptions& options) {
+    std::string process =
+        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" + std::string(kPython) +
+        ", " + COHORT_TORCH_DDP_SCRIPT +
+        "]\n      args: [--backend=gloo, --epochs=" + std::to_string(kEpochs) +
+        ", --hidden=32, --batch-size=32, --lr=0.1, --seed=3, --step-delay=0.06, --timeout=60" +
+        options.extra_args + "]\n      env: {OMP_NUM_THREADS: \"1\"}\n";
+    return "name: " + job_ + "\noutput_dir: " + OutputDir() +
+           "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
+           "  - role: worker\n    replicas: 2\n" + process +
+           "scheduling: {timeout: 5m, max_restarts: 3, restart_job_on_worker_restart: " +
+           (options.restart_job_on_worker_restart ? "true" : "false") + "}\n";
+  }
+
+  void Submit(const std::string& job, const JobOptions& options = {}) {
+    job_ = job;
+    auto client = cluster_->Client();
+    auto sub = client.Submit(JobYaml(options));
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  }
+
+  std::optional<wire::JobInfoT> Job() {
+    auto client = cluster_->Client();
+    auto info = client.GetJob(job_);
+    if (!info.ok()) return std::nullopt;
+    return std::move(*info);
+  }
+
+  // Waits until the job runs and rank 0 has committed the checkpoint of `epoch`.
+  void WaitForCheckpoint(int epoch) {
+    const std::string path = OutputDir() + "/checkpoints/epoch-" + std::to_string(epoch) + ".pt";
+    ASSERT_TRUE(ct::WaitUntil(
+        [&] {
+          auto job = Job();
+          return job && job->state == wire::JobState::RUNNING && ct::FileExists(path);
+        },
+        90s))
+        << "the job never committed the checkpoint of epoch " << epoch;
+  }
+
+  std::string NodeOf(const std::string& replica) {
+    auto job = Job();
+    if (!job) return "";
+    for (const auto& r : job->replicas) {
+      if (r && r->replica == replica) return r->node_id;
+    }
+    return "";
+  }
+
+  // The live process of `replica` (the group leader the agent started), or -1.
+  pid_t ReplicaPid(const std::string& replica) {
+    const std::vector<pid_t> mine = ct::FindProcessesWithEnvOrCwd("COHORT_REPLICA=" + replica);
+    for (pid_t pid : cluster_->ReplicaProcesses()) {
+      bool named = std::find(mine.begin(), mine.end(), pid) != mine.end();
+      if (named && ::getpgid(pid) == pid) return pid;
+    }
+    return -1;
+  }
+
+  // SIGKILLs the process group of `replica`'s process; false when it is not running.
+  bool KillReplicaGroup(const std::string& replica) {
+    pid_t pid = ReplicaPid(replica);
+    return pid > 0 && ::kill(-pid, SIGKILL) == 0;
+  }
+
+  std::string ReplicaLog(const std::string& replica) {
+    auto client = cluster_->Client();
+    auto logs = client.ReadLogs(job_, replica, 0);
+    if (!logs.ok()) return "(no log: " + logs.status().ToString() + ")";
+    return std::string(logs->data.begin(), logs->data.end());
+  }
+
+  // Waits for the end of the job; then checks it SUCCEEDED once, every training replica ran a
+  // second attempt, the chief's second attempt resumed from a checkpoint at or after the fault's
+  // epoch and trained to the end, and no replica outlived the job.
+  void ExpectResumedAfterOneRestart() {
+    auto client = cluster_->Client();
+    wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+    ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+    EXPECT_EQ(done.restarts, 1) << "one incident spends one restart";
+    for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 1) << r->replica;
+
+    std::string log;
+    std::smatch resumed;
+    static const std::regex kResumed("resumed from epoch ([0-9]+)");
+    ASSERT_TRUE(ct::WaitUntil(
+        [&] {
+          log = ReplicaLog("chief-0");
+          return log.find("final test accuracy") != std::string::npos;
+        },
+        20s))
+        << log;
+    EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
+    ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
+    int epoch = std::stoi(resumed[1].str());
+    EXPECT_GE(epoch, kFaultAfterEpoch) << log;
+    EXPECT_LT(epoch, kEpochs) << "the fault came after training ended: " << log;
+    EXPECT_NE(log.find("epoch " + std::to_string(kEpochs) + "/" + std::to_string(kEpochs)),
+              std::string::npos)
+        << log;
+    EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+  }
+
+  std::unique_ptr<ct::LocalCluster> cluster_;
+  std::string job_;
+};
+
+// The example job files: valid, and the cohort one is the gloo one with one word changed and a
+// reducer pool added.
+TEST(TorchDdpExampleTest, ShippedJobFilesDifferOnlyInTheBackendAndTheReducerPool) {
+  const std::string dir = COHORT_TORCH_EXAMPLES_DIR;
+  auto gloo = LoadJobSpec(dir + "/ddp_gloo.yaml");
+  auto with_cohort = LoadJobSpec(dir + "/ddp_cohort.yaml");
+  ASSERT_TRUE(gloo.ok()) << gloo.status().ToString();
+  ASSERT_TRUE(with_cohort.ok()) << with_cohort.status().ToString();
+  EXPECT_EQ(gloo->FindPool(Role::kReducer), nullptr);
+  const WorkerPoolSpec* reducers = with_cohort->FindPool(Role::kReducer);
+  ASSERT_NE(reducers, nullptr);
+  EXPECT_EQ(reducers->builtin, Builtin::kReducer);
+  for (Role role : {Role::kChief, Role::kWorker}) {
+    const WorkerPoolSpec* a = gloo->FindPool(role);
+    const WorkerPoolSpec* b = with_cohort->FindPool(role);
+    ASSERT_TRUE(a && b && a->process && b->process) << RoleName(role);
+    ProcessSpec as_gloo = *b->process;
+    for (auto& arg : as_gloo.args) {
+      if (arg == "--backend=cohort") arg = "--backend=gloo";
+    }
+    EXPECT_EQ(as_gloo, *a->process) << RoleName(role);
+    EXPECT_NE(*b->process, *a->process) << RoleName(role) << ": no --backend=cohort";
+    EXPECT_EQ(a->replicas, b->replicas);
+  }
+  EXPECT_EQ(gloo->scheduling, with_cohort->scheduling);
+  EXPECT_TRUE(gloo->scheduling.restart_job_on_worker_restart);
+}
+
+TEST_F(TorchDdpTest, PreemptedAgentRestartsTheJobOnceFromItsCheckpoint) {
+  StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
+  Submit("preempted");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const std::string node = NodeOf("worker-0");
+  ASSERT_FALSE(node.empty());
+  cluster_->agent(node).Signal(SIGTERM);  // as a preemption notice or `systemctl stop` does
+  ExpectResumedAfterOneRestart();
+  EXPECT_TRUE(cluster_->agent(node).Wait(30s).has_value()) << "the agent did not exit";
+}
+
+TEST_F(TorchDdpTest, LoneReplicaKilledRestartsTheJobOnceFromItsCheckpoint) {
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  Submit("lone_replica");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
+  ExpectResumedAfterOneRestart();
+}
+
+TEST_F(TorchDdpTest, ScriptExitingOneOnItsOwnFailsTheJobAtOnce) {
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  JobOptions options;
+  options.extra_args = ", --fail-at-epoch=" + std::to_string(kFaultAfterEpoch) + ", --fail-rank=1";
+  Submit("script_bug", options);
+  auto client = cluster_->Client();
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 120s);
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  EXPECT_NE(done.message.find("permanent failure"), std::string::npos) << done.message;
+  EXPECT_EQ(done.restarts, 0);
+  for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 0) << r->replica;
+  std::string log = ReplicaLog("worker-0");
+  EXPECT_NE(log.find("rank 1 failing on purpose at epoch " + std::to_string(kFaultAfterEpoch)),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+}  // namespace
+}  // namespace cohort
