@@ -1,7 +1,12 @@
 // PsServer holds one shard of a model for the parameter server (DESIGN.md "Collective",
-// Parameter server): the key ranges ps_layout.h assigns to server `server_index`, their optimizer
-// state, and the workers' clocks. Workers push gradients and pull parameters with PsWorker
-// (ps_worker.h) over the protocol of ps_protocol.h.
+// Parameter server) and serves it to the workers' PsWorker (ps_worker.h) over the protocol of
+// ps_protocol.h. It is the serving loop and a handler per operation; the parts it drives have
+// their own files, as ps-lite keeps its Van apart from KVServer's storage:
+//   ps_framing.h      requests and replies to and from messages
+//   ps_shard.h        the key ranges ps_layout.h assigns to server `server_index`, with their
+//                     optimizer state
+//   ps_clock_table.h  the workers' clocks (bounded staleness), barriers and goodbyes
+//   ps_checkpoint.h   shard checkpoint files
 //
 // Serving: Serve() runs one thread per worker for one transport generation; each thread takes
 // that worker's requests in order and answers every one. Updates of one key part happen under
@@ -17,30 +22,28 @@
 // error reply naming the problem; the server goes on serving. Transport errors end the
 // generation (the workers rebuild and the server joins the next one, keeping its state).
 //
-// Checkpoints (common/checkpoint.h): every `checkpoint_every` steps (SSP: applied clocks; async:
-// pushes / num_workers) the shard is written as checkpoint `step` under checkpoint_dir: files
-// "meta" (layout, optimizer, clocks) and "shard" (values and optimizer state). Restore() reads
-// the newest valid one, so a restarted server resumes from its last checkpoint; updates after
-// it are lost, and workers learn the restored clock from InitModel's reply.
+// Checkpoints: every `checkpoint_every` steps (SSP: applied clocks; async: pushes / num_workers)
+// the shard is written as checkpoint `step` under checkpoint_dir (ps_checkpoint.h). Restore()
+// reads the newest valid one, so a restarted server resumes from its last checkpoint; updates
+// after it are lost, and workers learn the restored clock from InitModel's reply.
 //
 // Thread safety: Serve is called by one thread at a time; stats() and Snapshot() from any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "collective/bootstrap.h"
-#include "collective/ps/ps_layout.h"
+#include "collective/ps/ps_clock_table.h"
 #include "collective/ps/ps_optimizer.h"
 #include "collective/ps/ps_protocol.h"
+#include "collective/ps/ps_shard.h"
 #include "collective/transport/transport.h"
+#include "common/mutex.h"
 
 namespace cohort::collective::ps {
 
@@ -50,8 +53,8 @@ struct PsServerOptions {
   int server_index = 0;
   // When set, used instead of the optimizer the chief's InitModel carries (cohort-ps flags).
   std::optional<OptimizerConfig> optimizer_override;
-  std::string checkpoint_dir;     // empty: no checkpoints
-  int64_t checkpoint_every = 0;   // steps between checkpoints; 0: none
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0: none
   int keep_checkpoints = 3;
   // Bound on each wait inside a request: a pushed payload, an SSP read, an init waiting for the
   // chief.
@@ -64,14 +67,15 @@ struct PsServerStats {
   uint64_t pushes = 0;
   uint64_t pulls = 0;
   uint64_t clocks = 0;
-  uint64_t errors = 0;          // requests answered with an error
+  uint64_t errors = 0;  // requests answered with an error
   uint64_t bytes_pushed = 0;
   uint64_t bytes_pulled = 0;
   uint64_t checkpoints = 0;
-  int64_t applied_clock = 0;    // SSP: every clock below this is applied
-  int64_t step = 0;             // checkpoint step (see above)
-  int64_t max_read_gap = 0;     // SSP: largest (reader's clock - slowest worker's clock) at a served pull
-  int64_t restored_step = -1;   // step of the checkpoint restored at start, else -1
+  int64_t applied_clock = 0;  // SSP: every clock below this is applied
+  int64_t step = 0;           // checkpoint step (see above)
+  int64_t max_read_gap =
+      0;  // SSP: largest (reader's clock - slowest worker's clock) at a served pull
+  int64_t restored_step = -1;  // step of the checkpoint restored at start, else -1
 };
 
 class PsServer {
@@ -100,60 +104,59 @@ class PsServer {
   std::vector<char> Snapshot() const;
 
  private:
-  struct Part;
   struct Request;
+  // One request being handled: what a handler gets.
+  struct Call {
+    const Request& request;
+    int worker;
+    const std::atomic<bool>& stop;
+    std::vector<char>& pulled;  // a pull's values, sized by its handler
+  };
+  using Handler = Status (PsServer::*)(const Call&);
+  // The handler of each operation; nullptr for an unknown one.
+  static Handler HandlerFor(PsOp op);
 
   // One worker's request loop for one generation: OK after its goodbye.
   Status ServeWorker(Transport& transport, int worker, const std::atomic<bool>& stop);
   // Receives the messages that follow a request header (key list, values) into `r`.
   Status ReceiveRequest(Transport& transport, int worker, const char* message, Request* r);
   Status Reply(Transport& transport, int worker, const Request& r, const Status& status,
-               std::vector<char>* pulled);
+               const std::vector<char>& pulled);
 
-  Status InitShard(const ModelLayout& layout, const OptimizerConfig& optimizer, const char* values, size_t bytes);
-  Status HandleInit(const Request& r, int64_t* clock);
-  Status HandlePush(const Request& r, int worker);
-  Status HandlePull(const Request& r, int worker, char* out, const std::atomic<bool>& stop);
-  Status HandleClock(int worker);
-  Status HandleBye(int worker, const std::atomic<bool>& stop);
-  Status HandleBarrier(int worker, const std::atomic<bool>& stop);
-  int64_t MinClockLocked() const;  // clock_mu_ held
-  // Resolves a request's keys against the layout: the parts it touches, in order.
-  Status ResolveParts(const Request& r, std::vector<Part*>* parts, uint64_t* owned_bytes) const;
-  // Applies the summed pushes of every finished clock (SSP). Takes apply_mu_.
-  void ApplyFinishedClocks();
-  void MaybeCheckpointLocked(int64_t step);  // apply_mu_ held
-  Status CheckpointLocked();                 // apply_mu_ held
+  Status HandleInit(const Call& c);
+  Status HandlePush(const Call& c);
+  Status HandlePull(const Call& c);
+  Status HandleClock(const Call& c);
+  Status HandleShutdown(const Call& c);
+  Status HandleBye(const Call& c);
+  Status HandleBarrier(const Call& c);
+  // True once this generation is over for a waiting handler.
+  bool GenerationOver(const std::atomic<bool>& stop) const { return stop.load() || failed_.load(); }
+  // Applies the summed pushes of every finished clock (SSP).
+  void ApplyFinishedClocks() EXCLUDES(apply_mu_);
+  void MaybeCheckpointLocked(int64_t step) REQUIRES(apply_mu_);
+  Status CheckpointLocked() REQUIRES(apply_mu_);
   double Scale() const;
 
   PsServerOptions options_;
-  mutable std::mutex state_mu_;             // guards init
-  std::condition_variable init_cv_;
-  bool initialized_ = false;                // guarded by state_mu_; parts_ fixed once true
-  ModelLayout layout_;
-  OptimizerConfig optimizer_;
-  std::vector<uint64_t> boundaries_;
-  std::vector<std::unique_ptr<Part>> parts_;  // in key order
-  std::vector<int> part_of_key_;              // layout index -> parts_ index or -1
-  std::atomic<uint64_t> owned_bytes_{0};
+  // Lock order: state_mu_, then apply_mu_.
+  mutable Mutex state_mu_;
+  CondVar init_cv_;
+  bool initialized_ GUARDED_BY(state_mu_) = false;
+  // Replaced (Init, restore) only with both mutexes held and before initialized_ is set; read
+  // freely once initialized.
+  Shard shard_;
+  ClockTable clocks_;
 
-  mutable std::mutex clock_mu_;
-  std::condition_variable clock_cv_;
-  std::vector<int64_t> clocks_;   // guarded by clock_mu_
-  std::vector<bool> left_;        // guarded by clock_mu_
-  std::vector<int64_t> barriers_; // guarded by clock_mu_
-  int64_t applied_clock_ = 0;     // guarded by clock_mu_
-  int64_t max_read_gap_ = 0;      // guarded by clock_mu_
-
-  std::mutex apply_mu_;           // serializes SSP applies and checkpoints
-  int64_t last_checkpoint_step_ = 0;  // guarded by apply_mu_
+  Mutex apply_mu_;  // serializes SSP applies and checkpoints
+  int64_t last_checkpoint_step_ GUARDED_BY(apply_mu_) = 0;
   std::atomic<uint64_t> async_pushes_{0};
   std::atomic<bool> shutdown_{false};
   std::atomic<bool> failed_{false};
   int64_t restored_step_ = -1;
 
-  std::atomic<uint64_t> pushes_{0}, pulls_{0}, clock_count_{0}, errors_{0}, bytes_pushed_{0}, bytes_pulled_{0},
-      checkpoints_{0};
+  std::atomic<uint64_t> pushes_{0}, pulls_{0}, clock_count_{0}, errors_{0}, bytes_pushed_{0},
+      bytes_pulled_{0}, checkpoints_{0};
 };
 
 struct PsRunOptions {

@@ -5,21 +5,13 @@
 #include <cstring>
 #include <mutex>
 
+#include "collective/ps/ps_framing.h"
 #include "collective/ps/ps_generation.h"
 #include "collective/store_bootstrap.h"
 #include "common/env.h"
 #include "common/logging.h"
 
 namespace cohort::collective::ps {
-namespace {
-
-
-bool CarriesValues(PsOp op, uint16_t flags) {
-  return op == PsOp::kPush || (op == PsOp::kInit && (flags & kHasValues));
-}
-
-}  // namespace
-
 struct PsWorker::Pending {
   struct One {
     int server = 0;
@@ -43,14 +35,16 @@ uint32_t PsWorker::NextId() {
   return id;
 }
 
-StatusOr<std::unique_ptr<PsWorker>> PsWorker::Attach(std::unique_ptr<Transport> transport, int num_workers,
-                                                     int num_servers, PsWorkerOptions options) {
+StatusOr<std::unique_ptr<PsWorker>> PsWorker::Attach(std::unique_ptr<Transport> transport,
+                                                     int num_workers, int num_servers,
+                                                     PsWorkerOptions options) {
   if (transport == nullptr) return InvalidArgument("parameter-server worker: no transport");
   if (num_workers < 1 || num_servers < 1 || transport->size() != num_workers + num_servers ||
       transport->rank() >= num_workers) {
-    return InvalidArgument("parameter-server worker: rank " + std::to_string(transport->rank()) + " of a transport of " +
-                           std::to_string(transport->size()) + " is not one of " + std::to_string(num_workers) +
-                           " workers with " + std::to_string(num_servers) + " servers");
+    return InvalidArgument("parameter-server worker: rank " + std::to_string(transport->rank()) +
+                           " of a transport of " + std::to_string(transport->size()) +
+                           " is not one of " + std::to_string(num_workers) + " workers with " +
+                           std::to_string(num_servers) + " servers");
   }
   std::unique_ptr<PsWorker> w(new PsWorker());
   w->num_workers_ = num_workers;
@@ -60,11 +54,13 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Attach(std::unique_ptr<Transport> 
   return w;
 }
 
-StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int rank, int num_workers, int num_servers,
+StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int rank,
+                                                     int num_workers, int num_servers,
                                                      PsWorkerOptions options) {
   if (num_workers < 1 || num_servers < 1 || rank < 0 || rank >= num_workers) {
-    return InvalidArgument("parameter-server worker " + std::to_string(rank) + " of " + std::to_string(num_workers) +
-                           " with " + std::to_string(num_servers) + " servers is not valid");
+    return InvalidArgument("parameter-server worker " + std::to_string(rank) + " of " +
+                           std::to_string(num_workers) + " with " + std::to_string(num_servers) +
+                           " servers is not valid");
   }
   std::string generation;
   if (rank == 0) {
@@ -81,31 +77,36 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int r
       std::lock_guard<std::mutex> lock(seen_mu);
       previous = seen[seen_key];
     }
-    COHORT_ASSIGN_OR_RETURN(generation, AwaitGeneration(bootstrap, options.key_prefix, previous,
-                                                        SteadyClock::now() + options.timeout, nullptr, rank));
+    COHORT_ASSIGN_OR_RETURN(generation,
+                            AwaitGeneration(bootstrap, options.key_prefix, previous,
+                                            SteadyClock::now() + options.timeout, nullptr, rank));
     std::lock_guard<std::mutex> lock(seen_mu);
     seen[seen_key] = generation;
   }
-  COHORT_ASSIGN_OR_RETURN(auto transport, MakePsTransport(bootstrap, options.key_prefix, generation, rank, num_workers,
-                                                          num_servers, options.timeout));
+  COHORT_ASSIGN_OR_RETURN(
+      auto transport, MakePsTransport(bootstrap, options.key_prefix, generation, rank, num_workers,
+                                      num_servers, options.timeout));
   return Attach(std::move(transport), num_workers, num_servers, std::move(options));
 }
 
 StatusOr<std::unique_ptr<PsWorker>> PsWorker::FromEnvironment() {
   COHORT_ASSIGN_OR_RETURN(int rank, IntFromEnvironment("RANK", 0));
   const char* nw = std::getenv("COHORT_NUM_WORKERS");
-  COHORT_ASSIGN_OR_RETURN(int workers, IntFromEnvironment(nw && *nw ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", 1));
+  COHORT_ASSIGN_OR_RETURN(int workers,
+                          IntFromEnvironment(nw && *nw ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", 1));
   int servers = 0;
   const char* addrs = std::getenv("COHORT_PS_ADDRS");
   if (addrs != nullptr && *addrs != '\0') {
     servers = 1 + static_cast<int>(std::count(addrs, addrs + std::strlen(addrs), ','));
   }
   COHORT_ASSIGN_OR_RETURN(servers, IntFromEnvironment("COHORT_NUM_PS", servers));
-  if (servers == 0) return InvalidArgument("the job has no parameter servers (COHORT_PS_ADDRS is empty)");
+  if (servers == 0)
+    return InvalidArgument("the job has no parameter servers (COHORT_PS_ADDRS is empty)");
   COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
   const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
-  if (addr == nullptr || *addr == '\0') return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
+  if (addr == nullptr || *addr == '\0')
+    return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
   PsWorkerOptions options;
   options.timeout = std::chrono::milliseconds(timeout_ms);
   std::unique_ptr<StoreServer> server;
@@ -124,7 +125,8 @@ PsWorker::~PsWorker() {
     pending_.clear();
     std::vector<ReplyHeader> replies;
     Status s = Broadcast(PsOp::kBye, &replies);
-    if (!s.ok()) spdlog::debug("parameter-server worker {}: goodbye: {}", transport_->rank(), s.ToString());
+    if (!s.ok())
+      spdlog::debug("parameter-server worker {}: goodbye: {}", transport_->rank(), s.ToString());
   }
   pending_.clear();
   transport_.reset();
@@ -132,39 +134,18 @@ PsWorker::~PsWorker() {
   store_server_.reset();
 }
 
-Status PsWorker::Post(Pending* p, int server, RequestHeader h, std::span<const uint64_t> keys, ConstBytes payload,
-                      MutableBytes pull_into, const std::string* layout) {
+Status PsWorker::Post(Pending* p, int server, RequestHeader h, std::span<const uint64_t> keys,
+                      ConstBytes payload, MutableBytes pull_into, const std::string* layout) {
   auto one = std::make_unique<Pending::One>();
   one->server = server;
   one->op = h.op;
   const int peer = num_workers_ + server;
-  size_t size = sizeof(RequestHeader);
-  const bool list = !(h.flags & kKeyRange) && (h.op == PsOp::kPush || h.op == PsOp::kPull);
-  if (list) {
-    h.num_keys = static_cast<uint32_t>(keys.size());
-    if (size + keys.size() * 8 <= kMaxRequestBytes) {
-      h.flags |= kInlineKeys;
-      size += keys.size() * 8;
-    } else {
-      one->keys.assign(keys.begin(), keys.end());
-    }
-  }
-  const bool values = CarriesValues(h.op, h.flags) && payload.size > 0;
-  if (values && size + payload.size <= kMaxRequestBytes) {
-    h.flags |= kInlinePayload;
-    size += payload.size;
-  }
   if (layout != nullptr) h.layout_bytes = layout->size();
   h.clock = clock_;
-  one->request.resize(size);
-  char* out = one->request.data();
-  std::memcpy(out, &h, sizeof(h));
-  out += sizeof(h);
-  if (h.flags & kInlineKeys) {
-    std::memcpy(out, keys.data(), keys.size() * 8);
-    out += keys.size() * 8;
-  }
-  if (h.flags & kInlinePayload) std::memcpy(out, payload.data, payload.size);
+  EncodedRequest encoded = EncodeRequest(h, keys, payload);
+  h = encoded.header;
+  one->request = std::move(encoded.message);
+  if (encoded.keys_follow) one->keys.assign(keys.begin(), keys.end());
 
   // Receives first, so the reply never waits for a posted buffer.
   const bool pull = h.op == PsOp::kPull;
@@ -172,22 +153,29 @@ Status PsWorker::Post(Pending* p, int server, RequestHeader h, std::span<const u
   one->pull_into = pull_into.data;
   one->pull_bytes = pull ? h.payload_bytes : 0;
   one->reply.resize(sizeof(ReplyHeader) + (one->inline_pull ? h.payload_bytes : 0));
-  COHORT_ASSIGN_OR_RETURN(one->reply_recv, transport_->Irecv(peer, MessageTag(h.id, kReplyStep),
-                                                             MutableBytes{one->reply.data(), one->reply.size()}));
+  COHORT_ASSIGN_OR_RETURN(one->reply_recv,
+                          transport_->Irecv(peer, MessageTag(h.id, kReplyStep),
+                                            MutableBytes{one->reply.data(), one->reply.size()}));
   if (pull && !one->inline_pull) {
-    COHORT_ASSIGN_OR_RETURN(one->data_recv, transport_->Irecv(peer, MessageTag(h.id, kDataStep),
-                                                              MutableBytes{pull_into.data, h.payload_bytes}));
+    COHORT_ASSIGN_OR_RETURN(one->data_recv,
+                            transport_->Irecv(peer, MessageTag(h.id, kDataStep),
+                                              MutableBytes{pull_into.data, h.payload_bytes}));
   }
-  COHORT_ASSIGN_OR_RETURN(one->send, transport_->Isend(peer, RequestTag(), ConstBytes{one->request.data(), size}));
+  COHORT_ASSIGN_OR_RETURN(
+      one->send,
+      transport_->Isend(peer, RequestTag(), ConstBytes{one->request.data(), one->request.size()}));
   if (layout != nullptr) {
-    COHORT_ASSIGN_OR_RETURN(one->keys_send, transport_->Isend(peer, MessageTag(h.id, kKeysStep),
-                                                              ConstBytes{layout->data(), layout->size()}));
+    COHORT_ASSIGN_OR_RETURN(one->keys_send,
+                            transport_->Isend(peer, MessageTag(h.id, kKeysStep),
+                                              ConstBytes{layout->data(), layout->size()}));
   } else if (!one->keys.empty()) {
-    COHORT_ASSIGN_OR_RETURN(one->keys_send, transport_->Isend(peer, MessageTag(h.id, kKeysStep),
-                                                              ConstBytes{one->keys.data(), one->keys.size() * 8}));
+    COHORT_ASSIGN_OR_RETURN(one->keys_send,
+                            transport_->Isend(peer, MessageTag(h.id, kKeysStep),
+                                              ConstBytes{one->keys.data(), one->keys.size() * 8}));
   }
-  if (values && !(h.flags & kInlinePayload)) {
-    COHORT_ASSIGN_OR_RETURN(one->payload_send, transport_->Isend(peer, MessageTag(h.id, kPayloadStep), payload));
+  if (encoded.payload_follows) {
+    COHORT_ASSIGN_OR_RETURN(one->payload_send,
+                            transport_->Isend(peer, MessageTag(h.id, kPayloadStep), payload));
   }
   p->ones.push_back(std::move(one));
   return Status::Ok();
@@ -198,7 +186,8 @@ Status PsWorker::WaitPending(Pending* p, std::vector<ReplyHeader>* replies) {
   Status first;
   for (auto& one : p->ones) {
     const std::string server = "parameter server " + std::to_string(one->server);
-    for (collective::Request* r : {&one->send, &one->keys_send, &one->payload_send, &one->reply_recv, &one->data_recv}) {
+    for (collective::Request* r :
+         {&one->send, &one->keys_send, &one->payload_send, &one->reply_recv, &one->data_recv}) {
       if (!r->valid()) continue;
       Status s = r->Wait(deadline);
       if (!s.ok()) {
@@ -206,18 +195,15 @@ Status PsWorker::WaitPending(Pending* p, std::vector<ReplyHeader>* replies) {
         return s.WithContext(server);
       }
     }
-    ReplyHeader rh;
-    std::memcpy(&rh, one->reply.data(), sizeof(rh));
-    if (rh.magic != kReplyMagic) {
+    auto rh = DecodeReply(ConstBytes{one->reply.data(), one->reply.size()});
+    if (!rh.ok()) {
       poisoned_ = true;
-      return DataLoss(server + ": bad reply header");
+      return DataLoss(server + ": " + rh.status().message());
     }
-    if (replies != nullptr) replies->push_back(rh);
-    if (rh.code != 0) {
-      if (first.ok()) {
-        first = Status(static_cast<StatusCode>(rh.code),
-                       server + ": " + std::string(rh.message, std::min<size_t>(rh.message_size, kReplyMessageBytes)));
-      }
+    if (replies != nullptr) replies->push_back(*rh);
+    const Status replied = ReplyStatus(*rh);
+    if (!replied.ok()) {
+      if (first.ok()) first = Status(replied.code(), server + ": " + replied.message());
       continue;
     }
     if (one->inline_pull && one->pull_bytes > 0) {
@@ -227,30 +213,35 @@ Status PsWorker::WaitPending(Pending* p, std::vector<ReplyHeader>* replies) {
   return first;
 }
 
-StatusOr<RequestId> PsWorker::Issue(PsOp op, std::span<const uint64_t> keys, const void* send, void* recv,
-                                    size_t bytes, DataType type) {
+StatusOr<RequestId> PsWorker::Issue(PsOp op, std::span<const uint64_t> keys, const void* send,
+                                    void* recv, size_t bytes, DataType type) {
   const char* what = op == PsOp::kPush ? "push" : "pull";
-  if (poisoned_) return Aborted(std::string(what) + ": the worker is poisoned by an earlier transport error; rebuild it");
+  if (poisoned_)
+    return Aborted(std::string(what) +
+                   ": the worker is poisoned by an earlier transport error; rebuild it");
   if (layout_.num_keys() == 0) return FailedPrecondition(std::string(what) + " before InitModel");
-  if (bytes > 0 && send == nullptr && recv == nullptr) return InvalidArgument(std::string(what) + ": null buffer");
+  if (bytes > 0 && send == nullptr && recv == nullptr)
+    return InvalidArgument(std::string(what) + ": null buffer");
   std::vector<size_t> indices;
   indices.reserve(keys.size());
   uint64_t total = 0;
   for (size_t j = 0; j < keys.size(); ++j) {
-    if (j > 0 && keys[j] <= keys[j - 1]) return InvalidArgument(std::string(what) + ": keys must be strictly increasing");
+    if (j > 0 && keys[j] <= keys[j - 1])
+      return InvalidArgument(std::string(what) + ": keys must be strictly increasing");
     auto i = layout_.IndexOf(keys[j]);
     if (!i) return NotFound(std::string(what) + ": unknown key " + std::to_string(keys[j]));
     const KeySpec& k = layout_.keys()[*i];
     if (k.type != type) {
       return InvalidArgument(std::string(what) + ": key " + std::to_string(k.key) + " holds " +
-                             std::string(DataTypeName(k.type)) + ", not " + std::string(DataTypeName(type)));
+                             std::string(DataTypeName(k.type)) + ", not " +
+                             std::string(DataTypeName(type)));
     }
     indices.push_back(*i);
     total += layout_.bytes(*i);
   }
   if (total != bytes) {
-    return InvalidArgument(std::string(what) + ": wrong size: " + std::to_string(bytes) + " bytes for keys holding " +
-                           std::to_string(total));
+    return InvalidArgument(std::string(what) + ": wrong size: " + std::to_string(bytes) +
+                           " bytes for keys holding " + std::to_string(total));
   }
   const bool range = indices.empty() || indices.back() - indices.front() + 1 == indices.size();
   auto pending = std::make_unique<Pending>();
@@ -269,8 +260,10 @@ StatusOr<RequestId> PsWorker::Issue(PsOp op, std::span<const uint64_t> keys, con
     }
     ConstBytes payload;
     MutableBytes into;
-    if (op == PsOp::kPush) payload = ConstBytes{static_cast<const char*>(send) + sl.buffer_begin, h.payload_bytes};
-    if (op == PsOp::kPull) into = MutableBytes{static_cast<char*>(recv) + sl.buffer_begin, h.payload_bytes};
+    if (op == PsOp::kPush)
+      payload = ConstBytes{static_cast<const char*>(send) + sl.buffer_begin, h.payload_bytes};
+    if (op == PsOp::kPull)
+      into = MutableBytes{static_cast<char*>(recv) + sl.buffer_begin, h.payload_bytes};
     Status s = Post(pending.get(), sl.server, h, sub, payload, into, nullptr);
     if (!s.ok()) {
       poisoned_ = true;
@@ -282,27 +275,32 @@ StatusOr<RequestId> PsWorker::Issue(PsOp op, std::span<const uint64_t> keys, con
   return rid;
 }
 
-StatusOr<RequestId> PsWorker::Push(std::span<const uint64_t> keys, const void* data, size_t bytes, DataType type) {
+StatusOr<RequestId> PsWorker::Push(std::span<const uint64_t> keys, const void* data, size_t bytes,
+                                   DataType type) {
   return Issue(PsOp::kPush, keys, data, nullptr, bytes, type);
 }
 
-StatusOr<RequestId> PsWorker::Pull(std::span<const uint64_t> keys, void* data, size_t bytes, DataType type) {
+StatusOr<RequestId> PsWorker::Pull(std::span<const uint64_t> keys, void* data, size_t bytes,
+                                   DataType type) {
   return Issue(PsOp::kPull, keys, nullptr, data, bytes, type);
 }
 
 StatusOr<RequestId> PsWorker::PushAll(const void* data) {
-  if (!all_keys_one_type_) return InvalidArgument("push: the model's keys have more than one type; name the keys");
+  if (!all_keys_one_type_)
+    return InvalidArgument("push: the model's keys have more than one type; name the keys");
   return Push(all_keys_, data, layout_.total_bytes(), layout_.keys().front().type);
 }
 
 StatusOr<RequestId> PsWorker::PullAll(void* data) {
-  if (!all_keys_one_type_) return InvalidArgument("pull: the model's keys have more than one type; name the keys");
+  if (!all_keys_one_type_)
+    return InvalidArgument("pull: the model's keys have more than one type; name the keys");
   return Pull(all_keys_, data, layout_.total_bytes(), layout_.keys().front().type);
 }
 
 Status PsWorker::Wait(RequestId id) {
   auto it = pending_.find(id);
-  if (it == pending_.end()) return NotFound("no outstanding parameter-server request " + std::to_string(id));
+  if (it == pending_.end())
+    return NotFound("no outstanding parameter-server request " + std::to_string(id));
   std::unique_ptr<Pending> p = std::move(it->second);
   pending_.erase(it);
   return WaitPending(p.get(), nullptr);
@@ -335,9 +333,10 @@ Status PsWorker::Shutdown() { return Broadcast(PsOp::kShutdown, nullptr); }
 
 Status PsWorker::Barrier() { return Broadcast(PsOp::kBarrier, nullptr); }
 
-StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer,
-                                      bool reset) {
-  if (poisoned_) return Aborted("init: the worker is poisoned by an earlier transport error; rebuild it");
+StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* values,
+                                      const OptimizerConfig& optimizer, bool reset) {
+  if (poisoned_)
+    return Aborted("init: the worker is poisoned by an earlier transport error; rebuild it");
   if (layout.num_keys() == 0) return InvalidArgument("init: the model has no keys");
   COHORT_RETURN_IF_ERROR(optimizer.Validate());
   layout_ = layout;
@@ -377,9 +376,11 @@ StatusOr<int64_t> PsWorker::InitModel(const ModelLayout& layout, const void* val
   return clock_;
 }
 
-StatusOr<ReplyHeader> PsWorker::RawRequest(int server, RequestHeader header, std::span<const uint64_t> keys,
-                                           ConstBytes payload, MutableBytes pull_into) {
-  if (server < 0 || server >= num_servers_) return InvalidArgument("no parameter server " + std::to_string(server));
+StatusOr<ReplyHeader> PsWorker::RawRequest(int server, RequestHeader header,
+                                           std::span<const uint64_t> keys, ConstBytes payload,
+                                           MutableBytes pull_into) {
+  if (server < 0 || server >= num_servers_)
+    return InvalidArgument("no parameter server " + std::to_string(server));
   if (poisoned_) return Aborted("the worker is poisoned by an earlier transport error; rebuild it");
   header.id = NextId();
   Pending p;
