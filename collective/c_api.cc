@@ -14,13 +14,30 @@ namespace {
 
 thread_local std::string g_last_error;
 
-int Report(const cohort::Status& s) {
+using cohort::Status;
+using cohort::collective::DataType;
+using cohort::collective::ReduceOp;
+
+int Report(const Status& s) {
   if (s.ok()) {
     g_last_error.clear();
     return COHORT_OK;
   }
   g_last_error = s.ToString();
   return static_cast<int>(s.code());
+}
+
+// The checks every call makes before the C++ call: a communicator, a known dtype and op.
+Status CheckArgs(const char* fn, const cohort_comm_t* comm, int dtype, int op) {
+  const std::string name(fn);
+  if (comm == nullptr) return cohort::InvalidArgument(name + ": comm is NULL");
+  if (dtype < 0 || dtype > 255 || !cohort::collective::IsValid(static_cast<DataType>(dtype))) {
+    return cohort::InvalidArgument(name + ": unknown dtype " + std::to_string(dtype));
+  }
+  if (op < 0 || op > 255 || !cohort::collective::IsValid(static_cast<ReduceOp>(op))) {
+    return cohort::InvalidArgument(name + ": unknown op " + std::to_string(op));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -53,6 +70,29 @@ int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, i
   }
   return Report(comm->comm->Allreduce(data, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),
                                       static_cast<Algorithm>(algorithm)));
+}
+
+int cohort_broadcast(cohort_comm_t* comm, void* data, size_t count, int dtype, int root) {
+  if (Status s = CheckArgs("cohort_broadcast", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Broadcast(data, count, static_cast<DataType>(dtype), root));
+}
+
+int cohort_allgather(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype) {
+  if (Status s = CheckArgs("cohort_allgather", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Allgather(send, recv, count, static_cast<DataType>(dtype)));
+}
+
+int cohort_reduce_scatter(cohort_comm_t* comm, const void* send, void* recv, size_t count,
+                          int dtype, int op) {
+  if (Status s = CheckArgs("cohort_reduce_scatter", comm, dtype, op); !s.ok()) return Report(s);
+  return Report(comm->comm->ReduceScatter(send, recv, count, static_cast<DataType>(dtype),
+                                          static_cast<ReduceOp>(op)));
+}
+
+int cohort_barrier(cohort_comm_t* comm) {
+  if (Status s = CheckArgs("cohort_barrier", comm, COHORT_F32, COHORT_SUM); !s.ok())
+    return Report(s);
+  return Report(comm->comm->Barrier());
 }
 
 int cohort_run_reducer_from_env(void) {

@@ -50,6 +50,21 @@ int cohort_comm_rank(const cohort_comm_t* comm);
 int cohort_comm_size(const cohort_comm_t* comm);
 /* In-place all-reduce of `count` elements of `dtype` at `data`. */
 int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op, int algorithm);
+/* The collectives below run among the workers, one call at a time, like cohort_allreduce: every
+ * worker makes the same calls in the same order with the same count, dtype, op and root; a worker
+ * that receives from one that disagrees gets COHORT_ERR_INVALID_ARGUMENT naming it. Counts are
+ * elements; buffers are host memory. */
+/* The root's `data` (count elements) lands in every worker's `data`. */
+int cohort_broadcast(cohort_comm_t* comm, void* data, size_t count, int dtype, int root);
+/* Every worker's `send` (count elements) lands in every worker's `recv` (size * count elements) at
+ * rank * count; `send` may be recv + rank * count. */
+int cohort_allgather(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype);
+/* `send` holds size * count elements; block r reduced over the workers lands in worker r's `recv`
+ * (count elements). */
+int cohort_reduce_scatter(cohort_comm_t* comm, const void* send, void* recv, size_t count,
+                          int dtype, int op);
+/* Returns once every worker has called it. */
+int cohort_barrier(cohort_comm_t* comm);
 /* Runs a reducer from the environment until its workers are gone for good (see cohort-reducer). */
 int cohort_run_reducer_from_env(void);
 /* The message of the last failed call on this thread ("" if none). Valid until the next call. */

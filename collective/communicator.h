@@ -25,11 +25,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collective/algorithms/allreduce_options.h"
+#include "collective/algorithms/collective_call.h"
 #include "collective/algorithms/shared_memory_allreduce.h"
 #include "collective/bootstrap.h"
 #include "collective/transport/transport.h"
@@ -100,6 +104,26 @@ class Communicator {
   // when the job has reducers and the ring when it has none. The same on every worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
 
+  // The collectives below run among the workers (reducers take no part), like Allreduce one call
+  // at a time: every worker makes the same calls in the same order with the same count, type, op
+  // and root. A worker that receives from one that called something else gets kInvalidArgument
+  // naming that worker and both calls. Each call's deadline is options.timeout; a dead or silent
+  // peer makes it fail by then (kUnavailable or kDeadlineExceeded, naming the peer) and, as any
+  // error in a call, poisons the communicator. Bad arguments (kInvalidArgument before anything is
+  // sent) do not. Counts are elements of `type`; buffers are host memory (a device pointer is
+  // refused: stage it). Algorithms: collective/algorithms/<name>.h.
+
+  // The root's `data` (count elements) lands in every worker's `data`.
+  Status Broadcast(void* data, size_t count, DataType type, int root);
+  // Every worker's `send` (count elements) lands in every worker's `recv` (size() * count
+  // elements) at offset rank * count. `send` may be recv + rank * count (in place).
+  Status Allgather(const void* send, void* recv, size_t count, DataType type);
+  // `send` holds size() * count elements on every worker; block r (elements r * count ..) reduced
+  // over the workers by `op` lands in worker r's `recv` (count elements; may alias `send`).
+  Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  // Returns once every worker has called it.
+  Status Barrier();
+
   int rank() const { return rank_; }
   int size() const { return world_size_; }
   // The pipeline unit in use (CommunicatorOptions::chunk_bytes, or what 0 picked).
@@ -118,6 +142,12 @@ class Communicator {
  private:
   Communicator() = default;
   Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
+  // The argument checks every collective call makes (`what` names it in errors), then the call's
+  // options (sequence number, deadline). EndCall poisons on error.
+  Status BeginCall(std::string_view what, DataType type, size_t count,
+                   std::initializer_list<const void*> buffers, std::optional<int> root,
+                   CollectiveOptions* call);
+  Status EndCall(Status status);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
   // hierarchical_available); every worker reaches the same verdict.
   Status SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes, Deadline deadline);

@@ -35,6 +35,38 @@ TEST(CApiTest, SingleWorkerFromEnvironment) {
   unsetenv("WORLD_SIZE");
 }
 
+TEST(CApiTest, CollectivesOnASingleWorker) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
+  unsetenv("COHORT_NUM_REDUCERS");
+  cohort_comm_t* comm = nullptr;
+  ASSERT_EQ(cohort_comm_from_env(&comm), COHORT_OK) << cohort_last_error();
+  double v[3] = {1, 2, 3};
+  double out[3] = {0, 0, 0};
+  EXPECT_EQ(cohort_broadcast(comm, v, 3, COHORT_F64, 0), COHORT_OK) << cohort_last_error();
+  EXPECT_EQ(cohort_allgather(comm, v, out, 3, COHORT_F64), COHORT_OK) << cohort_last_error();
+  EXPECT_EQ(out[2], 3.0);
+  out[0] = 0;
+  EXPECT_EQ(cohort_reduce_scatter(comm, v, out, 3, COHORT_F64, COHORT_MAX), COHORT_OK)
+      << cohort_last_error();
+  EXPECT_EQ(out[0], 1.0);
+  EXPECT_EQ(cohort_barrier(comm), COHORT_OK) << cohort_last_error();
+  EXPECT_EQ(cohort_broadcast(comm, v, 3, COHORT_F64, 1), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("root 1"), std::string::npos)
+      << cohort_last_error();
+  EXPECT_EQ(cohort_allgather(comm, v, out, 3, 6), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("unknown dtype 6"), std::string::npos)
+      << cohort_last_error();
+  EXPECT_EQ(cohort_reduce_scatter(comm, v, out, 3, COHORT_F64, 99), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("unknown op 99"), std::string::npos)
+      << cohort_last_error();
+  EXPECT_EQ(cohort_barrier(nullptr), COHORT_ERR_INVALID_ARGUMENT);
+  cohort_comm_destroy(comm);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+}
+
 TEST(CApiTest, MissingEnvironmentIsAnError) {
   unsetenv("RANK");
   cohort_comm_t* comm = reinterpret_cast<cohort_comm_t*>(0x1);

@@ -1,0 +1,556 @@
+// The collectives other than the all-reduce (broadcast, allgather, reduce-scatter, barrier, ...)
+// over the in-process loopback transport: workers as threads, 1 to 8 of them, every data type,
+// counts 0, 1, odd and many pieces; results exact (moves) or against the double-precision
+// reference (reductions) and bit-identical on a repeat; callers that disagree get an error naming
+// the peer; a dead or silent peer makes every call fail before its deadline.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "collective/algorithms/allgather.h"
+#include "collective/algorithms/barrier.h"
+#include "collective/algorithms/broadcast.h"
+#include "collective/algorithms/reduce_scatter.h"
+#include "collective/communicator.h"
+#include "collective/transport/faulty_transport.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/test_util.h"
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr size_t kChunkBytes = 4096;
+// 0, 1, odd, and (at 4 KiB pieces) many pieces per block for every type.
+const std::vector<size_t> kCounts = {0, 1, 1001, 20011};
+
+// Runs `workers` communicators over one loopback fabric on threads; body(comm, failures) on each.
+void RunWorkers(int workers, milliseconds timeout,
+                const std::function<void(Communicator&, std::vector<std::string>*)>& body,
+                std::vector<std::string>* failures) {
+  LoopbackFabric fabric(workers);
+  InMemoryBootstrap bootstrap;
+  std::mutex mu;
+  CommunicatorOptions options;
+  options.transport = CommunicatorOptions::TransportKind::kLoopback;
+  options.loopback_fabric = &fabric;
+  options.timeout = timeout;
+  options.chunk_bytes = kChunkBytes;
+  testing::RunRanks(workers, [&](int r) {
+    std::vector<std::string> local;
+    auto comm = Communicator::Create(bootstrap, r, workers, 0, options);
+    if (!comm.ok()) {
+      local.push_back("create: " + comm.status().ToString());
+    } else {
+      body(**comm, &local);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& f : local) failures->push_back("worker " + std::to_string(r) + ": " + f);
+  });
+}
+
+std::string CaseName(DataType type, size_t count, const std::string& extra = "") {
+  return std::string(DataTypeName(type)) + "/" + std::to_string(count) + extra;
+}
+
+// Filler for buffers a call must overwrite, so a result never passes by luck.
+std::vector<char> Garbage(size_t bytes) {
+  return std::vector<char>(bytes + 1, static_cast<char>(0xa5));
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, BroadcastFromEveryKindOfRootCopiesTheRootsBytes) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        for (int root : {0, n - 1, n / 2}) {
+          for (DataType type : testing::kAllTypes) {
+            for (size_t count : kCounts) {
+              const std::vector<char> want = testing::MakeInput(type, root, count);
+              std::vector<char> got =
+                  comm.rank() == root ? want : Garbage(count * DataTypeSize(type));
+              Status s = comm.Broadcast(got.data(), count, type, root);
+              if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
+              if (!std::equal(want.begin(), want.begin() + count * DataTypeSize(type),
+                              got.begin())) {
+                f->push_back(CaseName(type, count, " root " + std::to_string(root)) +
+                             ": bytes differ from the root's");
+              }
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+TEST_P(CollectivesTest, AllgatherPutsEveryWorkersBlockInPlace) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        for (DataType type : testing::kAllTypes) {
+          for (size_t count : kCounts) {
+            const size_t bytes = count * DataTypeSize(type);
+            const std::vector<char> mine = testing::MakeInput(type, comm.rank(), count);
+            for (bool in_place : {false, true}) {
+              std::vector<char> out = Garbage(n * bytes);
+              if (in_place) std::memcpy(out.data() + comm.rank() * bytes, mine.data(), bytes);
+              const void* send = in_place ? out.data() + comm.rank() * bytes : mine.data();
+              Status s = comm.Allgather(send, out.data(), count, type);
+              if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
+              for (int r = 0; r < n; ++r) {
+                const std::vector<char> want = testing::MakeInput(type, r, count);
+                if (!std::equal(want.begin(), want.begin() + bytes, out.begin() + r * bytes)) {
+                  f->push_back(CaseName(type, count, in_place ? " in place" : "") + ": block " +
+                               std::to_string(r) + " differs");
+                }
+              }
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Worker w's input is MakeInput(type, w, n * count): block r of the result is elements r*count..
+// of the all-reduce, so the all-reduce's reference and tolerance apply.
+TEST_P(CollectivesTest, ReduceScatterMatchesReferenceAndRepeatsBitIdentically) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        for (DataType type : testing::kAllTypes) {
+          for (ReduceOp op : testing::kAllOps) {
+            for (size_t count : kCounts) {
+              const size_t es = DataTypeSize(type);
+              const std::vector<char> in = testing::MakeInput(type, comm.rank(), n * count);
+              const std::vector<char> before = in;
+              std::vector<char> a = Garbage(count * es), b = Garbage(count * es);
+              const std::string name = CaseName(type, count, "/" + std::string(ReduceOpName(op)));
+              Status s = comm.ReduceScatter(in.data(), a.data(), count, type, op);
+              if (s.ok()) s = comm.ReduceScatter(in.data(), b.data(), count, type, op);
+              if (!s.ok()) return f->push_back(name + ": " + s.ToString());
+              if (in != before) f->push_back(name + ": the input was modified");
+              if (a != b) f->push_back(name + ": repeat differs");
+              const double tol = testing::Tolerance(type, op, n);
+              for (size_t i = 0; i < count; ++i) {
+                const double want = testing::Reference(type, op, n, comm.rank() * count + i);
+                const double got = testing::Load(type, a.data(), i);
+                if (!(std::fabs(got - want) <= tol)) {
+                  f->push_back(name + ": element " + std::to_string(i) + " = " +
+                               std::to_string(got) + ", want " + std::to_string(want));
+                  break;
+                }
+              }
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+TEST_P(CollectivesTest, ReduceScatterInPlaceOnItsOwnBlock) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        const size_t count = 3001;
+        std::vector<char> buf = testing::MakeInput(DataType::kI64, comm.rank(), n * count);
+        char* own = buf.data() + comm.rank() * count * 8;
+        Status s = comm.ReduceScatter(buf.data(), own, count, DataType::kI64, ReduceOp::kSum);
+        if (!s.ok()) return f->push_back(s.ToString());
+        for (size_t i = 0; i < count; ++i) {
+          const double want =
+              testing::Reference(DataType::kI64, ReduceOp::kSum, n, comm.rank() * count + i);
+          if (testing::Load(DataType::kI64, own, i) != want)
+            return f->push_back("element " + std::to_string(i));
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// No worker leaves a barrier before the last one entered it; workers enter at different times.
+TEST_P(CollectivesTest, BarrierHoldsEveryWorkerUntilAllHaveEntered) {
+  const int n = GetParam();
+  constexpr int kRounds = 5;
+  std::atomic<int> entered[kRounds];
+  for (auto& e : entered) e = 0;
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        for (int round = 0; round < kRounds; ++round) {
+          // A different worker is last each round.
+          if (comm.rank() == round % n) std::this_thread::sleep_for(milliseconds(20));
+          entered[round].fetch_add(1);
+          Status s = comm.Barrier();
+          if (!s.ok()) return f->push_back(s.ToString());
+          if (entered[round].load() != n) {
+            f->push_back("round " + std::to_string(round) + ": left the barrier with " +
+                         std::to_string(entered[round].load()) + " of " + std::to_string(n) +
+                         " entered");
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return "w" + std::to_string(info.param); });
+
+// Both allgather algorithms, called directly over the transport: the same blocks.
+TEST(AllgatherAlgorithmTest, RingAndRecursiveDoublingAgree) {
+  for (int n : {2, 4, 8}) {
+    for (AllgatherAlgorithm algo :
+         {AllgatherAlgorithm::kRing, AllgatherAlgorithm::kRecursiveDoubling}) {
+      LoopbackFabric fabric(n);
+      std::mutex mu;
+      std::vector<std::string> failures;
+      testing::RunRanks(n, [&](int r) {
+        auto t = fabric.CreateTransport(r);
+        uint32_t seq = 0;
+        for (size_t count : kCounts) {
+          const size_t bytes = count * 4;
+          const std::vector<char> mine = testing::MakeInput(DataType::kF32, r, count);
+          std::vector<char> out = Garbage(n * bytes);
+          AllgatherOptions o;
+          o.seq = seq++;
+          o.deadline = DeadlineAfter(milliseconds(30000));
+          o.num_workers = n;
+          o.chunk_bytes = kChunkBytes;
+          o.send = mine.data();
+          o.recv = out.data();
+          o.count = count;
+          o.algorithm = algo;
+          Status s = Allgather(*t, o);
+          std::lock_guard<std::mutex> lock(mu);
+          if (!s.ok()) return failures.push_back(s.ToString());
+          for (int b = 0; b < n; ++b) {
+            const std::vector<char> want = testing::MakeInput(DataType::kF32, b, count);
+            if (!std::equal(want.begin(), want.begin() + bytes, out.begin() + b * bytes)) {
+              failures.push_back("count " + std::to_string(count) + ": block " + std::to_string(b));
+            }
+          }
+        }
+      });
+      for (const auto& f : failures) {
+        ADD_FAILURE() << n << " workers, "
+                      << (algo == AllgatherAlgorithm::kRing ? "ring" : "recursive doubling")
+                      << ": worker " << f;
+      }
+    }
+  }
+  AllgatherOptions o;
+  o.num_workers = 4;
+  o.count = 16;
+  EXPECT_EQ(ChooseAllgatherAlgorithm(o), AllgatherAlgorithm::kRecursiveDoubling);
+  o.count = kRecursiveDoublingMaxBytes;
+  EXPECT_EQ(ChooseAllgatherAlgorithm(o), AllgatherAlgorithm::kRing);
+  o.num_workers = 3;
+  o.count = 16;
+  EXPECT_EQ(ChooseAllgatherAlgorithm(o), AllgatherAlgorithm::kRing);
+}
+
+// The suite's large case for the moves: 4 Mi f32 elements per worker gathered by 3 workers, and
+// a 16 MiB broadcast, at the default 128 KiB pieces.
+TEST(CollectivesLargeTest, AllgatherAndBroadcastOfMebibytes) {
+  constexpr size_t kCount = size_t{4} << 20;
+  constexpr int kWorkers = 3;
+  LoopbackFabric fabric(kWorkers);
+  InMemoryBootstrap bootstrap;
+  std::mutex mu;
+  std::vector<std::string> failures;
+  testing::RunRanks(kWorkers, [&](int r) {
+    CommunicatorOptions options;
+    options.transport = CommunicatorOptions::TransportKind::kLoopback;
+    options.loopback_fabric = &fabric;
+    auto comm = Communicator::Create(bootstrap, r, kWorkers, 0, options);
+    std::string bad;
+    if (!comm.ok()) {
+      bad = comm.status().ToString();
+    } else {
+      std::vector<float> mine(kCount), all(kWorkers * kCount);
+      for (size_t i = 0; i < kCount; ++i) mine[i] = static_cast<float>(i % 4099) + 10000.0f * r;
+      Status s = (*comm)->Allgather(mine.data(), all.data(), kCount, DataType::kF32);
+      for (size_t i = 0; s.ok() && bad.empty() && i < all.size(); ++i) {
+        if (all[i] != static_cast<float>((i % kCount) % 4099) + 10000.0f * (i / kCount))
+          bad = "allgather element " + std::to_string(i);
+      }
+      // The root's own block goes to everyone; the others' copies are cleared first.
+      if (r != 2) std::fill(mine.begin(), mine.end(), 0.0f);
+      if (s.ok()) s = (*comm)->Broadcast(mine.data(), kCount, DataType::kF32, 2);
+      for (size_t i = 0; s.ok() && bad.empty() && i < kCount; ++i) {
+        if (mine[i] != static_cast<float>(i % 4099) + 20000.0f)
+          bad = "broadcast element " + std::to_string(i);
+      }
+      if (!s.ok()) bad = s.ToString();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (!bad.empty()) failures.push_back("worker " + std::to_string(r) + ": " + bad);
+  });
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Workers that disagree: nobody waits past the deadline, at least one call fails, and where a
+// worker receives from the odd one out (every case here but the root) it names it and both calls. A
+// worker whose call failed is poisoned.
+TEST(CollectivesMismatchTest, DisagreeingCallsFailInTimeNamingThePeer) {
+  constexpr int kWorkers = 3;
+  constexpr auto kTimeout = milliseconds(1500);
+  struct Case {
+    std::string name;
+    bool named;  // some worker receives from the one that disagrees
+    std::function<Status(Communicator&)> call;
+  };
+  const std::vector<Case> cases = {
+      {"allgather count", true,
+       [](Communicator& c) {
+         std::vector<float> in(64), out(3 * 64);
+         return c.Allgather(in.data(), out.data(), c.rank() == 1 ? 63 : 64, DataType::kF32);
+       }},
+      {"allgather type", true,
+       [](Communicator& c) {
+         std::vector<float> in(64), out(3 * 64);
+         return c.Allgather(in.data(), out.data(), 64,
+                            c.rank() == 1 ? DataType::kI32 : DataType::kF32);
+       }},
+      {"reduce-scatter op", true,
+       [](Communicator& c) {
+         std::vector<float> in(3 * 64), out(64);
+         return c.ReduceScatter(in.data(), out.data(), 64, DataType::kF32,
+                                c.rank() == 1 ? ReduceOp::kMax : ReduceOp::kSum);
+       }},
+      {"barrier against allgather", true,
+       [](Communicator& c) {
+         std::vector<float> in(64), out(3 * 64);
+         return c.rank() == 1 ? c.Barrier()
+                              : c.Allgather(in.data(), out.data(), 64, DataType::kF32);
+       }},
+      // Two workers think they are the root: neither receives, so nobody can name anybody.
+      {"broadcast root", false,
+       [](Communicator& c) {
+         std::vector<float> v(64);
+         return c.Broadcast(v.data(), 64, DataType::kF32, c.rank() == 1 ? 1 : 0);
+       }},
+  };
+  for (const Case& c : cases) {
+    std::vector<Status> got(kWorkers);
+    std::vector<SteadyClock::duration> took(kWorkers);
+    std::vector<Status> after(kWorkers);
+    std::vector<std::string> failures;
+    RunWorkers(
+        kWorkers, kTimeout,
+        [&](Communicator& comm, std::vector<std::string>*) {
+          const auto start = SteadyClock::now();
+          got[comm.rank()] = c.call(comm);
+          took[comm.rank()] = SteadyClock::now() - start;
+          if (!got[comm.rank()].ok()) after[comm.rank()] = comm.Barrier();
+        },
+        &failures);
+    for (const auto& f : failures) ADD_FAILURE() << c.name << ": " << f;
+    int failed = 0, named = 0;
+    for (int r = 0; r < kWorkers; ++r) {
+      EXPECT_LT(took[r], kTimeout + milliseconds(2000)) << c.name << ": worker " << r;
+      if (got[r].ok()) continue;
+      ++failed;
+      EXPECT_EQ(after[r].code(), StatusCode::kAborted)
+          << c.name << ": worker " << r << " not poisoned";
+      if (got[r].code() == StatusCode::kInvalidArgument) {
+        EXPECT_NE(got[r].message().find("worker "), std::string::npos) << got[r].ToString();
+        EXPECT_NE(got[r].message().find(" called "), std::string::npos) << got[r].ToString();
+        ++named;
+      } else {
+        EXPECT_EQ(got[r].code(), StatusCode::kDeadlineExceeded)
+            << c.name << ": " << got[r].ToString();
+      }
+    }
+    EXPECT_GE(failed, 1) << c.name;
+    if (c.named) {
+      EXPECT_GE(named, 1) << c.name
+                          << ": no worker named the one that disagreed: " << got[0].ToString()
+                          << " | " << got[1].ToString() << " | " << got[2].ToString();
+    }
+  }
+}
+
+TEST(CollectivesMismatchTest, BadArgumentsAreRefusedWithoutPoisoning) {
+  std::vector<std::string> failures;
+  RunWorkers(
+      2, milliseconds(5000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        float x[4] = {1, 2, 3, 4};
+        float y[8];
+        auto expect_invalid = [&](const std::string& what, Status s) {
+          if (s.code() != StatusCode::kInvalidArgument) f->push_back(what + ": " + s.ToString());
+        };
+        expect_invalid("root out of range", comm.Broadcast(x, 4, DataType::kF32, 2));
+        expect_invalid("negative root", comm.Broadcast(x, 4, DataType::kF32, -1));
+        expect_invalid("null", comm.Allgather(nullptr, y, 4, DataType::kF32));
+        expect_invalid("type", comm.Allgather(x, y, 4, static_cast<DataType>(9)));
+        expect_invalid("op", comm.ReduceScatter(y, x, 4, DataType::kF32, static_cast<ReduceOp>(9)));
+        // Still usable: nothing was sent.
+        Status s = comm.Allgather(x, y, 4, DataType::kF32);
+        if (!s.ok()) f->push_back("after bad arguments: " + s.ToString());
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// A worker that never makes the call: every worker that depends on it fails with kDeadlineExceeded
+// by its deadline, and one that waited for it names it. (A broadcast's workers upstream of it in
+// the chain finish: nothing flows back to them.)
+TEST(CollectivesFaultTest, SilentWorkerTimesOutEveryCallThatNeedsIt) {
+  constexpr int kWorkers = 4;
+  constexpr int kSilent = 2;
+  constexpr auto kTimeout = milliseconds(800);
+  struct Call {
+    std::string name;
+    bool all_fail;
+    std::function<Status(Communicator&)> run;
+  };
+  const std::vector<Call> calls = {
+      {"broadcast", false,
+       [](Communicator& c) {
+         std::vector<float> v(5000);
+         return c.Broadcast(v.data(), v.size(), DataType::kF32, 0);
+       }},
+      {"allgather", true,
+       [](Communicator& c) {
+         std::vector<float> v(100), all(400);
+         return c.Allgather(v.data(), all.data(), 100, DataType::kF32);
+       }},
+      {"reduce-scatter", true,
+       [](Communicator& c) {
+         std::vector<float> v(400), out(100);
+         return c.ReduceScatter(v.data(), out.data(), 100, DataType::kF32, ReduceOp::kSum);
+       }},
+      {"barrier", true, [](Communicator& c) { return c.Barrier(); }},
+  };
+  for (const Call& call : calls) {
+    std::vector<std::string> failures;
+    std::atomic<int> done{0}, failed{0}, named{0};
+    RunWorkers(
+        kWorkers, kTimeout,
+        [&](Communicator& comm, std::vector<std::string>* f) {
+          if (comm.rank() == kSilent) {
+            while (done.load() < kWorkers - 1) std::this_thread::sleep_for(milliseconds(5));
+            return;
+          }
+          const auto start = SteadyClock::now();
+          Status s = call.run(comm);
+          const auto took = SteadyClock::now() - start;
+          done.fetch_add(1);
+          if (took > kTimeout + milliseconds(2000)) f->push_back(call.name + ": took too long");
+          if (s.ok()) {
+            if (call.all_fail)
+              f->push_back(call.name + ": finished without worker " + std::to_string(kSilent));
+            return;
+          }
+          failed.fetch_add(1);
+          if (s.code() != StatusCode::kDeadlineExceeded)
+            f->push_back(call.name + ": " + s.ToString());
+          if (s.message().find("worker ") == std::string::npos)
+            f->push_back(call.name + ": no peer named: " + s.ToString());
+          if (s.message().find("worker " + std::to_string(kSilent)) != std::string::npos)
+            named.fetch_add(1);
+        },
+        &failures);
+    for (const auto& f : failures) ADD_FAILURE() << f;
+    EXPECT_GE(failed.load(), 1) << call.name;
+    EXPECT_GE(named.load(), 1) << call.name << ": nobody named worker " << kSilent;
+  }
+}
+
+// A worker that dies mid-call (FaultyTransport): every survivor's call fails before its deadline,
+// and the survivors that receive from it straight name it as gone.
+TEST(CollectivesFaultTest, DeadWorkerFailsEveryCallInTime) {
+  constexpr int kWorkers = 5;
+  constexpr int kVictim = 2;
+  constexpr auto kTimeout = milliseconds(1500);
+  const std::vector<std::string> names = {"broadcast", "allgather", "reduce-scatter", "barrier"};
+  for (size_t which = 0; which < names.size(); ++which) {
+    LoopbackFabric fabric(kWorkers);
+    std::vector<std::unique_ptr<Transport>> base;
+    for (int r = 0; r < kWorkers; ++r) base.push_back(fabric.CreateTransport(r));
+    FaultPlan plan;
+    plan.die_after_ops = 7;
+    plan.on_death = [&fabric] { fabric.Kill(kVictim); };
+    FaultyTransport faulty(*base[kVictim], plan);
+    std::vector<Status> status(kWorkers);
+    std::vector<SteadyClock::duration> took(kWorkers);
+    testing::RunRanks(kWorkers, [&](int r) {
+      Transport& t = r == kVictim ? faulty : *base[r];
+      std::vector<float> data(8 * 1000, 1.0f), out(8 * 1000);
+      const auto start = SteadyClock::now();
+      for (uint32_t seq = 0; seq < 20 && status[r].ok(); ++seq) {
+        CollectiveOptions c;
+        c.seq = seq;
+        c.deadline = DeadlineAfter(kTimeout);
+        c.num_workers = kWorkers;
+        c.chunk_bytes = 1024;
+        switch (which) {
+          case 0: {
+            BroadcastOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.data = data.data();
+            o.count = 8000;
+            status[r] = Broadcast(t, o);
+            break;
+          }
+          case 1: {
+            AllgatherOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.send = data.data();
+            o.recv = out.data();
+            o.count = 1000;
+            status[r] = Allgather(t, o);
+            break;
+          }
+          case 2: {
+            ReduceScatterOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.send = data.data();
+            o.recv = out.data();
+            o.count = 1000;
+            status[r] = ReduceScatter(t, o);
+            break;
+          }
+          default:
+            status[r] = Barrier(t, c);
+            break;
+        }
+      }
+      took[r] = SteadyClock::now() - start;
+    });
+    int named = 0;
+    for (int r = 0; r < kWorkers; ++r) {
+      if (r == kVictim) continue;
+      EXPECT_FALSE(status[r].ok())
+          << names[which] << ": worker " << r << " finished although a peer died";
+      EXPECT_LT(took[r], kTimeout + milliseconds(2000)) << names[which] << ": worker " << r;
+      if (status[r].code() == StatusCode::kUnavailable &&
+          status[r].message().find(std::to_string(kVictim)) != std::string::npos) {
+        ++named;
+      }
+    }
+    EXPECT_GE(named, 1) << names[which] << ": nobody named worker " << kVictim << " as gone";
+  }
+}
+
+}  // namespace
+}  // namespace cohort::collective
