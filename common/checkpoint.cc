@@ -87,8 +87,7 @@ Status WriteFileDurably(const std::string& path, std::string_view bytes) {
 }
 
 // Reads a file, returning its size and CRC; the data itself only when `data` is non-null.
-Status ReadAndChecksum(const std::string& path, uint64_t* size, uint32_t* crc,
-                       std::string* data) {
+Status ReadAndChecksum(const std::string& path, uint64_t* size, uint32_t* crc, std::string* data) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus("open " + path, errno);
   std::string buf(kChunk, '\0');
@@ -142,9 +141,8 @@ Status CheckFileName(std::string_view name) {
   size_t start = 0;
   while (start <= name.size()) {
     size_t slash = name.find('/', start);
-    std::string_view part =
-        name.substr(start, slash == std::string_view::npos ? std::string_view::npos
-                                                           : slash - start);
+    std::string_view part = name.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (part.empty() || part == "." || part == "..") {
       return InvalidArgument("bad checkpoint file name: " + std::string(name));
     }
@@ -196,8 +194,8 @@ StatusOr<CheckpointInfo> DecodeManifest(const std::string& text, const std::stri
     info.step = m["step"].get<int64_t>();
     if (!m.contains("files") || !m["files"].is_array()) return bad("no file list");
     for (const auto& f : m["files"]) {
-      if (!f.is_object() || !f.contains("name") || !f["name"].is_string() ||
-          !f.contains("size") || !f["size"].is_number_unsigned() || !f.contains("crc32") ||
+      if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("size") ||
+          !f["size"].is_number_unsigned() || !f.contains("crc32") ||
           !f["crc32"].is_number_unsigned()) {
         return bad("malformed file entry");
       }
@@ -481,9 +479,45 @@ StatusOr<CheckpointInfo> FindLatestValidCheckpoint(const std::string& dir) {
   return NotFound("no valid checkpoint in " + dir + " (skipped " + all + ")");
 }
 
+StatusOr<CheckpointInventory> InspectCheckpoints(const std::string& dir) {
+  CheckpointInventory inventory;
+  std::error_code ec;
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    const std::string name = item.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || !item.is_directory()) continue;
+    CheckpointEntry entry;
+    entry.name = name;
+    if (name.ends_with(".tmp")) {
+      entry.error = "staging directory (uncommitted; ignored)";
+    } else if (auto manifest = ReadCheckpointManifest(item.path().string()); manifest.ok()) {
+      entry.step = manifest->step;
+      entry.files = manifest->files.size();
+      for (const auto& f : manifest->files) entry.bytes += f.size;
+      const Status verified = VerifyCheckpoint(item.path().string());
+      entry.valid = verified.ok();
+      if (!verified.ok()) entry.error = verified.message();
+    } else {
+      entry.error = manifest.status().message();
+    }
+    inventory.checkpoints.push_back(std::move(entry));
+  }
+  if (ec) {
+    const std::string message = "cannot list " + dir + ": " + ec.message();
+    if (ec == std::errc::no_such_file_or_directory) return NotFound(message);
+    return FailedPrecondition(message);
+  }
+  std::sort(inventory.checkpoints.begin(), inventory.checkpoints.end(),
+            [](const CheckpointEntry& a, const CheckpointEntry& b) {
+              return a.step != b.step ? a.step < b.step : a.name < b.name;
+            });
+  auto latest = FindLatestValidCheckpoint(dir);
+  if (latest.ok()) inventory.restore = latest->path;
+  return inventory;
+}
+
 Status RetainLatest(const std::string& dir, int keep) {
-  if (keep < 1) return InvalidArgument("RetainLatest: keep must be >= 1, got " +
-                                       std::to_string(keep));
+  if (keep < 1)
+    return InvalidArgument("RetainLatest: keep must be >= 1, got " + std::to_string(keep));
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return NotFound("no checkpoint directory " + dir);
   std::vector<std::string> staging;

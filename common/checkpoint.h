@@ -50,7 +50,7 @@ struct CheckpointFile {
 
 struct CheckpointInfo {
   int64_t step = -1;
-  std::string path;                  // dir/ckpt-<step>
+  std::string path;                   // dir/ckpt-<step>
   std::vector<CheckpointFile> files;  // sorted by name; MANIFEST itself not included
   // FindLatestValidCheckpoint only: the newer checkpoints it skipped, each with why.
   std::vector<std::string> skipped;
@@ -103,6 +103,27 @@ Status VerifyCheckpoint(const std::string& path);
 // Parses and checks MANIFEST only (no file data read). kDataLoss when it is missing or corrupt.
 StatusOr<CheckpointInfo> ReadCheckpointManifest(const std::string& path);
 
+// One ckpt-* directory under a checkpoint directory, as InspectCheckpoints reports it.
+struct CheckpointEntry {
+  std::string name;    // ckpt-<step>, or ckpt-<step>.tmp for a staging directory
+  int64_t step = -1;   // from MANIFEST; -1 when it cannot be read
+  size_t files = 0;    // files listed in MANIFEST
+  uint64_t bytes = 0;  // their sizes summed
+  bool valid = false;  // VerifyCheckpoint passed
+  std::string error;   // why it is not valid
+};
+
+// What a checkpoint directory holds and what a restart would restore from it.
+struct CheckpointInventory {
+  std::vector<CheckpointEntry> checkpoints;  // by step, then name
+  std::string restore;  // FindLatestValidCheckpoint's path; "" when there is none
+};
+
+// Every ckpt-* directory under `dir`, each verified (staging directories are listed, never
+// valid), and the checkpoint FindLatestValidCheckpoint picks. kNotFound when `dir` does not exist,
+// kFailedPrecondition when it cannot be listed otherwise; the message reads "cannot list DIR: why".
+StatusOr<CheckpointInventory> InspectCheckpoints(const std::string& dir);
+
 // Keeps the newest `keep` complete checkpoints (manifest valid, files present with their sizes;
 // checksums are not read, to keep this cheap) and removes every other ckpt-* directory under
 // `dir`: older ones, torn ones, and stale *.tmp staging directories. keep >= 1.
@@ -110,7 +131,6 @@ Status RetainLatest(const std::string& dir, int keep);
 
 // Reads `name` from the checkpoint at `checkpoint_path`, checking it against the manifest
 // (kNotFound if not listed, kDataLoss if its size or checksum is wrong).
-StatusOr<std::string> ReadCheckpointFile(const std::string& checkpoint_path,
-                                         std::string_view name);
+StatusOr<std::string> ReadCheckpointFile(const std::string& checkpoint_path, std::string_view name);
 
 }  // namespace cohort

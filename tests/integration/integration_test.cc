@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/checkpoint.h"
 #include "common/client.h"
 #include "common/messaging.h"
 #include "tests/testing/local_cluster.h"
@@ -793,111 +792,6 @@ TEST(SecureIntegrationTest, CurveClientWithAListedKeyIsServedAndAnUnlistedOneIsN
   EXPECT_EQ(plain.exit_code, 3) << plain.err;
   EXPECT_TRUE(coordinator.running());
   coordinator.Stop();
-}
-
-// No coordinator needed: the CLI alone.
-TEST(CliTest, UnreachableCoordinatorExitsThreeNamingTheAddress) {
-  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
-  int port = ct::PickFreePort();
-  std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  auto r = ct::RunProcess(CliBin(), {"--insecure", "--coordinator", endpoint, "--timeout", "1s",
-                                     "list"});
-  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
-  EXPECT_NE(r.err.find(endpoint), std::string::npos) << r.err;
-
-  // The environment works as well as the flags.
-  auto env = ct::RunProcess(CliBin(), {"--timeout=1s", "nodes"},
-                            {"COHORT_COORDINATOR=" + endpoint, "COHORT_INSECURE=1"});
-  EXPECT_EQ(env.exit_code, 3) << env.err;
-  EXPECT_NE(env.err.find(endpoint), std::string::npos) << env.err;
-}
-
-TEST(CliTest, BadUsageExitsTwo) {
-  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
-  EXPECT_EQ(ct::RunProcess(CliBin(), {}).exit_code, 2);
-  EXPECT_EQ(ct::RunProcess(CliBin(), {"frobnicate"}).exit_code, 2);
-  EXPECT_EQ(ct::RunProcess(CliBin(), {"--insecure", "status"}).exit_code, 2);
-  EXPECT_EQ(ct::RunProcess(CliBin(), {"--insecure", "logs", "j", "--bogus"}).exit_code, 2);
-  EXPECT_EQ(ct::RunProcess(CliBin(), {"--insecure", "--timeout", "soon", "list"}).exit_code, 2);
-  ct::TempDir files("cohort-cli-usage");
-  auto tune = ct::RunProcess(CliBin(), {"--insecure", "tune", files.Join("missing-study.yaml")});
-  EXPECT_EQ(tune.exit_code, 2) << tune.err;
-  ct::WriteFile(files.Join("study.yaml"),
-                "name: s1\nmetric: {id: acc, goal: maximize}\nparameters:\n"
-                "  - {id: lr, type: double, min: 0.1, max: 0.01}\nalgorithm: grid\n"
-                "max_trials: 2\ntrial_job: {worker_pools: [{role: chief, replicas: 1, "
-                "process: {command: [/bin/true]}}]}\n");
-  auto bad_study = ct::RunProcess(CliBin(), {"--insecure", "tune", files.Join("study.yaml")});
-  EXPECT_EQ(bad_study.exit_code, 2) << bad_study.err;
-  EXPECT_NE(bad_study.err.find("parameters[0]"), std::string::npos) << bad_study.err;
-  auto help = ct::RunProcess(CliBin(), {"submit", "--help"});
-  EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.out.find("usage: cohort submit FILE"), std::string::npos) << help.out;
-  // Without --insecure the client needs key files; their absence is a usage error naming them.
-  ct::TempDir home("cohort-cli-home");
-  auto secure = ct::RunProcess(CliBin(), {"--timeout", "1s", "list"},
-                               {"HOME=" + home.path(), "COHORT_INSECURE=0"});
-  EXPECT_EQ(secure.exit_code, 2) << secure.err;
-  EXPECT_NE(secure.err.find("client.key"), std::string::npos) << secure.err;
-}
-
-TEST(CliTest, CheckpointVerifiesEachAndNamesTheRestorePoint) {
-  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
-  ct::TempDir dir("cohort-ckpt-cli");
-  for (int64_t step : {10, 20}) {
-    CheckpointWriter writer(dir.path(), step);
-    ASSERT_TRUE(writer.AddFile("model.bin", "weights-" + std::to_string(step)).ok());
-    ASSERT_TRUE(writer.Commit().ok());
-  }
-  // The newest is corrupted in place (same size, other bytes), and a crashed write is left over.
-  ct::WriteFile(dir.Join("ckpt-20/model.bin"), "WEIGHTS-20");
-  std::filesystem::create_directories(dir.Join("ckpt-30.tmp"));
-
-  auto r = ct::RunProcess(CliBin(), {"checkpoint", dir.path(), "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  json report = json::parse(r.out, nullptr, false);
-  ASSERT_TRUE(report.is_object()) << r.out;
-  EXPECT_EQ(report["restore"], dir.Join("ckpt-10"));
-  std::map<std::string, json> by_name;
-  for (const auto& c : report["checkpoints"]) by_name[c["name"]] = c;
-  ASSERT_EQ(by_name.size(), 3u) << r.out;
-  EXPECT_EQ(by_name["ckpt-10"]["valid"], true);
-  EXPECT_EQ(by_name["ckpt-10"]["step"], 10);
-  EXPECT_EQ(by_name["ckpt-20"]["valid"], false);
-  EXPECT_NE(by_name["ckpt-20"]["error"].get<std::string>().find("model.bin"), std::string::npos)
-      << by_name["ckpt-20"];
-  EXPECT_EQ(by_name["ckpt-30.tmp"]["valid"], false);
-
-  auto table = ct::RunProcess(CliBin(), {"checkpoint", dir.path()});
-  EXPECT_EQ(table.exit_code, 0);
-  EXPECT_NE(table.out.find("Restore would use: " + dir.Join("ckpt-10")), std::string::npos)
-      << table.out;
-
-  ct::TempDir empty("cohort-ckpt-empty");
-  auto none = ct::RunProcess(CliBin(), {"checkpoint", empty.path()});
-  EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
-  EXPECT_NE(none.out.find("nothing"), std::string::npos) << none.out;
-}
-
-TEST(CliTest, KeygenWritesAKeyPairAndRefusesToOverwrite) {
-  if (CliBin().empty() || !ct::FileExists(CliBin())) GTEST_SKIP() << "cohort is not built";
-  ct::TempDir dir("cohort-keygen");
-  auto r = ct::RunProcess(CliBin(), {"keygen", "--dir", dir.path(), "--name", "alice"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto keys = ReadCurveKeyFile(dir.Join("alice.key"));
-  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
-  EXPECT_EQ(keys->public_key.size(), 40u);
-  EXPECT_EQ(keys->secret_key.size(), 40u);
-  auto pub = ReadCurveKeyFile(dir.Join("alice.pub"));
-  ASSERT_TRUE(pub.ok());
-  EXPECT_EQ(pub->public_key, keys->public_key);
-  EXPECT_TRUE(pub->secret_key.empty());
-  EXPECT_NE(r.out.find(keys->public_key), std::string::npos);
-  auto again = ct::RunProcess(CliBin(), {"keygen", "--dir", dir.path(), "--name", "alice"});
-  EXPECT_NE(again.exit_code, 0);
-  auto still = ReadCurveKeyFile(dir.Join("alice.key"));
-  ASSERT_TRUE(still.ok());
-  EXPECT_EQ(still->secret_key, keys->secret_key);
 }
 
 }  // namespace

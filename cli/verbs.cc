@@ -1,0 +1,394 @@
+#include "cli/verbs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/output.h"
+#include "common/checkpoint.h"
+#include "common/cluster_env.h"
+#include "common/curve_keys.h"
+#include "common/job_spec.h"
+#include "common/study_spec.h"
+
+namespace cohort::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kUnavailable:
+      return kExitUnreachable;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+      return kExitUsage;
+    default:
+      return kExitJobFailed;
+  }
+}
+
+int Fail(std::ostream& err, const Status& status) {
+  err << "cohort: " << status.ToString() << "\n";
+  return ExitCodeFor(status);
+}
+
+StatusOr<CoordinatorClient> ConnectClient(const Context& ctx) {
+  return CoordinatorClient::Connect(ctx.options);
+}
+
+StatusOr<std::string> ReadSpecText(const std::string& file) {
+  std::stringstream buffer;
+  if (file == "-") {
+    buffer << std::cin.rdbuf();
+    return buffer.str();
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return ErrnoStatus("cannot read job file " + file, errno);
+  buffer << in.rdbuf();
+  if (in.bad()) return ErrnoStatus("cannot read job file " + file, errno);
+  return buffer.str();
+}
+
+std::string StateLine(const wire::JobInfoT& job) {
+  std::string line = "job " + job.name + ": " + wire::EnumNameJobState(job.state);
+  if (!job.message.empty()) line += " (" + job.message + ")";
+  return line;
+}
+
+int ExitForFinalState(const wire::JobInfoT& job) {
+  return job.state == wire::JobState::SUCCEEDED ? kExitOk : kExitJobFailed;
+}
+
+// Follows a job until it ends, printing each state change on err.
+int FollowJob(CoordinatorClient& client, const std::string& name, const Context& ctx) {
+  auto job = client.WaitForJob(
+      name, [](const wire::JobInfoT& j) { return IsTerminal(j.state); }, Clock::time_point::max(),
+      std::chrono::milliseconds(500),
+      [&](const wire::JobInfoT& j) { ctx.err << StateLine(j) << std::endl; },
+      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30)));
+  if (!job.ok()) return Fail(ctx.err, job.status());
+  return ExitForFinalState(*job);
+}
+
+// Prints the study's name; with --wait follows it until it ends.
+int FollowStudy(CoordinatorClient& client, const std::string& name, const ParsedArgs& args,
+                const Context& ctx) {
+  ctx.out << name << std::endl;
+  if (!args.Has("--wait")) return kExitOk;
+
+  // Follow: a progress line whenever the state or the number of finished trials changes.
+  std::string last_progress;
+  auto last_reply = Clock::now();
+  auto unreachable_limit =
+      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
+  while (true) {
+    auto current = client.GetStudy(name);
+    if (!current.ok()) {
+      if (current.status().code() == StatusCode::kUnavailable &&
+          Clock::now() - last_reply < unreachable_limit) {
+        continue;
+      }
+      return Fail(ctx.err, current.status());
+    }
+    last_reply = Clock::now();
+    int finished = 0;
+    int active = 0;
+    for (const auto& t : current->trials) {
+      if (!t) continue;
+      if (t->state == "ACTIVE" || t->state == "REQUESTED" || t->state == "STOPPING") {
+        ++active;
+      } else {
+        ++finished;
+      }
+    }
+    std::string progress = "study " + name + ": " + current->state + ", " +
+                           std::to_string(finished) + " of " + std::to_string(current->max_trials) +
+                           " trials done, " + std::to_string(active) + " running" +
+                           (current->best_trial.empty() ? "" : ", best " + current->best_trial);
+    if (progress != last_progress) {
+      ctx.err << progress << std::endl;
+      last_progress = progress;
+    }
+    if (IsStudyTerminal(current->state)) {
+      PrintStudy(*current, ctx.out);
+      return current->state == "SUCCEEDED" ? kExitOk : kExitJobFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+// What submit and tune share: the one FILE argument ("-": standard input) is read and checked with
+// `parse` before anything is sent, then sent with `send`; on success `then` runs with the client,
+// the parsed spec and the coordinator's reply. `kind` ("job", "study") names the spec in errors.
+template <typename Spec, typename Reply>
+int SubmitSpecFile(
+    const ParsedArgs& args, const Context& ctx, const std::string& verb, const std::string& kind,
+    StatusOr<Spec> (*parse)(std::string_view, std::string_view),
+    const std::function<StatusOr<Reply>(CoordinatorClient&, const std::string&)>& send,
+    const std::function<int(CoordinatorClient&, const Spec&, const Reply&)>& then) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one FILE");
+  const std::string& file = args.positionals[0];
+  auto text = ReadSpecText(file);
+  if (!text.ok()) return UsageError(ctx.err, verb, text.status().message());
+  auto spec = parse(*text, file == "-" ? "<stdin>" : file);
+  if (!spec.ok()) {
+    ctx.err << "cohort: invalid " << kind << " spec: " << spec.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto reply = send(*client, *text);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kInvalidArgument) {
+      ctx.err << "cohort: the coordinator rejected the " << kind
+              << " spec: " << reply.status().message() << "\n";
+      return kExitUsage;
+    }
+    return Fail(ctx.err, reply.status());
+  }
+  return then(*client, *spec, *reply);
+}
+
+// What status, list, nodes and trials share: `argument` ("JOB", "STUDY") is the one positional
+// the verb needs, or "" for none; `fetch` asks the coordinator; the reply is printed as JSON with
+// --json (`to_json`), else for people (`print`).
+template <typename Reply>
+int ShowVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+             const std::string& argument,
+             const std::function<StatusOr<Reply>(CoordinatorClient&)>& fetch,
+             const std::function<nlohmann::json(const Reply&)>& to_json,
+             void (*print)(const Reply&, std::ostream&)) {
+  if (argument.empty() && !args.positionals.empty()) {
+    return UsageError(ctx.err, verb, verb + " takes no arguments");
+  }
+  if (!argument.empty() && args.positionals.size() != 1) {
+    return UsageError(ctx.err, verb, verb + " needs one " + argument);
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto reply = fetch(*client);
+  if (!reply.ok()) return Fail(ctx.err, reply.status());
+  if (args.Has("--json")) {
+    ctx.out << to_json(*reply).dump(2) << "\n";
+  } else {
+    print(*reply, ctx.out);
+  }
+  return kExitOk;
+}
+
+// What list and nodes share: every item `list` returns, as a JSON array with --json.
+template <typename Item>
+int ShowAll(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+            StatusOr<std::vector<Item>> (CoordinatorClient::*list)(),
+            nlohmann::json (*to_json)(const Item&),
+            void (*print)(const std::vector<Item>&, std::ostream&)) {
+  return ShowVerb<std::vector<Item>>(
+      args, ctx, verb, "", [&](CoordinatorClient& client) { return (client.*list)(); },
+      [&](const std::vector<Item>& items) {
+        nlohmann::json array = nlohmann::json::array();
+        for (const Item& item : items) array.push_back(to_json(item));
+        return array;
+      },
+      print);
+}
+
+}  // namespace
+
+int Submit(const ParsedArgs& args, const Context& ctx) {
+  return SubmitSpecFile<JobSpec, std::string>(
+      args, ctx, "submit", "job", ParseJobSpec,
+      [](CoordinatorClient& client, const std::string& text) { return client.Submit(text); },
+      [&](CoordinatorClient& client, const JobSpec&, const std::string& name) {
+        ctx.out << name << std::endl;
+        if (!args.Has("--wait")) return kExitOk;
+        return FollowJob(client, name, ctx);
+      });
+}
+
+int ShowJob(const ParsedArgs& args, const Context& ctx) {
+  return ShowVerb<wire::JobInfoT>(
+      args, ctx, "status", "JOB",
+      [&](CoordinatorClient& client) { return client.GetJob(args.positionals[0]); }, JobToJson,
+      PrintJob);
+}
+
+int List(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "list", &CoordinatorClient::ListJobs, JobToJson, PrintJobList);
+}
+
+int Logs(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "logs", "logs needs one JOB");
+  const std::string& job = args.positionals[0];
+  std::string replica = args.Get("--replica", "chief-0");
+  int attempt = -1;
+  if (args.Has("--attempt")) {
+    try {
+      size_t used = 0;
+      attempt = std::stoi(args.Get("--attempt"), &used);
+      if (used != args.Get("--attempt").size() || attempt < 0) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      return UsageError(ctx.err, "logs", "--attempt: expected a non-negative integer");
+    }
+  }
+  bool follow = args.Has("--follow");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  uint64_t offset = 0;
+  auto last_reply = Clock::now();
+  auto unreachable_limit =
+      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
+  while (true) {
+    auto data = client->ReadLogs(job, replica, offset, attempt);
+    if (!data.ok()) {
+      // While following, ride out a coordinator restart; the offset makes the resume exact.
+      if (follow && data.status().code() == StatusCode::kUnavailable &&
+          Clock::now() - last_reply < unreachable_limit) {
+        continue;
+      }
+      return Fail(ctx.err, data.status());
+    }
+    last_reply = Clock::now();
+    if (!data->data.empty()) {
+      ctx.out.write(reinterpret_cast<const char*>(data->data.data()),
+                    static_cast<std::streamsize>(data->data.size()));
+      ctx.out.flush();
+    }
+    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
+    if (!data->data.empty()) continue;  // more may be waiting right now
+    if (data->complete || !follow) return kExitOk;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+int Cancel(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "cancel", "cancel needs one JOB");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto job = client->Cancel(args.positionals[0]);
+  if (!job.ok()) return Fail(ctx.err, job.status());
+  if (!args.Has("--wait") || IsTerminal(job->state)) {
+    ctx.out << StateLine(*job) << "\n";
+    return kExitOk;
+  }
+  auto final_job = client->WaitForJob(
+      job->name, [](const wire::JobInfoT& j) { return IsTerminal(j.state); },
+      Clock::time_point::max(), std::chrono::milliseconds(250));
+  if (!final_job.ok()) return Fail(ctx.err, final_job.status());
+  ctx.out << StateLine(*final_job) << "\n";
+  return kExitOk;
+}
+
+int Nodes(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "nodes", &CoordinatorClient::ListNodes, NodeToJson, PrintNodes);
+}
+
+int Checkpoint(const ParsedArgs& args, const Context& ctx) {
+  std::string dir;
+  if (args.Has("--job")) {
+    if (!args.positionals.empty()) {
+      return UsageError(ctx.err, "checkpoint", "give either DIR or --job JOB, not both");
+    }
+    auto client = ConnectClient(ctx);
+    if (!client.ok()) return Fail(ctx.err, client.status());
+    auto job = client->GetJob(args.Get("--job"));
+    if (!job.ok()) return Fail(ctx.err, job.status());
+    if (job->output_dir.empty()) {
+      ctx.err << "cohort: job " << job->name << " has no output directory\n";
+      return kExitJobFailed;
+    }
+    dir = CheckpointDir(job->output_dir, job->trial_id);
+  } else if (args.positionals.size() == 1) {
+    dir = args.positionals[0];
+  } else {
+    return UsageError(ctx.err, "checkpoint", "checkpoint needs DIR or --job JOB");
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+
+  auto inventory = InspectCheckpoints(dir);
+  if (!inventory.ok()) {
+    ctx.err << "cohort: " << inventory.status().message() << "\n";
+    return inventory.status().code() == StatusCode::kNotFound ? kExitJobFailed : kExitUsage;
+  }
+  const std::vector<CheckpointEntry>& entries = inventory->checkpoints;
+  const std::string& restore = inventory->restore;
+
+  if (args.Has("--json")) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : entries) {
+      list.push_back({{"name", e.name},
+                      {"step", e.step},
+                      {"files", e.files},
+                      {"bytes", e.bytes},
+                      {"valid", e.valid},
+                      {"error", e.error}});
+    }
+    ctx.out << nlohmann::json{{"dir", dir}, {"checkpoints", std::move(list)}, {"restore", restore}}
+                   .dump(2)
+            << "\n";
+  } else {
+    ctx.out << "Checkpoints in " << dir << ":\n";
+    Table table({"CHECKPOINT", "STEP", "FILES", "BYTES", "STATE"});
+    for (const auto& e : entries) {
+      table.AddRow({e.name, e.step < 0 ? "-" : std::to_string(e.step), std::to_string(e.files),
+                    std::to_string(e.bytes), e.valid ? "valid" : "INVALID: " + e.error});
+    }
+    if (entries.empty()) {
+      ctx.out << "  (none)\n";
+    } else {
+      table.Print(ctx.out);
+    }
+    ctx.out << "\nRestore would use: " << (restore.empty() ? "nothing (start fresh)" : restore)
+            << "\n";
+  }
+  return restore.empty() ? kExitJobFailed : kExitOk;
+}
+
+int Keygen(const ParsedArgs& args, const Context& ctx) {
+  if (!args.positionals.empty()) return UsageError(ctx.err, "keygen", "keygen takes no arguments");
+  std::string dir = args.Get("--dir", DefaultClientKeyDir());
+  std::string name = args.Get("--name", "client");
+  if (name.empty() || name.find('/') != std::string::npos) {
+    return UsageError(ctx.err, "keygen", "--name: must be a plain file name");
+  }
+  auto keys = GenerateCurveKeyPair();
+  if (!keys.ok()) return Fail(ctx.err, keys.status());
+  Status written = WriteCurveKeyFiles(dir, name, *keys);
+  if (!written.ok()) {
+    ctx.err << "cohort: " << written.ToString() << "\n";
+    return kExitJobFailed;
+  }
+  ctx.out << "wrote " << dir << "/" << name << ".key (secret, keep it) and " << dir << "/" << name
+          << ".pub\npublic-key = " << keys->public_key << "\n";
+  return kExitOk;
+}
+
+int Tune(const ParsedArgs& args, const Context& ctx) {
+  return SubmitSpecFile<StudySpec, wire::StudyInfoT>(
+      args, ctx, "tune", "study", ParseStudySpec,
+      [](CoordinatorClient& client, const std::string& text) { return client.SubmitStudy(text); },
+      [&](CoordinatorClient& client, const StudySpec& spec, const wire::StudyInfoT& study) {
+        return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
+      });
+}
+
+int Trials(const ParsedArgs& args, const Context& ctx) {
+  return ShowVerb<wire::StudyInfoT>(
+      args, ctx, "trials", "STUDY",
+      [&](CoordinatorClient& client) { return client.GetStudy(args.positionals[0]); }, StudyToJson,
+      PrintStudy);
+}
+
+}  // namespace cohort::cli

@@ -1,0 +1,304 @@
+// In-process tests of the `cohort` CLI (cli/cli.h): RunCli with string streams, so each verb's
+// output and exit code are checked without starting the binary. Verbs that need a coordinator run
+// against a real cohort-coordinator process (tests/testing/local_cluster.h); that test skips,
+// saying why, when the coordinator is not built.
+#include "cli/cli.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint.h"
+#include "common/curve_keys.h"
+#include "tests/testing/local_cluster.h"
+#include "tests/testing/process.h"
+
+#ifndef COHORT_COORDINATOR_BIN
+#define COHORT_COORDINATOR_BIN ""
+#endif
+
+namespace cohort::cli {
+namespace {
+
+namespace ct = ::cohort::testing;
+using nlohmann::json;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCohort(const std::vector<std::string>& args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  CliResult result;
+  result.exit_code = RunCli(args, out, err);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+// Sets an environment variable for one test and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+const std::vector<std::string> kVerbs = {"submit", "status",     "list",   "logs", "cancel",
+                                         "nodes",  "checkpoint", "keygen", "tune", "trials"};
+
+TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
+  CliResult help = RunCohort({"--help"});
+  ASSERT_EQ(help.exit_code, kExitOk) << help.err;
+  EXPECT_EQ(help.out.rfind("usage: cohort [--coordinator", 0), 0u) << help.out;
+  size_t previous = 0;
+  for (const std::string& verb : kVerbs) {
+    const size_t at = help.out.find("\n  " + verb + " ");
+    ASSERT_NE(at, std::string::npos) << verb << " missing from:\n" << help.out;
+    EXPECT_GT(at, previous) << verb << " out of order";
+    previous = at;
+
+    CliResult own = RunCohort({verb, "--help"});
+    EXPECT_EQ(own.exit_code, kExitOk) << verb;
+    EXPECT_EQ(own.out.rfind("usage: cohort " + verb, 0), 0u) << own.out;
+    EXPECT_EQ(RunCohort({"help", verb}).out, own.out) << verb;
+    EXPECT_EQ(RunCohort({verb, "-h"}).out, own.out) << verb;
+  }
+  // A synopsis too long for its column puts the description on the next line, aligned.
+  EXPECT_NE(help.out.find("  logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow]\n" +
+                          std::string(30, ' ') + "a replica's output"),
+            std::string::npos)
+      << help.out;
+  EXPECT_EQ(RunCohort({"help"}).out, help.out);
+  EXPECT_EQ(RunCohort({"help", "nosuch"}).out, help.out);
+  EXPECT_EQ(RunCohort({"--version"}).out, "cohort 0.1.0\n");
+}
+
+TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
+  CliResult none = RunCohort({});
+  EXPECT_EQ(none.exit_code, kExitUsage);
+  EXPECT_NE(none.err.find("no verb given"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("Verbs:"), std::string::npos) << none.err;
+
+  CliResult unknown = RunCohort({"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, kExitUsage);
+  EXPECT_NE(unknown.err.find("unknown verb 'frobnicate'"), std::string::npos) << unknown.err;
+
+  CliResult status = RunCohort({"--insecure", "status"});
+  EXPECT_EQ(status.exit_code, kExitUsage);
+  EXPECT_NE(status.err.find("status needs one JOB"), std::string::npos) << status.err;
+  EXPECT_NE(status.err.find("usage: cohort status JOB"), std::string::npos) << status.err;
+
+  CliResult flag = RunCohort({"--insecure", "logs", "j", "--bogus"});
+  EXPECT_EQ(flag.exit_code, kExitUsage);
+  EXPECT_NE(flag.err.find("unknown option --bogus"), std::string::npos) << flag.err;
+  EXPECT_NE(flag.err.find("usage: cohort logs"), std::string::npos) << flag.err;
+
+  EXPECT_EQ(RunCohort({"--insecure", "logs", "j", "--attempt", "x"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCohort({"--insecure", "list", "extra"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCohort({"--insecure", "submit", "--wait=1", "f"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCohort({"--insecure", "checkpoint", "dir", "--job", "j"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCohort({"keygen", "--name", "a/b"}).exit_code, kExitUsage);
+
+  CliResult timeout = RunCohort({"--insecure", "--timeout", "soon", "list"});
+  EXPECT_EQ(timeout.exit_code, kExitUsage);
+  EXPECT_NE(timeout.err.find("--timeout"), std::string::npos) << timeout.err;
+  EXPECT_EQ(RunCohort({"--insecure", "--timeout", "0s", "list"}).exit_code, kExitUsage);
+
+  ct::TempDir files("cohort-cli-usage");
+  CliResult missing = RunCohort({"--insecure", "tune", files.Join("missing-study.yaml")});
+  EXPECT_EQ(missing.exit_code, kExitUsage) << missing.err;
+  ct::WriteFile(files.Join("study.yaml"),
+                "name: s1\nmetric: {id: acc, goal: maximize}\nparameters:\n"
+                "  - {id: lr, type: double, min: 0.1, max: 0.01}\nalgorithm: grid\n"
+                "max_trials: 2\ntrial_job: {worker_pools: [{role: chief, replicas: 1, "
+                "process: {command: [/bin/true]}}]}\n");
+  CliResult bad_study = RunCohort({"--insecure", "tune", files.Join("study.yaml")});
+  EXPECT_EQ(bad_study.exit_code, kExitUsage) << bad_study.err;
+  EXPECT_NE(bad_study.err.find("invalid study spec"), std::string::npos) << bad_study.err;
+  EXPECT_NE(bad_study.err.find("parameters[0]"), std::string::npos) << bad_study.err;
+  ct::WriteFile(files.Join("job.yaml"), "name: j1\nworker_pools: []\n");
+  CliResult bad_job = RunCohort({"--insecure", "submit", files.Join("job.yaml")});
+  EXPECT_EQ(bad_job.exit_code, kExitUsage) << bad_job.err;
+  EXPECT_NE(bad_job.err.find("invalid job spec"), std::string::npos) << bad_job.err;
+
+  // Without --insecure the client needs key files; their absence is a usage error naming them.
+  ct::TempDir home("cohort-cli-home");
+  ScopedEnv home_env("HOME", home.path());
+  ScopedEnv insecure_env("COHORT_INSECURE", "0");
+  CliResult secure = RunCohort({"--timeout", "1s", "list"});
+  EXPECT_EQ(secure.exit_code, kExitUsage) << secure.err;
+  EXPECT_NE(secure.err.find("client.key"), std::string::npos) << secure.err;
+}
+
+TEST(CliTest, UnreachableCoordinatorExitsThreeNamingTheAddress) {
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+  CliResult flags =
+      RunCohort({"--insecure", "--coordinator", endpoint, "--timeout", "300ms", "list"});
+  EXPECT_EQ(flags.exit_code, kExitUnreachable) << flags.out << flags.err;
+  EXPECT_NE(flags.err.find(endpoint), std::string::npos) << flags.err;
+
+  // Global flags are accepted after the verb too, and the environment works as well as flags.
+  CliResult after =
+      RunCohort({"nodes", "--insecure", "--coordinator=" + endpoint, "--timeout=300ms"});
+  EXPECT_EQ(after.exit_code, kExitUnreachable) << after.err;
+  ScopedEnv coordinator_env("COHORT_COORDINATOR", endpoint);
+  ScopedEnv insecure_env("COHORT_INSECURE", "1");
+  CliResult env = RunCohort({"--timeout=300ms", "nodes"});
+  EXPECT_EQ(env.exit_code, kExitUnreachable) << env.err;
+  EXPECT_NE(env.err.find(endpoint), std::string::npos) << env.err;
+}
+
+TEST(CliTest, CheckpointVerifiesEachAndNamesTheRestorePoint) {
+  ct::TempDir dir("cohort-ckpt-cli");
+  for (int64_t step : {10, 20}) {
+    CheckpointWriter writer(dir.path(), step);
+    ASSERT_TRUE(writer.AddFile("model.bin", "weights-" + std::to_string(step)).ok());
+    ASSERT_TRUE(writer.Commit().ok());
+  }
+  // The newest is corrupted in place (same size, other bytes), and a crashed write is left over.
+  ct::WriteFile(dir.Join("ckpt-20/model.bin"), "WEIGHTS-20");
+  std::filesystem::create_directories(dir.Join("ckpt-30.tmp"));
+
+  CliResult r = RunCohort({"checkpoint", dir.path() + "/", "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.out << r.err;
+  json report = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << r.out;
+  EXPECT_EQ(report["dir"], dir.path());
+  EXPECT_EQ(report["restore"], dir.Join("ckpt-10"));
+  ASSERT_EQ(report["checkpoints"].size(), 3u) << r.out;
+  // Ordered by step, then name: the staging directory has no step (-1) and comes first.
+  EXPECT_EQ(report["checkpoints"][0]["name"], "ckpt-30.tmp");
+  EXPECT_EQ(report["checkpoints"][0]["valid"], false);
+  EXPECT_EQ(report["checkpoints"][0]["step"], -1);
+  EXPECT_EQ(report["checkpoints"][1]["name"], "ckpt-10");
+  EXPECT_EQ(report["checkpoints"][1]["valid"], true);
+  EXPECT_EQ(report["checkpoints"][1]["step"], 10);
+  EXPECT_EQ(report["checkpoints"][1]["files"], 1);
+  EXPECT_EQ(report["checkpoints"][1]["bytes"], std::string("weights-10").size());
+  EXPECT_EQ(report["checkpoints"][2]["name"], "ckpt-20");
+  EXPECT_EQ(report["checkpoints"][2]["valid"], false);
+  EXPECT_NE(report["checkpoints"][2]["error"].get<std::string>().find("model.bin"),
+            std::string::npos)
+      << r.out;
+
+  CliResult table = RunCohort({"checkpoint", dir.path()});
+  EXPECT_EQ(table.exit_code, kExitOk);
+  EXPECT_NE(table.out.find("Checkpoints in " + dir.path() + ":\n"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("INVALID: "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Restore would use: " + dir.Join("ckpt-10")), std::string::npos)
+      << table.out;
+
+  ct::TempDir empty("cohort-ckpt-empty");
+  CliResult none = RunCohort({"checkpoint", empty.path()});
+  EXPECT_EQ(none.exit_code, kExitJobFailed) << none.out << none.err;
+  EXPECT_NE(none.out.find("(none)"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("nothing (start fresh)"), std::string::npos) << none.out;
+
+  CliResult missing = RunCohort({"checkpoint", empty.Join("nonexistent")});
+  EXPECT_EQ(missing.exit_code, kExitJobFailed) << missing.err;
+  EXPECT_NE(missing.err.find("cannot list " + empty.Join("nonexistent")), std::string::npos)
+      << missing.err;
+  ct::WriteFile(empty.Join("file"), "x");
+  CliResult not_dir = RunCohort({"checkpoint", empty.Join("file")});
+  EXPECT_EQ(not_dir.exit_code, kExitUsage) << not_dir.err;
+}
+
+TEST(CliTest, KeygenWritesAKeyPairAndRefusesToOverwrite) {
+  ct::TempDir dir("cohort-keygen");
+  CliResult r = RunCohort({"keygen", "--dir", dir.path(), "--name", "alice"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto keys = ReadCurveKeyFile(dir.Join("alice.key"));
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(keys->public_key.size(), 40u);
+  EXPECT_EQ(keys->secret_key.size(), 40u);
+  auto pub = ReadCurveKeyFile(dir.Join("alice.pub"));
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ(pub->public_key, keys->public_key);
+  EXPECT_TRUE(pub->secret_key.empty());
+  EXPECT_NE(r.out.find(keys->public_key), std::string::npos);
+  CliResult again = RunCohort({"keygen", "--dir", dir.path(), "--name", "alice"});
+  EXPECT_EQ(again.exit_code, kExitJobFailed) << again.err;
+  auto still = ReadCurveKeyFile(dir.Join("alice.key"));
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->secret_key, keys->secret_key);
+}
+
+// Submit, status, list, cancel and nodes against a real coordinator with no agents: the job stays
+// QUEUED until it is cancelled.
+TEST(CliTest, VerbsAgainstARealCoordinator) {
+  const std::string coordinator = COHORT_COORDINATOR_BIN;
+  if (coordinator.empty() || !ct::FileExists(coordinator)) {
+    GTEST_SKIP() << "cohort-coordinator is not built in this tree";
+  }
+  ct::LocalCluster cluster(ct::ClusterBinaries{coordinator, ""});
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::vector<std::string> global = {"--insecure", "--coordinator",
+                                           cluster.client_endpoint()};
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), global.begin(), global.end());
+    return RunCohort(args);
+  };
+  const std::string spec = cluster.scratch("job.yaml");
+  ct::WriteFile(spec,
+                "name: cli_job\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "    resources: {cpus: 1}\n    process: {command: [/bin/true]}\n");
+
+  CliResult submit = run({"submit", spec});
+  ASSERT_EQ(submit.exit_code, kExitOk) << submit.err;
+  const std::string name = submit.out.substr(0, submit.out.find('\n'));
+  EXPECT_FALSE(name.empty());
+
+  CliResult status = run({"status", name, "--json"});
+  ASSERT_EQ(status.exit_code, kExitOk) << status.err;
+  json job = json::parse(status.out, nullptr, false);
+  ASSERT_TRUE(job.is_object()) << status.out;
+  EXPECT_EQ(job["name"], name);
+  EXPECT_EQ(job["state"], "QUEUED");
+
+  CliResult list = run({"list", "--json"});
+  ASSERT_EQ(list.exit_code, kExitOk) << list.err;
+  json jobs = json::parse(list.out, nullptr, false);
+  ASSERT_TRUE(jobs.is_array()) << list.out;
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["name"], name);
+  EXPECT_NE(run({"list"}).out.find(name), std::string::npos);
+
+  CliResult nodes = run({"nodes", "--json"});
+  EXPECT_EQ(nodes.exit_code, kExitOk) << nodes.err;
+  EXPECT_EQ(json::parse(nodes.out, nullptr, false), json::array());
+
+  CliResult unknown = run({"status", "no-such-job"});
+  EXPECT_EQ(unknown.exit_code, kExitUsage) << unknown.err;
+
+  CliResult cancel = run({"cancel", name, "--wait"});
+  EXPECT_EQ(cancel.exit_code, kExitOk) << cancel.err;
+  EXPECT_EQ(cancel.out.rfind("job " + name + ": CANCELLED", 0), 0u) << cancel.out;
+  CliResult after = run({"status", name, "--json"});
+  EXPECT_EQ(json::parse(after.out, nullptr, false)["state"], "CANCELLED") << after.out;
+}
+
+}  // namespace
+}  // namespace cohort::cli
