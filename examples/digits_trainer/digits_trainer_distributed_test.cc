@@ -5,10 +5,8 @@
 // an uninterrupted one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +27,7 @@
 #include "examples/digits_trainer/collective_gradient_averager.h"
 #include "examples/digits_trainer/digits_dataset.h"
 #include "examples/digits_trainer/trainer.h"
+#include "tests/testing/process.h"
 
 extern char** environ;
 
@@ -170,19 +169,6 @@ TEST_F(DistributedDigitsTest, ReductionServerRunResumesBitForBit) {
                            straight[0].result.params.size() * sizeof(float)));
 }
 
-// A TCP port that was free a moment ago.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Starts `argv[0]` with the current environment plus `env`, stdout and stderr into `log`.
 pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
             const std::string& log) {
@@ -213,17 +199,16 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 
 // Waits for `pid` until `deadline`; returns its exit code, or -1 after killing it at the deadline.
 int WaitExit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  while (true) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  int status = 0;
+  const bool exited = cohort::testing::WaitUntil(
+      [&] { return ::waitpid(pid, &status, WNOHANG) == pid; },
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                            std::chrono::steady_clock::now()),
+      std::chrono::milliseconds(20));
+  if (exited) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
 }
 
 std::string ReadText(const std::string& path) {
@@ -241,7 +226,7 @@ std::string ModelLine(const std::string& log) {
 }
 
 TEST_F(DistributedDigitsTest, ProcessesOverUcxWithReducerProcessesAgree) {
-  const int port = FreePort();
+  const int port = cohort::testing::PickFreePort();
   ASSERT_GT(port, 0);
   constexpr int kWorkers = 3;
   constexpr int kReducers = 2;

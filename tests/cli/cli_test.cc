@@ -17,12 +17,9 @@
 
 #include "common/checkpoint.h"
 #include "common/curve_keys.h"
+#include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
-
-#ifndef COHORT_COORDINATOR_BIN
-#define COHORT_COORDINATOR_BIN ""
-#endif
 
 namespace cohort::cli {
 namespace {
@@ -249,11 +246,10 @@ TEST(CliTest, KeygenWritesAKeyPairAndRefusesToOverwrite) {
 // Submit, status, list, cancel and nodes against a real coordinator with no agents: the job stays
 // QUEUED until it is cancelled.
 TEST(CliTest, VerbsAgainstARealCoordinator) {
-  const std::string coordinator = COHORT_COORDINATOR_BIN;
-  if (coordinator.empty() || !ct::FileExists(coordinator)) {
-    GTEST_SKIP() << "cohort-coordinator is not built in this tree";
+  if (auto missing = ct::MissingBinary({COHORT_COORDINATOR_BIN}); !missing.empty()) {
+    GTEST_SKIP() << missing;
   }
-  ct::LocalCluster cluster(ct::ClusterBinaries{coordinator, ""});
+  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, ""});
   ASSERT_EQ(cluster.StartCoordinator(), "");
   const std::vector<std::string> global = {"--insecure", "--coordinator",
                                            cluster.client_endpoint()};

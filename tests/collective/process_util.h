@@ -2,9 +2,7 @@
 // return value; the parent waits with a deadline and SIGKILLs whatever is left.
 #pragma once
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,24 +10,11 @@
 #include <cstdio>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
-namespace cohort::collective::testing {
+#include "tests/testing/process.h"
 
-// A TCP port that was free a moment ago on 127.0.0.1.
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+namespace cohort::collective::testing {
 
 class ProcessGroup {
  public:
@@ -55,23 +40,21 @@ class ProcessGroup {
     if (which.empty()) {
       for (size_t i = 0; i < pids_.size(); ++i) which.push_back(static_cast<int>(i));
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      bool all = true;
-      for (int i : which) {
-        if (codes_[i] != -1) continue;
-        int status = 0;
-        pid_t r = waitpid(pids_[i], &status, WNOHANG);
-        if (r == pids_[i]) {
-          codes_[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        } else {
-          all = false;
-        }
-      }
-      if (all) return true;
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    return cohort::testing::WaitUntil(
+        [&] {
+          bool all = true;
+          for (int i : which) {
+            if (codes_[i] != -1) continue;
+            int status = 0;
+            if (waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+              codes_[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            } else {
+              all = false;
+            }
+          }
+          return all;
+        },
+        timeout, std::chrono::milliseconds(10));
   }
   // Exit code (or 128 + signal) of child i; -1 while running.
   int code(int i) const { return codes_[i]; }

@@ -107,7 +107,7 @@ class UcxProcessTest : public ::testing::TestWithParam<std::tuple<std::string, i
 
 TEST_P(UcxProcessTest, EveryTypeAndOpAcrossProcesses) {
   const auto [tls, workers, reducers] = GetParam();
-  const int port = testing::FreePort();
+  const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
   // Reducers first, workers in reverse: no start-order dependence.
   for (int i = 0; i < reducers; ++i) {
@@ -272,7 +272,7 @@ class UcxKillTest : public ::testing::TestWithParam<KillCase> {};
 TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
   const KillCase c = GetParam();
   constexpr int kTimeoutMs = 10000;
-  const int port = testing::FreePort();
+  const int port = cohort::testing::PickFreePort();
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   testing::ProcessGroup group;
@@ -352,7 +352,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A reducer outlives its workers: they rebuild (new chief store, new generation) and the same
 // reducer process serves the second generation too.
 TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
-  const int port = testing::FreePort();
+  const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
   group.Spawn([&] {
     SetJobEnv("tcp", port, 2, 1, 20000);
@@ -395,7 +395,7 @@ TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
 
 // A reducer that never shows up is named in the error.
 TEST(UcxReducerTest, MissingReducerIsNamed) {
-  const int port = testing::FreePort();
+  const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
   group.Spawn([&] {
     SetJobEnv("tcp", port, 1, 2, 1500);

@@ -22,7 +22,7 @@
 #include "common/client.h"
 #include "common/messaging.h"
 #include "tests/testing/local_cluster.h"
-#include "tests/integration/binaries.h"
+#include "tests/testing/binaries.h"
 #include "tests/testing/process.h"
 
 namespace cohort {

@@ -13,7 +13,7 @@
 
 #include "common/client.h"
 #include "tests/testing/local_cluster.h"
-#include "tests/integration/binaries.h"
+#include "tests/testing/binaries.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -26,11 +26,9 @@ using namespace std::chrono_literals;
 class PreemptionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN}) {
-      if (std::string(path).empty() || !ct::FileExists(path)) {
-        GTEST_SKIP() << "a binary this test runs is not built in this tree: '" << path << "'";
-      }
-    }
+    const std::string missing =
+        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN});
+    if (!missing.empty()) GTEST_SKIP() << missing;
     cluster_ = std::make_unique<ct::LocalCluster>(
         ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
     ASSERT_EQ(cluster_->StartCoordinator(), "");

@@ -9,13 +9,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <regex>
 #include <string>
 
 #include "common/checkpoint.h"
 #include "common/client.h"
 #include "tests/testing/local_cluster.h"
-#include "tests/integration/binaries.h"
+#include "tests/testing/binaries.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -23,8 +24,6 @@ namespace {
 
 namespace ct = cohort::testing;
 using namespace std::chrono_literals;
-
-bool Built(const std::string& path) { return !path.empty() && ct::FileExists(path); }
 
 std::string TrainerPool(const std::string& role, int replicas, int epochs = 4) {
   return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
@@ -52,13 +51,25 @@ std::string ReplicaLogs(const std::string& job_dir) {
   return out;
 }
 
-TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
-  for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN}) {
-    if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'";
+// A coordinator and one agent with 8 CPUs, node_ on the agent.
+class PsIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string missing = ct::MissingBinary(
+        {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN});
+    if (!missing.empty()) GTEST_SKIP() << missing;
+    cluster_ = std::make_unique<ct::LocalCluster>(
+        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    ASSERT_EQ(cluster_->StartAgent({.node_id = node_, .cpus = 8}), "");
   }
-  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-  ASSERT_EQ(cluster.StartCoordinator(), "");
-  ASSERT_EQ(cluster.StartAgent({.node_id = "ps-node-" + std::to_string(::getpid()), .cpus = 8}), "");
+
+  const std::string node_ = "ps-node-" + std::to_string(::getpid());
+  std::unique_ptr<ct::LocalCluster> cluster_;
+};
+
+TEST_F(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
+  ct::LocalCluster& cluster = *cluster_;
   const std::string out = cluster.scratch("digits_ps");
   auto client = cluster.Client();
   auto submitted = client.Submit(PsJob("digits_ps", out, 4, 0));
@@ -81,14 +92,9 @@ TEST(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {
   EXPECT_EQ(cluster.WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
-TEST(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJobSucceeds) {
-  for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN}) {
-    if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'";
-  }
-  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-  ASSERT_EQ(cluster.StartCoordinator(), "");
-  const std::string node = "ps-kill-node-" + std::to_string(::getpid());
-  ASSERT_EQ(cluster.StartAgent({.node_id = node, .cpus = 8}), "");
+TEST_F(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJobSucceeds) {
+  ct::LocalCluster& cluster = *cluster_;
+  const std::string& node = node_;
   const std::string out = cluster.scratch("ps_kill");
   auto client = cluster.Client();
   // 30 epochs x 30 steps; the servers checkpoint every 100 steps.

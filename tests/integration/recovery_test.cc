@@ -32,7 +32,7 @@
 
 #include "common/client.h"
 #include "tests/testing/local_cluster.h"
-#include "tests/integration/binaries.h"
+#include "tests/testing/binaries.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -42,8 +42,6 @@ namespace ct = cohort::testing;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
-
-bool Built(const std::string& path) { return !path.empty() && ct::FileExists(path); }
 
 // Committed checkpoints (ckpt-<step> directories with a MANIFEST) under `dir`, by step.
 std::map<int64_t, std::string> CommittedCheckpoints(const std::string& dir) {
@@ -136,11 +134,11 @@ class RecoveryTest : public ::testing::Test {
   std::unique_ptr<ct::LocalCluster> cluster_;
 };
 
-#define REQUIRE_BINARIES(...)                                                        \
-  do {                                                                               \
-    for (const std::string& path : std::vector<std::string>{__VA_ARGS__}) {          \
-      if (!Built(path)) GTEST_SKIP() << "not built in this tree: '" << path << "'"; \
-    }                                                                                \
+#define REQUIRE_BINARIES(...)                                                              \
+  do {                                                                                     \
+    if (const std::string missing = ct::MissingBinary({__VA_ARGS__}); !missing.empty()) { \
+      GTEST_SKIP() << missing;                                                             \
+    }                                                                                      \
   } while (0)
 
 // A digits-trainer pool entry (chief or worker), deterministic, checkpointing every

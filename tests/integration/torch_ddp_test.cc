@@ -29,7 +29,7 @@
 
 #include "common/client.h"
 #include "common/job_spec.h"
-#include "tests/integration/binaries.h"
+#include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
@@ -72,11 +72,8 @@ struct JobOptions {
 class TorchDdpTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const std::string path : {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}) {
-      if (path.empty() || !ct::FileExists(path)) {
-        GTEST_SKIP() << "not built in this tree: '" << path << "'";
-      }
-    }
+    const std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+    if (!missing.empty()) GTEST_SKIP() << missing;
     if (!TorchMissing().empty()) GTEST_SKIP() << TorchMissing();
     ct::ClusterOptions options;
     options.heartbeat_timeout = "3s";
