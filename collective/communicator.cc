@@ -61,8 +61,9 @@ StatusOr<std::unique_ptr<Transport>> MakeTransport(Bootstrap& bootstrap, int tra
   return std::unique_ptr<Transport>(std::move(t));
 }
 
+}  // namespace
 
-Status OptionsFromEnvironment(CommunicatorOptions* options) {
+Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options) {
   COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
   COHORT_ASSIGN_OR_RETURN(int chunk, IntFromEnvironment("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
@@ -81,8 +82,6 @@ Status OptionsFromEnvironment(CommunicatorOptions* options) {
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstrap, int rank, int world_size,
                                                              int num_reducers, CommunicatorOptions options) {
@@ -208,7 +207,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment() {
   COHORT_ASSIGN_OR_RETURN(int world, IntFromEnvironment("WORLD_SIZE", std::nullopt));
   COHORT_ASSIGN_OR_RETURN(int reducers, IntFromEnvironment("COHORT_NUM_REDUCERS", 0));
   CommunicatorOptions options;
-  COHORT_RETURN_IF_ERROR(OptionsFromEnvironment(&options));
+  COHORT_RETURN_IF_ERROR(CommunicatorOptionsFromEnvironment(&options));
   const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   if (addr == nullptr || *addr == '\0') {
     if (world == 1 && reducers == 0) {
@@ -396,7 +395,7 @@ Status RunReducerFromEnvironment(const std::atomic<bool>& stop) {
   COHORT_ASSIGN_OR_RETURN(int index, IntFromEnvironment("COHORT_REDUCER_INDEX", std::nullopt));
   COHORT_ASSIGN_OR_RETURN(int rejoin_ms, IntFromEnvironment("COHORT_REDUCER_REJOIN_MS", 60000));
   ReducerOptions options;
-  COHORT_RETURN_IF_ERROR(OptionsFromEnvironment(&options.comm));
+  COHORT_RETURN_IF_ERROR(CommunicatorOptionsFromEnvironment(&options.comm));
   options.rejoin_timeout = std::chrono::milliseconds(rejoin_ms);
   COHORT_ASSIGN_OR_RETURN(auto bootstrap, StoreBootstrap::Connect(addr, options.comm.timeout));
   return RunReducer(*bootstrap, workers, reducers, index, options, stop);

@@ -79,6 +79,13 @@ struct CommunicatorOptions {
   std::string key_prefix = "cohort";
 };
 
+// Reads the optional tuning variables of the environment contract above (COHORT_COMM_TIMEOUT_MS,
+// COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_ALLREDUCE_ALGORITHM) into `options`: an unset
+// variable leaves its field as it is, except the timeout (60 s). kInvalidArgument names a variable
+// whose value is wrong. For callers that rendezvous their own way (the torch backend) but honour
+// the same variables.
+Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options);
+
 class Communicator {
  public:
   // Builds a communicator from the environment the agent injects (see above). Rank 0 also

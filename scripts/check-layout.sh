@@ -15,7 +15,7 @@ check() {  # folder, forbidden top-level folders...
   done
 }
 check common collective coordinator agent cli
-check collective coordinator agent cli
+check collective coordinator agent cli python torch
 check coordinator agent cli
 check agent coordinator cli
 exit $status

@@ -14,9 +14,10 @@ packages=(
   libopenmpi-dev openmpi-bin libgloo-dev
   # demo data set (digits.csv.gz), Python client, network emulation, process tools
   python3-sklearn python3-zmq python3-numpy python3-flatbuffers iproute2 procps iperf3
-  # PyTorch: the `cohort` torch.distributed backend builds against libtorch-dev; stock DDP scripts
-  # (gloo and cohort backends) run under Debian's python3-torch in the tests and examples
-  libtorch-dev python3-torch
+  # PyTorch: the `cohort` torch.distributed backend builds against libtorch-dev (a pybind11
+  # extension: pybind11-dev, python3-dev); stock DDP scripts (gloo and cohort backends) run under
+  # Debian's python3-torch in the tests and examples
+  libtorch-dev python3-torch pybind11-dev python3-dev
   # containers: OCI runtimes, image unpacking, a static busybox for test root filesystems
   runc crun umoci busybox-static
 )

@@ -1,0 +1,91 @@
+"""The `cohort` torch.distributed backend: DDP on Cohort's collective library.
+
+Importing this module registers the backend; the rest of a DDP script stays as it is:
+
+    import cohort.torch  # noqa: F401  (registers "cohort")
+    import torch.distributed as dist
+    dist.init_process_group("cohort", init_method="env://")
+
+Where the peers come from:
+- Inside a Cohort job (COHORT_BOOTSTRAP_ADDR is set), the default process group joins the job's
+  communicator: Cohort's bootstrap store and the job's reducer pool (Reduction Server).
+- Elsewhere (torchrun, or MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE), through the store torch hands
+  the backend: ring or halving-doubling all-reduce, or the Reduction Server when COHORT_NUM_REDUCERS
+  (or Options(num_reducers=...)) asks for reducers, started on any host with
+      python3 -m cohort.torch.reducer --store MASTER_ADDR:MASTER_PORT
+  once per reducer. Subgroups (dist.new_group) never use reducers.
+
+Tuning, as for the C++ communicator: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|
+halving-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
+COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS; or pass Options as init_process_group's pg_options.
+The process group's timeout (init_process_group(timeout=...)) bounds the rendezvous and every
+operation.
+"""
+
+import atexit
+import weakref
+
+import torch.distributed as dist
+
+try:
+    from . import _C
+except ImportError as e:  # built without torch, or for another interpreter
+    raise ImportError(
+        "cohort.torch: the backend's extension (cohort/torch/_C) is missing or does not load "
+        f"({e}); it is built where CMake finds libtorch-dev, python3-torch and pybind11-dev, for "
+        "the interpreter COHORT_TORCH_PYTHON names (/usr/bin/python3)") from e
+
+ProcessGroupCohort = _C.ProcessGroupCohort
+BACKEND = "cohort"
+
+
+class Options:
+    """pg_options for init_process_group("cohort", pg_options=Options(...)); None: from the
+    environment.
+
+    num_reducers: Reduction Server reducers outside a Cohort job (default COHORT_NUM_REDUCERS or
+        0); inside a job the job's pool decides.
+    algorithm: the all-reduce to pin (default COHORT_ALLREDUCE_ALGORITHM or auto).
+    chunk_bytes: the pipeline unit (default COHORT_CHUNK_BYTES, else chosen by placement).
+    """
+
+    def __init__(self, num_reducers=None, algorithm=None, chunk_bytes=None):
+        self.num_reducers = num_reducers
+        self.algorithm = algorithm
+        self.chunk_bytes = chunk_bytes
+
+
+_live_groups = weakref.WeakSet()
+
+
+def _create_process_group(backend_options, pg_options):
+    options = pg_options if pg_options is not None else Options()
+    if not isinstance(options, Options):
+        raise TypeError(f"cohort: pg_options must be cohort.torch.Options, not {type(options).__name__}")
+    num_reducers = -1 if options.num_reducers is None else int(options.num_reducers)
+    if options.num_reducers is not None and num_reducers < 0:
+        raise ValueError(f"cohort: Options.num_reducers must be at least 0, not {options.num_reducers}")
+    pg = _C._create(
+        backend_options.store,
+        backend_options.group_rank,
+        backend_options.group_size,
+        backend_options.timeout.total_seconds(),
+        len(backend_options.global_ranks_in_group) == 0,  # torch's default group has no rank list
+        num_reducers,
+        options.algorithm or "",
+        int(options.chunk_bytes or 0),
+    )
+    _live_groups.add(pg)
+    return pg
+
+
+@atexit.register
+def _shut_down_groups():
+    # Scripts rarely call destroy_process_group: at exit, finish what is queued and tell the
+    # reducers this worker is done, so they need not wait for it to time out.
+    for pg in list(_live_groups):
+        pg.shutdown()
+
+
+if BACKEND.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)

@@ -1,0 +1,155 @@
+// ProcessGroupCohort is the `cohort` torch.distributed backend: a c10d ProcessGroup whose
+// collectives run on Cohort's collective library (collective::Communicator), so that a stock DDP
+// script reaches the Reduction Server by changing its backend name to "cohort".
+//
+// Rendezvous (Create): the default process group inside a Cohort job (COHORT_BOOTSTRAP_ADDR set)
+// builds its communicator from Cohort's environment, with the job's reducer pool; anything else
+// (torchrun, MASTER_ADDR/MASTER_PORT, subgroups) rendezvouses through the c10d Store torch hands
+// the backend. There, the default group takes COHORT_NUM_REDUCERS (or Config::num_reducers)
+// reducers started with `python3 -m cohort.torch.reducer --store HOST:PORT`, and subgroups none.
+//
+// Execution: every call checks its tensors on the caller's thread (bad use raises there), stages
+// what the library cannot use in place (GPU tensors through pinned host memory, non-contiguous
+// tensors through contiguous copies), and queues the operation. One thread runs the queue in issue
+// order, so every rank runs its collectives in the order torch issued them. Works complete on
+// that thread; their futures are completed on a pool of completion threads, because callbacks
+// chained on a future (DDP comm hooks, PowerSGD) may issue collectives and wait on them.
+//
+// Errors: an operation the library lacks raises a RuntimeError naming it; a dead peer fails the
+// operation with the collective library's error naming that peer (never a hang: every operation
+// runs under the process group's timeout, and Work::wait gives up at that timeout too). After a
+// failure the communicator is poisoned: later operations fail at once with the first error.
+//
+// Thread safety: the c10d entry points may be called from any thread; ranks must issue
+// collectives in the same order (torch's contract). Lifetime: destroying the process group waits
+// for queued operations (each bounded by the timeout), then tells the reducers this worker is done.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "collective/communicator.h"
+#include "common/status.h"
+
+namespace cohort::collective {
+class LoopbackFabric;
+class StoreServer;
+}  // namespace cohort::collective
+
+namespace cohort::torch_backend {
+
+class CompletionPool;
+class StagedTensor;
+
+// What the Python side passes from cohort.torch.Options; unset fields come from the environment.
+struct Config {
+  int num_reducers = -1;   // -1: COHORT_NUM_REDUCERS (0 when unset)
+  std::string algorithm;   // "": COHORT_ALLREDUCE_ALGORITHM (auto when unset)
+  size_t chunk_bytes = 0;  // 0: COHORT_CHUNK_BYTES, else chosen by placement
+};
+
+// One queued operation's handle: wait() blocks until it ran (or the timeout passed), getFuture()
+// completes with its output tensors.
+class CohortWork final : public c10d::Work {
+ public:
+  CohortWork(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
+             std::chrono::milliseconds timeout);
+
+  // Without a timeout: waits until the operation finished, or until it has run for the process
+  // group's timeout (plus a grace period for the library's own deadline to report first).
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  std::vector<at::Tensor> result() override;
+
+  const std::string& name() const { return name_; }
+  void MarkStarted();
+  // Marks the Work finished (wakes wait()); the caller then completes the future.
+  void Finish(std::exception_ptr error);
+  void CompleteFuture(std::exception_ptr error);
+
+ private:
+  const std::string name_;
+  std::vector<at::Tensor> outputs_;
+  const std::chrono::milliseconds timeout_;
+  bool started_ = false;  // guarded by mutex_ (c10d::Work's)
+  std::chrono::steady_clock::time_point started_at_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupCohort final : public c10d::ProcessGroup {
+  struct PassKey {
+    explicit PassKey() = default;
+  };
+
+ public:
+  // Rendezvous and communicator set-up (see above); throws std::runtime_error naming what failed.
+  // `default_group`: torch's default (world) process group, not a new_group().
+  static c10::intrusive_ptr<ProcessGroupCohort> Create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size,
+                                                       std::chrono::milliseconds timeout,
+                                                       bool default_group, const Config& config);
+  ~ProcessGroupCohort() override;
+  // Runs what is queued, then closes the communicator (the reducers learn this worker is done).
+  // Idempotent; later operations raise. Releases the GIL while it waits, if the caller holds it.
+  void Shutdown();
+
+  const std::string getBackendName() const override { return "cohort"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+  // What the library runs and where it came from, for logs and tests.
+  int num_reducers() const { return comm_->num_reducers(); }
+  std::string Describe() const;
+
+  // Only Create makes one (c10::make_intrusive needs a public constructor).
+  ProcessGroupCohort(PassKey, int rank, int size, std::chrono::milliseconds timeout);
+
+ private:
+  // Queues `run` under a new Work named `name` whose future yields `outputs`.
+  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, std::string name,
+                                         std::vector<at::Tensor> outputs,
+                                         std::function<Status()> run);
+  void RunQueue();
+  // Runs one all-reduce on the communicator (the worker thread only).
+  Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
+
+  struct Op {
+    c10::intrusive_ptr<CohortWork> work;
+    std::function<Status()> run;
+  };
+
+  const std::chrono::milliseconds timeout_;
+  std::string rendezvous_;  // how this group found its peers, for Describe()
+  std::unique_ptr<collective::StoreServer>
+      store_server_;  // Cohort job, rank 0: the bootstrap store
+  std::unique_ptr<collective::Bootstrap> bootstrap_;
+  std::unique_ptr<collective::LoopbackFabric> loopback_;  // a group of one
+  std::unique_ptr<collective::Communicator> comm_;        // used by the queue thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;   // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  Status first_error_;     // queue thread only
+  uint64_t ops_ = 0;       // guarded by mu_: operations issued, for names
+  std::unique_ptr<CompletionPool> completions_;
+  std::thread thread_;
+};
+
+}  // namespace cohort::torch_backend

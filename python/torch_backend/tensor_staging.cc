@@ -1,0 +1,125 @@
+#include "python/torch_backend/tensor_staging.h"
+
+#include <algorithm>
+
+namespace cohort::torch_backend {
+
+using collective::DataType;
+
+std::string DtypeName(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kInt:
+      return "torch.int32";
+    case at::kLong:
+      return "torch.int64";
+    case at::kShort:
+      return "torch.int16";
+    case at::kChar:
+      return "torch.int8";
+    case at::kByte:
+      return "torch.uint8";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    default:
+      return std::string("torch.") + c10::toString(type);
+  }
+}
+
+DataType LibraryType(at::ScalarType type, const char* what) {
+  switch (type) {
+    case at::kFloat:
+      return DataType::kF32;
+    case at::kDouble:
+      return DataType::kF64;
+    case at::kHalf:
+      return DataType::kF16;
+    case at::kBFloat16:
+      return DataType::kBF16;
+    case at::kInt:
+      return DataType::kI32;
+    case at::kLong:
+      return DataType::kI64;
+    default:
+      break;
+  }
+  TORCH_CHECK(false, "cohort: ", what, " does not support dtype ", DtypeName(type),
+              " (supported: torch.float32, torch.float64, torch.float16, torch.bfloat16, "
+              "torch.int32, torch.int64)");
+}
+
+at::Tensor HostLike(const at::Tensor& like, at::IntArrayRef sizes) {
+  return at::empty(sizes, like.options().device(at::kCPU).pinned_memory(like.is_cuda()));
+}
+
+StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, CopyIn copy_in)
+    : user_(user) {
+  TORCH_CHECK(user.layout() == at::kStrided, "cohort: ", what, " does not support sparse tensors");
+  TORCH_CHECK(user.is_cpu() || user.is_cuda(), "cohort: ", what, " takes CPU or CUDA tensors, not ",
+              user.device().str());
+  if (use == kReduce) type_ = LibraryType(user.scalar_type(), what);
+  if (user.is_cpu() && user.is_contiguous()) {
+    host_ = user;
+    return;
+  }
+  in_place_ = false;
+  host_ = HostLike(user, user.sizes());
+  if (copy_in == kCopyIn) host_.copy_(user);
+}
+
+void StagedTensor::CopyBack() {
+  if (!in_place_) user_.copy_(host_);
+}
+
+void CoalescedRun::CopyBack() {
+  int64_t offset = 0;
+  for (at::Tensor& t : users) {
+    t.copy_(flat.host().narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+std::vector<CoalescedRun> CoalesceByType(const std::vector<at::Tensor>& tensors, const char* what) {
+  std::vector<at::ScalarType> order;
+  for (const at::Tensor& t : tensors) {
+    if (std::find(order.begin(), order.end(), t.scalar_type()) == order.end())
+      order.push_back(t.scalar_type());
+  }
+  std::vector<CoalescedRun> runs;
+  for (at::ScalarType type : order) {
+    std::vector<at::Tensor> users;
+    std::vector<at::Tensor> flats;
+    for (const at::Tensor& t : tensors) {
+      if (t.scalar_type() != type) continue;
+      TORCH_CHECK(t.layout() == at::kStrided, "cohort: ", what, " does not support sparse tensors");
+      users.push_back(t);
+      flats.push_back(t.reshape({-1}).to(at::kCPU));
+    }
+    at::Tensor flat = at::cat(flats);
+    runs.push_back(CoalescedRun{users, StagedTensor(flat, what, StagedTensor::kReduce)});
+  }
+  return runs;
+}
+
+std::vector<c10::Device> FutureDevices(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::Device> devices;
+  for (const at::Tensor& t : tensors) {
+    if (t.is_cuda() && std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+      devices.push_back(t.device());
+    }
+  }
+  return devices;
+}
+
+}  // namespace cohort::torch_backend

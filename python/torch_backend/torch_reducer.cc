@@ -1,0 +1,116 @@
+#include "python/torch_backend/torch_reducer.h"
+
+#include <stdexcept>
+
+#include "common/logging.h"
+
+namespace cohort::torch_backend {
+namespace {
+
+using collective::Deadline;
+using collective::SteadyClock;
+
+StatusOr<int> ReadCount(TorchStoreBootstrap& store, const std::string& key, Deadline deadline) {
+  COHORT_ASSIGN_OR_RETURN(std::string text, store.Get(key, deadline));
+  try {
+    return std::stoi(text);
+  } catch (const std::exception&) {
+    return DataLoss(key + " holds '" + text + "', not a count");
+  }
+}
+
+}  // namespace
+
+TorchReducer::TorchReducer(c10::intrusive_ptr<c10d::Store> store, int index,
+                           std::chrono::milliseconds timeout, std::chrono::milliseconds rejoin)
+    : bootstrap_(std::move(store)), index_(index), timeout_(timeout), rejoin_(rejoin) {
+  if (Status s = collective::CommunicatorOptionsFromEnvironment(&comm_options_); !s.ok()) {
+    throw std::runtime_error("cohort reducer: " + s.ToString());
+  }
+  comm_options_.timeout = timeout;
+  done_future_ = done_.get_future();
+}
+
+TorchReducer::~TorchReducer() {
+  Stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void TorchReducer::Start() {
+  thread_ = std::thread([this] {
+    status_ = Run();
+    done_.set_value();
+  });
+}
+
+bool TorchReducer::Join(std::chrono::milliseconds timeout) {
+  if (!thread_.joinable()) return true;
+  if (done_future_.wait_for(timeout) != std::future_status::ready) return false;
+  thread_.join();
+  return true;
+}
+
+Status TorchReducer::Run() {
+  std::string last;
+  Status ended = Status::Ok();
+  while (!stop_.load()) {
+    // The first session may take as long as the workers take to start; later ones `rejoin`.
+    const Deadline deadline =
+        SteadyClock::now() + (last.empty() ? std::max(timeout_, rejoin_) : rejoin_);
+    std::string session;
+    while (!stop_.load() && SteadyClock::now() < deadline) {
+      auto s = bootstrap_.Get(
+          SessionKey(), std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)));
+      if (s.ok() && *s != last) {
+        session = *s;
+        break;
+      }
+      if (s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (stop_.load()) return Status::Ok();
+    if (session.empty()) {
+      if (last.empty()) {
+        return DeadlineExceeded("no workers published a session (" + SessionKey() + ") within " +
+                                collective::FormatDuration(std::max(timeout_, rejoin_)) +
+                                ": their default process group needs COHORT_NUM_REDUCERS > 0");
+      }
+      spdlog::info("cohort reducer: no new session within {}; exiting",
+                   collective::FormatDuration(rejoin_));
+      return ended;
+    }
+    last = session;
+    ended = Serve(session);
+    if (!ended.ok()) spdlog::warn("cohort reducer: session {}: {}", session, ended.ToString());
+  }
+  return Status::Ok();
+}
+
+Status TorchReducer::Serve(const std::string& session) {
+  const std::string prefix = SessionPrefix(session);
+  const Deadline deadline = collective::DeadlineAfter(timeout_);
+  COHORT_ASSIGN_OR_RETURN(int num_workers,
+                          ReadCount(bootstrap_, prefix + "/num_workers", deadline));
+  COHORT_ASSIGN_OR_RETURN(int num_reducers,
+                          ReadCount(bootstrap_, prefix + "/num_reducers", deadline));
+  int index = index_;
+  if (index < 0) {
+    COHORT_ASSIGN_OR_RETURN(int64_t slot, bootstrap_.Add(prefix + "/reducer_slots", 1));
+    index = static_cast<int>(slot - 1);
+  }
+  if (index >= num_reducers) {
+    spdlog::info("cohort reducer: session {} needs {} reducers; index {} sits it out", session,
+                 num_reducers, index);
+    return Status::Ok();
+  }
+  spdlog::info("cohort reducer: session {}: reducer {} of {} for {} workers", session, index,
+               num_reducers, num_workers);
+  collective::ReducerOptions options;
+  options.comm = comm_options_;
+  options.comm.key_prefix = prefix;
+  options.rejoin_timeout = std::chrono::milliseconds(0);  // a session has one generation
+  options.max_generations = 1;
+  ++sessions_;
+  return collective::RunReducer(bootstrap_, num_workers, num_reducers, index, options, stop_);
+}
+
+}  // namespace cohort::torch_backend

@@ -1,0 +1,63 @@
+// TorchReducer runs one Reduction Server reducer for workers that rendezvous through a c10d Store
+// (outside a Cohort job): `python3 -m cohort.torch.reducer --store HOST:PORT` connects a TCPStore
+// client to the workers' store and runs one of these. It follows the sessions of the workers'
+// default process group (torch_store_bootstrap.h): for each session it reads the shape rank 0
+// published, takes its index (a fixed one, or the next free one of that session:
+// cohort/<session>/reducer_slots) and serves the session's rounds until the workers leave, then
+// waits for the next session.
+//
+// Thread safety: Start, Stop and Join from one thread; the reducer runs on its own thread.
+// Errors: status() after Join says how the reducer ended.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "collective/communicator.h"
+#include "python/torch_backend/torch_store_bootstrap.h"
+
+namespace cohort::torch_backend {
+
+class TorchReducer {
+ public:
+  // `index` -1: claim one per session. `timeout`: how long to wait for the first session, and
+  // each round's and connection's deadline; `rejoin`: how long to wait for the next session once
+  // the workers left.
+  TorchReducer(c10::intrusive_ptr<c10d::Store> store, int index, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds rejoin);
+  ~TorchReducer();
+
+  void Start();
+  // Asks the reducer to return (it answers within its poll interval).
+  void Stop() { stop_.store(true); }
+  // Waits up to `timeout` for the reducer to return; true when it has.
+  bool Join(std::chrono::milliseconds timeout);
+  // How the reducer ended: OK (stopped, or no session came back within `rejoin` after a clean
+  // one), else the error that ended the last session it served or waited for.
+  const Status& status() const { return status_; }
+  // Sessions served so far (readable after Join).
+  int sessions() const { return sessions_; }
+
+ private:
+  Status Run();
+  // Serves one session: reads its shape, takes an index, runs its rounds.
+  Status Serve(const std::string& session);
+
+  TorchStoreBootstrap bootstrap_;
+  const int index_;
+  const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds rejoin_;
+  collective::CommunicatorOptions comm_options_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::promise<void> done_;
+  std::future<void> done_future_;
+  Status status_;
+  int sessions_ = 0;
+};
+
+}  // namespace cohort::torch_backend

@@ -1,0 +1,124 @@
+#include "python/torch_backend/torch_store_bootstrap.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+namespace cohort::torch_backend {
+namespace {
+
+using collective::Deadline;
+using collective::SteadyClock;
+
+// How long a failed store call waits before it reports, so that a caller polling a store whose
+// server is gone does not spin.
+constexpr auto kFailurePause = std::chrono::milliseconds(200);
+
+Status StoreFailure(const std::string& what, const std::exception& e, Deadline deadline) {
+  std::this_thread::sleep_until(std::min(deadline, SteadyClock::now() + kFailurePause));
+  std::string message = e.what();
+  // c10::Error appends a C++ backtrace after the first line: keep the message only.
+  if (const auto eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+  return Unavailable("torch store: " + what + ": " + message);
+}
+
+}  // namespace
+
+TorchStoreBootstrap::TorchStoreBootstrap(c10::intrusive_ptr<c10d::Store> store)
+    : store_(std::move(store)) {}
+
+Status TorchStoreBootstrap::Put(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return StoreFailure("set " + key, e, SteadyClock::now() + kFailurePause);
+  }
+}
+
+StatusOr<std::string> TorchStoreBootstrap::Get(const std::string& key, Deadline deadline) {
+  auto backoff = std::chrono::milliseconds(1);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      try {
+        if (store_->check({key})) {
+          const std::vector<uint8_t> value = store_->get(key);
+          return std::string(value.begin(), value.end());
+        }
+      } catch (const std::exception& e) {
+        return StoreFailure("get " + key, e, deadline);
+      }
+    }
+    if (SteadyClock::now() + backoff >= deadline) {
+      return DeadlineExceeded("bootstrap key '" + key + "' was never published");
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+  }
+}
+
+StatusOr<int64_t> TorchStoreBootstrap::Add(const std::string& key, int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return store_->add(key, delta);
+  } catch (const std::exception& e) {
+    return StoreFailure("add " + key, e, SteadyClock::now() + kFailurePause);
+  }
+}
+
+std::string SessionPrefix(const std::string& session) { return "cohort/" + session; }
+
+std::string SessionKey() { return "cohort/session"; }
+
+StatusOr<std::string> JoinSession(collective::Bootstrap& group_store, int rank, Deadline deadline) {
+  static std::mutex joined_mu;
+  static std::set<std::string> joined;  // sessions this process has joined
+  if (rank == 0) {
+    std::random_device rd;
+    char id[24];
+    std::snprintf(id, sizeof(id), "%08x%08x", rd(), rd());
+    COHORT_RETURN_IF_ERROR(group_store.Put(SessionKey(), id).WithContext("publishing the session"));
+    std::lock_guard<std::mutex> lock(joined_mu);
+    joined.insert(id);
+    return std::string(id);
+  }
+  while (true) {
+    auto session = group_store.Get(SessionKey(), deadline);
+    if (!session.ok()) {
+      if (session.status().code() == StatusCode::kDeadlineExceeded) {
+        return DeadlineExceeded("rank 0 never started the process group's session (no " +
+                                SessionKey() + ")");
+      }
+      return session.status();
+    }
+    {
+      std::lock_guard<std::mutex> lock(joined_mu);
+      if (joined.insert(*session).second) return *session;
+    }
+    if (SteadyClock::now() >= deadline) {
+      return DeadlineExceeded("rank 0 never started a new session (" + SessionKey() +
+                              " still names " + *session + ", which this process joined before)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Status PublishSession(collective::Bootstrap& store, const std::string& session, int num_workers,
+                      int num_reducers) {
+  const std::string prefix = SessionPrefix(session) + "/";
+  COHORT_RETURN_IF_ERROR(store.Put(prefix + "num_workers", std::to_string(num_workers)));
+  COHORT_RETURN_IF_ERROR(store.Put(prefix + "num_reducers", std::to_string(num_reducers)));
+  return store.Put(SessionKey(), session).WithContext("publishing the session for reducers");
+}
+
+c10::intrusive_ptr<c10d::Store> InnermostStore(c10::intrusive_ptr<c10d::Store> store) {
+  while (auto* prefix = dynamic_cast<c10d::PrefixStore*>(store.get()))
+    store = prefix->getUnderlyingStore();
+  return store;
+}
+
+}  // namespace cohort::torch_backend

@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""The `cohort` torch.distributed backend (python/cohort/torch) end to end, in real processes.
+
+    torch_backend_check.py --python-dir <build>/python [--backend-built ON|OFF] SCENARIO
+
+starts the workers of SCENARIO on 127.0.0.1 as a launcher would (MASTER_ADDR, MASTER_PORT, RANK,
+WORLD_SIZE), with `python3 -m cohort.torch.reducer` processes where the scenario has reducers, and
+exits 0 when every worker did. Scenarios:
+
+  ops           every ProcessGroup operation on the cohort backend against torch's gloo backend
+                (a gloo group over the same ranks, same inputs): exact for integers, within
+                rounding for floats; also a cohort subgroup
+  ops-reducers  the same on the Reduction Server (2 reducers, algorithm pinned); results must also
+                be byte-identical on every rank
+  bad-use       unsupported op, dtype, tensor count: a clear RuntimeError on the calling rank
+  no-join       one rank never starts: the others' init_process_group fails within the timeout,
+                naming what is missing
+  dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
+                the timeout naming it, and later operations fail at once
+
+Exit status 77 (ctest's SKIP_RETURN_CODE) with the reason when torch or the backend is absent.
+"""
+import argparse
+import datetime
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import warnings
+
+SKIP = 77
+# The process group timeout of the failure scenarios: an error must come before it (plus slack).
+FAIL_TIMEOUT_S = 10
+SLACK_S = 8
+
+
+# ----------------------------------------------------------------------------------------------
+# Launcher
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args, workers, reducers=0, extra_env=None, absent=()):
+    """Runs `workers` worker processes (ranks in `absent` are never started) and `reducers`
+    reducers; returns the workers' exit codes and output."""
+    port = free_port()
+    base = dict(os.environ)
+    base.update({
+        "PYTHONPATH": args.python_dir + os.pathsep + base.get("PYTHONPATH", ""),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(workers),
+        "COHORT_LOG_LEVEL": "warn",
+    })
+    base.pop("COHORT_BOOTSTRAP_ADDR", None)
+    if reducers:
+        base["COHORT_NUM_REDUCERS"] = str(reducers)
+    base.update(extra_env or {})
+    procs = []
+    for rank in range(workers):
+        if rank in absent:
+            continue
+        env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
+        procs.append((f"rank {rank}", subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", args.scenario, "--python-dir", args.python_dir],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    helpers = []
+    for _ in range(reducers):
+        helpers.append(subprocess.Popen(
+            [sys.executable, "-m", "cohort.torch.reducer", "--store", f"127.0.0.1:{port}", "--timeout", "120",
+             "--rejoin", "5"], env=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    codes = {}
+    deadline = time.time() + 240
+    for name, p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            out += "\n(killed by the launcher after 240 s)"
+        codes[name] = p.returncode
+        sys.stdout.write("".join(f"[{name}] {line}\n" for line in out.splitlines()))
+    for i, h in enumerate(helpers):
+        try:
+            out, _ = h.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            h.kill()
+            out, _ = h.communicate()
+        sys.stdout.write("".join(f"[reducer {i}] {line}\n" for line in out.splitlines()))
+    return codes
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker helpers
+
+class Checker:
+    def __init__(self, rank):
+        self.rank = rank
+        self.failures = []
+        self.checks = 0
+
+    def expect(self, ok, what):
+        self.checks += 1
+        if not ok:
+            self.failures.append(what)
+            print(f"FAIL: {what}", flush=True)
+
+    def expect_raises(self, fn, fragments, what):
+        """fn() must raise a RuntimeError whose message holds every fragment."""
+        try:
+            fn()
+        except RuntimeError as e:
+            text = str(e).split("\n")[0]
+            missing = [f for f in fragments if f not in text]
+            self.expect(not missing, f"{what}: error {text!r} lacks {missing}")
+            return text
+        self.expect(False, f"{what}: no error")
+        return None
+
+    def finish(self):
+        if self.failures:
+            print(f"{len(self.failures)} of {self.checks} checks failed", flush=True)
+            return 1
+        print(f"all {self.checks} checks passed", flush=True)
+        return 0
+
+
+def inputs(torch, rank, count, dtype, salt):
+    """Deterministic per-rank input: every rank can rebuild every other rank's."""
+    g = torch.Generator().manual_seed(1000 * salt + rank)
+    if dtype.is_floating_point:
+        return torch.randn(count, generator=g, dtype=torch.float64).to(dtype)
+    return torch.randint(-50, 50, (count,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def tolerance(torch, dtype, n):
+    return {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}.get(dtype, 0) * n
+
+
+def close(torch, got, want, dtype, n, scale=1.0):
+    if not dtype.is_floating_point:
+        return torch.equal(got, want)
+    tol = tolerance(torch, dtype, n) * max(1.0, scale)
+    return bool(torch.allclose(got.double(), want.double(), rtol=tol, atol=tol))
+
+
+def digest(tensor):
+    return hashlib.sha256(tensor.contiguous().view(-1).view(__import__("torch").uint8).numpy().tobytes()).hexdigest()
+
+
+def same_on_every_rank(dist, gloo, value):
+    """True when every rank passed the same value (gathered over the gloo group)."""
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value, group=gloo)
+    return all(v == values[0] for v in values)
+
+
+# ----------------------------------------------------------------------------------------------
+# Scenarios (worker side)
+
+def scenario_ops(reducers):
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    pg = dist.distributed_c10d._get_default_group()
+    print(pg.describe(), flush=True)
+    check.expect(pg.num_reducers == reducers, f"the group has {pg.num_reducers} reducers, not {reducers}")
+    gloo = dist.new_group(backend="gloo")
+    sub = dist.new_group(backend="cohort")
+    check.expect(sub.num_reducers == 0, "a subgroup never uses reducers")
+    R = dist.ReduceOp
+    dtypes = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64)
+    gloo_dtypes = (torch.float32, torch.float64, torch.float16, torch.int32, torch.int64)
+    counts = (0, 1, 1001, 300_001)
+    salt = 0
+
+    def record_identical(name, t):
+        if reducers:
+            check.expect(same_on_every_rank(dist, gloo, digest(t)), f"{name}: ranks differ in bytes")
+
+    # allreduce: every dtype and op, against gloo (where it has them) and the exact reduction.
+    for dtype in dtypes:
+        for op_name, op in (("SUM", R.SUM), ("AVG", R.AVG), ("MIN", R.MIN), ("MAX", R.MAX)):
+            for count in counts:
+                salt += 1
+                name = f"allreduce {op_name} {dtype} x{count}"
+                mine = inputs(torch, rank, count, dtype, salt)
+                every = torch.stack([inputs(torch, r, count, dtype, salt).double() for r in range(n)])
+                want = {"SUM": every.sum(0), "MIN": every.min(0).values if count else every.sum(0),
+                        "MAX": every.max(0).values if count else every.sum(0),
+                        "AVG": every.sum(0) / n if dtype.is_floating_point else
+                        torch.div(every.sum(0), n, rounding_mode="trunc")}[op_name]
+                t = mine.clone()
+                work = dist.all_reduce(t, op=op, async_op=True)
+                work.wait()
+                check.expect(close(torch, t, want.to(dtype), dtype, n, float(every.abs().max()) if count else 1.0),
+                             f"{name}: differs from the exact reduction")
+                if dtype in gloo_dtypes and op_name != "AVG":
+                    g = mine.clone()
+                    dist.all_reduce(g, op=op, group=gloo)
+                    check.expect(close(torch, t, g, dtype, n, float(every.abs().max()) if count else 1.0),
+                                 f"{name}: differs from gloo")
+                record_identical(name, t)
+
+    # A future: completes with the output tensors (what DDP comm hooks chain on).
+    t = torch.full((5,), float(rank))
+    fut = dist.all_reduce(t, async_op=True).get_future()
+    chained = fut.then(lambda f: f.value()[0] * 2)
+    check.expect(torch.equal(chained.wait(), torch.full((5,), float(sum(range(n)) * 2))),
+                 "a callback chained on the future sees the result")
+
+    # Non-contiguous tensors are staged and written back.
+    base = torch.arange(20, dtype=torch.float64).reshape(4, 5) * (rank + 1)
+    view = base.t()
+    dist.all_reduce(view)
+    check.expect(torch.equal(base, torch.arange(20, dtype=torch.float64).reshape(4, 5) * sum(range(1, n + 1))),
+                 "allreduce of a non-contiguous view")
+
+    # allreduce_coalesced: through torch.distributed (one dtype), and on the process group itself
+    # with mixed dtypes; against one allreduce per tensor on gloo.
+    for mixed in (False, True):
+        salt += 1
+        shapes = ((7, torch.float32), (1000, torch.float64 if mixed else torch.float32), (3, torch.float32),
+                  (50, torch.int64 if mixed else torch.float32))
+        parts = [inputs(torch, rank, c, d, salt + i).reshape(-1, 1) for i, (c, d) in enumerate(shapes)]
+        mine = [p.clone() for p in parts]
+        if mixed:
+            opts = dist.AllreduceCoalescedOptions()
+            opts.reduceOp = R.MAX
+            pg.allreduce_coalesced(mine, opts).wait()
+        else:
+            dist.all_reduce_coalesced(mine, op=R.MAX)
+        for i, p in enumerate(parts):
+            g = p.clone()
+            dist.all_reduce(g, op=R.MAX, group=gloo)
+            check.expect(torch.equal(mine[i], g), f"allreduce_coalesced (mixed={mixed}) part {i}: differs from gloo")
+
+    # Subgroup: the same operation on a cohort group made by new_group.
+    t = torch.ones(1000, dtype=torch.int64) * (rank + 1)
+    dist.all_reduce(t, group=sub)
+    check.expect(torch.equal(t, torch.full((1000,), sum(range(1, n + 1)), dtype=torch.int64)), "subgroup allreduce")
+
+    # Barrier: nobody leaves before everybody arrived.
+    store = dist.distributed_c10d._get_default_store()
+    store.add("arrived", 1)
+    dist.barrier()
+    check.expect(store.add("arrived", 0) == n, "barrier returned before every rank arrived")
+
+    # Many operations queued at once complete in order.
+    ts = [torch.full((1000,), float(i + rank)) for i in range(20)]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    for i, w in enumerate(works):
+        w.wait()
+        check.expect(torch.equal(ts[i], torch.full((1000,), float(i * n + sum(range(n))))), f"queued allreduce {i}")
+
+    dist.barrier(group=gloo)
+    dist.destroy_process_group()
+    return check.finish()
+
+
+def scenario_bad_use():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    check = Checker(dist.get_rank())
+    R = dist.ReduceOp
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.uint8)),
+                        ["cohort", "allreduce", "torch.uint8"], "uint8 allreduce")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)),
+                        ["cohort", "allreduce", "torch.bool"], "bool allreduce")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BAND), ["allreduce", "BAND"], "BAND")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BXOR), ["allreduce", "BXOR"], "BXOR")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3).to_sparse()), ["sparse"], "sparse tensor")
+    pg = dist.distributed_c10d._get_default_group()
+    check.expect_raises(lambda: pg.allreduce([torch.ones(3), torch.ones(3)]), ["one tensor"], "two tensors")
+    check.expect_raises(lambda: dist.all_reduce_coalesced([torch.ones(2, dtype=torch.uint8)]),
+                        ["allreduce_coalesced", "torch.uint8"], "uint8 allreduce_coalesced")
+    check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], 0), ["cohort", "recvAnysource"],
+                        "recv from any source")
+    # Refused calls leave the group usable.
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((4,), float(dist.get_world_size()))), "the group works after refusals")
+    dist.destroy_process_group()
+    return check.finish()
+
+
+def scenario_no_join():
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    check = Checker(rank)
+    # A store that does not wait for every rank to connect (env:// would make rank 0 wait there,
+    # before the backend is even asked): the backend's own rendezvous must notice the absence.
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, rank == 0,
+                          timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S), wait_for_workers=False)
+    start = time.time()
+    text = check.expect_raises(
+        lambda: dist.init_process_group("cohort", store=store, rank=rank, world_size=n,
+                                        timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S)),
+        ["cohort", "worker 2"], "init without rank 2")
+    took = time.time() - start
+    print(f"init failed after {took:.1f} s: {text}", flush=True)
+    check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the error took {took:.1f} s, past the timeout")
+    return check.finish()
+
+
+def scenario_dead_peer():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1000,), float(n))), "the first allreduce")
+    victim = n - 1
+    if rank == victim:
+        os._exit(VICTIM_EXIT)  # die without saying goodbye
+    time.sleep(0.5)
+    start = time.time()
+    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(100_000)), ["cohort", f"worker {victim}"],
+                               "allreduce with a dead peer")
+    took = time.time() - start
+    print(f"allreduce failed after {took:.1f} s: {text}", flush=True)
+    check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the error took {took:.1f} s, past the timeout")
+    start = time.time()
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["failed earlier"], "the next operation")
+    check.expect(time.time() - start < 2, "an operation after a failure fails at once")
+    return check.finish()
+
+
+# The exit code of the rank dead-peer kills.
+VICTIM_EXIT = 3
+
+SCENARIOS = {
+    # name: (workers, reducers, extra environment, ranks not started, worker function)
+    "ops": (3, 0, {}, (), lambda: scenario_ops(0)),
+    "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), lambda: scenario_ops(2)),
+    "bad-use": (2, 0, {}, (), scenario_bad_use),
+    "no-join": (3, 0, {}, (2,), scenario_no_join),
+    "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--python-dir", required=True, help="<build>/python")
+    parser.add_argument("--backend-built", default="ON", help="CMake's COHORT_HAVE_TORCH")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        sys.path.insert(0, args.python_dir)
+        warnings.filterwarnings("ignore", message=".*will be deprecated")
+        return SCENARIOS[args.scenario][4]()
+    try:
+        import torch  # noqa: F401
+        import torch.distributed as dist
+    except ImportError as e:
+        print(f"SKIP: {sys.executable} has no torch ({e}); install python3-torch")
+        return SKIP
+    if not dist.is_available():
+        print("SKIP: this torch has no torch.distributed")
+        return SKIP
+    if args.backend_built != "ON":
+        print(f"SKIP: the cohort torch backend was not built (CMake: Cohort torch backend: {args.backend_built})")
+        return SKIP
+    workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
+    codes = launch(args, workers, reducers, env, absent)
+    expected = {f"rank {workers - 1}": VICTIM_EXIT} if args.scenario == "dead-peer" else {}
+    bad = {name: code for name, code in codes.items() if code != expected.get(name, 0)}
+    if bad:
+        print(f"FAILED: {bad}")
+        return 1
+    print(f"PASSED: {args.scenario} on {len(codes)} workers" + (f" and {reducers} reducers" if reducers else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
