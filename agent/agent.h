@@ -8,13 +8,13 @@
 //  - Heartbeat every interval the RegisterAgentReply gives.
 //  - ReplicaUpdate on every state change of an attempt, re-sent until an Ack (or an ErrorReply,
 //    which is logged and not retried) answers it.
-//  - LogChunk: each attempt's log file is shipped in chunks of at most log_chunk_bytes from the
-//    offset the coordinator last acknowledged, one chunk in flight per attempt; a LogAck moves the
-//    offset (back, too, when the coordinator holds less). The last chunk carries eof once the
-//    attempt ended and no process of it remains. After re-registering, shipping resumes from the
-//    acked offset, so nothing is lost across a coordinator restart.
-//  - TrialMeasurement: the chief of a tuning trial has its $CLOUD_ML_HP_METRIC_FILE tailed
-//    (agent/metric_tail.h); each new line is sent in file order, the next once the last is acked.
+//  - LogChunk: each attempt's log file is shipped by a LogShipper (agent/log_shipper.h). After
+//    re-registering, shipping resumes from the acked offset, so nothing is lost across a
+//    coordinator restart.
+//  - TrialMeasurement: the chief of a tuning trial has its $CLOUD_ML_HP_METRIC_FILE followed by
+//    a MetricForwarder (agent/metric_forwarder.h).
+//  Updates, chunks and measurements go through one Outbox (agent/outbox.h): one message in
+//  flight per stream, resent until answered; registering again resends from the acked state.
 //  - LaunchReplica: prepares <work_dir>/<job>/<replica>/attempt-<n>, renders the environment
 //    (agent/replica_env.h) and starts the attempt through the Launcher; StopReplica: SIGTERM to
 //    every process of the attempt, SIGKILL after grace_ms, final state STOPPED.
@@ -24,38 +24,39 @@
 // When the main process of an attempt exits, whatever it left behind (its process group and
 // cgroup) is killed at once.
 //
-// Preempt() (SIGTERM/SIGINT to the daemon) signals every replica, waits grace_period, kills what
-// is left, reports each attempt PREEMPTED (exit code and signal kept) and waits up to
+// Preemption (SIGTERM/SIGINT to the daemon) signals every replica, waits grace_period, kills
+// what is left, reports each attempt PREEMPTED (exit code and signal kept) and waits up to
 // preempt_ack_wait for the acks and the last log chunks. Launches that arrive meanwhile are
 // ignored (see HandleLaunch).
 //
-// Thread safety: none; all calls from one thread. Lifetime: the zmq context outlives the Agent.
+// Time: every timer (heartbeats, resends, the coordinator timeout, stop deadlines, preemption
+// waits, metric polls) reads the injected Clock, so tests step a ManualClock; only the socket
+// wait in RunOnce is real time.
+//
+// Thread safety: none; all calls from one thread. Lifetime: the zmq context and the clock
+// outlive the Agent.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "agent/attempt.h"
 #include "agent/inventory.h"
 #include "agent/launcher.h"
-#include "agent/metric_tail.h"
-#include "agent/replica_env.h"
+#include "agent/outbox.h"
+#include "common/clock.h"
 #include "common/messaging.h"
 #include "common/status.h"
 
 namespace cohort::agent {
 
-using TimePoint = std::chrono::steady_clock::time_point;
-
 struct AgentConfig {
-  std::string coordinator;        // tcp://host:7401
-  std::string node_id;            // also the DEALER routing id
+  std::string coordinator;  // tcp://host:7401
+  std::string node_id;      // also the DEALER routing id
   std::string advertise_address;
   std::string work_dir;
   NodeInventory inventory;
@@ -68,25 +69,24 @@ struct AgentConfig {
 
   // Protocol timing.
   std::chrono::milliseconds default_heartbeat_interval{1000};  // until the coordinator says
-  std::chrono::milliseconds coordinator_timeout{0};  // 0: max(5 heartbeat intervals, 3 s)
-  std::chrono::milliseconds resend_interval{1000};   // unanswered register/update/log chunk
+  std::chrono::milliseconds coordinator_timeout{0};            // 0: max(5 heartbeat intervals, 3 s)
+  std::chrono::milliseconds resend_interval{1000};        // unanswered register/update/log chunk
   std::chrono::milliseconds max_register_interval{5000};  // backoff cap while unregistered
-  std::chrono::milliseconds loop_interval{20};       // longest socket wait in Run()
+  std::chrono::milliseconds loop_interval{20};            // longest socket wait in Run()
   std::chrono::milliseconds preempt_ack_wait{5000};
   size_t log_chunk_bytes = 256 << 10;
   std::chrono::milliseconds metric_poll_interval{200};  // $CLOUD_ML_HP_METRIC_FILE reads
   // Reap every child (the daemon is a PR_SET_CHILD_SUBREAPER, so orphans come to it), not only
   // the replicas' main processes.
   bool reap_all_children = false;
-  // Injectable clock; steady_clock::now when empty.
-  std::function<TimePoint()> now;
 };
 
 class Agent {
  public:
   // Connects the socket (ZeroMQ connects lazily; nothing waits for the coordinator here).
   static StatusOr<std::unique_ptr<Agent>> Create(zmq::context_t& context, AgentConfig config,
-                                                 std::unique_ptr<Launcher> process_launcher);
+                                                 std::unique_ptr<Launcher> process_launcher,
+                                                 Clock* clock);
   ~Agent();
 
   // Where LaunchReplica with a container goes; without one such launches fail with a message.
@@ -97,89 +97,39 @@ class Agent {
   Status RunOnce(std::chrono::milliseconds max_wait);
   // Steps until `stop` becomes true, then Preempt().
   Status Run(const std::atomic<bool>& stop);
-  // The preemption sequence; returns when every replica is gone and reported (or the ack wait
-  // ran out).
+  // The preemption sequence: BeginPreemption(), then RunOnce() until preempted().
   Status Preempt();
+  // Starts preempting: a draining heartbeat, then SIGTERM to every replica (SIGKILL after
+  // grace_period). RunOnce() carries it on.
+  void BeginPreemption();
+  // Every replica is gone and reported (or the waits for that ran out).
+  bool preempted() const { return preempted_; }
 
   bool registered() const { return registered_; }
   // Attempts not yet forgotten (running, or final but unacked / log not fully shipped).
   size_t attempt_count() const { return attempts_.size(); }
-  std::vector<wire::ReplicaStatusT> Statuses() const;
   const AgentConfig& config() const { return config_; }
 
  private:
-  enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
-  // A launch waiting for its checkpoint lookup (which reads and checksums the checkpoint, so it
-  // runs on its own thread, off the loop).
-  struct PendingLaunch {
-    LaunchRequest request;
-    ReplicaEnvInput env;
-    Launcher* launcher = nullptr;
-    bool chief = false;
-    std::future<RestorePoint> restore;
-  };
-  struct Attempt {
-    std::string job;
-    std::string replica;
-    int attempt = 0;
-    wire::ReplicaState state = wire::ReplicaState::PENDING;
-    ExitInfo exit;
-    std::string message;
-    std::unique_ptr<ReplicaProcess> process;
-    std::unique_ptr<PendingLaunch> pending;  // STARTING, restore lookup under way
-    StopCause stop = StopCause::kNone;
-    std::string stop_reason;
-    std::optional<TimePoint> kill_at;
-    bool final = false;  // state is SUCCEEDED, FAILED, PREEMPTED or STOPPED
-    bool gone = false;   // final, and no process of it remains
-    // ReplicaUpdate delivery.
-    uint64_t version = 0;
-    uint64_t acked_version = 0;
-    uint64_t update_request = 0;
-    TimePoint update_sent{};
-    // Log shipping.
-    std::string log_path;
-    uint64_t log_acked = 0;
-    uint64_t log_request = 0;  // the LogChunk in flight, 0 when none
-    TimePoint log_sent{};
-    uint64_t log_sent_end = 0;
-    bool log_sent_eof = false;
-    bool log_done = false;
-    // Hyperparameter-tuning measurements (chief of a trial only).
-    std::unique_ptr<MetricTail> metrics;
-    uint64_t metric_request = 0;
-    TimePoint metric_sent{};
-    TimePoint next_metric_poll{};
-    bool metrics_final_polled = false;
-  };
-  enum class RequestKind { kRegister, kHeartbeat, kUpdate, kLog, kMetric };
-  struct Pending {
-    RequestKind kind;
-    std::string key;
-    uint64_t version = 0;
-    TimePoint sent{};
-  };
+  using milliseconds = std::chrono::milliseconds;
+  Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> process_launcher,
+        Clock* clock);
 
-  Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> process_launcher);
-
-  TimePoint Now() const { return config_.now ? config_.now() : std::chrono::steady_clock::now(); }
-  static std::string Key(const std::string& job, const std::string& replica, int attempt);
-  uint64_t Send(RequestKind kind, const std::string& key, uint64_t version, wire::BodyUnion body);
+  milliseconds Now() const { return milliseconds(clock_->NowMs()); }
+  uint64_t Transmit(wire::BodyUnion body);
 
   void HandleMessage(const Message& message);
   void HandleLaunch(const wire::LaunchReplica& launch);
   void HandleStop(const wire::StopReplica& stop);
-  void HandleAck(uint64_t request_id, const Status& error);
-  void HandleLogAck(uint64_t request_id, const wire::LogAck& ack);
+  // An Ack or ErrorReply (`error`) to a message of the outbox.
+  void HandleAnswer(uint64_t request_id, const Status& error);
+  void HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const Status& error);
 
   void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
   void StartPending();
   void FinishLaunch(Attempt& a, PendingLaunch& pending);
-  void RequestStop(Attempt& a, StopCause cause, std::string reason,
-                   std::chrono::milliseconds grace);
   void SetState(Attempt& a, wire::ReplicaState state, std::string message);
   void FailBeforeLaunch(Attempt& a, const Status& status, int exit_code);
-  wire::ReplicaStatusT ToStatus(const Attempt& a) const;
 
   void Reap();
   void EnforceDeadlines();
@@ -187,27 +137,32 @@ class Agent {
   void SendRegister();
   void SendHeartbeat();
   void SendUpdate(Attempt& a);
-  void ShipLogs();
-  void ShipLog(Attempt& a);
-  void ShipMetrics(Attempt& a);
+  void ShipLogsAndMetrics();
   void Forget();
+  void CarryOnPreemption();
 
   AgentConfig config_;
   DealerSocket socket_;
+  Clock* clock_;
+  Outbox outbox_;  // before attempts_, whose shippers and forwarders use it
   std::unique_ptr<Launcher> process_launcher_;
   std::unique_ptr<Launcher> container_launcher_;
   std::map<std::string, Attempt> attempts_;
-  std::map<uint64_t, Pending> pending_;
   // Registration: the versions each outstanding RegisterAgent carried, by request id.
   std::map<uint64_t, std::map<std::string, uint64_t>> register_requests_;
   bool registered_ = false;
   bool preempting_ = false;
-  TimePoint next_register_{};
-  std::chrono::milliseconds register_backoff_{0};
-  TimePoint next_heartbeat_{};
-  TimePoint next_sweep_{};  // attempt retention
-  TimePoint last_heard_{};
-  std::chrono::milliseconds heartbeat_interval_{1000};
+  // Preemption: until when replicas may take to go, then until when their acks may take.
+  milliseconds preempt_give_up_{0};
+  std::optional<milliseconds> preempt_acks_by_;
+  bool preempted_ = false;
+  // Times are readings of clock_.
+  milliseconds next_register_{0};
+  milliseconds register_backoff_{0};
+  milliseconds next_heartbeat_{0};
+  milliseconds next_sweep_{0};  // attempt retention
+  milliseconds last_heard_{0};
+  milliseconds heartbeat_interval_{1000};
 };
 
 }  // namespace cohort::agent

@@ -111,7 +111,8 @@ Status LoadSecurity(AgentFlags& flags) {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags) {
+StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
+                                            Clock* clock) {
   auto cgroups = CgroupManager::Detect(flags.config.node_id);
   if (!cgroups.available()) {
     spdlog::info("no writable cgroup v2 ({}): replicas are bounded by process groups only",
@@ -121,7 +122,8 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   }
   auto processes = std::make_unique<ProcessLauncher>(std::move(cgroups));
   ProcessLauncher* process_launcher = processes.get();
-  COHORT_ASSIGN_OR_RETURN(auto agent, Agent::Create(context, flags.config, std::move(processes)));
+  COHORT_ASSIGN_OR_RETURN(auto agent,
+                          Agent::Create(context, flags.config, std::move(processes), clock));
   if (flags.container_runtime != "none") {
     OciOptions oci;
     oci.runtime = flags.container_runtime;

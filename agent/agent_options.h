@@ -44,7 +44,8 @@ Status LoadSecurity(AgentFlags& flags);
 
 // The daemon's agent: cgroups detected for this node id (stale replica cgroups of an earlier run
 // killed), the process launcher, and the OCI launcher when a container runtime is found.
-StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags);
+StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
+                                            Clock* clock);
 
 // The address other nodes reach this one at, as the defaults above describe.
 std::string DefaultAdvertiseAddress(const std::string& coordinator_endpoint);

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGPIPE, SIG_IGN);
   zmq::context_t context;
-  auto agent = agent::BuildAgent(context, *flags);
+  MonotonicClock clock;
+  auto agent = agent::BuildAgent(context, *flags, &clock);
   if (!agent.ok()) {
     spdlog::error("{}", agent.status().ToString());
     return 1;

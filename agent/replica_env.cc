@@ -1,5 +1,6 @@
 #include "agent/replica_env.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,14 @@ std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
   return AttemptWorkingDir(work_dir, job, replica, attempt) + ".log";
 }
 
+void AppendAgentNote(const std::string& log_path, const std::string& line) {
+  int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  std::string text = "cohort-agent: " + line + "\n";
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
   std::map<std::string, std::string> env;
   for (const char* name : {"PATH", "HOME", "LANG"}) {
@@ -44,6 +53,40 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   env["COHORT_RESTORE_CHECKPOINT"] = input.restore_checkpoint;
   SetGpuVisibility(input.gpus, &env);
   return env;
+}
+
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+}  // namespace
+
+Status PlanLaunch(const wire::LaunchReplica& launch, LaunchPlan* plan) {
+  LaunchRequest& request = plan->request;
+  std::string builtin = Str(launch.builtin());
+  if (!builtin.empty()) {
+    COHORT_ASSIGN_OR_RETURN(std::string binary, ResolveBuiltinBinary(builtin));
+    request.argv.push_back(std::move(binary));
+  }
+  if (launch.command()) {
+    for (const auto* arg : *launch.command()) request.argv.push_back(Str(arg));
+  }
+  if (launch.gpus()) request.gpus.assign(launch.gpus()->begin(), launch.gpus()->end());
+  request.cpus = launch.cpus();
+  request.memory_mb = launch.memory_mb();
+  if (launch.env()) {
+    for (const auto* kv : *launch.env()) plan->env.launch_env[Str(kv->key())] = Str(kv->value());
+  }
+  plan->env.attempt = request.attempt;
+  plan->env.gpus = request.gpus;
+  plan->chief = launch.role() && launch.role()->str() == "chief";
+  plan->container = launch.container() != nullptr;
+  if (plan->container) request.image = Str(launch.container()->image());
+  if (request.argv.empty() && !plan->container) {
+    return InvalidArgument("the launch has no command");
+  }
+  plan->checkpoint_dir = Str(launch.checkpoint_dir());
+  return Status::Ok();
 }
 
 RestorePoint FindRestoreCheckpoint(const std::string& checkpoint_dir) {

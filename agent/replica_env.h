@@ -1,5 +1,6 @@
-// ReplicaEnv: the agent's part of preparing a replica attempt: where it runs, where its log goes,
-// what its environment is, which binary a built-in replica runs, and which checkpoint it restores.
+// ReplicaEnv: the agent's part of preparing a replica attempt: what a LaunchReplica asks it to
+// start, where it runs, where its log goes, what its environment is, which binary a built-in
+// replica runs, and which checkpoint it restores.
 //
 // Environment = PATH, HOME and LANG from the agent's own environment, overridden by the
 // LaunchReplica env (the coordinator's rendering of the cluster plus the pool's env), plus what
@@ -15,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/launcher.h"
+#include "common/schema/cohort_generated.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -28,6 +31,9 @@ std::string AttemptWorkingDir(const std::string& work_dir, const std::string& jo
 // <work_dir>/<job>/<replica>/attempt-<n>.log: stdout and stderr of the attempt.
 std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
                            const std::string& replica, int attempt);
+// Appends "cohort-agent: <line>" to an attempt's log (why it never ran, where it restores from),
+// so `cohort logs` shows it. Best effort: a log that cannot be opened is left alone.
+void AppendAgentNote(const std::string& log_path, const std::string& line);
 
 struct ReplicaEnvInput {
   std::map<std::string, std::string> launch_env;  // from LaunchReplica
@@ -36,6 +42,22 @@ struct ReplicaEnvInput {
   std::string restore_checkpoint;
 };
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
+
+// What one LaunchReplica asks this node to start, before the restore lookup and the rendering of
+// the environment.
+struct LaunchPlan {
+  LaunchRequest request;  // everything but env
+  ReplicaEnvInput env;    // what env is rendered from (restore_checkpoint comes later)
+  bool chief = false;     // role "chief": its metric file is followed
+  bool container = false;
+  std::string checkpoint_dir;
+};
+// Fills `plan` from `launch`: the argv (a builtin's binary, then the command), GPUs, CPU and
+// memory limits, the container image, the launch env, the role and the checkpoint dir; the
+// caller has set the request's job, replica, attempt, working_dir and log_path. kInvalidArgument
+// for an unknown builtin or a launch with neither a command nor a container, kNotFound when a
+// builtin's binary is nowhere (ResolveBuiltinBinary).
+Status PlanLaunch(const wire::LaunchReplica& launch, LaunchPlan* plan);
 
 // Where a replica attempt restores from: the newest checkpoint under its checkpoint dir whose
 // MANIFEST verifies (common/checkpoint.h: torn and corrupted ones are skipped), or "" when there

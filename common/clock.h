@@ -1,8 +1,13 @@
-// Clock is a daemon's only source of time, so its tests step a ManualClock instead of sleeping
-// (the coordinator's event loop, heartbeat checks, job timeouts and starvation limit all read
-// it). Times are milliseconds since the Unix epoch: they are journaled and shown to users.
+// Clock is a daemon's only source of time, so its tests step a ManualClock instead of sleeping:
+// the coordinator's event loop, heartbeat checks, job timeouts and starvation limit, and the
+// agent's heartbeats, resends, stop deadlines and preemption waits all read it.
 //
-// Thread safety: SystemClock is thread-safe; ManualClock is for one test thread.
+// SystemClock gives milliseconds since the Unix epoch (the coordinator journals its times and
+// shows them to users). MonotonicClock gives milliseconds since an arbitrary origin that never
+// jumps (the agent only measures intervals, which a wall-clock step must not stretch).
+//
+// Thread safety: SystemClock and MonotonicClock are thread-safe; ManualClock is for one test
+// thread.
 #pragma once
 
 #include <chrono>
@@ -21,6 +26,15 @@ class SystemClock : public Clock {
   int64_t NowMs() override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+class MonotonicClock : public Clock {
+ public:
+  int64_t NowMs() override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
 };

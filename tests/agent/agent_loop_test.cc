@@ -1,11 +1,11 @@
 // The agent's control loop against a fake coordinator: a real ROUTER socket on
-// tcp://127.0.0.1:<port> in this test, real replica processes, real log files.
+// tcp://127.0.0.1:<port> in this test, real replica processes, real log files. The agent's time
+// is a ManualClock that the tests step: its timers (heartbeats, resends, the coordinator
+// timeout, stop deadlines, preemption) fire when a test moves the clock, never on their own.
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 
-#include <atomic>
 #include <set>
-#include <thread>
 
 #include "agent/agent.h"
 #include "agent/process_launcher.h"
@@ -95,6 +95,7 @@ class FakeCoordinator {
 
   bool ack_updates = true;
   bool ignore_heartbeats = false;
+  int updates = 0;
   int rejected_updates = 0;
   int heartbeat_interval_ms = 100;
   std::set<std::string> known_nodes;
@@ -137,10 +138,11 @@ class FakeCoordinator {
       }
       case wire::Body::ReplicaUpdate: {
         std::unique_ptr<wire::ReplicaUpdateT> u(m.As<wire::ReplicaUpdate>()->UnPack());
+        ++updates;
         if (!known_nodes.count(u->node_id)) {  // as the real coordinator: register first
           ++rejected_updates;
-          (void)router_->Send(peer, EncodeError(m.request_id(),
-                                                FailedPrecondition("node is not registered")));
+          (void)router_->Send(
+              peer, EncodeError(m.request_id(), FailedPrecondition("node is not registered")));
           return;
         }
         Record(*u->status);
@@ -153,8 +155,8 @@ class FakeCoordinator {
         std::string key = LogKey(c->job()->str(), c->replica()->str(), c->attempt());
         std::string& held = logs[key];
         if (c->offset() == held.size()) {
-          if (c->data()) held.append(reinterpret_cast<const char*>(c->data()->data()),
-                                     c->data()->size());
+          if (c->data())
+            held.append(reinterpret_cast<const char*>(c->data()->data()), c->data()->size());
           if (c->eof()) log_eof.insert(key);
         }
         wire::LogAckT ack;
@@ -220,8 +222,9 @@ class AgentLoopTest : public ::testing::Test {
     config.preempt_ack_wait = milliseconds(3000);
     config.log_chunk_bytes = 64 << 10;
     config.reap_all_children = true;
-    auto agent = Agent::Create(context_, config,
-                               std::make_unique<ProcessLauncher>(CgroupManager::Detect("node-a")));
+    auto agent =
+        Agent::Create(context_, config,
+                      std::make_unique<ProcessLauncher>(CgroupManager::Detect("node-a")), &clock_);
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     agent_ = std::move(*agent);
     ASSERT_TRUE(Pump([&] { return agent_->registered(); }));
@@ -231,15 +234,27 @@ class AgentLoopTest : public ::testing::Test {
     agent_.reset();  // kills anything left
   }
 
-  // Steps the agent and the coordinator in turn until `done` or the timeout.
-  bool Pump(const std::function<bool()>& done, milliseconds timeout = milliseconds(10000)) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Steps the agent and the coordinator in turn until `done`, moving the agent's clock by `tick`
+  // after each step. The replicas are real processes, so waiting for them takes real time;
+  // `guard` (real time) only ends a test that would otherwise hang.
+  bool Pump(const std::function<bool()>& done, milliseconds tick = milliseconds(0),
+            milliseconds guard = milliseconds(10000)) {
+    auto deadline = std::chrono::steady_clock::now() + guard;
     while (std::chrono::steady_clock::now() < deadline) {
       EXPECT_TRUE(agent_->RunOnce(milliseconds(2)).ok());
       if (coordinator_) coordinator_->Poll(milliseconds(1));
       if (done()) return true;
+      clock_.Advance(tick);
     }
     return done();
+  }
+  // Lets `span` of the agent's time pass, in steps of `tick`.
+  void Elapse(milliseconds span, milliseconds tick = milliseconds(10)) {
+    for (milliseconds passed(0); passed < span; passed += tick) {
+      EXPECT_TRUE(agent_->RunOnce(milliseconds(1)).ok());
+      if (coordinator_) coordinator_->Poll(milliseconds(1));
+      clock_.Advance(tick);
+    }
   }
 
   bool LogHas(const std::string& key, const std::string& text) {
@@ -252,6 +267,7 @@ class AgentLoopTest : public ::testing::Test {
 
   zmq::context_t context_;
   TempDir work_;
+  ManualClock clock_;
   std::unique_ptr<FakeCoordinator> coordinator_;
   std::string endpoint_;
   std::unique_ptr<Agent> agent_;
@@ -268,14 +284,19 @@ TEST_F(AgentLoopTest, RegistersWithItsInventory) {
   EXPECT_EQ(reg.cpus, 4);
   EXPECT_EQ(reg.memory_mb, 1024);
   EXPECT_TRUE(reg.replicas.empty());
-  EXPECT_TRUE(Pump([&] { return coordinator_->heartbeats >= 2; }));
+  // One heartbeat per interval of the agent's clock (100 ms here), none while it stands still.
+  Pump([] { return false; }, milliseconds(0), milliseconds(100));
+  EXPECT_EQ(coordinator_->heartbeats, 0);
+  EXPECT_TRUE(Pump([&] { return coordinator_->heartbeats >= 2; }, milliseconds(100)));
 }
 
 TEST_F(AgentLoopTest, SilentCoordinatorMakesTheAgentRegisterAgain) {
   coordinator_->ignore_heartbeats = true;
   size_t before = coordinator_->registrations.size();
-  // coordinator_timeout is 1 s in this fixture.
-  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }));
+  // coordinator_timeout is 1 s in this fixture: not yet after 900 ms of silence.
+  Elapse(milliseconds(900));
+  EXPECT_EQ(coordinator_->registrations.size(), before);
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }, milliseconds(10)));
   EXPECT_TRUE(Pump([&] { return agent_->registered(); }));
 }
 
@@ -287,8 +308,9 @@ TEST_F(AgentLoopTest, UpdateRefusedForAnUnknownNodeMakesTheAgentRegisterAgain) {
   coordinator_->Launch("node-a", MakeLaunch("job10", "chief-0", 0, "sleep 0.2"));
   std::string key = LogKey("job10", "chief-0", 0);
   ASSERT_TRUE(Pump([&] { return coordinator_->rejected_updates > 0; }));
-  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; },
-                   milliseconds(900)));  // sooner than the 1 s silence timeout
+  int64_t refused_at = clock_.NowMs();
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }, milliseconds(10)));
+  EXPECT_LT(clock_.NowMs() - refused_at, 900);  // sooner than the 1 s silence timeout
   coordinator_->ignore_heartbeats = false;
   ASSERT_TRUE(PumpUntilDone(key));
   EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
@@ -349,10 +371,10 @@ TEST_F(AgentLoopTest, ReportsExitCodesAndSignals) {
 }
 
 TEST_F(AgentLoopTest, StopKillsTheWholeProcessGroup) {
-  coordinator_->Launch(
-      "node-a", MakeLaunch("job3", "chief-0", 0,
-                           "sh -c 'trap \"\" TERM; echo ignoring; exec sleep 1000' & "
-                           "sleep 1000 & sleep 1000; echo unreachable"));
+  coordinator_->Launch("node-a",
+                       MakeLaunch("job3", "chief-0", 0,
+                                  "sh -c 'trap \"\" TERM; echo ignoring; exec sleep 1000' & "
+                                  "sleep 1000 & sleep 1000; echo unreachable"));
   std::string key = LogKey("job3", "chief-0", 0);
   ASSERT_TRUE(Pump([&] {
     return coordinator_->SawState(key, wire::ReplicaState::RUNNING) && LogHas(key, "ignoring");
@@ -404,14 +426,17 @@ TEST_F(AgentLoopTest, UnackedFinalStatusIsResentAndCarriedByRegistration) {
   coordinator_->Launch("node-a", MakeLaunch("job6", "chief-0", 0, "exit 4"));
   std::string key = LogKey("job6", "chief-0", 0);
   ASSERT_TRUE(PumpUntilDone(key));
-  // Without acks the agent keeps the status and keeps re-sending it.
-  Pump([] { return false; }, milliseconds(500));
+  // Without acks the agent keeps the status and re-sends it every resend interval (200 ms).
+  int updates = coordinator_->updates;
+  Elapse(milliseconds(500));
+  // Two resends went out; the clock stands still while they arrive.
+  EXPECT_TRUE(Pump([&] { return coordinator_->updates >= updates + 2; }));
   EXPECT_EQ(agent_->attempt_count(), 1u);
   // The coordinator forgets the node (as after a restart): the next heartbeat says so, and the
   // agent registers again with the final status the coordinator never acked.
   coordinator_->known_nodes.clear();
   size_t before = coordinator_->registrations.size();
-  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }));
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }, milliseconds(10)));
   const auto& reg = *coordinator_->registrations.back();
   ASSERT_EQ(reg.replicas.size(), 1u);
   EXPECT_EQ(reg.replicas[0]->state, wire::ReplicaState::FAILED);
@@ -421,10 +446,9 @@ TEST_F(AgentLoopTest, UnackedFinalStatusIsResentAndCarriedByRegistration) {
 }
 
 TEST_F(AgentLoopTest, LogsResumeAfterACoordinatorRestartWithNothingLost) {
-  coordinator_->Launch(
-      "node-a", MakeLaunch("job7", "chief-0", 0,
-                           "seq 1 100000; while [ ! -e go ]; do sleep 0.02; done; "
-                           "seq 100001 130000"));
+  coordinator_->Launch("node-a", MakeLaunch("job7", "chief-0", 0,
+                                            "seq 1 100000; while [ ! -e go ]; do sleep 0.02; done; "
+                                            "seq 100001 130000"));
   std::string key = LogKey("job7", "chief-0", 0);
   ASSERT_TRUE(Pump([&] { return coordinator_->logs[key].size() >= 3 * (64 << 10); }));
   std::string held = coordinator_->logs[key];
@@ -432,27 +456,29 @@ TEST_F(AgentLoopTest, LogsResumeAfterACoordinatorRestartWithNothingLost) {
 
   // The coordinator goes away; the agent keeps running without it for a while.
   coordinator_.reset();
-  Pump([] { return false; }, milliseconds(300));
+  Elapse(milliseconds(300));
   // A new coordinator on the same endpoint, which kept only the first chunk of the log.
   coordinator_ = std::make_unique<FakeCoordinator>(context_, endpoint_);
   ASSERT_TRUE(coordinator_->bound());
   coordinator_->logs[key] = held.substr(0, 64 << 10);
-  ASSERT_TRUE(Pump([&] {
-    for (const auto& reg : coordinator_->registrations) {
-      for (const auto& r : reg->replicas) {
-        if (r->job == "job7" && r->state == wire::ReplicaState::RUNNING) return true;
-      }
-    }
-    return false;
-  }));
+  ASSERT_TRUE(Pump(
+      [&] {
+        for (const auto& reg : coordinator_->registrations) {
+          for (const auto& r : reg->replicas) {
+            if (r->job == "job7" && r->state == wire::ReplicaState::RUNNING) return true;
+          }
+        }
+        return false;
+      },
+      milliseconds(10)));
   testing::WriteFile(AttemptWorkingDir(work_.path(), "job7", "chief-0", 0) + "/go", "");
   ASSERT_TRUE(PumpUntilDone(key));
   EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
   std::string file = ReadFile(AttemptLogPath(work_.path(), "job7", "chief-0", 0));
   EXPECT_EQ(file.size(), 588895u + 30000u * 7u);
-  EXPECT_TRUE(coordinator_->logs[key] == file) << "coordinator holds "
-                                               << coordinator_->logs[key].size() << " of "
-                                               << file.size() << " bytes";
+  EXPECT_TRUE(coordinator_->logs[key] == file)
+      << "coordinator holds " << coordinator_->logs[key].size() << " of " << file.size()
+      << " bytes";
 }
 
 TEST_F(AgentLoopTest, RestartRestoresTheNewestCheckpoint) {
@@ -487,9 +513,9 @@ TEST_F(AgentLoopTest, ChiefMeasurementsAreForwardedInOrder) {
       "sleep 0.1; done";
   for (const char* replica : {"chief-0", "worker-0"}) {
     auto launch = MakeLaunch("trial7", replica, 0, script);
-    for (auto [k, v] : {std::pair<std::string, std::string>{"CLOUD_ML_HP_METRIC_FILE",
-                                                            file + "." + replica},
-                        {"CLOUD_ML_TRIAL_ID", "7"}}) {
+    for (auto [k, v] :
+         {std::pair<std::string, std::string>{"CLOUD_ML_HP_METRIC_FILE", file + "." + replica},
+          {"CLOUD_ML_TRIAL_ID", "7"}}) {
       auto kv = std::make_unique<wire::KeyValueT>();
       kv->key = k;
       kv->value = v;
@@ -497,7 +523,13 @@ TEST_F(AgentLoopTest, ChiefMeasurementsAreForwardedInOrder) {
     }
     coordinator_->Launch("node-a", std::move(launch));
   }
-  ASSERT_TRUE(PumpUntilDone(LogKey("trial7", "chief-0", 0)));
+  // The file is read every 200 ms of the agent's time, and once more after the chief ended.
+  ASSERT_TRUE(Pump(
+      [&] {
+        std::string chief = LogKey("trial7", "chief-0", 0);
+        return coordinator_->Final(chief) && coordinator_->log_eof.count(chief);
+      },
+      milliseconds(10)));
   ASSERT_TRUE(PumpUntilDone(LogKey("trial7", "worker-0", 0)));
   ASSERT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
   // The chief's three lines, in order; the worker's file is not tailed.
@@ -528,16 +560,15 @@ TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {
   pid_t chief_pgid = coordinator_->Latest(chief)->pid;
   pid_t worker_pgid = coordinator_->Latest(worker)->pid;
 
-  // The coordinator keeps answering from its own thread while the agent preempts.
-  std::atomic<bool> done{false};
-  std::thread coordinator([&] {
-    while (!done.load()) coordinator_->Poll(milliseconds(5));
-  });
-  Status s = agent_->Preempt();
-  done.store(true);
-  coordinator.join();
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(agent_->attempt_count(), 0u);  // everything acked and shipped before it returned
+  agent_->BeginPreemption();
+  // The chief ends on SIGTERM at once; the worker ignores it and lives until the grace period
+  // (500 ms of the agent's clock) is over.
+  ASSERT_TRUE(Pump([&] { return coordinator_->Final(chief).has_value(); }));
+  Pump([] { return false; }, milliseconds(0), milliseconds(100));
+  EXPECT_FALSE(coordinator_->Final(worker).has_value());
+  EXPECT_FALSE(agent_->preempted());
+  ASSERT_TRUE(Pump([&] { return agent_->preempted(); }, milliseconds(50)));
+  EXPECT_EQ(agent_->attempt_count(), 0u);  // everything acked and shipped before it was done
 
   auto c = *coordinator_->Final(chief);
   EXPECT_EQ(c.state, wire::ReplicaState::PREEMPTED);
@@ -553,7 +584,7 @@ TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {
   // A launch during shutdown is not taken (the coordinator will see the node lost): nothing
   // starts and nothing is reported.
   coordinator_->Launch("node-a", MakeLaunch("job9", "worker-1", 0, "true"));
-  Pump([] { return false; }, milliseconds(300));
+  Elapse(milliseconds(300));
   EXPECT_FALSE(coordinator_->Latest(LogKey("job9", "worker-1", 0)).has_value());
   EXPECT_EQ(agent_->attempt_count(), 0u);
 }

@@ -1,5 +1,5 @@
-// Helpers shared by the agent tests: temporary directories, file reads, process-group checks and
-// deadline-driven waits.
+// Helpers shared by the agent tests: temporary directories, file reads, process-group checks,
+// deadline-driven waits, and a recording stand-in for the socket under an Outbox.
 #pragma once
 
 #include <dirent.h>
@@ -14,8 +14,26 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include "agent/outbox.h"
 
 namespace cohort::agent::testing {
+
+// Stands in for the agent's socket under an Outbox: keeps every message sent, with its id.
+struct SentMessages {
+  std::vector<std::pair<uint64_t, wire::BodyUnion>> messages;
+  uint64_t next_id = 1;
+
+  Outbox::Transmit Transmit() {
+    return [this](wire::BodyUnion body) {
+      messages.emplace_back(next_id, std::move(body));
+      return next_id++;
+    };
+  }
+  uint64_t last_id() const { return messages.back().first; }
+};
 
 class TempDir {
  public:

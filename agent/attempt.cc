@@ -1,0 +1,93 @@
+#include "agent/attempt.h"
+
+#include <signal.h>
+
+#include "common/logging.h"
+
+namespace cohort::agent {
+
+std::string AttemptKey(const std::string& job, const std::string& replica, int attempt) {
+  return job + "\n" + replica + "\n" + std::to_string(attempt);
+}
+
+wire::ReplicaStatusT Attempt::ToStatus() const {
+  wire::ReplicaStatusT s;
+  s.job = job;
+  s.replica = replica;
+  s.attempt = attempt;
+  s.state = state;
+  s.exit_code = exit.exit_code;
+  s.signal = exit.signal;
+  s.message = message;
+  s.pid = process ? process->pid() : 0;
+  return s;
+}
+
+wire::ReplicaState Attempt::FinalState(wire::ReplicaState fallback) const {
+  return stop == StopCause::kPreemption ? wire::ReplicaState::PREEMPTED : fallback;
+}
+
+void Attempt::RequestStop(StopCause cause, std::string reason, milliseconds grace,
+                          milliseconds now) {
+  // Not started yet: it never will (the agent checks `stop` when the restore lookup is done).
+  // A process that already exited keeps its own outcome.
+  if (!pending && (!process || process->exit_info())) return;
+  if (stop == StopCause::kNone || cause == StopCause::kPreemption) stop = cause;
+  if (stop_reason.empty()) stop_reason = std::move(reason);
+  if (pending) return;
+  milliseconds deadline = now + grace;
+  if (!kill_at || deadline < *kill_at) kill_at = deadline;
+  if (grace.count() == 0) {
+    process->KillAll();
+  } else {
+    process->Signal(SIGTERM);
+  }
+}
+
+void Attempt::EnforceDeadline(milliseconds now) {
+  if (final || !process || !kill_at || now < *kill_at || process->exit_info()) return;
+  spdlog::info("{}/{} attempt {}: grace period over, killing it", job, replica, attempt);
+  process->KillAll();
+  kill_at = now + std::chrono::seconds(1);
+}
+
+std::optional<Attempt::Change> Attempt::TakeExit() {
+  if (!process || final || !process->exit_info()) return std::nullopt;
+  exit = *process->exit_info();
+  Change change;
+  change.message = exit.Describe();
+  switch (stop) {
+    case StopCause::kCoordinator:
+    case StopCause::kReplaced:
+      change.state = wire::ReplicaState::STOPPED;
+      break;
+    case StopCause::kPreemption:
+      change.state = wire::ReplicaState::PREEMPTED;
+      break;
+    default:
+      change.state = exit.exit_code == 0 && exit.signal == 0 ? wire::ReplicaState::SUCCEEDED
+                                                             : wire::ReplicaState::FAILED;
+  }
+  if (!stop_reason.empty()) change.message = stop_reason + "; " + change.message;
+  if (!message.empty()) change.message = message + "; " + change.message;
+  final = true;
+  spdlog::info("{}/{} attempt {}: {} ({})", job, replica, attempt,
+               wire::EnumNameReplicaState(change.state), change.message);
+  return change;
+}
+
+void Attempt::CollectLeftovers() {
+  if (!final || gone) return;
+  if (process && process->AnyAlive()) {
+    process->KillAll();
+    return;
+  }
+  if (process) process->Release();
+  gone = true;
+}
+
+bool Attempt::forgettable() const {
+  return gone && acked_version >= version && (!log || log->done()) && (!metrics || metrics->done());
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,94 @@
+// Attempt: one replica attempt on this node, from its LaunchReplica until the agent forgets it.
+// It holds the attempt's lifecycle: its state (PENDING, STARTING, RUNNING, then one final state),
+// its process, why and until when it is being stopped, and the version of its status; the
+// LogShipper and MetricForwarder that deliver its log and measurements hang off it. The agent
+// drives it and reports each state change it makes (agent/agent.h).
+//
+// Final states: SUCCEEDED or FAILED by the exit of its main process, STOPPED when the
+// coordinator stopped it or a newer attempt of the replica replaced it, PREEMPTED when the agent
+// shut down (exit code and signal kept in each case). An attempt is `gone` once it is final and
+// no process of it remains; leftovers of an ended main process are killed. It may be forgotten
+// once gone, its last status acknowledged, its log shipped and its measurements answered.
+//
+// Thread safety: none; the agent loop owns it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/launcher.h"
+#include "agent/log_shipper.h"
+#include "agent/metric_forwarder.h"
+#include "agent/replica_env.h"
+#include "common/schema/cohort_generated.h"
+
+namespace cohort::agent {
+
+// "<job>\n<replica>\n<attempt>": names an attempt among the agent's, and its outbox streams.
+std::string AttemptKey(const std::string& job, const std::string& replica, int attempt);
+
+enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
+
+// A launch waiting for its checkpoint lookup (which reads and checksums the checkpoint, so it
+// runs on its own thread, off the agent loop).
+struct PendingLaunch {
+  LaunchPlan plan;
+  Launcher* launcher = nullptr;
+  std::future<RestorePoint> restore;
+};
+
+struct Attempt {
+  using milliseconds = std::chrono::milliseconds;
+  // A change of state for the agent to report.
+  struct Change {
+    wire::ReplicaState state;
+    std::string message;
+  };
+
+  std::string key() const { return AttemptKey(job, replica, attempt); }
+  // Started (or starting) and not final.
+  bool live() const { return !final && (process || pending); }
+  wire::ReplicaStatusT ToStatus() const;
+  // `fallback`, or PREEMPTED when the agent's shutdown is what stopped it.
+  wire::ReplicaState FinalState(wire::ReplicaState fallback) const;
+
+  // SIGTERM to every process of the attempt, SIGKILL once `grace` has passed (at once for 0).
+  // A pending launch just never starts; a process that already exited keeps its outcome. The
+  // first cause wins, except that preemption overrides any other.
+  void RequestStop(StopCause cause, std::string reason, milliseconds grace, milliseconds now);
+  // SIGKILL to a process still running past its stop deadline (again a second later, should it
+  // somehow survive).
+  void EnforceDeadline(milliseconds now);
+  // Once the main process has exited: the attempt becomes final; returns its final state and
+  // message (the stop reason and launch error first, then how it exited). nullopt otherwise.
+  std::optional<Change> TakeExit();
+  // For a final attempt: kills what its main process left behind, and once nothing is left,
+  // releases it and marks it gone.
+  void CollectLeftovers();
+  bool forgettable() const;
+
+  std::string job;
+  std::string replica;
+  int attempt = 0;
+  wire::ReplicaState state = wire::ReplicaState::PENDING;
+  ExitInfo exit;
+  std::string message;
+  std::unique_ptr<ReplicaProcess> process;
+  std::unique_ptr<PendingLaunch> pending;  // STARTING, restore lookup under way
+  StopCause stop = StopCause::kNone;
+  std::string stop_reason;
+  std::optional<milliseconds> kill_at;
+  bool final = false;  // state is SUCCEEDED, FAILED, PREEMPTED or STOPPED
+  bool gone = false;   // final, and no process of it remains
+  // Status delivery: the version of the newest state, and the newest the coordinator acked.
+  uint64_t version = 0;
+  uint64_t acked_version = 0;
+  std::unique_ptr<LogShipper> log;           // null: no log file to ship
+  std::unique_ptr<MetricForwarder> metrics;  // the chief of a tuning trial only
+};
+
+}  // namespace cohort::agent

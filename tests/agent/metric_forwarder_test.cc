@@ -1,0 +1,114 @@
+// MetricForwarder over a real metric file and an Outbox whose messages are recorded (no
+// sockets): file order, one measurement in flight, reads on the poll interval and a last read
+// after the end.
+#include "agent/metric_forwarder.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+class MetricForwarderTest : public ::testing::Test {
+ protected:
+  void Append(int step) {
+    std::ofstream(path_, std::ios::app) << "{\"accuracy\":\"0." << step << "\",\"global_step\":\""
+                                        << step << "\",\"timestamp\":" << step << ".5}\n";
+  }
+  const wire::TrialMeasurementT& Last() const {
+    return *sent_.messages.back().second.AsTrialMeasurement();
+  }
+  size_t SentCount() const { return sent_.messages.size(); }
+  void AnswerLast(const Status& status = Status::Ok()) {
+    auto answer = outbox_.Answered(sent_.last_id());
+    ASSERT_TRUE(answer.has_value());
+    forwarder_.OnAnswer(*answer, status);
+  }
+
+  testing::TempDir dir_;
+  const std::string path_ = dir_.path() + "/hp_metrics.jsonl";
+  ManualClock clock_;
+  testing::SentMessages sent_;
+  Outbox outbox_{clock_, sent_.Transmit()};
+  MetricForwarder forwarder_{outbox_,           clock_,    "key", path_,
+                             "trial7",          "chief-0", "7",   milliseconds(200),
+                             milliseconds(1000)};
+};
+
+TEST_F(MetricForwarderTest, ForwardsInFileOrderOneAtATime) {
+  Append(1);
+  Append(2);
+  forwarder_.Forward(false);
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Last().job, "trial7");
+  EXPECT_EQ(Last().replica, "chief-0");
+  EXPECT_EQ(Last().trial, "7");
+  EXPECT_EQ(Last().step, 1);
+  EXPECT_DOUBLE_EQ(Last().timestamp, 1.5);
+  ASSERT_EQ(Last().metrics.size(), 1u);
+  EXPECT_EQ(Last().metrics[0]->key, "accuracy");
+  forwarder_.Forward(false);
+  EXPECT_EQ(SentCount(), 1u);  // the first is in flight
+  AnswerLast();
+  forwarder_.Forward(false);
+  ASSERT_EQ(SentCount(), 2u);
+  EXPECT_EQ(Last().step, 2);
+  AnswerLast();
+  EXPECT_FALSE(forwarder_.done());  // the replica may write more
+}
+
+TEST_F(MetricForwarderTest, ReadsEveryPollIntervalAndOnceMoreAfterTheEnd) {
+  forwarder_.Forward(false);  // reads an empty (missing) file
+  Append(1);
+  forwarder_.Forward(false);
+  EXPECT_EQ(SentCount(), 0u);
+  clock_.Advance(milliseconds(200));
+  forwarder_.Forward(false);
+  ASSERT_EQ(SentCount(), 1u);
+  AnswerLast();
+  Append(2);
+  forwarder_.Forward(true);  // ended: read at once, the last time
+  ASSERT_EQ(SentCount(), 2u);
+  EXPECT_EQ(Last().step, 2);
+  EXPECT_FALSE(forwarder_.done());
+  AnswerLast();
+  EXPECT_TRUE(forwarder_.done());
+  Append(3);
+  clock_.Advance(milliseconds(200));
+  forwarder_.Forward(true);
+  EXPECT_EQ(SentCount(), 2u);
+}
+
+TEST_F(MetricForwarderTest, UnansweredIsResentAndARefusedOneIsDropped) {
+  Append(1);
+  Append(2);
+  forwarder_.Forward(false);
+  clock_.Advance(milliseconds(999));
+  forwarder_.Forward(false);
+  EXPECT_EQ(SentCount(), 1u);
+  clock_.Advance(milliseconds(1));
+  forwarder_.Forward(false);
+  ASSERT_EQ(SentCount(), 2u);
+  EXPECT_EQ(Last().step, 1);
+  AnswerLast(InvalidArgument("unknown trial"));
+  forwarder_.Forward(false);
+  ASSERT_EQ(SentCount(), 3u);
+  EXPECT_EQ(Last().step, 2);
+}
+
+TEST_F(MetricForwarderTest, AnOutboxResetSendsTheFrontAgainAtOnce) {
+  Append(1);
+  forwarder_.Forward(false);
+  outbox_.Reset();  // the coordinator forgot this node; the agent registered again
+  forwarder_.Forward(false);
+  ASSERT_EQ(SentCount(), 2u);
+  EXPECT_EQ(Last().step, 1);
+}
+
+}  // namespace
+}  // namespace cohort::agent
