@@ -84,6 +84,14 @@ std::string DescribeEnd(const ReplicaRecord& r) {
   return what;
 }
 
+std::string FormatDuration(int64_t ms) {
+  if (ms == 0) return "0s";
+  if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec) {
   std::vector<ReplicaRecord> out;
   for (const auto& pool : spec.pools) {

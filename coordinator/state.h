@@ -96,6 +96,8 @@ bool IsFinal(JobState s);
 bool IsRetryable(const ReplicaRecord& r);
 // "exit code 1", "signal 9 (exit code 137)", "node lost", ...
 std::string DescribeEnd(const ReplicaRecord& r);
+// "0s", "90s", "2m", "1500ms": the largest whole unit.
+std::string FormatDuration(int64_t ms);
 
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);

@@ -340,6 +340,13 @@ TEST_F(CoordinatorTest, PermanentFailureFailsTheJobAndStopsTheRest) {
   Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
   RunAll(TakeLaunches());
   Report("node-a", "bad", "worker-0", 0, ReplicaState::FAILED, 1);
+  // Held until the job's node is heard from a heartbeat interval (1 s) after the exit: a cause
+  // elsewhere (a lost node, a killed rank) would have been reported by then.
+  EXPECT_EQ(GetJob("bad").state, JobState::RUNNING);
+  EXPECT_TRUE(TakeStops().empty());
+  clock_.Advance(milliseconds(1001));
+  Heartbeat("node-a");
+  PumpFew();
   auto info = GetJob("bad");
   EXPECT_EQ(info.state, JobState::FAILED);
   EXPECT_NE(info.message.find("worker-0"), std::string::npos) << info.message;

@@ -1,0 +1,175 @@
+#include "coordinator/agent_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <utility>
+
+#include "coordinator/launch_plan.h"
+#include "coordinator/tuning/study_info.h"
+
+namespace cohort::coordinator {
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+}  // namespace
+
+void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
+  const Message& msg = m.message;
+  switch (msg.type()) {
+    case wire::Body::RegisterAgent:
+      OnRegister(m, *msg.As<wire::RegisterAgent>(), now_ms);
+      return;
+    case wire::Body::Heartbeat:
+      OnHeartbeat(m, *msg.As<wire::Heartbeat>(), now_ms);
+      return;
+    case wire::Body::ReplicaUpdate:
+      OnReplicaUpdate(m, *msg.As<wire::ReplicaUpdate>(), now_ms);
+      return;
+    case wire::Body::LogChunk:
+      OnLogChunk(m, *msg.As<wire::LogChunk>());
+      return;
+    case wire::Body::TrialMeasurement:
+      OnTrialMeasurement(m, *msg.As<wire::TrialMeasurement>());
+      return;
+    case wire::Body::Ack:
+      return;
+    case wire::Body::ErrorReply:
+      spdlog::warn("agent {} reported an error: {}", m.peer, msg.ErrorStatus().ToString());
+      return;
+    default:
+      Reply(m, EncodeError(msg.request_id(), InvalidArgument(std::string("unexpected ") +
+                                                             wire::EnumNameBody(msg.type()) +
+                                                             " on the agent endpoint")));
+  }
+}
+
+void AgentService::SendStop(const std::string& peer, const std::string& job,
+                            const std::string& replica, int attempt, const std::string& reason) {
+  outbox_.ToAgent(peer, Encode(0, PlanStop(job, replica, attempt, reason, stop_grace_ms_)));
+}
+
+bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s,
+                                  int64_t now_ms) {
+  JobRecord* job = jobs_.FindJob(Str(s.job()));
+  ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(Str(s.replica()));
+  if (!r || r->node_id != node_id || r->attempt != s.attempt() || IsFinal(r->state)) {
+    return false;
+  }
+  jobs_.ApplyReplicaStatus(*job, *r, s.state(), s.exit_code(), s.signal(), Str(s.message()),
+                           now_ms);
+  return true;
+}
+
+void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req,
+                              int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  std::string node_id = Str(req.node_id());
+  if (node_id.empty()) {
+    Reply(m, EncodeError(id, InvalidArgument("RegisterAgent.node_id: must not be empty")));
+    return;
+  }
+  NodeRecord& node = *nodes_.Register(req, m.peer, now_ms).node;
+
+  // Reconcile what the agent runs with what we think runs there.
+  std::set<std::pair<std::string, std::string>> reported;  // (job, replica) current attempts
+  if (req.replicas()) {
+    for (const auto* s : *req.replicas()) {
+      std::string job_name = Str(s->job());
+      std::string replica = Str(s->replica());
+      JobRecord* job = jobs_.FindJob(job_name);
+      const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
+      bool ours = r && r->node_id == node_id && r->attempt == s->attempt() && !IsFinal(r->state);
+      if (ours) {
+        reported.insert({job_name, replica});
+        if (r->stop_requested && !IsFinal(s->state())) {
+          SendStop(node.peer, job_name, replica, r->attempt, "stop (after coordinator restart)");
+        }
+        ApplyIfCurrent(node_id, *s, now_ms);
+      } else if (!IsFinal(s->state())) {
+        spdlog::info("node {}: stopping {}/{} attempt {} (not a live replica here)", node_id,
+                     job_name, replica, s->attempt());
+        SendStop(node.peer, job_name, replica, s->attempt(),
+                 "the coordinator does not run this attempt here");
+      }
+    }
+  }
+  jobs_.Reconcile(node_id, reported, now_ms);
+  wire::RegisterAgentReplyT reply;
+  reply.heartbeat_interval_ms = static_cast<int>(nodes_.heartbeat_interval_ms());
+  Reply(m, Encode(id, std::move(reply)));
+}
+
+void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req, int64_t now_ms) {
+  wire::HeartbeatReplyT reply;
+  reply.known = nodes_.Heartbeat(req, m.peer, now_ms);
+  Reply(m, Encode(m.message.request_id(), std::move(reply)));
+}
+
+void AgentService::OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUpdate& req,
+                                   int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  std::string node_id = Str(req.node_id());
+  NodeRecord* node = nodes_.FindReady(node_id);
+  if (node == nullptr || req.status() == nullptr) {
+    // Not acked: the agent keeps the update and reports it when it registers again.
+    Reply(m, EncodeError(id, FailedPrecondition("node '" + node_id +
+                                                "' is not registered; send RegisterAgent")));
+    return;
+  }
+  nodes_.Touch(*node, now_ms);
+  const wire::ReplicaStatus& s = *req.status();
+  if (!ApplyIfCurrent(node_id, s, now_ms) && !IsFinal(s.state())) {
+    SendStop(node->peer, Str(s.job()), Str(s.replica()), s.attempt(),
+             "the coordinator does not run this attempt here");
+  }
+  Reply(m, Encode(id, wire::AckT{}));
+}
+
+void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req) {
+  std::string job_name = Str(req.job());
+  std::string replica = Str(req.replica());
+  int attempt = req.attempt();
+  size_t size = req.data() ? req.data()->size() : 0;
+  wire::LogAckT ack;
+  ack.job = job_name;
+  ack.replica = replica;
+  ack.attempt = attempt;
+  JobRecord* job = jobs_.FindJob(job_name);
+  ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
+  if (!r || attempt < 0 || attempt > r->attempt) {
+    // Nothing to store it under: acknowledge it as consumed so the agent moves on.
+    spdlog::warn("dropping {} log bytes for unknown {}/{} attempt {}", size, job_name, replica,
+                 attempt);
+    ack.next_offset = req.offset() + size;
+    Reply(m, Encode(m.message.request_id(), std::move(ack)));
+    return;
+  }
+  std::string_view data(size ? reinterpret_cast<const char*>(req.data()->data()) : "", size);
+  auto held = logs_.Append(job_name, replica, attempt, req.offset(), data);
+  if (!held.ok()) {
+    spdlog::error("log store: {}", held.status().ToString());
+    Reply(m, EncodeError(m.message.request_id(), held.status()));
+    return;
+  }
+  if (req.eof() && *held == req.offset() + size) logs_.MarkEof(job_name, replica, attempt);
+  ack.next_offset = *held;
+  Reply(m, Encode(m.message.request_id(), std::move(ack)));
+}
+
+void AgentService::OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req) {
+  auto metrics = tuning::MeasurementMetrics(req);
+  Status s = metrics.ok() ? studies_.AddMeasurement(Str(req.job()), req.step(), *metrics)
+                          : metrics.status();
+  if (!s.ok()) {
+    // Acked all the same: the agent must not resend a line that can never be taken.
+    spdlog::warn("measurement of job {} step {} dropped: {}", Str(req.job()), req.step(),
+                 s.ToString());
+  } else {
+    run_studies_();
+  }
+  Reply(m, Encode(m.message.request_id(), wire::AckT{}));
+}
+
+}  // namespace cohort::coordinator

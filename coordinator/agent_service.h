@@ -1,0 +1,65 @@
+// AgentService handles what agents send on the agent endpoint: registration (with reconciliation
+// of the replicas the agent reports against what the coordinator believes runs there),
+// heartbeats, replica state updates, log chunks and trial measurements. Node bookkeeping goes to
+// the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
+// coordinator does not run there) are queued in the Outbox.
+//
+// Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
+// outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/messaging.h"
+#include "coordinator/job_controller.h"
+#include "coordinator/log_store.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/outbox.h"
+#include "coordinator/study_controller.h"
+
+namespace cohort::coordinator {
+
+class AgentService {
+ public:
+  // `stop_grace_ms`: the grace of the stops it sends. `run_studies`: submits and cancels the jobs
+  // the studies ask for (after a measurement arrives).
+  AgentService(JobController& jobs, NodeRegistry& nodes, StudyController& studies, LogStore& logs,
+               Outbox& outbox, int stop_grace_ms, std::function<void()> run_studies)
+      : jobs_(jobs),
+        nodes_(nodes),
+        studies_(studies),
+        logs_(logs),
+        outbox_(outbox),
+        stop_grace_ms_(stop_grace_ms),
+        run_studies_(std::move(run_studies)) {}
+
+  void Handle(const RoutedMessage& m, int64_t now_ms);
+  // Queues a stop of one attempt for the agent at `peer`.
+  void SendStop(const std::string& peer, const std::string& job, const std::string& replica,
+                int attempt, const std::string& reason);
+
+ private:
+  void OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req, int64_t now_ms);
+  void OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req, int64_t now_ms);
+  void OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUpdate& req, int64_t now_ms);
+  void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req);
+  void OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req);
+  // Applies a reported status to the attempt it names when that is the replica's current attempt
+  // on `node_id`; true when it was.
+  bool ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s, int64_t now_ms);
+  void Reply(const RoutedMessage& m, zmq::message_t frame) {
+    outbox_.ToAgent(m.peer, std::move(frame));
+  }
+
+  JobController& jobs_;
+  NodeRegistry& nodes_;
+  StudyController& studies_;
+  LogStore& logs_;
+  Outbox& outbox_;
+  int stop_grace_ms_;
+  std::function<void()> run_studies_;
+};
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,233 @@
+#include "coordinator/client_service.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+namespace cohort::coordinator {
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+}  // namespace
+
+void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
+  const Message& msg = m.message;
+  uint64_t id = msg.request_id();
+  switch (msg.type()) {
+    case wire::Body::SubmitJob:
+      OnSubmit(m, *msg.As<wire::SubmitJob>(), now_ms);
+      return;
+    case wire::Body::GetJob: {
+      std::string name = Str(msg.As<wire::GetJob>()->name());
+      const JobRecord* job = jobs_.FindJob(name);
+      Reply(m, job ? Encode(id, ToInfo(*job))
+                   : EncodeError(id, NotFound("no job named '" + name + "'")));
+      return;
+    }
+    case wire::Body::ListJobs: {
+      std::vector<const JobRecord*> all;
+      for (const auto& [n, j] : jobs_.jobs()) all.push_back(j.get());
+      std::sort(all.begin(), all.end(),
+                [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
+      wire::JobListT list;
+      for (const JobRecord* j : all) {
+        list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*j)));
+      }
+      Reply(m, Encode(id, std::move(list)));
+      return;
+    }
+    case wire::Body::CancelJob:
+      OnCancel(m, *msg.As<wire::CancelJob>(), now_ms);
+      return;
+    case wire::Body::ListNodes:
+      Reply(m, Encode(id, Nodes()));
+      return;
+    case wire::Body::GetLogs:
+      OnGetLogs(m, *msg.As<wire::GetLogs>(), now_ms);
+      return;
+    case wire::Body::SubmitStudy:
+      OnSubmitStudy(m, *msg.As<wire::SubmitStudy>(), now_ms);
+      return;
+    case wire::Body::GetStudy: {
+      auto info = studies_.Info(Str(msg.As<wire::GetStudy>()->name()));
+      Reply(m, info.ok() ? Encode(id, std::move(*info)) : EncodeError(id, info.status()));
+      return;
+    }
+    case wire::Body::ListStudies: {
+      wire::StudyListT list;
+      for (auto& info : studies_.List()) {
+        list.studies.push_back(std::make_unique<wire::StudyInfoT>(std::move(info)));
+      }
+      Reply(m, Encode(id, std::move(list)));
+      return;
+    }
+    default:
+      Reply(m, EncodeError(
+                   id, InvalidArgument(std::string("unexpected ") + wire::EnumNameBody(msg.type()) +
+                                       " on the client endpoint")));
+  }
+}
+
+void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  std::string yaml = Str(req.spec_yaml());
+  auto spec = ParseJobSpec(yaml, "submitted job");
+  if (!spec.ok()) {
+    Reply(m, EncodeError(id, InvalidArgument(spec.status().message())));
+    return;
+  }
+  if (jobs_.FindJob(spec->name)) {
+    Reply(m, EncodeError(id, AlreadyExists("a job named '" + spec->name + "' already exists")));
+    return;
+  }
+  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_ms);
+  wire::SubmitJobReplyT reply;
+  reply.name = job.name;
+  Reply(m, Encode(id, std::move(reply)));
+}
+
+void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  std::string name = Str(req.name());
+  JobRecord* job = jobs_.FindJob(name);
+  if (job == nullptr) {
+    Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
+    return;
+  }
+  jobs_.Cancel(*job, "cancel requested", now_ms);
+  Reply(m, Encode(id, ToInfo(*job)));
+}
+
+void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req,
+                                  int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  auto name = studies_.Submit(Str(req.spec_yaml()), now_ms);
+  if (!name.ok()) {
+    Reply(m, EncodeError(id, name.status()));
+    return;
+  }
+  run_studies_();
+  Reply(m, Encode(id, *studies_.Info(*name)));
+}
+
+void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  std::string name = Str(req.job());
+  std::string replica = Str(req.replica());
+  JobRecord* job = jobs_.FindJob(name);
+  if (job == nullptr) {
+    Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
+    return;
+  }
+  ReplicaRecord* r = job->FindReplica(replica);
+  if (!r) {
+    Reply(m, EncodeError(id, NotFound("job " + name + " has no replica '" + replica + "'")));
+    return;
+  }
+  int attempt = req.attempt();
+  if (attempt < -1 || attempt > r->attempt) {
+    Reply(m, EncodeError(id, InvalidArgument("replica " + replica + " has no attempt " +
+                                             std::to_string(attempt))));
+    return;
+  }
+  uint32_t max_bytes = std::min<uint32_t>(req.max_bytes() ? req.max_bytes() : 1, 16u << 20);
+  auto read = logs_.Read(name, replica, attempt, r->attempt, req.offset(), max_bytes);
+  if (!read.ok()) {
+    Reply(m, EncodeError(id, read.status()));
+    return;
+  }
+  bool no_more = !r->launched || r->state == ReplicaState::LOST ||
+                 logs_.Eof(name, replica, r->attempt) || now_ms - job->end_time_ms > kLogGraceMs;
+  wire::LogDataT data;
+  data.job = name;
+  data.replica = replica;
+  data.offset = req.offset();
+  data.next_offset = read->next_offset;
+  data.data.assign(read->data.begin(), read->data.end());
+  data.complete = job->finished() && read->at_end && no_more;
+  Reply(m, Encode(id, std::move(data)));
+}
+
+wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
+  wire::JobInfoT info;
+  info.name = job.name;
+  info.state = job.state;
+  info.message = job.message;
+  info.create_time_ms = job.create_time_ms;
+  info.start_time_ms = job.start_time_ms;
+  info.end_time_ms = job.end_time_ms;
+  info.restarts = job.restarts;
+  info.max_restarts = job.spec.scheduling.max_restarts;
+  info.output_dir = job.output_dir;
+  info.trial_id = job.trial_id;
+  info.study = job.study;
+  for (const auto& r : job.replicas) {
+    auto ri = std::make_unique<wire::ReplicaInfoT>();
+    ri->replica = r.name;
+    ri->role = std::string(RoleName(r.role));
+    ri->index = r.index;
+    ri->pool = r.pool();
+    ri->node_id = r.node_id;
+    ri->gpus = r.gpus;
+    ri->state = r.state;
+    ri->attempt = r.attempt;
+    ri->exit_code = r.exit_code;
+    ri->message = r.message;
+    info.replicas.push_back(std::move(ri));
+  }
+  for (const auto& e : job.events) {
+    auto je = std::make_unique<wire::JobEventT>();
+    je->time_ms = e.time_ms;
+    je->message = e.message;
+    info.events.push_back(std::move(je));
+  }
+  return info;
+}
+
+wire::NodeListT ClientService::Nodes() const {
+  struct Use {
+    std::vector<int> gpus;
+    int cpus = 0;
+    int64_t mem = 0;
+    int replicas = 0;
+  };
+  std::map<std::string, Use> use;
+  auto account = [&](const JobRecord& job) {
+    for (const auto& r : job.replicas) {
+      if (!JobController::HoldsResources(r)) continue;
+      Use& u = use[r.node_id];
+      u.gpus.insert(u.gpus.end(), r.gpus.begin(), r.gpus.end());
+      const Resources& res = job.PoolOf(r).resources;
+      u.cpus += res.cpus;
+      u.mem += res.memory_mb;
+      ++u.replicas;
+    }
+  };
+  for (const auto& [seq, job] : jobs_.active()) account(*job);
+  // Jobs that ended may still have replicas being stopped.
+  for (const JobRecord* job : jobs_.EndedHolding()) account(*job);
+  wire::NodeListT list;
+  for (const auto& [id, n] : nodes_.nodes()) {
+    auto ni = std::make_unique<wire::NodeInfoT>();
+    ni->node_id = id;
+    ni->address = n.address;
+    ni->state = !n.ready ? "LOST" : n.draining ? "DRAINING" : "READY";
+    for (const auto& g : n.gpus) ni->gpus.push_back(std::make_unique<wire::GpuInfoT>(g));
+    ni->cpus = n.cpus;
+    ni->memory_mb = n.memory_mb;
+    ni->last_heartbeat_ms = n.last_heartbeat_ms;
+    auto u = use.find(id);
+    if (u != use.end()) {
+      ni->gpus_used = u->second.gpus;
+      std::sort(ni->gpus_used.begin(), ni->gpus_used.end());
+      ni->cpus_used = u->second.cpus;
+      ni->memory_used_mb = u->second.mem;
+      ni->replicas = u->second.replicas;
+    }
+    list.nodes.push_back(std::move(ni));
+  }
+  return list;
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,63 @@
+// ClientService answers the launchers' requests on the client endpoint (the CLI, the C++ and
+// Python clients): submit, get, list and cancel jobs, list nodes, read logs, submit and read
+// studies. It translates between the wire and the JobController / NodeRegistry / StudyController
+// and queues every answer in the Outbox (sent after the pass commits). A request that cannot be
+// served gets an ErrorReply naming why.
+//
+// Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
+// outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/messaging.h"
+#include "coordinator/job_controller.h"
+#include "coordinator/log_store.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/outbox.h"
+#include "coordinator/study_controller.h"
+
+namespace cohort::coordinator {
+
+// After a job ends, logs still in flight get this long before a reader is told "complete" even
+// without the attempt's end-of-file chunk.
+constexpr int64_t kLogGraceMs = 5000;
+
+class ClientService {
+ public:
+  // `run_studies` submits and cancels the jobs the studies ask for (after a study is submitted).
+  ClientService(JobController& jobs, const NodeRegistry& nodes, StudyController& studies,
+                LogStore& logs, Outbox& outbox, std::function<void()> run_studies)
+      : jobs_(jobs),
+        nodes_(nodes),
+        studies_(studies),
+        logs_(logs),
+        outbox_(outbox),
+        run_studies_(std::move(run_studies)) {}
+
+  void Handle(const RoutedMessage& m, int64_t now_ms);
+
+  // The wire view of a job and of every node (with what its live replicas use).
+  static wire::JobInfoT ToInfo(const JobRecord& job);
+  wire::NodeListT Nodes() const;
+
+ private:
+  void OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms);
+  void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
+  void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
+  void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
+  void Reply(const RoutedMessage& m, zmq::message_t frame) {
+    outbox_.ToClient(m.peer, std::move(frame));
+  }
+
+  JobController& jobs_;
+  const NodeRegistry& nodes_;
+  StudyController& studies_;
+  LogStore& logs_;
+  Outbox& outbox_;
+  std::function<void()> run_studies_;
+};
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,653 @@
+#include "coordinator/job_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace cohort::coordinator {
+namespace {
+
+constexpr size_t kMaxEventsPerJob = 1000;
+
+// "exited with code 1", "was killed by signal 9": how a consequence ended, without its message.
+std::string ShortEnd(const ReplicaRecord& r) {
+  switch (r.state) {
+    case ReplicaState::FAILED:
+      if (r.signal != 0) return "was killed by signal " + std::to_string(r.signal);
+      if (r.exit_code >= 0) return "exited with code " + std::to_string(r.exit_code);
+      return "failed";
+    case ReplicaState::PREEMPTED:
+      return "was preempted";
+    case ReplicaState::LOST:
+      return "was lost with node " + r.node_id;
+    case ReplicaState::STOPPED:
+      return "was stopped";
+    default:
+      return std::string("is ") + wire::EnumNameReplicaState(r.state);
+  }
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
+JobController::JobController(JobControllerOptions options, const NodeHealth* health)
+    : options_(std::move(options)), health_(health) {}
+
+// ---- recovery -------------------------------------------------------------------------------
+
+void JobController::Restore(JobRecord job) {
+  next_seq_ = std::max(next_seq_, job.seq + 1);
+  std::string name = job.name;
+  jobs_[name] = std::make_unique<JobRecord>(std::move(job));
+}
+
+void JobController::FinishRestore(int64_t now_ms) {
+  for (auto& [name, job] : jobs_) {
+    if (job->finished()) {
+      if (AnyHolding(*job)) ended_holding_.insert(name);
+      continue;
+    }
+    active_[job->seq] = job.get();
+    // A permanent-looking end of a job still running was a held verdict: hold it again.
+    for (const auto& r : job->replicas) {
+      if (r.state == ReplicaState::FAILED && !IsRetryable(r) && !r.stop_requested &&
+          (job->state == JobState::PENDING || job->state == JobState::RUNNING)) {
+        held_[name].push_back(Held{r.name, r.attempt, now_ms});
+      }
+    }
+  }
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t now_ms) {
+  auto job = std::make_unique<JobRecord>();
+  job->seq = next_seq_++;
+  job->name = spec.name;
+  job->spec_yaml = yaml;
+  job->output_dir =
+      spec.output_dir.empty() ? options_.default_output_base + "/" + spec.name : spec.output_dir;
+  job->spec = std::move(spec);
+  job->state = JobState::QUEUED;
+  job->message = "waiting for resources";
+  job->create_time_ms = now_ms;
+  job->queued_since_ms = now_ms;
+  job->replicas = MakeReplicas(job->spec);
+  FillDemands(*job);
+  JobRecord* raw = job.get();
+  jobs_[raw->name] = std::move(job);
+  active_[raw->seq] = raw;
+  AddEvent(*raw, "submitted (" + std::to_string(raw->replicas.size()) + " replicas)", now_ms);
+  schedule_needed_ = true;
+  return *raw;
+}
+
+void JobController::Cancel(JobRecord& job, const std::string& reason, int64_t now_ms) {
+  if (job.finished() || job.state == JobState::CANCELLING) return;
+  job.state = JobState::CANCELLING;
+  job.message = reason;
+  held_.erase(job.name);
+  AddEvent(job, reason, now_ms);
+  StopReplicas(job, "job cancelled", now_ms);
+  MaybeFinishCancel(job, now_ms);
+}
+
+void JobController::ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, ReplicaState state,
+                                       int exit_code, int signal, const std::string& message,
+                                       int64_t now_ms) {
+  if (state == r.state && !IsFinal(state)) return;
+  if (!IsFinal(state)) {
+    // PENDING -> STARTING -> RUNNING; never backwards.
+    if (static_cast<int>(state) < static_cast<int>(r.state)) return;
+    SetReplicaState(r, state, message, now_ms);
+    MarkDirty(job);
+    if (state == ReplicaState::RUNNING) MaybeRunning(job, now_ms);
+    return;
+  }
+  SetReplicaState(r, state, message, now_ms);
+  r.exit_code = exit_code;
+  r.signal = signal;
+  MarkDirty(job);
+  OnReplicaEnded(job, r, now_ms);
+}
+
+void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms) {
+  for (auto& [name, job] : jobs_) {
+    for (auto& r : job->replicas) {
+      if (r.node_id != node_id || IsFinal(r.state)) continue;
+      if (r.stop_requested) {
+        SetReplicaState(r, ReplicaState::STOPPED, "its node was lost while stopping: " + why,
+                        now_ms);
+      } else {
+        SetReplicaState(r, ReplicaState::LOST, why, now_ms);
+      }
+      MarkDirty(*job);
+      OnReplicaEnded(*job, r, now_ms);
+    }
+  }
+  schedule_needed_ = true;
+}
+
+void JobController::Reconcile(const std::string& node_id,
+                              const std::set<std::pair<std::string, std::string>>& reported,
+                              int64_t now_ms) {
+  std::vector<JobRecord*> active_jobs;
+  for (auto& [seq, job] : active_) active_jobs.push_back(job);
+  for (JobRecord* job : active_jobs) {
+    for (auto& r : job->replicas) {
+      if (job->finished()) break;
+      if (r.node_id != node_id || IsFinal(r.state) || reported.count({job->name, r.name})) {
+        continue;
+      }
+      if (r.stop_requested) {
+        SetReplicaState(r, ReplicaState::STOPPED, "gone when its node re-registered", now_ms);
+      } else {
+        SetReplicaState(r, ReplicaState::LOST, "node " + node_id + " re-registered without it",
+                        now_ms);
+      }
+      MarkDirty(*job);
+      OnReplicaEnded(*job, r, now_ms);
+    }
+  }
+  // Finished jobs may still wait for replicas to stop.
+  for (const auto& name : ended_holding_) {
+    auto jit = jobs_.find(name);
+    if (jit == jobs_.end()) continue;
+    JobRecord* job = jit->second.get();
+    for (auto& r : job->replicas) {
+      if (r.node_id == node_id && !IsFinal(r.state) && !reported.count({name, r.name})) {
+        SetReplicaState(r, ReplicaState::STOPPED, "gone when its node re-registered", now_ms);
+        MarkDirty(*job);
+      }
+    }
+  }
+  schedule_needed_ = true;
+}
+
+void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) {
+  std::vector<JobRecord*> jobs;
+  for (auto& [seq, job] : active_) jobs.push_back(job);
+  for (JobRecord* job : jobs) {
+    if (job->finished()) continue;
+    if (registration_grace_over) {
+      for (auto& r : job->replicas) {
+        if (!r.placed() || IsFinal(r.state) || health_->LastHeardMs(r.node_id)) continue;
+        SetReplicaState(
+            r, r.stop_requested ? ReplicaState::STOPPED : ReplicaState::LOST,
+            "node " + r.node_id + " did not re-register after the coordinator restarted", now_ms);
+        MarkDirty(*job);
+        OnReplicaEnded(*job, r, now_ms);
+        if (job->finished()) break;
+      }
+    }
+    if (job->finished()) continue;
+    int64_t timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(job->spec.scheduling.timeout).count();
+    if (job->start_time_ms > 0 && job->state != JobState::CANCELLING &&
+        now_ms - job->start_time_ms > timeout) {
+      FinishJob(*job, JobState::FAILED, "timed out after " + FormatDuration(timeout), now_ms);
+    }
+  }
+  if (registration_grace_over) {
+    for (const auto& name : ended_holding_) {
+      auto jit = jobs_.find(name);
+      if (jit == jobs_.end()) continue;
+      JobRecord* job = jit->second.get();
+      for (auto& r : job->replicas) {
+        if (r.placed() && !IsFinal(r.state) && !health_->LastHeardMs(r.node_id)) {
+          SetReplicaState(r, ReplicaState::STOPPED, "its node did not re-register", now_ms);
+          MarkDirty(*job);
+        }
+      }
+    }
+  }
+}
+
+void JobController::ReleaseVerdicts(int64_t now_ms) {
+  if (held_.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& [name, held] : held_) names.push_back(name);
+  for (const auto& name : names) {
+    JobRecord* job = FindJob(name);
+    if (job == nullptr || job->finished()) {
+      held_.erase(name);
+      continue;
+    }
+    ReleaseHeld(*job, now_ms);
+  }
+}
+
+// ---- the state machine ----------------------------------------------------------------------
+
+void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  schedule_needed_ = true;  // resources came free
+  if (job.finished()) return;
+  if (job.state == JobState::CANCELLING) {
+    MaybeFinishCancel(job, now_ms);
+    return;
+  }
+  if (r.stop_requested) {
+    // We asked for it (a restart in progress). A replica that crashed before the stop reached
+    // it, or went down with the incident's lost node, is still named in the incident's event.
+    if (IsCollateral(job, r, now_ms)) {
+      const Incident& inc = incidents_[job.name];
+      bool with_node = !inc.cause_node.empty() && r.node_id == inc.cause_node;
+      if (r.state == ReplicaState::FAILED || with_node) NoteConsequence(job, r, now_ms);
+    }
+    return;
+  }
+  if (job.state == JobState::QUEUED) return;
+  if (r.state == ReplicaState::SUCCEEDED) {
+    if (r.role == Role::kChief) {
+      FinishJob(job, JobState::SUCCEEDED, "the chief exited 0", now_ms);
+    } else {
+      AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + " exited 0", now_ms);
+    }
+    return;
+  }
+  if (IsCollateral(job, r, now_ms)) {
+    AddCollateral(job, r, now_ms);
+  } else if (IsRetryable(r)) {
+    OpenIncident(job, r, now_ms);
+  } else {
+    JudgeFailure(job, r, now_ms);
+  }
+}
+
+bool JobController::IsCollateral(const JobRecord& job, const ReplicaRecord& r,
+                                 int64_t now_ms) const {
+  auto it = incidents_.find(job.name);
+  if (it == incidents_.end()) return false;
+  const Incident& inc = it->second;
+  if (now_ms - inc.last_ms > options_.heartbeat_timeout_ms) return false;
+  auto a = inc.attempts.find(r.name);
+  return a != inc.attempts.end() && a->second == r.attempt;
+}
+
+void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  bool others_live = false;
+  for (const auto& other : job.replicas) {
+    if (&other != &r && HoldsResources(other)) others_live = true;
+  }
+  if (!others_live) {
+    FinishJob(job, JobState::FAILED,
+              r.name + " attempt " + std::to_string(r.attempt) + " " + DescribeEnd(r) +
+                  " (permanent failure)",
+              now_ms);
+    return;
+  }
+  spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
+               job.name, r.name, ShortEnd(r));
+  held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
+}
+
+void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
+  auto it = held_.find(job.name);
+  if (it == held_.end()) return;
+  std::vector<Held> held = std::move(it->second);
+  held_.erase(it);
+  auto inc = incidents_.find(job.name);
+  std::vector<Held> keep;
+  for (const Held& h : held) {
+    if (job.finished()) return;
+    ReplicaRecord* r = job.FindReplica(h.replica);
+    if (r == nullptr || r->attempt != h.attempt || !IsFinal(r->state)) continue;
+    if (inc != incidents_.end() &&
+        inc->second.last_ms >= h.since_ms - options_.heartbeat_timeout_ms) {
+      auto a = inc->second.attempts.find(r->name);
+      if (a != inc->second.attempts.end() && a->second == h.attempt) {
+        AddCollateral(job, *r, now_ms);
+        continue;
+      }
+    }
+    bool heard = HeardFromAllNodesSince(job, h.since_ms + options_.heartbeat_interval_ms);
+    // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
+    bool too_long = now_ms - h.since_ms > 2 * options_.heartbeat_timeout_ms;
+    if (heard || too_long) {
+      FinishJob(job, JobState::FAILED,
+                r->name + " attempt " + std::to_string(r->attempt) + " " + DescribeEnd(*r) +
+                    " (permanent failure)",
+                now_ms);
+      return;
+    }
+    keep.push_back(h);
+  }
+  if (!keep.empty() && !job.finished()) {
+    auto& slot = held_[job.name];
+    slot.insert(slot.end(), keep.begin(), keep.end());
+  }
+}
+
+bool JobController::HeardFromAllNodesSince(const JobRecord& job, int64_t since_ms) const {
+  for (const auto& r : job.replicas) {
+    if (!HoldsResources(r)) continue;
+    std::optional<int64_t> heard = health_->LastHeardMs(r.node_id);
+    if (!heard || *heard < since_ms) return false;
+  }
+  return true;
+}
+
+void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms) {
+  int budget = job.spec.scheduling.max_restarts;
+  std::string why =
+      cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause);
+  if (job.restarts >= budget) {
+    FinishJob(job, JobState::FAILED,
+              why + "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
+              now_ms);
+    return;
+  }
+  ++job.restarts;
+  Incident inc;
+  inc.last_ms = now_ms;
+  for (const auto& r : job.replicas) inc.attempts[r.name] = r.attempt;
+  if (cause.state == ReplicaState::LOST) {
+    inc.cause_node = cause.node_id;
+    inc.lost_with_cause.push_back(cause.name);
+    inc.cause = cause.message;
+  } else {
+    inc.cause = why;
+  }
+  inc.whole_job = job.spec.scheduling.restart_job_on_worker_restart;
+  inc.event_prefix =
+      "restart " + std::to_string(job.restarts) + "/" + std::to_string(budget) + ": ";
+  inc.event_time_ms = now_ms;
+  if (!inc.whole_job)
+    inc.restarted.push_back(cause.name + " as attempt " + std::to_string(cause.attempt + 1));
+  Incident& stored = incidents_[job.name] = std::move(inc);
+  AddEvent(job, IncidentEvent(stored), now_ms);
+  if (stored.whole_job) {
+    RestartJob(job, now_ms);
+  } else {
+    RestartReplica(job, cause, now_ms);
+  }
+  ReleaseHeld(job, now_ms);
+}
+
+void JobController::AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  Incident& inc = incidents_[job.name];
+  if (!inc.whole_job) {
+    inc.restarted.push_back(r.name + " as attempt " + std::to_string(r.attempt + 1));
+  }
+  NoteConsequence(job, r, now_ms);
+  if (!inc.whole_job) RestartReplica(job, r, now_ms);
+}
+
+void JobController::NoteConsequence(JobRecord& job, const ReplicaRecord& r, int64_t now_ms) {
+  Incident& inc = incidents_[job.name];
+  inc.last_ms = now_ms;
+  bool with_node = (r.state == ReplicaState::LOST || r.state == ReplicaState::STOPPED) &&
+                   !inc.cause_node.empty() && r.node_id == inc.cause_node;
+  if (with_node) {
+    inc.lost_with_cause.push_back(r.name);
+  } else {
+    inc.consequences.emplace_back(r.name, ShortEnd(r));
+  }
+  spdlog::info("job {}: {} {}, as a consequence of what opened its {}", job.name, r.name,
+               ShortEnd(r), inc.event_prefix.substr(0, inc.event_prefix.size() - 2));
+  ReplaceEvent(job, inc.event_time_ms, inc.event_prefix, IncidentEvent(inc));
+}
+
+std::string JobController::IncidentEvent(const Incident& inc) const {
+  std::string cause = inc.cause_node.empty()
+                          ? inc.cause
+                          : "node " + inc.cause_node + " lost (" + Join(inc.lost_with_cause) + ")" +
+                                (inc.cause.empty() ? "" : ": " + inc.cause);
+  std::string text = inc.event_prefix;
+  text += inc.whole_job ? "the whole job (restart_job_on_worker_restart)" : Join(inc.restarted);
+  text += " because " + cause;
+  // Consequences that ended the same way are named together, in the order they came.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const auto& [name, how] : inc.consequences) {
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& group) { return group.first == how; });
+    if (g == groups.end()) {
+      groups.push_back({how, {name}});
+    } else {
+      g->second.push_back(name);
+    }
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    text += (i == 0 ? "; " : ", ") + Join(groups[i].second) + " " + groups[i].first;
+  }
+  if (!groups.empty()) text += " as a consequence";
+  return text;
+}
+
+void JobController::RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  r.last_node = r.node_id;
+  r.node_id.clear();
+  r.gpus.clear();
+  r.port = 0;
+  r.stop_requested = false;
+  SetReplicaState(r, ReplicaState::PENDING, "waiting to be placed again", now_ms);
+  r.exit_code = -1;
+  r.signal = 0;
+  MarkDirty(job);
+  schedule_needed_ = true;
+}
+
+void JobController::RestartJob(JobRecord& job, int64_t now_ms) {
+  StopReplicas(job, "the job restarts", now_ms);
+  job.state = JobState::QUEUED;
+  job.message = "restarting: waiting for the old replicas to stop and for resources";
+  job.queued_since_ms = now_ms;
+  MarkDirty(job);
+  schedule_needed_ = true;
+}
+
+void JobController::StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms) {
+  for (auto& r : job.replicas) {
+    if (HoldsResources(r)) {
+      SendStop(job, r, reason);
+    } else if (!IsFinal(r.state)) {
+      // Never placed: nothing runs.
+      SetReplicaState(r, ReplicaState::STOPPED, "not started: " + reason, now_ms);
+      r.stop_requested = true;
+    }
+  }
+  MarkDirty(job);
+}
+
+void JobController::SendStop(JobRecord& job, ReplicaRecord& r, const std::string& reason) {
+  r.stop_requested = true;
+  MarkDirty(job);
+  commands_.stop.push_back(StopCommand{r.node_id, job.name, r.name, r.attempt, reason});
+}
+
+void JobController::FinishJob(JobRecord& job, JobState state, const std::string& message,
+                              int64_t now_ms) {
+  job.state = state;
+  job.message = message;
+  job.end_time_ms = now_ms;
+  held_.erase(job.name);
+  incidents_.erase(job.name);
+  AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message, now_ms);
+  StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")", now_ms);
+  active_.erase(job.seq);
+  if (AnyHolding(job)) ended_holding_.insert(job.name);
+  MarkDirty(job);
+  Ended(job);
+}
+
+void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {
+  if (job.state != JobState::CANCELLING || AnyHolding(job)) return;
+  job.state = JobState::CANCELLED;
+  job.message = "cancelled";
+  job.end_time_ms = now_ms;
+  incidents_.erase(job.name);
+  AddEvent(job, "CANCELLED: every replica stopped", now_ms);
+  active_.erase(job.seq);
+  MarkDirty(job);
+  Ended(job);
+}
+
+void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
+  if (job.state != JobState::PENDING) return;
+  for (const auto& r : job.replicas) {
+    if (r.state != ReplicaState::RUNNING && r.state != ReplicaState::SUCCEEDED) return;
+  }
+  job.state = JobState::RUNNING;
+  job.message = "all replicas running";
+  AddEvent(job, "running: all " + std::to_string(job.replicas.size()) + " replicas running",
+           now_ms);
+}
+
+void JobController::Ended(JobRecord& job) { commands_.ended.push_back(job.name); }
+
+// ---- placement ------------------------------------------------------------------------------
+
+void JobController::PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::string& node_id,
+                                 std::vector<int> gpus, int port, int64_t now_ms) {
+  r.node_id = node_id;
+  r.gpus = std::move(gpus);
+  r.port = port;
+  ++r.attempt;
+  SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
+  AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + " placed on " + r.node_id,
+           now_ms);
+  commands_.launch.push_back(LaunchCommand{job.name, r.name});
+}
+
+void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int master_port,
+                             int bootstrap_port, int64_t now_ms) {
+  job.master_port = master_port;
+  job.bootstrap_port = bootstrap_port;
+  std::set<std::string> used_nodes;
+  for (size_t i = 0; i < job.replicas.size(); ++i) {
+    ReplicaRecord& r = job.replicas[i];
+    const Slot& s = slots[i];
+    if (r.launched) ++r.attempt;
+    r.launched = true;
+    r.node_id = s.node_id;
+    r.last_node = r.node_id;
+    r.gpus = s.gpus;
+    r.port = s.port;
+    r.exit_code = -1;
+    r.signal = 0;
+    r.stop_requested = false;
+    SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
+    used_nodes.insert(r.node_id);
+  }
+  job.state = JobState::PENDING;
+  job.message = "launching " + std::to_string(job.replicas.size()) + " replicas";
+  if (job.start_time_ms == 0) job.start_time_ms = now_ms;
+  std::string where;
+  for (const auto& n : used_nodes) where += (where.empty() ? "" : ", ") + n;
+  AddEvent(job,
+           "placed on " + where + "; waited " + FormatDuration(now_ms - job.queued_since_ms) +
+               " in the queue",
+           now_ms);
+  for (auto& r : job.replicas) commands_.launch.push_back(LaunchCommand{job.name, r.name});
+}
+
+void JobController::SetWaitingMessage(JobRecord& job, const std::string& message) {
+  if (job.message == message) return;
+  job.message = message;
+  MarkDirty(job);
+}
+
+void JobController::SetWaitingMessage(JobRecord& job, ReplicaRecord& r,
+                                      const std::string& message) {
+  if (r.message == message) return;
+  r.message = message;
+  MarkDirty(job);
+}
+
+// ---- queries and outputs --------------------------------------------------------------------
+
+JobRecord* JobController::FindJob(const std::string& name) {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+const JobRecord* JobController::FindJob(const std::string& name) const {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const JobRecord*> JobController::EndedHolding() {
+  std::vector<const JobRecord*> out;
+  for (auto it = ended_holding_.begin(); it != ended_holding_.end();) {
+    const JobRecord* job = FindJob(*it);
+    if (job == nullptr || !AnyHolding(*job)) {
+      it = ended_holding_.erase(it);
+      continue;
+    }
+    out.push_back(job);
+    ++it;
+  }
+  return out;
+}
+
+bool JobController::AnyHolding(const JobRecord& job) {
+  for (const auto& r : job.replicas) {
+    if (HoldsResources(r)) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> JobController::HeldVerdicts() const {
+  std::vector<std::string> out;
+  for (const auto& [job, held] : held_) {
+    for (const Held& h : held) out.push_back(job + "/" + h.replica);
+  }
+  return out;
+}
+
+ControllerCommands JobController::TakeCommands() {
+  ControllerCommands out;
+  std::swap(out, commands_);
+  return out;
+}
+
+std::set<std::string> JobController::TakeDirty() {
+  std::set<std::string> out;
+  out.swap(dirty_);
+  return out;
+}
+
+bool JobController::TakeScheduleNeeded() {
+  bool needed = schedule_needed_;
+  schedule_needed_ = false;
+  return needed;
+}
+
+// ---- small helpers --------------------------------------------------------------------------
+
+void JobController::SetReplicaState(ReplicaRecord& r, ReplicaState s, const std::string& message,
+                                    int64_t now_ms) {
+  r.state = s;
+  r.message = message;
+  r.state_time_ms = now_ms;
+}
+
+void JobController::AddEvent(JobRecord& job, const std::string& message, int64_t now_ms) {
+  spdlog::info("job {}: {}", job.name, message);
+  job.events.push_back({now_ms, message});
+  if (job.events.size() > kMaxEventsPerJob) {
+    job.events.erase(job.events.begin(),
+                     job.events.begin() + (job.events.size() - kMaxEventsPerJob));
+  }
+  MarkDirty(job);
+}
+
+void JobController::ReplaceEvent(JobRecord& job, int64_t time_ms, const std::string& prefix,
+                                 const std::string& message) {
+  for (auto it = job.events.rbegin(); it != job.events.rend(); ++it) {
+    if (it->time_ms == time_ms && it->message.rfind(prefix, 0) == 0) {
+      it->message = message;
+      spdlog::info("job {}: {}", job.name, message);
+      MarkDirty(job);
+      return;
+    }
+  }
+}
+
+}  // namespace cohort::coordinator

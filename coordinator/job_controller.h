@@ -1,0 +1,220 @@
+// JobController is the job state machine of the coordinator (DESIGN.md "Jobs" and "Failure
+// attribution"). It owns every JobRecord and turns events (a submit, a cancel, a replica's
+// reported state, a lost node, a placement, the passing of time) into changed jobs and commands
+// (launch this replica, stop that one, this job ended). It has no sockets and no clock of its
+// own: every event carries `now_ms`, and the Coordinator sends what TakeCommands() returns and
+// stores what TakeDirty() names, the way StudyController hands back StudyActions.
+//
+// States:
+//   QUEUED -> PENDING (placed, launches sent) -> RUNNING (every replica reported RUNNING)
+//   -> SUCCEEDED when the chief exits 0 (every other replica is then stopped: STOPPED, not a
+//      failure); FAILED on a permanent failure, on a spent restart budget, or on
+//      scheduling.timeout (counted from the first placement); cancel -> CANCELLING (stops sent)
+//      -> CANCELLED once no replica of the job holds resources.
+//
+// Failure attribution. A replica that ends retryably (exit 130/137/138/143, SIGINT/KILL/USR1/TERM,
+// PREEMPTED, LOST, a STOPPED the coordinator did not ask for) opens an *incident* of its job: one
+// restart is spent, and the replica (or, with restart_job_on_worker_restart, the whole job) starts
+// again as attempt+1. Every later failure of a replica that was already running when the incident
+// opened (same attempt), within `incident_window_ms` of the incident's last failure, is
+// *collateral*: whatever its exit code, it is attributed to the incident, spends nothing, and is
+// restarted with it. So a node loss, a preemption or a killed rank that takes every other DDP rank
+// down with an ordinary exit 1 spends one restart, and the incident's event names the cause and
+// the consequences ("restart 1/3: node-b lost (worker-0); chief-0, worker-1 exited with code 1 as
+// a consequence").
+//   With restart_job_on_worker_restart: false, the replicas that fell in an incident (its cause and
+// its collateral) restart, each as attempt+1, and the others keep running; a data-parallel job
+// whose ranks cannot rejoin a running group should set it to true.
+//
+// Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
+// died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
+// permanent-looking end (exit 1, 2, ...) of a replica in a job of several replicas is not judged
+// at once: the verdict is held until every node of the job has been heard from at least
+// `heartbeat_interval_ms` after the end was reported (an agent reports an exit in the same loop
+// pass that reaps it and before its next heartbeat, on one ordered connection, so a cause on a
+// live node arrives first), or until an incident opens (the end is then collateral). A node that
+// stays silent is declared lost within heartbeat_timeout, which opens an incident; so a verdict is
+// held at most heartbeat_timeout plus one interval, and about one interval (1 s by default) when
+// every node is healthy. A genuinely permanent failure still fails the job, after that interval.
+// Held verdicts and incidents live in memory: after a coordinator restart a held failure is held
+// again from the restart.
+//
+// Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "coordinator/scheduler.h"
+#include "coordinator/state.h"
+
+namespace cohort::coordinator {
+
+// When the coordinator last heard from a node (any message), as the job controller needs it to
+// hold and release verdicts. NodeRegistry implements it.
+class NodeHealth {
+ public:
+  virtual ~NodeHealth() = default;
+  // nullopt: the node is unknown or LOST.
+  virtual std::optional<int64_t> LastHeardMs(const std::string& node_id) const = 0;
+};
+
+// Send the current attempt's launch of `replica` to the node it is placed on.
+struct LaunchCommand {
+  std::string job;
+  std::string replica;
+};
+
+// Ask `node_id`'s agent to stop one attempt (sent only while the node is ready; a node that
+// registers again is told at reconciliation).
+struct StopCommand {
+  std::string node_id;
+  std::string job;
+  std::string replica;
+  int attempt = 0;
+  std::string reason;
+};
+
+struct ControllerCommands {
+  std::vector<LaunchCommand> launch;
+  std::vector<StopCommand> stop;
+  std::vector<std::string> ended;  // jobs that reached a final state (studies hear of them)
+};
+
+struct JobControllerOptions {
+  // Parent of the output dirs of jobs that name none: <default_output_base>/<job>.
+  std::string default_output_base;
+  int64_t heartbeat_timeout_ms = 10'000;
+  // How often agents heartbeat (the interval the coordinator hands them).
+  int64_t heartbeat_interval_ms = 1'000;
+};
+
+class JobController {
+ public:
+  JobController(JobControllerOptions options, const NodeHealth* health);
+
+  // ---- recovery: Restore every stored job, then FinishRestore once.
+  void Restore(JobRecord job);
+  void FinishRestore(int64_t now_ms);
+
+  // ---- events
+  // A new job, QUEUED. The name must be free (callers check with FindJob).
+  JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
+  void Cancel(JobRecord& job, const std::string& reason, int64_t now_ms);
+  // The agent running `r`'s current attempt reported a state (never backwards; a final state
+  // ends the attempt).
+  void ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, ReplicaState state, int exit_code,
+                          int signal, const std::string& message, int64_t now_ms);
+  // Every live replica on `node_id` is LOST (STOPPED when a stop was asked).
+  void NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms);
+  // `node_id` registered again reporting `reported` (job, replica) current attempts: the live
+  // replicas placed there that it did not report are gone (LOST, or STOPPED when asked to stop).
+  void Reconcile(const std::string& node_id,
+                 const std::set<std::pair<std::string, std::string>>& reported, int64_t now_ms);
+  // Timers (the coordinator calls it about once a second): job timeouts, and (once
+  // `registration_grace_over`) replicas on nodes that never registered after a coordinator
+  // restart.
+  void CheckTimeouts(int64_t now_ms, bool registration_grace_over);
+  // Judges the held verdicts whose nodes have all been heard from since (every loop pass; it
+  // costs nothing while none is held).
+  void ReleaseVerdicts(int64_t now_ms);
+
+  // ---- placement (PlacementRound)
+  // A restarting replica of a running job got a slot; its attempt+1 is launched.
+  void PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::string& node_id,
+                    std::vector<int> gpus, int port, int64_t now_ms);
+  // A queued job got every replica placed (slots[i] for replicas[i]).
+  struct Slot {
+    std::string node_id;
+    std::vector<int> gpus;
+    int port = 0;
+  };
+  void PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int master_port, int bootstrap_port,
+                int64_t now_ms);
+  // Sets the job's or replica's waiting message (journaled only when it changed).
+  void SetWaitingMessage(JobRecord& job, const std::string& message);
+  void SetWaitingMessage(JobRecord& job, ReplicaRecord& r, const std::string& message);
+
+  // ---- queries
+  JobRecord* FindJob(const std::string& name);
+  const JobRecord* FindJob(const std::string& name) const;
+  const std::map<std::string, std::unique_ptr<JobRecord>>& jobs() const { return jobs_; }
+  // Unfinished jobs in submit order.
+  const std::map<uint64_t, JobRecord*>& active() const { return active_; }
+  // Finished jobs some replica of which may still hold resources (pruned as they stop).
+  std::vector<const JobRecord*> EndedHolding();
+  static bool HoldsResources(const ReplicaRecord& r) { return r.placed() && !IsFinal(r.state); }
+  static bool AnyHolding(const JobRecord& job);
+  // Replicas whose end awaits a verdict (see "Held verdicts"), as "job/replica".
+  std::vector<std::string> HeldVerdicts() const;
+
+  // ---- outputs
+  ControllerCommands TakeCommands();
+  std::set<std::string> TakeDirty();  // names of the jobs changed since the last call
+  bool TakeScheduleNeeded();          // resources came free or a job needs placing
+
+ private:
+  struct Held {
+    std::string replica;
+    int attempt = 0;
+    int64_t since_ms = 0;
+  };
+  struct Incident {
+    int64_t last_ms = 0;                  // its latest failure
+    std::map<std::string, int> attempts;  // replica -> attempt when it opened
+    std::string cause;                    // "node-b lost (worker-0)", "worker-1 was preempted"
+    std::string cause_node;               // set when the cause is a lost node
+    std::vector<std::string> lost_with_cause;
+    std::vector<std::pair<std::string, std::string>> consequences;  // (replica, how it ended)
+    std::vector<std::string> restarted;  // per-replica restarts: "worker-0 as attempt 1"
+    bool whole_job = false;              // restart_job_on_worker_restart
+    std::string event_prefix;            // "restart 1/3: "
+    int64_t event_time_ms = 0;
+  };
+
+  void OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
+  // The end of `r` is permanent-looking: fail the job, or hold the verdict.
+  void JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
+  bool IsCollateral(const JobRecord& job, const ReplicaRecord& r, int64_t now_ms) const;
+  void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms);
+  void AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
+  std::string IncidentEvent(const Incident& incident) const;
+  void ReleaseHeld(JobRecord& job, int64_t now_ms);
+  void NoteConsequence(JobRecord& job, const ReplicaRecord& r, int64_t now_ms);
+  bool HeardFromAllNodesSince(const JobRecord& job, int64_t since_ms) const;
+
+  void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
+  void RestartJob(JobRecord& job, int64_t now_ms);
+  void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);
+  void StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms);
+  void SendStop(JobRecord& job, ReplicaRecord& r, const std::string& reason);
+  void MaybeFinishCancel(JobRecord& job, int64_t now_ms);
+  void MaybeRunning(JobRecord& job, int64_t now_ms);
+  void SetReplicaState(ReplicaRecord& r, ReplicaState s, const std::string& message,
+                       int64_t now_ms);
+  void AddEvent(JobRecord& job, const std::string& message, int64_t now_ms);
+  void ReplaceEvent(JobRecord& job, int64_t time_ms, const std::string& prefix,
+                    const std::string& message);
+  void MarkDirty(JobRecord& job) { dirty_.insert(job.name); }
+  void Ended(JobRecord& job);
+
+  JobControllerOptions options_;
+  const NodeHealth* health_;
+  std::map<std::string, std::unique_ptr<JobRecord>> jobs_;
+  std::map<uint64_t, JobRecord*> active_;
+  std::set<std::string> ended_holding_;
+  std::map<std::string, std::vector<Held>> held_;  // by job
+  std::map<std::string, Incident> incidents_;      // by job: its latest incident
+  uint64_t next_seq_ = 1;
+  ControllerCommands commands_;
+  std::set<std::string> dirty_;
+  bool schedule_needed_ = true;
+};
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,77 @@
+#include "coordinator/launch_plan.h"
+
+#include <map>
+
+#include "common/cluster_env.h"
+
+namespace cohort::coordinator {
+
+wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
+                                const std::function<std::string(const std::string&)>& address_of) {
+  const WorkerPoolSpec& pool = job.PoolOf(r);
+  ClusterEnvInput in;
+  in.job_name = job.name;
+  in.trial_id = job.trial_id;
+  in.output_dir = job.output_dir;
+  in.role = r.role;
+  in.index = r.index;
+  in.gpus = r.gpus;
+  in.master_port = job.master_port;
+  in.bootstrap_port = job.bootstrap_port;
+  int local_rank = 0;
+  for (const auto& other : job.replicas) {
+    in.replicas.push_back(
+        ReplicaEndpoint{other.role, other.index, address_of(other.node_id), other.port});
+    if (&other == &r) continue;
+    bool trains = other.role == Role::kChief || other.role == Role::kWorker;
+    if (trains && other.node_id == r.node_id) ++in.local_world_size;  // starts at 1: r itself
+    if (trains && other.node_id == r.node_id && &other < &r) ++local_rank;
+  }
+  in.local_rank = local_rank;
+  std::map<std::string, std::string> env = RenderClusterEnv(in);
+
+  wire::LaunchReplicaT launch;
+  launch.job = job.name;
+  launch.replica = r.name;
+  launch.role = std::string(RoleName(r.role));
+  launch.index = r.index;
+  launch.attempt = r.attempt;
+  if (pool.process) {
+    launch.command = pool.process->command;
+    launch.command.insert(launch.command.end(), pool.process->args.begin(),
+                          pool.process->args.end());
+    for (const auto& [k, v] : pool.process->env) env[k] = v;
+  } else if (pool.container) {
+    launch.container = std::make_unique<wire::ContainerSpecT>();
+    launch.container->image = pool.container->image;
+    launch.command = pool.container->command;
+    launch.command.insert(launch.command.end(), pool.container->args.begin(),
+                          pool.container->args.end());
+    for (const auto& [k, v] : pool.container->env) env[k] = v;
+  }
+  for (const auto& [k, v] : env) {
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = k;
+    kv->value = v;
+    launch.env.push_back(std::move(kv));
+  }
+  launch.gpus = r.gpus;
+  launch.cpus = pool.resources.cpus;
+  launch.memory_mb = pool.resources.memory_mb;
+  launch.builtin = std::string(BuiltinName(pool.builtin));
+  launch.checkpoint_dir = CheckpointDir(job.output_dir, job.trial_id);
+  return launch;
+}
+
+wire::StopReplicaT PlanStop(const std::string& job, const std::string& replica, int attempt,
+                            const std::string& reason, int grace_ms) {
+  wire::StopReplicaT stop;
+  stop.job = job;
+  stop.replica = replica;
+  stop.attempt = attempt;
+  stop.grace_ms = grace_ms;
+  stop.reason = reason;
+  return stop;
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,111 @@
+#include "coordinator/node_registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace cohort::coordinator {
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::vector<int> Ports(const flatbuffers::Vector<int32_t>* ports) {
+  // An empty list is sent as no list at all.
+  return ports ? std::vector<int>(ports->begin(), ports->end()) : std::vector<int>();
+}
+
+}  // namespace
+
+NodeRegistry::NodeRegistry(int64_t heartbeat_timeout_ms)
+    : heartbeat_timeout_ms_(heartbeat_timeout_ms) {}
+
+int64_t NodeRegistry::heartbeat_interval_ms() const {
+  return std::clamp<int64_t>(heartbeat_timeout_ms_ / 4, 10, 1000);
+}
+
+NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req,
+                                                  const std::string& peer, int64_t now_ms) {
+  std::string node_id = Str(req.node_id());
+  Registration reg;
+  reg.returning = nodes_.count(node_id) > 0;
+  NodeRecord& node = nodes_[node_id];
+  reg.was_lost = reg.returning && !node.ready;
+  reg.node = &node;
+  node.node_id = node_id;
+  node.address = Str(req.address());
+  if (node.address.empty()) node.address = node_id;
+  node.gpus.clear();
+  if (req.gpus()) {
+    for (const auto* g : *req.gpus()) {
+      wire::GpuInfoT info;
+      g->UnPackTo(&info);
+      node.gpus.push_back(std::move(info));
+    }
+  }
+  node.cpus = req.cpus();
+  node.memory_mb = req.memory_mb();
+  node.labels.clear();
+  if (req.labels()) {
+    for (const auto* kv : *req.labels()) node.labels[Str(kv->key())] = Str(kv->value());
+  }
+  node.last_heartbeat_ms = now_ms;
+  node.ready = true;
+  node.draining = false;
+  node.listening_ports = Ports(req.listening_ports());
+  node.peer = peer;
+  spdlog::info("node {} {} ({} GPUs, {} CPUs, {} MiB) at {}", node_id,
+               reg.was_lost ? "came back" : (reg.returning ? "re-registered" : "registered"),
+               node.gpus.size(), node.cpus, node.memory_mb, node.address);
+  return reg;
+}
+
+bool NodeRegistry::Heartbeat(const wire::Heartbeat& req, const std::string& peer, int64_t now_ms) {
+  NodeRecord* node = FindReady(Str(req.node_id()));
+  if (node == nullptr) return false;
+  node->last_heartbeat_ms = now_ms;
+  node->peer = peer;
+  node->listening_ports = Ports(req.listening_ports());
+  if (req.draining() && !node->draining) {
+    node->draining = true;
+    spdlog::info("node {} is draining (its agent is shutting down): nothing new is placed there",
+                 node->node_id);
+  }
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t now_ms) {
+  std::vector<std::pair<std::string, std::string>> lost;
+  for (auto& [id, node] : nodes_) {
+    if (node.ready && now_ms - node.last_heartbeat_ms > heartbeat_timeout_ms_) {
+      node.ready = false;
+      std::string why = "no heartbeat for " + FormatDuration(now_ms - node.last_heartbeat_ms) +
+                        " (timeout " + FormatDuration(heartbeat_timeout_ms_) + ")";
+      spdlog::warn("node {} LOST: {}", id, why);
+      lost.emplace_back(id, std::move(why));
+    }
+  }
+  return lost;
+}
+
+NodeRecord* NodeRegistry::FindReady(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() || !it->second.ready ? nullptr : &it->second;
+}
+
+const NodeRecord* NodeRegistry::Find(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+std::string NodeRegistry::AddressOf(const std::string& node_id) const {
+  const NodeRecord* node = Find(node_id);
+  return node == nullptr ? node_id : node->address;
+}
+
+std::optional<int64_t> NodeRegistry::LastHeardMs(const std::string& node_id) const {
+  const NodeRecord* node = Find(node_id);
+  if (node == nullptr || !node->ready) return std::nullopt;
+  return node->last_heartbeat_ms;
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,59 @@
+// NodeRegistry is the coordinator's table of nodes: what each agent registered (address, GPUs,
+// CPUs, memory, labels, the ports it listens on), when it was last heard from, and whether it is
+// READY, DRAINING (its agent is shutting down: nothing new is placed there) or LOST (silent for
+// heartbeat_timeout). It knows nothing of jobs: the Coordinator hands what it learns (a lost node,
+// the replicas a re-registering agent reports) to the JobController, which decides each replica's
+// fate. Nodes live in memory only; after a coordinator restart they come back as agents register.
+//
+// Thread safety: none; the coordinator loop calls it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/schema/cohort_generated.h"
+#include "coordinator/job_controller.h"
+#include "coordinator/state.h"
+
+namespace cohort::coordinator {
+
+class NodeRegistry : public NodeHealth {
+ public:
+  explicit NodeRegistry(int64_t heartbeat_timeout_ms);
+
+  // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].
+  int64_t heartbeat_interval_ms() const;
+
+  struct Registration {
+    NodeRecord* node = nullptr;
+    bool returning = false;  // known before (re-registered, or came back from LOST)
+    bool was_lost = false;
+  };
+  // Registers (or re-registers) `req.node_id`, which must not be empty; READY again.
+  Registration Register(const wire::RegisterAgent& req, const std::string& peer, int64_t now_ms);
+  // A heartbeat; false when the node is unknown or LOST (it must register again).
+  bool Heartbeat(const wire::Heartbeat& req, const std::string& peer, int64_t now_ms);
+  // Any other message from a READY node's agent counts as hearing from it.
+  void Touch(NodeRecord& node, int64_t now_ms) { node.last_heartbeat_ms = now_ms; }
+
+  // Marks every READY node silent past the timeout LOST; returns (node id, why) for each.
+  std::vector<std::pair<std::string, std::string>> CheckLost(int64_t now_ms);
+
+  NodeRecord* FindReady(const std::string& node_id);
+  const NodeRecord* Find(const std::string& node_id) const;
+  const std::map<std::string, NodeRecord>& nodes() const { return nodes_; }
+  // The address replicas use to reach `node_id` (the node id itself when unknown).
+  std::string AddressOf(const std::string& node_id) const;
+
+  std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
+
+ private:
+  int64_t heartbeat_timeout_ms_;
+  std::map<std::string, NodeRecord> nodes_;
+};
+
+}  // namespace cohort::coordinator

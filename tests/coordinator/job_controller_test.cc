@@ -1,0 +1,266 @@
+// The job state machine driven directly: events in, commands out, no sockets and no clock (the
+// test moves `now_` and says which nodes were heard from when). Most of these are the failure-
+// attribution cases of DESIGN.md: a failure that follows another replica's loss, preemption or
+// retryable end is collateral, and one incident spends one restart.
+#include "coordinator/job_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort::coordinator {
+namespace {
+
+constexpr int64_t kTimeoutMs = 10'000;
+constexpr int64_t kIntervalMs = 1'000;
+
+class FakeNodeHealth : public NodeHealth {
+ public:
+  std::optional<int64_t> LastHeardMs(const std::string& node_id) const override {
+    auto it = heard.find(node_id);
+    if (it == heard.end()) return std::nullopt;
+    return it->second;
+  }
+  std::map<std::string, int64_t> heard;  // absent: unknown or LOST
+};
+
+JobControllerOptions Options() {
+  JobControllerOptions o;
+  o.default_output_base = "/tmp/cohort-job-controller-test";
+  o.heartbeat_timeout_ms = kTimeoutMs;
+  o.heartbeat_interval_ms = kIntervalMs;
+  return o;
+}
+
+class JobControllerTest : public ::testing::Test {
+ protected:
+  // Submits a job of a chief and `workers` workers, places replica i on nodes[i], and reports
+  // every replica RUNNING.
+  JobRecord& Start(const std::string& name, int workers, bool restart_whole_job, int max_restarts,
+                   const std::vector<std::string>& nodes) {
+    std::string yaml = "name: " + name +
+                       "\nworker_pools:\n"
+                       "  - role: chief\n    replicas: 1\n    resources: {gpus: 1}\n"
+                       "    process: {command: [/bin/train]}\n";
+    if (workers > 0) {
+      yaml += "  - role: worker\n    replicas: " + std::to_string(workers) +
+              "\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n";
+    }
+    yaml += "scheduling: {max_restarts: " + std::to_string(max_restarts) +
+            ", restart_job_on_worker_restart: " + (restart_whole_job ? "true" : "false") + "}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+    std::vector<JobController::Slot> slots;
+    for (size_t i = 0; i < job.replicas.size(); ++i) {
+      slots.push_back(JobController::Slot{nodes.at(i), {0}, 30000 + static_cast<int>(i)});
+      health_.heard[nodes.at(i)] = now_;
+    }
+    jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+    for (auto& r : job.replicas) Report(job, r.name, ReplicaState::RUNNING);
+    EXPECT_EQ(job.state, JobState::RUNNING);
+    jobs_.TakeCommands();
+    return job;
+  }
+  void Report(JobRecord& job, const std::string& replica, ReplicaState state, int exit_code = -1,
+              int signal = 0) {
+    ReplicaRecord* r = job.FindReplica(replica);
+    ASSERT_NE(r, nullptr) << replica;
+    jobs_.ApplyReplicaStatus(job, *r, state, exit_code, signal, "", now_);
+  }
+  void Advance(int64_t ms) { now_ += ms; }
+  // Every node in `nodes` heartbeats now.
+  void Hear(const std::vector<std::string>& nodes) {
+    for (const auto& n : nodes) health_.heard[n] = now_;
+  }
+  void Lose(const std::string& node) {
+    health_.heard.erase(node);
+    jobs_.NodeLost(node, "no heartbeat for 10.5s (timeout 10s)", now_);
+  }
+  std::vector<std::string> StopsSent() {
+    std::vector<std::string> out;
+    for (const auto& s : jobs_.TakeCommands().stop) out.push_back(s.replica);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static std::string LastRestartEvent(const JobRecord& job) {
+    for (auto it = job.events.rbegin(); it != job.events.rend(); ++it) {
+      if (it->message.rfind("restart ", 0) == 0) return it->message;
+    }
+    return "<none>";
+  }
+
+  int64_t now_ = 1'700'000'000'000;
+  FakeNodeHealth health_;
+  JobController jobs_{Options(), &health_};
+};
+
+TEST_F(JobControllerTest, APermanentFailureWithEveryNodeHealthyFailsTheJobAfterOneInterval) {
+  JobRecord& job = Start("p", 2, true, 3, {"a", "b", "c"});
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  EXPECT_EQ(jobs_.HeldVerdicts(), std::vector<std::string>{"p/worker-0"});
+  // Heard from, but not yet a whole interval after the exit: still held.
+  Advance(500);
+  Hear({"a", "b", "c"});
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  Advance(600);
+  Hear({"a", "b", "c"});
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_NE(job.message.find("worker-0 attempt 0 exited with code 1"), std::string::npos)
+      << job.message;
+  EXPECT_NE(job.message.find("permanent failure"), std::string::npos) << job.message;
+  EXPECT_EQ(job.restarts, 0);
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-1"}));
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+}
+
+TEST_F(JobControllerTest, ALoneReplicaFailsAtOnce) {
+  JobRecord& job = Start("solo", 0, true, 3, {"a"});
+  Report(job, "chief-0", ReplicaState::FAILED, 2);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.restarts, 0);
+}
+
+TEST_F(JobControllerTest, RanksThatDieBeforeTheirNodeIsDeclaredLostAreCollateral) {
+  // chief on a, worker-0 on b, worker-1 on c; node b dies. The other ranks exit 1 at once
+  // (their peer's connection reset); the node is declared lost only after the timeout.
+  JobRecord& job = Start("ddp", 2, true, 3, {"a", "b", "c"});
+  Advance(200);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  for (int i = 0; i < 9; ++i) {  // a and c keep heartbeating; b is silent
+    Advance(1000);
+    Hear({"a", "c"});
+    jobs_.ReleaseVerdicts(now_);
+    ASSERT_EQ(job.state, JobState::RUNNING) << "judged before node b was heard from or lost";
+  }
+  Lose("b");
+  EXPECT_EQ(job.state, JobState::QUEUED);  // the whole job restarts
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(LastRestartEvent(job),
+            "restart 1/3: the whole job (restart_job_on_worker_restart) because node b lost "
+            "(worker-0): no heartbeat for 10.5s (timeout 10s); chief-0, worker-1 exited with "
+            "code 1 as a consequence");
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+}
+
+TEST_F(JobControllerTest, ACollateralFailureReportedBeforeItsCauseWaitsForIt) {
+  // worker-0 is SIGKILLed on b; chief-0 on a crashes with exit 1 and a's agent reports first.
+  JobRecord& job = Start("race", 1, true, 3, {"a", "b"});
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  Advance(100);
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(LastRestartEvent(job),
+            "restart 1/3: the whole job (restart_job_on_worker_restart) because worker-0 "
+            "attempt 0 was killed by signal 9; chief-0 exited with code 1 as a consequence");
+}
+
+TEST_F(JobControllerTest, WithoutWholeJobRestartTheFallenReplicasRestartAndSpendOne) {
+  JobRecord& job = Start("each", 2, false, 3, {"a", "b", "c"});
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
+  Advance(50);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.restarts, 1);
+  for (const char* name : {"chief-0", "worker-0", "worker-1"}) {
+    const ReplicaRecord* r = job.FindReplica(name);
+    EXPECT_EQ(r->state, ReplicaState::PENDING) << name;
+    EXPECT_FALSE(r->placed()) << name << " waits to be placed again";
+  }
+  EXPECT_EQ(LastRestartEvent(job),
+            "restart 1/3: worker-0 as attempt 1, chief-0 as attempt 1, worker-1 as attempt 1 "
+            "because worker-0 attempt 0 was killed by signal 9; chief-0, worker-1 exited with "
+            "code 1 as a consequence");
+}
+
+TEST_F(JobControllerTest, ANodeHoldingSeveralReplicasIsLostOnceAndSpendsOneRestart) {
+  for (bool whole : {false, true}) {
+    SCOPED_TRACE(whole ? "restart_job_on_worker_restart: true" : "false");
+    std::string name = whole ? "packed_whole" : "packed";
+    JobRecord& job = Start(name, 3, whole, 3, {"n1", "n1", "n1", "n1"});
+    Lose("n1");
+    EXPECT_EQ(job.restarts, 1);
+    EXPECT_NE(job.state, JobState::FAILED) << job.message;
+    EXPECT_NE(LastRestartEvent(job).find("node n1 lost (chief-0, worker-0, worker-1, worker-2)"),
+              std::string::npos)
+        << LastRestartEvent(job);
+    health_.heard["n1"] = now_;
+  }
+}
+
+TEST_F(JobControllerTest, APreemptionAndTheCrashesItCausesSpendOneRestart) {
+  JobRecord& job = Start("pre", 2, true, 3, {"a", "b", "c"});
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  Advance(300);
+  Report(job, "worker-0", ReplicaState::PREEMPTED, 143, 15);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);  // before the restart's stop reached it
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(LastRestartEvent(job),
+            "restart 1/3: the whole job (restart_job_on_worker_restart) because worker-0 "
+            "attempt 0 was preempted; worker-1, chief-0 exited with code 1 as a consequence");
+}
+
+TEST_F(JobControllerTest, AFailureLongAfterAnIncidentIsJudgedOnItsOwn) {
+  JobRecord& job = Start("later", 2, false, 3, {"a", "b", "c"});
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
+  EXPECT_EQ(job.restarts, 1);
+  Advance(kTimeoutMs + 1);
+  Report(job, "worker-1", ReplicaState::FAILED, 1);  // attempt 0, but the incident is over
+  EXPECT_EQ(jobs_.HeldVerdicts(), std::vector<std::string>{"later/worker-1"});
+  Advance(kIntervalMs + 1);
+  Hear({"a", "b", "c"});
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.restarts, 1);
+}
+
+TEST_F(JobControllerTest, ARestartedReplicaThatFailsAgainIsANewIncident) {
+  JobRecord& job = Start("again", 1, false, 1, {"a", "b"});
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
+  ReplicaRecord& w = *job.FindReplica("worker-0");
+  jobs_.PlaceReplica(job, w, "b", {0}, 30005, now_);
+  Report(job, "worker-0", ReplicaState::RUNNING);
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);  // attempt 1: not collateral
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_NE(job.message.find("the restart budget (max_restarts=1) is spent"), std::string::npos)
+      << job.message;
+}
+
+TEST_F(JobControllerTest, AHeldVerdictIsHeldAgainAfterACoordinatorRestart) {
+  JobRecord& job = Start("recover", 1, true, 3, {"a", "b"});
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  JobRecord copy = job;
+  JobController restarted(Options(), &health_);
+  restarted.Restore(std::move(copy));
+  restarted.FinishRestore(now_);
+  EXPECT_EQ(restarted.HeldVerdicts(), std::vector<std::string>{"recover/worker-0"});
+  Advance(kIntervalMs + 1);
+  Hear({"a", "b"});
+  restarted.ReleaseVerdicts(now_);
+  EXPECT_EQ(restarted.FindJob("recover")->state, JobState::FAILED);
+}
+
+TEST_F(JobControllerTest, CancelDropsHeldVerdicts) {
+  JobRecord& job = Start("cx", 1, true, 3, {"a", "b"});
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  jobs_.Cancel(job, "cancel requested", now_);
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+  EXPECT_EQ(job.state, JobState::CANCELLING);
+  Report(job, "chief-0", ReplicaState::STOPPED);
+  EXPECT_EQ(job.state, JobState::CANCELLED);
+  EXPECT_EQ(jobs_.TakeCommands().ended, std::vector<std::string>{"cx"});
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
