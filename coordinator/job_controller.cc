@@ -10,30 +10,6 @@ namespace {
 
 constexpr size_t kMaxEventsPerJob = 1000;
 
-// "exited with code 1", "was killed by signal 9": how a consequence ended, without its message.
-std::string ShortEnd(const ReplicaRecord& r) {
-  switch (r.state) {
-    case ReplicaState::FAILED:
-      if (r.signal != 0) return "was killed by signal " + std::to_string(r.signal);
-      if (r.exit_code >= 0) return "exited with code " + std::to_string(r.exit_code);
-      return "failed";
-    case ReplicaState::PREEMPTED:
-      return "was preempted";
-    case ReplicaState::LOST:
-      return "was lost with node " + r.node_id;
-    case ReplicaState::STOPPED:
-      return "was stopped";
-    default:
-      return std::string("is ") + wire::EnumNameReplicaState(r.state);
-  }
-}
-
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
-
 }  // namespace
 
 JobController::JobController(JobControllerOptions options, const NodeHealth* health)
@@ -235,10 +211,9 @@ void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now
   if (r.stop_requested) {
     // We asked for it (a restart in progress). A replica that crashed before the stop reached
     // it, or went down with the incident's lost node, is still named in the incident's event.
-    if (IsCollateral(job, r, now_ms)) {
-      const Incident& inc = incidents_[job.name];
-      bool with_node = !inc.cause_node.empty() && r.node_id == inc.cause_node;
-      if (r.state == ReplicaState::FAILED || with_node) NoteConsequence(job, r, now_ms);
+    if (IsCollateral(job, r, now_ms) &&
+        (r.state == ReplicaState::FAILED || incidents_[job.name].WentWithCauseNode(r))) {
+      NoteConsequence(job, r, /*restarts=*/false, now_ms);
     }
     return;
   }
@@ -263,11 +238,8 @@ void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now
 bool JobController::IsCollateral(const JobRecord& job, const ReplicaRecord& r,
                                  int64_t now_ms) const {
   auto it = incidents_.find(job.name);
-  if (it == incidents_.end()) return false;
-  const Incident& inc = it->second;
-  if (now_ms - inc.last_ms > options_.heartbeat_timeout_ms) return false;
-  auto a = inc.attempts.find(r.name);
-  return a != inc.attempts.end() && a->second == r.attempt;
+  return it != incidents_.end() && it->second.OpenAt(now_ms, options_.heartbeat_timeout_ms) &&
+         it->second.SameAttempt(r.name, r.attempt);
 }
 
 void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
@@ -283,7 +255,7 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
     return;
   }
   spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
-               job.name, r.name, ShortEnd(r));
+               job.name, r.name, Incident::HowItEnded(r));
   held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
 }
 
@@ -298,13 +270,11 @@ void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
     if (job.finished()) return;
     ReplicaRecord* r = job.FindReplica(h.replica);
     if (r == nullptr || r->attempt != h.attempt || !IsFinal(r->state)) continue;
-    if (inc != incidents_.end() &&
-        inc->second.last_ms >= h.since_ms - options_.heartbeat_timeout_ms) {
-      auto a = inc->second.attempts.find(r->name);
-      if (a != inc->second.attempts.end() && a->second == h.attempt) {
-        AddCollateral(job, *r, now_ms);
-        continue;
-      }
+    // It failed while the incident was open, before the incident was known: collateral.
+    if (inc != incidents_.end() && inc->second.OpenAt(h.since_ms, options_.heartbeat_timeout_ms) &&
+        inc->second.SameAttempt(r->name, h.attempt)) {
+      AddCollateral(job, *r, now_ms);
+      continue;
     }
     bool heard = HeardFromAllNodesSince(job, h.since_ms + options_.heartbeat_interval_ms);
     // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
@@ -335,34 +305,17 @@ bool JobController::HeardFromAllNodesSince(const JobRecord& job, int64_t since_m
 
 void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms) {
   int budget = job.spec.scheduling.max_restarts;
-  std::string why =
-      cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause);
   if (job.restarts >= budget) {
     FinishJob(job, JobState::FAILED,
-              why + "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
+              cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause) +
+                  "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
               now_ms);
     return;
   }
   ++job.restarts;
-  Incident inc;
-  inc.last_ms = now_ms;
-  for (const auto& r : job.replicas) inc.attempts[r.name] = r.attempt;
-  if (cause.state == ReplicaState::LOST) {
-    inc.cause_node = cause.node_id;
-    inc.lost_with_cause.push_back(cause.name);
-    inc.cause = cause.message;
-  } else {
-    inc.cause = why;
-  }
-  inc.whole_job = job.spec.scheduling.restart_job_on_worker_restart;
-  inc.event_prefix =
-      "restart " + std::to_string(job.restarts) + "/" + std::to_string(budget) + ": ";
-  inc.event_time_ms = now_ms;
-  if (!inc.whole_job)
-    inc.restarted.push_back(cause.name + " as attempt " + std::to_string(cause.attempt + 1));
-  Incident& stored = incidents_[job.name] = std::move(inc);
-  AddEvent(job, IncidentEvent(stored), now_ms);
-  if (stored.whole_job) {
+  Incident& inc = incidents_[job.name] = Incident(job, cause, job.restarts, budget, now_ms);
+  AddEvent(job, inc.Event(), now_ms);
+  if (inc.whole_job()) {
     RestartJob(job, now_ms);
   } else {
     RestartReplica(job, cause, now_ms);
@@ -371,53 +324,19 @@ void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t n
 }
 
 void JobController::AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
-  Incident& inc = incidents_[job.name];
-  if (!inc.whole_job) {
-    inc.restarted.push_back(r.name + " as attempt " + std::to_string(r.attempt + 1));
-  }
-  NoteConsequence(job, r, now_ms);
-  if (!inc.whole_job) RestartReplica(job, r, now_ms);
+  bool alone = !incidents_[job.name].whole_job();
+  NoteConsequence(job, r, alone, now_ms);
+  if (alone) RestartReplica(job, r, now_ms);
 }
 
-void JobController::NoteConsequence(JobRecord& job, const ReplicaRecord& r, int64_t now_ms) {
+void JobController::NoteConsequence(JobRecord& job, const ReplicaRecord& r, bool restarts,
+                                    int64_t now_ms) {
   Incident& inc = incidents_[job.name];
-  inc.last_ms = now_ms;
-  bool with_node = (r.state == ReplicaState::LOST || r.state == ReplicaState::STOPPED) &&
-                   !inc.cause_node.empty() && r.node_id == inc.cause_node;
-  if (with_node) {
-    inc.lost_with_cause.push_back(r.name);
-  } else {
-    inc.consequences.emplace_back(r.name, ShortEnd(r));
-  }
+  inc.AddConsequence(r, restarts, now_ms);
   spdlog::info("job {}: {} {}, as a consequence of what opened its {}", job.name, r.name,
-               ShortEnd(r), inc.event_prefix.substr(0, inc.event_prefix.size() - 2));
-  ReplaceEvent(job, inc.event_time_ms, inc.event_prefix, IncidentEvent(inc));
-}
-
-std::string JobController::IncidentEvent(const Incident& inc) const {
-  std::string cause = inc.cause_node.empty()
-                          ? inc.cause
-                          : "node " + inc.cause_node + " lost (" + Join(inc.lost_with_cause) + ")" +
-                                (inc.cause.empty() ? "" : ": " + inc.cause);
-  std::string text = inc.event_prefix;
-  text += inc.whole_job ? "the whole job (restart_job_on_worker_restart)" : Join(inc.restarted);
-  text += " because " + cause;
-  // Consequences that ended the same way are named together, in the order they came.
-  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
-  for (const auto& [name, how] : inc.consequences) {
-    auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const auto& group) { return group.first == how; });
-    if (g == groups.end()) {
-      groups.push_back({how, {name}});
-    } else {
-      g->second.push_back(name);
-    }
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    text += (i == 0 ? "; " : ", ") + Join(groups[i].second) + " " + groups[i].first;
-  }
-  if (!groups.empty()) text += " as a consequence";
-  return text;
+               Incident::HowItEnded(r),
+               inc.event_prefix().substr(0, inc.event_prefix().size() - 2));
+  ReplaceEvent(job, inc.event_time_ms(), inc.event_prefix(), inc.Event());
 }
 
 void JobController::RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "coordinator/incident.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/state.h"
 
@@ -165,18 +166,6 @@ class JobController {
     int attempt = 0;
     int64_t since_ms = 0;
   };
-  struct Incident {
-    int64_t last_ms = 0;                  // its latest failure
-    std::map<std::string, int> attempts;  // replica -> attempt when it opened
-    std::string cause;                    // "node-b lost (worker-0)", "worker-1 was preempted"
-    std::string cause_node;               // set when the cause is a lost node
-    std::vector<std::string> lost_with_cause;
-    std::vector<std::pair<std::string, std::string>> consequences;  // (replica, how it ended)
-    std::vector<std::string> restarted;  // per-replica restarts: "worker-0 as attempt 1"
-    bool whole_job = false;              // restart_job_on_worker_restart
-    std::string event_prefix;            // "restart 1/3: "
-    int64_t event_time_ms = 0;
-  };
 
   void OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   // The end of `r` is permanent-looking: fail the job, or hold the verdict.
@@ -184,9 +173,8 @@ class JobController {
   bool IsCollateral(const JobRecord& job, const ReplicaRecord& r, int64_t now_ms) const;
   void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms);
   void AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
-  std::string IncidentEvent(const Incident& incident) const;
   void ReleaseHeld(JobRecord& job, int64_t now_ms);
-  void NoteConsequence(JobRecord& job, const ReplicaRecord& r, int64_t now_ms);
+  void NoteConsequence(JobRecord& job, const ReplicaRecord& r, bool restarts, int64_t now_ms);
   bool HeardFromAllNodesSince(const JobRecord& job, int64_t since_ms) const;
 
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);

@@ -1,0 +1,100 @@
+#include "coordinator/incident.h"
+
+#include <algorithm>
+
+namespace cohort::coordinator {
+namespace {
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+std::string AsAttempt(const ReplicaRecord& r) {
+  return r.name + " as attempt " + std::to_string(r.attempt + 1);
+}
+
+}  // namespace
+
+Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
+                   int64_t now_ms)
+    : last_ms_(now_ms),
+      whole_job_(job.spec.scheduling.restart_job_on_worker_restart),
+      event_prefix_("restart " + std::to_string(restart) + "/" + std::to_string(budget) + ": "),
+      event_time_ms_(now_ms) {
+  for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
+  if (cause.state == ReplicaState::LOST) {
+    cause_node_ = cause.node_id;
+    lost_with_cause_.push_back(cause.name);
+    cause_ = cause.message;
+  } else {
+    cause_ = cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause);
+  }
+  if (!whole_job_) restarted_.push_back(AsAttempt(cause));
+}
+
+bool Incident::SameAttempt(const std::string& replica, int attempt) const {
+  auto it = attempts_.find(replica);
+  return it != attempts_.end() && it->second == attempt;
+}
+
+bool Incident::WentWithCauseNode(const ReplicaRecord& r) const {
+  return (r.state == ReplicaState::LOST || r.state == ReplicaState::STOPPED) &&
+         !cause_node_.empty() && r.node_id == cause_node_;
+}
+
+void Incident::AddConsequence(const ReplicaRecord& r, bool restarts, int64_t now_ms) {
+  last_ms_ = now_ms;
+  if (WentWithCauseNode(r)) {
+    lost_with_cause_.push_back(r.name);
+  } else {
+    consequences_.emplace_back(r.name, HowItEnded(r));
+  }
+  if (restarts && !whole_job_) restarted_.push_back(AsAttempt(r));
+}
+
+std::string Incident::Event() const {
+  std::string cause = cause_node_.empty()
+                          ? cause_
+                          : "node " + cause_node_ + " lost (" + Join(lost_with_cause_) + ")" +
+                                (cause_.empty() ? "" : ": " + cause_);
+  std::string text = event_prefix_;
+  text += whole_job_ ? "the whole job (restart_job_on_worker_restart)" : Join(restarted_);
+  text += " because " + cause;
+  // Consequences that ended the same way are named together, in the order they came.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const auto& [name, how] : consequences_) {
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& group) { return group.first == how; });
+    if (g == groups.end()) {
+      groups.push_back({how, {name}});
+    } else {
+      g->second.push_back(name);
+    }
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    text += (i == 0 ? "; " : ", ") + Join(groups[i].second) + " " + groups[i].first;
+  }
+  if (!groups.empty()) text += " as a consequence";
+  return text;
+}
+
+std::string Incident::HowItEnded(const ReplicaRecord& r) {
+  switch (r.state) {
+    case ReplicaState::FAILED:
+      if (r.signal != 0) return "was killed by signal " + std::to_string(r.signal);
+      if (r.exit_code >= 0) return "exited with code " + std::to_string(r.exit_code);
+      return "failed";
+    case ReplicaState::PREEMPTED:
+      return "was preempted";
+    case ReplicaState::LOST:
+      return "was lost with node " + r.node_id;
+    case ReplicaState::STOPPED:
+      return "was stopped";
+    default:
+      return std::string("is ") + wire::EnumNameReplicaState(r.state);
+  }
+}
+
+}  // namespace cohort::coordinator
