@@ -4,8 +4,11 @@
 // resume from the newest) as chief + 2 workers on one-GPU agents (GPUs configured with --gpus;
 // torch trains on CPU). Each fault hits the job after a given epoch's checkpoint is committed:
 //
+//   - node loss: the agent running RANK=1 and that replica's process group are SIGKILLed;
 //   - preemption: the agent running RANK=1 gets SIGTERM;
 //   - a lone replica: RANK=1's process group is SIGKILLed, its agent lives;
+//   - a node holding two replicas of the job (chief and a worker) is lost, with
+//     restart_job_on_worker_restart false and true;
 //
 // and in each the other ranks then die of gloo's "Connection reset by peer" with exit 1, so the
 // job must end SUCCEEDED having resumed from a checkpoint (the script logs the epoch), with one
@@ -135,6 +138,16 @@ class TorchDdpTest : public ::testing::Test {
     return std::move(*info);
   }
 
+  void WaitForRunning() {
+    ASSERT_TRUE(ct::WaitUntil(
+        [&] {
+          auto job = Job();
+          return job && job->state == wire::JobState::RUNNING;
+        },
+        60s))
+        << "the job never ran";
+  }
+
   // Waits until the job runs and rank 0 has committed the checkpoint of `epoch`.
   void WaitForCheckpoint(int epoch) {
     const std::string path = OutputDir() + "/checkpoints/epoch-" + std::to_string(epoch) + ".pt";
@@ -242,6 +255,17 @@ TEST(TorchDdpExampleTest, ShippedJobFilesDifferOnlyInTheBackendAndTheReducerPool
   EXPECT_TRUE(gloo->scheduling.restart_job_on_worker_restart);
 }
 
+TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
+  StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
+  Submit("node_loss");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const std::string node = NodeOf("worker-0");  // RANK=1
+  ASSERT_FALSE(node.empty());
+  ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
+  cluster_->agent(node).Kill();
+  ExpectResumedAfterOneRestart();
+}
+
 TEST_F(TorchDdpTest, PreemptedAgentRestartsTheJobOnceFromItsCheckpoint) {
   StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
   Submit("preempted");
@@ -278,6 +302,42 @@ TEST_F(TorchDdpTest, ScriptExitingOneOnItsOwnFailsTheJobAtOnce) {
       << log;
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
+
+// A node with two GPUs takes two of the three replicas (the other goes to a one-GPU node); the
+// spare node joins only once the job runs, so that the first placement has no other choice.
+class TorchDdpSharedNodeTest : public TorchDdpTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(TorchDdpSharedNodeTest, LosingANodeWithTwoReplicasSpendsOneRestart) {
+  StartAgents({"node-big"}, 2);
+  StartAgents({"node-small"}, 1);
+  JobOptions options;
+  options.restart_job_on_worker_restart = GetParam();
+  Submit(GetParam() ? "shared_node_job_restart" : "shared_node_replica_restart", options);
+  WaitForRunning();
+  StartAgents({"node-spare"}, 2);
+  WaitForCheckpoint(kFaultAfterEpoch);
+
+  // The two co-located replicas were told so (torchrun's LOCAL_WORLD_SIZE), the lone one too.
+  std::vector<std::string> shared;
+  for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
+    const bool on_big = NodeOf(replica) == Node("node-big");
+    if (on_big) shared.push_back(replica);
+    static const std::regex kLocal("local rank ([0-9]+)/([0-9]+)");
+    std::string log = ReplicaLog(replica);
+    std::smatch local;
+    ASSERT_TRUE(std::regex_search(log, local, kLocal)) << replica << ": " << log;
+    EXPECT_EQ(local[2].str(), on_big ? "2" : "1") << replica << ": " << log;
+  }
+  ASSERT_EQ(shared.size(), 2u);
+  for (const auto& replica : shared) ASSERT_TRUE(KillReplicaGroup(replica)) << replica;
+  cluster_->agent(Node("node-big")).Kill();
+  ExpectResumedAfterOneRestart();
+}
+
+INSTANTIATE_TEST_SUITE_P(RestartPolicy, TorchDdpSharedNodeTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("WholeJob") : std::string("Replicas");
+                         });
 
 }  // namespace
 }  // namespace cohort
