@@ -20,7 +20,7 @@ using std::chrono::milliseconds;
 using testing::GroupAlive;
 using testing::ReadFile;
 using testing::TempDir;
-using testing::WaitFor;
+using testing::WaitUntil;
 
 std::string LogKey(const std::string& job, const std::string& replica, int attempt) {
   return job + "/" + replica + "/" + std::to_string(attempt);
@@ -37,11 +37,13 @@ class FakeCoordinator {
  public:
   FakeCoordinator(zmq::context_t& context, const std::string& endpoint) {
     // Re-binding a port just closed may need a moment.
-    WaitFor([&] {
-      auto socket = RouterSocket::Bind(context, endpoint);
-      if (socket.ok()) router_.emplace(std::move(*socket));
-      return router_.has_value();
-    });
+    WaitUntil(
+        [&] {
+          auto socket = RouterSocket::Bind(context, endpoint);
+          if (socket.ok()) router_.emplace(std::move(*socket));
+          return router_.has_value();
+        },
+        std::chrono::seconds(10));
   }
   bool bound() const { return router_.has_value(); }
   std::string endpoint() const { return router_->endpoint(); }

@@ -1,11 +1,12 @@
 // ProcessLauncher, cgroups, the replica environment and the inventory, with real processes.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "agent/cgroup.h"
 #include "agent/inventory.h"
@@ -20,7 +21,7 @@ using testing::GroupAlive;
 using testing::ProcessAlive;
 using testing::ReadFile;
 using testing::TempDir;
-using testing::WaitFor;
+using testing::WaitUntil;
 
 class LauncherTest : public ::testing::Test {
  protected:
@@ -37,12 +38,14 @@ class LauncherTest : public ::testing::Test {
   }
   // Waits for the main process to exit and reaps it.
   void Reap(ReplicaProcess& p) {
-    ASSERT_TRUE(WaitFor([&] {
-      int status = 0;
-      if (::waitpid(p.pid(), &status, WNOHANG) != p.pid()) return false;
-      p.OnExited(status);
-      return true;
-    }));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          int status = 0;
+          if (::waitpid(p.pid(), &status, WNOHANG) != p.pid()) return false;
+          p.OnExited(status);
+          return true;
+        },
+        std::chrono::seconds(10)));
   }
   TempDir dir_;
   ProcessLauncher launcher_{CgroupManager()};
@@ -97,15 +100,17 @@ TEST_F(LauncherTest, LooksUpTheCommandOnTheReplicaPath) {
 }
 
 TEST_F(LauncherTest, KillAllReachesGrandchildrenThatIgnoreSigterm) {
-  auto p = launcher_.Launch(Request(
-      "sh -c 'trap \"\" TERM; echo > ignoring; exec sleep 1000' & "
-      "sleep 1000 & echo $! > sleeper.pid; wait"));
+  auto p =
+      launcher_.Launch(Request("sh -c 'trap \"\" TERM; echo > ignoring; exec sleep 1000' & "
+                               "sleep 1000 & echo $! > sleeper.pid; wait"));
   ASSERT_TRUE(p.ok());
   pid_t pgid = (*p)->pid();
-  ASSERT_TRUE(WaitFor([&] {
-    return !ReadFile(dir_.path() + "/sleeper.pid").empty() &&
-           !ReadFile(dir_.path() + "/ignoring").empty();
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return !ReadFile(dir_.path() + "/sleeper.pid").empty() &&
+               !ReadFile(dir_.path() + "/ignoring").empty();
+      },
+      std::chrono::seconds(10)));
   pid_t sleeper = std::atoi(ReadFile(dir_.path() + "/sleeper.pid").c_str());
   ASSERT_TRUE(ProcessAlive(sleeper));
   (*p)->Signal(SIGTERM);
@@ -115,8 +120,8 @@ TEST_F(LauncherTest, KillAllReachesGrandchildrenThatIgnoreSigterm) {
   EXPECT_TRUE((*p)->AnyAlive());
   EXPECT_TRUE(GroupAlive(pgid));
   (*p)->KillAll();
-  EXPECT_TRUE(WaitFor([&] { return !(*p)->AnyAlive(); }));
-  EXPECT_TRUE(WaitFor([&] { return !GroupAlive(pgid); }));
+  EXPECT_TRUE(WaitUntil([&] { return !(*p)->AnyAlive(); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(WaitUntil([&] { return !GroupAlive(pgid); }, std::chrono::seconds(10)));
   EXPECT_FALSE(ProcessAlive(sleeper));
 }
 
@@ -136,19 +141,22 @@ TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   r.memory_mb = 64;
   auto p = launcher.Launch(r);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir.path() + "/escaped.pid").empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir.path() + "/escaped.pid").empty(); },
+                        std::chrono::seconds(10)));
   pid_t escaped = std::atoi(ReadFile(dir.path() + "/escaped.pid").c_str());
   std::string cgroup = cgroups.base() + "/" + r.job + ".worker-0.0";
   EXPECT_NE(ReadFile("/proc/" + std::to_string(escaped) + "/cgroup").find(r.job),
             std::string::npos);
   (*p)->KillAll();
-  ASSERT_TRUE(WaitFor([&] {
-    int status = 0;
-    if (::waitpid((*p)->pid(), &status, WNOHANG) != (*p)->pid()) return false;
-    (*p)->OnExited(status);
-    return true;
-  }));
-  EXPECT_TRUE(WaitFor([&] { return !(*p)->AnyAlive(); }));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        int status = 0;
+        if (::waitpid((*p)->pid(), &status, WNOHANG) != (*p)->pid()) return false;
+        (*p)->OnExited(status);
+        return true;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_TRUE(WaitUntil([&] { return !(*p)->AnyAlive(); }, std::chrono::seconds(10)));
   EXPECT_FALSE(ProcessAlive(escaped));
   (*p)->Release();
   EXPECT_FALSE(std::filesystem::exists(cgroup));
@@ -171,13 +179,14 @@ TEST(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   r.log_path = dir.path() + "/log";
   auto p = launcher.Launch(r);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir.path() + "/left.pid").empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir.path() + "/left.pid").empty(); },
+                        std::chrono::seconds(10)));
   pid_t left = std::atoi(ReadFile(dir.path() + "/left.pid").c_str());
   ASSERT_TRUE(ProcessAlive(left));
   // A new agent for the same node starts and finds the cgroup of the old one's replica.
   CgroupManager later = CgroupManager::Detect(node);
   EXPECT_EQ(later.SweepStale(), 1);
-  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(left); }));
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(left); }, std::chrono::seconds(10)));
   EXPECT_FALSE(std::filesystem::exists(later.base() + "/stale.chief-0.0"));
   int status = 0;
   ::waitpid((*p)->pid(), &status, 0);
@@ -201,18 +210,17 @@ TEST(ReplicaEnvTest, SweepRemovesOnlyOldEndedAttempts) {
       fs::last_write_time(log, then);
     }
   };
-  make("done", "chief-0", 0, true);     // ended long ago: removed, and its empty dirs
-  make("mixed", "chief-0", 0, true);    // old attempt of a job...
-  make("mixed", "chief-0", 1, false);   // ...whose newer attempt is recent: kept
+  make("done", "chief-0", 0, true);      // ended long ago: removed, and its empty dirs
+  make("mixed", "chief-0", 0, true);     // old attempt of a job...
+  make("mixed", "chief-0", 1, false);    // ...whose newer attempt is recent: kept
   make("running", "worker-0", 0, true);  // old but live: kept
   testing::WriteFile((work / "mixed" / "chief-0" / "notes.txt").string(), "not ours");
   auto old_other = fs::file_time_type::clock::now() - std::chrono::hours(48);
   fs::last_write_time(work / "mixed" / "chief-0" / "notes.txt", old_other);
 
-  int removed = SweepAttemptDirs(work.string(), std::chrono::hours(24),
-                                 [](const std::string& job, const std::string&, int) {
-                                   return job == "running";
-                                 });
+  int removed = SweepAttemptDirs(
+      work.string(), std::chrono::hours(24),
+      [](const std::string& job, const std::string&, int) { return job == "running"; });
   EXPECT_EQ(removed, 2);
   EXPECT_FALSE(fs::exists(work / "done"));
   EXPECT_FALSE(fs::exists(AttemptWorkingDir(work.string(), "mixed", "chief-0", 0)));

@@ -12,10 +12,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
+
+#include "tests/testing/process.h"
 
 namespace cohort::agent {
 namespace {
@@ -23,12 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::ReadFile;
 
 // Parameter: the runtime to use ("auto" picks runc on hybrid-cgroup hosts such as this one;
 // "crun" there exercises the hidden-cgroup2 path).
@@ -42,11 +36,11 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     fs::create_directories(dir_ / "work");
     // Fake GPUs 0..3 and a control node, with NVIDIA's major number.
     for (int i = 0; i < 4; ++i) {
-      mknod_ok_ &= ::mknod((dir_ / "dev" / ("nvidia" + std::to_string(i))).c_str(),
-                           S_IFCHR | 0666, makedev(195, i)) == 0;
+      mknod_ok_ &= ::mknod((dir_ / "dev" / ("nvidia" + std::to_string(i))).c_str(), S_IFCHR | 0666,
+                           makedev(195, i)) == 0;
     }
-    mknod_ok_ &= ::mknod((dir_ / "dev" / "nvidiactl").c_str(), S_IFCHR | 0666,
-                         makedev(195, 255)) == 0;
+    mknod_ok_ &=
+        ::mknod((dir_ / "dev" / "nvidiactl").c_str(), S_IFCHR | 0666, makedev(195, 255)) == 0;
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -171,10 +165,10 @@ TEST_P(OciLauncherTest, UnknownRuntimeAndBadImageAreClearErrors) {
 TEST_P(OciLauncherTest, ContainerSeesEnvOutputDirAndOnlyPinnedGpus) {
   std::string why;
   if (!CanRunContainers(&why)) GTEST_SKIP() << why;
-  auto process = launcher_->Launch(Request(
-      {"/bin/sh", "-c",
-       "ls /dev; echo TF_CONFIG=$TF_CONFIG; echo hi > \"$AIP_MODEL_DIR/from_container\""},
-      {1, 3}));
+  auto process = launcher_->Launch(
+      Request({"/bin/sh", "-c",
+               "ls /dev; echo TF_CONFIG=$TF_CONFIG; echo hi > \"$AIP_MODEL_DIR/from_container\""},
+              {1, 3}));
   ASSERT_TRUE(process.ok()) << process.status().ToString();
   int code = Wait(**process);
   (*process)->Release();
@@ -196,20 +190,12 @@ TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {
   auto process = launcher_->Launch(Request({"/bin/sh", "-c", "sleep 300 & sleep 300"}, {}));
   ASSERT_TRUE(process.ok()) << process.status().ToString();
   // Wait until the runtime reports the container running, then kill it.
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!(*process)->AnyAlive() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
-  ASSERT_TRUE((*process)->AnyAlive()) << "the container never ran: "
-                                      << ReadFile(dir_ / "work" / "log");
+  ASSERT_TRUE(testing::WaitUntil([&] { return (*process)->AnyAlive(); }, 20s))
+      << "the container never ran: " << ReadFile(dir_ / "work" / "log");
   (*process)->KillAll();
   int code = Wait(**process);
   EXPECT_NE(code, 0);
-  deadline = std::chrono::steady_clock::now() + 20s;
-  while ((*process)->AnyAlive() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_FALSE((*process)->AnyAlive());
+  EXPECT_TRUE(testing::WaitUntil([&] { return !(*process)->AnyAlive(); }, 20s));
   (*process)->Release();
 }
 
