@@ -5,6 +5,22 @@
 #include "common/cluster_env.h"
 
 namespace cohort::coordinator {
+namespace {
+
+bool Trains(const ReplicaRecord& r) { return r.role == Role::kChief || r.role == Role::kWorker; }
+
+}  // namespace
+
+std::vector<int> VisibleGpus(const JobRecord& job, const ReplicaRecord& r) {
+  if (!Trains(r) || r.gpus.size() != 1) return r.gpus;
+  std::vector<int> shared;  // in local-rank order
+  for (const auto& other : job.replicas) {
+    if (!Trains(other) || other.node_id != r.node_id) continue;
+    if (other.gpus.size() != 1) return r.gpus;
+    shared.push_back(other.gpus[0]);
+  }
+  return shared;
+}
 
 wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
                                 const std::function<std::string(const std::string&)>& address_of) {
@@ -15,7 +31,6 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   in.output_dir = job.output_dir;
   in.role = r.role;
   in.index = r.index;
-  in.gpus = r.gpus;
   in.master_port = job.master_port;
   in.bootstrap_port = job.bootstrap_port;
   int local_rank = 0;
@@ -23,11 +38,13 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
     in.replicas.push_back(
         ReplicaEndpoint{other.role, other.index, address_of(other.node_id), other.port});
     if (&other == &r) continue;
-    bool trains = other.role == Role::kChief || other.role == Role::kWorker;
-    if (trains && other.node_id == r.node_id) ++in.local_world_size;  // starts at 1: r itself
-    if (trains && other.node_id == r.node_id && &other < &r) ++local_rank;
+    bool beside = Trains(other) && other.node_id == r.node_id;
+    if (beside) ++in.local_world_size;  // starts at 1: r itself
+    if (beside && &other < &r) ++local_rank;
   }
   in.local_rank = local_rank;
+  std::vector<int> gpus = VisibleGpus(job, r);
+  in.gpus = gpus;
   std::map<std::string, std::string> env = RenderClusterEnv(in);
 
   wire::LaunchReplicaT launch;
@@ -55,7 +72,7 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
     kv->value = v;
     launch.env.push_back(std::move(kv));
   }
-  launch.gpus = r.gpus;
+  launch.gpus = gpus;
   launch.cpus = pool.resources.cpus;
   launch.memory_mb = pool.resources.memory_mb;
   launch.builtin = std::string(BuiltinName(pool.builtin));

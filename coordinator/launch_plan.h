@@ -6,11 +6,20 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/schema/cohort_generated.h"
 #include "coordinator/state.h"
 
 namespace cohort::coordinator {
+
+// The GPUs `r`'s process sees (CUDA_VISIBLE_DEVICES, in this order). Its own pinned GPUs, except
+// for a training replica (chief, worker) of one GPU whose node runs other one-GPU training
+// replicas of the same job: those see all of the job's GPUs on the node in local-rank order, as
+// torchrun's workers on a node do, so a stock script's torch.cuda.set_device(LOCAL_RANK) picks the
+// replica's own GPU (device LOCAL_RANK is r.gpus[0]). The scheduler still gives each GPU to one
+// replica; only what each process can open widens.
+std::vector<int> VisibleGpus(const JobRecord& job, const ReplicaRecord& r);
 
 // The launch of `r`'s current attempt, placed on r.node_id. `address_of` maps a node id to the
 // address replicas reach it at.
