@@ -310,12 +310,19 @@ TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStopped) {
   EXPECT_EQ(Env(chief, "MASTER_ADDR"), "node-a.local");
   EXPECT_EQ(chief.attempt, 0);
   EXPECT_NE(chief.checkpoint_dir.find(dir_.string() + "/jobs/train"), std::string::npos);
+  // Each replica is pinned to a GPU of its own; one-GPU training replicas sharing a node all
+  // see the job's GPUs there in local-rank order (LaunchPlan's VisibleGpus).
   std::set<int> gpus;
-  for (const auto& [k, l] : launches) {
-    ASSERT_EQ(l.gpus.size(), 1u);
-    EXPECT_TRUE(gpus.insert(l.gpus[0]).second);
+  std::vector<int> in_rank_order;
+  auto pending = GetJob("train");
+  EXPECT_EQ(pending.state, JobState::PENDING);
+  for (const auto& r : pending.replicas) {
+    ASSERT_EQ(r->gpus.size(), 1u);
+    EXPECT_TRUE(gpus.insert(r->gpus[0]).second);
+    in_rank_order.push_back(r->gpus[0]);
   }
-  EXPECT_EQ(GetJob("train").state, JobState::PENDING);
+  for (const auto& [k, l] : launches) EXPECT_EQ(l.gpus, in_rank_order) << k;
+  EXPECT_EQ(Env(launches["node-a/worker-1"], "LOCAL_RANK"), "2");
 
   RunAll(launches);
   EXPECT_EQ(GetJob("train").state, JobState::RUNNING);
