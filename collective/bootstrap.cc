@@ -4,6 +4,14 @@
 
 namespace cohort::collective {
 
+StatusOr<std::optional<std::string>> Bootstrap::Lookup(const std::string& key, Deadline deadline) {
+  (void)deadline;
+  auto value = Get(key, SteadyClock::now());
+  if (value.ok()) return std::optional<std::string>(std::move(*value));
+  if (value.status().code() == StatusCode::kDeadlineExceeded) return std::optional<std::string>();
+  return value.status();
+}
+
 Status InMemoryBootstrap::Put(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   values_[key] = value;
@@ -17,6 +25,15 @@ StatusOr<std::string> InMemoryBootstrap::Get(const std::string& key, Deadline de
     return DeadlineExceeded("bootstrap key '" + key + "' was never published");
   }
   return values_[key];
+}
+
+StatusOr<std::optional<std::string>> InMemoryBootstrap::Lookup(const std::string& key,
+                                                               Deadline deadline) {
+  (void)deadline;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::optional<std::string>();
+  return std::optional<std::string>(it->second);
 }
 
 std::string FormatDuration(std::chrono::milliseconds d) {

@@ -5,6 +5,7 @@
 
 #include "collective/cohort_collective.h"
 #include "collective/communicator.h"
+#include "collective/reducer.h"
 
 struct cohort_comm {
   std::unique_ptr<cohort::collective::Communicator> comm;
@@ -55,20 +56,30 @@ int cohort_comm_from_env(cohort_comm_t** out) {
 
 void cohort_comm_destroy(cohort_comm_t* comm) { delete comm; }
 
-int cohort_comm_rank(const cohort_comm_t* comm) { return comm != nullptr ? comm->comm->rank() : -1; }
-int cohort_comm_size(const cohort_comm_t* comm) { return comm != nullptr ? comm->comm->size() : -1; }
+int cohort_comm_rank(const cohort_comm_t* comm) {
+  return comm != nullptr ? comm->comm->rank() : -1;
+}
+int cohort_comm_size(const cohort_comm_t* comm) {
+  return comm != nullptr ? comm->comm->size() : -1;
+}
 
-int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op, int algorithm) {
+int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op,
+                     int algorithm) {
   using cohort::collective::Algorithm;
   using cohort::collective::DataType;
   using cohort::collective::ReduceOp;
   if (comm == nullptr) return Report(cohort::InvalidArgument("cohort_allreduce: comm is NULL"));
-  if (dtype < 0 || dtype > 5) return Report(cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
-  if (op < 0 || op > 3) return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
+  if (dtype < 0 || dtype > 5)
+    return Report(
+        cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
+  if (op < 0 || op > 3)
+    return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
   if (algorithm < 0 || algorithm > COHORT_ALGO_HIERARCHICAL) {
-    return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " + std::to_string(algorithm)));
+    return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " +
+                                          std::to_string(algorithm)));
   }
-  return Report(comm->comm->Allreduce(data, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),
+  return Report(comm->comm->Allreduce(data, count, static_cast<DataType>(dtype),
+                                      static_cast<ReduceOp>(op),
                                       static_cast<Algorithm>(algorithm)));
 }
 

@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <random>
-#include <thread>
 
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/algorithms/hierarchical_allreduce.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
+#include "collective/generation.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "collective/transport/ucx/ucx_transport.h"
@@ -24,18 +21,6 @@
 namespace cohort::collective {
 namespace {
 
-std::string GenerationKey(const std::string& prefix) { return prefix + "/generation"; }
-
-std::string NewGeneration() {
-  std::random_device rd;
-  const uint64_t hi = rd();
-  const uint64_t lo = rd();
-  const uint64_t t = static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count());
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>((hi << 32 | lo) ^ t));
-  return buf;
-}
-
 std::function<std::string(int)> RankNamer(int num_workers) {
   return [num_workers](int r) {
     if (r < num_workers) return "worker " + std::to_string(r);
@@ -43,54 +28,61 @@ std::function<std::string(int)> RankNamer(int num_workers) {
   };
 }
 
-StatusOr<std::unique_ptr<Transport>> MakeTransport(Bootstrap& bootstrap, int transport_rank, int num_workers,
-                                                   int num_reducers, const std::string& generation,
-                                                   const CommunicatorOptions& options) {
+}  // namespace
+
+StatusOr<std::unique_ptr<Transport>> OpenCommunicatorTransport(Bootstrap& bootstrap,
+                                                               int transport_rank, int num_workers,
+                                                               int num_reducers,
+                                                               const std::string& generation,
+                                                               const CommunicatorOptions& options) {
   if (options.transport == CommunicatorOptions::TransportKind::kLoopback) {
-    if (options.loopback_fabric == nullptr) return InvalidArgument("loopback transport needs a fabric");
+    if (options.loopback_fabric == nullptr)
+      return InvalidArgument("loopback transport needs a fabric");
     if (options.loopback_fabric->size() != num_workers + num_reducers) {
       return InvalidArgument("loopback fabric size differs from workers + reducers");
     }
     return options.loopback_fabric->CreateTransport(transport_rank);
   }
-  UcxTransportOptions ucx;
-  ucx.key_prefix = options.key_prefix + "/" + generation;
-  ucx.connect_timeout = options.timeout;
-  ucx.rank_name = RankNamer(num_workers);
-  COHORT_ASSIGN_OR_RETURN(auto t, UcxTransport::Create(bootstrap, transport_rank, num_workers + num_reducers, ucx));
-  return std::unique_ptr<Transport>(std::move(t));
+  return OpenGenerationTransport(bootstrap, options.key_prefix, generation, transport_rank,
+                                 num_workers + num_reducers, options.timeout,
+                                 RankNamer(num_workers));
 }
-
-}  // namespace
 
 Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options) {
   COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
-  COHORT_ASSIGN_OR_RETURN(int chunk, IntFromEnvironment("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
+  COHORT_ASSIGN_OR_RETURN(
+      int chunk, IntFromEnvironment("COHORT_CHUNK_BYTES", static_cast<int>(options->chunk_bytes)));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
-  if (chunk != 0 && chunk < 1024) return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024 (or 0: chosen by placement)");
+  if (chunk != 0 && chunk < 1024)
+    return InvalidArgument("COHORT_CHUNK_BYTES must be at least 1024 (or 0: chosen by placement)");
   options->timeout = std::chrono::milliseconds(timeout_ms);
   options->chunk_bytes = static_cast<size_t>(chunk);
-  COHORT_ASSIGN_OR_RETURN(options->max_flows, IntFromEnvironment("COHORT_RS_MAX_FLOWS", options->max_flows));
+  COHORT_ASSIGN_OR_RETURN(options->max_flows,
+                          IntFromEnvironment("COHORT_RS_MAX_FLOWS", options->max_flows));
   if (const char* algo = std::getenv("COHORT_ALLREDUCE_ALGORITHM"); algo != nullptr && *algo) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
-      return InvalidArgument(std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
-                             "' is not auto, ring, reduction-server, halving-doubling, shared-memory or "
-                             "hierarchical");
+      return InvalidArgument(
+          std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
+          "' is not auto, ring, reduction-server, halving-doubling, shared-memory or "
+          "hierarchical");
     }
     options->algorithm = *parsed;
   }
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstrap, int rank, int world_size,
-                                                             int num_reducers, CommunicatorOptions options) {
+StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstrap, int rank,
+                                                             int world_size, int num_reducers,
+                                                             CommunicatorOptions options) {
   if (world_size < 1 || rank < 0 || rank >= world_size || num_reducers < 0) {
-    return InvalidArgument("communicator: rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                           " workers and " + std::to_string(num_reducers) + " reducers is not valid");
+    return InvalidArgument("communicator: rank " + std::to_string(rank) + " of " +
+                           std::to_string(world_size) + " workers and " +
+                           std::to_string(num_reducers) + " reducers is not valid");
   }
   if (options.chunk_bytes != 0 && options.chunk_bytes < 64) {
-    return InvalidArgument("communicator: chunk_bytes must be at least 64 (or 0: chosen by placement)");
+    return InvalidArgument(
+        "communicator: chunk_bytes must be at least 64 (or 0: chosen by placement)");
   }
   std::unique_ptr<Communicator> comm(new Communicator());
   comm->rank_ = rank;
@@ -99,68 +91,41 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   comm->options_ = options;
   const Deadline deadline = SteadyClock::now() + options.timeout;
   if (rank == 0) {
-    comm->generation_ = NewGeneration();
-    COHORT_RETURN_IF_ERROR(bootstrap.Put(GenerationKey(options.key_prefix), comm->generation_)
-                               .WithContext("publishing the generation"));
+    COHORT_ASSIGN_OR_RETURN(comm->generation_, PublishGeneration(bootstrap, options.key_prefix));
   } else {
-    // A rank that rebuilds its communicator in the same process must not join the generation it
-    // just left (the chief may not have replaced it yet).
-    static std::mutex seen_mu;
-    static std::map<std::string, std::string> seen;  // prefix/rank -> last generation joined
-    const std::string seen_key = options.key_prefix + "/" + std::to_string(rank);
-    std::string previous;
-    {
-      std::lock_guard<std::mutex> lock(seen_mu);
-      previous = seen[seen_key];
-    }
-    while (true) {
-      auto gen = bootstrap.Get(GenerationKey(options.key_prefix), deadline);
-      if (!gen.ok()) {
-        return gen.status().code() == StatusCode::kDeadlineExceeded
-                   ? DeadlineExceeded("worker 0 (chief) never published the generation within " +
-                                      FormatDuration(options.timeout))
-                   : gen.status();
-      }
-      if (*gen != previous) {
-        comm->generation_ = *gen;
-        break;
-      }
-      if (SteadyClock::now() >= deadline) {
-        return DeadlineExceeded("worker 0 (chief) never published a new generation within " +
-                                FormatDuration(options.timeout));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::lock_guard<std::mutex> lock(seen_mu);
-    seen[seen_key] = comm->generation_;
+    COHORT_ASSIGN_OR_RETURN(comm->generation_,
+                            AwaitGeneration(bootstrap, options.key_prefix, rank, deadline));
   }
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
-                          MakeTransport(bootstrap, rank, world_size, num_reducers, comm->generation_, options));
+                          OpenCommunicatorTransport(bootstrap, rank, world_size, num_reducers,
+                                                    comm->generation_, options));
   auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get());
   // Every rank derives these from the same published addresses, so all workers agree.
   const bool shared_memory_allowed = ucx != nullptr && ucx->SharedMemoryEnabled();
   const bool workers_on_this_host = ucx != nullptr && ucx->PeersOnThisHost(0, world_size);
-  comm->one_host_shared_memory_ =
-      shared_memory_allowed && workers_on_this_host && ucx->PeersOnThisHost(world_size, num_reducers);
+  comm->one_host_shared_memory_ = shared_memory_allowed && workers_on_this_host &&
+                                  ucx->PeersOnThisHost(world_size, num_reducers);
   if (comm->options_.chunk_bytes == 0) {
-    comm->options_.chunk_bytes = comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
+    comm->options_.chunk_bytes =
+        comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
   }
   // Slots are the one-host pipeline unit unless chunk_bytes was set.
   const size_t slot_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kSameHostChunkBytes;
   if (shared_memory_allowed && workers_on_this_host) {
     // Every worker on this host (reducers may run elsewhere): the workers need no network at all.
     COHORT_ASSIGN_OR_RETURN(comm->shared_memory_,
-                            SharedMemoryGroup::Create(bootstrap, options.key_prefix + "/" + comm->generation_, rank,
-                                                      world_size, slot_bytes, deadline));
+                            SharedMemoryGroup::Create(
+                                bootstrap, GenerationPrefix(options.key_prefix, comm->generation_),
+                                rank, world_size, slot_bytes, deadline));
   } else if (shared_memory_allowed) {
     COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, *ucx, slot_bytes, deadline));
   }
   return comm;
 }
 
-Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes,
-                                    Deadline deadline) {
-  const std::string prefix = options_.key_prefix + "/" + generation_;
+Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx,
+                                    size_t slot_bytes, Deadline deadline) {
+  const std::string prefix = GenerationPrefix(options_.key_prefix, generation_);
   // Hosts in the order of their first worker; on each, workers in rank order.
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> members;
@@ -182,18 +147,22 @@ Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& uc
   }
   if (hosts.size() < 2 || per_host < 2) return Status::Ok();
   const auto& local = members[my_host];
-  const int local_rank = static_cast<int>(std::find(local.begin(), local.end(), rank_) - local.begin());
+  const int local_rank =
+      static_cast<int>(std::find(local.begin(), local.end(), rank_) - local.begin());
   COHORT_ASSIGN_OR_RETURN(
-      auto group, SharedMemoryGroup::Create(bootstrap, prefix + "/host" + std::to_string(my_host), local_rank,
-                                            static_cast<int>(per_host), slot_bytes, deadline,
-                                            [local](int l) { return "worker " + std::to_string(local[l]); }));
+      auto group,
+      SharedMemoryGroup::Create(bootstrap, prefix + "/host" + std::to_string(my_host), local_rank,
+                                static_cast<int>(per_host), slot_bytes, deadline,
+                                [local](int l) { return "worker " + std::to_string(local[l]); }));
   // Every worker must agree: one host without shared memory means no hierarchy anywhere.
-  COHORT_RETURN_IF_ERROR(bootstrap.Put(prefix + "/hierarchy/" + std::to_string(rank_), group ? "1" : "0"));
+  COHORT_RETURN_IF_ERROR(
+      bootstrap.Put(prefix + "/hierarchy/" + std::to_string(rank_), group ? "1" : "0"));
   bool everyone = group != nullptr;
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
     auto got = bootstrap.Get(prefix + "/hierarchy/" + std::to_string(r), deadline);
-    if (!got.ok()) return got.status().WithContext("worker " + std::to_string(r) + "'s shared memory");
+    if (!got.ok())
+      return got.status().WithContext("worker " + std::to_string(r) + "'s shared memory");
     everyone = everyone && *got == "1";
   }
   if (!everyone) return Status::Ok();
@@ -222,14 +191,10 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment() {
     }
     return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
   }
-  std::unique_ptr<StoreServer> server;
-  if (rank == 0) {
-    COHORT_ASSIGN_OR_RETURN(server, StoreServer::Start(addr));
-  }
-  COHORT_ASSIGN_OR_RETURN(auto bootstrap, StoreBootstrap::Connect(addr, options.timeout));
-  COHORT_ASSIGN_OR_RETURN(auto comm, Create(*bootstrap, rank, world, reducers, options));
-  comm->store_server_ = std::move(server);
-  comm->owned_bootstrap_ = std::move(bootstrap);
+  COHORT_ASSIGN_OR_RETURN(JobBootstrap job, BootstrapFromEnvironment(rank == 0, options.timeout));
+  COHORT_ASSIGN_OR_RETURN(auto comm, Create(*job.client, rank, world, reducers, options));
+  comm->store_server_ = std::move(job.server);
+  comm->owned_bootstrap_ = std::move(job.client);
   return comm;
 }
 
@@ -243,24 +208,29 @@ Communicator::~Communicator() {
   store_server_.reset();
 }
 
-Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm) {
+Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp op,
+                               Algorithm algorithm) {
   if (!IsValid(type) || !IsValid(op)) return InvalidArgument("all-reduce: unknown data type or op");
   if (count > 0 && data == nullptr) return InvalidArgument("all-reduce: null buffer");
   if (algorithm == Algorithm::kReductionServer && num_reducers_ == 0) {
-    return InvalidArgument("all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
+    return InvalidArgument(
+        "all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
   }
   if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm(count * DataTypeSize(type));
   if (algorithm == Algorithm::kHalvingDoubling && !HalvingDoublingFits(world_size_)) {
-    return InvalidArgument("all-reduce: halving-doubling needs a power-of-two number of workers, not " +
-                           std::to_string(world_size_));
+    return InvalidArgument(
+        "all-reduce: halving-doubling needs a power-of-two number of workers, not " +
+        std::to_string(world_size_));
   }
   if (algorithm == Algorithm::kHierarchical && host_memory_ == nullptr) {
-    return InvalidArgument("all-reduce: hierarchical needs workers on two or more hosts with as many (at least two) "
-                           "on each, UCX shared memory allowed (UCX_TLS) and /dev/shm room for their segments");
+    return InvalidArgument(
+        "all-reduce: hierarchical needs workers on two or more hosts with as many (at least two) "
+        "on each, UCX shared memory allowed (UCX_TLS) and /dev/shm room for their segments");
   }
   if (algorithm == Algorithm::kSharedMemory && shared_memory_ == nullptr) {
-    return InvalidArgument("all-reduce: shared memory needs every rank on this host with UCX shared memory allowed "
-                           "(UCX_TLS), and /dev/shm room for each worker's segment");
+    return InvalidArgument(
+        "all-reduce: shared memory needs every rank on this host with UCX shared memory allowed "
+        "(UCX_TLS), and /dev/shm room for each worker's segment");
   }
   if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
 #ifdef COHORT_HAVE_CUDA
@@ -275,7 +245,8 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
   return AllreduceHost(data, count, type, op, algorithm);
 }
 
-Status Communicator::AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm) {
+Status Communicator::AllreduceHost(void* data, size_t count, DataType type, ReduceOp op,
+                                   Algorithm algorithm) {
   AllreduceOptions o;
   o.data = data;
   o.count = count;
@@ -292,11 +263,21 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.chunks_per_reducer = one_host_shared_memory_ ? 4 : kPipelineChunksPerReducer;
   Status s;
   switch (algorithm) {
-    case Algorithm::kReductionServer: s = ReductionServerAllreduce(*transport_, o); break;
-    case Algorithm::kHalvingDoubling: s = HalvingDoublingAllreduce(*transport_, o); break;
-    case Algorithm::kSharedMemory: s = shared_memory_->Allreduce(o); break;
-    case Algorithm::kHierarchical: s = HierarchicalAllreduce(*host_memory_, *transport_, across_hosts_, o); break;
-    default: s = RingAllreduce(*transport_, o); break;
+    case Algorithm::kReductionServer:
+      s = ReductionServerAllreduce(*transport_, o);
+      break;
+    case Algorithm::kHalvingDoubling:
+      s = HalvingDoublingAllreduce(*transport_, o);
+      break;
+    case Algorithm::kSharedMemory:
+      s = shared_memory_->Allreduce(o);
+      break;
+    case Algorithm::kHierarchical:
+      s = HierarchicalAllreduce(*host_memory_, *transport_, across_hosts_, o);
+      break;
+    default:
+      s = RingAllreduce(*transport_, o);
+      break;
   }
   if (!s.ok()) poisoned_ = true;
   return s;
@@ -305,9 +286,9 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
 Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
   // On one host there is no link for the Reduction Server to halve the traffic of, and its
   // reducers' extra copies compete for the same cores; the shared-memory all-reduce needs two
-  // synchronisations per slot where the ring needs 2(n-1) transport steps (bench/RESULTS.md). Across
-  // hosts small buffers are latency-bound (halving-doubling), large ones bandwidth-bound (the
-  // Reduction Server when the job has reducers).
+  // synchronisations per slot where the ring needs 2(n-1) transport steps (bench/RESULTS.md).
+  // Across hosts small buffers are latency-bound (halving-doubling), large ones bandwidth-bound
+  // (the Reduction Server when the job has reducers).
   if (options_.algorithm == Algorithm::kRing || options_.algorithm == Algorithm::kHalvingDoubling) {
     return options_.algorithm;
   }
@@ -323,82 +304,9 @@ Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
   if (shared_memory_ != nullptr) return Algorithm::kSharedMemory;
   if (one_host_shared_memory_) return Algorithm::kRing;
   if (host_memory_ != nullptr) return Algorithm::kHierarchical;
-  if (bytes <= kHalvingDoublingMaxBytes && HalvingDoublingFits(world_size_)) return Algorithm::kHalvingDoubling;
+  if (bytes <= kHalvingDoublingMaxBytes && HalvingDoublingFits(world_size_))
+    return Algorithm::kHalvingDoubling;
   return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
-}
-
-Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
-                  const ReducerOptions& options, const std::atomic<bool>& stop) {
-  if (num_workers < 1 || num_reducers < 1 || reducer_index < 0 || reducer_index >= num_reducers) {
-    return InvalidArgument("reducer " + std::to_string(reducer_index) + " of " + std::to_string(num_reducers) +
-                           " for " + std::to_string(num_workers) + " workers is not valid");
-  }
-  const std::string key = GenerationKey(options.comm.key_prefix);
-  std::string last_generation;
-  Status last = Status::Ok();
-  int served = 0;
-  bool first = true;
-  while (!stop.load()) {
-    // Wait for a generation we have not served yet.
-    const auto wait = first ? std::max(options.rejoin_timeout, options.comm.timeout) : options.rejoin_timeout;
-    first = false;
-    const Deadline deadline = SteadyClock::now() + wait;
-    std::string generation;
-    while (!stop.load()) {
-      auto g = bootstrap.Get(key, std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)));
-      if (g.ok() && *g != last_generation) {
-        generation = *g;
-        break;
-      }
-      if (SteadyClock::now() >= deadline) break;
-      if (g.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (stop.load()) return Status::Ok();
-    if (generation.empty()) {
-      spdlog::info("reducer {}: no workers (re)joined within {}; exiting", reducer_index,
-                   FormatDuration(wait));
-      return last;
-    }
-    last_generation = generation;
-    spdlog::info("reducer {}: joining generation {}", reducer_index, generation);
-    auto transport = MakeTransport(bootstrap, num_workers + reducer_index, num_workers, num_reducers, generation,
-                                   options.comm);
-    if (!transport.ok()) {
-      last = transport.status();
-      spdlog::warn("reducer {}: {}", reducer_index, last.ToString());
-    } else {
-      ReductionServerOptions so;
-      so.num_workers = num_workers;
-      so.num_reducers = num_reducers;
-      so.round_timeout = options.comm.timeout;
-      ReductionServer server(**transport, so);
-      last = server.Serve(stop);
-      spdlog::info("reducer {}: generation {} ended after {} rounds: {}", reducer_index, generation,
-                   server.rounds(), last.ToString());
-      if (last.code() == StatusCode::kCancelled && stop.load()) return Status::Ok();
-    }
-    if (options.max_generations > 0 && ++served >= options.max_generations) return last;
-  }
-  return Status::Ok();
-}
-
-Status RunReducerFromEnvironment(const std::atomic<bool>& stop) {
-  const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
-  if (addr == nullptr || *addr == '\0') return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
-  // The agent gives reducers COHORT_NUM_WORKERS (WORLD_SIZE is only set for the training ranks);
-  // WORLD_SIZE is accepted for reducers started by hand.
-  const char* num_workers = std::getenv("COHORT_NUM_WORKERS");
-  COHORT_ASSIGN_OR_RETURN(
-      int workers,
-      IntFromEnvironment(num_workers && *num_workers ? "COHORT_NUM_WORKERS" : "WORLD_SIZE", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int reducers, IntFromEnvironment("COHORT_NUM_REDUCERS", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int index, IntFromEnvironment("COHORT_REDUCER_INDEX", std::nullopt));
-  COHORT_ASSIGN_OR_RETURN(int rejoin_ms, IntFromEnvironment("COHORT_REDUCER_REJOIN_MS", 60000));
-  ReducerOptions options;
-  COHORT_RETURN_IF_ERROR(CommunicatorOptionsFromEnvironment(&options.comm));
-  options.rejoin_timeout = std::chrono::milliseconds(rejoin_ms);
-  COHORT_ASSIGN_OR_RETURN(auto bootstrap, StoreBootstrap::Connect(addr, options.comm.timeout));
-  return RunReducer(*bootstrap, workers, reducers, index, options, stop);
 }
 
 }  // namespace cohort::collective

@@ -12,9 +12,9 @@
 // 60000), COHORT_CHUNK_BYTES (optional), COHORT_ALLREDUCE_ALGORITHM (optional: auto, ring,
 // reduction-server, halving-doubling, shared-memory). Reducers also read COHORT_REDUCER_INDEX.
 //
-// Generations: the chief publishes a fresh generation id on every Create; transport keys live
-// under it, so a restarted job never meets stale addresses and a long-lived reducer can tell
-// that the workers rebuilt and join again.
+// Generations (generation.h): the chief publishes a fresh generation on every Create and the
+// other workers join it; transport keys live under it, so a restarted job never meets stale
+// addresses and a long-lived reducer (reducer.h) can tell that the workers rebuilt and join again.
 //
 // Thread safety: Allreduce calls must not overlap (one caller thread, like NCCL's stream order).
 // Errors: a dead peer makes Allreduce fail (kUnavailable, or kDeadlineExceeded by the timeout);
@@ -86,6 +86,15 @@ struct CommunicatorOptions {
 // the same variables.
 Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options);
 
+// The transport of `transport_rank` among `num_workers` workers and `num_reducers` reducers in
+// `generation` (generation.h): options.loopback_fabric's, or UCX. Workers and reducers (reducer.h)
+// open theirs here.
+StatusOr<std::unique_ptr<Transport>> OpenCommunicatorTransport(Bootstrap& bootstrap,
+                                                               int transport_rank, int num_workers,
+                                                               int num_reducers,
+                                                               const std::string& generation,
+                                                               const CommunicatorOptions& options);
+
 class Communicator {
  public:
   // Builds a communicator from the environment the agent injects (see above). Rank 0 also
@@ -93,22 +102,25 @@ class Communicator {
   static StatusOr<std::unique_ptr<Communicator>> FromEnvironment();
   // Builds a worker's communicator: `world_size` workers and `num_reducers` reducers find each
   // other through `bootstrap` (which must outlive the call only).
-  static StatusOr<std::unique_ptr<Communicator>> Create(Bootstrap& bootstrap, int rank, int world_size,
-                                                        int num_reducers, CommunicatorOptions options);
+  static StatusOr<std::unique_ptr<Communicator>> Create(Bootstrap& bootstrap, int rank,
+                                                        int world_size, int num_reducers,
+                                                        CommunicatorOptions options);
   // Tells the reducers this worker is done (best effort, bounded wait) and closes the transport.
   ~Communicator();
 
   // In-place all-reduce of `count` elements at `data` (host memory; device memory too where
   // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm.
-  Status Allreduce(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm = Algorithm::kAuto);
+  Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
+                   Algorithm algorithm = Algorithm::kAuto);
 
   // What kAuto runs for a buffer of `bytes` (default: a large one): options.algorithm when it
   // names one (the Reduction Server only when the job has reducers, shared memory only when
   // available); else the shared-memory all-reduce when it is available (every worker on this
   // host: no network in the path at all); else the hierarchical one when it is available (each
-  // host's link carries the buffer about twice, not once per worker); else halving-doubling for buffers up to kHalvingDoublingMaxBytes among a
-  // power-of-two number of workers (latency-bound: fewer steps win); else the Reduction Server
-  // when the job has reducers and the ring when it has none. The same on every worker.
+  // host's link carries the buffer about twice, not once per worker); else halving-doubling for
+  // buffers up to kHalvingDoublingMaxBytes among a power-of-two number of workers (latency-bound:
+  // fewer steps win); else the Reduction Server when the job has reducers and the ring when it has
+  // none. The same on every worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
 
   // The collectives below run among the workers (reducers take no part), like Allreduce one call
@@ -157,7 +169,8 @@ class Communicator {
   Status EndCall(Status status);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
   // hierarchical_available); every worker reaches the same verdict.
-  Status SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes, Deadline deadline);
+  Status SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes,
+                        Deadline deadline);
 
   int rank_ = 0;
   int world_size_ = 1;
@@ -177,25 +190,5 @@ class Communicator {
   std::unique_ptr<SharedMemoryGroup> host_memory_;
   std::vector<int> across_hosts_;
 };
-
-struct ReducerOptions {
-  CommunicatorOptions comm;  // transport kind, timeout (round and connect), key prefix
-  // After its workers are gone or stopped, how long the reducer waits for them to rebuild (a new
-  // generation) before returning. Zero: return at once.
-  std::chrono::milliseconds rejoin_timeout{60000};
-  // Returns after serving this many generations (0: no limit).
-  int max_generations = 0;
-};
-
-// Runs reducer `reducer_index` of `num_reducers` for `num_workers` workers until `stop` becomes
-// true (returns OK) or no workers come back within rejoin_timeout (returns the status that ended
-// the last generation: OK when the workers stopped cleanly). Serves one generation after another.
-Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
-                  const ReducerOptions& options, const std::atomic<bool>& stop);
-
-// Runs one reducer from the environment (COHORT_BOOTSTRAP_ADDR, COHORT_NUM_WORKERS (or WORLD_SIZE) = workers,
-// COHORT_NUM_REDUCERS, COHORT_REDUCER_INDEX, COHORT_COMM_TIMEOUT_MS, COHORT_REDUCER_REJOIN_MS)
-// until `stop` or its workers are gone for good. cohort-reducer's main calls it.
-Status RunReducerFromEnvironment(const std::atomic<bool>& stop);
 
 }  // namespace cohort::collective

@@ -1,9 +1,9 @@
 // cohort-reducer: one Reduction Server reducer. Launched by agents for `builtin: reducer` pools,
-// runnable by hand with the same environment (see collective/communicator.h). Serves all-reduce
+// runnable by hand with the same environment (see collective/reducer.h). Serves all-reduce
 // rounds until SIGTERM/SIGINT or until its workers are gone and do not come back.
 #include <csignal>
 
-#include "collective/communicator.h"
+#include "collective/reducer.h"
 #include "common/logging.h"
 
 namespace {

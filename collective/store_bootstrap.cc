@@ -1,6 +1,7 @@
 #include "collective/store_bootstrap.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -11,7 +12,9 @@ namespace {
 
 constexpr auto kResendInterval = std::chrono::milliseconds(300);
 
-std::string ToString(const zmq::message_t& m) { return std::string(static_cast<const char*>(m.data()), m.size()); }
+std::string ToString(const zmq::message_t& m) {
+  return std::string(static_cast<const char*>(m.data()), m.size());
+}
 
 }  // namespace
 
@@ -92,7 +95,8 @@ void StoreServer::Loop() {
         reply.emplace_back("BAD", 3);
       }
       for (size_t i = 0; i < reply.size(); ++i) {
-        sock.send(reply[i], i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        sock.send(reply[i],
+                  i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     } catch (const zmq::error_t&) {
       // A send to a vanished peer or an interrupted poll: keep serving.
@@ -100,8 +104,8 @@ void StoreServer::Loop() {
   }
 }
 
-StatusOr<std::unique_ptr<StoreBootstrap>> StoreBootstrap::Connect(const std::string& address,
-                                                                  std::chrono::milliseconds put_timeout) {
+StatusOr<std::unique_ptr<StoreBootstrap>> StoreBootstrap::Connect(
+    const std::string& address, std::chrono::milliseconds put_timeout) {
   std::unique_ptr<StoreBootstrap> b(new StoreBootstrap());
   b->endpoint_ = ClientEndpoint(address);
   b->put_timeout_ = put_timeout;
@@ -123,8 +127,10 @@ StoreBootstrap::~StoreBootstrap() {
   context_.reset();
 }
 
-StatusOr<std::pair<bool, std::string>> StoreBootstrap::Call(const std::string& verb, const std::string& key,
-                                                            const std::string& value, Deadline deadline) {
+StatusOr<std::pair<bool, std::string>> StoreBootstrap::Call(const std::string& verb,
+                                                            const std::string& key,
+                                                            const std::string& value,
+                                                            Deadline deadline) {
   std::lock_guard<std::mutex> lock(mu_);
   try {
     while (true) {
@@ -139,7 +145,8 @@ StatusOr<std::pair<bool, std::string>> StoreBootstrap::Call(const std::string& v
       }
       const Deadline resend_at = std::min(deadline, SteadyClock::now() + kResendInterval);
       while (SteadyClock::now() < resend_at) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(resend_at - SteadyClock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(resend_at - SteadyClock::now());
         zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
         zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1)));
         if (!(item.revents & ZMQ_POLLIN)) continue;
@@ -156,12 +163,14 @@ StatusOr<std::pair<bool, std::string>> StoreBootstrap::Call(const std::string& v
         std::memcpy(&got, parts[0].data(), sizeof(got));
         if (got != id) continue;  // reply to an earlier attempt
         const std::string status = ToString(parts[1]);
-        if (status == "OK") return std::make_pair(true, parts.size() > 2 ? ToString(parts[2]) : std::string());
+        if (status == "OK")
+          return std::make_pair(true, parts.size() > 2 ? ToString(parts[2]) : std::string());
         if (status == "MISSING") return std::make_pair(false, std::string());
         return Internal("bootstrap store answered " + status + " to " + verb);
       }
       if (SteadyClock::now() >= deadline) {
-        return DeadlineExceeded("bootstrap store at " + endpoint_ + " did not answer " + verb + " " + key);
+        return DeadlineExceeded("bootstrap store at " + endpoint_ + " did not answer " + verb +
+                                " " + key);
       }
     }
   } catch (const zmq::error_t& e) {
@@ -180,8 +189,8 @@ StatusOr<std::string> StoreBootstrap::Get(const std::string& key, Deadline deadl
     auto r = Call("GET", key, "", deadline);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kDeadlineExceeded) {
-        return DeadlineExceeded("bootstrap key '" + key + "' was never published (store " + endpoint_ +
-                                " unreachable)");
+        return DeadlineExceeded("bootstrap key '" + key + "' was never published (store " +
+                                endpoint_ + " unreachable)");
       }
       return r.status();
     }
@@ -192,6 +201,28 @@ StatusOr<std::string> StoreBootstrap::Get(const std::string& key, Deadline deadl
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
+}
+
+StatusOr<JobBootstrap> BootstrapFromEnvironment(bool serve_store,
+                                                std::chrono::milliseconds timeout) {
+  const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
+  if (addr == nullptr || *addr == '\0') {
+    return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
+  }
+  JobBootstrap job;
+  if (serve_store) {
+    COHORT_ASSIGN_OR_RETURN(job.server, StoreServer::Start(addr));
+  }
+  COHORT_ASSIGN_OR_RETURN(job.client, StoreBootstrap::Connect(addr, timeout));
+  return job;
+}
+
+StatusOr<std::optional<std::string>> StoreBootstrap::Lookup(const std::string& key,
+                                                            Deadline deadline) {
+  auto r = Call("GET", key, "", deadline);
+  if (!r.ok()) return r.status();
+  if (!r->first) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(r->second));
 }
 
 }  // namespace cohort::collective

@@ -56,12 +56,13 @@ class StoreServer {
 class StoreBootstrap final : public Bootstrap {
  public:
   // Does not block: the server may not exist yet.
-  static StatusOr<std::unique_ptr<StoreBootstrap>> Connect(const std::string& address,
-                                                           std::chrono::milliseconds put_timeout =
-                                                               std::chrono::milliseconds(60000));
+  static StatusOr<std::unique_ptr<StoreBootstrap>> Connect(
+      const std::string& address,
+      std::chrono::milliseconds put_timeout = std::chrono::milliseconds(60000));
   ~StoreBootstrap() override;
   Status Put(const std::string& key, const std::string& value) override;
   StatusOr<std::string> Get(const std::string& key, Deadline deadline) override;
+  StatusOr<std::optional<std::string>> Lookup(const std::string& key, Deadline deadline) override;
 
  private:
   StoreBootstrap() = default;
@@ -77,6 +78,18 @@ class StoreBootstrap final : public Bootstrap {
   std::chrono::milliseconds put_timeout_{60000};
   uint64_t next_id_ = 1;  // guarded by mu_
 };
+
+// The bootstrap of a process of a Cohort job: the store at COHORT_BOOTSTRAP_ADDR (the environment
+// contract, communicator.h). The chief (worker 0) passes serve_store and hosts the StoreServer
+// there for its lifetime; every process, the chief included, talks to it through `client`, whose
+// puts wait up to `timeout`. kInvalidArgument when the variable is not set; an error when the
+// address cannot be bound or connected.
+struct JobBootstrap {
+  std::unique_ptr<StoreServer> server;  // serve_store only; destroy after the client's users
+  std::unique_ptr<StoreBootstrap> client;
+};
+StatusOr<JobBootstrap> BootstrapFromEnvironment(bool serve_store,
+                                                std::chrono::milliseconds timeout);
 
 // "host:port" -> "tcp://host:port"; full endpoints unchanged. For binding, host becomes "*".
 std::string ClientEndpoint(const std::string& address);

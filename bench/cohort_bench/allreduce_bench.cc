@@ -19,6 +19,7 @@
 #include "bench/common/json_line.h"
 #include "bench/common/size_args.h"
 #include "collective/communicator.h"
+#include "collective/reducer.h"
 #ifdef COHORT_HAVE_CUDA
 #include "collective/kernels/device_staging.h"
 #endif

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "collective/ps/ps_optimizer.h"
 #include "collective/transport/transport.h"
@@ -55,7 +56,7 @@ struct RequestHeader {
   PsOp op = PsOp::kPush;
   uint8_t type = 0;  // DataType of the values
   uint16_t flags = 0;
-  uint32_t id = 0;   // request id (tags use its low 20 bits)
+  uint32_t id = 0;  // request id (tags use its low 20 bits)
   uint32_t num_keys = 0;
   uint64_t first_key = 0;
   uint64_t payload_bytes = 0;  // values sent (push, init) or expected back (pull)
@@ -71,7 +72,7 @@ struct ReplyHeader {
   uint8_t flags = 0;
   uint16_t reserved = 0;
   uint32_t message_size = 0;
-  int64_t clock = 0;        // the server's clock for this worker after the request (init: restored clock)
+  int64_t clock = 0;  // the server's clock for this worker after the request (init: restored clock)
   int64_t applied_clock = 0;  // clocks fully applied on this server
   uint64_t payload_bytes = 0;
   char message[kReplyMessageBytes] = {};
@@ -85,6 +86,12 @@ constexpr uint32_t kReplyStep = 3;
 constexpr uint32_t kDataStep = 4;
 
 inline Tag RequestTag() { return MakeTag(0, kRequestStep); }
+
+// "worker 2", "parameter server 0": a rank's name in errors.
+inline std::string PsRankName(int rank, int num_workers) {
+  return rank < num_workers ? "worker " + std::to_string(rank)
+                            : "parameter server " + std::to_string(rank - num_workers);
+}
 inline Tag MessageTag(uint32_t id, uint32_t step) { return MakeTag(id, step); }
 
 }  // namespace cohort::collective::ps

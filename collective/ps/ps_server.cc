@@ -5,9 +5,9 @@
 #include <thread>
 #include <utility>
 
+#include "collective/generation.h"
 #include "collective/ps/ps_checkpoint.h"
 #include "collective/ps/ps_framing.h"
-#include "collective/ps/ps_generation.h"
 #include "common/checkpoint.h"
 #include "common/logging.h"
 
@@ -481,7 +481,7 @@ std::vector<char> PsServer::Snapshot() const {
 Status RunParameterServer(Bootstrap& bootstrap, PsServer& server, const PsRunOptions& options,
                           const std::atomic<bool>& stop) {
   const PsServerOptions& so = server.options();
-  std::string last_generation;
+  const int rank = so.num_workers + so.server_index;
   Status last = Status::Ok();
   bool first = true;
   while (!stop.load()) {
@@ -489,19 +489,17 @@ Status RunParameterServer(Bootstrap& bootstrap, PsServer& server, const PsRunOpt
         first ? std::max(options.rejoin_timeout, options.connect_timeout) : options.rejoin_timeout;
     first = false;
     auto generation =
-        AwaitGeneration(bootstrap, options.key_prefix, last_generation, SteadyClock::now() + wait,
-                        &stop, so.num_workers + so.server_index);
+        AwaitGeneration(bootstrap, options.key_prefix, rank, SteadyClock::now() + wait, &stop);
     if (!generation.ok()) {
       if (generation.status().code() == StatusCode::kCancelled) return Status::Ok();
       spdlog::info("parameter server {}: no workers (re)joined within {}; exiting", so.server_index,
                    FormatDuration(wait));
       return last;
     }
-    last_generation = *generation;
-    spdlog::info("parameter server {}: joining generation {}", so.server_index, last_generation);
-    auto transport = MakePsTransport(bootstrap, options.key_prefix, last_generation,
-                                     so.num_workers + so.server_index, so.num_workers,
-                                     so.num_servers, options.connect_timeout);
+    spdlog::info("parameter server {}: joining generation {}", so.server_index, *generation);
+    auto transport = OpenGenerationTransport(
+        bootstrap, options.key_prefix, *generation, rank, so.num_workers + so.num_servers,
+        options.connect_timeout, [n = so.num_workers](int r) { return PsRankName(r, n); });
     if (!transport.ok()) {
       last = transport.status();
       spdlog::warn("parameter server {}: {}", so.server_index, last.ToString());
@@ -511,7 +509,7 @@ Status RunParameterServer(Bootstrap& bootstrap, PsServer& server, const PsRunOpt
     const PsServerStats st = server.stats();
     spdlog::info(
         "parameter server {}: generation {} ended ({} pushes, {} pulls, {} refused, step {}): {}",
-        so.server_index, last_generation, st.pushes, st.pulls, st.errors, st.step, last.ToString());
+        so.server_index, *generation, st.pushes, st.pulls, st.errors, st.step, last.ToString());
     if (last.code() == StatusCode::kCancelled && stop.load()) return Status::Ok();
     if (last.ok() && server.shut_down()) return Status::Ok();
   }

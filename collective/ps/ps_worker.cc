@@ -5,8 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "collective/generation.h"
 #include "collective/ps/ps_framing.h"
-#include "collective/ps/ps_generation.h"
 #include "collective/store_bootstrap.h"
 #include "common/env.h"
 #include "common/logging.h"
@@ -64,28 +64,16 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int r
   }
   std::string generation;
   if (rank == 0) {
-    generation = NewGenerationId();
-    COHORT_RETURN_IF_ERROR(bootstrap.Put(GenerationKey(options.key_prefix), generation)
-                               .WithContext("publishing the parameter-server generation"));
+    COHORT_ASSIGN_OR_RETURN(generation, PublishGeneration(bootstrap, options.key_prefix));
   } else {
-    // A worker rebuilding in the same process must not rejoin the generation it just left.
-    static std::mutex seen_mu;
-    static std::map<std::string, std::string> seen;
-    const std::string seen_key = options.key_prefix + "/" + std::to_string(rank);
-    std::string previous;
-    {
-      std::lock_guard<std::mutex> lock(seen_mu);
-      previous = seen[seen_key];
-    }
-    COHORT_ASSIGN_OR_RETURN(generation,
-                            AwaitGeneration(bootstrap, options.key_prefix, previous,
-                                            SteadyClock::now() + options.timeout, nullptr, rank));
-    std::lock_guard<std::mutex> lock(seen_mu);
-    seen[seen_key] = generation;
+    COHORT_ASSIGN_OR_RETURN(generation, AwaitGeneration(bootstrap, options.key_prefix, rank,
+                                                        SteadyClock::now() + options.timeout));
   }
   COHORT_ASSIGN_OR_RETURN(
-      auto transport, MakePsTransport(bootstrap, options.key_prefix, generation, rank, num_workers,
-                                      num_servers, options.timeout));
+      auto transport,
+      OpenGenerationTransport(bootstrap, options.key_prefix, generation, rank,
+                              num_workers + num_servers, options.timeout,
+                              [num_workers](int r) { return PsRankName(r, num_workers); }));
   return Attach(std::move(transport), num_workers, num_servers, std::move(options));
 }
 
@@ -104,19 +92,12 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::FromEnvironment() {
     return InvalidArgument("the job has no parameter servers (COHORT_PS_ADDRS is empty)");
   COHORT_ASSIGN_OR_RETURN(int timeout_ms, IntFromEnvironment("COHORT_COMM_TIMEOUT_MS", 60000));
   if (timeout_ms == 0) return InvalidArgument("COHORT_COMM_TIMEOUT_MS must be positive");
-  const char* addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
-  if (addr == nullptr || *addr == '\0')
-    return InvalidArgument("environment variable COHORT_BOOTSTRAP_ADDR is not set");
   PsWorkerOptions options;
   options.timeout = std::chrono::milliseconds(timeout_ms);
-  std::unique_ptr<StoreServer> server;
-  if (rank == 0) {
-    COHORT_ASSIGN_OR_RETURN(server, StoreServer::Start(addr));
-  }
-  COHORT_ASSIGN_OR_RETURN(auto bootstrap, StoreBootstrap::Connect(addr, options.timeout));
-  COHORT_ASSIGN_OR_RETURN(auto worker, Create(*bootstrap, rank, workers, servers, options));
-  worker->store_server_ = std::move(server);
-  worker->owned_bootstrap_ = std::move(bootstrap);
+  COHORT_ASSIGN_OR_RETURN(JobBootstrap job, BootstrapFromEnvironment(rank == 0, options.timeout));
+  COHORT_ASSIGN_OR_RETURN(auto worker, Create(*job.client, rank, workers, servers, options));
+  worker->store_server_ = std::move(job.server);
+  worker->owned_bootstrap_ = std::move(job.client);
   return worker;
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "collective/communicator.h"
+#include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
 #include "examples/digits_trainer/digits_dataset.h"

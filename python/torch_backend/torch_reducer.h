@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "collective/communicator.h"
+#include "collective/reducer.h"
 #include "python/torch_backend/torch_store_bootstrap.h"
 
 namespace cohort::torch_backend {

@@ -11,6 +11,7 @@
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/communicator.h"
+#include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/test_util.h"
 

@@ -1,9 +1,9 @@
-#include "collective/store_bootstrap.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <thread>
+
+#include "collective/store_bootstrap.h"
 
 namespace cohort::collective {
 namespace {
@@ -79,7 +79,49 @@ TEST(StoreBootstrapTest, NoServerAtAllIsADeadlineError) {
   auto client = StoreBootstrap::Connect(IpcAddress("nobody"), milliseconds(200));
   ASSERT_TRUE(client.ok());
   EXPECT_EQ((*client)->Put("k", "v").code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ((*client)->Get("k", DeadlineAfter(milliseconds(200))).status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ((*client)->Get("k", DeadlineAfter(milliseconds(200))).status().code(),
+            StatusCode::kDeadlineExceeded);
+}
+
+TEST(BootstrapTest, LookupAnswersAtOnceWhetherAKeyExists) {
+  InMemoryBootstrap memory;
+  auto server = StoreServer::Start(IpcAddress("lookup"));
+  ASSERT_TRUE(server.ok());
+  auto store = StoreBootstrap::Connect((*server)->endpoint());
+  ASSERT_TRUE(store.ok());
+  for (Bootstrap* b : {static_cast<Bootstrap*>(&memory), static_cast<Bootstrap*>(store->get())}) {
+    ASSERT_TRUE(b->Put("here", "v").ok());
+    auto here = b->Lookup("here", DeadlineAfter(milliseconds(5000)));
+    ASSERT_TRUE(here.ok()) << here.status().ToString();
+    EXPECT_EQ(here->value_or("absent"), "v");
+    auto absent = b->Lookup("absent", DeadlineAfter(milliseconds(5000)));
+    ASSERT_TRUE(absent.ok()) << absent.status().ToString();
+    EXPECT_FALSE(absent->has_value());
+  }
+  auto nobody = StoreBootstrap::Connect(IpcAddress("lookup-nobody"));
+  EXPECT_EQ((*nobody)->Lookup("k", DeadlineAfter(milliseconds(200))).status().code(),
+            StatusCode::kDeadlineExceeded)
+      << "no answer is not an answer that the key is missing";
+}
+
+TEST(BootstrapFromEnvironmentTest, TheChiefServesTheStoreEveryoneConnects) {
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
+  auto unset = BootstrapFromEnvironment(true, milliseconds(1000));
+  EXPECT_EQ(unset.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unset.status().message().find("COHORT_BOOTSTRAP_ADDR"), std::string::npos);
+
+  setenv("COHORT_BOOTSTRAP_ADDR", IpcAddress("env").c_str(), 1);
+  auto chief = BootstrapFromEnvironment(true, milliseconds(5000));
+  ASSERT_TRUE(chief.ok()) << chief.status().ToString();
+  EXPECT_NE(chief->server, nullptr);
+  auto worker = BootstrapFromEnvironment(false, milliseconds(5000));
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  EXPECT_EQ(worker->server, nullptr);
+  ASSERT_TRUE(chief->client->Put("k", "from the chief").ok());
+  auto got = worker->client->Get("k", DeadlineAfter(milliseconds(5000)));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "from the chief");
+  unsetenv("COHORT_BOOTSTRAP_ADDR");
 }
 
 TEST(StoreBootstrapTest, AddressForms) {

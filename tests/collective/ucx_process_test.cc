@@ -9,6 +9,7 @@
 
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/communicator.h"
+#include "collective/reducer.h"
 #include "collective/store_bootstrap.h"
 #include "tests/collective/process_util.h"
 #include "tests/collective/test_util.h"
