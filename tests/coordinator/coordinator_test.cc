@@ -341,102 +341,6 @@ TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStopped) {
   EXPECT_EQ(info.restarts, 0);
 }
 
-TEST_F(CoordinatorTest, PermanentFailureFailsTheJobAndStopsTheRest) {
-  AddAgent("node-a", 4);
-  ASSERT_TRUE(Submit(JobYaml("bad", 1, 1)).ok());
-  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
-  RunAll(TakeLaunches());
-  Report("node-a", "bad", "worker-0", 0, ReplicaState::FAILED, 1);
-  // Held until the job's node is heard from a heartbeat interval (1 s) after the exit: a cause
-  // elsewhere (a lost node, a killed rank) would have been reported by then.
-  EXPECT_EQ(GetJob("bad").state, JobState::RUNNING);
-  EXPECT_TRUE(TakeStops().empty());
-  clock_.Advance(milliseconds(1001));
-  Heartbeat("node-a");
-  PumpFew();
-  auto info = GetJob("bad");
-  EXPECT_EQ(info.state, JobState::FAILED);
-  EXPECT_NE(info.message.find("worker-0"), std::string::npos) << info.message;
-  EXPECT_NE(info.message.find("code 1"), std::string::npos) << info.message;
-  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
-  EXPECT_TRUE(TakeLaunches().empty());  // no restart for a permanent failure
-}
-
-TEST_F(CoordinatorTest, RetryableFailureRestartsUntilTheBudgetIsSpent) {
-  AddAgent("node-a", 2);
-  ASSERT_TRUE(Submit(JobYaml("flaky", 1, 1, /*max_restarts=*/1)).ok());
-  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
-  RunAll(TakeLaunches());
-
-  Report("node-a", "flaky", "worker-0", 0, ReplicaState::FAILED, 137, 9);
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  auto launches = TakeLaunches();
-  ASSERT_EQ(launches.size(), 1u);
-  EXPECT_EQ(launches["node-a/worker-0"].attempt, 1);
-  auto info = GetJob("flaky");
-  EXPECT_EQ(info.state, JobState::RUNNING);
-  EXPECT_EQ(info.restarts, 1);
-  EXPECT_TRUE(HasEvent(info, "worker-0 as attempt 1"));
-  EXPECT_TRUE(HasEvent(info, "signal 9"));
-
-  Report("node-a", "flaky", "worker-0", 1, ReplicaState::RUNNING);
-  Report("node-a", "flaky", "worker-0", 1, ReplicaState::PREEMPTED);
-  info = GetJob("flaky");
-  EXPECT_EQ(info.state, JobState::FAILED);
-  EXPECT_NE(info.message.find("restart budget"), std::string::npos) << info.message;
-  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
-}
-
-TEST_F(CoordinatorTest, RestartJobOnWorkerRestartRestartsEveryReplica) {
-  AddAgent("node-a", 2);
-  ASSERT_TRUE(
-      Submit(JobYaml("whole", 1, 1, 2, ", restart_job_on_worker_restart: true")).ok());
-  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
-  RunAll(TakeLaunches());
-  Report("node-a", "whole", "worker-0", 0, ReplicaState::FAILED, 143, 15);
-  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
-  EXPECT_TRUE(TakeLaunches().empty());  // the old chief still holds its GPU
-  EXPECT_EQ(GetJob("whole").state, JobState::QUEUED);
-  Report("node-a", "whole", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
-  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
-  auto launches = TakeLaunches();
-  ASSERT_EQ(launches.size(), 2u);
-  EXPECT_EQ(launches["node-a/chief-0"].attempt, 1);
-  EXPECT_EQ(launches["node-a/worker-0"].attempt, 1);
-  auto info = GetJob("whole");
-  EXPECT_EQ(info.state, JobState::PENDING);
-  EXPECT_EQ(info.restarts, 1);
-}
-
-TEST_F(CoordinatorTest, CancelStopsEverythingThenCancels) {
-  AddAgent("node-a", 2);
-  ASSERT_TRUE(Submit(JobYaml("c", 1, 1)).ok());
-  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
-  RunAll(TakeLaunches());
-  wire::CancelJobT cancel;
-  cancel.name = "c";
-  Message reply = Call(std::move(cancel));
-  ASSERT_NE(reply.As<wire::JobInfo>(), nullptr);
-  EXPECT_EQ(reply.As<wire::JobInfo>()->state(), JobState::CANCELLING);
-  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0", "node-a/worker-0#0"}));
-  Report("node-a", "c", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
-  EXPECT_EQ(GetJob("c").state, JobState::CANCELLING);
-  Report("node-a", "c", "worker-0", 0, ReplicaState::STOPPED, 143, 15);
-  auto info = GetJob("c");
-  EXPECT_EQ(info.state, JobState::CANCELLED);
-  EXPECT_EQ(info.restarts, 0);  // requested stops are not failures
-}
-
-TEST_F(CoordinatorTest, CancelOfAQueuedJobIsImmediate) {
-  ASSERT_TRUE(Submit(JobYaml("q", 0, 1)).ok());  // no agents: stays queued
-  EXPECT_EQ(GetJob("q").state, JobState::QUEUED);
-  wire::CancelJobT cancel;
-  cancel.name = "q";
-  Message reply = Call(std::move(cancel));
-  ASSERT_NE(reply.As<wire::JobInfo>(), nullptr);
-  EXPECT_EQ(reply.As<wire::JobInfo>()->state(), JobState::CANCELLED);
-}
-
 TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   AddAgent("node-a", 1);
   ASSERT_TRUE(Submit(JobYaml("mover", 0, 1)).ok());
@@ -617,22 +521,6 @@ TEST_F(CoordinatorTest, MalformedFramesNeverCrashIt) {
   hb.node_id = "n";
   EXPECT_EQ(Call(std::move(hb)).ErrorStatus().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Submit(JobYaml("after", 0, 0)).ok());
-}
-
-TEST_F(CoordinatorTest, TimeoutFailsTheJob) {
-  AddAgent("node-a", 1);
-  ASSERT_TRUE(Submit(JobYaml("slow", 0, 1, 3, ", timeout: 1m")).ok());
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  RunAll(TakeLaunches());
-  for (int i = 0; i < 7; ++i) {
-    clock_.Advance(milliseconds(10'000));
-    Heartbeat("node-a");
-    PumpFew();
-  }
-  auto info = GetJob("slow");
-  EXPECT_EQ(info.state, JobState::FAILED);
-  EXPECT_NE(info.message.find("timed out"), std::string::npos) << info.message;
-  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
 }
 
 TEST_F(CoordinatorTest, GangWaitsUntilEveryReplicaFits) {

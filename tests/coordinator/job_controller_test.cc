@@ -39,9 +39,9 @@ JobControllerOptions Options() {
 class JobControllerTest : public ::testing::Test {
  protected:
   // Submits a job of a chief and `workers` workers, places replica i on nodes[i], and reports
-  // every replica RUNNING.
+  // every replica RUNNING. `more_scheduling` is added to the scheduling block (", timeout: 1m").
   JobRecord& Start(const std::string& name, int workers, bool restart_whole_job, int max_restarts,
-                   const std::vector<std::string>& nodes) {
+                   const std::vector<std::string>& nodes, const std::string& more_scheduling = "") {
     std::string yaml = "name: " + name +
                        "\nworker_pools:\n"
                        "  - role: chief\n    replicas: 1\n    resources: {gpus: 1}\n"
@@ -51,7 +51,8 @@ class JobControllerTest : public ::testing::Test {
               "\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n";
     }
     yaml += "scheduling: {max_restarts: " + std::to_string(max_restarts) +
-            ", restart_job_on_worker_restart: " + (restart_whole_job ? "true" : "false") + "}\n";
+            ", restart_job_on_worker_restart: " + (restart_whole_job ? "true" : "false") +
+            more_scheduling + "}\n";
     auto spec = ParseJobSpec(yaml, "test job");
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
@@ -260,6 +261,93 @@ TEST_F(JobControllerTest, CancelDropsHeldVerdicts) {
   Report(job, "chief-0", ReplicaState::STOPPED);
   EXPECT_EQ(job.state, JobState::CANCELLED);
   EXPECT_EQ(jobs_.TakeCommands().ended, std::vector<std::string>{"cx"});
+}
+
+TEST_F(JobControllerTest, RetryableFailuresRestartTheReplicaUntilTheBudgetIsSpent) {
+  JobRecord& job = Start("flaky", 1, false, 1, {"a", "a"});
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_NE(LastRestartEvent(job).find("worker-0 as attempt 1"), std::string::npos);
+  EXPECT_NE(LastRestartEvent(job).find("signal 9"), std::string::npos);
+  ReplicaRecord& w = *job.FindReplica("worker-0");
+  EXPECT_FALSE(w.placed());
+  jobs_.PlaceReplica(job, w, "a", {1}, 30010, now_);
+  ControllerCommands placed = jobs_.TakeCommands();
+  ASSERT_EQ(placed.launch.size(), 1u);
+  EXPECT_EQ(placed.launch[0].replica, "worker-0");
+  EXPECT_EQ(w.attempt, 1);
+  Report(job, "worker-0", ReplicaState::RUNNING);
+  Report(job, "worker-0", ReplicaState::PREEMPTED);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_NE(job.message.find("the restart budget (max_restarts=1) is spent"), std::string::npos)
+      << job.message;
+  EXPECT_EQ(StopsSent(), std::vector<std::string>{"chief-0"});
+}
+
+TEST_F(JobControllerTest, RestartJobOnWorkerRestartStopsEveryReplicaAndQueuesTheJob) {
+  JobRecord& job = Start("whole", 1, true, 2, {"a", "a"});
+  Report(job, "worker-0", ReplicaState::FAILED, 143, 15);
+  EXPECT_EQ(StopsSent(), std::vector<std::string>{"chief-0"});
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_TRUE(JobController::AnyHolding(job));  // the old chief still holds its GPU
+  Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_FALSE(JobController::AnyHolding(job));
+  EXPECT_TRUE(jobs_.TakeScheduleNeeded());
+  jobs_.PlaceJob(job, {{"a", {0}, 30000}, {"a", {1}, 30001}}, 29000, 29001, now_);
+  EXPECT_EQ(jobs_.TakeCommands().launch.size(), 2u);
+  EXPECT_EQ(job.FindReplica("chief-0")->attempt, 1);
+  EXPECT_EQ(job.FindReplica("worker-0")->attempt, 1);
+  EXPECT_EQ(job.state, JobState::PENDING);
+  EXPECT_EQ(job.restarts, 1);
+}
+
+TEST_F(JobControllerTest, CancelStopsEverythingThenCancels) {
+  JobRecord& job = Start("c", 1, false, 3, {"a", "a"});
+  jobs_.Cancel(job, "cancel requested", now_);
+  EXPECT_EQ(job.state, JobState::CANCELLING);
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-0"}));
+  Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_EQ(job.state, JobState::CANCELLING);
+  Report(job, "worker-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_EQ(job.state, JobState::CANCELLED);
+  EXPECT_EQ(job.restarts, 0);  // requested stops are not failures
+}
+
+TEST_F(JobControllerTest, CancelOfAQueuedJobIsImmediate) {
+  auto spec = ParseJobSpec(
+      "name: q\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+      "    process: {command: [/bin/train]}\n",
+      "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs_.Submit(std::move(*spec), "", now_);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  jobs_.Cancel(job, "cancel requested", now_);
+  EXPECT_EQ(job.state, JobState::CANCELLED);
+  EXPECT_TRUE(StopsSent().empty());
+}
+
+TEST_F(JobControllerTest, TheSchedulingTimeoutFailsTheJob) {
+  JobRecord& job = Start("slow", 0, false, 3, {"a"}, ", timeout: 1m");
+  Advance(59'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  Advance(2'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message, "timed out after 1m");
+  EXPECT_EQ(StopsSent(), std::vector<std::string>{"chief-0"});
+}
+
+TEST_F(JobControllerTest, ReplicasOnANodeThatNeverRegisteredAreLostOnceTheGraceIsOver) {
+  JobRecord& job = Start("orphan", 1, false, 3, {"a", "b"});
+  health_.heard.erase("b");  // after a coordinator restart, b has not registered
+  jobs_.CheckTimeouts(now_, false);
+  EXPECT_EQ(job.FindReplica("worker-0")->state, ReplicaState::RUNNING);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_NE(LastRestartEvent(job).find("did not re-register"), std::string::npos)
+      << LastRestartEvent(job);
 }
 
 }  // namespace
