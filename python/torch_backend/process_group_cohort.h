@@ -15,6 +15,14 @@
 // that thread; their futures are completed on a pool of completion threads, because callbacks
 // chained on a future (DDP comm hooks, PowerSGD) may issue collectives and wait on them.
 //
+// Agreement: the library's collectives other than the all-reduce check that every rank made the
+// same call (count, type, root); its all-reduces do not (a ring or shared-memory all-reduce over
+// different counts could finish on some ranks with wrong results). So each allreduce and
+// allreduce_coalesced first all-gathers a small descriptor (count, dtype, op) and fails naming the
+// rank that disagrees; COHORT_TORCH_CHECK_CALLS=0 (Config::check_calls) skips that round.
+// ReduceOp.PRODUCT, which the library does not reduce, is an all-gather and a product in rank
+// order (the same bytes on every rank).
+//
 // Errors: an operation the library lacks raises a RuntimeError naming it; a dead peer fails the
 // operation with the collective library's error naming that peer (never a hang: every operation
 // runs under the process group's timeout, and Work::wait gives up at that timeout too). After a
@@ -49,12 +57,14 @@ namespace cohort::torch_backend {
 
 class CompletionPool;
 class StagedTensor;
+struct ByteCarrier;
 
 // What the Python side passes from cohort.torch.Options; unset fields come from the environment.
 struct Config {
   int num_reducers = -1;   // -1: COHORT_NUM_REDUCERS (0 when unset)
   std::string algorithm;   // "": COHORT_ALLREDUCE_ALGORITHM (auto when unset)
   size_t chunk_bytes = 0;  // 0: COHORT_CHUNK_BYTES, else chosen by placement
+  int check_calls = -1;    // -1: COHORT_TORCH_CHECK_CALLS (1 when unset); see ProcessGroupCohort
 };
 
 // One queued operation's handle: wait() blocks until it ran (or the timeout passed), getFuture()
@@ -112,6 +122,21 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
       const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
 
   // What the library runs and where it came from, for logs and tests.
   int num_reducers() const { return comm_->num_reducers(); }
@@ -128,6 +153,15 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   void RunQueue();
   // Runs one all-reduce on the communicator (the worker thread only).
   Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
+  // ReduceOp.PRODUCT over a contiguous host tensor, in place: all-gather, multiply in rank order.
+  Status AllreduceProduct(const at::Tensor& host);
+  // Every rank's bytes of `send` (a host buffer of carrier.padded_bytes) into `recv` (size() such
+  // blocks), as the carrier's elements.
+  Status AllgatherBytes(const void* send, const ByteCarrier& carrier, void* recv);
+  // All-gathers `descriptor` and fails naming the first rank whose descriptor differs (unless
+  // call checks are off). `what` renders a descriptor for the error.
+  Status CheckAgreement(const std::vector<int64_t>& descriptor,
+                        const std::function<std::string(const std::vector<int64_t>&)>& what);
 
   struct Op {
     c10::intrusive_ptr<CohortWork> work;
@@ -135,6 +169,7 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   };
 
   const std::chrono::milliseconds timeout_;
+  bool check_calls_ = true;
   std::string rendezvous_;  // how this group found its peers, for Describe()
   std::unique_ptr<collective::StoreServer>
       store_server_;  // Cohort job, rank 0: the bootstrap store

@@ -69,17 +69,42 @@ StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, Co
   TORCH_CHECK(user.is_cpu() || user.is_cuda(), "cohort: ", what, " takes CPU or CUDA tensors, not ",
               user.device().str());
   if (use == kReduce) type_ = LibraryType(user.scalar_type(), what);
-  if (user.is_cpu() && user.is_contiguous()) {
+  padded_ = use == kBytes && bytes() % 4 != 0;
+  if (user.is_cpu() && user.is_contiguous() && !padded_) {
     host_ = user;
     return;
   }
   in_place_ = false;
+  if (padded_) {
+    host_ = at::zeros({static_cast<int64_t>(CarrierFor(bytes()).padded_bytes)},
+                      at::TensorOptions().dtype(at::kByte).pinned_memory(user.is_cuda()));
+    if (copy_in == kCopyIn) Unpadded().copy_(user);
+    return;
+  }
   host_ = HostLike(user, user.sizes());
   if (copy_in == kCopyIn) host_.copy_(user);
 }
 
+at::Tensor StagedTensor::Unpadded() const {
+  if (!padded_) return host_;
+  return host_.narrow(0, 0, static_cast<int64_t>(bytes()))
+      .view(user_.scalar_type())
+      .view(user_.sizes());
+}
+
 void StagedTensor::CopyBack() {
-  if (!in_place_) user_.copy_(host_);
+  if (!in_place_) user_.copy_(Unpadded());
+}
+
+ByteCarrier CarrierFor(size_t bytes) {
+  const size_t padded = (bytes + 3) / 4 * 4;
+  if (padded % 8 == 0) return ByteCarrier{DataType::kI64, padded / 8, padded};
+  return ByteCarrier{DataType::kI32, padded / 4, padded};
+}
+
+void CopyBytesInto(const at::Tensor& block, const at::Tensor& user) {
+  const int64_t bytes = user.numel() * static_cast<int64_t>(user.element_size());
+  user.copy_(block.narrow(0, 0, bytes).view(user.scalar_type()).view(user.sizes()));
 }
 
 void CoalescedRun::CopyBack() {

@@ -2,10 +2,12 @@
 // dtype it knows (float32/64, float16, bfloat16, int32/64). Operations that only move bytes
 // (broadcast, gathers, scatters, all-to-all, send/recv) take any dtype.
 //
-// A contiguous CPU tensor is used in place. A CUDA tensor is copied to pinned host memory, and a
-// non-contiguous one to a contiguous copy; the copy in happens on the caller's thread when the
-// operation is issued (the values at the call, after the work queued on the current CUDA stream),
-// CopyBack writes the result into the caller's tensor on the queue thread.
+// A contiguous CPU tensor is used in place. A CUDA tensor is copied to pinned host memory, a
+// non-contiguous one to a contiguous copy, and one moved as bytes whose size is not a whole number
+// of int32s to a padded copy (bytes travel as int32 or int64 elements, see ByteCarrier); the copy
+// in happens on the caller's thread when the operation is issued (the values at the call, after the
+// work queued on the current CUDA stream), CopyBack writes the result into the caller's tensor on
+// the queue thread.
 //
 // Errors: a tensor the library cannot take (sparse, an unsupported dtype for a reduction) raises a
 // c10::Error (RuntimeError in Python) naming the operation and the dtype, on the caller's thread.
@@ -25,6 +27,15 @@ std::string DtypeName(at::ScalarType type);
 // The library's type for `type`; raises naming `what` and the dtype when it has none.
 collective::DataType LibraryType(at::ScalarType type, const char* what);
 
+// How bytes travel through the library's typed calls: as int64 or int32 elements, never a float
+// type (which a wire compression could round), padded up to whole int32s.
+struct ByteCarrier {
+  collective::DataType type;
+  size_t count;         // elements of `type`
+  size_t padded_bytes;  // count * element size: `bytes` rounded up to a multiple of 4
+};
+ByteCarrier CarrierFor(size_t bytes);
+
 class StagedTensor {
  public:
   enum Use {
@@ -39,18 +50,25 @@ class StagedTensor {
   const at::Tensor& host() const { return host_; }
   void* data() const { return host_.data_ptr(); }
   size_t numel() const { return static_cast<size_t>(host_.numel()); }
-  size_t bytes() const { return numel() * host_.element_size(); }
+  // The user tensor's bytes (the host copy may hold padding after them).
+  size_t bytes() const { return static_cast<size_t>(user_.numel()) * user_.element_size(); }
   // The library's type (kReduce only).
   collective::DataType type() const { return type_; }
+  // How the bytes travel (kBytes): the host buffer holds carrier().padded_bytes.
+  ByteCarrier carrier() const { return CarrierFor(bytes()); }
   bool in_place() const { return in_place_; }
   // Writes the host copy into the user's tensor (nothing when in place).
   void CopyBack();
 
  private:
+  // The host copy as the user's dtype and shape (without padding).
+  at::Tensor Unpadded() const;
+
   at::Tensor user_;
   at::Tensor host_;
   collective::DataType type_ = collective::DataType::kF32;
   bool in_place_ = true;
+  bool padded_ = false;  // host_ is a uint8 buffer of carrier().padded_bytes
 };
 
 // Several tensors of one dtype laid end to end in one flat host buffer (allreduce_coalesced).
@@ -62,6 +80,9 @@ struct CoalescedRun {
 };
 // Groups `tensors` by dtype, in order of first appearance, each into one run.
 std::vector<CoalescedRun> CoalesceByType(const std::vector<at::Tensor>& tensors, const char* what);
+
+// Writes `bytes` bytes at the start of `block` (a uint8 host tensor) into `user`.
+void CopyBytesInto(const at::Tensor& block, const at::Tensor& user);
 
 // The CUDA devices among `tensors`: a future completed with them must know their devices.
 std::vector<c10::Device> FutureDevices(const std::vector<at::Tensor>& tensors);

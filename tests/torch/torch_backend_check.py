@@ -8,11 +8,18 @@ WORLD_SIZE), with `python3 -m cohort.torch.reducer` processes where the scenario
 exits 0 when every worker did. Scenarios:
 
   ops           every ProcessGroup operation on the cohort backend against torch's gloo backend
-                (a gloo group over the same ranks, same inputs): exact for integers, within
-                rounding for floats; also a cohort subgroup
+                (a gloo group over the same ranks, same inputs) and the exact result every rank
+                computes from the others' (deterministic) inputs: exact for integers and byte
+                moves, within rounding for float reductions; also a cohort subgroup
   ops-reducers  the same on the Reduction Server (2 reducers, algorithm pinned); results must also
                 be byte-identical on every rank
-  bad-use       unsupported op, dtype, tensor count: a clear RuntimeError on the calling rank
+  ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain and with
+                bf16_compress_hook, fp16_compress_hook and PowerSGD: the loss falls, every rank
+                ends with byte-identical parameters, and without a hook they match DDP on gloo
+  bad-use       unsupported op, dtype, tensor count, root, output shape: a clear RuntimeError on
+                the calling rank, and the group still works
+  mismatch      ranks pass different sizes (allreduce, allgather): every rank fails with an error
+                naming a rank that disagrees, before the timeout
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
@@ -211,6 +218,77 @@ def scenario_ops(reducers):
                                  f"{name}: differs from gloo")
                 record_identical(name, t)
 
+    # PRODUCT (an all-gather and a product in rank order) against gloo.
+    for dtype in (torch.float32, torch.float64, torch.int32, torch.int64):
+        salt += 1
+        mine = inputs(torch, rank, 1001, dtype, salt)
+        if not dtype.is_floating_point:
+            mine = mine % 5 - 2  # keep products small
+        t, g = mine.clone(), mine.clone()
+        dist.all_reduce(t, op=R.PRODUCT)
+        dist.all_reduce(g, op=R.PRODUCT, group=gloo)
+        check.expect(close(torch, t, g, dtype, n, 8.0), f"allreduce PRODUCT {dtype}: differs from gloo")
+        record_identical(f"allreduce PRODUCT {dtype}", t)
+
+    # Byte moves (any dtype, sizes that are no whole number of int32s): broadcast from every root,
+    # allgather, _allgather_base. gloo is the reference where it takes the dtype; elsewhere every
+    # rank rebuilds the others' inputs.
+    move_dtypes = (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint8, torch.int8, torch.bool)
+    for dtype in move_dtypes:
+        for count in (0, 1, 3, 1001, 200_001):
+            salt += 1
+            def make(r):
+                x = inputs(torch, r, count, torch.int64 if dtype in (torch.uint8, torch.int8, torch.bool) else dtype,
+                           salt)
+                return (x % 2 == 0) if dtype == torch.bool else x.to(dtype)
+            for root in range(n):
+                name = f"broadcast {dtype} x{count} from {root}"
+                t = make(rank)
+                dist.broadcast(t, src=root)
+                check.expect(torch.equal(t, make(root)), f"{name}: not the root's tensor")
+                if count and (dtype in gloo_dtypes or dtype in (torch.uint8, torch.int8)):  # gloo: no empty ones
+                    g = make(rank)
+                    dist.broadcast(g, src=root, group=gloo)
+                    check.expect(torch.equal(t, g), f"{name}: differs from gloo")
+            outs = [torch.empty(count, dtype=dtype) for _ in range(n)]
+            dist.all_gather(outs, make(rank))
+            check.expect(all(torch.equal(outs[r], make(r)) for r in range(n)), f"allgather {dtype} x{count}")
+            if count and dtype in gloo_dtypes:
+                gouts = [torch.empty(count, dtype=dtype) for _ in range(n)]
+                dist.all_gather(gouts, make(rank), group=gloo)
+                check.expect(all(torch.equal(a, b) for a, b in zip(outs, gouts)),
+                             f"allgather {dtype} x{count}: differs from gloo")
+            flat = torch.empty(n * count, dtype=dtype)
+            dist._all_gather_base(flat, make(rank))
+            check.expect(torch.equal(flat, torch.cat([make(r) for r in range(n)])), f"_allgather_base {dtype} x{count}")
+
+    # reduce_scatter and _reduce_scatter_base: rank r gets block r of the reduction; against gloo's
+    # all-reduce of the same blocks (gloo 1.13 has no reduce-scatter).
+    for dtype in dtypes:
+        for op_name, op in (("SUM", R.SUM), ("MAX", R.MAX), ("AVG", R.AVG)):
+            for count in (0, 1, 4099):
+                salt += 1
+                name = f"reduce_scatter {op_name} {dtype} x{count}"
+                blocks = [inputs(torch, rank, count, dtype, 100 * salt + b) for b in range(n)]
+                every = torch.stack([torch.cat([inputs(torch, r, count, dtype, 100 * salt + b).double()
+                                                for b in range(n)]) for r in range(n)])
+                want = {"SUM": every.sum(0), "MAX": every.max(0).values if count else every.sum(0),
+                        "AVG": every.sum(0) / n if dtype.is_floating_point else
+                        torch.div(every.sum(0), n, rounding_mode="trunc")}[op_name]
+                want = want[rank * count:(rank + 1) * count].to(dtype)
+                scale = float(every.abs().max()) if count else 1.0
+                out = torch.empty(count, dtype=dtype)
+                dist.reduce_scatter(out, [b.clone() for b in blocks], op=op)
+                check.expect(close(torch, out, want, dtype, n, scale), f"{name}: differs from the exact reduction")
+                if dtype in gloo_dtypes and op_name != "AVG":
+                    g = torch.cat(blocks)
+                    dist.all_reduce(g, op=op, group=gloo)
+                    check.expect(close(torch, out, g[rank * count:(rank + 1) * count], dtype, n, scale),
+                                 f"{name}: differs from gloo")
+                base = torch.empty(count, dtype=dtype)
+                dist._reduce_scatter_base(base, torch.cat(blocks), op=op)
+                check.expect(torch.equal(base, out), f"_reduce_scatter_base {op_name} {dtype} x{count}")
+
     # A future: completes with the output tensors (what DDP comm hooks chain on).
     t = torch.full((5,), float(rank))
     fut = dist.all_reduce(t, async_op=True).get_future()
@@ -267,6 +345,79 @@ def scenario_ops(reducers):
     return check.finish()
 
 
+def scenario_ddp():
+    """DDP trains a small MLP on the cohort backend (the Reduction Server: 2 reducers), plain and
+    with torch's comm hooks, against the same training on gloo."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    pg = dist.distributed_c10d._get_default_group()
+    check.expect(pg.num_reducers == 2, f"the DDP group has {pg.num_reducers} reducers, not 2")
+    gloo = dist.new_group(backend="gloo")
+    torch.manual_seed(0)
+    features, classes, steps, batch = 16, 4, 40, 32
+    # Synthetic, learnable data: the class is the argmax of a fixed projection of the features.
+    g = torch.Generator().manual_seed(123)
+    x_all = torch.randn(steps * n * batch, features, generator=g)
+    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+
+    def train(group, hook=None, state=None):
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
+        if rank != 0:  # DDP's constructor broadcasts rank 0's parameters: make them differ first
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(0.5)
+        ddp = DDP(model, process_group=group, bucket_cap_mb=0.01)  # several buckets
+        if hook is not None:
+            ddp.register_comm_hook(state, hook)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        losses = []
+        for step in range(steps):
+            lo = (step * n + rank) * batch
+            loss = torch.nn.functional.cross_entropy(ddp(x_all[lo:lo + batch]), y_all[lo:lo + batch])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        return params, sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+
+    def bf16_hook(state, bucket):
+        # torch 1.13's DDP refuses a hook *named* bf16_compress_hook unless torch was built with
+        # CUDA 11+ and NCCL 2.10+ (a check of the build, not of the backend): call it under
+        # another name. The hook's own code is what runs.
+        return default_hooks.bf16_compress_hook(state, bucket)
+
+    reference, _, _ = train(gloo)
+    runs = {
+        "no hook": (None, None),
+        "bf16_compress_hook": (bf16_hook, None),
+        "fp16_compress_hook": (default_hooks.fp16_compress_hook, None),
+        "PowerSGD": (powerSGD_hook.powerSGD_hook,
+                     powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+                                                 start_powerSGD_iter=3, use_error_feedback=True, warm_start=True)),
+    }
+    for name, (hook, state) in runs.items():
+        params, first, last = train(None, hook, state)
+        print(f"{name}: loss {first:.3f} -> {last:.3f}", flush=True)
+        check.expect(last < first * 0.6, f"{name}: the loss did not fall ({first:.3f} -> {last:.3f})")
+        check.expect(same_on_every_rank(dist, gloo, digest(params)), f"{name}: ranks end with different parameters")
+        if hook is None:
+            check.expect(bool(torch.allclose(params, reference, rtol=1e-4, atol=1e-4)),
+                         f"{name}: parameters differ from DDP on gloo (max diff "
+                         f"{float((params - reference).abs().max()):.2e})")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
 def scenario_bad_use():
     import torch
     import torch.distributed as dist
@@ -288,11 +439,55 @@ def scenario_bad_use():
                         ["allreduce_coalesced", "torch.uint8"], "uint8 allreduce_coalesced")
     check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], 0), ["cohort", "recvAnysource"],
                         "recv from any source")
+    n = dist.get_world_size()
+    check.expect_raises(lambda: dist.broadcast(torch.ones(3), src=n), ["broadcast", f"root {n}"], "broadcast root")
+    check.expect_raises(lambda: dist.all_gather([torch.ones(3)] * (n + 1), torch.ones(3)),
+                        ["allgather", f"needs {n} output tensors"], "allgather output count")
+    check.expect_raises(lambda: dist.all_gather([torch.ones(3)] * (n - 1) + [torch.ones(4)], torch.ones(3)),
+                        ["allgather", "4 elements, 3 expected"], "allgather output size")
+    check.expect_raises(lambda: pg.allgather([[torch.ones(3, dtype=torch.int32)] * n], [torch.ones(3)]),
+                        ["allgather", "torch.int32", "torch.float32"], "allgather output dtype")
+    check.expect_raises(lambda: dist._all_gather_base(torch.ones(3 * n + 1), torch.ones(3)),
+                        ["_allgather_base", f"{3 * n + 1} elements, {3 * n} expected"], "_allgather_base size")
+    check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2), [torch.ones(2)] * n, op=R.BAND),
+                        ["reduce_scatter", "BAND"], "reduce_scatter BAND")
+    check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.uint8),
+                                                    [torch.ones(2, dtype=torch.uint8)] * n),
+                        ["reduce_scatter", "torch.uint8"], "reduce_scatter uint8")
     # Refused calls leave the group usable.
     t = torch.ones(4)
     dist.all_reduce(t)
     check.expect(torch.equal(t, torch.full((4,), float(dist.get_world_size()))), "the group works after refusals")
     dist.destroy_process_group()
+    return check.finish()
+
+
+def scenario_mismatch():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    sub = dist.new_group(backend="cohort")
+    # Every rank sees every descriptor: each names a rank that passes something else.
+    start = time.time()
+    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(1000 + rank)),
+                        ["the ranks disagree", "elements of torch.float32 with SUM", f"this worker ({rank}) "
+                         f"{1000 + rank} elements"], "allreduce over different sizes")
+    print(f"allreduce: {text}", flush=True)
+    check.expect(time.time() - start < FAIL_TIMEOUT_S + SLACK_S, "the allreduce error came past the timeout")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["failed earlier"], "the group after the error")
+    # The library's own check (allgather's call header): whoever receives from a disagreeing rank
+    # names it; the others see their peer fail or go silent. Nobody hangs past the timeout.
+    start = time.time()
+    text = check.expect_raises(
+        lambda: dist.all_gather([torch.empty(5 + rank)] * n, torch.ones(5 + rank), group=sub),
+        ["cohort", "allgather", "worker"], "allgather over different sizes")
+    print(f"allgather: {text}", flush=True)
+    took = time.time() - start
+    check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the allgather error took {took:.1f} s, past the timeout")
     return check.finish()
 
 
@@ -351,7 +546,9 @@ SCENARIOS = {
     # name: (workers, reducers, extra environment, ranks not started, worker function)
     "ops": (3, 0, {}, (), lambda: scenario_ops(0)),
     "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), lambda: scenario_ops(2)),
+    "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ddp),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
+    "mismatch": (3, 0, {}, (), scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
 }

@@ -17,7 +17,7 @@ Where the peers come from:
 
 Tuning, as for the C++ communicator: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|
 halving-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
-COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS; or pass Options as init_process_group's pg_options.
+COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_TORCH_CHECK_CALLS; or pass Options as init_process_group's pg_options.
 The process group's timeout (init_process_group(timeout=...)) bounds the rendezvous and every
 operation.
 """
@@ -47,12 +47,16 @@ class Options:
         0); inside a job the job's pool decides.
     algorithm: the all-reduce to pin (default COHORT_ALLREDUCE_ALGORITHM or auto).
     chunk_bytes: the pipeline unit (default COHORT_CHUNK_BYTES, else chosen by placement).
+    check_calls: before each all-reduce, check that every rank passes the same count, dtype and op
+        (one small all-gather; default COHORT_TORCH_CHECK_CALLS or True). The library's other
+        collectives always check.
     """
 
-    def __init__(self, num_reducers=None, algorithm=None, chunk_bytes=None):
+    def __init__(self, num_reducers=None, algorithm=None, chunk_bytes=None, check_calls=None):
         self.num_reducers = num_reducers
         self.algorithm = algorithm
         self.chunk_bytes = chunk_bytes
+        self.check_calls = check_calls
 
 
 _live_groups = weakref.WeakSet()
@@ -74,6 +78,7 @@ def _create_process_group(backend_options, pg_options):
         num_reducers,
         options.algorithm or "",
         int(options.chunk_bytes or 0),
+        -1 if options.check_calls is None else int(bool(options.check_calls)),
     )
     _live_groups.add(pg)
     return pg
