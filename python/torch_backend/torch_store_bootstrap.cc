@@ -61,6 +61,18 @@ StatusOr<std::string> TorchStoreBootstrap::Get(const std::string& key, Deadline 
   }
 }
 
+StatusOr<std::optional<std::string>> TorchStoreBootstrap::Lookup(const std::string& key,
+                                                                 Deadline deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    if (!store_->check({key})) return std::optional<std::string>();
+    const std::vector<uint8_t> value = store_->get(key);
+    return std::optional<std::string>(std::string(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    return StoreFailure("lookup " + key, e, deadline);
+  }
+}
+
 StatusOr<int64_t> TorchStoreBootstrap::Add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mu_);
   try {

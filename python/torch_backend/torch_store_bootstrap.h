@@ -21,6 +21,7 @@
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -33,6 +34,9 @@ class TorchStoreBootstrap final : public collective::Bootstrap {
   explicit TorchStoreBootstrap(c10::intrusive_ptr<c10d::Store> store);
   Status Put(const std::string& key, const std::string& value) override;
   StatusOr<std::string> Get(const std::string& key, collective::Deadline deadline) override;
+  // One Store::check, and a get when the key exists.
+  StatusOr<std::optional<std::string>> Lookup(const std::string& key,
+                                              collective::Deadline deadline) override;
   // Store::add: atomically adds `delta` to the integer at `key` (0 when absent), returns the sum.
   StatusOr<int64_t> Add(const std::string& key, int64_t delta);
 
