@@ -11,6 +11,10 @@ struct cohort_comm {
   std::unique_ptr<cohort::collective::Communicator> comm;
 };
 
+struct cohort_request {
+  cohort::collective::PointToPointRequest request;
+};
+
 namespace {
 
 thread_local std::string g_last_error;
@@ -72,7 +76,7 @@ int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, i
   if (dtype < 0 || dtype > 5)
     return Report(
         cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
-  if (op < 0 || op > 3)
+  if (op < 0 || op > COHORT_PRODUCT)
     return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
   if (algorithm < 0 || algorithm > COHORT_ALGO_HIERARCHICAL) {
     return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " +
@@ -104,6 +108,76 @@ int cohort_barrier(cohort_comm_t* comm) {
   if (Status s = CheckArgs("cohort_barrier", comm, COHORT_F32, COHORT_SUM); !s.ok())
     return Report(s);
   return Report(comm->comm->Barrier());
+}
+
+int cohort_reduce(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype,
+                  int op, int root) {
+  if (Status s = CheckArgs("cohort_reduce", comm, dtype, op); !s.ok()) return Report(s);
+  return Report(comm->comm->Reduce(send, recv, count, static_cast<DataType>(dtype),
+                                   static_cast<ReduceOp>(op), root));
+}
+
+int cohort_gather(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype,
+                  int root) {
+  if (Status s = CheckArgs("cohort_gather", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Gather(send, recv, count, static_cast<DataType>(dtype), root));
+}
+
+int cohort_scatter(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype,
+                   int root) {
+  if (Status s = CheckArgs("cohort_scatter", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Scatter(send, recv, count, static_cast<DataType>(dtype), root));
+}
+
+int cohort_alltoall(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype) {
+  if (Status s = CheckArgs("cohort_alltoall", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Alltoall(send, recv, count, static_cast<DataType>(dtype)));
+}
+
+int cohort_alltoallv(cohort_comm_t* comm, const void* send, const size_t* send_counts, void* recv,
+                     const size_t* recv_counts, int dtype) {
+  if (Status s = CheckArgs("cohort_alltoallv", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(
+      comm->comm->AlltoallV(send, send_counts, recv, recv_counts, static_cast<DataType>(dtype)));
+}
+
+int cohort_send(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag) {
+  if (Status s = CheckArgs("cohort_send", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Send(data, count, static_cast<DataType>(dtype), peer, tag));
+}
+
+int cohort_recv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag) {
+  if (Status s = CheckArgs("cohort_recv", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  return Report(comm->comm->Recv(data, count, static_cast<DataType>(dtype), peer, tag));
+}
+
+int cohort_isend(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag,
+                 cohort_request_t** out) {
+  if (out == nullptr) return Report(cohort::InvalidArgument("cohort_isend: out is NULL"));
+  *out = nullptr;
+  if (Status s = CheckArgs("cohort_isend", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  auto r = comm->comm->Isend(data, count, static_cast<DataType>(dtype), peer, tag);
+  if (!r.ok()) return Report(r.status());
+  *out = new cohort_request{std::move(*r)};
+  return Report(Status::Ok());
+}
+
+int cohort_irecv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag,
+                 cohort_request_t** out) {
+  if (out == nullptr) return Report(cohort::InvalidArgument("cohort_irecv: out is NULL"));
+  *out = nullptr;
+  if (Status s = CheckArgs("cohort_irecv", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  auto r = comm->comm->Irecv(data, count, static_cast<DataType>(dtype), peer, tag);
+  if (!r.ok()) return Report(r.status());
+  *out = new cohort_request{std::move(*r)};
+  return Report(Status::Ok());
+}
+
+int cohort_wait(cohort_request_t* request) {
+  if (request == nullptr) return Report(cohort::InvalidArgument("cohort_wait: request is NULL"));
+  const Status s = request->request.Wait();
+  delete request;
+  return Report(s);
 }
 
 int cohort_run_reducer_from_env(void) {

@@ -37,7 +37,7 @@ enum {
 };
 
 enum { COHORT_F32 = 0, COHORT_F64 = 1, COHORT_F16 = 2, COHORT_BF16 = 3, COHORT_I32 = 4, COHORT_I64 = 5 };
-enum { COHORT_SUM = 0, COHORT_AVG = 1, COHORT_MIN = 2, COHORT_MAX = 3 };
+enum { COHORT_SUM = 0, COHORT_AVG = 1, COHORT_MIN = 2, COHORT_MAX = 3, COHORT_PRODUCT = 4 };
 enum { COHORT_ALGO_AUTO = 0, COHORT_ALGO_REDUCTION_SERVER = 1, COHORT_ALGO_RING = 2, COHORT_ALGO_HALVING_DOUBLING = 3,
        COHORT_ALGO_SHARED_MEMORY = 4, COHORT_ALGO_HIERARCHICAL = 5 };
 
@@ -65,6 +65,36 @@ int cohort_reduce_scatter(cohort_comm_t* comm, const void* send, void* recv, siz
                           int dtype, int op);
 /* Returns once every worker has called it. */
 int cohort_barrier(cohort_comm_t* comm);
+/* Every worker's `send` (count elements) reduced by `op` lands in the root's `recv` (may equal
+ * `send`; unused elsewhere). */
+int cohort_reduce(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype,
+                  int op, int root);
+/* Every worker's `send` (count elements) lands in the root's `recv` (size * count) at rank * count.
+ */
+int cohort_gather(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype,
+                  int root);
+/* Block r of the root's `send` (size * count elements) lands in worker r's `recv` (count). */
+int cohort_scatter(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype,
+                   int root);
+/* Block j of `send` (size blocks of count elements) lands in worker j's `recv` at block rank. */
+int cohort_alltoall(cohort_comm_t* comm, const void* send, void* recv, size_t count, int dtype);
+/* As cohort_alltoall with per-peer counts (size entries each; blocks contiguous in worker order).
+ */
+int cohort_alltoallv(cohort_comm_t* comm, const void* send, const size_t* send_counts, void* recv,
+                     const size_t* recv_counts, int dtype);
+
+/* Point-to-point between two workers, tag in [0, 2^20): a receive matches the sends of `peer` with
+ * that tag in order. cohort_send/cohort_recv block; cohort_isend/cohort_irecv post and return a
+ * request that cohort_wait completes and frees (every request must be waited for before the
+ * communicator is destroyed). */
+typedef struct cohort_request cohort_request_t;
+int cohort_send(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag);
+int cohort_recv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag);
+int cohort_isend(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag,
+                 cohort_request_t** out);
+int cohort_irecv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag,
+                 cohort_request_t** out);
+int cohort_wait(cohort_request_t* request);
 /* Runs a reducer from the environment until its workers are gone for good (see cohort-reducer). */
 int cohort_run_reducer_from_env(void);
 /* The message of the last failed call on this thread ("" if none). Valid until the next call. */

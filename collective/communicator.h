@@ -34,6 +34,7 @@
 
 #include "collective/algorithms/allreduce_options.h"
 #include "collective/algorithms/collective_call.h"
+#include "collective/algorithms/point_to_point.h"
 #include "collective/algorithms/shared_memory_allreduce.h"
 #include "collective/bootstrap.h"
 #include "collective/transport/transport.h"
@@ -142,6 +143,35 @@ class Communicator {
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   // Returns once every worker has called it.
   Status Barrier();
+  // Every worker's `send` (count elements) reduced by `op` lands in the root's `recv` (count
+  // elements; may equal `send`; unused elsewhere).
+  Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  // Every worker's `send` (count elements) lands in the root's `recv` (size() * count elements;
+  // unused elsewhere) at offset rank * count.
+  Status Gather(const void* send, void* recv, size_t count, DataType type, int root);
+  // Block r of the root's `send` (size() * count elements; unused elsewhere) lands in worker r's
+  // `recv` (count elements).
+  Status Scatter(const void* send, void* recv, size_t count, DataType type, int root);
+  // Block j of `send` (size() blocks of count elements) lands in worker j's `recv` at block rank.
+  Status Alltoall(const void* send, void* recv, size_t count, DataType type);
+  // As Alltoall with per-peer counts (size() entries each): send_counts[j] elements go to worker j,
+  // recv_counts[i] come from worker i; blocks are contiguous in worker order. A sender whose count
+  // differs from the receiver's expectation is named in the receiver's error.
+  Status AlltoallV(const void* send, const size_t* send_counts, void* recv,
+                   const size_t* recv_counts, DataType type);
+
+  // Point-to-point (collective/algorithms/point_to_point.h): `count` elements to or from worker
+  // `peer` with `tag` in [0, kPointToPointTagLimit); a receive matches the sends of `peer` with
+  // that tag in order. Unlike the collectives these involve two workers only (no sequence number)
+  // and may be outstanding while other calls run: Isend/Irecv post and return, and the request's
+  // Wait (deadline: options.timeout from posting) completes it; an error there poisons the
+  // communicator. Requests must be waited for or destroyed before the communicator is.
+  Status Send(const void* data, size_t count, DataType type, int peer, int tag = 0);
+  Status Recv(void* data, size_t count, DataType type, int peer, int tag = 0);
+  StatusOr<PointToPointRequest> Isend(const void* data, size_t count, DataType type, int peer,
+                                      int tag = 0);
+  StatusOr<PointToPointRequest> Irecv(void* data, size_t count, DataType type, int peer,
+                                      int tag = 0);
 
   int rank() const { return rank_; }
   int size() const { return world_size_; }
@@ -167,6 +197,8 @@ class Communicator {
                    std::initializer_list<const void*> buffers, std::optional<int> root,
                    CollectiveOptions* call);
   Status EndCall(Status status);
+  StatusOr<PointToPointRequest> PostPointToPoint(bool send, void* data, size_t count, DataType type,
+                                                 int peer, int tag);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
   // hierarchical_available); every worker reaches the same verdict.
   Status SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes,
@@ -178,7 +210,7 @@ class Communicator {
   std::string generation_;
   CommunicatorOptions options_;
   uint32_t seq_ = 0;
-  bool poisoned_ = false;
+  std::atomic<bool> poisoned_{false};    // point-to-point requests set it from any thread
   bool one_host_shared_memory_ = false;  // UCX, every rank on this host, shared memory allowed
   std::unique_ptr<StoreServer> store_server_;  // rank 0 of FromEnvironment only
   std::unique_ptr<Bootstrap> owned_bootstrap_;

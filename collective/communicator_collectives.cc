@@ -3,9 +3,13 @@
 #include <string>
 
 #include "collective/algorithms/allgather.h"
+#include "collective/algorithms/alltoall.h"
 #include "collective/algorithms/barrier.h"
 #include "collective/algorithms/broadcast.h"
+#include "collective/algorithms/gather.h"
+#include "collective/algorithms/reduce.h"
 #include "collective/algorithms/reduce_scatter.h"
+#include "collective/algorithms/scatter.h"
 #include "collective/communicator.h"
 
 #ifdef COHORT_HAVE_CUDA
@@ -91,6 +95,129 @@ Status Communicator::Barrier() {
   CollectiveOptions o;
   COHORT_RETURN_IF_ERROR(BeginCall("barrier", DataType::kF32, 0, {}, std::nullopt, &o));
   return EndCall(collective::Barrier(*transport_, o));
+}
+
+Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                            int root) {
+  if (!IsValid(op)) return InvalidArgument("reduce: unknown op");
+  ReduceOptions o;
+  const bool root_here = root == rank_;
+  COHORT_RETURN_IF_ERROR(
+      BeginCall("reduce", type, count, {send, root_here ? recv : send}, root, &o));
+  o.send = send;
+  o.recv = recv;
+  o.count = count;
+  o.type = type;
+  o.op = op;
+  o.root = root;
+  return EndCall(collective::Reduce(*transport_, o));
+}
+
+Status Communicator::Gather(const void* send, void* recv, size_t count, DataType type, int root) {
+  GatherOptions o;
+  COHORT_RETURN_IF_ERROR(
+      BeginCall("gather", type, count, {send, root == rank_ ? recv : send}, root, &o));
+  o.send = send;
+  o.recv = recv;
+  o.count = count;
+  o.type = type;
+  o.root = root;
+  return EndCall(collective::Gather(*transport_, o));
+}
+
+Status Communicator::Scatter(const void* send, void* recv, size_t count, DataType type, int root) {
+  ScatterOptions o;
+  COHORT_RETURN_IF_ERROR(
+      BeginCall("scatter", type, count, {recv, root == rank_ ? send : recv}, root, &o));
+  o.send = send;
+  o.recv = recv;
+  o.count = count;
+  o.type = type;
+  o.root = root;
+  return EndCall(collective::Scatter(*transport_, o));
+}
+
+Status Communicator::Alltoall(const void* send, void* recv, size_t count, DataType type) {
+  AlltoallOptions o;
+  COHORT_RETURN_IF_ERROR(BeginCall("alltoall", type, count, {send, recv}, std::nullopt, &o));
+  o.send = send;
+  o.recv = recv;
+  o.count = count;
+  o.type = type;
+  return EndCall(collective::Alltoall(*transport_, o));
+}
+
+Status Communicator::AlltoallV(const void* send, const size_t* send_counts, void* recv,
+                               const size_t* recv_counts, DataType type) {
+  if (send_counts == nullptr || recv_counts == nullptr)
+    return InvalidArgument("alltoallv: null counts");
+  AlltoallOptions o;
+  o.send_counts.assign(send_counts, send_counts + world_size_);
+  o.recv_counts.assign(recv_counts, recv_counts + world_size_);
+  if (send_counts[rank_] != recv_counts[rank_]) {
+    return InvalidArgument("alltoallv: this worker sends itself " +
+                           std::to_string(send_counts[rank_]) + " elements but expects " +
+                           std::to_string(recv_counts[rank_]));
+  }
+  size_t sent = 0, received = 0;
+  for (int r = 0; r < world_size_; ++r) {
+    sent += send_counts[r];
+    received += recv_counts[r];
+  }
+  if ((sent > 0 && send == nullptr) || (received > 0 && recv == nullptr)) {
+    return InvalidArgument("alltoallv: null buffer");
+  }
+  COHORT_RETURN_IF_ERROR(BeginCall("alltoallv", type, 0, {send, recv}, std::nullopt, &o));
+  o.send = send;
+  o.recv = recv;
+  o.type = type;
+  return EndCall(collective::AlltoallV(*transport_, o));
+}
+
+StatusOr<PointToPointRequest> Communicator::PostPointToPoint(bool send, void* data, size_t count,
+                                                             DataType type, int peer, int tag) {
+  const char* what = send ? "send" : "recv";
+  if (OnDevice(data)) {
+    return InvalidArgument(std::string(what) +
+                           ": device memory is not supported here; stage it in host memory");
+  }
+  if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
+  PointToPointOptions o;
+  o.data = data;
+  o.count = count;
+  o.type = type;
+  o.peer = peer;
+  o.tag = tag;
+  o.num_workers = world_size_;
+  o.deadline = SteadyClock::now() + options_.timeout;
+  // Bad arguments are refused before anything is posted and leave the communicator usable.
+  StatusOr<PointToPointRequest> r = send ? PostSend(*transport_, o) : PostRecv(*transport_, o);
+  if (!r.ok()) {
+    if (r.status().code() != StatusCode::kInvalidArgument) poisoned_ = true;
+    return r.status();
+  }
+  r->set_poison_on_error(&poisoned_);
+  return r;
+}
+
+StatusOr<PointToPointRequest> Communicator::Isend(const void* data, size_t count, DataType type,
+                                                  int peer, int tag) {
+  return PostPointToPoint(true, const_cast<void*>(data), count, type, peer, tag);
+}
+
+StatusOr<PointToPointRequest> Communicator::Irecv(void* data, size_t count, DataType type, int peer,
+                                                  int tag) {
+  return PostPointToPoint(false, data, count, type, peer, tag);
+}
+
+Status Communicator::Send(const void* data, size_t count, DataType type, int peer, int tag) {
+  COHORT_ASSIGN_OR_RETURN(PointToPointRequest r, Isend(data, count, type, peer, tag));
+  return r.Wait();
+}
+
+Status Communicator::Recv(void* data, size_t count, DataType type, int peer, int tag) {
+  COHORT_ASSIGN_OR_RETURN(PointToPointRequest r, Irecv(data, count, type, peer, tag));
+  return r.Wait();
 }
 
 }  // namespace cohort::collective

@@ -43,14 +43,17 @@ std::string_view ReduceOpName(ReduceOp op) {
     case ReduceOp::kAvg: return "avg";
     case ReduceOp::kMin: return "min";
     case ReduceOp::kMax: return "max";
+    case ReduceOp::kProduct: return "product";
   }
   return "?";
 }
 
 std::optional<ReduceOp> ParseReduceOp(std::string_view name) {
-  for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
+  for (auto op :
+       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
     if (ReduceOpName(op) == name) return op;
   }
+  if (name == "prod") return ReduceOp::kProduct;
   return std::nullopt;
 }
 
@@ -76,6 +79,6 @@ std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
 }
 
 bool IsValid(DataType type) { return static_cast<uint8_t>(type) <= 5; }
-bool IsValid(ReduceOp op) { return static_cast<uint8_t>(op) <= 3; }
+bool IsValid(ReduceOp op) { return static_cast<uint8_t>(op) <= 4; }
 
 }  // namespace cohort::collective

@@ -11,7 +11,7 @@
 namespace cohort::collective {
 
 enum class DataType : uint8_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3, kI32 = 4, kI64 = 5 };
-enum class ReduceOp : uint8_t { kSum = 0, kAvg = 1, kMin = 2, kMax = 3 };
+enum class ReduceOp : uint8_t { kSum = 0, kAvg = 1, kMin = 2, kMax = 3, kProduct = 4 };
 enum class Algorithm : uint8_t {
   kAuto = 0,
   kReductionServer = 1,
@@ -26,7 +26,7 @@ size_t DataTypeSize(DataType type);
 // "f32", "f64", "f16", "bf16", "i32", "i64".
 std::string_view DataTypeName(DataType type);
 std::optional<DataType> ParseDataType(std::string_view name);
-// "sum", "avg", "min", "max".
+// "sum", "avg", "min", "max", "product" (also parsed: "prod").
 std::string_view ReduceOpName(ReduceOp op);
 std::optional<ReduceOp> ParseReduceOp(std::string_view name);
 // "auto", "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical".

@@ -86,6 +86,8 @@ double Expected(ReduceOp op, size_t i, int n) {
     case ReduceOp::kAvg: return base * (n + 1) / 2.0;
     case ReduceOp::kMin: return base;
     case ReduceOp::kMax: return base * n;
+    case ReduceOp::kProduct:
+      return std::pow(base, n) * std::tgamma(n + 1.0);  // base^n * n!
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "collective/kernels/reduce.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "collective/kernels/half.h"
 
@@ -18,6 +19,18 @@ struct Min {
 struct Max {
   template <typename T>
   static T Apply(T a, T b) { return a < b ? b : a; }
+};
+struct Product {
+  // Integers multiply modulo 2^bits (unsigned arithmetic: signed overflow would be undefined).
+  template <typename T>
+  static T Apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      return a * b;
+    }
+  }
 };
 
 template <typename T, typename Op>
@@ -92,6 +105,18 @@ void ScaleLoop(T* __restrict__ data, size_t count, T divisor) {
   for (size_t i = 0; i < count; ++i) data[i] = data[i] / divisor;
 }
 
+template <typename Op, float (*Widen)(uint16_t)>
+void ReduceWidenedLoop(float* __restrict__ acc, const uint16_t* __restrict__ in, size_t count) {
+  for (size_t i = 0; i < count; ++i) acc[i] = Op::Apply(acc[i], Widen(in[i]));
+}
+
+template <typename Op>
+void ReduceWidenedTyped(DataType wire, float* acc, const void* in, size_t count) {
+  const auto* w = static_cast<const uint16_t*>(in);
+  if (wire == DataType::kBF16) return ReduceWidenedLoop<Op, BFloat16ToFloat>(acc, w, count);
+  return ReduceWidenedLoop<Op, HalfToFloat>(acc, w, count);
+}
+
 }  // namespace
 
 void ReduceInto(DataType type, ReduceOp op, void* inout, const void* in, size_t count) {
@@ -103,6 +128,40 @@ void ReduceInto(DataType type, ReduceOp op, void* inout, const void* in, size_t 
       return ReduceTyped<Min>(type, inout, in, count);
     case ReduceOp::kMax:
       return ReduceTyped<Max>(type, inout, in, count);
+    case ReduceOp::kProduct:
+      return ReduceTyped<Product>(type, inout, in, count);
+  }
+}
+
+void NarrowFromF32(DataType wire, void* out, const float* in, size_t count) {
+  auto* o = static_cast<uint16_t*>(out);
+  if (wire == DataType::kBF16) {
+    for (size_t i = 0; i < count; ++i) o[i] = FloatToBFloat16(in[i]);
+  } else {
+    for (size_t i = 0; i < count; ++i) o[i] = FloatToHalf(in[i]);
+  }
+}
+
+void WidenToF32(DataType wire, float* out, const void* in, size_t count) {
+  const auto* w = static_cast<const uint16_t*>(in);
+  if (wire == DataType::kBF16) {
+    for (size_t i = 0; i < count; ++i) out[i] = BFloat16ToFloat(w[i]);
+  } else {
+    for (size_t i = 0; i < count; ++i) out[i] = HalfToFloat(w[i]);
+  }
+}
+
+void ReduceWidenedInto(DataType wire, ReduceOp op, float* acc, const void* in, size_t count) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return ReduceWidenedTyped<Sum>(wire, acc, in, count);
+    case ReduceOp::kMin:
+      return ReduceWidenedTyped<Min>(wire, acc, in, count);
+    case ReduceOp::kMax:
+      return ReduceWidenedTyped<Max>(wire, acc, in, count);
+    case ReduceOp::kProduct:
+      return ReduceWidenedTyped<Product>(wire, acc, in, count);
   }
 }
 

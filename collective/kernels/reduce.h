@@ -13,10 +13,18 @@
 namespace cohort::collective {
 
 // inout[i] = op(inout[i], in[i]) for i < count. kAvg reduces as a sum; apply ScaleForAverage once
-// after the last contribution.
+// after the last contribution. kProduct on integers wraps modulo 2^bits.
 void ReduceInto(DataType type, ReduceOp op, void* inout, const void* in, size_t count);
 
 // data[i] /= divisor (integers divide with truncation toward zero). Used to finish kAvg.
 void ScaleForAverage(DataType type, void* data, size_t count, int divisor);
+
+// Wire compression (CommunicatorOptions::wire_dtype): float32 data crosses the network as `wire`
+// (kBF16 or kF16) and is reduced in float32. Narrow rounds to nearest even, once per element;
+// Widen is exact.
+void NarrowFromF32(DataType wire, void* out, const float* in, size_t count);
+void WidenToF32(DataType wire, float* out, const void* in, size_t count);
+// acc[i] = op(acc[i], widen(in[i])) in float32 (kAvg as a sum).
+void ReduceWidenedInto(DataType wire, ReduceOp op, float* acc, const void* in, size_t count);
 
 }  // namespace cohort::collective

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "collective/kernels/reduce_cuda.h"
 
@@ -33,7 +34,20 @@ __global__ void ReduceKernel(T* __restrict__ inout, const T* __restrict__ in, si
       a = inout[i];
       b = in[i];
     }
-    C r = kOp == 0 ? a + b : (kOp == 1 ? (b < a ? b : a) : (a < b ? b : a));
+    C r;
+    if constexpr (kOp == 0) {
+      r = a + b;
+    } else if constexpr (kOp == 1) {
+      r = b < a ? b : a;
+    } else if constexpr (kOp == 2) {
+      r = a < b ? b : a;
+    } else if constexpr (std::is_integral_v<C>) {
+      // Modulo 2^bits, as the CPU kernel (signed overflow would be undefined).
+      using U = std::make_unsigned_t<C>;
+      r = static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      r = a * b;
+    }
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       inout[i] = FromF<T>(r);
     } else {
@@ -71,6 +85,7 @@ int Launch(ReduceOp op, void* inout, const void* in, size_t count, cudaStream_t 
     case ReduceOp::kAvg: ReduceKernel<T, 0><<<blocks, threads, 0, stream>>>(d, s, count); break;
     case ReduceOp::kMin: ReduceKernel<T, 1><<<blocks, threads, 0, stream>>>(d, s, count); break;
     case ReduceOp::kMax: ReduceKernel<T, 2><<<blocks, threads, 0, stream>>>(d, s, count); break;
+    case ReduceOp::kProduct: ReduceKernel<T, 3><<<blocks, threads, 0, stream>>>(d, s, count); break;
   }
   return static_cast<int>(cudaGetLastError());
 }

@@ -11,9 +11,13 @@
 #include <thread>
 
 #include "collective/algorithms/allgather.h"
+#include "collective/algorithms/alltoall.h"
 #include "collective/algorithms/barrier.h"
 #include "collective/algorithms/broadcast.h"
+#include "collective/algorithms/gather.h"
+#include "collective/algorithms/reduce.h"
 #include "collective/algorithms/reduce_scatter.h"
+#include "collective/algorithms/scatter.h"
 #include "collective/communicator.h"
 #include "collective/transport/faulty_transport.h"
 #include "collective/transport/loopback/loopback_transport.h"
@@ -210,6 +214,169 @@ TEST_P(CollectivesTest, BarrierHoldsEveryWorkerUntilAllHaveEntered) {
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
+TEST_P(CollectivesTest, ReduceToEveryKindOfRootMatchesReferenceAndLeavesInputs) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        for (int root : {0, n - 1, n / 2}) {
+          for (DataType type : testing::kAllTypes) {
+            for (ReduceOp op : testing::kAllOps) {
+              for (size_t count : kCounts) {
+                const size_t es = DataTypeSize(type);
+                const std::string name =
+                    CaseName(type, count,
+                             "/" + std::string(ReduceOpName(op)) + " root " + std::to_string(root));
+                const std::vector<char> in = testing::MakeInput(type, comm.rank(), count);
+                std::vector<char> a = Garbage(count * es), b = in;
+                Status s = comm.Reduce(in.data(), a.data(), count, type, op, root);
+                // The root in place the second time.
+                if (s.ok()) s = comm.Reduce(b.data(), b.data(), count, type, op, root);
+                if (!s.ok()) return f->push_back(name + ": " + s.ToString());
+                if (in != testing::MakeInput(type, comm.rank(), count))
+                  f->push_back(name + ": input modified");
+                if (comm.rank() != root) {
+                  if (b != in)
+                    f->push_back(name + ": a worker's buffer changed though it is not the root");
+                  continue;
+                }
+                const std::string bad = testing::CheckResult(type, op, n, a.data(), count);
+                if (!bad.empty()) f->push_back(name + ": " + bad);
+                if (!std::equal(a.begin(), a.begin() + count * es, b.begin()))
+                  f->push_back(name + ": repeat differs");
+              }
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+TEST_P(CollectivesTest, GatherAndScatterMoveEveryBlock) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        for (int root : {0, n - 1, n / 2}) {
+          for (DataType type : testing::kAllTypes) {
+            for (size_t count : kCounts) {
+              const size_t bytes = count * DataTypeSize(type);
+              const std::string name = CaseName(type, count, " root " + std::to_string(root));
+              // Gather: block r on the root is worker r's input.
+              const std::vector<char> mine = testing::MakeInput(type, comm.rank(), count);
+              std::vector<char> all = Garbage(n * bytes);
+              Status s = comm.Gather(mine.data(), all.data(), count, type, root);
+              if (!s.ok()) return f->push_back("gather " + name + ": " + s.ToString());
+              for (int r = 0; comm.rank() == root && r < n; ++r) {
+                const std::vector<char> want = testing::MakeInput(type, r, count);
+                if (!std::equal(want.begin(), want.begin() + bytes, all.begin() + r * bytes)) {
+                  f->push_back("gather " + name + ": block " + std::to_string(r));
+                }
+              }
+              // Scatter: the root's block r (input of "rank" 100 + r) lands on worker r.
+              std::vector<char> blocks = Garbage(n * bytes);
+              if (comm.rank() == root) {
+                for (int r = 0; r < n; ++r) {
+                  const std::vector<char> b = testing::MakeInput(type, 100 + r, count);
+                  std::copy(b.begin(), b.begin() + bytes, blocks.begin() + r * bytes);
+                }
+              }
+              std::vector<char> got = Garbage(bytes);
+              s = comm.Scatter(blocks.data(), got.data(), count, type, root);
+              if (!s.ok()) return f->push_back("scatter " + name + ": " + s.ToString());
+              const std::vector<char> want = testing::MakeInput(type, 100 + comm.rank(), count);
+              if (!std::equal(want.begin(), want.begin() + bytes, got.begin()))
+                f->push_back("scatter " + name);
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Block j of worker i's input is MakeInput(type, i * n + j, count): worker j's block i must be it.
+TEST_P(CollectivesTest, AlltoallSwapsEveryPairOfBlocks) {
+  const int n = GetParam();
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        const int me = comm.rank();
+        for (DataType type : testing::kAllTypes) {
+          for (size_t count : kCounts) {
+            const size_t bytes = count * DataTypeSize(type);
+            std::vector<char> send(n * bytes + 1);
+            for (int j = 0; j < n; ++j) {
+              const std::vector<char> b = testing::MakeInput(type, me * n + j, count);
+              std::copy(b.begin(), b.begin() + bytes, send.begin() + j * bytes);
+            }
+            for (bool in_place : {false, true}) {
+              std::vector<char> recv = in_place ? send : Garbage(n * bytes);
+              Status s =
+                  comm.Alltoall(in_place ? recv.data() : send.data(), recv.data(), count, type);
+              if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
+              for (int i = 0; i < n; ++i) {
+                const std::vector<char> want = testing::MakeInput(type, i * n + me, count);
+                if (!std::equal(want.begin(), want.begin() + bytes, recv.begin() + i * bytes)) {
+                  f->push_back(CaseName(type, count, in_place ? " in place" : "") + ": block " +
+                               std::to_string(i));
+                }
+              }
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Worker i sends worker j Count(i, j) elements (zero for some pairs, several pieces for others).
+TEST_P(CollectivesTest, AlltoallVMovesPerPeerCounts) {
+  const int n = GetParam();
+  auto count_of = [](int i, int j, size_t scale) { return ((i * 7 + j * 3) % 5) * scale; };
+  std::vector<std::string> failures;
+  RunWorkers(
+      n, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        const int me = comm.rank();
+        for (DataType type : {DataType::kF32, DataType::kBF16, DataType::kI64}) {
+          for (size_t scale : {size_t{1}, size_t{3001}}) {
+            const size_t es = DataTypeSize(type);
+            std::vector<size_t> send_counts(n), recv_counts(n);
+            size_t sent = 0, received = 0;
+            for (int j = 0; j < n; ++j) {
+              send_counts[j] = count_of(me, j, scale);
+              recv_counts[j] = count_of(j, me, scale);
+              sent += send_counts[j];
+              received += recv_counts[j];
+            }
+            std::vector<char> send(sent * es + 1), recv = Garbage(received * es);
+            for (int j = 0, at = 0; j < n; at += send_counts[j++] * es) {
+              const std::vector<char> b = testing::MakeInput(type, me * n + j, send_counts[j]);
+              std::copy(b.begin(), b.begin() + send_counts[j] * es, send.begin() + at);
+            }
+            Status s = comm.AlltoallV(send.data(), send_counts.data(), recv.data(),
+                                      recv_counts.data(), type);
+            const std::string name = CaseName(type, scale);
+            if (!s.ok()) return f->push_back(name + ": " + s.ToString());
+            for (int i = 0, at = 0; i < n; at += recv_counts[i++] * es) {
+              const std::vector<char> want = testing::MakeInput(type, i * n + me, recv_counts[i]);
+              if (!std::equal(want.begin(), want.begin() + recv_counts[i] * es,
+                              recv.begin() + at)) {
+                f->push_back(name + ": block from worker " + std::to_string(i));
+              }
+            }
+          }
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "w" + std::to_string(info.param); });
 
@@ -341,6 +508,18 @@ TEST(CollectivesMismatchTest, DisagreeingCallsFailInTimeNamingThePeer) {
          return c.rank() == 1 ? c.Barrier()
                               : c.Allgather(in.data(), out.data(), 64, DataType::kF32);
        }},
+      {"alltoallv counts", true,
+       [](Communicator& c) {
+         std::vector<float> in(30), out(30);
+         std::vector<size_t> send = {10, 10, 10}, recv = {10, 10, 10};
+         if (c.rank() == 0) send[2] = 9;  // worker 2 expects 10 from worker 0
+         return c.AlltoallV(in.data(), send.data(), out.data(), recv.data(), DataType::kF32);
+       }},
+      {"gather count", true,
+       [](Communicator& c) {
+         std::vector<float> in(64), out(3 * 64);
+         return c.Gather(in.data(), out.data(), c.rank() == 2 ? 60 : 64, DataType::kF32, 0);
+       }},
       // Two workers think they are the root: neither receives, so nobody can name anybody.
       {"broadcast root", false,
        [](Communicator& c) {
@@ -440,6 +619,27 @@ TEST(CollectivesFaultTest, SilentWorkerTimesOutEveryCallThatNeedsIt) {
          return c.ReduceScatter(v.data(), out.data(), 100, DataType::kF32, ReduceOp::kSum);
        }},
       {"barrier", true, [](Communicator& c) { return c.Barrier(); }},
+      // Root 3: the chain 0 -> 1 -> 2 -> 3 passes through the silent worker.
+      {"reduce", false,
+       [](Communicator& c) {
+         std::vector<float> v(5000), out(5000);
+         return c.Reduce(v.data(), out.data(), v.size(), DataType::kF32, ReduceOp::kSum, 3);
+       }},
+      {"gather", false,
+       [](Communicator& c) {
+         std::vector<float> v(100), all(400);
+         return c.Gather(v.data(), all.data(), 100, DataType::kF32, 0);
+       }},
+      {"scatter", false,
+       [](Communicator& c) {
+         std::vector<float> all(400), v(100);
+         return c.Scatter(all.data(), v.data(), 100, DataType::kF32, 0);
+       }},
+      {"alltoall", true,
+       [](Communicator& c) {
+         std::vector<float> in(400), out(400);
+         return c.Alltoall(in.data(), out.data(), 100, DataType::kF32);
+       }},
   };
   for (const Call& call : calls) {
     std::vector<std::string> failures;
@@ -482,7 +682,8 @@ TEST(CollectivesFaultTest, DeadWorkerFailsEveryCallInTime) {
   constexpr int kWorkers = 5;
   constexpr int kVictim = 2;
   constexpr auto kTimeout = milliseconds(1500);
-  const std::vector<std::string> names = {"broadcast", "allgather", "reduce-scatter", "barrier"};
+  const std::vector<std::string> names = {"broadcast", "allgather", "reduce-scatter", "barrier",
+                                          "reduce",    "gather",    "scatter",        "alltoall"};
   for (size_t which = 0; which < names.size(); ++which) {
     LoopbackFabric fabric(kWorkers);
     std::vector<std::unique_ptr<Transport>> base;
@@ -530,9 +731,46 @@ TEST(CollectivesFaultTest, DeadWorkerFailsEveryCallInTime) {
             status[r] = ReduceScatter(t, o);
             break;
           }
-          default:
+          case 3:
             status[r] = Barrier(t, c);
             break;
+          case 4: {
+            ReduceOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.send = data.data();
+            o.recv = out.data();
+            o.count = 8000;
+            o.root = 4;
+            status[r] = Reduce(t, o);
+            break;
+          }
+          case 5: {
+            GatherOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.send = data.data();
+            o.recv = out.data();
+            o.count = 1000;
+            status[r] = Gather(t, o);
+            break;
+          }
+          case 6: {
+            ScatterOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.send = data.data();
+            o.recv = out.data();
+            o.count = 1000;
+            status[r] = Scatter(t, o);
+            break;
+          }
+          default: {
+            AlltoallOptions o;
+            static_cast<CollectiveOptions&>(o) = c;
+            o.send = data.data();
+            o.recv = out.data();
+            o.count = 1000;
+            status[r] = Alltoall(t, o);
+            break;
+          }
         }
       }
       took[r] = SteadyClock::now() - start;

@@ -113,6 +113,30 @@ inline std::string CheckResult(DataType type, ReduceOp op, int n, const void* da
   return "";
 }
 
+// kProduct's inputs: element i on rank r is one of -2, -1, -0.5, 0.5, 1, 2 (integers: -2, -1, 1,
+// 2), so every product over up to 13 ranks is a power of two that every type holds exactly.
+inline double ProductInputValue(DataType type, int r, size_t i) {
+  const uint64_t h =
+      (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u + 5) % 1000003;
+  static constexpr double kFloat[] = {-2, -1, -0.5, 0.5, 1, 2};
+  static constexpr double kInt[] = {-2, -1, 1, 2};
+  if (type == DataType::kI32 || type == DataType::kI64) return kInt[h % 4];
+  return kFloat[h % 6];
+}
+
+inline std::vector<char> MakeProductInput(DataType type, int rank, size_t count) {
+  std::vector<char> buf(count * DataTypeSize(type) + 1);
+  for (size_t i = 0; i < count; ++i) Store(type, buf.data(), i, ProductInputValue(type, rank, i));
+  return buf;
+}
+
+// The exact product of element i over n ranks.
+inline double ProductReference(DataType type, int n, size_t i) {
+  double p = 1;
+  for (int r = 0; r < n; ++r) p *= ProductInputValue(type, r, i);
+  return p;
+}
+
 // Runs fn(rank) on `n` threads and joins them.
 inline void RunRanks(int n, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
