@@ -21,8 +21,8 @@
 //
 // An attempt is forgotten once its final status is acked, its log fully shipped and its last
 // measurements acked.
-// When the main process of an attempt exits, whatever it left behind (its process group and
-// cgroup) is killed at once.
+// When the main process of an attempt exits, whatever it left behind (its process group and its
+// cgroup, or without cgroups every process carrying its COHORT_ATTEMPT_DIR) is killed at once.
 //
 // Preemption (SIGTERM/SIGINT to the daemon) signals every replica, waits grace_period, kills
 // what is left, reports each attempt PREEMPTED (exit code and signal kept) and waits up to

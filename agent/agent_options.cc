@@ -39,6 +39,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("attempt-retention", po::value(&retention), "remove ended attempts' working dirs and logs this old; 0 keeps them (default 7d)")
       ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
       ("container-runtime", po::value(&flags.container_runtime), "auto|runc|crun|docker|podman|none (default auto)")
+      ("cgroups", po::value(&flags.cgroups), "auto|off: put replicas in cgroup v2 where writable (default auto)")
       ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (NAME.key)")
       ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file")
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)");
@@ -71,6 +72,9 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     if (flags.gpus.empty() || *end != '\0' || n < 0 || n > 1024) {
       return InvalidArgument("--gpus: expected a count or auto, got '" + flags.gpus + "'");
     }
+  }
+  if (flags.cgroups != "auto" && flags.cgroups != "off") {
+    return InvalidArgument("--cgroups: expected auto or off, got '" + flags.cgroups + "'");
   }
   if (flags.cpus < 0) return InvalidArgument("--cpus: must not be negative");
   if (flags.memory_mb < 0) return InvalidArgument("--memory-mb: must not be negative");
@@ -113,10 +117,20 @@ Status LoadSecurity(AgentFlags& flags) {
 
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
                                             Clock* clock) {
-  auto cgroups = CgroupManager::Detect(flags.config.node_id);
+  CgroupManager cgroups;
+  if (flags.cgroups == "auto") cgroups = CgroupManager::Detect(flags.config.node_id);
   if (!cgroups.available()) {
-    spdlog::info("no writable cgroup v2 ({}): replicas are bounded by process groups only",
-                 cgroups.reason());
+    spdlog::warn(
+        "NO CGROUPS: {}. Replicas run without CPU and memory limits, and their processes are "
+        "found by process group and by the COHORT_ATTEMPT_DIR variable they inherit: a "
+        "descendant that rewrites its environment survives its replica while this agent runs "
+        "(it is killed when the agent shuts down), and one that outlives a killed agent is not "
+        "found again.",
+        flags.cgroups == "off" ? "--cgroups off"
+                               : "no writable cgroup v2 (" + cgroups.reason() + ")");
+    if (int left = ProcessLauncher::SweepLeftovers(flags.config.work_dir); left > 0) {
+      spdlog::warn("killed {} process(es) of replicas left by an earlier run", left);
+    }
   } else if (int stale = cgroups.SweepStale(); stale > 0) {
     spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
   }

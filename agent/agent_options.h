@@ -2,9 +2,12 @@
 //   cohort-agent [--config FILE] --coordinator tcp://HOST:7401 [--node-id ID] [--gpus N|auto]
 //     [--cpus N] [--memory-mb N] [--work-dir DIR] [--advertise-address ADDR]
 //     [--grace-period 30s] [--insecure]
-// plus --log-level LEVEL, --container-runtime auto|runc|crun|docker|podman|none (agent/oci_launcher.h;
-// default auto, none disables containers), and for CURVE (without --insecure) --key-file FILE (this agent's
-// key pair, common/curve_keys.h) and --coordinator-key FILE (the coordinator's public key).
+// plus --log-level LEVEL, --container-runtime auto|runc|crun|docker|podman|none
+// (agent/oci_launcher.h; default auto, none disables containers), --cgroups auto|off
+// (agent/cgroup.h; default auto, off leaves replicas to process groups and
+// agent/process_launcher.h's environment marker), and for CURVE (without --insecure) --key-file
+// FILE (this agent's key pair, common/curve_keys.h) and
+// --coordinator-key FILE (the coordinator's public key).
 // Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
 // dashes); the command line wins over the file.
 //
@@ -28,6 +31,7 @@ struct AgentFlags {
   int cpus = 0;               // 0: detect
   int64_t memory_mb = 0;      // 0: detect
   std::string container_runtime = "auto";
+  std::string cgroups = "auto";  // "auto": cgroup v2 where writable; "off": never
   std::string key_file;
   std::string coordinator_key_file;
   AgentConfig config;         // inventory not yet filled in; see BuildInventory
@@ -43,6 +47,8 @@ StatusOr<NodeInventory> BuildInventory(const AgentFlags& flags);
 Status LoadSecurity(AgentFlags& flags);
 
 // The daemon's agent: cgroups detected for this node id (stale replica cgroups of an earlier run
+// killed; without cgroups, the processes an earlier run with this work dir left, found by their
+// COHORT_ATTEMPT_DIR),
 // killed), the process launcher, and the OCI launcher when a container runtime is found.
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
                                             Clock* clock);

@@ -1,6 +1,7 @@
 // cohort-agent: parse flags, build the inventory and the launcher, run the loop until SIGTERM or
 // SIGINT, then preempt the replicas (agent/agent.h) and exit 0.
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -8,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_options.h"
+#include "agent/proc_scan.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 
@@ -48,5 +50,11 @@ int main(int argc, char** argv) {
   NotifyReady();
   Status s = (*agent)->Run(g_stop);
   if (!s.ok()) spdlog::error("{}", s.ToString());
+  // No process of a replica outlives the agent: as a subreaper it inherited every orphan of its
+  // replicas, so whatever is still below it now (one that rewrote its environment) dies too.
+  if (flags->config.reap_all_children) {
+    int left = agent::KillUntilNoneLeft([] { return agent::Descendants(::getpid()); });
+    if (left > 0) spdlog::warn("killed {} process(es) left by replicas at shutdown", left);
+  }
   return s.ok() ? 0 : 1;
 }

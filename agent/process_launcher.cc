@@ -1,6 +1,5 @@
 #include "agent/process_launcher.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -9,12 +8,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
+#include "agent/proc_scan.h"
 #include "common/logging.h"
 
 namespace cohort::agent {
+
+namespace fs = std::filesystem;
 
 ExitInfo ExitInfo::FromWaitStatus(int wait_status) {
   ExitInfo info;
@@ -38,35 +39,13 @@ std::string ExitInfo::Describe() const {
 
 namespace {
 
-// Members of process group `pgid` that are not zombies, from /proc.
-bool GroupHasLiveMembers(pid_t pgid) {
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return ::kill(-pgid, 0) == 0;
-  bool found = false;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
-    std::string stat;
-    if (!std::getline(in, stat)) continue;
-    auto paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(paren + 1));
-    char state = 0;
-    pid_t ppid = 0, pgrp = 0;
-    rest >> state >> ppid >> pgrp;
-    if (pgrp == pgid && state != 'Z' && state != 'X') {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(dir);
-  return found;
-}
-
 class ProcessReplica : public ReplicaProcess {
  public:
-  ProcessReplica(pid_t pid, std::string cgroup_path, std::string launch_error)
-      : pid_(pid), cgroup_path_(std::move(cgroup_path)), launch_error_(std::move(launch_error)) {}
+  ProcessReplica(pid_t pid, std::string cgroup_path, std::string marker, std::string launch_error)
+      : pid_(pid),
+        cgroup_path_(std::move(cgroup_path)),
+        marker_(std::move(marker)),
+        launch_error_(std::move(launch_error)) {}
 
   ~ProcessReplica() override {
     // The agent kills and releases before dropping an attempt; this is the last line of defence.
@@ -80,17 +59,26 @@ class ProcessReplica : public ReplicaProcess {
 
   void Signal(int sig) override {
     if (!group_gone_ && ::kill(-pid_, sig) != 0 && errno == ESRCH) group_gone_ = true;
-    if (!cgroup_path_.empty()) CgroupManager::Signal(cgroup_path_, sig);
+    if (!cgroup_path_.empty()) {
+      CgroupManager::Signal(cgroup_path_, sig);
+    } else {
+      SignalEach(ProcessesWithEnvEntry(marker_), sig);
+    }
   }
 
   void KillAll() override {
-    if (!cgroup_path_.empty()) CgroupManager::Kill(cgroup_path_);
+    if (!cgroup_path_.empty()) {
+      CgroupManager::Kill(cgroup_path_);
+    } else {
+      SignalEach(ProcessesWithEnvEntry(marker_), SIGKILL);
+    }
     if (!group_gone_ && ::kill(-pid_, SIGKILL) != 0 && errno == ESRCH) group_gone_ = true;
   }
 
   bool AnyAlive() override {
     if (!exit_) return true;
     if (!cgroup_path_.empty() && !CgroupManager::Procs(cgroup_path_).empty()) return true;
+    if (cgroup_path_.empty() && !ProcessesWithEnvEntry(marker_).empty()) return true;
     if (group_gone_) return false;
     if (::kill(-pid_, 0) != 0 && errno == ESRCH) {
       group_gone_ = true;
@@ -113,6 +101,7 @@ class ProcessReplica : public ReplicaProcess {
  private:
   pid_t pid_;
   std::string cgroup_path_;
+  std::string marker_;  // COHORT_ATTEMPT_DIR=<working dir>, in every process of the attempt
   std::string launch_error_;
   std::optional<ExitInfo> exit_;
   bool group_gone_ = false;
@@ -154,6 +143,13 @@ std::vector<std::string> ExecCandidates(const LaunchRequest& request) {
 
 }  // namespace
 
+int ProcessLauncher::SweepLeftovers(const std::string& work_dir) {
+  std::string dir = fs::absolute(work_dir).lexically_normal().string();
+  if (dir.empty() || dir.back() != '/') dir += '/';
+  const std::string prefix = std::string(kAttemptDirVariable) + "=" + dir;
+  return KillUntilNoneLeft([&] { return ProcessesWithEnvEntry(prefix, /*prefix=*/true); });
+}
+
 StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRequest& request) {
   if (request.argv.empty() || request.argv[0].empty()) {
     return InvalidArgument("replica " + request.replica + " has no command");
@@ -164,8 +160,11 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   std::vector<char*> argv;
   for (const auto& arg : request.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  std::map<std::string, std::string> env = request.env;
+  env[kAttemptDirVariable] = fs::absolute(request.working_dir).lexically_normal().string();
+  const std::string marker = std::string(kAttemptDirVariable) + "=" + env[kAttemptDirVariable];
   std::vector<std::string> env_strings;
-  for (const auto& [key, value] : request.env) env_strings.push_back(key + "=" + value);
+  for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
   std::vector<char*> envp;
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
@@ -272,8 +271,8 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     WriteAll(log_fd, line.data(), line.size());
   }
   ::close(log_fd);
-  return std::unique_ptr<ReplicaProcess>(
-      std::make_unique<ProcessReplica>(pid, std::move(cgroup_path), std::move(launch_error)));
+  return std::unique_ptr<ReplicaProcess>(std::make_unique<ProcessReplica>(
+      pid, std::move(cgroup_path), marker, std::move(launch_error)));
 }
 
 }  // namespace cohort::agent

@@ -4,7 +4,10 @@
 // timeout, stop deadlines, preemption) fire when a test moves the clock, never on their own.
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "agent/agent.h"
@@ -225,8 +228,7 @@ class AgentLoopTest : public ::testing::Test {
     config.log_chunk_bytes = 64 << 10;
     config.reap_all_children = true;
     auto agent =
-        Agent::Create(context_, config,
-                      std::make_unique<ProcessLauncher>(CgroupManager::Detect("node-a")), &clock_);
+        Agent::Create(context_, config, std::make_unique<ProcessLauncher>(Cgroups()), &clock_);
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     agent_ = std::move(*agent);
     ASSERT_TRUE(Pump([&] { return agent_->registered(); }));
@@ -235,6 +237,9 @@ class AgentLoopTest : public ::testing::Test {
   void TearDown() override {
     agent_.reset();  // kills anything left
   }
+
+  // Where the replicas run: cgroup v2 where writable.
+  virtual CgroupManager Cgroups() { return CgroupManager::Detect("node-a"); }
 
   // Steps the agent and the coordinator in turn until `done`, moving the agent's clock by `tick`
   // after each step. The replicas are real processes, so waiting for them takes real time;
@@ -589,6 +594,80 @@ TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {
   Elapse(milliseconds(300));
   EXPECT_FALSE(coordinator_->Latest(LogKey("job9", "worker-1", 0)).has_value());
   EXPECT_EQ(agent_->attempt_count(), 0u);
+}
+
+// The agent with cgroups turned off: a replica's setsid children and double-forked daemons have
+// left its process group, and are found by the COHORT_ATTEMPT_DIR they inherit.
+class AgentWithoutCgroupsTest : public AgentLoopTest {
+ protected:
+  CgroupManager Cgroups() override { return CgroupManager(); }
+
+  // Launches `replica` of `job`, which starts a child in its own session and a double-forked
+  // daemon (both ignore SIGTERM), waits for them, then runs `then`. Returns their pids.
+  std::vector<pid_t> LaunchDaemonizing(const std::string& job, const std::string& replica,
+                                       const std::string& then) {
+    coordinator_->Launch(
+        "node-a",
+        MakeLaunch(job, replica, 0,
+                   "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > setsid.pid; "
+                   "(setsid sh -c 'trap \"\" TERM; sleep 1000 & echo $! > daemon.pid' &); "
+                   "while [ ! -s setsid.pid ] || [ ! -s daemon.pid ]; do sleep 0.01; done; "
+                   "echo ready; " +
+                       then));
+    std::string dir = AttemptWorkingDir(work_.path(), job, replica, 0);
+    EXPECT_TRUE(Pump([&] { return LogHas(LogKey(job, replica, 0), "ready"); }));
+    std::vector<pid_t> pids;
+    for (const char* file : {"/setsid.pid", "/daemon.pid"}) {
+      pids.push_back(std::atoi(ReadFile(dir + file).c_str()));
+      EXPECT_GT(pids.back(), 0);
+      EXPECT_TRUE(testing::ProcessAlive(pids.back()));
+    }
+    return pids;
+  }
+  static bool AllGone(const std::vector<pid_t>& pids) {
+    return std::none_of(pids.begin(), pids.end(), testing::ProcessAlive);
+  }
+};
+
+TEST_F(AgentWithoutCgroupsTest, CancelKillsTheReplicasSetsidChildAndDaemon) {
+  auto left = LaunchDaemonizing("job11", "chief-0", "while :; do sleep 0.05; done");
+  pid_t pgid = coordinator_->Latest(LogKey("job11", "chief-0", 0))->pid;
+  // They leave the process group (setsid may take a moment after the pid is written).
+  EXPECT_TRUE(Pump([&] {
+    return std::none_of(left.begin(), left.end(),
+                        [&](pid_t pid) { return ::getpgid(pid) == pgid; });
+  }));
+  coordinator_->Stop("node-a", "job11", "chief-0", 0, 300);
+  ASSERT_TRUE(PumpUntilDone(LogKey("job11", "chief-0", 0)));
+  EXPECT_EQ(coordinator_->Final(LogKey("job11", "chief-0", 0))->state, wire::ReplicaState::STOPPED);
+  EXPECT_TRUE(Pump([&] { return AllGone(left); }));
+  EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+}
+
+TEST_F(AgentWithoutCgroupsTest, SuccessOrFailureKillsWhatTheReplicaLeftBehind) {
+  const std::string wait_for_go = "while [ ! -e go ]; do sleep 0.01; done; ";
+  auto chief = LaunchDaemonizing("job12", "chief-0", wait_for_go + "exit 0");
+  auto worker = LaunchDaemonizing("job12", "worker-0", wait_for_go + "exit 3");
+  for (const char* replica : {"chief-0", "worker-0"}) {
+    testing::WriteFile(AttemptWorkingDir(work_.path(), "job12", replica, 0) + "/go", "");
+  }
+  ASSERT_TRUE(PumpUntilDone(LogKey("job12", "chief-0", 0)));
+  ASSERT_TRUE(PumpUntilDone(LogKey("job12", "worker-0", 0)));
+  EXPECT_EQ(coordinator_->Final(LogKey("job12", "chief-0", 0))->state,
+            wire::ReplicaState::SUCCEEDED);
+  EXPECT_EQ(coordinator_->Final(LogKey("job12", "worker-0", 0))->exit_code, 3);
+  EXPECT_TRUE(Pump([&] { return AllGone(chief) && AllGone(worker); }));
+  // An attempt is gone only once nothing of it is left: then it is forgotten.
+  EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+}
+
+TEST_F(AgentWithoutCgroupsTest, ShutdownKillsTheReplicasDaemons) {
+  auto left = LaunchDaemonizing("job13", "chief-0", "while :; do sleep 0.05; done");
+  agent_->BeginPreemption();
+  ASSERT_TRUE(Pump([&] { return agent_->preempted(); }, milliseconds(50)));
+  EXPECT_EQ(coordinator_->Final(LogKey("job13", "chief-0", 0))->state,
+            wire::ReplicaState::PREEMPTED);
+  EXPECT_TRUE(AllGone(left));
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ TEST(AgentFlagsTest, DefaultsAndConfigFile) {
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->config.node_id.empty());  // the hostname
   EXPECT_EQ(plain->gpus, "auto");
+  EXPECT_EQ(plain->cgroups, "auto");
   EXPECT_EQ(plain->config.grace_period, std::chrono::seconds(30));
   EXPECT_EQ(plain->config.attempt_retention, std::chrono::hours(7 * 24));
   EXPECT_FALSE(plain->config.security.insecure);
@@ -68,6 +69,8 @@ TEST(AgentFlagsTest, ErrorsNameTheFlag) {
   EXPECT_NE(bad_gpus.status().message().find("--gpus"), std::string::npos);
   auto bad_grace = Parse({"--coordinator", "tcp://h:1", "--grace-period", "soon"});
   EXPECT_NE(bad_grace.status().message().find("--grace-period"), std::string::npos);
+  auto bad_cgroups = Parse({"--coordinator", "tcp://h:1", "--cgroups", "v1"});
+  EXPECT_NE(bad_cgroups.status().message().find("--cgroups"), std::string::npos);
   auto unknown = Parse({"--coordinator", "tcp://h:1", "--colour", "red"});
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   auto help = Parse({"--help"});

@@ -89,15 +89,14 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   }
   const std::string work_dir = dir_.Join("work/" + options.node_id);
   std::filesystem::create_directories(work_dir);
-  auto agent = std::make_unique<DaemonProcess>(
-      binaries_.agent,
-      std::vector<std::string>{"--coordinator", agent_endpoint_, "--node-id", options.node_id,
-                               "--gpus", std::to_string(options.gpus), "--cpus",
-                               std::to_string(options.cpus), "--memory-mb",
-                               std::to_string(options.memory_mb), "--work-dir", work_dir,
-                               "--advertise-address", "127.0.0.1", "--grace-period",
-                               options.grace_period, "--insecure"},
-      dir_.Join("logs/agent-" + options.node_id + ".log"));
+  std::vector<std::string> args = options.extra_args;
+  args.insert(args.begin(),
+              {"--coordinator", agent_endpoint_, "--node-id", options.node_id, "--gpus",
+               std::to_string(options.gpus), "--cpus", std::to_string(options.cpus), "--memory-mb",
+               std::to_string(options.memory_mb), "--work-dir", work_dir, "--advertise-address",
+               "127.0.0.1", "--grace-period", options.grace_period, "--insecure"});
+  auto agent = std::make_unique<DaemonProcess>(binaries_.agent, std::move(args),
+                                               dir_.Join("logs/agent-" + options.node_id + ".log"));
   if (!agent->Start()) return "cannot start " + binaries_.agent;
   DaemonProcess* raw = agent.get();
   agents_[options.node_id] = std::move(agent);

@@ -43,6 +43,7 @@ struct AgentOptions {
   int cpus = 8;
   int memory_mb = 16384;
   std::string grace_period = "2s";
+  std::vector<std::string> extra_args = {};  // appended to the agent's command line
 };
 
 class LocalCluster {
