@@ -142,7 +142,8 @@ Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name
 FILE may be - for standard input.
   --wait    follow the job's state (on stderr) until it ends; exit 0 only if it SUCCEEDED,
             1 if it FAILED or was CANCELLED
-Exit 2 when the file is invalid; the message names the offending field.
+Exit 2 when the file is invalid (the message names the offending field) or larger than the
+coordinator's --max-spec-size (1 MiB unless COHORT_MAX_SPEC_SIZE says otherwise).
 )",
        Submit},
       {"status",
@@ -236,7 +237,8 @@ Validates a study file (YAML; see common/study_spec.h) and submits it. Prints th
 FILE may be - for standard input.
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and
             the best trial; exit 0 only if the study SUCCEEDED, 1 if it FAILED or was CANCELLED
-Exit 2 when the file is invalid; the message names the offending field.
+Exit 2 when the file is invalid (the message names the offending field) or larger than the
+coordinator's --max-spec-size (1 MiB unless COHORT_MAX_SPEC_SIZE says otherwise).
 )",
        Tune},
       {"trials",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "common/cluster_env.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
+#include "common/spec_limit.h"
 #include "common/study_spec.h"
 
 namespace cohort::cli {
@@ -60,6 +62,16 @@ StatusOr<std::string> ReadSpecText(const std::string& file) {
   buffer << in.rdbuf();
   if (in.bad()) return ErrnoStatus("cannot read job file " + file, errno);
   return buffer.str();
+}
+
+// The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
+// default limit.
+StatusOr<uint64_t> SpecSizeLimit() {
+  const char* env = std::getenv("COHORT_MAX_SPEC_SIZE");
+  if (env == nullptr || *env == '\0') return kDefaultMaxSpecBytes;
+  auto limit = ParseByteSize(env);
+  if (!limit.ok()) return limit.status().WithContext("COHORT_MAX_SPEC_SIZE");
+  return limit;
 }
 
 std::string StateLine(const wire::JobInfoT& job) {
@@ -143,6 +155,15 @@ int SubmitSpecFile(
   const std::string& file = args.positionals[0];
   auto text = ReadSpecText(file);
   if (!text.ok()) return UsageError(ctx.err, verb, text.status().message());
+  auto limit = SpecSizeLimit();
+  if (!limit.ok()) return UsageError(ctx.err, verb, limit.status().message());
+  Status fits = CheckSpecSize(kind + " spec " + file, text->size(), *limit,
+                              "the default --max-spec-size of the coordinator; "
+                              "COHORT_MAX_SPEC_SIZE raises it here");
+  if (!fits.ok()) {
+    ctx.err << "cohort: " << fits.message() << "\n";
+    return kExitUsage;
+  }
   auto spec = parse(*text, file == "-" ? "<stdin>" : file);
   if (!spec.ok()) {
     ctx.err << "cohort: invalid " << kind << " spec: " << spec.status().message() << "\n";

@@ -2,12 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+
+#include "common/rate_limited_log.h"
 
 namespace cohort {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 Status ZmqError(std::string_view what, const zmq::error_t& e) {
   return Unavailable(std::string(what) + ": " + e.what());
@@ -48,6 +51,12 @@ StatusOr<bool> PollIn(zmq::socket_t& socket, std::chrono::milliseconds timeout) 
   }
 }
 
+// Warnings about frames that do not verify, shared by every socket of the process.
+RateLimitedLog& BadFrameLog() {
+  static RateLimitedLog log(spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10));
+  return log;
+}
+
 // Receives every frame of one multipart message.
 StatusOr<std::vector<zmq::message_t>> ReceiveMultipart(zmq::socket_t& socket) {
   std::vector<zmq::message_t> frames;
@@ -67,6 +76,20 @@ StatusOr<std::vector<zmq::message_t>> ReceiveMultipart(zmq::socket_t& socket) {
 }
 
 }  // namespace
+
+std::string PeerName(const std::string& peer) {
+  bool printable = !peer.empty() && std::all_of(peer.begin(), peer.end(), [](unsigned char c) {
+    return c >= 0x21 && c < 0x7f;
+  });
+  if (printable) return peer;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char c : peer) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return hex;
+}
 
 zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body) {
   flatbuffers::FlatBufferBuilder builder(256);
@@ -166,30 +189,38 @@ std::string RouterSocket::endpoint() const {
   }
 }
 
+StatusOr<std::optional<Incoming>> RouterSocket::Next() {
+  COHORT_ASSIGN_OR_RETURN(auto frames, ReceiveMultipart(socket_));
+  if (frames.empty()) return std::optional<Incoming>();
+  std::string peer = frames[0].to_string();
+  if (frames.size() != 2) {
+    return std::optional<Incoming>(
+        Incoming{std::move(peer), DataLoss("expected exactly one frame per message, got " +
+                                           std::to_string(frames.size() - 1))});
+  }
+  return std::optional<Incoming>(Incoming{std::move(peer), Message::Parse(std::move(frames[1]))});
+}
+
 StatusOr<std::optional<RoutedMessage>> RouterSocket::Receive(std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
+  auto deadline = SteadyClock::now() + timeout;
   while (true) {
-    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    COHORT_ASSIGN_OR_RETURN(bool readable,
-                            PollIn(socket_, std::max(remaining, std::chrono::milliseconds(0))));
-    if (!readable) return std::optional<RoutedMessage>();
-    COHORT_ASSIGN_OR_RETURN(auto frames, ReceiveMultipart(socket_));
-    if (frames.empty()) continue;
-    std::string peer = frames[0].to_string();
-    if (frames.size() != 2) {
-      spdlog::warn("dropping message from peer of {} bytes id: {} frames, expected 1",
-                   peer.size(), frames.size() - 1);
-      (void)Send(peer, EncodeError(0, DataLoss("expected exactly one frame per message, got " +
-                                                   std::to_string(frames.size() - 1))));
+    COHORT_ASSIGN_OR_RETURN(auto incoming, Next());
+    if (!incoming) {
+      auto remaining =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      if (remaining.count() <= 0) return std::optional<RoutedMessage>();
+      COHORT_ASSIGN_OR_RETURN(bool readable, PollIn(socket_, remaining));
+      if (!readable) return std::optional<RoutedMessage>();
       continue;
     }
-    auto message = Message::Parse(std::move(frames[1]));
-    if (!message.ok()) {
-      spdlog::warn("rejecting bad frame from a peer: {}", message.status().ToString());
-      (void)Send(peer, EncodeError(0, message.status()));
+    if (!incoming->message.ok()) {
+      BadFrameLog().Log("refusing a bad frame from peer {}: {}", PeerName(incoming->peer),
+                        incoming->message.status().ToString());
+      (void)Send(incoming->peer, EncodeError(0, incoming->message.status()));
       continue;
     }
-    return std::optional<RoutedMessage>(RoutedMessage{std::move(peer), std::move(*message)});
+    return std::optional<RoutedMessage>(
+        RoutedMessage{std::move(incoming->peer), std::move(*incoming->message)});
   }
 }
 
@@ -235,9 +266,10 @@ Status DealerSocket::Send(zmq::message_t frame) {
 }
 
 StatusOr<std::optional<Message>> DealerSocket::Receive(std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
+  auto deadline = SteadyClock::now() + timeout;
   while (true) {
-    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     COHORT_ASSIGN_OR_RETURN(bool readable,
                             PollIn(socket_, std::max(remaining, std::chrono::milliseconds(0))));
     if (!readable) return std::optional<Message>();
@@ -245,7 +277,8 @@ StatusOr<std::optional<Message>> DealerSocket::Receive(std::chrono::milliseconds
     if (frames.size() != 1) continue;
     auto message = Message::Parse(std::move(frames[0]));
     if (!message.ok()) {
-      spdlog::warn("dropping bad frame from the coordinator: {}", message.status().ToString());
+      BadFrameLog().Log("dropping a bad frame from the coordinator: {}",
+                        message.status().ToString());
       continue;
     }
     return std::optional<Message>(std::move(*message));
@@ -253,9 +286,10 @@ StatusOr<std::optional<Message>> DealerSocket::Receive(std::chrono::milliseconds
 }
 
 StatusOr<Message> DealerSocket::AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
+  auto deadline = SteadyClock::now() + timeout;
   while (true) {
-    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (remaining.count() <= 0) {
       return Unavailable("no reply from the coordinator within " +
                          std::to_string(timeout.count()) + " ms");

@@ -3,8 +3,10 @@
 // the received bytes and is only ever built from a frame that passed flatbuffers::Verifier, the
 // identifier check and the protocol version check, so handlers may read every field.
 //
-// RouterSocket (coordinator side) answers a frame that does not verify with ErrorReply(DATA_LOSS)
-// itself; the handler never sees it. DealerSocket (agents, clients) logs and drops such frames.
+// RouterSocket::Next (the coordinator's loop) reads one message at a time and hands back a frame
+// that does not verify with the reason, for the caller to answer or drop; RouterSocket::Receive
+// answers such frames with ErrorReply(DATA_LOSS) itself. DealerSocket (agents, clients) drops
+// them. Warnings about bad frames are rate-limited (common/rate_limited_log.h).
 // cppzmq exceptions are caught here and become Status. Sockets are not thread-safe: use each from
 // one thread.
 #pragma once
@@ -83,11 +85,25 @@ struct RoutedMessage {
   Message message;
 };
 
+// One message read by RouterSocket::Next: its sender and the verified message, or why the frame
+// was refused (kDataLoss: not one verified envelope frame; kInvalidArgument: a protocol version
+// this side does not speak).
+struct Incoming {
+  std::string peer;
+  StatusOr<Message> message;
+};
+
+// A ROUTER identity for log lines: as is when printable, else hex.
+std::string PeerName(const std::string& peer);
+
 // The coordinator's end: binds, receives from many DEALERs, replies by identity.
 class RouterSocket {
  public:
   static StatusOr<RouterSocket> Bind(zmq::context_t& context, const std::string& endpoint,
                                      const SocketSecurity& security = {});
+  // The next message waiting, read without blocking; nullopt when none is. One call reads one
+  // message (all its frames) and does nothing else: a refused frame comes back with its reason.
+  StatusOr<std::optional<Incoming>> Next();
   // The next verified message, or nullopt when `timeout` passes first. Bad frames are answered
   // with ErrorReply and skipped.
   StatusOr<std::optional<RoutedMessage>> Receive(std::chrono::milliseconds timeout);

@@ -4,6 +4,8 @@
 #include <map>
 #include <vector>
 
+#include "common/spec_limit.h"
+
 namespace cohort::coordinator {
 namespace {
 
@@ -71,6 +73,13 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
 
 void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms) {
   uint64_t id = m.message.request_id();
+  size_t size = req.spec_yaml() ? req.spec_yaml()->size() : 0;
+  Status fits =
+      CheckSpecSize("job spec", size, max_spec_bytes_, "the coordinator's --max-spec-size");
+  if (!fits.ok()) {
+    Reply(m, EncodeError(id, fits));
+    return;
+  }
   std::string yaml = Str(req.spec_yaml());
   auto spec = ParseJobSpec(yaml, "submitted job");
   if (!spec.ok()) {
@@ -102,6 +111,13 @@ void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req,
 void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req,
                                   int64_t now_ms) {
   uint64_t id = m.message.request_id();
+  size_t size = req.spec_yaml() ? req.spec_yaml()->size() : 0;
+  Status fits =
+      CheckSpecSize("study spec", size, max_spec_bytes_, "the coordinator's --max-spec-size");
+  if (!fits.ok()) {
+    Reply(m, EncodeError(id, fits));
+    return;
+  }
   auto name = studies_.Submit(Str(req.spec_yaml()), now_ms);
   if (!name.ok()) {
     Reply(m, EncodeError(id, name.status()));

@@ -2,7 +2,8 @@
 // Python clients): submit, get, list and cancel jobs, list nodes, read logs, submit and read
 // studies. It translates between the wire and the JobController / NodeRegistry / StudyController
 // and queues every answer in the Outbox (sent after the pass commits). A request that cannot be
-// served gets an ErrorReply naming why.
+// served gets an ErrorReply naming why; a job or study spec over `max_spec_bytes` is refused
+// (INVALID_ARGUMENT naming the limit) before it is parsed.
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
@@ -29,12 +30,14 @@ class ClientService {
  public:
   // `run_studies` submits and cancels the jobs the studies ask for (after a study is submitted).
   ClientService(JobController& jobs, const NodeRegistry& nodes, StudyController& studies,
-                LogStore& logs, Outbox& outbox, std::function<void()> run_studies)
+                LogStore& logs, Outbox& outbox, uint64_t max_spec_bytes,
+                std::function<void()> run_studies)
       : jobs_(jobs),
         nodes_(nodes),
         studies_(studies),
         logs_(logs),
         outbox_(outbox),
+        max_spec_bytes_(max_spec_bytes),
         run_studies_(std::move(run_studies)) {}
 
   void Handle(const RoutedMessage& m, int64_t now_ms);
@@ -57,6 +60,7 @@ class ClientService {
   StudyController& studies_;
   LogStore& logs_;
   Outbox& outbox_;
+  uint64_t max_spec_bytes_;
   std::function<void()> run_studies_;
 };
 

@@ -11,7 +11,6 @@
 namespace cohort::coordinator {
 namespace {
 
-constexpr size_t kMaxMessagesPerPass = 4096;
 constexpr int64_t kPeriodicMs = 1000;
 
 JobControllerOptions ControllerOptions(const CoordinatorOptions& options,
@@ -33,7 +32,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       nodes_(options_.heartbeat_timeout.count()),
       jobs_(ControllerOptions(options_, nodes_), &nodes_),
       studies_(options_.state_dir + "/studies"),
-      client_service_(jobs_, nodes_, studies_, logs_, outbox_, [this] { RunStudies(); }),
+      client_service_(jobs_, nodes_, studies_, logs_, outbox_, options_.max_spec_bytes,
+                      [this] { RunStudies(); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), [this] { RunStudies(); }) {}
 
@@ -176,22 +176,36 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
     if (e.num() != EINTR) return Unavailable(std::string("poll: ") + e.what());
   }
   // Agents first: their updates free resources that submissions in the same pass may use.
-  // Every request read in this pass is answered at Commit: those are the peer's outstanding ones.
-  std::map<std::string, int> outstanding;
+  // Each socket gives at most kMaxMessagesPerPass messages a pass, good or bad, and each one is
+  // read and handled once, so a flood of anything cannot keep the pass from its timers. Every
+  // message read counts in its peer's budget for the pass; requests within it are answered at
+  // Commit, requests beyond it are refused unprocessed, and bad frames beyond it are dropped.
   for (bool agent : {true, false}) {
     RouterSocket& socket = agent ? *agent_ : *client_;
+    std::map<std::string, int> used;
     for (size_t i = 0; i < kMaxMessagesPerPass; ++i) {
-      auto m = socket.Receive(std::chrono::milliseconds(0));
-      if (!m.ok()) return m.status();
-      if (!m->has_value()) break;
+      auto in = socket.Next();
+      if (!in.ok()) return in.status();
+      if (!in->has_value()) break;
+      Incoming& frame = **in;
       ++stats_.messages;
+      bool within_budget = ++used[frame.peer] <= options_.max_requests_per_peer;
+      if (!frame.message.ok()) {
+        ++stats_.bad_frames;
+        bad_frames_.Log("{} endpoint: {} frame from peer {}: {}", agent ? "agent" : "client",
+                        within_budget ? "refusing a bad" : "dropping a bad", PeerName(frame.peer),
+                        frame.message.status().ToString());
+        if (within_budget) outbox_.To(agent, frame.peer, EncodeError(0, frame.message.status()));
+        continue;
+      }
+      RoutedMessage m{std::move(frame.peer), std::move(*frame.message)};
       int64_t now = clock_->NowMs();
-      if (++outstanding[(*m)->peer] > options_.max_requests_per_peer) {
-        RefuseOverLimit(**m, agent);
+      if (!within_budget) {
+        RefuseOverLimit(m, agent);
       } else if (agent) {
-        agent_service_.Handle(**m, now);
+        agent_service_.Handle(m, now);
       } else {
-        client_service_.Handle(**m, now);
+        client_service_.Handle(m, now);
       }
     }
   }
@@ -215,6 +229,7 @@ void Coordinator::Tick() {
   bool periodic = now - last_periodic_ms_ >= kPeriodicMs;
   if (periodic) {
     last_periodic_ms_ = now;
+    bad_frames_.Flush();
     jobs_.CheckTimeouts(now, now - started_ms_ > options_.heartbeat_timeout.count());
   }
   // Jobs that ended tell their studies, which may submit or cancel trial jobs.
@@ -312,10 +327,12 @@ void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {
 void Coordinator::LogStats(bool at_exit) const {
   spdlog::log(at_exit ? spdlog::level::info : spdlog::level::debug,
               "scheduler stats: rounds={} last_round_us={} max_round_us={} last_round_cpu_us={} "
-              "max_round_cpu_us={} queued={} active_jobs={} jobs={} nodes={} messages={}",
+              "max_round_cpu_us={} queued={} active_jobs={} jobs={} nodes={} messages={} "
+              "bad_frames={} refused={}",
               stats_.schedule_rounds, stats_.last_round_us, stats_.max_round_us,
               stats_.last_round_cpu_us, stats_.max_round_cpu_us, stats_.last_round_queued,
-              jobs_.active().size(), jobs_.jobs().size(), nodes_.nodes().size(), stats_.messages);
+              jobs_.active().size(), jobs_.jobs().size(), nodes_.nodes().size(), stats_.messages,
+              stats_.bad_frames, stats_.refused);
 }
 
 }  // namespace cohort::coordinator

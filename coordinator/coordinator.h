@@ -15,8 +15,11 @@
 // of a change that a crash could undo. Tests step RunOnce() with a ManualClock; main() calls Run().
 //
 // Errors: a malformed frame or an invalid request is answered with ErrorReply; RunOnce returns an
-// error only when the journal cannot be written (the daemon then exits non-zero). A peer's
-// requests beyond max_requests_per_peer in one pass are answered RESOURCE_EXHAUSTED unprocessed.
+// error only when the journal cannot be written (the daemon then exits non-zero). Each endpoint
+// gives a pass at most kMaxMessagesPerPass messages, each read and handled once; every message,
+// bad frames included, counts in its peer's budget of max_requests_per_peer a pass: requests
+// beyond it are answered RESOURCE_EXHAUSTED unprocessed, bad frames beyond it are dropped.
+// Warnings about bad frames are rate-limited, with a count of those left out.
 // Thread safety: not thread-safe; one thread drives it. Lifetime: `clock` (and `context`, when
 // given) must outlive the Coordinator.
 #pragma once
@@ -28,12 +31,13 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "common/curve_keys.h"
 #include "common/messaging.h"
+#include "common/rate_limited_log.h"
 #include "common/status.h"
 #include "coordinator/agent_service.h"
 #include "coordinator/client_service.h"
-#include "common/clock.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/journal.h"
 #include "coordinator/log_store.h"
@@ -53,12 +57,16 @@ struct CoordinatorStats {
   int64_t last_round_cpu_us = 0;  // the round's own CPU time (wall time includes preemption)
   int64_t max_round_cpu_us = 0;
   size_t last_round_queued = 0;
-  uint64_t messages = 0;
-  uint64_t refused = 0;  // requests over --max-requests-per-peer
+  uint64_t messages = 0;    // read from both endpoints, bad frames included
+  uint64_t bad_frames = 0;  // frames that did not verify
+  uint64_t refused = 0;     // requests over --max-requests-per-peer
 };
 
 class Coordinator {
  public:
+  // Messages read from each endpoint in one pass, at most.
+  static constexpr size_t kMaxMessagesPerPass = 4096;
+
   // Replays the journal under options.state_dir and binds both endpoints. `context`: the ZeroMQ
   // context to use (tests share one for inproc://); nullptr: the coordinator owns one.
   static StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
@@ -122,6 +130,7 @@ class Coordinator {
   int64_t last_periodic_ms_ = 0;
   int64_t last_stats_log_ms_ = 0;
   CoordinatorStats stats_;
+  RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
 };
 
 }  // namespace cohort::coordinator

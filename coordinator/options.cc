@@ -24,7 +24,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   ParsedFlags out;
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
-                      stop_grace = "30s";
+                      stop_grace = "30s", max_spec_size = "1MiB";
   po::options_description desc("cohort-coordinator options");
   desc.add_options()
       ("help,h", "show this help")
@@ -47,6 +47,8 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       ("max-requests-per-peer",
        po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
        "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")
+      ("max-spec-size", po::value(&max_spec_size)->default_value(max_spec_size),
+       "job and study specs larger than this are refused at submit (bytes, or KiB/MiB)")
       ("insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")
       ("key-file", po::value(&o.curve_key)->default_value(o.curve_key),
        "this coordinator's CURVE key file (.key)")
@@ -85,6 +87,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   if (!(ps >> lo >> dash >> hi) || dash != '-' || lo < 1 || hi > 65535 || lo > hi) {
     return InvalidArgument("--port-range: expected MIN-MAX within 1-65535, got '" + ports + "'");
   }
+  auto spec_size = ParseByteSize(max_spec_size);
+  if (!spec_size.ok()) return InvalidArgument("--max-spec-size: " + spec_size.status().message());
+  o.max_spec_bytes = *spec_size;
   o.port_min = lo;
   o.port_max = hi;
   if (o.snapshot_every == 0) return InvalidArgument("--snapshot-every: must be at least 1");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/spec_limit.h"
 #include "common/status.h"
 
 namespace cohort::coordinator {
@@ -28,6 +29,8 @@ struct CoordinatorOptions {
   // one pass of the loop; beyond that they are answered RESOURCE_EXHAUSTED unprocessed, so one
   // flooding peer cannot starve the others. Frames are capped at 64 MiB by the sockets.
   int max_requests_per_peer = 256;
+  // Job and study specs larger than this are refused at submit (INVALID_ARGUMENT naming it).
+  uint64_t max_spec_bytes = kDefaultMaxSpecBytes;
   bool insecure = false;
   // CURVE (when not insecure): --key-file (this coordinator's key pair), --client-keys and
   // --agent-keys (directories of the public keys allowed on each endpoint; re-read per handshake).

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace cohort {
@@ -125,6 +126,52 @@ TEST(MessagingTest, RouterAnswersBadFrameAndKeepsServing) {
   ASSERT_TRUE(reply->has_value());
   EXPECT_EQ((*reply)->request_id(), 9u);
   EXPECT_EQ((*reply)->type(), wire::Body::JobList);
+}
+
+TEST(MessagingTest, NextReadsOneMessageAndHandsBackABadFrameWithItsReason) {
+  zmq::context_t context;
+  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*");
+  ASSERT_TRUE(router.ok()) << router.status().ToString();
+  auto dealer = DealerSocket::Connect(context, router->endpoint(), "client-1");
+  ASSERT_TRUE(dealer.ok());
+  auto next = [&]() -> std::optional<Incoming> {
+    zmq::pollitem_t item{router->socket().handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, 5s);
+    auto in = router->Next();
+    EXPECT_TRUE(in.ok()) << in.status().ToString();
+    return in.ok() ? std::move(*in) : std::nullopt;
+  };
+
+  auto nothing = router->Next();
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_FALSE(nothing->has_value());
+
+  zmq::message_t garbage(std::string("definitely not a flatbuffer"));
+  ASSERT_TRUE(dealer->socket().send(garbage, zmq::send_flags::none));
+  auto bad = next();
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->peer, "client-1");
+  EXPECT_EQ(bad->message.status().code(), StatusCode::kDataLoss);
+  // Nothing is answered for it: that is the caller's choice.
+  auto no_reply = dealer->Receive(100ms);
+  ASSERT_TRUE(no_reply.ok());
+  EXPECT_FALSE(no_reply->has_value());
+
+  zmq::message_t one(std::string("one")), two(std::string("two"));
+  ASSERT_TRUE(dealer->socket().send(one, zmq::send_flags::sndmore));
+  ASSERT_TRUE(dealer->socket().send(two, zmq::send_flags::none));
+  auto multi = next();
+  ASSERT_TRUE(multi.has_value());
+  EXPECT_EQ(multi->message.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(multi->message.status().message().find("exactly one frame"), std::string::npos);
+
+  ASSERT_TRUE(dealer->Send(Encode(3, wire::ListJobsT())).ok());
+  auto good = next();
+  ASSERT_TRUE(good.has_value());
+  ASSERT_TRUE(good->message.ok());
+  EXPECT_EQ(good->message->type(), wire::Body::ListJobs);
+  EXPECT_EQ(PeerName(good->peer), "client-1");
+  EXPECT_EQ(PeerName(std::string("\0\x01\xff", 3)), "0x0001ff");
 }
 
 TEST(MessagingTest, CallTimesOutWithUnavailableWhenNobodyAnswers) {

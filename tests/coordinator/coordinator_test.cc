@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <random>
 
 namespace cohort::coordinator {
 namespace {
@@ -521,6 +522,80 @@ TEST_F(CoordinatorTest, MalformedFramesNeverCrashIt) {
   hb.node_id = "n";
   EXPECT_EQ(Call(std::move(hb)).ErrorStatus().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Submit(JobYaml("after", 0, 0)).ok());
+}
+
+TEST_F(CoordinatorTest, BadFramesCountInTheirPeersBudgetAndAPassReadsABoundedNumber) {
+  options_.max_requests_per_peer = 10;
+  Restart();
+  AddAgent("node-a", 1);
+  // One peer queues more garbage than a pass reads; another peer sends one valid request.
+  zmq::socket_t flooder(context_, zmq::socket_type::dealer);
+  flooder.set(zmq::sockopt::sndhwm, 0);
+  flooder.set(zmq::sockopt::rcvhwm, 0);
+  flooder.set(zmq::sockopt::linger, 0);
+  flooder.connect(options_.client_endpoint);
+  const size_t kFrames = Coordinator::kMaxMessagesPerPass + 1000;
+  std::mt19937 random(7);
+  for (size_t i = 0; i < kFrames; ++i) {
+    std::string bytes(1 + random() % 300, '\0');
+    for (char& c : bytes) c = static_cast<char>(random());
+    ASSERT_TRUE(flooder.send(zmq::buffer(bytes), zmq::send_flags::none));
+  }
+  uint64_t valid = client_.Send(wire::ListNodesT{});
+  Heartbeat("node-a");
+
+  uint64_t before = coordinator_->stats().messages;
+  ASSERT_TRUE(coordinator_->RunOnce(milliseconds(0)).ok());
+  // The pass read kMaxMessagesPerPass messages from the client endpoint (the valid request may be
+  // one of them) and the heartbeat, and answered only the first 10 bad frames (the peer's
+  // budget); the rest were dropped unanswered.
+  EXPECT_EQ(coordinator_->stats().messages - before, Coordinator::kMaxMessagesPerPass + 1);
+  EXPECT_GE(coordinator_->stats().bad_frames, Coordinator::kMaxMessagesPerPass - 1);
+  int answers = 0;
+  zmq::message_t reply;
+  while (flooder.recv(reply, zmq::recv_flags::dontwait)) {
+    auto m = Message::Parse(std::move(reply));
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->ErrorStatus().code(), StatusCode::kDataLoss);
+    ++answers;
+  }
+  EXPECT_EQ(answers, 10);
+  // The agent's heartbeat was read and answered in that same pass.
+  agents_["node-a"].Drain();
+  EXPECT_EQ(agents_["node-a"].Take<wire::HeartbeatReply>().size(), 1u);
+
+  // The rest of the flood takes the next pass; the valid request is answered.
+  Pump([&] {
+    for (const Message& m : client_.inbox) {
+      if (m.request_id() == valid) return true;
+    }
+    return false;
+  });
+  EXPECT_EQ(coordinator_->stats().bad_frames, kFrames);
+  EXPECT_TRUE(Submit(JobYaml("after_flood", 0, 0)).ok());
+}
+
+TEST_F(CoordinatorTest, SpecsOverTheSizeLimitAreRefusedNamingTheLimit) {
+  options_.max_spec_bytes = 4096;
+  Restart();
+  std::string big = JobYaml("big", 0, 0) + "# " + std::string(5000, 'x') + "\n";
+  Status s = Submit(big);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("4 KiB"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--max-spec-size"), std::string::npos) << s.message();
+  EXPECT_EQ(coordinator_->FindJob("big"), nullptr);
+
+  wire::SubmitStudyT study;
+  study.spec_yaml = std::string(4097, '#');
+  Status st = Call(std::move(study)).ErrorStatus();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("study spec"), std::string::npos) << st.message();
+
+  // A spec at the limit is taken.
+  std::string fits = JobYaml("fits", 0, 0);
+  fits += "#" + std::string(4096 - fits.size() - 2, 'x') + "\n";
+  ASSERT_EQ(fits.size(), 4096u);
+  EXPECT_TRUE(Submit(fits).ok());
 }
 
 TEST_F(CoordinatorTest, GangWaitsUntilEveryReplicaFits) {
