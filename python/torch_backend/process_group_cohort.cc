@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -26,9 +27,10 @@ using collective::ReduceOp;
 // How long past the timeout wait() lets the library's own deadline report first (its error names
 // the peer; wait()'s own can only say that the operation is late).
 constexpr auto kWaitGrace = std::chrono::seconds(5);
-constexpr const char* kAllreduceOps = "SUM, AVG, PRODUCT, MIN, MAX";
 // Completion threads: one is enough unless callbacks block on further collectives.
 constexpr int kMaxCompletionThreads = 8;
+// Threads that wait for posted sends and receives: one per message in flight, up to this many.
+constexpr int kMaxPointToPointThreads = 64;
 
 [[noreturn]] void Fail(const Status& s) { throw std::runtime_error("cohort: " + s.ToString()); }
 
@@ -64,8 +66,7 @@ const char* ReduceOpName(c10d::ReduceOp::RedOpType op) {
 }
 
 // The library's operator for a torch one; raises naming the op where the library has none.
-ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what,
-                   const char* supported = "SUM, AVG, MIN, MAX") {
+ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
     case c10d::ReduceOp::SUM:
       return ReduceOp::kSum;
@@ -75,11 +76,13 @@ ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what,
       return ReduceOp::kMin;
     case c10d::ReduceOp::MAX:
       return ReduceOp::kMax;
+    case c10d::ReduceOp::PRODUCT:
+      return ReduceOp::kProduct;
     default:
       break;
   }
   TORCH_CHECK(false, "cohort: ", what, " does not support ReduceOp.", ReduceOpName(op),
-              " (supported: ", supported, ")");
+              " (supported: SUM, AVG, PRODUCT, MIN, MAX)");
 }
 
 void CheckOneTensor(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -229,6 +232,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
                      "rank " + std::to_string(rank) + " of " + std::to_string(size) +
                          " joining through the " + pg->rendezvous_);
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
+  pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
   pg->thread_ = std::thread([raw = pg.get()] { raw->RunQueue(); });
   return pg;
 }
@@ -247,6 +251,7 @@ void ProcessGroupCohort::Shutdown() {
   std::optional<PyThreadState*> released;
   if (Py_IsInitialized() && PyGILState_Check()) released = PyEval_SaveThread();
   if (thread_.joinable()) thread_.join();
+  point_to_point_.reset();  // posted sends and receives end by their deadline
   completions_.reset();
   comm_.reset();  // tells the reducers this worker is done
   bootstrap_.reset();
@@ -268,6 +273,16 @@ std::string ProcessGroupCohort::Describe() const {
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::Enqueue(c10d::OpType type, std::string name,
                                                            std::vector<at::Tensor> outputs,
                                                            std::function<Status()> run) {
+  return EnqueueDeferred(type, std::move(name), std::move(outputs),
+                         [run = std::move(run)]() -> StatusOr<Deferred> {
+                           COHORT_RETURN_IF_ERROR(run());
+                           return Deferred();
+                         });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
+    c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
+    std::function<StatusOr<Deferred>()> run) {
   std::unique_lock<std::mutex> lock(mu_);
   TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was shut down");
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
@@ -276,6 +291,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::Enqueue(c10d::OpType type, st
   lock.unlock();
   cv_.notify_all();
   return work;
+}
+
+Status ProcessGroupCohort::FirstError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_error_;
+}
+
+void ProcessGroupCohort::Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
+                                  bool complete_future_here) {
+  std::exception_ptr error;
+  if (!status.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (first_error_.ok()) first_error_ = status.WithContext(work->name());
+    }
+    error = std::make_exception_ptr(
+        std::runtime_error("cohort: " + work->name() + " failed: " + status.ToString()));
+  }
+  work->Finish(error);
+  if (complete_future_here) {
+    work->CompleteFuture(error);
+  } else {
+    completions_->Submit([work, error] { work->CompleteFuture(error); });
+  }
 }
 
 void ProcessGroupCohort::RunQueue() {
@@ -289,75 +328,36 @@ void ProcessGroupCohort::RunQueue() {
       queue_.pop_front();
     }
     op.work->MarkStarted();
-    Status s;
-    if (!first_error_.ok()) {
-      s = Aborted("the process group failed earlier and cannot run more operations (" +
-                  first_error_.ToString() + ")");
+    StatusOr<Deferred> posted = Deferred();
+    if (Status first = FirstError(); !first.ok()) {
+      posted = Aborted("the process group failed earlier and cannot run more operations (" +
+                       first.ToString() + ")");
     } else {
       try {
-        s = op.run();
+        posted = op.run();
       } catch (const std::exception& e) {
-        s = Internal(e.what());
+        posted = Internal(e.what());
       }
-      if (!s.ok()) first_error_ = s.WithContext(op.work->name());
     }
-    std::exception_ptr error;
-    if (!s.ok()) {
-      error = std::make_exception_ptr(
-          std::runtime_error("cohort: " + op.work->name() + " failed: " + s.ToString()));
+    if (posted.ok() && *posted) {
+      // Posted; its own thread waits for it (and completes the future: it is off the queue).
+      point_to_point_->Submit([this, work = op.work, wait = std::move(*posted)] {
+        Status s;
+        try {
+          s = wait();
+        } catch (const std::exception& e) {
+          s = Internal(e.what());
+        }
+        Conclude(work, s, /*complete_future_here=*/true);
+      });
+      continue;
     }
-    op.work->Finish(error);
-    completions_->Submit([work = op.work, error] { work->CompleteFuture(error); });
+    Conclude(op.work, posted.status(), /*complete_future_here=*/false);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Operations
-
-Status ProcessGroupCohort::Allreduce(const StagedTensor& t, ReduceOp op) {
-  return comm_->Allreduce(t.data(), t.numel(), t.type(), op);
-}
-
-Status ProcessGroupCohort::AllgatherBytes(const void* send, const ByteCarrier& carrier,
-                                          void* recv) {
-  return comm_->Allgather(send, recv, carrier.count, carrier.type);
-}
-
-Status ProcessGroupCohort::AllreduceProduct(const at::Tensor& host) {
-  const size_t bytes = static_cast<size_t>(host.numel()) * host.element_size();
-  const ByteCarrier carrier = CarrierFor(bytes);
-  at::Tensor send = at::zeros({static_cast<int64_t>(carrier.padded_bytes)}, at::kByte);
-  send.narrow(0, 0, static_cast<int64_t>(bytes)).copy_(host.view({-1}).view(at::kByte));
-  at::Tensor all = at::empty({static_cast<int64_t>(carrier.padded_bytes) * getSize()}, at::kByte);
-  COHORT_RETURN_IF_ERROR(AllgatherBytes(send.data_ptr(), carrier, all.data_ptr()));
-  auto block = [&](int r) {
-    return all
-        .narrow(0, static_cast<int64_t>(r * carrier.padded_bytes), static_cast<int64_t>(bytes))
-        .view(host.scalar_type());
-  };
-  at::Tensor product = block(0).clone();
-  for (int r = 1; r < getSize(); ++r) product.mul_(block(r));
-  host.view({-1}).copy_(product);
-  return Status::Ok();
-}
-
-Status ProcessGroupCohort::CheckAgreement(
-    const std::vector<int64_t>& descriptor,
-    const std::function<std::string(const std::vector<int64_t>&)>& what) {
-  if (!check_calls_ || getSize() == 1) return Status::Ok();
-  const size_t n = descriptor.size();
-  std::vector<int64_t> all(n * static_cast<size_t>(getSize()));
-  COHORT_RETURN_IF_ERROR(comm_->Allgather(descriptor.data(), all.data(), n, DataType::kI64));
-  for (int r = 0; r < getSize(); ++r) {
-    std::vector<int64_t> theirs(all.begin() + r * n, all.begin() + (r + 1) * n);
-    if (theirs != descriptor) {
-      return InvalidArgument("the ranks disagree: worker " + std::to_string(r) + " passes " +
-                             what(theirs) + ", this worker (" + std::to_string(getRank()) + ") " +
-                             what(descriptor));
-    }
-  }
-  return Status::Ok();
-}
 
 namespace {
 
@@ -381,8 +381,9 @@ std::string RenderAllreduce(const std::vector<int64_t>& d) {
   std::string s = std::to_string(d[0]) + " elements of " +
                   DtypeName(static_cast<at::ScalarType>(d[1])) + " with " +
                   ReduceOpName(static_cast<c10d::ReduceOp::RedOpType>(d[2]));
-  if (d[3] != 1)
+  if (d[3] != 1) {
     s += " in " + std::to_string(d[3]) + " tensors (shapes hash " + std::to_string(d[4]) + ")";
+  }
   return s;
 }
 
@@ -417,44 +418,80 @@ at::Tensor HostBytes(size_t bytes, bool pinned) {
                    at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
 }
 
+// Block r (of `block_bytes` each) of a uint8 host buffer.
+at::Tensor Block(const at::Tensor& buffer, size_t r, size_t block_bytes) {
+  return buffer.narrow(0, static_cast<int64_t>(r * block_bytes), static_cast<int64_t>(block_bytes));
+}
+
+// `tensors` laid end to end, each in a block of carrier.padded_bytes (one carrier for all: they
+// have one size), in a uint8 host buffer.
+at::Tensor PackBlocks(const std::vector<at::Tensor>& tensors, const ByteCarrier& carrier) {
+  at::Tensor buffer =
+      at::zeros({static_cast<int64_t>(carrier.padded_bytes * tensors.size())},
+                at::TensorOptions().dtype(at::kByte).pinned_memory(AnyCuda(tensors)));
+  for (size_t r = 0; r < tensors.size(); ++r) {
+    const at::Tensor& t = tensors[r];
+    Block(buffer, r, carrier.padded_bytes)
+        .narrow(0, 0, t.numel() * static_cast<int64_t>(t.element_size()))
+        .view(t.scalar_type())
+        .view(t.sizes())
+        .copy_(t);
+  }
+  return buffer;
+}
+
 }  // namespace
+
+Status ProcessGroupCohort::Allreduce(const StagedTensor& t, ReduceOp op) {
+  return comm_->Allreduce(t.data(), t.numel(), t.type(), op);
+}
+
+Status ProcessGroupCohort::CheckAgreement(
+    const std::vector<int64_t>& descriptor,
+    const std::function<std::string(const std::vector<int64_t>&)>& what) {
+  if (!check_calls_ || getSize() == 1) return Status::Ok();
+  const size_t n = descriptor.size();
+  std::vector<int64_t> all(n * static_cast<size_t>(getSize()));
+  COHORT_RETURN_IF_ERROR(comm_->Allgather(descriptor.data(), all.data(), n, DataType::kI64));
+  for (int r = 0; r < getSize(); ++r) {
+    std::vector<int64_t> theirs(all.begin() + r * n, all.begin() + (r + 1) * n);
+    if (theirs != descriptor) {
+      return InvalidArgument("the ranks disagree: worker " + std::to_string(r) + " passes " +
+                             what(theirs) + ", this worker (" + std::to_string(getRank()) + ") " +
+                             what(descriptor));
+    }
+  }
+  return Status::Ok();
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   CheckOneTensor(tensors, "allreduce");
-  const auto red = static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp);
-  const bool product = red == c10d::ReduceOp::PRODUCT;
-  const ReduceOp op =
-      product ? ReduceOp::kSum : LibraryOp(opts.reduceOp, "allreduce", kAllreduceOps);
+  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce");
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
-  auto descriptor = AllreduceDescriptor(tensors, red);
-  return Enqueue(
-      c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, product, descriptor] {
-        COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
-        COHORT_RETURN_IF_ERROR(product ? AllreduceProduct(staged->host()) : Allreduce(*staged, op));
-        staged->CopyBack();
-        return Status::Ok();
-      });
+  auto descriptor =
+      AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
+  return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, descriptor] {
+    COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
+    COHORT_RETURN_IF_ERROR(Allreduce(*staged, op));
+    staged->CopyBack();
+    return Status::Ok();
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "cohort: allreduce_coalesced needs at least one tensor");
-  const auto red = static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp);
-  const bool product = red == c10d::ReduceOp::PRODUCT;
-  const ReduceOp op =
-      product ? ReduceOp::kSum : LibraryOp(opts.reduceOp, "allreduce_coalesced", kAllreduceOps);
+  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce_coalesced");
   // One all-reduce per run of tensors of one dtype, over a flat copy of the run.
   auto runs =
       std::make_shared<std::vector<CoalescedRun>>(CoalesceByType(tensors, "allreduce_coalesced"));
-  auto descriptor = AllreduceDescriptor(tensors, red);
+  auto descriptor =
+      AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
   return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
-                 [this, runs, op, product, descriptor] {
+                 [this, runs, op, descriptor] {
                    COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
-                   for (CoalescedRun& run : *runs) {
-                     COHORT_RETURN_IF_ERROR(product ? AllreduceProduct(run.flat.host())
-                                                    : Allreduce(run.flat, op));
-                   }
+                   for (CoalescedRun& run : *runs) COHORT_RETURN_IF_ERROR(Allreduce(run.flat, op));
                    for (CoalescedRun& run : *runs) run.CopyBack();
                    return Status::Ok();
                  });
@@ -502,12 +539,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allgather(
   at::Tensor recv = HostBytes(carrier.padded_bytes * getSize(), AnyCuda(outputs));
   return Enqueue(c10d::OpType::ALLGATHER, "allgather", outputs,
                  [this, send, carrier, recv, outputs] {
-                   COHORT_RETURN_IF_ERROR(AllgatherBytes(send->data(), carrier, recv.data_ptr())
-                                              .WithContext("allgather of " + Moving(*send)));
+                   COHORT_RETURN_IF_ERROR(
+                       comm_->Allgather(send->data(), recv.data_ptr(), carrier.count, carrier.type)
+                           .WithContext("allgather of " + Moving(*send)));
                    for (size_t r = 0; r < outputs.size(); ++r) {
-                     CopyBytesInto(recv.narrow(0, static_cast<int64_t>(r * carrier.padded_bytes),
-                                               static_cast<int64_t>(carrier.padded_bytes)),
-                                   outputs[r]);
+                     CopyBytesInto(Block(recv, r, carrier.padded_bytes), outputs[r]);
                    }
                    return Status::Ok();
                  });
@@ -519,28 +555,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_allgather_base(
   TORCH_CHECK(output.is_contiguous(), "cohort: _allgather_base needs a contiguous output tensor");
   auto send = std::make_shared<StagedTensor>(input, "_allgather_base", StagedTensor::kBytes);
   const ByteCarrier carrier = send->carrier();
-  const size_t bytes = send->bytes();
-  if (carrier.padded_bytes == bytes) {
+  if (carrier.padded_bytes == send->bytes()) {
     // Rank blocks lie end to end in the output just as the library writes them.
     auto recv = std::make_shared<StagedTensor>(output, "_allgather_base", StagedTensor::kBytes,
                                                StagedTensor::kNoCopyIn);
     return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
                    [this, send, carrier, recv] {
-                     COHORT_RETURN_IF_ERROR(AllgatherBytes(send->data(), carrier, recv->data())
-                                                .WithContext("allgather of " + Moving(*send)));
+                     COHORT_RETURN_IF_ERROR(
+                         comm_->Allgather(send->data(), recv->data(), carrier.count, carrier.type)
+                             .WithContext("allgather of " + Moving(*send)));
                      recv->CopyBack();
                      return Status::Ok();
                    });
   }
   at::Tensor recv = HostBytes(carrier.padded_bytes * getSize(), output.is_cuda());
   return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
-                 [this, send, carrier, recv, output, bytes, numel = input.numel()] {
-                   COHORT_RETURN_IF_ERROR(AllgatherBytes(send->data(), carrier, recv.data_ptr())
-                                              .WithContext("allgather of " + Moving(*send)));
+                 [this, send, carrier, recv, output, numel = input.numel()] {
+                   COHORT_RETURN_IF_ERROR(
+                       comm_->Allgather(send->data(), recv.data_ptr(), carrier.count, carrier.type)
+                           .WithContext("allgather of " + Moving(*send)));
                    at::Tensor flat = output.view({-1});
                    for (int r = 0; r < getSize(); ++r) {
-                     CopyBytesInto(recv.narrow(0, static_cast<int64_t>(r * carrier.padded_bytes),
-                                               static_cast<int64_t>(bytes)),
+                     CopyBytesInto(Block(recv, r, carrier.padded_bytes),
                                    flat.narrow(0, r * numel, numel));
                    }
                    return Status::Ok();
@@ -592,6 +628,271 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
         recv->CopyBack();
         return Status::Ok();
       });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  CheckOneTensor(tensors, "reduce");
+  CheckRoot(opts.rootRank, getSize(), "reduce");
+  TORCH_CHECK(opts.rootTensor == 0,
+              "cohort: reduce: rootTensor must be 0 (one tensor per process)");
+  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce");
+  const int root = static_cast<int>(opts.rootRank);
+  auto staged = std::make_shared<StagedTensor>(tensors[0], "reduce", StagedTensor::kReduce);
+  return Enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, staged, op, root] {
+    COHORT_RETURN_IF_ERROR(
+        comm_->Reduce(staged->data(), staged->data(), staged->numel(), staged->type(), op, root));
+    if (getRank() == root) staged->CopyBack();
+    return Status::Ok();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::gather(
+    std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors,
+    const c10d::GatherOptions& opts) {
+  CheckOneTensor(input_tensors, "gather");
+  CheckRoot(opts.rootRank, getSize(), "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor& input = input_tensors[0];
+  std::vector<at::Tensor> outputs;
+  if (getRank() == root) {
+    TORCH_CHECK(
+        output_tensors.size() == 1 && static_cast<int>(output_tensors[0].size()) == getSize(),
+        "cohort: gather: the root needs one list of ", getSize(), " output tensors (one per rank)");
+    outputs = output_tensors[0];
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      CheckLike(outputs[r], input, input.numel(), "gather", "output tensor " + std::to_string(r));
+    }
+  } else {
+    TORCH_CHECK(output_tensors.empty() || (output_tensors.size() == 1 && output_tensors[0].empty()),
+                "cohort: gather: only the root (rank ", root, ") takes output tensors");
+  }
+  auto send = std::make_shared<StagedTensor>(input, "gather", StagedTensor::kBytes);
+  const ByteCarrier carrier = send->carrier();
+  at::Tensor recv = getRank() == root
+                        ? HostBytes(carrier.padded_bytes * getSize(), AnyCuda(outputs))
+                        : at::Tensor();
+  return Enqueue(c10d::OpType::GATHER, "gather", outputs,
+                 [this, send, carrier, recv, outputs, root] {
+                   COHORT_RETURN_IF_ERROR(comm_
+                                              ->Gather(send->data(),
+                                                       recv.defined() ? recv.data_ptr() : nullptr,
+                                                       carrier.count, carrier.type, root)
+                                              .WithContext("gather of " + Moving(*send)));
+                   for (size_t r = 0; r < outputs.size(); ++r) {
+                     CopyBytesInto(Block(recv, r, carrier.padded_bytes), outputs[r]);
+                   }
+                   return Status::Ok();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::scatter(
+    std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors,
+    const c10d::ScatterOptions& opts) {
+  CheckOneTensor(output_tensors, "scatter");
+  CheckRoot(opts.rootRank, getSize(), "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor& output = output_tensors[0];
+  at::Tensor packed;
+  const ByteCarrier carrier = CarrierFor(output.numel() * output.element_size());
+  if (getRank() == root) {
+    TORCH_CHECK(input_tensors.size() == 1 && static_cast<int>(input_tensors[0].size()) == getSize(),
+                "cohort: scatter: the root needs one list of ", getSize(),
+                " input tensors (one per rank)");
+    for (size_t r = 0; r < input_tensors[0].size(); ++r) {
+      CheckLike(input_tensors[0][r], output, output.numel(), "scatter",
+                "input tensor " + std::to_string(r));
+    }
+    packed = PackBlocks(input_tensors[0], carrier);
+  } else {
+    TORCH_CHECK(input_tensors.empty() || (input_tensors.size() == 1 && input_tensors[0].empty()),
+                "cohort: scatter: only the root (rank ", root, ") takes input tensors");
+  }
+  auto recv = std::make_shared<StagedTensor>(output, "scatter", StagedTensor::kBytes,
+                                             StagedTensor::kNoCopyIn);
+  return Enqueue(
+      c10d::OpType::SCATTER, "scatter", output_tensors, [this, recv, carrier, packed, root] {
+        COHORT_RETURN_IF_ERROR(comm_
+                                   ->Scatter(packed.defined() ? packed.data_ptr() : nullptr,
+                                             recv->data(), carrier.count, carrier.type, root)
+                                   .WithContext("scatter of " + Moving(*recv)));
+        recv->CopyBack();
+        return Status::Ok();
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& /*opts*/) {
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "cohort: alltoall_base: the output is ",
+              DtypeName(output.scalar_type()), " but the input is ",
+              DtypeName(input.scalar_type()));
+  const int n = getSize();
+  // Splits along dim 0, in rows; none given: equal splits.
+  auto splits = [&](const at::Tensor& t, const std::vector<int64_t>& given, const char* role) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    if (given.empty()) {
+      TORCH_CHECK(rows % n == 0, "cohort: alltoall_base: the ", role, " has ", rows,
+                  " rows, which do not split equally among ", n, " ranks");
+      return std::vector<int64_t>(n, rows / n);
+    }
+    TORCH_CHECK(static_cast<int>(given.size()) == n, "cohort: alltoall_base: ", given.size(), " ",
+                role, " split sizes for ", n, " ranks");
+    int64_t sum = 0;
+    for (int64_t v : given) {
+      TORCH_CHECK(v >= 0, "cohort: alltoall_base: negative ", role, " split size ", v);
+      sum += v;
+    }
+    TORCH_CHECK(sum == rows, "cohort: alltoall_base: the ", role, " split sizes add up to ", sum,
+                " rows, the ", role, " has ", rows);
+    return given;
+  };
+  const std::vector<int64_t> out_rows = splits(output, output_split_sizes, "output");
+  const std::vector<int64_t> in_rows = splits(input, input_split_sizes, "input");
+  const int64_t in_row_bytes =
+      input.numel() == 0
+          ? 0
+          : input.numel() / std::max<int64_t>(1, input.dim() == 0 ? 1 : input.size(0)) *
+                input.element_size();
+  const int64_t out_row_bytes =
+      output.numel() == 0
+          ? 0
+          : output.numel() / std::max<int64_t>(1, output.dim() == 0 ? 1 : output.size(0)) *
+                output.element_size();
+  // Every block travels padded to whole int32s (a copy only when some block needs padding).
+  std::vector<size_t> send_bytes(n), recv_bytes(n), send_counts(n), recv_counts(n);
+  for (int j = 0; j < n; ++j) {
+    send_bytes[j] = static_cast<size_t>(in_rows[j] * in_row_bytes);
+    recv_bytes[j] = static_cast<size_t>(out_rows[j] * out_row_bytes);
+    send_counts[j] = CarrierFor(send_bytes[j]).padded_bytes / 4;
+    recv_counts[j] = CarrierFor(recv_bytes[j]).padded_bytes / 4;
+  }
+  auto send = std::make_shared<StagedTensor>(input, "alltoall_base", StagedTensor::kBytes);
+  auto recv = std::make_shared<StagedTensor>(output, "alltoall_base", StagedTensor::kBytes,
+                                             StagedTensor::kNoCopyIn);
+  const bool exact =
+      std::all_of(send_bytes.begin(), send_bytes.end(), [](size_t b) { return b % 4 == 0; }) &&
+      std::all_of(recv_bytes.begin(), recv_bytes.end(), [](size_t b) { return b % 4 == 0; });
+  return Enqueue(
+      c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
+      [this, send, recv, exact, send_bytes, recv_bytes, send_counts, recv_counts] {
+        if (exact) {
+          COHORT_RETURN_IF_ERROR(comm_->AlltoallV(send->data(), send_counts.data(), recv->data(),
+                                                  recv_counts.data(), DataType::kI32));
+          recv->CopyBack();
+          return Status::Ok();
+        }
+        const size_t total_send =
+            std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+        const size_t total_recv =
+            std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+        at::Tensor packed = at::zeros({static_cast<int64_t>(total_send * 4)}, at::kByte);
+        at::Tensor unpacked = at::empty({static_cast<int64_t>(total_recv * 4)}, at::kByte);
+        at::Tensor src = send->user().is_cpu() && send->user().is_contiguous()
+                             ? send->user().contiguous().view({-1}).view(at::kByte)
+                             : send->user().to(at::kCPU).contiguous().view({-1}).view(at::kByte);
+        int64_t from = 0, to = 0;
+        for (size_t j = 0; j < send_bytes.size(); ++j) {
+          packed.narrow(0, to, static_cast<int64_t>(send_bytes[j]))
+              .copy_(src.narrow(0, from, static_cast<int64_t>(send_bytes[j])));
+          from += static_cast<int64_t>(send_bytes[j]);
+          to += static_cast<int64_t>(send_counts[j] * 4);
+        }
+        COHORT_RETURN_IF_ERROR(comm_->AlltoallV(packed.data_ptr(), send_counts.data(),
+                                                unpacked.data_ptr(), recv_counts.data(),
+                                                DataType::kI32));
+        at::Tensor dst = at::empty({static_cast<int64_t>(recv->bytes())}, at::kByte);
+        from = 0;
+        to = 0;
+        for (size_t j = 0; j < recv_bytes.size(); ++j) {
+          dst.narrow(0, to, static_cast<int64_t>(recv_bytes[j]))
+              .copy_(unpacked.narrow(0, from, static_cast<int64_t>(recv_bytes[j])));
+          from += static_cast<int64_t>(recv_counts[j] * 4);
+          to += static_cast<int64_t>(recv_bytes[j]);
+        }
+        CopyBytesInto(dst, recv->user());
+        return Status::Ok();
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall(std::vector<at::Tensor>& output_tensors,
+                                                            std::vector<at::Tensor>& input_tensors,
+                                                            const c10d::AllToAllOptions& opts) {
+  const int n = getSize();
+  TORCH_CHECK(
+      static_cast<int>(output_tensors.size()) == n && static_cast<int>(input_tensors.size()) == n,
+      "cohort: alltoall needs ", n, " input and ", n, " output tensors (one per rank), got ",
+      input_tensors.size(), " and ", output_tensors.size());
+  const at::ScalarType type = input_tensors[0].scalar_type();
+  for (int j = 0; j < n; ++j) {
+    TORCH_CHECK(input_tensors[j].scalar_type() == type && output_tensors[j].scalar_type() == type,
+                "cohort: alltoall: every tensor must be ", DtypeName(type));
+  }
+  // As alltoall_base over flat copies, one element per row.
+  std::vector<at::Tensor> ins, outs;
+  std::vector<int64_t> in_splits, out_splits;
+  for (int j = 0; j < n; ++j) {
+    ins.push_back(input_tensors[j].reshape({-1}).to(at::kCPU));
+    in_splits.push_back(input_tensors[j].numel());
+    out_splits.push_back(output_tensors[j].numel());
+  }
+  at::Tensor input = at::cat(ins);
+  at::Tensor output = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                                input.options());
+  auto inner = alltoall_base(output, input, out_splits, in_splits, opts);
+  // The scatter back into the caller's tensors rides on the queue too, right after.
+  return Enqueue(c10d::OpType::ALLTOALL, "alltoall", output_tensors,
+                 [inner, output, output_tensors, out_splits]() mutable {
+                   if (!inner->isSuccess()) return Aborted("the all-to-all it rides on failed");
+                   int64_t offset = 0;
+                   for (size_t j = 0; j < output_tensors.size(); ++j) {
+                     output_tensors[j].copy_(
+                         output.narrow(0, offset, out_splits[j]).view(output_tensors[j].sizes()));
+                     offset += out_splits[j];
+                   }
+                   return Status::Ok();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::PointToPoint(bool is_send,
+                                                                std::vector<at::Tensor>& tensors,
+                                                                int peer, int tag) {
+  const char* what = is_send ? "send" : "recv";
+  CheckOneTensor(tensors, what);
+  TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "cohort: ", what, ": rank ", peer,
+              " is not another rank of this group (size ", getSize(), ", this rank ", getRank(),
+              ")");
+  TORCH_CHECK(tag >= 0 && tag < collective::kPointToPointTagLimit, "cohort: ", what, ": tag ", tag,
+              " is outside [0, ", collective::kPointToPointTagLimit, ")");
+  auto staged =
+      std::make_shared<StagedTensor>(tensors[0], what, StagedTensor::kBytes,
+                                     is_send ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
+  return EnqueueDeferred(
+      is_send ? c10d::OpType::SEND : c10d::OpType::RECV, what, tensors,
+      [this, staged, is_send, peer, tag]() -> StatusOr<Deferred> {
+        const ByteCarrier carrier = staged->carrier();
+        auto request = is_send
+                           ? comm_->Isend(staged->data(), carrier.count, carrier.type, peer, tag)
+                           : comm_->Irecv(staged->data(), carrier.count, carrier.type, peer, tag);
+        if (!request.ok()) return request.status();
+        auto shared = std::make_shared<collective::PointToPointRequest>(std::move(*request));
+        return Deferred([staged, shared, is_send] {
+          COHORT_RETURN_IF_ERROR(shared->Wait().WithContext(
+              std::string(is_send ? "send of " : "recv of ") + Moving(*staged)));
+          if (!is_send) staged->CopyBack();
+          return Status::Ok();
+        });
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::send(std::vector<at::Tensor>& tensors,
+                                                        int dst_rank, int tag) {
+  return PointToPoint(true, tensors, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recv(std::vector<at::Tensor>& tensors,
+                                                        int src_rank, int tag) {
+  return PointToPoint(false, tensors, src_rank, tag);
 }
 
 }  // namespace cohort::torch_backend

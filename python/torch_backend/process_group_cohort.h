@@ -20,8 +20,9 @@
 // different counts could finish on some ranks with wrong results). So each allreduce and
 // allreduce_coalesced first all-gathers a small descriptor (count, dtype, op) and fails naming the
 // rank that disagrees; COHORT_TORCH_CHECK_CALLS=0 (Config::check_calls) skips that round.
-// ReduceOp.PRODUCT, which the library does not reduce, is an all-gather and a product in rank
-// order (the same bytes on every rank).
+// Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
+// dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
+// there a size difference of less than four bytes between ranks goes unnoticed.
 //
 // Errors: an operation the library lacks raises a RuntimeError naming it; a dead peer fails the
 // operation with the collective library's error naming that peer (never a hang: every operation
@@ -137,6 +138,29 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& output_tensors, std::vector<at::Tensor>& input_tensors,
+      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& output_tensors, std::vector<std::vector<at::Tensor>>& input_tensors,
+      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  // Point-to-point: posted in issue order by the queue thread, then waited for on a thread of
+  // their own, so a send and a receive issued in any order on two ranks cannot wait for each
+  // other; tags in [0, 2^20).
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
 
   // What the library runs and where it came from, for logs and tests.
   int num_reducers() const { return comm_->num_reducers(); }
@@ -146,26 +170,35 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   ProcessGroupCohort(PassKey, int rank, int size, std::chrono::milliseconds timeout);
 
  private:
+  // What an operation leaves to wait for after the queue thread posted it (point-to-point); empty
+  // for operations that finished on the queue thread.
+  using Deferred = std::function<Status()>;
+
   // Queues `run` under a new Work named `name` whose future yields `outputs`.
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, std::string name,
                                          std::vector<at::Tensor> outputs,
                                          std::function<Status()> run);
+  c10::intrusive_ptr<c10d::Work> EnqueueDeferred(c10d::OpType type, std::string name,
+                                                 std::vector<at::Tensor> outputs,
+                                                 std::function<StatusOr<Deferred>()> run);
   void RunQueue();
-  // Runs one all-reduce on the communicator (the worker thread only).
+  // Records the outcome of `work` (the first error poisons the group) and finishes it.
+  void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
+                bool complete_future_here);
+  // The first error so far (OK when none).
+  Status FirstError();
+  // Runs one all-reduce on the communicator (the queue thread only).
   Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
-  // ReduceOp.PRODUCT over a contiguous host tensor, in place: all-gather, multiply in rank order.
-  Status AllreduceProduct(const at::Tensor& host);
-  // Every rank's bytes of `send` (a host buffer of carrier.padded_bytes) into `recv` (size() such
-  // blocks), as the carrier's elements.
-  Status AllgatherBytes(const void* send, const ByteCarrier& carrier, void* recv);
   // All-gathers `descriptor` and fails naming the first rank whose descriptor differs (unless
   // call checks are off). `what` renders a descriptor for the error.
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
+  c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
+                                              int tag);
 
   struct Op {
     c10::intrusive_ptr<CohortWork> work;
-    std::function<Status()> run;
+    std::function<StatusOr<Deferred>()> run;
   };
 
   const std::chrono::milliseconds timeout_;
@@ -181,9 +214,10 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   std::condition_variable cv_;
   std::deque<Op> queue_;   // guarded by mu_
   bool stopping_ = false;  // guarded by mu_
-  Status first_error_;     // queue thread only
+  Status first_error_;     // guarded by mu_
   uint64_t ops_ = 0;       // guarded by mu_: operations issued, for names
   std::unique_ptr<CompletionPool> completions_;
+  std::unique_ptr<CompletionPool> point_to_point_;  // waits for posted sends and receives
   std::thread thread_;
 };
 

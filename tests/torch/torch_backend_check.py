@@ -218,7 +218,7 @@ def scenario_ops(reducers):
                                  f"{name}: differs from gloo")
                 record_identical(name, t)
 
-    # PRODUCT (an all-gather and a product in rank order) against gloo.
+    # PRODUCT against gloo.
     for dtype in (torch.float32, torch.float64, torch.int32, torch.int64):
         salt += 1
         mine = inputs(torch, rank, 1001, dtype, salt)
@@ -288,6 +288,109 @@ def scenario_ops(reducers):
                 base = torch.empty(count, dtype=dtype)
                 dist._reduce_scatter_base(base, torch.cat(blocks), op=op)
                 check.expect(torch.equal(base, out), f"_reduce_scatter_base {op_name} {dtype} x{count}")
+
+    # reduce from every root, against gloo and the exact reduction.
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for op_name, op in (("SUM", R.SUM), ("MIN", R.MIN), ("PRODUCT", R.PRODUCT)):
+            for root in range(n):
+                salt += 1
+                name = f"reduce {op_name} {dtype} to {root}"
+                def make(r):
+                    x = inputs(torch, r, 2001, dtype, salt)
+                    return x if dtype.is_floating_point else x % 5 - 2
+                every = torch.stack([make(r).double() for r in range(n)])
+                want = {"SUM": every.sum(0), "MIN": every.min(0).values, "PRODUCT": every.prod(0)}[op_name]
+                t = make(rank)
+                dist.reduce(t, dst=root, op=op)
+                if rank == root:
+                    check.expect(close(torch, t, want.to(dtype), dtype, n, 8.0), f"{name}: differs from the exact result")
+                if dtype in gloo_dtypes:
+                    g = make(rank)
+                    dist.reduce(g, dst=root, op=op, group=gloo)
+                    if rank == root:
+                        check.expect(close(torch, t, g, dtype, n, 8.0), f"{name}: differs from gloo")
+
+    # gather and scatter from every root (any dtype: byte moves).
+    for dtype in (torch.float32, torch.uint8, torch.bool, torch.float16):
+        for count in (0, 3, 5001):
+            salt += 1
+            def make(r, b=0):
+                x = inputs(torch, r, count, torch.int64, salt * 10 + b)
+                return (x % 2 == 0) if dtype == torch.bool else x.to(dtype)
+            for root in range(n):
+                outs = [torch.empty(count, dtype=dtype) for _ in range(n)] if rank == root else None
+                dist.gather(make(rank), gather_list=outs, dst=root)
+                if rank == root:
+                    check.expect(all(torch.equal(outs[r], make(r)) for r in range(n)),
+                                 f"gather {dtype} x{count} to {root}")
+                out = torch.empty(count, dtype=dtype)
+                dist.scatter(out, scatter_list=[make(root, b) for b in range(n)] if rank == root else None, src=root)
+                check.expect(torch.equal(out, make(root, rank)), f"scatter {dtype} x{count} from {root}")
+                if count and dtype in (torch.float32, torch.uint8):
+                    g = torch.empty(count, dtype=dtype)
+                    dist.scatter(g, scatter_list=[make(root, b) for b in range(n)] if rank == root else None,
+                                 src=root, group=gloo)
+                    check.expect(torch.equal(out, g), f"scatter {dtype} x{count} from {root}: differs from gloo")
+
+    # all_to_all_single (alltoall_base): equal splits and uneven ones, rows of odd byte sizes;
+    # against gloo and the exact result. all_to_all (the list form) too.
+    for dtype, cols in ((torch.float32, 3), (torch.int64, 1), (torch.uint8, 3), (torch.float16, 5)):
+        salt += 1
+        def block(src, dst, rows):
+            return (inputs(torch, 100 * src + dst, rows * cols, torch.int64, salt) % 100).to(dtype).reshape(rows, cols)
+        # Equal: 2 rows to everyone. Uneven: rank r sends (r + j) % 3 rows to rank j.
+        for uneven in (False, True):
+            rows_to = [((rank + j) % 3) if uneven else 2 for j in range(n)]
+            rows_from = [((j + rank) % 3) if uneven else 2 for j in range(n)]
+            inp = torch.cat([block(rank, j, rows_to[j]) for j in range(n)])
+            out = torch.empty(sum(rows_from), cols, dtype=dtype)
+            splits = (rows_from, rows_to) if uneven else (None, None)
+            dist.all_to_all_single(out, inp, output_split_sizes=splits[0], input_split_sizes=splits[1])
+            want = torch.cat([block(j, rank, rows_from[j]) for j in range(n)])
+            check.expect(torch.equal(out, want), f"all_to_all_single {dtype} uneven={uneven}")
+            if dtype in (torch.float32, torch.int64):
+                g = torch.empty_like(out)
+                dist.all_to_all_single(g, inp, output_split_sizes=splits[0], input_split_sizes=splits[1],
+                                       group=gloo)
+                check.expect(torch.equal(out, g), f"all_to_all_single {dtype} uneven={uneven}: differs from gloo")
+        outs = [torch.empty(rows_from[j], cols, dtype=dtype) for j in range(n)]
+        dist.all_to_all(outs, [block(rank, j, rows_to[j]) for j in range(n)])
+        check.expect(all(torch.equal(outs[j], block(j, rank, rows_from[j])) for j in range(n)), f"all_to_all {dtype}")
+
+    # send/recv: every rank sends to the next and receives from the previous, posted in either
+    # order (a large message needs its receive posted: an ordered queue that blocked on the send
+    # would deadlock), with tags, blocking and not; against gloo's send/recv.
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    for count, dtype in ((1, torch.float32), (7, torch.uint8), (2_000_003, torch.float32)):
+        salt += 1
+        mine = inputs(torch, rank, count, torch.float64, salt).to(dtype)
+        got = torch.empty(count, dtype=dtype)
+        if rank % 2 == 0:
+            reqs = [dist.isend(mine, nxt, tag=5), dist.irecv(got, prv, tag=5)]
+        else:
+            reqs = [dist.irecv(got, prv, tag=5), dist.isend(mine, nxt, tag=5)]
+        for r in reqs:
+            r.wait()
+        check.expect(torch.equal(got, inputs(torch, prv, count, torch.float64, salt).to(dtype)),
+                     f"isend/irecv {dtype} x{count}")
+    a, b = torch.full((10,), float(rank)), torch.full((10,), float(rank) + 0.5)
+    got_a, got_b = torch.empty(10), torch.empty(10)
+    # Two tags in flight: the receiver asks for tag 2 first; matching is by tag, not order.
+    sends = [dist.isend(a, nxt, tag=1), dist.isend(b, nxt, tag=2)]
+    dist.recv(got_b, prv, tag=2)
+    dist.recv(got_a, prv, tag=1)
+    for w in sends:
+        w.wait()
+    check.expect(torch.equal(got_a, torch.full((10,), float(prv))) and
+                 torch.equal(got_b, torch.full((10,), float(prv) + 0.5)), "send/recv with two tags")
+    g = torch.empty(10)
+    if rank % 2 == 0:
+        dist.send(a, nxt, group=gloo)
+        dist.recv(g, prv, group=gloo)
+    else:
+        dist.recv(g, prv, group=gloo)
+        dist.send(a, nxt, group=gloo)
+    check.expect(torch.equal(g, got_a), "send/recv: differs from gloo")
 
     # A future: completes with the output tensors (what DDP comm hooks chain on).
     t = torch.full((5,), float(rank))
