@@ -557,6 +557,13 @@ def scenario_bad_use():
     check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.uint8),
                                                     [torch.ones(2, dtype=torch.uint8)] * n),
                         ["reduce_scatter", "torch.uint8"], "reduce_scatter uint8")
+    me = dist.get_rank()
+    check.expect_raises(lambda: dist.send(torch.ones(2), me), ["send", f"rank {me} is not another rank"], "send to self")
+    check.expect_raises(lambda: dist.recv(torch.ones(2), (me + 1) % n, tag=1 << 20), ["recv", "tag 1048576"],
+                        "recv with a tag out of range")
+    check.expect_raises(lambda: dist.all_to_all_single(torch.ones(n + 1), torch.ones(n + 1)),
+                        ["alltoall_base", "do not split equally"], "all_to_all_single without equal splits")
+    check.expect_raises(lambda: dist.reduce(torch.ones(2), dst=0, op=R.BOR), ["reduce", "BOR"], "reduce BOR")
     # Refused calls leave the group usable.
     t = torch.ones(4)
     dist.all_reduce(t)
