@@ -69,6 +69,17 @@ Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options) {
     }
     options->algorithm = *parsed;
   }
+  if (const char* wire = std::getenv("COHORT_WIRE_DTYPE"); wire != nullptr) {
+    const std::string_view w(wire);
+    if (w == "bf16" || w == "f16") {
+      options->wire_dtype = *ParseDataType(w);
+    } else if (w.empty() || w == "f32" || w == "none") {
+      options->wire_dtype = DataType::kF32;
+    } else {
+      return InvalidArgument("COHORT_WIRE_DTYPE='" + std::string(w) +
+                             "' is not bf16, f16, f32 or none");
+    }
+  }
   return Status::Ok();
 }
 
@@ -83,6 +94,15 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   if (options.chunk_bytes != 0 && options.chunk_bytes < 64) {
     return InvalidArgument(
         "communicator: chunk_bytes must be at least 64 (or 0: chosen by placement)");
+  }
+  if (options.wire_dtype != DataType::kF32 && options.wire_dtype != DataType::kBF16 &&
+      options.wire_dtype != DataType::kF16) {
+    return InvalidArgument("communicator: wire_dtype must be bf16, f16 or f32 (off), not " +
+                           std::string(DataTypeName(options.wire_dtype)));
+  }
+  if (options.wire_dtype != DataType::kF32 && num_reducers == 0 && rank == 0) {
+    spdlog::info("wire compression ({}) applies to the Reduction Server; this job has no reducers",
+                 DataTypeName(options.wire_dtype));
   }
   std::unique_ptr<Communicator> comm(new Communicator());
   comm->rank_ = rank;
@@ -259,6 +279,7 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.num_reducers = num_reducers_;
   o.window = options_.window;
   o.max_flows = options_.max_flows;
+  o.wire_type = options_.wire_dtype;
   // Fill and drain matter on links; on one host smaller chunks only cost more messages.
   o.chunks_per_reducer = one_host_shared_memory_ ? 4 : kPipelineChunksPerReducer;
   Status s;

@@ -50,6 +50,12 @@ std::string ImplName(const AllreduceBenchOptions& o) {
   return "cohort-auto";
 }
 
+// "cohort-rs", or "cohort-rs+bf16" with wire compression.
+std::string ImplLabel(const AllreduceBenchOptions& o) {
+  if (o.wire_dtype == DataType::kF32) return ImplName(o);
+  return ImplName(o) + "+" + std::string(collective::DataTypeName(o.wire_dtype));
+}
+
 // Fills element i with a value whose sum over n ranks is exact in every type (check mode) or a
 // small constant (timing).
 void Fill(DataType type, void* data, size_t count, int rank, bool check) {
@@ -159,12 +165,15 @@ void PrintHeader(const AllreduceBenchOptions& o) {
   const std::string chunk = o.chunk_bytes == 0 ? "by placement" : std::to_string(o.chunk_bytes);
   std::printf(
       "# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, "
-      "warmup %d, chunk %s%s\n",
+      "warmup %d, chunk %s%s%s\n",
       std::string(collective::AlgorithmName(o.algo)).c_str(), o.workers, o.reducers,
       o.transport.c_str(), o.transport == "ucx" ? " (UCX_TLS=" : "",
       o.transport == "ucx" ? (tls ? tls : "all") : "", o.transport == "ucx" ? ")" : "",
       TypeLabel(o.type).c_str(), std::string(collective::ReduceOpName(o.op)).c_str(), o.iters,
-      o.warmup, chunk.c_str(), o.device == "cpu" ? "" : (", device " + o.device).c_str());
+      o.warmup, chunk.c_str(), o.device == "cpu" ? "" : (", device " + o.device).c_str(),
+      o.wire_dtype == DataType::kF32
+          ? ""
+          : (", wire " + std::string(collective::DataTypeName(o.wire_dtype))).c_str());
   std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
               "busbw_GBps", "wrong");
   std::fflush(stdout);
@@ -177,7 +186,7 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
   if (o.json) {
     const char* tls = std::getenv("UCX_TLS");
     JsonLine line;
-    line["impl"] = ImplName(o);
+    line["impl"] = ImplLabel(o);
     line["algo"] = std::string(collective::AlgorithmName(o.algo));
     line["size"] = size;
     line["count"] = count;
@@ -192,6 +201,8 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
     line["ucx_tls"] = tls ? tls : "";
     line["iters"] = iters;
     if (o.device != "cpu") line["device"] = o.device;
+    if (o.wire_dtype != DataType::kF32)
+      line["wire"] = std::string(collective::DataTypeName(o.wire_dtype));
     PrintJsonLine(line);
     return;
   }
@@ -234,7 +245,9 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
       for (size_t i = 0; i < count; ++i) {
         const double want = Expected(o.op, i, o.workers);
         const double got = Get(o.type, buf.host.data(), i);
-        const double tol = (o.type == DataType::kF16 || o.type == DataType::kBF16) ? std::fabs(want) * 1e-2 : 1e-9 * std::fabs(want);
+        const bool rounded =
+            o.type == DataType::kF16 || o.type == DataType::kBF16 || o.wire_dtype != DataType::kF32;
+        const double tol = rounded ? std::fabs(want) * 1e-2 : 1e-9 * std::fabs(want);
         if (std::fabs(got - want) > tol) ++bad;
       }
       COHORT_RETURN_IF_ERROR(comm.Allreduce(&bad, 1, DataType::kI64, ReduceOp::kSum, Algorithm::kRing));
@@ -251,6 +264,7 @@ collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
   c.chunk_bytes = o.chunk_bytes;
   c.window = o.window;
   if (o.max_flows >= 0) c.max_flows = o.max_flows;
+  c.wire_dtype = o.wire_dtype;
   return c;
 }
 
@@ -313,7 +327,7 @@ void PrintAllreduceUsage() {
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
       "[--json]\n"
-      "         [--device cpu|cuda]\n"
+      "         [--device cpu|cuda] [--wire-dtype bf16|f16|f32]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
       "Prints nccl-tests' columns: size count type time_us algbw_GBps busbw_GBps wrong.\n"
       "time_us: mean per call of the slowest worker; algbw = size/time; busbw = algbw*2(n-1)/n.\n"
@@ -331,7 +345,9 @@ void PrintAllreduceUsage() {
       "without). --chunk-bytes: the pipeline unit (and shared-memory's slot); by default the\n"
       "communicator picks it (1M when every rank shares the host over shared memory, else 128K).\n"
       "--device cuda: each worker's buffer is cudaMalloc memory on device 0, staged by the\n"
-      "communicator through pinned host memory; time_us counts the copies.\n");
+      "communicator through pinned host memory; time_us counts the copies.\n"
+      "--wire-dtype bf16|f16: f32 buffers cross to the reducers and back in that type, reduced\n"
+      "there in f32 (wire compression; the Reduction Server only); sizes stay the f32 buffer's.\n");
 }
 
 bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o, bool* help) {
@@ -423,6 +439,11 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
         return false;
       }
 #endif
+    } else if (a == "--wire-dtype") {
+      if (!(v = need(i))) return false;
+      auto t = collective::ParseDataType(*v);
+      ok = *v == "f32" || (t && (*t == DataType::kBF16 || *t == DataType::kF16));
+      if (ok) o->wire_dtype = t ? *t : DataType::kF32;
     } else if (a == "--rank") {
       if (!(v = need(i))) return false;
       ok = to_int(*v, &o->rank);

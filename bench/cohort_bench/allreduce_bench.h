@@ -39,6 +39,9 @@ struct AllreduceBenchOptions {
   size_t chunk_bytes = 0;  // 0: the communicator picks it by placement
   int window = 4;
   int max_flows = -1;  // -1: the communicator's default
+  // --wire-dtype bf16|f16: CommunicatorOptions::wire_dtype (f32 buffers cross to the reducers and
+  // back in that type); kF32: off. Sizes and bandwidths stay those of the f32 buffer.
+  collective::DataType wire_dtype = collective::DataType::kF32;
   int timeout_ms = 120000;
   // One rank launched externally.
   int rank = -1;

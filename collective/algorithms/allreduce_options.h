@@ -66,6 +66,10 @@ struct AllreduceOptions {
   // reducer (0: no limit beyond the window). Few flows per link share it evenly; see
   // reduction_server.h.
   int max_flows = 0;
+  // Reduction Server only: kBF16 or kF16 sends kF32 data to the reducers in that type and back,
+  // reduced there in float32 (reduction_server.h, "Wire compression"); anything else, or data of
+  // another type, crosses as it is.
+  DataType wire_type = DataType::kF32;
 };
 
 }  // namespace cohort::collective

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "collective/kernels/reduce.h"
@@ -15,6 +16,20 @@ size_t ChunkElems(size_t chunk_bytes, size_t es) { return std::max<size_t>(1, ch
 
 std::string ReducerName(int rank, int num_workers) {
   return "reducer " + std::to_string(rank - num_workers);
+}
+
+// "1000 f32 (sum, on the wire as bf16, seq 7)": what workers must agree on in a round.
+std::string DescribeRound(const RoundHeader& h) {
+  auto type_name = [](uint8_t t) {
+    return IsValid(static_cast<DataType>(t)) ? std::string(DataTypeName(static_cast<DataType>(t)))
+                                             : "type " + std::to_string(t);
+  };
+  const std::string op = IsValid(static_cast<ReduceOp>(h.op))
+                             ? std::string(ReduceOpName(static_cast<ReduceOp>(h.op)))
+                             : "op " + std::to_string(h.op);
+  return std::to_string(h.count) + " " + type_name(h.type) + " (" + op + ", on the wire as " +
+         type_name(h.wire_type) + ", " + std::to_string(h.chunk_bytes) + "-byte chunks, seq " +
+         std::to_string(h.seq) + ")";
 }
 
 }  // namespace
@@ -46,12 +61,22 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   if (rank >= n) return InvalidArgument("reduction server all-reduce: rank is not a worker");
   if (transport.size() < n + m) return InvalidArgument("transport has fewer ranks than workers + reducers");
   if (options.count == 0) return Status::Ok();
+  const bool compress = options.type == DataType::kF32 && (options.wire_type == DataType::kBF16 ||
+                                                           options.wire_type == DataType::kF16);
+  const DataType wire = compress ? options.wire_type : options.type;
   const size_t es = DataTypeSize(options.type);
-  const size_t chunk_elems =
-      ReductionServerChunkBytes(options.count, es, m, options.chunk_bytes, options.chunks_per_reducer) / es;
+  const size_t wes = DataTypeSize(wire);
+  // Chunks are sized by what crosses the network.
+  const size_t chunk_elems = ReductionServerChunkBytes(options.count, wes, m, options.chunk_bytes,
+                                                       options.chunks_per_reducer) /
+                             wes;
   const size_t num_chunks = (options.count + chunk_elems - 1) / chunk_elems;
   if (num_chunks >= kHeaderStep) return InvalidArgument("too many chunks: raise chunk_bytes");
   auto* data = static_cast<char*>(options.data);
+  // Compressed, chunks travel from and back into a buffer of wire-type elements.
+  std::unique_ptr<char[]> staging(compress ? new char[options.count * wes] : nullptr);
+  char* on_wire = compress ? staging.get() : data;
+  auto* floats = reinterpret_cast<float*>(data);
 
   RoundHeader header;
   header.type = static_cast<uint8_t>(options.type);
@@ -61,6 +86,7 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   header.count = options.count;
   header.chunk_bytes = chunk_elems * es;
   header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
+  header.wire_type = static_cast<uint8_t>(wire);
   std::vector<Request> header_sends;
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),
@@ -98,12 +124,16 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
       const size_t c = order[next];
       const int reducer = n + static_cast<int>(c % m);
       const size_t off = c * chunk_elems;
-      const size_t bytes = std::min(chunk_elems, options.count - off) * es;
+      const size_t elems = std::min(chunk_elems, options.count - off);
+      const size_t bytes = elems * wes;
       const Tag tag = MakeTag(options.seq, 1 + static_cast<uint32_t>(c));
+      if (compress) NarrowFromF32(wire, on_wire + off * wes, floats + off, elems);
       Pending r{Request(), c}, snd{Request(), c};
-      COHORT_ASSIGN_OR_RETURN(r.req, transport.Irecv(reducer, tag, MutableBytes{data + off * es, bytes}));
+      COHORT_ASSIGN_OR_RETURN(
+          r.req, transport.Irecv(reducer, tag, MutableBytes{on_wire + off * wes, bytes}));
       recvs.push_back(std::move(r));
-      COHORT_ASSIGN_OR_RETURN(snd.req, transport.Isend(reducer, tag, ConstBytes{data + off * es, bytes}));
+      COHORT_ASSIGN_OR_RETURN(
+          snd.req, transport.Isend(reducer, tag, ConstBytes{on_wire + off * wes, bytes}));
       sends.push_back(std::move(snd));
       ++next;
     }
@@ -121,6 +151,11 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
       const int reducer = n + static_cast<int>(f.chunk % m);
       COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline).WithContext(
           "all-reduce: result of chunk " + std::to_string(f.chunk) + " from " + ReducerName(reducer, n)));
+      if (compress) {
+        const size_t off = f.chunk * chunk_elems;
+        WidenToF32(wire, floats + off, on_wire + off * wes,
+                   std::min(chunk_elems, options.count - off));
+      }
       recvs.pop_front();
     }
   }
@@ -188,10 +223,11 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
       if (!round) {
         round = h;
       } else if (h.count != round->count || h.type != round->type || h.op != round->op ||
-                 h.seq != round->seq || h.chunk_bytes != round->chunk_bytes) {
-        return InvalidArgument("reducer: workers disagree on the all-reduce (worker " + std::to_string(w) +
-                               " sent count " + std::to_string(h.count) + ", expected " +
-                               std::to_string(round->count) + ")");
+                 h.seq != round->seq || h.chunk_bytes != round->chunk_bytes ||
+                 h.wire_type != round->wire_type) {
+        return InvalidArgument("reducer: workers disagree on the all-reduce: worker " +
+                               std::to_string(w) + " sent " + DescribeRound(h) +
+                               ", the first worker of the round " + DescribeRound(*round));
       }
     }
     if (std::all_of(stopped.begin(), stopped.end(), [](bool b) { return b; })) return Status::Ok();
@@ -212,7 +248,14 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   }
   const auto type = static_cast<DataType>(header.type);
   const auto op = static_cast<ReduceOp>(header.op);
+  const auto wire = static_cast<DataType>(header.wire_type);
+  const bool compressed = wire != type;
+  if (compressed &&
+      !(type == DataType::kF32 && (wire == DataType::kBF16 || wire == DataType::kF16))) {
+    return DataLoss("reducer: bad wire type in round header");
+  }
   const size_t es = DataTypeSize(type);
+  const size_t wes = DataTypeSize(wire);
   const size_t chunk_elems = ChunkElems(header.chunk_bytes, es);
   const size_t num_chunks = (header.count + chunk_elems - 1) / chunk_elems;
   const int window = std::max<int>(1, header.window);
@@ -227,10 +270,13 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   for (int s = 0; s < slots; ++s) {
     for (int w = 0; w < n; ++w) {
       auto& b = buffers_[static_cast<size_t>(s) * n + w];
-      if (b.size() < chunk_elems * es) b.resize(chunk_elems * es);
+      if (b.size() < chunk_elems * wes) b.resize(chunk_elems * wes);
     }
   }
-  auto chunk_bytes = [&](size_t c) { return std::min(chunk_elems, header.count - c * chunk_elems) * es; };
+  if (compressed && widened_.size() < chunk_elems) widened_.resize(chunk_elems);
+  auto chunk_bytes = [&](size_t c) {
+    return std::min(chunk_elems, header.count - c * chunk_elems) * wes;
+  };
   auto buf = [&](size_t j, int w) { return buffers_[(j % slots) * n + w].data(); };
 
   std::vector<std::vector<Request>> recvs(slots);
@@ -269,15 +315,26 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   for (int j = 0; j < slots; ++j) COHORT_RETURN_IF_ERROR(post_recvs(j));
   for (size_t j = 0; j < owned.size(); ++j) {
     const size_t c = owned[j];
-    const size_t elems = chunk_bytes(c) / es;
-    // Sum in worker-rank order: deterministic regardless of arrival order.
+    const size_t elems = chunk_bytes(c) / wes;
+    // Sum in worker-rank order: deterministic regardless of arrival order. Compressed: in float32,
+    // rounded to the wire type once, into worker 0's buffer, which goes back.
     for (int w = 0; w < n; ++w) {
       COHORT_RETURN_IF_ERROR(recvs[j % slots][w].Wait(deadline).WithContext(
           "reducer " + std::to_string(index_) + ": chunk " + std::to_string(c) + " from worker " +
           std::to_string(w)));
-      if (w > 0) ReduceInto(type, op, buf(j, 0), buf(j, w), elems);
+      if (compressed) {
+        if (w == 0) WidenToF32(wire, widened_.data(), buf(j, 0), elems);
+        if (w > 0) ReduceWidenedInto(wire, op, widened_.data(), buf(j, w), elems);
+      } else if (w > 0) {
+        ReduceInto(type, op, buf(j, 0), buf(j, w), elems);
+      }
     }
-    if (op == ReduceOp::kAvg) ScaleForAverage(type, buf(j, 0), elems, n);
+    if (compressed) {
+      if (op == ReduceOp::kAvg) ScaleForAverage(DataType::kF32, widened_.data(), elems, n);
+      NarrowFromF32(wire, buf(j, 0), widened_.data(), elems);
+    } else if (op == ReduceOp::kAvg) {
+      ScaleForAverage(type, buf(j, 0), elems, n);
+    }
     const Tag tag = MakeTag(header.seq, 1 + static_cast<uint32_t>(c));
     for (int k = 0; k < n; ++k) {
       while (sends.size() >= max_sends) COHORT_RETURN_IF_ERROR(wait_front());

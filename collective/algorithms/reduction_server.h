@@ -1,9 +1,9 @@
 // Reduction Server all-reduce (the algorithm of Vertex AI's Reduction Server): n workers and m
 // reducers on one transport (workers are ranks 0..n-1, reducers n..n+m-1). A buffer is cut into
-// chunks (ReductionServerChunkBytes); chunk c goes to reducer c mod m. Each worker sends every chunk once and
-// receives its reduction once, so each byte crosses a worker's link once each way (bound S/B,
-// against the ring's 2(n-1)/n * S/B). Sends, sums and returns are pipelined: a reducer keeps
-// `window` chunks in flight and sums contributions in worker-rank order as they arrive, which
+// chunks (ReductionServerChunkBytes); chunk c goes to reducer c mod m. Each worker sends every
+// chunk once and receives its reduction once, so each byte crosses a worker's link once each way
+// (bound S/B, against the ring's 2(n-1)/n * S/B). Sends, sums and returns are pipelined: a reducer
+// keeps `window` chunks in flight and sums contributions in worker-rank order as they arrive, which
 // makes results bit-identical run to run.
 //
 // Order and flows: a worker sends its chunks group by group (one chunk per reducer), starting
@@ -13,8 +13,17 @@
 // a worker and the result sends a reducer keep outstanding, i.e. the TCP flows per link.
 //
 // Protocol per round: every worker sends each reducer a RoundHeader (count, type, op, chunk size,
-// sequence number) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A header of
-// kind kStop ends the reducer's service for this communicator generation.
+// sequence number, wire type) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A
+// header of kind kStop ends the reducer's service for this communicator generation.
+//
+// Wire compression (AllreduceOptions::wire_type kBF16 or kF16, for kF32 data): a worker rounds
+// each chunk to the wire type just before sending it (half the bytes), the reducer widens the n
+// contributions to float32 and reduces them there in worker order, rounds the result once to the
+// wire type and sends it back, and every worker widens that into its buffer. So every worker ends
+// with identical bytes: result = widen(round(op over w of widen(round(x_w)))), float32 arithmetic
+// in worker order; against the exact reduction of the rounded inputs it is off by one rounding of
+// the result (plus float32 accumulation). Unlike summing in bf16 (torch's bf16_compress_hook), the
+// error does not grow with the number of workers beyond the inputs' own rounding.
 #pragma once
 
 #include <atomic>
@@ -38,7 +47,8 @@ struct RoundHeader {
   uint8_t window = 0;
   uint32_t seq = 0;
   uint8_t max_flows = 0;  // AllreduceOptions::max_flows of the workers (reducers: result sends)
-  uint8_t reserved[3] = {0, 0, 0};
+  uint8_t wire_type = 0;  // the DataType chunks travel as: `type`, or kBF16/kF16 for kF32 data
+  uint8_t reserved[2] = {0, 0};
   uint64_t count = 0;
   uint64_t chunk_bytes = 0;
 };
@@ -89,6 +99,7 @@ class ReductionServer {
   int index_;
   uint64_t rounds_ = 0;
   std::vector<std::vector<char>> buffers_;  // window * num_workers chunk buffers
+  std::vector<float> widened_;              // wire compression: one chunk's float32 reduction
 };
 
 }  // namespace cohort::collective
