@@ -133,7 +133,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllTypesAndOps, CudaKernelTest,
     ::testing::Combine(::testing::Values(DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16,
                                          DataType::kI32, DataType::kI64),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax)),
+                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                                         ReduceOp::kProduct)),
     [](const auto& info) {
       return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
              std::string(ReduceOpName(std::get<1>(info.param)));
