@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Tables for a bench/torch/run.sh results directory, in Markdown.
+
+    summarize.py DIR
+
+DDP: per model, each configuration's median samples/s (over its windows), the spread of the
+windows, and its ratio to gloo. All-reduce: per size, cohort-bench's Reduction Server algbw, the
+cohort backend's (dist.all_reduce) with and without the agreement check, and the backend's overhead
+(1 - backend algbw / cohort-bench algbw).
+"""
+import glob
+import json
+import os
+import sys
+
+
+def rows(path):
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    pass
+
+
+def human(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def ddp_tables(out):
+    summaries = {}
+    for path in sorted(glob.glob(os.path.join(out, "ddp-*.jsonl"))):
+        for row in rows(path):
+            if row.get("summary"):
+                summaries[(row["model"], row["label"].split("-", 2)[-1])] = row
+    if not summaries:
+        return
+    for model in sorted({m for m, _ in summaries}):
+        first = next(r for (m, _), r in summaries.items() if m == model)
+        print(f"### DDP, {model} model ({first['parameters'] / 1e6:.1f} M parameters, "
+              f"{first['gradient_bytes'] / 2**20:.0f} MiB of float32 gradient), {first['world']} workers, "
+              f"batch {first['batch']} per worker, {first['windows']} windows of {first['steps']} steps\n")
+        print("| configuration | samples/s (median) | windows min-max | x gloo |")
+        print("|---|---:|---:|---:|")
+        gloo = summaries.get((model, "gloo"))
+        for config in ("gloo", "cohort", "cohort-bf16"):
+            r = summaries.get((model, config))
+            if r is None:
+                continue
+            ratio = f"{r['samples_per_s_median'] / gloo['samples_per_s_median']:.2f}x" if gloo else "-"
+            print(f"| {config} | {r['samples_per_s_median']:.2f} | {min(r['samples_per_s']):.2f}-"
+                  f"{max(r['samples_per_s']):.2f} | {ratio} |")
+        print()
+
+
+def allreduce_table(out):
+    series = {}
+    for name in ("allreduce-cohort-bench", "allreduce-torch-cohort", "allreduce-torch-cohort-nocheck"):
+        path = os.path.join(out, name + ".jsonl")
+        if os.path.exists(path):
+            series[name] = {int(r["size"]): r for r in rows(path) if "size" in r}
+    bench = series.get("allreduce-cohort-bench", {})
+    torch_on = series.get("allreduce-torch-cohort", {})
+    torch_off = series.get("allreduce-torch-cohort-nocheck", {})
+    sizes = sorted(set(bench) | set(torch_on) | set(torch_off))
+    if not sizes:
+        return
+    print("### All-reduce alone: the cohort backend against cohort-bench (Reduction Server, float32)\n")
+    print("| size | cohort-bench algbw | backend algbw | overhead | backend, no check, algbw | overhead | wrong |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+
+    def cell(r):
+        return f"{r['algbw_GBps']:.4f}" if r else "-"
+
+    def overhead(r):
+        b = bench.get(size)
+        return f"{100 * (1 - r['algbw_GBps'] / b['algbw_GBps']):.1f}%" if r and b else "-"
+
+    for size in sizes:
+        on, off, b = torch_on.get(size), torch_off.get(size), bench.get(size)
+        wrong = sum(int(r.get("wrong", 0)) for r in (on, off, b) if r)
+        print(f"| {human(size)} | {cell(b)} | {cell(on)} | {overhead(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
+    print()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    ddp_tables(out)
+    allreduce_table(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
