@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <iostream>
 #include <set>
-#include <sstream>
 
 #include "common/file_util.h"
 #include "common/job_spec.h"

@@ -16,8 +16,6 @@
 #include <charconv>
 #include <initializer_list>
 #include <limits>
-#include <set>
-#include <sstream>
 
 #include "common/file_util.h"
 #include "common/yaml_reader.h"

@@ -29,8 +29,6 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
-  // Tells the analysis the caller holds this mutex (no run-time check).
-  void AssertHeld() ASSERT_CAPABILITY(this) {}
 
  private:
   friend class CondVar;

@@ -14,8 +14,4 @@ void NotifyReady(std::string_view status) {
 
 void NotifyStopping() { sd_notify(0, "STOPPING=1"); }
 
-void NotifyStatus(std::string_view status) {
-  sd_notify(0, ("STATUS=" + std::string(status)).c_str());
-}
-
 }  // namespace cohort

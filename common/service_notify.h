@@ -1,5 +1,5 @@
-// Tells systemd about a daemon's life (Type=notify units): READY once its sockets are bound,
-// STOPPING when it begins a clean shutdown, and free-form STATUS lines for `systemctl status`.
+// Tells systemd about a daemon's life (Type=notify units): READY (with a STATUS line for
+// `systemctl status`) once its sockets are bound, STOPPING when it begins a clean shutdown.
 // Outside systemd (no NOTIFY_SOCKET) every call is a no-op.
 #pragma once
 
@@ -9,6 +9,5 @@ namespace cohort {
 
 void NotifyReady(std::string_view status = "");
 void NotifyStopping();
-void NotifyStatus(std::string_view status);
 
 }  // namespace cohort

@@ -11,11 +11,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <initializer_list>
-#include <limits>
 #include <set>
-#include <sstream>
 
 #include "common/file_util.h"
 #include "common/yaml_reader.h"
@@ -372,16 +369,6 @@ Status ValidateParameter(const ParameterSpec& p, const std::string& path,
 }
 
 }  // namespace
-
-std::string_view ParameterTypeName(ParameterType type) {
-  switch (type) {
-    case ParameterType::kDouble: return "double";
-    case ParameterType::kInteger: return "integer";
-    case ParameterType::kCategorical: return "categorical";
-    case ParameterType::kDiscrete: return "discrete";
-  }
-  return "?";
-}
 
 std::string_view ScaleTypeName(ScaleType scale) {
   switch (scale) {

@@ -49,7 +49,6 @@ enum class ScaleType { kLinear, kLog, kReverseLog };
 enum class SearchAlgorithm { kGrid, kRandom, kBayesian };
 enum class MetricGoal { kMaximize, kMinimize };
 
-std::string_view ParameterTypeName(ParameterType type);  // "double", "integer", ...
 std::string_view ScaleTypeName(ScaleType scale);          // "linear", "log", "reverse_log"
 std::string_view SearchAlgorithmName(SearchAlgorithm algorithm);  // "grid", "random", "bayesian"
 std::string_view MetricGoalName(MetricGoal goal);         // "maximize", "minimize"

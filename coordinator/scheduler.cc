@@ -5,17 +5,21 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/logging.h"
+
 namespace cohort::coordinator {
 namespace {
 
 bool Fits(const NodeFree& node, int gpus_left, int cpus_left, int64_t mem_left,
           const ReplicaDemand& d) {
-  (void)node;
   return d.gpus <= gpus_left && d.cpus <= cpus_left &&
          (node.memory_unlimited || d.memory_mb <= mem_left);
 }
 
+// Moves `d` out of `node`'s free resources into `slot`. Callers take only where Fits() held.
 void Take(NodeFree& node, const ReplicaDemand& d, ReplicaSlot& slot) {
+  COHORT_CHECK(d.gpus >= 0 && static_cast<size_t>(d.gpus) <= node.free_gpus.size() &&
+               d.cpus <= node.free_cpus);
   slot.gpus.assign(node.free_gpus.begin(), node.free_gpus.begin() + d.gpus);
   node.free_gpus.erase(node.free_gpus.begin(), node.free_gpus.begin() + d.gpus);
   node.free_cpus -= d.cpus;
@@ -61,11 +65,6 @@ void ClusterView::MarkPortUsed(int port) {
     used_[i] = true;
     --ports_free_;
   }
-}
-
-bool ClusterView::PortUsed(int port) const {
-  if (port < port_min_ || port > port_max_) return false;
-  return used_[static_cast<size_t>(port - port_min_)];
 }
 
 int ClusterView::TakePort() {

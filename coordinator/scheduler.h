@@ -53,7 +53,6 @@ class ClusterView {
   ClusterView(int port_min, int port_max);
   std::vector<NodeFree> nodes;
   void MarkPortUsed(int port);
-  bool PortUsed(int port) const;
   // The next free port at or after the cursor (wrapping), marked used; 0 when none is left.
   int TakePort();
   int ports_free() const { return ports_free_; }

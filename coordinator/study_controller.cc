@@ -269,13 +269,6 @@ StatusOr<bool> StudyController::Replay(const std::string& record) {
   return true;
 }
 
-const Trial* StudyController::FindTrialOfJob(const std::string& job, std::string* study) const {
-  auto it = job_to_trial_.find(job);
-  if (it == job_to_trial_.end()) return nullptr;
-  if (study) *study = it->second.first;
-  return studies_.at(it->second.first)->study->FindTrial(it->second.second);
-}
-
 std::vector<TrialJobLaunch> StudyController::ActiveTrialJobs() const {
   std::vector<TrialJobLaunch> out;
   for (const auto& [name, entry] : studies_) {

@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -72,8 +71,6 @@ class StudyController {
   // Every study in full (for a journal snapshot).
   std::vector<std::string> SnapshotRecords() const;
 
-  // The trial behind a job name, or null.
-  const tuning::Trial* FindTrialOfJob(const std::string& job, std::string* study = nullptr) const;
   // Trials that must have a job (active ones) by job name, for recovery.
   std::vector<TrialJobLaunch> ActiveTrialJobs() const;
 

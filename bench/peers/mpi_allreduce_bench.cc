@@ -7,7 +7,6 @@
 // OMPI_MCA_coll_tuned_allreduce_algorithm=N was forced (mpirun --mca sets that variable).
 #include <mpi.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>

@@ -16,8 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,13 +210,6 @@ int WaitExit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   return -1;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The "model crc32 ..." line every rank logs at the end.
 std::string ModelLine(const std::string& log) {
   const size_t at = log.find("model crc32 ");
@@ -261,13 +252,13 @@ TEST_F(DistributedDigitsTest, ProcessesOverUcxWithReducerProcessesAgree) {
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (size_t i = 0; i < pids.size(); ++i) {
-    EXPECT_EQ(WaitExit(pids[i], deadline), 0) << logs[i] << ":\n" << ReadText(logs[i]);
+    EXPECT_EQ(WaitExit(pids[i], deadline), 0) << logs[i] << ":\n" << cohort::testing::ReadFile(logs[i]);
   }
-  const std::string chief_line = ModelLine(ReadText(logs[0]));
-  ASSERT_FALSE(chief_line.empty()) << ReadText(logs[0]);
-  for (int r = 1; r < kWorkers; ++r) EXPECT_EQ(ModelLine(ReadText(logs[r])), chief_line);
-  EXPECT_NE(ReadText(logs[0]).find("final test accuracy: 0.9"), std::string::npos)
-      << ReadText(logs[0]);
+  const std::string chief_line = ModelLine(cohort::testing::ReadFile(logs[0]));
+  ASSERT_FALSE(chief_line.empty()) << cohort::testing::ReadFile(logs[0]);
+  for (int r = 1; r < kWorkers; ++r) EXPECT_EQ(ModelLine(cohort::testing::ReadFile(logs[r])), chief_line);
+  EXPECT_NE(cohort::testing::ReadFile(logs[0]).find("final test accuracy: 0.9"), std::string::npos)
+      << cohort::testing::ReadFile(logs[0]);
   // Only the chief writes the model and the metric lines (one per epoch).
   EXPECT_TRUE(fs::exists(dir_ + "/model/model.bin"));
   EXPECT_TRUE(fs::exists(dir_ + "/model/metrics.json"));

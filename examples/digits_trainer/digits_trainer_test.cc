@@ -1,7 +1,6 @@
 // Tests of the digits trainer on the real data set: it learns, a run resumed from a checkpoint
 // ends bit-identical to an uninterrupted one, and data-parallel ranks end with the same model.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,9 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -21,36 +18,15 @@
 #include "examples/digits_trainer/trainer.h"
 #include "examples/digits_trainer/trainer_checkpoint.h"
 #include "examples/digits_trainer/trainer_state.h"
+#include "tests/testing/process.h"
 
 namespace cohort::examples {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "digits_trainer_test.XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using cohort::testing::ReadFile;
+using cohort::testing::TempDir;
 
 void WriteGzip(const std::string& path, const std::string& text) {
   gzFile file = gzopen(path.c_str(), "wb");
@@ -128,24 +104,24 @@ TEST(DigitsDatasetTest, MalformedFileNamesTheLine) {
   good += "3\n";
   std::string text;
   for (int i = 0; i < 11; ++i) text += good;
-  WriteGzip(dir / "ok.csv.gz", text);
-  auto ok = LoadDigits(dir / "ok.csv.gz");
+  WriteGzip(dir.Join("ok.csv.gz"), text);
+  auto ok = LoadDigits(dir.Join("ok.csv.gz"));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->size(), 11u);
   EXPECT_FLOAT_EQ(ok->features[0], 1.0f / 16.0f);
   EXPECT_EQ(ok->labels[10], 3);
 
-  WriteGzip(dir / "bad.csv.gz", good + good + "1,2,x\n" + good);
-  auto bad = LoadDigits(dir / "bad.csv.gz");
+  WriteGzip(dir.Join("bad.csv.gz"), good + good + "1,2,x\n" + good);
+  auto bad = LoadDigits(dir.Join("bad.csv.gz"));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("bad.csv.gz:3"), std::string::npos)
       << bad.status().message();
 
-  WriteGzip(dir / "label.csv.gz", good.substr(0, good.size() - 2) + "12\n");
-  EXPECT_EQ(LoadDigits(dir / "label.csv.gz").status().code(), StatusCode::kInvalidArgument);
+  WriteGzip(dir.Join("label.csv.gz"), good.substr(0, good.size() - 2) + "12\n");
+  EXPECT_EQ(LoadDigits(dir.Join("label.csv.gz")).status().code(), StatusCode::kInvalidArgument);
 
-  EXPECT_EQ(LoadDigits(dir / "missing.csv.gz").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LoadDigits(dir.Join("missing.csv.gz")).status().code(), StatusCode::kNotFound);
 }
 
 TEST(TrainerStateTest, RoundTripsAndRejectsTornBytes) {
@@ -174,8 +150,8 @@ TEST(TrainerStateTest, RoundTripsAndRejectsTornBytes) {
 TEST_F(DigitsTrainerTest, SingleProcessLearnsAndWritesItsFiles) {
   TempDir dir;
   TrainerOptions options = QuietOptions();
-  options.model_dir = dir / "model";
-  options.metric_file = dir / "hp/metrics.jsonl";
+  options.model_dir = dir.Join("model");
+  options.metric_file = dir.Join("hp/metrics.jsonl");
   options.trial_id = "7";
   LocalGradientAverager averager;
   Trainer trainer(options, *train_, *test_, &averager);
@@ -186,16 +162,16 @@ TEST_F(DigitsTrainerTest, SingleProcessLearnsAndWritesItsFiles) {
   EXPECT_LT(result->train_loss, 0.5);
 
   // model.bin: 24-byte header and the parameters.
-  const std::string model = ReadFile(dir / "model/model.bin");
+  const std::string model = ReadFile(dir.Join("model/model.bin"));
   ASSERT_EQ(model.size(), 24 + result->params.size() * sizeof(float));
   EXPECT_EQ(model.substr(0, 8), "CDGTMLP1");
   EXPECT_EQ(0, std::memcmp(model.data() + 24, result->params.data(), model.size() - 24));
-  auto metrics = nlohmann::json::parse(ReadFile(dir / "model/metrics.json"));
+  auto metrics = nlohmann::json::parse(ReadFile(dir.Join("model/metrics.json")));
   EXPECT_DOUBLE_EQ(metrics["test_accuracy"].get<double>(), result->test_accuracy);
   EXPECT_EQ(metrics["global_step"].get<int>(), 135);
 
   // One hypertune line per epoch, cloudml-hypertune's shape (values as strings).
-  std::ifstream lines(dir / "hp/metrics.jsonl");
+  std::ifstream lines(dir.Join("hp/metrics.jsonl"));
   std::string line;
   std::vector<nlohmann::json> parsed;
   while (std::getline(lines, line)) parsed.push_back(nlohmann::json::parse(line));
@@ -241,7 +217,7 @@ TEST_F(DigitsTrainerTest, ResumedRunEqualsUninterruptedRunBitForBit) {
     SCOPED_TRACE("fail at step " + std::to_string(fail_at));
     TempDir dir;
     TrainerOptions first = base;
-    first.checkpoint_dir = dir / "checkpoints";
+    first.checkpoint_dir = dir.Join("checkpoints");
     first.checkpoint_every = 10;
     first.fail_at_step = fail_at;
     auto interrupted = Trainer(first, *train_, *test_, &averager).Run();
@@ -278,13 +254,13 @@ TEST_F(DigitsTrainerTest, CorruptNewestCheckpointIsSkipped) {
 
   TempDir dir;
   TrainerOptions first = base;
-  first.checkpoint_dir = dir / "checkpoints";
+  first.checkpoint_dir = dir.Join("checkpoints");
   first.checkpoint_every = 10;
   first.fail_at_step = 50;
   ASSERT_EQ(Trainer(first, *train_, *test_, &averager).Run().status().code(), StatusCode::kAborted);
   {
     // Flip one byte in the middle of the newest state file.
-    std::fstream state(dir / "checkpoints/ckpt-50/trainer_state.bin",
+    std::fstream state(dir.Join("checkpoints/ckpt-50/trainer_state.bin"),
                        std::ios::in | std::ios::out | std::ios::binary);
     ASSERT_TRUE(state.is_open());
     state.seekp(100);
@@ -292,7 +268,7 @@ TEST_F(DigitsTrainerTest, CorruptNewestCheckpointIsSkipped) {
   }
   // Named directly, the corrupt checkpoint is an error, not a silent fresh start.
   TrainerOptions direct = base;
-  direct.restore_from = dir / "checkpoints/ckpt-50";
+  direct.restore_from = dir.Join("checkpoints/ckpt-50");
   EXPECT_EQ(Trainer(direct, *train_, *test_, &averager).Run().status().code(),
             StatusCode::kDataLoss);
   TrainerOptions second = first;
@@ -317,7 +293,7 @@ TEST_F(DigitsTrainerTest, StopRequestCheckpointsAndResumes) {
   TempDir dir;
   std::atomic<bool> stop{true};
   TrainerOptions first = base;
-  first.checkpoint_dir = dir / "checkpoints";
+  first.checkpoint_dir = dir.Join("checkpoints");
   first.checkpoint_every = 1000;
   first.stop_requested = &stop;
   auto stopped = Trainer(first, *train_, *test_, &averager).Run();
@@ -337,7 +313,7 @@ TEST_F(DigitsTrainerTest, RestoreRejectsACheckpointOfAnotherModel) {
   LocalGradientAverager averager;
   TrainerOptions first = QuietOptions();
   first.epochs = 1;
-  first.checkpoint_dir = dir / "checkpoints";
+  first.checkpoint_dir = dir.Join("checkpoints");
   first.checkpoint_every = 10;
   ASSERT_TRUE(Trainer(first, *train_, *test_, &averager).Run().ok());
 

@@ -11,7 +11,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
-#include <memory>
 #include <string>
 #include <vector>
 

@@ -19,7 +19,6 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : engine_(seed) {}
 
-  uint64_t NextU64() { return engine_(); }
   // Uniform in [0, n), unbiased (rejection sampling); n > 0.
   uint64_t UniformInt(uint64_t n);
   // Uniform in [lo, hi) with 53 bits of resolution.

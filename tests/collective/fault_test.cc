@@ -2,7 +2,6 @@
 // messages, make every survivor return an error no later than its deadline; nothing hangs.
 #include <gtest/gtest.h>
 
-#include <mutex>
 
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"

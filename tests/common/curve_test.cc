@@ -5,7 +5,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 
 #include "common/curve_keys.h"
 #include "common/messaging.h"

@@ -1,4 +1,4 @@
-// Preemption-safe training end to end (issue 4): real coordinator and agents on loopback run the
+// Preemption-safe training end to end: real coordinator and agents on loopback run the
 // real digits-trainer (chief + worker, gradients averaged over the collective ring). An agent is
 // SIGKILLed mid-training; the job must finish SUCCEEDED on the other node, restored from its
 // newest checkpoint, with a final model equal byte for byte to an uninterrupted run's, and no

@@ -1,4 +1,4 @@
-// Recovery end to end (issue 4): real cohort-coordinator and cohort-agent processes on loopback,
+// Recovery end to end: real cohort-coordinator and cohort-agent processes on loopback,
 // real replicas (the digits-trainer, the built-in cohort-reducer, small shell programs), driven
 // through the client library and the `cohort` CLI. Each test ends by checking the process table:
 // no replica of the cluster outlives its job (LocalCluster::WaitForNoReplicaProcesses).
