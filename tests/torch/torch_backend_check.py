@@ -16,6 +16,8 @@ exits 0 when every worker did. Scenarios:
   ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain and with
                 bf16_compress_hook, fp16_compress_hook and PowerSGD: the loss falls, every rank
                 ends with byte-identical parameters, and without a hook they match DDP on gloo
+  cuda          allreduce, broadcast and allgather of CUDA tensors (staged through pinned host
+                memory) give what CPU tensors give; skips where torch has no CUDA or no GPU
   bad-use       unsupported op, dtype, tensor count, root, output shape: a clear RuntimeError on
                 the calling rank, and the group still works
   mismatch      ranks pass different sizes (allreduce, allgather): every rank fails with an error
@@ -521,6 +523,36 @@ def scenario_ddp():
     return check.finish()
 
 
+def scenario_cuda():
+    """CUDA tensors: staged through pinned host memory and written back; same results as CPU."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    device = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        cpu = inputs(torch, rank, 100_003, dtype, 7)
+        gpu = cpu.to(device)
+        dist.all_reduce(cpu)
+        work = dist.all_reduce(gpu, async_op=True)
+        fut = work.get_future()
+        work.wait()
+        check.expect(torch.equal(gpu.cpu(), cpu), f"allreduce of a CUDA {dtype} tensor")
+        check.expect(fut.value()[0].device == device, "the future yields the CUDA tensor")
+        b = (torch.arange(1001, device=device) * (rank + 1)).to(dtype)
+        dist.broadcast(b, src=n - 1)
+        check.expect(torch.equal(b.cpu(), (torch.arange(1001) * n).to(dtype)), f"broadcast of a CUDA {dtype} tensor")
+        outs = [torch.empty(5, dtype=dtype, device=device) for _ in range(n)]
+        dist.all_gather(outs, torch.full((5,), rank, dtype=dtype, device=device))
+        check.expect(all(torch.equal(o.cpu(), torch.full((5,), r, dtype=dtype)) for r, o in enumerate(outs)),
+                     f"allgather into CUDA {dtype} tensors")
+    return check.finish()
+
+
 def scenario_bad_use():
     import torch
     import torch.distributed as dist
@@ -657,6 +689,7 @@ SCENARIOS = {
     "ops": (3, 0, {}, (), lambda: scenario_ops(0)),
     "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), lambda: scenario_ops(2)),
     "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ddp),
+    "cuda": (2, 0, {}, (), scenario_cuda),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {}, (), scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
@@ -686,6 +719,11 @@ def main():
         return SKIP
     if args.backend_built != "ON":
         print(f"SKIP: the cohort torch backend was not built (CMake: Cohort torch backend: {args.backend_built})")
+        return SKIP
+    if args.scenario == "cuda" and not torch.cuda.is_available():
+        why = (f"torch {torch.__version__} here is built without CUDA" if torch.version.cuda is None
+               else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
+        print(f"SKIP: {why}: CUDA tensors (staged through pinned host memory) are not tested")
         return SKIP
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     codes = launch(args, workers, reducers, env, absent)
