@@ -10,7 +10,6 @@
 #include "collective/generation.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
-#include "collective/transport/ucx/ucx_transport.h"
 #include "common/env.h"
 #include "common/logging.h"
 
@@ -119,12 +118,12 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
                           OpenCommunicatorTransport(bootstrap, rank, world_size, num_reducers,
                                                     comm->generation_, options));
-  auto* ucx = dynamic_cast<UcxTransport*>(comm->transport_.get());
-  // Every rank derives these from the same published addresses, so all workers agree.
-  const bool shared_memory_allowed = ucx != nullptr && ucx->SharedMemoryEnabled();
-  const bool workers_on_this_host = ucx != nullptr && ucx->PeersOnThisHost(0, world_size);
+  // Every rank derives these from the same placement, so all workers agree.
+  const Placement& placement = comm->transport_->placement();
+  const bool shared_memory_allowed = placement.shared_memory;
+  const bool workers_on_this_host = placement.AllOnHostOf(rank, 0, world_size);
   comm->one_host_shared_memory_ = shared_memory_allowed && workers_on_this_host &&
-                                  ucx->PeersOnThisHost(world_size, num_reducers);
+                                  placement.AllOnHostOf(rank, world_size, num_reducers);
   if (comm->options_.chunk_bytes == 0) {
     comm->options_.chunk_bytes =
         comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
@@ -138,34 +137,27 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
                                 bootstrap, GenerationPrefix(options.key_prefix, comm->generation_),
                                 rank, world_size, slot_bytes, deadline));
   } else if (shared_memory_allowed) {
-    COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, *ucx, slot_bytes, deadline));
+    COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, placement, slot_bytes, deadline));
   }
   return comm;
 }
 
-Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx,
+Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const Placement& placement,
                                     size_t slot_bytes, Deadline deadline) {
   const std::string prefix = GenerationPrefix(options_.key_prefix, generation_);
   // Hosts in the order of their first worker; on each, workers in rank order.
-  std::vector<std::string> hosts;
-  std::vector<std::vector<int>> members;
+  const std::vector<std::vector<int>> members = placement.GroupByHost(world_size_);
   int my_host = -1;
-  for (int r = 0; r < world_size_; ++r) {
-    const std::string& host = ucx.HostOf(r);
-    const auto it = std::find(hosts.begin(), hosts.end(), host);
-    const size_t h = static_cast<size_t>(it - hosts.begin());
-    if (it == hosts.end()) {
-      hosts.push_back(host);
-      members.emplace_back();
+  for (size_t h = 0; h < members.size(); ++h) {
+    if (std::find(members[h].begin(), members[h].end(), rank_) != members[h].end()) {
+      my_host = static_cast<int>(h);
     }
-    members[h].push_back(r);
-    if (r == rank_) my_host = static_cast<int>(h);
   }
   const size_t per_host = members[0].size();
   for (const auto& m : members) {
     if (m.size() != per_host) return Status::Ok();
   }
-  if (hosts.size() < 2 || per_host < 2) return Status::Ok();
+  if (members.size() < 2 || per_host < 2) return Status::Ok();
   const auto& local = members[my_host];
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), rank_) - local.begin());

@@ -45,7 +45,6 @@
 namespace cohort::collective {
 
 class LoopbackFabric;
-class UcxTransport;
 class StoreServer;
 
 // Buffers up to this size go by halving-doubling under kAuto across hosts (power-of-two workers):
@@ -189,12 +188,13 @@ class Communicator {
   size_t chunk_bytes() const { return options_.chunk_bytes; }
   int num_reducers() const { return num_reducers_; }
   const std::string& generation() const { return generation_; }
-  // True when every worker runs on this host (reducers may run elsewhere) with UCX shared memory
-  // allowed (UCX_TLS) and every worker mapped the others' segments: kSharedMemory can run.
+  // True when every worker runs on this host (reducers may run elsewhere), the transport's
+  // placement allows shared memory (UCX: UCX_TLS) and every worker mapped the others' segments:
+  // kSharedMemory can run.
   bool shared_memory_available() const { return shared_memory_ != nullptr; }
   // True when the workers run on two or more hosts with the same number (at least two) of workers
-  // each, UCX shared memory is allowed, and every host's workers mapped each other's segments:
-  // kHierarchical can run.
+  // each, the placement allows shared memory, and every host's workers mapped each other's
+  // segments: kHierarchical can run.
   bool hierarchical_available() const { return host_memory_ != nullptr; }
   Transport& transport() { return *transport_; }
 
@@ -211,7 +211,7 @@ class Communicator {
                                                  int peer, int tag);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
   // hierarchical_available); every worker reaches the same verdict.
-  Status SetUpHierarchy(Bootstrap& bootstrap, const UcxTransport& ucx, size_t slot_bytes,
+  Status SetUpHierarchy(Bootstrap& bootstrap, const Placement& placement, size_t slot_bytes,
                         Deadline deadline);
 
   int rank_ = 0;

@@ -33,6 +33,7 @@ class FaultyTransport final : public Transport {
   int rank() const override { return base_.rank(); }
   int size() const override { return base_.size(); }
   std::string name() const override { return "faulty(" + base_.name() + ")"; }
+  const Placement& placement() const override { return base_.placement(); }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   bool dead() const { return dead_.load(); }

@@ -9,15 +9,23 @@ SubsetTransport::SubsetTransport(Transport& parent, std::vector<int> ranks)
     : parent_(parent), ranks_(std::move(ranks)) {
   const auto it = std::find(ranks_.begin(), ranks_.end(), parent_.rank());
   if (it != ranks_.end()) rank_ = static_cast<int>(it - ranks_.begin());
+  const Placement& all = parent_.placement();
+  placement_.shared_memory = all.shared_memory;
+  for (int r : ranks_) {
+    placement_.hosts.push_back(r >= 0 && r < static_cast<int>(all.hosts.size()) ? all.hosts[r]
+                                                                                : "");
+  }
 }
 
 StatusOr<Request> SubsetTransport::Isend(int peer, Tag tag, ConstBytes data) {
-  if (peer < 0 || peer >= size()) return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
+  if (peer < 0 || peer >= size())
+    return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
   return parent_.Isend(ranks_[peer], tag, data);
 }
 
 StatusOr<Request> SubsetTransport::Irecv(int peer, Tag tag, MutableBytes data) {
-  if (peer < 0 || peer >= size()) return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
+  if (peer < 0 || peer >= size())
+    return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
   return parent_.Irecv(ranks_[peer], tag, data);
 }
 

@@ -20,11 +20,14 @@ class SubsetTransport final : public Transport {
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   std::string name() const override { return parent_.name(); }
+  // The parent's, for the subset's ranks.
+  const Placement& placement() const override { return placement_; }
 
  private:
   Transport& parent_;
   std::vector<int> ranks_;
   int rank_ = -1;
+  Placement placement_;
 };
 
 }  // namespace cohort::collective

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "collective/transport/placement.h"
 #include "common/status.h"
 
 namespace cohort::collective {
@@ -94,6 +95,8 @@ class Transport {
   virtual StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) = 0;
   // Short name for logs and benchmark output: "loopback", "ucx".
   virtual std::string name() const = 0;
+  // Where the ranks run (placement.h); fixed for the transport's life.
+  virtual const Placement& placement() const = 0;
 };
 
 }  // namespace cohort::collective

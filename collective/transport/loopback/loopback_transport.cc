@@ -44,6 +44,7 @@ class LoopbackTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return fabric_->size(); }
   std::string name() const override { return "loopback"; }
+  const Placement& placement() const override { return fabric_->placement(); }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
     return fabric_->Post(rank_, peer, tag, true, data.data, nullptr, data.size);
   }
@@ -57,7 +58,13 @@ class LoopbackTransport final : public Transport {
 };
 
 LoopbackFabric::LoopbackFabric(int size)
-    : size_(size), dead_(size, false), poisoned_(size, false) {}
+    : LoopbackFabric(Placement::OneHost(size, /*shared_memory=*/false)) {}
+
+LoopbackFabric::LoopbackFabric(Placement placement)
+    : size_(static_cast<int>(placement.hosts.size())),
+      placement_(std::move(placement)),
+      dead_(size_, false),
+      poisoned_(size_, false) {}
 
 LoopbackFabric::~LoopbackFabric() = default;
 
@@ -176,8 +183,9 @@ Status LoopbackFabric::WaitOp(const std::shared_ptr<Op>& op, Deadline deadline) 
     }
     op->queued = false;
     op->done = true;
-    op->status = DeadlineExceeded(std::string("loopback: ") + (op->is_send ? "send to" : "receive from") +
-                                  " rank " + std::to_string(op->peer) + " timed out");
+    op->status =
+        DeadlineExceeded(std::string("loopback: ") + (op->is_send ? "send to" : "receive from") +
+                         " rank " + std::to_string(op->peer) + " timed out");
   }
   if (!op->status.ok()) poisoned_[op->self] = true;
   return op->status;

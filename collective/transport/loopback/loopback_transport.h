@@ -6,6 +6,11 @@
 // Kill(rank) simulates a dead process: every pending and later operation that involves that rank
 // fails with kUnavailable on the survivors.
 //
+// Placement: by default every rank is on one host without shared memory, so the Communicator
+// treats loopback ranks as it treats ranks across hosts. A fabric built from a Placement reports
+// that one instead (fake hosts, shared memory allowed): the Communicator then sets up its real
+// shared-memory segments among the threads, as it would among processes on those hosts.
+//
 // Thread safety: all methods are thread-safe. Lifetime: the fabric must outlive its transports.
 #pragma once
 
@@ -24,11 +29,14 @@ namespace cohort::collective {
 class LoopbackFabric {
  public:
   explicit LoopbackFabric(int size);
+  // size = placement.hosts.size().
+  explicit LoopbackFabric(Placement placement);
   ~LoopbackFabric();
   LoopbackFabric(const LoopbackFabric&) = delete;
   LoopbackFabric& operator=(const LoopbackFabric&) = delete;
 
   int size() const { return size_; }
+  const Placement& placement() const { return placement_; }
   // The transport of `rank`; call once per rank.
   std::unique_ptr<Transport> CreateTransport(int rank);
   // Marks `rank` dead: its pending operations and those of its peers with it fail.
@@ -49,12 +57,13 @@ class LoopbackFabric {
   void Complete(const std::shared_ptr<Op>& send, const std::shared_ptr<Op>& recv);
 
   const int size_;
+  const Placement placement_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, std::deque<std::shared_ptr<Op>>> sends_;  // guarded by mu_
   std::map<Key, std::deque<std::shared_ptr<Op>>> recvs_;  // guarded by mu_
-  std::vector<bool> dead_;                                 // guarded by mu_
-  std::vector<bool> poisoned_;                             // guarded by mu_
+  std::vector<bool> dead_;                                // guarded by mu_
+  std::vector<bool> poisoned_;                            // guarded by mu_
 };
 
 }  // namespace cohort::collective

@@ -1,16 +1,16 @@
 #include "collective/transport/ucx/ucx_transport.h"
 
 #include <poll.h>
-#include <signal.h>
-#include <unistd.h>
 #include <sched.h>
+#include <signal.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "collective/same_host.h"
@@ -42,9 +42,12 @@ ucp_tag_t WireTag(int sender, Tag tag) {
 Status FromUcs(ucs_status_t status, const std::string& what) {
   std::string m = what + ": " + ucs_status_string(status);
   switch (status) {
-    case UCS_OK: return Status::Ok();
-    case UCS_ERR_CANCELED: return Cancelled(m);
-    case UCS_ERR_MESSAGE_TRUNCATED: return DataLoss(m);
+    case UCS_OK:
+      return Status::Ok();
+    case UCS_ERR_CANCELED:
+      return Cancelled(m);
+    case UCS_ERR_MESSAGE_TRUNCATED:
+      return DataLoss(m);
     case UCS_ERR_ENDPOINT_TIMEOUT:
     case UCS_ERR_CONNECTION_RESET:
     case UCS_ERR_UNREACHABLE:
@@ -52,8 +55,10 @@ Status FromUcs(ucs_status_t status, const std::string& what) {
     case UCS_ERR_REJECTED:
     case UCS_ERR_NOT_CONNECTED:
       return Unavailable(m);
-    case UCS_ERR_TIMED_OUT: return DeadlineExceeded(m);
-    default: return Internal(m);
+    case UCS_ERR_TIMED_OUT:
+      return DeadlineExceeded(m);
+    default:
+      return Internal(m);
   }
 }
 
@@ -62,7 +67,8 @@ std::string EncodeAddress(const std::string& ucx_address) {
   return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + ucx_address;
 }
 
-bool DecodeAddress(const std::string& value, int* pid, std::string* host, std::string* ucx_address) {
+bool DecodeAddress(const std::string& value, int* pid, std::string* host,
+                   std::string* ucx_address) {
   const auto a = value.find('\n');
   if (a == std::string::npos) return false;
   const auto b = value.find('\n', a + 1);
@@ -80,7 +86,8 @@ bool PeerFailureTransportsEnabled() {
   const char* tls = std::getenv("UCX_TLS");
   if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
   const std::string list = std::string(",") + tls + ",";
-  for (const char* t : {"all", "tcp", "rc", "ud", "dc", "ib", "rc_x", "ud_x", "dc_x", "rc_v", "ud_v", "rc_mlx5", "ud_mlx5"}) {
+  for (const char* t : {"all", "tcp", "rc", "ud", "dc", "ib", "rc_x", "ud_x", "dc_x", "rc_v",
+                        "ud_v", "rc_mlx5", "ud_mlx5"}) {
     if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
   }
   return false;
@@ -109,8 +116,12 @@ class UcxRequest;
 class UcxTransportImpl {
  public:
   UcxTransportImpl(int rank, int size, UcxTransportOptions options)
-      : rank_(rank), size_(size), options_(std::move(options)), eps_(size, nullptr),
-        peer_status_(size, UCS_OK), peer_pid_(size, 0), peer_host_(size) {
+      : rank_(rank),
+        size_(size),
+        options_(std::move(options)),
+        eps_(size, nullptr),
+        peer_status_(size, UCS_OK),
+        peer_pid_(size, 0) {
     if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
   }
   ~UcxTransportImpl();
@@ -126,13 +137,8 @@ class UcxTransportImpl {
   int size_;
   UcxTransportOptions options_;
 
-  const std::string& HostOf(int rank) const { return peer_host_[rank]; }
-  bool PeersOnThisHost(int first, int count) const {
-    for (int peer = first; peer < first + count && peer < size_; ++peer) {
-      if (peer != rank_ && peer_pid_[peer] == 0) return false;
-    }
-    return true;
-  }
+  // Set by Init.
+  Placement placement_;
 
  private:
   struct EpArg {
@@ -143,25 +149,23 @@ class UcxTransportImpl {
   // With mu_ held: cancels or force-completes r's UCP request and frees it.
   void AbortLocked(UcxRequest* r);
   void CloseEpLocked(int peer, bool force, std::vector<void*>* pending);
-  // With mu_ held: progresses until `req` completes (then frees it) or `deadline` passes; true if it
-  // completed.
+  // With mu_ held: progresses until `req` completes (then frees it) or `deadline` passes; true if
+  // it completed.
   bool DrainLocked(void* req, Deadline deadline);
 
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
-  std::vector<ucp_ep_h> eps_;                     // guarded by mu_
+  std::vector<ucp_ep_h> eps_;  // guarded by mu_
   std::vector<std::unique_ptr<EpArg>> ep_args_;
-  std::vector<ucs_status_t> peer_status_;         // guarded by mu_ (written by the error callback)
-  bool poisoned_ = false;                         // guarded by mu_
-  std::atomic<int> inflight_sends_{0};            // sends posted and not yet finished
-  SteadyClock::time_point last_event_;            // guarded by mu_
+  std::vector<ucs_status_t> peer_status_;  // guarded by mu_ (written by the error callback)
+  bool poisoned_ = false;                  // guarded by mu_
+  std::atomic<int> inflight_sends_{0};     // sends posted and not yet finished
+  SteadyClock::time_point last_event_;     // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
   std::vector<int> peer_pid_;
-  // Every rank's host identity (HostIdentity), this one's included.
-  std::vector<std::string> peer_host_;
-  SteadyClock::time_point last_liveness_check_;   // guarded by mu_
+  SteadyClock::time_point last_liveness_check_;  // guarded by mu_
   void CheckLivenessLocked();
   // A failed peer's name and reason, or "" when every peer is alive.
   std::string FailedPeerLocked() const;
@@ -200,10 +204,12 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     (void)ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
   }
   if (std::getenv("UCX_RNDV_THRESH") == nullptr && options_.eager_limit_bytes > 0) {
-    st = ucp_config_modify(config, "RNDV_THRESH", std::to_string(options_.eager_limit_bytes).c_str());
+    st = ucp_config_modify(config, "RNDV_THRESH",
+                           std::to_string(options_.eager_limit_bytes).c_str());
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return FromUcs(st, "setting UCX's RNDV_THRESH to " + std::to_string(options_.eager_limit_bytes));
+      return FromUcs(st,
+                     "setting UCX's RNDV_THRESH to " + std::to_string(options_.eager_limit_bytes));
     }
   }
   ucp_params_t params{};
@@ -225,15 +231,19 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   size_t address_len = 0;
   st = ucp_worker_get_address(worker_, &address, &address_len);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
-  std::string mine = EncodeAddress(std::string(reinterpret_cast<const char*>(address), address_len));
+  std::string mine =
+      EncodeAddress(std::string(reinterpret_cast<const char*>(address), address_len));
   const std::string my_host = HostIdentity();
-  peer_host_[rank_] = my_host;
+  placement_.hosts.assign(size_, "");
+  placement_.hosts[rank_] = my_host;
   const bool peer_failure_tls = PeerFailureTransportsEnabled();
   const bool shm_tls = SharedMemoryTransportsEnabled();
+  placement_.shared_memory = shm_tls;
   ucp_worker_release_address(worker_, address);
   const std::string key_base = options_.key_prefix + "/addr/";
-  COHORT_RETURN_IF_ERROR(bootstrap.Put(key_base + std::to_string(rank_), mine)
-                             .WithContext("publishing the UCX address of " + options_.rank_name(rank_)));
+  COHORT_RETURN_IF_ERROR(
+      bootstrap.Put(key_base + std::to_string(rank_), mine)
+          .WithContext("publishing the UCX address of " + options_.rank_name(rank_)));
 
   const Deadline deadline = SteadyClock::now() + options_.connect_timeout;
   ep_args_.resize(size_);
@@ -253,21 +263,23 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
       return DataLoss("the address " + options_.rank_name(peer) + " published is malformed");
     }
     if (host == my_host) peer_pid_[peer] = pid;
-    peer_host_[peer] = host;
+    placement_.hosts[peer] = host;
     ep_args_[peer] = std::make_unique<EpArg>(EpArg{this, peer});
     ucp_ep_params_t ep_params{};
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                           UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                           UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep_params.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
     // Same-host peers: mode none whenever shared memory may be used (see
     // SharedMemoryTransportsEnabled); their death is noticed by PID instead.
-    ep_params.err_mode = peer_pid_[peer] != 0 && (shm_tls || !peer_failure_tls) ? UCP_ERR_HANDLING_MODE_NONE
-                                                                               : UCP_ERR_HANDLING_MODE_PEER;
+    ep_params.err_mode = peer_pid_[peer] != 0 && (shm_tls || !peer_failure_tls)
+                             ? UCP_ERR_HANDLING_MODE_NONE
+                             : UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = &UcxTransportImpl::OnEpError;
     ep_params.err_handler.arg = ep_args_[peer].get();
     std::lock_guard<std::mutex> lock(mu_);
     st = ucp_ep_create(worker_, &ep_params, &eps_[peer]);
-    if (st == UCS_ERR_UNREACHABLE && peer_pid_[peer] != 0 && ep_params.err_mode == UCP_ERR_HANDLING_MODE_PEER) {
+    if (st == UCS_ERR_UNREACHABLE && peer_pid_[peer] != 0 &&
+        ep_params.err_mode == UCP_ERR_HANDLING_MODE_PEER) {
       // Shared-memory transports (UCX_TLS=sm) lack peer-failure detection, so UCX refuses the
       // peer error mode; fall back to none and detect dead same-host peers by PID instead.
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
@@ -283,8 +295,10 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   const int32_t me = rank_;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    COHORT_ASSIGN_OR_RETURN(recvs[peer], Post(peer, kHelloTag, false, nullptr, &incoming[peer], sizeof(int32_t)));
-    COHORT_ASSIGN_OR_RETURN(sends[peer], Post(peer, kHelloTag, true, &me, nullptr, sizeof(int32_t)));
+    COHORT_ASSIGN_OR_RETURN(
+        recvs[peer], Post(peer, kHelloTag, false, nullptr, &incoming[peer], sizeof(int32_t)));
+    COHORT_ASSIGN_OR_RETURN(sends[peer],
+                            Post(peer, kHelloTag, true, &me, nullptr, sizeof(int32_t)));
   }
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
@@ -294,11 +308,13 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
                               FormatDuration(options_.connect_timeout));
     }
     COHORT_RETURN_IF_ERROR(s.WithContext("hello from " + options_.rank_name(peer)));
-    if (incoming[peer] != peer) return DataLoss("hello from " + options_.rank_name(peer) + " carried the wrong rank");
+    if (incoming[peer] != peer)
+      return DataLoss("hello from " + options_.rank_name(peer) + " carried the wrong rank");
   }
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    COHORT_RETURN_IF_ERROR(sends[peer].Wait(deadline).WithContext("hello to " + options_.rank_name(peer)));
+    COHORT_RETURN_IF_ERROR(
+        sends[peer].Wait(deadline).WithContext("hello to " + options_.rank_name(peer)));
   }
   return Status::Ok();
 }
@@ -342,19 +358,22 @@ bool UcxTransportImpl::DrainLocked(void* req, Deadline deadline) {
   return true;
 }
 
-StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const void* src, void* dst,
-                                         size_t size) {
-  if (peer < 0 || peer >= size_ || peer == rank_) return InvalidArgument("ucx: bad peer " + std::to_string(peer));
+StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const void* src,
+                                         void* dst, size_t size) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return InvalidArgument("ucx: bad peer " + std::to_string(peer));
   std::lock_guard<std::mutex> lock(mu_);
   // A message that arrived before its sender went away (a worker's last message, then its exit)
   // is still delivered: a receive that matches one already here is posted even now.
   auto arrived = [&] {
     ucp_tag_recv_info_t info;
-    return !is_send && ucp_tag_probe_nb(worker_, WireTag(peer, tag), ~ucp_tag_t{0}, 0, &info) != nullptr;
+    return !is_send &&
+           ucp_tag_probe_nb(worker_, WireTag(peer, tag), ~ucp_tag_t{0}, 0, &info) != nullptr;
   };
   if (peer_status_[peer] != UCS_OK && !arrived()) {
     poisoned_ = true;
-    return Unavailable(options_.rank_name(peer) + " is gone: " + ucs_status_string(peer_status_[peer]));
+    return Unavailable(options_.rank_name(peer) +
+                       " is gone: " + ucs_status_string(peer_status_[peer]));
   }
   if (poisoned_ && !arrived()) {
     const std::string failed = FailedPeerLocked();
@@ -364,7 +383,8 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
   ucp_request_param_t prm{};
   ucs_status_ptr_t sp;
   if (is_send) {
-    if (eps_[peer] == nullptr) return Aborted("ucx: endpoint to " + options_.rank_name(peer) + " is closed");
+    if (eps_[peer] == nullptr)
+      return Aborted("ucx: endpoint to " + options_.rank_name(peer) + " is closed");
     sp = ucp_tag_send_nbx(eps_[peer], src, size, WireTag(rank_, tag), &prm);
   } else {
     sp = ucp_tag_recv_nbx(worker_, dst, size, WireTag(peer, tag), ~ucp_tag_t{0}, &prm);
@@ -372,7 +392,8 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
   if (sp == nullptr) return Request::Done();
   if (UCS_PTR_IS_ERR(sp)) {
     poisoned_ = true;
-    return FromUcs(UCS_PTR_STATUS(sp), std::string(is_send ? "send to " : "receive from ") + options_.rank_name(peer));
+    return FromUcs(UCS_PTR_STATUS(sp),
+                   std::string(is_send ? "send to " : "receive from ") + options_.rank_name(peer));
   }
   if (is_send) inflight_sends_.fetch_add(1);
   return Request(std::make_unique<UcxRequest>(this, sp, peer, !is_send));
@@ -408,14 +429,17 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
       // A send cannot be withdrawn; closing the endpoint by force completes it.
       std::vector<void*> pending;
       CloseEpLocked(r->peer_, true, &pending);
-      for (void* req : pending) DrainLocked(req, SteadyClock::now() + std::chrono::milliseconds(100));
+      for (void* req : pending)
+        DrainLocked(req, SteadyClock::now() + std::chrono::milliseconds(100));
     }
     // A send to a dead peer over a transport without peer-failure support may never complete:
     // give it a moment, then leave it (the peer cannot touch our memory any more).
-    const auto grace = peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100) : std::chrono::milliseconds(2000);
+    const auto grace = peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100)
+                                                        : std::chrono::milliseconds(2000);
     DrainLocked(r->req_, SteadyClock::now() + grace);
     if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
-      spdlog::debug("ucx: a request to {} could not be cancelled; abandoning it", options_.rank_name(r->peer_));
+      spdlog::debug("ucx: a request to {} could not be cancelled; abandoning it",
+                    options_.rank_name(r->peer_));
     }
   } else {
     ucp_request_free(r->req_);
@@ -441,9 +465,11 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
         if (!r->is_recv_) inflight_sends_.fetch_sub(1);
         if (st != UCS_OK) {
           poisoned_ = true;
-          const std::string what = std::string(r->is_recv_ ? "receive from " : "send to ") + options_.rank_name(r->peer_);
+          const std::string what = std::string(r->is_recv_ ? "receive from " : "send to ") +
+                                   options_.rank_name(r->peer_);
           r->status_ = peer_status_[r->peer_] != UCS_OK
-                           ? Unavailable(what + ": peer is gone (" + ucs_status_string(peer_status_[r->peer_]) + ")")
+                           ? Unavailable(what + ": peer is gone (" +
+                                         ucs_status_string(peer_status_[r->peer_]) + ")")
                            : FromUcs(st, what);
         }
         return true;
@@ -451,7 +477,8 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
       if (peer_status_[r->peer_] != UCS_OK) {
         const ucs_status_t peer_st = peer_status_[r->peer_];
         AbortLocked(r);
-        r->status_ = Unavailable(options_.rank_name(r->peer_) + " is gone (" + ucs_status_string(peer_st) + ")");
+        r->status_ = Unavailable(options_.rank_name(r->peer_) + " is gone (" +
+                                 ucs_status_string(peer_st) + ")");
         return true;
       }
     }
@@ -469,9 +496,11 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
     if (armed == UCS_OK) {
       const auto cap = inflight_sends_.load() > 0 ? kMaxSleepWithSends : kMaxSleep;
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
-      const auto sleep = std::max(std::chrono::microseconds(0), std::min(left, std::chrono::microseconds(cap)));
+      const auto sleep =
+          std::max(std::chrono::microseconds(0), std::min(left, std::chrono::microseconds(cap)));
       pollfd pfd{efd_, POLLIN, 0};
-      const timespec ts{static_cast<time_t>(sleep.count() / 1000000), static_cast<long>(sleep.count() % 1000000) * 1000};
+      const timespec ts{static_cast<time_t>(sleep.count() / 1000000),
+                        static_cast<long>(sleep.count() % 1000000) * 1000};
       ::ppoll(&pfd, 1, &ts, nullptr);
     }
     // Either events are pending (UCS_ERR_BUSY) or we woke up: progress again, spinning a while.
@@ -494,10 +523,12 @@ void UcxTransportImpl::Abandon(UcxRequest* r) {
   AbortLocked(r);
 }
 
-StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(Bootstrap& bootstrap, int rank, int size,
+StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(Bootstrap& bootstrap, int rank,
+                                                             int size,
                                                              UcxTransportOptions options) {
   if (size < 1 || rank < 0 || rank >= size || size > (1 << 15)) {
-    return InvalidArgument("ucx transport: bad rank " + std::to_string(rank) + " of " + std::to_string(size));
+    return InvalidArgument("ucx transport: bad rank " + std::to_string(rank) + " of " +
+                           std::to_string(size));
   }
   auto impl = std::make_unique<UcxTransportImpl>(rank, size, std::move(options));
   COHORT_RETURN_IF_ERROR(impl->Init(bootstrap));
@@ -508,9 +539,7 @@ UcxTransport::UcxTransport(std::unique_ptr<UcxTransportImpl> impl) : impl_(std::
 UcxTransport::~UcxTransport() = default;
 int UcxTransport::rank() const { return impl_->rank_; }
 int UcxTransport::size() const { return impl_->size_; }
-bool UcxTransport::PeersOnThisHost(int first, int count) const { return impl_->PeersOnThisHost(first, count); }
-const std::string& UcxTransport::HostOf(int rank) const { return impl_->HostOf(rank); }
-bool UcxTransport::SharedMemoryEnabled() const { return SharedMemoryTransportsEnabled(); }
+const Placement& UcxTransport::placement() const { return impl_->placement_; }
 
 StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {
   return impl_->Post(peer, tag, true, data.data, nullptr, data.size);

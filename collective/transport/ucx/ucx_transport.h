@@ -58,13 +58,9 @@ class UcxTransport final : public Transport {
   std::string name() const override { return "ucx"; }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
-  // True when ranks first..first+count-1 (this one aside) all run on this host (same boot, PID and
-  // network namespace).
-  bool PeersOnThisHost(int first, int count) const;
-  // The host identity rank `rank` published with its address (collective/same_host.h).
-  const std::string& HostOf(int rank) const;
-  // True when UCX_TLS lets UCX use shared memory between same-host ranks.
-  bool SharedMemoryEnabled() const;
+  // Hosts: the identity each rank published with its address (collective/same_host.h); shared
+  // memory: whether UCX_TLS lets UCX use it between same-host ranks.
+  const Placement& placement() const override;
 
  private:
   explicit UcxTransport(std::unique_ptr<UcxTransportImpl> impl);
