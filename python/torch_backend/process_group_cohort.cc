@@ -178,6 +178,14 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     options.algorithm = *algorithm;
   }
   if (config.chunk_bytes != 0) options.chunk_bytes = config.chunk_bytes;
+  if (!config.wire_dtype.empty()) {
+    const std::string& w = config.wire_dtype;
+    TORCH_CHECK(w == "bf16" || w == "f16" || w == "f32" || w == "none",
+                "cohort: Options.wire_dtype '", w, "' is not bf16, f16, f32 or none");
+    options.wire_dtype =
+        (w == "f32" || w == "none") ? DataType::kF32 : *collective::ParseDataType(w);
+  }
+  pg->wire_dtype_ = options.wire_dtype;
   pg->check_calls_ = config.check_calls >= 0 ? config.check_calls != 0
                                              : EnvInt("COHORT_TORCH_CHECK_CALLS", 1) != 0;
 
@@ -264,7 +272,11 @@ std::string ProcessGroupCohort::Describe() const {
          std::to_string(getSize()) + ", " + std::to_string(comm_ ? comm_->num_reducers() : 0) +
          " reducers, rendezvous through the " + rendezvous_ + ", all-reduce " +
          std::string(comm_ ? collective::AlgorithmName(comm_->AutoAlgorithm()) : "closed") +
-         " for large buffers, timeout " + collective::FormatDuration(timeout_);
+         " for large buffers" +
+         (wire_dtype_ != DataType::kF32
+              ? std::string(", wire ") + std::string(collective::DataTypeName(wire_dtype_))
+              : std::string()) +
+         ", timeout " + collective::FormatDuration(timeout_);
 }
 
 // ---------------------------------------------------------------------------------------------

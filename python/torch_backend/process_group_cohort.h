@@ -66,6 +66,10 @@ struct Config {
   std::string algorithm;   // "": COHORT_ALLREDUCE_ALGORITHM (auto when unset)
   size_t chunk_bytes = 0;  // 0: COHORT_CHUNK_BYTES, else chosen by placement
   int check_calls = -1;    // -1: COHORT_TORCH_CHECK_CALLS (1 when unset); see ProcessGroupCohort
+  // "": COHORT_WIRE_DTYPE (off when unset); "bf16" or "f16": float32 all-reduces on the Reduction
+  // Server cross the network in that type, reduced in float32 (CommunicatorOptions::wire_dtype);
+  // "f32" or "none": off.
+  std::string wire_dtype;
 };
 
 // One queued operation's handle: wait() blocks until it ran (or the timeout passed), getFuture()
@@ -203,6 +207,7 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
 
   const std::chrono::milliseconds timeout_;
   bool check_calls_ = true;
+  collective::DataType wire_dtype_ = collective::DataType::kF32;
   std::string rendezvous_;  // how this group found its peers, for Describe()
   std::unique_ptr<collective::StoreServer>
       store_server_;  // Cohort job, rank 0: the bootstrap store

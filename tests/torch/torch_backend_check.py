@@ -16,6 +16,10 @@ exits 0 when every worker did. Scenarios:
   ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain and with
                 bf16_compress_hook, fp16_compress_hook and PowerSGD: the loss falls, every rank
                 ends with byte-identical parameters, and without a hook they match DDP on gloo
+  wire-bf16     wire compression chosen with cohort.torch.Options(wire_dtype="bf16"): float32
+                all-reduces on the Reduction Server come back identical on every rank, in bf16,
+                within one rounding of each input and of the result; float64 untouched; DDP trains
+  wire-f16      the same with COHORT_WIRE_DTYPE=f16 (all-reduces only)
   cuda          allreduce, broadcast and allgather of CUDA tensors (staged through pinned host
                 memory) give what CPU tensors give; skips where torch has no CUDA or no GPU
   bad-use       unsupported op, dtype, tensor count, root, output shape: a clear RuntimeError on
@@ -523,6 +527,65 @@ def scenario_ddp():
     return check.finish()
 
 
+def scenario_wire(wire, via_options):
+    """Wire compression on the Reduction Server: float32 all-reduces come back rounded once to the
+    wire type, identical on every rank and within that rounding of the exact sum; DDP trains."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    options = cohort.torch.Options(wire_dtype=wire) if via_options else None
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60),
+                            pg_options=options)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    pg = dist.distributed_c10d._get_default_group()
+    check.expect(f"wire {wire}" in pg.describe(), f"the group says it compresses: {pg.describe()}")
+    gloo = dist.new_group(backend="gloo")
+    eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}[wire]
+    narrow = {"bf16": torch.bfloat16, "f16": torch.float16}[wire]
+    for op_name, op in (("SUM", dist.ReduceOp.SUM), ("AVG", dist.ReduceOp.AVG)):
+        for count in (1, 1001, 1_000_003):
+            name = f"allreduce {op_name} float32 x{count} over {wire}"
+            every = torch.stack([inputs(torch, r, count, torch.float64, 50 + count) for r in range(n)])
+            want = every.sum(0) / (n if op_name == "AVG" else 1)
+            t = inputs(torch, rank, count, torch.float64, 50 + count).float()
+            dist.all_reduce(t, op=op)
+            # One rounding of each input on the way out, one of the result on the way back.
+            bound = eps * (every.abs().sum(0) + want.abs()) + 1e-30
+            check.expect(bool(((t.double() - want).abs() <= bound).all()), f"{name}: beyond the wire's rounding")
+            check.expect(torch.equal(t.to(narrow).float(), t), f"{name}: the result is not in {wire} (not compressed?)")
+            check.expect(same_on_every_rank(dist, gloo, digest(t)), f"{name}: ranks differ in bytes")
+    exact = torch.full((4097,), 1.0 + 2.0 ** -20, dtype=torch.float64) * (rank + 1)
+    dist.all_reduce(exact)
+    check.expect(torch.equal(exact, torch.full((4097,), (1.0 + 2.0 ** -20) * n * (n + 1) / 2, dtype=torch.float64)),
+                 "float64 is not compressed")
+    if via_options:
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(9)
+        x = torch.randn(64 * n, 16, generator=g)
+        y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        ddp = DDP(model)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        losses = []
+        for step in range(40):
+            lo = ((step % 4) * n + rank) * 16
+            loss = torch.nn.functional.cross_entropy(ddp(x[lo:lo + 16]), y[lo:lo + 16])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+        print(f"DDP over {wire}: loss {first:.3f} -> {last:.3f}", flush=True)
+        check.expect(last < first * 0.6, f"DDP over {wire}: the loss did not fall ({first:.3f} -> {last:.3f})")
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        check.expect(same_on_every_rank(dist, gloo, digest(params)), f"DDP over {wire}: ranks end with different parameters")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
 def scenario_cuda():
     """CUDA tensors: staged through pinned host memory and written back; same results as CPU."""
     import torch
@@ -689,6 +752,10 @@ SCENARIOS = {
     "ops": (3, 0, {}, (), lambda: scenario_ops(0)),
     "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), lambda: scenario_ops(2)),
     "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ddp),
+    "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                  lambda: scenario_wire("bf16", via_options=True)),
+    "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
+                 lambda: scenario_wire("f16", via_options=False)),
     "cuda": (2, 0, {}, (), scenario_cuda),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {}, (), scenario_mismatch),
