@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "common/spec_limit.h"
+#include "common/study_spec.h"
+#include "coordinator/gang_fit.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -75,7 +77,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   uint64_t id = m.message.request_id();
   size_t size = req.spec_yaml() ? req.spec_yaml()->size() : 0;
   Status fits =
-      CheckSpecSize("job spec", size, max_spec_bytes_, "the coordinator's --max-spec-size");
+      CheckSpecSize("job spec", size, options_.max_spec_bytes, "the coordinator's --max-spec-size");
   if (!fits.ok()) {
     Reply(m, EncodeError(id, fits));
     return;
@@ -89,6 +91,14 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   if (jobs_.FindJob(spec->name)) {
     Reply(m, EncodeError(id, AlreadyExists("a job named '" + spec->name + "' already exists")));
     return;
+  }
+  if (now_ms >= options_.fit_check_from_ms) {
+    Status fits = CheckFitsIdleCluster(*spec, nodes_, options_.port_min, options_.port_max);
+    if (!fits.ok()) {
+      Reply(m,
+            EncodeError(id, fits.WithContext("job " + spec->name + " cannot run on this cluster")));
+      return;
+    }
   }
   JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_ms);
   wire::SubmitJobReplyT reply;
@@ -112,11 +122,24 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
                                   int64_t now_ms) {
   uint64_t id = m.message.request_id();
   size_t size = req.spec_yaml() ? req.spec_yaml()->size() : 0;
-  Status fits =
-      CheckSpecSize("study spec", size, max_spec_bytes_, "the coordinator's --max-spec-size");
+  Status fits = CheckSpecSize("study spec", size, options_.max_spec_bytes,
+                              "the coordinator's --max-spec-size");
   if (!fits.ok()) {
     Reply(m, EncodeError(id, fits));
     return;
+  }
+  if (now_ms >= options_.fit_check_from_ms) {
+    // A study whose trial job cannot run here would queue trials that never start.
+    auto spec = ParseStudySpec(Str(req.spec_yaml()), "submitted study");
+    if (spec.ok()) {
+      Status fits =
+          CheckFitsIdleCluster(spec->trial_job, nodes_, options_.port_min, options_.port_max);
+      if (!fits.ok()) {
+        Reply(m, EncodeError(id, fits.WithContext("the trials of study " + spec->name +
+                                                  " cannot run on this cluster")));
+        return;
+      }
+    }
   }
   auto name = studies_.Submit(Str(req.spec_yaml()), now_ms);
   if (!name.ok()) {
@@ -169,7 +192,8 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   wire::JobInfoT info;
   info.name = job.name;
   info.state = job.state;
-  info.message = job.message;
+  info.message = job.state == JobState::QUEUED && !job.waiting_reason.empty() ? job.waiting_reason
+                                                                              : job.message;
   info.create_time_ms = job.create_time_ms;
   info.start_time_ms = job.start_time_ms;
   info.end_time_ms = job.end_time_ms;

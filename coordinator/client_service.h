@@ -3,7 +3,11 @@
 // studies. It translates between the wire and the JobController / NodeRegistry / StudyController
 // and queues every answer in the Outbox (sent after the pass commits). A request that cannot be
 // served gets an ErrorReply naming why; a job or study spec over `max_spec_bytes` is refused
-// (INVALID_ARGUMENT naming the limit) before it is parsed.
+// (INVALID_ARGUMENT naming the limit) before it is parsed, and a job that could not run even on
+// the idle cluster of every node known is refused (FAILED_PRECONDITION naming the pool and the
+// resource: coordinator/gang_fit.h). That check waits until `fit_check_from_ms` (nodes known
+// before a coordinator restart may still be registering) and passes while no node is known (the
+// job waits for nodes).
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
@@ -14,6 +18,7 @@
 #include <string>
 
 #include "common/messaging.h"
+#include "common/spec_limit.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
@@ -26,23 +31,31 @@ namespace cohort::coordinator {
 // without the attempt's end-of-file chunk.
 constexpr int64_t kLogGraceMs = 5000;
 
+struct ClientServiceOptions {
+  uint64_t max_spec_bytes = kDefaultMaxSpecBytes;
+  int port_min = 20000;  // the coordinator's --port-range
+  int port_max = 29999;
+  int64_t fit_check_from_ms = 0;
+};
+
 class ClientService {
  public:
   // `run_studies` submits and cancels the jobs the studies ask for (after a study is submitted).
   ClientService(JobController& jobs, const NodeRegistry& nodes, StudyController& studies,
-                LogStore& logs, Outbox& outbox, uint64_t max_spec_bytes,
+                LogStore& logs, Outbox& outbox, ClientServiceOptions options,
                 std::function<void()> run_studies)
       : jobs_(jobs),
         nodes_(nodes),
         studies_(studies),
         logs_(logs),
         outbox_(outbox),
-        max_spec_bytes_(max_spec_bytes),
+        options_(options),
         run_studies_(std::move(run_studies)) {}
 
   void Handle(const RoutedMessage& m, int64_t now_ms);
 
-  // The wire view of a job and of every node (with what its live replicas use).
+  // The wire view of a job (a queued one's message says why it waits) and of every node (with
+  // what its live replicas use).
   static wire::JobInfoT ToInfo(const JobRecord& job);
   wire::NodeListT Nodes() const;
 
@@ -60,7 +73,7 @@ class ClientService {
   StudyController& studies_;
   LogStore& logs_;
   Outbox& outbox_;
-  uint64_t max_spec_bytes_;
+  ClientServiceOptions options_;
   std::function<void()> run_studies_;
 };
 

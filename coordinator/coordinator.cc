@@ -32,8 +32,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       nodes_(options_.heartbeat_timeout.count()),
       jobs_(ControllerOptions(options_, nodes_), &nodes_),
       studies_(options_.state_dir + "/studies"),
-      client_service_(jobs_, nodes_, studies_, logs_, outbox_, options_.max_spec_bytes,
-                      [this] { RunStudies(); }),
+      client_service_(
+          jobs_, nodes_, studies_, logs_, outbox_,
+          ClientServiceOptions{options_.max_spec_bytes, options_.port_min, options_.port_max,
+                               clock->NowMs() + options_.heartbeat_timeout.count()},
+          [this] { RunStudies(); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), [this] { RunStudies(); }) {}
 

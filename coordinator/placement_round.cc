@@ -6,6 +6,8 @@
 #include <chrono>
 #include <vector>
 
+#include "coordinator/gang_fit.h"
+
 namespace cohort::coordinator {
 namespace {
 
@@ -121,13 +123,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     }
     jobs.PlaceJob(job, slots, p.master_port, p.bootstrap_port, now_ms);
   }
-  if (!result.starving_job.empty()) {
-    if (JobRecord* job = jobs.FindJob(result.starving_job)) {
-      jobs.SetWaitingMessage(*job,
-                             "waiting for resources; later jobs are held back for it (waited "
-                             "longer than the starvation limit)");
-    }
-  }
+  ExplainWaits(queued, requests, result, view);
   PlacementRoundStats stats;
   stats.wall_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)

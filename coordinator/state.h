@@ -57,6 +57,9 @@ struct JobRecord {
   std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not journaled)
   JobState state = JobState::QUEUED;
   std::string message;
+  // Why a QUEUED job is not placed yet, from the latest scheduling round (coordinator/gang_fit.h);
+  // shown instead of `message` while it is queued. Not stored: every round sets it again.
+  std::string waiting_reason;
   int64_t create_time_ms = 0;
   int64_t queued_since_ms = 0;
   int64_t start_time_ms = 0;  // first placement; the scheduling timeout counts from here

@@ -598,6 +598,62 @@ TEST_F(CoordinatorTest, SpecsOverTheSizeLimitAreRefusedNamingTheLimit) {
   EXPECT_TRUE(Submit(fits).ok());
 }
 
+TEST_F(CoordinatorTest, AGangThatCannotFitTheIdleClusterIsRefusedSayingWhy) {
+  // Within the registration grace (one heartbeat timeout after start) nothing is refused.
+  AddAgent("node-a", 8);
+  ASSERT_TRUE(Submit(JobYaml("early_huge", 0, 64)).ok());
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));
+  AddAgent("node-a", 8);
+  AddAgent("node-b", 8);
+
+  Status huge = Submit(JobYaml("huge", 0, 64));
+  EXPECT_EQ(huge.code(), StatusCode::kFailedPrecondition) << huge.ToString();
+  EXPECT_EQ(huge.message(),
+            "job huge cannot run on this cluster: chief pool needs 64 GPUs per replica; the "
+            "largest node has 8");
+  // Three replicas of 5 GPUs each fit a node of 8 alone, but not all three on two nodes.
+  Status three = Submit(JobYaml("three_fives", 2, 5));
+  EXPECT_EQ(three.code(), StatusCode::kFailedPrecondition) << three.ToString();
+  EXPECT_NE(three.message().find("its 3 replicas (15 GPUs, 3 CPUs in all) do not fit together on "
+                                 "2 nodes (16 GPUs, 32 CPUs in all)"),
+            std::string::npos)
+      << three.message();
+  EXPECT_EQ(coordinator_->FindJob("huge"), nullptr);
+  // What fits the idle cluster is taken, however busy it is now.
+  EXPECT_TRUE(Submit(JobYaml("two_eights", 1, 8)).ok());
+  EXPECT_TRUE(Submit(JobYaml("two_eights_again", 1, 8)).ok());
+}
+
+TEST_F(CoordinatorTest, WithNoNodeKnownABigGangWaitsForNodes) {
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));
+  ASSERT_TRUE(Submit(JobYaml("waits", 3, 64)).ok());
+  PumpFew();
+  wire::JobInfoT info = GetJob("waits");
+  EXPECT_EQ(info.state, JobState::QUEUED);
+  EXPECT_EQ(info.message, "waiting for a node: none is ready");
+}
+
+TEST_F(CoordinatorTest, AQueuedJobSaysWhatItWaitsFor) {
+  AddAgent("node-a", 4);
+  AddAgent("node-b", 4);
+  ASSERT_TRUE(Submit(JobYaml("blocker", 0, 4)).ok());
+  Pump([&] { return TakeLaunchList().size() == 1; });
+  ASSERT_TRUE(Submit(JobYaml("pair", 1, 4)).ok());
+  PumpFew();
+  wire::JobInfoT info = GetJob("pair");
+  EXPECT_EQ(info.state, JobState::QUEUED);
+  EXPECT_EQ(info.message, "waiting for room for 2 replicas with 4 GPUs, 1 CPU each; 1 fits now");
+  // Once the blocker is gone the pair is placed.
+  wire::CancelJobT cancel;
+  cancel.name = "blocker";
+  Call(std::move(cancel));
+  Report(coordinator_->FindJob("blocker")->replicas[0].node_id, "blocker", "chief-0", 0,
+         ReplicaState::STOPPED);
+  Pump([&] { return GetJob("pair").state == JobState::PENDING; });
+  EXPECT_EQ(GetJob("pair").state, JobState::PENDING);
+  EXPECT_EQ(GetJob("pair").message, "launching 2 replicas");
+}
+
 TEST_F(CoordinatorTest, GangWaitsUntilEveryReplicaFits) {
   AddAgent("node-a", 2);
   ASSERT_TRUE(Submit(JobYaml("wide", 2, 1)).ok());  // 3 GPUs

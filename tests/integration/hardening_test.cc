@@ -27,10 +27,15 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string NodeId(const std::string& name) { return name + "-" + std::to_string(getpid()); }
 
-std::string TinyJob(const std::string& name) {
-  return "name: " + name +
-         "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {gpus: 0, cpus: 1}\n"
-         "    process: {command: [/bin/true]}\n";
+std::string TinyJob(const std::string& name, int gpus = 0, int workers = 0,
+                    const std::string& command = "/bin/true") {
+  std::string pool = "    resources: {gpus: " + std::to_string(gpus) +
+                     ", cpus: 1}\n    process: {command: [" + command + "]}\n";
+  std::string yaml = "name: " + name + "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + pool;
+  if (workers > 0) {
+    yaml += "  - role: worker\n    replicas: " + std::to_string(workers) + "\n" + pool;
+  }
+  return yaml;
 }
 
 // Sends random bytes from `sockets` DEALERs (half to each endpoint) for `duration`, paced so the
@@ -172,6 +177,70 @@ TEST_F(HardeningTest, SpecsOverTheSizeLimitAreRefusedAndTheCoordinatorKeepsRunni
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   ASSERT_EQ(jobs->size(), 1u);
   EXPECT_EQ(jobs->front().name, "small_one");
+}
+
+TEST_F(HardeningTest, AGangThatCanNeverFitIsRefusedAndOneThatWaitsSaysWhy) {
+  ct::ClusterOptions options;
+  options.heartbeat_timeout = "2s";  // the registration grace before submits are checked
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  ASSERT_EQ(cluster.StartAgent({NodeId("fit-a"), 1}), "");
+  ASSERT_EQ(cluster.StartAgent({NodeId("fit-b"), 1}), "");
+  auto client = cluster.Client();
+
+  // Once the grace is over, a gang that no idle node holds is refused.
+  Status refused;
+  int probes = 0;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto name = client.Submit(TinyJob("probe_" + std::to_string(++probes), 64));
+        if (name.ok()) {
+          (void)client.Cancel(*name);
+          return false;
+        }
+        refused = name.status();
+        return true;
+      },
+      15s, 200ms));
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+  EXPECT_NE(refused.message().find("chief pool needs 64 GPUs per replica; the largest node has 1"),
+            std::string::npos)
+      << refused.ToString();
+  std::filesystem::create_directories(cluster.scratch());
+  ct::WriteFile(cluster.scratch("huge.yaml"), TinyJob("huge", 64));
+  auto cli =
+      ct::RunProcess(COHORT_CLI_BIN, {"--insecure", "--coordinator", cluster.client_endpoint(),
+                                      "submit", cluster.scratch("huge.yaml")});
+  EXPECT_EQ(cli.exit_code, 2) << cli.err;
+  EXPECT_NE(cli.err.find("job huge cannot run on this cluster: chief pool needs 64 GPUs per "
+                         "replica; the largest node has 1"),
+            std::string::npos)
+      << cli.err;
+
+  // A gang that fits the idle cluster but not what is free now waits, and says why.
+  auto blocker = client.Submit(TinyJob("blocker", 1, 0, "/bin/sleep, '60'"));
+  ASSERT_TRUE(blocker.ok()) << blocker.status().ToString();
+  auto running = client.WaitForJob(
+      "blocker", [](const wire::JobInfoT& j) { return j.state == wire::JobState::RUNNING; },
+      SteadyClock::now() + 20s, 100ms);
+  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster.Logs();
+  auto pair = client.Submit(TinyJob("pair", 1, 1));
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  std::string message;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        auto status = ct::RunProcess(COHORT_CLI_BIN, {"--insecure", "--coordinator",
+                                                      cluster.client_endpoint(), "status", "pair"});
+        message = status.out;
+        return status.out.find(
+                   "waiting for room for 2 replicas with 1 GPU, 1 CPU each; 1 fits "
+                   "now") != std::string::npos;
+      },
+      10s, 200ms))
+      << message;
+  ASSERT_TRUE(client.Cancel("blocker").ok());
+  auto done = ct::WaitForJobEnd(client, "pair", 30s);
+  EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message << cluster.Logs();
 }
 
 }  // namespace

@@ -1,0 +1,211 @@
+#include "coordinator/gang_fit.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace cohort::coordinator {
+namespace {
+
+std::string Count(int64_t n, const std::string& unit) {
+  return std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
+}
+
+// "4 GPUs, 2 CPUs, 8192 MiB" (the parts that are asked for).
+std::string Describe(const ReplicaDemand& d) {
+  std::vector<std::string> parts;
+  if (d.gpus > 0) parts.push_back(Count(d.gpus, "GPU"));
+  if (d.cpus > 0) parts.push_back(Count(d.cpus, "CPU"));
+  if (d.memory_mb > 0) parts.push_back(std::to_string(d.memory_mb) + " MiB");
+  if (parts.empty()) return "no resources";
+  std::string text = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) text += ", " + parts[i];
+  return text;
+}
+
+bool Fits(const NodeFree& n, const ReplicaDemand& d) {
+  return d.gpus <= static_cast<int>(n.free_gpus.size()) && d.cpus <= n.free_cpus &&
+         (n.memory_unlimited || d.memory_mb <= n.free_memory_mb);
+}
+
+// How many replicas of `d` fit on `n` at once, at most `cap`.
+int64_t Room(const NodeFree& n, const ReplicaDemand& d, int64_t cap) {
+  int64_t room = cap;
+  if (d.gpus > 0) room = std::min<int64_t>(room, static_cast<int64_t>(n.free_gpus.size()) / d.gpus);
+  if (d.cpus > 0) room = std::min<int64_t>(room, std::max(n.free_cpus, 0) / d.cpus);
+  if (d.memory_mb > 0 && !n.memory_unlimited) {
+    room = std::min<int64_t>(room, std::max<int64_t>(n.free_memory_mb, 0) / d.memory_mb);
+  }
+  return room;
+}
+
+using Shape = std::vector<std::tuple<int, int, int64_t>>;
+
+Shape ShapeOf(const std::vector<ReplicaDemand>& demands) {
+  Shape shape;
+  shape.reserve(demands.size());
+  for (const auto& d : demands) shape.emplace_back(d.gpus, d.cpus, d.memory_mb);
+  return shape;
+}
+
+ReplicaDemand Total(const std::vector<ReplicaDemand>& demands) {
+  ReplicaDemand total{0, 0, 0};
+  for (const auto& d : demands) {
+    total.gpus += d.gpus;
+    total.cpus += d.cpus;
+    total.memory_mb += d.memory_mb;
+  }
+  return total;
+}
+
+}  // namespace
+
+Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
+                            int port_max) {
+  if (nodes.nodes().empty()) return Status::Ok();
+  ClusterView view(port_min, port_max);
+  int most_gpus = 0, most_cpus = 0;
+  int64_t most_memory = 0;
+  bool memory_unlimited = false;
+  ReplicaDemand cluster{0, 0, 0};
+  for (const auto& [id, n] : nodes.nodes()) {
+    NodeFree f;
+    f.node_id = id;
+    for (const auto& g : n.gpus) f.free_gpus.push_back(g.index);
+    std::sort(f.free_gpus.begin(), f.free_gpus.end());
+    f.free_cpus = n.cpus;
+    f.free_memory_mb = n.memory_mb;
+    f.memory_unlimited = n.memory_mb <= 0;
+    most_gpus = std::max(most_gpus, static_cast<int>(n.gpus.size()));
+    most_cpus = std::max(most_cpus, n.cpus);
+    most_memory = std::max(most_memory, n.memory_mb);
+    memory_unlimited |= f.memory_unlimited;
+    cluster.gpus += static_cast<int>(n.gpus.size());
+    cluster.cpus += n.cpus;
+    view.nodes.push_back(std::move(f));
+  }
+
+  // Each pool's replica on some node.
+  std::vector<ReplicaDemand> demands;
+  for (const WorkerPoolSpec& pool : spec.pools) {
+    ReplicaDemand d{pool.resources.gpus, pool.resources.cpus, pool.resources.memory_mb};
+    for (int i = 0; i < pool.replicas; ++i) demands.push_back(d);
+    bool fits = std::any_of(view.nodes.begin(), view.nodes.end(),
+                            [&](const NodeFree& n) { return Fits(n, d); });
+    if (fits) continue;
+    std::string head = std::string(RoleName(pool.role)) + " pool needs ";
+    if (d.gpus > most_gpus) {
+      return FailedPrecondition(head + Count(d.gpus, "GPU") +
+                                " per replica; the largest node has " + std::to_string(most_gpus));
+    }
+    if (d.cpus > most_cpus) {
+      return FailedPrecondition(head + Count(d.cpus, "CPU") +
+                                " per replica; the largest node has " + std::to_string(most_cpus));
+    }
+    if (!memory_unlimited && d.memory_mb > most_memory) {
+      return FailedPrecondition(head + std::to_string(d.memory_mb) +
+                                " MiB of memory per replica; the largest node has " +
+                                std::to_string(most_memory) + " MiB");
+    }
+    return FailedPrecondition(head + Describe(d) + " per replica; no node has all of that at once");
+  }
+
+  int ports = port_max - port_min + 1;
+  if (static_cast<int64_t>(demands.size()) + 2 > ports) {
+    return FailedPrecondition("the job needs " + std::to_string(demands.size() + 2) +
+                              " ports (one per replica and two for the job); the coordinator's "
+                              "--port-range has " +
+                              std::to_string(ports));
+  }
+  if (!Scheduler::PlaceGang(demands, view)) {
+    return FailedPrecondition("its " + Count(static_cast<int64_t>(demands.size()), "replica") +
+                              " (" + Describe(Total(demands)) + " in all) do not fit together on " +
+                              Count(static_cast<int64_t>(nodes.nodes().size()), "node") + " (" +
+                              Describe(cluster) + " in all), even with nothing else running");
+  }
+  return Status::Ok();
+}
+
+std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view) {
+  if (view.nodes.empty()) return "waiting for a node: none is ready";
+  // Replicas of one kind, in the job's order.
+  std::vector<std::pair<ReplicaDemand, int64_t>> kinds;
+  for (const auto& d : demands) {
+    auto same = [&](const auto& k) {
+      return k.first.gpus == d.gpus && k.first.cpus == d.cpus && k.first.memory_mb == d.memory_mb;
+    };
+    auto it = std::find_if(kinds.begin(), kinds.end(), same);
+    if (it == kinds.end()) {
+      kinds.emplace_back(d, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  for (const auto& [d, count] : kinds) {
+    int64_t room = 0;
+    for (const NodeFree& n : view.nodes) {
+      room += Room(n, d, count - room);
+      if (room >= count) break;
+    }
+    if (room >= count) continue;
+    std::string want = count == 1
+                           ? "1 replica with " + Describe(d)
+                           : std::to_string(count) + " replicas with " + Describe(d) + " each";
+    std::string have = room == 0 ? "none fits now"
+                                 : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
+    return "waiting for room for " + want + "; " + have;
+  }
+  size_t ports = demands.size() + 2;
+  if (static_cast<size_t>(std::max(view.ports_free(), 0)) < ports) {
+    return "waiting for free ports: it needs " + std::to_string(ports) + ", " +
+           std::to_string(view.ports_free()) + " are free";
+  }
+  return "waiting for room for its " + Count(static_cast<int64_t>(demands.size()), "replica") +
+         " together (" + Describe(Total(demands)) + " in all): each fits now, not all at once";
+}
+
+void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRequest>& requests,
+                  const ScheduleResult& result, const ClusterView& view) {
+  std::vector<bool> placed(queued.size(), false);
+  for (const JobPlacement& p : result.placed) placed[p.request] = true;
+  size_t starving = queued.size();
+  for (size_t q = 0; q < requests.size() && !result.starving_job.empty(); ++q) {
+    if (requests[q].name == result.starving_job) {
+      starving = q;
+      break;
+    }
+  }
+  std::map<Shape, std::string> by_shape;  // many queued jobs share a few shapes
+  for (size_t q = 0; q < queued.size(); ++q) {
+    JobRecord& job = *queued[q];
+    if (placed[q]) {
+      job.waiting_reason.clear();
+      continue;
+    }
+    if (q > starving) {
+      job.waiting_reason = "waiting behind job " + result.starving_job +
+                           ", which has waited longer than the starvation limit: later jobs "
+                           "start only after it";
+      continue;
+    }
+    std::string reason;
+    if (!requests[q].schedulable) {
+      reason = "waiting for the replicas of its previous attempt to stop";
+    } else {
+      const std::vector<ReplicaDemand>& demands = requests[q].demands();
+      auto [it, fresh] = by_shape.try_emplace(ShapeOf(demands));
+      if (fresh) it->second = WaitingReason(demands, view);
+      reason = it->second;
+    }
+    if (q == starving) {
+      reason +=
+          "; later jobs are held back until it starts (it has waited longer than the "
+          "starvation limit)";
+    }
+    job.waiting_reason = std::move(reason);
+  }
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,39 @@
+// Why a gang does not fit, in words a user can act on. Two questions:
+//  - at submit: could the job ever run here? Its replicas are placed, with the scheduler's own
+//    search, on every node the coordinator knows (ready or not) as if nothing ran; a job that does
+//    not fit even then is refused, naming the pool and the resource ("pool worker needs 64 GPUs
+//    per replica; the largest node has 8");
+//  - each scheduling round: why does a queued job still wait? Its replicas against what is free
+//    after the round ("waiting for room for 2 replicas with 4 GPUs each; 1 fits now").
+// Pure functions of their arguments: no sockets, no clock.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "common/status.h"
+#include "coordinator/job_controller.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/scheduler.h"
+
+namespace cohort::coordinator {
+
+// OK when `spec`'s replicas fit at once on `nodes` were they idle, with a port of [port_min,
+// port_max] each plus two for the job; else FAILED_PRECONDITION saying what does not fit. OK when
+// no node is known: the job then waits for nodes.
+Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
+                            int port_max);
+
+// Why a gang of `demands` (not placed this round) waits, given `view`, what is free after the
+// round: the first kind of replica with too little room, or that the replicas do not fit all
+// together, or that ports ran out.
+std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view);
+
+// Sets waiting_reason on every queued job of a round that was not placed: `queued[i]` was asked
+// as `requests[i]`; `result` is the round's outcome; `view` what is free after it.
+void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRequest>& requests,
+                  const ScheduleResult& result, const ClusterView& view);
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,103 @@
+// gang_fit: what a job that can never fit is told at submit, and what a queued job says it waits
+// for, from plain data (a NodeRegistry fed RegisterAgent messages, a ClusterView).
+#include "coordinator/gang_fit.h"
+
+#include <gtest/gtest.h>
+
+namespace cohort::coordinator {
+namespace {
+
+void AddNode(NodeRegistry& nodes, const std::string& id, int gpus, int cpus, int64_t memory_mb) {
+  wire::RegisterAgentT reg;
+  reg.node_id = id;
+  for (int i = 0; i < gpus; ++i) {
+    auto g = std::make_unique<wire::GpuInfoT>();
+    g->index = i;
+    reg.gpus.push_back(std::move(g));
+  }
+  reg.cpus = cpus;
+  reg.memory_mb = memory_mb;
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(wire::RegisterAgent::Pack(builder, &reg));
+  nodes.Register(*flatbuffers::GetRoot<wire::RegisterAgent>(builder.GetBufferPointer()), id, 0);
+}
+
+JobSpec Spec(const std::string& yaml) {
+  auto spec = ParseJobSpec(yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return spec.ok() ? *spec : JobSpec{};
+}
+
+std::string Pool(const std::string& role, int replicas, const std::string& resources) {
+  return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
+         "\n    resources: " + resources + "\n    process: {command: [/bin/true]}\n";
+}
+
+TEST(GangFitTest, RefusesWhatNoIdleNodeOrNoIdleClusterHolds) {
+  NodeRegistry nodes(10'000);
+  EXPECT_TRUE(CheckFitsIdleCluster(Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") +
+                                        Pool("worker", 1, "{gpus: 64}")),
+                                   nodes, 20000, 20100)
+                  .ok())
+      << "no node known: the job waits for nodes";
+  AddNode(nodes, "a", 8, 16, 64'000);
+  AddNode(nodes, "b", 4, 32, 0);  // memory not reported: not limited
+
+  auto check = [&](const std::string& pools) {
+    return CheckFitsIdleCluster(Spec("name: j\nworker_pools:\n" + pools), nodes, 20000, 20100);
+  };
+  EXPECT_EQ(check(Pool("chief", 1, "{}") + Pool("worker", 2, "{gpus: 64}")).message(),
+            "worker pool needs 64 GPUs per replica; the largest node has 8");
+  EXPECT_EQ(check(Pool("chief", 1, "{cpus: 64}")).message(),
+            "chief pool needs 64 CPUs per replica; the largest node has 32");
+  // Node b has no memory limit, so memory alone is never what is missing...
+  EXPECT_TRUE(check(Pool("chief", 1, "{memory_mb: 100000}")).ok());
+  // ... but 8 GPUs and 100 GB together fit nowhere.
+  EXPECT_EQ(check(Pool("chief", 1, "{gpus: 8, memory_mb: 100000}")).message(),
+            "chief pool needs 8 GPUs, 1 CPU, 100000 MiB per replica; no node has all of that at "
+            "once");
+  Status together = check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 2, "{gpus: 4}"));
+  EXPECT_EQ(together.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(together.message(),
+            "its 3 replicas (16 GPUs, 3 CPUs in all) do not fit together on 2 nodes (12 GPUs, 48 "
+            "CPUs in all), even with nothing else running");
+  EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 4}")).ok());
+  // Ports: one per replica and two for the job.
+  Status ports = CheckFitsIdleCluster(
+      Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") + Pool("worker", 3, "{}")), nodes,
+      20000, 20004);
+  EXPECT_NE(ports.message().find("needs 6 ports"), std::string::npos) << ports.message();
+}
+
+NodeFree Free(const std::string& id, int gpus, int cpus) {
+  NodeFree n;
+  n.node_id = id;
+  for (int i = 0; i < gpus; ++i) n.free_gpus.push_back(i);
+  n.free_cpus = cpus;
+  n.memory_unlimited = true;
+  return n;
+}
+
+TEST(GangFitTest, AWaitingJobSaysWhatIsMissing) {
+  ClusterView view(20000, 20100);
+  EXPECT_EQ(WaitingReason({{4, 1, 0}}, view), "waiting for a node: none is ready");
+  view.nodes = {Free("a", 4, 8), Free("b", 2, 8)};
+  EXPECT_EQ(WaitingReason({{4, 1, 0}, {4, 1, 0}}, view),
+            "waiting for room for 2 replicas with 4 GPUs, 1 CPU each; 1 fits now");
+  EXPECT_EQ(WaitingReason({{8, 1, 0}}, view),
+            "waiting for room for 1 replica with 8 GPUs, 1 CPU; none fits now");
+  // Several replicas on one node count: 8 CPUs hold two of 4.
+  EXPECT_EQ(WaitingReason({{0, 4, 0}, {0, 4, 0}, {0, 4, 0}, {0, 4, 0}, {0, 4, 0}}, view),
+            "waiting for room for 5 replicas with 4 CPUs each; 4 fit now");
+  // Each kind fits on its own, not both at once.
+  EXPECT_EQ(WaitingReason({{4, 1, 0}, {2, 8, 0}, {0, 8, 0}}, view),
+            "waiting for room for its 3 replicas together (6 GPUs, 17 CPUs in all): each fits "
+            "now, not all at once");
+  ClusterView few_ports(20000, 20002);
+  few_ports.nodes = {Free("a", 4, 8)};
+  EXPECT_EQ(WaitingReason({{1, 1, 0}, {1, 1, 0}}, few_ports),
+            "waiting for free ports: it needs 4, 3 are free");
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
