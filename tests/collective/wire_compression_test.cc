@@ -210,6 +210,7 @@ class CountingTransport final : public Transport {
   int rank() const override { return base_.rank(); }
   int size() const override { return base_.size(); }
   std::string name() const override { return "counting(" + base_.name() + ")"; }
+  const Placement& placement() const override { return base_.placement(); }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
     sent_ += data.size;
     return base_.Isend(peer, tag, data);
