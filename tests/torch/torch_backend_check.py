@@ -28,6 +28,11 @@ exits 0 when every worker did. Scenarios:
                 naming a rank that disagrees, before the timeout
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
+  silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
+                naming the peer each waited for
+  cohort-job    the environment of a Cohort job (COHORT_BOOTSTRAP_ADDR; reducers are cohort-reducer
+                processes, as an agent starts them): the default group joins the job's store and
+                reducer pool, subgroups torch's store
   dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
                 the timeout naming it, and later operations fail at once
 
@@ -58,7 +63,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(args, workers, reducers=0, extra_env=None, absent=()):
+def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=False):
     """Runs `workers` worker processes (ranks in `absent` are never started) and `reducers`
     reducers; returns the workers' exit codes and output."""
     port = free_port()
@@ -73,6 +78,9 @@ def launch(args, workers, reducers=0, extra_env=None, absent=()):
     base.pop("COHORT_BOOTSTRAP_ADDR", None)
     if reducers:
         base["COHORT_NUM_REDUCERS"] = str(reducers)
+    if cohort_job:  # what an agent renders for every replica of the job
+        base["COHORT_BOOTSTRAP_ADDR"] = f"127.0.0.1:{free_port()}"
+        base["COHORT_NUM_WORKERS"] = str(workers)
     base.update(extra_env or {})
     procs = []
     for rank in range(workers):
@@ -83,10 +91,16 @@ def launch(args, workers, reducers=0, extra_env=None, absent=()):
             [sys.executable, os.path.abspath(__file__), "--worker", args.scenario, "--python-dir", args.python_dir],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     helpers = []
-    for _ in range(reducers):
-        helpers.append(subprocess.Popen(
-            [sys.executable, "-m", "cohort.torch.reducer", "--store", f"127.0.0.1:{port}", "--timeout", "120",
-             "--rejoin", "5"], env=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for i in range(reducers):
+        if cohort_job:  # the job's reducer pool: cohort-reducer, as the agent starts it
+            command = [args.reducer_bin]
+            env = dict(base, COHORT_REDUCER_INDEX=str(i), COHORT_REDUCER_REJOIN_MS="3000")
+        else:
+            command = [sys.executable, "-m", "cohort.torch.reducer", "--store", f"127.0.0.1:{port}", "--timeout",
+                       "120", "--rejoin", "5"]
+            env = base
+        helpers.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True))
     codes = {}
     deadline = time.time() + 240
     for name, p in procs:
@@ -747,6 +761,60 @@ def scenario_dead_peer():
 # The exit code of the rank dead-peer kills.
 VICTIM_EXIT = 3
 
+def scenario_silent_peer():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    silent = n - 1
+    if rank == silent:
+        time.sleep(FAIL_TIMEOUT_S + SLACK_S + 5)  # alive, but never makes the call
+        return check.finish()
+    start = time.time()
+    work = dist.all_reduce(torch.ones(1000), async_op=True)
+    # A ring passes the wait along: a rank names the peer it waited for (the silent one, or a
+    # neighbour stuck behind it).
+    text = check.expect_raises(lambda: work.wait(), ["cohort", "DEADLINE_EXCEEDED", "worker", "timed out"],
+                               "allreduce with a silent peer")
+    took = time.time() - start
+    print(f"allreduce failed after {took:.1f} s: {text}", flush=True)
+    check.expect(FAIL_TIMEOUT_S - 1 < took < FAIL_TIMEOUT_S + SLACK_S,
+                 f"the error took {took:.1f} s, not the timeout ({FAIL_TIMEOUT_S} s)")
+    return check.finish()
+
+
+def scenario_cohort_job():
+    """Inside a Cohort job: the agent's environment (COHORT_BOOTSTRAP_ADDR, the job's reducer pool
+    of cohort-reducer processes) decides, not torch's store."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    pg = dist.distributed_c10d._get_default_group()
+    print(pg.describe(), flush=True)
+    check.expect("Cohort job store" in pg.describe(), "the group joined through the Cohort job's store")
+    check.expect(pg.num_reducers == 2, f"the group has {pg.num_reducers} reducers, not the job's 2")
+    gloo = dist.new_group(backend="gloo")
+    sub = dist.new_group(backend="cohort")
+    check.expect(sub.num_reducers == 0 and "torch store" in sub.describe(), "a subgroup rendezvouses through torch's store")
+    every = torch.stack([inputs(torch, r, 300_001, torch.float32, 3) for r in range(n)])
+    t = inputs(torch, rank, 300_001, torch.float32, 3)
+    dist.all_reduce(t)
+    check.expect(close(torch, t, every.double().sum(0).float(), torch.float32, n, 4.0), "allreduce on the job's reducers")
+    check.expect(same_on_every_rank(dist, gloo, digest(t)), "ranks differ in bytes")
+    b = torch.arange(10) * rank
+    dist.broadcast(b, src=1)
+    check.expect(torch.equal(b, torch.arange(10)), "broadcast")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
 SCENARIOS = {
     # name: (workers, reducers, extra environment, ranks not started, worker function)
     "ops": (3, 0, {}, (), lambda: scenario_ops(0)),
@@ -760,6 +828,8 @@ SCENARIOS = {
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {}, (), scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
+    "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
+    "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
 }
 
@@ -769,6 +839,7 @@ def main():
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--python-dir", required=True, help="<build>/python")
     parser.add_argument("--backend-built", default="ON", help="CMake's COHORT_HAVE_TORCH")
+    parser.add_argument("--reducer-bin", help="cohort-reducer (the cohort-job scenario)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -793,7 +864,10 @@ def main():
         print(f"SKIP: {why}: CUDA tensors (staged through pinned host memory) are not tested")
         return SKIP
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
-    codes = launch(args, workers, reducers, env, absent)
+    if args.scenario == "cohort-job" and not (args.reducer_bin and os.access(args.reducer_bin, os.X_OK)):
+        print(f"FAILED: cohort-job needs --reducer-bin (cohort-reducer), got {args.reducer_bin!r}")
+        return 1
+    codes = launch(args, workers, reducers, env, absent, cohort_job=args.scenario == "cohort-job")
     expected = {f"rank {workers - 1}": VICTIM_EXIT} if args.scenario == "dead-peer" else {}
     bad = {name: code for name, code in codes.items() if code != expected.get(name, 0)}
     if bad:
