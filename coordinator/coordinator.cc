@@ -89,43 +89,39 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOpti
 // ---- recovery -------------------------------------------------------------------------------
 
 Status Coordinator::Recover() {
-  JournalReplay replay;
-  COHORT_ASSIGN_OR_RETURN(journal_, Journal::Open(options_.state_dir, &replay));
-  size_t bad = 0;
-  for (const auto& rec : replay.records) {
-    auto study = studies_.Replay(rec);
-    if (!study.ok()) {
-      ++bad;
-      spdlog::error("journal: skipping a study record: {}", study.status().ToString());
-      continue;
+  StateStoreOptions store_options;
+  store_options.accept_damaged_state = options_.accept_damaged_state;
+  COHORT_ASSIGN_OR_RETURN(store_, OpenStateStore(options_.state_dir, store_options));
+  COHORT_ASSIGN_OR_RETURN(StoredState state, store_->Load());
+  std::vector<std::string> bad_studies;
+  for (const std::string& record : state.studies) {
+    auto study = studies_.Replay(record);
+    if (!study.ok() || !*study) {
+      bad_studies.push_back(study.ok() ? "a stored study record is not a study"
+                                       : study.status().message());
     }
-    if (*study) continue;
-    auto job = JobFromJson(rec);
-    if (!job.ok()) {
-      ++bad;
-      spdlog::error("journal: skipping a record: {}", job.status().ToString());
-      continue;
-    }
-    jobs_.Restore(std::move(*job));
   }
+  if (!bad_studies.empty()) {
+    if (!options_.accept_damaged_state) {
+      return DataLoss("a stored study cannot be rebuilt: " + bad_studies.front() +
+                      ". The coordinator did not start; start with --accept-damaged-state to go "
+                      "on without it");
+    }
+    for (const auto& why : bad_studies) spdlog::error("--accept-damaged-state: study: {}", why);
+  }
+  size_t jobs = state.jobs.size();
+  for (JobRecord& job : state.jobs) jobs_.Restore(std::move(job));
   jobs_.FinishRestore(clock_->NowMs());
-  if (!replay.records.empty()) {
-    spdlog::info("journal: recovered {} jobs ({} unfinished) from {} records{}",
-                 jobs_.jobs().size(), jobs_.active().size(), replay.records.size(),
-                 bad ? fmt::format(", {} unreadable", bad) : std::string());
+  spdlog::info("state store: recovered {} jobs ({} unfinished) and {} studies from {}", jobs,
+               jobs_.active().size(), studies_.size(), store_->Describe());
+  if (!state.dropped.empty()) {
+    spdlog::error(
+        "--accept-damaged-state: {} jobs or studies dropped or kept in part (listed "
+        "above)",
+        state.dropped.size());
   }
   RecoverStudies();
-  if (journal_->journal_records() > options_.snapshot_every) {
-    COHORT_RETURN_IF_ERROR(journal_->Compact(SnapshotRecords()));
-  }
   return Status::Ok();
-}
-
-std::vector<std::string> Coordinator::SnapshotRecords() const {
-  std::vector<std::string> all = studies_.SnapshotRecords();
-  all.reserve(all.size() + jobs_.jobs().size());
-  for (const auto& [name, job] : jobs_.jobs()) all.push_back(JobToJson(*job));
-  return all;
 }
 
 void Coordinator::RecoverStudies() {
@@ -290,21 +286,18 @@ void Coordinator::ExecuteCommands() {
 }
 
 Status Coordinator::Commit() {
-  // Study records before job records: a torn tail can then lose a trial's job, which Recover
-  // resubmits, but never leave a trial job without its trial.
-  for (const std::string& record : studies_.TakeJournalRecords()) {
-    COHORT_RETURN_IF_ERROR(journal_->Append(record));
+  StateChanges changes;
+  changes.study_records = studies_.TakeJournalRecords();
+  std::set<std::string> dirty = jobs_.TakeDirty();
+  for (const auto& name : dirty) {
+    if (const JobRecord* job = jobs_.FindJob(name)) changes.jobs.push_back(job);
   }
-  for (const auto& name : jobs_.TakeDirty()) {
-    const JobRecord* job = jobs_.FindJob(name);
-    if (job == nullptr) continue;
-    COHORT_RETURN_IF_ERROR(journal_->Append(JobToJson(*job)));
-  }
-  COHORT_RETURN_IF_ERROR(journal_->Sync());
-  if (journal_->journal_records() > options_.snapshot_every) {
-    COHORT_RETURN_IF_ERROR(journal_->Compact(SnapshotRecords()));
-    spdlog::info("journal: compacted {} jobs and {} studies into a snapshot", jobs_.jobs().size(),
-                 studies_.size());
+  Status stored = store_->Commit(changes);
+  if (!stored.ok()) return RollBack(dirty, stored);
+  if (store_failing_since_ms_ >= 0 && !changes.empty()) {
+    spdlog::info("state store: writes are stored again, after {} of failures",
+                 FormatDuration(clock_->NowMs() - store_failing_since_ms_));
+    store_failing_since_ms_ = -1;
   }
   for (auto& o : outbox_.Take()) {
     Status s = (o.agent ? agent_ : client_)->Send(o.peer, std::move(o.frame));
@@ -312,6 +305,62 @@ Status Coordinator::Commit() {
       spdlog::debug("send to {} peer {}: {}", o.agent ? "agent" : "client", o.peer, s.ToString());
     }
   }
+  return Status::Ok();
+}
+
+Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& cause) {
+  const int64_t now = clock_->NowMs();
+  ++stats_.rolled_back;
+  if (store_failing_since_ms_ < 0) {
+    store_failing_since_ms_ = now;
+    last_store_warning_ms_ = now;
+    spdlog::error(
+        "state store: a commit failed; the pass is rolled back and its requests are "
+        "refused (reads are still served, writes are retried): {}",
+        cause.ToString());
+  } else if (now - last_store_warning_ms_ >= 10'000) {
+    last_store_warning_ms_ = now;
+    spdlog::error("state store: still failing after {} ({} passes rolled back): {}",
+                  FormatDuration(now - store_failing_since_ms_), stats_.rolled_back,
+                  cause.ToString());
+  }
+
+  // Nothing of the pass goes out: replies become errors naming the cause.
+  const std::string what = "the coordinator could not store its state (" + cause.message() +
+                           "); nothing of this request was kept";
+  const Status client_error(cause.code() == StatusCode::kResourceExhausted
+                                ? StatusCode::kResourceExhausted
+                                : StatusCode::kUnavailable,
+                            what + "; reads are served and writes are retried: try again later");
+  const Status agent_error = FailedPrecondition(what + "; register again");
+  for (auto& o : outbox_.Take()) {
+    auto m = Message::Parse(std::move(o.frame));
+    if (!m.ok() || m->request_id() == 0) continue;  // launches and stops
+    Status s =
+        (o.agent ? agent_ : client_)
+            ->Send(o.peer, EncodeError(m->request_id(), o.agent ? agent_error : client_error));
+    if (!s.ok()) spdlog::debug("send to peer {}: {}", o.peer, s.ToString());
+  }
+
+  // Memory goes back to the last commit.
+  COHORT_ASSIGN_OR_RETURN(std::vector<JobRecord> stored, store_->LoadJobs(dirty));
+  COHORT_ASSIGN_OR_RETURN(std::vector<std::string> stored_studies, store_->LoadStudies());
+  JobController jobs(ControllerOptions(options_, nodes_), &nodes_);
+  for (const auto& [name, job] : jobs_.jobs()) {
+    if (!dirty.count(name)) jobs.Restore(*job);
+  }
+  for (JobRecord& job : stored) jobs.Restore(std::move(job));
+  jobs.FinishRestore(now);
+  jobs_ = std::move(jobs);
+  studies_ = StudyController(options_.state_dir + "/studies");
+  for (const std::string& record : stored_studies) {
+    auto study = studies_.Replay(record);
+    if (!study.ok()) spdlog::error("state store: a study: {}", study.status().ToString());
+  }
+  for (const auto& [node_id, node] : nodes_.nodes()) {
+    if (!node.ready) jobs_.NodeLost(node_id, "node " + node_id + " is lost", now);
+  }
+  RecoverStudies();
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 // Coordinator is the cohort-coordinator daemon minus main(): one single-threaded event loop over
-// small managers. It owns the two ROUTER endpoints (clients, agents), the durable job store
-// (Journal), and wires the managers together:
+// small managers. It owns the two ROUTER endpoints (clients, agents), the durable state
+// (StateStore), and wires the managers together:
 //   ClientService / AgentService   wire requests in, replies out (coordinator/*_service.h)
 //   JobController                  the job state machine: events in, commands out
 //   NodeRegistry                   nodes, heartbeats, node loss
@@ -10,13 +10,30 @@
 // Loop: RunOnce() polls both sockets for up to `poll_timeout`, hands every message waiting to its
 // service, runs the timers (node heartbeat check, job timeouts, held verdicts, scheduling rounds)
 // against the injected Clock, turns the JobController's commands into launches and stops, then
-// commits: every job changed in this pass is appended to the journal, the journal is fsynced, and
-// only then is the Outbox (replies, launches, stops) sent. So no one (client, agent) ever hears
-// of a change that a crash could undo. Tests step RunOnce() with a ManualClock; main() calls Run().
+// commits: the jobs changed in this pass and the studies' new records go to the StateStore as one
+// transaction, and only once it is durable is the Outbox (replies, launches, stops) sent. So no
+// one (client, agent) ever hears of a change that a crash could undo. Tests step RunOnce() with a
+// ManualClock; main() calls Run().
 //
-// Errors: a malformed frame or an invalid request is answered with ErrorReply; RunOnce returns an
-// error only when the journal cannot be written (the daemon then exits non-zero). Each endpoint
-// gives a pass at most kMaxMessagesPerPass messages, each read and handled once; every message,
+// A failed commit (a full disk, any write error) never stops the coordinator. The pass is rolled
+// back as if the coordinator had crashed just before committing it, except that it keeps running
+// and tells everyone of the pass:
+//  - nothing of the pass goes out: each reply becomes an ErrorReply naming the cause, to clients
+//    RESOURCE_EXHAUSTED (disk full) or UNAVAILABLE (other write errors), to agents
+//    FAILED_PRECONDITION (an agent keeps an update so answered and registers again, carrying it);
+//    launches and stops are dropped;
+//  - memory goes back to the last commit: the jobs the pass changed are read back from the store
+//    (a job the pass submitted disappears), the other jobs are kept as they are (they equal the
+//    store), every study is rebuilt from the store; as after a restart, held verdicts are held
+//    again and open incidents are forgotten. Nodes stay registered; the replicas of nodes lost in
+//    the pass are declared lost again.
+// Reads keep being served from memory, and every later pass that changes something tries to
+// commit again: the coordinator retries writes until the store takes them. Only when the store
+// cannot even be read back does RunOnce return the error (the daemon then exits non-zero and
+// starts again from what is stored).
+//
+// Errors: a malformed frame or an invalid request is answered with ErrorReply. Each endpoint gives
+// a pass at most kMaxMessagesPerPass messages, each read and handled once; every message,
 // bad frames included, counts in its peer's budget of max_requests_per_peer a pass: requests
 // beyond it are answered RESOURCE_EXHAUSTED unprocessed, bad frames beyond it are dropped.
 // Warnings about bad frames are rate-limited, with a count of those left out.
@@ -27,6 +44,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -39,13 +57,13 @@
 #include "coordinator/agent_service.h"
 #include "coordinator/client_service.h"
 #include "coordinator/job_controller.h"
-#include "coordinator/journal.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/options.h"
 #include "coordinator/outbox.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/state.h"
+#include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
@@ -60,6 +78,7 @@ struct CoordinatorStats {
   uint64_t messages = 0;    // read from both endpoints, bad frames included
   uint64_t bad_frames = 0;  // frames that did not verify
   uint64_t refused = 0;     // requests over --max-requests-per-peer
+  uint64_t rolled_back = 0;  // passes whose commit failed
 };
 
 class Coordinator {
@@ -67,7 +86,7 @@ class Coordinator {
   // Messages read from each endpoint in one pass, at most.
   static constexpr size_t kMaxMessagesPerPass = 4096;
 
-  // Replays the journal under options.state_dir and binds both endpoints. `context`: the ZeroMQ
+  // Loads the state store under options.state_dir and binds both endpoints. `context`: the ZeroMQ
   // context to use (tests share one for inproc://); nullptr: the coordinator owns one.
   static StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
                                                        Clock* clock,
@@ -94,7 +113,6 @@ class Coordinator {
  private:
   Coordinator(CoordinatorOptions options, Clock* clock);
   Status Recover();
-  std::vector<std::string> SnapshotRecords() const;  // studies and jobs, for a journal snapshot
 
   // Studies: trial jobs submitted and cancelled as the StudyController asks.
   void RunStudies();
@@ -107,6 +125,8 @@ class Coordinator {
   void ExecuteCommands();
 
   Status Commit();
+  // After a failed commit (see the header comment); `dirty`: the jobs the pass changed.
+  Status RollBack(const std::set<std::string>& dirty, const Status& cause);
   void RefuseOverLimit(const RoutedMessage& m, bool agent);
   void LogStats(bool at_exit) const;
 
@@ -117,7 +137,7 @@ class Coordinator {
   std::unique_ptr<ZapAuthenticator> zap_;
   std::unique_ptr<RouterSocket> client_;
   std::unique_ptr<RouterSocket> agent_;
-  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<StateStore> store_;
   LogStore logs_;
   Scheduler scheduler_;
   NodeRegistry nodes_;
@@ -129,6 +149,8 @@ class Coordinator {
   int64_t started_ms_ = 0;
   int64_t last_periodic_ms_ = 0;
   int64_t last_stats_log_ms_ = 0;
+  int64_t store_failing_since_ms_ = -1;  // -1: the last commit succeeded
+  int64_t last_store_warning_ms_ = 0;
   CoordinatorStats stats_;
   RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
 };

@@ -34,7 +34,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       ("agent-endpoint", po::value(&o.agent_endpoint)->default_value(o.agent_endpoint),
        "ZeroMQ endpoint for node agents")
       ("state-dir", po::value(&o.state_dir)->default_value(o.state_dir),
-       "journal, snapshot, job outputs and logs")
+       "the state database (state.db), job outputs and logs")
       ("heartbeat-timeout", po::value(&heartbeat)->default_value(heartbeat),
        "a node silent this long is LOST and its replicas are restarted elsewhere")
       ("starvation-limit", po::value(&starvation)->default_value(starvation),
@@ -42,8 +42,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       ("port-range", po::value(&ports)->default_value(ports), "ports handed to replicas, MIN-MAX")
       ("stop-grace", po::value(&stop_grace)->default_value(stop_grace),
        "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")
-      ("snapshot-every", po::value(&o.snapshot_every)->default_value(o.snapshot_every),
-       "journal records between snapshots")
+      ("accept-damaged-state", po::bool_switch(&o.accept_damaged_state),
+       "start even though the state database is damaged or missing: drop what does not verify "
+       "and list every job dropped")
       ("max-requests-per-peer",
        po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
        "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")
@@ -92,7 +93,6 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   o.max_spec_bytes = *spec_size;
   o.port_min = lo;
   o.port_max = hi;
-  if (o.snapshot_every == 0) return InvalidArgument("--snapshot-every: must be at least 1");
   if (o.max_requests_per_peer < 1) {
     return InvalidArgument("--max-requests-per-peer: must be at least 1");
   }

@@ -23,8 +23,9 @@ struct CoordinatorOptions {
   int port_max = 29999;
   // Grace given to a replica between SIGTERM and SIGKILL when the coordinator stops it.
   std::chrono::milliseconds stop_grace{30'000};
-  // Compact the journal into a snapshot after this many records.
-  size_t snapshot_every = 10'000;
+  // Start even though the state store is damaged or missing, dropping what does not verify and
+  // listing every job dropped (coordinator/state_store.h).
+  bool accept_damaged_state = false;
   // Requests one peer (client or agent) may have outstanding, i.e. read and not yet answered, in
   // one pass of the loop; beyond that they are answered RESOURCE_EXHAUSTED unprocessed, so one
   // flooding peer cannot starve the others. Frames are capped at 64 MiB by the sockets.

@@ -1,6 +1,6 @@
 // The coordinator's model of the cluster: jobs with their replicas and events, and nodes. Jobs are
-// durable (journaled as one JSON record per changed job: an idempotent upsert, so replay keeps the
-// last record of each job); nodes live in memory only and come back when agents re-register.
+// durable (the StateStore keeps every job changed in a loop pass, coordinator/state_store.h);
+// nodes live in memory only and come back when agents re-register.
 //
 // Replica life: PENDING with an empty node_id = waiting to be placed; PENDING with a node = launch
 // sent; STARTING/RUNNING as the agent reports; then one final state. A replica "holds" its node's
@@ -53,8 +53,8 @@ struct JobRecord {
   uint64_t seq = 0;  // submit order
   std::string name;
   std::string spec_yaml;
-  JobSpec spec;  // parsed from spec_yaml (not journaled separately)
-  std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not journaled)
+  JobSpec spec;                        // parsed from spec_yaml (not stored separately)
+  std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not stored)
   JobState state = JobState::QUEUED;
   std::string message;
   // Why a QUEUED job is not placed yet, from the latest scheduling round (coordinator/gang_fit.h);
@@ -108,7 +108,8 @@ std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 // Fills job.demands from job.spec and job.replicas.
 void FillDemands(JobRecord& job);
 
-// JSON for the journal. FromJson re-parses spec_yaml with ParseJobSpec.
+// A job as one JSON record, the format of the journal of earlier versions (the state store imports
+// such journals once). FromJson re-parses spec_yaml with ParseJobSpec.
 std::string JobToJson(const JobRecord& job);
 StatusOr<JobRecord> JobFromJson(const std::string& text);
 

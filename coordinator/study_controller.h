@@ -2,7 +2,7 @@
 // tuning"): it owns every study (a tuning::Study each), turns the study's decisions into jobs to
 // submit and jobs to cancel, feeds it the trials' measurements and job ends, and keeps it durable.
 // It has no sockets and no job table: the Coordinator asks it for work (TakeActions) after each
-// event, submits and cancels the jobs itself, and appends TakeJournalRecords() to its journal.
+// event, submits and cancels the jobs itself, and commits TakeJournalRecords() to its StateStore.
 //
 // Durability is event sourced. A Study is deterministic in (spec, ordered events), so a study is
 // journaled as its spec plus the ordered list of what happened to it: a trial was created (id and

@@ -9,7 +9,7 @@ packages=(
   # libraries Cohort links
   libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler libspdlog-dev libfmt-dev
   libucx-dev ucx-utils libyaml-cpp-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev libsystemd-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev libsystemd-dev zlib1g-dev libsqlite3-dev
   # benchmark peers
   libopenmpi-dev openmpi-bin libgloo-dev
   # demo data set (digits.csv.gz), Python client, network emulation, process tools

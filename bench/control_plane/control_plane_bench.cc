@@ -7,7 +7,13 @@
 //     the rest stay queued), 256 requests in flight;
 //   - scheduling round time with K agents and the queue full (the coordinator's own
 //     measurement, read from its debug log), and a pure Scheduler round in this process;
-//   - coordinator CPU (utime+stime over an idle window with every agent heartbeating) and RSS.
+//   - coordinator CPU (utime+stime over an idle window with every agent heartbeating) and RSS;
+//   - restart time with the N jobs (and the running ones) in its state: the coordinator is
+//     SIGKILLed and started again on the same state dir --restart-runs times; each run times, from
+//     the exec, its first answer (ListNodes) and its first full ListJobs.
+// --coordinator-args "..." passes more flags to the coordinator (split on spaces), so the same
+// bench runs against two builds: e.g. an earlier build with its journal and
+// "--snapshot-every 100000", against this one with its SQLite store (see bench/RESULTS.md).
 // Never run by ctest.
 #include <signal.h>
 #include <sys/resource.h>
@@ -44,8 +50,17 @@ struct Args {
   int jobs = 10000;
   int latency_runs = 20;
   int idle_seconds = 10;
+  int restart_runs = 3;
   int port = 17400;
+  std::vector<std::string> coordinator_args;
 };
+
+std::vector<std::string> Words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -208,10 +223,13 @@ int main(int argc, char** argv) {
     else if (k == "--latency-runs") a.latency_runs = std::stoi(v);
     else if (k == "--idle-seconds") a.idle_seconds = std::stoi(v);
     else if (k == "--port") a.port = std::stoi(v);
+    else if (k == "--restart-runs") a.restart_runs = std::stoi(v);
+    else if (k == "--coordinator-args") a.coordinator_args = Words(v);
     else {
       std::fprintf(stderr,
                    "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
-                   "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] [--port P]\n");
+                   "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] "
+                   "[--restart-runs R] [--port P] [--coordinator-args \"FLAGS\"]\n");
       return 2;
     }
   }
@@ -227,17 +245,27 @@ int main(int argc, char** argv) {
   std::string agent_ep = "tcp://127.0.0.1:" + std::to_string(a.port + 1);
   std::string log_path = state + "/coordinator.log";
 
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* log = std::fopen(log_path.c_str(), "w");
-    dup2(fileno(log), 2);
-    execl(a.coordinator.c_str(), a.coordinator.c_str(), "--insecure", "--state-dir",
-          (state + "/state").c_str(), "--client-endpoint", client_ep.c_str(),
-          "--agent-endpoint", agent_ep.c_str(), "--heartbeat-timeout", "60s", "--log-level",
-          "debug", "--snapshot-every", "100000", static_cast<char*>(nullptr));
-    std::perror("exec cohort-coordinator");
-    _exit(127);
-  }
+  // Starts the coordinator on `state`, its log appended to log_path.
+  auto start_coordinator = [&]() -> pid_t {
+    pid_t child = fork();
+    if (child == 0) {
+      FILE* log = std::fopen(log_path.c_str(), "a");
+      dup2(fileno(log), 2);
+      std::vector<std::string> args = {
+          a.coordinator,         "--insecure", "--state-dir",      state + "/state",
+          "--client-endpoint",   client_ep,    "--agent-endpoint", agent_ep,
+          "--heartbeat-timeout", "60s",        "--log-level",      "debug"};
+      args.insert(args.end(), a.coordinator_args.begin(), a.coordinator_args.end());
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(a.coordinator.c_str(), argv.data());
+      std::perror("exec cohort-coordinator");
+      _exit(127);
+    }
+    return child;
+  };
+  pid_t pid = start_coordinator();
   Sim sim;
   sim.ctx.set(zmq::ctxopt::max_sockets, a.agents + 64);
   sim.client = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, client_ep));
@@ -346,21 +374,66 @@ int main(int argc, char** argv) {
               a.agents, 100.0 * (p1.cpu_seconds - p0.cpu_seconds) / idle_wall, idle_wall,
               p1.rss_kb / 1024.0);
 
+  // The coordinator's own round timings from its debug log (the last stats line, before any
+  // restart).
+  std::string last_stats;
+  long max_warn_ms = 0;
+  {
+    std::ifstream log(log_path);
+    std::string line;
+    while (std::getline(log, line)) {
+      if (line.find("scheduler stats:") != std::string::npos) last_stats = line;
+      auto w = line.find("scheduling round took ");
+      if (w != std::string::npos) {
+        max_warn_ms = std::max(max_warn_ms, std::atol(line.c_str() + w + 22));
+      }
+    }
+  }
+
+  // Restart: SIGKILL (nothing flushed at exit), then the same state dir again.
+  std::vector<double> first_answer, full_list;
+  for (int r = 0; r < a.restart_runs; ++r) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    auto r0 = Clock::now();
+    pid = start_coordinator();
+    double answered = -1;
+    while (Clock::now() - r0 < std::chrono::seconds(120)) {
+      if (sim.Call(wire::ListNodesT{}, milliseconds(20))) {
+        answered = Ms(Clock::now() - r0);
+        break;
+      }
+    }
+    auto list = sim.Call(wire::ListJobsT{}, milliseconds(60000));
+    size_t listed = list && list->As<wire::JobList>() && list->As<wire::JobList>()->jobs()
+                        ? list->As<wire::JobList>()->jobs()->size()
+                        : 0;
+    double listed_ms = Ms(Clock::now() - r0);
+    std::printf("  restart %d: first answer %.0f ms, ListJobs with %zu jobs %.0f ms\n", r + 1,
+                answered, listed, listed_ms);
+    if (answered < 0 || listed == 0) break;
+    first_answer.push_back(answered);
+    full_list.push_back(listed_ms);
+  }
+  if (!first_answer.empty()) {
+    std::uintmax_t bytes = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(state + "/state", ec)) {
+      if (e.is_regular_file()) bytes += e.file_size();
+    }
+    std::printf(
+        "  restart with the state of %d submitted jobs (%.1f MiB of state files): first "
+        "answer median %.0f ms (max %.0f), full ListJobs median %.0f ms over %zu runs\n",
+        a.jobs + a.latency_runs, bytes / 1048576.0, Percentile(first_answer, 0.5),
+        Percentile(first_answer, 1.0), Percentile(full_list, 0.5), first_answer.size());
+  }
+
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
   std::printf("  coordinator exit: %s\n",
               WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "clean (0)" : "NOT clean");
 
-  // The coordinator's own round timings from its debug log (the last stats line).
-  std::ifstream log(log_path);
-  std::string line, last_stats;
-  long max_warn_ms = 0;
-  while (std::getline(log, line)) {
-    if (line.find("scheduler stats:") != std::string::npos) last_stats = line;
-    auto w = line.find("scheduling round took ");
-    if (w != std::string::npos) max_warn_ms = std::max(max_warn_ms, std::atol(line.c_str() + w + 22));
-  }
   if (!last_stats.empty()) {
     std::printf("  coordinator %s\n", last_stats.substr(last_stats.find("scheduler stats:")).c_str());
   }

@@ -443,7 +443,7 @@ int CoordinatorRestartSim(const Args& a) {
   }
   size_t nodes_used = static_cast<size_t>(std::count_if(
       sim.agents.begin(), sim.agents.end(), [](const SimAgent& g) { return !g.replicas.empty(); }));
-  // Let every RUNNING update reach the journal.
+  // Let every RUNNING update reach the state store.
   pump_until([] { return false; }, std::chrono::seconds(3));
   std::printf("coordinator-restart-sim: %d simulated agents, %d running jobs on %zu of them, "
               "--heartbeat-timeout %s\n",

@@ -1,0 +1,163 @@
+// The state store under the real cohort-coordinator process, driven by the real client library
+// over TCP: a damaged database refuses the start (and --accept-damaged-state starts it, listing
+// the job it drops), and a full disk refuses submits while the daemon keeps serving, losing
+// nothing it accepted, through a SIGKILL and a restart.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+
+#include "common/client.h"
+#include "tests/testing/binaries.h"
+#include "tests/testing/process.h"
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string Yaml(const std::string& name, const std::string& command = "/bin/true") {
+  return "name: " + name +
+         "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {gpus: 1}\n"
+         "    process: {command: [" +
+         command + "]}\n";
+}
+
+class StateStoreDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN});
+    if (!missing.empty()) GTEST_SKIP() << missing;
+    client_endpoint_ = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+    agent_endpoint_ = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+    state_ = dir_.Join("state");
+    fs::create_directories(state_);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    if (mounted_) ::umount2(state_.c_str(), MNT_DETACH);
+  }
+  std::vector<std::string> Args(bool accept = false) {
+    std::vector<std::string> args = {"--insecure",        "--state-dir",    state_,
+                                     "--client-endpoint", client_endpoint_, "--agent-endpoint",
+                                     agent_endpoint_};
+    if (accept) args.push_back("--accept-damaged-state");
+    return args;
+  }
+  // Starts the daemon and waits until it answers.
+  void Start(bool accept = false) {
+    daemon_.reset();
+    daemon_ = std::make_unique<ct::DaemonProcess>(COHORT_COORDINATOR_BIN, Args(accept),
+                                                  dir_.Join("coordinator.log"));
+    ASSERT_TRUE(daemon_->Start());
+    auto client = Client();
+    ASSERT_TRUE(ct::WaitUntil([&] { return !daemon_->running() || client.ListJobs().ok(); }, 15s))
+        << daemon_->Log();
+    ASSERT_TRUE(daemon_->running()) << daemon_->Log();
+  }
+  CoordinatorClient Client() {
+    auto c = CoordinatorClient::Connect(client_endpoint_, true);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(*c);
+  }
+  std::set<std::string> JobNames() {
+    auto jobs = Client().ListJobs();
+    EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
+    std::set<std::string> out;
+    if (jobs.ok()) {
+      for (const auto& j : *jobs) out.insert(j.name);
+    }
+    return out;
+  }
+
+  ct::TempDir dir_{"cohort-store-daemon"};
+  std::string client_endpoint_, agent_endpoint_, state_;
+  std::unique_ptr<ct::DaemonProcess> daemon_;
+  bool mounted_ = false;
+};
+
+TEST_F(StateStoreDaemonTest, ADamagedDatabaseIsRefusedAndTheFlagListsTheJobItDrops) {
+  Start();
+  auto client = Client();
+  ASSERT_TRUE(client.Submit(Yaml("kept_a")).ok());
+  ASSERT_TRUE(client.Submit(Yaml("hit", "/bin/flip-me-here")).ok());
+  ASSERT_TRUE(client.Submit(Yaml("kept_b")).ok());
+  daemon_->Stop();  // a clean stop checkpoints the WAL into state.db
+
+  std::string path = state_ + "/state.db";
+  std::string data = ct::ReadFile(path);
+  size_t at = data.find("/bin/flip-me-here");
+  ASSERT_NE(at, std::string::npos);
+  data[at + 6] ^= 0x20;
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << data; }
+
+  ct::RunResult refused = ct::RunProcess(COHORT_COORDINATOR_BIN, Args(), {}, 30s);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  std::string said = refused.out + refused.err;
+  EXPECT_NE(said.find("job hit: its spec does not match its checksum"), std::string::npos) << said;
+  EXPECT_NE(said.find("--accept-damaged-state"), std::string::npos) << said;
+
+  Start(/*accept=*/true);
+  EXPECT_EQ(JobNames(), (std::set<std::string>{"kept_a", "kept_b"}));
+  std::string log = daemon_->Log(1 << 20);
+  EXPECT_NE(log.find("job hit dropped: its spec does not match its checksum"), std::string::npos)
+      << log;
+  // The database was rebuilt from what verified: the next start needs no flag.
+  daemon_->Stop();
+  Start();
+  EXPECT_EQ(JobNames(), (std::set<std::string>{"kept_a", "kept_b"}));
+}
+
+TEST_F(StateStoreDaemonTest, AFullDiskRefusesSubmitsWhileTheDaemonServesAndLosesNothing) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "mounting a size-limited tmpfs for the state dir needs root";
+  if (::mount("tmpfs", state_.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs on " << state_ << ": " << std::strerror(errno);
+  }
+  mounted_ = true;
+  Start();
+  auto client = Client();
+  ASSERT_TRUE(client.Submit(Yaml("before")).ok());
+  {
+    std::ofstream filler(state_ + "/filler", std::ios::binary);
+    std::string chunk(4096, 'f');
+    for (int i = 0; i < 1024 && filler; ++i)
+      filler.write(chunk.data(), chunk.size()), filler.flush();
+  }
+  std::set<std::string> accepted = {"before"};
+  int refused = 0;
+  for (int i = 0; i < 200 && refused < 3; ++i) {
+    std::string name = "full" + std::to_string(i);
+    auto s = client.Submit(Yaml(name));
+    if (s.ok()) {
+      accepted.insert(name);
+      continue;
+    }
+    ++refused;
+    EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("disk is full"), std::string::npos)
+        << s.status().ToString();
+  }
+  ASSERT_EQ(refused, 3) << "the 2 MiB filesystem never filled up";
+  ASSERT_TRUE(daemon_->running()) << daemon_->Log();
+  EXPECT_EQ(JobNames(), accepted);  // reads are served
+
+  fs::remove(state_ + "/filler");
+  ASSERT_TRUE(client.Submit(Yaml("after")).ok());
+  accepted.insert("after");
+  daemon_->Kill();
+  Start();
+  EXPECT_EQ(JobNames(), accepted);
+}
+
+}  // namespace
+}  // namespace cohort

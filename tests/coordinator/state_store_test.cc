@@ -1,0 +1,773 @@
+// The state store on real files: round trips through a closed and reopened database, the schema's
+// migration, the state dir's rules (marker, lost and swapped databases), the import of an
+// earlier version's journal, and damaged state refused (and accepted with the flag, listing what
+// was dropped).
+#include "coordinator/state_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "coordinator/sqlite_db.h"
+#include "coordinator/sqlite_state_store.h"
+#include "coordinator/study_controller.h"
+
+namespace cohort::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Yaml(const std::string& name, int workers, const std::string& command = "/bin/train") {
+  std::string y = "name: " + name +
+                  "\nworker_pools:\n"
+                  "  - role: chief\n    replicas: 1\n    resources: {gpus: 1, cpus: 1}\n"
+                  "    process: {command: [" +
+                  command + "]}\n";
+  if (workers > 0) {
+    y += "  - role: worker\n    replicas: " + std::to_string(workers) +
+         "\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n";
+  }
+  return y;
+}
+
+// A job as JobController::Submit makes it, then moved along a little.
+JobRecord MakeJob(const std::string& name, uint64_t seq, int workers,
+                  const std::string& command = "/bin/train") {
+  JobRecord j;
+  j.seq = seq;
+  j.name = name;
+  j.spec_yaml = Yaml(name, workers, command);
+  auto spec = ParseJobSpec(j.spec_yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  j.spec = *spec;
+  j.replicas = MakeReplicas(j.spec);
+  FillDemands(j);
+  j.state = JobState::RUNNING;
+  j.message = "running";
+  j.create_time_ms = 1000 * static_cast<int64_t>(seq);
+  j.queued_since_ms = j.create_time_ms;
+  j.start_time_ms = j.create_time_ms + 5;
+  j.output_dir = "/srv/out/" + name;
+  j.master_port = 20000 + static_cast<int>(seq);
+  j.bootstrap_port = 21000 + static_cast<int>(seq);
+  for (size_t i = 0; i < j.replicas.size(); ++i) {
+    ReplicaRecord& r = j.replicas[i];
+    r.state = ReplicaState::RUNNING;
+    r.node_id = "node-" + std::to_string(i);
+    r.last_node = r.node_id;
+    r.gpus = {static_cast<int>(i), 7};
+    r.port = 25000 + static_cast<int>(i);
+    r.launched = true;
+    r.attempt = 1;
+    r.state_time_ms = j.start_time_ms + static_cast<int64_t>(i);
+    r.message = "ok \"quoted\" ünïcode";
+  }
+  j.events.push_back(
+      {j.create_time_ms, "submitted (" + std::to_string(j.replicas.size()) + " replicas)"});
+  j.events.push_back({j.start_time_ms, "placed"});
+  return j;
+}
+
+void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.spec_yaml, b.spec_yaml);
+  EXPECT_EQ(a.spec, b.spec);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.message, b.message);
+  EXPECT_EQ(a.create_time_ms, b.create_time_ms);
+  EXPECT_EQ(a.queued_since_ms, b.queued_since_ms);
+  EXPECT_EQ(a.start_time_ms, b.start_time_ms);
+  EXPECT_EQ(a.end_time_ms, b.end_time_ms);
+  EXPECT_EQ(a.restarts, b.restarts);
+  EXPECT_EQ(a.output_dir, b.output_dir);
+  EXPECT_EQ(a.trial_id, b.trial_id);
+  EXPECT_EQ(a.study, b.study);
+  EXPECT_EQ(a.master_port, b.master_port);
+  EXPECT_EQ(a.bootstrap_port, b.bootstrap_port);
+  ASSERT_EQ(a.replicas.size(), b.replicas.size());
+  for (size_t i = 0; i < a.replicas.size(); ++i) {
+    const ReplicaRecord &x = a.replicas[i], &y = b.replicas[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.role, y.role);
+    EXPECT_EQ(x.index, y.index);
+    EXPECT_EQ(x.attempt, y.attempt);
+    EXPECT_EQ(x.launched, y.launched);
+    EXPECT_EQ(x.state, y.state);
+    EXPECT_EQ(x.node_id, y.node_id);
+    EXPECT_EQ(x.last_node, y.last_node);
+    EXPECT_EQ(x.gpus, y.gpus);
+    EXPECT_EQ(x.port, y.port);
+    EXPECT_EQ(x.exit_code, y.exit_code);
+    EXPECT_EQ(x.signal, y.signal);
+    EXPECT_EQ(x.message, y.message);
+    EXPECT_EQ(x.stop_requested, y.stop_requested);
+    EXPECT_EQ(x.state_time_ms, y.state_time_ms);
+  }
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    EXPECT_EQ(a.events[i].time_ms, b.events[i].time_ms) << i;
+    EXPECT_EQ(a.events[i].message, b.events[i].message) << i;
+  }
+  EXPECT_EQ(a.demands.size(), b.demands.size());
+}
+
+std::string StudyYaml(const std::string& name) {
+  return "name: " + name +
+         "\n"
+         "metric: {id: score, goal: maximize}\n"
+         "parameters:\n"
+         "  - {id: x, type: integer, min: 1, max: 6}\n"
+         "algorithm: grid\n"
+         "max_trials: 4\nparallel_trials: 2\n"
+         "trial_job:\n"
+         "  worker_pools:\n"
+         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: [/bin/t]}}\n";
+}
+
+// The journal framing of the earlier version: [u32 length][u32 crc32][payload], little endian.
+std::string Frame(const std::string& payload) {
+  std::string out;
+  auto put = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(static_cast<uint32_t>(payload.size()));
+  put(static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()),
+                                  static_cast<uInt>(payload.size()))));
+  return out + payload;
+}
+
+void WriteBytes(const fs::path& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Flips one byte of the first occurrence of `needle` in the file; false if it is not there.
+bool FlipByteOf(const fs::path& path, const std::string& needle) {
+  std::string data = ReadBytes(path);
+  size_t at = data.find(needle);
+  if (at == std::string::npos) return false;
+  data[at + needle.size() / 2] ^= 0x20;
+  WriteBytes(path, data);
+  return true;
+}
+
+bool Mentions(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines) {
+    if (l.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+class StateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() /
+           ("cohort-store-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  StatusOr<std::unique_ptr<StateStore>> Open(bool accept = false) {
+    StateStoreOptions o;
+    o.accept_damaged_state = accept;
+    return OpenStateStore(dir_.string(), o);
+  }
+  std::unique_ptr<StateStore> OpenOk(bool accept = false) {
+    auto s = Open(accept);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  // Stores `jobs` in a new store and closes it.
+  void Store(const std::vector<JobRecord>& jobs) {
+    auto store = OpenOk();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->Load().ok());
+    StateChanges c;
+    for (const auto& j : jobs) c.jobs.push_back(&j);
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
+  std::vector<JobRecord> jobs = {MakeJob("a", 1, 2), MakeJob("b", 2, 0), MakeJob("c", 3, 1)};
+  jobs[1].state = JobState::FAILED;
+  jobs[1].end_time_ms = 9999;
+  jobs[1].restarts = 2;
+  jobs[1].replicas[0].state = ReplicaState::FAILED;
+  jobs[1].replicas[0].exit_code = 3;
+  jobs[1].replicas[0].signal = 9;
+  jobs[1].replicas[0].stop_requested = true;
+  jobs[1].replicas[0].gpus = {};
+  jobs[2].study = "s";
+  jobs[2].trial_id = "1";
+
+  StudyController studies(dir_.string() + "/studies");
+  ASSERT_TRUE(studies.Submit(StudyYaml("s"), 100).ok());
+  StudyActions actions = studies.TakeActions(100);
+  ASSERT_EQ(actions.submit.size(), 2u);
+  ASSERT_TRUE(studies.AddMeasurement(actions.submit[0].job.name, 1, {{"score", 0.5}}).ok());
+  std::vector<std::string> records = studies.TakeJournalRecords();
+  studies.JobEnded(actions.submit[0].job.name, true, "done", 200);
+  for (auto& r : studies.TakeJournalRecords()) records.push_back(r);  // incremental
+  ASSERT_EQ(records.size(), 2u);
+  {
+    auto store = OpenOk();
+    ASSERT_TRUE(store);
+    auto loaded = store->Load();
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_TRUE(loaded->jobs.empty());
+    StateChanges c;
+    for (const auto& j : jobs) c.jobs.push_back(&j);
+    c.study_records = {records[0]};
+    ASSERT_TRUE(store->Commit(c).ok());
+    StateChanges c2;
+    c2.study_records = {records[1]};
+    ASSERT_TRUE(store->Commit(c2).ok());
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "state.db"));
+  EXPECT_TRUE(fs::exists(dir_ / "state-store.id"));
+
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE(loaded->dropped.empty());
+  ASSERT_EQ(loaded->jobs.size(), 3u);
+  for (size_t i = 0; i < jobs.size(); ++i) ExpectSameJob(loaded->jobs[i], jobs[i]);
+
+  // The study comes back as one record that rebuilds the same study.
+  ASSERT_EQ(loaded->studies.size(), 1u);
+  StudyController again(dir_.string() + "/studies");
+  auto replayed = again.Replay(loaded->studies[0]);
+  ASSERT_TRUE(replayed.ok() && *replayed) << replayed.status().ToString();
+  auto before = studies.Info("s"), after = again.Info("s");
+  ASSERT_TRUE(before.ok() && after.ok());
+  ASSERT_EQ(after->trials.size(), before->trials.size());
+  for (size_t i = 0; i < after->trials.size(); ++i) {
+    EXPECT_EQ(after->trials[i]->state, before->trials[i]->state) << i;
+    EXPECT_EQ(after->trials[i]->steps, before->trials[i]->steps) << i;
+  }
+  EXPECT_EQ(after->best_trial, before->best_trial);
+}
+
+TEST_F(StateStoreTest, ChangedJobsAreStoredAndTheEventWindowSlides) {
+  JobRecord job = MakeJob("slide", 1, 1);
+  auto store = OpenOk();
+  ASSERT_TRUE(store && store->Load().ok());
+  auto commit = [&] {
+    StateChanges c;
+    c.jobs = {&job};
+    ASSERT_TRUE(store->Commit(c).ok());
+  };
+  commit();
+  // A replica moves, an event is rewritten in place, more are added.
+  job.replicas[1].state = ReplicaState::LOST;
+  job.replicas[1].node_id.clear();
+  job.events[1].message = "placed on node-0, node-1";
+  for (int i = 0; i < 10; ++i) job.events.push_back({5000 + i, "event " + std::to_string(i)});
+  commit();
+  // The job keeps its latest events only: the front falls off while new ones arrive.
+  job.events.erase(job.events.begin(), job.events.begin() + 4);
+  job.events.push_back({6000, "latest"});
+  commit();
+  job.state = JobState::SUCCEEDED;
+  job.end_time_ms = 7000;
+  job.events.clear();
+  commit();
+  job.events.push_back({7001, "a new first event"});
+  commit();
+  store.reset();
+
+  store = OpenOk();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 1u);
+  ExpectSameJob(loaded->jobs[0], job);
+  // LoadJobs reads the same, and leaves out names it does not hold.
+  auto some = store->LoadJobs({"slide", "never-stored"});
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  ASSERT_EQ(some->size(), 1u);
+  ExpectSameJob((*some)[0], job);
+}
+
+TEST_F(StateStoreTest, AFailedCommitChangesNothingAndTheNextOneStoresEverything) {
+  JobRecord job = MakeJob("atomic", 1, 0);
+  auto store = OpenOk();
+  ASSERT_TRUE(store && store->Load().ok());
+  StateChanges c;
+  c.jobs = {&job};
+  ASSERT_TRUE(store->Commit(c).ok());
+
+  // One pass: a changed job and a study record the store cannot take (it starts at event 5 of a
+  // study it does not hold): the whole transaction is rolled back.
+  job.state = JobState::SUCCEEDED;
+  job.events.push_back({2, "succeeded"});
+  JobRecord added = MakeJob("added", 2, 0);
+  StateChanges bad;
+  bad.jobs = {&job, &added};
+  bad.study_records = {R"({"kind":"study","name":"x","spec_yaml":"","first":5,"events":[]})"};
+  Status s = store->Commit(bad);
+  EXPECT_FALSE(s.ok());
+  auto stored = store->LoadJobs({"atomic", "added"});
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].state, JobState::RUNNING);
+  EXPECT_EQ((*stored)[0].events.size(), 2u);
+
+  // The store did not take the failed pass for written: the same jobs are written in full next.
+  StateChanges retry;
+  retry.jobs = {&job, &added};
+  ASSERT_TRUE(store->Commit(retry).ok());
+  store.reset();
+  store = OpenOk();
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 2u);
+  ExpectSameJob(loaded->jobs[0], job);
+  ExpectSameJob(loaded->jobs[1], added);
+}
+
+TEST_F(StateStoreTest, HistoryQueriesFilterByStateAndTimeNewestFirstUsingTheIndexes) {
+  std::vector<JobRecord> jobs;
+  for (int i = 1; i <= 20; ++i) {
+    JobRecord j = MakeJob("h" + std::to_string(i), static_cast<uint64_t>(i), i % 3);
+    if (i % 2 == 0) {
+      j.state = JobState::SUCCEEDED;
+      j.end_time_ms = 100'000 + i;
+    } else if (i % 5 == 0) {
+      j.state = JobState::FAILED;
+      j.end_time_ms = 200'000 + i;
+    }
+    jobs.push_back(std::move(j));
+  }
+  Store(jobs);
+  auto store = OpenOk();
+  ASSERT_TRUE(store && store->Load().ok());
+
+  JobQuery q;
+  q.states = {JobState::SUCCEEDED};
+  q.limit = 3;
+  auto r = store->ListJobs(q);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].name, "h20");
+  EXPECT_EQ((*r)[1].name, "h18");
+  EXPECT_EQ((*r)[2].name, "h16");
+  EXPECT_EQ((*r)[0].replicas, 1 + 20 % 3);
+
+  JobQuery ended;
+  ended.ended_since_ms = 200'000;
+  r = store->ListJobs(ended);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);  // h15, h5
+  EXPECT_EQ((*r)[0].name, "h15");
+  EXPECT_EQ((*r)[0].state, JobState::FAILED);
+
+  JobQuery created;
+  created.created_since_ms = 18'000;
+  created.states = {JobState::RUNNING, JobState::SUCCEEDED};
+  r = store->ListJobs(created);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 3u);  // h18, h19, h20
+
+  store.reset();
+  auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+  ASSERT_TRUE(db.ok());
+  auto plan = [&](const std::string& sql) {
+    std::string out;
+    auto st = (*db)->Prepare("EXPLAIN QUERY PLAN " + sql);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    while (st.ok() && *st->Step()) out += st->Text(3) + "\n";
+    return out;
+  };
+  EXPECT_NE(plan("SELECT name FROM jobs WHERE state IN (3) ORDER BY seq DESC LIMIT 3")
+                .find("jobs_by_state"),
+            std::string::npos);
+  EXPECT_NE(plan("SELECT name FROM jobs WHERE end_time_ms >= 5").find("jobs_by_end_time"),
+            std::string::npos);
+}
+
+// ---- schema ---------------------------------------------------------------------------------
+
+TEST_F(StateStoreTest, TheSchemaMigratesStepByStepAndANewerOneIsRefused) {
+  fs::create_directories(dir_);
+  std::string path = (dir_ / "m.db").string();
+  auto db = SqliteDb::Open(path, true);
+  ASSERT_TRUE(db.ok());
+  const SchemaStep v1[] = {{1, "CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (7);"}};
+  ASSERT_TRUE(MigrateSchema(**db, v1).ok());
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA user_version"), 1);
+  // A second run of the same steps does nothing; a new step runs once, keeping the data.
+  ASSERT_TRUE(MigrateSchema(**db, v1).ok());
+  const SchemaStep v2[] = {v1[0], {2, "ALTER TABLE t ADD COLUMN b TEXT NOT NULL DEFAULT 'x';"}};
+  ASSERT_TRUE(MigrateSchema(**db, v2).ok());
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA user_version"), 2);
+  EXPECT_EQ(*(*db)->QueryText("SELECT a || b FROM t"), "7x");
+  // A failing step is rolled back whole and named; the database stays at the last good version.
+  const SchemaStep v3[] = {
+      v2[0], v2[1], {3, "CREATE TABLE u (c); INSERT INTO nowhere VALUES (1);"}};
+  Status s = MigrateSchema(**db, v3);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("from version 2 to 3"), std::string::npos) << s.ToString();
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA user_version"), 2);
+  EXPECT_FALSE((*db)->QueryInt("SELECT COUNT(*) FROM u").ok());
+  // A database newer than this program is refused, not downgraded.
+  s = MigrateSchema(**db, v1);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("newer"), std::string::npos) << s.ToString();
+}
+
+TEST_F(StateStoreTest, ANewStoreHasTheLatestSchemaAndADatabaseFromTheFutureIsRefused) {
+  Store({MakeJob("j", 1, 0)});
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ(*(*db)->QueryInt("PRAGMA user_version"), SqliteStateStore::Schema().back().version);
+    EXPECT_EQ(*(*db)->QueryText("PRAGMA journal_mode"), "wal");
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 99").ok());
+  }
+  auto store = Open();
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("newer cohort-coordinator"), std::string::npos)
+      << store.status().ToString();
+}
+
+TEST_F(StateStoreTest, ASecondOpenOfTheSameStoreIsRefusedAsBusy) {
+  auto first = OpenOk();
+  ASSERT_TRUE(first && first->Load().ok());
+  auto second = Open();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("another process"), std::string::npos)
+      << second.status().ToString();
+}
+
+// ---- the state dir's rules ------------------------------------------------------------------
+
+TEST_F(StateStoreTest, ALostOrEmptiedDatabaseIsRefusedWhileTheMarkerSaysOneExisted) {
+  Store({MakeJob("kept", 1, 0)});
+  fs::create_directories(dir_ / "logs" / "kept");
+  fs::rename(dir_ / "state.db", dir_ / "elsewhere.db");
+  auto missing = Open();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(missing.status().message().find("there is no state database"), std::string::npos)
+      << missing.status().ToString();
+  EXPECT_NE(missing.status().message().find("state-store.id"), std::string::npos);
+
+  WriteBytes(dir_ / "state.db", "");
+  auto empty = Open();
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("is empty"), std::string::npos)
+      << empty.status().ToString();
+
+  // With the flag it starts with no jobs, listing the job it knows of from its logs.
+  auto store = OpenOk(true);
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_TRUE(loaded->jobs.empty());
+  EXPECT_TRUE(Mentions(loaded->dropped, "job kept dropped")) << loaded->dropped.size();
+}
+
+TEST_F(StateStoreTest, NoDatabaseButLogsOfEarlierJobsIsRefused) {
+  fs::create_directories(dir_ / "logs" / "old-job");
+  auto store = Open();
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(store.status().message().find("old-job"), std::string::npos)
+      << store.status().ToString();
+  EXPECT_FALSE(fs::exists(dir_ / "state.db"));
+}
+
+TEST_F(StateStoreTest, ADatabaseSwappedForAnotherStoresIsRefused) {
+  Store({MakeJob("one", 1, 0)});
+  fs::path first = dir_;
+  dir_ += "-other";
+  Store({MakeJob("two", 1, 0)});
+  fs::path other = dir_;
+  dir_ = first;
+  fs::copy_file(other / "state.db", first / "state.db", fs::copy_options::overwrite_existing);
+  auto store = Open();
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("was replaced by another one"), std::string::npos)
+      << store.status().ToString();
+  fs::remove_all(other);
+  // Adopted with the flag; the marker then names it.
+  ASSERT_TRUE(OpenOk(true));
+  ASSERT_TRUE(OpenOk());
+}
+
+TEST_F(StateStoreTest, AMissingMarkerIsWrittenAgain) {
+  Store({MakeJob("j", 1, 0)});
+  fs::remove(dir_ / "state-store.id");
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  EXPECT_TRUE(fs::exists(dir_ / "state-store.id"));
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->jobs.size(), 1u);
+}
+
+// ---- damage ---------------------------------------------------------------------------------
+
+TEST_F(StateStoreTest, AFlippedByteInASpecIsRefusedAndTheFlagDropsThatJobOnly) {
+  std::vector<JobRecord> jobs = {MakeJob("good1", 1, 1), MakeJob("hit", 2, 1, "/bin/flip-me-here"),
+                                 MakeJob("good2", 3, 0)};
+  Store(jobs);  // closing checkpoints the WAL into state.db
+  ASSERT_TRUE(FlipByteOf(dir_ / "state.db", "/bin/flip-me-here"));
+
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  auto refused = store->Load();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("job hit: its spec does not match its checksum"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("--accept-damaged-state"), std::string::npos);
+  store.reset();
+
+  store = OpenOk(true);
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 2u);
+  ExpectSameJob(loaded->jobs[0], jobs[0]);
+  ExpectSameJob(loaded->jobs[1], jobs[2]);
+  ASSERT_EQ(loaded->dropped.size(), 1u);
+  EXPECT_NE(loaded->dropped[0].find("job hit dropped"), std::string::npos) << loaded->dropped[0];
+  bool kept_aside = false;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    kept_aside |= e.path().filename().string().rfind("state.db.damaged-", 0) == 0;
+  }
+  EXPECT_TRUE(kept_aside);
+  store.reset();
+  // The rebuilt database verifies: no flag needed any more.
+  store = OpenOk();
+  ASSERT_TRUE(store);
+  loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->jobs.size(), 2u);
+}
+
+TEST_F(StateStoreTest, ADamagedReplicaOrEventIsFoundByItsChecksum) {
+  std::vector<JobRecord> jobs = {MakeJob("r", 1, 1), MakeJob("e", 2, 0)};
+  jobs[0].replicas[1].message = "replica-needle";
+  jobs[1].events.push_back({77, "event-needle"});
+  Store(jobs);
+  ASSERT_TRUE(FlipByteOf(dir_ / "state.db", "replica-needle"));
+  ASSERT_TRUE(FlipByteOf(dir_ / "state.db", "event-needle"));
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  auto refused = store->Load();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("job r: replica worker-0 does not match"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("job e: event 2 does not match"), std::string::npos)
+      << refused.status().ToString();
+  store.reset();
+  // A damaged replica drops its job; a damaged event is dropped from a job that is kept.
+  store = OpenOk(true);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 1u);
+  EXPECT_EQ(loaded->jobs[0].name, "e");
+  EXPECT_EQ(loaded->jobs[0].events.size(), 2u);
+  EXPECT_TRUE(Mentions(loaded->dropped, "job r dropped"));
+  EXPECT_TRUE(Mentions(loaded->dropped, "job e: kept without its damaged events"));
+}
+
+TEST_F(StateStoreTest, ACorruptPageIsRefusedAndTheFlagNamesEveryJobItDrops) {
+  std::vector<JobRecord> jobs;
+  for (int i = 1; i <= 300; ++i) {
+    jobs.push_back(
+        MakeJob("p" + std::to_string(i), i, 2, i == 150 ? "/bin/page-needle" : "/bin/t"));
+  }
+  Store(jobs);
+  // Overwrite the page that holds job p150's spec with garbage.
+  std::string data = ReadBytes(dir_ / "state.db");
+  size_t at = data.find("/bin/page-needle");
+  ASSERT_NE(at, std::string::npos);
+  size_t page = at / 4096 * 4096;
+  ASSERT_GT(page, 0u);
+  for (size_t i = page; i < page + 4096; ++i) data[i] = static_cast<char>(i * 7 + 3);
+  WriteBytes(dir_ / "state.db", data);
+
+  {
+    auto store = OpenOk();
+    ASSERT_TRUE(store);
+    auto loaded = store->Load();
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(loaded.status().message().find("integrity check"), std::string::npos)
+        << loaded.status().ToString();
+  }
+  // With the flag what verifies is kept exactly as stored, and every other job is named.
+  auto store = OpenOk(true);
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_LT(loaded->jobs.size(), jobs.size());
+  std::set<std::string> seen;
+  for (const auto& j : loaded->jobs) {
+    ExpectSameJob(j, jobs[j.seq - 1]);
+    seen.insert(j.name);
+  }
+  EXPECT_FALSE(seen.count("p150"));
+  for (const auto& j : jobs) {
+    if (!seen.count(j.name)) {
+      EXPECT_TRUE(Mentions(loaded->dropped, "job " + j.name + " dropped")) << j.name;
+    }
+  }
+}
+
+TEST_F(StateStoreTest, AFileThatIsNotADatabaseIsRefused) {
+  Store({MakeJob("x", 1, 0)});
+  fs::create_directories(dir_ / "logs" / "x");
+  WriteBytes(dir_ / "state.db", std::string(8192, 'z'));
+  auto store = Open();
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(store.status().message().find("cannot be read"), std::string::npos)
+      << store.status().ToString();
+  auto accepted = OpenOk(true);
+  ASSERT_TRUE(accepted);
+  auto loaded = accepted->Load();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_TRUE(loaded->jobs.empty());
+  EXPECT_TRUE(Mentions(loaded->dropped, "job x dropped"));
+}
+
+// ---- import of an earlier version's journal -------------------------------------------------
+
+TEST_F(StateStoreTest, AJournalIsImportedOnceAndKeptAsABackup) {
+  fs::create_directories(dir_);
+  JobRecord a = MakeJob("a", 1, 1), b = MakeJob("b", 2, 0);
+  StudyController studies(dir_.string() + "/studies");
+  ASSERT_TRUE(studies.Submit(StudyYaml("st"), 10).ok());
+  StudyActions actions = studies.TakeActions(10);
+  std::vector<std::string> study_records = studies.TakeJournalRecords();
+  ASSERT_TRUE(studies.AddMeasurement(actions.submit[0].job.name, 3, {{"score", 2.0}}).ok());
+  for (auto& r : studies.TakeJournalRecords()) study_records.push_back(r);
+  ASSERT_EQ(study_records.size(), 2u);
+
+  // Snapshot: a and the study's first record; journal: a newer a, b, the study's next events,
+  // and a torn last record.
+  WriteBytes(dir_ / "snapshot", Frame(JobToJson(a)) + Frame(study_records[0]));
+  JobRecord a2 = a;
+  a2.state = JobState::SUCCEEDED;
+  a2.end_time_ms = 5555;
+  WriteBytes(dir_ / "journal", Frame(JobToJson(a2)) + Frame(JobToJson(b)) +
+                                   Frame(study_records[1]) + Frame(JobToJson(b)).substr(0, 30));
+  fs::create_directories(dir_ / "logs" / "a");
+
+  {
+    auto store = OpenOk();
+    ASSERT_TRUE(store);
+    auto loaded = store->Load();
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_EQ(loaded->jobs.size(), 2u);
+    ExpectSameJob(loaded->jobs[0], a2);
+    ExpectSameJob(loaded->jobs[1], b);
+    ASSERT_EQ(loaded->studies.size(), 1u);
+    StudyController again(dir_.string() + "/studies");
+    ASSERT_TRUE(again.Replay(loaded->studies[0]).ok());
+    EXPECT_EQ(again.Info("st")->trials[0]->steps, 1);
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "journal"));
+  EXPECT_FALSE(fs::exists(dir_ / "snapshot"));
+  EXPECT_TRUE(fs::exists(dir_ / "journal.pre-sqlite"));
+  EXPECT_TRUE(fs::exists(dir_ / "snapshot.pre-sqlite"));
+
+  // Once: the next start reads the database.
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->jobs.size(), 2u);
+  auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+  store.reset();
+  ASSERT_TRUE(db.ok());
+  auto imported = (*db)->QueryText("SELECT value FROM meta WHERE key = 'journal_imported'");
+  ASSERT_TRUE(imported.ok());
+  EXPECT_NE(imported->find("2 jobs (1 unfinished) and 1 studies"), std::string::npos) << *imported;
+}
+
+TEST_F(StateStoreTest, AJournalDamagedInTheMiddleIsRefusedUntouchedAndTheFlagImportsTheRest) {
+  fs::create_directories(dir_);
+  JobRecord a = MakeJob("a", 1, 0), b = MakeJob("b", 2, 0, "/bin/flip-me-here"),
+            c = MakeJob("c", 3, 0);
+  std::string journal = Frame(JobToJson(a)) + Frame(JobToJson(b)) + Frame(JobToJson(c));
+  WriteBytes(dir_ / "journal", journal);
+  ASSERT_TRUE(FlipByteOf(dir_ / "journal", "/bin/flip-me-here"));
+  std::string damaged = ReadBytes(dir_ / "journal");
+
+  auto refused = Open();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("a damaged record at offset"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_EQ(ReadBytes(dir_ / "journal"), damaged);
+  EXPECT_FALSE(fs::exists(dir_ / "state.db"));
+
+  // With the flag, c after the damage is found and kept.
+  auto store = OpenOk(true);
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 2u);
+  EXPECT_EQ(loaded->jobs[0].name, "a");
+  EXPECT_EQ(loaded->jobs[1].name, "c");
+  EXPECT_TRUE(Mentions(loaded->dropped, "a damaged record at offset"));
+  EXPECT_EQ(ReadBytes(dir_ / "journal.pre-sqlite"), damaged);
+}
+
+TEST_F(StateStoreTest, ABadLengthMidJournalIsDamageNotATornTail) {
+  fs::create_directories(dir_);
+  std::string first = Frame(JobToJson(MakeJob("a", 1, 0)));
+  std::string journal =
+      first + Frame(JobToJson(MakeJob("b", 2, 0))) + Frame(JobToJson(MakeJob("c", 3, 0)));
+  journal[first.size() + 3] = '\x7f';  // b's length: far past the end of the file
+  WriteBytes(dir_ / "journal", journal);
+  auto refused = Open();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(
+      refused.status().message().find("a damaged record at offset " + std::to_string(first.size())),
+      std::string::npos)
+      << refused.status().ToString();
+  auto store = OpenOk(true);
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(loaded->jobs.size(), 2u);
+  EXPECT_EQ(loaded->jobs[1].name, "c");
+}
+
+TEST_F(StateStoreTest, AJournalWhoseSnapshotWasLostIsRefused) {
+  fs::create_directories(dir_ / "logs" / "only-in-snapshot");
+  WriteBytes(dir_ / "journal", Frame(JobToJson(MakeJob("later", 2, 0))));
+  auto store = Open();
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("only-in-snapshot"), std::string::npos)
+      << store.status().ToString();
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
