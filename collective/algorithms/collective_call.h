@@ -53,8 +53,9 @@ std::string_view CollectiveKindName(CollectiveKind kind);
 constexpr uint32_t kMaxDataStep = 1u << 27;
 constexpr uint32_t kPointToPointHeaderStep = kMaxDataStep;
 constexpr uint32_t kPointToPointDataStep = kMaxDataStep + 1;
-// The Reduction Server's header uses the last step (kHeaderStep); call headers the one before it.
-constexpr uint32_t kCallHeaderStep = (1u << kTagStepBits) - 2;
+// The last steps are taken: the Reduction Server's header (kHeaderStep, the last) and the UCX
+// transport's hello (the one before). Call headers use the one before those.
+constexpr uint32_t kCallHeaderStep = (1u << kTagStepBits) - 3;
 
 // The options every collective takes (each algorithm's options struct derives from it).
 struct CollectiveOptions {

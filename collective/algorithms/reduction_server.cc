@@ -4,7 +4,6 @@
 #include <cstring>
 #include <deque>
 #include <limits>
-#include <memory>
 #include <string>
 
 #include "collective/kernels/reduce.h"
@@ -73,9 +72,14 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   const size_t num_chunks = (options.count + chunk_elems - 1) / chunk_elems;
   if (num_chunks >= kHeaderStep) return InvalidArgument("too many chunks: raise chunk_bytes");
   auto* data = static_cast<char*>(options.data);
-  // Compressed, chunks travel from and back into a buffer of wire-type elements.
-  std::unique_ptr<char[]> staging(compress ? new char[options.count * wes] : nullptr);
-  char* on_wire = compress ? staging.get() : data;
+  // Compressed, chunks travel from and back into a buffer of wire-type elements, kept per thread
+  // and grown as needed (a fresh one per call would fault in its pages every time).
+  thread_local std::vector<char> staging;
+  if (compress && staging.size() < options.count * wes) {
+    staging = std::vector<char>();  // the old contents are not needed: free before allocating
+    staging.resize(options.count * wes);
+  }
+  char* on_wire = compress ? staging.data() : data;
   auto* floats = reinterpret_cast<float*>(data);
 
   RoundHeader header;
