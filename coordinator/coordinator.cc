@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "coordinator/launch_plan.h"
 #include "coordinator/placement_round.h"
@@ -223,6 +224,10 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
 
 void Coordinator::Tick() {
   int64_t now = clock_->NowMs();
+  // After a failed commit the timers wait for their retry (RollBack): what they would change
+  // cannot be stored yet, and a pass that fails to commit refuses its reads too.
+  if (now < store_retry_at_ms_) return;
+  if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
   for (const auto& [node_id, why] : nodes_.CheckLost(now)) jobs_.NodeLost(node_id, why, now);
   jobs_.ReleaseVerdicts(now);
   bool periodic = now - last_periodic_ms_ >= kPeriodicMs;
@@ -298,6 +303,7 @@ Status Coordinator::Commit() {
     spdlog::info("state store: writes are stored again, after {} of failures",
                  FormatDuration(clock_->NowMs() - store_failing_since_ms_));
     store_failing_since_ms_ = -1;
+    store_retry_at_ms_ = 0;
   }
   for (auto& o : outbox_.Take()) {
     Status s = (o.agent ? agent_ : client_)->Send(o.peer, std::move(o.frame));
@@ -345,9 +351,10 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   // Memory goes back to the last commit.
   COHORT_ASSIGN_OR_RETURN(std::vector<JobRecord> stored, store_->LoadJobs(dirty));
   COHORT_ASSIGN_OR_RETURN(std::vector<std::string> stored_studies, store_->LoadStudies());
+  // The jobs the pass did not change equal the store: moved over, not copied or re-read.
   JobController jobs(ControllerOptions(options_, nodes_), &nodes_);
   for (const auto& [name, job] : jobs_.jobs()) {
-    if (!dirty.count(name)) jobs.Restore(*job);
+    if (!dirty.count(name)) jobs.Restore(std::move(*job));
   }
   for (JobRecord& job : stored) jobs.Restore(std::move(job));
   jobs.FinishRestore(now);
@@ -357,11 +364,24 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
     auto study = studies_.Replay(record);
     if (!study.ok()) spdlog::error("state store: a study: {}", study.status().ToString());
   }
+  // Memory equals the store again. What the coordinator would change by itself (node losses,
+  // verdicts, timeouts, placements, trials) waits for the timers' next retry.
+  redo_after_rollback_ = true;
+  if (now >= store_retry_at_ms_) store_retry_at_ms_ = now + kPeriodicMs;
+  return Status::Ok();
+}
+
+void Coordinator::RedoAfterRollBack(int64_t now) {
+  // Nodes stay registered through a rollback: the losses the rolled-back passes recorded are
+  // applied again (replicas already LOST are left alone).
   for (const auto& [node_id, node] : nodes_.nodes()) {
-    if (!node.ready) jobs_.NodeLost(node_id, "node " + node_id + " is lost", now);
+    if (node.ready) continue;
+    jobs_.NodeLost(node_id,
+                   "no heartbeat for " + FormatDuration(now - node.last_heartbeat_ms) +
+                       " (timeout " + FormatDuration(options_.heartbeat_timeout.count()) + ")",
+                   now);
   }
   RecoverStudies();
-  return Status::Ok();
 }
 
 void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {

@@ -25,12 +25,14 @@
 //  - memory goes back to the last commit: the jobs the pass changed are read back from the store
 //    (a job the pass submitted disappears), the other jobs are kept as they are (they equal the
 //    store), every study is rebuilt from the store; as after a restart, held verdicts are held
-//    again and open incidents are forgotten. Nodes stay registered; the replicas of nodes lost in
-//    the pass are declared lost again.
-// Reads keep being served from memory, and every later pass that changes something tries to
-// commit again: the coordinator retries writes until the store takes them. Only when the store
-// cannot even be read back does RunOnce return the error (the daemon then exits non-zero and
-// starts again from what is stored).
+//    again and open incidents are forgotten. Nodes stay registered.
+// Then the coordinator retries: every pass that a request changes something in tries to commit
+// again, while the timers (node losses, verdicts, timeouts, scheduling, trials: the changes the
+// coordinator makes by itself) wait a retry interval (1 s) after a failure, so that passes of
+// reads alone keep committing nothing and answering. When they run again, the node losses the
+// rolled-back passes recorded are applied again first. Only when the store cannot even be read
+// back does RunOnce return the error (the daemon then exits non-zero and starts again from what
+// is stored).
 //
 // Errors: a malformed frame or an invalid request is answered with ErrorReply. Each endpoint gives
 // a pass at most kMaxMessagesPerPass messages, each read and handled once; every message,
@@ -127,6 +129,8 @@ class Coordinator {
   Status Commit();
   // After a failed commit (see the header comment); `dirty`: the jobs the pass changed.
   Status RollBack(const std::set<std::string>& dirty, const Status& cause);
+  // The timers' first run after a rollback: node losses applied again, studies' trials checked.
+  void RedoAfterRollBack(int64_t now);
   void RefuseOverLimit(const RoutedMessage& m, bool agent);
   void LogStats(bool at_exit) const;
 
@@ -151,6 +155,8 @@ class Coordinator {
   int64_t last_stats_log_ms_ = 0;
   int64_t store_failing_since_ms_ = -1;  // -1: the last commit succeeded
   int64_t last_store_warning_ms_ = 0;
+  int64_t store_retry_at_ms_ = 0;     // the timers wait until then after a failed commit
+  bool redo_after_rollback_ = false;  // RedoAfterRollBack before the timers' next run
   CoordinatorStats stats_;
   RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
 };

@@ -942,6 +942,45 @@ TEST_F(FullDiskTest, SubmitsBeyondAFullDiskAreRefusedReadsAreServedAndNothingAcc
   for (const auto& name : refused) EXPECT_EQ(coordinator_->FindJob(name), nullptr) << name;
 }
 
+TEST_F(FullDiskTest, ANodeLostWhileNothingCanBeStoredIsLostOnceThereIsRoom) {
+  AddAgent("node-a", 1);
+  ASSERT_TRUE(Submit(JobYaml("moving", 0, 1)).ok());
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-a/chief-0"), 1u);
+  RunAll(launches);
+  AddAgent("node-b", 1);
+
+  // node-a falls silent past the heartbeat timeout while node-b heartbeats: the loss, the
+  // restart and the launch on node-b cannot be stored, so none of them happens yet.
+  Fill();
+  uint64_t before = coordinator_->stats().rolled_back;
+  for (int i = 0; i < 14; ++i) {
+    clock_.Advance(milliseconds(1000));
+    Heartbeat("node-b");
+    PumpFew();
+  }
+  EXPECT_GT(coordinator_->stats().rolled_back, before);
+  EXPECT_TRUE(TakeLaunchList().empty());
+  // Reads are answered meanwhile, with what is stored.
+  auto info = GetJob("moving");
+  ASSERT_NE(Replica(info, "chief-0"), nullptr);
+  EXPECT_EQ(Replica(info, "chief-0")->state, ReplicaState::RUNNING);
+  EXPECT_EQ(Replica(info, "chief-0")->node_id, "node-a");
+
+  // Room again: at the timers' next retry the loss is applied again and stored, and the replica
+  // starts on node-b.
+  Free();
+  clock_.Advance(milliseconds(1000));
+  Heartbeat("node-b");
+  PumpFew();
+  auto relaunched = TakeLaunches();
+  ASSERT_EQ(relaunched.count("node-b/chief-0"), 1u);
+  EXPECT_EQ(relaunched["node-b/chief-0"].attempt, 1);
+  EXPECT_TRUE(HasEvent(GetJob("moving"), "node-a")) << "no event names the lost node";
+  Restart();
+  EXPECT_EQ(Replica(GetJob("moving"), "chief-0")->node_id, "node-b");
+}
+
 TEST_F(FullDiskTest, ACoordinatorStartsOnAFullDiskAndServesReads) {
   ASSERT_TRUE(Submit(JobYaml("kept", 0, 0)).ok());
   Fill();
