@@ -296,30 +296,17 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   return s;
 }
 
-Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
-  // On one host there is no link for the Reduction Server to halve the traffic of, and its
-  // reducers' extra copies compete for the same cores; the shared-memory all-reduce needs two
-  // synchronisations per slot where the ring needs 2(n-1) transport steps (bench/RESULTS.md).
-  // Across hosts small buffers are latency-bound (halving-doubling), large ones bandwidth-bound
-  // (the Reduction Server when the job has reducers).
-  if (options_.algorithm == Algorithm::kRing || options_.algorithm == Algorithm::kHalvingDoubling) {
-    return options_.algorithm;
-  }
-  if (options_.algorithm == Algorithm::kSharedMemory) {
-    return shared_memory_ != nullptr ? Algorithm::kSharedMemory : Algorithm::kRing;
-  }
-  if (options_.algorithm == Algorithm::kHierarchical) {
-    return host_memory_ != nullptr ? Algorithm::kHierarchical : Algorithm::kRing;
-  }
-  if (options_.algorithm == Algorithm::kReductionServer) {
-    return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
-  }
-  if (shared_memory_ != nullptr) return Algorithm::kSharedMemory;
-  if (one_host_shared_memory_) return Algorithm::kRing;
-  if (host_memory_ != nullptr) return Algorithm::kHierarchical;
-  if (bytes <= kHalvingDoublingMaxBytes && HalvingDoublingFits(world_size_))
-    return Algorithm::kHalvingDoubling;
-  return num_reducers_ > 0 ? Algorithm::kReductionServer : Algorithm::kRing;
+AllreduceSupport Communicator::allreduce_support() const {
+  AllreduceSupport support;
+  support.num_workers = world_size_;
+  support.num_reducers = num_reducers_;
+  support.one_host = one_host_shared_memory_;
+  support.shared_memory = shared_memory_ != nullptr;
+  support.host_groups = host_memory_ != nullptr;
+  return support;
 }
 
+Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
+  return SelectAllreduceAlgorithm(allreduce_support(), options_.algorithm, bytes);
+}
 }  // namespace cohort::collective

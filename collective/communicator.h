@@ -37,6 +37,7 @@
 #include "collective/algorithms/collective_call.h"
 #include "collective/algorithms/point_to_point.h"
 #include "collective/algorithms/shared_memory_allreduce.h"
+#include "collective/allreduce_selection.h"
 #include "collective/bootstrap.h"
 #include "collective/transport/transport.h"
 #include "collective/types.h"
@@ -46,12 +47,6 @@ namespace cohort::collective {
 
 class LoopbackFabric;
 class StoreServer;
-
-// Buffers up to this size go by halving-doubling under kAuto across hosts (power-of-two workers):
-// on 1 Gbit/s links with 4 workers and 4 reducers it ran 1.3-2.7x the Reduction Server at 1-16 KiB
-// and 1.25-2.3x at 32-64 KiB (the Reduction Server is latency-bound there); from 128 KiB the
-// Reduction Server leads (bench/RESULTS.md, "Small buffers across hosts").
-constexpr size_t kHalvingDoublingMaxBytes = size_t{64} << 10;
 
 struct CommunicatorOptions {
   enum class TransportKind { kUcx, kLoopback };
@@ -92,8 +87,8 @@ struct CommunicatorOptions {
 // Reads the optional tuning variables of the environment contract above (COHORT_COMM_TIMEOUT_MS,
 // COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_ALLREDUCE_ALGORITHM, COHORT_WIRE_DTYPE) into
 // `options`: an unset variable leaves its field as it is, except the timeout (60 s).
-// kInvalidArgument names a variable whose value is wrong. For callers that rendezvous their own way (the torch backend) but honour
-// the same variables.
+// kInvalidArgument names a variable whose value is wrong. For callers that rendezvous their own way
+// (the torch backend) but honour the same variables.
 Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options);
 
 // The transport of `transport_rank` among `num_workers` workers and `num_reducers` reducers in
@@ -123,15 +118,12 @@ class Communicator {
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                    Algorithm algorithm = Algorithm::kAuto);
 
-  // What kAuto runs for a buffer of `bytes` (default: a large one): options.algorithm when it
-  // names one (the Reduction Server only when the job has reducers, shared memory only when
-  // available); else the shared-memory all-reduce when it is available (every worker on this
-  // host: no network in the path at all); else the hierarchical one when it is available (each
-  // host's link carries the buffer about twice, not once per worker); else halving-doubling for
-  // buffers up to kHalvingDoublingMaxBytes among a power-of-two number of workers (latency-bound:
-  // fewer steps win); else the Reduction Server when the job has reducers and the ring when it has
-  // none. The same on every worker.
+  // What kAuto runs for a buffer of `bytes` (default: a large one): SelectAllreduceAlgorithm
+  // (allreduce_selection.h) over allreduce_support() and options.algorithm. The same on every
+  // worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
+  // What this communicator's placement made available to the all-reduce.
+  AllreduceSupport allreduce_support() const;
 
   // The collectives below run among the workers (reducers take no part), like Allreduce one call
   // at a time: every worker makes the same calls in the same order with the same count, type, op
