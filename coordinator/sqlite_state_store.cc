@@ -292,16 +292,26 @@ StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   if (empty && new_store_id.empty()) return NotFound("the database " + path + " is empty");
 
   std::unique_ptr<SqliteStateStore> store(new SqliteStateStore(path, std::move(db), options));
-  COHORT_RETURN_IF_ERROR(MigrateSchema(*store->db_, kSchema));
   if (empty) {
+    // A new database gets its whole schema and its id in one transaction: a crash leaves it
+    // either empty or complete.
     COHORT_RETURN_IF_ERROR(store->db_->Exec("BEGIN IMMEDIATE"));
-    Status s = store->SetMeta("store_id", new_store_id);
+    Status s;
+    for (const SchemaStep& step : kSchema) {
+      if (s.ok()) s = store->db_->Exec(step.sql);
+    }
+    if (s.ok())
+      s = store->db_->Exec("PRAGMA user_version = " +
+                           std::to_string(kSchema[std::size(kSchema) - 1].version));
+    if (s.ok()) s = store->SetMeta("store_id", new_store_id);
     if (s.ok()) s = store->SetMeta("created_ms", std::to_string(NowMs()));
     if (s.ok()) s = store->db_->Exec("COMMIT");
     if (!s.ok()) {
       store->db_->RollbackIfOpen();
-      return s;
+      return s.WithContext("creating the state database");
     }
+  } else {
+    COHORT_RETURN_IF_ERROR(MigrateSchema(*store->db_, kSchema));
   }
   COHORT_ASSIGN_OR_RETURN(store->store_id_, store->Meta("store_id"));
   if (store->store_id_.empty()) {
@@ -766,34 +776,54 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::Salvage(ReadAllResult& all,
     studies.push_back(s.record);
   }
 
-  // A new database holding what was kept replaces the damaged one, which is kept aside.
-  auto created = Meta("created_ms");
-  auto journal_imported = Meta("journal_imported");
-  std::string created_ms = created.ok() ? *created : std::string();
-  std::string imported = journal_imported.ok() ? *journal_imported : std::string();
+  // A new database holding what was kept is built beside the damaged one, then takes its place;
+  // the damaged one is kept aside. A crash in between leaves no state.db, which the next start
+  // refuses (the marker says there was one) rather than starting empty.
+  std::map<std::string, std::string> meta;
+  for (const char* key : {"created_ms", "journal_imported"}) {
+    auto value = Meta(key);
+    if (value.ok() && !value->empty()) meta[key] = *value;
+  }
+  const std::string aside = path_ + ".damaged-" + std::to_string(NowMs());
+  meta["rebuilt_from"] = aside;
+  const std::string rebuild = path_ + ".rebuild";
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::error_code ec;
+    fs::remove(rebuild + suffix, ec);
+  }
+  {
+    COHORT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteStateStore> fresh,
+                            Open(rebuild, options_, store_id_));
+    StateChanges changes;
+    for (const JobRecord& j : kept) changes.jobs.push_back(&j);
+    changes.study_records = studies;
+    COHORT_RETURN_IF_ERROR(fresh->CommitWithMeta(changes, meta));
+  }  // closed: its WAL is checkpointed into the file
   st_.reset();
   db_.reset();
-  std::string aside = path_ + ".damaged-" + std::to_string(NowMs());
   for (const char* suffix : {"", "-wal", "-shm"}) {
     std::error_code ec;
     if (!fs::exists(path_ + suffix, ec)) continue;
     fs::rename(path_ + suffix, aside + suffix, ec);
     if (ec) return Unavailable("renaming the damaged " + path_ + suffix + ": " + ec.message());
   }
+  std::error_code ec;
+  fs::rename(rebuild, path_, ec);
+  if (ec) return Unavailable("renaming " + rebuild + " to " + path_ + ": " + ec.message());
   spdlog::error("state store: the damaged database is kept as {}", aside);
-  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteStateStore> fresh,
-                          Open(path_, options_, store_id_));
-  db_ = std::move(fresh->db_);
-  st_ = std::move(fresh->st_);
+
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteStateStore> reopened, Open(path_, options_, ""));
+  db_ = std::move(reopened->db_);
+  st_ = std::move(reopened->st_);
+  ReadAllResult again = ReadAll();
+  if (!again.problems.empty()) {
+    return DataLoss("the rebuilt database " + path_ +
+                    " does not verify: " + Summarize(again.problems));
+  }
   jobs_.clear();
   studies_.clear();
-  StateChanges changes;
-  for (const JobRecord& j : kept) changes.jobs.push_back(&j);
-  changes.study_records = studies;
-  COHORT_RETURN_IF_ERROR(Commit(changes));
-  if (!created_ms.empty()) COHORT_RETURN_IF_ERROR(SetMeta("created_ms", created_ms));
-  if (!imported.empty()) COHORT_RETURN_IF_ERROR(SetMeta("journal_imported", imported));
-  COHORT_RETURN_IF_ERROR(SetMeta("rebuilt_from", aside));
+  for (auto& [name, r] : again.jobs) jobs_[name] = std::move(r.image);
+  for (auto& [name, r] : again.studies) studies_[name] = r.image;
   spdlog::warn("state store: rebuilt {} with {} jobs and {} studies; {} dropped", path_,
                kept.size(), studies.size(), dropped.size());
   return kept;
