@@ -111,7 +111,8 @@ Status LoadSecurity(AgentFlags& flags) {
     spdlog::warn("--insecure: talking to the coordinator in plaintext, without authentication");
     return Status::Ok();
   }
-  COHORT_ASSIGN_OR_RETURN(security, CurveClientSecurity(flags.key_file, flags.coordinator_key_file));
+  COHORT_ASSIGN_OR_RETURN(security,
+                          CurveClientSecurity(flags.key_file, flags.coordinator_key_file));
   return Status::Ok();
 }
 

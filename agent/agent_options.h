@@ -25,7 +25,7 @@ namespace cohort::agent {
 
 struct AgentFlags {
   bool help = false;
-  std::string usage;        // the --help text
+  std::string usage;  // the --help text
   std::string log_level = "info";
   std::string gpus = "auto";  // "auto" or a count
   int cpus = 0;               // 0: detect
@@ -34,7 +34,7 @@ struct AgentFlags {
   std::string cgroups = "auto";  // "auto": cgroup v2 where writable; "off": never
   std::string key_file;
   std::string coordinator_key_file;
-  AgentConfig config;         // inventory not yet filled in; see BuildInventory
+  AgentConfig config;  // inventory not yet filled in; see BuildInventory
 };
 
 // Parses argv and the --config file. kInvalidArgument names the bad flag or key.

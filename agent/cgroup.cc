@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 

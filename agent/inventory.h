@@ -15,7 +15,7 @@
 namespace cohort::agent {
 
 struct GpuDevice {
-  int index = 0;         // the NVML index, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID
+  int index = 0;  // the NVML index, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID
   std::string model;
   int64_t memory_mb = 0;
   std::string uuid;

@@ -40,15 +40,15 @@ struct LaunchRequest {
   std::string job;
   std::string replica;
   int attempt = 0;
-  std::vector<std::string> argv;          // argv[0]: an absolute path, a path relative to
-                                          // working_dir, or a name looked up on env's PATH
-  std::map<std::string, std::string> env; // the whole environment of the replica
-  std::string working_dir;                // exists before Launch is called
-  std::string log_path;                   // stdout and stderr are appended here
+  std::vector<std::string> argv;           // argv[0]: an absolute path, a path relative to
+                                           // working_dir, or a name looked up on env's PATH
+  std::map<std::string, std::string> env;  // the whole environment of the replica
+  std::string working_dir;                 // exists before Launch is called
+  std::string log_path;                    // stdout and stderr are appended here
   std::vector<int> gpus;
-  int cpus = 0;                           // 0: no CPU limit
-  int64_t memory_mb = 0;                  // 0: no memory limit
-  std::string image;                      // container launchers only
+  int cpus = 0;           // 0: no CPU limit
+  int64_t memory_mb = 0;  // 0: no memory limit
+  std::string image;      // container launchers only
 };
 
 // One launched attempt: its main process plus everything it spawned.

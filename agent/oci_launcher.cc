@@ -244,8 +244,8 @@ std::vector<std::string> OciLauncher::RuntimeArgv(const std::vector<std::string>
     // A private mount namespace in which /sys/fs/cgroup/unified is unmounted: crun then sees a
     // pure cgroup v1 host. The mount is hidden only for this command.
     std::string command = "umount -l /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"";
-    argv = {"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", command,
-            runtime_path_};
+    argv = {"unshare", "--mount", "--propagation", "private",
+            "/bin/sh", "-c",      command,         runtime_path_};
   } else {
     argv = {runtime_path_};
   }
@@ -265,8 +265,8 @@ StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const
   }
   if (fs::exists(path / "index.json", ec) && fs::exists(path / "oci-layout", ec)) {
     // An OCI image layout: unpack once per (layout, tag) with umoci.
-    std::string key = std::to_string(std::hash<std::string>{}(fs::absolute(path).string() + ":" +
-                                                               tag));
+    std::string key =
+        std::to_string(std::hash<std::string>{}(fs::absolute(path).string() + ":" + tag));
     fs::path bundle = fs::path(options_.cache_dir) / key;
     if (!fs::exists(bundle / "rootfs", ec)) {
       std::string umoci = FindExecutable("umoci");
@@ -276,9 +276,9 @@ StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const
       fs::create_directories(options_.cache_dir, ec);
       fs::path staging = bundle.string() + ".tmp";
       fs::remove_all(staging, ec);
-      CommandResult unpacked = RunCommand(
-          {umoci, "unpack", "--image", path.string() + (tag.empty() ? "" : ":" + tag),
-           staging.string()});
+      CommandResult unpacked =
+          RunCommand({umoci, "unpack", "--image", path.string() + (tag.empty() ? "" : ":" + tag),
+                      staging.string()});
       if (unpacked.exit_code != 0) {
         return FailedPrecondition("umoci unpack " + image + ": " + unpacked.output);
       }
@@ -308,9 +308,10 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   }
   if (!has_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 
-  json capabilities = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",     "CAP_FSETID",
-                       "CAP_KILL",    "CAP_SETGID",       "CAP_SETUID",     "CAP_SETPCAP",
-                       "CAP_NET_BIND_SERVICE", "CAP_NET_RAW", "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE",
+  json capabilities = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",
+                       "CAP_FSETID",  "CAP_KILL",         "CAP_SETGID",
+                       "CAP_SETUID",  "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE",
+                       "CAP_NET_RAW", "CAP_SYS_CHROOT",   "CAP_AUDIT_WRITE",
                        "CAP_SETFCAP", "CAP_MKNOD"};
   json process = {
       {"terminal", false},
@@ -322,24 +323,36 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
        {{"bounding", capabilities}, {"effective", capabilities}, {"permitted", capabilities}}},
       // The agent's own hard limits (systemd raises them: LimitNOFILE, LimitMEMLOCK=infinity,
       // which RDMA memory registration in NCCL and UCX needs); a container may not exceed them.
-      {"rlimits", {HostRlimit("RLIMIT_NOFILE", RLIMIT_NOFILE),
-                   HostRlimit("RLIMIT_MEMLOCK", RLIMIT_MEMLOCK)}},
+      {"rlimits",
+       {HostRlimit("RLIMIT_NOFILE", RLIMIT_NOFILE), HostRlimit("RLIMIT_MEMLOCK", RLIMIT_MEMLOCK)}},
       {"noNewPrivileges", true},
   };
 
   json mounts = {
       {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
-      {{"destination", "/dev"}, {"type", "tmpfs"}, {"source", "tmpfs"},
+      {{"destination", "/dev"},
+       {"type", "tmpfs"},
+       {"source", "tmpfs"},
        {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
-      {{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
+      {{"destination", "/dev/pts"},
+       {"type", "devpts"},
+       {"source", "devpts"},
        {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
-      {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"},
+      {{"destination", "/dev/shm"},
+       {"type", "tmpfs"},
+       {"source", "shm"},
        {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=8g"}}},
-      {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"},
+      {{"destination", "/dev/mqueue"},
+       {"type", "mqueue"},
+       {"source", "mqueue"},
        {"options", {"nosuid", "noexec", "nodev"}}},
-      {{"destination", "/sys"}, {"type", "bind"}, {"source", "/sys"},
+      {{"destination", "/sys"},
+       {"type", "bind"},
+       {"source", "/sys"},
        {"options", {"rbind", "nosuid", "noexec", "nodev", "ro"}}},
-      {{"destination", "/tmp"}, {"type", "tmpfs"}, {"source", "tmpfs"},
+      {{"destination", "/tmp"},
+       {"type", "tmpfs"},
+       {"source", "tmpfs"},
        {"options", {"nosuid", "nodev", "mode=1777"}}},
   };
   auto bind = [&mounts](const std::string& path, bool read_only) {
@@ -369,8 +382,11 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   auto add_device = [&](const std::string& name) {
     auto node = DeviceNode(options_.device_dir + "/" + name, "/dev/" + name);
     if (!node) return false;
-    device_rules.push_back({{"allow", true}, {"type", "c"}, {"major", (*node)["major"]},
-                            {"minor", (*node)["minor"]}, {"access", "rwm"}});
+    device_rules.push_back({{"allow", true},
+                            {"type", "c"},
+                            {"major", (*node)["major"]},
+                            {"minor", (*node)["minor"]},
+                            {"access", "rwm"}});
     devices.push_back(std::move(*node));
     return true;
   };
@@ -416,8 +432,8 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
 
 std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
                                                  const std::string& container_id) const {
-  std::vector<std::string> argv = {runtime_path_, "run", "--rm", "--name", container_id,
-                                   "--network", "host", "--ipc", "host", "--init"};
+  std::vector<std::string> argv = {runtime_path_, "run",  "--rm",  "--name", container_id,
+                                   "--network",   "host", "--ipc", "host",   "--init"};
   for (const auto& [key, value] : ContainerEnv(request)) {
     argv.push_back("--env");
     argv.push_back(key + "=" + value);

@@ -34,8 +34,8 @@
 namespace cohort::agent {
 
 struct OciOptions {
-  std::string runtime = "auto";      // auto | runc | crun | docker | podman
-  std::string device_dir = "/dev";   // where GPU device nodes are looked up (tests: a fake dir)
+  std::string runtime = "auto";     // auto | runc | crun | docker | podman
+  std::string device_dir = "/dev";  // where GPU device nodes are looked up (tests: a fake dir)
   std::string cache_dir = "/var/lib/cohort-agent/images";  // unpacked OCI image layouts
 };
 

@@ -102,7 +102,8 @@ RestorePoint FindRestoreCheckpoint(const std::string& checkpoint_dir) {
     }
     return point;
   }
-  for (const std::string& why : latest->skipped) point.notes.push_back("skipped checkpoint: " + why);
+  for (const std::string& why : latest->skipped)
+    point.notes.push_back("skipped checkpoint: " + why);
   point.checkpoint = latest->path;
   point.notes.push_back("restoring from checkpoint " + latest->path);
   return point;
@@ -132,8 +133,7 @@ StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin) {
   if (n > 0) {
     self[n] = '\0';
     fs::path dir = fs::path(self).parent_path();
-    for (const fs::path& candidate :
-         {dir / program, dir.parent_path() / "collective" / program}) {
+    for (const fs::path& candidate : {dir / program, dir.parent_path() / "collective" / program}) {
       tried.push_back(candidate.string());
       if (IsExecutable(candidate.string())) return candidate.lexically_normal().string();
     }

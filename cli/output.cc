@@ -125,8 +125,8 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
   for (const auto& r : job.replicas) {
     if (!r) continue;
     replicas.AddRow({r->replica, OrDash(r->node_id), JoinInts(r->gpus),
-                     wire::EnumNameReplicaState(r->state), std::to_string(r->attempt),
-                     ExitCode(*r), r->message});
+                     wire::EnumNameReplicaState(r->state), std::to_string(r->attempt), ExitCode(*r),
+                     r->message});
   }
   if (replicas.size() == 0) {
     out << "  (none)\n";
@@ -165,16 +165,16 @@ void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
   for (const auto& t : study.trials) {
     if (!t) continue;
     for (const auto& kv : t->parameters) {
-      if (kv && std::find(parameter_ids.begin(), parameter_ids.end(), kv->key) ==
-                    parameter_ids.end()) {
+      if (kv &&
+          std::find(parameter_ids.begin(), parameter_ids.end(), kv->key) == parameter_ids.end()) {
         parameter_ids.push_back(kv->key);
       }
     }
   }
   std::vector<std::string> header = {"TRIAL", "STATE"};
   for (const auto& id : parameter_ids) header.push_back(id);
-  header.insert(header.end(), {study.metric.empty() ? "METRIC" : study.metric, "STEPS", "JOB",
-                               "MESSAGE"});
+  header.insert(header.end(),
+                {study.metric.empty() ? "METRIC" : study.metric, "STEPS", "JOB", "MESSAGE"});
   Table table(header);
   for (const auto& t : study.trials) {
     if (!t) continue;
@@ -224,10 +224,10 @@ void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
       if (r && r->state == wire::ReplicaState::RUNNING) ++running;
     }
     std::string replicas = std::to_string(job.replicas.size());
-    if (!IsTerminalState(job.state)) replicas = std::to_string(running) + "/" + replicas + " running";
+    if (!IsTerminalState(job.state))
+      replicas = std::to_string(running) + "/" + replicas + " running";
     table.AddRow({job.name, wire::EnumNameJobState(job.state), FormatTime(job.create_time_ms),
-                  JobRunTime(job, now), replicas,
-                  std::to_string(job.restarts), job.message});
+                  JobRunTime(job, now), replicas, std::to_string(job.restarts), job.message});
   }
   if (jobs.empty()) {
     out << "No jobs.\n";

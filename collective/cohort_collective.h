@@ -36,10 +36,23 @@ enum {
   COHORT_ERR_INTERNAL = 11
 };
 
-enum { COHORT_F32 = 0, COHORT_F64 = 1, COHORT_F16 = 2, COHORT_BF16 = 3, COHORT_I32 = 4, COHORT_I64 = 5 };
+enum {
+  COHORT_F32 = 0,
+  COHORT_F64 = 1,
+  COHORT_F16 = 2,
+  COHORT_BF16 = 3,
+  COHORT_I32 = 4,
+  COHORT_I64 = 5
+};
 enum { COHORT_SUM = 0, COHORT_AVG = 1, COHORT_MIN = 2, COHORT_MAX = 3, COHORT_PRODUCT = 4 };
-enum { COHORT_ALGO_AUTO = 0, COHORT_ALGO_REDUCTION_SERVER = 1, COHORT_ALGO_RING = 2, COHORT_ALGO_HALVING_DOUBLING = 3,
-       COHORT_ALGO_SHARED_MEMORY = 4, COHORT_ALGO_HIERARCHICAL = 5 };
+enum {
+  COHORT_ALGO_AUTO = 0,
+  COHORT_ALGO_REDUCTION_SERVER = 1,
+  COHORT_ALGO_RING = 2,
+  COHORT_ALGO_HALVING_DOUBLING = 3,
+  COHORT_ALGO_SHARED_MEMORY = 4,
+  COHORT_ALGO_HIERARCHICAL = 5
+};
 
 /* Builds a worker's communicator from COHORT_BOOTSTRAP_ADDR, RANK, WORLD_SIZE,
  * COHORT_NUM_REDUCERS and COHORT_COMM_TIMEOUT_MS. On error *out is NULL. */
@@ -49,7 +62,8 @@ void cohort_comm_destroy(cohort_comm_t* comm);
 int cohort_comm_rank(const cohort_comm_t* comm);
 int cohort_comm_size(const cohort_comm_t* comm);
 /* In-place all-reduce of `count` elements of `dtype` at `data`. */
-int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op, int algorithm);
+int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op,
+                     int algorithm);
 /* The collectives below run among the workers, one call at a time, like cohort_allreduce: every
  * worker makes the same calls in the same order with the same count, dtype, op and root; a worker
  * that receives from one that disagrees gets COHORT_ERR_INVALID_ARGUMENT naming it. Counts are

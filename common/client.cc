@@ -1,11 +1,11 @@
 #include "common/client.h"
 
-#include "common/curve_keys.h"
-
 #include <cstdlib>
 #include <string_view>
 #include <thread>
 #include <utility>
+
+#include "common/curve_keys.h"
 
 namespace cohort {
 namespace {
@@ -83,8 +83,10 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : node.gpus) {
     if (g) {
-      gpus.push_back(
-          {{"index", g->index}, {"model", g->model}, {"memory_mb", g->memory_mb}, {"uuid", g->uuid}});
+      gpus.push_back({{"index", g->index},
+                      {"model", g->model},
+                      {"memory_mb", g->memory_mb},
+                      {"uuid", g->uuid}});
     }
   }
   return {{"node_id", node.node_id},
@@ -152,8 +154,7 @@ StatusOr<CoordinatorClient> CoordinatorClient::Connect(const ClientOptions& opti
                            std::make_unique<DealerSocket>(std::move(*socket)));
 }
 
-StatusOr<CoordinatorClient> CoordinatorClient::Connect(const std::string& endpoint,
-                                                       bool insecure) {
+StatusOr<CoordinatorClient> CoordinatorClient::Connect(const std::string& endpoint, bool insecure) {
   ClientOptions options;
   options.endpoint = endpoint;
   options.insecure = insecure;
@@ -174,8 +175,8 @@ StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what) {
     return s;
   }
   if (reply->template As<R>() == nullptr) {
-    return DataLoss(std::string(what) + ": unexpected reply " + TypeName(reply->type()) +
-                    " from " + options_.endpoint);
+    return DataLoss(std::string(what) + ": unexpected reply " + TypeName(reply->type()) + " from " +
+                    options_.endpoint);
   }
   return reply;
 }
@@ -301,10 +302,10 @@ StatusOr<wire::JobInfoT> CoordinatorClient::WaitForJob(
       return job.status();
     }
     if (Clock::now() + poll > deadline) {
-      return DeadlineExceeded("job " + name + " did not reach the awaited state in time" +
-                              (have_previous ? std::string(" (last state ") +
-                                                   wire::EnumNameJobState(previous) + ")"
-                                             : std::string()));
+      return DeadlineExceeded(
+          "job " + name + " did not reach the awaited state in time" +
+          (have_previous ? std::string(" (last state ") + wire::EnumNameJobState(previous) + ")"
+                         : std::string()));
     }
     std::this_thread::sleep_for(poll);
   }

@@ -17,10 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/messaging.h"
 #include "common/schema/cohort_generated.h"
@@ -30,7 +29,7 @@ namespace cohort {
 
 struct ClientOptions {
   std::string endpoint = "tcp://127.0.0.1:7400";
-  bool insecure = false;  // plaintext ZeroMQ; CURVE otherwise
+  bool insecure = false;                    // plaintext ZeroMQ; CURVE otherwise
   std::chrono::milliseconds timeout{5000};  // per call
   // CURVE (when not insecure): this client's key pair (a NAME.key file written by
   // `cohort keygen`, whose NAME.pub the admin puts in the coordinator's clients/ key directory)

@@ -38,10 +38,14 @@ std::string PoolKey(Role role) { return "workerpool" + std::to_string(PoolIndex(
 // TF_CONFIG's name for a role; empty for roles not in TF's cluster.
 std::string TfClusterKey(Role role) {
   switch (role) {
-    case Role::kChief: return "chief";
-    case Role::kWorker: return "worker";
-    case Role::kParameterServer: return "ps";
-    default: return "";
+    case Role::kChief:
+      return "chief";
+    case Role::kWorker:
+      return "worker";
+    case Role::kParameterServer:
+      return "ps";
+    default:
+      return "";
   }
 }
 
@@ -95,10 +99,17 @@ std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input
       case Role::kChief:
         if (chief == nullptr) chief = &r;
         break;
-      case Role::kWorker: ++num_workers; break;
-      case Role::kReducer: ++num_reducers; break;
-      case Role::kParameterServer: ps_addrs.push_back(HostPort(r.host, r.port)); break;
-      case Role::kEvaluator: break;
+      case Role::kWorker:
+        ++num_workers;
+        break;
+      case Role::kReducer:
+        ++num_reducers;
+        break;
+      case Role::kParameterServer:
+        ps_addrs.push_back(HostPort(r.host, r.port));
+        break;
+      case Role::kEvaluator:
+        break;
     }
   }
   const std::string chief_host = chief != nullptr ? chief->host : std::string();

@@ -25,16 +25,16 @@ struct ReplicaEndpoint {
 
 struct ClusterEnvInput {
   std::string job_name;
-  std::string trial_id;            // empty unless the job is a study trial
-  std::string output_dir;          // the job's base output dir (AIP_* dirs live under it)
+  std::string trial_id;                   // empty unless the job is a study trial
+  std::string output_dir;                 // the job's base output dir (AIP_* dirs live under it)
   std::vector<ReplicaEndpoint> replicas;  // every replica of the job
-  Role role = Role::kChief;        // the replica being rendered
+  Role role = Role::kChief;               // the replica being rendered
   int index = 0;
-  int local_rank = 0;              // its rank among the job's training replicas on its node
-  int local_world_size = 1;        // how many training replicas of the job its node runs
-  std::vector<int> gpus;           // node-local GPU indices pinned to it
-  int master_port = 0;             // torch's MASTER_PORT, on the chief's host
-  int bootstrap_port = 0;          // collective bootstrap store, on the chief's host
+  int local_rank = 0;        // its rank among the job's training replicas on its node
+  int local_world_size = 1;  // how many training replicas of the job its node runs
+  std::vector<int> gpus;     // node-local GPU indices pinned to it
+  int master_port = 0;       // torch's MASTER_PORT, on the chief's host
+  int bootstrap_port = 0;    // collective bootstrap store, on the chief's host
 };
 
 // The variables to inject (the pool's own env from the job file is merged on top by the caller).

@@ -87,8 +87,8 @@ Status ParseConfigText(std::string_view text, std::string_view source,
       continue;
     }
     size_t eq = line.find('=');
-    if (eq == std::string_view::npos) return error("expected 'name = value', got '" +
-                                                   std::string(line) + "'");
+    if (eq == std::string_view::npos)
+      return error("expected 'name = value', got '" + std::string(line) + "'");
     std::string key(Trim(line.substr(0, eq)));
     std::string_view value = Trim(line.substr(eq + 1));
     // Inline comment: whitespace then '#', outside a quoted value.

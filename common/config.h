@@ -21,7 +21,6 @@
 #pragma once
 
 #include <boost/program_options.hpp>
-
 #include <chrono>
 #include <iosfwd>
 #include <string>

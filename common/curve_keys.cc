@@ -77,7 +77,8 @@ StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path) {
     if (line.empty() || line[0] == '#') continue;
     auto eq = line.find('=');
     if (eq == std::string::npos) {
-      return InvalidArgument(path + ":" + std::to_string(line_number) + ": expected 'name = value'");
+      return InvalidArgument(path + ":" + std::to_string(line_number) +
+                             ": expected 'name = value'");
     }
     std::string name = Trim(line.substr(0, eq));
     std::string value = Trim(line.substr(eq + 1));
@@ -116,7 +117,8 @@ StatusOr<std::set<std::string>> ReadPublicKeyDir(const std::string& dir) {
 StatusOr<CurveKeyPair> LoadOwnKeys(const std::string& secret_key_file) {
   COHORT_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadCurveKeyFile(secret_key_file));
   if (keys.secret_key.empty()) {
-    return InvalidArgument(secret_key_file + ": no secret-key line (a .pub file was given where "
+    return InvalidArgument(secret_key_file +
+                           ": no secret-key line (a .pub file was given where "
                            "this side's .key file is needed)");
   }
   return keys;
@@ -145,8 +147,7 @@ StatusOr<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(
   }
 }
 
-ZapAuthenticator::ZapAuthenticator(zmq::socket_t socket,
-                                   std::map<std::string, std::string> domains)
+ZapAuthenticator::ZapAuthenticator(zmq::socket_t socket, std::map<std::string, std::string> domains)
     : socket_(std::move(socket)), domains_(std::move(domains)) {
   thread_ = std::thread([this] { Serve(); });
 }
@@ -200,8 +201,8 @@ void ZapAuthenticator::Serve() {
       std::array<std::string, 6> reply = {"1.0", request_id, code, text, user, ""};
       for (size_t i = 0; i < reply.size(); ++i) {
         zmq::message_t frame(reply[i].data(), reply[i].size());
-        socket_.send(frame, i + 1 < reply.size() ? zmq::send_flags::sndmore
-                                                  : zmq::send_flags::none);
+        socket_.send(frame,
+                     i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;

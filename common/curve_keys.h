@@ -8,14 +8,13 @@
 // coordinator's clients/ or agents/ directory, or to clients as the coordinator's key.
 #pragma once
 
-#include <zmq.hpp>
-
 #include <atomic>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <zmq.hpp>
 
 #include "common/status.h"
 
@@ -28,7 +27,8 @@ struct CurveKeyPair {
 
 StatusOr<CurveKeyPair> GenerateCurveKeyPair();
 // Writes DIR/NAME.key (0600) and DIR/NAME.pub, refusing to overwrite existing files.
-Status WriteCurveKeyFiles(const std::string& dir, const std::string& name, const CurveKeyPair& keys);
+Status WriteCurveKeyFiles(const std::string& dir, const std::string& name,
+                          const CurveKeyPair& keys);
 // Reads a .key or .pub file; errors name the file and line.
 StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path);
 // The public keys of every *.pub and *.key file in `dir` (an unreadable or malformed file is

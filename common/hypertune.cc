@@ -1,6 +1,7 @@
 #include "common/hypertune.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 namespace cohort {
 
@@ -137,9 +137,8 @@ Status MetricReporter::Report(std::string_view tag, double value, int64_t step,
   MetricRecord r;
   r.metrics[tag.empty() ? std::string(kDefaultMetricTag) : std::string(tag)] = value;
   r.step = step < 0 ? 0 : step;
-  r.timestamp = std::chrono::duration<double>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  r.timestamp =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   r.trial = trial_id_;
   r.checkpoint_path = std::string(checkpoint_path);
   std::string line = FormatMetricLine(r) + "\n";

@@ -33,8 +33,8 @@ inline constexpr char kDefaultMetricTag[] = "training/hptuning/metric";
 // metrics.
 struct MetricRecord {
   std::map<std::string, double> metrics;
-  int64_t step = 0;        // global_step
-  double timestamp = 0;    // seconds since the epoch
+  int64_t step = 0;      // global_step
+  double timestamp = 0;  // seconds since the epoch
   std::string trial;
   std::string checkpoint_path;
 
@@ -91,8 +91,8 @@ class MetricFileTailer {
 
  private:
   std::string path_;
-  uint64_t offset_ = 0;     // start of the first unconsumed byte (partial_ begins here)
-  std::string partial_;     // bytes after the last newline read so far
+  uint64_t offset_ = 0;  // start of the first unconsumed byte (partial_ begins here)
+  std::string partial_;  // bytes after the last newline read so far
   uint64_t malformed_ = 0;
   double last_timestamp_ = 0;
   bool skip_not_newer_ = false;

@@ -87,7 +87,6 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // YAML walking. Every helper takes the dotted path of the node it reads, for error messages.
 
@@ -114,7 +113,6 @@ StatusOr<std::map<std::string, std::string>> ReadEnv(const Reader& r, const YAML
   return out;
 }
 
-
 // Fields shared by process and container blocks.
 template <typename Spec>
 Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::string& path,
@@ -133,8 +131,8 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
 
 StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
                                   const std::string& path) {
-  COHORT_RETURN_IF_ERROR(r.CheckMap(
-      node, path, {"role", "replicas", "resources", "process", "container", "builtin"}));
+  COHORT_RETURN_IF_ERROR(
+      r.CheckMap(node, path, {"role", "replicas", "resources", "process", "container", "builtin"}));
   WorkerPoolSpec pool;
   if (!Reader::Has(node, "role")) {
     return r.Error(node, path + ".role",
@@ -230,9 +228,9 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
     s.max_restarts = static_cast<int>(v);
   }
   if (Reader::Has(node, "restart_job_on_worker_restart")) {
-    COHORT_ASSIGN_OR_RETURN(s.restart_job_on_worker_restart,
-                            r.Bool(node["restart_job_on_worker_restart"],
-                                   path + ".restart_job_on_worker_restart"));
+    COHORT_ASSIGN_OR_RETURN(
+        s.restart_job_on_worker_restart,
+        r.Bool(node["restart_job_on_worker_restart"], path + ".restart_job_on_worker_restart"));
   }
   return s;
 }
@@ -241,8 +239,8 @@ StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) {
     return r.Error(root, "", "empty job spec");
   }
-  COHORT_RETURN_IF_ERROR(r.CheckMap(root, "",
-                                    {"name", "output_dir", "worker_pools", "scheduling"}));
+  COHORT_RETURN_IF_ERROR(
+      r.CheckMap(root, "", {"name", "output_dir", "worker_pools", "scheduling"}));
   JobSpec spec;
   if (!Reader::Has(root, "name")) return r.Error(root, "name", "required");
   COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
@@ -299,16 +297,16 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
                            std::to_string(res.memory_mb));
   }
 
-  int kinds = (pool.process ? 1 : 0) + (pool.container ? 1 : 0) +
-              (pool.builtin != Builtin::kNone ? 1 : 0);
+  int kinds =
+      (pool.process ? 1 : 0) + (pool.container ? 1 : 0) + (pool.builtin != Builtin::kNone ? 1 : 0);
   if (kinds != 1) {
     return InvalidArgument(path + ": needs exactly one of process, container or builtin, got " +
                            std::to_string(kinds));
   }
   if (pool.builtin != Builtin::kNone) {
-    bool matches = (pool.builtin == Builtin::kReducer && pool.role == Role::kReducer) ||
-                   (pool.builtin == Builtin::kParameterServer &&
-                    pool.role == Role::kParameterServer);
+    bool matches =
+        (pool.builtin == Builtin::kReducer && pool.role == Role::kReducer) ||
+        (pool.builtin == Builtin::kParameterServer && pool.role == Role::kParameterServer);
     if (!matches) {
       return InvalidArgument(path + ".builtin: " + std::string(BuiltinName(pool.builtin)) +
                              " is not allowed for role " + role +
@@ -399,18 +397,23 @@ void EmitEnv(YAML::Emitter& out, const std::map<std::string, std::string>& env) 
 
 std::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kChief: return "chief";
-    case Role::kWorker: return "worker";
-    case Role::kParameterServer: return "parameter_server";
-    case Role::kReducer: return "reducer";
-    case Role::kEvaluator: return "evaluator";
+    case Role::kChief:
+      return "chief";
+    case Role::kWorker:
+      return "worker";
+    case Role::kParameterServer:
+      return "parameter_server";
+    case Role::kReducer:
+      return "reducer";
+    case Role::kEvaluator:
+      return "evaluator";
   }
   return "unknown";
 }
 
 StatusOr<Role> ParseRole(std::string_view name) {
-  for (Role r : {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer,
-                 Role::kEvaluator}) {
+  for (Role r :
+       {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer, Role::kEvaluator}) {
     if (name == RoleName(r)) return r;
   }
   return InvalidArgument("unknown role " + Quoted(name) +
@@ -419,20 +422,27 @@ StatusOr<Role> ParseRole(std::string_view name) {
 
 int PoolIndex(Role role) {
   switch (role) {
-    case Role::kChief: return 0;
-    case Role::kWorker: return 1;
+    case Role::kChief:
+      return 0;
+    case Role::kWorker:
+      return 1;
     case Role::kParameterServer:
-    case Role::kReducer: return 2;
-    case Role::kEvaluator: return 3;
+    case Role::kReducer:
+      return 2;
+    case Role::kEvaluator:
+      return 3;
   }
   return -1;
 }
 
 std::string_view BuiltinName(Builtin builtin) {
   switch (builtin) {
-    case Builtin::kNone: return "";
-    case Builtin::kReducer: return "reducer";
-    case Builtin::kParameterServer: return "parameter_server";
+    case Builtin::kNone:
+      return "";
+    case Builtin::kReducer:
+      return "reducer";
+    case Builtin::kParameterServer:
+      return "parameter_server";
   }
   return "";
 }
@@ -510,8 +520,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
                            " is not a valid job name (must match [A-Za-z][A-Za-z0-9_]{0,127})");
   }
   if (!spec.output_dir.empty() && spec.output_dir.front() != '/') {
-    return InvalidArgument("output_dir: must be an absolute path, got " +
-                           Quoted(spec.output_dir));
+    return InvalidArgument("output_dir: must be an absolute path, got " + Quoted(spec.output_dir));
   }
   if (spec.output_dir.find('\0') != std::string::npos) {
     return InvalidArgument("output_dir: contains a NUL byte");
@@ -521,8 +530,8 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("worker_pools: at least one pool (the chief) is required");
   }
   if (spec.pools.size() > static_cast<size_t>(kMaxPools)) {
-    return InvalidArgument("worker_pools: at most " + std::to_string(kMaxPools) +
-                           " pools, got " + std::to_string(spec.pools.size()));
+    return InvalidArgument("worker_pools: at most " + std::to_string(kMaxPools) + " pools, got " +
+                           std::to_string(spec.pools.size()));
   }
   std::map<int, size_t> pool_slot;  // pool index -> position in spec.pools
   for (size_t i = 0; i < spec.pools.size(); ++i) {
@@ -559,10 +568,9 @@ Status ValidateJobSpec(const JobSpec& spec) {
 
 StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
   Reader reader(source);
-  COHORT_ASSIGN_OR_RETURN(
-      JobSpec spec,
-      ReadYamlDocument(yaml, source,
-                       [&](const YAML::Node& root) { return ReadJob(reader, root); }));
+  COHORT_ASSIGN_OR_RETURN(JobSpec spec, ReadYamlDocument(yaml, source, [&](const YAML::Node& root) {
+                            return ReadJob(reader, root);
+                          }));
   // Validate in the file's own order so pool paths match the list the user wrote, then sort.
   Status st = ValidateJobSpec(spec);
   if (!st.ok()) return st.WithContext(source);

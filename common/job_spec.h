@@ -60,7 +60,7 @@ struct WorkerPoolSpec {
   Role role = Role::kChief;
   int replicas = 1;
   Resources resources;
-  std::optional<ProcessSpec> process;      // exactly one of process, container, builtin
+  std::optional<ProcessSpec> process;  // exactly one of process, container, builtin
   std::optional<ContainerSpec> container;
   Builtin builtin = Builtin::kNone;
 
@@ -77,7 +77,7 @@ struct SchedulingSpec {
 
 struct JobSpec {
   std::string name;
-  std::string output_dir;  // empty: the coordinator picks <state-dir>/jobs/<name>
+  std::string output_dir;             // empty: the coordinator picks <state-dir>/jobs/<name>
   std::vector<WorkerPoolSpec> pools;  // sorted by pool index after parsing
   SchedulingSpec scheduling;
 

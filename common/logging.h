@@ -14,11 +14,11 @@ void InitLogging(std::string_view program, std::string_view level = "info");
 
 }  // namespace cohort
 
-#define COHORT_CHECK(cond)                                                                  \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      spdlog::critical("check failed at {}:{}: {}", __FILE__, __LINE__, #cond);             \
-      spdlog::default_logger()->flush();                                                    \
-      std::abort();                                                                         \
-    }                                                                                       \
+#define COHORT_CHECK(cond)                                                      \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      spdlog::critical("check failed at {}:{}: {}", __FILE__, __LINE__, #cond); \
+      spdlog::default_logger()->flush();                                        \
+      std::abort();                                                             \
+    }                                                                           \
   } while (0)

@@ -157,7 +157,8 @@ StatusOr<SocketSecurity> CurveClientSecurity(const std::string& key_file,
   security.insecure = false;
   auto keys = LoadOwnKeys(key_file);
   if (!keys.ok()) {
-    return keys.status().WithContext("key file (create one with `cohort keygen`, or use --insecure)");
+    return keys.status().WithContext(
+        "key file (create one with `cohort keygen`, or use --insecure)");
   }
   security.keys = std::move(*keys);
   auto server = LoadServerPublicKey(server_key_file);
@@ -291,8 +292,8 @@ StatusOr<Message> DealerSocket::AwaitReply(uint64_t request_id, std::chrono::mil
     auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (remaining.count() <= 0) {
-      return Unavailable("no reply from the coordinator within " +
-                         std::to_string(timeout.count()) + " ms");
+      return Unavailable("no reply from the coordinator within " + std::to_string(timeout.count()) +
+                         " ms");
     }
     COHORT_ASSIGN_OR_RETURN(auto message, Receive(remaining));
     if (!message) continue;

@@ -13,15 +13,15 @@ namespace cohort {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (bad spec, bad flag, unknown key)
-  kNotFound,          // no such job, node, key, checkpoint
-  kAlreadyExists,     // a name that must be unique is taken
-  kFailedPrecondition,// the system is not in a state where the call can work
-  kUnavailable,       // a peer is gone or unreachable
-  kDeadlineExceeded,  // a deadline passed first
-  kAborted,           // the communicator or channel is poisoned after an earlier error
-  kDataLoss,          // a bad message or torn file: bytes that do not verify
-  kResourceExhausted, // a limit was hit (frame size, outstanding requests, capacity)
+  kInvalidArgument,     // the caller's input is wrong (bad spec, bad flag, unknown key)
+  kNotFound,            // no such job, node, key, checkpoint
+  kAlreadyExists,       // a name that must be unique is taken
+  kFailedPrecondition,  // the system is not in a state where the call can work
+  kUnavailable,         // a peer is gone or unreachable
+  kDeadlineExceeded,    // a deadline passed first
+  kAborted,             // the communicator or channel is poisoned after an earlier error
+  kDataLoss,            // a bad message or torn file: bytes that do not verify
+  kResourceExhausted,   // a limit was hit (frame size, outstanding requests, capacity)
   kCancelled,
   kInternal,
 };
@@ -49,15 +49,23 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
-inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+inline Status FailedPrecondition(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 // An errno-carrying system call failure: "open /x: No such file or directory" as kInternal,
@@ -68,10 +76,10 @@ Status ErrnoStatus(std::string_view what, int err);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : value_(status) {}  // NOLINT: implicit by design
+  StatusOr(const Status& status) : value_(status) {}        // NOLINT: implicit by design
   StatusOr(Status&& status) : value_(std::move(status)) {}  // NOLINT
-  StatusOr(const T& value) : value_(value) {}  // NOLINT
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
+  StatusOr(const T& value) : value_(value) {}               // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}         // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(value_); }
   Status status() const { return ok() ? Status() : std::get<Status>(value_); }

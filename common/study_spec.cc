@@ -52,7 +52,6 @@ bool IsValidMetricId(std::string_view id) {
   });
 }
 
-
 // Shortest text that reads back to exactly `v`.
 std::string FormatDouble(double v) {
   char buf[64];
@@ -60,7 +59,6 @@ std::string FormatDouble(double v) {
   if (ec != std::errc()) return std::to_string(v);
   return std::string(buf, ptr);
 }
-
 
 bool IsIntegral(double v) { return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 9e15; }
 
@@ -89,8 +87,8 @@ StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
                    "unknown type " + Quoted(type) + " (double, integer, categorical or discrete)");
   }
   const bool numeric_range = p.type == ParameterType::kDouble || p.type == ParameterType::kInteger;
-  const bool has_values = p.type == ParameterType::kCategorical ||
-                          p.type == ParameterType::kDiscrete;
+  const bool has_values =
+      p.type == ParameterType::kCategorical || p.type == ParameterType::kDiscrete;
   for (const char* key : {"min", "max"}) {
     std::string kpath = path + "." + key;
     if (!numeric_range) {
@@ -99,11 +97,12 @@ StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
       }
       continue;
     }
-    if (!Reader::Has(node, key)) return r.Error(node, kpath, "required for a " + type + " parameter");
+    if (!Reader::Has(node, key))
+      return r.Error(node, kpath, "required for a " + type + " parameter");
     COHORT_ASSIGN_OR_RETURN(double v, r.Number(node[key], kpath));
     if (p.type == ParameterType::kInteger && !IsIntegral(v)) {
-      return r.Error(node[key], kpath, "must be an integer for an integer parameter, got " +
-                                           node[key].Scalar());
+      return r.Error(node[key], kpath,
+                     "must be an integer for an integer parameter, got " + node[key].Scalar());
     }
     (std::string_view(key) == "min" ? p.min : p.max) = v;
   }
@@ -131,7 +130,8 @@ StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
     return p;
   }
   std::string vpath = path + ".values";
-  if (!Reader::Has(node, "values")) return r.Error(node, vpath, "required for a " + type + " parameter");
+  if (!Reader::Has(node, "values"))
+    return r.Error(node, vpath, "required for a " + type + " parameter");
   const YAML::Node values = node["values"];
   if (!values.IsSequence()) {
     return r.Error(values, vpath, "expected a list, got " + Reader::KindName(values));
@@ -193,8 +193,9 @@ Status RerootTemplateError(const Reader& r, const YAML::Node& node, const Status
 
 StatusOr<JobSpec> ReadTrialJob(const Reader& r, const YAML::Node& node) {
   if (!node.IsMap()) {
-    return r.Error(node, "trial_job", "expected a mapping (a job file without its name), got " +
-                                          Reader::KindName(node));
+    return r.Error(
+        node, "trial_job",
+        "expected a mapping (a job file without its name), got " + Reader::KindName(node));
   }
   if (node["name"].IsDefined()) {
     return r.Error(node["name"], "trial_job.name",
@@ -212,10 +213,10 @@ StatusOr<JobSpec> ReadTrialJob(const Reader& r, const YAML::Node& node) {
 
 StatusOr<StudySpec> ReadStudy(const Reader& r, const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) return r.Error(root, "", "empty study spec");
-  COHORT_RETURN_IF_ERROR(r.CheckMap(
-      root, "",
-      {"name", "metric", "parameters", "algorithm", "max_trials", "parallel_trials",
-       "max_failed_trials", "early_stopping", "seed", "trial_job"}));
+  COHORT_RETURN_IF_ERROR(
+      r.CheckMap(root, "",
+                 {"name", "metric", "parameters", "algorithm", "max_trials", "parallel_trials",
+                  "max_failed_trials", "early_stopping", "seed", "trial_job"}));
   StudySpec spec;
   if (!Reader::Has(root, "name")) return r.Error(root, "name", "required");
   COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
@@ -372,18 +373,24 @@ Status ValidateParameter(const ParameterSpec& p, const std::string& path,
 
 std::string_view ScaleTypeName(ScaleType scale) {
   switch (scale) {
-    case ScaleType::kLinear: return "linear";
-    case ScaleType::kLog: return "log";
-    case ScaleType::kReverseLog: return "reverse_log";
+    case ScaleType::kLinear:
+      return "linear";
+    case ScaleType::kLog:
+      return "log";
+    case ScaleType::kReverseLog:
+      return "reverse_log";
   }
   return "?";
 }
 
 std::string_view SearchAlgorithmName(SearchAlgorithm algorithm) {
   switch (algorithm) {
-    case SearchAlgorithm::kGrid: return "grid";
-    case SearchAlgorithm::kRandom: return "random";
-    case SearchAlgorithm::kBayesian: return "bayesian";
+    case SearchAlgorithm::kGrid:
+      return "grid";
+    case SearchAlgorithm::kRandom:
+      return "random";
+    case SearchAlgorithm::kBayesian:
+      return "bayesian";
   }
   return "?";
 }
@@ -466,10 +473,10 @@ Status ValidateStudySpec(const StudySpec& spec) {
 
 StatusOr<StudySpec> ParseStudySpec(std::string_view yaml, std::string_view source) {
   Reader reader(source);
-  COHORT_ASSIGN_OR_RETURN(
-      StudySpec spec,
-      ReadYamlDocument(yaml, source,
-                       [&](const YAML::Node& root) { return ReadStudy(reader, root); }));
+  COHORT_ASSIGN_OR_RETURN(StudySpec spec,
+                          ReadYamlDocument(yaml, source, [&](const YAML::Node& root) {
+                            return ReadStudy(reader, root);
+                          }));
   Status st = ValidateStudySpec(spec);
   if (!st.ok()) return st.WithContext(source);
   return spec;
@@ -485,13 +492,18 @@ std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit) {
   for (const auto& p : spec.parameters) {
     uint64_t n = 0;
     switch (p.type) {
-      case ParameterType::kDouble: return std::nullopt;
+      case ParameterType::kDouble:
+        return std::nullopt;
       case ParameterType::kInteger:
         if (!(p.max >= p.min)) return std::nullopt;
         n = static_cast<uint64_t>(p.max - p.min) + 1;
         break;
-      case ParameterType::kCategorical: n = p.categories.size(); break;
-      case ParameterType::kDiscrete: n = p.values.size(); break;
+      case ParameterType::kCategorical:
+        n = p.categories.size();
+        break;
+      case ParameterType::kDiscrete:
+        n = p.values.size();
+        break;
     }
     if (n == 0) return uint64_t{0};
     if (total > limit / n) return std::nullopt;
@@ -502,14 +514,16 @@ std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit) {
 
 std::string FormatParameterValue(const ParameterSpec& param, const ParameterValue& value) {
   switch (param.type) {
-    case ParameterType::kCategorical: return value.category;
+    case ParameterType::kCategorical:
+      return value.category;
     case ParameterType::kInteger: {
       char buf[32];
       std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(std::llround(value.number)));
       return buf;
     }
     case ParameterType::kDouble:
-    case ParameterType::kDiscrete: return FormatDouble(value.number);
+    case ParameterType::kDiscrete:
+      return FormatDouble(value.number);
   }
   return "";
 }
@@ -536,9 +550,8 @@ StatusOr<ParameterValue> ParseParameterValue(const ParameterSpec& param, std::st
 
 Status ValidateAssignment(const StudySpec& spec, const Assignment& assignment) {
   if (assignment.size() != spec.parameters.size()) {
-    return InvalidArgument("assignment has " + std::to_string(assignment.size()) +
-                           " values for " + std::to_string(spec.parameters.size()) +
-                           " parameters");
+    return InvalidArgument("assignment has " + std::to_string(assignment.size()) + " values for " +
+                           std::to_string(spec.parameters.size()) + " parameters");
   }
   for (size_t i = 0; i < assignment.size(); ++i) {
     const ParameterSpec& p = spec.parameters[i];
@@ -546,8 +559,7 @@ Status ValidateAssignment(const StudySpec& spec, const Assignment& assignment) {
     const std::string where = p.id + ": ";
     switch (p.type) {
       case ParameterType::kCategorical:
-        if (std::find(p.categories.begin(), p.categories.end(), v.category) ==
-            p.categories.end()) {
+        if (std::find(p.categories.begin(), p.categories.end(), v.category) == p.categories.end()) {
           return InvalidArgument(where + Quoted(v.category) + " is not one of its values");
         }
         break;
@@ -587,8 +599,8 @@ StatusOr<Assignment> ParseAssignment(const StudySpec& spec,
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> AssignmentToStrings(
-    const StudySpec& spec, const Assignment& assignment) {
+std::vector<std::pair<std::string, std::string>> AssignmentToStrings(const StudySpec& spec,
+                                                                     const Assignment& assignment) {
   std::vector<std::pair<std::string, std::string>> out;
   for (size_t i = 0; i < spec.parameters.size() && i < assignment.size(); ++i) {
     out.emplace_back(spec.parameters[i].id,

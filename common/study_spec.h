@@ -49,9 +49,9 @@ enum class ScaleType { kLinear, kLog, kReverseLog };
 enum class SearchAlgorithm { kGrid, kRandom, kBayesian };
 enum class MetricGoal { kMaximize, kMinimize };
 
-std::string_view ScaleTypeName(ScaleType scale);          // "linear", "log", "reverse_log"
+std::string_view ScaleTypeName(ScaleType scale);                  // "linear", "log", "reverse_log"
 std::string_view SearchAlgorithmName(SearchAlgorithm algorithm);  // "grid", "random", "bayesian"
-std::string_view MetricGoalName(MetricGoal goal);         // "maximize", "minimize"
+std::string_view MetricGoalName(MetricGoal goal);                 // "maximize", "minimize"
 
 struct ParameterSpec {
   std::string id;  // [A-Za-z_][A-Za-z0-9_.-]*, becomes the `--id=value` argument
@@ -66,9 +66,9 @@ struct ParameterSpec {
 };
 
 struct EarlyStoppingSpec {
-  bool median = false;   // Median stopping rule (coordinator/tuning/median_stopping.h)
-  int min_steps = 1;     // measurements a trial reports before the rule may stop it
-  int min_trials = 3;    // completed trials needed before the rule applies
+  bool median = false;  // Median stopping rule (coordinator/tuning/median_stopping.h)
+  int min_steps = 1;    // measurements a trial reports before the rule may stop it
+  int min_trials = 3;   // completed trials needed before the rule applies
 
   bool operator==(const EarlyStoppingSpec&) const = default;
 };
@@ -126,7 +126,7 @@ StatusOr<Assignment> ParseAssignment(const StudySpec& spec,
 Status ValidateAssignment(const StudySpec& spec, const Assignment& assignment);
 // id -> text, in the spec's parameter order.
 std::vector<std::pair<std::string, std::string>> AssignmentToStrings(const StudySpec& spec,
-                                                                      const Assignment& assignment);
+                                                                     const Assignment& assignment);
 
 // "digits_lr_study_trial_3".
 std::string TrialJobName(std::string_view study, std::string_view trial_id);

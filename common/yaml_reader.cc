@@ -26,11 +26,16 @@ std::string YamlReader::Mark(const YAML::Node& node) {
 
 std::string YamlReader::KindName(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Undefined: return "nothing";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Undefined:
+      return "nothing";
   }
   return "?";
 }

@@ -77,9 +77,9 @@ struct CoordinatorStats {
   int64_t last_round_cpu_us = 0;  // the round's own CPU time (wall time includes preemption)
   int64_t max_round_cpu_us = 0;
   size_t last_round_queued = 0;
-  uint64_t messages = 0;    // read from both endpoints, bad frames included
-  uint64_t bad_frames = 0;  // frames that did not verify
-  uint64_t refused = 0;     // requests over --max-requests-per-peer
+  uint64_t messages = 0;     // read from both endpoints, bad frames included
+  uint64_t bad_frames = 0;   // frames that did not verify
+  uint64_t refused = 0;      // requests over --max-requests-per-peer
   uint64_t rolled_back = 0;  // passes whose commit failed
 };
 

@@ -57,8 +57,8 @@ uint64_t LogStore::Size(const std::string& job, const std::string& replica, int 
   return size;
 }
 
-StatusOr<uint64_t> LogStore::Append(const std::string& job, const std::string& replica,
-                                    int attempt, uint64_t offset, std::string_view data) {
+StatusOr<uint64_t> LogStore::Append(const std::string& job, const std::string& replica, int attempt,
+                                    uint64_t offset, std::string_view data) {
   uint64_t size = Size(job, replica, attempt);
   if (offset != size || data.empty()) return size;
   std::string path = PathOf(job, replica, attempt);

@@ -26,39 +26,38 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
                       stop_grace = "30s", max_spec_size = "1MiB";
   po::options_description desc("cohort-coordinator options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("config", po::value(&config), "INI file with the same names as these flags")
-      ("client-endpoint", po::value(&o.client_endpoint)->default_value(o.client_endpoint),
-       "ZeroMQ endpoint for launchers (cohort CLI, clients)")
-      ("agent-endpoint", po::value(&o.agent_endpoint)->default_value(o.agent_endpoint),
-       "ZeroMQ endpoint for node agents")
-      ("state-dir", po::value(&o.state_dir)->default_value(o.state_dir),
-       "the state database (state.db), job outputs and logs")
-      ("heartbeat-timeout", po::value(&heartbeat)->default_value(heartbeat),
-       "a node silent this long is LOST and its replicas are restarted elsewhere")
-      ("starvation-limit", po::value(&starvation)->default_value(starvation),
-       "once the oldest queued job has waited this long, later jobs stop backfilling")
-      ("port-range", po::value(&ports)->default_value(ports), "ports handed to replicas, MIN-MAX")
-      ("stop-grace", po::value(&stop_grace)->default_value(stop_grace),
-       "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")
-      ("accept-damaged-state", po::bool_switch(&o.accept_damaged_state),
-       "start even though the state database is damaged or missing: drop what does not verify "
-       "and list every job dropped")
-      ("max-requests-per-peer",
-       po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
-       "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")
-      ("max-spec-size", po::value(&max_spec_size)->default_value(max_spec_size),
-       "job and study specs larger than this are refused at submit (bytes, or KiB/MiB)")
-      ("insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")
-      ("key-file", po::value(&o.curve_key)->default_value(o.curve_key),
-       "this coordinator's CURVE key file (.key)")
-      ("client-keys", po::value(&o.client_keys_dir)->default_value(o.client_keys_dir),
-       "directory of client public keys allowed on the client endpoint")
-      ("agent-keys", po::value(&o.agent_keys_dir)->default_value(o.agent_keys_dir),
-       "directory of agent public keys allowed on the agent endpoint")
-      ("log-level", po::value(&o.log_level)->default_value(o.log_level),
-       "trace, debug, info, warn, error");
+  desc.add_options()("help,h", "show this help")("config", po::value(&config),
+                                                 "INI file with the same names as these flags")(
+      "client-endpoint", po::value(&o.client_endpoint)->default_value(o.client_endpoint),
+      "ZeroMQ endpoint for launchers (cohort CLI, clients)")(
+      "agent-endpoint", po::value(&o.agent_endpoint)->default_value(o.agent_endpoint),
+      "ZeroMQ endpoint for node agents")("state-dir",
+                                         po::value(&o.state_dir)->default_value(o.state_dir),
+                                         "the state database (state.db), job outputs and logs")(
+      "heartbeat-timeout", po::value(&heartbeat)->default_value(heartbeat),
+      "a node silent this long is LOST and its replicas are restarted elsewhere")(
+      "starvation-limit", po::value(&starvation)->default_value(starvation),
+      "once the oldest queued job has waited this long, later jobs stop backfilling")(
+      "port-range", po::value(&ports)->default_value(ports), "ports handed to replicas, MIN-MAX")(
+      "stop-grace", po::value(&stop_grace)->default_value(stop_grace),
+      "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")(
+      "accept-damaged-state", po::bool_switch(&o.accept_damaged_state),
+      "start even though the state database is damaged or missing: drop what does not verify "
+      "and list every job dropped")(
+      "max-requests-per-peer",
+      po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
+      "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")(
+      "max-spec-size", po::value(&max_spec_size)->default_value(max_spec_size),
+      "job and study specs larger than this are refused at submit (bytes, or KiB/MiB)")(
+      "insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")(
+      "key-file", po::value(&o.curve_key)->default_value(o.curve_key),
+      "this coordinator's CURVE key file (.key)")(
+      "client-keys", po::value(&o.client_keys_dir)->default_value(o.client_keys_dir),
+      "directory of client public keys allowed on the client endpoint")(
+      "agent-keys", po::value(&o.agent_keys_dir)->default_value(o.agent_keys_dir),
+      "directory of agent public keys allowed on the agent endpoint")(
+      "log-level", po::value(&o.log_level)->default_value(o.log_level),
+      "trace, debug, info, warn, error");
   std::ostringstream help;
   help << "usage: cohort-coordinator [options]\n" << desc;
   out.help_text = help.str();

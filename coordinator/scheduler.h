@@ -72,16 +72,16 @@ struct ReplicaSlot {
 
 struct JobRequest {
   std::string name;
-  int64_t waiting_since_ms = 0;        // when it (last) entered the queue
-  std::vector<ReplicaDemand> replicas; // in the job's replica order; [0] is the chief
+  int64_t waiting_since_ms = 0;         // when it (last) entered the queue
+  std::vector<ReplicaDemand> replicas;  // in the job's replica order; [0] is the chief
   // When set, used instead of `replicas` (lets the caller keep one demand list per job instead of
   // copying it every round). Must outlive the Schedule() call.
   const std::vector<ReplicaDemand>* shared_replicas = nullptr;
   const std::vector<ReplicaDemand>& demands() const {
     return shared_replicas ? *shared_replicas : replicas;
   }
-  bool schedulable = true;             // false: waiting on something else (old attempts ending);
-                                       // it still counts for the starvation limit
+  bool schedulable = true;  // false: waiting on something else (old attempts ending);
+                            // it still counts for the starvation limit
 };
 
 struct JobPlacement {
@@ -113,8 +113,8 @@ class Scheduler {
 
   // Places all of `replicas` at once (the gang rule) or nothing; takes from `view` on success.
   // No ports are assigned (callers add them). Used by Schedule() and for replica restarts.
-  static std::optional<std::vector<ReplicaSlot>> PlaceGang(const std::vector<ReplicaDemand>& replicas,
-                                                           ClusterView& view);
+  static std::optional<std::vector<ReplicaSlot>> PlaceGang(
+      const std::vector<ReplicaDemand>& replicas, ClusterView& view);
   // Places one replica, on `preferred_node` (an index, or -1) when it fits there; takes from
   // `view` and assigns a port. nullopt when it fits nowhere (or no port is left).
   static std::optional<ReplicaSlot> PlaceOne(const ReplicaDemand& demand, int preferred_node,

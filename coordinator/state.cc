@@ -181,7 +181,8 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
       ReplicaRecord r;
       r.name = jr.at("name").get<std::string>();
       auto role = ParseRole(jr.at("role").get<std::string>());
-      if (!role.ok()) return DataLoss("journal: replica " + r.name + ": " + role.status().message());
+      if (!role.ok())
+        return DataLoss("journal: replica " + r.name + ": " + role.status().message());
       r.role = *role;
       r.index = jr.value("index", 0);
       r.attempt = jr.value("attempt", 0);

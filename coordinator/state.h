@@ -86,10 +86,10 @@ struct NodeRecord {
   int64_t memory_mb = 0;
   std::map<std::string, std::string> labels;
   int64_t last_heartbeat_ms = 0;
-  bool ready = true;  // false: LOST
-  bool draining = false;  // its agent is shutting down: nothing new is placed here
+  bool ready = true;                 // false: LOST
+  bool draining = false;             // its agent is shutting down: nothing new is placed here
   std::vector<int> listening_ports;  // as the agent last reported: never handed to a replica
-  std::string peer;   // ROUTER identity its agent last spoke from (the agent sets its node id)
+  std::string peer;  // ROUTER identity its agent last spoke from (the agent sets its node id)
 };
 
 bool IsFinal(ReplicaState s);

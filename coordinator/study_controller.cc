@@ -36,8 +36,8 @@ StatusOr<std::string> StudyController::Submit(const std::string& spec_yaml, int6
   if (studies_.count(name)) return AlreadyExists("a study named '" + name + "' already exists");
   entry->create_time_ms = now_ms;
   spdlog::info("study {}: submitted ({} search, up to {} trials, {} at a time)", name,
-               SearchAlgorithmName(entry->study->spec().algorithm),
-               entry->study->spec().max_trials, entry->study->spec().parallel_trials);
+               SearchAlgorithmName(entry->study->spec().algorithm), entry->study->spec().max_trials,
+               entry->study->spec().parallel_trials);
   studies_[name] = std::move(entry);
   return name;
 }
@@ -98,7 +98,8 @@ void StudyController::JobEnded(const std::string& job, bool succeeded, const std
   e.succeeded = succeeded;
   e.message = message;
   Status s = Apply(entry, std::move(e), true);
-  if (!s.ok()) spdlog::error("study {}: trial job {} ended: {}", it->second.first, job, s.ToString());
+  if (!s.ok())
+    spdlog::error("study {}: trial job {} ended: {}", it->second.first, job, s.ToString());
   NoteEnd(entry, now_ms);
 }
 
@@ -165,8 +166,8 @@ StudyActions StudyController::TakeActions(int64_t now_ms) {
         if (!Running(t.state)) continue;
         actions.cancel.push_back(t.job);
         actions.cancel_reasons.push_back("study " + name + " ended " +
-                                         std::string(tuning::StudyStateName(study.state())) +
-                                         ": " + study.message());
+                                         std::string(tuning::StudyStateName(study.state())) + ": " +
+                                         study.message());
       }
     }
   }
@@ -186,8 +187,7 @@ std::string StudyController::Record(const std::string& name, const Entry& entry,
         events.push_back({{"measurement", e.trial}, {"step", e.step}, {"value", e.value}});
         break;
       case Event::Kind::kEnded:
-        events.push_back(
-            {{"ended", e.trial}, {"succeeded", e.succeeded}, {"message", e.message}});
+        events.push_back({{"ended", e.trial}, {"succeeded", e.succeeded}, {"message", e.message}});
         break;
     }
   }
@@ -237,8 +237,8 @@ StatusOr<bool> StudyController::Replay(const std::string& record) {
     const json& events = j.at("events");
     if (first > entry.events.size()) {
       return DataLoss("study " + name + ": journal record starts at event " +
-                      std::to_string(first) + " but only " +
-                      std::to_string(entry.events.size()) + " are known");
+                      std::to_string(first) + " but only " + std::to_string(entry.events.size()) +
+                      " are known");
     }
     for (size_t i = entry.events.size() - first; i < events.size(); ++i) {
       const json& ej = events[i];

@@ -58,8 +58,7 @@ class StudyController {
   Status AddMeasurement(const std::string& job, int64_t step,
                         const std::map<std::string, double>& metrics);
   // A job reached a final state; ignored unless it is a trial job.
-  void JobEnded(const std::string& job, bool succeeded, const std::string& message,
-                int64_t now_ms);
+  void JobEnded(const std::string& job, bool succeeded, const std::string& message, int64_t now_ms);
   // Jobs to submit and cancel now: new trials while a study is active, the jobs of trials the
   // median rule stopped, and the running trials of a study that failed.
   StudyActions TakeActions(int64_t now_ms);
@@ -84,10 +83,10 @@ class StudyController {
     Kind kind = Kind::kTrial;
     std::string trial;
     std::map<std::string, std::string> parameters;  // kTrial
-    int64_t step = 0;                                // kMeasurement
-    double value = 0;                                // kMeasurement
-    bool succeeded = false;                          // kEnded
-    std::string message;                             // kEnded
+    int64_t step = 0;                               // kMeasurement
+    double value = 0;                               // kMeasurement
+    bool succeeded = false;                         // kEnded
+    std::string message;                            // kEnded
   };
   struct Entry {
     std::string spec_yaml;

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build pkg-config ccache git clang lld libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config ccache git clang clang-format lld libclang-rt-14-dev
   # libraries Cohort links
   libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler libspdlog-dev libfmt-dev
   libucx-dev ucx-utils libyaml-cpp-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev

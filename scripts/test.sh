@@ -9,6 +9,7 @@ jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j "$jobs"
 scripts/check-layout.sh
+scripts/check-format.sh
 (cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 600 "$@")
 # A short libFuzzer run of the wire decoder and the job-file parser (clang, ASan + UBSan);
 # FUZZ_SECONDS=0 skips it.

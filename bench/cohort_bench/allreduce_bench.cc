@@ -39,12 +39,18 @@ std::string TypeLabel(DataType t) { return std::string(collective::DataTypeName(
 
 std::string ImplName(const AllreduceBenchOptions& o) {
   switch (o.algo) {
-    case Algorithm::kRing: return "cohort-ring";
-    case Algorithm::kReductionServer: return "cohort-rs";
-    case Algorithm::kHalvingDoubling: return "cohort-hd";
-    case Algorithm::kSharedMemory: return "cohort-shm";
-    case Algorithm::kHierarchical: return "cohort-hier";
-    case Algorithm::kAuto: break;
+    case Algorithm::kRing:
+      return "cohort-ring";
+    case Algorithm::kReductionServer:
+      return "cohort-rs";
+    case Algorithm::kHalvingDoubling:
+      return "cohort-hd";
+    case Algorithm::kSharedMemory:
+      return "cohort-shm";
+    case Algorithm::kHierarchical:
+      return "cohort-hier";
+    case Algorithm::kAuto:
+      break;
   }
   return "cohort-auto";
 }
@@ -61,24 +67,42 @@ void Fill(DataType type, void* data, size_t count, int rank, bool check) {
   for (size_t i = 0; i < count; ++i) {
     const double v = check ? static_cast<double>((1 + i % 7) * (rank + 1)) : 0.001;
     switch (type) {
-      case DataType::kF32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
-      case DataType::kF64: static_cast<double*>(data)[i] = v; break;
-      case DataType::kF16: static_cast<uint16_t*>(data)[i] = collective::FloatToHalf(static_cast<float>(v)); break;
-      case DataType::kBF16: static_cast<uint16_t*>(data)[i] = collective::FloatToBFloat16(static_cast<float>(v)); break;
-      case DataType::kI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
-      case DataType::kI64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
+      case DataType::kF32:
+        static_cast<float*>(data)[i] = static_cast<float>(v);
+        break;
+      case DataType::kF64:
+        static_cast<double*>(data)[i] = v;
+        break;
+      case DataType::kF16:
+        static_cast<uint16_t*>(data)[i] = collective::FloatToHalf(static_cast<float>(v));
+        break;
+      case DataType::kBF16:
+        static_cast<uint16_t*>(data)[i] = collective::FloatToBFloat16(static_cast<float>(v));
+        break;
+      case DataType::kI32:
+        static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+        break;
+      case DataType::kI64:
+        static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+        break;
     }
   }
 }
 
 double Get(DataType type, const void* data, size_t i) {
   switch (type) {
-    case DataType::kF32: return static_cast<const float*>(data)[i];
-    case DataType::kF64: return static_cast<const double*>(data)[i];
-    case DataType::kF16: return collective::HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kBF16: return collective::BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kI32: return static_cast<const int32_t*>(data)[i];
-    case DataType::kI64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DataType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DataType::kF64:
+      return static_cast<const double*>(data)[i];
+    case DataType::kF16:
+      return collective::HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kBF16:
+      return collective::BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kI32:
+      return static_cast<const int32_t*>(data)[i];
+    case DataType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
   }
   return 0;
 }
@@ -87,10 +111,14 @@ double Get(DataType type, const void* data, size_t i) {
 double Expected(ReduceOp op, size_t i, int n) {
   const double base = static_cast<double>(1 + i % 7);
   switch (op) {
-    case ReduceOp::kSum: return base * n * (n + 1) / 2;
-    case ReduceOp::kAvg: return base * (n + 1) / 2.0;
-    case ReduceOp::kMin: return base;
-    case ReduceOp::kMax: return base * n;
+    case ReduceOp::kSum:
+      return base * n * (n + 1) / 2;
+    case ReduceOp::kAvg:
+      return base * (n + 1) / 2.0;
+    case ReduceOp::kMin:
+      return base;
+    case ReduceOp::kMax:
+      return base * n;
     case ReduceOp::kProduct:
       return std::pow(base, n) * std::tgamma(n + 1.0);  // base^n * n!
   }
@@ -173,8 +201,8 @@ void PrintHeader(const AllreduceBenchOptions& o) {
       o.wire_dtype == DataType::kF32
           ? ""
           : (", wire " + std::string(collective::DataTypeName(o.wire_dtype))).c_str());
-  std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us", "algbw_GBps",
-              "busbw_GBps", "wrong");
+  std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us",
+              "algbw_GBps", "busbw_GBps", "wrong");
   std::fflush(stdout);
 }
 
@@ -205,8 +233,9 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
     PrintJsonLine(line);
     return;
   }
-  std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s\n", size, count, TypeLabel(o.type).c_str(), time_us,
-              algbw, busbw, wrong ? std::to_string(*wrong).c_str() : "N/A");
+  std::printf("  %12zu %12zu %6s %12.2f %11.4f %11.4f %8s\n", size, count,
+              TypeLabel(o.type).c_str(), time_us, algbw, busbw,
+              wrong ? std::to_string(*wrong).c_str() : "N/A");
   std::fflush(stdout);
 }
 
@@ -222,17 +251,22 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
     Fill(o.type, buf.host.data(), count, comm.rank(), false);
     COHORT_RETURN_IF_ERROR(buf.Upload());
     auto t0 = collective::SteadyClock::now();
-    for (int i = 0; i < o.warmup; ++i) COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
-    double warm_s = std::chrono::duration<double>(collective::SteadyClock::now() - t0).count() / std::max(1, o.warmup);
+    for (int i = 0; i < o.warmup; ++i)
+      COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+    double warm_s = std::chrono::duration<double>(collective::SteadyClock::now() - t0).count() /
+                    std::max(1, o.warmup);
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &warm_s));
     int iters = o.iters;
     if (o.max_seconds_per_size > 0 && o.warmup > 0 && warm_s > 0) {
-      iters = static_cast<int>(std::clamp(std::floor(o.max_seconds_per_size / warm_s), 1.0, static_cast<double>(o.iters)));
+      iters = static_cast<int>(std::clamp(std::floor(o.max_seconds_per_size / warm_s), 1.0,
+                                          static_cast<double>(o.iters)));
     }
     t0 = collective::SteadyClock::now();
-    for (int i = 0; i < iters; ++i) COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+    for (int i = 0; i < iters; ++i)
+      COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
     double per_call_us =
-        std::chrono::duration<double, std::micro>(collective::SteadyClock::now() - t0).count() / std::max(1, iters);
+        std::chrono::duration<double, std::micro>(collective::SteadyClock::now() - t0).count() /
+        std::max(1, iters);
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
     std::optional<int64_t> wrong;
     if (o.check) {
@@ -249,7 +283,8 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
         const double tol = rounded ? std::fabs(want) * 1e-2 : 1e-9 * std::fabs(want);
         if (std::fabs(got - want) > tol) ++bad;
       }
-      COHORT_RETURN_IF_ERROR(comm.Allreduce(&bad, 1, DataType::kI64, ReduceOp::kSum, Algorithm::kRing));
+      COHORT_RETURN_IF_ERROR(
+          comm.Allreduce(&bad, 1, DataType::kI64, ReduceOp::kSum, Algorithm::kRing));
       wrong = bad;
     }
     if (comm.rank() == 0) PrintRow(o, size, count, per_call_us, iters, wrong);
@@ -270,21 +305,22 @@ collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
 // One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`.
 int RunOneRank(const AllreduceBenchOptions& o, bool worker, int rank, const std::string& address) {
   const std::string role = worker ? "worker" : "reducer";
-  return RunRank(role, rank, worker, address, std::chrono::milliseconds(o.timeout_ms),
-                 [&](collective::StoreBootstrap& bootstrap) {
-                   if (!worker) {
-                     collective::ReducerOptions ro;
-                     ro.comm = CommOptions(o);
-                     ro.rejoin_timeout = std::chrono::milliseconds(0);
-                     ro.max_generations = 1;
-                     std::atomic<bool> stop{false};
-                     return RankExitCode(role, rank,
-                                         collective::RunReducer(bootstrap, o.workers, o.reducers, rank, ro, stop));
-                   }
-                   auto comm = Communicator::Create(bootstrap, rank, o.workers, o.reducers, CommOptions(o));
-                   if (!comm.ok()) return RankExitCode(role, rank, comm.status());
-                   return RankExitCode(role, rank, RunWorker(**comm, o));
-                 });
+  return RunRank(
+      role, rank, worker, address, std::chrono::milliseconds(o.timeout_ms),
+      [&](collective::StoreBootstrap& bootstrap) {
+        if (!worker) {
+          collective::ReducerOptions ro;
+          ro.comm = CommOptions(o);
+          ro.rejoin_timeout = std::chrono::milliseconds(0);
+          ro.max_generations = 1;
+          std::atomic<bool> stop{false};
+          return RankExitCode(
+              role, rank, collective::RunReducer(bootstrap, o.workers, o.reducers, rank, ro, stop));
+        }
+        auto comm = Communicator::Create(bootstrap, rank, o.workers, o.reducers, CommOptions(o));
+        if (!comm.ok()) return RankExitCode(role, rank, comm.status());
+        return RankExitCode(role, rank, RunWorker(**comm, o));
+      });
 }
 
 int RunThreads(const AllreduceBenchOptions& o) {
@@ -299,14 +335,16 @@ int RunThreads(const AllreduceBenchOptions& o) {
     threads.emplace_back([&, i] {
       if (i < o.workers) {
         auto comm = Communicator::Create(bootstrap, i, o.workers, o.reducers, options);
-        if (RankExitCode("worker", i, comm.ok() ? RunWorker(**comm, o) : comm.status()) != 0) rc = 1;
+        if (RankExitCode("worker", i, comm.ok() ? RunWorker(**comm, o) : comm.status()) != 0)
+          rc = 1;
       } else {
         collective::ReducerOptions ro;
         ro.comm = options;
         ro.rejoin_timeout = std::chrono::milliseconds(0);
         ro.max_generations = 1;
         std::atomic<bool> stop{false};
-        Status s = collective::RunReducer(bootstrap, o.workers, o.reducers, i - o.workers, ro, stop);
+        Status s =
+            collective::RunReducer(bootstrap, o.workers, o.reducers, i - o.workers, ro, stop);
         if (RankExitCode("reducer", i - o.workers, s) != 0) rc = 1;
       }
     });
@@ -349,7 +387,8 @@ void PrintAllreduceUsage() {
       "there in f32 (wire compression; the Reduction Server only); sizes stay the f32 buffer's.\n");
 }
 
-bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o, bool* help) {
+bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o,
+                        bool* help) {
   std::string sizes = "1K:256M";
   auto need = [&](size_t& i) -> const std::string* {
     if (i + 1 >= args.size()) {
@@ -458,16 +497,18 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
       return false;
     }
     if (!ok) {
-      std::fprintf(stderr, "cohort-bench: bad value for %s: '%s'\n", a.c_str(), v ? v->c_str() : "");
+      std::fprintf(stderr, "cohort-bench: bad value for %s: '%s'\n", a.c_str(),
+                   v ? v->c_str() : "");
       return false;
     }
   }
   if (ParseSizeSweep(sizes, &o->sizes)) {
-    std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n", sizes.c_str());
+    std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n",
+                 sizes.c_str());
     return false;
   }
-  if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling || o->algo == Algorithm::kSharedMemory ||
-      o->algo == Algorithm::kHierarchical) {
+  if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling ||
+      o->algo == Algorithm::kSharedMemory || o->algo == Algorithm::kHierarchical) {
     o->reducers = 0;
   }
   if (o->algo == Algorithm::kReductionServer && o->reducers < 1) {
@@ -486,15 +527,17 @@ int RunAllreduceBench(const AllreduceBenchOptions& o) {
   if (o.rank >= 0) {
     const int limit = o.role == "reducer" ? o.reducers : o.workers;
     if (o.rank >= limit) {
-      std::fprintf(stderr, "cohort-bench: --rank %d is out of range for %d %ss\n", o.rank, limit, o.role.c_str());
+      std::fprintf(stderr, "cohort-bench: --rank %d is out of range for %d %ss\n", o.rank, limit,
+                   o.role.c_str());
       return 2;
     }
     return RunOneRank(o, o.role == "worker", o.rank, o.bootstrap);
   }
   if (o.transport == "inproc") return RunThreads(o);
-  return RunForkedJob(o.workers, o.reducers, [&](bool worker, int index, const std::string& address) {
-    return RunOneRank(o, worker, index, address);
-  });
+  return RunForkedJob(o.workers, o.reducers,
+                      [&](bool worker, int index, const std::string& address) {
+                        return RunOneRank(o, worker, index, address);
+                      });
 }
 
 }  // namespace cohort::bench

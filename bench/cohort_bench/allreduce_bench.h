@@ -51,7 +51,8 @@ struct AllreduceBenchOptions {
 
 // Parses the arguments after "allreduce". Returns false (after printing why) on bad usage;
 // sets *help for --help.
-bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* options, bool* help);
+bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* options,
+                        bool* help);
 void PrintAllreduceUsage();
 // Runs the benchmark; returns the process exit code.
 int RunAllreduceBench(const AllreduceBenchOptions& options);

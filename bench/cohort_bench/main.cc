@@ -9,7 +9,9 @@
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::printf("usage: cohort-bench allreduce|ps [options]   (cohort-bench allreduce --help, cohort-bench ps --help)\n");
+    std::printf(
+        "usage: cohort-bench allreduce|ps [options]   (cohort-bench allreduce --help, cohort-bench "
+        "ps --help)\n");
     return argc < 2 ? 2 : 0;
   }
   const std::string verb = argv[1];
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
     }
     return cohort::bench::RunPsBench(options);
   }
-  std::fprintf(stderr, "cohort-bench: unknown benchmark '%s' (have: allreduce, ps)\n", verb.c_str());
+  std::fprintf(stderr, "cohort-bench: unknown benchmark '%s' (have: allreduce, ps)\n",
+               verb.c_str());
   return 2;
 }

@@ -70,16 +70,19 @@ Status SwitchModel(PsWorker& ps, const ModelLayout& layout) {
 void PrintHeader(const PsBenchOptions& o) {
   if (o.json) return;
   const char* tls = std::getenv("UCX_TLS");
-  std::printf("# cohort-bench ps: %d workers, %d servers, transport %s%s%s%s, f32, async sgd, iters %d, warmup %d%s\n",
-              o.workers, o.servers, o.transport.c_str(), o.transport == "ucx" ? " (UCX_TLS=" : "",
-              o.transport == "ucx" ? (tls ? tls : "all") : "", o.transport == "ucx" ? ")" : "", o.iters, o.warmup,
-              o.key_bytes ? (", keys of " + std::to_string(o.key_bytes) + " B").c_str() : ", one key");
+  std::printf(
+      "# cohort-bench ps: %d workers, %d servers, transport %s%s%s%s, f32, async sgd, iters %d, "
+      "warmup %d%s\n",
+      o.workers, o.servers, o.transport.c_str(), o.transport == "ucx" ? " (UCX_TLS=" : "",
+      o.transport == "ucx" ? (tls ? tls : "all") : "", o.transport == "ucx" ? ")" : "", o.iters,
+      o.warmup,
+      o.key_bytes ? (", keys of " + std::to_string(o.key_bytes) + " B").c_str() : ", one key");
   if (o.update_rate) {
-    std::printf("# %10s %10s %6s %7s %10s %14s %12s\n", "keys", "key_bytes", "batch", "window", "updates",
-                "time_us", "updates_per_s");
+    std::printf("# %10s %10s %6s %7s %10s %14s %12s\n", "keys", "key_bytes", "batch", "window",
+                "updates", "time_us", "updates_per_s");
   } else {
-    std::printf("# %12s %12s %6s %12s %11s %12s %11s %6s %8s\n", "size", "count", "type", "push_us", "push_GBps",
-                "pull_us", "pull_GBps", "links", "wrong");
+    std::printf("# %12s %12s %6s %12s %11s %12s %11s %6s %8s\n", "size", "count", "type", "push_us",
+                "push_GBps", "pull_us", "pull_GBps", "links", "wrong");
   }
   std::fflush(stdout);
 }
@@ -105,16 +108,21 @@ Status RunThroughput(PsWorker& ps, const PsBenchOptions& o) {
     // Auto-scale the rounds so big models do not take minutes: at least 2 timed rounds.
     int iters = o.iters;
     if (o.max_seconds_per_size > 0) {
-      const double per_round_guess = static_cast<double>(layout.total_bytes()) * o.workers / 50e6;  // 50 MB/s floor
-      iters = std::clamp(static_cast<int>(o.max_seconds_per_size / std::max(per_round_guess, 1e-6)), 2, o.iters);
+      const double per_round_guess =
+          static_cast<double>(layout.total_bytes()) * o.workers / 50e6;  // 50 MB/s floor
+      iters = std::clamp(static_cast<int>(o.max_seconds_per_size / std::max(per_round_guess, 1e-6)),
+                         2, o.iters);
     }
     for (int i = 0; i < o.warmup; ++i) COHORT_RETURN_IF_ERROR(WaitOne(ps, ps.PushAll(grad.data())));
     int done = 0;
-    COHORT_ASSIGN_OR_RETURN(double push_s, Timed(ps, iters, [&] { return WaitOne(ps, ps.PushAll(grad.data())); },
-                                                 &done));
+    COHORT_ASSIGN_OR_RETURN(
+        double push_s, Timed(
+                           ps, iters, [&] { return WaitOne(ps, ps.PushAll(grad.data())); }, &done));
     const int pushes = o.warmup + done;
-    COHORT_ASSIGN_OR_RETURN(double pull_s, Timed(ps, iters, [&] { return WaitOne(ps, ps.PullAll(params.data())); },
-                                                 &done));
+    COHORT_ASSIGN_OR_RETURN(
+        double pull_s,
+        Timed(
+            ps, iters, [&] { return WaitOne(ps, ps.PullAll(params.data())); }, &done));
     int64_t wrong = 0;
     if (o.check) {
       const float want = static_cast<float>(pushes) * o.workers;
@@ -144,12 +152,15 @@ Status RunThroughput(PsWorker& ps, const PsBenchOptions& o) {
         line["iters"] = iters;
         PrintJsonLine(line);
       } else {
-        std::printf("  %12zu %12zu %6s %12.2f %11.4f %12.2f %11.4f %6d %8s\n", size, count, "f32", push_s * 1e6,
-                    push_gbps, pull_s * 1e6, pull_gbps, links, o.check ? std::to_string(wrong).c_str() : "N/A");
+        std::printf("  %12zu %12zu %6s %12.2f %11.4f %12.2f %11.4f %6d %8s\n", size, count, "f32",
+                    push_s * 1e6, push_gbps, pull_s * 1e6, pull_gbps, links,
+                    o.check ? std::to_string(wrong).c_str() : "N/A");
       }
       std::fflush(stdout);
     }
-    if (wrong > 0) return DataLoss("worker " + std::to_string(ps.rank()) + ": " + std::to_string(wrong) + " wrong values");
+    if (wrong > 0)
+      return DataLoss("worker " + std::to_string(ps.rank()) + ": " + std::to_string(wrong) +
+                      " wrong values");
   }
   return Status::Ok();
 }
@@ -174,7 +185,8 @@ Status RunUpdateRate(PsWorker& ps, const PsBenchOptions& o) {
     keys.clear();
     for (int b = 0; b < batch; ++b) keys.push_back(next_key + b);
     next_key += batch;
-    COHORT_ASSIGN_OR_RETURN(RequestId id, ps.Push(keys, grads.data(), keys.size() * key_bytes, DataType::kF32));
+    COHORT_ASSIGN_OR_RETURN(RequestId id,
+                            ps.Push(keys, grads.data(), keys.size() * key_bytes, DataType::kF32));
     inflight.push_back(id);
     return Status::Ok();
   };
@@ -211,8 +223,8 @@ Status RunUpdateRate(PsWorker& ps, const PsBenchOptions& o) {
       line["transport"] = o.transport;
       PrintJsonLine(line);
     } else {
-      std::printf("  %10zu %10zu %6d %7d %10.0f %14.1f %12.1f\n", layout.num_keys(), key_bytes, batch, o.window,
-                  updates, s * 1e6, updates / s);
+      std::printf("  %10zu %10zu %6d %7d %10.0f %14.1f %12.1f\n", layout.num_keys(), key_bytes,
+                  batch, o.window, updates, s * 1e6, updates / s);
     }
     std::fflush(stdout);
   }
@@ -246,7 +258,9 @@ int RunOneRank(const PsBenchOptions& o, bool worker, int rank, const std::string
                      ro.connect_timeout = std::chrono::milliseconds(o.timeout_ms);
                      ro.rejoin_timeout = std::chrono::milliseconds(0);
                      std::atomic<bool> stop{false};
-                     return RankExitCode(role, rank, collective::ps::RunParameterServer(bootstrap, server, ro, stop));
+                     return RankExitCode(
+                         role, rank,
+                         collective::ps::RunParameterServer(bootstrap, server, ro, stop));
                    }
                    PsWorkerOptions wo;
                    wo.timeout = std::chrono::milliseconds(o.timeout_ms);
@@ -259,7 +273,8 @@ int RunOneRank(const PsBenchOptions& o, bool worker, int rank, const std::string
 int RunThreads(const PsBenchOptions& o) {
   collective::LoopbackFabric fabric(o.workers + o.servers);
   std::vector<std::unique_ptr<PsServer>> servers;
-  for (int j = 0; j < o.servers; ++j) servers.push_back(std::make_unique<PsServer>(ServerOptions(o, j)));
+  for (int j = 0; j < o.servers; ++j)
+    servers.push_back(std::make_unique<PsServer>(ServerOptions(o, j)));
   std::atomic<int> rc{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> server_threads, worker_threads;
@@ -289,14 +304,18 @@ int RunThreads(const PsBenchOptions& o) {
 void PrintPsUsage() {
   std::printf(
       "usage: cohort-bench ps [--workers N] [--servers S] [--sizes 1M:256M] [--key-bytes B]\n"
-      "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S] [--check] [--json]\n"
-      "         [--update-rate [--key-bytes 4K] [--keys N] [--batch K] [--window W] [--updates N]]\n"
+      "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S] "
+      "[--check] [--json]\n"
+      "         [--update-rate [--key-bytes 4K] [--keys N] [--batch K] [--window W] [--updates "
+      "N]]\n"
       "         [--rank R --role worker|server --bootstrap HOST:PORT] [--timeout-ms MS]\n"
       "Push and pull throughput of the parameter server (aggregate over the workers), or with\n"
       "--update-rate the key updates per second for small keys. --transport inproc runs ranks as\n"
       "threads; ucx forks one process per worker and server (UCX_TLS from the environment). With\n"
-      "--rank/--bootstrap this process is one rank of a job launched elsewhere (worker 0 serves the\n"
-      "bootstrap store at HOST:PORT); --rank is the worker rank or, with --role server, the server index.\n");
+      "--rank/--bootstrap this process is one rank of a job launched elsewhere (worker 0 serves "
+      "the\n"
+      "bootstrap store at HOST:PORT); --rank is the worker rank or, with --role server, the server "
+      "index.\n");
 }
 
 bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* help) {
@@ -336,9 +355,12 @@ bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* 
         std::fprintf(stderr, "cohort-bench ps: %s needs a value\n", a.c_str());
         return false;
       }
-      if (a == "--workers") ok = to_int(*v, &o->workers) && o->workers >= 1;
-      else if (a == "--servers") ok = to_int(*v, &o->servers) && o->servers >= 1;
-      else if (a == "--sizes") sizes = *v;
+      if (a == "--workers")
+        ok = to_int(*v, &o->workers) && o->workers >= 1;
+      else if (a == "--servers")
+        ok = to_int(*v, &o->servers) && o->servers >= 1;
+      else if (a == "--sizes")
+        sizes = *v;
       else if (a == "--key-bytes") {
         auto s = ParseByteSize(*v);
         ok = s.has_value() && (*s == 0 || *s >= 4);
@@ -346,22 +368,31 @@ bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* 
       } else if (a == "--transport") {
         o->transport = *v;
         ok = *v == "ucx" || *v == "inproc";
-      } else if (a == "--iters") ok = to_int(*v, &o->iters) && o->iters >= 1;
-      else if (a == "--warmup") ok = to_int(*v, &o->warmup) && o->warmup >= 0;
-      else if (a == "--max-seconds-per-size") o->max_seconds_per_size = std::atof(v->c_str());
-      else if (a == "--timeout-ms") ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
+      } else if (a == "--iters")
+        ok = to_int(*v, &o->iters) && o->iters >= 1;
+      else if (a == "--warmup")
+        ok = to_int(*v, &o->warmup) && o->warmup >= 0;
+      else if (a == "--max-seconds-per-size")
+        o->max_seconds_per_size = std::atof(v->c_str());
+      else if (a == "--timeout-ms")
+        ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
       else if (a == "--keys") {
         int k = 0;
         ok = to_int(*v, &k) && k >= 1;
         o->keys = static_cast<size_t>(k);
-      } else if (a == "--batch") ok = to_int(*v, &o->batch) && o->batch >= 1;
-      else if (a == "--window") ok = to_int(*v, &o->window) && o->window >= 1;
-      else if (a == "--updates") ok = to_int(*v, &o->updates) && o->updates >= 1;
-      else if (a == "--rank") ok = to_int(*v, &o->rank) && o->rank >= 0;
+      } else if (a == "--batch")
+        ok = to_int(*v, &o->batch) && o->batch >= 1;
+      else if (a == "--window")
+        ok = to_int(*v, &o->window) && o->window >= 1;
+      else if (a == "--updates")
+        ok = to_int(*v, &o->updates) && o->updates >= 1;
+      else if (a == "--rank")
+        ok = to_int(*v, &o->rank) && o->rank >= 0;
       else if (a == "--role") {
         o->role = *v;
         ok = *v == "worker" || *v == "server";
-      } else if (a == "--bootstrap") o->bootstrap = *v;
+      } else if (a == "--bootstrap")
+        o->bootstrap = *v;
       else {
         std::fprintf(stderr, "cohort-bench ps: unknown flag %s (--help lists them)\n", a.c_str());
         return false;
@@ -387,15 +418,17 @@ int RunPsBench(const PsBenchOptions& o) {
   if (o.rank >= 0) {
     const int limit = o.role == "server" ? o.servers : o.workers;
     if (o.rank >= limit) {
-      std::fprintf(stderr, "cohort-bench ps: --rank %d is out of range for %d %ss\n", o.rank, limit, o.role.c_str());
+      std::fprintf(stderr, "cohort-bench ps: --rank %d is out of range for %d %ss\n", o.rank, limit,
+                   o.role.c_str());
       return 2;
     }
     return RunOneRank(o, o.role == "worker", o.rank, o.bootstrap);
   }
   if (o.transport == "inproc") return RunThreads(o);
-  return RunForkedJob(o.workers, o.servers, [&](bool worker, int index, const std::string& address) {
-    return RunOneRank(o, worker, index, address);
-  });
+  return RunForkedJob(o.workers, o.servers,
+                      [&](bool worker, int index, const std::string& address) {
+                        return RunOneRank(o, worker, index, address);
+                      });
 }
 
 }  // namespace cohort::bench

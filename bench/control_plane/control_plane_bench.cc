@@ -16,6 +16,7 @@
 // "--snapshot-every 100000", against this one with its SQLite store (see bench/RESULTS.md).
 // Never run by ctest.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,8 +32,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "common/messaging.h"
 #include "coordinator/scheduler.h"
@@ -216,15 +215,24 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--coordinator") a.coordinator = v;
-    else if (k == "--agents") a.agents = std::stoi(v);
-    else if (k == "--gpus") a.gpus = std::stoi(v);
-    else if (k == "--jobs") a.jobs = std::stoi(v);
-    else if (k == "--latency-runs") a.latency_runs = std::stoi(v);
-    else if (k == "--idle-seconds") a.idle_seconds = std::stoi(v);
-    else if (k == "--port") a.port = std::stoi(v);
-    else if (k == "--restart-runs") a.restart_runs = std::stoi(v);
-    else if (k == "--coordinator-args") a.coordinator_args = Words(v);
+    if (k == "--coordinator")
+      a.coordinator = v;
+    else if (k == "--agents")
+      a.agents = std::stoi(v);
+    else if (k == "--gpus")
+      a.gpus = std::stoi(v);
+    else if (k == "--jobs")
+      a.jobs = std::stoi(v);
+    else if (k == "--latency-runs")
+      a.latency_runs = std::stoi(v);
+    else if (k == "--idle-seconds")
+      a.idle_seconds = std::stoi(v);
+    else if (k == "--port")
+      a.port = std::stoi(v);
+    else if (k == "--restart-runs")
+      a.restart_runs = std::stoi(v);
+    else if (k == "--coordinator-args")
+      a.coordinator_args = Words(v);
     else {
       std::fprintf(stderr,
                    "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
@@ -274,8 +282,8 @@ int main(int argc, char** argv) {
     kill(pid, SIGKILL);
     return 1;
   }
-  std::printf("control plane bench: %d agents x %d GPUs, %d jobs, coordinator pid %d\n",
-              a.agents, a.gpus, a.jobs, pid);
+  std::printf("control plane bench: %d agents x %d GPUs, %d jobs, coordinator pid %d\n", a.agents,
+              a.gpus, a.jobs, pid);
 
   // Agents register.
   auto t0 = Clock::now();
@@ -329,9 +337,10 @@ int main(int argc, char** argv) {
       sim.PumpAgents(milliseconds(1));
     }
   }
-  std::printf("  submit->RUNNING (3 replicas, polled every ~1 ms): median %.2f ms, p90 %.2f ms, "
-              "max %.2f ms over %zu runs\n",
-              Percentile(lat, 0.5), Percentile(lat, 0.9), Percentile(lat, 1.0), lat.size());
+  std::printf(
+      "  submit->RUNNING (3 replicas, polled every ~1 ms): median %.2f ms, p90 %.2f ms, "
+      "max %.2f ms over %zu runs\n",
+      Percentile(lat, 0.5), Percentile(lat, 0.9), Percentile(lat, 1.0), lat.size());
 
   // Throughput: N submissions, 256 in flight.
   std::mt19937 rng(1);
@@ -352,16 +361,20 @@ int main(int argc, char** argv) {
       auto m = sim.client->Receive(milliseconds(0));
       if (!m.ok() || !m->has_value()) break;
       if (inflight.erase((*m)->request_id())) {
-        if ((*m)->ErrorStatus().ok()) ++accepted; else ++refused;
+        if ((*m)->ErrorStatus().ok())
+          ++accepted;
+        else
+          ++refused;
       }
     }
     sim.PumpAgents(milliseconds(1));
   }
   double submit_s = Ms(Clock::now() - s0) / 1000.0;
-  std::printf("  submitted %d jobs: %d accepted, %d refused in %.2f s = %.0f jobs/s "
-              "(%llu launches answered)\n",
-              sent, accepted, refused, submit_s, accepted / submit_s,
-              static_cast<unsigned long long>(sim.launches));
+  std::printf(
+      "  submitted %d jobs: %d accepted, %d refused in %.2f s = %.0f jobs/s "
+      "(%llu launches answered)\n",
+      sent, accepted, refused, submit_s, accepted / submit_s,
+      static_cast<unsigned long long>(sim.launches));
 
   // Idle window: every agent heartbeats once a second, the queue stays full.
   ProcStat p0 = ReadProc(pid);
@@ -369,10 +382,11 @@ int main(int argc, char** argv) {
   while (Clock::now() - i0 < std::chrono::seconds(a.idle_seconds)) sim.PumpAgents(milliseconds(5));
   ProcStat p1 = ReadProc(pid);
   double idle_wall = Ms(Clock::now() - i0) / 1000.0;
-  std::printf("  coordinator with %d heartbeating agents and the queue full: CPU %.1f%% of one "
-              "core over %.0f s, RSS %.1f MiB\n",
-              a.agents, 100.0 * (p1.cpu_seconds - p0.cpu_seconds) / idle_wall, idle_wall,
-              p1.rss_kb / 1024.0);
+  std::printf(
+      "  coordinator with %d heartbeating agents and the queue full: CPU %.1f%% of one "
+      "core over %.0f s, RSS %.1f MiB\n",
+      a.agents, 100.0 * (p1.cpu_seconds - p0.cpu_seconds) / idle_wall, idle_wall,
+      p1.rss_kb / 1024.0);
 
   // The coordinator's own round timings from its debug log (the last stats line, before any
   // restart).
@@ -435,11 +449,12 @@ int main(int argc, char** argv) {
               WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "clean (0)" : "NOT clean");
 
   if (!last_stats.empty()) {
-    std::printf("  coordinator %s\n", last_stats.substr(last_stats.find("scheduler stats:")).c_str());
+    std::printf("  coordinator %s\n",
+                last_stats.substr(last_stats.find("scheduler stats:")).c_str());
   }
   if (max_warn_ms) std::printf("  slowest round over 50 ms: %ld ms\n", max_warn_ms);
-  std::printf("  pure Scheduler round, %d nodes, %d queued jobs (median of 5): %.2f ms\n",
-              a.agents, a.jobs, PureSchedulerRoundMs(a.agents, a.gpus, a.jobs));
+  std::printf("  pure Scheduler round, %d nodes, %d queued jobs (median of 5): %.2f ms\n", a.agents,
+              a.jobs, PureSchedulerRoundMs(a.agents, a.gpus, a.jobs));
   std::filesystem::remove_all(state);
   return 0;
 }

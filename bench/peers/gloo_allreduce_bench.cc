@@ -85,13 +85,13 @@ class GlooBench {
     const int n = static_cast<int>(count);
     float* data = input_.data();
     if (algo == "ring") {
-      auto impl = std::make_shared<gloo::AllreduceRing<float>>(context_, std::vector<float*>{data},
-                                                               n);
+      auto impl =
+          std::make_shared<gloo::AllreduceRing<float>>(context_, std::vector<float*>{data}, n);
       op.run = [impl] { impl->run(); };
       op.result = data;
     } else if (algo == "ring_chunked") {
-      auto impl = std::make_shared<gloo::AllreduceRingChunked<float>>(
-          context_, std::vector<float*>{data}, n);
+      auto impl = std::make_shared<gloo::AllreduceRingChunked<float>>(context_,
+                                                                      std::vector<float*>{data}, n);
       op.run = [impl] { impl->run(); };
       op.result = data;
     } else if (algo == "halving_doubling") {

@@ -25,6 +25,7 @@
 //
 // Prints one line per run and the median, min and max of each time.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -37,8 +38,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "common/client.h"
 #include "common/messaging.h"
@@ -104,7 +103,8 @@ const wire::ReplicaInfoT* Chief(const wire::JobInfoT& job) {
 
 int NodeLoss(const Args& a) {
   ct::LocalCluster cluster({a.coordinator, a.agent}, ct::ClusterOptions{a.heartbeat_timeout});
-  if (auto e = cluster.StartCoordinator(); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 1;
+  if (auto e = cluster.StartCoordinator(); !e.empty())
+    return std::fprintf(stderr, "%s\n", e.c_str()), 1;
   const std::string pid = std::to_string(::getpid());
   std::vector<std::string> nodes = {"bench-a-" + pid, "bench-b-" + pid};
   for (const auto& n : nodes) {
@@ -116,9 +116,10 @@ int NodeLoss(const Args& a) {
   if (auto s = client.Submit(LoopJob("victim", cluster.scratch("victim"), 1000)); !s.ok()) {
     return std::fprintf(stderr, "submit: %s\n", s.status().ToString().c_str()), 1;
   }
-  std::printf("node-loss: SIG%s to the agent, coordinator --heartbeat-timeout %s, 2 agents, "
-              "one 1-replica job\n",
-              a.signal.c_str(), a.heartbeat_timeout.c_str());
+  std::printf(
+      "node-loss: SIG%s to the agent, coordinator --heartbeat-timeout %s, 2 agents, "
+      "one 1-replica job\n",
+      a.signal.c_str(), a.heartbeat_timeout.c_str());
   Series lost{"signal -> node LOST"}, running{"signal -> replica RUNNING elsewhere"};
   int attempt = -1;
   for (int run = 0; run < a.runs; ++run) {
@@ -133,7 +134,8 @@ int NodeLoss(const Args& a) {
           return true;
         },
         std::chrono::seconds(120), milliseconds(5));
-    if (!up) return std::fprintf(stderr, "the replica is not running\n%s", cluster.Logs().c_str()), 1;
+    if (!up)
+      return std::fprintf(stderr, "the replica is not running\n%s", cluster.Logs().c_str()), 1;
     // Both agents READY before the kill, so the replica has somewhere to go.
     ct::WaitUntil(
         [&] {
@@ -171,8 +173,8 @@ int NodeLoss(const Args& a) {
         },
         std::chrono::seconds(120), milliseconds(5));
     if (a.signal == "TERM") cluster.agent(host).Wait(std::chrono::seconds(30));
-    std::printf("  run %d: signalled %s; LOST after %.1f ms; RUNNING elsewhere after %.1f ms\n", run,
-                host.c_str(), t_lost, t_running);
+    std::printf("  run %d: signalled %s; LOST after %.1f ms; RUNNING elsewhere after %.1f ms\n",
+                run, host.c_str(), t_lost, t_running);
     if (t_lost >= 0) lost.values.push_back(t_lost);
     if (t_running >= 0) running.values.push_back(t_running);
     // The killed node comes back for the next run.
@@ -206,7 +208,8 @@ bool Reconciled(CoordinatorClient& client, size_t nodes,
 
 int CoordinatorRestart(const Args& a) {
   ct::LocalCluster cluster({a.coordinator, a.agent}, ct::ClusterOptions{a.heartbeat_timeout});
-  if (auto e = cluster.StartCoordinator(); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 1;
+  if (auto e = cluster.StartCoordinator(); !e.empty())
+    return std::fprintf(stderr, "%s\n", e.c_str()), 1;
   const std::string pid = std::to_string(::getpid());
   for (int i = 0; i < a.agents; ++i) {
     if (auto e = cluster.StartAgent({"bench-" + std::to_string(i) + "-" + pid, 0, 1}); !e.empty()) {
@@ -234,7 +237,8 @@ int CoordinatorRestart(const Args& a) {
   for (int run = 0; run < a.runs; ++run) {
     cluster.coordinator().Kill();
     auto t0 = Clock::now();
-    if (auto e = cluster.StartCoordinator(); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 1;
+    if (auto e = cluster.StartCoordinator(); !e.empty())
+      return std::fprintf(stderr, "%s\n", e.c_str()), 1;
     double t_answer = Ms(Clock::now() - t0);
     auto client = cluster.Client(milliseconds(2000));
     double t_full = -1;
@@ -260,7 +264,7 @@ struct SimAgent {
   Clock::time_point last_heard;
   milliseconds interval{1000};
   bool registered = false;
-  uint64_t registrations = 0;  // RegisterAgentReply messages received
+  uint64_t registrations = 0;                            // RegisterAgentReply messages received
   std::map<std::string, wire::ReplicaStatusT> replicas;  // job -> its running replica
 };
 
@@ -308,7 +312,8 @@ struct Sim {
           if (const auto* r = msg.As<wire::RegisterAgentReply>()) {
             a.registered = true;
             ++a.registrations;
-            if (r->heartbeat_interval_ms() > 0) a.interval = milliseconds(r->heartbeat_interval_ms());
+            if (r->heartbeat_interval_ms() > 0)
+              a.interval = milliseconds(r->heartbeat_interval_ms());
             a.next_heartbeat = now + a.interval;
           } else if (const auto* h = msg.As<wire::HeartbeatReply>()) {
             if (!h->known() && a.registered) again = true;
@@ -359,8 +364,8 @@ struct Sim {
   }
 
   size_t Registered() const {
-    return static_cast<size_t>(
-        std::count_if(agents.begin(), agents.end(), [](const SimAgent& a) { return a.registered; }));
+    return static_cast<size_t>(std::count_if(agents.begin(), agents.end(),
+                                             [](const SimAgent& a) { return a.registered; }));
   }
 };
 
@@ -417,7 +422,8 @@ int CoordinatorRestartSim(const Args& a) {
     }
     return false;
   };
-  if (!pump_until([&] { return sim.Registered() == sim.agents.size(); }, std::chrono::seconds(120))) {
+  if (!pump_until([&] { return sim.Registered() == sim.agents.size(); },
+                  std::chrono::seconds(120))) {
     return std::fprintf(stderr, "agents did not register\n"), 1;
   }
   // Jobs: each takes a whole node (all its GPUs), so every agent up to --jobs runs one replica
@@ -427,7 +433,8 @@ int CoordinatorRestartSim(const Args& a) {
     std::string name = "j" + std::to_string(j);
     std::string yaml = "name: " + name +
                        "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                       "    resources: {gpus: " + std::to_string(sim.gpus) +
+                       "    resources: {gpus: " +
+                       std::to_string(sim.gpus) +
                        ", cpus: 1}\n    process: {command: [/bin/true]}\n";
     while (!client->Submit(yaml).ok()) sim.Pump(milliseconds(1));
     if (j % 50 == 0) sim.Pump(milliseconds(0));
@@ -445,9 +452,10 @@ int CoordinatorRestartSim(const Args& a) {
       sim.agents.begin(), sim.agents.end(), [](const SimAgent& g) { return !g.replicas.empty(); }));
   // Let every RUNNING update reach the state store.
   pump_until([] { return false; }, std::chrono::seconds(3));
-  std::printf("coordinator-restart-sim: %d simulated agents, %d running jobs on %zu of them, "
-              "--heartbeat-timeout %s\n",
-              a.agents, jobs, nodes_used, a.heartbeat_timeout.c_str());
+  std::printf(
+      "coordinator-restart-sim: %d simulated agents, %d running jobs on %zu of them, "
+      "--heartbeat-timeout %s\n",
+      a.agents, jobs, nodes_used, a.heartbeat_timeout.c_str());
 
   Series answer{"restart -> answers a client"}, all_registered{"restart -> every agent registered"},
       full{"restart -> fully reconciled"};
@@ -488,14 +496,16 @@ int CoordinatorRestartSim(const Args& a) {
       for (const auto& j : *list) ok = ok && j.state == wire::JobState::RUNNING && j.restarts == 0;
       if (ok) t_full = Ms(Clock::now() - t0);
     }
-    std::printf("  run %d: answers after %.1f ms; all %zu agents re-registered after %.1f ms; "
-                "reconciled (all READY, all %d jobs RUNNING, 0 restarts) after %.1f ms\n",
-                run, t_answer, count, t_registered, jobs, t_full);
+    std::printf(
+        "  run %d: answers after %.1f ms; all %zu agents re-registered after %.1f ms; "
+        "reconciled (all READY, all %d jobs RUNNING, 0 restarts) after %.1f ms\n",
+        run, t_answer, count, t_registered, jobs, t_full);
     if (t_answer >= 0) answer.values.push_back(t_answer);
     if (t_registered >= 0) all_registered.values.push_back(t_registered);
     if (t_full >= 0) full.values.push_back(t_full);
     if (t_full < 0) {
-      std::fprintf(stderr, "not reconciled; coordinator log tail:\n%s\n", coordinator->Log().c_str());
+      std::fprintf(stderr, "not reconciled; coordinator log tail:\n%s\n",
+                   coordinator->Log().c_str());
       break;
     }
   }
@@ -519,14 +529,22 @@ int main(int argc, char** argv) {
   a.mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--coordinator") a.coordinator = v;
-    else if (k == "--agent") a.agent = v;
-    else if (k == "--heartbeat-timeout") a.heartbeat_timeout = v;
-    else if (k == "--agents") a.agents = std::stoi(v);
-    else if (k == "--jobs") a.jobs = std::stoi(v);
-    else if (k == "--runs") a.runs = std::stoi(v);
-    else if (k == "--signal") a.signal = v;
-    else return std::fprintf(stderr, "unknown flag %s\n", k.c_str()), 2;
+    if (k == "--coordinator")
+      a.coordinator = v;
+    else if (k == "--agent")
+      a.agent = v;
+    else if (k == "--heartbeat-timeout")
+      a.heartbeat_timeout = v;
+    else if (k == "--agents")
+      a.agents = std::stoi(v);
+    else if (k == "--jobs")
+      a.jobs = std::stoi(v);
+    else if (k == "--runs")
+      a.runs = std::stoi(v);
+    else if (k == "--signal")
+      a.signal = v;
+    else
+      return std::fprintf(stderr, "unknown flag %s\n", k.c_str()), 2;
   }
   spdlog::set_level(spdlog::level::warn);
   a.coordinator = std::filesystem::absolute(a.coordinator).string();

@@ -84,8 +84,9 @@ void Compare(int seeds, int trials) {
 }
 
 void Scaling(int max_n) {
-  std::printf("# Hartmann-6 (6 dims), n completed random trials; fit = GP hyperparameter fit "
-              "(3 restarts, L-BFGS); suggest = one whole Bayesian suggestion with 2 pending\n");
+  std::printf(
+      "# Hartmann-6 (6 dims), n completed random trials; fit = GP hyperparameter fit "
+      "(3 restarts, L-BFGS); suggest = one whole Bayesian suggestion with 2 pending\n");
   std::printf("%6s %10s %10s %12s %12s %14s\n", "n", "fit_ms", "fit_cpu_ms", "suggest_ms",
               "suggest_cpu_ms", "suggestions_s");
   for (int n : {10, 25, 50, 100, 200, 300, 400, 500}) {

@@ -35,7 +35,8 @@ constexpr size_t kMinPipelineChunkBytes = size_t{16} << 10;
 // elements, the first count%n blocks one more, and a run of blocks is contiguous.
 inline std::vector<size_t> BlockOffsets(size_t count, int n) {
   std::vector<size_t> offset(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i) offset[i + 1] = offset[i] + count / n + (static_cast<size_t>(i) < count % n ? 1 : 0);
+  for (int i = 0; i < n; ++i)
+    offset[i + 1] = offset[i] + count / n + (static_cast<size_t>(i) < count % n ? 1 : 0);
   return offset;
 }
 

@@ -12,12 +12,13 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
   const int n = options.num_workers;
   const int rank = transport.rank();
   if (n <= 0 || rank >= n) {
-    return InvalidArgument("halving-doubling all-reduce: rank " + std::to_string(rank) + " is not a worker of " +
-                           std::to_string(n));
+    return InvalidArgument("halving-doubling all-reduce: rank " + std::to_string(rank) +
+                           " is not a worker of " + std::to_string(n));
   }
   if (!HalvingDoublingFits(n)) {
-    return InvalidArgument("halving-doubling all-reduce needs a power-of-two number of workers, not " +
-                           std::to_string(n));
+    return InvalidArgument(
+        "halving-doubling all-reduce needs a power-of-two number of workers, not " +
+        std::to_string(n));
   }
   if (options.count == 0 || n == 1) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
@@ -27,13 +28,16 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
   auto bytes = [&](int lo, int hi) { return (offset[hi] - offset[lo]) * es; };
   auto at = [&](int block) { return data + offset[block] * es; };
   // One exchange with `partner`: send blocks [send_lo, send_hi), receive into `into`.
-  auto exchange = [&](int partner, uint32_t step, int send_lo, int send_hi, void* into, size_t into_bytes,
-                      const char* phase) -> Status {
+  auto exchange = [&](int partner, uint32_t step, int send_lo, int send_hi, void* into,
+                      size_t into_bytes, const char* phase) -> Status {
     const Tag tag = MakeTag(options.seq, step);
-    COHORT_ASSIGN_OR_RETURN(Request recv, transport.Irecv(partner, tag, MutableBytes{into, into_bytes}));
-    COHORT_ASSIGN_OR_RETURN(Request send,
-                            transport.Isend(partner, tag, ConstBytes{at(send_lo), bytes(send_lo, send_hi)}));
-    const std::string with = std::string("halving-doubling all-reduce (") + phase + "): rank " + std::to_string(partner);
+    COHORT_ASSIGN_OR_RETURN(Request recv,
+                            transport.Irecv(partner, tag, MutableBytes{into, into_bytes}));
+    COHORT_ASSIGN_OR_RETURN(
+        Request send,
+        transport.Isend(partner, tag, ConstBytes{at(send_lo), bytes(send_lo, send_hi)}));
+    const std::string with =
+        std::string("halving-doubling all-reduce (") + phase + "): rank " + std::to_string(partner);
     COHORT_RETURN_IF_ERROR(recv.Wait(options.deadline).WithContext("receive from " + with));
     return send.Wait(options.deadline).WithContext("send to " + with);
   };
@@ -47,18 +51,21 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
     const int mid = lo + (hi - lo) / 2;
     const bool lower = (rank & d) == 0;
     const int keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
-    COHORT_RETURN_IF_ERROR(exchange(rank ^ d, step, lower ? mid : lo, lower ? hi : mid, partial.data(),
-                                    bytes(keep_lo, keep_hi), "reduce-scatter"));
-    ReduceInto(options.type, options.op, at(keep_lo), partial.data(), offset[keep_hi] - offset[keep_lo]);
+    COHORT_RETURN_IF_ERROR(exchange(rank ^ d, step, lower ? mid : lo, lower ? hi : mid,
+                                    partial.data(), bytes(keep_lo, keep_hi), "reduce-scatter"));
+    ReduceInto(options.type, options.op, at(keep_lo), partial.data(),
+               offset[keep_hi] - offset[keep_lo]);
     lo = keep_lo;
     hi = keep_hi;
   }
-  if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, at(lo), offset[hi] - offset[lo], n);
+  if (options.op == ReduceOp::kAvg)
+    ScaleForAverage(options.type, at(lo), offset[hi] - offset[lo], n);
 
   // All-gather: at distance d the rank and rank ^ d swap their d-block runs, which are siblings.
   for (int d = 1; d < n; d *= 2, ++step) {
     const int peer_lo = (rank & d) != 0 ? lo - d : hi;
-    COHORT_RETURN_IF_ERROR(exchange(rank ^ d, step, lo, hi, at(peer_lo), bytes(peer_lo, peer_lo + d), "all-gather"));
+    COHORT_RETURN_IF_ERROR(
+        exchange(rank ^ d, step, lo, hi, at(peer_lo), bytes(peer_lo, peer_lo + d), "all-gather"));
     lo = std::min(lo, peer_lo);
     hi = std::max(hi, peer_lo + d);
   }

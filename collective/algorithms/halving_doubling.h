@@ -12,7 +12,9 @@
 namespace cohort::collective {
 
 // True when halving-doubling can run among `workers` ranks (a power of two).
-constexpr bool HalvingDoublingFits(int workers) { return workers > 0 && (workers & (workers - 1)) == 0; }
+constexpr bool HalvingDoublingFits(int workers) {
+  return workers > 0 && (workers & (workers - 1)) == 0;
+}
 
 // Called by every worker (transport rank < options.num_workers) with the same count, type, op and
 // seq; options.num_workers must be a power of two (kInvalidArgument otherwise). Uses a temporary

@@ -5,10 +5,12 @@
 
 namespace cohort::collective {
 
-Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport, const std::vector<int>& across,
-                             const AllreduceOptions& options) {
+Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport,
+                             const std::vector<int>& across, const AllreduceOptions& options) {
   SubsetTransport hosts(transport, across);
-  if (hosts.rank() < 0) return InvalidArgument("hierarchical all-reduce: this worker is not among its peers across hosts");
+  if (hosts.rank() < 0)
+    return InvalidArgument(
+        "hierarchical all-reduce: this worker is not among its peers across hosts");
   // Across hosts the slices are summed (kAvg divides once, by every worker, afterwards).
   AllreduceOptions ring = options;
   ring.op = options.op == ReduceOp::kAvg ? ReduceOp::kSum : options.op;

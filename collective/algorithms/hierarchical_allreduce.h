@@ -19,7 +19,7 @@ namespace cohort::collective {
 // `across` the transport ranks of the workers with this worker's local rank, one per host in host
 // order (this worker among them); options.num_workers is the job's worker count (kAvg divides by
 // it). Uses options.chunk_bytes as the ring's pipeline unit across hosts.
-Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport, const std::vector<int>& across,
-                             const AllreduceOptions& options);
+Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport,
+                             const std::vector<int>& across, const AllreduceOptions& options);
 
 }  // namespace cohort::collective

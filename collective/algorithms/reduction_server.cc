@@ -33,15 +33,16 @@ std::string DescribeRound(const RoundHeader& h) {
 
 }  // namespace
 
-size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers, size_t chunk_bytes,
-                                 int chunks_per_reducer) {
+size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers,
+                                 size_t chunk_bytes, int chunks_per_reducer) {
   const size_t m = static_cast<size_t>(std::max(1, num_reducers));
   size_t chunk = ChunkElems(chunk_bytes, element_bytes);
   // Fill and drain: aim for chunks_per_reducer chunks per reducer, not below the floor (per-message
   // costs) nor above chunk_bytes.
   const size_t target = static_cast<size_t>(std::max(4, chunks_per_reducer)) * m;
   if (count < chunk * target) {
-    chunk = std::min(chunk, std::max(ChunkElems(kMinPipelineChunkBytes, element_bytes), (count + target - 1) / target));
+    chunk = std::min(chunk, std::max(ChunkElems(kMinPipelineChunkBytes, element_bytes),
+                                     (count + target - 1) / target));
   }
   // At least four per reducer (with two, waiting for the first chunk was half of a 512 KiB call,
   // bench/RESULTS.md "Chunk size and eager sends").
@@ -58,7 +59,8 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   const int rank = transport.rank();
   if (m <= 0) return InvalidArgument("reduction server all-reduce needs at least one reducer");
   if (rank >= n) return InvalidArgument("reduction server all-reduce: rank is not a worker");
-  if (transport.size() < n + m) return InvalidArgument("transport has fewer ranks than workers + reducers");
+  if (transport.size() < n + m)
+    return InvalidArgument("transport has fewer ranks than workers + reducers");
   if (options.count == 0) return Status::Ok();
   const bool compress = options.type == DataType::kF32 && (options.wire_type == DataType::kBF16 ||
                                                            options.wire_type == DataType::kF16);
@@ -121,7 +123,8 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   };
   std::deque<Pending> sends, recvs;
   const size_t max_inflight = static_cast<size_t>(std::max(4, 2 * header.window * m));
-  const size_t max_sends = options.max_flows > 0 ? static_cast<size_t>(options.max_flows) : max_inflight;
+  const size_t max_sends =
+      options.max_flows > 0 ? static_cast<size_t>(options.max_flows) : max_inflight;
   size_t next = 0;
   while (next < order.size() || !sends.empty() || !recvs.empty()) {
     while (next < order.size() && sends.size() < max_sends && recvs.size() < max_inflight) {
@@ -144,8 +147,10 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
     if (!sends.empty()) {
       Pending& f = sends.front();
       const int reducer = n + static_cast<int>(f.chunk % m);
-      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline).WithContext(
-          "all-reduce: sending chunk " + std::to_string(f.chunk) + " to " + ReducerName(reducer, n)));
+      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline)
+                                 .WithContext("all-reduce: sending chunk " +
+                                              std::to_string(f.chunk) + " to " +
+                                              ReducerName(reducer, n)));
       sends.pop_front();
       // Results are collected once the send window, not the receive window, is what blocks.
       if (next < order.size() && recvs.size() < max_inflight) continue;
@@ -153,8 +158,10 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
     if (!recvs.empty() && (recvs.size() >= max_inflight || next == order.size())) {
       Pending& f = recvs.front();
       const int reducer = n + static_cast<int>(f.chunk % m);
-      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline).WithContext(
-          "all-reduce: result of chunk " + std::to_string(f.chunk) + " from " + ReducerName(reducer, n)));
+      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline)
+                                 .WithContext("all-reduce: result of chunk " +
+                                              std::to_string(f.chunk) + " from " +
+                                              ReducerName(reducer, n)));
       if (compress) {
         const size_t off = f.chunk * chunk_elems;
         WidenToF32(wire, floats + off, on_wire + off * wes,
@@ -164,19 +171,22 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
     }
   }
   for (int r = 0; r < m; ++r) {
-    COHORT_RETURN_IF_ERROR(header_sends[r].Wait(options.deadline).WithContext(
-        "all-reduce: header to " + ReducerName(n + r, n)));
+    COHORT_RETURN_IF_ERROR(header_sends[r]
+                               .Wait(options.deadline)
+                               .WithContext("all-reduce: header to " + ReducerName(n + r, n)));
   }
   return Status::Ok();
 }
 
-Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers, Deadline deadline) {
+Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers,
+                          Deadline deadline) {
   RoundHeader header;
   header.kind = RoundHeader::kStop;
   std::vector<Request> sends;
   Status first;
   for (int r = 0; r < num_reducers; ++r) {
-    auto req = transport.Isend(num_workers + r, MakeTag(0, kHeaderStep), ConstBytes{&header, sizeof(header)});
+    auto req = transport.Isend(num_workers + r, MakeTag(0, kHeaderStep),
+                               ConstBytes{&header, sizeof(header)});
     if (!req.ok()) {
       if (first.ok()) first = req.status();
       continue;
@@ -206,8 +216,9 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     std::vector<Request> reqs(n);
     for (int w = 0; w < n; ++w) {
       if (stopped[w]) continue;
-      COHORT_ASSIGN_OR_RETURN(reqs[w], transport_.Irecv(w, MakeTag(0, kHeaderStep),
-                                                        MutableBytes{&headers[w], sizeof(RoundHeader)}));
+      COHORT_ASSIGN_OR_RETURN(reqs[w],
+                              transport_.Irecv(w, MakeTag(0, kHeaderStep),
+                                               MutableBytes{&headers[w], sizeof(RoundHeader)}));
     }
     std::optional<RoundHeader> round;
     for (int w = 0; w < n; ++w) {
@@ -216,10 +227,13 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
       while (!reqs[w].Poll(SteadyClock::now() + options_.poll_interval)) {
         if (stop.load()) return Cancelled("reducer stopped");
       }
-      COHORT_RETURN_IF_ERROR(reqs[w].Wait(SteadyClock::now()).WithContext(
-          "reducer " + std::to_string(index_) + ": waiting for worker " + std::to_string(w)));
+      COHORT_RETURN_IF_ERROR(reqs[w]
+                                 .Wait(SteadyClock::now())
+                                 .WithContext("reducer " + std::to_string(index_) +
+                                              ": waiting for worker " + std::to_string(w)));
       const RoundHeader& h = headers[w];
-      if (h.magic != RoundHeader::kMagic) return DataLoss("reducer: bad round header from worker " + std::to_string(w));
+      if (h.magic != RoundHeader::kMagic)
+        return DataLoss("reducer: bad round header from worker " + std::to_string(w));
       if (h.kind == RoundHeader::kStop) {
         stopped[w] = true;
         continue;
@@ -304,7 +318,8 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     bool last;  // the chunk's last result: its slot is free once this one has gone
   };
   std::deque<Pending> sends;
-  const size_t max_sends = header.max_flows > 0 ? header.max_flows : std::numeric_limits<size_t>::max();
+  const size_t max_sends =
+      header.max_flows > 0 ? header.max_flows : std::numeric_limits<size_t>::max();
   auto wait_front = [&]() -> Status {
     Pending& f = sends.front();
     COHORT_RETURN_IF_ERROR(f.req.Wait(deadline).WithContext(
@@ -344,7 +359,8 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
       while (sends.size() >= max_sends) COHORT_RETURN_IF_ERROR(wait_front());
       const int w = (index_ + k) % n;
       Pending p{Request(), j, k == n - 1};
-      COHORT_ASSIGN_OR_RETURN(p.req, transport_.Isend(w, tag, ConstBytes{buf(j, 0), chunk_bytes(c)}));
+      COHORT_ASSIGN_OR_RETURN(p.req,
+                              transport_.Isend(w, tag, ConstBytes{buf(j, 0), chunk_bytes(c)}));
       sends.push_back(std::move(p));
     }
     // The previous chunk's results must have gone before its slot takes the chunk `slots` ahead;

@@ -61,12 +61,13 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
 // chunks_per_reducer chunks; smaller still, down to 4 KiB, where a reducer would get fewer than
 // four (every reducer's link should carry its share, and each should pipeline: a reducer returns
 // nothing until all n copies of its first chunk are in). A whole number of elements.
-size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers, size_t chunk_bytes,
-                                 int chunks_per_reducer);
+size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers,
+                                 size_t chunk_bytes, int chunks_per_reducer);
 
 // Tells every reducer that this worker is done (reducers return from Serve once all workers
 // have). Best effort: errors are returned but leave nothing pending.
-Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers, Deadline deadline);
+Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers,
+                          Deadline deadline);
 
 struct ReductionServerOptions {
   int num_workers = 0;

@@ -12,8 +12,8 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   const int n = options.num_workers;
   const int rank = transport.rank();
   if (n <= 0 || rank >= n) {
-    return InvalidArgument("ring all-reduce: rank " + std::to_string(rank) + " is not a worker of " +
-                           std::to_string(n));
+    return InvalidArgument("ring all-reduce: rank " + std::to_string(rank) +
+                           " is not a worker of " + std::to_string(n));
   }
   if (options.count == 0 || n == 1) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
@@ -45,13 +45,18 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
     const size_t send_n = seg_elems(send_idx);
     const size_t recv_pieces = (recv_n + piece_elems - 1) / piece_elems;
     const size_t send_pieces = (send_n + piece_elems - 1) / piece_elems;
-    auto piece_tag = [&](size_t k) { return MakeTag(options.seq, step_base + static_cast<uint32_t>(k)); };
-    auto piece_len = [&](size_t total, size_t k) { return std::min(piece_elems, total - k * piece_elems); };
+    auto piece_tag = [&](size_t k) {
+      return MakeTag(options.seq, step_base + static_cast<uint32_t>(k));
+    };
+    auto piece_len = [&](size_t total, size_t k) {
+      return std::min(piece_elems, total - k * piece_elems);
+    };
     auto post_recv = [&](size_t k) -> Status {
       char* dst = reduce ? tmp.data() + (k % slots) * slot_elems * es
                          : data + (seg_offset[recv_idx] + k * piece_elems) * es;
-      COHORT_ASSIGN_OR_RETURN(recvs[k], transport.Irecv(left, piece_tag(k),
-                                                        MutableBytes{dst, piece_len(recv_n, k) * es}));
+      COHORT_ASSIGN_OR_RETURN(
+          recvs[k],
+          transport.Irecv(left, piece_tag(k), MutableBytes{dst, piece_len(recv_n, k) * es}));
       return Status::Ok();
     };
     recvs.clear();
@@ -63,14 +68,17 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
       if (k < first_recvs) COHORT_RETURN_IF_ERROR(post_recv(k));
       if (k < send_pieces) {
         COHORT_ASSIGN_OR_RETURN(
-            sends[k], transport.Isend(right, piece_tag(k),
-                                      ConstBytes{data + (seg_offset[send_idx] + k * piece_elems) * es,
-                                                 piece_len(send_n, k) * es}));
+            sends[k],
+            transport.Isend(right, piece_tag(k),
+                            ConstBytes{data + (seg_offset[send_idx] + k * piece_elems) * es,
+                                       piece_len(send_n, k) * es}));
       }
     }
     for (size_t k = 0; k < recv_pieces; ++k) {
-      COHORT_RETURN_IF_ERROR(recvs[k].Wait(options.deadline).WithContext(
-          "ring all-reduce: receive from rank " + std::to_string(left)));
+      COHORT_RETURN_IF_ERROR(
+          recvs[k]
+              .Wait(options.deadline)
+              .WithContext("ring all-reduce: receive from rank " + std::to_string(left)));
       if (reduce) {
         ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,
                    tmp.data() + (k % slots) * slot_elems * es, piece_len(recv_n, k));
@@ -78,8 +86,9 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
       }
     }
     for (auto& r : sends) {
-      COHORT_RETURN_IF_ERROR(r.Wait(options.deadline).WithContext(
-          "ring all-reduce: send to rank " + std::to_string(right)));
+      COHORT_RETURN_IF_ERROR(
+          r.Wait(options.deadline)
+              .WithContext("ring all-reduce: send to rank " + std::to_string(right)));
     }
     return Status::Ok();
   };

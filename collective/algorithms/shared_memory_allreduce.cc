@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,7 +43,8 @@ constexpr int kPollsBeforeYield = 256;
 // How often a waiter checks that its peers are alive and have not given up.
 constexpr auto kCheckInterval = std::chrono::milliseconds(100);
 
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
+static_assert(std::atomic<uint32_t>::is_always_lock_free,
+              "futex words must be plain 32-bit atomics");
 
 size_t RoundUp(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 
@@ -55,11 +56,13 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
   ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
   // Not FUTEX_PRIVATE_FLAG: the word lives in memory shared between processes.
-  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr,
+                0);
 }
 
 void FutexWakeAll(std::atomic<uint32_t>* word) {
-  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+                0);
 }
 
 void CpuRelax() {
@@ -74,7 +77,8 @@ void CpuRelax() {
 // and PID (two communicators of one process never collide).
 std::string SegmentName(const std::string& key_prefix, int rank) {
   std::string name = "/cohort-";
-  for (char c : key_prefix.substr(0, 160)) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  for (char c : key_prefix.substr(0, 160))
+    name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return name + "-w" + std::to_string(rank) + "-" + std::to_string(getpid());
 }
 
@@ -97,21 +101,22 @@ struct SharedMemoryGroup::Segment {
   alignas(64) std::atomic<uint32_t> aborted{0};
 };
 
-StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(Bootstrap& bootstrap,
-                                                                       const std::string& key_prefix, int rank,
-                                                                       int size, size_t slot_bytes, Deadline deadline,
-                                                                       std::function<std::string(int)> rank_name) {
+StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
+    Bootstrap& bootstrap, const std::string& key_prefix, int rank, int size, size_t slot_bytes,
+    Deadline deadline, std::function<std::string(int)> rank_name) {
   static_assert(sizeof(Segment) <= kHeaderBytes);
   if (size < 1 || rank < 0 || rank >= size || slot_bytes < sizeof(uint64_t)) {
-    return InvalidArgument("shared memory: worker " + std::to_string(rank) + " of " + std::to_string(size) +
-                           " with " + std::to_string(slot_bytes) + "-byte slots is not valid");
+    return InvalidArgument("shared memory: worker " + std::to_string(rank) + " of " +
+                           std::to_string(size) + " with " + std::to_string(slot_bytes) +
+                           "-byte slots is not valid");
   }
   std::unique_ptr<SharedMemoryGroup> group(new SharedMemoryGroup());
   group->rank_ = rank;
   group->size_ = size;
   group->slot_bytes_ = slot_bytes / sizeof(uint64_t) * sizeof(uint64_t);
   group->segment_bytes_ = kHeaderBytes + 2 * RoundUp(group->slot_bytes_, kPageBytes);
-  group->rank_name_ = rank_name ? std::move(rank_name) : [](int r) { return "worker " + std::to_string(r); };
+  group->rank_name_ =
+      rank_name ? std::move(rank_name) : [](int r) { return "worker " + std::to_string(r); };
   group->segments_.assign(size, nullptr);
   group->pids_.assign(size, 0);
   const size_t bytes = group->segment_bytes_;
@@ -133,7 +138,8 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(Bootstrap
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       problem = ErrnoText("sizing " + name, errno);
     } else if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
-      problem = ErrnoText("reserving " + std::to_string(bytes) + " bytes of /dev/shm for " + name, err);
+      problem =
+          ErrnoText("reserving " + std::to_string(bytes) + " bytes of /dev/shm for " + name, err);
     } else {
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (p == MAP_FAILED) {
@@ -151,7 +157,8 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(Bootstrap
     close(fd);
   }
   const std::string key = key_prefix + "/shm/";
-  COHORT_RETURN_IF_ERROR(bootstrap.Put(key + std::to_string(rank), problem.empty() ? name : "!" + problem));
+  COHORT_RETURN_IF_ERROR(
+      bootstrap.Put(key + std::to_string(rank), problem.empty() ? name : "!" + problem));
 
   // Every peer's segment, mapped.
   for (int peer = 0; peer < size && problem.empty(); ++peer) {
@@ -167,15 +174,15 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(Bootstrap
       problem = ErrnoText("opening " + group->rank_name_(peer) + "'s segment " + *value, errno);
       break;
     }
-    struct stat st{};
+    struct stat st {};
     void* p = MAP_FAILED;
     if (fstat(pfd, &st) == 0 && static_cast<size_t>(st.st_size) == bytes) {
       p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
     }
     close(pfd);
     if (p == MAP_FAILED) {
-      problem = group->rank_name_(peer) + "'s segment " + *value + " is not a " + std::to_string(bytes) +
-                "-byte segment that can be mapped";
+      problem = group->rank_name_(peer) + "'s segment " + *value + " is not a " +
+                std::to_string(bytes) + "-byte segment that can be mapped";
       break;
     }
     auto* seg = static_cast<Segment*>(p);
@@ -189,7 +196,8 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(Bootstrap
 
   // Everyone learns whether everyone succeeded, so all workers decide alike.
   const std::string ok_key = key_prefix + "/shm-ok/";
-  COHORT_RETURN_IF_ERROR(bootstrap.Put(ok_key + std::to_string(rank), problem.empty() ? "1" : problem));
+  COHORT_RETURN_IF_ERROR(
+      bootstrap.Put(ok_key + std::to_string(rank), problem.empty() ? "1" : problem));
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     auto value = bootstrap.Get(ok_key + std::to_string(peer), deadline);
@@ -210,7 +218,8 @@ SharedMemoryGroup::~SharedMemoryGroup() {
 }
 
 char* SharedMemoryGroup::Slot(int worker, uint64_t round) const {
-  return reinterpret_cast<char*>(segments_[worker]) + kHeaderBytes + (round & 1) * RoundUp(slot_bytes_, kPageBytes);
+  return reinterpret_cast<char*>(segments_[worker]) + kHeaderBytes +
+         (round & 1) * RoundUp(slot_bytes_, kPageBytes);
 }
 
 uint32_t SharedMemoryGroup::Post() {
@@ -247,7 +256,8 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
     seg->waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = seg->phase.load(std::memory_order_seq_cst);
     if (!Reached(seen, phase) && now < deadline) {
-      FutexWait(&seg->phase, seen, std::min<std::chrono::nanoseconds>(kCheckInterval, deadline - now));
+      FutexWait(&seg->phase, seen,
+                std::min<std::chrono::nanoseconds>(kCheckInterval, deadline - now));
     }
     seg->waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
@@ -266,20 +276,24 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
       }
     }
     if (gave_up >= 0) {
-      const auto code = static_cast<StatusCode>(segments_[gave_up]->aborted.load(std::memory_order_acquire));
-      return Status(code, "shared-memory all-reduce: " + rank_name_(gave_up) + " gave up on this all-reduce (" +
-                              std::string(StatusCodeName(code)) + ")");
+      const auto code =
+          static_cast<StatusCode>(segments_[gave_up]->aborted.load(std::memory_order_acquire));
+      return Status(code, "shared-memory all-reduce: " + rank_name_(gave_up) +
+                              " gave up on this all-reduce (" + std::string(StatusCodeName(code)) +
+                              ")");
     }
     if (SteadyClock::now() >= deadline) {
-      return DeadlineExceeded("shared-memory all-reduce: " + rank_name_(peer) + " did not reach step " +
-                              std::to_string(phase) + " before the deadline");
+      return DeadlineExceeded("shared-memory all-reduce: " + rank_name_(peer) +
+                              " did not reach step " + std::to_string(phase) +
+                              " before the deadline");
     }
   }
 }
 
 Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const SliceReduce& across,
                                     int avg_divisor) {
-  if (aborted_) return Aborted("shared-memory all-reduce: an earlier call failed; rebuild the communicator");
+  if (aborted_)
+    return Aborted("shared-memory all-reduce: an earlier call failed; rebuild the communicator");
   if (options.count == 0 || (size_ == 1 && !across)) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
   const size_t slot_elems = slot_bytes_ / es;
@@ -297,10 +311,10 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
 }
 
 // Elements first..first+len of slot `round`, summed over the workers in rank order into the
-// caller's buffer `data` (which holds this worker's own contribution, staged already), each worker's
-// part as soon as it has posted `copied`.
-Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, uint64_t round, uint32_t copied,
-                                         const AllreduceOptions& options) {
+// caller's buffer `data` (which holds this worker's own contribution, staged already), each
+// worker's part as soon as it has posted `copied`.
+Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, uint64_t round,
+                                         uint32_t copied, const AllreduceOptions& options) {
   const size_t at = first * DataTypeSize(options.type);
   for (int j = 0; j < size_; ++j) {
     if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
@@ -340,7 +354,8 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   const size_t len = offset[rank_ + 1] - offset[rank_];
   COHORT_RETURN_IF_ERROR(SumOverWorkers(data, offset[rank_], len, round, copied, options));
   if (across) COHORT_RETURN_IF_ERROR(across(data + lo, len));
-  if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);
+  if (options.op == ReduceOp::kAvg)
+    ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);
   std::memcpy(mine + lo, data + lo, len * es);
   const uint32_t summed = Post();
 

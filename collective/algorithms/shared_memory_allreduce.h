@@ -41,10 +41,9 @@ class SharedMemoryGroup {
   // worker, with the reason logged, when some worker cannot create or map a segment (then the
   // caller uses another algorithm); an error when the bootstrap fails or a worker does not answer
   // by `deadline`.
-  static StatusOr<std::unique_ptr<SharedMemoryGroup>> Create(Bootstrap& bootstrap, const std::string& key_prefix,
-                                                             int rank, int size, size_t slot_bytes,
-                                                             Deadline deadline,
-                                                             std::function<std::string(int)> rank_name = {});
+  static StatusOr<std::unique_ptr<SharedMemoryGroup>> Create(
+      Bootstrap& bootstrap, const std::string& key_prefix, int rank, int size, size_t slot_bytes,
+      Deadline deadline, std::function<std::string(int)> rank_name = {});
   ~SharedMemoryGroup();
   SharedMemoryGroup(const SharedMemoryGroup&) = delete;
   SharedMemoryGroup& operator=(const SharedMemoryGroup&) = delete;
@@ -62,13 +61,14 @@ class SharedMemoryGroup {
   // With `across`, every slot is cut into slices (none is summed whole) and each worker passes its
   // slice's sum through `across` before publishing it (a sum there: kAvg then divides by
   // `avg_divisor`, the workers of every host); every worker of the group must pass one.
-  Status Allreduce(const AllreduceOptions& options, const SliceReduce& across = {}, int avg_divisor = 0);
+  Status Allreduce(const AllreduceOptions& options, const SliceReduce& across = {},
+                   int avg_divisor = 0);
 
  private:
   struct Segment;
   SharedMemoryGroup() = default;
-  Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options, const SliceReduce& across,
-                       int avg_divisor);
+  Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options,
+                       const SliceReduce& across, int avg_divisor);
   char* Slot(int worker, uint64_t round) const;
   Status SumOverWorkers(char* data, size_t first, size_t len, uint64_t round, uint32_t copied,
                         const AllreduceOptions& options);

@@ -58,11 +58,13 @@ Status DeviceStaging::CopyIn(const void* device, size_t bytes) {
   }
   host_ = t_pinned.ptr;
   bytes_ = bytes;
-  return CudaStatus(cudaMemcpy(host_, device, bytes, cudaMemcpyDeviceToHost), "copy device buffer to host");
+  return CudaStatus(cudaMemcpy(host_, device, bytes, cudaMemcpyDeviceToHost),
+                    "copy device buffer to host");
 }
 
 Status DeviceStaging::CopyOut(void* device) const {
-  return CudaStatus(cudaMemcpy(device, host_, bytes_, cudaMemcpyHostToDevice), "copy result to device");
+  return CudaStatus(cudaMemcpy(device, host_, bytes_, cudaMemcpyHostToDevice),
+                    "copy result to device");
 }
 
 }  // namespace cohort::collective

@@ -27,8 +27,8 @@ inline uint16_t FloatToHalf(float value) {
   const uint32_t big = 0x7c00u | (static_cast<uint32_t>(f > 0x7f800000u) << 9);
   // Small (result is subnormal or zero): let the FPU round by adding 0.5 (denormal magic).
   const float denorm_magic = 0.5f;
-  const uint32_t small =
-      std::bit_cast<uint32_t>(std::bit_cast<float>(f) + denorm_magic) - std::bit_cast<uint32_t>(denorm_magic);
+  const uint32_t small = std::bit_cast<uint32_t>(std::bit_cast<float>(f) + denorm_magic) -
+                         std::bit_cast<uint32_t>(denorm_magic);
   // Normal: rebias exponent and round to nearest even.
   const uint32_t mant_odd = (f >> 13) & 1u;
   const uint32_t normal = (f + 0xc8000fffu + mant_odd) >> 13;  // 0xc8000fff = ((15-127)<<23)+0xfff
@@ -39,7 +39,9 @@ inline uint16_t FloatToHalf(float value) {
   return static_cast<uint16_t>(out | (sign >> 16));
 }
 
-inline float BFloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float BFloat16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t FloatToBFloat16(float value) {
   const uint32_t u = std::bit_cast<uint32_t>(value);

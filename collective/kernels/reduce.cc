@@ -10,15 +10,21 @@ namespace {
 
 struct Sum {
   template <typename T>
-  static T Apply(T a, T b) { return a + b; }
+  static T Apply(T a, T b) {
+    return a + b;
+  }
 };
 struct Min {
   template <typename T>
-  static T Apply(T a, T b) { return b < a ? b : a; }
+  static T Apply(T a, T b) {
+    return b < a ? b : a;
+  }
 };
 struct Max {
   template <typename T>
-  static T Apply(T a, T b) { return a < b ? b : a; }
+  static T Apply(T a, T b) {
+    return a < b ? b : a;
+  }
 };
 struct Product {
   // Integers multiply modulo 2^bits (unsigned arithmetic: signed overflow would be undefined).
@@ -64,21 +70,27 @@ void ReduceTyped(DataType type, void* inout, const void* in, size_t count) {
   if (inout == in) {
     switch (type) {
       case DataType::kF32:
-        return ReduceLoopAliased<float, Op>(static_cast<float*>(inout), static_cast<const float*>(in), count);
+        return ReduceLoopAliased<float, Op>(static_cast<float*>(inout),
+                                            static_cast<const float*>(in), count);
       case DataType::kF64:
-        return ReduceLoopAliased<double, Op>(static_cast<double*>(inout), static_cast<const double*>(in), count);
+        return ReduceLoopAliased<double, Op>(static_cast<double*>(inout),
+                                             static_cast<const double*>(in), count);
       case DataType::kI32:
-        return ReduceLoopAliased<int32_t, Op>(static_cast<int32_t*>(inout), static_cast<const int32_t*>(in), count);
+        return ReduceLoopAliased<int32_t, Op>(static_cast<int32_t*>(inout),
+                                              static_cast<const int32_t*>(in), count);
       case DataType::kI64:
-        return ReduceLoopAliased<int64_t, Op>(static_cast<int64_t*>(inout), static_cast<const int64_t*>(in), count);
+        return ReduceLoopAliased<int64_t, Op>(static_cast<int64_t*>(inout),
+                                              static_cast<const int64_t*>(in), count);
       case DataType::kF16: {
         auto* p = static_cast<uint16_t*>(inout);
-        for (size_t i = 0; i < count; ++i) p[i] = FloatToHalf(Op::Apply(HalfToFloat(p[i]), HalfToFloat(p[i])));
+        for (size_t i = 0; i < count; ++i)
+          p[i] = FloatToHalf(Op::Apply(HalfToFloat(p[i]), HalfToFloat(p[i])));
         return;
       }
       case DataType::kBF16: {
         auto* p = static_cast<uint16_t*>(inout);
-        for (size_t i = 0; i < count; ++i) p[i] = FloatToBFloat16(Op::Apply(BFloat16ToFloat(p[i]), BFloat16ToFloat(p[i])));
+        for (size_t i = 0; i < count; ++i)
+          p[i] = FloatToBFloat16(Op::Apply(BFloat16ToFloat(p[i]), BFloat16ToFloat(p[i])));
         return;
       }
     }
@@ -86,17 +98,23 @@ void ReduceTyped(DataType type, void* inout, const void* in, size_t count) {
   }
   switch (type) {
     case DataType::kF32:
-      return ReduceLoop<float, Op>(static_cast<float*>(inout), static_cast<const float*>(in), count);
+      return ReduceLoop<float, Op>(static_cast<float*>(inout), static_cast<const float*>(in),
+                                   count);
     case DataType::kF64:
-      return ReduceLoop<double, Op>(static_cast<double*>(inout), static_cast<const double*>(in), count);
+      return ReduceLoop<double, Op>(static_cast<double*>(inout), static_cast<const double*>(in),
+                                    count);
     case DataType::kI32:
-      return ReduceLoop<int32_t, Op>(static_cast<int32_t*>(inout), static_cast<const int32_t*>(in), count);
+      return ReduceLoop<int32_t, Op>(static_cast<int32_t*>(inout), static_cast<const int32_t*>(in),
+                                     count);
     case DataType::kI64:
-      return ReduceLoop<int64_t, Op>(static_cast<int64_t*>(inout), static_cast<const int64_t*>(in), count);
+      return ReduceLoop<int64_t, Op>(static_cast<int64_t*>(inout), static_cast<const int64_t*>(in),
+                                     count);
     case DataType::kF16:
-      return ReduceHalfLoop<Op>(static_cast<uint16_t*>(inout), static_cast<const uint16_t*>(in), count);
+      return ReduceHalfLoop<Op>(static_cast<uint16_t*>(inout), static_cast<const uint16_t*>(in),
+                                count);
     case DataType::kBF16:
-      return ReduceBFloat16Loop<Op>(static_cast<uint16_t*>(inout), static_cast<const uint16_t*>(in), count);
+      return ReduceBFloat16Loop<Op>(static_cast<uint16_t*>(inout), static_cast<const uint16_t*>(in),
+                                    count);
   }
 }
 

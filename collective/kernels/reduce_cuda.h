@@ -12,7 +12,8 @@
 
 namespace cohort::collective {
 
-int LaunchReduceDevice(DataType type, ReduceOp op, void* inout, const void* in, size_t count, void* stream);
+int LaunchReduceDevice(DataType type, ReduceOp op, void* inout, const void* in, size_t count,
+                       void* stream);
 int LaunchScaleDevice(DataType type, void* data, size_t count, int divisor, void* stream);
 
 }  // namespace cohort::collective

@@ -31,15 +31,18 @@ StatusOr<ModelLayout> ModelLayout::Create(std::vector<KeySpec> keys) {
   for (size_t i = 0; i < keys.size(); ++i) {
     const KeySpec& k = keys[i];
     if (i > 0 && k.key <= keys[i - 1].key) {
-      return InvalidArgument("model layout: keys must be strictly increasing (key " + std::to_string(k.key) +
-                             " follows " + std::to_string(keys[i - 1].key) + ")");
+      return InvalidArgument("model layout: keys must be strictly increasing (key " +
+                             std::to_string(k.key) + " follows " + std::to_string(keys[i - 1].key) +
+                             ")");
     }
-    if (k.count == 0) return InvalidArgument("model layout: key " + std::to_string(k.key) + " has no elements");
+    if (k.count == 0)
+      return InvalidArgument("model layout: key " + std::to_string(k.key) + " has no elements");
     if (!IsParameterType(k.type)) {
       return InvalidArgument("model layout: key " + std::to_string(k.key) + " has type " +
                              std::string(DataTypeName(k.type)) + "; parameters are f32 or f64");
     }
-    if (k.count > (uint64_t{1} << 40)) return InvalidArgument("model layout: key " + std::to_string(k.key) + " is too large");
+    if (k.count > (uint64_t{1} << 40))
+      return InvalidArgument("model layout: key " + std::to_string(k.key) + " is too large");
     layout.offsets_.push_back(layout.offsets_.back() + k.count * DataTypeSize(k.type));
   }
   layout.keys_ = std::move(keys);
@@ -64,7 +67,8 @@ std::vector<uint64_t> ModelLayout::ShardBoundaries(int num_servers) const {
   const uint64_t total = total_bytes();
   b[num_servers] = total;
   for (int s = 1; s < num_servers; ++s) {
-    const uint64_t target = static_cast<uint64_t>((static_cast<unsigned __int128>(total) * s) / num_servers);
+    const uint64_t target =
+        static_cast<uint64_t>((static_cast<unsigned __int128>(total) * s) / num_servers);
     // The key containing `target`: the last offset <= target.
     auto it = std::upper_bound(offsets_.begin(), offsets_.end(), target);
     const size_t i = static_cast<size_t>(it - offsets_.begin()) - 1;
@@ -92,8 +96,10 @@ std::string ModelLayout::Serialize() const {
 
 StatusOr<ModelLayout> ModelLayout::Parse(std::string_view in) {
   uint32_t magic = 0, n = 0;
-  if (!Read(&in, &magic) || magic != kLayoutMagic || !Read(&in, &n)) return DataLoss("model layout: bad header");
-  if (in.size() != static_cast<size_t>(n) * 17) return DataLoss("model layout: length does not match its key count");
+  if (!Read(&in, &magic) || magic != kLayoutMagic || !Read(&in, &n))
+    return DataLoss("model layout: bad header");
+  if (in.size() != static_cast<size_t>(n) * 17)
+    return DataLoss("model layout: length does not match its key count");
   std::vector<KeySpec> keys(n);
   for (auto& k : keys) {
     uint8_t type = 0;
@@ -122,7 +128,8 @@ KeyPart PartOf(const ModelLayout& layout, size_t i, uint64_t lo, uint64_t hi) {
   return p;
 }
 
-std::vector<ServerSlice> SplitRequest(const ModelLayout& layout, const std::vector<uint64_t>& boundaries,
+std::vector<ServerSlice> SplitRequest(const ModelLayout& layout,
+                                      const std::vector<uint64_t>& boundaries,
                                       std::span<const size_t> indices) {
   std::vector<ServerSlice> out;
   const int num_servers = static_cast<int>(boundaries.size()) - 1;

@@ -73,8 +73,8 @@ class ModelLayout {
 
 // The part of one requested key that one server owns.
 struct KeyPart {
-  size_t index = 0;       // key index in the layout
-  uint64_t begin = 0;     // byte range within the key's value
+  size_t index = 0;    // key index in the layout
+  uint64_t begin = 0;  // byte range within the key's value
   uint64_t end = 0;
 };
 
@@ -84,12 +84,13 @@ struct ServerSlice {
   int server = 0;
   uint64_t buffer_begin = 0;  // bytes of the caller's buffer
   uint64_t buffer_end = 0;
-  size_t first_key = 0;       // positions in the request's key list: [first_key, end_key)
+  size_t first_key = 0;  // positions in the request's key list: [first_key, end_key)
   size_t end_key = 0;
 };
 
 // Splits a request. `indices` are layout indices, strictly increasing.
-std::vector<ServerSlice> SplitRequest(const ModelLayout& layout, const std::vector<uint64_t>& boundaries,
+std::vector<ServerSlice> SplitRequest(const ModelLayout& layout,
+                                      const std::vector<uint64_t>& boundaries,
                                       std::span<const size_t> indices);
 
 // The part of key index `i` inside [lo, hi) of the flattened model (empty: begin == end).

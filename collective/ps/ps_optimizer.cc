@@ -7,7 +7,8 @@ namespace cohort::collective::ps {
 namespace {
 
 template <typename T>
-void Update(const OptimizerConfig& c, T* w, T* m, T* v, const T* g, size_t n, uint64_t t, double scale) {
+void Update(const OptimizerConfig& c, T* w, T* m, T* v, const T* g, size_t n, uint64_t t,
+            double scale) {
   const T lr = static_cast<T>(c.learning_rate);
   const T s = static_cast<T>(scale);
   switch (c.kind) {
@@ -43,9 +44,12 @@ void Update(const OptimizerConfig& c, T* w, T* m, T* v, const T* g, size_t n, ui
 
 std::string_view OptimizerKindName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kMomentum: return "momentum";
-    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMomentum:
+      return "momentum";
+    case OptimizerKind::kAdam:
+      return "adam";
   }
   return "?";
 }
@@ -58,27 +62,33 @@ std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name) {
 }
 
 Status OptimizerConfig::Validate() const {
-  if (kind != OptimizerKind::kSgd && kind != OptimizerKind::kMomentum && kind != OptimizerKind::kAdam) {
+  if (kind != OptimizerKind::kSgd && kind != OptimizerKind::kMomentum &&
+      kind != OptimizerKind::kAdam) {
     return InvalidArgument("optimizer: unknown kind " + std::to_string(static_cast<int>(kind)));
   }
-  if (!std::isfinite(learning_rate) || learning_rate < 0) return InvalidArgument("optimizer: learning rate must be >= 0");
-  if (!(momentum >= 0 && momentum < 1)) return InvalidArgument("optimizer: momentum must be in [0, 1)");
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) return InvalidArgument("optimizer: betas must be in [0, 1)");
+  if (!std::isfinite(learning_rate) || learning_rate < 0)
+    return InvalidArgument("optimizer: learning rate must be >= 0");
+  if (!(momentum >= 0 && momentum < 1))
+    return InvalidArgument("optimizer: momentum must be in [0, 1)");
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    return InvalidArgument("optimizer: betas must be in [0, 1)");
   if (!(epsilon > 0)) return InvalidArgument("optimizer: epsilon must be > 0");
-  if (!std::isfinite(rescale) || rescale < 0) return InvalidArgument("optimizer: rescale must be >= 0 (0: 1/workers)");
+  if (!std::isfinite(rescale) || rescale < 0)
+    return InvalidArgument("optimizer: rescale must be >= 0 (0: 1/workers)");
   return Status::Ok();
 }
 
 std::string OptimizerConfig::ToString() const {
   char buf[256];
   std::snprintf(buf, sizeof(buf), "%s lr=%g momentum=%g beta1=%g beta2=%g eps=%g rescale=%g %s",
-                std::string(OptimizerKindName(kind)).c_str(), learning_rate, momentum, beta1, beta2, epsilon,
-                rescale, staleness < 0 ? "async" : ("staleness=" + std::to_string(staleness)).c_str());
+                std::string(OptimizerKindName(kind)).c_str(), learning_rate, momentum, beta1, beta2,
+                epsilon, rescale,
+                staleness < 0 ? "async" : ("staleness=" + std::to_string(staleness)).c_str());
   return buf;
 }
 
-void ApplyUpdate(const OptimizerConfig& config, DataType type, void* w, void* m, void* v, const void* g,
-                 size_t n, uint64_t t, double scale) {
+void ApplyUpdate(const OptimizerConfig& config, DataType type, void* w, void* m, void* v,
+                 const void* g, size_t n, uint64_t t, double scale) {
   if (type == DataType::kF64) {
     Update(config, static_cast<double*>(w), static_cast<double*>(m), static_cast<double*>(v),
            static_cast<const double*>(g), n, t, scale);

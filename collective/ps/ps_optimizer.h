@@ -6,7 +6,8 @@
 //   sgd:      w -= lr * g
 //   momentum: m = momentum * m + g;  w -= lr * m
 //   adam:     m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
-//             w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)    (t: this update's number, from 1)
+//             w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)    (t: this update's
+//             number, from 1)
 //
 // Arithmetic is in the parameter type (f32 or f64), element by element in index order.
 #pragma once
@@ -47,13 +48,15 @@ struct OptimizerConfig {
 
   Status Validate() const;
   // Optimizer state slots per parameter (0, 1 or 2).
-  int state_slots() const { return kind == OptimizerKind::kSgd ? 0 : kind == OptimizerKind::kMomentum ? 1 : 2; }
+  int state_slots() const {
+    return kind == OptimizerKind::kSgd ? 0 : kind == OptimizerKind::kMomentum ? 1 : 2;
+  }
   std::string ToString() const;
 };
 
 // Applies one update to n parameters of `type` at w with state m, v (unused slots may be null)
 // from gradient g. `t` is the 1-based number of this update (Adam's bias correction).
-void ApplyUpdate(const OptimizerConfig& config, DataType type, void* w, void* m, void* v, const void* g,
-                 size_t n, uint64_t t, double scale);
+void ApplyUpdate(const OptimizerConfig& config, DataType type, void* w, void* m, void* v,
+                 const void* g, size_t n, uint64_t t, double scale);
 
 }  // namespace cohort::collective::ps

@@ -65,11 +65,12 @@ class PsWorker {
  public:
   // Over UCX: worker `rank` of `num_workers` and `num_servers` servers find each other through
   // `bootstrap` (worker 0 publishes a new generation). `bootstrap` must outlive the worker.
-  static StatusOr<std::unique_ptr<PsWorker>> Create(Bootstrap& bootstrap, int rank, int num_workers, int num_servers,
-                                                    PsWorkerOptions options);
-  // Over an existing transport (loopback tests, benchmarks): ranks 0..num_workers-1 are workers.
-  static StatusOr<std::unique_ptr<PsWorker>> Attach(std::unique_ptr<Transport> transport, int num_workers,
+  static StatusOr<std::unique_ptr<PsWorker>> Create(Bootstrap& bootstrap, int rank, int num_workers,
                                                     int num_servers, PsWorkerOptions options);
+  // Over an existing transport (loopback tests, benchmarks): ranks 0..num_workers-1 are workers.
+  static StatusOr<std::unique_ptr<PsWorker>> Attach(std::unique_ptr<Transport> transport,
+                                                    int num_workers, int num_servers,
+                                                    PsWorkerOptions options);
   // From the environment the agent injects (see above). Worker 0 also serves the bootstrap store.
   static StatusOr<std::unique_ptr<PsWorker>> FromEnvironment();
   // Says goodbye to every server (a barrier across workers, bounded by the timeout) and closes.
@@ -82,11 +83,12 @@ class PsWorker {
   // starts there.
   // reset (with values): replace the model the servers hold even if they have one; sound only
   // while no other worker has a request in flight (benchmarks switch models behind a Barrier).
-  StatusOr<int64_t> InitModel(const ModelLayout& layout, const void* values, const OptimizerConfig& optimizer,
-                              bool reset = false);
+  StatusOr<int64_t> InitModel(const ModelLayout& layout, const void* values,
+                              const OptimizerConfig& optimizer, bool reset = false);
 
   // `keys` strictly increasing; `bytes` = the keys' total size; all keys of `type`.
-  StatusOr<RequestId> Push(std::span<const uint64_t> keys, const void* data, size_t bytes, DataType type);
+  StatusOr<RequestId> Push(std::span<const uint64_t> keys, const void* data, size_t bytes,
+                           DataType type);
   StatusOr<RequestId> Pull(std::span<const uint64_t> keys, void* data, size_t bytes, DataType type);
   // The whole model (every key; all keys must share one type).
   StatusOr<RequestId> PushAll(const void* data);
@@ -116,11 +118,11 @@ class PsWorker {
  private:
   struct Pending;
   PsWorker() = default;
-  StatusOr<RequestId> Issue(PsOp op, std::span<const uint64_t> keys, const void* send, void* recv, size_t bytes,
-                            DataType type);
+  StatusOr<RequestId> Issue(PsOp op, std::span<const uint64_t> keys, const void* send, void* recv,
+                            size_t bytes, DataType type);
   // Posts one request to one server (header, key list, values, reply receives) into `p`.
-  Status Post(Pending* p, int server, RequestHeader h, std::span<const uint64_t> keys, ConstBytes payload,
-              MutableBytes pull_into, const std::string* layout);
+  Status Post(Pending* p, int server, RequestHeader h, std::span<const uint64_t> keys,
+              ConstBytes payload, MutableBytes pull_into, const std::string* layout);
   Status WaitPending(Pending* p, std::vector<ReplyHeader>* replies);
   Status Broadcast(PsOp op, std::vector<ReplyHeader>* replies);
   uint32_t NextId();

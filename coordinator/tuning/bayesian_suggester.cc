@@ -103,7 +103,8 @@ StatusOr<std::optional<Assignment>> BayesianSuggester::Suggest(
   std::vector<Eigen::VectorXd> lies;
   for (const auto& a : pending) lies.push_back(space_.Encode(a));
   for (const auto& t : completed) {
-    if (!t.final_metric || !std::isfinite(*t.final_metric)) lies.push_back(space_.Encode(t.parameters));
+    if (!t.final_metric || !std::isfinite(*t.final_metric))
+      lies.push_back(space_.Encode(t.parameters));
   }
   const GaussianProcess* model = &*fitted;
   std::optional<GaussianProcess> with_lies;
@@ -126,9 +127,8 @@ StatusOr<std::optional<Assignment>> BayesianSuggester::Suggest(
   const double best = ys.maxCoeff();
 
   // 3. Candidates: random, plus perturbations of the best trials.
-  const int random_count = options_.random_candidates >= 0
-                               ? options_.random_candidates
-                               : std::min(4000, 1000 + 200 * dims);
+  const int random_count = options_.random_candidates >= 0 ? options_.random_candidates
+                                                           : std::min(4000, 1000 + 200 * dims);
   std::vector<size_t> order(real.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ys[a] > ys[b]; });
@@ -136,7 +136,8 @@ StatusOr<std::optional<Assignment>> BayesianSuggester::Suggest(
   const int local_per_top = 60;
   Eigen::MatrixXd cand(random_count + top * local_per_top, dims);
   int c = 0;
-  for (int k = 0; k < random_count; ++k) cand.row(c++) = space_.Encode(space_.Sample(&rng)).transpose();
+  for (int k = 0; k < random_count; ++k)
+    cand.row(c++) = space_.Encode(space_.Sample(&rng)).transpose();
   for (int t = 0; t < top; ++t) {
     Eigen::VectorXd base = x.row(order[t]).transpose();
     for (int k = 0; k < local_per_top; ++k) {

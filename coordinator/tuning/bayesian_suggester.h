@@ -28,7 +28,7 @@ struct BayesianOptions {
   int random_candidates = -1;      // -1: min(4000, 1000 + 200 * dims)
   int refine_starts = 5;
   int refine_steps = 40;
-  double exploration_xi = 0.01;    // EI margin, in standardised metric units
+  double exploration_xi = 0.01;  // EI margin, in standardised metric units
   GpFitOptions fit;
   // Fewer fit restarts as the data grows (each likelihood evaluation is O(n^3)): fit.restarts up
   // to 100 trials with a metric, 2 up to 250, 1 beyond (bench/RESULTS.md "Tuning").

@@ -178,8 +178,7 @@ double GaussianProcess::LogPrior(const Eigen::VectorXd& theta, Eigen::VectorXd* 
 }
 
 double GaussianProcess::LogMarginalLikelihood(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
-                                              const Eigen::VectorXd& theta,
-                                              Eigen::VectorXd* grad) {
+                                              const Eigen::VectorXd& theta, Eigen::VectorXd* grad) {
   const int n = static_cast<int>(x.rows());
   const int d = static_cast<int>(x.cols());
   const double s2 = std::exp(theta[d]);

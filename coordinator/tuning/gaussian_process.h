@@ -15,9 +15,8 @@
 // Thread safety: a fitted GaussianProcess is immutable; Predict may be called concurrently.
 #pragma once
 
-#include <cstdint>
-
 #include <Eigen/Dense>
+#include <cstdint>
 
 #include "common/status.h"
 #include "coordinator/tuning/tuning_rng.h"
@@ -33,11 +32,11 @@ struct GpFitOptions {
 class GaussianProcess {
  public:
   // Bounds of the search in log space (theta is clamped into them).
-  static constexpr double kMinLogLength = -6.9;   // 0.001
-  static constexpr double kMaxLogLength = 4.6;    // 100
+  static constexpr double kMinLogLength = -6.9;  // 0.001
+  static constexpr double kMaxLogLength = 4.6;   // 100
   static constexpr double kMinLogSignal = -6.9;
   static constexpr double kMaxLogSignal = 4.6;
-  static constexpr double kMinLogNoise = -13.8;   // 1e-6
+  static constexpr double kMinLogNoise = -13.8;  // 1e-6
   static constexpr double kMaxLogNoise = 1.0;
 
   // The model with given hyperparameters, conditioned on (x rows, y). Fails if the kernel matrix

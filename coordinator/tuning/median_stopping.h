@@ -26,10 +26,10 @@ struct Measurement {
 
 struct StoppingDecision {
   bool stop = false;
-  double best = 0;       // the trial's best value so far
-  double median = 0;     // median of the completed trials' running averages (when compared)
-  int compared = 0;      // completed trials that took part; 0: the rule did not apply
-  std::string reason;    // for the log and the trial's message
+  double best = 0;     // the trial's best value so far
+  double median = 0;   // median of the completed trials' running averages (when compared)
+  int compared = 0;    // completed trials that took part; 0: the rule did not apply
+  std::string reason;  // for the log and the trial's message
 };
 
 class MedianStoppingRule {

@@ -4,8 +4,8 @@
 
 namespace cohort::coordinator::tuning {
 
-std::optional<Assignment> RandomSuggester::Draw(const SearchSpace& space, uint64_t seed,
-                                                uint64_t n, const std::vector<Assignment>& seen) {
+std::optional<Assignment> RandomSuggester::Draw(const SearchSpace& space, uint64_t seed, uint64_t n,
+                                                const std::vector<Assignment>& seen) {
   TuningRng rng = TuningRng::ForTrial(seed, n);
   const std::optional<uint64_t> size = space.finite_size();
   if (!size) return space.Sample(&rng);  // continuous: repeats have probability zero

@@ -10,18 +10,24 @@ namespace {
 // The scale's monotone map f and its inverse, for a parameter on [lo, hi].
 double Forward(ScaleType scale, double v, double lo, double hi) {
   switch (scale) {
-    case ScaleType::kLinear: return v;
-    case ScaleType::kLog: return std::log(v);
-    case ScaleType::kReverseLog: return -std::log(hi + lo - v);
+    case ScaleType::kLinear:
+      return v;
+    case ScaleType::kLog:
+      return std::log(v);
+    case ScaleType::kReverseLog:
+      return -std::log(hi + lo - v);
   }
   return v;
 }
 
 double Inverse(ScaleType scale, double t, double lo, double hi) {
   switch (scale) {
-    case ScaleType::kLinear: return t;
-    case ScaleType::kLog: return std::exp(t);
-    case ScaleType::kReverseLog: return hi + lo - std::exp(-t);
+    case ScaleType::kLinear:
+      return t;
+    case ScaleType::kLog:
+      return std::exp(t);
+    case ScaleType::kReverseLog:
+      return hi + lo - std::exp(-t);
   }
   return t;
 }
@@ -149,18 +155,34 @@ Assignment SearchSpace::GridPoint(uint64_t index) const {
     const ParameterSpec& p = spec_.parameters[j];
     uint64_t n = 1;
     switch (p.type) {
-      case ParameterType::kInteger: n = static_cast<uint64_t>(p.max - p.min) + 1; break;
-      case ParameterType::kCategorical: n = p.categories.size(); break;
-      case ParameterType::kDiscrete: n = p.values.size(); break;
-      case ParameterType::kDouble: n = 1; break;
+      case ParameterType::kInteger:
+        n = static_cast<uint64_t>(p.max - p.min) + 1;
+        break;
+      case ParameterType::kCategorical:
+        n = p.categories.size();
+        break;
+      case ParameterType::kDiscrete:
+        n = p.values.size();
+        break;
+      case ParameterType::kDouble:
+        n = 1;
+        break;
     }
     uint64_t k = index % n;
     index /= n;
     switch (p.type) {
-      case ParameterType::kInteger: a[j].number = p.min + static_cast<double>(k); break;
-      case ParameterType::kCategorical: a[j].category = p.categories[k]; break;
-      case ParameterType::kDiscrete: a[j].number = p.values[k]; break;
-      case ParameterType::kDouble: a[j].number = p.min; break;
+      case ParameterType::kInteger:
+        a[j].number = p.min + static_cast<double>(k);
+        break;
+      case ParameterType::kCategorical:
+        a[j].category = p.categories[k];
+        break;
+      case ParameterType::kDiscrete:
+        a[j].number = p.values[k];
+        break;
+      case ParameterType::kDouble:
+        a[j].number = p.min;
+        break;
     }
   }
   return a;

@@ -14,12 +14,11 @@
 // Thread safety: immutable after construction; safe to share.
 #pragma once
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "common/study_spec.h"
 #include "coordinator/tuning/tuning_rng.h"

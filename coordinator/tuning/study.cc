@@ -6,30 +6,38 @@ namespace cohort::coordinator::tuning {
 
 namespace {
 
-bool Finished(TrialState s) {
-  return s != TrialState::kActive && s != TrialState::kStopping;
-}
+bool Finished(TrialState s) { return s != TrialState::kActive && s != TrialState::kStopping; }
 
 }  // namespace
 
 std::string_view TrialStateName(TrialState state) {
   switch (state) {
-    case TrialState::kActive: return "ACTIVE";
-    case TrialState::kStopping: return "STOPPING";
-    case TrialState::kSucceeded: return "SUCCEEDED";
-    case TrialState::kInfeasible: return "INFEASIBLE";
-    case TrialState::kFailed: return "FAILED";
-    case TrialState::kStopped: return "STOPPED";
+    case TrialState::kActive:
+      return "ACTIVE";
+    case TrialState::kStopping:
+      return "STOPPING";
+    case TrialState::kSucceeded:
+      return "SUCCEEDED";
+    case TrialState::kInfeasible:
+      return "INFEASIBLE";
+    case TrialState::kFailed:
+      return "FAILED";
+    case TrialState::kStopped:
+      return "STOPPED";
   }
   return "?";
 }
 
 std::string_view StudyStateName(StudyState state) {
   switch (state) {
-    case StudyState::kActive: return "ACTIVE";
-    case StudyState::kSucceeded: return "SUCCEEDED";
-    case StudyState::kFailed: return "FAILED";
-    case StudyState::kCancelled: return "CANCELLED";
+    case StudyState::kActive:
+      return "ACTIVE";
+    case StudyState::kSucceeded:
+      return "SUCCEEDED";
+    case StudyState::kFailed:
+      return "FAILED";
+    case StudyState::kCancelled:
+      return "CANCELLED";
   }
   return "?";
 }
@@ -76,8 +84,7 @@ const Trial* Study::BestTrial() const {
 
 StatusOr<std::vector<TrialLaunch>> Study::NextTrials() {
   std::vector<TrialLaunch> out;
-  while (state_ == StudyState::kActive && !exhausted_ &&
-         active_trials() < spec_.parallel_trials &&
+  while (state_ == StudyState::kActive && !exhausted_ && active_trials() < spec_.parallel_trials &&
          static_cast<int>(trials_.size()) < spec_.max_trials) {
     std::vector<TrialObservation> completed;
     std::vector<Assignment> pending;

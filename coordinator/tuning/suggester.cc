@@ -9,8 +9,10 @@ namespace cohort::coordinator::tuning {
 StatusOr<std::unique_ptr<Suggester>> MakeSuggester(const StudySpec& spec) {
   COHORT_RETURN_IF_ERROR(ValidateStudySpec(spec));
   switch (spec.algorithm) {
-    case SearchAlgorithm::kGrid: return std::unique_ptr<Suggester>(new GridSuggester(spec));
-    case SearchAlgorithm::kRandom: return std::unique_ptr<Suggester>(new RandomSuggester(spec));
+    case SearchAlgorithm::kGrid:
+      return std::unique_ptr<Suggester>(new GridSuggester(spec));
+    case SearchAlgorithm::kRandom:
+      return std::unique_ptr<Suggester>(new RandomSuggester(spec));
     case SearchAlgorithm::kBayesian:
       return std::unique_ptr<Suggester>(new BayesianSuggester(spec));
   }

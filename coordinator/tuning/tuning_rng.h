@@ -12,11 +12,12 @@ namespace cohort::coordinator::tuning {
 class TuningRng {
  public:
   explicit TuningRng(uint64_t seed);
-  // The generator for the `index`-th suggestion of a study seeded with `seed` (a fixed mix of both).
+  // The generator for the `index`-th suggestion of a study seeded with `seed` (a fixed mix of
+  // both).
   static TuningRng ForTrial(uint64_t seed, uint64_t index, uint64_t stream = 0);
 
   uint64_t Next();
-  double Uniform();                 // [0, 1)
+  double Uniform();  // [0, 1)
   double Uniform(double lo, double hi);
   uint64_t UniformInt(uint64_t n);  // [0, n); n > 0
   double Normal();                  // standard normal (Box-Muller)

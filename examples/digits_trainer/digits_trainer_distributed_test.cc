@@ -199,11 +199,11 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 // Waits for `pid` until `deadline`; returns its exit code, or -1 after killing it at the deadline.
 int WaitExit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   int status = 0;
-  const bool exited = cohort::testing::WaitUntil(
-      [&] { return ::waitpid(pid, &status, WNOHANG) == pid; },
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                            std::chrono::steady_clock::now()),
-      std::chrono::milliseconds(20));
+  const bool exited =
+      cohort::testing::WaitUntil([&] { return ::waitpid(pid, &status, WNOHANG) == pid; },
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()),
+                                 std::chrono::milliseconds(20));
   if (exited) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
@@ -252,11 +252,13 @@ TEST_F(DistributedDigitsTest, ProcessesOverUcxWithReducerProcessesAgree) {
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (size_t i = 0; i < pids.size(); ++i) {
-    EXPECT_EQ(WaitExit(pids[i], deadline), 0) << logs[i] << ":\n" << cohort::testing::ReadFile(logs[i]);
+    EXPECT_EQ(WaitExit(pids[i], deadline), 0) << logs[i] << ":\n"
+                                              << cohort::testing::ReadFile(logs[i]);
   }
   const std::string chief_line = ModelLine(cohort::testing::ReadFile(logs[0]));
   ASSERT_FALSE(chief_line.empty()) << cohort::testing::ReadFile(logs[0]);
-  for (int r = 1; r < kWorkers; ++r) EXPECT_EQ(ModelLine(cohort::testing::ReadFile(logs[r])), chief_line);
+  for (int r = 1; r < kWorkers; ++r)
+    EXPECT_EQ(ModelLine(cohort::testing::ReadFile(logs[r])), chief_line);
   EXPECT_NE(cohort::testing::ReadFile(logs[0]).find("final test accuracy: 0.9"), std::string::npos)
       << cohort::testing::ReadFile(logs[0]);
   // Only the chief writes the model and the metric lines (one per epoch).

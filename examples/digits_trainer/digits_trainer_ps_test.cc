@@ -36,7 +36,8 @@ class DigitsPsTest : public ::testing::Test {
   }
 
   // Trains with `workers` ranks and `servers` servers; returns every rank's result.
-  std::vector<TrainResult> Run(int workers, int servers, int staleness, OptimizerKind optimizer, int epochs) {
+  std::vector<TrainResult> Run(int workers, int servers, int staleness, OptimizerKind optimizer,
+                               int epochs) {
     LoopbackFabric fabric(workers + servers);
     std::vector<std::unique_ptr<PsServer>> ps;
     for (int j = 0; j < servers; ++j) {
@@ -101,10 +102,11 @@ TEST_F(DigitsPsTest, SynchronousRanksEndWithOneModelThatTrains) {
 TEST_F(DigitsPsTest, AsynchronousAccuracyMedianOfThreeWithinThreePointsOfSynchronous) {
   const double a_sync = Run(4, 2, 0, OptimizerKind::kMomentum, 8)[0].test_accuracy;
   std::vector<double> a_async;
-  for (int run = 0; run < 3; ++run) a_async.push_back(Run(4, 2, -1, OptimizerKind::kMomentum, 8)[0].test_accuracy);
+  for (int run = 0; run < 3; ++run)
+    a_async.push_back(Run(4, 2, -1, OptimizerKind::kMomentum, 8)[0].test_accuracy);
   std::sort(a_async.begin(), a_async.end());
-  std::printf("test accuracy after 8 epochs: synchronous %.4f, asynchronous %.4f %.4f %.4f\n", a_sync, a_async[0],
-              a_async[1], a_async[2]);
+  std::printf("test accuracy after 8 epochs: synchronous %.4f, asynchronous %.4f %.4f %.4f\n",
+              a_sync, a_async[0], a_async[1], a_async[2]);
   EXPECT_GT(a_sync, 0.9);
   EXPECT_GE(a_async[1], a_sync - 0.03) << "sync " << a_sync << ", median async " << a_async[1];
 }

@@ -67,8 +67,8 @@ int ExitCodeFor(const cohort::Status& status) {
 
 // The parameter-server mode (ps_trainer.h): the model and the optimizer live on the job's
 // parameter servers.
-int RunParameterServerMode(const TrainerOptions& options, const std::string& optimizer, int staleness,
-                           const Dataset& train, const Dataset& test) {
+int RunParameterServerMode(const TrainerOptions& options, const std::string& optimizer,
+                           int staleness, const Dataset& train, const Dataset& test) {
   auto ps = cohort::collective::ps::PsWorker::FromEnvironment();
   if (!ps.ok()) {
     spdlog::error("{}", ps.status().ToString());
@@ -82,7 +82,8 @@ int RunParameterServerMode(const TrainerOptions& options, const std::string& opt
   auto result = trainer.Run();
   if (!result.ok()) {
     spdlog::error("{}", result.status().ToString());
-    return result.status().code() == StatusCode::kInvalidArgument ? 2 : ExitCodeFor(result.status());
+    return result.status().code() == StatusCode::kInvalidArgument ? 2
+                                                                  : ExitCodeFor(result.status());
   }
   return 0;
 }
@@ -156,8 +157,8 @@ int main(int argc, char** argv) {
     options.optimizer = Optimizer::kMomentum;
   } else if (optimizer != "adam" || !ps_mode) {
     std::cerr << "digits-trainer: --optimizer must be sgd or momentum"
-              << (ps_mode ? " or adam" : " (adam runs on parameter servers: --mode=ps)") << ", got " << optimizer
-              << "\n";
+              << (ps_mode ? " or adam" : " (adam runs on parameter servers: --mode=ps)") << ", got "
+              << optimizer << "\n";
     return 2;
   }
   if (!vm.count("model-dir")) options.model_dir = Env("AIP_MODEL_DIR");

@@ -35,7 +35,8 @@ struct PsTrainerOptions {
 class PsTrainer {
  public:
   // `ps` must outlive the trainer.
-  PsTrainer(PsTrainerOptions options, const Dataset& train, const Dataset& test, collective::ps::PsWorker* ps);
+  PsTrainer(PsTrainerOptions options, const Dataset& train, const Dataset& test,
+            collective::ps::PsWorker* ps);
   StatusOr<TrainResult> Run();
 
  private:

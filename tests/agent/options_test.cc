@@ -40,8 +40,8 @@ TEST(AgentFlagsTest, DefaultsAndConfigFile) {
   testing::WriteFile(config,
                      "# sample\ncoordinator = tcp://10.0.0.1:7401\ngpus = 1\n"
                      "grace-period = 45s\ninsecure = true\nnode-id = from-file\n");
-  auto flags = Parse({"--config", config.c_str(), "--node-id", "from-flag",
-                      "--advertise-address", "10.0.0.9"});
+  auto flags = Parse(
+      {"--config", config.c_str(), "--node-id", "from-flag", "--advertise-address", "10.0.0.9"});
   ASSERT_TRUE(flags.ok()) << flags.status().ToString();
   EXPECT_EQ(flags->config.coordinator, "tcp://10.0.0.1:7401");
   EXPECT_EQ(flags->config.node_id, "from-flag");  // the command line wins

@@ -20,7 +20,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-
 // Runs `workers` Communicators and `reducers` reducers on threads; each worker runs body(comm).
 void RunJob(int workers, int reducers, size_t chunk_bytes,
             const std::function<void(Communicator&, std::vector<std::string>*)>& body,
@@ -60,8 +59,9 @@ void RunJob(int workers, int reducers, size_t chunk_bytes,
 // Runs one case twice on this rank's input; records in `f`, under `name`, a failed call, a result
 // off the double-precision reference, or a repeat that differs. Returns the result, or nothing
 // when a call failed.
-std::optional<std::vector<char>> RunCase(Communicator& comm, Algorithm algo, DataType type, ReduceOp op,
-                                         size_t count, const std::string& name, std::vector<std::string>* f) {
+std::optional<std::vector<char>> RunCase(Communicator& comm, Algorithm algo, DataType type,
+                                         ReduceOp op, size_t count, const std::string& name,
+                                         std::vector<std::string>* f) {
   std::vector<char> a = testing::MakeInput(type, comm.rank(), count);
   std::vector<char> b = a;
   Status s = comm.Allreduce(a.data(), count, type, op, algo);
@@ -88,47 +88,54 @@ TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIden
   // Results of rank 0 per case, to compare every rank's bytes against.
   std::mutex mu;
   std::map<std::string, std::vector<char>> first_result;
-  RunJob(workers, reducers, 4096, [&](Communicator& comm, std::vector<std::string>* f) {
-    std::vector<Algorithm> algos = {Algorithm::kAuto};
-    if (reducers > 0) algos.push_back(Algorithm::kRing);
-    if (HalvingDoublingFits(workers)) algos.push_back(Algorithm::kHalvingDoubling);
-    for (Algorithm algo : algos) {
-      for (DataType type : testing::kAllTypes) {
-        for (ReduceOp op : testing::kAllOps) {
-          for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}}) {
-            const std::string name = std::string(AlgorithmName(algo)) + "/" + std::string(DataTypeName(type)) + "/" +
-                                     std::string(ReduceOpName(op)) + "/" + std::to_string(count);
-            std::optional<std::vector<char>> a = RunCase(comm, algo, type, op, count, name, f);
-            if (!a) return;
-            std::lock_guard<std::mutex> lock(mu);
-            auto [it, inserted] = first_result.emplace(name, *a);
-            if (!inserted && it->second != *a) f->push_back(name + ": ranks disagree bit-wise");
+  RunJob(
+      workers, reducers, 4096,
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        std::vector<Algorithm> algos = {Algorithm::kAuto};
+        if (reducers > 0) algos.push_back(Algorithm::kRing);
+        if (HalvingDoublingFits(workers)) algos.push_back(Algorithm::kHalvingDoubling);
+        for (Algorithm algo : algos) {
+          for (DataType type : testing::kAllTypes) {
+            for (ReduceOp op : testing::kAllOps) {
+              for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{20011}}) {
+                const std::string name =
+                    std::string(AlgorithmName(algo)) + "/" + std::string(DataTypeName(type)) + "/" +
+                    std::string(ReduceOpName(op)) + "/" + std::to_string(count);
+                std::optional<std::vector<char>> a = RunCase(comm, algo, type, op, count, name, f);
+                if (!a) return;
+                std::lock_guard<std::mutex> lock(mu);
+                auto [it, inserted] = first_result.emplace(name, *a);
+                if (!inserted && it->second != *a) f->push_back(name + ": ranks disagree bit-wise");
+              }
+            }
           }
         }
-      }
-    }
-  }, &failures);
+      },
+      &failures);
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
 INSTANTIATE_TEST_SUITE_P(WorkersAndReducers, InprocAllreduceTest,
-                         ::testing::Values(std::make_tuple(1, 0), std::make_tuple(2, 0), std::make_tuple(3, 0),
-                                           std::make_tuple(5, 0), std::make_tuple(8, 0), std::make_tuple(1, 1),
-                                           std::make_tuple(2, 1), std::make_tuple(3, 2), std::make_tuple(4, 4),
-                                           std::make_tuple(5, 3), std::make_tuple(8, 2)),
+                         ::testing::Values(std::make_tuple(1, 0), std::make_tuple(2, 0),
+                                           std::make_tuple(3, 0), std::make_tuple(5, 0),
+                                           std::make_tuple(8, 0), std::make_tuple(1, 1),
+                                           std::make_tuple(2, 1), std::make_tuple(3, 2),
+                                           std::make_tuple(4, 4), std::make_tuple(5, 3),
+                                           std::make_tuple(8, 2)),
                          [](const auto& info) {
                            return "w" + std::to_string(std::get<0>(info.param)) + "_r" +
                                   std::to_string(std::get<1>(info.param));
                          });
 
 // The Reduction Server's chunk size (ReductionServerChunkBytes), exactly: chunk_bytes for large
-// calls; at least kPipelineChunksPerReducer per reducer (not below 16 KiB) below that; at least four
-// per reducer (not below 4 KiB) for small calls.
+// calls; at least kPipelineChunksPerReducer per reducer (not below 16 KiB) below that; at least
+// four per reducer (not below 4 KiB) for small calls.
 TEST(ReductionServerChunkTest, ChunkSizeFollowsTheCallSize) {
   constexpr size_t K = 1024;
   constexpr size_t M = 1024 * K;
   constexpr size_t kChunk = 128 * K;
-  auto chunk = [](size_t bytes, size_t es, int reducers, int per_reducer = kPipelineChunksPerReducer) {
+  auto chunk = [](size_t bytes, size_t es, int reducers,
+                  int per_reducer = kPipelineChunksPerReducer) {
     return ReductionServerChunkBytes(bytes / es, es, reducers, kChunk, per_reducer);
   };
   // 4 reducers, f32: 64 chunks per reducer from 256 chunks of 128 KiB (32 MiB) down to 16 KiB ones.
@@ -137,17 +144,18 @@ TEST(ReductionServerChunkTest, ChunkSizeFollowsTheCallSize) {
   EXPECT_EQ(chunk(16 * M, 4, 4), 64 * K);
   EXPECT_EQ(chunk(8 * M, 4, 4), 32 * K);
   EXPECT_EQ(chunk(4 * M, 4, 4), 16 * K);
-  EXPECT_EQ(chunk(1 * M, 4, 4), 16 * K);  // the floor: 16 per reducer
+  EXPECT_EQ(chunk(1 * M, 4, 4), 16 * K);    // the floor: 16 per reducer
   EXPECT_EQ(chunk(256 * K, 4, 4), 16 * K);  // four per reducer, at the floor
-  EXPECT_EQ(chunk(128 * K, 4, 4), 8 * K);  // four per reducer, below the floor
-  EXPECT_EQ(chunk(16 * K, 4, 4), 4 * K);  // not below 4 KiB
+  EXPECT_EQ(chunk(128 * K, 4, 4), 8 * K);   // four per reducer, below the floor
+  EXPECT_EQ(chunk(16 * K, 4, 4), 4 * K);    // not below 4 KiB
   EXPECT_EQ(chunk(12, 4, 4), 4 * K);
   // Four per reducer asked for (one host): only the four-per-reducer rule.
   EXPECT_EQ(chunk(8 * M, 4, 4, 4), kChunk);
   EXPECT_EQ(chunk(1 * M, 4, 4, 4), 64 * K);
   // A whole number of elements, rounded up: 3 reducers, f64, 1 MiB + 8 bytes.
   EXPECT_EQ(chunk(M + 8, 8, 3), 16 * K);
-  EXPECT_EQ(ReductionServerChunkBytes(1048577, 2, 1, kChunk, 64), 32770u);  // ceil(1048577 / 64) elements
+  EXPECT_EQ(ReductionServerChunkBytes(1048577, 2, 1, kChunk, 64),
+            32770u);  // ceil(1048577 / 64) elements
   // chunk_bytes below the floors is kept (tests use 4 KiB chunks).
   EXPECT_EQ(ReductionServerChunkBytes(M / 4, 4, 2, 4 * K, 64), 4 * K);
 }
@@ -160,20 +168,25 @@ TEST(InprocAllreduceChunkTest, ChunksAroundTheShrinkLimitsMatchReferenceAndRepea
   constexpr size_t kChunkBytes = 32768;
   for (int reducers : {1, 3}) {
     std::vector<std::string> failures;
-    RunJob(3, reducers, kChunkBytes, [&](Communicator& comm, std::vector<std::string>* f) {
-      for (DataType type : {DataType::kF32, DataType::kBF16}) {
-        const size_t es = DataTypeSize(type);
-        const size_t four = 4 * reducers * (kMinPipelineChunkBytes / es);
-        const size_t pipeline = kPipelineChunksPerReducer * reducers * (kChunkBytes / es);
-        for (size_t count : {four - 1, four, four + 1, 3 * four + 777, pipeline - 1, pipeline, pipeline + 1}) {
-          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-            const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
-                                     std::to_string(count);
-            if (!RunCase(comm, Algorithm::kReductionServer, type, op, count, name, f)) return;
+    RunJob(
+        3, reducers, kChunkBytes,
+        [&](Communicator& comm, std::vector<std::string>* f) {
+          for (DataType type : {DataType::kF32, DataType::kBF16}) {
+            const size_t es = DataTypeSize(type);
+            const size_t four = 4 * reducers * (kMinPipelineChunkBytes / es);
+            const size_t pipeline = kPipelineChunksPerReducer * reducers * (kChunkBytes / es);
+            for (size_t count :
+                 {four - 1, four, four + 1, 3 * four + 777, pipeline - 1, pipeline, pipeline + 1}) {
+              for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+                const std::string name = std::string(DataTypeName(type)) + "/" +
+                                         std::string(ReduceOpName(op)) + "/" +
+                                         std::to_string(count);
+                if (!RunCase(comm, Algorithm::kReductionServer, type, op, count, name, f)) return;
+              }
+            }
           }
-        }
-      }
-    }, &failures);
+        },
+        &failures);
     for (const auto& f : failures) ADD_FAILURE() << reducers << " reducers: " << f;
   }
 }
@@ -182,22 +195,25 @@ TEST(InprocAllreduceChunkTest, ChunksAroundTheShrinkLimitsMatchReferenceAndRepea
 TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
   constexpr size_t kCount = size_t{64} << 20;
   std::vector<std::string> failures;
-  RunJob(2, 2, size_t{1} << 20, [&](Communicator& comm, std::vector<std::string>* f) {
-    std::vector<float> v(kCount);
-    for (size_t i = 0; i < kCount; ++i) v[i] = static_cast<float>((i % 1024) + comm.rank());
-    Status s = comm.Allreduce(v.data(), kCount, DataType::kF32, ReduceOp::kSum);
-    if (!s.ok()) {
-      f->push_back(s.ToString());
-      return;
-    }
-    for (size_t i = 0; i < kCount; ++i) {
-      const float want = static_cast<float>(2 * (i % 1024) + 1);
-      if (v[i] != want) {
-        f->push_back("element " + std::to_string(i) + " = " + std::to_string(v[i]));
-        return;
-      }
-    }
-  }, &failures);
+  RunJob(
+      2, 2, size_t{1} << 20,
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        std::vector<float> v(kCount);
+        for (size_t i = 0; i < kCount; ++i) v[i] = static_cast<float>((i % 1024) + comm.rank());
+        Status s = comm.Allreduce(v.data(), kCount, DataType::kF32, ReduceOp::kSum);
+        if (!s.ok()) {
+          f->push_back(s.ToString());
+          return;
+        }
+        for (size_t i = 0; i < kCount; ++i) {
+          const float want = static_cast<float>(2 * (i % 1024) + 1);
+          if (v[i] != want) {
+            f->push_back("element " + std::to_string(i) + " = " + std::to_string(v[i]));
+            return;
+          }
+        }
+      },
+      &failures);
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
@@ -219,14 +235,18 @@ TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
   };
   for (const Case& c : cases) {
     std::vector<std::string> failures;
-    RunJob(c.workers, c.reducers, 4096, [&](Communicator& comm, std::vector<std::string>* f) {
-      const Algorithm got = comm.AutoAlgorithm(c.bytes);
-      if (got != c.want) {
-        f->push_back(std::to_string(c.workers) + " workers, " + std::to_string(c.reducers) + " reducers, " +
-                     std::to_string(c.bytes) + " bytes: " + std::string(AlgorithmName(got)) + ", want " +
-                     std::string(AlgorithmName(c.want)));
-      }
-    }, &failures);
+    RunJob(
+        c.workers, c.reducers, 4096,
+        [&](Communicator& comm, std::vector<std::string>* f) {
+          const Algorithm got = comm.AutoAlgorithm(c.bytes);
+          if (got != c.want) {
+            f->push_back(std::to_string(c.workers) + " workers, " + std::to_string(c.reducers) +
+                         " reducers, " + std::to_string(c.bytes) +
+                         " bytes: " + std::string(AlgorithmName(got)) + ", want " +
+                         std::string(AlgorithmName(c.want)));
+          }
+        },
+        &failures);
     for (const auto& f : failures) ADD_FAILURE() << f;
   }
 }
@@ -235,17 +255,21 @@ TEST(CommunicatorTest, RejectsBadArguments) {
   InMemoryBootstrap bootstrap;
   CommunicatorOptions options;
   options.transport = CommunicatorOptions::TransportKind::kLoopback;
-  EXPECT_EQ(Communicator::Create(bootstrap, 2, 2, 0, options).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Communicator::Create(bootstrap, 0, 1, 0, options).status().code(), StatusCode::kInvalidArgument)
+  EXPECT_EQ(Communicator::Create(bootstrap, 2, 2, 0, options).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Communicator::Create(bootstrap, 0, 1, 0, options).status().code(),
+            StatusCode::kInvalidArgument)
       << "loopback without a fabric";
   LoopbackFabric fabric(1);
   options.loopback_fabric = &fabric;
   auto comm = Communicator::Create(bootstrap, 0, 1, 0, options);
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   float x = 3;
-  EXPECT_EQ((*comm)->Allreduce(&x, 1, DataType::kF32, ReduceOp::kSum, Algorithm::kReductionServer).code(),
+  EXPECT_EQ(
+      (*comm)->Allreduce(&x, 1, DataType::kF32, ReduceOp::kSum, Algorithm::kReductionServer).code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ((*comm)->Allreduce(nullptr, 4, DataType::kF32, ReduceOp::kSum).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ((*comm)->Allreduce(nullptr, 4, DataType::kF32, ReduceOp::kSum).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE((*comm)->Allreduce(&x, 1, DataType::kF32, ReduceOp::kAvg).ok());
   EXPECT_EQ(x, 3);
 }

@@ -1,9 +1,9 @@
-#include "collective/cohort_collective.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
+
+#include "collective/cohort_collective.h"
 
 namespace {
 
@@ -19,17 +19,20 @@ TEST(CApiTest, SingleWorkerFromEnvironment) {
   float v[3] = {1, 2, 3};
   EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_AVG, COHORT_ALGO_AUTO), COHORT_OK);
   EXPECT_EQ(v[2], 3.0f);
-  EXPECT_EQ(cohort_allreduce(comm, v, 3, 17, COHORT_SUM, COHORT_ALGO_AUTO), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, 17, COHORT_SUM, COHORT_ALGO_AUTO),
+            COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cohort_last_error()).find("dtype"), std::string::npos);
   EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_REDUCTION_SERVER),
             COHORT_ERR_INVALID_ARGUMENT);
   // A job of one runs in process (no UCX, no segments): shared memory is refused by name.
   EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_SHARED_MEMORY),
             COHORT_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(cohort_last_error()).find("shared memory"), std::string::npos) << cohort_last_error();
+  EXPECT_NE(std::string(cohort_last_error()).find("shared memory"), std::string::npos)
+      << cohort_last_error();
   EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_HIERARCHICAL + 1),
             COHORT_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(cohort_last_error()).find("unknown algorithm"), std::string::npos) << cohort_last_error();
+  EXPECT_NE(std::string(cohort_last_error()).find("unknown algorithm"), std::string::npos)
+      << cohort_last_error();
   cohort_comm_destroy(comm);
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
@@ -73,7 +76,8 @@ TEST(CApiTest, MissingEnvironmentIsAnError) {
   EXPECT_EQ(cohort_comm_from_env(&comm), COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(std::string(cohort_last_error()).find("RANK"), std::string::npos);
-  EXPECT_EQ(cohort_allreduce(nullptr, nullptr, 0, COHORT_F32, COHORT_SUM, 0), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cohort_allreduce(nullptr, nullptr, 0, COHORT_F32, COHORT_SUM, 0),
+            COHORT_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace

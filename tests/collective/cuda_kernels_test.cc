@@ -23,7 +23,8 @@ namespace {
 class CudaKernelTest : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {
  protected:
   void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device present (the toolkit is, so the kernels were built)";
+    if (CudaDeviceCount() == 0)
+      GTEST_SKIP() << "no CUDA device present (the toolkit is, so the kernels were built)";
   }
 };
 
@@ -131,10 +132,10 @@ TEST_P(CudaKernelTest, RoundsLikeTheCpuKernel) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypesAndOps, CudaKernelTest,
-    ::testing::Combine(::testing::Values(DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16,
-                                         DataType::kI32, DataType::kI64),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                                         ReduceOp::kProduct)),
+    ::testing::Combine(::testing::Values(DataType::kF32, DataType::kF64, DataType::kF16,
+                                         DataType::kBF16, DataType::kI32, DataType::kI64),
+                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
+                                         ReduceOp::kMax, ReduceOp::kProduct)),
     [](const auto& info) {
       return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
              std::string(ReduceOpName(std::get<1>(info.param)));
@@ -162,8 +163,10 @@ TEST(CudaStagingTest, DeviceBufferAllreduceStagesThroughHost) {
     Status s = (*comm)->Allreduce(dev, 1000, DataType::kF32, ReduceOp::kSum);
     cudaMemcpy(host.data(), dev, 4000, cudaMemcpyDeviceToHost);
     cudaFree(dev);
-    if (!s.ok()) failures[r] = s.ToString();
-    else if (host[999] != 3.0f) failures[r] = "got " + std::to_string(host[999]);
+    if (!s.ok())
+      failures[r] = s.ToString();
+    else if (host[999] != 3.0f)
+      failures[r] = "got " + std::to_string(host[999]);
   });
   EXPECT_EQ(failures[0], "");
   EXPECT_EQ(failures[1], "");

@@ -2,7 +2,6 @@
 // messages, make every survivor return an error no later than its deadline; nothing hangs.
 #include <gtest/gtest.h>
 
-
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
 #include "collective/transport/faulty_transport.h"
@@ -24,7 +23,8 @@ struct Outcome {
 
 // Runs `rounds` all-reduces on each worker; worker/reducer `victim` gets `plan`. Returns each
 // rank's first error (or OK) and when it came, relative to its round's start.
-std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPlan plan, int rounds) {
+std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPlan plan,
+                                  int rounds) {
   LoopbackFabric fabric(workers + reducers);
   std::vector<std::unique_ptr<Transport>> base;
   for (int r = 0; r < workers + reducers; ++r) base.push_back(fabric.CreateTransport(r));
@@ -66,14 +66,16 @@ std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPl
       o.num_workers = workers;
       o.num_reducers = reducers;
       const auto start = SteadyClock::now();
-      Status s = reducers > 0 ? ReductionServerAllreduce(transport(r), o) : RingAllreduce(transport(r), o);
+      Status s =
+          reducers > 0 ? ReductionServerAllreduce(transport(r), o) : RingAllreduce(transport(r), o);
       if (!s.ok()) {
         out[r].status = s;
         out[r].elapsed = SteadyClock::now() - start;
         return;
       }
     }
-    if (reducers > 0) (void)SendStopToReducers(transport(r), workers, reducers, SteadyClock::now() + kDeadline);
+    if (reducers > 0)
+      (void)SendStopToReducers(transport(r), workers, reducers, SteadyClock::now() + kDeadline);
   });
   return out;
 }
@@ -82,7 +84,8 @@ void ExpectSurvivorsFailInTime(const std::vector<Outcome>& out, int workers, int
   for (int r = 0; r < workers; ++r) {
     if (r == victim) continue;
     EXPECT_FALSE(out[r].status.ok()) << "worker " << r << " finished although a peer died";
-    EXPECT_LT(out[r].elapsed, kDeadline + kSlack) << "worker " << r << ": " << out[r].status.ToString();
+    EXPECT_LT(out[r].elapsed, kDeadline + kSlack)
+        << "worker " << r << ": " << out[r].status.ToString();
   }
 }
 
@@ -122,7 +125,8 @@ TEST(FaultTest, LostMessagesBecomeDeadlineErrors) {
   plan.on_death = [] {};
   auto out = RunWithFault(3, 1, 0, plan, 2);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(out[r].status.code(), StatusCode::kDeadlineExceeded) << "worker " << r << ": " << out[r].status.ToString();
+    EXPECT_EQ(out[r].status.code(), StatusCode::kDeadlineExceeded)
+        << "worker " << r << ": " << out[r].status.ToString();
     EXPECT_LT(out[r].elapsed, kDeadline + kSlack);
   }
 }

@@ -2,9 +2,10 @@
 // own SharedMemoryGroup (real POSIX shared memory) and every worker with a loopback transport (the
 // links between hosts). Every type and op against the double-precision reference, counts from 0 to
 // several slots, repeats bit-identical, every worker with the same bytes.
+#include "collective/algorithms/hierarchical_allreduce.h"
+
 #include <gtest/gtest.h>
 
-#include "collective/algorithms/hierarchical_allreduce.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/test_util.h"
 
@@ -29,8 +30,9 @@ TEST_P(HierarchicalAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
   std::vector<std::unique_ptr<SharedMemoryGroup>> groups(n);
   testing::RunRanks(n, [&](int w) {
     const int h = w / per_host;
-    auto g = SharedMemoryGroup::Create(bootstraps[h], "hier-test-" + std::to_string(n) + "-host" + std::to_string(h),
-                                       w % per_host, per_host, kSlotBytes, DeadlineAfter(milliseconds(20000)));
+    auto g = SharedMemoryGroup::Create(
+        bootstraps[h], "hier-test-" + std::to_string(n) + "-host" + std::to_string(h), w % per_host,
+        per_host, kSlotBytes, DeadlineAfter(milliseconds(20000)));
     if (g.ok()) groups[w] = std::move(*g);
   });
   for (int w = 0; w < n; ++w) ASSERT_NE(groups[w], nullptr) << "worker " << w << " has no group";
@@ -56,8 +58,8 @@ TEST_P(HierarchicalAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
 }
 
 INSTANTIATE_TEST_SUITE_P(HostsAndWorkersPerHost, HierarchicalAllreduceTest,
-                         ::testing::Values(std::make_tuple(2, 2), std::make_tuple(3, 2), std::make_tuple(2, 3),
-                                           std::make_tuple(2, 1)),
+                         ::testing::Values(std::make_tuple(2, 2), std::make_tuple(3, 2),
+                                           std::make_tuple(2, 3), std::make_tuple(2, 1)),
                          [](const auto& info) {
                            return "h" + std::to_string(std::get<0>(info.param)) + "_l" +
                                   std::to_string(std::get<1>(info.param));

@@ -1,5 +1,3 @@
-#include "collective/kernels/reduce.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +5,7 @@
 #include <vector>
 
 #include "collective/kernels/half.h"
+#include "collective/kernels/reduce.h"
 #include "tests/collective/test_util.h"
 
 namespace cohort::collective {
@@ -45,7 +44,8 @@ TEST(BFloat16Test, KnownValuesAndRounding) {
   // 1 + 2^-8 is a tie: to even (1.0); 1 + 3*2^-8 rounds up.
   EXPECT_EQ(FloatToBFloat16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
   EXPECT_EQ(FloatToBFloat16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
-  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
   for (uint32_t b = 0; b < 0x10000; b += 7) {
     const float f = BFloat16ToFloat(static_cast<uint16_t>(b));
     if (!std::isnan(f)) {
@@ -79,15 +79,16 @@ TEST_P(ReduceKernelTest, AliasedInputsWork) {
   EXPECT_EQ(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypesAndOps, ReduceKernelTest,
-    ::testing::Combine(::testing::Values(DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16,
-                                         DataType::kI32, DataType::kI64),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax)),
-    [](const auto& info) {
-      return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
-             std::string(ReduceOpName(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceKernelTest,
+                         ::testing::Combine(::testing::Values(DataType::kF32, DataType::kF64,
+                                                              DataType::kF16, DataType::kBF16,
+                                                              DataType::kI32, DataType::kI64),
+                                            ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg,
+                                                              ReduceOp::kMin, ReduceOp::kMax)),
+                         [](const auto& info) {
+                           return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
+                                  std::string(ReduceOpName(std::get<1>(info.param)));
+                         });
 
 TEST(ScaleTest, IntegersTruncateTowardZero) {
   std::vector<int32_t> v = {7, -7, 8, -1};
@@ -96,7 +97,8 @@ TEST(ScaleTest, IntegersTruncateTowardZero) {
 }
 
 TEST(TypesTest, NamesRoundTrip) {
-  for (auto t : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32, DataType::kI64}) {
+  for (auto t : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32,
+                 DataType::kI64}) {
     EXPECT_EQ(ParseDataType(DataTypeName(t)), t);
   }
   for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {

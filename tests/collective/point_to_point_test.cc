@@ -10,8 +10,8 @@
 
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/communicator.h"
-#include "collective/reducer.h"
 #include "collective/kernels/reduce.h"
+#include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/test_util.h"
 

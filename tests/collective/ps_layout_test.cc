@@ -1,10 +1,11 @@
 // Key-range sharding: balance by bytes, element-aligned cuts, and one contiguous buffer range
 // per server for any sorted key list.
+#include "collective/ps/ps_layout.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "collective/ps/ps_layout.h"
 #include "collective/ps/ps_optimizer.h"
 
 namespace cohort::collective::ps {
@@ -13,8 +14,10 @@ namespace {
 TEST(PsLayoutTest, RejectsBadLayouts) {
   EXPECT_EQ(ModelLayout::Create({{2, 4, DataType::kF32}, {2, 4, DataType::kF32}}).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(ModelLayout::Create({{1, 0, DataType::kF32}}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ModelLayout::Create({{1, 4, DataType::kI32}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelLayout::Create({{1, 0, DataType::kF32}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelLayout::Create({{1, 4, DataType::kI32}}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(PsLayoutTest, SerializeRoundTripsAndParseRejectsGarbage) {
@@ -31,7 +34,8 @@ TEST(PsLayoutTest, SerializeRoundTripsAndParseRejectsGarbage) {
 TEST(PsLayoutTest, ShardsAreBalancedByBytesAndCutOnElements) {
   // One huge key and many small ones of mixed types.
   std::vector<KeySpec> keys = {{0, 1000003, DataType::kF32}};
-  for (uint64_t k = 1; k < 50; ++k) keys.push_back({k * 10, 100 + k, k % 2 ? DataType::kF64 : DataType::kF32});
+  for (uint64_t k = 1; k < 50; ++k)
+    keys.push_back({k * 10, 100 + k, k % 2 ? DataType::kF64 : DataType::kF32});
   auto l = ModelLayout::Create(keys);
   ASSERT_TRUE(l.ok());
   for (int servers : {1, 2, 3, 5, 8}) {
@@ -43,7 +47,8 @@ TEST(PsLayoutTest, ShardsAreBalancedByBytesAndCutOnElements) {
     for (int s = 0; s < servers; ++s) {
       EXPECT_LE(b[s], b[s + 1]);
       // Within one element (8 bytes) of an equal share.
-      EXPECT_NEAR(static_cast<double>(b[s + 1] - b[s]), static_cast<double>(share), 16.0) << servers << " " << s;
+      EXPECT_NEAR(static_cast<double>(b[s + 1] - b[s]), static_cast<double>(share), 16.0)
+          << servers << " " << s;
       // Cuts land on element boundaries of the key they split.
       for (size_t i = 0; i < l->num_keys(); ++i) {
         if (b[s] > l->offset(i) && b[s] < l->offset(i) + l->bytes(i)) {

@@ -90,8 +90,11 @@ class PsCluster {
 
 // Keys of uneven sizes, one larger than a server's share (it is split).
 ModelLayout TestLayout() {
-  auto l = ModelLayout::Create({{3, 7, DataType::kF32}, {10, 1000, DataType::kF32}, {11, 1, DataType::kF32},
-                                {20, 33, DataType::kF32}, {42, 259, DataType::kF32}});
+  auto l = ModelLayout::Create({{3, 7, DataType::kF32},
+                                {10, 1000, DataType::kF32},
+                                {11, 1, DataType::kF32},
+                                {20, 33, DataType::kF32},
+                                {42, 259, DataType::kF32}});
   EXPECT_TRUE(l.ok());
   return *l;
 }
@@ -106,7 +109,8 @@ std::vector<float> InitialValues(size_t n) {
 std::vector<float> Gradient(int w, int t, const std::vector<float>& params) {
   std::vector<float> g(params.size());
   for (size_t i = 0; i < g.size(); ++i) {
-    g[i] = 0.1f * params[i] + 0.01f * static_cast<float>(((i + 1) * (w + 3) * (t + 7)) % 17) - 0.08f;
+    g[i] =
+        0.1f * params[i] + 0.01f * static_cast<float>(((i + 1) * (w + 3) * (t + 7)) % 17) - 0.08f;
   }
   return g;
 }
@@ -179,7 +183,8 @@ TEST_P(PsSyncTest, SynchronousEqualsSingleProcessOptimizer) {
     ASSERT_EQ(finals[r].size(), n);
     EXPECT_EQ(finals[r], finals[0]) << "every worker reads the same model after the last clock";
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_NEAR(finals[r][i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << "element " << i << " worker " << r;
+      ASSERT_NEAR(finals[r][i], ref[i], 1e-5 * (1 + std::fabs(ref[i])))
+          << "element " << i << " worker " << r;
     }
   }
   EXPECT_TRUE(cluster.result(0).ok()) << cluster.result(0).ToString();
@@ -188,8 +193,11 @@ TEST_P(PsSyncTest, SynchronousEqualsSingleProcessOptimizer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, PsSyncTest,
-                         ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam),
-                         [](const auto& info) { return std::string(OptimizerKindName(info.param)); });
+                         ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kMomentum,
+                                           OptimizerKind::kAdam),
+                         [](const auto& info) {
+                           return std::string(OptimizerKindName(info.param));
+                         });
 
 TEST(PsLoopbackTest, EightConcurrentWorkersLoseNoUpdate) {
   constexpr int kWorkers = 8, kServers = 2, kPushes = 40;
@@ -213,7 +221,8 @@ TEST(PsLoopbackTest, EightConcurrentWorkersLoseNoUpdate) {
     std::vector<float> g(n);
     std::vector<uint64_t> some = {1, 3};  // a sparse subset too
     for (int p = 0; p < kPushes; ++p) {
-      for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(-((rank + 1) * (p + 1) + static_cast<int>(i % 5)));
+      for (size_t i = 0; i < n; ++i)
+        g[i] = static_cast<float>(-((rank + 1) * (p + 1) + static_cast<int>(i % 5)));
       auto id = ps.PushAll(g.data());
       ASSERT_TRUE(id.ok());
       ASSERT_TRUE(ps.Wait(*id).ok());
@@ -286,7 +295,8 @@ TEST(PsLoopbackTest, StalenessBoundHolds) {
       ASSERT_TRUE(ps.Clock().ok());
     }
   });
-  EXPECT_EQ(violations.load(), 0) << "a read saw a worker more than " << kStaleness << " clocks behind";
+  EXPECT_EQ(violations.load(), 0) << "a read saw a worker more than " << kStaleness
+                                  << " clocks behind";
   EXPECT_LE(max_gap.load(), kStaleness);
   for (int j = 0; j < kServers; ++j) {
     const PsServerStats st = cluster.server(j).stats();
@@ -302,7 +312,8 @@ TEST(PsLoopbackTest, StalenessBoundHolds) {
 
 TEST(PsLoopbackTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   constexpr int kWorkers = 2, kServers = 2;
-  auto layout = ModelLayout::Create({{1, 8, DataType::kF32}, {2, 8, DataType::kF64}, {3, 16, DataType::kF32}});
+  auto layout = ModelLayout::Create(
+      {{1, 8, DataType::kF32}, {2, 8, DataType::kF64}, {3, 16, DataType::kF32}});
   ASSERT_TRUE(layout.ok());
   PsCluster cluster(kWorkers, kServers);
   cluster.Start();
@@ -317,45 +328,48 @@ TEST(PsLoopbackTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
     std::vector<float> f(64, 1.0f);
     const uint64_t key1[] = {1};
     const uint64_t key99[] = {99};
-    if (rank == 1) [&] {
-      struct Done {
-        std::atomic<int>* flag;
-        ~Done() { flag->store(1); }
-      } done{&bad_done};
-      // Refused by the worker library before anything is sent.
-      auto unknown = ps.Push(key99, f.data(), 32, DataType::kF32);
-      EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
-      EXPECT_NE(unknown.status().message().find("unknown key 99"), std::string::npos);
-      EXPECT_EQ(ps.Push(key1, f.data(), 28, DataType::kF32).status().code(), StatusCode::kInvalidArgument);
-      EXPECT_EQ(ps.Push(key1, f.data(), 64, DataType::kF64).status().code(), StatusCode::kInvalidArgument);
-      // The same mistakes sent raw: the server answers each with an error and goes on.
-      RequestHeader h;
-      h.op = PsOp::kPush;
-      h.type = static_cast<uint8_t>(DataType::kF32);
-      h.payload_bytes = 32;
-      auto r = ps.RawRequest(0, h, key99, ConstBytes{f.data(), 32}, MutableBytes{});
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
-      EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kNotFound));
-      EXPECT_NE(std::string(r->message).find("unknown key 99"), std::string::npos) << r->message;
-      h.payload_bytes = 28;  // key 1 holds 32 bytes
-      r = ps.RawRequest(0, h, key1, ConstBytes{f.data(), 28}, MutableBytes{});
-      ASSERT_TRUE(r.ok());
-      EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
-      EXPECT_NE(std::string(r->message).find("wrong size"), std::string::npos) << r->message;
-      h.payload_bytes = 32;
-      h.type = static_cast<uint8_t>(DataType::kF64);
-      r = ps.RawRequest(0, h, key1, ConstBytes{f.data(), 32}, MutableBytes{});
-      ASSERT_TRUE(r.ok());
-      EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
-      EXPECT_NE(std::string(r->message).find("holds f32"), std::string::npos) << r->message;
-      // A large wrong-size push travels as its own message: received, refused, still serving.
-      std::vector<float> big(100000, 1.0f);
-      h.type = static_cast<uint8_t>(DataType::kF32);
-      h.payload_bytes = big.size() * 4;
-      r = ps.RawRequest(0, h, key1, ConstBytes{big.data(), big.size() * 4}, MutableBytes{});
-      ASSERT_TRUE(r.ok());
-      EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
-    }();
+    if (rank == 1)
+      [&] {
+        struct Done {
+          std::atomic<int>* flag;
+          ~Done() { flag->store(1); }
+        } done{&bad_done};
+        // Refused by the worker library before anything is sent.
+        auto unknown = ps.Push(key99, f.data(), 32, DataType::kF32);
+        EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+        EXPECT_NE(unknown.status().message().find("unknown key 99"), std::string::npos);
+        EXPECT_EQ(ps.Push(key1, f.data(), 28, DataType::kF32).status().code(),
+                  StatusCode::kInvalidArgument);
+        EXPECT_EQ(ps.Push(key1, f.data(), 64, DataType::kF64).status().code(),
+                  StatusCode::kInvalidArgument);
+        // The same mistakes sent raw: the server answers each with an error and goes on.
+        RequestHeader h;
+        h.op = PsOp::kPush;
+        h.type = static_cast<uint8_t>(DataType::kF32);
+        h.payload_bytes = 32;
+        auto r = ps.RawRequest(0, h, key99, ConstBytes{f.data(), 32}, MutableBytes{});
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kNotFound));
+        EXPECT_NE(std::string(r->message).find("unknown key 99"), std::string::npos) << r->message;
+        h.payload_bytes = 28;  // key 1 holds 32 bytes
+        r = ps.RawRequest(0, h, key1, ConstBytes{f.data(), 28}, MutableBytes{});
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+        EXPECT_NE(std::string(r->message).find("wrong size"), std::string::npos) << r->message;
+        h.payload_bytes = 32;
+        h.type = static_cast<uint8_t>(DataType::kF64);
+        r = ps.RawRequest(0, h, key1, ConstBytes{f.data(), 32}, MutableBytes{});
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+        EXPECT_NE(std::string(r->message).find("holds f32"), std::string::npos) << r->message;
+        // A large wrong-size push travels as its own message: received, refused, still serving.
+        std::vector<float> big(100000, 1.0f);
+        h.type = static_cast<uint8_t>(DataType::kF32);
+        h.payload_bytes = big.size() * 4;
+        r = ps.RawRequest(0, h, key1, ConstBytes{big.data(), big.size() * 4}, MutableBytes{});
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+      }();
     // Both workers go on using the servers normally.
     for (int i = 0; i < 20; ++i) {
       auto id = ps.Push(key1, f.data(), 32, DataType::kF32);
@@ -385,8 +399,8 @@ TEST(PsLoopbackTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
 }
 
 TEST(PsLoopbackTest, ShardCheckpointRestoresValuesOptimizerStateAndClock) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("ps_ckpt_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ps_ckpt_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   constexpr int kWorkers = 2, kServers = 2;
   auto layout = ModelLayout::FromCounts({100, 57}, DataType::kF32);
@@ -460,7 +474,8 @@ TEST(PsLoopbackTest, ShardCheckpointRestoresValuesOptimizerStateAndClock) {
     PsServerOptions other = o;
     other.server_index = 1 - j;
     PsServer wrong(other);
-    EXPECT_EQ(wrong.Restore((dir / ("ps-" + std::to_string(j))).string()).code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(wrong.Restore((dir / ("ps-" + std::to_string(j))).string()).code(),
+              StatusCode::kFailedPrecondition);
   }
   // The restored model equals the single-process run at step 4, and training resumed from it
   // (optimizer state included) ends where an uninterrupted run ends.

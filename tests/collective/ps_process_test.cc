@@ -17,9 +17,9 @@ using testing::ProcessGroup;
 int ExecServer(const std::string& bootstrap, const std::string& dir) {
   const std::string b = "--bootstrap=" + bootstrap;
   const std::string d = "--checkpoint-dir=" + dir;
-  execl(COHORT_PS_BINARY, COHORT_PS_BINARY, b.c_str(), d.c_str(), "--num-workers=1", "--num-servers=1", "--index=0",
-        "--checkpoint-every=1", "--restore-latest", "--timeout-ms=10000", "--rejoin-timeout-ms=20000",
-        static_cast<char*>(nullptr));
+  execl(COHORT_PS_BINARY, COHORT_PS_BINARY, b.c_str(), d.c_str(), "--num-workers=1",
+        "--num-servers=1", "--index=0", "--checkpoint-every=1", "--restore-latest",
+        "--timeout-ms=10000", "--rejoin-timeout-ms=20000", static_cast<char*>(nullptr));
   return 127;
 }
 
@@ -42,7 +42,8 @@ std::vector<float> PullAll(PsWorker& ps, size_t n) {
 }
 
 TEST(PsProcessTest, KilledServerRestartsFromItsCheckpoint) {
-  const auto dir = std::filesystem::temp_directory_path() / ("ps_process_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ps_process_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto store = StoreServer::Start("tcp://127.0.0.1:0");
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -79,7 +80,8 @@ TEST(PsProcessTest, KilledServerRestartsFromItsCheckpoint) {
     std::fill(g.begin(), g.end(), 100.0f);
     auto push = (*ps)->PushAll(g.data());
     Status s = push.ok() ? (*ps)->Wait(*push) : push.status();
-    EXPECT_TRUE(s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded) << s.ToString();
+    EXPECT_TRUE(s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
+        << s.ToString();
   }
   const int second = procs.Spawn([&] { return ExecServer(address, dir.string()); });
   {
@@ -90,7 +92,8 @@ TEST(PsProcessTest, KilledServerRestartsFromItsCheckpoint) {
     ASSERT_TRUE(clock.ok()) << clock.status().ToString();
     EXPECT_EQ(*clock, 3) << "the restarted server resumes at its checkpoint's clock";
     const auto restored = PullAll(**ps, n);
-    for (float x : restored) ASSERT_EQ(x, 7.0f) << "the restored model, not the chief's new init values";
+    for (float x : restored)
+      ASSERT_EQ(x, 7.0f) << "the restored model, not the chief's new init values";
     PushAndClock(**ps, g, 4.0f);
     const auto v4 = PullAll(**ps, n);
     for (float x : v4) ASSERT_EQ(x, 5.0f);

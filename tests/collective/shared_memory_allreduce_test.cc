@@ -3,12 +3,13 @@
 // the double-precision reference, both kinds of slot (summed whole by everyone, and cut into
 // slices), repeats bit-identical, failures that stop every worker, and creation that every worker
 // agrees on.
+#include "collective/algorithms/shared_memory_allreduce.h"
+
 #include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "collective/algorithms/shared_memory_allreduce.h"
 #include "tests/collective/test_util.h"
 
 namespace cohort::collective {
@@ -37,13 +38,15 @@ std::vector<std::unique_ptr<SharedMemoryGroup>> CreateGroups(int workers, const 
   InMemoryBootstrap bootstrap;
   std::vector<std::unique_ptr<SharedMemoryGroup>> groups(workers);
   testing::RunRanks(workers, [&](int r) {
-    auto g = SharedMemoryGroup::Create(bootstrap, prefix, r, workers, slot_bytes, DeadlineAfter(milliseconds(20000)));
+    auto g = SharedMemoryGroup::Create(bootstrap, prefix, r, workers, slot_bytes,
+                                       DeadlineAfter(milliseconds(20000)));
     if (g.ok()) groups[r] = std::move(*g);
   });
   return groups;
 }
 
-AllreduceOptions Options(void* data, size_t count, DataType type, ReduceOp op, milliseconds timeout) {
+AllreduceOptions Options(void* data, size_t count, DataType type, ReduceOp op,
+                         milliseconds timeout) {
   AllreduceOptions o;
   o.data = data;
   o.count = count;
@@ -58,13 +61,16 @@ class SharedMemoryAllreduceTest : public ::testing::TestWithParam<int> {};
 TEST_P(SharedMemoryAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIdentically) {
   const int workers = GetParam();
   auto groups = CreateGroups(workers, "shm-test-every-" + std::to_string(workers));
-  for (int r = 0; r < workers; ++r) ASSERT_NE(groups[r], nullptr) << "worker " << r << " has no group";
-  EXPECT_TRUE(DevShmNames("shm_test_every_" + std::to_string(workers)).empty()) << "segments left in /dev/shm";
+  for (int r = 0; r < workers; ++r)
+    ASSERT_NE(groups[r], nullptr) << "worker " << r << " has no group";
+  EXPECT_TRUE(DevShmNames("shm_test_every_" + std::to_string(workers)).empty())
+      << "segments left in /dev/shm";
 
   // 0; 1; one small slot; one small slot (2- and 4-byte types) or sliced one (8-byte types);
   // several slots, sliced but for the last of 4- and 8-byte types.
   const auto failures = testing::CheckEveryCase(
-      workers, {0, 1, 1001, 20011, 200003}, [&](int w, void* data, size_t count, DataType type, ReduceOp op) {
+      workers, {0, 1, 1001, 20011, 200003},
+      [&](int w, void* data, size_t count, DataType type, ReduceOp op) {
         return groups[w]->Allreduce(Options(data, count, type, op, milliseconds(60000)));
       });
   for (const auto& f : failures) ADD_FAILURE() << f;
@@ -84,18 +90,22 @@ TEST(SharedMemoryAllreduceFaultTest, AFailedWorkerStopsTheOthers) {
     std::vector<float> v(50000, 1.0f);
     if (r == 1) std::this_thread::sleep_for(milliseconds(1000));
     const milliseconds timeout = r == 2 ? milliseconds(200) : milliseconds(60000);
-    status[r] = groups[r]->Allreduce(Options(v.data(), v.size(), DataType::kF32, ReduceOp::kSum, timeout));
+    status[r] =
+        groups[r]->Allreduce(Options(v.data(), v.size(), DataType::kF32, ReduceOp::kSum, timeout));
   });
   EXPECT_EQ(status[2].code(), StatusCode::kDeadlineExceeded) << status[2].ToString();
   EXPECT_NE(status[2].message().find("worker 1"), std::string::npos) << status[2].ToString();
   for (int r : {0, 1}) {
-    EXPECT_EQ(status[r].code(), StatusCode::kDeadlineExceeded) << "worker " << r << ": " << status[r].ToString();
+    EXPECT_EQ(status[r].code(), StatusCode::kDeadlineExceeded)
+        << "worker " << r << ": " << status[r].ToString();
     // Worker 2 gave up first; a worker may hear it from worker 2 or from one that gave up after it.
-    EXPECT_NE(status[r].message().find("gave up on this all-reduce (DEADLINE_EXCEEDED)"), std::string::npos)
+    EXPECT_NE(status[r].message().find("gave up on this all-reduce (DEADLINE_EXCEEDED)"),
+              std::string::npos)
         << status[r].ToString();
   }
   float x = 1;
-  Status again = groups[0]->Allreduce(Options(&x, 1, DataType::kF32, ReduceOp::kSum, milliseconds(1000)));
+  Status again =
+      groups[0]->Allreduce(Options(&x, 1, DataType::kF32, ReduceOp::kSum, milliseconds(1000)));
   EXPECT_EQ(again.code(), StatusCode::kAborted) << again.ToString();
 }
 
@@ -104,7 +114,8 @@ TEST(SharedMemoryAllreduceFaultTest, DeadlineNamesTheWorkerThatNeverCame) {
   ASSERT_NE(groups[0], nullptr);
   ASSERT_NE(groups[1], nullptr);
   std::vector<double> v(10, 1.0);
-  Status s = groups[0]->Allreduce(Options(v.data(), v.size(), DataType::kF64, ReduceOp::kSum, milliseconds(300)));
+  Status s = groups[0]->Allreduce(
+      Options(v.data(), v.size(), DataType::kF64, ReduceOp::kSum, milliseconds(300)));
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_NE(s.message().find("worker 1"), std::string::npos) << s.ToString();
 }
@@ -117,10 +128,12 @@ TEST(SharedMemoryGroupTest, EveryWorkerGivesUpWhenOneCannotTakePart) {
   // as its verdict ("1": it could map every segment), or a failure.
   auto worker0_with = [&](const std::string& segment, const std::string& verdict) -> std::string {
     InMemoryBootstrap bootstrap;
-    if (!bootstrap.Put(prefix + "/shm/1", segment).ok() || !bootstrap.Put(prefix + "/shm-ok/1", verdict).ok()) {
+    if (!bootstrap.Put(prefix + "/shm/1", segment).ok() ||
+        !bootstrap.Put(prefix + "/shm-ok/1", verdict).ok()) {
       return "bootstrap failed";
     }
-    auto g = SharedMemoryGroup::Create(bootstrap, prefix, 0, 2, kSlotBytes, DeadlineAfter(milliseconds(5000)));
+    auto g = SharedMemoryGroup::Create(bootstrap, prefix, 0, 2, kSlotBytes,
+                                       DeadlineAfter(milliseconds(5000)));
     if (!g.ok()) return g.status().ToString();
     if (*g != nullptr) return "worker 0 has a group";
     auto said = bootstrap.Get(prefix + "/shm-ok/0", DeadlineAfter(milliseconds(100)));
@@ -130,14 +143,16 @@ TEST(SharedMemoryGroupTest, EveryWorkerGivesUpWhenOneCannotTakePart) {
   const std::string no_room = "reserving 8 MiB of /dev/shm: No space left on device";
   EXPECT_EQ(worker0_with("!" + no_room, no_room), "worker 1: " + no_room);
   // Worker 1 claims a segment that does not exist: worker 0 cannot open it.
-  EXPECT_NE(worker0_with("/cohort-shm-test-refused-missing", "1").find("opening worker 1's segment"),
-            std::string::npos);
+  EXPECT_NE(
+      worker0_with("/cohort-shm-test-refused-missing", "1").find("opening worker 1's segment"),
+      std::string::npos);
   EXPECT_TRUE(DevShmNames("shm_test_refused").empty()) << "segments left in /dev/shm";
 }
 
 TEST(SharedMemoryGroupTest, AWorkerThatNeverPublishesIsAnError) {
   InMemoryBootstrap bootstrap;
-  auto g = SharedMemoryGroup::Create(bootstrap, "shm-test-silent", 0, 2, kSlotBytes, DeadlineAfter(milliseconds(300)));
+  auto g = SharedMemoryGroup::Create(bootstrap, "shm-test-silent", 0, 2, kSlotBytes,
+                                     DeadlineAfter(milliseconds(300)));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kDeadlineExceeded) << g.status().ToString();
   EXPECT_NE(g.status().message().find("worker 1"), std::string::npos) << g.status().ToString();
@@ -146,7 +161,8 @@ TEST(SharedMemoryGroupTest, AWorkerThatNeverPublishesIsAnError) {
 
 TEST(SharedMemoryGroupTest, BadArgumentsAreRefused) {
   InMemoryBootstrap bootstrap;
-  auto g = SharedMemoryGroup::Create(bootstrap, "shm-test-bad", 2, 2, kSlotBytes, DeadlineAfter(milliseconds(300)));
+  auto g = SharedMemoryGroup::Create(bootstrap, "shm-test-bad", 2, 2, kSlotBytes,
+                                     DeadlineAfter(milliseconds(300)));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
 }

@@ -18,37 +18,58 @@
 
 namespace cohort::collective::testing {
 
-inline constexpr DataType kAllTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16,
+inline constexpr DataType kAllTypes[] = {DataType::kF32,  DataType::kF64, DataType::kF16,
                                          DataType::kBF16, DataType::kI32, DataType::kI64};
-inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
+                                       ReduceOp::kMax};
 
 // Value of element i on rank r, as a double that is exactly representable in every type
 // (integers in [-48, 48] or multiples of 1/4 up to +-24.75 for floats).
 inline double InputValue(DataType type, int r, size_t i) {
-  const uint64_t h = (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u + 17) % 1000003;
-  if (type == DataType::kI32 || type == DataType::kI64) return static_cast<double>(static_cast<int64_t>(h % 97) - 48);
+  const uint64_t h =
+      (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u + 17) % 1000003;
+  if (type == DataType::kI32 || type == DataType::kI64)
+    return static_cast<double>(static_cast<int64_t>(h % 97) - 48);
   return (static_cast<double>(h % 199) - 99) * 0.25;
 }
 
 inline void Store(DataType type, void* base, size_t i, double v) {
   switch (type) {
-    case DataType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DataType::kF64: static_cast<double*>(base)[i] = v; break;
-    case DataType::kF16: static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DataType::kBF16: static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v)); break;
-    case DataType::kI32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DataType::kI64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DataType::kF32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DataType::kF64:
+      static_cast<double*>(base)[i] = v;
+      break;
+    case DataType::kF16:
+      static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v));
+      break;
+    case DataType::kBF16:
+      static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v));
+      break;
+    case DataType::kI32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case DataType::kI64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
   }
 }
 
 inline double Load(DataType type, const void* base, size_t i) {
   switch (type) {
-    case DataType::kF32: return static_cast<const float*>(base)[i];
-    case DataType::kF64: return static_cast<const double*>(base)[i];
-    case DataType::kF16: return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kI32: return static_cast<const int32_t*>(base)[i];
-    case DataType::kI64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DataType::kF32:
+      return static_cast<const float*>(base)[i];
+    case DataType::kF64:
+      return static_cast<const double*>(base)[i];
+    case DataType::kF16:
+      return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kBF16:
+      return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kI32:
+      return static_cast<const int32_t*>(base)[i];
+    case DataType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
   }
   return 0;
 }
@@ -90,11 +111,16 @@ inline double Tolerance(DataType type, ReduceOp op, int n) {
   if (op == ReduceOp::kMin || op == ReduceOp::kMax) return 0;
   switch (type) {
     case DataType::kI32:
-    case DataType::kI64: return 0;
-    case DataType::kF64: return 1e-12 * n * 25;
-    case DataType::kF32: return 1e-6 * n * 25;
-    case DataType::kF16: return std::ldexp(1.0, -10) * (n + 1) * 25 * n;
-    case DataType::kBF16: return std::ldexp(1.0, -7) * (n + 1) * 25 * n;
+    case DataType::kI64:
+      return 0;
+    case DataType::kF64:
+      return 1e-12 * n * 25;
+    case DataType::kF32:
+      return 1e-6 * n * 25;
+    case DataType::kF16:
+      return std::ldexp(1.0, -10) * (n + 1) * 25 * n;
+    case DataType::kBF16:
+      return std::ldexp(1.0, -7) * (n + 1) * 25 * n;
   }
   return 0;
 }
@@ -106,8 +132,8 @@ inline std::string CheckResult(DataType type, ReduceOp op, int n, const void* da
     const double want = Reference(type, op, n, i);
     const double got = Load(type, data, i);
     if (!(std::fabs(got - want) <= tol)) {
-      return "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " + std::to_string(want) +
-             " (tolerance " + std::to_string(tol) + ")";
+      return "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " +
+             std::to_string(want) + " (tolerance " + std::to_string(tol) + ")";
     }
   }
   return "";
@@ -145,12 +171,14 @@ inline void RunRanks(int n, const std::function<void(int)>& fn) {
 }
 
 // One all-reduce by worker `worker` of `count` elements at `data`, in place.
-using AllreduceFn = std::function<Status(int worker, void* data, size_t count, DataType type, ReduceOp op)>;
+using AllreduceFn =
+    std::function<Status(int worker, void* data, size_t count, DataType type, ReduceOp op)>;
 
 // Every type and op at each of `counts` on `n` worker threads: each worker reduces its input, then
 // a copy of it again. Returns the failures: an error, a result off the double-precision reference,
 // a repeat with other bytes, workers whose bytes differ.
-inline std::vector<std::string> CheckEveryCase(int n, const std::vector<size_t>& counts, const AllreduceFn& allreduce) {
+inline std::vector<std::string> CheckEveryCase(int n, const std::vector<size_t>& counts,
+                                               const AllreduceFn& allreduce) {
   std::mutex mu;
   std::vector<std::string> failures;
   std::map<std::string, std::vector<char>> first_result;
@@ -159,8 +187,8 @@ inline std::vector<std::string> CheckEveryCase(int n, const std::vector<size_t>&
     for (DataType type : kAllTypes) {
       for (ReduceOp op : kAllOps) {
         for (size_t count : counts) {
-          const std::string name = std::string(DataTypeName(type)) + "/" + std::string(ReduceOpName(op)) + "/" +
-                                   std::to_string(count);
+          const std::string name = std::string(DataTypeName(type)) + "/" +
+                                   std::string(ReduceOpName(op)) + "/" + std::to_string(count);
           std::vector<char> a = MakeInput(type, w, count);
           std::vector<char> b = a;
           Status s = allreduce(w, a.data(), count, type, op);
@@ -174,7 +202,8 @@ inline std::vector<std::string> CheckEveryCase(int n, const std::vector<size_t>&
           if (!bad.empty()) failures.push_back(who + name + ": " + bad);
           if (a != b) failures.push_back(who + name + ": repeat differs");
           auto [it, inserted] = first_result.emplace(name, a);
-          if (!inserted && it->second != a) failures.push_back(name + ": workers disagree bit-wise");
+          if (!inserted && it->second != a)
+            failures.push_back(name + ": workers disagree bit-wise");
         }
       }
     }

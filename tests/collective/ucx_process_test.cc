@@ -51,9 +51,12 @@ int ReducerMain(int index, int rejoin_ms) {
 
 int ExitCodeFor(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kUnavailable: return kExitUnavailable;
-    case StatusCode::kDeadlineExceeded: return kExitDeadline;
-    default: return kExitOtherError;
+    case StatusCode::kUnavailable:
+      return kExitUnavailable;
+    case StatusCode::kDeadlineExceeded:
+      return kExitDeadline;
+    default:
+      return kExitOtherError;
   }
 }
 
@@ -92,9 +95,11 @@ int WorkerCorrectnessMain(int rank, int reducers) {
           }
           const std::string bad = testing::CheckResult(type, op, (*comm)->size(), a.data(), count);
           if (!bad.empty() || a != b) {
-            std::fprintf(stderr, "worker %d %s/%s/%s/%zu: %s%s\n", rank, std::string(AlgorithmName(algo)).c_str(),
-                         std::string(DataTypeName(type)).c_str(), std::string(ReduceOpName(op)).c_str(), count,
-                         bad.c_str(), a != b ? " (repeat differs)" : "");
+            std::fprintf(stderr, "worker %d %s/%s/%s/%zu: %s%s\n", rank,
+                         std::string(AlgorithmName(algo)).c_str(),
+                         std::string(DataTypeName(type)).c_str(),
+                         std::string(ReduceOpName(op)).c_str(), count, bad.c_str(),
+                         a != b ? " (repeat differs)" : "");
             ++failures;
           }
         }
@@ -125,28 +130,31 @@ TEST_P(UcxProcessTest, EveryTypeAndOpAcrossProcesses) {
   }
   ASSERT_TRUE(group.Wait(milliseconds(240000))) << "processes did not finish";
   for (int i = 0; i < reducers + workers; ++i) {
-    EXPECT_EQ(group.code(i), 0) << (i < reducers ? "reducer " + std::to_string(i)
-                                                 : "worker " + std::to_string(workers - 1 - (i - reducers)));
+    EXPECT_EQ(group.code(i), 0) << (i < reducers
+                                        ? "reducer " + std::to_string(i)
+                                        : "worker " + std::to_string(workers - 1 - (i - reducers)));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Tcp, UcxProcessTest,
-    ::testing::Values(std::make_tuple("tcp", 1, 0), std::make_tuple("tcp", 3, 0), std::make_tuple("tcp", 4, 0),
-                      std::make_tuple("tcp", 1, 1), std::make_tuple("tcp", 2, 1), std::make_tuple("tcp", 3, 2),
+    ::testing::Values(std::make_tuple("tcp", 1, 0), std::make_tuple("tcp", 3, 0),
+                      std::make_tuple("tcp", 4, 0), std::make_tuple("tcp", 1, 1),
+                      std::make_tuple("tcp", 2, 1), std::make_tuple("tcp", 3, 2),
                       std::make_tuple("tcp", 4, 4)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_w" + std::to_string(std::get<1>(info.param)) + "_r" +
              std::to_string(std::get<2>(info.param));
     });
-INSTANTIATE_TEST_SUITE_P(
-    SharedMemory, UcxProcessTest,
-    ::testing::Values(std::make_tuple("sm", 2, 0), std::make_tuple("sm", 5, 0), std::make_tuple("sm", 3, 1),
-                      std::make_tuple("sm", 4, 3)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_w" + std::to_string(std::get<1>(info.param)) + "_r" +
-             std::to_string(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(SharedMemory, UcxProcessTest,
+                         ::testing::Values(std::make_tuple("sm", 2, 0), std::make_tuple("sm", 5, 0),
+                                           std::make_tuple("sm", 3, 1),
+                                           std::make_tuple("sm", 4, 3)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_w" +
+                                  std::to_string(std::get<1>(info.param)) + "_r" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
 
 TEST(CommunicatorEnvTest, AllreduceAlgorithmFromTheEnvironment) {
   // A job of one needs no bootstrap: FromEnvironment builds it at once.
@@ -202,15 +210,18 @@ TEST(CommunicatorEnvTest, SharedMemoryAllreduceOnlyWhenEveryRankSharesTheHostOve
         failures[r] = comm.status().ToString();
         return;
       }
-      if ((*comm)->shared_memory_available() != shm) failures[r] = "shared_memory_available() is wrong";
+      if ((*comm)->shared_memory_available() != shm)
+        failures[r] = "shared_memory_available() is wrong";
       const Algorithm want = shm ? Algorithm::kSharedMemory : Algorithm::kRing;
       if ((*comm)->AutoAlgorithm() != want) {
         failures[r] = "kAuto picks " + std::string(AlgorithmName((*comm)->AutoAlgorithm()));
       }
       int64_t v[2] = {r + 1, -(r + 1)};
       Status s = (*comm)->Allreduce(v, 2, DataType::kI64, ReduceOp::kSum, Algorithm::kSharedMemory);
-      if (shm && (!s.ok() || v[0] != 6 || v[1] != -6)) failures[r] = "shared memory: " + s.ToString();
-      if (!shm && (s.code() != StatusCode::kInvalidArgument || s.message().find("UCX_TLS") == std::string::npos)) {
+      if (shm && (!s.ok() || v[0] != 6 || v[1] != -6))
+        failures[r] = "shared memory: " + s.ToString();
+      if (!shm && (s.code() != StatusCode::kInvalidArgument ||
+                   s.message().find("UCX_TLS") == std::string::npos)) {
         failures[r] = "without shared memory: " + s.ToString();
       }
       // One host: nothing to be hierarchical about, and asking for it is refused by name.
@@ -244,7 +255,8 @@ TEST(CommunicatorEnvTest, ChunkBytesFollowPlacementUnlessSet) {
   auto bad = Communicator::FromEnvironment();
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("COHORT_CHUNK_BYTES"), std::string::npos) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("COHORT_CHUNK_BYTES"), std::string::npos)
+      << bad.status().ToString();
   unsetenv("COHORT_CHUNK_BYTES");
 }
 
@@ -298,8 +310,10 @@ TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
           std::fprintf(stderr, "worker %d after %d rounds: %s\n", r, i, s.ToString().c_str());
           const auto t0 = SteadyClock::now();
           comm->reset();
-          std::fprintf(stderr, "worker %d: communicator closed in %lld ms\n", r,
-                       static_cast<long long>(std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0).count()));
+          std::fprintf(
+              stderr, "worker %d: communicator closed in %lld ms\n", r,
+              static_cast<long long>(
+                  std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0).count()));
           return ExitCodeFor(s);
         }
         if (i == 0) {
@@ -342,12 +356,13 @@ TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kill, UcxKillTest,
-    ::testing::Values(KillCase{"tcp", 3, 2, true, 1}, KillCase{"tcp", 3, 1, false, 2}, KillCase{"tcp", 4, 0, false, 1},
-                      KillCase{"sm", 3, 2, true, 0}, KillCase{"sm", 3, 0, false, 2}),
+    ::testing::Values(KillCase{"tcp", 3, 2, true, 1}, KillCase{"tcp", 3, 1, false, 2},
+                      KillCase{"tcp", 4, 0, false, 1}, KillCase{"sm", 3, 2, true, 0},
+                      KillCase{"sm", 3, 0, false, 2}),
     [](const auto& info) {
       const KillCase& c = info.param;
-      return c.tls + "_w" + std::to_string(c.workers) + "_r" + std::to_string(c.reducers) + "_kill_" +
-             (c.kill_reducer ? "reducer" : "worker") + std::to_string(c.victim);
+      return c.tls + "_w" + std::to_string(c.workers) + "_r" + std::to_string(c.reducers) +
+             "_kill_" + (c.kill_reducer ? "reducer" : "worker") + std::to_string(c.victim);
     });
 
 // A reducer outlives its workers: they rebuild (new chief store, new generation) and the same

@@ -1,14 +1,14 @@
 // UcxTransport between two threads of this process, over tcp and over shared memory: messages on
 // both sides of the eager limit (eager below it, rendezvous above it), received into buffers
 // posted before the message arrives and after it (unexpected eager messages are buffered by UCX).
+#include "collective/transport/ucx/ucx_transport.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "collective/transport/ucx/ucx_transport.h"
 
 namespace cohort::collective {
 namespace {
@@ -37,7 +37,8 @@ class ScopedTls {
 
 std::vector<char> Pattern(size_t size, size_t seed) {
   std::vector<char> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = static_cast<char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+  for (size_t i = 0; i < size; ++i)
+    v[i] = static_cast<char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
   return v;
 }
 
@@ -49,7 +50,8 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
   options.connect_timeout = milliseconds(20000);
   const size_t limit = options.eager_limit_bytes;
   ASSERT_GT(limit, 0u);
-  const std::vector<size_t> sizes = {1, 4096, limit - 1, limit, limit + 1, 3 * limit + 7, 4 * limit};
+  const std::vector<size_t> sizes = {1,         4096,          limit - 1, limit,
+                                     limit + 1, 3 * limit + 7, 4 * limit};
   const Deadline deadline = DeadlineAfter(milliseconds(20000));
 
   InMemoryBootstrap bootstrap;
@@ -65,7 +67,8 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
     std::vector<Request> sends;
     for (size_t k = 0; k < sizes.size(); ++k) payloads.push_back(Pattern(sizes[k], k));
     for (size_t k = 0; k < sizes.size(); ++k) {
-      auto r = (*t)->Isend(1, MakeTag(1, static_cast<uint32_t>(k)), ConstBytes{payloads[k].data(), sizes[k]});
+      auto r = (*t)->Isend(1, MakeTag(1, static_cast<uint32_t>(k)),
+                           ConstBytes{payloads[k].data(), sizes[k]});
       if (!r.ok()) {
         sender_status = r.status();
         return;
@@ -93,7 +96,8 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
       std::vector<Request> recvs;
       for (size_t k = parity; k < sizes.size(); k += 2) {
         received[k].assign(sizes[k], 0);
-        auto r = (*t)->Irecv(0, MakeTag(1, static_cast<uint32_t>(k)), MutableBytes{received[k].data(), sizes[k]});
+        auto r = (*t)->Irecv(0, MakeTag(1, static_cast<uint32_t>(k)),
+                             MutableBytes{received[k].data(), sizes[k]});
         if (!r.ok()) {
           receiver_status = r.status();
           return;
@@ -114,7 +118,8 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
   ASSERT_TRUE(sender_status.ok()) << sender_status.ToString();
   ASSERT_TRUE(receiver_status.ok()) << receiver_status.ToString();
   for (size_t k = 0; k < sizes.size(); ++k) {
-    EXPECT_TRUE(received[k] == Pattern(sizes[k], k)) << "message " << k << " of " << sizes[k] << " bytes differs";
+    EXPECT_TRUE(received[k] == Pattern(sizes[k], k))
+        << "message " << k << " of " << sizes[k] << " bytes differs";
   }
 }
 

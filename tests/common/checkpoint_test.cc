@@ -321,9 +321,9 @@ TEST_F(CheckpointTest, NotFoundCases) {
 
 TEST_F(CheckpointTest, RetainKeepsNewestCompleteCheckpoints) {
   for (int step : {1, 2, 3, 4, 5}) Commit(step);
-  fs::create_directories(dir_ + "/ckpt-6.tmp");  // stale staging from a crash
+  fs::create_directories(dir_ + "/ckpt-6.tmp");              // stale staging from a crash
   std::ofstream(dir_ + "/LATEST.ckpt-6.tmp") << "ckpt-6\n";  // crash before the LATEST rename
-  fs::remove(Path(5) + "/MANIFEST");             // torn newest
+  fs::remove(Path(5) + "/MANIFEST");                         // torn newest
   ASSERT_TRUE(RetainLatest(dir_, 2).ok());
   EXPECT_EQ(Entries(), (std::vector<std::string>{"LATEST", "ckpt-3", "ckpt-4"}));
   StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);

@@ -16,12 +16,9 @@ ClusterEnvInput ReducerJob(Role role, int index) {
   in.job_name = "digits";
   in.output_dir = "/srv/jobs/digits";
   in.replicas = {
-      {Role::kEvaluator, 0, "h3", 2300},
-      {Role::kWorker, 1, "h2", 2201},  // out of order on purpose
-      {Role::kReducer, 1, "h4", 2401},
-      {Role::kChief, 0, "h0", 2000},
-      {Role::kWorker, 0, "h1", 2200},
-      {Role::kReducer, 0, "h4", 2400},
+      {Role::kEvaluator, 0, "h3", 2300}, {Role::kWorker, 1, "h2", 2201},  // out of order on purpose
+      {Role::kReducer, 1, "h4", 2401},   {Role::kChief, 0, "h0", 2000},
+      {Role::kWorker, 0, "h1", 2200},    {Role::kReducer, 0, "h4", 2400},
   };
   in.role = role;
   in.index = index;

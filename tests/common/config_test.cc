@@ -1,5 +1,4 @@
 #include "common/config.h"
-#include "common/env.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "common/env.h"
 
 namespace cohort {
 namespace {
@@ -27,14 +28,13 @@ struct DaemonFlags {
 
   po::options_description Describe() {
     po::options_description d("daemon options");
-    d.add_options()
-        ("coordinator", po::value(&coordinator), "coordinator endpoint")
-        ("cpus", po::value(&cpus)->default_value(cpus), "CPUs to offer")
-        ("work-dir", po::value(&work_dir)->default_value(work_dir), "work dir")
-        ("grace-period", po::value(&grace)->default_value(grace), "SIGTERM-to-SIGKILL grace")
-        ("insecure", po::bool_switch(&insecure), "plaintext ZeroMQ")
-        ("label", po::value(&labels)->composing(), "node label (repeatable)")
-        ("log.level", po::value(&log_level)->default_value(log_level), "log level");
+    d.add_options()("coordinator", po::value(&coordinator), "coordinator endpoint")(
+        "cpus", po::value(&cpus)->default_value(cpus), "CPUs to offer")(
+        "work-dir", po::value(&work_dir)->default_value(work_dir), "work dir")(
+        "grace-period", po::value(&grace)->default_value(grace), "SIGTERM-to-SIGKILL grace")(
+        "insecure", po::bool_switch(&insecure), "plaintext ZeroMQ")(
+        "label", po::value(&labels)->composing(), "node label (repeatable)")(
+        "log.level", po::value(&log_level)->default_value(log_level), "log level");
     return d;
   }
 };
@@ -216,8 +216,8 @@ TEST_F(ConfigTest, DescriptionsWithTheirOwnHelpAndConfig) {
   bool help = false;
   int n = 1;
   po::options_description d("own");
-  d.add_options()("help,h", po::bool_switch(&help), "help")(
-      "config", po::value(&config), "config file")("n", po::value(&n), "n");
+  d.add_options()("help,h", po::bool_switch(&help), "help")("config", po::value(&config),
+                                                            "config file")("n", po::value(&n), "n");
   std::string path = WriteFile("own.conf", "n = 5\n");
   std::vector<const char*> argv = {"x", "--config", path.c_str()};
   std::ostringstream out;

@@ -132,8 +132,8 @@ TEST(JobSpecTest, RolesAndPoolIndices) {
   EXPECT_EQ(PoolIndex(Role::kParameterServer), 2);
   EXPECT_EQ(PoolIndex(Role::kReducer), 2);
   EXPECT_EQ(PoolIndex(Role::kEvaluator), 3);
-  for (Role r : {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer,
-                 Role::kEvaluator}) {
+  for (Role r :
+       {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer, Role::kEvaluator}) {
     StatusOr<Role> back = ParseRole(RoleName(r));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, r);
@@ -146,19 +146,20 @@ TEST(JobSpecTest, RolesAndPoolIndices) {
 
 TEST(JobSpecTest, BuiltinRolesMayAlsoRunUserCode) {
   EXPECT_TRUE(ParseJobSpec(Minimal("", "  - role: reducer\n    process: {command: [r]}\n")).ok());
-  EXPECT_TRUE(ParseJobSpec(Minimal("", "  - role: parameter_server\n    container: {image: ps}\n"))
-                  .ok());
+  EXPECT_TRUE(
+      ParseJobSpec(Minimal("", "  - role: parameter_server\n    container: {image: ps}\n")).ok());
 }
 
 TEST(JobSpecTest, NameRules) {
   EXPECT_TRUE(ParseJobSpec("name: a\nworker_pools: [{role: chief, process: {command: [x]}}]").ok());
-  EXPECT_TRUE(ParseJobSpec("name: A_1_b\nworker_pools: [{role: chief, process: {command: [x]}}]")
-                  .ok());
+  EXPECT_TRUE(
+      ParseJobSpec("name: A_1_b\nworker_pools: [{role: chief, process: {command: [x]}}]").ok());
   std::string longest(128, 'a');
   EXPECT_TRUE(
       ParseJobSpec("name: " + longest + "\nworker_pools: [{role: chief, process: {command: [x]}}]")
           .ok());
-  for (std::string bad : std::vector<std::string>{"1abc", "_abc", "a-b", "a.b", "'a b'", "''", std::string(129, 'a')}) {
+  for (std::string bad : std::vector<std::string>{"1abc", "_abc", "a-b", "a.b", "'a b'", "''",
+                                                  std::string(129, 'a')}) {
     ExpectError("name: " + bad + "\nworker_pools: [{role: chief, process: {command: [x]}}]",
                 {"name:", "not a valid job name"});
   }
@@ -180,11 +181,13 @@ TEST(JobSpecTest, PoolCountAndRoleRules) {
               {"worker_pools: a chief pool", "required"});
   ExpectError(Minimal("", "  - role: chief\n    process: {command: [x]}\n"),
               {"worker_pools[1].role", "chief appears twice"});
-  ExpectError(Minimal("", "  - role: worker\n    process: {command: [x]}\n"
-                          "  - role: worker\n    process: {command: [x]}\n"),
+  ExpectError(Minimal("",
+                      "  - role: worker\n    process: {command: [x]}\n"
+                      "  - role: worker\n    process: {command: [x]}\n"),
               {"worker_pools[2].role", "worker appears twice"});
-  ExpectError(Minimal("", "  - role: reducer\n    builtin: reducer\n"
-                          "  - role: parameter_server\n    builtin: parameter_server\n"),
+  ExpectError(Minimal("",
+                      "  - role: reducer\n    builtin: reducer\n"
+                      "  - role: parameter_server\n    builtin: parameter_server\n"),
               {"worker_pools[2].role", "share pool 2"});
   ExpectError(Minimal("", "  - role: boss\n    process: {command: [x]}\n"),
               {"worker_pools[1].role", "unknown role 'boss'"});
@@ -205,11 +208,13 @@ TEST(JobSpecTest, ReplicaRules) {
   ExpectError(Minimal("", "  - role: worker\n    replicas: 1025\n    process: {command: [x]}\n"),
               {"worker_pools[1].replicas: must be at most 1024"});
   EXPECT_TRUE(
-      ParseJobSpec(Minimal("", "  - role: worker\n    replicas: 1024\n    process: {command: [x]}\n"))
+      ParseJobSpec(
+          Minimal("", "  - role: worker\n    replicas: 1024\n    process: {command: [x]}\n"))
           .ok());
   ExpectError(Minimal("    replicas: two\n"),
               {"worker_pools[0].replicas", "expected an integer", "'two'"});
-  ExpectError(Minimal("    replicas: \"1\"\n"), {"worker_pools[0].replicas", "expected an integer"});
+  ExpectError(Minimal("    replicas: \"1\"\n"),
+              {"worker_pools[0].replicas", "expected an integer"});
   ExpectError(Minimal("    replicas: 1.5\n"), {"worker_pools[0].replicas", "expected an integer"});
   ExpectError(Minimal("    replicas: 99999999999999999999\n"),
               {"worker_pools[0].replicas", "out of range"});
@@ -243,8 +248,9 @@ TEST(JobSpecTest, ProgramKindRules) {
               {"worker_pools[0].process.command: expected a list of strings"});
   ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [[x]]}\n",
               {"worker_pools[0].process.command[0]: expected a string, got a list"});
-  ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [x], args: [{a: 1}]}\n",
-              {"worker_pools[0].process.args[0]: expected a string, got a mapping"});
+  ExpectError(
+      "name: j\nworker_pools:\n  - role: chief\n    process: {command: [x], args: [{a: 1}]}\n",
+      {"worker_pools[0].process.args[0]: expected a string, got a mapping"});
   ExpectError("name: j\nworker_pools:\n  - role: chief\n    container: {command: [x]}\n",
               {"worker_pools[0].container.image: must not be empty"});
   ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: [x]\n",
@@ -270,8 +276,9 @@ TEST(JobSpecTest, EnvRules) {
               {"worker_pools[1].container.env.A", "expected a string or number, got a list"});
   ExpectError(Minimal("", "  - role: worker\n    process: {command: [x], env: [A]}\n"),
               {"worker_pools[1].process.env", "expected a mapping"});
-  ExpectError(Minimal("", "  - role: worker\n    process:\n      command: [x]\n      env:\n"
-                          "        A: 1\n        A: 2\n"),
+  ExpectError(Minimal("",
+                      "  - role: worker\n    process:\n      command: [x]\n      env:\n"
+                      "        A: 1\n        A: 2\n"),
               {"worker_pools[1].process.env.A", "duplicate key"});
 }
 
@@ -370,16 +377,16 @@ TEST(JobSpecTest, ParseDuration) {
     const char* text;
     int64_t ms;
   };
-  for (const Case& c : {Case{"7d", 7LL * 86400 * 1000}, Case{"12h", 12LL * 3600 * 1000},
-                        Case{"30m", 30LL * 60 * 1000}, Case{"45s", 45000}, Case{"1500ms", 1500},
-                        Case{"10", 10000}, Case{"0", 0}, Case{"1h30m", 5400000},
-                        Case{" 5s ", 5000}}) {
+  for (const Case& c :
+       {Case{"7d", 7LL * 86400 * 1000}, Case{"12h", 12LL * 3600 * 1000},
+        Case{"30m", 30LL * 60 * 1000}, Case{"45s", 45000}, Case{"1500ms", 1500}, Case{"10", 10000},
+        Case{"0", 0}, Case{"1h30m", 5400000}, Case{" 5s ", 5000}}) {
     StatusOr<milliseconds> d = ParseDuration(c.text);
     ASSERT_TRUE(d.ok()) << c.text << ": " << d.status().ToString();
     EXPECT_EQ(d->count(), c.ms) << c.text;
   }
-  for (const char* bad : {"", "s", "5x", "-5s", "1.5h", "10 s", "5s3", "99999999999999999999d",
-                          "106751991167301d"}) {
+  for (const char* bad :
+       {"", "s", "5x", "-5s", "1.5h", "10 s", "5s3", "99999999999999999999d", "106751991167301d"}) {
     StatusOr<milliseconds> d = ParseDuration(bad);
     EXPECT_FALSE(d.ok()) << bad;
     if (!d.ok()) {

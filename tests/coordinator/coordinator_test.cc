@@ -133,7 +133,8 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   // Steps the loop and collects what every peer received, until `done` holds (or 200 steps).
-  void Pump(const std::function<bool()>& done = [] { return false; }, int steps = 200) {
+  void Pump(
+      const std::function<bool()>& done = [] { return false; }, int steps = 200) {
     for (int i = 0; i < steps; ++i) {
       ASSERT_TRUE(coordinator_->RunOnce(milliseconds(i == 0 ? 0 : 2)).ok());
       client_.Drain();
@@ -141,7 +142,9 @@ class CoordinatorTest : public ::testing::Test {
       if (done()) return;
     }
   }
-  void PumpFew() { Pump([] { return false; }, 5); }
+  void PumpFew() {
+    Pump([] { return false; }, 5);
+  }
 
   // Client call: sends, pumps until the reply with that id arrives.
   template <typename T>
@@ -473,7 +476,8 @@ TEST_F(CoordinatorTest, PortsTheNodesListenOnAreNeverHandedToReplicas) {
   hb.listening_ports = {22, 25000, 25002};
   agents_["node-a"].Send(std::move(hb));
   PumpFew();
-  EXPECT_EQ(coordinator_->FindNode("node-a")->listening_ports, (std::vector<int>{22, 25000, 25002}));
+  EXPECT_EQ(coordinator_->FindNode("node-a")->listening_ports,
+            (std::vector<int>{22, 25000, 25002}));
   ASSERT_TRUE(Submit(JobYaml("ports", 0, 1)).ok());
   Pump([&] { return !agents_["node-a"].inbox.empty(); });
   auto launches = TakeLaunches();
@@ -1156,7 +1160,8 @@ std::string StudyYaml(const std::string& name, int max_trials, int parallel,
          extra +
          "trial_job:\n"
          "  worker_pools:\n"
-         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: [/bin/train]}}\n"
+         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: "
+         "[/bin/train]}}\n"
          "  scheduling: {max_restarts: 0}\n";
 }
 
@@ -1268,8 +1273,7 @@ TEST_F(StudyTest, InvalidAndDuplicateStudiesAreRefusedNamingTheField) {
   EXPECT_NE(bad.ErrorStatus().message().find("max_trials"), std::string::npos)
       << bad.ErrorStatus().message();
   ASSERT_NE(SubmitStudy(StudyYaml("twice", 1, 1)).As<wire::StudyInfo>(), nullptr);
-  EXPECT_EQ(SubmitStudy(StudyYaml("twice", 1, 1)).ErrorStatus().code(),
-            StatusCode::kAlreadyExists);
+  EXPECT_EQ(SubmitStudy(StudyYaml("twice", 1, 1)).ErrorStatus().code(), StatusCode::kAlreadyExists);
   wire::GetStudyT get;
   get.name = "nope";
   EXPECT_EQ(Call(std::move(get)).ErrorStatus().code(), StatusCode::kNotFound);

@@ -53,8 +53,7 @@ TEST(SchedulerTest, GpusArePinnedAndNeverUsedTwice) {
   ClusterView view(20000, 20999);
   view.nodes = {Node("a", 4), Node("b", 4)};
   Scheduler s({});
-  std::vector<JobRequest> q = {Job("j1", 3, 1), Job("j2", 2, 2), Job("j3", 1, 1),
-                               Job("j4", 1, 1)};
+  std::vector<JobRequest> q = {Job("j1", 3, 1), Job("j2", 2, 2), Job("j3", 1, 1), Job("j4", 1, 1)};
   auto r = s.Schedule(q, view, 0);
   std::set<std::pair<int, int>> used;  // (node, gpu)
   int total = 0;
@@ -128,8 +127,7 @@ TEST(SchedulerTest, BackfillStartsLaterJobsThatFit) {
   ClusterView view(20000, 20999);
   view.nodes = {Node("a", 2)};
   Scheduler s({60'000});
-  std::vector<JobRequest> q = {Job("huge", 1, 4, 0), Job("small", 1, 1, 0),
-                               Job("small2", 1, 1, 0)};
+  std::vector<JobRequest> q = {Job("huge", 1, 4, 0), Job("small", 1, 1, 0), Job("small2", 1, 1, 0)};
   auto r = s.Schedule(q, view, 30'000);  // huge waited 30 s < limit
   EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"small", "small2"}));
   EXPECT_TRUE(r.starving_job.empty());

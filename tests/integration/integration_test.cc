@@ -5,15 +5,14 @@
 // Binaries come from CMake ($<TARGET_FILE:...>) or the environment (COHORT_COORDINATOR_BIN,
 // COHORT_AGENT_BIN, COHORT_CLI_BIN); a test whose binaries are missing is skipped, saying which.
 // Waiting is deadline-driven (poll until a condition holds); no test relies on sleeping.
-#include <signal.h>
-
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -22,8 +21,8 @@
 
 #include "common/client.h"
 #include "common/messaging.h"
-#include "tests/testing/local_cluster.h"
 #include "tests/testing/binaries.h"
+#include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -39,7 +38,9 @@ std::string BinaryPath(const char* env, const char* built) {
   return from_env && *from_env ? from_env : built;
 }
 
-std::string CoordinatorBin() { return BinaryPath("COHORT_COORDINATOR_BIN", COHORT_COORDINATOR_BIN); }
+std::string CoordinatorBin() {
+  return BinaryPath("COHORT_COORDINATOR_BIN", COHORT_COORDINATOR_BIN);
+}
 std::string AgentBin() { return BinaryPath("COHORT_AGENT_BIN", COHORT_AGENT_BIN); }
 std::string CliBin() { return BinaryPath("COHORT_CLI_BIN", COHORT_CLI_BIN); }
 
@@ -72,8 +73,8 @@ std::string ProbeJobYaml(const ProbeJob& job) {
                      ", --marker=" + job.marker + ", --max-seconds=60";
   if (!job.release_file.empty()) args += ", --release=" + job.release_file;
   args += "]";
-  std::string yaml = "name: " + job.name + "\noutput_dir: " + job.out_dir + "/output\n" +
-                     "worker_pools:\n";
+  std::string yaml =
+      "name: " + job.name + "\noutput_dir: " + job.out_dir + "/output\n" + "worker_pools:\n";
   for (const auto& pool : job.pools) {
     yaml += "  - role: " + pool.role + "\n";
     yaml += "    replicas: " + std::to_string(pool.replicas) + "\n";
@@ -92,16 +93,17 @@ std::string StateName(wire::JobState state) { return wire::EnumNameJobState(stat
 class IntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const auto& [what, path] : std::vector<std::pair<std::string, std::string>>{
-             {"cohort-coordinator", CoordinatorBin()},
-             {"cohort-agent", AgentBin()},
-             {"cohort", CliBin()}}) {
+    for (const auto& [what, path] :
+         std::vector<std::pair<std::string, std::string>>{{"cohort-coordinator", CoordinatorBin()},
+                                                          {"cohort-agent", AgentBin()},
+                                                          {"cohort", CliBin()}}) {
       if (path.empty() || !ct::FileExists(path)) {
         GTEST_SKIP() << what << " is not built in this tree (" << path << ")";
       }
     }
     if (!ct::FileExists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 is missing";
-    cluster_ = std::make_unique<ct::LocalCluster>(ct::ClusterBinaries{CoordinatorBin(), AgentBin()});
+    cluster_ =
+        std::make_unique<ct::LocalCluster>(ct::ClusterBinaries{CoordinatorBin(), AgentBin()});
     std::string error = cluster_->StartCoordinator();
     ASSERT_EQ(error, "");
     marker_ = "cohort-it-marker-" + std::to_string(getpid()) + "-" +
@@ -123,9 +125,7 @@ class IntegrationTest : public ::testing::Test {
 
   // Node ids carry the test process's pid: agents on one host must not share a node id (an agent
   // sweeps stale cgroups of its node id at start-up), and ctest may run tests in parallel.
-  static std::string Node(const std::string& name) {
-    return name + "-" + std::to_string(getpid());
-  }
+  static std::string Node(const std::string& name) { return name + "-" + std::to_string(getpid()); }
 
   void StartAgent(const std::string& name, int gpus) {
     std::string error = cluster_->StartAgent({Node(name), gpus});
@@ -465,12 +465,13 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
 
   // A ends; its GPUs go to B.
   ct::WriteFile(a.release_file, "go");
-  EXPECT_EQ(StateName(WaitForState("holder", {wire::JobState::SUCCEEDED, wire::JobState::FAILED})
-                          .state),
-            "SUCCEEDED");
-  EXPECT_EQ(StateName(WaitForState("needs_two", {wire::JobState::SUCCEEDED, wire::JobState::FAILED})
-                          .state),
-            "SUCCEEDED");
+  EXPECT_EQ(
+      StateName(WaitForState("holder", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}).state),
+      "SUCCEEDED");
+  EXPECT_EQ(
+      StateName(
+          WaitForState("needs_two", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}).state),
+      "SUCCEEDED");
   follow_thread.join();
   EXPECT_EQ(follower.exit_code, 0) << follower.err;
   EXPECT_NE(follower.out.find("probe chief-0 started"), std::string::npos) << follower.out;
@@ -538,8 +539,8 @@ TEST_F(IntegrationTest, CoordinatorKilledWithSigkillKeepsEveryJobAfterRestart) {
 
   // The running job was not lost: the agent re-registers, and the job finishes normally.
   ct::WriteFile(running.release_file, "go");
-  auto finished = WaitForState("still_running", {wire::JobState::SUCCEEDED, wire::JobState::FAILED},
-                               25s);
+  auto finished =
+      WaitForState("still_running", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}, 25s);
   EXPECT_EQ(StateName(finished.state), "SUCCEEDED") << finished.message;
 }
 
@@ -564,13 +565,17 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
                 "max_trials: 3\n"
                 "parallel_trials: 3\n"
                 "trial_job:\n"
-                "  output_dir: " + cluster_->scratch("study-out") + "\n"
-                "  worker_pools:\n"
-                "    - role: chief\n"
-                "      replicas: 1\n"
-                "      process:\n"
-                "        command: [/usr/bin/python3, " + script + ", --marker=" + marker_ + "]\n"
-                "  scheduling: {max_restarts: 0}\n");
+                "  output_dir: " +
+                    cluster_->scratch("study-out") +
+                    "\n"
+                    "  worker_pools:\n"
+                    "    - role: chief\n"
+                    "      replicas: 1\n"
+                    "      process:\n"
+                    "        command: [/usr/bin/python3, " +
+                    script + ", --marker=" + marker_ +
+                    "]\n"
+                    "  scheduling: {max_restarts: 0}\n");
   auto tune = Cli({"tune", study, "--wait"}, 28s);
   ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
   EXPECT_EQ(tune.out.rfind("grid_study\n", 0), 0u) << tune.out;
@@ -602,9 +607,9 @@ TEST_F(IntegrationTest, PythonClientRunsJobsAndStudies) {
   ASSERT_TRUE(std::filesystem::exists(std::string(COHORT_PYTHON_DIR) + "/cohort/wire/Envelope.py"))
       << "the cohort Python package (target cohort_python) is not in " << COHORT_PYTHON_DIR;
   StartAgent("node-a", 0);
-  auto run = ct::RunProcess("/usr/bin/python3",
-                            {COHORT_PYTHON_CHECK, cluster_->client_endpoint(), cluster_->scratch("")},
-                            {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 50s);
+  auto run = ct::RunProcess(
+      "/usr/bin/python3", {COHORT_PYTHON_CHECK, cluster_->client_endpoint(), cluster_->scratch("")},
+      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 50s);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("python client: ok"), std::string::npos) << run.out << run.err;
   EXPECT_TRUE(NoReplicaProcessesLeft());
@@ -666,9 +671,9 @@ TEST_F(IntegrationTest, MalformedFramesGetClearErrorsAndTheCoordinatorKeepsServi
     envelope.request_id = 9;
     envelope.body.Set(wire::ListJobsT{});
     builder.Finish(wire::Envelope::Pack(builder, &envelope), wire::EnvelopeIdentifier());
-    Status version = ReplyStatus(RawExchange(
-        socket, {std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()),
-                             builder.GetSize())}));
+    Status version = ReplyStatus(
+        RawExchange(socket, {std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()),
+                                         builder.GetSize())}));
     EXPECT_NE(version.code(), StatusCode::kOk);
     EXPECT_NE(version.code(), StatusCode::kUnavailable) << "no reply to a wrong version";
     EXPECT_NE(version.message().find("version"), std::string::npos) << version.ToString();
@@ -773,21 +778,19 @@ TEST(SecureIntegrationTest, CurveClientWithAListedKeyIsServedAndAnUnlistedOneIsN
   options.server_key_file = dir.Join("server/coordinator.pub");
   auto client = CoordinatorClient::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  ASSERT_TRUE(ct::WaitUntil([&] { return !coordinator.running() || client->ListJobs().ok(); },
-                            15s))
+  ASSERT_TRUE(ct::WaitUntil([&] { return !coordinator.running() || client->ListJobs().ok(); }, 15s))
       << coordinator.Log();
   ASSERT_TRUE(coordinator.running()) << coordinator.Log();
 
-  auto alice = ct::RunProcess(CliBin(), {"--coordinator", endpoint, "--key",
-                                         dir.Join("alice/client.key"), "--server-key",
-                                         dir.Join("server/coordinator.pub"), "list"});
+  auto alice =
+      ct::RunProcess(CliBin(), {"--coordinator", endpoint, "--key", dir.Join("alice/client.key"),
+                                "--server-key", dir.Join("server/coordinator.pub"), "list"});
   EXPECT_EQ(alice.exit_code, 0) << alice.out << alice.err;
   EXPECT_NE(alice.out.find("No jobs."), std::string::npos) << alice.out;
 
-  auto mallory = ct::RunProcess(CliBin(), {"--coordinator", endpoint, "--key",
-                                           dir.Join("mallory/client.key"), "--server-key",
-                                           dir.Join("server/coordinator.pub"), "--timeout", "1s",
-                                           "list"});
+  auto mallory = ct::RunProcess(
+      CliBin(), {"--coordinator", endpoint, "--key", dir.Join("mallory/client.key"), "--server-key",
+                 dir.Join("server/coordinator.pub"), "--timeout", "1s", "list"});
   EXPECT_EQ(mallory.exit_code, 3) << mallory.out << mallory.err;
   EXPECT_NE(mallory.err.find(endpoint), std::string::npos) << mallory.err;
 

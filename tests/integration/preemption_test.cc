@@ -12,8 +12,8 @@
 #include <string>
 
 #include "common/client.h"
-#include "tests/testing/local_cluster.h"
 #include "tests/testing/binaries.h"
+#include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -49,15 +49,15 @@ class PreemptionTest : public ::testing::Test {
   // Chief + one worker; about 30 steps an epoch, a checkpoint every `checkpoint_every` steps
   // (0: only when stopped by a signal).
   std::string JobYaml(const std::string& name, int checkpoint_every = 30) {
-    std::string process = "      command: [" + std::string(COHORT_TRAINER_BIN) +
-                          "]\n      args: [--epochs=60, --checkpoint-every=" +
-                          std::to_string(checkpoint_every) + ", --seed=3, " +
-                          marker_ + ", --hidden=32, --batch-size=48, --optimizer=momentum]\n";
+    std::string process =
+        "      command: [" + std::string(COHORT_TRAINER_BIN) +
+        "]\n      args: [--epochs=60, --checkpoint-every=" + std::to_string(checkpoint_every) +
+        ", --seed=3, " + marker_ + ", --hidden=32, --batch-size=48, --optimizer=momentum]\n";
     return "name: " + name + "\noutput_dir: " + OutputDir(name) +
            "\nworker_pools:\n"
            "  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n    process:\n" +
+           process + "  - role: worker\n    replicas: 1\n    resources: {cpus: 1}\n    process:\n" +
            process +
-           "  - role: worker\n    replicas: 1\n    resources: {cpus: 1}\n    process:\n" + process +
            "scheduling: {timeout: 5m, max_restarts: 3, restart_job_on_worker_restart: true}\n";
   }
 

@@ -2,21 +2,20 @@
 // is `builtin: parameter_server` (the agent starts cohort-ps); the trainers run in their
 // parameter-server mode, the job SUCCEEDS with a trained model, the servers checkpoint their
 // shards, and no replica outlives the job.
-#include <signal.h>
-
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
 #include "common/checkpoint.h"
 #include "common/client.h"
-#include "tests/testing/local_cluster.h"
 #include "tests/testing/binaries.h"
+#include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -27,17 +26,19 @@ using namespace std::chrono_literals;
 
 std::string TrainerPool(const std::string& role, int replicas, int epochs = 4) {
   return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
-         "\n    resources: {cpus: 1}\n    process:\n      command: [" + std::string(COHORT_TRAINER_BIN) +
+         "\n    resources: {cpus: 1}\n    process:\n      command: [" +
+         std::string(COHORT_TRAINER_BIN) +
          "]\n      args: [--mode=ps, --staleness=0, --epochs=" + std::to_string(epochs) +
          ", --hidden=32, --batch-size=48, --lr=0.05, --optimizer=momentum, --seed=3]\n";
 }
 
 std::string PsJob(const std::string& name, const std::string& out, int epochs, int max_restarts) {
-  return "name: " + name + "\noutput_dir: " + out + "\nworker_pools:\n" + TrainerPool("chief", 1, epochs) +
-         TrainerPool("worker", 1, epochs) +
+  return "name: " + name + "\noutput_dir: " + out + "\nworker_pools:\n" +
+         TrainerPool("chief", 1, epochs) + TrainerPool("worker", 1, epochs) +
          "  - role: parameter_server\n    replicas: 2\n    resources: {cpus: 1}\n"
          "    builtin: parameter_server\n"
-         "scheduling: {timeout: 5m, max_restarts: " + std::to_string(max_restarts) + "}\n";
+         "scheduling: {timeout: 5m, max_restarts: " +
+         std::to_string(max_restarts) + "}\n";
 }
 
 // Every attempt log of every replica under a job's work dir, for failure messages.
@@ -107,16 +108,19 @@ TEST_F(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJo
       [&] {
         std::smatch match;
         const std::string logs = cluster.Logs();
-        if (server0 == 0 && std::regex_search(logs, match, kStarted)) server0 = std::stoi(match[1].str());
+        if (server0 == 0 && std::regex_search(logs, match, kStarted))
+          server0 = std::stoi(match[1].str());
         return server0 != 0 && FindLatestValidCheckpoint(out + "/checkpoints/ps-0").ok();
       },
       60s))
-      << "server 0 never started or never checkpointed\n" << cluster.Logs();
+      << "server 0 never started or never checkpointed\n"
+      << cluster.Logs();
   ASSERT_EQ(::kill(server0, SIGKILL), 0);
 
   wire::JobInfoT last = ct::WaitForJobEnd(client, "ps_kill", 150s);
-  ASSERT_EQ(last.state, wire::JobState::SUCCEEDED) << last.message << "\n" << cluster.Logs()
-                                                   << ReplicaLogs(cluster.scratch() + "/../work/" + node + "/ps_kill");
+  ASSERT_EQ(last.state, wire::JobState::SUCCEEDED)
+      << last.message << "\n"
+      << cluster.Logs() << ReplicaLogs(cluster.scratch() + "/../work/" + node + "/ps_kill");
   bool restarted = false;
   for (const auto& r : last.replicas) {
     if (r && r->replica == "parameter_server-0" && r->attempt >= 1) restarted = true;
@@ -124,8 +128,8 @@ TEST_F(PsIntegrationTest, KilledParameterServerRestartsFromItsCheckpointAndTheJo
   EXPECT_TRUE(restarted) << "parameter_server-0 was not restarted";
   // Its second attempt restored its last checkpoint (LocalCluster's agent work dir is beside
   // scratch/; the agent keeps each attempt's output in <work>/<job>/<replica>/attempt-N.log).
-  const std::string log =
-      ct::ReadFile(cluster.scratch() + "/../work/" + node + "/ps_kill/parameter_server-0/attempt-1.log");
+  const std::string log = ct::ReadFile(cluster.scratch() + "/../work/" + node +
+                                       "/ps_kill/parameter_server-0/attempt-1.log");
   EXPECT_NE(log.find("parameter server 0: restored"), std::string::npos) << log;
   auto metrics = nlohmann::json::parse(ct::ReadFile(out + "/model/metrics.json"), nullptr, false);
   ASSERT_FALSE(metrics.is_discarded());

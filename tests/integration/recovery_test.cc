@@ -5,7 +5,8 @@
 //
 //   - the newest checkpoint is corrupted while a trainer is frozen, then the trainer is killed:
 //     the restarted attempt resumes from the previous valid checkpoint (the agent's log and the
-//     attempt's own log in `cohort logs` say which one it skipped and why) and ends with the uninterrupted run's model;
+//     attempt's own log in `cohort logs` say which one it skipped and why) and ends with the
+//     uninterrupted run's model;
 //   - a permanent exit code fails the job with no retry; a retryable one that keeps coming spends
 //     the restart budget and fails the job; `cohort status` says which and why;
 //   - a SIGKILLed reducer makes the trainers' all-reduce fail (they name the reducer) and restarts
@@ -16,10 +17,9 @@
 //
 // Binaries come from CMake ($<TARGET_FILE:...>); a test whose binaries are missing skips.
 // Waiting is deadline-driven; no test sleeps for timing.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "common/client.h"
-#include "tests/testing/local_cluster.h"
 #include "tests/testing/binaries.h"
+#include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
 namespace cohort {
@@ -134,11 +134,11 @@ class RecoveryTest : public ::testing::Test {
   std::unique_ptr<ct::LocalCluster> cluster_;
 };
 
-#define REQUIRE_BINARIES(...)                                                              \
-  do {                                                                                     \
+#define REQUIRE_BINARIES(...)                                                             \
+  do {                                                                                    \
     if (const std::string missing = ct::MissingBinary({__VA_ARGS__}); !missing.empty()) { \
-      GTEST_SKIP() << missing;                                                             \
-    }                                                                                      \
+      GTEST_SKIP() << missing;                                                            \
+    }                                                                                     \
   } while (0)
 
 // A digits-trainer pool entry (chief or worker), deterministic, checkpointing every
@@ -236,7 +236,8 @@ TEST_F(RecoveryTest, PermanentExitFailsAtOnceAndASpentRestartBudgetFailsWithItsR
   auto job_yaml = [&](const std::string& name, const std::string& script, int max_restarts) {
     return "name: " + name + "\noutput_dir: " + OutputDir(name) +
            "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
-           "    process:\n      command: [/bin/sh, -c, '" + script + "', " + name + "]\n" +
+           "    process:\n      command: [/bin/sh, -c, '" +
+           script + "', " + name + "]\n" +
            "scheduling: {timeout: 5m, max_restarts: " + std::to_string(max_restarts) + "}\n";
   };
 
@@ -257,8 +258,8 @@ TEST_F(RecoveryTest, PermanentExitFailsAtOnceAndASpentRestartBudgetFailsWithItsR
   EXPECT_NE(status.out.find("0 of 3"), std::string::npos) << status.out;
 
   // Exit 137 is retryable: two restarts, then the third failure spends the budget.
-  ASSERT_TRUE(client.Submit(job_yaml("flaky", "echo attempt $COHORT_RESTART_COUNT; exit 137", 2))
-                  .ok());
+  ASSERT_TRUE(
+      client.Submit(job_yaml("flaky", "echo attempt $COHORT_RESTART_COUNT; exit 137", 2)).ok());
   wire::JobInfoT flaky = WaitForEnd("flaky", 30s);
   ASSERT_EQ(flaky.state, wire::JobState::FAILED) << flaky.message;
   EXPECT_EQ(flaky.restarts, 2);
@@ -363,17 +364,20 @@ TEST_F(RecoveryTest, SigtermedAgentDrainsItsReplicaRestartsElsewhereBeforeTheNod
   auto client = cluster_->Client();
   const std::string script = cluster_->scratch("resumable.sh");
   const std::string release = cluster_->scratch("release");
-  ct::WriteFile(script,
-                "#!/bin/sh\n"
-                "trap 'echo \"resumable: SIGTERM on attempt $COHORT_RESTART_COUNT\"; exit 143' TERM\n"
-                "echo \"resumable: attempt $COHORT_RESTART_COUNT running\"\n"
-                "while [ ! -e \"$1\" ]; do sleep 0.05; done\n"
-                "echo resumable: released\n",
-                /*executable=*/true);
+  ct::WriteFile(
+      script,
+      "#!/bin/sh\n"
+      "trap 'echo \"resumable: SIGTERM on attempt $COHORT_RESTART_COUNT\"; exit 143' TERM\n"
+      "echo \"resumable: attempt $COHORT_RESTART_COUNT running\"\n"
+      "while [ ! -e \"$1\" ]; do sleep 0.05; done\n"
+      "echo resumable: released\n",
+      /*executable=*/true);
   auto job_yaml = [&](const std::string& name, const std::string& command) {
     return "name: " + name + "\noutput_dir: " + OutputDir(name) +
            "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
-           "    process:\n      command: [" + command + "]\n"
+           "    process:\n      command: [" +
+           command +
+           "]\n"
            "scheduling: {timeout: 5m, max_restarts: 2}\n";
   };
   ASSERT_TRUE(client.Submit(job_yaml("drained", script + ", " + release)).ok());

@@ -59,7 +59,8 @@ std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
       binaries_.coordinator,
       std::vector<std::string>{"--client-endpoint", client_endpoint_, "--agent-endpoint",
                                agent_endpoint_, "--state-dir", state_dir(), "--insecure",
-                               "--heartbeat-timeout", options_.heartbeat_timeout, "--port-range", port_range_},
+                               "--heartbeat-timeout", options_.heartbeat_timeout, "--port-range",
+                               port_range_},
       dir_.Join("logs/coordinator.log"));
   if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;
   auto client = Client(std::chrono::milliseconds(300));

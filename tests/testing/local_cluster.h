@@ -4,8 +4,9 @@
 // coordinator is ready when it answers ListJobs, an agent when ListNodes shows it READY.
 //
 // Each cluster owns a block of replica ports that no other LocalCluster on the host uses at the
-// same time (see port_block_fd_). The coordinator can be killed (SIGKILL) and restarted on the same ports and state dir. The
-// destructor stops agents first (SIGTERM, so they stop their replicas), then the coordinator.
+// same time (see port_block_fd_). The coordinator can be killed (SIGKILL) and restarted on the same
+// ports and state dir. The destructor stops agents first (SIGTERM, so they stop their replicas),
+// then the coordinator.
 //
 // Replica processes are found by the cluster's directory: every replica's environment names its
 // job's output dir (AIP_MODEL_DIR and the others), which tests put under scratch() (the default

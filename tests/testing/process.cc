@@ -129,8 +129,8 @@ std::vector<pid_t> LivePids() {
     if (pid == getpid()) continue;
     std::string stat = ReadFile("/proc/" + name + "/stat");
     auto paren = stat.rfind(')');
-    if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
-                         stat[paren + 2] == 'Z')) {
+    if (stat.empty() ||
+        (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z')) {
       continue;
     }
     pids.push_back(pid);
@@ -201,8 +201,7 @@ int KillProcessesWithArg(const std::string& needle) {
 }
 
 RunResult RunProcess(const std::string& binary, const std::vector<std::string>& args,
-                     const std::vector<std::string>& extra_env,
-                     std::chrono::milliseconds timeout) {
+                     const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout) {
   RunResult result;
   char out_template[] = "/tmp/cohort-run-out-XXXXXX";
   char err_template[] = "/tmp/cohort-run-err-XXXXXX";

@@ -97,8 +97,8 @@ TEST(GaussianProcessTest, FitImprovesTheLikelihoodAndPredictsHeldOutPoints) {
   StatusOr<GaussianProcess> gp = GaussianProcess::Fit(x, y, options, &rng);
   ASSERT_TRUE(gp.ok()) << gp.status().ToString();
   double fitted = GaussianProcess::LogMarginalLikelihood(x, y, gp->theta(), nullptr);
-  double start = GaussianProcess::LogMarginalLikelihood(x, y, GaussianProcess::DefaultTheta(2),
-                                                        nullptr);
+  double start =
+      GaussianProcess::LogMarginalLikelihood(x, y, GaussianProcess::DefaultTheta(2), nullptr);
   EXPECT_GT(fitted, start);
   Eigen::MatrixXd test = RandomPoints(50, 2, 99);
   Eigen::VectorXd truth = Smooth(test);

@@ -3,12 +3,11 @@
 #include "common/hypertune.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -41,9 +40,9 @@ class HypertuneTest : public ::testing::Test {
 };
 
 TEST(MetricLineTest, ParsesTheHypertuneShape) {
-  StatusOr<MetricRecord> r = ParseMetricLine(
-      R"({"accuracy": "0.91", "checkpoint_path": "", "global_step": "100", )"
-      R"("timestamp": 1700000000.5, "trial": "3"})");
+  StatusOr<MetricRecord> r =
+      ParseMetricLine(R"({"accuracy": "0.91", "checkpoint_path": "", "global_step": "100", )"
+                      R"("timestamp": 1700000000.5, "trial": "3"})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_DOUBLE_EQ(r->metrics.at("accuracy"), 0.91);
   EXPECT_EQ(r->step, 100);
@@ -139,11 +138,14 @@ TEST_F(HypertuneTest, LineSplitAcrossReadsIsNeitherLostNorHalfParsed) {
 }
 
 TEST_F(HypertuneTest, MalformedLinesAreSkippedAndCounted) {
-  Append(R"({"accuracy": "0.1", "global_step": "1"})" "\n");
+  Append(R"({"accuracy": "0.1", "global_step": "1"})"
+         "\n");
   Append("garbage that is not json\n");
   Append("\n");  // blank lines are not errors
-  Append(R"({"accuracy": "lots", "global_step": "2"})" "\n");
-  Append(R"({"accuracy": "0.3", "global_step": "3"})" "\n");
+  Append(R"({"accuracy": "lots", "global_step": "2"})"
+         "\n");
+  Append(R"({"accuracy": "0.3", "global_step": "3"})"
+         "\n");
   MetricFileTailer tailer(path_);
   auto got = tailer.Poll();
   ASSERT_TRUE(got.ok());
@@ -169,12 +171,15 @@ TEST_F(HypertuneTest, ResumesFromAnOffset) {
 
 TEST_F(HypertuneTest, RewrittenFileIsReadAgainWithoutDuplicates) {
   // The stock cloudml-hypertune rewrites the file with its newest entries.
-  Append(R"({"acc": "0.1", "global_step": "1", "timestamp": 100.0})" "\n");
-  Append(R"({"acc": "0.2", "global_step": "2", "timestamp": 101.0})" "\n");
+  Append(R"({"acc": "0.1", "global_step": "1", "timestamp": 100.0})"
+         "\n");
+  Append(R"({"acc": "0.2", "global_step": "2", "timestamp": 101.0})"
+         "\n");
   MetricFileTailer tailer(path_);
   ASSERT_EQ(tailer.Poll()->size(), 2u);
   fs::remove(path_);
-  Append(R"({"acc": "0.3", "global_step": "3", "timestamp": 102.0})" "\n");
+  Append(R"({"acc": "0.3", "global_step": "3", "timestamp": 102.0})"
+         "\n");
   auto got = tailer.Poll();
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);

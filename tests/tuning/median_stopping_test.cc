@@ -25,9 +25,9 @@ EarlyStoppingSpec Median(int min_steps = 2, int min_trials = 3) {
 }
 
 // Three finished accuracy curves.
-const std::vector<std::vector<Measurement>> kCompleted = {
-    Curve({0.50, 0.70, 0.80, 0.85}), Curve({0.55, 0.72, 0.82, 0.88}),
-    Curve({0.40, 0.65, 0.78, 0.84})};
+const std::vector<std::vector<Measurement>> kCompleted = {Curve({0.50, 0.70, 0.80, 0.85}),
+                                                          Curve({0.55, 0.72, 0.82, 0.88}),
+                                                          Curve({0.40, 0.65, 0.78, 0.84})};
 
 TEST(MedianStoppingTest, StopsAClearlyBadTrial) {
   MedianStoppingRule rule(MetricGoal::kMaximize, Median());

@@ -47,11 +47,11 @@ std::string ErrorOf(const std::string& yaml) {
 }
 
 TEST(StudySpecTest, ParsesTheFullExample) {
-  StatusOr<StudySpec> spec = ParseStudySpec(
-      Study(kParams,
-            "parallel_trials: 3\nmax_failed_trials: 5\n"
-            "early_stopping: {median: true, min_steps: 2}\nseed: 7\n"),
-      "study.yaml");
+  StatusOr<StudySpec> spec =
+      ParseStudySpec(Study(kParams,
+                           "parallel_trials: 3\nmax_failed_trials: 5\n"
+                           "early_stopping: {median: true, min_steps: 2}\nseed: 7\n"),
+                     "study.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->name, "digits_lr_study");
   EXPECT_EQ(spec->metric_id, "accuracy");
@@ -118,17 +118,16 @@ TEST(StudySpecTest, RequiredFields) {
 }
 
 TEST(StudySpecTest, GridOverADoubleIsRefusedNamingTheParameter) {
-  std::string err = ErrorOf(Study(
-      "  - {id: hidden, type: integer, min: 1, max: 3}\n"
-      "  - {id: lr, type: double, min: 0.1, max: 1}\n",
-      "", "grid"));
+  std::string err =
+      ErrorOf(Study("  - {id: hidden, type: integer, min: 1, max: 3}\n"
+                    "  - {id: lr, type: double, min: 0.1, max: 1}\n",
+                    "", "grid"));
   EXPECT_THAT(err, HasSubstr("parameters[1]"));
   EXPECT_THAT(err, HasSubstr("'lr'"));
   EXPECT_THAT(err, HasSubstr("grid"));
   // Without the double it is fine.
-  EXPECT_TRUE(ParseStudySpec(Study("  - {id: hidden, type: integer, min: 1, max: 3}\n", "",
-                                   "grid"))
-                  .ok());
+  EXPECT_TRUE(
+      ParseStudySpec(Study("  - {id: hidden, type: integer, min: 1, max: 3}\n", "", "grid")).ok());
 }
 
 TEST(StudySpecTest, RangesAndScales) {
@@ -138,9 +137,8 @@ TEST(StudySpecTest, RangesAndScales) {
               HasSubstr("parameters[0].max: must be greater than min"));
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0, max: 1, scale: log}\n")),
               HasSubstr("parameters[0].min: the log scale needs min > 0"));
-  EXPECT_THAT(
-      ErrorOf(Study("  - {id: lr, type: double, min: -1, max: 1, scale: reverse_log}\n")),
-      HasSubstr("parameters[0].min: the reverse_log scale needs min > 0"));
+  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: -1, max: 1, scale: reverse_log}\n")),
+              HasSubstr("parameters[0].min: the reverse_log scale needs min > 0"));
   EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [0, 1], scale: log}\n")),
               HasSubstr("parameters[0].values: the log scale needs every value > 0"));
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, scale: cubic}\n")),
@@ -284,8 +282,8 @@ TEST(StudySpecTest, TrialJobGetsNameAndArguments) {
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->name, "digits_lr_study_trial_3");
   EXPECT_EQ(job->pools[0].process->args,
-            (std::vector<std::string>{"--epochs=2", "--lr=0.25", "--hidden=17",
-                                      "--optimizer=sgd", "--batch_size=16"}));
+            (std::vector<std::string>{"--epochs=2", "--lr=0.25", "--hidden=17", "--optimizer=sgd",
+                                      "--batch_size=16"}));
   a[1].number = 17.5;
   EXPECT_FALSE(MakeTrialJob(*spec, "4", a).ok());
 }

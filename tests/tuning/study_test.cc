@@ -2,19 +2,18 @@
 // failures, infeasible trials, early stopping through the median rule, exhaustion and restore.
 #include "coordinator/tuning/study.h"
 
-#include "common/messaging.h"
-#include "coordinator/tuning/study_info.h"
-
 #include <gtest/gtest.h>
 
+#include "common/messaging.h"
+#include "coordinator/tuning/study_info.h"
 #include "tests/tuning/test_functions.h"
 
 namespace cohort::coordinator::tuning {
 namespace {
 
 StudySpec QuadraticStudy(SearchAlgorithm algorithm, int max_trials, int parallel) {
-  StudySpec spec = testing::MinimizeStudy({testing::DoubleParam("x", 0, 1)}, algorithm, 5,
-                                          max_trials);
+  StudySpec spec =
+      testing::MinimizeStudy({testing::DoubleParam("x", 0, 1)}, algorithm, 5, max_trials);
   spec.metric_id = "score";
   spec.goal = MetricGoal::kMaximize;
   spec.parallel_trials = parallel;

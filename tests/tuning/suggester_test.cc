@@ -341,10 +341,10 @@ constexpr int kTrials = 30;
 TEST(BayesianSuggesterTest, BeatsRandomOnBranin) {
   std::vector<double> bayes, random;
   for (int s = 0; s < kSeeds; ++s) {
-    bayes.push_back(RunStudy(BraninStudy(SearchAlgorithm::kBayesian, s, kTrials),
-                             testing::Branin, kTrials));
-    random.push_back(RunStudy(BraninStudy(SearchAlgorithm::kRandom, s, kTrials),
-                              testing::Branin, kTrials));
+    bayes.push_back(
+        RunStudy(BraninStudy(SearchAlgorithm::kBayesian, s, kTrials), testing::Branin, kTrials));
+    random.push_back(
+        RunStudy(BraninStudy(SearchAlgorithm::kRandom, s, kTrials), testing::Branin, kTrials));
   }
   double mb = Median(bayes), mr = Median(random);
   RecordProperty("bayesian_median", std::to_string(mb));
