@@ -10,6 +10,7 @@
 namespace cohort::collective {
 namespace {
 
+// A request unanswered this long is sent again: the server may have started or restarted since.
 constexpr auto kResendInterval = std::chrono::milliseconds(300);
 
 std::string ToString(const zmq::message_t& m) {

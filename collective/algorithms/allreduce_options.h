@@ -11,24 +11,17 @@
 
 namespace cohort::collective {
 
-// Default pipeline unit of both algorithms across hosts. Small enough that filling and draining
-// the Reduction Server's pipeline costs little link time (about 2 x workers x chunk per call),
-// large enough that per-message costs stay small; at or below the UCX transport's eager limit, so
-// no chunk waits for a rendezvous handshake. Measured in bench/RESULTS.md ("Chunk size and eager
-// sends"): on 1 Gbit/s links 128 KiB chunks sent eagerly reach 87-98% of the link for 16-256 MiB,
-// 1 MiB chunks by rendezvous 75%.
+// Pipeline unit across hosts: under the UCX eager limit (no chunk waits for a rendezvous
+// handshake) and small, since filling and draining the pipeline costs about 2 x workers x chunk.
 constexpr size_t kDefaultChunkBytes = size_t{128} << 10;
-// The pipeline unit when every rank shares one host over shared memory: there, a piece above the
-// eager limit moves in one zero-copy (cma) rendezvous, and 128 KiB eager pieces (copied twice
-// through shared memory, more of them per call) made the one-host ring slower and erratic.
+// Pipeline unit when every rank shares one host: one zero-copy (cma) rendezvous per piece beats
+// more, smaller eager pieces that shared memory copies twice.
 constexpr size_t kSameHostChunkBytes = size_t{1} << 20;
 
-// Reduction Server across hosts: a buffer is cut into at least this many chunks per reducer (but
-// none below kMinPipelineChunkBytes), so that filling and draining the pipeline, which costs about
-// 2 x workers x chunk of link time per call, stays small next to the call. On 1 Gbit/s links with 4
-// workers and 4 reducers this took 1-8 MiB calls from 63-80% of the link to 85-98%; 8 KiB chunks
-// cost more per message than they saved (bench/RESULTS.md, "Chunks per reducer").
+// Reduction Server across hosts: this many chunks per reducer keep the pipeline's fill and drain
+// small next to the call...
 constexpr int kPipelineChunksPerReducer = 64;
+// ...but no chunk is cut below this size, where the cost per message outweighs what it saves.
 constexpr size_t kMinPipelineChunkBytes = size_t{16} << 10;
 
 // Offsets of n near-equal blocks of `count` elements (n + 1 entries): block i holds count/n

@@ -44,8 +44,7 @@ size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_red
     chunk = std::min(chunk, std::max(ChunkElems(kMinPipelineChunkBytes, element_bytes),
                                      (count + target - 1) / target));
   }
-  // At least four per reducer (with two, waiting for the first chunk was half of a 512 KiB call,
-  // bench/RESULTS.md "Chunk size and eager sends").
+  // At least four per reducer: with fewer, waiting for the first chunk is much of a small call.
   const size_t min_chunks = 4 * m;
   if (count < chunk * min_chunks) {
     chunk = std::max(ChunkElems(4096, element_bytes), (count + min_chunks - 1) / min_chunks);

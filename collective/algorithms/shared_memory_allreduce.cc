@@ -28,10 +28,10 @@ namespace {
 constexpr uint64_t kMagic = 0x636f686f72747368;  // "cohortsh"
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kHeaderBytes = kPageBytes;
-// A waiter polls a few hundred times, then polls with sched_yield (a peer waiting for its turn on
-// this core runs; alone on the core it returns at once) for this long, then sleeps on the futex.
-// Polling without yielding cost 5-50x at small sizes with more ranks than cores, sleeping at once
-// 2-4x (bench/RESULTS.md). COHORT_SHM_SPIN_US overrides it.
+// A waiter polls kPollsBeforeYield times, then polls with sched_yield for this long, then sleeps
+// on the futex: with more ranks than cores, a peer waiting for this core must get it (so yield),
+// yet a futex sleep per hand-off costs more than a short yielding poll. COHORT_SHM_SPIN_US
+// overrides it.
 std::chrono::microseconds SpinTime() {
   static const std::chrono::microseconds spin = [] {
     const char* v = std::getenv("COHORT_SHM_SPIN_US");
@@ -39,6 +39,7 @@ std::chrono::microseconds SpinTime() {
   }();
   return spin;
 }
+// Plain polls first: a peer on another core usually answers within a few hundred.
 constexpr int kPollsBeforeYield = 256;
 // How often a waiter checks that its peers are alive and have not given up.
 constexpr auto kCheckInterval = std::chrono::milliseconds(100);

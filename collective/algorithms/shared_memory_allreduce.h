@@ -5,7 +5,7 @@
 // segment; then every worker copies the other slices' sums out. That is two synchronisations per
 // slot (one for slots up to kSharedMemorySumAllMaxBytes, which every worker sums whole) where the
 // ring needs 2(n-1) dependent transport steps, and no transport in the data path: on one host,
-// with more ranks than cores, those hand-offs are what cost (bench/RESULTS.md).
+// with more ranks than cores, those hand-offs are what cost.
 // Two slots per segment alternate, so a worker fills the next slot while slower peers still read
 // the last one.
 //
@@ -29,9 +29,8 @@
 
 namespace cohort::collective {
 
-// Slots up to this size are summed whole by every worker: one synchronisation instead of two, for
-// n times the reading. 128 KiB beat 32 KiB at 16-128 KiB and 512 KiB at 256-512 KiB in interleaved
-// rounds on the 2-core VM with 4 workers (bench/RESULTS.md).
+// Slots up to this size are summed whole by every worker: for small slots one synchronisation
+// instead of two is worth n times the reading.
 constexpr size_t kSharedMemorySumAllMaxBytes = size_t{128} << 10;
 
 class SharedMemoryGroup {

@@ -38,9 +38,13 @@ enum class PsOp : uint8_t {
 
 constexpr uint32_t kRequestMagic = 0x51525043;  // "CPRQ"
 constexpr uint32_t kReplyMagic = 0x50525043;    // "CPRP"
+// A request message: room for the header and the keys and values of a small request, so most
+// requests are one message.
 constexpr size_t kMaxRequestBytes = 64 * 1024;
+// Room for a reply's error text: enough to name a key and the sizes involved.
 constexpr size_t kReplyMessageBytes = 256;
-// Pulled values up to this size come inside the reply message; larger ones in their own.
+// Pulled values up to this size come inside the reply message (a small pull is one message);
+// larger ones in their own, received straight into the caller's buffer.
 constexpr uint64_t kInlineReplyBytes = 32 * 1024;
 
 enum RequestFlags : uint16_t {

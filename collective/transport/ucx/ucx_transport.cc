@@ -19,6 +19,7 @@
 namespace cohort::collective {
 namespace {
 
+// The sender's rank takes the wire tag's upper 16 bits, above the Tag's 48 (transport.h).
 constexpr int kRankShift = 48;
 // How long a waiter spins on progress after the last event before sleeping on the event fd.
 // COHORT_UCX_SPIN_US overrides it (0: sleep at once; large: never sleep).
@@ -29,6 +30,8 @@ std::chrono::microseconds SpinTime() {
   }();
   return spin;
 }
+// Longest sleep on the event fd between progress calls: bounds how late a wait notices its deadline
+// or a dead peer when no event comes.
 constexpr auto kMaxSleep = std::chrono::microseconds(2000);
 // While sends are in flight a waiter sleeps at most this long: over tcp the sender itself pushes
 // rendezvous data whenever the socket drains, and a long nap would leave a fast link idle.

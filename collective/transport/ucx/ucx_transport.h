@@ -39,9 +39,9 @@ struct UcxTransportOptions {
   // Human name of a rank for errors: "worker 2", "reducer 1". Default: "rank N".
   std::function<std::string(int)> rank_name;
   // Messages up to this many bytes are sent eagerly (UCX's RNDV_THRESH); larger ones by
-  // rendezvous, zero-copy. Over tcp a rendezvous handshake's control messages queue behind bulk
-  // data going the other way, which stalls pipelined chunks (bench/RESULTS.md, "Chunk size and
-  // eager sends"). 0 leaves the choice to UCX; UCX_RNDV_THRESH in the environment always wins.
+  // rendezvous, zero-copy. Above kDefaultChunkBytes, so pipelined chunks go eagerly: over tcp a
+  // rendezvous handshake queues behind bulk data going the other way and stalls the pipeline.
+  // 0 leaves the choice to UCX; UCX_RNDV_THRESH in the environment always wins.
   size_t eager_limit_bytes = size_t{256} << 10;
 };
 
