@@ -13,6 +13,7 @@
 #include "collective/communicator.h"
 #include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/loopback_job.h"
 #include "tests/collective/test_util.h"
 
 namespace cohort::collective {
@@ -20,40 +21,15 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Runs `workers` Communicators and `reducers` reducers on threads; each worker runs body(comm).
+// A job of `workers` and `reducers` over loopback, pipelined in `chunk_bytes` with window 3.
 void RunJob(int workers, int reducers, size_t chunk_bytes,
             const std::function<void(Communicator&, std::vector<std::string>*)>& body,
             std::vector<std::string>* failures) {
-  LoopbackFabric fabric(workers + reducers);
-  InMemoryBootstrap bootstrap;
-  std::mutex mu;
   CommunicatorOptions options;
-  options.transport = CommunicatorOptions::TransportKind::kLoopback;
-  options.loopback_fabric = &fabric;
   options.timeout = milliseconds(30000);
   options.chunk_bytes = chunk_bytes;
   options.window = 3;
-  std::atomic<bool> stop{false};
-  testing::RunRanks(workers + reducers, [&](int r) {
-    std::vector<std::string> local;
-    if (r < workers) {
-      auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
-      if (!comm.ok()) {
-        local.push_back("create: " + comm.status().ToString());
-      } else {
-        body(**comm, &local);
-      }
-    } else {
-      ReducerOptions ro;
-      ro.comm = options;
-      ro.rejoin_timeout = milliseconds(0);
-      ro.max_generations = 1;
-      Status s = RunReducer(bootstrap, workers, reducers, r - workers, ro, stop);
-      if (!s.ok()) local.push_back("reducer " + std::to_string(r - workers) + ": " + s.ToString());
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& f : local) failures->push_back("rank " + std::to_string(r) + ": " + f);
-  });
+  testing::RunLoopbackJob(workers, reducers, options, body, failures);
 }
 
 // Runs one case twice on this rank's input; records in `f`, under `name`, a failed call, a result

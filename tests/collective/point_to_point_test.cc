@@ -13,6 +13,7 @@
 #include "collective/kernels/reduce.h"
 #include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/loopback_job.h"
 #include "tests/collective/test_util.h"
 
 namespace cohort::collective {
@@ -20,39 +21,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Runs `workers` communicators (and `reducers` reducers) over one loopback fabric on threads.
+// A job of `workers` and `reducers` over loopback, 4 KiB pieces, each call bounded by `timeout`.
 void RunJob(int workers, int reducers, milliseconds timeout,
             const std::function<void(Communicator&, std::vector<std::string>*)>& body,
             std::vector<std::string>* failures) {
-  LoopbackFabric fabric(workers + reducers);
-  InMemoryBootstrap bootstrap;
-  std::mutex mu;
   CommunicatorOptions options;
-  options.transport = CommunicatorOptions::TransportKind::kLoopback;
-  options.loopback_fabric = &fabric;
   options.timeout = timeout;
   options.chunk_bytes = 4096;
-  std::atomic<bool> stop{false};
-  testing::RunRanks(workers + reducers, [&](int r) {
-    std::vector<std::string> local;
-    if (r < workers) {
-      auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
-      if (!comm.ok()) {
-        local.push_back("create: " + comm.status().ToString());
-      } else {
-        body(**comm, &local);
-      }
-    } else {
-      ReducerOptions ro;
-      ro.comm = options;
-      ro.rejoin_timeout = milliseconds(0);
-      ro.max_generations = 1;
-      Status s = RunReducer(bootstrap, workers, reducers, r - workers, ro, stop);
-      if (!s.ok()) local.push_back(s.ToString());
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& f : local) failures->push_back("rank " + std::to_string(r) + ": " + f);
-  });
+  testing::RunLoopbackJob(workers, reducers, options, body, failures);
 }
 
 // Every worker sends to its right and receives from its left at once (both post before either

@@ -18,6 +18,7 @@
 #include "collective/kernels/half.h"
 #include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/loopback_job.h"
 #include "tests/collective/process_util.h"
 #include "tests/collective/test_util.h"
 #include "tests/testing/process.h"
@@ -68,39 +69,6 @@ float Model(DataType wire, ReduceOp op, int n, size_t i) {
   return Round(wire, acc);
 }
 
-// Runs `workers` communicators with `options` and `reducers` reducers over loopback on threads.
-void RunJob(int workers, int reducers, CommunicatorOptions options,
-            const std::function<void(Communicator&, std::vector<std::string>*)>& body,
-            std::vector<std::string>* failures, std::vector<Status>* reducer_status = nullptr) {
-  LoopbackFabric fabric(workers + reducers);
-  InMemoryBootstrap bootstrap;
-  std::mutex mu;
-  options.transport = CommunicatorOptions::TransportKind::kLoopback;
-  options.loopback_fabric = &fabric;
-  std::atomic<bool> stop{false};
-  testing::RunRanks(workers + reducers, [&](int r) {
-    std::vector<std::string> local;
-    if (r < workers) {
-      auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
-      if (!comm.ok()) {
-        local.push_back("create: " + comm.status().ToString());
-      } else {
-        body(**comm, &local);
-      }
-    } else {
-      ReducerOptions ro;
-      ro.comm = options;
-      ro.rejoin_timeout = milliseconds(0);
-      ro.max_generations = 1;
-      Status s = RunReducer(bootstrap, workers, reducers, r - workers, ro, stop);
-      std::lock_guard<std::mutex> lock(mu);
-      if (reducer_status != nullptr) (*reducer_status)[r - workers] = s;
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& f : local) failures->push_back("worker " + std::to_string(r) + ": " + f);
-  });
-}
-
 class WireCompressionTest : public ::testing::TestWithParam<std::tuple<int, int, DataType>> {};
 
 TEST_P(WireCompressionTest, EveryWorkerHoldsTheModelsBytes) {
@@ -112,7 +80,7 @@ TEST_P(WireCompressionTest, EveryWorkerHoldsTheModelsBytes) {
   std::vector<std::string> failures;
   std::mutex mu;
   std::map<std::string, std::vector<float>> first;
-  RunJob(
+  testing::RunLoopbackJob(
       workers, reducers, options,
       [&](Communicator& comm, std::vector<std::string>* f) {
         for (ReduceOp op :
@@ -155,7 +123,7 @@ TEST_P(WireCompressionTest, SumIsWithinOneRoundingOfTheRoundedInputsSum) {
   options.timeout = milliseconds(30000);
   options.wire_dtype = wire;
   std::vector<std::string> failures;
-  RunJob(
+  testing::RunLoopbackJob(
       workers, reducers, options,
       [&](Communicator& comm, std::vector<std::string>* f) {
         const size_t count = 50000;
@@ -286,7 +254,7 @@ TEST(WireCompressionScopeTest, PeerToPeerAlgorithmsStayExactFloat32) {
   options.timeout = milliseconds(30000);
   options.wire_dtype = DataType::kBF16;
   std::vector<std::string> failures;
-  RunJob(
+  testing::RunLoopbackJob(
       4, 2, options,
       [&](Communicator& comm, std::vector<std::string>* f) {
         const float x = 1.0f + std::ldexp(1.0f, -20);  // needs 21 mantissa bits

@@ -1,0 +1,60 @@
+// RunLoopbackJob: a whole job in one process for the collective tests: `workers` Communicators and
+// `reducers` reducers on threads over one loopback fabric and an in-memory bootstrap.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collective/communicator.h"
+#include "collective/reducer.h"
+#include "collective/transport/loopback/loopback_transport.h"
+#include "tests/collective/test_util.h"
+
+namespace cohort::collective::testing {
+
+// Each worker builds its Communicator from `options` (made loopback here) and runs
+// body(comm, &its failures). Every failure lands in `failures` as "rank R: ...": a worker's
+// Create error, what its body recorded, and a reducer's error ("reducer I: ...") unless
+// `reducer_status` (one slot per reducer) takes the reducers' outcomes instead.
+inline void RunLoopbackJob(
+    int workers, int reducers, CommunicatorOptions options,
+    const std::function<void(Communicator&, std::vector<std::string>*)>& body,
+    std::vector<std::string>* failures, std::vector<Status>* reducer_status = nullptr) {
+  LoopbackFabric fabric(workers + reducers);
+  InMemoryBootstrap bootstrap;
+  std::mutex mu;
+  options.transport = CommunicatorOptions::TransportKind::kLoopback;
+  options.loopback_fabric = &fabric;
+  std::atomic<bool> stop{false};
+  RunRanks(workers + reducers, [&](int r) {
+    std::vector<std::string> local;
+    if (r < workers) {
+      auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
+      if (!comm.ok()) {
+        local.push_back("create: " + comm.status().ToString());
+      } else {
+        body(**comm, &local);
+      }
+    } else {
+      ReducerOptions ro;
+      ro.comm = options;
+      ro.rejoin_timeout = std::chrono::milliseconds(0);
+      ro.max_generations = 1;
+      Status s = RunReducer(bootstrap, workers, reducers, r - workers, ro, stop);
+      if (reducer_status != nullptr) {
+        std::lock_guard<std::mutex> lock(mu);
+        (*reducer_status)[r - workers] = s;
+      } else if (!s.ok()) {
+        local.push_back("reducer " + std::to_string(r - workers) + ": " + s.ToString());
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& f : local) failures->push_back("rank " + std::to_string(r) + ": " + f);
+  });
+}
+
+}  // namespace cohort::collective::testing
