@@ -292,7 +292,7 @@ void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
   if (Status s = MakeDirs(request.working_dir); !s.ok()) return FailBeforeLaunch(a, s, -1);
   SetState(a, wire::ReplicaState::STARTING, "");
 
-  if (Status s = PlanLaunch(launch, &pending->plan); !s.ok()) {
+  if (Status s = PlanLaunch(launch, config_.builtin_dir, &pending->plan); !s.ok()) {
     return FailBeforeLaunch(a, s, s.code() == StatusCode::kNotFound ? 127 : 2);
   }
   pending->launcher = process_launcher_.get();

@@ -59,6 +59,8 @@ struct AgentConfig {
   std::string node_id;      // also the DEALER routing id
   std::string advertise_address;
   std::string work_dir;
+  // Where the built-in programs of `builtin:` pools (cohort-reducer, cohort-ps) are.
+  std::string builtin_dir;
   NodeInventory inventory;
   std::map<std::string, std::string> labels;
   SocketSecurity security;

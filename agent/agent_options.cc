@@ -34,6 +34,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("cpus", po::value(&flags.cpus), "CPUs to offer (default: this process's CPU affinity)")
       ("memory-mb", po::value(&flags.memory_mb), "memory to offer in MiB (default: MemTotal)")
       ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
+      ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer and cohort-ps are (default: the install's bin dir)")
       ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
       ("grace-period", po::value(&grace), "SIGTERM-to-SIGKILL time on preemption (default 30s)")
       ("attempt-retention", po::value(&retention), "remove ended attempts' working dirs and logs this old; 0 keeps them (default 7d)")
@@ -79,6 +80,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   if (flags.cpus < 0) return InvalidArgument("--cpus: must not be negative");
   if (flags.memory_mb < 0) return InvalidArgument("--memory-mb: must not be negative");
   if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
+  if (flags.config.builtin_dir.empty()) flags.config.builtin_dir = COHORT_INSTALL_BINDIR;
   if (flags.config.advertise_address.empty()) {
     flags.config.advertise_address = DefaultAdvertiseAddress(flags.config.coordinator);
   }

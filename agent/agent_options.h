@@ -1,7 +1,7 @@
 // The cohort-agent command line and config file (DESIGN.md "Command-line contract"):
 //   cohort-agent [--config FILE] --coordinator tcp://HOST:7401 [--node-id ID] [--gpus N|auto]
 //     [--cpus N] [--memory-mb N] [--work-dir DIR] [--advertise-address ADDR]
-//     [--grace-period 30s] [--insecure]
+//     [--grace-period 30s] [--builtin-dir DIR] [--insecure]
 // plus --log-level LEVEL, --container-runtime auto|runc|crun|docker|podman|none
 // (agent/oci_launcher.h; default auto, none disables containers), --cgroups auto|off
 // (agent/cgroup.h; default auto, off leaves replicas to process groups and
@@ -12,8 +12,10 @@
 // dashes); the command line wins over the file.
 //
 // Defaults: node id = hostname; GPUs auto (NVML); CPUs and memory from the machine; work dir
-// /var/lib/cohort-agent; advertise address = the local address of the route to the coordinator,
-// else the first non-loopback IPv4 address, else 127.0.0.1; grace period 30 s.
+// /var/lib/cohort-agent; builtin dir = the bin dir of the install prefix (CMake's
+// CMAKE_INSTALL_FULL_BINDIR), where cohort-reducer and cohort-ps are installed; advertise address =
+// the local address of the route to the coordinator, else the first non-loopback IPv4 address, else
+// 127.0.0.1; grace period 30 s.
 #pragma once
 
 #include <string>

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 
@@ -61,11 +60,12 @@ std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::strin
 
 }  // namespace
 
-Status PlanLaunch(const wire::LaunchReplica& launch, LaunchPlan* plan) {
+Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_dir,
+                  LaunchPlan* plan) {
   LaunchRequest& request = plan->request;
   std::string builtin = Str(launch.builtin());
   if (!builtin.empty()) {
-    COHORT_ASSIGN_OR_RETURN(std::string binary, ResolveBuiltinBinary(builtin));
+    COHORT_ASSIGN_OR_RETURN(std::string binary, ResolveBuiltinBinary(builtin, builtin_dir));
     request.argv.push_back(std::move(binary));
   }
   if (launch.command()) {
@@ -118,7 +118,8 @@ bool IsExecutable(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin) {
+StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin,
+                                           const std::string& builtin_dir) {
   std::string program;
   if (builtin == "reducer") {
     program = "cohort-reducer";
@@ -128,15 +129,10 @@ StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin) {
     return InvalidArgument("unknown builtin '" + builtin + "' (reducer | parameter_server)");
   }
   std::vector<std::string> tried;
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    fs::path dir = fs::path(self).parent_path();
-    for (const fs::path& candidate : {dir / program, dir.parent_path() / "collective" / program}) {
-      tried.push_back(candidate.string());
-      if (IsExecutable(candidate.string())) return candidate.lexically_normal().string();
-    }
+  if (!builtin_dir.empty()) {
+    const fs::path candidate = fs::path(builtin_dir) / program;
+    tried.push_back(candidate.string());
+    if (IsExecutable(candidate.string())) return candidate.lexically_normal().string();
   }
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";

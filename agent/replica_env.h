@@ -52,12 +52,13 @@ struct LaunchPlan {
   bool container = false;
   std::string checkpoint_dir;
 };
-// Fills `plan` from `launch`: the argv (a builtin's binary, then the command), GPUs, CPU and
-// memory limits, the container image, the launch env, the role and the checkpoint dir; the
-// caller has set the request's job, replica, attempt, working_dir and log_path. kInvalidArgument
-// for an unknown builtin or a launch with neither a command nor a container, kNotFound when a
-// builtin's binary is nowhere (ResolveBuiltinBinary).
-Status PlanLaunch(const wire::LaunchReplica& launch, LaunchPlan* plan);
+// Fills `plan` from `launch`: the argv (a builtin's binary from `builtin_dir`, then the command),
+// GPUs, CPU and memory limits, the container image, the launch env, the role and the checkpoint
+// dir; the caller has set the request's job, replica, attempt, working_dir and log_path.
+// kInvalidArgument for an unknown builtin or a launch with neither a command nor a container,
+// kNotFound when a builtin's binary is nowhere (ResolveBuiltinBinary).
+Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_dir,
+                  LaunchPlan* plan);
 
 // Where a replica attempt restores from: the newest checkpoint under its checkpoint dir whose
 // MANIFEST verifies (common/checkpoint.h: torn and corrupted ones are skipped), or "" when there
@@ -70,9 +71,10 @@ struct RestorePoint {
 RestorePoint FindRestoreCheckpoint(const std::string& checkpoint_dir);
 
 // The program a built-in replica runs: "reducer" -> cohort-reducer, "parameter_server" ->
-// cohort-ps, looked up next to the agent's own binary, then in ../collective/ (a build tree),
-// then on PATH. kInvalidArgument for an unknown builtin, kNotFound when the binary is nowhere.
-StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin);
+// cohort-ps, looked up in `builtin_dir` (the agent's --builtin-dir), then on PATH.
+// kInvalidArgument for an unknown builtin, kNotFound when the binary is nowhere.
+StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin,
+                                           const std::string& builtin_dir);
 
 // mkdir -p.
 Status MakeDirs(const std::string& path);

@@ -148,7 +148,8 @@ coordinator_pid=$!
 for i in 1 2; do
   "$agent_bin" --insecure --coordinator "tcp://127.0.0.1:$agent_port" \
     --node-id "demo-node-$i" --gpus 0 --cpus 4 --memory-mb 4096 \
-    --work-dir "$run/agent-$i" --advertise-address 127.0.0.1 --grace-period 10s \
+    --work-dir "$run/agent-$i" --builtin-dir "$build/collective" \
+    --advertise-address 127.0.0.1 --grace-period 10s \
     >"$run/agent-$i.log" 2>&1 &
   agent_pids+=($!)
 done

@@ -265,23 +265,31 @@ TEST(ReplicaEnvTest, RefusesPathEscapes) {
   EXPECT_EQ(AttemptLogPath("/w", "j", "chief-0", 2), "/w/j/chief-0/attempt-2.log");
 }
 
-TEST(ReplicaEnvTest, BuiltinsResolveOnPathAndUnknownOnesAreRefused) {
-  EXPECT_EQ(ResolveBuiltinBinary("mapreduce").status().code(), StatusCode::kInvalidArgument);
-  TempDir dir;
-  std::string ps = dir.path() + "/cohort-ps";
+TEST(ReplicaEnvTest, BuiltinsResolveInTheBuiltinDirThenOnPathAndUnknownOnesAreRefused) {
+  EXPECT_EQ(ResolveBuiltinBinary("mapreduce", "").status().code(), StatusCode::kInvalidArgument);
+  TempDir builtin_dir;
+  const std::string reducer = builtin_dir.path() + "/cohort-reducer";
+  testing::WriteFile(reducer, "#!/bin/sh\n");
+  ::chmod(reducer.c_str(), 0755);
+  TempDir on_path;
+  const std::string ps = on_path.path() + "/cohort-ps";
   testing::WriteFile(ps, "#!/bin/sh\n");
   ::chmod(ps.c_str(), 0755);
   std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
-  ::setenv("PATH", (dir.path() + ":" + old_path).c_str(), 1);
-  auto resolved = ResolveBuiltinBinary("parameter_server");
-  auto reducer = ResolveBuiltinBinary("reducer");
+  ::setenv("PATH", (on_path.path() + ":" + old_path).c_str(), 1);
+  auto resolved_reducer = ResolveBuiltinBinary("reducer", builtin_dir.path());
+  auto resolved_ps = ResolveBuiltinBinary("parameter_server", builtin_dir.path());
+  ::setenv("PATH", "/nonexistent", 1);
+  auto missing = ResolveBuiltinBinary("parameter_server", builtin_dir.path());
   ::setenv("PATH", old_path.c_str(), 1);
-  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
-  // Next to the test binary there is none, so PATH supplies it.
-  EXPECT_EQ(*resolved, ps);
-  if (!reducer.ok()) {
-    EXPECT_EQ(reducer.status().code(), StatusCode::kNotFound);
-  }
+  ASSERT_TRUE(resolved_reducer.ok()) << resolved_reducer.status().ToString();
+  EXPECT_EQ(*resolved_reducer, reducer);
+  // Not in the builtin dir, so PATH supplies it.
+  ASSERT_TRUE(resolved_ps.ok()) << resolved_ps.status().ToString();
+  EXPECT_EQ(*resolved_ps, ps);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(builtin_dir.path() + "/cohort-ps"), std::string::npos)
+      << missing.status().ToString();
 }
 
 TEST(InventoryTest, DeclaredGpusAndMachineResources) {

@@ -15,13 +15,15 @@ StatusOr<AgentFlags> Parse(std::vector<const char*> args) {
 }
 
 TEST(AgentFlagsTest, CommandLine) {
-  auto flags = Parse({"--coordinator", "tcp://127.0.0.1:7401", "--node-id", "n1", "--gpus", "2",
-                      "--cpus", "6", "--memory-mb", "2048", "--work-dir", "/tmp/w",
-                      "--grace-period", "5s", "--attempt-retention", "2d", "--insecure"});
+  auto flags =
+      Parse({"--coordinator", "tcp://127.0.0.1:7401", "--node-id", "n1", "--gpus", "2", "--cpus",
+             "6", "--memory-mb", "2048", "--work-dir", "/tmp/w", "--builtin-dir", "/opt/cohort/bin",
+             "--grace-period", "5s", "--attempt-retention", "2d", "--insecure"});
   ASSERT_TRUE(flags.ok()) << flags.status().ToString();
   EXPECT_EQ(flags->config.coordinator, "tcp://127.0.0.1:7401");
   EXPECT_EQ(flags->config.node_id, "n1");
   EXPECT_EQ(flags->config.work_dir, "/tmp/w");
+  EXPECT_EQ(flags->config.builtin_dir, "/opt/cohort/bin");
   EXPECT_EQ(flags->config.grace_period, std::chrono::seconds(5));
   EXPECT_EQ(flags->config.attempt_retention, std::chrono::hours(48));
   EXPECT_TRUE(flags->config.security.insecure);
@@ -50,6 +52,9 @@ TEST(AgentFlagsTest, DefaultsAndConfigFile) {
   EXPECT_TRUE(flags->config.security.insecure);
   EXPECT_EQ(flags->config.advertise_address, "10.0.0.9");
   EXPECT_EQ(flags->config.work_dir, "/var/lib/cohort-agent");
+  // The install's bin dir (CMake's CMAKE_INSTALL_FULL_BINDIR), never a build tree's layout.
+  EXPECT_EQ(flags->config.builtin_dir.rfind('/', 0), 0u) << flags->config.builtin_dir;
+  EXPECT_EQ(flags->config.builtin_dir.find("/collective"), std::string::npos);
 
   auto plain = Parse({"--coordinator", "tcp://127.0.0.1:7401"});
   ASSERT_TRUE(plain.ok());

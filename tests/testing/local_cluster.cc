@@ -94,8 +94,9 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   args.insert(args.begin(),
               {"--coordinator", agent_endpoint_, "--node-id", options.node_id, "--gpus",
                std::to_string(options.gpus), "--cpus", std::to_string(options.cpus), "--memory-mb",
-               std::to_string(options.memory_mb), "--work-dir", work_dir, "--advertise-address",
-               "127.0.0.1", "--grace-period", options.grace_period, "--insecure"});
+               std::to_string(options.memory_mb), "--work-dir", work_dir, "--builtin-dir",
+               COHORT_BUILTIN_DIR, "--advertise-address", "127.0.0.1", "--grace-period",
+               options.grace_period, "--insecure"});
   auto agent = std::make_unique<DaemonProcess>(binaries_.agent, std::move(args),
                                                dir_.Join("logs/agent-" + options.node_id + ".log"));
   if (!agent->Start()) return "cannot start " + binaries_.agent;
