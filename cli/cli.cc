@@ -95,7 +95,8 @@ Global options:
                               default ~/.config/cohort/coordinator.pub)
 
 Exit codes: 0 success, 1 the job failed or was cancelled, 2 bad usage or invalid spec,
-3 coordinator unreachable. `cohort VERB --help` describes a verb.
+3 coordinator unreachable (no answer), 4 the coordinator refused this client's key (not
+listed). `cohort VERB --help` describes a verb.
 )";
 
 // One verb of the CLI: the flags it takes besides the global ones and --help, its entry in

@@ -32,6 +32,8 @@ int ExitCodeFor(const Status& status) {
       return kExitOk;
     case StatusCode::kUnavailable:
       return kExitUnreachable;
+    case StatusCode::kUnauthenticated:
+      return kExitRefused;
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kAlreadyExists:

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <vector>
 
+#include "common/rate_limited_log.h"
+
 namespace cohort {
 namespace {
 
@@ -40,6 +42,24 @@ Status WriteFile(const std::string& path, const std::string& text, mode_t mode) 
   if (n != static_cast<ssize_t>(text.size())) return ErrnoStatus("write " + path, write_errno);
   if (!synced) return ErrnoStatus("fsync " + path, errno);
   return Status::Ok();
+}
+
+// Warnings about the files of a key directory, which is read on every handshake.
+RateLimitedLog& KeyFileLog() {
+  static RateLimitedLog log(spdlog::level::warn, "key file warnings", 5, std::chrono::minutes(1));
+  return log;
+}
+
+// One ZMTP metadata property: name length (1 byte), name, value length (4 bytes, big endian),
+// value.
+std::string Property(const std::string& name, const std::string& value) {
+  std::string out;
+  out += static_cast<char>(name.size());
+  out += name;
+  uint32_t n = static_cast<uint32_t>(value.size());
+  for (int shift : {24, 16, 8, 0}) out += static_cast<char>((n >> shift) & 0xff);
+  out += value;
+  return out;
 }
 
 }  // namespace
@@ -96,22 +116,37 @@ StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path) {
   return keys;
 }
 
-StatusOr<std::set<std::string>> ReadPublicKeyDir(const std::string& dir) {
+bool ListedKeys::Lists(const std::string& name, const std::string& key) const {
+  auto it = name_of.find(key);
+  return it != name_of.end() && it->second == name;
+}
+
+StatusOr<ListedKeys> ReadListedKeys(const std::string& dir) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) return Status(StatusCode::kNotFound, "key directory " + dir + ": " + ec.message());
-  std::set<std::string> keys;
+  ListedKeys listed;
+  std::set<std::string> ambiguous;
   for (const auto& entry : it) {
     auto ext = entry.path().extension();
     if (ext != ".pub" && ext != ".key") continue;
     auto pair = ReadCurveKeyFile(entry.path().string());
     if (!pair.ok()) {
-      spdlog::warn("skipping key file: {}", pair.status().ToString());
+      KeyFileLog().Log("skipping key file: {}", pair.status().ToString());
       continue;
     }
-    keys.insert(pair->public_key);
+    std::string name = entry.path().stem().string();
+    auto [at, added] = listed.name_of.emplace(pair->public_key, name);
+    if (!added && at->second != name) {
+      KeyFileLog().Log(
+          "key directory {}: one key is listed as both '{}' and '{}'; it admits "
+          "neither until one file goes",
+          dir, at->second, name);
+      ambiguous.insert(pair->public_key);
+    }
   }
-  return keys;
+  for (const auto& key : ambiguous) listed.name_of.erase(key);
+  return listed;
 }
 
 StatusOr<CurveKeyPair> LoadOwnKeys(const std::string& secret_key_file) {
@@ -132,9 +167,9 @@ StatusOr<std::string> LoadServerPublicKey(const std::string& server_key_file) {
 StatusOr<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(
     zmq::context_t& context, std::map<std::string, std::string> domains) {
   for (const auto& [domain, dir] : domains) {
-    auto keys = ReadPublicKeyDir(dir);
+    auto keys = ReadListedKeys(dir);
     if (!keys.ok()) return keys.status().WithContext("ZAP domain " + domain);
-    spdlog::info("ZAP domain '{}': {} allowed key(s) in {}", domain, keys->size(), dir);
+    spdlog::info("ZAP domain '{}': {} allowed key(s) in {}", domain, keys->name_of.size(), dir);
   }
   try {
     zmq::socket_t socket(context, zmq::socket_type::rep);
@@ -157,6 +192,22 @@ ZapAuthenticator::~ZapAuthenticator() {
   if (thread_.joinable()) thread_.join();
 }
 
+void ZapAuthenticator::LogRefusal(const std::string& domain, const std::string& key,
+                                  const std::string& address, const std::string& dir) {
+  constexpr size_t kMaxRemembered = 10'000;
+  std::string peer = domain + " " + key + " " + address;
+  if (refusals_logged_.count(peer)) return;
+  if (refusals_logged_.size() < kMaxRemembered) {
+    refusals_logged_.insert(peer);
+    spdlog::warn("refused a {} connection from {}: its public key {} is not listed in {}", domain,
+                 address, key, dir);
+    return;
+  }
+  static RateLimitedLog overflow(spdlog::level::warn, "refused keys", 10, std::chrono::seconds(10));
+  overflow.Log("refused a {} connection from {}: its public key {} is not listed in {}", domain,
+               address, key, dir);
+}
+
 void ZapAuthenticator::Serve() {
   while (!stop_) {
     try {
@@ -173,6 +224,7 @@ void ZapAuthenticator::Serve() {
       std::string code = "400";
       std::string text = "malformed ZAP request";
       std::string user;
+      std::string metadata;
       if (frames.size() >= 7 && frames[0].to_string() == "1.0") {
         std::string domain = frames[2].to_string();
         std::string address = frames[3].to_string();
@@ -187,18 +239,24 @@ void ZapAuthenticator::Serve() {
         } else {
           char z85[kZ85KeyLength + 1];
           zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
-          auto allowed = ReadPublicKeyDir(it->second);
-          if (allowed.ok() && allowed->count(z85)) {
+          auto listed = ReadListedKeys(it->second);
+          const std::string* name = nullptr;
+          if (listed.ok()) {
+            auto found = listed->name_of.find(z85);
+            if (found != listed->name_of.end()) name = &found->second;
+          }
+          if (name != nullptr) {
             code = "200";
             text = "OK";
-            user = z85;
+            user = *name;
+            metadata = Property(kKeyProperty, z85);
           } else {
             text = "public key not listed";
-            spdlog::warn("refused {} key {} from {}: not in {}", domain, z85, address, it->second);
+            LogRefusal(domain, z85, address, it->second);
           }
         }
       }
-      std::array<std::string, 6> reply = {"1.0", request_id, code, text, user, ""};
+      std::array<std::string, 6> reply = {"1.0", request_id, code, text, user, metadata};
       for (size_t i = 0; i < reply.size(); ++i) {
         zmq::message_t frame(reply[i].data(), reply[i].size());
         socket_.send(frame,

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "common/rate_limited_log.h"
 
@@ -55,6 +57,16 @@ StatusOr<bool> PollIn(zmq::socket_t& socket, std::chrono::milliseconds timeout) 
 RateLimitedLog& BadFrameLog() {
   static RateLimitedLog log(spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10));
   return log;
+}
+
+// What the ZAP handler said of the connection `frame` came on (empty without CURVE).
+PeerIdentity IdentityOf(zmq::message_t& frame) {
+  PeerIdentity identity;
+  if (const char* user = zmq_msg_gets(frame.handle(), "User-Id")) {
+    identity.user = user;
+  }
+  if (const char* key = zmq_msg_gets(frame.handle(), kKeyProperty)) identity.key = key;
+  return identity;
 }
 
 // Receives every frame of one multipart message.
@@ -110,7 +122,7 @@ zmq::message_t EncodeError(uint64_t request_id, const Status& status) {
 
 Status StatusFromError(const wire::ErrorReply& error) {
   int code = error.code();
-  if (code <= 0 || code > static_cast<int>(StatusCode::kInternal)) {
+  if (code <= 0 || code > static_cast<int>(StatusCode::kUnauthenticated)) {
     code = static_cast<int>(StatusCode::kInternal);
   }
   return Status(static_cast<StatusCode>(code),
@@ -199,7 +211,9 @@ StatusOr<std::optional<Incoming>> RouterSocket::Next() {
         Incoming{std::move(peer), DataLoss("expected exactly one frame per message, got " +
                                            std::to_string(frames.size() - 1))});
   }
-  return std::optional<Incoming>(Incoming{std::move(peer), Message::Parse(std::move(frames[1]))});
+  PeerIdentity identity = IdentityOf(frames[1]);
+  return std::optional<Incoming>(
+      Incoming{std::move(peer), Message::Parse(std::move(frames[1])), std::move(identity)});
 }
 
 StatusOr<std::optional<RoutedMessage>> RouterSocket::Receive(std::chrono::milliseconds timeout) {
@@ -220,8 +234,8 @@ StatusOr<std::optional<RoutedMessage>> RouterSocket::Receive(std::chrono::millis
       (void)Send(incoming->peer, EncodeError(0, incoming->message.status()));
       continue;
     }
-    return std::optional<RoutedMessage>(
-        RoutedMessage{std::move(incoming->peer), std::move(*incoming->message)});
+    return std::optional<RoutedMessage>(RoutedMessage{
+        std::move(incoming->peer), std::move(*incoming->message), std::move(incoming->identity)});
   }
 }
 
@@ -248,8 +262,23 @@ StatusOr<DealerSocket> DealerSocket::Connect(zmq::context_t& context, const std:
     if (!identity.empty()) socket.set(zmq::sockopt::routing_id, identity);
     socket.set(zmq::sockopt::reconnect_ivl, 100);
     socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
+    std::unique_ptr<zmq::socket_t> monitor;
+    if (!security.insecure) {
+      // Handshake outcomes, so a refused key is told apart from a coordinator that is not there.
+      static std::atomic<uint64_t> monitors{0};
+      std::string name = "inproc://cohort-dealer-handshakes-" + std::to_string(++monitors);
+      if (zmq_socket_monitor(socket.handle(), name.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) !=
+          0) {
+        return Internal("socket monitor: " + std::string(zmq_strerror(zmq_errno())));
+      }
+      monitor = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pair);
+      monitor->set(zmq::sockopt::linger, 0);
+      monitor->connect(name);
+    }
     socket.connect(endpoint);
-    return DealerSocket(std::move(socket));
+    return DealerSocket(std::move(socket), std::move(monitor), endpoint,
+                        security.insecure ? "" : security.keys.public_key);
   } catch (const zmq::error_t& e) {
     return InvalidArgument("cannot connect to " + endpoint + ": " + e.what());
   }
@@ -266,14 +295,81 @@ Status DealerSocket::Send(zmq::message_t frame) {
   }
 }
 
+void DealerSocket::ReadHandshakeEvents() {
+  if (!monitor_) return;
+  try {
+    while (true) {
+      zmq::message_t event, address;
+      if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+      if (event.size() < 6) continue;
+      uint16_t id;
+      uint32_t value;
+      std::memcpy(&id, event.data(), sizeof id);
+      std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof value);
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) refused_ = false;
+      // ZAP status 400: the key is not listed. (300 and 500 are the server's own trouble.)
+      if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && value == 400) {
+        refused_ = true;
+        refused_at_ = SteadyClock::now();
+      }
+    }
+  } catch (const zmq::error_t&) {
+    // A monitor that fails leaves calls to time out as before.
+  }
+}
+
+void DealerSocket::RetryIfRefused(std::chrono::milliseconds after) {
+  ReadHandshakeEvents();
+  if (!refused_ || SteadyClock::now() - refused_at_ < after) return;
+  try {
+    socket_.disconnect(endpoint_);
+    socket_.connect(endpoint_);
+    refused_ = false;  // until this handshake is refused too
+  } catch (const zmq::error_t& e) {
+    spdlog::debug("reconnecting to {}: {}", endpoint_, e.what());
+  }
+}
+
+Status DealerSocket::KeyStatus() {
+  ReadHandshakeEvents();
+  if (!refused_) return Status::Ok();
+  return Unauthenticated("the coordinator at " + endpoint_ +
+                         " refused this key (not listed): public key " + public_key_ +
+                         "; its admin lists a key by putting its .pub file in the coordinator's "
+                         "key directory");
+}
+
+Status DealerSocket::WaitReadable(std::chrono::milliseconds timeout, bool* readable) {
+  zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                              {monitor_ ? monitor_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+  try {
+    zmq::poll(items, monitor_ ? 2 : 1, std::max(timeout, std::chrono::milliseconds(0)));
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) return ZmqError("poll", e);
+  }
+  if (monitor_ && (items[1].revents & ZMQ_POLLIN)) ReadHandshakeEvents();
+  *readable = (items[0].revents & ZMQ_POLLIN) != 0;
+  return Status::Ok();
+}
+
 StatusOr<std::optional<Message>> DealerSocket::Receive(std::chrono::milliseconds timeout) {
+  static RateLimitedLog refusals(spdlog::level::warn, "refusals of this key", 1,
+                                 std::chrono::seconds(60));
   auto deadline = SteadyClock::now() + timeout;
   while (true) {
     auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    COHORT_ASSIGN_OR_RETURN(bool readable,
-                            PollIn(socket_, std::max(remaining, std::chrono::milliseconds(0))));
-    if (!readable) return std::optional<Message>();
+    bool readable = false;
+    COHORT_RETURN_IF_ERROR(WaitReadable(remaining, &readable));
+    if (Status key = KeyStatus(); !key.ok()) {
+      refusals.Log("{}", key.message());
+      RetryIfRefused(std::chrono::seconds(5));
+    }
+    if (!readable) {
+      if (remaining.count() <= 0) return std::optional<Message>();
+      continue;
+    }
     COHORT_ASSIGN_OR_RETURN(auto frames, ReceiveMultipart(socket_));
     if (frames.size() != 1) continue;
     auto message = Message::Parse(std::move(frames[0]));
@@ -289,13 +385,17 @@ StatusOr<std::optional<Message>> DealerSocket::Receive(std::chrono::milliseconds
 StatusOr<Message> DealerSocket::AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout) {
   auto deadline = SteadyClock::now() + timeout;
   while (true) {
+    COHORT_RETURN_IF_ERROR(KeyStatus());
     auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (remaining.count() <= 0) {
       return Unavailable("no reply from the coordinator within " + std::to_string(timeout.count()) +
                          " ms");
     }
-    COHORT_ASSIGN_OR_RETURN(auto message, Receive(remaining));
+    bool readable = false;
+    COHORT_RETURN_IF_ERROR(WaitReadable(remaining, &readable));
+    if (!readable) continue;
+    COHORT_ASSIGN_OR_RETURN(auto message, Receive(std::chrono::milliseconds(0)));
     if (!message) continue;
     if (message->request_id() != request_id && message->request_id() != 0) continue;
     COHORT_RETURN_IF_ERROR(message->ErrorStatus());

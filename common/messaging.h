@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <zmq.hpp>
@@ -80,9 +81,19 @@ struct SocketSecurity {
 StatusOr<SocketSecurity> CurveClientSecurity(const std::string& key_file,
                                              const std::string& server_key_file);
 
+// Who sent a message over CURVE, as the ZapAuthenticator named its connection
+// (common/curve_keys.h): `user` is the name its key is listed under (agents/<node-id>.pub: the
+// node id; clients/<user>.pub: the user), `key` the key (Z85). Both empty on a plaintext
+// (--insecure) socket, where nobody is authenticated.
+struct PeerIdentity {
+  std::string user;
+  std::string key;
+};
+
 struct RoutedMessage {
   std::string peer;  // ROUTER identity of the sender
   Message message;
+  PeerIdentity identity;
 };
 
 // One message read by RouterSocket::Next: its sender and the verified message, or why the frame
@@ -91,6 +102,7 @@ struct RoutedMessage {
 struct Incoming {
   std::string peer;
   StatusOr<Message> message;
+  PeerIdentity identity;
 };
 
 // A ROUTER identity for log lines: as is when printable, else hex.
@@ -118,6 +130,11 @@ class RouterSocket {
 };
 
 // An agent's or client's end: one connection to the coordinator, reconnected by ZeroMQ.
+// With CURVE it watches its own handshakes (a ZeroMQ socket monitor): when the coordinator refuses
+// this side's key (ZAP status 400: not listed), Call returns kUnauthenticated at once, saying so
+// and naming the key, instead of waiting out its timeout; Receive logs it (rate-limited) and goes
+// on waiting. ZeroMQ does not reconnect after a refusal, so this socket does, in case an admin
+// has listed the key since: a Call at least 1 s after the refusal, Receive every 5 s.
 class DealerSocket {
  public:
   // `identity`, when not empty, is the ZMQ routing id (agents use their node id).
@@ -131,17 +148,36 @@ class DealerSocket {
   // are dropped). An ErrorReply becomes its Status; no reply in time is kUnavailable.
   template <typename T>
   StatusOr<Message> Call(T body, std::chrono::milliseconds timeout) {
+    RetryIfRefused(std::chrono::seconds(1));
     uint64_t id = next_request_id_++;
     COHORT_RETURN_IF_ERROR(Send(Encode(id, std::move(body))));
     return AwaitReply(id, timeout);
   }
   uint64_t NextRequestId() { return next_request_id_++; }
   zmq::socket_t& socket() { return socket_; }
+  // kUnauthenticated while the coordinator's latest answer to this side's handshake was a
+  // refusal of its key; OK otherwise (and always without CURVE).
+  Status KeyStatus();
 
  private:
-  explicit DealerSocket(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  DealerSocket(zmq::socket_t socket, std::unique_ptr<zmq::socket_t> monitor, std::string endpoint,
+               std::string public_key)
+      : socket_(std::move(socket)),
+        monitor_(std::move(monitor)),
+        endpoint_(std::move(endpoint)),
+        public_key_(std::move(public_key)) {}
   StatusOr<Message> AwaitReply(uint64_t request_id, std::chrono::milliseconds timeout);
+  // Waits until the socket (or the monitor) is readable, or `timeout`; reads monitor events.
+  Status WaitReadable(std::chrono::milliseconds timeout, bool* readable);
+  void ReadHandshakeEvents();
+  // Connects again when the key was refused at least `after` ago.
+  void RetryIfRefused(std::chrono::milliseconds after);
   zmq::socket_t socket_;
+  std::unique_ptr<zmq::socket_t> monitor_;  // handshake events (CURVE only)
+  std::string endpoint_;
+  std::string public_key_;
+  bool refused_ = false;
+  std::chrono::steady_clock::time_point refused_at_;
   uint64_t next_request_id_ = 1;
 };
 

@@ -24,6 +24,8 @@ enum class StatusCode {
   kResourceExhausted,   // a limit was hit (frame size, outstanding requests, capacity)
   kCancelled,
   kInternal,
+  kPermissionDenied,  // the caller is known but may not do this (a node's key speaking for another)
+  kUnauthenticated,   // the caller's key is not (or no longer) listed
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -68,6 +70,12 @@ inline Status ResourceExhausted(std::string m) {
 }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
+inline Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
 // An errno-carrying system call failure: "open /x: No such file or directory" as kInternal,
 // or kNotFound for ENOENT.
 Status ErrnoStatus(std::string_view what, int err);

@@ -17,6 +17,20 @@ std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::strin
 
 void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
   const Message& msg = m.message;
+  // An agent connects with its node id as its routing id; a connection that takes another's
+  // (ZeroMQ hands the id over to the newest connection) is refused whatever it sends.
+  if (bind_identity_ && m.peer != m.identity.user) {
+    refusals_.Log("agent endpoint: refused a {} from routing id {} over the key of node '{}'",
+                  wire::EnumNameBody(msg.type()), PeerName(m.peer), m.identity.user);
+    if (msg.type() != wire::Body::Ack && msg.type() != wire::Body::ErrorReply) {
+      Reply(m,
+            EncodeError(msg.request_id(),
+                        PermissionDenied("this connection's key is listed as node '" +
+                                         m.identity.user + "'; it must connect with routing id '" +
+                                         m.identity.user + "', not '" + PeerName(m.peer) + "'")));
+    }
+    return;
+  }
   switch (msg.type()) {
     case wire::Body::RegisterAgent:
       OnRegister(m, *msg.As<wire::RegisterAgent>(), now_ms);
@@ -36,13 +50,28 @@ void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::Ack:
       return;
     case wire::Body::ErrorReply:
-      spdlog::warn("agent {} reported an error: {}", m.peer, msg.ErrorStatus().ToString());
+      warnings_.Log("agent {} reported an error: {}", PeerName(m.peer),
+                    msg.ErrorStatus().ToString());
       return;
     default:
       Reply(m, EncodeError(msg.request_id(), InvalidArgument(std::string("unexpected ") +
                                                              wire::EnumNameBody(msg.type()) +
                                                              " on the agent endpoint")));
   }
+}
+
+bool AgentService::SpeaksFor(const RoutedMessage& m, const std::string& node_id,
+                             std::string_view what) {
+  if (!bind_identity_ || m.identity.user == node_id) return true;
+  refusals_.Log(
+      "agent endpoint: refused a {} for node '{}' from the key of node '{}' (public key {})", what,
+      node_id, m.identity.user, m.identity.key);
+  Reply(m,
+        EncodeError(m.message.request_id(),
+                    PermissionDenied("this connection's key is listed as node '" + m.identity.user +
+                                     "' (agents/" + m.identity.user + ".pub); it may not send a " +
+                                     std::string(what) + " for node '" + node_id + "'")));
+  return false;
 }
 
 void AgentService::SendStop(const std::string& peer, const std::string& job,
@@ -70,7 +99,9 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
     Reply(m, EncodeError(id, InvalidArgument("RegisterAgent.node_id: must not be empty")));
     return;
   }
+  if (!SpeaksFor(m, node_id, "RegisterAgent")) return;
   NodeRecord& node = *nodes_.Register(req, m.peer, now_ms).node;
+  node.key = m.identity.key;
 
   // Reconcile what the agent runs with what we think runs there.
   std::set<std::pair<std::string, std::string>> reported;  // (job, replica) current attempts
@@ -102,6 +133,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
 }
 
 void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req, int64_t now_ms) {
+  if (!SpeaksFor(m, Str(req.node_id()), "Heartbeat")) return;
   wire::HeartbeatReplyT reply;
   reply.known = nodes_.Heartbeat(req, m.peer, now_ms);
   Reply(m, Encode(m.message.request_id(), std::move(reply)));
@@ -111,6 +143,7 @@ void AgentService::OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUp
                                    int64_t now_ms) {
   uint64_t id = m.message.request_id();
   std::string node_id = Str(req.node_id());
+  if (!SpeaksFor(m, node_id, "ReplicaUpdate")) return;
   NodeRecord* node = nodes_.FindReady(node_id);
   if (node == nullptr || req.status() == nullptr) {
     // Not acked: the agent keeps the update and reports it when it registers again.
@@ -140,12 +173,16 @@ void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req)
   ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
   if (!r || attempt < 0 || attempt > r->attempt) {
     // Nothing to store it under: acknowledge it as consumed so the agent moves on.
-    spdlog::warn("dropping {} log bytes for unknown {}/{} attempt {}", size, job_name, replica,
-                 attempt);
+    warnings_.Log("dropping {} log bytes for unknown {}/{} attempt {}", size, job_name, replica,
+                  attempt);
     ack.next_offset = req.offset() + size;
     Reply(m, Encode(m.message.request_id(), std::move(ack)));
     return;
   }
+  // The current attempt's output comes from the node it runs on (earlier attempts' tails may come
+  // from where they ran).
+  const std::string& runs_on = r->node_id.empty() ? r->last_node : r->node_id;
+  if (attempt == r->attempt && !runs_on.empty() && !SpeaksFor(m, runs_on, "LogChunk")) return;
   std::string_view data(size ? reinterpret_cast<const char*>(req.data()->data()) : "", size);
   auto held = logs_.Append(job_name, replica, attempt, req.offset(), data);
   if (!held.ok()) {
@@ -159,13 +196,21 @@ void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req)
 }
 
 void AgentService::OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req) {
+  const JobRecord* job = jobs_.FindJob(Str(req.job()));
+  const ReplicaRecord* r = nullptr;
+  if (job != nullptr) {
+    for (const auto& replica : job->replicas) {
+      if (replica.name == Str(req.replica())) r = &replica;
+    }
+  }
+  if (r != nullptr && !r->node_id.empty() && !SpeaksFor(m, r->node_id, "TrialMeasurement")) return;
   auto metrics = tuning::MeasurementMetrics(req);
   Status s = metrics.ok() ? studies_.AddMeasurement(Str(req.job()), req.step(), *metrics)
                           : metrics.status();
   if (!s.ok()) {
     // Acked all the same: the agent must not resend a line that can never be taken.
-    spdlog::warn("measurement of job {} step {} dropped: {}", Str(req.job()), req.step(),
-                 s.ToString());
+    warnings_.Log("measurement of job {} step {} dropped: {}", Str(req.job()), req.step(),
+                  s.ToString());
   } else {
     run_studies_();
   }

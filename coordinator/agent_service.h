@@ -4,6 +4,13 @@
 // the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
 // coordinator does not run there) are queued in the Outbox.
 //
+// Identity (with `bind_identity`, i.e. CURVE): a connection's key is listed as exactly one node
+// (agents/<node-id>.pub, the ZAP User-Id of its messages), its routing id must be that node id
+// (agents connect with it), and every message must be that node's: RegisterAgent, Heartbeat and
+// ReplicaUpdate name it, and a LogChunk or TrialMeasurement for a replica's current attempt must
+// come from the node that attempt runs on. Anything else is refused (PERMISSION_DENIED) and
+// logged, rate-limited. Without it (--insecure) nothing is checked.
+//
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
 #pragma once
@@ -11,8 +18,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/messaging.h"
+#include "common/rate_limited_log.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
@@ -26,13 +35,15 @@ class AgentService {
   // `stop_grace_ms`: the grace of the stops it sends. `run_studies`: submits and cancels the jobs
   // the studies ask for (after a measurement arrives).
   AgentService(JobController& jobs, NodeRegistry& nodes, StudyController& studies, LogStore& logs,
-               Outbox& outbox, int stop_grace_ms, std::function<void()> run_studies)
+               Outbox& outbox, int stop_grace_ms, bool bind_identity,
+               std::function<void()> run_studies)
       : jobs_(jobs),
         nodes_(nodes),
         studies_(studies),
         logs_(logs),
         outbox_(outbox),
         stop_grace_ms_(stop_grace_ms),
+        bind_identity_(bind_identity),
         run_studies_(std::move(run_studies)) {}
 
   void Handle(const RoutedMessage& m, int64_t now_ms);
@@ -49,6 +60,8 @@ class AgentService {
   // Applies a reported status to the attempt it names when that is the replica's current attempt
   // on `node_id`; true when it was.
   bool ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s, int64_t now_ms);
+  // True when `m` may speak for `node_id` (see "Identity"); else answers it PERMISSION_DENIED.
+  bool SpeaksFor(const RoutedMessage& m, const std::string& node_id, std::string_view what);
   void Reply(const RoutedMessage& m, zmq::message_t frame) {
     outbox_.ToAgent(m.peer, std::move(frame));
   }
@@ -59,7 +72,12 @@ class AgentService {
   LogStore& logs_;
   Outbox& outbox_;
   int stop_grace_ms_;
+  bool bind_identity_;
   std::function<void()> run_studies_;
+  RateLimitedLog refusals_{spdlog::level::warn, "refused agent messages", 10,
+                           std::chrono::seconds(10)};
+  RateLimitedLog warnings_{spdlog::level::warn, "agent message warnings", 10,
+                           std::chrono::seconds(10)};
 };
 
 }  // namespace cohort::coordinator

@@ -39,7 +39,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                                clock->NowMs() + options_.heartbeat_timeout.count()},
           [this] { RunStudies(); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
-                     static_cast<int>(options_.stop_grace.count()), [this] { RunStudies(); }) {}
+                     static_cast<int>(options_.stop_grace.count()), !options_.insecure,
+                     [this] { RunStudies(); }) {}
 
 Coordinator::~Coordinator() {
   // Sockets close before the context (and the ZAP handler) go away.
@@ -73,6 +74,8 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOpti
     COHORT_ASSIGN_OR_RETURN(
         c->zap_, ZapAuthenticator::Start(*context, {{"clients", options.client_keys_dir},
                                                     {"agents", options.agent_keys_dir}}));
+    c->peer_keys_ = std::make_unique<PeerKeys>(std::map<std::string, std::string>{
+        {"clients", options.client_keys_dir}, {"agents", options.agent_keys_dir}});
     client_sec = SocketSecurity{false, *keys, "", "clients"};
     agent_sec = SocketSecurity{false, *keys, "", "agents"};
   }
@@ -198,10 +201,12 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
         if (within_budget) outbox_.To(agent, frame.peer, EncodeError(0, frame.message.status()));
         continue;
       }
-      RoutedMessage m{std::move(frame.peer), std::move(*frame.message)};
+      RoutedMessage m{std::move(frame.peer), std::move(*frame.message), std::move(frame.identity)};
       int64_t now = clock_->NowMs();
       if (!within_budget) {
         RefuseOverLimit(m, agent);
+      } else if (!KeyStillListed(m, agent)) {
+        continue;
       } else if (agent) {
         agent_service_.Handle(m, now);
       } else {
@@ -229,6 +234,10 @@ void Coordinator::Tick() {
   if (now < store_retry_at_ms_) return;
   if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
   for (const auto& [node_id, why] : nodes_.CheckLost(now)) jobs_.NodeLost(node_id, why, now);
+  if (peer_keys_ && now - last_key_check_ms_ >= nodes_.heartbeat_interval_ms()) {
+    last_key_check_ms_ = now;
+    EndRevokedSessions(now);
+  }
   jobs_.ReleaseVerdicts(now);
   bool periodic = now - last_periodic_ms_ >= kPeriodicMs;
   if (periodic) {
@@ -382,6 +391,34 @@ void Coordinator::RedoAfterRollBack(int64_t now) {
                    now);
   }
   RecoverStudies();
+}
+
+bool Coordinator::KeyStillListed(const RoutedMessage& m, bool agent) {
+  if (!peer_keys_) return true;
+  Status listed = peer_keys_->Check(agent ? "agents" : "clients", m.identity);
+  if (listed.ok()) return true;
+  ++stats_.key_refused;
+  key_refusals_.Log("{} endpoint: refused a {} from peer {}: {}", agent ? "agent" : "client",
+                    wire::EnumNameBody(m.message.type()), PeerName(m.peer), listed.message());
+  if (m.message.type() != wire::Body::Ack && m.message.type() != wire::Body::ErrorReply) {
+    outbox_.To(agent, m.peer, EncodeError(m.message.request_id(), listed));
+  }
+  return false;
+}
+
+void Coordinator::EndRevokedSessions(int64_t now) {
+  peer_keys_->Refresh();
+  std::vector<std::pair<std::string, std::string>> revoked;
+  for (const auto& [id, node] : nodes_.nodes()) {
+    if (!node.ready || node.key.empty()) continue;
+    Status listed = peer_keys_->Check("agents", PeerIdentity{id, node.key});
+    if (!listed.ok()) revoked.emplace_back(id, listed.message());
+  }
+  for (const auto& [id, why] : revoked) {
+    if (!nodes_.MarkLost(id)) continue;
+    spdlog::warn("node {} LOST: its session is ended: {}", id, why);
+    jobs_.NodeLost(id, "its agent's key was removed: " + why, now);
+  }
 }
 
 void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {

@@ -39,6 +39,13 @@
 // bad frames included, counts in its peer's budget of max_requests_per_peer a pass: requests
 // beyond it are answered RESOURCE_EXHAUSTED unprocessed, bad frames beyond it are dropped.
 // Warnings about bad frames are rate-limited, with a count of those left out.
+//
+// Identity (CURVE; none of it with --insecure): the ZAP handler admits a key listed in clients/ or
+// agents/ and names the connection by its file (clients/<user>.pub: user <user>, on every
+// RoutedMessage; agents/<node-id>.pub: node <node-id>, which is the only node it may speak for:
+// AgentService). Every message whose key has been removed (or replaced) since its handshake is
+// refused UNAUTHENTICATED, and every heartbeat interval the key directories are re-read and a
+// READY node whose agent's key is gone is LOST at once (PeerKeys).
 // Thread safety: not thread-safe; one thread drives it. Lifetime: `clock` (and `context`, when
 // given) must outlive the Coordinator.
 #pragma once
@@ -63,6 +70,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/options.h"
 #include "coordinator/outbox.h"
+#include "coordinator/peer_keys.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/state.h"
 #include "coordinator/state_store.h"
@@ -80,6 +88,7 @@ struct CoordinatorStats {
   uint64_t messages = 0;     // read from both endpoints, bad frames included
   uint64_t bad_frames = 0;   // frames that did not verify
   uint64_t refused = 0;      // requests over --max-requests-per-peer
+  uint64_t key_refused = 0;  // messages whose key was removed after their handshake
   uint64_t rolled_back = 0;  // passes whose commit failed
 };
 
@@ -132,6 +141,11 @@ class Coordinator {
   // The timers' first run after a rollback: node losses applied again, studies' trials checked.
   void RedoAfterRollBack(int64_t now);
   void RefuseOverLimit(const RoutedMessage& m, bool agent);
+  // CURVE: false (the message answered UNAUTHENTICATED) when its key was removed since its
+  // handshake (PeerKeys).
+  bool KeyStillListed(const RoutedMessage& m, bool agent);
+  // Re-reads the key directories; a READY node whose agent's key is gone is LOST at once.
+  void EndRevokedSessions(int64_t now);
   void LogStats(bool at_exit) const;
 
   CoordinatorOptions options_;
@@ -139,6 +153,8 @@ class Coordinator {
   std::unique_ptr<zmq::context_t> owned_context_;
   zmq::context_t* context_ = nullptr;
   std::unique_ptr<ZapAuthenticator> zap_;
+  std::unique_ptr<PeerKeys> peer_keys_;  // CURVE only
+  int64_t last_key_check_ms_ = 0;
   std::unique_ptr<RouterSocket> client_;
   std::unique_ptr<RouterSocket> agent_;
   std::unique_ptr<StateStore> store_;
@@ -159,6 +175,8 @@ class Coordinator {
   bool redo_after_rollback_ = false;  // RedoAfterRollBack before the timers' next run
   CoordinatorStats stats_;
   RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
+  RateLimitedLog key_refusals_{spdlog::level::warn, "messages from keys no longer listed", 10,
+                               std::chrono::seconds(10)};
 };
 
 }  // namespace cohort::coordinator

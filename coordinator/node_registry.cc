@@ -87,6 +87,13 @@ std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t
   return lost;
 }
 
+bool NodeRegistry::MarkLost(const std::string& node_id) {
+  NodeRecord* node = FindReady(node_id);
+  if (node == nullptr) return false;
+  node->ready = false;
+  return true;
+}
+
 NodeRecord* NodeRegistry::FindReady(const std::string& node_id) {
   auto it = nodes_.find(node_id);
   return it == nodes_.end() || !it->second.ready ? nullptr : &it->second;

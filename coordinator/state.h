@@ -90,6 +90,7 @@ struct NodeRecord {
   bool draining = false;             // its agent is shutting down: nothing new is placed here
   std::vector<int> listening_ports;  // as the agent last reported: never handed to a replica
   std::string peer;  // ROUTER identity its agent last spoke from (the agent sets its node id)
+  std::string key;   // the CURVE key its agent registered with (empty with --insecure)
 };
 
 bool IsFinal(ReplicaState s);

@@ -5,17 +5,20 @@ client library (common/client.h). Replies are returned as plain dicts and lists 
 print or json.dump them.
 
     from cohort import Client
-    client = Client("tcp://127.0.0.1:7400")
+    client = Client("tcp://127.0.0.1:7400")                      # plaintext (--insecure)
+    client = Client("tcp://coord:7400", key_file="~/.config/cohort/client.key")   # CURVE
     name = client.submit(open("job.yaml").read())
     job = client.wait(name)          # {'name': ..., 'state': 'SUCCEEDED', 'replicas': [...], ...}
     study = client.wait_study(client.submit_study(open("study.yaml").read()))
     best = study["best_trial"]       # the id of the best trial ('' when none reported)
 """
 
+import os
 import time
 
 import flatbuffers
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Body, CancelJob, Envelope, ErrorReply, GetJob, GetLogs, GetStudy,
                          JobInfo, JobList, JobState, ListJobs, ListNodes, ListStudies, LogData,
@@ -29,7 +32,8 @@ FINISHED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 # cohort::StatusCode names, by value (common/status.h).
 _STATUS_NAMES = ["OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION",
                  "UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "DATA_LOSS",
-                 "RESOURCE_EXHAUSTED", "CANCELLED", "INTERNAL"]
+                 "RESOURCE_EXHAUSTED", "CANCELLED", "INTERNAL", "PERMISSION_DENIED",
+                 "UNAUTHENTICATED"]
 
 
 class CohortError(Exception):
@@ -47,6 +51,35 @@ class Unreachable(CohortError):
     def __init__(self, endpoint, timeout_s):
         super().__init__("UNAVAILABLE",
                          f"no reply from the coordinator at {endpoint} within {timeout_s:g} s")
+
+
+class Refused(CohortError):
+    """The coordinator refused this client's key: it is not (or no longer) listed in the
+    coordinator's clients/ directory. The CLI exits 4 for the same."""
+
+    def __init__(self, endpoint, public_key, detail=None):
+        super().__init__("UNAUTHENTICATED", detail or (
+            f"the coordinator at {endpoint} refused this key (not listed): public key "
+            f"{public_key}; its admin lists a key by putting its .pub file in the coordinator's "
+            "key directory"))
+
+
+def _read_key_file(path):
+    """The public-key (and secret-key, for a .key file) of a key file `cohort keygen` wrote."""
+    keys = {}
+    with open(os.path.expanduser(path)) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            name, sep, value = line.partition("=")
+            if not sep or name.strip() not in ("public-key", "secret-key"):
+                raise CohortError("INVALID_ARGUMENT", f"{path}:{number}: expected "
+                                  "'public-key = ...' or 'secret-key = ...'")
+            keys[name.strip()] = value.strip()
+    if "public-key" not in keys:
+        raise CohortError("INVALID_ARGUMENT", f"{path}: no public-key line")
+    return keys
 
 
 def _enum_names(enum_class):
@@ -135,18 +168,47 @@ def _node_to_dict(node):
 
 
 class Client:
-    """One connection to a coordinator's client endpoint. Not thread-safe."""
+    """One connection to a coordinator's client endpoint. Not thread-safe.
 
-    def __init__(self, endpoint="tcp://127.0.0.1:7400", timeout_s=5.0, context=None):
+    CURVE (the coordinator without --insecure) when `key_file` (or COHORT_KEY) names this
+    client's key pair, a NAME.key written by `cohort keygen`; `server_key_file` (or
+    COHORT_SERVER_KEY, else ~/.config/cohort/coordinator.pub) is the coordinator's public key.
+    Plaintext otherwise. A call raises Refused when the coordinator refuses the key, Unreachable
+    when nothing answers in `timeout_s`."""
+
+    def __init__(self, endpoint="tcp://127.0.0.1:7400", timeout_s=5.0, context=None,
+                 key_file=None, server_key_file=None):
         self.endpoint = endpoint
         self.timeout_s = timeout_s
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        self._monitor = None
+        self._refused = False
+        self._refused_at = 0.0
+        self.public_key = None
+        key_file = key_file or os.environ.get("COHORT_KEY")
+        if key_file:
+            own = _read_key_file(key_file)
+            if "secret-key" not in own:
+                raise CohortError("INVALID_ARGUMENT", f"{key_file}: no secret-key line (a .pub "
+                                  "file was given where this client's .key file is needed)")
+            server_key_file = (server_key_file or os.environ.get("COHORT_SERVER_KEY")
+                               or "~/.config/cohort/coordinator.pub")
+            self.public_key = own["public-key"]
+            self._socket.curve_publickey = own["public-key"].encode()
+            self._socket.curve_secretkey = own["secret-key"].encode()
+            self._socket.curve_serverkey = _read_key_file(server_key_file)["public-key"].encode()
+            # Handshake outcomes: a refused key is told apart from a coordinator not there.
+            self._monitor = self._socket.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self._socket.connect(endpoint)
         self._next_id = 1
 
     def close(self):
+        if self._monitor is not None:
+            self._socket.disable_monitor()
+            self._monitor.close()
         self._socket.close()
 
     def __enter__(self):
@@ -234,6 +296,7 @@ class Client:
     # ---- wire ---------------------------------------------------------------------------
 
     def _call(self, body_type, body, reply_class):
+        self._retry_if_refused()
         request_id = self._next_id
         self._next_id += 1
         envelope = Envelope.EnvelopeT()
@@ -246,10 +309,20 @@ class Client:
         self._socket.send(bytes(builder.Output()))
 
         deadline = time.monotonic() + self.timeout_s
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         while True:
+            self._read_handshakes()
+            if self._refused:
+                raise Refused(self.endpoint, self.public_key)
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._socket.poll(int(remaining * 1000), zmq.POLLIN):
+            if remaining <= 0:
                 raise Unreachable(self.endpoint, self.timeout_s)
+            ready = dict(poller.poll(int(remaining * 1000)))
+            if self._socket not in ready:
+                continue
             frame = self._socket.recv()
             reply = self._parse(frame)
             if reply is None or reply.requestId not in (request_id, 0):
@@ -257,11 +330,32 @@ class Client:
             if reply.bodyType == Body.Body.ErrorReply:
                 code = reply.body.code
                 name = _STATUS_NAMES[code] if 0 <= code < len(_STATUS_NAMES) else "INTERNAL"
+                if name == "UNAUTHENTICATED":  # the key was removed after the handshake
+                    raise Refused(self.endpoint, self.public_key, _text(reply.body.message))
                 raise CohortError(name, _text(reply.body.message))
             if not isinstance(reply.body, reply_class):
                 raise CohortError("DATA_LOSS", "unexpected reply "
                                   f"{_BODIES.get(reply.bodyType, reply.bodyType)}")
             return reply.body
+
+    def _read_handshakes(self):
+        while self._monitor is not None and self._monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(self._monitor)
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._refused = False
+            # ZAP status 400: the key is not listed (300 and 500 are the server's own trouble).
+            elif event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH and event["value"] == 400:
+                self._refused = True
+                self._refused_at = time.monotonic()
+
+    def _retry_if_refused(self):
+        # ZeroMQ does not reconnect after a refusal: connect again a second later, in case the
+        # key has been listed since.
+        self._read_handshakes()
+        if self._refused and time.monotonic() - self._refused_at >= 1.0:
+            self._socket.disconnect(self.endpoint)
+            self._socket.connect(self.endpoint)
+            self._refused = False
 
     @staticmethod
     def _parse(frame):

@@ -1143,6 +1143,145 @@ TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
   fs::remove_all(dir);
 }
 
+// With CURVE an agent key speaks for its own node only (agents/<node-id>.pub), and a key file
+// removed ends that node's session at the next key check (one heartbeat interval).
+TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSession) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("cohort-coord-ids-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "clients");
+  fs::create_directories(dir / "agents");
+  auto server = GenerateCurveKeyPair();
+  auto alice = GenerateCurveKeyPair();
+  ASSERT_TRUE(server.ok() && alice.ok());
+  ASSERT_TRUE(WriteCurveKeyFiles(dir.string(), "coordinator", *server).ok());
+  ASSERT_TRUE(WriteCurveKeyFiles((dir / "clients").string(), "alice", *alice).ok());
+  std::map<std::string, CurveKeyPair> node_keys;
+  for (const std::string node : {"node-a", "node-b"}) {
+    node_keys[node] = *GenerateCurveKeyPair();
+    ASSERT_TRUE(WriteCurveKeyFiles((dir / "agents").string(), node, node_keys[node]).ok());
+  }
+
+  zmq::context_t context(1);
+  ManualClock clock;
+  CoordinatorOptions options;
+  options.client_endpoint = "tcp://127.0.0.1:0";
+  options.agent_endpoint = "tcp://127.0.0.1:0";
+  options.state_dir = (dir / "state").string();
+  options.insecure = false;
+  options.curve_key = (dir / "coordinator.key").string();
+  options.client_keys_dir = (dir / "clients").string();
+  options.agent_keys_dir = (dir / "agents").string();
+  options.port_min = 25000;
+  options.port_max = 25999;
+  auto c = Coordinator::Create(options, &clock, &context);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Coordinator& coordinator = **c;
+
+  auto connect = [&](const std::string& endpoint, const CurveKeyPair& keys,
+                     const std::string& identity) {
+    SocketSecurity sec;
+    sec.insecure = false;
+    sec.keys = keys;
+    sec.server_public_key = server->public_key;
+    auto d = DealerSocket::Connect(context, endpoint, identity, sec);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return std::make_unique<DealerSocket>(std::move(*d));
+  };
+  // Sends `body` and steps the loop until the reply to it arrives; other messages are kept.
+  std::map<DealerSocket*, std::vector<Message>> inbox;
+  auto call = [&](DealerSocket& d, auto body) -> std::optional<Message> {
+    uint64_t id = d.NextRequestId();
+    EXPECT_TRUE(d.Send(Encode(id, std::move(body))).ok());
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      EXPECT_TRUE(coordinator.RunOnce(milliseconds(5)).ok());
+      auto m = d.Receive(milliseconds(5));
+      if (!m.ok() || !m->has_value()) continue;
+      if ((*m)->request_id() == id) return std::move(**m);
+      inbox[&d].push_back(std::move(**m));
+    }
+    return std::nullopt;
+  };
+  std::map<std::string, std::unique_ptr<DealerSocket>> agents;
+  for (const auto& [node, keys] : node_keys) {
+    agents[node] = connect(coordinator.agent_endpoint(), keys, node);
+    wire::RegisterAgentT reg;
+    reg.node_id = node;
+    reg.cpus = 4;
+    auto g = std::make_unique<wire::GpuInfoT>();
+    g->index = 0;
+    reg.gpus.push_back(std::move(g));
+    auto reply = call(*agents[node], std::move(reg));
+    ASSERT_TRUE(reply && reply->As<wire::RegisterAgentReply>()) << node;
+  }
+  // A job with one replica on each node, both running.
+  auto client = connect(coordinator.client_endpoint(), *alice, "");
+  wire::SubmitJobT submit;
+  submit.spec_yaml = JobYaml("pair", 1, 1);
+  ASSERT_TRUE(call(*client, std::move(submit))->As<wire::SubmitJobReply>());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(coordinator.RunOnce(milliseconds(5)).ok());
+  const JobRecord* job = coordinator.FindJob("pair");
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->state, JobState::PENDING);
+  auto status_of = [&](const ReplicaRecord& r, ReplicaState state, int exit_code) {
+    wire::ReplicaUpdateT u;
+    u.node_id = r.node_id;
+    u.status = std::make_unique<wire::ReplicaStatusT>();
+    u.status->job = "pair";
+    u.status->replica = r.name;
+    u.status->attempt = r.attempt;
+    u.status->state = state;
+    u.status->exit_code = exit_code;
+    return u;
+  };
+  for (const ReplicaRecord& r : job->replicas) {
+    ASSERT_TRUE(call(*agents[r.node_id], status_of(r, ReplicaState::RUNNING, -1))->As<wire::Ack>());
+  }
+  ASSERT_EQ(job->state, JobState::RUNNING);
+
+  // node-a's key reports the chief on node-b SUCCEEDED: refused, the job keeps running.
+  const ReplicaRecord& chief = job->replicas[0];
+  std::string other = chief.node_id == "node-a" ? "node-b" : "node-a";
+  auto spoof = call(*agents[other], status_of(chief, ReplicaState::SUCCEEDED, 0));
+  ASSERT_TRUE(spoof.has_value());
+  EXPECT_EQ(spoof->ErrorStatus().code(), StatusCode::kPermissionDenied)
+      << spoof->ErrorStatus().ToString();
+  EXPECT_NE(spoof->ErrorStatus().message().find("listed as node '" + other + "'"),
+            std::string::npos)
+      << spoof->ErrorStatus().ToString();
+  EXPECT_EQ(job->state, JobState::RUNNING);
+  wire::HeartbeatT hb;
+  hb.node_id = chief.node_id;
+  EXPECT_EQ(call(*agents[other], std::move(hb))->ErrorStatus().code(),
+            StatusCode::kPermissionDenied);
+
+  // The chief's node key is removed: within one heartbeat interval the node is LOST and its
+  // messages are refused.
+  std::string revoked = chief.node_id;
+  fs::remove(dir / "agents" / (revoked + ".pub"));
+  fs::remove(dir / "agents" / (revoked + ".key"));
+  clock.Advance(milliseconds(1000));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(coordinator.RunOnce(milliseconds(5)).ok());
+  ASSERT_NE(coordinator.FindNode(revoked), nullptr);
+  EXPECT_FALSE(coordinator.FindNode(revoked)->ready);
+  EXPECT_TRUE(coordinator.FindNode(other)->ready);
+  bool noted = false;
+  for (const auto& e : job->events) noted |= e.message.find("key was removed") != std::string::npos;
+  EXPECT_TRUE(noted);
+  wire::HeartbeatT again;
+  again.node_id = revoked;
+  auto refused = call(*agents[revoked], std::move(again));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->ErrorStatus().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(refused->ErrorStatus().message().find("no longer listed"), std::string::npos);
+
+  agents.clear();
+  client.reset();
+  c->reset();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 
 // ---- studies --------------------------------------------------------------------------------

@@ -14,6 +14,8 @@
 #include <zmq.hpp>
 
 #include "common/client.h"
+#include "common/curve_keys.h"
+#include "common/messaging.h"
 #include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
@@ -241,6 +243,151 @@ TEST_F(HardeningTest, AGangThatCanNeverFitIsRefusedAndOneThatWaitsSaysWhy) {
   ASSERT_TRUE(client.Cancel("blocker").ok());
   auto done = ct::WaitForJobEnd(client, "pair", 30s);
   EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message << cluster.Logs();
+}
+
+// The agent key of one node may not speak for another, and removing a node's key file ends its
+// session well within the heartbeat timeout (CURVE cluster, real agents).
+TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
+  ct::ClusterOptions options;
+  options.secure = true;
+  options.heartbeat_timeout = "10s";  // heartbeat interval 1 s
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string a = NodeId("id-a"), b = NodeId("id-b");
+  ASSERT_EQ(cluster.StartAgent({a, 1}), "");
+  ASSERT_EQ(cluster.StartAgent({b, 1}), "");
+  auto client = cluster.Client();
+  ASSERT_TRUE(client.Submit(TinyJob("pair", 1, 1, "/bin/sleep, '60'")).ok());
+  auto running = client.WaitForJob(
+      "pair", [](const wire::JobInfoT& j) { return j.state == wire::JobState::RUNNING; },
+      SteadyClock::now() + 20s, 100ms);
+  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster.Logs();
+  const wire::ReplicaInfoT* on_b = nullptr;
+  for (const auto& r : running->replicas) {
+    if (r->node_id == b) on_b = r.get();
+  }
+  ASSERT_NE(on_b, nullptr);
+
+  // A's key reports B's replica SUCCEEDED (from a routing id of its own: taking A's would hand
+  // A's connection over): refused and logged; the job keeps running.
+  zmq::context_t context(1);
+  auto security = CurveClientSecurity(cluster.keys_dir() + "/" + a + ".key",
+                                      cluster.keys_dir() + "/coordinator.pub");
+  ASSERT_TRUE(security.ok()) << security.status().ToString();
+  auto spoofer = DealerSocket::Connect(context, cluster.agent_endpoint(), "spoofer", *security);
+  ASSERT_TRUE(spoofer.ok());
+  wire::ReplicaUpdateT update;
+  update.node_id = b;
+  update.status = std::make_unique<wire::ReplicaStatusT>();
+  update.status->job = "pair";
+  update.status->replica = on_b->replica;
+  update.status->attempt = on_b->attempt;
+  update.status->state = wire::ReplicaState::SUCCEEDED;
+  update.status->exit_code = 0;
+  auto spoofed = spoofer->Call(std::move(update), 5s);
+  EXPECT_EQ(spoofed.status().code(), StatusCode::kPermissionDenied) << spoofed.status().ToString();
+  EXPECT_NE(spoofed.status().message().find("listed as node '" + a + "'"), std::string::npos)
+      << spoofed.status().ToString();
+  auto after = client.GetJob("pair");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, wire::JobState::RUNNING);
+  EXPECT_NE(ct::ReadFile(cluster.coordinator().log_path()).find("refused a ReplicaUpdate"),
+            std::string::npos)
+      << cluster.Logs();
+
+  // B's key file goes: B is LOST within a few heartbeat intervals, not after the 10 s timeout.
+  auto removed_at = SteadyClock::now();
+  std::filesystem::remove(cluster.keys_dir() + "/agents/" + b + ".pub");
+  std::string state;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto nodes = client.ListNodes();
+        if (!nodes.ok()) return false;
+        for (const auto& n : *nodes) {
+          if (n.node_id == b) state = n.state;
+        }
+        return state == "LOST";
+      },
+      15s, 100ms))
+      << state << cluster.Logs();
+  EXPECT_LT(SteadyClock::now() - removed_at, 8s)
+      << "the node was LOST only by its heartbeat timeout";
+  std::string log = ct::ReadFile(cluster.coordinator().log_path());
+  EXPECT_NE(log.find("its agent's key was removed"), std::string::npos) << log;
+  ASSERT_TRUE(client.Cancel("pair").ok());
+}
+
+// A client whose key is not listed is told so (CLI exit 4, the Python client raises Refused), and
+// the coordinator logs the refused key once per peer; removing a client's key file refuses its
+// later requests; a plaintext client gets no answer at all (exit 3).
+TEST_F(HardeningTest, ARefusedClientKeyIsSaidToBeRefused) {
+  if (!ct::FileExists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 is missing";
+  ct::ClusterOptions options;
+  options.secure = true;
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  std::string mallory_dir = cluster.scratch("mallory");
+  auto keys = GenerateCurveKeyPair();
+  ASSERT_TRUE(keys.ok());
+  ASSERT_TRUE(WriteCurveKeyFiles(mallory_dir, "client", *keys).ok());
+  const std::string server_key = cluster.keys_dir() + "/coordinator.pub";
+  auto cli = [&](const std::string& key) {
+    return ct::RunProcess(COHORT_CLI_BIN, {"--coordinator", cluster.client_endpoint(), "--key", key,
+                                           "--server-key", server_key, "--timeout", "10s", "list"});
+  };
+  for (int i = 0; i < 2; ++i) {
+    auto refused = cli(mallory_dir + "/client.key");
+    EXPECT_EQ(refused.exit_code, 4) << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("refused this key (not listed)"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find(keys->public_key), std::string::npos) << refused.err;
+  }
+  auto python = ct::RunProcess(
+      "/usr/bin/python3",
+      {"-c",
+       "import sys\n"
+       "from cohort import Client, Refused\n"
+       "try:\n"
+       "    Client(sys.argv[1], timeout_s=10, key_file=sys.argv[2], server_key_file=sys.argv[3])"
+       ".list_jobs()\n"
+       "except Refused as e:\n"
+       "    print('refused:', e.code, e.message)\n"
+       "    sys.exit(0)\n"
+       "sys.exit(1)\n",
+       cluster.client_endpoint(), mallory_dir + "/client.key", server_key},
+      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)});
+  EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
+  EXPECT_NE(python.out.find("refused: UNAUTHENTICATED"), std::string::npos) << python.out;
+
+  // Logged once for that peer, with the key, however often it tried.
+  std::string log = ct::ReadFile(cluster.coordinator().log_path());
+  size_t lines = 0;
+  for (size_t at = log.find(keys->public_key); at != std::string::npos;
+       at = log.find(keys->public_key, at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << log;
+
+  // The admin's key is removed: its live connection is refused from then on; so is a new one.
+  auto admin = cluster.Client();
+  ASSERT_TRUE(admin.ListJobs().ok());
+  std::filesystem::remove(cluster.keys_dir() + "/clients/admin.pub");
+  Status revoked;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        revoked = admin.ListJobs().status();
+        return revoked.code() == StatusCode::kUnauthenticated;
+      },
+      10s, 100ms))
+      << revoked.ToString();
+  auto admin_cli = cli(cluster.keys_dir() + "/admin.key");
+  EXPECT_EQ(admin_cli.exit_code, 4) << admin_cli.err;
+
+  // Plaintext against a CURVE endpoint: nothing answers (exit 3), which is not a refusal.
+  auto plain = ct::RunProcess(
+      COHORT_CLI_BIN,
+      {"--insecure", "--coordinator", cluster.client_endpoint(), "--timeout", "1s", "list"});
+  EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  EXPECT_TRUE(cluster.coordinator().running());
 }
 
 }  // namespace

@@ -746,7 +746,7 @@ TEST_F(IntegrationTest, InvalidSpecsAreRejectedNamingTheField) {
 }
 
 // A CURVE coordinator (no --insecure) serves a client whose public key is listed in its clients/
-// directory, and never completes the handshake for one whose key is not (exit 3 after --timeout).
+// directory, and refuses one whose key is not (exit 4, saying so).
 TEST(SecureIntegrationTest, CurveClientWithAListedKeyIsServedAndAnUnlistedOneIsNot) {
   for (const auto& path : {CoordinatorBin(), CliBin()}) {
     if (path.empty() || !ct::FileExists(path)) GTEST_SKIP() << "binary not built: " << path;
@@ -791,8 +791,9 @@ TEST(SecureIntegrationTest, CurveClientWithAListedKeyIsServedAndAnUnlistedOneIsN
   auto mallory = ct::RunProcess(
       CliBin(), {"--coordinator", endpoint, "--key", dir.Join("mallory/client.key"), "--server-key",
                  dir.Join("server/coordinator.pub"), "--timeout", "1s", "list"});
-  EXPECT_EQ(mallory.exit_code, 3) << mallory.out << mallory.err;
+  EXPECT_EQ(mallory.exit_code, 4) << mallory.out << mallory.err;
   EXPECT_NE(mallory.err.find(endpoint), std::string::npos) << mallory.err;
+  EXPECT_NE(mallory.err.find("refused this key (not listed)"), std::string::npos) << mallory.err;
 
   // A plaintext client gets nothing from a CURVE endpoint either.
   auto plain = ct::RunProcess(CliBin(),

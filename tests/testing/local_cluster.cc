@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "common/curve_keys.h"
+
 namespace cohort::testing {
 
 LocalCluster::LocalCluster(ClusterBinaries binaries)
@@ -36,6 +38,29 @@ LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
     }
   }
   if (port_block_fd_ < 0) throw std::runtime_error("no free block of test ports in 20000-31999");
+  if (options_.secure) {
+    std::filesystem::create_directories(keys_dir() + "/clients");
+    std::filesystem::create_directories(keys_dir() + "/agents");
+    for (const std::string& name : {"coordinator", "admin"}) {
+      auto keys = GenerateCurveKeyPair();
+      if (!keys.ok()) throw std::runtime_error(keys.status().ToString());
+      Status written = WriteCurveKeyFiles(keys_dir(), name, *keys);
+      if (!written.ok()) throw std::runtime_error(written.ToString());
+    }
+    std::filesystem::copy_file(keys_dir() + "/admin.pub", keys_dir() + "/clients/admin.pub");
+  }
+}
+
+std::vector<std::string> LocalCluster::SecurityArgs(bool coordinator,
+                                                    const std::string& node_id) const {
+  if (!options_.secure) return {"--insecure"};
+  if (coordinator) {
+    return {"--key-file",    keys_dir() + "/coordinator.key",
+            "--client-keys", keys_dir() + "/clients",
+            "--agent-keys",  keys_dir() + "/agents"};
+  }
+  return {"--key-file", keys_dir() + "/" + node_id + ".key", "--coordinator-key",
+          keys_dir() + "/coordinator.pub"};
 }
 
 LocalCluster::~LocalCluster() {
@@ -55,13 +80,13 @@ std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
     return "cohort-coordinator binary not found: '" + binaries_.coordinator + "'";
   }
   if (coordinator_) coordinator_->Kill();
-  coordinator_ = std::make_unique<DaemonProcess>(
-      binaries_.coordinator,
-      std::vector<std::string>{"--client-endpoint", client_endpoint_, "--agent-endpoint",
-                               agent_endpoint_, "--state-dir", state_dir(), "--insecure",
-                               "--heartbeat-timeout", options_.heartbeat_timeout, "--port-range",
-                               port_range_},
-      dir_.Join("logs/coordinator.log"));
+  std::vector<std::string> args = {
+      "--client-endpoint", client_endpoint_, "--agent-endpoint",    agent_endpoint_,
+      "--state-dir",       state_dir(),      "--heartbeat-timeout", options_.heartbeat_timeout,
+      "--port-range",      port_range_};
+  for (auto& arg : SecurityArgs(true, "")) args.push_back(std::move(arg));
+  coordinator_ = std::make_unique<DaemonProcess>(binaries_.coordinator, args,
+                                                 dir_.Join("logs/coordinator.log"));
   if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;
   auto client = Client(std::chrono::milliseconds(300));
   std::string last_error;
@@ -96,7 +121,16 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
                std::to_string(options.gpus), "--cpus", std::to_string(options.cpus), "--memory-mb",
                std::to_string(options.memory_mb), "--work-dir", work_dir, "--builtin-dir",
                COHORT_BUILTIN_DIR, "--advertise-address", "127.0.0.1", "--grace-period",
-               options.grace_period, "--insecure"});
+               options.grace_period});
+  if (options_.secure && !FileExists(keys_dir() + "/" + options.node_id + ".key")) {
+    auto keys = GenerateCurveKeyPair();
+    if (!keys.ok()) return keys.status().ToString();
+    Status written = WriteCurveKeyFiles(keys_dir(), options.node_id, *keys);
+    if (!written.ok()) return written.ToString();
+    std::filesystem::copy_file(keys_dir() + "/" + options.node_id + ".pub",
+                               keys_dir() + "/agents/" + options.node_id + ".pub");
+  }
+  for (auto& arg : SecurityArgs(false, options.node_id)) args.push_back(std::move(arg));
   auto agent = std::make_unique<DaemonProcess>(binaries_.agent, std::move(args),
                                                dir_.Join("logs/agent-" + options.node_id + ".log"));
   if (!agent->Start()) return "cannot start " + binaries_.agent;
@@ -122,12 +156,20 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   return "";
 }
 
-CoordinatorClient LocalCluster::Client(std::chrono::milliseconds timeout) const {
+ClientOptions LocalCluster::ClientOptionsFor(std::chrono::milliseconds timeout) const {
   ClientOptions options;
   options.endpoint = client_endpoint_;
-  options.insecure = true;
+  options.insecure = !options_.secure;
   options.timeout = timeout;
-  auto client = CoordinatorClient::Connect(options);
+  if (options_.secure) {
+    options.key_file = keys_dir() + "/admin.key";
+    options.server_key_file = keys_dir() + "/coordinator.pub";
+  }
+  return options;
+}
+
+CoordinatorClient LocalCluster::Client(std::chrono::milliseconds timeout) const {
+  auto client = CoordinatorClient::Connect(ClientOptionsFor(timeout));
   if (!client.ok()) throw std::runtime_error(client.status().ToString());
   return std::move(*client);
 }

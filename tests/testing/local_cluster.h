@@ -36,6 +36,10 @@ struct ClusterBinaries {
 struct ClusterOptions {
   // The coordinator's --heartbeat-timeout (a node silent this long is LOST).
   std::string heartbeat_timeout = "10s";
+  // CURVE instead of --insecure: keys under keys_dir(): coordinator.key; each agent's
+  // <node-id>.key, listed as agents/<node-id>.pub; Client()'s admin.key, listed as
+  // clients/admin.pub.
+  bool secure = false;
 };
 
 struct AgentOptions {
@@ -64,8 +68,12 @@ class LocalCluster {
   DaemonProcess& coordinator() { return *coordinator_; }
   DaemonProcess& agent(const std::string& node_id) { return *agents_.at(node_id); }
 
-  // A fresh client of the coordinator's client endpoint (plaintext), `timeout` per call.
+  // A fresh client of the coordinator's client endpoint (plaintext, or with the admin key when
+  // secure), `timeout` per call.
   CoordinatorClient Client(std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+  ClientOptions ClientOptionsFor(std::chrono::milliseconds timeout) const;
+  // Secure clusters: where the keys are (see ClusterOptions::secure).
+  std::string keys_dir() const { return dir_.Join("keys"); }
   const std::string& client_endpoint() const { return client_endpoint_; }
   const std::string& agent_endpoint() const { return agent_endpoint_; }
   std::string state_dir() const { return dir_.Join("state"); }
@@ -89,6 +97,8 @@ class LocalCluster {
   std::string agent_endpoint_;
   std::unique_ptr<DaemonProcess> coordinator_;
   std::map<std::string, std::unique_ptr<DaemonProcess>> agents_;
+  // --insecure, or the key flags of the coordinator (or of agent `node_id`).
+  std::vector<std::string> SecurityArgs(bool coordinator, const std::string& node_id) const;
   // The block of replica ports this cluster's coordinator hands out (--port-range), held
   // exclusively through a lock file so that clusters of tests running in parallel on one host
   // never give two jobs the same port.
