@@ -1,0 +1,421 @@
+#include "common/flight_recorder.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "common/env.h"
+#include "common/logging.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kReadAttempts = 8;
+
+template <typename T>
+std::atomic_ref<T> Atomic(const T& value) {
+  return std::atomic_ref<T>(const_cast<T&>(value));
+}
+
+bool IsPowerOfTwo(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+
+void StorePayload(FlightRecorderSlot& slot, const FlightRecord& record) {
+  uint64_t words[7];
+  std::memcpy(words, &record, sizeof(words));
+  for (int w = 0; w < 7; ++w) Atomic(slot.words[w]).store(words[w], std::memory_order_relaxed);
+}
+
+// Moves `slot` from `from` to `to` (odd: a write begins) and fences so the payload stores that
+// follow are not seen before it.
+bool Claim(FlightRecorderSlot& slot, uint64_t from, uint64_t to) {
+  if (!Atomic(slot.version).compare_exchange_strong(from, to, std::memory_order_relaxed)) {
+    return false;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  return true;
+}
+
+// The file's name in messages.
+std::string Where(const std::string& path) { return "flight recorder " + path; }
+
+}  // namespace
+
+std::string_view FlightOpName(FlightOp op) {
+  switch (op) {
+    case FlightOp::kAllreduce:
+      return "allreduce";
+    case FlightOp::kBroadcast:
+      return "broadcast";
+    case FlightOp::kAllgather:
+      return "allgather";
+    case FlightOp::kReduceScatter:
+      return "reduce-scatter";
+    case FlightOp::kReduce:
+      return "reduce";
+    case FlightOp::kGather:
+      return "gather";
+    case FlightOp::kScatter:
+      return "scatter";
+    case FlightOp::kAlltoall:
+      return "alltoall";
+    case FlightOp::kAlltoallV:
+      return "alltoallv";
+    case FlightOp::kBarrier:
+      return "barrier";
+    case FlightOp::kSend:
+      return "send";
+    case FlightOp::kRecv:
+      return "recv";
+    case FlightOp::kPsPush:
+      return "ps-push";
+    case FlightOp::kPsPull:
+      return "ps-pull";
+    case FlightOp::kNone:
+      break;
+  }
+  return "unknown";
+}
+
+FlightOp ParseFlightOp(std::string_view name) {
+  for (uint8_t v = 1; v <= static_cast<uint8_t>(FlightOp::kPsPull); ++v) {
+    if (FlightOpName(static_cast<FlightOp>(v)) == name) return static_cast<FlightOp>(v);
+  }
+  return FlightOp::kNone;
+}
+
+std::string_view FlightAlgorithmName(uint8_t algorithm) {
+  switch (algorithm) {
+    case 1:
+      return "reduction-server";
+    case 2:
+      return "ring";
+    case 3:
+      return "halving-doubling";
+    case 4:
+      return "shared-memory";
+    case 5:
+      return "hierarchical";
+    default:
+      return "";
+  }
+}
+
+std::string_view FlightDataTypeName(uint8_t dtype) {
+  static constexpr std::string_view kNames[] = {"", "f32", "f64", "f16", "bf16", "i32", "i64"};
+  return dtype < std::size(kNames) ? kNames[dtype] : "";
+}
+
+std::string_view FlightOutcomeName(FlightOutcome outcome) {
+  switch (outcome) {
+    case FlightOutcome::kRunning:
+      return "running";
+    case FlightOutcome::kOk:
+      return "ok";
+    case FlightOutcome::kFailed:
+      return "failed";
+    case FlightOutcome::kNone:
+      break;
+  }
+  return "none";
+}
+
+size_t FlightRecorderFileBytes(uint32_t capacity) {
+  return sizeof(FlightRecorderHeader) + size_t{capacity} * sizeof(FlightRecorderSlot);
+}
+
+int64_t FlightClockNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// ---- FlightRecorder ----
+
+StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::string& path,
+                                                                     uint32_t capacity, int rank,
+                                                                     int world_size) {
+  if (!IsPowerOfTwo(capacity))
+    return InvalidArgument(Where(path) + ": capacity must be a power of two of at least 2");
+  const size_t bytes = FlightRecorderFileBytes(capacity);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("creating " + Where(path), errno);
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus("sizing " + Where(path), err);
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return ErrnoStatus("mapping " + Where(path), err);
+  std::unique_ptr<FlightRecorder> r(new FlightRecorder());
+  r->mapping_ = p;
+  r->mapping_bytes_ = bytes;
+  r->path_ = path;
+  r->Initialise(capacity, rank, world_size);
+  return r;
+}
+
+StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateInMemory(uint32_t capacity,
+                                                                         int rank, int world_size) {
+  if (!IsPowerOfTwo(capacity))
+    return InvalidArgument("flight recorder: capacity must be a power of two of at least 2");
+  const size_t bytes = FlightRecorderFileBytes(capacity);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return ErrnoStatus("flight recorder: mapping memory", errno);
+  std::unique_ptr<FlightRecorder> r(new FlightRecorder());
+  r->mapping_ = p;
+  r->mapping_bytes_ = bytes;
+  r->Initialise(capacity, rank, world_size);
+  return r;
+}
+
+void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
+  header_ = static_cast<FlightRecorderHeader*>(mapping_);
+  slots_ = reinterpret_cast<FlightRecorderSlot*>(static_cast<char*>(mapping_) +
+                                                 sizeof(FlightRecorderHeader));
+  mask_ = capacity - 1;
+  // A fresh mapping (ftruncate of an emptied file, or anonymous memory) reads as zeros: every slot
+  // is "never written".
+  header_->version = FlightRecorderHeader::kVersion;
+  header_->header_bytes = sizeof(FlightRecorderHeader);
+  header_->slot_bytes = sizeof(FlightRecorderSlot);
+  header_->capacity = capacity;
+  header_->rank = rank;
+  header_->world_size = world_size;
+  header_->pid = static_cast<int32_t>(::getpid());
+  header_->anchor_monotonic_ns = FlightClockNs();
+  header_->anchor_wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  Atomic(header_->magic).store(FlightRecorderHeader::kMagic, std::memory_order_release);
+}
+
+FlightRecorder::~FlightRecorder() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+}
+
+FlightRecorder* FlightRecorder::ForProcess() {
+  static FlightRecorder* const recorder = []() -> FlightRecorder* {
+    const char* where = std::getenv(kFlightRecorderEnv);
+    const std::string path = where != nullptr ? where : "";
+    if (path == "off") return nullptr;
+    // The header's rank and size are for the reader's messages: unreadable ones are unknown.
+    auto rank_or = IntFromEnvironment("RANK", -1);
+    auto world_or = IntFromEnvironment("WORLD_SIZE", -1);
+    const int rank = rank_or.ok() ? *rank_or : -1;
+    const int world = world_or.ok() ? *world_or : -1;
+    if (!path.empty()) {
+      auto file = FlightRecorder::CreateFile(path, kFlightRecorderDefaultCapacity, rank, world);
+      if (file.ok()) return file->release();
+      spdlog::warn(
+          "{}={}: {}; the flight recorder stays in this process's memory, where the "
+          "agent cannot read it",
+          kFlightRecorderEnv, path, file.status().ToString());
+    }
+    auto memory = FlightRecorder::CreateInMemory(kFlightRecorderDefaultCapacity, rank, world);
+    if (memory.ok()) return memory->release();
+    spdlog::warn("flight recorder off: {}", memory.status().ToString());
+    return nullptr;
+  }();
+  return recorder;
+}
+
+uint32_t FlightRecorder::RegisterCommunicator() {
+  return Atomic(header_->next_comm_id).fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t FlightRecorder::Begin(FlightRecord& record) {
+  if (record.start_ns == 0) record.start_ns = FlightClockNs();
+  if (record.enqueue_ns == 0) record.enqueue_ns = record.start_ns;
+  record.end_ns = 0;
+  record.outcome = FlightOutcome::kRunning;
+  const uint64_t index = Atomic(header_->next_entry).fetch_add(1, std::memory_order_relaxed);
+  FlightRecorderSlot& slot = slots_[index & mask_];
+  // The slot holds an older entry (or none), stable unless a writer of entry index - capacity is
+  // still in it: then wait for that write, a few stores long. A newer entry there means this one
+  // was overtaken before it began: drop it.
+  for (;;) {
+    uint64_t v = Atomic(slot.version).load(std::memory_order_relaxed);
+    if (v >= 4 * index + 1) return index;
+    if (v % 2 == 1) continue;
+    if (Claim(slot, v, 4 * index + 1)) break;
+  }
+  StorePayload(slot, record);
+  Atomic(slot.version).store(4 * index + 2, std::memory_order_release);
+  return index;
+}
+
+void FlightRecorder::End(uint64_t index, FlightRecord& record, const Status& status) {
+  record.end_ns = FlightClockNs();
+  record.outcome = status.ok() ? FlightOutcome::kOk : FlightOutcome::kFailed;
+  record.status_code = static_cast<uint8_t>(status.code());
+  FlightRecorderSlot& slot = slots_[index & mask_];
+  if (!Claim(slot, 4 * index + 2, 4 * index + 3)) return;  // overwritten by a later entry
+  StorePayload(slot, record);
+  Atomic(slot.version).store(4 * index + 4, std::memory_order_release);
+}
+
+// ---- FlightRecorderReader ----
+
+StatusOr<std::unique_ptr<FlightRecorderReader>> FlightRecorderReader::Open(
+    const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("opening " + Where(path), errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus("reading " + Where(path), err);
+  }
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes < sizeof(FlightRecorderHeader)) {
+    ::close(fd);
+    if (bytes == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
+    return DataLoss(Where(path) + ": " + std::to_string(bytes) +
+                    " bytes is shorter than a recorder header");
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return ErrnoStatus("mapping " + Where(path), err);
+  std::unique_ptr<FlightRecorderReader> r(new FlightRecorderReader());
+  r->mapping_ = p;
+  r->mapping_bytes_ = bytes;
+  const auto* h = static_cast<const FlightRecorderHeader*>(p);
+  const uint64_t magic = Atomic(h->magic).load(std::memory_order_acquire);
+  if (magic == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
+  if (magic != FlightRecorderHeader::kMagic) return DataLoss(Where(path) + ": not a recorder file");
+  if (h->version != FlightRecorderHeader::kVersion) {
+    return DataLoss(Where(path) + ": layout version " + std::to_string(h->version) +
+                    ", this reader knows " + std::to_string(FlightRecorderHeader::kVersion));
+  }
+  if (h->header_bytes != sizeof(FlightRecorderHeader) ||
+      h->slot_bytes != sizeof(FlightRecorderSlot) || !IsPowerOfTwo(h->capacity)) {
+    return DataLoss(Where(path) + ": header sizes do not match layout version 1");
+  }
+  if (bytes < FlightRecorderFileBytes(h->capacity)) {
+    return DataLoss(Where(path) + ": " + std::to_string(bytes) + " bytes hold fewer than its " +
+                    std::to_string(h->capacity) + " slots");
+  }
+  r->header_ = h;
+  r->slots_ = reinterpret_cast<const FlightRecorderSlot*>(static_cast<const char*>(p) +
+                                                          sizeof(FlightRecorderHeader));
+  r->capacity_ = h->capacity;
+  return r;
+}
+
+std::unique_ptr<FlightRecorderReader> FlightRecorderReader::Attach(const FlightRecorder& recorder) {
+  std::unique_ptr<FlightRecorderReader> r(new FlightRecorderReader());
+  r->header_ = &recorder.header();
+  r->slots_ = reinterpret_cast<const FlightRecorderSlot*>(
+      reinterpret_cast<const char*>(r->header_) + sizeof(FlightRecorderHeader));
+  r->capacity_ = r->header_->capacity;
+  return r;
+}
+
+FlightRecorderReader::~FlightRecorderReader() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+}
+
+std::optional<FlightEntry> FlightRecorderReader::Read(uint64_t index) const {
+  const FlightRecorderSlot& slot = slots_[index & (capacity_ - 1)];
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t before = Atomic(slot.version).load(std::memory_order_acquire);
+    if (before == 0 || (before - 1) / 4 != index) return std::nullopt;  // another entry, or none
+    if (before % 2 == 1) continue;                                      // being written
+    uint64_t words[7];
+    for (int w = 0; w < 7; ++w) words[w] = Atomic(slot.words[w]).load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (Atomic(slot.version).load(std::memory_order_relaxed) != before) continue;
+    FlightEntry e;
+    e.index = index;
+    std::memcpy(&e.record, words, sizeof(words));
+    return e;
+  }
+  return std::nullopt;
+}
+
+FlightRecorderSnapshot FlightRecorderReader::Snapshot(size_t max_entries) const {
+  FlightRecorderSnapshot s;
+  s.rank = header_->rank;
+  s.world_size = header_->world_size;
+  s.pid = header_->pid;
+  s.anchor_monotonic_ns = header_->anchor_monotonic_ns;
+  s.anchor_wall_ns = header_->anchor_wall_ns;
+  s.entries = Atomic(header_->next_entry).load(std::memory_order_acquire);
+  s.taken_ns = FlightClockNs();
+  const uint64_t window = std::min<uint64_t>({max_entries, capacity_, s.entries});
+  s.recent.reserve(window);
+  // Newest first: writers reuse the oldest slots first, so a reader that is lapped while it reads
+  // loses the oldest entries, never the newest ones.
+  for (uint64_t i = s.entries; i-- > s.entries - window;) {
+    if (auto e = Read(i)) s.recent.push_back(*e);
+  }
+  std::reverse(s.recent.begin(), s.recent.end());
+  std::map<uint32_t, FlightRecorderSnapshot::Communicator> by_comm;
+  for (const FlightEntry& e : s.recent) {
+    const FlightRecord& r = e.record;
+    if (r.op == FlightOp::kSend || r.op == FlightOp::kRecv) continue;
+    auto& c = by_comm[r.comm_id];
+    c.comm_id = r.comm_id;
+    if (r.outcome == FlightOutcome::kRunning) {
+      if (!c.current) c.current = e;  // the oldest still running
+    } else if (!c.last_completed_seq || r.op_seq > *c.last_completed_seq) {
+      c.last_completed_seq = r.op_seq;
+    }
+  }
+  for (auto& [id, c] : by_comm) {
+    if (c.current) c.current_elapsed_ns = s.taken_ns - c.current->record.start_ns;
+    s.communicators.push_back(c);
+  }
+  return s;
+}
+
+std::string DescribeFlightOp(const FlightRecord& r) {
+  std::string out = std::string(FlightOpName(r.op)) + " #" + std::to_string(r.op_seq) + " (";
+  const double b = static_cast<double>(r.bytes);
+  char size[32];
+  if (r.bytes >= (1u << 20)) {
+    std::snprintf(size, sizeof(size), "%.1f MiB", b / (1 << 20));
+  } else if (r.bytes >= 1024) {
+    std::snprintf(size, sizeof(size), "%.1f KiB", b / 1024);
+  } else {
+    std::snprintf(size, sizeof(size), "%" PRIu64 " B", r.bytes);
+  }
+  out += size;
+  if (!FlightDataTypeName(r.dtype).empty()) out += " " + std::string(FlightDataTypeName(r.dtype));
+  if (!FlightAlgorithmName(r.algorithm).empty())
+    out += ", " + std::string(FlightAlgorithmName(r.algorithm));
+  if (r.peer >= 0) {
+    const bool ps = r.op == FlightOp::kPsPush || r.op == FlightOp::kPsPull;
+    const bool p2p = r.op == FlightOp::kSend || r.op == FlightOp::kRecv;
+    out += (ps ? ", server " : p2p ? ", peer " : ", root ") + std::to_string(r.peer);
+  }
+  return out + ")";
+}
+
+std::string DescribeFlightEntry(const FlightEntry& entry, int64_t now_ns) {
+  const FlightRecord& r = entry.record;
+  const int64_t until = r.outcome == FlightOutcome::kRunning ? now_ns : r.end_ns;
+  char took[48];
+  std::snprintf(took, sizeof(took), " %s %.1f ms",
+                r.outcome == FlightOutcome::kRunning ? "running for"
+                : r.outcome == FlightOutcome::kOk    ? "ok in"
+                                                     : "failed after",
+                static_cast<double>(until - r.start_ns) / 1e6);
+  return DescribeFlightOp(r) + took;
+}
+
+}  // namespace cohort

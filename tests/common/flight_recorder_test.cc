@@ -1,0 +1,310 @@
+#include "common/flight_recorder.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/common/flight_recorder_stress.h"
+
+namespace cohort {
+namespace {
+
+class FlightRecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/cohort-flight-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  std::string dir_;
+};
+
+FlightRecord Allreduce(uint32_t seq, uint64_t bytes) {
+  FlightRecord r;
+  r.op = FlightOp::kAllreduce;
+  r.op_seq = seq;
+  r.bytes = bytes;
+  r.algorithm = 2;  // ring
+  r.dtype = 1;      // f32
+  r.group_size = 4;
+  return r;
+}
+
+TEST_F(FlightRecorderTest, RecordsBeginAndEndAndTheReaderSeesProgress) {
+  auto recorder = FlightRecorder::CreateInMemory(8, 3, 4);
+  ASSERT_TRUE(recorder.ok()) << recorder.status().ToString();
+  FlightRecorder& rec = **recorder;
+  const uint32_t comm = rec.RegisterCommunicator();
+  EXPECT_EQ(comm, 0u);
+  EXPECT_EQ(rec.RegisterCommunicator(), 1u);
+
+  FlightRecord first = Allreduce(0, 4096);
+  first.comm_id = comm;
+  const uint64_t i0 = rec.Begin(first);
+  rec.End(i0, first, Status::Ok());
+  FlightRecord second = Allreduce(1, 65536);
+  second.comm_id = comm;
+  second.enqueue_ns = FlightClockNs() - 5'000'000;  // queued 5 ms before it ran
+  const uint64_t i1 = rec.Begin(second);
+  EXPECT_EQ(i1, i0 + 1);
+
+  auto reader = FlightRecorderReader::Attach(rec);
+  FlightRecorderSnapshot s = reader->Snapshot();
+  EXPECT_EQ(s.rank, 3);
+  EXPECT_EQ(s.world_size, 4);
+  EXPECT_EQ(s.pid, getpid());
+  EXPECT_EQ(s.entries, 2u);
+  ASSERT_EQ(s.recent.size(), 2u);
+  EXPECT_EQ(s.recent[0].record.outcome, FlightOutcome::kOk);
+  EXPECT_EQ(s.recent[0].record.bytes, 4096u);
+  EXPECT_GE(s.recent[0].record.end_ns, s.recent[0].record.start_ns);
+  EXPECT_EQ(s.recent[0].record.enqueue_ns, s.recent[0].record.start_ns);
+  EXPECT_EQ(s.recent[1].record.outcome, FlightOutcome::kRunning);
+  EXPECT_EQ(s.recent[1].record.end_ns, 0);
+  EXPECT_LT(s.recent[1].record.enqueue_ns, s.recent[1].record.start_ns);
+  ASSERT_EQ(s.communicators.size(), 1u);
+  EXPECT_EQ(s.communicators[0].comm_id, comm);
+  ASSERT_TRUE(s.communicators[0].last_completed_seq.has_value());
+  EXPECT_EQ(*s.communicators[0].last_completed_seq, 0u);
+  ASSERT_TRUE(s.communicators[0].current.has_value());
+  EXPECT_EQ(s.communicators[0].current->record.op_seq, 1u);
+  EXPECT_GE(s.communicators[0].current_elapsed_ns, 0);
+  EXPECT_EQ(DescribeFlightEntry(*s.communicators[0].current, s.taken_ns)
+                .rfind("allreduce #1 (64.0 KiB f32, ring) running for ", 0),
+            0u)
+      << DescribeFlightEntry(*s.communicators[0].current, s.taken_ns);
+
+  rec.End(i1, second, Unavailable("worker 2 is gone"));
+  s = reader->Snapshot();
+  ASSERT_EQ(s.recent.size(), 2u);
+  EXPECT_EQ(s.recent[1].record.outcome, FlightOutcome::kFailed);
+  EXPECT_EQ(s.recent[1].record.status_code, static_cast<uint8_t>(StatusCode::kUnavailable));
+  EXPECT_FALSE(s.communicators[0].current.has_value());
+  EXPECT_EQ(*s.communicators[0].last_completed_seq, 1u);
+}
+
+TEST_F(FlightRecorderTest, TheRingKeepsTheLastCapacityEntriesInOrder) {
+  auto recorder = FlightRecorder::CreateInMemory(8, 0, 1);
+  ASSERT_TRUE(recorder.ok());
+  for (uint32_t seq = 0; seq < 20; ++seq) {
+    FlightRecord r = Allreduce(seq, seq);
+    (*recorder)->End((*recorder)->Begin(r), r, Status::Ok());
+  }
+  auto reader = FlightRecorderReader::Attach(**recorder);
+  FlightRecorderSnapshot s = reader->Snapshot();
+  EXPECT_EQ(s.entries, 20u);
+  ASSERT_EQ(s.recent.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(s.recent[i].index, 12 + i);
+    EXPECT_EQ(s.recent[i].record.op_seq, 12 + i);
+  }
+  EXPECT_EQ(*s.communicators[0].last_completed_seq, 19u);
+  EXPECT_EQ(reader->Snapshot(3).recent.size(), 3u);
+  EXPECT_FALSE(reader->Read(3).has_value()) << "entry 3 was overwritten by entry 11";
+  ASSERT_TRUE(reader->Read(19).has_value());
+}
+
+TEST_F(FlightRecorderTest, AnEndAfterItsSlotWasReusedIsDropped) {
+  auto recorder = FlightRecorder::CreateInMemory(2, 0, 1);
+  ASSERT_TRUE(recorder.ok());
+  FlightRecorder& rec = **recorder;
+  FlightRecord slow = Allreduce(0, 1);
+  const uint64_t slow_index = rec.Begin(slow);
+  for (uint32_t seq = 1; seq < 4; ++seq) {
+    FlightRecord r = Allreduce(seq, 1);
+    rec.End(rec.Begin(r), r, Status::Ok());
+  }
+  rec.End(slow_index, slow, Status::Ok());  // its slot holds entry 2 now
+  auto reader = FlightRecorderReader::Attach(rec);
+  FlightRecorderSnapshot s = reader->Snapshot();
+  ASSERT_EQ(s.recent.size(), 2u);
+  EXPECT_EQ(s.recent[0].record.op_seq, 2u);
+  EXPECT_EQ(s.recent[1].record.op_seq, 3u);
+}
+
+TEST_F(FlightRecorderTest, ARecordingEndsOnceAndAnAbandonedOneAsCancelled) {
+  auto recorder = FlightRecorder::CreateInMemory(8, 0, 1);
+  ASSERT_TRUE(recorder.ok());
+  {
+    FlightRecording finished(recorder->get(), Allreduce(0, 1));
+    FlightRecording moved = std::move(finished);
+    moved.Finish(Status::Ok());
+    moved.Finish(Internal("a second Finish is ignored"));
+    FlightRecording abandoned(recorder->get(), Allreduce(1, 1));
+    FlightRecording off(nullptr, Allreduce(2, 1));  // records nothing
+    off.Finish(Status::Ok());
+  }
+  FlightRecorderSnapshot s = FlightRecorderReader::Attach(**recorder)->Snapshot();
+  ASSERT_EQ(s.recent.size(), 2u);
+  EXPECT_EQ(s.recent[0].record.outcome, FlightOutcome::kOk);
+  EXPECT_EQ(s.recent[1].record.outcome, FlightOutcome::kFailed);
+  EXPECT_EQ(s.recent[1].record.status_code, static_cast<uint8_t>(StatusCode::kCancelled));
+}
+
+TEST_F(FlightRecorderTest, ConcurrentReadersNeverSeeATornEntry) {
+  // Writers on an 8-slot ring lap the three readers constantly: one writer (a Communicator), then
+  // two (requests completing on other threads).
+  for (int writers : {1, 2}) {
+    auto recorder = FlightRecorder::CreateInMemory(8, 0, 1);
+    ASSERT_TRUE(recorder.ok());
+    testing::StressResult r = testing::RunFlightRecorderStress(**recorder, writers, 3, 100000);
+    EXPECT_EQ(r.error, "") << writers << " writer(s)";
+    EXPECT_GT(r.snapshots, 0u);
+    EXPECT_GT(r.entries_read, 0u);
+    EXPECT_EQ((*recorder)->header().next_entry, 100000u * writers);
+  }
+}
+
+TEST_F(FlightRecorderTest, AnotherProcessReadsTheFileWhileTheWriterIsInAnOperation) {
+  const std::string path = Path("recorder");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    auto recorder = FlightRecorder::CreateFile(path, 16, 2, 4);
+    if (!recorder.ok()) _exit(1);
+    FlightRecord done = Allreduce(41, 1024);
+    (*recorder)->End((*recorder)->Begin(done), done, Status::Ok());
+    FlightRecord stuck = Allreduce(42, 67108864);
+    (void)(*recorder)->Begin(stuck);
+    const char byte = 1;
+    if (write(ready[1], &byte, 1) != 1) _exit(1);
+    pause();  // "stuck" in all-reduce #42 until the parent ends it
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+
+  auto reader = FlightRecorderReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+
+  EXPECT_EQ(s.pid, child);
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_EQ(s.world_size, 4);
+  ASSERT_EQ(s.communicators.size(), 1u);
+  EXPECT_EQ(*s.communicators[0].last_completed_seq, 41u);
+  ASSERT_TRUE(s.communicators[0].current.has_value());
+  EXPECT_EQ(s.communicators[0].current->record.op_seq, 42u);
+  EXPECT_EQ(s.communicators[0].current->record.bytes, 67108864u);
+  EXPECT_GT(s.communicators[0].current_elapsed_ns, 0);
+  // The wall-clock anchor turns monotonic times into dates: the child started this minute.
+  const int64_t started_wall =
+      s.anchor_wall_ns + (s.communicators[0].current->record.start_ns - s.anchor_monotonic_ns);
+  const int64_t now_wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  EXPECT_LE(started_wall, now_wall);
+  EXPECT_GT(started_wall, now_wall - int64_t{60'000'000'000});
+}
+
+// ForProcess reads the environment once per process: each case runs in a child of its own.
+int InChild(const std::function<int()>& body) {
+  const pid_t child = fork();
+  if (child == 0) _exit(body());
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+TEST_F(FlightRecorderTest, ForProcessRecordsIntoTheFileTheEnvironmentNames) {
+  const std::string path = Path("from-env");
+  ASSERT_EQ(InChild([&] {
+              setenv(kFlightRecorderEnv, path.c_str(), 1);
+              setenv("RANK", "5", 1);
+              setenv("WORLD_SIZE", "8", 1);
+              FlightRecorder* rec = FlightRecorder::ForProcess();
+              if (rec == nullptr || rec != FlightRecorder::ForProcess()) return 1;
+              if (rec->path() != path) return 2;
+              FlightRecord r = Allreduce(7, 8);
+              rec->End(rec->Begin(r), r, Status::Ok());
+              return 0;
+            }),
+            0);
+  auto reader = FlightRecorderReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  EXPECT_EQ(s.rank, 5);
+  EXPECT_EQ(s.world_size, 8);
+  EXPECT_EQ((*reader)->capacity(), kFlightRecorderDefaultCapacity);
+  ASSERT_EQ(s.recent.size(), 1u);
+  EXPECT_EQ(s.recent[0].record.op_seq, 7u);
+}
+
+TEST_F(FlightRecorderTest, ForProcessIsOffOrInMemoryByTheEnvironment) {
+  EXPECT_EQ(InChild([] {
+              setenv(kFlightRecorderEnv, "off", 1);
+              return FlightRecorder::ForProcess() == nullptr ? 0 : 1;
+            }),
+            0);
+  EXPECT_EQ(InChild([] {
+              unsetenv(kFlightRecorderEnv);
+              FlightRecorder* rec = FlightRecorder::ForProcess();
+              return rec != nullptr && rec->path().empty() ? 0 : 1;
+            }),
+            0);
+  // A path that cannot be created falls back to memory rather than failing the job.
+  const std::string bad = Path("no-such-dir/recorder");
+  EXPECT_EQ(InChild([&] {
+              setenv(kFlightRecorderEnv, bad.c_str(), 1);
+              FlightRecorder* rec = FlightRecorder::ForProcess();
+              return rec != nullptr && rec->path().empty() ? 0 : 1;
+            }),
+            0);
+}
+
+TEST_F(FlightRecorderTest, TheReaderRefusesWhatIsNotARecorderFile) {
+  auto missing = FlightRecorderReader::Open(Path("missing"));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+
+  const std::string empty = Path("empty");
+  std::ofstream(empty).close();
+  auto not_ready = FlightRecorderReader::Open(empty);
+  EXPECT_EQ(not_ready.status().code(), StatusCode::kUnavailable) << not_ready.status().ToString();
+
+  const std::string junk = Path("junk");
+  std::ofstream(junk) << std::string(4096, 'x');
+  auto bad = FlightRecorderReader::Open(junk);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("not a recorder file"), std::string::npos);
+
+  // A real file cut short, and one of another layout version.
+  const std::string good = Path("good");
+  ASSERT_TRUE(FlightRecorder::CreateFile(good, 16, 0, 1).ok());
+  std::filesystem::resize_file(good, FlightRecorderFileBytes(8));
+  auto short_file = FlightRecorderReader::Open(good);
+  EXPECT_EQ(short_file.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(short_file.status().message().find("fewer than its 16 slots"), std::string::npos)
+      << short_file.status().ToString();
+  {
+    std::fstream f(good, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t version = 99;
+    f.seekp(offsetof(FlightRecorderHeader, version));
+    f.write(reinterpret_cast<const char*>(&version), sizeof(version));
+  }
+  auto other_version = FlightRecorderReader::Open(good);
+  EXPECT_EQ(other_version.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(other_version.status().message().find("layout version 99"), std::string::npos);
+
+  EXPECT_EQ(FlightRecorder::CreateInMemory(12, 0, 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort
