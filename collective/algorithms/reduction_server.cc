@@ -181,21 +181,34 @@ Status SendStopToReducers(Transport& transport, int num_workers, int num_reducer
                           Deadline deadline) {
   RoundHeader header;
   header.kind = RoundHeader::kStop;
+  // Each reducer answers a stop with one of its own. A worker waits for that answer before it
+  // closes its endpoints: over TCP, closing a socket that still holds unread input resets the
+  // connection and drops what was queued to send, the stop itself included.
+  std::vector<RoundHeader> answers(num_reducers);
+  std::vector<Request> answer_recvs;
   std::vector<Request> sends;
   Status first;
+  auto note = [&first](const Status& s) {
+    if (!s.ok() && first.ok()) first = s;
+  };
   for (int r = 0; r < num_reducers; ++r) {
-    auto req = transport.Isend(num_workers + r, MakeTag(0, kHeaderStep),
-                               ConstBytes{&header, sizeof(header)});
-    if (!req.ok()) {
-      if (first.ok()) first = req.status();
+    auto recv = transport.Irecv(num_workers + r, MakeTag(0, kHeaderStep),
+                                MutableBytes{&answers[r], sizeof(RoundHeader)});
+    if (!recv.ok()) {
+      note(recv.status());
       continue;
     }
-    sends.push_back(std::move(*req));
+    answer_recvs.push_back(std::move(*recv));
+    auto send = transport.Isend(num_workers + r, MakeTag(0, kHeaderStep),
+                                ConstBytes{&header, sizeof(header)});
+    if (!send.ok()) {
+      note(send.status());
+      continue;
+    }
+    sends.push_back(std::move(*send));
   }
-  for (auto& s : sends) {
-    Status st = s.Wait(deadline);
-    if (!st.ok() && first.ok()) first = st;
-  }
+  for (auto& s : sends) note(s.Wait(deadline));
+  for (auto& r : answer_recvs) note(r.Wait(deadline));
   return first;
 }
 
@@ -219,20 +232,33 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
                               transport_.Irecv(w, MakeTag(0, kHeaderStep),
                                                MutableBytes{&headers[w], sizeof(RoundHeader)}));
     }
+    // Headers are taken as they arrive, so a stop is answered at once whatever order the workers
+    // finish in (the worker waits for that answer before it closes), then checked in rank order.
+    std::vector<bool> arrived(n, false);
+    int missing = static_cast<int>(std::count(stopped.begin(), stopped.end(), false));
+    while (missing > 0) {
+      for (int w = 0; w < n; ++w) {
+        if (stopped[w] || arrived[w]) continue;
+        // Idle wait: no deadline between rounds, but stay responsive to `stop` and dead peers.
+        if (!reqs[w].Poll(SteadyClock::now() + options_.poll_interval)) {
+          if (stop.load()) return Cancelled("reducer stopped");
+          continue;
+        }
+        arrived[w] = true;
+        --missing;
+        COHORT_RETURN_IF_ERROR(reqs[w]
+                                   .Wait(SteadyClock::now())
+                                   .WithContext("reducer " + std::to_string(index_) +
+                                                ": waiting for worker " + std::to_string(w)));
+        if (headers[w].magic != RoundHeader::kMagic)
+          return DataLoss("reducer: bad round header from worker " + std::to_string(w));
+        if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
+      }
+    }
     std::optional<RoundHeader> round;
     for (int w = 0; w < n; ++w) {
-      if (stopped[w]) continue;
-      // Idle wait: no deadline between rounds, but stay responsive to `stop` and to dead peers.
-      while (!reqs[w].Poll(SteadyClock::now() + options_.poll_interval)) {
-        if (stop.load()) return Cancelled("reducer stopped");
-      }
-      COHORT_RETURN_IF_ERROR(reqs[w]
-                                 .Wait(SteadyClock::now())
-                                 .WithContext("reducer " + std::to_string(index_) +
-                                              ": waiting for worker " + std::to_string(w)));
+      if (!arrived[w]) continue;
       const RoundHeader& h = headers[w];
-      if (h.magic != RoundHeader::kMagic)
-        return DataLoss("reducer: bad round header from worker " + std::to_string(w));
       if (h.kind == RoundHeader::kStop) {
         stopped[w] = true;
         continue;
@@ -255,6 +281,15 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     COHORT_RETURN_IF_ERROR(ServeRound(*round));
     ++rounds_;
   }
+}
+
+void ReductionServer::AnswerStop(int worker) {
+  RoundHeader answer;
+  answer.kind = RoundHeader::kStop;
+  // Best effort: a worker that is already gone needs no answer.
+  auto send =
+      transport_.Isend(worker, MakeTag(0, kHeaderStep), ConstBytes{&answer, sizeof(answer)});
+  if (send.ok()) (void)send->Wait(SteadyClock::now() + options_.poll_interval);
 }
 
 Status ReductionServer::ServeRound(const RoundHeader& header) {

@@ -65,7 +65,9 @@ size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_red
                                  size_t chunk_bytes, int chunks_per_reducer);
 
 // Tells every reducer that this worker is done (reducers return from Serve once all workers
-// have). Best effort: errors are returned but leave nothing pending.
+// have) and waits, until `deadline`, for each reducer's answer, so that closing the transport
+// afterwards cannot drop the stop in flight. Best effort: errors are returned but leave nothing
+// pending.
 Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers,
                           Deadline deadline);
 
@@ -94,6 +96,8 @@ class ReductionServer {
 
  private:
   Status ServeRound(const RoundHeader& header);
+  // Answers worker `worker`'s stop (see SendStopToReducers); best effort.
+  void AnswerStop(int worker);
 
   Transport& transport_;
   ReductionServerOptions options_;
