@@ -12,7 +12,8 @@ sets (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, AIP_CHECKPOINT_DIR
   file, fsync, rename); at start the newest checkpoint that loads is resumed from, and the log
   says which ("resumed from epoch N") or that training starts from scratch.
 - Rank 0 logs the test accuracy after every epoch and at the end, then saves the model to
-  $AIP_MODEL_DIR/model.pt.
+  $AIP_MODEL_DIR/model.pt. Every rank ends by logging a SHA-256 of its parameters' bytes: data
+  parallelism keeps one model, so the ranks' digests must agree.
 
 Exit codes: 0 done; 1 an error (a lost peer surfaces as gloo's RuntimeError; --fail-at-epoch);
 2 bad arguments or unreadable data.
@@ -20,6 +21,7 @@ Exit codes: 0 done; 1 an error (a lost peer surfaces as gloo's RuntimeError; --f
 import argparse
 import datetime
 import gzip
+import hashlib
 import os
 import re
 import sys
@@ -220,6 +222,10 @@ def main():
         os.makedirs(args.model_dir, exist_ok=True)
         torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"))
     print("final test accuracy %.4f" % final_accuracy, flush=True)
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
+    print("parameters sha256 %s" % digest.hexdigest(), flush=True)
     dist.destroy_process_group()
 
 
