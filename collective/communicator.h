@@ -194,11 +194,16 @@ class Communicator {
   Communicator() = default;
   Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
   // The argument checks every collective call makes (`what` names it in errors), then the call's
-  // options (sequence number, deadline). EndCall poisons on error.
+  // options (sequence number, deadline).
   Status BeginCall(std::string_view what, DataType type, size_t count,
                    std::initializer_list<const void*> buffers, std::optional<int> root,
                    CollectiveOptions* call);
-  Status EndCall(Status status);
+  // One collective call: BeginCall, then `algorithm` over the transport with `call`; an error
+  // from the algorithm poisons the communicator.
+  template <typename Options>
+  Status RunCall(std::string_view what, DataType type, size_t count,
+                 std::initializer_list<const void*> buffers, std::optional<int> root, Options call,
+                 Status (*algorithm)(Transport&, const Options&));
   StatusOr<PointToPointRequest> PostPointToPoint(bool send, void* data, size_t count, DataType type,
                                                  int peer, int tag);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see

@@ -28,6 +28,17 @@ bool OnDevice(const void* p) {
 #endif
 }
 
+// The options of a collective that reads `count` elements at `send` and writes at `recv`.
+template <typename Options>
+Options Buffers(const void* send, void* recv, size_t count, DataType type) {
+  Options o;
+  o.send = send;
+  o.recv = recv;
+  o.count = count;
+  o.type = type;
+  return o;
+}
+
 }  // namespace
 
 Status Communicator::BeginCall(std::string_view what, DataType type, size_t count,
@@ -53,98 +64,71 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
   return Status::Ok();
 }
 
-Status Communicator::EndCall(Status status) {
+template <typename Options>
+Status Communicator::RunCall(std::string_view what, DataType type, size_t count,
+                             std::initializer_list<const void*> buffers, std::optional<int> root,
+                             Options call, Status (*algorithm)(Transport&, const Options&)) {
+  COHORT_RETURN_IF_ERROR(BeginCall(what, type, count, buffers, root, &call));
+  Status status = algorithm(*transport_, call);
   if (!status.ok()) poisoned_ = true;
   return status;
 }
 
 Status Communicator::Broadcast(void* data, size_t count, DataType type, int root) {
   BroadcastOptions o;
-  COHORT_RETURN_IF_ERROR(BeginCall("broadcast", type, count, {data}, root, &o));
   o.data = data;
   o.count = count;
   o.type = type;
   o.root = root;
-  return EndCall(collective::Broadcast(*transport_, o));
+  return RunCall("broadcast", type, count, {data}, root, o, &collective::Broadcast);
 }
 
 Status Communicator::Allgather(const void* send, void* recv, size_t count, DataType type) {
-  AllgatherOptions o;
-  COHORT_RETURN_IF_ERROR(BeginCall("allgather", type, count, {send, recv}, std::nullopt, &o));
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
-  return EndCall(collective::Allgather(*transport_, o));
+  return RunCall("allgather", type, count, {send, recv}, std::nullopt,
+                 Buffers<AllgatherOptions>(send, recv, count, type), &collective::Allgather);
 }
 
 Status Communicator::ReduceScatter(const void* send, void* recv, size_t count, DataType type,
                                    ReduceOp op) {
   if (!IsValid(op)) return InvalidArgument("reduce-scatter: unknown op");
-  ReduceScatterOptions o;
-  COHORT_RETURN_IF_ERROR(BeginCall("reduce-scatter", type, count, {send, recv}, std::nullopt, &o));
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
+  auto o = Buffers<ReduceScatterOptions>(send, recv, count, type);
   o.op = op;
-  return EndCall(collective::ReduceScatter(*transport_, o));
+  return RunCall("reduce-scatter", type, count, {send, recv}, std::nullopt, o,
+                 &collective::ReduceScatter);
 }
 
 Status Communicator::Barrier() {
-  CollectiveOptions o;
-  COHORT_RETURN_IF_ERROR(BeginCall("barrier", DataType::kF32, 0, {}, std::nullopt, &o));
-  return EndCall(collective::Barrier(*transport_, o));
+  return RunCall("barrier", DataType::kF32, 0, {}, std::nullopt, CollectiveOptions{},
+                 &collective::Barrier);
 }
 
 Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                             int root) {
   if (!IsValid(op)) return InvalidArgument("reduce: unknown op");
-  ReduceOptions o;
-  const bool root_here = root == rank_;
-  COHORT_RETURN_IF_ERROR(
-      BeginCall("reduce", type, count, {send, root_here ? recv : send}, root, &o));
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
+  auto o = Buffers<ReduceOptions>(send, recv, count, type);
   o.op = op;
   o.root = root;
-  return EndCall(collective::Reduce(*transport_, o));
+  return RunCall("reduce", type, count, {send, root == rank_ ? recv : send}, root, o,
+                 &collective::Reduce);
 }
 
 Status Communicator::Gather(const void* send, void* recv, size_t count, DataType type, int root) {
-  GatherOptions o;
-  COHORT_RETURN_IF_ERROR(
-      BeginCall("gather", type, count, {send, root == rank_ ? recv : send}, root, &o));
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
+  auto o = Buffers<GatherOptions>(send, recv, count, type);
   o.root = root;
-  return EndCall(collective::Gather(*transport_, o));
+  return RunCall("gather", type, count, {send, root == rank_ ? recv : send}, root, o,
+                 &collective::Gather);
 }
 
 Status Communicator::Scatter(const void* send, void* recv, size_t count, DataType type, int root) {
-  ScatterOptions o;
-  COHORT_RETURN_IF_ERROR(
-      BeginCall("scatter", type, count, {recv, root == rank_ ? send : recv}, root, &o));
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
+  auto o = Buffers<ScatterOptions>(send, recv, count, type);
   o.root = root;
-  return EndCall(collective::Scatter(*transport_, o));
+  return RunCall("scatter", type, count, {recv, root == rank_ ? send : recv}, root, o,
+                 &collective::Scatter);
 }
 
 Status Communicator::Alltoall(const void* send, void* recv, size_t count, DataType type) {
-  AlltoallOptions o;
-  COHORT_RETURN_IF_ERROR(BeginCall("alltoall", type, count, {send, recv}, std::nullopt, &o));
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
-  return EndCall(collective::Alltoall(*transport_, o));
+  return RunCall("alltoall", type, count, {send, recv}, std::nullopt,
+                 Buffers<AlltoallOptions>(send, recv, count, type), &collective::Alltoall);
 }
 
 Status Communicator::AlltoallV(const void* send, const size_t* send_counts, void* recv,
@@ -167,11 +151,10 @@ Status Communicator::AlltoallV(const void* send, const size_t* send_counts, void
   if ((sent > 0 && send == nullptr) || (received > 0 && recv == nullptr)) {
     return InvalidArgument("alltoallv: null buffer");
   }
-  COHORT_RETURN_IF_ERROR(BeginCall("alltoallv", type, 0, {send, recv}, std::nullopt, &o));
   o.send = send;
   o.recv = recv;
   o.type = type;
-  return EndCall(collective::AlltoallV(*transport_, o));
+  return RunCall("alltoallv", type, 0, {send, recv}, std::nullopt, o, &collective::AlltoallV);
 }
 
 StatusOr<PointToPointRequest> Communicator::PostPointToPoint(bool send, void* data, size_t count,

@@ -4,10 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "collective/transport/transport.h"
 #include "collective/types.h"
+#include "common/status.h"
 
 namespace cohort::collective {
 
@@ -65,5 +68,14 @@ struct AllreduceOptions {
   // another type, crosses as it is.
   DataType wire_type = DataType::kF32;
 };
+
+// kInvalidArgument "<what>: rank 5 is not a worker of 4" unless transport rank `rank` is one of
+// the call's workers.
+inline Status CheckAllreduceWorker(int rank, const AllreduceOptions& options,
+                                   std::string_view what) {
+  if (options.num_workers > 0 && rank < options.num_workers) return Status::Ok();
+  return InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) +
+                         " is not a worker of " + std::to_string(options.num_workers));
+}
 
 }  // namespace cohort::collective

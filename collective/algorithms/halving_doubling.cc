@@ -11,10 +11,7 @@ namespace cohort::collective {
 Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& options) {
   const int n = options.num_workers;
   const int rank = transport.rank();
-  if (n <= 0 || rank >= n) {
-    return InvalidArgument("halving-doubling all-reduce: rank " + std::to_string(rank) +
-                           " is not a worker of " + std::to_string(n));
-  }
+  COHORT_RETURN_IF_ERROR(CheckAllreduceWorker(rank, options, "halving-doubling all-reduce"));
   if (!HalvingDoublingFits(n)) {
     return InvalidArgument(
         "halving-doubling all-reduce needs a power-of-two number of workers, not " +

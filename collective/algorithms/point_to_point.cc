@@ -43,47 +43,42 @@ std::string Describe(const CallHeader& h) {
 
 }  // namespace
 
-StatusOr<PointToPointRequest> PostSend(Transport& transport, const PointToPointOptions& options) {
-  COHORT_RETURN_IF_ERROR(CheckPointToPoint(transport, options, "send"));
+StatusOr<PointToPointRequest> PointToPointRequest::Post(Transport& transport,
+                                                        const PointToPointOptions& options,
+                                                        bool send) {
+  COHORT_RETURN_IF_ERROR(CheckPointToPoint(transport, options, send ? "send" : "recv"));
   PointToPointRequest r;
-  r.send_ = true;
+  r.send_ = send;
   r.peer_ = options.peer;
   r.deadline_ = options.deadline;
-  r.header_ = std::make_unique<CallHeader>(PointToPointHeader(options));
+  if (send) {
+    r.header_ = std::make_unique<CallHeader>(PointToPointHeader(options));
+  } else {
+    r.expected_ = PointToPointHeader(options);
+    r.header_ = std::make_unique<CallHeader>();
+  }
+  // One message of the request, sent or received as the request is.
   const uint32_t tag = static_cast<uint32_t>(options.tag);
+  auto post = [&](uint32_t step, void* data, size_t bytes) {
+    return send ? transport.Isend(options.peer, MakeTag(tag, step), ConstBytes{data, bytes})
+                : transport.Irecv(options.peer, MakeTag(tag, step), MutableBytes{data, bytes});
+  };
   COHORT_ASSIGN_OR_RETURN(r.header_request_,
-                          transport.Isend(options.peer, MakeTag(tag, kPointToPointHeaderStep),
-                                          ConstBytes{r.header_.get(), sizeof(CallHeader)}));
+                          post(kPointToPointHeaderStep, r.header_.get(), sizeof(CallHeader)));
   r.has_data_ = options.count > 0;
   if (r.has_data_) {
-    COHORT_ASSIGN_OR_RETURN(
-        r.data_request_,
-        transport.Isend(options.peer, MakeTag(tag, kPointToPointDataStep),
-                        ConstBytes{options.data, options.count * DataTypeSize(options.type)}));
+    COHORT_ASSIGN_OR_RETURN(r.data_request_, post(kPointToPointDataStep, options.data,
+                                                  options.count * DataTypeSize(options.type)));
   }
   return r;
 }
 
+StatusOr<PointToPointRequest> PostSend(Transport& transport, const PointToPointOptions& options) {
+  return PointToPointRequest::Post(transport, options, true);
+}
+
 StatusOr<PointToPointRequest> PostRecv(Transport& transport, const PointToPointOptions& options) {
-  COHORT_RETURN_IF_ERROR(CheckPointToPoint(transport, options, "recv"));
-  PointToPointRequest r;
-  r.send_ = false;
-  r.peer_ = options.peer;
-  r.deadline_ = options.deadline;
-  r.expected_ = PointToPointHeader(options);
-  r.header_ = std::make_unique<CallHeader>();
-  const uint32_t tag = static_cast<uint32_t>(options.tag);
-  COHORT_ASSIGN_OR_RETURN(r.header_request_,
-                          transport.Irecv(options.peer, MakeTag(tag, kPointToPointHeaderStep),
-                                          MutableBytes{r.header_.get(), sizeof(CallHeader)}));
-  r.has_data_ = options.count > 0;
-  if (r.has_data_) {
-    COHORT_ASSIGN_OR_RETURN(
-        r.data_request_,
-        transport.Irecv(options.peer, MakeTag(tag, kPointToPointDataStep),
-                        MutableBytes{options.data, options.count * DataTypeSize(options.type)}));
-  }
-  return r;
+  return PointToPointRequest::Post(transport, options, false);
 }
 
 Status PointToPointRequest::Wait() {

@@ -48,6 +48,9 @@ class PointToPointRequest {
  private:
   friend StatusOr<PointToPointRequest> PostSend(Transport&, const PointToPointOptions&);
   friend StatusOr<PointToPointRequest> PostRecv(Transport&, const PointToPointOptions&);
+  // PostSend (send) or PostRecv.
+  static StatusOr<PointToPointRequest> Post(Transport& transport,
+                                            const PointToPointOptions& options, bool send);
   Status WaitOnce();
 
   bool send_ = false;

@@ -124,6 +124,13 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   const size_t max_inflight = static_cast<size_t>(std::max(4, 2 * header.window * m));
   const size_t max_sends =
       options.max_flows > 0 ? static_cast<size_t>(options.max_flows) : max_inflight;
+  // Waits for the oldest request of `q`; an error names its chunk and reducer.
+  auto wait_oldest = [&](std::deque<Pending>& q, std::string_view what, std::string_view to_from) {
+    Pending& f = q.front();
+    return f.req.Wait(options.deadline)
+        .WithContext("all-reduce: " + std::string(what) + std::to_string(f.chunk) +
+                     std::string(to_from) + ReducerName(n + static_cast<int>(f.chunk % m), n));
+  };
   size_t next = 0;
   while (next < order.size() || !sends.empty() || !recvs.empty()) {
     while (next < order.size() && sends.size() < max_sends && recvs.size() < max_inflight) {
@@ -144,25 +151,15 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
       ++next;
     }
     if (!sends.empty()) {
-      Pending& f = sends.front();
-      const int reducer = n + static_cast<int>(f.chunk % m);
-      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline)
-                                 .WithContext("all-reduce: sending chunk " +
-                                              std::to_string(f.chunk) + " to " +
-                                              ReducerName(reducer, n)));
+      COHORT_RETURN_IF_ERROR(wait_oldest(sends, "sending chunk ", " to "));
       sends.pop_front();
       // Results are collected once the send window, not the receive window, is what blocks.
       if (next < order.size() && recvs.size() < max_inflight) continue;
     }
     if (!recvs.empty() && (recvs.size() >= max_inflight || next == order.size())) {
-      Pending& f = recvs.front();
-      const int reducer = n + static_cast<int>(f.chunk % m);
-      COHORT_RETURN_IF_ERROR(f.req.Wait(options.deadline)
-                                 .WithContext("all-reduce: result of chunk " +
-                                              std::to_string(f.chunk) + " from " +
-                                              ReducerName(reducer, n)));
+      COHORT_RETURN_IF_ERROR(wait_oldest(recvs, "result of chunk ", " from "));
       if (compress) {
-        const size_t off = f.chunk * chunk_elems;
+        const size_t off = recvs.front().chunk * chunk_elems;
         WidenToF32(wire, floats + off, on_wire + off * wes,
                    std::min(chunk_elems, options.count - off));
       }

@@ -11,10 +11,7 @@ namespace cohort::collective {
 Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   const int n = options.num_workers;
   const int rank = transport.rank();
-  if (n <= 0 || rank >= n) {
-    return InvalidArgument("ring all-reduce: rank " + std::to_string(rank) +
-                           " is not a worker of " + std::to_string(n));
-  }
+  COHORT_RETURN_IF_ERROR(CheckAllreduceWorker(rank, options, "ring all-reduce"));
   if (options.count == 0 || n == 1) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
   auto* data = static_cast<char*>(options.data);
