@@ -7,13 +7,28 @@
 
 namespace {
 
-TEST(CApiTest, SingleWorkerFromEnvironment) {
+// A communicator of a job of one from the environment an agent injects (no bootstrap: it is built
+// at once); null after a failure.
+cohort_comm_t* SingleWorkerComm() {
   setenv("RANK", "0", 1);
   setenv("WORLD_SIZE", "1", 1);
   unsetenv("COHORT_BOOTSTRAP_ADDR");
   unsetenv("COHORT_NUM_REDUCERS");
   cohort_comm_t* comm = nullptr;
-  ASSERT_EQ(cohort_comm_from_env(&comm), COHORT_OK) << cohort_last_error();
+  EXPECT_EQ(cohort_comm_from_env(&comm), COHORT_OK) << cohort_last_error();
+  return comm;
+}
+
+// Destroys it and clears the environment it was built from.
+void DestroySingleWorkerComm(cohort_comm_t* comm) {
+  cohort_comm_destroy(comm);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+}
+
+TEST(CApiTest, SingleWorkerFromEnvironment) {
+  cohort_comm_t* comm = SingleWorkerComm();
+  ASSERT_NE(comm, nullptr);
   EXPECT_EQ(cohort_comm_rank(comm), 0);
   EXPECT_EQ(cohort_comm_size(comm), 1);
   float v[3] = {1, 2, 3};
@@ -33,18 +48,12 @@ TEST(CApiTest, SingleWorkerFromEnvironment) {
             COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cohort_last_error()).find("unknown algorithm"), std::string::npos)
       << cohort_last_error();
-  cohort_comm_destroy(comm);
-  unsetenv("RANK");
-  unsetenv("WORLD_SIZE");
+  DestroySingleWorkerComm(comm);
 }
 
 TEST(CApiTest, CollectivesOnASingleWorker) {
-  setenv("RANK", "0", 1);
-  setenv("WORLD_SIZE", "1", 1);
-  unsetenv("COHORT_BOOTSTRAP_ADDR");
-  unsetenv("COHORT_NUM_REDUCERS");
-  cohort_comm_t* comm = nullptr;
-  ASSERT_EQ(cohort_comm_from_env(&comm), COHORT_OK) << cohort_last_error();
+  cohort_comm_t* comm = SingleWorkerComm();
+  ASSERT_NE(comm, nullptr);
   double v[3] = {1, 2, 3};
   double out[3] = {0, 0, 0};
   EXPECT_EQ(cohort_broadcast(comm, v, 3, COHORT_F64, 0), COHORT_OK) << cohort_last_error();
@@ -65,9 +74,7 @@ TEST(CApiTest, CollectivesOnASingleWorker) {
   EXPECT_NE(std::string(cohort_last_error()).find("unknown op 99"), std::string::npos)
       << cohort_last_error();
   EXPECT_EQ(cohort_barrier(nullptr), COHORT_ERR_INVALID_ARGUMENT);
-  cohort_comm_destroy(comm);
-  unsetenv("RANK");
-  unsetenv("WORLD_SIZE");
+  DestroySingleWorkerComm(comm);
 }
 
 TEST(CApiTest, MissingEnvironmentIsAnError) {

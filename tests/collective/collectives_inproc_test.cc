@@ -31,6 +31,7 @@ using std::chrono::milliseconds;
 constexpr size_t kChunkBytes = 4096;
 // 0, 1, odd, and (at 4 KiB pieces) many pieces per block for every type.
 const std::vector<size_t> kCounts = {0, 1, 1001, 20011};
+constexpr milliseconds kCallTimeout(30000);
 
 // Runs `workers` communicators over one loopback fabric on threads; body(comm, failures) on each.
 void RunWorkers(int workers, milliseconds timeout,
@@ -57,8 +58,51 @@ void RunWorkers(int workers, milliseconds timeout,
   });
 }
 
+// RunWorkers, then every failure a worker reported fails the test.
+void CheckOnWorkers(int workers, milliseconds timeout,
+                    const std::function<void(Communicator&, std::vector<std::string>*)>& body) {
+  std::vector<std::string> failures;
+  RunWorkers(workers, timeout, body, &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+struct RootedCase {
+  int root;
+  DataType type;
+  size_t count;
+};
+// Every type and count with each kind of root among n workers: the first, the last, the middle.
+std::vector<RootedCase> RootedCases(int n) {
+  std::vector<RootedCase> cases;
+  for (int root : {0, n - 1, n / 2}) {
+    for (DataType type : testing::kAllTypes) {
+      for (size_t count : kCounts) cases.push_back({root, type, count});
+    }
+  }
+  return cases;
+}
+
 std::string CaseName(DataType type, size_t count, const std::string& extra = "") {
   return std::string(DataTypeName(type)) + "/" + std::to_string(count) + extra;
+}
+
+// One collective called straight over a transport with the call's options, on two buffers.
+using DirectCall = std::function<Status(Transport&, const CollectiveOptions&, float*, float*)>;
+
+// `algorithm` over `count` elements from the first buffer into the second (to or from `root`
+// where the collective has one).
+template <typename Options>
+DirectCall OverBuffers(Status (*algorithm)(Transport&, const Options&), size_t count,
+                       int root = 0) {
+  return [=](Transport& t, const CollectiveOptions& call, float* send, float* recv) {
+    Options o;
+    static_cast<CollectiveOptions&>(o) = call;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    if constexpr (requires { o.root; }) o.root = root;
+    return algorithm(t, o);
+  };
 }
 
 // Filler for buffers a call must overwrite, so a result never passes by luck.
@@ -70,121 +114,95 @@ class CollectivesTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(CollectivesTest, BroadcastFromEveryKindOfRootCopiesTheRootsBytes) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        for (int root : {0, n - 1, n / 2}) {
-          for (DataType type : testing::kAllTypes) {
-            for (size_t count : kCounts) {
-              const std::vector<char> want = testing::MakeInput(type, root, count);
-              std::vector<char> got =
-                  comm.rank() == root ? want : Garbage(count * DataTypeSize(type));
-              Status s = comm.Broadcast(got.data(), count, type, root);
-              if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
-              if (!std::equal(want.begin(), want.begin() + count * DataTypeSize(type),
-                              got.begin())) {
-                f->push_back(CaseName(type, count, " root " + std::to_string(root)) +
-                             ": bytes differ from the root's");
-              }
-            }
-          }
-        }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    for (const auto& [root, type, count] : RootedCases(n)) {
+      const std::vector<char> want = testing::MakeInput(type, root, count);
+      std::vector<char> got = comm.rank() == root ? want : Garbage(count * DataTypeSize(type));
+      Status s = comm.Broadcast(got.data(), count, type, root);
+      if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
+      if (!std::equal(want.begin(), want.begin() + count * DataTypeSize(type), got.begin())) {
+        f->push_back(CaseName(type, count, " root " + std::to_string(root)) +
+                     ": bytes differ from the root's");
+      }
+    }
+  });
 }
 
 TEST_P(CollectivesTest, AllgatherPutsEveryWorkersBlockInPlace) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        for (DataType type : testing::kAllTypes) {
-          for (size_t count : kCounts) {
-            const size_t bytes = count * DataTypeSize(type);
-            const std::vector<char> mine = testing::MakeInput(type, comm.rank(), count);
-            for (bool in_place : {false, true}) {
-              std::vector<char> out = Garbage(n * bytes);
-              if (in_place) std::memcpy(out.data() + comm.rank() * bytes, mine.data(), bytes);
-              const void* send = in_place ? out.data() + comm.rank() * bytes : mine.data();
-              Status s = comm.Allgather(send, out.data(), count, type);
-              if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
-              for (int r = 0; r < n; ++r) {
-                const std::vector<char> want = testing::MakeInput(type, r, count);
-                if (!std::equal(want.begin(), want.begin() + bytes, out.begin() + r * bytes)) {
-                  f->push_back(CaseName(type, count, in_place ? " in place" : "") + ": block " +
-                               std::to_string(r) + " differs");
-                }
-              }
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    for (DataType type : testing::kAllTypes) {
+      for (size_t count : kCounts) {
+        const size_t bytes = count * DataTypeSize(type);
+        const std::vector<char> mine = testing::MakeInput(type, comm.rank(), count);
+        for (bool in_place : {false, true}) {
+          std::vector<char> out = Garbage(n * bytes);
+          if (in_place) std::memcpy(out.data() + comm.rank() * bytes, mine.data(), bytes);
+          const void* send = in_place ? out.data() + comm.rank() * bytes : mine.data();
+          Status s = comm.Allgather(send, out.data(), count, type);
+          if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
+          for (int r = 0; r < n; ++r) {
+            const std::vector<char> want = testing::MakeInput(type, r, count);
+            if (!std::equal(want.begin(), want.begin() + bytes, out.begin() + r * bytes)) {
+              f->push_back(CaseName(type, count, in_place ? " in place" : "") + ": block " +
+                           std::to_string(r) + " differs");
             }
           }
         }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+      }
+    }
+  });
 }
 
 // Worker w's input is MakeInput(type, w, n * count): block r of the result is elements r*count..
 // of the all-reduce, so the all-reduce's reference and tolerance apply.
 TEST_P(CollectivesTest, ReduceScatterMatchesReferenceAndRepeatsBitIdentically) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        for (DataType type : testing::kAllTypes) {
-          for (ReduceOp op : testing::kAllOps) {
-            for (size_t count : kCounts) {
-              const size_t es = DataTypeSize(type);
-              const std::vector<char> in = testing::MakeInput(type, comm.rank(), n * count);
-              const std::vector<char> before = in;
-              std::vector<char> a = Garbage(count * es), b = Garbage(count * es);
-              const std::string name = CaseName(type, count, "/" + std::string(ReduceOpName(op)));
-              Status s = comm.ReduceScatter(in.data(), a.data(), count, type, op);
-              if (s.ok()) s = comm.ReduceScatter(in.data(), b.data(), count, type, op);
-              if (!s.ok()) return f->push_back(name + ": " + s.ToString());
-              if (in != before) f->push_back(name + ": the input was modified");
-              if (a != b) f->push_back(name + ": repeat differs");
-              const double tol = testing::Tolerance(type, op, n);
-              for (size_t i = 0; i < count; ++i) {
-                const double want = testing::Reference(type, op, n, comm.rank() * count + i);
-                const double got = testing::Load(type, a.data(), i);
-                if (!(std::fabs(got - want) <= tol)) {
-                  f->push_back(name + ": element " + std::to_string(i) + " = " +
-                               std::to_string(got) + ", want " + std::to_string(want));
-                  break;
-                }
-              }
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    for (DataType type : testing::kAllTypes) {
+      for (ReduceOp op : testing::kAllOps) {
+        for (size_t count : kCounts) {
+          const size_t es = DataTypeSize(type);
+          const std::vector<char> in = testing::MakeInput(type, comm.rank(), n * count);
+          const std::vector<char> before = in;
+          std::vector<char> a = Garbage(count * es), b = Garbage(count * es);
+          const std::string name = CaseName(type, count, "/" + std::string(ReduceOpName(op)));
+          Status s = comm.ReduceScatter(in.data(), a.data(), count, type, op);
+          if (s.ok()) s = comm.ReduceScatter(in.data(), b.data(), count, type, op);
+          if (!s.ok()) return f->push_back(name + ": " + s.ToString());
+          if (in != before) f->push_back(name + ": the input was modified");
+          if (a != b) f->push_back(name + ": repeat differs");
+          const double tol = testing::Tolerance(type, op, n);
+          for (size_t i = 0; i < count; ++i) {
+            const double want = testing::Reference(type, op, n, comm.rank() * count + i);
+            const double got = testing::Load(type, a.data(), i);
+            if (!(std::fabs(got - want) <= tol)) {
+              f->push_back(name + ": element " + std::to_string(i) + " = " + std::to_string(got) +
+                           ", want " + std::to_string(want));
+              break;
             }
           }
         }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+      }
+    }
+  });
 }
 
 TEST_P(CollectivesTest, ReduceScatterInPlaceOnItsOwnBlock) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        const size_t count = 3001;
-        std::vector<char> buf = testing::MakeInput(DataType::kI64, comm.rank(), n * count);
-        char* own = buf.data() + comm.rank() * count * 8;
-        Status s = comm.ReduceScatter(buf.data(), own, count, DataType::kI64, ReduceOp::kSum);
-        if (!s.ok()) return f->push_back(s.ToString());
-        for (size_t i = 0; i < count; ++i) {
-          const double want =
-              testing::Reference(DataType::kI64, ReduceOp::kSum, n, comm.rank() * count + i);
-          if (testing::Load(DataType::kI64, own, i) != want)
-            return f->push_back("element " + std::to_string(i));
-        }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    const size_t count = 3001;
+    std::vector<char> buf = testing::MakeInput(DataType::kI64, comm.rank(), n * count);
+    char* own = buf.data() + comm.rank() * count * 8;
+    Status s = comm.ReduceScatter(buf.data(), own, count, DataType::kI64, ReduceOp::kSum);
+    if (!s.ok()) return f->push_back(s.ToString());
+    for (size_t i = 0; i < count; ++i) {
+      const double want =
+          testing::Reference(DataType::kI64, ReduceOp::kSum, n, comm.rank() * count + i);
+      if (testing::Load(DataType::kI64, own, i) != want)
+        return f->push_back("element " + std::to_string(i));
+    }
+  });
 }
 
 // No worker leaves a barrier before the last one entered it; workers enter at different times.
@@ -193,188 +211,151 @@ TEST_P(CollectivesTest, BarrierHoldsEveryWorkerUntilAllHaveEntered) {
   constexpr int kRounds = 5;
   std::atomic<int> entered[kRounds];
   for (auto& e : entered) e = 0;
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        for (int round = 0; round < kRounds; ++round) {
-          // A different worker is last each round.
-          if (comm.rank() == round % n) std::this_thread::sleep_for(milliseconds(20));
-          entered[round].fetch_add(1);
-          Status s = comm.Barrier();
-          if (!s.ok()) return f->push_back(s.ToString());
-          if (entered[round].load() != n) {
-            f->push_back("round " + std::to_string(round) + ": left the barrier with " +
-                         std::to_string(entered[round].load()) + " of " + std::to_string(n) +
-                         " entered");
-          }
-        }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    for (int round = 0; round < kRounds; ++round) {
+      // A different worker is last each round.
+      if (comm.rank() == round % n) std::this_thread::sleep_for(milliseconds(20));
+      entered[round].fetch_add(1);
+      Status s = comm.Barrier();
+      if (!s.ok()) return f->push_back(s.ToString());
+      if (entered[round].load() != n) {
+        f->push_back("round " + std::to_string(round) + ": left the barrier with " +
+                     std::to_string(entered[round].load()) + " of " + std::to_string(n) +
+                     " entered");
+      }
+    }
+  });
 }
 
 TEST_P(CollectivesTest, ReduceToEveryKindOfRootMatchesReferenceAndLeavesInputs) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        for (int root : {0, n - 1, n / 2}) {
-          for (DataType type : testing::kAllTypes) {
-            for (ReduceOp op : testing::kAllOps) {
-              for (size_t count : kCounts) {
-                const size_t es = DataTypeSize(type);
-                const std::string name =
-                    CaseName(type, count,
-                             "/" + std::string(ReduceOpName(op)) + " root " + std::to_string(root));
-                const std::vector<char> in = testing::MakeInput(type, comm.rank(), count);
-                std::vector<char> a = Garbage(count * es), b = in;
-                Status s = comm.Reduce(in.data(), a.data(), count, type, op, root);
-                // The root in place the second time.
-                if (s.ok()) s = comm.Reduce(b.data(), b.data(), count, type, op, root);
-                if (!s.ok()) return f->push_back(name + ": " + s.ToString());
-                if (in != testing::MakeInput(type, comm.rank(), count))
-                  f->push_back(name + ": input modified");
-                if (comm.rank() != root) {
-                  if (b != in)
-                    f->push_back(name + ": a worker's buffer changed though it is not the root");
-                  continue;
-                }
-                const std::string bad = testing::CheckResult(type, op, n, a.data(), count);
-                if (!bad.empty()) f->push_back(name + ": " + bad);
-                if (!std::equal(a.begin(), a.begin() + count * es, b.begin()))
-                  f->push_back(name + ": repeat differs");
-              }
-            }
-          }
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    for (const auto& [root, type, count] : RootedCases(n)) {
+      for (ReduceOp op : testing::kAllOps) {
+        const size_t es = DataTypeSize(type);
+        const std::string name = CaseName(
+            type, count, "/" + std::string(ReduceOpName(op)) + " root " + std::to_string(root));
+        const std::vector<char> in = testing::MakeInput(type, comm.rank(), count);
+        std::vector<char> a = Garbage(count * es), b = in;
+        Status s = comm.Reduce(in.data(), a.data(), count, type, op, root);
+        // The root in place the second time.
+        if (s.ok()) s = comm.Reduce(b.data(), b.data(), count, type, op, root);
+        if (!s.ok()) return f->push_back(name + ": " + s.ToString());
+        if (in != testing::MakeInput(type, comm.rank(), count))
+          f->push_back(name + ": input modified");
+        if (comm.rank() != root) {
+          if (b != in) f->push_back(name + ": a worker's buffer changed though it is not the root");
+          continue;
         }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+        const std::string bad = testing::CheckResult(type, op, n, a.data(), count);
+        if (!bad.empty()) f->push_back(name + ": " + bad);
+        if (!std::equal(a.begin(), a.begin() + count * es, b.begin()))
+          f->push_back(name + ": repeat differs");
+      }
+    }
+  });
 }
 
 TEST_P(CollectivesTest, GatherAndScatterMoveEveryBlock) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        for (int root : {0, n - 1, n / 2}) {
-          for (DataType type : testing::kAllTypes) {
-            for (size_t count : kCounts) {
-              const size_t bytes = count * DataTypeSize(type);
-              const std::string name = CaseName(type, count, " root " + std::to_string(root));
-              // Gather: block r on the root is worker r's input.
-              const std::vector<char> mine = testing::MakeInput(type, comm.rank(), count);
-              std::vector<char> all = Garbage(n * bytes);
-              Status s = comm.Gather(mine.data(), all.data(), count, type, root);
-              if (!s.ok()) return f->push_back("gather " + name + ": " + s.ToString());
-              for (int r = 0; comm.rank() == root && r < n; ++r) {
-                const std::vector<char> want = testing::MakeInput(type, r, count);
-                if (!std::equal(want.begin(), want.begin() + bytes, all.begin() + r * bytes)) {
-                  f->push_back("gather " + name + ": block " + std::to_string(r));
-                }
-              }
-              // Scatter: the root's block r (input of "rank" 100 + r) lands on worker r.
-              std::vector<char> blocks = Garbage(n * bytes);
-              if (comm.rank() == root) {
-                for (int r = 0; r < n; ++r) {
-                  const std::vector<char> b = testing::MakeInput(type, 100 + r, count);
-                  std::copy(b.begin(), b.begin() + bytes, blocks.begin() + r * bytes);
-                }
-              }
-              std::vector<char> got = Garbage(bytes);
-              s = comm.Scatter(blocks.data(), got.data(), count, type, root);
-              if (!s.ok()) return f->push_back("scatter " + name + ": " + s.ToString());
-              const std::vector<char> want = testing::MakeInput(type, 100 + comm.rank(), count);
-              if (!std::equal(want.begin(), want.begin() + bytes, got.begin()))
-                f->push_back("scatter " + name);
-            }
-          }
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    for (const auto& [root, type, count] : RootedCases(n)) {
+      const size_t bytes = count * DataTypeSize(type);
+      const std::string name = CaseName(type, count, " root " + std::to_string(root));
+      // Gather: block r on the root is worker r's input.
+      const std::vector<char> mine = testing::MakeInput(type, comm.rank(), count);
+      std::vector<char> all = Garbage(n * bytes);
+      Status s = comm.Gather(mine.data(), all.data(), count, type, root);
+      if (!s.ok()) return f->push_back("gather " + name + ": " + s.ToString());
+      for (int r = 0; comm.rank() == root && r < n; ++r) {
+        const std::vector<char> want = testing::MakeInput(type, r, count);
+        if (!std::equal(want.begin(), want.begin() + bytes, all.begin() + r * bytes)) {
+          f->push_back("gather " + name + ": block " + std::to_string(r));
         }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+      }
+      // Scatter: the root's block r (input of "rank" 100 + r) lands on worker r.
+      std::vector<char> blocks = Garbage(n * bytes);
+      if (comm.rank() == root) {
+        for (int r = 0; r < n; ++r) {
+          const std::vector<char> b = testing::MakeInput(type, 100 + r, count);
+          std::copy(b.begin(), b.begin() + bytes, blocks.begin() + r * bytes);
+        }
+      }
+      std::vector<char> got = Garbage(bytes);
+      s = comm.Scatter(blocks.data(), got.data(), count, type, root);
+      if (!s.ok()) return f->push_back("scatter " + name + ": " + s.ToString());
+      const std::vector<char> want = testing::MakeInput(type, 100 + comm.rank(), count);
+      if (!std::equal(want.begin(), want.begin() + bytes, got.begin()))
+        f->push_back("scatter " + name);
+    }
+  });
 }
 
 // Block j of worker i's input is MakeInput(type, i * n + j, count): worker j's block i must be it.
 TEST_P(CollectivesTest, AlltoallSwapsEveryPairOfBlocks) {
   const int n = GetParam();
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        const int me = comm.rank();
-        for (DataType type : testing::kAllTypes) {
-          for (size_t count : kCounts) {
-            const size_t bytes = count * DataTypeSize(type);
-            std::vector<char> send(n * bytes + 1);
-            for (int j = 0; j < n; ++j) {
-              const std::vector<char> b = testing::MakeInput(type, me * n + j, count);
-              std::copy(b.begin(), b.begin() + bytes, send.begin() + j * bytes);
-            }
-            for (bool in_place : {false, true}) {
-              std::vector<char> recv = in_place ? send : Garbage(n * bytes);
-              Status s =
-                  comm.Alltoall(in_place ? recv.data() : send.data(), recv.data(), count, type);
-              if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
-              for (int i = 0; i < n; ++i) {
-                const std::vector<char> want = testing::MakeInput(type, i * n + me, count);
-                if (!std::equal(want.begin(), want.begin() + bytes, recv.begin() + i * bytes)) {
-                  f->push_back(CaseName(type, count, in_place ? " in place" : "") + ": block " +
-                               std::to_string(i));
-                }
-              }
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    const int me = comm.rank();
+    for (DataType type : testing::kAllTypes) {
+      for (size_t count : kCounts) {
+        const size_t bytes = count * DataTypeSize(type);
+        std::vector<char> send(n * bytes + 1);
+        for (int j = 0; j < n; ++j) {
+          const std::vector<char> b = testing::MakeInput(type, me * n + j, count);
+          std::copy(b.begin(), b.begin() + bytes, send.begin() + j * bytes);
+        }
+        for (bool in_place : {false, true}) {
+          std::vector<char> recv = in_place ? send : Garbage(n * bytes);
+          Status s = comm.Alltoall(in_place ? recv.data() : send.data(), recv.data(), count, type);
+          if (!s.ok()) return f->push_back(CaseName(type, count) + ": " + s.ToString());
+          for (int i = 0; i < n; ++i) {
+            const std::vector<char> want = testing::MakeInput(type, i * n + me, count);
+            if (!std::equal(want.begin(), want.begin() + bytes, recv.begin() + i * bytes)) {
+              f->push_back(CaseName(type, count, in_place ? " in place" : "") + ": block " +
+                           std::to_string(i));
             }
           }
         }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+      }
+    }
+  });
 }
 
 // Worker i sends worker j Count(i, j) elements (zero for some pairs, several pieces for others).
 TEST_P(CollectivesTest, AlltoallVMovesPerPeerCounts) {
   const int n = GetParam();
   auto count_of = [](int i, int j, size_t scale) { return ((i * 7 + j * 3) % 5) * scale; };
-  std::vector<std::string> failures;
-  RunWorkers(
-      n, milliseconds(30000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        const int me = comm.rank();
-        for (DataType type : {DataType::kF32, DataType::kBF16, DataType::kI64}) {
-          for (size_t scale : {size_t{1}, size_t{3001}}) {
-            const size_t es = DataTypeSize(type);
-            std::vector<size_t> send_counts(n), recv_counts(n);
-            size_t sent = 0, received = 0;
-            for (int j = 0; j < n; ++j) {
-              send_counts[j] = count_of(me, j, scale);
-              recv_counts[j] = count_of(j, me, scale);
-              sent += send_counts[j];
-              received += recv_counts[j];
-            }
-            std::vector<char> send(sent * es + 1), recv = Garbage(received * es);
-            for (int j = 0, at = 0; j < n; at += send_counts[j++] * es) {
-              const std::vector<char> b = testing::MakeInput(type, me * n + j, send_counts[j]);
-              std::copy(b.begin(), b.begin() + send_counts[j] * es, send.begin() + at);
-            }
-            Status s = comm.AlltoallV(send.data(), send_counts.data(), recv.data(),
-                                      recv_counts.data(), type);
-            const std::string name = CaseName(type, scale);
-            if (!s.ok()) return f->push_back(name + ": " + s.ToString());
-            for (int i = 0, at = 0; i < n; at += recv_counts[i++] * es) {
-              const std::vector<char> want = testing::MakeInput(type, i * n + me, recv_counts[i]);
-              if (!std::equal(want.begin(), want.begin() + recv_counts[i] * es,
-                              recv.begin() + at)) {
-                f->push_back(name + ": block from worker " + std::to_string(i));
-              }
-            }
+  CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
+    const int me = comm.rank();
+    for (DataType type : {DataType::kF32, DataType::kBF16, DataType::kI64}) {
+      for (size_t scale : {size_t{1}, size_t{3001}}) {
+        const size_t es = DataTypeSize(type);
+        std::vector<size_t> send_counts(n), recv_counts(n);
+        size_t sent = 0, received = 0;
+        for (int j = 0; j < n; ++j) {
+          send_counts[j] = count_of(me, j, scale);
+          recv_counts[j] = count_of(j, me, scale);
+          sent += send_counts[j];
+          received += recv_counts[j];
+        }
+        std::vector<char> send(sent * es + 1), recv = Garbage(received * es);
+        for (int j = 0, at = 0; j < n; at += send_counts[j++] * es) {
+          const std::vector<char> b = testing::MakeInput(type, me * n + j, send_counts[j]);
+          std::copy(b.begin(), b.begin() + send_counts[j] * es, send.begin() + at);
+        }
+        Status s =
+            comm.AlltoallV(send.data(), send_counts.data(), recv.data(), recv_counts.data(), type);
+        const std::string name = CaseName(type, scale);
+        if (!s.ok()) return f->push_back(name + ": " + s.ToString());
+        for (int i = 0, at = 0; i < n; at += recv_counts[i++] * es) {
+          const std::vector<char> want = testing::MakeInput(type, i * n + me, recv_counts[i]);
+          if (!std::equal(want.begin(), want.begin() + recv_counts[i] * es, recv.begin() + at)) {
+            f->push_back(name + ": block from worker " + std::to_string(i));
           }
         }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+      }
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
@@ -568,26 +549,21 @@ TEST(CollectivesMismatchTest, DisagreeingCallsFailInTimeNamingThePeer) {
 }
 
 TEST(CollectivesMismatchTest, BadArgumentsAreRefusedWithoutPoisoning) {
-  std::vector<std::string> failures;
-  RunWorkers(
-      2, milliseconds(5000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        float x[4] = {1, 2, 3, 4};
-        float y[8];
-        auto expect_invalid = [&](const std::string& what, Status s) {
-          if (s.code() != StatusCode::kInvalidArgument) f->push_back(what + ": " + s.ToString());
-        };
-        expect_invalid("root out of range", comm.Broadcast(x, 4, DataType::kF32, 2));
-        expect_invalid("negative root", comm.Broadcast(x, 4, DataType::kF32, -1));
-        expect_invalid("null", comm.Allgather(nullptr, y, 4, DataType::kF32));
-        expect_invalid("type", comm.Allgather(x, y, 4, static_cast<DataType>(9)));
-        expect_invalid("op", comm.ReduceScatter(y, x, 4, DataType::kF32, static_cast<ReduceOp>(9)));
-        // Still usable: nothing was sent.
-        Status s = comm.Allgather(x, y, 4, DataType::kF32);
-        if (!s.ok()) f->push_back("after bad arguments: " + s.ToString());
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  CheckOnWorkers(2, milliseconds(5000), [&](Communicator& comm, std::vector<std::string>* f) {
+    float x[4] = {1, 2, 3, 4};
+    float y[8];
+    auto expect_invalid = [&](const std::string& what, Status s) {
+      if (s.code() != StatusCode::kInvalidArgument) f->push_back(what + ": " + s.ToString());
+    };
+    expect_invalid("root out of range", comm.Broadcast(x, 4, DataType::kF32, 2));
+    expect_invalid("negative root", comm.Broadcast(x, 4, DataType::kF32, -1));
+    expect_invalid("null", comm.Allgather(nullptr, y, 4, DataType::kF32));
+    expect_invalid("type", comm.Allgather(x, y, 4, static_cast<DataType>(9)));
+    expect_invalid("op", comm.ReduceScatter(y, x, 4, DataType::kF32, static_cast<ReduceOp>(9)));
+    // Still usable: nothing was sent.
+    Status s = comm.Allgather(x, y, 4, DataType::kF32);
+    if (!s.ok()) f->push_back("after bad arguments: " + s.ToString());
+  });
 }
 
 // A worker that never makes the call: every worker that depends on it fails with kDeadlineExceeded
@@ -682,9 +658,25 @@ TEST(CollectivesFaultTest, DeadWorkerFailsEveryCallInTime) {
   constexpr int kWorkers = 5;
   constexpr int kVictim = 2;
   constexpr auto kTimeout = milliseconds(1500);
-  const std::vector<std::string> names = {"broadcast", "allgather", "reduce-scatter", "barrier",
-                                          "reduce",    "gather",    "scatter",        "alltoall"};
-  for (size_t which = 0; which < names.size(); ++which) {
+  const std::vector<std::pair<std::string, DirectCall>> calls = {
+      {"broadcast",
+       [](Transport& t, const CollectiveOptions& c, float* data, float*) {
+         BroadcastOptions o;
+         static_cast<CollectiveOptions&>(o) = c;
+         o.data = data;
+         o.count = 8000;
+         return Broadcast(t, o);
+       }},
+      {"allgather", OverBuffers(&Allgather, 1000)},
+      {"reduce-scatter", OverBuffers(&ReduceScatter, 1000)},
+      {"barrier",
+       [](Transport& t, const CollectiveOptions& c, float*, float*) { return Barrier(t, c); }},
+      {"reduce", OverBuffers(&Reduce, 8000, 4)},
+      {"gather", OverBuffers(&Gather, 1000)},
+      {"scatter", OverBuffers(&Scatter, 1000)},
+      {"alltoall", OverBuffers(&Alltoall, 1000)},
+  };
+  for (const auto& [name, run] : calls) {
     LoopbackFabric fabric(kWorkers);
     std::vector<std::unique_ptr<Transport>> base;
     for (int r = 0; r < kWorkers; ++r) base.push_back(fabric.CreateTransport(r));
@@ -704,89 +696,21 @@ TEST(CollectivesFaultTest, DeadWorkerFailsEveryCallInTime) {
         c.deadline = DeadlineAfter(kTimeout);
         c.num_workers = kWorkers;
         c.chunk_bytes = 1024;
-        switch (which) {
-          case 0: {
-            BroadcastOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.data = data.data();
-            o.count = 8000;
-            status[r] = Broadcast(t, o);
-            break;
-          }
-          case 1: {
-            AllgatherOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.send = data.data();
-            o.recv = out.data();
-            o.count = 1000;
-            status[r] = Allgather(t, o);
-            break;
-          }
-          case 2: {
-            ReduceScatterOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.send = data.data();
-            o.recv = out.data();
-            o.count = 1000;
-            status[r] = ReduceScatter(t, o);
-            break;
-          }
-          case 3:
-            status[r] = Barrier(t, c);
-            break;
-          case 4: {
-            ReduceOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.send = data.data();
-            o.recv = out.data();
-            o.count = 8000;
-            o.root = 4;
-            status[r] = Reduce(t, o);
-            break;
-          }
-          case 5: {
-            GatherOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.send = data.data();
-            o.recv = out.data();
-            o.count = 1000;
-            status[r] = Gather(t, o);
-            break;
-          }
-          case 6: {
-            ScatterOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.send = data.data();
-            o.recv = out.data();
-            o.count = 1000;
-            status[r] = Scatter(t, o);
-            break;
-          }
-          default: {
-            AlltoallOptions o;
-            static_cast<CollectiveOptions&>(o) = c;
-            o.send = data.data();
-            o.recv = out.data();
-            o.count = 1000;
-            status[r] = Alltoall(t, o);
-            break;
-          }
-        }
+        status[r] = run(t, c, data.data(), out.data());
       }
       took[r] = SteadyClock::now() - start;
     });
     int named = 0;
     for (int r = 0; r < kWorkers; ++r) {
       if (r == kVictim) continue;
-      EXPECT_FALSE(status[r].ok())
-          << names[which] << ": worker " << r << " finished although a peer died";
-      EXPECT_LT(took[r], kTimeout + milliseconds(2000)) << names[which] << ": worker " << r;
+      EXPECT_FALSE(status[r].ok()) << name << ": worker " << r << " finished although a peer died";
+      EXPECT_LT(took[r], kTimeout + milliseconds(2000)) << name << ": worker " << r;
       if (status[r].code() == StatusCode::kUnavailable &&
           status[r].message().find(std::to_string(kVictim)) != std::string::npos) {
         ++named;
       }
     }
-    EXPECT_GE(named, 1) << names[which] << ": nobody named worker " << kVictim << " as gone";
+    EXPECT_GE(named, 1) << name << ": nobody named worker " << kVictim << " as gone";
   }
 }
 

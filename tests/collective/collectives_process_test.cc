@@ -19,26 +19,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-void SetJobEnv(const std::string& tls, int port, int workers, int reducers, int timeout_ms) {
-  setenv("UCX_TLS", tls.c_str(), 1);
-  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
-  setenv("COHORT_BOOTSTRAP_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(workers).c_str(), 1);
-  setenv("COHORT_NUM_REDUCERS", std::to_string(reducers).c_str(), 1);
-  setenv("COHORT_COMM_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
-  setenv("COHORT_CHUNK_BYTES", "65536", 1);
-  unsetenv("COHORT_ALLREDUCE_ALGORITHM");
-}
-
-int ReducerMain(int index) {
-  setenv("COHORT_REDUCER_INDEX", std::to_string(index).c_str(), 1);
-  setenv("COHORT_REDUCER_REJOIN_MS", "0", 1);
-  std::atomic<bool> stop{false};
-  Status s = RunReducerFromEnvironment(stop);
-  if (!s.ok()) std::fprintf(stderr, "reducer %d: %s\n", index, s.ToString().c_str());
-  return s.ok() ? 0 : 1;
-}
-
 // Runs every collective on every type and count; returns the number of failures (printed).
 int WorkerMain(int rank) {
   setenv("RANK", std::to_string(rank).c_str(), 1);
@@ -138,31 +118,10 @@ int WorkerMain(int rank) {
   return failures == 0 ? 0 : 2;
 }
 
-class CollectivesProcessTest : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {
-};
+class CollectivesProcessTest : public ::testing::TestWithParam<testing::UcxJob> {};
 
 TEST_P(CollectivesProcessTest, EveryCollectiveAndTypeAcrossProcesses) {
-  const auto [tls, workers, reducers] = GetParam();
-  const int port = cohort::testing::PickFreePort();
-  testing::ProcessGroup group;
-  for (int i = 0; i < reducers; ++i) {
-    group.Spawn([&, i] {
-      SetJobEnv(tls, port, workers, reducers, 30000);
-      return ReducerMain(i);
-    });
-  }
-  for (int r = workers - 1; r >= 0; --r) {
-    group.Spawn([&, r] {
-      SetJobEnv(tls, port, workers, reducers, 30000);
-      return WorkerMain(r);
-    });
-  }
-  ASSERT_TRUE(group.Wait(milliseconds(240000))) << "processes did not finish";
-  for (int i = 0; i < reducers + workers; ++i) {
-    EXPECT_EQ(group.code(i), 0) << (i < reducers
-                                        ? "reducer " + std::to_string(i)
-                                        : "worker " + std::to_string(workers - 1 - (i - reducers)));
-  }
+  testing::RunUcxJob(GetParam(), false, WorkerMain);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, CollectivesProcessTest,
@@ -171,11 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Ucx, CollectivesProcessTest,
                                            std::make_tuple("tcp", 4, 1),
                                            std::make_tuple("sm", 2, 0),
                                            std::make_tuple("sm", 5, 0)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_w" +
-                                  std::to_string(std::get<1>(info.param)) + "_r" +
-                                  std::to_string(std::get<2>(info.param));
-                         });
+                         testing::UcxJobName);
 
 // Workers allgather 1 MiB in a loop (each reports on a pipe after its first success); the parent
 // SIGKILLs one; every survivor exits with kUnavailable or kDeadlineExceeded in time.
@@ -191,7 +146,7 @@ TEST(CollectivesKillTest, SurvivorsOfAKilledWorkerFailBeforeTheDeadline) {
     for (int r = 0; r < kWorkers; ++r) {
       group.Spawn([&, r] {
         close(ready[0]);
-        SetJobEnv(tls, port, kWorkers, 0, kTimeoutMs);
+        testing::SetJobEnv(tls, port, kWorkers, 0, kTimeoutMs);
         setenv("RANK", std::to_string(r).c_str(), 1);
         auto comm = Communicator::FromEnvironment();
         if (!comm.ok()) return 1;

@@ -19,15 +19,18 @@ namespace cohort::collective::ps {
 namespace {
 
 // n workers and s servers over one loopback fabric. Servers serve until every worker said goodbye.
+// checkpoint_dir(j), when given, is server j's checkpoint directory.
 class PsCluster {
  public:
-  PsCluster(int workers, int servers, PsServerOptions base = {})
+  PsCluster(int workers, int servers, PsServerOptions base = {},
+            const std::function<std::string(int)>& checkpoint_dir = nullptr)
       : n_(workers), s_(servers), fabric_(workers + servers) {
     for (int j = 0; j < servers; ++j) {
       PsServerOptions o = base;
       o.num_workers = workers;
       o.num_servers = servers;
       o.server_index = j;
+      if (checkpoint_dir) o.checkpoint_dir = checkpoint_dir(j);
       o.timeout = std::chrono::milliseconds(20000);
       o.poll_interval = std::chrono::milliseconds(20);
       servers_.push_back(std::make_unique<PsServer>(o));
@@ -115,6 +118,19 @@ std::vector<float> Gradient(int w, int t, const std::vector<float>& params) {
   return g;
 }
 
+// Worker `rank`'s steps from..until-1 as ReferenceRun takes them: pull the model into *params,
+// push Gradient(rank, t, *params), clock.
+void TrainSteps(PsWorker& ps, int rank, int from, int until, std::vector<float>* params) {
+  for (int t = from; t < until; ++t) {
+    auto pull = ps.PullAll(params->data());
+    ASSERT_TRUE(pull.ok() && ps.Wait(*pull).ok());
+    auto g = Gradient(rank, t, *params);
+    auto push = ps.PushAll(g.data());
+    ASSERT_TRUE(push.ok() && ps.Wait(*push).ok());
+    ASSERT_TRUE(ps.Clock().ok());
+  }
+}
+
 // The single-process reference: the mean of the workers' gradients, one optimizer step per
 // iteration, written out independently of the server's code.
 std::vector<float> ReferenceRun(const OptimizerConfig& c, int workers, int steps, size_t n) {
@@ -163,16 +179,7 @@ TEST_P(PsSyncTest, SynchronousEqualsSingleProcessOptimizer) {
     ASSERT_TRUE(clock.ok()) << clock.status().ToString();
     EXPECT_EQ(*clock, 0);
     std::vector<float> params(n);
-    for (int t = 0; t < kSteps; ++t) {
-      auto pull = ps.PullAll(params.data());
-      ASSERT_TRUE(pull.ok());
-      ASSERT_TRUE(ps.Wait(*pull).ok());
-      auto g = Gradient(rank, t, params);
-      auto push = ps.PushAll(g.data());
-      ASSERT_TRUE(push.ok());
-      ASSERT_TRUE(ps.Wait(*push).ok());
-      ASSERT_TRUE(ps.Clock().ok());
-    }
+    TrainSteps(ps, rank, 0, kSteps, &params);
     auto pull = ps.PullAll(params.data());
     ASSERT_TRUE(pull.ok());
     ASSERT_TRUE(ps.Wait(*pull).ok());
@@ -402,6 +409,7 @@ TEST(PsLoopbackTest, ShardCheckpointRestoresValuesOptimizerStateAndClock) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("ps_ckpt_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
+  auto shard_dir = [&](int j) { return (dir / ("ps-" + std::to_string(j))).string(); };
   constexpr int kWorkers = 2, kServers = 2;
   auto layout = ModelLayout::FromCounts({100, 57}, DataType::kF32);
   ASSERT_TRUE(layout.ok());
@@ -410,131 +418,62 @@ TEST(PsLoopbackTest, ShardCheckpointRestoresValuesOptimizerStateAndClock) {
   c.kind = OptimizerKind::kAdam;
   c.staleness = 0;
   c.learning_rate = 0.05;
-  std::vector<std::vector<char>> at4, resumed_final, straight_final;
-  int64_t resumed_clock = -1;
+  // Every worker trains from the clock InitModel hands back up to `until`; worker 0's clock.
+  auto train = [&](PsCluster& cluster, int until) {
+    std::atomic<int64_t> from{-1};
+    cluster.Start();
+    cluster.RunWorkers([&](int r, PsWorker& ps) {
+      std::vector<float> init = InitialValues(n);
+      auto clock = ps.InitModel(*layout, r == 0 ? init.data() : nullptr, c);
+      ASSERT_TRUE(clock.ok());
+      if (r == 0) from = *clock;
+      std::vector<float> p(n);
+      TrainSteps(ps, r, static_cast<int>(*clock), until, &p);
+    });
+    cluster.Stop();
+    return from.load();
+  };
   {
     // Run to clock 5 with checkpoints every 2 clocks (steps 2 and 4 are written), then "crash".
-    LoopbackFabric fabric(kWorkers + kServers);
-    std::vector<std::unique_ptr<PsServer>> servers;
+    PsServerOptions o;
+    o.checkpoint_every = 2;
+    PsCluster cluster(kWorkers, kServers, o, shard_dir);
+    train(cluster, 5);
     for (int j = 0; j < kServers; ++j) {
-      PsServerOptions o;
-      o.num_workers = kWorkers;
-      o.num_servers = kServers;
-      o.server_index = j;
-      o.checkpoint_dir = (dir / ("ps-" + std::to_string(j))).string();
-      o.checkpoint_every = 2;
-      o.poll_interval = std::chrono::milliseconds(20);
-      servers.push_back(std::make_unique<PsServer>(o));
-    }
-    std::atomic<bool> stop{false};
-    std::vector<std::thread> ts;
-    for (int j = 0; j < kServers; ++j) {
-      ts.emplace_back([&, j] {
-        auto t = fabric.CreateTransport(kWorkers + j);
-        (void)servers[j]->Serve(*t, stop);
-      });
-    }
-    std::vector<std::thread> ws;
-    for (int r = 0; r < kWorkers; ++r) {
-      ws.emplace_back([&, r] {
-        auto ps = PsWorker::Attach(fabric.CreateTransport(r), kWorkers, kServers, {});
-        ASSERT_TRUE(ps.ok());
-        std::vector<float> init = InitialValues(n);
-        ASSERT_TRUE((*ps)->InitModel(*layout, r == 0 ? init.data() : nullptr, c).ok());
-        std::vector<float> p(n);
-        for (int t = 0; t < 5; ++t) {
-          auto pull = (*ps)->PullAll(p.data());
-          ASSERT_TRUE(pull.ok() && (*ps)->Wait(*pull).ok());
-          auto g = Gradient(r, t, p);
-          auto push = (*ps)->PushAll(g.data());
-          ASSERT_TRUE(push.ok() && (*ps)->Wait(*push).ok());
-          ASSERT_TRUE((*ps)->Clock().ok());
-        }
-      });
-    }
-    for (auto& w : ws) w.join();
-    stop.store(true);
-    for (auto& t : ts) t.join();
-    for (int j = 0; j < kServers; ++j) {
-      EXPECT_EQ(servers[j]->stats().checkpoints, 2u) << "server " << j;
+      EXPECT_EQ(cluster.server(j).stats().checkpoints, 2u) << "server " << j;
     }
   }
   // A fresh server restores the newest checkpoint: step 4 (the step-5 update is lost).
+  std::vector<char> model;
   for (int j = 0; j < kServers; ++j) {
     PsServerOptions o;
     o.num_workers = kWorkers;
     o.num_servers = kServers;
     o.server_index = j;
     PsServer s(o);
-    ASSERT_TRUE(s.Restore((dir / ("ps-" + std::to_string(j))).string()).ok());
+    ASSERT_TRUE(s.Restore(shard_dir(j)).ok());
     EXPECT_EQ(s.stats().restored_step, 4);
     EXPECT_EQ(s.stats().applied_clock, 4);
-    at4.push_back(s.Snapshot());
+    const std::vector<char> shard = s.Snapshot();
+    model.insert(model.end(), shard.begin(), shard.end());
     // A server of another index refuses the checkpoint.
     PsServerOptions other = o;
     other.server_index = 1 - j;
     PsServer wrong(other);
-    EXPECT_EQ(wrong.Restore((dir / ("ps-" + std::to_string(j))).string()).code(),
-              StatusCode::kFailedPrecondition);
+    EXPECT_EQ(wrong.Restore(shard_dir(j)).code(), StatusCode::kFailedPrecondition);
   }
   // The restored model equals the single-process run at step 4, and training resumed from it
   // (optimizer state included) ends where an uninterrupted run ends.
-  std::vector<char> model;
-  for (auto& s : at4) model.insert(model.end(), s.begin(), s.end());
   std::vector<float> got(n);
   std::memcpy(got.data(), model.data(), model.size());
   const auto ref4 = ReferenceRun(c, kWorkers, 4, n);
   for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref4[i], 1e-5 * (1 + std::fabs(ref4[i])));
   {
-    LoopbackFabric fabric(kWorkers + kServers);
-    std::vector<std::unique_ptr<PsServer>> servers;
-    for (int j = 0; j < kServers; ++j) {
-      PsServerOptions o;
-      o.num_workers = kWorkers;
-      o.num_servers = kServers;
-      o.server_index = j;
-      o.poll_interval = std::chrono::milliseconds(20);
-      servers.push_back(std::make_unique<PsServer>(o));
-      ASSERT_TRUE(servers[j]->Restore((dir / ("ps-" + std::to_string(j))).string()).ok());
-    }
-    std::atomic<bool> stop{false};
-    std::vector<std::thread> ts;
-    for (int j = 0; j < kServers; ++j) {
-      ts.emplace_back([&, j] {
-        auto t = fabric.CreateTransport(kWorkers + j);
-        (void)servers[j]->Serve(*t, stop);
-      });
-    }
-    std::vector<std::thread> ws;
-    for (int r = 0; r < kWorkers; ++r) {
-      ws.emplace_back([&, r] {
-        auto ps = PsWorker::Attach(fabric.CreateTransport(r), kWorkers, kServers, {});
-        ASSERT_TRUE(ps.ok());
-        std::vector<float> init = InitialValues(n);
-        auto clock = (*ps)->InitModel(*layout, r == 0 ? init.data() : nullptr, c);
-        ASSERT_TRUE(clock.ok());
-        if (r == 0) resumed_clock = *clock;
-        std::vector<float> p(n);
-        for (int t = static_cast<int>(*clock); t < 8; ++t) {
-          auto pull = (*ps)->PullAll(p.data());
-          ASSERT_TRUE(pull.ok() && (*ps)->Wait(*pull).ok());
-          auto g = Gradient(r, t, p);
-          auto push = (*ps)->PushAll(g.data());
-          ASSERT_TRUE(push.ok() && (*ps)->Wait(*push).ok());
-          ASSERT_TRUE((*ps)->Clock().ok());
-        }
-      });
-    }
-    for (auto& w : ws) w.join();
-    stop.store(true);
-    for (auto& t : ts) t.join();
-    model.clear();
-    for (auto& s : servers) {
-      auto part = s->Snapshot();
-      model.insert(model.end(), part.begin(), part.end());
-    }
+    PsCluster cluster(kWorkers, kServers);
+    for (int j = 0; j < kServers; ++j) ASSERT_TRUE(cluster.server(j).Restore(shard_dir(j)).ok());
+    EXPECT_EQ(train(cluster, 8), 4);
+    model = cluster.Model();
   }
-  EXPECT_EQ(resumed_clock, 4);
   std::memcpy(got.data(), model.data(), model.size());
   const auto ref8 = ReferenceRun(c, kWorkers, 8, n);
   for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref8[i], 1e-5 * (1 + std::fabs(ref8[i])));

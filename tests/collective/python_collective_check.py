@@ -9,23 +9,15 @@ bytes, and checks that bad arrays are refused with a clear error. Exit 0 when ev
 
     python_collective_check.py --reducer <build>/collective/cohort-reducer --python-dir <build>/python
 """
-import argparse
 import os
-import socket
-import subprocess
 import sys
-import time
+
+from collective_check_processes import as_dtype, as_float, report, run_check, values
 
 WORKERS = 3
 REDUCERS = 2
 COUNTS = (0, 1, 1001, 70001)
 OPS = ("sum", "avg", "min", "max")
-
-
-def values(rank, count):
-    import numpy as np
-    i = np.arange(count, dtype=np.int64)
-    return ((i * 7 + rank * 3) % 13 - 6).astype(np.float64)  # small integers: exact in every dtype
 
 
 def expected(op, n, count):
@@ -36,16 +28,6 @@ def expected(op, n, count):
     if op == "avg":
         return stack.sum(axis=0) / n
     return stack.min(axis=0) if op == "min" else stack.max(axis=0)
-
-
-def to_bf16_bits(x):
-    import numpy as np
-    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(bits):
-    import numpy as np
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 def worker_main():
@@ -66,10 +48,7 @@ def worker_main():
                 for op in OPS:
                     for count in COUNTS:
                         mine = values(rank, count)
-                        if dtype == "bf16":
-                            a = to_bf16_bits(mine)
-                        else:
-                            a = mine.astype(dtype)
+                        a = as_dtype(mine, dtype)
                         b = a.copy()
                         override = "bf16" if dtype == "bf16" else None
                         comm.allreduce(a, op=op, algorithm=algorithm, dtype=override)
@@ -77,7 +56,7 @@ def worker_main():
                         want = expected(op, n, count)
                         if dtype in (np.int32, np.int64) and op == "avg":
                             want = np.trunc(want)  # integer average truncates, as in C++
-                        got = from_bf16_bits(a) if dtype == "bf16" else a.astype(np.float64)
+                        got = as_float(a, dtype)
                         name = f"{algorithm}/{getattr(dtype, '__name__', dtype)}/{op}/{count}"
                         if count and np.max(np.abs(got - want)) > tolerance[dtype]:
                             k = int(np.argmax(np.abs(got - want)))
@@ -112,66 +91,9 @@ def worker_main():
     except CollectiveError as e:
         if "closed" not in e.message:
             failures.append(f"closed communicator: wrong message {e}")
-    for f in failures:
-        print(f"worker {rank}: {f}", file=sys.stderr)
-    print(f"worker {rank}: {'ok' if not failures else 'FAILED'}")
-    return 0 if not failures else 1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--reducer", help="the cohort-reducer binary")
-    parser.add_argument("--python-dir", help="<build>/python, which holds the cohort package")
-    parser.add_argument("--timeout", type=float, default=120)
-    args = parser.parse_args()
-    if args.worker:
-        return worker_main()
-    if not args.reducer or not args.python_dir:
-        parser.error("--reducer and --python-dir are required")
-    env = dict(os.environ)
-    env.update({
-        "COHORT_BOOTSTRAP_ADDR": f"127.0.0.1:{free_port()}",
-        "WORLD_SIZE": str(WORKERS),
-        "COHORT_NUM_REDUCERS": str(REDUCERS),
-        "COHORT_COMM_TIMEOUT_MS": "30000",
-        "COHORT_REDUCER_REJOIN_MS": "0",
-        "PYTHONPATH": args.python_dir,
-        "UCX_WARN_UNUSED_ENV_VARS": "n",
-    })
-    env.pop("COHORT_ALLREDUCE_ALGORITHM", None)
-    env.pop("UCX_TLS", None)  # UCX's default: shared memory between these same-host processes
-    procs = []
-    for j in range(REDUCERS):
-        procs.append((f"reducer {j}", subprocess.Popen([args.reducer], env=dict(env, COHORT_REDUCER_INDEX=str(j)))))
-    for r in range(WORKERS):
-        procs.append((f"worker {r}", subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
-                                                      env=dict(env, RANK=str(r)))))
-    deadline = time.monotonic() + args.timeout
-    failed = []
-    for name, p in procs:
-        try:
-            code = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            code = "timed out"
-        if code != 0:
-            failed.append(f"{name}: {code}")
-    for _, p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    if failed:
-        print("python collective check FAILED: " + ", ".join(failed), file=sys.stderr)
-        return 1
-    print(f"python collective check: ok ({WORKERS} workers, {REDUCERS} reducers)")
-    return 0
+    return report(rank, failures)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_check("python collective check", __file__, worker_main, WORKERS, REDUCERS,
+                       {"COHORT_COMM_TIMEOUT_MS": "30000", "COHORT_REDUCER_REJOIN_MS": "0"}))

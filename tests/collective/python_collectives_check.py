@@ -11,35 +11,13 @@ when every worker did.
 
     python_collectives_check.py --python-dir <build>/python
 """
-import argparse
 import os
-import socket
-import subprocess
 import sys
-import time
+
+from collective_check_processes import as_dtype, as_float, report, run_check, values
 
 WORKERS = 3
 COUNTS = (0, 1, 1001, 70001)
-
-
-def values(seed, count):
-    import numpy as np
-    i = np.arange(count, dtype=np.int64)
-    return ((i * 7 + seed * 3) % 13 - 6).astype(np.float64)  # small integers: exact in every dtype
-
-
-def as_dtype(x, dtype):
-    import numpy as np
-    if dtype == "bf16":
-        return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    return x.astype(dtype)
-
-
-def as_float(a, dtype):
-    import numpy as np
-    if dtype == "bf16":
-        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return a.astype(np.float64)
 
 
 def worker_main():
@@ -147,60 +125,9 @@ def worker_main():
             except CollectiveError as e:
                 if e.code != INVALID_ARGUMENT or "worker 0 sent 4 f32" not in e.message:
                     failures.append(f"mismatched receive: {e}")
-    for f in failures:
-        print(f"worker {rank}: {f}", file=sys.stderr)
-    print(f"worker {rank}: {'ok' if not failures else 'FAILED'}")
-    return 0 if not failures else 1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--python-dir", help="<build>/python, which holds the cohort package")
-    parser.add_argument("--timeout", type=float, default=120)
-    args = parser.parse_args()
-    if args.worker:
-        return worker_main()
-    if not args.python_dir:
-        parser.error("--python-dir is required")
-    env = dict(os.environ)
-    env.update({
-        "COHORT_BOOTSTRAP_ADDR": f"127.0.0.1:{free_port()}",
-        "WORLD_SIZE": str(WORKERS),
-        "COHORT_NUM_REDUCERS": "0",
-        "COHORT_COMM_TIMEOUT_MS": "5000",
-        "PYTHONPATH": args.python_dir,
-        "UCX_WARN_UNUSED_ENV_VARS": "n",
-    })
-    env.pop("COHORT_ALLREDUCE_ALGORITHM", None)
-    env.pop("UCX_TLS", None)
-    procs = [(f"worker {r}", subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
-                                              env=dict(env, RANK=str(r)))) for r in range(WORKERS)]
-    deadline = time.monotonic() + args.timeout
-    failed = []
-    for name, p in procs:
-        try:
-            code = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            code = "timed out"
-        if code != 0:
-            failed.append(f"{name}: {code}")
-    for _, p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    if failed:
-        print("python collectives check FAILED: " + ", ".join(failed), file=sys.stderr)
-        return 1
-    print(f"python collectives check: ok ({WORKERS} workers)")
-    return 0
+    return report(rank, failures)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_check("python collectives check", __file__, worker_main, WORKERS,
+                       env_extra={"COHORT_COMM_TIMEOUT_MS": "5000"}))

@@ -23,32 +23,6 @@ constexpr int kExitUnavailable = 3;
 constexpr int kExitDeadline = 4;
 constexpr int kExitOtherError = 5;
 
-void SetJobEnv(const std::string& tls, int port, int workers, int reducers, int timeout_ms) {
-  setenv("UCX_TLS", tls.c_str(), 1);
-  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
-  setenv("COHORT_BOOTSTRAP_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(workers).c_str(), 1);
-  setenv("COHORT_NUM_REDUCERS", std::to_string(reducers).c_str(), 1);
-  setenv("COHORT_COMM_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
-  setenv("COHORT_CHUNK_BYTES", "65536", 1);
-  // On one host kAuto would run the shared-memory all-reduce; these tests are about the
-  // Reduction Server's processes.
-  if (reducers > 0) {
-    setenv("COHORT_ALLREDUCE_ALGORITHM", "reduction-server", 1);
-  } else {
-    unsetenv("COHORT_ALLREDUCE_ALGORITHM");
-  }
-}
-
-int ReducerMain(int index, int rejoin_ms) {
-  setenv("COHORT_REDUCER_INDEX", std::to_string(index).c_str(), 1);
-  setenv("COHORT_REDUCER_REJOIN_MS", std::to_string(rejoin_ms).c_str(), 1);
-  std::atomic<bool> stop{false};
-  Status s = RunReducerFromEnvironment(stop);
-  if (!s.ok()) std::fprintf(stderr, "reducer %d: %s\n", index, s.ToString().c_str());
-  return s.ok() ? 0 : 1;
-}
-
 int ExitCodeFor(const Status& s) {
   switch (s.code()) {
     case StatusCode::kUnavailable:
@@ -109,31 +83,14 @@ int WorkerCorrectnessMain(int rank, int reducers) {
   return failures == 0 ? 0 : 2;
 }
 
-class UcxProcessTest : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+class UcxProcessTest : public ::testing::TestWithParam<testing::UcxJob> {};
 
+// On one host kAuto would run the shared-memory all-reduce; these tests are about the Reduction
+// Server's processes, so a job with reducers asks for it.
 TEST_P(UcxProcessTest, EveryTypeAndOpAcrossProcesses) {
-  const auto [tls, workers, reducers] = GetParam();
-  const int port = cohort::testing::PickFreePort();
-  testing::ProcessGroup group;
-  // Reducers first, workers in reverse: no start-order dependence.
-  for (int i = 0; i < reducers; ++i) {
-    group.Spawn([&, i] {
-      SetJobEnv(tls, port, workers, reducers, 30000);
-      return ReducerMain(i, 0);
-    });
-  }
-  for (int r = workers - 1; r >= 0; --r) {
-    group.Spawn([&, r] {
-      SetJobEnv(tls, port, workers, reducers, 30000);
-      return WorkerCorrectnessMain(r, reducers);
-    });
-  }
-  ASSERT_TRUE(group.Wait(milliseconds(240000))) << "processes did not finish";
-  for (int i = 0; i < reducers + workers; ++i) {
-    EXPECT_EQ(group.code(i), 0) << (i < reducers
-                                        ? "reducer " + std::to_string(i)
-                                        : "worker " + std::to_string(workers - 1 - (i - reducers)));
-  }
+  const int reducers = std::get<2>(GetParam());
+  testing::RunUcxJob(GetParam(), reducers > 0,
+                     [reducers](int rank) { return WorkerCorrectnessMain(rank, reducers); });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -142,19 +99,12 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("tcp", 4, 0), std::make_tuple("tcp", 1, 1),
                       std::make_tuple("tcp", 2, 1), std::make_tuple("tcp", 3, 2),
                       std::make_tuple("tcp", 4, 4)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_w" + std::to_string(std::get<1>(info.param)) + "_r" +
-             std::to_string(std::get<2>(info.param));
-    });
+    testing::UcxJobName);
 INSTANTIATE_TEST_SUITE_P(SharedMemory, UcxProcessTest,
                          ::testing::Values(std::make_tuple("sm", 2, 0), std::make_tuple("sm", 5, 0),
                                            std::make_tuple("sm", 3, 1),
                                            std::make_tuple("sm", 4, 3)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_w" +
-                                  std::to_string(std::get<1>(info.param)) + "_r" +
-                                  std::to_string(std::get<2>(info.param));
-                         });
+                         testing::UcxJobName);
 
 TEST(CommunicatorEnvTest, AllreduceAlgorithmFromTheEnvironment) {
   // A job of one needs no bootstrap: FromEnvironment builds it at once.
@@ -292,14 +242,14 @@ TEST_P(UcxKillTest, SurvivorsReturnErrorsBeforeTheDeadline) {
   for (int i = 0; i < c.reducers; ++i) {
     group.Spawn([&, i] {
       close(ready[0]);
-      SetJobEnv(c.tls, port, c.workers, c.reducers, kTimeoutMs);
-      return ReducerMain(i, 0);
+      testing::SetJobEnv(c.tls, port, c.workers, c.reducers, kTimeoutMs, c.reducers > 0);
+      return testing::ReducerMain(i);
     });
   }
   for (int r = 0; r < c.workers; ++r) {
     group.Spawn([&, r] {
       close(ready[0]);
-      SetJobEnv(c.tls, port, c.workers, c.reducers, kTimeoutMs);
+      testing::SetJobEnv(c.tls, port, c.workers, c.reducers, kTimeoutMs, c.reducers > 0);
       setenv("RANK", std::to_string(r).c_str(), 1);
       auto comm = Communicator::FromEnvironment();
       if (!comm.ok()) return 1;
@@ -371,7 +321,7 @@ TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
   const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
   group.Spawn([&] {
-    SetJobEnv("tcp", port, 2, 1, 20000);
+    testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
     auto bootstrap = StoreBootstrap::Connect("127.0.0.1:" + std::to_string(port));
     if (!bootstrap.ok()) return 1;
     ReducerOptions options;
@@ -385,7 +335,7 @@ TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
   });
   for (int r = 0; r < 2; ++r) {
     group.Spawn([&, r] {
-      SetJobEnv("tcp", port, 2, 1, 20000);
+      testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
       setenv("RANK", std::to_string(r).c_str(), 1);
       for (int gen = 0; gen < 2; ++gen) {
         auto comm = Communicator::FromEnvironment();
@@ -414,7 +364,7 @@ TEST(UcxReducerTest, MissingReducerIsNamed) {
   const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
   group.Spawn([&] {
-    SetJobEnv("tcp", port, 1, 2, 1500);
+    testing::SetJobEnv("tcp", port, 1, 2, 1500, true);
     setenv("RANK", "0", 1);
     auto comm = Communicator::FromEnvironment();
     if (comm.ok()) return 1;

@@ -366,12 +366,7 @@ TEST(WireCompressionProcessTest, ReducerProcessesReduceInFloat32) {
   for (int i = 0; i < kReducers; ++i) {
     group.Spawn([&, i] {
       set_env();
-      setenv("COHORT_REDUCER_INDEX", std::to_string(i).c_str(), 1);
-      setenv("COHORT_REDUCER_REJOIN_MS", "0", 1);
-      std::atomic<bool> stop{false};
-      Status s = RunReducerFromEnvironment(stop);
-      if (!s.ok()) std::fprintf(stderr, "reducer %d: %s\n", i, s.ToString().c_str());
-      return s.ok() ? 0 : 1;
+      return testing::ReducerMain(i);
     });
   }
   for (int r = 0; r < kWorkers; ++r) {
