@@ -524,20 +524,12 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
 
 int RunAllreduceBench(const AllreduceBenchOptions& o) {
   cohort::InitLogging("cohort-bench", "warn");
-  if (o.rank >= 0) {
-    const int limit = o.role == "reducer" ? o.reducers : o.workers;
-    if (o.rank >= limit) {
-      std::fprintf(stderr, "cohort-bench: --rank %d is out of range for %d %ss\n", o.rank, limit,
-                   o.role.c_str());
-      return 2;
-    }
-    return RunOneRank(o, o.role == "worker", o.rank, o.bootstrap);
-  }
-  if (o.transport == "inproc") return RunThreads(o);
-  return RunForkedJob(o.workers, o.reducers,
-                      [&](bool worker, int index, const std::string& address) {
-                        return RunOneRank(o, worker, index, address);
-                      });
+  return RunJob(
+      "cohort-bench", o.rank, o.role, o.bootstrap, o.workers, o.reducers, o.transport == "inproc",
+      [&] { return RunThreads(o); },
+      [&](bool worker, int index, const std::string& address) {
+        return RunOneRank(o, worker, index, address);
+      });
 }
 
 }  // namespace cohort::bench

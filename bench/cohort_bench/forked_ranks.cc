@@ -76,4 +76,22 @@ int RunForkedJob(
   return rc;
 }
 
+int RunJob(
+    const std::string& command, int rank, const std::string& role, const std::string& bootstrap,
+    int workers, int others, bool inproc, const std::function<int()>& run_threads,
+    const std::function<int(bool worker, int index, const std::string& address)>& rank_main) {
+  if (rank >= 0) {
+    const bool worker = role == "worker";
+    const int limit = worker ? workers : others;
+    if (rank >= limit) {
+      std::fprintf(stderr, "%s: --rank %d is out of range for %d %ss\n", command.c_str(), rank,
+                   limit, role.c_str());
+      return 2;
+    }
+    return rank_main(worker, rank, bootstrap);
+  }
+  if (inproc) return run_threads();
+  return RunForkedJob(workers, others, rank_main);
+}
+
 }  // namespace cohort::bench

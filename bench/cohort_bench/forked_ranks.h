@@ -31,4 +31,13 @@ int RunForkedJob(
     int workers, int others,
     const std::function<int(bool worker, int index, const std::string& address)>& rank_main);
 
+// How a job's options say to run it: one rank launched elsewhere when rank >= 0 (a worker when
+// `role` is "worker", else one of the others; a rank beyond the count of its role is refused with
+// exit code 2 and a line prefixed with `command`), else every rank on threads (inproc:
+// run_threads()) or as forked processes (RunForkedJob). Returns the exit code.
+int RunJob(const std::string& command, int rank, const std::string& role,
+           const std::string& bootstrap, int workers, int others, bool inproc,
+           const std::function<int()>& run_threads,
+           const std::function<int(bool worker, int index, const std::string& address)>& rank_main);
+
 }  // namespace cohort::bench

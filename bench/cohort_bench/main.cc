@@ -7,6 +7,25 @@
 #include "bench/cohort_bench/allreduce_bench.h"
 #include "bench/cohort_bench/ps_bench.h"
 
+namespace {
+
+// One benchmark's command line: its usage for --help, else its run; 2 on bad flags.
+template <typename Options>
+int RunBenchmark(const std::vector<std::string>& args,
+                 bool (*parse)(const std::vector<std::string>&, Options*, bool*), void (*usage)(),
+                 int (*run)(const Options&)) {
+  Options options;
+  bool help = false;
+  if (!parse(args, &options, &help)) return 2;
+  if (help) {
+    usage();
+    return 0;
+  }
+  return run(options);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::printf(
@@ -17,24 +36,12 @@ int main(int argc, char** argv) {
   const std::string verb = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (verb == "allreduce") {
-    cohort::bench::AllreduceBenchOptions options;
-    bool help = false;
-    if (!cohort::bench::ParseAllreduceArgs(args, &options, &help)) return 2;
-    if (help) {
-      cohort::bench::PrintAllreduceUsage();
-      return 0;
-    }
-    return cohort::bench::RunAllreduceBench(options);
+    return RunBenchmark(args, cohort::bench::ParseAllreduceArgs, cohort::bench::PrintAllreduceUsage,
+                        cohort::bench::RunAllreduceBench);
   }
   if (verb == "ps") {
-    cohort::bench::PsBenchOptions options;
-    bool help = false;
-    if (!cohort::bench::ParsePsArgs(args, &options, &help)) return 2;
-    if (help) {
-      cohort::bench::PrintPsUsage();
-      return 0;
-    }
-    return cohort::bench::RunPsBench(options);
+    return RunBenchmark(args, cohort::bench::ParsePsArgs, cohort::bench::PrintPsUsage,
+                        cohort::bench::RunPsBench);
   }
   std::fprintf(stderr, "cohort-bench: unknown benchmark '%s' (have: allreduce, ps)\n",
                verb.c_str());

@@ -415,20 +415,12 @@ bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* 
 }
 
 int RunPsBench(const PsBenchOptions& o) {
-  if (o.rank >= 0) {
-    const int limit = o.role == "server" ? o.servers : o.workers;
-    if (o.rank >= limit) {
-      std::fprintf(stderr, "cohort-bench ps: --rank %d is out of range for %d %ss\n", o.rank, limit,
-                   o.role.c_str());
-      return 2;
-    }
-    return RunOneRank(o, o.role == "worker", o.rank, o.bootstrap);
-  }
-  if (o.transport == "inproc") return RunThreads(o);
-  return RunForkedJob(o.workers, o.servers,
-                      [&](bool worker, int index, const std::string& address) {
-                        return RunOneRank(o, worker, index, address);
-                      });
+  return RunJob(
+      "cohort-bench ps", o.rank, o.role, o.bootstrap, o.workers, o.servers, o.transport == "inproc",
+      [&] { return RunThreads(o); },
+      [&](bool worker, int index, const std::string& address) {
+        return RunOneRank(o, worker, index, address);
+      });
 }
 
 }  // namespace cohort::bench

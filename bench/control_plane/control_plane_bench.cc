@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/flag_pairs.h"
 #include "common/messaging.h"
 #include "coordinator/scheduler.h"
 
@@ -213,34 +214,28 @@ double PureSchedulerRoundMs(int nodes, int gpus, int jobs) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--coordinator")
-      a.coordinator = v;
-    else if (k == "--agents")
-      a.agents = std::stoi(v);
-    else if (k == "--gpus")
-      a.gpus = std::stoi(v);
-    else if (k == "--jobs")
-      a.jobs = std::stoi(v);
-    else if (k == "--latency-runs")
-      a.latency_runs = std::stoi(v);
-    else if (k == "--idle-seconds")
-      a.idle_seconds = std::stoi(v);
-    else if (k == "--port")
-      a.port = std::stoi(v);
-    else if (k == "--restart-runs")
-      a.restart_runs = std::stoi(v);
-    else if (k == "--coordinator-args")
-      a.coordinator_args = Words(v);
-    else {
-      std::fprintf(stderr,
-                   "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
-                   "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] "
-                   "[--restart-runs R] [--port P] [--coordinator-args \"FLAGS\"]\n");
-      return 2;
-    }
+  std::string coordinator_args;
+  const std::string bad =
+      cohort::bench::ParseFlagPairs(argc, argv, 1,
+                                    {{"--coordinator", &a.coordinator},
+                                     {"--agents", &a.agents},
+                                     {"--gpus", &a.gpus},
+                                     {"--jobs", &a.jobs},
+                                     {"--latency-runs", &a.latency_runs},
+                                     {"--idle-seconds", &a.idle_seconds},
+                                     {"--port", &a.port},
+                                     {"--restart-runs", &a.restart_runs},
+                                     {"--coordinator-args", &coordinator_args}});
+  if (!bad.empty()) {
+    std::fprintf(stderr,
+                 "cohort-control-plane-bench: %s\n"
+                 "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
+                 "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] "
+                 "[--restart-runs R] [--port P] [--coordinator-args \"FLAGS\"]\n",
+                 bad.c_str());
+    return 2;
   }
+  a.coordinator_args = Words(coordinator_args);
   spdlog::set_level(spdlog::level::warn);
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {

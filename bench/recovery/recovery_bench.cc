@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/flag_pairs.h"
 #include "common/client.h"
 #include "common/messaging.h"
 #include "tests/testing/local_cluster.h"
@@ -527,25 +528,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   a.mode = argv[1];
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--coordinator")
-      a.coordinator = v;
-    else if (k == "--agent")
-      a.agent = v;
-    else if (k == "--heartbeat-timeout")
-      a.heartbeat_timeout = v;
-    else if (k == "--agents")
-      a.agents = std::stoi(v);
-    else if (k == "--jobs")
-      a.jobs = std::stoi(v);
-    else if (k == "--runs")
-      a.runs = std::stoi(v);
-    else if (k == "--signal")
-      a.signal = v;
-    else
-      return std::fprintf(stderr, "unknown flag %s\n", k.c_str()), 2;
-  }
+  const std::string bad =
+      cohort::bench::ParseFlagPairs(argc, argv, 2,
+                                    {{"--coordinator", &a.coordinator},
+                                     {"--agent", &a.agent},
+                                     {"--heartbeat-timeout", &a.heartbeat_timeout},
+                                     {"--agents", &a.agents},
+                                     {"--jobs", &a.jobs},
+                                     {"--runs", &a.runs},
+                                     {"--signal", &a.signal}});
+  if (!bad.empty()) return std::fprintf(stderr, "cohort-recovery-bench: %s\n", bad.c_str()), 2;
   spdlog::set_level(spdlog::level::warn);
   a.coordinator = std::filesystem::absolute(a.coordinator).string();
   a.agent = std::filesystem::absolute(a.agent).string();
