@@ -25,6 +25,7 @@
 #include "collective/transport/loopback/loopback_transport.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
 #include "examples/digits_trainer/digits_dataset.h"
+#include "examples/digits_trainer/digits_split_test.h"
 #include "examples/digits_trainer/trainer.h"
 #include "tests/testing/process.h"
 
@@ -41,15 +42,11 @@ struct RankOutcome {
   TrainResult result;
 };
 
-class DistributedDigitsTest : public ::testing::Test {
+class DistributedDigitsTest : public DigitsSplitTest {
  protected:
   void SetUp() override {
-    if (!fs::exists(kDefaultDigitsPath)) {
-      GTEST_SKIP() << kDefaultDigitsPath << " is missing (Debian package python3-sklearn)";
-    }
-    auto data = LoadDigits(kDefaultDigitsPath);
-    ASSERT_TRUE(data.ok()) << data.status().ToString();
-    SplitTrainTest(*data, 0.2, 42, &train_, &test_);
+    DigitsSplitTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     std::string pattern = (fs::temp_directory_path() / "digits_distributed.XXXXXX").string();
     dir_ = ::mkdtemp(pattern.data());
   }
@@ -128,7 +125,6 @@ class DistributedDigitsTest : public ::testing::Test {
     }
   }
 
-  Dataset train_, test_;
   std::string dir_;
 };
 

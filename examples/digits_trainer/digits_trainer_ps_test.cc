@@ -6,35 +6,25 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "collective/ps/ps_server.h"
 #include "collective/transport/loopback/loopback_transport.h"
+#include "examples/digits_trainer/digits_split_test.h"
 #include "examples/digits_trainer/ps_trainer.h"
 
 namespace cohort::examples {
 namespace {
 
-namespace fs = std::filesystem;
 using collective::LoopbackFabric;
 using collective::ps::OptimizerKind;
 using collective::ps::PsServer;
 using collective::ps::PsServerOptions;
 using collective::ps::PsWorker;
 
-class DigitsPsTest : public ::testing::Test {
+class DigitsPsTest : public DigitsSplitTest {
  protected:
-  void SetUp() override {
-    if (!fs::exists(kDefaultDigitsPath)) {
-      GTEST_SKIP() << kDefaultDigitsPath << " is missing (Debian package python3-sklearn)";
-    }
-    auto data = LoadDigits(kDefaultDigitsPath);
-    ASSERT_TRUE(data.ok()) << data.status().ToString();
-    SplitTrainTest(*data, 0.2, 42, &train_, &test_);
-  }
-
   // Trains with `workers` ranks and `servers` servers; returns every rank's result.
   std::vector<TrainResult> Run(int workers, int servers, int staleness, OptimizerKind optimizer,
                                int epochs) {
@@ -79,8 +69,6 @@ class DigitsPsTest : public ::testing::Test {
     for (auto& t : threads) t.join();
     return results;
   }
-
-  Dataset train_, test_;
 };
 
 TEST_F(DigitsPsTest, SynchronousRanksEndWithOneModelThatTrains) {

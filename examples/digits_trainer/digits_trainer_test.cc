@@ -36,6 +36,17 @@ void WriteGzip(const std::string& path, const std::string& text) {
   gzclose(file);
 }
 
+// A run resumed from the checkpoint of `step` that ended with the parameters of the
+// uninterrupted run `straight`, bit for bit.
+void ExpectResumedAt(const StatusOr<TrainResult>& resumed, int64_t step,
+                     const TrainResult& straight) {
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->restored_step, step);
+  ASSERT_EQ(resumed->params.size(), straight.params.size());
+  EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight.params.data(),
+                           straight.params.size() * sizeof(float)));
+}
+
 class DigitsTrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -226,11 +237,7 @@ TEST_F(DigitsTrainerTest, ResumedRunEqualsUninterruptedRunBitForBit) {
     TrainerOptions second = first;
     second.restore_from = first.checkpoint_dir;  // a directory of checkpoints: newest is taken
     auto resumed = Trainer(second, *train_, *test_, &averager).Run();
-    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
-    EXPECT_EQ(resumed->restored_step, fail_at);
-    ASSERT_EQ(resumed->params.size(), straight->params.size());
-    EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight->params.data(),
-                             straight->params.size() * sizeof(float)));
+    ASSERT_NO_FATAL_FAILURE(ExpectResumedAt(resumed, fail_at, *straight));
     EXPECT_EQ(resumed->test_accuracy, straight->test_accuracy);
     EXPECT_EQ(resumed->train_loss, straight->train_loss);
 
@@ -275,10 +282,7 @@ TEST_F(DigitsTrainerTest, CorruptNewestCheckpointIsSkipped) {
   second.fail_at_step = 0;  // restored before step 50, it would fail there again
   second.restore_from = first.checkpoint_dir;
   auto resumed = Trainer(second, *train_, *test_, &averager).Run();
-  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
-  EXPECT_EQ(resumed->restored_step, 40);
-  EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight->params.data(),
-                           straight->params.size() * sizeof(float)));
+  ASSERT_NO_FATAL_FAILURE(ExpectResumedAt(resumed, 40, *straight));
 }
 
 // A stop request (SIGTERM in the binary) checkpoints at the current step even off the periodic
@@ -302,10 +306,7 @@ TEST_F(DigitsTrainerTest, StopRequestCheckpointsAndResumes) {
   TrainerOptions second = base;
   second.restore_from = first.checkpoint_dir;
   auto resumed = Trainer(second, *train_, *test_, &averager).Run();
-  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
-  EXPECT_EQ(resumed->restored_step, 1);
-  EXPECT_EQ(0, std::memcmp(resumed->params.data(), straight->params.data(),
-                           straight->params.size() * sizeof(float)));
+  ASSERT_NO_FATAL_FAILURE(ExpectResumedAt(resumed, 1, *straight));
 }
 
 TEST_F(DigitsTrainerTest, RestoreRejectsACheckpointOfAnotherModel) {

@@ -208,15 +208,7 @@ int main(int argc, char** argv) {
   auto result = trainer.Run();
   if (!result.ok()) {
     spdlog::error("{}", result.status().ToString());
-    switch (result.status().code()) {
-      case StatusCode::kCancelled:         // stopped by a signal, after the checkpoint
-      case StatusCode::kAborted:           // a poisoned communicator or an injected failure
-      case StatusCode::kUnavailable:       // a peer is gone
-      case StatusCode::kDeadlineExceeded:  // a peer stopped answering
-        return kExitRetryable;
-      default:
-        return 1;
-    }
+    return ExitCodeFor(result.status());
   }
   return 0;
 }

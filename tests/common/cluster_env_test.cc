@@ -9,6 +9,20 @@ namespace cohort {
 namespace {
 
 using nlohmann::json;
+using Env = std::map<std::string, std::string>;
+
+// Each variable of `want` has its value in `env` (a variable `env` lacks reads as empty).
+void ExpectEnv(const Env& env, const Env& want) {
+  for (const auto& [name, value] : want) {
+    auto it = env.find(name);
+    EXPECT_EQ(it == env.end() ? "" : it->second, value) << name;
+  }
+}
+
+// `env` sets none of `names`.
+void ExpectUnset(const Env& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) EXPECT_EQ(env.count(name), 0u) << name;
+}
 
 // chief on h0, two workers, two reducers, one evaluator.
 ClusterEnvInput ReducerJob(Role role, int index) {
@@ -77,26 +91,26 @@ TEST(ClusterEnvTest, ChiefOfReducerJob) {
   EXPECT_EQ(tf["task"], (json{{"type", "chief"}, {"index", 0}}));
   EXPECT_EQ(tf["environment"], "cloud");
 
-  EXPECT_EQ(env["MASTER_ADDR"], "h0");
-  EXPECT_EQ(env["MASTER_PORT"], "29500");
-  EXPECT_EQ(env["WORLD_SIZE"], "3");
-  EXPECT_EQ(env["RANK"], "0");
-  EXPECT_EQ(env["LOCAL_RANK"], "0");
-  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "1");
-  EXPECT_EQ(env["AIP_MODEL_DIR"], "/srv/jobs/digits/model/");
-  EXPECT_EQ(env["AIP_CHECKPOINT_DIR"], "/srv/jobs/digits/checkpoints/");
-  EXPECT_EQ(env["AIP_TENSORBOARD_LOG_DIR"], "/srv/jobs/digits/logs/");
-  EXPECT_EQ(env["CLOUD_ML_HP_METRIC_FILE"], "/srv/jobs/digits/hp_metrics.jsonl");
+  ExpectEnv(env, {{"MASTER_ADDR", "h0"},
+                  {"MASTER_PORT", "29500"},
+                  {"WORLD_SIZE", "3"},
+                  {"RANK", "0"},
+                  {"LOCAL_RANK", "0"},
+                  {"LOCAL_WORLD_SIZE", "1"},
+                  {"AIP_MODEL_DIR", "/srv/jobs/digits/model/"},
+                  {"AIP_CHECKPOINT_DIR", "/srv/jobs/digits/checkpoints/"},
+                  {"AIP_TENSORBOARD_LOG_DIR", "/srv/jobs/digits/logs/"},
+                  {"CLOUD_ML_HP_METRIC_FILE", "/srv/jobs/digits/hp_metrics.jsonl"}});
   EXPECT_EQ(env.count("CLOUD_ML_TRIAL_ID"), 0u);
-  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,1");
-  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "0,1");
-  EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
-  EXPECT_EQ(env["COHORT_JOB"], "digits");
-  EXPECT_EQ(env["COHORT_ROLE"], "chief");
-  EXPECT_EQ(env["COHORT_REPLICA"], "chief-0");
-  EXPECT_EQ(env["COHORT_BOOTSTRAP_ADDR"], "h0:29501");
-  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "2");
-  EXPECT_EQ(env["COHORT_NUM_WORKERS"], "3");
+  ExpectEnv(env, {{"CUDA_VISIBLE_DEVICES", "0,1"},
+                  {"NVIDIA_VISIBLE_DEVICES", "0,1"},
+                  {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+                  {"COHORT_JOB", "digits"},
+                  {"COHORT_ROLE", "chief"},
+                  {"COHORT_REPLICA", "chief-0"},
+                  {"COHORT_BOOTSTRAP_ADDR", "h0:29501"},
+                  {"COHORT_NUM_REDUCERS", "2"},
+                  {"COHORT_NUM_WORKERS", "3"}});
   EXPECT_EQ(env.count("COHORT_REDUCER_INDEX"), 0u);
   EXPECT_EQ(env["COHORT_PS_ADDRS"], "");
 }
@@ -113,14 +127,14 @@ TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
   json tf = Parse(env, "TF_CONFIG");
   EXPECT_EQ(tf["task"]["type"], "worker");
   EXPECT_EQ(tf["task"]["index"], 1);
-  EXPECT_EQ(env["RANK"], "2");
-  EXPECT_EQ(env["WORLD_SIZE"], "3");
-  EXPECT_EQ(env["LOCAL_RANK"], "1");
-  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
-  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3");
-  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "3");
-  EXPECT_EQ(env["COHORT_REPLICA"], "worker-1");
-  EXPECT_EQ(env["COHORT_ROLE"], "worker");
+  ExpectEnv(env, {{"RANK", "2"},
+                  {"WORLD_SIZE", "3"},
+                  {"LOCAL_RANK", "1"},
+                  {"LOCAL_WORLD_SIZE", "2"},
+                  {"CUDA_VISIBLE_DEVICES", "3"},
+                  {"NVIDIA_VISIBLE_DEVICES", "3"},
+                  {"COHORT_REPLICA", "worker-1"},
+                  {"COHORT_ROLE", "worker"}});
 }
 
 TEST(ClusterEnvTest, ReducerGetsIndexAndNoTfConfigOrRank) {
@@ -128,16 +142,12 @@ TEST(ClusterEnvTest, ReducerGetsIndexAndNoTfConfigOrRank) {
   json cs = Parse(env, "CLUSTER_SPEC");
   EXPECT_EQ(cs["task"]["type"], "workerpool2");
   EXPECT_EQ(cs["task"]["index"], 1);
-  EXPECT_EQ(env.count("TF_CONFIG"), 0u);
-  EXPECT_EQ(env.count("RANK"), 0u);
-  EXPECT_EQ(env.count("WORLD_SIZE"), 0u);
-  EXPECT_EQ(env.count("LOCAL_RANK"), 0u);
-  EXPECT_EQ(env.count("LOCAL_WORLD_SIZE"), 0u);
-  EXPECT_EQ(env["COHORT_REDUCER_INDEX"], "1");
-  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "2");
-  EXPECT_EQ(env["COHORT_NUM_WORKERS"], "3");
-  EXPECT_EQ(env["COHORT_REPLICA"], "reducer-1");
-  EXPECT_EQ(env["COHORT_BOOTSTRAP_ADDR"], "h0:29501");
+  ExpectUnset(env, {"TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"});
+  ExpectEnv(env, {{"COHORT_REDUCER_INDEX", "1"},
+                  {"COHORT_NUM_REDUCERS", "2"},
+                  {"COHORT_NUM_WORKERS", "3"},
+                  {"COHORT_REPLICA", "reducer-1"},
+                  {"COHORT_BOOTSTRAP_ADDR", "h0:29501"}});
   // A CPU-only replica sees no GPU.
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "");
   EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "void");
@@ -169,8 +179,7 @@ TEST(ClusterEnvTest, ParameterServerJob) {
   EXPECT_EQ(cs["task"]["type"], "workerpool2");
   EXPECT_EQ(env["COHORT_PS_ADDRS"], "p0:1200,p1:1201");
   EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "0");
-  EXPECT_EQ(env.count("COHORT_REDUCER_INDEX"), 0u);
-  EXPECT_EQ(env.count("RANK"), 0u);
+  ExpectUnset(env, {"COHORT_REDUCER_INDEX", "RANK"});
   EXPECT_EQ(env["COHORT_NUM_WORKERS"], "2");
   // Trailing slash in output_dir is not doubled.
   EXPECT_EQ(env["AIP_MODEL_DIR"], "/out/model/");
@@ -190,11 +199,11 @@ TEST(ClusterEnvTest, TrialAddsTrialEverywhere) {
   EXPECT_EQ(cs["job"]["trial"], "3");
   json tf = Parse(env, "TF_CONFIG");
   EXPECT_EQ(tf["task"], (json{{"type", "worker"}, {"index", 0}, {"trial", "3"}}));
-  EXPECT_EQ(env["CLOUD_ML_TRIAL_ID"], "3");
-  EXPECT_EQ(env["AIP_MODEL_DIR"], "/srv/jobs/digits/3/model/");
-  EXPECT_EQ(env["AIP_CHECKPOINT_DIR"], "/srv/jobs/digits/3/checkpoints/");
-  EXPECT_EQ(env["AIP_TENSORBOARD_LOG_DIR"], "/srv/jobs/digits/3/logs/");
-  EXPECT_EQ(env["CLOUD_ML_HP_METRIC_FILE"], "/srv/jobs/digits/3/hp_metrics.jsonl");
+  ExpectEnv(env, {{"CLOUD_ML_TRIAL_ID", "3"},
+                  {"AIP_MODEL_DIR", "/srv/jobs/digits/3/model/"},
+                  {"AIP_CHECKPOINT_DIR", "/srv/jobs/digits/3/checkpoints/"},
+                  {"AIP_TENSORBOARD_LOG_DIR", "/srv/jobs/digits/3/logs/"},
+                  {"CLOUD_ML_HP_METRIC_FILE", "/srv/jobs/digits/3/hp_metrics.jsonl"}});
 }
 
 TEST(ClusterEnvTest, DirHelpers) {
@@ -217,13 +226,12 @@ TEST(ClusterEnvTest, ChiefOnlyJobAndIpv6Hosts) {
   EXPECT_EQ(cs["cluster"]["workerpool0"], json::array({"[fd00::1]:4000"}));
   json tf = Parse(env, "TF_CONFIG");
   EXPECT_EQ(tf["cluster"], (json{{"chief", {"[fd00::1]:4000"}}}));
-  EXPECT_EQ(env["WORLD_SIZE"], "1");
-  EXPECT_EQ(env["MASTER_ADDR"], "fd00::1");
-  EXPECT_EQ(env["COHORT_BOOTSTRAP_ADDR"], "[fd00::1]:4002");
-  EXPECT_EQ(env["COHORT_NUM_REDUCERS"], "0");
+  ExpectEnv(env, {{"WORLD_SIZE", "1"},
+                  {"MASTER_ADDR", "fd00::1"},
+                  {"COHORT_BOOTSTRAP_ADDR", "[fd00::1]:4002"},
+                  {"COHORT_NUM_REDUCERS", "0"}});
   // No output dir: no AIP_* variables.
-  EXPECT_EQ(env.count("AIP_MODEL_DIR"), 0u);
-  EXPECT_EQ(env.count("CLOUD_ML_HP_METRIC_FILE"), 0u);
+  ExpectUnset(env, {"AIP_MODEL_DIR", "CLOUD_ML_HP_METRIC_FILE"});
 }
 
 }  // namespace

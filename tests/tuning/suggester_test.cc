@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "coordinator/tuning/bayesian_suggester.h"
@@ -57,6 +58,24 @@ StudySpec ContinuousStudy(SearchAlgorithm algorithm, uint64_t seed) {
 }
 
 std::string Describe(const SearchSpace& space, const Assignment& a) { return space.Key(a); }
+
+// Over a space of `size` points, `suggester` suggests each point once (each trial finishing with
+// metric(assignment) before the next suggestion), then nothing.
+void ExpectExhaustsWithoutRepeats(Suggester& suggester, const StudySpec& spec, int size,
+                                  const std::function<double(const Assignment&)>& metric) {
+  SearchSpace space(spec);
+  std::vector<TrialObservation> done;
+  std::set<std::string> keys;
+  for (int i = 0; i < size; ++i) {
+    auto a = suggester.Suggest(done, {});
+    ASSERT_TRUE(a.ok() && a->has_value()) << i;
+    EXPECT_TRUE(keys.insert(space.Key(**a)).second) << "repeated " << space.Key(**a);
+    done.push_back({**a, metric(**a)});
+  }
+  auto last = suggester.Suggest(done, {});
+  ASSERT_TRUE(last.ok());
+  EXPECT_FALSE(last->has_value());
+}
 
 TEST(GridSuggesterTest, EnumeratesExactlyTheProductInFixedOrder) {
   StudySpec spec = MixedStudy(SearchAlgorithm::kGrid);
@@ -180,18 +199,7 @@ TEST(RandomSuggesterTest, ScalesShapeTheDistribution) {
 TEST(RandomSuggesterTest, FiniteSpaceNeverRepeatsAndExhausts) {
   StudySpec spec = MixedStudy(SearchAlgorithm::kRandom, 3);
   RandomSuggester random(spec);
-  SearchSpace space(spec);
-  std::vector<TrialObservation> done;
-  std::set<std::string> keys;
-  for (int i = 0; i < 12; ++i) {
-    auto a = random.Suggest(done, {});
-    ASSERT_TRUE(a.ok() && a->has_value()) << i;
-    EXPECT_TRUE(keys.insert(space.Key(**a)).second) << "repeated " << space.Key(**a);
-    done.push_back({**a, 0.0});
-  }
-  auto last = random.Suggest(done, {});
-  ASSERT_TRUE(last.ok());
-  EXPECT_FALSE(last->has_value());
+  ExpectExhaustsWithoutRepeats(random, spec, 12, [](const Assignment&) { return 0.0; });
 }
 
 TEST(SearchSpaceTest, EncodeDecodeRoundTrip) {
@@ -267,19 +275,9 @@ TEST(BayesianSuggesterTest, DeterministicAndParallelSuggestionsDiffer) {
 TEST(BayesianSuggesterTest, FiniteSpaceNeverRepeats) {
   StudySpec spec = MixedStudy(SearchAlgorithm::kBayesian, 2);
   BayesianSuggester bayes(spec);
-  SearchSpace space(spec);
-  std::vector<TrialObservation> done;
-  std::set<std::string> keys;
-  for (int i = 0; i < 12; ++i) {
-    auto a = bayes.Suggest(done, {});
-    ASSERT_TRUE(a.ok() && a->has_value()) << i;
-    EXPECT_TRUE(keys.insert(space.Key(**a)).second) << "repeated " << space.Key(**a);
-    double v = (**a)[0].number + ((**a)[1].category == "sgd" ? 0 : 1) + (**a)[2].number;
-    done.push_back({**a, v});
-  }
-  auto last = bayes.Suggest(done, {});
-  ASSERT_TRUE(last.ok());
-  EXPECT_FALSE(last->has_value());
+  ExpectExhaustsWithoutRepeats(bayes, spec, 12, [](const Assignment& a) {
+    return a[0].number + (a[1].category == "sgd" ? 0 : 1) + a[2].number;
+  });
 }
 
 TEST(BayesianSuggesterTest, MixedSpaceSuggestionsAreFeasible) {
