@@ -231,6 +231,15 @@ void Agent::HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const S
     registered_ = false;
     return;
   }
+  if (Outbox::Transient(error)) {
+    // The coordinator could not take it now (its store fails, its disk is full): the update
+    // stays in flight and goes again after the resend interval.
+    if (answer.current) {
+      transient_refusals_.Log("coordinator could not take the status of {}/{} attempt {} yet: {}",
+                              a.job, a.replica, a.attempt, error.ToString());
+    }
+    return;
+  }
   if (!error.ok()) {
     spdlog::warn("coordinator rejected the status of {}/{} attempt {}: {}", a.job, a.replica,
                  a.attempt, error.ToString());

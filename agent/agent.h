@@ -6,8 +6,10 @@
 //    known=false) or stays silent for coordinator_timeout (it restarted, or the link broke);
 //    it lists every replica attempt still running and every final status not yet acked.
 //  - Heartbeat every interval the RegisterAgentReply gives.
-//  - ReplicaUpdate on every state change of an attempt, re-sent until an Ack (or an ErrorReply,
-//    which is logged and not retried) answers it.
+//  - ReplicaUpdate on every state change of an attempt, re-sent until an Ack answers it. An
+//    ErrorReply that refuses it for now (UNAVAILABLE, RESOURCE_EXHAUSTED: the coordinator could
+//    not store it) leaves it to be re-sent; FAILED_PRECONDITION makes the agent register again;
+//    any other error is logged and taken as the answer.
 //  - LogChunk: each attempt's log file is shipped by a LogShipper (agent/log_shipper.h). After
 //    re-registering, shipping resumes from the acked offset, so nothing is lost across a
 //    coordinator restart.
@@ -50,6 +52,7 @@
 #include "agent/outbox.h"
 #include "common/clock.h"
 #include "common/messaging.h"
+#include "common/rate_limited_log.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -165,6 +168,9 @@ class Agent {
   milliseconds next_sweep_{0};  // attempt retention
   milliseconds last_heard_{0};
   milliseconds heartbeat_interval_{1000};
+  // Updates the coordinator could not take for now (they are resent): a full disk there lasts.
+  RateLimitedLog transient_refusals_{spdlog::level::info, "transient refusals", 5,
+                                     std::chrono::seconds(30)};
 };
 
 }  // namespace cohort::agent

@@ -65,8 +65,7 @@ void LogShipper::OnLogAck(const Outbox::Answer& answer, uint64_t next_offset) {
 
 void LogShipper::OnError(const Outbox::Answer& answer, const Status& error) {
   if (!answer.current || error.ok()) return;
-  if (error.code() == StatusCode::kFailedPrecondition || error.code() == StatusCode::kUnavailable ||
-      error.code() == StatusCode::kResourceExhausted) {
+  if (error.code() == StatusCode::kFailedPrecondition || Outbox::Transient(error)) {
     // Passing trouble: the chunk stays in flight and goes again after the resend interval.
     spdlog::info("coordinator could not take the log of {}/{} attempt {} yet: {}", job_, replica_,
                  attempt_, error.ToString());

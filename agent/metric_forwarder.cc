@@ -45,6 +45,10 @@ void MetricForwarder::Forward(bool ended) {
 
 void MetricForwarder::OnAnswer(const Outbox::Answer& answer, const Status& error) {
   if (!answer.current) return;
+  if (Outbox::Transient(error) || error.code() == StatusCode::kFailedPrecondition) {
+    // Passing trouble: the measurement stays in flight and goes again after the resend interval.
+    return;
+  }
   if (!error.ok()) {
     spdlog::warn("coordinator rejected a measurement of {}/{}: {}", job_, replica_,
                  error.ToString());

@@ -1,8 +1,10 @@
 // MetricForwarder follows the $CLOUD_ML_HP_METRIC_FILE of a tuning trial's chief (JSON lines as
 // cloudml-hypertune writes them; common/hypertune.h reads them) and forwards each new line to
 // the coordinator as a TrialMeasurement, in file order: one in flight (Outbox stream {kMetric,
-// key}), resent after `resend_after`, the next once it is answered. An error answer is logged
-// and the measurement dropped (the coordinator refused it for good).
+// key}), resent after `resend_after`, the next once it is answered. An error that refuses it for
+// now (Outbox::Transient, or FAILED_PRECONDITION while this node registers again) leaves it in
+// flight to be resent; any other error is logged and the measurement dropped (the coordinator
+// refused it for good).
 //
 // The file is read every `poll_interval`, and a last time once the attempt has ended (nothing
 // writes it any more); the forwarder is done when that read's measurements are all answered.

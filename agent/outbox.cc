@@ -4,6 +4,10 @@ namespace cohort::agent {
 
 Outbox::Outbox(Clock& clock, Transmit transmit) : clock_(clock), transmit_(std::move(transmit)) {}
 
+bool Outbox::Transient(const Status& error) {
+  return error.code() == StatusCode::kUnavailable || error.code() == StatusCode::kResourceExhausted;
+}
+
 bool Outbox::Ready(const Stream& stream, std::chrono::milliseconds resend_after) const {
   auto it = in_flight_.find(stream);
   return it == in_flight_.end() || Now() - it->second.sent >= resend_after;

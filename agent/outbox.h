@@ -10,7 +10,8 @@
 // LogAck), matched by request id, tells which stream and version it answers and whether it
 // answers the message in flight now or an older one (`current`). The stream decides what an
 // answer means and calls Settle() once nothing of it is in flight any more; a transient error
-// leaves the message in flight, so it is resent only after the resend interval.
+// (Transient(): the coordinator could not take the message now, e.g. its disk is full) leaves the
+// message in flight, so it is resent after the resend interval, as long as the error lasts.
 //
 // Reset() is for when the coordinator may have lost what was in flight (it forgot this node):
 // every stream may send again at once, and answers to earlier requests are ignored.
@@ -28,6 +29,7 @@
 
 #include "common/clock.h"
 #include "common/schema/cohort_generated.h"
+#include "common/status.h"
 
 namespace cohort::agent {
 
@@ -48,6 +50,12 @@ class Outbox {
   using Transmit = std::function<uint64_t(wire::BodyUnion body)>;
 
   Outbox(Clock& clock, Transmit transmit);
+
+  // True for an ErrorReply that refuses a message for now only, so that the message must be sent
+  // again: UNAVAILABLE (the coordinator could not store it), RESOURCE_EXHAUSTED (its disk is
+  // full, or this agent has too many requests outstanding). FAILED_PRECONDITION (the coordinator
+  // does not know this node) is not: the agent registers again instead, carrying what is unacked.
+  static bool Transient(const Status& error);
 
   // True when `stream` may send: nothing of it is in flight, or its message went out at least
   // `resend_after` ago.

@@ -343,11 +343,13 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   // Nothing of the pass goes out: replies become errors naming the cause.
   const std::string what = "the coordinator could not store its state (" + cause.message() +
                            "); nothing of this request was kept";
-  const Status client_error(cause.code() == StatusCode::kResourceExhausted
-                                ? StatusCode::kResourceExhausted
-                                : StatusCode::kUnavailable,
+  // Agents resend what is refused so (agent/outbox.h, Outbox::Transient).
+  const StatusCode code = cause.code() == StatusCode::kResourceExhausted
+                              ? StatusCode::kResourceExhausted
+                              : StatusCode::kUnavailable;
+  const Status client_error(code,
                             what + "; reads are served and writes are retried: try again later");
-  const Status agent_error = FailedPrecondition(what + "; register again");
+  const Status agent_error(code, what + "; send it again later");
   for (auto& o : outbox_.Take()) {
     auto m = Message::Parse(std::move(o.frame));
     if (!m.ok() || m->request_id() == 0) continue;  // launches and stops

@@ -99,6 +99,8 @@ class FakeCoordinator {
   }
 
   bool ack_updates = true;
+  int refuse_updates = 0;  // refuse so many updates with `refusal` before taking them
+  Status refusal;
   bool ignore_heartbeats = false;
   int updates = 0;
   int rejected_updates = 0;
@@ -148,6 +150,12 @@ class FakeCoordinator {
           ++rejected_updates;
           (void)router_->Send(
               peer, EncodeError(m.request_id(), FailedPrecondition("node is not registered")));
+          return;
+        }
+        if (refuse_updates > 0) {  // as the real coordinator whose commit failed
+          --refuse_updates;
+          ++rejected_updates;
+          (void)router_->Send(peer, EncodeError(m.request_id(), refusal));
           return;
         }
         Record(*u->status);
@@ -321,6 +329,34 @@ TEST_F(AgentLoopTest, UpdateRefusedForAnUnknownNodeMakesTheAgentRegisterAgain) {
   coordinator_->ignore_heartbeats = false;
   ASSERT_TRUE(PumpUntilDone(key));
   EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
+}
+
+TEST_F(AgentLoopTest, UpdatesRefusedForNowAreResentUntilTaken) {
+  for (StatusCode code : {StatusCode::kResourceExhausted, StatusCode::kUnavailable}) {
+    SCOPED_TRACE(static_cast<int>(code));
+    // The coordinator cannot store anything (its disk is full): every update is refused.
+    coordinator_->refusal = Status(code, "the coordinator could not store its state");
+    coordinator_->refuse_updates = 1000;
+    size_t registrations = coordinator_->registrations.size();
+    std::string job = code == StatusCode::kUnavailable ? "job12" : "job11";
+    std::string key = LogKey(job, "chief-0", 0);
+    coordinator_->Launch("node-a", MakeLaunch(job, "chief-0", 0, "exit 3"));
+    ASSERT_TRUE(Pump([&] { return coordinator_->rejected_updates >= 1; }));
+    // Refused, not lost: the agent resends every resend interval (200 ms) and keeps the attempt.
+    int refused = coordinator_->rejected_updates;
+    Elapse(milliseconds(1000));
+    EXPECT_TRUE(Pump([&] { return coordinator_->rejected_updates >= refused + 3; }));
+    EXPECT_FALSE(coordinator_->Latest(key).has_value());
+    EXPECT_EQ(agent_->attempt_count(), 1u);
+    // Room again: the next resend is taken, with the final state; no registration was needed.
+    coordinator_->refuse_updates = 0;
+    coordinator_->rejected_updates = 0;
+    ASSERT_TRUE(Pump([&] { return coordinator_->Final(key).has_value(); }, milliseconds(10)));
+    EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::FAILED);
+    EXPECT_EQ(coordinator_->Final(key)->exit_code, 3);
+    EXPECT_EQ(coordinator_->registrations.size(), registrations);
+    EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }, milliseconds(10)));
+  }
 }
 
 TEST_F(AgentLoopTest, ReplicaSeesItsEnvironmentAndItsLogIsShipped) {

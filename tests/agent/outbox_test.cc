@@ -66,6 +66,33 @@ TEST_F(OutboxTest, AnswersSayWhetherTheyAnswerTheMessageInFlight) {
   EXPECT_FALSE(outbox_.Answered(12345).has_value());   // never sent here
 }
 
+TEST_F(OutboxTest, RefusalsForNowAreTransientOthersAreNot) {
+  EXPECT_TRUE(Outbox::Transient(ResourceExhausted("the disk is full")));
+  EXPECT_TRUE(Outbox::Transient(Unavailable("the coordinator could not store its state")));
+  EXPECT_FALSE(Outbox::Transient(Status::Ok()));
+  EXPECT_FALSE(Outbox::Transient(FailedPrecondition("node is not registered")));
+  EXPECT_FALSE(Outbox::Transient(InvalidArgument("bad update")));
+  EXPECT_FALSE(Outbox::Transient(NotFound("no such job")));
+}
+
+TEST_F(OutboxTest, AMessageLeftInFlightAfterATransientRefusalGoesAgainAfterTheInterval) {
+  uint64_t first = outbox_.Send(status_, 1, Heartbeat());
+  auto refused = outbox_.Answered(first);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_TRUE(refused->current);
+  // The stream does not settle a transient refusal: nothing goes out before the interval.
+  EXPECT_FALSE(outbox_.Ready(status_, milliseconds(200)));
+  clock_.Advance(milliseconds(200));
+  ASSERT_TRUE(outbox_.Ready(status_, milliseconds(200)));
+  uint64_t again = outbox_.Send(status_, 1, Heartbeat());
+  EXPECT_NE(again, first);
+  EXPECT_EQ(sent_.messages.size(), 2u);
+  auto taken = outbox_.Answered(again);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->version, 1u);
+  EXPECT_TRUE(taken->current);
+}
+
 TEST_F(OutboxTest, ResetDropsEverythingInFlight) {
   uint64_t id = outbox_.Send(status_, 1, Heartbeat());
   outbox_.Send(log_, 100, Heartbeat());

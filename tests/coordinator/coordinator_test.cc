@@ -912,27 +912,24 @@ TEST_F(FullDiskTest, SubmitsBeyondAFullDiskAreRefusedReadsAreServedAndNothingAcc
   ASSERT_NE(list.As<wire::JobList>(), nullptr) << list.ErrorStatus().ToString();
   EXPECT_EQ(list.As<wire::JobList>()->jobs()->size(), 1 + accepted.size());
 
-  // An agent's update that cannot be stored is not acked: it is told to register again (and
-  // keeps the update); the job stays as stored.
+  // An agent's update that cannot be stored is not acked: it is refused for now, naming the
+  // cause (the agent resends it); the job stays as stored.
   const auto& l = launches.begin()->second;
   agents_["node-a"].inbox.clear();
   Report("node-a", l.job, l.replica, l.attempt, ReplicaState::SUCCEEDED, 0);
   Pump([&] { return !agents_["node-a"].inbox.empty(); });
   ASSERT_FALSE(agents_["node-a"].inbox.empty());
-  EXPECT_EQ(agents_["node-a"].inbox.front().ErrorStatus().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(agents_["node-a"].inbox.front().ErrorStatus().message().find("register again"),
-            std::string::npos);
+  Status refusal = agents_["node-a"].inbox.front().ErrorStatus();
+  EXPECT_EQ(refusal.code(), StatusCode::kResourceExhausted) << refusal.ToString();
+  EXPECT_NE(refusal.message().find("disk is full"), std::string::npos) << refusal.ToString();
+  EXPECT_NE(refusal.message().find("send it again later"), std::string::npos) << refusal.ToString();
   EXPECT_EQ(GetJob("first").state, JobState::RUNNING);
 
-  // Space comes back: the agent registers with its update, new submits are taken.
+  // Space comes back: the agent's resent update is taken, new submits are taken.
   Free();
-  wire::ReplicaStatusT done;
-  done.job = l.job;
-  done.replica = l.replica;
-  done.attempt = l.attempt;
-  done.state = ReplicaState::SUCCEEDED;
-  done.exit_code = 0;
-  Register("node-a", 1, {done});
+  agents_["node-a"].inbox.clear();
+  Report("node-a", l.job, l.replica, l.attempt, ReplicaState::SUCCEEDED, 0);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
   PumpFew();
   EXPECT_EQ(GetJob("first").state, JobState::SUCCEEDED);
   ASSERT_TRUE(Submit(JobYaml("after", 0, 1)).ok());
