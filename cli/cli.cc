@@ -159,13 +159,19 @@ exit code, and the job's events with their reasons.
 )",
        ShowJob},
       {"list",
-       {{"--json", false, ""}},
-       "list [--json]",
-       "all jobs",
-       R"(usage: cohort list [--json]
+       {{"--json", false, ""}, {"--state", true, ""}, {"--since", true, ""}, {"--limit", true, ""}},
+       "list [--state S] [--since T] [--limit N] [--json]",
+       "jobs, all or a history query",
+       R"(usage: cohort list [--state S[,S...]] [--since T] [--limit N] [--json]
 
-Lists every job the coordinator knows, oldest first.
-  --json    print a JSON array of jobs
+Lists the jobs the coordinator knows, oldest first. With a filter, the coordinator's state store
+answers the query (newest N of the jobs that match, still printed oldest first).
+  --state S[,S...]   only jobs in these states: QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED,
+                     CANCELLING, CANCELLED (any case)
+  --since T          only jobs submitted at or after T: a duration ago (30m, 2h, 7d) or a
+                     local time (2026-11-25, 2026-11-25T14:30, 2026-11-25 14:30:00)
+  --limit N          only the newest N jobs
+  --json             print a JSON array of jobs
 )",
        List},
       {"logs",

@@ -1,9 +1,12 @@
 #include "cli/output.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+
+#include "common/job_spec.h"
 
 namespace cohort::cli {
 namespace {
@@ -73,6 +76,39 @@ std::string FormatTime(int64_t ms_since_epoch) {
   char buffer[32];
   std::strftime(buffer, sizeof(buffer), "%Y-%m-%d %H:%M:%S", &tm);
   return buffer;
+}
+
+StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
+  if (!text.empty() && text.find('-') == std::string::npos) {
+    auto ago = ParseDuration(text);
+    if (ago.ok() && ago->count() >= 0) return now_ms - ago->count();
+  }
+  for (const char* format :
+       {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"}) {
+    std::tm tm{};
+    const char* end = strptime(text.c_str(), format, &tm);
+    if (end == nullptr || *end != '\0') continue;
+    tm.tm_isdst = -1;
+    std::time_t seconds = std::mktime(&tm);
+    if (seconds == static_cast<std::time_t>(-1)) break;
+    return static_cast<int64_t>(seconds) * 1000;
+  }
+  return InvalidArgument("'" + text +
+                         "' is neither a duration ago (30m, 2h, 7d) nor a local time "
+                         "(2026-11-25, 2026-11-25T14:30, 2026-11-25 14:30:00)");
+}
+
+StatusOr<wire::JobState> ParseJobState(const std::string& name) {
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (auto state : wire::EnumValuesJobState()) {
+    if (upper == wire::EnumNameJobState(state)) return state;
+  }
+  std::string known;
+  for (auto state : wire::EnumValuesJobState()) {
+    known += (known.empty() ? "" : ", ") + std::string(wire::EnumNameJobState(state));
+  }
+  return InvalidArgument("no job state '" + name + "' (one of " + known + ")");
 }
 
 std::string FormatDuration(int64_t ms) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/schema/cohort_generated.h"
+#include "common/status.h"
 
 namespace cohort::cli {
 
@@ -28,6 +29,12 @@ class Table {
 };
 
 std::string FormatTime(int64_t ms_since_epoch);
+// What `--since T` reads, as ms since the epoch: a duration before `now_ms` ("30m", "2h", "7d",
+// the forms of ParseDuration) or a local time ("2026-11-25", "2026-11-25T14:30",
+// "2026-11-25 14:30:00"). An error names the forms it takes.
+StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms);
+// A job state by its name, in any case ("running").
+StatusOr<wire::JobState> ParseJobState(const std::string& name);
 // "45s", "3m07s", "2h05m", "3d04h"; negative or zero: "0s".
 std::string FormatDuration(int64_t ms);
 // The job's run time: start to end, or start to `now_ms` while it runs; "-" before it starts.

@@ -249,7 +249,44 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
 }
 
 int List(const ParsedArgs& args, const Context& ctx) {
-  return ShowAll(args, ctx, "list", &CoordinatorClient::ListJobs, JobToJson, PrintJobList);
+  wire::ListJobsT query;
+  if (args.Has("--state")) {
+    std::stringstream names(args.Get("--state"));
+    std::string name;
+    while (std::getline(names, name, ',')) {
+      auto state = ParseJobState(name);
+      if (!state.ok()) return UsageError(ctx.err, "list", "--state: " + state.status().message());
+      query.states.push_back(*state);
+    }
+    if (query.states.empty()) return UsageError(ctx.err, "list", "--state: no state given");
+  }
+  if (args.Has("--since")) {
+    auto since = ParseSince(args.Get("--since"), NowMs());
+    if (!since.ok()) return UsageError(ctx.err, "list", "--since: " + since.status().message());
+    query.created_since_ms = std::max<int64_t>(*since, 1);
+  }
+  if (args.Has("--limit")) {
+    const std::string text = args.Get("--limit");
+    size_t used = 0;
+    long long limit = -1;
+    try {
+      limit = std::stoll(text, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != text.size() || limit < 1 || limit > 1'000'000) {
+      return UsageError(ctx.err, "list",
+                        "--limit: expected a number from 1 to 1000000, got '" + text + "'");
+    }
+    query.limit = static_cast<uint32_t>(limit);
+  }
+  return ShowVerb<std::vector<wire::JobInfoT>>(
+      args, ctx, "list", "", [&](CoordinatorClient& client) { return client.ListJobs(query); },
+      [](const std::vector<wire::JobInfoT>& jobs) {
+        nlohmann::json array = nlohmann::json::array();
+        for (const auto& job : jobs) array.push_back(JobToJson(job));
+        return array;
+      },
+      PrintJobList);
 }
 
 int Logs(const ParsedArgs& args, const Context& ctx) {

@@ -200,7 +200,12 @@ StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
 }
 
 StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {
-  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::JobList>(wire::ListJobsT{}, "list jobs")));
+  return ListJobs(wire::ListJobsT{});
+}
+
+StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs(const wire::ListJobsT& query) {
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::JobList>(wire::ListJobsT(query), "list jobs")));
   wire::JobListT list;
   reply.As<wire::JobList>()->UnPackTo(&list);
   std::vector<wire::JobInfoT> jobs;

@@ -74,6 +74,9 @@ class CoordinatorClient {
   StatusOr<std::string> Submit(const std::string& spec_yaml);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
   StatusOr<std::vector<wire::JobInfoT>> ListJobs();
+  // A history query (`cohort list --state S --since T --limit N`; wire::ListJobs says what each
+  // field filters), answered from the coordinator's state store: oldest first.
+  StatusOr<std::vector<wire::JobInfoT>> ListJobs(const wire::ListJobsT& query);
   // Asks the coordinator to cancel; returns the job as it is right after (usually CANCELLING).
   StatusOr<wire::JobInfoT> Cancel(const std::string& name);
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes();

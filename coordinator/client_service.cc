@@ -29,18 +29,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
                    : EncodeError(id, NotFound("no job named '" + name + "'")));
       return;
     }
-    case wire::Body::ListJobs: {
-      std::vector<const JobRecord*> all;
-      for (const auto& [n, j] : jobs_.jobs()) all.push_back(j.get());
-      std::sort(all.begin(), all.end(),
-                [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
-      wire::JobListT list;
-      for (const JobRecord* j : all) {
-        list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*j)));
-      }
-      Reply(m, Encode(id, std::move(list)));
+    case wire::Body::ListJobs:
+      OnListJobs(m, *msg.As<wire::ListJobs>());
       return;
-    }
     case wire::Body::CancelJob:
       OnCancel(m, *msg.As<wire::CancelJob>(), now_ms);
       return;
@@ -104,6 +95,51 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   wire::SubmitJobReplyT reply;
   reply.name = job.name;
   Reply(m, Encode(id, std::move(reply)));
+}
+
+void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req) {
+  uint64_t id = m.message.request_id();
+  JobQuery query;
+  if (req.states()) {
+    for (auto state : *req.states()) {
+      if (state < wire::JobState::MIN || state > wire::JobState::MAX) {
+        Reply(m, EncodeError(id, InvalidArgument("ListJobs.states: no job state " +
+                                                 std::to_string(static_cast<int>(state)))));
+        return;
+      }
+      query.states.push_back(state);
+    }
+  }
+  query.created_since_ms = std::max<int64_t>(req.created_since_ms(), 0);
+  query.limit = req.limit();
+  std::vector<const JobRecord*> selected;
+  if (query.states.empty() && query.created_since_ms == 0 && query.limit == 0) {
+    for (const auto& [n, j] : jobs_.jobs()) selected.push_back(j.get());
+    std::sort(selected.begin(), selected.end(),
+              [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
+  } else {
+    auto found = query_jobs_(query);
+    if (!found.ok()) {
+      Reply(m, EncodeError(id, found.status().WithContext("listing jobs from the state store")));
+      return;
+    }
+    // Newest first from the store; each shown as it is now (a change of this pass is stored at
+    // its end), and left out if that state no longer matches.
+    for (auto it = found->rbegin(); it != found->rend(); ++it) {
+      const JobRecord* job = jobs_.FindJob(it->name);
+      if (job == nullptr) continue;
+      if (!query.states.empty() &&
+          std::find(query.states.begin(), query.states.end(), job->state) == query.states.end()) {
+        continue;
+      }
+      selected.push_back(job);
+    }
+  }
+  wire::JobListT list;
+  for (const JobRecord* j : selected) {
+    list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*j)));
+  }
+  Reply(m, Encode(id, std::move(list)));
 }
 
 void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms) {

@@ -7,7 +7,8 @@
 // the idle cluster of every node known is refused (FAILED_PRECONDITION naming the pool and the
 // resource: coordinator/gang_fit.h). That check waits until `fit_check_from_ms` (nodes known
 // before a coordinator restart may still be registering) and passes while no node is known (the
-// job waits for nodes).
+// job waits for nodes). A ListJobs with a filter is a history query: `query_jobs` (the state
+// store's ListJobs) selects the jobs in SQL and the reply shows each as it is now.
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
@@ -23,6 +24,7 @@
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
+#include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
@@ -40,17 +42,19 @@ struct ClientServiceOptions {
 
 class ClientService {
  public:
+  using QueryJobs = std::function<StatusOr<std::vector<JobSummary>>(const JobQuery&)>;
   // `run_studies` submits and cancels the jobs the studies ask for (after a study is submitted).
   ClientService(JobController& jobs, const NodeRegistry& nodes, StudyController& studies,
                 LogStore& logs, Outbox& outbox, ClientServiceOptions options,
-                std::function<void()> run_studies)
+                std::function<void()> run_studies, QueryJobs query_jobs)
       : jobs_(jobs),
         nodes_(nodes),
         studies_(studies),
         logs_(logs),
         outbox_(outbox),
         options_(options),
-        run_studies_(std::move(run_studies)) {}
+        run_studies_(std::move(run_studies)),
+        query_jobs_(std::move(query_jobs)) {}
 
   void Handle(const RoutedMessage& m, int64_t now_ms);
 
@@ -61,6 +65,7 @@ class ClientService {
 
  private:
   void OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms);
+  void OnListJobs(const RoutedMessage& m, const wire::ListJobs& req);
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
   void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
   void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
@@ -75,6 +80,7 @@ class ClientService {
   Outbox& outbox_;
   ClientServiceOptions options_;
   std::function<void()> run_studies_;
+  QueryJobs query_jobs_;
 };
 
 }  // namespace cohort::coordinator

@@ -37,7 +37,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
           jobs_, nodes_, studies_, logs_, outbox_,
           ClientServiceOptions{options_.max_spec_bytes, options_.port_min, options_.port_max,
                                clock->NowMs() + options_.heartbeat_timeout.count()},
-          [this] { RunStudies(); }),
+          [this] { RunStudies(); },
+          [this](const JobQuery& query) { return store_->ListJobs(query); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), !options_.insecure,
                      [this] { RunStudies(); }) {}

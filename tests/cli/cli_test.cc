@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/output.h"
 #include "common/checkpoint.h"
 #include "common/curve_keys.h"
 #include "tests/testing/binaries.h"
@@ -242,6 +244,28 @@ TEST(CliTest, KeygenWritesAKeyPairAndRefusesToOverwrite) {
   EXPECT_EQ(still->secret_key, keys->secret_key);
 }
 
+TEST(CliTest, SinceTakesADurationAgoOrALocalTime) {
+  const int64_t now = 1'800'000'000'000;
+  EXPECT_EQ(*ParseSince("2h", now), now - 2 * 3600 * 1000);
+  EXPECT_EQ(*ParseSince("7d", now), now - 7 * 24 * 3600 * 1000LL);
+  std::tm tm{};
+  tm.tm_year = 2026 - 1900;
+  tm.tm_mon = 10;
+  tm.tm_mday = 25;
+  tm.tm_hour = 14;
+  tm.tm_min = 30;
+  tm.tm_isdst = -1;
+  const int64_t local = static_cast<int64_t>(std::mktime(&tm)) * 1000;
+  EXPECT_EQ(*ParseSince("2026-11-25T14:30", now), local);
+  EXPECT_EQ(*ParseSince("2026-11-25 14:30:00", now), local);
+  EXPECT_EQ(*ParseSince("2026-11-25", now), local - (14 * 60 + 30) * 60 * 1000LL);
+  for (const char* bad : {"", "yesterday", "2026-13-45x", "-5m"}) {
+    EXPECT_FALSE(ParseSince(bad, now).ok()) << bad;
+  }
+  EXPECT_EQ(*ParseJobState("Running"), wire::JobState::RUNNING);
+  EXPECT_FALSE(ParseJobState("done").ok());
+}
+
 // Submit, status, list, cancel and nodes against a real coordinator with no agents: the job stays
 // QUEUED until it is cancelled.
 TEST(CliTest, VerbsAgainstARealCoordinator) {
@@ -280,6 +304,44 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0]["name"], name);
   EXPECT_NE(run({"list"}).out.find(name), std::string::npos);
+  // History queries, answered by the coordinator's state store.
+  ct::WriteFile(cluster.scratch("job2.yaml"),
+                "name: cli_job_two\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "    resources: {cpus: 1}\n    process: {command: [/bin/true]}\n");
+  CliResult second = run({"submit", cluster.scratch("job2.yaml")});
+  ASSERT_EQ(second.exit_code, kExitOk) << second.err;
+  auto listed = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "list");
+    args.push_back("--json");
+    CliResult r = run(args);
+    EXPECT_EQ(r.exit_code, kExitOk) << r.err;
+    std::vector<std::string> out;
+    json array = json::parse(r.out, nullptr, false);
+    if (!array.is_array()) {
+      ADD_FAILURE() << r.out;
+      return out;
+    }
+    for (const auto& j : array) out.push_back(j["name"]);
+    return out;
+  };
+  EXPECT_EQ(listed({"--state", "queued"}), (std::vector<std::string>{name, "cli_job_two"}));
+  EXPECT_EQ(listed({"--state", "QUEUED,running", "--limit", "1"}),
+            (std::vector<std::string>{"cli_job_two"}));
+  EXPECT_EQ(listed({"--since", "1h"}), (std::vector<std::string>{name, "cli_job_two"}));
+  EXPECT_EQ(listed({"--since", "2000-01-01"}), (std::vector<std::string>{name, "cli_job_two"}));
+  EXPECT_TRUE(listed({"--state", "succeeded"}).empty());
+  EXPECT_EQ(run({"list", "--state", "succeeded"}).out, "No jobs.\n");
+  CliResult bad_state = run({"list", "--state", "done"});
+  EXPECT_EQ(bad_state.exit_code, kExitUsage);
+  EXPECT_NE(bad_state.err.find("--state: no job state 'done' (one of QUEUED, PENDING, RUNNING"),
+            std::string::npos)
+      << bad_state.err;
+  CliResult bad_since = run({"list", "--since", "yesterday"});
+  EXPECT_EQ(bad_since.exit_code, kExitUsage);
+  EXPECT_NE(bad_since.err.find("--since: 'yesterday' is neither a duration ago"), std::string::npos)
+      << bad_since.err;
+  EXPECT_EQ(run({"list", "--limit", "0"}).exit_code, kExitUsage);
+  ASSERT_EQ(run({"cancel", "cli_job_two"}).exit_code, kExitOk);
 
   CliResult nodes = run({"nodes", "--json"});
   EXPECT_EQ(nodes.exit_code, kExitOk) << nodes.err;

@@ -761,6 +761,70 @@ TEST_F(CoordinatorTest, ListNodesAndJobs) {
   EXPECT_EQ(l.As<wire::JobList>()->jobs()->Get(0)->name()->str(), "one");
 }
 
+// `cohort list --state S --since T --limit N`: the store selects, newest N, shown oldest first.
+TEST_F(CoordinatorTest, HistoryQueriesFilterByStateSubmitTimeAndLimit) {
+  AddAgent("node-a", 1);
+  auto names = [&](wire::ListJobsT query) {
+    Message m = Call(std::move(query));
+    std::vector<std::string> out;
+    const auto* list = m.As<wire::JobList>();
+    EXPECT_NE(list, nullptr) << m.ErrorStatus().ToString();
+    if (list == nullptr) return out;
+    if (list->jobs() == nullptr) return out;  // an empty list is sent as no vector
+    for (const auto* j : *list->jobs()) out.push_back(j->name()->str());
+    return out;
+  };
+  // old_done runs and succeeds; old_gone is cancelled; then, an hour later, three more.
+  ASSERT_TRUE(Submit(JobYaml("old_done", 0, 1)).ok());
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 1u);
+  RunAll(launches);
+  Report("node-a", "old_done", "chief-0", launches.begin()->second.attempt, ReplicaState::SUCCEEDED,
+         0);
+  ASSERT_EQ(GetJob("old_done").state, JobState::SUCCEEDED);
+  ASSERT_TRUE(Submit(JobYaml("old_gone", 0, 0)).ok());
+  wire::CancelJobT cancel;
+  cancel.name = "old_gone";
+  Call(std::move(cancel));
+  PumpFew();
+  clock_.Advance(std::chrono::hours(1));
+  const int64_t later = clock_.NowMs();
+  for (const char* name : {"new_a", "new_b", "new_c"}) {
+    ASSERT_TRUE(Submit(JobYaml(name, 0, 1)).ok());  // new_a takes the GPU; the others queue
+  }
+  PumpFew();
+
+  EXPECT_EQ(names({}),
+            (std::vector<std::string>{"old_done", "old_gone", "new_a", "new_b", "new_c"}));
+  wire::ListJobsT succeeded;
+  succeeded.states = {JobState::SUCCEEDED};
+  EXPECT_EQ(names(std::move(succeeded)), (std::vector<std::string>{"old_done"}));
+  wire::ListJobsT ended;
+  ended.states = {JobState::SUCCEEDED, JobState::CANCELLED};
+  EXPECT_EQ(names(std::move(ended)), (std::vector<std::string>{"old_done", "old_gone"}));
+  wire::ListJobsT recent;
+  recent.created_since_ms = later;
+  EXPECT_EQ(names(std::move(recent)), (std::vector<std::string>{"new_a", "new_b", "new_c"}));
+  wire::ListJobsT newest;
+  newest.limit = 2;
+  EXPECT_EQ(names(std::move(newest)), (std::vector<std::string>{"new_b", "new_c"}));
+  wire::ListJobsT queued_one;
+  queued_one.states = {JobState::QUEUED};
+  queued_one.limit = 1;
+  EXPECT_EQ(names(std::move(queued_one)), (std::vector<std::string>{"new_c"}));
+  wire::ListJobsT none;
+  none.states = {JobState::FAILED};
+  none.created_since_ms = later;
+  EXPECT_TRUE(names(std::move(none)).empty());
+
+  // The answer is the store's: after a restart it is the same.
+  Restart();
+  wire::ListJobsT again;
+  again.states = {JobState::SUCCEEDED, JobState::CANCELLED};
+  again.limit = 1;
+  EXPECT_EQ(names(std::move(again)), (std::vector<std::string>{"old_gone"}));
+}
+
 TEST_F(CoordinatorTest, RestartedCoordinatorKeepsEveryJobAndReconciles) {
   AddAgent("node-a", 4);
   ASSERT_TRUE(Submit(JobYaml("keep", 1, 1)).ok());
