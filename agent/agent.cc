@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 
 #include "agent/replica_env.h"
 #include "common/logging.h"
@@ -15,6 +17,18 @@ using std::chrono::milliseconds;
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// This agent's ZeroMQ routing id: its node id, then '/' and 64 random bits. The coordinator's
+// ROUTER hands a routing id over to the newest connection that claims it, so an id that another
+// peer could guess would let that peer take this node's launches and stops; this one is known
+// only to the coordinator and this process (a reconnect of the same socket keeps it).
+std::string SessionRoutingId(const std::string& node_id) {
+  std::random_device random;
+  uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char suffix[17];
+  std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(bits));
+  return node_id + "/" + suffix;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Agent>> Agent::Create(zmq::context_t& context, AgentConfig config,
@@ -23,9 +37,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Create(zmq::context_t& context, AgentCon
   if (config.node_id.empty()) return InvalidArgument("node id is empty");
   if (config.work_dir.empty()) return InvalidArgument("work dir is empty");
   COHORT_RETURN_IF_ERROR(MakeDirs(config.work_dir));
-  COHORT_ASSIGN_OR_RETURN(
-      DealerSocket socket,
-      DealerSocket::Connect(context, config.coordinator, config.node_id, config.security));
+  COHORT_ASSIGN_OR_RETURN(DealerSocket socket,
+                          DealerSocket::Connect(context, config.coordinator,
+                                                SessionRoutingId(config.node_id), config.security));
   return std::unique_ptr<Agent>(
       new Agent(std::move(config), std::move(socket), std::move(process_launcher), clock));
 }

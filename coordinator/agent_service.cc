@@ -15,19 +15,25 @@ std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::strin
 
 }  // namespace
 
+bool RoutingIdOfNode(std::string_view routing_id, std::string_view node_id) {
+  if (routing_id == node_id) return true;
+  return routing_id.size() > node_id.size() + 1 &&
+         routing_id.substr(0, node_id.size()) == node_id && routing_id[node_id.size()] == '/';
+}
+
 void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
   const Message& msg = m.message;
-  // An agent connects with its node id as its routing id; a connection that takes another's
-  // (ZeroMQ hands the id over to the newest connection) is refused whatever it sends.
-  if (bind_identity_ && m.peer != m.identity.user) {
+  // A routing id belongs to the node whose key uses it; a connection that claims another's is
+  // refused whatever it sends.
+  if (bind_identity_ && !RoutingIdOfNode(m.peer, m.identity.user)) {
     refusals_.Log("agent endpoint: refused a {} from routing id {} over the key of node '{}'",
                   wire::EnumNameBody(msg.type()), PeerName(m.peer), m.identity.user);
     if (msg.type() != wire::Body::Ack && msg.type() != wire::Body::ErrorReply) {
-      Reply(m,
-            EncodeError(msg.request_id(),
-                        PermissionDenied("this connection's key is listed as node '" +
-                                         m.identity.user + "'; it must connect with routing id '" +
-                                         m.identity.user + "', not '" + PeerName(m.peer) + "'")));
+      Reply(m, EncodeError(
+                   msg.request_id(),
+                   PermissionDenied("this connection's key is listed as node '" + m.identity.user +
+                                    "'; its routing id must be '" + m.identity.user +
+                                    "/...', not '" + PeerName(m.peer) + "'")));
     }
     return;
   }

@@ -5,11 +5,12 @@
 // coordinator does not run there) are queued in the Outbox.
 //
 // Identity (with `bind_identity`, i.e. CURVE): a connection's key is listed as exactly one node
-// (agents/<node-id>.pub, the ZAP User-Id of its messages), its routing id must be that node id
-// (agents connect with it), and every message must be that node's: RegisterAgent, Heartbeat and
-// ReplicaUpdate name it, and a LogChunk or TrialMeasurement for a replica's current attempt must
-// come from the node that attempt runs on. Anything else is refused (PERMISSION_DENIED) and
-// logged, rate-limited. Without it (--insecure) nothing is checked.
+// (agents/<node-id>.pub, the ZAP User-Id of its messages), its routing id must be that node's
+// (RoutingIdOfNode: agents connect with "<node-id>/<64 random bits>", so that no other peer can
+// claim it and have ZeroMQ hand it this node's launches), and every message must be that node's:
+// RegisterAgent, Heartbeat and ReplicaUpdate name it, and a LogChunk or TrialMeasurement for a
+// replica's current attempt must come from the node that attempt runs on. Anything else is refused
+// (PERMISSION_DENIED) and logged, rate-limited. Without it (--insecure) nothing is checked.
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
@@ -29,6 +30,10 @@
 #include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
+
+// True when `routing_id` may be used by the key of node `node_id`: "<node-id>/<anything>", or the
+// bare node id (test harnesses; an agent never uses it, as a predictable id can be taken over).
+bool RoutingIdOfNode(std::string_view routing_id, std::string_view node_id);
 
 class AgentService {
  public:

@@ -62,7 +62,9 @@ class FakeCoordinator {
   }
 
   void Send(const std::string& node, wire::BodyUnion body) {
-    ASSERT_TRUE(router_->Send(node, EncodeBody(next_id_++, std::move(body))).ok());
+    auto peer = peers_.find(node);
+    ASSERT_NE(peer, peers_.end()) << node << " has not registered";
+    ASSERT_TRUE(router_->Send(peer->second, EncodeBody(next_id_++, std::move(body))).ok());
   }
   void Launch(const std::string& node, wire::LaunchReplicaT launch) {
     wire::BodyUnion body;
@@ -92,6 +94,11 @@ class FakeCoordinator {
     auto s = Latest(key);
     if (s && IsFinal(s->state)) return s;
     return std::nullopt;
+  }
+  // The routing id `node` registered from ("" when it did not).
+  std::string PeerOf(const std::string& node) const {
+    auto it = peers_.find(node);
+    return it == peers_.end() ? "" : it->second;
   }
   bool SawState(const std::string& key, wire::ReplicaState state) const {
     auto it = seen_.find(key);
@@ -130,6 +137,7 @@ class FakeCoordinator {
         registrations.emplace_back(m.As<wire::RegisterAgent>()->UnPack());
         for (const auto& r : registrations.back()->replicas) Record(*r);
         known_nodes.insert(registrations.back()->node_id);
+        peers_[registrations.back()->node_id] = peer;
         wire::RegisterAgentReplyT r;
         r.heartbeat_interval_ms = heartbeat_interval_ms;
         reply.Set(std::move(r));
@@ -194,6 +202,7 @@ class FakeCoordinator {
   uint64_t next_id_ = 1000;
   std::map<std::string, wire::ReplicaStatusT> latest_;
   std::map<std::string, std::set<wire::ReplicaState>> seen_;
+  std::map<std::string, std::string> peers_;  // node id -> routing id, as it registered
 };
 
 wire::LaunchReplicaT MakeLaunch(const std::string& job, const std::string& replica, int attempt,
@@ -303,6 +312,29 @@ TEST_F(AgentLoopTest, RegistersWithItsInventory) {
   Pump([] { return false; }, milliseconds(0), milliseconds(100));
   EXPECT_EQ(coordinator_->heartbeats, 0);
   EXPECT_TRUE(Pump([&] { return coordinator_->heartbeats >= 2; }, milliseconds(100)));
+}
+
+TEST_F(AgentLoopTest, ItsRoutingIdIsItsNodeIdAndBitsNoOtherPeerKnows) {
+  const std::string& id = coordinator_->PeerOf("node-a");
+  ASSERT_EQ(id.rfind("node-a/", 0), 0u) << id;
+  EXPECT_EQ(id.size(), std::string("node-a/").size() + 16) << id;
+  // Another agent of the same node (a restart) gets other bits.
+  TempDir other_dir;
+  AgentConfig config;
+  config.coordinator = endpoint_;
+  config.node_id = "node-a";
+  config.work_dir = other_dir.path();
+  config.security.insecure = true;
+  auto other =
+      Agent::Create(context_, config, std::make_unique<ProcessLauncher>(Cgroups()), &clock_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  size_t before = coordinator_->registrations.size();
+  ASSERT_TRUE(Pump([&] {
+    EXPECT_TRUE((*other)->RunOnce(milliseconds(1)).ok());
+    return coordinator_->registrations.size() > before;
+  }));
+  EXPECT_NE(coordinator_->PeerOf("node-a"), id);
+  EXPECT_EQ(coordinator_->PeerOf("node-a").rfind("node-a/", 0), 0u);
 }
 
 TEST_F(AgentLoopTest, SilentCoordinatorMakesTheAgentRegisterAgain) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -315,6 +316,75 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
   std::string log = ct::ReadFile(cluster.coordinator().log_path());
   EXPECT_NE(log.find("its agent's key was removed"), std::string::npos) << log;
   ASSERT_TRUE(client.Cancel("pair").ok());
+}
+
+// An admitted agent key that connects with another node's routing id takes nothing over: agents
+// connect with "<node-id>/<random bits>", which no other peer knows, and the coordinator refuses
+// every message from a routing id that is not of the connection's own node (PERMISSION_DENIED).
+TEST_F(HardeningTest, AnotherNodesRoutingIdIsRefusedAndTakesOverNothing) {
+  ct::ClusterOptions options;
+  options.secure = true;
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string a = NodeId("route-a"), b = NodeId("route-b");
+  ASSERT_EQ(cluster.StartAgent({a, 1}), "");
+  ASSERT_EQ(cluster.StartAgent({b, 1}), "");
+  auto client = cluster.Client();
+
+  // A's key, connected under the routing ids B could have: its bare node id and the "B/" form.
+  zmq::context_t context(1);
+  auto security = CurveClientSecurity(cluster.keys_dir() + "/" + a + ".key",
+                                      cluster.keys_dir() + "/coordinator.pub");
+  ASSERT_TRUE(security.ok()) << security.status().ToString();
+  std::vector<DealerSocket> rogues;
+  for (const std::string& id : {b, b + "/0000000000000000"}) {
+    auto rogue = DealerSocket::Connect(context, cluster.agent_endpoint(), id, *security);
+    ASSERT_TRUE(rogue.ok()) << rogue.status().ToString();
+    for (const std::string& node : {a, b}) {
+      wire::HeartbeatT heartbeat;
+      heartbeat.node_id = node;
+      auto refused = rogue->Call(std::move(heartbeat), 5s);
+      EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied)
+          << id << " for " << node << ": " << refused.status().ToString();
+      EXPECT_NE(refused.status().message().find("its routing id must be '" + a + "/...'"),
+                std::string::npos)
+          << refused.status().ToString();
+    }
+    rogues.push_back(std::move(*rogue));
+  }
+
+  // With the rogues connected, B's launches still reach B: a gang over both nodes runs, and B
+  // stays READY through several heartbeats.
+  ASSERT_TRUE(client.Submit(TinyJob("over_both", 1, 1, "/bin/sleep, '60'")).ok());
+  auto running = client.WaitForJob(
+      "over_both", [](const wire::JobInfoT& j) { return j.state == wire::JobState::RUNNING; },
+      SteadyClock::now() + 20s, 100ms);
+  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster.Logs();
+  std::set<std::string> nodes;
+  for (const auto& r : running->replicas) nodes.insert(r->node_id);
+  EXPECT_EQ(nodes, (std::set<std::string>{a, b}));
+  std::this_thread::sleep_for(3s);
+  auto listed = client.ListNodes();
+  ASSERT_TRUE(listed.ok());
+  for (const auto& n : *listed) EXPECT_EQ(n.state, "READY") << n.node_id;
+  // Nothing meant for B went to a rogue.
+  for (auto& rogue : rogues) {
+    while (true) {
+      auto got = rogue.Receive(200ms);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      if (!got->has_value()) break;
+      EXPECT_NE((*got)->type(), wire::Body::LaunchReplica);
+      EXPECT_NE((*got)->type(), wire::Body::StopReplica);
+    }
+  }
+  ASSERT_TRUE(client.Cancel("over_both").ok());
+  auto ended = ct::WaitForJobEnd(client, "over_both", 20s);
+  EXPECT_EQ(ended.state, wire::JobState::CANCELLED) << cluster.Logs();
+  EXPECT_EQ(cluster.WaitForNoReplicaProcesses(), "");
+  EXPECT_NE(
+      ct::ReadFile(cluster.coordinator().log_path()).find("refused a Heartbeat from routing id"),
+      std::string::npos)
+      << cluster.Logs();
 }
 
 // A client whose key is not listed is told so (CLI exit 4, the Python client raises Refused), and
