@@ -1,5 +1,8 @@
 #include "cli/cli.h"
 
+#include <unistd.h>
+
+#include <iostream>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -134,15 +137,18 @@ Status ApplyGlobals(const ParsedArgs& args, ClientOptions& options) {
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
       {"submit",
-       {{"--wait", false, ""}},
-       "submit FILE [--wait]",
+       {{"--wait", false, ""}, {"--replica", true, ""}, {"--all", false, ""}},
+       "submit FILE [--wait [--replica R|--all]]",
        "validate and submit a job file; prints the job name",
-       R"(usage: cohort submit FILE [--wait]
+       R"(usage: cohort submit FILE [--wait [--replica ROLE-INDEX | --all]]
 
 Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout.
 FILE may be - for standard input.
-  --wait    follow the job's state (on stderr) until it ends; exit 0 only if it SUCCEEDED,
-            1 if it FAILED or was CANCELLED
+  --wait    show the job live on stderr until it ends, as `cohort watch` does (elapsed time,
+            state, replicas, events such as restarts and their causes, the chief's output);
+            exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED
+  --replica ROLE-INDEX   with --wait, follow this replica's output instead of chief-0's
+  --all                  with --wait, follow every replica's output
 Exit 2 when the file is invalid (the message names the offending field) or larger than the
 coordinator's --max-spec-size (1 MiB unless COHORT_MAX_SPEC_SIZE says otherwise).
 )",
@@ -175,17 +181,40 @@ answers the query (newest N of the jobs that match, still printed oldest first).
 )",
        List},
       {"logs",
-       {{"--replica", true, ""}, {"--attempt", true, ""}, {"--follow", false, "-f"}},
-       "logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow]",
-       "a replica's output (default chief-0)",
-       R"(usage: cohort logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow]
+       {{"--replica", true, ""},
+        {"--attempt", true, ""},
+        {"--follow", false, "-f"},
+        {"--all", false, ""},
+        {"--tail", true, ""}},
+       "logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow]",
+       "a replica's output (default chief-0), or every replica's",
+       R"(usage: cohort logs JOB [--replica ROLE-INDEX | --all] [--attempt N] [--tail N] [--follow]
 
-Prints a replica's combined stdout and stderr as the coordinator holds it.
+Prints a replica's combined stdout and stderr as the coordinator holds it. While the job has not
+started, says so on stderr.
   --replica ROLE-INDEX   which replica (default chief-0), e.g. worker-1
+  --all                  every replica, each line prefixed with "[ROLE-INDEX] "
   --attempt N            one attempt only (default: every attempt, each after a header line)
-  --follow, -f           keep printing new output until the replica has finished
+  --tail N               only the last N lines of each replica (then new ones with --follow)
+  --follow, -f           keep printing new output until the replicas have finished
 )",
        Logs},
+      {"watch",
+       {{"--replica", true, ""}, {"--all", false, ""}},
+       "watch JOB [--replica ROLE-INDEX|--all]",
+       "a job live until it ends: state, replicas, restarts, output",
+       R"(usage: cohort watch JOB [--replica ROLE-INDEX | --all]
+
+Shows the job live until it ends: the time since it was submitted, its state and why (what a
+queued job waits for), each replica's state, node and attempt, every event as it happens
+(placements, restarts and their causes, the end), and the chief's output lines, each prefixed
+with "[ROLE-INDEX] ". On a terminal the status block is redrawn in place below the output;
+otherwise every change is printed as a line "[mm:ss] ...".
+  --replica ROLE-INDEX   follow this replica's output instead of chief-0's
+  --all                  follow every replica's output
+Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED.
+)",
+       Watch},
       {"cancel",
        {{"--wait", false, ""}},
        "cancel JOB [--wait]",
@@ -343,6 +372,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
 
   Context ctx{ClientOptionsFromEnvironment(), out, err};
+  ctx.out_is_terminal = &out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
+  ctx.err_is_terminal = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
   Status globals_status = ApplyGlobals(*global_args, ctx.options);
   if (globals_status.ok()) globals_status = ApplyGlobals(*parsed, ctx.options);
   if (!globals_status.ok()) return UsageError(err, verb, globals_status.message());

@@ -2,10 +2,11 @@
 // in-process:
 //
 //   cohort [--coordinator tcp://HOST:7400] [--insecure] [--timeout 5s] VERB ...
-//     submit FILE [--wait]       prints the job name; --wait follows the state
+//     submit FILE [--wait [--replica R|--all]]   prints the job name; --wait shows it live
 //     status JOB [--json]        state, message, times, restarts, replicas, events
-//     list [--json]              every job
-//     logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow|-f]
+//     list [--state S] [--since T] [--limit N] [--json]   every job, or a history query
+//     logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow|-f]
+//     watch JOB [--replica ROLE-INDEX|--all]   the job live until it ends
 //     cancel JOB [--wait]
 //     nodes [--json]
 //     tune FILE [--wait]         hyperparameter study; --wait prints the trials and the best

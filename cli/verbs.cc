@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/job_view.h"
 #include "cli/output.h"
 #include "common/checkpoint.h"
 #include "common/cluster_env.h"
@@ -86,15 +87,15 @@ int ExitForFinalState(const wire::JobInfoT& job) {
   return job.state == wire::JobState::SUCCEEDED ? kExitOk : kExitJobFailed;
 }
 
-// Follows a job until it ends, printing each state change on err.
-int FollowJob(CoordinatorClient& client, const std::string& name, const Context& ctx) {
-  auto job = client.WaitForJob(
-      name, [](const wire::JobInfoT& j) { return IsTerminal(j.state); }, Clock::time_point::max(),
-      std::chrono::milliseconds(500),
-      [&](const wire::JobInfoT& j) { ctx.err << StateLine(j) << std::endl; },
-      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30)));
-  if (!job.ok()) return Fail(ctx.err, job.status());
-  return ExitForFinalState(*job);
+// The live view's options from --replica/--all (default: the chief's output).
+WatchOptions WatchOptionsFrom(const ParsedArgs& args, const Context& ctx, bool terminal) {
+  WatchOptions options;
+  options.all = args.Has("--all");
+  if (args.Has("--replica")) options.replicas = {args.Get("--replica")};
+  options.redraw = terminal;
+  options.unreachable_limit =
+      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
+  return options;
 }
 
 // Prints the study's name; with --wait follows it until it ends.
@@ -237,7 +238,9 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
       [&](CoordinatorClient& client, const JobSpec&, const std::string& name) {
         ctx.out << name << std::endl;
         if (!args.Has("--wait")) return kExitOk;
-        return FollowJob(client, name, ctx);
+        // The job's name alone goes to stdout; the live view to stderr.
+        return WatchJob(client, name, WatchOptionsFrom(args, ctx, ctx.err_is_terminal), ctx.err,
+                        ctx.err);
       });
 }
 
@@ -291,46 +294,46 @@ int List(const ParsedArgs& args, const Context& ctx) {
 
 int Logs(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() != 1) return UsageError(ctx.err, "logs", "logs needs one JOB");
-  const std::string& job = args.positionals[0];
-  std::string replica = args.Get("--replica", "chief-0");
-  int attempt = -1;
-  if (args.Has("--attempt")) {
+  if (args.Has("--all") && args.Has("--replica")) {
+    return UsageError(ctx.err, "logs", "give either --replica or --all, not both");
+  }
+  // A whole number from `flag`, at least 0.
+  auto count = [&](const std::string& flag, int* value) {
+    const std::string text = args.Get(flag);
     try {
       size_t used = 0;
-      attempt = std::stoi(args.Get("--attempt"), &used);
-      if (used != args.Get("--attempt").size() || attempt < 0) throw std::invalid_argument("");
+      *value = std::stoi(text, &used);
+      return used == text.size() && *value >= 0;
     } catch (const std::exception&) {
-      return UsageError(ctx.err, "logs", "--attempt: expected a non-negative integer");
+      return false;
     }
+  };
+  LogsOptions options;
+  options.all = args.Has("--all");
+  options.replicas = {args.Get("--replica", "chief-0")};
+  if (args.Has("--attempt") && !count("--attempt", &options.attempt)) {
+    return UsageError(ctx.err, "logs", "--attempt: expected a non-negative integer");
   }
-  bool follow = args.Has("--follow");
+  if (args.Has("--tail") && !count("--tail", &options.tail)) {
+    return UsageError(ctx.err, "logs", "--tail: expected a non-negative number of lines");
+  }
+  options.follow = args.Has("--follow");
+  options.unreachable_limit =
+      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  uint64_t offset = 0;
-  auto last_reply = Clock::now();
-  auto unreachable_limit =
-      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
-  while (true) {
-    auto data = client->ReadLogs(job, replica, offset, attempt);
-    if (!data.ok()) {
-      // While following, ride out a coordinator restart; the offset makes the resume exact.
-      if (follow && data.status().code() == StatusCode::kUnavailable &&
-          Clock::now() - last_reply < unreachable_limit) {
-        continue;
-      }
-      return Fail(ctx.err, data.status());
-    }
-    last_reply = Clock::now();
-    if (!data->data.empty()) {
-      ctx.out.write(reinterpret_cast<const char*>(data->data.data()),
-                    static_cast<std::streamsize>(data->data.size()));
-      ctx.out.flush();
-    }
-    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
-    if (!data->data.empty()) continue;  // more may be waiting right now
-    if (data->complete || !follow) return kExitOk;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return ShowLogs(*client, args.positionals[0], options, ctx.out, ctx.err);
+}
+
+int Watch(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "watch", "watch needs one JOB");
+  if (args.Has("--all") && args.Has("--replica")) {
+    return UsageError(ctx.err, "watch", "give either --replica or --all, not both");
   }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  return WatchJob(*client, args.positionals[0], WatchOptionsFrom(args, ctx, ctx.out_is_terminal),
+                  ctx.out, ctx.err);
 }
 
 int Cancel(const ParsedArgs& args, const Context& ctx) {

@@ -28,6 +28,9 @@ struct Context {
   ClientOptions options;
   std::ostream& out;
   std::ostream& err;
+  // `out` / `err` are terminals (live views redraw in place there).
+  bool out_is_terminal = false;
+  bool err_is_terminal = false;
 };
 
 // Prints "cohort: MESSAGE" and the verb's usage (the main usage for an unknown verb) on `err`;
@@ -38,6 +41,7 @@ int Submit(const ParsedArgs& args, const Context& ctx);
 int ShowJob(const ParsedArgs& args, const Context& ctx);
 int List(const ParsedArgs& args, const Context& ctx);
 int Logs(const ParsedArgs& args, const Context& ctx);
+int Watch(const ParsedArgs& args, const Context& ctx);
 int Cancel(const ParsedArgs& args, const Context& ctx);
 int Nodes(const ParsedArgs& args, const Context& ctx);
 int Checkpoint(const ParsedArgs& args, const Context& ctx);

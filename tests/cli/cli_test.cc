@@ -64,8 +64,9 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-const std::vector<std::string> kVerbs = {"submit", "status",     "list",   "logs", "cancel",
-                                         "nodes",  "checkpoint", "keygen", "tune", "trials"};
+const std::vector<std::string> kVerbs = {"submit", "status", "list",  "logs",
+                                         "watch",  "cancel", "nodes", "checkpoint",
+                                         "keygen", "tune",   "trials"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});
@@ -85,7 +86,8 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
     EXPECT_EQ(RunCohort({verb, "-h"}).out, own.out) << verb;
   }
   // A synopsis too long for its column puts the description on the next line, aligned.
-  EXPECT_NE(help.out.find("  logs JOB [--replica ROLE-INDEX] [--attempt N] [--follow]\n" +
+  EXPECT_NE(help.out.find("  logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] "
+                          "[--follow]\n" +
                           std::string(30, ' ') + "a replica's output"),
             std::string::npos)
       << help.out;

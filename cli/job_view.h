@@ -1,0 +1,57 @@
+// Live views of one job for the `cohort` CLI: `watch JOB` and `submit --wait` (WatchJob), and
+// `logs JOB` over one replica or all of them (ShowLogs). Internal to cli/.
+//
+// WatchJob polls the coordinator (GetJob every `poll`, the followed replicas' logs as they
+// grow) until the job ends, and shows: the elapsed time since submission, the job's state and
+// why (a queued job's message says what it waits for), each replica's state, node and attempt,
+// every event as it happens (placements, restarts and their causes, the end), and the followed
+// replicas' output lines, each prefixed "[replica] ". On a terminal (`redraw`) the status block
+// is redrawn in place under the lines printed so far (ANSI cursor movement); otherwise each
+// change is one line, "[mm:ss] ...". The coordinator going away for a while (a restart) is
+// ridden out for `unreachable_limit`. It returns the exit code: 0 when the job SUCCEEDED, 1 when
+// it FAILED or was CANCELLED, or the code of the error that stopped it.
+//
+// Log lines are shown whole: a line still being written is held until its newline arrives (or
+// the replica's log is complete). Log timestamps are not kept by the coordinator, so neither
+// view can show when a line was written.
+//
+// Thread safety: none; one call at a time.
+#pragma once
+
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/client.h"
+
+namespace cohort::cli {
+
+struct WatchOptions {
+  // Whose output to follow: these replicas ("chief-0"), or every replica with `all`.
+  std::vector<std::string> replicas = {"chief-0"};
+  bool all = false;
+  bool redraw = false;  // `out` is a terminal
+  std::chrono::milliseconds poll{500};
+  std::chrono::milliseconds unreachable_limit{30000};
+};
+
+int WatchJob(CoordinatorClient& client, const std::string& job, const WatchOptions& options,
+             std::ostream& out, std::ostream& err);
+
+struct LogsOptions {
+  std::vector<std::string> replicas = {"chief-0"};  // ignored with `all`
+  bool all = false;     // every replica; each line prefixed "[replica] "
+  int attempt = -1;     // -1: every attempt, each after a header line
+  int tail = -1;        // >= 0: only the last `tail` lines of each replica (before following)
+  bool follow = false;  // keep printing new output until every replica has finished
+  std::chrono::milliseconds poll{500};
+  std::chrono::milliseconds unreachable_limit{30000};
+};
+
+// `cohort logs`: prints the replicas' output on `out`; while the job has not started, says so on
+// `err`. Returns the exit code (0 whenever the coordinator answered).
+int ShowLogs(CoordinatorClient& client, const std::string& job, const LogsOptions& options,
+             std::ostream& out, std::ostream& err);
+
+}  // namespace cohort::cli
