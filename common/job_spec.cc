@@ -1,23 +1,11 @@
-// Job spec parsing, validation and canonical YAML (see job_spec.h and DESIGN.md "Jobs").
-//
-// Parsing walks the yaml-cpp node tree by hand instead of using YAML::convert so that every error
-// names its path ("worker_pools[0].resources.gpus") and the line it is on, unknown keys included.
-// yaml-cpp throws; every call into it sits behind a try/catch that turns the exception into a
-// Status, so no exception leaves this file.
+// Job spec names, durations and validation (see job_spec.h and DESIGN.md "Jobs"); the YAML form
+// (parsing and the canonical YAML) is in job_spec_yaml.cc.
 #include "common/job_spec.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <initializer_list>
 #include <limits>
 
-#include "common/file_util.h"
 #include "common/yaml_reader.h"
 
 namespace cohort {
@@ -37,13 +25,6 @@ bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 // [A-Za-z][A-Za-z0-9_]{0,127}
 bool IsValidJobName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength || !IsAsciiAlpha(name[0])) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
-}
-
-// [A-Za-z_][A-Za-z0-9_]*
-bool IsValidEnvName(std::string_view name) {
-  if (name.empty() || IsAsciiDigit(name[0])) return false;
   return std::all_of(name.begin(), name.end(),
                      [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
 }
@@ -85,184 +66,6 @@ bool IsValidUtf8(std::string_view s) {
     i += extra + 1;
   }
   return true;
-}
-
-// ---------------------------------------------------------------------------------------------
-// YAML walking. Every helper takes the dotted path of the node it reads, for error messages.
-
-using Reader = YamlReader;
-
-// env: a map of name -> scalar (numbers and booleans are kept as their text).
-StatusOr<std::map<std::string, std::string>> ReadEnv(const Reader& r, const YAML::Node& node,
-                                                     const std::string& path) {
-  COHORT_RETURN_IF_ERROR(r.CheckUserMap(node, path));
-  std::map<std::string, std::string> out;
-  for (const auto& kv : node) {
-    std::string name = kv.first.Scalar();
-    std::string child = Reader::Join(path, name);
-    if (!IsValidEnvName(name)) {
-      return r.Error(kv.first, child,
-                     "invalid environment variable name (must match [A-Za-z_][A-Za-z0-9_]*)");
-    }
-    if (!kv.second.IsScalar()) {
-      return r.Error(kv.second, child,
-                     "expected a string or number, got " + Reader::KindName(kv.second));
-    }
-    out[name] = kv.second.Scalar();
-  }
-  return out;
-}
-
-// Fields shared by process and container blocks.
-template <typename Spec>
-Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::string& path,
-                          Spec* spec) {
-  if (Reader::Has(node, "command")) {
-    COHORT_ASSIGN_OR_RETURN(spec->command, r.StringList(node["command"], path + ".command"));
-  }
-  if (Reader::Has(node, "args")) {
-    COHORT_ASSIGN_OR_RETURN(spec->args, r.StringList(node["args"], path + ".args"));
-  }
-  if (Reader::Has(node, "env")) {
-    COHORT_ASSIGN_OR_RETURN(spec->env, ReadEnv(r, node["env"], path + ".env"));
-  }
-  return Status::Ok();
-}
-
-StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
-                                  const std::string& path) {
-  COHORT_RETURN_IF_ERROR(
-      r.CheckMap(node, path, {"role", "replicas", "resources", "process", "container", "builtin"}));
-  WorkerPoolSpec pool;
-  if (!Reader::Has(node, "role")) {
-    return r.Error(node, path + ".role",
-                   "required (chief, worker, parameter_server, reducer or evaluator)");
-  }
-  COHORT_ASSIGN_OR_RETURN(std::string role_name, r.String(node["role"], path + ".role"));
-  StatusOr<Role> role = ParseRole(role_name);
-  if (!role.ok()) return r.Error(node["role"], path + ".role", role.status().message());
-  pool.role = *role;
-
-  if (Reader::Has(node, "replicas")) {
-    COHORT_ASSIGN_OR_RETURN(int64_t replicas, r.Int(node["replicas"], path + ".replicas"));
-    if (replicas < std::numeric_limits<int>::min() || replicas > std::numeric_limits<int>::max()) {
-      return r.Error(node["replicas"], path + ".replicas", "out of range");
-    }
-    pool.replicas = static_cast<int>(replicas);
-  }
-
-  if (Reader::Has(node, "resources")) {
-    const YAML::Node res = node["resources"];
-    std::string rpath = path + ".resources";
-    COHORT_RETURN_IF_ERROR(r.CheckMap(res, rpath, {"gpus", "cpus", "memory_mb"}));
-    auto small_int = [&](const char* key, int* out) -> Status {
-      if (!Reader::Has(res, key)) return Status::Ok();
-      std::string kpath = rpath + "." + key;
-      COHORT_ASSIGN_OR_RETURN(int64_t v, r.Int(res[key], kpath));
-      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-        return r.Error(res[key], kpath, "out of range");
-      }
-      *out = static_cast<int>(v);
-      return Status::Ok();
-    };
-    COHORT_RETURN_IF_ERROR(small_int("gpus", &pool.resources.gpus));
-    COHORT_RETURN_IF_ERROR(small_int("cpus", &pool.resources.cpus));
-    if (Reader::Has(res, "memory_mb")) {
-      COHORT_ASSIGN_OR_RETURN(pool.resources.memory_mb,
-                              r.Int(res["memory_mb"], rpath + ".memory_mb"));
-    }
-  }
-
-  if (Reader::Has(node, "process")) {
-    const YAML::Node p = node["process"];
-    std::string ppath = path + ".process";
-    COHORT_RETURN_IF_ERROR(r.CheckMap(p, ppath, {"command", "args", "env"}));
-    ProcessSpec spec;
-    COHORT_RETURN_IF_ERROR(ReadCommandArgsEnv(r, p, ppath, &spec));
-    pool.process = std::move(spec);
-  }
-  if (Reader::Has(node, "container")) {
-    const YAML::Node c = node["container"];
-    std::string cpath = path + ".container";
-    COHORT_RETURN_IF_ERROR(r.CheckMap(c, cpath, {"image", "command", "args", "env"}));
-    ContainerSpec spec;
-    if (Reader::Has(c, "image")) {
-      COHORT_ASSIGN_OR_RETURN(spec.image, r.String(c["image"], cpath + ".image"));
-    }
-    COHORT_RETURN_IF_ERROR(ReadCommandArgsEnv(r, c, cpath, &spec));
-    pool.container = std::move(spec);
-  }
-  if (Reader::Has(node, "builtin")) {
-    COHORT_ASSIGN_OR_RETURN(std::string b, r.String(node["builtin"], path + ".builtin"));
-    if (b == "reducer") {
-      pool.builtin = Builtin::kReducer;
-    } else if (b == "parameter_server") {
-      pool.builtin = Builtin::kParameterServer;
-    } else {
-      return r.Error(node["builtin"], path + ".builtin",
-                     "unknown builtin " + Quoted(b) + " (reducer or parameter_server)");
-    }
-  }
-  return pool;
-}
-
-StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node) {
-  const std::string path = "scheduling";
-  COHORT_RETURN_IF_ERROR(
-      r.CheckMap(node, path, {"timeout", "max_restarts", "restart_job_on_worker_restart"}));
-  SchedulingSpec s;
-  if (Reader::Has(node, "timeout")) {
-    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
-    StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
-    if (!d.ok()) return r.Error(node["timeout"], path + ".timeout", d.status().message());
-    if (d->count() > 0 && d->count() < 1000) {
-      return r.Error(node["timeout"], path + ".timeout", "must be at least 1s, got " + text);
-    }
-    s.timeout = std::chrono::duration_cast<std::chrono::seconds>(*d);
-  }
-  if (Reader::Has(node, "max_restarts")) {
-    COHORT_ASSIGN_OR_RETURN(int64_t v, r.Int(node["max_restarts"], path + ".max_restarts"));
-    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-      return r.Error(node["max_restarts"], path + ".max_restarts", "out of range");
-    }
-    s.max_restarts = static_cast<int>(v);
-  }
-  if (Reader::Has(node, "restart_job_on_worker_restart")) {
-    COHORT_ASSIGN_OR_RETURN(
-        s.restart_job_on_worker_restart,
-        r.Bool(node["restart_job_on_worker_restart"], path + ".restart_job_on_worker_restart"));
-  }
-  return s;
-}
-
-StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
-  if (!root.IsDefined() || root.IsNull()) {
-    return r.Error(root, "", "empty job spec");
-  }
-  COHORT_RETURN_IF_ERROR(
-      r.CheckMap(root, "", {"name", "output_dir", "worker_pools", "scheduling"}));
-  JobSpec spec;
-  if (!Reader::Has(root, "name")) return r.Error(root, "name", "required");
-  COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
-  if (Reader::Has(root, "output_dir")) {
-    COHORT_ASSIGN_OR_RETURN(spec.output_dir, r.String(root["output_dir"], "output_dir"));
-  }
-  if (!Reader::Has(root, "worker_pools")) {
-    return r.Error(root, "worker_pools", "required (at least the chief pool)");
-  }
-  const YAML::Node pools = root["worker_pools"];
-  if (!pools.IsSequence()) {
-    return r.Error(pools, "worker_pools", "expected a list, got " + Reader::KindName(pools));
-  }
-  for (size_t i = 0; i < pools.size(); ++i) {
-    COHORT_ASSIGN_OR_RETURN(WorkerPoolSpec pool,
-                            ReadPool(r, pools[i], "worker_pools[" + std::to_string(i) + "]"));
-    spec.pools.push_back(std::move(pool));
-  }
-  if (Reader::Has(root, "scheduling")) {
-    COHORT_ASSIGN_OR_RETURN(spec.scheduling, ReadScheduling(r, root["scheduling"]));
-  }
-  return spec;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -368,30 +171,13 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
   return Status::Ok();
 }
 
-// Duration text for the canonical YAML: the largest unit that divides it exactly.
-std::string FormatSeconds(std::chrono::seconds d) {
-  int64_t s = d.count();
-  if (s != 0 && s % 86400 == 0) return std::to_string(s / 86400) + "d";
-  if (s != 0 && s % 3600 == 0) return std::to_string(s / 3600) + "h";
-  if (s != 0 && s % 60 == 0) return std::to_string(s / 60) + "m";
-  return std::to_string(s) + "s";
-}
-
-void EmitStringList(YAML::Emitter& out, const char* key, const std::vector<std::string>& v) {
-  if (v.empty()) return;
-  out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (const auto& s : v) out << YAML::DoubleQuoted << s;
-  out << YAML::EndSeq;
-}
-
-void EmitEnv(YAML::Emitter& out, const std::map<std::string, std::string>& env) {
-  if (env.empty()) return;
-  out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
-  for (const auto& [k, v] : env) out << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
-  out << YAML::EndMap;
-}
-
 }  // namespace
+
+bool IsValidEnvName(std::string_view name) {
+  if (name.empty() || IsAsciiDigit(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -564,76 +350,6 @@ Status ValidateJobSpec(const JobSpec& spec) {
                            std::to_string(s.max_restarts));
   }
   return Status::Ok();
-}
-
-StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
-  Reader reader(source);
-  COHORT_ASSIGN_OR_RETURN(JobSpec spec, ReadYamlDocument(yaml, source, [&](const YAML::Node& root) {
-                            return ReadJob(reader, root);
-                          }));
-  // Validate in the file's own order so pool paths match the list the user wrote, then sort.
-  Status st = ValidateJobSpec(spec);
-  if (!st.ok()) return st.WithContext(source);
-  std::stable_sort(spec.pools.begin(), spec.pools.end(),
-                   [](const WorkerPoolSpec& a, const WorkerPoolSpec& b) {
-                     return PoolIndex(a.role) < PoolIndex(b.role);
-                   });
-  return spec;
-}
-
-StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
-  COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "job file"));
-  return ParseJobSpec(text, path);
-}
-
-std::string JobSpecToYaml(const JobSpec& spec) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << spec.name;
-  if (!spec.output_dir.empty()) {
-    out << YAML::Key << "output_dir" << YAML::Value << YAML::DoubleQuoted << spec.output_dir;
-  }
-  out << YAML::Key << "worker_pools" << YAML::Value << YAML::BeginSeq;
-  for (const auto& pool : spec.pools) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "role" << YAML::Value << std::string(RoleName(pool.role));
-    out << YAML::Key << "replicas" << YAML::Value << pool.replicas;
-    out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;
-    out << YAML::Key << "cpus" << YAML::Value << pool.resources.cpus;
-    out << YAML::Key << "memory_mb" << YAML::Value << pool.resources.memory_mb;
-    out << YAML::EndMap;
-    if (pool.process) {
-      out << YAML::Key << "process" << YAML::Value << YAML::BeginMap;
-      EmitStringList(out, "command", pool.process->command);
-      EmitStringList(out, "args", pool.process->args);
-      EmitEnv(out, pool.process->env);
-      out << YAML::EndMap;
-    }
-    if (pool.container) {
-      out << YAML::Key << "container" << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "image" << YAML::Value << YAML::DoubleQuoted << pool.container->image;
-      EmitStringList(out, "command", pool.container->command);
-      EmitStringList(out, "args", pool.container->args);
-      EmitEnv(out, pool.container->env);
-      out << YAML::EndMap;
-    }
-    if (pool.builtin != Builtin::kNone) {
-      out << YAML::Key << "builtin" << YAML::Value << std::string(BuiltinName(pool.builtin));
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-  out << YAML::Key << "scheduling" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  out << YAML::Key << "timeout" << YAML::Value << FormatSeconds(spec.scheduling.timeout);
-  out << YAML::Key << "max_restarts" << YAML::Value << spec.scheduling.max_restarts;
-  out << YAML::Key << "restart_job_on_worker_restart" << YAML::Value
-      << (spec.scheduling.restart_job_on_worker_restart ? "true" : "false");
-  out << YAML::EndMap;
-  out << YAML::EndMap;
-  std::string text = out.c_str();
-  text += "\n";
-  return text;
 }
 
 }  // namespace cohort

@@ -97,5 +97,7 @@ Status ValidateJobSpec(const JobSpec& spec);
 std::string JobSpecToYaml(const JobSpec& spec);
 // "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.
 StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
+// True for a name an environment variable may have: [A-Za-z_][A-Za-z0-9_]*.
+bool IsValidEnvName(std::string_view name);
 
 }  // namespace cohort

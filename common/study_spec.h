@@ -110,6 +110,11 @@ StatusOr<StudySpec> LoadStudySpec(const std::string& path);
 // ValidateJobSpec with errors under "trial_job.").
 Status ValidateStudySpec(const StudySpec& spec);
 
+// The shortest text that reads back to exactly `v` (how bounds and values are written).
+std::string FormatDouble(double v);
+// True for a finite whole number a double holds exactly (|v| < 9e15).
+bool IsIntegral(double v);
+
 // Number of grid points (the product of every parameter's count), or nullopt when a parameter is
 // continuous (kDouble) or the product exceeds `limit`.
 std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit = uint64_t{1} << 40);
