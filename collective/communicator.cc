@@ -20,6 +20,19 @@
 namespace cohort::collective {
 namespace {
 
+// The flight recorder stores these as numbers (common/flight_recorder.h): they must agree.
+static_assert(static_cast<uint8_t>(Algorithm::kReductionServer) == 1 &&
+              static_cast<uint8_t>(Algorithm::kRing) == 2 &&
+              static_cast<uint8_t>(Algorithm::kHalvingDoubling) == 3 &&
+              static_cast<uint8_t>(Algorithm::kSharedMemory) == 4 &&
+              static_cast<uint8_t>(Algorithm::kHierarchical) == 5);
+static_assert(static_cast<uint8_t>(DataType::kF32) + 1 == 1 &&
+              static_cast<uint8_t>(DataType::kF64) + 1 == 2 &&
+              static_cast<uint8_t>(DataType::kF16) + 1 == 3 &&
+              static_cast<uint8_t>(DataType::kBF16) + 1 == 4 &&
+              static_cast<uint8_t>(DataType::kI32) + 1 == 5 &&
+              static_cast<uint8_t>(DataType::kI64) + 1 == 6);
+
 std::function<std::string(int)> RankNamer(int num_workers) {
   return [num_workers](int r) {
     if (r < num_workers) return "worker " + std::to_string(r);
@@ -108,6 +121,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   comm->world_size_ = world_size;
   comm->num_reducers_ = num_reducers;
   comm->options_ = options;
+  comm->recorder_ =
+      options.flight_recorder != nullptr ? options.flight_recorder : FlightRecorder::ForProcess();
+  if (comm->recorder_ != nullptr) comm->flight_comm_id_ = comm->recorder_->RegisterCommunicator();
   const Deadline deadline = SteadyClock::now() + options.timeout;
   if (rank == 0) {
     COHORT_ASSIGN_OR_RETURN(comm->generation_, PublishGeneration(bootstrap, options.key_prefix));
@@ -265,6 +281,9 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.type = type;
   o.op = op;
   o.seq = seq_++;
+  FlightRecord record = CallRecord(FlightOp::kAllreduce, o.seq, type, count, -1);
+  record.algorithm = static_cast<uint8_t>(algorithm);
+  FlightRecording recording(recorder_, record);
   o.deadline = SteadyClock::now() + options_.timeout;
   o.chunk_bytes = options_.chunk_bytes;
   o.num_workers = world_size_;
@@ -292,8 +311,28 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
       s = RingAllreduce(*transport_, o);
       break;
   }
-  if (!s.ok()) poisoned_ = true;
-  return s;
+  recording.Finish(s);
+  if (s.ok()) return s;
+  poisoned_ = true;
+  return NameCall(recording.record(), s);
+}
+
+FlightRecord Communicator::CallRecord(FlightOp op, uint32_t seq, DataType type, size_t count,
+                                      int peer) const {
+  FlightRecord r;
+  r.op = op;
+  r.op_seq = seq;
+  r.comm_id = flight_comm_id_;
+  r.bytes = count * DataTypeSize(type);
+  r.dtype = count > 0 ? static_cast<uint8_t>(static_cast<uint8_t>(type) + 1) : 0;
+  r.peer = peer;
+  r.group_size = world_size_;
+  r.enqueue_ns = enqueue_ns_;
+  return r;
+}
+
+Status Communicator::NameCall(const FlightRecord& record, const Status& status) {
+  return status.WithContext(DescribeFlightOp(record));
 }
 
 AllreduceSupport Communicator::allreduce_support() const {

@@ -17,9 +17,17 @@
 // other workers join it; transport keys live under it, so a restarted job never meets stale
 // addresses and a long-lived reducer (reducer.h) can tell that the workers rebuilt and join again.
 //
+// Flight recorder: every collective call and point-to-point request is an entry of the process's
+// recorder (CommunicatorOptions::flight_recorder) from its start to its return: the call's
+// sequence number, operation, algorithm, bytes, type, root or peer, times and outcome. The agent
+// reads it to tell a stuck rank from a slow one (issue 18). Bindings over the Communicator (C API,
+// Python, the torch backend) are recorded here, once.
+//
 // Thread safety: Allreduce calls must not overlap (one caller thread, like NCCL's stream order).
 // Errors: a dead peer makes Allreduce fail (kUnavailable, or kDeadlineExceeded by the timeout);
-// after any error the communicator is poisoned (kAborted) and must be rebuilt.
+// after any error the communicator is poisoned (kAborted) and must be rebuilt. An error from the
+// call itself (not its argument checks) starts with the operation and its sequence number, e.g.
+// "allreduce #1843 (64.0 MiB f32, ring): ring all-reduce: receive from worker 2: ... timed out".
 #pragma once
 
 #include <atomic>
@@ -41,6 +49,7 @@
 #include "collective/bootstrap.h"
 #include "collective/transport/transport.h"
 #include "collective/types.h"
+#include "common/flight_recorder.h"
 #include "common/status.h"
 
 namespace cohort::collective {
@@ -82,6 +91,9 @@ struct CommunicatorOptions {
   DataType wire_dtype = DataType::kF32;
   // Namespace of this communicator's bootstrap keys.
   std::string key_prefix = "cohort";
+  // Where every call is recorded (common/flight_recorder.h); nullptr: FlightRecorder::ForProcess(),
+  // which COHORT_FLIGHT_RECORDER places in a file the agent reads, or turns off.
+  FlightRecorder* flight_recorder = nullptr;
 };
 
 // Reads the optional tuning variables of the environment contract above (COHORT_COMM_TIMEOUT_MS,
@@ -174,6 +186,12 @@ class Communicator {
   StatusOr<PointToPointRequest> Irecv(void* data, size_t count, DataType type, int peer,
                                       int tag = 0);
 
+  // Calls made from now on report `ns` (FlightClockNs) as the time they were queued; 0: the time
+  // they start. The torch backend sets it to when it queued the operation on its thread.
+  void set_enqueue_time(int64_t ns) { enqueue_ns_ = ns; }
+  // This communicator's id in its flight recorder's entries.
+  uint32_t flight_comm_id() const { return flight_comm_id_; }
+
   int rank() const { return rank_; }
   int size() const { return world_size_; }
   // The pipeline unit in use (CommunicatorOptions::chunk_bytes, or what 0 picked).
@@ -194,16 +212,22 @@ class Communicator {
   Communicator() = default;
   Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
   // The argument checks every collective call makes (`what` names it in errors), then the call's
-  // options (sequence number, deadline).
+  // options (sequence number, deadline), and its flight-recorder entry begins.
   Status BeginCall(std::string_view what, DataType type, size_t count,
                    std::initializer_list<const void*> buffers, std::optional<int> root,
                    CollectiveOptions* call);
-  // One collective call: BeginCall, then `algorithm` over the transport with `call`; an error
-  // from the algorithm poisons the communicator.
+  // One collective call: BeginCall, then `algorithm` over the transport with `call`, then EndCall.
   template <typename Options>
   Status RunCall(std::string_view what, DataType type, size_t count,
                  std::initializer_list<const void*> buffers, std::optional<int> root, Options call,
                  Status (*algorithm)(Transport&, const Options&));
+  // Ends the call's flight-recorder entry; an error names the call and poisons the communicator.
+  Status EndCall(Status status);
+  // A flight-recorder entry of this communicator for a call (peer: root, point-to-point peer, or
+  // -1 for the group).
+  FlightRecord CallRecord(FlightOp op, uint32_t seq, DataType type, size_t count, int peer) const;
+  // `status` with the call named first: "allreduce #12 (4.0 KiB f32, ring): ...".
+  static Status NameCall(const FlightRecord& record, const Status& status);
   StatusOr<PointToPointRequest> PostPointToPoint(bool send, void* data, size_t count, DataType type,
                                                  int peer, int tag);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
@@ -217,6 +241,12 @@ class Communicator {
   std::string generation_;
   CommunicatorOptions options_;
   uint32_t seq_ = 0;
+  // The flight recorder (nullptr: off), this communicator's id there, the enqueue time calls
+  // report, and the entry of the collective call in progress.
+  FlightRecorder* recorder_ = nullptr;
+  uint32_t flight_comm_id_ = 0;
+  int64_t enqueue_ns_ = 0;
+  FlightRecording call_;
   std::atomic<bool> poisoned_{false};    // point-to-point requests set it from any thread
   bool one_host_shared_memory_ = false;  // UCX, every rank on this host, shared memory allowed
   std::unique_ptr<StoreServer> store_server_;  // rank 0 of FromEnvironment only

@@ -61,7 +61,16 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
   call->deadline = SteadyClock::now() + options_.timeout;
   call->num_workers = world_size_;
   call->chunk_bytes = options_.chunk_bytes;
+  call_ = FlightRecording(
+      recorder_, CallRecord(ParseFlightOp(what), call->seq, type, count, root.value_or(-1)));
   return Status::Ok();
+}
+
+Status Communicator::EndCall(Status status) {
+  call_.Finish(status);
+  if (status.ok()) return status;
+  poisoned_ = true;
+  return NameCall(call_.record(), status);
 }
 
 template <typename Options>
@@ -69,9 +78,7 @@ Status Communicator::RunCall(std::string_view what, DataType type, size_t count,
                              std::initializer_list<const void*> buffers, std::optional<int> root,
                              Options call, Status (*algorithm)(Transport&, const Options&)) {
   COHORT_RETURN_IF_ERROR(BeginCall(what, type, count, buffers, root, &call));
-  Status status = algorithm(*transport_, call);
-  if (!status.ok()) poisoned_ = true;
-  return status;
+  return EndCall(algorithm(*transport_, call));
 }
 
 Status Communicator::Broadcast(void* data, size_t count, DataType type, int root) {
@@ -180,6 +187,10 @@ StatusOr<PointToPointRequest> Communicator::PostPointToPoint(bool send, void* da
     return r.status();
   }
   r->set_poison_on_error(&poisoned_);
+  // Recorded from posting to its Wait; op_seq is the user's tag.
+  r->set_flight_recording(
+      FlightRecording(recorder_, CallRecord(send ? FlightOp::kSend : FlightOp::kRecv,
+                                            static_cast<uint32_t>(tag), type, count, peer)));
   return r;
 }
 

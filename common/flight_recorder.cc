@@ -1,6 +1,7 @@
 #include "common/flight_recorder.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -148,22 +149,49 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
   if (!IsPowerOfTwo(capacity))
     return InvalidArgument(Where(path) + ": capacity must be a power of two of at least 2");
   const size_t bytes = FlightRecorderFileBytes(capacity);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("creating " + Where(path), errno);
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus("sizing " + Where(path), err);
+  // The lock orders two copies of this library in one process (the torch extension and the C
+  // API's shared library each link the collectives): the second joins the ring the first set up
+  // rather than wiping it. A file left by another process is started afresh.
+  Status status;
+  void* p = MAP_FAILED;
+  bool fresh = true;
+  if (::flock(fd, LOCK_EX) != 0) {
+    status = ErrnoStatus("locking " + Where(path), errno);
+  } else {
+    struct stat st;
+    FlightRecorderHeader existing{};
+    if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == bytes &&
+        ::pread(fd, &existing, sizeof(existing), 0) == sizeof(existing) &&
+        existing.magic == FlightRecorderHeader::kMagic &&
+        existing.version == FlightRecorderHeader::kVersion && existing.capacity == capacity &&
+        existing.pid == static_cast<int32_t>(::getpid())) {
+      fresh = false;
+    } else if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      status = ErrnoStatus("sizing " + Where(path), errno);
+    }
+    if (status.ok()) {
+      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) status = ErrnoStatus("mapping " + Where(path), errno);
+    }
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
+  std::unique_ptr<FlightRecorder> r;
+  if (status.ok()) {
+    r.reset(new FlightRecorder());
+    r->mapping_ = p;
+    r->mapping_bytes_ = bytes;
+    r->path_ = path;
+    if (fresh) {
+      r->Initialise(capacity, rank, world_size);
+    } else {
+      r->Attach(capacity);
+    }
+  }
+  // Unlocked explicitly: the mapping keeps the open file, and with it a lock, alive past close.
+  (void)::flock(fd, LOCK_UN);
   ::close(fd);
-  if (p == MAP_FAILED) return ErrnoStatus("mapping " + Where(path), err);
-  std::unique_ptr<FlightRecorder> r(new FlightRecorder());
-  r->mapping_ = p;
-  r->mapping_bytes_ = bytes;
-  r->path_ = path;
-  r->Initialise(capacity, rank, world_size);
+  if (!status.ok()) return status;
   return r;
 }
 
@@ -181,11 +209,15 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateInMemory(uint32_
   return r;
 }
 
-void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
+void FlightRecorder::Attach(uint32_t capacity) {
   header_ = static_cast<FlightRecorderHeader*>(mapping_);
   slots_ = reinterpret_cast<FlightRecorderSlot*>(static_cast<char*>(mapping_) +
                                                  sizeof(FlightRecorderHeader));
   mask_ = capacity - 1;
+}
+
+void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
+  Attach(capacity);
   // A fresh mapping (ftruncate of an emptied file, or anonymous memory) reads as zeros: every slot
   // is "never written".
   header_->version = FlightRecorderHeader::kVersion;

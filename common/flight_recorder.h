@@ -155,7 +155,8 @@ int64_t FlightClockNs();
 class FlightRecorder {
  public:
   // A ring of `capacity` slots (a power of two, at least 2) in a file at `path`, created or
-  // truncated and mapped shared, with `rank` and `world_size` in its header.
+  // emptied and mapped shared, with `rank` and `world_size` in its header. A file this process
+  // set up already (another copy of this library in the process) is shared, not emptied.
   static StatusOr<std::unique_ptr<FlightRecorder>> CreateFile(const std::string& path,
                                                               uint32_t capacity, int rank,
                                                               int world_size);
@@ -185,6 +186,8 @@ class FlightRecorder {
 
  private:
   FlightRecorder() = default;
+  // Points header_ and slots_ into the mapping; Initialise also writes a fresh header.
+  void Attach(uint32_t capacity);
   void Initialise(uint32_t capacity, int rank, int world_size);
 
   FlightRecorderHeader* header_ = nullptr;

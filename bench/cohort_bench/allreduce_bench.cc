@@ -25,6 +25,7 @@
 #include "collective/kernels/half.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
+#include "common/flight_recorder.h"
 #include "common/logging.h"
 
 namespace cohort::bench {
@@ -192,7 +193,7 @@ void PrintHeader(const AllreduceBenchOptions& o) {
   const std::string chunk = o.chunk_bytes == 0 ? "by placement" : std::to_string(o.chunk_bytes);
   std::printf(
       "# cohort-bench allreduce: %s, %d workers, %d reducers, transport %s%s%s%s, %s %s, iters %d, "
-      "warmup %d, chunk %s%s%s\n",
+      "warmup %d, chunk %s%s%s, flight recorder %s\n",
       std::string(collective::AlgorithmName(o.algo)).c_str(), o.workers, o.reducers,
       o.transport.c_str(), o.transport == "ucx" ? " (UCX_TLS=" : "",
       o.transport == "ucx" ? (tls ? tls : "all") : "", o.transport == "ucx" ? ")" : "",
@@ -200,7 +201,8 @@ void PrintHeader(const AllreduceBenchOptions& o) {
       o.warmup, chunk.c_str(), o.device == "cpu" ? "" : (", device " + o.device).c_str(),
       o.wire_dtype == DataType::kF32
           ? ""
-          : (", wire " + std::string(collective::DataTypeName(o.wire_dtype))).c_str());
+          : (", wire " + std::string(collective::DataTypeName(o.wire_dtype))).c_str(),
+      o.flight_recorder.empty() ? "as COHORT_FLIGHT_RECORDER says" : o.flight_recorder.c_str());
   std::printf("# %12s %12s %6s %12s %11s %11s %8s\n", "size", "count", "type", "time_us",
               "algbw_GBps", "busbw_GBps", "wrong");
   std::fflush(stdout);
@@ -227,6 +229,7 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
     line["transport"] = o.transport;
     line["ucx_tls"] = tls ? tls : "";
     line["iters"] = iters;
+    line["flight_recorder"] = o.flight_recorder.empty() ? "env" : o.flight_recorder;
     if (o.device != "cpu") line["device"] = o.device;
     if (o.wire_dtype != DataType::kF32)
       line["wire"] = std::string(collective::DataTypeName(o.wire_dtype));
@@ -302,6 +305,28 @@ collective::CommunicatorOptions CommOptions(const AllreduceBenchOptions& o) {
   return c;
 }
 
+// Worker `rank`'s recorder under --flight-recorder (nullptr: "off", or the process recorder when
+// the flag is absent; ForProcess then reads COHORT_FLIGHT_RECORDER, which main sets to "off" for
+// --flight-recorder off).
+StatusOr<std::unique_ptr<FlightRecorder>> WorkerRecorder(const AllreduceBenchOptions& o, int rank) {
+  if (o.flight_recorder.empty() || o.flight_recorder == "off")
+    return std::unique_ptr<FlightRecorder>();
+  if (o.flight_recorder == "memory")
+    return FlightRecorder::CreateInMemory(kFlightRecorderDefaultCapacity, rank, o.workers);
+  return FlightRecorder::CreateFile(o.flight_recorder + "/worker-" + std::to_string(rank),
+                                    kFlightRecorderDefaultCapacity, rank, o.workers);
+}
+
+// Creates worker `rank`'s communicator with its recorder and runs the sweep.
+Status RunRecordedWorker(const AllreduceBenchOptions& o, collective::Bootstrap& bootstrap, int rank,
+                         collective::CommunicatorOptions options) {
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<FlightRecorder> recorder, WorkerRecorder(o, rank));
+  options.flight_recorder = recorder.get();
+  COHORT_ASSIGN_OR_RETURN(auto comm,
+                          Communicator::Create(bootstrap, rank, o.workers, o.reducers, options));
+  return RunWorker(*comm, o);
+}
+
 // One rank of a job whose bootstrap store is (or will be, on worker 0) at `address`.
 int RunOneRank(const AllreduceBenchOptions& o, bool worker, int rank, const std::string& address) {
   const std::string role = worker ? "worker" : "reducer";
@@ -317,9 +342,7 @@ int RunOneRank(const AllreduceBenchOptions& o, bool worker, int rank, const std:
           return RankExitCode(
               role, rank, collective::RunReducer(bootstrap, o.workers, o.reducers, rank, ro, stop));
         }
-        auto comm = Communicator::Create(bootstrap, rank, o.workers, o.reducers, CommOptions(o));
-        if (!comm.ok()) return RankExitCode(role, rank, comm.status());
-        return RankExitCode(role, rank, RunWorker(**comm, o));
+        return RankExitCode(role, rank, RunRecordedWorker(o, bootstrap, rank, CommOptions(o)));
       });
 }
 
@@ -334,9 +357,7 @@ int RunThreads(const AllreduceBenchOptions& o) {
   for (int i = 0; i < o.workers + o.reducers; ++i) {
     threads.emplace_back([&, i] {
       if (i < o.workers) {
-        auto comm = Communicator::Create(bootstrap, i, o.workers, o.reducers, options);
-        if (RankExitCode("worker", i, comm.ok() ? RunWorker(**comm, o) : comm.status()) != 0)
-          rc = 1;
+        if (RankExitCode("worker", i, RunRecordedWorker(o, bootstrap, i, options)) != 0) rc = 1;
       } else {
         collective::ReducerOptions ro;
         ro.comm = options;
@@ -364,7 +385,8 @@ void PrintAllreduceUsage() {
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
       "[--json]\n"
-      "         [--device cpu|cuda] [--wire-dtype bf16|f16|f32]\n"
+      "         [--device cpu|cuda] [--wire-dtype bf16|f16|f32] [--flight-recorder "
+      "off|memory|DIR]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
       "Prints nccl-tests' columns: size count type time_us algbw_GBps busbw_GBps wrong.\n"
       "time_us: mean per call of the slowest worker; algbw = size/time; busbw = algbw*2(n-1)/n.\n"
@@ -384,7 +406,10 @@ void PrintAllreduceUsage() {
       "--device cuda: each worker's buffer is cudaMalloc memory on device 0, staged by the\n"
       "communicator through pinned host memory; time_us counts the copies.\n"
       "--wire-dtype bf16|f16: f32 buffers cross to the reducers and back in that type, reduced\n"
-      "there in f32 (wire compression; the Reduction Server only); sizes stay the f32 buffer's.\n");
+      "there in f32 (wire compression; the Reduction Server only); sizes stay the f32 buffer's.\n"
+      "--flight-recorder: each worker records its calls in a ring of its own, in memory or in\n"
+      "DIR/worker-R (a shared-memory file, as in a job), or not at all (off); absent: as\n"
+      "COHORT_FLIGHT_RECORDER says. off against DIR measures the recorder's overhead.\n");
 }
 
 bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o,
@@ -482,6 +507,10 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
       auto t = collective::ParseDataType(*v);
       ok = *v == "f32" || (t && (*t == DataType::kBF16 || *t == DataType::kF16));
       if (ok) o->wire_dtype = t ? *t : DataType::kF32;
+    } else if (a == "--flight-recorder") {
+      if (!(v = need(i))) return false;
+      ok = !v->empty();
+      o->flight_recorder = *v;
     } else if (a == "--rank") {
       if (!(v = need(i))) return false;
       ok = to_int(*v, &o->rank);
@@ -524,6 +553,8 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
 
 int RunAllreduceBench(const AllreduceBenchOptions& o) {
   cohort::InitLogging("cohort-bench", "warn");
+  // Before any communicator exists (here or in the forked ranks): the process recorder is off.
+  if (o.flight_recorder == "off") setenv(kFlightRecorderEnv, "off", 1);
   return RunJob(
       "cohort-bench", o.rank, o.role, o.bootstrap, o.workers, o.reducers, o.transport == "inproc",
       [&] { return RunThreads(o); },

@@ -43,6 +43,11 @@ struct AllreduceBenchOptions {
   // back in that type); kF32: off. Sizes and bandwidths stay those of the f32 buffer.
   collective::DataType wire_dtype = collective::DataType::kF32;
   int timeout_ms = 120000;
+  // --flight-recorder: where each worker records its calls (common/flight_recorder.h): "off"
+  // (nothing), "memory" (a ring of its own in memory), or a directory (a file of its own there,
+  // worker-R, as a job's replica has). Empty: the process recorder, COHORT_FLIGHT_RECORDER's.
+  // off against a directory is the recorder's overhead.
+  std::string flight_recorder;
   // One rank launched externally.
   int rank = -1;
   std::string bootstrap;

@@ -33,8 +33,8 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
     COHORT_ASSIGN_OR_RETURN(
         Request send,
         transport.Isend(partner, tag, ConstBytes{at(send_lo), bytes(send_lo, send_hi)}));
-    const std::string with =
-        std::string("halving-doubling all-reduce (") + phase + "): rank " + std::to_string(partner);
+    const std::string with = std::string("halving-doubling all-reduce (") + phase + "): worker " +
+                             std::to_string(partner);
     COHORT_RETURN_IF_ERROR(recv.Wait(options.deadline).WithContext("receive from " + with));
     return send.Wait(options.deadline).WithContext("send to " + with);
   };

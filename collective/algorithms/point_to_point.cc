@@ -86,6 +86,7 @@ Status PointToPointRequest::Wait() {
   if (!waited_) {
     status_ = WaitOnce();
     waited_ = true;
+    recording_.Finish(status_);
     if (!status_.ok() && poison_on_error_ != nullptr) poison_on_error_->store(true);
   }
   return status_;

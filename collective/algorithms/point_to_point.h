@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "collective/algorithms/collective_call.h"
+#include "common/flight_recorder.h"
 
 namespace cohort::collective {
 
@@ -44,6 +45,9 @@ class PointToPointRequest {
   bool valid() const { return header_ != nullptr; }
   // Set by the Communicator: marks it poisoned when Wait fails.
   void set_poison_on_error(std::atomic<bool>* flag) { poison_on_error_ = flag; }
+  // Set by the Communicator: the request's flight-recorder entry, which Wait ends (destroyed
+  // unwaited: ended as cancelled).
+  void set_flight_recording(FlightRecording recording) { recording_ = std::move(recording); }
 
  private:
   friend StatusOr<PointToPointRequest> PostSend(Transport&, const PointToPointOptions&);
@@ -64,6 +68,7 @@ class PointToPointRequest {
   bool waited_ = false;
   Status status_;
   std::atomic<bool>* poison_on_error_ = nullptr;
+  FlightRecording recording_;
 };
 
 // Post a send (or a receive) of options.count elements to (from) options.peer. kInvalidArgument

@@ -75,7 +75,7 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
       COHORT_RETURN_IF_ERROR(
           recvs[k]
               .Wait(options.deadline)
-              .WithContext("ring all-reduce: receive from rank " + std::to_string(left)));
+              .WithContext("ring all-reduce: receive from worker " + std::to_string(left)));
       if (reduce) {
         ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,
                    tmp.data() + (k % slots) * slot_elems * es, piece_len(recv_n, k));
@@ -85,7 +85,7 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
     for (auto& r : sends) {
       COHORT_RETURN_IF_ERROR(
           r.Wait(options.deadline)
-              .WithContext("ring all-reduce: send to rank " + std::to_string(right)));
+              .WithContext("ring all-reduce: send to worker " + std::to_string(right)));
     }
     return Status::Ok();
   };

@@ -26,6 +26,7 @@ struct PsWorker::Pending {
   };
   std::vector<std::unique_ptr<One>> ones;
   std::string layout;
+  FlightRecording recording;  // a push or pull, until Wait
 };
 
 uint32_t PsWorker::NextId() {
@@ -51,6 +52,9 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Attach(std::unique_ptr<Transport> 
   w->num_servers_ = num_servers;
   w->options_ = std::move(options);
   w->transport_ = std::move(transport);
+  w->recorder_ = w->options_.flight_recorder != nullptr ? w->options_.flight_recorder
+                                                        : FlightRecorder::ForProcess();
+  if (w->recorder_ != nullptr) w->flight_comm_id_ = w->recorder_->RegisterCommunicator();
   return w;
 }
 
@@ -227,7 +231,17 @@ StatusOr<RequestId> PsWorker::Issue(PsOp op, std::span<const uint64_t> keys, con
   const bool range = indices.empty() || indices.back() - indices.front() + 1 == indices.size();
   auto pending = std::make_unique<Pending>();
   const uint32_t id = NextId();
-  for (const ServerSlice& sl : SplitRequest(layout_, boundaries_, indices)) {
+  const std::vector<ServerSlice> slices = SplitRequest(layout_, boundaries_, indices);
+  FlightRecord record;
+  record.op = op == PsOp::kPush ? FlightOp::kPsPush : FlightOp::kPsPull;
+  record.op_seq = static_cast<uint32_t>(next_request_);
+  record.comm_id = flight_comm_id_;
+  record.bytes = bytes;
+  record.dtype = static_cast<uint8_t>(static_cast<uint8_t>(type) + 1);
+  record.peer = slices.size() == 1 ? slices.front().server : -1;
+  record.group_size = num_servers_;
+  pending->recording = FlightRecording(recorder_, record);
+  for (const ServerSlice& sl : slices) {
     RequestHeader h;
     h.op = op;
     h.type = static_cast<uint8_t>(type);
@@ -248,6 +262,7 @@ StatusOr<RequestId> PsWorker::Issue(PsOp op, std::span<const uint64_t> keys, con
     Status s = Post(pending.get(), sl.server, h, sub, payload, into, nullptr);
     if (!s.ok()) {
       poisoned_ = true;
+      pending->recording.Finish(s);
       return s;
     }
   }
@@ -284,7 +299,9 @@ Status PsWorker::Wait(RequestId id) {
     return NotFound("no outstanding parameter-server request " + std::to_string(id));
   std::unique_ptr<Pending> p = std::move(it->second);
   pending_.erase(it);
-  return WaitPending(p.get(), nullptr);
+  Status s = WaitPending(p.get(), nullptr);
+  p->recording.Finish(s);
+  return s;
 }
 
 Status PsWorker::Broadcast(PsOp op, std::vector<ReplyHeader>* replies) {

@@ -45,6 +45,7 @@
 #include "collective/ps/ps_optimizer.h"
 #include "collective/ps/ps_protocol.h"
 #include "collective/transport/transport.h"
+#include "common/flight_recorder.h"
 
 namespace cohort::collective {
 class StoreServer;
@@ -59,6 +60,9 @@ struct PsWorkerOptions {
   std::chrono::milliseconds timeout{60000};
   // Bootstrap key namespace (UCX only).
   std::string key_prefix = "cohort-ps";
+  // Where pushes and pulls are recorded, from Push/Pull to Wait (common/flight_recorder.h;
+  // op_seq: the request id); nullptr: FlightRecorder::ForProcess().
+  FlightRecorder* flight_recorder = nullptr;
 };
 
 class PsWorker {
@@ -138,6 +142,8 @@ class PsWorker {
   uint32_t next_id_ = 1;
   RequestId next_request_ = 1;
   bool poisoned_ = false;
+  FlightRecorder* recorder_ = nullptr;  // nullptr: not recording
+  uint32_t flight_comm_id_ = 0;
   std::map<RequestId, std::unique_ptr<Pending>> pending_;
   std::unique_ptr<StoreServer> store_server_;
   std::unique_ptr<Bootstrap> owned_bootstrap_;

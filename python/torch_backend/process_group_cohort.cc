@@ -299,7 +299,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
   TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was shut down");
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout_);
-  queue_.push_back(Op{work, std::move(run)});
+  queue_.push_back(Op{work, std::move(run), FlightClockNs()});
   lock.unlock();
   cv_.notify_all();
   return work;
@@ -345,11 +345,15 @@ void ProcessGroupCohort::RunQueue() {
       posted = Aborted("the process group failed earlier and cannot run more operations (" +
                        first.ToString() + ")");
     } else {
+      // The Communicator records each call op.run makes (once: nothing here records them
+      // again), with the time the op was queued.
+      comm_->set_enqueue_time(op.enqueued_ns);
       try {
         posted = op.run();
       } catch (const std::exception& e) {
         posted = Internal(e.what());
       }
+      comm_->set_enqueue_time(0);
     }
     if (posted.ok() && *posted) {
       // Posted; its own thread waits for it (and completes the future: it is off the queue).

@@ -203,6 +203,7 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   struct Op {
     c10::intrusive_ptr<CohortWork> work;
     std::function<StatusOr<Deferred>()> run;
+    int64_t enqueued_ns = 0;  // FlightClockNs() when queued: the flight recorder's enqueue time
   };
 
   const std::chrono::milliseconds timeout_;

@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "collective/cohort_collective.h"
+#include "common/flight_recorder.h"
 
 namespace {
 
@@ -85,6 +89,57 @@ TEST(CApiTest, MissingEnvironmentIsAnError) {
   EXPECT_NE(std::string(cohort_last_error()).find("RANK"), std::string::npos);
   EXPECT_EQ(cohort_allreduce(nullptr, nullptr, 0, COHORT_F32, COHORT_SUM, 0),
             COHORT_ERR_INVALID_ARGUMENT);
+}
+
+// Calls through the C API (and so the Python binding over it) are recorded once each, in the file
+// COHORT_FLIGHT_RECORDER names. The process recorder reads the environment once per process, and
+// this one made it already: the calls run in a fresh process, this binary running the next test.
+TEST(CApiTest, DISABLED_RecordingChild) {
+  if (std::getenv("COHORT_CAPI_RECORDING_CHILD") == nullptr) GTEST_SKIP() << "run by the next test";
+  cohort_comm_t* comm = nullptr;
+  ASSERT_EQ(cohort_comm_from_env(&comm), COHORT_OK) << cohort_last_error();
+  float v[4] = {1, 2, 3, 4};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(cohort_allreduce(comm, v, 4, COHORT_F32, COHORT_SUM, COHORT_ALGO_AUTO), COHORT_OK);
+  }
+  ASSERT_EQ(cohort_barrier(comm), COHORT_OK);
+  cohort_comm_destroy(comm);
+}
+
+TEST(CApiTest, EveryCallIsInTheFlightRecorderOnce) {
+  char dir[] = "/tmp/cohort-capi-flight-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/recorder";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    unsetenv("COHORT_BOOTSTRAP_ADDR");
+    unsetenv("COHORT_NUM_REDUCERS");
+    setenv("COHORT_FLIGHT_RECORDER", path.c_str(), 1);
+    setenv("COHORT_CAPI_RECORDING_CHILD", "1", 1);
+    execl("/proc/self/exe", "c_api_recording_child",
+          "--gtest_filter=CApiTest.DISABLED_RecordingChild", "--gtest_also_run_disabled_tests",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  auto reader = cohort::FlightRecorderReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  cohort::FlightRecorderSnapshot s = (*reader)->Snapshot();
+  ASSERT_EQ(s.recent.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(s.recent[i].record.op, cohort::FlightOp::kAllreduce);
+    EXPECT_EQ(s.recent[i].record.op_seq, static_cast<uint32_t>(i));
+    EXPECT_EQ(s.recent[i].record.bytes, 16u);
+    EXPECT_EQ(s.recent[i].record.outcome, cohort::FlightOutcome::kOk);
+  }
+  EXPECT_EQ(s.recent[3].record.op, cohort::FlightOp::kBarrier);
+  EXPECT_EQ(s.recent[3].record.op_seq, 3u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -52,9 +52,10 @@ class PsCluster {
     for (auto& t : threads_) t.join();
     threads_.clear();
   }
-  std::unique_ptr<PsWorker> Worker(int rank) {
+  std::unique_ptr<PsWorker> Worker(int rank, FlightRecorder* recorder = nullptr) {
     PsWorkerOptions o;
     o.timeout = std::chrono::milliseconds(20000);
+    o.flight_recorder = recorder;
     auto w = PsWorker::Attach(fabric_.CreateTransport(rank), n_, s_, o);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     return std::move(*w);
@@ -478,6 +479,49 @@ TEST(PsLoopbackTest, ShardCheckpointRestoresValuesOptimizerStateAndClock) {
   const auto ref8 = ReferenceRun(c, kWorkers, 8, n);
   for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref8[i], 1e-5 * (1 + std::fabs(ref8[i])));
   std::filesystem::remove_all(dir);
+}
+
+TEST(PsLoopbackTest, PushesAndPullsAreInTheFlightRecorderFromIssueToWait) {
+  auto layout = ModelLayout::Create({{1, 8, DataType::kF32}, {2, 2000, DataType::kF32}});
+  ASSERT_TRUE(layout.ok());
+  auto recorder = FlightRecorder::CreateInMemory(16, 0, 1);
+  ASSERT_TRUE(recorder.ok());
+  PsCluster cluster(1, 2);
+  cluster.Start();
+  {
+    std::unique_ptr<PsWorker> ps = cluster.Worker(0, recorder->get());
+    ASSERT_NE(ps, nullptr);
+    std::vector<float> model(layout->total_bytes() / 4, 0.5f);
+    ASSERT_TRUE(ps->InitModel(*layout, model.data(), OptimizerConfig{}).ok());
+    auto pull = ps->PullAll(model.data());
+    ASSERT_TRUE(pull.ok());
+    auto reader = FlightRecorderReader::Attach(**recorder);
+    FlightRecorderSnapshot during = reader->Snapshot();
+    ASSERT_TRUE(ps->Wait(*pull).ok());
+    const uint64_t key1[] = {1};
+    auto push = ps->Push(key1, model.data(), 32, DataType::kF32);
+    ASSERT_TRUE(push.ok());
+    ASSERT_TRUE(ps->Wait(*push).ok());
+
+    ASSERT_EQ(during.communicators.size(), 1u);
+    ASSERT_TRUE(during.communicators[0].current.has_value()) << "the pull runs until Wait";
+    EXPECT_EQ(during.communicators[0].current->record.op, FlightOp::kPsPull);
+  }
+  FlightRecorderSnapshot s = FlightRecorderReader::Attach(**recorder)->Snapshot();
+  ASSERT_EQ(s.recent.size(), 2u);
+  const FlightRecord& pull = s.recent[0].record;
+  EXPECT_EQ(pull.op, FlightOp::kPsPull);
+  EXPECT_EQ(pull.outcome, FlightOutcome::kOk);
+  EXPECT_EQ(pull.bytes, layout->total_bytes());
+  EXPECT_EQ(pull.peer, -1) << "the whole model spans both servers";
+  EXPECT_EQ(pull.group_size, 2);
+  const FlightRecord& push = s.recent[1].record;
+  EXPECT_EQ(push.op, FlightOp::kPsPush);
+  EXPECT_EQ(push.outcome, FlightOutcome::kOk);
+  EXPECT_EQ(push.bytes, 32u);
+  EXPECT_EQ(push.peer, 0) << "key 1 lives on server 0";
+  EXPECT_EQ(FlightDataTypeName(push.dtype), "f32");
+  EXPECT_GT(push.op_seq, pull.op_seq);
 }
 
 }  // namespace

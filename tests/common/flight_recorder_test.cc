@@ -215,6 +215,44 @@ TEST_F(FlightRecorderTest, AnotherProcessReadsTheFileWhileTheWriterIsInAnOperati
   EXPECT_GT(started_wall, now_wall - int64_t{60'000'000'000});
 }
 
+TEST_F(FlightRecorderTest, TwoCopiesInOneProcessShareTheFileAndANewProcessStartsItAfresh) {
+  const std::string path = Path("shared");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // a previous attempt's process left entries behind
+    auto old = FlightRecorder::CreateFile(path, 16, 0, 1);
+    if (!old.ok()) _exit(1);
+    FlightRecord r = Allreduce(99, 1);
+    (*old)->End((*old)->Begin(r), r, Status::Ok());
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(status, 0);
+
+  auto first = FlightRecorder::CreateFile(path, 16, 1, 2);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  FlightRecord a = Allreduce(0, 1);
+  (*first)->End((*first)->Begin(a), a, Status::Ok());
+  // A second copy of the library (the torch extension beside the C API) opens the same path.
+  auto second = FlightRecorder::CreateFile(path, 16, 1, 2);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)->RegisterCommunicator(), 0u);
+  EXPECT_EQ((*first)->RegisterCommunicator(), 1u) << "one counter for both";
+  FlightRecord b = Allreduce(1, 1);
+  (*second)->End((*second)->Begin(b), b, Status::Ok());
+
+  auto reader = FlightRecorderReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  EXPECT_EQ(s.pid, getpid());
+  ASSERT_EQ(s.recent.size(), 2u) << "the old process's entry is gone, both copies' are there";
+  EXPECT_EQ(s.recent[0].index, 0u);
+  EXPECT_EQ(s.recent[0].record.op_seq, 0u);
+  EXPECT_EQ(s.recent[1].index, 1u);
+  EXPECT_EQ(s.recent[1].record.op_seq, 1u);
+}
+
 // ForProcess reads the environment once per process: each case runs in a child of its own.
 int InChild(const std::function<int()>& body) {
   const pid_t child = fork();

@@ -35,6 +35,9 @@ exits 0 when every worker did. Scenarios:
                 reducer pool, subgroups torch's store
   dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
                 the timeout naming it, and later operations fail at once
+  flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
+                once (not again by the backend above the Communicator), in order, with the time
+                it was queued on the backend's thread
 
 Exit status 77 (ctest's SKIP_RETURN_CODE) with the reason when torch or the backend is absent.
 """
@@ -786,6 +789,70 @@ def scenario_silent_peer():
     return check.finish()
 
 
+def read_flight_recorder(path):
+    """The entries of a flight-recorder file (common/flight_recorder.h, layout version 1), oldest
+    first, as dicts; only whole, stable slots."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, header_bytes, slot_bytes, capacity, rank = struct.unpack_from("<QIIIIi", data, 0)
+    assert magic == 0x3152464354524F43 and version == 1 and header_bytes == 128 and slot_bytes == 64, \
+        (hex(magic), version, header_bytes, slot_bytes)
+    entries = []
+    for i in range(capacity):
+        at = header_bytes + i * slot_bytes
+        (seqlock,) = struct.unpack_from("<Q", data, at)
+        if seqlock == 0 or seqlock % 2:
+            continue
+        op_seq, comm_id, nbytes, enqueue_ns, start_ns, end_ns, peer, group, op, algo, dtype, outcome, code = \
+            struct.unpack_from("<IIQqqqiiBBBBB", data, at + 8)
+        entries.append(dict(index=(seqlock - 1) // 4, op_seq=op_seq, comm_id=comm_id, bytes=nbytes,
+                            enqueue_ns=enqueue_ns, start_ns=start_ns, end_ns=end_ns, peer=peer, op=op,
+                            outcome=outcome))
+    return rank, sorted(entries, key=lambda e: e["index"])
+
+
+def scenario_flight_recorder():
+    import tempfile
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    rank = int(os.environ["RANK"])
+    folder = tempfile.mkdtemp(prefix="cohort-flight-")
+    path = os.path.join(folder, f"rank-{rank}")
+    os.environ["COHORT_FLIGHT_RECORDER"] = path  # read when the group's Communicator is built
+    dist.init_process_group("cohort", init_method="env://")
+    check = Checker(rank)
+    n = dist.get_world_size()
+    tensors = [torch.ones(1024) for _ in range(6)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]  # queued together
+    for w in works:
+        w.wait()
+    dist.broadcast(torch.zeros(16, dtype=torch.int64), src=0)
+    dist.barrier()
+    check.expect(all(float(t[0]) == n for t in tensors), "all-reduce results")
+    recorded_rank, entries = read_flight_recorder(path)
+    check.expect(recorded_rank == rank, f"the file says rank {recorded_rank}")
+    ops = [e["op"] for e in entries]
+    # 1 allreduce, 2 broadcast, 3 allgather (the backend's agreement check before each call),
+    # 10 barrier (common/flight_recorder.h FlightOp).
+    check.expect(ops.count(1) == 6, f"6 all-reduces recorded once each, not {ops.count(1)} (ops {ops})")
+    check.expect(ops.count(2) == 1, f"one broadcast, not {ops.count(2)}")
+    check.expect(all(e["outcome"] == 2 for e in entries), f"every entry ok: {entries}")
+    seqs = [e["op_seq"] for e in entries if e["comm_id"] == entries[0]["comm_id"]]
+    check.expect(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"sequence numbers in order: {seqs}")
+    allreduces = [e for e in entries if e["op"] == 1]
+    check.expect(all(e["enqueue_ns"] <= e["start_ns"] <= e["end_ns"] for e in entries), "enqueue <= start <= end")
+    check.expect(allreduces[-1]["enqueue_ns"] < allreduces[-1]["start_ns"],
+                 "the last queued all-reduce waited behind the others: queued before it started")
+    check.expect(all(e["bytes"] == 4096 for e in allreduces), "4 KiB each")
+    dist.destroy_process_group()
+    os.remove(path)
+    os.rmdir(folder)
+    return check.finish()
+
+
 def scenario_cohort_job():
     """Inside a Cohort job: the agent's environment (COHORT_BOOTSTRAP_ADDR, the job's reducer pool
     of cohort-reducer processes) decides, not torch's store."""
@@ -831,6 +898,7 @@ SCENARIOS = {
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
+    "flight-recorder": (2, 0, {}, (), scenario_flight_recorder),
 }
 
 
