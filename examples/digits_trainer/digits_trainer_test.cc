@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -214,6 +216,35 @@ TEST_F(DigitsTrainerTest, RejectsBadOptions) {
   options.learning_rate = -1;
   EXPECT_EQ(Trainer(options, *train_, *test_, &averager).ValidateOptions().code(),
             StatusCode::kInvalidArgument);
+  options = QuietOptions();
+  options.epoch_pause_ms = -1;
+  EXPECT_EQ(Trainer(options, *train_, *test_, &averager).ValidateOptions().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// The pause after each epoch (the demo's) leaves the model as it is, and a stop request cuts it
+// short instead of waiting it out.
+TEST_F(DigitsTrainerTest, EpochPauseKeepsTheModelAndYieldsToAStop) {
+  LocalGradientAverager averager;
+  TrainerOptions base = QuietOptions();
+  auto straight = Trainer(base, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(straight.ok()) << straight.status().ToString();
+  TrainerOptions paused = base;
+  paused.epoch_pause_ms = 20;
+  auto slow = Trainer(paused, *train_, *test_, &averager).Run();
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow->params, straight->params);
+
+  std::atomic<bool> stop{false};
+  paused.epoch_pause_ms = 600000;  // ten minutes an epoch: only the stop ends this run
+  paused.stop_requested = &stop;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stop = true;
+  });
+  auto stopped = Trainer(paused, *train_, *test_, &averager).Run();
+  stopper.join();
+  EXPECT_EQ(stopped.status().code(), StatusCode::kCancelled) << stopped.status().ToString();
 }
 
 // Interrupted at `fail_at` (mid-epoch or at an epoch boundary) and resumed from the newest

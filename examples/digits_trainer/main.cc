@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
   add("metric-file", po::value(&options.metric_file), "overrides CLOUD_ML_HP_METRIC_FILE");
   add("metric-tag", po::value(&options.metric_tag)->default_value(options.metric_tag),
       "hypertune metric name");
+  add("epoch-pause-ms", po::value(&options.epoch_pause_ms)->default_value(0),
+      "allreduce mode: pause this long after each epoch (a run slow enough to watch; the model "
+      "is unchanged)");
   add("fail-at-step", po::value(&options.fail_at_step)->default_value(0),
       "fault injection: exit 143 after this step, on the first attempt only "
       "(COHORT_RESTART_COUNT unset or 0)");
@@ -151,6 +154,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool ps_mode = mode == "ps" || (mode == "auto" && !Env("COHORT_PS_ADDRS").empty());
+  if (ps_mode && options.epoch_pause_ms != 0) {
+    std::cerr << "digits-trainer: --epoch-pause-ms applies to allreduce mode only\n";
+    return 2;
+  }
   if (optimizer == "sgd") {
     options.optimizer = Optimizer::kSgd;
   } else if (optimizer == "momentum") {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "examples/digits_trainer/mlp.h"
 #include "examples/digits_trainer/rng.h"
@@ -77,6 +78,10 @@ Trainer::Trainer(TrainerOptions options, const Dataset& train, const Dataset& te
 
 Status Trainer::ValidateOptions() const {
   if (options_.epochs < 1) return InvalidArgument("--epochs must be at least 1");
+  if (options_.epoch_pause_ms < 0 || options_.epoch_pause_ms > 600000) {
+    return InvalidArgument("--epoch-pause-ms must be from 0 to 600000, got " +
+                           std::to_string(options_.epoch_pause_ms));
+  }
   if (!(options_.learning_rate > 0)) return InvalidArgument("--lr must be positive");
   if (options_.hidden < 1 || options_.hidden > 65536) {
     return InvalidArgument("--hidden must be in 1..65536");
@@ -99,6 +104,16 @@ void Trainer::Log(const char* format, ...) const {
   va_end(args);
   std::fputc('\n', options_.log);
   std::fflush(options_.log);
+}
+
+void Trainer::PauseAfterEpoch() const {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.epoch_pause_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (options_.stop_requested != nullptr && options_.stop_requested->load()) return;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        end - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
+  }
 }
 
 Status Trainer::WriteMetricLine(double accuracy, int64_t step) const {
@@ -269,6 +284,7 @@ StatusOr<TrainResult> Trainer::Run() {
           static_cast<long long>(epoch + 1), options_.epochs, static_cast<long long>(state.step),
           result.train_loss, accuracy);
       if (chief) COHORT_RETURN_IF_ERROR(WriteMetricLine(accuracy, state.step));
+      PauseAfterEpoch();
     }
     if (stop) {
       Log("stop requested: stopping at step %lld", static_cast<long long>(state.step));

@@ -54,6 +54,10 @@ struct TrainerOptions {
   std::string trial_id;        // CLOUD_ML_TRIAL_ID
   std::string metric_tag = "accuracy";
 
+  // A pause after each epoch's line, for a run slow enough to watch (the demo); the model is the
+  // same as without it. Cut short when a stop is requested.
+  int epoch_pause_ms = 0;
+
   int64_t fail_at_step = 0;  // testing: return kAborted right after this step (0: never),
                              // unless the run was restored at or past it
   const std::atomic<bool>* stop_requested = nullptr;  // set by a signal handler; may be null
@@ -80,6 +84,7 @@ class Trainer {
  private:
   void Log(const char* format, ...) const __attribute__((format(printf, 2, 3)));
   Status WriteMetricLine(double accuracy, int64_t step) const;
+  void PauseAfterEpoch() const;
   Status WriteModel(const std::vector<float>& params, const TrainResult& result) const;
 
   TrainerOptions options_;
