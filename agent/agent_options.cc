@@ -28,6 +28,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
+      ("version", "print the version and exit")
       ("coordinator", po::value(&flags.config.coordinator), "coordinator agent endpoint, tcp://HOST:7401")
       ("node-id", po::value(&flags.config.node_id), "node id (default: hostname)")
       ("gpus", po::value(&flags.gpus), "GPU count to declare, or auto (NVML) (default auto)")
@@ -41,20 +42,25 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
       ("container-runtime", po::value(&flags.container_runtime), "auto|runc|crun|docker|podman|none (default auto)")
       ("cgroups", po::value(&flags.cgroups), "auto|off: put replicas in cgroup v2 where writable (default auto)")
-      ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (NAME.key)")
-      ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file")
+      ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (default " COHORT_CONFIG_DIR "/keys/agent.key)")
+      ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file (default " COHORT_CONFIG_DIR "/keys/coordinator.pub)")
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)");
   // clang-format on
   std::ostringstream usage;
   auto parsed = ParseFlags(argc, argv, desc,
-                           "cohort-agent: runs Cohort training replicas on this node\n"
                            "usage: cohort-agent [--config FILE] --coordinator tcp://HOST:7401 "
-                           "[options]",
+                           "[options]\n"
+                           "Cohort's node agent: runs the training replicas the coordinator places "
+                           "on this node,\nships their logs and reports their exits.",
                            &usage);
   if (!parsed.ok()) return parsed.status();
   flags.usage = usage.str();
   if (parsed->help) {
     flags.help = true;
+    return flags;
+  }
+  if (parsed->values.count("version")) {
+    flags.version = true;
     return flags;
   }
   flags.config.grace_period = grace.value;

@@ -11,31 +11,34 @@
 // Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
 // dashes); the command line wins over the file.
 //
-// Defaults: node id = hostname; GPUs auto (NVML); CPUs and memory from the machine; work dir
-// /var/lib/cohort-agent; builtin dir = the bin dir of the install prefix (CMake's
-// CMAKE_INSTALL_FULL_BINDIR), where cohort-reducer and cohort-ps are installed; advertise address =
-// the local address of the route to the coordinator, else the first non-loopback IPv4 address, else
-// 127.0.0.1; grace period 30 s.
+// Defaults: key files COHORT_CONFIG_DIR/keys/agent.key and coordinator.pub
+// (common/install_paths.h: /etc/cohort for the packages); node id = hostname; GPUs auto (NVML);
+// CPUs and memory from the machine; work dir /var/lib/cohort-agent; builtin dir = the bin dir of
+// the install prefix (CMake's CMAKE_INSTALL_FULL_BINDIR), where cohort-reducer and cohort-ps are
+// installed; advertise address = the local address of the route to the coordinator, else the
+// first non-loopback IPv4 address, else 127.0.0.1; grace period 30 s.
 #pragma once
 
 #include <string>
 
 #include "agent/agent.h"
+#include "common/install_paths.h"
 #include "common/status.h"
 
 namespace cohort::agent {
 
 struct AgentFlags {
-  bool help = false;
-  std::string usage;  // the --help text
+  bool help = false;     // --help: print usage, exit 0
+  bool version = false;  // --version: print "cohort-agent <version>", exit 0
+  std::string usage;     // the --help text
   std::string log_level = "info";
   std::string gpus = "auto";  // "auto" or a count
   int cpus = 0;               // 0: detect
   int64_t memory_mb = 0;      // 0: detect
   std::string container_runtime = "auto";
   std::string cgroups = "auto";  // "auto": cgroup v2 where writable; "off": never
-  std::string key_file;
-  std::string coordinator_key_file;
+  std::string key_file = COHORT_CONFIG_DIR "/keys/agent.key";
+  std::string coordinator_key_file = COHORT_CONFIG_DIR "/keys/coordinator.pub";
   AgentConfig config;  // inventory not yet filled in; see BuildInventory
 };
 

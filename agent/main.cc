@@ -12,6 +12,7 @@
 #include "agent/proc_scan.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
+#include "common/version.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) return std::printf("%s", flags->usage.c_str()) < 0;
+  if (flags->version) return std::puts("cohort-agent " COHORT_VERSION) < 0;
   InitLogging("cohort-agent", flags->log_level);
   if (Status s = agent::LoadSecurity(*flags); !s.ok()) {
     spdlog::error("{}", s.ToString());

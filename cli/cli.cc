@@ -11,6 +11,7 @@
 #include "cli/verbs.h"
 #include "common/client.h"
 #include "common/job_spec.h"
+#include "common/version.h"
 
 namespace cohort::cli {
 namespace {
@@ -343,7 +344,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   auto global_args = Parse(globals, {{"--version", false, ""}});
   if (!global_args.ok()) return UsageError(err, "", global_args.status().message());
   if (global_args->Has("--version")) {
-    out << "cohort 0.1.0\n";
+    out << "cohort " COHORT_VERSION "\n";
     return kExitOk;
   }
   if (i >= args.size()) {

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "common/service_notify.h"
+#include "common/version.h"
 #include "coordinator/coordinator.h"
 
 namespace {
@@ -22,6 +23,10 @@ int main(int argc, char** argv) {
   }
   if (flags->help) {
     std::fputs(flags->help_text.c_str(), stdout);
+    return 0;
+  }
+  if (flags->version) {
+    std::puts("cohort-coordinator " COHORT_VERSION);
     return 0;
   }
   cohort::InitLogging("cohort-coordinator", flags->options.log_level);

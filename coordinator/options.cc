@@ -25,9 +25,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
                       stop_grace = "30s", max_spec_size = "1MiB";
-  po::options_description desc("cohort-coordinator options");
-  desc.add_options()("help,h", "show this help")("config", po::value(&config),
-                                                 "INI file with the same names as these flags")(
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "show this help and exit")("version", "print the version and exit")(
+      "config", po::value(&config), "INI file with the same names as these flags")(
       "client-endpoint", po::value(&o.client_endpoint)->default_value(o.client_endpoint),
       "ZeroMQ endpoint for launchers (cohort CLI, clients)")(
       "agent-endpoint", po::value(&o.agent_endpoint)->default_value(o.agent_endpoint),
@@ -59,13 +59,21 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "log-level", po::value(&o.log_level)->default_value(o.log_level),
       "trace, debug, info, warn, error");
   std::ostringstream help;
-  help << "usage: cohort-coordinator [options]\n" << desc;
+  help << "usage: cohort-coordinator [--config FILE] [options]\n"
+          "Cohort's coordinator: keeps the jobs, gang-schedules their replicas on the agents' "
+          "nodes\n"
+          "and restarts them from their newest checkpoint.\n\n"
+       << desc;
   out.help_text = help.str();
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
     if (vm.count("help")) {
       out.help = true;
+      return out;
+    }
+    if (vm.count("version")) {
+      out.version = true;
       return out;
     }
     if (vm.count("config")) {

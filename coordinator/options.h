@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/install_paths.h"
 #include "common/spec_limit.h"
 #include "common/status.h"
 
@@ -35,15 +36,16 @@ struct CoordinatorOptions {
   bool insecure = false;
   // CURVE (when not insecure): --key-file (this coordinator's key pair), --client-keys and
   // --agent-keys (directories of the public keys allowed on each endpoint; re-read per handshake).
-  std::string curve_key = "/etc/cohort/keys/coordinator.key";
-  std::string client_keys_dir = "/etc/cohort/keys/clients";
-  std::string agent_keys_dir = "/etc/cohort/keys/agents";
+  std::string curve_key = COHORT_CONFIG_DIR "/keys/coordinator.key";
+  std::string client_keys_dir = COHORT_CONFIG_DIR "/keys/clients";
+  std::string agent_keys_dir = COHORT_CONFIG_DIR "/keys/agents";
   std::string log_level = "info";
 };
 
 struct ParsedFlags {
   CoordinatorOptions options;
-  bool help = false;
+  bool help = false;     // --help: print help_text, exit 0
+  bool version = false;  // --version: print "cohort-coordinator <version>", exit 0
   std::string help_text;
 };
 

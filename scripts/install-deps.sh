@@ -20,6 +20,9 @@ packages=(
   libtorch-dev python3-torch pybind11-dev python3-dev
   # containers: OCI runtimes, image unpacking, a static busybox for test root filesystems
   runc crun umoci busybox-static
+  # packaging: man pages (help2man), Debian packages (dpkg-dev: dpkg-shlibdeps) and their test
+  # (file, man-db), `pip install ./python` in a venv (python3-venv)
+  help2man dpkg-dev file man-db python3-venv
 )
 
 missing=()

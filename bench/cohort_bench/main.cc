@@ -6,6 +6,7 @@
 
 #include "bench/cohort_bench/allreduce_bench.h"
 #include "bench/cohort_bench/ps_bench.h"
+#include "common/version.h"
 
 namespace {
 
@@ -28,10 +29,20 @@ int RunBenchmark(const std::vector<std::string>& args,
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::printf(
-        "usage: cohort-bench allreduce|ps [options]   (cohort-bench allreduce --help, cohort-bench "
-        "ps --help)\n");
+    std::fputs(
+        "usage: cohort-bench allreduce|ps [options]\n"
+        "Cohort's benchmarks: all-reduce algorithms and transports (allreduce), parameter servers\n"
+        "(ps). `cohort-bench allreduce --help` and `cohort-bench ps --help` list their options.\n"
+        "\n"
+        "Options:\n"
+        "  -h [ --help ]         show this help and exit\n"
+        "  --version             print the version and exit\n",
+        argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (std::string(argv[1]) == "--version") {
+    std::puts("cohort-bench " COHORT_VERSION);
+    return 0;
   }
   const std::string verb = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);

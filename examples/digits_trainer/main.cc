@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/version.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
 #include "examples/digits_trainer/digits_dataset.h"
 #include "examples/digits_trainer/ps_trainer.h"
@@ -98,9 +99,10 @@ int main(int argc, char** argv) {
   uint64_t split_seed = 42;
   std::string mode = "auto";
   int staleness = -1;
-  po::options_description flags("digits-trainer: data-parallel MLP on the digits data set");
+  po::options_description flags("Options");
   auto add = flags.add_options();
-  add("help", "show this help");
+  add("help,h", "show this help and exit");
+  add("version", "print the version and exit");
   add("epochs", po::value(&options.epochs)->default_value(options.epochs),
       "passes over the training set");
   add("lr", po::value(&options.learning_rate)->default_value(options.learning_rate, "0.05"),
@@ -146,7 +148,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << flags << "\n";
+    std::cout
+        << "usage: digits-trainer [options]\n"
+           "Cohort's example trainer: a data-parallel MLP on the digits data set, all-reduced "
+           "through\nCohort's collectives or trained through its parameter servers.\n\n"
+        << flags << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "digits-trainer " COHORT_VERSION "\n";
     return 0;
   }
   if (mode != "auto" && mode != "allreduce" && mode != "ps") {

@@ -66,6 +66,7 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     return [
         os.path.join(here, "..", "..", "collective", "libcohort_collective_c.so"),  # <build>/python/cohort
+        "libcohort_collective_c.so.0",  # the installed library (its SONAME; Debian: libcohort-collective0)
         "libcohort_collective_c.so",
     ]
 

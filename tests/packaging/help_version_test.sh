@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Every program answers --help and --version the same way: --version prints "NAME VERSION" and
+# exits 0; --help exits 0 and starts with "usage: NAME". Usage: help_version_test.sh VERSION PROGRAM...
+set -uo pipefail
+version=$1; shift
+failed=0
+for program in "$@"; do
+  name=$(basename "$program")
+  out=$("$program" --version 2>&1); rc=$?
+  if [ $rc -ne 0 ] || [ "$out" != "$name $version" ]; then
+    echo "FAIL: $name --version: exit $rc, printed '$out' (want '$name $version', exit 0)"; failed=1
+  fi
+  out=$("$program" --help 2>&1); rc=$?
+  if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$out" | head -1 | cut -d' ' -f1-2)" != "usage: $name" ]; then
+    echo "FAIL: $name --help: exit $rc, first line '$(printf '%s\n' "$out" | head -1)'"; failed=1
+  fi
+  [ $failed -eq 0 ] && echo "ok: $name"
+done
+exit $failed
