@@ -237,6 +237,18 @@ heartbeat.
   --json    print a JSON array of nodes
 )",
        Nodes},
+      {"queues",
+       {{"--json", false, ""}},
+       "queues [--json]",
+       "job queues: quota, use, waiting jobs",
+       R"(usage: cohort queues [--json]
+
+Lists the coordinator's job queues: weight, GPUs and CPUs used of the quota (use beyond the quota
+is borrowed idle capacity, returned by preemption when another queue needs its quota), running
+and waiting jobs, and the next waiting jobs in the order the scheduler tries them.
+  --json    print a JSON array of queues
+)",
+       Queues},
       {"checkpoint",
        {{"--job", true, ""}, {"--json", false, ""}},
        "checkpoint DIR|--job JOB [--json]",

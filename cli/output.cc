@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <sstream>
 
 #include "common/job_spec.h"
 
@@ -292,6 +293,27 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
                   std::to_string(n.replicas), heartbeat});
   }
   table.Print(out);
+}
+
+void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out) {
+  // Use against quota: "6/4" borrows 2 beyond its quota; "-" for a resource not in the quota.
+  Table table({"QUEUE", "WEIGHT", "GPUS", "CPUS", "RUNNING", "WAITING", "NEXT"});
+  for (const auto& q : queues) {
+    std::ostringstream weight;
+    weight << q.weight;
+    std::string cpus = std::to_string(q.cpus_used) + "/" +
+                       (q.cpu_quota < 0 ? std::string("-") : std::to_string(q.cpu_quota));
+    std::string next;
+    for (size_t k = 0; k < q.waiting_jobs.size() && k < 3; ++k) {
+      next += (k ? ", " : "") + q.waiting_jobs[k];
+    }
+    if (static_cast<size_t>(q.waiting) > 3) next += ", ...";
+    table.AddRow({q.name, weight.str(),
+                  std::to_string(q.gpus_used) + "/" + std::to_string(q.gpu_quota), cpus,
+                  std::to_string(q.running), std::to_string(q.waiting), OrDash(next)});
+  }
+  table.Print(out);
+  out << "GPUS and CPUS: used/quota (a queue may borrow idle capacity beyond its quota)\n";
 }
 
 }  // namespace cohort::cli

@@ -47,6 +47,7 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out);
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
 // `cohort nodes`: one line per node with used/total GPUs, CPUs and memory.
 void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
+void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out);
 
 // `cohort trials STUDY` and the end of `cohort tune --wait`: the study's header, one line per
 // trial (its parameters as columns), and the best trial.

@@ -358,6 +358,10 @@ int Nodes(const ParsedArgs& args, const Context& ctx) {
   return ShowAll(args, ctx, "nodes", &CoordinatorClient::ListNodes, NodeToJson, PrintNodes);
 }
 
+int Queues(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "queues", &CoordinatorClient::ListQueues, QueueToJson, PrintQueues);
+}
+
 int Checkpoint(const ParsedArgs& args, const Context& ctx) {
   std::string dir;
   if (args.Has("--job")) {

@@ -44,6 +44,7 @@ int Logs(const ParsedArgs& args, const Context& ctx);
 int Watch(const ParsedArgs& args, const Context& ctx);
 int Cancel(const ParsedArgs& args, const Context& ctx);
 int Nodes(const ParsedArgs& args, const Context& ctx);
+int Queues(const ParsedArgs& args, const Context& ctx);
 int Checkpoint(const ParsedArgs& args, const Context& ctx);
 int Keygen(const ParsedArgs& args, const Context& ctx);
 int Tune(const ParsedArgs& args, const Context& ctx);

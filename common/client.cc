@@ -75,6 +75,8 @@ nlohmann::json JobToJson(const wire::JobInfoT& job) {
           {"output_dir", job.output_dir},
           {"trial_id", job.trial_id},
           {"study", job.study},
+          {"queue", job.queue},
+          {"priority", job.priority},
           {"replicas", std::move(replicas)},
           {"events", std::move(events)}};
 }
@@ -100,6 +102,18 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
           {"memory_used_mb", node.memory_used_mb},
           {"replicas", node.replicas},
           {"last_heartbeat_ms", node.last_heartbeat_ms}};
+}
+
+nlohmann::json QueueToJson(const wire::QueueInfoT& queue) {
+  return {{"name", queue.name},
+          {"gpu_quota", queue.gpu_quota},
+          {"cpu_quota", queue.cpu_quota},
+          {"weight", queue.weight},
+          {"gpus_used", queue.gpus_used},
+          {"cpus_used", queue.cpus_used},
+          {"running", queue.running},
+          {"waiting", queue.waiting},
+          {"waiting_jobs", queue.waiting_jobs}};
 }
 
 nlohmann::json StudyToJson(const wire::StudyInfoT& study) {
@@ -223,6 +237,19 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Cancel(const std::string& name) {
   wire::JobInfoT job;
   reply.As<wire::JobInfo>()->UnPackTo(&job);
   return job;
+}
+
+StatusOr<std::vector<wire::QueueInfoT>> CoordinatorClient::ListQueues() {
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::QueueList>(wire::ListQueuesT{}, "list queues")));
+  wire::QueueListT list;
+  reply.As<wire::QueueList>()->UnPackTo(&list);
+  std::vector<wire::QueueInfoT> queues;
+  queues.reserve(list.queues.size());
+  for (auto& queue : list.queues) {
+    if (queue) queues.push_back(std::move(*queue));
+  }
+  return queues;
 }
 
 StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes() {

@@ -53,6 +53,7 @@ bool IsTerminal(wire::JobState state);
 // client.py): states as their names ("RUNNING"), times in ms since the epoch.
 nlohmann::json JobToJson(const wire::JobInfoT& job);
 nlohmann::json NodeToJson(const wire::NodeInfoT& node);
+nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
 nlohmann::json StudyToJson(const wire::StudyInfoT& study);
 
 // True for a study state of SUCCEEDED, FAILED or CANCELLED.
@@ -80,6 +81,8 @@ class CoordinatorClient {
   // Asks the coordinator to cancel; returns the job as it is right after (usually CANCELLING).
   StatusOr<wire::JobInfoT> Cancel(const std::string& name);
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes();
+  // Every queue of the coordinator: quota, weight, use, running and waiting jobs.
+  StatusOr<std::vector<wire::QueueInfoT>> ListQueues();
   // Log bytes of one replica ("chief-0") from `offset`; attempt -1: every attempt concatenated,
   // each preceded by a header line. LogData.next_offset is where the next read starts.
   StatusOr<wire::LogDataT> ReadLogs(const std::string& job, const std::string& replica,

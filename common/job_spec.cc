@@ -18,6 +18,7 @@ constexpr int kMaxGpus = 64;
 constexpr int kMaxCpus = 1024;
 constexpr int kMaxRestarts = 1000;
 constexpr size_t kMaxNameLength = 128;
+constexpr size_t kMaxSchedulingNameLength = 64;
 
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
@@ -172,6 +173,15 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
 }
 
 }  // namespace
+
+bool IsValidSchedulingName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxSchedulingNameLength || !IsAsciiAlpha(name[0])) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_' || c == '-';
+  });
+}
 
 bool IsValidEnvName(std::string_view name) {
   if (name.empty() || IsAsciiDigit(name[0])) return false;
@@ -348,6 +358,15 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +
                            std::to_string(kMaxRestarts) + ", got " +
                            std::to_string(s.max_restarts));
+  }
+  if (!IsValidSchedulingName(s.queue)) {
+    return InvalidArgument("scheduling.queue: " + Quoted(s.queue) +
+                           " is not a queue name ([A-Za-z][A-Za-z0-9_-]{0,63})");
+  }
+  if (!IsValidSchedulingName(s.priority)) {
+    return InvalidArgument("scheduling.priority: " + Quoted(s.priority) +
+                           " is not a priority class name (low, normal, high, or one the "
+                           "coordinator defines)");
   }
   return Status::Ok();
 }

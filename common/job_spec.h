@@ -71,6 +71,10 @@ struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
   bool restart_job_on_worker_restart = false;
+  // The coordinator's queue the job waits in, and its priority class (coordinator/queue_config.h);
+  // the coordinator refuses names it does not know at submit.
+  std::string queue = "default";
+  std::string priority = "normal";
 
   bool operator==(const SchedulingSpec&) const = default;
 };
@@ -95,6 +99,8 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 Status ValidateJobSpec(const JobSpec& spec);
 // Canonical YAML for a spec: ParseJobSpec(JobSpecToYaml(s)) equals s.
 std::string JobSpecToYaml(const JobSpec& spec);
+// Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
+bool IsValidSchedulingName(std::string_view name);
 // "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.
 StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
 // True for a name an environment variable may have: [A-Za-z_][A-Za-z0-9_]*.

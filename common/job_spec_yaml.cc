@@ -137,8 +137,9 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
 
 StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node) {
   const std::string path = "scheduling";
-  COHORT_RETURN_IF_ERROR(
-      r.CheckMap(node, path, {"timeout", "max_restarts", "restart_job_on_worker_restart"}));
+  COHORT_RETURN_IF_ERROR(r.CheckMap(
+      node, path,
+      {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -160,6 +161,11 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
     COHORT_ASSIGN_OR_RETURN(
         s.restart_job_on_worker_restart,
         r.Bool(node["restart_job_on_worker_restart"], path + ".restart_job_on_worker_restart"));
+  }
+  for (const char* key : {"queue", "priority"}) {
+    if (!Reader::Has(node, key)) continue;
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node[key], path + "." + key));
+    (std::string_view(key) == "queue" ? s.queue : s.priority) = text;
   }
   return s;
 }
@@ -282,6 +288,12 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   out << YAML::Key << "max_restarts" << YAML::Value << spec.scheduling.max_restarts;
   out << YAML::Key << "restart_job_on_worker_restart" << YAML::Value
       << (spec.scheduling.restart_job_on_worker_restart ? "true" : "false");
+  if (spec.scheduling.queue != SchedulingSpec().queue) {
+    out << YAML::Key << "queue" << YAML::Value << spec.scheduling.queue;
+  }
+  if (spec.scheduling.priority != SchedulingSpec().priority) {
+    out << YAML::Key << "priority" << YAML::Value << spec.scheduling.priority;
+  }
   out << YAML::EndMap;
   out << YAML::EndMap;
   std::string text = out.c_str();

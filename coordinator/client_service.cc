@@ -7,6 +7,7 @@
 #include "common/spec_limit.h"
 #include "common/study_spec.h"
 #include "coordinator/gang_fit.h"
+#include "coordinator/placement_round.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -37,6 +38,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       return;
     case wire::Body::ListNodes:
       Reply(m, Encode(id, Nodes()));
+      return;
+    case wire::Body::ListQueues:
+      Reply(m, Encode(id, Queues()));
       return;
     case wire::Body::GetLogs:
       OnGetLogs(m, *msg.As<wire::GetLogs>(), now_ms);
@@ -81,6 +85,10 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   }
   if (jobs_.FindJob(spec->name)) {
     Reply(m, EncodeError(id, AlreadyExists("a job named '" + spec->name + "' already exists")));
+    return;
+  }
+  if (Status known = CheckQueue(spec->scheduling); !known.ok()) {
+    Reply(m, EncodeError(id, known.WithContext("submitted job")));
     return;
   }
   if (now_ms >= options_.fit_check_from_ms) {
@@ -164,6 +172,12 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     Reply(m, EncodeError(id, fits));
     return;
   }
+  if (auto spec = ParseStudySpec(Str(req.spec_yaml()), "submitted study"); spec.ok()) {
+    if (Status known = CheckQueue(spec->trial_job.scheduling); !known.ok()) {
+      Reply(m, EncodeError(id, known.WithContext("the trial job of study " + spec->name)));
+      return;
+    }
+  }
   if (now_ms >= options_.fit_check_from_ms) {
     // A study whose trial job cannot run here would queue trials that never start.
     auto spec = ParseStudySpec(Str(req.spec_yaml()), "submitted study");
@@ -224,6 +238,58 @@ void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, 
   Reply(m, Encode(id, std::move(data)));
 }
 
+Status ClientService::CheckQueue(const SchedulingSpec& scheduling) const {
+  QueueConfig builtin;
+  const QueueConfig& queues = options_.queues ? *options_.queues : builtin;
+  if (queues.FindQueue(scheduling.queue) < 0) {
+    return InvalidArgument("scheduling.queue: no queue named '" + scheduling.queue +
+                           "' (queues: " + queues.QueueNames() + ")");
+  }
+  if (!queues.FindPriority(scheduling.priority)) {
+    return InvalidArgument("scheduling.priority: no priority class named '" + scheduling.priority +
+                           "' (classes: " + queues.PriorityNames() + ")");
+  }
+  return Status::Ok();
+}
+
+wire::QueueListT ClientService::Queues() {
+  constexpr size_t kNamesShown = 20;
+  QueueConfig builtin;
+  const QueueConfig& queues = options_.queues ? *options_.queues : builtin;
+  std::vector<QueueState> usage = QueueUsage(jobs_, queues);
+  std::vector<std::vector<const JobRecord*>> waiting(usage.size());
+  std::vector<int> running(usage.size(), 0);
+  for (const auto& [seq, job] : jobs_.active()) {
+    size_t q = static_cast<size_t>(job->queue_index);
+    if (job->state == JobState::QUEUED) {
+      waiting[q].push_back(job);
+    } else if (job->state == JobState::PENDING || job->state == JobState::RUNNING) {
+      ++running[q];
+    }
+  }
+  wire::QueueListT list;
+  for (size_t q = 0; q < usage.size(); ++q) {
+    // The order the scheduler tries them in: priority, then submit order.
+    std::stable_sort(
+        waiting[q].begin(), waiting[q].end(),
+        [](const JobRecord* a, const JobRecord* b) { return a->priority > b->priority; });
+    auto info = std::make_unique<wire::QueueInfoT>();
+    info->name = queues.queues()[q].name;
+    info->gpu_quota = usage[q].gpu_quota;
+    info->cpu_quota = usage[q].cpu_quota;
+    info->weight = usage[q].weight;
+    info->gpus_used = usage[q].gpus_used;
+    info->cpus_used = usage[q].cpus_used;
+    info->running = running[q];
+    info->waiting = static_cast<int>(waiting[q].size());
+    for (size_t k = 0; k < waiting[q].size() && k < kNamesShown; ++k) {
+      info->waiting_jobs.push_back(waiting[q][k]->name);
+    }
+    list.queues.push_back(std::move(info));
+  }
+  return list;
+}
+
 wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   wire::JobInfoT info;
   info.name = job.name;
@@ -238,6 +304,8 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   info.output_dir = job.output_dir;
   info.trial_id = job.trial_id;
   info.study = job.study;
+  info.queue = job.spec.scheduling.queue;
+  info.priority = job.spec.scheduling.priority;
   for (const auto& r : job.replicas) {
     auto ri = std::make_unique<wire::ReplicaInfoT>();
     ri->replica = r.name;

@@ -8,7 +8,9 @@
 // resource: coordinator/gang_fit.h). That check waits until `fit_check_from_ms` (nodes known
 // before a coordinator restart may still be registering) and passes while no node is known (the
 // job waits for nodes). A ListJobs with a filter is a history query: `query_jobs` (the state
-// store's ListJobs) selects the jobs in SQL and the reply shows each as it is now.
+// store's ListJobs) selects the jobs in SQL and the reply shows each as it is now. A job naming a
+// queue or priority class the coordinator does not have is refused (INVALID_ARGUMENT listing those
+// it has).
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
@@ -24,6 +26,7 @@
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
+#include "coordinator/queue_config.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
 
@@ -38,6 +41,9 @@ struct ClientServiceOptions {
   int port_min = 20000;  // the coordinator's --port-range
   int port_max = 29999;
   int64_t fit_check_from_ms = 0;
+  // The queues and priority classes jobs may name (must outlive the service); null: only the
+  // built-in ones.
+  const QueueConfig* queues = nullptr;
 };
 
 class ClientService {
@@ -62,6 +68,8 @@ class ClientService {
   // what its live replicas use).
   static wire::JobInfoT ToInfo(const JobRecord& job);
   wire::NodeListT Nodes() const;
+  // Every queue: quota, weight, use, running and waiting jobs.
+  wire::QueueListT Queues();
 
  private:
   void OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms);
@@ -69,6 +77,8 @@ class ClientService {
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
   void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
   void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
+  // INVALID_ARGUMENT when the queue or priority class is not the coordinator's.
+  Status CheckQueue(const SchedulingSpec& scheduling) const;
   void Reply(const RoutedMessage& m, zmq::message_t frame) {
     outbox_.ToClient(m.peer, std::move(frame));
   }

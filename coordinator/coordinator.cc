@@ -36,7 +36,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       client_service_(
           jobs_, nodes_, studies_, logs_, outbox_,
           ClientServiceOptions{options_.max_spec_bytes, options_.port_min, options_.port_max,
-                               clock->NowMs() + options_.heartbeat_timeout.count()},
+                               clock->NowMs() + options_.heartbeat_timeout.count(),
+                               &options_.queues},
           [this] { RunStudies(); },
           [this](const JobQuery& query) { return store_->ListJobs(query); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
@@ -256,8 +257,8 @@ void Coordinator::Tick() {
 }
 
 void Coordinator::ScheduleRound(int64_t now) {
-  PlacementRoundStats round =
-      RunPlacementRound(jobs_, nodes_, scheduler_, options_.port_min, options_.port_max, now);
+  PlacementRoundStats round = RunPlacementRound(jobs_, nodes_, scheduler_, options_.queues,
+                                                options_.port_min, options_.port_max, now);
   if (round.wall_us > 50'000) {
     spdlog::warn("scheduling round took {} ms ({} queued jobs, {} nodes)", round.wall_us / 1000,
                  round.queued, round.nodes);

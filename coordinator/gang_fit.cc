@@ -170,12 +170,11 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
                   const ScheduleResult& result, const ClusterView& view) {
   std::vector<bool> placed(queued.size(), false);
   for (const JobPlacement& p : result.placed) placed[p.request] = true;
-  size_t starving = queued.size();
-  for (size_t q = 0; q < requests.size() && !result.starving_job.empty(); ++q) {
-    if (requests[q].name == result.starving_job) {
-      starving = q;
-      break;
-    }
+  std::vector<bool> preempting(queued.size(), false);
+  for (const Preemption& p : result.preemptions) preempting[p.request] = true;
+  std::vector<bool> reserving(queued.size(), false);
+  for (int w : result.waiting_behind) {
+    if (w >= 0) reserving[static_cast<size_t>(w)] = true;
   }
   std::map<Shape, std::string> by_shape;  // many queued jobs share a few shapes
   for (size_t q = 0; q < queued.size(); ++q) {
@@ -184,10 +183,16 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
       job.waiting_reason.clear();
       continue;
     }
-    if (q > starving) {
-      job.waiting_reason = "waiting behind job " + result.starving_job +
-                           ", which has waited longer than the starvation limit: later jobs "
-                           "start only after it";
+    if (preempting[q]) {
+      job.waiting_reason = "preempting jobs to make room; it starts once they stopped";
+      continue;
+    }
+    int behind = q < result.waiting_behind.size() ? result.waiting_behind[q] : -1;
+    if (behind >= 0 && static_cast<size_t>(behind) != q) {
+      job.waiting_reason = "waiting behind job " + requests[static_cast<size_t>(behind)].name +
+                           ", which has waited longer than the starvation limit: later jobs of "
+                           "its queue, and jobs borrowing beyond their queue's quota, start only "
+                           "after it";
       continue;
     }
     std::string reason;
@@ -198,11 +203,18 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
       auto [it, fresh] = by_shape.try_emplace(ShapeOf(demands));
       if (fresh) it->second = WaitingReason(demands, view);
       reason = it->second;
+      // (Noted for a queue with a quota; the default queue without one always borrows.)
+      size_t queue = static_cast<size_t>(std::max(requests[q].queue, 0));
+      bool has_quota = queue < result.queues.size() &&
+                       (result.queues[queue].gpu_quota > 0 || result.queues[queue].cpu_quota >= 0);
+      if (has_quota && q < result.borrowing.size() && result.borrowing[q]) {
+        reason += " (beyond its queue's quota: it borrows idle capacity)";
+      }
     }
-    if (q == starving) {
+    if (reserving[q]) {
       reason +=
-          "; later jobs are held back until it starts (it has waited longer than the "
-          "starvation limit)";
+          "; later jobs of its queue, and borrowing jobs, are held back until it starts (it has "
+          "waited longer than the starvation limit)";
     }
     job.waiting_reason = std::move(reason);
   }

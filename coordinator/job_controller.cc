@@ -86,6 +86,10 @@ void JobController::ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, Replica
     if (state == ReplicaState::RUNNING) MaybeRunning(job, now_ms);
     return;
   }
+  // A replica stopped by a preemption ended PREEMPTED, whatever its agent calls a stop.
+  if (state == ReplicaState::STOPPED && r.stop_requested && preempting_.count(job.name)) {
+    state = ReplicaState::PREEMPTED;
+  }
   SetReplicaState(r, state, message, now_ms);
   r.exit_code = exit_code;
   r.signal = signal;
@@ -361,6 +365,35 @@ void JobController::RestartJob(JobRecord& job, int64_t now_ms) {
   schedule_needed_ = true;
 }
 
+void JobController::PreemptJob(JobRecord& job, const std::string& reason, int64_t now_ms) {
+  if (job.state != JobState::PENDING && job.state != JobState::RUNNING) return;
+  held_.erase(job.name);
+  incidents_.erase(job.name);
+  preempting_.insert(job.name);
+  AddEvent(job,
+           reason + "; back in the queue, to resume from its newest checkpoint (no restart spent)",
+           now_ms);
+  StopReplicas(job, reason, now_ms);
+  job.state = JobState::QUEUED;
+  job.message = reason + ": waiting for its replicas to stop, then for resources";
+  job.queued_since_ms = now_ms;
+  MarkDirty(job);
+  schedule_needed_ = true;
+}
+
+void JobController::NotePreemption(JobRecord& preemptor, const std::vector<std::string>& victims,
+                                   const std::string& event, int64_t now_ms) {
+  AddEvent(preemptor, event, now_ms);
+  auto& slot = preempted_for_[preemptor.name];
+  slot.insert(slot.end(), victims.begin(), victims.end());
+}
+
+const std::vector<std::string>& JobController::PreemptedFor(const JobRecord& job) const {
+  static const std::vector<std::string> kNone;
+  auto it = preempted_for_.find(job.name);
+  return it == preempted_for_.end() ? kNone : it->second;
+}
+
 void JobController::StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms) {
   for (auto& r : job.replicas) {
     if (HoldsResources(r)) {
@@ -387,6 +420,8 @@ void JobController::FinishJob(JobRecord& job, JobState state, const std::string&
   job.end_time_ms = now_ms;
   held_.erase(job.name);
   incidents_.erase(job.name);
+  preempted_for_.erase(job.name);
+  preempting_.erase(job.name);
   AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message, now_ms);
   StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")", now_ms);
   active_.erase(job.seq);
@@ -401,6 +436,8 @@ void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {
   job.message = "cancelled";
   job.end_time_ms = now_ms;
   incidents_.erase(job.name);
+  preempted_for_.erase(job.name);
+  preempting_.erase(job.name);
   AddEvent(job, "CANCELLED: every replica stopped", now_ms);
   active_.erase(job.seq);
   MarkDirty(job);
@@ -438,6 +475,8 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
                              int bootstrap_port, int64_t now_ms) {
   job.master_port = master_port;
   job.bootstrap_port = bootstrap_port;
+  preempted_for_.erase(job.name);
+  preempting_.erase(job.name);
   std::set<std::string> used_nodes;
   for (size_t i = 0; i < job.replicas.size(); ++i) {
     ReplicaRecord& r = job.replicas[i];

@@ -26,6 +26,14 @@
 // its collateral) restart, each as attempt+1, and the others keep running; a data-parallel job
 // whose ranks cannot rejoin a running group should set it to true.
 //
+// Preemption by the scheduler (PreemptJob) is not a failure: every replica is stopped (SIGTERM, the
+// stop grace, SIGKILL; a trainer checkpoints on SIGTERM), the job goes back to QUEUED, and once its
+// replicas are gone it is placed again like a new job (each replica as attempt+1, resuming from
+// its newest checkpoint). No restart is spent and no incident opens; the replicas so stopped end
+// PREEMPTED. The preemptor waits (NotePreemption) until its victims hold nothing, then is placed
+// first. This bookkeeping lives in memory: after a coordinator restart the stopping replicas end
+// STOPPED and the preemptor competes like any queued job.
+//
 // Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
 // died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
 // permanent-looking end (exit 1, 2, ...) of a replica in a job of several replicas is not judged
@@ -126,6 +134,17 @@ class JobController {
   // costs nothing while none is held).
   void ReleaseVerdicts(int64_t now_ms);
 
+  // Moves a running job off its nodes without counting it a failure (see "Preemption"): `reason`
+  // ("preempted by job X (priority high)") goes into its events and its replicas' stop. Nothing
+  // happens to a job that is not PENDING or RUNNING.
+  void PreemptJob(JobRecord& job, const std::string& reason, int64_t now_ms);
+  // `preemptor` stopped the jobs named `victims` to run: `event` goes into its events ("preempted
+  // job Y to run"), and it waits for them.
+  void NotePreemption(JobRecord& preemptor, const std::vector<std::string>& victims,
+                      const std::string& event, int64_t now_ms);
+  // The jobs `job` preempted and waits for (empty when none, or once it was placed).
+  const std::vector<std::string>& PreemptedFor(const JobRecord& job) const;
+
   // ---- placement (PlacementRound)
   // A restarting replica of a running job got a slot; its attempt+1 is launched.
   void PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::string& node_id,
@@ -197,8 +216,10 @@ class JobController {
   std::map<std::string, std::unique_ptr<JobRecord>> jobs_;
   std::map<uint64_t, JobRecord*> active_;
   std::set<std::string> ended_holding_;
-  std::map<std::string, std::vector<Held>> held_;  // by job
-  std::map<std::string, Incident> incidents_;      // by job: its latest incident
+  std::map<std::string, std::vector<Held>> held_;                  // by job
+  std::map<std::string, Incident> incidents_;                      // by job: its latest incident
+  std::map<std::string, std::vector<std::string>> preempted_for_;  // preemptor -> its victims
+  std::set<std::string> preempting_;  // jobs whose replicas are being stopped by a preemption
   uint64_t next_seq_ = 1;
   ControllerCommands commands_;
   std::set<std::string> dirty_;

@@ -58,6 +58,13 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "directory of agent public keys allowed on the agent endpoint")(
       "log-level", po::value(&o.log_level)->default_value(o.log_level),
       "trace, debug, info, warn, error");
+  std::vector<std::string> queues, priority_classes;
+  desc.add_options()(
+      "queue", po::value(&queues)->composing(),
+      "a job queue: 'NAME [gpus=N] [cpus=N] [weight=W]' (repeat for more; the quota is what it is "
+      "guaranteed, the weight its share of idle capacity; 'default' always exists)")(
+      "priority-class", po::value(&priority_classes)->composing(),
+      "a priority class 'NAME=VALUE' (repeat for more; low=100, normal=500, high=1000 exist)");
   std::ostringstream help;
   help << "usage: cohort-coordinator [--config FILE] [options]\n"
           "Cohort's coordinator: keeps the jobs, gang-schedules their replicas on the agents' "
@@ -100,6 +107,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   o.max_spec_bytes = *spec_size;
   o.port_min = lo;
   o.port_max = hi;
+  COHORT_ASSIGN_OR_RETURN(o.queues, QueueConfig::Parse(queues, priority_classes));
   if (o.max_requests_per_peer < 1) {
     return InvalidArgument("--max-requests-per-peer: must be at least 1");
   }

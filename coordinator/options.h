@@ -11,6 +11,7 @@
 #include "common/install_paths.h"
 #include "common/spec_limit.h"
 #include "common/status.h"
+#include "coordinator/queue_config.h"
 
 namespace cohort::coordinator {
 
@@ -40,6 +41,8 @@ struct CoordinatorOptions {
   std::string client_keys_dir = COHORT_CONFIG_DIR "/keys/clients";
   std::string agent_keys_dir = COHORT_CONFIG_DIR "/keys/agents";
   std::string log_level = "info";
+  // Job queues (quotas, weights) and priority classes: --queue, --priority-class.
+  QueueConfig queues;
 };
 
 struct ParsedFlags {

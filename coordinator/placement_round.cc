@@ -73,9 +73,37 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int
   return view;
 }
 
+void ResolveQueue(JobRecord& job, const QueueConfig& queues) {
+  int q = queues.FindQueue(job.spec.scheduling.queue);
+  job.queue_index = q < 0 ? 0 : q;
+  auto p = queues.FindPriority(job.spec.scheduling.priority);
+  if (!p) p = queues.FindPriority("normal");
+  job.priority = p.value_or(0);
+}
+
+std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queues) {
+  std::vector<QueueState> out;
+  for (const QueueDef& q : queues.queues()) {
+    out.push_back(QueueState{q.gpu_quota, q.cpu_quota, q.weight, 0, 0});
+  }
+  auto count = [&](JobRecord& job) {
+    if (job.queue_index < 0) ResolveQueue(job, queues);
+    QueueState& q = out[static_cast<size_t>(job.queue_index)];
+    for (const auto& r : job.replicas) {
+      if (!JobController::HoldsResources(r)) continue;
+      const Resources& res = job.PoolOf(r).resources;
+      q.gpus_used += res.gpus;
+      q.cpus_used += res.cpus;
+    }
+  };
+  for (const auto& [seq, job] : jobs.active()) count(*job);
+  for (const JobRecord* job : jobs.EndedHolding()) count(*jobs.FindJob(job->name));
+  return out;
+}
+
 PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& nodes,
-                                      const Scheduler& scheduler, int port_min, int port_max,
-                                      int64_t now_ms) {
+                                      const Scheduler& scheduler, const QueueConfig& queues,
+                                      int port_min, int port_max, int64_t now_ms) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t cpu0 = ThreadCpuUs();
   std::map<std::string, int> node_index;
@@ -100,20 +128,60 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     }
   }
 
-  // 2. Queued jobs, in submit order.
+  // 2. Queued jobs, in submit order, in their queues; running jobs as preemption candidates.
+  ScheduleInput input;
+  input.queues = QueueUsage(jobs, queues);
+  for (const auto& [id, n] : nodes.nodes()) {
+    if (!n.ready || n.draining) continue;
+    input.cluster_gpus += static_cast<int64_t>(n.gpus.size());
+    input.cluster_cpus += n.cpus;
+  }
+  std::vector<JobRecord*> running_jobs;
   std::vector<JobRecord*> queued;
   std::vector<JobRequest> requests;
   for (JobRecord* job : active) {
+    if (job->state == JobState::PENDING || job->state == JobState::RUNNING) {
+      RunningJob rj;
+      for (const auto& r : job->replicas) {
+        if (!JobController::HoldsResources(r) || r.stop_requested) continue;
+        const Resources& res = job->PoolOf(r).resources;
+        auto it = node_index.find(r.node_id);
+        rj.held.push_back(
+            HeldSlot{it == node_index.end() ? -1 : it->second, r.gpus, res.cpus, res.memory_mb});
+        rj.gpus += res.gpus;
+        rj.cpus += res.cpus;
+      }
+      if (rj.held.empty()) continue;
+      rj.name = job->name;
+      rj.queue = job->queue_index;
+      rj.priority = job->priority;
+      rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
+      running_jobs.push_back(job);
+      input.running.push_back(std::move(rj));
+      continue;
+    }
     if (job->state != JobState::QUEUED) continue;
     JobRequest req;
     req.name = job->name;
     req.waiting_since_ms = job->queued_since_ms;
     req.schedulable = !JobController::AnyHolding(*job);
     req.shared_replicas = &job->demands;
+    req.queue = job->queue_index;
+    req.priority = job->priority;
+    const std::vector<std::string>& victims = jobs.PreemptedFor(*job);
+    if (!victims.empty()) {
+      size_t stopping = 0;
+      for (const auto& v : victims) {
+        const JobRecord* victim = jobs.FindJob(v);
+        if (victim != nullptr && JobController::AnyHolding(*victim)) ++stopping;
+      }
+      req.may_preempt = stopping == 0;
+      req.nominated = stopping == 0;
+    }
     queued.push_back(job);
     requests.push_back(std::move(req));
   }
-  ScheduleResult result = scheduler.Schedule(requests, view, now_ms);
+  ScheduleResult result = scheduler.Schedule(requests, view, now_ms, input);
   for (const JobPlacement& p : result.placed) {
     JobRecord& job = *queued[p.request];
     std::vector<JobController::Slot> slots;
@@ -123,7 +191,38 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     }
     jobs.PlaceJob(job, slots, p.master_port, p.bootstrap_port, now_ms);
   }
+  for (const Preemption& p : result.preemptions) {
+    JobRecord& preemptor = *queued[p.request];
+    std::string by = "preempted by job " + preemptor.name + " (priority " +
+                     preemptor.spec.scheduling.priority + ", queue " +
+                     preemptor.spec.scheduling.queue + ")";
+    std::vector<std::string> names;
+    std::string event;
+    for (size_t v : p.victims) {
+      JobRecord& victim = *running_jobs[v];
+      names.push_back(victim.name);
+      event += (event.empty() ? "" : ", ") + victim.name + " (priority " +
+               victim.spec.scheduling.priority + ", queue " + victim.spec.scheduling.queue + ")";
+      jobs.PreemptJob(victim, by, now_ms);
+    }
+    event = std::string("preempted job") + (names.size() == 1 ? " " : "s ") + event + " to run";
+    jobs.NotePreemption(preemptor, names, event, now_ms);
+  }
   ExplainWaits(queued, requests, result, view);
+  for (JobRecord* job : queued) {
+    if (job->state != JobState::QUEUED) continue;
+    std::string stopping;
+    for (const auto& v : jobs.PreemptedFor(*job)) {
+      const JobRecord* victim = jobs.FindJob(v);
+      if (victim != nullptr && JobController::AnyHolding(*victim)) {
+        stopping += (stopping.empty() ? "" : ", ") + v;
+      }
+    }
+    if (!stopping.empty()) {
+      job->waiting_reason =
+          "waiting for the jobs it preempted to stop (within their grace period): " + stopping;
+    }
+  }
   PlacementRoundStats stats;
   stats.wall_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
@@ -131,6 +230,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   stats.cpu_us = ThreadCpuUs() - cpu0;
   stats.queued = requests.size();
   stats.nodes = view.nodes.size();
+  stats.preemptions = result.preemptions.size();
   return stats;
 }
 

@@ -2,8 +2,9 @@
 // free on every READY, non-draining node once every live replica is counted, and the ports in use
 // anywhere) from the NodeRegistry and the JobController, places the replicas of running jobs that
 // wait to restart (each on its previous node when it fits), then hands the queued jobs, in submit
-// order, to the gang Scheduler and applies its placements through the JobController (which emits
-// the launches). No sockets, no clock: `now_ms` comes in, statistics come out.
+// order, with each queue's quota and use and the running jobs that could be preempted, to the
+// gang Scheduler, and applies its placements and preemptions through the JobController (which
+// emits the launches and stops). No sockets, no clock: `now_ms` comes in, statistics come out.
 #pragma once
 
 #include <cstddef>
@@ -13,15 +14,17 @@
 
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/queue_config.h"
 #include "coordinator/scheduler.h"
 
 namespace cohort::coordinator {
 
 struct PlacementRoundStats {
   int64_t wall_us = 0;
-  int64_t cpu_us = 0;  // the round's own CPU time (wall time includes preemption by the OS)
-  size_t queued = 0;   // queued jobs considered
-  size_t nodes = 0;    // nodes that could take work
+  int64_t cpu_us = 0;      // the round's own CPU time (wall time includes preemption by the OS)
+  size_t queued = 0;       // queued jobs considered
+  size_t nodes = 0;        // nodes that could take work
+  size_t preemptions = 0;  // jobs that preempted others this round
 };
 
 // Free resources and ports in use, over every READY node (draining ones take nothing new).
@@ -30,7 +33,15 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int
                              int port_max, std::map<std::string, int>* node_index);
 
 PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& nodes,
-                                      const Scheduler& scheduler, int port_min, int port_max,
-                                      int64_t now_ms);
+                                      const Scheduler& scheduler, const QueueConfig& queues,
+                                      int port_min, int port_max, int64_t now_ms);
+
+// Sets job.queue_index and job.priority from its spec (a queue or class no longer configured:
+// the default queue, the normal class).
+void ResolveQueue(JobRecord& job, const QueueConfig& queues);
+
+// Each queue's quota, weight and use (every replica holding resources, counted in its job's
+// queue), in QueueConfig order.
+std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queues);
 
 }  // namespace cohort::coordinator

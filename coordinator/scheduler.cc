@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -24,6 +25,49 @@ void Take(NodeFree& node, const ReplicaDemand& d, ReplicaSlot& slot) {
   node.free_gpus.erase(node.free_gpus.begin(), node.free_gpus.begin() + d.gpus);
   node.free_cpus -= d.cpus;
   if (!node.memory_unlimited) node.free_memory_mb -= d.memory_mb;
+}
+
+// Takes the replicas from the nodes FindGang chose, largest replicas first (so a node's lowest
+// GPUs go to its largest replica).
+std::vector<ReplicaSlot> TakeGang(const std::vector<ReplicaDemand>& replicas,
+                                  const std::vector<int>& where, ClusterView& view) {
+  std::vector<size_t> order(replicas.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(replicas[a].gpus, replicas[a].cpus, replicas[a].memory_mb) >
+           std::tie(replicas[b].gpus, replicas[b].cpus, replicas[b].memory_mb);
+  });
+  std::vector<ReplicaSlot> slots(replicas.size());
+  for (size_t r : order) {
+    slots[r].node = where[r];
+    Take(view.nodes[static_cast<size_t>(where[r])], replicas[r], slots[r]);
+  }
+  return slots;
+}
+
+// A running job's resources back into (Release) or out of (Retake) the view.
+void Release(const RunningJob& job, ClusterView& view) {
+  for (const HeldSlot& h : job.held) {
+    if (h.node < 0) continue;
+    NodeFree& n = view.nodes[static_cast<size_t>(h.node)];
+    for (int g : h.gpus)
+      n.free_gpus.insert(std::lower_bound(n.free_gpus.begin(), n.free_gpus.end(), g), g);
+    n.free_cpus += h.cpus;
+    if (!n.memory_unlimited) n.free_memory_mb += h.memory_mb;
+  }
+}
+
+void Retake(const RunningJob& job, ClusterView& view) {
+  for (const HeldSlot& h : job.held) {
+    if (h.node < 0) continue;
+    NodeFree& n = view.nodes[static_cast<size_t>(h.node)];
+    for (int g : h.gpus) {
+      auto pos = std::lower_bound(n.free_gpus.begin(), n.free_gpus.end(), g);
+      if (pos != n.free_gpus.end() && *pos == g) n.free_gpus.erase(pos);
+    }
+    n.free_cpus -= h.cpus;
+    if (!n.memory_unlimited) n.free_memory_mb -= h.memory_mb;
+  }
 }
 
 uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas) {
@@ -82,23 +126,16 @@ int ClusterView::TakePort() {
   return 0;
 }
 
-std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
-    const std::vector<ReplicaDemand>& replicas, ClusterView& view) {
-  std::vector<ReplicaSlot> slots(replicas.size());
-  if (replicas.empty()) return slots;
+std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDemand>& replicas,
+                                                    const ClusterView& view) {
+  std::vector<int> where(replicas.size(), -1);
+  if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
   for (const auto& r : replicas) {
     total.gpus += r.gpus;
     total.cpus += r.cpus;
     total.memory_mb += r.memory_mb;
   }
-  // Largest replicas first.
-  std::vector<size_t> order(replicas.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::tie(replicas[a].gpus, replicas[a].cpus, replicas[a].memory_mb) >
-           std::tie(replicas[b].gpus, replicas[b].cpus, replicas[b].memory_mb);
-  });
 
   // 1. The whole gang on one node: best fit.
   int best = -1;
@@ -118,16 +155,19 @@ std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
     }
   }
   if (best >= 0) {
-    for (size_t r : order) {
-      slots[r].node = best;
-      Take(view.nodes[static_cast<size_t>(best)], replicas[r], slots[r]);
-    }
-    return slots;
+    std::fill(where.begin(), where.end(), best);
+    return where;
   }
   if (replicas.size() == 1) return std::nullopt;
 
-  // 2. First-fit decreasing over nodes, largest free first. Only nodes that can take the
-  // smallest replica are candidates (on a busy cluster, few).
+  // 2. First-fit decreasing over nodes, largest free first: largest replicas first. Only nodes
+  // that can take the smallest replica are candidates (on a busy cluster, few).
+  std::vector<size_t> order(replicas.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(replicas[a].gpus, replicas[a].cpus, replicas[a].memory_mb) >
+           std::tie(replicas[b].gpus, replicas[b].cpus, replicas[b].memory_mb);
+  });
   const ReplicaDemand& smallest = replicas[order.back()];
   std::vector<size_t> nodes;
   for (size_t i = 0; i < view.nodes.size(); ++i) {
@@ -142,32 +182,37 @@ std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
     return std::make_tuple(x.free_gpus.size(), x.free_cpus) >
            std::make_tuple(y.free_gpus.size(), y.free_cpus);
   });
-  std::vector<int> gpus_left(view.nodes.size()), cpus_left(view.nodes.size());
-  std::vector<int64_t> mem_left(view.nodes.size());
-  for (size_t i = 0; i < view.nodes.size(); ++i) {
-    gpus_left[i] = static_cast<int>(view.nodes[i].free_gpus.size());
-    cpus_left[i] = view.nodes[i].free_cpus;
-    mem_left[i] = view.nodes[i].free_memory_mb;
+  std::vector<int> gpus_left(nodes.size()), cpus_left(nodes.size());
+  std::vector<int64_t> mem_left(nodes.size());
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const NodeFree& n = view.nodes[nodes[k]];
+    gpus_left[k] = static_cast<int>(n.free_gpus.size());
+    cpus_left[k] = n.free_cpus;
+    mem_left[k] = n.free_memory_mb;
   }
   for (size_t r : order) {
     const ReplicaDemand& d = replicas[r];
     bool placed = false;
-    for (size_t i : nodes) {
-      if (Fits(view.nodes[i], gpus_left[i], cpus_left[i], mem_left[i], d)) {
-        gpus_left[i] -= d.gpus;
-        cpus_left[i] -= d.cpus;
-        mem_left[i] -= d.memory_mb;
-        slots[r].node = static_cast<int>(i);
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (Fits(view.nodes[nodes[k]], gpus_left[k], cpus_left[k], mem_left[k], d)) {
+        gpus_left[k] -= d.gpus;
+        cpus_left[k] -= d.cpus;
+        mem_left[k] -= d.memory_mb;
+        where[r] = static_cast<int>(nodes[k]);
         placed = true;
         break;
       }
     }
     if (!placed) return std::nullopt;
   }
-  for (size_t r : order) {
-    Take(view.nodes[static_cast<size_t>(slots[r].node)], replicas[r], slots[r]);
-  }
-  return slots;
+  return where;
+}
+
+std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
+    const std::vector<ReplicaDemand>& replicas, ClusterView& view) {
+  auto where = FindGang(replicas, view);
+  if (!where) return std::nullopt;
+  return TakeGang(replicas, *where, view);
 }
 
 std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int preferred_node,
@@ -189,52 +234,287 @@ std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int 
   return std::move((*slots)[0]);
 }
 
-ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& queue, ClusterView& view,
-                                   int64_t now_ms) const {
+namespace {
+
+struct Totals {
+  int64_t gpus = 0;
+  int64_t cpus = 0;
+};
+
+Totals TotalsOf(const std::vector<ReplicaDemand>& demands) {
+  Totals t;
+  for (const auto& d : demands) {
+    t.gpus += d.gpus;
+    t.cpus += d.cpus;
+  }
+  return t;
+}
+
+bool WithinQuota(const QueueState& q, const Totals& more) {
+  return (q.gpu_quota < 0 || q.gpus_used + more.gpus <= q.gpu_quota) &&
+         (q.cpu_quota < 0 || q.cpus_used + more.cpus <= q.cpu_quota);
+}
+
+bool OverQuota(const QueueState& q) {
+  return (q.gpu_quota >= 0 && q.gpus_used > q.gpu_quota) ||
+         (q.cpu_quota >= 0 && q.cpus_used > q.cpu_quota);
+}
+
+// The queue's weighted dominant share of what it borrows beyond its quota.
+double BorrowedShare(const QueueState& q, const ScheduleInput& input) {
+  double gpus =
+      q.gpu_quota < 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, q.gpus_used - q.gpu_quota));
+  double cpus =
+      q.cpu_quota < 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, q.cpus_used - q.cpu_quota));
+  double share = std::max(gpus / static_cast<double>(std::max<int64_t>(1, input.cluster_gpus)),
+                          cpus / static_cast<double>(std::max<int64_t>(1, input.cluster_cpus)));
+  return share / (q.weight > 0 ? q.weight : 1e-9);
+}
+
+// The fewest of `candidates` (in preference order: the first is the one to preempt first) whose
+// resources, with what is free in `view`, let `demands` fit. `allowed(victim, chosen so far)`
+// says whether a candidate may join the set. On success the victims' resources are left
+// released in `view` (the caller takes the gang's room); on failure `view` is as it was.
+template <typename Allowed>
+std::optional<std::vector<size_t>> ChooseVictims(const std::vector<ReplicaDemand>& demands,
+                                                 const std::vector<size_t>& candidates,
+                                                 const std::vector<RunningJob>& running,
+                                                 int64_t free_gpus, ClusterView& view,
+                                                 Allowed allowed) {
+  auto fits = [&] { return Scheduler::FindGang(demands, view).has_value(); };
+  // With every candidate gone, does it fit at all?
+  for (size_t c : candidates) Release(running[c], view);
+  bool possible = fits();
+  for (size_t c : candidates) Retake(running[c], view);
+  if (!possible) return std::nullopt;
+
+  // One victim: tried in preference order.
+  const int64_t gpus = TotalsOf(demands).gpus;
+  std::vector<size_t> none;
+  for (size_t c : candidates) {
+    if (running[c].gpus + free_gpus < gpus || !allowed(c, none)) continue;
+    Release(running[c], view);
+    if (fits()) return std::vector<size_t>{c};
+    Retake(running[c], view);
+  }
+
+  // Several: largest first until it fits ...
+  std::vector<size_t> by_size = candidates;
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    return std::tie(running[a].gpus, running[a].cpus) > std::tie(running[b].gpus, running[b].cpus);
+  });
+  std::vector<size_t> chosen;
+  bool fit = false;
+  for (size_t c : by_size) {
+    if (!allowed(c, chosen)) continue;
+    Release(running[c], view);
+    chosen.push_back(c);
+    if ((fit = fits())) break;
+  }
+  if (!fit) {
+    for (size_t c : chosen) Retake(running[c], view);
+    return std::nullopt;
+  }
+  // ... then every victim it fits without is spared, the least preferred victim first.
+  std::vector<size_t> rank(running.size(), 0);
+  for (size_t k = 0; k < candidates.size(); ++k) rank[candidates[k]] = k;
+  std::vector<size_t> spare = chosen;
+  std::sort(spare.begin(), spare.end(), [&](size_t a, size_t b) { return rank[a] > rank[b]; });
+  for (size_t c : spare) {
+    Retake(running[c], view);
+    if (fits()) {
+      chosen.erase(std::find(chosen.begin(), chosen.end(), c));
+    } else {
+      Release(running[c], view);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end(), [&](size_t a, size_t b) { return rank[a] < rank[b]; });
+  return chosen;
+}
+
+}  // namespace
+
+ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, ClusterView& view,
+                                   int64_t now_ms, const ScheduleInput& input) const {
   ScheduleResult result;
+  result.queues = input.queues;
+  if (result.queues.empty()) result.queues.push_back(QueueState{0, -1, 1.0, 0, 0});
+  std::vector<QueueState>& queues = result.queues;
+  const size_t nq = queues.size();
+  auto queue_of = [&](int q) {
+    return q >= 0 && static_cast<size_t>(q) < nq ? static_cast<size_t>(q) : size_t{0};
+  };
+  result.borrowing.assign(requests.size(), false);
+
+  // Each queue's jobs: nominated first, then by priority, then in the order given.
+  std::vector<Totals> totals(requests.size());
+  std::vector<std::vector<size_t>> order(nq);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    totals[i] = TotalsOf(requests[i].demands());
+    order[queue_of(requests[i].queue)].push_back(i);
+  }
+  for (auto& o : order) {
+    std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
+      return std::make_tuple(!requests[a].nominated, -requests[a].priority) <
+             std::make_tuple(!requests[b].nominated, -requests[b].priority);
+    });
+  }
+  std::vector<size_t> head(nq, 0);
+  std::vector<bool> held_back(nq, false);  // a reservation holds this queue's later jobs
+  bool borrowing_stopped = false;          // a reservation holds every borrower
+  std::vector<int> reserved_for(nq, -1);   // the request a held-back queue waits for
+  int first_reserved = -1;
+  result.waiting_behind.assign(requests.size(), -1);
+
   // Shapes that failed this round: hash -> the demand lists with that hash.
   std::unordered_map<uint64_t, std::vector<const std::vector<ReplicaDemand>*>> failed_shapes;
   int64_t total_free_gpus = 0;
   for (const auto& n : view.nodes) total_free_gpus += static_cast<int64_t>(n.free_gpus.size());
+  std::vector<size_t> failed;  // not placed, in the order tried
 
-  for (size_t q = 0; q < queue.size(); ++q) {
-    const JobRequest& job = queue[q];
+  while (true) {
+    // The next job: the head of one queue (see the header comment for the order).
+    size_t best = nq;
+    std::tuple<bool, bool, double, int, size_t> best_key;
+    for (size_t q = 0; q < nq; ++q) {
+      if (held_back[q] || head[q] >= order[q].size()) continue;
+      size_t i = order[q][head[q]];
+      bool within = WithinQuota(queues[q], totals[i]);
+      auto key =
+          std::make_tuple(!requests[i].nominated, !within,
+                          within ? 0.0 : BorrowedShare(queues[q], input), -requests[i].priority, i);
+      if (best == nq || key < best_key) {
+        best = q;
+        best_key = key;
+      }
+    }
+    if (best == nq) break;
+    const size_t q = best;
+    const size_t i = order[q][head[q]++];
+    const JobRequest& job = requests[i];
+    const bool within = !std::get<1>(best_key);
+    result.borrowing[i] = !within;
     bool placed = false;
-    if (job.schedulable) {
-      const std::vector<ReplicaDemand>& demands = job.demands();
-      int64_t gpus = 0;
-      for (const auto& r : demands) gpus += r.gpus;
-      size_t ports_needed = demands.size() + 2;
-      if (gpus <= total_free_gpus && static_cast<size_t>(view.ports_free()) >= ports_needed) {
-        uint64_t shape = ShapeHash(demands);
-        bool known_failure = false;
-        auto f = failed_shapes.find(shape);
-        if (f != failed_shapes.end()) {
-          for (const auto* other : f->second) known_failure |= SameShape(*other, demands);
-        }
-        if (!known_failure) {
-          ++result.searches;
-          auto slots = PlaceGang(demands, view);
-          if (slots) {
-            JobPlacement p;
-            p.request = q;
-            p.replicas = std::move(*slots);
-            for (auto& s : p.replicas) s.port = view.TakePort();
-            p.master_port = view.TakePort();
-            p.bootstrap_port = view.TakePort();
-            total_free_gpus -= gpus;
-            result.placed.push_back(std::move(p));
-            placed = true;
-          } else {
-            failed_shapes[shape].push_back(&demands);
-          }
+    const std::vector<ReplicaDemand>& demands = job.demands();
+    size_t ports_needed = demands.size() + 2;
+    if (!within && borrowing_stopped) result.waiting_behind[i] = first_reserved;
+    if (job.schedulable && (within || !borrowing_stopped) && totals[i].gpus <= total_free_gpus &&
+        static_cast<size_t>(view.ports_free()) >= ports_needed) {
+      uint64_t shape = ShapeHash(demands);
+      bool known_failure = false;
+      auto f = failed_shapes.find(shape);
+      if (f != failed_shapes.end()) {
+        for (const auto* other : f->second) known_failure |= SameShape(*other, demands);
+      }
+      if (!known_failure) {
+        ++result.searches;
+        auto slots = PlaceGang(demands, view);
+        if (slots) {
+          JobPlacement p;
+          p.request = i;
+          p.replicas = std::move(*slots);
+          for (auto& s : p.replicas) s.port = view.TakePort();
+          p.master_port = view.TakePort();
+          p.bootstrap_port = view.TakePort();
+          total_free_gpus -= totals[i].gpus;
+          queues[q].gpus_used += totals[i].gpus;
+          queues[q].cpus_used += totals[i].cpus;
+          result.placed.push_back(std::move(p));
+          placed = true;
+        } else {
+          failed_shapes[shape].push_back(&demands);
         }
       }
     }
-    if (!placed && now_ms - job.waiting_since_ms > options_.starvation_limit_ms) {
-      result.starving_job = job.name;
-      break;
+    if (placed) continue;
+    failed.push_back(i);
+    if (now_ms - job.waiting_since_ms > options_.starvation_limit_ms) {
+      held_back[q] = true;
+      borrowing_stopped = true;
+      reserved_for[q] = static_cast<int>(i);
+      if (result.starving_job.empty()) {
+        result.starving_job = job.name;
+        first_reserved = static_cast<int>(i);
+      }
     }
+  }
+  for (size_t q = 0; q < nq; ++q) {
+    for (size_t k = head[q]; k < order[q].size(); ++k) {
+      result.waiting_behind[order[q][k]] = reserved_for[q];
+    }
+  }
+
+  // Preemption, for the jobs that did not fit, in the order they were tried.
+  if (input.running.empty()) return result;
+  std::vector<bool> taken(input.running.size(), false);
+  std::set<std::tuple<uint64_t, size_t, int, bool>> hopeless;  // (shape, queue, priority, within)
+  size_t searches = 0;
+  for (size_t i : failed) {
+    if (searches >= kMaxPreemptorsPerRound) break;
+    const JobRequest& job = requests[i];
+    const std::vector<ReplicaDemand>& demands = job.demands();
+    if (!job.schedulable || !job.may_preempt ||
+        static_cast<size_t>(view.ports_free()) < demands.size() + 2) {
+      continue;
+    }
+    const size_t q = queue_of(job.queue);
+    const bool within = WithinQuota(queues[q], totals[i]);
+    auto key = std::make_tuple(ShapeHash(demands), q, job.priority, within);
+    if (hopeless.count(key)) continue;
+    std::vector<size_t> candidates;
+    for (size_t r = 0; r < input.running.size(); ++r) {
+      const RunningJob& v = input.running[r];
+      if (taken[r]) continue;
+      size_t vq = queue_of(v.queue);
+      if ((vq == q && v.priority < job.priority) || (within && vq != q && OverQuota(queues[vq]))) {
+        candidates.push_back(r);
+      }
+    }
+    if (candidates.empty()) {
+      hopeless.insert(key);
+      continue;
+    }
+    ++searches;
+    const auto& running = input.running;
+    std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+      const RunningJob& x = running[a];
+      const RunningJob& y = running[b];
+      return std::make_tuple(x.priority, !OverQuota(queues[queue_of(x.queue)]), -x.start_ms) <
+             std::make_tuple(y.priority, !OverQuota(queues[queue_of(y.queue)]), -y.start_ms);
+    });
+    if (candidates.size() > kMaxCandidates) candidates.resize(kMaxCandidates);
+    // A victim of another queue is allowed while that queue still uses more than its quota once
+    // the victims chosen before it are gone.
+    auto allowed = [&](size_t c, const std::vector<size_t>& chosen) {
+      size_t vq = queue_of(running[c].queue);
+      if (vq == q && running[c].priority < job.priority) return true;
+      QueueState left = queues[vq];
+      for (size_t other : chosen) {
+        if (queue_of(running[other].queue) != vq) continue;
+        left.gpus_used -= running[other].gpus;
+        left.cpus_used -= running[other].cpus;
+      }
+      return OverQuota(left);
+    };
+    auto victims = ChooseVictims(demands, candidates, running, total_free_gpus, view, allowed);
+    if (!victims) {
+      hopeless.insert(key);
+      continue;
+    }
+    auto where = FindGang(demands, view);
+    COHORT_CHECK(where.has_value());
+    TakeGang(demands, *where, view);
+    for (size_t v : *victims) {
+      taken[v] = true;
+      QueueState& vq = queues[queue_of(running[v].queue)];
+      vq.gpus_used -= running[v].gpus;
+      vq.cpus_used -= running[v].cpus;
+      total_free_gpus += running[v].gpus;
+    }
+    total_free_gpus -= totals[i].gpus;
+    queues[q].gpus_used += totals[i].gpus;
+    queues[q].cpus_used += totals[i].cpus;
+    result.preemptions.push_back(Preemption{i, std::move(*victims)});
   }
   return result;
 }

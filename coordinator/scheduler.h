@@ -1,13 +1,39 @@
-// Scheduler is the coordinator's placement logic: pure data in, placements out, no sockets, no
-// clock of its own, so it is unit-tested directly.
+// Scheduler is the coordinator's placement logic: pure data in, placements and preemptions out, no
+// sockets, no clock of its own, so it is unit-tested directly.
 //
-// Policy (gang scheduling, FIFO with backfill and a starvation limit):
+// Policy (gang scheduling in queues with quotas, fair share and priorities):
 //  - A job is placed only when ALL its replicas fit at once (GPUs, CPUs, memory per node). No
 //    partial holds: a job that does not fit takes nothing, so nothing can deadlock.
-//  - Jobs are tried in the order given (the coordinator passes them in submit order). A job that
-//    does not fit is skipped and later jobs may start (backfill) ...
-//  - ... unless the oldest waiting job has waited longer than `starvation_limit_ms`: then no later
-//    job starts until that one fits (it is not overtaken forever by small jobs).
+//  - Queues (coordinator/queue_config.h). Each queue has a GPU and a CPU quota (what it is
+//    guaranteed) and a weight. Within a queue, jobs are tried by priority (highest first), then in
+//    the order given (the coordinator passes submit order). Across queues, each step of a round
+//    takes the head of one queue, chosen so that:
+//      1. a job whose preemptions have completed (`nominated`) goes first;
+//      2. then jobs that fit within their queue's quota (usage + the job <= quota, GPUs and CPUs),
+//         highest priority first;
+//      3. then jobs that would borrow idle capacity beyond their quota, from the queue with the
+//         lowest weighted share of what it borrows: max(GPUs over quota / cluster GPUs, CPUs over
+//         quota / cluster CPUs) / weight (the dominant resource, as Kueue's fair sharing and
+//         DRF do), then highest priority.
+//    A job that does not fit is skipped and later jobs may start (backfill) ...
+//  - ... Reservation rule: once a queue's first job that does not fit has waited longer than
+//    `starvation_limit_ms`, no later job of that queue starts and no queue borrows beyond its
+//    quota until it starts (`starving_job` names it). Jobs of other queues still start within
+//    their quotas. So small jobs, of its queue or borrowing ones of any queue, cannot overtake a
+//    big job forever: what frees up is left for it.
+//  - Preemption. A job that did not fit may stop running jobs ("victims"), each either
+//      a. of its own queue with a lower priority, or
+//      b. of another queue that uses more than its quota (borrowing), when the job fits within
+//         its own queue's quota (reclaim: the quota is a guarantee); any priority.
+//    A job that borrows itself only preempts under (a). Victims are the FEWEST jobs whose
+//    resources, added to what is free, let the gang fit: one victim is searched exhaustively (in
+//    preference order: lowest priority, borrowing queue, latest started); otherwise victims are
+//    added largest first until it fits, then every victim not needed is dropped again (so no
+//    victim of the set is superfluous; the set is minimal, not always minimum). At most
+//    kMaxPreemptorsPerRound jobs search a round, each over at most kMaxCandidates candidates.
+//    The preemptor's placement is taken from the view (later jobs of the round do not plan on
+//    that room), but it is not placed: its victims first stop through their grace period; it is
+//    placed, `nominated`, in a round after they are gone.
 //  - Placement prefers packing: all replicas on one node when any node can hold them (best fit:
 //    the node with the fewest free GPUs, then CPUs, that fits); otherwise first-fit-decreasing over
 //    nodes ordered by free GPUs (largest first), which keeps a job on few nodes. Replicas of one
@@ -82,6 +108,52 @@ struct JobRequest {
   }
   bool schedulable = true;  // false: waiting on something else (old attempts ending);
                             // it still counts for the starvation limit
+  int queue = 0;            // index into ScheduleInput::queues
+  int priority = 0;         // larger runs first and may preempt smaller
+  bool nominated = false;   // the jobs it preempted are gone: it goes first
+  bool may_preempt = true;  // false: jobs it preempted are still stopping
+};
+
+// One queue as a round starts: its quota, weight and what its jobs hold now.
+struct QueueState {
+  int64_t gpu_quota = 0;
+  int64_t cpu_quota = 0;
+  double weight = 1.0;
+  int64_t gpus_used = 0;  // by its jobs' replicas that hold resources (running or stopping)
+  int64_t cpus_used = 0;
+};
+
+// What one replica of a running job holds on one node.
+struct HeldSlot {
+  int node = -1;  // index into ClusterView::nodes; -1: a node that takes no work (not in the view)
+  std::vector<int> gpus;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+};
+
+// A running job (placed, not being stopped): a preemption candidate.
+struct RunningJob {
+  std::string name;
+  int queue = 0;
+  int priority = 0;
+  int64_t start_ms = 0;  // its latest placement: among equals the latest started is preempted
+  std::vector<HeldSlot> held;
+  int64_t gpus = 0;  // totals of `held`
+  int64_t cpus = 0;
+};
+
+// Everything a round needs besides the queued jobs and the view. An empty `queues` means one
+// queue with no quota (every job borrows; the order is priority, then the order given).
+struct ScheduleInput {
+  std::vector<QueueState> queues;
+  std::vector<RunningJob> running;
+  int64_t cluster_gpus = 0;  // every GPU and CPU of the nodes that take work (the shares' unit)
+  int64_t cluster_cpus = 0;
+};
+
+struct Preemption {
+  size_t request = 0;           // the job that preempts (index into the request list)
+  std::vector<size_t> victims;  // indices into ScheduleInput::running
 };
 
 struct JobPlacement {
@@ -96,6 +168,14 @@ struct ScheduleResult {
   // Set when the starvation limit held later jobs back: the name of the job they wait for.
   std::string starving_job;
   size_t searches = 0;  // placement searches actually run (the rest were shape-cache hits)
+  std::vector<Preemption> preemptions;
+  // Per request: it would have borrowed beyond its queue's quota (set for placed and unplaced
+  // requests alike; the waiting reason says so).
+  std::vector<bool> borrowing;
+  // Per request: the request whose reservation held it back (see the reservation rule), or -1.
+  std::vector<int> waiting_behind;
+  // Per queue: usage after the round (placements and preemptions applied).
+  std::vector<QueueState> queues;
 };
 
 struct SchedulerOptions {
@@ -104,17 +184,28 @@ struct SchedulerOptions {
 
 class Scheduler {
  public:
+  static constexpr size_t kMaxPreemptorsPerRound = 16;
+  static constexpr size_t kMaxCandidates = 512;
+
   explicit Scheduler(SchedulerOptions options) : options_(options) {}
 
-  // One scheduling round over `queue` (in priority order). Placed jobs' resources and ports are
-  // taken from `view`.
-  ScheduleResult Schedule(const std::vector<JobRequest>& queue, ClusterView& view,
-                          int64_t now_ms) const;
+  // One scheduling round over `requests` (each queue's jobs in submit order). Placed jobs'
+  // resources and ports, and the room preemptors will take, are taken from `view`.
+  ScheduleResult Schedule(const std::vector<JobRequest>& requests, ClusterView& view,
+                          int64_t now_ms, const ScheduleInput& input) const;
+  // One queue without quota and nothing to preempt.
+  ScheduleResult Schedule(const std::vector<JobRequest>& requests, ClusterView& view,
+                          int64_t now_ms) const {
+    return Schedule(requests, view, now_ms, ScheduleInput{});
+  }
 
   // Places all of `replicas` at once (the gang rule) or nothing; takes from `view` on success.
   // No ports are assigned (callers add them). Used by Schedule() and for replica restarts.
   static std::optional<std::vector<ReplicaSlot>> PlaceGang(
       const std::vector<ReplicaDemand>& replicas, ClusterView& view);
+  // Where PlaceGang would put each replica (node indices), taking nothing.
+  static std::optional<std::vector<int>> FindGang(const std::vector<ReplicaDemand>& replicas,
+                                                  const ClusterView& view);
   // Places one replica, on `preferred_node` (an index, or -1) when it fits there; takes from
   // `view` and assigns a port. nullopt when it fits nowhere (or no port is left).
   static std::optional<ReplicaSlot> PlaceOne(const ReplicaDemand& demand, int preferred_node,

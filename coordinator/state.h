@@ -55,6 +55,10 @@ struct JobRecord {
   std::string spec_yaml;
   JobSpec spec;                        // parsed from spec_yaml (not stored separately)
   std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not stored)
+  // Its queue (an index into the coordinator's QueueConfig::queues) and priority value, resolved
+  // from spec.scheduling by the placement round (derived, not stored; -1: not resolved yet).
+  int queue_index = -1;
+  int priority = 0;
   JobState state = JobState::QUEUED;
   std::string message;
   // Why a QUEUED job is not placed yet, from the latest scheduling round (coordinator/gang_fit.h);

@@ -64,9 +64,9 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-const std::vector<std::string> kVerbs = {"submit", "status", "list",  "logs",
-                                         "watch",  "cancel", "nodes", "checkpoint",
-                                         "keygen", "tune",   "trials"};
+const std::vector<std::string> kVerbs = {"submit",     "status", "list",  "logs",
+                                         "watch",      "cancel", "nodes", "queues",
+                                         "checkpoint", "keygen", "tune",  "trials"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});
@@ -348,6 +348,17 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   CliResult nodes = run({"nodes", "--json"});
   EXPECT_EQ(nodes.exit_code, kExitOk) << nodes.err;
   EXPECT_EQ(json::parse(nodes.out, nullptr, false), json::array());
+
+  // The job waits in the default queue (no quota: everything it would use is borrowed).
+  CliResult queues = run({"queues", "--json"});
+  ASSERT_EQ(queues.exit_code, kExitOk) << queues.err;
+  json queue_list = json::parse(queues.out, nullptr, false);
+  ASSERT_TRUE(queue_list.is_array() && queue_list.size() == 1u) << queues.out;
+  EXPECT_EQ(queue_list[0]["name"], "default");
+  EXPECT_EQ(queue_list[0]["gpu_quota"], 0);
+  EXPECT_EQ(queue_list[0]["waiting"], 1);
+  EXPECT_EQ(queue_list[0]["waiting_jobs"], json::array({name}));
+  EXPECT_NE(run({"queues"}).out.find("default"), std::string::npos);
 
   CliResult unknown = run({"status", "no-such-job"});
   EXPECT_EQ(unknown.exit_code, kExitUsage) << unknown.err;

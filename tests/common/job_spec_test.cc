@@ -321,6 +321,26 @@ TEST(JobSpecTest, SchedulingRules) {
   ExpectError(with_sched("[1]"), {"scheduling: expected a mapping"});
 }
 
+TEST(JobSpecTest, QueueAndPriorityNamesAreCheckedAndRoundTrip) {
+  auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal());
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->scheduling.queue, "default");
+  EXPECT_EQ(spec->scheduling.priority, "normal");
+  EXPECT_EQ(JobSpecToYaml(*spec).find("queue"), std::string::npos) << "defaults are not written";
+  spec = ParseJobSpec(with_sched("{queue: team-a, priority: high}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.queue, "team-a");
+  EXPECT_EQ(spec->scheduling.priority, "high");
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  ExpectError(with_sched("{queue: 'a b'}"), {"scheduling.queue: 'a b' is not a queue name"});
+  ExpectError(with_sched("{queue: ''}"), {"scheduling.queue"});
+  ExpectError(with_sched("{priority: 9high}"), {"scheduling.priority", "not a priority class"});
+  ExpectError(with_sched("{priority: [high]}"), {"scheduling.priority"});
+}
+
 TEST(JobSpecTest, UnknownKeysNameTheirPath) {
   ExpectError(Minimal("    resorces: {gpus: 1}\n"), {"worker_pools[0].resorces: unknown key"});
   ExpectError("nmae: j\n" + Minimal(), {"nmae: unknown key"});

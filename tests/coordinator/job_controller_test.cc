@@ -350,5 +350,62 @@ TEST_F(JobControllerTest, ReplicasOnANodeThatNeverRegisteredAreLostOnceTheGraceI
       << LastRestartEvent(job);
 }
 
+TEST_F(JobControllerTest, PreemptionRequeuesTheJobWithoutSpendingARestartOrOpeningAnIncident) {
+  JobRecord& job = Start("victim", 1, true, 1, {"a", "b"});
+  jobs_.PreemptJob(job, "preempted by job boss (priority high, queue default)", now_);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-0"}));
+  EXPECT_TRUE(JobController::AnyHolding(job)) << "its replicas hold their room until they stop";
+  // The replicas end as a stop makes them end (the trainer checkpoints and exits; a DDP peer may
+  // exit 1 first): none of it is a failure.
+  Advance(300);
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.restarts, 0);
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+  EXPECT_EQ(job.FindReplica("chief-0")->state, ReplicaState::PREEMPTED);
+  EXPECT_FALSE(JobController::AnyHolding(job));
+  bool said = false;
+  for (const auto& e : job.events) {
+    said |= e.message.find("preempted by job boss (priority high") != std::string::npos &&
+            e.message.find("no restart spent") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+  // Placed again: a new attempt of every replica, and the budget (1) is still whole: one real
+  // failure later is a restart, not the end.
+  std::vector<JobController::Slot> slots = {{"b", {0}, 30010}, {"a", {0}, 30011}};
+  jobs_.PlaceJob(job, slots, 29010, 29011, now_);
+  for (auto& r : job.replicas) {
+    EXPECT_EQ(r.attempt, 1) << r.name;
+    Report(job, r.name, ReplicaState::RUNNING);
+  }
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  Report(job, "worker-0", ReplicaState::LOST);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_NE(job.state, JobState::FAILED);
+}
+
+TEST_F(JobControllerTest, APreemptorWaitsForItsVictimsAndForgetsThemOncePlaced) {
+  JobRecord& victim = Start("low", 0, true, 3, {"a"});
+  std::string yaml =
+      "name: high\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/train]}\nscheduling: {priority: high}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& boss = jobs_.Submit(std::move(*spec), yaml, now_);
+  jobs_.PreemptJob(victim, "preempted by job high (priority high, queue default)", now_);
+  jobs_.NotePreemption(boss, {"low"}, "preempted job low (priority normal, queue default) to run",
+                       now_);
+  EXPECT_EQ(jobs_.PreemptedFor(boss), std::vector<std::string>{"low"});
+  EXPECT_EQ(boss.events.back().message,
+            "preempted job low (priority normal, queue default) to run");
+  jobs_.PlaceJob(boss, {{"a", {0}, 30020}}, 29020, 29021, now_);
+  EXPECT_TRUE(jobs_.PreemptedFor(boss).empty());
+  // A job that is not running is not preempted.
+  jobs_.PreemptJob(victim, "again", now_);
+  EXPECT_EQ(victim.events.back().message.find("again"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cohort::coordinator

@@ -85,6 +85,7 @@ std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
       "--state-dir",       state_dir(),      "--heartbeat-timeout", options_.heartbeat_timeout,
       "--port-range",      port_range_};
   for (auto& arg : SecurityArgs(true, "")) args.push_back(std::move(arg));
+  for (const auto& arg : options_.coordinator_args) args.push_back(arg);
   coordinator_ = std::make_unique<DaemonProcess>(binaries_.coordinator, args,
                                                  dir_.Join("logs/coordinator.log"));
   if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;

@@ -40,6 +40,8 @@ struct ClusterOptions {
   // <node-id>.key, listed as agents/<node-id>.pub; Client()'s admin.key, listed as
   // clients/admin.pub.
   bool secure = false;
+  // More coordinator flags, appended to its command line.
+  std::vector<std::string> coordinator_args = {};
 };
 
 struct AgentOptions {

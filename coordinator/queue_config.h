@@ -1,0 +1,61 @@
+// QueueConfig is the coordinator's set of job queues and priority classes (the scheduling policy
+// they drive: coordinator/scheduler.h). It comes from the coordinator's config file or flags:
+//   queue = NAME [gpus=N] [cpus=N] [weight=W]      (repeated; one queue each)
+//   priority-class = NAME=VALUE                    (repeated)
+// A queue's gpus/cpus are its quota: what it is guaranteed, and may reclaim by preemption from
+// queues that borrow; omitted gpus is a quota of 0 GPUs (the queue only borrows), omitted cpus is
+// no CPU quota (CPUs do not count against it). weight (default 1, > 0) is its share of the idle
+// capacity that queues borrow. A queue named `default` always exists (quota 0 GPUs, weight 1
+// unless configured). Priority classes low=100, normal=500 and high=1000 always exist; configured
+// classes add to them or change their values. Jobs name a queue and a class
+// (scheduling.queue, scheduling.priority; common/job_spec.h); names the coordinator does not know
+// are refused at submit.
+//
+// Thread safety: immutable after parsing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort::coordinator {
+
+struct QueueDef {
+  std::string name;
+  int64_t gpu_quota = 0;   // GPUs it is guaranteed
+  int64_t cpu_quota = -1;  // CPUs it is guaranteed; -1: CPUs are not part of its quota
+  double weight = 1.0;
+};
+
+class QueueConfig {
+ public:
+  // Just the default queue and the built-in priority classes.
+  QueueConfig();
+  // From the values of the `queue` and `priority-class` options. Errors name the option and the
+  // value ("--queue 'research gpus=x': gpus: expected a count, got 'x'").
+  static StatusOr<QueueConfig> Parse(const std::vector<std::string>& queues,
+                                     const std::vector<std::string>& priority_classes);
+
+  // Queues in order: `default` first, then as configured.
+  const std::vector<QueueDef>& queues() const { return queues_; }
+  // Index into queues(), or -1.
+  int FindQueue(const std::string& name) const;
+  // The class's value; nullopt for an unknown class.
+  std::optional<int> FindPriority(const std::string& name) const;
+  const std::map<std::string, int>& priority_classes() const { return priorities_; }
+  // "default, research" / "low (100), normal (500), high (1000)", for error messages.
+  std::string QueueNames() const;
+  std::string PriorityNames() const;
+  // The class name a value has, or the number when no class has it.
+  std::string PriorityName(int value) const;
+
+ private:
+  std::vector<QueueDef> queues_;
+  std::map<std::string, int> priorities_;
+};
+
+}  // namespace cohort::coordinator
