@@ -186,10 +186,14 @@ answers the query (newest N of the jobs that match, still printed oldest first).
         {"--attempt", true, ""},
         {"--follow", false, "-f"},
         {"--all", false, ""},
-        {"--tail", true, ""}},
-       "logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow]",
+        {"--tail", true, ""},
+        {"--since", true, ""},
+        {"--timestamps", false, ""}},
+       "logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--since T] [--timestamps] "
+       "[--follow]",
        "a replica's output (default chief-0), or every replica's",
-       R"(usage: cohort logs JOB [--replica ROLE-INDEX | --all] [--attempt N] [--tail N] [--follow]
+       R"(usage: cohort logs JOB [--replica ROLE-INDEX | --all] [--attempt N] [--tail N] [--since T]
+                 [--timestamps] [--follow]
 
 Prints a replica's combined stdout and stderr as the coordinator holds it. While the job has not
 started, says so on stderr.
@@ -197,6 +201,11 @@ started, says so on stderr.
   --all                  every replica, each line prefixed with "[ROLE-INDEX] "
   --attempt N            one attempt only (default: every attempt, each after a header line)
   --tail N               only the last N lines of each replica (then new ones with --follow)
+  --since T              only lines that reached the coordinator at or after T: a duration ago
+                         (10m, 2h) or a local time (2026-11-25T14:30); lines stored before the
+                         coordinator kept arrival times are left out
+  --timestamps           each line after the UTC time it reached the coordinator
+                         (2026-11-25T03:20:01.123Z; "-" where not known)
   --follow, -f           keep printing new output until the replicas have finished
 )",
        Logs},

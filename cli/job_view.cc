@@ -1,6 +1,7 @@
 #include "cli/job_view.h"
 
 #include <algorithm>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <optional>
@@ -19,16 +20,25 @@ using Clock = std::chrono::steady_clock;
 // finished replica's log complete at its end-of-file chunk, or 5 s after the job ended).
 constexpr std::chrono::milliseconds kLastOutputWait{7000};
 
-// One replica's output as it grows: the bytes after offset_, cut into whole lines.
+// A line of output and when its first byte reached the coordinator (-1: not known).
+struct LogLine {
+  std::string text;
+  int64_t time_ms = -1;
+};
+
+// One replica's output as it grows: the bytes after offset_, cut into whole lines; with
+// `with_times`, also when they arrived.
 class LogFollower {
  public:
-  LogFollower(std::string replica, int attempt) : replica_(std::move(replica)), attempt_(attempt) {}
+  LogFollower(std::string replica, int attempt, bool with_times = false)
+      : replica_(std::move(replica)), attempt_(attempt), with_times_(with_times) {}
 
   // Reads what is new (until a read comes back empty) into the held bytes.
   Status Poll(CoordinatorClient& client, const std::string& job) {
     for (int reads = 0; reads < 64; ++reads) {
-      auto data = client.ReadLogs(job, replica_, offset_, attempt_);
+      auto data = client.ReadLogs(job, replica_, offset_, attempt_, 1u << 20, with_times_);
       if (!data.ok()) return data.status();
+      for (const auto& mark : data->marks) AddMark(mark.offset(), mark.time_ms());
       held_.append(data->data.begin(), data->data.end());
       offset_ = std::max<uint64_t>(data->next_offset, offset_ + data->data.size());
       complete_ = data->complete;
@@ -36,34 +46,75 @@ class LogFollower {
     }
     return Status::Ok();
   }
+  // The whole lines held, taken, with their times; with `all`, the unfinished last line too.
+  std::vector<LogLine> TakeTimedLines(bool all) {
+    std::vector<LogLine> lines;
+    const uint64_t held_at = offset_ - held_.size();  // offset of held_[0]
+    size_t mark = 0;
+    auto time_at = [&](size_t start) {  // lines ascend, so the search goes on from the last one
+      while (mark + 1 < marks_.size() && marks_[mark + 1].first <= held_at + start) ++mark;
+      return !marks_.empty() && marks_[mark].first <= held_at + start ? marks_[mark].second
+                                                                      : int64_t{-1};
+    };
+    size_t start = 0;
+    for (size_t nl = held_.find('\n'); nl != std::string::npos; nl = held_.find('\n', start)) {
+      lines.push_back({held_.substr(start, nl - start), time_at(start)});
+      start = nl + 1;
+    }
+    if ((all || complete_) && start < held_.size()) {
+      lines.push_back({held_.substr(start), time_at(start)});
+      start = held_.size();
+    }
+    held_.erase(0, start);
+    // Keep the mark that covers the first byte still held, and those after it.
+    while (marks_.size() > 1 && marks_[1].first <= held_at + start) marks_.pop_front();
+    return lines;
+  }
   // The whole lines held, taken; with `all`, the unfinished last line too.
   std::vector<std::string> TakeLines(bool all) {
     std::vector<std::string> lines;
-    size_t start = 0;
-    for (size_t nl = held_.find('\n'); nl != std::string::npos; nl = held_.find('\n', start)) {
-      lines.push_back(held_.substr(start, nl - start));
-      start = nl + 1;
-    }
-    held_.erase(0, start);
-    if ((all || complete_) && !held_.empty()) {
-      lines.push_back(std::move(held_));
-      held_.clear();
-    }
+    for (auto& line : TakeTimedLines(all)) lines.push_back(std::move(line.text));
     return lines;
   }
   // The bytes held, taken as they are.
-  std::string TakeBytes() { return std::exchange(held_, std::string()); }
+  std::string TakeBytes() {
+    marks_.clear();
+    return std::exchange(held_, std::string());
+  }
 
   const std::string& replica() const { return replica_; }
   bool complete() const { return complete_; }
 
  private:
+  void AddMark(uint64_t offset, int64_t time_ms) {
+    if (!marks_.empty() && marks_.back().first >= offset) {
+      if (marks_.back().first != offset) return;  // already known (a re-read)
+      marks_.pop_back();
+    }
+    marks_.emplace_back(offset, time_ms);
+  }
+
   std::string replica_;
   int attempt_;
+  bool with_times_;
   uint64_t offset_ = 0;
   std::string held_;
+  std::deque<std::pair<uint64_t, int64_t>> marks_;  // (offset, arrival ms), ascending
   bool complete_ = false;
 };
+
+// "2026-11-25T03:20:01.123Z" (UTC) for `ms`; a "-" as wide for an unknown time (-1).
+std::string UtcStamp(int64_t ms) {
+  if (ms < 0) return "-                       ";
+  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buffer;
+}
 
 bool Started(const wire::JobInfoT& job) {
   return job.state != wire::JobState::QUEUED && job.state != wire::JobState::PENDING;
@@ -243,14 +294,15 @@ int ShowLogs(CoordinatorClient& client, const std::string& name, const LogsOptio
     }
   }
   const bool prefix = options.all || replicas.size() > 1;
-  const bool raw = !prefix && options.tail < 0;
+  const bool timed = options.timestamps || options.since_ms >= 0;
+  const bool raw = !prefix && options.tail < 0 && !timed;
   if (!Started(*job)) {
     err << "cohort: job " << name << " is " << wire::EnumNameJobState(job->state)
         << (job->message.empty() ? "" : " (" + job->message + ")") << "; no output yet"
         << (options.follow ? ", waiting for it to start" : "") << "\n";
   }
   std::vector<LogFollower> followers;
-  for (const auto& replica : replicas) followers.emplace_back(replica, options.attempt);
+  for (const auto& replica : replicas) followers.emplace_back(replica, options.attempt, timed);
 
   auto last_reply = Clock::now();
   bool first = true;
@@ -275,12 +327,17 @@ int ShowLogs(CoordinatorClient& client, const std::string& name, const LogsOptio
       }
       // Before following, a line still being written is shown too (as `logs` without
       // --follow always showed what is held).
-      std::vector<std::string> lines = follower.TakeLines(!options.follow || follower.complete());
+      std::vector<LogLine> lines = follower.TakeTimedLines(!options.follow || follower.complete());
+      if (options.since_ms >= 0) {
+        std::erase_if(lines, [&](const LogLine& line) { return line.time_ms < options.since_ms; });
+      }
       if (first && options.tail >= 0 && lines.size() > static_cast<size_t>(options.tail)) {
         lines.erase(lines.begin(), lines.end() - options.tail);
       }
       for (const auto& line : lines) {
-        out << (prefix ? "[" + follower.replica() + "] " : std::string()) << line << "\n";
+        if (prefix) out << "[" << follower.replica() << "] ";
+        if (options.timestamps) out << UtcStamp(line.time_ms) << " ";
+        out << line.text << "\n";
       }
     }
     out.flush();

@@ -12,8 +12,9 @@
 // it FAILED or was CANCELLED, or the code of the error that stopped it.
 //
 // Log lines are shown whole: a line still being written is held until its newline arrives (or
-// the replica's log is complete). Log timestamps are not kept by the coordinator, so neither
-// view can show when a line was written.
+// the replica's log is complete). The coordinator keeps when each chunk of output reached it;
+// `logs --timestamps` shows a line's time as that of the chunk holding its first byte, and
+// `logs --since` filters on it.
 //
 // Thread safety: none; one call at a time.
 #pragma once
@@ -41,10 +42,12 @@ int WatchJob(CoordinatorClient& client, const std::string& job, const WatchOptio
 
 struct LogsOptions {
   std::vector<std::string> replicas = {"chief-0"};  // ignored with `all`
-  bool all = false;     // every replica; each line prefixed "[replica] "
-  int attempt = -1;     // -1: every attempt, each after a header line
-  int tail = -1;        // >= 0: only the last `tail` lines of each replica (before following)
-  bool follow = false;  // keep printing new output until every replica has finished
+  bool all = false;         // every replica; each line prefixed "[replica] "
+  int attempt = -1;         // -1: every attempt, each after a header line
+  int tail = -1;            // >= 0: only the last `tail` lines of each replica (before following)
+  bool follow = false;      // keep printing new output until every replica has finished
+  int64_t since_ms = -1;    // >= 0: only lines that reached the coordinator at or after this
+  bool timestamps = false;  // each line after its arrival time, UTC ("2026-11-25T03:20:01.123Z")
   std::chrono::milliseconds poll{500};
   std::chrono::milliseconds unreachable_limit{30000};
 };

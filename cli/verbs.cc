@@ -317,6 +317,12 @@ int Logs(const ParsedArgs& args, const Context& ctx) {
   if (args.Has("--tail") && !count("--tail", &options.tail)) {
     return UsageError(ctx.err, "logs", "--tail: expected a non-negative number of lines");
   }
+  if (args.Has("--since")) {
+    auto since = ParseSince(args.Get("--since"), NowMs());
+    if (!since.ok()) return UsageError(ctx.err, "logs", "--since: " + since.status().message());
+    options.since_ms = std::max<int64_t>(*since, 0);
+  }
+  options.timestamps = args.Has("--timestamps");
   options.follow = args.Has("--follow");
   options.unreachable_limit =
       std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));

@@ -267,8 +267,10 @@ StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes() {
 
 StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,
                                                      const std::string& replica, uint64_t offset,
-                                                     int attempt, uint32_t max_bytes) {
+                                                     int attempt, uint32_t max_bytes,
+                                                     bool with_times) {
   wire::GetLogsT request;
+  request.with_times = with_times;
   request.job = job;
   request.replica = replica;
   request.attempt = attempt;

@@ -84,10 +84,11 @@ class CoordinatorClient {
   // Every queue of the coordinator: quota, weight, use, running and waiting jobs.
   StatusOr<std::vector<wire::QueueInfoT>> ListQueues();
   // Log bytes of one replica ("chief-0") from `offset`; attempt -1: every attempt concatenated,
-  // each preceded by a header line. LogData.next_offset is where the next read starts.
+  // each preceded by a header line. LogData.next_offset is where the next read starts. With
+  // `with_times`, LogData.marks says when the bytes reached the coordinator.
   StatusOr<wire::LogDataT> ReadLogs(const std::string& job, const std::string& replica,
                                     uint64_t offset, int attempt = -1,
-                                    uint32_t max_bytes = 1u << 20);
+                                    uint32_t max_bytes = 1u << 20, bool with_times = false);
 
   // Hyperparameter studies (DESIGN.md "Hyperparameter tuning"): a study file's YAML text in,
   // the study (its trials, the best trial so far) out.

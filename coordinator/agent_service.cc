@@ -48,7 +48,7 @@ void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
       OnReplicaUpdate(m, *msg.As<wire::ReplicaUpdate>(), now_ms);
       return;
     case wire::Body::LogChunk:
-      OnLogChunk(m, *msg.As<wire::LogChunk>());
+      OnLogChunk(m, *msg.As<wire::LogChunk>(), now_ms);
       return;
     case wire::Body::TrialMeasurement:
       OnTrialMeasurement(m, *msg.As<wire::TrialMeasurement>());
@@ -166,7 +166,7 @@ void AgentService::OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUp
   Reply(m, Encode(id, wire::AckT{}));
 }
 
-void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req) {
+void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req, int64_t now_ms) {
   std::string job_name = Str(req.job());
   std::string replica = Str(req.replica());
   int attempt = req.attempt();
@@ -190,7 +190,7 @@ void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req)
   const std::string& runs_on = r->node_id.empty() ? r->last_node : r->node_id;
   if (attempt == r->attempt && !runs_on.empty() && !SpeaksFor(m, runs_on, "LogChunk")) return;
   std::string_view data(size ? reinterpret_cast<const char*>(req.data()->data()) : "", size);
-  auto held = logs_.Append(job_name, replica, attempt, req.offset(), data);
+  auto held = logs_.Append(job_name, replica, attempt, req.offset(), data, now_ms);
   if (!held.ok()) {
     spdlog::error("log store: {}", held.status().ToString());
     Reply(m, EncodeError(m.message.request_id(), held.status()));

@@ -60,7 +60,7 @@ class AgentService {
   void OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req, int64_t now_ms);
   void OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req, int64_t now_ms);
   void OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUpdate& req, int64_t now_ms);
-  void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req);
+  void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req, int64_t now_ms);
   void OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req);
   // Applies a reported status to the attempt it names when that is the replica's current attempt
   // on `node_id`; true when it was.

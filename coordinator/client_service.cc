@@ -221,7 +221,8 @@ void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, 
     return;
   }
   uint32_t max_bytes = std::min<uint32_t>(req.max_bytes() ? req.max_bytes() : 1, 16u << 20);
-  auto read = logs_.Read(name, replica, attempt, r->attempt, req.offset(), max_bytes);
+  auto read =
+      logs_.Read(name, replica, attempt, r->attempt, req.offset(), max_bytes, req.with_times());
   if (!read.ok()) {
     Reply(m, EncodeError(id, read.status()));
     return;
@@ -235,6 +236,7 @@ void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, 
   data.next_offset = read->next_offset;
   data.data.assign(read->data.begin(), read->data.end());
   data.complete = job->finished() && read->at_end && no_more;
+  for (const auto& mark : read->marks) data.marks.emplace_back(mark.offset, mark.time_ms);
   Reply(m, Encode(id, std::move(data)));
 }
 

@@ -1,10 +1,12 @@
 #include "coordinator/log_store.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -40,7 +42,92 @@ Status ReadRange(const std::string& path, uint64_t offset, uint64_t n, std::stri
   return Status::Ok();
 }
 
+// A times record: the chunk's offset in its file and its arrival time, each 8 bytes little-endian.
+constexpr uint64_t kTimeRecordSize = 16;
+
+struct TimeRecord {
+  uint64_t offset;
+  int64_t time_ms;
+};
+
+void PutU64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+// Appends all of `data` to `path` (created when missing).
+Status AppendAll(const std::string& path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) return ErrnoStatus("open " + path, errno);
+  size_t written = 0;
+  while (written < data.size()) {
+    ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus("write " + path, err);
+    }
+    written += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+// The records of the times file `path` that cover file bytes [lo, hi): the last one at or before
+// `lo` (if any), then every one before `hi`. A missing file has none.
+StatusOr<std::vector<TimeRecord>> ReadTimes(const std::string& path, uint64_t lo, uint64_t hi) {
+  std::vector<TimeRecord> out;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return out;
+    return ErrnoStatus("stat " + path, errno);
+  }
+  const uint64_t count = static_cast<uint64_t>(st.st_size) / kTimeRecordSize;
+  std::string bytes;
+  auto record = [&](uint64_t i) -> StatusOr<TimeRecord> {
+    bytes.clear();
+    COHORT_RETURN_IF_ERROR(ReadRange(path, i * kTimeRecordSize, kTimeRecordSize, &bytes));
+    if (bytes.size() != kTimeRecordSize) return Internal("short read of " + path);
+    return TimeRecord{GetU64(bytes.data()), static_cast<int64_t>(GetU64(bytes.data() + 8))};
+  };
+  // The first record past `lo` (offsets ascend), then start one before it.
+  uint64_t first = 0, last = count;
+  while (first < last) {
+    uint64_t mid = first + (last - first) / 2;
+    COHORT_ASSIGN_OR_RETURN(TimeRecord r, record(mid));
+    if (r.offset <= lo) {
+      first = mid + 1;
+    } else {
+      last = mid;
+    }
+  }
+  constexpr uint64_t kBatch = 256;
+  for (uint64_t i = first > 0 ? first - 1 : 0; i < count; i += kBatch) {
+    bytes.clear();
+    uint64_t n = std::min(kBatch, count - i);
+    COHORT_RETURN_IF_ERROR(ReadRange(path, i * kTimeRecordSize, n * kTimeRecordSize, &bytes));
+    for (uint64_t k = 0; k * kTimeRecordSize + kTimeRecordSize <= bytes.size(); ++k) {
+      const char* p = bytes.data() + k * kTimeRecordSize;
+      TimeRecord r{GetU64(p), static_cast<int64_t>(GetU64(p + 8))};
+      if (r.offset >= hi) return out;
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string LogStore::TimesPathOf(const std::string& job, const std::string& replica,
+                                  int attempt) const {
+  return root_ + "/" + job + "/" + replica + "/attempt-" + std::to_string(attempt) + ".times";
+}
 
 std::string LogStore::PathOf(const std::string& job, const std::string& replica,
                              int attempt) const {
@@ -58,29 +145,37 @@ uint64_t LogStore::Size(const std::string& job, const std::string& replica, int 
 }
 
 StatusOr<uint64_t> LogStore::Append(const std::string& job, const std::string& replica, int attempt,
-                                    uint64_t offset, std::string_view data) {
+                                    uint64_t offset, std::string_view data, int64_t arrival_ms) {
   uint64_t size = Size(job, replica, attempt);
   if (offset != size || data.empty()) return size;
   std::string path = PathOf(job, replica, attempt);
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return Internal("create log dir for " + path + ": " + ec.message());
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) return ErrnoStatus("open " + path, errno);
-  size_t written = 0;
-  while (written < data.size()) {
-    ssize_t n = ::write(fd, data.data() + written, data.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      sizes_.erase(path);  // re-stat next time: a partial write may have landed
-      return ErrnoStatus("write " + path, err);
-    }
-    written += static_cast<size_t>(n);
+  if (Status written = AppendAll(path, data); !written.ok()) {
+    sizes_.erase(path);  // re-stat next time: a partial write may have landed
+    return written;
   }
-  ::close(fd);
   sizes_[path] = size + data.size();
+
+  // The bytes are held whatever happens to their time: a lost record only makes them read as
+  // arriving with the chunk before.
+  std::string times = TimesPathOf(job, replica, attempt);
+  if (times_checked_.insert(times).second) {
+    // A crash may have left a torn last record: cut it, so that records stay aligned.
+    struct stat st;
+    if (::stat(times.c_str(), &st) == 0 && st.st_size % kTimeRecordSize != 0 &&
+        ::truncate(times.c_str(), st.st_size - st.st_size % kTimeRecordSize) != 0) {
+      spdlog::warn("log store: cutting torn record of {}: {}", times, std::strerror(errno));
+    }
+  }
+  char record[kTimeRecordSize];
+  PutU64(record, size);
+  PutU64(record + 8, static_cast<uint64_t>(arrival_ms));
+  if (Status written = AppendAll(times, std::string_view(record, sizeof(record))); !written.ok()) {
+    spdlog::warn("log store: arrival time of {} bytes at {} of {} not kept: {}", data.size(), size,
+                 path, written.ToString());
+  }
   return size + data.size();
 }
 
@@ -94,21 +189,23 @@ bool LogStore::Eof(const std::string& job, const std::string& replica, int attem
 
 StatusOr<LogStore::ReadResult> LogStore::Read(const std::string& job, const std::string& replica,
                                               int attempt, int max_attempt, uint64_t offset,
-                                              uint32_t max_bytes) {
+                                              uint32_t max_bytes, bool with_times) {
   struct Segment {
     std::string header;
     std::string path;
     uint64_t size;
+    std::string times;
   };
   std::vector<Segment> segments;
   if (attempt >= 0) {
-    segments.push_back({"", PathOf(job, replica, attempt), Size(job, replica, attempt)});
+    segments.push_back({"", PathOf(job, replica, attempt), Size(job, replica, attempt),
+                        TimesPathOf(job, replica, attempt)});
   } else {
     for (int a = 0; a <= max_attempt; ++a) {
       std::string path = PathOf(job, replica, a);
       uint64_t size = Size(job, replica, a);
       if (size == 0 && !fs::exists(path)) continue;
-      segments.push_back({Header(replica, a), path, size});
+      segments.push_back({Header(replica, a), path, size, TimesPathOf(job, replica, a)});
     }
   }
   ReadResult out;
@@ -120,6 +217,11 @@ StatusOr<LogStore::ReadResult> LogStore::Read(const std::string& job, const std:
     uint64_t seg_len = hlen + seg.size;
     if (budget > 0 && pos < base + seg_len) {
       uint64_t in = pos - base;
+      if (with_times && in < hlen) {
+        // The header line carries the time of the attempt's first chunk.
+        COHORT_ASSIGN_OR_RETURN(auto first, ReadTimes(seg.times, 0, 1));
+        if (!first.empty()) out.marks.push_back({pos, first.front().time_ms});
+      }
       if (in < hlen) {
         uint64_t n = std::min<uint64_t>(hlen - in, budget);
         out.data.append(seg.header, in, n);
@@ -133,6 +235,14 @@ StatusOr<LogStore::ReadResult> LogStore::Read(const std::string& job, const std:
         size_t before = out.data.size();
         COHORT_RETURN_IF_ERROR(ReadRange(seg.path, file_off, n, &out.data));
         uint64_t got = out.data.size() - before;
+        if (with_times && got > 0) {
+          COHORT_ASSIGN_OR_RETURN(auto records, ReadTimes(seg.times, file_off, file_off + got));
+          for (const auto& r : records) {
+            Mark mark{base + hlen + std::max(r.offset, file_off), r.time_ms};
+            if (!out.marks.empty() && out.marks.back().offset == mark.offset) out.marks.pop_back();
+            out.marks.push_back(mark);
+          }
+        }
         pos += got;
         budget -= got;
       }

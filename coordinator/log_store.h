@@ -9,6 +9,13 @@
 // concatenated, each preceded by the line "==== <replica> attempt <n> ====\n"; offsets are into
 // that concatenation.
 //
+// Arrival times: each stored chunk also appends a record (its offset in the file, the time it was
+// stored) to <root>/<job>/<replica>/attempt-<n>.times, beside the log and as durable as it (written
+// after the bytes, not fsynced). A read asked for times returns marks: from each mark's offset up
+// to the next mark, the bytes arrived at the mark's time; an attempt's header line carries the
+// time of its first chunk. Bytes whose record was lost (a crash between the two writes) or that
+// were stored before times were kept read as arriving with the mark before them, or with none.
+//
 // Names must already be validated by the caller (known job, known replica): they become paths.
 // Thread safety: not thread-safe.
 #pragma once
@@ -19,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "common/status.h"
 
@@ -28,28 +36,40 @@ class LogStore {
  public:
   explicit LogStore(std::string root) : root_(std::move(root)) {}
 
-  // Stores `data` at `offset` when offset == size held; returns the size held afterwards.
+  // Stores `data` at `offset` when offset == size held, as arrived at `arrival_ms` (ms since the
+  // epoch); returns the size held afterwards.
   StatusOr<uint64_t> Append(const std::string& job, const std::string& replica, int attempt,
-                            uint64_t offset, std::string_view data);
+                            uint64_t offset, std::string_view data, int64_t arrival_ms);
   uint64_t Size(const std::string& job, const std::string& replica, int attempt);
   void MarkEof(const std::string& job, const std::string& replica, int attempt);
   bool Eof(const std::string& job, const std::string& replica, int attempt) const;
 
+  struct Mark {
+    uint64_t offset = 0;  // into the read's offsets (the concatenation for attempt -1)
+    int64_t time_ms = 0;
+    bool operator==(const Mark& o) const { return offset == o.offset && time_ms == o.time_ms; }
+  };
   struct ReadResult {
     std::string data;
     uint64_t next_offset = 0;
     bool at_end = false;  // next_offset is the end of what is held
+    // With `with_times`: ascending, the first at or before the read's offset when one is known,
+    // none at or past next_offset.
+    std::vector<Mark> marks;
   };
   // attempt >= 0: that attempt's file; attempt -1: attempts 0..max_attempt concatenated.
   StatusOr<ReadResult> Read(const std::string& job, const std::string& replica, int attempt,
-                            int max_attempt, uint64_t offset, uint32_t max_bytes);
+                            int max_attempt, uint64_t offset, uint32_t max_bytes,
+                            bool with_times = false);
 
   std::string PathOf(const std::string& job, const std::string& replica, int attempt) const;
+  std::string TimesPathOf(const std::string& job, const std::string& replica, int attempt) const;
 
  private:
   std::string root_;
   std::map<std::string, uint64_t> sizes_;  // path -> bytes held
   std::set<std::tuple<std::string, std::string, int>> eof_;
+  std::set<std::string> times_checked_;  // times files cut to whole records since start
 };
 
 }  // namespace cohort::coordinator
