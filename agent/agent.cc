@@ -7,6 +7,7 @@
 #include <random>
 
 #include "agent/replica_env.h"
+#include "agent/stack_dump.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 
@@ -86,6 +87,7 @@ Status Agent::RunOnce(milliseconds max_wait) {
     wait = milliseconds(0);
   }
   StartPending();
+  CollectDumps();
   Reap();
   EnforceDeadlines();
   RunTimers();
@@ -171,14 +173,22 @@ void Agent::HandleMessage(const Message& message) {
       outbox_.Reset();
       break;
     }
-    case wire::Body::HeartbeatReply:
+    case wire::Body::HeartbeatReply: {
       outbox_.Answered(id);
-      if (!message.As<wire::HeartbeatReply>()->known() && registered_) {
+      const wire::HeartbeatReply* reply = message.As<wire::HeartbeatReply>();
+      if (reply->lateness()) {
+        lateness_.clear();
+        for (const wire::ReplicaLateness* l : *reply->lateness()) {
+          lateness_[Str(l->job()) + "/" + Str(l->replica())] = {l->median_ms(), l->samples()};
+        }
+      }
+      if (!reply->known() && registered_) {
         spdlog::warn("the coordinator does not know this node (it restarted?); registering again");
         registered_ = false;
         next_register_ = Now();
       }
       break;
+    }
     case wire::Body::Ack:
       HandleAnswer(id, Status::Ok());
       break;
@@ -207,6 +217,9 @@ void Agent::HandleMessage(const Message& message) {
       break;
     case wire::Body::StopReplica:
       HandleStop(*message.As<wire::StopReplica>());
+      break;
+    case wire::Body::DumpStacks:
+      HandleDumpStacks(*message.As<wire::DumpStacks>());
       break;
     default:
       spdlog::warn("unexpected {} message from the coordinator",
@@ -318,6 +331,7 @@ void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
   if (Status s = PlanLaunch(launch, config_.builtin_dir, &pending->plan); !s.ok()) {
     return FailBeforeLaunch(a, s, s.code() == StatusCode::kNotFound ? 127 : 2);
   }
+  if (!pending->plan.container) pending->plan.env.attempt_dir = request.working_dir;
   pending->launcher = process_launcher_.get();
   if (pending->plan.container) {
     pending->launcher = container_launcher_.get();
@@ -387,6 +401,11 @@ void Agent::FinishLaunch(Attempt& a, PendingLaunch& pending) {
           config_.resend_interval);
     }
   }
+  auto metric_file = request.env.find("CLOUD_ML_HP_METRIC_FILE");
+  auto recorder = request.env.find(kFlightRecorderEnv);
+  probes_[a.key()] = std::make_unique<ProgressProbe>(
+      request.log_path, metric_file == request.env.end() ? "" : metric_file->second,
+      recorder == request.env.end() ? "" : recorder->second, clock_->NowMs());
   if (error.empty()) {
     SetState(a, wire::ReplicaState::RUNNING, "");
   } else {
@@ -425,10 +444,69 @@ void Agent::HandleStop(const wire::StopReplica& stop) {
     SendUpdate(a);
     return;
   }
+  if (auto dump = dumps_.find(key); dump != dumps_.end()) {
+    // Its stacks are being taken: the stop waits for them (CollectDumps).
+    dump->second.stop.emplace();
+    stop.UnPackTo(&*dump->second.stop);
+    return;
+  }
   std::string reason = Str(stop.reason());
   spdlog::info("{}/{} attempt {}: stop requested{}{}", a.job, a.replica, a.attempt,
                reason.empty() ? "" : ": ", reason);
   a.RequestStop(StopCause::kCoordinator, reason, milliseconds(std::max(0, stop.grace_ms())), Now());
+}
+
+void Agent::HandleDumpStacks(const wire::DumpStacks& dump) {
+  std::string key = AttemptKey(Str(dump.job()), Str(dump.replica()), dump.attempt());
+  auto it = attempts_.find(key);
+  if (it == attempts_.end() || it->second.final || !it->second.process || dumps_.count(key)) {
+    spdlog::info("{}/{} attempt {}: no stacks to take (not running here)", Str(dump.job()),
+                 Str(dump.replica()), dump.attempt());
+    return;
+  }
+  Attempt& a = it->second;
+  spdlog::info("{}/{} attempt {}: taking stacks: {}", a.job, a.replica, a.attempt,
+               Str(dump.reason()));
+  std::string python_dir =
+      StackDumpDir(AttemptWorkingDir(config_.work_dir, a.job, a.replica, a.attempt));
+  dumps_[key].text = std::async(std::launch::async, TakeStackDump, a.process->pid(), python_dir,
+                                Str(dump.reason()), StackDumpOptions{});
+}
+
+void Agent::CollectDumps() {
+  for (auto it = dumps_.begin(); it != dumps_.end();) {
+    if (it->second.text.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      ++it;
+      continue;
+    }
+    std::string text = it->second.text.get();
+    std::optional<wire::StopReplicaT> stop = std::move(it->second.stop);
+    std::string key = it->first;
+    it = dumps_.erase(it);
+    auto a = attempts_.find(key);
+    if (a == attempts_.end()) continue;
+    Attempt& attempt = a->second;
+    spdlog::info("{}/{} attempt {}: stacks taken ({} bytes)", attempt.job, attempt.replica,
+                 attempt.attempt, text.size());
+    if (attempt.log) {
+      AppendAgentNote(attempt.log->path(), "stacks taken (cohort logs " + attempt.job +
+                                               " --replica " + attempt.replica + " --dump)");
+    }
+    wire::StackDumpT dump;
+    dump.node_id = config_.node_id;
+    dump.job = attempt.job;
+    dump.replica = attempt.replica;
+    dump.attempt = attempt.attempt;
+    dump.text = std::move(text);
+    wire::BodyUnion body;
+    body.Set(std::move(dump));
+    Transmit(std::move(body));
+    if (stop) {
+      flatbuffers::FlatBufferBuilder fbb;
+      fbb.Finish(wire::StopReplica::Pack(fbb, &*stop));
+      HandleStop(*flatbuffers::GetRoot<wire::StopReplica>(fbb.GetBufferPointer()));
+    }
+  }
 }
 
 // ---- processes ------------------------------------------------------------------------------
@@ -502,6 +580,16 @@ void Agent::SendHeartbeat() {
   heartbeat.node_id = config_.node_id;
   heartbeat.draining = preempting_;
   heartbeat.listening_ports = ListeningTcpPorts();
+  for (auto& [key, a] : attempts_) {
+    auto probe = probes_.find(key);
+    if (probe == probes_.end() || a.final || a.state != wire::ReplicaState::RUNNING) continue;
+    auto progress = std::make_unique<wire::ReplicaProgressT>();
+    progress->job = a.job;
+    progress->replica = a.replica;
+    progress->attempt = a.attempt;
+    probe->second->Sample(clock_->NowMs(), progress.get());
+    heartbeat.progress.push_back(std::move(progress));
+  }
   wire::BodyUnion body;
   body.Set(std::move(heartbeat));
   outbox_.Send({Outbox::Kind::kHeartbeat, ""}, 0, std::move(body));
@@ -601,6 +689,7 @@ void Agent::Forget() {
     if (a.forgettable()) {
       if (a.process) a.process->Release();
       outbox_.Close(it->first);
+      probes_.erase(it->first);
       it = attempts_.erase(it);
     } else {
       ++it;

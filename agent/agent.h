@@ -17,6 +17,13 @@
 //    a MetricForwarder (agent/metric_forwarder.h).
 //  Updates, chunks and measurements go through one Outbox (agent/outbox.h): one message in
 //  flight per stream, resent until answered; registering again resends from the acked state.
+//  - Heartbeats carry each RUNNING attempt's progress (agent/progress.h: its log, metric file and
+//    flight recorder), for the coordinator's hang watchdog; their replies carry how late each
+//    replica here enters collectives (collective_lateness()).
+//  - DumpStacks: the stacks of one attempt's processes are taken on a thread of their own
+//    (agent/stack_dump.h) and sent as StackDump (once; the coordinator stores them with the
+//    replica's logs); a StopReplica of that attempt waits until they are taken, so the stacks
+//    are the stuck process's, not those of one being stopped.
 //  - LaunchReplica: prepares <work_dir>/<job>/<replica>/attempt-<n>, renders the environment
 //    (agent/replica_env.h) and starts the attempt through the Launcher; StopReplica: SIGTERM to
 //    every process of the attempt, SIGKILL after grace_ms, final state STOPPED.
@@ -41,6 +48,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,6 +58,7 @@
 #include "agent/inventory.h"
 #include "agent/launcher.h"
 #include "agent/outbox.h"
+#include "agent/progress.h"
 #include "common/clock.h"
 #include "common/messaging.h"
 #include "common/rate_limited_log.h"
@@ -114,6 +123,13 @@ class Agent {
   // Attempts not yet forgotten (running, or final but unacked / log not fully shipped).
   size_t attempt_count() const { return attempts_.size(); }
   const AgentConfig& config() const { return config_; }
+  // How late a replica here enters collectives after its job's first rank, as the coordinator
+  // last said (median ms over its window, samples), by "<job>/<replica>".
+  struct CollectiveLateness {
+    double median_ms = 0;
+    int samples = 0;
+  };
+  const std::map<std::string, CollectiveLateness>& collective_lateness() const { return lateness_; }
 
  private:
   using milliseconds = std::chrono::milliseconds;
@@ -126,6 +142,9 @@ class Agent {
   void HandleMessage(const Message& message);
   void HandleLaunch(const wire::LaunchReplica& launch);
   void HandleStop(const wire::StopReplica& stop);
+  void HandleDumpStacks(const wire::DumpStacks& dump);
+  // Sends the stack dumps taken and carries out the stops that waited for them.
+  void CollectDumps();
   // An Ack or ErrorReply (`error`) to a message of the outbox.
   void HandleAnswer(uint64_t request_id, const Status& error);
   void HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const Status& error);
@@ -153,6 +172,14 @@ class Agent {
   std::unique_ptr<Launcher> process_launcher_;
   std::unique_ptr<Launcher> container_launcher_;
   std::map<std::string, Attempt> attempts_;
+  std::map<std::string, std::unique_ptr<ProgressProbe>> probes_;  // by attempt key, RUNNING ones
+  // Stack dumps being taken, by attempt key, with the stop that waits for one.
+  struct PendingDump {
+    std::future<std::string> text;
+    std::optional<wire::StopReplicaT> stop;
+  };
+  std::map<std::string, PendingDump> dumps_;
+  std::map<std::string, CollectiveLateness> lateness_;
   // Registration: the versions each outstanding RegisterAgent carried, by request id.
   std::map<uint64_t, std::map<std::string, uint64_t>> register_requests_;
   bool registered_ = false;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "agent/stack_dump.h"
 #include "common/checkpoint.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
@@ -41,6 +42,8 @@ void AppendAgentNote(const std::string& log_path, const std::string& line) {
   ::close(fd);
 }
 
+std::string StackDumpDir(const std::string& attempt_dir) { return attempt_dir + "/stacks"; }
+
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
   std::map<std::string, std::string> env;
   for (const char* name : {"PATH", "HOME", "LANG"}) {
@@ -48,6 +51,13 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   }
   if (env.find("PATH") == env.end()) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& [key, value] : input.launch_env) env[key] = value;
+  if (!input.attempt_dir.empty()) {
+    if (!env.count(kFlightRecorderEnv)) {
+      env[kFlightRecorderEnv] = input.attempt_dir + "/flight-recorder";
+    }
+    env["COHORT_STACK_DUMP_DIR"] = StackDumpDir(input.attempt_dir);
+    env["COHORT_STACK_DUMP_SIGNAL"] = std::to_string(StackDumpSignal());
+  }
   env["COHORT_RESTART_COUNT"] = std::to_string(input.attempt);
   env["COHORT_RESTORE_CHECKPOINT"] = input.restore_checkpoint;
   SetGpuVisibility(input.gpus, &env);

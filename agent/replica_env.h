@@ -7,7 +7,11 @@
 // only the agent knows at (re)start: COHORT_RESTART_COUNT (= the attempt),
 // COHORT_RESTORE_CHECKPOINT (newest valid checkpoint under the launch's checkpoint_dir; empty on a
 // first start or when none) and the GPU pinning of the launch's GPUs (common/gpu_visibility.h:
-// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
+// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER); and, for the hang watchdog,
+// where the replica keeps its flight recorder (COHORT_FLIGHT_RECORDER=<attempt
+// dir>/flight-recorder, common/flight_recorder.h; a pool's env may set it, "off" included) and
+// where and on which signal its Python stacks are dumped (COHORT_STACK_DUMP_DIR=<attempt
+// dir>/stacks, COHORT_STACK_DUMP_SIGNAL; agent/stack_dump.h).
 #pragma once
 
 #include <chrono>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "agent/launcher.h"
+#include "common/flight_recorder.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
 
@@ -35,8 +40,12 @@ std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
 // so `cohort logs` shows it. Best effort: a log that cannot be opened is left alone.
 void AppendAgentNote(const std::string& log_path, const std::string& line);
 
+// <attempt dir>/stacks: where a replica's Python stacks are dumped.
+std::string StackDumpDir(const std::string& attempt_dir);
+
 struct ReplicaEnvInput {
   std::map<std::string, std::string> launch_env;  // from LaunchReplica
+  std::string attempt_dir;                        // empty: no recorder or stack dump variables
   int attempt = 0;
   std::vector<int> gpus;
   std::string restore_checkpoint;

@@ -188,12 +188,13 @@ answers the query (newest N of the jobs that match, still printed oldest first).
         {"--all", false, ""},
         {"--tail", true, ""},
         {"--since", true, ""},
-        {"--timestamps", false, ""}},
+        {"--timestamps", false, ""},
+        {"--dump", false, ""}},
        "logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--since T] [--timestamps] "
-       "[--follow]",
+       "[--follow] [--dump]",
        "a replica's output (default chief-0), or every replica's",
        R"(usage: cohort logs JOB [--replica ROLE-INDEX | --all] [--attempt N] [--tail N] [--since T]
-                 [--timestamps] [--follow]
+                 [--timestamps] [--follow] [--dump]
 
 Prints a replica's combined stdout and stderr as the coordinator holds it. While the job has not
 started, says so on stderr.
@@ -207,6 +208,8 @@ started, says so on stderr.
   --timestamps           each line after the UTC time it reached the coordinator
                          (2026-11-25T03:20:01.123Z; "-" where not known)
   --follow, -f           keep printing new output until the replicas have finished
+  --dump                 the replica's stack dumps instead (native and Python stacks, taken when
+                         the coordinator's watchdog found the job hung: scheduling.hang_timeout)
 )",
        Logs},
       {"watch",

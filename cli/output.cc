@@ -171,6 +171,11 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
     replicas.Print(out);
   }
 
+  if (!job.stragglers.empty()) {
+    out << "\nStragglers:\n";
+    for (const auto& line : job.stragglers) out << "  " << line << "\n";
+  }
+
   out << "\nEvents:\n";
   Table events({"TIME", "EVENT"});
   for (const auto& e : job.events) {

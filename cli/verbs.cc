@@ -229,6 +229,28 @@ int ShowAll(const ParsedArgs& args, const Context& ctx, const std::string& verb,
       print);
 }
 
+// `cohort logs JOB --dump`: the stack dumps the agents took of one replica (every attempt, each
+// after a header line, or one), read whole; nothing to follow.
+int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std::string& replica,
+                   int attempt, std::ostream& out, std::ostream& err) {
+  uint64_t offset = 0;
+  while (true) {
+    auto data = client.ReadLogs(job, replica, offset, attempt, 1u << 20, /*with_times=*/false,
+                                /*dump=*/true);
+    if (!data.ok()) return Fail(err, data.status());
+    out.write(reinterpret_cast<const char*>(data->data.data()),
+              static_cast<std::streamsize>(data->data.size()));
+    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
+    if (data->data.empty() || data->complete) break;
+  }
+  out.flush();
+  if (offset == 0) {
+    err << "cohort: no stack dumps of " << job << " " << replica
+        << " (the agents take them when the watchdog finds the job hung)\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int Submit(const ParsedArgs& args, const Context& ctx) {
@@ -324,6 +346,16 @@ int Logs(const ParsedArgs& args, const Context& ctx) {
   }
   options.timestamps = args.Has("--timestamps");
   options.follow = args.Has("--follow");
+  if (args.Has("--dump")) {
+    if (options.follow || options.all || options.tail >= 0 || options.timestamps ||
+        args.Has("--since")) {
+      return UsageError(ctx.err, "logs", "--dump goes with --replica and --attempt only");
+    }
+    auto client = ConnectClient(ctx);
+    if (!client.ok()) return Fail(ctx.err, client.status());
+    return ShowStackDumps(*client, args.positionals[0], options.replicas[0], options.attempt,
+                          ctx.out, ctx.err);
+  }
   options.unreachable_limit =
       std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
   auto client = ConnectClient(ctx);

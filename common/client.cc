@@ -78,7 +78,8 @@ nlohmann::json JobToJson(const wire::JobInfoT& job) {
           {"queue", job.queue},
           {"priority", job.priority},
           {"replicas", std::move(replicas)},
-          {"events", std::move(events)}};
+          {"events", std::move(events)},
+          {"stragglers", job.stragglers}};
 }
 
 nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
@@ -268,9 +269,10 @@ StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes() {
 StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,
                                                      const std::string& replica, uint64_t offset,
                                                      int attempt, uint32_t max_bytes,
-                                                     bool with_times) {
+                                                     bool with_times, bool dump) {
   wire::GetLogsT request;
   request.with_times = with_times;
+  request.dump = dump;
   request.job = job;
   request.replica = replica;
   request.attempt = attempt;

@@ -85,10 +85,12 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::QueueInfoT>> ListQueues();
   // Log bytes of one replica ("chief-0") from `offset`; attempt -1: every attempt concatenated,
   // each preceded by a header line. LogData.next_offset is where the next read starts. With
-  // `with_times`, LogData.marks says when the bytes reached the coordinator.
+  // `with_times`, LogData.marks says when the bytes reached the coordinator. dump: the replica's
+  // stack dumps (taken when the watchdog found its job hung) instead of its output.
   StatusOr<wire::LogDataT> ReadLogs(const std::string& job, const std::string& replica,
                                     uint64_t offset, int attempt = -1,
-                                    uint32_t max_bytes = 1u << 20, bool with_times = false);
+                                    uint32_t max_bytes = 1u << 20, bool with_times = false,
+                                    bool dump = false);
 
   // Hyperparameter studies (DESIGN.md "Hyperparameter tuning"): a study file's YAML text in,
   // the study (its trials, the best trial so far) out.

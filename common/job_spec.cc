@@ -243,6 +243,22 @@ std::string_view BuiltinName(Builtin builtin) {
   return "";
 }
 
+std::string_view ProgressSourceName(ProgressSource source) {
+  switch (source) {
+    case ProgressSource::kCollective:
+      return "collective";
+    case ProgressSource::kMetrics:
+      return "metrics";
+    case ProgressSource::kLogs:
+      return "logs";
+  }
+  return "";
+}
+
+std::string_view HangActionName(HangAction action) {
+  return action == HangAction::kFail ? "fail" : "restart";
+}
+
 const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   for (const auto& pool : pools) {
     if (pool.role == role) return &pool;
@@ -353,6 +369,10 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (s.timeout.count() <= 0) {
     return InvalidArgument("scheduling.timeout: must be positive, got " +
                            std::to_string(s.timeout.count()) + "s");
+  }
+  if (s.hang_timeout.count() < 0) {
+    return InvalidArgument("scheduling.hang_timeout: must not be negative, got " +
+                           std::to_string(s.hang_timeout.count()) + "ms");
   }
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +

@@ -67,6 +67,16 @@ struct WorkerPoolSpec {
   bool operator==(const WorkerPoolSpec&) const = default;
 };
 
+// What counts as progress of a running job, for the hang watchdog: its ranks completing Cohort
+// collective operations (the flight recorder), its replicas writing metric lines
+// ($CLOUD_ML_HP_METRIC_FILE), or their writing to stdout/stderr.
+enum class ProgressSource { kCollective, kMetrics, kLogs };
+std::string_view ProgressSourceName(ProgressSource source);  // "collective", "metrics", "logs"
+// What the watchdog does with a hung job: restart it under its policy (spends one restart), or
+// fail it.
+enum class HangAction { kRestart, kFail };
+std::string_view HangActionName(HangAction action);  // "restart", "fail"
+
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
@@ -75,6 +85,10 @@ struct SchedulingSpec {
   // the coordinator refuses names it does not know at submit.
   std::string queue = "default";
   std::string priority = "normal";
+  // No progress (by `progress`) for this long is a hang; 0: the watchdog leaves the job alone.
+  std::chrono::milliseconds hang_timeout{0};
+  ProgressSource progress = ProgressSource::kCollective;
+  HangAction hang_action = HangAction::kRestart;
 
   bool operator==(const SchedulingSpec&) const = default;
 };

@@ -137,9 +137,10 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
 
 StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node) {
   const std::string path = "scheduling";
-  COHORT_RETURN_IF_ERROR(r.CheckMap(
-      node, path,
-      {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority"}));
+  COHORT_RETURN_IF_ERROR(
+      r.CheckMap(node, path,
+                 {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
+                  "hang_timeout", "progress", "hang_action"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -166,6 +167,42 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
     if (!Reader::Has(node, key)) continue;
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node[key], path + "." + key));
     (std::string_view(key) == "queue" ? s.queue : s.priority) = text;
+  }
+  if (Reader::Has(node, "hang_timeout")) {
+    const YAML::Node& n = node["hang_timeout"];
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".hang_timeout"));
+    StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
+    if (!d.ok()) return r.Error(n, path + ".hang_timeout", d.status().message());
+    if (d->count() > 0 && d->count() < 1000) {
+      return r.Error(n, path + ".hang_timeout", "must be at least 1s (or 0: off), got " + text);
+    }
+    s.hang_timeout = *d;
+  }
+  if (Reader::Has(node, "progress")) {
+    const YAML::Node& n = node["progress"];
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".progress"));
+    if (text == "collective") {
+      s.progress = ProgressSource::kCollective;
+    } else if (text == "metrics") {
+      s.progress = ProgressSource::kMetrics;
+    } else if (text == "logs") {
+      s.progress = ProgressSource::kLogs;
+    } else {
+      return r.Error(n, path + ".progress",
+                     "unknown progress source " + Quoted(text) + " (collective, metrics or logs)");
+    }
+  }
+  if (Reader::Has(node, "hang_action")) {
+    const YAML::Node& n = node["hang_action"];
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".hang_action"));
+    if (text == "restart") {
+      s.hang_action = HangAction::kRestart;
+    } else if (text == "fail") {
+      s.hang_action = HangAction::kFail;
+    } else {
+      return r.Error(n, path + ".hang_action",
+                     "unknown hang action " + Quoted(text) + " (restart or fail)");
+    }
   }
   return s;
 }
@@ -294,6 +331,14 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (spec.scheduling.priority != SchedulingSpec().priority) {
     out << YAML::Key << "priority" << YAML::Value << spec.scheduling.priority;
   }
+  if (spec.scheduling.hang_timeout.count() > 0) {
+    out << YAML::Key << "hang_timeout" << YAML::Value
+        << std::to_string(spec.scheduling.hang_timeout.count()) + "ms";
+  }
+  out << YAML::Key << "progress" << YAML::Value
+      << std::string(ProgressSourceName(spec.scheduling.progress));
+  out << YAML::Key << "hang_action" << YAML::Value
+      << std::string(HangActionName(spec.scheduling.hang_action));
   out << YAML::EndMap;
   out << YAML::EndMap;
   std::string text = out.c_str();

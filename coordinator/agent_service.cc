@@ -53,6 +53,9 @@ void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::TrialMeasurement:
       OnTrialMeasurement(m, *msg.As<wire::TrialMeasurement>());
       return;
+    case wire::Body::StackDump:
+      OnStackDump(m, *msg.As<wire::StackDump>());
+      return;
     case wire::Body::Ack:
       return;
     case wire::Body::ErrorReply:
@@ -83,6 +86,17 @@ bool AgentService::SpeaksFor(const RoutedMessage& m, const std::string& node_id,
 void AgentService::SendStop(const std::string& peer, const std::string& job,
                             const std::string& replica, int attempt, const std::string& reason) {
   outbox_.ToAgent(peer, Encode(0, PlanStop(job, replica, attempt, reason, stop_grace_ms_)));
+}
+
+void AgentService::SendDumpStacks(const std::string& peer, const std::string& job,
+                                  const std::string& replica, int attempt,
+                                  const std::string& reason) {
+  wire::DumpStacksT dump;
+  dump.job = job;
+  dump.replica = replica;
+  dump.attempt = attempt;
+  dump.reason = reason;
+  outbox_.ToAgent(peer, Encode(0, std::move(dump)));
 }
 
 bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s,
@@ -142,6 +156,41 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
   if (!SpeaksFor(m, Str(req.node_id()), "Heartbeat")) return;
   wire::HeartbeatReplyT reply;
   reply.known = nodes_.Heartbeat(req, m.peer, now_ms);
+  if (reply.known && req.progress() && watchdog_ != nullptr) {
+    std::string node_id = Str(req.node_id());
+    for (const wire::ReplicaProgress* p : *req.progress()) {
+      JobRecord* job = jobs_.FindJob(Str(p->job()));
+      const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(Str(p->replica()));
+      if (r == nullptr || r->node_id != node_id || r->attempt != p->attempt()) continue;
+      ProgressReport report;
+      report.replica = r->name;
+      report.attempt = p->attempt();
+      report.log_idle_ms = p->log_idle_ms();
+      report.metric_idle_ms = p->metric_idle_ms();
+      report.has_recorder = p->has_recorder();
+      report.completed_seq = p->completed_seq();
+      report.completed_idle_ms = p->completed_idle_ms();
+      report.current_seq = p->current_seq();
+      report.current_op = Str(p->current_op());
+      report.current_algorithm = Str(p->current_algorithm());
+      report.current_bytes = p->current_bytes();
+      report.current_ms = p->current_ms();
+      if (p->starts()) {
+        for (const wire::OpStart* s : *p->starts())
+          report.starts.emplace_back(s->seq(), s->unix_us());
+      }
+      watchdog_->Report(*job, report, now_ms);
+      for (const Lateness& l : watchdog_->LatenessOf(job->name)) {
+        if (l.replica != r->name) continue;
+        auto out = std::make_unique<wire::ReplicaLatenessT>();
+        out->job = job->name;
+        out->replica = l.replica;
+        out->median_ms = l.median_ms;
+        out->samples = static_cast<int>(l.samples);
+        reply.lateness.push_back(std::move(out));
+      }
+    }
+  }
   Reply(m, Encode(m.message.request_id(), std::move(reply)));
 }
 
@@ -199,6 +248,29 @@ void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req,
   if (req.eof() && *held == req.offset() + size) logs_.MarkEof(job_name, replica, attempt);
   ack.next_offset = *held;
   Reply(m, Encode(m.message.request_id(), std::move(ack)));
+}
+
+void AgentService::OnStackDump(const RoutedMessage& m, const wire::StackDump& req) {
+  if (!SpeaksFor(m, Str(req.node_id()), "StackDump")) return;
+  std::string job_name = Str(req.job());
+  std::string replica = Str(req.replica());
+  JobRecord* job = jobs_.FindJob(job_name);
+  ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
+  if (r == nullptr || req.attempt() < 0 || req.attempt() > r->attempt) {
+    spdlog::warn("dropping a stack dump of unknown {}/{} attempt {}", job_name, replica,
+                 req.attempt());
+  } else {
+    std::string text = Str(req.text());
+    Status stored = logs_.AppendStacks(job_name, replica, req.attempt(), text);
+    if (!stored.ok()) {
+      spdlog::error("log store: {}", stored.ToString());
+      Reply(m, EncodeError(m.message.request_id(), stored));
+      return;
+    }
+    spdlog::info("job {}: stacks of {} attempt {} stored ({} bytes)", job_name, replica,
+                 req.attempt(), text.size());
+  }
+  Reply(m, Encode(m.message.request_id(), wire::AckT{}));
 }
 
 void AgentService::OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req) {

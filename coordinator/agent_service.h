@@ -1,6 +1,7 @@
 // AgentService handles what agents send on the agent endpoint: registration (with reconciliation
 // of the replicas the agent reports against what the coordinator believes runs there),
-// heartbeats, replica state updates, log chunks and trial measurements. Node bookkeeping goes to
+// heartbeats (and the replicas' progress they carry, for the Watchdog), replica state updates,
+// log chunks, stack dumps and trial measurements. Node bookkeeping goes to
 // the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
 // coordinator does not run there) are queued in the Outbox.
 //
@@ -28,6 +29,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
 #include "coordinator/study_controller.h"
+#include "coordinator/watchdog.h"
 
 namespace cohort::coordinator {
 
@@ -52,9 +54,15 @@ class AgentService {
         run_studies_(std::move(run_studies)) {}
 
   void Handle(const RoutedMessage& m, int64_t now_ms);
+  // Where the progress that heartbeats carry goes (none: it is dropped). Outlives this.
+  void SetWatchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
   // Queues a stop of one attempt for the agent at `peer`.
   void SendStop(const std::string& peer, const std::string& job, const std::string& replica,
                 int attempt, const std::string& reason);
+  // Queues a DumpStacks of one attempt for the agent at `peer` (before any stop of it, so the
+  // agent takes the stacks of the stuck process, not of one being stopped).
+  void SendDumpStacks(const std::string& peer, const std::string& job, const std::string& replica,
+                      int attempt, const std::string& reason);
 
  private:
   void OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req, int64_t now_ms);
@@ -62,6 +70,7 @@ class AgentService {
   void OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUpdate& req, int64_t now_ms);
   void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req, int64_t now_ms);
   void OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req);
+  void OnStackDump(const RoutedMessage& m, const wire::StackDump& req);
   // Applies a reported status to the attempt it names when that is the replica's current attempt
   // on `node_id`; true when it was.
   bool ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s, int64_t now_ms);
@@ -75,6 +84,7 @@ class AgentService {
   NodeRegistry& nodes_;
   StudyController& studies_;
   LogStore& logs_;
+  Watchdog* watchdog_ = nullptr;
   Outbox& outbox_;
   int stop_grace_ms_;
   bool bind_identity_;

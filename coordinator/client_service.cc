@@ -26,8 +26,14 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::GetJob: {
       std::string name = Str(msg.As<wire::GetJob>()->name());
       const JobRecord* job = jobs_.FindJob(name);
-      Reply(m, job ? Encode(id, ToInfo(*job))
-                   : EncodeError(id, NotFound("no job named '" + name + "'")));
+      if (job == nullptr) {
+        Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
+        return;
+      }
+      wire::JobInfoT info = ToInfo(*job);
+      if (watchdog_ != nullptr && !job->finished())
+        info.stragglers = watchdog_->StragglerLines(name);
+      Reply(m, Encode(id, std::move(info)));
       return;
     }
     case wire::Body::ListJobs:
@@ -221,8 +227,10 @@ void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, 
     return;
   }
   uint32_t max_bytes = std::min<uint32_t>(req.max_bytes() ? req.max_bytes() : 1, 16u << 20);
-  auto read =
-      logs_.Read(name, replica, attempt, r->attempt, req.offset(), max_bytes, req.with_times());
+  auto read = req.dump()
+                  ? logs_.ReadStacks(name, replica, attempt, r->attempt, req.offset(), max_bytes)
+                  : logs_.Read(name, replica, attempt, r->attempt, req.offset(), max_bytes,
+                               req.with_times());
   if (!read.ok()) {
     Reply(m, EncodeError(id, read.status()));
     return;
@@ -235,7 +243,8 @@ void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, 
   data.offset = req.offset();
   data.next_offset = read->next_offset;
   data.data.assign(read->data.begin(), read->data.end());
-  data.complete = job->finished() && read->at_end && no_more;
+  // Stack dumps are read as they are now (there is nothing to follow).
+  data.complete = req.dump() ? read->at_end : job->finished() && read->at_end && no_more;
   for (const auto& mark : read->marks) data.marks.emplace_back(mark.offset, mark.time_ms);
   Reply(m, Encode(id, std::move(data)));
 }

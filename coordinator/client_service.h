@@ -29,6 +29,7 @@
 #include "coordinator/queue_config.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
+#include "coordinator/watchdog.h"
 
 namespace cohort::coordinator {
 
@@ -63,6 +64,8 @@ class ClientService {
         query_jobs_(std::move(query_jobs)) {}
 
   void Handle(const RoutedMessage& m, int64_t now_ms);
+  // Where a job's straggler lines come from (none: no lines). Outlives this.
+  void SetWatchdog(const Watchdog* watchdog) { watchdog_ = watchdog; }
 
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
   // what its live replicas use).
@@ -91,6 +94,7 @@ class ClientService {
   ClientServiceOptions options_;
   std::function<void()> run_studies_;
   QueryJobs query_jobs_;
+  const Watchdog* watchdog_ = nullptr;
 };
 
 }  // namespace cohort::coordinator

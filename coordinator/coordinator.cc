@@ -42,7 +42,10 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
           [this](const JobQuery& query) { return store_->ListJobs(query); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), !options_.insecure,
-                     [this] { RunStudies(); }) {}
+                     [this] { RunStudies(); }) {
+  agent_service_.SetWatchdog(&watchdog_);
+  client_service_.SetWatchdog(&watchdog_);
+}
 
 Coordinator::~Coordinator() {
   // Sockets close before the context (and the ZAP handler) go away.
@@ -241,6 +244,7 @@ void Coordinator::Tick() {
     EndRevokedSessions(now);
   }
   jobs_.ReleaseVerdicts(now);
+  RunWatchdog(now);
   bool periodic = now - last_periodic_ms_ >= kPeriodicMs;
   if (periodic) {
     last_periodic_ms_ = now;
@@ -253,6 +257,26 @@ void Coordinator::Tick() {
   if (now - last_stats_log_ms_ >= 5000) {
     last_stats_log_ms_ = now;
     LogStats(false);
+  }
+}
+
+void Coordinator::RunWatchdog(int64_t now) {
+  Watchdog::Checked checked = watchdog_.Check(
+      [this](const std::string& name) -> const JobRecord* { return jobs_.FindJob(name); }, now);
+  for (const auto& [name, note] : checked.notes) {
+    if (JobRecord* job = jobs_.FindJob(name)) jobs_.Note(*job, note, now);
+  }
+  for (const HangVerdict& hang : checked.hangs) {
+    JobRecord* job = jobs_.FindJob(hang.job);
+    if (job == nullptr) continue;
+    // The dumps go out before the stops the restart sends: the agent takes the stacks first.
+    for (const std::string& name : hang.dump) {
+      const ReplicaRecord* r = job->FindReplica(name);
+      const NodeRecord* node = r == nullptr ? nullptr : nodes_.FindReady(r->node_id);
+      if (node == nullptr) continue;
+      agent_service_.SendDumpStacks(node->peer, job->name, r->name, r->attempt, hang.message);
+    }
+    jobs_.Hang(*job, hang.stuck, hang.message, now);
   }
 }
 

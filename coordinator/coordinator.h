@@ -6,6 +6,7 @@
 //   NodeRegistry                   nodes, heartbeats, node loss
 //   PlacementRound + Scheduler     the scheduling round;  LaunchPlan  launch/stop messages
 //   StudyController                hyperparameter studies (trial jobs submitted and cancelled)
+//   Watchdog                       hung jobs and stragglers, from the progress in heartbeats
 //
 // Loop: RunOnce() polls both sockets for up to `poll_timeout`, hands every message waiting to its
 // service, runs the timers (node heartbeat check, job timeouts, held verdicts, scheduling rounds)
@@ -75,6 +76,7 @@
 #include "coordinator/state.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
+#include "coordinator/watchdog.h"
 
 namespace cohort::coordinator {
 
@@ -118,6 +120,7 @@ class Coordinator {
   const NodeRecord* FindNode(const std::string& node_id) const { return nodes_.Find(node_id); }
   const JobController& jobs() const { return jobs_; }
   const StudyController& studies() const { return studies_; }
+  const Watchdog& watchdog() const { return watchdog_; }
   const CoordinatorStats& stats() const { return stats_; }
   size_t job_count() const { return jobs_.jobs().size(); }
 
@@ -134,6 +137,8 @@ class Coordinator {
   void Tick();
   void ScheduleRound(int64_t now);
   void ExecuteCommands();
+  // The watchdog's verdicts: stack dumps of the stuck replicas, then JobController::Hang.
+  void RunWatchdog(int64_t now);
 
   Status Commit();
   // After a failed commit (see the header comment); `dirty`: the jobs the pass changed.
@@ -163,6 +168,7 @@ class Coordinator {
   NodeRegistry nodes_;
   JobController jobs_;
   StudyController studies_;
+  Watchdog watchdog_;
   Outbox outbox_;
   ClientService client_service_;
   AgentService agent_service_;

@@ -34,6 +34,16 @@ Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart
   if (!whole_job_) restarted_.push_back(AsAttempt(cause));
 }
 
+Incident::Incident(const JobRecord& job, std::string cause, int restart, int budget, int64_t now_ms)
+    : last_ms_(now_ms),
+      cause_(std::move(cause)),
+      whole_job_(true),
+      by_policy_(false),
+      event_prefix_("restart " + std::to_string(restart) + "/" + std::to_string(budget) + ": "),
+      event_time_ms_(now_ms) {
+  for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
+}
+
 bool Incident::SameAttempt(const std::string& replica, int attempt) const {
   auto it = attempts_.find(replica);
   return it != attempts_.end() && it->second == attempt;
@@ -60,7 +70,11 @@ std::string Incident::Event() const {
                           : "node " + cause_node_ + " lost (" + Join(lost_with_cause_) + ")" +
                                 (cause_.empty() ? "" : ": " + cause_);
   std::string text = event_prefix_;
-  text += whole_job_ ? "the whole job (restart_job_on_worker_restart)" : Join(restarted_);
+  if (whole_job_) {
+    text += by_policy_ ? "the whole job (restart_job_on_worker_restart)" : "the whole job";
+  } else {
+    text += Join(restarted_);
+  }
   text += " because " + cause;
   // Consequences that ended the same way are named together, in the order they came.
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;

@@ -25,6 +25,9 @@ class Incident {
   // `cause` ended retryably at `now_ms` and the job spends restart `restart` of `budget`.
   Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
            int64_t now_ms);
+  // The whole job restarts because of `cause`, which no replica's end describes (a hang: "of a
+  // hang (worker-2 stuck)").
+  Incident(const JobRecord& job, std::string cause, int restart, int budget, int64_t now_ms);
 
   // The replica's attempt is the one it ran when the incident opened.
   bool SameAttempt(const std::string& replica, int attempt) const;
@@ -54,6 +57,7 @@ class Incident {
   std::vector<std::pair<std::string, std::string>> consequences_;  // (replica, how it ended)
   std::vector<std::string> restarted_;  // per-replica restarts: "worker-0 as attempt 1"
   bool whole_job_ = false;
+  bool by_policy_ = true;  // whole_job_ because of restart_job_on_worker_restart
   std::string event_prefix_;
   int64_t event_time_ms_ = 0;
 };

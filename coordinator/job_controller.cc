@@ -203,6 +203,33 @@ void JobController::ReleaseVerdicts(int64_t now_ms) {
   }
 }
 
+void JobController::Hang(JobRecord& job, const std::vector<std::string>& stuck,
+                         const std::string& message, int64_t now_ms) {
+  if (job.state != JobState::RUNNING) return;
+  AddEvent(job, message, now_ms);
+  std::string who;
+  for (const auto& name : stuck) who += (who.empty() ? "" : ", ") + name;
+  if (job.spec.scheduling.hang_action == HangAction::kFail) {
+    FinishJob(job, JobState::FAILED, "hung (" + who + " stuck; scheduling.hang_action: fail)",
+              now_ms);
+    return;
+  }
+  int budget = job.spec.scheduling.max_restarts;
+  if (job.restarts >= budget) {
+    FinishJob(job, JobState::FAILED,
+              "hung (" + who + " stuck); the restart budget (max_restarts=" +
+                  std::to_string(budget) + ") is spent",
+              now_ms);
+    return;
+  }
+  ++job.restarts;
+  Incident& inc = incidents_[job.name] =
+      Incident(job, "of a hang (" + who + " stuck)", job.restarts, budget, now_ms);
+  AddEvent(job, inc.Event(), now_ms);
+  RestartJob(job, now_ms);
+  ReleaseHeld(job, now_ms);
+}
+
 // ---- the state machine ----------------------------------------------------------------------
 
 void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {

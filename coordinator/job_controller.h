@@ -133,6 +133,17 @@ class JobController {
   // Judges the held verdicts whose nodes have all been heard from since (every loop pass; it
   // costs nothing while none is held).
   void ReleaseVerdicts(int64_t now_ms);
+  // The watchdog found the RUNNING job hung (coordinator/watchdog.h), `stuck` naming the replicas
+  // that hold it: `message` becomes an event; then, with scheduling.hang_action: fail, the job
+  // fails; else the whole job restarts as one incident that spends one restart (a rank that
+  // never entered an operation cannot join its peers inside it, so a hang never restarts one
+  // replica alone), or fails when the budget is spent.
+  void Hang(JobRecord& job, const std::vector<std::string>& stuck, const std::string& message,
+            int64_t now_ms);
+  // Records `message` as an event of the job (the watchdog's notes).
+  void Note(JobRecord& job, const std::string& message, int64_t now_ms) {
+    AddEvent(job, message, now_ms);
+  }
 
   // Moves a running job off its nodes without counting it a failure (see "Preemption"): `reason`
   // ("preempted by job X (priority high)") goes into its events and its replicas' stop. Nothing

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace cohort::coordinator {
@@ -251,6 +253,43 @@ StatusOr<LogStore::ReadResult> LogStore::Read(const std::string& job, const std:
   }
   out.next_offset = std::max(pos, offset);
   out.at_end = out.next_offset >= base;
+  return out;
+}
+
+Status LogStore::AppendStacks(const std::string& job, const std::string& replica, int attempt,
+                              std::string_view text) {
+  std::string path =
+      root_ + "/" + job + "/" + replica + "/attempt-" + std::to_string(attempt) + ".stacks";
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) return Internal("create log dir for " + path + ": " + ec.message());
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) return Internal("write " + path + ": failed");
+  return Status::Ok();
+}
+
+StatusOr<LogStore::ReadResult> LogStore::ReadStacks(const std::string& job,
+                                                    const std::string& replica, int attempt,
+                                                    int max_attempt, uint64_t offset,
+                                                    uint32_t max_bytes) const {
+  std::string all;
+  for (int a = attempt >= 0 ? attempt : 0; a <= (attempt >= 0 ? attempt : max_attempt); ++a) {
+    std::ifstream in(
+        root_ + "/" + job + "/" + replica + "/attempt-" + std::to_string(a) + ".stacks",
+        std::ios::binary);
+    if (!in) continue;
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (attempt < 0) all += Header(replica, a);
+    all += text.str();
+  }
+  ReadResult out;
+  uint64_t from = std::min<uint64_t>(offset, all.size());
+  out.data = all.substr(from, max_bytes);
+  out.next_offset = from + out.data.size();
+  out.at_end = out.next_offset >= all.size();
   return out;
 }
 

@@ -65,6 +65,15 @@ class LogStore {
   std::string PathOf(const std::string& job, const std::string& replica, int attempt) const;
   std::string TimesPathOf(const std::string& job, const std::string& replica, int attempt) const;
 
+  // Stack dumps of an attempt (DumpStacks/StackDump in the wire schema):
+  // <root>/<job>/<replica>/attempt-<n>.stacks, each dump appended whole.
+  Status AppendStacks(const std::string& job, const std::string& replica, int attempt,
+                      std::string_view text);
+  // Read like Read(): one attempt's dumps, or (attempt -1) those of attempts 0..max_attempt that
+  // have any, each after the header line.
+  StatusOr<ReadResult> ReadStacks(const std::string& job, const std::string& replica, int attempt,
+                                  int max_attempt, uint64_t offset, uint32_t max_bytes) const;
+
  private:
   std::string root_;
   std::map<std::string, uint64_t> sizes_;  // path -> bytes held

@@ -23,6 +23,8 @@ packages=(
   # packaging: man pages (help2man), Debian packages (dpkg-dev: dpkg-shlibdeps) and their test
   # (file, man-db), `pip install ./python` in a venv (python3-venv)
   help2man dpkg-dev file man-db python3-venv
+  # the agent's stack dumps of hung replicas (eu-stack; gdb where elfutils is missing)
+  elfutils
 )
 
 missing=()

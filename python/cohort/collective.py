@@ -31,6 +31,10 @@ import os
 
 import numpy as np
 
+from . import _stack_dump
+
+_stack_dump.register()
+
 # Codes of cohort_collective.h.
 OK = 0
 INVALID_ARGUMENT = 1

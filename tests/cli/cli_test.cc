@@ -87,7 +87,7 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   }
   // A synopsis too long for its column puts the description on the next line, aligned.
   EXPECT_NE(help.out.find("  logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] "
-                          "[--follow]\n" +
+                          "[--since T] [--timestamps] [--follow] [--dump]\n" +
                           std::string(30, ' ') + "a replica's output"),
             std::string::npos)
       << help.out;

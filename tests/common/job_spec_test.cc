@@ -341,6 +341,35 @@ TEST(JobSpecTest, QueueAndPriorityNamesAreCheckedAndRoundTrip) {
   ExpectError(with_sched("{priority: [high]}"), {"scheduling.priority"});
 }
 
+TEST(JobSpecTest, HangWatchdogFields) {
+  auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.hang_timeout.count(), 0);  // off unless asked for
+  EXPECT_EQ(spec->scheduling.progress, ProgressSource::kCollective);
+  EXPECT_EQ(spec->scheduling.hang_action, HangAction::kRestart);
+
+  spec = ParseJobSpec(with_sched("{hang_timeout: 20s, progress: logs, hang_action: fail}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.hang_timeout, std::chrono::seconds(20));
+  EXPECT_EQ(spec->scheduling.progress, ProgressSource::kLogs);
+  EXPECT_EQ(spec->scheduling.hang_action, HangAction::kFail);
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  spec = ParseJobSpec(with_sched("{hang_timeout: 1500ms, progress: metrics}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.hang_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(spec->scheduling.progress, ProgressSource::kMetrics);
+
+  ExpectError(with_sched("{hang_timeout: 500ms}"),
+              {"scheduling.hang_timeout: must be at least 1s"});
+  ExpectError(with_sched("{hang_timeout: soon}"), {"scheduling.hang_timeout", "invalid duration"});
+  ExpectError(with_sched("{progress: steps}"),
+              {"scheduling.progress: unknown progress source 'steps'"});
+  ExpectError(with_sched("{hang_action: ignore}"), {"scheduling.hang_action: unknown hang action"});
+}
+
 TEST(JobSpecTest, UnknownKeysNameTheirPath) {
   ExpectError(Minimal("    resorces: {gpus: 1}\n"), {"worker_pools[0].resorces: unknown key"});
   ExpectError("nmae: j\n" + Minimal(), {"nmae: unknown key"});

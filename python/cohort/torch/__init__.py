@@ -29,6 +29,10 @@ import weakref
 
 import torch.distributed as dist
 
+from .. import _stack_dump
+
+_stack_dump.register()
+
 try:
     from . import _C
 except ImportError as e:  # built without torch, or for another interpreter

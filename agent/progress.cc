@@ -1,0 +1,101 @@
+#include "agent/progress.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/flight_recorder.h"
+
+namespace cohort::agent {
+
+ProgressProbe::ProgressProbe(std::string log_path, std::string metric_path,
+                             std::string recorder_path, int64_t start_ms)
+    : recorder_path_(std::move(recorder_path)), start_ms_(start_ms) {
+  log_.path = std::move(log_path);
+  log_.changed_ms = start_ms;
+  metric_.path = std::move(metric_path);
+  metric_.changed_ms = start_ms;
+}
+
+ProgressProbe::~ProgressProbe() = default;
+
+int64_t ProgressProbe::Watch::IdleMs(int64_t now_ms) {
+  struct stat st;
+  int64_t now_size = !path.empty() && ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+  if (now_size != size) {
+    // The first reading of a file that exists already counts as growth only if it has content.
+    if (size != -1 || now_size > 0) changed_ms = now_ms;
+    size = now_size;
+  }
+  return now_ms - changed_ms;
+}
+
+void ProgressProbe::Sample(int64_t now_ms, wire::ReplicaProgressT* out) {
+  out->log_idle_ms = log_.IdleMs(now_ms);
+  out->metric_idle_ms = metric_.IdleMs(now_ms);
+  out->completed_idle_ms = now_ms - start_ms_;
+  SampleRecorder(now_ms, out);
+}
+
+namespace {
+
+// Operations numbered alike on every rank of a communicator (not point-to-point, whose number is
+// the user's tag, nor the parameter server's requests).
+bool IsCollective(FlightOp op) {
+  return op != FlightOp::kNone && op != FlightOp::kSend && op != FlightOp::kRecv &&
+         op != FlightOp::kPsPush && op != FlightOp::kPsPull;
+}
+
+constexpr size_t kMaxStartsPerReading = 256;
+
+}  // namespace
+
+void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) {
+  out->has_recorder = false;
+  if (recorder_path_.empty()) return;
+  if (!recorder_) {
+    auto reader = FlightRecorderReader::Open(recorder_path_);
+    if (!reader.ok()) return;  // not created yet, or no recorder at all
+    recorder_ = std::move(*reader);
+  }
+  FlightRecorderSnapshot snap = recorder_->Snapshot();
+  out->has_recorder = true;
+  // The job's communicator is the first the process built (ranks build theirs in the same order).
+  const FlightRecorderSnapshot::Communicator* comm = nullptr;
+  for (const auto& c : snap.communicators) {
+    if (comm == nullptr || c.comm_id < comm->comm_id) comm = &c;
+  }
+  const int64_t wall_offset_ns = snap.anchor_wall_ns - snap.anchor_monotonic_ns;
+  int64_t newest_end_ns = 0;
+  for (const FlightEntry& e : snap.recent) {
+    const FlightRecord& r = e.record;
+    if (comm == nullptr || r.comm_id != comm->comm_id || !IsCollective(r.op)) continue;
+    if (r.outcome == FlightOutcome::kOk || r.outcome == FlightOutcome::kFailed) {
+      newest_end_ns = std::max(newest_end_ns, r.end_ns);
+    }
+    if (e.index >= next_entry_) {
+      // Entering an operation is the caller's call (enqueue), not when a queue ran it.
+      out->starts.emplace_back(static_cast<int64_t>(r.op_seq),
+                               (r.enqueue_ns + wall_offset_ns) / 1000);
+    }
+  }
+  if (out->starts.size() > kMaxStartsPerReading) {
+    out->starts.erase(out->starts.begin(), out->starts.end() - kMaxStartsPerReading);
+  }
+  next_entry_ = snap.entries;
+  out->completed_idle_ms =
+      newest_end_ns > 0 ? (snap.taken_ns - newest_end_ns) / 1'000'000 : now_ms - start_ms_;
+  if (comm == nullptr) return;
+  if (comm->last_completed_seq) out->completed_seq = *comm->last_completed_seq;
+  if (comm->current) {
+    const FlightRecord& r = comm->current->record;
+    out->current_seq = r.op_seq;
+    out->current_op = std::string(FlightOpName(r.op));
+    out->current_algorithm = std::string(FlightAlgorithmName(r.algorithm));
+    out->current_bytes = static_cast<int64_t>(r.bytes);
+    out->current_ms = comm->current_elapsed_ns / 1'000'000;
+  }
+}
+
+}  // namespace cohort::agent

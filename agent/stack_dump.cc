@@ -1,0 +1,190 @@
+#include "agent/stack_dump.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "agent/proc_scan.h"
+
+extern char** environ;
+
+namespace cohort::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxOutputPerCommand = 256 << 10;
+
+bool Executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+std::string FindTool(const char* name) {
+  for (const char* dir : {"/usr/bin/", "/bin/", "/usr/local/bin/"}) {
+    std::string path = std::string(dir) + name;
+    if (Executable(path)) return path;
+  }
+  return "";
+}
+
+// Runs argv with stdout and stderr captured, killing it at `timeout`.
+std::string Run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno) + "\n";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return argv[0] + ": " + std::strerror(rc) + "\n";
+  }
+  std::string out;
+  auto deadline = Clock::now() + timeout;
+  bool timed_out = false;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (out.size() < kMaxOutputPerCommand) out.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) {
+    ::kill(pid, SIGKILL);
+    out += "(" + argv[0] + " killed after " + std::to_string(timeout.count()) + " ms)\n";
+  }
+  // The agent may reap every child (a subreaper): ECHILD then means it is already gone.
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (out.size() >= kMaxOutputPerCommand) out += "(output cut at 256 KiB)\n";
+  return out;
+}
+
+std::string ReadFile(const std::string& path, size_t from) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(static_cast<std::streamoff>(from));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+std::string CommandLine(pid_t pid) {
+  std::string raw = ReadFile("/proc/" + std::to_string(pid) + "/cmdline", 0);
+  for (char& c : raw) {
+    if (c == '\0') c = ' ';
+  }
+  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+  return raw.empty() ? "(gone)" : raw;
+}
+
+std::string Now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+int StackDumpSignal() { return SIGRTMIN + 4; }
+
+std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const std::string& reason,
+                          const StackDumpOptions& options) {
+  std::vector<pid_t> pids = {main_pid};
+  for (pid_t p : Descendants(main_pid)) {
+    if (static_cast<int>(pids.size()) >= StackDumpOptions::kMaxProcesses) break;
+    pids.push_back(p);
+  }
+  std::string out = "==== stacks taken " + Now() + (reason.empty() ? "" : ": " + reason) + "\n";
+
+  // Python first: the signal is handled while the process runs, before a tracer stops it.
+  std::vector<std::pair<std::string, int64_t>> python(pids.size());  // file, size before
+  bool signalled = false;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (python_dir.empty()) break;
+    std::string file = python_dir + "/python-" + std::to_string(pids[i]) + ".txt";
+    int64_t size = FileSize(file);
+    if (size < 0) continue;
+    if (::kill(pids[i], StackDumpSignal()) == 0) {
+      python[i] = {file, size};
+      signalled = true;
+    }
+  }
+  if (signalled) {
+    // faulthandler writes at once; wait until every signalled file grew, or python_wait.
+    auto deadline = Clock::now() + options.python_wait;
+    while (Clock::now() < deadline) {
+      bool all = true;
+      for (const auto& [file, size] : python) {
+        if (!file.empty() && FileSize(file) <= size) all = false;
+      }
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  std::string eu_stack = FindTool("eu-stack");
+  std::string gdb = eu_stack.empty() ? FindTool("gdb") : "";
+  for (size_t i = 0; i < pids.size(); ++i) {
+    pid_t pid = pids[i];
+    out += "\n---- pid " + std::to_string(pid) + ": " + CommandLine(pid) + "\n";
+    if (!python[i].first.empty()) {
+      std::string text = ReadFile(python[i].first, static_cast<size_t>(python[i].second));
+      out += "-- Python stacks (faulthandler):\n";
+      out += text.empty() ? "(nothing written within " +
+                                std::to_string(options.python_wait.count()) + " ms)\n"
+                          : text;
+    }
+    std::string id = std::to_string(pid);
+    if (!eu_stack.empty()) {
+      out += "-- native stacks (eu-stack):\n";
+      out += Run({eu_stack, "-p", id}, options.native_timeout);
+    } else if (!gdb.empty()) {
+      out += "-- native stacks (gdb):\n";
+      out += Run({gdb, "-batch", "-nx", "-p", id, "-ex", "thread apply all bt"},
+                 options.native_timeout);
+    } else {
+      out += "-- native stacks: neither eu-stack (elfutils) nor gdb is installed\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace cohort::agent

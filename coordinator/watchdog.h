@@ -1,0 +1,148 @@
+// Watchdog finds the jobs whose ranks are alive and stuck (DESIGN.md "Added in the second round":
+// scheduling.hang_timeout, scheduling.progress) and the ranks that are persistently late. It is a
+// state machine without sockets or clock of its own, like the JobController: agents' heartbeats
+// bring each running replica's progress (Report), the coordinator loop asks for verdicts (Check)
+// with the time, and acts on them (stack dumps, then JobController::Hang).
+//
+// Progress. A report carries ages measured by the agent (since the replica's log last grew, its
+// metric file last grew, it last completed a collective operation; from the attempt's start when
+// nothing happened yet), so the time of the newest progress of a replica is known to the
+// coordinator as `received - age`, however seldom heartbeats come. A job is hung when, by the
+// source its spec names, none of its replicas has made progress for hang_timeout:
+//  - collective: the ranks (chief and workers) with a flight recorder; progress is a completed
+//    operation. Sequence numbers are per communicator and the same on every rank (SPMD), so the
+//    verdict compares them: N is the newest operation some rank waits in. The ranks that have not
+//    reached N are stuck, either outside any operation ("worker-2 has not entered allreduce #1843
+//    (64 MiB, reduction-server) for 120 s; chief-0, worker-0, worker-1 are waiting in it") or in an
+//    older one that its peers completed ("worker-2 is stuck in allreduce #1842 for 121 s, which
+//    its peers completed; ..."). When every rank waits in N, none is behind: every rank (and any
+//    reducer or parameter server of the job) is named, since the cause is outside the ranks.
+//    When no rank is in an operation, every rank is stuck outside the collectives.
+//  - metrics / logs: every running replica of the job; the replicas silent for hang_timeout are
+//    named ("no replica has written to its log for 30 s (progress: logs): chief-0, worker-0").
+// A job is judged only while RUNNING, with every replica of the progress set reporting its
+// current attempt and every report fresh (at most max_report_age_ms old); a verdict is given once
+// per set of attempts (the restart brings new attempts). A job whose spec says collective but
+// none of whose ranks has a recorder cannot be watched: Check says so once (an event), and leaves
+// it alone.
+//
+// Stragglers. Each report lists the operations the rank entered since its previous report, with
+// the start time by its node's clock (Unix time: nodes are assumed to agree within a few ms, as
+// with NTP). Once every rank has entered operation s, each rank's lateness for s is its start
+// minus the earliest start; a rank's window holds its last `straggler_window` latenesses. A rank
+// whose median lateness is at least `straggler_min_ms` over at least `straggler_min_samples`
+// operations is a straggler: "worker-3 enters collectives 410 ms after the first rank (median of
+// the last 200)".
+//
+// Thread safety: none; the coordinator loop calls it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/state.h"
+
+namespace cohort::coordinator {
+
+// One replica attempt's progress as one heartbeat carried it (wire::ReplicaProgress).
+struct ProgressReport {
+  std::string replica;
+  int attempt = 0;
+  int64_t log_idle_ms = 0;
+  int64_t metric_idle_ms = 0;
+  bool has_recorder = false;
+  int64_t completed_seq = -1;
+  int64_t completed_idle_ms = 0;
+  int64_t current_seq = -1;
+  std::string current_op;
+  std::string current_algorithm;
+  int64_t current_bytes = 0;
+  int64_t current_ms = 0;
+  std::vector<std::pair<int64_t, int64_t>> starts;  // (seq, Unix microseconds)
+};
+
+struct WatchdogOptions {
+  // A report older than this is not trusted to judge a hang (its node may be late or lost).
+  int64_t max_report_age_ms = 5'000;
+  size_t straggler_window = 200;
+  size_t straggler_min_samples = 20;
+  double straggler_min_ms = 100;
+  // Operations whose starts are still incomplete, per job, at most (older ones are dropped).
+  size_t max_pending_ops = 512;
+};
+
+// A hung job: what to record, whose stacks to dump.
+struct HangVerdict {
+  std::string job;
+  std::string message;             // the event text, starting "hang: "
+  std::vector<std::string> stuck;  // the replicas named stuck
+  std::vector<std::string> dump;   // the replicas whose stacks to dump (stuck ones first)
+};
+
+// How late one rank enters collectives (its window's median).
+struct Lateness {
+  std::string replica;
+  double median_ms = 0;
+  size_t samples = 0;
+};
+
+class Watchdog {
+ public:
+  explicit Watchdog(WatchdogOptions options = {}) : options_(options) {}
+
+  // A heartbeat received at `now_ms` reported `report` for a replica of `job`.
+  void Report(const JobRecord& job, const ProgressReport& report, int64_t now_ms);
+
+  // The jobs found hung now (each at most once per set of attempts), and, in `notes`, events for
+  // jobs that cannot be watched (once each). Jobs that are gone or finished are forgotten.
+  struct Checked {
+    std::vector<HangVerdict> hangs;
+    std::vector<std::pair<std::string, std::string>> notes;  // (job, event)
+  };
+  // `find_job` looks a job up by name (nullptr: gone).
+  Checked Check(const std::function<const JobRecord*(const std::string&)>& find_job,
+                int64_t now_ms);
+
+  // Straggler lines of `job` ("worker-3 enters collectives 410 ms after the first rank (median of
+  // the last 200)"), most late first.
+  std::vector<std::string> StragglerLines(const std::string& job) const;
+  // Every rank's lateness in `job` (the agents export them), for the ranks with samples.
+  std::vector<Lateness> LatenessOf(const std::string& job) const;
+
+  void Forget(const std::string& job) { jobs_.erase(job); }
+
+ private:
+  struct Replica {
+    ProgressReport last;
+    int64_t received_ms = 0;
+    std::deque<double> lateness_ms;  // newest last
+  };
+  struct Job {
+    std::map<std::string, Replica> replicas;
+    // Starts of operations not yet entered by every rank: seq -> replica -> Unix microseconds.
+    std::map<int64_t, std::map<std::string, int64_t>> pending;
+    std::string judged;  // the attempts of the last verdict ("chief-0:1,worker-0:1,...")
+    bool noted_unwatchable = false;
+  };
+
+  std::optional<HangVerdict> JudgeCollective(const JobRecord& record, Job& job,
+                                             const std::vector<const ReplicaRecord*>& ranks,
+                                             int64_t now_ms, int64_t timeout_ms);
+  std::optional<HangVerdict> JudgeOutput(const JobRecord& record, Job& job,
+                                         const std::vector<const ReplicaRecord*>& set,
+                                         int64_t now_ms, int64_t timeout_ms);
+  void AddStarts(Job& job, const JobRecord& record, const ProgressReport& report);
+
+  WatchdogOptions options_;
+  std::map<std::string, Job> jobs_;
+};
+
+// "64 MiB", "1.5 KiB", "100 B".
+std::string FormatBytes(int64_t bytes);
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,306 @@
+// The hang watchdog and the straggler report driven directly: progress reports in, verdicts out,
+// the time moved by the test. Then the JobController's side of a verdict: a hang restarts the
+// whole job as one incident, or fails it with hang_action: fail.
+#include "coordinator/watchdog.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/job_controller.h"
+
+namespace cohort::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class NoHealth : public NodeHealth {
+ public:
+  std::optional<int64_t> LastHeardMs(const std::string&) const override { return now; }
+  int64_t now = 0;
+};
+
+class WatchdogTest : public ::testing::Test {
+ protected:
+  // A RUNNING job of a chief and `workers` workers; `scheduling` is its scheduling block.
+  JobRecord& Start(int workers, const std::string& scheduling, bool reducer = false) {
+    std::string yaml =
+        "name: j\nworker_pools:\n"
+        "  - role: chief\n    process: {command: [/bin/train]}\n"
+        "  - role: worker\n    replicas: " +
+        std::to_string(workers) + "\n    process: {command: [/bin/train]}\n";
+    if (reducer) yaml += "  - role: reducer\n    builtin: reducer\n";
+    yaml += "scheduling: " + scheduling + "\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+    std::vector<JobController::Slot> slots;
+    for (size_t i = 0; i < job.replicas.size(); ++i) {
+      slots.push_back(JobController::Slot{"node-" + std::to_string(i), {}, 0});
+    }
+    jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+    for (auto& r : job.replicas) {
+      jobs_.ApplyReplicaStatus(job, r, ReplicaState::RUNNING, -1, 0, "", now_);
+    }
+    EXPECT_EQ(job.state, JobState::RUNNING);
+    jobs_.TakeCommands();
+    return job;
+  }
+
+  // A collective rank that completed `completed` `idle_ms` ago and is in `current` (-1: none)
+  // for `in_op_ms`.
+  ProgressReport Rank(const std::string& replica, int64_t completed, int64_t idle_ms,
+                      int64_t current = -1, int64_t in_op_ms = 0) {
+    ProgressReport p;
+    p.replica = replica;
+    p.attempt = jobs_.FindJob("j")->FindReplica(replica)->attempt;
+    p.has_recorder = true;
+    p.completed_seq = completed;
+    p.completed_idle_ms = idle_ms;
+    p.current_seq = current;
+    if (current >= 0) {
+      p.current_op = "allreduce";
+      p.current_algorithm = "reduction-server";
+      p.current_bytes = 64 << 20;
+      p.current_ms = in_op_ms;
+    }
+    p.log_idle_ms = idle_ms;
+    p.metric_idle_ms = idle_ms;
+    return p;
+  }
+  void Send(const ProgressReport& p) { dog_.Report(*jobs_.FindJob("j"), p, now_); }
+  Watchdog::Checked Check() {
+    return dog_.Check([this](const std::string& name) { return jobs_.FindJob(name); }, now_);
+  }
+
+  int64_t now_ = 1'000'000;
+  NoHealth health_;
+  JobController jobs_{JobControllerOptions{"/tmp/cohort-watchdog-test", 10'000, 1'000}, &health_};
+  Watchdog dog_;
+};
+
+TEST_F(WatchdogTest, NamesTheRankThatNeverEnteredTheOperation) {
+  Start(3, "{hang_timeout: 120s}");
+  // Everyone completed #49 130 s ago; worker-2 never entered #50, the others wait in it.
+  Send(Rank("chief-0", 49, 130'000, 50, 129'000));
+  Send(Rank("worker-0", 49, 130'000, 50, 129'500));
+  Send(Rank("worker-1", 49, 130'000, 50, 128'000));
+  Send(Rank("worker-2", 49, 130'000));
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].job, "j");
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: worker-2 has not entered allreduce #50 (64 MiB, reduction-server) for 130 s; "
+            "chief-0, worker-0, worker-1 are waiting in it");
+  EXPECT_THAT(c.hangs[0].stuck, ElementsAre("worker-2"));
+  EXPECT_THAT(c.hangs[0].dump, ElementsAre("worker-2"));
+  // Once per set of attempts.
+  EXPECT_TRUE(Check().hangs.empty());
+}
+
+TEST_F(WatchdogTest, NoVerdictBeforeTheTimeout) {
+  Start(1, "{hang_timeout: 120s}");
+  Send(Rank("chief-0", 49, 100'000, 50, 99'000));
+  Send(Rank("worker-0", 49, 100'000));
+  EXPECT_TRUE(Check().hangs.empty());
+  // No new report: the old one ages with the coordinator's time, but only up to
+  // max_report_age_ms; then the job is not judged on stale reports.
+  now_ += 4'000;
+  EXPECT_TRUE(Check().hangs.empty());
+  now_ += 17'000;
+  EXPECT_TRUE(Check().hangs.empty());
+  Send(Rank("chief-0", 49, 121'000, 50, 120'000));
+  Send(Rank("worker-0", 49, 121'000));
+  EXPECT_EQ(Check().hangs.size(), 1u);
+}
+
+TEST_F(WatchdogTest, ProgressOfAnyRankKeepsTheJobAlive) {
+  Start(1, "{hang_timeout: 20s}");
+  // worker-0 completes operations; chief-0 has been in #7 for a while but the job moves.
+  Send(Rank("chief-0", 6, 30'000, 7, 29'000));
+  Send(Rank("worker-0", 9, 100));
+  EXPECT_TRUE(Check().hangs.empty());
+}
+
+TEST_F(WatchdogTest, NamesTheRankStuckInAnOperationItsPeersCompleted) {
+  Start(2, "{hang_timeout: 60s}");
+  Send(Rank("chief-0", 12, 61'000, 13, 60'000));
+  Send(Rank("worker-0", 12, 61'000, 13, 60'000));
+  Send(Rank("worker-1", 11, 70'000, 12, 70'000));
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: worker-1 is stuck in allreduce #12 for 70 s, which its peers completed; "
+            "allreduce #13 (64 MiB, reduction-server): chief-0, worker-0 are waiting in it");
+  EXPECT_THAT(c.hangs[0].stuck, ElementsAre("worker-1"));
+}
+
+TEST_F(WatchdogTest, EveryRankWaitingPointsOutsideTheRanks) {
+  Start(1, "{hang_timeout: 30s}", /*reducer=*/true);
+  Send(Rank("chief-0", 3, 31'000, 4, 30'500));
+  Send(Rank("worker-0", 3, 31'000, 4, 30'600));
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_THAT(c.hangs[0].message, HasSubstr("every rank is waiting in allreduce #4"));
+  EXPECT_THAT(c.hangs[0].message, HasSubstr("outside the ranks"));
+  // The reducer's stacks too: it may be what holds them.
+  EXPECT_THAT(c.hangs[0].dump, ElementsAre("chief-0", "worker-0", "reducer-0"));
+}
+
+TEST_F(WatchdogTest, EveryRankOutsideTheCollectives) {
+  Start(1, "{hang_timeout: 30s}");
+  Send(Rank("chief-0", 3, 31'000));
+  Send(Rank("worker-0", 3, 32'000));
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_THAT(c.hangs[0].message,
+              HasSubstr("no rank has completed a collective operation for 31 s and none is in one "
+                        "(the last completed: #3)"));
+  EXPECT_THAT(c.hangs[0].stuck, ElementsAre("chief-0", "worker-0"));
+}
+
+TEST_F(WatchdogTest, LogsProgress) {
+  Start(1, "{hang_timeout: 20s, progress: logs}");
+  ProgressReport chief = Rank("chief-0", -1, 0);
+  chief.has_recorder = false;
+  ProgressReport worker = chief;
+  worker.replica = "worker-0";
+  chief.log_idle_ms = 5'000;
+  worker.log_idle_ms = 25'000;
+  Send(chief);
+  Send(worker);
+  EXPECT_TRUE(Check().hangs.empty());  // the chief wrote 5 s ago
+  now_ += 15'000;
+  chief.log_idle_ms = 20'000;
+  worker.log_idle_ms = 40'000;
+  Send(chief);
+  Send(worker);
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: no replica has written to its log for 20 s (progress: logs): chief-0, "
+            "worker-0");
+}
+
+TEST_F(WatchdogTest, MetricsProgress) {
+  Start(1, "{hang_timeout: 20s, progress: metrics}");
+  ProgressReport chief = Rank("chief-0", -1, 0);
+  chief.has_recorder = false;
+  chief.log_idle_ms = 0;  // it prints, but reports no metric
+  chief.metric_idle_ms = 21'000;
+  ProgressReport worker = chief;
+  worker.replica = "worker-0";
+  Send(chief);
+  Send(worker);
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_THAT(c.hangs[0].message, HasSubstr("no replica has written a metric line"));
+}
+
+TEST_F(WatchdogTest, WithoutHangTimeoutNothingIsJudged) {
+  Start(1, "{max_restarts: 1}");
+  Send(Rank("chief-0", 49, 1'000'000, 50, 1'000'000));
+  Send(Rank("worker-0", 49, 1'000'000));
+  EXPECT_TRUE(Check().hangs.empty());
+}
+
+TEST_F(WatchdogTest, JobWithoutRecordersIsNotedOnce) {
+  JobRecord& job = Start(1, "{hang_timeout: 10s}");
+  job.start_time_ms = now_ - 11'000;
+  ProgressReport chief = Rank("chief-0", -1, 11'000);
+  chief.has_recorder = false;
+  ProgressReport worker = chief;
+  worker.replica = "worker-0";
+  Send(chief);
+  Send(worker);
+  Watchdog::Checked c = Check();
+  EXPECT_TRUE(c.hangs.empty());
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_THAT(c.notes[0].second, HasSubstr("cannot be watched"));
+  EXPECT_TRUE(Check().notes.empty());
+}
+
+TEST_F(WatchdogTest, StragglerIsNamedWithItsMedianLateness) {
+  Start(2, "{hang_timeout: 60s}");
+  const int64_t base_us = 1'700'000'000'000'000;
+  for (int64_t seq = 0; seq < 40; ++seq) {
+    int64_t t = base_us + seq * 1'000'000;
+    for (const auto& [name, late_us] : std::vector<std::pair<std::string, int64_t>>{
+             {"chief-0", 1'000 * (seq % 3)}, {"worker-0", 0}, {"worker-1", 410'000}}) {
+      ProgressReport p = Rank(name, seq - 1, 10);
+      p.starts = {{seq, t + late_us}};
+      Send(p);
+    }
+  }
+  EXPECT_THAT(dog_.StragglerLines("j"),
+              ElementsAre("worker-1 enters collectives 410 ms after the first rank (median of "
+                          "the last 40)"));
+  std::vector<Lateness> all = dog_.LatenessOf("j");
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_LT(all[0].median_ms, 5);  // chief-0
+  EXPECT_NEAR(all[2].median_ms, 410, 5);
+}
+
+TEST_F(WatchdogTest, FewLateOperationsAreNoStraggler) {
+  Start(1, "{hang_timeout: 60s}");
+  const int64_t base_us = 1'700'000'000'000'000;
+  for (int64_t seq = 0; seq < 50; ++seq) {
+    int64_t t = base_us + seq * 1'000'000;
+    ProgressReport chief = Rank("chief-0", seq - 1, 10);
+    chief.starts = {{seq, t}};
+    ProgressReport worker = Rank("worker-0", seq - 1, 10);
+    worker.starts = {{seq, t + (seq % 10 == 0 ? 900'000 : 3'000)}};  // late one time in ten
+    Send(chief);
+    Send(worker);
+  }
+  EXPECT_TRUE(dog_.StragglerLines("j").empty());
+}
+
+TEST_F(WatchdogTest, HangRestartsTheWholeJobAsOneIncident) {
+  JobRecord& job = Start(3, "{hang_timeout: 120s, max_restarts: 2}");
+  jobs_.Hang(job, {"worker-2"}, "hang: worker-2 has not entered allreduce #50", now_);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  ControllerCommands commands = jobs_.TakeCommands();
+  EXPECT_EQ(commands.stop.size(), 4u);
+  ASSERT_GE(job.events.size(), 2u);
+  EXPECT_EQ(job.events[job.events.size() - 2].message,
+            "hang: worker-2 has not entered allreduce #50");
+  EXPECT_EQ(job.events.back().message,
+            "restart 1/2: the whole job because of a hang (worker-2 stuck)");
+  // The stopped replicas are no failure and spend nothing more.
+  for (auto& r : job.replicas) {
+    jobs_.ApplyReplicaStatus(job, r, ReplicaState::STOPPED, 143, 0, "", now_);
+  }
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+}
+
+TEST_F(WatchdogTest, HangFailsTheJobWhenTheSpecSaysSo) {
+  JobRecord& job = Start(1, "{hang_timeout: 120s, hang_action: fail}");
+  jobs_.Hang(job, {"worker-0"}, "hang: worker-0 has not entered allreduce #3", now_);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_THAT(job.message, HasSubstr("hang_action: fail"));
+  EXPECT_EQ(job.restarts, 0);
+}
+
+TEST_F(WatchdogTest, HangWithTheBudgetSpentFailsTheJob) {
+  JobRecord& job = Start(1, "{hang_timeout: 120s, max_restarts: 0}");
+  jobs_.Hang(job, {"worker-0"}, "hang: worker-0 has not entered allreduce #3", now_);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_THAT(job.message, HasSubstr("restart budget (max_restarts=0) is spent"));
+}
+
+TEST(FormatBytesTest, Units) {
+  EXPECT_EQ(FormatBytes(100), "100 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(64 << 20), "64 MiB");
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
