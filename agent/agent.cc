@@ -41,8 +41,25 @@ StatusOr<std::unique_ptr<Agent>> Agent::Create(zmq::context_t& context, AgentCon
   COHORT_ASSIGN_OR_RETURN(DealerSocket socket,
                           DealerSocket::Connect(context, config.coordinator,
                                                 SessionRoutingId(config.node_id), config.security));
-  return std::unique_ptr<Agent>(
+  auto http_endpoint = ParseHttpEndpoint(config.http_endpoint);
+  if (!http_endpoint.ok()) return http_endpoint.status().WithContext("--http-endpoint");
+  std::unique_ptr<AgentHttp> http;
+  if (http_endpoint->enabled) {
+    auto started = AgentHttp::Start(*http_endpoint, config.http_token);
+    if (started.ok()) {
+      http = std::move(*started);
+      spdlog::info("metrics on {}/metrics", http->url());
+    } else if (config.http_endpoint_explicit ||
+               started.status().code() == StatusCode::kInvalidArgument) {
+      return started.status().WithContext("--http-endpoint");
+    } else {
+      spdlog::warn("HTTP endpoint off (/metrics): {}", started.status().ToString());
+    }
+  }
+  std::unique_ptr<Agent> agent(
       new Agent(std::move(config), std::move(socket), std::move(process_launcher), clock));
+  agent->http_ = std::move(http);
+  return agent;
 }
 
 Agent::Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> process_launcher,
@@ -94,7 +111,24 @@ Status Agent::RunOnce(milliseconds max_wait) {
   ShipLogsAndMetrics();
   Forget();
   if (preempting_) CarryOnPreemption();
+  if (http_ && Now() >= next_publish_) PublishSnapshot();
   return Status::Ok();
+}
+
+void Agent::PublishSnapshot() {
+  next_publish_ = Now() + milliseconds(500);
+  auto s = std::make_shared<AgentSnapshot>();
+  s->node_id = config_.node_id;
+  s->cgroups = config_.cgroups;
+  s->cgroups_reason = config_.cgroups_reason;
+  s->log_bytes_shipped = log_bytes_shipped_;
+  s->attempts_started = attempts_started_;
+  for (const auto& [key, a] : attempts_) {
+    if (!a.live()) continue;
+    s->attempts.push_back(AttemptView{a.job, a.replica, a.attempt,
+                                      a.process ? a.process->cgroup_path() : "", a.gpus});
+  }
+  http_->Publish(std::move(s));
 }
 
 Status Agent::Run(const std::atomic<bool>& stop) {
@@ -208,7 +242,10 @@ void Agent::HandleMessage(const Message& message) {
       auto answer = outbox_.Answered(id);
       auto it = answer ? attempts_.find(answer->stream.key) : attempts_.end();
       if (it != attempts_.end() && it->second.log && answer->stream.kind == Outbox::Kind::kLog) {
+        uint64_t before = it->second.log->acked();
         it->second.log->OnLogAck(*answer, message.As<wire::LogAck>()->next_offset());
+        if (it->second.log->acked() > before)
+          log_bytes_shipped_ += it->second.log->acked() - before;
       }
       break;
     }
@@ -310,6 +347,8 @@ void Agent::HandleLaunch(const wire::LaunchReplica& launch) {
 }
 
 void Agent::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
+  ++attempts_started_;
+  if (launch.gpus()) a.gpus.assign(launch.gpus()->begin(), launch.gpus()->end());
   if (Status s = CheckPathComponent("job", a.job); !s.ok()) return FailBeforeLaunch(a, s, -1);
   if (Status s = CheckPathComponent("replica", a.replica); !s.ok()) {
     return FailBeforeLaunch(a, s, -1);

@@ -55,6 +55,7 @@
 #include <string>
 
 #include "agent/attempt.h"
+#include "agent/http_service.h"
 #include "agent/inventory.h"
 #include "agent/launcher.h"
 #include "agent/outbox.h"
@@ -93,6 +94,15 @@ struct AgentConfig {
   // Reap every child (the daemon is a PR_SET_CHILD_SUBREAPER, so orphans come to it), not only
   // the replicas' main processes.
   bool reap_all_children = false;
+  // The HTTP endpoint (/metrics; agent/http_service.h): HOST:PORT or "none" (the command line's
+  // default is 127.0.0.1:7481). A default address that cannot be bound leaves it off (a
+  // warning); one given explicitly must bind.
+  std::string http_endpoint = "none";
+  bool http_endpoint_explicit = false;
+  std::string http_token;
+  // Whether replicas get cgroups here, and why not (for /metrics' HELP texts).
+  bool cgroups = false;
+  std::string cgroups_reason;
 };
 
 class Agent {
@@ -120,6 +130,8 @@ class Agent {
   bool preempted() const { return preempted_; }
 
   bool registered() const { return registered_; }
+  // "http://HOST:PORT" of the HTTP endpoint; empty when it is off.
+  std::string http_url() const { return http_ ? http_->url() : ""; }
   // Attempts not yet forgotten (running, or final but unacked / log not fully shipped).
   size_t attempt_count() const { return attempts_.size(); }
   const AgentConfig& config() const { return config_; }
@@ -164,6 +176,7 @@ class Agent {
   void ShipLogsAndMetrics();
   void Forget();
   void CarryOnPreemption();
+  void PublishSnapshot();
 
   AgentConfig config_;
   DealerSocket socket_;
@@ -198,6 +211,11 @@ class Agent {
   // Updates the coordinator could not take for now (they are resent): a full disk there lasts.
   RateLimitedLog transient_refusals_{spdlog::level::info, "transient refusals", 5,
                                      std::chrono::seconds(30)};
+  // The HTTP endpoint and what it shows.
+  std::unique_ptr<AgentHttp> http_;
+  milliseconds next_publish_{0};
+  uint64_t log_bytes_shipped_ = 0;
+  uint64_t attempts_started_ = 0;
 };
 
 }  // namespace cohort::agent

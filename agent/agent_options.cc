@@ -15,6 +15,7 @@
 #include "agent/process_launcher.h"
 #include "common/config.h"
 #include "common/curve_keys.h"
+#include "common/http_server.h"
 #include "common/job_spec.h"
 #include "common/logging.h"
 
@@ -23,6 +24,7 @@ namespace po = boost::program_options;
 
 StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   AgentFlags flags;
+  flags.config.http_endpoint.clear();  // empty after parsing: not given
   FlagDuration grace = FlagDuration::Seconds(30);
   FlagDuration retention = FlagDuration::Seconds(7 * 24 * 3600);
   po::options_description desc("Options");
@@ -44,7 +46,9 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("cgroups", po::value(&flags.cgroups), "auto|off: put replicas in cgroup v2 where writable (default auto)")
       ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (default " COHORT_CONFIG_DIR "/keys/agent.key)")
       ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file (default " COHORT_CONFIG_DIR "/keys/coordinator.pub)")
-      ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)");
+      ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)")
+      ("http-endpoint", po::value(&flags.config.http_endpoint), "HOST:PORT of /metrics, or none (default 127.0.0.1:7481)")
+      ("http-token", po::value(&flags.config.http_token), "token HTTP requests must carry (required beyond loopback)");
   // clang-format on
   std::ostringstream usage;
   auto parsed = ParseFlags(argc, argv, desc,
@@ -79,6 +83,13 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     if (flags.gpus.empty() || *end != '\0' || n < 0 || n > 1024) {
       return InvalidArgument("--gpus: expected a count or auto, got '" + flags.gpus + "'");
     }
+  }
+  if (!flags.config.http_endpoint.empty()) {
+    flags.config.http_endpoint_explicit = true;
+  }
+  if (flags.config.http_endpoint.empty()) flags.config.http_endpoint = "127.0.0.1:7481";
+  if (auto http = ParseHttpEndpoint(flags.config.http_endpoint); !http.ok()) {
+    return InvalidArgument("--http-endpoint: " + http.status().message());
   }
   if (flags.cgroups != "auto" && flags.cgroups != "off") {
     return InvalidArgument("--cgroups: expected auto or off, got '" + flags.cgroups + "'");
@@ -143,10 +154,13 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   } else if (int stale = cgroups.SweepStale(); stale > 0) {
     spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
   }
+  AgentConfig config = flags.config;
+  config.cgroups = cgroups.available();
+  config.cgroups_reason =
+      flags.cgroups == "off" ? "--cgroups off" : "no writable cgroup v2: " + cgroups.reason();
   auto processes = std::make_unique<ProcessLauncher>(std::move(cgroups));
   ProcessLauncher* process_launcher = processes.get();
-  COHORT_ASSIGN_OR_RETURN(auto agent,
-                          Agent::Create(context, flags.config, std::move(processes), clock));
+  COHORT_ASSIGN_OR_RETURN(auto agent, Agent::Create(context, config, std::move(processes), clock));
   if (flags.container_runtime != "none") {
     OciOptions oci;
     oci.runtime = flags.container_runtime;

@@ -74,6 +74,7 @@ struct Attempt {
   std::string job;
   std::string replica;
   int attempt = 0;
+  std::vector<int> gpus;  // node-local GPU indices pinned to it
   wire::ReplicaState state = wire::ReplicaState::PENDING;
   ExitInfo exit;
   std::string message;

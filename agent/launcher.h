@@ -71,6 +71,8 @@ class ReplicaProcess {
   virtual bool AnyAlive() = 0;
   // Frees what the attempt held (its cgroup). Call once AnyAlive() is false; safe to repeat.
   virtual void Release() = 0;
+  // The attempt's cgroup directory (its usage is read there); empty when it has none.
+  virtual std::string cgroup_path() const { return {}; }
 };
 
 class Launcher {

@@ -37,6 +37,8 @@ class LogShipper {
   // The whole log reached the coordinator (or it refused the log for good).
   bool done() const { return done_; }
   const std::string& path() const { return path_; }
+  // Bytes the coordinator holds (its last LogAck).
+  uint64_t acked() const { return acked_; }
 
  private:
   Outbox::Stream stream() const { return {Outbox::Kind::kLog, key_}; }

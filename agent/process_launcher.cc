@@ -52,6 +52,7 @@ class ProcessReplica : public ReplicaProcess {
     if (!exit_ || AnyAlive()) KillAll();
   }
 
+  std::string cgroup_path() const override { return cgroup_path_; }
   pid_t pid() const override { return pid_; }
   void OnExited(int wait_status) override { exit_ = ExitInfo::FromWaitStatus(wait_status); }
   std::optional<ExitInfo> exit_info() const override { return exit_; }

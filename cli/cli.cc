@@ -313,6 +313,34 @@ best trial so far (marked *).
   --json    print the study as JSON
 )",
        Trials},
+      {"metrics",
+       {{"--json", false, ""}},
+       "metrics JOB [--json]",
+       "the training metrics a job reported, per step",
+       R"(usage: cohort metrics JOB [--json]
+
+Prints the metrics the job's chief reported the way trials do (JSON lines appended to
+$CLOUD_ML_HP_METRIC_FILE, or Python's cohort.hypertune reporter): one row per step, one column
+per metric, in the order they arrived.
+  --json    print {"job", "points": [{step, time_ms, tag, value, replica}]}
+)",
+       Metrics},
+      {"usage",
+       {{"--user", true, ""}, {"--queue", true, ""}, {"--since", true, ""}, {"--json", false, ""}},
+       "usage [--user U] [--queue Q] [--since T]",
+       "GPU-hours, CPU-hours, jobs and failures per user and\nqueue",
+       R"(usage: cohort usage [--user U] [--queue Q] [--since T] [--json]
+
+Accounting from the coordinator's state store, like sacct: per user and queue, the jobs, the
+failed jobs, GPU-hours and CPU-hours (what the jobs' replicas requested, from first placement to
+the end; the time restarting counts as held), and a total.
+  --user U     only jobs of user U
+  --queue Q    only jobs of queue Q
+  --since T    only usage from T on: a duration back from now (7d, 12h) or a UTC date
+               (2026-11-01 or 2026-11-01T08:00)
+  --json       print a JSON array of rows
+)",
+       Usage},
   };
   return verbs;
 }

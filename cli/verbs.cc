@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -494,6 +497,129 @@ int Trials(const ParsedArgs& args, const Context& ctx) {
       args, ctx, "trials", "STUDY",
       [&](CoordinatorClient& client) { return client.GetStudy(args.positionals[0]); }, StudyToJson,
       PrintStudy);
+}
+
+namespace {
+
+// A metric value as reported: shortest round-trip.
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Hours with 4 decimals ("0.0012"): short jobs still show.
+std::string FormatHours(double h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", h);
+  return buf;
+}
+
+}  // namespace
+
+int Metrics(const ParsedArgs& args, const Context& ctx) {
+  return ShowVerb<wire::JobMetricsT>(
+      args, ctx, "metrics", "JOB",
+      [&](CoordinatorClient& client) { return client.GetJobMetrics(args.positionals[0]); },
+      [](const wire::JobMetricsT& m) {
+        nlohmann::json points = nlohmann::json::array();
+        for (const auto& p : m.points) {
+          if (!p) continue;
+          points.push_back({{"step", p->step},
+                            {"time_ms", p->time_ms},
+                            {"tag", p->tag},
+                            {"value", p->value},
+                            {"replica", p->replica}});
+        }
+        return nlohmann::json{{"job", m.job}, {"points", std::move(points)}};
+      },
+      [](const wire::JobMetricsT& m, std::ostream& out) {
+        if (m.points.empty()) {
+          out << "job " << m.job << " has reported no metrics\n";
+          return;
+        }
+        // One row per step (in the order steps first arrived), one column per tag.
+        std::vector<std::string> tags;
+        std::vector<int64_t> steps;
+        std::map<int64_t, std::map<std::string, double>> rows;
+        for (const auto& p : m.points) {
+          if (!p) continue;
+          if (std::find(tags.begin(), tags.end(), p->tag) == tags.end()) tags.push_back(p->tag);
+          if (!rows.count(p->step)) steps.push_back(p->step);
+          rows[p->step][p->tag] = p->value;
+        }
+        std::vector<std::string> header = {"STEP"};
+        header.insert(header.end(), tags.begin(), tags.end());
+        Table table(header);
+        for (int64_t step : steps) {
+          std::vector<std::string> row = {std::to_string(step)};
+          for (const std::string& tag : tags) {
+            auto it = rows[step].find(tag);
+            row.push_back(it == rows[step].end() ? "-" : FormatNumber(it->second));
+          }
+          table.AddRow(std::move(row));
+        }
+        table.Print(out);
+      });
+}
+
+StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
+  if (auto d = ParseDuration(text); d.ok()) return now_ms - d->count();
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+    std::tm tm{};
+    const char* end = ::strptime(text.c_str(), format, &tm);
+    if (end != nullptr && *end == '\0') return static_cast<int64_t>(::timegm(&tm)) * 1000;
+  }
+  return InvalidArgument(
+      "--since: expected a duration (7d, 12h) or a UTC date (2026-11-01, "
+      "2026-11-01T08:00), got '" +
+      text + "'");
+}
+
+int Usage(const ParsedArgs& args, const Context& ctx) {
+  int64_t since_ms = 0;
+  if (args.Has("--since")) {
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    auto since = ParseSince(args.Get("--since"), now_ms);
+    if (!since.ok()) return UsageError(ctx.err, "usage", since.status().message());
+    since_ms = *since;
+  }
+  return ShowVerb<std::vector<wire::UsageRowT>>(
+      args, ctx, "usage", "",
+      [&](CoordinatorClient& client) {
+        return client.GetUsage(args.Get("--user"), args.Get("--queue"), since_ms);
+      },
+      [](const std::vector<wire::UsageRowT>& rows) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& r : rows) {
+          out.push_back({{"user", r.user},
+                         {"queue", r.queue},
+                         {"jobs", r.jobs},
+                         {"failed", r.failed},
+                         {"gpu_hours", r.gpu_hours},
+                         {"cpu_hours", r.cpu_hours}});
+        }
+        return out;
+      },
+      [](const std::vector<wire::UsageRowT>& rows, std::ostream& out) {
+        Table table({"USER", "QUEUE", "JOBS", "FAILED", "GPU-HOURS", "CPU-HOURS"});
+        wire::UsageRowT total;
+        for (const auto& r : rows) {
+          table.AddRow({r.user, r.queue, std::to_string(r.jobs), std::to_string(r.failed),
+                        FormatHours(r.gpu_hours), FormatHours(r.cpu_hours)});
+          total.jobs += r.jobs;
+          total.failed += r.failed;
+          total.gpu_hours += r.gpu_hours;
+          total.cpu_hours += r.cpu_hours;
+        }
+        if (rows.size() != 1) {
+          table.AddRow({"TOTAL", "", std::to_string(total.jobs), std::to_string(total.failed),
+                        FormatHours(total.gpu_hours), FormatHours(total.cpu_hours)});
+        }
+        table.Print(out);
+      });
 }
 
 }  // namespace cohort::cli

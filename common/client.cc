@@ -317,6 +317,34 @@ StatusOr<std::vector<wire::StudyInfoT>> CoordinatorClient::ListStudies() {
   return studies;
 }
 
+StatusOr<wire::JobMetricsT> CoordinatorClient::GetJobMetrics(const std::string& job) {
+  wire::GetJobMetricsT request;
+  request.job = job;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::JobMetrics>(std::move(request), "get job metrics")));
+  wire::JobMetricsT metrics;
+  reply.As<wire::JobMetrics>()->UnPackTo(&metrics);
+  return metrics;
+}
+
+StatusOr<std::vector<wire::UsageRowT>> CoordinatorClient::GetUsage(const std::string& user,
+                                                                   const std::string& queue,
+                                                                   int64_t since_ms) {
+  wire::GetUsageT request;
+  request.user = user;
+  request.queue = queue;
+  request.since_ms = since_ms;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::UsageReport>(std::move(request), "get usage")));
+  wire::UsageReportT report;
+  reply.As<wire::UsageReport>()->UnPackTo(&report);
+  std::vector<wire::UsageRowT> rows;
+  for (auto& row : report.rows) {
+    if (row) rows.push_back(std::move(*row));
+  }
+  return rows;
+}
+
 StatusOr<wire::JobInfoT> CoordinatorClient::WaitForJob(
     const std::string& name, const std::function<bool(const wire::JobInfoT&)>& done,
     Clock::time_point deadline, std::chrono::milliseconds poll,

@@ -98,6 +98,11 @@ class CoordinatorClient {
   StatusOr<wire::StudyInfoT> GetStudy(const std::string& name);
   StatusOr<std::vector<wire::StudyInfoT>> ListStudies();
 
+  // Observability: a job's training metrics (`cohort metrics`), and accounting (`cohort usage`).
+  StatusOr<wire::JobMetricsT> GetJobMetrics(const std::string& job);
+  StatusOr<std::vector<wire::UsageRowT>> GetUsage(const std::string& user, const std::string& queue,
+                                                  int64_t since_ms);
+
   // Polls GetJob every `poll` until `done(job)` holds, and returns that job. `on_change` (may be
   // empty) sees every polled state that differs from the previous one. Unreachable polls are
   // retried until `unreachable_limit` passes without a reply; kDeadlineExceeded after `deadline`.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -274,23 +275,32 @@ void AgentService::OnStackDump(const RoutedMessage& m, const wire::StackDump& re
 }
 
 void AgentService::OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req) {
-  const JobRecord* job = jobs_.FindJob(Str(req.job()));
+  std::string job = Str(req.job());
+  const JobRecord* record = jobs_.FindJob(job);
   const ReplicaRecord* r = nullptr;
-  if (job != nullptr) {
-    for (const auto& replica : job->replicas) {
+  if (record != nullptr) {
+    for (const auto& replica : record->replicas) {
       if (replica.name == Str(req.replica())) r = &replica;
     }
   }
   if (r != nullptr && !r->node_id.empty() && !SpeaksFor(m, r->node_id, "TrialMeasurement")) return;
   auto metrics = tuning::MeasurementMetrics(req);
-  Status s = metrics.ok() ? studies_.AddMeasurement(Str(req.job()), req.step(), *metrics)
-                          : metrics.status();
+  Status s = !metrics.ok()       ? metrics.status()
+             : record == nullptr ? NotFound("no job named '" + job + "'")
+                                 : Status::Ok();
+  if (s.ok()) {
+    for (const auto& [tag, value] : *metrics) {
+      training_metrics_.push_back(TrainingMetric{job, Str(req.replica()), req.step(),
+                                                 std::llround(req.timestamp() * 1000), tag, value});
+    }
+    if (!record->study.empty()) {
+      s = studies_.AddMeasurement(job, req.step(), *metrics);
+      if (s.ok()) run_studies_();
+    }
+  }
   if (!s.ok()) {
     // Acked all the same: the agent must not resend a line that can never be taken.
-    warnings_.Log("measurement of job {} step {} dropped: {}", Str(req.job()), req.step(),
-                  s.ToString());
-  } else {
-    run_studies_();
+    warnings_.Log("measurement of job {} step {} dropped: {}", job, req.step(), s.ToString());
   }
   Reply(m, Encode(m.message.request_id(), wire::AckT{}));
 }

@@ -1,9 +1,11 @@
 // AgentService handles what agents send on the agent endpoint: registration (with reconciliation
 // of the replicas the agent reports against what the coordinator believes runs there),
 // heartbeats (and the replicas' progress they carry, for the Watchdog), replica state updates,
-// log chunks, stack dumps and trial measurements. Node bookkeeping goes to
+// log chunks, stack dumps, trial measurements and training metrics. Node bookkeeping goes to
 // the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
-// coordinator does not run there) are queued in the Outbox.
+// coordinator does not run there) are queued in the Outbox. A measurement of any job is kept as
+// training metrics (TakeTrainingMetrics: the coordinator stores them with the pass); one of a
+// trial's job also goes to its study.
 //
 // Identity (with `bind_identity`, i.e. CURVE): a connection's key is listed as exactly one node
 // (agents/<node-id>.pub, the ZAP User-Id of its messages), its routing id must be that node's
@@ -30,6 +32,7 @@
 #include "coordinator/outbox.h"
 #include "coordinator/study_controller.h"
 #include "coordinator/watchdog.h"
+#include "coordinator/training_metrics.h"
 
 namespace cohort::coordinator {
 
@@ -63,6 +66,8 @@ class AgentService {
   // agent takes the stacks of the stuck process, not of one being stopped).
   void SendDumpStacks(const std::string& peer, const std::string& job, const std::string& replica,
                       int attempt, const std::string& reason);
+  // The training metrics received since the last call, for the pass's commit.
+  std::vector<TrainingMetric> TakeTrainingMetrics() { return std::move(training_metrics_); }
 
  private:
   void OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req, int64_t now_ms);
@@ -93,6 +98,7 @@ class AgentService {
                            std::chrono::seconds(10)};
   RateLimitedLog warnings_{spdlog::level::warn, "agent message warnings", 10,
                            std::chrono::seconds(10)};
+  std::vector<TrainingMetric> training_metrics_;
 };
 
 }  // namespace cohort::coordinator

@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "coordinator/job_usage.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/placement_round.h"
 
@@ -90,8 +91,23 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOpti
   auto agent = RouterSocket::Bind(*context, options.agent_endpoint, agent_sec);
   if (!agent.ok()) return agent.status().WithContext("agent endpoint");
   c->agent_ = std::make_unique<RouterSocket>(std::move(*agent));
-  spdlog::info("coordinator: clients on {}, agents on {}, state in {}", c->client_endpoint(),
-               c->agent_endpoint(), options.state_dir);
+  auto http_endpoint = ParseHttpEndpoint(options.http_endpoint);
+  if (!http_endpoint.ok()) return http_endpoint.status().WithContext("--http-endpoint");
+  if (http_endpoint->enabled) {
+    auto http = CoordinatorHttp::Start(*http_endpoint, options.http_token);
+    if (http.ok()) {
+      c->http_ = std::move(*http);
+      c->PublishSnapshot(clock->NowMs());
+    } else if (options.http_endpoint_explicit ||
+               http.status().code() == StatusCode::kInvalidArgument) {
+      return http.status().WithContext("--http-endpoint");
+    } else {
+      spdlog::warn("HTTP endpoint off (/metrics, dashboard): {}", http.status().ToString());
+    }
+  }
+  spdlog::info("coordinator: clients on {}, agents on {}, HTTP on {}, state in {}",
+               c->client_endpoint(), c->agent_endpoint(),
+               c->http_ ? c->http_->url() : std::string("none"), options.state_dir);
   return c;
 }
 
@@ -118,6 +134,7 @@ Status Coordinator::Recover() {
     }
     for (const auto& why : bad_studies) spdlog::error("--accept-damaged-state: study: {}", why);
   }
+  for (const TrainingMetric& m : state.training_metrics) training_.Add(m);
   size_t jobs = state.jobs.size();
   for (JobRecord& job : state.jobs) jobs_.Restore(std::move(job));
   jobs_.FinishRestore(clock_->NowMs());
@@ -208,10 +225,13 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
       }
       RoutedMessage m{std::move(frame.peer), std::move(*frame.message), std::move(frame.identity)};
       int64_t now = clock_->NowMs();
+      ++counters_.requests[{agent ? "agent" : "client", wire::EnumNameBody(m.message.type())}];
       if (!within_budget) {
         RefuseOverLimit(m, agent);
       } else if (!KeyStillListed(m, agent)) {
         continue;
+      } else if (!agent && HandleObservability(m, now)) {
+        // answered
       } else if (agent) {
         agent_service_.Handle(m, now);
       } else {
@@ -221,7 +241,9 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
   }
   Tick();
   ExecuteCommands();
-  return Commit();
+  COHORT_RETURN_IF_ERROR(Commit());
+  if (http_) PublishSnapshot(clock_->NowMs());
+  return Status::Ok();
 }
 
 Status Coordinator::Run(const std::atomic<bool>& stop) {
@@ -288,6 +310,7 @@ void Coordinator::ScheduleRound(int64_t now) {
                  round.queued, round.nodes);
   }
   ++stats_.schedule_rounds;
+  counters_.round_seconds.Observe(static_cast<double>(round.wall_us) / 1e6);
   stats_.last_round_us = round.wall_us;
   stats_.max_round_us = std::max(stats_.max_round_us, round.wall_us);
   stats_.last_round_cpu_us = round.cpu_us;
@@ -328,12 +351,20 @@ void Coordinator::ExecuteCommands() {
 Status Coordinator::Commit() {
   StateChanges changes;
   changes.study_records = studies_.TakeJournalRecords();
+  changes.training_metrics = agent_service_.TakeTrainingMetrics();
   std::set<std::string> dirty = jobs_.TakeDirty();
   for (const auto& name : dirty) {
     if (const JobRecord* job = jobs_.FindJob(name)) changes.jobs.push_back(job);
   }
+  const auto commit_start = std::chrono::steady_clock::now();
   Status stored = store_->Commit(changes);
+  if (!changes.empty()) {
+    counters_.commit_seconds.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count());
+  }
   if (!stored.ok()) return RollBack(dirty, stored);
+  for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
+  if (http_) views_dirty_.insert(dirty.begin(), dirty.end());
   if (store_failing_since_ms_ >= 0 && !changes.empty()) {
     spdlog::info("state store: writes are stored again, after {} of failures",
                  FormatDuration(clock_->NowMs() - store_failing_since_ms_));
@@ -341,6 +372,12 @@ Status Coordinator::Commit() {
     store_retry_at_ms_ = 0;
   }
   for (auto& o : outbox_.Take()) {
+    // Our own frames: the envelope is read without verifying it.
+    const auto* envelope = wire::GetEnvelope(o.frame.data());
+    if (envelope->body_type() == wire::Body::ErrorReply) {
+      auto code = static_cast<StatusCode>(envelope->body_as_ErrorReply()->code());
+      ++counters_.errors[{o.agent ? "agent" : "client", std::string(StatusCodeName(code))}];
+    }
     Status s = (o.agent ? agent_ : client_)->Send(o.peer, std::move(o.frame));
     if (!s.ok()) {
       spdlog::debug("send to {} peer {}: {}", o.agent ? "agent" : "client", o.peer, s.ToString());
@@ -395,7 +432,9 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   }
   for (JobRecord& job : stored) jobs.Restore(std::move(job));
   jobs.FinishRestore(now);
+  jobs.CarryCountersFrom(jobs_);
   jobs_ = std::move(jobs);
+  views_all_dirty_ = true;
   studies_ = StudyController(options_.state_dir + "/studies");
   for (const std::string& record : stored_studies) {
     auto study = studies_.Replay(record);
@@ -459,6 +498,128 @@ void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {
                   ResourceExhausted("more than " + std::to_string(options_.max_requests_per_peer) +
                                     " requests outstanding from this peer; wait for the "
                                     "replies before sending more")));
+}
+
+bool Coordinator::HandleObservability(const RoutedMessage& m, int64_t now) {
+  if (m.message.type() == wire::Body::GetJobMetrics) {
+    const auto* req = m.message.As<wire::GetJobMetrics>();
+    std::string job = req->job() ? req->job()->str() : "";
+    if (jobs_.FindJob(job) == nullptr) {
+      outbox_.ToClient(m.peer,
+                       EncodeError(m.message.request_id(), NotFound("no job named '" + job + "'")));
+      return true;
+    }
+    wire::JobMetricsT reply;
+    reply.job = job;
+    if (auto series = training_.Series(job)) {
+      for (const TrainingMetric& t : *series) {
+        auto p = std::make_unique<wire::MetricPointT>();
+        p->step = t.step;
+        p->time_ms = t.time_ms;
+        p->tag = t.tag;
+        p->value = t.value;
+        p->replica = t.replica;
+        reply.points.push_back(std::move(p));
+      }
+    }
+    outbox_.ToClient(m.peer, Encode(m.message.request_id(), std::move(reply)));
+    return true;
+  }
+  if (m.message.type() == wire::Body::GetUsage) {
+    const auto* req = m.message.As<wire::GetUsage>();
+    UsageFilter filter;
+    filter.user = req->user() ? req->user()->str() : "";
+    filter.queue = req->queue() ? req->queue()->str() : "";
+    filter.since_ms = req->since_ms();
+    std::vector<const JobRecord*> jobs;
+    jobs.reserve(jobs_.jobs().size());
+    for (const auto& [name, job] : jobs_.jobs()) jobs.push_back(job.get());
+    wire::UsageReportT reply;
+    for (const UsageRow& row : ComputeUsage(jobs, filter, now)) {
+      auto r = std::make_unique<wire::UsageRowT>();
+      r->user = row.user;
+      r->queue = row.queue;
+      r->jobs = row.jobs;
+      r->failed = row.failed;
+      r->gpu_hours = row.gpu_hours;
+      r->cpu_hours = row.cpu_hours;
+      reply.rows.push_back(std::move(r));
+    }
+    outbox_.ToClient(m.peer, Encode(m.message.request_id(), std::move(reply)));
+    return true;
+  }
+  return false;
+}
+
+void Coordinator::PublishSnapshot(int64_t now) {
+  if (now - last_publish_ms_ < kSnapshotIntervalMs && published_jobs_) return;
+  last_publish_ms_ = now;
+  auto snapshot = std::make_shared<CoordinatorSnapshot>();
+  snapshot->now_ms = now;
+  snapshot->started_ms = started_ms_;
+  snapshot->state_dir = options_.state_dir;
+  // Jobs: only those changed since the last snapshot are copied again.
+  if (views_all_dirty_ || !views_dirty_.empty() || !published_jobs_) {
+    if (views_all_dirty_) {
+      job_views_.clear();
+      for (const auto& [name, job] : jobs_.jobs()) views_dirty_.insert(name);
+    }
+    for (const std::string& name : views_dirty_) {
+      const JobRecord* job = jobs_.FindJob(name);
+      if (job == nullptr) {
+        job_views_.erase(name);
+        continue;
+      }
+      auto view = std::make_shared<JobView>();
+      view->job = *job;
+      view->running_time_ms = RunningTimeMs(*job);
+      job_views_[name] = std::move(view);
+    }
+    views_dirty_.clear();
+    views_all_dirty_ = false;
+    published_jobs_ =
+        std::make_shared<const std::map<std::string, std::shared_ptr<const JobView>>>(job_views_);
+  }
+  snapshot->jobs = published_jobs_;
+  snapshot->nodes.reserve(nodes_.nodes().size());
+  for (const auto& [id, node] : nodes_.nodes()) snapshot->nodes.push_back(node);
+  for (const wire::StudyInfoT& study : studies_.List()) {
+    nlohmann::json trials = nlohmann::json::array();
+    for (const auto& t : study.trials) {
+      if (!t) continue;
+      nlohmann::json parameters = nlohmann::json::array();
+      for (const auto& kv : t->parameters) {
+        if (kv) parameters.push_back({{"key", kv->key}, {"value", kv->value}});
+      }
+      trials.push_back({{"id", t->id},
+                        {"state", t->state},
+                        {"parameters", std::move(parameters)},
+                        {"final_metric", t->final_metric},
+                        {"has_final_metric", t->has_final_metric},
+                        {"job", t->job},
+                        {"steps", t->steps},
+                        {"message", t->message}});
+    }
+    snapshot->studies.push_back({{"name", study.name},
+                                 {"state", study.state},
+                                 {"metric", study.metric},
+                                 {"goal", study.goal},
+                                 {"algorithm", study.algorithm},
+                                 {"max_trials", study.max_trials},
+                                 {"parallel_trials", study.parallel_trials},
+                                 {"best_trial", study.best_trial},
+                                 {"message", study.message},
+                                 {"create_time_ms", study.create_time_ms},
+                                 {"end_time_ms", study.end_time_ms},
+                                 {"trials", std::move(trials)}});
+  }
+  for (const auto& [job, series] : training_.all()) snapshot->training[job] = series;
+  snapshot->counters = counters_;
+  snapshot->counters.restarts_by_cause = jobs_.restarts_by_cause();
+  snapshot->counters.bad_frames = stats_.bad_frames;
+  snapshot->counters.refused = stats_.refused;
+  snapshot->counters.rolled_back = stats_.rolled_back;
+  http_->Publish(std::move(snapshot));
 }
 
 void Coordinator::LogStats(bool at_exit) const {

@@ -66,6 +66,7 @@
 #include "common/status.h"
 #include "coordinator/agent_service.h"
 #include "coordinator/client_service.h"
+#include "coordinator/http_service.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
@@ -77,6 +78,7 @@
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
 #include "coordinator/watchdog.h"
+#include "coordinator/training_metrics.h"
 
 namespace cohort::coordinator {
 
@@ -114,6 +116,8 @@ class Coordinator {
   // Endpoints as bound (tcp://...:0 resolved to the real port).
   std::string client_endpoint() const { return client_->endpoint(); }
   std::string agent_endpoint() const { return agent_->endpoint(); }
+  // "http://HOST:PORT" of the HTTP endpoint; empty when it is off.
+  std::string http_url() const { return http_ ? http_->url() : ""; }
 
   // Introspection for tests and the bench.
   const JobRecord* FindJob(const std::string& name) const { return jobs_.FindJob(name); }
@@ -151,6 +155,11 @@ class Coordinator {
   bool KeyStillListed(const RoutedMessage& m, bool agent);
   // Re-reads the key directories; a READY node whose agent's key is gone is LOST at once.
   void EndRevokedSessions(int64_t now);
+  // The read requests of `cohort metrics` and `cohort usage`; false for any other message.
+  bool HandleObservability(const RoutedMessage& m, int64_t now);
+  // The HTTP endpoint's snapshot (coordinator/http_snapshot.h), at most every
+  // kSnapshotIntervalMs.
+  void PublishSnapshot(int64_t now);
   void LogStats(bool at_exit) const;
 
   CoordinatorOptions options_;
@@ -180,6 +189,15 @@ class Coordinator {
   int64_t store_retry_at_ms_ = 0;     // the timers wait until then after a failed commit
   bool redo_after_rollback_ = false;  // RedoAfterRollBack before the timers' next run
   CoordinatorStats stats_;
+  // Observability: what the loop counts, the training metrics, and the jobs as last published.
+  std::unique_ptr<CoordinatorHttp> http_;
+  CoordinatorCounters counters_;
+  TrainingMetrics training_;
+  std::map<std::string, std::shared_ptr<const JobView>> job_views_;
+  std::shared_ptr<const std::map<std::string, std::shared_ptr<const JobView>>> published_jobs_;
+  std::set<std::string> views_dirty_;  // jobs changed since the last snapshot
+  bool views_all_dirty_ = true;        // every job (at start, after a rollback)
+  int64_t last_publish_ms_ = 0;
   RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
   RateLimitedLog key_refusals_{spdlog::level::warn, "messages from keys no longer listed", 10,
                                std::chrono::seconds(10)};

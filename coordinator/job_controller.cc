@@ -344,6 +344,10 @@ void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t n
     return;
   }
   ++job.restarts;
+  ++restarts_by_cause_[cause.state == ReplicaState::PREEMPTED ? "preemption"
+                       : cause.state == ReplicaState::LOST    ? "node_loss"
+                       : cause.state == ReplicaState::STOPPED ? "stopped"
+                                                              : "exit_code"];
   Incident& inc = incidents_[job.name] = Incident(job, cause, job.restarts, budget, now_ms);
   AddEvent(job, inc.Event(), now_ms);
   if (inc.whole_job()) {

@@ -184,6 +184,13 @@ class JobController {
   static bool AnyHolding(const JobRecord& job);
   // Replicas whose end awaits a verdict (see "Held verdicts"), as "job/replica".
   std::vector<std::string> HeldVerdicts() const;
+  // Restarts spent since this controller was made, by the cause of their incident: "preemption",
+  // "node_loss", "exit_code" (a retryable exit or signal), "stopped" (an unrequested stop).
+  const std::map<std::string, uint64_t>& restarts_by_cause() const { return restarts_by_cause_; }
+  // Takes over `from`'s counts (the coordinator's rollback replaces the controller).
+  void CarryCountersFrom(const JobController& from) {
+    restarts_by_cause_ = from.restarts_by_cause_;
+  }
 
   // ---- outputs
   ControllerCommands TakeCommands();
@@ -235,6 +242,7 @@ class JobController {
   ControllerCommands commands_;
   std::set<std::string> dirty_;
   bool schedule_needed_ = true;
+  std::map<std::string, uint64_t> restarts_by_cause_;
 };
 
 }  // namespace cohort::coordinator

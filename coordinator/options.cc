@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/http_server.h"
 #include "common/job_spec.h"
 
 namespace cohort::coordinator {
@@ -57,7 +58,13 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "agent-keys", po::value(&o.agent_keys_dir)->default_value(o.agent_keys_dir),
       "directory of agent public keys allowed on the agent endpoint")(
       "log-level", po::value(&o.log_level)->default_value(o.log_level),
-      "trace, debug, info, warn, error");
+      "trace, debug, info, warn, error")(
+      "http-endpoint",
+      po::value(&o.http_endpoint)->default_value(CoordinatorOptions::kDefaultHttpEndpoint),
+      "HOST:PORT of /metrics and the dashboard, or none")(
+      "http-token", po::value(&o.http_token),
+      "token HTTP requests must carry (required when --http-endpoint is not a loopback "
+      "address; better kept in the config file)");
   std::vector<std::string> queues, priority_classes;
   desc.add_options()(
       "queue", po::value(&queues)->composing(),
@@ -90,6 +97,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       po::store(po::parse_config_file(in, desc), vm);
     }
     po::notify(vm);
+    o.http_endpoint_explicit = !vm["http-endpoint"].defaulted();
   } catch (const po::error& e) {
     return InvalidArgument(e.what());
   }
@@ -108,6 +116,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   o.port_min = lo;
   o.port_max = hi;
   COHORT_ASSIGN_OR_RETURN(o.queues, QueueConfig::Parse(queues, priority_classes));
+  if (auto http = ParseHttpEndpoint(o.http_endpoint); !http.ok()) {
+    return InvalidArgument("--http-endpoint: " + http.status().message());
+  }
   if (o.max_requests_per_peer < 1) {
     return InvalidArgument("--max-requests-per-peer: must be at least 1");
   }

@@ -43,6 +43,15 @@ struct CoordinatorOptions {
   std::string log_level = "info";
   // Job queues (quotas, weights) and priority classes: --queue, --priority-class.
   QueueConfig queues;
+  // The HTTP endpoint (/metrics, the dashboard, /api/; coordinator/http_service.h): HOST:PORT or
+  // "none". Bound beyond loopback it requires http_token (config key http-token). The command
+  // line's default is kDefaultHttpEndpoint; the struct's is none, so that tests and embedders opt
+  // in. When the default address cannot be bound the coordinator runs without it (a warning);
+  // an address given explicitly must bind.
+  static constexpr const char* kDefaultHttpEndpoint = "127.0.0.1:7480";
+  std::string http_endpoint = "none";
+  bool http_endpoint_explicit = false;
+  std::string http_token;
 };
 
 struct ParsedFlags {

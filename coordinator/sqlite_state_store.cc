@@ -105,6 +105,18 @@ CREATE TABLE trials (
 ) WITHOUT ROWID;
 CREATE INDEX trials_by_job ON trials (job);
 )sql"},
+    {2, R"sql(
+CREATE TABLE job_metrics (
+  job TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  time_ms INTEGER NOT NULL,
+  tag TEXT NOT NULL,
+  replica TEXT NOT NULL,
+  value TEXT NOT NULL,
+  row_crc INTEGER NOT NULL,
+  PRIMARY KEY (job, step, time_ms, tag, replica)
+) WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace
@@ -260,6 +272,9 @@ Status SqliteStateStore::CommitWithMeta(const StateChanges& changes,
   }
   for (size_t i = 0; s.ok() && i < changes.jobs.size(); ++i) {
     s = WriteJob(*changes.jobs[i], pending_jobs);
+  }
+  for (size_t i = 0; s.ok() && i < changes.training_metrics.size(); ++i) {
+    s = WriteTrainingMetric(changes.training_metrics[i]);
   }
   if (s.ok()) s = st_->commit.Run();
   if (!s.ok()) {

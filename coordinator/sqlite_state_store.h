@@ -14,6 +14,11 @@
 //   study_events(study, pos, kind, trial, body)   a study's history, pos from 0; body is the
 //                                                 event as StudyController writes it
 //   trials(study, trial_id, job, parameters, ended, succeeded, message)   kept from the events
+//   job_metrics(job, step, time_ms, tag, replica, value)   training metrics
+//                                (coordinator/training_metrics.h); value as shortest round-trip
+//                                text; a row that fails its CRC is dropped at Load with an error
+//                                logged (training metrics never stop a start); a damaged database
+//                                salvaged with --accept-damaged-state keeps none
 // Every row carries a CRC-32 of its columns (row_crc) and every spec a CRC-32 of its text
 // (spec_crc). Load verifies them, runs PRAGMA integrity_check, and checks each job's shape (its
 // replicas are those its spec makes; its events are contiguous) and each study's (events
@@ -129,6 +134,9 @@ class SqliteStateStore : public StateStore {
 
   Status WriteJob(const JobRecord& job, std::unordered_map<std::string, JobImage>& pending);
   Status WriteStudyRecord(const std::string& record, std::map<std::string, StudyImage>& pending);
+  // coordinator/sqlite_training_metrics.cc
+  Status WriteTrainingMetric(const TrainingMetric& m);
+  StatusOr<std::vector<TrainingMetric>> ReadTrainingMetrics();
 
   std::string path_;
   std::unique_ptr<SqliteDb> db_;
@@ -146,6 +154,7 @@ class SqliteStateStore : public StateStore {
     SqliteStatement upsert_study, insert_study_event, insert_trial, select_trial, end_trial;
   };
   std::unique_ptr<Statements> st_;
+  std::unique_ptr<SqliteStatement> insert_training_metric_;  // prepared on first use
 };
 
 }  // namespace cohort::coordinator

@@ -26,6 +26,7 @@
 
 #include "common/status.h"
 #include "coordinator/state.h"
+#include "coordinator/training_metrics.h"
 
 namespace cohort::coordinator {
 
@@ -35,13 +36,16 @@ struct StoredState {
   std::vector<std::string> studies;  // one full study record each, for StudyController::Replay
   // With accept_damaged_state: one line per job or study dropped (or kept in part) and why.
   std::vector<std::string> dropped;
+  // Every training metric stored (coordinator/training_metrics.h), per job in arrival order.
+  std::vector<TrainingMetric> training_metrics;
 };
 
 // One pass of the coordinator loop.
 struct StateChanges {
   std::vector<const JobRecord*> jobs;      // each stored whole (what did not change is skipped)
   std::vector<std::string> study_records;  // StudyController::TakeJournalRecords(), in order
-  bool empty() const { return jobs.empty() && study_records.empty(); }
+  std::vector<TrainingMetric> training_metrics;  // stored once each (a resent one is ignored)
+  bool empty() const { return jobs.empty() && study_records.empty() && training_metrics.empty(); }
 };
 
 // A history query (`cohort list --state S --since T --limit N`): newest first.

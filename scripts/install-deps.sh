@@ -10,6 +10,7 @@ packages=(
   libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler libspdlog-dev libfmt-dev
   libucx-dev ucx-utils libyaml-cpp-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev libsystemd-dev zlib1g-dev libsqlite3-dev
+  libcpp-httplib-dev
   # benchmark peers
   libopenmpi-dev openmpi-bin libgloo-dev
   # demo data set (digits.csv.gz), Python client, network emulation, process tools
@@ -25,6 +26,10 @@ packages=(
   help2man dpkg-dev file man-db python3-venv
   # the agent's stack dumps of hung replicas (eu-stack; gdb where elfutils is missing)
   elfutils
+  # observability: a real Prometheus scrapes the daemons in the tests, python3-prometheus-client
+  # parses their exposition strictly, headless Chromium renders the dashboard, whose charts use
+  # Chart.js from /usr/share/javascript
+  prometheus python3-prometheus-client chromium libjs-chart.js
 )
 
 missing=()

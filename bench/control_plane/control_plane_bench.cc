@@ -14,7 +14,15 @@
 // --coordinator-args "..." passes more flags to the coordinator (split on spaces), so the same
 // bench runs against two builds: e.g. an earlier build with its journal and
 // "--snapshot-every 100000", against this one with its SQLite store (see bench/RESULTS.md).
+// The HTTP endpoint (issue 17): --http-port P gives the coordinator --http-endpoint
+// 127.0.0.1:P (without it the coordinator gets no such flag, as an earlier build needs);
+// --scrape-ms N GETs /metrics every N ms through the idle window, so the CPU figure with and
+// without scraping compares the endpoint's cost; and with the endpoint on, the dashboard's jobs
+// page is timed with every job in the state: its API call (/api/jobs, the newest 200 and all),
+// and, with --chromium PATH, the whole page in headless Chromium (against about:blank, its
+// start-up).
 // Never run by ctest.
+#include <httplib.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -22,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +40,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/common/flag_pairs.h"
@@ -53,6 +63,9 @@ struct Args {
   int restart_runs = 3;
   int port = 17400;
   std::vector<std::string> coordinator_args;
+  int http_port = 0;  // 0: no --http-endpoint flag
+  int scrape_ms = 0;  // 0: no scraping
+  std::string chromium;
 };
 
 std::vector<std::string> Words(const std::string& text) {
@@ -210,28 +223,77 @@ double PureSchedulerRoundMs(int nodes, int gpus, int jobs) {
   return Percentile(times, 0.5);
 }
 
+// The dashboard's jobs page with every job in the state: its API calls and, with --chromium, the
+// page in headless Chromium, agents heartbeating meanwhile.
+template <typename SimT>
+void DashboardTimings(const Args& a, SimT& sim) {
+  httplib::Client http("127.0.0.1", a.http_port);
+  http.set_read_timeout(60, 0);
+  for (const char* path : {"/api/jobs?limit=200", "/api/jobs?limit=0"}) {
+    std::vector<double> times;
+    size_t bytes = 0;
+    for (int i = 0; i < 5; ++i) {
+      auto t0 = Clock::now();
+      auto r = http.Get(path);
+      times.push_back(Ms(Clock::now() - t0));
+      if (r) bytes = r->body.size();
+      sim.PumpAgents(milliseconds(1));
+    }
+    std::printf("  GET %s: median %.1f ms, max %.1f ms (%zu bytes)\n", path, Percentile(times, 0.5),
+                Percentile(times, 1.0), bytes);
+  }
+  if (a.chromium.empty()) return;
+  auto load = [&](const std::string& url) {
+    std::string cmd = a.chromium +
+                      " --headless=new --no-sandbox --disable-gpu --no-first-run "
+                      "--user-data-dir=/tmp/cohort-cp-bench-chromium --virtual-time-budget=1000 "
+                      "--dump-dom '" +
+                      url + "' > /dev/null 2>&1";
+    auto t0 = Clock::now();
+    int rc = std::system(cmd.c_str());
+    (void)rc;
+    return Ms(Clock::now() - t0);
+  };
+  std::vector<double> blank, page;
+  for (int i = 0; i < 3; ++i) {
+    blank.push_back(load("about:blank"));
+    // A virtual-time budget below the page's poll interval: pending fetches pause virtual time,
+    // so the DOM is dumped once the first /api/jobs answered and the table is rendered.
+    page.push_back(load("http://127.0.0.1:" + std::to_string(a.http_port) + "/#/jobs"));
+    sim.PumpAgents(milliseconds(1));
+  }
+  std::printf(
+      "  dashboard jobs page in headless Chromium: median %.0f ms (about:blank %.0f ms: "
+      "the page itself ~%.0f ms)\n",
+      Percentile(page, 0.5), Percentile(blank, 0.5),
+      Percentile(page, 0.5) - Percentile(blank, 0.5));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
   std::string coordinator_args;
-  const std::string bad =
-      cohort::bench::ParseFlagPairs(argc, argv, 1,
-                                    {{"--coordinator", &a.coordinator},
-                                     {"--agents", &a.agents},
-                                     {"--gpus", &a.gpus},
-                                     {"--jobs", &a.jobs},
-                                     {"--latency-runs", &a.latency_runs},
-                                     {"--idle-seconds", &a.idle_seconds},
-                                     {"--port", &a.port},
-                                     {"--restart-runs", &a.restart_runs},
-                                     {"--coordinator-args", &coordinator_args}});
+  const std::string bad = cohort::bench::ParseFlagPairs(argc, argv, 1,
+                                                        {{"--coordinator", &a.coordinator},
+                                                         {"--agents", &a.agents},
+                                                         {"--gpus", &a.gpus},
+                                                         {"--jobs", &a.jobs},
+                                                         {"--latency-runs", &a.latency_runs},
+                                                         {"--idle-seconds", &a.idle_seconds},
+                                                         {"--port", &a.port},
+                                                         {"--restart-runs", &a.restart_runs},
+                                                         {"--coordinator-args", &coordinator_args},
+                                                         {"--http-port", &a.http_port},
+                                                         {"--scrape-ms", &a.scrape_ms},
+                                                         {"--chromium", &a.chromium}});
   if (!bad.empty()) {
     std::fprintf(stderr,
                  "cohort-control-plane-bench: %s\n"
                  "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
                  "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] "
-                 "[--restart-runs R] [--port P] [--coordinator-args \"FLAGS\"]\n",
+                 "[--restart-runs R] [--port P] [--coordinator-args \"FLAGS\"] "
+                 "[--http-port P [--scrape-ms N] [--chromium PATH]]\n",
                  bad.c_str());
     return 2;
   }
@@ -259,6 +321,9 @@ int main(int argc, char** argv) {
           "--client-endpoint",   client_ep,    "--agent-endpoint", agent_ep,
           "--heartbeat-timeout", "60s",        "--log-level",      "debug"};
       args.insert(args.end(), a.coordinator_args.begin(), a.coordinator_args.end());
+      if (a.http_port > 0) {
+        args.insert(args.end(), {"--http-endpoint", "127.0.0.1:" + std::to_string(a.http_port)});
+      }
       std::vector<char*> argv;
       for (auto& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
@@ -372,16 +437,42 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(sim.launches));
 
   // Idle window: every agent heartbeats once a second, the queue stays full.
+  // With --scrape-ms, a thread scrapes /metrics meanwhile, as Prometheus would.
+  std::atomic<bool> scraping{a.http_port > 0 && a.scrape_ms > 0};
+  std::atomic<int> scrapes{0}, scrape_failures{0};
+  std::atomic<size_t> scrape_bytes{0};
+  std::thread scraper([&] {
+    httplib::Client http("127.0.0.1", a.http_port);
+    while (scraping.load()) {
+      auto r = http.Get("/metrics");
+      if (r && r->status == 200) {
+        ++scrapes;
+        scrape_bytes = r->body.size();
+      } else {
+        ++scrape_failures;
+      }
+      std::this_thread::sleep_for(milliseconds(a.scrape_ms));
+    }
+  });
   ProcStat p0 = ReadProc(pid);
   auto i0 = Clock::now();
   while (Clock::now() - i0 < std::chrono::seconds(a.idle_seconds)) sim.PumpAgents(milliseconds(5));
   ProcStat p1 = ReadProc(pid);
   double idle_wall = Ms(Clock::now() - i0) / 1000.0;
+  scraping = false;
+  scraper.join();
   std::printf(
       "  coordinator with %d heartbeating agents and the queue full: CPU %.1f%% of one "
       "core over %.0f s, RSS %.1f MiB\n",
       a.agents, 100.0 * (p1.cpu_seconds - p0.cpu_seconds) / idle_wall, idle_wall,
       p1.rss_kb / 1024.0);
+  if (a.http_port > 0) {
+    std::printf(
+        "  HTTP endpoint on 127.0.0.1:%d; /metrics scraped every %d ms: %d scrapes "
+        "(%zu bytes each), %d failed\n",
+        a.http_port, a.scrape_ms, scrapes.load(), scrape_bytes.load(), scrape_failures.load());
+    DashboardTimings(a, sim);
+  }
 
   // The coordinator's own round timings from its debug log (the last stats line, before any
   // restart).

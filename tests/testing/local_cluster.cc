@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <stdexcept>
@@ -19,6 +20,7 @@ LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
     : binaries_(std::move(binaries)), options_(std::move(options)), dir_("cohort-cluster") {
   client_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
   agent_endpoint_ = "tcp://127.0.0.1:" + std::to_string(PickFreePort());
+  coordinator_http_port_ = PickFreePort();
   std::filesystem::create_directories(dir_.Join("state"));
   std::filesystem::create_directories(dir_.Join("scratch"));
   std::filesystem::create_directories(dir_.Join("logs"));
@@ -85,8 +87,15 @@ std::string LocalCluster::StartCoordinator(std::chrono::milliseconds timeout) {
       "--state-dir",       state_dir(),      "--heartbeat-timeout", options_.heartbeat_timeout,
       "--port-range",      port_range_};
   for (auto& arg : SecurityArgs(true, "")) args.push_back(std::move(arg));
-  for (const auto& arg : options_.coordinator_args) args.push_back(arg);
-  coordinator_ = std::make_unique<DaemonProcess>(binaries_.coordinator, args,
+  const auto& extra = options_.coordinator_args;
+  if (std::find(extra.begin(), extra.end(), "--http-endpoint") == extra.end()) {
+    args.insert(args.end(),
+                {"--http-endpoint", "127.0.0.1:" + std::to_string(coordinator_http_port_)});
+  } else {
+    coordinator_http_port_ = 0;
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  coordinator_ = std::make_unique<DaemonProcess>(binaries_.coordinator, std::move(args),
                                                  dir_.Join("logs/coordinator.log"));
   if (!coordinator_->Start()) return "cannot start " + binaries_.coordinator;
   auto client = Client(std::chrono::milliseconds(300));
@@ -117,6 +126,11 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   const std::string work_dir = dir_.Join("work/" + options.node_id);
   std::filesystem::create_directories(work_dir);
   std::vector<std::string> args = options.extra_args;
+  if (std::find(args.begin(), args.end(), "--http-endpoint") == args.end()) {
+    int port = PickFreePort();
+    agent_http_ports_[options.node_id] = port;
+    args.insert(args.begin(), {"--http-endpoint", "127.0.0.1:" + std::to_string(port)});
+  }
   args.insert(args.begin(),
               {"--coordinator", agent_endpoint_, "--node-id", options.node_id, "--gpus",
                std::to_string(options.gpus), "--cpus", std::to_string(options.cpus), "--memory-mb",

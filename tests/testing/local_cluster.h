@@ -40,7 +40,8 @@ struct ClusterOptions {
   // <node-id>.key, listed as agents/<node-id>.pub; Client()'s admin.key, listed as
   // clients/admin.pub.
   bool secure = false;
-  // More coordinator flags, appended to its command line.
+  // Appended to the coordinator's command line (with --http-endpoint among them, the cluster
+  // gives it none of its own and coordinator_http_port() is 0).
   std::vector<std::string> coordinator_args = {};
 };
 
@@ -78,6 +79,13 @@ class LocalCluster {
   std::string keys_dir() const { return dir_.Join("keys"); }
   const std::string& client_endpoint() const { return client_endpoint_; }
   const std::string& agent_endpoint() const { return agent_endpoint_; }
+  // The HTTP ports (127.0.0.1) of the coordinator and of an agent (0: the test gave its own
+  // --http-endpoint).
+  int coordinator_http_port() const { return coordinator_http_port_; }
+  int agent_http_port(const std::string& node_id) const {
+    auto it = agent_http_ports_.find(node_id);
+    return it == agent_http_ports_.end() ? 0 : it->second;
+  }
   std::string state_dir() const { return dir_.Join("state"); }
   // A scratch directory of this cluster for job files, outputs, markers.
   std::string scratch(const std::string& relative = "") const;
@@ -97,6 +105,8 @@ class LocalCluster {
   TempDir dir_;
   std::string client_endpoint_;
   std::string agent_endpoint_;
+  int coordinator_http_port_ = 0;
+  std::map<std::string, int> agent_http_ports_;
   std::unique_ptr<DaemonProcess> coordinator_;
   std::map<std::string, std::unique_ptr<DaemonProcess>> agents_;
   // --insecure, or the key flags of the coordinator (or of agent `node_id`).

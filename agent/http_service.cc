@@ -1,0 +1,234 @@
+#include "agent/http_service.h"
+
+#include <dlfcn.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/prometheus_text.h"
+
+namespace cohort::agent {
+namespace {
+
+using Type = PrometheusText::Type;
+
+double ReadNumber(const std::string& path) {
+  std::ifstream in(path);
+  double v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+// The few NVML declarations the samples need (nvml.h is not required to build the agent).
+using NvmlReturn = int;
+using NvmlDevice = void*;
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+struct NvmlUtilization {
+  unsigned int gpu, memory;
+};
+
+template <typename Fn>
+Fn Symbol(void* library, const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(library, name));
+}
+
+}  // namespace
+
+CgroupUsage ReadCgroupUsage(const std::string& path) {
+  CgroupUsage u;
+  {
+    std::ifstream in(path + "/cpu.stat");
+    std::string key;
+    double value = 0;
+    while (in >> key >> value) {
+      if (key == "usage_usec") u.cpu_seconds = value / 1e6;
+    }
+  }
+  u.memory_bytes = ReadNumber(path + "/memory.current");
+  std::ifstream io(path + "/io.stat");
+  if (io) {
+    u.io_read_bytes = 0;
+    u.io_write_bytes = 0;
+    std::string line;
+    while (std::getline(io, line)) {  // "8:0 rbytes=1 wbytes=2 rios=3 ..."
+      std::istringstream fields(line);
+      std::string field;
+      while (fields >> field) {
+        size_t eq = field.find('=');
+        if (eq == std::string::npos) continue;
+        std::string key = field.substr(0, eq);
+        double value = std::strtod(field.c_str() + eq + 1, nullptr);
+        if (key == "rbytes") u.io_read_bytes += value;
+        if (key == "wbytes") u.io_write_bytes += value;
+      }
+    }
+  }
+  return u;
+}
+
+StatusOr<std::vector<GpuSample>> ReadGpuSamples() {
+  void* library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    return Unavailable("NVML (libnvidia-ml.so.1) is not installed on this node");
+  }
+  auto init = Symbol<NvmlReturn (*)()>(library, "nvmlInit_v2");
+  auto shutdown = Symbol<NvmlReturn (*)()>(library, "nvmlShutdown");
+  auto count_fn = Symbol<NvmlReturn (*)(unsigned*)>(library, "nvmlDeviceGetCount_v2");
+  auto handle_fn =
+      Symbol<NvmlReturn (*)(unsigned, NvmlDevice*)>(library, "nvmlDeviceGetHandleByIndex_v2");
+  auto memory_fn =
+      Symbol<NvmlReturn (*)(NvmlDevice, NvmlMemory*)>(library, "nvmlDeviceGetMemoryInfo");
+  auto util_fn = Symbol<NvmlReturn (*)(NvmlDevice, NvmlUtilization*)>(
+      library, "nvmlDeviceGetUtilizationRates");
+  auto uuid_fn = Symbol<NvmlReturn (*)(NvmlDevice, char*, unsigned)>(library, "nvmlDeviceGetUUID");
+  if (!init || !shutdown || !count_fn || !handle_fn || !memory_fn || !util_fn || !uuid_fn) {
+    ::dlclose(library);
+    return Unavailable("libnvidia-ml.so.1 lacks the functions needed");
+  }
+  if (NvmlReturn rc = init(); rc != 0) {
+    ::dlclose(library);
+    return Unavailable("nvmlInit_v2 failed with NVML error " + std::to_string(rc));
+  }
+  std::vector<GpuSample> out;
+  Status status = Status::Ok();
+  unsigned count = 0;
+  if (NvmlReturn rc = count_fn(&count); rc != 0) {
+    status = Unavailable("nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(rc));
+  }
+  for (unsigned i = 0; status.ok() && i < count; ++i) {
+    NvmlDevice device = nullptr;
+    NvmlMemory memory{};
+    NvmlUtilization util{};
+    char uuid[96] = {0};
+    if (handle_fn(i, &device) != 0 || memory_fn(device, &memory) != 0 ||
+        util_fn(device, &util) != 0) {
+      status = Unavailable("NVML could not read GPU " + std::to_string(i));
+      break;
+    }
+    uuid_fn(device, uuid, sizeof uuid - 1);
+    out.push_back(GpuSample{static_cast<int>(i), uuid, static_cast<double>(util.gpu),
+                            static_cast<double>(memory.used), static_cast<double>(memory.total)});
+  }
+  shutdown();
+  ::dlclose(library);
+  if (!status.ok()) return status;
+  return out;
+}
+
+std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
+  PrometheusText t;
+  std::string no_cgroups =
+      s.cgroups ? ""
+                : " No samples: replicas on this node have no cgroup (" + s.cgroups_reason + ").";
+  std::vector<std::pair<const AttemptView*, CgroupUsage>> usage;
+  for (const AttemptView& a : s.attempts) {
+    if (!a.cgroup.empty()) usage.emplace_back(&a, ReadCgroupUsage(a.cgroup));
+  }
+  auto labels = [&s](const AttemptView& a) -> PrometheusLabels {
+    return {{"node", s.node_id},
+            {"job", a.job},
+            {"replica", a.replica},
+            {"attempt", std::to_string(a.attempt)}};
+  };
+  auto family = [&](const char* name, Type type, const std::string& help,
+                    double CgroupUsage::*field) {
+    t.Family(name, type, help + no_cgroups);
+    for (const auto& [a, u] : usage) {
+      if (u.*field >= 0) t.Sample(name, labels(*a), u.*field);
+    }
+  };
+  family("cohort_replica_cpu_seconds_total", Type::kCounter,
+         "CPU time used by a replica attempt's processes (cgroup cpu.stat usage_usec).",
+         &CgroupUsage::cpu_seconds);
+  family("cohort_replica_memory_bytes", Type::kGauge,
+         "Memory used by a replica attempt's processes (cgroup memory.current; none where the "
+         "memory controller is not enabled for the agent's cgroups).",
+         &CgroupUsage::memory_bytes);
+  family("cohort_replica_io_read_bytes_total", Type::kCounter,
+         "Bytes read from block devices by a replica attempt (cgroup io.stat rbytes; none "
+         "where the io controller is not enabled).",
+         &CgroupUsage::io_read_bytes);
+  family("cohort_replica_io_write_bytes_total", Type::kCounter,
+         "Bytes written to block devices by a replica attempt (cgroup io.stat wbytes; none "
+         "where the io controller is not enabled).",
+         &CgroupUsage::io_write_bytes);
+
+  auto gpus = ReadGpuSamples();
+  std::string no_gpus = gpus.ok() ? "" : " No samples: " + gpus.status().message() + ".";
+  std::map<int, const AttemptView*> owner;
+  for (const AttemptView& a : s.attempts) {
+    for (int g : a.gpus) owner[g] = &a;
+  }
+  auto gpu_labels = [&](const GpuSample& g) -> PrometheusLabels {
+    auto it = owner.find(g.index);
+    return {{"node", s.node_id},
+            {"gpu", std::to_string(g.index)},
+            {"uuid", g.uuid},
+            {"job", it == owner.end() ? "" : it->second->job},
+            {"replica", it == owner.end() ? "" : it->second->replica}};
+  };
+  t.Family("cohort_gpu_utilization_percent", Type::kGauge,
+           "GPU utilisation over NVML's last sample period, with the replica it is assigned "
+           "to." +
+               no_gpus);
+  if (gpus.ok()) {
+    for (const GpuSample& g : *gpus) {
+      t.Sample("cohort_gpu_utilization_percent", gpu_labels(g), g.utilization);
+    }
+  }
+  t.Family("cohort_gpu_memory_used_bytes", Type::kGauge,
+           "GPU memory in use (NVML), with the replica the GPU is assigned to." + no_gpus);
+  if (gpus.ok()) {
+    for (const GpuSample& g : *gpus) {
+      t.Sample("cohort_gpu_memory_used_bytes", gpu_labels(g), g.memory_used_bytes);
+    }
+  }
+  t.Family("cohort_gpu_memory_total_bytes", Type::kGauge, "GPU memory (NVML)." + no_gpus);
+  if (gpus.ok()) {
+    for (const GpuSample& g : *gpus) {
+      t.Sample("cohort_gpu_memory_total_bytes", gpu_labels(g), g.memory_total_bytes);
+    }
+  }
+
+  t.Family("cohort_agent_replicas", Type::kGauge, "Replica attempts running on this node.");
+  t.Sample("cohort_agent_replicas", {{"node", s.node_id}}, s.attempts.size());
+  t.Family("cohort_agent_attempts_started_total", Type::kCounter,
+           "Replica attempts this agent launched (since it started).");
+  t.Sample("cohort_agent_attempts_started_total", {{"node", s.node_id}}, s.attempts_started);
+  t.Family("cohort_agent_log_bytes_shipped_total", Type::kCounter,
+           "Replica log bytes the coordinator acknowledged (since the agent started).");
+  t.Sample("cohort_agent_log_bytes_shipped_total", {{"node", s.node_id}}, s.log_bytes_shipped);
+  return t.Take();
+}
+
+StatusOr<std::unique_ptr<AgentHttp>> AgentHttp::Start(const HttpEndpoint& endpoint,
+                                                      const std::string& token) {
+  std::unique_ptr<AgentHttp> h(new AgentHttp());
+  AgentHttp* self = h.get();
+  std::map<std::string, HttpHandler> routes = {
+      {"/metrics", [self](const HttpRequest&) {
+         std::shared_ptr<const AgentSnapshot> s;
+         {
+           std::lock_guard<std::mutex> lock(self->mu_);
+           s = self->snapshot_;
+         }
+         if (!s) return HttpResponse{503, "text/plain; charset=utf-8", "the agent is starting\n"};
+         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*s)};
+       }}};
+  HttpServerOptions options;
+  options.endpoint = endpoint;
+  options.token = token;
+  options.threads = 2;
+  COHORT_ASSIGN_OR_RETURN(h->server_, HttpServer::Start(options, std::move(routes)));
+  return h;
+}
+
+void AgentHttp::Publish(std::shared_ptr<const AgentSnapshot> snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot_ = std::move(snapshot);
+}
+
+}  // namespace cohort::agent

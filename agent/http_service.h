@@ -1,0 +1,79 @@
+// AgentHttp is the agent's HTTP endpoint (DESIGN.md "HTTP"; --http-endpoint, default
+// 127.0.0.1:7481, "none" turns it off): /metrics in the Prometheus text format, per replica
+// attempt running here
+//   CPU seconds, memory bytes and I/O bytes read from the attempt's cgroup (cpu.stat usage_usec,
+//   memory.current, io.stat rbytes/wbytes) at scrape time; where the agent has no cgroups the
+//   families' HELP says so and no sample is written (nothing is estimated);
+//   GPU utilisation and memory through NVML (loaded at run time) per GPU, labelled with the
+//   replica it is assigned to; without NVML the HELP says why and no sample is written;
+// and the agent's log bytes shipped (acked by the coordinator) and attempts started.
+// Everything comes from the AgentSnapshot the loop publishes (Publish) and from files read on
+// the server's threads, never from the loop's state.
+//
+// Thread safety: Publish from the agent loop; requests on the server's threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/http_server.h"
+#include "common/status.h"
+
+namespace cohort::agent {
+
+struct AttemptView {
+  std::string job;
+  std::string replica;
+  int attempt = 0;
+  std::string cgroup;  // empty: none
+  std::vector<int> gpus;
+};
+
+struct AgentSnapshot {
+  std::string node_id;
+  std::vector<AttemptView> attempts;  // live attempts
+  bool cgroups = false;               // replicas get cgroups on this node
+  std::string cgroups_reason;         // why not
+  uint64_t log_bytes_shipped = 0;     // since the agent started
+  uint64_t attempts_started = 0;      // since the agent started
+};
+
+// Per-cgroup usage; a field is -1 when its file is absent or unreadable.
+struct CgroupUsage {
+  double cpu_seconds = -1;
+  double memory_bytes = -1;
+  double io_read_bytes = -1;
+  double io_write_bytes = -1;
+};
+CgroupUsage ReadCgroupUsage(const std::string& path);
+
+struct GpuSample {
+  int index = 0;
+  std::string uuid;
+  double utilization = 0;  // percent, over NVML's last sample period
+  double memory_used_bytes = 0;
+  double memory_total_bytes = 0;
+};
+// Every GPU's sample through NVML; kUnavailable saying why when NVML is absent or fails.
+StatusOr<std::vector<GpuSample>> ReadGpuSamples();
+
+class AgentHttp {
+ public:
+  static StatusOr<std::unique_ptr<AgentHttp>> Start(const HttpEndpoint& endpoint,
+                                                    const std::string& token);
+  void Publish(std::shared_ptr<const AgentSnapshot> snapshot);
+  std::string url() const { return server_->url(); }
+
+  static std::string RenderMetrics(const AgentSnapshot& s);
+
+ private:
+  AgentHttp() = default;
+  mutable std::mutex mu_;
+  std::shared_ptr<const AgentSnapshot> snapshot_;  // guarded by mu_
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace cohort::agent

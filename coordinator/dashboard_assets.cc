@@ -1,0 +1,265 @@
+#include "coordinator/dashboard_assets.h"
+
+namespace cohort::coordinator {
+
+const char kDashboardHtml[] = R"html(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Cohort</title>
+<link rel="stylesheet" href="style.css">
+<script src="static/chart.js"></script>
+</head>
+<body>
+<header>
+  <span class="brand">Cohort</span>
+  <nav>
+    <a href="#/jobs" id="nav-jobs">Jobs</a>
+    <a href="#/nodes" id="nav-nodes">Nodes</a>
+    <a href="#/studies" id="nav-studies">Studies</a>
+    <a href="#/queues" id="nav-queues">Queues</a>
+  </nav>
+  <span id="updated"></span>
+</header>
+<main id="main">Loading…</main>
+<script src="app.js"></script>
+</body>
+</html>
+)html";
+
+const char kDashboardCss[] = R"css(
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; background: #fafafa; }
+header { background: #243447; color: #fff; padding: 8px 16px; display: flex; gap: 24px;
+         align-items: center; }
+header a { color: #cfe3ff; margin-right: 16px; text-decoration: none; }
+header a.active { color: #fff; font-weight: bold; }
+.brand { font-weight: bold; font-size: 18px; }
+#updated { margin-left: auto; font-size: 12px; color: #9ab; }
+main { padding: 16px; }
+table { border-collapse: collapse; width: 100%; background: #fff; margin-bottom: 16px; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 8px; text-align: left; font-size: 13px; }
+th { background: #f0f2f5; }
+.state-RUNNING, .state-READY { color: #0a7d32; }
+.state-FAILED, .state-LOST { color: #c62828; }
+.state-SUCCEEDED { color: #1565c0; }
+.state-QUEUED, .state-PENDING, .state-STARTING { color: #8d6e00; }
+.filters { margin-bottom: 12px; display: flex; gap: 8px; }
+pre.log { background: #111; color: #ddd; padding: 8px; max-height: 320px; overflow: auto;
+          font-size: 12px; }
+.chart { background: #fff; max-width: 900px; height: 320px; margin-bottom: 16px; }
+.error { color: #c62828; }
+)css";
+
+const char kDashboardJs[] = R"js(
+'use strict';
+// The token the page was opened with (?token=...), handed on to every API call.
+const TOKEN = new URLSearchParams(location.search).get('token');
+const POLL_MS = 2000;
+let timer = null;
+let charts = [];
+
+function api(path) {
+  let url = 'api/' + path;
+  if (TOKEN) url += (url.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(TOKEN);
+  return fetch(url).then(r => r.ok ? r.json() : r.text().then(t => { throw new Error(t); }));
+}
+function esc(s) {
+  return String(s === undefined || s === null ? '' : s).replace(/[&<>"']/g,
+      c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+}
+function when(ms) { return ms > 0 ? new Date(ms).toLocaleString() : ''; }
+function dur(ms) {
+  if (!(ms > 0)) return '';
+  const s = Math.round(ms / 1000);
+  if (s < 120) return s + 's';
+  if (s < 7200) return Math.round(s / 60) + 'm';
+  return (s / 3600).toFixed(1) + 'h';
+}
+function st(s) { return '<span class="state-' + esc(s) + '">' + esc(s) + '</span>'; }
+function table(headers, rows, id) {
+  return '<table' + (id ? ' id="' + id + '"' : '') + '><thead><tr>' +
+      headers.map(h => '<th>' + esc(h) + '</th>').join('') + '</tr></thead><tbody>' +
+      rows.map(r => '<tr>' + r.map(c => '<td>' + c + '</td>').join('') + '</tr>').join('') +
+      '</tbody></table>';
+}
+function link(hash, text) { return '<a href="#/' + hash + '">' + esc(text) + '</a>'; }
+function setMain(html) { document.getElementById('main').innerHTML = html; }
+function stamp() {
+  document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+}
+function destroyCharts() { charts.forEach(c => c.destroy()); charts = []; }
+
+// Curves: one dataset per (series label), x = step.
+function drawChart(canvasId, title, datasets) {
+  const canvas = document.getElementById(canvasId);
+  if (!canvas || typeof Chart === 'undefined') return;
+  charts.push(new Chart(canvas.getContext('2d'), {
+    type: 'line',
+    data: {datasets: datasets},
+    options: {animation: false, responsive: true, maintainAspectRatio: false,
+              parsing: false, plugins: {title: {display: true, text: title}},
+              scales: {x: {type: 'linear', title: {display: true, text: 'step'}}}}
+  }));
+  canvas.dataset.drawn = datasets.reduce((n, d) => n + d.data.length, 0);
+}
+const COLORS = ['#1565c0', '#c62828', '#2e7d32', '#ef6c00', '#6a1b9a', '#00838f', '#5d4037'];
+function seriesByTag(points, prefix) {
+  const tags = {};
+  points.forEach(p => { (tags[p.tag] = tags[p.tag] || []).push({x: p.step, y: p.value}); });
+  return Object.keys(tags).sort().map((t, i) => ({
+    label: (prefix || '') + t, data: tags[t].sort((a, b) => a.x - b.x),
+    borderColor: COLORS[i % COLORS.length], pointRadius: 2, borderWidth: 1.5}));
+}
+
+const views = {
+  jobs(args, params) {
+    const q = new URLSearchParams();
+    ['state', 'queue', 'user', 'name'].forEach(k => { if (params.get(k)) q.set(k, params.get(k)); });
+    q.set('limit', params.get('limit') || '200');
+    return api('jobs?' + q.toString()).then(d => {
+      const f = k => esc(params.get(k) || '');
+      setMain('<h2>Jobs</h2><form class="filters" id="filters">' +
+          '<select name="state"><option value="">any state</option>' +
+          ['QUEUED', 'PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLING', 'CANCELLED']
+              .map(s => '<option' + (params.get('state') === s ? ' selected' : '') + '>' + s +
+                        '</option>').join('') + '</select>' +
+          '<input name="queue" placeholder="queue" value="' + f('queue') + '">' +
+          '<input name="user" placeholder="user" value="' + f('user') + '">' +
+          '<input name="name" placeholder="name contains" value="' + f('name') + '">' +
+          '<button>Filter</button></form>' +
+          '<p id="job-count">' + d.total + ' jobs' + (d.total > d.jobs.length ?
+              ' (newest ' + d.jobs.length + ' shown)' : '') + '</p>' +
+          table(['Name', 'State', 'Queue', 'User', 'Replicas', 'GPUs', 'Restarts', 'Submitted',
+                 'Ran for', 'Message'],
+                d.jobs.map(j => [link('job/' + j.name, j.name), st(j.state), esc(j.queue),
+                                 esc(j.user), j.replicas, j.gpus, j.restarts,
+                                 when(j.create_time_ms),
+                                 dur((j.end_time_ms || Date.now()) - (j.start_time_ms || Date.now())),
+                                 esc(j.message)]), 'jobs'));
+      document.getElementById('filters').onsubmit = e => {
+        e.preventDefault();
+        const p = new URLSearchParams(new FormData(e.target));
+        [...p.keys()].forEach(k => { if (!p.get(k)) p.delete(k); });
+        location.hash = '#/jobs?' + p.toString();
+      };
+    });
+  },
+  job(args, params) {
+    const name = args[0];
+    const replica = params.get('replica') || 'chief-0';
+    return Promise.all([api('jobs/' + encodeURIComponent(name)),
+                        api('jobs/' + encodeURIComponent(name) + '/metrics'),
+                        api('jobs/' + encodeURIComponent(name) + '/log?replica=' +
+                            encodeURIComponent(replica))]).then(([j, m, log]) => {
+      destroyCharts();
+      setMain('<h2 id="job-name">' + esc(j.name) + ' ' + st(j.state) + '</h2>' +
+          '<p>' + esc(j.message) + '</p>' +
+          '<p>queue ' + esc(j.queue) + ' · user ' + esc(j.user) + ' · restarts ' + j.restarts +
+          '/' + j.max_restarts + ' · submitted ' + when(j.create_time_ms) +
+          (j.end_time_ms ? ' · ended ' + when(j.end_time_ms) : '') + '</p>' +
+          '<h3>Replicas</h3>' +
+          table(['Replica', 'State', 'Node', 'Attempt', 'GPUs', 'Exit', 'Message', 'Log'],
+                j.replica_list.map(r => [esc(r.name), st(r.state), esc(r.node), r.attempt,
+                                         esc(r.gpus.join(',')), r.exit_code >= 0 ? r.exit_code : '',
+                                         esc(r.message),
+                                         link('job/' + j.name + '?replica=' + r.name, 'log')]),
+                'replicas') +
+          (m.points.length ? '<h3>Metrics</h3><div class="chart"><canvas id="job-curve">' +
+                                 '</canvas></div>' : '') +
+          '<h3>Log of ' + esc(replica) + ' (attempt ' + log.attempt + ', tail)</h3>' +
+          '<pre class="log" id="log">' + esc(log.text) + '</pre>' +
+          '<h3>Events</h3>' +
+          table(['Time', 'Event'], j.events.slice().reverse().map(e => [when(e.time_ms),
+                                                                        esc(e.message)]),
+                'events'));
+      if (m.points.length) drawChart('job-curve', j.name, seriesByTag(m.points));
+      const pre = document.getElementById('log');
+      pre.scrollTop = pre.scrollHeight;
+    });
+  },
+  nodes() {
+    return api('nodes').then(nodes => setMain('<h2>Nodes</h2>' + table(
+        ['Node', 'State', 'Address', 'GPUs (used/total)', 'CPUs', 'Memory (MiB)', 'Heartbeat',
+         'Replicas'],
+        nodes.map(n => [esc(n.node_id), st(n.state), esc(n.address),
+                        n.gpus_allocated + '/' + n.gpus, n.cpus, n.memory_mb,
+                        (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',
+                        n.replicas.map(r => link('job/' + r.split('/')[0], r)).join(' ')]),
+        'nodes')));
+  },
+  studies() {
+    return api('studies').then(studies => setMain('<h2>Studies</h2>' + table(
+        ['Study', 'State', 'Metric', 'Goal', 'Algorithm', 'Trials', 'Best trial', 'Message'],
+        studies.map(s => [link('study/' + s.name, s.name), st(s.state), esc(s.metric),
+                          esc(s.goal), esc(s.algorithm), s.trials.length + '/' + s.max_trials,
+                          esc(s.best_trial), esc(s.message)]), 'studies')));
+  },
+  study(args) {
+    return api('studies/' + encodeURIComponent(args[0])).then(s => {
+      destroyCharts();
+      const best = s.trials.find(t => t.id === s.best_trial);
+      setMain('<h2 id="study-name">' + esc(s.name) + ' ' + st(s.state) + '</h2>' +
+          '<p>' + esc(s.goal) + ' ' + esc(s.metric) + ' · ' + esc(s.algorithm) +
+          (best ? ' · best trial <b id="best-trial">' + esc(best.id) + '</b> (' +
+                      best.final_metric + ')' : '') + '</p>' +
+          '<div class="chart"><canvas id="study-curve"></canvas></div>' +
+          table(['Trial', 'State', 'Parameters', s.metric, 'Steps', 'Job', 'Message'],
+                s.trials.map(t => [esc(t.id) + (t.id === s.best_trial ? ' ★' : ''), st(t.state),
+                                   esc(t.parameters.map(p => p.key + '=' + p.value).join(' ')),
+                                   t.has_final_metric ? t.final_metric : '', t.steps,
+                                   link('job/' + t.job, t.job), esc(t.message)]),
+                'trials'));
+      const datasets = [];
+      s.trials.forEach((t, i) => {
+        const pts = t.points.filter(p => p.tag === s.metric)
+                        .map(p => ({x: p.step, y: p.value})).sort((a, b) => a.x - b.x);
+        if (pts.length) {
+          datasets.push({label: 'trial ' + t.id + (t.state === 'STOPPED' ? ' (stopped)' : ''),
+                         data: pts, borderColor: COLORS[i % COLORS.length], pointRadius: 2,
+                         borderWidth: 1.5, borderDash: t.state === 'STOPPED' ? [4, 3] : []});
+        }
+      });
+      drawChart('study-curve', s.metric + ' per trial', datasets);
+    });
+  },
+  queues() {
+    return api('queues').then(qs => setMain('<h2>Queues</h2>' + table(
+        ['Queue', 'Queued', 'Pending', 'Running', 'Succeeded', 'Failed', 'Cancelled',
+         'GPUs allocated'],
+        qs.map(q => [link('jobs?queue=' + q.name, q.name), q.jobs.QUEUED, q.jobs.PENDING,
+                     q.jobs.RUNNING, q.jobs.SUCCEEDED, q.jobs.FAILED, q.jobs.CANCELLED,
+                     q.gpus_allocated]), 'queues')));
+  },
+};
+
+function route() {
+  clearTimeout(timer);
+  const hash = location.hash.replace(/^#\/?/, '') || 'jobs';
+  const [path, query] = hash.split('?');
+  const parts = path.split('/').map(decodeURIComponent);
+  const view = views[parts[0]] || views.jobs;
+  document.querySelectorAll('header nav a').forEach(a => {
+    a.classList.toggle('active', a.id === 'nav-' + parts[0] ||
+                                 (a.id === 'nav-jobs' && parts[0] === 'job') ||
+                                 (a.id === 'nav-studies' && parts[0] === 'study'));
+  });
+  const current = location.hash;
+  view(parts.slice(1), new URLSearchParams(query || '')).then(stamp).catch(e => {
+    setMain('<p class="error">' + esc(e.message) + '</p>');
+  }).finally(() => {
+    // Poll the page shown; while a form field has the focus (typing a filter), wait.
+    timer = setTimeout(function tick() {
+      if (location.hash !== current) return;
+      if (document.activeElement && document.activeElement.form) {
+        timer = setTimeout(tick, POLL_MS);
+        return;
+      }
+      route();
+    }, POLL_MS);
+  });
+}
+window.addEventListener('hashchange', route);
+route();
+)js";
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,451 @@
+#include "coordinator/http_service.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "coordinator/dashboard_assets.h"
+#include "coordinator/job_usage.h"
+#include "coordinator/log_store.h"
+
+namespace cohort::coordinator {
+namespace {
+
+using json = nlohmann::json;
+using Type = PrometheusText::Type;
+
+constexpr const char* kChartJsPath = "/usr/share/javascript/chart.js/chart.min.js";
+
+const JobState kJobStates[] = {JobState::QUEUED,    JobState::PENDING, JobState::RUNNING,
+                               JobState::SUCCEEDED, JobState::FAILED,  JobState::CANCELLING,
+                               JobState::CANCELLED};
+
+HttpResponse Json(const json& j, int status = 200) {
+  return {status, "application/json", j.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+HttpResponse NotFoundJson(const std::string& what) { return Json(json{{"error", what}}, 404); }
+
+json JobSummaryJson(const JobView& v) {
+  const JobRecord& j = v.job;
+  return {{"name", j.name},
+          {"state", wire::EnumNameJobState(j.state)},
+          {"message",
+           j.state == JobState::QUEUED && !j.waiting_reason.empty() ? j.waiting_reason : j.message},
+          {"queue", JobQueue(j)},
+          {"user", JobUser(j)},
+          {"create_time_ms", j.create_time_ms},
+          {"start_time_ms", j.start_time_ms},
+          {"running_time_ms", v.running_time_ms},
+          {"end_time_ms", j.end_time_ms},
+          {"restarts", j.restarts},
+          {"replicas", j.replicas.size()},
+          {"gpus", JobGpus(j)},
+          {"study", j.study},
+          {"trial_id", j.trial_id}};
+}
+
+json JobDetailJson(const JobView& v) {
+  json out = JobSummaryJson(v);
+  const JobRecord& j = v.job;
+  out["max_restarts"] = j.spec.scheduling.max_restarts;
+  out["output_dir"] = j.output_dir;
+  out["spec_yaml"] = j.spec_yaml;
+  json replicas = json::array();
+  for (const ReplicaRecord& r : j.replicas) {
+    replicas.push_back({{"name", r.name},
+                        {"state", wire::EnumNameReplicaState(r.state)},
+                        {"node", r.node_id.empty() ? r.last_node : r.node_id},
+                        {"attempt", r.attempt},
+                        {"gpus", r.gpus},
+                        {"port", r.port},
+                        {"exit_code", r.exit_code},
+                        {"signal", r.signal},
+                        {"message", r.message},
+                        {"state_time_ms", r.state_time_ms}});
+  }
+  out["replica_list"] = std::move(replicas);
+  json events = json::array();
+  for (const JobEventRecord& e : j.events) {
+    events.push_back({{"time_ms", e.time_ms}, {"message", e.message}});
+  }
+  out["events"] = std::move(events);
+  return out;
+}
+
+json SeriesJson(const TrainingSeries* series) {
+  json points = json::array();
+  if (series == nullptr) return points;
+  for (const TrainingMetric& m : *series) {
+    points.push_back({{"step", m.step},
+                      {"time_ms", m.time_ms},
+                      {"tag", m.tag},
+                      {"value", m.value},
+                      {"replica", m.replica}});
+  }
+  return points;
+}
+
+// GPUs held by replicas that are placed and not final, per node.
+std::map<std::string, int> GpusHeld(const CoordinatorSnapshot& s) {
+  std::map<std::string, int> held;
+  for (const auto& [name, v] : *s.jobs) {
+    if (v->job.finished() && !v->job.replicas.empty()) {
+      bool any = false;
+      for (const ReplicaRecord& r : v->job.replicas) any |= r.placed() && !IsFinal(r.state);
+      if (!any) continue;
+    }
+    for (const ReplicaRecord& r : v->job.replicas) {
+      if (r.placed() && !IsFinal(r.state)) held[r.node_id] += static_cast<int>(r.gpus.size());
+    }
+  }
+  return held;
+}
+
+}  // namespace
+
+int64_t RunningTimeMs(const JobRecord& job) {
+  for (const JobEventRecord& e : job.events) {
+    if (e.message.rfind("running:", 0) == 0) return e.time_ms;
+  }
+  return 0;
+}
+
+StatusOr<std::unique_ptr<CoordinatorHttp>> CoordinatorHttp::Start(const HttpEndpoint& endpoint,
+                                                                  const std::string& token) {
+  std::unique_ptr<CoordinatorHttp> h(new CoordinatorHttp());
+  CoordinatorHttp* self = h.get();
+  auto bind = [self](HttpResponse (CoordinatorHttp::*fn)(const HttpRequest&) const) {
+    return [self, fn](const HttpRequest& r) { return (self->*fn)(r); };
+  };
+  std::map<std::string, HttpHandler> routes = {
+      {"/metrics", bind(&CoordinatorHttp::Metrics)},
+      {"/api/jobs", bind(&CoordinatorHttp::Jobs)},
+      {"/api/jobs/*", bind(&CoordinatorHttp::Job)},
+      {"/api/nodes", bind(&CoordinatorHttp::Nodes)},
+      {"/api/studies", bind(&CoordinatorHttp::Studies)},
+      {"/api/studies/*", bind(&CoordinatorHttp::Studies)},
+      {"/api/queues", bind(&CoordinatorHttp::Queues)},
+      {"/*", bind(&CoordinatorHttp::Static)},
+  };
+  HttpServerOptions options;
+  options.endpoint = endpoint;
+  options.token = token;
+  options.threads = 8;
+  // The dashboard's page, script, style and Chart.js hold no data: a browser loads them before
+  // its script can add the token to its API calls.
+  options.public_paths = {"/", "/index.html", "/app.js", "/style.css", "/static/chart.js"};
+  COHORT_ASSIGN_OR_RETURN(h->server_, HttpServer::Start(options, std::move(routes)));
+  return h;
+}
+
+void CoordinatorHttp::Publish(std::shared_ptr<const CoordinatorSnapshot> snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot_ = std::move(snapshot);
+}
+
+std::shared_ptr<const CoordinatorSnapshot> CoordinatorHttp::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshot_;
+}
+
+std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
+  PrometheusText t;
+  // ---- jobs, derived from the stored jobs
+  std::map<std::string, std::map<JobState, uint64_t>> by_queue;
+  uint64_t restarts = 0;
+  Histogram queue_wait(DurationBucketsSeconds()), to_running(DurationBucketsSeconds());
+  for (const auto& [name, v] : *s.jobs) {
+    const JobRecord& j = v->job;
+    ++by_queue[JobQueue(j)][j.state];
+    restarts += j.restarts;
+    if (j.start_time_ms > 0) queue_wait.Observe((j.start_time_ms - j.create_time_ms) / 1000.0);
+    if (v->running_time_ms > 0)
+      to_running.Observe((v->running_time_ms - j.create_time_ms) / 1000.0);
+  }
+  if (by_queue.empty()) by_queue["default"];
+  t.Family("cohort_jobs", Type::kGauge, "Jobs held by the coordinator, by state and queue.");
+  for (const auto& [queue, states] : by_queue) {
+    for (JobState st : kJobStates) {
+      auto it = states.find(st);
+      t.Sample("cohort_jobs", {{"state", wire::EnumNameJobState(st)}, {"queue", queue}},
+               it == states.end() ? 0 : it->second);
+    }
+  }
+  t.Family("cohort_jobs_submitted_total", Type::kCounter,
+           "Jobs submitted, by queue (derived from the state store: monotonic across restarts).");
+  for (const auto& [queue, states] : by_queue) {
+    uint64_t n = 0;
+    for (const auto& [st, c] : states) n += c;
+    t.Sample("cohort_jobs_submitted_total", {{"queue", queue}}, n);
+  }
+  t.Family("cohort_jobs_finished_total", Type::kCounter,
+           "Jobs that reached a final state, by state and queue (derived from the state store: "
+           "monotonic across restarts).");
+  for (const auto& [queue, states] : by_queue) {
+    for (JobState st : {JobState::SUCCEEDED, JobState::FAILED, JobState::CANCELLED}) {
+      auto it = states.find(st);
+      t.Sample("cohort_jobs_finished_total",
+               {{"state", wire::EnumNameJobState(st)}, {"queue", queue}},
+               it == states.end() ? 0 : it->second);
+    }
+  }
+  t.Family("cohort_job_restarts_total", Type::kCounter,
+           "Restarts spent by all jobs (derived from the state store: monotonic across restarts).");
+  t.Sample("cohort_job_restarts_total", restarts);
+  t.Family("cohort_restarts_total", Type::kCounter,
+           "Restarts by the cause of their incident: preemption, node_loss, exit_code, stopped "
+           "(counted since the coordinator started).");
+  for (const char* cause : {"preemption", "node_loss", "exit_code", "stopped"}) {
+    auto it = s.counters.restarts_by_cause.find(cause);
+    t.Sample("cohort_restarts_total", {{"cause", cause}},
+             it == s.counters.restarts_by_cause.end() ? 0 : it->second);
+  }
+  t.Family("cohort_queue_wait_seconds", Type::kHistogram,
+           "Time from submit to first placement of every job placed (derived from the state "
+           "store).");
+  t.WriteHistogram("cohort_queue_wait_seconds", {}, queue_wait);
+  t.Family("cohort_submit_to_running_seconds", Type::kHistogram,
+           "Time from submit until every replica first ran (derived from the state store).");
+  t.WriteHistogram("cohort_submit_to_running_seconds", {}, to_running);
+
+  // ---- nodes and GPUs
+  uint64_t ready = 0, lost = 0, draining = 0, gpus_total = 0;
+  for (const NodeRecord& n : s.nodes) {
+    if (!n.ready) {
+      ++lost;
+    } else if (n.draining) {
+      ++draining;
+    } else {
+      ++ready;
+    }
+    if (n.ready) gpus_total += n.gpus.size();
+  }
+  uint64_t gpus_held = 0;
+  for (const auto& [node, n] : GpusHeld(s)) gpus_held += n;
+  t.Family("cohort_nodes", Type::kGauge, "Registered nodes by state (ready, draining, lost).");
+  t.Sample("cohort_nodes", {{"state", "ready"}}, ready);
+  t.Sample("cohort_nodes", {{"state", "draining"}}, draining);
+  t.Sample("cohort_nodes", {{"state", "lost"}}, lost);
+  t.Family("cohort_gpus", Type::kGauge,
+           "GPUs of the nodes that are not lost (state=total), and those held by replicas "
+           "(state=allocated).");
+  t.Sample("cohort_gpus", {{"state", "total"}}, gpus_total);
+  t.Sample("cohort_gpus", {{"state", "allocated"}}, gpus_held);
+
+  // ---- the loop
+  t.Family("cohort_schedule_round_seconds", Type::kHistogram,
+           "Wall time of each scheduling round (since the coordinator started).");
+  t.WriteHistogram("cohort_schedule_round_seconds", {}, s.counters.round_seconds);
+  t.Family("cohort_store_commit_seconds", Type::kHistogram,
+           "Time of each state store commit that wrote something (since the coordinator "
+           "started).");
+  t.WriteHistogram("cohort_store_commit_seconds", {}, s.counters.commit_seconds);
+  t.Family("cohort_requests_total", Type::kCounter,
+           "Requests read, by endpoint (client, agent) and message type (since the coordinator "
+           "started).");
+  for (const auto& [key, n] : s.counters.requests) {
+    t.Sample("cohort_requests_total", {{"endpoint", key.first}, {"type", key.second}}, n);
+  }
+  t.Family("cohort_request_errors_total", Type::kCounter,
+           "Error replies sent, by endpoint and status code (since the coordinator started).");
+  for (const auto& [key, n] : s.counters.errors) {
+    t.Sample("cohort_request_errors_total", {{"endpoint", key.first}, {"code", key.second}}, n);
+  }
+  t.Family("cohort_bad_frames_total", Type::kCounter,
+           "Frames that did not verify (since the coordinator started).");
+  t.Sample("cohort_bad_frames_total", s.counters.bad_frames);
+  t.Family("cohort_requests_refused_total", Type::kCounter,
+           "Requests refused over --max-requests-per-peer (since the coordinator started).");
+  t.Sample("cohort_requests_refused_total", s.counters.refused);
+  t.Family("cohort_store_rollbacks_total", Type::kCounter,
+           "Loop passes whose commit failed and were rolled back (since the coordinator "
+           "started).");
+  t.Sample("cohort_store_rollbacks_total", s.counters.rolled_back);
+  t.Family("cohort_coordinator_start_time_seconds", Type::kGauge,
+           "When this coordinator process started, seconds since the epoch.");
+  t.Sample("cohort_coordinator_start_time_seconds", s.started_ms / 1000.0);
+  return t.Take();
+}
+
+HttpResponse CoordinatorHttp::Metrics(const HttpRequest&) const {
+  auto s = snapshot();
+  if (!s) return {503, "text/plain; charset=utf-8", "the coordinator is starting\n"};
+  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*s)};
+}
+
+HttpResponse CoordinatorHttp::Jobs(const HttpRequest& r) const {
+  auto s = snapshot();
+  if (!s) return Json(json::array());
+  std::string state = r.Param("state"), queue = r.Param("queue"), user = r.Param("user"),
+              prefix = r.Param("name");
+  size_t limit = 0;
+  try {
+    limit = std::stoul(r.Param("limit", "500"));
+  } catch (const std::exception&) {
+    return Json(json{{"error", "limit: not a number"}}, 400);
+  }
+  std::vector<const JobView*> views;
+  views.reserve(s->jobs->size());
+  for (const auto& [name, v] : *s->jobs) {
+    const JobRecord& j = v->job;
+    if (!state.empty() && state != wire::EnumNameJobState(j.state)) continue;
+    if (!queue.empty() && queue != JobQueue(j)) continue;
+    if (!user.empty() && user != JobUser(j)) continue;
+    if (!prefix.empty() && j.name.find(prefix) == std::string::npos) continue;
+    views.push_back(v.get());
+  }
+  std::sort(views.begin(), views.end(),
+            [](const JobView* a, const JobView* b) { return a->job.seq > b->job.seq; });
+  json out = {{"total", views.size()}, {"jobs", json::array()}};
+  for (size_t i = 0; i < views.size() && (limit == 0 || i < limit); ++i) {
+    out["jobs"].push_back(JobSummaryJson(*views[i]));
+  }
+  return Json(out);
+}
+
+HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
+  auto s = snapshot();
+  if (!s) return NotFoundJson("the coordinator is starting");
+  std::string rest = r.path.substr(std::string("/api/jobs/").size());
+  std::string name = rest, what;
+  if (size_t slash = rest.find('/'); slash != std::string::npos) {
+    name = rest.substr(0, slash);
+    what = rest.substr(slash + 1);
+  }
+  auto it = s->jobs->find(name);
+  if (it == s->jobs->end()) return NotFoundJson("no job named '" + name + "'");
+  const JobView& v = *it->second;
+  if (what.empty()) return Json(JobDetailJson(v));
+  if (what == "metrics") {
+    auto t = s->training.find(name);
+    return Json(json{{"job", name},
+                     {"points", SeriesJson(t == s->training.end() ? nullptr : t->second.get())}});
+  }
+  if (what == "log") {
+    std::string replica = r.Param("replica", "chief-0");
+    const ReplicaRecord* rec = nullptr;
+    for (const ReplicaRecord& x : v.job.replicas) {
+      if (x.name == replica) rec = &x;
+    }
+    if (rec == nullptr) return NotFoundJson("job '" + name + "' has no replica '" + replica + "'");
+    size_t bytes = 16384;
+    try {
+      bytes = std::min<size_t>(std::stoul(r.Param("bytes", "16384")), 1 << 20);
+    } catch (const std::exception&) {
+      return Json(json{{"error", "bytes: not a number"}}, 400);
+    }
+    json out = {{"job", name}, {"replica", replica}, {"attempt", rec->attempt}, {"text", ""}};
+    if (!rec->launched) return Json(out);
+    std::string path = LogStore(s->state_dir + "/logs").PathOf(name, replica, rec->attempt);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (in) {
+      std::streamoff size = in.tellg();
+      std::streamoff from = size > static_cast<std::streamoff>(bytes) ? size - bytes : 0;
+      in.seekg(from);
+      std::string text(static_cast<size_t>(size - from), '\0');
+      in.read(text.data(), static_cast<std::streamsize>(text.size()));
+      if (from > 0) {
+        size_t nl = text.find('\n');  // start at a whole line
+        if (nl != std::string::npos) text.erase(0, nl + 1);
+      }
+      out["text"] = std::move(text);  // invalid UTF-8 is replaced when dumped
+      out["size"] = size;
+    }
+    return Json(out);
+  }
+  return NotFoundJson("unknown job resource '" + what + "'");
+}
+
+HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
+  auto s = snapshot();
+  json out = json::array();
+  if (!s) return Json(out);
+  std::map<std::string, std::vector<std::string>> replicas;
+  for (const auto& [name, v] : *s->jobs) {
+    for (const ReplicaRecord& r : v->job.replicas) {
+      if (r.placed() && !IsFinal(r.state)) replicas[r.node_id].push_back(name + "/" + r.name);
+    }
+  }
+  std::map<std::string, int> held = GpusHeld(*s);
+  for (const NodeRecord& n : s->nodes) {
+    out.push_back({{"node_id", n.node_id},
+                   {"address", n.address},
+                   {"state", !n.ready     ? "LOST"
+                             : n.draining ? "DRAINING"
+                                          : "READY"},
+                   {"gpus", n.gpus.size()},
+                   {"gpus_allocated", held[n.node_id]},
+                   {"cpus", n.cpus},
+                   {"memory_mb", n.memory_mb},
+                   {"heartbeat_age_ms", s->now_ms - n.last_heartbeat_ms},
+                   {"replicas", replicas[n.node_id]}});
+  }
+  return Json(out);
+}
+
+HttpResponse CoordinatorHttp::Studies(const HttpRequest& r) const {
+  auto s = snapshot();
+  if (!s) return Json(json::array());
+  if (r.path == "/api/studies") return Json(s->studies);
+  std::string name = r.path.substr(std::string("/api/studies/").size());
+  for (const json& study : s->studies) {
+    if (study.value("name", "") != name) continue;
+    json out = study;
+    // Each trial's curves, from its job's training metrics.
+    for (json& trial : out["trials"]) {
+      auto t = s->training.find(trial.value("job", ""));
+      trial["points"] = SeriesJson(t == s->training.end() ? nullptr : t->second.get());
+    }
+    return Json(out);
+  }
+  return NotFoundJson("no study named '" + name + "'");
+}
+
+HttpResponse CoordinatorHttp::Queues(const HttpRequest&) const {
+  auto s = snapshot();
+  json out = json::array();
+  if (!s) return Json(out);
+  std::map<std::string, json> queues;
+  for (const auto& [name, v] : *s->jobs) {
+    json& q = queues[JobQueue(v->job)];
+    if (q.is_null()) {
+      q = {{"name", JobQueue(v->job)}, {"jobs", json::object()}, {"gpus_allocated", 0}};
+      for (JobState st : kJobStates) q["jobs"][wire::EnumNameJobState(st)] = 0;
+    }
+    q["jobs"][wire::EnumNameJobState(v->job.state)] =
+        q["jobs"][wire::EnumNameJobState(v->job.state)].get<int>() + 1;
+    int held = 0;
+    for (const ReplicaRecord& r : v->job.replicas) {
+      if (r.placed() && !IsFinal(r.state)) held += static_cast<int>(r.gpus.size());
+    }
+    q["gpus_allocated"] = q["gpus_allocated"].get<int>() + held;
+  }
+  for (auto& [name, q] : queues) out.push_back(std::move(q));
+  return Json(out);
+}
+
+HttpResponse CoordinatorHttp::Static(const HttpRequest& r) const {
+  if (r.path == "/" || r.path == "/index.html") {
+    return {200, "text/html; charset=utf-8", std::string(kDashboardHtml)};
+  }
+  if (r.path == "/app.js")
+    return {200, "text/javascript; charset=utf-8", std::string(kDashboardJs)};
+  if (r.path == "/style.css") return {200, "text/css; charset=utf-8", std::string(kDashboardCss)};
+  if (r.path == "/static/chart.js") {
+    std::ifstream in(kChartJsPath, std::ios::binary);
+    if (!in) {
+      return {404, "text/plain; charset=utf-8",
+              std::string(kChartJsPath) +
+                  " is missing: install Debian's libjs-chart.js for the "
+                  "dashboard's charts\n"};
+    }
+    std::ostringstream body;
+    body << in.rdbuf();
+    return {200, "text/javascript; charset=utf-8", body.str()};
+  }
+  return {404, "text/plain; charset=utf-8", "not found: " + r.path + "\n"};
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,64 @@
+// CoordinatorSnapshot is what the coordinator's loop publishes for its HTTP endpoint
+// (coordinator/http_service.h): an immutable copy of the jobs, nodes, studies, training metrics
+// and counters, so that /metrics, /api/ and the dashboard are served from the HTTP threads
+// without touching the loop's state. The loop builds a new snapshot at most every
+// kSnapshotIntervalMs (sooner never), sharing what did not change with the previous one: each
+// job is one shared immutable JobView, rebuilt only when the job changed; training series are
+// shared until they grow.
+//
+// Counters come in two kinds, as their HELP texts say: those derived from the stored jobs (jobs
+// by state, restarts, queue wait and submit-to-running histograms) are monotonic across
+// coordinator restarts (unless jobs are deleted); those the loop counts (requests, errors,
+// scheduling rounds, commits, restarts by cause) start from zero at each start, which Prometheus'
+// rate() and increase() take as a counter reset.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/prometheus_text.h"
+#include "coordinator/state.h"
+#include "coordinator/training_metrics.h"
+
+namespace cohort::coordinator {
+
+inline constexpr int64_t kSnapshotIntervalMs = 500;
+
+// One job as the HTTP side sees it.
+struct JobView {
+  JobRecord job;
+  int64_t running_time_ms = 0;  // when it first became RUNNING (from its events); 0: never
+};
+
+// What the loop counts itself (see the header comment).
+struct CoordinatorCounters {
+  std::map<std::pair<std::string, std::string>, uint64_t> requests;  // (endpoint, type)
+  std::map<std::pair<std::string, std::string>, uint64_t> errors;    // (endpoint, code)
+  std::map<std::string, uint64_t> restarts_by_cause;  // preemption, node_loss, exit_code, stopped
+  Histogram round_seconds{DurationBucketsSeconds()};
+  Histogram commit_seconds{DurationBucketsSeconds()};
+  uint64_t bad_frames = 0;
+  uint64_t refused = 0;
+  uint64_t rolled_back = 0;
+};
+
+struct CoordinatorSnapshot {
+  int64_t now_ms = 0;
+  int64_t started_ms = 0;
+  std::string state_dir;  // logs are read from <state_dir>/logs (LogStore's layout)
+  std::shared_ptr<const std::map<std::string, std::shared_ptr<const JobView>>> jobs;
+  std::vector<NodeRecord> nodes;
+  nlohmann::json studies = nlohmann::json::array();  // as /api/studies serves them
+  std::map<std::string, std::shared_ptr<const TrainingSeries>> training;
+  CoordinatorCounters counters;
+};
+
+// When `job` first became RUNNING, from its events ("running: ..."); 0 when it never did.
+int64_t RunningTimeMs(const JobRecord& job);
+
+}  // namespace cohort::coordinator

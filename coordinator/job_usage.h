@@ -1,0 +1,51 @@
+// Accounting (`cohort usage`, like Slurm's sacct): GPU-hours, CPU-hours, jobs and failures per
+// user and queue, computed from the jobs the coordinator holds (every stored job: the state store
+// loads them all at start, so they equal the store).
+//
+// A job's usage is what it requested while it held resources: the sum over its replicas of the
+// pool's GPUs (CPUs) times the time from its first placement (start_time_ms) to its end
+// (end_time_ms, or `now` while it runs). Time queued, or restarting after an incident, counts as
+// held: the state store keeps no per-attempt times, so this is an upper bound of the time
+// replicas ran. With `since_ms`, only the part of that span at or after it counts, and only jobs
+// that ran or ended then are counted (a job still queued counts in `jobs`, with no hours).
+// A job's user is its owner and its queue its queue (JobUser/JobQueue: "unknown" and "default"
+// where the job records none).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coordinator/state.h"
+
+namespace cohort::coordinator {
+
+std::string JobUser(const JobRecord& job);
+std::string JobQueue(const JobRecord& job);
+
+struct UsageFilter {
+  std::string user;      // empty: every user
+  std::string queue;     // empty: every queue
+  int64_t since_ms = 0;  // 0: all time
+};
+
+struct UsageRow {
+  std::string user;
+  std::string queue;
+  uint64_t jobs = 0;
+  uint64_t failed = 0;  // FAILED jobs
+  double gpu_hours = 0;
+  double cpu_hours = 0;
+};
+
+// GPUs and CPUs a job's replicas request, all pools together.
+int JobGpus(const JobRecord& job);
+int JobCpus(const JobRecord& job);
+
+// Rows sorted by user, then queue; jobs outside the filter are left out.
+std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
+                                   const UsageFilter& filter, int64_t now_ms);
+
+}  // namespace cohort::coordinator

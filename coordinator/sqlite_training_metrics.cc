@@ -1,0 +1,84 @@
+// SqliteStateStore's job_metrics table (coordinator/sqlite_state_store.h, training_metrics.h).
+#include <spdlog/spdlog.h>
+#include <zlib.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "common/prometheus_text.h"
+#include "coordinator/sqlite_state_store.h"
+
+namespace cohort::coordinator {
+namespace {
+
+// CRC-32 of the row's columns, each framed with its length so bytes cannot move between them.
+uint32_t MetricRowCrc(const TrainingMetric& m, const std::string& value) {
+  uLong crc = crc32(0, nullptr, 0);
+  auto add = [&crc](std::string_view s) {
+    uint64_t n = s.size();
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof n);
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
+  };
+  add(m.job);
+  add(std::to_string(m.step));
+  add(std::to_string(m.time_ms));
+  add(m.tag);
+  add(m.replica);
+  add(value);
+  return static_cast<uint32_t>(crc);
+}
+
+}  // namespace
+
+Status SqliteStateStore::WriteTrainingMetric(const TrainingMetric& m) {
+  if (!insert_training_metric_) {
+    COHORT_ASSIGN_OR_RETURN(
+        SqliteStatement st,
+        db_->Prepare("INSERT OR IGNORE INTO job_metrics (job, step, time_ms, tag, replica, value, "
+                     "row_crc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
+    insert_training_metric_ = std::make_unique<SqliteStatement>(std::move(st));
+  }
+  std::string value = PrometheusText::FormatValue(m.value);
+  insert_training_metric_->Bind(1, m.job)
+      .Bind(2, m.step)
+      .Bind(3, m.time_ms)
+      .Bind(4, m.tag)
+      .Bind(5, m.replica)
+      .Bind(6, value)
+      .Bind(7, static_cast<int64_t>(MetricRowCrc(m, value)));
+  return insert_training_metric_->Run();
+}
+
+StatusOr<std::vector<TrainingMetric>> SqliteStateStore::ReadTrainingMetrics() {
+  COHORT_ASSIGN_OR_RETURN(
+      SqliteStatement st,
+      db_->Prepare("SELECT job, step, time_ms, tag, replica, value, row_crc FROM job_metrics "
+                   "ORDER BY job, step, time_ms, tag, replica"));
+  std::vector<TrainingMetric> out;
+  size_t damaged = 0;
+  while (true) {
+    COHORT_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    TrainingMetric m;
+    m.job = st.Text(0);
+    m.step = st.Int(1);
+    m.time_ms = st.Int(2);
+    m.tag = st.Text(3);
+    m.replica = st.Text(4);
+    std::string value = st.Text(5);
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), m.value);
+    if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(m.value) ||
+        static_cast<uint32_t>(st.Int(6)) != MetricRowCrc(m, value)) {
+      ++damaged;
+      continue;
+    }
+    out.push_back(std::move(m));
+  }
+  if (damaged > 0) {
+    spdlog::error("state store: {} training metric rows of {} do not verify; dropped", damaged,
+                  path_);
+  }
+  return out;
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,183 @@
+// The coordinator's observability pieces without sockets: accounting (ComputeUsage), the
+// /metrics rendering of a snapshot, training metrics in memory and in the state store.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "coordinator/http_service.h"
+#include "coordinator/job_usage.h"
+#include "coordinator/state_store.h"
+#include "coordinator/training_metrics.h"
+
+namespace cohort::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+JobRecord Job(const std::string& name, uint64_t seq, JobState state, int gpus, int cpus,
+              int64_t start_ms, int64_t end_ms) {
+  JobRecord j;
+  j.seq = seq;
+  j.name = name;
+  j.spec_yaml = "name: " + name +
+                "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {gpus: " +
+                std::to_string(gpus) + ", cpus: " + std::to_string(cpus) +
+                "}\n    process: {command: [/bin/train]}\n  - role: worker\n    replicas: 2\n"
+                "    resources: {gpus: " +
+                std::to_string(gpus) + ", cpus: " + std::to_string(cpus) +
+                "}\n    process: {command: [/bin/train]}\n";
+  auto spec = ParseJobSpec(j.spec_yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  j.spec = *spec;
+  j.replicas = MakeReplicas(j.spec);
+  j.state = state;
+  j.create_time_ms = start_ms > 0 ? start_ms - 1000 : 1;
+  j.start_time_ms = start_ms;
+  j.end_time_ms = end_ms;
+  return j;
+}
+
+TEST(Usage, SumsRequestedResourcesOverHeldTime) {
+  const int64_t hour = 3'600'000;
+  std::vector<JobRecord> jobs = {
+      Job("a", 1, JobState::SUCCEEDED, 1, 2, 10 * hour, 12 * hour),  // 3 replicas, 2 h
+      Job("b", 2, JobState::FAILED, 2, 1, 11 * hour, 11 * hour + hour / 2),
+      Job("c", 3, JobState::RUNNING, 0, 4, 13 * hour, 0),  // runs until now
+      Job("d", 4, JobState::QUEUED, 1, 1, 0, 0),           // never placed
+  };
+  std::vector<const JobRecord*> all;
+  for (const JobRecord& j : jobs) all.push_back(&j);
+  auto rows = ComputeUsage(all, {}, 14 * hour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].user, "unknown");
+  EXPECT_EQ(rows[0].queue, "default");
+  EXPECT_EQ(rows[0].jobs, 4u);
+  EXPECT_EQ(rows[0].failed, 1u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 3 * 1 * 2.0 + 3 * 2 * 0.5);
+  EXPECT_DOUBLE_EQ(rows[0].cpu_hours, 3 * 2 * 2.0 + 3 * 1 * 0.5 + 3 * 4 * 1.0);
+
+  // Since 11:30: a's last half hour, nothing of b (it ended then), c's hour; d still counts.
+  UsageFilter since;
+  since.since_ms = 11 * hour + hour / 2;
+  rows = ComputeUsage(all, since, 14 * hour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].jobs, 4u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 3 * 1 * 0.5);
+  EXPECT_DOUBLE_EQ(rows[0].cpu_hours, 3 * 2 * 0.5 + 3 * 4 * 1.0);
+  since.since_ms = 12 * hour + 1;
+  rows = ComputeUsage(all, since, 14 * hour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].jobs, 2u);  // c and d
+
+  UsageFilter other;
+  other.user = "alice";
+  EXPECT_TRUE(ComputeUsage(all, other, 14 * hour).empty());
+  other = {};
+  other.queue = "default";
+  EXPECT_EQ(ComputeUsage(all, other, 14 * hour).size(), 1u);
+}
+
+TEST(MetricsRendering, CountsJobsByStateAndNodes) {
+  auto jobs = std::make_shared<std::map<std::string, std::shared_ptr<const JobView>>>();
+  auto add = [&](JobRecord j, int64_t running_ms) {
+    auto v = std::make_shared<JobView>();
+    v->job = std::move(j);
+    v->running_time_ms = running_ms;
+    (*jobs)[v->job.name] = v;
+  };
+  add(Job("ok1", 1, JobState::SUCCEEDED, 0, 1, 2000, 5000), 2500);
+  add(Job("ok2", 2, JobState::SUCCEEDED, 0, 1, 3000, 6000), 3500);
+  JobRecord failed = Job("bad", 3, JobState::FAILED, 1, 1, 4000, 7000);
+  failed.restarts = 2;
+  add(std::move(failed), 0);
+  JobRecord running = Job("run", 4, JobState::RUNNING, 1, 1, 5000, 0);
+  for (size_t i = 0; i < running.replicas.size(); ++i) {
+    running.replicas[i].node_id = "n1";
+    running.replicas[i].state = ReplicaState::RUNNING;
+    running.replicas[i].gpus = {static_cast<int>(i)};
+  }
+  add(std::move(running), 6000);
+  CoordinatorSnapshot s;
+  s.jobs = jobs;
+  NodeRecord n1, n2;
+  n1.node_id = "n1";
+  n1.gpus.resize(4);
+  n2.node_id = "n2";
+  n2.ready = false;
+  n2.gpus.resize(8);
+  s.nodes = {n1, n2};
+  s.counters.requests[{"client", "SubmitJob"}] = 4;
+  s.counters.errors[{"client", "NOT_FOUND"}] = 1;
+  s.counters.restarts_by_cause["node_loss"] = 2;
+  std::string text = CoordinatorHttp::RenderMetrics(s);
+  auto has = [&](const std::string& line) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
+  };
+  has("# TYPE cohort_jobs gauge");
+  has("cohort_jobs{state=\"SUCCEEDED\",queue=\"default\"} 2");
+  has("cohort_jobs{state=\"FAILED\",queue=\"default\"} 1");
+  has("cohort_jobs{state=\"QUEUED\",queue=\"default\"} 0");
+  has("cohort_jobs_submitted_total{queue=\"default\"} 4");
+  has("cohort_jobs_finished_total{state=\"FAILED\",queue=\"default\"} 1");
+  has("cohort_job_restarts_total 2");
+  has("cohort_restarts_total{cause=\"node_loss\"} 2");
+  has("cohort_restarts_total{cause=\"preemption\"} 0");
+  has("cohort_queue_wait_seconds_count 4");
+  has("cohort_queue_wait_seconds_bucket{le=\"1\"} 4");  // each waited 1 s
+  has("cohort_submit_to_running_seconds_count 3");
+  has("cohort_nodes{state=\"ready\"} 1");
+  has("cohort_nodes{state=\"lost\"} 1");
+  has("cohort_gpus{state=\"total\"} 4");      // the lost node's GPUs are not counted
+  has("cohort_gpus{state=\"allocated\"} 3");  // run's 3 replicas hold one each
+  has("cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"} 4");
+  has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
+}
+
+TEST(TrainingMetrics, DeduplicatesAndCopiesOnWrite) {
+  TrainingMetrics m;
+  TrainingMetric a{"j", "chief-0", 1, 1000, "loss", 0.5};
+  EXPECT_TRUE(m.Add(a));
+  EXPECT_FALSE(m.Add(a));  // resent
+  auto held = m.Series("j");
+  ASSERT_TRUE(held);
+  TrainingMetric b = a;
+  b.step = 2;
+  EXPECT_TRUE(m.Add(b));
+  EXPECT_EQ(held->size(), 1u);  // a snapshot's series never changes
+  EXPECT_EQ(m.Series("j")->size(), 2u);
+  EXPECT_EQ(m.Series("other"), nullptr);
+}
+
+TEST(TrainingMetrics, StoredOnceAndLoadedBack) {
+  fs::path dir =
+      fs::temp_directory_path() / ("cohort-training-metrics-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    auto store = OpenStateStore(dir.string(), {});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Load().ok());
+    StateChanges c;
+    c.training_metrics = {{"j", "chief-0", 1, 1000, "loss", 0.25},
+                          {"j", "chief-0", 1, 1000, "acc", 0.1},
+                          {"j", "chief-0", 2, 2000, "loss", 0.125}};
+    ASSERT_TRUE((*store)->Commit(c).ok());
+    StateChanges again;
+    again.training_metrics = {c.training_metrics[0]};  // resent after a reconnect
+    ASSERT_TRUE((*store)->Commit(again).ok());
+  }
+  auto store = OpenStateStore(dir.string(), {});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto state = (*store)->Load();
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_EQ(state->training_metrics.size(), 3u);
+  EXPECT_EQ(state->training_metrics[0].tag, "acc");
+  EXPECT_EQ(state->training_metrics[1].tag, "loss");
+  EXPECT_DOUBLE_EQ(state->training_metrics[1].value, 0.25);
+  EXPECT_EQ(state->training_metrics[2].step, 2);
+  EXPECT_EQ(state->training_metrics[2].time_ms, 2000);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cohort::coordinator

@@ -1,0 +1,450 @@
+// Observability end to end (issue 17): a real Prometheus (Debian's `prometheus`) scrapes a live
+// cluster's coordinator and agent every second and its HTTP API must report what the test did;
+// the expositions parse strictly (python3-prometheus-client, promtool); training metrics of an
+// ordinary job reach `cohort metrics`; `cohort usage` sums what ran; the dashboard renders in
+// headless Chromium (Debian's chromium) with its token enforced. Screenshots are kept in
+// $COHORT_TEST_ARTIFACTS (default: the build's tests/integration/artifacts).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/testing/binaries.h"
+#include "tests/testing/local_cluster.h"
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr const char* kPrometheus = "/usr/bin/prometheus";
+constexpr const char* kPromtool = "/usr/bin/promtool";
+constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kChromium = "/usr/bin/chromium";
+
+std::string JobYaml(const std::string& name, const std::string& script, int cpus = 1) {
+  return "name: " + name +
+         "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: " +
+         std::to_string(cpus) + "}\n    process:\n      command: [/bin/sh, -c, '" + script +
+         "']\nscheduling: {max_restarts: 0}\n";
+}
+
+// GET http://127.0.0.1:port/path; "" on failure.
+std::string HttpGet(int port, const std::string& path, int* status = nullptr) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(5, 0);
+  auto r = c.Get(path.c_str());
+  if (status) *status = r ? r->status : -1;
+  return r ? r->body : "";
+}
+
+class ObservabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+    if (!missing.empty()) GTEST_SKIP() << missing;
+    cluster_ = std::make_unique<ct::LocalCluster>(
+        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    ASSERT_EQ(cluster_->StartAgent({.node_id = "node-a", .cpus = 4}), "");
+  }
+
+  // Submits and waits for the end; returns the final state's name.
+  std::string Run(const std::string& yaml, const std::string& name) {
+    auto client = cluster_->Client();
+    auto submitted = client.Submit(yaml);
+    if (!submitted.ok()) return "submit: " + submitted.status().ToString();
+    auto job = ct::WaitForJobEnd(client, name, 60s);
+    return wire::EnumNameJobState(job.state);
+  }
+
+  // Three jobs, one failing; the first reports training metrics the way trials do.
+  void RunThreeJobs() {
+    const std::string report =
+        "for i in 1 2 3; do echo \"{\\\"global_step\\\": \\\"$i\\\", \\\"loss\\\": \\\"0.$((9 - "
+        "i))\\\", \\\"timestamp\\\": $i}\" >> \"$CLOUD_ML_HP_METRIC_FILE\"; done; sleep 1";
+    ASSERT_EQ(Run(JobYaml("reports", report, 2), "reports"), "SUCCEEDED") << cluster_->Logs();
+    ASSERT_EQ(Run(JobYaml("plain", "echo hello; sleep 1"), "plain"), "SUCCEEDED");
+    ASSERT_EQ(Run(JobYaml("broken", "echo failing >&2; exit 3"), "broken"), "FAILED");
+  }
+
+  std::unique_ptr<ct::LocalCluster> cluster_;
+};
+
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// Asks Prometheus' HTTP API for an instant query's single value; nullopt when it has none yet.
+std::optional<double> PromValue(int port, const std::string& query) {
+  std::string body = HttpGet(port, "/api/v1/query?query=" + UrlEncode(query));
+  if (body.empty()) return std::nullopt;
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") return std::nullopt;
+  const json& result = j["data"]["result"];
+  if (!result.is_array() || result.size() != 1) return std::nullopt;
+  return std::stod(result[0]["value"][1].get<std::string>());
+}
+
+TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
+  if (!ct::FileExists(kPrometheus)) GTEST_SKIP() << kPrometheus << " missing (apt prometheus)";
+  RunThreeJobs();
+  ct::TempDir dir("cohort-prometheus");
+  const int port = ct::PickFreePort();
+  ct::WriteFile(dir.Join("prometheus.yml"),
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "scrape_configs:\n"
+                "  - job_name: cohort-coordinator\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:" +
+                    std::to_string(cluster_->coordinator_http_port()) +
+                    "']\n"
+                    "  - job_name: cohort-agent\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:" +
+                    std::to_string(cluster_->agent_http_port("node-a")) + "']\n");
+  ct::DaemonProcess prometheus(
+      kPrometheus,
+      {"--config.file=" + dir.Join("prometheus.yml"), "--storage.tsdb.path=" + dir.Join("data"),
+       "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+      dir.Join("prometheus.log"));
+  ASSERT_TRUE(prometheus.Start());
+
+  struct Expect {
+    std::string query;
+    double value;
+  };
+  const std::vector<Expect> expected = {
+      {"up{job=\"cohort-coordinator\"}", 1},
+      {"up{job=\"cohort-agent\"}", 1},
+      {"cohort_jobs_submitted_total{queue=\"default\"}", 3},
+      {"cohort_jobs_finished_total{state=\"SUCCEEDED\",queue=\"default\"}", 2},
+      {"cohort_jobs_finished_total{state=\"FAILED\",queue=\"default\"}", 1},
+      {"cohort_jobs{state=\"RUNNING\",queue=\"default\"}", 0},
+      {"cohort_nodes{state=\"ready\"}", 1},
+      {"cohort_queue_wait_seconds_count", 3},
+      {"cohort_submit_to_running_seconds_count", 3},
+      {"cohort_job_restarts_total", 0},
+      {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 3},
+      {"cohort_agent_attempts_started_total{node=\"node-a\"}", 3},
+  };
+  std::string last;
+  bool all = ct::WaitUntil(
+      [&] {
+        for (const Expect& e : expected) {
+          auto v = PromValue(port, e.query);
+          if (!v || *v != e.value) {
+            last = e.query + " = " + (v ? std::to_string(*v) : "(none)");
+            return false;
+          }
+        }
+        return true;
+      },
+      60s, 500ms);
+  EXPECT_TRUE(all) << "Prometheus still says " << last << "\nprometheus log:\n" << prometheus.Log();
+  // Log bytes shipped grow with what the jobs printed.
+  auto shipped = PromValue(port, "cohort_agent_log_bytes_shipped_total");
+  ASSERT_TRUE(shipped.has_value());
+  EXPECT_GE(*shipped, std::string("hello\nfailing\n").size());
+}
+
+TEST_F(ObservabilityTest, ExpositionsParseStrictly) {
+  RunThreeJobs();
+  for (int port : {cluster_->coordinator_http_port(), cluster_->agent_http_port("node-a")}) {
+    int status = 0;
+    std::string text = HttpGet(port, "/metrics", &status);
+    ASSERT_EQ(status, 200) << text;
+    ct::TempDir dir("cohort-exposition");
+    ct::WriteFile(dir.Join("metrics.txt"), text);
+    if (ct::FileExists(kPython)) {
+      // Every line must parse; every sample's family must have been declared with HELP and TYPE.
+      ct::WriteFile(dir.Join("check.py"),
+                    "import sys\n"
+                    "from prometheus_client.parser import text_string_to_metric_families\n"
+                    "text = open(sys.argv[1]).read()\n"
+                    "helps = {l.split()[2] for l in text.splitlines() if l.startswith('# HELP')}\n"
+                    "types = {l.split()[2] for l in text.splitlines() if l.startswith('# TYPE')}\n"
+                    "assert helps == types, (helps ^ types)\n"
+                    "n = 0\n"
+                    "for f in text_string_to_metric_families(text):\n"
+                    "    assert f.name in helps or f.name + '_total' in helps, f.name\n"
+                    "    assert f.documentation, f.name\n"
+                    "    n += len(f.samples)\n"
+                    "print(n)\n");
+      auto r = ct::RunProcess(kPython, {dir.Join("check.py"), dir.Join("metrics.txt")});
+      EXPECT_EQ(r.exit_code, 0) << r.err << "\n" << text;
+      if (r.err.find("No module named 'prometheus_client'") != std::string::npos) {
+        ADD_FAILURE() << "python3-prometheus-client is missing (scripts/install-deps.sh)";
+      }
+    }
+    if (ct::FileExists(kPromtool)) {
+      auto r = ct::RunProcess("/bin/sh", {"-c", std::string(kPromtool) + " check metrics < " +
+                                                    dir.Join("metrics.txt")});
+      EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    }
+  }
+  // The agent says plainly what it cannot measure here instead of inventing it.
+  std::string agent = HttpGet(cluster_->agent_http_port("node-a"), "/metrics");
+  if (agent.find("cohort_gpu_utilization_percent{") == std::string::npos) {
+    EXPECT_NE(agent.find("# HELP cohort_gpu_utilization_percent"), std::string::npos);
+    EXPECT_NE(agent.find("No samples: "), std::string::npos) << agent;
+  }
+}
+
+TEST_F(ObservabilityTest, AgentReportsCgroupUsageOfARunningReplica) {
+  auto client = cluster_->Client();
+  ASSERT_TRUE(
+      client.Submit(JobYaml("busy", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done")).ok());
+  std::string text;
+  bool seen = ct::WaitUntil(
+      [&] {
+        text = HttpGet(cluster_->agent_http_port("node-a"), "/metrics");
+        return text.find("cohort_agent_replicas{node=\"node-a\"} 1") != std::string::npos;
+      },
+      30s, 200ms);
+  ASSERT_TRUE(seen) << text;
+  if (text.find("No samples: replicas on this node have no cgroup") != std::string::npos) {
+    GTEST_SKIP() << "this agent has no cgroups, so no per-replica usage (its HELP says why):\n"
+                 << text;
+  }
+  EXPECT_NE(text.find("cohort_replica_cpu_seconds_total{node=\"node-a\",job=\"busy\","
+                      "replica=\"chief-0\",attempt="),
+            std::string::npos)
+      << text;
+  // Memory and I/O only where those controllers are enabled (HELP says so); CPU always.
+}
+
+TEST_F(ObservabilityTest, TrainingMetricsOfAnOrdinaryJobAreStoredAndShown) {
+  RunThreeJobs();
+  std::string cli = COHORT_CLI_BIN;
+  if (cli.empty()) GTEST_SKIP() << "cohort CLI not built";
+  const std::vector<std::string> env = {"COHORT_COORDINATOR=" + cluster_->client_endpoint(),
+                                        "COHORT_INSECURE=1"};
+  // The agent forwards the lines while the job runs; its end waits for their acks.
+  auto r = ct::RunProcess(cli, {"metrics", "reports"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("STEP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.6"), std::string::npos) << r.out;
+  auto json_out = ct::RunProcess(cli, {"metrics", "reports", "--json"}, env);
+  ASSERT_EQ(json_out.exit_code, 0) << json_out.err;
+  json j = json::parse(json_out.out);
+  ASSERT_EQ(j["points"].size(), 3u) << json_out.out;
+  EXPECT_EQ(j["points"][0]["step"], 1);
+  EXPECT_EQ(j["points"][0]["tag"], "loss");
+  EXPECT_DOUBLE_EQ(j["points"][0]["value"].get<double>(), 0.8);
+  EXPECT_EQ(j["points"][2]["time_ms"], 3000);
+  // An ordinary job's measurements are no longer "dropped: not a trial of any study".
+  EXPECT_EQ(cluster_->coordinator().Log().find("not a trial of any study"), std::string::npos);
+  auto none = ct::RunProcess(cli, {"metrics", "no_such_job"}, env);
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("no job named 'no_such_job'"), std::string::npos) << none.err;
+
+  // Stored: a restarted coordinator still has them.
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  auto again = ct::RunProcess(cli, {"metrics", "reports", "--json"}, env);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out)["points"].size(), 3u) << again.out;
+}
+
+TEST_F(ObservabilityTest, UsageSumsTheJobsRun) {
+  RunThreeJobs();
+  std::string cli = COHORT_CLI_BIN;
+  if (cli.empty()) GTEST_SKIP() << "cohort CLI not built";
+  const std::vector<std::string> env = {"COHORT_COORDINATOR=" + cluster_->client_endpoint(),
+                                        "COHORT_INSECURE=1"};
+  // What the jobs held: each job's CPUs times its run time, from its own record.
+  auto client = cluster_->Client();
+  double cpu_hours = 0;
+  for (const auto& [name, cpus] :
+       std::vector<std::pair<std::string, int>>{{"reports", 2}, {"plain", 1}, {"broken", 1}}) {
+    auto job = client.GetJob(name);
+    ASSERT_TRUE(job.ok());
+    ASSERT_GT(job->start_time_ms, 0);
+    cpu_hours += cpus * (job->end_time_ms - job->start_time_ms) / 3.6e6;
+  }
+  auto r = ct::RunProcess(cli, {"usage", "--json"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json rows = json::parse(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_EQ(rows[0]["user"], "unknown");
+  EXPECT_EQ(rows[0]["queue"], "default");
+  EXPECT_EQ(rows[0]["jobs"], 3);
+  EXPECT_EQ(rows[0]["failed"], 1);
+  EXPECT_DOUBLE_EQ(rows[0]["gpu_hours"].get<double>(), 0.0);
+  EXPECT_NEAR(rows[0]["cpu_hours"].get<double>(), cpu_hours, 1e-9);
+  // Filters: nobody else, and nothing since a date to come.
+  auto other = ct::RunProcess(cli, {"usage", "--user", "alice", "--json"}, env);
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_EQ(json::parse(other.out).size(), 0u);
+  auto later = ct::RunProcess(cli, {"usage", "--since", "2999-01-01", "--json"}, env);
+  ASSERT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_EQ(json::parse(later.out).size(), 0u) << later.out;
+  auto table = ct::RunProcess(cli, {"usage", "--since", "1d"}, env);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("unknown  default  3     1"), std::string::npos) << table.out;
+  auto bad = ct::RunProcess(cli, {"usage", "--since", "yesterday"}, env);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--since"), std::string::npos) << bad.err;
+}
+
+// ---- the dashboard in headless Chromium ----
+
+std::string ArtifactsDir() {
+  const char* env = std::getenv("COHORT_TEST_ARTIFACTS");
+  std::string dir = env && *env ? env : COHORT_ARTIFACTS_DIR;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Loads `url` in headless Chromium and returns the DOM after its scripts ran; with `screenshot`,
+// also saves a PNG there.
+std::string RenderPage(const std::string& url, const std::string& screenshot = "") {
+  ct::TempDir profile("cohort-chromium");
+  std::vector<std::string> args = {"--headless=new",
+                                   "--no-sandbox",
+                                   "--disable-gpu",
+                                   "--disable-dev-shm-usage",
+                                   "--no-first-run",
+                                   "--hide-scrollbars",
+                                   "--window-size=1280,900",
+                                   "--virtual-time-budget=8000",
+                                   "--user-data-dir=" + profile.path()};
+  if (!screenshot.empty()) {
+    std::vector<std::string> shot = args;
+    shot.push_back("--screenshot=" + screenshot);
+    shot.push_back(url);
+    ct::RunProcess(kChromium, shot, {}, 60s);
+  }
+  args.push_back("--dump-dom");
+  args.push_back(url);
+  return ct::RunProcess(kChromium, args, {}, 60s).out;
+}
+
+// Two trials of a grid study; trial x reports score = x * step for steps 1-4.
+std::string StudyYaml() {
+  return R"(name: tune_x
+metric: {id: score, goal: maximize}
+parameters:
+  - {id: x, type: integer, min: 1, max: 2}
+algorithm: grid
+max_trials: 2
+parallel_trials: 2
+trial_job:
+  worker_pools:
+    - role: chief
+      replicas: 1
+      process:
+        command: [/bin/sh, -c, 'x=${1#--x=}; for i in 1 2 3 4; do echo "{\"global_step\": \"$i\", \"score\": \"$((x * i))\", \"timestamp\": $i}" >> "$CLOUD_ML_HP_METRIC_FILE"; done; sleep 1', sh]
+  scheduling: {max_restarts: 0}
+)";
+}
+
+TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
+  if (!ct::FileExists(kChromium)) GTEST_SKIP() << kChromium << " missing (apt chromium)";
+  RunThreeJobs();
+  auto client = cluster_->Client();
+  auto study = client.SubmitStudy(StudyYaml());
+  ASSERT_TRUE(study.ok()) << study.status().ToString();
+  wire::StudyInfoT info;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto s = client.GetStudy("tune_x");
+        if (s.ok()) info = std::move(*s);
+        return s.ok() && info.state != "ACTIVE";
+      },
+      90s, 250ms))
+      << cluster_->Logs();
+  ASSERT_EQ(info.state, "SUCCEEDED") << info.message;
+
+  const std::string base = "http://127.0.0.1:" + std::to_string(cluster_->coordinator_http_port());
+  const std::string artifacts = ArtifactsDir();
+  std::string jobs = RenderPage(base + "/#/jobs", artifacts + "/dashboard-jobs.png");
+  EXPECT_NE(jobs.find("id=\"jobs\""), std::string::npos) << jobs;
+  for (const char* name : {"reports", "plain", "broken", "tune_x_trial_1"}) {
+    EXPECT_NE(jobs.find(std::string(">") + name + "<"), std::string::npos) << name << "\n" << jobs;
+  }
+  EXPECT_NE(jobs.find("state-FAILED"), std::string::npos);
+
+  std::string job = RenderPage(base + "/#/job/reports", artifacts + "/dashboard-job.png");
+  EXPECT_NE(job.find("id=\"job-name\""), std::string::npos) << job;
+  EXPECT_NE(job.find("id=\"replicas\""), std::string::npos) << job;
+  EXPECT_NE(job.find(">chief-0<"), std::string::npos) << job;
+  EXPECT_NE(job.find(">node-a<"), std::string::npos) << job;
+  // Its training metrics are drawn: three points.
+  EXPECT_NE(job.find("data-drawn=\"3\""), std::string::npos) << job;
+
+  std::string studies = RenderPage(base + "/#/study/tune_x", artifacts + "/dashboard-study.png");
+  EXPECT_NE(studies.find("id=\"trials\""), std::string::npos) << studies;
+  EXPECT_NE(studies.find("id=\"best-trial\""), std::string::npos) << studies;
+  // Both trials' curves (4 points each) are on the canvas.
+  EXPECT_NE(studies.find("data-drawn=\"8\""), std::string::npos) << studies;
+
+  std::string nodes = RenderPage(base + "/#/nodes", artifacts + "/dashboard-nodes.png");
+  EXPECT_NE(nodes.find(">node-a<"), std::string::npos) << nodes;
+  EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-jobs.png"));
+  EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
+}
+
+TEST(ObservabilityAuth, BeyondLoopbackTheTokenIsRequired) {
+  std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  const int port = ct::PickFreePort();
+  ct::ClusterOptions options;
+  options.coordinator_args = {"--http-endpoint", "0.0.0.0:" + std::to_string(port), "--http-token",
+                              "right-token"};
+  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  int status = 0;
+  HttpGet(port, "/metrics", &status);
+  EXPECT_EQ(status, 401);
+  std::string body = HttpGet(port, "/api/jobs?token=wrong-token", &status);
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(body, "wrong token\n");
+  HttpGet(port, "/metrics?token=right-token", &status);
+  EXPECT_EQ(status, 200);
+  HttpGet(port, "/api/jobs", &status);
+  EXPECT_EQ(status, 401);
+  HttpGet(port, "/app.js", &status);  // the page's static files hold no data
+  EXPECT_EQ(status, 200);
+  if (ct::FileExists(kChromium)) {
+    std::string refused = RenderPage("http://127.0.0.1:" + std::to_string(port) + "/#/jobs");
+    EXPECT_EQ(refused.find("id=\"jobs\""), std::string::npos) << refused;
+    std::string page =
+        RenderPage("http://127.0.0.1:" + std::to_string(port) + "/?token=right-token#/jobs");
+    EXPECT_NE(page.find("id=\"jobs\""), std::string::npos) << page;
+  }
+  // Without a token the coordinator refuses to bind beyond loopback.
+  ct::ClusterOptions no_token;
+  no_token.coordinator_args = {"--http-endpoint", "0.0.0.0:" + std::to_string(ct::PickFreePort())};
+  ct::LocalCluster refused(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, no_token);
+  std::string error = refused.StartCoordinator(5s);
+  EXPECT_NE(error.find("a token is required"), std::string::npos) << error;
+}
+
+TEST(ObservabilityGpu, NvmlSamples) {
+  GTEST_SKIP() << "needs a GPU with NVML (libnvidia-ml.so.1): this machine has none; the agent's "
+                  "/metrics then writes no GPU samples and says why in their HELP (checked in "
+                  "ExpositionsParseStrictly)";
+}
+
+}  // namespace
+}  // namespace cohort
