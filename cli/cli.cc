@@ -336,7 +336,7 @@ failed jobs, GPU-hours and CPU-hours (what the jobs' replicas requested, from fi
 the end; the time restarting counts as held), and a total.
   --user U     only jobs of user U
   --queue Q    only jobs of queue Q
-  --since T    only usage from T on: a duration back from now (7d, 12h) or a UTC date
+  --since T    only usage from T on: a duration back from now (7d, 12h) or a local time
                (2026-11-01 or 2026-11-01T08:00)
   --json       print a JSON array of rows
 )",

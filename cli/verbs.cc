@@ -563,19 +563,6 @@ int Metrics(const ParsedArgs& args, const Context& ctx) {
       });
 }
 
-StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
-  if (auto d = ParseDuration(text); d.ok()) return now_ms - d->count();
-  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
-    std::tm tm{};
-    const char* end = ::strptime(text.c_str(), format, &tm);
-    if (end != nullptr && *end == '\0') return static_cast<int64_t>(::timegm(&tm)) * 1000;
-  }
-  return InvalidArgument(
-      "--since: expected a duration (7d, 12h) or a UTC date (2026-11-01, "
-      "2026-11-01T08:00), got '" +
-      text + "'");
-}
-
 int Usage(const ParsedArgs& args, const Context& ctx) {
   int64_t since_ms = 0;
   if (args.Has("--since")) {

@@ -51,7 +51,5 @@ int Tune(const ParsedArgs& args, const Context& ctx);
 int Trials(const ParsedArgs& args, const Context& ctx);
 int Metrics(const ParsedArgs& args, const Context& ctx);
 int Usage(const ParsedArgs& args, const Context& ctx);
-// --since's text as milliseconds since the epoch: a duration back from `now_ms` or a UTC date.
-StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms);
 
 }  // namespace cohort::cli

@@ -392,6 +392,10 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   // Its training metrics are drawn: three points.
   EXPECT_NE(job.find("data-drawn=\"3\""), std::string::npos) << job;
 
+  // A replica's log tail.
+  std::string plain = RenderPage(base + "/#/job/plain");
+  EXPECT_NE(plain.find("id=\"log\">hello\n"), std::string::npos) << plain;
+
   std::string studies = RenderPage(base + "/#/study/tune_x", artifacts + "/dashboard-study.png");
   EXPECT_NE(studies.find("id=\"trials\""), std::string::npos) << studies;
   EXPECT_NE(studies.find("id=\"best-trial\""), std::string::npos) << studies;
