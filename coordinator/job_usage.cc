@@ -7,7 +7,7 @@
 namespace cohort::coordinator {
 
 std::string JobUser(const JobRecord&) { return "unknown"; }
-std::string JobQueue(const JobRecord&) { return "default"; }
+std::string JobQueue(const JobRecord& job) { return job.spec.scheduling.queue; }
 
 int JobGpus(const JobRecord& job) {
   int n = 0;
