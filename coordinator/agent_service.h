@@ -31,8 +31,8 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
 #include "coordinator/study_controller.h"
-#include "coordinator/watchdog.h"
 #include "coordinator/training_metrics.h"
+#include "coordinator/watchdog.h"
 
 namespace cohort::coordinator {
 

@@ -77,8 +77,8 @@
 #include "coordinator/state.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
-#include "coordinator/watchdog.h"
 #include "coordinator/training_metrics.h"
+#include "coordinator/watchdog.h"
 
 namespace cohort::coordinator {
 
