@@ -6,6 +6,7 @@
 // $COHORT_TEST_ARTIFACTS (default: the build's tests/integration/artifacts).
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <chrono>
@@ -25,6 +26,13 @@ namespace {
 namespace ct = cohort::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
+
+// The agent's node id, unique on this host: agents of tests run in parallel must not share one
+// (an agent sweeps the replicas of its node id's cgroup left by an earlier run).
+const std::string& NodeA() {
+  static const std::string id = "node-a-" + std::to_string(::getpid());
+  return id;
+}
 
 constexpr const char* kPrometheus = "/usr/bin/prometheus";
 constexpr const char* kPromtool = "/usr/bin/promtool";
@@ -56,7 +64,7 @@ class ObservabilityTest : public ::testing::Test {
     cluster_ = std::make_unique<ct::LocalCluster>(
         ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
     ASSERT_EQ(cluster_->StartCoordinator(), "");
-    ASSERT_EQ(cluster_->StartAgent({.node_id = "node-a", .cpus = 4}), "");
+    ASSERT_EQ(cluster_->StartAgent({.node_id = NodeA(), .cpus = 4}), "");
   }
 
   // Submits and waits for the end; returns the final state's name.
@@ -120,7 +128,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
                     "']\n"
                     "  - job_name: cohort-agent\n    static_configs:\n"
                     "      - targets: ['127.0.0.1:" +
-                    std::to_string(cluster_->agent_http_port("node-a")) + "']\n");
+                    std::to_string(cluster_->agent_http_port(NodeA())) + "']\n");
   ct::DaemonProcess prometheus(
       kPrometheus,
       {"--config.file=" + dir.Join("prometheus.yml"), "--storage.tsdb.path=" + dir.Join("data"),
@@ -144,7 +152,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_submit_to_running_seconds_count", 3},
       {"cohort_job_restarts_total", 0},
       {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 3},
-      {"cohort_agent_attempts_started_total{node=\"node-a\"}", 3},
+      {"cohort_agent_attempts_started_total{node=\"" + NodeA() + "\"}", 3},
   };
   std::string last;
   bool all = ct::WaitUntil(
@@ -168,7 +176,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
 
 TEST_F(ObservabilityTest, ExpositionsParseStrictly) {
   RunThreeJobs();
-  for (int port : {cluster_->coordinator_http_port(), cluster_->agent_http_port("node-a")}) {
+  for (int port : {cluster_->coordinator_http_port(), cluster_->agent_http_port(NodeA())}) {
     int status = 0;
     std::string text = HttpGet(port, "/metrics", &status);
     ASSERT_EQ(status, 200) << text;
@@ -202,7 +210,7 @@ TEST_F(ObservabilityTest, ExpositionsParseStrictly) {
     }
   }
   // The agent says plainly what it cannot measure here instead of inventing it.
-  std::string agent = HttpGet(cluster_->agent_http_port("node-a"), "/metrics");
+  std::string agent = HttpGet(cluster_->agent_http_port(NodeA()), "/metrics");
   if (agent.find("cohort_gpu_utilization_percent{") == std::string::npos) {
     EXPECT_NE(agent.find("# HELP cohort_gpu_utilization_percent"), std::string::npos);
     EXPECT_NE(agent.find("No samples: "), std::string::npos) << agent;
@@ -216,8 +224,8 @@ TEST_F(ObservabilityTest, AgentReportsCgroupUsageOfARunningReplica) {
   std::string text;
   bool seen = ct::WaitUntil(
       [&] {
-        text = HttpGet(cluster_->agent_http_port("node-a"), "/metrics");
-        return text.find("cohort_agent_replicas{node=\"node-a\"} 1") != std::string::npos;
+        text = HttpGet(cluster_->agent_http_port(NodeA()), "/metrics");
+        return text.find("cohort_agent_replicas{node=\"" + NodeA() + "\"} 1") != std::string::npos;
       },
       30s, 200ms);
   ASSERT_TRUE(seen) << text;
@@ -225,7 +233,8 @@ TEST_F(ObservabilityTest, AgentReportsCgroupUsageOfARunningReplica) {
     GTEST_SKIP() << "this agent has no cgroups, so no per-replica usage (its HELP says why):\n"
                  << text;
   }
-  EXPECT_NE(text.find("cohort_replica_cpu_seconds_total{node=\"node-a\",job=\"busy\","
+  EXPECT_NE(text.find("cohort_replica_cpu_seconds_total{node=\"" + NodeA() +
+                      "\",job=\"busy\","
                       "replica=\"chief-0\",attempt="),
             std::string::npos)
       << text;
@@ -388,7 +397,7 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(job.find("id=\"job-name\""), std::string::npos) << job;
   EXPECT_NE(job.find("id=\"replicas\""), std::string::npos) << job;
   EXPECT_NE(job.find(">chief-0<"), std::string::npos) << job;
-  EXPECT_NE(job.find(">node-a<"), std::string::npos) << job;
+  EXPECT_NE(job.find(">" + NodeA() + "<"), std::string::npos) << job;
   // Its training metrics are drawn: three points.
   EXPECT_NE(job.find("data-drawn=\"3\""), std::string::npos) << job;
 
@@ -403,7 +412,7 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(studies.find("data-drawn=\"8\""), std::string::npos) << studies;
 
   std::string nodes = RenderPage(base + "/#/nodes", artifacts + "/dashboard-nodes.png");
-  EXPECT_NE(nodes.find(">node-a<"), std::string::npos) << nodes;
+  EXPECT_NE(nodes.find(">" + NodeA() + "<"), std::string::npos) << nodes;
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-jobs.png"));
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
 }
