@@ -47,12 +47,14 @@ class PreemptionTest : public ::testing::Test {
   std::string OutputDir(const std::string& job) { return cluster_->scratch(job); }
 
   // Chief + one worker; about 30 steps an epoch, a checkpoint every `checkpoint_every` steps
-  // (0: only when stopped by a signal).
+  // (0: only when stopped by a signal). A pause after each epoch (the model is unchanged) keeps
+  // the job running for seconds, so the fault lands mid-run even on a quiet, fast machine.
   std::string JobYaml(const std::string& name, int checkpoint_every = 30) {
     std::string process =
         "      command: [" + std::string(COHORT_TRAINER_BIN) +
         "]\n      args: [--epochs=60, --checkpoint-every=" + std::to_string(checkpoint_every) +
-        ", --seed=3, " + marker_ + ", --hidden=32, --batch-size=48, --optimizer=momentum]\n";
+        ", --seed=3, " + marker_ +
+        ", --hidden=32, --batch-size=48, --optimizer=momentum, --epoch-pause-ms=50]\n";
     return "name: " + name + "\noutput_dir: " + OutputDir(name) +
            "\nworker_pools:\n"
            "  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n    process:\n" +

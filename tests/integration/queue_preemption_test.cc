@@ -51,12 +51,15 @@ class QueuePreemptionTest : public ::testing::Test {
   std::string OutputDir(const std::string& job) { return cluster_->scratch(job); }
 
   // Chief + one worker with one GPU each, gradients averaged over the collective ring; no
-  // periodic checkpoints, so the only checkpoint is the one a stop makes.
+  // periodic checkpoints, so the only checkpoint is the one a stop makes. A pause after each
+  // epoch (the model is unchanged) keeps the low job running for seconds: unpaused, 30 epochs
+  // take well under a second on a quiet machine, and the job could end before the high one came.
   std::string JobYaml(const std::string& name, const std::string& priority, int epochs) {
     std::string process = "      command: [" + std::string(COHORT_TRAINER_BIN) +
                           "]\n      args: [--epochs=" + std::to_string(epochs) +
                           ", --checkpoint-every=0, --seed=5, " + marker_ +
-                          ", --hidden=32, --batch-size=48, --optimizer=momentum]\n";
+                          ", --hidden=32, --batch-size=48, --optimizer=momentum, "
+                          "--epoch-pause-ms=100]\n";
     return "name: " + name + "\noutput_dir: " + OutputDir(name) +
            "\nworker_pools:\n"
            "  - role: chief\n    replicas: 1\n    resources: {gpus: 1, cpus: 1}\n    process:\n" +
