@@ -219,7 +219,9 @@ void FlightRecorder::Attach(uint32_t capacity) {
 void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
   Attach(capacity);
   // A fresh mapping (ftruncate of an emptied file, or anonymous memory) reads as zeros: every slot
-  // is "never written".
+  // is "never written". Writing those zeros now takes each page's first-write fault here, once,
+  // rather than on the hot path of the first `capacity` operations.
+  std::memset(slots_, 0, size_t{capacity} * sizeof(FlightRecorderSlot));
   header_->version = FlightRecorderHeader::kVersion;
   header_->header_bytes = sizeof(FlightRecorderHeader);
   header_->slot_bytes = sizeof(FlightRecorderSlot);
