@@ -142,7 +142,9 @@ class RecoveryTest : public ::testing::Test {
   } while (0)
 
 // A digits-trainer pool entry (chief or worker), deterministic, checkpointing every
-// `checkpoint_every` steps; about 30 steps an epoch at batch 48.
+// `checkpoint_every` steps; about 30 steps an epoch at batch 48, and a 100 ms pause after each
+// epoch (the model is unchanged) so the job is still running when a test strikes, however fast
+// the machine.
 // `env`: a YAML flow map for the pool's environment ("" for none).
 std::string TrainerPool(const std::string& role, int replicas, int epochs, int checkpoint_every,
                         int hidden, const std::string& env = "") {
@@ -151,7 +153,7 @@ std::string TrainerPool(const std::string& role, int replicas, int epochs, int c
          std::string(COHORT_TRAINER_BIN) + "]\n      args: [--epochs=" + std::to_string(epochs) +
          ", --checkpoint-every=" + std::to_string(checkpoint_every) +
          ", --keep-checkpoints=5, --seed=5, --hidden=" + std::to_string(hidden) +
-         ", --batch-size=48, --optimizer=momentum]\n" +
+         ", --batch-size=48, --optimizer=momentum, --epoch-pause-ms=100]\n" +
          (env.empty() ? std::string() : "      env: " + env + "\n");
 }
 
