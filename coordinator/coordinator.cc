@@ -261,7 +261,9 @@ void Coordinator::Tick() {
   if (now < store_retry_at_ms_) return;
   if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
   for (const auto& [node_id, why] : nodes_.CheckLost(now)) jobs_.NodeLost(node_id, why, now);
-  if (peer_keys_ && now - last_key_check_ms_ >= nodes_.heartbeat_interval_ms()) {
+  // Keys are re-checked every half heartbeat interval, so that with the pass it waits for (at
+  // most the poll timeout) a removed key ends its session within one interval.
+  if (peer_keys_ && now - last_key_check_ms_ >= nodes_.heartbeat_interval_ms() / 2) {
     last_key_check_ms_ = now;
     EndRevokedSessions(now);
   }
@@ -334,7 +336,7 @@ void Coordinator::ExecuteCommands() {
       if (job == nullptr) continue;
       const ReplicaRecord* r = job->FindReplica(launch.replica);
       const NodeRecord* node = r == nullptr ? nullptr : nodes_.Find(r->node_id);
-      if (node == nullptr) continue;
+      if (node == nullptr || node->peer.empty()) continue;
       auto address_of = [this](const std::string& id) { return nodes_.AddressOf(id); };
       outbox_.ToAgent(node->peer, Encode(0, PlanLaunch(*job, *r, address_of)));
     }
@@ -482,7 +484,7 @@ void Coordinator::EndRevokedSessions(int64_t now) {
     if (!listed.ok()) revoked.emplace_back(id, listed.message());
   }
   for (const auto& [id, why] : revoked) {
-    if (!nodes_.MarkLost(id)) continue;
+    if (!nodes_.EndSession(id)) continue;
     spdlog::warn("node {} LOST: its session is ended: {}", id, why);
     jobs_.NodeLost(id, "its agent's key was removed: " + why, now);
   }

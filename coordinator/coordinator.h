@@ -45,8 +45,9 @@
 // agents/ and names the connection by its file (clients/<user>.pub: user <user>, on every
 // RoutedMessage; agents/<node-id>.pub: node <node-id>, which is the only node it may speak for:
 // AgentService). Every message whose key has been removed (or replaced) since its handshake is
-// refused UNAUTHENTICATED, and every heartbeat interval the key directories are re-read and a
-// READY node whose agent's key is gone is LOST at once (PeerKeys).
+// refused UNAUTHENTICATED, and every half heartbeat interval the key directories are re-read and a
+// READY node whose agent's key is gone is LOST at once, its routing id forgotten (PeerKeys): a
+// removed key's sessions end within one heartbeat interval.
 // Thread safety: not thread-safe; one thread drives it. Lifetime: `clock` (and `context`, when
 // given) must outlive the Coordinator.
 #pragma once

@@ -87,10 +87,11 @@ std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t
   return lost;
 }
 
-bool NodeRegistry::MarkLost(const std::string& node_id) {
+bool NodeRegistry::EndSession(const std::string& node_id) {
   NodeRecord* node = FindReady(node_id);
   if (node == nullptr) return false;
   node->ready = false;
+  node->peer.clear();
   return true;
 }
 

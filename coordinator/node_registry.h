@@ -40,9 +40,10 @@ class NodeRegistry : public NodeHealth {
   // Any other message from a READY node's agent counts as hearing from it.
   void Touch(NodeRecord& node, int64_t now_ms) { node.last_heartbeat_ms = now_ms; }
 
-  // Marks `node_id` LOST now (its agent's key was removed: the session ends); false when it was
-  // not READY.
-  bool MarkLost(const std::string& node_id);
+  // Ends `node_id`'s session now (its agent's key was removed): LOST, and its routing id is
+  // forgotten, so nothing more is sent to that connection; false when it was not READY. The node
+  // is READY again only by registering, with a listed key.
+  bool EndSession(const std::string& node_id);
   // Marks every READY node silent past the timeout LOST; returns (node id, why) for each.
   std::vector<std::pair<std::string, std::string>> CheckLost(int64_t now_ms);
 

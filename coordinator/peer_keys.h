@@ -2,9 +2,10 @@
 // (common/curve_keys.h) checks a key only at the handshake and names the connection by the key
 // file that lists it (agents/<node-id>.pub, clients/<user>.pub); PeerKeys closes the sessions of
 // keys removed since: Refresh() re-reads the key directories (the coordinator calls it every
-// heartbeat interval) and Check() is asked for every message, so a message whose key is no longer
-// listed under its name is refused within one interval of the file's removal (or replacement by
-// another key). With --insecure there are no keys, no PeerKeys, and nothing is checked.
+// half heartbeat interval) and Check() is asked for every message, so a message whose key is no
+// longer listed under its name is refused within one interval of the file's removal (or
+// replacement by another key). With --insecure there are no keys, no PeerKeys, and nothing is
+// checked.
 //
 // Thread safety: none; the coordinator loop calls it.
 #pragma once

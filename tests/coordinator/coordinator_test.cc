@@ -1265,6 +1265,7 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
     return std::nullopt;
   };
   std::map<std::string, std::unique_ptr<DealerSocket>> agents;
+  milliseconds heartbeat_interval{0};  // as the coordinator tells its agents
   for (const auto& [node, keys] : node_keys) {
     agents[node] = connect(coordinator.agent_endpoint(), keys, node);
     wire::RegisterAgentT reg;
@@ -1275,7 +1276,10 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
     reg.gpus.push_back(std::move(g));
     auto reply = call(*agents[node], std::move(reg));
     ASSERT_TRUE(reply && reply->As<wire::RegisterAgentReply>()) << node;
+    heartbeat_interval =
+        milliseconds(reply->As<wire::RegisterAgentReply>()->heartbeat_interval_ms());
   }
+  ASSERT_GT(heartbeat_interval.count(), 0);
   // A job with one replica on each node, both running.
   auto client = connect(coordinator.client_endpoint(), *alice, "");
   wire::SubmitJobT submit;
@@ -1317,16 +1321,26 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
   EXPECT_EQ(call(*agents[other], std::move(hb))->ErrorStatus().code(),
             StatusCode::kPermissionDenied);
 
-  // The chief's node key is removed: within one heartbeat interval the node is LOST and its
-  // messages are refused.
+  // The chief's node key and alice's client key are removed: once the coordinator's clock has
+  // moved one heartbeat interval on, the node is LOST, its routing id forgotten, and both keys'
+  // messages are refused on their live connections. (The clock is the test's: the interval is
+  // the configured one, exactly, whatever the machine's speed.)
   std::string revoked = chief.node_id;
   fs::remove(dir / "agents" / (revoked + ".pub"));
   fs::remove(dir / "agents" / (revoked + ".key"));
-  clock.Advance(milliseconds(1000));
+  fs::remove(dir / "clients" / "alice.pub");
+  fs::remove(dir / "clients" / "alice.key");
+  clock.Advance(heartbeat_interval);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(coordinator.RunOnce(milliseconds(5)).ok());
   ASSERT_NE(coordinator.FindNode(revoked), nullptr);
   EXPECT_FALSE(coordinator.FindNode(revoked)->ready);
+  EXPECT_EQ(coordinator.FindNode(revoked)->peer, "");
   EXPECT_TRUE(coordinator.FindNode(other)->ready);
+  EXPECT_NE(coordinator.FindNode(other)->peer, "");
+  auto listed = call(*client, wire::ListJobsT{});
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->ErrorStatus().code(), StatusCode::kUnauthenticated)
+      << listed->ErrorStatus().ToString();
   bool noted = false;
   for (const auto& e : job->events) noted |= e.message.find("key was removed") != std::string::npos;
   EXPECT_TRUE(noted);
