@@ -44,6 +44,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
       ("container-runtime", po::value(&flags.container_runtime), "auto|runc|crun|docker|podman|none (default auto)")
       ("cgroups", po::value(&flags.cgroups), "auto|off: put replicas in cgroup v2 where writable (default auto)")
+      ("cgroup-root", po::value(&flags.cgroup_root), "cgroup v2 directory for replica cgroups (default: this agent's own cgroup)")
       ("key-file", po::value(&flags.key_file), "this agent's CURVE key pair file (default " COHORT_CONFIG_DIR "/keys/agent.key)")
       ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file (default " COHORT_CONFIG_DIR "/keys/coordinator.pub)")
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)")
@@ -94,6 +95,10 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   if (flags.cgroups != "auto" && flags.cgroups != "off") {
     return InvalidArgument("--cgroups: expected auto or off, got '" + flags.cgroups + "'");
   }
+  if (!flags.cgroup_root.empty() && flags.cgroup_root.front() != '/') {
+    return InvalidArgument("--cgroup-root: expected an absolute path, got '" + flags.cgroup_root +
+                           "'");
+  }
   if (flags.cpus < 0) return InvalidArgument("--cpus: must not be negative");
   if (flags.memory_mb < 0) return InvalidArgument("--memory-mb: must not be negative");
   if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
@@ -138,7 +143,9 @@ Status LoadSecurity(AgentFlags& flags) {
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
                                             Clock* clock) {
   CgroupManager cgroups;
-  if (flags.cgroups == "auto") cgroups = CgroupManager::Detect(flags.config.node_id);
+  if (flags.cgroups == "auto") {
+    cgroups = CgroupManager::Detect(flags.config.node_id, flags.cgroup_root);
+  }
   if (!cgroups.available()) {
     spdlog::warn(
         "NO CGROUPS: {}. Replicas run without CPU and memory limits, and their processes are "

@@ -5,8 +5,9 @@
 // plus --log-level LEVEL, --container-runtime auto|runc|crun|docker|podman|none
 // (agent/oci_launcher.h; default auto, none disables containers), --cgroups auto|off
 // (agent/cgroup.h; default auto, off leaves replicas to process groups and
-// agent/process_launcher.h's environment marker), and for CURVE (without --insecure) --key-file
-// FILE (this agent's key pair, common/curve_keys.h) and
+// agent/process_launcher.h's environment marker), --cgroup-root DIR (a cgroup v2 directory for
+// the replicas' cgroups instead of the agent's own cgroup, e.g. one delegated to it), and for CURVE
+// (without --insecure) --key-file FILE (this agent's key pair, common/curve_keys.h) and
 // --coordinator-key FILE (the coordinator's public key).
 // Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
 // dashes); the command line wins over the file.
@@ -37,6 +38,7 @@ struct AgentFlags {
   int64_t memory_mb = 0;      // 0: detect
   std::string container_runtime = "auto";
   std::string cgroups = "auto";  // "auto": cgroup v2 where writable; "off": never
+  std::string cgroup_root;       // "": the agent's own cgroup
   std::string key_file = COHORT_CONFIG_DIR "/keys/agent.key";
   std::string coordinator_key_file = COHORT_CONFIG_DIR "/keys/coordinator.pub";
   AgentConfig config;  // inventory not yet filled in; see BuildInventory

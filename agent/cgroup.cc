@@ -1,8 +1,10 @@
 #include "agent/cgroup.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,6 +82,15 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
   CgroupManager manager;
   std::string own;
   if (!root_override.empty()) {
+    struct statfs fs {};
+    if (::statfs(root_override.c_str(), &fs) != 0) {
+      manager.reason_ = "cannot read " + root_override + ": " + std::strerror(errno);
+      return manager;
+    }
+    if (fs.f_type != CGROUP2_SUPER_MAGIC) {
+      manager.reason_ = root_override + " is not a cgroup v2 directory";
+      return manager;
+    }
     own = root_override;
   } else {
     std::string mount = FindCgroup2Mount();

@@ -30,7 +30,8 @@ class CgroupManager {
 
   // Finds a writable cgroup v2 hierarchy. Never fails: when there is none, available() is false
   // and reason() says why. `node_id` names this agent's level ('/' replaced); `root_override`
-  // (tests) uses that directory as the agent's cgroup.
+  // (--cgroup-root) is used instead of the agent's own cgroup; it must be a directory of a
+  // cgroup2 filesystem (else nothing is created in it).
   static CgroupManager Detect(const std::string& node_id, const std::string& root_override = "");
 
   bool available() const { return !base_.empty(); }

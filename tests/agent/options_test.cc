@@ -76,6 +76,8 @@ TEST(AgentFlagsTest, ErrorsNameTheFlag) {
   EXPECT_NE(bad_grace.status().message().find("--grace-period"), std::string::npos);
   auto bad_cgroups = Parse({"--coordinator", "tcp://h:1", "--cgroups", "v1"});
   EXPECT_NE(bad_cgroups.status().message().find("--cgroups"), std::string::npos);
+  auto relative_root = Parse({"--coordinator", "tcp://h:1", "--cgroup-root", "sys/fs/cgroup"});
+  EXPECT_NE(relative_root.status().message().find("--cgroup-root"), std::string::npos);
   auto unknown = Parse({"--coordinator", "tcp://h:1", "--colour", "red"});
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   auto help = Parse({"--help"});

@@ -473,5 +473,38 @@ TEST_F(HardeningTest, ARefusedClientKeyIsSaidToBeRefused) {
   EXPECT_TRUE(cluster.coordinator().running());
 }
 
+// An agent that cannot put replicas in cgroup v2 says so loudly at start, with the reason: turned
+// off (--cgroups off), or a cgroup root that is no writable cgroup v2 directory (--cgroup-root at
+// a plain directory, which stands for any unusable hierarchy: as root every real cgroup directory
+// is writable). Both agents still register and serve (process groups and the environment marker
+// then find replicas' processes: leftover_test).
+TEST_F(HardeningTest, AnAgentWithoutWritableCgroupV2WarnsLoudlyAtStart) {
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string off = NodeId("cg-off"), plain = NodeId("cg-plain");
+  const std::string root = cluster.scratch("not-a-cgroup");
+  std::filesystem::create_directories(root);
+  ASSERT_EQ(cluster.StartAgent({.node_id = off, .extra_args = {"--cgroups", "off"}}), "");
+  ASSERT_EQ(cluster.StartAgent({.node_id = plain, .extra_args = {"--cgroup-root", root}}), "");
+
+  std::string log_off = ct::ReadFile(cluster.agent(off).log_path());
+  EXPECT_NE(log_off.find("NO CGROUPS: --cgroups off. Replicas run without CPU and memory limits"),
+            std::string::npos)
+      << log_off;
+  std::string log_plain = ct::ReadFile(cluster.agent(plain).log_path());
+  EXPECT_NE(log_plain.find("NO CGROUPS: no writable cgroup v2 (" + root +
+                           " is not a cgroup v2 directory). Replicas run without CPU and memory "
+                           "limits"),
+            std::string::npos)
+      << log_plain;
+  // Nothing was made in a directory that is not a cgroup.
+  EXPECT_TRUE(std::filesystem::is_empty(root));
+  // At warning level (W), as the daemon's own line.
+  for (const std::string* log : {&log_off, &log_plain}) {
+    EXPECT_TRUE(std::regex_search(*log, std::regex(R"( W cohort-agent\[\d+\] NO CGROUPS: )")))
+        << *log;
+  }
+}
+
 }  // namespace
 }  // namespace cohort
