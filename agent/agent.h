@@ -42,6 +42,11 @@
 // waits, metric polls) reads the injected Clock, so tests step a ManualClock; only the socket
 // wait in RunOnce is real time.
 //
+// The parts: CoordinatorSession (agent/coordinator_session.h) keeps the registration and the
+// heartbeats; ReplicaManager (agent/replica_manager.h) launches, stops, reaps and forgets the
+// attempts. The Agent runs the loop, dispatches the coordinator's messages and answers to them,
+// sends status updates, takes stack dumps and carries out preemption.
+//
 // Thread safety: none; all calls from one thread. Lifetime: the zmq context and the clock
 // outlive the Agent.
 #pragma once
@@ -55,11 +60,12 @@
 #include <string>
 
 #include "agent/attempt.h"
+#include "agent/coordinator_session.h"
 #include "agent/http_service.h"
 #include "agent/inventory.h"
 #include "agent/launcher.h"
 #include "agent/outbox.h"
-#include "agent/progress.h"
+#include "agent/replica_manager.h"
 #include "common/clock.h"
 #include "common/messaging.h"
 #include "common/rate_limited_log.h"
@@ -107,6 +113,8 @@ struct AgentConfig {
 
 class Agent {
  public:
+  using CollectiveLateness = CoordinatorSession::CollectiveLateness;
+
   // Connects the socket (ZeroMQ connects lazily; nothing waits for the coordinator here).
   static StatusOr<std::unique_ptr<Agent>> Create(zmq::context_t& context, AgentConfig config,
                                                  std::unique_ptr<Launcher> process_launcher,
@@ -129,19 +137,17 @@ class Agent {
   // Every replica is gone and reported (or the waits for that ran out).
   bool preempted() const { return preempted_; }
 
-  bool registered() const { return registered_; }
+  bool registered() const { return session_.registered(); }
   // "http://HOST:PORT" of the HTTP endpoint; empty when it is off.
   std::string http_url() const { return http_ ? http_->url() : ""; }
   // Attempts not yet forgotten (running, or final but unacked / log not fully shipped).
-  size_t attempt_count() const { return attempts_.size(); }
+  size_t attempt_count() const { return replicas_.attempts().size(); }
   const AgentConfig& config() const { return config_; }
   // How late a replica here enters collectives after its job's first rank, as the coordinator
-  // last said (median ms over its window, samples), by "<job>/<replica>".
-  struct CollectiveLateness {
-    double median_ms = 0;
-    int samples = 0;
-  };
-  const std::map<std::string, CollectiveLateness>& collective_lateness() const { return lateness_; }
+  // last said, by "<job>/<replica>".
+  const std::map<std::string, CollectiveLateness>& collective_lateness() const {
+    return session_.collective_lateness();
+  }
 
  private:
   using milliseconds = std::chrono::milliseconds;
@@ -160,54 +166,33 @@ class Agent {
   // An Ack or ErrorReply (`error`) to a message of the outbox.
   void HandleAnswer(uint64_t request_id, const Status& error);
   void HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const Status& error);
-
-  void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
-  void StartPending();
-  void FinishLaunch(Attempt& a, PendingLaunch& pending);
-  void SetState(Attempt& a, wire::ReplicaState state, std::string message);
-  void FailBeforeLaunch(Attempt& a, const Status& status, int exit_code);
-
-  void Reap();
-  void EnforceDeadlines();
-  void RunTimers();
-  void SendRegister();
-  void SendHeartbeat();
+  // Sends the attempt's status as a ReplicaUpdate (when registered; RegisterAgent carries it
+  // otherwise).
   void SendUpdate(Attempt& a);
+
+  void RunTimers();
   void ShipLogsAndMetrics();
-  void Forget();
   void CarryOnPreemption();
   void PublishSnapshot();
 
   AgentConfig config_;
   DealerSocket socket_;
   Clock* clock_;
-  Outbox outbox_;  // before attempts_, whose shippers and forwarders use it
-  std::unique_ptr<Launcher> process_launcher_;
-  std::unique_ptr<Launcher> container_launcher_;
-  std::map<std::string, Attempt> attempts_;
-  std::map<std::string, std::unique_ptr<ProgressProbe>> probes_;  // by attempt key, RUNNING ones
-  // Stack dumps being taken, by attempt key, with the stop that waits for one.
+  Outbox outbox_;  // before replicas_, whose shippers and forwarders use it
+  CoordinatorSession session_;
+  // Stack dumps being taken, by attempt key, with the stop that waits for one. Before replicas_,
+  // whose destruction kills the processes whose stacks are being taken.
   struct PendingDump {
     std::future<std::string> text;
     std::optional<wire::StopReplicaT> stop;
   };
   std::map<std::string, PendingDump> dumps_;
-  std::map<std::string, CollectiveLateness> lateness_;
-  // Registration: the versions each outstanding RegisterAgent carried, by request id.
-  std::map<uint64_t, std::map<std::string, uint64_t>> register_requests_;
-  bool registered_ = false;
+  ReplicaManager replicas_;
   bool preempting_ = false;
   // Preemption: until when replicas may take to go, then until when their acks may take.
   milliseconds preempt_give_up_{0};
   std::optional<milliseconds> preempt_acks_by_;
   bool preempted_ = false;
-  // Times are readings of clock_.
-  milliseconds next_register_{0};
-  milliseconds register_backoff_{0};
-  milliseconds next_heartbeat_{0};
-  milliseconds next_sweep_{0};  // attempt retention
-  milliseconds last_heard_{0};
-  milliseconds heartbeat_interval_{1000};
   // Updates the coordinator could not take for now (they are resent): a full disk there lasts.
   RateLimitedLog transient_refusals_{spdlog::level::info, "transient refusals", 5,
                                      std::chrono::seconds(30)};
@@ -215,7 +200,6 @@ class Agent {
   std::unique_ptr<AgentHttp> http_;
   milliseconds next_publish_{0};
   uint64_t log_bytes_shipped_ = 0;
-  uint64_t attempts_started_ = 0;
 };
 
 }  // namespace cohort::agent

@@ -1,0 +1,105 @@
+// CoordinatorSession: the agent's standing with the coordinator. It knows whether this node is
+// registered, when to register again and how long to back off, when the next heartbeat is due,
+// and what the coordinator's replies said (the heartbeat interval, how late each replica here
+// enters collectives). It builds and sends RegisterAgent and Heartbeat; what they say about the
+// replicas comes from the caller (agent/replica_manager.h).
+//
+//  - Registering: at start, after a HeartbeatReply with known=false, after Unregister() (a report
+//    refused with FAILED_PRECONDITION), and after coordinator_timeout of silence (default
+//    max(5 heartbeat intervals, 3 s)). RegisterAgent is resent after resend_interval, doubling up
+//    to max_register_interval, until a RegisterAgentReply answers one of those outstanding.
+//  - Heartbeats: one every interval the RegisterAgentReply gives (default_heartbeat_interval
+//    until then), sent through the Outbox as its heartbeat stream.
+//
+// Time: every timer reads the injected Clock.
+// Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
+// it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/outbox.h"
+#include "common/clock.h"
+#include "common/schema/cohort_generated.h"
+#include "common/status.h"
+
+namespace cohort::agent {
+
+struct AgentConfig;
+
+class CoordinatorSession {
+ public:
+  using milliseconds = std::chrono::milliseconds;
+  // How late a replica here enters collectives after its job's first rank, as the coordinator
+  // last said (median ms over its window, samples).
+  struct CollectiveLateness {
+    double median_ms = 0;
+    int samples = 0;
+  };
+  // What a RegisterAgent reports of the replicas here: the statuses not yet acknowledged, and
+  // the version each carries, by attempt key.
+  struct ReplicaReport {
+    std::vector<wire::ReplicaStatusT> statuses;
+    std::map<std::string, uint64_t> versions;
+  };
+
+  // `transmit` sends a message outside the outbox (RegisterAgent) and returns its request id.
+  CoordinatorSession(const AgentConfig& config, Clock& clock, Outbox& outbox,
+                     Outbox::Transmit transmit);
+
+  bool registered() const { return registered_; }
+  // By "<job>/<replica>".
+  const std::map<std::string, CollectiveLateness>& collective_lateness() const { return lateness_; }
+
+  // Any message from the coordinator: it is alive now.
+  void Heard();
+  // A RegisterAgentReply to request `id`. Returns the versions that registration carried (now
+  // acknowledged), by attempt key; nullopt for a late duplicate, which changes nothing. Whatever
+  // was in flight before may be lost: the caller resets the outbox.
+  std::optional<std::map<std::string, uint64_t>> OnRegistered(
+      uint64_t id, const wire::RegisterAgentReply& reply);
+  // known=false registers again at once; the lateness list, when present, replaces the last.
+  void OnHeartbeatReply(const wire::HeartbeatReply& reply);
+  // An ErrorReply to request `id`: true (and logged) when it refused a RegisterAgent, which is
+  // then sent again after its backoff.
+  bool OnRefused(uint64_t id, const Status& error);
+  // The coordinator does not know this node (it refused a report with FAILED_PRECONDITION):
+  // register again when the backoff allows.
+  void Unregister() { registered_ = false; }
+
+  // Registered but silent past the coordinator timeout: registers again. Then true when a
+  // RegisterAgent is due (not registered, and the backoff has passed).
+  bool RegisterDue();
+  // Sends RegisterAgent with `replicas` and backs off before the next one.
+  void Register(ReplicaReport replicas);
+  bool HeartbeatDue() const { return Now() >= next_heartbeat_; }
+  // Sends a Heartbeat (`draining` while the agent shuts down) carrying `progress`, the running
+  // replicas' progress; the next is due one heartbeat interval later.
+  void SendHeartbeat(bool draining, std::vector<std::unique_ptr<wire::ReplicaProgressT>> progress);
+
+ private:
+  milliseconds Now() const { return milliseconds(clock_.NowMs()); }
+
+  const AgentConfig& config_;
+  Clock& clock_;
+  Outbox& outbox_;
+  Outbox::Transmit transmit_;
+  bool registered_ = false;
+  // The versions each outstanding RegisterAgent carried, by request id.
+  std::map<uint64_t, std::map<std::string, uint64_t>> register_requests_;
+  std::map<std::string, CollectiveLateness> lateness_;
+  // Readings of clock_.
+  milliseconds next_register_{0};
+  milliseconds register_backoff_{0};
+  milliseconds next_heartbeat_{0};
+  milliseconds last_heard_{0};
+  milliseconds heartbeat_interval_;
+};
+
+}  // namespace cohort::agent

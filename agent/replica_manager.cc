@@ -1,0 +1,336 @@
+#include "agent/replica_manager.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+
+#include "agent/agent.h"
+#include "agent/replica_env.h"
+#include "common/flight_recorder.h"
+#include "common/logging.h"
+
+namespace cohort::agent {
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+}  // namespace
+
+ReplicaManager::ReplicaManager(const AgentConfig& config, Clock& clock, Outbox& outbox,
+                               std::unique_ptr<Launcher> process_launcher, Report report)
+    : config_(config),
+      clock_(clock),
+      outbox_(outbox),
+      report_(std::move(report)),
+      process_launcher_(std::move(process_launcher)) {}
+
+ReplicaManager::~ReplicaManager() { KillAll(); }
+
+void ReplicaManager::KillAll() {
+  for (auto& [key, a] : attempts_) {
+    if (a.process && (!a.process->exit_info() || a.process->AnyAlive())) a.process->KillAll();
+  }
+}
+
+void ReplicaManager::SetContainerLauncher(std::unique_ptr<Launcher> launcher) {
+  container_launcher_ = std::move(launcher);
+}
+
+Attempt* ReplicaManager::Find(const std::string& key) {
+  auto it = attempts_.find(key);
+  return it == attempts_.end() ? nullptr : &it->second;
+}
+
+void ReplicaManager::SetState(Attempt& a, wire::ReplicaState state, std::string message) {
+  a.state = state;
+  a.message = std::move(message);
+  a.version++;
+  report_(a);
+}
+
+// ---- launching ------------------------------------------------------------------------------
+
+void ReplicaManager::Launch(const wire::LaunchReplica& launch) {
+  std::string job = Str(launch.job());
+  std::string replica = Str(launch.replica());
+  // One attempt of a replica at a time on a node: an older one still running is replaced.
+  for (auto& [other_key, other] : attempts_) {
+    if (other.job == job && other.replica == replica && other.live() &&
+        other.stop == StopCause::kNone) {
+      spdlog::warn("{}/{}: attempt {} replaces attempt {} still running here; stopping it", job,
+                   replica, launch.attempt(), other.attempt);
+      other.RequestStop(StopCause::kReplaced,
+                        "replaced by attempt " + std::to_string(launch.attempt()),
+                        config_.grace_period, Now());
+    }
+  }
+  Attempt& a = attempts_[AttemptKey(job, replica, launch.attempt())];
+  a.job = job;
+  a.replica = replica;
+  a.attempt = launch.attempt();
+  StartAttempt(a, launch);
+}
+
+void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch) {
+  ++attempts_started_;
+  if (launch.gpus()) a.gpus.assign(launch.gpus()->begin(), launch.gpus()->end());
+  if (Status s = CheckPathComponent("job", a.job); !s.ok()) return FailBeforeLaunch(a, s, -1);
+  if (Status s = CheckPathComponent("replica", a.replica); !s.ok()) {
+    return FailBeforeLaunch(a, s, -1);
+  }
+  if (a.attempt < 0) return FailBeforeLaunch(a, InvalidArgument("negative attempt number"), -1);
+  auto pending = std::make_unique<PendingLaunch>();
+  LaunchRequest& request = pending->plan.request;
+  request.job = a.job;
+  request.replica = a.replica;
+  request.attempt = a.attempt;
+  request.working_dir = AttemptWorkingDir(config_.work_dir, a.job, a.replica, a.attempt);
+  request.log_path = AttemptLogPath(config_.work_dir, a.job, a.replica, a.attempt);
+  a.log =
+      std::make_unique<LogShipper>(outbox_, a.key(), a.job, a.replica, a.attempt, request.log_path,
+                                   config_.log_chunk_bytes, 2 * config_.resend_interval);
+  if (Status s = MakeDirs(request.working_dir); !s.ok()) return FailBeforeLaunch(a, s, -1);
+  SetState(a, wire::ReplicaState::STARTING, "");
+
+  if (Status s = PlanLaunch(launch, config_.builtin_dir, &pending->plan); !s.ok()) {
+    return FailBeforeLaunch(a, s, s.code() == StatusCode::kNotFound ? 127 : 2);
+  }
+  if (!pending->plan.container) pending->plan.env.attempt_dir = request.working_dir;
+  pending->launcher = process_launcher_.get();
+  if (pending->plan.container) {
+    pending->launcher = container_launcher_.get();
+    if (pending->launcher == nullptr) {
+      return FailBeforeLaunch(
+          a,
+          FailedPrecondition("this agent has no container launcher (image " + request.image + ")"),
+          -1);
+    }
+  }
+  // A first start begins from scratch; a restart resumes from the newest valid checkpoint.
+  if (a.attempt > 0 && !pending->plan.checkpoint_dir.empty()) {
+    pending->restore =
+        std::async(std::launch::async, FindRestoreCheckpoint, pending->plan.checkpoint_dir);
+    a.pending = std::move(pending);
+    return;  // StartPending() launches it when the lookup is done
+  }
+  FinishLaunch(a, *pending);
+}
+
+void ReplicaManager::StartPending() {
+  for (auto& [key, a] : attempts_) {
+    if (!a.pending) continue;
+    if (a.pending->restore.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+    std::unique_ptr<PendingLaunch> pending = std::move(a.pending);
+    RestorePoint restore = pending->restore.get();
+    pending->plan.env.restore_checkpoint = restore.checkpoint;
+    // The attempt's log says where it restores from and what was skipped (`cohort logs`).
+    for (const std::string& note : restore.notes) {
+      AppendAgentNote(pending->plan.request.log_path, note);
+    }
+    FinishLaunch(a, *pending);
+  }
+}
+
+void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
+  if (a.stop != StopCause::kNone) {
+    // Stopped (or preempted) while the checkpoint lookup ran: it never starts.
+    a.final = true;
+    a.gone = true;
+    SetState(a, a.FinalState(wire::ReplicaState::STOPPED),
+             a.stop_reason.empty() ? "stopped before it started"
+                                   : a.stop_reason + "; stopped before it started");
+    return;
+  }
+  const ReplicaEnvInput& env = pending.plan.env;
+  if (!env.restore_checkpoint.empty()) {
+    spdlog::info("{}/{} attempt {}: restoring from {}", a.job, a.replica, a.attempt,
+                 env.restore_checkpoint);
+  }
+  LaunchRequest& request = pending.plan.request;
+  request.env = BuildReplicaEnv(env);
+  if (Status s = MakeOutputDirs(request.env); !s.ok()) return FailBeforeLaunch(a, s, -1);
+  auto process = pending.launcher->Launch(request);
+  if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
+  a.process = std::move(*process);
+  std::string error = a.process->launch_error();
+  spdlog::info("{}/{} attempt {}: started pid {}{}{}", a.job, a.replica, a.attempt,
+               a.process->pid(), error.empty() ? "" : ", but ", error);
+  if (pending.plan.chief) {
+    auto file = env.launch_env.find("CLOUD_ML_HP_METRIC_FILE");
+    if (file != env.launch_env.end() && !file->second.empty()) {
+      auto trial = env.launch_env.find("CLOUD_ML_TRIAL_ID");
+      a.metrics = std::make_unique<MetricForwarder>(
+          outbox_, clock_, a.key(), file->second, a.job, a.replica,
+          trial == env.launch_env.end() ? "" : trial->second, config_.metric_poll_interval,
+          config_.resend_interval);
+    }
+  }
+  auto metric_file = request.env.find("CLOUD_ML_HP_METRIC_FILE");
+  auto recorder = request.env.find(kFlightRecorderEnv);
+  probes_[a.key()] = std::make_unique<ProgressProbe>(
+      request.log_path, metric_file == request.env.end() ? "" : metric_file->second,
+      recorder == request.env.end() ? "" : recorder->second, clock_.NowMs());
+  if (error.empty()) {
+    SetState(a, wire::ReplicaState::RUNNING, "");
+  } else {
+    a.message = error;  // the reaper reports FAILED with exit 127/126
+  }
+}
+
+void ReplicaManager::FailBeforeLaunch(Attempt& a, const Status& status, int exit_code) {
+  spdlog::warn("{}/{} attempt {}: cannot launch: {}", a.job, a.replica, a.attempt,
+               status.ToString());
+  if (a.log) AppendAgentNote(a.log->path(), status.message());
+  a.exit.exit_code = exit_code;
+  a.final = true;
+  a.gone = true;
+  SetState(a, a.FinalState(wire::ReplicaState::FAILED), status.message());
+}
+
+// ---- stopping -------------------------------------------------------------------------------
+
+void ReplicaManager::Stop(const wire::StopReplica& stop) {
+  std::string key = AttemptKey(Str(stop.job()), Str(stop.replica()), stop.attempt());
+  auto it = attempts_.find(key);
+  if (it == attempts_.end()) {
+    // Not here (never launched, or already forgotten): report it stopped so the coordinator
+    // can move on.
+    Attempt& a = attempts_[key];
+    a.job = Str(stop.job());
+    a.replica = Str(stop.replica());
+    a.attempt = stop.attempt();
+    a.final = true;
+    a.gone = true;
+    SetState(a, wire::ReplicaState::STOPPED, "not running on this node");
+    return;
+  }
+  Attempt& a = it->second;
+  if (a.final) {
+    a.version++;  // re-send the final status
+    report_(a);
+    return;
+  }
+  std::string reason = Str(stop.reason());
+  spdlog::info("{}/{} attempt {}: stop requested{}{}", a.job, a.replica, a.attempt,
+               reason.empty() ? "" : ": ", reason);
+  a.RequestStop(StopCause::kCoordinator, reason, milliseconds(std::max(0, stop.grace_ms())), Now());
+}
+
+int ReplicaManager::StopAll(StopCause cause, const std::string& reason, milliseconds grace) {
+  int stopped = 0;
+  for (auto& [key, a] : attempts_) {
+    if (!a.live()) continue;
+    a.RequestStop(cause, reason, grace, Now());
+    ++stopped;
+  }
+  return stopped;
+}
+
+bool ReplicaManager::AllGone() const {
+  return std::all_of(attempts_.begin(), attempts_.end(),
+                     [](const auto& entry) { return entry.second.gone; });
+}
+
+// ---- processes ------------------------------------------------------------------------------
+
+void ReplicaManager::Reap() {
+  // A replica's main process is peeked at (WNOWAIT) before it is reaped: while it is a zombie
+  // its process-group id cannot be reused, so killing the group it leaves behind is safe.
+  auto reap = [](ReplicaProcess& process) {
+    process.KillAll();
+    int wait_status = 0;
+    if (::waitpid(process.pid(), &wait_status, WNOHANG) == process.pid()) {
+      process.OnExited(wait_status);
+    }
+  };
+  for (auto& [key, a] : attempts_) {
+    if (!a.process || a.process->exit_info()) continue;
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(a.process->pid()), &info, WEXITED | WNOHANG | WNOWAIT) ==
+            0 &&
+        info.si_pid == a.process->pid()) {
+      reap(*a.process);
+    }
+  }
+  // As a subreaper the agent inherits orphans of its replicas: reap those too.
+  while (config_.reap_all_children) {
+    int wait_status = 0;
+    pid_t pid = ::waitpid(-1, &wait_status, WNOHANG);
+    if (pid <= 0) break;
+    for (auto& [key, a] : attempts_) {
+      if (a.process && a.process->pid() == pid && !a.process->exit_info()) {
+        a.process->OnExited(wait_status);
+        break;
+      }
+    }
+  }
+  for (auto& [key, a] : attempts_) {
+    if (auto change = a.TakeExit()) SetState(a, change->state, std::move(change->message));
+  }
+  for (auto& [key, a] : attempts_) a.CollectLeftovers();
+}
+
+void ReplicaManager::EnforceDeadlines() {
+  milliseconds now = Now();
+  for (auto& [key, a] : attempts_) a.EnforceDeadline(now);
+}
+
+// ---- what the coordinator hears of them -----------------------------------------------------
+
+CoordinatorSession::ReplicaReport ReplicaManager::Unacknowledged() const {
+  CoordinatorSession::ReplicaReport report;
+  for (const auto& [key, a] : attempts_) {
+    if (a.final && a.acked_version >= a.version) continue;
+    report.statuses.push_back(a.ToStatus());
+    report.versions[key] = a.version;
+  }
+  return report;
+}
+
+std::vector<std::unique_ptr<wire::ReplicaProgressT>> ReplicaManager::SampleProgress() {
+  std::vector<std::unique_ptr<wire::ReplicaProgressT>> out;
+  for (auto& [key, a] : attempts_) {
+    auto probe = probes_.find(key);
+    if (probe == probes_.end() || a.final || a.state != wire::ReplicaState::RUNNING) continue;
+    auto progress = std::make_unique<wire::ReplicaProgressT>();
+    progress->job = a.job;
+    progress->replica = a.replica;
+    progress->attempt = a.attempt;
+    probe->second->Sample(clock_.NowMs(), progress.get());
+    out.push_back(std::move(progress));
+  }
+  return out;
+}
+
+// ---- cleaning up ----------------------------------------------------------------------------
+
+void ReplicaManager::SweepOldAttempts() {
+  milliseconds now = Now();
+  if (config_.attempt_retention.count() <= 0 || now < next_sweep_) return;
+  next_sweep_ = now + config_.sweep_interval;
+  int removed =
+      SweepAttemptDirs(config_.work_dir, config_.attempt_retention,
+                       [&](const std::string& job, const std::string& replica, int attempt) {
+                         return attempts_.count(AttemptKey(job, replica, attempt)) > 0;
+                       });
+  if (removed > 0) {
+    spdlog::info("removed {} ended attempt(s) older than {} s from {}", removed,
+                 config_.attempt_retention.count() / 1000, config_.work_dir);
+  }
+}
+
+void ReplicaManager::Forget() {
+  for (auto it = attempts_.begin(); it != attempts_.end();) {
+    Attempt& a = it->second;
+    if (a.forgettable()) {
+      if (a.process) a.process->Release();
+      outbox_.Close(it->first);
+      probes_.erase(it->first);
+      it = attempts_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace cohort::agent

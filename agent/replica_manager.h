@@ -1,0 +1,103 @@
+// ReplicaManager: the replica attempts on this node and their lifecycle, from LaunchReplica until
+// the agent forgets them (agent/attempt.h). It prepares each attempt's working dir and log,
+// plans the launch (agent/replica_env.h), looks up the checkpoint a restart resumes from on a
+// thread of its own, starts the attempt through the process or the container launcher, stops
+// it, reaps its processes (and, as a subreaper, their orphans), enforces stop deadlines, samples
+// the progress of running attempts, removes old attempt dirs and forgets attempts once done.
+//
+// Reporting: every change of an attempt's state bumps its version and calls `report` with it;
+// the agent decides whether and how to send it (agent/agent.h). A log shipper and, for the chief
+// of a tuning trial, a metric forwarder are created over `outbox` for each attempt.
+//
+// Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
+// it. Destroying it SIGKILLs every process of every attempt still here: no replica outlives it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/attempt.h"
+#include "agent/coordinator_session.h"
+#include "agent/launcher.h"
+#include "agent/outbox.h"
+#include "agent/progress.h"
+#include "common/clock.h"
+
+namespace cohort::agent {
+
+struct AgentConfig;
+
+class ReplicaManager {
+ public:
+  using milliseconds = std::chrono::milliseconds;
+  using Report = std::function<void(Attempt& attempt)>;
+
+  ReplicaManager(const AgentConfig& config, Clock& clock, Outbox& outbox,
+                 std::unique_ptr<Launcher> process_launcher, Report report);
+  ~ReplicaManager();
+  ReplicaManager(const ReplicaManager&) = delete;
+  ReplicaManager& operator=(const ReplicaManager&) = delete;
+
+  // Where launches with a container go; without one they fail with a message.
+  void SetContainerLauncher(std::unique_ptr<Launcher> launcher);
+
+  // The attempts not yet forgotten, by attempt key.
+  std::map<std::string, Attempt>& attempts() { return attempts_; }
+  const std::map<std::string, Attempt>& attempts() const { return attempts_; }
+  Attempt* Find(const std::string& key);
+  uint64_t attempts_started() const { return attempts_started_; }
+
+  // Starts a new attempt (the caller has checked that it is not here yet). An older attempt of
+  // the same replica still running is stopped (replaced). A bad job or replica name, a launch
+  // that cannot be planned, or a missing container launcher fail the attempt before it starts.
+  void Launch(const wire::LaunchReplica& launch);
+  // Launches the attempts whose checkpoint lookup is done.
+  void StartPending();
+  // SIGTERM to the attempt, SIGKILL after the grace the message gives. An attempt unknown here
+  // is reported STOPPED ("not running on this node"); a final one reports its final state again.
+  void Stop(const wire::StopReplica& stop);
+  // Stops every live attempt for `cause`; returns how many.
+  int StopAll(StopCause cause, const std::string& reason, milliseconds grace);
+  // Reaps exited main processes, reports their final states and kills their leftovers.
+  void Reap();
+  void EnforceDeadlines();
+  // Every attempt is gone (final, no process left).
+  bool AllGone() const;
+
+  // What RegisterAgent reports: every attempt except the final ones already acknowledged.
+  CoordinatorSession::ReplicaReport Unacknowledged() const;
+  // The progress of every RUNNING attempt, for a heartbeat.
+  std::vector<std::unique_ptr<wire::ReplicaProgressT>> SampleProgress();
+  // Every sweep_interval: removes attempt dirs older than attempt_retention (0 keeps them) that
+  // belong to no attempt here.
+  void SweepOldAttempts();
+  // Forgets the attempts that are done (Attempt::forgettable): releases what they held and
+  // closes their outbox streams.
+  void Forget();
+  // SIGKILL to every process of every attempt still here.
+  void KillAll();
+
+ private:
+  milliseconds Now() const { return milliseconds(clock_.NowMs()); }
+  void SetState(Attempt& a, wire::ReplicaState state, std::string message);
+  void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
+  void FinishLaunch(Attempt& a, PendingLaunch& pending);
+  void FailBeforeLaunch(Attempt& a, const Status& status, int exit_code);
+
+  const AgentConfig& config_;
+  Clock& clock_;
+  Outbox& outbox_;
+  Report report_;
+  std::unique_ptr<Launcher> process_launcher_;
+  std::unique_ptr<Launcher> container_launcher_;
+  std::map<std::string, Attempt> attempts_;
+  std::map<std::string, std::unique_ptr<ProgressProbe>> probes_;  // by attempt key, started ones
+  milliseconds next_sweep_{0};
+  uint64_t attempts_started_ = 0;
+};
+
+}  // namespace cohort::agent

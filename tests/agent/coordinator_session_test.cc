@@ -1,0 +1,155 @@
+// CoordinatorSession without sockets: what it sends is recorded (tests/agent/test_util.h), its
+// time is a ManualClock the tests step.
+#include "agent/coordinator_session.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/agent.h"
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A reply as the coordinator would send it, read back from its own buffer.
+template <typename T>
+class Built {
+ public:
+  explicit Built(const typename T::NativeTableType& native) { fbb_.Finish(T::Pack(fbb_, &native)); }
+  const T& operator*() const { return *flatbuffers::GetRoot<T>(fbb_.GetBufferPointer()); }
+
+ private:
+  flatbuffers::FlatBufferBuilder fbb_;
+};
+
+Built<wire::RegisterAgentReply> RegisterReply(int heartbeat_interval_ms) {
+  wire::RegisterAgentReplyT reply;
+  reply.heartbeat_interval_ms = heartbeat_interval_ms;
+  return Built<wire::RegisterAgentReply>(reply);
+}
+
+Built<wire::HeartbeatReply> HeartbeatReply(bool known) {
+  wire::HeartbeatReplyT reply;
+  reply.known = known;
+  return Built<wire::HeartbeatReply>(reply);
+}
+
+class CoordinatorSessionTest : public ::testing::Test {
+ protected:
+  CoordinatorSessionTest() {
+    config_.node_id = "node-a";
+    config_.coordinator = "tcp://127.0.0.1:1";
+    config_.resend_interval = milliseconds(100);
+    config_.max_register_interval = milliseconds(350);
+    config_.coordinator_timeout = milliseconds(2000);
+  }
+  // RegisterAgent messages sent so far.
+  int Registrations() const {
+    int n = 0;
+    for (const auto& [id, body] : sent_.messages) n += body.AsRegisterAgent() != nullptr;
+    return n;
+  }
+  // Registers and answers the registration (heartbeat interval 500 ms).
+  void Register() {
+    ASSERT_TRUE(session_.RegisterDue());
+    CoordinatorSession::ReplicaReport report;
+    report.versions["job\nchief-0\n0"] = 3;
+    session_.Register(std::move(report));
+    auto acked = session_.OnRegistered(sent_.last_id(), *RegisterReply(500));
+    ASSERT_TRUE(acked.has_value());
+    EXPECT_EQ(acked->at("job\nchief-0\n0"), 3u);
+    ASSERT_TRUE(session_.registered());
+  }
+
+  AgentConfig config_;
+  ManualClock clock_;
+  testing::SentMessages sent_;
+  Outbox outbox_{clock_, sent_.Transmit()};
+  CoordinatorSession session_{config_, clock_, outbox_, sent_.Transmit()};
+};
+
+TEST_F(CoordinatorSessionTest, RegisteringBacksOffUntilAnswered) {
+  EXPECT_FALSE(session_.registered());
+  ASSERT_TRUE(session_.RegisterDue());
+  session_.Register({});
+  const wire::RegisterAgentT* reg = sent_.messages.back().second.AsRegisterAgent();
+  ASSERT_NE(reg, nullptr);
+  EXPECT_EQ(reg->node_id, "node-a");
+  // 100, 200, then the cap of 350 ms between attempts.
+  for (int wait : {100, 200, 350, 350}) {
+    clock_.Advance(milliseconds(wait - 1));
+    EXPECT_FALSE(session_.RegisterDue()) << wait;
+    clock_.Advance(milliseconds(1));
+    ASSERT_TRUE(session_.RegisterDue()) << wait;
+    session_.Register({});
+  }
+  EXPECT_EQ(Registrations(), 5);
+  // An answer to any outstanding registration registers; later answers are late duplicates.
+  uint64_t last = sent_.last_id();
+  ASSERT_TRUE(session_.OnRegistered(last - 2, *RegisterReply(0)).has_value());
+  EXPECT_TRUE(session_.registered());
+  EXPECT_FALSE(session_.OnRegistered(last, *RegisterReply(0)).has_value());
+  EXPECT_FALSE(session_.RegisterDue());
+}
+
+TEST_F(CoordinatorSessionTest, ARefusedRegistrationIsRetriedAfterItsBackoff) {
+  ASSERT_TRUE(session_.RegisterDue());
+  session_.Register({});
+  EXPECT_TRUE(session_.OnRefused(sent_.last_id(), Unavailable("busy")));
+  EXPECT_FALSE(session_.OnRefused(sent_.last_id() + 1, Unavailable("not a registration")));
+  EXPECT_FALSE(session_.RegisterDue());
+  clock_.Advance(milliseconds(100));
+  EXPECT_TRUE(session_.RegisterDue());
+}
+
+TEST_F(CoordinatorSessionTest, HeartbeatsFollowTheIntervalTheReplyGave) {
+  Register();
+  EXPECT_FALSE(session_.HeartbeatDue());
+  clock_.Advance(milliseconds(499));
+  EXPECT_FALSE(session_.HeartbeatDue());
+  clock_.Advance(milliseconds(1));
+  ASSERT_TRUE(session_.HeartbeatDue());
+  auto progress = std::make_unique<wire::ReplicaProgressT>();
+  progress->job = "job";
+  std::vector<std::unique_ptr<wire::ReplicaProgressT>> all;
+  all.push_back(std::move(progress));
+  session_.SendHeartbeat(true, std::move(all));
+  const wire::HeartbeatT* heartbeat = sent_.messages.back().second.AsHeartbeat();
+  ASSERT_NE(heartbeat, nullptr);
+  EXPECT_TRUE(heartbeat->draining);
+  ASSERT_EQ(heartbeat->progress.size(), 1u);
+  EXPECT_EQ(heartbeat->progress[0]->job, "job");
+  EXPECT_FALSE(session_.HeartbeatDue());
+}
+
+TEST_F(CoordinatorSessionTest, AForgottenNodeOrASilentCoordinatorRegistersAgain) {
+  Register();
+  session_.OnHeartbeatReply(*HeartbeatReply(true));
+  EXPECT_TRUE(session_.registered());
+  session_.OnHeartbeatReply(*HeartbeatReply(false));
+  EXPECT_FALSE(session_.registered());
+  EXPECT_TRUE(session_.RegisterDue());
+
+  Register();
+  clock_.Advance(milliseconds(1500));
+  session_.Heard();
+  clock_.Advance(milliseconds(2000));
+  EXPECT_FALSE(session_.RegisterDue());  // 2000 ms since it was heard: not past the timeout
+  EXPECT_TRUE(session_.registered());
+  clock_.Advance(milliseconds(1));
+  EXPECT_TRUE(session_.RegisterDue());
+  EXPECT_FALSE(session_.registered());
+}
+
+TEST_F(CoordinatorSessionTest, AfterUnregisterTheNextRegistrationWaitsForTheLastBackoff) {
+  Register();  // its RegisterAgent went out now, with a backoff of 100 ms
+  session_.Unregister();
+  EXPECT_FALSE(session_.registered());
+  EXPECT_FALSE(session_.RegisterDue());
+  clock_.Advance(milliseconds(100));
+  EXPECT_TRUE(session_.RegisterDue());
+}
+
+}  // namespace
+}  // namespace cohort::agent
