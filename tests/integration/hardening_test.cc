@@ -17,9 +17,7 @@
 #include "common/client.h"
 #include "common/curve_keys.h"
 #include "common/messaging.h"
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -27,8 +25,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace ct = ::cohort::testing;
 using SteadyClock = std::chrono::steady_clock;
-
-std::string NodeId(const std::string& name) { return name + "-" + std::to_string(getpid()); }
 
 // The heartbeat interval of a coordinator run with --heartbeat-timeout 10s (LocalCluster's
 // default): a quarter of the timeout, at most 1 s. A removed key must end its sessions within
@@ -80,13 +76,9 @@ uint64_t Flood(const std::vector<std::string>& endpoints, int sockets,
   return sent;
 }
 
-class HardeningTest : public ::testing::Test {
+class HardeningTest : public ct::ClusterTest {
  protected:
-  void SetUp() override {
-    std::string missing =
-        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-  }
+  void SetUp() override { NeedBinaries({COHORT_CLI_BIN}); }
 };
 
 TEST_F(HardeningTest, AGarbageFloodFromManySocketsLosesNoNodeAndKeepsTheLogSmall) {
@@ -94,8 +86,8 @@ TEST_F(HardeningTest, AGarbageFloodFromManySocketsLosesNoNodeAndKeepsTheLogSmall
   options.heartbeat_timeout = "4s";
   ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
   ASSERT_EQ(cluster.StartCoordinator(), "");
-  ASSERT_EQ(cluster.StartAgent({NodeId("flood-a")}), "");
-  ASSERT_EQ(cluster.StartAgent({NodeId("flood-b")}), "");
+  ASSERT_EQ(cluster.StartAgent({UniqueNodeId("flood-a")}), "");
+  ASSERT_EQ(cluster.StartAgent({UniqueNodeId("flood-b")}), "");
 
   std::atomic<uint64_t> sent{0};
   std::thread flooder([&] {
@@ -195,8 +187,8 @@ TEST_F(HardeningTest, AGangThatCanNeverFitIsRefusedAndOneThatWaitsSaysWhy) {
   options.heartbeat_timeout = "2s";  // the registration grace before submits are checked
   ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
   ASSERT_EQ(cluster.StartCoordinator(), "");
-  ASSERT_EQ(cluster.StartAgent({NodeId("fit-a"), 1}), "");
-  ASSERT_EQ(cluster.StartAgent({NodeId("fit-b"), 1}), "");
+  ASSERT_EQ(cluster.StartAgent({UniqueNodeId("fit-a"), 1}), "");
+  ASSERT_EQ(cluster.StartAgent({UniqueNodeId("fit-b"), 1}), "");
   auto client = cluster.Client();
 
   // Once the grace is over, a gang that no idle node holds is refused.
@@ -262,7 +254,7 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
   options.heartbeat_timeout = "10s";  // kHeartbeatInterval
   ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
   ASSERT_EQ(cluster.StartCoordinator(), "");
-  const std::string a = NodeId("id-a"), b = NodeId("id-b");
+  const std::string a = UniqueNodeId("id-a"), b = UniqueNodeId("id-b");
   ASSERT_EQ(cluster.StartAgent({a, 1}), "");
   ASSERT_EQ(cluster.StartAgent({b, 1}), "");
   auto client = cluster.Client();
@@ -335,7 +327,7 @@ TEST_F(HardeningTest, AnotherNodesRoutingIdIsRefusedAndTakesOverNothing) {
   options.secure = true;
   ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
   ASSERT_EQ(cluster.StartCoordinator(), "");
-  const std::string a = NodeId("route-a"), b = NodeId("route-b");
+  const std::string a = UniqueNodeId("route-a"), b = UniqueNodeId("route-b");
   ASSERT_EQ(cluster.StartAgent({a, 1}), "");
   ASSERT_EQ(cluster.StartAgent({b, 1}), "");
   auto client = cluster.Client();
@@ -481,7 +473,7 @@ TEST_F(HardeningTest, ARefusedClientKeyIsSaidToBeRefused) {
 TEST_F(HardeningTest, AnAgentWithoutWritableCgroupV2WarnsLoudlyAtStart) {
   ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
   ASSERT_EQ(cluster.StartCoordinator(), "");
-  const std::string off = NodeId("cg-off"), plain = NodeId("cg-plain");
+  const std::string off = UniqueNodeId("cg-off"), plain = UniqueNodeId("cg-plain");
   const std::string root = cluster.scratch("not-a-cgroup");
   std::filesystem::create_directories(root);
   ASSERT_EQ(cluster.StartAgent({.node_id = off, .extra_args = {"--cgroups", "off"}}), "");

@@ -17,9 +17,7 @@
 #include <vector>
 
 #include "common/client.h"
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -46,25 +44,19 @@ bool Alive(pid_t pid) {
          stat[paren + 2] != 'X';
 }
 
-class LeftoverTest : public ::testing::Test {
+class LeftoverTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    if (!NeedBinaries()) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     ASSERT_EQ(StartAgent(), "");
   }
 
   void TearDown() override {
-    if (!cluster_) return;
-    if (HasFailure()) std::cerr << cluster_->Logs();
-    cluster_.reset();
+    ClusterTest::TearDown();
     for (pid_t pid : pids_) ::kill(pid, SIGKILL);  // whatever a failed test left
   }
 
-  // Node ids carry the test process's pid: ctest may run tests in parallel on one host.
   std::string StartAgent() {
     ct::AgentOptions options;
     options.node_id = node_;
@@ -110,8 +102,7 @@ class LeftoverTest : public ::testing::Test {
     return true;
   }
 
-  const std::string node_ = "leftover-" + std::to_string(::getpid());
-  std::unique_ptr<ct::LocalCluster> cluster_;
+  const std::string node_ = UniqueNodeId("leftover");
   std::vector<pid_t> pids_;
 };
 

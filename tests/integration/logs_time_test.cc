@@ -11,9 +11,7 @@
 #include <regex>
 #include <string>
 
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -44,23 +42,14 @@ std::string LocalTime(int64_t seconds) {
   return buffer;
 }
 
-class LogsTimeTest : public ::testing::Test {
+class LogsTimeTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    std::string missing =
-        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
-    ASSERT_EQ(cluster_->StartAgent({"logs-time-" + std::to_string(::getpid())}), "");
+    if (!NeedBinaries({COHORT_CLI_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+    ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("logs-time")}), "");
     std::filesystem::create_directories(cluster_->scratch());
   }
-  std::vector<std::string> Cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--insecure", "--coordinator", cluster_->client_endpoint()});
-    return args;
-  }
-  std::unique_ptr<ct::LocalCluster> cluster_;
 };
 
 TEST_F(LogsTimeTest, TimestampsShowArrivalAndSinceLeavesOutOlderLines) {
@@ -69,10 +58,10 @@ TEST_F(LogsTimeTest, TimestampsShowArrivalAndSinceLeavesOutOlderLines) {
                 "name: timed\nworker_pools:\n  - role: chief\n    replicas: 1\n"
                 "    resources: {cpus: 1}\n"
                 "    process: {command: [/bin/sh, -c, 'echo early; sleep 2.5; echo late']}\n");
-  auto run = ct::RunProcess(COHORT_CLI_BIN, Cli({"submit", file, "--wait"}), {}, 60s);
+  auto run = RunCli({"submit", file, "--wait"}, 60s);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err << cluster_->Logs();
 
-  auto stamped = ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "timed", "--timestamps"}));
+  auto stamped = RunCli({"logs", "timed", "--timestamps"});
   ASSERT_EQ(stamped.exit_code, 0) << stamped.err;
   const std::string stamp = R"((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z))";
   std::smatch m;
@@ -91,24 +80,21 @@ TEST_F(LogsTimeTest, TimestampsShowArrivalAndSinceLeavesOutOlderLines) {
   EXPECT_GT(early, now - 120'000);
 
   // --since a local time between the two lines: only the late one.
-  auto since = ct::RunProcess(COHORT_CLI_BIN,
-                              Cli({"logs", "timed", "--since", LocalTime(early / 1000 + 1)}));
+  auto since = RunCli({"logs", "timed", "--since", LocalTime(early / 1000 + 1)});
   ASSERT_EQ(since.exit_code, 0) << since.err;
   EXPECT_EQ(since.out, "late\n");
   // --since a duration: everything in the last hour; with --all, prefixed and stamped.
-  auto hour = ct::RunProcess(COHORT_CLI_BIN,
-                             Cli({"logs", "timed", "--all", "--since", "1h", "--timestamps"}));
+  auto hour = RunCli({"logs", "timed", "--all", "--since", "1h", "--timestamps"});
   ASSERT_EQ(hour.exit_code, 0) << hour.err;
   EXPECT_TRUE(std::regex_match(
       hour.out, std::regex("\\[chief-0\\] " + stamp + " ====.*\n" + "\\[chief-0\\] " + stamp +
                            " early\n" + "\\[chief-0\\] " + stamp + " late\n")))
       << hour.out;
   // --since with --tail: the tail of what is left.
-  auto tail =
-      ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "timed", "--since", "1h", "--tail", "1"}));
+  auto tail = RunCli({"logs", "timed", "--since", "1h", "--tail", "1"});
   EXPECT_EQ(tail.out, "late\n");
   // A bad --since names the forms it takes.
-  auto bad = ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "timed", "--since", "yesterday"}));
+  auto bad = RunCli({"logs", "timed", "--since", "yesterday"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--since"), std::string::npos) << bad.err;
 }

@@ -17,8 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -56,14 +55,11 @@ std::string HttpGet(int port, const std::string& path, int* status = nullptr) {
   return r ? r->body : "";
 }
 
-class ObservabilityTest : public ::testing::Test {
+class ObservabilityTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    if (!NeedBinaries()) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     ASSERT_EQ(cluster_->StartAgent({.node_id = NodeA(), .cpus = 4}), "");
   }
 
@@ -85,8 +81,6 @@ class ObservabilityTest : public ::testing::Test {
     ASSERT_EQ(Run(JobYaml("plain", "echo hello; sleep 1"), "plain"), "SUCCEEDED");
     ASSERT_EQ(Run(JobYaml("broken", "echo failing >&2; exit 3"), "broken"), "FAILED");
   }
-
-  std::unique_ptr<ct::LocalCluster> cluster_;
 };
 
 std::string UrlEncode(const std::string& text) {
@@ -417,15 +411,15 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
 }
 
-TEST(ObservabilityAuth, BeyondLoopbackTheTokenIsRequired) {
-  std::string missing = ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-  if (!missing.empty()) GTEST_SKIP() << missing;
+using ObservabilityAuth = ct::ClusterTest;
+
+TEST_F(ObservabilityAuth, BeyondLoopbackTheTokenIsRequired) {
+  if (!NeedBinaries()) return;
   const int port = ct::PickFreePort();
   ct::ClusterOptions options;
   options.coordinator_args = {"--http-endpoint", "0.0.0.0:" + std::to_string(port), "--http-token",
                               "right-token"};
-  ct::LocalCluster cluster(ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
-  ASSERT_EQ(cluster.StartCoordinator(), "");
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(options));
   int status = 0;
   HttpGet(port, "/metrics", &status);
   EXPECT_EQ(status, 401);

@@ -12,9 +12,7 @@
 #include <string>
 
 #include "common/client.h"
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -23,26 +21,19 @@ namespace ct = cohort::testing;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class PreemptionTest : public ::testing::Test {
+class PreemptionTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    const std::string missing =
-        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    if (!NeedBinaries({COHORT_TRAINER_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     // The split seed doubles as a marker that finds this test's trainers in /proc.
     marker_ = "--split-seed=" + std::to_string(1000 + ::getpid() % 100000);
   }
 
   void TearDown() override {
-    if (HasFailure() && cluster_) std::cerr << cluster_->Logs();
-    cluster_.reset();
+    ClusterTest::TearDown();
     ct::KillProcessesWithArg(marker_);
   }
-
-  std::string Node(const std::string& name) { return name + "-" + std::to_string(::getpid()); }
 
   std::string OutputDir(const std::string& job) { return cluster_->scratch(job); }
 
@@ -72,13 +63,12 @@ class PreemptionTest : public ::testing::Test {
     return false;
   }
 
-  std::unique_ptr<ct::LocalCluster> cluster_;
   std::string marker_;
 };
 
 TEST_F(PreemptionTest, AgentKilledMidTrainingJobFinishesElsewhereWithTheUninterruptedModel) {
-  ASSERT_EQ(cluster_->StartAgent({Node("node-a")}), "");
-  ASSERT_EQ(cluster_->StartAgent({Node("node-b")}), "");
+  ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("node-a")}), "");
+  ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("node-b")}), "");
   auto client = cluster_->Client();
 
   // The reference: the same job, never interrupted.
@@ -129,8 +119,8 @@ TEST_F(PreemptionTest, AgentKilledMidTrainingJobFinishesElsewhereWithTheUninterr
 }
 
 TEST_F(PreemptionTest, AgentSigtermCheckpointsWithinTheGracePeriodAndResumesElsewhere) {
-  ASSERT_EQ(cluster_->StartAgent({Node("node-a")}), "");
-  ASSERT_EQ(cluster_->StartAgent({Node("node-b")}), "");
+  ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("node-a")}), "");
+  ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("node-b")}), "");
   auto client = cluster_->Client();
 
   auto ref = client.Submit(JobYaml("reference", 0));

@@ -14,9 +14,7 @@
 
 #include "common/checkpoint.h"
 #include "common/client.h"
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -53,20 +51,15 @@ std::string ReplicaLogs(const std::string& job_dir) {
 }
 
 // A coordinator and one agent with 8 CPUs, node_ on the agent.
-class PsIntegrationTest : public ::testing::Test {
+class PsIntegrationTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    const std::string missing = ct::MissingBinary(
-        {COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN, COHORT_PS_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    if (!NeedBinaries({COHORT_TRAINER_BIN, COHORT_PS_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     ASSERT_EQ(cluster_->StartAgent({.node_id = node_, .cpus = 8}), "");
   }
 
-  const std::string node_ = "ps-node-" + std::to_string(::getpid());
-  std::unique_ptr<ct::LocalCluster> cluster_;
+  const std::string node_ = UniqueNodeId("ps-node");
 };
 
 TEST_F(PsIntegrationTest, JobWithParameterServerPoolTrainsToSuccess) {

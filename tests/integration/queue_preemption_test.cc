@@ -15,9 +15,7 @@
 #include <string>
 
 #include "common/client.h"
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -26,25 +24,20 @@ namespace ct = cohort::testing;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class QueuePreemptionTest : public ::testing::Test {
+class QueuePreemptionTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    const std::string missing =
-        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_TRAINER_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
+    if (!NeedBinaries({COHORT_TRAINER_BIN})) return;
     ct::ClusterOptions options;
     // A queue of its own with a quota of the node's GPUs; the coordinator's stop grace is the
     // grace period the preempted trainer gets.
     options.coordinator_args = {"--queue", "team gpus=2 weight=2", "--stop-grace", "20s"};
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator(options));
     marker_ = "--split-seed=" + std::to_string(2000 + ::getpid() % 100000);
   }
 
   void TearDown() override {
-    if (HasFailure() && cluster_) std::cerr << cluster_->Logs();
-    cluster_.reset();
+    ClusterTest::TearDown();
     ct::KillProcessesWithArg(marker_);
   }
 
@@ -84,12 +77,11 @@ class QueuePreemptionTest : public ::testing::Test {
     return false;
   }
 
-  std::unique_ptr<ct::LocalCluster> cluster_;
   std::string marker_;
 };
 
 TEST_F(QueuePreemptionTest, HighPriorityPreemptsLowWhichResumesFromItsCheckpointUnchanged) {
-  ASSERT_EQ(cluster_->StartAgent({"gpu-node-" + std::to_string(::getpid()), 2}), "");
+  ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("gpu-node"), 2}), "");
   auto client = cluster_->Client();
   constexpr int kEpochs = 30;
 

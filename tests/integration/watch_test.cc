@@ -13,9 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 namespace cohort {
 namespace {
@@ -44,32 +42,23 @@ size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-class WatchTest : public ::testing::Test {
+class WatchTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    std::string missing =
-        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
-    ASSERT_EQ(cluster_->StartAgent({"watch-" + std::to_string(::getpid())}), "");
+    if (!NeedBinaries({COHORT_CLI_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+    ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("watch")}), "");
     std::filesystem::create_directories(cluster_->scratch());
-  }
-  std::vector<std::string> Cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--insecure", "--coordinator", cluster_->client_endpoint()});
-    return args;
   }
   std::string JobFile(const std::string& name) {
     std::string file = cluster_->scratch(name + ".yaml");
     ct::WriteFile(file, EpochJob(name));
     return file;
   }
-  std::unique_ptr<ct::LocalCluster> cluster_;
 };
 
 TEST_F(WatchTest, SubmitWaitShowsStatesRestartsWithTheirCauseAndTheChiefsLinesAsLines) {
-  auto run = ct::RunProcess(COHORT_CLI_BIN, Cli({"submit", JobFile("lines"), "--wait"}), {}, 60s);
+  auto run = RunCli({"submit", JobFile("lines"), "--wait"}, 60s);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err << cluster_->Logs();
   EXPECT_EQ(run.out, "lines\n");  // stdout: the name only
   const std::string& view = run.err;
@@ -92,16 +81,16 @@ TEST_F(WatchTest, SubmitWaitShowsStatesRestartsWithTheirCauseAndTheChiefsLinesAs
   EXPECT_TRUE(std::regex_search(view, std::regex(R"(job lines: SUCCEEDED)"))) << view;
 
   // logs --all --tail 2: the last two lines of each replica, prefixed like kubectl --prefix.
-  auto logs = ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "lines", "--all", "--tail", "2"}));
+  auto logs = RunCli({"logs", "lines", "--all", "--tail", "2"});
   ASSERT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_NE(logs.out.find("[chief-0] epoch 5 loss 0.4\n[chief-0] chief done\n"), std::string::npos)
       << logs.out;
   EXPECT_EQ(Count(logs.out, "[chief-0] "), 2u) << logs.out;
   EXPECT_NE(logs.out.find("[worker-0] worker ready\n"), std::string::npos) << logs.out;
   EXPECT_EQ(Count(logs.out, "[worker-0] "), 2u) << logs.out;  // its attempt header and the line
-  auto tail_one = ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "lines", "--tail", "1"}));
+  auto tail_one = RunCli({"logs", "lines", "--tail", "1"});
   EXPECT_EQ(tail_one.out, "chief done\n") << tail_one.out;
-  auto bad = ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "lines", "--replica", "worker-9"}));
+  auto bad = RunCli({"logs", "lines", "--replica", "worker-9"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("job lines has no replica 'worker-9' (it has chief-0, worker-0)"),
             std::string::npos)
@@ -153,14 +142,14 @@ TEST_F(WatchTest, AQueuedJobSaysWhatItWaitsFor) {
         return j.ok() && j->message.find("waiting for") != std::string::npos;
       },
       10s, 100ms));
-  auto logs = ct::RunProcess(COHORT_CLI_BIN, Cli({"logs", "waits"}));
+  auto logs = RunCli({"logs", "waits"});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_EQ(logs.out, "");
   EXPECT_NE(logs.err.find("job waits is QUEUED (waiting for"), std::string::npos) << logs.err;
   EXPECT_NE(logs.err.find("no output yet"), std::string::npos) << logs.err;
   ASSERT_TRUE(client.Cancel("waits").ok());
   ASSERT_TRUE(client.Cancel("blocker").ok());
-  auto watch = ct::RunProcess(COHORT_CLI_BIN, Cli({"watch", "waits"}), {}, 30s);
+  auto watch = RunCli({"watch", "waits"}, 30s);
   EXPECT_EQ(watch.exit_code, 1) << watch.out << watch.err;
   EXPECT_NE(watch.out.find("job waits: CANCELLED"), std::string::npos) << watch.out;
 }

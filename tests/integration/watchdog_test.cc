@@ -19,9 +19,7 @@
 #include <vector>
 
 #include "common/client.h"
-#include "tests/testing/binaries.h"
-#include "tests/testing/local_cluster.h"
-#include "tests/testing/process.h"
+#include "tests/testing/cluster_test.h"
 
 #ifndef COHORT_WATCHDOG_JOB
 #define COHORT_WATCHDOG_JOB ""
@@ -38,16 +36,12 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-class WatchdogTest : public ::testing::Test {
+class WatchdogTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
-    const std::string missing =
-        ct::MissingBinary({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN, kPython});
-    if (!missing.empty()) GTEST_SKIP() << missing;
-    cluster_ = std::make_unique<ct::LocalCluster>(
-        ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
-    ASSERT_EQ(cluster_->StartCoordinator(), "");
-    node_ = "wd-" + std::to_string(::getpid());
+    if (!NeedBinaries({COHORT_CLI_BIN, kPython})) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+    node_ = UniqueNodeId("wd");
     ASSERT_EQ(cluster_->StartAgent({node_, 0, 8}), "");
   }
 
@@ -147,7 +141,6 @@ class WatchdogTest : public ::testing::Test {
     return ct::FileExists(file);
   }
 
-  std::unique_ptr<ct::LocalCluster> cluster_;
   std::string node_;
 };
 

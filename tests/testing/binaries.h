@@ -4,8 +4,8 @@
 // (MissingBinary).
 #pragma once
 
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "tests/testing/process.h"
 
@@ -32,7 +32,7 @@ namespace cohort::testing {
 
 // "" when every path names an existing file; else a sentence naming the first that does not, for
 // GTEST_SKIP().
-inline std::string MissingBinary(std::initializer_list<std::string> paths) {
+inline std::string MissingBinary(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     if (path.empty() || !FileExists(path)) return "not built in this tree: '" + path + "'";
   }
