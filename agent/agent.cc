@@ -121,6 +121,11 @@ void Agent::PublishSnapshot() {
     s->attempts.push_back(AttemptView{a.job, a.replica, a.attempt,
                                       a.process ? a.process->cgroup_path() : "", a.gpus});
   }
+  for (const auto& [key, l] : session_.collective_lateness()) {  // "<job>/<replica>"
+    const size_t slash = key.find('/');
+    s->lateness.push_back(
+        LatenessView{key.substr(0, slash), key.substr(slash + 1), l.median_ms, l.samples});
+  }
   http_->Publish(std::move(s));
 }
 

@@ -43,8 +43,8 @@ std::optional<std::map<std::string, uint64_t>> CoordinatorSession::OnRegistered(
 }
 
 void CoordinatorSession::OnHeartbeatReply(const wire::HeartbeatReply& reply) {
+  lateness_.clear();  // an empty list is left out of the reply
   if (reply.lateness()) {
-    lateness_.clear();
     for (const wire::ReplicaLateness* l : *reply.lateness()) {
       lateness_[Str(l->job()) + "/" + Str(l->replica())] = {l->median_ms(), l->samples()};
     }

@@ -64,7 +64,8 @@ class CoordinatorSession {
   // was in flight before may be lost: the caller resets the outbox.
   std::optional<std::map<std::string, uint64_t>> OnRegistered(
       uint64_t id, const wire::RegisterAgentReply& reply);
-  // known=false registers again at once; the lateness list, when present, replaces the last.
+  // known=false registers again at once; the lateness list replaces the last (an empty list is
+  // left out of a reply: absent means none).
   void OnHeartbeatReply(const wire::HeartbeatReply& reply);
   // An ErrorReply to request `id`: true (and logged) when it refused a RegisterAgent, which is
   // then sent again after its backoff.

@@ -193,6 +193,21 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
     }
   }
 
+  t.Family("cohort_replica_collective_lateness_seconds", Type::kGauge,
+           "How late a replica enters its job's collective operations after the job's first "
+           "rank: the median over the coordinator's window of the last operations (a straggler "
+           "is persistently late). Only jobs whose ranks keep a Cohort flight recorder.");
+  for (const LatenessView& l : s.lateness) {
+    t.Sample("cohort_replica_collective_lateness_seconds",
+             {{"node", s.node_id}, {"job", l.job}, {"replica", l.replica}}, l.median_ms / 1000);
+  }
+  t.Family("cohort_replica_collective_lateness_samples", Type::kGauge,
+           "Operations behind cohort_replica_collective_lateness_seconds (the window's fill).");
+  for (const LatenessView& l : s.lateness) {
+    t.Sample("cohort_replica_collective_lateness_samples",
+             {{"node", s.node_id}, {"job", l.job}, {"replica", l.replica}}, l.samples);
+  }
+
   t.Family("cohort_agent_replicas", Type::kGauge, "Replica attempts running on this node.");
   t.Sample("cohort_agent_replicas", {{"node", s.node_id}}, s.attempts.size());
   t.Family("cohort_agent_attempts_started_total", Type::kCounter,

@@ -6,6 +6,9 @@
 //   families' HELP says so and no sample is written (nothing is estimated);
 //   GPU utilisation and memory through NVML (loaded at run time) per GPU, labelled with the
 //   replica it is assigned to; without NVML the HELP says why and no sample is written;
+// how late each replica here enters its job's collective operations after the job's first rank
+// (the median over the coordinator's window, as its heartbeat replies say; issue 18's
+// stragglers), with the number of operations behind it;
 // and the agent's log bytes shipped (acked by the coordinator) and attempts started.
 // Everything comes from the AgentSnapshot the loop publishes (Publish) and from files read on
 // the server's threads, never from the loop's state.
@@ -32,13 +35,22 @@ struct AttemptView {
   std::vector<int> gpus;
 };
 
+// How late one replica here enters collectives after its job's first rank.
+struct LatenessView {
+  std::string job;
+  std::string replica;
+  double median_ms = 0;
+  int samples = 0;
+};
+
 struct AgentSnapshot {
   std::string node_id;
   std::vector<AttemptView> attempts;  // live attempts
-  bool cgroups = false;               // replicas get cgroups on this node
-  std::string cgroups_reason;         // why not
-  uint64_t log_bytes_shipped = 0;     // since the agent started
-  uint64_t attempts_started = 0;      // since the agent started
+  std::vector<LatenessView> lateness;
+  bool cgroups = false;            // replicas get cgroups on this node
+  std::string cgroups_reason;      // why not
+  uint64_t log_bytes_shipped = 0;  // since the agent started
+  uint64_t attempts_started = 0;   // since the agent started
 };
 
 // Per-cgroup usage; a field is -1 when its file is absent or unreadable.

@@ -183,9 +183,18 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
   int64_t frontier = -1;
   for (const ReplicaRecord* r : ranks) {
     const Replica& rep = job.replicas[r->name];
-    last_progress = std::max(last_progress, rep.received_ms - rep.last.completed_idle_ms);
-    frontier = std::max(frontier, rep.last.current_seq);
+    const ProgressReport& p = rep.last;
+    if (p.completed_seq >= 0) {
+      last_progress = std::max(last_progress, rep.received_ms - p.completed_idle_ms);
+    } else if (p.current_seq >= 0) {
+      // In its first operation: it has waited since it entered it.
+      last_progress = std::max(last_progress, rep.received_ms - p.current_ms);
+    }
+    // In none and none completed: still starting (imports, data, rendezvous), no time to count.
+    frontier = std::max(frontier, p.current_seq);
   }
+  // No rank has entered an operation yet: the job is starting, however long that takes.
+  if (last_progress == INT64_MIN) return std::nullopt;
   int64_t stalled_ms = now_ms - last_progress;
   if (stalled_ms < timeout_ms) return std::nullopt;
 

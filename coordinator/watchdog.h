@@ -10,13 +10,16 @@
 // coordinator as `received - age`, however seldom heartbeats come. A job is hung when, by the
 // source its spec names, none of its replicas has made progress for hang_timeout:
 //  - collective: the ranks (chief and workers) with a flight recorder; progress is a completed
-//    operation. Sequence numbers are per communicator and the same on every rank (SPMD), so the
-//    verdict compares them: N is the newest operation some rank waits in. The ranks that have not
-//    reached N are stuck, either outside any operation ("worker-2 has not entered allreduce #1843
-//    (64 MiB, reduction-server) for 120 s; chief-0, worker-0, worker-1 are waiting in it") or in an
-//    older one that its peers completed ("worker-2 is stuck in allreduce #1842 for 121 s, which
-//    its peers completed; ..."). When every rank waits in N, none is behind: every rank (and any
-//    reducer or parameter server of the job) is named, since the cause is outside the ranks.
+//    operation. A rank that has completed none yet counts from when it entered its first one; one
+//    in none is still starting (importing, loading data, meeting its peers) and counts for
+//    nothing, so a job none of whose ranks has entered an operation is not judged, however long
+//    its start takes. Sequence numbers are per communicator and the same on every rank (SPMD), so
+//    the verdict compares them: N is the newest operation some rank waits in. The ranks that have
+//    not reached N are stuck, either outside any operation ("worker-2 has not entered allreduce
+//    #1843 (64 MiB, reduction-server) for 120 s; chief-0, worker-0, worker-1 are waiting in it") or
+//    in an older one that its peers completed ("worker-2 is stuck in allreduce #1842 for 121 s,
+//    which its peers completed; ..."). When every rank waits in N, none is behind: every rank (and
+//    any reducer or parameter server of the job) is named, since the cause is outside the ranks.
 //    When no rank is in an operation, every rank is stuck outside the collectives.
 //  - metrics / logs: every running replica of the job; the replicas silent for hang_timeout are
 //    named ("no replica has written to its log for 30 s (progress: logs): chief-0, worker-0").

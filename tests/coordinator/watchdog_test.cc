@@ -127,6 +127,26 @@ TEST_F(WatchdogTest, ProgressOfAnyRankKeepsTheJobAlive) {
   EXPECT_TRUE(Check().hangs.empty());
 }
 
+// A slow start (torch imports, data loading, the rendezvous) is not a hang: the time counts from
+// when a rank enters its first operation.
+TEST_F(WatchdogTest, RanksThatHaveNotEnteredAnOperationYetAreStarting) {
+  Start(1, "{hang_timeout: 3s}");
+  Send(Rank("chief-0", -1, 40'000));
+  Send(Rank("worker-0", -1, 40'000));
+  EXPECT_TRUE(Check().hangs.empty());
+  // chief-0 waits in #0 for 2 s while worker-0 still loads: not yet.
+  Send(Rank("chief-0", -1, 42'000, 0, 2'000));
+  Send(Rank("worker-0", -1, 42'000));
+  EXPECT_TRUE(Check().hangs.empty());
+  now_ += 1'500;
+  Send(Rank("chief-0", -1, 43'500, 0, 3'500));
+  Send(Rank("worker-0", -1, 43'500));
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_THAT(c.hangs[0].message, HasSubstr("hang: worker-0 has not entered allreduce #0"));
+  EXPECT_THAT(c.hangs[0].stuck, ElementsAre("worker-0"));
+}
+
 TEST_F(WatchdogTest, NamesTheRankStuckInAnOperationItsPeersCompleted) {
   Start(2, "{hang_timeout: 60s}");
   Send(Rank("chief-0", 12, 61'000, 13, 60'000));

@@ -1,24 +1,27 @@
 // The hang watchdog end to end (issue 18): a real coordinator and agent, real replica processes
 // (tests/integration/watchdog_job.py), a rank that stops, and what the coordinator makes of it:
 // the event naming the stuck replica (and operation), its stack dumps (`cohort logs --dump`),
-// the restart from the checkpoint and the job's success. Then a straggler, named by `cohort
-// status` and never restarted.
+// the restart from the checkpoint and the job's success; the same with the stock torch DDP script
+// on the `cohort` backend. Then a straggler, named by `cohort status` and never restarted.
 //
 // Each test prints how long the watchdog took: from the moment the replica stopped (it prints
 // "stalled at <unix ms>" just before it sleeps) to the hang event, and to the job running again
 // ("running: all N replicas running" after the restart). hang_timeout is 3 s and agents heartbeat
 // every second, so the event is due within about 4 s.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/client.h"
+#include "common/flight_recorder.h"
 #include "tests/testing/cluster_test.h"
 
 #ifndef COHORT_WATCHDOG_JOB
@@ -26,6 +29,20 @@
 #endif
 #ifndef COHORT_PYTHON_DIR
 #define COHORT_PYTHON_DIR ""
+#endif
+// The stock DDP script and the runner that makes one of its replicas stall; whether the cohort
+// torch backend was built (1) or why not.
+#ifndef COHORT_TORCH_DDP_SCRIPT
+#define COHORT_TORCH_DDP_SCRIPT ""
+#endif
+#ifndef COHORT_DDP_STALL
+#define COHORT_DDP_STALL ""
+#endif
+#ifndef COHORT_TORCH_BACKEND
+#define COHORT_TORCH_BACKEND 0
+#endif
+#ifndef COHORT_TORCH_BACKEND_WHY
+#define COHORT_TORCH_BACKEND_WHY "not configured"
 #endif
 
 namespace cohort {
@@ -52,19 +69,25 @@ class WatchdogTest : public ct::ClusterTest {
     cluster_.reset();
   }
 
-  // A job of a chief and `workers` workers running watchdog_job.py with `args`.
-  std::string JobYaml(const std::string& name, int workers, const std::string& args,
+  // A job of a chief and `workers` workers, each running `/usr/bin/python3 <command>` with
+  // `args` (a YAML list's items) and `env` (a YAML map's items, after PYTHONPATH).
+  std::string JobYaml(const std::string& name, int workers, const std::string& command,
+                      const std::string& args, const std::string& env,
                       const std::string& scheduling) {
     std::string process = std::string("    resources: {cpus: 1}\n    process:\n      command: [") +
-                          kPython + ", " + COHORT_WATCHDOG_JOB + "]\n      args: [" + args +
-                          "]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR +
-                          ", OMP_NUM_THREADS: \"1\"}\n";
+                          kPython + ", " + command + "]\n      args: [" + args +
+                          "]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR + ", " + env + "}\n";
     std::string yaml = "name: " + name + "\noutput_dir: " + cluster_->scratch(name) +
                        "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process;
     if (workers > 0) {
       yaml += "  - role: worker\n    replicas: " + std::to_string(workers) + "\n" + process;
     }
     return yaml + "scheduling: " + scheduling + "\n";
+  }
+  // The same running watchdog_job.py.
+  std::string JobYaml(const std::string& name, int workers, const std::string& args,
+                      const std::string& scheduling) {
+    return JobYaml(name, workers, COHORT_WATCHDOG_JOB, args, "OMP_NUM_THREADS: \"1\"", scheduling);
   }
 
   std::string Submit(const std::string& yaml) {
@@ -131,14 +154,27 @@ class WatchdogTest : public ct::ClusterTest {
   // recorder the agent names: the watchdog then has no collective progress to judge. Checked once
   // `replica` has logged "step 10" (its communicator has run operations by then).
   bool RecorderWritten(const std::string& job, const std::string& replica) {
-    std::string file = cluster_->scratch() + "/../work/" + node_ + "/" + job + "/" + replica +
-                       "/attempt-0/flight-recorder";
+    std::string file = AttemptDir(job, replica, 0) + "/flight-recorder";
     auto deadline = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < deadline &&
            Log(job, replica).find(replica + " step 10") == std::string::npos) {
       std::this_thread::sleep_for(200ms);
     }
     return ct::FileExists(file);
+  }
+
+  // The agent's working directory of one attempt (kept after the attempt ends).
+  std::string AttemptDir(const std::string& job, const std::string& replica, int attempt) {
+    return cluster_->scratch() + "/../work/" + node_ + "/" + job + "/" + replica + "/attempt-" +
+           std::to_string(attempt);
+  }
+
+  // What the first attempt of `replica` recorded in its flight recorder (the file outlives it).
+  FlightRecorderSnapshot FirstAttemptRecord(const std::string& job, const std::string& replica) {
+    auto reader = FlightRecorderReader::Open(AttemptDir(job, replica, 0) + "/flight-recorder");
+    EXPECT_TRUE(reader.ok()) << replica << ": " << reader.status().ToString();
+    if (!reader.ok()) return {};
+    return (*reader)->Snapshot();
   }
 
   std::string node_;
@@ -224,6 +260,81 @@ TEST_F(WatchdogTest, RankThatNeverEntersAnAllreduceIsNamedDumpedAndRestarted) {
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
 }
 
+// The stock DDP script (examples/torch/ddp_digits.py) on the `cohort` torch backend, 3 ranks,
+// run unchanged by tests/integration/ddp_stall.py, which makes worker-1's 38th step stall on the
+// first attempt (steps sleep 50 ms; an epoch is 15 steps, so the stall comes in epoch 3, after
+// rank 0 committed epoch 2's checkpoint). The hang event names worker-1 and the all-reduce the
+// others wait in, which the recorders confirm: worker-1 completed the one before it and never
+// began it, chief-0 began it. worker-1's Python stacks come from the faulthandler that `import
+// cohort.torch` registers; the job restarts from the checkpoint of epoch 2 and succeeds.
+// COHORT_TORCH_CHECK_CALLS=0 makes each torch all-reduce one call of the communicator (with the
+// check on, the ranks first all-gather the call's shape, and the event names that all-gather).
+TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDumpedAndRestarted) {
+  if (!COHORT_TORCH_BACKEND) {
+    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
+  }
+  const std::string command = std::string(COHORT_DDP_STALL) + ", " + COHORT_TORCH_DDP_SCRIPT;
+  std::string job = Submit(JobYaml(
+      "wd_ddp", 2, command,
+      "--backend=cohort, --epochs=4, --hidden=32, --batch-size=32, --lr=0.1, --seed=3, "
+      "--step-delay=0.05, --timeout=120",
+      "OMP_NUM_THREADS: \"1\", COHORT_TORCH_CHECK_CALLS: \"0\", DDP_STALL_REPLICA: worker-1, "
+      "DDP_STALL_AT_STEP: \"38\"",
+      "{hang_timeout: 3s, max_restarts: 2, restart_job_on_worker_restart: true}"));
+  ASSERT_FALSE(job.empty());
+  CoordinatorClient client = cluster_->Client();
+  wire::JobInfoT info = ct::WaitForJobEnd(client, job, 150s);
+  ASSERT_EQ(info.state, wire::JobState::SUCCEEDED)
+      << Events(info) << Log(job, "worker-1") << Log(job, "chief-0");
+  EXPECT_EQ(info.restarts, 1);
+  const wire::JobEventT* hang = FindEvent(info, "hang: ");
+  ASSERT_NE(hang, nullptr) << Events(info);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      hang->message, m,
+      std::regex("^hang: worker-1 has not entered allreduce #([0-9]+) \\([^)]*\\) for [0-9.]+ s; "
+                 "chief-0, worker-0 are waiting in it$")))
+      << hang->message;
+  std::cout << "[watchdog] " << hang->message << "\n";
+  const uint32_t seq = static_cast<uint32_t>(std::stoul(m[1]));
+  ASSERT_GT(seq, 0u);
+  EXPECT_NE(FindEvent(info, "restart 1/2: the whole job because of a hang (worker-1 stuck)"),
+            nullptr)
+      << Events(info);
+
+  // The recorders agree: worker-1 completed #seq-1 and never began #seq; chief-0 began it.
+  // worker-1 stopped making progress when #seq-1 ended (Unix ms, by its recorder's anchor).
+  const FlightRecorderSnapshot stuck = FirstAttemptRecord(job, "worker-1");
+  int64_t stopped_ms = -1;
+  for (const FlightEntry& e : stuck.recent) {
+    if (e.record.op == FlightOp::kSend || e.record.op == FlightOp::kRecv) continue;
+    EXPECT_LT(e.record.op_seq, seq) << DescribeFlightEntry(e, e.record.end_ns);
+    if (e.record.op_seq == seq - 1 && e.record.outcome == FlightOutcome::kOk) {
+      stopped_ms = (stuck.anchor_wall_ns + e.record.end_ns - stuck.anchor_monotonic_ns) / 1'000'000;
+    }
+  }
+  EXPECT_GT(stopped_ms, 0) << "worker-1's recorder lacks #" << seq - 1;
+  bool chief_began = false;
+  for (const FlightEntry& e : FirstAttemptRecord(job, "chief-0").recent) {
+    chief_began |= e.record.op == FlightOp::kAllreduce && e.record.op_seq == seq;
+  }
+  EXPECT_TRUE(chief_began) << "chief-0's recorder lacks allreduce #" << seq;
+
+  ct::RunResult dump = Cli({"logs", job, "--replica", "worker-1", "--dump"});
+  EXPECT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("==== worker-1 attempt 0 ===="), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("Python stacks (faulthandler)"), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("ddp_digits.py"), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("native stacks"), std::string::npos) << dump.out;
+
+  const std::string chief_log = Log(job, "chief-0");
+  EXPECT_NE(chief_log.find("resumed from epoch 2"), std::string::npos) << chief_log;
+  EXPECT_NE(chief_log.find("epoch 4/4"), std::string::npos) << chief_log;
+  // From the end of worker-1's last all-reduce: its stall message comes a step's work later.
+  ReportTimes(info, stopped_ms, "stock DDP on the cohort backend, 3 ranks");
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
+}
+
 // worker-1 sleeps 200 ms before every all-reduce: `cohort status` names it while the job runs,
 // and the job is never restarted for it.
 TEST_F(WatchdogTest, StragglerIsNamedAndNotRestarted) {
@@ -253,6 +364,37 @@ TEST_F(WatchdogTest, StragglerIsNamedAndNotRestarted) {
   EXPECT_LE(late_ms, 400) << status;
   for (const char* other : {"chief-0 enters", "worker-0 enters", "worker-2 enters"}) {
     EXPECT_EQ(status.find(other), std::string::npos) << status;
+  }
+
+  // The agent exports each replica's lateness on its /metrics.
+  const std::regex sample_of("\ncohort_replica_collective_lateness_seconds\\{node=\"" + node_ +
+                             "\",job=\"" + job +
+                             "\",replica=\"(worker-[0-9]|chief-0)\"\\} ([0-9.e+-]+)");
+  std::map<std::string, double> late_s;
+  std::string metrics;
+  deadline = std::chrono::steady_clock::now() + 30s;
+  while (late_s.size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    httplib::Client http("127.0.0.1", cluster_->agent_http_port(node_));
+    http.set_connection_timeout(2, 0);
+    http.set_read_timeout(5, 0);
+    auto got = http.Get("/metrics");
+    metrics = got && got->status == 200 ? got->body : "";
+    late_s.clear();
+    for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), sample_of);
+         it != std::sregex_iterator(); ++it) {
+      late_s[(*it)[1].str()] = std::stod((*it)[2].str());
+    }
+    if (late_s.size() < 4) std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(late_s.size(), 4u) << metrics;
+  EXPECT_NE(metrics.find("# TYPE cohort_replica_collective_lateness_seconds gauge\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("# HELP cohort_replica_collective_lateness_seconds How late"),
+            std::string::npos);
+  EXPECT_GE(late_s["worker-1"], 0.15) << metrics;
+  EXPECT_LE(late_s["worker-1"], 0.4) << metrics;
+  for (const char* other : {"chief-0", "worker-0", "worker-2"}) {
+    EXPECT_LT(late_s[other], 0.1) << other << "\n" << metrics;
   }
   CoordinatorClient client = cluster_->Client();
   wire::JobInfoT info = ct::WaitForJobEnd(client, job, 90s);
