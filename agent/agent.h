@@ -109,6 +109,11 @@ struct AgentConfig {
   // Whether replicas get cgroups here, and why not (for /metrics' HELP texts).
   bool cgroups = false;
   std::string cgroups_reason;
+  // The storage check (agent/storage_check.h): the root to read instead of the coordinator's
+  // output root (empty: the coordinator's), how often, and when a read counts as hung.
+  std::string output_root;
+  std::chrono::milliseconds storage_check_interval{5000};
+  std::chrono::milliseconds storage_check_hung_after{10000};
 };
 
 class Agent {

@@ -49,7 +49,8 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("coordinator-key", po::value(&flags.coordinator_key_file), "the coordinator's CURVE public key file (default " COHORT_CONFIG_DIR "/keys/coordinator.pub)")
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)")
       ("http-endpoint", po::value(&flags.config.http_endpoint), "HOST:PORT of /metrics, or none (default 127.0.0.1:7481)")
-      ("http-token", po::value(&flags.config.http_token), "token HTTP requests must carry (required beyond loopback)");
+      ("http-token", po::value(&flags.config.http_token), "token HTTP requests must carry (required beyond loopback)")
+      ("output-root", po::value(&flags.config.output_root), "where this node reads the storage marker instead of the coordinator's output root (default: that root, where jobs write; the node counts as sharing it only at that path)");
   // clang-format on
   std::ostringstream usage;
   auto parsed = ParseFlags(argc, argv, desc,
@@ -101,6 +102,10 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   }
   if (flags.cpus < 0) return InvalidArgument("--cpus: must not be negative");
   if (flags.memory_mb < 0) return InvalidArgument("--memory-mb: must not be negative");
+  if (!flags.config.output_root.empty() && flags.config.output_root[0] != '/') {
+    return InvalidArgument("--output-root: expected an absolute path, got '" +
+                           flags.config.output_root + "'");
+  }
   if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
   if (flags.config.builtin_dir.empty()) flags.config.builtin_dir = COHORT_INSTALL_BINDIR;
   if (flags.config.advertise_address.empty()) {

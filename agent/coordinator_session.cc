@@ -19,7 +19,8 @@ CoordinatorSession::CoordinatorSession(const AgentConfig& config, Clock& clock, 
       clock_(clock),
       outbox_(outbox),
       transmit_(std::move(transmit)),
-      heartbeat_interval_(config.default_heartbeat_interval) {
+      heartbeat_interval_(config.default_heartbeat_interval),
+      storage_(config.output_root, config.storage_check_interval, config.storage_check_hung_after) {
   next_register_ = Now();
   last_heard_ = Now();
 }
@@ -33,6 +34,7 @@ std::optional<std::map<std::string, uint64_t>> CoordinatorSession::OnRegistered(
   if (reply.heartbeat_interval_ms() > 0) {
     heartbeat_interval_ = milliseconds(reply.heartbeat_interval_ms());
   }
+  storage_.SetCoordinatorRoot(Str(reply.output_root()));
   std::map<std::string, uint64_t> acked = std::move(it->second);
   register_requests_.clear();
   if (!registered_) spdlog::info("registered with the coordinator at {}", config_.coordinator);
@@ -93,6 +95,9 @@ void CoordinatorSession::Register(ReplicaReport replicas) {
   reg.cpus = config_.inventory.cpus;
   reg.memory_mb = config_.inventory.memory_mb;
   reg.listening_ports = ListeningTcpPorts();
+  if (auto storage = storage_.Report()) {
+    reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
+  }
   for (const auto& [key, value] : config_.labels) {
     auto kv = std::make_unique<wire::KeyValueT>();
     kv->key = key;
@@ -122,6 +127,9 @@ void CoordinatorSession::SendHeartbeat(
   heartbeat.draining = draining;
   heartbeat.listening_ports = ListeningTcpPorts();
   heartbeat.progress = std::move(progress);
+  if (auto storage = storage_.Report()) {
+    heartbeat.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
+  }
   wire::BodyUnion body;
   body.Set(std::move(heartbeat));
   outbox_.Send({Outbox::Kind::kHeartbeat, ""}, 0, std::move(body));

@@ -10,6 +10,8 @@
 //    to max_register_interval, until a RegisterAgentReply answers one of those outstanding.
 //  - Heartbeats: one every interval the RegisterAgentReply gives (default_heartbeat_interval
 //    until then), sent through the Outbox as its heartbeat stream.
+//  - Storage: both carry what the StorageCheck last found at the output root the
+//    RegisterAgentReply names (agent/storage_check.h).
 //
 // Time: every timer reads the injected Clock.
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "agent/outbox.h"
+#include "agent/storage_check.h"
 #include "common/clock.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
@@ -101,6 +104,7 @@ class CoordinatorSession {
   milliseconds next_heartbeat_{0};
   milliseconds last_heard_{0};
   milliseconds heartbeat_interval_;
+  StorageCheck storage_;
 };
 
 }  // namespace cohort::agent

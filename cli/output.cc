@@ -283,7 +283,8 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     out << "No nodes registered.\n";
     return;
   }
-  Table table({"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT"});
+  Table table(
+      {"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT", "STORAGE"});
   int64_t now = NowMs();
   for (const auto& n : nodes) {
     std::string gpus = std::to_string(n.gpus_used.size()) + "/" + std::to_string(n.gpus.size());
@@ -295,7 +296,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     table.AddRow({n.node_id, OrDash(n.address), OrDash(n.state), gpus,
                   std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                   FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
-                  std::to_string(n.replicas), heartbeat});
+                  std::to_string(n.replicas), heartbeat, OrDash(n.storage)});
   }
   table.Print(out);
 }

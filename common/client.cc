@@ -102,7 +102,8 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
           {"memory_mb", node.memory_mb},
           {"memory_used_mb", node.memory_used_mb},
           {"replicas", node.replicas},
-          {"last_heartbeat_ms", node.last_heartbeat_ms}};
+          {"last_heartbeat_ms", node.last_heartbeat_ms},
+          {"storage", node.storage}};
 }
 
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue) {

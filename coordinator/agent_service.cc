@@ -150,6 +150,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
   jobs_.Reconcile(node_id, reported, now_ms);
   wire::RegisterAgentReplyT reply;
   reply.heartbeat_interval_ms = static_cast<int>(nodes_.heartbeat_interval_ms());
+  reply.output_root = nodes_.storage_root();
   Reply(m, Encode(id, std::move(reply)));
 }
 

@@ -108,6 +108,12 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_ms);
   wire::SubmitJobReplyT reply;
   reply.name = job.name;
+  std::string warning =
+      StorageWarning(job.output_dir, nodes_.storage_root(), nodes_.nodes().size());
+  if (!warning.empty()) {
+    jobs_.Note(job, "warning: " + warning, now_ms);
+    reply.warnings.push_back(std::move(warning));
+  }
   Reply(m, Encode(id, std::move(reply)));
 }
 
@@ -372,6 +378,7 @@ wire::NodeListT ClientService::Nodes() const {
     ni->cpus = n.cpus;
     ni->memory_mb = n.memory_mb;
     ni->last_heartbeat_ms = n.last_heartbeat_ms;
+    ni->storage = n.storage.verdict;
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

@@ -128,8 +128,18 @@ Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int 
   return Status::Ok();
 }
 
-std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view) {
+std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view,
+                          bool shared_storage_only) {
   if (view.nodes.empty()) return "waiting for a node: none is ready";
+  if (shared_storage_only) {
+    ClusterView sharing = view;
+    std::erase_if(sharing.nodes, [](const NodeFree& n) { return !n.shares_output_root; });
+    if (sharing.nodes.empty()) {
+      return "waiting for a node that shares the output root (its output dir is there): none "
+             "does now (cohort nodes: STORAGE)";
+    }
+    return WaitingReason(demands, sharing, false) + " (on the nodes that share the output root)";
+  }
   // Replicas of one kind, in the job's order.
   std::vector<std::pair<ReplicaDemand, int64_t>> kinds;
   for (const auto& d : demands) {
@@ -176,7 +186,8 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
   for (int w : result.waiting_behind) {
     if (w >= 0) reserving[static_cast<size_t>(w)] = true;
   }
-  std::map<Shape, std::string> by_shape;  // many queued jobs share a few shapes
+  // Many queued jobs share a few shapes (and node filters).
+  std::map<std::pair<Shape, bool>, std::string> by_shape;
   for (size_t q = 0; q < queued.size(); ++q) {
     JobRecord& job = *queued[q];
     if (placed[q]) {
@@ -200,8 +211,9 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
       reason = "waiting for the replicas of its previous attempt to stop";
     } else {
       const std::vector<ReplicaDemand>& demands = requests[q].demands();
-      auto [it, fresh] = by_shape.try_emplace(ShapeOf(demands));
-      if (fresh) it->second = WaitingReason(demands, view);
+      const bool shared_only = requests[q].needs_shared_storage;
+      auto [it, fresh] = by_shape.try_emplace(std::make_pair(ShapeOf(demands), shared_only));
+      if (fresh) it->second = WaitingReason(demands, view, shared_only);
       reason = it->second;
       // (Noted for a queue with a quota; the default queue without one always borrows.)
       size_t queue = static_cast<size_t>(std::max(requests[q].queue, 0));

@@ -28,8 +28,10 @@ Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int 
 
 // Why a gang of `demands` (not placed this round) waits, given `view`, what is free after the
 // round: the first kind of replica with too little room, or that the replicas do not fit all
-// together, or that ports ran out.
-std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view);
+// together, or that ports ran out; with `shared_storage_only`, on the nodes that share the output
+// root (or that none does).
+std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view,
+                          bool shared_storage_only = false);
 
 // Sets waiting_reason on every queued job of a round that was not placed: `queued[i]` was asked
 // as `requests[i]`; `result` is the round's outcome; `view` what is free after it.

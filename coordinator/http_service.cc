@@ -380,7 +380,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
                    {"cpus", n.cpus},
                    {"memory_mb", n.memory_mb},
                    {"heartbeat_age_ms", s->now_ms - n.last_heartbeat_ms},
-                   {"replicas", replicas[n.node_id]}});
+                   {"replicas", replicas[n.node_id]},
+                   {"storage", n.storage.verdict}});
   }
   return Json(out);
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/storage_marker.h"
+
 namespace cohort::coordinator {
 namespace {
 
@@ -15,11 +17,17 @@ constexpr size_t kMaxEventsPerJob = 1000;
 JobController::JobController(JobControllerOptions options, const NodeHealth* health)
     : options_(std::move(options)), health_(health) {}
 
+bool JobController::NeedsSharedStorage(const std::string& output_dir) const {
+  return !options_.checked_output_root.empty() &&
+         PathIsUnder(output_dir, options_.checked_output_root);
+}
+
 // ---- recovery -------------------------------------------------------------------------------
 
 void JobController::Restore(JobRecord job) {
   next_seq_ = std::max(next_seq_, job.seq + 1);
   std::string name = job.name;
+  job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
   jobs_[name] = std::make_unique<JobRecord>(std::move(job));
 }
 
@@ -49,6 +57,7 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
   job->spec_yaml = yaml;
   job->output_dir =
       spec.output_dir.empty() ? options_.default_output_base + "/" + spec.name : spec.output_dir;
+  job->needs_shared_storage = NeedsSharedStorage(job->output_dir);
   job->spec = std::move(spec);
   job->state = JobState::QUEUED;
   job->message = "waiting for resources";

@@ -102,6 +102,9 @@ struct JobControllerOptions {
   int64_t heartbeat_timeout_ms = 10'000;
   // How often agents heartbeat (the interval the coordinator hands them).
   int64_t heartbeat_interval_ms = 1'000;
+  // The output root the storage check verifies (coordinator/storage_probe.h); empty: none. Jobs
+  // whose output dir lies under it need nodes that share it (JobRecord::needs_shared_storage).
+  std::string checked_output_root;
 };
 
 class JobController {
@@ -228,6 +231,7 @@ class JobController {
                     const std::string& message);
   void MarkDirty(JobRecord& job) { dirty_.insert(job.name); }
   void Ended(JobRecord& job);
+  bool NeedsSharedStorage(const std::string& output_dir) const;
 
   JobControllerOptions options_;
   const NodeHealth* health_;

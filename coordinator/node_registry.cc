@@ -9,6 +9,15 @@ namespace {
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// The agent's storage report, when it sent one (else `storage` keeps what it had).
+void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
+  if (report == nullptr) return;
+  storage.reported = true;
+  storage.root = Str(report->root());
+  storage.token = Str(report->token());
+  storage.error = Str(report->error());
+}
+
 std::vector<int> Ports(const flatbuffers::Vector<int32_t>* ports) {
   // An empty list is sent as no list at all.
   return ports ? std::vector<int>(ports->begin(), ports->end()) : std::vector<int>();
@@ -53,6 +62,9 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.draining = false;
   node.listening_ports = Ports(req.listening_ports());
   node.peer = peer;
+  node.storage = NodeStorage{};
+  ReadStorage(req.storage(), node.storage);
+  JudgeStorage(storage_root(), storage_ ? storage_->tokens() : StorageTokens{}, node.storage);
   spdlog::info("node {} {} ({} GPUs, {} CPUs, {} MiB) at {}", node_id,
                reg.was_lost ? "came back" : (reg.returning ? "re-registered" : "registered"),
                node.gpus.size(), node.cpus, node.memory_mb, node.address);
@@ -65,6 +77,8 @@ bool NodeRegistry::Heartbeat(const wire::Heartbeat& req, const std::string& peer
   node->last_heartbeat_ms = now_ms;
   node->peer = peer;
   node->listening_ports = Ports(req.listening_ports());
+  ReadStorage(req.storage(), node->storage);
+  JudgeStorage(storage_root(), storage_ ? storage_->tokens() : StorageTokens{}, node->storage);
   if (req.draining() && !node->draining) {
     node->draining = true;
     spdlog::info("node {} is draining (its agent is shutting down): nothing new is placed there",

@@ -18,6 +18,7 @@
 #include "common/schema/cohort_generated.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/state.h"
+#include "coordinator/storage_probe.h"
 
 namespace cohort::coordinator {
 
@@ -55,8 +56,15 @@ class NodeRegistry : public NodeHealth {
 
   std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
 
+  // The storage check (NodeRecord::storage is judged at each registration and heartbeat against
+  // what `probe` wrote); none: every node is "no output root". `probe` outlives this.
+  void SetStorageProbe(const StorageProbe* probe) { storage_ = probe; }
+  // The output root agents are to check; empty: none.
+  std::string storage_root() const { return storage_ ? storage_->root() : std::string(); }
+
  private:
   int64_t heartbeat_timeout_ms_;
+  const StorageProbe* storage_ = nullptr;
   std::map<std::string, NodeRecord> nodes_;
 };
 

@@ -43,6 +43,7 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int
     f.free_cpus = n.cpus;
     f.free_memory_mb = n.memory_mb;
     f.memory_unlimited = n.memory_mb <= 0;
+    f.shares_output_root = n.storage.shared;
     (*node_index)[id] = static_cast<int>(view.nodes.size());
     view.nodes.push_back(std::move(f));
   }
@@ -118,8 +119,9 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     for (auto& r : job->replicas) {
       if (r.placed() || IsFinal(r.state) || !r.launched) continue;
       auto pref = node_index.find(r.last_node);
-      auto slot = Scheduler::PlaceOne(DemandOf(*job, r),
-                                      pref == node_index.end() ? -1 : pref->second, view);
+      auto slot =
+          Scheduler::PlaceOne(DemandOf(*job, r), pref == node_index.end() ? -1 : pref->second, view,
+                              job->needs_shared_storage);
       if (!slot) {
         jobs.SetWaitingMessage(*job, r, "waiting for resources to restart");
         continue;
@@ -168,6 +170,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     req.shared_replicas = &job->demands;
     req.queue = job->queue_index;
     req.priority = job->priority;
+    req.needs_shared_storage = job->needs_shared_storage;
     const std::vector<std::string>& victims = jobs.PreemptedFor(*job);
     if (!victims.empty()) {
       size_t stopping = 0;

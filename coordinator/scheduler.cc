@@ -17,6 +17,11 @@ bool Fits(const NodeFree& node, int gpus_left, int cpus_left, int64_t mem_left,
          (node.memory_unlimited || d.memory_mb <= mem_left);
 }
 
+// Whether `node` may take a replica of a job at all (see "Storage" in the header).
+bool Eligible(const NodeFree& node, bool shared_storage_only) {
+  return !shared_storage_only || node.shares_output_root;
+}
+
 // Moves `d` out of `node`'s free resources into `slot`. Callers take only where Fits() held.
 void Take(NodeFree& node, const ReplicaDemand& d, ReplicaSlot& slot) {
   COHORT_CHECK(d.gpus >= 0 && static_cast<size_t>(d.gpus) <= node.free_gpus.size() &&
@@ -70,12 +75,13 @@ void Retake(const RunningJob& job, ClusterView& view) {
   }
 }
 
-uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the demand triples
+uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_storage_only) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the demand triples and the node filter
   auto mix = [&h](uint64_t v) {
     h ^= v;
     h *= 1099511628211ull;
   };
+  mix(shared_storage_only ? 1 : 0);
   for (const auto& r : replicas) {
     mix(static_cast<uint64_t>(r.gpus));
     mix(static_cast<uint64_t>(r.cpus));
@@ -127,7 +133,8 @@ int ClusterView::TakePort() {
 }
 
 std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDemand>& replicas,
-                                                    const ClusterView& view) {
+                                                    const ClusterView& view,
+                                                    bool shared_storage_only) {
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
@@ -141,7 +148,8 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
   int best = -1;
   for (size_t i = 0; i < view.nodes.size(); ++i) {
     const NodeFree& n = view.nodes[i];
-    if (!Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total)) {
+    if (!Eligible(n, shared_storage_only) ||
+        !Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total)) {
       continue;
     }
     if (best < 0) {
@@ -172,7 +180,8 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
   std::vector<size_t> nodes;
   for (size_t i = 0; i < view.nodes.size(); ++i) {
     const NodeFree& n = view.nodes[i];
-    if (Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest)) {
+    if (Eligible(n, shared_storage_only) &&
+        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest)) {
       nodes.push_back(i);
     }
   }
@@ -209,18 +218,19 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
 }
 
 std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
-    const std::vector<ReplicaDemand>& replicas, ClusterView& view) {
-  auto where = FindGang(replicas, view);
+    const std::vector<ReplicaDemand>& replicas, ClusterView& view, bool shared_storage_only) {
+  auto where = FindGang(replicas, view, shared_storage_only);
   if (!where) return std::nullopt;
   return TakeGang(replicas, *where, view);
 }
 
 std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int preferred_node,
-                                               ClusterView& view) {
+                                               ClusterView& view, bool shared_storage_only) {
   if (view.ports_free() < 1) return std::nullopt;
   if (preferred_node >= 0 && static_cast<size_t>(preferred_node) < view.nodes.size()) {
     NodeFree& n = view.nodes[static_cast<size_t>(preferred_node)];
-    if (Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, demand)) {
+    if (Eligible(n, shared_storage_only) &&
+        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, demand)) {
       ReplicaSlot slot;
       slot.node = preferred_node;
       Take(n, demand, slot);
@@ -228,7 +238,7 @@ std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int 
       return slot;
     }
   }
-  auto slots = PlaceGang({demand}, view);
+  auto slots = PlaceGang({demand}, view, shared_storage_only);
   if (!slots) return std::nullopt;
   (*slots)[0].port = view.TakePort();
   return std::move((*slots)[0]);
@@ -277,11 +287,12 @@ double BorrowedShare(const QueueState& q, const ScheduleInput& input) {
 // released in `view` (the caller takes the gang's room); on failure `view` is as it was.
 template <typename Allowed>
 std::optional<std::vector<size_t>> ChooseVictims(const std::vector<ReplicaDemand>& demands,
+                                                 bool shared_storage_only,
                                                  const std::vector<size_t>& candidates,
                                                  const std::vector<RunningJob>& running,
                                                  int64_t free_gpus, ClusterView& view,
                                                  Allowed allowed) {
-  auto fits = [&] { return Scheduler::FindGang(demands, view).has_value(); };
+  auto fits = [&] { return Scheduler::FindGang(demands, view, shared_storage_only).has_value(); };
   // With every candidate gone, does it fit at all?
   for (size_t c : candidates) Release(running[c], view);
   bool possible = fits();
@@ -366,8 +377,8 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
   int first_reserved = -1;
   result.waiting_behind.assign(requests.size(), -1);
 
-  // Shapes that failed this round: hash -> the demand lists with that hash.
-  std::unordered_map<uint64_t, std::vector<const std::vector<ReplicaDemand>*>> failed_shapes;
+  // Shapes that failed this round: hash -> the requests with that hash (demands and filter).
+  std::unordered_map<uint64_t, std::vector<const JobRequest*>> failed_shapes;
   int64_t total_free_gpus = 0;
   for (const auto& n : view.nodes) total_free_gpus += static_cast<int64_t>(n.free_gpus.size());
   std::vector<size_t> failed;  // not placed, in the order tried
@@ -400,15 +411,18 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
     if (!within && borrowing_stopped) result.waiting_behind[i] = first_reserved;
     if (job.schedulable && (within || !borrowing_stopped) && totals[i].gpus <= total_free_gpus &&
         static_cast<size_t>(view.ports_free()) >= ports_needed) {
-      uint64_t shape = ShapeHash(demands);
+      uint64_t shape = ShapeHash(demands, job.needs_shared_storage);
       bool known_failure = false;
       auto f = failed_shapes.find(shape);
       if (f != failed_shapes.end()) {
-        for (const auto* other : f->second) known_failure |= SameShape(*other, demands);
+        for (const JobRequest* other : f->second) {
+          known_failure |= other->needs_shared_storage == job.needs_shared_storage &&
+                           SameShape(other->demands(), demands);
+        }
       }
       if (!known_failure) {
         ++result.searches;
-        auto slots = PlaceGang(demands, view);
+        auto slots = PlaceGang(demands, view, job.needs_shared_storage);
         if (slots) {
           JobPlacement p;
           p.request = i;
@@ -422,7 +436,7 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
           result.placed.push_back(std::move(p));
           placed = true;
         } else {
-          failed_shapes[shape].push_back(&demands);
+          failed_shapes[shape].push_back(&job);
         }
       }
     }
@@ -459,7 +473,8 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
     }
     const size_t q = queue_of(job.queue);
     const bool within = WithinQuota(queues[q], totals[i]);
-    auto key = std::make_tuple(ShapeHash(demands), q, job.priority, within);
+    auto key =
+        std::make_tuple(ShapeHash(demands, job.needs_shared_storage), q, job.priority, within);
     if (hopeless.count(key)) continue;
     std::vector<size_t> candidates;
     for (size_t r = 0; r < input.running.size(); ++r) {
@@ -496,12 +511,13 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
       }
       return OverQuota(left);
     };
-    auto victims = ChooseVictims(demands, candidates, running, total_free_gpus, view, allowed);
+    auto victims = ChooseVictims(demands, job.needs_shared_storage, candidates, running,
+                                 total_free_gpus, view, allowed);
     if (!victims) {
       hopeless.insert(key);
       continue;
     }
-    auto where = FindGang(demands, view);
+    auto where = FindGang(demands, view, job.needs_shared_storage);
     COHORT_CHECK(where.has_value());
     TakeGang(demands, *where, view);
     for (size_t v : *victims) {

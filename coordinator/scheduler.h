@@ -46,6 +46,11 @@
 //    bootstrap_port (on the chief's node; also unique cluster-wide).
 //  - Within one round, a job whose demand equals one that already failed is skipped without a
 //    search (10,000 queued jobs of a few shapes cost a few searches, not 10,000).
+//  - Storage. A job whose output dir lies under the cluster's checked output root
+//    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
+//    and restarted, only on nodes whose agents read the coordinator's storage marker there
+//    (`NodeFree::shares_output_root`, coordinator/storage_probe.h); for preemption too, only room
+//    on such nodes counts.
 //
 // Thread safety: none needed; a Scheduler has no mutable state besides its port cursor.
 #pragma once
@@ -70,7 +75,8 @@ struct NodeFree {
   std::vector<int> free_gpus;  // node-local indices, ascending
   int free_cpus = 0;
   int64_t free_memory_mb = 0;
-  bool memory_unlimited = false;  // the node did not report its memory
+  bool memory_unlimited = false;    // the node did not report its memory
+  bool shares_output_root = false;  // its agent sees the coordinator's output root (see "Storage")
 };
 
 // Free resources of the whole cluster plus the ports in use; Schedule() consumes from it.
@@ -112,6 +118,8 @@ struct JobRequest {
   int priority = 0;         // larger runs first and may preempt smaller
   bool nominated = false;   // the jobs it preempted are gone: it goes first
   bool may_preempt = true;  // false: jobs it preempted are still stopping
+  // Only nodes that share the output root may take it (see "Storage").
+  bool needs_shared_storage = false;
 };
 
 // One queue as a round starts: its quota, weight and what its jobs hold now.
@@ -201,15 +209,18 @@ class Scheduler {
 
   // Places all of `replicas` at once (the gang rule) or nothing; takes from `view` on success.
   // No ports are assigned (callers add them). Used by Schedule() and for replica restarts.
+  // `shared_storage_only`: only on nodes that share the output root.
   static std::optional<std::vector<ReplicaSlot>> PlaceGang(
-      const std::vector<ReplicaDemand>& replicas, ClusterView& view);
+      const std::vector<ReplicaDemand>& replicas, ClusterView& view,
+      bool shared_storage_only = false);
   // Where PlaceGang would put each replica (node indices), taking nothing.
   static std::optional<std::vector<int>> FindGang(const std::vector<ReplicaDemand>& replicas,
-                                                  const ClusterView& view);
+                                                  const ClusterView& view,
+                                                  bool shared_storage_only = false);
   // Places one replica, on `preferred_node` (an index, or -1) when it fits there; takes from
   // `view` and assigns a port. nullopt when it fits nowhere (or no port is left).
   static std::optional<ReplicaSlot> PlaceOne(const ReplicaDemand& demand, int preferred_node,
-                                             ClusterView& view);
+                                             ClusterView& view, bool shared_storage_only = false);
 
  private:
   SchedulerOptions options_;

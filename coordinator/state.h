@@ -59,6 +59,9 @@ struct JobRecord {
   // from spec.scheduling by the placement round (derived, not stored; -1: not resolved yet).
   int queue_index = -1;
   int priority = 0;
+  // Its output dir lies under the cluster's checked output root: it is placed only on nodes that
+  // share that root (coordinator/storage_probe.h). Derived by the JobController, not stored.
+  bool needs_shared_storage = false;
   JobState state = JobState::QUEUED;
   std::string message;
   // Why a QUEUED job is not placed yet, from the latest scheduling round (coordinator/gang_fit.h);
@@ -82,6 +85,17 @@ struct JobRecord {
   bool finished() const;
 };
 
+// What a node's agent last reported finding at the output root (the storage check,
+// common/storage_marker.h), and the coordinator's verdict on it (coordinator/storage_probe.h).
+struct NodeStorage {
+  bool reported = false;  // the agent sent a report since it registered
+  std::string root;       // the directory it read
+  std::string token;      // the token it read there; empty: none
+  std::string error;      // why it read none
+  bool shared = false;    // it reads the coordinator's marker at the coordinator's path
+  std::string verdict;    // "shared", "not shared: <why>", "checking", "no output root"
+};
+
 struct NodeRecord {
   std::string node_id;
   std::string address;
@@ -95,6 +109,7 @@ struct NodeRecord {
   std::vector<int> listening_ports;  // as the agent last reported: never handed to a replica
   std::string peer;  // ROUTER identity its agent last spoke from (the agent sets its node id)
   std::string key;   // the CURVE key its agent registered with (empty with --insecure)
+  NodeStorage storage;
 };
 
 bool IsFinal(ReplicaState s);

@@ -407,5 +407,42 @@ TEST_F(JobControllerTest, APreemptorWaitsForItsVictimsAndForgetsThemOncePlaced) 
   EXPECT_EQ(victim.events.back().message.find("again"), std::string::npos);
 }
 
+TEST(JobControllerStorageTest, JobsUnderTheCheckedOutputRootNeedSharedStorage) {
+  FakeNodeHealth health;
+  JobControllerOptions options = Options();
+  options.default_output_base = "/shared/jobs";
+  options.checked_output_root = "/shared/jobs";
+  JobController jobs(options, &health);
+  auto submit = [&](const std::string& name, const std::string& output_dir) -> JobRecord& {
+    std::string yaml = "name: " + name + "\n" +
+                       (output_dir.empty() ? "" : "output_dir: " + output_dir + "\n") +
+                       "worker_pools:\n  - role: chief\n    replicas: 1\n"
+                       "    process: {command: [/bin/train]}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    return jobs.Submit(std::move(*spec), yaml, 0);
+  };
+  JobRecord& by_default = submit("d", "");
+  EXPECT_EQ(by_default.output_dir, "/shared/jobs/d");
+  EXPECT_TRUE(by_default.needs_shared_storage);
+  EXPECT_TRUE(submit("under", "/shared/jobs/team/x").needs_shared_storage);
+  JobRecord& outside = submit("outside", "/scratch/x");
+  EXPECT_FALSE(outside.needs_shared_storage);
+  // Derived again on a restore (not stored).
+  JobRecord copy = by_default;
+  copy.needs_shared_storage = false;
+  JobController restored(options, &health);
+  restored.Restore(copy);
+  EXPECT_TRUE(restored.FindJob("d")->needs_shared_storage);
+
+  // No checked root: nothing needs it.
+  JobController unchecked(Options(), &health);
+  std::string yaml =
+      "name: plain\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+      "    process: {command: [/bin/train]}\n";
+  EXPECT_FALSE(
+      unchecked.Submit(ParseJobSpec(yaml, "test job").value(), yaml, 0).needs_shared_storage);
+}
+
 }  // namespace
 }  // namespace cohort::coordinator

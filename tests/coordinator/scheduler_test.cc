@@ -230,5 +230,86 @@ TEST(SchedulerTest, ManyQueuedJobsOfOneShapeCostFewSearches) {
   EXPECT_LE(r.searches, 101u);
 }
 
+// ---- storage: jobs whose output dir is on the checked shared root -------------------------------
+
+TEST(SchedulerStorageTest, AJobOnSharedStorageIsPlacedOnlyOnNodesThatShareIt) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("local", 2), Node("shared", 4)};
+  view.nodes[1].shares_output_root = true;
+  Scheduler s({});
+  JobRequest shared = Job("shared-job", 2, 1);
+  shared.needs_shared_storage = true;
+  std::vector<JobRequest> q = {shared, Job("anywhere", 1, 1)};
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 2u);
+  // Best fit alone would pick "local" (the fewest free GPUs that hold the gang); the filter
+  // leaves only "shared".
+  for (const auto& slot : r.placed[0].replicas) EXPECT_EQ(slot.node, 1);
+
+  // No sharing node has room (1 GPU free on "local", 2 on "shared"): it waits, while a job
+  // without the need still starts.
+  JobRequest more = Job("shared-2", 3, 1);
+  more.needs_shared_storage = true;
+  std::vector<JobRequest> q2 = {more, Job("anywhere-2", 1, 1)};
+  r = s.Schedule(q2, view, 0);
+  EXPECT_EQ(PlacedNames(r, q2), std::vector<std::string>{"anywhere-2"});
+}
+
+TEST(SchedulerStorageTest, TheShapeCacheKeepsJobsWithAndWithoutTheNeedApart) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("local", 4)};
+  Scheduler s({});
+  JobRequest shared = Job("needs-shared", 1, 1);
+  shared.needs_shared_storage = true;
+  // Same demand: the first fails for want of a sharing node, the second must still be searched.
+  std::vector<JobRequest> q = {shared, Job("same-shape", 1, 1)};
+  auto r = s.Schedule(q, view, 0);
+  EXPECT_EQ(PlacedNames(r, q), std::vector<std::string>{"same-shape"});
+  EXPECT_EQ(r.searches, 2u);
+}
+
+TEST(SchedulerStorageTest, PlaceOneAndFindGangHonourTheFilter) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("local", 4), Node("shared", 1)};
+  view.nodes[1].shares_output_root = true;
+  // The preferred node (its last) does not share: the restart goes to the one that does.
+  auto slot = Scheduler::PlaceOne({1, 1, 0}, 0, view, true);
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(slot->node, 1);
+  EXPECT_FALSE(Scheduler::PlaceOne({1, 1, 0}, 0, view, true));
+  EXPECT_TRUE(Scheduler::PlaceOne({1, 1, 0}, 0, view, false));
+  EXPECT_FALSE(Scheduler::FindGang({{1, 1, 0}}, view, true));
+}
+
+TEST(SchedulerStorageTest, PreemptionCountsOnlyRoomOnSharingNodes) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("local", 2), Node("shared", 2)};
+  view.nodes[1].shares_output_root = true;
+  // Both nodes are full, each with one low-priority job.
+  for (auto& n : view.nodes) n.free_gpus.clear();
+  ScheduleInput input;
+  input.cluster_gpus = 4;
+  input.cluster_cpus = 128;
+  for (int node : {0, 1}) {
+    RunningJob low;
+    low.name = node == 0 ? "low-local" : "low-shared";
+    low.priority = 100;
+    low.start_ms = node == 0 ? 10 : 5;  // the local one started later: preferred as a victim
+    low.held.push_back(HeldSlot{node, {0, 1}, 1, 0});
+    low.gpus = 2;
+    low.cpus = 1;
+    input.running.push_back(low);
+  }
+  JobRequest high = Job("high", 2, 1);
+  high.priority = 1000;
+  high.needs_shared_storage = true;
+  Scheduler s({});
+  std::vector<JobRequest> q = {high};
+  auto r = s.Schedule(q, view, 0, input);
+  ASSERT_EQ(r.preemptions.size(), 1u);
+  ASSERT_EQ(r.preemptions[0].victims.size(), 1u);
+  EXPECT_EQ(input.running[r.preemptions[0].victims[0]].name, "low-shared");
+}
+
 }  // namespace
 }  // namespace cohort::coordinator

@@ -146,7 +146,13 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
                                keys_dir() + "/agents/" + options.node_id + ".pub");
   }
   for (auto& arg : SecurityArgs(false, options.node_id)) args.push_back(std::move(arg));
-  auto agent = std::make_unique<DaemonProcess>(binaries_.agent, std::move(args),
+  std::string binary = binaries_.agent;
+  if (!options.wrapper.empty()) {
+    args.insert(args.begin(), binary);
+    args.insert(args.begin(), options.wrapper.begin() + 1, options.wrapper.end());
+    binary = options.wrapper.front();
+  }
+  auto agent = std::make_unique<DaemonProcess>(binary, std::move(args),
                                                dir_.Join("logs/agent-" + options.node_id + ".log"));
   if (!agent->Start()) return "cannot start " + binaries_.agent;
   DaemonProcess* raw = agent.get();

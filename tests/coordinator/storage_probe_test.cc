@@ -1,0 +1,174 @@
+// The coordinator's side of the storage check: the verdict on each agent's report (pure), the
+// probe writing and rewriting its marker on disk (a real directory), the warning a submitter gets,
+// and the node registry judging what registrations and heartbeats carry.
+#include "coordinator/storage_probe.h"
+
+#include <flatbuffers/flatbuffers.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "common/storage_marker.h"
+#include "coordinator/node_registry.h"
+
+namespace cohort::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+NodeStorage Report(const std::string& root, const std::string& token,
+                   const std::string& error = "") {
+  NodeStorage s;
+  s.reported = true;
+  s.root = root;
+  s.token = token;
+  s.error = error;
+  return s;
+}
+
+TEST(JudgeStorageTest, SharedOnlyWithTheCurrentOrPreviousTokenAtTheCoordinatorsPath) {
+  const StorageTokens tokens{"new", "old", ""};
+  NodeStorage s = Report("/shared", "new");
+  JudgeStorage("/shared", tokens, s);
+  EXPECT_TRUE(s.shared);
+  EXPECT_EQ(s.verdict, "shared");
+
+  s = Report("/shared", "old");  // read before the latest rewrite
+  JudgeStorage("/shared", tokens, s);
+  EXPECT_TRUE(s.shared);
+
+  s = Report("/shared", "older");  // another filesystem's marker, or a stale copy
+  JudgeStorage("/shared", tokens, s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_NE(s.verdict.find("not shared: /shared holds another storage marker"), std::string::npos)
+      << s.verdict;
+
+  s = Report("/shared", "", "no storage marker /shared/.cohort-storage");
+  JudgeStorage("/shared", tokens, s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_EQ(s.verdict, "not shared: no storage marker /shared/.cohort-storage");
+
+  s = Report("/elsewhere", "new");  // the same filesystem, at another path: jobs' paths break
+  JudgeStorage("/shared", tokens, s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_EQ(s.verdict, "not shared: the agent checks /elsewhere, not the output root /shared");
+}
+
+TEST(JudgeStorageTest, CheckingUntilBothSidesHaveSomethingAndNoRootMeansNoCheck) {
+  NodeStorage s;  // the agent has not reported
+  JudgeStorage("/shared", StorageTokens{"t", "", ""}, s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_EQ(s.verdict, "checking");
+
+  s = Report("/shared", "t");  // the probe has not written yet
+  JudgeStorage("/shared", StorageTokens{}, s);
+  EXPECT_EQ(s.verdict, "checking");
+
+  s = Report("/shared", "t");
+  JudgeStorage("/shared", StorageTokens{"", "", "cannot create /shared: Permission denied"}, s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_EQ(s.verdict,
+            "not shared: the coordinator cannot write its marker: cannot create /shared: "
+            "Permission denied");
+
+  s = Report("/shared", "t");
+  JudgeStorage("", StorageTokens{}, s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_EQ(s.verdict, "no output root");
+}
+
+TEST(StorageWarningTest, OutsideTheCheckedRootOrNothingCheckedOnSeveralNodes) {
+  EXPECT_EQ(StorageWarning("/shared/jobs/a", "/shared/jobs", 3), "");
+  EXPECT_EQ(StorageWarning("/x", "/shared/jobs", 1),
+            "output dir /x is not on the checked shared storage (the output root /shared/jobs); "
+            "a restart on another node will not find its checkpoints");
+  EXPECT_EQ(StorageWarning("/x", "", 1), "");  // one node: a restart lands where the files are
+  EXPECT_EQ(StorageWarning("/x", "", 2),
+            "output dir /x is not on checked shared storage (the coordinator has no output_root); "
+            "a restart on another node will not find its checkpoints");
+}
+
+class StorageProbeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "cohort-probe-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(StorageProbeTest, WritesAtStartRewritesAndKeepsThePreviousToken) {
+  // The marker a coordinator before this one left: agents may still report it.
+  ASSERT_TRUE(WriteStorageMarker(dir_, "from-before").ok());
+  StorageProbe probe(dir_, 50ms);
+  ASSERT_TRUE(probe.WaitForWrites(1, 10s));
+  StorageTokens first = probe.tokens();
+  EXPECT_EQ(first.previous, "from-before");
+  EXPECT_EQ(ReadStorageMarker(dir_).value(), first.current);
+  EXPECT_TRUE(first.error.empty());
+  NodeStorage s = Report(dir_, "from-before");
+  probe.Judge(s);
+  EXPECT_TRUE(s.shared) << s.verdict;
+
+  ASSERT_TRUE(probe.WaitForWrites(3, 10s));
+  StorageTokens later = probe.tokens();
+  EXPECT_NE(later.current, first.current);
+  EXPECT_FALSE(later.previous.empty());
+  s = Report(dir_, "from-before");  // two rewrites ago: no longer counts
+  probe.Judge(s);
+  EXPECT_FALSE(s.shared);
+}
+
+TEST_F(StorageProbeTest, AFailedWriteIsReportedAndNoNodeShares) {
+  std::string file = dir_ + "/not-a-dir";
+  ASSERT_TRUE(WriteStorageMarker(dir_, "x").ok());
+  fs::rename(StorageMarkerPath(dir_), file);
+  StorageProbe probe(file, 1h);
+  ASSERT_TRUE(probe.WaitForWrites(1, 10s));
+  EXPECT_TRUE(probe.tokens().current.empty());
+  EXPECT_FALSE(probe.tokens().error.empty());
+  NodeStorage s = Report(file, "x");
+  probe.Judge(s);
+  EXPECT_FALSE(s.shared);
+  EXPECT_EQ(s.verdict.rfind("not shared: the coordinator cannot write its marker: ", 0), 0u)
+      << s.verdict;
+}
+
+TEST_F(StorageProbeTest, TheRegistryJudgesRegistrationsAndHeartbeats) {
+  StorageProbe probe(dir_, 1h);
+  ASSERT_TRUE(probe.WaitForWrites(1, 10s));
+  NodeRegistry nodes(10'000);
+  nodes.SetStorageProbe(&probe);
+  EXPECT_EQ(nodes.storage_root(), dir_);
+
+  flatbuffers::FlatBufferBuilder fbb;
+  auto reg = wire::CreateRegisterAgentDirect(fbb, "n1");
+  fbb.Finish(reg);
+  NodeRecord* node =
+      nodes.Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), "p", 1)
+          .node;
+  EXPECT_EQ(node->storage.verdict, "checking");
+
+  flatbuffers::FlatBufferBuilder hb;
+  auto report = wire::CreateStorageReportDirect(hb, dir_.c_str(), probe.tokens().current.c_str());
+  auto beat = wire::CreateHeartbeatDirect(hb, "n1", false, nullptr, nullptr, report);
+  hb.Finish(beat);
+  ASSERT_TRUE(
+      nodes.Heartbeat(*flatbuffers::GetRoot<wire::Heartbeat>(hb.GetBufferPointer()), "p", 2));
+  EXPECT_TRUE(node->storage.shared) << node->storage.verdict;
+  EXPECT_EQ(node->storage.verdict, "shared");
+
+  NodeRegistry unchecked(10'000);
+  node =
+      unchecked.Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), "p", 1)
+          .node;
+  EXPECT_EQ(node->storage.verdict, "no output root");
+  EXPECT_EQ(unchecked.storage_root(), "");
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
