@@ -6,7 +6,6 @@
 #include <map>
 #include <utility>
 
-#include "coordinator/job_usage.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/placement_round.h"
 
@@ -39,11 +38,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
           ClientServiceOptions{options_.max_spec_bytes, options_.port_min, options_.port_max,
                                clock->NowMs() + options_.heartbeat_timeout.count(),
                                &options_.queues},
-          [this] { RunStudies(); },
+          [this] { study_runner_.Run(clock_->NowMs()); },
           [this](const JobQuery& query) { return store_->ListJobs(query); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), !options_.insecure,
-                     [this] { RunStudies(); }) {
+                     [this] { study_runner_.Run(clock_->NowMs()); }) {
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
 }
@@ -146,48 +145,8 @@ Status Coordinator::Recover() {
         "above)",
         state.dropped.size());
   }
-  RecoverStudies();
+  study_runner_.Recover(clock_->NowMs());
   return Status::Ok();
-}
-
-void Coordinator::RecoverStudies() {
-  // A torn tail may have kept a trial but lost its job (submitted again) or its job's end.
-  for (TrialJobLaunch& launch : studies_.ActiveTrialJobs()) {
-    const JobRecord* job = jobs_.FindJob(launch.job.name);
-    if (job == nullptr) {
-      spdlog::warn("study {}: trial {} has no job after recovery; submitting it again",
-                   launch.study, launch.trial_id);
-      SubmitTrialJob(std::move(launch));
-    } else if (job->finished()) {
-      studies_.JobEnded(job->name, job->state == JobState::SUCCEEDED, job->message,
-                        clock_->NowMs());
-    }
-  }
-  RunStudies();
-}
-
-// ---- studies --------------------------------------------------------------------------------
-
-void Coordinator::RunStudies() {
-  int64_t now = clock_->NowMs();
-  StudyActions actions = studies_.TakeActions(now);
-  for (size_t i = 0; i < actions.cancel.size(); ++i) {
-    if (JobRecord* job = jobs_.FindJob(actions.cancel[i])) {
-      jobs_.Cancel(*job, actions.cancel_reasons[i], now);
-    }
-  }
-  for (TrialJobLaunch& launch : actions.submit) SubmitTrialJob(std::move(launch));
-}
-
-void Coordinator::SubmitTrialJob(TrialJobLaunch launch) {
-  if (jobs_.FindJob(launch.job.name)) {
-    spdlog::error("study {}: trial {}: a job named {} exists already; not submitted", launch.study,
-                  launch.trial_id, launch.job.name);
-    return;
-  }
-  JobRecord& job = jobs_.Submit(std::move(launch.job), launch.spec_yaml, clock_->NowMs());
-  job.study = launch.study;
-  job.trial_id = launch.trial_id;
 }
 
 // ---- loop -----------------------------------------------------------------------------------
@@ -230,7 +189,7 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
         RefuseOverLimit(m, agent);
       } else if (!KeyStillListed(m, agent)) {
         continue;
-      } else if (!agent && HandleObservability(m, now)) {
+      } else if (!agent && observability_service_.Handle(m, now)) {
         // answered
       } else if (agent) {
         agent_service_.Handle(m, now);
@@ -342,10 +301,7 @@ void Coordinator::ExecuteCommands() {
     }
     int64_t now = clock_->NowMs();
     for (const std::string& name : commands.ended) {
-      const JobRecord* job = jobs_.FindJob(name);
-      if (job == nullptr || job->study.empty()) continue;
-      studies_.JobEnded(job->name, job->state == JobState::SUCCEEDED, job->message, now);
-      RunStudies();
+      if (const JobRecord* job = jobs_.FindJob(name)) study_runner_.JobEnded(*job, now);
     }
   }
 }
@@ -366,7 +322,7 @@ Status Coordinator::Commit() {
   }
   if (!stored.ok()) return RollBack(dirty, stored);
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
-  if (http_) views_dirty_.insert(dirty.begin(), dirty.end());
+  if (http_) snapshots_.MarkChanged(dirty);
   if (store_failing_since_ms_ >= 0 && !changes.empty()) {
     spdlog::info("state store: writes are stored again, after {} of failures",
                  FormatDuration(clock_->NowMs() - store_failing_since_ms_));
@@ -436,7 +392,7 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   jobs.FinishRestore(now);
   jobs.CarryCountersFrom(jobs_);
   jobs_ = std::move(jobs);
-  views_all_dirty_ = true;
+  snapshots_.MarkAllChanged();
   studies_ = StudyController(options_.state_dir + "/studies");
   for (const std::string& record : stored_studies) {
     auto study = studies_.Replay(record);
@@ -459,7 +415,7 @@ void Coordinator::RedoAfterRollBack(int64_t now) {
                        " (timeout " + FormatDuration(options_.heartbeat_timeout.count()) + ")",
                    now);
   }
-  RecoverStudies();
+  study_runner_.Recover(now);
 }
 
 bool Coordinator::KeyStillListed(const RoutedMessage& m, bool agent) {
@@ -502,126 +458,15 @@ void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {
                                     "replies before sending more")));
 }
 
-bool Coordinator::HandleObservability(const RoutedMessage& m, int64_t now) {
-  if (m.message.type() == wire::Body::GetJobMetrics) {
-    const auto* req = m.message.As<wire::GetJobMetrics>();
-    std::string job = req->job() ? req->job()->str() : "";
-    if (jobs_.FindJob(job) == nullptr) {
-      outbox_.ToClient(m.peer,
-                       EncodeError(m.message.request_id(), NotFound("no job named '" + job + "'")));
-      return true;
-    }
-    wire::JobMetricsT reply;
-    reply.job = job;
-    if (auto series = training_.Series(job)) {
-      for (const TrainingMetric& t : *series) {
-        auto p = std::make_unique<wire::MetricPointT>();
-        p->step = t.step;
-        p->time_ms = t.time_ms;
-        p->tag = t.tag;
-        p->value = t.value;
-        p->replica = t.replica;
-        reply.points.push_back(std::move(p));
-      }
-    }
-    outbox_.ToClient(m.peer, Encode(m.message.request_id(), std::move(reply)));
-    return true;
-  }
-  if (m.message.type() == wire::Body::GetUsage) {
-    const auto* req = m.message.As<wire::GetUsage>();
-    UsageFilter filter;
-    filter.user = req->user() ? req->user()->str() : "";
-    filter.queue = req->queue() ? req->queue()->str() : "";
-    filter.since_ms = req->since_ms();
-    std::vector<const JobRecord*> jobs;
-    jobs.reserve(jobs_.jobs().size());
-    for (const auto& [name, job] : jobs_.jobs()) jobs.push_back(job.get());
-    wire::UsageReportT reply;
-    for (const UsageRow& row : ComputeUsage(jobs, filter, now)) {
-      auto r = std::make_unique<wire::UsageRowT>();
-      r->user = row.user;
-      r->queue = row.queue;
-      r->jobs = row.jobs;
-      r->failed = row.failed;
-      r->gpu_hours = row.gpu_hours;
-      r->cpu_hours = row.cpu_hours;
-      reply.rows.push_back(std::move(r));
-    }
-    outbox_.ToClient(m.peer, Encode(m.message.request_id(), std::move(reply)));
-    return true;
-  }
-  return false;
-}
-
 void Coordinator::PublishSnapshot(int64_t now) {
-  if (now - last_publish_ms_ < kSnapshotIntervalMs && published_jobs_) return;
-  last_publish_ms_ = now;
-  auto snapshot = std::make_shared<CoordinatorSnapshot>();
-  snapshot->now_ms = now;
-  snapshot->started_ms = started_ms_;
-  snapshot->state_dir = options_.state_dir;
-  // Jobs: only those changed since the last snapshot are copied again.
-  if (views_all_dirty_ || !views_dirty_.empty() || !published_jobs_) {
-    if (views_all_dirty_) {
-      job_views_.clear();
-      for (const auto& [name, job] : jobs_.jobs()) views_dirty_.insert(name);
-    }
-    for (const std::string& name : views_dirty_) {
-      const JobRecord* job = jobs_.FindJob(name);
-      if (job == nullptr) {
-        job_views_.erase(name);
-        continue;
-      }
-      auto view = std::make_shared<JobView>();
-      view->job = *job;
-      view->running_time_ms = RunningTimeMs(*job);
-      job_views_[name] = std::move(view);
-    }
-    views_dirty_.clear();
-    views_all_dirty_ = false;
-    published_jobs_ =
-        std::make_shared<const std::map<std::string, std::shared_ptr<const JobView>>>(job_views_);
-  }
-  snapshot->jobs = published_jobs_;
-  snapshot->nodes.reserve(nodes_.nodes().size());
-  for (const auto& [id, node] : nodes_.nodes()) snapshot->nodes.push_back(node);
-  for (const wire::StudyInfoT& study : studies_.List()) {
-    nlohmann::json trials = nlohmann::json::array();
-    for (const auto& t : study.trials) {
-      if (!t) continue;
-      nlohmann::json parameters = nlohmann::json::array();
-      for (const auto& kv : t->parameters) {
-        if (kv) parameters.push_back({{"key", kv->key}, {"value", kv->value}});
-      }
-      trials.push_back({{"id", t->id},
-                        {"state", t->state},
-                        {"parameters", std::move(parameters)},
-                        {"final_metric", t->final_metric},
-                        {"has_final_metric", t->has_final_metric},
-                        {"job", t->job},
-                        {"steps", t->steps},
-                        {"message", t->message}});
-    }
-    snapshot->studies.push_back({{"name", study.name},
-                                 {"state", study.state},
-                                 {"metric", study.metric},
-                                 {"goal", study.goal},
-                                 {"algorithm", study.algorithm},
-                                 {"max_trials", study.max_trials},
-                                 {"parallel_trials", study.parallel_trials},
-                                 {"best_trial", study.best_trial},
-                                 {"message", study.message},
-                                 {"create_time_ms", study.create_time_ms},
-                                 {"end_time_ms", study.end_time_ms},
-                                 {"trials", std::move(trials)}});
-  }
-  for (const auto& [job, series] : training_.all()) snapshot->training[job] = series;
-  snapshot->counters = counters_;
-  snapshot->counters.restarts_by_cause = jobs_.restarts_by_cause();
-  snapshot->counters.bad_frames = stats_.bad_frames;
-  snapshot->counters.refused = stats_.refused;
-  snapshot->counters.rolled_back = stats_.rolled_back;
-  http_->Publish(std::move(snapshot));
+  CoordinatorCounters counters = counters_;
+  counters.restarts_by_cause = jobs_.restarts_by_cause();
+  counters.bad_frames = stats_.bad_frames;
+  counters.refused = stats_.refused;
+  counters.rolled_back = stats_.rolled_back;
+  SnapshotSources sources{nodes_,      studies_,          training_, std::move(counters),
+                          started_ms_, options_.state_dir};
+  if (auto snapshot = snapshots_.Build(jobs_, sources, now)) http_->Publish(std::move(snapshot));
 }
 
 void Coordinator::LogStats(bool at_exit) const {

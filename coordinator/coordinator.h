@@ -5,7 +5,9 @@
 //   JobController                  the job state machine: events in, commands out
 //   NodeRegistry                   nodes, heartbeats, node loss
 //   PlacementRound + Scheduler     the scheduling round;  LaunchPlan  launch/stop messages
-//   StudyController                hyperparameter studies (trial jobs submitted and cancelled)
+//   StudyController + StudyRunner  hyperparameter studies; their trial jobs submitted, cancelled
+//   ObservabilityService           `cohort metrics` and `cohort usage` answered
+//   SnapshotPublisher              what the HTTP endpoint (/metrics, dashboard) serves
 //   Watchdog                       hung jobs and stragglers, from the progress in heartbeats
 //
 // Loop: RunOnce() polls both sockets for up to `poll_timeout`, hands every message waiting to its
@@ -20,9 +22,9 @@
 // back as if the coordinator had crashed just before committing it, except that it keeps running
 // and tells everyone of the pass:
 //  - nothing of the pass goes out: each reply becomes an ErrorReply naming the cause, to clients
-//    RESOURCE_EXHAUSTED (disk full) or UNAVAILABLE (other write errors), to agents
-//    FAILED_PRECONDITION (an agent keeps an update so answered and registers again, carrying it);
-//    launches and stops are dropped;
+//    and agents RESOURCE_EXHAUSTED (disk full) or UNAVAILABLE (other write errors); an agent
+//    keeps an update so answered and sends it again (agent/outbox.h); launches and stops are
+//    dropped;
 //  - memory goes back to the last commit: the jobs the pass changed are read back from the store
 //    (a job the pass submitted disappears), the other jobs are kept as they are (they equal the
 //    store), every study is rebuilt from the store; as after a restart, held verdicts are held
@@ -71,13 +73,16 @@
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/observability_service.h"
 #include "coordinator/options.h"
 #include "coordinator/outbox.h"
 #include "coordinator/peer_keys.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/snapshot_publisher.h"
 #include "coordinator/state.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
+#include "coordinator/study_runner.h"
 #include "coordinator/training_metrics.h"
 #include "coordinator/watchdog.h"
 
@@ -133,11 +138,6 @@ class Coordinator {
   Coordinator(CoordinatorOptions options, Clock* clock);
   Status Recover();
 
-  // Studies: trial jobs submitted and cancelled as the StudyController asks.
-  void RunStudies();
-  void SubmitTrialJob(TrialJobLaunch launch);
-  void RecoverStudies();
-
   // Timers, then the JobController's commands into the outbox.
   void Tick();
   void ScheduleRound(int64_t now);
@@ -156,8 +156,6 @@ class Coordinator {
   bool KeyStillListed(const RoutedMessage& m, bool agent);
   // Re-reads the key directories; a READY node whose agent's key is gone is LOST at once.
   void EndRevokedSessions(int64_t now);
-  // The read requests of `cohort metrics` and `cohort usage`; false for any other message.
-  bool HandleObservability(const RoutedMessage& m, int64_t now);
   // The HTTP endpoint's snapshot (coordinator/http_snapshot.h), at most every
   // kSnapshotIntervalMs.
   void PublishSnapshot(int64_t now);
@@ -178,6 +176,7 @@ class Coordinator {
   NodeRegistry nodes_;
   JobController jobs_;
   StudyController studies_;
+  StudyRunner study_runner_{studies_, jobs_};
   Watchdog watchdog_;
   Outbox outbox_;
   ClientService client_service_;
@@ -194,11 +193,8 @@ class Coordinator {
   std::unique_ptr<CoordinatorHttp> http_;
   CoordinatorCounters counters_;
   TrainingMetrics training_;
-  std::map<std::string, std::shared_ptr<const JobView>> job_views_;
-  std::shared_ptr<const std::map<std::string, std::shared_ptr<const JobView>>> published_jobs_;
-  std::set<std::string> views_dirty_;  // jobs changed since the last snapshot
-  bool views_all_dirty_ = true;        // every job (at start, after a rollback)
-  int64_t last_publish_ms_ = 0;
+  ObservabilityService observability_service_{jobs_, training_, outbox_};
+  SnapshotPublisher snapshots_;
   RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
   RateLimitedLog key_refusals_{spdlog::level::warn, "messages from keys no longer listed", 10,
                                std::chrono::seconds(10)};

@@ -1,0 +1,155 @@
+// JobController's failure attribution (coordinator/job_controller.h, "Failure attribution"): what a
+// replica's end means for its job (success, a retryable end that opens an incident, collateral of
+// an open incident, or a permanent failure whose verdict may be held while a node is silent), and
+// the incidents themselves. Split from job_controller.cc along that seam; one class.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "coordinator/job_controller.h"
+
+namespace cohort::coordinator {
+
+void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  schedule_needed_ = true;  // resources came free
+  if (job.finished()) return;
+  if (job.state == JobState::CANCELLING) {
+    MaybeFinishCancel(job, now_ms);
+    return;
+  }
+  if (r.stop_requested) {
+    // We asked for it (a restart in progress). A replica that crashed before the stop reached
+    // it, or went down with the incident's lost node, is still named in the incident's event.
+    if (IsCollateral(job, r, now_ms) &&
+        (r.state == ReplicaState::FAILED || incidents_[job.name].WentWithCauseNode(r))) {
+      NoteConsequence(job, r, /*restarts=*/false, now_ms);
+    }
+    return;
+  }
+  if (job.state == JobState::QUEUED) return;
+  if (r.state == ReplicaState::SUCCEEDED) {
+    if (r.role == Role::kChief) {
+      FinishJob(job, JobState::SUCCEEDED, "the chief exited 0", now_ms);
+    } else {
+      AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + " exited 0", now_ms);
+    }
+    return;
+  }
+  if (IsCollateral(job, r, now_ms)) {
+    AddCollateral(job, r, now_ms);
+  } else if (IsRetryable(r)) {
+    OpenIncident(job, r, now_ms);
+  } else {
+    JudgeFailure(job, r, now_ms);
+  }
+}
+
+bool JobController::IsCollateral(const JobRecord& job, const ReplicaRecord& r,
+                                 int64_t now_ms) const {
+  auto it = incidents_.find(job.name);
+  return it != incidents_.end() && it->second.OpenAt(now_ms, options_.heartbeat_timeout_ms) &&
+         it->second.SameAttempt(r.name, r.attempt);
+}
+
+void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  bool others_live = false;
+  for (const auto& other : job.replicas) {
+    if (&other != &r && HoldsResources(other)) others_live = true;
+  }
+  if (!others_live) {
+    FinishJob(job, JobState::FAILED,
+              r.name + " attempt " + std::to_string(r.attempt) + " " + DescribeEnd(r) +
+                  " (permanent failure)",
+              now_ms);
+    return;
+  }
+  spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
+               job.name, r.name, Incident::HowItEnded(r));
+  held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
+}
+
+void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
+  auto it = held_.find(job.name);
+  if (it == held_.end()) return;
+  std::vector<Held> held = std::move(it->second);
+  held_.erase(it);
+  auto inc = incidents_.find(job.name);
+  std::vector<Held> keep;
+  for (const Held& h : held) {
+    if (job.finished()) return;
+    ReplicaRecord* r = job.FindReplica(h.replica);
+    if (r == nullptr || r->attempt != h.attempt || !IsFinal(r->state)) continue;
+    // It failed while the incident was open, before the incident was known: collateral.
+    if (inc != incidents_.end() && inc->second.OpenAt(h.since_ms, options_.heartbeat_timeout_ms) &&
+        inc->second.SameAttempt(r->name, h.attempt)) {
+      AddCollateral(job, *r, now_ms);
+      continue;
+    }
+    bool heard = HeardFromAllNodesSince(job, h.since_ms + options_.heartbeat_interval_ms);
+    // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
+    bool too_long = now_ms - h.since_ms > 2 * options_.heartbeat_timeout_ms;
+    if (heard || too_long) {
+      FinishJob(job, JobState::FAILED,
+                r->name + " attempt " + std::to_string(r->attempt) + " " + DescribeEnd(*r) +
+                    " (permanent failure)",
+                now_ms);
+      return;
+    }
+    keep.push_back(h);
+  }
+  if (!keep.empty() && !job.finished()) {
+    auto& slot = held_[job.name];
+    slot.insert(slot.end(), keep.begin(), keep.end());
+  }
+}
+
+bool JobController::HeardFromAllNodesSince(const JobRecord& job, int64_t since_ms) const {
+  for (const auto& r : job.replicas) {
+    if (!HoldsResources(r)) continue;
+    std::optional<int64_t> heard = health_->LastHeardMs(r.node_id);
+    if (!heard || *heard < since_ms) return false;
+  }
+  return true;
+}
+
+void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms) {
+  int budget = job.spec.scheduling.max_restarts;
+  if (job.restarts >= budget) {
+    FinishJob(job, JobState::FAILED,
+              cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause) +
+                  "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
+              now_ms);
+    return;
+  }
+  ++job.restarts;
+  ++restarts_by_cause_[cause.state == ReplicaState::PREEMPTED ? "preemption"
+                       : cause.state == ReplicaState::LOST    ? "node_loss"
+                       : cause.state == ReplicaState::STOPPED ? "stopped"
+                                                              : "exit_code"];
+  Incident& inc = incidents_[job.name] = Incident(job, cause, job.restarts, budget, now_ms);
+  AddEvent(job, inc.Event(), now_ms);
+  if (inc.whole_job()) {
+    RestartJob(job, now_ms);
+  } else {
+    RestartReplica(job, cause, now_ms);
+  }
+  ReleaseHeld(job, now_ms);
+}
+
+void JobController::AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+  bool alone = !incidents_[job.name].whole_job();
+  NoteConsequence(job, r, alone, now_ms);
+  if (alone) RestartReplica(job, r, now_ms);
+}
+
+void JobController::NoteConsequence(JobRecord& job, const ReplicaRecord& r, bool restarts,
+                                    int64_t now_ms) {
+  Incident& inc = incidents_[job.name];
+  inc.AddConsequence(r, restarts, now_ms);
+  spdlog::info("job {}: {} {}, as a consequence of what opened its {}", job.name, r.name,
+               Incident::HowItEnded(r),
+               inc.event_prefix().substr(0, inc.event_prefix().size() - 2));
+  ReplaceEvent(job, inc.event_time_ms(), inc.event_prefix(), inc.Event());
+}
+
+}  // namespace cohort::coordinator
