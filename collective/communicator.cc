@@ -281,10 +281,13 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.type = type;
   o.op = op;
   o.seq = seq_++;
+  // One clock reading serves the deadline and the recorder's start time.
+  const auto now = SteadyClock::now();
+  o.deadline = now + options_.timeout;
   FlightRecord record = CallRecord(FlightOp::kAllreduce, o.seq, type, count, -1);
   record.algorithm = static_cast<uint8_t>(algorithm);
+  record.start_ns = FlightClockNs(now);
   FlightRecording recording(recorder_, record);
-  o.deadline = SteadyClock::now() + options_.timeout;
   o.chunk_bytes = options_.chunk_bytes;
   o.num_workers = world_size_;
   o.num_reducers = num_reducers_;

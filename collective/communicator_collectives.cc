@@ -58,11 +58,13 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
   }
   if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
   call->seq = seq_++;
-  call->deadline = SteadyClock::now() + options_.timeout;
+  const auto now = SteadyClock::now();  // the deadline's and the recorder's start time
+  call->deadline = now + options_.timeout;
   call->num_workers = world_size_;
   call->chunk_bytes = options_.chunk_bytes;
-  call_ = FlightRecording(
-      recorder_, CallRecord(ParseFlightOp(what), call->seq, type, count, root.value_or(-1)));
+  FlightRecord record = CallRecord(ParseFlightOp(what), call->seq, type, count, root.value_or(-1));
+  record.start_ns = FlightClockNs(now);
+  call_ = FlightRecording(recorder_, record);
   return Status::Ok();
 }
 

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -151,6 +152,12 @@ size_t FlightRecorderFileBytes(uint32_t capacity);
 
 // CLOCK_MONOTONIC in nanoseconds: the recorder's clock.
 int64_t FlightClockNs();
+// A steady_clock reading on the recorder's clock (libstdc++'s steady_clock reads CLOCK_MONOTONIC),
+// so a caller that reads the clock anyway (e.g. for its deadline) can hand Begin its start time
+// instead of Begin reading the clock again.
+inline int64_t FlightClockNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 class FlightRecorder {
  public:

@@ -94,6 +94,33 @@ TEST_F(FlightRecorderTest, RecordsBeginAndEndAndTheReaderSeesProgress) {
   EXPECT_EQ(*s.communicators[0].last_completed_seq, 1u);
 }
 
+// Callers hand Begin a steady_clock reading as the start time (the Communicator shares its
+// deadline's): it must be the recorder's clock, between two readings of it.
+TEST_F(FlightRecorderTest, ASteadyClockReadingIsOnTheRecordersClock) {
+  for (int i = 0; i < 100; ++i) {
+    const int64_t before = FlightClockNs();
+    const int64_t steady = FlightClockNs(std::chrono::steady_clock::now());
+    const int64_t after = FlightClockNs();
+    EXPECT_LE(before, steady);
+    EXPECT_LE(steady, after);
+  }
+}
+
+TEST_F(FlightRecorderTest, AStartTimeGivenToBeginIsKept) {
+  auto recorder = FlightRecorder::CreateInMemory(8, 0, 1);
+  ASSERT_TRUE(recorder.ok()) << recorder.status().ToString();
+  FlightRecord record;
+  record.op = FlightOp::kAllreduce;
+  record.start_ns = 12345;
+  FlightRecording recording(recorder->get(), record);
+  recording.Finish(Status::Ok());
+  auto entry = FlightRecorderReader::Attach(**recorder)->Read(0);
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_EQ(entry->record.start_ns, 12345);
+  EXPECT_EQ(entry->record.enqueue_ns, 12345);
+  EXPECT_GT(entry->record.end_ns, 12345);
+}
+
 TEST_F(FlightRecorderTest, TheRingKeepsTheLastCapacityEntriesInOrder) {
   auto recorder = FlightRecorder::CreateInMemory(8, 0, 1);
   ASSERT_TRUE(recorder.ok());
