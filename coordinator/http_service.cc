@@ -87,22 +87,6 @@ json SeriesJson(const TrainingSeries* series) {
   return points;
 }
 
-// GPUs held by replicas that are placed and not final, per node.
-std::map<std::string, int> GpusHeld(const CoordinatorSnapshot& s) {
-  std::map<std::string, int> held;
-  for (const auto& [name, v] : *s.jobs) {
-    if (v->job.finished() && !v->job.replicas.empty()) {
-      bool any = false;
-      for (const ReplicaRecord& r : v->job.replicas) any |= r.placed() && !IsFinal(r.state);
-      if (!any) continue;
-    }
-    for (const ReplicaRecord& r : v->job.replicas) {
-      if (r.placed() && !IsFinal(r.state)) held[r.node_id] += static_cast<int>(r.gpus.size());
-    }
-  }
-  return held;
-}
-
 }  // namespace
 
 int64_t RunningTimeMs(const JobRecord& job) {
@@ -150,21 +134,42 @@ std::shared_ptr<const CoordinatorSnapshot> CoordinatorHttp::snapshot() const {
   return snapshot_;
 }
 
-std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
+CoordinatorHttp::JobAggregates CoordinatorHttp::AggregateJobs(const JobViewMap& jobs) {
+  JobAggregates a;
+  for (const auto& [name, v] : jobs) {
+    const JobRecord& j = v->job;
+    ++a.by_queue[JobQueue(j)][j.state];
+    a.restarts += j.restarts;
+    if (j.start_time_ms > 0) a.queue_wait.Observe((j.start_time_ms - j.create_time_ms) / 1000.0);
+    if (v->running_time_ms > 0) {
+      a.to_running.Observe((v->running_time_ms - j.create_time_ms) / 1000.0);
+    }
+    for (const ReplicaRecord& r : j.replicas) {
+      if (r.placed() && !IsFinal(r.state)) a.gpus_held += r.gpus.size();
+    }
+  }
+  if (a.by_queue.empty()) a.by_queue["default"];
+  return a;
+}
+
+std::shared_ptr<const CoordinatorHttp::JobAggregates> CoordinatorHttp::Aggregates(
+    const std::shared_ptr<const JobViewMap>& jobs) const {
+  {
+    std::lock_guard<std::mutex> lock(aggregates_mu_);
+    if (aggregated_jobs_ == jobs && aggregates_) return aggregates_;
+  }
+  auto fresh = std::make_shared<const JobAggregates>(AggregateJobs(*jobs));
+  std::lock_guard<std::mutex> lock(aggregates_mu_);
+  aggregated_jobs_ = jobs;
+  aggregates_ = fresh;
+  return fresh;
+}
+
+std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
+                                           const JobAggregates& jobs) {
   PrometheusText t;
   // ---- jobs, derived from the stored jobs
-  std::map<std::string, std::map<JobState, uint64_t>> by_queue;
-  uint64_t restarts = 0;
-  Histogram queue_wait(DurationBucketsSeconds()), to_running(DurationBucketsSeconds());
-  for (const auto& [name, v] : *s.jobs) {
-    const JobRecord& j = v->job;
-    ++by_queue[JobQueue(j)][j.state];
-    restarts += j.restarts;
-    if (j.start_time_ms > 0) queue_wait.Observe((j.start_time_ms - j.create_time_ms) / 1000.0);
-    if (v->running_time_ms > 0)
-      to_running.Observe((v->running_time_ms - j.create_time_ms) / 1000.0);
-  }
-  if (by_queue.empty()) by_queue["default"];
+  const auto& by_queue = jobs.by_queue;
   t.Family("cohort_jobs", Type::kGauge, "Jobs held by the coordinator, by state and queue.");
   for (const auto& [queue, states] : by_queue) {
     for (JobState st : kJobStates) {
@@ -193,7 +198,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
   }
   t.Family("cohort_job_restarts_total", Type::kCounter,
            "Restarts spent by all jobs (derived from the state store: monotonic across restarts).");
-  t.Sample("cohort_job_restarts_total", restarts);
+  t.Sample("cohort_job_restarts_total", jobs.restarts);
   t.Family("cohort_restarts_total", Type::kCounter,
            "Restarts by the cause of their incident: preemption, node_loss, exit_code, stopped "
            "(counted since the coordinator started).");
@@ -205,10 +210,10 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
   t.Family("cohort_queue_wait_seconds", Type::kHistogram,
            "Time from submit to first placement of every job placed (derived from the state "
            "store).");
-  t.WriteHistogram("cohort_queue_wait_seconds", {}, queue_wait);
+  t.WriteHistogram("cohort_queue_wait_seconds", {}, jobs.queue_wait);
   t.Family("cohort_submit_to_running_seconds", Type::kHistogram,
            "Time from submit until every replica first ran (derived from the state store).");
-  t.WriteHistogram("cohort_submit_to_running_seconds", {}, to_running);
+  t.WriteHistogram("cohort_submit_to_running_seconds", {}, jobs.to_running);
 
   // ---- nodes and GPUs
   uint64_t ready = 0, lost = 0, draining = 0, gpus_total = 0;
@@ -222,8 +227,6 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
     }
     if (n.ready) gpus_total += n.gpus.size();
   }
-  uint64_t gpus_held = 0;
-  for (const auto& [node, n] : GpusHeld(s)) gpus_held += n;
   t.Family("cohort_nodes", Type::kGauge, "Registered nodes by state (ready, draining, lost).");
   t.Sample("cohort_nodes", {{"state", "ready"}}, ready);
   t.Sample("cohort_nodes", {{"state", "draining"}}, draining);
@@ -232,7 +235,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
            "GPUs of the nodes that are not lost (state=total), and those held by replicas "
            "(state=allocated).");
   t.Sample("cohort_gpus", {{"state", "total"}}, gpus_total);
-  t.Sample("cohort_gpus", {{"state", "allocated"}}, gpus_held);
+  t.Sample("cohort_gpus", {{"state", "allocated"}}, jobs.gpus_held);
 
   // ---- the loop
   t.Family("cohort_schedule_round_seconds", Type::kHistogram,
@@ -272,7 +275,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s) {
 HttpResponse CoordinatorHttp::Metrics(const HttpRequest&) const {
   auto s = snapshot();
   if (!s) return {503, "text/plain; charset=utf-8", "the coordinator is starting\n"};
-  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*s)};
+  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*s, *Aggregates(s->jobs))};
 }
 
 HttpResponse CoordinatorHttp::Jobs(const HttpRequest& r) const {
@@ -363,12 +366,14 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
   json out = json::array();
   if (!s) return Json(out);
   std::map<std::string, std::vector<std::string>> replicas;
+  std::map<std::string, int> held;  // GPUs held by replicas placed and not final, per node
   for (const auto& [name, v] : *s->jobs) {
     for (const ReplicaRecord& r : v->job.replicas) {
-      if (r.placed() && !IsFinal(r.state)) replicas[r.node_id].push_back(name + "/" + r.name);
+      if (!r.placed() || IsFinal(r.state)) continue;
+      replicas[r.node_id].push_back(name + "/" + r.name);
+      held[r.node_id] += static_cast<int>(r.gpus.size());
     }
   }
-  std::map<std::string, int> held = GpusHeld(*s);
   for (const NodeRecord& n : s->nodes) {
     out.push_back({{"node_id", n.node_id},
                    {"address", n.address},

@@ -14,6 +14,7 @@
 // Thread safety: Publish from the loop; requests are served on the server's own threads.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,12 +33,31 @@ class CoordinatorHttp {
   std::shared_ptr<const CoordinatorSnapshot> snapshot() const;
   std::string url() const { return server_->url(); }
 
+  // What /metrics derives from the jobs. Walking every job is the bulk of a scrape (about 3 ms of
+  // CPU at 10,000 jobs), so a scrape reuses the walk of the last one while the loop has published
+  // no new jobs map (it makes one only when a job changed): an idle cluster's scrape costs what
+  // its series cost.
+  struct JobAggregates {
+    std::map<std::string, std::map<JobState, uint64_t>> by_queue;  // jobs by queue and state
+    uint64_t restarts = 0;
+    Histogram queue_wait{DurationBucketsSeconds()};
+    Histogram to_running{DurationBucketsSeconds()};
+    uint64_t gpus_held = 0;  // by replicas placed and not final
+  };
+  static JobAggregates AggregateJobs(const JobViewMap& jobs);
+
   // The renderings, public for tests.
-  static std::string RenderMetrics(const CoordinatorSnapshot& s);
+  static std::string RenderMetrics(const CoordinatorSnapshot& s, const JobAggregates& jobs);
+  static std::string RenderMetrics(const CoordinatorSnapshot& s) {
+    return RenderMetrics(s, AggregateJobs(*s.jobs));
+  }
 
  private:
   CoordinatorHttp() = default;
   HttpResponse Metrics(const HttpRequest& r) const;
+  // AggregateJobs of `jobs`, from the cache when the last scrape saw the same map.
+  std::shared_ptr<const JobAggregates> Aggregates(
+      const std::shared_ptr<const JobViewMap>& jobs) const;
   HttpResponse Jobs(const HttpRequest& r) const;
   HttpResponse Job(const HttpRequest& r) const;
   HttpResponse Nodes(const HttpRequest& r) const;
@@ -47,6 +67,9 @@ class CoordinatorHttp {
 
   mutable std::mutex mu_;
   std::shared_ptr<const CoordinatorSnapshot> snapshot_;  // guarded by mu_
+  mutable std::mutex aggregates_mu_;
+  mutable std::shared_ptr<const JobViewMap> aggregated_jobs_;  // guarded by aggregates_mu_
+  mutable std::shared_ptr<const JobAggregates> aggregates_;    // of aggregated_jobs_; same guard
   std::unique_ptr<HttpServer> server_;
 };
 

@@ -47,11 +47,14 @@ struct CoordinatorCounters {
   uint64_t rolled_back = 0;
 };
 
+// Every job by name, as one immutable map shared between snapshots until a job changes.
+using JobViewMap = std::map<std::string, std::shared_ptr<const JobView>>;
+
 struct CoordinatorSnapshot {
   int64_t now_ms = 0;
   int64_t started_ms = 0;
   std::string state_dir;  // logs are read from <state_dir>/logs (LogStore's layout)
-  std::shared_ptr<const std::map<std::string, std::shared_ptr<const JobView>>> jobs;
+  std::shared_ptr<const JobViewMap> jobs;
   std::vector<NodeRecord> nodes;
   nlohmann::json studies = nlohmann::json::array();  // as /api/studies serves them
   std::map<std::string, std::shared_ptr<const TrainingSeries>> training;

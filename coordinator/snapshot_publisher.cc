@@ -67,8 +67,7 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
     }
     changed_.clear();
     all_changed_ = false;
-    published_ =
-        std::make_shared<const std::map<std::string, std::shared_ptr<const JobView>>>(views_);
+    published_ = std::make_shared<const JobViewMap>(views_);
   }
   snapshot->jobs = published_;
   snapshot->nodes.reserve(sources.nodes.nodes().size());

@@ -42,8 +42,8 @@ class SnapshotPublisher {
                                              const SnapshotSources& sources, int64_t now_ms);
 
  private:
-  std::map<std::string, std::shared_ptr<const JobView>> views_;
-  std::shared_ptr<const std::map<std::string, std::shared_ptr<const JobView>>> published_;
+  JobViewMap views_;
+  std::shared_ptr<const JobViewMap> published_;
   std::set<std::string> changed_;  // jobs changed since the last snapshot
   bool all_changed_ = true;        // every job (at start, after a rollback)
   int64_t last_ms_ = 0;

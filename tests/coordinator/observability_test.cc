@@ -1,6 +1,7 @@
 // The coordinator's observability pieces without sockets: accounting (ComputeUsage), the
 // /metrics rendering of a snapshot, training metrics in memory and in the state store.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -79,7 +80,7 @@ TEST(Usage, SumsRequestedResourcesOverHeldTime) {
 }
 
 TEST(MetricsRendering, CountsJobsByStateAndNodes) {
-  auto jobs = std::make_shared<std::map<std::string, std::shared_ptr<const JobView>>>();
+  auto jobs = std::make_shared<JobViewMap>();
   auto add = [&](JobRecord j, int64_t running_ms) {
     auto v = std::make_shared<JobView>();
     v->job = std::move(j);
@@ -132,6 +133,58 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_gpus{state=\"allocated\"} 3");  // run's 3 replicas hold one each
   has("cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"} 4");
   has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
+}
+
+// A scrape reuses the last one's walk over the jobs while the published jobs map is the same
+// object, and walks again as soon as the loop publishes a new one (a job changed); series that do
+// not come from the jobs are rendered from each snapshot.
+TEST(MetricsRendering, AScrapeWalksTheJobsAgainOnlyWhenTheLoopPublishedNewOnes) {
+  auto endpoint = ParseHttpEndpoint("127.0.0.1:0");
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+  auto http = CoordinatorHttp::Start(*endpoint, "");
+  ASSERT_TRUE(http.ok()) << http.status().ToString();
+  httplib::Client client((*http)->url());
+  auto scrape = [&] {
+    auto r = client.Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? r->body : std::string();
+  };
+  auto publish = [&](std::shared_ptr<const JobViewMap> jobs, uint64_t bad_frames) {
+    auto s = std::make_shared<CoordinatorSnapshot>();
+    s->jobs = std::move(jobs);
+    s->counters.bad_frames = bad_frames;
+    (*http)->Publish(std::move(s));
+  };
+  auto map_of = [](std::vector<JobRecord> records) {
+    auto jobs = std::make_shared<JobViewMap>();
+    for (JobRecord& j : records) {
+      auto v = std::make_shared<JobView>();
+      v->job = std::move(j);
+      (*jobs)[v->job.name] = v;
+    }
+    return std::shared_ptr<const JobViewMap>(jobs);
+  };
+  auto first = map_of({Job("a", 1, JobState::SUCCEEDED, 0, 1, 1000, 2000)});
+  publish(first, 1);
+  std::string text = scrape();
+  EXPECT_NE(text.find("cohort_jobs{state=\"SUCCEEDED\",queue=\"default\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cohort_bad_frames_total 1\n"), std::string::npos) << text;
+  // The same jobs map, newer counters: the counters move, the jobs' series stay.
+  publish(first, 5);
+  text = scrape();
+  EXPECT_NE(text.find("cohort_bad_frames_total 5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("cohort_jobs{state=\"SUCCEEDED\",queue=\"default\"} 1\n"), std::string::npos)
+      << text;
+  // A new map (a job changed): walked again.
+  publish(map_of({Job("a", 1, JobState::SUCCEEDED, 0, 1, 1000, 2000),
+                  Job("b", 2, JobState::FAILED, 0, 1, 1000, 2000)}),
+          5);
+  text = scrape();
+  EXPECT_NE(text.find("cohort_jobs{state=\"FAILED\",queue=\"default\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cohort_jobs_submitted_total{queue=\"default\"} 2\n"), std::string::npos)
+      << text;
 }
 
 TEST(TrainingMetrics, DeduplicatesAndCopiesOnWrite) {
