@@ -9,6 +9,7 @@
 
 #include <boost/program_options.hpp>
 #include <climits>
+#include <filesystem>
 #include <sstream>
 
 #include "agent/oci_launcher.h"
@@ -105,6 +106,11 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   if (!flags.config.output_root.empty() && flags.config.output_root[0] != '/') {
     return InvalidArgument("--output-root: expected an absolute path, got '" +
                            flags.config.output_root + "'");
+  }
+  if (!flags.config.output_root.empty()) {  // compared as text with the coordinator's, also normal
+    std::string& root = flags.config.output_root;
+    root = std::filesystem::path(root).lexically_normal().string();
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
   }
   if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
   if (flags.config.builtin_dir.empty()) flags.config.builtin_dir = COHORT_INSTALL_BINDIR;

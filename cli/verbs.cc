@@ -257,10 +257,14 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
 }  // namespace
 
 int Submit(const ParsedArgs& args, const Context& ctx) {
+  std::vector<std::string> warnings;
   return SubmitSpecFile<JobSpec, std::string>(
       args, ctx, "submit", "job", ParseJobSpec,
-      [](CoordinatorClient& client, const std::string& text) { return client.Submit(text); },
+      [&](CoordinatorClient& client, const std::string& text) {
+        return client.Submit(text, &warnings);
+      },
       [&](CoordinatorClient& client, const JobSpec&, const std::string& name) {
+        for (const std::string& w : warnings) ctx.err << "cohort: warning: " << w << "\n";
         ctx.out << name << std::endl;
         if (!args.Has("--wait")) return kExitOk;
         // The job's name alone goes to stdout; the live view to stderr.

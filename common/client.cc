@@ -197,12 +197,16 @@ StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what) {
   return reply;
 }
 
-StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml) {
+StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml,
+                                                std::vector<std::string>* warnings) {
   wire::SubmitJobT request;
   request.spec_yaml = spec_yaml;
   COHORT_ASSIGN_OR_RETURN(Message reply,
                           (Request<wire::SubmitJobReply>(std::move(request), "submit")));
   const auto* body = reply.As<wire::SubmitJobReply>();
+  if (warnings != nullptr && body->warnings() != nullptr) {
+    for (const auto* w : *body->warnings()) warnings->push_back(w->str());
+  }
   return body->name() ? body->name()->str() : std::string();
 }
 

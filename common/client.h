@@ -72,7 +72,10 @@ class CoordinatorClient {
 
   // Sends a job file's YAML text; returns the accepted job's name. The coordinator validates the
   // spec again (callers should validate first with ParseJobSpec for a local, faster error).
-  StatusOr<std::string> Submit(const std::string& spec_yaml);
+  // `warnings` (optional) receives what the coordinator warns of (e.g. an output dir off the
+  // shared storage: coordinator/storage_probe.h).
+  StatusOr<std::string> Submit(const std::string& spec_yaml,
+                               std::vector<std::string>* warnings = nullptr);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
   StatusOr<std::vector<wire::JobInfoT>> ListJobs();
   // A history query (`cohort list --state S --since T --limit N`; wire::ListJobs says what each

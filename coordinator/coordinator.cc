@@ -17,7 +17,8 @@ constexpr int64_t kPeriodicMs = 1000;
 JobControllerOptions ControllerOptions(const CoordinatorOptions& options,
                                        const NodeRegistry& nodes) {
   JobControllerOptions o;
-  o.default_output_base = options.state_dir + "/jobs";
+  o.default_output_base = DefaultJobOutputBase(options);
+  o.checked_output_root = options.output_root;
   o.heartbeat_timeout_ms = options.heartbeat_timeout.count();
   o.heartbeat_interval_ms = nodes.heartbeat_interval_ms();
   return o;
@@ -29,10 +30,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
       logs_(options_.state_dir + "/logs"),
+      storage_(options_.output_root),
       scheduler_(SchedulerOptions{options_.starvation_limit.count()}),
       nodes_(options_.heartbeat_timeout.count()),
       jobs_(ControllerOptions(options_, nodes_), &nodes_),
-      studies_(options_.state_dir + "/studies"),
+      studies_(DefaultStudyOutputBase(options_)),
       client_service_(
           jobs_, nodes_, studies_, logs_, outbox_,
           ClientServiceOptions{options_.max_spec_bytes, options_.port_min, options_.port_max,
@@ -45,6 +47,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                      [this] { study_runner_.Run(clock_->NowMs()); }) {
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
+  nodes_.SetStorageProbe(&storage_);
 }
 
 Coordinator::~Coordinator() {
@@ -393,7 +396,7 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   jobs.CarryCountersFrom(jobs_);
   jobs_ = std::move(jobs);
   snapshots_.MarkAllChanged();
-  studies_ = StudyController(options_.state_dir + "/studies");
+  studies_ = StudyController(DefaultStudyOutputBase(options_));
   for (const std::string& record : stored_studies) {
     auto study = studies_.Replay(record);
     if (!study.ok()) spdlog::error("state store: a study: {}", study.status().ToString());

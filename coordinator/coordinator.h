@@ -172,6 +172,7 @@ class Coordinator {
   std::unique_ptr<RouterSocket> agent_;
   std::unique_ptr<StateStore> store_;
   LogStore logs_;
+  StorageProbe storage_;  // the storage check of options_.output_root (nodes_ judges with it)
   Scheduler scheduler_;
   NodeRegistry nodes_;
   JobController jobs_;

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "common/service_notify.h"
+#include "common/storage_marker.h"
 #include "common/version.h"
 #include "coordinator/coordinator.h"
 
@@ -43,6 +44,19 @@ int main(int argc, char** argv) {
   if (!coordinator.ok()) {
     spdlog::critical("cannot start: {}", coordinator.status().ToString());
     return 1;
+  }
+  const CoordinatorOptions& options = flags->options;
+  if (options.output_root.empty()) {
+    spdlog::warn(
+        "no output root (--output-root): jobs without output_dir write under {}/<job> on the "
+        "node that runs them; a job restarted on another node finds its checkpoints only where "
+        "its output_dir is on storage every node shares (README \"Storage\")",
+        DefaultJobOutputBase(options));
+  } else {
+    spdlog::info(
+        "output root {}: jobs without output_dir write under it, and run only on nodes that "
+        "see the storage marker {}/{} (cohort nodes, STORAGE)",
+        options.output_root, options.output_root, cohort::kStorageMarkerName);
   }
   cohort::NotifyReady("serving clients on " + (*coordinator)->client_endpoint());
   cohort::Status s = (*coordinator)->Run(g_stop);

@@ -1,6 +1,7 @@
 #include "coordinator/options.h"
 
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -21,6 +22,14 @@ StatusOr<std::chrono::milliseconds> Duration(const std::string& flag, const std:
 
 }  // namespace
 
+std::string DefaultJobOutputBase(const CoordinatorOptions& options) {
+  return options.output_root.empty() ? options.state_dir + "/jobs" : options.output_root;
+}
+
+std::string DefaultStudyOutputBase(const CoordinatorOptions& options) {
+  return (options.output_root.empty() ? options.state_dir : options.output_root) + "/studies";
+}
+
 StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   ParsedFlags out;
   CoordinatorOptions& o = out.options;
@@ -34,7 +43,12 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "agent-endpoint", po::value(&o.agent_endpoint)->default_value(o.agent_endpoint),
       "ZeroMQ endpoint for node agents")("state-dir",
                                          po::value(&o.state_dir)->default_value(o.state_dir),
-                                         "the state database (state.db), job outputs and logs")(
+                                         "the state database (state.db) and logs (and job outputs "
+                                         "without --output-root)")(
+      "output-root", po::value(&o.output_root),
+      "the default parent of job output dirs (<DIR>/<job>): a shared filesystem mounted at this "
+      "path on every node, which the storage check verifies (default: none; outputs under "
+      "<state-dir>/jobs on each node's own disk)")(
       "heartbeat-timeout", po::value(&heartbeat)->default_value(heartbeat),
       "a node silent this long is LOST and its replicas are restarted elsewhere")(
       "starvation-limit", po::value(&starvation)->default_value(starvation),
@@ -118,6 +132,15 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   COHORT_ASSIGN_OR_RETURN(o.queues, QueueConfig::Parse(queues, priority_classes));
   if (auto http = ParseHttpEndpoint(o.http_endpoint); !http.ok()) {
     return InvalidArgument("--http-endpoint: " + http.status().message());
+  }
+  if (!o.output_root.empty()) {
+    if (o.output_root[0] != '/') {
+      return InvalidArgument("--output-root: expected an absolute path, got '" + o.output_root +
+                             "'");
+    }
+    // "/a/b/" and "/a/./b" are "/a/b": agents report the root back and it is compared as text.
+    o.output_root = std::filesystem::path(o.output_root).lexically_normal().string();
+    while (o.output_root.size() > 1 && o.output_root.back() == '/') o.output_root.pop_back();
   }
   if (o.max_requests_per_peer < 1) {
     return InvalidArgument("--max-requests-per-peer: must be at least 1");

@@ -19,6 +19,11 @@ struct CoordinatorOptions {
   std::string client_endpoint = "tcp://*:7400";
   std::string agent_endpoint = "tcp://*:7401";
   std::string state_dir = "/var/lib/cohort";
+  // --output-root (config key output-root): the default parent of job output dirs, a directory
+  // of a filesystem every node mounts at this same path (README "Storage"); the storage check
+  // (coordinator/storage_probe.h) verifies that each node sees it. Empty: none; outputs default
+  // to <state_dir>/jobs (each node's own disk) and nothing is checked. Absolute, normalised.
+  std::string output_root;
   std::chrono::milliseconds heartbeat_timeout{10'000};
   std::chrono::milliseconds starvation_limit{5 * 60'000};
   int port_min = 20000;
@@ -53,6 +58,12 @@ struct CoordinatorOptions {
   bool http_endpoint_explicit = false;
   std::string http_token;
 };
+
+// Where a job without output_dir writes: <DefaultJobOutputBase>/<job name>, i.e. under
+// output_root, else under <state_dir>/jobs. Trial jobs of a study without one write under
+// <DefaultStudyOutputBase>/<study>/<trial id>: <output_root>/studies, else <state_dir>/studies.
+std::string DefaultJobOutputBase(const CoordinatorOptions& options);
+std::string DefaultStudyOutputBase(const CoordinatorOptions& options);
 
 struct ParsedFlags {
   CoordinatorOptions options;

@@ -123,7 +123,12 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
           Scheduler::PlaceOne(DemandOf(*job, r), pref == node_index.end() ? -1 : pref->second, view,
                               job->needs_shared_storage);
       if (!slot) {
-        jobs.SetWaitingMessage(*job, r, "waiting for resources to restart");
+        // A job on the shared output root says when that is what holds it (few nodes share it).
+        jobs.SetWaitingMessage(
+            *job, r,
+            job->needs_shared_storage
+                ? "waiting to restart: " + WaitingReason({DemandOf(*job, r)}, view, true)
+                : "waiting for resources to restart");
         continue;
       }
       jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);

@@ -1,6 +1,7 @@
 // The coordinator's side of the storage check: the verdict on each agent's report (pure), the
 // probe writing and rewriting its marker on disk (a real directory), the warning a submitter gets,
-// and the node registry judging what registrations and heartbeats carry.
+// the node registry judging what registrations and heartbeats carry, and the coordinator's
+// --output-root option.
 #include "coordinator/storage_probe.h"
 
 #include <flatbuffers/flatbuffers.h>
@@ -8,9 +9,12 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "common/storage_marker.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/options.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -168,6 +172,48 @@ TEST_F(StorageProbeTest, TheRegistryJudgesRegistrationsAndHeartbeats) {
           .node;
   EXPECT_EQ(node->storage.verdict, "no output root");
   EXPECT_EQ(unchecked.storage_root(), "");
+}
+
+// The coordinator's --output-root (config key output-root): where jobs without output_dir write,
+// and the root the probe checks; without it, outputs stay under the state dir.
+StatusOr<CoordinatorOptions> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cohort-coordinator");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  auto parsed = ParseCoordinatorFlags(static_cast<int>(argv.size()), argv.data());
+  if (!parsed.ok()) return parsed.status();
+  return parsed->options;
+}
+
+TEST(OutputRootOptionTest, DefaultsToTheStateDirAndIsNormalisedWhenGiven) {
+  auto none = Parse({"--state-dir", "/var/lib/c"});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->output_root, "");
+  EXPECT_EQ(DefaultJobOutputBase(*none), "/var/lib/c/jobs");
+  EXPECT_EQ(DefaultStudyOutputBase(*none), "/var/lib/c/studies");
+
+  auto given = Parse({"--state-dir", "/var/lib/c", "--output-root", "/mnt/./share//cohort/"});
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->output_root, "/mnt/share/cohort");
+  EXPECT_EQ(DefaultJobOutputBase(*given), "/mnt/share/cohort");
+  EXPECT_EQ(DefaultStudyOutputBase(*given), "/mnt/share/cohort/studies");
+
+  auto relative = Parse({"--output-root", "share/cohort"});
+  ASSERT_FALSE(relative.ok());
+  EXPECT_EQ(relative.status().message(),
+            "--output-root: expected an absolute path, got 'share/cohort'");
+}
+
+TEST_F(StorageProbeTest, OutputRootFromTheConfigFile) {
+  const std::string config = dir_ + "/coordinator.conf";
+  {
+    std::ofstream out(config);
+    out << "state-dir = /var/lib/c\noutput-root = /srv/cohort-out\n";
+  }
+  auto parsed = Parse({"--config", config});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->output_root, "/srv/cohort-out");
+  EXPECT_EQ(DefaultJobOutputBase(*parsed), "/srv/cohort-out");
 }
 
 }  // namespace
