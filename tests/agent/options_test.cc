@@ -86,5 +86,14 @@ TEST(AgentFlagsTest, ErrorsNameTheFlag) {
   EXPECT_NE(help->usage.find("--advertise-address"), std::string::npos);
 }
 
+// --output-root is compared as text with the coordinator's (normalised the same way there).
+TEST(AgentFlagsTest, OutputRootIsAbsoluteAndNormalised) {
+  auto root = Parse({"--coordinator", "tcp://h:1", "--output-root", "/mnt/./share//cohort/"});
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(root->config.output_root, "/mnt/share/cohort");
+  auto relative = Parse({"--coordinator", "tcp://h:1", "--output-root", "share"});
+  EXPECT_EQ(relative.status().message(), "--output-root: expected an absolute path, got 'share'");
+}
+
 }  // namespace
 }  // namespace cohort::agent
