@@ -1,104 +1,61 @@
 #include "collective/types.h"
 
+#include "common/enum_names.h"
+
 namespace cohort::collective {
+namespace {
+
+constexpr EnumName<DataType> kDataTypeNames[] = {{DataType::kF32, "f32"}, {DataType::kF64, "f64"},
+                                                 {DataType::kF16, "f16"}, {DataType::kBF16, "bf16"},
+                                                 {DataType::kI32, "i32"}, {DataType::kI64, "i64"}};
+// Accepted by ParseDataType besides the names.
+constexpr EnumName<DataType> kDataTypeAliases[] = {
+    {DataType::kF32, "float"}, {DataType::kF64, "double"}, {DataType::kF16, "half"}};
+
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {{ReduceOp::kSum, "sum"},
+                                                 {ReduceOp::kAvg, "avg"},
+                                                 {ReduceOp::kMin, "min"},
+                                                 {ReduceOp::kMax, "max"},
+                                                 {ReduceOp::kProduct, "product"}};
+constexpr EnumName<ReduceOp> kReduceOpAliases[] = {{ReduceOp::kProduct, "prod"}};
+
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {
+    {Algorithm::kAuto, "auto"},
+    {Algorithm::kReductionServer, "reduction-server"},
+    {Algorithm::kRing, "ring"},
+    {Algorithm::kHalvingDoubling, "halving-doubling"},
+    {Algorithm::kSharedMemory, "shared-memory"},
+    {Algorithm::kHierarchical, "hierarchical"}};
+constexpr EnumName<Algorithm> kAlgorithmAliases[] = {
+    {Algorithm::kReductionServer, "rs"}, {Algorithm::kReductionServer, "reduction_server"}};
+
+}  // namespace
 
 size_t DataTypeSize(DataType type) {
-  switch (type) {
-    case DataType::kF32:
-      return 4;
-    case DataType::kF64:
-      return 8;
-    case DataType::kF16:
-      return 2;
-    case DataType::kBF16:
-      return 2;
-    case DataType::kI32:
-      return 4;
-    case DataType::kI64:
-      return 8;
-  }
-  return 0;
+  // By the enum's values: f32, f64, f16, bf16, i32, i64.
+  static constexpr size_t kSizes[] = {4, 8, 2, 2, 4, 8};
+  return IsValid(type) ? kSizes[static_cast<uint8_t>(type)] : 0;
 }
 
-std::string_view DataTypeName(DataType type) {
-  switch (type) {
-    case DataType::kF32:
-      return "f32";
-    case DataType::kF64:
-      return "f64";
-    case DataType::kF16:
-      return "f16";
-    case DataType::kBF16:
-      return "bf16";
-    case DataType::kI32:
-      return "i32";
-    case DataType::kI64:
-      return "i64";
-  }
-  return "?";
-}
+std::string_view DataTypeName(DataType type) { return NameIn(kDataTypeNames, type, "?"); }
 
 std::optional<DataType> ParseDataType(std::string_view name) {
-  for (auto t : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16, DataType::kI32,
-                 DataType::kI64}) {
-    if (DataTypeName(t) == name) return t;
-  }
-  if (name == "float") return DataType::kF32;
-  if (name == "double") return DataType::kF64;
-  if (name == "half") return DataType::kF16;
-  return std::nullopt;
+  if (auto t = ValueIn(kDataTypeNames, name)) return t;
+  return ValueIn(kDataTypeAliases, name);
 }
 
-std::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kProduct:
-      return "product";
-  }
-  return "?";
-}
+std::string_view ReduceOpName(ReduceOp op) { return NameIn(kReduceOpNames, op, "?"); }
 
 std::optional<ReduceOp> ParseReduceOp(std::string_view name) {
-  for (auto op :
-       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
-    if (ReduceOpName(op) == name) return op;
-  }
-  if (name == "prod") return ReduceOp::kProduct;
-  return std::nullopt;
+  if (auto op = ValueIn(kReduceOpNames, name)) return op;
+  return ValueIn(kReduceOpAliases, name);
 }
 
-std::string_view AlgorithmName(Algorithm algo) {
-  switch (algo) {
-    case Algorithm::kAuto:
-      return "auto";
-    case Algorithm::kReductionServer:
-      return "reduction-server";
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kHalvingDoubling:
-      return "halving-doubling";
-    case Algorithm::kSharedMemory:
-      return "shared-memory";
-    case Algorithm::kHierarchical:
-      return "hierarchical";
-  }
-  return "?";
-}
+std::string_view AlgorithmName(Algorithm algo) { return NameIn(kAlgorithmNames, algo, "?"); }
 
 std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
-  for (auto a : {Algorithm::kAuto, Algorithm::kReductionServer, Algorithm::kRing,
-                 Algorithm::kHalvingDoubling, Algorithm::kSharedMemory, Algorithm::kHierarchical}) {
-    if (AlgorithmName(a) == name) return a;
-  }
-  if (name == "rs" || name == "reduction_server") return Algorithm::kReductionServer;
-  return std::nullopt;
+  if (auto a = ValueIn(kAlgorithmNames, name)) return a;
+  return ValueIn(kAlgorithmAliases, name);
 }
 
 bool IsValid(DataType type) { return static_cast<uint8_t>(type) <= 5; }

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "common/gpu_visibility.h"
 
 namespace cohort {
@@ -36,18 +37,9 @@ std::string HostPort(const std::string& host, int port) {
 std::string PoolKey(Role role) { return "workerpool" + std::to_string(PoolIndex(role)); }
 
 // TF_CONFIG's name for a role; empty for roles not in TF's cluster.
-std::string TfClusterKey(Role role) {
-  switch (role) {
-    case Role::kChief:
-      return "chief";
-    case Role::kWorker:
-      return "worker";
-    case Role::kParameterServer:
-      return "ps";
-    default:
-      return "";
-  }
-}
+constexpr EnumName<Role> kTfClusterKeys[] = {
+    {Role::kChief, "chief"}, {Role::kWorker, "worker"}, {Role::kParameterServer, "ps"}};
+std::string TfClusterKey(Role role) { return std::string(NameIn(kTfClusterKeys, role, "")); }
 
 std::string JoinDir(const std::string& output_dir, const std::string& trial_id,
                     std::string_view leaf) {

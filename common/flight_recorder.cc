@@ -16,11 +16,24 @@
 #include <cstring>
 #include <map>
 
+#include "common/enum_names.h"
 #include "common/env.h"
 #include "common/logging.h"
 
 namespace cohort {
 namespace {
+
+constexpr EnumName<FlightOp> kFlightOpNames[] = {
+    {FlightOp::kAllreduce, "allreduce"}, {FlightOp::kBroadcast, "broadcast"},
+    {FlightOp::kAllgather, "allgather"}, {FlightOp::kReduceScatter, "reduce-scatter"},
+    {FlightOp::kReduce, "reduce"},       {FlightOp::kGather, "gather"},
+    {FlightOp::kScatter, "scatter"},     {FlightOp::kAlltoall, "alltoall"},
+    {FlightOp::kAlltoallV, "alltoallv"}, {FlightOp::kBarrier, "barrier"},
+    {FlightOp::kSend, "send"},           {FlightOp::kRecv, "recv"},
+    {FlightOp::kPsPush, "ps-push"},      {FlightOp::kPsPull, "ps-pull"}};
+constexpr EnumName<FlightOutcome> kFlightOutcomeNames[] = {{FlightOutcome::kRunning, "running"},
+                                                           {FlightOutcome::kOk, "ok"},
+                                                           {FlightOutcome::kFailed, "failed"}};
 
 constexpr int kReadAttempts = 8;
 
@@ -52,64 +65,16 @@ std::string Where(const std::string& path) { return "flight recorder " + path; }
 
 }  // namespace
 
-std::string_view FlightOpName(FlightOp op) {
-  switch (op) {
-    case FlightOp::kAllreduce:
-      return "allreduce";
-    case FlightOp::kBroadcast:
-      return "broadcast";
-    case FlightOp::kAllgather:
-      return "allgather";
-    case FlightOp::kReduceScatter:
-      return "reduce-scatter";
-    case FlightOp::kReduce:
-      return "reduce";
-    case FlightOp::kGather:
-      return "gather";
-    case FlightOp::kScatter:
-      return "scatter";
-    case FlightOp::kAlltoall:
-      return "alltoall";
-    case FlightOp::kAlltoallV:
-      return "alltoallv";
-    case FlightOp::kBarrier:
-      return "barrier";
-    case FlightOp::kSend:
-      return "send";
-    case FlightOp::kRecv:
-      return "recv";
-    case FlightOp::kPsPush:
-      return "ps-push";
-    case FlightOp::kPsPull:
-      return "ps-pull";
-    case FlightOp::kNone:
-      break;
-  }
-  return "unknown";
-}
+std::string_view FlightOpName(FlightOp op) { return NameIn(kFlightOpNames, op, "unknown"); }
 
 FlightOp ParseFlightOp(std::string_view name) {
-  for (uint8_t v = 1; v <= static_cast<uint8_t>(FlightOp::kPsPull); ++v) {
-    if (FlightOpName(static_cast<FlightOp>(v)) == name) return static_cast<FlightOp>(v);
-  }
-  return FlightOp::kNone;
+  return ValueIn(kFlightOpNames, name).value_or(FlightOp::kNone);
 }
 
 std::string_view FlightAlgorithmName(uint8_t algorithm) {
-  switch (algorithm) {
-    case 1:
-      return "reduction-server";
-    case 2:
-      return "ring";
-    case 3:
-      return "halving-doubling";
-    case 4:
-      return "shared-memory";
-    case 5:
-      return "hierarchical";
-    default:
-      return "";
-  }
+  static constexpr std::string_view kNames[] = {
+      "", "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical"};
+  return algorithm < std::size(kNames) ? kNames[algorithm] : "";
 }
 
 std::string_view FlightDataTypeName(uint8_t dtype) {
@@ -118,17 +83,7 @@ std::string_view FlightDataTypeName(uint8_t dtype) {
 }
 
 std::string_view FlightOutcomeName(FlightOutcome outcome) {
-  switch (outcome) {
-    case FlightOutcome::kRunning:
-      return "running";
-    case FlightOutcome::kOk:
-      return "ok";
-    case FlightOutcome::kFailed:
-      return "failed";
-    case FlightOutcome::kNone:
-      break;
-  }
-  return "none";
+  return NameIn(kFlightOutcomeNames, outcome, "none");
 }
 
 size_t FlightRecorderFileBytes(uint32_t capacity) {

@@ -3,40 +3,32 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/enum_names.h"
+
 namespace cohort {
 
+namespace {
+
+constexpr EnumName<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"},
+    {StatusCode::kInvalidArgument, "INVALID_ARGUMENT"},
+    {StatusCode::kNotFound, "NOT_FOUND"},
+    {StatusCode::kAlreadyExists, "ALREADY_EXISTS"},
+    {StatusCode::kFailedPrecondition, "FAILED_PRECONDITION"},
+    {StatusCode::kUnavailable, "UNAVAILABLE"},
+    {StatusCode::kDeadlineExceeded, "DEADLINE_EXCEEDED"},
+    {StatusCode::kAborted, "ABORTED"},
+    {StatusCode::kDataLoss, "DATA_LOSS"},
+    {StatusCode::kResourceExhausted, "RESOURCE_EXHAUSTED"},
+    {StatusCode::kCancelled, "CANCELLED"},
+    {StatusCode::kInternal, "INTERNAL"},
+    {StatusCode::kPermissionDenied, "PERMISSION_DENIED"},
+    {StatusCode::kUnauthenticated, "UNAUTHENTICATED"}};
+
+}  // namespace
+
 std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case StatusCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case StatusCode::kAborted:
-      return "ABORTED";
-    case StatusCode::kDataLoss:
-      return "DATA_LOSS";
-    case StatusCode::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case StatusCode::kCancelled:
-      return "CANCELLED";
-    case StatusCode::kInternal:
-      return "INTERNAL";
-    case StatusCode::kPermissionDenied:
-      return "PERMISSION_DENIED";
-    case StatusCode::kUnauthenticated:
-      return "UNAUTHENTICATED";
-  }
-  return "UNKNOWN";
+  return NameIn(kStatusCodeNames, code, "UNKNOWN");
 }
 
 std::string Status::ToString() const {

@@ -3,8 +3,22 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/enum_names.h"
+
 namespace cohort::collective {
 namespace {
+
+constexpr EnumName<CollectiveKind> kCollectiveKindNames[] = {
+    {CollectiveKind::kBroadcast, "broadcast"},
+    {CollectiveKind::kAllgather, "allgather"},
+    {CollectiveKind::kReduceScatter, "reduce-scatter"},
+    {CollectiveKind::kReduce, "reduce"},
+    {CollectiveKind::kGather, "gather"},
+    {CollectiveKind::kScatter, "scatter"},
+    {CollectiveKind::kAlltoall, "alltoall"},
+    {CollectiveKind::kAlltoallV, "alltoallv"},
+    {CollectiveKind::kBarrier, "barrier"},
+    {CollectiveKind::kSend, "send"}};
 
 // "allgather of 12 f32 (root 0, op sum)": the parts of a header that matter for its kind.
 std::string Describe(const CallHeader& h) {
@@ -31,29 +45,7 @@ std::string Describe(const CallHeader& h) {
 }  // namespace
 
 std::string_view CollectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce-scatter";
-    case CollectiveKind::kReduce:
-      return "reduce";
-    case CollectiveKind::kGather:
-      return "gather";
-    case CollectiveKind::kScatter:
-      return "scatter";
-    case CollectiveKind::kAlltoall:
-      return "alltoall";
-    case CollectiveKind::kAlltoallV:
-      return "alltoallv";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-    case CollectiveKind::kSend:
-      return "send";
-  }
-  return "unknown collective";
+  return NameIn(kCollectiveKindNames, kind, "unknown collective");
 }
 
 CallHeader MakeCallHeader(CollectiveKind kind, const CollectiveOptions& options, DataType type,

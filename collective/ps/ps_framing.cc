@@ -3,7 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/enum_names.h"
+
 namespace cohort::collective::ps {
+namespace {
+
+constexpr EnumName<PsOp> kPsOpNames[] = {{PsOp::kInit, "init"},         {PsOp::kPush, "push"},
+                                         {PsOp::kPull, "pull"},         {PsOp::kClock, "clock"},
+                                         {PsOp::kShutdown, "shutdown"}, {PsOp::kBye, "bye"},
+                                         {PsOp::kBarrier, "barrier"}};
+
+}  // namespace
 
 bool CarriesValues(PsOp op, uint16_t flags) {
   return op == PsOp::kPush || (op == PsOp::kInit && (flags & kHasValues));
@@ -130,23 +140,8 @@ Status ReplyStatus(const ReplyHeader& header) {
 }
 
 std::string OpName(PsOp op) {
-  switch (op) {
-    case PsOp::kInit:
-      return "init";
-    case PsOp::kPush:
-      return "push";
-    case PsOp::kPull:
-      return "pull";
-    case PsOp::kClock:
-      return "clock";
-    case PsOp::kShutdown:
-      return "shutdown";
-    case PsOp::kBye:
-      return "bye";
-    case PsOp::kBarrier:
-      return "barrier";
-  }
-  return "op " + std::to_string(static_cast<int>(op));
+  const std::string_view name = NameIn(kPsOpNames, op, "");
+  return name.empty() ? "op " + std::to_string(static_cast<int>(op)) : std::string(name);
 }
 
 }  // namespace cohort::collective::ps

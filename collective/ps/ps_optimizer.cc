@@ -3,8 +3,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/enum_names.h"
+
 namespace cohort::collective::ps {
 namespace {
+
+constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {{OptimizerKind::kSgd, "sgd"},
+                                                           {OptimizerKind::kMomentum, "momentum"},
+                                                           {OptimizerKind::kAdam, "adam"}};
 
 template <typename T>
 void Update(const OptimizerConfig& c, T* w, T* m, T* v, const T* g, size_t n, uint64_t t,
@@ -43,22 +49,11 @@ void Update(const OptimizerConfig& c, T* w, T* m, T* v, const T* g, size_t n, ui
 }  // namespace
 
 std::string_view OptimizerKindName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kMomentum:
-      return "momentum";
-    case OptimizerKind::kAdam:
-      return "adam";
-  }
-  return "?";
+  return NameIn(kOptimizerKindNames, kind, "?");
 }
 
 std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name) {
-  if (name == "sgd") return OptimizerKind::kSgd;
-  if (name == "momentum") return OptimizerKind::kMomentum;
-  if (name == "adam") return OptimizerKind::kAdam;
-  return std::nullopt;
+  return ValueIn(kOptimizerKindNames, name);
 }
 
 Status OptimizerConfig::Validate() const {

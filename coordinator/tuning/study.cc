@@ -2,45 +2,28 @@
 
 #include <algorithm>
 
+#include "common/enum_names.h"
+
 namespace cohort::coordinator::tuning {
 
 namespace {
+
+constexpr EnumName<TrialState> kTrialStateNames[] = {
+    {TrialState::kActive, "ACTIVE"},       {TrialState::kStopping, "STOPPING"},
+    {TrialState::kSucceeded, "SUCCEEDED"}, {TrialState::kInfeasible, "INFEASIBLE"},
+    {TrialState::kFailed, "FAILED"},       {TrialState::kStopped, "STOPPED"}};
+constexpr EnumName<StudyState> kStudyStateNames[] = {{StudyState::kActive, "ACTIVE"},
+                                                     {StudyState::kSucceeded, "SUCCEEDED"},
+                                                     {StudyState::kFailed, "FAILED"},
+                                                     {StudyState::kCancelled, "CANCELLED"}};
 
 bool Finished(TrialState s) { return s != TrialState::kActive && s != TrialState::kStopping; }
 
 }  // namespace
 
-std::string_view TrialStateName(TrialState state) {
-  switch (state) {
-    case TrialState::kActive:
-      return "ACTIVE";
-    case TrialState::kStopping:
-      return "STOPPING";
-    case TrialState::kSucceeded:
-      return "SUCCEEDED";
-    case TrialState::kInfeasible:
-      return "INFEASIBLE";
-    case TrialState::kFailed:
-      return "FAILED";
-    case TrialState::kStopped:
-      return "STOPPED";
-  }
-  return "?";
-}
+std::string_view TrialStateName(TrialState state) { return NameIn(kTrialStateNames, state, "?"); }
 
-std::string_view StudyStateName(StudyState state) {
-  switch (state) {
-    case StudyState::kActive:
-      return "ACTIVE";
-    case StudyState::kSucceeded:
-      return "SUCCEEDED";
-    case StudyState::kFailed:
-      return "FAILED";
-    case StudyState::kCancelled:
-      return "CANCELLED";
-  }
-  return "?";
-}
+std::string_view StudyStateName(StudyState state) { return NameIn(kStudyStateNames, state, "?"); }
 
 StatusOr<std::unique_ptr<Study>> Study::Create(StudySpec spec) {
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Suggester> suggester, MakeSuggester(spec));

@@ -107,6 +107,15 @@ TEST(TypesTest, NamesRoundTrip) {
   EXPECT_EQ(ParseAlgorithm("reduction-server"), Algorithm::kReductionServer);
   EXPECT_EQ(ParseAlgorithm("ring"), Algorithm::kRing);
   EXPECT_FALSE(ParseDataType("f8").has_value());
+  // Aliases parse; names print as the canonical name.
+  EXPECT_EQ(ParseDataType("half"), DataType::kF16);
+  EXPECT_EQ(ParseReduceOp("prod"), ReduceOp::kProduct);
+  EXPECT_EQ(ReduceOpName(ReduceOp::kProduct), "product");
+  EXPECT_EQ(ParseAlgorithm("rs"), Algorithm::kReductionServer);
+  EXPECT_EQ(AlgorithmName(Algorithm::kHierarchical), "hierarchical");
+  EXPECT_EQ(DataTypeSize(DataType::kBF16), 2u);
+  EXPECT_EQ(DataTypeSize(DataType::kI64), 8u);
+  EXPECT_EQ(DataTypeSize(static_cast<DataType>(9)), 0u);
 }
 
 }  // namespace
