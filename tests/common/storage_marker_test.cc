@@ -10,21 +10,14 @@
 #include <fstream>
 #include <set>
 
+#include "tests/testing/temp_dir_test.h"
+
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
 
-class StorageMarkerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "cohort-marker-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
-};
+class StorageMarkerTest : public testing::TempDirTest {};
 
 TEST_F(StorageMarkerTest, AWrittenTokenIsReadBackAndARewriteReplacesIt) {
   ASSERT_TRUE(WriteStorageMarker(dir_, "aaaa").ok());

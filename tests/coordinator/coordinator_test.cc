@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,6 +14,8 @@
 #include <functional>
 #include <random>
 
+#include "tests/coordinator/test_records.h"
+
 namespace cohort::coordinator {
 namespace {
 
@@ -22,6 +23,20 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using wire::JobState;
 using wire::ReplicaState;
+
+// A replica's status as an agent reports it (in a ReplicaUpdate, or running at registration).
+wire::ReplicaStatusT StatusOf(const std::string& job, const std::string& replica, int attempt,
+                              ReplicaState state) {
+  wire::ReplicaStatusT s;
+  s.job = job;
+  s.replica = replica;
+  s.attempt = attempt;
+  s.state = state;
+  return s;
+}
+wire::ReplicaStatusT Running(const std::string& job, const std::string& replica, int attempt = 0) {
+  return StatusOf(job, replica, attempt, ReplicaState::RUNNING);
+}
 
 std::string JobYaml(const std::string& name, int workers, int gpus, int max_restarts = 3,
                     const std::string& extra_scheduling = "") {
@@ -175,12 +190,17 @@ class CoordinatorTest : public ::testing::Test {
   wire::JobInfoT GetJob(const std::string& name) {
     wire::GetJobT req;
     req.name = name;
+    return CallFor<wire::JobInfo>(std::move(req));
+  }
+  // Sends `req` and unpacks the reply, expected to be a Reply.
+  template <typename Reply, typename Request>
+  typename Reply::NativeTableType CallFor(Request req) {
     Message m = Call(std::move(req));
-    wire::JobInfoT info;
-    const auto* j = m.As<wire::JobInfo>();
-    EXPECT_NE(j, nullptr) << m.ErrorStatus().ToString();
-    if (j) j->UnPackTo(&info);
-    return info;
+    typename Reply::NativeTableType out;
+    const auto* r = m.As<Reply>();
+    EXPECT_NE(r, nullptr) << m.ErrorStatus().ToString();
+    if (r) r->UnPackTo(&out);
+    return out;
   }
 
   Peer& AddAgent(const std::string& node_id, int gpus,
@@ -221,15 +241,19 @@ class CoordinatorTest : public ::testing::Test {
     hb.draining = draining;
     agents_[node_id].Send(std::move(hb));
   }
+  // Heartbeats from node_id: the one reply says the coordinator does not know the node.
+  void ExpectHeartbeatUnknown(const std::string& node_id) {
+    Heartbeat(node_id);
+    Pump([&] { return !agents_[node_id].inbox.empty(); });
+    auto replies = agents_[node_id].Take<wire::HeartbeatReply>();
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_FALSE(replies[0].known);
+  }
   void Report(const std::string& node_id, const std::string& job, const std::string& replica,
               int attempt, ReplicaState state, int exit_code = -1, int signal = 0) {
     wire::ReplicaUpdateT u;
     u.node_id = node_id;
-    u.status = std::make_unique<wire::ReplicaStatusT>();
-    u.status->job = job;
-    u.status->replica = replica;
-    u.status->attempt = attempt;
-    u.status->state = state;
+    u.status = std::make_unique<wire::ReplicaStatusT>(StatusOf(job, replica, attempt, state));
     u.status->exit_code = exit_code;
     u.status->signal = signal;
     agents_[node_id].Send(std::move(u));
@@ -268,6 +292,12 @@ class CoordinatorTest : public ::testing::Test {
     return out;
   }
   // Launches `job` and reports every replica RUNNING.
+  // Submits `yaml`, waits for node_id's agent to get a launch and reports every launch running.
+  void SubmitAndRun(const std::string& node_id, const std::string& yaml) {
+    ASSERT_TRUE(Submit(yaml).ok());
+    Pump([&] { return !agents_[node_id].inbox.empty(); });
+    RunAll(TakeLaunches());
+  }
   void RunAll(const std::map<std::string, wire::LaunchReplicaT>& launches) {
     for (const auto& [key, l] : launches) {
       std::string node = key.substr(0, key.find('/'));
@@ -352,9 +382,7 @@ TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStopped) {
 
 TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   AddAgent("node-a", 1);
-  ASSERT_TRUE(Submit(JobYaml("mover", 0, 1)).ok());
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  RunAll(TakeLaunches());
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("mover", 0, 1)));
   AddAgent("node-b", 1);
   // node-b keeps heartbeating, node-a falls silent.
   for (int i = 0; i < 12; ++i) {
@@ -373,28 +401,15 @@ TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   EXPECT_TRUE(HasEvent(info, "lost"));
 
   // node-a comes back still running attempt 0: it is told to stop it.
-  wire::HeartbeatT hb;
-  hb.node_id = "node-a";
-  agents_["node-a"].Send(std::move(hb));
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  auto replies = agents_["node-a"].Take<wire::HeartbeatReply>();
-  ASSERT_EQ(replies.size(), 1u);
-  EXPECT_FALSE(replies[0].known);
-  wire::ReplicaStatusT old;
-  old.job = "mover";
-  old.replica = "chief-0";
-  old.attempt = 0;
-  old.state = ReplicaState::RUNNING;
-  Register("node-a", 1, {old});
+  ASSERT_NO_FATAL_FAILURE(ExpectHeartbeatUnknown("node-a"));
+  Register("node-a", 1, {Running("mover", "chief-0")});
   EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
   EXPECT_TRUE(coordinator_->FindNode("node-a")->ready);
 }
 
 TEST_F(CoordinatorTest, DrainingNodeGetsNothingNewAndItsPreemptedReplicasMove) {
   AddAgent("node-a", 1);
-  ASSERT_TRUE(Submit(JobYaml("drained", 0, 1)).ok());
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  RunAll(TakeLaunches());
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("drained", 0, 1)));
   AddAgent("node-b", 1);
 
   Heartbeat("node-a", /*draining=*/true);
@@ -494,11 +509,7 @@ TEST_F(CoordinatorTest, PortsTheNodesListenOnAreNeverHandedToReplicas) {
 
 TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {
   agents_["ghost"] = Connect(options_.agent_endpoint, "ghost");
-  Heartbeat("ghost");
-  Pump([&] { return !agents_["ghost"].inbox.empty(); });
-  auto replies = agents_["ghost"].Take<wire::HeartbeatReply>();
-  ASSERT_EQ(replies.size(), 1u);
-  EXPECT_FALSE(replies[0].known);
+  ASSERT_NO_FATAL_FAILURE(ExpectHeartbeatUnknown("ghost"));
   // An update from an unregistered node is not acked (the agent keeps it).
   Report("ghost", "x", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
   Pump([&] { return !agents_["ghost"].inbox.empty(); });
@@ -677,9 +688,7 @@ TEST_F(CoordinatorTest, GangWaitsUntilEveryReplicaFits) {
 
 TEST_F(CoordinatorTest, LogsAreStoredByOffsetAndServedAcrossAttempts) {
   AddAgent("node-a", 1);
-  ASSERT_TRUE(Submit(JobYaml("logs", 0, 1)).ok());
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  RunAll(TakeLaunches());
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("logs", 0, 1)));
   auto chunk = [&](int attempt, uint64_t offset, const std::string& text, bool eof = false) {
     wire::LogChunkT c;
     c.job = "logs";
@@ -846,17 +855,8 @@ TEST_F(CoordinatorTest, RestartedCoordinatorKeepsEveryJobAndReconciles) {
   EXPECT_EQ(Replica(keep, "worker-0")->node_id, "node-a");
 
   // The agent notices (heartbeat unknown) and re-registers with chief-0 only: worker-0 is gone.
-  Heartbeat("node-a");
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  auto hb = agents_["node-a"].Take<wire::HeartbeatReply>();
-  ASSERT_EQ(hb.size(), 1u);
-  EXPECT_FALSE(hb[0].known);
-  wire::ReplicaStatusT chief;
-  chief.job = "keep";
-  chief.replica = "chief-0";
-  chief.attempt = 0;
-  chief.state = ReplicaState::RUNNING;
-  Register("node-a", 4, {chief});
+  ASSERT_NO_FATAL_FAILURE(ExpectHeartbeatUnknown("node-a"));
+  Register("node-a", 4, {Running("keep", "chief-0")});
   Pump([&] { return !agents_["node-a"].inbox.empty(); });
   auto launches = TakeLaunches();
   ASSERT_EQ(launches.size(), 1u);
@@ -875,9 +875,7 @@ TEST_F(CoordinatorTest, RestartedCoordinatorKeepsEveryJobAndReconciles) {
 
 TEST_F(CoordinatorTest, ReplicasOnANodeThatNeverReturnsAreLostAfterTheTimeout) {
   AddAgent("node-a", 1);
-  ASSERT_TRUE(Submit(JobYaml("orphan", 0, 1)).ok());
-  Pump([&] { return !agents_["node-a"].inbox.empty(); });
-  RunAll(TakeLaunches());
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("orphan", 0, 1)));
   agents_.clear();
   Restart();
   AddAgent("node-b", 1);
@@ -893,12 +891,7 @@ TEST_F(CoordinatorTest, ReplicasOnANodeThatNeverReturnsAreLostAfterTheTimeout) {
 }
 
 TEST_F(CoordinatorTest, UnknownReplicasReportedAtRegistrationAreStopped) {
-  wire::ReplicaStatusT stray;
-  stray.job = "never-submitted";
-  stray.replica = "chief-0";
-  stray.attempt = 2;
-  stray.state = ReplicaState::RUNNING;
-  AddAgent("node-a", 1, {stray});
+  AddAgent("node-a", 1, {Running("never-submitted", "chief-0", 2)});
   PumpFew();
   EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#2"}));
 }
@@ -1060,18 +1053,6 @@ TEST_F(FullDiskTest, ACoordinatorStartsOnAFullDiskAndServesReads) {
   EXPECT_EQ(coordinator_->FindJob("refused"), nullptr);
 }
 
-// Framing of an earlier version's journal records: [u32 length][u32 crc32][payload].
-std::string JournalFrame(const std::string& payload) {
-  std::string out;
-  auto put = [&](uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  };
-  put(static_cast<uint32_t>(payload.size()));
-  put(static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()),
-                                  static_cast<uInt>(payload.size()))));
-  return out + payload;
-}
-
 TEST_F(CoordinatorTest, AJournalOfAnEarlierVersionIsImportedAndItsRunningJobReconciles) {
   // The journal an earlier coordinator left: one job running on node-a, one queued.
   coordinator_.reset();
@@ -1105,11 +1086,7 @@ TEST_F(CoordinatorTest, AJournalOfAnEarlierVersionIsImportedAndItsRunningJobReco
   EXPECT_TRUE(fs::exists(dir_ / "journal.pre-sqlite"));
   EXPECT_FALSE(fs::exists(dir_ / "journal"));
   // The agent comes back with the replica: nothing is stopped or launched again.
-  wire::ReplicaStatusT still;
-  still.job = "was_running";
-  still.replica = "chief-0";
-  still.state = ReplicaState::RUNNING;
-  AddAgent("node-a", 1, {still});
+  AddAgent("node-a", 1, {Running("was_running", "chief-0")});
   PumpFew();
   EXPECT_TRUE(TakeStops().empty());
   EXPECT_TRUE(TakeLaunchList().empty());
@@ -1125,13 +1102,56 @@ TEST_F(CoordinatorTest, AJournalOfAnEarlierVersionIsImportedAndItsRunningJobReco
 namespace cohort::coordinator {
 namespace {
 
-// Without --insecure the endpoints speak CURVE and admit only listed client/agent keys.
-TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("cohort-coord-curve-" + std::to_string(::getpid()));
+namespace fs = std::filesystem;
+
+// A fresh temporary directory with the key folders clients/ and agents/.
+fs::path FreshKeyDir(const std::string& prefix) {
+  fs::path dir = fs::temp_directory_path() / (prefix + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "clients");
   fs::create_directories(dir / "agents");
+  return dir;
+}
+
+// A coordinator on loopback ports that speaks CURVE with its key and the listed keys in `dir`.
+CoordinatorOptions CurveOptions(const fs::path& dir) {
+  CoordinatorOptions options;
+  options.client_endpoint = "tcp://127.0.0.1:0";
+  options.agent_endpoint = "tcp://127.0.0.1:0";
+  options.state_dir = (dir / "state").string();
+  options.insecure = false;
+  options.curve_key = (dir / "coordinator.key").string();
+  options.client_keys_dir = (dir / "clients").string();
+  options.agent_keys_dir = (dir / "agents").string();
+  return options;
+}
+
+// A dealer that speaks CURVE with `keys` to the server whose public key is `server_public_key`.
+StatusOr<DealerSocket> CurveDealer(zmq::context_t& context, const std::string& endpoint,
+                                   const std::string& identity, const CurveKeyPair& keys,
+                                   const std::string& server_public_key) {
+  SocketSecurity sec;
+  sec.insecure = false;
+  sec.keys = keys;
+  sec.server_public_key = server_public_key;
+  return DealerSocket::Connect(context, endpoint, identity, sec);
+}
+
+// Steps the coordinator until `d` receives a Reply (true) or 2 s pass (false: never answered).
+template <typename Reply>
+bool AnswersWithin2s(Coordinator& coordinator, DealerSocket& d) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    EXPECT_TRUE(coordinator.RunOnce(milliseconds(5)).ok());
+    auto m = d.Receive(milliseconds(5));
+    if (m.ok() && m->has_value() && (*m)->As<Reply>()) return true;
+  }
+  return false;
+}
+
+// Without --insecure the endpoints speak CURVE and admit only listed client/agent keys.
+TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
+  fs::path dir = FreshKeyDir("cohort-coord-curve-");
   auto server = GenerateCurveKeyPair();
   auto good = GenerateCurveKeyPair();
   auto bad = GenerateCurveKeyPair();
@@ -1141,33 +1161,15 @@ TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
 
   zmq::context_t context(1);
   ManualClock clock;
-  CoordinatorOptions options;
-  options.client_endpoint = "tcp://127.0.0.1:0";
-  options.agent_endpoint = "tcp://127.0.0.1:0";
-  options.state_dir = (dir / "state").string();
-  options.insecure = false;
-  options.curve_key = (dir / "coordinator.key").string();
-  options.client_keys_dir = (dir / "clients").string();
-  options.agent_keys_dir = (dir / "agents").string();
-  auto c = Coordinator::Create(options, &clock, &context);
+  auto c = Coordinator::Create(CurveOptions(dir), &clock, &context);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
 
   auto call = [&](const CurveKeyPair& keys) -> bool {
-    SocketSecurity sec;
-    sec.insecure = false;
-    sec.keys = keys;
-    sec.server_public_key = server->public_key;
-    auto d = DealerSocket::Connect(context, (*c)->client_endpoint(), "", sec);
+    auto d = CurveDealer(context, (*c)->client_endpoint(), "", keys, server->public_key);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     uint64_t id = d->NextRequestId();
     EXPECT_TRUE(d->Send(Encode(id, wire::ListNodesT{})).ok());
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (std::chrono::steady_clock::now() < deadline) {
-      EXPECT_TRUE((*c)->RunOnce(milliseconds(5)).ok());
-      auto m = d->Receive(milliseconds(5));
-      if (m.ok() && m->has_value() && (*m)->As<wire::NodeList>()) return true;
-    }
-    return false;
+    return AnswersWithin2s<wire::NodeList>(**c, *d);
   };
   EXPECT_TRUE(call(*good));
   EXPECT_FALSE(call(*bad));
@@ -1178,24 +1180,14 @@ TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
   ASSERT_TRUE(node_key.ok());
   ASSERT_TRUE(WriteCurveKeyFiles((dir / "agents").string(), "node1", *node_key).ok());
   auto registers = [&](const CurveKeyPair& keys, const std::string& node) -> bool {
-    SocketSecurity sec;
-    sec.insecure = false;
-    sec.keys = keys;
-    sec.server_public_key = server->public_key;
-    auto d = DealerSocket::Connect(context, (*c)->agent_endpoint(), node, sec);
+    auto d = CurveDealer(context, (*c)->agent_endpoint(), node, keys, server->public_key);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     wire::RegisterAgentT reg;
     reg.node_id = node;
     reg.address = "127.0.0.1";
     reg.cpus = 4;
     EXPECT_TRUE(d->Send(Encode(d->NextRequestId(), std::move(reg))).ok());
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (std::chrono::steady_clock::now() < deadline) {
-      EXPECT_TRUE((*c)->RunOnce(milliseconds(5)).ok());
-      auto m = d->Receive(milliseconds(5));
-      if (m.ok() && m->has_value() && (*m)->As<wire::RegisterAgentReply>()) return true;
-    }
-    return false;
+    return AnswersWithin2s<wire::RegisterAgentReply>(**c, *d);
   };
   EXPECT_TRUE(registers(*node_key, "node1"));
   EXPECT_FALSE(registers(*good, "node2"));
@@ -1207,11 +1199,7 @@ TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
 // With CURVE an agent key speaks for its own node only (agents/<node-id>.pub), and a key file
 // removed ends that node's session at the next key check (one heartbeat interval).
 TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSession) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("cohort-coord-ids-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir / "clients");
-  fs::create_directories(dir / "agents");
+  fs::path dir = FreshKeyDir("cohort-coord-ids-");
   auto server = GenerateCurveKeyPair();
   auto alice = GenerateCurveKeyPair();
   ASSERT_TRUE(server.ok() && alice.ok());
@@ -1225,14 +1213,7 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
 
   zmq::context_t context(1);
   ManualClock clock;
-  CoordinatorOptions options;
-  options.client_endpoint = "tcp://127.0.0.1:0";
-  options.agent_endpoint = "tcp://127.0.0.1:0";
-  options.state_dir = (dir / "state").string();
-  options.insecure = false;
-  options.curve_key = (dir / "coordinator.key").string();
-  options.client_keys_dir = (dir / "clients").string();
-  options.agent_keys_dir = (dir / "agents").string();
+  CoordinatorOptions options = CurveOptions(dir);
   options.port_min = 25000;
   options.port_max = 25999;
   auto c = Coordinator::Create(options, &clock, &context);
@@ -1241,11 +1222,7 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
 
   auto connect = [&](const std::string& endpoint, const CurveKeyPair& keys,
                      const std::string& identity) {
-    SocketSecurity sec;
-    sec.insecure = false;
-    sec.keys = keys;
-    sec.server_public_key = server->public_key;
-    auto d = DealerSocket::Connect(context, endpoint, identity, sec);
+    auto d = CurveDealer(context, endpoint, identity, keys, server->public_key);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     return std::make_unique<DealerSocket>(std::move(*d));
   };
@@ -1292,11 +1269,7 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
   auto status_of = [&](const ReplicaRecord& r, ReplicaState state, int exit_code) {
     wire::ReplicaUpdateT u;
     u.node_id = r.node_id;
-    u.status = std::make_unique<wire::ReplicaStatusT>();
-    u.status->job = "pair";
-    u.status->replica = r.name;
-    u.status->attempt = r.attempt;
-    u.status->state = state;
+    u.status = std::make_unique<wire::ReplicaStatusT>(StatusOf("pair", r.name, r.attempt, state));
     u.status->exit_code = exit_code;
     return u;
   };
@@ -1361,24 +1334,6 @@ TEST(CoordinatorCurveTest, AnAgentKeySpeaksOnlyForItsNodeAndARemovedKeyEndsItsSe
 
 // ---- studies --------------------------------------------------------------------------------
 
-std::string StudyYaml(const std::string& name, int max_trials, int parallel,
-                      const std::string& extra = "") {
-  return "name: " + name +
-         "\n"
-         "metric: {id: score, goal: maximize}\n"
-         "parameters:\n"
-         "  - {id: x, type: integer, min: 1, max: 6}\n"
-         "algorithm: grid\n"
-         "max_trials: " +
-         std::to_string(max_trials) + "\nparallel_trials: " + std::to_string(parallel) + "\n" +
-         extra +
-         "trial_job:\n"
-         "  worker_pools:\n"
-         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: "
-         "[/bin/train]}}\n"
-         "  scheduling: {max_restarts: 0}\n";
-}
-
 class StudyTest : public CoordinatorTest {
  protected:
   Message SubmitStudy(const std::string& yaml) {
@@ -1389,12 +1344,7 @@ class StudyTest : public CoordinatorTest {
   wire::StudyInfoT GetStudy(const std::string& name) {
     wire::GetStudyT req;
     req.name = name;
-    Message m = Call(std::move(req));
-    wire::StudyInfoT info;
-    const auto* s = m.As<wire::StudyInfo>();
-    EXPECT_NE(s, nullptr) << m.ErrorStatus().ToString();
-    if (s) s->UnPackTo(&info);
-    return info;
+    return CallFor<wire::StudyInfo>(std::move(req));
   }
   void Measure(const std::string& job, int64_t step, double score) {
     wire::TrialMeasurementT m;
@@ -1561,14 +1511,8 @@ TEST_F(StudyTest, StudySurvivesACoordinatorRestart) {
   }
   EXPECT_EQ(after.best_trial, "1");
   // The agent re-registers with both running trials; nothing is restarted, nothing new starts.
-  wire::ReplicaStatusT t2, t3;
-  t2.job = first[1].job;
-  t3.job = third[0].job;
-  for (auto* t : {&t2, &t3}) {
-    t->replica = "chief-0";
-    t->state = ReplicaState::RUNNING;
-  }
-  Register("node-a", 0, {t2, t3});
+  const wire::ReplicaStatusT t2 = Running(first[1].job, "chief-0");
+  Register("node-a", 0, {t2, Running(third[0].job, "chief-0")});
   PumpFew();
   EXPECT_TRUE(TakeLaunchList().empty());
   EXPECT_TRUE(TakeStops().empty());

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include "tests/testing/temp_dir_test.h"
+
 namespace cohort::coordinator {
 namespace {
 
@@ -17,26 +19,18 @@ namespace fs = std::filesystem;
 using Mark = LogStore::Mark;
 using Marks = std::vector<Mark>;
 
-class LogStoreTest : public ::testing::Test {
+class LogStoreTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "log-store-test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
   LogStore::ReadResult Read(LogStore& store, int attempt, int max_attempt, uint64_t offset,
                             uint32_t max_bytes = 1 << 20, bool with_times = true) {
     auto read = store.Read("job", "chief-0", attempt, max_attempt, offset, max_bytes, with_times);
     EXPECT_TRUE(read.ok()) << read.status().ToString();
     return read.ok() ? *read : LogStore::ReadResult{};
   }
-  std::string root_;
 };
 
 TEST_F(LogStoreTest, EachStoredChunkKeepsItsArrivalTime) {
-  LogStore store(root_);
+  LogStore store(dir_);
   ASSERT_EQ(*store.Append("job", "chief-0", 0, 0, "a\nb", 1000), 3u);
   ASSERT_EQ(*store.Append("job", "chief-0", 0, 3, "c\n", 2000), 5u);
   ASSERT_EQ(*store.Append("job", "chief-0", 0, 0, "a\nb", 3000), 5u);  // a re-send: not stored
@@ -59,7 +53,7 @@ TEST_F(LogStoreTest, EachStoredChunkKeepsItsArrivalTime) {
 }
 
 TEST_F(LogStoreTest, EveryAttemptsHeaderCarriesItsFirstArrival) {
-  LogStore store(root_);
+  LogStore store(dir_);
   ASSERT_TRUE(store.Append("job", "chief-0", 0, 0, "zero\n", 1000).ok());
   ASSERT_TRUE(store.Append("job", "chief-0", 1, 0, "one\n", 5000).ok());
   ASSERT_TRUE(store.Append("job", "chief-0", 1, 4, "two\n", 6000).ok());
@@ -79,13 +73,13 @@ TEST_F(LogStoreTest, EveryAttemptsHeaderCarriesItsFirstArrival) {
 
 TEST_F(LogStoreTest, TimesAreDurableAndATornRecordIsCut) {
   {
-    LogStore store(root_);
+    LogStore store(dir_);
     ASSERT_TRUE(store.Append("job", "chief-0", 0, 0, "first\n", 1000).ok());
   }
   // A crash mid-record leaves part of one behind.
-  const std::string times = LogStore(root_).TimesPathOf("job", "chief-0", 0);
+  const std::string times = LogStore(dir_).TimesPathOf("job", "chief-0", 0);
   { std::ofstream(times, std::ios::app) << "torn"; }
-  LogStore store(root_);
+  LogStore store(dir_);
   EXPECT_EQ(Read(store, 0, 0, 0).marks, (Marks{{0, 1000}}));  // the torn tail is not read
   ASSERT_EQ(*store.Append("job", "chief-0", 0, 6, "second\n", 2000), 13u);
   EXPECT_EQ(Read(store, 0, 0, 0).marks, (Marks{{0, 1000}, {6, 2000}}));
@@ -93,7 +87,7 @@ TEST_F(LogStoreTest, TimesAreDurableAndATornRecordIsCut) {
 }
 
 TEST_F(LogStoreTest, OutputStoredWithoutTimesReadsWithoutMarks) {
-  LogStore store(root_);
+  LogStore store(dir_);
   const std::string path = store.PathOf("job", "chief-0", 0);
   fs::create_directories(fs::path(path).parent_path());
   { std::ofstream(path) << "old line\n"; }

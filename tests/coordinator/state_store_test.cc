@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include "coordinator/sqlite_db.h"
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/study_controller.h"
+#include "tests/coordinator/test_records.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -116,31 +116,6 @@ void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
   EXPECT_EQ(a.demands.size(), b.demands.size());
 }
 
-std::string StudyYaml(const std::string& name) {
-  return "name: " + name +
-         "\n"
-         "metric: {id: score, goal: maximize}\n"
-         "parameters:\n"
-         "  - {id: x, type: integer, min: 1, max: 6}\n"
-         "algorithm: grid\n"
-         "max_trials: 4\nparallel_trials: 2\n"
-         "trial_job:\n"
-         "  worker_pools:\n"
-         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: [/bin/t]}}\n";
-}
-
-// The journal framing of the earlier version: [u32 length][u32 crc32][payload], little endian.
-std::string Frame(const std::string& payload) {
-  std::string out;
-  auto put = [&](uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  };
-  put(static_cast<uint32_t>(payload.size()));
-  put(static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(payload.data()),
-                                  static_cast<uInt>(payload.size()))));
-  return out + payload;
-}
-
 void WriteBytes(const fs::path& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
@@ -215,7 +190,7 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   jobs[2].trial_id = "1";
 
   StudyController studies(dir_.string() + "/studies");
-  ASSERT_TRUE(studies.Submit(StudyYaml("s"), 100).ok());
+  ASSERT_TRUE(studies.Submit(StudyYaml("s", 4, 2), 100).ok());
   StudyActions actions = studies.TakeActions(100);
   ASSERT_EQ(actions.submit.size(), 2u);
   ASSERT_TRUE(studies.AddMeasurement(actions.submit[0].job.name, 1, {{"score", 0.5}}).ok());
@@ -661,7 +636,7 @@ TEST_F(StateStoreTest, AJournalIsImportedOnceAndKeptAsABackup) {
   fs::create_directories(dir_);
   JobRecord a = MakeJob("a", 1, 1), b = MakeJob("b", 2, 0);
   StudyController studies(dir_.string() + "/studies");
-  ASSERT_TRUE(studies.Submit(StudyYaml("st"), 10).ok());
+  ASSERT_TRUE(studies.Submit(StudyYaml("st", 4, 2), 10).ok());
   StudyActions actions = studies.TakeActions(10);
   std::vector<std::string> study_records = studies.TakeJournalRecords();
   ASSERT_TRUE(studies.AddMeasurement(actions.submit[0].job.name, 3, {{"score", 2.0}}).ok());
@@ -670,12 +645,13 @@ TEST_F(StateStoreTest, AJournalIsImportedOnceAndKeptAsABackup) {
 
   // Snapshot: a and the study's first record; journal: a newer a, b, the study's next events,
   // and a torn last record.
-  WriteBytes(dir_ / "snapshot", Frame(JobToJson(a)) + Frame(study_records[0]));
+  WriteBytes(dir_ / "snapshot", JournalFrame(JobToJson(a)) + JournalFrame(study_records[0]));
   JobRecord a2 = a;
   a2.state = JobState::SUCCEEDED;
   a2.end_time_ms = 5555;
-  WriteBytes(dir_ / "journal", Frame(JobToJson(a2)) + Frame(JobToJson(b)) +
-                                   Frame(study_records[1]) + Frame(JobToJson(b)).substr(0, 30));
+  WriteBytes(dir_ / "journal", JournalFrame(JobToJson(a2)) + JournalFrame(JobToJson(b)) +
+                                   JournalFrame(study_records[1]) +
+                                   JournalFrame(JobToJson(b)).substr(0, 30));
   fs::create_directories(dir_ / "logs" / "a");
 
   {
@@ -714,7 +690,8 @@ TEST_F(StateStoreTest, AJournalDamagedInTheMiddleIsRefusedUntouchedAndTheFlagImp
   fs::create_directories(dir_);
   JobRecord a = MakeJob("a", 1, 0), b = MakeJob("b", 2, 0, "/bin/flip-me-here"),
             c = MakeJob("c", 3, 0);
-  std::string journal = Frame(JobToJson(a)) + Frame(JobToJson(b)) + Frame(JobToJson(c));
+  std::string journal =
+      JournalFrame(JobToJson(a)) + JournalFrame(JobToJson(b)) + JournalFrame(JobToJson(c));
   WriteBytes(dir_ / "journal", journal);
   ASSERT_TRUE(FlipByteOf(dir_ / "journal", "/bin/flip-me-here"));
   std::string damaged = ReadBytes(dir_ / "journal");
@@ -741,9 +718,9 @@ TEST_F(StateStoreTest, AJournalDamagedInTheMiddleIsRefusedUntouchedAndTheFlagImp
 
 TEST_F(StateStoreTest, ABadLengthMidJournalIsDamageNotATornTail) {
   fs::create_directories(dir_);
-  std::string first = Frame(JobToJson(MakeJob("a", 1, 0)));
-  std::string journal =
-      first + Frame(JobToJson(MakeJob("b", 2, 0))) + Frame(JobToJson(MakeJob("c", 3, 0)));
+  std::string first = JournalFrame(JobToJson(MakeJob("a", 1, 0)));
+  std::string journal = first + JournalFrame(JobToJson(MakeJob("b", 2, 0))) +
+                        JournalFrame(JobToJson(MakeJob("c", 3, 0)));
   journal[first.size() + 3] = '\x7f';  // b's length: far past the end of the file
   WriteBytes(dir_ / "journal", journal);
   auto refused = Open();
@@ -762,7 +739,7 @@ TEST_F(StateStoreTest, ABadLengthMidJournalIsDamageNotATornTail) {
 
 TEST_F(StateStoreTest, AJournalWhoseSnapshotWasLostIsRefused) {
   fs::create_directories(dir_ / "logs" / "only-in-snapshot");
-  WriteBytes(dir_ / "journal", Frame(JobToJson(MakeJob("later", 2, 0))));
+  WriteBytes(dir_ / "journal", JournalFrame(JobToJson(MakeJob("later", 2, 0))));
   auto store = Open();
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("only-in-snapshot"), std::string::npos)

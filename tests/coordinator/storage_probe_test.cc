@@ -15,6 +15,7 @@
 #include "common/storage_marker.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/options.h"
+#include "tests/testing/temp_dir_test.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -94,16 +95,7 @@ TEST(StorageWarningTest, OutsideTheCheckedRootOrNothingCheckedOnSeveralNodes) {
             "a restart on another node will not find its checkpoints");
 }
 
-class StorageProbeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "cohort-probe-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
-};
+class StorageProbeTest : public testing::TempDirTest {};
 
 TEST_F(StorageProbeTest, WritesAtStartRewritesAndKeepsThePreviousToken) {
   // The marker a coordinator before this one left: agents may still report it.
