@@ -28,6 +28,24 @@ bool ValidName(std::string_view name, bool colon) {
   return true;
 }
 
+// Backslash and newline escaped, and with `quote`, the double quote too.
+std::string Escape(std::string_view text, bool quote) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && quote) {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -51,44 +69,9 @@ bool PrometheusText::ValidLabelName(std::string_view name) {
   return ValidName(name, false) && !(name.size() >= 2 && name.substr(0, 2) == "__");
 }
 
-std::string PrometheusText::EscapeLabelValue(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string PrometheusText::EscapeLabelValue(std::string_view value) { return Escape(value, true); }
 
-std::string PrometheusText::EscapeHelp(std::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string PrometheusText::EscapeHelp(std::string_view help) { return Escape(help, false); }
 
 std::string PrometheusText::FormatValue(double value) {
   if (std::isnan(value)) return "NaN";

@@ -174,14 +174,7 @@ Status LoopbackFabric::WaitOp(const std::shared_ptr<Op>& op, Deadline deadline) 
   }
   if (!op->done) {
     // Deadline passed with no match: withdraw the operation.
-    Key key = op->is_send ? Key{op->self, op->peer, op->tag} : Key{op->peer, op->self, op->tag};
-    auto& queues = op->is_send ? sends_ : recvs_;
-    auto it = queues.find(key);
-    if (it != queues.end()) {
-      std::erase(it->second, op);
-      if (it->second.empty()) queues.erase(it);
-    }
-    op->queued = false;
+    Withdraw(op);
     op->done = true;
     op->status =
         DeadlineExceeded(std::string("loopback: ") + (op->is_send ? "send to" : "receive from") +
@@ -195,17 +188,19 @@ void LoopbackFabric::CancelOp(const std::shared_ptr<Op>& op) {
   std::unique_lock<std::mutex> lock(mu_);
   // A copy in progress touches the caller's buffer: let it finish first.
   cv_.wait(lock, [&] { return !op->matched; });
-  if (op->queued) {
-    Key key = op->is_send ? Key{op->self, op->peer, op->tag} : Key{op->peer, op->self, op->tag};
-    auto& queues = op->is_send ? sends_ : recvs_;
-    auto it = queues.find(key);
-    if (it != queues.end()) {
-      std::erase(it->second, op);
-      if (it->second.empty()) queues.erase(it);
-    }
-    op->queued = false;
-  }
+  if (op->queued) Withdraw(op);
   op->done = true;
+}
+
+void LoopbackFabric::Withdraw(const std::shared_ptr<Op>& op) {
+  Key key = op->is_send ? Key{op->self, op->peer, op->tag} : Key{op->peer, op->self, op->tag};
+  auto& queues = op->is_send ? sends_ : recvs_;
+  auto it = queues.find(key);
+  if (it != queues.end()) {
+    std::erase(it->second, op);
+    if (it->second.empty()) queues.erase(it);
+  }
+  op->queued = false;
 }
 
 }  // namespace cohort::collective

@@ -54,6 +54,8 @@ class LoopbackFabric {
   bool PollOp(const std::shared_ptr<Op>& op, Deadline deadline);
   Status WaitOp(const std::shared_ptr<Op>& op, Deadline deadline);
   void CancelOp(const std::shared_ptr<Op>& op);
+  // Takes `op` out of its queue (if still there). Caller holds mu_.
+  void Withdraw(const std::shared_ptr<Op>& op);
   void Complete(const std::shared_ptr<Op>& send, const std::shared_ptr<Op>& recv);
 
   const int size_;
