@@ -46,6 +46,22 @@ constexpr const char* kReplicaColumns =
     "exit_code, signal, message, stop_requested, state_time_ms, row_crc";
 constexpr const char* kEventColumns = "job, pos, time_ms, message, row_crc";
 
+// Steps `st` to its end, calling on_row() at each row (it reads the row's columns from `st`). A
+// step that fails adds "<what>: <error>" to problems and ends the walk.
+template <typename OnRow>
+void ForEachRow(SqliteStatement& st, const std::string& what, std::vector<std::string>& problems,
+                OnRow&& on_row) {
+  while (true) {
+    auto row = st.Step();
+    if (!row.ok()) {
+      problems.push_back(what + ": " + row.status().message());
+      return;
+    }
+    if (!*row) return;
+    on_row();
+  }
+}
+
 std::string Summarize(const std::vector<std::string>& problems) {
   std::string out;
   for (size_t i = 0; i < problems.size() && i < kProblemsInMessage; ++i) {
@@ -64,13 +80,7 @@ std::string Summarize(const std::vector<std::string>& problems) {
 void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, ReadJob>& jobs,
                                    std::map<uint64_t, std::string>* order,
                                    std::vector<std::string>& problems) {
-  while (true) {
-    auto row = st.Step();
-    if (!row.ok()) {
-      problems.push_back("the jobs table cannot be read to its end: " + row.status().message());
-      return;
-    }
-    if (!*row) return;
+  ForEachRow(st, "the jobs table cannot be read to its end", problems, [&] {
     ReadJob& r = jobs[st.Text(0)];
     JobRecord& j = r.job;
     r.has_row = true;
@@ -97,21 +107,14 @@ void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, Re
       r.fatal.push_back("its row does not match its checksum (stored " + Hex(row_crc) +
                         ", computed " + Hex(rows::JobRowCrc(j, spec_crc)) + ")");
     }
-  }
+  });
 }
 
 void SqliteStateStore::ReadSpecRows(SqliteStatement& st, std::map<std::string, ReadJob>& jobs,
                                     std::vector<std::string>& problems) {
-  while (true) {
-    auto row = st.Step();
-    if (!row.ok()) {
-      problems.push_back("the job_specs table cannot be read to its end: " +
-                         row.status().message());
-      return;
-    }
-    if (!*row) return;
+  ForEachRow(st, "the job_specs table cannot be read to its end", problems, [&] {
     auto it = jobs.find(st.Text(0));
-    if (it == jobs.end() || !it->second.has_row) continue;  // a spec alone says nothing
+    if (it == jobs.end() || !it->second.has_row) return;  // a spec alone says nothing
     ReadJob& r = it->second;
     r.has_spec = true;
     r.job.spec_yaml = st.Text(1);
@@ -121,18 +124,12 @@ void SqliteStateStore::ReadSpecRows(SqliteStatement& st, std::map<std::string, R
       r.fatal.push_back("its spec does not match its checksum (stored " + Hex(stored) +
                         ", computed " + Hex(actual) + ")");
     }
-  }
+  });
 }
 
 void SqliteStateStore::ReadReplicaRows(SqliteStatement& st, std::map<std::string, ReadJob>& jobs,
                                        std::vector<std::string>& problems) {
-  while (true) {
-    auto row = st.Step();
-    if (!row.ok()) {
-      problems.push_back("the replicas table cannot be read to its end: " + row.status().message());
-      return;
-    }
-    if (!*row) return;
+  ForEachRow(st, "the replicas table cannot be read to its end", problems, [&] {
     std::string job = st.Text(0);
     ReadJob& r = jobs[job];
     ReplicaRecord rep;
@@ -156,7 +153,7 @@ void SqliteStateStore::ReadReplicaRows(SqliteStatement& st, std::map<std::string
     if (role.ok()) rep.role = *role;
     if (!role.ok() || rows::ReplicaRowCrc(job, rep, ord) != crc) {
       r.fatal.push_back("replica " + rep.name + " does not match its checksum");
-      continue;
+      return;
     }
     if (ord != static_cast<int>(r.job.replicas.size())) {
       r.fatal.push_back("replica " + rep.name + " is stored at place " + std::to_string(ord) +
@@ -165,20 +162,14 @@ void SqliteStateStore::ReadReplicaRows(SqliteStatement& st, std::map<std::string
     }
     r.image.replicas[rep.name] = crc;
     r.job.replicas.push_back(std::move(rep));
-  }
+  });
 }
 
 void SqliteStateStore::ReadEventRows(SqliteStatement& st, std::map<std::string, ReadJob>& jobs,
                                      std::vector<std::string>& problems) {
   std::string current;
   int64_t next_pos = 0;
-  while (true) {
-    auto row = st.Step();
-    if (!row.ok()) {
-      problems.push_back("the events table cannot be read to its end: " + row.status().message());
-      return;
-    }
-    if (!*row) return;
+  ForEachRow(st, "the events table cannot be read to its end", problems, [&] {
     std::string job = st.Text(0);
     ReadJob& r = jobs[job];
     int64_t pos = st.Int(1);
@@ -196,11 +187,11 @@ void SqliteStateStore::ReadEventRows(SqliteStatement& st, std::map<std::string, 
     next_pos = pos + 1;
     if (rows::EventRowCrc(job, e) != crc) {
       r.partial.push_back("event " + std::to_string(pos) + " does not match its checksum");
-      continue;
+      return;
     }
     r.image.events.push_back(crc);
     r.job.events.push_back(std::move(e));
-  }
+  });
 }
 
 void SqliteStateStore::FinishJob(const std::string& name, ReadJob& r) {
@@ -242,16 +233,10 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
     if (!st.ok()) {
       all.problems.push_back("integrity check: " + st.status().message());
     } else {
-      while (true) {
-        auto row = st->Step();
-        if (!row.ok()) {
-          all.problems.push_back("integrity check: " + row.status().message());
-          break;
-        }
-        if (!*row) break;
+      ForEachRow(*st, "integrity check", all.problems, [&] {
         std::string line = st->Text(0);
         if (line != "ok") all.problems.push_back("integrity check: " + line);
-      }
+      });
     }
   }
   auto scan = [&](const std::string& sql, auto&& read) {
@@ -275,14 +260,7 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
   // Studies: the header row, then the events in order.
   scan("SELECT name, spec_yaml, spec_crc, create_time_ms, end_time_ms, row_crc FROM studies",
        [&](SqliteStatement& st) {
-         while (true) {
-           auto row = st.Step();
-           if (!row.ok()) {
-             all.problems.push_back("the studies table cannot be read to its end: " +
-                                    row.status().message());
-             return;
-           }
-           if (!*row) return;
+         ForEachRow(st, "the studies table cannot be read to its end", all.problems, [&] {
            ReadStudy& s = all.studies[st.Text(0)];
            s.has_row = true;
            std::string name = st.Text(0), spec = st.Text(1);
@@ -300,19 +278,12 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
                            {"end_time_ms", end_ms},  {"first", 0},
                            {"events", json::array()}}
                           .dump();
-         }
+         });
        });
   std::map<std::string, json> events;
   scan("SELECT study, pos, body, row_crc FROM study_events ORDER BY study, pos",
        [&](SqliteStatement& st) {
-         while (true) {
-           auto row = st.Step();
-           if (!row.ok()) {
-             all.problems.push_back("the study_events table cannot be read to its end: " +
-                                    row.status().message());
-             return;
-           }
-           if (!*row) return;
+         ForEachRow(st, "the study_events table cannot be read to its end", all.problems, [&] {
            std::string study = st.Text(0), body = st.Text(2);
            int64_t pos = st.Int(1);
            ReadStudy& s = all.studies[study];
@@ -327,27 +298,20 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
            if (rows::StudyEventRowCrc(study, pos, body) != static_cast<uint32_t>(st.Int(3)) ||
                e.is_discarded()) {
              s.fatal.push_back("event " + std::to_string(pos) + " does not match its checksum");
-             continue;
+             return;
            }
            list.push_back(std::move(e));
-         }
+         });
        });
   scan("SELECT study, trial_id, job, parameters, ended, succeeded, message, row_crc FROM trials",
        [&](SqliteStatement& st) {
-         while (true) {
-           auto row = st.Step();
-           if (!row.ok()) {
-             all.problems.push_back("the trials table cannot be read to its end: " +
-                                    row.status().message());
-             return;
-           }
-           if (!*row) return;
+         ForEachRow(st, "the trials table cannot be read to its end", all.problems, [&] {
            if (rows::TrialRowCrc(st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Int(4),
                                  st.Int(5), st.Text(6)) != static_cast<uint32_t>(st.Int(7))) {
              all.studies[st.Text(0)].fatal.push_back("trial " + st.Text(1) +
                                                      " does not match its checksum");
            }
-         }
+         });
        });
   for (auto& [name, s] : all.studies) {
     if (!s.has_row) {
