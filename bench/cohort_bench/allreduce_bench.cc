@@ -22,7 +22,7 @@
 #ifdef COHORT_HAVE_CUDA
 #include "collective/kernels/device_staging.h"
 #endif
-#include "collective/kernels/half.h"
+#include "collective/kernels/reduce.h"
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "common/flight_recorder.h"
@@ -67,45 +67,8 @@ std::string ImplLabel(const AllreduceBenchOptions& o) {
 void Fill(DataType type, void* data, size_t count, int rank, bool check) {
   for (size_t i = 0; i < count; ++i) {
     const double v = check ? static_cast<double>((1 + i % 7) * (rank + 1)) : 0.001;
-    switch (type) {
-      case DataType::kF32:
-        static_cast<float*>(data)[i] = static_cast<float>(v);
-        break;
-      case DataType::kF64:
-        static_cast<double*>(data)[i] = v;
-        break;
-      case DataType::kF16:
-        static_cast<uint16_t*>(data)[i] = collective::FloatToHalf(static_cast<float>(v));
-        break;
-      case DataType::kBF16:
-        static_cast<uint16_t*>(data)[i] = collective::FloatToBFloat16(static_cast<float>(v));
-        break;
-      case DataType::kI32:
-        static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
-        break;
-      case DataType::kI64:
-        static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
-        break;
-    }
+    collective::SetElementFromDouble(type, data, i, v);
   }
-}
-
-double Get(DataType type, const void* data, size_t i) {
-  switch (type) {
-    case DataType::kF32:
-      return static_cast<const float*>(data)[i];
-    case DataType::kF64:
-      return static_cast<const double*>(data)[i];
-    case DataType::kF16:
-      return collective::HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kBF16:
-      return collective::BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kI32:
-      return static_cast<const int32_t*>(data)[i];
-    case DataType::kI64:
-      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-  }
-  return 0;
 }
 
 // Expected value of element i after the check all-reduce over n workers.
@@ -280,7 +243,7 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
       int64_t bad = 0;
       for (size_t i = 0; i < count; ++i) {
         const double want = Expected(o.op, i, o.workers);
-        const double got = Get(o.type, buf.host.data(), i);
+        const double got = collective::ElementAsDouble(o.type, buf.host.data(), i);
         const bool rounded =
             o.type == DataType::kF16 || o.type == DataType::kBF16 || o.wire_dtype != DataType::kF32;
         const double tol = rounded ? std::fabs(want) * 1e-2 : 1e-9 * std::fabs(want);

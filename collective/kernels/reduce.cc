@@ -95,6 +95,22 @@ void ReduceWidenedInto(DataType wire, ReduceOp op, float* acc, const void* in, s
   });
 }
 
+double ElementAsDouble(DataType type, const void* data, size_t i) {
+  double out = 0;
+  kernels::WithDataType(type, [&](auto t) {
+    using E = HostElement<decltype(t)>;
+    out = static_cast<double>(E::Load(static_cast<const typename E::Stored*>(data)[i]));
+  });
+  return out;
+}
+
+void SetElementFromDouble(DataType type, void* data, size_t i, double value) {
+  kernels::WithDataType(type, [&](auto t) {
+    using E = HostElement<decltype(t)>;
+    static_cast<typename E::Stored*>(data)[i] = E::Store(static_cast<typename E::Compute>(value));
+  });
+}
+
 void ScaleForAverage(DataType type, void* data, size_t count, int divisor) {
   if (divisor == 1) return;
   kernels::WithDataType(type, [&](auto t) {

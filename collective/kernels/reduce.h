@@ -27,4 +27,10 @@ void WidenToF32(DataType wire, float* out, const void* in, size_t count);
 // acc[i] = op(acc[i], widen(in[i])) in float32 (kAvg as a sum).
 void ReduceWidenedInto(DataType wire, ReduceOp op, float* acc, const void* in, size_t count);
 
+// Element i of a buffer of `type` as a double, and set from a double (rounded to the type once,
+// as the kernels round; integers truncate toward zero). For filling and checking buffers in tests
+// and benchmarks, not for hot loops. An unknown type reads 0 and writes nothing.
+double ElementAsDouble(DataType type, const void* data, size_t i);
+void SetElementFromDouble(DataType type, void* data, size_t i, double value);
+
 }  // namespace cohort::collective

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "collective/kernels/half.h"
+#include "collective/kernels/reduce.h"
 #include "collective/types.h"
 #include "common/status.h"
 
@@ -34,44 +34,11 @@ inline double InputValue(DataType type, int r, size_t i) {
 }
 
 inline void Store(DataType type, void* base, size_t i, double v) {
-  switch (type) {
-    case DataType::kF32:
-      static_cast<float*>(base)[i] = static_cast<float>(v);
-      break;
-    case DataType::kF64:
-      static_cast<double*>(base)[i] = v;
-      break;
-    case DataType::kF16:
-      static_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v));
-      break;
-    case DataType::kBF16:
-      static_cast<uint16_t*>(base)[i] = FloatToBFloat16(static_cast<float>(v));
-      break;
-    case DataType::kI32:
-      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
-      break;
-    case DataType::kI64:
-      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
-      break;
-  }
+  SetElementFromDouble(type, base, i, v);
 }
 
 inline double Load(DataType type, const void* base, size_t i) {
-  switch (type) {
-    case DataType::kF32:
-      return static_cast<const float*>(base)[i];
-    case DataType::kF64:
-      return static_cast<const double*>(base)[i];
-    case DataType::kF16:
-      return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBF16:
-      return BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kI32:
-      return static_cast<const int32_t*>(base)[i];
-    case DataType::kI64:
-      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-  }
-  return 0;
+  return ElementAsDouble(type, base, i);
 }
 
 inline std::vector<char> MakeInput(DataType type, int rank, size_t count) {
