@@ -40,6 +40,20 @@ class CheckpointTest : public ::testing::Test {
 
   std::string Path(int64_t step) const { return dir_ + "/" + CheckpointDirName(step); }
 
+  // `path` does not verify: data loss, and the message names `what`.
+  static void ExpectDataLoss(const std::string& path, const std::string& what) {
+    Status st = VerifyCheckpoint(path);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr(what));
+  }
+
+  // The step of the newest checkpoint that verifies; -1 (after a failed check) when none does.
+  int64_t LatestValidStep() const {
+    StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
+    EXPECT_TRUE(found.ok()) << found.status().ToString();
+    return found.ok() ? found->step : -1;
+  }
+
   static std::string Slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::ostringstream s;
@@ -126,12 +140,8 @@ TEST_F(CheckpointTest, FallsBackPastTruncatedFile) {
   Commit(1);
   Commit(2);
   fs::resize_file(Path(2) + "/opt/state.bin", 10);
-  Status st = VerifyCheckpoint(Path(2));
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(st.message(), HasSubstr("opt/state.bin has 10 bytes, manifest says 1002"));
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 1);
+  ExpectDataLoss(Path(2), "opt/state.bin has 10 bytes, manifest says 1002");
+  EXPECT_EQ(LatestValidStep(), 1);
   EXPECT_EQ(ReadCheckpointFile(Path(2), "opt/state.bin").status().code(), StatusCode::kDataLoss);
 }
 
@@ -139,12 +149,8 @@ TEST_F(CheckpointTest, FallsBackPastFlippedByte) {
   Commit(1);
   Commit(2);
   FlipByte(Path(2) + "/model.bin", 3);
-  Status st = VerifyCheckpoint(Path(2));
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(st.message(), HasSubstr("model.bin checksum mismatch"));
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 1);
+  ExpectDataLoss(Path(2), "model.bin checksum mismatch");
+  EXPECT_EQ(LatestValidStep(), 1);
   StatusOr<std::string> data = ReadCheckpointFile(Path(2), "model.bin");
   EXPECT_EQ(data.status().code(), StatusCode::kDataLoss);
 }
@@ -153,12 +159,8 @@ TEST_F(CheckpointTest, FallsBackPastMissingManifest) {
   Commit(3);
   Commit(4);
   fs::remove(Path(4) + "/MANIFEST");
-  Status st = VerifyCheckpoint(Path(4));
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(st.message(), HasSubstr("no MANIFEST"));
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 3);
+  ExpectDataLoss(Path(4), "no MANIFEST");
+  EXPECT_EQ(LatestValidStep(), 3);
 }
 
 TEST_F(CheckpointTest, FallsBackPastCorruptedManifest) {
@@ -172,21 +174,15 @@ TEST_F(CheckpointTest, FallsBackPastCorruptedManifest) {
   ASSERT_NE(at, std::string::npos) << text;
   text[at + 8] = '8';
   std::ofstream(manifest, std::ios::binary | std::ios::trunc) << text;
-  Status edited = VerifyCheckpoint(Path(3));
-  EXPECT_EQ(edited.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(edited.message(), HasSubstr("manifest checksum mismatch"));
+  ExpectDataLoss(Path(3), "manifest checksum mismatch");
   // A flipped byte that breaks the JSON is caught too.
   Commit(30);
   FlipByte(Path(30) + "/MANIFEST", 20);
   EXPECT_EQ(VerifyCheckpoint(Path(30)).code(), StatusCode::kDataLoss);
   // A torn (truncated) manifest does not parse.
   fs::resize_file(Path(2) + "/MANIFEST", 15);
-  Status st = VerifyCheckpoint(Path(2));
-  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(st.message(), HasSubstr("MANIFEST"));
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 1);
+  ExpectDataLoss(Path(2), "MANIFEST");
+  EXPECT_EQ(LatestValidStep(), 1);
 }
 
 TEST_F(CheckpointTest, MissingFileAndRenamedDirectory) {
@@ -213,9 +209,7 @@ TEST_F(CheckpointTest, StagingDirectoriesAreIgnoredByFind) {
   }
   fs::create_directories(dir_ + "/not-a-checkpoint");
   fs::create_directories(dir_ + "/ckpt-007");
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 1);
+  EXPECT_EQ(LatestValidStep(), 1);
 }
 
 TEST_F(CheckpointTest, CrashedWriterProcessLeavesOnlyAStagingDirectory) {
@@ -260,9 +254,7 @@ TEST_F(CheckpointTest, ConcurrentCommitsOfDifferentSteps) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 32);
+  EXPECT_EQ(LatestValidStep(), 32);
   std::string latest = Slurp(dir_ + "/LATEST");
   EXPECT_THAT(latest, ::testing::StartsWith("ckpt-"));
   EXPECT_TRUE(VerifyCheckpoint(dir_ + "/" + latest.substr(0, latest.size() - 1)).ok());
@@ -326,9 +318,7 @@ TEST_F(CheckpointTest, RetainKeepsNewestCompleteCheckpoints) {
   fs::remove(Path(5) + "/MANIFEST");                         // torn newest
   ASSERT_TRUE(RetainLatest(dir_, 2).ok());
   EXPECT_EQ(Entries(), (std::vector<std::string>{"LATEST", "ckpt-3", "ckpt-4"}));
-  StatusOr<CheckpointInfo> found = FindLatestValidCheckpoint(dir_);
-  ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->step, 4);
+  EXPECT_EQ(LatestValidStep(), 4);
 
   ASSERT_TRUE(RetainLatest(dir_, 1).ok());
   EXPECT_EQ(Entries(), (std::vector<std::string>{"LATEST", "ckpt-4"}));
