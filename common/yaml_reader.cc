@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "common/enum_names.h"
+
 namespace cohort {
 
 std::string Quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
@@ -25,19 +27,13 @@ std::string YamlReader::Mark(const YAML::Node& node) {
 }
 
 std::string YamlReader::KindName(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Scalar:
-      return "a scalar";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Undefined:
-      return "nothing";
-  }
-  return "?";
+  static constexpr EnumName<YAML::NodeType::value> kKinds[] = {
+      {YAML::NodeType::Null, "null"},
+      {YAML::NodeType::Scalar, "a scalar"},
+      {YAML::NodeType::Sequence, "a list"},
+      {YAML::NodeType::Map, "a mapping"},
+      {YAML::NodeType::Undefined, "nothing"}};
+  return std::string(NameIn(kKinds, node.Type(), "?"));
 }
 
 std::string YamlReader::Join(const std::string& path, std::string_view key) {
