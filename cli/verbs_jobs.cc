@@ -1,13 +1,9 @@
-#include "cli/verbs.h"
-
+// The job verbs of the `cohort` CLI: submit, status, list, logs, watch, cancel, metrics,
+// checkpoint.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <functional>
-#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,76 +14,21 @@
 #include "cli/cli.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
+#include "cli/verb_util.h"
+#include "cli/verbs.h"
 #include "common/checkpoint.h"
 #include "common/cluster_env.h"
-#include "common/curve_keys.h"
 #include "common/job_spec.h"
-#include "common/spec_limit.h"
-#include "common/study_spec.h"
 
 namespace cohort::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kOk:
-      return kExitOk;
-    case StatusCode::kUnavailable:
-      return kExitUnreachable;
-    case StatusCode::kUnauthenticated:
-      return kExitRefused;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kAlreadyExists:
-    case StatusCode::kFailedPrecondition:
-      return kExitUsage;
-    default:
-      return kExitJobFailed;
-  }
-}
-
-int Fail(std::ostream& err, const Status& status) {
-  err << "cohort: " << status.ToString() << "\n";
-  return ExitCodeFor(status);
-}
-
-StatusOr<CoordinatorClient> ConnectClient(const Context& ctx) {
-  return CoordinatorClient::Connect(ctx.options);
-}
-
-StatusOr<std::string> ReadSpecText(const std::string& file) {
-  std::stringstream buffer;
-  if (file == "-") {
-    buffer << std::cin.rdbuf();
-    return buffer.str();
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return ErrnoStatus("cannot read job file " + file, errno);
-  buffer << in.rdbuf();
-  if (in.bad()) return ErrnoStatus("cannot read job file " + file, errno);
-  return buffer.str();
-}
-
-// The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
-// default limit.
-StatusOr<uint64_t> SpecSizeLimit() {
-  const char* env = std::getenv("COHORT_MAX_SPEC_SIZE");
-  if (env == nullptr || *env == '\0') return kDefaultMaxSpecBytes;
-  auto limit = ParseByteSize(env);
-  if (!limit.ok()) return limit.status().WithContext("COHORT_MAX_SPEC_SIZE");
-  return limit;
-}
-
 std::string StateLine(const wire::JobInfoT& job) {
   std::string line = "job " + job.name + ": " + wire::EnumNameJobState(job.state);
   if (!job.message.empty()) line += " (" + job.message + ")";
   return line;
-}
-
-int ExitForFinalState(const wire::JobInfoT& job) {
-  return job.state == wire::JobState::SUCCEEDED ? kExitOk : kExitJobFailed;
 }
 
 // The live view's options from --replica/--all (default: the chief's output).
@@ -101,135 +42,11 @@ WatchOptions WatchOptionsFrom(const ParsedArgs& args, const Context& ctx, bool t
   return options;
 }
 
-// Prints the study's name; with --wait follows it until it ends.
-int FollowStudy(CoordinatorClient& client, const std::string& name, const ParsedArgs& args,
-                const Context& ctx) {
-  ctx.out << name << std::endl;
-  if (!args.Has("--wait")) return kExitOk;
-
-  // Follow: a progress line whenever the state or the number of finished trials changes.
-  std::string last_progress;
-  auto last_reply = Clock::now();
-  auto unreachable_limit =
-      std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
-  while (true) {
-    auto current = client.GetStudy(name);
-    if (!current.ok()) {
-      if (current.status().code() == StatusCode::kUnavailable &&
-          Clock::now() - last_reply < unreachable_limit) {
-        continue;
-      }
-      return Fail(ctx.err, current.status());
-    }
-    last_reply = Clock::now();
-    int finished = 0;
-    int active = 0;
-    for (const auto& t : current->trials) {
-      if (!t) continue;
-      if (t->state == "ACTIVE" || t->state == "REQUESTED" || t->state == "STOPPING") {
-        ++active;
-      } else {
-        ++finished;
-      }
-    }
-    std::string progress = "study " + name + ": " + current->state + ", " +
-                           std::to_string(finished) + " of " + std::to_string(current->max_trials) +
-                           " trials done, " + std::to_string(active) + " running" +
-                           (current->best_trial.empty() ? "" : ", best " + current->best_trial);
-    if (progress != last_progress) {
-      ctx.err << progress << std::endl;
-      last_progress = progress;
-    }
-    if (IsStudyTerminal(current->state)) {
-      PrintStudy(*current, ctx.out);
-      return current->state == "SUCCEEDED" ? kExitOk : kExitJobFailed;
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-}
-
-// What submit and tune share: the one FILE argument ("-": standard input) is read and checked with
-// `parse` before anything is sent, then sent with `send`; on success `then` runs with the client,
-// the parsed spec and the coordinator's reply. `kind` ("job", "study") names the spec in errors.
-template <typename Spec, typename Reply>
-int SubmitSpecFile(
-    const ParsedArgs& args, const Context& ctx, const std::string& verb, const std::string& kind,
-    StatusOr<Spec> (*parse)(std::string_view, std::string_view),
-    const std::function<StatusOr<Reply>(CoordinatorClient&, const std::string&)>& send,
-    const std::function<int(CoordinatorClient&, const Spec&, const Reply&)>& then) {
-  if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one FILE");
-  const std::string& file = args.positionals[0];
-  auto text = ReadSpecText(file);
-  if (!text.ok()) return UsageError(ctx.err, verb, text.status().message());
-  auto limit = SpecSizeLimit();
-  if (!limit.ok()) return UsageError(ctx.err, verb, limit.status().message());
-  Status fits = CheckSpecSize(kind + " spec " + file, text->size(), *limit,
-                              "the default --max-spec-size of the coordinator; "
-                              "COHORT_MAX_SPEC_SIZE raises it here");
-  if (!fits.ok()) {
-    ctx.err << "cohort: " << fits.message() << "\n";
-    return kExitUsage;
-  }
-  auto spec = parse(*text, file == "-" ? "<stdin>" : file);
-  if (!spec.ok()) {
-    ctx.err << "cohort: invalid " << kind << " spec: " << spec.status().message() << "\n";
-    return kExitUsage;
-  }
-  auto client = ConnectClient(ctx);
-  if (!client.ok()) return Fail(ctx.err, client.status());
-  auto reply = send(*client, *text);
-  if (!reply.ok()) {
-    if (reply.status().code() == StatusCode::kInvalidArgument) {
-      ctx.err << "cohort: the coordinator rejected the " << kind
-              << " spec: " << reply.status().message() << "\n";
-      return kExitUsage;
-    }
-    return Fail(ctx.err, reply.status());
-  }
-  return then(*client, *spec, *reply);
-}
-
-// What status, list, nodes and trials share: `argument` ("JOB", "STUDY") is the one positional
-// the verb needs, or "" for none; `fetch` asks the coordinator; the reply is printed as JSON with
-// --json (`to_json`), else for people (`print`).
-template <typename Reply>
-int ShowVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb,
-             const std::string& argument,
-             const std::function<StatusOr<Reply>(CoordinatorClient&)>& fetch,
-             const std::function<nlohmann::json(const Reply&)>& to_json,
-             void (*print)(const Reply&, std::ostream&)) {
-  if (argument.empty() && !args.positionals.empty()) {
-    return UsageError(ctx.err, verb, verb + " takes no arguments");
-  }
-  if (!argument.empty() && args.positionals.size() != 1) {
-    return UsageError(ctx.err, verb, verb + " needs one " + argument);
-  }
-  auto client = ConnectClient(ctx);
-  if (!client.ok()) return Fail(ctx.err, client.status());
-  auto reply = fetch(*client);
-  if (!reply.ok()) return Fail(ctx.err, reply.status());
-  if (args.Has("--json")) {
-    ctx.out << to_json(*reply).dump(2) << "\n";
-  } else {
-    print(*reply, ctx.out);
-  }
-  return kExitOk;
-}
-
-// What list and nodes share: every item `list` returns, as a JSON array with --json.
-template <typename Item>
-int ShowAll(const ParsedArgs& args, const Context& ctx, const std::string& verb,
-            StatusOr<std::vector<Item>> (CoordinatorClient::*list)(),
-            nlohmann::json (*to_json)(const Item&),
-            void (*print)(const std::vector<Item>&, std::ostream&)) {
-  return ShowVerb<std::vector<Item>>(
-      args, ctx, verb, "", [&](CoordinatorClient& client) { return (client.*list)(); },
-      [&](const std::vector<Item>& items) {
-        nlohmann::json array = nlohmann::json::array();
-        for (const Item& item : items) array.push_back(to_json(item));
-        return array;
-      },
-      print);
+// A metric value as reported: shortest round-trip.
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
 }
 
 // `cohort logs JOB --dump`: the stack dumps the agents took of one replica (every attempt, each
@@ -399,14 +216,6 @@ int Cancel(const ParsedArgs& args, const Context& ctx) {
   return kExitOk;
 }
 
-int Nodes(const ParsedArgs& args, const Context& ctx) {
-  return ShowAll(args, ctx, "nodes", &CoordinatorClient::ListNodes, NodeToJson, PrintNodes);
-}
-
-int Queues(const ParsedArgs& args, const Context& ctx) {
-  return ShowAll(args, ctx, "queues", &CoordinatorClient::ListQueues, QueueToJson, PrintQueues);
-}
-
 int Checkpoint(const ParsedArgs& args, const Context& ctx) {
   std::string dir;
   if (args.Has("--job")) {
@@ -468,59 +277,6 @@ int Checkpoint(const ParsedArgs& args, const Context& ctx) {
   return restore.empty() ? kExitJobFailed : kExitOk;
 }
 
-int Keygen(const ParsedArgs& args, const Context& ctx) {
-  if (!args.positionals.empty()) return UsageError(ctx.err, "keygen", "keygen takes no arguments");
-  std::string dir = args.Get("--dir", DefaultClientKeyDir());
-  std::string name = args.Get("--name", "client");
-  if (name.empty() || name.find('/') != std::string::npos) {
-    return UsageError(ctx.err, "keygen", "--name: must be a plain file name");
-  }
-  auto keys = GenerateCurveKeyPair();
-  if (!keys.ok()) return Fail(ctx.err, keys.status());
-  Status written = WriteCurveKeyFiles(dir, name, *keys);
-  if (!written.ok()) {
-    ctx.err << "cohort: " << written.ToString() << "\n";
-    return kExitJobFailed;
-  }
-  ctx.out << "wrote " << dir << "/" << name << ".key (secret, keep it) and " << dir << "/" << name
-          << ".pub\npublic-key = " << keys->public_key << "\n";
-  return kExitOk;
-}
-
-int Tune(const ParsedArgs& args, const Context& ctx) {
-  return SubmitSpecFile<StudySpec, wire::StudyInfoT>(
-      args, ctx, "tune", "study", ParseStudySpec,
-      [](CoordinatorClient& client, const std::string& text) { return client.SubmitStudy(text); },
-      [&](CoordinatorClient& client, const StudySpec& spec, const wire::StudyInfoT& study) {
-        return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
-      });
-}
-
-int Trials(const ParsedArgs& args, const Context& ctx) {
-  return ShowVerb<wire::StudyInfoT>(
-      args, ctx, "trials", "STUDY",
-      [&](CoordinatorClient& client) { return client.GetStudy(args.positionals[0]); }, StudyToJson,
-      PrintStudy);
-}
-
-namespace {
-
-// A metric value as reported: shortest round-trip.
-std::string FormatNumber(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-// Hours with 4 decimals ("0.0012"): short jobs still show.
-std::string FormatHours(double h) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4f", h);
-  return buf;
-}
-
-}  // namespace
-
 int Metrics(const ParsedArgs& args, const Context& ctx) {
   return ShowVerb<wire::JobMetricsT>(
       args, ctx, "metrics", "JOB",
@@ -562,52 +318,6 @@ int Metrics(const ParsedArgs& args, const Context& ctx) {
             row.push_back(it == rows[step].end() ? "-" : FormatNumber(it->second));
           }
           table.AddRow(std::move(row));
-        }
-        table.Print(out);
-      });
-}
-
-int Usage(const ParsedArgs& args, const Context& ctx) {
-  int64_t since_ms = 0;
-  if (args.Has("--since")) {
-    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    auto since = ParseSince(args.Get("--since"), now_ms);
-    if (!since.ok()) return UsageError(ctx.err, "usage", since.status().message());
-    since_ms = *since;
-  }
-  return ShowVerb<std::vector<wire::UsageRowT>>(
-      args, ctx, "usage", "",
-      [&](CoordinatorClient& client) {
-        return client.GetUsage(args.Get("--user"), args.Get("--queue"), since_ms);
-      },
-      [](const std::vector<wire::UsageRowT>& rows) {
-        nlohmann::json out = nlohmann::json::array();
-        for (const auto& r : rows) {
-          out.push_back({{"user", r.user},
-                         {"queue", r.queue},
-                         {"jobs", r.jobs},
-                         {"failed", r.failed},
-                         {"gpu_hours", r.gpu_hours},
-                         {"cpu_hours", r.cpu_hours}});
-        }
-        return out;
-      },
-      [](const std::vector<wire::UsageRowT>& rows, std::ostream& out) {
-        Table table({"USER", "QUEUE", "JOBS", "FAILED", "GPU-HOURS", "CPU-HOURS"});
-        wire::UsageRowT total;
-        for (const auto& r : rows) {
-          table.AddRow({r.user, r.queue, std::to_string(r.jobs), std::to_string(r.failed),
-                        FormatHours(r.gpu_hours), FormatHours(r.cpu_hours)});
-          total.jobs += r.jobs;
-          total.failed += r.failed;
-          total.gpu_hours += r.gpu_hours;
-          total.cpu_hours += r.cpu_hours;
-        }
-        if (rows.size() != 1) {
-          table.AddRow({"TOTAL", "", std::to_string(total.jobs), std::to_string(total.failed),
-                        FormatHours(total.gpu_hours), FormatHours(total.cpu_hours)});
         }
         table.Print(out);
       });

@@ -1,0 +1,61 @@
+#include "cli/verb_util.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace cohort::cli {
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kUnavailable:
+      return kExitUnreachable;
+    case StatusCode::kUnauthenticated:
+      return kExitRefused;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+      return kExitUsage;
+    default:
+      return kExitJobFailed;
+  }
+}
+
+int Fail(std::ostream& err, const Status& status) {
+  err << "cohort: " << status.ToString() << "\n";
+  return ExitCodeFor(status);
+}
+
+StatusOr<CoordinatorClient> ConnectClient(const Context& ctx) {
+  return CoordinatorClient::Connect(ctx.options);
+}
+
+StatusOr<std::string> ReadSpecText(const std::string& file) {
+  std::stringstream buffer;
+  if (file == "-") {
+    buffer << std::cin.rdbuf();
+    return buffer.str();
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return ErrnoStatus("cannot read job file " + file, errno);
+  buffer << in.rdbuf();
+  if (in.bad()) return ErrnoStatus("cannot read job file " + file, errno);
+  return buffer.str();
+}
+
+// The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
+// default limit.
+StatusOr<uint64_t> SpecSizeLimit() {
+  const char* env = std::getenv("COHORT_MAX_SPEC_SIZE");
+  if (env == nullptr || *env == '\0') return kDefaultMaxSpecBytes;
+  auto limit = ParseByteSize(env);
+  if (!limit.ok()) return limit.status().WithContext("COHORT_MAX_SPEC_SIZE");
+  return limit;
+}
+
+}  // namespace cohort::cli

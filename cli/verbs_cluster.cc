@@ -1,0 +1,104 @@
+// The cluster verbs of the `cohort` CLI: nodes, queues, usage, keygen.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/job_view.h"
+#include "cli/output.h"
+#include "cli/verb_util.h"
+#include "cli/verbs.h"
+#include "common/curve_keys.h"
+
+namespace cohort::cli {
+namespace {
+
+// Hours with 4 decimals ("0.0012"): short jobs still show.
+std::string FormatHours(double h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", h);
+  return buf;
+}
+
+}  // namespace
+
+int Nodes(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "nodes", &CoordinatorClient::ListNodes, NodeToJson, PrintNodes);
+}
+
+int Queues(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "queues", &CoordinatorClient::ListQueues, QueueToJson, PrintQueues);
+}
+
+int Keygen(const ParsedArgs& args, const Context& ctx) {
+  if (!args.positionals.empty()) return UsageError(ctx.err, "keygen", "keygen takes no arguments");
+  std::string dir = args.Get("--dir", DefaultClientKeyDir());
+  std::string name = args.Get("--name", "client");
+  if (name.empty() || name.find('/') != std::string::npos) {
+    return UsageError(ctx.err, "keygen", "--name: must be a plain file name");
+  }
+  auto keys = GenerateCurveKeyPair();
+  if (!keys.ok()) return Fail(ctx.err, keys.status());
+  Status written = WriteCurveKeyFiles(dir, name, *keys);
+  if (!written.ok()) {
+    ctx.err << "cohort: " << written.ToString() << "\n";
+    return kExitJobFailed;
+  }
+  ctx.out << "wrote " << dir << "/" << name << ".key (secret, keep it) and " << dir << "/" << name
+          << ".pub\npublic-key = " << keys->public_key << "\n";
+  return kExitOk;
+}
+
+int Usage(const ParsedArgs& args, const Context& ctx) {
+  int64_t since_ms = 0;
+  if (args.Has("--since")) {
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    auto since = ParseSince(args.Get("--since"), now_ms);
+    if (!since.ok()) return UsageError(ctx.err, "usage", since.status().message());
+    since_ms = *since;
+  }
+  return ShowVerb<std::vector<wire::UsageRowT>>(
+      args, ctx, "usage", "",
+      [&](CoordinatorClient& client) {
+        return client.GetUsage(args.Get("--user"), args.Get("--queue"), since_ms);
+      },
+      [](const std::vector<wire::UsageRowT>& rows) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& r : rows) {
+          out.push_back({{"user", r.user},
+                         {"queue", r.queue},
+                         {"jobs", r.jobs},
+                         {"failed", r.failed},
+                         {"gpu_hours", r.gpu_hours},
+                         {"cpu_hours", r.cpu_hours}});
+        }
+        return out;
+      },
+      [](const std::vector<wire::UsageRowT>& rows, std::ostream& out) {
+        Table table({"USER", "QUEUE", "JOBS", "FAILED", "GPU-HOURS", "CPU-HOURS"});
+        wire::UsageRowT total;
+        for (const auto& r : rows) {
+          table.AddRow({r.user, r.queue, std::to_string(r.jobs), std::to_string(r.failed),
+                        FormatHours(r.gpu_hours), FormatHours(r.cpu_hours)});
+          total.jobs += r.jobs;
+          total.failed += r.failed;
+          total.gpu_hours += r.gpu_hours;
+          total.cpu_hours += r.cpu_hours;
+        }
+        if (rows.size() != 1) {
+          table.AddRow({"TOTAL", "", std::to_string(total.jobs), std::to_string(total.failed),
+                        FormatHours(total.gpu_hours), FormatHours(total.cpu_hours)});
+        }
+        table.Print(out);
+      });
+}
+
+}  // namespace cohort::cli
