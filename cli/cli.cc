@@ -10,6 +10,7 @@
 
 #include "cli/verbs.h"
 #include "common/client.h"
+#include "common/client_config.h"
 #include "common/job_spec.h"
 #include "common/version.h"
 
@@ -98,6 +99,10 @@ Global options:
   --server-key FILE           the coordinator's public key (env COHORT_SERVER_KEY;
                               default ~/.config/cohort/coordinator.pub)
 
+Defaults for these come from the client config file (env COHORT_CLIENT_CONFIG; default
+~/.config/cohort/client.conf): `name = value` lines with the names coordinator, insecure, key,
+server-key, timeout. The environment overrides the file; flags override both.
+
 Exit codes: 0 success, 1 the job failed or was cancelled, 2 bad usage or invalid spec,
 3 coordinator unreachable (no answer), 4 the coordinator refused this client's key (not
 listed). `cohort VERB --help` describes a verb.
@@ -138,13 +143,16 @@ Status ApplyGlobals(const ParsedArgs& args, ClientOptions& options) {
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
       {"submit",
-       {{"--wait", false, ""}, {"--replica", true, ""}, {"--all", false, ""}},
-       "submit FILE [--wait [--replica R|--all]]",
+       {{"--wait", false, ""}, {"--replica", true, ""}, {"--all", false, ""}, {"--name", true, ""}},
+       "submit FILE [--name N] [--wait [--replica R|--all]]",
        "validate and submit a job file; prints the job name",
-       R"(usage: cohort submit FILE [--wait [--replica ROLE-INDEX | --all]]
+       R"(usage: cohort submit FILE [--name N] [--wait [--replica ROLE-INDEX | --all]]
 
-Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout.
-FILE may be - for standard input.
+Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout (with
+`name_prefix:` in the file, the name the coordinator generated: the prefix, '-' and 8 letters
+and digits). FILE may be - for standard input.
+  --name N  the job's name instead of the file's name or name_prefix
+            ([A-Za-z][A-Za-z0-9_-]{0,127})
   --wait    show the job live on stderr until it ends, as `cohort watch` does (elapsed time,
             state, replicas, events such as restarts and their causes, the chief's output);
             exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED
@@ -230,14 +238,27 @@ Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED.
        Watch},
       {"cancel",
        {{"--wait", false, ""}},
-       "cancel JOB [--wait]",
-       "cancel a job",
-       R"(usage: cohort cancel JOB [--wait]
+       "cancel JOB|STUDY [--wait]",
+       "cancel a job, or a study and its running trials",
+       R"(usage: cohort cancel JOB|STUDY [--wait]
 
-Asks the coordinator to cancel the job; prints its state.
-  --wait    wait until the job has ended and print its final state
+Asks the coordinator to cancel the job; prints its state. A name that is no job's is taken as a
+study's: the study ends CANCELLED and its running trials are cancelled.
+  --wait    (a job) wait until the job has ended and print its final state
 )",
        Cancel},
+      {"delete",
+       {},
+       "delete JOB",
+       "delete a finished job and its records and logs",
+       R"(usage: cohort delete JOB
+
+Deletes a finished job (SUCCEEDED, FAILED or CANCELLED): it leaves `cohort list` and `status`,
+and the coordinator removes its stored records (replicas, events, training metrics) and its logs.
+Its output directory (checkpoints, models) is left as it is. A job not finished is refused (exit
+2): cancel it first. The name can then be used again.
+)",
+       Delete},
       {"nodes",
        {{"--json", false, ""}},
        "nodes [--json]",
@@ -249,6 +270,50 @@ heartbeat.
   --json    print a JSON array of nodes
 )",
        Nodes},
+      {"cordon",
+       {},
+       "cordon NODE",
+       "place nothing new on a node (kept across restarts)",
+       R"(usage: cohort cordon NODE
+
+Marks the node cordoned: the scheduler places nothing new there; what runs there keeps running.
+The mark is stored by the coordinator and survives its restart and the agent's re-registration.
+`cohort nodes` shows the node CORDONED. An admin's verb.
+)",
+       Cordon},
+      {"uncordon",
+       {},
+       "uncordon NODE",
+       "undo cordon or drain",
+       R"(usage: cohort uncordon NODE
+
+Clears a cordon or drain: the node takes new replicas again. An admin's verb.
+)",
+       Uncordon},
+      {"drain",
+       {{"--now", false, ""}},
+       "drain NODE [--now]",
+       "cordon a node and let its replicas finish, or move\nthem now",
+       R"(usage: cohort drain NODE [--now]
+
+Cordons the node and lets the replicas running there finish; `cohort nodes` shows it DRAINING,
+then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it. An admin's verb.
+  --now     also preempt every job with a replica there: its replicas are stopped (SIGTERM, the
+            grace period, so they checkpoint), and the job goes back to the queue and resumes
+            from its newest checkpoint on other nodes; no restart of its budget is spent
+)",
+       Drain},
+      {"forget",
+       {},
+       "forget NODE",
+       "remove a LOST node from the node list",
+       R"(usage: cohort forget NODE
+
+Removes a LOST node (and its cordon or drain) from the coordinator's node list. A node that is
+heard from is refused (exit 2): stop its agent first. If its agent comes back later it registers
+as a new node. An admin's verb.
+)",
+       Forget},
       {"queues",
        {{"--json", false, ""}},
        "queues [--json]",
@@ -313,6 +378,17 @@ best trial so far (marked *).
   --json    print the study as JSON
 )",
        Trials},
+      {"studies",
+       {{"--json", false, ""}},
+       "studies [--json]",
+       "hyperparameter studies: state, trials, best trial",
+       R"(usage: cohort studies [--json]
+
+Lists the studies: state, trials finished of the most, trials running, the best trial and its
+metric, when it was submitted. `cohort trials STUDY` shows one in full.
+  --json    print a JSON array of studies
+)",
+       Studies},
       {"metrics",
        {{"--json", false, ""}},
        "metrics JOB [--json]",
@@ -424,7 +500,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return kExitOk;
   }
 
-  Context ctx{ClientOptionsFromEnvironment(), out, err};
+  auto configured = ClientOptionsFromConfig();
+  if (!configured.ok()) {
+    err << "cohort: " << configured.status().message() << "\n";
+    return kExitUsage;
+  }
+  Context ctx{*configured, out, err};
   ctx.out_is_terminal = &out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
   ctx.err_is_terminal = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
   Status globals_status = ApplyGlobals(*global_args, ctx.options);

@@ -2,20 +2,26 @@
 // in-process:
 //
 //   cohort [--coordinator tcp://HOST:7400] [--insecure] [--timeout 5s] VERB ...
-//     submit FILE [--wait [--replica R|--all]]   prints the job name; --wait shows it live
+//     submit FILE [--name N] [--wait [--replica R|--all]]   prints the job name; --wait shows it
+//                                live
 //     status JOB [--json]        state, message, times, restarts, replicas, events
 //     list [--state S] [--since T] [--limit N] [--json]   every job, or a history query
 //     logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow|-f]
 //     watch JOB [--replica ROLE-INDEX|--all]   the job live until it ends
-//     cancel JOB [--wait]
+//     cancel JOB|STUDY [--wait]  a job, else the study of that name (and its running trials)
+//     delete JOB                 a finished job and its records and logs
 //     nodes [--json]
+//     cordon NODE | uncordon NODE | drain NODE [--now] | forget NODE   (admins)
 //     tune FILE [--wait]         hyperparameter study; --wait prints the trials and the best
 //     trials STUDY [--json]
+//     studies [--json]
 //     checkpoint DIR|--job JOB [--json]   checkpoints, verified; which one a restart restores
 //     keygen [--dir DIR] [--name NAME]   CURVE key pair for this client
 //
-// The coordinator endpoint comes from --coordinator, else COHORT_COORDINATOR, else
-// tcp://127.0.0.1:7400; --insecure or COHORT_INSECURE=1 selects plaintext ZeroMQ.
+// The coordinator endpoint comes from --coordinator, else COHORT_COORDINATOR, else the client
+// config file (common/client_config.h: ~/.config/cohort/client.conf or COHORT_CLIENT_CONFIG),
+// else tcp://127.0.0.1:7400; --insecure, COHORT_INSECURE=1 or `insecure = true` in the file
+// selects plaintext ZeroMQ. A client config file that cannot be read or is invalid: exit 2.
 //
 // Exit codes: 0 success; 1 the job or study failed or was cancelled (submit/tune --wait), no valid
 // checkpoint (checkpoint), or another error;

@@ -293,10 +293,46 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     }
     std::string heartbeat =
         n.last_heartbeat_ms > 0 ? FormatDuration(now - n.last_heartbeat_ms) + " ago" : "-";
-    table.AddRow({n.node_id, OrDash(n.address), OrDash(n.state), gpus,
+    // A LOST node keeps its admin's setting: "LOST (cordoned)".
+    std::string state =
+        n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state;
+    table.AddRow({n.node_id, OrDash(n.address), OrDash(state), gpus,
                   std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                   FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
                   std::to_string(n.replicas), heartbeat, OrDash(n.storage)});
+  }
+  table.Print(out);
+}
+
+void PrintStudies(const std::vector<wire::StudyInfoT>& studies, std::ostream& out) {
+  if (studies.empty()) {
+    out << "No studies.\n";
+    return;
+  }
+  Table table({"STUDY", "STATE", "TRIALS", "RUNNING", "BEST", "METRIC", "CREATED"});
+  for (const auto& s : studies) {
+    int done = 0, running = 0;
+    std::string best = "-", metric = "-";
+    for (const auto& t : s.trials) {
+      if (!t) continue;
+      if (t->state == "ACTIVE" || t->state == "REQUESTED" || t->state == "STOPPING") {
+        ++running;
+      } else {
+        ++done;
+      }
+      if (t->id == s.best_trial && !s.best_trial.empty()) {
+        best = "trial " + t->id;
+        if (t->has_final_metric) {
+          std::ostringstream v;
+          v << t->final_metric;
+          best += " (" + s.metric + " " + v.str() + ")";
+        }
+      }
+    }
+    if (!s.metric.empty()) metric = s.metric + " (" + s.goal + ")";
+    table.AddRow({s.name, OrDash(s.state),
+                  std::to_string(done) + "/" + std::to_string(s.max_trials),
+                  std::to_string(running), best, metric, FormatTime(s.create_time_ms)});
   }
   table.Print(out);
 }

@@ -52,5 +52,7 @@ void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out)
 // `cohort trials STUDY` and the end of `cohort tune --wait`: the study's header, one line per
 // trial (its parameters as columns), and the best trial.
 void PrintStudy(const wire::StudyInfoT& study, std::ostream& out);
+// `cohort studies`: one line per study: state, trials done of the most, running, the best trial.
+void PrintStudies(const std::vector<wire::StudyInfoT>& studies, std::ostream& out);
 
 }  // namespace cohort::cli

@@ -31,18 +31,24 @@ StatusOr<std::string> ReadSpecText(const std::string& file);
 StatusOr<uint64_t> SpecSizeLimit();
 
 // What submit and tune share: the one FILE argument ("-": standard input) is read and checked with
-// `parse` before anything is sent, then sent with `send`; on success `then` runs with the client,
-// the parsed spec and the coordinator's reply. `kind` ("job", "study") names the spec in errors.
+// `parse` before anything is sent, then sent with `send` (the text, possibly changed by `edit`
+// first: submit --name); on success `then` runs with the client, the parsed spec and the
+// coordinator's reply. `kind` ("job", "study") names the spec in errors.
 template <typename Spec, typename Reply>
 int SubmitSpecFile(
     const ParsedArgs& args, const Context& ctx, const std::string& verb, const std::string& kind,
     StatusOr<Spec> (*parse)(std::string_view, std::string_view),
     const std::function<StatusOr<Reply>(CoordinatorClient&, const std::string&)>& send,
-    const std::function<int(CoordinatorClient&, const Spec&, const Reply&)>& then) {
+    const std::function<int(CoordinatorClient&, const Spec&, const Reply&)>& then,
+    const std::function<StatusOr<std::string>(const std::string&)>& edit = {}) {
   if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one FILE");
   const std::string& file = args.positionals[0];
   auto text = ReadSpecText(file);
   if (!text.ok()) return UsageError(ctx.err, verb, text.status().message());
+  if (edit) {
+    text = edit(*text);
+    if (!text.ok()) return UsageError(ctx.err, verb, text.status().message());
+  }
   auto limit = SpecSizeLimit();
   if (!limit.ok()) return UsageError(ctx.err, verb, limit.status().message());
   Status fits = CheckSpecSize(kind + " spec " + file, text->size(), *limit,

@@ -51,5 +51,11 @@ int Tune(const ParsedArgs& args, const Context& ctx);
 int Trials(const ParsedArgs& args, const Context& ctx);
 int Metrics(const ParsedArgs& args, const Context& ctx);
 int Usage(const ParsedArgs& args, const Context& ctx);
+int Delete(const ParsedArgs& args, const Context& ctx);
+int Studies(const ParsedArgs& args, const Context& ctx);
+int Cordon(const ParsedArgs& args, const Context& ctx);
+int Uncordon(const ParsedArgs& args, const Context& ctx);
+int Drain(const ParsedArgs& args, const Context& ctx);
+int Forget(const ParsedArgs& args, const Context& ctx);
 
 }  // namespace cohort::cli

@@ -1,4 +1,5 @@
-// The cluster verbs of the `cohort` CLI: nodes, queues, usage, keygen.
+// The cluster verbs of the `cohort` CLI: nodes, cordon, uncordon, drain, forget, queues, usage,
+// keygen.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,7 +27,37 @@ std::string FormatHours(double h) {
   return buf;
 }
 
+// cordon, uncordon, drain, forget: one NODE, one NodeAdmin action; prints what was done.
+int NodeAdminVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+                  const std::string& action) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one NODE");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto reply = client->AdminNode(args.positionals[0], action);
+  if (!reply.ok()) return Fail(ctx.err, reply.status());
+  ctx.out << reply->message;
+  if (reply->node) ctx.out << " (" << reply->node->state << ")";
+  ctx.out << "\n";
+  return kExitOk;
+}
+
 }  // namespace
+
+int Cordon(const ParsedArgs& args, const Context& ctx) {
+  return NodeAdminVerb(args, ctx, "cordon", "cordon");
+}
+
+int Uncordon(const ParsedArgs& args, const Context& ctx) {
+  return NodeAdminVerb(args, ctx, "uncordon", "uncordon");
+}
+
+int Drain(const ParsedArgs& args, const Context& ctx) {
+  return NodeAdminVerb(args, ctx, "drain", args.Has("--now") ? "drain-now" : "drain");
+}
+
+int Forget(const ParsedArgs& args, const Context& ctx) {
+  return NodeAdminVerb(args, ctx, "forget", "forget");
+}
 
 int Nodes(const ParsedArgs& args, const Context& ctx) {
   return ShowAll(args, ctx, "nodes", &CoordinatorClient::ListNodes, NodeToJson, PrintNodes);

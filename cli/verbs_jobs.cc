@@ -1,5 +1,5 @@
-// The job verbs of the `cohort` CLI: submit, status, list, logs, watch, cancel, metrics,
-// checkpoint.
+// The job verbs of the `cohort` CLI: submit, status, list, logs, watch, cancel (a job, else a
+// study), delete, metrics, checkpoint.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -75,6 +75,17 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
 
 int Submit(const ParsedArgs& args, const Context& ctx) {
   std::vector<std::string> warnings;
+  std::function<StatusOr<std::string>(const std::string&)> rename;
+  if (args.Has("--name")) {
+    const std::string name = args.Get("--name");
+    if (!IsValidJobName(name)) {
+      return UsageError(ctx.err, "submit",
+                        "--name: '" + name +
+                            "' is not a valid job name (must match "
+                            "[A-Za-z][A-Za-z0-9_-]{0,127})");
+    }
+    rename = [name](const std::string& text) { return WithJobName(text, name); };
+  }
   return SubmitSpecFile<JobSpec, std::string>(
       args, ctx, "submit", "job", ParseJobSpec,
       [&](CoordinatorClient& client, const std::string& text) {
@@ -87,7 +98,8 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
         // The job's name alone goes to stdout; the live view to stderr.
         return WatchJob(client, name, WatchOptionsFrom(args, ctx, ctx.err_is_terminal), ctx.err,
                         ctx.err);
-      });
+      },
+      rename);
 }
 
 int ShowJob(const ParsedArgs& args, const Context& ctx) {
@@ -199,10 +211,26 @@ int Watch(const ParsedArgs& args, const Context& ctx) {
 }
 
 int Cancel(const ParsedArgs& args, const Context& ctx) {
-  if (args.positionals.size() != 1) return UsageError(ctx.err, "cancel", "cancel needs one JOB");
+  if (args.positionals.size() != 1) {
+    return UsageError(ctx.err, "cancel", "cancel needs one JOB or STUDY");
+  }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  auto job = client->Cancel(args.positionals[0]);
+  const std::string& name = args.positionals[0];
+  auto job = client->Cancel(name);
+  if (!job.ok() && job.status().code() == StatusCode::kNotFound) {
+    // Not a job: a study of that name.
+    auto study = client->CancelStudy(name);
+    if (study.ok()) {
+      ctx.out << "study " << study->name << ": " << study->state
+              << (study->message.empty() ? "" : " (" + study->message + ")") << "\n";
+      return kExitOk;
+    }
+    if (study.status().code() == StatusCode::kNotFound) {
+      return Fail(ctx.err, NotFound("no job or study named '" + name + "'"));
+    }
+    return Fail(ctx.err, study.status());
+  }
   if (!job.ok()) return Fail(ctx.err, job.status());
   if (!args.Has("--wait") || IsTerminal(job->state)) {
     ctx.out << StateLine(*job) << "\n";
@@ -213,6 +241,16 @@ int Cancel(const ParsedArgs& args, const Context& ctx) {
       Clock::time_point::max(), std::chrono::milliseconds(250));
   if (!final_job.ok()) return Fail(ctx.err, final_job.status());
   ctx.out << StateLine(*final_job) << "\n";
+  return kExitOk;
+}
+
+int Delete(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "delete", "delete needs one JOB");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  Status deleted = client->DeleteJob(args.positionals[0]);
+  if (!deleted.ok()) return Fail(ctx.err, deleted);
+  ctx.out << "job " << args.positionals[0] << " deleted\n";
   return kExitOk;
 }
 

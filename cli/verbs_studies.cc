@@ -1,4 +1,4 @@
-// The study verbs of the `cohort` CLI: tune, trials.
+// The study verbs of the `cohort` CLI: tune, trials, studies (cancel STUDY: verbs_jobs.cc).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +84,10 @@ int Trials(const ParsedArgs& args, const Context& ctx) {
       args, ctx, "trials", "STUDY",
       [&](CoordinatorClient& client) { return client.GetStudy(args.positionals[0]); }, StudyToJson,
       PrintStudy);
+}
+
+int Studies(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "studies", &CoordinatorClient::ListStudies, StudyToJson, PrintStudies);
 }
 
 }  // namespace cohort::cli

@@ -103,7 +103,8 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
           {"memory_used_mb", node.memory_used_mb},
           {"replicas", node.replicas},
           {"last_heartbeat_ms", node.last_heartbeat_ms},
-          {"storage", node.storage}};
+          {"storage", node.storage},
+          {"admin", node.admin}};
 }
 
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue) {
@@ -243,6 +244,34 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Cancel(const std::string& name) {
   wire::JobInfoT job;
   reply.As<wire::JobInfo>()->UnPackTo(&job);
   return job;
+}
+
+StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& node_id,
+                                                             const std::string& action) {
+  wire::NodeAdminT request;
+  request.node_id = node_id;
+  request.action = action;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::NodeAdminReply>(std::move(request), action)));
+  wire::NodeAdminReplyT out;
+  reply.As<wire::NodeAdminReply>()->UnPackTo(&out);
+  return out;
+}
+
+Status CoordinatorClient::DeleteJob(const std::string& name) {
+  wire::DeleteJobT request;
+  request.name = name;
+  return Request<wire::Ack>(std::move(request), "delete").status();
+}
+
+StatusOr<wire::StudyInfoT> CoordinatorClient::CancelStudy(const std::string& name) {
+  wire::CancelStudyT request;
+  request.name = name;
+  COHORT_ASSIGN_OR_RETURN(Message reply,
+                          (Request<wire::StudyInfo>(std::move(request), "cancel study")));
+  wire::StudyInfoT study;
+  reply.As<wire::StudyInfo>()->UnPackTo(&study);
+  return study;
 }
 
 StatusOr<std::vector<wire::QueueInfoT>> CoordinatorClient::ListQueues() {

@@ -84,6 +84,13 @@ class CoordinatorClient {
   // Asks the coordinator to cancel; returns the job as it is right after (usually CANCELLING).
   StatusOr<wire::JobInfoT> Cancel(const std::string& name);
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes();
+  // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now or forget
+  // (wire::NodeAdmin says what each does); the reply names the node after it and what was done.
+  StatusOr<wire::NodeAdminReplyT> AdminNode(const std::string& node_id, const std::string& action);
+  // Deletes a finished job and its records; kFailedPrecondition for a job not finished.
+  Status DeleteJob(const std::string& name);
+  // Cancels a study (its running trials are cancelled); returns the study after.
+  StatusOr<wire::StudyInfoT> CancelStudy(const std::string& name);
   // Every queue of the coordinator: quota, weight, use, running and waiting jobs.
   StatusOr<std::vector<wire::QueueInfoT>> ListQueues();
   // Log bytes of one replica ("chief-0") from `offset`; attempt -1: every attempt concatenated,

@@ -23,13 +23,6 @@ constexpr size_t kMaxSchedulingNameLength = 64;
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 
-// [A-Za-z][A-Za-z0-9_]{0,127}
-bool IsValidJobName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength || !IsAsciiAlpha(name[0])) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_'; });
-}
-
 // Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). Job files
 // are YAML, a Unicode format; bytes that are not UTF-8 could not survive JobSpecToYaml.
 bool IsValidUtf8(std::string_view s) {
@@ -173,6 +166,13 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
 }
 
 }  // namespace
+
+bool IsValidJobName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength || !IsAsciiAlpha(name[0])) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '_' || c == '-';
+  });
+}
 
 bool IsValidSchedulingName(std::string_view name) {
   if (name.empty() || name.size() > kMaxSchedulingNameLength || !IsAsciiAlpha(name[0])) {
@@ -327,9 +327,17 @@ StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
 }
 
 Status ValidateJobSpec(const JobSpec& spec) {
-  if (!IsValidJobName(spec.name)) {
+  if (!spec.name_prefix.empty()) {
+    if (!spec.name.empty())
+      return InvalidArgument("name_prefix: give name or name_prefix, not both");
+    if (!IsValidJobName(spec.name_prefix) || spec.name_prefix.size() > kMaxNamePrefixLength) {
+      return InvalidArgument("name_prefix: " + Quoted(spec.name_prefix) +
+                             " is not a valid name prefix (must match "
+                             "[A-Za-z][A-Za-z0-9_-]{0,118}: a suffix of 9 characters is added)");
+    }
+  } else if (!IsValidJobName(spec.name)) {
     return InvalidArgument("name: " + Quoted(spec.name) +
-                           " is not a valid job name (must match [A-Za-z][A-Za-z0-9_]{0,127})");
+                           " is not a valid job name (must match [A-Za-z][A-Za-z0-9_-]{0,127})");
   }
   if (!spec.output_dir.empty() && spec.output_dir.front() != '/') {
     return InvalidArgument("output_dir: must be an absolute path, got " + Quoted(spec.output_dir));

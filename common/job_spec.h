@@ -94,7 +94,10 @@ struct SchedulingSpec {
 };
 
 struct JobSpec {
-  std::string name;
+  std::string name;  // [A-Za-z][A-Za-z0-9_-]{0,127}
+  // Instead of a name: the coordinator names the job <name_prefix>-<8 lowercase letters and
+  // digits>, unique (a prefix of at most kMaxNamePrefixLength characters of the name's form).
+  std::string name_prefix;
   std::string output_dir;             // empty: the coordinator picks <state-dir>/jobs/<name>
   std::vector<WorkerPoolSpec> pools;  // sorted by pool index after parsing
   SchedulingSpec scheduling;
@@ -113,6 +116,13 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 Status ValidateJobSpec(const JobSpec& spec);
 // Canonical YAML for a spec: ParseJobSpec(JobSpecToYaml(s)) equals s.
 std::string JobSpecToYaml(const JobSpec& spec);
+// Job names: [A-Za-z][A-Za-z0-9_-]{0,127}.
+bool IsValidJobName(std::string_view name);
+// The longest name_prefix: a generated name adds "-" and 8 characters.
+inline constexpr size_t kMaxNamePrefixLength = 119;
+// The job file's YAML text with its name set to `name` (a name_prefix removed): `cohort submit
+// --name`. kInvalidArgument when the text is not a YAML map.
+StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name);
 // Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
 bool IsValidSchedulingName(std::string_view name);
 // "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.

@@ -212,10 +212,17 @@ StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
     return r.Error(root, "", "empty job spec");
   }
   COHORT_RETURN_IF_ERROR(
-      r.CheckMap(root, "", {"name", "output_dir", "worker_pools", "scheduling"}));
+      r.CheckMap(root, "", {"name", "name_prefix", "output_dir", "worker_pools", "scheduling"}));
   JobSpec spec;
-  if (!Reader::Has(root, "name")) return r.Error(root, "name", "required");
-  COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+  if (Reader::Has(root, "name_prefix")) {
+    COHORT_ASSIGN_OR_RETURN(spec.name_prefix, r.String(root["name_prefix"], "name_prefix"));
+    if (Reader::Has(root, "name")) {
+      return r.Error(root["name"], "name", "give name or name_prefix, not both");
+    }
+  } else {
+    if (!Reader::Has(root, "name")) return r.Error(root, "name", "required (or name_prefix)");
+    COHORT_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+  }
   if (Reader::Has(root, "output_dir")) {
     COHORT_ASSIGN_OR_RETURN(spec.output_dir, r.String(root["output_dir"], "output_dir"));
   }
@@ -277,6 +284,21 @@ StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
   return spec;
 }
 
+StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("the job file is not valid YAML: ") + e.what());
+  }
+  if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
+  root.remove("name_prefix");
+  root["name"] = std::string(name);
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str());
+}
+
 StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "job file"));
   return ParseJobSpec(text, path);
@@ -285,7 +307,11 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
 std::string JobSpecToYaml(const JobSpec& spec) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << spec.name;
+  if (spec.name.empty() && !spec.name_prefix.empty()) {
+    out << YAML::Key << "name_prefix" << YAML::Value << YAML::DoubleQuoted << spec.name_prefix;
+  } else {
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << spec.name;
+  }
   if (!spec.output_dir.empty()) {
     out << YAML::Key << "output_dir" << YAML::Value << YAML::DoubleQuoted << spec.output_dir;
   }

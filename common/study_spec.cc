@@ -34,7 +34,7 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsValidStudyName(std::string_view name) {
   if (name.empty() || name.size() > kMaxStudyNameLength || !IsAlpha(name[0])) return false;
   return std::all_of(name.begin(), name.end(),
-                     [](char c) { return IsAlpha(c) || IsDigit(c) || c == '_'; });
+                     [](char c) { return IsAlpha(c) || IsDigit(c) || c == '_' || c == '-'; });
 }
 
 // Parameter ids become `--id=value` flags: [A-Za-z_][A-Za-z0-9_.-]*.
@@ -408,7 +408,7 @@ const ParameterSpec* StudySpec::FindParameter(std::string_view id) const {
 Status ValidateStudySpec(const StudySpec& spec) {
   if (!IsValidStudyName(spec.name)) {
     return InvalidArgument("name: " + Quoted(spec.name) +
-                           " is not a valid study name (must match [A-Za-z][A-Za-z0-9_]{0,99})");
+                           " is not a valid study name (must match [A-Za-z][A-Za-z0-9_-]{0,99})");
   }
   if (!IsValidMetricId(spec.metric_id)) {
     return InvalidArgument("metric.id: " + Quoted(spec.metric_id) +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "common/spec_limit.h"
@@ -13,6 +14,18 @@ namespace cohort::coordinator {
 namespace {
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+// A job name for `name_prefix`: the prefix, '-' and 8 lowercase letters and digits, not taken.
+std::string GenerateJobName(const std::string& prefix, const JobController& jobs) {
+  static std::mt19937_64 random{std::random_device{}()};
+  constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 2);
+  while (true) {
+    std::string name = prefix + "-";
+    for (int i = 0; i < 8; ++i) name += kAlphabet[pick(random)];
+    if (jobs.FindJob(name) == nullptr) return name;
+  }
+}
 
 }  // namespace
 
@@ -88,6 +101,12 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   if (!spec.ok()) {
     Reply(m, EncodeError(id, InvalidArgument(spec.status().message())));
     return;
+  }
+  if (spec->name.empty()) {
+    // name_prefix: the stored spec carries the generated name.
+    spec->name = GenerateJobName(spec->name_prefix, jobs_);
+    spec->name_prefix.clear();
+    yaml = JobSpecToYaml(*spec);
   }
   if (jobs_.FindJob(spec->name)) {
     Reply(m, EncodeError(id, AlreadyExists("a job named '" + spec->name + "' already exists")));
@@ -373,7 +392,6 @@ wire::NodeListT ClientService::Nodes() const {
     auto ni = std::make_unique<wire::NodeInfoT>();
     ni->node_id = id;
     ni->address = n.address;
-    ni->state = !n.ready ? "LOST" : n.draining ? "DRAINING" : "READY";
     for (const auto& g : n.gpus) ni->gpus.push_back(std::make_unique<wire::GpuInfoT>(g));
     ni->cpus = n.cpus;
     ni->memory_mb = n.memory_mb;
@@ -387,6 +405,8 @@ wire::NodeListT ClientService::Nodes() const {
       ni->memory_used_mb = u->second.mem;
       ni->replicas = u->second.replicas;
     }
+    ni->state = NodeStateName(n, ni->replicas > 0);
+    ni->admin = NodeAdminLabel(n, ni->replicas > 0);
     list.nodes.push_back(std::move(ni));
   }
   return list;

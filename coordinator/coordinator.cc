@@ -42,6 +42,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                                &options_.queues},
           [this] { study_runner_.Run(clock_->NowMs()); },
           [this](const JobQuery& query) { return store_->ListJobs(query); }),
+      admin_service_(jobs_, nodes_, studies_, client_service_, outbox_,
+                     [this] { study_runner_.Run(clock_->NowMs()); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), !options_.insecure,
                      [this] { study_runner_.Run(clock_->NowMs()); }) {
@@ -137,6 +139,7 @@ Status Coordinator::Recover() {
     for (const auto& why : bad_studies) spdlog::error("--accept-damaged-state: study: {}", why);
   }
   for (const TrainingMetric& m : state.training_metrics) training_.Add(m);
+  nodes_.RestoreAdmin(state.node_admin);
   size_t jobs = state.jobs.size();
   for (JobRecord& job : state.jobs) jobs_.Restore(std::move(job));
   jobs_.FinishRestore(clock_->NowMs());
@@ -194,6 +197,8 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
         continue;
       } else if (!agent && observability_service_.Handle(m, now)) {
         // answered
+      } else if (!agent && admin_service_.Handle(m, now)) {
+        // answered
       } else if (agent) {
         agent_service_.Handle(m, now);
       } else {
@@ -236,6 +241,13 @@ void Coordinator::Tick() {
     last_periodic_ms_ = now;
     bad_frames_.Flush();
     jobs_.CheckTimeouts(now, now - started_ms_ > options_.heartbeat_timeout.count());
+    // Retention: checked every quarter of it, at least every second and at most every minute.
+    const int64_t retention = options_.job_retention.count();
+    if (retention > 0 &&
+        now - last_retention_ms_ >= std::clamp<int64_t>(retention / 4, kPeriodicMs, 60'000)) {
+      last_retention_ms_ = now;
+      admin_service_.DeleteExpired(now, retention);
+    }
   }
   // Jobs that ended tell their studies, which may submit or cancel trial jobs.
   ExecuteCommands();
@@ -313,6 +325,8 @@ Status Coordinator::Commit() {
   StateChanges changes;
   changes.study_records = studies_.TakeJournalRecords();
   changes.training_metrics = agent_service_.TakeTrainingMetrics();
+  changes.node_admin = nodes_.PendingAdmin();
+  changes.deleted_jobs = jobs_.TakeDeleted();
   std::set<std::string> dirty = jobs_.TakeDirty();
   for (const auto& name : dirty) {
     if (const JobRecord* job = jobs_.FindJob(name)) changes.jobs.push_back(job);
@@ -325,6 +339,11 @@ Status Coordinator::Commit() {
   }
   if (!stored.ok()) return RollBack(dirty, stored);
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
+  nodes_.AdminStored();
+  for (const std::string& name : changes.deleted_jobs) {
+    training_.Remove(name);
+    if (Status gone = logs_.DeleteJob(name); !gone.ok()) spdlog::warn("{}", gone.ToString());
+  }
   if (http_) snapshots_.MarkChanged(dirty);
   if (store_failing_since_ms_ >= 0 && !changes.empty()) {
     spdlog::info("state store: writes are stored again, after {} of failures",
@@ -383,7 +402,8 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
     if (!s.ok()) spdlog::debug("send to peer {}: {}", o.peer, s.ToString());
   }
 
-  // Memory goes back to the last commit.
+  // Memory goes back to the last commit (a job deleted in the pass is among `dirty`: read back).
+  nodes_.RevertAdmin();
   COHORT_ASSIGN_OR_RETURN(std::vector<JobRecord> stored, store_->LoadJobs(dirty));
   COHORT_ASSIGN_OR_RETURN(std::vector<std::string> stored_studies, store_->LoadStudies());
   // The jobs the pass did not change equal the store: moved over, not copied or re-read.

@@ -1,7 +1,8 @@
 // Coordinator is the cohort-coordinator daemon minus main(): one single-threaded event loop over
 // small managers. It owns the two ROUTER endpoints (clients, agents), the durable state
 // (StateStore), and wires the managers together:
-//   ClientService / AgentService   wire requests in, replies out (coordinator/*_service.h)
+//   ClientService / AdminService / AgentService   wire requests in, replies out
+//                                  (coordinator/*_service.h)
 //   JobController                  the job state machine: events in, commands out
 //   NodeRegistry                   nodes, heartbeats, node loss
 //   PlacementRound + Scheduler     the scheduling round;  LaunchPlan  launch/stop messages
@@ -67,6 +68,7 @@
 #include "common/messaging.h"
 #include "common/rate_limited_log.h"
 #include "common/status.h"
+#include "coordinator/admin_service.h"
 #include "coordinator/agent_service.h"
 #include "coordinator/client_service.h"
 #include "coordinator/http_service.h"
@@ -181,10 +183,12 @@ class Coordinator {
   Watchdog watchdog_;
   Outbox outbox_;
   ClientService client_service_;
+  AdminService admin_service_;
   AgentService agent_service_;
   int64_t started_ms_ = 0;
   int64_t last_periodic_ms_ = 0;
   int64_t last_stats_log_ms_ = 0;
+  int64_t last_retention_ms_ = 0;
   int64_t store_failing_since_ms_ = -1;  // -1: the last commit succeeded
   int64_t last_store_warning_ms_ = 0;
   int64_t store_retry_at_ms_ = 0;     // the timers wait until then after a failed commit

@@ -220,7 +220,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   for (const NodeRecord& n : s.nodes) {
     if (!n.ready) {
       ++lost;
-    } else if (n.draining) {
+    } else if (n.draining || n.admin == NodeAdmin::kDraining) {
       ++draining;
     } else {
       ++ready;
@@ -377,9 +377,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
   for (const NodeRecord& n : s->nodes) {
     out.push_back({{"node_id", n.node_id},
                    {"address", n.address},
-                   {"state", !n.ready     ? "LOST"
-                             : n.draining ? "DRAINING"
-                                          : "READY"},
+                   {"state", NodeStateName(n, !replicas[n.node_id].empty())},
+                   {"admin", NodeAdminLabel(n, !replicas[n.node_id].empty())},
                    {"gpus", n.gpus.size()},
                    {"gpus_allocated", held[n.node_id]},
                    {"cpus", n.cpus},

@@ -469,6 +469,36 @@ std::set<std::string> JobController::TakeDirty() {
   return out;
 }
 
+std::vector<std::string> JobController::TakeDeleted() {
+  std::vector<std::string> out;
+  out.swap(deleted_);
+  return out;
+}
+
+Status JobController::Delete(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return NotFound("no job named '" + name + "'");
+  JobRecord& job = *it->second;
+  if (!job.finished()) {
+    return FailedPrecondition("job " + name + " is " + wire::EnumNameJobState(job.state) +
+                              ": only a finished job can be deleted (cancel it first)");
+  }
+  if (AnyHolding(job)) {
+    return FailedPrecondition("job " + name +
+                              " has replicas still stopping: try again when they have stopped");
+  }
+  active_.erase(job.seq);
+  ended_holding_.erase(name);
+  held_.erase(name);
+  incidents_.erase(name);
+  preempted_for_.erase(name);
+  preempting_.erase(name);
+  dirty_.insert(name);
+  deleted_.push_back(name);
+  jobs_.erase(it);
+  return Status::Ok();
+}
+
 bool JobController::TakeScheduleNeeded() {
   bool needed = schedule_needed_;
   schedule_needed_ = false;

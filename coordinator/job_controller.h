@@ -174,6 +174,10 @@ class JobController {
   // Sets the job's or replica's waiting message (journaled only when it changed).
   void SetWaitingMessage(JobRecord& job, const std::string& message);
   void SetWaitingMessage(JobRecord& job, ReplicaRecord& r, const std::string& message);
+  // Forgets a finished job whose replicas hold nothing (`cohort delete`, retention): kNotFound,
+  // or kFailedPrecondition naming its state. The name is free again; TakeDeleted names it (the
+  // store removes its rows) and it counts as dirty (a failed commit reads it back).
+  Status Delete(const std::string& name);
 
   // ---- queries
   JobRecord* FindJob(const std::string& name);
@@ -197,8 +201,9 @@ class JobController {
 
   // ---- outputs
   ControllerCommands TakeCommands();
-  std::set<std::string> TakeDirty();  // names of the jobs changed since the last call
-  bool TakeScheduleNeeded();          // resources came free or a job needs placing
+  std::set<std::string> TakeDirty();       // names of the jobs changed since the last call
+  std::vector<std::string> TakeDeleted();  // names of the jobs deleted since the last call
+  bool TakeScheduleNeeded();               // resources came free or a job needs placing
 
  private:
   struct Held {
@@ -245,6 +250,7 @@ class JobController {
   uint64_t next_seq_ = 1;
   ControllerCommands commands_;
   std::set<std::string> dirty_;
+  std::vector<std::string> deleted_;
   bool schedule_needed_ = true;
   std::map<std::string, uint64_t> restarts_by_cause_;
 };

@@ -293,4 +293,24 @@ StatusOr<LogStore::ReadResult> LogStore::ReadStacks(const std::string& job,
   return out;
 }
 
+Status LogStore::DeleteJob(const std::string& job) {
+  const std::string dir = root_ + "/" + job;
+  const std::string prefix = dir + "/";
+  for (auto it = sizes_.lower_bound(prefix);
+       it != sizes_.end() && it->first.rfind(prefix, 0) == 0;) {
+    it = sizes_.erase(it);
+  }
+  for (auto it = times_checked_.lower_bound(prefix);
+       it != times_checked_.end() && it->rfind(prefix, 0) == 0;) {
+    it = times_checked_.erase(it);
+  }
+  for (auto it = eof_.begin(); it != eof_.end();) {
+    it = std::get<0>(*it) == job ? eof_.erase(it) : std::next(it);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return ErrnoStatus("cannot remove the logs of job " + job + " (" + dir + ")", ec.value());
+  return Status::Ok();
+}
+
 }  // namespace cohort::coordinator

@@ -74,6 +74,10 @@ class LogStore {
   StatusOr<ReadResult> ReadStacks(const std::string& job, const std::string& replica, int attempt,
                                   int max_attempt, uint64_t offset, uint32_t max_bytes) const;
 
+  // Removes everything held of `job` (<root>/<job>/: every replica's logs, times and stack
+  // dumps) and forgets it. Nothing held is not an error.
+  Status DeleteJob(const std::string& job);
+
  private:
   std::string root_;
   std::map<std::string, uint64_t> sizes_;  // path -> bytes held

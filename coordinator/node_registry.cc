@@ -60,6 +60,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.last_heartbeat_ms = now_ms;
   node.ready = true;
   node.draining = false;
+  node.admin = AdminOf(node_id);
   node.listening_ports = Ports(req.listening_ports());
   node.peer = peer;
   node.storage = NodeStorage{};
@@ -128,6 +129,75 @@ std::optional<int64_t> NodeRegistry::LastHeardMs(const std::string& node_id) con
   const NodeRecord* node = Find(node_id);
   if (node == nullptr || !node->ready) return std::nullopt;
   return node->last_heartbeat_ms;
+}
+
+void NodeRegistry::RestoreAdmin(const std::map<std::string, NodeAdmin>& stored) {
+  for (const auto& [id, admin] : stored) {
+    if (admin == NodeAdmin::kNone) continue;
+    admin_[id] = admin;
+    if (auto it = nodes_.find(id); it != nodes_.end()) it->second.admin = admin;
+  }
+}
+
+Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin) {
+  auto node = nodes_.find(node_id);
+  if (node == nodes_.end() && !admin_.count(node_id)) {
+    return NotFound("no node '" + node_id + "'");
+  }
+  NodeAdmin before = AdminOf(node_id);
+  if (before == admin) return Status::Ok();
+  pending_admin_.emplace(node_id, before);  // keeps the first "before" of the pass
+  if (admin == NodeAdmin::kNone) {
+    admin_.erase(node_id);
+  } else {
+    admin_[node_id] = admin;
+  }
+  if (node != nodes_.end()) node->second.admin = admin;
+  spdlog::info("node {}: {}", node_id,
+               admin == NodeAdmin::kNone ? std::string("uncordoned")
+                                         : std::string(NodeAdminName(admin)) +
+                                               " by an admin: nothing new is placed there");
+  return Status::Ok();
+}
+
+NodeAdmin NodeRegistry::AdminOf(const std::string& node_id) const {
+  auto it = admin_.find(node_id);
+  return it == admin_.end() ? NodeAdmin::kNone : it->second;
+}
+
+Status NodeRegistry::Forget(const std::string& node_id) {
+  auto node = nodes_.find(node_id);
+  if (node == nodes_.end() && !admin_.count(node_id)) return NotFound("no node '" + node_id + "'");
+  if (node != nodes_.end() && node->second.ready) {
+    return FailedPrecondition("node " + node_id +
+                              " is not LOST (its agent is heard from): stop its agent first, or "
+                              "`cohort drain` it");
+  }
+  if (admin_.count(node_id)) {
+    pending_admin_.emplace(node_id, admin_[node_id]);
+    admin_.erase(node_id);
+  }
+  if (node != nodes_.end()) nodes_.erase(node);
+  spdlog::info("node {} forgotten", node_id);
+  return Status::Ok();
+}
+
+std::map<std::string, NodeAdmin> NodeRegistry::PendingAdmin() const {
+  std::map<std::string, NodeAdmin> changes;
+  for (const auto& [id, before] : pending_admin_) changes[id] = AdminOf(id);
+  return changes;
+}
+
+void NodeRegistry::RevertAdmin() {
+  for (const auto& [id, before] : pending_admin_) {
+    if (before == NodeAdmin::kNone) {
+      admin_.erase(id);
+    } else {
+      admin_[id] = before;
+    }
+    if (auto it = nodes_.find(id); it != nodes_.end()) it->second.admin = before;
+  }
+  pending_admin_.clear();
 }
 
 }  // namespace cohort::coordinator

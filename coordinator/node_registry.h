@@ -3,7 +3,13 @@
 // READY, DRAINING (its agent is shutting down: nothing new is placed there) or LOST (silent for
 // heartbeat_timeout). It knows nothing of jobs: the Coordinator hands what it learns (a lost node,
 // the replicas a re-registering agent reports) to the JobController, which decides each replica's
-// fate. Nodes live in memory only; after a coordinator restart they come back as agents register.
+// fate. Nodes live in memory; after a coordinator restart they come back as agents register.
+//
+// An admin's cordon or drain of a node (NodeAdmin, state.h) is the one thing about nodes that is
+// stored: SetAdmin changes it (also for a node known only from the store, not registered since the
+// restart), keeps it across the agent's re-registrations, and queues the change for the pass's
+// commit (PendingAdmin; AdminStored after the commit, RevertAdmin after a failed one puts the
+// settings back as they were). Forget removes a LOST node and its setting.
 //
 // Thread safety: none; the coordinator loop calls it.
 #pragma once
@@ -56,6 +62,22 @@ class NodeRegistry : public NodeHealth {
 
   std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
 
+  // ---- admin settings (see the header comment)
+  // The stored settings, at start (before any agent registers).
+  void RestoreAdmin(const std::map<std::string, NodeAdmin>& stored);
+  // Sets `node_id`'s setting; kNotFound when the node is neither registered nor has a stored one.
+  Status SetAdmin(const std::string& node_id, NodeAdmin admin);
+  // The setting of `node_id` (kNone when none).
+  NodeAdmin AdminOf(const std::string& node_id) const;
+  // Removes a LOST node (and its setting); kNotFound for an unknown node, kFailedPrecondition for
+  // one that is not LOST.
+  Status Forget(const std::string& node_id);
+  // Settings changed since the last AdminStored/RevertAdmin: node id -> the new setting (kNone:
+  // none, the stored row goes).
+  std::map<std::string, NodeAdmin> PendingAdmin() const;
+  void AdminStored() { pending_admin_.clear(); }
+  void RevertAdmin();
+
   // The storage check (NodeRecord::storage is judged at each registration and heartbeat against
   // what `probe` wrote); none: every node is "no output root". `probe` outlives this.
   void SetStorageProbe(const StorageProbe* probe) { storage_ = probe; }
@@ -66,6 +88,10 @@ class NodeRegistry : public NodeHealth {
   int64_t heartbeat_timeout_ms_;
   const StorageProbe* storage_ = nullptr;
   std::map<std::string, NodeRecord> nodes_;
+  // Every node's admin setting (none: absent), registered or not.
+  std::map<std::string, NodeAdmin> admin_;
+  // Changed and not yet stored: node id -> the setting before the first change.
+  std::map<std::string, NodeAdmin> pending_admin_;
 };
 
 }  // namespace cohort::coordinator

@@ -34,7 +34,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   ParsedFlags out;
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
-                      stop_grace = "30s", max_spec_size = "1MiB";
+                      stop_grace = "30s", max_spec_size = "1MiB", job_retention = "none";
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help and exit")("version", "print the version and exit")(
       "config", po::value(&config), "INI file with the same names as these flags")(
@@ -62,6 +62,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "max-requests-per-peer",
       po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
       "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")(
+      "job-retention", po::value(&job_retention)->default_value(job_retention),
+      "finished jobs that ended longer ago than this (e.g. 30d) are deleted with their records "
+      "and logs; none or 0 keeps them forever")(
       "max-spec-size", po::value(&max_spec_size)->default_value(max_spec_size),
       "job and study specs larger than this are refused at submit (bytes, or KiB/MiB)")(
       "insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")(
@@ -118,6 +121,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   COHORT_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("heartbeat-timeout", heartbeat));
   COHORT_ASSIGN_OR_RETURN(o.starvation_limit, Duration("starvation-limit", starvation));
   COHORT_ASSIGN_OR_RETURN(o.stop_grace, Duration("stop-grace", stop_grace));
+  if (job_retention != "none" && job_retention != "0") {
+    COHORT_ASSIGN_OR_RETURN(o.job_retention, Duration("job-retention", job_retention));
+  }
   int lo = 0, hi = 0;
   char dash = 0;
   std::istringstream ps(ports);

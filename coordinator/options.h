@@ -57,6 +57,9 @@ struct CoordinatorOptions {
   std::string http_endpoint = "none";
   bool http_endpoint_explicit = false;
   std::string http_token;
+  // Finished jobs that ended longer ago than this are deleted with their records and logs
+  // (--job-retention, e.g. 30d; 0, "0" or "none": kept forever).
+  std::chrono::milliseconds job_retention{0};
 };
 
 // Where a job without output_dir writes: <DefaultJobOutputBase>/<job name>, i.e. under

@@ -35,7 +35,7 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int
     for (int port : n.listening_ports) view.MarkPortUsed(port);
   }
   for (const auto& [id, n] : nodes.nodes()) {
-    if (!n.ready || n.draining) continue;
+    if (!n.schedulable()) continue;
     NodeFree f;
     f.node_id = id;
     for (const auto& g : n.gpus) f.free_gpus.push_back(g.index);
@@ -139,7 +139,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   ScheduleInput input;
   input.queues = QueueUsage(jobs, queues);
   for (const auto& [id, n] : nodes.nodes()) {
-    if (!n.ready || n.draining) continue;
+    if (!n.schedulable()) continue;
     input.cluster_gpus += static_cast<int64_t>(n.gpus.size());
     input.cluster_cpus += n.cpus;
   }

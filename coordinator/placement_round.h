@@ -1,10 +1,11 @@
 // PlacementRound is one scheduling round of the coordinator: it builds the cluster view (what is
-// free on every READY, non-draining node once every live replica is counted, and the ports in use
-// anywhere) from the NodeRegistry and the JobController, places the replicas of running jobs that
-// wait to restart (each on its previous node when it fits), then hands the queued jobs, in submit
-// order, with each queue's quota and use and the running jobs that could be preempted, to the
-// gang Scheduler, and applies its placements and preemptions through the JobController (which
-// emits the launches and stops). No sockets, no clock: `now_ms` comes in, statistics come out.
+// free on every schedulable node (READY, not draining, not cordoned by an admin) once every live
+// replica is counted, and the ports in use anywhere) from the NodeRegistry and the JobController,
+// places the replicas of running jobs that wait to restart (each on its previous node when it
+// fits), then hands the queued jobs, in submit order, with each queue's quota and use and the
+// running jobs that could be preempted, to the gang Scheduler, and applies its placements and
+// preemptions through the JobController (which emits the launches and stops). No sockets, no clock:
+// `now_ms` comes in, statistics come out.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +28,8 @@ struct PlacementRoundStats {
   size_t preemptions = 0;  // jobs that preempted others this round
 };
 
-// Free resources and ports in use, over every READY node (draining ones take nothing new).
+// Free resources over every schedulable node (NodeRecord::schedulable: draining and cordoned
+// ones take nothing new), and the ports in use on every READY node.
 // `node_index` maps node ids to indices of view.nodes.
 ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int port_min,
                              int port_max, std::map<std::string, int>* node_index);

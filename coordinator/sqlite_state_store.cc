@@ -117,6 +117,13 @@ CREATE TABLE job_metrics (
   PRIMARY KEY (job, step, time_ms, tag, replica)
 ) WITHOUT ROWID;
 )sql"},
+    {3, R"sql(
+CREATE TABLE node_admin (
+  node_id TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  row_crc INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace
@@ -276,12 +283,19 @@ Status SqliteStateStore::CommitWithMeta(const StateChanges& changes,
   for (size_t i = 0; s.ok() && i < changes.training_metrics.size(); ++i) {
     s = WriteTrainingMetric(changes.training_metrics[i]);
   }
+  for (auto it = changes.node_admin.begin(); s.ok() && it != changes.node_admin.end(); ++it) {
+    s = WriteNodeAdmin(it->first, it->second);
+  }
+  for (size_t i = 0; s.ok() && i < changes.deleted_jobs.size(); ++i) {
+    s = DeleteJobRows(changes.deleted_jobs[i]);
+  }
   if (s.ok()) s = st_->commit.Run();
   if (!s.ok()) {
     db_->RollbackIfOpen();
     return s;
   }
   for (auto& [name, image] : pending_jobs) jobs_[name] = std::move(image);
+  for (const std::string& name : changes.deleted_jobs) jobs_.erase(name);
   for (auto& [name, image] : pending_studies) studies_[name] = image;
   return Status::Ok();
 }
@@ -466,6 +480,8 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
         st.end_trial.Bind(1, name).Bind(2, trial).Bind(3, ok ? 1 : 0).Bind(4, message).Bind(5, crc);
         COHORT_RETURN_IF_ERROR(st.end_trial.Run());
       }
+    } else if (e.contains("cancelled")) {
+      kind = "cancelled";
     }
     st.insert_study_event.Bind(1, name)
         .Bind(2, pos)

@@ -24,6 +24,45 @@ const WorkerPoolSpec& JobRecord::PoolOf(const ReplicaRecord& r) const {
 
 bool JobRecord::finished() const { return IsFinal(state); }
 
+std::string_view NodeAdminName(NodeAdmin admin) {
+  switch (admin) {
+    case NodeAdmin::kCordoned:
+      return "cordoned";
+    case NodeAdmin::kDraining:
+      return "draining";
+    case NodeAdmin::kNone:
+      break;
+  }
+  return "";
+}
+
+StatusOr<NodeAdmin> ParseNodeAdmin(std::string_view name) {
+  for (NodeAdmin a : {NodeAdmin::kNone, NodeAdmin::kCordoned, NodeAdmin::kDraining}) {
+    if (NodeAdminName(a) == name) return a;
+  }
+  return InvalidArgument("no node admin state '" + std::string(name) +
+                         "' (expected cordoned or draining)");
+}
+
+std::string NodeAdminLabel(const NodeRecord& node, bool holds_replicas) {
+  if (node.admin == NodeAdmin::kDraining && !holds_replicas) return "drained";
+  return std::string(NodeAdminName(node.admin));
+}
+
+std::string NodeStateName(const NodeRecord& node, bool holds_replicas) {
+  if (!node.ready) return "LOST";
+  if (node.draining) return "DRAINING";
+  switch (node.admin) {
+    case NodeAdmin::kCordoned:
+      return "CORDONED";
+    case NodeAdmin::kDraining:
+      return holds_replicas ? "DRAINING" : "DRAINED";
+    case NodeAdmin::kNone:
+      break;
+  }
+  return "READY";
+}
+
 bool IsFinal(ReplicaState s) {
   switch (s) {
     case ReplicaState::PENDING:

@@ -1,6 +1,7 @@
 // The coordinator's model of the cluster: jobs with their replicas and events, and nodes. Jobs are
 // durable (the StateStore keeps every job changed in a loop pass, coordinator/state_store.h);
-// nodes live in memory only and come back when agents re-register.
+// nodes live in memory and come back when agents re-register (an admin's cordon or drain of a
+// node is stored).
 //
 // Replica life: PENDING with an empty node_id = waiting to be placed; PENDING with a node = launch
 // sent; STARTING/RUNNING as the agent reports; then one final state. A replica "holds" its node's
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -96,6 +98,24 @@ struct NodeStorage {
   std::string verdict;    // "shared", "not shared: <why>", "checking", "no output root"
 };
 
+// An admin's setting of a node (`cohort cordon`, `cohort drain`): nothing new is placed on a node
+// that has one. Kept by the StateStore, so it survives a coordinator restart and an agent's
+// re-registration; `cohort uncordon` clears it. Whether a draining node is drained (no replica
+// left) is read from the jobs, not stored.
+enum class NodeAdmin { kNone, kCordoned, kDraining };
+// "", "cordoned", "draining".
+std::string_view NodeAdminName(NodeAdmin admin);
+// The inverse of NodeAdminName ("" is kNone); kInvalidArgument for another name.
+StatusOr<NodeAdmin> ParseNodeAdmin(std::string_view name);
+
+struct NodeRecord;
+// A node's state as `cohort nodes` and /api/nodes show it: LOST; DRAINING (its agent is shutting
+// down, or an admin's drain while replicas still run there); DRAINED (an admin's drain, no replica
+// left); CORDONED; READY. `holds_replicas`: some replica holds resources there.
+std::string NodeStateName(const NodeRecord& node, bool holds_replicas);
+// The admin's setting as shown: "", "cordoned", "draining", "drained".
+std::string NodeAdminLabel(const NodeRecord& node, bool holds_replicas);
+
 struct NodeRecord {
   std::string node_id;
   std::string address;
@@ -104,12 +124,16 @@ struct NodeRecord {
   int64_t memory_mb = 0;
   std::map<std::string, std::string> labels;
   int64_t last_heartbeat_ms = 0;
-  bool ready = true;                 // false: LOST
-  bool draining = false;             // its agent is shutting down: nothing new is placed here
-  std::vector<int> listening_ports;  // as the agent last reported: never handed to a replica
+  bool ready = true;                   // false: LOST
+  bool draining = false;               // its agent is shutting down: nothing new is placed here
+  NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
+  std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica
   std::string peer;  // ROUTER identity its agent last spoke from (the agent sets its node id)
   std::string key;   // the CURVE key its agent registered with (empty with --insecure)
   NodeStorage storage;
+
+  // READY, its agent not shutting down, and no cordon or drain: new replicas may go here.
+  bool schedulable() const { return ready && !draining && admin == NodeAdmin::kNone; }
 };
 
 bool IsFinal(ReplicaState s);

@@ -19,6 +19,7 @@
 // Thread safety: not thread-safe; the coordinator loop calls it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -38,6 +39,8 @@ struct StoredState {
   std::vector<std::string> dropped;
   // Every training metric stored (coordinator/training_metrics.h), per job in arrival order.
   std::vector<TrainingMetric> training_metrics;
+  // Every node an admin cordoned or drained (NodeRegistry::RestoreAdmin).
+  std::map<std::string, NodeAdmin> node_admin;
 };
 
 // One pass of the coordinator loop.
@@ -45,7 +48,15 @@ struct StateChanges {
   std::vector<const JobRecord*> jobs;      // each stored whole (what did not change is skipped)
   std::vector<std::string> study_records;  // StudyController::TakeJournalRecords(), in order
   std::vector<TrainingMetric> training_metrics;  // stored once each (a resent one is ignored)
-  bool empty() const { return jobs.empty() && study_records.empty() && training_metrics.empty(); }
+  // Node admin settings changed (NodeRegistry::PendingAdmin); kNone removes the node's.
+  std::map<std::string, NodeAdmin> node_admin;
+  // Finished jobs deleted (`cohort delete`, retention): every row of each goes (its job row,
+  // spec, replicas, events and training metrics). Applied after `jobs`.
+  std::vector<std::string> deleted_jobs;
+  bool empty() const {
+    return jobs.empty() && study_records.empty() && training_metrics.empty() &&
+           node_admin.empty() && deleted_jobs.empty();
+  }
 };
 
 // A history query (`cohort list --state S --since T --limit N`): newest first.

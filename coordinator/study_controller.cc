@@ -63,6 +63,9 @@ Status StudyController::Apply(Entry& entry, Event e, bool record) {
     case Event::Kind::kEnded:
       COHORT_RETURN_IF_ERROR(study.TrialJobEnded(e.trial, e.succeeded, e.message));
       break;
+    case Event::Kind::kCancelled:
+      study.Cancel();
+      break;
   }
   if (record) entry.events.push_back(std::move(e));
   return Status::Ok();
@@ -101,6 +104,18 @@ void StudyController::JobEnded(const std::string& job, bool succeeded, const std
   if (!s.ok())
     spdlog::error("study {}: trial job {} ended: {}", it->second.first, job, s.ToString());
   NoteEnd(entry, now_ms);
+}
+
+Status StudyController::Cancel(const std::string& name, int64_t now_ms) {
+  auto it = studies_.find(name);
+  if (it == studies_.end()) return NotFound("no study named '" + name + "'");
+  Entry& entry = *it->second;
+  if (entry.study->state() != StudyState::kActive) return Status::Ok();
+  Event e;
+  e.kind = Event::Kind::kCancelled;
+  COHORT_RETURN_IF_ERROR(Apply(entry, std::move(e), true));
+  NoteEnd(entry, now_ms);
+  return Status::Ok();
 }
 
 void StudyController::NoteEnd(Entry& entry, int64_t now_ms) {
@@ -189,6 +204,9 @@ std::string StudyController::Record(const std::string& name, const Entry& entry,
       case Event::Kind::kEnded:
         events.push_back({{"ended", e.trial}, {"succeeded", e.succeeded}, {"message", e.message}});
         break;
+      case Event::Kind::kCancelled:
+        events.push_back({{"cancelled", true}});
+        break;
     }
   }
   json j = {{"kind", "study"},
@@ -252,6 +270,8 @@ StatusOr<bool> StudyController::Replay(const std::string& record) {
         e.trial = ej.at("measurement").get<std::string>();
         e.step = ej.at("step").get<int64_t>();
         e.value = ej.at("value").get<double>();
+      } else if (ej.contains("cancelled")) {
+        e.kind = Event::Kind::kCancelled;
       } else {
         e.kind = Event::Kind::kEnded;
         e.trial = ej.at("ended").get<std::string>();

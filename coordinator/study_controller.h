@@ -8,7 +8,8 @@
 // journaled as its spec plus the ordered list of what happened to it: a trial was created (id and
 // parameters), a measurement of the study metric arrived, a trial's job ended. A journal record
 // is {"kind":"study", "name", "spec_yaml", "create_time_ms", "end_time_ms", "first": k,
-// "events": [...]}, carrying events k, k+1, ...; replay applies the events it has not applied yet,
+// "events": [...]}, carrying events k, k+1, ... (a trial, a measurement, a trial's end, the
+// study's cancel); replay applies the events it has not applied yet,
 // so records are idempotent (a full snapshot has first = 0). Replaying rebuilds the same trials,
 // states and future suggestions. The Coordinator appends these records before the job records of
 // the same pass, so after a torn tail a trial may exist without its job (Recover resubmits it)
@@ -59,6 +60,10 @@ class StudyController {
                         const std::map<std::string, double>& metrics);
   // A job reached a final state; ignored unless it is a trial job.
   void JobEnded(const std::string& job, bool succeeded, const std::string& message, int64_t now_ms);
+  // `cohort cancel STUDY`: the study ends CANCELLED (journaled, so it stays so after a restart)
+  // and the next TakeActions cancels its running trials' jobs. kNotFound for an unknown study;
+  // a study that has ended is left as it is.
+  Status Cancel(const std::string& name, int64_t now_ms);
   // Jobs to submit and cancel now: new trials while a study is active, the jobs of trials the
   // median rule stopped, and the running trials of a study that failed.
   StudyActions TakeActions(int64_t now_ms);
@@ -79,7 +84,7 @@ class StudyController {
 
  private:
   struct Event {
-    enum class Kind { kTrial, kMeasurement, kEnded };
+    enum class Kind { kTrial, kMeasurement, kEnded, kCancelled };
     Kind kind = Kind::kTrial;
     std::string trial;
     std::map<std::string, std::string> parameters;  // kTrial

@@ -20,4 +20,12 @@ std::shared_ptr<const TrainingSeries> TrainingMetrics::Series(const std::string&
   return it == series_.end() ? nullptr : it->second;
 }
 
+void TrainingMetrics::Remove(const std::string& job) {
+  auto it = series_.find(job);
+  if (it == series_.end()) return;
+  points_ -= it->second->size();
+  series_.erase(it);
+  keys_.erase(job);
+}
+
 }  // namespace cohort::coordinator

@@ -38,6 +38,8 @@ class TrainingMetrics {
   bool Add(const TrainingMetric& m);
   // The series of `job` (null when it reported nothing). The pointer stays valid and unchanged.
   std::shared_ptr<const TrainingSeries> Series(const std::string& job) const;
+  // Forgets every metric of `job` (a deleted job).
+  void Remove(const std::string& job);
   const std::map<std::string, std::shared_ptr<TrainingSeries>>& all() const { return series_; }
   size_t size() const { return points_; }
 

@@ -7,6 +7,7 @@ print or json.dump them.
     from cohort import Client
     client = Client("tcp://127.0.0.1:7400")                      # plaintext (--insecure)
     client = Client("tcp://coord:7400", key_file="~/.config/cohort/client.key")   # CURVE
+    client = Client()         # as the client config file says (see load_client_config)
     name = client.submit(open("job.yaml").read())
     job = client.wait(name)          # {'name': ..., 'state': 'SUCCEEDED', 'replicas': [...], ...}
     study = client.wait_study(client.submit_study(open("study.yaml").read()))
@@ -20,9 +21,10 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Body, CancelJob, Envelope, ErrorReply, GetJob, GetLogs, GetStudy,
-                         JobInfo, JobList, JobState, ListJobs, ListNodes, ListStudies, LogData,
-                         NodeList, ReplicaState, StudyInfo, StudyList, SubmitJob, SubmitJobReply,
+from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, Envelope, ErrorReply,
+                         GetJob, GetLogs, GetStudy, JobInfo, JobList, JobState, ListJobs,
+                         ListNodes, ListStudies, LogData, NodeAdmin, NodeAdminReply, NodeList,
+                         ReplicaState, StudyInfo, StudyList, SubmitJob, SubmitJobReply,
                          SubmitStudy)
 
 PROTOCOL_VERSION = 1
@@ -62,6 +64,70 @@ class Refused(CohortError):
             f"the coordinator at {endpoint} refused this key (not listed): public key "
             f"{public_key}; its admin lists a key by putting its .pub file in the coordinator's "
             "key directory"))
+
+
+_CONFIG_NAMES = ("coordinator", "insecure", "key", "server-key", "timeout")
+
+
+def client_config_path():
+    """$COHORT_CLIENT_CONFIG, else ~/.config/cohort/client.conf (as the CLI reads it)."""
+    return os.environ.get("COHORT_CLIENT_CONFIG") or os.path.expanduser(
+        "~/.config/cohort/client.conf")
+
+
+def _parse_seconds(text):
+    """'5s', '1500ms', '2m', '1h' or bare seconds, as seconds."""
+    for unit, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * scale
+    return float(text)
+
+
+def load_client_config(path=None):
+    """The client config file as a dict, with the CLI's names and meaning (common/client_config.h):
+    coordinator, insecure (bool), key, server-key (paths, ~ expanded), timeout (seconds). {} when
+    the default file does not exist; a file named by COHORT_CLIENT_CONFIG must. Raises CohortError
+    (INVALID_ARGUMENT naming the file and line) for an unknown name or a bad value."""
+    named = path or os.environ.get("COHORT_CLIENT_CONFIG")
+    path = path or client_config_path()
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        if named:
+            raise CohortError("INVALID_ARGUMENT", f"cannot read the client config {path}")
+        return {}
+    config = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        name, sep, value = line.partition("=")
+        name, value = name.strip(), value.strip()
+        where = f"{path}:{number}: "
+        if not sep:
+            raise CohortError("INVALID_ARGUMENT", where + f"expected 'name = value', got '{line}'")
+        if name not in _CONFIG_NAMES:
+            raise CohortError("INVALID_ARGUMENT", where + f"unknown name '{name}' (known: "
+                              + ", ".join(_CONFIG_NAMES) + ")")
+        if name == "insecure":
+            if value not in ("true", "yes", "1", "false", "no", "0"):
+                raise CohortError("INVALID_ARGUMENT",
+                                  where + f"insecure: expected true or false, got '{value}'")
+            config[name] = value in ("true", "yes", "1")
+        elif name == "timeout":
+            try:
+                config[name] = _parse_seconds(value)
+            except ValueError:
+                config[name] = -1
+            if config[name] <= 0:
+                raise CohortError("INVALID_ARGUMENT", where + "timeout: expected a positive "
+                                  f"duration (5s, 1500ms), got '{value}'")
+        elif name in ("key", "server-key"):
+            config[name] = os.path.expanduser(value)
+        else:
+            config[name] = value
+    return config
 
 
 def _read_key_file(path):
@@ -164,6 +230,7 @@ def _node_to_dict(node):
         "memory_used_mb": node.memoryUsedMb,
         "replicas": node.replicas,
         "last_heartbeat_ms": node.lastHeartbeatMs,
+        "admin": _text(node.admin),
     }
 
 
@@ -173,11 +240,29 @@ class Client:
     CURVE (the coordinator without --insecure) when `key_file` (or COHORT_KEY) names this
     client's key pair, a NAME.key written by `cohort keygen`; `server_key_file` (or
     COHORT_SERVER_KEY, else ~/.config/cohort/coordinator.pub) is the coordinator's public key.
-    Plaintext otherwise. A call raises Refused when the coordinator refuses the key, Unreachable
-    when nothing answers in `timeout_s`."""
+    Plaintext otherwise, or when `insecure` (or COHORT_INSECURE=1) is true. What is not given
+    comes from the environment (COHORT_COORDINATOR, COHORT_INSECURE, COHORT_KEY,
+    COHORT_SERVER_KEY), then the client config file (load_client_config: the CLI's file and
+    names), then the defaults (tcp://127.0.0.1:7400, 5 s). A call raises Refused when the
+    coordinator refuses the key, Unreachable when nothing answers in `timeout_s`."""
 
-    def __init__(self, endpoint="tcp://127.0.0.1:7400", timeout_s=5.0, context=None,
-                 key_file=None, server_key_file=None):
+    def __init__(self, endpoint=None, timeout_s=None, context=None,
+                 key_file=None, server_key_file=None, insecure=None):
+        config = load_client_config()
+        endpoint = (endpoint or os.environ.get("COHORT_COORDINATOR") or config.get("coordinator")
+                    or "tcp://127.0.0.1:7400")
+        if timeout_s is None:
+            timeout_s = config.get("timeout", 5.0)
+        if insecure is None:
+            env = os.environ.get("COHORT_INSECURE")
+            insecure = env in ("1", "true", "yes") if env is not None else config.get("insecure",
+                                                                                      False)
+        if not insecure:
+            key_file = key_file or os.environ.get("COHORT_KEY") or config.get("key")
+            server_key_file = (server_key_file or os.environ.get("COHORT_SERVER_KEY")
+                               or config.get("server-key"))
+        else:
+            key_file = None
         self.endpoint = endpoint
         self.timeout_s = timeout_s
         self._context = context or zmq.Context.instance()
@@ -277,6 +362,27 @@ class Client:
         body = GetStudy.GetStudyT()
         body.name = name
         return _study_to_dict(self._call(Body.Body.GetStudy, body, StudyInfo.StudyInfoT))
+
+    def cancel_study(self, name):
+        """Cancels a study (its running trials are cancelled); returns the study after."""
+        body = CancelStudy.CancelStudyT()
+        body.name = name
+        return _study_to_dict(self._call(Body.Body.CancelStudy, body, StudyInfo.StudyInfoT))
+
+    def delete(self, name):
+        """Deletes a finished job and its records (FAILED_PRECONDITION for one not finished)."""
+        body = DeleteJob.DeleteJobT()
+        body.name = name
+        self._call(Body.Body.DeleteJob, body, Ack.AckT)
+
+    def admin_node(self, node_id, action):
+        """An admin's change to a node: cordon, uncordon, drain, drain-now or forget. Returns
+        (message, node dict or None)."""
+        body = NodeAdmin.NodeAdminT()
+        body.nodeId = node_id
+        body.action = action
+        reply = self._call(Body.Body.NodeAdmin, body, NodeAdminReply.NodeAdminReplyT)
+        return _text(reply.message), _node_to_dict(reply.node) if reply.node else None
 
     def list_studies(self):
         reply = self._call(Body.Body.ListStudies, ListStudies.ListStudiesT(), StudyList.StudyListT)

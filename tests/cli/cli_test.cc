@@ -64,9 +64,10 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-const std::vector<std::string> kVerbs = {"submit",     "status", "list",  "logs",
-                                         "watch",      "cancel", "nodes", "queues",
-                                         "checkpoint", "keygen", "tune",  "trials"};
+const std::vector<std::string> kVerbs = {"submit", "status", "list",   "logs",       "watch",
+                                         "cancel", "delete", "nodes",  "cordon",     "uncordon",
+                                         "drain",  "forget", "queues", "checkpoint", "keygen",
+                                         "tune",   "trials", "studies"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});
@@ -169,6 +170,46 @@ TEST(CliTest, UnreachableCoordinatorExitsThreeNamingTheAddress) {
   CliResult env = RunCohort({"--timeout=300ms", "nodes"});
   EXPECT_EQ(env.exit_code, kExitUnreachable) << env.err;
   EXPECT_NE(env.err.find(endpoint), std::string::npos) << env.err;
+}
+
+// The client config file (common/client_config.h): read for the endpoint, insecure and the
+// timeout; the environment overrides it, flags override both; a bad file is a usage error naming
+// the file and line.
+TEST(CliTest, TheClientConfigFileIsReadAndTheEnvironmentAndFlagsOverrideIt) {
+  ct::TempDir dir("cohort-cli-config");
+  const std::string in_file = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+  const std::string in_env = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+  const std::string in_flag = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+  ct::WriteFile(dir.Join("client.conf"), "# a test\ncoordinator = " + in_file +
+                                             "\ninsecure = true\n\n; short\ntimeout = 300ms\n");
+  ScopedEnv config_env("COHORT_CLIENT_CONFIG", dir.Join("client.conf"));
+  ScopedEnv no_coordinator("COHORT_COORDINATOR", "");  // empty counts as unset
+  ScopedEnv no_insecure_env("COHORT_INSECURE", "");
+  // No --insecure and no keys: the file's insecure = true holds, and its endpoint is asked.
+  CliResult file = RunCohort({"nodes"});
+  EXPECT_EQ(file.exit_code, kExitUnreachable) << file.out << file.err;
+  EXPECT_NE(file.err.find(in_file), std::string::npos) << file.err;
+  CliResult flag = RunCohort({"--coordinator", in_flag, "nodes"});
+  EXPECT_EQ(flag.exit_code, kExitUnreachable) << flag.err;
+  EXPECT_NE(flag.err.find(in_flag), std::string::npos) << flag.err;
+  {
+    ScopedEnv env("COHORT_COORDINATOR", in_env);
+    CliResult from_env = RunCohort({"nodes"});
+    EXPECT_EQ(from_env.exit_code, kExitUnreachable) << from_env.err;
+    EXPECT_NE(from_env.err.find(in_env), std::string::npos) << from_env.err;
+  }
+
+  ct::WriteFile(dir.Join("client.conf"), "coordinator = " + in_file + "\ncolour = blue\n");
+  CliResult unknown = RunCohort({"nodes"});
+  EXPECT_EQ(unknown.exit_code, kExitUsage) << unknown.err;
+  EXPECT_NE(unknown.err.find("client.conf:2: unknown name 'colour'"), std::string::npos)
+      << unknown.err;
+  ct::WriteFile(dir.Join("client.conf"), "insecure = maybe\n");
+  EXPECT_EQ(RunCohort({"nodes"}).exit_code, kExitUsage);
+  ScopedEnv missing("COHORT_CLIENT_CONFIG", dir.Join("nothing.conf"));
+  CliResult gone = RunCohort({"nodes"});
+  EXPECT_EQ(gone.exit_code, kExitUsage) << gone.err;
+  EXPECT_NE(gone.err.find("nothing.conf"), std::string::npos) << gone.err;
 }
 
 TEST(CliTest, CheckpointVerifiesEachAndNamesTheRestorePoint) {

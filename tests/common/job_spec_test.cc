@@ -154,16 +154,51 @@ TEST(JobSpecTest, NameRules) {
   EXPECT_TRUE(ParseJobSpec("name: a\nworker_pools: [{role: chief, process: {command: [x]}}]").ok());
   EXPECT_TRUE(
       ParseJobSpec("name: A_1_b\nworker_pools: [{role: chief, process: {command: [x]}}]").ok());
+  // Hyphens are allowed after the first letter (issue 16 part 4).
+  EXPECT_TRUE(
+      ParseJobSpec("name: my-job-2\nworker_pools: [{role: chief, process: {command: [x]}}]").ok());
   std::string longest(128, 'a');
   EXPECT_TRUE(
       ParseJobSpec("name: " + longest + "\nworker_pools: [{role: chief, process: {command: [x]}}]")
           .ok());
-  for (std::string bad : std::vector<std::string>{"1abc", "_abc", "a-b", "a.b", "'a b'", "''",
+  for (std::string bad : std::vector<std::string>{"1abc", "_abc", "-ab", "a.b", "'a b'", "''",
                                                   std::string(129, 'a')}) {
     ExpectError("name: " + bad + "\nworker_pools: [{role: chief, process: {command: [x]}}]",
                 {"name:", "not a valid job name"});
   }
   ExpectError("worker_pools: [{role: chief, process: {command: [x]}}]", {"name: required"});
+}
+
+TEST(JobSpecTest, NamePrefix) {
+  const std::string pools = "worker_pools: [{role: chief, process: {command: [x]}}]\n";
+  auto spec = ParseJobSpec("name_prefix: sweep-lr\n" + pools);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "");
+  EXPECT_EQ(spec->name_prefix, "sweep-lr");
+  // Canonical YAML keeps the prefix.
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  ExpectError("name: a\nname_prefix: b\n" + pools, {"name", "not both"});
+  ExpectError("name_prefix: 9x\n" + pools, {"name_prefix:", "not a valid name prefix"});
+  ExpectError("name_prefix: " + std::string(120, 'a') + "\n" + pools,
+              {"name_prefix:", "not a valid name prefix"});
+  EXPECT_TRUE(ParseJobSpec("name_prefix: " + std::string(119, 'a') + "\n" + pools).ok());
+}
+
+TEST(JobSpecTest, WithJobNameReplacesNameAndPrefix) {
+  const std::string pools = "worker_pools: [{role: chief, process: {command: [x]}}]\n";
+  for (const std::string& head :
+       {std::string("name: old\n"), std::string("name_prefix: p\n"), std::string()}) {
+    auto text = WithJobName(head + pools, "new-name");
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    auto spec = ParseJobSpec(*text);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *text;
+    EXPECT_EQ(spec->name, "new-name");
+    EXPECT_EQ(spec->name_prefix, "");
+  }
+  EXPECT_FALSE(WithJobName("- a\n- b\n", "x").ok());
+  EXPECT_FALSE(WithJobName("{unclosed", "x").ok());
   ExpectError("name: [a]\nworker_pools: [{role: chief, process: {command: [x]}}]",
               {"name: expected a string"});
 }

@@ -1,0 +1,168 @@
+#include "coordinator/admin_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <vector>
+
+namespace cohort::coordinator {
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+bool AdminService::Handle(const RoutedMessage& m, int64_t now_ms) {
+  const Message& msg = m.message;
+  switch (msg.type()) {
+    case wire::Body::NodeAdmin:
+      OnNodeAdmin(m, *msg.As<wire::NodeAdmin>(), now_ms);
+      return true;
+    case wire::Body::DeleteJob:
+      OnDeleteJob(m, *msg.As<wire::DeleteJob>());
+      return true;
+    case wire::Body::CancelStudy:
+      OnCancelStudy(m, *msg.As<wire::CancelStudy>(), now_ms);
+      return true;
+    default:
+      return false;
+  }
+}
+
+void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& req, int64_t now_ms) {
+  const uint64_t id = m.message.request_id();
+  const std::string node_id = Str(req.node_id());
+  const std::string action = Str(req.action());
+  if (Status allowed = Authorize(m, AdminTarget{nullptr, nullptr, action + " node " + node_id});
+      !allowed.ok()) {
+    Reply(m, EncodeError(id, allowed));
+    return;
+  }
+  if (node_id.empty()) {
+    Reply(m, EncodeError(id, InvalidArgument("NodeAdmin.node_id: no node named")));
+    return;
+  }
+  wire::NodeAdminReplyT reply;
+  Status done;
+  if (action == "forget") {
+    done = nodes_.Forget(node_id);
+    if (done.ok()) reply.message = "node " + node_id + " forgotten";
+  } else if (action == "cordon" || action == "uncordon" || action == "drain" ||
+             action == "drain-now") {
+    NodeAdmin admin = action == "cordon"     ? NodeAdmin::kCordoned
+                      : action == "uncordon" ? NodeAdmin::kNone
+                                             : NodeAdmin::kDraining;
+    done = nodes_.SetAdmin(node_id, admin);
+    if (done.ok()) {
+      reply.message = "node " + node_id + " " + (action == "uncordon" ? "uncordoned" : "cordoned");
+      if (action == "drain") reply.message += ": its running replicas finish there";
+      if (action == "drain-now") {
+        std::vector<std::string> moved = PreemptJobsOn(node_id, now_ms);
+        reply.message += moved.empty() ? ": nothing runs there"
+                                       : ": preempted to move elsewhere: " + JoinNames(moved);
+      }
+    }
+  } else {
+    done = InvalidArgument("NodeAdmin.action: '" + action +
+                           "' is none of cordon, uncordon, drain, drain-now, forget");
+  }
+  if (!done.ok()) {
+    Reply(m, EncodeError(id, done));
+    return;
+  }
+  spdlog::info("{}", reply.message);
+  if (action != "forget") {
+    wire::NodeListT list = clients_.Nodes();
+    for (auto& node : list.nodes) {
+      if (node && node->node_id == node_id) reply.node = std::move(node);
+    }
+  }
+  Reply(m, Encode(id, std::move(reply)));
+}
+
+std::vector<std::string> AdminService::PreemptJobsOn(const std::string& node_id, int64_t now_ms) {
+  std::vector<JobRecord*> victims;
+  for (const auto& [seq, job] : jobs_.active()) {
+    for (const ReplicaRecord& r : job->replicas) {
+      if (r.node_id == node_id && JobController::HoldsResources(r) && !r.stop_requested) {
+        victims.push_back(job);
+        break;
+      }
+    }
+  }
+  std::vector<std::string> names;
+  for (JobRecord* job : victims) {
+    jobs_.PreemptJob(*job, "node " + node_id + " drained by an admin (drain --now)", now_ms);
+    names.push_back(job->name);
+  }
+  return names;
+}
+
+void AdminService::OnDeleteJob(const RoutedMessage& m, const wire::DeleteJob& req) {
+  const uint64_t id = m.message.request_id();
+  const std::string name = Str(req.name());
+  const JobRecord* job = jobs_.FindJob(name);
+  if (job == nullptr) {
+    Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
+    return;
+  }
+  if (Status allowed = Authorize(m, AdminTarget{job, nullptr, "delete job " + name});
+      !allowed.ok()) {
+    Reply(m, EncodeError(id, allowed));
+    return;
+  }
+  if (Status deleted = jobs_.Delete(name); !deleted.ok()) {
+    Reply(m, EncodeError(id, deleted));
+    return;
+  }
+  spdlog::info("job {} deleted", name);
+  Reply(m, Encode(id, wire::AckT{}));
+}
+
+void AdminService::OnCancelStudy(const RoutedMessage& m, const wire::CancelStudy& req,
+                                 int64_t now_ms) {
+  const uint64_t id = m.message.request_id();
+  const std::string name = Str(req.name());
+  auto info = studies_.Info(name);
+  if (!info.ok()) {
+    Reply(m, EncodeError(id, info.status()));
+    return;
+  }
+  if (Status allowed = Authorize(m, AdminTarget{nullptr, &*info, "cancel study " + name});
+      !allowed.ok()) {
+    Reply(m, EncodeError(id, allowed));
+    return;
+  }
+  if (Status cancelled = studies_.Cancel(name, now_ms); !cancelled.ok()) {
+    Reply(m, EncodeError(id, cancelled));
+    return;
+  }
+  run_studies_();  // cancels the running trials' jobs
+  info = studies_.Info(name);
+  Reply(m, info.ok() ? Encode(id, std::move(*info)) : EncodeError(id, info.status()));
+}
+
+size_t AdminService::DeleteExpired(int64_t now_ms, int64_t retention_ms) {
+  std::vector<std::string> expired;
+  for (const auto& [name, job] : jobs_.jobs()) {
+    if (job->finished() && job->end_time_ms > 0 && now_ms - job->end_time_ms > retention_ms &&
+        !JobController::AnyHolding(*job)) {
+      expired.push_back(name);
+    }
+  }
+  for (const std::string& name : expired) {
+    if (jobs_.Delete(name).ok()) {
+      spdlog::info("job {} deleted: finished more than {} ago (--job-retention)", name,
+                   FormatDuration(retention_ms));
+    }
+  }
+  return expired.size();
+}
+
+}  // namespace cohort::coordinator

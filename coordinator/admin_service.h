@@ -1,0 +1,97 @@
+// AdminService answers the day-2 requests on the client endpoint (issue 16 part 4; DESIGN.md "CLI
+// additions"): an admin's cordon, uncordon, drain (and drain --now) and forget of a node
+// (wire::NodeAdmin), the deletion of a finished job with everything stored of it
+// (wire::DeleteJob), and the cancel of a study (wire::CancelStudy). Like ClientService it
+// translates between the wire and the managers and queues every answer in the Outbox (sent after
+// the pass commits); the records the changes make (a node's setting, a deleted job's rows, the
+// study's cancel) go to the StateStore in that same commit.
+//
+//   cordon     nothing new is placed on the node; what runs there keeps running.
+//   drain      a cordon; the replicas running there finish (the node shows DRAINING, then DRAINED).
+//   drain-now  a cordon, and every job with a replica holding resources there is preempted through
+//              JobController::PreemptJob: its replicas stop (SIGTERM, grace, checkpoint), it goes
+//              back to the queue and resumes elsewhere from its newest checkpoint, no restart
+//              spent.
+//   uncordon   clears a cordon or drain.
+//   forget     a LOST node leaves the registry (refused for a node heard from).
+// Job retention (DeleteExpired) deletes finished jobs that ended longer ago than the retention.
+//
+// Permissions: every request passes Authorize, the one place they are checked, with what it acts
+// on (AdminTarget: the job, the study, or neither for a node: admins only). The check itself comes
+// from SetAuthorizer (the coordinator's users and admins); with none set every admitted client
+// may.
+//
+// Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
+// outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/messaging.h"
+#include "coordinator/client_service.h"
+#include "coordinator/job_controller.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/outbox.h"
+#include "coordinator/study_controller.h"
+
+namespace cohort::coordinator {
+
+// What a request acts on: a job (delete), a study (cancel), or neither (a node: admins only),
+// and the action in words for a refusal ("delete job x", "drain node n1").
+struct AdminTarget {
+  const JobRecord* job = nullptr;
+  const wire::StudyInfoT* study = nullptr;
+  std::string action;
+};
+
+class AdminService {
+ public:
+  // Whether the sender of `m` may act on `target`: Ok, or the Status to answer
+  // (PERMISSION_DENIED naming who may).
+  using Authorizer = std::function<Status(const RoutedMessage& m, const AdminTarget& target)>;
+
+  // `clients` gives the wire view of nodes; `run_studies` submits and cancels the jobs the
+  // studies ask for (after a study is cancelled).
+  AdminService(JobController& jobs, NodeRegistry& nodes, StudyController& studies,
+               const ClientService& clients, Outbox& outbox, std::function<void()> run_studies)
+      : jobs_(jobs),
+        nodes_(nodes),
+        studies_(studies),
+        clients_(clients),
+        outbox_(outbox),
+        run_studies_(std::move(run_studies)) {}
+
+  void SetAuthorizer(Authorizer authorize) { authorize_ = std::move(authorize); }
+
+  // Answers `m` when it is one of this service's requests and returns true; false otherwise.
+  bool Handle(const RoutedMessage& m, int64_t now_ms);
+
+  // Deletes every finished job (replicas all stopped) that ended more than `retention_ms` before
+  // `now_ms`; returns how many.
+  size_t DeleteExpired(int64_t now_ms, int64_t retention_ms);
+
+ private:
+  void OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& req, int64_t now_ms);
+  void OnDeleteJob(const RoutedMessage& m, const wire::DeleteJob& req);
+  void OnCancelStudy(const RoutedMessage& m, const wire::CancelStudy& req, int64_t now_ms);
+  // Preempts every job with a replica holding resources on `node_id`; their names.
+  std::vector<std::string> PreemptJobsOn(const std::string& node_id, int64_t now_ms);
+  Status Authorize(const RoutedMessage& m, const AdminTarget& target) const {
+    return authorize_ ? authorize_(m, target) : Status::Ok();
+  }
+  void Reply(const RoutedMessage& m, zmq::message_t frame) {
+    outbox_.ToClient(m.peer, std::move(frame));
+  }
+
+  JobController& jobs_;
+  NodeRegistry& nodes_;
+  StudyController& studies_;
+  const ClientService& clients_;
+  Outbox& outbox_;
+  std::function<void()> run_studies_;
+  Authorizer authorize_;
+};
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,295 @@
+// The coordinator's side of the day-2 operations (issue 16 part 4), in process: the registry's
+// admin settings (cordon, drain, forget, their rollback), the placement view leaving cordoned and
+// draining nodes out, the state store keeping the settings and deleting a job's every row (and
+// migrating a database of the previous schema), the job controller's delete, and a study's cancel
+// journaled and replayed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "coordinator/job_controller.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/placement_round.h"
+#include "coordinator/sqlite_db.h"
+#include "coordinator/sqlite_state_store.h"
+#include "coordinator/state_store.h"
+#include "coordinator/study_controller.h"
+
+namespace cohort::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NoHealth : public NodeHealth {
+ public:
+  std::optional<int64_t> LastHeardMs(const std::string&) const override { return 0; }
+};
+
+NodeRecord* Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms, int cpus = 4) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::CreateRegisterAgentDirect(fbb, id.c_str(), nullptr, nullptr, cpus, 1024));
+  return nodes
+      .Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), id, now_ms)
+      .node;
+}
+
+TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
+  NodeRegistry nodes(10'000);
+  Register(nodes, "a", 1);
+  Register(nodes, "b", 1);
+  EXPECT_EQ(nodes.SetAdmin("nope", NodeAdmin::kCordoned).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned).ok());
+  EXPECT_FALSE(nodes.Find("a")->schedulable());
+  EXPECT_TRUE(nodes.Find("b")->schedulable());
+  EXPECT_EQ(nodes.PendingAdmin(), (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kCordoned}}));
+  nodes.AdminStored();
+  EXPECT_TRUE(nodes.PendingAdmin().empty());
+
+  // The agent registers again (a restart of it): still cordoned.
+  Register(nodes, "a", 2);
+  EXPECT_EQ(nodes.Find("a")->admin, NodeAdmin::kCordoned);
+  EXPECT_EQ(NodeStateName(*nodes.Find("a"), false), "CORDONED");
+
+  // Drain: DRAINING while replicas hold resources there, DRAINED after.
+  ASSERT_TRUE(nodes.SetAdmin("b", NodeAdmin::kDraining).ok());
+  EXPECT_EQ(NodeStateName(*nodes.Find("b"), true), "DRAINING");
+  EXPECT_EQ(NodeStateName(*nodes.Find("b"), false), "DRAINED");
+  EXPECT_EQ(NodeAdminLabel(*nodes.Find("b"), false), "drained");
+  // A failed commit puts the settings back as they were.
+  nodes.RevertAdmin();
+  EXPECT_EQ(nodes.Find("b")->admin, NodeAdmin::kNone);
+  EXPECT_TRUE(nodes.PendingAdmin().empty());
+
+  // Uncordon: the stored row goes (kNone in the changes).
+  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kNone).ok());
+  EXPECT_EQ(nodes.PendingAdmin(), (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kNone}}));
+  EXPECT_TRUE(nodes.Find("a")->schedulable());
+}
+
+TEST(NodeAdminTest, StoredSettingsApplyWhenTheNodeRegistersAndForgetTakesOnlyLostNodes) {
+  NodeRegistry nodes(1000);
+  nodes.RestoreAdmin({{"a", NodeAdmin::kDraining}, {"ghost", NodeAdmin::kCordoned}});
+  EXPECT_EQ(Register(nodes, "a", 1)->admin, NodeAdmin::kDraining);
+  EXPECT_TRUE(nodes.PendingAdmin().empty());  // restored, not changed
+
+  EXPECT_EQ(nodes.Forget("a").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(nodes.Forget("nope").code(), StatusCode::kNotFound);
+  ASSERT_EQ(nodes.CheckLost(5000).size(), 1u);
+  ASSERT_TRUE(nodes.Forget("a").ok());
+  EXPECT_EQ(nodes.Find("a"), nullptr);
+  EXPECT_EQ(nodes.AdminOf("a"), NodeAdmin::kNone);
+  // A setting of a node that has not registered since the restart can be changed or forgotten.
+  ASSERT_TRUE(nodes.SetAdmin("ghost", NodeAdmin::kNone).ok());
+  EXPECT_EQ(nodes.Forget("ghost").code(), StatusCode::kNotFound);
+  EXPECT_EQ(nodes.PendingAdmin(), (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kNone},
+                                                                    {"ghost", NodeAdmin::kNone}}));
+}
+
+TEST(NodeAdminTest, ThePlacementViewLeavesCordonedAndDrainingNodesOut) {
+  NodeRegistry nodes(10'000);
+  for (const char* id : {"a", "b", "c"}) Register(nodes, id, 1);
+  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned).ok());
+  ASSERT_TRUE(nodes.SetAdmin("c", NodeAdmin::kDraining).ok());
+  NoHealth health;
+  JobController jobs(JobControllerOptions{}, &health);
+  std::map<std::string, int> index;
+  ClusterView view = BuildClusterView(nodes, jobs, 20000, 29999, &index);
+  ASSERT_EQ(view.nodes.size(), 1u);
+  EXPECT_EQ(view.nodes[0].node_id, "b");
+  EXPECT_EQ(index.count("a") + index.count("c"), 0u);
+}
+
+TEST(JobDeleteTest, OnlyAFinishedJobIsDeletedAndItsNameIsFreeAgain) {
+  NoHealth health;
+  JobController jobs(JobControllerOptions{}, &health);
+  const std::string yaml =
+      "name: j-1\nworker_pools: [{role: chief, replicas: 1, process: {command: [/bin/x]}}]\n";
+  auto spec = ParseJobSpec(yaml);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs.Submit(*spec, yaml, 1);
+  jobs.TakeDirty();
+  Status refused = jobs.Delete("j-1");
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("QUEUED"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(jobs.Delete("nope").code(), StatusCode::kNotFound);
+
+  jobs.Cancel(job, "test", 2);  // never placed: CANCELLED at once
+  ASSERT_TRUE(jobs.FindJob("j-1")->finished());
+  ASSERT_TRUE(jobs.Delete("j-1").ok());
+  EXPECT_EQ(jobs.FindJob("j-1"), nullptr);
+  EXPECT_TRUE(jobs.active().empty());
+  EXPECT_EQ(jobs.TakeDeleted(), std::vector<std::string>{"j-1"});
+  EXPECT_EQ(jobs.TakeDirty().count("j-1"), 1u);  // a failed commit reads it back
+  jobs.Submit(*spec, yaml, 3);
+  EXPECT_NE(jobs.FindJob("j-1"), nullptr);
+}
+
+class Day2StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("cohort-day2-store-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::unique_ptr<StateStore> Open() {
+    auto store = OpenStateStore(dir_.string(), {});
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+  int64_t Count(const std::string& sql) {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    EXPECT_TRUE(db.ok());
+    auto n = (*db)->QueryInt(sql);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : -1;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Day2StoreTest, NodeSettingsSurviveReopenAndUncordonRemovesThem) {
+  {
+    auto store = Open();
+    ASSERT_TRUE(store && store->Load().ok());
+    StateChanges c;
+    c.node_admin = {{"a", NodeAdmin::kCordoned}, {"b", NodeAdmin::kDraining}};
+    ASSERT_TRUE(store->Commit(c).ok());
+    StateChanges c2;
+    c2.node_admin = {{"b", NodeAdmin::kNone}};
+    ASSERT_TRUE(store->Commit(c2).ok());
+  }
+  auto store = Open();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->node_admin, (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kCordoned}}));
+}
+
+TEST_F(Day2StoreTest, ADeletedJobLeavesNoRowAnywhere) {
+  const std::string yaml =
+      "name: gone\nworker_pools: [{role: chief, replicas: 1, process: {command: [/bin/x]}}]\n";
+  auto spec = ParseJobSpec(yaml);
+  ASSERT_TRUE(spec.ok());
+  JobRecord job;
+  job.seq = 1;
+  job.name = "gone";
+  job.spec_yaml = yaml;
+  job.spec = *spec;
+  job.replicas = MakeReplicas(job.spec);
+  job.state = JobState::SUCCEEDED;
+  job.events.push_back({1, "submitted"});
+  JobRecord kept = job;
+  kept.seq = 2;
+  kept.name = "kept";
+  {
+    auto store = Open();
+    ASSERT_TRUE(store && store->Load().ok());
+    StateChanges c;
+    c.jobs = {&job, &kept};
+    c.training_metrics = {TrainingMetric{"gone", "chief-0", 1, 5, "loss", 0.5},
+                          TrainingMetric{"kept", "chief-0", 1, 5, "loss", 0.25}};
+    ASSERT_TRUE(store->Commit(c).ok());
+    StateChanges d;
+    d.deleted_jobs = {"gone"};
+    ASSERT_TRUE(store->Commit(d).ok());
+    // Stored again under the same name later: a new job.
+    job.seq = 3;
+    StateChanges again;
+    again.jobs = {&job};
+    ASSERT_TRUE(store->Commit(again).ok());
+    StateChanges d2;
+    d2.deleted_jobs = {"gone"};
+    ASSERT_TRUE(store->Commit(d2).ok());
+  }
+  for (const char* table : {"jobs WHERE name", "job_specs WHERE job", "replicas WHERE job",
+                            "events WHERE job", "job_metrics WHERE job"}) {
+    EXPECT_EQ(Count(std::string("SELECT COUNT(*) FROM ") + table + " = 'gone'"), 0) << table;
+    EXPECT_EQ(Count(std::string("SELECT COUNT(*) FROM ") + table + " = 'kept'"), 1) << table;
+  }
+  auto store = Open();
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 1u);
+  EXPECT_EQ(loaded->jobs[0].name, "kept");
+  ASSERT_EQ(loaded->training_metrics.size(), 1u);
+  EXPECT_EQ(loaded->training_metrics[0].job, "kept");
+}
+
+TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
+  const std::string yaml =
+      "name: old\nworker_pools: [{role: chief, replicas: 1, process: {command: [/bin/x]}}]\n";
+  JobRecord job;
+  job.seq = 1;
+  job.name = "old";
+  job.spec_yaml = yaml;
+  job.spec = *ParseJobSpec(yaml);
+  job.replicas = MakeReplicas(job.spec);
+  {
+    auto store = Open();
+    ASSERT_TRUE(store && store->Load().ok());
+    StateChanges c;
+    c.jobs = {&job};
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    // Back to version 2: as an earlier coordinator left it.
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("DROP TABLE node_admin; PRAGMA user_version = 2").ok());
+  }
+  auto store = Open();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->jobs.size(), 1u);
+  StateChanges c;
+  c.node_admin = {{"a", NodeAdmin::kCordoned}};
+  EXPECT_TRUE(store->Commit(c).ok());
+}
+
+std::string StudyYaml() {
+  return "name: cancel-me\n"
+         "metric: {id: score, goal: maximize}\n"
+         "parameters:\n"
+         "  - {id: x, type: integer, min: 1, max: 6}\n"
+         "algorithm: grid\n"
+         "max_trials: 4\nparallel_trials: 2\n"
+         "trial_job:\n"
+         "  worker_pools:\n"
+         "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: [/bin/t]}}\n";
+}
+
+TEST(StudyCancelTest, ACancelIsJournaledStopsTheRunningTrialsAndReplays) {
+  StudyController studies("/tmp/cohort-day2-studies");
+  ASSERT_TRUE(studies.Submit(StudyYaml(), 1).ok());
+  StudyActions first = studies.TakeActions(1);
+  ASSERT_EQ(first.submit.size(), 2u);
+  EXPECT_EQ(studies.Cancel("nope", 2).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(studies.Cancel("cancel-me", 2).ok());
+  EXPECT_EQ(studies.Info("cancel-me")->state, "CANCELLED");
+  StudyActions after = studies.TakeActions(3);
+  EXPECT_TRUE(after.submit.empty());
+  ASSERT_EQ(after.cancel.size(), 2u);
+  EXPECT_EQ(after.cancel[0], first.submit[0].job.name);
+  // Cancelling again changes nothing.
+  ASSERT_TRUE(studies.Cancel("cancel-me", 4).ok());
+  EXPECT_TRUE(studies.TakeActions(4).cancel.empty());
+
+  StudyController again("/tmp/cohort-day2-studies");
+  for (const std::string& record : studies.SnapshotRecords()) {
+    auto replayed = again.Replay(record);
+    ASSERT_TRUE(replayed.ok() && *replayed) << replayed.status().ToString();
+  }
+  auto info = again.Info("cancel-me");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, "CANCELLED");
+  EXPECT_EQ(info->trials.size(), 2u);
+  EXPECT_TRUE(again.TakeActions(5).submit.empty());
+}
+
+}  // namespace
+}  // namespace cohort::coordinator

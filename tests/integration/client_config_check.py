@@ -1,0 +1,79 @@
+"""The Python client reads the client config file the CLI reads (python/cohort/client.py,
+common/client_config.h), and its arguments and the environment override it.
+
+Run by day2_test's ClientConfigIsReadByTheCliAndThePythonClient with PYTHONPATH=<build>/python:
+    python3 client_config_check.py CLIENT_ENDPOINT SCRATCH_DIR
+Every check raises on failure (non-zero exit with the reason); prints "client config: ok" last.
+"""
+
+import os
+import socket
+import sys
+
+from cohort import Client, CohortError, Unreachable, load_client_config
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def free_endpoint():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def unreachable(**kwargs):
+    try:
+        with Client(**kwargs) as client:
+            client.nodes()
+    except Unreachable:
+        return True
+    return False
+
+
+def main():
+    endpoint, scratch = sys.argv[1], sys.argv[2]
+    for name in ("COHORT_COORDINATOR", "COHORT_INSECURE", "COHORT_KEY", "COHORT_SERVER_KEY"):
+        os.environ.pop(name, None)
+    config = os.path.join(scratch, "client.conf")
+    with open(config, "w") as f:
+        f.write(f"# the test cluster\ncoordinator = {endpoint}\ninsecure = true\n"
+                "key = ~/never-read.key\ntimeout = 10s\n")
+    os.environ["COHORT_CLIENT_CONFIG"] = config
+    values = load_client_config()
+    check(values["coordinator"] == endpoint and values["insecure"] is True
+          and values["timeout"] == 10.0 and not values["key"].startswith("~"), f"read: {values}")
+
+    # Everything from the file: its endpoint, plaintext (the key it names is not read).
+    with Client() as client:
+        check(client.endpoint == endpoint and client.timeout_s == 10.0, "file's endpoint, timeout")
+        nodes = client.nodes()
+        check(len(nodes) >= 1, f"nodes through the file's endpoint: {nodes}")
+
+    # An argument overrides the file, and the environment does.
+    check(unreachable(endpoint=free_endpoint(), timeout_s=0.5), "endpoint argument wins")
+    os.environ["COHORT_COORDINATOR"] = free_endpoint()
+    check(unreachable(timeout_s=0.5), "COHORT_COORDINATOR wins over the file")
+    del os.environ["COHORT_COORDINATOR"]
+
+    # A bad file and a missing named file are errors naming them.
+    with open(config, "w") as f:
+        f.write("coordinator = tcp://x:1\ncolour = blue\n")
+    try:
+        Client()
+        raise AssertionError("an unknown name was accepted")
+    except CohortError as e:
+        check(e.code == "INVALID_ARGUMENT" and "client.conf:2" in str(e), f"error: {e}")
+    os.environ["COHORT_CLIENT_CONFIG"] = os.path.join(scratch, "missing.conf")
+    try:
+        Client()
+        raise AssertionError("a missing named config was accepted")
+    except CohortError as e:
+        check("missing.conf" in str(e), f"error: {e}")
+    print("client config: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,410 @@
+// Day-2 operations end to end (issue 16 part 4), with real cohort-coordinator, cohort-agent and
+// cohort (CLI) processes on loopback: cordon keeps new jobs off a node, also across a coordinator
+// restart; drain lets a running job finish there and then places nothing there; drain --now moves
+// a running job to another node without spending a restart; forget removes a LOST node (and is
+// refused for a live one); delete removes a finished job from list/status/logs and the store (and
+// is refused for a running one); --job-retention deletes old finished jobs by itself; studies and
+// cancel STUDY; hyphenated names, name_prefix and submit --name; the client config file, read by
+// the CLI and the Python client.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/client.h"
+#include "tests/testing/cluster_test.h"
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class Day2Test : public ct::ClusterTest {
+ protected:
+  void SetUp() override {
+    if (!NeedBinaries({COHORT_CLI_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator(Options()));
+  }
+  virtual ct::ClusterOptions Options() { return {}; }
+
+  std::string StartNode(const std::string& prefix) {
+    std::string id = UniqueNodeId(prefix);
+    ct::AgentOptions options;
+    options.node_id = id;
+    options.cpus = 4;
+    EXPECT_EQ(cluster_->StartAgent(options), "");
+    return id;
+  }
+
+  // A one-replica job (1 CPU) running `command` under /bin/sh -c; `head` is its name line(s).
+  std::string JobFile(const std::string& head, const std::string& command,
+                      const std::string& file = "") {
+    std::string path =
+        cluster_->scratch(file.empty() ? "job-" + std::to_string(++files_) + ".yaml" : file);
+    ct::WriteFile(path, head +
+                            "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                            "    resources: {gpus: 0, cpus: 1}\n"
+                            "    process: {command: [/bin/sh, -c, '" +
+                            command + "']}\nscheduling: {max_restarts: 2}\n");
+    return path;
+  }
+
+  // Submits `path` with the CLI; returns the name it printed.
+  std::string Submit(const std::string& path, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"submit", path};
+    args.insert(args.end(), more.begin(), more.end());
+    auto run = RunCli(args);
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    std::string name = run.out;
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    return name;
+  }
+
+  wire::JobInfoT Job(const std::string& name) {
+    auto client = cluster_->Client();
+    auto job = client.GetJob(name);
+    return job.ok() ? *job : wire::JobInfoT{};
+  }
+
+  // Waits until `name` is RUNNING with chief-0 on a node; returns that node.
+  std::string WaitRunning(const std::string& name) {
+    std::string node;
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          auto job = Job(name);
+          if (job.state != wire::JobState::RUNNING || job.replicas.empty()) return false;
+          node = job.replicas[0]->node_id;
+          return job.replicas[0]->state == wire::ReplicaState::RUNNING;
+        },
+        30s))
+        << name << " never ran\n"
+        << cluster_->Logs();
+    return node;
+  }
+
+  wire::JobInfoT WaitEnd(const std::string& name) {
+    auto client = cluster_->Client();
+    return ct::WaitForJobEnd(client, name, 30s);
+  }
+
+  // The node as `cohort nodes --json` shows it (an empty object when it is not listed).
+  json Node(const std::string& id) {
+    auto run = RunCli({"nodes", "--json"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    json nodes = json::parse(run.out, nullptr, false);
+    if (!nodes.is_array()) return json::object();
+    for (const auto& n : nodes) {
+      if (n.value("node_id", "") == id) return n;
+    }
+    return json::object();
+  }
+
+  bool WaitNodeState(const std::string& id, const std::string& state) {
+    return ct::WaitUntil([&] { return Node(id).value("state", "") == state; }, 30s);
+  }
+
+  int files_ = 0;
+};
+
+TEST_F(Day2Test, CordonKeepsNewJobsOffTheNodeAndUncordonEndsIt) {
+  std::string a = StartNode("cordon-a");
+  std::string b = StartNode("cordon-b");
+  auto cordon = RunCli({"cordon", a});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
+  EXPECT_NE(cordon.out.find("cordoned"), std::string::npos) << cordon.out;
+  EXPECT_EQ(Node(a).value("state", ""), "CORDONED");
+  EXPECT_EQ(Node(a).value("admin", ""), "cordoned");
+  // Four jobs of one CPU each: the two nodes have room for all, only b takes them.
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 4; ++i)
+    jobs.push_back(Submit(JobFile("name: c" + std::to_string(i), "sleep 60")));
+  for (const auto& j : jobs) EXPECT_EQ(WaitRunning(j), b) << j;
+
+  ASSERT_EQ(RunCli({"uncordon", a}).exit_code, 0);
+  EXPECT_EQ(Node(a).value("state", ""), "READY");
+  EXPECT_EQ(Node(a).value("admin", ""), "");
+  // b now has no CPU left; the next job can only go to a.
+  EXPECT_EQ(WaitRunning(Submit(JobFile("name: after", "sleep 60"))), a);
+
+  auto unknown = RunCli({"cordon", "no-such-node"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.out << unknown.err;
+  EXPECT_NE(unknown.err.find("no node 'no-such-node'"), std::string::npos) << unknown.err;
+}
+
+TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
+  std::string a = StartNode("restart-a");
+  std::string b = StartNode("restart-b");
+  ASSERT_EQ(RunCli({"cordon", a}).exit_code, 0);
+  cluster_->coordinator().Kill();
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  ASSERT_TRUE(WaitNodeState(b, "READY")) << cluster_->Logs();
+  ASSERT_TRUE(WaitNodeState(a, "CORDONED")) << Node(a).dump();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(WaitRunning(Submit(JobFile("name: r" + std::to_string(i), "sleep 60"))), b);
+  }
+}
+
+TEST_F(Day2Test, DrainLetsTheRunningJobFinishThenPlacesNothingThere) {
+  std::string a = StartNode("drain-a");
+  std::string marker = cluster_->scratch("release");
+  std::string job =
+      Submit(JobFile("name: long-runner", "while [ ! -e " + marker + " ]; do sleep 0.1; done"));
+  ASSERT_EQ(WaitRunning(job), a);
+  std::string b = StartNode("drain-b");
+  auto drain = RunCli({"drain", a});
+  ASSERT_EQ(drain.exit_code, 0) << drain.out << drain.err;
+  EXPECT_EQ(Node(a).value("state", ""), "DRAINING");
+  // It keeps running there, as the same attempt.
+  auto running = Job(job);
+  EXPECT_EQ(running.state, wire::JobState::RUNNING);
+  EXPECT_EQ(running.replicas[0]->node_id, a);
+  EXPECT_EQ(running.replicas[0]->attempt, 0);
+
+  ct::WriteFile(marker, "go");
+  EXPECT_EQ(WaitEnd(job).state, wire::JobState::SUCCEEDED);
+  EXPECT_TRUE(WaitNodeState(a, "DRAINED"));
+  EXPECT_EQ(Node(a).value("admin", ""), "drained");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(WaitRunning(Submit(JobFile("name: d" + std::to_string(i), "sleep 60"))), b);
+  }
+}
+
+TEST_F(Day2Test, DrainNowMovesTheRunningJobElsewhereWithoutSpendingARestart) {
+  std::string a = StartNode("now-a");
+  std::string job = Submit(JobFile("name: mover", "sleep 600"));
+  ASSERT_EQ(WaitRunning(job), a);
+  std::string b = StartNode("now-b");
+  auto drain = RunCli({"drain", a, "--now"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.out << drain.err;
+  EXPECT_NE(drain.out.find("mover"), std::string::npos) << drain.out;
+  std::string node;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto j = Job(job);
+        return j.state == wire::JobState::RUNNING && j.replicas[0]->node_id == b &&
+               j.replicas[0]->state == wire::ReplicaState::RUNNING;
+      },
+      30s))
+      << cluster_->Logs();
+  auto moved = Job(job);
+  EXPECT_EQ(moved.restarts, 0);
+  EXPECT_EQ(moved.replicas[0]->attempt, 1);
+  bool noted = false;
+  for (const auto& e : moved.events)
+    noted |= e->message.find("drained by an admin") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_TRUE(WaitNodeState(a, "DRAINED"));
+}
+
+class Day2ShortTimeoutTest : public Day2Test {
+ protected:
+  ct::ClusterOptions Options() override {
+    ct::ClusterOptions options;
+    options.heartbeat_timeout = "2s";
+    return options;
+  }
+};
+
+TEST_F(Day2ShortTimeoutTest, ForgetRemovesALostNodeAndRefusesALiveOne) {
+  std::string a = StartNode("forget-a");
+  auto live = RunCli({"forget", a});
+  EXPECT_EQ(live.exit_code, 2) << live.out << live.err;
+  EXPECT_NE(live.err.find("not LOST"), std::string::npos) << live.err;
+  EXPECT_FALSE(Node(a).empty());
+
+  cluster_->agent(a).Kill();
+  ASSERT_TRUE(WaitNodeState(a, "LOST"));
+  auto forget = RunCli({"forget", a});
+  ASSERT_EQ(forget.exit_code, 0) << forget.out << forget.err;
+  EXPECT_TRUE(Node(a).empty());
+  EXPECT_EQ(RunCli({"forget", a}).exit_code, 2);
+}
+
+TEST_F(Day2Test, DeleteRemovesAFinishedJobEverywhereAndRefusesARunningOne) {
+  StartNode("delete-a");
+  std::string done = Submit(JobFile("name: done-job", "echo hello-from-done"));
+  ASSERT_EQ(WaitEnd(done).state, wire::JobState::SUCCEEDED);
+  auto logs = RunCli({"logs", done});
+  EXPECT_NE(logs.out.find("hello-from-done"), std::string::npos) << logs.out << logs.err;
+  const std::string log_dir = cluster_->state_dir() + "/logs/" + done;
+  EXPECT_TRUE(std::filesystem::exists(log_dir));
+
+  std::string running = Submit(JobFile("name: busy-job", "sleep 600"));
+  WaitRunning(running);
+  auto refused = RunCli({"delete", running});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("only a finished job"), std::string::npos) << refused.err;
+  EXPECT_EQ(Job(running).state, wire::JobState::RUNNING);
+
+  auto deleted = RunCli({"delete", done});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
+  EXPECT_EQ(RunCli({"status", done}).exit_code, 2);
+  EXPECT_EQ(RunCli({"logs", done}).exit_code, 2);
+  auto list = RunCli({"list", "--json"});
+  EXPECT_EQ(list.out.find("done-job"), std::string::npos) << list.out;
+  EXPECT_FALSE(std::filesystem::exists(log_dir));
+  // Nor from the store: a restarted coordinator does not know it (a history query neither).
+  cluster_->coordinator().Kill();
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  EXPECT_EQ(RunCli({"status", done}).exit_code, 2);
+  auto history = RunCli({"list", "--state", "succeeded", "--json"});
+  EXPECT_EQ(history.out.find("done-job"), std::string::npos) << history.out;
+  EXPECT_EQ(RunCli({"status", running}).exit_code, 0);
+  // The name is free again.
+  EXPECT_EQ(Submit(JobFile("name: done-job", "true")), "done-job");
+}
+
+class Day2RetentionTest : public Day2Test {
+ protected:
+  ct::ClusterOptions Options() override {
+    ct::ClusterOptions options;
+    options.coordinator_args = {"--job-retention", "2s"};
+    return options;
+  }
+};
+
+TEST_F(Day2RetentionTest, RetentionDeletesOldFinishedJobs) {
+  StartNode("retain-a");
+  std::string old = Submit(JobFile("name: short-lived", "true"));
+  std::string running = Submit(JobFile("name: keeps-running", "sleep 600"));
+  ASSERT_EQ(WaitEnd(old).state, wire::JobState::SUCCEEDED);
+  auto client = cluster_->Client();
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] { return client.GetJob(old).status().code() == StatusCode::kNotFound; }, 30s))
+      << cluster_->Logs();
+  EXPECT_TRUE(client.GetJob(running).ok());
+  EXPECT_NE(cluster_->coordinator().Log().find("--job-retention"), std::string::npos);
+}
+
+TEST_F(Day2Test, StudiesListsAStudyAndCancelStudyStopsItsTrials) {
+  StartNode("study-a");
+  std::string study = cluster_->scratch("study.yaml");
+  ct::WriteFile(study,
+                "name: lr-sweep\n"
+                "metric: {id: score, goal: maximize}\n"
+                "parameters:\n"
+                "  - {id: x, type: integer, min: 1, max: 4}\n"
+                "algorithm: grid\n"
+                "max_trials: 4\n"
+                "parallel_trials: 2\n"
+                "trial_job:\n"
+                "  output_dir: " +
+                    cluster_->scratch("study-out") +
+                    "\n"
+                    "  worker_pools:\n"
+                    "    - role: chief\n"
+                    "      replicas: 1\n"
+                    "      resources: {cpus: 1}\n"
+                    "      process:\n"
+                    "        command: [/bin/sh, -c, 'sleep 600']\n"
+                    "  scheduling: {max_restarts: 0}\n");
+  auto tune = RunCli({"tune", study});
+  ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
+  auto client = cluster_->Client();
+  std::vector<std::string> trial_jobs;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto info = client.GetStudy("lr-sweep");
+        if (!info.ok() || info->trials.size() < 2) return false;
+        trial_jobs.clear();
+        for (const auto& t : info->trials) trial_jobs.push_back(t->job);
+        for (const auto& j : trial_jobs) {
+          if (Job(j).state != wire::JobState::RUNNING) return false;
+        }
+        return true;
+      },
+      30s))
+      << cluster_->Logs();
+
+  auto list = RunCli({"studies"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("lr-sweep"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("ACTIVE"), std::string::npos) << list.out;
+  auto list_json = json::parse(RunCli({"studies", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(list_json.is_array());
+  ASSERT_EQ(list_json.size(), 1u);
+  EXPECT_EQ(list_json[0]["name"], "lr-sweep");
+
+  auto cancel = RunCli({"cancel", "lr-sweep"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  EXPECT_NE(cancel.out.find("study lr-sweep: CANCELLED"), std::string::npos) << cancel.out;
+  for (const auto& j : trial_jobs) EXPECT_EQ(WaitEnd(j).state, wire::JobState::CANCELLED) << j;
+  // No new trials start, and it stays cancelled across a restart (journaled).
+  cluster_->coordinator().Kill();
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  auto after = cluster_->Client().GetStudy("lr-sweep");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->state, "CANCELLED");
+  EXPECT_EQ(after->trials.size(), trial_jobs.size());
+  auto neither = RunCli({"cancel", "no-such-thing"});
+  EXPECT_EQ(neither.exit_code, 2);
+  EXPECT_NE(neither.err.find("no job or study named 'no-such-thing'"), std::string::npos)
+      << neither.err;
+}
+
+TEST_F(Day2Test, HyphenatedNamesNamePrefixAndSubmitName) {
+  StartNode("names-a");
+  EXPECT_EQ(Submit(JobFile("name: my-first-job", "true")), "my-first-job");
+
+  std::string prefixed = JobFile("name_prefix: sweep-lr", "true");
+  std::set<std::string> names;
+  for (int i = 0; i < 3; ++i) {
+    std::string name = Submit(prefixed);
+    ASSERT_EQ(name.rfind("sweep-lr-", 0), 0u) << name;
+    ASSERT_EQ(name.size(), std::string("sweep-lr-").size() + 8) << name;
+    for (char c : name.substr(9)) EXPECT_TRUE(std::islower(c) || std::isdigit(c)) << name;
+    names.insert(name);
+    EXPECT_EQ(WaitEnd(name).state, wire::JobState::SUCCEEDED) << name;
+  }
+  EXPECT_EQ(names.size(), 3u);
+
+  // --name overrides the file's name and its name_prefix.
+  EXPECT_EQ(Submit(JobFile("name: in-file", "true"), {"--name", "from-flag"}), "from-flag");
+  EXPECT_EQ(Submit(prefixed, {"--name", "flag-over-prefix"}), "flag-over-prefix");
+  EXPECT_EQ(Job("from-flag").name, "from-flag");
+  EXPECT_EQ(RunCli({"status", "in-file"}).exit_code, 2);
+
+  auto bad = RunCli({"submit", prefixed, "--name", "9bad"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--name"), std::string::npos) << bad.err;
+  auto both = RunCli({"submit", JobFile("name: a\nname_prefix: b", "true")});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+}
+
+TEST_F(Day2Test, ClientConfigIsReadByTheCliAndThePythonClient) {
+  std::string a = StartNode("config-a");
+  std::string config = cluster_->scratch("client.conf");
+  ct::WriteFile(config, "coordinator = " + cluster_->client_endpoint() + "\ninsecure = true\n");
+  // No --coordinator and no --insecure: both from the file.
+  auto nodes = ct::RunProcess(
+      COHORT_CLI_BIN, {"nodes", "--json"},
+      {"COHORT_CLIENT_CONFIG=" + config, "COHORT_COORDINATOR=", "COHORT_INSECURE="}, 30s);
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.out << nodes.err;
+  EXPECT_NE(nodes.out.find(a), std::string::npos) << nodes.out;
+  // A flag overrides the file.
+  const std::string elsewhere = "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort());
+  auto flag =
+      ct::RunProcess(COHORT_CLI_BIN, {"--coordinator", elsewhere, "--timeout", "300ms", "nodes"},
+                     {"COHORT_CLIENT_CONFIG=" + config}, 30s);
+  EXPECT_EQ(flag.exit_code, 3) << flag.out << flag.err;
+  EXPECT_NE(flag.err.find(elsewhere), std::string::npos) << flag.err;
+
+  ASSERT_TRUE(std::filesystem::exists(std::string(COHORT_PYTHON_DIR) + "/cohort/wire/Envelope.py"))
+      << "the cohort Python package (target cohort_python) is not in " << COHORT_PYTHON_DIR;
+  auto python = ct::RunProcess(
+      "/usr/bin/python3",
+      {COHORT_CLIENT_CONFIG_CHECK, cluster_->client_endpoint(), cluster_->scratch("")},
+      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 60s);
+  EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
+  EXPECT_NE(python.out.find("client config: ok"), std::string::npos) << python.out << python.err;
+}
+
+}  // namespace
+}  // namespace cohort
