@@ -105,7 +105,8 @@ server-key, timeout. The environment overrides the file; flags override both.
 
 Exit codes: 0 success, 1 the job failed or was cancelled, 2 bad usage or invalid spec,
 3 coordinator unreachable (no answer), 4 the coordinator refused this client's key (not
-listed). `cohort VERB --help` describes a verb.
+listed), 5 permission denied (another user's job or study; only its owner or an admin may
+change it). `cohort VERB --help` describes a verb.
 )";
 
 // One verb of the CLI: the flags it takes besides the global ones and --help, its entry in
@@ -243,7 +244,8 @@ Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED.
        R"(usage: cohort cancel JOB|STUDY [--wait]
 
 Asks the coordinator to cancel the job; prints its state. A name that is no job's is taken as a
-study's: the study ends CANCELLED and its running trials are cancelled.
+study's: the study ends CANCELLED and its running trials are cancelled. Only the owner (who
+submitted it) or an admin may: anyone else gets exit code 5, the message naming the owner.
   --wait    (a job) wait until the job has ended and print its final state
 )",
        Cancel},

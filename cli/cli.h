@@ -28,7 +28,9 @@
 // 2 bad usage, an invalid job or study spec (the message names the field), an unknown job;
 // 3 the coordinator did not answer within --timeout (the message names the address);
 // 4 the coordinator refused this client's key (not listed in its clients/ directory, or no
-// longer): the message names the key.
+// longer): the message names the key;
+// 5 permission denied: the job or study is another user's and this user is not an admin (the
+// message names the owner; coordinator/permissions.h).
 // `status`, `list`, `logs` and `cancel` exit 0 whenever the coordinator answered, whatever the
 // job's state; scripts read the state from --json. Verbs that wait (submit/tune --wait, logs
 // --follow) ride out a coordinator restart of up to max(6 x --timeout, 30 s).
@@ -45,6 +47,7 @@ inline constexpr int kExitJobFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitUnreachable = 3;
 inline constexpr int kExitRefused = 4;
+inline constexpr int kExitDenied = 5;
 
 // Runs one command line (args excludes the program name). Normal output goes to `out`, errors
 // and progress to `err`.

@@ -146,6 +146,7 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
     out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
   };
   row("Job:", job.name);
+  row("Owner:", OrDash(job.owner));
   row("State:", wire::EnumNameJobState(job.state));
   row("Message:", OrDash(job.message));
   row("Created:", FormatTime(job.create_time_ms));
@@ -193,6 +194,7 @@ void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
     out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
   };
   row("Study:", study.name);
+  row("Owner:", OrDash(study.owner));
   row("State:", OrDash(study.state));
   row("Message:", OrDash(study.message));
   row("Metric:", study.metric + " (" + study.goal + ")");
@@ -258,7 +260,7 @@ void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
 }
 
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
-  Table table({"NAME", "STATE", "CREATED", "RUN TIME", "REPLICAS", "RESTARTS", "MESSAGE"});
+  Table table({"NAME", "OWNER", "STATE", "CREATED", "RUN TIME", "REPLICAS", "RESTARTS", "MESSAGE"});
   int64_t now = NowMs();
   for (const auto& job : jobs) {
     int running = 0;
@@ -268,8 +270,9 @@ void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
     std::string replicas = std::to_string(job.replicas.size());
     if (!IsTerminalState(job.state))
       replicas = std::to_string(running) + "/" + replicas + " running";
-    table.AddRow({job.name, wire::EnumNameJobState(job.state), FormatTime(job.create_time_ms),
-                  JobRunTime(job, now), replicas, std::to_string(job.restarts), job.message});
+    table.AddRow({job.name, OrDash(job.owner), wire::EnumNameJobState(job.state),
+                  FormatTime(job.create_time_ms), JobRunTime(job, now), replicas,
+                  std::to_string(job.restarts), job.message});
   }
   if (jobs.empty()) {
     out << "No jobs.\n";

@@ -16,6 +16,8 @@ int ExitCodeFor(const Status& status) {
       return kExitUnreachable;
     case StatusCode::kUnauthenticated:
       return kExitRefused;
+    case StatusCode::kPermissionDenied:
+      return kExitDenied;
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kAlreadyExists:

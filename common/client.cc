@@ -1,5 +1,8 @@
 #include "common/client.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string_view>
 #include <thread>
@@ -16,6 +19,17 @@ std::string TypeName(wire::Body type) { return wire::EnumNameBody(type); }
 
 }  // namespace
 
+std::string LocalUserName() {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    return found->pw_name;
+  }
+  const char* user = std::getenv("USER");
+  return user != nullptr ? user : "";
+}
+
 std::string DefaultClientKeyDir() {
   const char* home = std::getenv("HOME");
   if (home && *home) return std::string(home) + "/.config/cohort";
@@ -24,6 +38,7 @@ std::string DefaultClientKeyDir() {
 
 ClientOptions ClientOptionsFromEnvironment() {
   ClientOptions options;
+  options.user = LocalUserName();
   options.key_file = DefaultClientKeyDir() + "/client.key";
   options.server_key_file = DefaultClientKeyDir() + "/coordinator.pub";
   if (const char* key = std::getenv("COHORT_KEY"); key && *key) options.key_file = key;
@@ -77,6 +92,7 @@ nlohmann::json JobToJson(const wire::JobInfoT& job) {
           {"study", job.study},
           {"queue", job.queue},
           {"priority", job.priority},
+          {"owner", job.owner},
           {"replicas", std::move(replicas)},
           {"events", std::move(events)},
           {"stragglers", job.stragglers}};
@@ -144,6 +160,7 @@ nlohmann::json StudyToJson(const wire::StudyInfoT& study) {
           {"max_trials", study.max_trials},
           {"parallel_trials", study.parallel_trials},
           {"best_trial", study.best_trial},
+          {"owner", study.owner},
           {"message", study.message},
           {"create_time_ms", study.create_time_ms},
           {"end_time_ms", study.end_time_ms},
@@ -167,6 +184,7 @@ StatusOr<CoordinatorClient> CoordinatorClient::Connect(const ClientOptions& opti
   if (!socket.ok()) {
     return socket.status().WithContext("coordinator " + options.endpoint);
   }
+  if (options.insecure) socket->set_claimed_user(options.user);
   return CoordinatorClient(options, std::move(context),
                            std::make_unique<DealerSocket>(std::move(*socket)));
 }
@@ -175,6 +193,7 @@ StatusOr<CoordinatorClient> CoordinatorClient::Connect(const std::string& endpoi
   ClientOptions options;
   options.endpoint = endpoint;
   options.insecure = insecure;
+  options.user = LocalUserName();
   return Connect(options);
 }
 

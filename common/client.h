@@ -36,10 +36,18 @@ struct ClientOptions {
   // and the coordinator's public key (its coordinator.pub).
   std::string key_file;
   std::string server_key_file;
+  // The user this client says it is on a plaintext (insecure) endpoint (Envelope.user): there the
+  // coordinator records it as the owner of what this client submits and checks it against the
+  // owner of what it cancels, unverified (protection against mistakes, not against attackers).
+  // Over CURVE it is not sent: the user is the name the key is listed under. Empty: none.
+  std::string user;
 };
 
+// This process's account name (its effective uid's passwd entry, else $USER; "" when neither).
+std::string LocalUserName();
+
 // Defaults from the environment over built-in ones; explicit flags override what this returns:
-// COHORT_COORDINATOR (endpoint), COHORT_INSECURE=1, COHORT_KEY (default
+// user: LocalUserName(); COHORT_COORDINATOR (endpoint), COHORT_INSECURE=1, COHORT_KEY (default
 // $HOME/.config/cohort/client.key), COHORT_SERVER_KEY (default
 // $HOME/.config/cohort/coordinator.pub).
 ClientOptions ClientOptionsFromEnvironment();

@@ -103,12 +103,13 @@ std::string PeerName(const std::string& peer) {
   return hex;
 }
 
-zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body) {
+zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body, const std::string& user) {
   flatbuffers::FlatBufferBuilder builder(256);
   wire::EnvelopeT envelope;
   envelope.version = kProtocolVersion;
   envelope.request_id = request_id;
   envelope.body = std::move(body);
+  envelope.user = user;
   builder.Finish(wire::Envelope::Pack(builder, &envelope), wire::EnvelopeIdentifier());
   return zmq::message_t(builder.GetBufferPointer(), builder.GetSize());
 }

@@ -29,12 +29,13 @@ inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr int64_t kMaxFrameBytes = 64ll << 20;
 
 // Builds one encoded Envelope frame from an object-API body: Encode(id, wire::JobInfoT{...}).
-zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body);
+// `user`: Envelope.user, the user a client claims (empty: none).
+zmq::message_t EncodeBody(uint64_t request_id, wire::BodyUnion body, const std::string& user = "");
 template <typename T>
-zmq::message_t Encode(uint64_t request_id, T body) {
+zmq::message_t Encode(uint64_t request_id, T body, const std::string& user = "") {
   wire::BodyUnion u;
   u.Set(std::move(body));
-  return EncodeBody(request_id, std::move(u));
+  return EncodeBody(request_id, std::move(u), user);
 }
 zmq::message_t EncodeError(uint64_t request_id, const Status& status);
 // A non-OK Status from an ErrorReply body.
@@ -48,6 +49,10 @@ class Message {
 
   const wire::Envelope& envelope() const { return *envelope_; }
   uint64_t request_id() const { return envelope_->request_id(); }
+  // Envelope.user: who the sender claims to be (unverified; empty when it says nothing).
+  std::string claimed_user() const {
+    return envelope_->user() ? envelope_->user()->str() : std::string();
+  }
   wire::Body type() const { return envelope_->body_type(); }
   // The body as T, or nullptr when it is another type.
   template <typename T>
@@ -150,10 +155,13 @@ class DealerSocket {
   StatusOr<Message> Call(T body, std::chrono::milliseconds timeout) {
     RetryIfRefused(std::chrono::seconds(1));
     uint64_t id = next_request_id_++;
-    COHORT_RETURN_IF_ERROR(Send(Encode(id, std::move(body))));
+    COHORT_RETURN_IF_ERROR(Send(Encode(id, std::move(body), claimed_user_)));
     return AwaitReply(id, timeout);
   }
   uint64_t NextRequestId() { return next_request_id_++; }
+  // The user Call's requests claim (Envelope.user): what a plaintext coordinator takes as the
+  // caller's user. Empty: none.
+  void set_claimed_user(std::string user) { claimed_user_ = std::move(user); }
   zmq::socket_t& socket() { return socket_; }
   // kUnauthenticated while the coordinator's latest answer to this side's handshake was a
   // refusal of its key; OK otherwise (and always without CURVE).
@@ -179,6 +187,7 @@ class DealerSocket {
   bool refused_ = false;
   std::chrono::steady_clock::time_point refused_at_;
   uint64_t next_request_id_ = 1;
+  std::string claimed_user_;
 };
 
 }  // namespace cohort

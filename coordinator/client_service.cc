@@ -125,6 +125,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     }
   }
   JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_ms);
+  job.owner = CallerOf(m);
   wire::SubmitJobReplyT reply;
   reply.name = job.name;
   std::string warning =
@@ -189,7 +190,13 @@ void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req,
     Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
     return;
   }
-  jobs_.Cancel(*job, "cancel requested", now_ms);
+  const std::string caller = CallerOf(m);
+  if (Status may = options_.permissions.CheckOwnerOrAdmin(caller, job->owner, "cancel job " + name);
+      !may.ok()) {
+    Reply(m, EncodeError(id, may));
+    return;
+  }
+  jobs_.Cancel(*job, caller.empty() ? "cancel requested" : "cancel requested by " + caller, now_ms);
   Reply(m, Encode(id, ToInfo(*job)));
 }
 
@@ -222,7 +229,7 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
       }
     }
   }
-  auto name = studies_.Submit(Str(req.spec_yaml()), now_ms);
+  auto name = studies_.Submit(Str(req.spec_yaml()), now_ms, CallerOf(m));
   if (!name.ok()) {
     Reply(m, EncodeError(id, name.status()));
     return;
@@ -342,6 +349,7 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   info.study = job.study;
   info.queue = job.spec.scheduling.queue;
   info.priority = job.spec.scheduling.priority;
+  info.owner = job.owner;
   for (const auto& r : job.replicas) {
     auto ri = std::make_unique<wire::ReplicaInfoT>();
     ri->replica = r.name;

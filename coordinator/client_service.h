@@ -12,6 +12,11 @@
 // queue or priority class the coordinator does not have is refused (INVALID_ARGUMENT listing those
 // it has).
 //
+// Owners and permissions (coordinator/permissions.h): a submitted job or study is owned by its
+// caller (CallerOf: the client key's user over CURVE, the claimed user with --insecure); only its
+// owner or an admin may cancel a job (PERMISSION_DENIED naming the owner otherwise). Other verbs
+// that change a job, a study or a node check through `options.permissions` the same way.
+//
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
 #pragma once
@@ -26,6 +31,7 @@
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
+#include "coordinator/permissions.h"
 #include "coordinator/queue_config.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
@@ -45,6 +51,8 @@ struct ClientServiceOptions {
   // The queues and priority classes jobs may name (must outlive the service); null: only the
   // built-in ones.
   const QueueConfig* queues = nullptr;
+  // Who may cancel what (the coordinator's admins).
+  Permissions permissions;
 };
 
 class ClientService {

@@ -39,7 +39,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
           jobs_, nodes_, studies_, logs_, outbox_,
           ClientServiceOptions{options_.max_spec_bytes, options_.port_min, options_.port_max,
                                clock->NowMs() + options_.heartbeat_timeout.count(),
-                               &options_.queues},
+                               &options_.queues, Permissions(options_.admins)},
           [this] { study_runner_.Run(clock_->NowMs()); },
           [this](const JobQuery& query) { return store_->ListJobs(query); }),
       admin_service_(jobs_, nodes_, studies_, client_service_, outbox_,

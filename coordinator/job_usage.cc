@@ -6,7 +6,7 @@
 
 namespace cohort::coordinator {
 
-std::string JobUser(const JobRecord&) { return "unknown"; }
+std::string JobUser(const JobRecord& job) { return job.owner.empty() ? "unknown" : job.owner; }
 std::string JobQueue(const JobRecord& job) { return job.spec.scheduling.queue; }
 
 int JobGpus(const JobRecord& job) {

@@ -77,6 +77,7 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   launch.memory_mb = pool.resources.memory_mb;
   launch.builtin = std::string(BuiltinName(pool.builtin));
   launch.checkpoint_dir = CheckpointDir(job.output_dir, job.trial_id);
+  launch.owner = job.owner;
   return launch;
 }
 

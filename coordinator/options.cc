@@ -1,6 +1,7 @@
 #include "coordinator/options.h"
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,6 +29,27 @@ std::string DefaultJobOutputBase(const CoordinatorOptions& options) {
 
 std::string DefaultStudyOutputBase(const CoordinatorOptions& options) {
   return (options.output_root.empty() ? options.state_dir : options.output_root) + "/studies";
+}
+
+StatusOr<std::vector<std::string>> ParseUserList(const std::string& flag, const std::string& text) {
+  std::vector<std::string> users;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b == std::string::npos) continue;
+    std::string user = item.substr(b, e - b + 1);
+    for (char c : user) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+          c != '@') {
+        return InvalidArgument("--" + flag + ": '" + user +
+                               "' is not a user name (letters, digits, _ - . @; a client key's "
+                               "file name without .pub)");
+      }
+    }
+    users.push_back(std::move(user));
+  }
+  return users;
 }
 
 StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
@@ -82,6 +104,11 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "http-token", po::value(&o.http_token),
       "token HTTP requests must carry (required when --http-endpoint is not a loopback "
       "address; better kept in the config file)");
+  std::string admins;
+  desc.add_options()(
+      "admins", po::value(&admins),
+      "users (client key names, clients/<user>.pub) who may cancel anyone's jobs and studies and "
+      "act on nodes, comma-separated: a,b");
   std::vector<std::string> queues, priority_classes;
   desc.add_options()(
       "queue", po::value(&queues)->composing(),
@@ -136,6 +163,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   o.port_min = lo;
   o.port_max = hi;
   COHORT_ASSIGN_OR_RETURN(o.queues, QueueConfig::Parse(queues, priority_classes));
+  COHORT_ASSIGN_OR_RETURN(o.admins, ParseUserList("admins", admins));
   if (auto http = ParseHttpEndpoint(o.http_endpoint); !http.ok()) {
     return InvalidArgument("--http-endpoint: " + http.status().message());
   }

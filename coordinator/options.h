@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/install_paths.h"
 #include "common/spec_limit.h"
@@ -46,6 +47,9 @@ struct CoordinatorOptions {
   std::string client_keys_dir = COHORT_CONFIG_DIR "/keys/clients";
   std::string agent_keys_dir = COHORT_CONFIG_DIR "/keys/agents";
   std::string log_level = "info";
+  // Users who may cancel and delete anyone's jobs and studies and act on nodes
+  // (coordinator/permissions.h): --admins a,b (config key `admins`).
+  std::vector<std::string> admins;
   // Job queues (quotas, weights) and priority classes: --queue, --priority-class.
   QueueConfig queues;
   // The HTTP endpoint (/metrics, the dashboard, /api/; coordinator/http_service.h): HOST:PORT or
@@ -74,6 +78,10 @@ struct ParsedFlags {
   bool version = false;  // --version: print "cohort-coordinator <version>", exit 0
   std::string help_text;
 };
+
+// "a, b,c" -> {a, b, c} (blanks around names and empty items dropped); a name with characters
+// other than letters, digits, _ - . @ is INVALID_ARGUMENT naming `flag`.
+StatusOr<std::vector<std::string>> ParseUserList(const std::string& flag, const std::string& text);
 
 // Parses argv (and the --config file it names). Errors name the flag.
 StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv);

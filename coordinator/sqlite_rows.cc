@@ -23,6 +23,9 @@ class RowCrc {
     crc_ = crc32_z(crc_, reinterpret_cast<const Bytef*>(s.data()), s.size());
     return *this;
   }
+  // Columns added by a later schema version, empty in the rows written before it: an empty value
+  // adds nothing, so those rows keep their checksums.
+  RowCrc& AddIfNotEmpty(std::string_view s) { return s.empty() ? *this : Add(s); }
   uint32_t value() const { return static_cast<uint32_t>(crc_); }
 
  private:
@@ -53,6 +56,7 @@ uint32_t JobRowCrc(const JobRecord& j, uint32_t spec_crc) {
       .Add(j.master_port)
       .Add(j.bootstrap_port)
       .Add(spec_crc)
+      .AddIfNotEmpty(j.owner)
       .value();
 }
 
@@ -91,9 +95,9 @@ uint32_t EventRowCrc(const std::string& job, const JobEventRecord& e) {
   return RowCrc().Add(job).Add(e.time_ms).Add(e.message).value();
 }
 
-uint32_t StudyRowCrc(const std::string& name, uint32_t spec_crc, int64_t create_ms,
-                     int64_t end_ms) {
-  return RowCrc().Add(name).Add(spec_crc).Add(create_ms).Add(end_ms).value();
+uint32_t StudyRowCrc(const std::string& name, uint32_t spec_crc, int64_t create_ms, int64_t end_ms,
+                     const std::string& owner) {
+  return RowCrc().Add(name).Add(spec_crc).Add(create_ms).Add(end_ms).AddIfNotEmpty(owner).value();
 }
 
 uint32_t StudyEventRowCrc(const std::string& study, int64_t pos, const std::string& body) {

@@ -1,8 +1,9 @@
 // The row checksums of SqliteStateStore's tables, shared by its writing and reading sides: every
 // row carries a CRC-32 (zlib) over its columns, each framed (integers as 8 bytes, text with its
 // length) so that moving bytes between columns changes it; a row whose stored checksum differs is
-// damaged. Also the text form of a replica's GPU list ("0,2,3") and the wall clock in
-// milliseconds the store stamps rows with.
+// damaged. A column added by a later schema version (owner) counts only when not empty, so rows
+// written before it keep their checksums. Also the text form of a replica's GPU list ("0,2,3") and
+// the wall clock in milliseconds the store stamps rows with.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@ uint32_t TextCrc(std::string_view s);
 uint32_t JobRowCrc(const JobRecord& j, uint32_t spec_crc);
 uint32_t ReplicaRowCrc(const std::string& job, const ReplicaRecord& r, int ord);
 uint32_t EventRowCrc(const std::string& job, const JobEventRecord& e);
-uint32_t StudyRowCrc(const std::string& name, uint32_t spec_crc, int64_t create_ms, int64_t end_ms);
+uint32_t StudyRowCrc(const std::string& name, uint32_t spec_crc, int64_t create_ms, int64_t end_ms,
+                     const std::string& owner);
 uint32_t StudyEventRowCrc(const std::string& study, int64_t pos, const std::string& body);
 uint32_t TrialRowCrc(const std::string& study, const std::string& trial, const std::string& job,
                      const std::string& parameters, int64_t ended, int64_t succeeded,

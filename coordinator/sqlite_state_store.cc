@@ -124,6 +124,12 @@ CREATE TABLE node_admin (
   row_crc INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql"},
+    // Owners (issue 16): '' for jobs and studies stored before, whose row checksums stay valid
+    // (an empty owner is not part of the checksum: sqlite_rows.h).
+    {4, R"sql(
+ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE studies ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace
@@ -193,13 +199,13 @@ Status SqliteStateStore::Prepare() {
       st->upsert_job,
       db.Prepare("INSERT INTO jobs (name, seq, state, message, create_time_ms, queued_since_ms, "
                  "start_time_ms, end_time_ms, restarts, output_dir, trial_id, study, master_port, "
-                 "bootstrap_port, spec_crc, row_crc) VALUES "
-                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
+                 "bootstrap_port, spec_crc, row_crc, owner) VALUES "
+                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
                  "ON CONFLICT (name) DO UPDATE SET seq = ?2, state = ?3, message = ?4, "
                  "create_time_ms = ?5, queued_since_ms = ?6, start_time_ms = ?7, "
                  "end_time_ms = ?8, restarts = ?9, output_dir = ?10, trial_id = ?11, "
                  "study = ?12, master_port = ?13, bootstrap_port = ?14, spec_crc = ?15, "
-                 "row_crc = ?16"));
+                 "row_crc = ?16, owner = ?17"));
   COHORT_ASSIGN_OR_RETURN(
       st->upsert_spec,
       db.Prepare(
@@ -224,7 +230,7 @@ Status SqliteStateStore::Prepare() {
   COHORT_ASSIGN_OR_RETURN(
       st->upsert_study,
       db.Prepare("INSERT OR REPLACE INTO studies (name, spec_yaml, spec_crc, create_time_ms, "
-                 "end_time_ms, row_crc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+                 "end_time_ms, row_crc, owner) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
   COHORT_ASSIGN_OR_RETURN(
       st->insert_study_event,
       db.Prepare("INSERT OR REPLACE INTO study_events (study, pos, kind, trial, body, row_crc) "
@@ -328,7 +334,8 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
         .Bind(13, job.master_port)
         .Bind(14, job.bootstrap_port)
         .Bind(15, image.spec_crc)
-        .Bind(16, image.row_crc);
+        .Bind(16, image.row_crc)
+        .Bind(17, job.owner);
     COHORT_RETURN_IF_ERROR(st.upsert_job.Run());
   }
 
@@ -420,6 +427,7 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
   const std::string spec = j.value("spec_yaml", "");
   const int64_t create_ms = j.value("create_time_ms", int64_t{0});
   const int64_t end_ms = j.value("end_time_ms", int64_t{0});
+  const std::string owner = j.value("owner", "");
   const int64_t first = j.value("first", int64_t{0});
 
   StudyImage image;
@@ -434,14 +442,15 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
   }
   Statements& st = *st_;
   uint32_t spec_crc = rows::TextCrc(spec);
-  uint32_t row_crc = rows::StudyRowCrc(name, spec_crc, create_ms, end_ms);
+  uint32_t row_crc = rows::StudyRowCrc(name, spec_crc, create_ms, end_ms, owner);
   if (row_crc != image.row_crc) {
     st.upsert_study.Bind(1, name)
         .Bind(2, spec)
         .Bind(3, spec_crc)
         .Bind(4, create_ms)
         .Bind(5, end_ms)
-        .Bind(6, row_crc);
+        .Bind(6, row_crc)
+        .Bind(7, owner);
     COHORT_RETURN_IF_ERROR(st.upsert_study.Run());
     image.row_crc = row_crc;
   }
@@ -502,7 +511,7 @@ StatusOr<std::vector<JobSummary>> SqliteStateStore::ListJobs(const JobQuery& que
   std::string sql =
       "SELECT j.name, j.seq, j.state, j.message, j.create_time_ms, j.start_time_ms, "
       "j.end_time_ms, j.restarts, j.study, j.trial_id, "
-      "(SELECT COUNT(*) FROM replicas r WHERE r.job = j.name) FROM jobs j WHERE 1";
+      "(SELECT COUNT(*) FROM replicas r WHERE r.job = j.name), j.owner FROM jobs j WHERE 1";
   if (!query.states.empty()) {
     sql += " AND j.state IN (";
     for (size_t i = 0; i < query.states.size(); ++i) {
@@ -534,6 +543,7 @@ StatusOr<std::vector<JobSummary>> SqliteStateStore::ListJobs(const JobQuery& que
     s.study = st.Text(8);
     s.trial_id = st.Text(9);
     s.replicas = static_cast<int>(st.Int(10));
+    s.owner = st.Text(11);
     out.push_back(std::move(s));
   }
   return out;

@@ -39,7 +39,7 @@ std::string Hex(uint32_t v) {
 
 constexpr const char* kJobColumns =
     "name, seq, state, message, create_time_ms, queued_since_ms, start_time_ms, end_time_ms, "
-    "restarts, output_dir, trial_id, study, master_port, bootstrap_port, spec_crc, row_crc";
+    "restarts, output_dir, trial_id, study, master_port, bootstrap_port, spec_crc, row_crc, owner";
 constexpr const char* kSpecColumns = "job, spec_yaml, spec_crc";
 constexpr const char* kReplicaColumns =
     "job, name, ord, role, idx, attempt, launched, state, node_id, last_node, gpus, port, "
@@ -100,6 +100,7 @@ void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, Re
     j.bootstrap_port = static_cast<int>(st.Int(13));
     uint32_t spec_crc = static_cast<uint32_t>(st.Int(14));
     uint32_t row_crc = static_cast<uint32_t>(st.Int(15));
+    j.owner = st.Text(16);
     if (order) (*order)[j.seq] = j.name;
     r.image.row_crc = row_crc;
     r.image.spec_crc = spec_crc;
@@ -258,7 +259,7 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
   for (auto& [name, r] : all.jobs) FinishJob(name, r);
 
   // Studies: the header row, then the events in order.
-  scan("SELECT name, spec_yaml, spec_crc, create_time_ms, end_time_ms, row_crc FROM studies",
+  scan("SELECT name, spec_yaml, spec_crc, create_time_ms, end_time_ms, row_crc, owner FROM studies",
        [&](SqliteStatement& st) {
          ForEachRow(st, "the studies table cannot be read to its end", all.problems, [&] {
            ReadStudy& s = all.studies[st.Text(0)];
@@ -267,16 +268,17 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
            uint32_t spec_crc = static_cast<uint32_t>(st.Int(2));
            int64_t create_ms = st.Int(3), end_ms = st.Int(4);
            uint32_t crc = static_cast<uint32_t>(st.Int(5));
-           if (rows::StudyRowCrc(name, spec_crc, create_ms, end_ms) != crc) {
+           std::string owner = st.Text(6);
+           if (rows::StudyRowCrc(name, spec_crc, create_ms, end_ms, owner) != crc) {
              s.fatal.push_back("its row does not match its checksum");
            }
            if (rows::TextCrc(spec) != spec_crc)
              s.fatal.push_back("its spec does not match its checksum");
            s.image.row_crc = crc;
-           s.record = json{{"kind", "study"},        {"name", name},
-                           {"spec_yaml", spec},      {"create_time_ms", create_ms},
-                           {"end_time_ms", end_ms},  {"first", 0},
-                           {"events", json::array()}}
+           s.record = json{{"kind", "study"},       {"name", name},
+                           {"spec_yaml", spec},     {"create_time_ms", create_ms},
+                           {"end_time_ms", end_ms}, {"first", 0},
+                           {"owner", owner},        {"events", json::array()}}
                           .dump();
          });
        });
@@ -501,7 +503,7 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::LoadJobs(const std::set<std::
 StatusOr<std::vector<std::string>> SqliteStateStore::LoadStudies() {
   COHORT_ASSIGN_OR_RETURN(
       SqliteStatement st,
-      db_->Prepare("SELECT name, spec_yaml, create_time_ms, end_time_ms FROM studies"));
+      db_->Prepare("SELECT name, spec_yaml, create_time_ms, end_time_ms, owner FROM studies"));
   COHORT_ASSIGN_OR_RETURN(
       SqliteStatement ev,
       db_->Prepare("SELECT body FROM study_events WHERE study = ?1 ORDER BY pos"));
@@ -522,6 +524,7 @@ StatusOr<std::vector<std::string>> SqliteStateStore::LoadStudies() {
                        {"spec_yaml", st.Text(1)},
                        {"create_time_ms", st.Int(2)},
                        {"end_time_ms", st.Int(3)},
+                       {"owner", st.Text(4)},
                        {"first", 0},
                        {"events", std::move(events)}}
                       .dump());

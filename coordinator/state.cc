@@ -169,6 +169,7 @@ std::string JobToJson(const JobRecord& job) {
   j["output_dir"] = job.output_dir;
   j["trial_id"] = job.trial_id;
   j["study"] = job.study;
+  if (!job.owner.empty()) j["owner"] = job.owner;
   j["master_port"] = job.master_port;
   j["bootstrap_port"] = job.bootstrap_port;
   json reps = json::array();
@@ -214,6 +215,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
     job.output_dir = j.value("output_dir", "");
     job.trial_id = j.value("trial_id", "");
     job.study = j.value("study", "");
+    job.owner = j.value("owner", "");
     job.master_port = j.value("master_port", 0);
     job.bootstrap_port = j.value("bootstrap_port", 0);
     for (const auto& jr : j.at("replicas")) {

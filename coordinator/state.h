@@ -77,6 +77,12 @@ struct JobRecord {
   std::string output_dir;
   std::string trial_id;
   std::string study;
+  // Who owns it (a cohort user): over CURVE the user its submitter's key is listed under
+  // (clients/<user>.pub), with --insecure the user the client claimed (unverified); a study's
+  // trial jobs have the study's owner. Empty: none recorded (a job stored before owners were).
+  // Decides who may cancel it (coordinator/permissions.h) and the Unix account its replicas run
+  // as on the agents.
+  std::string owner;
   int master_port = 0;
   int bootstrap_port = 0;
   std::vector<ReplicaRecord> replicas;  // pool order, then index

@@ -79,6 +79,7 @@ struct JobSummary {
   int replicas = 0;
   std::string study;
   std::string trial_id;
+  std::string owner;  // JobRecord::owner
 };
 
 class StateStore {

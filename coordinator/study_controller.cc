@@ -30,11 +30,13 @@ StatusOr<std::unique_ptr<StudyController::Entry>> StudyController::MakeEntry(
   return entry;
 }
 
-StatusOr<std::string> StudyController::Submit(const std::string& spec_yaml, int64_t now_ms) {
+StatusOr<std::string> StudyController::Submit(const std::string& spec_yaml, int64_t now_ms,
+                                              const std::string& owner) {
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Entry> entry, MakeEntry(spec_yaml));
   const std::string name = entry->study->spec().name;
   if (studies_.count(name)) return AlreadyExists("a study named '" + name + "' already exists");
   entry->create_time_ms = now_ms;
+  entry->owner = owner;
   spdlog::info("study {}: submitted ({} search, up to {} trials, {} at a time)", name,
                SearchAlgorithmName(entry->study->spec().algorithm), entry->study->spec().max_trials,
                entry->study->spec().parallel_trials);
@@ -131,6 +133,7 @@ StatusOr<TrialJobLaunch> StudyController::LaunchOf(const Entry& entry, const Tri
   TrialJobLaunch launch;
   launch.study = spec.name;
   launch.trial_id = trial.id;
+  launch.owner = entry.owner;
   COHORT_ASSIGN_OR_RETURN(launch.job, MakeTrialJob(spec, trial.id, trial.parameters));
   if (launch.job.output_dir.empty()) {
     launch.job.output_dir = default_output_base_ + "/" + spec.name;
@@ -214,6 +217,7 @@ std::string StudyController::Record(const std::string& name, const Entry& entry,
             {"spec_yaml", entry.spec_yaml},
             {"create_time_ms", entry.create_time_ms},
             {"end_time_ms", entry.end_time_ms},
+            {"owner", entry.owner},
             {"first", first},
             {"events", std::move(events)}};
   return j.dump();
@@ -250,6 +254,7 @@ StatusOr<bool> StudyController::Replay(const std::string& record) {
     Entry& entry = *it->second;
     entry.create_time_ms = j.value("create_time_ms", int64_t{0});
     entry.end_time_ms = std::max(entry.end_time_ms, j.value("end_time_ms", int64_t{0}));
+    entry.owner = j.value("owner", entry.owner);
     entry.new_study = false;
     const size_t first = j.at("first").get<size_t>();
     const json& events = j.at("events");
@@ -304,14 +309,22 @@ std::vector<TrialJobLaunch> StudyController::ActiveTrialJobs() const {
 StatusOr<wire::StudyInfoT> StudyController::Info(const std::string& name) const {
   auto it = studies_.find(name);
   if (it == studies_.end()) return NotFound("no study named '" + name + "'");
-  return tuning::ToStudyInfo(*it->second->study, it->second->create_time_ms,
-                             it->second->end_time_ms);
+  wire::StudyInfoT info =
+      tuning::ToStudyInfo(*it->second->study, it->second->create_time_ms, it->second->end_time_ms);
+  info.owner = it->second->owner;
+  return info;
+}
+
+const std::string* StudyController::OwnerOf(const std::string& name) const {
+  auto it = studies_.find(name);
+  return it == studies_.end() ? nullptr : &it->second->owner;
 }
 
 std::vector<wire::StudyInfoT> StudyController::List() const {
   std::vector<wire::StudyInfoT> out;
   for (const auto& [name, entry] : studies_) {
     out.push_back(tuning::ToStudyInfo(*entry->study, entry->create_time_ms, entry->end_time_ms));
+    out.back().owner = entry->owner;
   }
   return out;
 }

@@ -7,7 +7,7 @@
 // Durability is event sourced. A Study is deterministic in (spec, ordered events), so a study is
 // journaled as its spec plus the ordered list of what happened to it: a trial was created (id and
 // parameters), a measurement of the study metric arrived, a trial's job ended. A journal record
-// is {"kind":"study", "name", "spec_yaml", "create_time_ms", "end_time_ms", "first": k,
+// is {"kind":"study", "name", "spec_yaml", "create_time_ms", "end_time_ms", "owner", "first": k,
 // "events": [...]}, carrying events k, k+1, ... (a trial, a measurement, a trial's end, the
 // study's cancel); replay applies the events it has not applied yet,
 // so records are idempotent (a full snapshot has first = 0). Replaying rebuilds the same trials,
@@ -35,6 +35,7 @@ namespace cohort::coordinator {
 struct TrialJobLaunch {
   std::string study;
   std::string trial_id;
+  std::string owner;  // the study's owner: its trial jobs are the owner's
   JobSpec job;
   std::string spec_yaml;  // the job as YAML (what `cohort status` shows and the journal keeps)
 };
@@ -53,8 +54,9 @@ class StudyController {
       : default_output_base_(std::move(default_output_base)) {}
 
   // Parses and validates a study file's YAML and returns the study's name; kAlreadyExists when
-  // the name is taken.
-  StatusOr<std::string> Submit(const std::string& spec_yaml, int64_t now_ms);
+  // the name is taken. `owner`: who submitted it (JobRecord::owner says how it is known).
+  StatusOr<std::string> Submit(const std::string& spec_yaml, int64_t now_ms,
+                               const std::string& owner = "");
   // A trial job's measurement line (tag -> value). Unknown jobs: kNotFound.
   Status AddMeasurement(const std::string& job, int64_t step,
                         const std::map<std::string, double>& metrics);
@@ -79,6 +81,8 @@ class StudyController {
   std::vector<TrialJobLaunch> ActiveTrialJobs() const;
 
   StatusOr<wire::StudyInfoT> Info(const std::string& name) const;
+  // The study's owner ("" when none was recorded), or nullptr when there is no such study.
+  const std::string* OwnerOf(const std::string& name) const;
   std::vector<wire::StudyInfoT> List() const;
   size_t size() const { return studies_.size(); }
 
@@ -95,6 +99,7 @@ class StudyController {
   };
   struct Entry {
     std::string spec_yaml;
+    std::string owner;
     std::unique_ptr<tuning::Study> study;
     int64_t create_time_ms = 0;
     int64_t end_time_ms = 0;

@@ -46,6 +46,7 @@ void StudyRunner::Submit(TrialJobLaunch launch, int64_t now_ms) {
   JobRecord& job = jobs_.Submit(std::move(launch.job), launch.spec_yaml, now_ms);
   job.study = launch.study;
   job.trial_id = launch.trial_id;
+  job.owner = launch.owner;
 }
 
 }  // namespace cohort::coordinator

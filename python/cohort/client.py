@@ -15,6 +15,7 @@ print or json.dump them.
 """
 
 import os
+import pwd
 import time
 
 import flatbuffers
@@ -161,6 +162,14 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else (value or "")
 
 
+def _local_user():
+    """This process's account name (its effective uid's), as the CLI claims it in plaintext."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return os.environ.get("USER", "")
+
+
 def _job_to_dict(job):
     return {
         "name": _text(job.name),
@@ -174,6 +183,7 @@ def _job_to_dict(job):
         "output_dir": _text(job.outputDir),
         "trial_id": _text(job.trialId),
         "study": _text(job.study),
+        "owner": _text(job.owner),
         "replicas": [{
             "replica": _text(r.replica),
             "role": _text(r.role),
@@ -202,6 +212,7 @@ def _study_to_dict(study):
         "max_trials": study.maxTrials,
         "parallel_trials": study.parallelTrials,
         "best_trial": _text(study.bestTrial),
+        "owner": _text(study.owner),
         "create_time_ms": study.createTimeMs,
         "end_time_ms": study.endTimeMs,
         "trials": [{
@@ -244,10 +255,15 @@ class Client:
     comes from the environment (COHORT_COORDINATOR, COHORT_INSECURE, COHORT_KEY,
     COHORT_SERVER_KEY), then the client config file (load_client_config: the CLI's file and
     names), then the defaults (tcp://127.0.0.1:7400, 5 s). A call raises Refused when the
-    coordinator refuses the key, Unreachable when nothing answers in `timeout_s`."""
+    coordinator refuses the key, Unreachable when nothing answers in `timeout_s`.
+
+    Over CURVE the coordinator knows the user from the key (clients/<user>.pub). In plaintext the
+    client claims `user` (default: this process's account name), unverified, as the CLI does: the
+    owner of what it submits, checked against the owner of what it cancels (a job of another
+    user's raises CohortError PERMISSION_DENIED)."""
 
     def __init__(self, endpoint=None, timeout_s=None, context=None,
-                 key_file=None, server_key_file=None, insecure=None):
+                 key_file=None, server_key_file=None, insecure=None, user=None):
         config = load_client_config()
         endpoint = (endpoint or os.environ.get("COHORT_COORDINATOR") or config.get("coordinator")
                     or "tcp://127.0.0.1:7400")
@@ -272,6 +288,7 @@ class Client:
         self._refused = False
         self._refused_at = 0.0
         self.public_key = None
+        self._claimed_user = None
         key_file = key_file or os.environ.get("COHORT_KEY")
         if key_file:
             own = _read_key_file(key_file)
@@ -287,6 +304,8 @@ class Client:
             # Handshake outcomes: a refused key is told apart from a coordinator not there.
             self._monitor = self._socket.get_monitor_socket(
                 zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        else:
+            self._claimed_user = user if user is not None else _local_user()
         self._socket.connect(endpoint)
         self._next_id = 1
 
@@ -410,6 +429,8 @@ class Client:
         envelope.requestId = request_id
         envelope.bodyType = body_type
         envelope.body = body
+        if self._claimed_user:
+            envelope.user = self._claimed_user
         builder = flatbuffers.Builder(256)
         builder.Finish(envelope.Pack(builder), file_identifier=FILE_IDENTIFIER)
         self._socket.send(bytes(builder.Output()))

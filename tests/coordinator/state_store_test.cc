@@ -54,6 +54,7 @@ JobRecord MakeJob(const std::string& name, uint64_t seq, int workers,
   j.output_dir = "/srv/out/" + name;
   j.master_port = 20000 + static_cast<int>(seq);
   j.bootstrap_port = 21000 + static_cast<int>(seq);
+  j.owner = seq % 2 == 1 ? "user" + std::to_string(seq) : "";  // some jobs have none
   for (size_t i = 0; i < j.replicas.size(); ++i) {
     ReplicaRecord& r = j.replicas[i];
     r.state = ReplicaState::RUNNING;
@@ -89,6 +90,7 @@ void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
   EXPECT_EQ(a.study, b.study);
   EXPECT_EQ(a.master_port, b.master_port);
   EXPECT_EQ(a.bootstrap_port, b.bootstrap_port);
+  EXPECT_EQ(a.owner, b.owner);
   ASSERT_EQ(a.replicas.size(), b.replicas.size());
   for (size_t i = 0; i < a.replicas.size(); ++i) {
     const ReplicaRecord &x = a.replicas[i], &y = b.replicas[i];
@@ -190,9 +192,10 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   jobs[2].trial_id = "1";
 
   StudyController studies(dir_.string() + "/studies");
-  ASSERT_TRUE(studies.Submit(StudyYaml("s", 4, 2), 100).ok());
+  ASSERT_TRUE(studies.Submit(StudyYaml("s", 4, 2), 100, "alice").ok());
   StudyActions actions = studies.TakeActions(100);
   ASSERT_EQ(actions.submit.size(), 2u);
+  EXPECT_EQ(actions.submit[0].owner, "alice");  // a study's trial jobs are its owner's
   ASSERT_TRUE(studies.AddMeasurement(actions.submit[0].job.name, 1, {{"score", 0.5}}).ok());
   std::vector<std::string> records = studies.TakeJournalRecords();
   studies.JobEnded(actions.submit[0].job.name, true, "done", 200);
@@ -236,6 +239,86 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
     EXPECT_EQ(after->trials[i]->steps, before->trials[i]->steps) << i;
   }
   EXPECT_EQ(after->best_trial, before->best_trial);
+  EXPECT_EQ(after->owner, "alice");
+  ASSERT_NE(again.OwnerOf("s"), nullptr);
+  EXPECT_EQ(*again.OwnerOf("s"), "alice");
+  EXPECT_EQ(again.OwnerOf("nope"), nullptr);
+}
+
+// A database of schema version 3 (before owners) opens migrated: its jobs and studies load with
+// no owner and no damage (an empty owner is outside the row checksum), and an owner set since
+// survives a reopen.
+TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
+  JobRecord job = MakeJob("old", 2, 1);  // an even seq: no owner
+  ASSERT_TRUE(job.owner.empty());
+  StudyController studies(dir_.string() + "/studies");
+  ASSERT_TRUE(studies.Submit(StudyYaml("s", 4, 2), 100).ok());
+  {
+    auto store = OpenOk();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->Load().ok());
+    StateChanges c;
+    c.jobs.push_back(&job);
+    c.study_records = studies.TakeJournalRecords();
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    // Back to version 3: the owner columns did not exist.
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN owner").ok());
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE studies DROP COLUMN owner").ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 3").ok());
+  }
+  {
+    auto store = OpenOk();
+    ASSERT_TRUE(store);
+    auto loaded = store->Load();
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_TRUE(loaded->dropped.empty());
+    ASSERT_EQ(loaded->jobs.size(), 1u);
+    ExpectSameJob(loaded->jobs[0], job);
+    ASSERT_EQ(loaded->studies.size(), 1u);
+    job.owner = "bob";
+    StateChanges c;
+    c.jobs.push_back(&job);
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ(*(*db)->QueryInt("PRAGMA user_version"), SqliteStateStore::Schema().back().version);
+  }
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 1u);
+  EXPECT_EQ(loaded->jobs[0].owner, "bob");
+  auto listed = store->ListJobs(JobQuery{.limit = 10});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].owner, "bob");
+}
+
+// An owner is part of the row checksum: a row whose owner was changed behind the store's back
+// is damage, not a new owner.
+TEST_F(StateStoreTest, AnOwnerChangedBehindTheStoresBackIsDamage) {
+  JobRecord job = MakeJob("mine", 1, 0);
+  ASSERT_EQ(job.owner, "user1");
+  Store({job});
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE jobs SET owner = 'mallory'").ok());
+  }
+  auto store = OpenOk();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(loaded.status().message().find("mine"), std::string::npos)
+      << loaded.status().ToString();
 }
 
 TEST_F(StateStoreTest, ChangedJobsAreStoredAndTheEventWindowSlides) {

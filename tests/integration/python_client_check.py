@@ -6,6 +6,7 @@ Every check raises on failure (non-zero exit with the reason); prints "python cl
 """
 
 import os
+import pwd
 import sys
 
 from cohort import Client, CohortError
@@ -33,6 +34,15 @@ def main():
         done = client.wait(name, poll_s=0.1, timeout_s=30)
         check(done["state"] == "SUCCEEDED", f"job ended {done['state']}: {done['message']}")
         check(done["replicas"][0]["replica"] == "chief-0", f"replicas: {done['replicas']}")
+        # In plaintext the client claims its account name: the job's owner, checked on cancel.
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        check(done["owner"] == me, f"owner {done['owner']!r}, not this account {me!r}")
+        with Client(endpoint, timeout_s=10.0, user="not_" + me) as other:
+            try:
+                other.cancel(name)
+                check(False, "another user cancelled py_job")
+            except CohortError as e:
+                check(e.code == "PERMISSION_DENIED" and f"owned by {me}" in str(e), f"error: {e}")
         check(any(j["name"] == "py_job" for j in client.list_jobs()), "py_job listed")
         text, complete = b"", False
         for _ in range(100):
