@@ -66,6 +66,7 @@
 #include "agent/launcher.h"
 #include "agent/outbox.h"
 #include "agent/replica_manager.h"
+#include "agent/replica_user.h"
 #include "common/clock.h"
 #include "common/messaging.h"
 #include "common/rate_limited_log.h"
@@ -114,6 +115,9 @@ struct AgentConfig {
   std::string output_root;
   std::chrono::milliseconds storage_check_interval{5000};
   std::chrono::milliseconds storage_check_hung_after{10000};
+  // Which Unix account job owners' replicas run as (agent/replica_user.h): --users,
+  // --allow-root-users. With security.insecure every owner may map to root.
+  ReplicaUserOptions users;
 };
 
 class Agent {

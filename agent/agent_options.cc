@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,8 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   flags.config.http_endpoint.clear();  // empty after parsing: not given
   FlagDuration grace = FlagDuration::Seconds(30);
   FlagDuration retention = FlagDuration::Seconds(7 * 24 * 3600);
+  std::vector<std::string> users;
+  std::string allow_root;
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -51,6 +54,8 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("log-level", po::value(&flags.log_level), "trace|debug|info|warn|error (default info)")
       ("http-endpoint", po::value(&flags.config.http_endpoint), "HOST:PORT of /metrics, or none (default 127.0.0.1:7481)")
       ("http-token", po::value(&flags.config.http_token), "token HTTP requests must carry (required beyond loopback)")
+      ("users", po::value(&users)->composing(), "which Unix account each job owner's replicas run as: USER=ACCOUNT,... (a user not listed runs as the account of the same name)")
+      ("allow-root-users", po::value(&allow_root), "job owners whose replicas may run as root (uid 0), comma-separated (none by default; with --insecure, every owner)")
       ("output-root", po::value(&flags.config.output_root), "where this node reads the storage marker instead of the coordinator's output root (default: that root, where jobs write; the node counts as sharing it only at that path)");
   // clang-format on
   std::ostringstream usage;
@@ -112,6 +117,17 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     root = std::filesystem::path(root).lexically_normal().string();
     while (root.size() > 1 && root.back() == '/') root.pop_back();
   }
+  for (const std::string& item : users) {
+    COHORT_ASSIGN_OR_RETURN(auto map, ParseUserMap("users", item));
+    for (auto& [user, account] : map) flags.config.users.users[user] = account;
+  }
+  std::istringstream root_users(allow_root);
+  for (std::string user; std::getline(root_users, user, ',');) {
+    size_t b = user.find_first_not_of(" \t"), e = user.find_last_not_of(" \t");
+    if (b != std::string::npos) {
+      flags.config.users.allow_root_users.push_back(user.substr(b, e - b + 1));
+    }
+  }
   if (flags.config.work_dir.empty()) flags.config.work_dir = "/var/lib/cohort-agent";
   if (flags.config.builtin_dir.empty()) flags.config.builtin_dir = COHORT_INSTALL_BINDIR;
   if (flags.config.advertise_address.empty()) {
@@ -171,6 +187,14 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
     }
   } else if (int stale = cgroups.SweepStale(); stale > 0) {
     spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
+  }
+  if (::geteuid() != 0) {
+    struct passwd* self = ::getpwuid(::geteuid());
+    spdlog::warn(
+        "this agent runs as uid {} ({}), not root: it cannot switch users, so every replica runs "
+        "as that account, whoever owns its job{}",
+        ::geteuid(), self ? self->pw_name : "no account name",
+        flags.config.users.users.empty() ? "" : " (the users setting is not used)");
   }
   AgentConfig config = flags.config;
   config.cgroups = cgroups.available();

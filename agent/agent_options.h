@@ -8,7 +8,9 @@
 // agent/process_launcher.h's environment marker), --cgroup-root DIR (a cgroup v2 directory for
 // the replicas' cgroups instead of the agent's own cgroup, e.g. one delegated to it), and for CURVE
 // (without --insecure) --key-file FILE (this agent's key pair, common/curve_keys.h) and
-// --coordinator-key FILE (the coordinator's public key).
+// --coordinator-key FILE (the coordinator's public key); --users USER=ACCOUNT,... and
+// --allow-root-users USER,... (which Unix account job owners' replicas run as:
+// agent/replica_user.h). An agent not running as root cannot switch users and says so at start.
 // Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
 // dashes); the command line wins over the file.
 //

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/replica_user.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -49,6 +50,9 @@ struct LaunchRequest {
   int cpus = 0;           // 0: no CPU limit
   int64_t memory_mb = 0;  // 0: no memory limit
   std::string image;      // container launchers only
+  // The account the replica runs as (agent/replica_user.h); nullopt: the agent's own. The
+  // working dir and output dirs are already the account's.
+  std::optional<RunAs> run_as;
 };
 
 // One launched attempt: its main process plus everything it spawned.

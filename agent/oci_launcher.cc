@@ -120,6 +120,18 @@ std::map<std::string, std::string> ContainerEnv(const LaunchRequest& request) {
   return env;
 }
 
+// OCI process.user: the run_as account's uid, gid and groups; root without one.
+json ProcessUser(const std::optional<RunAs>& run_as) {
+  if (!run_as) return {{"uid", 0}, {"gid", 0}};
+  json user = {{"uid", run_as->uid}, {"gid", run_as->gid}};
+  json groups = json::array();
+  for (gid_t g : run_as->groups) {
+    if (g != run_as->gid) groups.push_back(g);
+  }
+  if (!groups.empty()) user["additionalGids"] = groups;
+  return user;
+}
+
 // The job's output directory: the parent of AIP_MODEL_DIR ("<base>[/<trial>]/model/").
 std::string OutputDir(const std::map<std::string, std::string>& env) {
   auto it = env.find("AIP_MODEL_DIR");
@@ -315,7 +327,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
                        "CAP_SETFCAP", "CAP_MKNOD"};
   json process = {
       {"terminal", false},
-      {"user", {{"uid", 0}, {"gid", 0}}},
+      {"user", ProcessUser(request.run_as)},
       {"args", request.argv},
       {"env", env},
       {"cwd", request.working_dir.empty() ? "/" : request.working_dir},
@@ -367,9 +379,8 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   }
   std::string output_dir = OutputDir(request.env);
   if (!output_dir.empty()) {
-    COHORT_RETURN_IF_ERROR(MakeOutputDirs(request.env));
-    fs::create_directories(output_dir, ec);
-    if (ec) return Internal("create output directory " + output_dir + ": " + ec.message());
+    COHORT_RETURN_IF_ERROR(MakeOutputDirs(request.env, request.run_as));
+    COHORT_RETURN_IF_ERROR(MakeDirsOwnedBy(output_dir, request.run_as));
     bind(output_dir, false);
   }
   if (!request.working_dir.empty() && request.working_dir != output_dir) {
@@ -438,6 +449,13 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     argv.push_back("--env");
     argv.push_back(key + "=" + value);
   }
+  if (request.run_as) {
+    argv.push_back("--user");
+    argv.push_back(std::to_string(request.run_as->uid) + ":" + std::to_string(request.run_as->gid));
+    for (gid_t g : request.run_as->groups) {
+      if (g != request.run_as->gid) argv.push_back("--group-add=" + std::to_string(g));
+    }
+  }
   std::string output_dir = OutputDir(request.env);
   if (!output_dir.empty()) {
     argv.push_back("--volume");
@@ -471,6 +489,8 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
   // only a PATH.
   runtime_request.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
   runtime_request.gpus.clear();
+  // The runtime runs as the agent; the container's process as process.user / --user.
+  runtime_request.run_as.reset();
   auto run = [this](const std::vector<std::string>& args) {
     if (runtime_ == "docker" || runtime_ == "podman") {
       std::vector<std::string> argv = {runtime_path_};

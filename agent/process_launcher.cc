@@ -1,6 +1,7 @@
 #include "agent/process_launcher.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -110,7 +111,7 @@ class ProcessReplica : public ReplicaProcess {
 
 // What the child reports through the close-on-exec pipe when it cannot run the command.
 struct ChildError {
-  int stage;  // 0: chdir, 1: execve
+  int stage;  // 0: chdir, 1: execve, 2: setgroups, 3: setgid, 4: setuid
   int err;
 };
 
@@ -163,6 +164,13 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   argv.push_back(nullptr);
   std::map<std::string, std::string> env = request.env;
   env[kAttemptDirVariable] = fs::absolute(request.working_dir).lexically_normal().string();
+  const std::optional<RunAs>& run_as = request.run_as;
+  if (run_as) {
+    env["USER"] = run_as->account;
+    env["LOGNAME"] = run_as->account;
+    if (!run_as->home.empty()) env["HOME"] = run_as->home;
+  }
+  const std::vector<gid_t> groups = run_as ? run_as->groups : std::vector<gid_t>();
   const std::string marker = std::string(kAttemptDirVariable) + "=" + env[kAttemptDirVariable];
   std::vector<std::string> env_strings;
   for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
@@ -222,6 +230,16 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
     ChildError error{0, 0};
+    if (run_as) {
+      // Groups first, then the gid, then the uid: after setuid the others cannot be changed.
+      if (::setgroups(groups.size(), groups.data()) != 0) error = {2, errno};
+      if (error.err == 0 && ::setgid(run_as->gid) != 0) error = {3, errno};
+      if (error.err == 0 && ::setuid(run_as->uid) != 0) error = {4, errno};
+      if (error.err != 0) {
+        WriteAll(pipe_fds[1], &error, sizeof(error));
+        ::_exit(126);
+      }
+    }
     if (::chdir(working_dir) != 0) {
       error = {0, errno};
       WriteAll(pipe_fds[1], &error, sizeof(error));
@@ -264,10 +282,23 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   ::close(pipe_fds[0]);
   std::string launch_error;
   if (got == static_cast<ssize_t>(sizeof(error))) {
-    launch_error = error.stage == 0
-                       ? "cannot enter working directory " + request.working_dir + ": " +
-                             std::strerror(error.err)
-                       : "cannot execute " + request.argv[0] + ": " + std::strerror(error.err);
+    std::string as = run_as ? " as " + run_as->account : "";
+    switch (error.stage) {
+      case 0:
+        launch_error = "cannot enter working directory " + request.working_dir + as + ": " +
+                       std::strerror(error.err);
+        break;
+      case 1:
+        launch_error = "cannot execute " + request.argv[0] + as + ": " + std::strerror(error.err);
+        break;
+      default:
+        launch_error = "cannot switch to the Unix account " + (run_as ? run_as->account : "") +
+                       " (" +
+                       (error.stage == 2   ? "setgroups"
+                        : error.stage == 3 ? "setgid"
+                                           : "setuid") +
+                       "): " + std::strerror(error.err);
+    }
     std::string line = "cohort-agent: " + launch_error + "\n";
     WriteAll(log_fd, line.data(), line.size());
   }

@@ -1,8 +1,11 @@
 // ProcessLauncher runs a replica attempt as a plain process tree: fork, then in the child setsid()
 // (its own session and process group), a move into its own cgroup when CgroupManager has one,
-// stdin from /dev/null, stdout and stderr appended to the attempt's log file, chdir to the
-// working directory and execve. The child also asks for SIGKILL when the agent dies
-// (PR_SET_PDEATHSIG), so a crashed agent leaves no replica behind it.
+// stdin from /dev/null, stdout and stderr appended to the attempt's log file, with a run_as
+// account its groups (setgroups), gid and uid (in that order: after setuid nothing can be
+// changed back) and HOME, USER, LOGNAME, then chdir to the working directory (as that account)
+// and execve. A failed switch makes the child exit 126 with launch_error() naming the account. The
+// child also asks for SIGKILL when the agent dies (PR_SET_PDEATHSIG), so a crashed agent leaves no
+// replica behind it.
 //
 // A command that cannot be executed (not found, not executable) makes the child exit 127 or 126,
 // and launch_error() plus a line in the log file say why.

@@ -166,14 +166,21 @@ Status MakeDirs(const std::string& path) {
   return Status::Ok();
 }
 
-Status MakeOutputDirs(const std::map<std::string, std::string>& env) {
+Status MakeOutputDirs(const std::map<std::string, std::string>& env,
+                      const std::optional<RunAs>& run_as) {
+  std::string base;
+  if (auto model = env.find("AIP_MODEL_DIR"); model != env.end() && !model->second.empty()) {
+    fs::path dir(model->second);
+    if (!dir.has_filename()) dir = dir.parent_path();
+    base = dir.parent_path().string();
+  }
   for (const char* var : {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
                           "CLOUD_ML_HP_METRIC_FILE"}) {
     auto it = env.find(var);
     if (it == env.end() || it->second.empty()) continue;
     fs::path dir(it->second);
     if (std::string_view(var) == "CLOUD_ML_HP_METRIC_FILE") dir = dir.parent_path();
-    COHORT_RETURN_IF_ERROR(MakeDirs(dir.string()).WithContext(var));
+    COHORT_RETURN_IF_ERROR(MakeDirsOwnedBy(dir.string(), run_as, base).WithContext(var));
   }
   return Status::Ok();
 }

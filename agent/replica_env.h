@@ -97,7 +97,9 @@ int SweepAttemptDirs(const std::string& work_dir, std::chrono::milliseconds rete
 
 // Creates the output directories a replica's environment names (AIP_MODEL_DIR,
 // AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR and the directory of CLOUD_ML_HP_METRIC_FILE), so
-// a trainer can write to them at once, as it can to Vertex's bucket paths.
-Status MakeOutputDirs(const std::map<std::string, std::string>& env);
+// a trainer can write to them at once, as it can to Vertex's bucket paths. With `run_as`, those
+// created at or below the job's output dir (the parent of AIP_MODEL_DIR) are that account's.
+Status MakeOutputDirs(const std::map<std::string, std::string>& env,
+                      const std::optional<RunAs>& run_as = std::nullopt);
 
 }  // namespace cohort::agent

@@ -1,6 +1,7 @@
 #include "agent/replica_manager.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -14,6 +15,14 @@ namespace {
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// With --insecure nobody is verified, so an owner mapped to root may run as root
+// (agent/replica_user.h).
+ReplicaUserOptions UserOptions(const AgentConfig& config) {
+  ReplicaUserOptions options = config.users;
+  if (config.security.insecure) options.allow_root = true;
+  return options;
+}
+
 }  // namespace
 
 ReplicaManager::ReplicaManager(const AgentConfig& config, Clock& clock, Outbox& outbox,
@@ -22,7 +31,8 @@ ReplicaManager::ReplicaManager(const AgentConfig& config, Clock& clock, Outbox& 
       clock_(clock),
       outbox_(outbox),
       report_(std::move(report)),
-      process_launcher_(std::move(process_launcher)) {}
+      process_launcher_(std::move(process_launcher)),
+      users_(UserOptions(config), config.node_id, ::geteuid() == 0) {}
 
 ReplicaManager::~ReplicaManager() { KillAll(); }
 
@@ -90,6 +100,14 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
       std::make_unique<LogShipper>(outbox_, a.key(), a.job, a.replica, a.attempt, request.log_path,
                                    config_.log_chunk_bytes, 2 * config_.resend_interval);
   if (Status s = MakeDirs(request.working_dir); !s.ok()) return FailBeforeLaunch(a, s, -1);
+  // The job owner's account (agent/replica_user.h); its working dir is that account's.
+  auto run_as = users_.Resolve(Str(launch.owner()));
+  if (!run_as.ok()) return FailBeforeLaunch(a, run_as.status(), -1);
+  if (*run_as && ::chown(request.working_dir.c_str(), (*run_as)->uid, (*run_as)->gid) != 0) {
+    return FailBeforeLaunch(
+        a, ErrnoStatus("chown " + request.working_dir + " to " + (*run_as)->account, errno), -1);
+  }
+  request.run_as = std::move(*run_as);
   SetState(a, wire::ReplicaState::STARTING, "");
 
   if (Status s = PlanLaunch(launch, config_.builtin_dir, &pending->plan); !s.ok()) {
@@ -148,7 +166,9 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   }
   LaunchRequest& request = pending.plan.request;
   request.env = BuildReplicaEnv(env);
-  if (Status s = MakeOutputDirs(request.env); !s.ok()) return FailBeforeLaunch(a, s, -1);
+  if (Status s = MakeOutputDirs(request.env, request.run_as); !s.ok()) {
+    return FailBeforeLaunch(a, s, -1);
+  }
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);

@@ -9,6 +9,11 @@
 // the agent decides whether and how to send it (agent/agent.h). A log shipper and, for the chief
 // of a tuning trial, a metric forwarder are created over `outbox` for each attempt.
 //
+// Users: each attempt runs as its job owner's Unix account (LaunchReplica.owner, mapped and
+// checked by agent/replica_user.h); an owner that cannot run here fails the attempt before it
+// starts, naming the user and the node. Its working dir and the output dirs it creates are that
+// account's.
+//
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
 // it. Destroying it SIGKILLs every process of every attempt still here: no replica outlives it.
 #pragma once
@@ -25,6 +30,7 @@
 #include "agent/launcher.h"
 #include "agent/outbox.h"
 #include "agent/progress.h"
+#include "agent/replica_user.h"
 #include "common/clock.h"
 
 namespace cohort::agent {
@@ -94,6 +100,7 @@ class ReplicaManager {
   Report report_;
   std::unique_ptr<Launcher> process_launcher_;
   std::unique_ptr<Launcher> container_launcher_;
+  ReplicaUsers users_;  // which account each job owner's replicas run as
   std::map<std::string, Attempt> attempts_;
   std::map<std::string, std::unique_ptr<ProgressProbe>> probes_;  // by attempt key, started ones
   milliseconds next_sweep_{0};

@@ -132,6 +132,35 @@ TEST_P(OciLauncherTest, BundleConfigPinsOnlyRequestedGpusAndMountsOutput) {
       << "containers use host networking";
 }
 
+// A job owner's replica runs as the owner's account in the container too: OCI process.user and
+// the CLI's --user, with the account's other groups. Without one, root (the container's).
+TEST_P(OciLauncherTest, TheContainerProcessRunsAsTheOwnersAccount) {
+  options_.device_dir = (dir_ / "dev").string();
+  auto launcher = OciLauncher::Create(options_, &processes_);
+  if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
+  LaunchRequest request = Request({"/bin/true"}, {});
+  auto as_root = (*launcher)->BundleConfig(request, "/rootfs");
+  ASSERT_TRUE(as_root.ok()) << as_root.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*as_root)["process"]["user"],
+            nlohmann::json({{"uid", 0}, {"gid", 0}}));
+  RunAs run_as;
+  run_as.user = "alice";
+  run_as.account = "ualice";
+  run_as.uid = 1234;
+  run_as.gid = 1234;
+  run_as.groups = {1234, 44, 27};
+  request.run_as = run_as;
+  auto config = (*launcher)->BundleConfig(request, "/rootfs");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*config)["process"]["user"],
+            nlohmann::json({{"uid", 1234}, {"gid", 1234}, {"additionalGids", {44, 27}}}));
+  auto argv = (*launcher)->CliRunArgv(request, "cid");
+  std::string joined;
+  for (const auto& a : argv) joined += a + " ";
+  EXPECT_NE(joined.find("--user 1234:1234 --group-add=44 --group-add=27 "), std::string::npos)
+      << joined;
+}
+
 TEST_P(OciLauncherTest, CliArgvUsesHostNetworkAndPinnedDevices) {
   options_.runtime = "auto";
   options_.device_dir = (dir_ / "dev").string();

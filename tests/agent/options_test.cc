@@ -1,6 +1,8 @@
 // The cohort-agent command line and config file.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "agent/agent_options.h"
@@ -65,6 +67,23 @@ TEST(AgentFlagsTest, DefaultsAndConfigFile) {
   EXPECT_EQ(plain->config.attempt_retention, std::chrono::hours(7 * 24));
   EXPECT_FALSE(plain->config.security.insecure);
   EXPECT_FALSE(LoadSecurity(*plain).ok());  // CURVE without key files
+}
+
+TEST(AgentFlagsTest, UsersMapOwnersToAccountsFromTheFileAndTheCommandLine) {
+  testing::TempDir dir;
+  std::string config = dir.path() + "/agent.conf";
+  testing::WriteFile(config,
+                     "coordinator = tcp://10.0.0.1:7401\nusers = alice=ualice, bob=bob\n"
+                     "allow-root-users = ops, admin\n");
+  auto flags = Parse({"--config", config.c_str(), "--users", "carol=ucarol"});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->config.users.users,
+            (std::map<std::string, std::string>{
+                {"alice", "ualice"}, {"bob", "bob"}, {"carol", "ucarol"}}));
+  EXPECT_EQ(flags->config.users.allow_root_users, (std::vector<std::string>{"ops", "admin"}));
+  EXPECT_FALSE(flags->config.users.allow_root);
+  auto bad = Parse({"--coordinator", "tcp://h:1", "--users", "alice"});
+  EXPECT_NE(bad.status().message().find("--users"), std::string::npos) << bad.status().ToString();
 }
 
 TEST(AgentFlagsTest, ErrorsNameTheFlag) {

@@ -158,6 +158,9 @@ sed -i -e "s#^client-endpoint = .*#client-endpoint = tcp://127.0.0.1:$client_por
        -e "s#^agent-endpoint = .*#agent-endpoint = tcp://127.0.0.1:$agent_port#" /etc/cohort/coordinator.conf
 sed -i -e "s#^coordinator = .*#coordinator = tcp://127.0.0.1:$agent_port#" -e "s#^gpus = .*#gpus = 0#" \
        /etc/cohort/agent.conf
+# The job below is test-user's (its client key's name); this host has no such account, so the
+# agent runs its replicas as root, which must be allowed for that user.
+printf 'users = test-user=root\nallow-root-users = test-user\n' >> /etc/cohort/agent.conf
 
 # A reinstall keeps the edited conffiles.
 dpkg -i "$pkg_build"/packages/cohort-coordinator_*.deb "$pkg_build"/packages/cohort-agent_*.deb \

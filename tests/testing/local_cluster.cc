@@ -61,8 +61,16 @@ std::vector<std::string> LocalCluster::SecurityArgs(bool coordinator,
             "--client-keys", keys_dir() + "/clients",
             "--agent-keys",  keys_dir() + "/agents"};
   }
-  return {"--key-file", keys_dir() + "/" + node_id + ".key", "--coordinator-key",
-          keys_dir() + "/coordinator.pub"};
+  // The admin's replicas run as the account running the tests (root in CI: allowed for admin),
+  // as every replica did before jobs had owners.
+  return {"--key-file",
+          keys_dir() + "/" + node_id + ".key",
+          "--coordinator-key",
+          keys_dir() + "/coordinator.pub",
+          "--users",
+          "admin=" + LocalUserName(),
+          "--allow-root-users",
+          "admin"};
 }
 
 LocalCluster::~LocalCluster() {

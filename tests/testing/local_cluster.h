@@ -38,7 +38,8 @@ struct ClusterOptions {
   std::string heartbeat_timeout = "10s";
   // CURVE instead of --insecure: keys under keys_dir(): coordinator.key; each agent's
   // <node-id>.key, listed as agents/<node-id>.pub; Client()'s admin.key, listed as
-  // clients/admin.pub.
+  // clients/admin.pub. The agents run admin's replicas as the account running the test (root
+  // allowed): --users admin=<that account> --allow-root-users admin.
   bool secure = false;
   // Appended to the coordinator's command line (with --http-endpoint among them, the cluster
   // gives it none of its own and coordinator_http_port() is 0).
