@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -17,6 +18,28 @@ std::string JoinNames(const std::vector<std::string>& names) {
 }
 
 }  // namespace
+
+Status AdminService::Authorize(const RoutedMessage& m, const AdminTarget& target) const {
+  const std::string caller = CallerOf(m);
+  if (target.job != nullptr) {
+    return permissions_.CheckOwnerOrAdmin(caller, target.job->owner, target.action);
+  }
+  if (target.study != nullptr) {
+    return permissions_.CheckOwnerOrAdmin(caller, target.study->owner, target.action);
+  }
+  if (permissions_.admins().empty()) return Status::Ok();
+  return permissions_.CheckAdmin(caller, target.action);
+}
+
+void AdminService::ApplyRetention(int64_t now_ms, int64_t retention_ms) {
+  // Checked every quarter of the retention, at least every second and at most every minute.
+  if (retention_ms <= 0 ||
+      now_ms - last_retention_ms_ < std::clamp<int64_t>(retention_ms / 4, 1000, 60'000)) {
+    return;
+  }
+  last_retention_ms_ = now_ms;
+  DeleteExpired(now_ms, retention_ms);
+}
 
 bool AdminService::Handle(const RoutedMessage& m, int64_t now_ms) {
   const Message& msg = m.message;

@@ -16,10 +16,10 @@
 //   forget     a LOST node leaves the registry (refused for a node heard from).
 // Job retention (DeleteExpired) deletes finished jobs that ended longer ago than the retention.
 //
-// Permissions: every request passes Authorize, the one place they are checked, with what it acts
-// on (AdminTarget: the job, the study, or neither for a node: admins only). The check itself comes
-// from SetAuthorizer (the coordinator's users and admins); with none set every admitted client
-// may.
+// Permissions (coordinator/permissions.h): every request passes Authorize, the one place they are
+// checked, with what it acts on (AdminTarget). A job's deletion and a study's cancel: its owner or
+// an admin. A node: an admin; on a cluster with no admins configured, every admitted client (one
+// team sharing a cluster; the coordinator says so at start).
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: everything it is given must
 // outlive it.
@@ -34,6 +34,7 @@
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
+#include "coordinator/permissions.h"
 #include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
@@ -48,22 +49,18 @@ struct AdminTarget {
 
 class AdminService {
  public:
-  // Whether the sender of `m` may act on `target`: Ok, or the Status to answer
-  // (PERMISSION_DENIED naming who may).
-  using Authorizer = std::function<Status(const RoutedMessage& m, const AdminTarget& target)>;
-
   // `clients` gives the wire view of nodes; `run_studies` submits and cancels the jobs the
   // studies ask for (after a study is cancelled).
   AdminService(JobController& jobs, NodeRegistry& nodes, StudyController& studies,
-               const ClientService& clients, Outbox& outbox, std::function<void()> run_studies)
+               const ClientService& clients, Outbox& outbox, Permissions permissions,
+               std::function<void()> run_studies)
       : jobs_(jobs),
         nodes_(nodes),
         studies_(studies),
         clients_(clients),
         outbox_(outbox),
+        permissions_(std::move(permissions)),
         run_studies_(std::move(run_studies)) {}
-
-  void SetAuthorizer(Authorizer authorize) { authorize_ = std::move(authorize); }
 
   // Answers `m` when it is one of this service's requests and returns true; false otherwise.
   bool Handle(const RoutedMessage& m, int64_t now_ms);
@@ -71,6 +68,9 @@ class AdminService {
   // Deletes every finished job (replicas all stopped) that ended more than `retention_ms` before
   // `now_ms`; returns how many.
   size_t DeleteExpired(int64_t now_ms, int64_t retention_ms);
+  // DeleteExpired, at most every quarter of `retention_ms` (at least every second, at most every
+  // minute); nothing when `retention_ms` <= 0 (keep forever). Called from the loop's timers.
+  void ApplyRetention(int64_t now_ms, int64_t retention_ms);
 
  private:
   void OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& req, int64_t now_ms);
@@ -78,9 +78,8 @@ class AdminService {
   void OnCancelStudy(const RoutedMessage& m, const wire::CancelStudy& req, int64_t now_ms);
   // Preempts every job with a replica holding resources on `node_id`; their names.
   std::vector<std::string> PreemptJobsOn(const std::string& node_id, int64_t now_ms);
-  Status Authorize(const RoutedMessage& m, const AdminTarget& target) const {
-    return authorize_ ? authorize_(m, target) : Status::Ok();
-  }
+  // Whether the sender of `m` may act on `target`: Ok, or PERMISSION_DENIED naming who may.
+  Status Authorize(const RoutedMessage& m, const AdminTarget& target) const;
   void Reply(const RoutedMessage& m, zmq::message_t frame) {
     outbox_.ToClient(m.peer, std::move(frame));
   }
@@ -90,8 +89,9 @@ class AdminService {
   StudyController& studies_;
   const ClientService& clients_;
   Outbox& outbox_;
+  Permissions permissions_;
   std::function<void()> run_studies_;
-  Authorizer authorize_;
+  int64_t last_retention_ms_ = 0;
 };
 
 }  // namespace cohort::coordinator

@@ -43,7 +43,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
           [this] { study_runner_.Run(clock_->NowMs()); },
           [this](const JobQuery& query) { return store_->ListJobs(query); }),
       admin_service_(jobs_, nodes_, studies_, client_service_, outbox_,
-                     [this] { study_runner_.Run(clock_->NowMs()); }),
+                     Permissions(options_.admins), [this] { study_runner_.Run(clock_->NowMs()); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), !options_.insecure,
                      [this] { study_runner_.Run(clock_->NowMs()); }) {
@@ -195,9 +195,8 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
         RefuseOverLimit(m, agent);
       } else if (!KeyStillListed(m, agent)) {
         continue;
-      } else if (!agent && observability_service_.Handle(m, now)) {
-        // answered
-      } else if (!agent && admin_service_.Handle(m, now)) {
+      } else if (!agent &&
+                 (observability_service_.Handle(m, now) || admin_service_.Handle(m, now))) {
         // answered
       } else if (agent) {
         agent_service_.Handle(m, now);
@@ -241,13 +240,7 @@ void Coordinator::Tick() {
     last_periodic_ms_ = now;
     bad_frames_.Flush();
     jobs_.CheckTimeouts(now, now - started_ms_ > options_.heartbeat_timeout.count());
-    // Retention: checked every quarter of it, at least every second and at most every minute.
-    const int64_t retention = options_.job_retention.count();
-    if (retention > 0 &&
-        now - last_retention_ms_ >= std::clamp<int64_t>(retention / 4, kPeriodicMs, 60'000)) {
-      last_retention_ms_ = now;
-      admin_service_.DeleteExpired(now, retention);
-    }
+    admin_service_.ApplyRetention(now, options_.job_retention.count());
   }
   // Jobs that ended tell their studies, which may submit or cancel trial jobs.
   ExecuteCommands();

@@ -188,7 +188,6 @@ class Coordinator {
   int64_t started_ms_ = 0;
   int64_t last_periodic_ms_ = 0;
   int64_t last_stats_log_ms_ = 0;
-  int64_t last_retention_ms_ = 0;
   int64_t store_failing_since_ms_ = -1;  // -1: the last commit succeeded
   int64_t last_store_warning_ms_ = 0;
   int64_t store_retry_at_ms_ = 0;     // the timers wait until then after a failed commit

@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
         "see the storage marker {}/{} (cohort nodes, STORAGE)",
         options.output_root, options.output_root, cohort::kStorageMarkerName);
   }
+  if (options.admins.empty()) {
+    spdlog::warn(
+        "no admins (--admins): every admitted client may drain, cordon, uncordon and forget "
+        "nodes; jobs and studies are still cancelled and deleted only by their owners");
+  }
   cohort::NotifyReady("serving clients on " + (*coordinator)->client_endpoint());
   cohort::Status s = (*coordinator)->Run(g_stop);
   cohort::NotifyStopping();

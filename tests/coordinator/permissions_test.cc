@@ -202,5 +202,51 @@ TEST_F(OwnershipTest, AStudysOwnerOwnsItsTrialJobs) {
   EXPECT_EQ(Cancel("bob", trial_job).ErrorStatus().code(), StatusCode::kPermissionDenied);
 }
 
+// The day-2 verbs go through the same check: a job's deletion and a study's cancel by its owner
+// or an admin; a node's cordon, drain, uncordon or forget by an admin only (admins = carol here).
+TEST_F(OwnershipTest, DeleteCancelStudyAndNodeVerbsAreTheOwnersOrAnAdmins) {
+  ASSERT_TRUE(Submit("alice", "done").ok());
+  ASSERT_TRUE(Cancel("alice", "done").ErrorStatus().ok());
+  ASSERT_EQ(Get("done").state, wire::JobState::CANCELLED);
+  auto del = [&](const std::string& user) {
+    wire::DeleteJobT req;
+    req.name = "done";
+    return Call(user, std::move(req)).ErrorStatus();
+  };
+  Status denied = del("bob");
+  EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied) << denied.ToString();
+  EXPECT_NE(denied.message().find("owned by alice"), std::string::npos) << denied.ToString();
+  Status deleted = del("alice");
+  EXPECT_TRUE(deleted.ok()) << deleted.ToString();
+
+  wire::SubmitStudyT study;
+  study.spec_yaml =
+      "name: st\nmetric: {id: score, goal: maximize}\n"
+      "parameters:\n  - {id: x, type: integer, min: 1, max: 2}\n"
+      "algorithm: grid\nmax_trials: 1\nparallel_trials: 1\n"
+      "trial_job:\n  worker_pools:\n"
+      "    - {role: chief, replicas: 1, resources: {cpus: 1}, process: {command: [/bin/t]}}\n";
+  ASSERT_TRUE(Call("alice", std::move(study)).ErrorStatus().ok());
+  auto cancel_study = [&](const std::string& user) {
+    wire::CancelStudyT req;
+    req.name = "st";
+    return Call(user, std::move(req)).ErrorStatus();
+  };
+  EXPECT_EQ(cancel_study("bob").code(), StatusCode::kPermissionDenied);
+  Status by_admin = cancel_study("carol");
+  EXPECT_TRUE(by_admin.ok()) << by_admin.ToString();
+
+  auto cordon = [&](const std::string& user) {
+    wire::NodeAdminT req;
+    req.node_id = "n1";
+    req.action = "cordon";
+    return Call(user, std::move(req)).ErrorStatus();
+  };
+  Status not_admin = cordon("alice");
+  EXPECT_EQ(not_admin.code(), StatusCode::kPermissionDenied) << not_admin.ToString();
+  // An admin passes the check (and hears that there is no such node).
+  EXPECT_EQ(cordon("carol").code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace cohort::coordinator
