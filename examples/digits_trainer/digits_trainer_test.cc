@@ -72,11 +72,23 @@ class DigitsTrainerTest : public ::testing::Test {
     }
   }
 
-  static TrainerOptions QuietOptions() {
+  static TrainerOptions QuietOptions(int epochs = 3) {
     TrainerOptions options;
-    options.epochs = 3;
+    options.epochs = epochs;
     options.log = nullptr;
     return options;
+  }
+  // `base` checkpointing into `dir`/checkpoints every `every` steps.
+  static TrainerOptions Checkpointing(const TrainerOptions& base, const TempDir& dir, int every) {
+    TrainerOptions options = base;
+    options.checkpoint_dir = dir.Join("checkpoints");
+    options.checkpoint_every = every;
+    return options;
+  }
+  // A run of `options` on this process alone.
+  StatusOr<TrainResult> Train(const TrainerOptions& options) {
+    LocalGradientAverager averager;
+    return Trainer(options, *train_, *test_, &averager).Run();
   }
 
   static Dataset* all_;
@@ -284,18 +296,14 @@ TEST_F(DigitsTrainerTest, ResumedRunEqualsUninterruptedRunBitForBit) {
 // A torn or corrupted newest checkpoint is skipped: the run resumes from the one before it and
 // still ends equal to the uninterrupted run.
 TEST_F(DigitsTrainerTest, CorruptNewestCheckpointIsSkipped) {
-  LocalGradientAverager averager;
-  TrainerOptions base = QuietOptions();
-  base.epochs = 2;
-  auto straight = Trainer(base, *train_, *test_, &averager).Run();
+  const TrainerOptions base = QuietOptions(2);
+  auto straight = Train(base);
   ASSERT_TRUE(straight.ok());
 
   TempDir dir;
-  TrainerOptions first = base;
-  first.checkpoint_dir = dir.Join("checkpoints");
-  first.checkpoint_every = 10;
+  TrainerOptions first = Checkpointing(base, dir, 10);
   first.fail_at_step = 50;
-  ASSERT_EQ(Trainer(first, *train_, *test_, &averager).Run().status().code(), StatusCode::kAborted);
+  ASSERT_EQ(Train(first).status().code(), StatusCode::kAborted);
   {
     // Flip one byte in the middle of the newest state file.
     std::fstream state(dir.Join("checkpoints/ckpt-50/trainer_state.bin"),
@@ -307,36 +315,31 @@ TEST_F(DigitsTrainerTest, CorruptNewestCheckpointIsSkipped) {
   // Named directly, the corrupt checkpoint is an error, not a silent fresh start.
   TrainerOptions direct = base;
   direct.restore_from = dir.Join("checkpoints/ckpt-50");
-  EXPECT_EQ(Trainer(direct, *train_, *test_, &averager).Run().status().code(),
-            StatusCode::kDataLoss);
+  EXPECT_EQ(Train(direct).status().code(), StatusCode::kDataLoss);
   TrainerOptions second = first;
   second.fail_at_step = 0;  // restored before step 50, it would fail there again
   second.restore_from = first.checkpoint_dir;
-  auto resumed = Trainer(second, *train_, *test_, &averager).Run();
+  auto resumed = Train(second);
   ASSERT_NO_FATAL_FAILURE(ExpectResumedAt(resumed, 40, *straight));
 }
 
 // A stop request (SIGTERM in the binary) checkpoints at the current step even off the periodic
 // schedule, and the resumed run still matches the uninterrupted one.
 TEST_F(DigitsTrainerTest, StopRequestCheckpointsAndResumes) {
-  LocalGradientAverager averager;
-  TrainerOptions base = QuietOptions();
-  base.epochs = 2;
-  auto straight = Trainer(base, *train_, *test_, &averager).Run();
+  const TrainerOptions base = QuietOptions(2);
+  auto straight = Train(base);
   ASSERT_TRUE(straight.ok());
 
   TempDir dir;
   std::atomic<bool> stop{true};
-  TrainerOptions first = base;
-  first.checkpoint_dir = dir.Join("checkpoints");
-  first.checkpoint_every = 1000;
+  TrainerOptions first = Checkpointing(base, dir, 1000);
   first.stop_requested = &stop;
-  auto stopped = Trainer(first, *train_, *test_, &averager).Run();
+  auto stopped = Train(first);
   ASSERT_EQ(stopped.status().code(), StatusCode::kCancelled);
 
   TrainerOptions second = base;
   second.restore_from = first.checkpoint_dir;
-  auto resumed = Trainer(second, *train_, *test_, &averager).Run();
+  auto resumed = Train(second);
   ASSERT_NO_FATAL_FAILURE(ExpectResumedAt(resumed, 1, *straight));
 }
 
