@@ -39,23 +39,17 @@ JOIN=$ROOT/bench/peers/join_results.py
 setting="" workers=4 reducers=4 sizes=1K:256M iters=20 warmup=5 max_s="" rate=1gbit check=""
 mpi_algos=default,4 gloo_algos=ring,ring_chunked,halving_doubling
 cohort_algos=reduction-server,ring build_dir="" out="" keep_cluster=0 cohort_bin=""
+. "$ROOT/bench/common/flags.sh"
 while [ $# -gt 0 ]; do
+  if value_flag "setting workers reducers sizes iters warmup rate mpi-algos gloo-algos \
+                 cohort-algos build-dir cohort-bin out" "$@"; then
+    shift 2
+    continue
+  fi
   case "$1" in
-    --setting) setting=$2; shift 2 ;;
-    --workers|--ranks) workers=$2; shift 2 ;;
-    --reducers) reducers=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
+    --ranks) workers=$2; shift 2 ;;
     --max-seconds-per-size) max_s=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
     --check) check=--check; shift ;;
-    --mpi-algos) mpi_algos=$2; shift 2 ;;
-    --gloo-algos) gloo_algos=$2; shift 2 ;;
-    --cohort-algos) cohort_algos=$2; shift 2 ;;
-    --build-dir) build_dir=$2; shift 2 ;;
-    --cohort-bin) cohort_bin=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
     --keep-cluster) keep_cluster=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_allreduce.sh: unknown flag '$1'" >&2; exit 2 ;;
@@ -70,6 +64,14 @@ out=${out:-/tmp/cohort-compare-$setting-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 log() { echo "compare: $*" | tee -a "$out/log.txt" >&2; }
 record() { printf '%s\n' "$*" >>"$out/commands.txt"; }
+# wanted NAME ALGOS BIN WHY: whether NAME runs: not when its algorithms are "none"; not, logging
+# "NAME: skipped (WHY)", when its program BIN was not found.
+wanted() {
+  [ "$2" = none ] && return 1
+  [ -n "$3" ] && return 0
+  log "$1: skipped ($4)"
+  return 1
+}
 
 find_bin() {  # name, subdir
   local d
@@ -144,11 +146,10 @@ fi
 # ---- OpenMPI -------------------------------------------------------------------------------
 run_mpi() {
   local algo extra label
-  [ "$mpi_algos" = none ] && return
-  if [ -z "$MPI_BIN" ] || ! command -v mpirun >/dev/null; then
-    log "mpi: skipped (cohort-bench-mpi or mpirun not found; build target cohort-bench-mpi)"
+  local bin=$MPI_BIN
+  command -v mpirun >/dev/null || bin=""
+  wanted mpi "$mpi_algos" "$bin" "cohort-bench-mpi or mpirun not found; build target cohort-bench-mpi" ||
     return
-  fi
   local hostlist=""
   local i
   for ((i = 0; i < workers; i++)); do hostlist="${hostlist:+$hostlist,}h$i"; done
@@ -177,11 +178,8 @@ run_mpi() {
 
 # ---- Gloo ----------------------------------------------------------------------------------
 run_gloo() {
-  [ "$gloo_algos" = none ] && return
-  if [ -z "$GLOO_BIN" ]; then
-    log "gloo: skipped (cohort-bench-gloo not found; build target cohort-bench-gloo)"
+  wanted gloo "$gloo_algos" "$GLOO_BIN" "cohort-bench-gloo not found; build target cohort-bench-gloo" ||
     return
-  fi
   local store
   store=$(mktemp -d /tmp/cohort-gloo-store.XXXXXX)
   local pids=() r addr
@@ -202,11 +200,7 @@ run_gloo() {
 
 # ---- Cohort (bench/cohort_bench, written separately) --------------------------------------
 run_cohort() {
-  [ "$cohort_algos" = none ] && return
-  if [ -z "$COHORT_BIN" ]; then
-    log "cohort: skipped (cohort-bench not built yet)"
-    return
-  fi
+  wanted cohort "$cohort_algos" "$COHORT_BIN" "cohort-bench not built yet" || return
   local help
   help=$("$COHORT_BIN" allreduce --help 2>&1 || "$COHORT_BIN" --help 2>&1 || true)
   local algo label m

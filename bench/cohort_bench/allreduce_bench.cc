@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "bench/cohort_bench/bench_flags.h"
 #include "bench/cohort_bench/forked_ranks.h"
 #include "bench/common/json_line.h"
 #include "bench/common/size_args.h"
@@ -378,137 +379,72 @@ void PrintAllreduceUsage() {
 bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOptions* o,
                         bool* help) {
   std::string sizes = "1K:256M";
-  auto need = [&](size_t& i) -> const std::string* {
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "cohort-bench: %s needs a value\n", args[i].c_str());
-      return nullptr;
-    }
-    return &args[++i];
+  auto set_type = [](DataType* out) {
+    return [out](const std::string& v) {
+      auto t = collective::ParseDataType(v);
+      if (t) *out = *t;
+      return t.has_value();
+    };
   };
-  auto to_int = [](const std::string& s, int* out) {
-    char* end = nullptr;
-    long v = std::strtol(s.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) return false;
-    *out = static_cast<int>(v);
-    return true;
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const std::string* v = nullptr;
-    bool ok = true;
-    if (a == "--help" || a == "-h") {
-      *help = true;
-      return true;
-    } else if (a == "--check") {
-      o->check = true;
-    } else if (a == "--json") {
-      o->json = true;
-    } else if (a == "--algo") {
-      if (!(v = need(i))) return false;
-      auto algo = collective::ParseAlgorithm(*v);
-      ok = algo.has_value();
-      if (ok) o->algo = *algo;
-    } else if (a == "--workers") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->workers) && o->workers >= 1;
-    } else if (a == "--reducers") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->reducers);
-    } else if (a == "--sizes") {
-      if (!(v = need(i))) return false;
-      sizes = *v;
-    } else if (a == "--dtype") {
-      if (!(v = need(i))) return false;
-      auto t = collective::ParseDataType(*v);
-      ok = t.has_value();
-      if (ok) o->type = *t;
-    } else if (a == "--op") {
-      if (!(v = need(i))) return false;
-      auto op = collective::ParseReduceOp(*v);
-      ok = op.has_value();
-      if (ok) o->op = *op;
-    } else if (a == "--transport") {
-      if (!(v = need(i))) return false;
-      ok = *v == "ucx" || *v == "inproc";
-      o->transport = *v;
-    } else if (a == "--iters") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->iters) && o->iters >= 1;
-    } else if (a == "--warmup") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->warmup);
-    } else if (a == "--max-seconds-per-size") {
-      if (!(v = need(i))) return false;
-      o->max_seconds_per_size = std::atof(v->c_str());
-    } else if (a == "--chunk-bytes") {
-      if (!(v = need(i))) return false;
-      auto s = ParseByteSize(*v);
-      ok = s.has_value() && *s >= 1024;
-      if (ok) o->chunk_bytes = *s;
-    } else if (a == "--window") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->window) && o->window >= 1;
-    } else if (a == "--max-flows") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->max_flows);
-    } else if (a == "--timeout-ms") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
-    } else if (a == "--device") {
-      if (!(v = need(i))) return false;
-      ok = *v == "cpu" || *v == "cuda";
-      o->device = *v;
+  const std::vector<BenchFlag> own = {
+      {"--algo", false,
+       [&](const std::string& v) {
+         auto algo = collective::ParseAlgorithm(v);
+         if (algo) o->algo = *algo;
+         return algo.has_value();
+       }},
+      {"--reducers", false, IntAtLeast(&o->reducers, 0)},
+      {"--dtype", false, set_type(&o->type)},
+      {"--op", false,
+       [&](const std::string& v) {
+         auto op = collective::ParseReduceOp(v);
+         if (op) o->op = *op;
+         return op.has_value();
+       }},
+      {"--chunk-bytes", false,
+       [&](const std::string& v) {
+         auto s = ParseByteSize(v);
+         if (s && *s >= 1024) o->chunk_bytes = *s;
+         return s && *s >= 1024;
+       }},
+      {"--window", false, IntAtLeast(&o->window, 1)},
+      {"--max-flows", false, IntAtLeast(&o->max_flows, 0)},
+      {"--device", false,
+       [&](const std::string& v) {
 #ifndef COHORT_HAVE_CUDA
-      if (*v == "cuda") {
-        std::fprintf(stderr,
-                     "cohort-bench: --device cuda: this cohort-bench was built without CUDA\n");
-        return false;
-      }
+         if (v == "cuda") {
+           std::fprintf(stderr,
+                        "cohort-bench: --device cuda: this cohort-bench was built without CUDA\n");
+           return false;
+         }
 #endif
-    } else if (a == "--wire-dtype") {
-      if (!(v = need(i))) return false;
-      auto t = collective::ParseDataType(*v);
-      ok = *v == "f32" || (t && (*t == DataType::kBF16 || *t == DataType::kF16));
-      if (ok) o->wire_dtype = t ? *t : DataType::kF32;
-    } else if (a == "--flight-recorder") {
-      if (!(v = need(i))) return false;
-      ok = !v->empty();
-      o->flight_recorder = *v;
-    } else if (a == "--rank") {
-      if (!(v = need(i))) return false;
-      ok = to_int(*v, &o->rank);
-    } else if (a == "--bootstrap") {
-      if (!(v = need(i))) return false;
-      o->bootstrap = *v;
-    } else if (a == "--role") {
-      if (!(v = need(i))) return false;
-      ok = *v == "worker" || *v == "reducer";
-      o->role = *v;
-    } else {
-      std::fprintf(stderr, "cohort-bench: unknown flag '%s' (see --help)\n", a.c_str());
-      return false;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "cohort-bench: bad value for %s: '%s'\n", a.c_str(),
-                   v ? v->c_str() : "");
-      return false;
-    }
-  }
-  if (ParseSizeSweep(sizes, &o->sizes)) {
-    std::fprintf(stderr, "cohort-bench: bad --sizes '%s' (want e.g. 1K:256M or 64M)\n",
-                 sizes.c_str());
-    return false;
-  }
+         return OneOf(&o->device, {"cpu", "cuda"})(v);
+       }},
+      {"--wire-dtype", false,
+       [&](const std::string& v) {
+         DataType t = DataType::kF32;
+         if (!set_type(&t)(v) ||
+             (t != DataType::kF32 && t != DataType::kBF16 && t != DataType::kF16)) {
+           return false;
+         }
+         o->wire_dtype = t;
+         return true;
+       }},
+      {"--flight-recorder", false,
+       [&](const std::string& v) { return !v.empty() && OneOf(&o->flight_recorder, {})(v); }},
+      {"--role", false, OneOf(&o->role, {"worker", "reducer"})},
+  };
+  std::vector<BenchFlag> flags = SharedFlags(o, &sizes);
+  flags.insert(flags.end(), own.begin(), own.end());
+  if (!ParseBenchFlags(args, "cohort-bench", flags, help)) return false;
+  if (*help) return true;
+  if (!CheckSweepAndRank("cohort-bench", sizes, &o->sizes, o->rank, o->bootstrap)) return false;
   if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling ||
       o->algo == Algorithm::kSharedMemory || o->algo == Algorithm::kHierarchical) {
     o->reducers = 0;
   }
   if (o->algo == Algorithm::kReductionServer && o->reducers < 1) {
     std::fprintf(stderr, "cohort-bench: reduction-server needs --reducers >= 1\n");
-    return false;
-  }
-  if ((o->rank >= 0) != !o->bootstrap.empty()) {
-    std::fprintf(stderr, "cohort-bench: --rank and --bootstrap go together\n");
     return false;
   }
   return true;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/cohort_bench/bench_flags.h"
 #include "bench/cohort_bench/forked_ranks.h"
 #include "bench/common/json_line.h"
 #include "bench/common/size_args.h"
@@ -320,98 +321,29 @@ void PrintPsUsage() {
 
 bool ParsePsArgs(const std::vector<std::string>& args, PsBenchOptions* o, bool* help) {
   std::string sizes = "1M:256M";
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::optional<std::string> inline_value;
-    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    }
-    auto value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 < args.size()) return args[++i];
-      return std::nullopt;
-    };
-    auto to_int = [](const std::string& s, int* out) {
-      char* end = nullptr;
-      const long v = std::strtol(s.c_str(), &end, 10);
-      if (s.empty() || *end != '\0') return false;
-      *out = static_cast<int>(v);
-      return true;
-    };
-    bool ok = true;
-    if (a == "--help" || a == "-h") {
-      *help = true;
-      return true;
-    } else if (a == "--check") {
-      o->check = true;
-    } else if (a == "--json") {
-      o->json = true;
-    } else if (a == "--update-rate") {
-      o->update_rate = true;
-    } else {
-      auto v = value();
-      if (!v) {
-        std::fprintf(stderr, "cohort-bench ps: %s needs a value\n", a.c_str());
-        return false;
-      }
-      if (a == "--workers")
-        ok = to_int(*v, &o->workers) && o->workers >= 1;
-      else if (a == "--servers")
-        ok = to_int(*v, &o->servers) && o->servers >= 1;
-      else if (a == "--sizes")
-        sizes = *v;
-      else if (a == "--key-bytes") {
-        auto s = ParseByteSize(*v);
-        ok = s.has_value() && (*s == 0 || *s >= 4);
-        if (ok) o->key_bytes = *s;
-      } else if (a == "--transport") {
-        o->transport = *v;
-        ok = *v == "ucx" || *v == "inproc";
-      } else if (a == "--iters")
-        ok = to_int(*v, &o->iters) && o->iters >= 1;
-      else if (a == "--warmup")
-        ok = to_int(*v, &o->warmup) && o->warmup >= 0;
-      else if (a == "--max-seconds-per-size")
-        o->max_seconds_per_size = std::atof(v->c_str());
-      else if (a == "--timeout-ms")
-        ok = to_int(*v, &o->timeout_ms) && o->timeout_ms > 0;
-      else if (a == "--keys") {
-        int k = 0;
-        ok = to_int(*v, &k) && k >= 1;
-        o->keys = static_cast<size_t>(k);
-      } else if (a == "--batch")
-        ok = to_int(*v, &o->batch) && o->batch >= 1;
-      else if (a == "--window")
-        ok = to_int(*v, &o->window) && o->window >= 1;
-      else if (a == "--updates")
-        ok = to_int(*v, &o->updates) && o->updates >= 1;
-      else if (a == "--rank")
-        ok = to_int(*v, &o->rank) && o->rank >= 0;
-      else if (a == "--role") {
-        o->role = *v;
-        ok = *v == "worker" || *v == "server";
-      } else if (a == "--bootstrap")
-        o->bootstrap = *v;
-      else {
-        std::fprintf(stderr, "cohort-bench ps: unknown flag %s (--help lists them)\n", a.c_str());
-        return false;
-      }
-    }
-    if (!ok) {
-      std::fprintf(stderr, "cohort-bench ps: bad value for %s\n", a.c_str());
-      return false;
-    }
-  }
-  if (ParseSizeSweep(sizes, &o->sizes)) {
-    std::fprintf(stderr, "cohort-bench ps: bad --sizes '%s' (e.g. 1M:256M)\n", sizes.c_str());
-    return false;
-  }
-  if ((o->rank >= 0) != !o->bootstrap.empty()) {
-    std::fprintf(stderr, "cohort-bench ps: --rank and --bootstrap go together\n");
-    return false;
-  }
-  return true;
+  int keys = static_cast<int>(o->keys);
+  const std::vector<BenchFlag> own = {
+      {"--update-rate", true, [&](const std::string&) { return o->update_rate = true; }},
+      {"--servers", false, IntAtLeast(&o->servers, 1)},
+      {"--key-bytes", false,
+       [&](const std::string& v) {
+         auto s = ParseByteSize(v);
+         const bool ok = s.has_value() && (*s == 0 || *s >= 4);
+         if (ok) o->key_bytes = *s;
+         return ok;
+       }},
+      {"--keys", false, IntAtLeast(&keys, 1)},
+      {"--batch", false, IntAtLeast(&o->batch, 1)},
+      {"--window", false, IntAtLeast(&o->window, 1)},
+      {"--updates", false, IntAtLeast(&o->updates, 1)},
+      {"--role", false, OneOf(&o->role, {"worker", "server"})},
+  };
+  std::vector<BenchFlag> flags = SharedFlags(o, &sizes);
+  flags.insert(flags.end(), own.begin(), own.end());
+  if (!ParseBenchFlags(args, "cohort-bench ps", flags, help)) return false;
+  if (*help) return true;
+  o->keys = static_cast<size_t>(keys);
+  return CheckSweepAndRank("cohort-bench ps", sizes, &o->sizes, o->rank, o->bootstrap);
 }
 
 int RunPsBench(const PsBenchOptions& o) {

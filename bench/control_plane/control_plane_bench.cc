@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "bench/common/flag_pairs.h"
+#include "bench/common/sim_agents.h"
 #include "common/messaging.h"
 #include "coordinator/scheduler.h"
 
@@ -92,35 +93,17 @@ struct Sim {
 
   // One pass over every agent: heartbeats due, incoming launches answered with RUNNING.
   void PumpAgents(milliseconds wait) {
-    std::vector<zmq::pollitem_t> items;
-    items.reserve(agents.size());
-    for (auto& a : agents) items.push_back({a.socket->socket().handle(), 0, ZMQ_POLLIN, 0});
-    zmq::poll(items.data(), items.size(), wait);
-    auto now = Clock::now();
-    for (size_t i = 0; i < agents.size(); ++i) {
-      Agent& a = agents[i];
-      if (items[i].revents & ZMQ_POLLIN) {
-        while (true) {
-          auto m = a.socket->Receive(milliseconds(0));
-          if (!m.ok() || !m->has_value()) break;
-          if ((*m)->As<wire::RegisterAgentReply>()) a.registered = true;
-          if (const auto* l = (*m)->As<wire::LaunchReplica>()) {
-            ++launches;
-            wire::ReplicaUpdateT u;
-            u.node_id = a.id;
-            u.status = std::make_unique<wire::ReplicaStatusT>();
-            u.status->job = l->job()->str();
-            u.status->replica = l->replica()->str();
-            u.status->attempt = l->attempt();
-            u.status->state = wire::ReplicaState::RUNNING;
-            (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(u)));
-          }
-        }
+    bench::ReceiveAll(agents, wait, [&](Agent& a, const Message& m) {
+      if (m.As<wire::RegisterAgentReply>()) a.registered = true;
+      if (const auto* l = m.As<wire::LaunchReplica>()) {
+        ++launches;
+        bench::SendReplicaUpdate(*a.socket, a.id, bench::StatusOf(*l, wire::ReplicaState::RUNNING));
       }
+    });
+    auto now = Clock::now();
+    for (Agent& a : agents) {
       if (a.registered && now >= a.next_heartbeat) {
-        wire::HeartbeatT hb;
-        hb.node_id = a.id;
-        (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(hb)));
+        bench::SendHeartbeat(*a.socket, a.id);
         a.next_heartbeat = now + std::chrono::seconds(1);
       }
     }
@@ -351,17 +334,7 @@ int main(int argc, char** argv) {
     Agent ag;
     ag.id = "node-" + std::to_string(i);
     ag.socket = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, agent_ep, ag.id));
-    wire::RegisterAgentT reg;
-    reg.node_id = ag.id;
-    reg.address = "127.0.0.1";
-    for (int g = 0; g < a.gpus; ++g) {
-      auto gi = std::make_unique<wire::GpuInfoT>();
-      gi->index = g;
-      reg.gpus.push_back(std::move(gi));
-    }
-    reg.cpus = 64;
-    reg.memory_mb = 512000;
-    (void)ag.socket->Send(Encode(1, std::move(reg)));
+    (void)ag.socket->Send(Encode(1, bench::SimRegistration(ag.id, a.gpus)));
     ag.next_heartbeat = Clock::now() + std::chrono::seconds(1);
     sim.agents.push_back(std::move(ag));
   }

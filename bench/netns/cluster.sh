@@ -29,6 +29,7 @@ STATE_DIR=/run/cohort-netns
 STATE_FILE=${STATE_DIR}/cluster.env
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+. "$(dirname "$0")/../common/flags.sh"
 
 usage() {
   sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -99,14 +100,8 @@ cmd_check() {
 cmd_up() {
   local hosts=8 rate=1gbit subnet=10.77.0 burst="" latency=20ms
   while [ $# -gt 0 ]; do
-    case "$1" in
-      --hosts) hosts=$2; shift 2 ;;
-      --rate) rate=$2; shift 2 ;;
-      --subnet) subnet=$2; shift 2 ;;
-      --burst) burst=$2; shift 2 ;;
-      --latency) latency=$2; shift 2 ;;
-      *) die "up: unknown flag '$1'" ;;
-    esac
+    value_flag "hosts rate subnet burst latency" "$@" || die "up: unknown flag '$1'"
+    shift 2
   done
   need_root
   [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] && [ "$hosts" -le 200 ] ||

@@ -11,9 +11,12 @@ implementation's algbw, then the ratios of each Cohort implementation to MPI and
 --link-bps is given (the emulated cluster), algbw / measured link rate.
 """
 import argparse
-import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from bench_results import human_size, json_rows  # noqa: E402
 
 COHORT_PREFIX = "cohort"
 
@@ -22,19 +25,11 @@ def load(paths):
     best = {}  # (impl, size) -> row
     for path in paths:
         try:
-            with open(path) as f:
-                lines = f.readlines()
+            rows = list(json_rows(path))
         except OSError as e:
             print(f"join_results: skipping {path}: {e}", file=sys.stderr)
             continue
-        for line in lines:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        for row in rows:
             if "impl" not in row or "size" not in row or "time_us" not in row:
                 continue
             key = (row["impl"], int(row["size"]))
@@ -44,13 +39,6 @@ def load(paths):
                     row = dict(row, wrong=old["wrong"])  # never hide a wrong result
                 best[key] = row
     return best
-
-
-def human_size(n):
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return str(n)
 
 
 def order(impls):

@@ -10,10 +10,12 @@ per-run ratios (ours / peer measured in the same run), plus the min..max of thos
 Markdown table. link_bps.txt in a run dir (setting b) adds algbw / link columns.
 """
 import glob
-import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from bench_results import human_size, json_rows  # noqa: E402
 
 
 def load_run(d):
@@ -21,11 +23,7 @@ def load_run(d):
     for path in glob.glob(os.path.join(d, "*.jsonl")):
         name = os.path.basename(path)[:-6]
         impl = "mpi" if name.startswith("mpi-") else name
-        for line in open(path):
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            row = json.loads(line)
+        for row in json_rows(path):
             if row.get("wrong") not in (0, None):
                 print(f"warning: {d} {impl} size {row['size']} wrong={row['wrong']}", file=sys.stderr)
             key = (impl, int(row["size"]))
@@ -36,13 +34,6 @@ def load_run(d):
     if os.path.exists(lp):
         link = int(open(lp).read().strip()) / 8e9
     return best, link
-
-
-def fmt_size(s):
-    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if s >= div and s % div == 0:
-            return f"{s // div}{unit}"
-    return str(s)
 
 
 def main(argv):
@@ -60,7 +51,7 @@ def main(argv):
     print("| " + " | ".join(head) + " |")
     print("|" + "---:|" * len(head))
     for s in sizes:
-        row = [fmt_size(s)]
+        row = [human_size(s)]
         for i in ours + peers:
             v = [r[(i, s)] for r, _ in runs if (i, s) in r]
             row.append(f"{statistics.median(v):.4f}" if v else "-")

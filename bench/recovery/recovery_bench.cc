@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bench/common/flag_pairs.h"
+#include "bench/common/sim_agents.h"
 #include "common/client.h"
 #include "common/messaging.h"
 #include "tests/testing/local_cluster.h"
@@ -102,17 +103,21 @@ const wire::ReplicaInfoT* Chief(const wire::JobInfoT& job) {
 
 // ---- node-loss ------------------------------------------------------------------------------
 
+// Starts the coordinator and one agent (no GPU, one CPU) per name, each name suffixed with this
+// process's pid; prints what failed and returns false.
+bool StartCluster(ct::LocalCluster& cluster, const std::vector<std::string>& names) {
+  std::string e = cluster.StartCoordinator();
+  const std::string pid = std::to_string(::getpid());
+  for (size_t i = 0; i < names.size() && e.empty(); ++i) {
+    e = cluster.StartAgent({names[i] + "-" + pid, 0, 1});
+  }
+  if (!e.empty()) std::fprintf(stderr, "%s\n", e.c_str());
+  return e.empty();
+}
+
 int NodeLoss(const Args& a) {
   ct::LocalCluster cluster({a.coordinator, a.agent}, ct::ClusterOptions{a.heartbeat_timeout});
-  if (auto e = cluster.StartCoordinator(); !e.empty())
-    return std::fprintf(stderr, "%s\n", e.c_str()), 1;
-  const std::string pid = std::to_string(::getpid());
-  std::vector<std::string> nodes = {"bench-a-" + pid, "bench-b-" + pid};
-  for (const auto& n : nodes) {
-    if (auto e = cluster.StartAgent({n, 0, 1}); !e.empty()) {
-      return std::fprintf(stderr, "%s\n", e.c_str()), 1;
-    }
-  }
+  if (!StartCluster(cluster, {"bench-a", "bench-b"})) return 1;
   auto client = cluster.Client(milliseconds(2000));
   if (auto s = client.Submit(LoopJob("victim", cluster.scratch("victim"), 1000)); !s.ok()) {
     return std::fprintf(stderr, "submit: %s\n", s.status().ToString().c_str()), 1;
@@ -209,14 +214,9 @@ bool Reconciled(CoordinatorClient& client, size_t nodes,
 
 int CoordinatorRestart(const Args& a) {
   ct::LocalCluster cluster({a.coordinator, a.agent}, ct::ClusterOptions{a.heartbeat_timeout});
-  if (auto e = cluster.StartCoordinator(); !e.empty())
-    return std::fprintf(stderr, "%s\n", e.c_str()), 1;
-  const std::string pid = std::to_string(::getpid());
-  for (int i = 0; i < a.agents; ++i) {
-    if (auto e = cluster.StartAgent({"bench-" + std::to_string(i) + "-" + pid, 0, 1}); !e.empty()) {
-      return std::fprintf(stderr, "%s\n", e.c_str()), 1;
-    }
-  }
+  std::vector<std::string> names;
+  for (int i = 0; i < a.agents; ++i) names.push_back("bench-" + std::to_string(i));
+  if (!StartCluster(cluster, names)) return 1;
   std::map<std::string, int> attempts;
   {
     auto client = cluster.Client(milliseconds(2000));
@@ -265,7 +265,8 @@ struct SimAgent {
   Clock::time_point last_heard;
   milliseconds interval{1000};
   bool registered = false;
-  uint64_t registrations = 0;                            // RegisterAgentReply messages received
+  bool register_again = false;  // the coordinator does not know it (or went silent)
+  uint64_t registrations = 0;   // RegisterAgentReply messages received
   std::map<std::string, wire::ReplicaStatusT> replicas;  // job -> its running replica
 };
 
@@ -275,20 +276,12 @@ struct Sim {
   int gpus = 8;
 
   void Register(SimAgent& a) {
-    wire::RegisterAgentT reg;
-    reg.node_id = a.id;
-    reg.address = "127.0.0.1";
-    for (int g = 0; g < gpus; ++g) {
-      auto gi = std::make_unique<wire::GpuInfoT>();
-      gi->index = g;
-      reg.gpus.push_back(std::move(gi));
-    }
-    reg.cpus = 64;
-    reg.memory_mb = 512000;
+    wire::RegisterAgentT reg = bench::SimRegistration(a.id, gpus);
     for (const auto& [job, s] : a.replicas) {
       reg.replicas.push_back(std::make_unique<wire::ReplicaStatusT>(s));
     }
     a.registered = false;
+    a.register_again = false;
     (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(reg)));
     a.last_heard = Clock::now();
   }
@@ -296,69 +289,41 @@ struct Sim {
   // One pass: replies handled, launches answered RUNNING, heartbeats sent when due; an agent the
   // coordinator does not know (HeartbeatReply known=false, an update refused) registers again.
   void Pump(milliseconds wait) {
-    std::vector<zmq::pollitem_t> items;
-    items.reserve(agents.size());
-    for (auto& a : agents) items.push_back({a.socket->socket().handle(), 0, ZMQ_POLLIN, 0});
-    zmq::poll(items.data(), items.size(), wait);
-    auto now = Clock::now();
-    for (size_t i = 0; i < agents.size(); ++i) {
-      SimAgent& a = agents[i];
-      bool again = false;
-      if (items[i].revents & ZMQ_POLLIN) {
-        while (true) {
-          auto m = a.socket->Receive(milliseconds(0));
-          if (!m.ok() || !m->has_value()) break;
-          const Message& msg = **m;
-          a.last_heard = now;
-          if (const auto* r = msg.As<wire::RegisterAgentReply>()) {
-            a.registered = true;
-            ++a.registrations;
-            if (r->heartbeat_interval_ms() > 0)
-              a.interval = milliseconds(r->heartbeat_interval_ms());
-            a.next_heartbeat = now + a.interval;
-          } else if (const auto* h = msg.As<wire::HeartbeatReply>()) {
-            if (!h->known() && a.registered) again = true;
-          } else if (msg.type() == wire::Body::ErrorReply) {
-            if (msg.ErrorStatus().code() == StatusCode::kFailedPrecondition) again = true;
-          } else if (const auto* l = msg.As<wire::LaunchReplica>()) {
-            wire::ReplicaStatusT s;
-            s.job = l->job()->str();
-            s.replica = l->replica()->str();
-            s.attempt = l->attempt();
-            s.state = wire::ReplicaState::RUNNING;
-            s.pid = 1;
-            a.replicas[s.job] = s;
-            wire::ReplicaUpdateT u;
-            u.node_id = a.id;
-            u.status = std::make_unique<wire::ReplicaStatusT>(s);
-            (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(u)));
-          } else if (const auto* st = msg.As<wire::StopReplica>()) {
-            auto it = a.replicas.find(st->job()->str());
-            wire::ReplicaStatusT s;
-            s.job = st->job()->str();
-            s.replica = st->replica()->str();
-            s.attempt = st->attempt();
-            s.state = wire::ReplicaState::STOPPED;
-            if (it != a.replicas.end()) a.replicas.erase(it);
-            wire::ReplicaUpdateT u;
-            u.node_id = a.id;
-            u.status = std::make_unique<wire::ReplicaStatusT>(s);
-            (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(u)));
-          }
-        }
+    bench::ReceiveAll(agents, wait, [](SimAgent& a, const Message& msg) {
+      const auto now = Clock::now();
+      a.last_heard = now;
+      if (const auto* r = msg.As<wire::RegisterAgentReply>()) {
+        a.registered = true;
+        ++a.registrations;
+        if (r->heartbeat_interval_ms() > 0) a.interval = milliseconds(r->heartbeat_interval_ms());
+        a.next_heartbeat = now + a.interval;
+      } else if (const auto* h = msg.As<wire::HeartbeatReply>()) {
+        if (!h->known() && a.registered) a.register_again = true;
+      } else if (msg.type() == wire::Body::ErrorReply) {
+        if (msg.ErrorStatus().code() == StatusCode::kFailedPrecondition) a.register_again = true;
+      } else if (const auto* l = msg.As<wire::LaunchReplica>()) {
+        wire::ReplicaStatusT s = bench::StatusOf(*l, wire::ReplicaState::RUNNING);
+        s.pid = 1;
+        a.replicas[s.job] = s;
+        bench::SendReplicaUpdate(*a.socket, a.id, s);
+      } else if (const auto* st = msg.As<wire::StopReplica>()) {
+        a.replicas.erase(st->job()->str());
+        bench::SendReplicaUpdate(*a.socket, a.id,
+                                 bench::StatusOf(*st, wire::ReplicaState::STOPPED));
       }
+    });
+    auto now = Clock::now();
+    for (SimAgent& a : agents) {
       // cohort-agent registers again when the coordinator stays silent too long.
       if (a.registered && now - a.last_heard > std::max(5 * a.interval, milliseconds(3000))) {
-        again = true;
+        a.register_again = true;
       }
-      if (again) {
+      if (a.register_again) {
         Register(a);
         continue;
       }
       if (a.registered && now >= a.next_heartbeat) {
-        wire::HeartbeatT hb;
-        hb.node_id = a.id;
-        (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(hb)));
+        bench::SendHeartbeat(*a.socket, a.id);
         a.next_heartbeat = now + a.interval;
       }
     }

@@ -36,23 +36,15 @@ SUMMARIZE=$ROOT/bench/torch/summarize.py
 what=ddp,allreduce configs=gloo,cohort,cohort-bf16 models=comm,compute workers=4 reducers=4
 rate=1gbit windows=5 steps=5 warmup=3 batch=16 sizes=1M:256M iters=20 build_dir=$ROOT/build
 python=/usr/bin/python3 out="" local=0
+. "$ROOT/bench/common/flags.sh"
 while [ $# -gt 0 ]; do
+  if value_flag "what configs models workers reducers rate windows steps warmup batch sizes iters \
+                 python out" "$@"; then
+    shift 2
+    continue
+  fi
   case "$1" in
-    --what) what=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
-    --models) models=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
-    --reducers) reducers=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
-    --windows) windows=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
     --build-dir) build_dir=$(cd "$2" && pwd); shift 2 ;;
-    --python) python=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
     --local) local=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown flag '$1'" >&2; exit 2 ;;

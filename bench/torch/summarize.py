@@ -9,33 +9,17 @@ cohort backend's (dist.all_reduce) with and without the agreement check, and the
 (1 - backend algbw / cohort-bench algbw).
 """
 import glob
-import json
 import os
 import sys
 
-
-def rows(path):
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    pass
-
-
-def human(n):
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return str(n)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from bench_results import human_size, json_rows  # noqa: E402
 
 
 def ddp_tables(out):
     summaries = {}
     for path in sorted(glob.glob(os.path.join(out, "ddp-*.jsonl"))):
-        for row in rows(path):
+        for row in json_rows(path):
             if row.get("summary"):
                 summaries[(row["model"], row["label"].split("-", 2)[-1])] = row
     if not summaries:
@@ -63,7 +47,7 @@ def allreduce_table(out):
     for name in ("allreduce-cohort-bench", "allreduce-torch-cohort", "allreduce-torch-cohort-nocheck"):
         path = os.path.join(out, name + ".jsonl")
         if os.path.exists(path):
-            series[name] = {int(r["size"]): r for r in rows(path) if "size" in r}
+            series[name] = {int(r["size"]): r for r in json_rows(path) if "size" in r}
     bench = series.get("allreduce-cohort-bench", {})
     torch_on = series.get("allreduce-torch-cohort", {})
     torch_off = series.get("allreduce-torch-cohort-nocheck", {})
@@ -84,7 +68,7 @@ def allreduce_table(out):
     for size in sizes:
         on, off, b = torch_on.get(size), torch_off.get(size), bench.get(size)
         wrong = sum(int(r.get("wrong", 0)) for r in (on, off, b) if r)
-        print(f"| {human(size)} | {cell(b)} | {cell(on)} | {overhead(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
+        print(f"| {human_size(size)} | {cell(b)} | {cell(on)} | {overhead(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
     print()
 
 
