@@ -45,6 +45,20 @@ Status CheckArgs(const char* fn, const cohort_comm_t* comm, int dtype, int op) {
   return Status::Ok();
 }
 
+// A nonblocking send or receive: the checks, then `start` begins it; *out gets the request, or
+// NULL on any error.
+template <typename Start>
+int StartRequest(const char* fn, cohort_comm_t* comm, int dtype, cohort_request_t** out,
+                 Start start) {
+  if (out == nullptr) return Report(cohort::InvalidArgument(std::string(fn) + ": out is NULL"));
+  *out = nullptr;
+  if (Status s = CheckArgs(fn, comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  auto r = start();
+  if (!r.ok()) return Report(r.status());
+  *out = new cohort_request{std::move(*r)};
+  return Report(Status::Ok());
+}
+
 }  // namespace
 
 extern "C" {
@@ -153,24 +167,16 @@ int cohort_recv(cohort_comm_t* comm, void* data, size_t count, int dtype, int pe
 
 int cohort_isend(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag,
                  cohort_request_t** out) {
-  if (out == nullptr) return Report(cohort::InvalidArgument("cohort_isend: out is NULL"));
-  *out = nullptr;
-  if (Status s = CheckArgs("cohort_isend", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
-  auto r = comm->comm->Isend(data, count, static_cast<DataType>(dtype), peer, tag);
-  if (!r.ok()) return Report(r.status());
-  *out = new cohort_request{std::move(*r)};
-  return Report(Status::Ok());
+  return StartRequest("cohort_isend", comm, dtype, out, [&] {
+    return comm->comm->Isend(data, count, static_cast<DataType>(dtype), peer, tag);
+  });
 }
 
 int cohort_irecv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag,
                  cohort_request_t** out) {
-  if (out == nullptr) return Report(cohort::InvalidArgument("cohort_irecv: out is NULL"));
-  *out = nullptr;
-  if (Status s = CheckArgs("cohort_irecv", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
-  auto r = comm->comm->Irecv(data, count, static_cast<DataType>(dtype), peer, tag);
-  if (!r.ok()) return Report(r.status());
-  *out = new cohort_request{std::move(*r)};
-  return Report(Status::Ok());
+  return StartRequest("cohort_irecv", comm, dtype, out, [&] {
+    return comm->comm->Irecv(data, count, static_cast<DataType>(dtype), peer, tag);
+  });
 }
 
 int cohort_wait(cohort_request_t* request) {

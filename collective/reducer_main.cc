@@ -1,18 +1,12 @@
 // cohort-reducer: one Reduction Server reducer. Launched by agents for `builtin: reducer` pools,
 // runnable by hand with the same environment (see collective/reducer.h). Serves all-reduce
-// rounds until SIGTERM/SIGINT or until its workers are gone and do not come back.
-#include <csignal>
-#include <cstdio>
+// rounds until SIGTERM/SIGINT or until its workers are gone and do not come back. Exits 0 then, 2
+// on bad arguments or environment, 1 on other errors.
 #include <string>
+#include <vector>
 
+#include "collective/daemon_main.h"
 #include "collective/reducer.h"
-#include "common/logging.h"
-#include "common/version.h"
-
-namespace {
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop.store(true); }
-}  // namespace
 
 constexpr char kUsage[] =
     "usage: cohort-reducer\n"
@@ -34,21 +28,12 @@ constexpr char kUsage[] =
     "  COHORT_LOG_LEVEL           trace, debug, info, warn, error (default info)\n";
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") return std::fputs(kUsage, stdout) < 0;
-    if (arg == "--version") return std::puts("cohort-reducer " COHORT_VERSION) < 0;
-    std::fprintf(stderr, "cohort-reducer: unknown argument '%s' (see --help)\n", arg.c_str());
-    return 2;
-  }
-  const char* level = std::getenv("COHORT_LOG_LEVEL");
-  cohort::InitLogging("cohort-reducer", level != nullptr ? level : "info");
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-  cohort::Status status = cohort::collective::RunReducerFromEnvironment(g_stop);
-  if (!status.ok()) {
-    spdlog::error("reducer failed: {}", status.ToString());
-    return 1;
-  }
-  return 0;
+  return cohort::collective::DaemonMain(
+      "cohort-reducer", "reducer", kUsage, argc, argv,
+      [](const std::vector<std::string>& args, const std::atomic<bool>& stop) {
+        if (!args.empty()) {
+          return cohort::InvalidArgument("unknown argument '" + args[0] + "' (see --help)");
+        }
+        return cohort::collective::RunReducerFromEnvironment(stop);
+      });
 }

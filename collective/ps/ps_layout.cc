@@ -1,25 +1,13 @@
 #include "collective/ps/ps_layout.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "collective/ps/ps_bytes.h"
 
 namespace cohort::collective::ps {
 namespace {
 
 constexpr uint32_t kLayoutMagic = 0x4c535043;  // "CPSL"
-
-template <typename T>
-void Append(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-template <typename T>
-bool Read(std::string_view* in, T* v) {
-  if (in->size() < sizeof(T)) return false;
-  std::memcpy(v, in->data(), sizeof(T));
-  in->remove_prefix(sizeof(T));
-  return true;
-}
 
 }  // namespace
 
@@ -84,28 +72,28 @@ std::vector<uint64_t> ModelLayout::ShardBoundaries(int num_servers) const {
 
 std::string ModelLayout::Serialize() const {
   std::string out;
-  Append(&out, kLayoutMagic);
-  Append(&out, static_cast<uint32_t>(keys_.size()));
+  AppendBytes(&out, kLayoutMagic);
+  AppendBytes(&out, static_cast<uint32_t>(keys_.size()));
   for (const KeySpec& k : keys_) {
-    Append(&out, k.key);
-    Append(&out, k.count);
-    Append(&out, static_cast<uint8_t>(k.type));
+    AppendBytes(&out, k.key);
+    AppendBytes(&out, k.count);
+    AppendBytes(&out, static_cast<uint8_t>(k.type));
   }
   return out;
 }
 
 StatusOr<ModelLayout> ModelLayout::Parse(std::string_view in) {
   uint32_t magic = 0, n = 0;
-  if (!Read(&in, &magic) || magic != kLayoutMagic || !Read(&in, &n))
+  if (!TakeBytes(&in, &magic) || magic != kLayoutMagic || !TakeBytes(&in, &n))
     return DataLoss("model layout: bad header");
   if (in.size() != static_cast<size_t>(n) * 17)
     return DataLoss("model layout: length does not match its key count");
   std::vector<KeySpec> keys(n);
   for (auto& k : keys) {
     uint8_t type = 0;
-    (void)Read(&in, &k.key);
-    (void)Read(&in, &k.count);
-    (void)Read(&in, &type);
+    (void)TakeBytes(&in, &k.key);
+    (void)TakeBytes(&in, &k.count);
+    (void)TakeBytes(&in, &type);
     if (!IsValid(static_cast<DataType>(type))) return DataLoss("model layout: bad type");
     k.type = static_cast<DataType>(type);
   }

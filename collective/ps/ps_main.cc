@@ -1,19 +1,8 @@
 // cohort-ps: one parameter server. Launched by agents for `builtin: parameter_server` pools,
 // runnable by hand (flags and environment in collective/ps/ps_cli.h). Exits 0 when training is
 // over or on SIGTERM/SIGINT, 2 on bad flags or environment, 1 on other errors.
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
-#include <string>
-
+#include "collective/daemon_main.h"
 #include "collective/ps/ps_cli.h"
-#include "common/logging.h"
-#include "common/version.h"
-
-namespace {
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop.store(true); }
-}  // namespace
 
 constexpr char kUsage[] =
     "usage: cohort-ps [options]\n"
@@ -40,20 +29,6 @@ constexpr char kUsage[] =
     "                            the optimizer, instead of the one the chief's InitModel names\n";
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") return std::fputs(kUsage, stdout) < 0;
-    if (arg == "--version") return std::puts("cohort-ps " COHORT_VERSION) < 0;
-  }
-  const char* level = std::getenv("COHORT_LOG_LEVEL");
-  cohort::InitLogging("cohort-ps", level != nullptr ? level : "info");
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-  std::vector<std::string> args(argv + 1, argv + argc);
-  cohort::Status status = cohort::collective::ps::RunParameterServerMain(args, g_stop);
-  if (!status.ok()) {
-    spdlog::error("parameter server failed: {}", status.ToString());
-    return status.code() == cohort::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return 0;
+  return cohort::collective::DaemonMain("cohort-ps", "parameter server", kUsage, argc, argv,
+                                        cohort::collective::ps::RunParameterServerMain);
 }
