@@ -1,12 +1,9 @@
 #include "agent/oci_launcher.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,56 +12,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "agent/captured_command.h"
 #include "agent/replica_env.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
-
-extern char** environ;
 
 namespace cohort::agent {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// Runs argv to completion, returning its exit code and combined output. Used for the short
-// runtime commands (kill, state, delete, umoci); the container itself never runs through this.
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandResult RunCommand(const std::vector<std::string>& argv) {
-  CommandResult result;
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return result;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  if (rc != 0) {
-    ::close(pipe_fds[0]);
-    result.output = argv[0] + ": " + std::strerror(rc);
-    return result;
-  }
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, n);
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
 
 std::string FindExecutable(const std::string& name) {
   std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -144,7 +101,7 @@ std::string OutputDir(const std::map<std::string, std::string>& env) {
 // A container attempt: the runtime's foreground process plus the container it manages.
 class ContainerReplica : public ReplicaProcess {
  public:
-  using Runtime = std::function<CommandResult(const std::vector<std::string>&)>;
+  using Runtime = std::function<CapturedCommand(const std::vector<std::string>&)>;
 
   ContainerReplica(std::unique_ptr<ReplicaProcess> runtime_process, std::string id,
                    std::string runtime, Runtime run)
@@ -175,15 +132,15 @@ class ContainerReplica : public ReplicaProcess {
   bool AnyAlive() override {
     if (inner_->AnyAlive()) return true;
     if (cli()) return false;
-    CommandResult state = run_({"state", id_});
+    CapturedCommand state = run_({"state", id_});
     if (state.exit_code != 0) return false;  // no such container
     auto parsed = json::parse(state.output, nullptr, /*allow_exceptions=*/false);
     return parsed.is_object() && parsed.value("status", "") == "running";
   }
 
   void Release() override {
-    CommandResult deleted = run_(cli() ? std::vector<std::string>{"rm", "-f", id_}
-                                       : std::vector<std::string>{"delete", "--force", id_});
+    CapturedCommand deleted = run_(cli() ? std::vector<std::string>{"rm", "-f", id_}
+                                         : std::vector<std::string>{"delete", "--force", id_});
     if (deleted.exit_code != 0 && deleted.output.find("not exist") == std::string::npos &&
         deleted.output.find("No such") == std::string::npos) {
       spdlog::warn("container {}: delete: {}", id_, deleted.output);
@@ -288,9 +245,9 @@ StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const
       fs::create_directories(options_.cache_dir, ec);
       fs::path staging = bundle.string() + ".tmp";
       fs::remove_all(staging, ec);
-      CommandResult unpacked =
-          RunCommand({umoci, "unpack", "--image", path.string() + (tag.empty() ? "" : ":" + tag),
-                      staging.string()});
+      CapturedCommand unpacked =
+          RunCaptured({umoci, "unpack", "--image", path.string() + (tag.empty() ? "" : ":" + tag),
+                       staging.string()});
       if (unpacked.exit_code != 0) {
         return FailedPrecondition("umoci unpack " + image + ": " + unpacked.output);
       }
@@ -495,9 +452,9 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
     if (runtime_ == "docker" || runtime_ == "podman") {
       std::vector<std::string> argv = {runtime_path_};
       argv.insert(argv.end(), args.begin(), args.end());
-      return RunCommand(argv);
+      return RunCaptured(argv);
     }
-    return RunCommand(RuntimeArgv(args));
+    return RunCaptured(RuntimeArgv(args));
   };
   if (runtime_ == "docker" || runtime_ == "podman") {
     run({"rm", "-f", id});

@@ -1,14 +1,9 @@
 #include "agent/stack_dump.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -16,9 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "agent/captured_command.h"
 #include "agent/proc_scan.h"
-
-extern char** environ;
 
 namespace cohort::agent {
 namespace {
@@ -37,53 +31,14 @@ std::string FindTool(const char* name) {
   return "";
 }
 
-// Runs argv with stdout and stderr captured, killing it at `timeout`.
+// Runs argv with stdout and stderr captured, killing it at `timeout`; what went wrong is said in
+// the text.
 std::string Run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno) + "\n";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return argv[0] + ": " + std::strerror(rc) + "\n";
-  }
-  std::string out;
-  auto deadline = Clock::now() + timeout;
-  bool timed_out = false;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    char buffer[4096];
-    ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (out.size() < kMaxOutputPerCommand) out.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) {
-    ::kill(pid, SIGKILL);
+  CapturedCommand run = RunCaptured(argv, timeout, kMaxOutputPerCommand);
+  std::string out = std::move(run.output);
+  if (run.exit_code == -1) return out + "\n";  // it did not start
+  if (run.timed_out) {
     out += "(" + argv[0] + " killed after " + std::to_string(timeout.count()) + " ms)\n";
-  }
-  // The agent may reap every child (a subreaper): ECHILD then means it is already gone.
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (out.size() >= kMaxOutputPerCommand) out += "(output cut at 256 KiB)\n";
   return out;
