@@ -62,6 +62,18 @@ ReplicaDemand Total(const std::vector<ReplicaDemand>& demands) {
 
 }  // namespace
 
+NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node) {
+  NodeFree f;
+  f.node_id = node_id;
+  for (const auto& g : node.gpus) f.free_gpus.push_back(g.index);
+  std::sort(f.free_gpus.begin(), f.free_gpus.end());
+  f.free_cpus = node.cpus;
+  f.free_memory_mb = node.memory_mb;
+  f.memory_unlimited = node.memory_mb <= 0;
+  f.shares_output_root = node.storage.shared;
+  return f;
+}
+
 Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
                             int port_max) {
   if (nodes.nodes().empty()) return Status::Ok();
@@ -71,13 +83,7 @@ Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int 
   bool memory_unlimited = false;
   ReplicaDemand cluster{0, 0, 0};
   for (const auto& [id, n] : nodes.nodes()) {
-    NodeFree f;
-    f.node_id = id;
-    for (const auto& g : n.gpus) f.free_gpus.push_back(g.index);
-    std::sort(f.free_gpus.begin(), f.free_gpus.end());
-    f.free_cpus = n.cpus;
-    f.free_memory_mb = n.memory_mb;
-    f.memory_unlimited = n.memory_mb <= 0;
+    NodeFree f = IdleCapacity(id, n);
     most_gpus = std::max(most_gpus, static_cast<int>(n.gpus.size()));
     most_cpus = std::max(most_cpus, n.cpus);
     most_memory = std::max(most_memory, n.memory_mb);

@@ -20,6 +20,10 @@
 
 namespace cohort::coordinator {
 
+// `node`'s whole capacity, free as if nothing ran on it (GPUs ascending): what the submit check
+// places on, and what a scheduling round takes the live replicas from.
+NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node);
+
 // OK when `spec`'s replicas fit at once on `nodes` were they idle, with a port of [port_min,
 // port_max] each plus two for the job; else FAILED_PRECONDITION saying what does not fit. OK when
 // no node is known: the job then waits for nodes.

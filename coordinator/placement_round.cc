@@ -36,16 +36,8 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int
   }
   for (const auto& [id, n] : nodes.nodes()) {
     if (!n.schedulable()) continue;
-    NodeFree f;
-    f.node_id = id;
-    for (const auto& g : n.gpus) f.free_gpus.push_back(g.index);
-    std::sort(f.free_gpus.begin(), f.free_gpus.end());
-    f.free_cpus = n.cpus;
-    f.free_memory_mb = n.memory_mb;
-    f.memory_unlimited = n.memory_mb <= 0;
-    f.shares_output_root = n.storage.shared;
     (*node_index)[id] = static_cast<int>(view.nodes.size());
-    view.nodes.push_back(std::move(f));
+    view.nodes.push_back(IdleCapacity(id, n));
   }
   auto account = [&](const JobRecord& job) {
     bool any = false;

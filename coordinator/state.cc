@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
+
 namespace cohort::coordinator {
 
 using nlohmann::json;
@@ -24,22 +26,18 @@ const WorkerPoolSpec& JobRecord::PoolOf(const ReplicaRecord& r) const {
 
 bool JobRecord::finished() const { return IsFinal(state); }
 
-std::string_view NodeAdminName(NodeAdmin admin) {
-  switch (admin) {
-    case NodeAdmin::kCordoned:
-      return "cordoned";
-    case NodeAdmin::kDraining:
-      return "draining";
-    case NodeAdmin::kNone:
-      break;
-  }
-  return "";
-}
+namespace {
+
+// kNone has no name: a node without an admin state shows an empty column.
+constexpr EnumName<NodeAdmin> kNodeAdminNames[] = {
+    {NodeAdmin::kNone, ""}, {NodeAdmin::kCordoned, "cordoned"}, {NodeAdmin::kDraining, "draining"}};
+
+}  // namespace
+
+std::string_view NodeAdminName(NodeAdmin admin) { return NameIn(kNodeAdminNames, admin, ""); }
 
 StatusOr<NodeAdmin> ParseNodeAdmin(std::string_view name) {
-  for (NodeAdmin a : {NodeAdmin::kNone, NodeAdmin::kCordoned, NodeAdmin::kDraining}) {
-    if (NodeAdminName(a) == name) return a;
-  }
+  if (auto a = ValueIn(kNodeAdminNames, name)) return *a;
   return InvalidArgument("no node admin state '" + std::string(name) +
                          "' (expected cordoned or draining)");
 }
