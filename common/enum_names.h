@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace cohort {
@@ -35,6 +36,17 @@ constexpr std::optional<E> ValueIn(const EnumName<E> (&names)[N], std::string_vi
     if (n.name == name) return n.value;
   }
   return std::nullopt;
+}
+
+// The table's names as a choice for a message, in table order: "a, b or c".
+template <typename E, size_t N>
+std::string ChoiceOf(const EnumName<E> (&names)[N]) {
+  std::string out;
+  for (size_t i = 0; i < N; ++i) {
+    if (i > 0) out += i + 1 == N ? " or " : ", ";
+    out += names[i].name;
+  }
+  return out;
 }
 
 }  // namespace cohort

@@ -191,29 +191,11 @@ bool IsValidEnvName(std::string_view name) {
 
 // ---------------------------------------------------------------------------------------------
 
-std::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kChief:
-      return "chief";
-    case Role::kWorker:
-      return "worker";
-    case Role::kParameterServer:
-      return "parameter_server";
-    case Role::kReducer:
-      return "reducer";
-    case Role::kEvaluator:
-      return "evaluator";
-  }
-  return "unknown";
-}
+std::string_view RoleName(Role role) { return NameIn(kRoleNames, role, "unknown"); }
 
 StatusOr<Role> ParseRole(std::string_view name) {
-  for (Role r :
-       {Role::kChief, Role::kWorker, Role::kParameterServer, Role::kReducer, Role::kEvaluator}) {
-    if (name == RoleName(r)) return r;
-  }
-  return InvalidArgument("unknown role " + Quoted(name) +
-                         " (chief, worker, parameter_server, reducer or evaluator)");
+  if (std::optional<Role> role = ValueIn(kRoleNames, name)) return *role;
+  return InvalidArgument("unknown role " + Quoted(name) + " (" + ChoiceOf(kRoleNames) + ")");
 }
 
 int PoolIndex(Role role) {
@@ -231,33 +213,13 @@ int PoolIndex(Role role) {
   return -1;
 }
 
-std::string_view BuiltinName(Builtin builtin) {
-  switch (builtin) {
-    case Builtin::kNone:
-      return "";
-    case Builtin::kReducer:
-      return "reducer";
-    case Builtin::kParameterServer:
-      return "parameter_server";
-  }
-  return "";
-}
+std::string_view BuiltinName(Builtin builtin) { return NameIn(kBuiltinNames, builtin, ""); }
 
 std::string_view ProgressSourceName(ProgressSource source) {
-  switch (source) {
-    case ProgressSource::kCollective:
-      return "collective";
-    case ProgressSource::kMetrics:
-      return "metrics";
-    case ProgressSource::kLogs:
-      return "logs";
-  }
-  return "";
+  return NameIn(kProgressSourceNames, source, "");
 }
 
-std::string_view HangActionName(HangAction action) {
-  return action == HangAction::kFail ? "fail" : "restart";
-}
+std::string_view HangActionName(HangAction action) { return NameIn(kHangActionNames, action, ""); }
 
 const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   for (const auto& pool : pools) {

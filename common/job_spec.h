@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 
 namespace cohort {
@@ -20,6 +21,11 @@ namespace cohort {
 // A replica's role. The Vertex worker pool index follows from it: chief=0, worker=1,
 // parameter_server and reducer=2, evaluator=3.
 enum class Role { kChief, kWorker, kParameterServer, kReducer, kEvaluator };
+inline constexpr EnumName<Role> kRoleNames[] = {{Role::kChief, "chief"},
+                                                {Role::kWorker, "worker"},
+                                                {Role::kParameterServer, "parameter_server"},
+                                                {Role::kReducer, "reducer"},
+                                                {Role::kEvaluator, "evaluator"}};
 
 std::string_view RoleName(Role role);  // "chief", "worker", "parameter_server", ...
 StatusOr<Role> ParseRole(std::string_view name);
@@ -27,6 +33,9 @@ int PoolIndex(Role role);
 
 // Built-in pool-2 programs that Cohort itself ships (CPU only).
 enum class Builtin { kNone, kReducer, kParameterServer };
+// The names a spec may give (kNone has none).
+inline constexpr EnumName<Builtin> kBuiltinNames[] = {
+    {Builtin::kReducer, "reducer"}, {Builtin::kParameterServer, "parameter_server"}};
 std::string_view BuiltinName(Builtin builtin);  // "", "reducer", "parameter_server"
 
 struct Resources {
@@ -71,10 +80,16 @@ struct WorkerPoolSpec {
 // collective operations (the flight recorder), its replicas writing metric lines
 // ($CLOUD_ML_HP_METRIC_FILE), or their writing to stdout/stderr.
 enum class ProgressSource { kCollective, kMetrics, kLogs };
+inline constexpr EnumName<ProgressSource> kProgressSourceNames[] = {
+    {ProgressSource::kCollective, "collective"},
+    {ProgressSource::kMetrics, "metrics"},
+    {ProgressSource::kLogs, "logs"}};
 std::string_view ProgressSourceName(ProgressSource source);  // "collective", "metrics", "logs"
 // What the watchdog does with a hung job: restart it under its policy (spends one restart), or
 // fail it.
 enum class HangAction { kRestart, kFail };
+inline constexpr EnumName<HangAction> kHangActionNames[] = {{HangAction::kRestart, "restart"},
+                                                            {HangAction::kFail, "fail"}};
 std::string_view HangActionName(HangAction action);  // "restart", "fail"
 
 struct SchedulingSpec {

@@ -7,8 +7,6 @@
 // Status, so no exception leaves this file.
 #include <yaml-cpp/yaml.h>
 
-#include <limits>
-
 #include "common/file_util.h"
 #include "common/job_spec.h"
 #include "common/yaml_reader.h"
@@ -73,11 +71,7 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
   pool.role = *role;
 
   if (Reader::Has(node, "replicas")) {
-    COHORT_ASSIGN_OR_RETURN(int64_t replicas, r.Int(node["replicas"], path + ".replicas"));
-    if (replicas < std::numeric_limits<int>::min() || replicas > std::numeric_limits<int>::max()) {
-      return r.Error(node["replicas"], path + ".replicas", "out of range");
-    }
-    pool.replicas = static_cast<int>(replicas);
+    COHORT_ASSIGN_OR_RETURN(pool.replicas, r.SmallInt(node["replicas"], path + ".replicas"));
   }
 
   if (Reader::Has(node, "resources")) {
@@ -86,12 +80,7 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
     COHORT_RETURN_IF_ERROR(r.CheckMap(res, rpath, {"gpus", "cpus", "memory_mb"}));
     auto small_int = [&](const char* key, int* out) -> Status {
       if (!Reader::Has(res, key)) return Status::Ok();
-      std::string kpath = rpath + "." + key;
-      COHORT_ASSIGN_OR_RETURN(int64_t v, r.Int(res[key], kpath));
-      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-        return r.Error(res[key], kpath, "out of range");
-      }
-      *out = static_cast<int>(v);
+      COHORT_ASSIGN_OR_RETURN(*out, r.SmallInt(res[key], rpath + "." + key));
       return Status::Ok();
     };
     COHORT_RETURN_IF_ERROR(small_int("gpus", &pool.resources.gpus));
@@ -122,15 +111,8 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
     pool.container = std::move(spec);
   }
   if (Reader::Has(node, "builtin")) {
-    COHORT_ASSIGN_OR_RETURN(std::string b, r.String(node["builtin"], path + ".builtin"));
-    if (b == "reducer") {
-      pool.builtin = Builtin::kReducer;
-    } else if (b == "parameter_server") {
-      pool.builtin = Builtin::kParameterServer;
-    } else {
-      return r.Error(node["builtin"], path + ".builtin",
-                     "unknown builtin " + Quoted(b) + " (reducer or parameter_server)");
-    }
+    COHORT_ASSIGN_OR_RETURN(pool.builtin,
+                            r.Enum(node["builtin"], path + ".builtin", kBuiltinNames, "builtin"));
   }
   return pool;
 }
@@ -152,11 +134,8 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
     s.timeout = std::chrono::duration_cast<std::chrono::seconds>(*d);
   }
   if (Reader::Has(node, "max_restarts")) {
-    COHORT_ASSIGN_OR_RETURN(int64_t v, r.Int(node["max_restarts"], path + ".max_restarts"));
-    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-      return r.Error(node["max_restarts"], path + ".max_restarts", "out of range");
-    }
-    s.max_restarts = static_cast<int>(v);
+    COHORT_ASSIGN_OR_RETURN(s.max_restarts,
+                            r.SmallInt(node["max_restarts"], path + ".max_restarts"));
   }
   if (Reader::Has(node, "restart_job_on_worker_restart")) {
     COHORT_ASSIGN_OR_RETURN(
@@ -179,30 +158,12 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
     s.hang_timeout = *d;
   }
   if (Reader::Has(node, "progress")) {
-    const YAML::Node& n = node["progress"];
-    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".progress"));
-    if (text == "collective") {
-      s.progress = ProgressSource::kCollective;
-    } else if (text == "metrics") {
-      s.progress = ProgressSource::kMetrics;
-    } else if (text == "logs") {
-      s.progress = ProgressSource::kLogs;
-    } else {
-      return r.Error(n, path + ".progress",
-                     "unknown progress source " + Quoted(text) + " (collective, metrics or logs)");
-    }
+    COHORT_ASSIGN_OR_RETURN(s.progress, r.Enum(node["progress"], path + ".progress",
+                                               kProgressSourceNames, "progress source"));
   }
   if (Reader::Has(node, "hang_action")) {
-    const YAML::Node& n = node["hang_action"];
-    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".hang_action"));
-    if (text == "restart") {
-      s.hang_action = HangAction::kRestart;
-    } else if (text == "fail") {
-      s.hang_action = HangAction::kFail;
-    } else {
-      return r.Error(n, path + ".hang_action",
-                     "unknown hang action " + Quoted(text) + " (restart or fail)");
-    }
+    COHORT_ASSIGN_OR_RETURN(s.hang_action, r.Enum(node["hang_action"], path + ".hang_action",
+                                                  kHangActionNames, "hang action"));
   }
   return s;
 }
@@ -226,18 +187,11 @@ StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
   if (Reader::Has(root, "output_dir")) {
     COHORT_ASSIGN_OR_RETURN(spec.output_dir, r.String(root["output_dir"], "output_dir"));
   }
-  if (!Reader::Has(root, "worker_pools")) {
-    return r.Error(root, "worker_pools", "required (at least the chief pool)");
-  }
-  const YAML::Node pools = root["worker_pools"];
-  if (!pools.IsSequence()) {
-    return r.Error(pools, "worker_pools", "expected a list, got " + Reader::KindName(pools));
-  }
-  for (size_t i = 0; i < pools.size(); ++i) {
-    COHORT_ASSIGN_OR_RETURN(WorkerPoolSpec pool,
-                            ReadPool(r, pools[i], "worker_pools[" + std::to_string(i) + "]"));
-    spec.pools.push_back(std::move(pool));
-  }
+  COHORT_ASSIGN_OR_RETURN(
+      spec.pools, r.RequiredList<WorkerPoolSpec>(root, "worker_pools", "at least the chief pool",
+                                                 [&](const YAML::Node& n, const std::string& p) {
+                                                   return ReadPool(r, n, p);
+                                                 }));
   if (Reader::Has(root, "scheduling")) {
     COHORT_ASSIGN_OR_RETURN(spec.scheduling, ReadScheduling(r, root["scheduling"]));
   }

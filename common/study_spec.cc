@@ -61,21 +61,11 @@ StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
   if (!Reader::Has(node, "id")) return r.Error(node, path + ".id", "required");
   COHORT_ASSIGN_OR_RETURN(p.id, r.String(node["id"], path + ".id"));
   if (!Reader::Has(node, "type")) {
-    return r.Error(node, path + ".type", "required (double, integer, categorical or discrete)");
+    return r.Error(node, path + ".type", "required (" + ChoiceOf(kParameterTypeNames) + ")");
   }
-  COHORT_ASSIGN_OR_RETURN(std::string type, r.String(node["type"], path + ".type"));
-  if (type == "double") {
-    p.type = ParameterType::kDouble;
-  } else if (type == "integer") {
-    p.type = ParameterType::kInteger;
-  } else if (type == "categorical") {
-    p.type = ParameterType::kCategorical;
-  } else if (type == "discrete") {
-    p.type = ParameterType::kDiscrete;
-  } else {
-    return r.Error(node["type"], path + ".type",
-                   "unknown type " + Quoted(type) + " (double, integer, categorical or discrete)");
-  }
+  COHORT_ASSIGN_OR_RETURN(p.type,
+                          r.Enum(node["type"], path + ".type", kParameterTypeNames, "type"));
+  const std::string type(NameIn(kParameterTypeNames, p.type, "?"));
   const bool numeric_range = p.type == ParameterType::kDouble || p.type == ParameterType::kInteger;
   const bool has_values =
       p.type == ParameterType::kCategorical || p.type == ParameterType::kDiscrete;
@@ -100,17 +90,8 @@ StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
     if (p.type == ParameterType::kCategorical) {
       return r.Error(node["scale"], path + ".scale", "not allowed for a categorical parameter");
     }
-    COHORT_ASSIGN_OR_RETURN(std::string scale, r.String(node["scale"], path + ".scale"));
-    if (scale == "linear") {
-      p.scale = ScaleType::kLinear;
-    } else if (scale == "log") {
-      p.scale = ScaleType::kLog;
-    } else if (scale == "reverse_log") {
-      p.scale = ScaleType::kReverseLog;
-    } else {
-      return r.Error(node["scale"], path + ".scale",
-                     "unknown scale " + Quoted(scale) + " (linear, log or reverse_log)");
-    }
+    COHORT_ASSIGN_OR_RETURN(p.scale,
+                            r.Enum(node["scale"], path + ".scale", kScaleTypeNames, "scale"));
   }
   if (!has_values) {
     if (Reader::Has(node, "values")) {
@@ -219,45 +200,22 @@ StatusOr<StudySpec> ReadStudy(const Reader& r, const YAML::Node& root) {
   if (!Reader::Has(metric, "id")) return r.Error(metric, "metric.id", "required");
   COHORT_ASSIGN_OR_RETURN(spec.metric_id, r.String(metric["id"], "metric.id"));
   if (!Reader::Has(metric, "goal")) {
-    return r.Error(metric, "metric.goal", "required (maximize or minimize)");
+    return r.Error(metric, "metric.goal", "required (" + ChoiceOf(kMetricGoalNames) + ")");
   }
-  COHORT_ASSIGN_OR_RETURN(std::string goal, r.String(metric["goal"], "metric.goal"));
-  if (goal == "maximize") {
-    spec.goal = MetricGoal::kMaximize;
-  } else if (goal == "minimize") {
-    spec.goal = MetricGoal::kMinimize;
-  } else {
-    return r.Error(metric["goal"], "metric.goal",
-                   "unknown goal " + Quoted(goal) + " (maximize or minimize)");
-  }
+  COHORT_ASSIGN_OR_RETURN(spec.goal,
+                          r.Enum(metric["goal"], "metric.goal", kMetricGoalNames, "goal"));
 
-  if (!Reader::Has(root, "parameters")) {
-    return r.Error(root, "parameters", "required (at least one parameter)");
-  }
-  const YAML::Node params = root["parameters"];
-  if (!params.IsSequence()) {
-    return r.Error(params, "parameters", "expected a list, got " + Reader::KindName(params));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    COHORT_ASSIGN_OR_RETURN(ParameterSpec p,
-                            ReadParameter(r, params[i], "parameters[" + std::to_string(i) + "]"));
-    spec.parameters.push_back(std::move(p));
-  }
+  COHORT_ASSIGN_OR_RETURN(spec.parameters, r.RequiredList<ParameterSpec>(
+                                               root, "parameters", "at least one parameter",
+                                               [&](const YAML::Node& n, const std::string& p) {
+                                                 return ReadParameter(r, n, p);
+                                               }));
 
   if (!Reader::Has(root, "algorithm")) {
-    return r.Error(root, "algorithm", "required (grid, random or bayesian)");
+    return r.Error(root, "algorithm", "required (" + ChoiceOf(kSearchAlgorithmNames) + ")");
   }
-  COHORT_ASSIGN_OR_RETURN(std::string algorithm, r.String(root["algorithm"], "algorithm"));
-  if (algorithm == "grid") {
-    spec.algorithm = SearchAlgorithm::kGrid;
-  } else if (algorithm == "random") {
-    spec.algorithm = SearchAlgorithm::kRandom;
-  } else if (algorithm == "bayesian") {
-    spec.algorithm = SearchAlgorithm::kBayesian;
-  } else {
-    return r.Error(root["algorithm"], "algorithm",
-                   "unknown algorithm " + Quoted(algorithm) + " (grid, random or bayesian)");
-  }
+  COHORT_ASSIGN_OR_RETURN(
+      spec.algorithm, r.Enum(root["algorithm"], "algorithm", kSearchAlgorithmNames, "algorithm"));
 
   if (!Reader::Has(root, "max_trials")) return r.Error(root, "max_trials", "required");
   COHORT_ASSIGN_OR_RETURN(spec.max_trials, r.SmallInt(root["max_trials"], "max_trials"));
@@ -370,33 +328,13 @@ std::string FormatDouble(double v) {
 
 bool IsIntegral(double v) { return std::isfinite(v) && std::floor(v) == v && std::fabs(v) < 9e15; }
 
-std::string_view ScaleTypeName(ScaleType scale) {
-  switch (scale) {
-    case ScaleType::kLinear:
-      return "linear";
-    case ScaleType::kLog:
-      return "log";
-    case ScaleType::kReverseLog:
-      return "reverse_log";
-  }
-  return "?";
-}
+std::string_view ScaleTypeName(ScaleType scale) { return NameIn(kScaleTypeNames, scale, "?"); }
 
 std::string_view SearchAlgorithmName(SearchAlgorithm algorithm) {
-  switch (algorithm) {
-    case SearchAlgorithm::kGrid:
-      return "grid";
-    case SearchAlgorithm::kRandom:
-      return "random";
-    case SearchAlgorithm::kBayesian:
-      return "bayesian";
-  }
-  return "?";
+  return NameIn(kSearchAlgorithmNames, algorithm, "?");
 }
 
-std::string_view MetricGoalName(MetricGoal goal) {
-  return goal == MetricGoal::kMaximize ? "maximize" : "minimize";
-}
+std::string_view MetricGoalName(MetricGoal goal) { return NameIn(kMetricGoalNames, goal, "?"); }
 
 const ParameterSpec* StudySpec::FindParameter(std::string_view id) const {
   for (const auto& p : parameters) {

@@ -42,12 +42,26 @@
 namespace cohort {
 
 enum class ParameterType { kDouble, kInteger, kCategorical, kDiscrete };
+inline constexpr EnumName<ParameterType> kParameterTypeNames[] = {
+    {ParameterType::kDouble, "double"},
+    {ParameterType::kInteger, "integer"},
+    {ParameterType::kCategorical, "categorical"},
+    {ParameterType::kDiscrete, "discrete"}};
 // How a numeric parameter maps onto the unit interval the search works in. kLog spends equal
 // effort per decade; kReverseLog is its mirror image, with more resolution near max (Vertex's
 // UNIT_REVERSE_LOG_SCALE). Both need min > 0.
 enum class ScaleType { kLinear, kLog, kReverseLog };
+inline constexpr EnumName<ScaleType> kScaleTypeNames[] = {{ScaleType::kLinear, "linear"},
+                                                          {ScaleType::kLog, "log"},
+                                                          {ScaleType::kReverseLog, "reverse_log"}};
 enum class SearchAlgorithm { kGrid, kRandom, kBayesian };
+inline constexpr EnumName<SearchAlgorithm> kSearchAlgorithmNames[] = {
+    {SearchAlgorithm::kGrid, "grid"},
+    {SearchAlgorithm::kRandom, "random"},
+    {SearchAlgorithm::kBayesian, "bayesian"}};
 enum class MetricGoal { kMaximize, kMinimize };
+inline constexpr EnumName<MetricGoal> kMetricGoalNames[] = {{MetricGoal::kMaximize, "maximize"},
+                                                            {MetricGoal::kMinimize, "minimize"}};
 
 std::string_view ScaleTypeName(ScaleType scale);                  // "linear", "log", "reverse_log"
 std::string_view SearchAlgorithmName(SearchAlgorithm algorithm);  // "grid", "random", "bayesian"

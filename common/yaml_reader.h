@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 
 namespace cohort {
@@ -58,6 +59,34 @@ class YamlReader {
   StatusOr<double> Number(const YAML::Node& node, const std::string& path) const;
   // true/false (also yes/no, on/off), unquoted.
   StatusOr<bool> Bool(const YAML::Node& node, const std::string& path) const;
+  // The list under `key` of `map`, each element read by read(element, "key[i]"): "required
+  // (<required>)" when it is absent, an error when it is not a list.
+  template <typename T, typename ReadOne>
+  StatusOr<std::vector<T>> RequiredList(const YAML::Node& map, const char* key,
+                                        std::string_view required, ReadOne read) const {
+    if (!Has(map, key)) return Error(map, key, "required (" + std::string(required) + ")");
+    const YAML::Node list = map[key];
+    if (!list.IsSequence()) return Error(list, key, "expected a list, got " + KindName(list));
+    std::vector<T> out;
+    for (size_t i = 0; i < list.size(); ++i) {
+      StatusOr<T> item = read(list[i], std::string(key) + "[" + std::to_string(i) + "]");
+      if (!item.ok()) return item.status();
+      out.push_back(std::move(*item));
+    }
+    return out;
+  }
+  // A scalar that names a value in `names` (common/enum_names.h); otherwise an error
+  // "unknown <what> 'text' (a, b or c)" listing the table's names.
+  template <typename E, size_t N>
+  StatusOr<E> Enum(const YAML::Node& node, const std::string& path, const EnumName<E> (&names)[N],
+                   std::string_view what) const {
+    StatusOr<std::string> text = String(node, path);
+    if (!text.ok()) return text.status();
+    if (std::optional<E> value = ValueIn(names, *text)) return *value;
+    return Error(
+        node, path,
+        "unknown " + std::string(what) + " " + Quoted(*text) + " (" + ChoiceOf(names) + ")");
+  }
 
  private:
   std::string source_;

@@ -23,6 +23,15 @@ TEST(EnumNamesTest, ReadBothWaysWithAFallbackForWhatIsNotListed) {
   EXPECT_FALSE(ValueIn(kColorNames, "Red").has_value());
 }
 
+TEST(EnumNamesTest, ChoiceOfListsTheNamesInTableOrderForAMessage) {
+  EXPECT_EQ(ChoiceOf(kColorNames), "red or green");
+  constexpr EnumName<Color> kOne[] = {{Color::kBlue, "blue"}};
+  EXPECT_EQ(ChoiceOf(kOne), "blue");
+  constexpr EnumName<Color> kThree[] = {
+      {Color::kBlue, "blue"}, {Color::kRed, "red"}, {Color::kGreen, "green"}};
+  EXPECT_EQ(ChoiceOf(kThree), "blue, red or green");
+}
+
 TEST(EnumNamesTest, StatusCodesAndFlightRecorderNames) {
   EXPECT_EQ(StatusCodeName(StatusCode::kOk), "OK");
   EXPECT_EQ(StatusCodeName(StatusCode::kUnauthenticated), "UNAUTHENTICATED");

@@ -225,7 +225,8 @@ TEST(JobSpecTest, PoolCountAndRoleRules) {
                       "  - role: parameter_server\n    builtin: parameter_server\n"),
               {"worker_pools[2].role", "share pool 2"});
   ExpectError(Minimal("", "  - role: boss\n    process: {command: [x]}\n"),
-              {"worker_pools[1].role", "unknown role 'boss'"});
+              {"worker_pools[1].role",
+               "unknown role 'boss' (chief, worker, parameter_server, reducer or evaluator)"});
   ExpectError("name: j\nworker_pools:\n  - process: {command: [x]}\n",
               {"worker_pools[0].role: required"});
   // Five pools can only repeat a role; the count check comes first.
@@ -270,7 +271,7 @@ TEST(JobSpecTest, ProgramKindRules) {
   ExpectError(Minimal("", "  - role: parameter_server\n    builtin: reducer\n"),
               {"worker_pools[1].builtin: reducer is not allowed for role parameter_server"});
   ExpectError(Minimal("", "  - role: reducer\n    builtin: magic\n"),
-              {"worker_pools[1].builtin", "unknown builtin 'magic'"});
+              {"worker_pools[1].builtin", "unknown builtin 'magic' (reducer or parameter_server)"});
   ExpectError(Minimal("", "  - role: reducer\n    builtin: reducer\n    resources: {gpus: 1}\n"),
               {"worker_pools[1].resources.gpus", "CPUs only"});
   ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: []}\n",
@@ -400,9 +401,11 @@ TEST(JobSpecTest, HangWatchdogFields) {
   ExpectError(with_sched("{hang_timeout: 500ms}"),
               {"scheduling.hang_timeout: must be at least 1s"});
   ExpectError(with_sched("{hang_timeout: soon}"), {"scheduling.hang_timeout", "invalid duration"});
-  ExpectError(with_sched("{progress: steps}"),
-              {"scheduling.progress: unknown progress source 'steps'"});
-  ExpectError(with_sched("{hang_action: ignore}"), {"scheduling.hang_action: unknown hang action"});
+  ExpectError(
+      with_sched("{progress: steps}"),
+      {"scheduling.progress: unknown progress source 'steps' (collective, metrics or logs)"});
+  ExpectError(with_sched("{hang_action: ignore}"),
+              {"scheduling.hang_action: unknown hang action 'ignore' (restart or fail)"});
 }
 
 TEST(JobSpecTest, UnknownKeysNameTheirPath) {

@@ -99,15 +99,18 @@ TEST(StudySpecTest, UnknownKeysAreRefusedWithTheirPath) {
 
 TEST(StudySpecTest, RequiredFields) {
   EXPECT_THAT(ErrorOf("metric: {id: a, goal: maximize}\n"), HasSubstr("name: required"));
-  EXPECT_THAT(ErrorOf("name: s\nmetric: {id: a}\n"), HasSubstr("metric.goal: required"));
+  EXPECT_THAT(ErrorOf("name: s\nmetric: {id: a}\n"),
+              HasSubstr("metric.goal: required (maximize or minimize)"));
   EXPECT_THAT(ErrorOf("name: s\nmetric: {id: a, goal: up}\n"),
-              HasSubstr("metric.goal: unknown goal 'up'"));
-  EXPECT_THAT(ErrorOf(Study(kParams, "", "genetic")), HasSubstr("algorithm: unknown algorithm"));
+              HasSubstr("metric.goal: unknown goal 'up' (maximize or minimize)"));
+  EXPECT_THAT(ErrorOf(Study(kParams, "", "genetic")),
+              HasSubstr("algorithm: unknown algorithm 'genetic' (grid, random or bayesian)"));
   EXPECT_THAT(ErrorOf(Study("")), HasSubstr("parameters"));
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, min: 0.1, max: 1}\n")),
-              HasSubstr("parameters[0].type: required"));
+              HasSubstr("parameters[0].type: required (double, integer, categorical or discrete)"));
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: float, min: 0.1, max: 1}\n")),
-              HasSubstr("parameters[0].type: unknown type 'float'"));
+              HasSubstr("parameters[0].type: unknown type 'float' (double, integer, categorical or "
+                        "discrete)"));
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1}\n")),
               HasSubstr("parameters[0].max: required"));
   EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical}\n")),
@@ -142,7 +145,7 @@ TEST(StudySpecTest, RangesAndScales) {
   EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [0, 1], scale: log}\n")),
               HasSubstr("parameters[0].values: the log scale needs every value > 0"));
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, scale: cubic}\n")),
-              HasSubstr("parameters[0].scale: unknown scale 'cubic'"));
+              HasSubstr("parameters[0].scale: unknown scale 'cubic' (linear, log or reverse_log)"));
   EXPECT_THAT(ErrorOf(Study("  - {id: h, type: integer, min: 1.5, max: 4}\n")),
               HasSubstr("parameters[0].min: must be an integer"));
   EXPECT_THAT(ErrorOf(Study("  - {id: h, type: integer, min: 1, max: ten}\n")),
