@@ -109,11 +109,11 @@ std::string UtcStamp(int64_t ms) {
   std::time_t seconds = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  char buffer[40];
-  std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buffer;
+  char seconds_text[32];
+  std::strftime(seconds_text, sizeof(seconds_text), "%Y-%m-%dT%H:%M:%S", &tm);
+  char millis[8];
+  std::snprintf(millis, sizeof(millis), ".%03dZ", static_cast<int>(ms % 1000));
+  return std::string(seconds_text) + millis;
 }
 
 bool Started(const wire::JobInfoT& job) {

@@ -21,23 +21,18 @@ class Clock {
   virtual int64_t NowMs() = 0;
 };
 
-class SystemClock : public Clock {
+// A Clock that reads one of std::chrono's clocks.
+template <typename StdClock>
+class ChronoClock : public Clock {
  public:
   int64_t NowMs() override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(StdClock::now().time_since_epoch())
         .count();
   }
 };
 
-class MonotonicClock : public Clock {
- public:
-  int64_t NowMs() override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-};
+using SystemClock = ChronoClock<std::chrono::system_clock>;
+using MonotonicClock = ChronoClock<std::chrono::steady_clock>;
 
 // A clock that moves only when told to.
 class ManualClock : public Clock {

@@ -209,8 +209,10 @@ StatusOr<std::optional<Incoming>> RouterSocket::Next() {
   std::string peer = frames[0].to_string();
   if (frames.size() != 2) {
     return std::optional<Incoming>(
-        Incoming{std::move(peer), DataLoss("expected exactly one frame per message, got " +
-                                           std::to_string(frames.size() - 1))});
+        Incoming{std::move(peer),
+                 DataLoss("expected exactly one frame per message, got " +
+                          std::to_string(frames.size() - 1)),
+                 PeerIdentity{}});
   }
   PeerIdentity identity = IdentityOf(frames[1]);
   return std::optional<Incoming>(

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "common/curve_keys.h"
 #include "common/messaging.h"
@@ -57,8 +58,26 @@ class CurveTest : public ::testing::Test {
     return s;
   }
 
+  // A CURVE router in context_ that admits the keys listed under dir_/clients; nullptr (and a
+  // failure) when it cannot start. It and its authenticator live as long as the fixture.
+  RouterSocket* ServeListedClients() {
+    auto zap = ZapAuthenticator::Start(context_, {{"clients", (dir_ / "clients").string()}});
+    EXPECT_TRUE(zap.ok()) << zap.status().ToString();
+    if (!zap.ok()) return nullptr;
+    zap_ = std::move(*zap);
+    auto router = RouterSocket::Bind(context_, "tcp://127.0.0.1:*", ServerSecurity());
+    EXPECT_TRUE(router.ok()) << router.status().ToString();
+    if (!router.ok()) return nullptr;
+    router_ = std::make_unique<RouterSocket>(std::move(*router));
+    return router_.get();
+  }
+
   fs::path dir_;
   CurveKeyPair server_, allowed_, stranger_;
+  // Declared in this order so the sockets close before the context ends.
+  zmq::context_t context_;
+  std::unique_ptr<ZapAuthenticator> zap_;
+  std::unique_ptr<RouterSocket> router_;
 };
 
 TEST_F(CurveTest, KeyFilesRoundTripAndRefuseOverwrite) {
@@ -84,11 +103,9 @@ TEST_F(CurveTest, MalformedKeyFileNamesFileAndLine) {
 }
 
 TEST_F(CurveTest, ListedClientIsServedUnlistedClientAndWrongServerKeyAreRefused) {
-  zmq::context_t context;
-  auto zap = ZapAuthenticator::Start(context, {{"clients", (dir_ / "clients").string()}});
-  ASSERT_TRUE(zap.ok()) << zap.status().ToString();
-  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*", ServerSecurity());
-  ASSERT_TRUE(router.ok()) << router.status().ToString();
+  zmq::context_t& context = context_;
+  RouterSocket* router = ServeListedClients();
+  ASSERT_NE(router, nullptr);
 
   auto alice = DealerSocket::Connect(context, router->endpoint(), "alice",
                                      ClientSecurity(allowed_, server_.public_key));
@@ -130,11 +147,9 @@ TEST_F(CurveTest, AListedKeyNamesItsHolderAndAKeyUnderTwoNamesAdmitsNeither) {
 }
 
 TEST_F(CurveTest, EveryMessageCarriesTheNameAndKeyItsConnectionWasAdmittedUnder) {
-  zmq::context_t context;
-  auto zap = ZapAuthenticator::Start(context, {{"clients", (dir_ / "clients").string()}});
-  ASSERT_TRUE(zap.ok());
-  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*", ServerSecurity());
-  ASSERT_TRUE(router.ok());
+  zmq::context_t& context = context_;
+  RouterSocket* router = ServeListedClients();
+  ASSERT_NE(router, nullptr);
   auto alice = DealerSocket::Connect(context, router->endpoint(), "",
                                      ClientSecurity(allowed_, server_.public_key));
   ASSERT_TRUE(alice.ok());
@@ -147,11 +162,9 @@ TEST_F(CurveTest, EveryMessageCarriesTheNameAndKeyItsConnectionWasAdmittedUnder)
 }
 
 TEST_F(CurveTest, ARefusedKeyIsToldApartFromNoAnswer) {
-  zmq::context_t context;
-  auto zap = ZapAuthenticator::Start(context, {{"clients", (dir_ / "clients").string()}});
-  ASSERT_TRUE(zap.ok());
-  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*", ServerSecurity());
-  ASSERT_TRUE(router.ok());
+  zmq::context_t& context = context_;
+  RouterSocket* router = ServeListedClients();
+  ASSERT_NE(router, nullptr);
   auto stranger = DealerSocket::Connect(context, router->endpoint(), "",
                                         ClientSecurity(stranger_, server_.public_key));
   ASSERT_TRUE(stranger.ok());
@@ -191,11 +204,9 @@ TEST_F(CurveTest, ARefusedKeyIsToldApartFromNoAnswer) {
 }
 
 TEST_F(CurveTest, PlaintextClientCannotTalkToCurveServer) {
-  zmq::context_t context;
-  auto zap = ZapAuthenticator::Start(context, {{"clients", (dir_ / "clients").string()}});
-  ASSERT_TRUE(zap.ok());
-  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*", ServerSecurity());
-  ASSERT_TRUE(router.ok());
+  zmq::context_t& context = context_;
+  RouterSocket* router = ServeListedClients();
+  ASSERT_NE(router, nullptr);
   auto plain = DealerSocket::Connect(context, router->endpoint(), "plain");
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(RoundTrip(*router, *plain));
