@@ -129,6 +129,10 @@ std::string FormatDouble(double v);
 // True for a finite whole number a double holds exactly (|v| < 9e15).
 bool IsIntegral(double v);
 
+// How many values `param` takes on a grid: the integers of its range, its categories, its
+// values; nullopt for a continuous (kDouble) one or an empty integer range (max < min).
+std::optional<uint64_t> GridCount(const ParameterSpec& param);
+
 // Number of grid points (the product of every parameter's count), or nullopt when a parameter is
 // continuous (kDouble) or the product exceeds `limit`.
 std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit = uint64_t{1} << 40);

@@ -7,27 +7,29 @@
 
 namespace cohort {
 
+std::optional<uint64_t> GridCount(const ParameterSpec& p) {
+  switch (p.type) {
+    case ParameterType::kDouble:
+      return std::nullopt;
+    case ParameterType::kInteger:
+      if (!(p.max >= p.min)) return std::nullopt;
+      return static_cast<uint64_t>(p.max - p.min) + 1;
+    case ParameterType::kCategorical:
+      return p.categories.size();
+    case ParameterType::kDiscrete:
+      return p.values.size();
+  }
+  return std::nullopt;
+}
+
 std::optional<uint64_t> GridSize(const StudySpec& spec, uint64_t limit) {
   uint64_t total = 1;
   for (const auto& p : spec.parameters) {
-    uint64_t n = 0;
-    switch (p.type) {
-      case ParameterType::kDouble:
-        return std::nullopt;
-      case ParameterType::kInteger:
-        if (!(p.max >= p.min)) return std::nullopt;
-        n = static_cast<uint64_t>(p.max - p.min) + 1;
-        break;
-      case ParameterType::kCategorical:
-        n = p.categories.size();
-        break;
-      case ParameterType::kDiscrete:
-        n = p.values.size();
-        break;
-    }
-    if (n == 0) return uint64_t{0};
-    if (total > limit / n) return std::nullopt;
-    total *= n;
+    const std::optional<uint64_t> n = GridCount(p);
+    if (!n) return std::nullopt;
+    if (*n == 0) return uint64_t{0};
+    if (total > limit / *n) return std::nullopt;
+    total *= *n;
   }
   return total;
 }

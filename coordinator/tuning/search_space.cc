@@ -153,21 +153,8 @@ Assignment SearchSpace::GridPoint(uint64_t index) const {
   Assignment a(spec_.parameters.size());
   for (size_t j = spec_.parameters.size(); j-- > 0;) {
     const ParameterSpec& p = spec_.parameters[j];
-    uint64_t n = 1;
-    switch (p.type) {
-      case ParameterType::kInteger:
-        n = static_cast<uint64_t>(p.max - p.min) + 1;
-        break;
-      case ParameterType::kCategorical:
-        n = p.categories.size();
-        break;
-      case ParameterType::kDiscrete:
-        n = p.values.size();
-        break;
-      case ParameterType::kDouble:
-        n = 1;
-        break;
-    }
+    // A double stands at its min (a grid has none; GridSize says so).
+    const uint64_t n = GridCount(p).value_or(1);
     uint64_t k = index % n;
     index /= n;
     switch (p.type) {

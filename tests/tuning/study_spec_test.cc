@@ -133,6 +133,38 @@ TEST(StudySpecTest, GridOverADoubleIsRefusedNamingTheParameter) {
       ParseStudySpec(Study("  - {id: hidden, type: integer, min: 1, max: 3}\n", "", "grid")).ok());
 }
 
+// Each parameter's count of grid values (what GridSize multiplies and SearchSpace::GridPoint
+// divides by): a double and an empty integer range have none.
+TEST(StudySpecTest, GridCountPerParameterType) {
+  ParameterSpec p;
+  p.type = ParameterType::kInteger;
+  p.min = -2;
+  p.max = 3;
+  EXPECT_EQ(GridCount(p), 6u);
+  p.max = -3;
+  EXPECT_EQ(GridCount(p), std::nullopt);
+  p.type = ParameterType::kCategorical;
+  p.categories = {"a", "b", "c"};
+  EXPECT_EQ(GridCount(p), 3u);
+  p.type = ParameterType::kDiscrete;
+  p.values = {0.5, 1};
+  EXPECT_EQ(GridCount(p), 2u);
+  p.values.clear();
+  EXPECT_EQ(GridCount(p), 0u);
+  p.type = ParameterType::kDouble;
+  p.min = 0;
+  p.max = 1;
+  EXPECT_EQ(GridCount(p), std::nullopt);
+
+  StudySpec spec;
+  spec.parameters = {p};
+  EXPECT_EQ(GridSize(spec), std::nullopt);
+  spec.parameters[0].type = ParameterType::kCategorical;  // 3 categories
+  spec.parameters.push_back(spec.parameters[0]);
+  EXPECT_EQ(GridSize(spec), 9u);
+  EXPECT_EQ(GridSize(spec, 8), std::nullopt);  // over the limit
+}
+
 TEST(StudySpecTest, RangesAndScales) {
   EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 1, max: 1}\n")),
               HasSubstr("parameters[0].max: must be greater than min"));
