@@ -51,7 +51,8 @@ class NodeRegistry : public NodeHealth {
   // forgotten, so nothing more is sent to that connection; false when it was not READY. The node
   // is READY again only by registering, with a listed key.
   bool EndSession(const std::string& node_id);
-  // Marks every READY node silent past the timeout LOST; returns (node id, why) for each.
+  // Marks every READY node silent past the timeout LOST; returns (node id, why) for each. Called
+  // every loop pass: it walks the nodes only once the earliest deadline it knows of has come.
   std::vector<std::pair<std::string, std::string>> CheckLost(int64_t now_ms);
 
   NodeRecord* FindReady(const std::string& node_id);
@@ -86,6 +87,9 @@ class NodeRegistry : public NodeHealth {
 
  private:
   int64_t heartbeat_timeout_ms_;
+  // No READY node can be past its timeout before this. Hearing from a node only moves its
+  // deadline later, so this stays a lower bound between walks; a registration may bring it forward.
+  int64_t next_loss_check_ms_ = 0;
   const StorageProbe* storage_ = nullptr;
   std::map<std::string, NodeRecord> nodes_;
   // Every node's admin setting (none: absent), registered or not.

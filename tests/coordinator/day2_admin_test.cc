@@ -69,6 +69,33 @@ TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
   EXPECT_TRUE(nodes.Find("a")->schedulable());
 }
 
+// CheckLost skips its walk until a deadline may have passed: every node is still found LOST at
+// the first check past its own timeout, whatever was heard from the others or registered since.
+TEST(NodeLossTest, EachNodeIsLostAtTheFirstCheckPastItsOwnTimeout) {
+  NodeRegistry nodes(1000);
+  Register(nodes, "a", 0);
+  Register(nodes, "b", 0);
+  EXPECT_TRUE(nodes.CheckLost(0).empty());
+  EXPECT_TRUE(nodes.CheckLost(1000).empty());  // silent for exactly the timeout: not yet
+  nodes.Touch(*nodes.FindReady("a"), 900);
+  auto lost = nodes.CheckLost(1001);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].first, "b");
+  Register(nodes, "c", 1500);
+  EXPECT_TRUE(nodes.CheckLost(1900).empty());
+  lost = nodes.CheckLost(1901);
+  ASSERT_EQ(lost.size(), 1u);  // a, heard at 900
+  EXPECT_EQ(lost[0].first, "a");
+  EXPECT_EQ(nodes.FindReady("a"), nullptr);
+  EXPECT_TRUE(nodes.CheckLost(2500).empty());
+  ASSERT_EQ(nodes.CheckLost(2501).size(), 1u);  // c, registered at 1500
+  // Nothing READY: nothing to find, until a node registers again.
+  EXPECT_TRUE(nodes.CheckLost(100'000).empty());
+  Register(nodes, "b", 100'000);
+  EXPECT_TRUE(nodes.CheckLost(101'000).empty());
+  ASSERT_EQ(nodes.CheckLost(101'001).size(), 1u);
+}
+
 TEST(NodeAdminTest, StoredSettingsApplyWhenTheNodeRegistersAndForgetTakesOnlyLostNodes) {
   NodeRegistry nodes(1000);
   nodes.RestoreAdmin({{"a", NodeAdmin::kDraining}, {"ghost", NodeAdmin::kCordoned}});
