@@ -14,6 +14,7 @@
 #include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/loopback_job.h"
+#include "tests/collective/selection_cases.h"
 #include "tests/collective/test_util.h"
 
 namespace cohort::collective {
@@ -22,14 +23,11 @@ namespace {
 using std::chrono::milliseconds;
 
 // A job of `workers` and `reducers` over loopback, pipelined in `chunk_bytes` with window 3.
-void RunJob(int workers, int reducers, size_t chunk_bytes,
-            const std::function<void(Communicator&, std::vector<std::string>*)>& body,
+void RunJob(int workers, int reducers, size_t chunk_bytes, const testing::WorkerBody& body,
             std::vector<std::string>* failures) {
-  CommunicatorOptions options;
-  options.timeout = milliseconds(30000);
-  options.chunk_bytes = chunk_bytes;
-  options.window = 3;
-  testing::RunLoopbackJob(workers, reducers, options, body, failures);
+  testing::RunLoopbackJob(workers, reducers,
+                          testing::LoopbackOptions(milliseconds(30000), chunk_bytes, 3), body,
+                          failures);
 }
 
 // Runs one case twice on this rank's input; records in `f`, under `name`, a failed call, a result
@@ -196,20 +194,7 @@ TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
 // Across hosts (the loopback transport is not one host's shared memory), kAuto sends small buffers
 // by halving-doubling when the worker count allows, large ones by the Reduction Server or the ring.
 TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
-  struct Case {
-    int workers, reducers;
-    size_t bytes;
-    Algorithm want;
-  };
-  const Case cases[] = {
-      {4, 2, kHalvingDoublingMaxBytes, Algorithm::kHalvingDoubling},
-      {4, 2, kHalvingDoublingMaxBytes + 1, Algorithm::kReductionServer},
-      {4, 2, SIZE_MAX, Algorithm::kReductionServer},
-      {3, 2, 1024, Algorithm::kReductionServer},  // not a power of two
-      {4, 0, 1024, Algorithm::kHalvingDoubling},
-      {4, 0, size_t{1} << 20, Algorithm::kRing},
-  };
-  for (const Case& c : cases) {
+  for (const testing::AcrossHostsCase& c : testing::kAcrossHostsCases) {
     std::vector<std::string> failures;
     RunJob(
         c.workers, c.reducers, 4096,

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "tests/collective/selection_cases.h"
+
 namespace cohort::collective {
 namespace {
 
@@ -28,23 +30,7 @@ TEST(AllreduceSelectionTest, TheLastRuleMatchesEverything) {
 }
 
 TEST(AllreduceSelectionTest, AcrossHostsTheBufferSizeDecides) {
-  struct Case {
-    int workers, reducers;
-    size_t bytes;
-    Algorithm want;
-  };
-  const Case cases[] = {
-      {4, 2, 0, Algorithm::kHalvingDoubling},
-      {4, 2, kHalvingDoublingMaxBytes, Algorithm::kHalvingDoubling},
-      {4, 2, kHalvingDoublingMaxBytes + 1, Algorithm::kReductionServer},
-      {4, 2, SIZE_MAX, Algorithm::kReductionServer},
-      {3, 2, 1024, Algorithm::kReductionServer},  // not a power of two
-      {4, 0, 1024, Algorithm::kHalvingDoubling},
-      {4, 0, size_t{1} << 20, Algorithm::kRing},
-      {1, 0, 8, Algorithm::kHalvingDoubling},  // one worker: 2^0
-      {6, 0, 8, Algorithm::kRing},
-  };
-  for (const Case& c : cases) {
+  for (const testing::AcrossHostsCase& c : testing::kAcrossHostsCases) {
     const Algorithm got =
         SelectAllreduceAlgorithm(Across(c.workers, c.reducers), Algorithm::kAuto, c.bytes);
     EXPECT_EQ(got, c.want) << c.workers << " workers, " << c.reducers << " reducers, " << c.bytes

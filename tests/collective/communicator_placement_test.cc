@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <optional>
 
 #include "collective/communicator.h"
 #include "collective/reducer.h"
@@ -16,6 +17,7 @@ namespace cohort::collective {
 namespace {
 
 using std::chrono::milliseconds;
+using enum Algorithm;
 
 Placement Hosts(std::vector<std::string> hosts, bool shared_memory) {
   Placement p;
@@ -106,26 +108,49 @@ void ExpectAutoAllreduceCorrect(std::vector<std::unique_ptr<Communicator>>& comm
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
+// What every worker's Communicator reports on a placement; what is left unset is not checked.
+struct Choices {
+  bool shm = false;                               // shared_memory_available()
+  std::optional<bool> hierarchy = std::nullopt;   // hierarchical_available()
+  std::optional<Algorithm> small = std::nullopt;  // AutoAlgorithm(1024)
+  std::optional<Algorithm> large = std::nullopt;  // AutoAlgorithm(), for the largest buffers
+  std::optional<size_t> chunk = std::nullopt;     // chunk_bytes()
+};
+
+void ExpectChoices(std::vector<std::unique_ptr<Communicator>>& comms, const Choices& want) {
+  for (auto& c : comms) {
+    EXPECT_EQ(c->shared_memory_available(), want.shm) << "rank " << c->rank();
+    if (want.hierarchy) {
+      EXPECT_EQ(c->hierarchical_available(), *want.hierarchy);
+    }
+    if (want.small) {
+      EXPECT_EQ(c->AutoAlgorithm(1024), *want.small);
+    }
+    if (want.large) {
+      EXPECT_EQ(c->AutoAlgorithm(), *want.large);
+    }
+    if (want.chunk) {
+      EXPECT_EQ(c->chunk_bytes(), *want.chunk);
+    }
+  }
+}
+
 TEST(CommunicatorPlacementTest, WorkersSharingAHostWithSharedMemoryUseIt) {
   RunOn(Placement::OneHost(4, true), 4, 0, [](auto& comms) {
-    for (auto& c : comms) {
-      EXPECT_TRUE(c->shared_memory_available());
-      EXPECT_FALSE(c->hierarchical_available());
-      EXPECT_EQ(c->AutoAlgorithm(1024), Algorithm::kSharedMemory);
-      EXPECT_EQ(c->AutoAlgorithm(), Algorithm::kSharedMemory);
-      EXPECT_EQ(c->chunk_bytes(), kSameHostChunkBytes) << "every rank on one host";
-    }
+    // Every rank on one host: the same-host chunk size.
+    ExpectChoices(comms, {.shm = true,
+                          .hierarchy = false,
+                          .small = kSharedMemory,
+                          .large = kSharedMemory,
+                          .chunk = kSameHostChunkBytes});
     ExpectAutoAllreduceCorrect(comms);
   });
 }
 
 TEST(CommunicatorPlacementTest, AReducerElsewhereLeavesTheWorkersTheirSharedMemory) {
   RunOn(Hosts({"a", "a", "a", "reducers"}, true), 3, 1, [](auto& comms) {
-    for (auto& c : comms) {
-      EXPECT_TRUE(c->shared_memory_available());
-      EXPECT_EQ(c->AutoAlgorithm(), Algorithm::kSharedMemory);
-      EXPECT_EQ(c->chunk_bytes(), kDefaultChunkBytes) << "the reducer is across a link";
-    }
+    // The reducer is across a link: the default chunk size.
+    ExpectChoices(comms, {.shm = true, .large = kSharedMemory, .chunk = kDefaultChunkBytes});
     ExpectAutoAllreduceCorrect(comms);
     // The Reduction Server still runs when asked for.
     testing::RunRanks(3, [&](int w) {
@@ -142,12 +167,9 @@ TEST(CommunicatorPlacementTest, AReducerElsewhereLeavesTheWorkersTheirSharedMemo
 TEST(CommunicatorPlacementTest, HostsOfEquallyManyWorkersRunTheHierarchicalAllreduce) {
   // Hosts interleaved by rank: each host's workers are found by name, not by rank ranges.
   RunOn(Hosts({"a", "b", "a", "b"}, true), 4, 0, [](auto& comms) {
-    for (auto& c : comms) {
-      EXPECT_FALSE(c->shared_memory_available());
-      EXPECT_TRUE(c->hierarchical_available());
-      EXPECT_EQ(c->AutoAlgorithm(1024), Algorithm::kHierarchical);
-      EXPECT_EQ(c->chunk_bytes(), kDefaultChunkBytes);
-    }
+    ExpectChoices(
+        comms,
+        {.shm = false, .hierarchy = true, .small = kHierarchical, .chunk = kDefaultChunkBytes});
     ExpectAutoAllreduceCorrect(comms);
   });
 }
@@ -155,20 +177,12 @@ TEST(CommunicatorPlacementTest, HostsOfEquallyManyWorkersRunTheHierarchicalAllre
 TEST(CommunicatorPlacementTest, WithoutSharedMemoryOrEqualHostsTheNetworkAlgorithmsRun) {
   // Uneven hosts: no hierarchy; small buffers by halving-doubling (4 workers), large by the ring.
   RunOn(Hosts({"a", "a", "a", "b"}, true), 4, 0, [](auto& comms) {
-    for (auto& c : comms) {
-      EXPECT_FALSE(c->shared_memory_available());
-      EXPECT_FALSE(c->hierarchical_available());
-      EXPECT_EQ(c->AutoAlgorithm(1024), Algorithm::kHalvingDoubling);
-      EXPECT_EQ(c->AutoAlgorithm(), Algorithm::kRing);
-    }
+    ExpectChoices(comms,
+                  {.shm = false, .hierarchy = false, .small = kHalvingDoubling, .large = kRing});
   });
   // One host, shared memory not allowed (UCX_TLS=tcp): as across hosts.
   RunOn(Placement::OneHost(2, false), 2, 0, [](auto& comms) {
-    for (auto& c : comms) {
-      EXPECT_FALSE(c->shared_memory_available());
-      EXPECT_EQ(c->AutoAlgorithm(), Algorithm::kRing);
-      EXPECT_EQ(c->chunk_bytes(), kDefaultChunkBytes);
-    }
+    ExpectChoices(comms, {.shm = false, .large = kRing, .chunk = kDefaultChunkBytes});
   });
 }
 

@@ -60,8 +60,11 @@ TEST(FlightRecorderCollective, EveryCallIsRecordedOnceOnEveryRank) {
     std::vector<double> all(kWorkers * 8);
     EXPECT_TRUE(comm.Allgather(all.data() + r * 8, all.data(), 8, DataType::kF64).ok());
     int32_t token = 7;
-    if (r == 0) EXPECT_TRUE(comm.Send(&token, 1, DataType::kI32, 1, 5).ok());
-    if (r == 1) EXPECT_TRUE(comm.Recv(&token, 1, DataType::kI32, 0, 5).ok());
+    if (r == 0) {
+      EXPECT_TRUE(comm.Send(&token, 1, DataType::kI32, 1, 5).ok());
+    } else if (r == 1) {
+      EXPECT_TRUE(comm.Recv(&token, 1, DataType::kI32, 0, 5).ok());
+    }
   });
   for (int r = 0; r < kWorkers; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));

@@ -16,14 +16,27 @@
 
 namespace cohort::collective::testing {
 
+// What each worker of a loopback job runs: body(its Communicator, its failures).
+using WorkerBody = std::function<void(Communicator&, std::vector<std::string>*)>;
+
+// The options of a loopback job's Communicators: each call bounded by `timeout`, buffers
+// pipelined in `chunk_bytes` pieces with `window` of them in flight.
+inline CommunicatorOptions LoopbackOptions(std::chrono::milliseconds timeout, size_t chunk_bytes,
+                                           int window = CommunicatorOptions{}.window) {
+  CommunicatorOptions options;
+  options.timeout = timeout;
+  options.chunk_bytes = chunk_bytes;
+  options.window = window;
+  return options;
+}
+
 // Each worker builds its Communicator from `options` (made loopback here) and runs
 // body(comm, &its failures). Every failure lands in `failures` as "rank R: ...": a worker's
 // Create error, what its body recorded, and a reducer's error ("reducer I: ...") unless
 // `reducer_status` (one slot per reducer) takes the reducers' outcomes instead.
-inline void RunLoopbackJob(
-    int workers, int reducers, CommunicatorOptions options,
-    const std::function<void(Communicator&, std::vector<std::string>*)>& body,
-    std::vector<std::string>* failures, std::vector<Status>* reducer_status = nullptr) {
+inline void RunLoopbackJob(int workers, int reducers, CommunicatorOptions options,
+                           const WorkerBody& body, std::vector<std::string>* failures,
+                           std::vector<Status>* reducer_status = nullptr) {
   LoopbackFabric fabric(workers + reducers);
   InMemoryBootstrap bootstrap;
   std::mutex mu;

@@ -11,43 +11,45 @@ namespace {
 
 using std::chrono::milliseconds;
 
-TEST(LoopbackTransportTest, SendThenReceiveAndReceiveThenSend) {
-  LoopbackFabric fabric(2);
-  auto a = fabric.CreateTransport(0);
-  auto b = fabric.CreateTransport(1);
-  EXPECT_EQ(a->rank(), 0);
-  EXPECT_EQ(b->size(), 2);
+// Ranks 0 (a_) and 1 (b_) of one loopback fabric of two.
+class LoopbackTransportTest : public ::testing::Test {
+ protected:
+  LoopbackFabric fabric_{2};
+  std::unique_ptr<Transport> a_ = fabric_.CreateTransport(0);
+  std::unique_ptr<Transport> b_ = fabric_.CreateTransport(1);
+};
+
+TEST_F(LoopbackTransportTest, SendThenReceiveAndReceiveThenSend) {
+  EXPECT_EQ(a_->rank(), 0);
+  EXPECT_EQ(b_->size(), 2);
   int x = 42, y = 0;
-  auto s = a->Isend(1, MakeTag(1, 1), ConstBytes{&x, sizeof(x)});
+  auto s = a_->Isend(1, MakeTag(1, 1), ConstBytes{&x, sizeof(x)});
   ASSERT_TRUE(s.ok());
-  auto r = b->Irecv(0, MakeTag(1, 1), MutableBytes{&y, sizeof(y)});
+  auto r = b_->Irecv(0, MakeTag(1, 1), MutableBytes{&y, sizeof(y)});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->Wait(DeadlineAfter(milliseconds(1000))).ok());
   EXPECT_TRUE(s->Wait(DeadlineAfter(milliseconds(1000))).ok());
   EXPECT_EQ(y, 42);
 
   int z = 0;
-  auto r2 = b->Irecv(0, MakeTag(1, 2), MutableBytes{&z, sizeof(z)});
-  auto s2 = a->Isend(1, MakeTag(1, 2), ConstBytes{&x, sizeof(x)});
+  auto r2 = b_->Irecv(0, MakeTag(1, 2), MutableBytes{&z, sizeof(z)});
+  auto s2 = a_->Isend(1, MakeTag(1, 2), ConstBytes{&x, sizeof(x)});
   ASSERT_TRUE(r2.ok() && s2.ok());
   EXPECT_TRUE(r2->Wait(DeadlineAfter(milliseconds(1000))).ok());
   EXPECT_TRUE(s2->Wait(DeadlineAfter(milliseconds(1000))).ok());
   EXPECT_EQ(z, 42);
 }
 
-TEST(LoopbackTransportTest, SameTagKeepsOrderAndTagsAreSeparate) {
-  LoopbackFabric fabric(2);
-  auto a = fabric.CreateTransport(0);
-  auto b = fabric.CreateTransport(1);
+TEST_F(LoopbackTransportTest, SameTagKeepsOrderAndTagsAreSeparate) {
   int v[3] = {1, 2, 3};
   std::vector<Request> sends;
-  sends.push_back(*a->Isend(1, 7, ConstBytes{&v[0], 4}));
-  sends.push_back(*a->Isend(1, 7, ConstBytes{&v[1], 4}));
-  sends.push_back(*a->Isend(1, 8, ConstBytes{&v[2], 4}));
+  sends.push_back(*a_->Isend(1, 7, ConstBytes{&v[0], 4}));
+  sends.push_back(*a_->Isend(1, 7, ConstBytes{&v[1], 4}));
+  sends.push_back(*a_->Isend(1, 8, ConstBytes{&v[2], 4}));
   int got[3] = {0, 0, 0};
-  auto r8 = b->Irecv(0, 8, MutableBytes{&got[2], 4});
-  auto r7a = b->Irecv(0, 7, MutableBytes{&got[0], 4});
-  auto r7b = b->Irecv(0, 7, MutableBytes{&got[1], 4});
+  auto r8 = b_->Irecv(0, 8, MutableBytes{&got[2], 4});
+  auto r7a = b_->Irecv(0, 7, MutableBytes{&got[0], 4});
+  auto r7b = b_->Irecv(0, 7, MutableBytes{&got[1], 4});
   const auto d = DeadlineAfter(milliseconds(1000));
   EXPECT_TRUE(r8->Wait(d).ok());
   EXPECT_TRUE(r7a->Wait(d).ok());
@@ -58,45 +60,37 @@ TEST(LoopbackTransportTest, SameTagKeepsOrderAndTagsAreSeparate) {
   EXPECT_EQ(got[2], 3);
 }
 
-TEST(LoopbackTransportTest, DeadlinePoisonsTheTransport) {
-  LoopbackFabric fabric(2);
-  auto a = fabric.CreateTransport(0);
+TEST_F(LoopbackTransportTest, DeadlinePoisonsTheTransport) {
   int y = 0;
-  auto r = a->Irecv(1, 1, MutableBytes{&y, 4});
+  auto r = a_->Irecv(1, 1, MutableBytes{&y, 4});
   ASSERT_TRUE(r.ok());
   Status s = r->Wait(DeadlineAfter(milliseconds(20)));
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
-  auto again = a->Isend(1, 1, ConstBytes{&y, 4});
+  auto again = a_->Isend(1, 1, ConstBytes{&y, 4});
   EXPECT_EQ(again.status().code(), StatusCode::kAborted);
 }
 
-TEST(LoopbackTransportTest, PollDoesNotCancel) {
-  LoopbackFabric fabric(2);
-  auto a = fabric.CreateTransport(0);
-  auto b = fabric.CreateTransport(1);
+TEST_F(LoopbackTransportTest, PollDoesNotCancel) {
   int x = 5, y = 0;
-  auto r = b->Irecv(0, 1, MutableBytes{&y, 4});
+  auto r = b_->Irecv(0, 1, MutableBytes{&y, 4});
   EXPECT_FALSE(r->Poll(DeadlineAfter(milliseconds(10))));
-  auto s = a->Isend(1, 1, ConstBytes{&x, 4});
+  auto s = a_->Isend(1, 1, ConstBytes{&x, 4});
   EXPECT_TRUE(r->Poll(DeadlineAfter(milliseconds(1000))));
   EXPECT_TRUE(r->Wait(DeadlineAfter(milliseconds(10))).ok());
   EXPECT_TRUE(s->Wait(DeadlineAfter(milliseconds(10))).ok());
   EXPECT_EQ(y, 5);
 }
 
-TEST(LoopbackTransportTest, TruncationIsDataLoss) {
-  LoopbackFabric fabric(2);
-  auto a = fabric.CreateTransport(0);
-  auto b = fabric.CreateTransport(1);
+TEST_F(LoopbackTransportTest, TruncationIsDataLoss) {
   int64_t x = 1;
   int32_t y = 0;
-  auto s = a->Isend(1, 1, ConstBytes{&x, 8});
-  auto r = b->Irecv(0, 1, MutableBytes{&y, 4});
+  auto s = a_->Isend(1, 1, ConstBytes{&x, 8});
+  auto r = b_->Irecv(0, 1, MutableBytes{&y, 4});
   EXPECT_EQ(r->Wait(DeadlineAfter(milliseconds(1000))).code(), StatusCode::kDataLoss);
   EXPECT_TRUE(s->Wait(DeadlineAfter(milliseconds(1000))).ok());
 }
 
-TEST(LoopbackTransportTest, KillFailsPendingAndLaterOperations) {
+TEST_F(LoopbackTransportTest, KillFailsPendingAndLaterOperations) {
   LoopbackFabric fabric(3);
   auto a = fabric.CreateTransport(0);
   int y = 0;
@@ -114,14 +108,11 @@ TEST(LoopbackTransportTest, KillFailsPendingAndLaterOperations) {
   EXPECT_EQ(b->Isend(2, 1, ConstBytes{&y, 4}).status().code(), StatusCode::kUnavailable);
 }
 
-TEST(LoopbackTransportTest, DestroyingAPendingReceiveCancelsIt) {
-  LoopbackFabric fabric(2);
-  auto a = fabric.CreateTransport(0);
-  auto b = fabric.CreateTransport(1);
+TEST_F(LoopbackTransportTest, DestroyingAPendingReceiveCancelsIt) {
   int y = 0, z = 0, x = 9;
-  { auto r = b->Irecv(0, 1, MutableBytes{&y, 4}); }
-  auto r2 = b->Irecv(0, 1, MutableBytes{&z, 4});
-  auto s = a->Isend(1, 1, ConstBytes{&x, 4});
+  { auto r = b_->Irecv(0, 1, MutableBytes{&y, 4}); }
+  auto r2 = b_->Irecv(0, 1, MutableBytes{&z, 4});
+  auto s = a_->Isend(1, 1, ConstBytes{&x, 4});
   EXPECT_TRUE(r2->Wait(DeadlineAfter(milliseconds(1000))).ok());
   EXPECT_TRUE(s->Wait(DeadlineAfter(milliseconds(1000))).ok());
   EXPECT_EQ(y, 0);

@@ -22,13 +22,10 @@ namespace {
 using std::chrono::milliseconds;
 
 // A job of `workers` and `reducers` over loopback, 4 KiB pieces, each call bounded by `timeout`.
-void RunJob(int workers, int reducers, milliseconds timeout,
-            const std::function<void(Communicator&, std::vector<std::string>*)>& body,
+void RunJob(int workers, int reducers, milliseconds timeout, const testing::WorkerBody& body,
             std::vector<std::string>* failures) {
-  CommunicatorOptions options;
-  options.timeout = timeout;
-  options.chunk_bytes = 4096;
-  testing::RunLoopbackJob(workers, reducers, options, body, failures);
+  testing::RunLoopbackJob(workers, reducers, testing::LoopbackOptions(timeout, 4096), body,
+                          failures);
 }
 
 // Every worker sends to its right and receives from its left at once (both post before either

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 
 #include "collective/ps/ps_worker.h"
 #include "collective/store_bootstrap.h"
@@ -41,6 +42,22 @@ std::vector<float> PullAll(PsWorker& ps, size_t n) {
   return v;
 }
 
+// The only worker of one server: it initialises the model with `init` everywhere (a restarted
+// server keeps its checkpoint's values instead); *clock is the clock the server is at. A failure
+// is fatal (callers wrap it in ASSERT_NO_FATAL_FAILURE).
+void StartWorker(Bootstrap& bootstrap, const ModelLayout& layout, const OptimizerConfig& c,
+                 float init, std::unique_ptr<PsWorker>* worker, int64_t* clock) {
+  PsWorkerOptions options;
+  options.timeout = std::chrono::milliseconds(10000);
+  auto ps = PsWorker::Create(bootstrap, 0, 1, 1, options);
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  std::vector<float> values(layout.total_bytes() / 4, init);
+  auto at = (*ps)->InitModel(layout, values.data(), c);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  *worker = std::move(*ps);
+  *clock = *at;
+}
+
 TEST(PsProcessTest, KilledServerRestartsFromItsCheckpoint) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("ps_process_test_" + std::to_string(::getpid()));
@@ -58,46 +75,40 @@ TEST(PsProcessTest, KilledServerRestartsFromItsCheckpoint) {
   OptimizerConfig c;
   c.staleness = 0;
   c.learning_rate = 0.5;
-  PsWorkerOptions wo;
-  wo.timeout = std::chrono::milliseconds(10000);
   std::vector<float> g(n);
 
   ProcessGroup procs;
   const int first = procs.Spawn([&] { return ExecServer(address, dir.string()); });
   {
-    auto ps = PsWorker::Create(**bootstrap, 0, 1, 1, wo);
-    ASSERT_TRUE(ps.ok()) << ps.status().ToString();
-    std::vector<float> init(n, 10.0f);
-    auto clock = (*ps)->InitModel(*layout, init.data(), c);
-    ASSERT_TRUE(clock.ok()) << clock.status().ToString();
-    EXPECT_EQ(*clock, 0);
-    for (int t = 1; t <= 3; ++t) PushAndClock(**ps, g, static_cast<float>(t));
-    const auto v3 = PullAll(**ps, n);
+    std::unique_ptr<PsWorker> ps;
+    int64_t clock = -1;
+    ASSERT_NO_FATAL_FAILURE(StartWorker(**bootstrap, *layout, c, 10.0f, &ps, &clock));
+    EXPECT_EQ(clock, 0);
+    for (int t = 1; t <= 3; ++t) PushAndClock(*ps, g, static_cast<float>(t));
+    const auto v3 = PullAll(*ps, n);
     for (float x : v3) ASSERT_EQ(x, 7.0f);  // 10 - 0.5 * (1 + 2 + 3)
     procs.Kill(first);
     ASSERT_TRUE(procs.Wait(std::chrono::milliseconds(5000), {first}));
     // The dead server fails the next request quickly instead of hanging.
     std::fill(g.begin(), g.end(), 100.0f);
-    auto push = (*ps)->PushAll(g.data());
-    Status s = push.ok() ? (*ps)->Wait(*push) : push.status();
+    auto push = ps->PushAll(g.data());
+    Status s = push.ok() ? ps->Wait(*push) : push.status();
     EXPECT_TRUE(s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
         << s.ToString();
   }
   const int second = procs.Spawn([&] { return ExecServer(address, dir.string()); });
   {
-    auto ps = PsWorker::Create(**bootstrap, 0, 1, 1, wo);
-    ASSERT_TRUE(ps.ok()) << ps.status().ToString();
-    std::vector<float> zeros(n, 0.0f);
-    auto clock = (*ps)->InitModel(*layout, zeros.data(), c);
-    ASSERT_TRUE(clock.ok()) << clock.status().ToString();
-    EXPECT_EQ(*clock, 3) << "the restarted server resumes at its checkpoint's clock";
-    const auto restored = PullAll(**ps, n);
+    std::unique_ptr<PsWorker> ps;
+    int64_t clock = -1;
+    ASSERT_NO_FATAL_FAILURE(StartWorker(**bootstrap, *layout, c, 0.0f, &ps, &clock));
+    EXPECT_EQ(clock, 3) << "the restarted server resumes at its checkpoint's clock";
+    const auto restored = PullAll(*ps, n);
     for (float x : restored)
       ASSERT_EQ(x, 7.0f) << "the restored model, not the chief's new init values";
-    PushAndClock(**ps, g, 4.0f);
-    const auto v4 = PullAll(**ps, n);
+    PushAndClock(*ps, g, 4.0f);
+    const auto v4 = PullAll(*ps, n);
     for (float x : v4) ASSERT_EQ(x, 5.0f);
-    ASSERT_TRUE((*ps)->Shutdown().ok());
+    ASSERT_TRUE(ps->Shutdown().ok());
   }
   // After a shutdown and every worker's goodbye the server exits 0.
   ASSERT_TRUE(procs.Wait(std::chrono::milliseconds(10000), {second}));

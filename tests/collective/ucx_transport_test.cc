@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +44,33 @@ std::vector<char> Pattern(size_t size, size_t seed) {
   return v;
 }
 
+// UcxTransport::Create for `rank` of 2; on an error the transport is null and *status says why.
+std::unique_ptr<UcxTransport> Connect(Bootstrap& bootstrap, int rank,
+                                      const UcxTransportOptions& options, Status* status) {
+  auto t = UcxTransport::Create(bootstrap, rank, 2, options);
+  if (!t.ok()) {
+    *status = t.status();
+    return nullptr;
+  }
+  return std::move(*t);
+}
+
+// Posts a request for each of `ks` with post(k), then waits for every one: the first error, or OK.
+Status PostAndWaitAll(const std::vector<size_t>& ks,
+                      const std::function<StatusOr<Request>(size_t)>& post, Deadline deadline) {
+  std::vector<Request> requests;
+  for (size_t k : ks) {
+    auto r = post(k);
+    if (!r.ok()) return r.status();
+    requests.push_back(std::move(*r));
+  }
+  for (auto& r : requests) {
+    Status s = r.Wait(deadline);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 class UcxTransportTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
@@ -58,59 +87,47 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
   Status sender_status, receiver_status;
   std::vector<std::vector<char>> received(sizes.size());
   std::thread sender([&] {
-    auto t = UcxTransport::Create(bootstrap, 0, 2, options);
-    if (!t.ok()) {
-      sender_status = t.status();
-      return;
-    }
+    auto t = Connect(bootstrap, 0, options, &sender_status);
+    if (!t) return;
     std::vector<std::vector<char>> payloads;
-    std::vector<Request> sends;
-    for (size_t k = 0; k < sizes.size(); ++k) payloads.push_back(Pattern(sizes[k], k));
+    std::vector<size_t> every;
     for (size_t k = 0; k < sizes.size(); ++k) {
-      auto r = (*t)->Isend(1, MakeTag(1, static_cast<uint32_t>(k)),
-                           ConstBytes{payloads[k].data(), sizes[k]});
-      if (!r.ok()) {
-        sender_status = r.status();
-        return;
-      }
-      sends.push_back(std::move(*r));
+      payloads.push_back(Pattern(sizes[k], k));
+      every.push_back(k);
     }
-    for (auto& s : sends) {
-      sender_status = s.Wait(deadline);
-      if (!sender_status.ok()) return;
-    }
+    sender_status = PostAndWaitAll(
+        every,
+        [&](size_t k) {
+          return t->Isend(1, MakeTag(1, static_cast<uint32_t>(k)),
+                          ConstBytes{payloads[k].data(), sizes[k]});
+        },
+        deadline);
+    if (!sender_status.ok()) return;
     // Stay connected until the receiver has everything (its last message is the go-ahead).
     char done = 0;
-    auto r = (*t)->Irecv(1, MakeTag(2, 0), MutableBytes{&done, 1});
+    auto r = t->Irecv(1, MakeTag(2, 0), MutableBytes{&done, 1});
     sender_status = r.ok() ? r->Wait(deadline) : r.status();
   });
   std::thread receiver([&] {
-    auto t = UcxTransport::Create(bootstrap, 1, 2, options);
-    if (!t.ok()) {
-      receiver_status = t.status();
-      return;
-    }
+    auto t = Connect(bootstrap, 1, options, &receiver_status);
+    if (!t) return;
     // Odd messages are received into buffers posted now; the even ones only once the odd ones
     // are in, so eager even messages arrive before their receive is posted.
     for (size_t parity : {size_t{1}, size_t{0}}) {
-      std::vector<Request> recvs;
-      for (size_t k = parity; k < sizes.size(); k += 2) {
-        received[k].assign(sizes[k], 0);
-        auto r = (*t)->Irecv(0, MakeTag(1, static_cast<uint32_t>(k)),
-                             MutableBytes{received[k].data(), sizes[k]});
-        if (!r.ok()) {
-          receiver_status = r.status();
-          return;
-        }
-        recvs.push_back(std::move(*r));
-      }
-      for (auto& r : recvs) {
-        receiver_status = r.Wait(deadline);
-        if (!receiver_status.ok()) return;
-      }
+      std::vector<size_t> half;
+      for (size_t k = parity; k < sizes.size(); k += 2) half.push_back(k);
+      receiver_status = PostAndWaitAll(
+          half,
+          [&](size_t k) {
+            received[k].assign(sizes[k], 0);
+            return t->Irecv(0, MakeTag(1, static_cast<uint32_t>(k)),
+                            MutableBytes{received[k].data(), sizes[k]});
+          },
+          deadline);
+      if (!receiver_status.ok()) return;
     }
     const char done = 1;
-    auto s = (*t)->Isend(0, MakeTag(2, 0), ConstBytes{&done, 1});
+    auto s = t->Isend(0, MakeTag(2, 0), ConstBytes{&done, 1});
     receiver_status = s.ok() ? s->Wait(deadline) : s.status();
   });
   sender.join();
@@ -136,30 +153,24 @@ TEST(UcxTransportTcpTest, LastMessageOfAPeerThatLeftIsStillDelivered) {
   Status sender_status, gone, got, more;
   uint64_t last = 0;
   std::thread leaver([&] {
-    auto t = UcxTransport::Create(bootstrap, 0, 2, options);
-    if (!t.ok()) {
-      sender_status = t.status();
-      return;
-    }
-    auto s = (*t)->Isend(1, MakeTag(3, 1), ConstBytes{&kLast, sizeof(kLast)});
+    auto t = Connect(bootstrap, 0, options, &sender_status);
+    if (!t) return;
+    auto s = t->Isend(1, MakeTag(3, 1), ConstBytes{&kLast, sizeof(kLast)});
     sender_status = s.ok() ? s->Wait(deadline) : s.status();
     // Leaves at once: the transport closes its endpoints here.
   });
   std::thread stayer([&] {
-    auto t = UcxTransport::Create(bootstrap, 1, 2, options);
-    if (!t.ok()) {
-      gone = t.status();
-      return;
-    }
+    auto t = Connect(bootstrap, 1, options, &gone);
+    if (!t) return;
     // Busy with something else (a message that never comes) until it notices the peer is gone.
     uint64_t never = 0;
-    auto missing = (*t)->Irecv(0, MakeTag(3, 2), MutableBytes{&never, sizeof(never)});
+    auto missing = t->Irecv(0, MakeTag(3, 2), MutableBytes{&never, sizeof(never)});
     gone = missing.ok() ? missing->Wait(deadline) : missing.status();
     // Only now the receive for the message that arrived meanwhile.
-    auto r = (*t)->Irecv(0, MakeTag(3, 1), MutableBytes{&last, sizeof(last)});
+    auto r = t->Irecv(0, MakeTag(3, 1), MutableBytes{&last, sizeof(last)});
     got = r.ok() ? r->Wait(deadline) : r.status();
     uint64_t other = 0;
-    more = (*t)->Irecv(0, MakeTag(3, 3), MutableBytes{&other, sizeof(other)}).status();
+    more = t->Irecv(0, MakeTag(3, 3), MutableBytes{&other, sizeof(other)}).status();
   });
   leaver.join();
   stayer.join();

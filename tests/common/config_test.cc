@@ -153,36 +153,26 @@ TEST_F(ConfigTest, UnknownOptionInFileNamesFileAndLine) {
 }
 
 TEST_F(ConfigTest, BadValuesInFileNameFileLineAndOption) {
+  // Each case: a config file's name and text, and what the error must say.
+  struct Case {
+    std::string file, text;
+    std::vector<std::string> says;
+  };
+  const Case cases[] = {
+      {"a.conf", "cpus = 2\ncpus2 = 1\n", {":2: unknown option 'cpus2'"}},
+      {"b.conf", "work-dir = /x\ncpus = lots\n", {"b.conf:2:", "cpus"}},
+      {"c.conf", "grace-period = 3 weeks\n", {"c.conf:1:", "grace-period"}},
+      {"d.conf", "insecure = perhaps\n", {"d.conf:1:"}},
+      {"e.conf", "cpus 4\n", {"e.conf:1: expected 'name = value'"}},
+      {"f.conf", "cpus = 1\ncpus = 2\n", {"f.conf:2: option 'cpus' is given more than once"}},
+      {"g.conf", "[log\nlevel = x\n", {"g.conf:1: unterminated section header"}},
+  };
   DaemonFlags f;
-  auto cl = Parse(f, {"--config", WriteFile("a.conf", "cpus = 2\ncpus2 = 1\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr(":2: unknown option 'cpus2'"));
-
-  cl = Parse(f, {"--config", WriteFile("b.conf", "work-dir = /x\ncpus = lots\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr("b.conf:2:"));
-  EXPECT_THAT(cl.status().message(), HasSubstr("cpus"));
-
-  cl = Parse(f, {"--config", WriteFile("c.conf", "grace-period = 3 weeks\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr("c.conf:1:"));
-  EXPECT_THAT(cl.status().message(), HasSubstr("grace-period"));
-
-  cl = Parse(f, {"--config", WriteFile("d.conf", "insecure = perhaps\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr("d.conf:1:"));
-
-  cl = Parse(f, {"--config", WriteFile("e.conf", "cpus 4\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr("e.conf:1: expected 'name = value'"));
-
-  cl = Parse(f, {"--config", WriteFile("f.conf", "cpus = 1\ncpus = 2\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr("f.conf:2: option 'cpus' is given more than once"));
-
-  cl = Parse(f, {"--config", WriteFile("g.conf", "[log\nlevel = x\n")});
-  ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(cl.status().message(), HasSubstr("g.conf:1: unterminated section header"));
+  for (const Case& c : cases) {
+    auto cl = Parse(f, {"--config", WriteFile(c.file, c.text)});
+    ASSERT_FALSE(cl.ok()) << c.file;
+    for (const std::string& part : c.says) EXPECT_THAT(cl.status().message(), HasSubstr(part));
+  }
 }
 
 TEST_F(ConfigTest, UnreadableConfigFile) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <string>
+#include <utility>
+
 namespace cohort {
 namespace {
 
@@ -43,25 +46,26 @@ std::map<std::string, HttpHandler> Routes() {
            }}};
 }
 
+// GET `path` (with `headers`) from the server on 127.0.0.1:`port`: the status and the body, or
+// {-1, ""} when no answer came.
+using Reply = std::pair<int, std::string>;
+Reply Get(int port, const std::string& path, const httplib::Headers& headers = {}) {
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Get(path, headers);
+  if (!r) return {-1, ""};
+  return {r->status, r->body};
+}
+
 TEST(HttpServer, ServesRoutesLongestPrefixFirst) {
   HttpServerOptions o;
   o.endpoint = *ParseHttpEndpoint("127.0.0.1:0");
   auto s = HttpServer::Start(o, Routes());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  httplib::Client c("127.0.0.1", (*s)->port());
-  auto r = c.Get("/metrics");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(r->body, "m");
-  r = c.Get("/api/nodes?q=1");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->body, "api /api/nodes 1");
-  r = c.Get("/api/jobs/a");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->body, "job /api/jobs/a");
-  r = c.Get("/nothing");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 404);
+  const int port = (*s)->port();
+  EXPECT_EQ(Get(port, "/metrics"), Reply(200, "m"));
+  EXPECT_EQ(Get(port, "/api/nodes?q=1").second, "api /api/nodes 1");
+  EXPECT_EQ(Get(port, "/api/jobs/a").second, "job /api/jobs/a");
+  EXPECT_EQ(Get(port, "/nothing").first, 404);
 }
 
 TEST(HttpServer, NonLoopbackNeedsToken) {
@@ -80,26 +84,14 @@ TEST(HttpServer, WrongTokenRefused) {
   o.public_paths = {"/metrics"};
   auto s = HttpServer::Start(o, Routes());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  httplib::Client c("127.0.0.1", (*s)->port());
-  auto r = c.Get("/api/x");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 401);
-  r = c.Get("/metrics");  // a public path
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
-  r = c.Get("/api/x?token=wrong");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 401);
-  EXPECT_EQ(r->body, "wrong token\n");
-  r = c.Get("/api/x?token=s3cret");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
-  r = c.Get("/api/x", {{"Authorization", "Bearer s3cret"}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
-  r = c.Get("/api/x?token=s3cret&q=2");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->body, "api /api/x 2");  // the token is not handed to handlers
+  const int port = (*s)->port();
+  EXPECT_EQ(Get(port, "/api/x").first, 401);
+  EXPECT_EQ(Get(port, "/metrics").first, 200);  // a public path
+  EXPECT_EQ(Get(port, "/api/x?token=wrong"), Reply(401, "wrong token\n"));
+  EXPECT_EQ(Get(port, "/api/x?token=s3cret").first, 200);
+  EXPECT_EQ(Get(port, "/api/x", {{"Authorization", "Bearer s3cret"}}).first, 200);
+  // The token is not handed to handlers.
+  EXPECT_EQ(Get(port, "/api/x?token=s3cret&q=2").second, "api /api/x 2");
 }
 
 TEST(HttpServer, BusyPortIsAnError) {

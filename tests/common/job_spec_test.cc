@@ -6,7 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cohort {
 namespace {
@@ -42,7 +45,7 @@ std::string Minimal(const std::string& chief_extra = "", const std::string& tail
 }
 
 // Expects `yaml` to be rejected with an InvalidArgument whose message contains every `parts`.
-void ExpectError(const std::string& yaml, std::initializer_list<std::string> parts) {
+void ExpectError(const std::string& yaml, const std::vector<std::string>& parts) {
   StatusOr<JobSpec> spec = ParseJobSpec(yaml, "job.yaml");
   ASSERT_FALSE(spec.ok()) << "accepted:\n" << yaml;
   EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
@@ -50,6 +53,12 @@ void ExpectError(const std::string& yaml, std::initializer_list<std::string> par
     EXPECT_THAT(spec.status().message(), HasSubstr(part)) << yaml;
   }
   EXPECT_THAT(spec.status().message(), HasSubstr("job.yaml"));
+}
+
+// ExpectError for each case: the spec make(fragment) fails naming every one of its parts.
+void ExpectErrors(const std::function<std::string(const std::string&)>& make,
+                  const std::vector<std::pair<std::string, std::vector<std::string>>>& cases) {
+  for (const auto& [fragment, parts] : cases) ExpectError(make(fragment), parts);
 }
 
 TEST(JobSpecTest, ParsesDesignExample) {
@@ -322,14 +331,16 @@ TEST(JobSpecTest, ResourceRules) {
   auto with_res = [](const std::string& res) { return Minimal("    resources: " + res + "\n"); };
   EXPECT_TRUE(ParseJobSpec(with_res("{gpus: 64, cpus: 1024, memory_mb: 0}")).ok());
   EXPECT_TRUE(ParseJobSpec(with_res("{gpus: 0, cpus: 0}")).ok());
-  ExpectError(with_res("{gpus: 65}"), {"worker_pools[0].resources.gpus: must be in 0..64, got 65"});
-  ExpectError(with_res("{gpus: -1}"), {"worker_pools[0].resources.gpus", "got -1"});
-  ExpectError(with_res("{cpus: 1025}"), {"worker_pools[0].resources.cpus: must be in 0..1024"});
-  ExpectError(with_res("{cpus: -2}"), {"worker_pools[0].resources.cpus"});
-  ExpectError(with_res("{memory_mb: -1}"),
-              {"worker_pools[0].resources.memory_mb: must be at least 0"});
-  ExpectError(with_res("{gpus: one}"), {"worker_pools[0].resources.gpus: expected an integer"});
-  ExpectError(with_res("[1]"), {"worker_pools[0].resources: expected a mapping"});
+  ExpectErrors(with_res,
+               {
+                   {"{gpus: 65}", {"worker_pools[0].resources.gpus: must be in 0..64, got 65"}},
+                   {"{gpus: -1}", {"worker_pools[0].resources.gpus", "got -1"}},
+                   {"{cpus: 1025}", {"worker_pools[0].resources.cpus: must be in 0..1024"}},
+                   {"{cpus: -2}", {"worker_pools[0].resources.cpus"}},
+                   {"{memory_mb: -1}", {"worker_pools[0].resources.memory_mb: must be at least 0"}},
+                   {"{gpus: one}", {"worker_pools[0].resources.gpus: expected an integer"}},
+                   {"[1]", {"worker_pools[0].resources: expected a mapping"}},
+               });
 }
 
 TEST(JobSpecTest, SchedulingRules) {
@@ -345,16 +356,19 @@ TEST(JobSpecTest, SchedulingRules) {
   EXPECT_EQ(spec->scheduling.timeout, std::chrono::hours(1));
   EXPECT_TRUE(ParseJobSpec(with_sched("{max_restarts: 1000}")).ok());
 
-  ExpectError(with_sched("{timeout: 0}"), {"scheduling.timeout: must be positive"});
-  ExpectError(with_sched("{timeout: 0s}"), {"scheduling.timeout"});
-  ExpectError(with_sched("{timeout: 500ms}"), {"scheduling.timeout: must be at least 1s"});
-  ExpectError(with_sched("{timeout: 7 days}"), {"scheduling.timeout", "invalid duration"});
-  ExpectError(with_sched("{timeout: -5s}"), {"scheduling.timeout", "negative"});
-  ExpectError(with_sched("{max_restarts: 1001}"), {"scheduling.max_restarts: must be in 0..1000"});
-  ExpectError(with_sched("{max_restarts: -1}"), {"scheduling.max_restarts"});
-  ExpectError(with_sched("{restart_job_on_worker_restart: maybe}"),
-              {"scheduling.restart_job_on_worker_restart: expected a boolean"});
-  ExpectError(with_sched("[1]"), {"scheduling: expected a mapping"});
+  ExpectErrors(with_sched,
+               {
+                   {"{timeout: 0}", {"scheduling.timeout: must be positive"}},
+                   {"{timeout: 0s}", {"scheduling.timeout"}},
+                   {"{timeout: 500ms}", {"scheduling.timeout: must be at least 1s"}},
+                   {"{timeout: 7 days}", {"scheduling.timeout", "invalid duration"}},
+                   {"{timeout: -5s}", {"scheduling.timeout", "negative"}},
+                   {"{max_restarts: 1001}", {"scheduling.max_restarts: must be in 0..1000"}},
+                   {"{max_restarts: -1}", {"scheduling.max_restarts"}},
+                   {"{restart_job_on_worker_restart: maybe}",
+                    {"scheduling.restart_job_on_worker_restart: expected a boolean"}},
+                   {"[1]", {"scheduling: expected a mapping"}},
+               });
 }
 
 TEST(JobSpecTest, QueueAndPriorityNamesAreCheckedAndRoundTrip) {

@@ -94,34 +94,50 @@ TEST(MessagingTest, ParseRejectsOtherProtocolVersion) {
   EXPECT_NE(message.status().message().find("protocol version"), std::string::npos);
 }
 
-TEST(MessagingTest, RouterAnswersBadFrameAndKeepsServing) {
+// A router on a free loopback port and a dealer connected to it as "client-1".
+struct RouterAndDealer {
+  // A failure to bind or connect is a fatal failure (callers wrap it in ASSERT_NO_FATAL_FAILURE).
+  void Connect() {
+    auto bound = RouterSocket::Bind(context, "tcp://127.0.0.1:*");
+    ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+    router.emplace(std::move(*bound));
+    auto connected = DealerSocket::Connect(context, router->endpoint(), "client-1");
+    ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+    dealer.emplace(std::move(*connected));
+  }
+
   zmq::context_t context;
-  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*");
-  ASSERT_TRUE(router.ok()) << router.status().ToString();
-  auto dealer = DealerSocket::Connect(context, router->endpoint(), "client-1");
-  ASSERT_TRUE(dealer.ok());
+  std::optional<RouterSocket> router;
+  std::optional<DealerSocket> dealer;
+};
+
+TEST(MessagingTest, RouterAnswersBadFrameAndKeepsServing) {
+  RouterAndDealer sockets;
+  ASSERT_NO_FATAL_FAILURE(sockets.Connect());
+  RouterSocket& router = *sockets.router;
+  DealerSocket& dealer = *sockets.dealer;
 
   // Garbage first: the router must answer it with an error and not hand it to us.
   zmq::message_t garbage(std::string("definitely not a flatbuffer"));
-  ASSERT_TRUE(dealer->socket().send(garbage, zmq::send_flags::none));
+  ASSERT_TRUE(dealer.socket().send(garbage, zmq::send_flags::none));
   // The router handles the garbage inside Receive; nothing is returned for it.
-  auto nothing = router->Receive(200ms);
+  auto nothing = router.Receive(200ms);
   ASSERT_TRUE(nothing.ok());
   EXPECT_FALSE(nothing->has_value());
-  auto reply_to_garbage = dealer->Receive(5s);
+  auto reply_to_garbage = dealer.Receive(5s);
   ASSERT_TRUE(reply_to_garbage.ok());
   ASSERT_TRUE(reply_to_garbage->has_value());
   EXPECT_EQ((*reply_to_garbage)->ErrorStatus().code(), StatusCode::kDataLoss);
 
   // A good request still works afterwards, and the reply finds its caller by request id.
-  ASSERT_TRUE(dealer->Send(Encode(9, wire::ListJobsT())).ok());
-  auto request = router->Receive(5s);
+  ASSERT_TRUE(dealer.Send(Encode(9, wire::ListJobsT())).ok());
+  auto request = router.Receive(5s);
   ASSERT_TRUE(request.ok());
   ASSERT_TRUE(request->has_value());
   EXPECT_EQ((*request)->peer, "client-1");
   EXPECT_EQ((*request)->message.type(), wire::Body::ListJobs);
-  ASSERT_TRUE(router->Send((*request)->peer, Encode(9, wire::JobListT())).ok());
-  auto reply = dealer->Receive(5s);
+  ASSERT_TRUE(router.Send((*request)->peer, Encode(9, wire::JobListT())).ok());
+  auto reply = dealer.Receive(5s);
   ASSERT_TRUE(reply.ok());
   ASSERT_TRUE(reply->has_value());
   EXPECT_EQ((*reply)->request_id(), 9u);
@@ -129,43 +145,42 @@ TEST(MessagingTest, RouterAnswersBadFrameAndKeepsServing) {
 }
 
 TEST(MessagingTest, NextReadsOneMessageAndHandsBackABadFrameWithItsReason) {
-  zmq::context_t context;
-  auto router = RouterSocket::Bind(context, "tcp://127.0.0.1:*");
-  ASSERT_TRUE(router.ok()) << router.status().ToString();
-  auto dealer = DealerSocket::Connect(context, router->endpoint(), "client-1");
-  ASSERT_TRUE(dealer.ok());
+  RouterAndDealer sockets;
+  ASSERT_NO_FATAL_FAILURE(sockets.Connect());
+  RouterSocket& router = *sockets.router;
+  DealerSocket& dealer = *sockets.dealer;
   auto next = [&]() -> std::optional<Incoming> {
-    zmq::pollitem_t item{router->socket().handle(), 0, ZMQ_POLLIN, 0};
+    zmq::pollitem_t item{router.socket().handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, 5s);
-    auto in = router->Next();
+    auto in = router.Next();
     EXPECT_TRUE(in.ok()) << in.status().ToString();
     return in.ok() ? std::move(*in) : std::nullopt;
   };
 
-  auto nothing = router->Next();
+  auto nothing = router.Next();
   ASSERT_TRUE(nothing.ok());
   EXPECT_FALSE(nothing->has_value());
 
   zmq::message_t garbage(std::string("definitely not a flatbuffer"));
-  ASSERT_TRUE(dealer->socket().send(garbage, zmq::send_flags::none));
+  ASSERT_TRUE(dealer.socket().send(garbage, zmq::send_flags::none));
   auto bad = next();
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->peer, "client-1");
   EXPECT_EQ(bad->message.status().code(), StatusCode::kDataLoss);
   // Nothing is answered for it: that is the caller's choice.
-  auto no_reply = dealer->Receive(100ms);
+  auto no_reply = dealer.Receive(100ms);
   ASSERT_TRUE(no_reply.ok());
   EXPECT_FALSE(no_reply->has_value());
 
   zmq::message_t one(std::string("one")), two(std::string("two"));
-  ASSERT_TRUE(dealer->socket().send(one, zmq::send_flags::sndmore));
-  ASSERT_TRUE(dealer->socket().send(two, zmq::send_flags::none));
+  ASSERT_TRUE(dealer.socket().send(one, zmq::send_flags::sndmore));
+  ASSERT_TRUE(dealer.socket().send(two, zmq::send_flags::none));
   auto multi = next();
   ASSERT_TRUE(multi.has_value());
   EXPECT_EQ(multi->message.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(multi->message.status().message().find("exactly one frame"), std::string::npos);
 
-  ASSERT_TRUE(dealer->Send(Encode(3, wire::ListJobsT())).ok());
+  ASSERT_TRUE(dealer.Send(Encode(3, wire::ListJobsT())).ok());
   auto good = next();
   ASSERT_TRUE(good.has_value());
   ASSERT_TRUE(good->message.ok());

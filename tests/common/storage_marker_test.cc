@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 
 #include "tests/testing/temp_dir_test.h"
 
@@ -79,18 +80,29 @@ TEST(StorageTokenTest, TokensAreHexAndDiffer) {
 }
 
 TEST(PathIsUnderTest, ComparesNormalisedPathsByWholeComponents) {
-  EXPECT_TRUE(PathIsUnder("/shared/jobs/a", "/shared/jobs"));
-  EXPECT_TRUE(PathIsUnder("/shared/jobs", "/shared/jobs"));
-  EXPECT_TRUE(PathIsUnder("/shared/jobs/", "/shared/jobs/"));
-  EXPECT_TRUE(PathIsUnder("/shared/./jobs//a/", "/shared/jobs"));
-  EXPECT_TRUE(PathIsUnder("/anything", "/"));
-  EXPECT_FALSE(PathIsUnder("/shared/jobsX/a", "/shared/jobs"));
-  EXPECT_FALSE(PathIsUnder("/shared", "/shared/jobs"));
-  EXPECT_FALSE(PathIsUnder("/shared/jobs/../other", "/shared/jobs"));
-  EXPECT_FALSE(PathIsUnder("/local/out", "/shared/jobs"));
-  EXPECT_FALSE(PathIsUnder("relative/out", "/shared"));
-  EXPECT_FALSE(PathIsUnder("/shared/a", "relative"));
-  EXPECT_FALSE(PathIsUnder("", "/shared"));
+  using PathAndRoot = std::pair<const char*, const char*>;
+  const PathAndRoot under[] = {
+      {"/shared/jobs/a", "/shared/jobs"},
+      {"/shared/jobs", "/shared/jobs"},
+      {"/shared/jobs/", "/shared/jobs/"},
+      {"/shared/./jobs//a/", "/shared/jobs"},
+      {"/anything", "/"},
+  };
+  const PathAndRoot not_under[] = {
+      {"/shared/jobsX/a", "/shared/jobs"},
+      {"/shared", "/shared/jobs"},
+      {"/shared/jobs/../other", "/shared/jobs"},
+      {"/local/out", "/shared/jobs"},
+      {"relative/out", "/shared"},
+      {"/shared/a", "relative"},
+      {"", "/shared"},
+  };
+  for (const auto& [path, root] : under) {
+    EXPECT_TRUE(PathIsUnder(path, root)) << "'" << path << "' under '" << root << "'";
+  }
+  for (const auto& [path, root] : not_under) {
+    EXPECT_FALSE(PathIsUnder(path, root)) << "'" << path << "' under '" << root << "'";
+  }
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
   if (options_.secure) {
     std::filesystem::create_directories(keys_dir() + "/clients");
     std::filesystem::create_directories(keys_dir() + "/agents");
-    for (const std::string& name : {"coordinator", "admin"}) {
+    for (const char* name : {"coordinator", "admin"}) {
       auto keys = GenerateCurveKeyPair();
       if (!keys.ok()) throw std::runtime_error(keys.status().ToString());
       Status written = WriteCurveKeyFiles(keys_dir(), name, *keys);
@@ -244,6 +244,16 @@ wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
       },
       timeout);
   return last;
+}
+
+bool WaitForJobState(CoordinatorClient& client, const std::string& job, wire::JobState state,
+                     std::chrono::milliseconds timeout) {
+  return WaitUntil(
+      [&] {
+        auto info = client.GetJob(job);
+        return info.ok() && info->state == state;
+      },
+      timeout);
 }
 
 }  // namespace cohort::testing

@@ -128,4 +128,8 @@ class LocalCluster {
 wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
                              std::chrono::milliseconds timeout);
 
+// Polls `job` until its state is `state` or `timeout` passes; true when it was.
+bool WaitForJobState(CoordinatorClient& client, const std::string& job, wire::JobState state,
+                     std::chrono::milliseconds timeout);
+
 }  // namespace cohort::testing

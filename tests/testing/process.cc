@@ -33,8 +33,9 @@ std::vector<char*> ArgvOf(const std::string& binary, const std::vector<std::stri
   return argv;
 }
 
-// In the child after fork: die with the parent, own process group.
-void PrepareChild() {
+// In the child after fork: die with the parent, own process group, stdin from /dev/null, stdout
+// to `out_fd` and stderr to `err_fd`.
+void PrepareChild(int out_fd, int err_fd) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   setpgid(0, 0);
   // Undo signal state inherited from the test runner.
@@ -42,6 +43,9 @@ void PrepareChild() {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
+  dup2(open("/dev/null", O_RDONLY), 0);
+  dup2(out_fd, 1);
+  dup2(err_fd, 2);
 }
 
 }  // namespace
@@ -138,21 +142,26 @@ std::vector<pid_t> LivePids() {
   return pids;
 }
 
+// Whether an item of `items` (NUL-separated, as /proc's cmdline and environ are) contains
+// `needle`.
+bool AnyItemContains(const std::string& items, const std::string& needle) {
+  size_t start = 0;
+  while (start < items.size()) {
+    size_t end = items.find('\0', start);
+    if (end == std::string::npos) end = items.size();
+    if (items.substr(start, end - start).find(needle) != std::string::npos) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<pid_t> FindProcessesWithArg(const std::string& needle) {
   std::vector<pid_t> pids;
   for (pid_t pid : LivePids()) {
-    std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-    size_t start = 0;
-    while (start < cmdline.size()) {
-      size_t end = cmdline.find('\0', start);
-      if (end == std::string::npos) end = cmdline.size();
-      if (cmdline.substr(start, end - start).find(needle) != std::string::npos) {
-        pids.push_back(pid);
-        break;
-      }
-      start = end + 1;
+    if (AnyItemContains(ReadFile("/proc/" + std::to_string(pid) + "/cmdline"), needle)) {
+      pids.push_back(pid);
     }
   }
   return pids;
@@ -168,17 +177,7 @@ std::vector<pid_t> FindProcessesWithEnvOrCwd(const std::string& needle) {
       found.push_back(pid);
       continue;
     }
-    std::string environ_text = ReadFile(proc + "/environ");
-    size_t start = 0;
-    while (start < environ_text.size()) {
-      size_t end = environ_text.find('\0', start);
-      if (end == std::string::npos) end = environ_text.size();
-      if (environ_text.substr(start, end - start).find(needle) != std::string::npos) {
-        found.push_back(pid);
-        break;
-      }
-      start = end + 1;
-    }
+    if (AnyItemContains(ReadFile(proc + "/environ"), needle)) found.push_back(pid);
   }
   return found;
 }
@@ -221,11 +220,7 @@ RunResult RunProcess(const std::string& binary, const std::vector<std::string>& 
 
   pid_t pid = fork();
   if (pid == 0) {
-    PrepareChild();
-    int null_fd = open("/dev/null", O_RDONLY);
-    dup2(null_fd, 0);
-    dup2(out_fd, 1);
-    dup2(err_fd, 2);
+    PrepareChild(out_fd, err_fd);
     execve(binary.c_str(), argv.data(), envp.data());
     dprintf(2, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
     _exit(127);
@@ -267,11 +262,7 @@ bool DaemonProcess::Start() {
     return false;
   }
   if (pid == 0) {
-    PrepareChild();
-    int null_fd = open("/dev/null", O_RDONLY);
-    dup2(null_fd, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
+    PrepareChild(log_fd, log_fd);
     execv(binary_.c_str(), argv.data());
     dprintf(2, "exec %s: %s\n", binary_.c_str(), std::strerror(errno));
     _exit(127);
