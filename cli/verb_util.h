@@ -120,4 +120,17 @@ int ShowAll(const ParsedArgs& args, const Context& ctx, const std::string& verb,
       print);
 }
 
+// ShowVerb for a verb that names one item (`cohort status JOB`): `get` asks for it by the
+// positional `argument` names.
+template <typename Item>
+int ShowOne(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+            const std::string& argument,
+            StatusOr<Item> (CoordinatorClient::*get)(const std::string&),
+            nlohmann::json (*to_json)(const Item&), void (*print)(const Item&, std::ostream&)) {
+  return ShowVerb<Item>(
+      args, ctx, verb, argument,
+      [&](CoordinatorClient& client) { return (client.*get)(args.positionals[0]); }, to_json,
+      print);
+}
+
 }  // namespace cohort::cli

@@ -103,14 +103,7 @@ int Usage(const ParsedArgs& args, const Context& ctx) {
       },
       [](const std::vector<wire::UsageRowT>& rows) {
         nlohmann::json out = nlohmann::json::array();
-        for (const auto& r : rows) {
-          out.push_back({{"user", r.user},
-                         {"queue", r.queue},
-                         {"jobs", r.jobs},
-                         {"failed", r.failed},
-                         {"gpu_hours", r.gpu_hours},
-                         {"cpu_hours", r.cpu_hours}});
-        }
+        for (const auto& r : rows) out.push_back(UsageRowToJson(r));
         return out;
       },
       [](const std::vector<wire::UsageRowT>& rows, std::ostream& out) {

@@ -103,10 +103,7 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
 }
 
 int ShowJob(const ParsedArgs& args, const Context& ctx) {
-  return ShowVerb<wire::JobInfoT>(
-      args, ctx, "status", "JOB",
-      [&](CoordinatorClient& client) { return client.GetJob(args.positionals[0]); }, JobToJson,
-      PrintJob);
+  return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob);
 }
 
 int List(const ParsedArgs& args, const Context& ctx) {
@@ -316,21 +313,8 @@ int Checkpoint(const ParsedArgs& args, const Context& ctx) {
 }
 
 int Metrics(const ParsedArgs& args, const Context& ctx) {
-  return ShowVerb<wire::JobMetricsT>(
-      args, ctx, "metrics", "JOB",
-      [&](CoordinatorClient& client) { return client.GetJobMetrics(args.positionals[0]); },
-      [](const wire::JobMetricsT& m) {
-        nlohmann::json points = nlohmann::json::array();
-        for (const auto& p : m.points) {
-          if (!p) continue;
-          points.push_back({{"step", p->step},
-                            {"time_ms", p->time_ms},
-                            {"tag", p->tag},
-                            {"value", p->value},
-                            {"replica", p->replica}});
-        }
-        return nlohmann::json{{"job", m.job}, {"points", std::move(points)}};
-      },
+  return ShowOne<wire::JobMetricsT>(
+      args, ctx, "metrics", "JOB", &CoordinatorClient::GetJobMetrics, JobMetricsToJson,
       [](const wire::JobMetricsT& m, std::ostream& out) {
         if (m.points.empty()) {
           out << "job " << m.job << " has reported no metrics\n";

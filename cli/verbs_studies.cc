@@ -80,10 +80,8 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
 }
 
 int Trials(const ParsedArgs& args, const Context& ctx) {
-  return ShowVerb<wire::StudyInfoT>(
-      args, ctx, "trials", "STUDY",
-      [&](CoordinatorClient& client) { return client.GetStudy(args.positionals[0]); }, StudyToJson,
-      PrintStudy);
+  return ShowOne(args, ctx, "trials", "STUDY", &CoordinatorClient::GetStudy, StudyToJson,
+                 PrintStudy);
 }
 
 int Studies(const ParsedArgs& args, const Context& ctx) {

@@ -60,113 +60,6 @@ bool IsTerminal(wire::JobState state) {
          state == wire::JobState::CANCELLED;
 }
 
-nlohmann::json JobToJson(const wire::JobInfoT& job) {
-  nlohmann::json replicas = nlohmann::json::array();
-  for (const auto& r : job.replicas) {
-    if (!r) continue;
-    replicas.push_back({{"replica", r->replica},
-                        {"role", r->role},
-                        {"index", r->index},
-                        {"pool", r->pool},
-                        {"node_id", r->node_id},
-                        {"gpus", r->gpus},
-                        {"state", wire::EnumNameReplicaState(r->state)},
-                        {"attempt", r->attempt},
-                        {"exit_code", r->exit_code},
-                        {"message", r->message}});
-  }
-  nlohmann::json events = nlohmann::json::array();
-  for (const auto& e : job.events) {
-    if (e) events.push_back({{"time_ms", e->time_ms}, {"message", e->message}});
-  }
-  return {{"name", job.name},
-          {"state", wire::EnumNameJobState(job.state)},
-          {"message", job.message},
-          {"create_time_ms", job.create_time_ms},
-          {"start_time_ms", job.start_time_ms},
-          {"end_time_ms", job.end_time_ms},
-          {"restarts", job.restarts},
-          {"max_restarts", job.max_restarts},
-          {"output_dir", job.output_dir},
-          {"trial_id", job.trial_id},
-          {"study", job.study},
-          {"queue", job.queue},
-          {"priority", job.priority},
-          {"owner", job.owner},
-          {"replicas", std::move(replicas)},
-          {"events", std::move(events)},
-          {"stragglers", job.stragglers}};
-}
-
-nlohmann::json NodeToJson(const wire::NodeInfoT& node) {
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : node.gpus) {
-    if (g) {
-      gpus.push_back({{"index", g->index},
-                      {"model", g->model},
-                      {"memory_mb", g->memory_mb},
-                      {"uuid", g->uuid}});
-    }
-  }
-  return {{"node_id", node.node_id},
-          {"address", node.address},
-          {"state", node.state},
-          {"gpus", std::move(gpus)},
-          {"gpus_used", node.gpus_used},
-          {"cpus", node.cpus},
-          {"cpus_used", node.cpus_used},
-          {"memory_mb", node.memory_mb},
-          {"memory_used_mb", node.memory_used_mb},
-          {"replicas", node.replicas},
-          {"last_heartbeat_ms", node.last_heartbeat_ms},
-          {"storage", node.storage},
-          {"admin", node.admin}};
-}
-
-nlohmann::json QueueToJson(const wire::QueueInfoT& queue) {
-  return {{"name", queue.name},
-          {"gpu_quota", queue.gpu_quota},
-          {"cpu_quota", queue.cpu_quota},
-          {"weight", queue.weight},
-          {"gpus_used", queue.gpus_used},
-          {"cpus_used", queue.cpus_used},
-          {"running", queue.running},
-          {"waiting", queue.waiting},
-          {"waiting_jobs", queue.waiting_jobs}};
-}
-
-nlohmann::json StudyToJson(const wire::StudyInfoT& study) {
-  nlohmann::json trials = nlohmann::json::array();
-  for (const auto& t : study.trials) {
-    if (!t) continue;
-    nlohmann::json parameters = nlohmann::json::object();
-    for (const auto& kv : t->parameters) {
-      if (kv) parameters[kv->key] = kv->value;
-    }
-    trials.push_back({{"id", t->id},
-                      {"parameters", std::move(parameters)},
-                      {"state", t->state},
-                      {"final_metric", t->has_final_metric ? nlohmann::json(t->final_metric)
-                                                           : nlohmann::json(nullptr)},
-                      {"job", t->job},
-                      {"steps", t->steps},
-                      {"message", t->message}});
-  }
-  return {{"name", study.name},
-          {"state", study.state},
-          {"metric", study.metric},
-          {"goal", study.goal},
-          {"algorithm", study.algorithm},
-          {"max_trials", study.max_trials},
-          {"parallel_trials", study.parallel_trials},
-          {"best_trial", study.best_trial},
-          {"owner", study.owner},
-          {"message", study.message},
-          {"create_time_ms", study.create_time_ms},
-          {"end_time_ms", study.end_time_ms},
-          {"trials", std::move(trials)}};
-}
-
 bool IsStudyTerminal(const std::string& state) {
   return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
 }
@@ -217,26 +110,48 @@ StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what) {
   return reply;
 }
 
+template <typename R, typename T>
+StatusOr<typename R::NativeTableType> CoordinatorClient::Call(T body, std::string_view what) {
+  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<R>(std::move(body), what)));
+  typename R::NativeTableType out;
+  reply.As<R>()->UnPackTo(&out);
+  return out;
+}
+
+template <typename R, typename T>
+StatusOr<typename R::NativeTableType> CoordinatorClient::CallNamed(const std::string& name,
+                                                                   std::string_view what) {
+  T request;
+  request.name = name;
+  return Call<R>(std::move(request), what);
+}
+
+template <typename R, typename T, typename Item>
+StatusOr<std::vector<Item>> CoordinatorClient::CallList(
+    T body, std::string_view what, std::vector<std::unique_ptr<Item>> R::NativeTableType::*field) {
+  COHORT_ASSIGN_OR_RETURN(typename R::NativeTableType list, (Call<R>(std::move(body), what)));
+  std::vector<Item> out;
+  out.reserve((list.*field).size());
+  for (auto& entry : list.*field) {
+    if (entry) out.push_back(std::move(*entry));
+  }
+  return out;
+}
+
 StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml,
                                                 std::vector<std::string>* warnings) {
   wire::SubmitJobT request;
   request.spec_yaml = spec_yaml;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::SubmitJobReply>(std::move(request), "submit")));
-  const auto* body = reply.As<wire::SubmitJobReply>();
-  if (warnings != nullptr && body->warnings() != nullptr) {
-    for (const auto* w : *body->warnings()) warnings->push_back(w->str());
+  COHORT_ASSIGN_OR_RETURN(wire::SubmitJobReplyT reply,
+                          (Call<wire::SubmitJobReply>(std::move(request), "submit")));
+  if (warnings != nullptr) {
+    warnings->insert(warnings->end(), reply.warnings.begin(), reply.warnings.end());
   }
-  return body->name() ? body->name()->str() : std::string();
+  return reply.name;
 }
 
 StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
-  wire::GetJobT request;
-  request.name = name;
-  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::JobInfo>(std::move(request), "get job")));
-  wire::JobInfoT job;
-  reply.As<wire::JobInfo>()->UnPackTo(&job);
-  return job;
+  return CallNamed<wire::JobInfo, wire::GetJobT>(name, "get job");
 }
 
 StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {
@@ -244,25 +159,11 @@ StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {
 }
 
 StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs(const wire::ListJobsT& query) {
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::JobList>(wire::ListJobsT(query), "list jobs")));
-  wire::JobListT list;
-  reply.As<wire::JobList>()->UnPackTo(&list);
-  std::vector<wire::JobInfoT> jobs;
-  jobs.reserve(list.jobs.size());
-  for (auto& job : list.jobs) {
-    if (job) jobs.push_back(std::move(*job));
-  }
-  return jobs;
+  return CallList<wire::JobList>(wire::ListJobsT(query), "list jobs", &wire::JobListT::jobs);
 }
 
 StatusOr<wire::JobInfoT> CoordinatorClient::Cancel(const std::string& name) {
-  wire::CancelJobT request;
-  request.name = name;
-  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::JobInfo>(std::move(request), "cancel")));
-  wire::JobInfoT job;
-  reply.As<wire::JobInfo>()->UnPackTo(&job);
-  return job;
+  return CallNamed<wire::JobInfo, wire::CancelJobT>(name, "cancel");
 }
 
 StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& node_id,
@@ -270,53 +171,23 @@ StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& 
   wire::NodeAdminT request;
   request.node_id = node_id;
   request.action = action;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::NodeAdminReply>(std::move(request), action)));
-  wire::NodeAdminReplyT out;
-  reply.As<wire::NodeAdminReply>()->UnPackTo(&out);
-  return out;
+  return Call<wire::NodeAdminReply>(std::move(request), action);
 }
 
 Status CoordinatorClient::DeleteJob(const std::string& name) {
-  wire::DeleteJobT request;
-  request.name = name;
-  return Request<wire::Ack>(std::move(request), "delete").status();
+  return CallNamed<wire::Ack, wire::DeleteJobT>(name, "delete").status();
 }
 
 StatusOr<wire::StudyInfoT> CoordinatorClient::CancelStudy(const std::string& name) {
-  wire::CancelStudyT request;
-  request.name = name;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::StudyInfo>(std::move(request), "cancel study")));
-  wire::StudyInfoT study;
-  reply.As<wire::StudyInfo>()->UnPackTo(&study);
-  return study;
+  return CallNamed<wire::StudyInfo, wire::CancelStudyT>(name, "cancel study");
 }
 
 StatusOr<std::vector<wire::QueueInfoT>> CoordinatorClient::ListQueues() {
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::QueueList>(wire::ListQueuesT{}, "list queues")));
-  wire::QueueListT list;
-  reply.As<wire::QueueList>()->UnPackTo(&list);
-  std::vector<wire::QueueInfoT> queues;
-  queues.reserve(list.queues.size());
-  for (auto& queue : list.queues) {
-    if (queue) queues.push_back(std::move(*queue));
-  }
-  return queues;
+  return CallList<wire::QueueList>(wire::ListQueuesT{}, "list queues", &wire::QueueListT::queues);
 }
 
 StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes() {
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::NodeList>(wire::ListNodesT{}, "list nodes")));
-  wire::NodeListT list;
-  reply.As<wire::NodeList>()->UnPackTo(&list);
-  std::vector<wire::NodeInfoT> nodes;
-  nodes.reserve(list.nodes.size());
-  for (auto& node : list.nodes) {
-    if (node) nodes.push_back(std::move(*node));
-  }
-  return nodes;
+  return CallList<wire::NodeList>(wire::ListNodesT{}, "list nodes", &wire::NodeListT::nodes);
 }
 
 StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,
@@ -331,53 +202,28 @@ StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,
   request.attempt = attempt;
   request.offset = offset;
   request.max_bytes = max_bytes;
-  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<wire::LogData>(std::move(request), "logs")));
-  wire::LogDataT data;
-  reply.As<wire::LogData>()->UnPackTo(&data);
-  return data;
+  return Call<wire::LogData>(std::move(request), "logs");
 }
 
 StatusOr<wire::StudyInfoT> CoordinatorClient::SubmitStudy(const std::string& spec_yaml) {
   wire::SubmitStudyT request;
   request.spec_yaml = spec_yaml;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::StudyInfo>(std::move(request), "submit study")));
-  wire::StudyInfoT study;
-  reply.As<wire::StudyInfo>()->UnPackTo(&study);
-  return study;
+  return Call<wire::StudyInfo>(std::move(request), "submit study");
 }
 
 StatusOr<wire::StudyInfoT> CoordinatorClient::GetStudy(const std::string& name) {
-  wire::GetStudyT request;
-  request.name = name;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::StudyInfo>(std::move(request), "get study")));
-  wire::StudyInfoT study;
-  reply.As<wire::StudyInfo>()->UnPackTo(&study);
-  return study;
+  return CallNamed<wire::StudyInfo, wire::GetStudyT>(name, "get study");
 }
 
 StatusOr<std::vector<wire::StudyInfoT>> CoordinatorClient::ListStudies() {
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::StudyList>(wire::ListStudiesT{}, "list studies")));
-  wire::StudyListT list;
-  reply.As<wire::StudyList>()->UnPackTo(&list);
-  std::vector<wire::StudyInfoT> studies;
-  studies.reserve(list.studies.size());
-  for (auto& study : list.studies) {
-    if (study) studies.push_back(std::move(*study));
-  }
-  return studies;
+  return CallList<wire::StudyList>(wire::ListStudiesT{}, "list studies",
+                                   &wire::StudyListT::studies);
 }
 
 StatusOr<wire::JobMetricsT> CoordinatorClient::GetJobMetrics(const std::string& job) {
   wire::GetJobMetricsT request;
   request.job = job;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::JobMetrics>(std::move(request), "get job metrics")));
-  wire::JobMetricsT metrics;
-  reply.As<wire::JobMetrics>()->UnPackTo(&metrics);
-  return metrics;
+  return Call<wire::JobMetrics>(std::move(request), "get job metrics");
 }
 
 StatusOr<std::vector<wire::UsageRowT>> CoordinatorClient::GetUsage(const std::string& user,
@@ -387,15 +233,7 @@ StatusOr<std::vector<wire::UsageRowT>> CoordinatorClient::GetUsage(const std::st
   request.user = user;
   request.queue = queue;
   request.since_ms = since_ms;
-  COHORT_ASSIGN_OR_RETURN(Message reply,
-                          (Request<wire::UsageReport>(std::move(request), "get usage")));
-  wire::UsageReportT report;
-  reply.As<wire::UsageReport>()->UnPackTo(&report);
-  std::vector<wire::UsageRowT> rows;
-  for (auto& row : report.rows) {
-    if (row) rows.push_back(std::move(*row));
-  }
-  return rows;
+  return CallList<wire::UsageReport>(std::move(request), "get usage", &wire::UsageReportT::rows);
 }
 
 StatusOr<wire::JobInfoT> CoordinatorClient::WaitForJob(

@@ -17,13 +17,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "common/messaging.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
+#include "common/wire_json.h"
 
 namespace cohort {
 
@@ -56,13 +56,6 @@ std::string DefaultClientKeyDir();
 
 // True for SUCCEEDED, FAILED and CANCELLED.
 bool IsTerminal(wire::JobState state);
-
-// JSON views of the replies, with the same keys as the Python client's dicts (python/cohort/
-// client.py): states as their names ("RUNNING"), times in ms since the epoch.
-nlohmann::json JobToJson(const wire::JobInfoT& job);
-nlohmann::json NodeToJson(const wire::NodeInfoT& node);
-nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
-nlohmann::json StudyToJson(const wire::StudyInfoT& study);
 
 // True for a study state of SUCCEEDED, FAILED or CANCELLED.
 bool IsStudyTerminal(const std::string& state);
@@ -145,6 +138,16 @@ class CoordinatorClient {
   // Sends `body`, waits for the reply, and checks it is of type R.
   template <typename R, typename T>
   StatusOr<Message> Request(T body, std::string_view what);
+  // Request, with the reply unpacked into R's object-API type (wire::JobInfo -> wire::JobInfoT).
+  template <typename R, typename T>
+  StatusOr<typename R::NativeTableType> Call(T body, std::string_view what);
+  // Call with a request T whose body is a job's or a study's name alone.
+  template <typename R, typename T>
+  StatusOr<typename R::NativeTableType> CallNamed(const std::string& name, std::string_view what);
+  // Call for a list reply: the entries of its `field`, a null entry (malformed) dropped.
+  template <typename R, typename T, typename Item>
+  StatusOr<std::vector<Item>> CallList(
+      T body, std::string_view what, std::vector<std::unique_ptr<Item>> R::NativeTableType::*field);
 
   ClientOptions options_;
   // Declared before socket_ so the socket closes first.

@@ -205,8 +205,9 @@ const views = {
           '<div class="chart"><canvas id="study-curve"></canvas></div>' +
           table(['Trial', 'State', 'Parameters', s.metric, 'Steps', 'Job', 'Message'],
                 s.trials.map(t => [esc(t.id) + (t.id === s.best_trial ? ' ★' : ''), st(t.state),
-                                   esc(t.parameters.map(p => p.key + '=' + p.value).join(' ')),
-                                   t.has_final_metric ? t.final_metric : '', t.steps,
+                                   esc(Object.entries(t.parameters)
+                                           .map(([k, v]) => k + '=' + v).join(' ')),
+                                   t.final_metric === null ? '' : t.final_metric, t.steps,
                                    link('job/' + t.job, t.job), esc(t.message)]),
                 'trials'));
       const datasets = [];

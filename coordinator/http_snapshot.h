@@ -56,7 +56,7 @@ struct CoordinatorSnapshot {
   std::string state_dir;  // logs are read from <state_dir>/logs (LogStore's layout)
   std::shared_ptr<const JobViewMap> jobs;
   std::vector<NodeRecord> nodes;
-  nlohmann::json studies = nlohmann::json::array();  // as /api/studies serves them
+  nlohmann::json studies = nlohmann::json::array();  // StudyToJson (common/wire_json.h) each
   std::map<std::string, std::shared_ptr<const TrainingSeries>> training;
   CoordinatorCounters counters;
 };

@@ -3,42 +3,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/wire_json.h"
+
 namespace cohort::coordinator {
-namespace {
-
-// A study as /api/studies serves it.
-nlohmann::json StudyJson(const wire::StudyInfoT& study) {
-  nlohmann::json trials = nlohmann::json::array();
-  for (const auto& t : study.trials) {
-    if (!t) continue;
-    nlohmann::json parameters = nlohmann::json::array();
-    for (const auto& kv : t->parameters) {
-      if (kv) parameters.push_back({{"key", kv->key}, {"value", kv->value}});
-    }
-    trials.push_back({{"id", t->id},
-                      {"state", t->state},
-                      {"parameters", std::move(parameters)},
-                      {"final_metric", t->final_metric},
-                      {"has_final_metric", t->has_final_metric},
-                      {"job", t->job},
-                      {"steps", t->steps},
-                      {"message", t->message}});
-  }
-  return {{"name", study.name},
-          {"state", study.state},
-          {"metric", study.metric},
-          {"goal", study.goal},
-          {"algorithm", study.algorithm},
-          {"max_trials", study.max_trials},
-          {"parallel_trials", study.parallel_trials},
-          {"best_trial", study.best_trial},
-          {"message", study.message},
-          {"create_time_ms", study.create_time_ms},
-          {"end_time_ms", study.end_time_ms},
-          {"trials", std::move(trials)}};
-}
-
-}  // namespace
 
 std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobController& jobs,
                                                               const SnapshotSources& sources,
@@ -73,7 +40,7 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
   snapshot->nodes.reserve(sources.nodes.nodes().size());
   for (const auto& [id, node] : sources.nodes.nodes()) snapshot->nodes.push_back(node);
   for (const wire::StudyInfoT& study : sources.studies.List()) {
-    snapshot->studies.push_back(StudyJson(study));
+    snapshot->studies.push_back(StudyToJson(study));
   }
   for (const auto& [job, series] : sources.training.all()) snapshot->training[job] = series;
   snapshot->counters = sources.counters;

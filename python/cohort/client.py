@@ -245,6 +245,19 @@ def _node_to_dict(node):
     }
 
 
+def _poll(get, done, what, poll_s, timeout_s):
+    """Calls get() every poll_s seconds until done(its result); returns that result. Raises
+    DEADLINE_EXCEEDED ("<what> is still <state>") after timeout_s (None: no limit)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        last = get()
+        if done(last):
+            return last
+        if deadline is not None and time.monotonic() > deadline:
+            raise CohortError("DEADLINE_EXCEEDED", f"{what} is still {last['state']}")
+        time.sleep(poll_s)
+
+
 class Client:
     """One connection to a coordinator's client endpoint. Not thread-safe.
 
@@ -331,18 +344,16 @@ class Client:
         return _text(reply.name)
 
     def get_job(self, name):
-        body = GetJob.GetJobT()
-        body.name = name
-        return _job_to_dict(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT))
+        return _job_to_dict(
+            self._call_named(Body.Body.GetJob, GetJob.GetJobT, name, JobInfo.JobInfoT))
 
     def list_jobs(self):
         reply = self._call(Body.Body.ListJobs, ListJobs.ListJobsT(), JobList.JobListT)
         return [_job_to_dict(j) for j in (reply.jobs or [])]
 
     def cancel(self, name):
-        body = CancelJob.CancelJobT()
-        body.name = name
-        return _job_to_dict(self._call(Body.Body.CancelJob, body, JobInfo.JobInfoT))
+        return _job_to_dict(
+            self._call_named(Body.Body.CancelJob, CancelJob.CancelJobT, name, JobInfo.JobInfoT))
 
     def nodes(self):
         reply = self._call(Body.Body.ListNodes, ListNodes.ListNodesT(), NodeList.NodeListT)
@@ -361,14 +372,8 @@ class Client:
 
     def wait(self, name, poll_s=1.0, timeout_s=None):
         """Polls until the job is SUCCEEDED, FAILED or CANCELLED; returns its last status."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            job = self.get_job(name)
-            if job["state"] in FINISHED_STATES:
-                return job
-            if deadline is not None and time.monotonic() > deadline:
-                raise CohortError("DEADLINE_EXCEEDED", f"job {name} is still {job['state']}")
-            time.sleep(poll_s)
+        return _poll(lambda: self.get_job(name), lambda job: job["state"] in FINISHED_STATES,
+                     f"job {name}", poll_s, timeout_s)
 
     def submit_study(self, spec_yaml):
         """Submits a study file's text; returns the study name. Raises CohortError on a bad spec
@@ -378,21 +383,17 @@ class Client:
         return _study_to_dict(self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT))["name"]
 
     def get_study(self, name):
-        body = GetStudy.GetStudyT()
-        body.name = name
-        return _study_to_dict(self._call(Body.Body.GetStudy, body, StudyInfo.StudyInfoT))
+        return _study_to_dict(
+            self._call_named(Body.Body.GetStudy, GetStudy.GetStudyT, name, StudyInfo.StudyInfoT))
 
     def cancel_study(self, name):
         """Cancels a study (its running trials are cancelled); returns the study after."""
-        body = CancelStudy.CancelStudyT()
-        body.name = name
-        return _study_to_dict(self._call(Body.Body.CancelStudy, body, StudyInfo.StudyInfoT))
+        return _study_to_dict(self._call_named(Body.Body.CancelStudy, CancelStudy.CancelStudyT,
+                                               name, StudyInfo.StudyInfoT))
 
     def delete(self, name):
         """Deletes a finished job and its records (FAILED_PRECONDITION for one not finished)."""
-        body = DeleteJob.DeleteJobT()
-        body.name = name
-        self._call(Body.Body.DeleteJob, body, Ack.AckT)
+        self._call_named(Body.Body.DeleteJob, DeleteJob.DeleteJobT, name, Ack.AckT)
 
     def admin_node(self, node_id, action):
         """An admin's change to a node: cordon, uncordon, drain, drain-now or forget. Returns
@@ -409,16 +410,16 @@ class Client:
 
     def wait_study(self, name, poll_s=1.0, timeout_s=None):
         """Polls until the study is no longer ACTIVE; returns its last status."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            study = self.get_study(name)
-            if study["state"] != "ACTIVE":
-                return study
-            if deadline is not None and time.monotonic() > deadline:
-                raise CohortError("DEADLINE_EXCEEDED", f"study {name} is still ACTIVE")
-            time.sleep(poll_s)
+        return _poll(lambda: self.get_study(name), lambda study: study["state"] != "ACTIVE",
+                     f"study {name}", poll_s, timeout_s)
 
     # ---- wire ---------------------------------------------------------------------------
+
+    def _call_named(self, body_type, body_class, name, reply_class):
+        """_call for a request whose body is a job's or a study's name alone."""
+        body = body_class()
+        body.name = name
+        return self._call(body_type, body, reply_class)
 
     def _call(self, body_type, body, reply_class):
         self._retry_if_refused()

@@ -399,9 +399,26 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   std::string plain = RenderPage(base + "/#/job/plain");
   EXPECT_NE(plain.find("id=\"log\">hello\n"), std::string::npos) << plain;
 
+  // /api/studies/NAME serves the CLI's form (common/wire_json.h): parameters as an object, the
+  // final metric or null, the owner.
+  json api = json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/studies/tune_x"), nullptr,
+                         false);
+  ASSERT_TRUE(api.is_object()) << api;
+  EXPECT_TRUE(api.contains("owner")) << api;
+  ASSERT_EQ(api["trials"].size(), 2u) << api;
+  for (const json& t : api["trials"]) {
+    ASSERT_TRUE(t["parameters"].is_object()) << t;
+    EXPECT_DOUBLE_EQ(t["final_metric"].get<double>(),
+                     4 * std::stod(t["parameters"].value("x", "0")))
+        << t;
+  }
+
   std::string studies = RenderPage(base + "/#/study/tune_x", artifacts + "/dashboard-study.png");
   EXPECT_NE(studies.find("id=\"trials\""), std::string::npos) << studies;
   EXPECT_NE(studies.find("id=\"best-trial\""), std::string::npos) << studies;
+  // Each trial's parameters and final metric (x * 4) are in its row.
+  EXPECT_NE(studies.find("<td>x=1</td>"), std::string::npos) << studies;
+  EXPECT_NE(studies.find("<td>x=2</td><td>8</td>"), std::string::npos) << studies;
   // Both trials' curves (4 points each) are on the canvas.
   EXPECT_NE(studies.find("data-drawn=\"8\""), std::string::npos) << studies;
 

@@ -1,0 +1,22 @@
+// JSON views of the wire's object-API types, one form for every reader: the `cohort` CLI's
+// --json output (cli/), the coordinator's dashboard API (/api/studies, coordinator/
+// snapshot_publisher.cc) and the Python client's dicts (python/cohort/client.py) share these keys.
+//
+// Contract: states are their names ("RUNNING"), times are ms since the epoch, a study trial's
+// parameters are an object {id: value}, and its final_metric is null until it has one.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "common/schema/cohort_generated.h"
+
+namespace cohort {
+
+nlohmann::json JobToJson(const wire::JobInfoT& job);
+nlohmann::json NodeToJson(const wire::NodeInfoT& node);
+nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
+nlohmann::json StudyToJson(const wire::StudyInfoT& study);
+nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics);
+nlohmann::json UsageRowToJson(const wire::UsageRowT& row);
+
+}  // namespace cohort
