@@ -23,6 +23,11 @@ class LogShipperTest : public ::testing::Test {
     EXPECT_TRUE(answer.has_value());
     return answer.value_or(Outbox::Answer{});
   }
+  // Ships (`ended`: the attempt has ended) and answers the chunk sent last with `acked`.
+  void ShipAndAck(bool ended, uint64_t acked) {
+    shipper_.Ship(ended);
+    shipper_.OnLogAck(AnswerLast(), acked);
+  }
   std::string Data(const wire::LogChunkT& chunk) const {
     return std::string(chunk.data.begin(), chunk.data.end());
   }
@@ -69,10 +74,8 @@ TEST_F(LogShipperTest, ShipsChunksFromTheAckedOffsetAndEofOnlyAfterTheEnd) {
 }
 
 TEST_F(LogShipperTest, TheLastDataChunkCarriesEofWhenTheAttemptHasEnded) {
-  shipper_.Ship(true);
-  shipper_.OnLogAck(AnswerLast(), 4);
-  shipper_.Ship(true);
-  shipper_.OnLogAck(AnswerLast(), 8);
+  ShipAndAck(true, 4);
+  ShipAndAck(true, 8);
   shipper_.Ship(true);
   EXPECT_EQ(Data(Last()), "89");
   EXPECT_TRUE(Last().eof);
@@ -81,10 +84,8 @@ TEST_F(LogShipperTest, TheLastDataChunkCarriesEofWhenTheAttemptHasEnded) {
 }
 
 TEST_F(LogShipperTest, ACoordinatorHoldingLessMovesTheOffsetBack) {
-  shipper_.Ship(false);
-  shipper_.OnLogAck(AnswerLast(), 4);
-  shipper_.Ship(false);
-  shipper_.OnLogAck(AnswerLast(), 2);  // it restarted and kept only two bytes
+  ShipAndAck(false, 4);
+  ShipAndAck(false, 2);  // it restarted and kept only two bytes
   shipper_.Ship(false);
   EXPECT_EQ(Last().offset, 2u);
   EXPECT_EQ(Data(Last()), "2345");
@@ -93,12 +94,8 @@ TEST_F(LogShipperTest, ACoordinatorHoldingLessMovesTheOffsetBack) {
 TEST_F(LogShipperTest, AnUnansweredChunkIsResentAfterTheInterval) {
   shipper_.Ship(false);
   uint64_t first = sent_.last_id();
-  clock_.Advance(milliseconds(399));
-  shipper_.Ship(false);
-  EXPECT_EQ(SentCount(), 1u);
-  clock_.Advance(milliseconds(1));
-  shipper_.Ship(false);
-  ASSERT_EQ(SentCount(), 2u);
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectResentAfter(
+      clock_, milliseconds(400), [&] { shipper_.Ship(false); }, sent_));
   EXPECT_EQ(Last().offset, 0u);
   // The answer to the first copy is stale: it does not move the offset.
   shipper_.OnLogAck(*outbox_.Answered(first), 4);
@@ -126,8 +123,7 @@ TEST_F(LogShipperTest, PassingTroubleIsRetriedAndARefusalEndsShipping) {
 }
 
 TEST_F(LogShipperTest, NothingMoreToSendWhenTheCoordinatorHoldsMore) {
-  shipper_.Ship(false);
-  shipper_.OnLogAck(AnswerLast(), 20);  // more than the file has
+  ShipAndAck(false, 20);  // more than the file has
   shipper_.Ship(false);
   EXPECT_FALSE(shipper_.done());
   shipper_.Ship(true);

@@ -88,12 +88,8 @@ TEST_F(MetricForwarderTest, UnansweredIsResentAndARefusedOneIsDropped) {
   Append(1);
   Append(2);
   forwarder_.Forward(false);
-  clock_.Advance(milliseconds(999));
-  forwarder_.Forward(false);
-  EXPECT_EQ(SentCount(), 1u);
-  clock_.Advance(milliseconds(1));
-  forwarder_.Forward(false);
-  ASSERT_EQ(SentCount(), 2u);
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectResentAfter(
+      clock_, milliseconds(1000), [&] { forwarder_.Forward(false); }, sent_));
   EXPECT_EQ(Last().step, 1);
   AnswerLast(InvalidArgument("unknown trial"));
   forwarder_.Forward(false);

@@ -24,7 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ReadFile;
 using testing::TempDir;
-using testing::WaitUntil;
 
 // An unprivileged account every Debian system has.
 std::optional<struct passwd> Nobody() {
@@ -165,14 +164,7 @@ TEST(ReplicaUserTest, AProcessLaunchedAsAnAccountRunsWithItsUidGidAndHome) {
   ProcessLauncher launcher{CgroupManager()};
   auto p = launcher.Launch(r);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        int status = 0;
-        if (::waitpid((*p)->pid(), &status, WNOHANG) != (*p)->pid()) return false;
-        (*p)->OnExited(status);
-        return true;
-      },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(testing::Reap(**p)) << "the replica did not exit";
   std::string log = ReadFile(r.log_path);
   EXPECT_EQ((*p)->exit_info()->exit_code, 0) << log;
   EXPECT_NE(log.find("uid=" + std::to_string(nobody->pw_uid) +

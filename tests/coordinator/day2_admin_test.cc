@@ -4,7 +4,6 @@
 // migrating a database of the previous schema), the job controller's delete, and a study's cancel
 // journaled and replayed.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -17,6 +16,7 @@
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
+#include "tests/testing/process.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -156,13 +156,6 @@ TEST(JobDeleteTest, OnlyAFinishedJobIsDeletedAndItsNameIsFreeAgain) {
 
 class Day2StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("cohort-day2-store-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::unique_ptr<StateStore> Open() {
     auto store = OpenStateStore(dir_.string(), {});
     EXPECT_TRUE(store.ok()) << store.status().ToString();
@@ -175,7 +168,8 @@ class Day2StoreTest : public ::testing::Test {
     EXPECT_TRUE(n.ok()) << n.status().ToString();
     return n.ok() ? *n : -1;
   }
-  fs::path dir_;
+  cohort::testing::TempDir tmp_{"cohort-day2-store"};
+  const fs::path dir_ = tmp_.path();
 };
 
 TEST_F(Day2StoreTest, NodeSettingsSurviveReopenAndUncordonRemovesThem) {

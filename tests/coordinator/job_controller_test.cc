@@ -88,6 +88,15 @@ class JobControllerTest : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
+  // The event of the first of three restarts of the whole job (restart_job_on_worker_restart).
+  static std::string WholeJobRestart(const std::string& cause) {
+    return "restart 1/3: the whole job (restart_job_on_worker_restart) because " + cause;
+  }
+  // `job` has spent one restart, and its last restart event is `event`.
+  static void ExpectRestartedOnce(const JobRecord& job, const std::string& event) {
+    EXPECT_EQ(job.restarts, 1);
+    EXPECT_EQ(LastRestartEvent(job), event);
+  }
   static std::string LastRestartEvent(const JobRecord& job) {
     for (auto it = job.events.rbegin(); it != job.events.rend(); ++it) {
       if (it->message.rfind("restart ", 0) == 0) return it->message;
@@ -145,11 +154,9 @@ TEST_F(JobControllerTest, RanksThatDieBeforeTheirNodeIsDeclaredLostAreCollateral
   }
   Lose("b");
   EXPECT_EQ(job.state, JobState::QUEUED);  // the whole job restarts
-  EXPECT_EQ(job.restarts, 1);
-  EXPECT_EQ(LastRestartEvent(job),
-            "restart 1/3: the whole job (restart_job_on_worker_restart) because node b lost "
-            "(worker-0): no heartbeat for 10.5s (timeout 10s); chief-0, worker-1 exited with "
-            "code 1 as a consequence");
+  ExpectRestartedOnce(
+      job, WholeJobRestart("node b lost (worker-0): no heartbeat for 10.5s (timeout 10s); chief-0, "
+                           "worker-1 exited with code 1 as a consequence"));
   EXPECT_TRUE(jobs_.HeldVerdicts().empty());
 }
 
@@ -161,10 +168,9 @@ TEST_F(JobControllerTest, ACollateralFailureReportedBeforeItsCauseWaitsForIt) {
   Advance(100);
   Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
   EXPECT_EQ(job.state, JobState::QUEUED);
-  EXPECT_EQ(job.restarts, 1);
-  EXPECT_EQ(LastRestartEvent(job),
-            "restart 1/3: the whole job (restart_job_on_worker_restart) because worker-0 "
-            "attempt 0 was killed by signal 9; chief-0 exited with code 1 as a consequence");
+  ExpectRestartedOnce(
+      job, WholeJobRestart("worker-0 attempt 0 was killed by signal 9; chief-0 exited with code 1 "
+                           "as a consequence"));
 }
 
 TEST_F(JobControllerTest, WithoutWholeJobRestartTheFallenReplicasRestartAndSpendOne) {
@@ -173,16 +179,16 @@ TEST_F(JobControllerTest, WithoutWholeJobRestartTheFallenReplicasRestartAndSpend
   Advance(50);
   Report(job, "chief-0", ReplicaState::FAILED, 1);
   Report(job, "worker-1", ReplicaState::FAILED, 1);
-  EXPECT_EQ(job.restarts, 1);
   for (const char* name : {"chief-0", "worker-0", "worker-1"}) {
     const ReplicaRecord* r = job.FindReplica(name);
     EXPECT_EQ(r->state, ReplicaState::PENDING) << name;
     EXPECT_FALSE(r->placed()) << name << " waits to be placed again";
   }
-  EXPECT_EQ(LastRestartEvent(job),
-            "restart 1/3: worker-0 as attempt 1, chief-0 as attempt 1, worker-1 as attempt 1 "
-            "because worker-0 attempt 0 was killed by signal 9; chief-0, worker-1 exited with "
-            "code 1 as a consequence");
+  ExpectRestartedOnce(
+      job,
+      "restart 1/3: worker-0 as attempt 1, chief-0 as attempt 1, worker-1 as attempt 1 "
+      "because worker-0 attempt 0 was killed by signal 9; chief-0, worker-1 exited with "
+      "code 1 as a consequence");
 }
 
 TEST_F(JobControllerTest, ANodeHoldingSeveralReplicasIsLostOnceAndSpendsOneRestart) {
@@ -206,10 +212,10 @@ TEST_F(JobControllerTest, APreemptionAndTheCrashesItCausesSpendOneRestart) {
   Advance(300);
   Report(job, "worker-0", ReplicaState::PREEMPTED, 143, 15);
   Report(job, "chief-0", ReplicaState::FAILED, 1);  // before the restart's stop reached it
-  EXPECT_EQ(job.restarts, 1);
-  EXPECT_EQ(LastRestartEvent(job),
-            "restart 1/3: the whole job (restart_job_on_worker_restart) because worker-0 "
-            "attempt 0 was preempted; worker-1, chief-0 exited with code 1 as a consequence");
+  ExpectRestartedOnce(
+      job,
+      WholeJobRestart("worker-0 attempt 0 was preempted; worker-1, chief-0 exited with code 1 as "
+                      "a consequence"));
 }
 
 TEST_F(JobControllerTest, AFailureLongAfterAnIncidentIsJudgedOnItsOwn) {

@@ -27,9 +27,9 @@ class Sim {
     int64_t submitted = 0;
     bool running = false;
     bool stopping = false;  // preempted, its replicas not yet gone
-    std::vector<HeldSlot> held;
-    std::vector<std::string> waiting_for;  // victims it preempted
-    int preempted = 0;                     // times it was preempted
+    std::vector<HeldSlot> held = {};
+    std::vector<std::string> waiting_for = {};  // victims it preempted
+    int preempted = 0;                          // times it was preempted
   };
 
   Sim(std::vector<int> node_gpus, std::vector<QueueState> queues)
@@ -149,6 +149,12 @@ class Sim {
     return result;
   }
 
+  // The preempted jobs' replicas are gone; then one round.
+  ScheduleResult RoundAfterStops() {
+    StopPreempted();
+    return Round();
+  }
+
   std::vector<Job>& jobs() { return jobs_; }
 
  private:
@@ -159,6 +165,13 @@ class Sim {
 };
 
 QueueState Quota(int64_t gpus, double weight = 1.0) { return QueueState{gpus, -1, weight, 0, 0}; }
+
+// How many jobs round `r` preempted, for its only preemption (a failure when there is not
+// exactly one).
+size_t VictimsOfTheOnlyPreemption(const ScheduleResult& r) {
+  EXPECT_EQ(r.preemptions.size(), 1u);
+  return r.preemptions.size() == 1 ? r.preemptions[0].victims.size() : 0;
+}
 
 std::vector<std::string> Names(const ScheduleResult& r, const std::vector<JobRequest>& q) {
   std::vector<std::string> out;
@@ -238,20 +251,16 @@ TEST(QueueSchedulingTest, HigherPriorityPreemptsTheFewestLowerPriorityJobsOfItsQ
   // A 2-GPU high-priority job: one victim (the 2-GPU job) is enough, not two 1-GPU jobs.
   sim.Submit("urgent", 0, 1000, 1, 2);
   ScheduleResult r = sim.Round();
-  ASSERT_EQ(r.preemptions.size(), 1u);
-  ASSERT_EQ(r.preemptions[0].victims.size(), 1u);
+  EXPECT_EQ(VictimsOfTheOnlyPreemption(r), 1u);
   EXPECT_TRUE(sim.Find("pair").stopping);
   // A 3-GPU one: the pair is queued again, so the fewest victims are three 1-GPU jobs.
-  sim.StopPreempted();
-  sim.Round();
+  sim.RoundAfterStops();
   EXPECT_TRUE(sim.Find("urgent").running);
   sim.Submit("urgent3", 0, 1000, 1, 3);
   r = sim.Round();
-  ASSERT_EQ(r.preemptions.size(), 1u);
-  EXPECT_EQ(r.preemptions[0].victims.size(), 3u);
+  EXPECT_EQ(VictimsOfTheOnlyPreemption(r), 3u);
   // Equal priorities never preempt each other.
-  sim.StopPreempted();
-  sim.Round();
+  sim.RoundAfterStops();
   ASSERT_TRUE(sim.Find("urgent3").running);
   sim.Submit("peer", 0, 1000, 1, 8);
   r = sim.Round();
@@ -271,12 +280,10 @@ TEST(QueueSchedulingTest, FewestVictimsAcrossNodesWithAPruningPass) {
   ASSERT_EQ(sim.GpusUsed(0), 8);
   sim.Submit("high", 0, 1000, 1, 4);
   ScheduleResult r = sim.Round();
-  ASSERT_EQ(r.preemptions.size(), 1u);
-  EXPECT_EQ(r.preemptions[0].victims.size(), 1u);
+  EXPECT_EQ(VictimsOfTheOnlyPreemption(r), 1u);
   EXPECT_TRUE(sim.Find("whole").stopping) << "the preferred victims are four; one job suffices";
   // A gang of two 3-GPU replicas needs room on both nodes: the set keeps only what is needed.
-  sim.StopPreempted();
-  sim.Round();
+  sim.RoundAfterStops();
   ASSERT_TRUE(sim.Find("high").running);
   sim.Submit("gang", 0, 2000, 2, 3);
   r = sim.Round();
@@ -288,8 +295,7 @@ TEST(QueueSchedulingTest, FewestVictimsAcrossNodesWithAPruningPass) {
   // high (4 GPUs on one node) and three of the four 1-GPU jobs on the other.
   EXPECT_EQ(victims.size(), 4u);
   EXPECT_TRUE(victims.count("high"));
-  sim.StopPreempted();
-  sim.Round();
+  sim.RoundAfterStops();
   EXPECT_TRUE(sim.Find("gang").running);
 }
 

@@ -80,7 +80,11 @@ class WatchdogTest : public ::testing::Test {
 
   int64_t now_ = 1'000'000;
   NoHealth health_;
-  JobController jobs_{JobControllerOptions{"/tmp/cohort-watchdog-test", 10'000, 1'000}, &health_};
+  JobController jobs_{JobControllerOptions{.default_output_base = "/tmp/cohort-watchdog-test",
+                                           .heartbeat_timeout_ms = 10'000,
+                                           .heartbeat_interval_ms = 1'000,
+                                           .checked_output_root = ""},
+                      &health_};
   Watchdog dog_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace cohort {
 namespace {
@@ -44,6 +45,17 @@ std::string ErrorOf(const std::string& yaml) {
   if (spec.ok()) return "";
   EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
   return spec.status().message();
+}
+
+// An assignment of kParams: lr, hidden, optimizer, batch_size.
+Assignment ExampleAssignment(double lr, double hidden, const std::string& optimizer,
+                             double batch_size) {
+  Assignment a(4);
+  a[0].number = lr;
+  a[1].number = hidden;
+  a[2].category = optimizer;
+  a[3].number = batch_size;
+  return a;
 }
 
 TEST(StudySpecTest, ParsesTheFullExample) {
@@ -165,50 +177,63 @@ TEST(StudySpecTest, GridCountPerParameterType) {
   EXPECT_EQ(GridSize(spec, 8), std::nullopt);  // over the limit
 }
 
+// Each case: one parameters list (a Study with it fails) and what its error says.
+struct ParamsCase {
+  std::string params;
+  std::string error;
+};
+
+void ExpectParamsErrors(const std::vector<ParamsCase>& cases) {
+  for (const ParamsCase& c : cases) {
+    EXPECT_THAT(ErrorOf(Study(c.params)), HasSubstr(c.error)) << c.params;
+  }
+}
+
 TEST(StudySpecTest, RangesAndScales) {
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 1, max: 1}\n")),
-              HasSubstr("parameters[0].max: must be greater than min"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 2, max: 1}\n")),
-              HasSubstr("parameters[0].max: must be greater than min"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0, max: 1, scale: log}\n")),
-              HasSubstr("parameters[0].min: the log scale needs min > 0"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: -1, max: 1, scale: reverse_log}\n")),
-              HasSubstr("parameters[0].min: the reverse_log scale needs min > 0"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [0, 1], scale: log}\n")),
-              HasSubstr("parameters[0].values: the log scale needs every value > 0"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, scale: cubic}\n")),
-              HasSubstr("parameters[0].scale: unknown scale 'cubic' (linear, log or reverse_log)"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: h, type: integer, min: 1.5, max: 4}\n")),
-              HasSubstr("parameters[0].min: must be an integer"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: h, type: integer, min: 1, max: ten}\n")),
-              HasSubstr("parameters[0].max: expected a finite number"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: [a], scale: log}\n")),
-              HasSubstr("parameters[0].scale: not allowed"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: [a], min: 1}\n")),
-              HasSubstr("parameters[0].min: not allowed"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1, values: [1]}\n")),
-              HasSubstr("parameters[0].values: not allowed"));
+  ExpectParamsErrors({
+      {"  - {id: lr, type: double, min: 1, max: 1}\n",
+       "parameters[0].max: must be greater than min"},
+      {"  - {id: lr, type: double, min: 2, max: 1}\n",
+       "parameters[0].max: must be greater than min"},
+      {"  - {id: lr, type: double, min: 0, max: 1, scale: log}\n",
+       "parameters[0].min: the log scale needs min > 0"},
+      {"  - {id: lr, type: double, min: -1, max: 1, scale: reverse_log}\n",
+       "parameters[0].min: the reverse_log scale needs min > 0"},
+      {"  - {id: b, type: discrete, values: [0, 1], scale: log}\n",
+       "parameters[0].values: the log scale needs every value > 0"},
+      {"  - {id: lr, type: double, min: 0.1, max: 1, scale: cubic}\n",
+       "parameters[0].scale: unknown scale 'cubic' (linear, log or reverse_log)"},
+      {"  - {id: h, type: integer, min: 1.5, max: 4}\n", "parameters[0].min: must be an integer"},
+      {"  - {id: h, type: integer, min: 1, max: ten}\n",
+       "parameters[0].max: expected a finite number"},
+      {"  - {id: o, type: categorical, values: [a], scale: log}\n",
+       "parameters[0].scale: not allowed"},
+      {"  - {id: o, type: categorical, values: [a], min: 1}\n", "parameters[0].min: not allowed"},
+      {"  - {id: lr, type: double, min: 0.1, max: 1, values: [1]}\n",
+       "parameters[0].values: not allowed"},
+  });
 }
 
 TEST(StudySpecTest, ValuesMustBeNonEmptyAndUnique) {
-  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: []}\n")),
-              HasSubstr("parameters[0].values: must not be empty"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: []}\n")),
-              HasSubstr("parameters[0].values: must not be empty"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: o, type: categorical, values: [sgd, adam, sgd]}\n")),
-              HasSubstr("parameters[0].values[2]: duplicate value 'sgd'"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [16, 32, 16.0]}\n")),
-              HasSubstr("parameters[0].values: duplicate value 16"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: b, type: discrete, values: [16, big]}\n")),
-              HasSubstr("parameters[0].values[1]"));
+  ExpectParamsErrors({
+      {"  - {id: o, type: categorical, values: []}\n", "parameters[0].values: must not be empty"},
+      {"  - {id: b, type: discrete, values: []}\n", "parameters[0].values: must not be empty"},
+      {"  - {id: o, type: categorical, values: [sgd, adam, sgd]}\n",
+       "parameters[0].values[2]: duplicate value 'sgd'"},
+      {"  - {id: b, type: discrete, values: [16, 32, 16.0]}\n",
+       "parameters[0].values: duplicate value 16"},
+      {"  - {id: b, type: discrete, values: [16, big]}\n", "parameters[0].values[1]"},
+  });
 }
 
 TEST(StudySpecTest, ParameterIdsAreValidAndUnique) {
-  EXPECT_THAT(ErrorOf(Study("  - {id: lr, type: double, min: 0.1, max: 1}\n"
-                            "  - {id: lr, type: integer, min: 1, max: 4}\n")),
-              HasSubstr("parameters[1].id: duplicate id 'lr'"));
-  EXPECT_THAT(ErrorOf(Study("  - {id: 'a b', type: double, min: 0.1, max: 1}\n")),
-              HasSubstr("parameters[0].id: 'a b' is not a valid parameter id"));
+  ExpectParamsErrors({
+      {"  - {id: lr, type: double, min: 0.1, max: 1}\n"
+       "  - {id: lr, type: integer, min: 1, max: 4}\n",
+       "parameters[1].id: duplicate id 'lr'"},
+      {"  - {id: 'a b', type: double, min: 0.1, max: 1}\n",
+       "parameters[0].id: 'a b' is not a valid parameter id"},
+  });
   // Hyphens are fine: trainers take --batch-size.
   EXPECT_TRUE(ParseStudySpec(Study("  - {id: batch-size, type: discrete, values: [8]}\n")).ok());
 }
@@ -277,11 +302,7 @@ TEST(StudySpecTest, MalformedYaml) {
 TEST(StudySpecTest, AssignmentsRoundTripThroughText) {
   StatusOr<StudySpec> spec = ParseStudySpec(Study(kParams));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  Assignment a(4);
-  a[0].number = 0.0123;
-  a[1].number = 64;
-  a[2].category = "momentum";
-  a[3].number = 32;
+  const Assignment a = ExampleAssignment(0.0123, 64, "momentum", 32);
   ASSERT_TRUE(ValidateAssignment(*spec, a).ok());
   auto text = AssignmentToStrings(*spec, a);
   ASSERT_EQ(text.size(), 4u);
@@ -308,11 +329,7 @@ TEST(StudySpecTest, AssignmentsRoundTripThroughText) {
 TEST(StudySpecTest, TrialJobGetsNameAndArguments) {
   StatusOr<StudySpec> spec = ParseStudySpec(Study(kParams));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  Assignment a(4);
-  a[0].number = 0.25;
-  a[1].number = 17;
-  a[2].category = "sgd";
-  a[3].number = 16;
+  Assignment a = ExampleAssignment(0.25, 17, "sgd", 16);
   StatusOr<JobSpec> job = MakeTrialJob(*spec, "3", a);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->name, "digits_lr_study_trial_3");
