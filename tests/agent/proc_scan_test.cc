@@ -28,6 +28,11 @@ pid_t StartDaemon(const std::string& env_entry) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   pid_t pid = std::atoi(run.out.c_str());
   EXPECT_GT(pid, 0);
+  // That child becomes `sleep` by exec (setsid execs it); a process in the middle of an exec can
+  // show no environment for a moment, so the scans below start once it is sleep.
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return testing::ReadFile("/proc/" + std::to_string(pid) + "/comm") == "sleep\n"; },
+      std::chrono::seconds(10)));
   return pid;
 }
 
