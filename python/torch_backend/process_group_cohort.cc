@@ -13,6 +13,7 @@
 #include "common/env.h"
 #include "python/torch_backend/completion_pool.h"
 #include "python/torch_backend/tensor_staging.h"
+#include "python/torch_backend/torch_counterparts.h"
 #include "python/torch_backend/torch_store_bootstrap.h"
 
 namespace cohort::torch_backend {
@@ -40,49 +41,31 @@ T OrFail(StatusOr<T> v, const std::string& context) {
   return std::move(v).value();
 }
 
+// Torch's reduce ops; the library has the first five.
+constexpr Counterpart<c10d::ReduceOp::RedOpType, ReduceOp> kReduceOps[] = {
+    {c10d::ReduceOp::SUM, "SUM", ReduceOp::kSum},
+    {c10d::ReduceOp::AVG, "AVG", ReduceOp::kAvg},
+    {c10d::ReduceOp::PRODUCT, "PRODUCT", ReduceOp::kProduct},
+    {c10d::ReduceOp::MIN, "MIN", ReduceOp::kMin},
+    {c10d::ReduceOp::MAX, "MAX", ReduceOp::kMax},
+    {c10d::ReduceOp::BAND, "BAND", std::nullopt},
+    {c10d::ReduceOp::BOR, "BOR", std::nullopt},
+    {c10d::ReduceOp::BXOR, "BXOR", std::nullopt},
+    {c10d::ReduceOp::PREMUL_SUM, "PREMUL_SUM", std::nullopt},
+};
+
 const char* ReduceOpName(c10d::ReduceOp::RedOpType op) {
-  switch (op) {
-    case c10d::ReduceOp::SUM:
-      return "SUM";
-    case c10d::ReduceOp::AVG:
-      return "AVG";
-    case c10d::ReduceOp::PRODUCT:
-      return "PRODUCT";
-    case c10d::ReduceOp::MIN:
-      return "MIN";
-    case c10d::ReduceOp::MAX:
-      return "MAX";
-    case c10d::ReduceOp::BAND:
-      return "BAND";
-    case c10d::ReduceOp::BOR:
-      return "BOR";
-    case c10d::ReduceOp::BXOR:
-      return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM:
-      return "PREMUL_SUM";
-    default:
-      return "UNUSED";
-  }
+  const auto* row = RowOf(kReduceOps, op);
+  return row != nullptr ? row->name : "UNUSED";
 }
 
 // The library's operator for a torch one; raises naming the op where the library has none.
 ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what) {
-  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM:
-      return ReduceOp::kSum;
-    case c10d::ReduceOp::AVG:
-      return ReduceOp::kAvg;
-    case c10d::ReduceOp::MIN:
-      return ReduceOp::kMin;
-    case c10d::ReduceOp::MAX:
-      return ReduceOp::kMax;
-    case c10d::ReduceOp::PRODUCT:
-      return ReduceOp::kProduct;
-    default:
-      break;
-  }
-  TORCH_CHECK(false, "cohort: ", what, " does not support ReduceOp.", ReduceOpName(op),
-              " (supported: SUM, AVG, PRODUCT, MIN, MAX)");
+  const auto* row = RowOf(kReduceOps, static_cast<c10d::ReduceOp::RedOpType>(op));
+  TORCH_CHECK(row != nullptr && row->library.has_value(), "cohort: ", what,
+              " does not support ReduceOp.", ReduceOpName(op),
+              " (supported: ", SupportedNames(kReduceOps), ")");
+  return *row->library;
 }
 
 void CheckOneTensor(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -617,33 +600,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
   const ReduceOp op = LibraryOp(opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> flats;
   for (const at::Tensor& t : inputs) flats.push_back(t.reshape({-1}).to(at::kCPU));
-  auto send =
-      std::make_shared<StagedTensor>(at::cat(flats), "reduce_scatter", StagedTensor::kReduce);
-  auto recv = std::make_shared<StagedTensor>(output, "reduce_scatter", StagedTensor::kReduce,
-                                             StagedTensor::kNoCopyIn);
-  return Enqueue(
-      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output_tensors, [this, send, recv, op] {
-        COHORT_RETURN_IF_ERROR(
-            comm_->ReduceScatter(send->data(), recv->data(), recv->numel(), recv->type(), op));
-        recv->CopyBack();
-        return Status::Ok();
-      });
+  return EnqueueReduceScatter(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", at::cat(flats),
+                              output, op, output_tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   CheckLike(input, output, output.numel() * getSize(), "_reduce_scatter_base", "the input");
   const ReduceOp op = LibraryOp(opts.reduceOp, "_reduce_scatter_base");
-  auto send = std::make_shared<StagedTensor>(input, "_reduce_scatter_base", StagedTensor::kReduce);
-  auto recv = std::make_shared<StagedTensor>(output, "_reduce_scatter_base", StagedTensor::kReduce,
-                                             StagedTensor::kNoCopyIn);
-  return Enqueue(
-      c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output}, [this, send, recv, op] {
-        COHORT_RETURN_IF_ERROR(
-            comm_->ReduceScatter(send->data(), recv->data(), recv->numel(), recv->type(), op));
-        recv->CopyBack();
-        return Status::Ok();
-      });
+  return EnqueueReduceScatter(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input,
+                              output, op, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueReduceScatter(
+    c10d::OpType type, const char* name, const at::Tensor& input, const at::Tensor& output,
+    ReduceOp op, std::vector<at::Tensor> outputs) {
+  auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kReduce);
+  auto recv =
+      std::make_shared<StagedTensor>(output, name, StagedTensor::kReduce, StagedTensor::kNoCopyIn);
+  return Enqueue(type, name, std::move(outputs), [this, send, recv, op] {
+    COHORT_RETURN_IF_ERROR(
+        comm_->ReduceScatter(send->data(), recv->data(), recv->numel(), recv->type(), op));
+    recv->CopyBack();
+    return Status::Ok();
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,

@@ -191,6 +191,13 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
                 bool complete_future_here);
   // The first error so far (OK when none).
   Status FirstError();
+  // What reduce_scatter and _reduce_scatter_base queue once their arguments are checked:
+  // `input` holds every rank's block in rank order, `output` receives this rank's reduced block.
+  c10::intrusive_ptr<c10d::Work> EnqueueReduceScatter(c10d::OpType type, const char* name,
+                                                      const at::Tensor& input,
+                                                      const at::Tensor& output,
+                                                      collective::ReduceOp op,
+                                                      std::vector<at::Tensor> outputs);
   // Runs one all-reduce on the communicator (the queue thread only).
   Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
   // All-gathers `descriptor` and fails naming the first rank whose descriptor differs (unless

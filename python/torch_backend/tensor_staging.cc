@@ -2,61 +2,43 @@
 
 #include <algorithm>
 
+#include "python/torch_backend/torch_counterparts.h"
+
 namespace cohort::torch_backend {
 
 using collective::DataType;
 
+namespace {
+
+// Dtypes with a name users know; the library reduces the first six.
+constexpr Counterpart<at::ScalarType, DataType> kDtypes[] = {
+    {at::kFloat, "torch.float32", DataType::kF32},
+    {at::kDouble, "torch.float64", DataType::kF64},
+    {at::kHalf, "torch.float16", DataType::kF16},
+    {at::kBFloat16, "torch.bfloat16", DataType::kBF16},
+    {at::kInt, "torch.int32", DataType::kI32},
+    {at::kLong, "torch.int64", DataType::kI64},
+    {at::kShort, "torch.int16", std::nullopt},
+    {at::kChar, "torch.int8", std::nullopt},
+    {at::kByte, "torch.uint8", std::nullopt},
+    {at::kBool, "torch.bool", std::nullopt},
+    {at::kComplexFloat, "torch.complex64", std::nullopt},
+    {at::kComplexDouble, "torch.complex128", std::nullopt},
+};
+
+}  // namespace
+
 std::string DtypeName(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return "torch.float32";
-    case at::kDouble:
-      return "torch.float64";
-    case at::kHalf:
-      return "torch.float16";
-    case at::kBFloat16:
-      return "torch.bfloat16";
-    case at::kInt:
-      return "torch.int32";
-    case at::kLong:
-      return "torch.int64";
-    case at::kShort:
-      return "torch.int16";
-    case at::kChar:
-      return "torch.int8";
-    case at::kByte:
-      return "torch.uint8";
-    case at::kBool:
-      return "torch.bool";
-    case at::kComplexFloat:
-      return "torch.complex64";
-    case at::kComplexDouble:
-      return "torch.complex128";
-    default:
-      return std::string("torch.") + c10::toString(type);
-  }
+  const auto* row = RowOf(kDtypes, type);
+  return row != nullptr ? std::string(row->name) : std::string("torch.") + c10::toString(type);
 }
 
 DataType LibraryType(at::ScalarType type, const char* what) {
-  switch (type) {
-    case at::kFloat:
-      return DataType::kF32;
-    case at::kDouble:
-      return DataType::kF64;
-    case at::kHalf:
-      return DataType::kF16;
-    case at::kBFloat16:
-      return DataType::kBF16;
-    case at::kInt:
-      return DataType::kI32;
-    case at::kLong:
-      return DataType::kI64;
-    default:
-      break;
-  }
-  TORCH_CHECK(false, "cohort: ", what, " does not support dtype ", DtypeName(type),
-              " (supported: torch.float32, torch.float64, torch.float16, torch.bfloat16, "
-              "torch.int32, torch.int64)");
+  const auto* row = RowOf(kDtypes, type);
+  TORCH_CHECK(row != nullptr && row->library.has_value(), "cohort: ", what,
+              " does not support dtype ", DtypeName(type), " (supported: ", SupportedNames(kDtypes),
+              ")");
+  return *row->library;
 }
 
 at::Tensor HostLike(const at::Tensor& like, at::IntArrayRef sizes) {
