@@ -323,8 +323,8 @@ void Agent::HandleDumpStacks(const wire::DumpStacks& dump) {
                Str(dump.reason()));
   std::string python_dir =
       StackDumpDir(AttemptWorkingDir(config_.work_dir, a->job, a->replica, a->attempt));
-  dumps_[key].text = std::async(std::launch::async, TakeStackDump, a->process->pid(), python_dir,
-                                Str(dump.reason()), StackDumpOptions{});
+  dumps_[key].text = std::async(std::launch::async, TakeStackDump, a->process->command_pid(),
+                                python_dir, Str(dump.reason()), StackDumpOptions{});
 }
 
 void Agent::CollectDumps() {

@@ -173,15 +173,39 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   if (flags.cgroups == "auto") {
     cgroups = CgroupManager::Detect(flags.config.node_id, flags.cgroup_root);
   }
+  // A PID namespace per replica where this agent may create one (root, CAP_SYS_ADMIN): then
+  // nothing a replica starts outlives it, cgroups or not.
+  std::string replica_init = ProcessLauncher::FindReplicaInit(flags.config.builtin_dir);
+  Status probe = ProcessLauncher::ProbePidNamespaces();
+  if (!replica_init.empty() && probe.ok()) {
+    spdlog::info(
+        "replicas run in PID namespaces of their own, under {}: every process a replica starts "
+        "ends with it",
+        replica_init);
+  } else {
+    std::string why = !probe.ok() ? "this agent may not create PID namespaces (" + probe.message() +
+                                        "; it needs root or CAP_SYS_ADMIN)"
+                                  : std::string(kReplicaInitName) + " is not in " +
+                                        flags.config.builtin_dir + " nor beside this executable";
+    spdlog::warn("no PID namespace per replica: {}", why);
+    replica_init.clear();
+  }
   if (!cgroups.available()) {
-    spdlog::warn(
-        "NO CGROUPS: {}. Replicas run without CPU and memory limits, and their processes are "
-        "found by process group and by the COHORT_ATTEMPT_DIR variable they inherit: a "
-        "descendant that rewrites its environment survives its replica while this agent runs "
-        "(it is killed when the agent shuts down), and one that outlives a killed agent is not "
-        "found again.",
-        flags.cgroups == "off" ? "--cgroups off"
-                               : "no writable cgroup v2 (" + cgroups.reason() + ")");
+    const std::string no_cgroups = flags.cgroups == "off"
+                                       ? "--cgroups off"
+                                       : "no writable cgroup v2 (" + cgroups.reason() + ")";
+    if (!replica_init.empty()) {
+      spdlog::warn("NO CGROUPS: {}. Replicas run without CPU and memory limits.", no_cgroups);
+    } else {
+      spdlog::warn(
+          "NO CGROUPS: {}, and no PID namespaces. Replicas run without CPU and memory limits, and "
+          "their processes are found by process group and by the COHORT_ATTEMPT_DIR variable "
+          "they inherit: a descendant that clears its environment and double-forks escapes its "
+          "replica while this agent runs (it is killed when the agent shuts down), and one that "
+          "outlives a killed agent is not found again. Run the agent as root, or with cgroup v2, "
+          "to close this.",
+          no_cgroups);
+    }
     if (int left = ProcessLauncher::SweepLeftovers(flags.config.work_dir); left > 0) {
       spdlog::warn("killed {} process(es) of replicas left by an earlier run", left);
     }
@@ -200,7 +224,7 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   config.cgroups = cgroups.available();
   config.cgroups_reason =
       flags.cgroups == "off" ? "--cgroups off" : "no writable cgroup v2: " + cgroups.reason();
-  auto processes = std::make_unique<ProcessLauncher>(std::move(cgroups));
+  auto processes = std::make_unique<ProcessLauncher>(std::move(cgroups), replica_init);
   ProcessLauncher* process_launcher = processes.get();
   COHORT_ASSIGN_OR_RETURN(auto agent, Agent::Create(context, config, std::move(processes), clock));
   if (flags.container_runtime != "none") {

@@ -53,6 +53,9 @@ struct LaunchRequest {
   // The account the replica runs as (agent/replica_user.h); nullopt: the agent's own. The
   // working dir and output dirs are already the account's.
   std::optional<RunAs> run_as;
+  // Whether a launcher that gives replicas a PID namespace (agent/process_launcher.h) gives this
+  // one one: container runtimes, which make their own, are launched without.
+  bool pid_namespace = true;
 };
 
 // One launched attempt: its main process plus everything it spawned.
@@ -60,8 +63,10 @@ class ReplicaProcess {
  public:
   virtual ~ReplicaProcess() = default;
 
-  // The main process, a child of the agent.
+  // The main process, a child of the agent (a PID namespace's init, where the replica has one).
   virtual pid_t pid() const = 0;
+  // The host pid of the process running the replica's command: pid(), or init's child.
+  virtual pid_t command_pid() { return pid(); }
   // Called once by the agent with the waitpid() status of pid().
   virtual void OnExited(int wait_status) = 0;
   virtual std::optional<ExitInfo> exit_info() const = 0;

@@ -446,6 +446,7 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
   // only a PATH.
   runtime_request.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
   runtime_request.gpus.clear();
+  runtime_request.pid_namespace = false;  // the runtime gives the container one of its own
   // The runtime runs as the agent; the container's process as process.user / --user.
   runtime_request.run_as.reset();
   auto run = [this](const std::vector<std::string>& args) {

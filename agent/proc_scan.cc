@@ -98,6 +98,19 @@ std::vector<pid_t> Descendants(pid_t root) {
   return out;
 }
 
+pid_t NamespacePid(pid_t pid) {
+  std::string status = ReadProcFile("/proc/" + std::to_string(pid) + "/status");
+  if (status.empty()) return 0;
+  auto line = status.find("\nNSpid:");
+  if (line == std::string::npos) return pid;
+  auto end = status.find('\n', line + 1);
+  std::istringstream fields(
+      status.substr(line + 7, end == std::string::npos ? end : end - line - 7));
+  pid_t innermost = pid;
+  for (pid_t value; fields >> value;) innermost = value;
+  return innermost;
+}
+
 int SignalEach(const std::vector<pid_t>& pids, int sig) {
   int reached = 0;
   for (pid_t pid : pids) reached += ::kill(pid, sig) == 0 ? 1 : 0;

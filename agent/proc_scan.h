@@ -27,6 +27,10 @@ std::vector<pid_t> ProcessesWithEnvEntry(const std::string& entry, bool prefix =
 // Live processes below `root` (its children, their children, ...), not `root` itself.
 std::vector<pid_t> Descendants(pid_t root);
 
+// `pid`'s pid in its own (innermost) PID namespace, from /proc/<pid>/status's NSpid line: what
+// getpid() returns there. `pid` itself where the kernel has no NSpid line; 0 when it is gone.
+pid_t NamespacePid(pid_t pid);
+
 // Sends `sig` to each of `pids`; returns how many it reached.
 int SignalEach(const std::vector<pid_t>& pids, int sig);
 

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 #include <filesystem>
 
 #include "agent/proc_scan.h"
+#include "agent/replica_exec.h"
 #include "common/logging.h"
 
 namespace cohort::agent {
@@ -42,24 +46,59 @@ namespace {
 
 class ProcessReplica : public ReplicaProcess {
  public:
-  ProcessReplica(pid_t pid, std::string cgroup_path, std::string marker, std::string launch_error)
+  // `status_fd`: the read end of the pipe cohort-replica-init writes the command's wait status
+  // to; -1 without a PID namespace.
+  ProcessReplica(pid_t pid, std::string cgroup_path, std::string marker, std::string launch_error,
+                 int status_fd)
       : pid_(pid),
         cgroup_path_(std::move(cgroup_path)),
         marker_(std::move(marker)),
-        launch_error_(std::move(launch_error)) {}
+        launch_error_(std::move(launch_error)),
+        status_fd_(status_fd) {}
 
   ~ProcessReplica() override {
     // The agent kills and releases before dropping an attempt; this is the last line of defence.
     if (!exit_ || AnyAlive()) KillAll();
+    if (status_fd_ >= 0) ::close(status_fd_);
   }
 
   std::string cgroup_path() const override { return cgroup_path_; }
   pid_t pid() const override { return pid_; }
-  void OnExited(int wait_status) override { exit_ = ExitInfo::FromWaitStatus(wait_status); }
+
+  pid_t command_pid() override {
+    if (!namespaced() || exit_) return pid_;
+    for (pid_t p : Descendants(pid_)) {
+      if (NamespacePid(p) == 2) return p;  // init's first child
+    }
+    return pid_;
+  }
+
+  void OnExited(int wait_status) override {
+    if (status_fd_ >= 0) {
+      // What the command's own end was; nothing there when init itself was killed.
+      int command_status = 0;
+      ssize_t got;
+      do {
+        got = ::read(status_fd_, &command_status, sizeof(command_status));
+      } while (got < 0 && errno == EINTR);
+      if (got == static_cast<ssize_t>(sizeof(command_status))) wait_status = command_status;
+      ::close(status_fd_);
+      status_fd_ = -1;
+    }
+    exit_ = ExitInfo::FromWaitStatus(wait_status);
+  }
   std::optional<ExitInfo> exit_info() const override { return exit_; }
   std::string launch_error() const override { return launch_error_; }
 
   void Signal(int sig) override {
+    if (namespaced()) {
+      // init forwards it to the command's process group; the rest of the namespace gets it here.
+      if (exit_) return;  // the namespace is gone with its init
+      ::kill(pid_, sig);
+      SignalEach(cgroup_path_.empty() ? Descendants(pid_) : CgroupManager::Procs(cgroup_path_),
+                 sig);
+      return;
+    }
     if (!group_gone_ && ::kill(-pid_, sig) != 0 && errno == ESRCH) group_gone_ = true;
     if (!cgroup_path_.empty()) {
       CgroupManager::Signal(cgroup_path_, sig);
@@ -69,6 +108,12 @@ class ProcessReplica : public ReplicaProcess {
   }
 
   void KillAll() override {
+    if (namespaced()) {
+      // init's death ends every process of its namespace. Not once reaped: its pid may be reused.
+      if (!exit_) ::kill(pid_, SIGKILL);
+      if (!cgroup_path_.empty()) CgroupManager::Kill(cgroup_path_);
+      return;
+    }
     if (!cgroup_path_.empty()) {
       CgroupManager::Kill(cgroup_path_);
     } else {
@@ -80,6 +125,8 @@ class ProcessReplica : public ReplicaProcess {
   bool AnyAlive() override {
     if (!exit_) return true;
     if (!cgroup_path_.empty() && !CgroupManager::Procs(cgroup_path_).empty()) return true;
+    // A namespace's init is reaped only after the kernel has ended everything else in it.
+    if (namespaced()) return false;
     if (cgroup_path_.empty() && !ProcessesWithEnvEntry(marker_).empty()) return true;
     if (group_gone_) return false;
     if (::kill(-pid_, 0) != 0 && errno == ESRCH) {
@@ -101,47 +148,110 @@ class ProcessReplica : public ReplicaProcess {
   }
 
  private:
+  bool namespaced() const { return namespaced_; }
+
   pid_t pid_;
   std::string cgroup_path_;
   std::string marker_;  // COHORT_ATTEMPT_DIR=<working dir>, in every process of the attempt
   std::string launch_error_;
+  int status_fd_;
+  bool namespaced_ = status_fd_ >= 0;
   std::optional<ExitInfo> exit_;
   bool group_gone_ = false;
 };
 
-// What the child reports through the close-on-exec pipe when it cannot run the command.
-struct ChildError {
-  int stage;  // 0: chdir, 1: execve, 2: setgroups, 3: setgid, 4: setuid
-  int err;
+// Everything the child does between fork (or clone) and execve, prepared before: the child may
+// only call async-signal-safe functions.
+struct ChildPlan {
+  int cgroup_fd = -1;
+  int null_fd = -1;
+  int log_fd = -1;
+  int report_fd = -1;       // write end of the ChildError pipe
+  int report_read_fd = -1;  // its read end (the agent's), closed in the child
+  int status_fd = -1;       // write end of init's status pipe; -1 without a PID namespace
+  pid_t parent = 0;
+  const RunAs* run_as = nullptr;
+  const gid_t* groups = nullptr;
+  size_t group_count = 0;
+  const char* working_dir = nullptr;
+  int max_fd = 65536;
+  bool namespaced = false;
+  const char* init_path = nullptr;  // executed instead of the command when namespaced
+  char* const* init_argv = nullptr;
+  const std::vector<std::string>* candidates = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
 };
 
-void WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
+[[noreturn]] void Fail(const ChildPlan& plan, int stage, int err, int code) {
+  ChildError error{stage, err};
+  WriteAll(plan.report_fd, &error, sizeof(error));
+  ::_exit(code);
 }
 
-std::vector<std::string> ExecCandidates(const LaunchRequest& request) {
-  const std::string& name = request.argv[0];
-  if (name.find('/') != std::string::npos) return {name};
-  std::string path = "/usr/local/bin:/usr/bin:/bin";
-  if (auto it = request.env.find("PATH"); it != request.env.end()) path = it->second;
-  std::vector<std::string> candidates;
-  std::string::size_type start = 0;
-  while (true) {
-    auto end = path.find(':', start);
-    std::string dir = path.substr(start, end == std::string::npos ? end : end - start);
-    candidates.push_back((dir.empty() ? "." : dir) + "/" + name);
-    if (end == std::string::npos) break;
-    start = end + 1;
+[[noreturn]] void RunChild(const ChildPlan& plan) {
+  ::close(plan.report_read_fd);
+  ::setsid();
+  if (plan.cgroup_fd >= 0) (void)!::write(plan.cgroup_fd, "0", 1);
+  sigset_t all;
+  sigemptyset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  if (plan.namespaced) {
+    // A /proc of the new namespace (its own mount namespace, nothing propagated back), so that
+    // /proc/<getpid()> is the replica's own, as tools expect. Best effort: the host's otherwise.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
+      (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    }
   }
-  return candidates;
+  ::dup2(plan.null_fd, 0);
+  ::dup2(plan.log_fd, 1);
+  ::dup2(plan.log_fd, 2);
+  if (plan.run_as) {
+    // Groups first, then the gid, then the uid: after setuid the others cannot be changed.
+    if (::setgroups(plan.group_count, plan.groups) != 0)
+      Fail(plan, ChildError::kSetgroups, errno, 126);
+    if (::setgid(plan.run_as->gid) != 0) Fail(plan, ChildError::kSetgid, errno, 126);
+    if (::setuid(plan.run_as->uid) != 0) Fail(plan, ChildError::kSetuid, errno, 126);
+  }
+  // Die with the agent (its launching thread: the agent loop's, which lives as long as the
+  // agent). Set after the account switch, which clears it, and kept across execve. Then make
+  // sure the agent did not die before: in a new PID namespace getppid() says 0, so there the
+  // report pipe tells (POLLERR once the agent's read end is closed).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (plan.namespaced) {
+    pollfd p{plan.report_fd, 0, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & POLLERR)) ::_exit(137);
+  } else if (::getppid() != plan.parent) {
+    ::_exit(137);
+  }
+  if (::chdir(plan.working_dir) != 0) Fail(plan, ChildError::kChdir, errno, 127);
+  // Nothing of the agent's leaks into the replica (sockets, other replicas' logs).
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    // Kernels before 5.11: mark them one by one (bounded; fcntl is async-signal-safe).
+    for (int fd = 3; fd < plan.max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  if (!plan.namespaced) ExecCommand(*plan.candidates, plan.argv, plan.envp, plan.report_fd);
+  ::fcntl(plan.report_fd, F_SETFD, 0);
+  ::fcntl(plan.status_fd, F_SETFD, 0);
+  ::execve(plan.init_path, plan.init_argv, plan.envp);
+  Fail(plan, ChildError::kExecInit, errno, 127);
 }
+
+int RunNamespaceChild(void* plan) { RunChild(*static_cast<const ChildPlan*>(plan)); }
+
+int ProbeChild(void*) { ::_exit(0); }
+
+// clone() with `flags` and SIGCHLD, the child running `fn(arg)` on a stack of its own (a copy of
+// the parent's memory, like fork). Returns the child's pid or -1 (errno).
+pid_t CloneChild(int (*fn)(void*), void* arg, int flags, std::vector<char>& stack) {
+  return ::clone(fn, stack.data() + stack.size(), flags | SIGCHLD, arg);
+}
+
+constexpr int kNamespaceFlags = CLONE_NEWPID | CLONE_NEWNS;
 
 }  // namespace
 
@@ -152,13 +262,39 @@ int ProcessLauncher::SweepLeftovers(const std::string& work_dir) {
   return KillUntilNoneLeft([&] { return ProcessesWithEnvEntry(prefix, /*prefix=*/true); });
 }
 
+Status ProcessLauncher::ProbePidNamespaces() {
+  std::vector<char> stack(256 << 10);
+  pid_t pid = CloneChild(ProbeChild, nullptr, kNamespaceFlags, stack);
+  if (pid < 0) return ErrnoStatus("clone(CLONE_NEWPID | CLONE_NEWNS)", errno);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return Status::Ok();
+}
+
+std::string ProcessLauncher::FindReplicaInit(const std::string& builtin_dir) {
+  std::vector<fs::path> dirs;
+  if (!builtin_dir.empty()) dirs.push_back(builtin_dir);
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(self.parent_path());
+  for (const auto& dir : dirs) {
+    fs::path candidate = dir / kReplicaInitName;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal().string();
+  }
+  return "";
+}
+
 StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRequest& request) {
   if (request.argv.empty() || request.argv[0].empty()) {
     return InvalidArgument("replica " + request.replica + " has no command");
   }
+  const bool namespaced = !replica_init_.empty() && request.pid_namespace;
   // Everything the child needs is prepared here: after fork it may only call
   // async-signal-safe functions.
-  std::vector<std::string> candidates = ExecCandidates(request);
+  auto path = request.env.find("PATH");
+  std::vector<std::string> candidates = ExecCandidates(
+      request.argv[0], path != request.env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin");
   std::vector<char*> argv;
   for (const auto& arg : request.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -201,102 +337,104 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     }
   }
   int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+  int status_fds[2] = {-1, -1};
+  bool piped = ::pipe2(pipe_fds, O_CLOEXEC) == 0;
+  if (piped && namespaced && ::pipe2(status_fds, O_CLOEXEC) != 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    piped = false;
+  }
+  if (!piped) {
     int err = errno;
     ::close(log_fd);
     ::close(null_fd);
     if (cgroup_fd >= 0) ::close(cgroup_fd);
+    if (!cgroup_path.empty()) (void)CgroupManager::Remove(cgroup_path);
     return ErrnoStatus("pipe2", err);
   }
-  pid_t parent = ::getpid();
+  // cohort-replica-init --report-fd N --status-fd M -- COMMAND...
+  std::vector<std::string> init_args;
+  std::vector<char*> init_argv;
+  if (namespaced) {
+    init_args = {replica_init_,
+                 "--report-fd",
+                 std::to_string(pipe_fds[1]),
+                 "--status-fd",
+                 std::to_string(status_fds[1]),
+                 "--"};
+    for (auto& arg : init_args) init_argv.push_back(arg.data());
+    init_argv.insert(init_argv.end(), argv.begin(), argv.end());  // ends with nullptr
+  }
   long open_max = ::sysconf(_SC_OPEN_MAX);
-  int max_fd = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
-  const char* working_dir = request.working_dir.c_str();
+  ChildPlan plan;
+  plan.cgroup_fd = cgroup_fd;
+  plan.null_fd = null_fd;
+  plan.log_fd = log_fd;
+  plan.report_fd = pipe_fds[1];
+  plan.report_read_fd = pipe_fds[0];
+  plan.status_fd = status_fds[1];
+  plan.parent = ::getpid();
+  plan.run_as = run_as ? &*run_as : nullptr;
+  plan.groups = groups.data();
+  plan.group_count = groups.size();
+  plan.working_dir = request.working_dir.c_str();
+  plan.max_fd = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
+  plan.namespaced = namespaced;
+  plan.init_path = replica_init_.c_str();
+  plan.init_argv = init_argv.data();
+  plan.candidates = &candidates;
+  plan.argv = argv.data();
+  plan.envp = envp.data();
 
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setsid();
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(137);
-    if (cgroup_fd >= 0) (void)!::write(cgroup_fd, "0", 1);
-    sigset_t all;
-    sigemptyset(&all);
-    ::sigprocmask(SIG_SETMASK, &all, nullptr);
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
-    ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    ChildError error{0, 0};
-    if (run_as) {
-      // Groups first, then the gid, then the uid: after setuid the others cannot be changed.
-      if (::setgroups(groups.size(), groups.data()) != 0) error = {2, errno};
-      if (error.err == 0 && ::setgid(run_as->gid) != 0) error = {3, errno};
-      if (error.err == 0 && ::setuid(run_as->uid) != 0) error = {4, errno};
-      if (error.err != 0) {
-        WriteAll(pipe_fds[1], &error, sizeof(error));
-        ::_exit(126);
-      }
-    }
-    if (::chdir(working_dir) != 0) {
-      error = {0, errno};
-      WriteAll(pipe_fds[1], &error, sizeof(error));
-      ::_exit(127);
-    }
-    // Nothing of the agent's leaks into the replica (sockets, other replicas' logs).
-    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-      // Kernels before 5.11: mark them one by one (bounded; fcntl is async-signal-safe).
-      for (int fd = 3; fd < max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
-    bool saw_eacces = false;
-    int last = ENOENT;
-    for (const auto& candidate : candidates) {
-      ::execve(candidate.c_str(), argv.data(), envp.data());
-      last = errno;
-      if (last == EACCES) saw_eacces = true;
-      if (last != ENOENT && last != ENOTDIR && last != EACCES) break;
-    }
-    if (saw_eacces && (last == ENOENT || last == ENOTDIR)) last = EACCES;
-    error = {1, last};
-    WriteAll(pipe_fds[1], &error, sizeof(error));
-    ::_exit(last == EACCES || last == ENOEXEC ? 126 : 127);
+  pid_t pid;
+  if (namespaced) {
+    std::vector<char> stack(256 << 10);
+    pid = CloneChild(RunNamespaceChild, &plan, kNamespaceFlags, stack);
+  } else {
+    pid = ::fork();
+    if (pid == 0) RunChild(plan);
   }
   int fork_errno = errno;
   ::close(pipe_fds[1]);
+  if (status_fds[1] >= 0) ::close(status_fds[1]);
   ::close(null_fd);
   if (cgroup_fd >= 0) ::close(cgroup_fd);
   if (pid < 0) {
     ::close(pipe_fds[0]);
+    if (status_fds[0] >= 0) ::close(status_fds[0]);
     ::close(log_fd);
     if (!cgroup_path.empty()) (void)CgroupManager::Remove(cgroup_path);
-    return ErrnoStatus("fork", fork_errno);
+    return ErrnoStatus(namespaced ? "clone" : "fork", fork_errno);
   }
-  // EOF means execve succeeded (the pipe closed on exec); a ChildError means it did not.
+  // EOF means the command was executed (every copy of the pipe closed on exec, init's after its
+  // fork); a ChildError means it was not.
   ChildError error{0, 0};
   ssize_t got;
   do {
     got = ::read(pipe_fds[0], &error, sizeof(error));
   } while (got < 0 && errno == EINTR);
   ::close(pipe_fds[0]);
+  if (status_fds[0] >= 0) ::fcntl(status_fds[0], F_SETFL, O_NONBLOCK);
   std::string launch_error;
   if (got == static_cast<ssize_t>(sizeof(error))) {
     std::string as = run_as ? " as " + run_as->account : "";
     switch (error.stage) {
-      case 0:
+      case ChildError::kChdir:
         launch_error = "cannot enter working directory " + request.working_dir + as + ": " +
                        std::strerror(error.err);
         break;
-      case 1:
+      case ChildError::kExec:
         launch_error = "cannot execute " + request.argv[0] + as + ": " + std::strerror(error.err);
+        break;
+      case ChildError::kExecInit:
+        launch_error = "cannot execute " + replica_init_ + as + ": " + std::strerror(error.err);
         break;
       default:
         launch_error = "cannot switch to the Unix account " + (run_as ? run_as->account : "") +
                        " (" +
-                       (error.stage == 2   ? "setgroups"
-                        : error.stage == 3 ? "setgid"
-                                           : "setuid") +
+                       (error.stage == ChildError::kSetgroups ? "setgroups"
+                        : error.stage == ChildError::kSetgid  ? "setgid"
+                                                              : "setuid") +
                        "): " + std::strerror(error.err);
     }
     std::string line = "cohort-agent: " + launch_error + "\n";
@@ -304,7 +442,7 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   }
   ::close(log_fd);
   return std::unique_ptr<ReplicaProcess>(std::make_unique<ProcessReplica>(
-      pid, std::move(cgroup_path), marker, std::move(launch_error)));
+      pid, std::move(cgroup_path), marker, std::move(launch_error), status_fds[0]));
 }
 
 }  // namespace cohort::agent

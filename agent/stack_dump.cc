@@ -94,7 +94,8 @@ std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const s
   bool signalled = false;
   for (size_t i = 0; i < pids.size(); ++i) {
     if (python_dir.empty()) break;
-    std::string file = python_dir + "/python-" + std::to_string(pids[i]) + ".txt";
+    // Named by the pid Python sees: in a replica's PID namespace, not the host's.
+    std::string file = python_dir + "/python-" + std::to_string(NamespacePid(pids[i])) + ".txt";
     int64_t size = FileSize(file);
     if (size < 0) continue;
     if (::kill(pids[i], StackDumpSignal()) == 0) {

@@ -10,7 +10,9 @@
 //  - Native stacks: eu-stack -p PID (elfutils), or where it is missing gdb -batch -p PID
 //    ("thread apply all bt"), each given at most `native_timeout`. Either must be allowed to
 //    ptrace the replica (the agent runs as root, or Yama's ptrace_scope is 0).
-// The processes are the attempt's main process and its descendants (at most kMaxProcesses).
+// The processes are the attempt's command (ReplicaProcess::command_pid(), not a PID namespace's
+// init) and its descendants (at most kMaxProcesses), by host pid; a Python file is named by the
+// pid in the process's own namespace (NamespacePid, agent/proc_scan.h).
 //
 // TakeStackDump blocks for up to a few seconds: the agent calls it on a thread of its own.
 // Thread safety: the function keeps no state.

@@ -2,8 +2,8 @@
 # -DCMAKE_INSTALL_PREFIX=/usr and runs cpack; the .deb files land in <build>/packages.
 #   cohort-coordinator        cohort-coordinator, its unit, /etc/cohort/coordinator.conf (conffile),
 #                             the `cohort` system user and the key directories (postinst)
-#   cohort-agent              cohort-agent, cohort-reducer, cohort-ps, its unit,
-#                             /etc/cohort/agent.conf (conffile)
+#   cohort-agent              cohort-agent, cohort-replica-init, cohort-reducer, cohort-ps, its
+#                             unit, /etc/cohort/agent.conf (conffile)
 #   cohort-client             the `cohort` CLI and the Python package (Debian's dist-packages)
 #   libcohort-collective-c0   the collective C API, libcohort_collective_c.so.0
 #   libcohort-collective-c-dev  its header and the .so link
