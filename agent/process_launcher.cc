@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -212,10 +213,13 @@ struct ChildPlan {
   ::dup2(plan.log_fd, 2);
   if (plan.run_as) {
     // Groups first, then the gid, then the uid: after setuid the others cannot be changed.
-    if (::setgroups(plan.group_count, plan.groups) != 0)
+    // Raw system calls: glibc's wrappers apply credentials to every thread it knows of, and a
+    // child made by clone() (not fork) still lists the agent's threads, so they wait forever for
+    // threads it does not have. This child has one thread; the kernel calls change just it.
+    if (::syscall(SYS_setgroups, plan.group_count, plan.groups) != 0)
       Fail(plan, ChildError::kSetgroups, errno, 126);
-    if (::setgid(plan.run_as->gid) != 0) Fail(plan, ChildError::kSetgid, errno, 126);
-    if (::setuid(plan.run_as->uid) != 0) Fail(plan, ChildError::kSetuid, errno, 126);
+    if (::syscall(SYS_setgid, plan.run_as->gid) != 0) Fail(plan, ChildError::kSetgid, errno, 126);
+    if (::syscall(SYS_setuid, plan.run_as->uid) != 0) Fail(plan, ChildError::kSetuid, errno, 126);
   }
   // Die with the agent (its launching thread: the agent loop's, which lives as long as the
   // agent). Set after the account switch, which clears it, and kept across execve. Then make
