@@ -11,12 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
 #include "agent/proc_scan.h"
 #include "agent/replica_exec.h"
+#include "common/config.h"
 #include "common/logging.h"
 
 namespace cohort::agent {
@@ -257,6 +260,39 @@ pid_t CloneChild(int (*fn)(void*), void* arg, int flags, std::vector<char>& stac
 
 constexpr int kNamespaceFlags = CLONE_NEWPID | CLONE_NEWNS;
 
+// What the child said on the report pipe: a ChildError (`got` bytes of it) before EOF, or nothing
+// at all within the timeout.
+struct ChildReport {
+  ChildError error{0, 0};
+  ssize_t got = 0;
+  bool timed_out = false;
+};
+
+// Reads the report pipe until EOF (the command was executed), a whole ChildError, or `timeout`.
+ChildReport ReadChildReport(int fd, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  ChildReport report;
+  char* into = reinterpret_cast<char*>(&report.error);
+  while (report.got < static_cast<ssize_t>(sizeof(report.error))) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      report.timed_out = true;
+      break;
+    }
+    if (ready < 0) break;
+    ssize_t n = ::read(fd, into + report.got, sizeof(report.error) - report.got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: every copy of the write end closed on exec
+    report.got += n;
+  }
+  return report;
+}
+
 }  // namespace
 
 int ProcessLauncher::SweepLeftovers(const std::string& work_dir) {
@@ -411,16 +447,20 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     return ErrnoStatus(namespaced ? "clone" : "fork", fork_errno);
   }
   // EOF means the command was executed (every copy of the pipe closed on exec, init's after its
-  // fork); a ChildError means it was not.
-  ChildError error{0, 0};
-  ssize_t got;
-  do {
-    got = ::read(pipe_fds[0], &error, sizeof(error));
-  } while (got < 0 && errno == EINTR);
+  // fork); a ChildError means it was not. Neither within the timeout: the child is stuck before
+  // execve (or init never starts the command), and the agent's loop must not wait for it.
+  const ChildReport report = ReadChildReport(pipe_fds[0], launch_timeout_);
+  const ChildError& error = report.error;
   ::close(pipe_fds[0]);
   if (status_fds[0] >= 0) ::fcntl(status_fds[0], F_SETFL, O_NONBLOCK);
   std::string launch_error;
-  if (got == static_cast<ssize_t>(sizeof(error))) {
+  if (report.timed_out) {
+    ::kill(pid, SIGKILL);  // not yet reaped, so still ours; an init takes its namespace along
+    launch_error = (namespaced ? replica_init_ : std::string("the replica's process")) + " (pid " +
+                   std::to_string(pid) + ") neither executed " + request.argv[0] +
+                   " nor said why not within " + FormatDuration(launch_timeout_) +
+                   "; the agent killed it";
+  } else if (report.got == static_cast<ssize_t>(sizeof(error))) {
     std::string as = run_as ? " as " + run_as->account : "";
     switch (error.stage) {
       case ChildError::kChdir:
@@ -441,6 +481,8 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
                                                               : "setuid") +
                        "): " + std::strerror(error.err);
     }
+  }
+  if (!launch_error.empty()) {
     std::string line = "cohort-agent: " + launch_error + "\n";
     WriteAll(log_fd, line.data(), line.size());
   }

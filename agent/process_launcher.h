@@ -8,7 +8,11 @@
 // it), so a crashed agent leaves no replica's main process behind it.
 //
 // A command that cannot be executed (not found, not executable) makes the child exit 127 or 126,
-// and launch_error() plus a line in the log file say why.
+// and launch_error() plus a line in the log file say why. Launch() waits for the child to execute
+// the command (EOF on a close-on-exec pipe) or to report why it cannot, for at most
+// launch_timeout() (30 s): a child stuck before that (a hung chdir on a dead network mount, an
+// init that never starts the command) is SIGKILLed and the attempt comes back with a
+// launch_error() saying so, to be reaped like any other.
 //
 // Two modes, chosen once by the agent at start (agent/agent_options.cc says in its log which):
 //
@@ -47,6 +51,7 @@
 // long as the process (the agent loop runs on the main thread).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -83,9 +88,14 @@ class ProcessLauncher : public Launcher {
   const CgroupManager& cgroups() const { return cgroups_; }
   bool pid_namespaces() const { return !replica_init_.empty(); }
 
+  // How long Launch() waits for the child to execute the command (or say why it cannot).
+  std::chrono::milliseconds launch_timeout() const { return launch_timeout_; }
+  void set_launch_timeout(std::chrono::milliseconds timeout) { launch_timeout_ = timeout; }
+
  private:
   CgroupManager cgroups_;
   std::string replica_init_;
+  std::chrono::milliseconds launch_timeout_{std::chrono::seconds(30)};
 };
 
 }  // namespace cohort::agent

@@ -1,7 +1,8 @@
 // cohort-replica-init (agent/replica_init.cc) as PID 1 of a replica's PID namespace, launched by
 // a real ProcessLauncher: signals forwarded to a script that traps them, exit statuses and deaths
 // by signal passed through, orphans reaped, the namespace's teardown killing a double-forked
-// child that cleared its environment, and the whole namespace dying with a SIGKILLed launcher.
+// child that cleared its environment, the whole namespace dying with a SIGKILLed launcher, and a
+// child that never starts the command killed at the launch deadline.
 // Namespaces need root (CAP_SYS_ADMIN): elsewhere these tests skip, saying so.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -218,6 +219,28 @@ TEST_F(ReplicaInitTest, TheNamespaceDiesWithItsLauncher) {
   ::waitpid(agent, nullptr, 0);
   EXPECT_TRUE(
       WaitUntil([&] { return !ProcessAlive(init) && !ProcessAlive(daemon[0]); }, seconds(20)));
+}
+
+TEST_F(ReplicaInitTest, AChildThatNeverStartsTheCommandIsKilledAtTheLaunchDeadline) {
+  // An init that holds the report pipe open and never runs the command: the launch must not
+  // wait for it forever (the agent's loop would hang), but kill it and say so.
+  const std::string stuck = dir_.path() + "/stuck-init";
+  testing::WriteFile(stuck, "#!/bin/sh\nexec /bin/sleep 1000\n", /*executable=*/true);
+  ProcessLauncher launcher(CgroupManager(), stuck);
+  launcher.set_launch_timeout(std::chrono::seconds(1));
+  LaunchRequest r = Request("touch ran");
+  auto launched = launcher.Launch(r);
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  ReplicaProcess& p = **launched;
+  EXPECT_NE(p.launch_error().find(stuck + " (pid " + std::to_string(p.pid()) +
+                                  ") neither executed /bin/sh nor said why not within 1s"),
+            std::string::npos)
+      << p.launch_error();
+  Reap(p);
+  EXPECT_EQ(p.exit_info()->signal, SIGKILL);
+  EXPECT_FALSE(p.AnyAlive());
+  EXPECT_FALSE(Exists("ran"));
+  EXPECT_NE(ReadFile(r.log_path).find("the agent killed it"), std::string::npos);
 }
 
 TEST(ReplicaInitUsageTest, RefusesAMissingCommandWithExitCode125) {
