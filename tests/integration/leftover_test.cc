@@ -6,10 +6,11 @@
 // Where the agent runs as root it gives each replica a PID namespace (agent/process_launcher.h):
 // then all three, the bare daemon included, die on cancel, on success, on a failure that is
 // restarted, at the agent's shutdown, and with an agent killed by SIGKILL (PR_SET_PDEATHSIG on
-// the namespace's init; the next start's sweep is checked too). Those tests skip elsewhere,
-// saying why. Without namespaces the agent finds the first two by the COHORT_ATTEMPT_DIR they
-// inherit and the bare one only as its own descendant (it is a PR_SET_CHILD_SUBREAPER): the
-// SIGKILL test then checks that the next start kills the first two, the shutdown test all three.
+// the namespace's init: all are gone before the next start, whose sweep is for an init that
+// missed its death signal and is not provoked here). Those tests skip elsewhere, saying why.
+// Without namespaces the agent finds the first two by the COHORT_ATTEMPT_DIR they inherit and the
+// bare one only as its own descendant (it is a PR_SET_CHILD_SUBREAPER): the SIGKILL test then
+// checks that the next start kills the first two, the shutdown test all three.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
