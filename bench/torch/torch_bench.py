@@ -51,10 +51,12 @@ def parse_sizes(spec):
 def init(args):
     import torch.distributed as dist
     if args.backend == "cohort":
-        import cohort.torch  # noqa: F401 (registers the backend)
+        import cohort.torch  # registers the backend
     dist.init_process_group(args.backend, init_method="env://", timeout=datetime.timedelta(seconds=args.timeout))
-    pg = dist.distributed_c10d._get_default_group()
-    description = pg.describe() if hasattr(pg, "describe") else f"{args.backend} process group"
+    if args.backend == "cohort":
+        description = cohort.torch.backend_of().describe()
+    else:
+        description = f"{args.backend} process group"
     return dist, description
 
 

@@ -44,8 +44,8 @@ PYBIND11_MODULE(_C, m) {
   // The base class must be registered (by torch) before ours names it.
   py::module_::import("torch.distributed");
 
-  py::class_<ProcessGroupCohort, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupCohort>>(
-      m, "ProcessGroupCohort")
+  py::class_<ProcessGroupCohort, cohort::torch_backend::BackendBase,
+             c10::intrusive_ptr<ProcessGroupCohort>>(m, "ProcessGroupCohort")
       .def("describe", &ProcessGroupCohort::Describe)
       .def_property_readonly("num_reducers", &ProcessGroupCohort::num_reducers)
       .def("shutdown", &ProcessGroupCohort::Shutdown,

@@ -143,7 +143,7 @@ std::vector<at::Tensor> CohortWork::result() { return outputs_; }
 
 ProcessGroupCohort::ProcessGroupCohort(PassKey, int rank, int size,
                                        std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout) {}
+    : BackendBase(rank, size), timeout_(timeout) {}
 
 c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

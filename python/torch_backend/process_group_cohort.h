@@ -1,4 +1,5 @@
-// ProcessGroupCohort is the `cohort` torch.distributed backend: a c10d ProcessGroup whose
+// ProcessGroupCohort is the `cohort` torch.distributed backend: a c10d ProcessGroup (torch 1.13;
+// from torch 2.0 a c10d::Backend that torch wraps in a ProcessGroup, see torch_compat.h) whose
 // collectives run on Cohort's collective library (collective::Communicator), so that a stock DDP
 // script reaches the Reduction Server by changing its backend name to "cohort".
 //
@@ -42,12 +43,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "collective/communicator.h"
 #include "common/status.h"
+#include "python/torch_backend/torch_compat.h"
 
 namespace cohort::collective {
 class LoopbackFabric;
@@ -100,7 +101,7 @@ class CohortWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-class ProcessGroupCohort final : public c10d::ProcessGroup {
+class ProcessGroupCohort final : public BackendBase {
   struct PassKey {
     explicit PassKey() = default;
   };
@@ -116,6 +117,10 @@ class ProcessGroupCohort final : public c10d::ProcessGroup {
   // Runs what is queued, then closes the communicator (the reducers learn this worker is done).
   // Idempotent; later operations raise. Releases the GIL while it waits, if the caller holds it.
   void Shutdown();
+#if COHORT_TORCH_HAS_BACKEND_SHUTDOWN
+  // torch 2.x: destroy_process_group shuts its backends down.
+  void shutdown() override { Shutdown(); }
+#endif
 
   const std::string getBackendName() const override { return "cohort"; }
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "common/logging.h"
+#include "python/torch_backend/log_line.h"
 
 namespace cohort::torch_backend {
 namespace {
@@ -74,13 +74,13 @@ Status TorchReducer::Run() {
                                 collective::FormatDuration(std::max(timeout_, rejoin_)) +
                                 ": their default process group needs COHORT_NUM_REDUCERS > 0");
       }
-      spdlog::info("cohort reducer: no new session within {}; exiting",
-                   collective::FormatDuration(rejoin_));
+      LogInfo("cohort reducer: no new session within " + collective::FormatDuration(rejoin_) +
+              "; exiting");
       return ended;
     }
     last = session;
     ended = Serve(session);
-    if (!ended.ok()) spdlog::warn("cohort reducer: session {}: {}", session, ended.ToString());
+    if (!ended.ok()) LogWarn("cohort reducer: session " + session + ": " + ended.ToString());
   }
   return Status::Ok();
 }
@@ -98,12 +98,12 @@ Status TorchReducer::Serve(const std::string& session) {
     index = static_cast<int>(slot - 1);
   }
   if (index >= num_reducers) {
-    spdlog::info("cohort reducer: session {} needs {} reducers; index {} sits it out", session,
-                 num_reducers, index);
+    LogInfo("cohort reducer: session " + session + " needs " + std::to_string(num_reducers) +
+            " reducers; index " + std::to_string(index) + " sits it out");
     return Status::Ok();
   }
-  spdlog::info("cohort reducer: session {}: reducer {} of {} for {} workers", session, index,
-               num_reducers, num_workers);
+  LogInfo("cohort reducer: session " + session + ": reducer " + std::to_string(index) + " of " +
+          std::to_string(num_reducers) + " for " + std::to_string(num_workers) + " workers");
   collective::ReducerOptions options;
   options.comm = comm_options_;
   options.comm.key_prefix = prefix;

@@ -196,17 +196,18 @@ def same_on_every_rank(dist, gloo, value):
 def scenario_ops(reducers):
     import torch
     import torch.distributed as dist
-    import cohort.torch  # noqa: F401
+    import cohort.torch
 
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
     pg = dist.distributed_c10d._get_default_group()
-    print(pg.describe(), flush=True)
-    check.expect(pg.num_reducers == reducers, f"the group has {pg.num_reducers} reducers, not {reducers}")
+    ours = cohort.torch.backend_of(pg)
+    print(ours.describe(), flush=True)
+    check.expect(ours.num_reducers == reducers, f"the group has {ours.num_reducers} reducers, not {reducers}")
     gloo = dist.new_group(backend="gloo")
     sub = dist.new_group(backend="cohort")
-    check.expect(sub.num_reducers == 0, "a subgroup never uses reducers")
+    check.expect(cohort.torch.backend_of(sub).num_reducers == 0, "a subgroup never uses reducers")
     R = dist.ReduceOp
     dtypes = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64)
     gloo_dtypes = (torch.float32, torch.float64, torch.float16, torch.int32, torch.int64)
@@ -476,7 +477,7 @@ def scenario_ddp():
     with torch's comm hooks, against the same training on gloo."""
     import torch
     import torch.distributed as dist
-    import cohort.torch  # noqa: F401
+    import cohort.torch
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -484,8 +485,8 @@ def scenario_ddp():
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
-    pg = dist.distributed_c10d._get_default_group()
-    check.expect(pg.num_reducers == 2, f"the DDP group has {pg.num_reducers} reducers, not 2")
+    ours = cohort.torch.backend_of()
+    check.expect(ours.num_reducers == 2, f"the DDP group has {ours.num_reducers} reducers, not 2")
     gloo = dist.new_group(backend="gloo")
     torch.manual_seed(0)
     features, classes, steps, batch = 16, 4, 40, 32
@@ -557,8 +558,8 @@ def scenario_wire(wire, via_options):
                             pg_options=options)
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
-    pg = dist.distributed_c10d._get_default_group()
-    check.expect(f"wire {wire}" in pg.describe(), f"the group says it compresses: {pg.describe()}")
+    described = cohort.torch.backend_of().describe()
+    check.expect(f"wire {wire}" in described, f"the group says it compresses: {described}")
     gloo = dist.new_group(backend="gloo")
     eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}[wire]
     narrow = {"bf16": torch.bfloat16, "f16": torch.float16}[wire]
@@ -858,17 +859,17 @@ def scenario_cohort_job():
     of cohort-reducer processes) decides, not torch's store."""
     import torch
     import torch.distributed as dist
-    import cohort.torch  # noqa: F401
+    import cohort.torch
 
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
-    pg = dist.distributed_c10d._get_default_group()
-    print(pg.describe(), flush=True)
-    check.expect("Cohort job store" in pg.describe(), "the group joined through the Cohort job's store")
-    check.expect(pg.num_reducers == 2, f"the group has {pg.num_reducers} reducers, not the job's 2")
+    ours = cohort.torch.backend_of()
+    print(ours.describe(), flush=True)
+    check.expect("Cohort job store" in ours.describe(), "the group joined through the Cohort job's store")
+    check.expect(ours.num_reducers == 2, f"the group has {ours.num_reducers} reducers, not the job's 2")
     gloo = dist.new_group(backend="gloo")
-    sub = dist.new_group(backend="cohort")
+    sub = cohort.torch.backend_of(dist.new_group(backend="cohort"))
     check.expect(sub.num_reducers == 0 and "torch store" in sub.describe(), "a subgroup rendezvouses through torch's store")
     every = torch.stack([inputs(torch, r, 300_001, torch.float32, 3) for r in range(n)])
     t = inputs(torch, rank, 300_001, torch.float32, 3)

@@ -22,11 +22,17 @@ COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_TORCH_CHECK_CALLS, and COHORT_WI
 Options as init_process_group's pg_options.
 The process group's timeout (init_process_group(timeout=...)) bounds the rendezvous and every
 operation.
+
+Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
+against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
+and "cuda" tensors (one backend serves both: CUDA tensors are staged through pinned host memory).
+backend_of(group) returns the backend object (describe(), num_reducers) under either.
 """
 
 import atexit
 import weakref
 
+import torch
 import torch.distributed as dist
 
 from .. import _stack_dump
@@ -43,6 +49,8 @@ except ImportError as e:  # built without torch, or for another interpreter
 
 ProcessGroupCohort = _C.ProcessGroupCohort
 BACKEND = "cohort"
+# 1.13: the creator's object is the ProcessGroup; 2.x: a Backend that torch wraps in one.
+_TORCH_MAJOR = int(torch.__version__.split(".")[0])
 
 
 class Options:
@@ -70,6 +78,7 @@ class Options:
 
 
 _live_groups = weakref.WeakSet()
+_by_group_name = weakref.WeakValueDictionary()  # torch's group name -> the backend made for it
 
 
 def _create_process_group(backend_options, pg_options):
@@ -92,7 +101,30 @@ def _create_process_group(backend_options, pg_options):
         options.wire_dtype or "",
     )
     _live_groups.add(pg)
+    group_id = getattr(backend_options, "group_id", None)
+    if group_id is not None:
+        _by_group_name[group_id] = pg
     return pg
+
+
+def backend_of(group=None):
+    """The ProcessGroupCohort behind `group` (default: the world group), for describe() and
+    num_reducers: the group itself under torch 1.13, the backend torch 2.x wraps in it."""
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    if isinstance(group, ProcessGroupCohort):
+        return group
+    if _TORCH_MAJOR >= 2:
+        try:
+            backend = group._get_backend(torch.device("cpu"))
+        except RuntimeError:
+            backend = None
+        if isinstance(backend, ProcessGroupCohort):
+            return backend
+        name = getattr(group, "group_name", None)
+        if name in _by_group_name:
+            return _by_group_name[name]
+    raise ValueError(f"cohort: {group!r} is not a process group of the cohort backend")
 
 
 @atexit.register
@@ -104,4 +136,7 @@ def _shut_down_groups():
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)
+    if _TORCH_MAJOR >= 2:
+        dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True, devices=["cpu", "cuda"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)

@@ -1,0 +1,31 @@
+// What differs between the torch versions the backend builds against, in one place: Debian's
+// torch 1.13 (CI, the packages) and torch 2.x (pip wheels, e.g. on GPU machines). One source
+// serves both; everything else in python/torch_backend/ is written against these names.
+//
+// - The backend's base class: in 1.13 a backend is a c10d::ProcessGroup that torch hands back as
+//   the group itself; from 2.0 it is a c10d::Backend that torch wraps in a ProcessGroup (one per
+//   device type; the Python creator registers "cpu" and "cuda", both served by one backend).
+// - Backend::shutdown (2.x): destroy_process_group calls it; 1.13 has no such hook.
+// Work's API (wait, getFuture, result, finish, mutex_, cv_, completed_, exception_) is the same
+// in both for what CohortWork uses.
+#pragma once
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+namespace cohort::torch_backend {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#define COHORT_TORCH_HAS_BACKEND_SHUTDOWN 1
+#else
+using BackendBase = c10d::ProcessGroup;
+#define COHORT_TORCH_HAS_BACKEND_SHUTDOWN 0
+#endif
+
+}  // namespace cohort::torch_backend
