@@ -79,8 +79,7 @@ def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=Fals
         "COHORT_LOG_LEVEL": "warn",
     })
     base.pop("COHORT_BOOTSTRAP_ADDR", None)
-    if reducers:
-        base["COHORT_NUM_REDUCERS"] = str(reducers)
+    base["COHORT_NUM_REDUCERS"] = str(reducers)
     if cohort_job:  # what an agent renders for every replica of the job
         base["COHORT_BOOTSTRAP_ADDR"] = f"127.0.0.1:{free_port()}"
         base["COHORT_NUM_WORKERS"] = str(workers)
@@ -193,7 +192,9 @@ def same_on_every_rank(dist, gloo, value):
 # ----------------------------------------------------------------------------------------------
 # Scenarios (worker side)
 
-def scenario_ops(reducers):
+def scenario_ops():
+    """(The launcher's COHORT_NUM_REDUCERS says how many reducers serve the group.)"""
+    reducers = int(os.environ["COHORT_NUM_REDUCERS"])
     import torch
     import torch.distributed as dist
     import cohort.torch
@@ -486,7 +487,8 @@ def scenario_ddp():
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
     ours = cohort.torch.backend_of()
-    check.expect(ours.num_reducers == 2, f"the DDP group has {ours.num_reducers} reducers, not 2")
+    reducers = int(os.environ["COHORT_NUM_REDUCERS"])
+    check.expect(ours.num_reducers == reducers, f"the DDP group has {ours.num_reducers} reducers, not {reducers}")
     gloo = dist.new_group(backend="gloo")
     torch.manual_seed(0)
     features, classes, steps, batch = 16, 4, 40, 32
@@ -631,6 +633,10 @@ def scenario_cuda():
         dist.all_gather(outs, torch.full((5,), rank, dtype=dtype, device=device))
         check.expect(all(torch.equal(o.cpu(), torch.full((5,), r, dtype=dtype)) for r, o in enumerate(outs)),
                      f"allgather into CUDA {dtype} tensors")
+        if int(os.environ.get("COHORT_NUM_REDUCERS", "0")) > 0:  # the Reduction Server: same bytes everywhere
+            digests = [None] * n
+            dist.all_gather_object(digests, digest(gpu.cpu()))
+            check.expect(all(d == digests[0] for d in digests), f"allreduce of CUDA {dtype}: same bytes on every rank")
     return check.finish()
 
 
@@ -885,8 +891,8 @@ def scenario_cohort_job():
 
 SCENARIOS = {
     # name: (workers, reducers, extra environment, ranks not started, worker function)
-    "ops": (3, 0, {}, (), lambda: scenario_ops(0)),
-    "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), lambda: scenario_ops(2)),
+    "ops": (3, 0, {}, (), scenario_ops),
+    "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ops),
     "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ddp),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
@@ -909,6 +915,10 @@ def main():
     parser.add_argument("--python-dir", required=True, help="<build>/python")
     parser.add_argument("--backend-built", default="ON", help="CMake's COHORT_HAVE_TORCH")
     parser.add_argument("--reducer-bin", help="cohort-reducer (the cohort-job scenario)")
+    parser.add_argument("--workers", type=int, help="workers instead of the scenario's (ops, ddp, wire, cuda)")
+    parser.add_argument("--reducers", type=int,
+                        help="reducers instead of the scenario's; with reducers the all-reduce is pinned to the "
+                             "Reduction Server (cuda: then the results must also be identical bytes on every rank)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -933,6 +943,18 @@ def main():
         print(f"SKIP: {why}: CUDA tensors (staged through pinned host memory) are not tested")
         return SKIP
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
+    if args.workers is not None or args.reducers is not None:
+        if absent or args.scenario in ("dead-peer", "silent-peer", "flight-recorder", "cohort-job", "bad-use"):
+            print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
+            return 1
+        workers = workers if args.workers is None else args.workers
+        if args.reducers is not None:
+            reducers = args.reducers
+            env = dict(env)
+            if reducers:
+                env["COHORT_ALLREDUCE_ALGORITHM"] = "reduction-server"
+            else:
+                env.pop("COHORT_ALLREDUCE_ALGORITHM", None)
     if args.scenario == "cohort-job" and not (args.reducer_bin and os.access(args.reducer_bin, os.X_OK)):
         print(f"FAILED: cohort-job needs --reducer-bin (cohort-reducer), got {args.reducer_bin!r}")
         return 1

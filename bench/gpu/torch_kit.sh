@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# torch_kit.sh: a self-contained folder for building the `cohort` torch.distributed backend on a
+# machine with its own torch (e.g. a pip torch 2.x with CUDA) and none of our Debian libraries,
+# and for running the backend's checks there (DEST/device.sh).
+#
+#   bench/gpu/torch_kit.sh [BUILD_DIR] [DEST]        (defaults: build, .torchkit)
+#   DEST/device.sh OUT [--quick]                     (on the machine; see device.sh's header)
+#
+# Build first: ninja -C BUILD_DIR cohort_torch_backend cohort_python cohort-reducer
+# The kit holds:
+#   src/          the backend's sources (python/torch_backend) and every header of ours they
+#                 include (taken from the build's dependency records); no third-party headers are
+#                 needed: the torch sources include only torch, Python and the C/C++ libraries
+#   lib/          libcohort_torch_support.so: the collective library, its CUDA part and the
+#                 common base (the build's static archives) plus log_line.cc (the one torch-free
+#                 source, which includes spdlog), linked into one shared library; and every shared
+#                 library that one loads, except glibc's, libstdc++/libgcc_s (the machine's are
+#                 newer) and the NVIDIA driver's
+#   bin/          cohort-reducer (the cohort-job scenario), with run.sh putting lib/ in front
+#   python/       the cohort Python package without its extension (device.sh builds that)
+#   tests/ examples/ bench/   the checks, the DDP example and the torch benchmark scripts
+#   build_ext.sh  compiles and links cohort/torch/_C against the torch of a given python
+#   device.sh     build_ext.sh, then the checks
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-build}" && pwd)
+dest=${2:-.torchkit}
+objdir=$build/python/torch_backend/CMakeFiles/cohort_torch_backend.dir
+skip='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s|libz|libcuda|libnvidia-ml)\.so'
+
+for f in "$objdir/process_group_cohort.cc.o" "$build/collective/cohort-reducer" \
+         "$build/python/cohort/__init__.py"; do
+  [ -e "$f" ] || { echo "torch_kit.sh: $f is missing: ninja -C $build cohort_torch_backend cohort_python cohort-reducer" >&2; exit 2; }
+done
+rm -rf "$dest"
+mkdir -p "$dest"/{src,lib,bin,python,tests/torch,examples/torch,bench/torch,bench/common}
+dest=$(cd "$dest" && pwd)
+
+# Sources: the backend's translation units that include torch, and our headers they include.
+torch_units=(completion_pool module process_group_cohort tensor_staging torch_reducer torch_store_bootstrap)
+for u in "${torch_units[@]}"; do
+  ninja -C "$build" -t deps "python/torch_backend/CMakeFiles/cohort_torch_backend.dir/$u.cc.o" |
+    awk 'NR > 1 {print $1}' | grep '^\.\./' | sed 's|^\.\./||'
+done | sort -u | while read -r f; do
+  mkdir -p "$dest/src/$(dirname "$f")"
+  cp "$root/$f" "$dest/src/$f"
+done
+printf '%s\n' "${torch_units[@]}" >"$dest/src/units.txt"
+
+# libcohort_torch_support.so: what the extension links besides torch, as the build links it.
+link=$(ninja -C "$build" -t commands cohort_torch_backend | tail -1)
+archives=() shared=()
+for item in $link; do
+  case "$item" in
+    *.a) archives+=("$build/$item") ;;
+    */libtorch*|*/libc10*|*/libprotobuf*|*/libglog*|*/libgflags*|*/libpython*|*/_C.*) ;;
+    /*.so|/*.so.*) shared+=("$item") ;;
+  esac
+done
+cuda_lib=$(printf '%s\n' $link | sed -n 's/^-L\(.*cuda.*\)/\1/p' | head -1)
+spdlog_defs=$(ninja -C "$build" -t commands cohort_torch_backend | grep -m1 'log_line.cc' |
+  grep -oE -- '-D(FMT|SPDLOG)[A-Z_]*' | tr '\n' ' ')
+g++ -std=c++20 -O2 -fPIC $spdlog_defs -I"$root" -c "$root/python/torch_backend/log_line.cc" \
+  -o "$dest/lib/log_line.o"
+g++ -shared -o "$dest/lib/libcohort_torch_support.so" -Wl,-soname,libcohort_torch_support.so \
+  "$dest/lib/log_line.o" -Wl,--whole-archive "${archives[@]}" -Wl,--no-whole-archive "${shared[@]}" \
+  ${cuda_lib:+-L"$cuda_lib" -lcudadevrt} -lpthread -lrt -ldl -Wl,-z,defs
+rm "$dest/lib/log_line.o"
+strip --strip-debug "$dest/lib/libcohort_torch_support.so"
+
+copy_deps() {  # every library $1 loads, resolved here, into $dest/lib (as bench/gpu/bundle.sh)
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+    name=$(basename "$lib")
+    [[ $name =~ $skip ]] && continue
+    [ -e "$dest/lib/$name" ] && continue
+    cp -L "$lib" "$dest/lib/$name"
+    strip --strip-debug "$dest/lib/$name"
+  done
+  if ldd "$1" | grep -q 'not found'; then
+    echo "torch_kit.sh: $1 has unresolved libraries here:" >&2
+    ldd "$1" | grep 'not found' >&2
+    exit 1
+  fi
+}
+copy_deps "$dest/lib/libcohort_torch_support.so"
+cp "$build/collective/cohort-reducer" "$dest/bin/"
+strip --strip-debug "$dest/bin/cohort-reducer"
+copy_deps "$dest/bin/cohort-reducer"
+mkdir -p "$dest/lib/ucx"
+ucx_modules=/usr/lib/x86_64-linux-gnu/ucx
+if [ -e "$ucx_modules/libuct_cma.so.0" ]; then
+  cp -L "$ucx_modules/libuct_cma.so.0" "$dest/lib/ucx/"
+  strip --strip-debug "$dest/lib/ucx/libuct_cma.so.0"
+fi
+cat >"$dest/bin/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs a kit binary (by name) or any command with the kit's libraries in front.
+here=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH=$here/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export UCX_MODULE_DIR=$here/../lib/ucx
+cmd=$1
+shift
+[ -x "$here/$cmd" ] && cmd=$here/$cmd
+exec "$cmd" "$@"
+RUN
+printf '#!/usr/bin/env bash\nexec "$(dirname "$0")/run.sh" cohort-reducer "$@"\n' >"$dest/bin/cohort-reducer.sh"
+chmod +x "$dest/bin/run.sh" "$dest/bin/cohort-reducer.sh"
+
+# The Python package (pure Python; device.sh adds the extension), the checks and the scripts.
+(cd "$build/python" && find cohort -name '*.py' -o -name '*.pyi') | while read -r f; do
+  mkdir -p "$dest/python/$(dirname "$f")"
+  cp "$build/python/$f" "$dest/python/$f"
+done
+cp "$root/tests/torch/torch_backend_check.py" "$dest/tests/torch/"
+cp "$root/examples/torch/ddp_digits.py" "$dest/examples/torch/"
+cp "$root/bench/torch/run.sh" "$root/bench/torch/torch_bench.py" "$root/bench/torch/summarize.py" "$dest/bench/torch/"
+cp "$root/bench/common/flags.sh" "$root/bench/common/bench_results.py" "$dest/bench/common/"
+cp "$root/bench/gpu/torch_kit_build_ext.sh" "$dest/build_ext.sh"
+cp "$root/bench/gpu/torch_kit_device.sh" "$dest/device.sh"
+chmod +x "$dest/build_ext.sh" "$dest/device.sh"
+echo "# made by bench/gpu/torch_kit.sh from $(git -C "$root" rev-parse --short HEAD) on $(date -u +%FT%TZ)" >"$dest/VERSION"
+du -sh "$dest"
