@@ -1,21 +1,14 @@
 """The Python client reads the client config file the CLI reads (python/cohort/client.py,
 common/client_config.h), and its arguments and the environment override it.
 
-Run by day2_test's ClientConfigIsReadByTheCliAndThePythonClient with PYTHONPATH=<build>/python:
-    python3 client_config_check.py CLIENT_ENDPOINT SCRATCH_DIR
-Every check raises on failure (non-zero exit with the reason); prints "client config: ok" last.
+Run by day2_test's ClientConfigIsReadByTheCliAndThePythonClient (see check_util.py).
 """
 
 import os
 import socket
-import sys
 
+from check_util import check, run_checks
 from cohort import Client, CohortError, Unreachable, load_client_config
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 def free_endpoint():
@@ -33,8 +26,7 @@ def unreachable(**kwargs):
     return False
 
 
-def main():
-    endpoint, scratch = sys.argv[1], sys.argv[2]
+def main(endpoint, scratch):
     for name in ("COHORT_COORDINATOR", "COHORT_INSECURE", "COHORT_KEY", "COHORT_SERVER_KEY"):
         os.environ.pop(name, None)
     config = os.path.join(scratch, "client.conf")
@@ -72,8 +64,7 @@ def main():
         raise AssertionError("a missing named config was accepted")
     except CohortError as e:
         check("missing.conf" in str(e), f"error: {e}")
-    print("client config: ok")
 
 
 if __name__ == "__main__":
-    main()
+    run_checks(main, "client config")

@@ -17,6 +17,7 @@
 
 #include "common/client.h"
 #include "tests/testing/cluster_test.h"
+#include "tests/testing/specs.h"
 
 namespace cohort {
 namespace {
@@ -285,25 +286,10 @@ TEST_F(Day2RetentionTest, RetentionDeletesOldFinishedJobs) {
 TEST_F(Day2Test, StudiesListsAStudyAndCancelStudyStopsItsTrials) {
   StartNode("study-a");
   std::string study = cluster_->scratch("study.yaml");
-  ct::WriteFile(study,
-                "name: lr-sweep\n"
-                "metric: {id: score, goal: maximize}\n"
-                "parameters:\n"
-                "  - {id: x, type: integer, min: 1, max: 4}\n"
-                "algorithm: grid\n"
-                "max_trials: 4\n"
-                "parallel_trials: 2\n"
-                "trial_job:\n"
-                "  output_dir: " +
-                    cluster_->scratch("study-out") +
-                    "\n"
-                    "  worker_pools:\n"
-                    "    - role: chief\n"
-                    "      replicas: 1\n"
-                    "      resources: {cpus: 1}\n"
-                    "      process:\n"
-                    "        command: [/bin/sh, -c, 'sleep 600']\n"
-                    "  scheduling: {max_restarts: 0}\n");
+  ct::WriteFile(study, ct::GridStudyYaml("lr-sweep", 4, 2, cluster_->scratch("study-out"),
+                                         "      resources: {cpus: 1}\n"
+                                         "      process:\n"
+                                         "        command: [/bin/sh, -c, 'sleep 600']\n"));
   auto tune = RunCli({"tune", study});
   ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
   auto client = cluster_->Client();

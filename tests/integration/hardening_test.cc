@@ -79,6 +79,17 @@ uint64_t Flood(const std::vector<std::string>& endpoints, int sockets,
 class HardeningTest : public ct::ClusterTest {
  protected:
   void SetUp() override { NeedBinaries({COHORT_CLI_BIN}); }
+
+  // Starts cluster_ with `options` and two one-GPU nodes, <prefix>-a-<pid> and <prefix>-b-<pid>,
+  // whose ids go to *a and *b. A daemon that does not start is a fatal failure.
+  void StartTwoNodes(ct::ClusterOptions options, const std::string& prefix, std::string* a,
+                     std::string* b) {
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator(std::move(options)));
+    *a = UniqueNodeId(prefix + "-a");
+    *b = UniqueNodeId(prefix + "-b");
+    ASSERT_EQ(cluster_->StartAgent({*a, 1}), "");
+    ASSERT_EQ(cluster_->StartAgent({*b, 1}), "");
+  }
 };
 
 TEST_F(HardeningTest, AGarbageFloodFromManySocketsLosesNoNodeAndKeepsTheLogSmall) {
@@ -252,17 +263,14 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
   ct::ClusterOptions options;
   options.secure = true;
   options.heartbeat_timeout = "10s";  // kHeartbeatInterval
-  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
-  ASSERT_EQ(cluster.StartCoordinator(), "");
-  const std::string a = UniqueNodeId("id-a"), b = UniqueNodeId("id-b");
-  ASSERT_EQ(cluster.StartAgent({a, 1}), "");
-  ASSERT_EQ(cluster.StartAgent({b, 1}), "");
-  auto client = cluster.Client();
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(StartTwoNodes(options, "id", &a, &b));
+  auto client = cluster_->Client();
   ASSERT_TRUE(client.Submit(TinyJob("pair", 1, 1, "/bin/sleep, '60'")).ok());
   auto running = client.WaitForJob(
       "pair", [](const wire::JobInfoT& j) { return j.state == wire::JobState::RUNNING; },
       SteadyClock::now() + 20s, 100ms);
-  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster.Logs();
+  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster_->Logs();
   const wire::ReplicaInfoT* on_b = nullptr;
   for (const auto& r : running->replicas) {
     if (r->node_id == b) on_b = r.get();
@@ -272,10 +280,10 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
   // A's key reports B's replica SUCCEEDED (from a routing id of its own: taking A's would hand
   // A's connection over): refused and logged; the job keeps running.
   zmq::context_t context(1);
-  auto security = CurveClientSecurity(cluster.keys_dir() + "/" + a + ".key",
-                                      cluster.keys_dir() + "/coordinator.pub");
+  auto security = CurveClientSecurity(cluster_->keys_dir() + "/" + a + ".key",
+                                      cluster_->keys_dir() + "/coordinator.pub");
   ASSERT_TRUE(security.ok()) << security.status().ToString();
-  auto spoofer = DealerSocket::Connect(context, cluster.agent_endpoint(), "spoofer", *security);
+  auto spoofer = DealerSocket::Connect(context, cluster_->agent_endpoint(), "spoofer", *security);
   ASSERT_TRUE(spoofer.ok());
   wire::ReplicaUpdateT update;
   update.node_id = b;
@@ -292,14 +300,14 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
   auto after = client.GetJob("pair");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->state, wire::JobState::RUNNING);
-  EXPECT_NE(ct::ReadFile(cluster.coordinator().log_path()).find("refused a ReplicaUpdate"),
+  EXPECT_NE(ct::ReadFile(cluster_->coordinator().log_path()).find("refused a ReplicaUpdate"),
             std::string::npos)
-      << cluster.Logs();
+      << cluster_->Logs();
 
   // B's key file goes: B is LOST within one heartbeat interval (see kSchedulingSlack), not after
   // the 10 s timeout.
   auto removed_at = SteadyClock::now();
-  std::filesystem::remove(cluster.keys_dir() + "/agents/" + b + ".pub");
+  std::filesystem::remove(cluster_->keys_dir() + "/agents/" + b + ".pub");
   std::string state;
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
@@ -311,10 +319,10 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
         return state == "LOST";
       },
       15s, 100ms))
-      << state << cluster.Logs();
+      << state << cluster_->Logs();
   EXPECT_LE(SteadyClock::now() - removed_at, kHeartbeatInterval + kSchedulingSlack)
       << "the node was not LOST within one heartbeat interval of its key's removal";
-  std::string log = ct::ReadFile(cluster.coordinator().log_path());
+  std::string log = ct::ReadFile(cluster_->coordinator().log_path());
   EXPECT_NE(log.find("its agent's key was removed"), std::string::npos) << log;
   ASSERT_TRUE(client.Cancel("pair").ok());
 }
@@ -325,21 +333,18 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
 TEST_F(HardeningTest, AnotherNodesRoutingIdIsRefusedAndTakesOverNothing) {
   ct::ClusterOptions options;
   options.secure = true;
-  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
-  ASSERT_EQ(cluster.StartCoordinator(), "");
-  const std::string a = UniqueNodeId("route-a"), b = UniqueNodeId("route-b");
-  ASSERT_EQ(cluster.StartAgent({a, 1}), "");
-  ASSERT_EQ(cluster.StartAgent({b, 1}), "");
-  auto client = cluster.Client();
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(StartTwoNodes(options, "route", &a, &b));
+  auto client = cluster_->Client();
 
   // A's key, connected under the routing ids B could have: its bare node id and the "B/" form.
   zmq::context_t context(1);
-  auto security = CurveClientSecurity(cluster.keys_dir() + "/" + a + ".key",
-                                      cluster.keys_dir() + "/coordinator.pub");
+  auto security = CurveClientSecurity(cluster_->keys_dir() + "/" + a + ".key",
+                                      cluster_->keys_dir() + "/coordinator.pub");
   ASSERT_TRUE(security.ok()) << security.status().ToString();
   std::vector<DealerSocket> rogues;
   for (const std::string& id : {b, b + "/0000000000000000"}) {
-    auto rogue = DealerSocket::Connect(context, cluster.agent_endpoint(), id, *security);
+    auto rogue = DealerSocket::Connect(context, cluster_->agent_endpoint(), id, *security);
     ASSERT_TRUE(rogue.ok()) << rogue.status().ToString();
     for (const std::string& node : {a, b}) {
       wire::HeartbeatT heartbeat;
@@ -360,7 +365,7 @@ TEST_F(HardeningTest, AnotherNodesRoutingIdIsRefusedAndTakesOverNothing) {
   auto running = client.WaitForJob(
       "over_both", [](const wire::JobInfoT& j) { return j.state == wire::JobState::RUNNING; },
       SteadyClock::now() + 20s, 100ms);
-  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster.Logs();
+  ASSERT_TRUE(running.ok()) << running.status().ToString() << cluster_->Logs();
   std::set<std::string> nodes;
   for (const auto& r : running->replicas) nodes.insert(r->node_id);
   EXPECT_EQ(nodes, (std::set<std::string>{a, b}));
@@ -380,12 +385,12 @@ TEST_F(HardeningTest, AnotherNodesRoutingIdIsRefusedAndTakesOverNothing) {
   }
   ASSERT_TRUE(client.Cancel("over_both").ok());
   auto ended = ct::WaitForJobEnd(client, "over_both", 20s);
-  EXPECT_EQ(ended.state, wire::JobState::CANCELLED) << cluster.Logs();
-  EXPECT_EQ(cluster.WaitForNoReplicaProcesses(), "");
+  EXPECT_EQ(ended.state, wire::JobState::CANCELLED) << cluster_->Logs();
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
   EXPECT_NE(
-      ct::ReadFile(cluster.coordinator().log_path()).find("refused a Heartbeat from routing id"),
+      ct::ReadFile(cluster_->coordinator().log_path()).find("refused a Heartbeat from routing id"),
       std::string::npos)
-      << cluster.Logs();
+      << cluster_->Logs();
 }
 
 // A client whose key is not listed is told so (CLI exit 4, the Python client raises Refused), and

@@ -24,6 +24,7 @@
 #include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
+#include "tests/testing/specs.h"
 
 namespace cohort {
 namespace {
@@ -139,6 +140,29 @@ class IntegrationTest : public ::testing::Test {
     job.marker = marker_;
     std::filesystem::create_directories(job.out_dir);
     return job;
+  }
+
+  // Submits `name`, a job of `pools` whose chief waits until ReleaseFile(name) exists, and waits
+  // until it runs. A failure is fatal.
+  void SubmitWaitingJob(const std::string& name, std::vector<PoolSpec> pools) {
+    ProbeJob job = MakeJob(name);
+    job.pools = std::move(pools);
+    job.mode = "wait";
+    job.release_file = ReleaseFile(name);
+    ASSERT_EQ(Submit(job), name);
+    WaitForState(name, {wire::JobState::RUNNING});
+  }
+
+  // A job of a chief and two workers, no GPUs, the chief in `mode`.
+  ProbeJob ChiefAndTwoWorkers(const std::string& name, const std::string& mode) {
+    ProbeJob job = MakeJob(name);
+    job.pools = {{"chief", 1, 0}, {"worker", 2, 0}};
+    job.mode = mode;
+    return job;
+  }
+
+  std::string ReleaseFile(const std::string& job) const {
+    return cluster_->scratch("release-" + job);
   }
 
   // Writes the job file; returns its path.
@@ -331,9 +355,7 @@ TEST_F(IntegrationTest, SubmitWaitRunsChiefAndTwoWorkersWithConsistentClusterEnv
 
 TEST_F(IntegrationTest, FailingChiefFailsTheJobAndStopsTheWorkers) {
   StartAgent("node-a", 0);
-  ProbeJob job = MakeJob("failing_chief");
-  job.pools = {{"chief", 1, 0}, {"worker", 2, 0}};
-  job.mode = "fail";
+  const ProbeJob job = ChiefAndTwoWorkers("failing_chief", "fail");
   std::string name = Submit(job);
   ASSERT_EQ(name, "failing_chief");
 
@@ -378,9 +400,7 @@ TEST_F(IntegrationTest, FailingChiefFailsTheJobAndStopsTheWorkers) {
 
 TEST_F(IntegrationTest, CancelStopsEveryReplicaAndSubmitWaitExitsOne) {
   StartAgent("node-a", 0);
-  ProbeJob job = MakeJob("to_cancel");
-  job.pools = {{"chief", 1, 0}, {"worker", 2, 0}};
-  job.mode = "sleep";
+  const ProbeJob job = ChiefAndTwoWorkers("to_cancel", "sleep");
   std::string file = WriteJob(job);
 
   ct::RunResult waiter;
@@ -416,12 +436,7 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
   auto client = cluster_->Client();
 
   // A holds both GPUs of node-a until released.
-  ProbeJob a = MakeJob("holder");
-  a.pools = {{"chief", 1, 1}, {"worker", 1, 1}};
-  a.mode = "wait";
-  a.release_file = cluster_->scratch("release-holder");
-  ASSERT_EQ(Submit(a), "holder");
-  WaitForState("holder", {wire::JobState::RUNNING});
+  ASSERT_NO_FATAL_FAILURE(SubmitWaitingJob("holder", {{"chief", 1, 1}, {"worker", 1, 1}}));
 
   // B needs two GPUs at once; C needs more GPUs than any node declares.
   ProbeJob b = MakeJob("needs_two");
@@ -464,7 +479,7 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
       10s, 100ms));
 
   // A ends; its GPUs go to B.
-  ct::WriteFile(a.release_file, "go");
+  ct::WriteFile(ReleaseFile("holder"), "go");
   EXPECT_EQ(
       StateName(WaitForState("holder", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}).state),
       "SUCCEEDED");
@@ -501,12 +516,7 @@ TEST_F(IntegrationTest, CoordinatorKilledWithSigkillKeepsEveryJobAfterRestart) {
   ASSERT_EQ(Submit(failed), "done_failed");
   WaitForState("done_ok", {wire::JobState::SUCCEEDED});
   WaitForState("done_failed", {wire::JobState::FAILED});
-  ProbeJob running = MakeJob("still_running");
-  running.pools = {{"chief", 1, 1}, {"worker", 1, 0}};
-  running.mode = "wait";
-  running.release_file = cluster_->scratch("release-running");
-  ASSERT_EQ(Submit(running), "still_running");
-  WaitForState("still_running", {wire::JobState::RUNNING});
+  ASSERT_NO_FATAL_FAILURE(SubmitWaitingJob("still_running", {{"chief", 1, 1}, {"worker", 1, 0}}));
   ProbeJob queued = MakeJob("queued_big");
   queued.pools = {{"chief", 1, 8}};
   ASSERT_EQ(Submit(queued), "queued_big");
@@ -538,7 +548,7 @@ TEST_F(IntegrationTest, CoordinatorKilledWithSigkillKeepsEveryJobAfterRestart) {
   }
 
   // The running job was not lost: the agent re-registers, and the job finishes normally.
-  ct::WriteFile(running.release_file, "go");
+  ct::WriteFile(ReleaseFile("still_running"), "go");
   auto finished =
       WaitForState("still_running", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}, 25s);
   EXPECT_EQ(StateName(finished.state), "SUCCEEDED") << finished.message;
@@ -556,26 +566,10 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
                 "    f.write(json.dumps(line) + '\\n')\n"
                 "print('trial x=' + x, flush=True)\n");
   std::string study = cluster_->scratch("study.yaml");
-  ct::WriteFile(study,
-                "name: grid_study\n"
-                "metric: {id: score, goal: maximize}\n"
-                "parameters:\n"
-                "  - {id: x, type: integer, min: 1, max: 3}\n"
-                "algorithm: grid\n"
-                "max_trials: 3\n"
-                "parallel_trials: 3\n"
-                "trial_job:\n"
-                "  output_dir: " +
-                    cluster_->scratch("study-out") +
-                    "\n"
-                    "  worker_pools:\n"
-                    "    - role: chief\n"
-                    "      replicas: 1\n"
-                    "      process:\n"
-                    "        command: [/usr/bin/python3, " +
-                    script + ", --marker=" + marker_ +
-                    "]\n"
-                    "  scheduling: {max_restarts: 0}\n");
+  ct::WriteFile(study, ct::GridStudyYaml("grid_study", 3, 3, cluster_->scratch("study-out"),
+                                         "      process:\n"
+                                         "        command: [/usr/bin/python3, " +
+                                             script + ", --marker=" + marker_ + "]\n"));
   auto tune = Cli({"tune", study, "--wait"}, 28s);
   ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
   EXPECT_EQ(tune.out.rfind("grid_study\n", 0), 0u) << tune.out;

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <filesystem>
 #include <regex>
 #include <string>
 
@@ -42,14 +41,9 @@ std::string LocalTime(int64_t seconds) {
   return buffer;
 }
 
-class LogsTimeTest : public ct::ClusterTest {
+class LogsTimeTest : public ct::OneNodeCliTest {
  protected:
-  void SetUp() override {
-    if (!NeedBinaries({COHORT_CLI_BIN})) return;
-    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-    ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("logs-time")}), "");
-    std::filesystem::create_directories(cluster_->scratch());
-  }
+  LogsTimeTest() : OneNodeCliTest("logs-time") {}
 };
 
 TEST_F(LogsTimeTest, TimestampsShowArrivalAndSinceLeavesOutOlderLines) {

@@ -35,7 +35,7 @@ const std::string& NodeA() {
 
 constexpr const char* kPrometheus = "/usr/bin/prometheus";
 constexpr const char* kPromtool = "/usr/bin/promtool";
-constexpr const char* kPython = "/usr/bin/python3";
+using ct::kPython;
 constexpr const char* kChromium = "/usr/bin/chromium";
 
 std::string JobYaml(const std::string& name, const std::string& script, int cpus = 1) {
@@ -61,6 +61,14 @@ class ObservabilityTest : public ct::ClusterTest {
     if (!NeedBinaries()) return;
     ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     ASSERT_EQ(cluster_->StartAgent({.node_id = NodeA(), .cpus = 4}), "");
+  }
+
+  // Runs the cohort CLI with `args`; it finds this cluster through the environment
+  // (COHORT_COORDINATOR, COHORT_INSECURE).
+  ct::RunResult CliByEnv(const std::vector<std::string>& args) {
+    return ct::RunProcess(
+        COHORT_CLI_BIN, args,
+        {"COHORT_COORDINATOR=" + cluster_->client_endpoint(), "COHORT_INSECURE=1"});
   }
 
   // Submits and waits for the end; returns the final state's name.
@@ -236,18 +244,15 @@ TEST_F(ObservabilityTest, AgentReportsCgroupUsageOfARunningReplica) {
 }
 
 TEST_F(ObservabilityTest, TrainingMetricsOfAnOrdinaryJobAreStoredAndShown) {
+  if (!NeedBinaries({COHORT_CLI_BIN})) return;
   RunThreeJobs();
-  std::string cli = COHORT_CLI_BIN;
-  if (cli.empty()) GTEST_SKIP() << "cohort CLI not built";
-  const std::vector<std::string> env = {"COHORT_COORDINATOR=" + cluster_->client_endpoint(),
-                                        "COHORT_INSECURE=1"};
   // The agent forwards the lines while the job runs; its end waits for their acks.
-  auto r = ct::RunProcess(cli, {"metrics", "reports"}, env);
+  auto r = CliByEnv({"metrics", "reports"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("STEP"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0.6"), std::string::npos) << r.out;
-  auto json_out = ct::RunProcess(cli, {"metrics", "reports", "--json"}, env);
+  auto json_out = CliByEnv({"metrics", "reports", "--json"});
   ASSERT_EQ(json_out.exit_code, 0) << json_out.err;
   json j = json::parse(json_out.out);
   ASSERT_EQ(j["points"].size(), 3u) << json_out.out;
@@ -257,23 +262,20 @@ TEST_F(ObservabilityTest, TrainingMetricsOfAnOrdinaryJobAreStoredAndShown) {
   EXPECT_EQ(j["points"][2]["time_ms"], 3000);
   // An ordinary job's measurements are no longer "dropped: not a trial of any study".
   EXPECT_EQ(cluster_->coordinator().Log().find("not a trial of any study"), std::string::npos);
-  auto none = ct::RunProcess(cli, {"metrics", "no_such_job"}, env);
+  auto none = CliByEnv({"metrics", "no_such_job"});
   EXPECT_NE(none.exit_code, 0);
   EXPECT_NE(none.err.find("no job named 'no_such_job'"), std::string::npos) << none.err;
 
   // Stored: a restarted coordinator still has them.
   ASSERT_EQ(cluster_->StartCoordinator(), "");
-  auto again = ct::RunProcess(cli, {"metrics", "reports", "--json"}, env);
+  auto again = CliByEnv({"metrics", "reports", "--json"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(json::parse(again.out)["points"].size(), 3u) << again.out;
 }
 
 TEST_F(ObservabilityTest, UsageSumsTheJobsRun) {
+  if (!NeedBinaries({COHORT_CLI_BIN})) return;
   RunThreeJobs();
-  std::string cli = COHORT_CLI_BIN;
-  if (cli.empty()) GTEST_SKIP() << "cohort CLI not built";
-  const std::vector<std::string> env = {"COHORT_COORDINATOR=" + cluster_->client_endpoint(),
-                                        "COHORT_INSECURE=1"};
   // What the jobs held: each job's CPUs times its run time, from its own record.
   auto client = cluster_->Client();
   double cpu_hours = 0;
@@ -284,7 +286,7 @@ TEST_F(ObservabilityTest, UsageSumsTheJobsRun) {
     ASSERT_GT(job->start_time_ms, 0);
     cpu_hours += cpus * (job->end_time_ms - job->start_time_ms) / 3.6e6;
   }
-  auto r = ct::RunProcess(cli, {"usage", "--json"}, env);
+  auto r = CliByEnv({"usage", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json rows = json::parse(r.out);
   ASSERT_EQ(rows.size(), 1u) << r.out;
@@ -295,16 +297,16 @@ TEST_F(ObservabilityTest, UsageSumsTheJobsRun) {
   EXPECT_DOUBLE_EQ(rows[0]["gpu_hours"].get<double>(), 0.0);
   EXPECT_NEAR(rows[0]["cpu_hours"].get<double>(), cpu_hours, 1e-9);
   // Filters: nobody else, and nothing since a date to come.
-  auto other = ct::RunProcess(cli, {"usage", "--user", "alice", "--json"}, env);
+  auto other = CliByEnv({"usage", "--user", "alice", "--json"});
   ASSERT_EQ(other.exit_code, 0) << other.err;
   EXPECT_EQ(json::parse(other.out).size(), 0u);
-  auto later = ct::RunProcess(cli, {"usage", "--since", "2999-01-01", "--json"}, env);
+  auto later = CliByEnv({"usage", "--since", "2999-01-01", "--json"});
   ASSERT_EQ(later.exit_code, 0) << later.err;
   EXPECT_EQ(json::parse(later.out).size(), 0u) << later.out;
-  auto table = ct::RunProcess(cli, {"usage", "--since", "1d"}, env);
+  auto table = CliByEnv({"usage", "--since", "1d"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("unknown  default  3     1"), std::string::npos) << table.out;
-  auto bad = ct::RunProcess(cli, {"usage", "--since", "yesterday"}, env);
+  auto bad = CliByEnv({"usage", "--since", "yesterday"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--since"), std::string::npos) << bad.err;
 }

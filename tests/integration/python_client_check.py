@@ -1,24 +1,16 @@
 """Drives a running coordinator through the Python client (python/cohort/client.py).
 
-Run by integration_test's PythonClientRunsJobsAndStudies with PYTHONPATH=<build>/python:
-    python3 python_client_check.py CLIENT_ENDPOINT SCRATCH_DIR
-Every check raises on failure (non-zero exit with the reason); prints "python client: ok" last.
+Run by integration_test's PythonClientRunsJobsAndStudies (see check_util.py).
 """
 
 import os
 import pwd
-import sys
 
+from check_util import check, run_checks
 from cohort import Client, CohortError
 
 
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
-
-
-def main():
-    endpoint, scratch = sys.argv[1], sys.argv[2]
+def main(endpoint, scratch):
     with Client(endpoint, timeout_s=10.0) as client:
         nodes = client.nodes()
         check(len(nodes) == 1 and nodes[0]["state"] == "READY", f"one READY node: {nodes}")
@@ -99,8 +91,7 @@ def main():
             check(False, "a duplicate study was accepted")
         except CohortError as e:
             check(e.code == "ALREADY_EXISTS", f"error: {e}")
-    print("python client: ok")
 
 
 if __name__ == "__main__":
-    main()
+    run_checks(main, "python client")

@@ -7,7 +7,6 @@
 // It also prints the time from the high job's submit to RUNNING without the victims' stop (from
 // the coordinator's own event times; see bench/RESULTS.md "Queues and preemption").
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -15,53 +14,36 @@
 #include <string>
 
 #include "common/client.h"
-#include "tests/testing/cluster_test.h"
+#include "tests/testing/trainer_cluster_test.h"
 
 namespace cohort {
 namespace {
 
 namespace ct = cohort::testing;
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class QueuePreemptionTest : public ct::ClusterTest {
+class QueuePreemptionTest : public ct::TrainerClusterTest {
  protected:
   void SetUp() override {
-    if (!NeedBinaries({COHORT_TRAINER_BIN})) return;
     ct::ClusterOptions options;
     // A queue of its own with a quota of the node's GPUs; the coordinator's stop grace is the
     // grace period the preempted trainer gets.
     options.coordinator_args = {"--queue", "team gpus=2 weight=2", "--stop-grace", "20s"};
-    ASSERT_NO_FATAL_FAILURE(StartCoordinator(options));
-    marker_ = "--split-seed=" + std::to_string(2000 + ::getpid() % 100000);
+    ASSERT_NO_FATAL_FAILURE(StartTrainerCluster(2000, options));
   }
 
-  void TearDown() override {
-    ClusterTest::TearDown();
-    ct::KillProcessesWithArg(marker_);
-  }
-
-  std::string OutputDir(const std::string& job) { return cluster_->scratch(job); }
-
-  // Chief + one worker with one GPU each, gradients averaged over the collective ring; no
-  // periodic checkpoints, so the only checkpoint is the one a stop makes. A pause after each
-  // epoch (the model is unchanged) keeps the low job running for seconds: unpaused, 30 epochs
-  // take well under a second on a quiet machine, and the job could end before the high one came.
+  // Chief + one worker with one GPU each; no periodic checkpoints, so the only checkpoint is the
+  // one a stop makes. A pause after each epoch (the model is unchanged) keeps the low job running
+  // for seconds: unpaused, 30 epochs take well under a second on a quiet machine, and the job
+  // could end before the high one came.
   std::string JobYaml(const std::string& name, const std::string& priority, int epochs) {
-    std::string process = "      command: [" + std::string(COHORT_TRAINER_BIN) +
-                          "]\n      args: [--epochs=" + std::to_string(epochs) +
-                          ", --checkpoint-every=0, --seed=5, " + marker_ +
-                          ", --hidden=32, --batch-size=48, --optimizer=momentum, "
-                          "--epoch-pause-ms=100]\n";
-    return "name: " + name + "\noutput_dir: " + OutputDir(name) +
-           "\nworker_pools:\n"
-           "  - role: chief\n    replicas: 1\n    resources: {gpus: 1, cpus: 1}\n    process:\n" +
-           process +
-           "  - role: worker\n    replicas: 1\n    resources: {gpus: 1, cpus: 1}\n    process:\n" +
-           process +
-           "scheduling: {timeout: 5m, max_restarts: 2, restart_job_on_worker_restart: true, "
-           "queue: team, priority: " +
-           priority + "}\n";
+    return TrainerJob(name, "{gpus: 1, cpus: 1}",
+                      "--epochs=" + std::to_string(epochs) +
+                          ", --checkpoint-every=0, --seed=5, --hidden=32, --batch-size=48, "
+                          "--optimizer=momentum, --epoch-pause-ms=100",
+                      "{timeout: 5m, max_restarts: 2, restart_job_on_worker_restart: true, "
+                      "queue: team, priority: " +
+                          priority + "}");
   }
 
   static int64_t EventTime(const wire::JobInfoT& job, const std::string& prefix) {
@@ -76,8 +58,6 @@ class QueuePreemptionTest : public ct::ClusterTest {
     }
     return false;
   }
-
-  std::string marker_;
 };
 
 TEST_F(QueuePreemptionTest, HighPriorityPreemptsLowWhichResumesFromItsCheckpointUnchanged) {
@@ -98,24 +78,14 @@ TEST_F(QueuePreemptionTest, HighPriorityPreemptsLowWhichResumesFromItsCheckpoint
       << refused.status().ToString();
 
   // The reference: the low job's spec, never interrupted.
-  ASSERT_TRUE(client.Submit(JobYaml("reference", "low", kEpochs)).ok());
-  wire::JobInfoT reference = ct::WaitForJobEnd(client, "reference", 120s);
-  ASSERT_EQ(reference.state, wire::JobState::SUCCEEDED) << reference.message;
-  std::string reference_model = ct::ReadFile(OutputDir("reference") + "/model/model.bin");
+  const std::string reference_model =
+      ReferenceModel(client, "reference", JobYaml("reference", "low", kEpochs));
   ASSERT_FALSE(reference_model.empty());
 
   ASSERT_TRUE(client.Submit(JobYaml("low", "low", kEpochs)).ok());
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        auto info = client.GetJob("low");
-        if (!info.ok() || info->state != wire::JobState::RUNNING) return false;
-        auto logs = client.ReadLogs("low", "chief-0", 0);
-        if (!logs.ok()) return false;
-        std::string text(logs->data.begin(), logs->data.end());
-        return text.find("epoch 2/") != std::string::npos;
-      },
-      60s))
-      << "the low job never got to its second epoch";
+  ASSERT_TRUE(WaitForRunning(client, "low", [&] {
+    return ChiefLog(client, "low").find("epoch 2/") != std::string::npos;
+  })) << "the low job never got to its second epoch";
 
   // The queue shows the low job holding both GPUs of its quota.
   auto queues = client.ListQueues();
@@ -149,7 +119,8 @@ TEST_F(QueuePreemptionTest, HighPriorityPreemptsLowWhichResumesFromItsCheckpoint
       EXPECT_EQ(r->state, wire::ReplicaState::PREEMPTED) << r->message;
     }
   }
-  EXPECT_TRUE(fs::exists(OutputDir("low") + "/checkpoints")) << "no checkpoint on preemption";
+  EXPECT_TRUE(std::filesystem::exists(OutputDir("low") + "/checkpoints"))
+      << "no checkpoint on preemption";
 
   wire::JobInfoT high = ct::WaitForJobEnd(client, "high", 120s);
   ASSERT_EQ(high.state, wire::JobState::SUCCEEDED) << high.message;
@@ -163,12 +134,10 @@ TEST_F(QueuePreemptionTest, HighPriorityPreemptsLowWhichResumesFromItsCheckpoint
   EXPECT_TRUE(HasEvent(high, "preempted job low (priority low, queue team) to run"));
   for (const auto& r : low.replicas) EXPECT_EQ(r->attempt, 1) << r->replica;
 
-  auto logs = client.ReadLogs("low", "chief-0", 0);
-  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
-  std::string chief_log(logs->data.begin(), logs->data.end());
+  const std::string chief_log = ChiefLog(client, "low");
   EXPECT_NE(chief_log.find("stop requested"), std::string::npos) << chief_log;
   EXPECT_NE(chief_log.find("restored checkpoint"), std::string::npos) << chief_log;
-  EXPECT_TRUE(ct::ReadFile(OutputDir("low") + "/model/model.bin") == reference_model)
+  EXPECT_TRUE(Model("low") == reference_model)
       << "the preempted and resumed run's model differs from the uninterrupted one";
 
   // Submit -> RUNNING with preemption, the victims' stop (SIGTERM to gone) left out: from submit
@@ -186,7 +155,7 @@ TEST_F(QueuePreemptionTest, HighPriorityPreemptsLowWhichResumesFromItsCheckpoint
       static_cast<long long>((preempt - high.create_time_ms) + (running - placed)),
       static_cast<long long>(preempt - high.create_time_ms),
       static_cast<long long>(running - placed));
-  EXPECT_TRUE(ct::WaitUntil([&] { return ct::FindProcessesWithArg(marker_).empty(); }, 10s));
+  EXPECT_EQ(TrainersLeft(), 0u) << "trainer process(es) left";
 }
 
 }  // namespace

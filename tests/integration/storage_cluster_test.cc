@@ -46,6 +46,21 @@ class StorageClusterTest : public ct::ClusterTest {
     return started.empty() ? id : "";
   }
 
+  // A node that does not share the root: one GPU, and the agent checks another directory.
+  ct::AgentOptions ElsewhereNode() const {
+    return {UniqueNodeId("far"), 1, 8, 16384, "2s", {"--output-root", root_dir_.Join("elsewhere")}};
+  }
+
+  // Starts `far_node` (a node that does not share the root) and a sharing node with 2 GPUs (best
+  // fit prefers the other's single GPU); their node ids go to *far and *near. A node that does not
+  // start is a fatal failure.
+  void StartFarAndNear(const ct::AgentOptions& far_node, std::string* far, std::string* near) {
+    ASSERT_EQ(cluster_->StartAgent(far_node), "");
+    *far = far_node.node_id;
+    *near = StartSharingNode("near", 2);
+    ASSERT_FALSE(near->empty()) << cluster_->Logs();
+  }
+
   static std::string Storage(CoordinatorClient& client, const std::string& node) {
     auto nodes = client.ListNodes();
     if (!nodes.ok()) return "";
@@ -115,12 +130,8 @@ class StorageClusterTest : public ct::ClusterTest {
 };
 
 TEST_F(StorageClusterTest, NodesShowVerdictsAndDefaultOutputJobsRunOnlyWhereTheRootIsShared) {
-  const std::string far = UniqueNodeId("far");
-  ASSERT_EQ(cluster_->StartAgent(
-                {far, 1, 8, 16384, "2s", {"--output-root", root_dir_.Join("elsewhere")}}),
-            "");
-  const std::string near = StartSharingNode("near", 2);
-  ASSERT_FALSE(near.empty()) << cluster_->Logs();
+  std::string far, near;
+  ASSERT_NO_FATAL_FAILURE(StartFarAndNear(ElsewhereNode(), &far, &near));
   auto client = cluster_->Client();
 
   // The verdicts, through the API and in `cohort nodes`.
@@ -170,12 +181,7 @@ TEST_F(StorageClusterTest, NodesShowVerdictsAndDefaultOutputJobsRunOnlyWhereTheR
   // Outside the root: warned at submit (the reply, a job event, the CLI's stderr), placed on any
   // node. While the sharing node's GPUs are taken, it runs on the other node.
   ASSERT_TRUE(client.Submit(JobYaml("hold", 2, "[/bin/sleep, '1000']")).ok());
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        auto job = client.GetJob("hold");
-        return job.ok() && job->state == wire::JobState::RUNNING;
-      },
-      30s));
+  ASSERT_TRUE(ct::WaitForJobState(client, "hold", wire::JobState::RUNNING, 30s));
   EXPECT_EQ(NodesOf(*client.GetJob("hold")), (std::vector<std::string>{near, near}));
   const std::string local = cluster_->scratch("local");
   const std::string expected_warning =
@@ -205,23 +211,14 @@ TEST_F(StorageClusterTest, NodesShowVerdictsAndDefaultOutputJobsRunOnlyWhereTheR
 }
 
 TEST_F(StorageClusterTest, RestartAfterNodeLossGoesOnlyToASharingNode) {
-  const std::string far = UniqueNodeId("far");
-  ASSERT_EQ(cluster_->StartAgent(
-                {far, 1, 8, 16384, "2s", {"--output-root", root_dir_.Join("elsewhere")}}),
-            "");
-  const std::string near = StartSharingNode("near", 2);
-  ASSERT_FALSE(near.empty()) << cluster_->Logs();
+  std::string far, near;
+  ASSERT_NO_FATAL_FAILURE(StartFarAndNear(ElsewhereNode(), &far, &near));
   auto client = cluster_->Client();
   ASSERT_EQ(WaitForVerdict(client, near), "shared");
   ASSERT_NE(WaitForVerdict(client, far), "shared");
 
   ASSERT_TRUE(client.Submit(JobYaml("moving", 1, "[/bin/sleep, '1000']")).ok());
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        auto job = client.GetJob("moving");
-        return job.ok() && job->state == wire::JobState::RUNNING;
-      },
-      30s));
+  ASSERT_TRUE(ct::WaitForJobState(client, "moving", wire::JobState::RUNNING, 30s));
   EXPECT_EQ(NodesOf(*client.GetJob("moving")), std::vector<std::string>{near});
 
   // The sharing node is lost. The job's restart waits for a node that shares the root, though
@@ -279,8 +276,7 @@ TEST_F(StorageClusterTest, AnotherFilesystemAtTheRootsPathIsNotShared) {
     GTEST_SKIP() << "cannot bind-mount in a new mount namespace here (unshare: " << probe.err
                  << ")";
   }
-  const std::string far = UniqueNodeId("far");
-  ct::AgentOptions options{far, 1};
+  ct::AgentOptions options{UniqueNodeId("far"), 1};
   options.wrapper = {"/usr/bin/unshare",
                      "--mount",
                      "--propagation",
@@ -290,9 +286,8 @@ TEST_F(StorageClusterTest, AnotherFilesystemAtTheRootsPathIsNotShared) {
                      "mount --bind \"$0\" \"$1\" && shift && exec \"$@\"",
                      other,
                      root_};
-  ASSERT_EQ(cluster_->StartAgent(options), "");
-  const std::string near = StartSharingNode("near", 2);
-  ASSERT_FALSE(near.empty()) << cluster_->Logs();
+  std::string far, near;
+  ASSERT_NO_FATAL_FAILURE(StartFarAndNear(options, &far, &near));
   auto client = cluster_->Client();
   EXPECT_EQ(WaitForVerdict(client, near), "shared");
   EXPECT_EQ(WaitForVerdict(client, far),

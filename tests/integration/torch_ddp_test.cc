@@ -43,28 +43,11 @@
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
-#ifndef COHORT_TORCH_DDP_SCRIPT
-#define COHORT_TORCH_DDP_SCRIPT ""
-#endif
-#ifndef COHORT_TORCH_EXAMPLES_DIR
-#define COHORT_TORCH_EXAMPLES_DIR ""
-#endif
-// <build>/python, where `import cohort.torch` finds the backend; "" when it was not built (and
-// COHORT_TORCH_BACKEND_WHY says why).
-#ifndef COHORT_PYTHON_DIR
-#define COHORT_PYTHON_DIR ""
-#endif
-#ifndef COHORT_TORCH_BACKEND_WHY
-#define COHORT_TORCH_BACKEND_WHY "not configured"
-#endif
-
 namespace cohort {
 namespace {
 
 namespace ct = cohort::testing;
 using namespace std::chrono_literals;
-
-constexpr const char* kPython = "/usr/bin/python3";
 constexpr int kEpochs = 5;
 // The fault comes once this epoch's checkpoint is committed: later epochs are still to run.
 constexpr int kFaultAfterEpoch = 2;
@@ -72,11 +55,12 @@ constexpr int kFaultAfterEpoch = 2;
 // Why torch cannot run here ("" when it can), asked once.
 const std::string& TorchMissing() {
   static const std::string reason = [] {
-    if (!ct::FileExists(kPython)) return std::string(kPython) + " is not installed";
+    if (!ct::FileExists(ct::kPython)) return std::string(ct::kPython) + " is not installed";
     ct::RunResult r = ct::RunProcess(
-        kPython, {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {}, 60s);
+        ct::kPython, {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {},
+        60s);
     if (r.exit_code == 0) return std::string();
-    return std::string(kPython) + " cannot import torch with gloo (install python3-torch): " +
+    return std::string(ct::kPython) + " cannot import torch with gloo (install python3-torch): " +
            r.err.substr(r.err.size() > 300 ? r.err.size() - 300 : 0);
   }();
   return reason;
@@ -132,9 +116,9 @@ class TorchDdpTest : public ::testing::Test {
     if (options.backend == "cohort") env += ", PYTHONPATH: " + std::string(COHORT_PYTHON_DIR);
     env += "}";
     std::string process =
-        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" + std::string(kPython) +
-        ", " + COHORT_TORCH_DDP_SCRIPT + "]\n      args: [--backend=" + options.backend +
-        ", --epochs=" + std::to_string(kEpochs) +
+        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" +
+        std::string(ct::kPython) + ", " + COHORT_TORCH_DDP_SCRIPT +
+        "]\n      args: [--backend=" + options.backend + ", --epochs=" + std::to_string(kEpochs) +
         ", --hidden=32, --batch-size=32, --lr=0.1, --seed=3, --step-delay=0.06, --timeout=60" +
         options.extra_args + "]\n      env: " + env + "\n";
     std::string reducers;

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <regex>
 #include <string>
 #include <thread>
@@ -42,14 +41,9 @@ size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-class WatchTest : public ct::ClusterTest {
+class WatchTest : public ct::OneNodeCliTest {
  protected:
-  void SetUp() override {
-    if (!NeedBinaries({COHORT_CLI_BIN})) return;
-    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-    ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("watch")}), "");
-    std::filesystem::create_directories(cluster_->scratch());
-  }
+  WatchTest() : OneNodeCliTest("watch") {}
   std::string JobFile(const std::string& name) {
     std::string file = cluster_->scratch(name + ".yaml");
     ct::WriteFile(file, EpochJob(name));

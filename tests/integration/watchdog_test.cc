@@ -24,34 +24,12 @@
 #include "common/flight_recorder.h"
 #include "tests/testing/cluster_test.h"
 
-#ifndef COHORT_WATCHDOG_JOB
-#define COHORT_WATCHDOG_JOB ""
-#endif
-#ifndef COHORT_PYTHON_DIR
-#define COHORT_PYTHON_DIR ""
-#endif
-// The stock DDP script and the runner that makes one of its replicas stall; whether the cohort
-// torch backend was built (1) or why not.
-#ifndef COHORT_TORCH_DDP_SCRIPT
-#define COHORT_TORCH_DDP_SCRIPT ""
-#endif
-#ifndef COHORT_DDP_STALL
-#define COHORT_DDP_STALL ""
-#endif
-#ifndef COHORT_TORCH_BACKEND
-#define COHORT_TORCH_BACKEND 0
-#endif
-#ifndef COHORT_TORCH_BACKEND_WHY
-#define COHORT_TORCH_BACKEND_WHY "not configured"
-#endif
-
 namespace cohort {
 namespace {
 
 namespace ct = cohort::testing;
 using namespace std::chrono_literals;
-
-constexpr const char* kPython = "/usr/bin/python3";
+using ct::kPython;
 
 class WatchdogTest : public ct::ClusterTest {
  protected:
@@ -59,11 +37,16 @@ class WatchdogTest : public ct::ClusterTest {
     if (!NeedBinaries({COHORT_CLI_BIN, kPython})) return;
     ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     node_ = UniqueNodeId("wd");
-    ASSERT_EQ(cluster_->StartAgent({node_, 0, 8}), "");
+    ASSERT_EQ(cluster_->StartAgent({.node_id = node_, .gpus = 0, .cpus = 8}), "");
   }
 
+  // Every test's jobs have ended by its end: no replica process may be left (unless the test was
+  // skipped or stopped at a fatal failure, when one may still run).
   void TearDown() override {
     if (!cluster_) return;
+    if (!IsSkipped() && !HasFatalFailure()) {
+      EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
+    }
     if (HasFailure()) std::cerr << cluster_->Logs();
     for (pid_t pid : cluster_->ReplicaProcesses()) ::kill(pid, SIGKILL);  // safety net only
     cluster_.reset();
@@ -90,23 +73,25 @@ class WatchdogTest : public ct::ClusterTest {
     return JobYaml(name, workers, COHORT_WATCHDOG_JOB, args, "OMP_NUM_THREADS: \"1\"", scheduling);
   }
 
+  // Submits `yaml` with `cohort submit`: the job's name; "" (and a failure) when it is refused.
   std::string Submit(const std::string& yaml) {
     std::string path = cluster_->scratch("job.yaml");
     ct::WriteFile(path, yaml);
-    ct::RunResult r = Cli({"submit", path});
+    ct::RunResult r = RunCli({"submit", path});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     std::string name = r.out;
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     return r.exit_code == 0 ? name : "";
   }
 
-  ct::RunResult Cli(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--coordinator", cluster_->client_endpoint(), "--insecure"});
-    return ct::RunProcess(COHORT_CLI_BIN, args, {}, 30s);
+  // Waits up to `timeout` for `job` to end: its last status.
+  wire::JobInfoT WaitForEnd(const std::string& job, std::chrono::seconds timeout) {
+    CoordinatorClient client = cluster_->Client();
+    return ct::WaitForJobEnd(client, job, timeout);
   }
 
   std::string Log(const std::string& job, const std::string& replica) {
-    return Cli({"logs", job, "--replica", replica}).out;
+    return RunCli({"logs", job, "--replica", replica}).out;
   }
 
   // "stalled at <ms>" in the replica's log, -1 when absent.
@@ -153,14 +138,31 @@ class WatchdogTest : public ct::ClusterTest {
   // Skips the test (returns false) when the collective library does not write the flight
   // recorder the agent names: the watchdog then has no collective progress to judge. Checked once
   // `replica` has logged "step 10" (its communicator has run operations by then).
-  bool RecorderWritten(const std::string& job, const std::string& replica) {
+  bool NeedRecorder(const std::string& job, const std::string& replica) {
     std::string file = AttemptDir(job, replica, 0) + "/flight-recorder";
     auto deadline = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < deadline &&
            Log(job, replica).find(replica + " step 10") == std::string::npos) {
       std::this_thread::sleep_for(200ms);
     }
-    return ct::FileExists(file);
+    if (ct::FileExists(file)) return true;
+    [] {
+      GTEST_SKIP() << "the collective library does not write the flight recorder "
+                      "(COHORT_FLIGHT_RECORDER) in this tree: no collective progress to watch";
+    }();  // GTEST_SKIP returns (void) from the lambda only
+    return false;
+  }
+
+  // `cohort logs --dump` of `replica`'s first attempt: its Python stacks (faulthandler), in
+  // `script`, and its native ones.
+  void ExpectStacksDumped(const std::string& job, const std::string& replica,
+                          const std::string& script) {
+    ct::RunResult dump = RunCli({"logs", job, "--replica", replica, "--dump"});
+    EXPECT_EQ(dump.exit_code, 0) << dump.err;
+    EXPECT_NE(dump.out.find("==== " + replica + " attempt 0 ===="), std::string::npos) << dump.out;
+    EXPECT_NE(dump.out.find("Python stacks (faulthandler)"), std::string::npos) << dump.out;
+    EXPECT_NE(dump.out.find(script), std::string::npos) << dump.out;
+    EXPECT_NE(dump.out.find("native stacks"), std::string::npos) << dump.out;
   }
 
   // The agent's working directory of one attempt (kept after the attempt ends).
@@ -181,11 +183,10 @@ class WatchdogTest : public ct::ClusterTest {
 };
 
 TEST_F(WatchdogTest, LogsProgressStallIsDetectedDumpedAndRestarted) {
-  std::string job = Submit(JobYaml("wd_logs", 1, "--mode=logs, --steps=30, --stall-at=10",
-                                   "{hang_timeout: 3s, progress: logs, max_restarts: 2}"));
+  const std::string job = Submit(JobYaml("wd_logs", 1, "--mode=logs, --steps=30, --stall-at=10",
+                                         "{hang_timeout: 3s, progress: logs, max_restarts: 2}"));
   ASSERT_FALSE(job.empty());
-  CoordinatorClient client = cluster_->Client();
-  wire::JobInfoT info = ct::WaitForJobEnd(client, job, 90s);
+  wire::JobInfoT info = WaitForEnd(job, 90s);
   ASSERT_EQ(info.state, wire::JobState::SUCCEEDED) << Events(info) << Log(job, "chief-0");
   EXPECT_EQ(info.restarts, 1);
   const wire::JobEventT* hang = FindEvent(info, "hang: no replica has written to its log");
@@ -196,44 +197,32 @@ TEST_F(WatchdogTest, LogsProgressStallIsDetectedDumpedAndRestarted) {
       << Events(info);
 
   // The stacks of the stalled replica: its Python stack (in time.sleep) and the native one.
-  ct::RunResult dump = Cli({"logs", job, "--replica", "chief-0", "--dump"});
-  EXPECT_EQ(dump.exit_code, 0) << dump.err;
-  EXPECT_NE(dump.out.find("==== chief-0 attempt 0 ===="), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("Python stacks (faulthandler)"), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("watchdog_job.py"), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("native stacks"), std::string::npos) << dump.out;
+  ExpectStacksDumped(job, "chief-0", "watchdog_job.py");
   ReportTimes(info, StalledAt(job, "chief-0"), "progress: logs");
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
 }
 
 TEST_F(WatchdogTest, LogsProgressStallFailsTheJobWithHangActionFail) {
-  std::string job =
+  const std::string job =
       Submit(JobYaml("wd_fail", 0, "--mode=logs, --steps=30, --stall-at=5",
                      "{hang_timeout: 2s, progress: logs, hang_action: fail, max_restarts: 2}"));
   ASSERT_FALSE(job.empty());
-  CoordinatorClient client = cluster_->Client();
-  wire::JobInfoT info = ct::WaitForJobEnd(client, job, 60s);
+  wire::JobInfoT info = WaitForEnd(job, 60s);
   ASSERT_EQ(info.state, wire::JobState::FAILED) << Events(info);
   EXPECT_NE(info.message.find("hang_action: fail"), std::string::npos) << info.message;
   EXPECT_EQ(info.restarts, 0);
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
 }
 
 // Four ranks (chief-0, worker-0..2) all-reduce through cohort.collective; worker-2 sleeps before
 // step 50 on the first attempt. The event names it and the operation the others wait in; its
 // stacks are dumped; the job restarts from the chief's checkpoint of step 50 and succeeds.
 TEST_F(WatchdogTest, RankThatNeverEntersAnAllreduceIsNamedDumpedAndRestarted) {
-  std::string job = Submit(JobYaml(
+  const std::string job = Submit(JobYaml(
       "wd_allreduce", 3,
       "--mode=allreduce, --steps=70, --stall-at=50, --stuck=worker-2, --checkpoint-every=10",
       "{hang_timeout: 3s, max_restarts: 2, restart_job_on_worker_restart: true}"));
   ASSERT_FALSE(job.empty());
-  if (!RecorderWritten(job, "worker-0")) {
-    GTEST_SKIP() << "the collective library does not write the flight recorder "
-                    "(COHORT_FLIGHT_RECORDER) in this tree: no collective progress to watch";
-  }
-  CoordinatorClient client = cluster_->Client();
-  wire::JobInfoT info = ct::WaitForJobEnd(client, job, 120s);
+  if (!NeedRecorder(job, "worker-0")) return;
+  wire::JobInfoT info = WaitForEnd(job, 120s);
   ASSERT_EQ(info.state, wire::JobState::SUCCEEDED) << Events(info) << Log(job, "worker-2");
   EXPECT_EQ(info.restarts, 1);
   const wire::JobEventT* hang = FindEvent(info, "hang: ");
@@ -246,18 +235,12 @@ TEST_F(WatchdogTest, RankThatNeverEntersAnAllreduceIsNamedDumpedAndRestarted) {
             nullptr)
       << Events(info);
 
-  ct::RunResult dump = Cli({"logs", job, "--replica", "worker-2", "--dump"});
-  EXPECT_EQ(dump.exit_code, 0) << dump.err;
-  EXPECT_NE(dump.out.find("==== worker-2 attempt 0 ===="), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("Python stacks (faulthandler)"), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("watchdog_job.py"), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("native stacks"), std::string::npos) << dump.out;
+  ExpectStacksDumped(job, "worker-2", "watchdog_job.py");
 
   // The second attempt resumed from the checkpoint of step 50.
   EXPECT_NE(Log(job, "worker-2").find("worker-2: starting at step 50 (attempt 1)"),
             std::string::npos);
   ReportTimes(info, StalledAt(job, "worker-2"), "allreduce, 4 ranks");
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
 }
 
 // The stock DDP script (examples/torch/ddp_digits.py) on the `cohort` torch backend, 3 ranks,
@@ -274,7 +257,7 @@ TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDump
     GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
   }
   const std::string command = std::string(COHORT_DDP_STALL) + ", " + COHORT_TORCH_DDP_SCRIPT;
-  std::string job = Submit(JobYaml(
+  const std::string job = Submit(JobYaml(
       "wd_ddp", 2, command,
       "--backend=cohort, --epochs=4, --hidden=32, --batch-size=32, --lr=0.1, --seed=3, "
       "--step-delay=0.05, --timeout=120",
@@ -282,8 +265,7 @@ TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDump
       "DDP_STALL_AT_STEP: \"38\"",
       "{hang_timeout: 3s, max_restarts: 2, restart_job_on_worker_restart: true}"));
   ASSERT_FALSE(job.empty());
-  CoordinatorClient client = cluster_->Client();
-  wire::JobInfoT info = ct::WaitForJobEnd(client, job, 150s);
+  wire::JobInfoT info = WaitForEnd(job, 150s);
   ASSERT_EQ(info.state, wire::JobState::SUCCEEDED)
       << Events(info) << Log(job, "worker-1") << Log(job, "chief-0");
   EXPECT_EQ(info.restarts, 1);
@@ -320,36 +302,27 @@ TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDump
   }
   EXPECT_TRUE(chief_began) << "chief-0's recorder lacks allreduce #" << seq;
 
-  ct::RunResult dump = Cli({"logs", job, "--replica", "worker-1", "--dump"});
-  EXPECT_EQ(dump.exit_code, 0) << dump.err;
-  EXPECT_NE(dump.out.find("==== worker-1 attempt 0 ===="), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("Python stacks (faulthandler)"), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("ddp_digits.py"), std::string::npos) << dump.out;
-  EXPECT_NE(dump.out.find("native stacks"), std::string::npos) << dump.out;
+  ExpectStacksDumped(job, "worker-1", "ddp_digits.py");
 
   const std::string chief_log = Log(job, "chief-0");
   EXPECT_NE(chief_log.find("resumed from epoch 2"), std::string::npos) << chief_log;
   EXPECT_NE(chief_log.find("epoch 4/4"), std::string::npos) << chief_log;
   // From the end of worker-1's last all-reduce: its stall message comes a step's work later.
   ReportTimes(info, stopped_ms, "stock DDP on the cohort backend, 3 ranks");
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
 }
 
 // worker-1 sleeps 200 ms before every all-reduce: `cohort status` names it while the job runs,
 // and the job is never restarted for it.
 TEST_F(WatchdogTest, StragglerIsNamedAndNotRestarted) {
-  std::string job =
+  const std::string job =
       Submit(JobYaml("wd_straggler", 3, "--mode=straggler, --steps=60, --stuck=worker-1",
                      "{hang_timeout: 10s, max_restarts: 2}"));
   ASSERT_FALSE(job.empty());
-  if (!RecorderWritten(job, "worker-0")) {
-    GTEST_SKIP() << "the collective library does not write the flight recorder "
-                    "(COHORT_FLIGHT_RECORDER) in this tree: no collective progress to watch";
-  }
+  if (!NeedRecorder(job, "worker-0")) return;
   std::string status;
   auto deadline = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < deadline) {
-    status = Cli({"status", job}).out;
+    status = RunCli({"status", job}).out;
     if (status.find("worker-1 enters collectives") != std::string::npos) break;
     std::this_thread::sleep_for(500ms);
   }
@@ -396,8 +369,7 @@ TEST_F(WatchdogTest, StragglerIsNamedAndNotRestarted) {
   for (const char* other : {"chief-0", "worker-0", "worker-2"}) {
     EXPECT_LT(late_s[other], 0.1) << other << "\n" << metrics;
   }
-  CoordinatorClient client = cluster_->Client();
-  wire::JobInfoT info = ct::WaitForJobEnd(client, job, 90s);
+  wire::JobInfoT info = WaitForEnd(job, 90s);
   ASSERT_EQ(info.state, wire::JobState::SUCCEEDED) << Events(info);
   EXPECT_EQ(info.restarts, 0);
   EXPECT_EQ(FindEvent(info, "hang: "), nullptr) << Events(info);

@@ -28,7 +28,37 @@
 #define COHORT_PS_BIN ""
 #endif
 
+// The Python side, defined by a test's target where it runs Python replicas: <build>/python (where
+// `import cohort` and `import cohort.torch` find this tree's packages), the torch examples and the
+// stock DDP script (examples/torch/ddp_digits.py), the watchdog's test job and the runner that
+// makes a DDP replica stall (tests/integration), and whether the cohort torch backend was built
+// (1) or why not.
+#ifndef COHORT_PYTHON_DIR
+#define COHORT_PYTHON_DIR ""
+#endif
+#ifndef COHORT_TORCH_EXAMPLES_DIR
+#define COHORT_TORCH_EXAMPLES_DIR ""
+#endif
+#ifndef COHORT_TORCH_DDP_SCRIPT
+#define COHORT_TORCH_DDP_SCRIPT ""
+#endif
+#ifndef COHORT_WATCHDOG_JOB
+#define COHORT_WATCHDOG_JOB ""
+#endif
+#ifndef COHORT_DDP_STALL
+#define COHORT_DDP_STALL ""
+#endif
+#ifndef COHORT_TORCH_BACKEND
+#define COHORT_TORCH_BACKEND 0
+#endif
+#ifndef COHORT_TORCH_BACKEND_WHY
+#define COHORT_TORCH_BACKEND_WHY "not configured"
+#endif
+
 namespace cohort::testing {
+
+// Debian's python3, which has torch, numpy and pyzmq (`python3` on PATH may be a bare one).
+inline constexpr const char* kPython = "/usr/bin/python3";
 
 // "" when every path names an existing file; else a sentence naming the first that does not, for
 // GTEST_SKIP().

@@ -6,8 +6,8 @@
 //
 // Use from SetUp():
 //   if (!NeedBinaries({COHORT_CLI_BIN})) return;
-//   ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-//   ASSERT_EQ(cluster_->StartAgent({UniqueNodeId("watch")}), "");
+//   ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("watch")}));
+// (or StartCoordinator(), then cluster_->StartAgent() for each node).
 //
 // Thread safety: none; one test thread. The cluster's daemons die with cluster_ (and with the
 // test process).
@@ -50,6 +50,13 @@ class ClusterTest : public ::testing::Test {
     ASSERT_EQ(cluster_->StartCoordinator(), "");
   }
 
+  // Starts the coordinator (with `options`) and one agent (`agent`); a daemon that does not start
+  // is a fatal failure (callers wrap it in ASSERT_NO_FATAL_FAILURE).
+  void StartOneNodeCluster(const AgentOptions& agent, ClusterOptions options = {}) {
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator(std::move(options)));
+    ASSERT_EQ(cluster_->StartAgent(agent), "");
+  }
+
   // "<prefix>-<pid>": ctest runs test binaries in parallel on one host, and an agent sweeps what
   // an earlier agent of its node id left there, so node ids must not be shared between them.
   static std::string UniqueNodeId(const std::string& prefix) {
@@ -75,6 +82,21 @@ class ClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<LocalCluster> cluster_;
+};
+
+// A ClusterTest whose every test has the cohort CLI and a one-node cluster: the coordinator and an
+// agent, node id UniqueNodeId(node_prefix), with the defaults.
+class OneNodeCliTest : public ClusterTest {
+ protected:
+  explicit OneNodeCliTest(std::string node_prefix) : node_prefix_(std::move(node_prefix)) {}
+
+  void SetUp() override {
+    if (!NeedBinaries({COHORT_CLI_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId(node_prefix_)}));
+  }
+
+ private:
+  std::string node_prefix_;
 };
 
 }  // namespace cohort::testing
