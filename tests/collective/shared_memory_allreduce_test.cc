@@ -47,13 +47,7 @@ std::vector<std::unique_ptr<SharedMemoryGroup>> CreateGroups(int workers, const 
 
 AllreduceOptions Options(void* data, size_t count, DataType type, ReduceOp op,
                          milliseconds timeout) {
-  AllreduceOptions o;
-  o.data = data;
-  o.count = count;
-  o.type = type;
-  o.op = op;
-  o.deadline = DeadlineAfter(timeout);
-  return o;
+  return {.data = data, .count = count, .type = type, .op = op, .deadline = DeadlineAfter(timeout)};
 }
 
 class SharedMemoryAllreduceTest : public ::testing::TestWithParam<int> {};

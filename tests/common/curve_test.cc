@@ -72,6 +72,17 @@ class CurveTest : public ::testing::Test {
     return router_.get();
   }
 
+  // A CURVE client of `keys` under routing id `name`, connected to the router that
+  // ServeListedClients() started, expecting the server key `server_key` (server_'s by default).
+  StatusOr<DealerSocket> ConnectClient(const std::string& name, const CurveKeyPair& keys) {
+    return ConnectClient(name, keys, server_.public_key);
+  }
+  StatusOr<DealerSocket> ConnectClient(const std::string& name, const CurveKeyPair& keys,
+                                       const std::string& server_key) {
+    return DealerSocket::Connect(context_, router_->endpoint(), name,
+                                 ClientSecurity(keys, server_key));
+  }
+
   fs::path dir_;
   CurveKeyPair server_, allowed_, stranger_;
   // Declared in this order so the sockets close before the context ends.
@@ -103,30 +114,25 @@ TEST_F(CurveTest, MalformedKeyFileNamesFileAndLine) {
 }
 
 TEST_F(CurveTest, ListedClientIsServedUnlistedClientAndWrongServerKeyAreRefused) {
-  zmq::context_t& context = context_;
   RouterSocket* router = ServeListedClients();
   ASSERT_NE(router, nullptr);
 
-  auto alice = DealerSocket::Connect(context, router->endpoint(), "alice",
-                                     ClientSecurity(allowed_, server_.public_key));
+  auto alice = ConnectClient("alice", allowed_);
   ASSERT_TRUE(alice.ok());
   EXPECT_TRUE(RoundTrip(*router, *alice));
 
-  auto stranger = DealerSocket::Connect(context, router->endpoint(), "stranger",
-                                        ClientSecurity(stranger_, server_.public_key));
+  auto stranger = ConnectClient("stranger", stranger_);
   ASSERT_TRUE(stranger.ok());
   EXPECT_FALSE(RoundTrip(*router, *stranger));
 
   // A client that expects another coordinator key never completes the handshake.
-  auto fooled = DealerSocket::Connect(context, router->endpoint(), "fooled",
-                                      ClientSecurity(allowed_, stranger_.public_key));
+  auto fooled = ConnectClient("fooled", allowed_, stranger_.public_key);
   ASSERT_TRUE(fooled.ok());
   EXPECT_FALSE(RoundTrip(*router, *fooled));
 
   // Keys added to the directory are honoured without a restart.
   ASSERT_TRUE(WriteCurveKeyFiles(dir_ / "clients", "stranger", stranger_).ok());
-  auto welcomed = DealerSocket::Connect(context, router->endpoint(), "welcomed",
-                                        ClientSecurity(stranger_, server_.public_key));
+  auto welcomed = ConnectClient("welcomed", stranger_);
   ASSERT_TRUE(welcomed.ok());
   EXPECT_TRUE(RoundTrip(*router, *welcomed));
 }
@@ -147,11 +153,9 @@ TEST_F(CurveTest, AListedKeyNamesItsHolderAndAKeyUnderTwoNamesAdmitsNeither) {
 }
 
 TEST_F(CurveTest, EveryMessageCarriesTheNameAndKeyItsConnectionWasAdmittedUnder) {
-  zmq::context_t& context = context_;
   RouterSocket* router = ServeListedClients();
   ASSERT_NE(router, nullptr);
-  auto alice = DealerSocket::Connect(context, router->endpoint(), "",
-                                     ClientSecurity(allowed_, server_.public_key));
+  auto alice = ConnectClient("", allowed_);
   ASSERT_TRUE(alice.ok());
   ASSERT_TRUE(alice->Send(Encode(1, wire::ListJobsT())).ok());
   auto request = router->Receive(5s);
@@ -162,11 +166,9 @@ TEST_F(CurveTest, EveryMessageCarriesTheNameAndKeyItsConnectionWasAdmittedUnder)
 }
 
 TEST_F(CurveTest, ARefusedKeyIsToldApartFromNoAnswer) {
-  zmq::context_t& context = context_;
   RouterSocket* router = ServeListedClients();
   ASSERT_NE(router, nullptr);
-  auto stranger = DealerSocket::Connect(context, router->endpoint(), "",
-                                        ClientSecurity(stranger_, server_.public_key));
+  auto stranger = ConnectClient("", stranger_);
   ASSERT_TRUE(stranger.ok());
   auto refused = stranger->Call(wire::ListJobsT(), 10s);
   EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated) << refused.status().ToString();
@@ -197,17 +199,16 @@ TEST_F(CurveTest, ARefusedKeyIsToldApartFromNoAnswer) {
   EXPECT_TRUE(stranger->KeyStatus().ok()) << stranger->KeyStatus().ToString();
 
   // No coordinator at all: no answer, not a refusal.
-  auto nobody = DealerSocket::Connect(context, "tcp://127.0.0.1:1", "",
+  auto nobody = DealerSocket::Connect(context_, "tcp://127.0.0.1:1", "",
                                       ClientSecurity(allowed_, server_.public_key));
   ASSERT_TRUE(nobody.ok());
   EXPECT_EQ(nobody->Call(wire::ListJobsT(), 300ms).status().code(), StatusCode::kUnavailable);
 }
 
 TEST_F(CurveTest, PlaintextClientCannotTalkToCurveServer) {
-  zmq::context_t& context = context_;
   RouterSocket* router = ServeListedClients();
   ASSERT_NE(router, nullptr);
-  auto plain = DealerSocket::Connect(context, router->endpoint(), "plain");
+  auto plain = DealerSocket::Connect(context_, router->endpoint(), "plain");
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(RoundTrip(*router, *plain));
 }

@@ -100,12 +100,11 @@ class Sim {
         input.queues[static_cast<size_t>(j.queue)].cpus_used += h.cpus;
       }
       if (j.running) {
-        RunningJob r;
-        r.name = j.name;
-        r.queue = j.queue;
-        r.priority = j.priority;
-        r.start_ms = j.submitted;
-        r.held = j.held;
+        RunningJob r{.name = j.name,
+                     .queue = j.queue,
+                     .priority = j.priority,
+                     .start_ms = j.submitted,
+                     .held = j.held};
         for (const auto& h : j.held) {
           r.gpus += static_cast<int64_t>(h.gpus.size());
           r.cpus += h.cpus;

@@ -25,12 +25,7 @@ using namespace std::chrono_literals;
 
 NodeStorage Report(const std::string& root, const std::string& token,
                    const std::string& error = "") {
-  NodeStorage s;
-  s.reported = true;
-  s.root = root;
-  s.token = token;
-  s.error = error;
-  return s;
+  return {.reported = true, .root = root, .token = token, .error = error, .verdict = {}};
 }
 
 TEST(JudgeStorageTest, SharedOnlyWithTheCurrentOrPreviousTokenAtTheCoordinatorsPath) {
