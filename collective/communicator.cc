@@ -221,8 +221,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment() {
   }
   COHORT_ASSIGN_OR_RETURN(JobBootstrap job, BootstrapFromEnvironment(rank == 0, options.timeout));
   COHORT_ASSIGN_OR_RETURN(auto comm, Create(*job.client, rank, world, reducers, options));
-  comm->store_server_ = std::move(job.server);
-  comm->owned_bootstrap_ = std::move(job.client);
+  comm->job_ = std::move(job);
   return comm;
 }
 
@@ -232,8 +231,8 @@ Communicator::~Communicator() {
                              SteadyClock::now() + std::chrono::milliseconds(2000));
   }
   transport_.reset();
-  owned_bootstrap_.reset();
-  store_server_.reset();
+  job_.client.reset();
+  job_.server.reset();
 }
 
 Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp op,

@@ -47,6 +47,7 @@
 #include "collective/algorithms/shared_memory_allreduce.h"
 #include "collective/allreduce_selection.h"
 #include "collective/bootstrap.h"
+#include "collective/store_bootstrap.h"
 #include "collective/transport/transport.h"
 #include "collective/types.h"
 #include "common/flight_recorder.h"
@@ -55,7 +56,6 @@
 namespace cohort::collective {
 
 class LoopbackFabric;
-class StoreServer;
 
 struct CommunicatorOptions {
   enum class TransportKind { kUcx, kLoopback };
@@ -249,8 +249,7 @@ class Communicator {
   FlightRecording call_;
   std::atomic<bool> poisoned_{false};    // point-to-point requests set it from any thread
   bool one_host_shared_memory_ = false;  // UCX, every rank on this host, shared memory allowed
-  std::unique_ptr<StoreServer> store_server_;  // rank 0 of FromEnvironment only
-  std::unique_ptr<Bootstrap> owned_bootstrap_;
+  JobBootstrap job_;  // FromEnvironment only: the job's store (served by rank 0) and its client
   std::unique_ptr<LoopbackFabric> owned_fabric_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<SharedMemoryGroup> shared_memory_;  // when every worker shares this host

@@ -3,22 +3,16 @@
 #include <algorithm>
 #include <memory>
 
-#include "common/enum_names.h"
+#include "common/flight_recorder.h"
 
 namespace cohort::collective {
 namespace {
 
-constexpr EnumName<CollectiveKind> kCollectiveKindNames[] = {
-    {CollectiveKind::kBroadcast, "broadcast"},
-    {CollectiveKind::kAllgather, "allgather"},
-    {CollectiveKind::kReduceScatter, "reduce-scatter"},
-    {CollectiveKind::kReduce, "reduce"},
-    {CollectiveKind::kGather, "gather"},
-    {CollectiveKind::kScatter, "scatter"},
-    {CollectiveKind::kAlltoall, "alltoall"},
-    {CollectiveKind::kAlltoallV, "alltoallv"},
-    {CollectiveKind::kBarrier, "barrier"},
-    {CollectiveKind::kSend, "send"}};
+// The flight recorder names the same calls (common/flight_recorder.h), each one value up.
+static_assert(static_cast<uint8_t>(CollectiveKind::kBroadcast) + 1 ==
+                  static_cast<uint8_t>(FlightOp::kBroadcast) &&
+              static_cast<uint8_t>(CollectiveKind::kSend) + 1 ==
+                  static_cast<uint8_t>(FlightOp::kSend));
 
 // "allgather of 12 f32 (root 0, op sum)": the parts of a header that matter for its kind.
 std::string Describe(const CallHeader& h) {
@@ -45,7 +39,10 @@ std::string Describe(const CallHeader& h) {
 }  // namespace
 
 std::string_view CollectiveKindName(CollectiveKind kind) {
-  return NameIn(kCollectiveKindNames, kind, "unknown collective");
+  if (kind < CollectiveKind::kBroadcast || kind > CollectiveKind::kSend) {
+    return "unknown collective";
+  }
+  return FlightOpName(static_cast<FlightOp>(static_cast<uint8_t>(kind) + 1));
 }
 
 CallHeader MakeCallHeader(CollectiveKind kind, const CollectiveOptions& options, DataType type,

@@ -46,7 +46,7 @@ enum class CollectiveKind : uint8_t {
   kSend = 10,
 };
 // "broadcast", "allgather", "reduce-scatter", "reduce", "gather", "scatter", "alltoall",
-// "alltoallv", "barrier", "send".
+// "alltoallv", "barrier", "send": the flight recorder's names; "unknown collective" otherwise.
 std::string_view CollectiveKindName(CollectiveKind kind);
 
 // Data steps are below this; the steps from here up are headers and point-to-point messages.

@@ -100,8 +100,7 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::FromEnvironment() {
   options.timeout = std::chrono::milliseconds(timeout_ms);
   COHORT_ASSIGN_OR_RETURN(JobBootstrap job, BootstrapFromEnvironment(rank == 0, options.timeout));
   COHORT_ASSIGN_OR_RETURN(auto worker, Create(*job.client, rank, workers, servers, options));
-  worker->store_server_ = std::move(job.server);
-  worker->owned_bootstrap_ = std::move(job.client);
+  worker->job_ = std::move(job);
   return worker;
 }
 
@@ -115,8 +114,8 @@ PsWorker::~PsWorker() {
   }
   pending_.clear();
   transport_.reset();
-  owned_bootstrap_.reset();
-  store_server_.reset();
+  job_.client.reset();
+  job_.server.reset();
 }
 
 Status PsWorker::Post(Pending* p, int server, RequestHeader h, std::span<const uint64_t> keys,

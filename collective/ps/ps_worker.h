@@ -44,12 +44,9 @@
 #include "collective/ps/ps_layout.h"
 #include "collective/ps/ps_optimizer.h"
 #include "collective/ps/ps_protocol.h"
+#include "collective/store_bootstrap.h"
 #include "collective/transport/transport.h"
 #include "common/flight_recorder.h"
-
-namespace cohort::collective {
-class StoreServer;
-}
 
 namespace cohort::collective::ps {
 
@@ -145,8 +142,7 @@ class PsWorker {
   FlightRecorder* recorder_ = nullptr;  // nullptr: not recording
   uint32_t flight_comm_id_ = 0;
   std::map<RequestId, std::unique_ptr<Pending>> pending_;
-  std::unique_ptr<StoreServer> store_server_;
-  std::unique_ptr<Bootstrap> owned_bootstrap_;
+  JobBootstrap job_;  // FromEnvironment only: the job's store (served by worker 0) and its client
   std::unique_ptr<Transport> transport_;
 };
 
