@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace cohort {
@@ -25,6 +26,26 @@ StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view
   }
   ::close(fd);
   return data;
+}
+
+Status ReadAt(int fd, uint64_t offset, uint64_t max, std::string* out, std::string_view what) {
+  constexpr uint64_t kChunk = 1 << 20;
+  uint64_t got = 0;
+  while (got < max) {
+    const size_t start = out->size();
+    const uint64_t want = std::min(max - got, kChunk);
+    out->resize(start + want);
+    ssize_t n = ::pread(fd, out->data() + start, want, static_cast<off_t>(offset + got));
+    const int err = errno;
+    out->resize(start + (n > 0 ? static_cast<size_t>(n) : 0));
+    if (n < 0) {
+      if (err == EINTR) continue;
+      return ErrnoStatus(std::string(what), err);
+    }
+    if (n == 0) break;
+    got += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
 }
 
 Status SyncDirectory(const std::string& dir) {

@@ -9,8 +9,11 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
 
 namespace cohort {
 
@@ -188,41 +191,30 @@ StatusOr<std::vector<MetricRecord>> MetricFileTailer::Poll() {
     read_pos = 0;
     skip_not_newer_ = true;
   }
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(read_pos));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("read metric file " + path_, err);
-    }
-    if (n == 0) break;
-    partial_.append(buf, static_cast<size_t>(n));
-    read_pos += static_cast<uint64_t>(n);
-    // Parse every complete line in what we have.
-    size_t start = 0;
-    size_t nl;
-    while ((nl = partial_.find('\n', start)) != std::string::npos) {
-      std::string_view line(partial_.data() + start, nl - start);
-      bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
-      if (!blank) {
-        StatusOr<MetricRecord> rec = ParseMetricLine(line);
-        if (!rec.ok()) {
-          ++malformed_;
-          spdlog::warn("metric file {}: skipping malformed line at byte {}: {}", path_,
-                       offset_ + start, rec.status().message());
-        } else if (!(skip_not_newer_ && rec->timestamp <= last_timestamp_)) {
-          last_timestamp_ = std::max(last_timestamp_, rec->timestamp);
-          out.push_back(std::move(*rec));
-        }
-      }
-      start = nl + 1;
-    }
-    offset_ += start;
-    partial_.erase(0, start);
-  }
+  Status read = ReadAt(fd, read_pos, UINT64_MAX, &partial_, "read metric file " + path_);
   ::close(fd);
+  COHORT_RETURN_IF_ERROR(read);
+  // Parse every complete line in what we have.
+  size_t start = 0;
+  size_t nl;
+  while ((nl = partial_.find('\n', start)) != std::string::npos) {
+    std::string_view line(partial_.data() + start, nl - start);
+    bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
+    if (!blank) {
+      StatusOr<MetricRecord> rec = ParseMetricLine(line);
+      if (!rec.ok()) {
+        ++malformed_;
+        spdlog::warn("metric file {}: skipping malformed line at byte {}: {}", path_,
+                     offset_ + start, rec.status().message());
+      } else if (!(skip_not_newer_ && rec->timestamp <= last_timestamp_)) {
+        last_timestamp_ = std::max(last_timestamp_, rec->timestamp);
+        out.push_back(std::move(*rec));
+      }
+    }
+    start = nl + 1;
+  }
+  offset_ += start;
+  partial_.erase(0, start);
   if (!out.empty()) skip_not_newer_ = false;
   return out;
 }

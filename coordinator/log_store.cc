@@ -12,6 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/file_util.h"
+
 namespace cohort::coordinator {
 namespace {
 namespace fs = std::filesystem;
@@ -25,23 +27,9 @@ Status ReadRange(const std::string& path, uint64_t offset, uint64_t n, std::stri
   if (n == 0) return Status::Ok();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open " + path, errno);
-  size_t start = out->size();
-  out->resize(start + n);
-  uint64_t got = 0;
-  while (got < n) {
-    ssize_t r = ::pread(fd, out->data() + start + got, n - got, static_cast<off_t>(offset + got));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("read " + path, err);
-    }
-    if (r == 0) break;
-    got += static_cast<uint64_t>(r);
-  }
+  Status read = ReadAt(fd, offset, n, out, "read " + path);
   ::close(fd);
-  out->resize(start + got);
-  return Status::Ok();
+  return read;
 }
 
 // A times record: the chunk's offset in its file and its arrival time, each 8 bytes little-endian.

@@ -25,16 +25,14 @@ Status SqliteStateStore::WriteNodeAdmin(const std::string& node_id, NodeAdmin ad
   if (admin == NodeAdmin::kNone) {
     COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
                             db_->Prepare("DELETE FROM node_admin WHERE node_id = ?1"));
-    st.Bind(1, node_id);
-    return st.Run();
+    return st.RunWith(node_id);
   }
   const std::string state(NodeAdminName(admin));
   COHORT_ASSIGN_OR_RETURN(
       SqliteStatement st,
       db_->Prepare(
           "INSERT OR REPLACE INTO node_admin (node_id, state, row_crc) VALUES (?1, ?2, ?3)"));
-  st.Bind(1, node_id).Bind(2, state).Bind(3, static_cast<int64_t>(NodeAdminRowCrc(node_id, state)));
-  return st.Run();
+  return st.RunWith(node_id, state, static_cast<int64_t>(NodeAdminRowCrc(node_id, state)));
 }
 
 StatusOr<std::map<std::string, NodeAdmin>> SqliteStateStore::ReadNodeAdmin() {
@@ -64,8 +62,7 @@ Status SqliteStateStore::DeleteJobRows(const std::string& job) {
         "DELETE FROM replicas WHERE job = ?1", "DELETE FROM events WHERE job = ?1",
         "DELETE FROM job_metrics WHERE job = ?1"}) {
     COHORT_ASSIGN_OR_RETURN(SqliteStatement st, db_->Prepare(sql));
-    st.Bind(1, job);
-    COHORT_RETURN_IF_ERROR(st.Run());
+    COHORT_RETURN_IF_ERROR(st.RunWith(job));
   }
   return Status::Ok();
 }

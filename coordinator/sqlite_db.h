@@ -43,6 +43,13 @@ class SqliteStatement {
   StatusOr<bool> Step();
   // Runs a statement that returns no rows to completion, then resets it for the next use.
   Status Run();
+  // Binds `args` to ?1, ?2, ... in order (each as Bind does), then Run().
+  template <typename... Args>
+  Status RunWith(const Args&... args) {
+    int index = 0;
+    (Bind(++index, args), ...);
+    return Run();
+  }
   // Makes the statement ready to run again (bindings are kept until rebound).
   void Reset();
 

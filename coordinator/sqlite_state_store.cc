@@ -261,8 +261,7 @@ StatusOr<std::string> SqliteStateStore::Meta(const std::string& key) {
 Status SqliteStateStore::SetMeta(const std::string& key, const std::string& value) {
   COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
                           db_->Prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)"));
-  st.Bind(1, key).Bind(2, value);
-  return st.Run();
+  return st.RunWith(key, value);
 }
 
 void SqliteStateStore::AddDropped(std::vector<std::string> lines) {
@@ -315,28 +314,14 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
   image.spec_crc = rows::TextCrc(job.spec_yaml);
   image.row_crc = rows::JobRowCrc(job, image.spec_crc);
   if (!old || old->spec_crc != image.spec_crc) {
-    st.upsert_spec.Bind(1, job.name).Bind(2, job.spec_yaml).Bind(3, image.spec_crc);
-    COHORT_RETURN_IF_ERROR(st.upsert_spec.Run());
+    COHORT_RETURN_IF_ERROR(st.upsert_spec.RunWith(job.name, job.spec_yaml, image.spec_crc));
   }
   if (!old || old->row_crc != image.row_crc) {
-    st.upsert_job.Bind(1, job.name)
-        .Bind(2, static_cast<int64_t>(job.seq))
-        .Bind(3, static_cast<int64_t>(job.state))
-        .Bind(4, job.message)
-        .Bind(5, job.create_time_ms)
-        .Bind(6, job.queued_since_ms)
-        .Bind(7, job.start_time_ms)
-        .Bind(8, job.end_time_ms)
-        .Bind(9, job.restarts)
-        .Bind(10, job.output_dir)
-        .Bind(11, job.trial_id)
-        .Bind(12, job.study)
-        .Bind(13, job.master_port)
-        .Bind(14, job.bootstrap_port)
-        .Bind(15, image.spec_crc)
-        .Bind(16, image.row_crc)
-        .Bind(17, job.owner);
-    COHORT_RETURN_IF_ERROR(st.upsert_job.Run());
+    COHORT_RETURN_IF_ERROR(st.upsert_job.RunWith(
+        job.name, static_cast<int64_t>(job.seq), static_cast<int64_t>(job.state), job.message,
+        job.create_time_ms, job.queued_since_ms, job.start_time_ms, job.end_time_ms, job.restarts,
+        job.output_dir, job.trial_id, job.study, job.master_port, job.bootstrap_port,
+        image.spec_crc, image.row_crc, job.owner));
   }
 
   for (size_t i = 0; i < job.replicas.size(); ++i) {
@@ -347,31 +332,16 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
       auto it = old->replicas.find(r.name);
       if (it != old->replicas.end() && it->second == crc) continue;
     }
-    st.upsert_replica.Bind(1, job.name)
-        .Bind(2, r.name)
-        .Bind(3, static_cast<int64_t>(i))
-        .Bind(4, RoleName(r.role))
-        .Bind(5, r.index)
-        .Bind(6, r.attempt)
-        .Bind(7, r.launched ? 1 : 0)
-        .Bind(8, static_cast<int64_t>(r.state))
-        .Bind(9, r.node_id)
-        .Bind(10, r.last_node)
-        .Bind(11, rows::GpuList(r.gpus))
-        .Bind(12, r.port)
-        .Bind(13, r.exit_code)
-        .Bind(14, r.signal)
-        .Bind(15, r.message)
-        .Bind(16, r.stop_requested ? 1 : 0)
-        .Bind(17, r.state_time_ms)
-        .Bind(18, crc);
-    COHORT_RETURN_IF_ERROR(st.upsert_replica.Run());
+    COHORT_RETURN_IF_ERROR(st.upsert_replica.RunWith(
+        job.name, r.name, static_cast<int64_t>(i), RoleName(r.role), r.index, r.attempt,
+        r.launched ? 1 : 0, static_cast<int64_t>(r.state), r.node_id, r.last_node,
+        rows::GpuList(r.gpus), r.port, r.exit_code, r.signal, r.message, r.stop_requested ? 1 : 0,
+        r.state_time_ms, crc));
   }
   if (old) {
     for (const auto& [name, crc] : old->replicas) {
       if (image.replicas.count(name)) continue;
-      st.delete_replica.Bind(1, job.name).Bind(2, name);
-      COHORT_RETURN_IF_ERROR(st.delete_replica.Run());
+      COHORT_RETURN_IF_ERROR(st.delete_replica.RunWith(job.name, name));
     }
   }
 
@@ -395,22 +365,18 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
   }
   image.event_base = base + static_cast<int64_t>(shift);
   if (shift > 0) {
-    st.delete_events_before.Bind(1, job.name).Bind(2, image.event_base);
-    COHORT_RETURN_IF_ERROR(st.delete_events_before.Run());
+    COHORT_RETURN_IF_ERROR(st.delete_events_before.RunWith(job.name, image.event_base));
   }
   for (size_t i = 0; i < n; ++i) {
     size_t j = i + shift;
     if (j < o && old->events[j] == image.events[i]) continue;
-    st.upsert_event.Bind(1, job.name)
-        .Bind(2, image.event_base + static_cast<int64_t>(i))
-        .Bind(3, job.events[i].time_ms)
-        .Bind(4, job.events[i].message)
-        .Bind(5, image.events[i]);
-    COHORT_RETURN_IF_ERROR(st.upsert_event.Run());
+    COHORT_RETURN_IF_ERROR(
+        st.upsert_event.RunWith(job.name, image.event_base + static_cast<int64_t>(i),
+                                job.events[i].time_ms, job.events[i].message, image.events[i]));
   }
   if (o > shift + n) {
-    st.delete_events_from.Bind(1, job.name).Bind(2, image.event_base + static_cast<int64_t>(n));
-    COHORT_RETURN_IF_ERROR(st.delete_events_from.Run());
+    COHORT_RETURN_IF_ERROR(
+        st.delete_events_from.RunWith(job.name, image.event_base + static_cast<int64_t>(n)));
   }
   pending[job.name] = std::move(image);
   return Status::Ok();
@@ -444,14 +410,8 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
   uint32_t spec_crc = rows::TextCrc(spec);
   uint32_t row_crc = rows::StudyRowCrc(name, spec_crc, create_ms, end_ms, owner);
   if (row_crc != image.row_crc) {
-    st.upsert_study.Bind(1, name)
-        .Bind(2, spec)
-        .Bind(3, spec_crc)
-        .Bind(4, create_ms)
-        .Bind(5, end_ms)
-        .Bind(6, row_crc)
-        .Bind(7, owner);
-    COHORT_RETURN_IF_ERROR(st.upsert_study.Run());
+    COHORT_RETURN_IF_ERROR(
+        st.upsert_study.RunWith(name, spec, spec_crc, create_ms, end_ms, row_crc, owner));
     image.row_crc = row_crc;
   }
   const json& events = j["events"];
@@ -466,9 +426,8 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
       trial = e.value("trial", "");
       std::string params = e.contains("parameters") ? e["parameters"].dump() : "{}";
       std::string job = TrialJobName(name, trial);
-      st.insert_trial.Bind(1, name).Bind(2, trial).Bind(3, job).Bind(4, params).Bind(
-          5, rows::TrialRowCrc(name, trial, job, params, 0, 0, ""));
-      COHORT_RETURN_IF_ERROR(st.insert_trial.Run());
+      COHORT_RETURN_IF_ERROR(st.insert_trial.RunWith(
+          name, trial, job, params, rows::TrialRowCrc(name, trial, job, params, 0, 0, "")));
     } else if (e.contains("measurement")) {
       kind = "measurement";
       trial = e.value("measurement", "");
@@ -486,19 +445,13 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
         uint32_t crc =
             rows::TrialRowCrc(name, trial, row.Text(0), row.Text(1), 1, ok ? 1 : 0, message);
         row.Reset();
-        st.end_trial.Bind(1, name).Bind(2, trial).Bind(3, ok ? 1 : 0).Bind(4, message).Bind(5, crc);
-        COHORT_RETURN_IF_ERROR(st.end_trial.Run());
+        COHORT_RETURN_IF_ERROR(st.end_trial.RunWith(name, trial, ok ? 1 : 0, message, crc));
       }
     } else if (e.contains("cancelled")) {
       kind = "cancelled";
     }
-    st.insert_study_event.Bind(1, name)
-        .Bind(2, pos)
-        .Bind(3, kind)
-        .Bind(4, trial)
-        .Bind(5, body)
-        .Bind(6, rows::StudyEventRowCrc(name, pos, body));
-    COHORT_RETURN_IF_ERROR(st.insert_study_event.Run());
+    COHORT_RETURN_IF_ERROR(st.insert_study_event.RunWith(name, pos, kind, trial, body,
+                                                         rows::StudyEventRowCrc(name, pos, body)));
     image.events = pos + 1;
   }
   pending[name] = image;

@@ -39,14 +39,8 @@ Status SqliteStateStore::WriteTrainingMetric(const TrainingMetric& m) {
     insert_training_metric_ = std::make_unique<SqliteStatement>(std::move(st));
   }
   std::string value = PrometheusText::FormatValue(m.value);
-  insert_training_metric_->Bind(1, m.job)
-      .Bind(2, m.step)
-      .Bind(3, m.time_ms)
-      .Bind(4, m.tag)
-      .Bind(5, m.replica)
-      .Bind(6, value)
-      .Bind(7, static_cast<int64_t>(MetricRowCrc(m, value)));
-  return insert_training_metric_->Run();
+  return insert_training_metric_->RunWith(m.job, m.step, m.time_ms, m.tag, m.replica, value,
+                                          static_cast<int64_t>(MetricRowCrc(m, value)));
 }
 
 StatusOr<std::vector<TrainingMetric>> SqliteStateStore::ReadTrainingMetrics() {
