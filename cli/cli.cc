@@ -111,7 +111,8 @@ change it). `cohort VERB --help` describes a verb.
 
 // One verb of the CLI: the flags it takes besides the global ones and --help, its entry in
 // `cohort --help` (synopsis, then the description, which may run over several lines), its own
-// --help text, and the function that runs it (cli/verbs.h).
+// --help text (below a usage line made of the synopsis, unless the text opens with its own
+// "usage:" lines; see Help), and the function that runs it (cli/verbs.h).
 struct Verb {
   std::string name;
   std::vector<FlagSpec> flags;
@@ -140,6 +141,14 @@ Status ApplyGlobals(const ParsedArgs& args, ClientOptions& options) {
 
 // ---- the verbs -------------------------------------------------------------------------------
 
+// The end of the --help text of the verbs that send a spec file (submit, tune).
+constexpr const char* kSpecFileExit =
+    R"(Exit 2 when the file is invalid (the message names the offending field) or larger than the
+coordinator's --max-spec-size (1 MiB unless COHORT_MAX_SPEC_SIZE says otherwise).
+)";
+
+std::string SpecFileHelp(const std::string& text) { return text + kSpecFileExit; }
+
 // In the order `cohort --help` lists them.
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
@@ -147,7 +156,7 @@ const std::vector<Verb>& Verbs() {
        {{"--wait", false, ""}, {"--replica", true, ""}, {"--all", false, ""}, {"--name", true, ""}},
        "submit FILE [--name N] [--wait [--replica R|--all]]",
        "validate and submit a job file; prints the job name",
-       R"(usage: cohort submit FILE [--name N] [--wait [--replica ROLE-INDEX | --all]]
+       SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--wait [--replica ROLE-INDEX | --all]]
 
 Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout (with
 `name_prefix:` in the file, the name the coordinator generated: the prefix, '-' and 8 letters
@@ -159,16 +168,13 @@ and digits). FILE may be - for standard input.
             exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED
   --replica ROLE-INDEX   with --wait, follow this replica's output instead of chief-0's
   --all                  with --wait, follow every replica's output
-Exit 2 when the file is invalid (the message names the offending field) or larger than the
-coordinator's --max-spec-size (1 MiB unless COHORT_MAX_SPEC_SIZE says otherwise).
-)",
+)"),
        Submit},
       {"status",
        {{"--json", false, ""}},
        "status JOB [--json]",
        "a job's state, replicas and events",
-       R"(usage: cohort status JOB [--json]
-
+       R"(
 Shows the job's state, message, times, restarts, each replica's node, GPUs, state, attempt and
 exit code, and the job's events with their reasons.
   --json    print the job as JSON
@@ -241,8 +247,7 @@ Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED.
        {{"--wait", false, ""}},
        "cancel JOB|STUDY [--wait]",
        "cancel a job, or a study and its running trials",
-       R"(usage: cohort cancel JOB|STUDY [--wait]
-
+       R"(
 Asks the coordinator to cancel the job; prints its state. A name that is no job's is taken as a
 study's: the study ends CANCELLED and its running trials are cancelled. Only the owner (who
 submitted it) or an admin may: anyone else gets exit code 5, the message naming the owner.
@@ -253,8 +258,7 @@ submitted it) or an admin may: anyone else gets exit code 5, the message naming 
        {},
        "delete JOB",
        "delete a finished job and its records and logs",
-       R"(usage: cohort delete JOB
-
+       R"(
 Deletes a finished job (SUCCEEDED, FAILED or CANCELLED): it leaves `cohort list` and `status`,
 and the coordinator removes its stored records (replicas, events, training metrics) and its logs.
 Its output directory (checkpoints, models) is left as it is. A job not finished is refused (exit
@@ -265,8 +269,7 @@ Its output directory (checkpoints, models) is left as it is. A job not finished 
        {{"--json", false, ""}},
        "nodes [--json]",
        "registered agents and their capacity",
-       R"(usage: cohort nodes [--json]
-
+       R"(
 Lists the registered agents: address, state, GPUs/CPUs/memory used of total, replicas, last
 heartbeat.
   --json    print a JSON array of nodes
@@ -276,8 +279,7 @@ heartbeat.
        {},
        "cordon NODE",
        "place nothing new on a node (kept across restarts)",
-       R"(usage: cohort cordon NODE
-
+       R"(
 Marks the node cordoned: the scheduler places nothing new there; what runs there keeps running.
 The mark is stored by the coordinator and survives its restart and the agent's re-registration.
 `cohort nodes` shows the node CORDONED. An admin's verb.
@@ -287,8 +289,7 @@ The mark is stored by the coordinator and survives its restart and the agent's r
        {},
        "uncordon NODE",
        "undo cordon or drain",
-       R"(usage: cohort uncordon NODE
-
+       R"(
 Clears a cordon or drain: the node takes new replicas again. An admin's verb.
 )",
        Uncordon},
@@ -296,8 +297,7 @@ Clears a cordon or drain: the node takes new replicas again. An admin's verb.
        {{"--now", false, ""}},
        "drain NODE [--now]",
        "cordon a node and let its replicas finish, or move\nthem now",
-       R"(usage: cohort drain NODE [--now]
-
+       R"(
 Cordons the node and lets the replicas running there finish; `cohort nodes` shows it DRAINING,
 then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it. An admin's verb.
   --now     also preempt every job with a replica there: its replicas are stopped (SIGTERM, the
@@ -309,8 +309,7 @@ then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it.
        {},
        "forget NODE",
        "remove a LOST node from the node list",
-       R"(usage: cohort forget NODE
-
+       R"(
 Removes a LOST node (and its cordon or drain) from the coordinator's node list. A node that is
 heard from is refused (exit 2): stop its agent first. If its agent comes back later it registers
 as a new node. An admin's verb.
@@ -320,8 +319,7 @@ as a new node. An admin's verb.
        {{"--json", false, ""}},
        "queues [--json]",
        "job queues: quota, use, waiting jobs",
-       R"(usage: cohort queues [--json]
-
+       R"(
 Lists the coordinator's job queues: weight, GPUs and CPUs used of the quota (use beyond the quota
 is borrowed idle capacity, returned by preemption when another queue needs its quota), running
 and waiting jobs, and the next waiting jobs in the order the scheduler tries them.
@@ -347,8 +345,7 @@ exists, 1 when none does.
        {{"--dir", true, ""}, {"--name", true, ""}},
        "keygen [--dir DIR] [--name NAME]",
        "create a CURVE key pair for this client (NAME.key, NAME.pub)",
-       R"(usage: cohort keygen [--dir DIR] [--name NAME]
-
+       R"(
 Creates a CURVE key pair: DIR/NAME.key (both halves, mode 0600) and DIR/NAME.pub (public half).
 Defaults: DIR ~/.config/cohort, NAME client. Give NAME.pub to the cluster admin, who puts it in
 the coordinator's clients/ key directory; put the coordinator's coordinator.pub next to your key
@@ -359,22 +356,18 @@ the coordinator's clients/ key directory; put the coordinator's coordinator.pub 
        {{"--wait", false, ""}},
        "tune FILE [--wait]",
        "validate and submit a hyperparameter study; prints its name",
-       R"(usage: cohort tune FILE [--wait]
-
+       SpecFileHelp(R"(
 Validates a study file (YAML; see common/study_spec.h) and submits it. Prints the study name.
 FILE may be - for standard input.
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and
             the best trial; exit 0 only if the study SUCCEEDED, 1 if it FAILED or was CANCELLED
-Exit 2 when the file is invalid (the message names the offending field) or larger than the
-coordinator's --max-spec-size (1 MiB unless COHORT_MAX_SPEC_SIZE says otherwise).
-)",
+)"),
        Tune},
       {"trials",
        {{"--json", false, ""}},
        "trials STUDY [--json]",
        "a study's trials and its best trial",
-       R"(usage: cohort trials STUDY [--json]
-
+       R"(
 Shows a study's state, every trial (state, parameters, final metric, steps reported, job) and the
 best trial so far (marked *).
   --json    print the study as JSON
@@ -384,8 +377,7 @@ best trial so far (marked *).
        {{"--json", false, ""}},
        "studies [--json]",
        "hyperparameter studies: state, trials, best trial",
-       R"(usage: cohort studies [--json]
-
+       R"(
 Lists the studies: state, trials finished of the most, trials running, the best trial and its
 metric, when it was submitted. `cohort trials STUDY` shows one in full.
   --json    print a JSON array of studies
@@ -395,8 +387,7 @@ metric, when it was submitted. `cohort trials STUDY` shows one in full.
        {{"--json", false, ""}},
        "metrics JOB [--json]",
        "the training metrics a job reported, per step",
-       R"(usage: cohort metrics JOB [--json]
-
+       R"(
 Prints the metrics the job's chief reported the way trials do (JSON lines appended to
 $CLOUD_ML_HP_METRIC_FILE, or Python's cohort.hypertune reporter): one row per step, one column
 per metric, in the order they arrived.
@@ -421,6 +412,13 @@ the end; the time restarting counts as held), and a total.
        Usage},
   };
   return verbs;
+}
+
+// `cohort VERB --help`: "usage: cohort " and the synopsis, then the verb's usage text; or the
+// usage text alone where it gives its own usage lines.
+std::string Help(const Verb& verb) {
+  if (verb.usage.rfind("usage:", 0) == 0) return verb.usage;
+  return "usage: cohort " + verb.synopsis + "\n" + verb.usage;
 }
 
 // The verb called `name`, or nullptr.
@@ -454,7 +452,7 @@ const std::string& MainUsage() {
 int UsageError(std::ostream& err, const std::string& verb, const std::string& message) {
   err << "cohort: " << message << "\n";
   const Verb* known = FindVerb(verb);
-  err << (known != nullptr ? known->usage : MainUsage());
+  err << (known != nullptr ? Help(*known) : MainUsage());
   return kExitUsage;
 }
 
@@ -489,7 +487,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
   if (verb == "help") {
     const Verb* known = rest.empty() ? nullptr : FindVerb(rest[0]);
-    out << (known != nullptr ? known->usage : MainUsage());
+    out << (known != nullptr ? Help(*known) : MainUsage());
     return kExitOk;
   }
 
@@ -498,7 +496,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   auto parsed = Parse(rest, known->flags);
   if (!parsed.ok()) return UsageError(err, verb, parsed.status().message());
   if (parsed->Has("--help")) {
-    out << known->usage;
+    out << Help(*known);
     return kExitOk;
   }
 
