@@ -46,16 +46,10 @@ double ExpectedImprovement(double mean, double variance, double best, double xi)
 StatusOr<std::optional<Assignment>> BayesianSuggester::Suggest(
     const std::vector<TrialObservation>& completed, const std::vector<Assignment>& pending) {
   const StudySpec& spec = space_.spec();
-  std::vector<Assignment> seen;
+  COHORT_ASSIGN_OR_RETURN(std::vector<Assignment> seen, TriedAssignments(spec, completed, pending));
   std::vector<size_t> real;  // indices into completed with a usable metric
   for (size_t i = 0; i < completed.size(); ++i) {
-    COHORT_RETURN_IF_ERROR(ValidateAssignment(spec, completed[i].parameters));
-    seen.push_back(completed[i].parameters);
     if (completed[i].final_metric && std::isfinite(*completed[i].final_metric)) real.push_back(i);
-  }
-  for (const auto& a : pending) {
-    COHORT_RETURN_IF_ERROR(ValidateAssignment(spec, a));
-    seen.push_back(a);
   }
   const uint64_t n = seen.size();
   const int initial = options_.initial_random_trials >= 0

@@ -27,15 +27,8 @@ std::optional<Assignment> RandomSuggester::Draw(const SearchSpace& space, uint64
 
 StatusOr<std::optional<Assignment>> RandomSuggester::Suggest(
     const std::vector<TrialObservation>& completed, const std::vector<Assignment>& pending) {
-  std::vector<Assignment> seen;
-  for (const auto& t : completed) {
-    COHORT_RETURN_IF_ERROR(ValidateAssignment(space_.spec(), t.parameters));
-    seen.push_back(t.parameters);
-  }
-  for (const auto& a : pending) {
-    COHORT_RETURN_IF_ERROR(ValidateAssignment(space_.spec(), a));
-    seen.push_back(a);
-  }
+  COHORT_ASSIGN_OR_RETURN(std::vector<Assignment> seen,
+                          TriedAssignments(space_.spec(), completed, pending));
   return Draw(space_, space_.spec().seed, seen.size(), seen);
 }
 

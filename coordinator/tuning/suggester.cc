@@ -6,6 +6,22 @@
 
 namespace cohort::coordinator::tuning {
 
+StatusOr<std::vector<Assignment>> TriedAssignments(const StudySpec& spec,
+                                                   const std::vector<TrialObservation>& completed,
+                                                   const std::vector<Assignment>& pending) {
+  std::vector<Assignment> tried;
+  tried.reserve(completed.size() + pending.size());
+  for (const auto& t : completed) {
+    COHORT_RETURN_IF_ERROR(ValidateAssignment(spec, t.parameters));
+    tried.push_back(t.parameters);
+  }
+  for (const auto& a : pending) {
+    COHORT_RETURN_IF_ERROR(ValidateAssignment(spec, a));
+    tried.push_back(a);
+  }
+  return tried;
+}
+
 StatusOr<std::unique_ptr<Suggester>> MakeSuggester(const StudySpec& spec) {
   COHORT_RETURN_IF_ERROR(ValidateStudySpec(spec));
   switch (spec.algorithm) {

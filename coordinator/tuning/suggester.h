@@ -36,6 +36,12 @@ class Suggester {
       const std::vector<TrialObservation>& completed, const std::vector<Assignment>& pending) = 0;
 };
 
+// The parameters of every trial so far, completed ones first, each checked against the spec
+// (ValidateAssignment's error for the first that does not fit): where every search starts.
+StatusOr<std::vector<Assignment>> TriedAssignments(const StudySpec& spec,
+                                                   const std::vector<TrialObservation>& completed,
+                                                   const std::vector<Assignment>& pending);
+
 // The suggester for spec.algorithm. The spec must be valid (ValidateStudySpec).
 StatusOr<std::unique_ptr<Suggester>> MakeSuggester(const StudySpec& spec);
 
