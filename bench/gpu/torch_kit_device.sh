@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # device.sh (in a kit made by bench/gpu/torch_kit.sh): builds the `cohort` torch backend against
 # this machine's torch and runs its checks, each step under a timeout (a failing step does not
-# stop the next), the whole inside DEVICE_BUDGET_S (default 450 s; --quick: 3600 s). Writes into
+# stop the next), the whole inside DEVICE_BUDGET_S (default 420 s; --quick: 3600 s). Writes into
 # OUT (six files):
 #   summary.txt     one line per step: name, exit status, seconds; the machine and torch
 #   build.txt       build_ext.sh (g++ against torch.utils.cpp_extension's paths), import check
@@ -22,7 +22,8 @@
 #
 #   device.sh OUT [--quick]     --quick: fewer scenarios and steps, 4x the time limits (a dry run
 #                               on a small machine)
-# Environment: PYTHON (default python3), JOBS (parallel compiles), DEVICE_BUDGET_S.
+# Environment: PYTHON (default python3), JOBS (parallel compiles), DEVICE_BUDGET_S, TORCHKIT_WORK
+# (the build and the logs; default a new /tmp/cohort-torchkit.XXXXXX).
 set -uo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
 
@@ -88,10 +89,12 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
 py=$(command -v "$py")
-work=$kit/work
+# Build products and logs: outside the kit, which stays as torch_kit.sh made it.
+work=${TORCHKIT_WORK:-$(mktemp -d /tmp/cohort-torchkit.XXXXXX)}
 mkdir -p "$work"
+work=$(cd "$work" && pwd)
 start=$(date +%s)
-budget=${DEVICE_BUDGET_S:-$([ "$quick" = 1 ] && echo 3600 || echo 450)}
+budget=${DEVICE_BUDGET_S:-$([ "$quick" = 1 ] && echo 3600 || echo 420)}
 export GLOO_SOCKET_IFNAME=lo UCX_MODULE_DIR=$kit/lib/ucx COHORT_LOG_LEVEL=warn
 export PYTHONPATH=$work/python
 
@@ -122,7 +125,7 @@ step() {
   cat "$kit/VERSION" 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
   "$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1
-  echo "g++: $(g++ --version | head -1)"
+  echo "g++: $(g++ --version | head -1); build and logs in $work"
 } >"$out/summary.txt"
 
 # --- the build ------------------------------------------------------------------------------
