@@ -205,9 +205,11 @@ struct ChildPlan {
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
   if (plan.namespaced) {
-    // A /proc of the new namespace (its own mount namespace, nothing propagated back), so that
-    // /proc/<getpid()> is the replica's own, as tools expect. Best effort: the host's otherwise.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
+    // A /proc of the new namespace, so that /proc/<getpid()> is the replica's own, as tools
+    // expect; best effort: the host's otherwise. Slave, not private: nothing mounted here goes
+    // back to the host, but what the host mounts later (an automounted data set or home, an NFS
+    // export mounted by the admin) still reaches the replica.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0) {
       (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
     }
   }

@@ -18,10 +18,11 @@
 //
 // With a PID namespace (given `replica_init`, the path of cohort-replica-init, where the agent
 // may create namespaces: root or CAP_SYS_ADMIN, ProbePidNamespaces()): the child is cloned into
-// a new PID and mount namespace (a fresh /proc there) and, after the same setup, executes
-// cohort-replica-init (agent/replica_init.cc) as the namespace's PID 1, which runs the command as
-// its child in a session of its own, forwards signals to it, reaps orphans, and exits with the
-// command's status, which it also writes to a pipe so that a death by signal is reported as one.
+// a new PID and mount namespace (a fresh /proc there; the host's mounts, later ones too, reach it
+// as a slave) and, after the same setup, executes cohort-replica-init (agent/replica_init.cc) as
+// the namespace's PID 1, which runs the command as its child in a session of its own, forwards
+// signals to it, reaps orphans, and exits with the command's status, which it also writes to a
+// pipe so that a death by signal is reported as one.
 // The kernel then kills everything left in the namespace: a descendant that cleared its
 // environment and double-forked dies with its replica on success, failure, stop or restart. pid()
 // is init's host pid (the agent's child, waited for and signalled); command_pid() is the

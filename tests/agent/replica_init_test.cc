@@ -1,11 +1,14 @@
 // cohort-replica-init (agent/replica_init.cc) as PID 1 of a replica's PID namespace, launched by
 // a real ProcessLauncher: signals forwarded to a script that traps them, exit statuses and deaths
 // by signal passed through, orphans reaped, the namespace's teardown killing a double-forked
-// child that cleared its environment, the whole namespace dying with a SIGKILLed launcher, and a
-// child that never starts the command killed at the launch deadline.
+// child that cleared its environment, the whole namespace dying with a SIGKILLed launcher, a
+// child that never starts the command killed at the launch deadline, and the host's later mounts
+// reaching the replica.
 // Namespaces need root (CAP_SYS_ADMIN): elsewhere these tests skip, saying so.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -241,6 +244,44 @@ TEST_F(ReplicaInitTest, AChildThatNeverStartsTheCommandIsKilledAtTheLaunchDeadli
   EXPECT_FALSE(p.AnyAlive());
   EXPECT_FALSE(Exists("ran"));
   EXPECT_NE(ReadFile(r.log_path).find("the agent killed it"), std::string::npos);
+}
+
+TEST_F(ReplicaInitTest, AMountTheHostMakesAfterTheStartReachesTheReplica) {
+  // As an automounter or an admin's NFS mount would, after the replica started. All of it in a
+  // mount namespace of a child of the test's own (the machine's mounts are left alone), with a
+  // shared mount standing in for the host's shared root.
+  const std::string shared = dir_.path() + "/shared";
+  std::filesystem::create_directories(shared + "/data");
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0) ::_exit(10);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(11);
+    if (::mount(shared.c_str(), shared.c_str(), nullptr, MS_BIND, nullptr) != 0) ::_exit(12);
+    if (::mount(nullptr, shared.c_str(), nullptr, MS_SHARED, nullptr) != 0) ::_exit(13);
+    ProcessLauncher launcher(CgroupManager(), COHORT_REPLICA_INIT);
+    auto p = launcher.Launch(
+        Request("touch started; while [ ! -e shared/data/mounted ]; do sleep 0.02; done"));
+    if (!p.ok()) ::_exit(14);
+    if (!WaitUntil([&] { return Exists("started"); }, seconds(20))) ::_exit(15);
+    if (::mount("tmpfs", (shared + "/data").c_str(), "tmpfs", 0, "size=64k") != 0) ::_exit(16);
+    testing::WriteFile(shared + "/data/mounted", "");
+    int status = 0;
+    bool ended =
+        WaitUntil([&] { return ::waitpid((*p)->pid(), &status, WNOHANG) > 0; }, seconds(20));
+    if (!ended) {
+      (*p)->KillAll();  // it never saw the mount
+      ::_exit(17);
+    }
+    (*p)->OnExited(status);
+    ::_exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 18);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 10-13: the stand-in host's mounts; 14-16: the launch, its start, the new mount; 17: the
+  // replica never saw the mount; 18: it failed.
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(ReplicaInitUsageTest, RefusesAMissingCommandWithExitCode125) {
