@@ -5,7 +5,7 @@
 #include <numeric>
 #include <unordered_set>
 
-#include "coordinator/tuning/random_suggester.h"
+#include "coordinator/tuning/point_suggesters.h"
 
 namespace cohort::coordinator::tuning {
 

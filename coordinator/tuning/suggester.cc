@@ -1,8 +1,7 @@
 #include "coordinator/tuning/suggester.h"
 
 #include "coordinator/tuning/bayesian_suggester.h"
-#include "coordinator/tuning/grid_suggester.h"
-#include "coordinator/tuning/random_suggester.h"
+#include "coordinator/tuning/point_suggesters.h"
 
 namespace cohort::coordinator::tuning {
 

@@ -9,8 +9,7 @@
 #include <set>
 
 #include "coordinator/tuning/bayesian_suggester.h"
-#include "coordinator/tuning/grid_suggester.h"
-#include "coordinator/tuning/random_suggester.h"
+#include "coordinator/tuning/point_suggesters.h"
 #include "coordinator/tuning/search_space.h"
 #include "tests/tuning/test_functions.h"
 
