@@ -57,9 +57,10 @@ for item in $link; do
     /*.so|/*.so.*) shared+=("$item") ;;
   esac
 done
-cuda_lib=$(printf '%s\n' $link | sed -n 's/^-L\(.*cuda.*\)/\1/p' | head -1)
-spdlog_defs=$(ninja -C "$build" -t commands cohort_torch_backend | grep -m1 'log_line.cc' |
-  grep -oE -- '-D(FMT|SPDLOG)[A-Z_]*' | tr '\n' ' ')
+# (Whole inputs into awk, never head or grep -m1: under pipefail an early exit is a SIGPIPE.)
+cuda_lib=$(printf '%s\n' $link | awk '/^-L.*cuda/ && !found {print substr($0, 3); found = 1}')
+spdlog_defs=$(ninja -C "$build" -t commands cohort_torch_backend | awk '/log_line\.cc/ && !found {
+  found = 1; for (i = 1; i <= NF; i++) if ($i ~ /^-D(FMT|SPDLOG)/) printf "%s ", $i }')
 g++ -std=c++20 -O2 -fPIC $spdlog_defs -I"$root" -c "$root/python/torch_backend/log_line.cc" \
   -o "$dest/lib/log_line.o"
 g++ -shared -o "$dest/lib/libcohort_torch_support.so" -Wl,-soname,libcohort_torch_support.so \
