@@ -37,16 +37,7 @@ class LauncherTest : public ::testing::Test {
     return r;
   }
   // Waits for the main process to exit and reaps it.
-  void Reap(ReplicaProcess& p) {
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          int status = 0;
-          if (::waitpid(p.pid(), &status, WNOHANG) != p.pid()) return false;
-          p.OnExited(status);
-          return true;
-        },
-        std::chrono::seconds(10)));
-  }
+  void Reap(ReplicaProcess& p) { ASSERT_TRUE(testing::Reap(p)) << "the replica did not exit"; }
   TempDir dir_;
   ProcessLauncher launcher_{CgroupManager()};
 };

@@ -80,14 +80,7 @@ class ReplicaInitTest : public ::testing::Test {
     return p.ok() ? std::move(*p) : nullptr;
   }
   void Reap(ReplicaProcess& p) {
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          int status = 0;
-          if (::waitpid(p.pid(), &status, WNOHANG) != p.pid()) return false;
-          p.OnExited(status);
-          return true;
-        },
-        seconds(20)));
+    ASSERT_TRUE(testing::Reap(p, seconds(20))) << "the replica did not exit";
   }
   bool Exists(const std::string& file) { return std::filesystem::exists(dir_.path() + "/" + file); }
   void Touch(const std::string& file) { testing::WriteFile(dir_.path() + "/" + file, ""); }

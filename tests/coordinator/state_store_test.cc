@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "coordinator/sqlite_db.h"
 #include "coordinator/sqlite_state_store.h"
@@ -73,42 +76,42 @@ JobRecord MakeJob(const std::string& name, uint64_t seq, int workers,
   return j;
 }
 
+template <typename T>
+void ExpectSameField(const T& a, const T& b, const std::string& name) {
+  EXPECT_EQ(a, b) << "field " << name;
+}
+
+// Expects element I of tuples `a` and `b` equal for every I; a failure names the field, from
+// `names`: the fields as written, separated by commas.
+template <typename Tuple, size_t... I>
+void ExpectSameElements(const Tuple& a, const Tuple& b, const std::string& names,
+                        std::index_sequence<I...>) {
+  std::vector<std::string> name;
+  std::istringstream in(names);
+  for (std::string field; std::getline(in >> std::ws, field, ',');) name.push_back(field);
+  ASSERT_EQ(name.size(), sizeof...(I)) << names;
+  (ExpectSameField(std::get<I>(a), std::get<I>(b), name[I]), ...);
+}
+
+// Expects the fields listed as `r.field, ...` equal in records `a` and `b`, each failure naming
+// its field.
+#define EXPECT_SAME_FIELDS(a, b, ...)                                                    \
+  do {                                                                                   \
+    auto tie = [](const auto& r) { return std::tie(__VA_ARGS__); };                      \
+    ExpectSameElements(tie(a), tie(b), #__VA_ARGS__,                                     \
+                       std::make_index_sequence<std::tuple_size_v<decltype(tie(a))>>{}); \
+  } while (false)
+
 void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
-  EXPECT_EQ(a.seq, b.seq);
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.spec_yaml, b.spec_yaml);
-  EXPECT_EQ(a.spec, b.spec);
-  EXPECT_EQ(a.state, b.state);
-  EXPECT_EQ(a.message, b.message);
-  EXPECT_EQ(a.create_time_ms, b.create_time_ms);
-  EXPECT_EQ(a.queued_since_ms, b.queued_since_ms);
-  EXPECT_EQ(a.start_time_ms, b.start_time_ms);
-  EXPECT_EQ(a.end_time_ms, b.end_time_ms);
-  EXPECT_EQ(a.restarts, b.restarts);
-  EXPECT_EQ(a.output_dir, b.output_dir);
-  EXPECT_EQ(a.trial_id, b.trial_id);
-  EXPECT_EQ(a.study, b.study);
-  EXPECT_EQ(a.master_port, b.master_port);
-  EXPECT_EQ(a.bootstrap_port, b.bootstrap_port);
-  EXPECT_EQ(a.owner, b.owner);
+  EXPECT_SAME_FIELDS(a, b, r.seq, r.name, r.spec_yaml, r.spec, r.state, r.message, r.create_time_ms,
+                     r.queued_since_ms, r.start_time_ms, r.end_time_ms, r.restarts, r.output_dir,
+                     r.trial_id, r.study, r.master_port, r.bootstrap_port, r.owner);
   ASSERT_EQ(a.replicas.size(), b.replicas.size());
   for (size_t i = 0; i < a.replicas.size(); ++i) {
-    const ReplicaRecord &x = a.replicas[i], &y = b.replicas[i];
-    EXPECT_EQ(x.name, y.name);
-    EXPECT_EQ(x.role, y.role);
-    EXPECT_EQ(x.index, y.index);
-    EXPECT_EQ(x.attempt, y.attempt);
-    EXPECT_EQ(x.launched, y.launched);
-    EXPECT_EQ(x.state, y.state);
-    EXPECT_EQ(x.node_id, y.node_id);
-    EXPECT_EQ(x.last_node, y.last_node);
-    EXPECT_EQ(x.gpus, y.gpus);
-    EXPECT_EQ(x.port, y.port);
-    EXPECT_EQ(x.exit_code, y.exit_code);
-    EXPECT_EQ(x.signal, y.signal);
-    EXPECT_EQ(x.message, y.message);
-    EXPECT_EQ(x.stop_requested, y.stop_requested);
-    EXPECT_EQ(x.state_time_ms, y.state_time_ms);
+    SCOPED_TRACE("replica " + std::to_string(i));
+    EXPECT_SAME_FIELDS(a.replicas[i], b.replicas[i], r.name, r.role, r.index, r.attempt, r.launched,
+                       r.state, r.node_id, r.last_node, r.gpus, r.port, r.exit_code, r.signal,
+                       r.message, r.stop_requested, r.state_time_ms);
   }
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) {

@@ -208,12 +208,7 @@ TEST_F(LeftoverTest, SuccessKillsADaemonThatClearedItsEnvironment) {
   Finish(0);
   EXPECT_TRUE(ct::WaitUntil([&] { return AllGone(left); }, 30s)) << cluster_->Logs();
   auto client = cluster_->Client();
-  EXPECT_TRUE(ct::WaitUntil(
-      [&] {
-        auto job = client.GetJob(job_);
-        return job.ok() && job->state == wire::JobState::SUCCEEDED;
-      },
-      30s));
+  EXPECT_TRUE(ct::WaitForJobState(client, job_, wire::JobState::SUCCEEDED, 30s));
   EXPECT_TRUE(cluster_->agent(node_).running());
 }
 
@@ -225,12 +220,7 @@ TEST_F(LeftoverTest, ARestartedFailureLeavesNothingOfTheFailedAttempt) {
   Finish(143);
   EXPECT_TRUE(ct::WaitUntil([&] { return AllGone(left); }, 30s)) << cluster_->Logs();
   auto client = cluster_->Client();
-  EXPECT_TRUE(ct::WaitUntil(
-      [&] {
-        auto job = client.GetJob(job_);
-        return job.ok() && job->state == wire::JobState::FAILED;
-      },
-      30s));
+  EXPECT_TRUE(ct::WaitForJobState(client, job_, wire::JobState::FAILED, 30s));
   auto job = client.GetJob(job_);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->restarts, 1);  // attempt 0 was restarted
