@@ -297,38 +297,25 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
       {"noNewPrivileges", true},
   };
 
-  json mounts = {
-      {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
-      {{"destination", "/dev"},
-       {"type", "tmpfs"},
-       {"source", "tmpfs"},
-       {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
-      {{"destination", "/dev/pts"},
-       {"type", "devpts"},
-       {"source", "devpts"},
-       {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
-      {{"destination", "/dev/shm"},
-       {"type", "tmpfs"},
-       {"source", "shm"},
-       {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=8g"}}},
-      {{"destination", "/dev/mqueue"},
-       {"type", "mqueue"},
-       {"source", "mqueue"},
-       {"options", {"nosuid", "noexec", "nodev"}}},
-      {{"destination", "/sys"},
-       {"type", "bind"},
-       {"source", "/sys"},
-       {"options", {"rbind", "nosuid", "noexec", "nodev", "ro"}}},
-      {{"destination", "/tmp"},
-       {"type", "tmpfs"},
-       {"source", "tmpfs"},
-       {"options", {"nosuid", "nodev", "mode=1777"}}},
+  json mounts = json::array();
+  auto mount = [&mounts](const std::string& destination, const std::string& type,
+                         const std::string& source, const std::vector<std::string>& options) {
+    json entry = {{"destination", destination}, {"type", type}, {"source", source}};
+    if (!options.empty()) entry["options"] = options;
+    mounts.push_back(std::move(entry));
   };
-  auto bind = [&mounts](const std::string& path, bool read_only) {
-    json options = {"rbind", "rprivate"};
+  mount("/proc", "proc", "proc", {});
+  mount("/dev", "tmpfs", "tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k"});
+  mount("/dev/pts", "devpts", "devpts",
+        {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"});
+  mount("/dev/shm", "tmpfs", "shm", {"nosuid", "noexec", "nodev", "mode=1777", "size=8g"});
+  mount("/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"});
+  mount("/sys", "bind", "/sys", {"rbind", "nosuid", "noexec", "nodev", "ro"});
+  mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"});
+  auto bind = [&mount](const std::string& path, bool read_only) {
+    std::vector<std::string> options = {"rbind", "rprivate"};
     if (read_only) options.push_back("ro");
-    mounts.push_back(
-        {{"destination", path}, {"type", "bind"}, {"source", path}, {"options", options}});
+    mount(path, "bind", path, options);
   };
   std::error_code ec;
   for (const char* file : {"/etc/hosts", "/etc/resolv.conf"}) {

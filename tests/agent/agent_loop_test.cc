@@ -14,6 +14,7 @@
 #include "agent/process_launcher.h"
 #include "agent/replica_env.h"
 #include "common/checkpoint.h"
+#include "coordinator/launch_plan.h"
 #include "tests/agent/test_util.h"
 
 namespace cohort::agent {
@@ -66,22 +67,20 @@ class FakeCoordinator {
     ASSERT_NE(peer, peers_.end()) << node << " has not registered";
     ASSERT_TRUE(router_->Send(peer->second, EncodeBody(next_id_++, std::move(body))).ok());
   }
-  void Launch(const std::string& node, wire::LaunchReplicaT launch) {
+  // Sends one message of the coordinator's (a wire::BodyUnion member, e.g. LaunchReplicaT).
+  template <typename Message>
+  void Send(const std::string& node, Message message) {
     wire::BodyUnion body;
-    body.Set(std::move(launch));
+    body.Set(std::move(message));
     Send(node, std::move(body));
   }
+  void Launch(const std::string& node, wire::LaunchReplicaT launch) {
+    Send(node, std::move(launch));
+  }
+  // The stop the real coordinator sends (coordinator/launch_plan.h).
   void Stop(const std::string& node, const std::string& job, const std::string& replica,
             int attempt, int grace_ms) {
-    wire::StopReplicaT stop;
-    stop.job = job;
-    stop.replica = replica;
-    stop.attempt = attempt;
-    stop.grace_ms = grace_ms;
-    stop.reason = "test stop";
-    wire::BodyUnion body;
-    body.Set(std::move(stop));
-    Send(node, std::move(body));
+    Send(node, coordinator::PlanStop(job, replica, attempt, "test stop", grace_ms));
   }
 
   // The newest status reported for an attempt (updates and registrations).
