@@ -78,7 +78,11 @@ class Options:
 
 
 _live_groups = weakref.WeakSet()
-_by_group_name = weakref.WeakValueDictionary()  # torch's group name -> the backend made for it
+# torch 1.13 holds the object the creator returns (it is the group); torch 2.x holds only the C++
+# backend inside its ProcessGroup, so the Python object is held here: backend_of finds it by the
+# group's name and the exit hook below reaches it (2.x's destroy_process_group shuts it down).
+_held = []
+_by_group_name = {} if _TORCH_MAJOR >= 2 else weakref.WeakValueDictionary()  # group name -> backend
 
 
 def _create_process_group(backend_options, pg_options):
@@ -101,6 +105,8 @@ def _create_process_group(backend_options, pg_options):
         options.wire_dtype or "",
     )
     _live_groups.add(pg)
+    if _TORCH_MAJOR >= 2:
+        _held.append(pg)
     group_id = getattr(backend_options, "group_id", None)
     if group_id is not None:
         _by_group_name[group_id] = pg
