@@ -121,6 +121,12 @@ void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
   EXPECT_EQ(a.demands.size(), b.demands.size());
 }
 
+// Expects `loaded` to hold exactly the jobs `expected`, in order, field by field.
+void ExpectSameJobs(const std::vector<JobRecord>& loaded, const std::vector<JobRecord>& expected) {
+  ASSERT_EQ(loaded.size(), expected.size());
+  for (size_t i = 0; i < loaded.size(); ++i) ExpectSameJob(loaded[i], expected[i]);
+}
+
 void WriteBytes(const fs::path& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
@@ -173,6 +179,20 @@ class StateStoreTest : public ::testing::Test {
     auto s = Open();
     EXPECT_FALSE(s.ok()) << "opened";
     return s.ok() ? Status::Ok() : s.status();
+  }
+  // Opens the store and loads it; both must succeed. The store, left open (null when either
+  // failed, the failure recorded), and what it loaded.
+  struct Loaded {
+    std::unique_ptr<StateStore> store;
+    StoredState state;
+  };
+  Loaded OpenAndLoad(bool accept = false) {
+    auto store = OpenOk(accept);
+    if (!store) return {};
+    auto loaded = store->Load();
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    if (!loaded.ok()) return {};
+    return {std::move(store), std::move(*loaded)};
   }
   // Opens the store, whose Load() must refuse the state as damaged (kDataLoss), and closes it:
   // the status Load() returned.
@@ -228,11 +248,9 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   for (auto& r : studies.TakeJournalRecords()) records.push_back(r);  // incremental
   ASSERT_EQ(records.size(), 2u);
   {
-    auto store = OpenOk();
+    auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
-    auto loaded = store->Load();
-    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-    EXPECT_TRUE(loaded->jobs.empty());
+    EXPECT_TRUE(loaded.jobs.empty());
     StateChanges c;
     for (const auto& j : jobs) c.jobs.push_back(&j);
     c.study_records = {records[0]};
@@ -244,18 +262,15 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   EXPECT_TRUE(fs::exists(dir_ / "state.db"));
   EXPECT_TRUE(fs::exists(dir_ / "state-store.id"));
 
-  auto store = OpenOk();
+  auto [store, loaded] = OpenAndLoad();
   ASSERT_TRUE(store);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_TRUE(loaded->dropped.empty());
-  ASSERT_EQ(loaded->jobs.size(), 3u);
-  for (size_t i = 0; i < jobs.size(); ++i) ExpectSameJob(loaded->jobs[i], jobs[i]);
+  EXPECT_TRUE(loaded.dropped.empty());
+  ExpectSameJobs(loaded.jobs, jobs);
 
   // The study comes back as one record that rebuilds the same study.
-  ASSERT_EQ(loaded->studies.size(), 1u);
+  ASSERT_EQ(loaded.studies.size(), 1u);
   StudyController again(dir_.string() + "/studies");
-  auto replayed = again.Replay(loaded->studies[0]);
+  auto replayed = again.Replay(loaded.studies[0]);
   ASSERT_TRUE(replayed.ok() && *replayed) << replayed.status().ToString();
   auto before = studies.Info("s"), after = again.Info("s");
   ASSERT_TRUE(before.ok() && after.ok());
@@ -297,14 +312,11 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
     ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 3").ok());
   }
   {
-    auto store = OpenOk();
+    auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
-    auto loaded = store->Load();
-    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-    EXPECT_TRUE(loaded->dropped.empty());
-    ASSERT_EQ(loaded->jobs.size(), 1u);
-    ExpectSameJob(loaded->jobs[0], job);
-    ASSERT_EQ(loaded->studies.size(), 1u);
+    EXPECT_TRUE(loaded.dropped.empty());
+    ExpectSameJobs(loaded.jobs, {job});
+    ASSERT_EQ(loaded.studies.size(), 1u);
     job.owner = "bob";
     StateChanges c;
     c.jobs.push_back(&job);
@@ -315,12 +327,10 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
     ASSERT_TRUE(db.ok());
     EXPECT_EQ(*(*db)->QueryInt("PRAGMA user_version"), SqliteStateStore::Schema().back().version);
   }
-  auto store = OpenOk();
+  auto [store, loaded] = OpenAndLoad();
   ASSERT_TRUE(store);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  ASSERT_EQ(loaded->jobs.size(), 1u);
-  EXPECT_EQ(loaded->jobs[0].owner, "bob");
+  ASSERT_EQ(loaded.jobs.size(), 1u);
+  EXPECT_EQ(loaded.jobs[0].owner, "bob");
   auto listed = store->ListJobs(JobQuery{.states = {}, .limit = 10});
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   ASSERT_EQ(listed->size(), 1u);
@@ -370,14 +380,11 @@ TEST_F(StateStoreTest, ChangedJobsAreStoredAndTheEventWindowSlides) {
   commit();
   store.reset();
 
-  store = OpenOk();
-  ASSERT_TRUE(store);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  ASSERT_EQ(loaded->jobs.size(), 1u);
-  ExpectSameJob(loaded->jobs[0], job);
+  auto [reopened, loaded] = OpenAndLoad();
+  ASSERT_TRUE(reopened);
+  ExpectSameJobs(loaded.jobs, {job});
   // LoadJobs reads the same, and leaves out names it does not hold.
-  auto some = store->LoadJobs({"slide", "never-stored"});
+  auto some = reopened->LoadJobs({"slide", "never-stored"});
   ASSERT_TRUE(some.ok()) << some.status().ToString();
   ASSERT_EQ(some->size(), 1u);
   ExpectSameJob((*some)[0], job);
@@ -412,12 +419,9 @@ TEST_F(StateStoreTest, AFailedCommitChangesNothingAndTheNextOneStoresEverything)
   retry.jobs = {&job, &added};
   ASSERT_TRUE(store->Commit(retry).ok());
   store.reset();
-  store = OpenOk();
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  ASSERT_EQ(loaded->jobs.size(), 2u);
-  ExpectSameJob(loaded->jobs[0], job);
-  ExpectSameJob(loaded->jobs[1], added);
+  auto [reopened, loaded] = OpenAndLoad();
+  ASSERT_TRUE(reopened);
+  ExpectSameJobs(loaded.jobs, {job, added});
 }
 
 TEST_F(StateStoreTest, HistoryQueriesFilterByStateAndTimeNewestFirstUsingTheIndexes) {
@@ -606,15 +610,11 @@ TEST_F(StateStoreTest, AFlippedByteInASpecIsRefusedAndTheFlagDropsThatJobOnly) {
       << refused.ToString();
   EXPECT_NE(refused.message().find("--accept-damaged-state"), std::string::npos);
 
-  auto store = OpenOk(true);
+  auto [store, loaded] = OpenAndLoad(true);
   ASSERT_TRUE(store);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  ASSERT_EQ(loaded->jobs.size(), 2u);
-  ExpectSameJob(loaded->jobs[0], jobs[0]);
-  ExpectSameJob(loaded->jobs[1], jobs[2]);
-  ASSERT_EQ(loaded->dropped.size(), 1u);
-  EXPECT_NE(loaded->dropped[0].find("job hit dropped"), std::string::npos) << loaded->dropped[0];
+  ExpectSameJobs(loaded.jobs, {jobs[0], jobs[2]});
+  ASSERT_EQ(loaded.dropped.size(), 1u);
+  EXPECT_NE(loaded.dropped[0].find("job hit dropped"), std::string::npos) << loaded.dropped[0];
   bool kept_aside = false;
   for (const auto& e : fs::directory_iterator(dir_)) {
     kept_aside |= e.path().filename().string().rfind("state.db.damaged-", 0) == 0;
@@ -622,11 +622,9 @@ TEST_F(StateStoreTest, AFlippedByteInASpecIsRefusedAndTheFlagDropsThatJobOnly) {
   EXPECT_TRUE(kept_aside);
   store.reset();
   // The rebuilt database verifies: no flag needed any more.
-  store = OpenOk();
-  ASSERT_TRUE(store);
-  loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_EQ(loaded->jobs.size(), 2u);
+  auto [rebuilt, reloaded] = OpenAndLoad();
+  ASSERT_TRUE(rebuilt);
+  EXPECT_EQ(reloaded.jobs.size(), 2u);
 }
 
 TEST_F(StateStoreTest, ADamagedReplicaOrEventIsFoundByItsChecksum) {
@@ -636,25 +634,19 @@ TEST_F(StateStoreTest, ADamagedReplicaOrEventIsFoundByItsChecksum) {
   Store(jobs);
   ASSERT_TRUE(FlipByteOf(dir_ / "state.db", "replica-needle"));
   ASSERT_TRUE(FlipByteOf(dir_ / "state.db", "event-needle"));
-  auto store = OpenOk();
-  ASSERT_TRUE(store);
-  auto refused = store->Load();
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("job r: replica worker-0 does not match"),
-            std::string::npos)
-      << refused.status().ToString();
-  EXPECT_NE(refused.status().message().find("job e: event 2 does not match"), std::string::npos)
-      << refused.status().ToString();
-  store.reset();
+  Status refused = LoadRefused();
+  EXPECT_NE(refused.message().find("job r: replica worker-0 does not match"), std::string::npos)
+      << refused.ToString();
+  EXPECT_NE(refused.message().find("job e: event 2 does not match"), std::string::npos)
+      << refused.ToString();
   // A damaged replica drops its job; a damaged event is dropped from a job that is kept.
-  store = OpenOk(true);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  ASSERT_EQ(loaded->jobs.size(), 1u);
-  EXPECT_EQ(loaded->jobs[0].name, "e");
-  EXPECT_EQ(loaded->jobs[0].events.size(), 2u);
-  EXPECT_TRUE(Mentions(loaded->dropped, "job r dropped"));
-  EXPECT_TRUE(Mentions(loaded->dropped, "job e: kept without its damaged events"));
+  auto [store, loaded] = OpenAndLoad(true);
+  ASSERT_TRUE(store);
+  ASSERT_EQ(loaded.jobs.size(), 1u);
+  EXPECT_EQ(loaded.jobs[0].name, "e");
+  EXPECT_EQ(loaded.jobs[0].events.size(), 2u);
+  EXPECT_TRUE(Mentions(loaded.dropped, "job r dropped"));
+  EXPECT_TRUE(Mentions(loaded.dropped, "job e: kept without its damaged events"));
 }
 
 TEST_F(StateStoreTest, ACorruptPageIsRefusedAndTheFlagNamesEveryJobItDrops) {
@@ -730,16 +722,12 @@ TEST_F(StateStoreTest, AJournalIsImportedOnceAndKeptAsABackup) {
   fs::create_directories(dir_ / "logs" / "a");
 
   {
-    auto store = OpenOk();
+    auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
-    auto loaded = store->Load();
-    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-    ASSERT_EQ(loaded->jobs.size(), 2u);
-    ExpectSameJob(loaded->jobs[0], a2);
-    ExpectSameJob(loaded->jobs[1], b);
-    ASSERT_EQ(loaded->studies.size(), 1u);
+    ExpectSameJobs(loaded.jobs, {a2, b});
+    ASSERT_EQ(loaded.studies.size(), 1u);
     StudyController again(dir_.string() + "/studies");
-    ASSERT_TRUE(again.Replay(loaded->studies[0]).ok());
+    ASSERT_TRUE(again.Replay(loaded.studies[0]).ok());
     EXPECT_EQ(again.Info("st")->trials[0]->steps, 1);
   }
   EXPECT_FALSE(fs::exists(dir_ / "journal"));
@@ -748,11 +736,9 @@ TEST_F(StateStoreTest, AJournalIsImportedOnceAndKeptAsABackup) {
   EXPECT_TRUE(fs::exists(dir_ / "snapshot.pre-sqlite"));
 
   // Once: the next start reads the database.
-  auto store = OpenOk();
+  auto [store, loaded] = OpenAndLoad();
   ASSERT_TRUE(store);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok());
-  EXPECT_EQ(loaded->jobs.size(), 2u);
+  EXPECT_EQ(loaded.jobs.size(), 2u);
   auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
   store.reset();
   ASSERT_TRUE(db.ok());
