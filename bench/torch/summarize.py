@@ -32,7 +32,7 @@ def ddp_tables(out):
         print("| configuration | samples/s (median) | windows min-max | x gloo |")
         print("|---|---:|---:|---:|")
         gloo = summaries.get((model, "gloo"))
-        for config in ("gloo", "cohort", "cohort-bf16"):
+        for config in ("gloo", "cohort", "cohort-nocheck", "cohort-bf16"):
             r = summaries.get((model, config))
             if r is None:
                 continue

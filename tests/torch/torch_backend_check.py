@@ -139,11 +139,11 @@ class Checker:
             self.failures.append(what)
             print(f"FAIL: {what}", flush=True)
 
-    def expect_raises(self, fn, fragments, what):
-        """fn() must raise a RuntimeError whose message holds every fragment."""
+    def expect_raises(self, fn, fragments, what, errors=(RuntimeError,)):
+        """fn() must raise one of `errors` (a RuntimeError) whose message holds every fragment."""
         try:
             fn()
-        except RuntimeError as e:
+        except errors as e:
             text = str(e).split("\n")[0]
             missing = [f for f in fragments if f not in text]
             self.expect(not missing, f"{what}: error {text!r} lacks {missing}")
@@ -677,7 +677,12 @@ def scenario_bad_use():
                                                     [torch.ones(2, dtype=torch.uint8)] * n),
                         ["reduce_scatter", "torch.uint8"], "reduce_scatter uint8")
     me = dist.get_rank()
-    check.expect_raises(lambda: dist.send(torch.ones(2), me), ["send", f"rank {me} is not another rank"], "send to self")
+    if int(torch.__version__.split(".")[0]) >= 2:  # torch 2.x refuses it before the backend sees it
+        check.expect_raises(lambda: dist.send(torch.ones(2), me), ["destination rank should not be the same"],
+                            "send to self", errors=(ValueError,))
+    else:
+        check.expect_raises(lambda: dist.send(torch.ones(2), me), ["send", f"rank {me} is not another rank"],
+                            "send to self")
     check.expect_raises(lambda: dist.recv(torch.ones(2), (me + 1) % n, tag=1 << 20), ["recv", "tag 1048576"],
                         "recv with a tag out of range")
     check.expect_raises(lambda: dist.all_to_all_single(torch.ones(n + 1), torch.ones(n + 1)),
@@ -893,7 +898,11 @@ SCENARIOS = {
     # name: (workers, reducers, extra environment, ranks not started, worker function)
     "ops": (3, 0, {}, (), scenario_ops),
     "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ops),
-    "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ddp),
+    # CPU tensors; the GPUs are hidden because torch 2.x's PowerSGD hook calls
+    # torch.cuda.synchronize(the bucket's device) whenever CUDA is available, which fails for a CPU
+    # bucket (on gloo too).
+    "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "CUDA_VISIBLE_DEVICES": ""}, (),
+            scenario_ddp),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
     "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
