@@ -27,31 +27,19 @@ done
 rm -rf "$dest"
 mkdir -p "$dest/lib/ucx"
 
-copy_deps() {  # every library $1 loads, resolved on this machine, into $dest/lib
-  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
-    name=$(basename "$lib")
-    [[ $name =~ $skip ]] && continue
-    [ -e "$dest/lib/$name" ] && continue
-    cp -L "$lib" "$dest/lib/$name"
-    strip --strip-debug "$dest/lib/$name"
-  done
-  if ldd "$1" | grep -q 'not found'; then
-    echo "bundle.sh: $1 has unresolved libraries here:" >&2
-    ldd "$1" | grep 'not found' >&2
-    exit 1
-  fi
-}
+# shellcheck source=bench/gpu/bundle_lib.sh
+source "$(dirname "$0")/bundle_lib.sh"
 
 for b in "${bins[@]}"; do
   cp "$build/$b" "$dest/"
   strip --strip-debug "$dest/$(basename "$b")"
-  copy_deps "$build/$b"
+  copy_deps "$build/$b" "$dest/lib" "$skip" bundle.sh
 done
 # UCX loads its transport modules from UCX_MODULE_DIR; cma (cross-memory attach for shared
 # memory) is the one these machines use (ib and rdmacm need an RDMA device).
 cp -L "$ucx_modules/libuct_cma.so.0" "$dest/lib/ucx/"
 strip --strip-debug "$dest/lib/ucx/libuct_cma.so.0"
-copy_deps "$ucx_modules/libuct_cma.so.0"
+copy_deps "$ucx_modules/libuct_cma.so.0" "$dest/lib" "$skip" bundle.sh
 
 cp "$(dirname "$0")/checks.sh" "$dest/"
 cat >"$dest/run.sh" <<'RUN'

@@ -69,24 +69,12 @@ g++ -shared -o "$dest/lib/libcohort_torch_support.so" -Wl,-soname,libcohort_torc
 rm "$dest/lib/log_line.o"
 strip --strip-debug "$dest/lib/libcohort_torch_support.so"
 
-copy_deps() {  # every library $1 loads, resolved here, into $dest/lib (as bench/gpu/bundle.sh)
-  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
-    name=$(basename "$lib")
-    [[ $name =~ $skip ]] && continue
-    [ -e "$dest/lib/$name" ] && continue
-    cp -L "$lib" "$dest/lib/$name"
-    strip --strip-debug "$dest/lib/$name"
-  done
-  if ldd "$1" | grep -q 'not found'; then
-    echo "torch_kit.sh: $1 has unresolved libraries here:" >&2
-    ldd "$1" | grep 'not found' >&2
-    exit 1
-  fi
-}
-copy_deps "$dest/lib/libcohort_torch_support.so"
+# shellcheck source=bench/gpu/bundle_lib.sh
+source "$root/bench/gpu/bundle_lib.sh"
+copy_deps "$dest/lib/libcohort_torch_support.so" "$dest/lib" "$skip" torch_kit.sh
 cp "$build/collective/cohort-reducer" "$dest/bin/"
 strip --strip-debug "$dest/bin/cohort-reducer"
-copy_deps "$dest/bin/cohort-reducer"
+copy_deps "$dest/bin/cohort-reducer" "$dest/lib" "$skip" torch_kit.sh
 mkdir -p "$dest/lib/ucx"
 ucx_modules=/usr/lib/x86_64-linux-gnu/ucx
 if [ -e "$ucx_modules/libuct_cma.so.0" ]; then
