@@ -399,6 +399,17 @@ void CheckRoot(int64_t root, int size, const char* what) {
               " is not a rank of this group (size ", size, ")");
 }
 
+// Broadcast and reduce: one tensor per process (rootTensor 0), rooted at a rank of this group of
+// `size`. Returns that root.
+int CheckRootedOne(const std::vector<at::Tensor>& tensors, int64_t root, int64_t root_tensor,
+                   int size, const char* what) {
+  CheckOneTensor(tensors, what);
+  CheckRoot(root, size, what);
+  TORCH_CHECK(root_tensor == 0, "cohort: ", what,
+              ": rootTensor must be 0 (one tensor per process)");
+  return static_cast<int>(root);
+}
+
 void CheckLike(const at::Tensor& t, const at::Tensor& like, int64_t numel, const char* what,
                const std::string& role) {
   TORCH_CHECK(t.scalar_type() == like.scalar_type(), "cohort: ", what, ": ", role, " is ",
@@ -502,11 +513,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::barrier(const c10d::BarrierOp
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
-  CheckOneTensor(tensors, "broadcast");
-  CheckRoot(opts.rootRank, getSize(), "broadcast");
-  TORCH_CHECK(opts.rootTensor == 0,
-              "cohort: broadcast: rootTensor must be 0 (one tensor per process)");
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = CheckRootedOne(tensors, opts.rootRank, opts.rootTensor, getSize(), "broadcast");
   auto staged = std::make_shared<StagedTensor>(
       tensors[0], "broadcast", StagedTensor::kBytes,
       getRank() == root ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
@@ -628,12 +635,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueReduceScatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
-  CheckOneTensor(tensors, "reduce");
-  CheckRoot(opts.rootRank, getSize(), "reduce");
-  TORCH_CHECK(opts.rootTensor == 0,
-              "cohort: reduce: rootTensor must be 0 (one tensor per process)");
+  const int root = CheckRootedOne(tensors, opts.rootRank, opts.rootTensor, getSize(), "reduce");
   const ReduceOp op = LibraryOp(opts.reduceOp, "reduce");
-  const int root = static_cast<int>(opts.rootRank);
   auto staged = std::make_shared<StagedTensor>(tensors[0], "reduce", StagedTensor::kReduce);
   return Enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, staged, op, root] {
     COHORT_RETURN_IF_ERROR(
