@@ -14,8 +14,8 @@ command -v dpkg-shlibdeps >/dev/null || { echo "package.sh: dpkg-shlibdeps is mi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DCMAKE_INSTALL_PREFIX=/usr \
   -DCOHORT_CUDA_STATIC_RUNTIME=ON >/dev/null
 # Only what the packages hold.
-targets=(cohort-coordinator cohort-agent cohort-reducer cohort-ps cohort cohort_collective_c
-         cohort_python cohort_man_pages)
+targets=(cohort-coordinator cohort-agent cohort-replica-init cohort-reducer cohort-ps cohort
+         cohort_collective_c cohort_python cohort_man_pages)
 if grep -q '^COHORT_HAVE_TORCH' "$build/CMakeCache.txt" 2>/dev/null || \
    ninja -C "$build" -t targets all 2>/dev/null | grep -q '^cohort_torch_backend:'; then
   targets+=(cohort_torch_backend)

@@ -112,11 +112,25 @@ class RecoveryTest : public ::testing::Test {
     return ct::RunProcess(COHORT_CLI_BIN, full, {}, 20s);
   }
 
-  // Live replica processes of this cluster whose command line contains `needle`.
+  // Live replica processes of this cluster whose command line contains `needle`: where replicas
+  // run in PID namespaces, each replica's cohort-replica-init (whose arguments hold the command,
+  // and whose pid the agent logs as the replica's) as well as the command's own process.
   std::vector<pid_t> ReplicaProcessesRunning(const std::string& needle) {
     std::vector<pid_t> out;
     for (pid_t pid : cluster_->ReplicaProcesses()) {
       if (ct::ProcessCommandLine(pid).find(needle) != std::string::npos) out.push_back(pid);
+    }
+    return out;
+  }
+
+  // The same without cohort-replica-init: the processes of the command itself (the ones a
+  // SIGSTOP freezes).
+  std::vector<pid_t> CommandProcessesRunning(const std::string& needle) {
+    std::vector<pid_t> out;
+    for (pid_t pid : ReplicaProcessesRunning(needle)) {
+      const std::string command_line = ct::ProcessCommandLine(pid);
+      const fs::path argv0 = command_line.substr(0, command_line.find(' '));
+      if (argv0.filename() != "cohort-replica-init") out.push_back(pid);
     }
     return out;
   }
@@ -183,7 +197,7 @@ TEST_F(RecoveryTest, CorruptedNewestCheckpointRestartResumesFromThePreviousValid
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
         if (CommittedCheckpoints(checkpoints).size() < 2) return false;
-        trainer = ReplicaProcessesRunning(COHORT_TRAINER_BIN);
+        trainer = CommandProcessesRunning(COHORT_TRAINER_BIN);
         return trainer.size() == 1;
       },
       60s, 10ms))

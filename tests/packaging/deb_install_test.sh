@@ -88,7 +88,8 @@ step "dpkg -i"
 installed=1
 dpkg -i "${debs[@]}" > "$work/dpkg-install.log" 2>&1 || fail "dpkg -i failed"
 
-for f in /usr/bin/cohort-coordinator /usr/bin/cohort-agent /usr/bin/cohort-reducer /usr/bin/cohort-ps \
+for f in /usr/bin/cohort-coordinator /usr/bin/cohort-agent /usr/bin/cohort-replica-init \
+         /usr/bin/cohort-reducer /usr/bin/cohort-ps \
          /usr/bin/cohort /lib/systemd/system/cohort-coordinator.service \
          /lib/systemd/system/cohort-agent.service /etc/cohort/coordinator.conf /etc/cohort/agent.conf \
          /usr/lib/python3/dist-packages/cohort/__init__.py \
