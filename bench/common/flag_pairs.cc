@@ -25,4 +25,12 @@ std::string ParseFlagPairs(int argc, char** argv, int first,
   return "";
 }
 
+bool AsksForHelp(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
 }  // namespace cohort::bench

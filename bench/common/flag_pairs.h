@@ -17,6 +17,10 @@ using FlagTarget = std::variant<std::string*, int*>;
 std::string ParseFlagPairs(int argc, char** argv, int first,
                            const std::map<std::string, FlagTarget>& flags);
 
+// True when argv[first], argv[first + 1], ... hold --help or -h: the caller prints its usage on
+// stdout and exits 0.
+bool AsksForHelp(int argc, char** argv, int first);
+
 }  // namespace cohort::bench
 
 #endif  // COHORT_BENCH_COMMON_FLAG_PAIRS_H_

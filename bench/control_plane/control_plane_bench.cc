@@ -254,7 +254,13 @@ void DashboardTimings(const Args& a, SimT& sim) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] [--gpus G] [--jobs N] "
+    "[--latency-runs R] [--idle-seconds S] [--restart-runs R] [--port P] "
+    "[--coordinator-args \"FLAGS\"] [--http-port P [--scrape-ms N] [--chromium PATH]]\n";
+
 int main(int argc, char** argv) {
+  if (cohort::bench::AsksForHelp(argc, argv, 1)) return std::fputs(kUsage, stdout), 0;
   Args a;
   std::string coordinator_args;
   const std::string bad = cohort::bench::ParseFlagPairs(argc, argv, 1,
@@ -271,13 +277,7 @@ int main(int argc, char** argv) {
                                                          {"--scrape-ms", &a.scrape_ms},
                                                          {"--chromium", &a.chromium}});
   if (!bad.empty()) {
-    std::fprintf(stderr,
-                 "cohort-control-plane-bench: %s\n"
-                 "usage: cohort-control-plane-bench [--coordinator PATH] [--agents K] "
-                 "[--gpus G] [--jobs N] [--latency-runs R] [--idle-seconds S] "
-                 "[--restart-runs R] [--port P] [--coordinator-args \"FLAGS\"] "
-                 "[--http-port P [--scrape-ms N] [--chromium PATH]]\n",
-                 bad.c_str());
+    std::fprintf(stderr, "cohort-control-plane-bench: %s\n%s", bad.c_str(), kUsage);
     return 2;
   }
   a.coordinator_args = Words(coordinator_args);

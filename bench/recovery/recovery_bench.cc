@@ -482,16 +482,15 @@ int CoordinatorRestartSim(const Args& a) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: cohort-recovery-bench node-loss|coordinator-restart|coordinator-restart-sim "
+    "[--coordinator PATH] [--agent PATH] [--heartbeat-timeout 10s] [--signal KILL|TERM] "
+    "[--agents N] [--jobs N] [--runs N]\n";
+
 int main(int argc, char** argv) {
+  if (cohort::bench::AsksForHelp(argc, argv, 1)) return std::fputs(kUsage, stdout), 0;
   Args a;
-  if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: cohort-recovery-bench node-loss|coordinator-restart|"
-                 "coordinator-restart-sim [--coordinator PATH] [--agent PATH] "
-                 "[--heartbeat-timeout 10s] [--signal KILL|TERM] [--agents N] [--jobs N] "
-                 "[--runs N]\n");
-    return 2;
-  }
+  if (argc < 2) return std::fputs(kUsage, stderr), 2;
   a.mode = argv[1];
   const std::string bad =
       cohort::bench::ParseFlagPairs(argc, argv, 2,
