@@ -216,19 +216,23 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   t.WriteHistogram("cohort_submit_to_running_seconds", {}, jobs.to_running);
 
   // ---- nodes and GPUs
-  uint64_t ready = 0, lost = 0, draining = 0, gpus_total = 0;
+  uint64_t ready = 0, cordoned = 0, lost = 0, draining = 0, gpus_total = 0;
   for (const NodeRecord& n : s.nodes) {
     if (!n.ready) {
       ++lost;
     } else if (n.draining || n.admin == NodeAdmin::kDraining) {
       ++draining;
+    } else if (n.admin == NodeAdmin::kCordoned) {
+      ++cordoned;  // up, but takes no new replicas
     } else {
       ++ready;
     }
     if (n.ready) gpus_total += n.gpus.size();
   }
-  t.Family("cohort_nodes", Type::kGauge, "Registered nodes by state (ready, draining, lost).");
+  t.Family("cohort_nodes", Type::kGauge,
+           "Registered nodes by state (ready, cordoned, draining, lost).");
   t.Sample("cohort_nodes", {{"state", "ready"}}, ready);
+  t.Sample("cohort_nodes", {{"state", "cordoned"}}, cordoned);
   t.Sample("cohort_nodes", {{"state", "draining"}}, draining);
   t.Sample("cohort_nodes", {{"state", "lost"}}, lost);
   t.Family("cohort_gpus", Type::kGauge,

@@ -101,13 +101,15 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   add(std::move(running), 6000);
   CoordinatorSnapshot s;
   s.jobs = jobs;
-  NodeRecord n1, n2;
+  NodeRecord n1, n2, n3;
   n1.node_id = "n1";
   n1.gpus.resize(4);
   n2.node_id = "n2";
   n2.ready = false;
   n2.gpus.resize(8);
-  s.nodes = {n1, n2};
+  n3.node_id = "n3";  // cordoned: up, but not ready for new replicas
+  n3.admin = NodeAdmin::kCordoned;
+  s.nodes = {n1, n2, n3};
   s.counters.requests[{"client", "SubmitJob"}] = 4;
   s.counters.errors[{"client", "NOT_FOUND"}] = 1;
   s.counters.restarts_by_cause["node_loss"] = 2;
@@ -128,6 +130,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_queue_wait_seconds_bucket{le=\"1\"} 4");  // each waited 1 s
   has("cohort_submit_to_running_seconds_count 3");
   has("cohort_nodes{state=\"ready\"} 1");
+  has("cohort_nodes{state=\"cordoned\"} 1");
   has("cohort_nodes{state=\"lost\"} 1");
   has("cohort_gpus{state=\"total\"} 4");      // the lost node's GPUs are not counted
   has("cohort_gpus{state=\"allocated\"} 3");  // run's 3 replicas hold one each
