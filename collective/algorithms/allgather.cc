@@ -107,9 +107,9 @@ Status Allgather(Transport& transport, const AllgatherOptions& options) {
   char* own = static_cast<char*>(options.recv) + static_cast<size_t>(transport.rank()) * bytes;
   if (bytes > 0 && options.send != own) std::memmove(own, options.send, bytes);
   if (n == 1) return Status::Ok();
-  HeaderExchange headers(
-      transport, MakeCallHeader(CollectiveKind::kAllgather, options, options.type, options.count),
-      options);
+  HeaderExchange headers(transport,
+                         MakeCallHeader(FlightOp::kAllgather, options, options.type, options.count),
+                         options);
   COHORT_RETURN_IF_ERROR(algorithm == AllgatherAlgorithm::kRing
                              ? RingAllgather(transport, options, headers)
                              : RecursiveDoublingAllgather(transport, options, headers));

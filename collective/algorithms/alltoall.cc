@@ -6,11 +6,11 @@ namespace cohort::collective {
 namespace {
 
 // Both variants: blocks at element offsets send_at/recv_at (num_workers + 1 entries each).
-Status Exchange(Transport& transport, const AlltoallOptions& options, CollectiveKind kind,
+Status Exchange(Transport& transport, const AlltoallOptions& options, FlightOp kind,
                 const std::vector<size_t>& send_at, const std::vector<size_t>& recv_at) {
   const int n = options.num_workers;
   const int rank = transport.rank();
-  const std::string what(CollectiveKindName(kind));
+  const std::string what(FlightOpName(kind));
   const size_t es = DataTypeSize(options.type);
   const size_t send_total = send_at[n] * es;
   if ((send_total > 0 && options.send == nullptr) || (recv_at[n] > 0 && options.recv == nullptr)) {
@@ -36,7 +36,7 @@ Status Exchange(Transport& transport, const AlltoallOptions& options, Collective
   std::vector<std::unique_ptr<HeaderExchange>> headers(n);
   for (int r = 0; r < n; ++r) {
     if (r == rank) continue;
-    const size_t announced = kind == CollectiveKind::kAlltoall ? options.count : block(send_at, r);
+    const size_t announced = kind == FlightOp::kAlltoall ? options.count : block(send_at, r);
     headers[r] = std::make_unique<HeaderExchange>(
         transport, MakeCallHeader(kind, options, options.type, announced), options);
   }
@@ -59,9 +59,8 @@ Status Exchange(Transport& transport, const AlltoallOptions& options, Collective
   }
   for (int k = 1; k < n; ++k) {
     const int r = (rank - k + n) % n;
-    const std::optional<uint64_t> expected = kind == CollectiveKind::kAlltoall
-                                                 ? std::nullopt
-                                                 : std::optional<uint64_t>(block(recv_at, r));
+    const std::optional<uint64_t> expected =
+        kind == FlightOp::kAlltoall ? std::nullopt : std::optional<uint64_t>(block(recv_at, r));
     COHORT_RETURN_IF_ERROR(headers[r]->Check(r, expected));
   }
   COHORT_RETURN_IF_ERROR(WaitAll(&recvs, options.deadline, what));
@@ -83,7 +82,7 @@ std::vector<size_t> Offsets(const std::vector<size_t>& counts) {
 Status Alltoall(Transport& transport, const AlltoallOptions& options) {
   COHORT_RETURN_IF_ERROR(CheckCollective(transport, options, "alltoall"));
   const std::vector<size_t> at = Offsets(std::vector<size_t>(options.num_workers, options.count));
-  return Exchange(transport, options, CollectiveKind::kAlltoall, at, at);
+  return Exchange(transport, options, FlightOp::kAlltoall, at, at);
 }
 
 Status AlltoallV(Transport& transport, const AlltoallOptions& options) {
@@ -94,7 +93,7 @@ Status AlltoallV(Transport& transport, const AlltoallOptions& options) {
                            " send counts and " + std::to_string(options.recv_counts.size()) +
                            " receive counts for " + std::to_string(n) + " workers");
   }
-  return Exchange(transport, options, CollectiveKind::kAlltoallV, Offsets(options.send_counts),
+  return Exchange(transport, options, FlightOp::kAlltoallV, Offsets(options.send_counts),
                   Offsets(options.recv_counts));
 }
 

@@ -6,8 +6,8 @@ Status Barrier(Transport& transport, const CollectiveOptions& options) {
   COHORT_RETURN_IF_ERROR(CheckCollective(transport, options, "barrier"));
   const int n = options.num_workers;
   const int rank = transport.rank();
-  HeaderExchange headers(
-      transport, MakeCallHeader(CollectiveKind::kBarrier, options, DataType::kF32, 0), options);
+  HeaderExchange headers(transport, MakeCallHeader(FlightOp::kBarrier, options, DataType::kF32, 0),
+                         options);
   // Each round's peers differ from every other round's (2^k < n), so one header tag serves all.
   for (int dist = 1; dist < n; dist <<= 1) {
     const int from = (rank - dist + n) % n;

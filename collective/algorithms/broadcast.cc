@@ -31,10 +31,10 @@ Status Broadcast(Transport& transport, const BroadcastOptions& options) {
     if (vr + 1 < n) children.push_back(vr + 1);
   }
 
-  HeaderExchange headers(transport,
-                         MakeCallHeader(CollectiveKind::kBroadcast, options, options.type,
-                                        options.count, options.root),
-                         options);
+  HeaderExchange headers(
+      transport,
+      MakeCallHeader(FlightOp::kBroadcast, options, options.type, options.count, options.root),
+      options);
   if (parent >= 0) COHORT_RETURN_IF_ERROR(headers.Recv(real(parent)));
   for (int c : children) COHORT_RETURN_IF_ERROR(headers.Send(real(c)));
   const size_t piece = PieceElems(options.chunk_bytes, options.type);

@@ -3,49 +3,35 @@
 #include <algorithm>
 #include <memory>
 
-#include "common/flight_recorder.h"
-
 namespace cohort::collective {
 namespace {
 
-// The flight recorder names the same calls (common/flight_recorder.h), each one value up.
-static_assert(static_cast<uint8_t>(CollectiveKind::kBroadcast) + 1 ==
-                  static_cast<uint8_t>(FlightOp::kBroadcast) &&
-              static_cast<uint8_t>(CollectiveKind::kSend) + 1 ==
-                  static_cast<uint8_t>(FlightOp::kSend));
-
 // "allgather of 12 f32 (root 0, op sum)": the parts of a header that matter for its kind.
 std::string Describe(const CallHeader& h) {
-  const auto kind = static_cast<CollectiveKind>(h.kind);
-  std::string s(CollectiveKindName(kind));
-  if (kind == CollectiveKind::kBarrier) return s;
+  const auto kind = static_cast<FlightOp>(h.kind);
+  const bool collective = kind >= FlightOp::kBroadcast && kind <= FlightOp::kSend;
+  std::string s(collective ? FlightOpName(kind) : "unknown collective");
+  if (kind == FlightOp::kBarrier) return s;
   s += " of " + std::to_string(h.count) + " ";
   s += IsValid(static_cast<DataType>(h.type))
            ? std::string(DataTypeName(static_cast<DataType>(h.type)))
            : "type " + std::to_string(h.type);
-  if (kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatter) {
+  if (kind == FlightOp::kReduce || kind == FlightOp::kReduceScatter) {
     s += IsValid(static_cast<ReduceOp>(h.op))
              ? " (" + std::string(ReduceOpName(static_cast<ReduceOp>(h.op))) + ")"
              : " (op " + std::to_string(h.op) + ")";
   }
-  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce ||
-      kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter) {
+  if (kind == FlightOp::kBroadcast || kind == FlightOp::kReduce || kind == FlightOp::kGather ||
+      kind == FlightOp::kScatter) {
     s += " to/from root " + std::to_string(h.root);
   }
-  if (kind == CollectiveKind::kSend) s += " with tag " + std::to_string(h.root);
+  if (kind == FlightOp::kSend) s += " with tag " + std::to_string(h.root);
   return s;
 }
 
 }  // namespace
 
-std::string_view CollectiveKindName(CollectiveKind kind) {
-  if (kind < CollectiveKind::kBroadcast || kind > CollectiveKind::kSend) {
-    return "unknown collective";
-  }
-  return FlightOpName(static_cast<FlightOp>(static_cast<uint8_t>(kind) + 1));
-}
-
-CallHeader MakeCallHeader(CollectiveKind kind, const CollectiveOptions& options, DataType type,
+CallHeader MakeCallHeader(FlightOp kind, const CollectiveOptions& options, DataType type,
                           size_t count, int root, ReduceOp op) {
   CallHeader h;
   h.kind = static_cast<uint8_t>(kind);
@@ -90,7 +76,7 @@ Status HeaderExchange::Recv(int peer) {
 }
 
 Status HeaderExchange::Check(int peer, std::optional<uint64_t> expected_count) {
-  const std::string what(CollectiveKindName(static_cast<CollectiveKind>(mine_.kind)));
+  const std::string what(FlightOpName(static_cast<FlightOp>(mine_.kind)));
   auto it = std::find_if(recvs_.begin(), recvs_.end(),
                          [peer](const Posted& p) { return p.peer == peer; });
   if (it == recvs_.end())
@@ -113,7 +99,7 @@ Status HeaderExchange::Check(int peer, std::optional<uint64_t> expected_count) {
 }
 
 Status HeaderExchange::Finish() {
-  const std::string what(CollectiveKindName(static_cast<CollectiveKind>(mine_.kind)));
+  const std::string what(FlightOpName(static_cast<FlightOp>(mine_.kind)));
   for (auto& p : sends_) {
     COHORT_RETURN_IF_ERROR(p.request.Wait(options_.deadline)
                                .WithContext(what + ": call header to " + WorkerName(p.peer)));

@@ -28,26 +28,10 @@
 #include "collective/algorithms/allreduce_options.h"
 #include "collective/transport/transport.h"
 #include "collective/types.h"
+#include "common/flight_recorder.h"
 #include "common/status.h"
 
 namespace cohort::collective {
-
-// Which call a header announces. Values travel in headers: stable.
-enum class CollectiveKind : uint8_t {
-  kBroadcast = 1,
-  kAllgather = 2,
-  kReduceScatter = 3,
-  kReduce = 4,
-  kGather = 5,
-  kScatter = 6,
-  kAlltoall = 7,
-  kAlltoallV = 8,
-  kBarrier = 9,
-  kSend = 10,
-};
-// "broadcast", "allgather", "reduce-scatter", "reduce", "gather", "scatter", "alltoall",
-// "alltoallv", "barrier", "send": the flight recorder's names; "unknown collective" otherwise.
-std::string_view CollectiveKindName(CollectiveKind kind);
 
 // Data steps are below this; the steps from here up are headers and point-to-point messages.
 constexpr uint32_t kMaxDataStep = 1u << 27;
@@ -74,6 +58,7 @@ struct CollectiveOptions {
 struct CallHeader {
   static constexpr uint32_t kMagic = 0x4c4c4343;  // "CCLL"
   uint32_t magic = kMagic;
+  // Which call (a FlightOp: kBroadcast..kSend; the flight recorder's values, stable).
   uint8_t kind = 0;
   uint8_t type = 0;
   uint8_t op = 0;
@@ -85,7 +70,7 @@ struct CallHeader {
 static_assert(sizeof(CallHeader) == 24, "CallHeader travels as raw bytes");
 
 // A header for this worker's side of a call.
-CallHeader MakeCallHeader(CollectiveKind kind, const CollectiveOptions& options, DataType type,
+CallHeader MakeCallHeader(FlightOp kind, const CollectiveOptions& options, DataType type,
                           size_t count, int root = -1, ReduceOp op = ReduceOp::kSum);
 
 // "worker 3".

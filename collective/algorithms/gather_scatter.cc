@@ -13,10 +13,10 @@ namespace {
 // Moves block r of the root's buffer `blocks` (elements r * count ..) to or from worker r's
 // buffer `own`, straight and in chunk_bytes pieces: towards the root for kGather, from it for
 // kScatter. The root copies its own block in place; headers travel the way the data goes.
-Status RootExchange(Transport& transport, const CollectiveOptions& options, CollectiveKind kind,
+Status RootExchange(Transport& transport, const CollectiveOptions& options, FlightOp kind,
                     void* own, void* blocks, size_t count, DataType type, int root) {
-  const bool to_root = kind == CollectiveKind::kGather;
-  const std::string_view what = CollectiveKindName(kind);
+  const bool to_root = kind == FlightOp::kGather;
+  const std::string_view what = FlightOpName(kind);
   COHORT_RETURN_IF_ERROR(CheckCollective(transport, options, what, root));
   const int n = options.num_workers;
   const int rank = transport.rank();
@@ -64,12 +64,12 @@ Status RootExchange(Transport& transport, const CollectiveOptions& options, Coll
 }  // namespace
 
 Status Gather(Transport& transport, const GatherOptions& options) {
-  return RootExchange(transport, options, CollectiveKind::kGather, const_cast<void*>(options.send),
+  return RootExchange(transport, options, FlightOp::kGather, const_cast<void*>(options.send),
                       options.recv, options.count, options.type, options.root);
 }
 
 Status Scatter(Transport& transport, const ScatterOptions& options) {
-  return RootExchange(transport, options, CollectiveKind::kScatter, options.recv,
+  return RootExchange(transport, options, FlightOp::kScatter, options.recv,
                       const_cast<void*>(options.send), options.count, options.type, options.root);
 }
 

@@ -27,7 +27,7 @@ Status CheckPointToPoint(const Transport& transport, const PointToPointOptions& 
 
 CallHeader PointToPointHeader(const PointToPointOptions& options) {
   CallHeader h;
-  h.kind = static_cast<uint8_t>(CollectiveKind::kSend);
+  h.kind = static_cast<uint8_t>(FlightOp::kSend);
   h.type = static_cast<uint8_t>(options.type);
   h.root = options.tag;
   h.count = options.count;

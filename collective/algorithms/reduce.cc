@@ -131,8 +131,8 @@ Status Reduce(Transport& transport, const ReduceOptions& options) {
     return Status::Ok();
   }
   HeaderExchange headers(transport,
-                         MakeCallHeader(CollectiveKind::kReduce, options, options.type,
-                                        options.count, options.root, options.op),
+                         MakeCallHeader(FlightOp::kReduce, options, options.type, options.count,
+                                        options.root, options.op),
                          options);
   COHORT_RETURN_IF_ERROR(bytes <= options.chunk_bytes ? TreeReduce(transport, options, headers)
                                                       : ChainReduce(transport, options, headers));

@@ -26,7 +26,7 @@ Status ReduceScatter(Transport& transport, const ReduceScatterOptions& options) 
   const int right = (rank + 1) % n;
   const int left = (rank - 1 + n) % n;
   HeaderExchange headers(transport,
-                         MakeCallHeader(CollectiveKind::kReduceScatter, options, options.type,
+                         MakeCallHeader(FlightOp::kReduceScatter, options, options.type,
                                         options.count, -1, options.op),
                          options);
   COHORT_RETURN_IF_ERROR(headers.Recv(left));
