@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/schema/cohort_generated.h"
 #include "coordinator/state.h"
 
 namespace cohort::coordinator {
@@ -31,14 +32,9 @@ struct UsageFilter {
   int64_t since_ms = 0;  // 0: all time
 };
 
-struct UsageRow {
-  std::string user;
-  std::string queue;
-  uint64_t jobs = 0;
-  uint64_t failed = 0;  // FAILED jobs
-  double gpu_hours = 0;
-  double cpu_hours = 0;
-};
+// A row is the wire's UsageRow (user, queue, jobs, failed: the FAILED jobs, gpu_hours,
+// cpu_hours): GetUsage's reply carries the rows as they are.
+using UsageRow = wire::UsageRowT;
 
 // GPUs and CPUs a job's replicas request, all pools together.
 int JobGpus(const JobRecord& job);

@@ -55,15 +55,8 @@ void ObservabilityService::OnGetUsage(const RoutedMessage& m, const wire::GetUsa
   jobs.reserve(jobs_.jobs().size());
   for (const auto& [name, job] : jobs_.jobs()) jobs.push_back(job.get());
   wire::UsageReportT reply;
-  for (const UsageRow& row : ComputeUsage(jobs, filter, now_ms)) {
-    auto r = std::make_unique<wire::UsageRowT>();
-    r->user = row.user;
-    r->queue = row.queue;
-    r->jobs = row.jobs;
-    r->failed = row.failed;
-    r->gpu_hours = row.gpu_hours;
-    r->cpu_hours = row.cpu_hours;
-    reply.rows.push_back(std::move(r));
+  for (UsageRow& row : ComputeUsage(jobs, filter, now_ms)) {
+    reply.rows.push_back(std::make_unique<UsageRow>(std::move(row)));
   }
   outbox_.ToClient(m.peer, Encode(m.message.request_id(), std::move(reply)));
 }
