@@ -48,6 +48,15 @@ std::string ExitInfo::Describe() const {
 
 namespace {
 
+// Sends `sig` to each of `pids` but `skip` and the members of process group `group` (0: none),
+// which had it already. One that ended since it was listed is no error (ESRCH).
+void SignalOutsideGroup(const std::vector<pid_t>& pids, pid_t group, pid_t skip, int sig) {
+  for (pid_t p : pids) {
+    if (p == skip || (group > 0 && ::getpgid(p) == group)) continue;
+    ::kill(p, sig);
+  }
+}
+
 class ProcessReplica : public ReplicaProcess {
  public:
   // `status_fd`: the read end of the pipe cohort-replica-init writes the command's wait status
@@ -94,21 +103,34 @@ class ProcessReplica : public ReplicaProcess {
   std::optional<ExitInfo> exit_info() const override { return exit_; }
   std::string launch_error() const override { return launch_error_; }
 
+  // Each process of the attempt gets `sig` once (a stock trainer takes a second SIGTERM as "exit
+  // now, skip the checkpoint"): the command's process group by one kill (init's, forwarding it,
+  // in a namespace), then each other process of the attempt (its cgroup's, its namespace's or
+  // those carrying its marker) that is not in that group, nor init.
   void Signal(int sig) override {
     if (namespaced()) {
-      // init forwards it to the command's process group; the rest of the namespace gets it here.
       if (exit_) return;  // the namespace is gone with its init
-      ::kill(pid_, sig);
-      SignalEach(cgroup_path_.empty() ? Descendants(pid_) : CgroupManager::Procs(cgroup_path_),
-                 sig);
+      if (command_group_ == 0) {
+        const pid_t command = command_pid();
+        if (command != pid_) command_group_ = command;
+      }
+      ::kill(pid_, sig);  // init forwards it to the command's group
+      SignalOutsideGroup(
+          cgroup_path_.empty() ? Descendants(pid_) : CgroupManager::Procs(cgroup_path_),
+          command_group_, pid_, sig);
       return;
     }
-    if (!group_gone_ && ::kill(-pid_, sig) != 0 && errno == ESRCH) group_gone_ = true;
-    if (!cgroup_path_.empty()) {
-      CgroupManager::Signal(cgroup_path_, sig);
-    } else {
-      SignalEach(ProcessesWithEnvEntry(marker_), sig);
+    bool group_signalled = false;
+    if (!group_gone_) {
+      if (::kill(-pid_, sig) == 0) {
+        group_signalled = true;
+      } else if (errno == ESRCH) {
+        group_gone_ = true;
+      }
     }
+    SignalOutsideGroup(
+        cgroup_path_.empty() ? ProcessesWithEnvEntry(marker_) : CgroupManager::Procs(cgroup_path_),
+        group_signalled ? pid_ : 0, 0, sig);
   }
 
   void KillAll() override {
@@ -162,6 +184,9 @@ class ProcessReplica : public ReplicaProcess {
   bool namespaced_ = status_fd_ >= 0;
   std::optional<ExitInfo> exit_;
   bool group_gone_ = false;
+  // In a namespace: the command's host pid, which leads the process group init signals; 0 until
+  // seen. Only compared with process groups, never signalled: it may be stale once it ended.
+  pid_t command_group_ = 0;
 };
 
 // Everything the child does between fork (or clone) and execve, prepared before: the child may

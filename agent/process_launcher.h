@@ -27,24 +27,30 @@
 // environment and double-forked dies with its replica on success, failure, stop or restart. pid()
 // is init's host pid (the agent's child, waited for and signalled); command_pid() is the
 // command's host pid. Signal() goes to init (forwarded to the command's group) and to every
-// other process of the namespace (or cgroup); KillAll() kills init (the namespace with it).
+// other process of the namespace (or cgroup) that is not in that group; KillAll() kills init
+// (the namespace with it).
 // Should the agent be SIGKILLed and PR_SET_PDEATHSIG not fire, init keeps COHORT_ATTEMPT_DIR in
 // its environment: SweepLeftovers() at the next start kills it, and the namespace with it.
 // LaunchRequest::pid_namespace false (container runtimes, which make their own) uses the other
 // mode for that launch.
 //
 // Without one (not root): killing reaches the process group and every member of the cgroup
-// (which also catches descendants that called setsid themselves or daemonized). The group is
-// signalled until it is seen empty, never after, so a recycled process-group id is never hit.
+// (which also catches descendants that called setsid themselves or daemonized); Signal() goes to
+// the group and to each member of the cgroup outside it. The group is signalled until it is seen
+// empty, never after, so a recycled process-group id is never hit.
 // Without a cgroup either, descendants that left the process group are found by their
 // environment: every process of the attempt inherits COHORT_ATTEMPT_DIR=<the absolute working
 // directory> (agent/proc_scan.h scans /proc for it), so setsid children and double-forked daemons
-// are signalled and waited for too. Only a descendant that clears or rewrites its environment
-// escapes that; while the agent lives it still is the agent's descendant (the daemon is a
-// PR_SET_CHILD_SUBREAPER), and the agent kills its remaining descendants when it shuts down; one
-// that outlives a SIGKILLed agent is not found again.
+// are signalled (once: Signal() skips the group's members) and waited for too. Only a descendant
+// that clears or rewrites its environment escapes that; while the agent lives it still is the
+// agent's descendant (the daemon is a PR_SET_CHILD_SUBREAPER), and the agent kills its remaining
+// descendants when it shuts down; one that outlives a SIGKILLed agent is not found again.
 // SweepLeftovers() is for the start of an agent whose predecessor was killed (SIGKILL: its
 // replicas' main processes die with it, by PR_SET_PDEATHSIG, but nothing else of them does).
+//
+// Signal() delivers once to each process (a stock trainer takes a second SIGTERM as "exit now,
+// skip the checkpoint"): a process that changes its process group at that very moment may get
+// it twice or not at all; one that ends meanwhile is no error.
 //
 // Thread safety: none; the agent loop calls it. Launch() may run while other threads of the
 // process exist (tests): the child calls only async-signal-safe functions before execve. The

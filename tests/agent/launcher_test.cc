@@ -116,6 +116,28 @@ TEST_F(LauncherTest, KillAllReachesGrandchildrenThatIgnoreSigterm) {
   EXPECT_FALSE(ProcessAlive(sleeper));
 }
 
+TEST_F(LauncherTest, AStopSignalReachesEachProcessOnceFoundByItsEnvironment) {
+  // No cgroup, no namespace: the process group, then the others carrying the attempt's marker.
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher_, Request("")));
+}
+
+TEST(CgroupTest, AStopSignalReachesEachProcessOnce) {
+  // No namespace: the process group, then the others of the cgroup.
+  const std::string node = "sigterm-cg-" + std::to_string(::getpid());
+  CgroupManager cgroups = CgroupManager::Detect(node);
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  TempDir dir;
+  ProcessLauncher launcher(cgroups);
+  LaunchRequest r;
+  r.job = "sigterm";
+  r.replica = "worker-0";
+  r.env = {{"PATH", "/usr/bin:/bin"}};
+  r.working_dir = dir.path();
+  r.log_path = dir.path() + "/log";
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher, r));
+  ::rmdir(cgroups.base().c_str());
+}
+
 TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   CgroupManager cgroups = CgroupManager::Detect("node-a");
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();

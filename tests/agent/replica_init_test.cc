@@ -1,10 +1,10 @@
 // cohort-replica-init (agent/replica_init.cc) as PID 1 of a replica's PID namespace, launched by
 // a real ProcessLauncher: signals forwarded to a script that traps them, exit statuses and deaths
-// by signal passed through, orphans reaped, the namespace's teardown killing a double-forked
-// child that cleared its environment, the whole namespace dying with a SIGKILLed launcher, a
-// child that never starts the command killed at the launch deadline, and the host's later mounts
-// reaching the replica.
-// Namespaces need root (CAP_SYS_ADMIN): elsewhere these tests skip, saying so.
+// by signal passed through, one delivery of a stop signal to each process of the replica (with and
+// without a cgroup), orphans reaped, the namespace's teardown killing a double-forked child that
+// cleared its environment, the whole namespace dying with a SIGKILLed launcher, a child that never
+// starts the command killed at the launch deadline, and the host's later mounts reaching the
+// replica. Namespaces need root (CAP_SYS_ADMIN): elsewhere these tests skip, saying so.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -112,6 +112,21 @@ TEST_F(ReplicaInitTest, ForwardsSignalsToAScriptThatTrapsThemAndIsNotPid1) {
   EXPECT_EQ(p->exit_info()->signal, 0);
   EXPECT_NE(ReadFile(dir_.path() + "/attempt-0.log").find("got-term"), std::string::npos);
   EXPECT_FALSE(p->AnyAlive());
+}
+
+TEST_F(ReplicaInitTest, AStopSignalReachesEachProcessOnce) {
+  // init forwards it to the command's group; the agent signals only the rest of the namespace.
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher_, Request("")));
+}
+
+TEST_F(ReplicaInitTest, AStopSignalReachesEachProcessOnceWithACgroup) {
+  // The same with the namespace's processes listed by its cgroup instead of by descent.
+  const std::string node = "sigterm-ns-" + std::to_string(::getpid());
+  CgroupManager cgroups = CgroupManager::Detect(node);
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  ProcessLauncher launcher(cgroups, COHORT_REPLICA_INIT);
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher, Request("")));
+  ::rmdir(cgroups.base().c_str());
 }
 
 TEST_F(ReplicaInitTest, ExitStatusesAndDeathsBySignalPassThrough) {

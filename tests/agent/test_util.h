@@ -1,8 +1,10 @@
 // Helpers of the agent tests beside tests/testing/process.h's: process-group checks, a
-// recording stand-in for the socket under an Outbox and the resend check of the Outbox's users.
+// recording stand-in for the socket under an Outbox, the resend check of the Outbox's users and
+// the one-signal-each check of a launcher's replicas.
 #pragma once
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -87,6 +90,69 @@ inline bool ProcessAlive(pid_t pid) {
   if (paren == std::string::npos) return false;
   char state = stat.size() > paren + 2 ? stat[paren + 2] : 'X';
   return state != 'Z' && state != 'X';
+}
+
+// Launches with `launcher` (`request` as given, its argv replaced) a replica of three processes
+// that count the signals they get, each SIGTERM and SIGRTMIN+1 (sigwaitinfo, written to
+// <name>.<signal number> in the working directory): the command ("main"), a child in its process
+// group ("member") and one that left the group with setsid ("escaped"). Then
+// ReplicaProcess::Signal() once with each, and each process must have counted exactly 1 of each:
+// stock training scripts take a second SIGTERM as "exit now, skip the checkpoint". SIGRTMIN+1
+// makes the check exact: real-time signals queue, so two deliveries always count as two, where
+// two SIGTERMs pending at once are merged by the kernel. Kills, reaps and releases the replica
+// after. Failures are fatal (callers wrap it in ASSERT_NO_FATAL_FAILURE).
+inline void ExpectOneSignalEach(agent::Launcher& launcher, agent::LaunchRequest request) {
+  const std::string& dir = request.working_dir;
+  const std::vector<int> signals = {SIGRTMIN + 1, SIGTERM};
+  WriteFile(dir + "/counter.py",
+            "import signal, sys\n"
+            "name, sigs = sys.argv[1], [int(s) for s in sys.argv[2:]]\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK, sigs)\n"
+            "counts = dict.fromkeys(sigs, 0)\n"
+            "open(name + '.ready', 'w').close()\n"
+            "while True:\n"
+            "    sig = signal.sigwaitinfo(sigs).si_signo\n"
+            "    counts[sig] += 1\n"
+            "    with open(f'{name}.{sig}.tmp', 'w') as f:\n"
+            "        f.write(f'{counts[sig]}\\n')\n"
+            "    import os; os.rename(f'{name}.{sig}.tmp', f'{name}.{sig}')\n");
+  std::string counter = "/usr/bin/python3 ./counter.py";
+  auto args = [&](const std::string& name) {
+    std::string out = counter + " " + name;
+    for (int sig : signals) out += " " + std::to_string(sig);
+    return out;
+  };
+  request.argv = {"/bin/sh", "-c",
+                  args("member") + " & setsid " + args("escaped") + " & exec " + args("main")};
+  auto launched = launcher.Launch(request);
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  agent::ReplicaProcess& p = **launched;
+  const std::vector<std::string> names = {"main", "member", "escaped"};
+  auto all_have = [&](const std::string& suffix) {
+    for (const auto& name : names) {
+      if (!FileExists(dir + "/" + name + suffix)) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return all_have(".ready"); }, std::chrono::seconds(30)))
+      << ReadFile(request.log_path);
+  for (int sig : signals) {
+    p.Signal(sig);
+    const std::string suffix = "." + std::to_string(sig);
+    EXPECT_TRUE(WaitUntil([&] { return all_have(suffix); }, std::chrono::seconds(20)))
+        << "signal " << sig << " did not reach every process";
+    // A second delivery (init forwards asynchronously) lands within moments of the first; this
+    // only gives it time to show. It never fails a correct Signal().
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (const auto& name : names) {
+      EXPECT_EQ(ReadFile(dir + "/" + name + suffix), "1\n")
+          << name << " counted signal " << sig << " that many times";
+    }
+  }
+  p.KillAll();
+  ASSERT_TRUE(Reap(p, std::chrono::seconds(20))) << "the replica did not exit";
+  EXPECT_TRUE(WaitUntil([&] { return !p.AnyAlive(); }, std::chrono::seconds(20)));
+  p.Release();
 }
 
 }  // namespace cohort::testing
