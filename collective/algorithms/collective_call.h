@@ -38,7 +38,8 @@ constexpr uint32_t kMaxDataStep = 1u << 27;
 constexpr uint32_t kPointToPointHeaderStep = kMaxDataStep;
 constexpr uint32_t kPointToPointDataStep = kMaxDataStep + 1;
 // The last steps are taken: the Reduction Server's header (kHeaderStep, the last) and the UCX
-// transport's hello (the one before). Call headers use the one before those.
+// transport's hello (the one before). Call headers use the one before those, the Reduction
+// Server's verdicts (kVerdictStep) the one before that.
 constexpr uint32_t kCallHeaderStep = (1u << kTagStepBits) - 3;
 
 // The options every collective takes (each algorithm's options struct derives from it).

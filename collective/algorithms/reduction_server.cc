@@ -31,6 +31,92 @@ std::string DescribeRound(const RoundHeader& h) {
          std::to_string(h.seq) + ")";
 }
 
+bool SameCall(const RoundHeader& a, const RoundHeader& b) {
+  return a.count == b.count && a.type == b.type && a.op == b.op && a.seq == b.seq &&
+         a.chunk_bytes == b.chunk_bytes && a.wire_type == b.wire_type;
+}
+
+// How long a worker waits on a chunk before it looks at its verdicts again, while one is due.
+constexpr auto kVerdictWatchSlice = std::chrono::milliseconds(10);
+
+// A worker's verdicts of one round (see the header: Agreement): one receive per reducer.
+class Verdicts {
+ public:
+  Verdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine)
+      : transport_(transport), n_(num_workers), mine_(mine), got_(num_reducers),
+        recvs_(num_reducers), answered_(num_reducers, false) {}
+
+  Status Post() {
+    for (size_t r = 0; r < recvs_.size(); ++r) {
+      COHORT_ASSIGN_OR_RETURN(recvs_[r], transport_.Irecv(Reducer(r), MakeTag(mine_.seq, kVerdictStep),
+                                                          MutableBytes{&got_[r], sizeof(RoundHeader)}));
+    }
+    return Status::Ok();
+  }
+  bool all_answered() const { return pending_ == 0; }
+
+  // Takes the verdicts that have arrived (waiting until `until` for each still due); a rejection
+  // is kInvalidArgument naming the worker that disagrees and both calls.
+  Status Check(Deadline until) {
+    for (size_t r = 0; r < recvs_.size(); ++r) {
+      if (answered_[r] || !recvs_[r].Poll(until)) continue;
+      answered_[r] = true;
+      --pending_;
+      COHORT_RETURN_IF_ERROR(recvs_[r].Wait(until).WithContext(
+          "all-reduce: verdict of " + ReducerName(Reducer(r), n_)));
+      const RoundHeader& v = got_[r];
+      if (v.magic != RoundHeader::kMagic ||
+          (v.kind != RoundHeader::kAccept && v.kind != RoundHeader::kReject)) {
+        return DataLoss("all-reduce: malformed verdict from " + ReducerName(Reducer(r), n_));
+      }
+      if (v.kind == RoundHeader::kReject) {
+        return InvalidArgument(
+            "all-reduce: the workers disagree (" + ReducerName(Reducer(r), n_) + "): worker " +
+            std::to_string(v.worker) + " called " + DescribeRound(v) + ", this worker " +
+            DescribeRound(mine_) +
+            " (every worker must make the same all-reduce calls, in the same order)");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Waits for `request` until `deadline`; while a verdict is due, in slices that look at the
+  // verdicts, so a rejected call fails at once. A rejection also explains a failed request (the
+  // reducer that rejected the call stops serving); other errors of the request get `what`.
+  Status WaitWatching(Request& request, Deadline deadline, const std::string& what) {
+    while (!all_answered()) {
+      if (request.Poll(std::min(deadline, SteadyClock::now() + kVerdictWatchSlice))) break;
+      COHORT_RETURN_IF_ERROR(Check(SteadyClock::now()));
+      if (SteadyClock::now() >= deadline) break;
+    }
+    Status s = request.Wait(deadline);
+    if (!s.ok() && !all_answered()) COHORT_RETURN_IF_ERROR(Check(SteadyClock::now()));
+    return s.WithContext(what);
+  }
+
+  // Every verdict, each waited for until `deadline`.
+  Status CheckAll(Deadline deadline) {
+    COHORT_RETURN_IF_ERROR(Check(deadline));
+    for (size_t r = 0; r < recvs_.size(); ++r) {
+      if (!answered_[r]) {
+        return DeadlineExceeded("all-reduce: no verdict from " + ReducerName(Reducer(r), n_));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int Reducer(size_t r) const { return n_ + static_cast<int>(r); }
+
+  Transport& transport_;
+  const int n_;
+  const RoundHeader mine_;
+  std::vector<RoundHeader> got_;
+  std::vector<Request> recvs_;
+  std::vector<bool> answered_;
+  size_t pending_ = got_.size();
+};
+
 }  // namespace
 
 size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_reducers,
@@ -71,7 +157,7 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
                                                        options.chunks_per_reducer) /
                              wes;
   const size_t num_chunks = (options.count + chunk_elems - 1) / chunk_elems;
-  if (num_chunks >= kHeaderStep) return InvalidArgument("too many chunks: raise chunk_bytes");
+  if (num_chunks + 1 >= kVerdictStep) return InvalidArgument("too many chunks: raise chunk_bytes");
   auto* data = static_cast<char*>(options.data);
   // Compressed, chunks travel from and back into a buffer of wire-type elements, kept per thread
   // and grown as needed (a fresh one per call would fault in its pages every time).
@@ -92,6 +178,8 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   header.chunk_bytes = chunk_elems * es;
   header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
   header.wire_type = static_cast<uint8_t>(wire);
+  Verdicts verdicts(transport, n, m, header);
+  COHORT_RETURN_IF_ERROR(verdicts.Post());
   std::vector<Request> header_sends;
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),
@@ -127,9 +215,10 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   // Waits for the oldest request of `q`; an error names its chunk and reducer.
   auto wait_oldest = [&](std::deque<Pending>& q, std::string_view what, std::string_view to_from) {
     Pending& f = q.front();
-    return f.req.Wait(options.deadline)
-        .WithContext("all-reduce: " + std::string(what) + std::to_string(f.chunk) +
-                     std::string(to_from) + ReducerName(n + static_cast<int>(f.chunk % m), n));
+    return verdicts.WaitWatching(
+        f.req, options.deadline,
+        "all-reduce: " + std::string(what) + std::to_string(f.chunk) + std::string(to_from) +
+            ReducerName(n + static_cast<int>(f.chunk % m), n));
   };
   size_t next = 0;
   while (next < order.size() || !sends.empty() || !recvs.empty()) {
@@ -167,11 +256,12 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
     }
   }
   for (int r = 0; r < m; ++r) {
-    COHORT_RETURN_IF_ERROR(header_sends[r]
-                               .Wait(options.deadline)
-                               .WithContext("all-reduce: header to " + ReducerName(n + r, n)));
+    COHORT_RETURN_IF_ERROR(verdicts.WaitWatching(header_sends[r], options.deadline,
+                                                 "all-reduce: header to " + ReducerName(n + r, n)));
   }
-  return Status::Ok();
+  // A reducer answers before it returns a result; one that owns no chunk of a small call is
+  // waited for here.
+  return verdicts.CheckAll(options.deadline);
 }
 
 Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers,
@@ -252,7 +342,9 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
       }
     }
-    std::optional<RoundHeader> round;
+    std::optional<RoundHeader> round;  // the call of the round's first worker
+    int first = -1;
+    int odd = -1;  // the first worker whose call differs from it
     for (int w = 0; w < n; ++w) {
       if (!arrived[w]) continue;
       const RoundHeader& h = headers[w];
@@ -262,12 +354,9 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
       }
       if (!round) {
         round = h;
-      } else if (h.count != round->count || h.type != round->type || h.op != round->op ||
-                 h.seq != round->seq || h.chunk_bytes != round->chunk_bytes ||
-                 h.wire_type != round->wire_type) {
-        return InvalidArgument("reducer: workers disagree on the all-reduce: worker " +
-                               std::to_string(w) + " sent " + DescribeRound(h) +
-                               ", the first worker of the round " + DescribeRound(*round));
+        first = w;
+      } else if (odd < 0 && !SameCall(h, *round)) {
+        odd = w;
       }
     }
     if (std::all_of(stopped.begin(), stopped.end(), [](bool b) { return b; })) return Status::Ok();
@@ -275,9 +364,46 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     if (std::any_of(stopped.begin(), stopped.end(), [](bool b) { return b; })) {
       return Aborted("reducer: some workers stopped while others started a round");
     }
+    COHORT_RETURN_IF_ERROR(SendVerdicts(headers, first, odd));
+    if (odd >= 0) {
+      return InvalidArgument("reducer: workers disagree on the all-reduce: worker " +
+                             std::to_string(odd) + " sent " + DescribeRound(headers[odd]) +
+                             ", the first worker of the round " + DescribeRound(*round));
+    }
     COHORT_RETURN_IF_ERROR(ServeRound(*round));
+    for (Request& r : verdict_sends_) {
+      COHORT_RETURN_IF_ERROR(r.Wait(SteadyClock::now() + options_.round_timeout)
+                                 .WithContext("reducer " + std::to_string(index_) + ": verdict"));
+    }
     ++rounds_;
   }
+}
+
+Status ReductionServer::SendVerdicts(const std::vector<RoundHeader>& headers, int first, int odd) {
+  const int n = options_.num_workers;
+  verdicts_.assign(n, RoundHeader());
+  verdict_sends_.clear();
+  for (int w = 0; w < n; ++w) {
+    RoundHeader& v = verdicts_[w];
+    if (odd < 0) {
+      v.kind = RoundHeader::kAccept;
+    } else {
+      // Each worker hears of a call that differs from its own.
+      const int quoted = SameCall(headers[w], headers[first]) ? odd : first;
+      v = headers[quoted];
+      v.kind = RoundHeader::kReject;
+      v.worker = static_cast<uint16_t>(quoted);
+    }
+    COHORT_ASSIGN_OR_RETURN(Request send,
+                            transport_.Isend(w, MakeTag(headers[w].seq, kVerdictStep),
+                                             ConstBytes{&v, sizeof(RoundHeader)}));
+    verdict_sends_.push_back(std::move(send));
+  }
+  if (odd < 0) return Status::Ok();
+  // The reducer stops serving after a rejection: give the verdicts a moment to leave first.
+  for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.poll_interval);
+  verdict_sends_.clear();
+  return Status::Ok();
 }
 
 void ReductionServer::AnswerStop(int worker) {

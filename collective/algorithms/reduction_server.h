@@ -16,6 +16,14 @@
 // sequence number, wire type) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A
 // header of kind kStop ends the reducer's service for this communicator generation.
 //
+// Agreement: once a reducer has every worker's header it answers each worker with a verdict on tag
+// (seq, kVerdictStep): kAccept when all headers agree, else kReject quoting the call of a worker
+// that disagrees with this one. A worker watches its verdicts while it waits on its chunks, so a
+// call whose workers disagree (count, type, op, ...) fails at once on every worker with
+// kInvalidArgument naming the other worker and both calls, instead of waiting out the deadline;
+// the reducer then ends its service with the same error. So a caller needs no agreement check of
+// its own before a Reduction Server all-reduce (the torch backend skips its all-gather there).
+//
 // Wire compression (AllreduceOptions::wire_type kBF16 or kF16, for kF32 data): a worker rounds
 // each chunk to the wire type just before sending it (half the bytes), the reducer widens the n
 // contributions to float32 and reduces them there in worker order, rounds the result once to the
@@ -34,12 +42,14 @@
 
 namespace cohort::collective {
 
-// The header tag's step; data chunks use steps 1..2^28-2.
+// The header tag's step (the last); the verdict's is below the UCX transport's hello and the call
+// headers' (collective_call.h); data chunks use steps 1..kVerdictStep-1.
 constexpr uint32_t kHeaderStep = (1u << kTagStepBits) - 1;
+constexpr uint32_t kVerdictStep = (1u << kTagStepBits) - 4;
 
 struct RoundHeader {
   static constexpr uint32_t kMagic = 0x43524f55;  // "CROU"
-  enum Kind : uint8_t { kRound = 1, kStop = 2 };
+  enum Kind : uint8_t { kRound = 1, kStop = 2, kAccept = 3, kReject = 4 };
   uint32_t magic = kMagic;
   uint8_t kind = kRound;
   uint8_t type = 0;
@@ -48,10 +58,11 @@ struct RoundHeader {
   uint32_t seq = 0;
   uint8_t max_flows = 0;  // AllreduceOptions::max_flows of the workers (reducers: result sends)
   uint8_t wire_type = 0;  // the DataType chunks travel as: `type`, or kBF16/kF16 for kF32 data
-  uint8_t reserved[2] = {0, 0};
+  uint16_t worker = 0;    // kReject: the worker whose call the verdict quotes
   uint64_t count = 0;
   uint64_t chunk_bytes = 0;
 };
+static_assert(sizeof(RoundHeader) == 32, "RoundHeader travels as raw bytes");
 
 // Worker side; called by every worker with the same arguments (data aside).
 Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options);
@@ -96,6 +107,9 @@ class ReductionServer {
 
  private:
   Status ServeRound(const RoundHeader& header);
+  // Answers each worker's header of a round (see Agreement): accepted when `odd` < 0, else each
+  // worker is rejected quoting a call that differs from its own (worker `odd`'s or `first`'s).
+  Status SendVerdicts(const std::vector<RoundHeader>& headers, int first, int odd);
   // Answers worker `worker`'s stop (see SendStopToReducers); best effort.
   void AnswerStop(int worker);
 
@@ -105,6 +119,8 @@ class ReductionServer {
   uint64_t rounds_ = 0;
   std::vector<std::vector<char>> buffers_;  // window * num_workers chunk buffers
   std::vector<float> widened_;              // wire compression: one chunk's float32 reduction
+  std::vector<RoundHeader> verdicts_;       // this round's answer to each worker
+  std::vector<Request> verdict_sends_;
 };
 
 }  // namespace cohort::collective
