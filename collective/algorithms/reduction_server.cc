@@ -43,13 +43,18 @@ constexpr auto kVerdictWatchSlice = std::chrono::milliseconds(10);
 class Verdicts {
  public:
   Verdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine)
-      : transport_(transport), n_(num_workers), mine_(mine), got_(num_reducers),
-        recvs_(num_reducers), answered_(num_reducers, false) {}
+      : transport_(transport),
+        n_(num_workers),
+        mine_(mine),
+        got_(num_reducers),
+        recvs_(num_reducers),
+        answered_(num_reducers, false) {}
 
   Status Post() {
     for (size_t r = 0; r < recvs_.size(); ++r) {
-      COHORT_ASSIGN_OR_RETURN(recvs_[r], transport_.Irecv(Reducer(r), MakeTag(mine_.seq, kVerdictStep),
-                                                          MutableBytes{&got_[r], sizeof(RoundHeader)}));
+      COHORT_ASSIGN_OR_RETURN(recvs_[r],
+                              transport_.Irecv(Reducer(r), MakeTag(mine_.seq, kVerdictStep),
+                                               MutableBytes{&got_[r], sizeof(RoundHeader)}));
     }
     return Status::Ok();
   }
@@ -62,8 +67,8 @@ class Verdicts {
       if (answered_[r] || !recvs_[r].Poll(until)) continue;
       answered_[r] = true;
       --pending_;
-      COHORT_RETURN_IF_ERROR(recvs_[r].Wait(until).WithContext(
-          "all-reduce: verdict of " + ReducerName(Reducer(r), n_)));
+      COHORT_RETURN_IF_ERROR(recvs_[r].Wait(until).WithContext("all-reduce: verdict of " +
+                                                               ReducerName(Reducer(r), n_)));
       const RoundHeader& v = got_[r];
       if (v.magic != RoundHeader::kMagic ||
           (v.kind != RoundHeader::kAccept && v.kind != RoundHeader::kReject)) {
@@ -215,10 +220,10 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   // Waits for the oldest request of `q`; an error names its chunk and reducer.
   auto wait_oldest = [&](std::deque<Pending>& q, std::string_view what, std::string_view to_from) {
     Pending& f = q.front();
-    return verdicts.WaitWatching(
-        f.req, options.deadline,
-        "all-reduce: " + std::string(what) + std::to_string(f.chunk) + std::string(to_from) +
-            ReducerName(n + static_cast<int>(f.chunk % m), n));
+    return verdicts.WaitWatching(f.req, options.deadline,
+                                 "all-reduce: " + std::string(what) + std::to_string(f.chunk) +
+                                     std::string(to_from) +
+                                     ReducerName(n + static_cast<int>(f.chunk % m), n));
   };
   size_t next = 0;
   while (next < order.size() || !sends.empty() || !recvs.empty()) {
@@ -394,9 +399,8 @@ Status ReductionServer::SendVerdicts(const std::vector<RoundHeader>& headers, in
       v.kind = RoundHeader::kReject;
       v.worker = static_cast<uint16_t>(quoted);
     }
-    COHORT_ASSIGN_OR_RETURN(Request send,
-                            transport_.Isend(w, MakeTag(headers[w].seq, kVerdictStep),
-                                             ConstBytes{&v, sizeof(RoundHeader)}));
+    COHORT_ASSIGN_OR_RETURN(Request send, transport_.Isend(w, MakeTag(headers[w].seq, kVerdictStep),
+                                                           ConstBytes{&v, sizeof(RoundHeader)}));
     verdict_sends_.push_back(std::move(send));
   }
   if (odd < 0) return Status::Ok();

@@ -456,6 +456,11 @@ Status ProcessGroupCohort::Allreduce(const StagedTensor& t, ReduceOp op) {
   return comm_->Allreduce(t.data(), t.numel(), t.type(), op);
 }
 
+bool ProcessGroupCohort::ReducersCheck(const StagedTensor& t) const {
+  return comm_->AutoAlgorithm(t.numel() * collective::DataTypeSize(t.type())) ==
+         collective::Algorithm::kReductionServer;
+}
+
 Status ProcessGroupCohort::CheckAgreement(
     const std::vector<int64_t>& descriptor,
     const std::function<std::string(const std::vector<int64_t>&)>& what) {
@@ -482,7 +487,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto descriptor =
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, descriptor] {
-    COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
+    if (!ReducersCheck(*staged))
+      COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
     COHORT_RETURN_IF_ERROR(Allreduce(*staged, op));
     staged->CopyBack();
     return Status::Ok();
@@ -500,7 +506,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
   return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                  [this, runs, op, descriptor] {
-                   COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
+                   const bool checked = std::all_of(
+                       runs->begin(), runs->end(),
+                       [this](const CoalescedRun& run) { return ReducersCheck(run.flat); });
+                   if (!checked)
+                     COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
                    for (CoalescedRun& run : *runs) COHORT_RETURN_IF_ERROR(Allreduce(run.flat, op));
                    for (CoalescedRun& run : *runs) run.CopyBack();
                    return Status::Ok();

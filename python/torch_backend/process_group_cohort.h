@@ -17,10 +17,14 @@
 // chained on a future (DDP comm hooks, PowerSGD) may issue collectives and wait on them.
 //
 // Agreement: the library's collectives other than the all-reduce check that every rank made the
-// same call (count, type, root); its all-reduces do not (a ring or shared-memory all-reduce over
-// different counts could finish on some ranks with wrong results). So each allreduce and
-// allreduce_coalesced first all-gathers a small descriptor (count, dtype, op) and fails naming the
-// rank that disagrees; COHORT_TORCH_CHECK_CALLS=0 (Config::check_calls) skips that round.
+// same call (count, type, root); of its all-reduces only the Reduction Server does (its reducers
+// compare the workers' calls and reject a round that differs); a ring or shared-memory all-reduce
+// over different counts could finish on some ranks with wrong results. So each allreduce and
+// allreduce_coalesced that does not run on the Reduction Server first all-gathers a small
+// descriptor (count, dtype, op) and fails naming the rank that disagrees;
+// COHORT_TORCH_CHECK_CALLS=0 (Config::check_calls) skips that round. Ranks whose sizes differ so
+// much that they pick different algorithms (a small call by halving-doubling, a large one on the
+// reducers) wait for each other in vain and fail at the timeout.
 // Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
 // dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
 // there a size difference of less than four bytes between ranks goes unnoticed.
@@ -209,6 +213,9 @@ class ProcessGroupCohort final : public BackendBase {
   // call checks are off). `what` renders a descriptor for the error.
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
+  // True when the all-reduce of `t` runs on the Reduction Server, whose reducers check that every
+  // rank made the same call (reduction_server.h): CheckAgreement's all-gather is not needed.
+  bool ReducersCheck(const StagedTensor& t) const;
   c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
                                               int tag);
 

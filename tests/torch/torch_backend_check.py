@@ -26,6 +26,8 @@ exits 0 when every worker did. Scenarios:
                 the calling rank, and the group still works
   mismatch      ranks pass different sizes (allreduce, allgather): every rank fails with an error
                 naming a rank that disagrees, before the timeout
+  mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
+                reducers' verdicts, not the backend's all-gather, name the rank
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -705,11 +707,17 @@ def scenario_mismatch():
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
     sub = dist.new_group(backend="cohort")
-    # Every rank sees every descriptor: each names a rank that passes something else.
+    if int(os.environ["COHORT_NUM_REDUCERS"]):
+        # The reducers compare the ranks' calls; each rank's verdict quotes one that differs. (At
+        # the timeout the error would be a deadline, not this.)
+        expected = ["the workers disagree", "called", f"this worker {1000 + rank} f32"]
+    else:
+        # Every rank sees every descriptor: each names a rank that passes something else.
+        expected = ["the ranks disagree", "elements of torch.float32 with SUM",
+                    f"this worker ({rank}) {1000 + rank} elements"]
     start = time.time()
-    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(1000 + rank)),
-                        ["the ranks disagree", "elements of torch.float32 with SUM", f"this worker ({rank}) "
-                         f"{1000 + rank} elements"], "allreduce over different sizes")
+    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(1000 + rank)), expected,
+                               "allreduce over different sizes")
     print(f"allreduce: {text}", flush=True)
     check.expect(time.time() - start < FAIL_TIMEOUT_S + SLACK_S, "the allreduce error came past the timeout")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["failed earlier"], "the group after the error")
@@ -910,6 +918,7 @@ SCENARIOS = {
     "cuda": (2, 0, {}, (), scenario_cuda),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {}, (), scenario_mismatch),
+    "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
