@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/flag_pairs.h"
 #include "coordinator/scheduler.h"
 
 namespace {
@@ -34,37 +35,24 @@ struct Args {
   int rounds = 20;
 };
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "%s\nusage: cohort-scheduler-bench [--nodes 1000] [--gpus 8] [--jobs 10000] "
-               "[--queues 8] [--rounds 20]\n",
-               why);
-  return 2;
-}
-
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: cohort-scheduler-bench [--nodes 1000] [--gpus 8] [--jobs 10000] [--queues 8] "
+    "[--rounds 20]\n";
+
 int main(int argc, char** argv) {
+  if (cohort::bench::AsksForHelp(argc, argv, 1)) return std::fputs(kUsage, stdout), 0;
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k == "--help" || k == "-h") return Usage("one Scheduler round with queues and preemption");
-    if (i + 1 >= argc) return Usage(("missing value for " + k).c_str());
-    int v = std::atoi(argv[++i]);
-    if (v <= 0) return Usage(("expected a positive count for " + k).c_str());
-    if (k == "--nodes") {
-      a.nodes = v;
-    } else if (k == "--gpus") {
-      a.gpus = v;
-    } else if (k == "--jobs") {
-      a.jobs = v;
-    } else if (k == "--queues") {
-      a.queues = v;
-    } else if (k == "--rounds") {
-      a.rounds = v;
-    } else {
-      return Usage(("unknown flag " + k).c_str());
-    }
+  const std::string bad = cohort::bench::ParseFlagPairs(argc, argv, 1,
+                                                        {{"--nodes", &a.nodes},
+                                                         {"--gpus", &a.gpus},
+                                                         {"--jobs", &a.jobs},
+                                                         {"--queues", &a.queues},
+                                                         {"--rounds", &a.rounds}});
+  if (!bad.empty()) return std::fprintf(stderr, "%s\n%s", bad.c_str(), kUsage), 2;
+  for (int v : {a.nodes, a.gpus, a.jobs, a.queues, a.rounds}) {
+    if (v <= 0) return std::fprintf(stderr, "every count must be positive\n%s", kUsage), 2;
   }
   std::mt19937 rng(11);
   const int64_t cluster_gpus = static_cast<int64_t>(a.nodes) * a.gpus;
