@@ -39,7 +39,9 @@ exits 0 when every worker did. Scenarios:
                 the timeout naming it, and later operations fail at once
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
                 once (not again by the backend above the Communicator), in order, with the time
-                it was queued on the backend's thread
+                it was queued on the backend's thread; an agreement all-gather before each
+                all-reduce
+  flight-recorder-reducers  the same on the Reduction Server (1 reducer): no all-gathers
 
 Exit status 77 (ctest's SKIP_RETURN_CODE) with the reason when torch or the backend is absent.
 """
@@ -859,6 +861,9 @@ def scenario_flight_recorder():
     # 10 barrier (common/flight_recorder.h FlightOp).
     check.expect(ops.count(1) == 6, f"6 all-reduces recorded once each, not {ops.count(1)} (ops {ops})")
     check.expect(ops.count(2) == 1, f"one broadcast, not {ops.count(2)}")
+    # On the Reduction Server the reducers check the calls: no all-gather before an all-reduce.
+    checks = 0 if int(os.environ["COHORT_NUM_REDUCERS"]) else 6
+    check.expect(ops.count(3) == checks, f"{checks} agreement all-gathers, not {ops.count(3)} (ops {ops})")
     check.expect(all(e["outcome"] == 2 for e in entries), f"every entry ok: {entries}")
     seqs = [e["op_seq"] for e in entries if e["comm_id"] == entries[0]["comm_id"]]
     check.expect(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"sequence numbers in order: {seqs}")
@@ -924,6 +929,8 @@ SCENARIOS = {
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
     "flight-recorder": (2, 0, {}, (), scenario_flight_recorder),
+    "flight-recorder-reducers": (2, 1, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                                 scenario_flight_recorder),
 }
 
 
