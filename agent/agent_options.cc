@@ -15,6 +15,7 @@
 
 #include "agent/oci_launcher.h"
 #include "agent/process_launcher.h"
+#include "agent/replica_env.h"
 #include "common/config.h"
 #include "common/curve_keys.h"
 #include "common/http_server.h"
@@ -41,7 +42,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("cpus", po::value(&flags.cpus), "CPUs to offer (default: this process's CPU affinity)")
       ("memory-mb", po::value(&flags.memory_mb), "memory to offer in MiB (default: MemTotal)")
       ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
-      ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer and cohort-ps are (default: the install's bin dir)")
+      ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer, cohort-ps and cohort-replica-init are looked for first, before beside cohort-agent and on PATH (default: the install's bin dir)")
       ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
       ("grace-period", po::value(&grace), "SIGTERM-to-SIGKILL time on preemption (default 30s)")
       ("attempt-retention", po::value(&retention), "remove ended attempts' working dirs and logs this old; 0 keeps them (default 7d)")
@@ -175,9 +176,11 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   }
   // A PID namespace per replica where this agent may create one (root, CAP_SYS_ADMIN): then
   // nothing a replica starts outlives it, cgroups or not.
-  std::string replica_init = ProcessLauncher::FindReplicaInit(flags.config.builtin_dir);
+  StatusOr<std::string> found_init = FindBuiltinBinary(kReplicaInitName, flags.config.builtin_dir);
   Status probe = ProcessLauncher::ProbePidNamespaces();
-  if (!replica_init.empty() && probe.ok()) {
+  std::string replica_init;
+  if (found_init.ok() && probe.ok()) {
+    replica_init = *found_init;
     spdlog::info(
         "replicas run in PID namespaces of their own, under {}: every process a replica starts "
         "ends with it",
@@ -185,10 +188,8 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   } else {
     std::string why = !probe.ok() ? "this agent may not create PID namespaces (" + probe.message() +
                                         "; it needs root or CAP_SYS_ADMIN)"
-                                  : std::string(kReplicaInitName) + " is not in " +
-                                        flags.config.builtin_dir + " nor beside this executable";
+                                  : found_init.status().message();
     spdlog::warn("no PID namespace per replica: {}", why);
-    replica_init.clear();
   }
   if (!cgroups.available()) {
     const std::string no_cgroups = flags.cgroups == "off"

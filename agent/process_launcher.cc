@@ -339,19 +339,6 @@ Status ProcessLauncher::ProbePidNamespaces() {
   return Status::Ok();
 }
 
-std::string ProcessLauncher::FindReplicaInit(const std::string& builtin_dir) {
-  std::vector<fs::path> dirs;
-  if (!builtin_dir.empty()) dirs.push_back(builtin_dir);
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back(self.parent_path());
-  for (const auto& dir : dirs) {
-    fs::path candidate = dir / kReplicaInitName;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal().string();
-  }
-  return "";
-}
-
 StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRequest& request) {
   if (request.argv.empty() || request.argv[0].empty()) {
     return InvalidArgument("replica " + request.replica + " has no command");

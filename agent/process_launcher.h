@@ -69,7 +69,8 @@ namespace cohort::agent {
 
 // The variable naming the attempt's working directory in every process of the attempt.
 inline constexpr char kAttemptDirVariable[] = "COHORT_ATTEMPT_DIR";
-// The file name of the namespace init, installed beside cohort-agent.
+// The file name of the namespace init, installed beside cohort-agent (found by
+// FindBuiltinBinary, agent/replica_env.h).
 inline constexpr char kReplicaInitName[] = "cohort-replica-init";
 
 class ProcessLauncher : public Launcher {
@@ -80,9 +81,6 @@ class ProcessLauncher : public Launcher {
 
   // OK when this process may create PID (and mount) namespaces; else why not (EPERM: not root).
   static Status ProbePidNamespaces();
-
-  // cohort-replica-init in `builtin_dir`, else beside this executable; "" when in neither.
-  static std::string FindReplicaInit(const std::string& builtin_dir);
 
   // `cgroups` may be unavailable; then only process groups bound the replica. `replica_init`:
   // cohort-replica-init's path, to give each replica a PID namespace (the caller probed that it

@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
+#include "agent/replica_exec.h"
 #include "agent/stack_dump.h"
 #include "common/checkpoint.h"
 #include "common/gpu_visibility.h"
@@ -128,6 +130,34 @@ bool IsExecutable(const std::string& path) {
 
 }  // namespace
 
+StatusOr<std::string> FindBuiltinBinary(const std::string& program,
+                                        const std::string& builtin_dir) {
+  std::vector<std::string> looked;
+  auto at = [&](const fs::path& dir, const std::string& what) -> std::optional<std::string> {
+    const fs::path candidate = dir / program;
+    if (IsExecutable(candidate.string())) return candidate.lexically_normal().string();
+    looked.push_back("at " + candidate.string() + " (" + what + ")");
+    return std::nullopt;
+  };
+  if (!builtin_dir.empty()) {
+    if (auto found = at(fs::absolute(builtin_dir), "--builtin-dir")) return *found;
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    if (auto found = at(self.parent_path(), "beside this executable")) return *found;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& candidate : ExecCandidates(program, dirs)) {
+    if (IsExecutable(candidate)) return fs::absolute(candidate).lexically_normal().string();
+  }
+  looked.push_back("on PATH (" + dirs + ")");
+  std::string where;
+  for (const std::string& place : looked) where += (where.empty() ? "" : ", nor ") + place;
+  return NotFound(program + " is nowhere: not " + where);
+}
+
 StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin,
                                            const std::string& builtin_dir) {
   std::string program;
@@ -138,25 +168,9 @@ StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin,
   } else {
     return InvalidArgument("unknown builtin '" + builtin + "' (reducer | parameter_server)");
   }
-  std::vector<std::string> tried;
-  if (!builtin_dir.empty()) {
-    const fs::path candidate = fs::path(builtin_dir) / program;
-    tried.push_back(candidate.string());
-    if (IsExecutable(candidate.string())) return candidate.lexically_normal().string();
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (true) {
-    size_t end = dirs.find(':', start);
-    std::string dir = dirs.substr(start, end == std::string::npos ? end : end - start);
-    if (!dir.empty() && IsExecutable(dir + "/" + program)) return dir + "/" + program;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  std::string where;
-  for (const auto& t : tried) where += t + ", ";
-  return NotFound("builtin " + builtin + ": " + program + " is not at " + where + "nor on PATH");
+  auto found = FindBuiltinBinary(program, builtin_dir);
+  if (!found.ok()) return found.status().WithContext("builtin " + builtin);
+  return found;
 }
 
 Status MakeDirs(const std::string& path) {

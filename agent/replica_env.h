@@ -65,7 +65,7 @@ struct LaunchPlan {
 // GPUs, CPU and memory limits, the container image, the launch env, the role and the checkpoint
 // dir; the caller has set the request's job, replica, attempt, working_dir and log_path.
 // kInvalidArgument for an unknown builtin or a launch with neither a command nor a container,
-// kNotFound when a builtin's binary is nowhere (ResolveBuiltinBinary).
+// kNotFound when a builtin's binary is nowhere (FindBuiltinBinary).
 Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_dir,
                   LaunchPlan* plan);
 
@@ -79,9 +79,19 @@ struct RestorePoint {
 };
 RestorePoint FindRestoreCheckpoint(const std::string& checkpoint_dir);
 
+// Where the built-in binary `program` (cohort-reducer, cohort-ps, cohort-replica-init) is: the
+// one lookup for all of them. In order: `builtin_dir` (the agent's --builtin-dir; skipped when
+// empty), where an operator's explicit choice wins; beside the agent's own executable
+// (/proc/self/exe), where an install or a build tree keeps the binaries of the agent's own
+// version; then the agent's PATH (unset: /usr/local/bin:/usr/bin:/bin), read as execvp reads
+// it, an empty entry being the current directory (ExecCandidates, agent/replica_exec.h). The
+// first regular file this process may execute wins, returned as an absolute path (a replica runs
+// in another working directory). kNotFound names `program` and every place it looked.
+StatusOr<std::string> FindBuiltinBinary(const std::string& program, const std::string& builtin_dir);
+
 // The program a built-in replica runs: "reducer" -> cohort-reducer, "parameter_server" ->
-// cohort-ps, looked up in `builtin_dir` (the agent's --builtin-dir), then on PATH.
-// kInvalidArgument for an unknown builtin, kNotFound when the binary is nowhere.
+// cohort-ps, found by FindBuiltinBinary. kInvalidArgument for an unknown builtin, kNotFound when
+// the binary is nowhere.
 StatusOr<std::string> ResolveBuiltinBinary(const std::string& builtin,
                                            const std::string& builtin_dir);
 

@@ -31,7 +31,9 @@ struct ChildError {
 void WriteAll(int fd, const void* data, size_t size);
 
 // The paths execve is tried on for `name`: `name` itself when it holds a '/', else each directory
-// of `path` (a PATH value; empty entries are ".") joined with it.
+// of `path` (a PATH value) joined with it, in order. An empty entry (a leading, trailing or
+// doubled ':') is ".", the current directory, as execvp reads it (glibc; POSIX leaves it to the
+// implementation). FindBuiltinBinary (agent/replica_env.h) reads the agent's PATH with it too.
 std::vector<std::string> ExecCandidates(const std::string& name, const std::string& path);
 
 // execve()s each candidate in turn, as execvp does (on to the next after ENOENT, ENOTDIR or

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -303,6 +304,109 @@ TEST(ReplicaEnvTest, BuiltinsResolveInTheBuiltinDirThenOnPathAndUnknownOnesAreRe
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find(builtin_dir.path() + "/cohort-ps"), std::string::npos)
       << missing.status().ToString();
+}
+
+// PATH for one test's scope, then the old value (or none) again.
+class ScopedPath {
+ public:
+  explicit ScopedPath(const std::string& value) {
+    const char* old = std::getenv("PATH");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv("PATH", value.c_str(), 1);
+  }
+  ~ScopedPath() { had_ ? ::setenv("PATH", old_.c_str(), 1) : ::unsetenv("PATH"); }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// An executable file `name` in `dir`, removed again at the end of the scope.
+class ScopedExecutable {
+ public:
+  ScopedExecutable(const std::string& dir, const std::string& name) : path_(dir + "/" + name) {
+    testing::WriteFile(path_, "#!/bin/sh\n", /*executable=*/true);
+  }
+  ~ScopedExecutable() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The directory of this test binary, where FindBuiltinBinary looks second.
+std::string ExecutableDir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+}
+
+std::string TestProgram() { return "cohort-test-builtin-" + std::to_string(::getpid()); }
+
+TEST(ReplicaEnvTest, ABuiltinBinaryIsFoundInTheBuiltinDirFirst) {
+  TempDir builtin_dir, on_path;
+  ScopedExecutable in_dir(builtin_dir.path(), TestProgram());
+  ScopedExecutable beside(ExecutableDir(), TestProgram());
+  ScopedExecutable path_one(on_path.path(), TestProgram());
+  ScopedPath path(on_path.path());
+  auto found = FindBuiltinBinary(TestProgram(), builtin_dir.path());
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, in_dir.path());
+  // A file there that may not be executed does not count: the next place is looked in.
+  ::chmod(in_dir.path().c_str(), 0644);
+  found = FindBuiltinBinary(TestProgram(), builtin_dir.path());
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, beside.path());
+}
+
+TEST(ReplicaEnvTest, ABuiltinBinaryIsFoundBesideTheAgentExecutableBeforePath) {
+  TempDir builtin_dir, on_path;
+  ScopedExecutable beside(ExecutableDir(), TestProgram());
+  ScopedExecutable path_one(on_path.path(), TestProgram());
+  ScopedPath path(on_path.path());
+  for (const std::string& dir : {builtin_dir.path(), std::string()}) {  // empty: no builtin dir
+    auto found = FindBuiltinBinary(TestProgram(), dir);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, beside.path());
+  }
+}
+
+TEST(ReplicaEnvTest, ABuiltinBinaryIsFoundOnPathAnEmptyEntryBeingTheCurrentDirectory) {
+  TempDir builtin_dir, on_path, cwd;
+  ScopedExecutable path_one(on_path.path(), TestProgram());
+  {
+    ScopedPath path("/nonexistent:" + on_path.path());
+    auto found = FindBuiltinBinary(TestProgram(), builtin_dir.path());
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, path_one.path());
+  }
+  // As execvp reads PATH: a trailing ':' (an empty entry) is the current directory; the answer
+  // is absolute all the same, since a replica runs in a directory of its own.
+  ScopedExecutable here(cwd.path(), TestProgram());
+  const auto old_cwd = std::filesystem::current_path();
+  std::filesystem::current_path(cwd.path());
+  StatusOr<std::string> found = NotFound("not looked up");
+  {
+    ScopedPath path("/nonexistent:");
+    found = FindBuiltinBinary(TestProgram(), builtin_dir.path());
+  }
+  std::filesystem::current_path(old_cwd);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, here.path());
+}
+
+TEST(ReplicaEnvTest, ABuiltinBinaryThatIsNowhereIsNotFoundNamingItAndWhereItLooked) {
+  TempDir builtin_dir;
+  ScopedPath path("/nonexistent:/nonexistent-too");
+  auto found = FindBuiltinBinary(TestProgram(), builtin_dir.path());
+  ASSERT_EQ(found.status().code(), StatusCode::kNotFound) << found.status().ToString();
+  const std::string message = found.status().message();
+  EXPECT_EQ(message.rfind(TestProgram() + " is nowhere: not at ", 0), 0u) << message;
+  for (const std::string& place :
+       {builtin_dir.path() + "/" + TestProgram() + " (--builtin-dir)",
+        ExecutableDir() + "/" + TestProgram() + " (beside this executable)",
+        std::string("on PATH (/nonexistent:/nonexistent-too)")}) {
+    EXPECT_NE(message.find(place), std::string::npos) << place << " not in: " << message;
+  }
 }
 
 TEST(InventoryTest, DeclaredGpusAndMachineResources) {
