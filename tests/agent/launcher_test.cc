@@ -122,42 +122,28 @@ TEST_F(LauncherTest, AStopSignalReachesEachProcessOnceFoundByItsEnvironment) {
   ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher_, Request("")));
 }
 
-TEST(CgroupTest, AStopSignalReachesEachProcessOnce) {
+// The launcher over a cgroup v2 node of its own (each test skips where none can be made).
+class CgroupTest : public LauncherTest {};
+
+TEST_F(CgroupTest, AStopSignalReachesEachProcessOnce) {
   // No namespace: the process group, then the others of the cgroup.
-  const std::string node = "sigterm-cg-" + std::to_string(::getpid());
-  CgroupManager cgroups = CgroupManager::Detect(node);
-  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
-  TempDir dir;
-  ProcessLauncher launcher(cgroups);
-  LaunchRequest r;
-  r.job = "sigterm";
-  r.replica = "worker-0";
-  r.env = {{"PATH", "/usr/bin:/bin"}};
-  r.working_dir = dir.path();
-  r.log_path = dir.path() + "/log";
-  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher, r));
-  ::rmdir(cgroups.base().c_str());
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEachInACgroup("sigterm-cg", ""));
 }
 
-TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
+TEST_F(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   CgroupManager cgroups = CgroupManager::Detect("node-a");
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
-  TempDir dir;
   ProcessLauncher launcher(cgroups);
-  LaunchRequest r;
+  LaunchRequest r = Request("setsid sleep 1000 & echo $! > escaped.pid; wait");
   r.job = "cgtest" + std::to_string(::getpid());
   r.replica = "worker-0";
-  r.argv = {"/bin/sh", "-c", "setsid sleep 1000 & echo $! > escaped.pid; wait"};
-  r.env = {{"PATH", "/usr/bin:/bin"}};
-  r.working_dir = dir.path();
-  r.log_path = dir.path() + "/log";
   r.cpus = 1;
   r.memory_mb = 64;
   auto p = launcher.Launch(r);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir.path() + "/escaped.pid").empty(); },
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir_.path() + "/escaped.pid").empty(); },
                         std::chrono::seconds(10)));
-  pid_t escaped = std::atoi(ReadFile(dir.path() + "/escaped.pid").c_str());
+  pid_t escaped = std::atoi(ReadFile(dir_.path() + "/escaped.pid").c_str());
   std::string cgroup = cgroups.base() + "/" + r.job + ".worker-0.0";
   EXPECT_NE(ReadFile("/proc/" + std::to_string(escaped) + "/cgroup").find(r.job),
             std::string::npos);
@@ -174,28 +160,23 @@ TEST(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   EXPECT_FALSE(ProcessAlive(escaped));
   (*p)->Release();
   EXPECT_FALSE(std::filesystem::exists(cgroup));
-  RestorePoint none = FindRestoreCheckpoint(dir.path() + "/no-such-dir");
+  RestorePoint none = FindRestoreCheckpoint(dir_.path() + "/no-such-dir");
   EXPECT_EQ(none.checkpoint, "");
   EXPECT_TRUE(none.notes.empty());
 }
 
-TEST(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
+TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   std::string node = "sweep-" + std::to_string(::getpid());
   CgroupManager earlier = CgroupManager::Detect(node);
   if (!earlier.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << earlier.reason();
-  TempDir dir;
   ProcessLauncher launcher(earlier);
-  LaunchRequest r;
+  LaunchRequest r = Request("setsid sleep 1000 & echo $! > left.pid; wait");
   r.job = "stale";
-  r.replica = "chief-0";
-  r.argv = {"/bin/sh", "-c", "setsid sleep 1000 & echo $! > left.pid; wait"};
-  r.working_dir = dir.path();
-  r.log_path = dir.path() + "/log";
   auto p = launcher.Launch(r);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir.path() + "/left.pid").empty(); },
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir_.path() + "/left.pid").empty(); },
                         std::chrono::seconds(10)));
-  pid_t left = std::atoi(ReadFile(dir.path() + "/left.pid").c_str());
+  pid_t left = std::atoi(ReadFile(dir_.path() + "/left.pid").c_str());
   ASSERT_TRUE(ProcessAlive(left));
   // A new agent for the same node starts and finds the cgroup of the old one's replica.
   CgroupManager later = CgroupManager::Detect(node);

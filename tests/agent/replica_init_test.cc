@@ -121,12 +121,7 @@ TEST_F(ReplicaInitTest, AStopSignalReachesEachProcessOnce) {
 
 TEST_F(ReplicaInitTest, AStopSignalReachesEachProcessOnceWithACgroup) {
   // The same with the namespace's processes listed by its cgroup instead of by descent.
-  const std::string node = "sigterm-ns-" + std::to_string(::getpid());
-  CgroupManager cgroups = CgroupManager::Detect(node);
-  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
-  ProcessLauncher launcher(cgroups, COHORT_REPLICA_INIT);
-  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEach(launcher, Request("")));
-  ::rmdir(cgroups.base().c_str());
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectOneSignalEachInACgroup("sigterm-ns", COHORT_REPLICA_INIT));
 }
 
 TEST_F(ReplicaInitTest, ExitStatusesAndDeathsBySignalPassThrough) {

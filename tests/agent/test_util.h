@@ -1,6 +1,6 @@
 // Helpers of the agent tests beside tests/testing/process.h's: process-group checks, a
 // recording stand-in for the socket under an Outbox, the resend check of the Outbox's users and
-// the one-signal-each check of a launcher's replicas.
+// the one-signal-each check of a launcher's replicas (with and without a cgroup).
 #pragma once
 
 #include <dirent.h>
@@ -18,8 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "agent/cgroup.h"
 #include "agent/launcher.h"
 #include "agent/outbox.h"
+#include "agent/process_launcher.h"
 #include "common/clock.h"
 #include "tests/testing/process.h"
 
@@ -153,6 +155,25 @@ inline void ExpectOneSignalEach(agent::Launcher& launcher, agent::LaunchRequest 
   ASSERT_TRUE(Reap(p, std::chrono::seconds(20))) << "the replica did not exit";
   EXPECT_TRUE(WaitUntil([&] { return !p.AnyAlive(); }, std::chrono::seconds(20)));
   p.Release();
+}
+
+// ExpectOneSignalEach with a ProcessLauncher over a cgroup v2 node of its own ("<node>-<pid>";
+// cohort-replica-init at `replica_init`, "" for none), the replica's processes then listed by
+// their cgroup; skips where no cgroup can be made. Removes the node after.
+inline void ExpectOneSignalEachInACgroup(const std::string& node, const std::string& replica_init) {
+  agent::CgroupManager cgroups =
+      agent::CgroupManager::Detect(node + "-" + std::to_string(::getpid()));
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  TempDir dir;
+  agent::ProcessLauncher launcher(cgroups, replica_init);
+  agent::LaunchRequest request;
+  request.job = "signals";
+  request.replica = "worker-0";
+  request.env = {{"PATH", "/usr/bin:/bin"}};
+  request.working_dir = dir.path();
+  request.log_path = dir.path() + "/log";
+  ExpectOneSignalEach(launcher, request);
+  ::rmdir(cgroups.base().c_str());
 }
 
 }  // namespace cohort::testing
