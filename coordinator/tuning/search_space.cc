@@ -7,29 +7,24 @@ namespace cohort::coordinator::tuning {
 
 namespace {
 
-// The scale's monotone map f and its inverse, for a parameter on [lo, hi].
-double Forward(ScaleType scale, double v, double lo, double hi) {
-  switch (scale) {
-    case ScaleType::kLinear:
-      return v;
-    case ScaleType::kLog:
-      return std::log(v);
-    case ScaleType::kReverseLog:
-      return -std::log(hi + lo - v);
-  }
-  return v;
-}
+// A scale's monotone map f and its inverse, side by side, for a parameter on [lo, hi].
+struct ScaleMap {
+  double (*forward)(double v, double lo, double hi);
+  double (*inverse)(double t, double lo, double hi);
+};
 
-double Inverse(ScaleType scale, double t, double lo, double hi) {
+ScaleMap MapOf(ScaleType scale) {
   switch (scale) {
-    case ScaleType::kLinear:
-      return t;
     case ScaleType::kLog:
-      return std::exp(t);
+      return {[](double v, double, double) { return std::log(v); },
+              [](double t, double, double) { return std::exp(t); }};
     case ScaleType::kReverseLog:
-      return hi + lo - std::exp(-t);
+      return {[](double v, double lo, double hi) { return -std::log(hi + lo - v); },
+              [](double t, double lo, double hi) { return hi + lo - std::exp(-t); }};
+    case ScaleType::kLinear:
+      break;
   }
-  return t;
+  return {[](double v, double, double) { return v; }, [](double t, double, double) { return t; }};
 }
 
 // The numeric range a parameter is encoded over.
@@ -49,6 +44,20 @@ void Range(const ParameterSpec& p, double* lo, double* hi) {
   }
 }
 
+// A parameter's encoding: value v sits at (f(v) - f(lo)) / (f(hi) - f(lo)) of the unit interval.
+struct UnitScale {
+  explicit UnitScale(const ParameterSpec& p) : map(MapOf(p.scale)) {
+    Range(p, &lo, &hi);
+    flo = map.forward(lo, lo, hi);
+    fhi = map.forward(hi, lo, hi);
+  }
+  double ToUnit(double v) const { return (map.forward(v, lo, hi) - flo) / (fhi - flo); }
+  double FromUnit(double u) const { return map.inverse(flo + u * (fhi - flo), lo, hi); }
+
+  ScaleMap map;
+  double lo = 0, hi = 0, flo = 0, fhi = 0;
+};
+
 }  // namespace
 
 SearchSpace::SearchSpace(const StudySpec& spec) : spec_(spec) {
@@ -62,22 +71,15 @@ SearchSpace::SearchSpace(const StudySpec& spec) : spec_(spec) {
 }
 
 double SearchSpace::ToUnit(size_t i, double value) const {
-  const ParameterSpec& p = spec_.parameters[i];
-  double lo = 0, hi = 0;
-  Range(p, &lo, &hi);
-  if (!(hi > lo)) return 0.5;
+  const UnitScale scale(spec_.parameters[i]);
+  if (!(scale.hi > scale.lo)) return 0.5;
   // Integers on a log scale: the bin of min starts at min - 0.5 > 0 since min >= 1.
-  double flo = Forward(p.scale, lo, lo, hi);
-  double fhi = Forward(p.scale, hi, lo, hi);
-  double u = (Forward(p.scale, value, lo, hi) - flo) / (fhi - flo);
-  return std::clamp(u, 0.0, 1.0);
+  return std::clamp(scale.ToUnit(value), 0.0, 1.0);
 }
 
 double SearchSpace::FromUnit(size_t i, double unit) const {
   const ParameterSpec& p = spec_.parameters[i];
   unit = std::clamp(unit, 0.0, 1.0);
-  double lo = 0, hi = 0;
-  Range(p, &lo, &hi);
   if (p.type == ParameterType::kDiscrete) {
     // Nearest value in the encoded space.
     double best = p.values.front();
@@ -91,9 +93,7 @@ double SearchSpace::FromUnit(size_t i, double unit) const {
     }
     return best;
   }
-  double flo = Forward(p.scale, lo, lo, hi);
-  double fhi = Forward(p.scale, hi, lo, hi);
-  double v = Inverse(p.scale, flo + unit * (fhi - flo), lo, hi);
+  const double v = UnitScale(p).FromUnit(unit);
   if (p.type == ParameterType::kInteger) return std::clamp(std::round(v), p.min, p.max);
   return std::clamp(v, p.min, p.max);
 }
