@@ -48,7 +48,8 @@ class Verdicts {
         mine_(mine),
         got_(num_reducers),
         recvs_(num_reducers),
-        answered_(num_reducers, false) {}
+        answered_(num_reducers, false),
+        pending_(num_reducers) {}
 
   Status Post() {
     for (size_t r = 0; r < recvs_.size(); ++r) {
@@ -119,7 +120,7 @@ class Verdicts {
   std::vector<RoundHeader> got_;
   std::vector<Request> recvs_;
   std::vector<bool> answered_;
-  size_t pending_ = got_.size();
+  int pending_;  // verdicts not yet taken
 };
 
 }  // namespace
