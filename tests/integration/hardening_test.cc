@@ -255,7 +255,8 @@ TEST_F(HardeningTest, NodeIdentityIsBoundToKeysAndARemovedKeyEndsTheSession) {
   ct::ClusterOptions options;
   options.secure = true;
   // Heartbeats every second (a quarter of the timeout, at most 1 s) and a timeout far longer than
-  // the test waits: a node LOST while the test waits was ended by its key's removal, not by silence.
+  // the test waits: a node LOST while the test waits was ended by its key's removal, not by
+  // silence.
   options.heartbeat_timeout = "60s";
   std::string a, b;
   ASSERT_NO_FATAL_FAILURE(StartTwoNodes(options, "id", &a, &b));
