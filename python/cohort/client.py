@@ -302,7 +302,6 @@ class Client:
         self._refused_at = 0.0
         self.public_key = None
         self._claimed_user = None
-        key_file = key_file or os.environ.get("COHORT_KEY")
         if key_file:
             own = _read_key_file(key_file)
             if "secret-key" not in own:

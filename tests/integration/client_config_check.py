@@ -44,6 +44,12 @@ def main(endpoint, scratch):
         nodes = client.nodes()
         check(len(nodes) >= 1, f"nodes through the file's endpoint: {nodes}")
 
+    # Plaintext reads no key: COHORT_KEY (naming no file here) is ignored when insecure.
+    os.environ["COHORT_KEY"] = os.path.join(scratch, "no-such.key")
+    with Client(insecure=True) as client:
+        check(client.public_key is None and len(client.nodes()) >= 1, "insecure ignores COHORT_KEY")
+    del os.environ["COHORT_KEY"]
+
     # An argument overrides the file, and the environment does.
     check(unreachable(endpoint=free_endpoint(), timeout_s=0.5), "endpoint argument wins")
     os.environ["COHORT_COORDINATOR"] = free_endpoint()
