@@ -490,7 +490,11 @@ constexpr char kUsage[] =
 int main(int argc, char** argv) {
   if (cohort::bench::AsksForHelp(argc, argv, 1)) return std::fputs(kUsage, stdout), 0;
   Args a;
-  if (argc < 2) return std::fputs(kUsage, stderr), 2;
+  if (argc < 2 || argv[1][0] == '-') {
+    return std::fprintf(stderr, "cohort-recovery-bench: the first argument is the mode\n%s",
+                        kUsage),
+           2;
+  }
   a.mode = argv[1];
   const std::string bad =
       cohort::bench::ParseFlagPairs(argc, argv, 2,
@@ -508,6 +512,6 @@ int main(int argc, char** argv) {
   if (a.mode == "node-loss") return NodeLoss(a);
   if (a.mode == "coordinator-restart") return CoordinatorRestart(a);
   if (a.mode == "coordinator-restart-sim") return CoordinatorRestartSim(a);
-  std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
+  std::fprintf(stderr, "cohort-recovery-bench: unknown mode %s\n%s", a.mode.c_str(), kUsage);
   return 2;
 }
