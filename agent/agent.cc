@@ -8,13 +8,12 @@
 #include "agent/stack_dump.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
+#include "common/wire_string.h"
 
 namespace cohort::agent {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 // This agent's ZeroMQ routing id: its node id, then '/' and 64 random bits. The coordinator's
 // ROUTER hands a routing id over to the newest connection that claims it, so an id that another

@@ -17,9 +17,10 @@
 // Defaults: key files COHORT_CONFIG_DIR/keys/agent.key and coordinator.pub
 // (common/install_paths.h: /etc/cohort for the packages); node id = hostname; GPUs auto (NVML);
 // CPUs and memory from the machine; work dir /var/lib/cohort-agent; builtin dir = the bin dir of
-// the install prefix (CMake's CMAKE_INSTALL_FULL_BINDIR), where cohort-reducer and cohort-ps are
-// installed; advertise address = the local address of the route to the coordinator, else the
-// first non-loopback IPv4 address, else 127.0.0.1; grace period 30 s.
+// the install prefix (CMake's CMAKE_INSTALL_FULL_BINDIR), where cohort-reducer, cohort-ps and
+// cohort-replica-init are installed (FindBuiltinBinary looks there first); advertise address = the
+// local address of the route to the coordinator, else the first non-loopback IPv4 address, else
+// 127.0.0.1; grace period 30 s.
 #pragma once
 
 #include <string>

@@ -5,14 +5,9 @@
 #include "agent/agent.h"
 #include "agent/inventory.h"
 #include "common/logging.h"
+#include "common/wire_string.h"
 
 namespace cohort::agent {
-namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-}  // namespace
-
 CoordinatorSession::CoordinatorSession(const AgentConfig& config, Clock& clock, Outbox& outbox,
                                        Outbox::Transmit transmit)
     : config_(config),

@@ -14,6 +14,7 @@
 #include "common/checkpoint.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
+#include "common/wire_string.h"
 
 namespace cohort::agent {
 namespace fs = std::filesystem;
@@ -65,12 +66,6 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   SetGpuVisibility(input.gpus, &env);
   return env;
 }
-
-namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-}  // namespace
 
 Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_dir,
                   LaunchPlan* plan) {

@@ -9,11 +9,10 @@
 #include "agent/replica_env.h"
 #include "common/flight_recorder.h"
 #include "common/logging.h"
+#include "common/wire_string.h"
 
 namespace cohort::agent {
 namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 // With --insecure nobody is verified, so an owner mapped to root may run as root
 // (agent/replica_user.h).

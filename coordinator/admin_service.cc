@@ -6,10 +6,10 @@
 #include <set>
 #include <vector>
 
+#include "common/wire_string.h"
+
 namespace cohort::coordinator {
 namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;

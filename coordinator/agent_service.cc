@@ -6,16 +6,11 @@
 #include <set>
 #include <utility>
 
+#include "common/wire_string.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/tuning/study_info.h"
 
 namespace cohort::coordinator {
-namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-}  // namespace
-
 bool RoutingIdOfNode(std::string_view routing_id, std::string_view node_id) {
   if (routing_id == node_id) return true;
   return routing_id.size() > node_id.size() + 1 &&

@@ -7,13 +7,12 @@
 
 #include "common/spec_limit.h"
 #include "common/study_spec.h"
+#include "common/wire_string.h"
 #include "coordinator/gang_fit.h"
 #include "coordinator/placement_round.h"
 
 namespace cohort::coordinator {
 namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 // A job name for `name_prefix`: the prefix, '-' and 8 lowercase letters and digits, not taken.
 std::string GenerateJobName(const std::string& prefix, const JobController& jobs) {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/wire_string.h"
+
 namespace cohort::coordinator {
 namespace {
-
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 // The agent's storage report, when it sent one (else `storage` keeps what it had).
 void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
