@@ -6,18 +6,10 @@
 #include <set>
 #include <vector>
 
+#include "common/text_join.h"
 #include "common/wire_string.h"
 
 namespace cohort::coordinator {
-namespace {
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-}  // namespace
 
 Status AdminService::Authorize(const RoutedMessage& m, const AdminTarget& target) const {
   const std::string caller = CallerOf(m);
@@ -88,7 +80,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
       if (action == "drain-now") {
         std::vector<std::string> moved = PreemptJobsOn(node_id, now_ms);
         reply.message += moved.empty() ? ": nothing runs there"
-                                       : ": preempted to move elsewhere: " + JoinNames(moved);
+                                       : ": preempted to move elsewhere: " + JoinWithCommas(moved);
       }
     }
   } else {

@@ -2,14 +2,10 @@
 
 #include <algorithm>
 
+#include "common/text_join.h"
+
 namespace cohort::coordinator {
 namespace {
-
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
 
 std::string AsAttempt(const ReplicaRecord& r) {
   return r.name + " as attempt " + std::to_string(r.attempt + 1);
@@ -67,13 +63,13 @@ void Incident::AddConsequence(const ReplicaRecord& r, bool restarts, int64_t now
 std::string Incident::Event() const {
   std::string cause = cause_node_.empty()
                           ? cause_
-                          : "node " + cause_node_ + " lost (" + Join(lost_with_cause_) + ")" +
-                                (cause_.empty() ? "" : ": " + cause_);
+                          : "node " + cause_node_ + " lost (" + JoinWithCommas(lost_with_cause_) +
+                                ")" + (cause_.empty() ? "" : ": " + cause_);
   std::string text = event_prefix_;
   if (whole_job_) {
     text += by_policy_ ? "the whole job (restart_job_on_worker_restart)" : "the whole job";
   } else {
-    text += Join(restarted_);
+    text += JoinWithCommas(restarted_);
   }
   text += " because " + cause;
   // Consequences that ended the same way are named together, in the order they came.
@@ -88,7 +84,7 @@ std::string Incident::Event() const {
     }
   }
   for (size_t i = 0; i < groups.size(); ++i) {
-    text += (i == 0 ? "; " : ", ") + Join(groups[i].second) + " " + groups[i].first;
+    text += (i == 0 ? "; " : ", ") + JoinWithCommas(groups[i].second) + " " + groups[i].first;
   }
   if (!groups.empty()) text += " as a consequence";
   return text;

@@ -7,16 +7,12 @@
 #include <cstdio>
 #include <iterator>
 
+#include "common/text_join.h"
+
 namespace cohort::coordinator {
 namespace {
 
 constexpr size_t kMaxDumps = 16;
-
-std::string Join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 // "120 s" (whole seconds, rounded), "0.5 s" below one.
 std::string Seconds(int64_t ms) {
@@ -209,7 +205,7 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
     v.message = "hang: no rank has completed a collective operation for " + Seconds(stalled_ms) +
                 " and none is in one" +
                 (newest >= 0 ? " (the last completed: #" + std::to_string(newest) + ")" : "") +
-                "; " + Join(names) + (names.size() == 1 ? " is" : " are") +
+                "; " + JoinWithCommas(names) + (names.size() == 1 ? " is" : " are") +
                 " outside the collectives";
     v.stuck = names;
     v.dump = names;
@@ -242,12 +238,13 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
   }
   std::string described = what + (detail.empty() ? "" : " (" + detail + ")");
   std::string wait = Seconds(op->current_ms);
-  std::string waiters = Join(waiting) + (waiting.size() == 1 ? " is" : " are") + " waiting in it";
+  std::string waiters =
+      JoinWithCommas(waiting) + (waiting.size() == 1 ? " is" : " are") + " waiting in it";
 
   if (not_entered.empty() && older.empty()) {
     // Every rank is in the operation: the cause is outside the ranks.
     v.message = "hang: every rank is waiting in " + described + " for " + wait + " (" +
-                Join(waiting) +
+                JoinWithCommas(waiting) +
                 "); none is behind, so what holds them is outside the ranks (a reducer, a "
                 "parameter server, the network)";
     v.stuck = waiting;
@@ -259,12 +256,12 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
   }
   std::vector<std::string> parts;
   if (!not_entered.empty()) {
-    parts.push_back(Join(not_entered) + (not_entered.size() == 1 ? " has" : " have") +
+    parts.push_back(JoinWithCommas(not_entered) + (not_entered.size() == 1 ? " has" : " have") +
                     " not entered " + described + " for " + wait);
   }
   parts.insert(parts.end(), older_text.begin(), older_text.end());
-  v.message =
-      "hang: " + Join(parts) + "; " + (not_entered.empty() ? described + ": " : "") + waiters;
+  v.message = "hang: " + JoinWithCommas(parts) + "; " +
+              (not_entered.empty() ? described + ": " : "") + waiters;
   v.stuck = not_entered;
   v.stuck.insert(v.stuck.end(), older.begin(), older.end());
   v.dump = v.stuck;
@@ -289,7 +286,7 @@ std::optional<HangVerdict> Watchdog::JudgeOutput(const JobRecord& record, Job& j
   v.message = std::string("hang: no replica has written ") +
               (logs ? "to its log" : "a metric line ($CLOUD_ML_HP_METRIC_FILE)") + " for " +
               Seconds(stalled_ms) + " (progress: " + (logs ? "logs" : "metrics") +
-              "): " + Join(v.stuck);
+              "): " + JoinWithCommas(v.stuck);
   return v;
 }
 
