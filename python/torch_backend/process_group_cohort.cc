@@ -456,9 +456,8 @@ Status ProcessGroupCohort::Allreduce(const StagedTensor& t, ReduceOp op) {
   return comm_->Allreduce(t.data(), t.numel(), t.type(), op);
 }
 
-bool ProcessGroupCohort::ReducersCheck(const StagedTensor& t) const {
-  return comm_->AutoAlgorithm(t.numel() * collective::DataTypeSize(t.type())) ==
-         collective::Algorithm::kReductionServer;
+bool ProcessGroupCohort::LibraryChecks(const StagedTensor& t) const {
+  return comm_->AllreduceChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
 }
 
 Status ProcessGroupCohort::CheckAgreement(
@@ -487,7 +486,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto descriptor =
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, descriptor] {
-    if (!ReducersCheck(*staged))
+    if (!LibraryChecks(*staged))
       COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
     COHORT_RETURN_IF_ERROR(Allreduce(*staged, op));
     staged->CopyBack();
@@ -508,7 +507,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
                  [this, runs, op, descriptor] {
                    const bool checked = std::all_of(
                        runs->begin(), runs->end(),
-                       [this](const CoalescedRun& run) { return ReducersCheck(run.flat); });
+                       [this](const CoalescedRun& run) { return LibraryChecks(run.flat); });
                    if (!checked)
                      COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
                    for (CoalescedRun& run : *runs) COHORT_RETURN_IF_ERROR(Allreduce(run.flat, op));

@@ -213,9 +213,9 @@ class ProcessGroupCohort final : public BackendBase {
   // call checks are off). `what` renders a descriptor for the error.
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
-  // True when the all-reduce of `t` runs on the Reduction Server, whose reducers check that every
-  // rank made the same call (reduction_server.h): CheckAgreement's all-gather is not needed.
-  bool ReducersCheck(const StagedTensor& t) const;
+  // True when the library's all-reduce of `t` checks itself that every rank made the same call
+  // (Communicator::AllreduceChecksAgreement): CheckAgreement's all-gather is not needed.
+  bool LibraryChecks(const StagedTensor& t) const;
   c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
                                               int tag);
 
