@@ -67,8 +67,15 @@ StatusOr<PointToPointRequest> PointToPointRequest::Post(Transport& transport,
                           post(kPointToPointHeaderStep, r.header_.get(), sizeof(CallHeader)));
   r.has_data_ = options.count > 0;
   if (r.has_data_) {
-    COHORT_ASSIGN_OR_RETURN(r.data_request_, post(kPointToPointDataStep, options.data,
-                                                  options.count * DataTypeSize(options.type)));
+    StatusOr<Request> data =
+        post(kPointToPointDataStep, options.data, options.count * DataTypeSize(options.type));
+    if (data.ok()) {
+      r.data_request_ = std::move(*data);
+    } else if (send) {
+      return data.status();
+    } else {
+      r.data_post_error_ = data.status();
+    }
   }
   return r;
 }
@@ -106,6 +113,7 @@ Status PointToPointRequest::WaitOnce() {
                              ", this worker expects " + Describe(expected_));
     }
   }
+  COHORT_RETURN_IF_ERROR(data_post_error_.WithContext(what));
   if (has_data_) COHORT_RETURN_IF_ERROR(data_request_.Wait(deadline_).WithContext(what));
   return Status::Ok();
 }

@@ -64,6 +64,9 @@ class PointToPointRequest {
   std::unique_ptr<CallHeader> header_;  // send: this worker's; receive: the sender's (posted)
   Request header_request_;
   Request data_request_;
+  // Receive: the data receive could not be posted (a larger message from the peer was already
+  // here: the transport refuses it as truncated). Reported after the header, which says why.
+  Status data_post_error_;
   bool has_data_ = false;
   bool waited_ = false;
   Status status_;
