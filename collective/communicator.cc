@@ -237,6 +237,13 @@ Communicator::~Communicator() {
 
 Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                                Algorithm algorithm) {
+  COHORT_ASSIGN_OR_RETURN(PendingAllreduce pending,
+                          StartAllreduce(data, count, type, op, algorithm));
+  return pending.Finish();
+}
+
+StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count, DataType type,
+                                                        ReduceOp op, Algorithm algorithm) {
   if (!IsValid(type) || !IsValid(op)) return InvalidArgument("all-reduce: unknown data type or op");
   if (count > 0 && data == nullptr) return InvalidArgument("all-reduce: null buffer");
   if (algorithm == Algorithm::kReductionServer && num_reducers_ == 0) {
@@ -259,21 +266,29 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
         "all-reduce: shared memory needs every rank on this host with UCX shared memory allowed "
         "(UCX_TLS), and /dev/shm room for each worker's segment");
   }
+  if (pending_allreduces_.load() > (algorithm == Algorithm::kReductionServer ? 1 : 0)) {
+    return FailedPrecondition(
+        "all-reduce: earlier all-reduces are still pending (finish them first: at most one may be "
+        "pending when the next Reduction Server all-reduce starts, none before another algorithm)");
+  }
   if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
 #ifdef COHORT_HAVE_CUDA
   if (count > 0 && IsDevicePointer(data)) {
+    // Staged whole: the pinned buffer is this thread's, and the next call reuses it.
     DeviceStaging staging;
     COHORT_RETURN_IF_ERROR(staging.CopyIn(data, count * DataTypeSize(type)));
-    Status s = AllreduceHost(staging.host(), count, type, op, algorithm);
-    if (!s.ok()) return s;
-    return staging.CopyOut(data);
+    COHORT_ASSIGN_OR_RETURN(PendingAllreduce pending,
+                            StartAllreduceHost(staging.host(), count, type, op, algorithm));
+    COHORT_RETURN_IF_ERROR(pending.Finish());
+    COHORT_RETURN_IF_ERROR(staging.CopyOut(data));
+    return PendingAllreduce();
   }
 #endif
-  return AllreduceHost(data, count, type, op, algorithm);
+  return StartAllreduceHost(data, count, type, op, algorithm);
 }
 
-Status Communicator::AllreduceHost(void* data, size_t count, DataType type, ReduceOp op,
-                                   Algorithm algorithm) {
+StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t count, DataType type,
+                                                            ReduceOp op, Algorithm algorithm) {
   AllreduceOptions o;
   o.data = data;
   o.count = count;
@@ -297,9 +312,18 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
   o.chunks_per_reducer = one_host_shared_memory_ ? 4 : kPipelineChunksPerReducer;
   Status s;
   switch (algorithm) {
-    case Algorithm::kReductionServer:
-      s = ReductionServerAllreduce(*transport_, o);
-      break;
+    case Algorithm::kReductionServer: {
+      // Two calls in flight at most, of consecutive sequence numbers: each has its own staging.
+      auto call = std::make_unique<ReductionServerCall>(*transport_, o, &wire_staging_[o.seq & 1]);
+      s = call->Send();
+      if (!s.ok()) break;
+      PendingAllreduce pending;
+      pending.comm_ = this;
+      pending.call_ = std::move(call);
+      pending.recording_ = std::move(recording);
+      ++pending_allreduces_;
+      return pending;
+    }
     case Algorithm::kHalvingDoubling:
       s = HalvingDoublingAllreduce(*transport_, o);
       break;
@@ -314,9 +338,44 @@ Status Communicator::AllreduceHost(void* data, size_t count, DataType type, Redu
       break;
   }
   recording.Finish(s);
-  if (s.ok()) return s;
+  if (s.ok()) return PendingAllreduce();
   poisoned_ = true;
   return NameCall(recording.record(), s);
+}
+
+PendingAllreduce::PendingAllreduce() = default;
+PendingAllreduce::PendingAllreduce(PendingAllreduce&&) noexcept = default;
+
+PendingAllreduce& PendingAllreduce::operator=(PendingAllreduce&& other) noexcept {
+  if (this != &other) {
+    Abandon();
+    comm_ = other.comm_;
+    call_ = std::move(other.call_);
+    recording_ = std::move(other.recording_);
+  }
+  return *this;
+}
+
+PendingAllreduce::~PendingAllreduce() { Abandon(); }
+
+void PendingAllreduce::Abandon() {
+  if (call_ == nullptr) return;
+  // Its requests go (each wait bounded), and the sequence of calls it belonged to is broken.
+  call_.reset();
+  recording_.Finish(Cancelled("all-reduce abandoned before it finished"));
+  comm_->poisoned_ = true;
+  comm_->pending_allreduces_.fetch_sub(1);
+}
+
+Status PendingAllreduce::Finish() {
+  if (call_ == nullptr) return Status::Ok();
+  Status s = call_->Finish();
+  call_.reset();
+  recording_.Finish(s);
+  comm_->pending_allreduces_.fetch_sub(1);
+  if (s.ok()) return s;
+  comm_->poisoned_ = true;
+  return Communicator::NameCall(recording_.record(), s);
 }
 
 FlightRecord Communicator::CallRecord(FlightOp op, uint32_t seq, DataType type, size_t count,

@@ -23,7 +23,8 @@
 // reads it to tell a stuck rank from a slow one (issue 18). Bindings over the Communicator (C API,
 // Python, the torch backend) are recorded here, once.
 //
-// Thread safety: Allreduce calls must not overlap (one caller thread, like NCCL's stream order).
+// Thread safety: calls must not overlap (one caller thread, like NCCL's stream order), except
+// that a PendingAllreduce's Finish may run on another thread (see StartAllreduce).
 // Errors: a dead peer makes Allreduce fail (kUnavailable, or kDeadlineExceeded by the timeout);
 // after any error the communicator is poisoned (kAborted) and must be rebuilt. An error from the
 // call itself (not its argument checks) starts with the operation and its sequence number, e.g.
@@ -55,7 +56,32 @@
 
 namespace cohort::collective {
 
+class Communicator;
 class LoopbackFabric;
+class ReductionServerCall;
+
+// The second half of an all-reduce begun by Communicator::StartAllreduce: Finish waits for its
+// results. Movable; Finish once, from any one thread, before the communicator is destroyed.
+// Destroying one unfinished abandons the call and poisons the communicator.
+class PendingAllreduce {
+ public:
+  PendingAllreduce();
+  PendingAllreduce(PendingAllreduce&&) noexcept;
+  PendingAllreduce& operator=(PendingAllreduce&&) noexcept;
+  ~PendingAllreduce();
+
+  // Every result in the buffer; an error names the call and poisons the communicator, as
+  // Allreduce's do. OK at once for a call that ran whole in StartAllreduce.
+  Status Finish();
+
+ private:
+  friend class Communicator;
+  void Abandon();
+
+  Communicator* comm_ = nullptr;
+  std::unique_ptr<ReductionServerCall> call_;
+  FlightRecording recording_;
+};
 
 struct CommunicatorOptions {
   enum class TransportKind { kUcx, kLoopback };
@@ -129,6 +155,17 @@ class Communicator {
   // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                    Algorithm algorithm = Algorithm::kAuto);
+  // Allreduce in two halves, for a caller that keeps its link busy across consecutive calls (the
+  // torch backend: DDP's gradient buckets). On the Reduction Server it returns once this worker's
+  // chunks have all been sent; the PendingAllreduce's Finish, on another thread if need be, waits
+  // for the results while this thread starts the next call, whose chunks then travel during this
+  // call's tail (reduction_server.h, ReductionServerCall). Any other algorithm, or a device
+  // buffer, runs the whole call here. Contract: at most one call pending when it is called (a
+  // second is refused with kFailedPrecondition); no other collective while one is pending (also
+  // refused); until Finish returns, nothing touches `data` and the next call's buffer does not
+  // overlap it. Allreduce is StartAllreduce, then Finish.
+  StatusOr<PendingAllreduce> StartAllreduce(void* data, size_t count, DataType type, ReduceOp op,
+                                            Algorithm algorithm = Algorithm::kAuto);
 
   // What kAuto runs for a buffer of `bytes` (default: a large one): SelectAllreduceAlgorithm
   // (allreduce_selection.h) over allreduce_support() and options.algorithm. The same on every
@@ -216,8 +253,10 @@ class Communicator {
   Transport& transport() { return *transport_; }
 
  private:
+  friend class PendingAllreduce;
   Communicator() = default;
-  Status AllreduceHost(void* data, size_t count, DataType type, ReduceOp op, Algorithm algorithm);
+  StatusOr<PendingAllreduce> StartAllreduceHost(void* data, size_t count, DataType type,
+                                                ReduceOp op, Algorithm algorithm);
   // The argument checks every collective call makes (`what` names it in errors), then the call's
   // options (sequence number, deadline), and its flight-recorder entry begins.
   Status BeginCall(std::string_view what, DataType type, size_t count,
@@ -254,7 +293,11 @@ class Communicator {
   uint32_t flight_comm_id_ = 0;
   int64_t enqueue_ns_ = 0;
   FlightRecording call_;
-  std::atomic<bool> poisoned_{false};    // point-to-point requests set it from any thread
+  std::atomic<bool> poisoned_{false};       // point-to-point requests set it from any thread
+  std::atomic<int> pending_allreduces_{0};  // started by StartAllreduce, not yet finished
+  // Wire compression's narrow copies of the Reduction Server's chunks: one per all-reduce that may
+  // be in flight at once (the pending one and the next), by sequence number parity.
+  std::vector<char> wire_staging_[2];
   bool one_host_shared_memory_ = false;  // UCX, every rank on this host, shared memory allowed
   JobBootstrap job_;  // FromEnvironment only: the job's store (served by rank 0) and its client
   std::unique_ptr<LoopbackFabric> owned_fabric_;

@@ -46,6 +46,9 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
                                CollectiveOptions* call) {
   const std::string name(what);
   if (!IsValid(type)) return InvalidArgument(name + ": unknown data type");
+  if (pending_allreduces_.load() > 0) {
+    return FailedPrecondition(name + ": an all-reduce is still pending (finish it first)");
+  }
   for (const void* p : buffers) {
     if (count > 0 && p == nullptr) return InvalidArgument(name + ": null buffer");
     if (OnDevice(p))

@@ -144,38 +144,80 @@ size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_red
   return chunk * element_bytes;
 }
 
-Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options) {
-  const int n = options.num_workers;
-  const int m = options.num_reducers;
+struct ReductionServerCall::State {
+  State(Transport& t, const AllreduceOptions& o, std::vector<char>* staging_buffer)
+      : transport(t), options(o), staging(staging_buffer) {}
+
+  Status Start();
+  // Moves chunks until every one has been sent (`all`: and every result has come back).
+  Status Drive(bool all);
+  // Waits for the oldest request of `q`; an error names its chunk and reducer.
+  struct Pending {
+    Request req;
+    size_t chunk;
+  };
+  Status WaitOldest(std::deque<Pending>& q, std::string_view what, std::string_view to_from) {
+    Pending& f = q.front();
+    return verdicts->WaitWatching(f.req, options.deadline,
+                                  "all-reduce: " + std::string(what) + std::to_string(f.chunk) +
+                                      std::string(to_from) +
+                                      ReducerName(n + static_cast<int>(f.chunk % m), n));
+  }
+  size_t Elems(size_t c) const { return std::min(chunk_elems, options.count - c * chunk_elems); }
+
+  Transport& transport;
+  const AllreduceOptions options;
+  std::vector<char>* const staging;
+  int n = 0;
+  int m = 0;
+  bool compress = false;
+  DataType wire = DataType::kF32;
+  size_t wes = 0;  // bytes per element on the wire
+  size_t chunk_elems = 0;
+  char* on_wire = nullptr;  // what chunks are sent from and received into
+  RoundHeader header;
+  std::unique_ptr<Verdicts> verdicts;
+  std::vector<Request> header_sends;
+  std::vector<size_t> order;  // chunks in sending order (see Start)
+  // Chunks in flight: each has one send and one receive into the same place (the reducer answers
+  // only after it has all of this chunk, so the send has finished reading). At most `max_sends`
+  // sends are outstanding; result receives are posted with their send.
+  std::deque<Pending> sends, recvs;
+  size_t max_inflight = 0;
+  size_t max_sends = 0;
+  size_t next = 0;  // of `order`: the next chunk to send
+  bool empty = false;
+};
+
+Status ReductionServerCall::State::Start() {
+  n = options.num_workers;
+  m = options.num_reducers;
   const int rank = transport.rank();
   if (m <= 0) return InvalidArgument("reduction server all-reduce needs at least one reducer");
   if (rank >= n) return InvalidArgument("reduction server all-reduce: rank is not a worker");
   if (transport.size() < n + m)
     return InvalidArgument("transport has fewer ranks than workers + reducers");
-  if (options.count == 0) return Status::Ok();
-  const bool compress = options.type == DataType::kF32 && (options.wire_type == DataType::kBF16 ||
-                                                           options.wire_type == DataType::kF16);
-  const DataType wire = compress ? options.wire_type : options.type;
+  empty = options.count == 0;
+  if (empty) return Status::Ok();
+  compress = options.type == DataType::kF32 &&
+             (options.wire_type == DataType::kBF16 || options.wire_type == DataType::kF16);
+  wire = compress ? options.wire_type : options.type;
   const size_t es = DataTypeSize(options.type);
-  const size_t wes = DataTypeSize(wire);
+  wes = DataTypeSize(wire);
   // Chunks are sized by what crosses the network.
-  const size_t chunk_elems = ReductionServerChunkBytes(options.count, wes, m, options.chunk_bytes,
-                                                       options.chunks_per_reducer) /
-                             wes;
+  chunk_elems = ReductionServerChunkBytes(options.count, wes, m, options.chunk_bytes,
+                                          options.chunks_per_reducer) /
+                wes;
   const size_t num_chunks = (options.count + chunk_elems - 1) / chunk_elems;
   if (num_chunks + 1 >= kVerdictStep) return InvalidArgument("too many chunks: raise chunk_bytes");
-  auto* data = static_cast<char*>(options.data);
-  // Compressed, chunks travel from and back into a buffer of wire-type elements, kept per thread
-  // and grown as needed (a fresh one per call would fault in its pages every time).
-  thread_local std::vector<char> staging;
-  if (compress && staging.size() < options.count * wes) {
-    staging = std::vector<char>();  // the old contents are not needed: free before allocating
-    staging.resize(options.count * wes);
+  // Compressed, chunks travel from and back into a buffer of wire-type elements (the caller's, so
+  // that its pages are not faulted in anew every call).
+  if (compress && staging->size() < options.count * wes) {
+    *staging = std::vector<char>();  // the old contents are not needed: free before allocating
+    staging->resize(options.count * wes);
   }
-  char* on_wire = compress ? staging.data() : data;
-  auto* floats = reinterpret_cast<float*>(data);
+  on_wire = compress ? staging->data() : static_cast<char*>(options.data);
 
-  RoundHeader header;
   header.type = static_cast<uint8_t>(options.type);
   header.op = static_cast<uint8_t>(options.op);
   header.window = static_cast<uint8_t>(std::clamp(options.window, 1, 64));
@@ -184,9 +226,8 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   header.chunk_bytes = chunk_elems * es;
   header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
   header.wire_type = static_cast<uint8_t>(wire);
-  Verdicts verdicts(transport, n, m, header);
-  COHORT_RETURN_IF_ERROR(verdicts.Post());
-  std::vector<Request> header_sends;
+  verdicts = std::make_unique<Verdicts>(transport, n, m, header);
+  COHORT_RETURN_IF_ERROR(verdicts->Post());
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),
                                                          ConstBytes{&header, sizeof(header)}));
@@ -198,7 +239,6 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
   // pace with each other, each sends to a different reducer at any moment, so a reducer's link
   // carries one incoming flow instead of n competing ones (which share a link unevenly, and the
   // slowest flow sets the pace of a chunk).
-  std::vector<size_t> order;
   order.reserve(num_chunks);
   const size_t groups = (num_chunks + m - 1) / m;
   for (size_t q = 0; q < groups; ++q) {
@@ -207,35 +247,21 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
       if (c < num_chunks) order.push_back(c);
     }
   }
-  // Chunks in flight: each has one send and one receive into the same place (the reducer answers
-  // only after it has all of this chunk, so the send has finished reading). At most
-  // `max_sends` sends are outstanding (0: no limit); result receives are posted with their send.
-  struct Pending {
-    Request req;
-    size_t chunk;
-  };
-  std::deque<Pending> sends, recvs;
-  const size_t max_inflight = static_cast<size_t>(std::max(4, 2 * header.window * m));
-  const size_t max_sends =
-      options.max_flows > 0 ? static_cast<size_t>(options.max_flows) : max_inflight;
-  // Waits for the oldest request of `q`; an error names its chunk and reducer.
-  auto wait_oldest = [&](std::deque<Pending>& q, std::string_view what, std::string_view to_from) {
-    Pending& f = q.front();
-    return verdicts.WaitWatching(f.req, options.deadline,
-                                 "all-reduce: " + std::string(what) + std::to_string(f.chunk) +
-                                     std::string(to_from) +
-                                     ReducerName(n + static_cast<int>(f.chunk % m), n));
-  };
-  size_t next = 0;
-  while (next < order.size() || !sends.empty() || !recvs.empty()) {
+  max_inflight = static_cast<size_t>(std::max(4, 2 * header.window * m));
+  max_sends = options.max_flows > 0 ? static_cast<size_t>(options.max_flows) : max_inflight;
+  return Status::Ok();
+}
+
+Status ReductionServerCall::State::Drive(bool all) {
+  auto* floats = static_cast<float*>(options.data);
+  while (next < order.size() || !sends.empty() || (all && !recvs.empty())) {
     while (next < order.size() && sends.size() < max_sends && recvs.size() < max_inflight) {
       const size_t c = order[next];
       const int reducer = n + static_cast<int>(c % m);
       const size_t off = c * chunk_elems;
-      const size_t elems = std::min(chunk_elems, options.count - off);
-      const size_t bytes = elems * wes;
+      const size_t bytes = Elems(c) * wes;
       const Tag tag = MakeTag(options.seq, 1 + static_cast<uint32_t>(c));
-      if (compress) NarrowFromF32(wire, on_wire + off * wes, floats + off, elems);
+      if (compress) NarrowFromF32(wire, on_wire + off * wes, floats + off, Elems(c));
       Pending r{Request(), c}, snd{Request(), c};
       COHORT_ASSIGN_OR_RETURN(
           r.req, transport.Irecv(reducer, tag, MutableBytes{on_wire + off * wes, bytes}));
@@ -246,28 +272,57 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
       ++next;
     }
     if (!sends.empty()) {
-      COHORT_RETURN_IF_ERROR(wait_oldest(sends, "sending chunk ", " to "));
+      COHORT_RETURN_IF_ERROR(WaitOldest(sends, "sending chunk ", " to "));
       sends.pop_front();
       // Results are collected once the send window, not the receive window, is what blocks.
       if (next < order.size() && recvs.size() < max_inflight) continue;
     }
-    if (!recvs.empty() && (recvs.size() >= max_inflight || next == order.size())) {
-      COHORT_RETURN_IF_ERROR(wait_oldest(recvs, "result of chunk ", " from "));
+    // Once every chunk is posted, Send waits only for its sends: the results are Finish's.
+    const bool all_posted = next == order.size();
+    if (!recvs.empty() && (recvs.size() >= max_inflight || (all && all_posted))) {
+      COHORT_RETURN_IF_ERROR(WaitOldest(recvs, "result of chunk ", " from "));
       if (compress) {
-        const size_t off = recvs.front().chunk * chunk_elems;
-        WidenToF32(wire, floats + off, on_wire + off * wes,
-                   std::min(chunk_elems, options.count - off));
+        const size_t c = recvs.front().chunk;
+        WidenToF32(wire, floats + c * chunk_elems, on_wire + c * chunk_elems * wes, Elems(c));
       }
       recvs.pop_front();
     }
   }
-  for (int r = 0; r < m; ++r) {
-    COHORT_RETURN_IF_ERROR(verdicts.WaitWatching(header_sends[r], options.deadline,
-                                                 "all-reduce: header to " + ReducerName(n + r, n)));
+  return Status::Ok();
+}
+
+ReductionServerCall::ReductionServerCall(Transport& transport, const AllreduceOptions& options,
+                                         std::vector<char>* staging)
+    : state_(std::make_unique<State>(transport, options, staging)) {}
+
+ReductionServerCall::~ReductionServerCall() = default;
+
+Status ReductionServerCall::Send() {
+  COHORT_RETURN_IF_ERROR(state_->Start());
+  if (state_->empty) return Status::Ok();
+  return state_->Drive(/*all=*/false);
+}
+
+Status ReductionServerCall::Finish() {
+  State& s = *state_;
+  if (s.empty) return Status::Ok();
+  COHORT_RETURN_IF_ERROR(s.Drive(/*all=*/true));
+  for (int r = 0; r < s.m; ++r) {
+    COHORT_RETURN_IF_ERROR(
+        s.verdicts->WaitWatching(s.header_sends[r], s.options.deadline,
+                                 "all-reduce: header to " + ReducerName(s.n + r, s.n)));
   }
   // A reducer answers before it returns a result; one that owns no chunk of a small call is
   // waited for here.
-  return verdicts.CheckAll(options.deadline);
+  return s.verdicts->CheckAll(s.options.deadline);
+}
+
+Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options) {
+  // Kept per thread: a fresh buffer per call would fault in its pages every time.
+  thread_local std::vector<char> staging;
+  ReductionServerCall call(transport, options, &staging);
+  COHORT_RETURN_IF_ERROR(call.Send());
+  return call.Finish();
 }
 
 Status SendStopToReducers(Transport& transport, int num_workers, int num_reducers,

@@ -36,6 +36,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "collective/algorithms/allreduce_options.h"
@@ -64,8 +65,40 @@ struct RoundHeader {
 };
 static_assert(sizeof(RoundHeader) == 32, "RoundHeader travels as raw bytes");
 
-// Worker side; called by every worker with the same arguments (data aside).
+// Worker side; called by every worker with the same arguments (data aside). Send, then Finish,
+// of a ReductionServerCall.
 Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& options);
+
+// One worker's part of one all-reduce, in two halves, so that a caller can keep its link busy
+// across consecutive calls: Send returns once every chunk of this worker has been sent (results
+// may still be on their way back), Finish once every result is in `options.data`. The next call's
+// Send may run while this call's Finish does, on another thread: the reducers serve calls in
+// order, and the next call's header and chunks wait in their receive queues (UCX's unexpected
+// messages) until this call's round is done, so its pipeline is full when it begins. Between Send
+// and Finish the caller must neither touch `options.data` nor start a call that writes to it.
+//
+// Thread safety: Send, then Finish, each once, one thread at a time (they may be two threads).
+// `staging` (wire compression: the chunks' narrow copies; grown as needed) belongs to this call
+// until Finish returns. Destroying a call abandons what it has in flight (each request's wait is
+// bounded).
+class ReductionServerCall {
+ public:
+  ReductionServerCall(Transport& transport, const AllreduceOptions& options,
+                      std::vector<char>* staging);
+  ~ReductionServerCall();
+  ReductionServerCall(const ReductionServerCall&) = delete;
+  ReductionServerCall& operator=(const ReductionServerCall&) = delete;
+
+  // Checks the arguments, sends the header and every chunk (collecting the results that come
+  // back meanwhile).
+  Status Send();
+  // Collects the remaining results and the reducers' verdicts.
+  Status Finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The chunk size a call of `count` elements of `element_bytes` each is cut into: chunk_bytes;
 // smaller, down to kMinPipelineChunkBytes, where that gives a reducer fewer than

@@ -22,13 +22,14 @@ std::chrono::milliseconds Milliseconds(double seconds) {
 c10::intrusive_ptr<ProcessGroupCohort> CreateProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeout_s,
     bool default_group, int num_reducers, const std::string& algorithm, size_t chunk_bytes,
-    int check_calls, const std::string& wire_dtype) {
+    int check_calls, const std::string& wire_dtype, int overlap) {
   Config config;
   config.num_reducers = num_reducers;
   config.algorithm = algorithm;
   config.chunk_bytes = chunk_bytes;
   config.check_calls = check_calls;
   config.wire_dtype = wire_dtype;
+  config.overlap = overlap;
   py::gil_scoped_release release;
   return ProcessGroupCohort::Create(store, rank, size, Milliseconds(timeout_s), default_group,
                                     config);
@@ -53,8 +54,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_create", &cohort::torch_backend::CreateProcessGroup, py::arg("store"), py::arg("rank"),
         py::arg("size"), py::arg("timeout_s"), py::arg("default_group"), py::arg("num_reducers"),
-        py::arg("algorithm"), py::arg("chunk_bytes"), py::arg("check_calls"),
-        py::arg("wire_dtype"));
+        py::arg("algorithm"), py::arg("chunk_bytes"), py::arg("check_calls"), py::arg("wire_dtype"),
+        py::arg("overlap"));
 
   py::class_<TorchReducer>(m, "Reducer")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int index, double timeout_s,

@@ -171,6 +171,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
   pg->wire_dtype_ = options.wire_dtype;
   pg->check_calls_ = config.check_calls >= 0 ? config.check_calls != 0
                                              : EnvInt("COHORT_TORCH_CHECK_CALLS", 1) != 0;
+  pg->overlap_ = config.overlap >= 0 ? config.overlap != 0 : EnvInt("COHORT_TORCH_OVERLAP", 1) != 0;
 
   const char* cohort_addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   int num_reducers = 0;
@@ -224,6 +225,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
                          " joining through the " + pg->rendezvous_);
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
   pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
+  pg->finisher_ = std::make_unique<CompletionPool>(1);
   pg->thread_ = std::thread([raw = pg.get()] { raw->RunQueue(); });
   return pg;
 }
@@ -242,6 +244,7 @@ void ProcessGroupCohort::Shutdown() {
   std::optional<PyThreadState*> released;
   if (Py_IsInitialized() && PyGILState_Check()) released = PyEval_SaveThread();
   if (thread_.joinable()) thread_.join();
+  finisher_.reset();        // started allreduces end by their deadline
   point_to_point_.reset();  // posted sends and receives end by their deadline
   completions_.reset();
   comm_.reset();  // tells the reducers this worker is done
@@ -277,12 +280,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::Enqueue(c10d::OpType type, st
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
     c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
-    std::function<StatusOr<Deferred>()> run) {
+    std::function<StatusOr<Deferred>()> run, bool overlaps) {
   std::unique_lock<std::mutex> lock(mu_);
   TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was shut down");
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout_);
-  queue_.push_back(Op{work, std::move(run), FlightClockNs()});
+  queue_.push_back(Op{work, std::move(run), FlightClockNs(), overlaps});
   lock.unlock();
   cv_.notify_all();
   return work;
@@ -318,9 +321,15 @@ void ProcessGroupCohort::RunQueue() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything issued has run
+      if (queue_.empty()) {  // stopping, and everything issued has started
+        cv_.wait(lock, [&] { return unfinished_ == 0; });
+        return;
+      }
       op = std::move(queue_.front());
       queue_.pop_front();
+      // An overlapped allreduce may start while the one before it finishes; anything else waits.
+      const int allowed = op.overlaps ? 1 : 0;
+      cv_.wait(lock, [&] { return unfinished_ <= allowed; });
     }
     op.work->MarkStarted();
     StatusOr<Deferred> posted = Deferred();
@@ -339,15 +348,31 @@ void ProcessGroupCohort::RunQueue() {
       comm_->set_enqueue_time(0);
     }
     if (posted.ok() && *posted) {
-      // Posted; its own thread waits for it (and completes the future: it is off the queue).
-      point_to_point_->Submit([this, work = op.work, wait = std::move(*posted)] {
+      // Started (an overlapped allreduce) or posted (point-to-point): another thread waits for
+      // the rest while this one goes on. The finisher waits for allreduces in issue order and
+      // leaves their futures to the completion pool, so that a callback that waits for another
+      // allreduce cannot hold up the finisher that allreduce needs; point-to-point requests each
+      // have a thread of their own, which completes the future.
+      if (op.overlaps) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++unfinished_;
+      }
+      CompletionPool& pool = op.overlaps ? *finisher_ : *point_to_point_;
+      pool.Submit([this, work = op.work, rest = std::move(*posted), overlaps = op.overlaps] {
         Status s;
         try {
-          s = wait();
+          s = rest();
         } catch (const std::exception& e) {
           s = Internal(e.what());
         }
-        Conclude(work, s, /*complete_future_here=*/true);
+        if (overlaps) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            --unfinished_;
+          }
+          cv_.notify_all();
+        }
+        Conclude(work, s, /*complete_future_here=*/!overlaps);
       });
       continue;
     }
@@ -456,6 +481,26 @@ Status ProcessGroupCohort::Allreduce(const StagedTensor& t, ReduceOp op) {
   return comm_->Allreduce(t.data(), t.numel(), t.type(), op);
 }
 
+StatusOr<ProcessGroupCohort::Deferred> ProcessGroupCohort::StartAllreduce(
+    const std::shared_ptr<StagedTensor>& t, ReduceOp op) {
+  const char* begin = static_cast<const char*>(t->data());
+  const char* end = begin + t->numel() * collective::DataTypeSize(t->type());
+  if (begin < overlap_end_ && overlap_begin_ < end) {
+    // The same memory as the allreduce in flight: its results must be in first.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return unfinished_ == 0; });
+  }
+  overlap_begin_ = begin;
+  overlap_end_ = end;
+  auto pending = std::make_shared<collective::PendingAllreduce>();
+  COHORT_ASSIGN_OR_RETURN(*pending, comm_->StartAllreduce(t->data(), t->numel(), t->type(), op));
+  return Deferred([pending, t] {
+    COHORT_RETURN_IF_ERROR(pending->Finish());
+    t->CopyBack();
+    return Status::Ok();
+  });
+}
+
 bool ProcessGroupCohort::LibraryChecks(const StagedTensor& t) const {
   return comm_->AllreduceChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
 }
@@ -485,6 +530,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
+  if (overlap_ && LibraryChecks(*staged)) {
+    return EnqueueDeferred(
+        c10d::OpType::ALLREDUCE, "allreduce", tensors,
+        [this, staged, op]() -> StatusOr<Deferred> { return StartAllreduce(staged, op); },
+        /*overlaps=*/true);
+  }
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, descriptor] {
     if (!LibraryChecks(*staged))
       COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));

@@ -15,6 +15,12 @@
 // order, so every rank runs its collectives in the order torch issued them. Works complete on
 // that thread; their futures are completed on a pool of completion threads, because callbacks
 // chained on a future (DDP comm hooks, PowerSGD) may issue collectives and wait on them.
+// Overlap: an allreduce on the Reduction Server runs in two halves (Communicator::StartAllreduce):
+// the queue thread sends its chunks, a finisher thread waits for its results, and meanwhile the
+// queue thread starts the next allreduce if one is queued, so DDP's buckets keep the link busy
+// instead of pausing at each bucket's tail. At most two allreduces are in flight; any other
+// operation, or an allreduce whose buffer overlaps the one in flight, waits for it to finish.
+// COHORT_TORCH_OVERLAP=0 (Config::overlap) turns this off: every operation runs whole.
 //
 // Agreement: the library's collectives other than the all-reduce check that every rank made the
 // same call (count, type, root); of its all-reduces only the Reduction Server does (its reducers
@@ -75,6 +81,7 @@ struct Config {
   // Server cross the network in that type, reduced in float32 (CommunicatorOptions::wire_dtype);
   // "f32" or "none": off.
   std::string wire_dtype;
+  int overlap = -1;  // -1: COHORT_TORCH_OVERLAP (1 when unset); see ProcessGroupCohort, Overlap
 };
 
 // One queued operation's handle: wait() blocks until it ran (or the timeout passed), getFuture()
@@ -191,9 +198,11 @@ class ProcessGroupCohort final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, std::string name,
                                          std::vector<at::Tensor> outputs,
                                          std::function<Status()> run);
+  // `overlaps`: an overlapped allreduce (see Overlap), whose Deferred is its second half.
   c10::intrusive_ptr<c10d::Work> EnqueueDeferred(c10d::OpType type, std::string name,
                                                  std::vector<at::Tensor> outputs,
-                                                 std::function<StatusOr<Deferred>()> run);
+                                                 std::function<StatusOr<Deferred>()> run,
+                                                 bool overlaps = false);
   void RunQueue();
   // Records the outcome of `work` (the first error poisons the group) and finishes it.
   void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
@@ -209,6 +218,9 @@ class ProcessGroupCohort final : public BackendBase {
                                                       std::vector<at::Tensor> outputs);
   // Runs one all-reduce on the communicator (the queue thread only).
   Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
+  // The overlapped allreduce (see Overlap): starts it, and returns its second half.
+  StatusOr<Deferred> StartAllreduce(const std::shared_ptr<StagedTensor>& t,
+                                    collective::ReduceOp op);
   // All-gathers `descriptor` and fails naming the first rank whose descriptor differs (unless
   // call checks are off). `what` renders a descriptor for the error.
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
@@ -223,10 +235,12 @@ class ProcessGroupCohort final : public BackendBase {
     c10::intrusive_ptr<CohortWork> work;
     std::function<StatusOr<Deferred>()> run;
     int64_t enqueued_ns = 0;  // FlightClockNs() when queued: the flight recorder's enqueue time
+    bool overlaps = false;    // an overlapped allreduce: its Deferred runs on finisher_
   };
 
   const std::chrono::milliseconds timeout_;
   bool check_calls_ = true;
+  bool overlap_ = true;
   collective::DataType wire_dtype_ = collective::DataType::kF32;
   std::string rendezvous_;  // how this group found its peers, for Describe()
   std::unique_ptr<collective::StoreServer>
@@ -241,8 +255,13 @@ class ProcessGroupCohort final : public BackendBase {
   bool stopping_ = false;  // guarded by mu_
   Status first_error_;     // guarded by mu_
   uint64_t ops_ = 0;       // guarded by mu_: operations issued, for names
+  int unfinished_ = 0;     // guarded by mu_: overlapped allreduces started, not yet finished
+  // The buffer of the overlapped allreduce started last (the queue thread only).
+  const char* overlap_begin_ = nullptr;
+  const char* overlap_end_ = nullptr;
   std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<CompletionPool> point_to_point_;  // waits for posted sends and receives
+  std::unique_ptr<CompletionPool> finisher_;        // one thread: the second halves of allreduces
   std::thread thread_;
 };
 

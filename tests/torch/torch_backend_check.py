@@ -42,6 +42,12 @@ exits 0 when every worker did. Scenarios:
                 it was queued on the backend's thread; an agreement all-gather before each
                 all-reduce
   flight-recorder-reducers  the same on the Reduction Server (1 reducer): no all-gathers
+  overlap       all-reduces queued together on the Reduction Server (2 reducers): the next one
+                starts (flight recorder) before the one before it has finished, and every result
+                is exact, including an all-reduce of a tensor still in flight and of a view of
+                it, and a broadcast queued between them
+  overlap-off   the same with COHORT_TORCH_OVERLAP=0: no all-reduce starts before the one before
+                it has finished
 
 Exit status 77 (ctest's SKIP_RETURN_CODE) with the reason when torch or the backend is absent.
 """
@@ -878,6 +884,69 @@ def scenario_flight_recorder():
     return check.finish()
 
 
+def scenario_overlap(expect_overlap):
+    import tempfile
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    rank = int(os.environ["RANK"])
+    folder = tempfile.mkdtemp(prefix="cohort-overlap-")
+    path = os.path.join(folder, f"rank-{rank}")
+    os.environ["COHORT_FLIGHT_RECORDER"] = path
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=120))
+    check = Checker(rank)
+    n = dist.get_world_size()
+    # Distinct buffers of several sizes, as DDP's buckets are (integers: exact in float32).
+    sizes = [1 << 20, 300001, 1 << 18, 5, 1 << 20, 700000, 1 << 19, 1 << 20]
+    tensors = [torch.arange(s, dtype=torch.float32) % 97 + rank * 3 + k for k, s in enumerate(sizes)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    # The same tensor again while it may still be in flight, then a view of it, then a broadcast
+    # queued between all-reduces: each must see the results of the one before.
+    again = tensors[-1]
+    works.append(dist.all_reduce(again, async_op=True))
+    works.append(dist.all_reduce(again[1000:5000], async_op=True))
+    b = torch.full((1000,), float(rank))
+    works.append(dist.broadcast(b, src=1, async_op=True))
+    last = torch.ones(1 << 18)
+    works.append(dist.all_reduce(last, async_op=True))
+    for w in works:
+        w.wait()
+    base = [torch.arange(s, dtype=torch.float32) % 97 for s in sizes]
+    offsets = sum(r * 3 for r in range(n))
+    for k in range(len(sizes) - 1):
+        want = base[k] * n + offsets + n * k
+        check.expect(torch.equal(tensors[k], want), f"all-reduce {k} ({sizes[k]} elements)")
+    once = base[-1] * n + offsets + n * (len(sizes) - 1)
+    twice = once * n
+    twice[1000:5000] *= n
+    check.expect(torch.equal(again, twice), "the same tensor all-reduced twice, then a view of it")
+    check.expect(torch.equal(b, torch.full((1000,), 1.0)), "broadcast between all-reduces")
+    check.expect(torch.equal(last, torch.full((1 << 18,), float(n))), "all-reduce after the broadcast")
+    _, entries = read_flight_recorder(path)
+    allreduces = sorted((e for e in entries if e["op"] == 1), key=lambda e: e["op_seq"])
+    check.expect(len(allreduces) == len(sizes) + 3, f"{len(sizes) + 3} all-reduces recorded, not {len(allreduces)}")
+    overlapped = [(a["op_seq"], b["op_seq"]) for a, b in zip(allreduces, allreduces[1:])
+                  if b["start_ns"] < a["end_ns"]]
+    print(f"rank {rank}: all-reduces that started before the one before them ended: {overlapped}", flush=True)
+    if expect_overlap:
+        check.expect(len(overlapped) > 0, "no all-reduce started before the one before it ended")
+    else:
+        check.expect(not overlapped, f"all-reduces overlapped with COHORT_TORCH_OVERLAP=0: {overlapped}")
+    # Nothing else overlaps an all-reduce in flight: every other entry starts after all earlier
+    # ones ended.
+    for e in entries:
+        if e["op"] != 1:
+            before = [a for a in allreduces if a["op_seq"] < e["op_seq"]]
+            check.expect(all(a["end_ns"] <= e["start_ns"] for a in before),
+                         f"op {e['op']} #{e['op_seq']} started while an earlier all-reduce ran")
+    check.expect(all(e["outcome"] == 2 for e in entries), f"every entry ok: {entries}")
+    dist.destroy_process_group()
+    os.remove(path)
+    os.rmdir(folder)
+    return check.finish()
+
+
 def scenario_cohort_job():
     """Inside a Cohort job: the agent's environment (COHORT_BOOTSTRAP_ADDR, the job's reducer pool
     of cohort-reducer processes) decides, not torch's store."""
@@ -931,6 +1000,10 @@ SCENARIOS = {
     "flight-recorder": (2, 0, {}, (), scenario_flight_recorder),
     "flight-recorder-reducers": (2, 1, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                  scenario_flight_recorder),
+    "overlap": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                lambda: scenario_overlap(expect_overlap=True)),
+    "overlap-off": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_TORCH_OVERLAP": "0"}, (),
+                    lambda: scenario_overlap(expect_overlap=False)),
 }
 
 

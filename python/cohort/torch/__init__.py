@@ -17,8 +17,9 @@ Where the peers come from:
 
 Tuning, as for the C++ communicator: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|
 halving-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
-COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_TORCH_CHECK_CALLS, and COHORT_WIRE_DTYPE=bf16|f16
-(float32 all-reduces cross to the reducers compressed; the reducers sum in float32); or pass
+COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_TORCH_CHECK_CALLS, COHORT_TORCH_OVERLAP, and
+COHORT_WIRE_DTYPE=bf16|f16 (float32 all-reduces cross to the reducers compressed; the reducers sum
+in float32); or pass
 Options as init_process_group's pg_options.
 The process group's timeout (init_process_group(timeout=...)) bounds the rendezvous and every
 operation.
@@ -68,14 +69,19 @@ class Options:
     wire_dtype: "bf16" or "f16": float32 all-reduces on the Reduction Server cross the network in
         that type (half the bytes) and the reducers sum in float32, rounding once on the way back;
         every rank gets the same bytes. "f32" or "none": off. Default COHORT_WIRE_DTYPE (off).
+    overlap: let an all-reduce on the Reduction Server start sending while the one before it
+        still receives its results (DDP's buckets then keep the link busy); default
+        COHORT_TORCH_OVERLAP or True.
     """
 
-    def __init__(self, num_reducers=None, algorithm=None, chunk_bytes=None, check_calls=None, wire_dtype=None):
+    def __init__(self, num_reducers=None, algorithm=None, chunk_bytes=None, check_calls=None, wire_dtype=None,
+                 overlap=None):
         self.num_reducers = num_reducers
         self.algorithm = algorithm
         self.chunk_bytes = chunk_bytes
         self.check_calls = check_calls
         self.wire_dtype = wire_dtype
+        self.overlap = overlap
 
 
 _live_groups = weakref.WeakSet()
@@ -104,6 +110,7 @@ def _create_process_group(backend_options, pg_options):
         int(options.chunk_bytes or 0),
         -1 if options.check_calls is None else int(bool(options.check_calls)),
         options.wire_dtype or "",
+        -1 if options.overlap is None else int(bool(options.overlap)),
     )
     _live_groups.add(pg)
     if _TORCH_MAJOR >= 2:
