@@ -59,8 +59,10 @@ std::string ImplName(const AllreduceBenchOptions& o) {
 
 // "cohort-rs", or "cohort-rs+bf16" with wire compression.
 std::string ImplLabel(const AllreduceBenchOptions& o) {
-  if (o.wire_dtype == DataType::kF32) return ImplName(o);
-  return ImplName(o) + "+" + std::string(collective::DataTypeName(o.wire_dtype));
+  std::string label = ImplName(o);
+  if (o.wire_dtype != DataType::kF32)
+    label += "+" + std::string(collective::DataTypeName(o.wire_dtype));
+  return o.overlap ? label + "+overlap" : label;
 }
 
 // Fills element i with a value whose sum over n ranks is exact in every type (check mode) or a
@@ -213,13 +215,35 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
   for (size_t size : o.sizes) {
     const size_t count = size / es;
     if (count == 0) continue;
-    BenchBuffer buf;
+    BenchBuffer buf, other;  // `other`: --overlap's second buffer
     COHORT_RETURN_IF_ERROR(buf.Allocate(o.device, count * es));
     Fill(o.type, buf.host.data(), count, comm.rank(), false);
     COHORT_RETURN_IF_ERROR(buf.Upload());
+    if (o.overlap) {
+      COHORT_RETURN_IF_ERROR(other.Allocate(o.device, count * es));
+      Fill(o.type, other.host.data(), count, comm.rank(), false);
+      COHORT_RETURN_IF_ERROR(other.Upload());
+    }
+    // `calls` all-reduces, one after the other or (--overlap) each started before the one before
+    // it is finished.
+    auto run = [&](int calls) -> Status {
+      if (!o.overlap) {
+        for (int i = 0; i < calls; ++i)
+          COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+        return Status::Ok();
+      }
+      collective::PendingAllreduce previous;
+      for (int i = 0; i < calls; ++i) {
+        COHORT_ASSIGN_OR_RETURN(
+            collective::PendingAllreduce next,
+            comm.StartAllreduce((i % 2 ? other : buf).data(), count, o.type, o.op, o.algo));
+        COHORT_RETURN_IF_ERROR(previous.Finish());
+        previous = std::move(next);
+      }
+      return previous.Finish();
+    };
     auto t0 = collective::SteadyClock::now();
-    for (int i = 0; i < o.warmup; ++i)
-      COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+    COHORT_RETURN_IF_ERROR(run(o.warmup));
     double warm_s = std::chrono::duration<double>(collective::SteadyClock::now() - t0).count() /
                     std::max(1, o.warmup);
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &warm_s));
@@ -229,8 +253,7 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
                                           static_cast<double>(o.iters)));
     }
     t0 = collective::SteadyClock::now();
-    for (int i = 0; i < iters; ++i)
-      COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+    COHORT_RETURN_IF_ERROR(run(iters));
     double per_call_us =
         std::chrono::duration<double, std::micro>(collective::SteadyClock::now() - t0).count() /
         std::max(1, iters);
@@ -348,7 +371,7 @@ void PrintAllreduceUsage() {
       "f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
-      "[--json]\n"
+      "[--json] [--overlap]\n"
       "         [--device cpu|cuda] [--wire-dtype bf16|f16|f32] [--flight-recorder "
       "off|memory|DIR]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
@@ -371,6 +394,8 @@ void PrintAllreduceUsage() {
       "communicator through pinned host memory; time_us counts the copies.\n"
       "--wire-dtype bf16|f16: f32 buffers cross to the reducers and back in that type, reduced\n"
       "there in f32 (wire compression; the Reduction Server only); sizes stay the f32 buffer's.\n"
+      "--overlap: each call starts before the one before it is finished, as the torch backend\n"
+      "runs DDP's buckets (Communicator::StartAllreduce); calls alternate between two buffers.\n"
       "--flight-recorder: each worker records its calls in a ring of its own, in memory or in\n"
       "DIR/worker-R (a shared-memory file, as in a job), or not at all (off); absent: as\n"
       "COHORT_FLIGHT_RECORDER says. off against DIR measures the recorder's overhead.\n");
@@ -433,6 +458,7 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
       {"--flight-recorder", false,
        [&](const std::string& v) { return !v.empty() && OneOf(&o->flight_recorder, {})(v); }},
       {"--role", false, OneOf(&o->role, {"worker", "reducer"})},
+      {"--overlap", true, [&](const std::string&) { return o->overlap = true; }},
   };
   std::vector<BenchFlag> flags = SharedFlags(o, &sizes);
   flags.insert(flags.end(), own.begin(), own.end());

@@ -33,6 +33,10 @@ struct AllreduceBenchOptions {
   double max_seconds_per_size = 0;  // 0: no cap on iterations
   bool check = false;
   bool json = false;
+  // --overlap: consecutive calls overlap as the torch backend runs DDP's buckets
+  // (Communicator::StartAllreduce): call i+1 starts before call i's results are collected; the
+  // calls alternate between two buffers.
+  bool overlap = false;
   // "cpu" (default): host buffers. "cuda": buffers from cudaMalloc on device 0, which the
   // Communicator stages through pinned host memory (needs a build with COHORT_HAVE_CUDA).
   std::string device = "cpu";

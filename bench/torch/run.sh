@@ -10,8 +10,9 @@
 #   per-call agreement check) against cohort-bench's Reduction Server at the same sizes.
 #
 #   --what L          ddp,allreduce (default both)
-#   --configs L       ddp configurations: gloo,cohort,cohort-bf16 (default), cohort-nocheck (cohort
-#                     without the per-call agreement check, COHORT_TORCH_CHECK_CALLS=0)
+#   --configs L       ddp configurations: gloo,cohort,cohort-bf16 (default); cohort-serial and
+#                     cohort-bf16-serial (COHORT_TORCH_OVERLAP=0: each all-reduce runs whole, none
+#                     starts while the one before it collects its results)
 #   --models L        comm,compute (default both)
 #   --workers N       worker hosts h0.. (default 4)   --reducers M   reducer hosts after them (default 4)
 #   --rate R          link rate (default 1gbit)       --windows N, --steps N, --warmup N (5, 5, 3)
@@ -118,7 +119,8 @@ config_env() {  # config -> backend, extra env
     gloo) echo "gloo|" ;;
     cohort) echo "cohort|" ;;
     cohort-bf16) echo "cohort|COHORT_WIRE_DTYPE=bf16" ;;
-    cohort-nocheck) echo "cohort|COHORT_TORCH_CHECK_CALLS=0" ;;  # what the per-call agreement check costs
+    cohort-serial) echo "cohort|COHORT_TORCH_OVERLAP=0" ;;  # what overlapping the all-reduces gains
+    cohort-bf16-serial) echo "cohort|COHORT_WIRE_DTYPE=bf16 COHORT_TORCH_OVERLAP=0" ;;
     *) log "unknown config $1"; echo "" ;;
   esac
 }

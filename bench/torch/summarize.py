@@ -32,7 +32,8 @@ def ddp_tables(out):
         print("| configuration | samples/s (median) | windows min-max | x gloo |")
         print("|---|---:|---:|---:|")
         gloo = summaries.get((model, "gloo"))
-        for config in ("gloo", "cohort", "cohort-nocheck", "cohort-bf16"):
+        for config in ("gloo", "cohort", "cohort-serial", "cohort-nocheck", "cohort-bf16",
+                       "cohort-bf16-serial"):
             r = summaries.get((model, config))
             if r is None:
                 continue

@@ -7,7 +7,7 @@
 
 Rendezvous: init_method="env://" (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), as a stock script.
 The cohort backend reads COHORT_NUM_REDUCERS, COHORT_ALLREDUCE_ALGORITHM, COHORT_WIRE_DTYPE and
-COHORT_TORCH_CHECK_CALLS from the environment; gloo reads GLOO_SOCKET_IFNAME.
+COHORT_TORCH_CHECK_CALLS and COHORT_TORCH_OVERLAP from the environment; gloo reads GLOO_SOCKET_IFNAME.
 
 ddp: DistributedDataParallel training on synthetic data, timed in R windows of S steps after W
 warm-up steps; rank 0 prints one JSON line per window ("samples_per_s": global samples, i.e.

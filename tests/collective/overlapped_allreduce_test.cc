@@ -65,9 +65,8 @@ TEST_P(OverlappedAllreduceTest, SecondHalvesOnAnotherThreadGiveWholeCallsResults
                             pending.status().ToString());
             return;
           }
-          finisher = std::thread([&finished, k, p = std::move(*pending)]() mutable {
-            finished[k] = p.Finish();
-          });
+          finisher = std::thread(
+              [&finished, k, p = std::move(*pending)]() mutable { finished[k] = p.Finish(); });
         }
         if (finisher.joinable()) finisher.join();
         for (int k = 0; k < kCalls; ++k) {
@@ -115,9 +114,9 @@ TEST(OverlappedAllreduceLimitsTest, AThirdCallAndOtherCollectivesWaitForThePendi
                StatusCode::kFailedPrecondition, "broadcast while pending");
         expect(a->Finish(), StatusCode::kOk, "finish a");
         // One pending: a ring all-reduce (which runs whole) still waits for it.
-        expect(comm.Allreduce(bufs[2].data(), 1000, DataType::kF32, ReduceOp::kSum,
-                              Algorithm::kRing),
-               StatusCode::kFailedPrecondition, "ring while pending");
+        expect(
+            comm.Allreduce(bufs[2].data(), 1000, DataType::kF32, ReduceOp::kSum, Algorithm::kRing),
+            StatusCode::kFailedPrecondition, "ring while pending");
         expect(b->Finish(), StatusCode::kOk, "finish b");
         expect(comm.Allreduce(bufs[2].data(), 1000, DataType::kF32, ReduceOp::kSum),
                StatusCode::kOk, "all-reduce after both finished");
