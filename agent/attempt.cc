@@ -29,7 +29,7 @@ wire::ReplicaState Attempt::FinalState(wire::ReplicaState fallback) const {
 
 void Attempt::RequestStop(StopCause cause, std::string reason, milliseconds grace,
                           milliseconds now) {
-  // Not started yet: it never will (the agent checks `stop` when the restore lookup is done).
+  // Not started yet: it never will (the agent ends it on its next StartPending).
   // A process that already exited keeps its own outcome.
   if (!pending && (!process || process->exit_info())) return;
   if (stop == StopCause::kNone || cause == StopCause::kPreemption) stop = cause;

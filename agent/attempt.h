@@ -33,12 +33,20 @@ std::string AttemptKey(const std::string& job, const std::string& replica, int a
 
 enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
 
-// A launch waiting for its checkpoint lookup (which reads and checksums the checkpoint, so it
-// runs on its own thread, off the agent loop).
+// What a launch's step off the agent loop found: the checkpoint a restart restores from, and
+// how the launcher's Prepare went (an image unpack; agent/launcher.h).
+struct PreparedLaunch {
+  RestorePoint restore;
+  Status prepared;
+};
+
+// A launch waiting for its checkpoint lookup (which reads and checksums the checkpoint) and its
+// launcher's Prepare (which may unpack an image for minutes): both run on a thread of their own,
+// off the agent loop.
 struct PendingLaunch {
   LaunchPlan plan;
   Launcher* launcher = nullptr;
-  std::future<RestorePoint> restore;
+  std::future<PreparedLaunch> ready;
 };
 
 struct Attempt {
@@ -79,7 +87,7 @@ struct Attempt {
   ExitInfo exit;
   std::string message;
   std::unique_ptr<ReplicaProcess> process;
-  std::unique_ptr<PendingLaunch> pending;  // STARTING, restore lookup under way
+  std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way
   StopCause stop = StopCause::kNone;
   std::string stop_reason;
   std::optional<milliseconds> kill_at;

@@ -4,18 +4,80 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 extern char** environ;
 
 namespace cohort::agent {
+namespace {
+
+// posix_spawnp with stdin from /dev/null and stdout/stderr into `out`. 0 or an errno.
+int SpawnChild(char* const* args, int out, pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out, STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const int rc = ::posix_spawnp(pid, args[0], &actions, nullptr, args, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc;
+}
+
+// The same, hidden from the agent's reaper (CaptureOptions::hidden_from_reaper): the child is a
+// "clone" child (no signal at its exit), which an exec would turn back into an ordinary one, so
+// it does not exec: it runs the command as its own child, in a process group of its own, waits
+// for it and exits with its status (128 + the signal for a signal). Both are made with the bare
+// clone system call and only make system calls (no allocation, no fork handlers: other threads
+// of the agent may hold locks).
+int SpawnHiddenChild(char* const* args, int out, pid_t* pid) {
+  if (::access(args[0], X_OK) != 0) return errno;
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) return errno;
+  const long child = ::syscall(SYS_clone, 0L, nullptr, nullptr, nullptr, nullptr);
+  if (child == 0) {
+    ::setpgid(0, 0);
+    ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(out, STDERR_FILENO);
+    const long command =
+        ::syscall(SYS_clone, static_cast<long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
+    if (command == 0) {
+      ::execve(args[0], args, environ);
+      static const char kFailed[] = ": cannot execute\n";
+      (void)!::write(STDERR_FILENO, args[0], std::strlen(args[0]));
+      (void)!::write(STDERR_FILENO, kFailed, sizeof(kFailed) - 1);
+      ::_exit(127);
+    }
+    int status = 0;
+    while (command > 0 && ::waitpid(static_cast<pid_t>(command), &status, 0) < 0 &&
+           errno == EINTR) {
+    }
+    ::_exit(command < 0 ? 127 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  const int error = errno;
+  ::close(null_fd);
+  if (child < 0) return error;
+  *pid = static_cast<pid_t>(child);
+  return 0;
+}
+
+}  // namespace
 
 CapturedCommand RunCaptured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                             size_t max_output) {
+  CaptureOptions options;
+  options.timeout = timeout;
+  options.max_output = max_output;
+  return RunCaptured(argv, options);
+}
+
+CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureOptions& options) {
   using Clock = std::chrono::steady_clock;
   CapturedCommand result;
   int fds[2];
@@ -23,27 +85,26 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, std::chrono::m
     result.output = std::string("pipe: ") + std::strerror(errno);
     return result;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  const int rc = options.hidden_from_reaper ? SpawnHiddenChild(args.data(), fds[1], &pid)
+                                            : SpawnChild(args.data(), fds[1], &pid);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);
     result.output = argv[0] + ": " + std::strerror(rc);
     return result;
   }
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = Clock::now() + options.timeout;
   while (true) {
+    if (options.cancel != nullptr && options.cancel->load()) {
+      result.cancelled = true;
+      break;
+    }
     int wait_ms = -1;
-    if (timeout.count() > 0) {
+    if (options.timeout.count() > 0) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
         result.timed_out = true;
@@ -51,20 +112,27 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, std::chrono::m
       }
       wait_ms = static_cast<int>(left.count());
     }
+    if (options.cancel != nullptr) wait_ms = wait_ms < 0 ? 100 : std::min(wait_ms, 100);
     pollfd p{fds[0], POLLIN, 0};
     const int ready = ::poll(&p, 1, wait_ms);
-    if (ready <= 0) continue;  // EINTR, or the deadline (checked above)
+    if (ready <= 0) continue;  // EINTR, the deadline or a cancel check (both checked above)
     char buffer[4096];
     const ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (result.output.size() < max_output) result.output.append(buffer, static_cast<size_t>(n));
+    if (result.output.size() < options.max_output) {
+      result.output.append(buffer, static_cast<size_t>(n));
+    }
   }
   ::close(fds[0]);
-  if (result.timed_out) ::kill(pid, SIGKILL);
-  // The agent may reap every child (a subreaper): ECHILD then means it is already gone.
+  if (result.timed_out || result.cancelled) {
+    ::kill(pid, SIGKILL);
+    if (options.hidden_from_reaper) ::kill(-pid, SIGKILL);  // its command, in its group
+  }
+  // The agent may reap every child (a subreaper): ECHILD then means it is already gone. A
+  // hidden child is waited for with __WCLONE; the agent's waitpid(-1) never takes it.
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid, &status, options.hidden_from_reaper ? __WCLONE : 0) < 0 && errno == EINTR) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;

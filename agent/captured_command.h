@@ -4,9 +4,11 @@
 //
 // Contract: stdin is /dev/null, stdout and stderr go to one pipe, read until the command closes it
 // or the deadline passes (then it is killed with SIGKILL); the child is reaped before returning.
-// Blocks the calling thread for as long as the command runs.
+// Blocks the calling thread for as long as the command runs. Thread-safe; a command run off the
+// agent loop's thread sets CaptureOptions::hidden_from_reaper (the loop reaps every child).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -18,10 +20,26 @@ struct CapturedCommand {
   int exit_code = -1;      // 128 + the signal when a signal ended it; -1 when it did not start
   std::string output;      // stdout and stderr as they came; "ARGV0: why" when it did not start
   bool timed_out = false;  // killed at the deadline
+  bool cancelled = false;  // killed because CaptureOptions::cancel was set
 };
 
-// Runs argv (argv[0] searched on PATH when it has no slash). No deadline when `timeout` is zero.
-// Output past `max_output` bytes is read and dropped (the output then holds at least that many).
+struct CaptureOptions {
+  std::chrono::milliseconds timeout{0};  // none when zero
+  // Output past this many bytes is read and dropped (the output then holds at least that many).
+  size_t max_output = std::string::npos;
+  // The command runs under a "clone" child of the agent: one that sends no SIGCHLD at its exit
+  // and that waitpid() sees only with __WCLONE, which waits for the command (its own child, in
+  // a process group of its own) and exits with its status. The agent loop, which reaps every
+  // child with waitpid(-1) (a subreaper), then cannot take that status from the thread running
+  // it. argv[0] must be a path then (no PATH search).
+  bool hidden_from_reaper = false;
+  // Once this is set (by any thread) the command is killed with SIGKILL; noticed within 100 ms.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// Runs argv (argv[0] searched on PATH when it has no slash, unless hidden_from_reaper).
+CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureOptions& options);
+// The same with a deadline (none when `timeout` is zero) and an output cap.
 CapturedCommand RunCaptured(const std::vector<std::string>& argv,
                             std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
                             size_t max_output = std::string::npos);

@@ -7,7 +7,14 @@
 // status to OnExited(); a ReplicaProcess never calls waitpid() itself, so an agent that reaps
 // every child (a subreaper) can do so without stealing exit statuses.
 //
-// Thread safety: none; used from the agent loop only.
+// Preparing: Launch runs on the agent loop, so it must return soon (ProcessLauncher's wait for
+// the exec is its longest step). Work that may take minutes and needs nothing of the loop's (an
+// OCI image layout's unpack) goes in Prepare, which the agent runs on a thread of its own before
+// Launch (agent/replica_manager.h): the loop keeps heartbeating meanwhile.
+//
+// Thread safety: Launch and everything of a ReplicaProcess run on the agent loop only. Prepare
+// and CancelPrepares may run on any thread, at the same time as each other, as Launch and as
+// other Prepares; an implementation guards what they share.
 #pragma once
 
 #include <sys/types.h>
@@ -87,8 +94,21 @@ class ReplicaProcess {
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // Starts the attempt. An error means nothing runs (nothing to clean up); a command that cannot
-  // be executed still yields a process that exits 127 (or 126) with launch_error() set.
+  // What Launch(request) needs done first that may take long (unpacking its image). The agent
+  // runs it off its loop before Launch, once per container attempt (agent/replica_manager.h);
+  // `request` is Launch's but for env, not rendered yet. Two attempts may prepare the same thing
+  // at once: the implementation does it once. An error fails the attempt before it starts
+  // (nothing to clean up); the message names what could not be prepared. Default: nothing.
+  virtual Status Prepare(const LaunchRequest& request) {
+    (void)request;
+    return Status::Ok();
+  }
+  // The agent is going away: every Prepare under way returns soon with an error (kCancelled),
+  // and later ones at once. The launcher must outlive the Prepare calls under way.
+  virtual void CancelPrepares() {}
+  // Starts the attempt (its Prepare done and OK). An error means nothing runs (nothing to clean
+  // up); a command that cannot be executed still yields a process that exits 127 (or 126) with
+  // launch_error() set.
   virtual StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) = 0;
 };
 

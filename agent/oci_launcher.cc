@@ -222,7 +222,7 @@ std::vector<std::string> OciLauncher::RuntimeArgv(const std::vector<std::string>
   return argv;
 }
 
-StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const {
+StatusOr<OciLauncher::ImageLocation> OciLauncher::LocateImage(const std::string& image) const {
   if (image.empty()) return InvalidArgument("container.image is empty");
   fs::path path(image);
   std::error_code ec;
@@ -232,36 +232,86 @@ StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const
     tag = image.substr(colon + 1);
     path = image.substr(0, colon);
   }
+  ImageLocation location;
   if (fs::exists(path / "index.json", ec) && fs::exists(path / "oci-layout", ec)) {
-    // An OCI image layout: unpack once per (layout, tag) with umoci.
+    // An OCI image layout: unpacked once per (layout, tag).
     std::string key =
         std::to_string(std::hash<std::string>{}(fs::absolute(path).string() + ":" + tag));
-    fs::path bundle = fs::path(options_.cache_dir) / key;
-    if (!fs::exists(bundle / "rootfs", ec)) {
-      std::string umoci = FindExecutable("umoci");
-      if (umoci.empty()) {
-        return FailedPrecondition("image " + image + " is an OCI image layout: install umoci");
-      }
-      fs::create_directories(options_.cache_dir, ec);
-      fs::path staging = bundle.string() + ".tmp";
-      fs::remove_all(staging, ec);
-      CapturedCommand unpacked =
-          RunCaptured({umoci, "unpack", "--image", path.string() + (tag.empty() ? "" : ":" + tag),
-                       staging.string()});
-      if (unpacked.exit_code != 0) {
-        return FailedPrecondition("umoci unpack " + image + ": " + unpacked.output);
-      }
-      fs::rename(staging, bundle, ec);
-      if (ec) return Internal("rename " + staging.string() + ": " + ec.message());
-    }
-    return (bundle / "rootfs").string();
+    location.layout = path.string() + (tag.empty() ? "" : ":" + tag);
+    location.bundle = (fs::path(options_.cache_dir) / key).string();
+    return location;
   }
-  if (fs::is_directory(path / "rootfs", ec)) return fs::absolute(path / "rootfs").string();
-  if (fs::is_directory(path / "bin", ec) || fs::is_directory(path / "usr", ec)) {
-    return fs::absolute(path).string();
+  if (fs::is_directory(path / "rootfs", ec)) {
+    location.rootfs = fs::absolute(path / "rootfs").string();
+  } else if (fs::is_directory(path / "bin", ec) || fs::is_directory(path / "usr", ec)) {
+    location.rootfs = fs::absolute(path).string();
+  } else {
+    return InvalidArgument("container.image " + image +
+                           " is neither a root filesystem directory nor an OCI image layout");
   }
-  return InvalidArgument("container.image " + image +
-                         " is neither a root filesystem directory nor an OCI image layout");
+  return location;
+}
+
+StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const {
+  COHORT_ASSIGN_OR_RETURN(ImageLocation location, LocateImage(image));
+  if (location.layout.empty()) return location.rootfs;
+  std::error_code ec;
+  fs::path rootfs = fs::path(location.bundle) / "rootfs";
+  if (!fs::is_directory(rootfs, ec)) {
+    return FailedPrecondition("image " + image + " is an OCI image layout not unpacked into " +
+                              location.bundle + " (Prepare did not run or failed)");
+  }
+  return rootfs.string();
+}
+
+Status OciLauncher::Prepare(const LaunchRequest& request) {
+  if (runtime_ == "docker" || runtime_ == "podman") return Status::Ok();  // the CLI pulls
+  auto location = LocateImage(request.image);
+  // A bad image is Launch's to report, as for every other launch error.
+  if (!location.ok() || location->layout.empty()) return Status::Ok();
+  return Unpack(request.image, *location);
+}
+
+void OciLauncher::CancelPrepares() { cancelled_ = true; }
+
+Status OciLauncher::Unpack(const std::string& image, const ImageLocation& location) {
+  std::shared_ptr<std::mutex> image_mu;
+  {
+    std::lock_guard<std::mutex> lock(unpacks_mu_);
+    auto& slot = unpacks_[location.bundle];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    image_mu = slot;
+  }
+  std::lock_guard<std::mutex> lock(*image_mu);  // a second attempt waits for the first's unpack
+  std::error_code ec;
+  if (fs::is_directory(fs::path(location.bundle) / "rootfs", ec)) return Status::Ok();
+  if (cancelled_) return Cancelled("image " + image + ": the agent is shutting down");
+  std::string umoci = FindExecutable("umoci");
+  if (umoci.empty()) {
+    return FailedPrecondition("image " + image + " is an OCI image layout: install umoci");
+  }
+  fs::create_directories(options_.cache_dir, ec);
+  std::string staging = location.bundle + ".tmp";
+  fs::remove_all(staging, ec);
+  spdlog::info("image {}: unpacking into {}", image, location.bundle);
+  CaptureOptions options;
+  options.hidden_from_reaper = true;  // this runs beside the agent loop, which reaps children
+  options.cancel = &cancelled_;
+  CapturedCommand unpacked =
+      RunCaptured({umoci, "unpack", "--image", location.layout, staging}, options);
+  if (unpacked.exit_code != 0 || unpacked.cancelled) {
+    fs::remove_all(staging, ec);
+    if (unpacked.cancelled)
+      return Cancelled("umoci unpack " + image + ": the agent is shutting down");
+    return FailedPrecondition("umoci unpack " + image + ": " + unpacked.output);
+  }
+  fs::rename(staging, location.bundle, ec);
+  if (ec) {
+    Status failed = Internal("rename " + staging + ": " + ec.message());
+    fs::remove_all(staging, ec);
+    return failed;
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,

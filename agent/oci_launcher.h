@@ -4,7 +4,7 @@
 //
 // Bundle: <working_dir>/bundle/config.json, whose root is the image: a rootfs directory (a
 // directory with bin/ or usr/, or one holding rootfs/), or an OCI image layout (index.json;
-// unpacked once per image digest with umoci into <cache>/). The root is mounted read-only with a
+// unpacked once per (layout, tag) with umoci into <cache>/). The root is mounted read-only with a
 // tmpfs /tmp; the job's output directory (the parent of AIP_MODEL_DIR), the working directory
 // and /etc/hosts, /etc/resolv.conf are bind-mounted; host networking (no network namespace:
 // NCCL and UCX want the host's interfaces); CPU, memory and pids limits.
@@ -22,9 +22,20 @@
 // The runtime's foreground process (`runc run`) is launched through ProcessLauncher, so it has
 // its own process group, log redirection and exit status; signals go both to it and, through
 // `runtime kill`, to every process of the container; Release() deletes the container.
+//
+// Image layouts are unpacked in Prepare, off the agent loop (agent/launcher.h); Launch only finds
+// the unpacked root and fails naming the image when there is none. One mutex per cached image:
+// attempts preparing the same image at once wait for the first, whose result the others find
+// in the cache; umoci unpacks into "<bundle>.tmp", renamed to the bundle once complete, and a
+// failed or cancelled unpack removes it, so no half-unpacked image is ever taken as done (the
+// next Prepare runs umoci again). umoci runs hidden from the agent loop's reaper
+// (agent/captured_command.h). CancelPrepares SIGKILLs the umoci processes under way.
 #pragma once
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,6 +57,10 @@ class OciLauncher : public Launcher {
   static StatusOr<std::unique_ptr<OciLauncher>> Create(OciOptions options,
                                                        ProcessLauncher* processes);
 
+  // Unpacks request.image when it is an OCI image layout not in the cache yet; nothing to do
+  // for a root filesystem directory or the docker/podman CLI. Thread-safe.
+  Status Prepare(const LaunchRequest& request) override;
+  void CancelPrepares() override;
   StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) override;
 
   // The runtime chosen ("runc", "crun", "docker", "podman") and whether crun must hide cgroup2.
@@ -69,13 +84,27 @@ class OciLauncher : public Launcher {
         runtime_path_(std::move(runtime_path)),
         hide_cgroup2_(hide_cgroup2) {}
 
+  // Where an image's root filesystem is: `rootfs` for a root filesystem directory; for an OCI
+  // image layout, `layout` ("<dir>[:<tag>]", as umoci takes it) and the cache `bundle` it is
+  // unpacked into (its root: <bundle>/rootfs).
+  struct ImageLocation {
+    std::string rootfs;
+    std::string layout;
+    std::string bundle;
+  };
+  StatusOr<ImageLocation> LocateImage(const std::string& image) const;
+  // The root filesystem of an image, unpacked already where it is a layout.
   StatusOr<std::string> ResolveRootfs(const std::string& image) const;
+  Status Unpack(const std::string& image, const ImageLocation& location);
 
   OciOptions options_;
   ProcessLauncher* processes_;
   std::string runtime_;
   std::string runtime_path_;
   bool hide_cgroup2_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex unpacks_mu_;                                       // guards unpacks_
+  std::map<std::string, std::shared_ptr<std::mutex>> unpacks_;  // by bundle: held while unpacking
 };
 
 // True when the host mixes cgroup v1 controllers with a cgroup2 mount (hybrid mode).

@@ -33,7 +33,14 @@ ReplicaManager::ReplicaManager(const AgentConfig& config, Clock& clock, Outbox& 
       process_launcher_(std::move(process_launcher)),
       users_(UserOptions(config), config.node_id, ::geteuid() == 0) {}
 
-ReplicaManager::~ReplicaManager() { KillAll(); }
+ReplicaManager::~ReplicaManager() {
+  KillAll();
+  // The preparations under way (image unpacks) end soon once cancelled; destroying the attempts
+  // and abandoned_ then waits for them (a checkpoint lookup, which cannot be cancelled, reads
+  // one checkpoint's files at most).
+  if (process_launcher_) process_launcher_->CancelPrepares();
+  if (container_launcher_) container_launcher_->CancelPrepares();
+}
 
 void ReplicaManager::KillAll() {
   for (auto& [key, a] : attempts_) {
@@ -123,41 +130,63 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
           -1);
     }
   }
-  // A first start begins from scratch; a restart resumes from the newest valid checkpoint.
-  if (a.attempt > 0 && !pending->plan.checkpoint_dir.empty()) {
-    pending->restore =
-        std::async(std::launch::async, FindRestoreCheckpoint, pending->plan.checkpoint_dir);
+  // A first start begins from scratch; a restart resumes from the newest valid checkpoint. That
+  // lookup and a container launcher's Prepare (an image unpack) may take minutes: they run on a
+  // thread of their own, and StartPending() launches the attempt once they are done. A process
+  // launch without a lookup has nothing to wait for.
+  std::string restore_dir = a.attempt > 0 ? pending->plan.checkpoint_dir : "";
+  if (!restore_dir.empty() || pending->plan.container) {
+    pending->ready =
+        std::async(std::launch::async, [launcher = pending->launcher, request, restore_dir] {
+          PreparedLaunch ready;
+          ready.prepared = launcher->Prepare(request);
+          if (ready.prepared.ok()) {
+            ready.restore = FindRestoreCheckpoint(restore_dir);
+          }
+          return ready;
+        });
     a.pending = std::move(pending);
-    return;  // StartPending() launches it when the lookup is done
+    return;
   }
   FinishLaunch(a, *pending);
 }
 
 void ReplicaManager::StartPending() {
+  auto done = [](const PendingLaunch& pending) {
+    return pending.ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
   for (auto& [key, a] : attempts_) {
     if (!a.pending) continue;
-    if (a.pending->restore.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+    const bool ready = done(*a.pending);
+    if (!ready && a.stop == StopCause::kNone) continue;
     std::unique_ptr<PendingLaunch> pending = std::move(a.pending);
-    RestorePoint restore = pending->restore.get();
-    pending->plan.env.restore_checkpoint = restore.checkpoint;
+    if (a.stop != StopCause::kNone) {
+      // Stopped (or preempted) before it started: it never will, and it ends now. A lookup or
+      // unpack still under way goes on in the background (an unpacked image stays cached).
+      if (!ready) abandoned_.push_back(std::move(pending));
+      a.final = true;
+      a.gone = true;
+      SetState(a, a.FinalState(wire::ReplicaState::STOPPED),
+               a.stop_reason.empty() ? "stopped before it started"
+                                     : a.stop_reason + "; stopped before it started");
+      continue;
+    }
+    PreparedLaunch prepared = pending->ready.get();
+    if (!prepared.prepared.ok()) {
+      FailBeforeLaunch(a, prepared.prepared, -1);
+      continue;
+    }
+    pending->plan.env.restore_checkpoint = prepared.restore.checkpoint;
     // The attempt's log says where it restores from and what was skipped (`cohort logs`).
-    for (const std::string& note : restore.notes) {
+    for (const std::string& note : prepared.restore.notes) {
       AppendAgentNote(pending->plan.request.log_path, note);
     }
     FinishLaunch(a, *pending);
   }
+  std::erase_if(abandoned_, [&](const auto& pending) { return done(*pending); });
 }
 
 void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
-  if (a.stop != StopCause::kNone) {
-    // Stopped (or preempted) while the checkpoint lookup ran: it never starts.
-    a.final = true;
-    a.gone = true;
-    SetState(a, a.FinalState(wire::ReplicaState::STOPPED),
-             a.stop_reason.empty() ? "stopped before it started"
-                                   : a.stop_reason + "; stopped before it started");
-    return;
-  }
   const ReplicaEnvInput& env = pending.plan.env;
   if (!env.restore_checkpoint.empty()) {
     spdlog::info("{}/{} attempt {}: restoring from {}", a.job, a.replica, a.attempt,

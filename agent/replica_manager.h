@@ -1,7 +1,8 @@
 // ReplicaManager: the replica attempts on this node and their lifecycle, from LaunchReplica until
 // the agent forgets them (agent/attempt.h). It prepares each attempt's working dir and log,
-// plans the launch (agent/replica_env.h), looks up the checkpoint a restart resumes from on a
-// thread of its own, starts the attempt through the process or the container launcher, stops
+// plans the launch (agent/replica_env.h), looks up the checkpoint a restart resumes from and has
+// the container launcher Prepare the launch (unpack its image; agent/launcher.h) on a thread of
+// its own, starts the attempt through the process or the container launcher, stops
 // it, reaps its processes (and, as a subreaper, their orphans), enforces stop deadlines, samples
 // the progress of running attempts, removes old attempt dirs and forgets attempts once done.
 //
@@ -13,6 +14,13 @@
 // checked by agent/replica_user.h); an owner that cannot run here fails the attempt before it
 // starts, naming the user and the node. Its working dir and the output dirs it creates are that
 // account's.
+//
+// Off the loop: the lookup and Prepare of one attempt run together on one std::async thread;
+// the loop never waits for it (StartPending polls it). An attempt stopped meanwhile ends at
+// once, STOPPED (PREEMPTED in a shutdown), without starting; its unpack goes on in the
+// background and fills the image cache. Destroying the manager cancels the Prepares under way
+// (a killed umoci: within about 100 ms) and then waits for the threads, so the agent's shutdown
+// waits a bounded time and no thread outlives the launchers.
 //
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
 // it. Destroying it SIGKILLs every process of every attempt still here: no replica outlives it.
@@ -61,7 +69,8 @@ class ReplicaManager {
   // the same replica still running is stopped (replaced). A bad job or replica name, a launch
   // that cannot be planned, or a missing container launcher fail the attempt before it starts.
   void Launch(const wire::LaunchReplica& launch);
-  // Launches the attempts whose checkpoint lookup is done.
+  // Launches the attempts whose checkpoint lookup and Prepare are done (fails those whose
+  // Prepare failed, exit code -1, with its message); ends those stopped meanwhile.
   void StartPending();
   // SIGTERM to the attempt, SIGKILL after the grace the message gives. An attempt unknown here
   // is reported STOPPED ("not running on this node"); a final one reports its final state again.
@@ -102,6 +111,9 @@ class ReplicaManager {
   std::unique_ptr<Launcher> container_launcher_;
   ReplicaUsers users_;  // which account each job owner's replicas run as
   std::map<std::string, Attempt> attempts_;
+  // Lookups and Prepares of attempts stopped before they were done; dropped once done. Declared
+  // after the launchers: destroyed (waited for) first.
+  std::vector<std::unique_ptr<PendingLaunch>> abandoned_;
   std::map<std::string, std::unique_ptr<ProgressProbe>> probes_;  // by attempt key, started ones
   milliseconds next_sweep_{0};
   uint64_t attempts_started_ = 0;

@@ -12,16 +12,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A reply as the coordinator would send it, read back from its own buffer.
-template <typename T>
-class Built {
- public:
-  explicit Built(const typename T::NativeTableType& native) { fbb_.Finish(T::Pack(fbb_, &native)); }
-  const T& operator*() const { return *flatbuffers::GetRoot<T>(fbb_.GetBufferPointer()); }
-
- private:
-  flatbuffers::FlatBufferBuilder fbb_;
-};
+using testing::Built;
 
 Built<wire::RegisterAgentReply> RegisterReply(int heartbeat_interval_ms) {
   wire::RegisterAgentReplyT reply;

@@ -1,6 +1,7 @@
-// Helpers of the agent tests beside tests/testing/process.h's: process-group checks, a
-// recording stand-in for the socket under an Outbox, the resend check of the Outbox's users and
-// the one-signal-each check of a launcher's replicas (with and without a cgroup).
+// Helpers of the agent tests beside tests/testing/process.h's: process-group checks, coordinator
+// messages built as the coordinator does, a recording stand-in for the socket under an Outbox, the
+// resend check of the Outbox's users and the one-signal-each check of a launcher's replicas (with
+// and without a cgroup).
 #pragma once
 
 #include <dirent.h>
@@ -26,6 +27,17 @@
 #include "tests/testing/process.h"
 
 namespace cohort::testing {
+
+// A message as the coordinator would send it, read back from its own buffer.
+template <typename T>
+class Built {
+ public:
+  explicit Built(const typename T::NativeTableType& native) { fbb_.Finish(T::Pack(fbb_, &native)); }
+  const T& operator*() const { return *flatbuffers::GetRoot<T>(fbb_.GetBufferPointer()); }
+
+ private:
+  flatbuffers::FlatBufferBuilder fbb_;
+};
 
 // Stands in for the agent's socket under an Outbox: keeps every message sent, with its id.
 struct SentMessages {

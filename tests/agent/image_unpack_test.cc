@@ -1,0 +1,359 @@
+// An OCI image layout is unpacked off the agent loop (Launcher::Prepare, issue: a slow unpack
+// looked like a dead node). ReplicaManager drives real replica processes, the real OciLauncher
+// and the real OCI runtime; `umoci` is a fake on PATH (a shell script) that blocks until the test
+// creates a go-file and then "unpacks" a busybox root filesystem, or fails when told to. The
+// manager reaps every child (as the daemon does), so these also check that umoci's exit status
+// is not taken by the loop's reaper.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/captured_command.h"
+#include "agent/oci_launcher.h"
+#include "agent/process_launcher.h"
+#include "agent/replica_manager.h"
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::Built;
+using testing::FileExists;
+using testing::ReadFile;
+using testing::WaitUntil;
+using testing::WriteFile;
+
+// umoci unpack --image REF DEST: records the call, leaves a half-unpacked DEST, waits for the
+// go-file, then fails (a FAIL file) or completes DEST/rootfs from the template root filesystem.
+constexpr char kFakeUmoci[] = R"(#!/bin/sh
+dir=$(dirname "$0")/..
+[ "$1" = unpack ] && [ "$2" = --image ] || { echo "fake umoci: unexpected $*" >&2; exit 2; }
+echo "$3" >> "$dir/calls"
+mkdir -p "$4/rootfs"
+echo $$ > "$dir/started"
+while [ ! -e "$dir/go" ]; do sleep 0.05; done
+if [ -e "$dir/fail" ]; then echo "umoci: layer sha256:0bad: unexpected EOF" >&2; exit 1; fi
+cp -a "$dir/template/." "$4/rootfs/"
+echo unpacked by the fake umoci > "$4/rootfs/unpacked"
+)";
+
+class ImageUnpackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_.Join("bin"));
+    WriteFile(dir_.Join("bin/umoci"), kFakeUmoci, /*executable=*/true);
+    const char* path = std::getenv("PATH");
+    saved_path_ = path ? path : "";
+    ::setenv("PATH", (dir_.Join("bin") + ":" + saved_path_).c_str(), 1);
+    // The image: an OCI image layout as far as the launcher looks (umoci is the fake).
+    fs::create_directories(dir_.Join("image"));
+    WriteFile(dir_.Join("image/index.json"), "{}");
+    WriteFile(dir_.Join("image/oci-layout"), R"({"imageLayoutVersion":"1.0.0"})");
+    fs::create_directories(dir_.Join("template/bin"));
+    if (fs::exists("/bin/busybox")) {
+      fs::copy_file("/bin/busybox", dir_.Join("template/bin/busybox"));
+      for (const char* tool : {"sh", "cat", "echo"}) {
+        fs::create_symlink("busybox", dir_.Join("template/bin/") + tool);
+      }
+    }
+
+    config_.node_id = "node-a";
+    config_.work_dir = dir_.Join("work");
+    config_.security.insecure = true;
+    config_.grace_period = milliseconds(500);
+    config_.reap_all_children = true;  // as the daemon, a subreaper, does
+    OciOptions oci;
+    oci.cache_dir = dir_.Join("cache");
+    oci.device_dir = dir_.Join("dev");
+    auto containers = OciLauncher::Create(oci, &container_processes_);
+    if (!containers.ok()) {
+      no_runtime_ = containers.status().message();
+      return;
+    }
+    manager_ = std::make_unique<ReplicaManager>(config_, clock_, outbox_,
+                                                std::make_unique<ProcessLauncher>(CgroupManager()),
+                                                [](Attempt&) {});
+    manager_->SetContainerLauncher(std::move(*containers));
+  }
+
+  void TearDown() override {
+    WriteFile(dir_.Join("go"), "");  // a fake umoci still waiting ends
+    manager_.reset();
+    ::setenv("PATH", saved_path_.c_str(), 1);
+  }
+
+  // Containers run here (the runtime step succeeds) only as root with busybox to build from.
+  bool ContainersRun() const { return ::geteuid() == 0 && fs::exists("/bin/busybox"); }
+
+  void LaunchContainer(const std::string& replica, int attempt) {
+    wire::LaunchReplicaT launch;
+    launch.job = "img";
+    launch.replica = replica;
+    launch.role = "worker";
+    launch.attempt = attempt;
+    launch.command = {"/bin/cat", "/unpacked"};
+    launch.container = std::make_unique<wire::ContainerSpecT>();
+    launch.container->image = dir_.Join("image");
+    manager_->Launch(*Built<wire::LaunchReplica>(launch));
+  }
+  void LaunchProcess(const std::string& job, const std::string& script) {
+    wire::LaunchReplicaT launch;
+    launch.job = job;
+    launch.replica = "chief-0";
+    launch.role = "chief";
+    launch.command = {"/bin/sh", "-c", script};
+    manager_->Launch(*Built<wire::LaunchReplica>(launch));
+  }
+
+  // Launches attempt 0 of img/worker-0 and steps the loop until the fake umoci runs for it.
+  bool LaunchAndWaitForUmoci() {
+    LaunchContainer("worker-0", 0);
+    return StepUntil([&] { return FileExists(dir_.Join("started")); });
+  }
+  // One turn of the agent loop's replica work.
+  void Step() {
+    manager_->StartPending();
+    manager_->Reap();
+    manager_->EnforceDeadlines();
+  }
+  // Steps the loop until `done` (a generous real-time guard only ends a hung test).
+  bool StepUntil(const std::function<bool()>& done) {
+    return WaitUntil(
+        [&] {
+          Step();
+          return done();
+        },
+        seconds(60), milliseconds(5));
+  }
+
+  Attempt* Find(const std::string& job, const std::string& replica, int attempt) {
+    return manager_->Find(AttemptKey(job, replica, attempt));
+  }
+  bool Final(const std::string& job, const std::string& replica, int attempt) {
+    Attempt* a = Find(job, replica, attempt);
+    return a != nullptr && a->final && a->gone;
+  }
+  std::string Log(const std::string& replica, int attempt) {
+    return ReadFile(AttemptLogPath(config_.work_dir, "img", replica, attempt));
+  }
+  int UmociCalls() {
+    std::string calls = ReadFile(dir_.Join("calls"));
+    return static_cast<int>(std::count(calls.begin(), calls.end(), '\n'));
+  }
+  // What is in the image cache (bundle directories and staging ones).
+  std::vector<std::string> CacheEntries() {
+    std::vector<std::string> entries;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir_.Join("cache"), ec)) {
+      entries.push_back(entry.path().filename().string());
+    }
+    return entries;
+  }
+  // The launch reached the runtime from the unpacked root: the bundle's root is the cached one
+  // that the fake umoci filled; where containers run, the command in it read its marker.
+  void ExpectRanFromTheUnpackedRoot(const std::string& replica, int attempt) {
+    Attempt* a = Find("img", replica, attempt);
+    ASSERT_NE(a, nullptr);
+    std::string config = ReadFile(AttemptWorkingDir(config_.work_dir, "img", replica, attempt) +
+                                  "/bundle/config.json");
+    ASSERT_FALSE(config.empty()) << "no bundle written; " << a->message;
+    std::string root = nlohmann::json::parse(config)["root"]["path"];
+    EXPECT_EQ(fs::path(root).parent_path().parent_path(), fs::path(dir_.Join("cache")));
+    EXPECT_EQ(ReadFile(root + "/unpacked"), "unpacked by the fake umoci\n");
+    if (!ContainersRun()) return;  // runc/crun then fail at the runtime step, past the unpack
+    EXPECT_EQ(a->state, wire::ReplicaState::SUCCEEDED) << a->message << "\n"
+                                                       << Log(replica, attempt);
+    EXPECT_NE(Log(replica, attempt).find("unpacked by the fake umoci"), std::string::npos);
+  }
+
+  // Attempt 1 of img/worker-0 runs from the unpacked root, umoci having run so many times.
+  void ExpectTheRetryRuns(int umoci_calls) {
+    LaunchContainer("worker-0", 1);
+    ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 1); }));
+    EXPECT_EQ(UmociCalls(), umoci_calls);
+    ExpectRanFromTheUnpackedRoot("worker-0", 1);
+  }
+
+  testing::TempDir dir_;
+  std::string saved_path_;
+  std::string no_runtime_;
+  AgentConfig config_;
+  ManualClock clock_;
+  testing::SentMessages sent_;
+  Outbox outbox_{clock_, sent_.Transmit()};
+  ProcessLauncher container_processes_{CgroupManager()};
+  std::unique_ptr<ReplicaManager> manager_;
+};
+
+#define SKIP_WITHOUT_RUNTIME() \
+  if (!manager_) GTEST_SKIP() << "no OCI runtime here: " << no_runtime_
+
+TEST_F(ImageUnpackTest, TheLoopRunsOnWhileAnImageUnpacks) {
+  SKIP_WITHOUT_RUNTIME();
+  ASSERT_TRUE(LaunchAndWaitForUmoci());
+  Attempt* a = Find("img", "worker-0", 0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->state, wire::ReplicaState::STARTING);
+  // umoci blocks; the loop launches, reaps and reports another replica meanwhile.
+  LaunchProcess("other", "echo other ran");
+  ASSERT_TRUE(StepUntil([&] { return Final("other", "chief-0", 0); }));
+  EXPECT_EQ(Find("other", "chief-0", 0)->state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_FALSE(FileExists(dir_.Join("go")));
+  EXPECT_EQ(a->state, wire::ReplicaState::STARTING);
+  EXPECT_EQ(a->process, nullptr);
+  WriteFile(dir_.Join("go"), "");
+  ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); })) << a->message;
+  EXPECT_EQ(UmociCalls(), 1);
+  ExpectRanFromTheUnpackedRoot("worker-0", 0);
+}
+
+TEST_F(ImageUnpackTest, AFailedUnpackFailsTheAttemptAndTheRetryUnpacksAgain) {
+  SKIP_WITHOUT_RUNTIME();
+  WriteFile(dir_.Join("fail"), "");
+  WriteFile(dir_.Join("go"), "");
+  LaunchContainer("worker-0", 0);
+  ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); }));
+  Attempt* failed = Find("img", "worker-0", 0);
+  EXPECT_EQ(failed->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(failed->exit.exit_code, -1);  // as every launch that fails before it starts
+  EXPECT_NE(failed->message.find("umoci unpack " + dir_.Join("image") + ": "), std::string::npos)
+      << failed->message;
+  EXPECT_NE(failed->message.find("layer sha256:0bad: unexpected EOF"), std::string::npos)
+      << failed->message;
+  EXPECT_NE(Log("worker-0", 0).find("unexpected EOF"), std::string::npos);
+  // The half-unpacked staging directory is gone: nothing in the cache passes for the image.
+  EXPECT_TRUE(CacheEntries().empty()) << ::testing::PrintToString(CacheEntries());
+
+  fs::remove(dir_.Join("fail"));
+  ExpectTheRetryRuns(/*umoci_calls=*/2);
+}
+
+TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {
+  SKIP_WITHOUT_RUNTIME();
+  LaunchContainer("worker-1", 0);
+  ASSERT_TRUE(LaunchAndWaitForUmoci());
+  EXPECT_EQ(Find("img", "worker-1", 0)->state, wire::ReplicaState::STARTING);
+  WriteFile(dir_.Join("go"), "");
+  ASSERT_TRUE(
+      StepUntil([&] { return Final("img", "worker-0", 0) && Final("img", "worker-1", 0); }));
+  EXPECT_EQ(UmociCalls(), 1);
+  ExpectRanFromTheUnpackedRoot("worker-0", 0);
+  ExpectRanFromTheUnpackedRoot("worker-1", 0);
+}
+
+TEST_F(ImageUnpackTest, AStopWhileTheImageUnpacksEndsTheAttemptAtOnce) {
+  SKIP_WITHOUT_RUNTIME();
+  ASSERT_TRUE(LaunchAndWaitForUmoci());
+  wire::StopReplicaT stop;
+  stop.job = "img";
+  stop.replica = "worker-0";
+  stop.attempt = 0;
+  stop.grace_ms = 500;
+  stop.reason = "job cancelled";
+  manager_->Stop(*Built<wire::StopReplica>(stop));
+  ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); }));
+  Attempt* a = Find("img", "worker-0", 0);
+  EXPECT_EQ(a->state, wire::ReplicaState::STOPPED);
+  EXPECT_EQ(a->message, "job cancelled; stopped before it started");
+  EXPECT_EQ(a->process, nullptr);
+  EXPECT_FALSE(FileExists(dir_.Join("go"))) << "it ended while umoci still ran";
+  // The unpack goes on in the background and fills the cache: the next attempt reuses it.
+  WriteFile(dir_.Join("go"), "");
+  ExpectTheRetryRuns(/*umoci_calls=*/1);
+}
+
+TEST_F(ImageUnpackTest, ShutdownCancelsTheUnpackAndLeavesNothingHalfDone) {
+  SKIP_WITHOUT_RUNTIME();
+  ASSERT_TRUE(LaunchAndWaitForUmoci());
+  pid_t umoci = std::atoi(ReadFile(dir_.Join("started")).c_str());
+  ASSERT_GT(umoci, 0);
+  manager_.reset();  // no go-file: returns only because the unpack is cancelled
+  // SIGKILLed (and its death under way: it may take the kernel a moment).
+  EXPECT_TRUE(WaitUntil([&] { return !testing::ProcessAlive(umoci); }, seconds(30)));
+  EXPECT_TRUE(CacheEntries().empty()) << ::testing::PrintToString(CacheEntries());
+}
+
+// RunCaptured's hidden_from_reaper, which the unpack uses, with a command run on a thread of
+// its own beside this one, which plays the agent loop.
+class HiddenCapturedCommandTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    cancel_ = true;
+    if (runner_.joinable()) runner_.join();
+  }
+  // Starts `/bin/sh -c script`, hidden from the reaper, cancelled by cancel_.
+  void Start(const std::string& script) {
+    runner_ = std::thread([this, script] {
+      CaptureOptions options;
+      options.hidden_from_reaper = true;
+      options.cancel = &cancel_;
+      result_ = RunCaptured({"/bin/sh", "-c", script}, options);
+    });
+  }
+  // The pids the script wrote to `file` (once it has).
+  std::vector<pid_t> Pids(const std::string& file) {
+    EXPECT_TRUE(WaitUntil([&] { return !ReadFile(dir_.Join(file)).empty(); }, seconds(30)));
+    std::istringstream in(ReadFile(dir_.Join(file)));
+    std::vector<pid_t> pids;
+    for (pid_t pid; in >> pid;) pids.push_back(pid);
+    return pids;
+  }
+  void Finish() { runner_.join(); }
+
+  testing::TempDir dir_;
+  std::atomic<bool> cancel_{false};
+  std::thread runner_;
+  CapturedCommand result_;
+};
+
+// The agent loop reaps every child with waitpid(-1); the command's exit status stays
+// RunCaptured's. The command exits while a child of it still holds its output open; the reaper
+// runs once the command and whatever waits for it have exited. (Run as an ordinary child, the
+// command is a zombie of this process then, the reaper takes it and RunCaptured reports 0.)
+TEST_F(HiddenCapturedCommandTest, TheLoopsReaperCannotTakeItsExitStatus) {
+  Start("(while [ ! -e " + dir_.Join("go") + " ]; do sleep 0.05; done) & echo $$ $PPID > " +
+        dir_.Join("pids") + "; echo bye; exit 3");
+  std::vector<pid_t> pids = Pids("pids");
+  ASSERT_EQ(pids.size(), 2u);
+  const pid_t command = pids[0], parent = pids[1];
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return !testing::ProcessAlive(command) &&
+               (parent == ::getpid() || !testing::ProcessAlive(parent));
+      },
+      seconds(30)));
+  int status = 0;
+  while (::waitpid(-1, &status, WNOHANG) > 0) {  // the agent loop's reaper
+  }
+  WriteFile(dir_.Join("go"), "");
+  Finish();
+  EXPECT_EQ(result_.exit_code, 3) << result_.output;
+  EXPECT_EQ(result_.output, "bye\n");
+  EXPECT_FALSE(result_.cancelled);
+}
+
+// A cancelled command is killed with what it started (its process group), and says so.
+TEST_F(HiddenCapturedCommandTest, CancelKillsTheCommand) {
+  Start("echo $$ > " + dir_.Join("pid") + "; exec sleep 1000");
+  std::vector<pid_t> pids = Pids("pid");
+  ASSERT_EQ(pids.size(), 1u);
+  cancel_ = true;
+  Finish();
+  EXPECT_TRUE(result_.cancelled);
+  EXPECT_NE(result_.exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return !testing::ProcessAlive(pids[0]); }, seconds(30)));
+}
+
+}  // namespace
+}  // namespace cohort::agent
