@@ -1,9 +1,9 @@
-// An OCI image layout is unpacked off the agent loop (Launcher::Prepare, issue: a slow unpack
-// looked like a dead node). ReplicaManager drives real replica processes, the real OciLauncher
-// and the real OCI runtime; `umoci` is a fake on PATH (a shell script) that blocks until the test
-// creates a go-file and then "unpacks" a busybox root filesystem, or fails when told to. The
-// manager reaps every child (as the daemon does), so these also check that umoci's exit status
-// is not taken by the loop's reaper.
+// An OCI image layout is unpacked off the agent loop (Launcher::Prepare: a slow unpack looked
+// like a dead node). ReplicaManager, or the whole agent against a fake coordinator, drives real
+// replica processes, the real OciLauncher and the real OCI runtime; `umoci` is a fake on PATH (a
+// shell script) that blocks until the test creates a go-file and then "unpacks" a busybox root
+// filesystem, or fails when told to. The manager reaps every child (as the daemon does), so these
+// also check that umoci's exit status is not taken by the loop's reaper.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +20,7 @@
 #include "agent/oci_launcher.h"
 #include "agent/process_launcher.h"
 #include "agent/replica_manager.h"
+#include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
 
 namespace cohort::agent {
@@ -48,18 +49,22 @@ cp -a "$dir/template/." "$4/rootfs/"
 echo unpacked by the fake umoci > "$4/rootfs/unpacked"
 )";
 
-class ImageUnpackTest : public ::testing::Test {
- protected:
-  void SetUp() override {
+// The fake umoci first on PATH (restored when this goes), the image layout it "unpacks", the
+// busybox root filesystem it copies, the launcher's image cache and the files that steer and
+// record it, in a temp dir of its own. After a minute it goes on by itself: an agent that waits
+// for umoci on its loop then fails the tests (they see the go-file too soon) instead of hanging.
+class FakeUmoci {
+ public:
+  FakeUmoci() {
     fs::create_directories(dir_.Join("bin"));
     WriteFile(dir_.Join("bin/umoci"), kFakeUmoci, /*executable=*/true);
     const char* path = std::getenv("PATH");
     saved_path_ = path ? path : "";
     ::setenv("PATH", (dir_.Join("bin") + ":" + saved_path_).c_str(), 1);
-    // The image: an OCI image layout as far as the launcher looks (umoci is the fake).
-    fs::create_directories(dir_.Join("image"));
-    WriteFile(dir_.Join("image/index.json"), "{}");
-    WriteFile(dir_.Join("image/oci-layout"), R"({"imageLayoutVersion":"1.0.0"})");
+    // An OCI image layout as far as the launcher looks.
+    fs::create_directories(image());
+    WriteFile(image() + "/index.json", "{}");
+    WriteFile(image() + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
     fs::create_directories(dir_.Join("template/bin"));
     if (fs::exists("/bin/busybox")) {
       fs::copy_file("/bin/busybox", dir_.Join("template/bin/busybox"));
@@ -67,36 +72,28 @@ class ImageUnpackTest : public ::testing::Test {
         fs::create_symlink("busybox", dir_.Join("template/bin/") + tool);
       }
     }
-
-    config_.node_id = "node-a";
-    config_.work_dir = dir_.Join("work");
-    config_.security.insecure = true;
-    config_.grace_period = milliseconds(500);
-    config_.reap_all_children = true;  // as the daemon, a subreaper, does
-    OciOptions oci;
-    oci.cache_dir = dir_.Join("cache");
-    oci.device_dir = dir_.Join("dev");
-    auto containers = OciLauncher::Create(oci, &container_processes_);
-    if (!containers.ok()) {
-      no_runtime_ = containers.status().message();
-      return;
-    }
-    manager_ = std::make_unique<ReplicaManager>(config_, clock_, outbox_,
-                                                std::make_unique<ProcessLauncher>(CgroupManager()),
-                                                [](Attempt&) {});
-    manager_->SetContainerLauncher(std::move(*containers));
+    watchdog_ = std::thread([this] {
+      WaitUntil([&] { return done_.load(); }, seconds(60));
+      Go();
+    });
   }
-
-  void TearDown() override {
-    WriteFile(dir_.Join("go"), "");  // a fake umoci still waiting ends
-    manager_.reset();
+  ~FakeUmoci() {
+    done_ = true;
+    watchdog_.join();  // and a umoci still waiting goes on
     ::setenv("PATH", saved_path_.c_str(), 1);
   }
 
   // Containers run here (the runtime step succeeds) only as root with busybox to build from.
-  bool ContainersRun() const { return ::geteuid() == 0 && fs::exists("/bin/busybox"); }
+  static bool ContainersRun() { return ::geteuid() == 0 && fs::exists("/bin/busybox"); }
 
-  void LaunchContainer(const std::string& replica, int attempt) {
+  StatusOr<std::unique_ptr<OciLauncher>> CreateLauncher(ProcessLauncher* processes) const {
+    OciOptions oci;
+    oci.cache_dir = cache();
+    oci.device_dir = dir_.Join("dev");
+    return OciLauncher::Create(oci, processes);
+  }
+  // A launch of the image that prints the marker the fake umoci leaves in the root.
+  wire::LaunchReplicaT Launch(const std::string& replica, int attempt) const {
     wire::LaunchReplicaT launch;
     launch.job = "img";
     launch.replica = replica;
@@ -104,8 +101,59 @@ class ImageUnpackTest : public ::testing::Test {
     launch.attempt = attempt;
     launch.command = {"/bin/cat", "/unpacked"};
     launch.container = std::make_unique<wire::ContainerSpecT>();
-    launch.container->image = dir_.Join("image");
-    manager_->Launch(*Built<wire::LaunchReplica>(launch));
+    launch.container->image = image();
+    return launch;
+  }
+
+  std::string image() const { return dir_.Join("image"); }
+  std::string cache() const { return dir_.Join("cache"); }
+  // Whether umoci started, and its pid.
+  bool started() const { return FileExists(dir_.Join("started")); }
+  pid_t pid() const { return std::atoi(ReadFile(dir_.Join("started")).c_str()); }
+  bool going() const { return FileExists(dir_.Join("go")); }
+  void Go() { WriteFile(dir_.Join("go"), ""); }
+  void FailFromNowOn(bool fail) {
+    if (fail) {
+      WriteFile(dir_.Join("fail"), "");
+    } else {
+      fs::remove(dir_.Join("fail"));
+    }
+  }
+  int calls() const {
+    std::string calls = ReadFile(dir_.Join("calls"));
+    return static_cast<int>(std::count(calls.begin(), calls.end(), '\n'));
+  }
+
+ private:
+  testing::TempDir dir_;
+  std::string saved_path_;
+  std::atomic<bool> done_{false};
+  std::thread watchdog_;
+};
+
+class ImageUnpackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.node_id = "node-a";
+    config_.work_dir = work_.path();
+    config_.security.insecure = true;
+    config_.grace_period = milliseconds(500);
+    config_.reap_all_children = true;  // as the daemon, a subreaper, does
+    auto containers = umoci_.CreateLauncher(&container_processes_);
+    if (!containers.ok()) GTEST_SKIP() << "no OCI runtime here: " << containers.status().message();
+    manager_ = std::make_unique<ReplicaManager>(config_, clock_, outbox_,
+                                                std::make_unique<ProcessLauncher>(CgroupManager()),
+                                                [](Attempt&) {});
+    manager_->SetContainerLauncher(std::move(*containers));
+  }
+
+  void TearDown() override {
+    umoci_.Go();
+    manager_.reset();
+  }
+
+  void LaunchContainer(const std::string& replica, int attempt) {
+    manager_->Launch(*Built<wire::LaunchReplica>(umoci_.Launch(replica, attempt)));
   }
   void LaunchProcess(const std::string& job, const std::string& script) {
     wire::LaunchReplicaT launch;
@@ -119,7 +167,7 @@ class ImageUnpackTest : public ::testing::Test {
   // Launches attempt 0 of img/worker-0 and steps the loop until the fake umoci runs for it.
   bool LaunchAndWaitForUmoci() {
     LaunchContainer("worker-0", 0);
-    return StepUntil([&] { return FileExists(dir_.Join("started")); });
+    return StepUntil([&] { return umoci_.started(); });
   }
   // One turn of the agent loop's replica work.
   void Step() {
@@ -147,15 +195,11 @@ class ImageUnpackTest : public ::testing::Test {
   std::string Log(const std::string& replica, int attempt) {
     return ReadFile(AttemptLogPath(config_.work_dir, "img", replica, attempt));
   }
-  int UmociCalls() {
-    std::string calls = ReadFile(dir_.Join("calls"));
-    return static_cast<int>(std::count(calls.begin(), calls.end(), '\n'));
-  }
   // What is in the image cache (bundle directories and staging ones).
   std::vector<std::string> CacheEntries() {
     std::vector<std::string> entries;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir_.Join("cache"), ec)) {
+    for (const auto& entry : fs::directory_iterator(umoci_.cache(), ec)) {
       entries.push_back(entry.path().filename().string());
     }
     return entries;
@@ -169,9 +213,10 @@ class ImageUnpackTest : public ::testing::Test {
                                   "/bundle/config.json");
     ASSERT_FALSE(config.empty()) << "no bundle written; " << a->message;
     std::string root = nlohmann::json::parse(config)["root"]["path"];
-    EXPECT_EQ(fs::path(root).parent_path().parent_path(), fs::path(dir_.Join("cache")));
+    EXPECT_EQ(fs::path(root).parent_path().parent_path(), fs::path(umoci_.cache()));
     EXPECT_EQ(ReadFile(root + "/unpacked"), "unpacked by the fake umoci\n");
-    if (!ContainersRun()) return;  // runc/crun then fail at the runtime step, past the unpack
+    if (!FakeUmoci::ContainersRun())
+      return;  // runc/crun then fail at the runtime step, past the unpack
     EXPECT_EQ(a->state, wire::ReplicaState::SUCCEEDED) << a->message << "\n"
                                                        << Log(replica, attempt);
     EXPECT_NE(Log(replica, attempt).find("unpacked by the fake umoci"), std::string::npos);
@@ -181,13 +226,12 @@ class ImageUnpackTest : public ::testing::Test {
   void ExpectTheRetryRuns(int umoci_calls) {
     LaunchContainer("worker-0", 1);
     ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 1); }));
-    EXPECT_EQ(UmociCalls(), umoci_calls);
+    EXPECT_EQ(umoci_.calls(), umoci_calls);
     ExpectRanFromTheUnpackedRoot("worker-0", 1);
   }
 
-  testing::TempDir dir_;
-  std::string saved_path_;
-  std::string no_runtime_;
+  FakeUmoci umoci_;
+  testing::TempDir work_;
   AgentConfig config_;
   ManualClock clock_;
   testing::SentMessages sent_;
@@ -196,11 +240,7 @@ class ImageUnpackTest : public ::testing::Test {
   std::unique_ptr<ReplicaManager> manager_;
 };
 
-#define SKIP_WITHOUT_RUNTIME() \
-  if (!manager_) GTEST_SKIP() << "no OCI runtime here: " << no_runtime_
-
 TEST_F(ImageUnpackTest, TheLoopRunsOnWhileAnImageUnpacks) {
-  SKIP_WITHOUT_RUNTIME();
   ASSERT_TRUE(LaunchAndWaitForUmoci());
   Attempt* a = Find("img", "worker-0", 0);
   ASSERT_NE(a, nullptr);
@@ -209,25 +249,24 @@ TEST_F(ImageUnpackTest, TheLoopRunsOnWhileAnImageUnpacks) {
   LaunchProcess("other", "echo other ran");
   ASSERT_TRUE(StepUntil([&] { return Final("other", "chief-0", 0); }));
   EXPECT_EQ(Find("other", "chief-0", 0)->state, wire::ReplicaState::SUCCEEDED);
-  EXPECT_FALSE(FileExists(dir_.Join("go")));
+  EXPECT_FALSE(umoci_.going());
   EXPECT_EQ(a->state, wire::ReplicaState::STARTING);
   EXPECT_EQ(a->process, nullptr);
-  WriteFile(dir_.Join("go"), "");
+  umoci_.Go();
   ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); })) << a->message;
-  EXPECT_EQ(UmociCalls(), 1);
+  EXPECT_EQ(umoci_.calls(), 1);
   ExpectRanFromTheUnpackedRoot("worker-0", 0);
 }
 
 TEST_F(ImageUnpackTest, AFailedUnpackFailsTheAttemptAndTheRetryUnpacksAgain) {
-  SKIP_WITHOUT_RUNTIME();
-  WriteFile(dir_.Join("fail"), "");
-  WriteFile(dir_.Join("go"), "");
+  umoci_.FailFromNowOn(true);
+  umoci_.Go();
   LaunchContainer("worker-0", 0);
   ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); }));
   Attempt* failed = Find("img", "worker-0", 0);
   EXPECT_EQ(failed->state, wire::ReplicaState::FAILED);
   EXPECT_EQ(failed->exit.exit_code, -1);  // as every launch that fails before it starts
-  EXPECT_NE(failed->message.find("umoci unpack " + dir_.Join("image") + ": "), std::string::npos)
+  EXPECT_NE(failed->message.find("umoci unpack " + umoci_.image() + ": "), std::string::npos)
       << failed->message;
   EXPECT_NE(failed->message.find("layer sha256:0bad: unexpected EOF"), std::string::npos)
       << failed->message;
@@ -235,25 +274,23 @@ TEST_F(ImageUnpackTest, AFailedUnpackFailsTheAttemptAndTheRetryUnpacksAgain) {
   // The half-unpacked staging directory is gone: nothing in the cache passes for the image.
   EXPECT_TRUE(CacheEntries().empty()) << ::testing::PrintToString(CacheEntries());
 
-  fs::remove(dir_.Join("fail"));
+  umoci_.FailFromNowOn(false);
   ExpectTheRetryRuns(/*umoci_calls=*/2);
 }
 
 TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {
-  SKIP_WITHOUT_RUNTIME();
   LaunchContainer("worker-1", 0);
   ASSERT_TRUE(LaunchAndWaitForUmoci());
   EXPECT_EQ(Find("img", "worker-1", 0)->state, wire::ReplicaState::STARTING);
-  WriteFile(dir_.Join("go"), "");
+  umoci_.Go();
   ASSERT_TRUE(
       StepUntil([&] { return Final("img", "worker-0", 0) && Final("img", "worker-1", 0); }));
-  EXPECT_EQ(UmociCalls(), 1);
+  EXPECT_EQ(umoci_.calls(), 1);
   ExpectRanFromTheUnpackedRoot("worker-0", 0);
   ExpectRanFromTheUnpackedRoot("worker-1", 0);
 }
 
 TEST_F(ImageUnpackTest, AStopWhileTheImageUnpacksEndsTheAttemptAtOnce) {
-  SKIP_WITHOUT_RUNTIME();
   ASSERT_TRUE(LaunchAndWaitForUmoci());
   wire::StopReplicaT stop;
   stop.job = "img";
@@ -267,21 +304,59 @@ TEST_F(ImageUnpackTest, AStopWhileTheImageUnpacksEndsTheAttemptAtOnce) {
   EXPECT_EQ(a->state, wire::ReplicaState::STOPPED);
   EXPECT_EQ(a->message, "job cancelled; stopped before it started");
   EXPECT_EQ(a->process, nullptr);
-  EXPECT_FALSE(FileExists(dir_.Join("go"))) << "it ended while umoci still ran";
+  EXPECT_FALSE(umoci_.going()) << "it ended while umoci still ran";
   // The unpack goes on in the background and fills the cache: the next attempt reuses it.
-  WriteFile(dir_.Join("go"), "");
+  umoci_.Go();
   ExpectTheRetryRuns(/*umoci_calls=*/1);
 }
 
 TEST_F(ImageUnpackTest, ShutdownCancelsTheUnpackAndLeavesNothingHalfDone) {
-  SKIP_WITHOUT_RUNTIME();
   ASSERT_TRUE(LaunchAndWaitForUmoci());
-  pid_t umoci = std::atoi(ReadFile(dir_.Join("started")).c_str());
+  pid_t umoci = umoci_.pid();
   ASSERT_GT(umoci, 0);
   manager_.reset();  // no go-file: returns only because the unpack is cancelled
   // SIGKILLed (and its death under way: it may take the kernel a moment).
   EXPECT_TRUE(WaitUntil([&] { return !testing::ProcessAlive(umoci); }, seconds(30)));
   EXPECT_TRUE(CacheEntries().empty()) << ::testing::PrintToString(CacheEntries());
+}
+
+// The agent with a fake coordinator (tests/agent/agent_loop_fixture.h) and the OCI launcher.
+class AgentImageTest : public AgentLoopTest {
+ protected:
+  void SetUp() override {
+    AgentLoopTest::SetUp();
+    if (HasFatalFailure()) return;
+    auto containers = umoci_.CreateLauncher(&container_processes_);
+    if (!containers.ok()) GTEST_SKIP() << "no OCI runtime here: " << containers.status().message();
+    agent_->SetContainerLauncher(std::move(*containers));
+  }
+
+  FakeUmoci umoci_;
+  ProcessLauncher container_processes_{CgroupManager()};
+};
+
+// The defect this guards against: a slow unpack on the loop sent no heartbeat for minutes, and
+// the coordinator declared the node lost.
+TEST_F(AgentImageTest, HeartbeatsGoOnWhileAnImageUnpacks) {
+  coordinator_->Launch("node-a", umoci_.Launch("worker-0", 0));
+  const std::string key = LogKey("img", "worker-0", 0);
+  ASSERT_TRUE(Pump([&] { return umoci_.started(); }));
+  // Heartbeats every 100 ms of the agent's clock here, which moves 10 ms a step.
+  const int heartbeats = coordinator_->heartbeats;
+  ASSERT_TRUE(Pump([&] { return coordinator_->heartbeats >= heartbeats + 5; }, milliseconds(10)));
+  EXPECT_TRUE(agent_->registered());
+  EXPECT_FALSE(umoci_.going());
+  ASSERT_TRUE(coordinator_->Latest(key).has_value());
+  EXPECT_EQ(coordinator_->Latest(key)->state, wire::ReplicaState::STARTING);
+  umoci_.Go();
+  ASSERT_TRUE(PumpUntilDone(key));
+  // It reached the runtime (RUNNING), from the unpacked root where containers run here.
+  EXPECT_TRUE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
+  EXPECT_EQ(umoci_.calls(), 1);
+  if (FakeUmoci::ContainersRun()) {
+    EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
+    EXPECT_TRUE(LogHas(key, "unpacked by the fake umoci")) << coordinator_->logs[key];
+  }
 }
 
 // RunCaptured's hidden_from_reaper, which the unpack uses, with a command run on a thread of
