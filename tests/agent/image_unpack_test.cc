@@ -35,6 +35,13 @@ using testing::ReadFile;
 using testing::WaitUntil;
 using testing::WriteFile;
 
+// The job of the container replicas. Container ids name it, and an OCI runtime's ids are the
+// host's: ctest runs tests in parallel.
+const std::string& ImageJob() {
+  static const std::string job = "img_" + std::to_string(::getpid());
+  return job;
+}
+
 // umoci unpack --image REF DEST: records the call, leaves a half-unpacked DEST, waits for the
 // go-file, then fails (a FAIL file) or completes DEST/rootfs from the template root filesystem.
 constexpr char kFakeUmoci[] = R"(#!/bin/sh
@@ -95,7 +102,7 @@ class FakeUmoci {
   // A launch of the image that prints the marker the fake umoci leaves in the root.
   wire::LaunchReplicaT Launch(const std::string& replica, int attempt) const {
     wire::LaunchReplicaT launch;
-    launch.job = "img";
+    launch.job = ImageJob();
     launch.replica = replica;
     launch.role = "worker";
     launch.attempt = attempt;
@@ -193,7 +200,7 @@ class ImageUnpackTest : public ::testing::Test {
     return a != nullptr && a->final && a->gone;
   }
   std::string Log(const std::string& replica, int attempt) {
-    return ReadFile(AttemptLogPath(config_.work_dir, "img", replica, attempt));
+    return ReadFile(AttemptLogPath(config_.work_dir, ImageJob(), replica, attempt));
   }
   // What is in the image cache (bundle directories and staging ones).
   std::vector<std::string> CacheEntries() {
@@ -207,10 +214,10 @@ class ImageUnpackTest : public ::testing::Test {
   // The launch reached the runtime from the unpacked root: the bundle's root is the cached one
   // that the fake umoci filled; where containers run, the command in it read its marker.
   void ExpectRanFromTheUnpackedRoot(const std::string& replica, int attempt) {
-    Attempt* a = Find("img", replica, attempt);
+    Attempt* a = Find(ImageJob(), replica, attempt);
     ASSERT_NE(a, nullptr);
-    std::string config = ReadFile(AttemptWorkingDir(config_.work_dir, "img", replica, attempt) +
-                                  "/bundle/config.json");
+    std::string config = ReadFile(
+        AttemptWorkingDir(config_.work_dir, ImageJob(), replica, attempt) + "/bundle/config.json");
     ASSERT_FALSE(config.empty()) << "no bundle written; " << a->message;
     std::string root = nlohmann::json::parse(config)["root"]["path"];
     EXPECT_EQ(fs::path(root).parent_path().parent_path(), fs::path(umoci_.cache()));
@@ -225,7 +232,7 @@ class ImageUnpackTest : public ::testing::Test {
   // Attempt 1 of img/worker-0 runs from the unpacked root, umoci having run so many times.
   void ExpectTheRetryRuns(int umoci_calls) {
     LaunchContainer("worker-0", 1);
-    ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 1); }));
+    ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 1); }));
     EXPECT_EQ(umoci_.calls(), umoci_calls);
     ExpectRanFromTheUnpackedRoot("worker-0", 1);
   }
@@ -242,7 +249,7 @@ class ImageUnpackTest : public ::testing::Test {
 
 TEST_F(ImageUnpackTest, TheLoopRunsOnWhileAnImageUnpacks) {
   ASSERT_TRUE(LaunchAndWaitForUmoci());
-  Attempt* a = Find("img", "worker-0", 0);
+  Attempt* a = Find(ImageJob(), "worker-0", 0);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->state, wire::ReplicaState::STARTING);
   // umoci blocks; the loop launches, reaps and reports another replica meanwhile.
@@ -253,7 +260,7 @@ TEST_F(ImageUnpackTest, TheLoopRunsOnWhileAnImageUnpacks) {
   EXPECT_EQ(a->state, wire::ReplicaState::STARTING);
   EXPECT_EQ(a->process, nullptr);
   umoci_.Go();
-  ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); })) << a->message;
+  ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); })) << a->message;
   EXPECT_EQ(umoci_.calls(), 1);
   ExpectRanFromTheUnpackedRoot("worker-0", 0);
 }
@@ -262,8 +269,8 @@ TEST_F(ImageUnpackTest, AFailedUnpackFailsTheAttemptAndTheRetryUnpacksAgain) {
   umoci_.FailFromNowOn(true);
   umoci_.Go();
   LaunchContainer("worker-0", 0);
-  ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); }));
-  Attempt* failed = Find("img", "worker-0", 0);
+  ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); }));
+  Attempt* failed = Find(ImageJob(), "worker-0", 0);
   EXPECT_EQ(failed->state, wire::ReplicaState::FAILED);
   EXPECT_EQ(failed->exit.exit_code, -1);  // as every launch that fails before it starts
   EXPECT_NE(failed->message.find("umoci unpack " + umoci_.image() + ": "), std::string::npos)
@@ -281,10 +288,10 @@ TEST_F(ImageUnpackTest, AFailedUnpackFailsTheAttemptAndTheRetryUnpacksAgain) {
 TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {
   LaunchContainer("worker-1", 0);
   ASSERT_TRUE(LaunchAndWaitForUmoci());
-  EXPECT_EQ(Find("img", "worker-1", 0)->state, wire::ReplicaState::STARTING);
+  EXPECT_EQ(Find(ImageJob(), "worker-1", 0)->state, wire::ReplicaState::STARTING);
   umoci_.Go();
-  ASSERT_TRUE(
-      StepUntil([&] { return Final("img", "worker-0", 0) && Final("img", "worker-1", 0); }));
+  ASSERT_TRUE(StepUntil(
+      [&] { return Final(ImageJob(), "worker-0", 0) && Final(ImageJob(), "worker-1", 0); }));
   EXPECT_EQ(umoci_.calls(), 1);
   ExpectRanFromTheUnpackedRoot("worker-0", 0);
   ExpectRanFromTheUnpackedRoot("worker-1", 0);
@@ -293,14 +300,14 @@ TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {
 TEST_F(ImageUnpackTest, AStopWhileTheImageUnpacksEndsTheAttemptAtOnce) {
   ASSERT_TRUE(LaunchAndWaitForUmoci());
   wire::StopReplicaT stop;
-  stop.job = "img";
+  stop.job = ImageJob();
   stop.replica = "worker-0";
   stop.attempt = 0;
   stop.grace_ms = 500;
   stop.reason = "job cancelled";
   manager_->Stop(*Built<wire::StopReplica>(stop));
-  ASSERT_TRUE(StepUntil([&] { return Final("img", "worker-0", 0); }));
-  Attempt* a = Find("img", "worker-0", 0);
+  ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); }));
+  Attempt* a = Find(ImageJob(), "worker-0", 0);
   EXPECT_EQ(a->state, wire::ReplicaState::STOPPED);
   EXPECT_EQ(a->message, "job cancelled; stopped before it started");
   EXPECT_EQ(a->process, nullptr);
@@ -339,7 +346,7 @@ class AgentImageTest : public AgentLoopTest {
 // the coordinator declared the node lost.
 TEST_F(AgentImageTest, HeartbeatsGoOnWhileAnImageUnpacks) {
   coordinator_->Launch("node-a", umoci_.Launch("worker-0", 0));
-  const std::string key = LogKey("img", "worker-0", 0);
+  const std::string key = LogKey(ImageJob(), "worker-0", 0);
   ASSERT_TRUE(Pump([&] { return umoci_.started(); }));
   // Heartbeats every 100 ms of the agent's clock here, which moves 10 ms a step.
   const int heartbeats = coordinator_->heartbeats;
