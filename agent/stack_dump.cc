@@ -34,7 +34,12 @@ std::string FindTool(const char* name) {
 // Runs argv with stdout and stderr captured, killing it at `timeout`; what went wrong is said in
 // the text.
 std::string Run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-  CapturedCommand run = RunCaptured(argv, timeout, kMaxOutputPerCommand);
+  CaptureOptions options;
+  options.timeout = timeout;
+  options.max_output = kMaxOutputPerCommand;
+  // Stacks are taken on a thread of their own beside the agent loop, which reaps every child.
+  options.hidden_from_reaper = true;
+  CapturedCommand run = RunCaptured(argv, options);
   std::string out = std::move(run.output);
   if (run.exit_code == -1) return out + "\n";  // it did not start
   if (run.timed_out) {
