@@ -112,9 +112,12 @@ TEST(ProgressProbeTest, ReadsTheFlightRecorder) {
   EXPECT_EQ(r.current_seq, 3);
 }
 
+// Starts argv in a process group of its own (Reap kills the group: an orphan left holding the
+// test's output would keep ctest waiting for it).
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::setpgid(0, 0);
     for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -122,11 +125,12 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     ::execv(args[0], args.data());
     ::_exit(127);
   }
+  ::setpgid(pid, pid);
   return pid;
 }
 
 void Reap(pid_t pid) {
-  ::kill(pid, SIGKILL);
+  ::kill(-pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
 }
