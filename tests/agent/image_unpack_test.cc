@@ -42,6 +42,9 @@ const std::string& ImageJob() {
   return job;
 }
 
+// What /unpacked in the image's root says.
+constexpr char kMarker[] = "unpacked from the image layout\n";
+
 // umoci unpack --image REF DEST: records the call, leaves a half-unpacked DEST, waits for the
 // go-file, then fails (a FAIL file) or completes DEST/rootfs from the template root filesystem.
 constexpr char kFakeUmoci[] = R"(#!/bin/sh
@@ -53,7 +56,7 @@ echo $$ > "$dir/started"
 while [ ! -e "$dir/go" ]; do sleep 0.05; done
 if [ -e "$dir/fail" ]; then echo "umoci: layer sha256:0bad: unexpected EOF" >&2; exit 1; fi
 cp -a "$dir/template/." "$4/rootfs/"
-echo unpacked by the fake umoci > "$4/rootfs/unpacked"
+echo unpacked from the image layout > "$4/rootfs/unpacked"
 )";
 
 // The fake umoci first on PATH (restored when this goes), the image layout it "unpacks", the
@@ -99,7 +102,7 @@ class FakeUmoci {
     oci.device_dir = dir_.Join("dev");
     return OciLauncher::Create(oci, processes);
   }
-  // A launch of the image that prints the marker the fake umoci leaves in the root.
+  // A launch of the image that prints the marker in its root (kMarker).
   wire::LaunchReplicaT Launch(const std::string& replica, int attempt) const {
     wire::LaunchReplicaT launch;
     launch.job = ImageJob();
@@ -110,6 +113,29 @@ class FakeUmoci {
     launch.container = std::make_unique<wire::ContainerSpecT>();
     launch.container->image = image();
     return launch;
+  }
+
+  // Makes image() a real image layout, built by the real umoci from the template root and the
+  // marker, and takes the fake off PATH. False where umoci is not installed.
+  bool UseRealUmoci() {
+    ::setenv("PATH", saved_path_.c_str(), 1);
+    const std::string umoci = "/usr/bin/umoci";
+    if (!FileExists(umoci)) return false;
+    fs::remove_all(image());
+    const std::string tagged = image() + ":latest", build = dir_.Join("build");
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"init", "--layout", image()},
+                                               {"new", "--image", tagged},
+                                               {"unpack", "--image", tagged, build}}) {
+      auto run = testing::RunProcess(umoci, args);
+      EXPECT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
+    }
+    fs::copy(dir_.Join("template"), build + "/rootfs",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    WriteFile(build + "/rootfs/unpacked", kMarker);
+    auto run = testing::RunProcess(umoci, {"repack", "--image", tagged, build});
+    EXPECT_EQ(run.exit_code, 0) << "umoci repack: " << run.err;
+    return true;
   }
 
   std::string image() const { return dir_.Join("image"); }
@@ -212,7 +238,7 @@ class ImageUnpackTest : public ::testing::Test {
     return entries;
   }
   // The launch reached the runtime from the unpacked root: the bundle's root is the cached one
-  // that the fake umoci filled; where containers run, the command in it read its marker.
+  // that umoci filled; where containers run, the command in it read its marker.
   void ExpectRanFromTheUnpackedRoot(const std::string& replica, int attempt) {
     Attempt* a = Find(ImageJob(), replica, attempt);
     ASSERT_NE(a, nullptr);
@@ -221,12 +247,12 @@ class ImageUnpackTest : public ::testing::Test {
     ASSERT_FALSE(config.empty()) << "no bundle written; " << a->message;
     std::string root = nlohmann::json::parse(config)["root"]["path"];
     EXPECT_EQ(fs::path(root).parent_path().parent_path(), fs::path(umoci_.cache()));
-    EXPECT_EQ(ReadFile(root + "/unpacked"), "unpacked by the fake umoci\n");
+    EXPECT_EQ(ReadFile(root + "/unpacked"), kMarker);
     if (!FakeUmoci::ContainersRun())
       return;  // runc/crun then fail at the runtime step, past the unpack
     EXPECT_EQ(a->state, wire::ReplicaState::SUCCEEDED) << a->message << "\n"
                                                        << Log(replica, attempt);
-    EXPECT_NE(Log(replica, attempt).find("unpacked by the fake umoci"), std::string::npos);
+    EXPECT_NE(Log(replica, attempt).find(kMarker), std::string::npos);
   }
 
   // Attempt 1 of img/worker-0 runs from the unpacked root, umoci having run so many times.
@@ -283,6 +309,14 @@ TEST_F(ImageUnpackTest, AFailedUnpackFailsTheAttemptAndTheRetryUnpacksAgain) {
 
   umoci_.FailFromNowOn(false);
   ExpectTheRetryRuns(/*umoci_calls=*/2);
+}
+
+// The real umoci (Go) under the hidden spawn, with a layout it made.
+TEST_F(ImageUnpackTest, TheRealUmociUnpacksARealLayout) {
+  if (!umoci_.UseRealUmoci()) GTEST_SKIP() << "umoci is not installed (scripts/install-deps.sh)";
+  LaunchContainer("worker-0", 0);
+  ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); }));
+  ExpectRanFromTheUnpackedRoot("worker-0", 0);
 }
 
 TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {
@@ -362,7 +396,7 @@ TEST_F(AgentImageTest, HeartbeatsGoOnWhileAnImageUnpacks) {
   EXPECT_EQ(umoci_.calls(), 1);
   if (FakeUmoci::ContainersRun()) {
     EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
-    EXPECT_TRUE(LogHas(key, "unpacked by the fake umoci")) << coordinator_->logs[key];
+    EXPECT_TRUE(LogHas(key, kMarker)) << coordinator_->logs[key];
   }
 }
 
