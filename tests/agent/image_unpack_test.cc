@@ -400,6 +400,22 @@ TEST_F(AgentImageTest, HeartbeatsGoOnWhileAnImageUnpacks) {
   }
 }
 
+// The agent's shutdown is not held up by an unpack: the attempt ends PREEMPTED at once, and
+// destroying the agent kills umoci.
+TEST_F(AgentImageTest, ShutdownWhileAnImageUnpacksIsNotHeldUp) {
+  coordinator_->Launch("node-a", umoci_.Launch("worker-0", 0));
+  const std::string key = LogKey(ImageJob(), "worker-0", 0);
+  ASSERT_TRUE(Pump([&] { return umoci_.started(); }));
+  agent_->BeginPreemption();
+  ASSERT_TRUE(Pump([&] { return agent_->preempted(); }, milliseconds(50)));
+  ASSERT_TRUE(coordinator_->Final(key).has_value());
+  EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::PREEMPTED);
+  const pid_t umoci = umoci_.pid();
+  agent_.reset();
+  EXPECT_TRUE(WaitUntil([&] { return !testing::ProcessAlive(umoci); }, seconds(30)));
+  EXPECT_FALSE(umoci_.going()) << "the unpack was waited for, not cancelled";
+}
+
 // RunCaptured's hidden_from_reaper, which the unpack uses, with a command run on a thread of
 // its own beside this one, which plays the agent loop.
 class HiddenCapturedCommandTest : public ::testing::Test {
