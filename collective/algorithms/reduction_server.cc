@@ -5,7 +5,9 @@
 #include <deque>
 #include <limits>
 #include <string>
+#include <thread>
 
+#include "collective/algorithms/round_verdicts.h"
 #include "collective/kernels/reduce.h"
 
 namespace cohort::collective {
@@ -13,115 +15,9 @@ namespace {
 
 size_t ChunkElems(size_t chunk_bytes, size_t es) { return std::max<size_t>(1, chunk_bytes / es); }
 
-std::string ReducerName(int rank, int num_workers) {
-  return "reducer " + std::to_string(rank - num_workers);
-}
-
-// "1000 f32 (sum, on the wire as bf16, seq 7)": what workers must agree on in a round.
-std::string DescribeRound(const RoundHeader& h) {
-  auto type_name = [](uint8_t t) {
-    return IsValid(static_cast<DataType>(t)) ? std::string(DataTypeName(static_cast<DataType>(t)))
-                                             : "type " + std::to_string(t);
-  };
-  const std::string op = IsValid(static_cast<ReduceOp>(h.op))
-                             ? std::string(ReduceOpName(static_cast<ReduceOp>(h.op)))
-                             : "op " + std::to_string(h.op);
-  return std::to_string(h.count) + " " + type_name(h.type) + " (" + op + ", on the wire as " +
-         type_name(h.wire_type) + ", " + std::to_string(h.chunk_bytes) + "-byte chunks, seq " +
-         std::to_string(h.seq) + ")";
-}
-
-bool SameCall(const RoundHeader& a, const RoundHeader& b) {
-  return a.count == b.count && a.type == b.type && a.op == b.op && a.seq == b.seq &&
-         a.chunk_bytes == b.chunk_bytes && a.wire_type == b.wire_type;
-}
-
-// How long a worker waits on a chunk before it looks at its verdicts again, while one is due.
-constexpr auto kVerdictWatchSlice = std::chrono::milliseconds(10);
-
-// A worker's verdicts of one round (see the header: Agreement): one receive per reducer.
-class Verdicts {
- public:
-  Verdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine)
-      : transport_(transport),
-        n_(num_workers),
-        mine_(mine),
-        got_(num_reducers),
-        recvs_(num_reducers),
-        answered_(num_reducers, false),
-        pending_(num_reducers) {}
-
-  Status Post() {
-    for (size_t r = 0; r < recvs_.size(); ++r) {
-      COHORT_ASSIGN_OR_RETURN(recvs_[r],
-                              transport_.Irecv(Reducer(r), MakeTag(mine_.seq, kVerdictStep),
-                                               MutableBytes{&got_[r], sizeof(RoundHeader)}));
-    }
-    return Status::Ok();
-  }
-  bool all_answered() const { return pending_ == 0; }
-
-  // Takes the verdicts that have arrived (waiting until `until` for each still due); a rejection
-  // is kInvalidArgument naming the worker that disagrees and both calls.
-  Status Check(Deadline until) {
-    for (size_t r = 0; r < recvs_.size(); ++r) {
-      if (answered_[r] || !recvs_[r].Poll(until)) continue;
-      answered_[r] = true;
-      --pending_;
-      COHORT_RETURN_IF_ERROR(recvs_[r].Wait(until).WithContext("all-reduce: verdict of " +
-                                                               ReducerName(Reducer(r), n_)));
-      const RoundHeader& v = got_[r];
-      if (v.magic != RoundHeader::kMagic ||
-          (v.kind != RoundHeader::kAccept && v.kind != RoundHeader::kReject)) {
-        return DataLoss("all-reduce: malformed verdict from " + ReducerName(Reducer(r), n_));
-      }
-      if (v.kind == RoundHeader::kReject) {
-        return InvalidArgument(
-            "all-reduce: the workers disagree (" + ReducerName(Reducer(r), n_) + "): worker " +
-            std::to_string(v.worker) + " called " + DescribeRound(v) + ", this worker " +
-            DescribeRound(mine_) +
-            " (every worker must make the same all-reduce calls, in the same order)");
-      }
-    }
-    return Status::Ok();
-  }
-
-  // Waits for `request` until `deadline`; while a verdict is due, in slices that look at the
-  // verdicts, so a rejected call fails at once. A rejection also explains a failed request (the
-  // reducer that rejected the call stops serving); other errors of the request get `what`.
-  Status WaitWatching(Request& request, Deadline deadline, const std::string& what) {
-    while (!all_answered()) {
-      if (request.Poll(std::min(deadline, SteadyClock::now() + kVerdictWatchSlice))) break;
-      COHORT_RETURN_IF_ERROR(Check(SteadyClock::now()));
-      if (SteadyClock::now() >= deadline) break;
-    }
-    Status s = request.Wait(deadline);
-    if (!s.ok() && !all_answered()) COHORT_RETURN_IF_ERROR(Check(SteadyClock::now()));
-    return s.WithContext(what);
-  }
-
-  // Every verdict, each waited for until `deadline`.
-  Status CheckAll(Deadline deadline) {
-    COHORT_RETURN_IF_ERROR(Check(deadline));
-    for (size_t r = 0; r < recvs_.size(); ++r) {
-      if (!answered_[r]) {
-        return DeadlineExceeded("all-reduce: no verdict from " + ReducerName(Reducer(r), n_));
-      }
-    }
-    return Status::Ok();
-  }
-
- private:
-  int Reducer(size_t r) const { return n_ + static_cast<int>(r); }
-
-  Transport& transport_;
-  const int n_;
-  const RoundHeader mine_;
-  std::vector<RoundHeader> got_;
-  std::vector<Request> recvs_;
-  std::vector<bool> answered_;
-  int pending_;  // verdicts not yet taken
-};
+// How long a reducer whose round failed before every header came keeps telling the workers whose
+// headers come next (see Failures) before it ends its service.
+constexpr auto kFailureNoticeWindow = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -176,7 +72,7 @@ struct ReductionServerCall::State {
   size_t chunk_elems = 0;
   char* on_wire = nullptr;  // what chunks are sent from and received into
   RoundHeader header;
-  std::unique_ptr<Verdicts> verdicts;
+  std::unique_ptr<RoundVerdicts> verdicts;
   std::vector<Request> header_sends;
   std::vector<size_t> order;  // chunks in sending order (see Start)
   // Chunks in flight: each has one send and one receive into the same place (the reducer answers
@@ -226,7 +122,7 @@ Status ReductionServerCall::State::Start() {
   header.chunk_bytes = chunk_elems * es;
   header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
   header.wire_type = static_cast<uint8_t>(wire);
-  verdicts = std::make_unique<Verdicts>(transport, n, m, header);
+  verdicts = std::make_unique<RoundVerdicts>(transport, n, m, header);
   COHORT_RETURN_IF_ERROR(verdicts->Post());
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),
@@ -374,15 +270,63 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
   while (true) {
     // Headers of the next round, one per worker still running, in rank order.
     std::vector<Request> reqs(n);
+    std::vector<bool> arrived(n, false);
+    // Worker w failed before its header came: the workers already in this round (their headers
+    // here, taken or not) hear which worker failed it (see Failures).
+    auto fail_round = [&](int w, const Status& got) {
+      lost_worker_ = -1;
+      (void)Blame(w, got);
+      // Each other worker hears it as its header comes, for up to kFailureNoticeWindow.
+      const Deadline until = SteadyClock::now() + kFailureNoticeWindow;
+      std::vector<bool> told(n, false);
+      while (true) {
+        bool waiting = false;
+        for (int v = 0; v < n; ++v) {
+          if (v == w || v == lost_worker_ || stopped[v] || told[v]) continue;
+          if (!reqs[v].valid()) {
+            // Refused after the failure poisoned the transport: a header already here is taken.
+            auto recv = transport_.Irecv(v, MakeTag(0, kHeaderStep),
+                                         MutableBytes{&headers[v], sizeof(RoundHeader)});
+            if (!recv.ok()) {
+              waiting = true;
+              continue;
+            }
+            reqs[v] = std::move(*recv);
+          }
+          if (!arrived[v]) {
+            if (!reqs[v].Poll(SteadyClock::now())) {
+              waiting = true;
+              continue;
+            }
+            arrived[v] = true;
+            if (!reqs[v].Wait(SteadyClock::now()).ok()) headers[v].kind = RoundHeader::kStop;
+          }
+          told[v] = true;
+          if (headers[v].magic == RoundHeader::kMagic && headers[v].kind == RoundHeader::kRound)
+            SendAbort(v, headers[v].seq, lost_worker_, got.code());
+        }
+        if (!waiting || stop.load() || SteadyClock::now() >= until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      return got.WithContext("reducer " + std::to_string(index_) + ": waiting for worker " +
+                             std::to_string(w));
+    };
+    int unposted = -1;
+    Status post_error;
     for (int w = 0; w < n; ++w) {
       if (stopped[w]) continue;
-      COHORT_ASSIGN_OR_RETURN(reqs[w],
-                              transport_.Irecv(w, MakeTag(0, kHeaderStep),
-                                               MutableBytes{&headers[w], sizeof(RoundHeader)}));
+      auto recv = transport_.Irecv(w, MakeTag(0, kHeaderStep),
+                                   MutableBytes{&headers[w], sizeof(RoundHeader)});
+      if (recv.ok()) {
+        reqs[w] = std::move(*recv);
+      } else if (unposted < 0) {
+        unposted = w;
+        post_error = recv.status();
+      }
     }
+    if (unposted >= 0) return fail_round(unposted, post_error);
     // Headers are taken as they arrive, so a stop is answered at once whatever order the workers
     // finish in (the worker waits for that answer before it closes), then checked in rank order.
-    std::vector<bool> arrived(n, false);
     int missing = static_cast<int>(std::count(stopped.begin(), stopped.end(), false));
     while (missing > 0) {
       for (int w = 0; w < n; ++w) {
@@ -394,10 +338,7 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         }
         arrived[w] = true;
         --missing;
-        COHORT_RETURN_IF_ERROR(reqs[w]
-                                   .Wait(SteadyClock::now())
-                                   .WithContext("reducer " + std::to_string(index_) +
-                                                ": waiting for worker " + std::to_string(w)));
+        if (Status got = reqs[w].Wait(SteadyClock::now()); !got.ok()) return fail_round(w, got);
         if (headers[w].magic != RoundHeader::kMagic)
           return DataLoss("reducer: bad round header from worker " + std::to_string(w));
         if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
@@ -425,17 +366,19 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     if (std::any_of(stopped.begin(), stopped.end(), [](bool b) { return b; })) {
       return Aborted("reducer: some workers stopped while others started a round");
     }
-    COHORT_RETURN_IF_ERROR(SendVerdicts(headers, first, odd));
     if (odd >= 0) {
+      COHORT_RETURN_IF_ERROR(SendVerdicts(headers, first, odd));
       return InvalidArgument("reducer: workers disagree on the all-reduce: worker " +
                              std::to_string(odd) + " sent " + DescribeRound(headers[odd]) +
                              ", the first worker of the round " + DescribeRound(*round));
     }
-    COHORT_RETURN_IF_ERROR(ServeRound(*round));
-    for (Request& r : verdict_sends_) {
-      COHORT_RETURN_IF_ERROR(r.Wait(SteadyClock::now() + options_.round_timeout)
-                                 .WithContext("reducer " + std::to_string(index_) + ": verdict"));
+    lost_worker_ = -1;
+    if (Status s = ServeRound(*round); !s.ok()) {
+      if (lost_worker_ >= 0) SendAborts(round->seq, lost_worker_, s.code());
+      return s;
     }
+    COHORT_RETURN_IF_ERROR(SendVerdicts(headers, first, odd));
+    for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.round_timeout);
     ++rounds_;
   }
 }
@@ -455,15 +398,41 @@ Status ReductionServer::SendVerdicts(const std::vector<RoundHeader>& headers, in
       v.kind = RoundHeader::kReject;
       v.worker = static_cast<uint16_t>(quoted);
     }
-    COHORT_ASSIGN_OR_RETURN(Request send, transport_.Isend(w, MakeTag(headers[w].seq, kVerdictStep),
-                                                           ConstBytes{&v, sizeof(RoundHeader)}));
-    verdict_sends_.push_back(std::move(send));
+    // Best effort: a worker that is gone needs no verdict, and the next round's header wait
+    // finds it gone and tells the others (see Failures).
+    auto send = transport_.IsendNotice(w, MakeTag(headers[w].seq, kVerdictStep),
+                                       ConstBytes{&v, sizeof(RoundHeader)});
+    if (send.ok()) verdict_sends_.push_back(std::move(*send));
   }
   if (odd < 0) return Status::Ok();
   // The reducer stops serving after a rejection: give the verdicts a moment to leave first.
   for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.poll_interval);
   verdict_sends_.clear();
   return Status::Ok();
+}
+
+void ReductionServer::SendAborts(uint32_t seq, int lost, StatusCode code) {
+  for (int w = 0; w < options_.num_workers; ++w) {
+    if (w != lost) SendAbort(w, seq, lost, code);
+  }
+}
+
+void ReductionServer::SendAbort(int to, uint32_t seq, int lost, StatusCode code) {
+  verdicts_.resize(options_.num_workers);
+  verdicts_[to] = AbortVerdict(lost, code);
+  auto send = transport_.IsendNotice(to, MakeTag(seq, kVerdictStep),
+                                     ConstBytes{&verdicts_[to], sizeof(RoundHeader)});
+  // The reducer stops serving next: give the verdict a moment to leave first.
+  if (send.ok()) (void)send->Wait(SteadyClock::now() + options_.poll_interval);
+}
+
+Status ReductionServer::Blame(int w, Status s) {
+  if (s.ok() || lost_worker_ >= 0) return s;
+  // A worker the transport knows to be gone is the cause, whichever request noticed first (after
+  // it, requests to the others are refused too); else the worker of the failed request.
+  const int gone = transport_.gone_peer();
+  lost_worker_ = gone >= 0 && gone < options_.num_workers ? gone : w;
+  return s;
 }
 
 void ReductionServer::AnswerStop(int worker) {
@@ -520,8 +489,9 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     const size_t c = owned[j];
     const Tag tag = MakeTag(header.seq, 1 + static_cast<uint32_t>(c));
     for (int w = 0; w < n; ++w) {
-      COHORT_ASSIGN_OR_RETURN(recvs[j % slots][w],
-                              transport_.Irecv(w, tag, MutableBytes{buf(j, w), chunk_bytes(c)}));
+      auto recv = transport_.Irecv(w, tag, MutableBytes{buf(j, w), chunk_bytes(c)});
+      COHORT_RETURN_IF_ERROR(Blame(w, recv.status()));
+      recvs[j % slots][w] = std::move(*recv);
     }
     return Status::Ok();
   };
@@ -532,6 +502,7 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   struct Pending {
     Request req;
     size_t j;
+    int w;      // the worker it goes to
     bool last;  // the chunk's last result: its slot is free once this one has gone
   };
   std::deque<Pending> sends;
@@ -539,8 +510,9 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
       header.max_flows > 0 ? header.max_flows : std::numeric_limits<size_t>::max();
   auto wait_front = [&]() -> Status {
     Pending& f = sends.front();
-    COHORT_RETURN_IF_ERROR(f.req.Wait(deadline).WithContext(
-        "reducer " + std::to_string(index_) + ": returning chunk " + std::to_string(owned[f.j])));
+    COHORT_RETURN_IF_ERROR(Blame(f.w, f.req.Wait(deadline))
+                               .WithContext("reducer " + std::to_string(index_) +
+                                            ": returning chunk " + std::to_string(owned[f.j])));
     const bool last = f.last;
     const size_t j = f.j;
     sends.pop_front();
@@ -555,9 +527,10 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     // Sum in worker-rank order: deterministic regardless of arrival order. Compressed: in float32,
     // rounded to the wire type once, into worker 0's buffer, which goes back.
     for (int w = 0; w < n; ++w) {
-      COHORT_RETURN_IF_ERROR(recvs[j % slots][w].Wait(deadline).WithContext(
-          "reducer " + std::to_string(index_) + ": chunk " + std::to_string(c) + " from worker " +
-          std::to_string(w)));
+      COHORT_RETURN_IF_ERROR(Blame(w, recvs[j % slots][w].Wait(deadline))
+                                 .WithContext("reducer " + std::to_string(index_) + ": chunk " +
+                                              std::to_string(c) + " from worker " +
+                                              std::to_string(w)));
       if (compressed) {
         if (w == 0) WidenToF32(wire, widened_.data(), buf(j, 0), elems);
         if (w > 0) ReduceWidenedInto(wire, op, widened_.data(), buf(j, w), elems);
@@ -575,10 +548,9 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     for (int k = 0; k < n; ++k) {
       while (sends.size() >= max_sends) COHORT_RETURN_IF_ERROR(wait_front());
       const int w = (index_ + k) % n;
-      Pending p{Request(), j, k == n - 1};
-      COHORT_ASSIGN_OR_RETURN(p.req,
-                              transport_.Isend(w, tag, ConstBytes{buf(j, 0), chunk_bytes(c)}));
-      sends.push_back(std::move(p));
+      auto send = transport_.Isend(w, tag, ConstBytes{buf(j, 0), chunk_bytes(c)});
+      COHORT_RETURN_IF_ERROR(Blame(w, send.status()));
+      sends.push_back(Pending{std::move(*send), j, w, k == n - 1});
     }
     // The previous chunk's results must have gone before its slot takes the chunk `slots` ahead;
     // with one slot, this chunk's.

@@ -16,13 +16,22 @@
 // sequence number, wire type) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A
 // header of kind kStop ends the reducer's service for this communicator generation.
 //
-// Agreement: once a reducer has every worker's header it answers each worker with a verdict on tag
-// (seq, kVerdictStep): kAccept when all headers agree, else kReject quoting the call of a worker
-// that disagrees with this one. A worker watches its verdicts while it waits on its chunks, so a
-// call whose workers disagree (count, type, op, ...) fails at once on every worker with
-// kInvalidArgument naming the other worker and both calls, instead of waiting out the deadline;
-// the reducer then ends its service with the same error. So a caller needs no agreement check of
-// its own before a Reduction Server all-reduce (the torch backend skips its all-gather there).
+// Agreement: each worker gets one verdict per reducer and round, on tag (seq, kVerdictStep). Once a
+// reducer has every worker's header it compares them: if they differ it answers each worker at
+// once with kReject quoting the call of a worker that disagrees with this one; else it serves the
+// round and answers kAccept after the round's last result. A worker watches its verdicts while it
+// waits on its chunks, so a call whose workers disagree (count, type, op, ...) fails at once on
+// every worker with kInvalidArgument naming the other worker and both calls, instead of waiting
+// out the deadline; the reducer then ends its service with the same error. So a caller needs no
+// agreement check of its own before a Reduction Server all-reduce (the torch backend skips its
+// all-gather there).
+//
+// Failures: a reducer whose round fails because of one worker (gone: kUnavailable; silent past the
+// round timeout: kDeadlineExceeded) answers every other worker with kAbort naming that worker and
+// the code, before it ends its service (a failure before every header of the round came: each
+// worker whose header comes within 2 s). The others then fail at once with that code, naming the
+// worker that failed, rather than blaming the reducer (which stops serving) or waiting out their
+// deadline. round_verdicts.h holds the worker's side.
 //
 // Wire compression (AllreduceOptions::wire_type kBF16 or kF16, for kF32 data): a worker rounds
 // each chunk to the wire type just before sending it (half the bytes), the reducer widens the n
@@ -50,16 +59,16 @@ constexpr uint32_t kVerdictStep = (1u << kTagStepBits) - 4;
 
 struct RoundHeader {
   static constexpr uint32_t kMagic = 0x43524f55;  // "CROU"
-  enum Kind : uint8_t { kRound = 1, kStop = 2, kAccept = 3, kReject = 4 };
+  enum Kind : uint8_t { kRound = 1, kStop = 2, kAccept = 3, kReject = 4, kAbort = 5 };
   uint32_t magic = kMagic;
   uint8_t kind = kRound;
   uint8_t type = 0;
-  uint8_t op = 0;
+  uint8_t op = 0;  // kAbort: the StatusCode of the worker's failure
   uint8_t window = 0;
   uint32_t seq = 0;
   uint8_t max_flows = 0;  // AllreduceOptions::max_flows of the workers (reducers: result sends)
   uint8_t wire_type = 0;  // the DataType chunks travel as: `type`, or kBF16/kF16 for kF32 data
-  uint16_t worker = 0;    // kReject: the worker whose call the verdict quotes
+  uint16_t worker = 0;    // kReject: the worker whose call the verdict quotes; kAbort: who failed
   uint64_t count = 0;
   uint64_t chunk_bytes = 0;
 };
@@ -139,10 +148,17 @@ class ReductionServer {
   uint64_t rounds() const { return rounds_; }
 
  private:
+  // Serves one round; a failure caused by one worker sets lost_worker_ to it.
   Status ServeRound(const RoundHeader& header);
+  // `s`, after noting that worker `w` caused it (when it is an error).
+  Status Blame(int w, Status s);
   // Answers each worker's header of a round (see Agreement): accepted when `odd` < 0, else each
   // worker is rejected quoting a call that differs from its own (worker `odd`'s or `first`'s).
   Status SendVerdicts(const std::vector<RoundHeader>& headers, int first, int odd);
+  // Tells every worker but `lost` (SendAborts), or worker `to` (SendAbort), that round `seq`
+  // failed because of worker `lost` (see Failures); best effort, each send waited for briefly.
+  void SendAborts(uint32_t seq, int lost, StatusCode code);
+  void SendAbort(int to, uint32_t seq, int lost, StatusCode code);
   // Answers worker `worker`'s stop (see SendStopToReducers); best effort.
   void AnswerStop(int worker);
 
@@ -150,6 +166,7 @@ class ReductionServer {
   ReductionServerOptions options_;
   int index_;
   uint64_t rounds_ = 0;
+  int lost_worker_ = -1;  // the worker whose failure ended the round being served (-1: none)
   std::vector<std::vector<char>> buffers_;  // window * num_workers chunk buffers
   std::vector<float> widened_;              // wire compression: one chunk's float32 reduction
   std::vector<RoundHeader> verdicts_;       // this round's answer to each worker

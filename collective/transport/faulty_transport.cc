@@ -22,6 +22,12 @@ StatusOr<Request> FaultyTransport::Isend(int peer, Tag tag, ConstBytes data) {
   return base_.Isend(peer, tag, data);
 }
 
+StatusOr<Request> FaultyTransport::IsendNotice(int peer, Tag tag, ConstBytes data) {
+  COHORT_RETURN_IF_ERROR(CountOp());
+  if (plan_.drop_sends_to.count(peer) > 0) return Request::Done();
+  return base_.IsendNotice(peer, tag, data);
+}
+
 StatusOr<Request> FaultyTransport::Irecv(int peer, Tag tag, MutableBytes data) {
   COHORT_RETURN_IF_ERROR(CountOp());
   return base_.Irecv(peer, tag, data);

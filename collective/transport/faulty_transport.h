@@ -35,6 +35,8 @@ class FaultyTransport final : public Transport {
   std::string name() const override { return "faulty(" + base_.name() + ")"; }
   const Placement& placement() const override { return base_.placement(); }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
+  StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
+  int gone_peer() const override { return base_.gone_peer(); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   bool dead() const { return dead_.load(); }
 

@@ -23,6 +23,20 @@ StatusOr<Request> SubsetTransport::Isend(int peer, Tag tag, ConstBytes data) {
   return parent_.Isend(ranks_[peer], tag, data);
 }
 
+StatusOr<Request> SubsetTransport::IsendNotice(int peer, Tag tag, ConstBytes data) {
+  if (peer < 0 || peer >= size())
+    return InvalidArgument("subset transport: bad peer " + std::to_string(peer));
+  return parent_.IsendNotice(ranks_[peer], tag, data);
+}
+
+int SubsetTransport::gone_peer() const {
+  const int gone = parent_.gone_peer();
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i] == gone) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 StatusOr<Request> SubsetTransport::Irecv(int peer, Tag tag, MutableBytes data) {
   if (peer < 0 || peer >= size())
     return InvalidArgument("subset transport: bad peer " + std::to_string(peer));

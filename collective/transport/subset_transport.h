@@ -18,6 +18,8 @@ class SubsetTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(ranks_.size()); }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
+  StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
+  int gone_peer() const override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   std::string name() const override { return parent_.name(); }
   // The parent's, for the subset's ranks.

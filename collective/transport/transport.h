@@ -11,7 +11,7 @@
 // (receives always; sends are abandoned only after the transport is poisoned).
 // Errors: a peer that is gone makes its requests fail with kUnavailable; a Wait whose deadline
 // passes fails with kDeadlineExceeded. After any error the transport is poisoned: later
-// Isend/Irecv calls return kAborted until the communicator is rebuilt.
+// Isend/Irecv calls return kAborted until the communicator is rebuilt (IsendNotice excepted).
 #pragma once
 
 #include <chrono>
@@ -93,6 +93,14 @@ class Transport {
   virtual int size() const = 0;
   virtual StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) = 0;
   virtual StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) = 0;
+  // As Isend, but refused only when `peer` itself is gone, not because another peer's failure
+  // poisoned the transport: for a last message that tells the peers still there about that
+  // failure (a reducer naming the worker that ended a round, reduction_server.h "Failures").
+  virtual StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) {
+    return Isend(peer, tag, data);
+  }
+  // A peer this transport knows to be gone (the first, by rank), or -1.
+  virtual int gone_peer() const { return -1; }
   // Short name for logs and benchmark output: "loopback", "ucx".
   virtual std::string name() const = 0;
   // Where the ranks run (placement.h); fixed for the transport's life.

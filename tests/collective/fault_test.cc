@@ -113,6 +113,13 @@ TEST(FaultTest, DeadWorkerFailsTheReductionServer) {
   plan.die_after_ops = 25;
   auto out = RunWithFault(4, 2, 1, plan, 5);
   ExpectSurvivorsFailInTime(out, 4, 1);
+  // The reducers name the dead worker to the others (reduction_server.h, "Failures"): they do not
+  // blame the reducers, which stop serving.
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(out[r].status.code(), StatusCode::kUnavailable) << out[r].status.ToString();
+    EXPECT_NE(out[r].status.message().find("worker 1 is gone"), std::string::npos)
+        << out[r].status.ToString();
+  }
   for (int r = 4; r < 6; ++r) {
     EXPECT_FALSE(out[r].status.ok()) << "reducer " << r - 4;
     EXPECT_LT(out[r].elapsed, 5 * (kDeadline + kSlack));

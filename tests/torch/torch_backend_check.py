@@ -35,6 +35,8 @@ exits 0 when every worker did. Scenarios:
   cohort-job    the environment of a Cohort job (COHORT_BOOTSTRAP_ADDR; reducers are cohort-reducer
                 processes, as an agent starts them): the default group joins the job's store and
                 reducer pool, subgroups torch's store
+  dead-peer-reducers  a rank dies while the others' all-reduces on the Reduction Server wait for
+                it: they fail within the timeout, the first naming the dead rank
   dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
                 the timeout naming it, and later operations fail at once
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
@@ -762,7 +764,9 @@ def scenario_no_join():
     return check.finish()
 
 
-def scenario_dead_peer():
+def dead_peer_start():
+    """The dead-peer scenarios' start: a group with a short timeout, one all-reduce that works.
+    Returns (torch, dist, check, rank, victim)."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -774,6 +778,11 @@ def scenario_dead_peer():
     dist.all_reduce(t)
     check.expect(torch.equal(t, torch.full((1000,), float(n))), "the first allreduce")
     victim = n - 1
+    return torch, dist, check, rank, victim
+
+
+def scenario_dead_peer():
+    torch, dist, check, rank, victim = dead_peer_start()
     if rank == victim:
         os._exit(VICTIM_EXIT)  # die without saying goodbye
     time.sleep(0.5)
@@ -786,6 +795,29 @@ def scenario_dead_peer():
     start = time.time()
     check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["failed earlier"], "the next operation")
     check.expect(time.time() - start < 2, "an operation after a failure fails at once")
+    return check.finish()
+
+
+def scenario_dead_peer_reducers():
+    """A worker dies while the others' all-reduces on the Reduction Server wait for it: their queued
+    all-reduces each fail before the timeout, the first naming the dead worker (the reducers tell
+    them), none hangs."""
+    torch, dist, check, rank, victim = dead_peer_start()
+    if rank == victim:
+        # The others' next round waits at the reducers for this worker's header when it dies.
+        time.sleep(2)
+        os._exit(VICTIM_EXIT)  # die without saying goodbye
+    start = time.time()
+    works = [dist.all_reduce(torch.ones(1 << 22), async_op=True) for _ in range(8)]
+    texts, times = [], []
+    for i, w in enumerate(works):
+        texts.append(check.expect_raises(w.wait, ["cohort"], f"queued allreduce {i} with a dead peer"))
+        times.append(round(time.time() - start, 1))
+    took = time.time() - start
+    print(f"the queued all-reduces failed after {times} s: {texts}", flush=True)
+    check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the errors took {took:.1f} s, past the timeout")
+    first = texts[0] or ""
+    check.expect(f"worker {victim} is gone" in first, f"the first error names worker {victim}: {first}")
     return check.finish()
 
 
@@ -997,6 +1029,10 @@ SCENARIOS = {
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
+    # Over TCP, as between hosts: on one host UCX's shared memory took 30 s to fail the survivors'
+    # sends to reducers that had stopped reading (their verdicts waited behind them).
+    "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
+                           scenario_dead_peer_reducers),
     "flight-recorder": (2, 0, {}, (), scenario_flight_recorder),
     "flight-recorder-reducers": (2, 1, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                  scenario_flight_recorder),
@@ -1042,7 +1078,8 @@ def main():
         return SKIP
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     if args.workers is not None or args.reducers is not None:
-        if absent or args.scenario in ("dead-peer", "silent-peer", "flight-recorder", "cohort-job", "bad-use"):
+        if absent or args.scenario in ("dead-peer", "dead-peer-reducers", "silent-peer", "flight-recorder",
+                                       "cohort-job", "bad-use"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers
@@ -1057,7 +1094,7 @@ def main():
         print(f"FAILED: cohort-job needs --reducer-bin (cohort-reducer), got {args.reducer_bin!r}")
         return 1
     codes = launch(args, workers, reducers, env, absent, cohort_job=args.scenario == "cohort-job")
-    expected = {f"rank {workers - 1}": VICTIM_EXIT} if args.scenario == "dead-peer" else {}
+    expected = {f"rank {workers - 1}": VICTIM_EXIT} if args.scenario.startswith("dead-peer") else {}
     bad = {name: code for name, code in codes.items() if code != expected.get(name, 0)}
     if bad:
         print(f"FAILED: {bad}")

@@ -41,6 +41,8 @@ class LoopbackFabric {
   std::unique_ptr<Transport> CreateTransport(int rank);
   // Marks `rank` dead: its pending operations and those of its peers with it fail.
   void Kill(int rank);
+  // The first dead rank, or -1.
+  int FirstDead();
 
   struct Op;  // one posted send or receive (defined in the .cc)
 
@@ -49,8 +51,9 @@ class LoopbackFabric {
   friend class LoopbackRequest;
   using Key = std::tuple<int, int, Tag>;  // (sender, receiver, tag)
 
+  // `notice`: a send that a poisoned rank still makes while `peer` lives (IsendNotice).
   StatusOr<Request> Post(int self, int peer, Tag tag, bool is_send, const void* src, void* dst,
-                         size_t size);
+                         size_t size, bool notice = false);
   bool PollOp(const std::shared_ptr<Op>& op, Deadline deadline);
   Status WaitOp(const std::shared_ptr<Op>& op, Deadline deadline);
   void CancelOp(const std::shared_ptr<Op>& op);

@@ -130,7 +130,11 @@ class UcxTransportImpl {
   ~UcxTransportImpl();
 
   Status Init(Bootstrap& bootstrap);
-  StatusOr<Request> Post(int peer, Tag tag, bool is_send, const void* src, void* dst, size_t size);
+  // `notice`: a send that a poisoned transport still makes while `peer` is there (IsendNotice).
+  StatusOr<Request> Post(int peer, Tag tag, bool is_send, const void* src, void* dst, size_t size,
+                         bool notice = false);
+  // The first peer whose endpoint failed, or -1.
+  int GonePeer();
   // Drives progress until `r` reaches a final state (true) or `deadline` passes (false).
   bool Progress(UcxRequest* r, Deadline deadline);
   Status Wait(UcxRequest* r, Deadline deadline);
@@ -362,7 +366,7 @@ bool UcxTransportImpl::DrainLocked(void* req, Deadline deadline) {
 }
 
 StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const void* src,
-                                         void* dst, size_t size) {
+                                         void* dst, size_t size, bool notice) {
   if (peer < 0 || peer >= size_ || peer == rank_)
     return InvalidArgument("ucx: bad peer " + std::to_string(peer));
   std::lock_guard<std::mutex> lock(mu_);
@@ -378,7 +382,7 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
     return Unavailable(options_.rank_name(peer) +
                        " is gone: " + ucs_status_string(peer_status_[peer]));
   }
-  if (poisoned_ && !arrived()) {
+  if (poisoned_ && !notice && !arrived()) {
     const std::string failed = FailedPeerLocked();
     if (!failed.empty()) return Unavailable(failed);
     return Aborted("ucx transport is poisoned by an earlier error; rebuild the communicator");
@@ -550,6 +554,20 @@ StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {
 
 StatusOr<Request> UcxTransport::Irecv(int peer, Tag tag, MutableBytes data) {
   return impl_->Post(peer, tag, false, nullptr, data.data, data.size);
+}
+
+int UcxTransport::gone_peer() const { return impl_->GonePeer(); }
+
+int UcxTransportImpl::GonePeer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer_status_[peer] != UCS_OK) return peer;
+  }
+  return -1;
+}
+
+StatusOr<Request> UcxTransport::IsendNotice(int peer, Tag tag, ConstBytes data) {
+  return impl_->Post(peer, tag, true, data.data, nullptr, data.size, /*notice=*/true);
 }
 
 }  // namespace cohort::collective

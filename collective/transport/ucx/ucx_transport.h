@@ -58,6 +58,8 @@ class UcxTransport final : public Transport {
   std::string name() const override { return "ucx"; }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
+  StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
+  int gone_peer() const override;
   // Hosts: the identity each rank published with its address (collective/same_host.h); shared
   // memory: whether UCX_TLS lets UCX use it between same-host ranks.
   const Placement& placement() const override;
