@@ -21,15 +21,7 @@ std::chrono::milliseconds Milliseconds(double seconds) {
 
 c10::intrusive_ptr<ProcessGroupCohort> CreateProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeout_s,
-    bool default_group, int num_reducers, const std::string& algorithm, size_t chunk_bytes,
-    int check_calls, const std::string& wire_dtype, int overlap) {
-  Config config;
-  config.num_reducers = num_reducers;
-  config.algorithm = algorithm;
-  config.chunk_bytes = chunk_bytes;
-  config.check_calls = check_calls;
-  config.wire_dtype = wire_dtype;
-  config.overlap = overlap;
+    bool default_group, const Config& config) {
   py::gil_scoped_release release;
   return ProcessGroupCohort::Create(store, rank, size, Milliseconds(timeout_s), default_group,
                                     config);
@@ -52,10 +44,18 @@ PYBIND11_MODULE(_C, m) {
       .def("shutdown", &ProcessGroupCohort::Shutdown,
            "Runs what is queued and closes the communicator; later operations raise.");
 
+  // cohort.torch.Options as the C++ side takes it (process_group_cohort.h, Config).
+  using cohort::torch_backend::Config;
+  py::class_<Config>(m, "Config")
+      .def(py::init([](int num_reducers, std::string algorithm, size_t chunk_bytes, int check_calls,
+                       std::string wire_dtype, int overlap) {
+             return Config{num_reducers, std::move(algorithm),  chunk_bytes,
+                           check_calls,  std::move(wire_dtype), overlap};
+           }),
+           py::arg("num_reducers"), py::arg("algorithm"), py::arg("chunk_bytes"),
+           py::arg("check_calls"), py::arg("wire_dtype"), py::arg("overlap"));
   m.def("_create", &cohort::torch_backend::CreateProcessGroup, py::arg("store"), py::arg("rank"),
-        py::arg("size"), py::arg("timeout_s"), py::arg("default_group"), py::arg("num_reducers"),
-        py::arg("algorithm"), py::arg("chunk_bytes"), py::arg("check_calls"), py::arg("wire_dtype"),
-        py::arg("overlap"));
+        py::arg("size"), py::arg("timeout_s"), py::arg("default_group"), py::arg("config"));
 
   py::class_<TorchReducer>(m, "Reducer")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int index, double timeout_s,

@@ -105,12 +105,14 @@ def _create_process_group(backend_options, pg_options):
         backend_options.group_size,
         backend_options.timeout.total_seconds(),
         len(backend_options.global_ranks_in_group) == 0,  # torch's default group has no rank list
-        num_reducers,
-        options.algorithm or "",
-        int(options.chunk_bytes or 0),
-        -1 if options.check_calls is None else int(bool(options.check_calls)),
-        options.wire_dtype or "",
-        -1 if options.overlap is None else int(bool(options.overlap)),
+        _C.Config(
+            num_reducers=num_reducers,
+            algorithm=options.algorithm or "",
+            chunk_bytes=int(options.chunk_bytes or 0),
+            check_calls=-1 if options.check_calls is None else int(bool(options.check_calls)),
+            wire_dtype=options.wire_dtype or "",
+            overlap=-1 if options.overlap is None else int(bool(options.overlap)),
+        ),
     )
     _live_groups.add(pg)
     if _TORCH_MAJOR >= 2:
