@@ -124,7 +124,8 @@ class UcxTransportImpl {
         options_(std::move(options)),
         eps_(size, nullptr),
         peer_status_(size, UCS_OK),
-        peer_pid_(size, 0) {
+        peer_pid_(size, 0),
+        stalled_(size, false) {
     if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
   }
   ~UcxTransportImpl();
@@ -172,6 +173,7 @@ class UcxTransportImpl {
   SteadyClock::time_point last_event_;     // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
   std::vector<int> peer_pid_;
+  std::vector<bool> stalled_;  // guarded by mu_: peers that left an abandoned request undrained
   SteadyClock::time_point last_liveness_check_;  // guarded by mu_
   void CheckLivenessLocked();
   // A failed peer's name and reason, or "" when every peer is alive.
@@ -440,11 +442,14 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
         DrainLocked(req, SteadyClock::now() + std::chrono::milliseconds(100));
     }
     // A send to a dead peer over a transport without peer-failure support may never complete:
-    // give it a moment, then leave it (the peer cannot touch our memory any more).
-    const auto grace = peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100)
-                                                        : std::chrono::milliseconds(2000);
-    DrainLocked(r->req_, SteadyClock::now() + grace);
-    if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
+    // give it a moment, then leave it (the peer cannot touch our memory any more). A peer that
+    // already left one undrained gets no more moments: a failed call abandons dozens of requests
+    // (over shared memory, to a reducer that stopped reading, each would wait its 2 s in turn).
+    const auto grace = stalled_[r->peer_]                 ? std::chrono::milliseconds(0)
+                       : peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100)
+                                                          : std::chrono::milliseconds(2000);
+    if (!DrainLocked(r->req_, SteadyClock::now() + grace)) {
+      stalled_[r->peer_] = true;
       spdlog::debug("ucx: a request to {} could not be cancelled; abandoning it",
                     options_.rank_name(r->peer_));
     }
