@@ -178,6 +178,7 @@ class UcxTransportImpl {
   void CheckLivenessLocked();
   // A failed peer's name and reason, or "" when every peer is alive.
   std::string FailedPeerLocked() const;
+  int GonePeerLocked() const;  // the first peer whose endpoint failed, or -1
 };
 
 class UcxRequest final : public RequestState {
@@ -420,13 +421,17 @@ void UcxTransportImpl::CheckLivenessLocked() {
   }
 }
 
-std::string UcxTransportImpl::FailedPeerLocked() const {
+int UcxTransportImpl::GonePeerLocked() const {
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer_status_[peer] != UCS_OK) {
-      return options_.rank_name(peer) + " is gone (" + ucs_status_string(peer_status_[peer]) + ")";
-    }
+    if (peer_status_[peer] != UCS_OK) return peer;
   }
-  return "";
+  return -1;
+}
+
+std::string UcxTransportImpl::FailedPeerLocked() const {
+  const int peer = GonePeerLocked();
+  if (peer < 0) return "";
+  return options_.rank_name(peer) + " is gone (" + ucs_status_string(peer_status_[peer]) + ")";
 }
 
 void UcxTransportImpl::AbortLocked(UcxRequest* r) {
@@ -565,10 +570,7 @@ int UcxTransport::gone_peer() const { return impl_->GonePeer(); }
 
 int UcxTransportImpl::GonePeer() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer_status_[peer] != UCS_OK) return peer;
-  }
-  return -1;
+  return GonePeerLocked();
 }
 
 StatusOr<Request> UcxTransport::IsendNotice(int peer, Tag tag, ConstBytes data) {
