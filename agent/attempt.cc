@@ -44,6 +44,20 @@ void Attempt::RequestStop(StopCause cause, std::string reason, milliseconds grac
   }
 }
 
+std::optional<Attempt::Change> Attempt::TakeStart() {
+  if (!process || final || launch_settled) return std::nullopt;
+  if (process->PollLaunch() == ReplicaProcess::LaunchState::kStarting) return std::nullopt;
+  launch_settled = true;
+  std::string error = process->launch_error();
+  spdlog::info("{}/{} attempt {}: started pid {}{}{}", job, replica, attempt, process->pid(),
+               error.empty() ? "" : ", but ", error);
+  if (!error.empty()) {
+    message = std::move(error);  // the exit reports FAILED with exit 127/126 (or killed)
+    return std::nullopt;
+  }
+  return Change{wire::ReplicaState::RUNNING, ""};
+}
+
 void Attempt::EnforceDeadline(milliseconds now) {
   if (final || !process || !kill_at || now < *kill_at || process->exit_info()) return;
   spdlog::info("{}/{} attempt {}: grace period over, killing it", job, replica, attempt);

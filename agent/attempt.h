@@ -68,6 +68,10 @@ struct Attempt {
   // A pending launch just never starts; a process that already exited keeps its outcome. The
   // first cause wins, except that preemption overrides any other.
   void RequestStop(StopCause cause, std::string reason, milliseconds grace, milliseconds now);
+  // Until its launched process has executed the command or failed to: polls it (never waits).
+  // Once it has, logs the start and returns RUNNING; once it failed to, logs that and keeps
+  // launch_error() as the message (its exit then reports FAILED with it). nullopt otherwise.
+  std::optional<Change> TakeStart();
   // SIGKILL to a process still running past its stop deadline (again a second later, should it
   // somehow survive).
   void EnforceDeadline(milliseconds now);
@@ -88,6 +92,7 @@ struct Attempt {
   std::string message;
   std::unique_ptr<ReplicaProcess> process;
   std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way
+  bool launch_settled = false;             // process executed the command or failed to (TakeStart)
   StopCause stop = StopCause::kNone;
   std::string stop_reason;
   std::optional<milliseconds> kill_at;

@@ -7,10 +7,14 @@
 // status to OnExited(); a ReplicaProcess never calls waitpid() itself, so an agent that reaps
 // every child (a subreaper) can do so without stealing exit statuses.
 //
-// Preparing: Launch runs on the agent loop, so it must return soon (ProcessLauncher's wait for
-// the exec is its longest step). Work that may take minutes and needs nothing of the loop's (an
-// OCI image layout's unpack) goes in Prepare, which the agent runs on a thread of its own before
-// Launch (agent/replica_manager.h): the loop keeps heartbeating meanwhile.
+// Starting: Launch returns once the attempt's main process exists, before it has executed the
+// command; whether it did is learnt later by polling PollLaunch() (never blocking), as the exit
+// is learnt by polling waitpid(). launch_error() is empty until PollLaunch() says kFailed.
+//
+// Preparing: Launch runs on the agent loop, so it must return soon. Work that may take minutes
+// and needs nothing of the loop's (an OCI image layout's unpack) goes in Prepare, which the agent
+// runs on a thread of its own before Launch (agent/replica_manager.h): the loop keeps
+// heartbeating meanwhile.
 //
 // Thread safety: Launch and everything of a ReplicaProcess run on the agent loop only. Prepare
 // and CancelPrepares may run on any thread, at the same time as each other, as Launch and as
@@ -77,7 +81,14 @@ class ReplicaProcess {
   // Called once by the agent with the waitpid() status of pid().
   virtual void OnExited(int wait_status) = 0;
   virtual std::optional<ExitInfo> exit_info() const = 0;
-  // Why the attempt failed before the command ran (exec error), empty otherwise.
+  // Whether the command was started: kStarting until the main process has executed it
+  // (kStarted) or failed to (kFailed: launch_error() says why, and the process exits 127 or
+  // 126, or was killed), then that for good. Never blocks; the agent loop polls it until it is
+  // settled, which it is at the latest once OnExited() was called.
+  enum class LaunchState { kStarting, kStarted, kFailed };
+  virtual LaunchState PollLaunch() = 0;
+  // Why the attempt failed before the command ran (an exec error, a launch deadline missed);
+  // empty unless PollLaunch() returned kFailed.
   virtual std::string launch_error() const = 0;
   // Sends `sig` to every process of the attempt (process group and cgroup), main exited or not.
   virtual void Signal(int sig) = 0;
@@ -106,9 +117,10 @@ class Launcher {
   // The agent is going away: every Prepare under way returns soon with an error (kCancelled),
   // and later ones at once. The launcher must outlive the Prepare calls under way.
   virtual void CancelPrepares() {}
-  // Starts the attempt (its Prepare done and OK). An error means nothing runs (nothing to clean
-  // up); a command that cannot be executed still yields a process that exits 127 (or 126) with
-  // launch_error() set.
+  // Starts the attempt (its Prepare done and OK) and returns without waiting for the command to
+  // be executed (see "Starting" above). An error means nothing runs (nothing to clean up); a
+  // command that cannot be executed still yields a process, whose PollLaunch() comes to say
+  // kFailed and which exits 127 (or 126) or is killed.
   virtual StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) = 0;
 };
 

@@ -113,6 +113,7 @@ class ContainerReplica : public ReplicaProcess {
   pid_t pid() const override { return inner_->pid(); }
   void OnExited(int wait_status) override { inner_->OnExited(wait_status); }
   std::optional<ExitInfo> exit_info() const override { return inner_->exit_info(); }
+  LaunchState PollLaunch() override { return inner_->PollLaunch(); }
   std::string launch_error() const override { return inner_->launch_error(); }
 
   void Signal(int sig) override {

@@ -11,11 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <climits>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "agent/proc_scan.h"
 #include "agent/replica_exec.h"
@@ -57,22 +57,73 @@ void SignalOutsideGroup(const std::vector<pid_t>& pids, pid_t group, pid_t skip,
   }
 }
 
+// What a launch's report is read with, and what its failure is told with.
+struct StartWatch {
+  int report_fd = -1;  // the report pipe's read end, non-blocking; -1 once the launch settled
+  int log_fd = -1;     // the attempt's log, where a failure is written; -1 once settled
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::milliseconds timeout{0};
+  std::string command;                 // argv[0]
+  std::string working_dir;             // as the request gave it
+  std::optional<std::string> account;  // run_as's; nullopt: the agent's own
+  std::string init_path;               // cohort-replica-init's when it is the child; else empty
+};
+
+// Today's messages for what the child reported (a ChildError) and for a missed deadline.
+std::string DescribeChildError(const StartWatch& watch, const ChildError& error) {
+  const std::string as = watch.account ? " as " + *watch.account : "";
+  const std::string why = std::strerror(error.err);
+  switch (error.stage) {
+    case ChildError::kChdir:
+      return "cannot enter working directory " + watch.working_dir + as + ": " + why;
+    case ChildError::kExec:
+      return "cannot execute " + watch.command + as + ": " + why;
+    case ChildError::kExecInit:
+      return "cannot execute " + watch.init_path + as + ": " + why;
+    default:
+      return "cannot switch to the Unix account " + watch.account.value_or("") + " (" +
+             (error.stage == ChildError::kSetgroups ? "setgroups"
+              : error.stage == ChildError::kSetgid  ? "setgid"
+                                                    : "setuid") +
+             "): " + why;
+  }
+}
+
+std::string DescribeMissedDeadline(const StartWatch& watch, pid_t pid) {
+  return (watch.init_path.empty() ? std::string("the replica's process") : watch.init_path) +
+         " (pid " + std::to_string(pid) + ") neither executed " + watch.command +
+         " nor said why not within " + FormatDuration(watch.timeout) + "; the agent killed it";
+}
+
 class ProcessReplica : public ReplicaProcess {
  public:
   // `status_fd`: the read end of the pipe cohort-replica-init writes the command's wait status
-  // to; -1 without a PID namespace.
-  ProcessReplica(pid_t pid, std::string cgroup_path, std::string marker, std::string launch_error,
+  // to; -1 without a PID namespace. The replica owns the descriptors of `start` and `status_fd`.
+  ProcessReplica(pid_t pid, std::string cgroup_path, std::string marker, StartWatch start,
                  int status_fd)
       : pid_(pid),
         cgroup_path_(std::move(cgroup_path)),
         marker_(std::move(marker)),
-        launch_error_(std::move(launch_error)),
+        start_(std::move(start)),
         status_fd_(status_fd) {}
 
   ~ProcessReplica() override {
     // The agent kills and releases before dropping an attempt; this is the last line of defence.
     if (!exit_ || AnyAlive()) KillAll();
     if (status_fd_ >= 0) ::close(status_fd_);
+    CloseStartWatch();
+  }
+
+  LaunchState PollLaunch() override {
+    if (launch_ != LaunchState::kStarting) return launch_;
+    ReadReport();
+    if (launch_ == LaunchState::kStarting && std::chrono::steady_clock::now() >= start_.deadline) {
+      // Stuck before execve (or init never starts the command). Not yet reaped (OnExited settles
+      // the launch), so the pid is still ours; an init takes its namespace along.
+      ::kill(pid_, SIGKILL);
+      Settle(DescribeMissedDeadline(start_, pid_));
+    }
+    return launch_;
   }
 
   std::string cgroup_path() const override { return cgroup_path_; }
@@ -87,6 +138,9 @@ class ProcessReplica : public ReplicaProcess {
   }
 
   void OnExited(int wait_status) override {
+    // What the child wrote before it ended is all there is: an error, or the command ran.
+    if (launch_ == LaunchState::kStarting) ReadReport();
+    if (launch_ == LaunchState::kStarting) Settle("");
     if (status_fd_ >= 0) {
       // What the command's own end was; nothing there when init itself was killed.
       int command_status = 0;
@@ -120,6 +174,12 @@ class ProcessReplica : public ReplicaProcess {
           command_group_, pid_, sig);
       return;
     }
+    if (PollLaunch() == LaunchState::kStarting) {
+      // Not executed yet: the child is the attempt's only process, maybe not yet its own group's
+      // leader (setsid), so the group would be taken for gone.
+      ::kill(pid_, sig);
+      return;
+    }
     bool group_signalled = false;
     if (!group_gone_) {
       if (::kill(-pid_, sig) == 0) {
@@ -138,6 +198,10 @@ class ProcessReplica : public ReplicaProcess {
       // init's death ends every process of its namespace. Not once reaped: its pid may be reused.
       if (!exit_) ::kill(pid_, SIGKILL);
       if (!cgroup_path_.empty()) CgroupManager::Kill(cgroup_path_);
+      return;
+    }
+    if (!exit_ && PollLaunch() == LaunchState::kStarting) {
+      ::kill(pid_, SIGKILL);  // as in Signal(): alone, and maybe not leading its group yet
       return;
     }
     if (!cgroup_path_.empty()) {
@@ -176,9 +240,48 @@ class ProcessReplica : public ReplicaProcess {
  private:
   bool namespaced() const { return namespaced_; }
 
+  // Reads what the child has written to the report pipe, without waiting, and settles the launch
+  // at EOF (every copy of the write end closed on exec: the command runs) or once a whole
+  // ChildError is in. A read error or a report cut short counts as EOF, as it always did.
+  void ReadReport() {
+    char* into = reinterpret_cast<char*>(&report_);
+    while (launch_ == LaunchState::kStarting) {
+      ssize_t n = ::read(start_.report_fd, into + report_got_, sizeof(report_) - report_got_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // nothing yet
+      if (n <= 0) {
+        Settle("");
+      } else if ((report_got_ += static_cast<size_t>(n)) == sizeof(report_)) {
+        Settle(DescribeChildError(start_, report_));
+      }
+    }
+  }
+
+  // The launch is settled: the command runs (`error` empty) or it failed, said in the log too.
+  void Settle(std::string error) {
+    if (!error.empty()) {
+      const std::string line = "cohort-agent: " + error + "\n";
+      WriteAll(start_.log_fd, line.data(), line.size());
+    }
+    CloseStartWatch();
+    launch_ = error.empty() ? LaunchState::kStarted : LaunchState::kFailed;
+    launch_error_ = std::move(error);
+  }
+
+  void CloseStartWatch() {
+    for (int* fd : {&start_.report_fd, &start_.log_fd}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+  }
+
   pid_t pid_;
   std::string cgroup_path_;
   std::string marker_;  // COHORT_ATTEMPT_DIR=<working dir>, in every process of the attempt
+  StartWatch start_;
+  ChildError report_{0, 0};
+  size_t report_got_ = 0;  // bytes of report_ read
+  LaunchState launch_ = LaunchState::kStarting;
   std::string launch_error_;
   int status_fd_;
   bool namespaced_ = status_fd_ >= 0;
@@ -198,6 +301,7 @@ struct ChildPlan {
   int report_fd = -1;       // write end of the ChildError pipe
   int report_read_fd = -1;  // its read end (the agent's), closed in the child
   int status_fd = -1;       // write end of init's status pipe; -1 without a PID namespace
+  int hold_fd = -1;         // tests only: a byte is read from it before the chdir
   pid_t parent = 0;
   const RunAs* run_as = nullptr;
   const gid_t* groups = nullptr;
@@ -262,6 +366,11 @@ struct ChildPlan {
   } else if (::getppid() != plan.parent) {
     ::_exit(137);
   }
+  if (plan.hold_fd >= 0) {  // ProcessLauncher::HoldChildrenBeforeExecForTesting
+    char byte;
+    while (::read(plan.hold_fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+  }
   if (::chdir(plan.working_dir) != 0) Fail(plan, ChildError::kChdir, errno, 127);
   // Nothing of the agent's leaks into the replica (sockets, other replicas' logs).
   if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
@@ -286,39 +395,6 @@ pid_t CloneChild(int (*fn)(void*), void* arg, int flags, std::vector<char>& stac
 }
 
 constexpr int kNamespaceFlags = CLONE_NEWPID | CLONE_NEWNS;
-
-// What the child said on the report pipe: a ChildError (`got` bytes of it) before EOF, or nothing
-// at all within the timeout.
-struct ChildReport {
-  ChildError error{0, 0};
-  ssize_t got = 0;
-  bool timed_out = false;
-};
-
-// Reads the report pipe until EOF (the command was executed), a whole ChildError, or `timeout`.
-ChildReport ReadChildReport(int fd, std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = Clock::now() + timeout;
-  ChildReport report;
-  char* into = reinterpret_cast<char*>(&report.error);
-  while (report.got < static_cast<ssize_t>(sizeof(report.error))) {
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd, POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      report.timed_out = true;
-      break;
-    }
-    if (ready < 0) break;
-    ssize_t n = ::read(fd, into + report.got, sizeof(report.error) - report.got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EOF: every copy of the write end closed on exec
-    report.got += n;
-  }
-  return report;
-}
 
 }  // namespace
 
@@ -427,6 +503,7 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   plan.report_fd = pipe_fds[1];
   plan.report_read_fd = pipe_fds[0];
   plan.status_fd = status_fds[1];
+  plan.hold_fd = hold_fd_;
   plan.parent = ::getpid();
   plan.run_as = run_as ? &*run_as : nullptr;
   plan.groups = groups.data();
@@ -460,49 +537,21 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     if (!cgroup_path.empty()) (void)CgroupManager::Remove(cgroup_path);
     return ErrnoStatus(namespaced ? "clone" : "fork", fork_errno);
   }
-  // EOF means the command was executed (every copy of the pipe closed on exec, init's after its
-  // fork); a ChildError means it was not. Neither within the timeout: the child is stuck before
-  // execve (or init never starts the command), and the agent's loop must not wait for it.
-  const ChildReport report = ReadChildReport(pipe_fds[0], launch_timeout_);
-  const ChildError& error = report.error;
-  ::close(pipe_fds[0]);
+  // Whether the command was executed is read later, without waiting (ProcessReplica::PollLaunch):
+  // a child stuck before execve must not stall the agent's loop.
+  ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
   if (status_fds[0] >= 0) ::fcntl(status_fds[0], F_SETFL, O_NONBLOCK);
-  std::string launch_error;
-  if (report.timed_out) {
-    ::kill(pid, SIGKILL);  // not yet reaped, so still ours; an init takes its namespace along
-    launch_error = (namespaced ? replica_init_ : std::string("the replica's process")) + " (pid " +
-                   std::to_string(pid) + ") neither executed " + request.argv[0] +
-                   " nor said why not within " + FormatDuration(launch_timeout_) +
-                   "; the agent killed it";
-  } else if (report.got == static_cast<ssize_t>(sizeof(error))) {
-    std::string as = run_as ? " as " + run_as->account : "";
-    switch (error.stage) {
-      case ChildError::kChdir:
-        launch_error = "cannot enter working directory " + request.working_dir + as + ": " +
-                       std::strerror(error.err);
-        break;
-      case ChildError::kExec:
-        launch_error = "cannot execute " + request.argv[0] + as + ": " + std::strerror(error.err);
-        break;
-      case ChildError::kExecInit:
-        launch_error = "cannot execute " + replica_init_ + as + ": " + std::strerror(error.err);
-        break;
-      default:
-        launch_error = "cannot switch to the Unix account " + (run_as ? run_as->account : "") +
-                       " (" +
-                       (error.stage == ChildError::kSetgroups ? "setgroups"
-                        : error.stage == ChildError::kSetgid  ? "setgid"
-                                                              : "setuid") +
-                       "): " + std::strerror(error.err);
-    }
-  }
-  if (!launch_error.empty()) {
-    std::string line = "cohort-agent: " + launch_error + "\n";
-    WriteAll(log_fd, line.data(), line.size());
-  }
-  ::close(log_fd);
+  StartWatch start;
+  start.report_fd = pipe_fds[0];
+  start.log_fd = log_fd;
+  start.deadline = std::chrono::steady_clock::now() + launch_timeout_;
+  start.timeout = launch_timeout_;
+  start.command = request.argv[0];
+  start.working_dir = request.working_dir;
+  if (run_as) start.account = run_as->account;
+  if (namespaced) start.init_path = replica_init_;
   return std::unique_ptr<ReplicaProcess>(std::make_unique<ProcessReplica>(
-      pid, std::move(cgroup_path), marker, std::move(launch_error), status_fds[0]));
+      pid, std::move(cgroup_path), marker, std::move(start), status_fds[0]));
 }
 
 }  // namespace cohort::agent

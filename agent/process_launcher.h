@@ -8,11 +8,17 @@
 // it), so a crashed agent leaves no replica's main process behind it.
 //
 // A command that cannot be executed (not found, not executable) makes the child exit 127 or 126,
-// and launch_error() plus a line in the log file say why. Launch() waits for the child to execute
-// the command (EOF on a close-on-exec pipe) or to report why it cannot, for at most
-// launch_timeout() (30 s): a child stuck before that (a hung chdir on a dead network mount, an
-// init that never starts the command) is SIGKILLed and the attempt comes back with a
-// launch_error() saying so, to be reaped like any other.
+// and launch_error() plus a line in the log file say why. Launch() returns once the child is
+// forked, without waiting for it (the agent loop would stall with it: no heartbeats, no other
+// launches); the replica keeps the read end of a close-on-exec report pipe, non-blocking, and
+// each PollLaunch() reads what is there: EOF means the command was executed (kStarted), a
+// ChildError why it was not (kFailed). Neither within launch_timeout() (30 s) of the fork: the
+// child is stuck before execve (a hung chdir on a dead network mount, an NSS lookup that never
+// returns, an init that never starts the command), and the poll that finds the deadline past
+// SIGKILLs it and says so (kFailed), to be reaped like any other. OnExited() settles the launch:
+// what the child wrote before it ended is read there. Before the launch is settled the child is
+// the attempt's only process, maybe not yet its own group's leader: Signal() and KillAll() go to
+// its pid then.
 //
 // Two modes, chosen once by the agent at start (agent/agent_options.cc says in its log which):
 //
@@ -93,14 +99,21 @@ class ProcessLauncher : public Launcher {
   const CgroupManager& cgroups() const { return cgroups_; }
   bool pid_namespaces() const { return !replica_init_.empty(); }
 
-  // How long Launch() waits for the child to execute the command (or say why it cannot).
+  // How long after Launch() a child may take to execute the command (or say why it cannot)
+  // before a PollLaunch() kills it.
   std::chrono::milliseconds launch_timeout() const { return launch_timeout_; }
   void set_launch_timeout(std::chrono::milliseconds timeout) { launch_timeout_ = timeout; }
+
+  // Tests only: each child launched from now on reads one byte from `fd` (a pipe's read end the
+  // test writes to) before it enters its working directory, where a hung chdir would stall it;
+  // -1 (the default): none.
+  void HoldChildrenBeforeExecForTesting(int fd) { hold_fd_ = fd; }
 
  private:
   CgroupManager cgroups_;
   std::string replica_init_;
   std::chrono::milliseconds launch_timeout_{std::chrono::seconds(30)};
+  int hold_fd_ = -1;
 };
 
 }  // namespace cohort::agent

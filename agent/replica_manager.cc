@@ -197,12 +197,10 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   if (Status s = MakeOutputDirs(request.env, request.run_as); !s.ok()) {
     return FailBeforeLaunch(a, s, -1);
   }
+  // Launch returns before the command is executed: Reap() learns whether it was (RUNNING).
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
-  std::string error = a.process->launch_error();
-  spdlog::info("{}/{} attempt {}: started pid {}{}{}", a.job, a.replica, a.attempt,
-               a.process->pid(), error.empty() ? "" : ", but ", error);
   if (pending.plan.chief) {
     auto file = env.launch_env.find("CLOUD_ML_HP_METRIC_FILE");
     if (file != env.launch_env.end() && !file->second.empty()) {
@@ -218,11 +216,6 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   probes_[a.key()] = std::make_unique<ProgressProbe>(
       request.log_path, metric_file == request.env.end() ? "" : metric_file->second,
       recorder == request.env.end() ? "" : recorder->second, clock_.NowMs());
-  if (error.empty()) {
-    SetState(a, wire::ReplicaState::RUNNING, "");
-  } else {
-    a.message = error;  // the reaper reports FAILED with exit 127/126
-  }
 }
 
 void ReplicaManager::FailBeforeLaunch(Attempt& a, const Status& status, int exit_code) {
@@ -312,7 +305,9 @@ void ReplicaManager::Reap() {
       }
     }
   }
+  // A launch settles before its exit is taken: OnExited reads what the child last reported.
   for (auto& [key, a] : attempts_) {
+    if (auto start = a.TakeStart()) SetState(a, start->state, std::move(start->message));
     if (auto change = a.TakeExit()) SetState(a, change->state, std::move(change->message));
   }
   for (auto& [key, a] : attempts_) a.CollectLeftovers();

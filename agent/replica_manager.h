@@ -16,10 +16,11 @@
 // account's.
 //
 // Off the loop: the lookup and Prepare of one attempt run together on one std::async thread;
-// the loop never waits for it (StartPending polls it). An attempt stopped meanwhile ends at
-// once, STOPPED (PREEMPTED in a shutdown), without starting; its unpack goes on in the
-// background and fills the image cache. Destroying the manager cancels the Prepares under way
-// (a killed umoci: within about 100 ms) and then waits for the threads, so the agent's shutdown
+// the loop never waits for it (StartPending polls it). Nor for the exec of a launched process:
+// the attempt stays STARTING until Reap() polls that it ran (agent/launcher.h). An attempt stopped
+// meanwhile ends at once, STOPPED (PREEMPTED in a shutdown), without starting; its unpack goes on
+// in the background and fills the image cache. Destroying the manager cancels the Prepares under
+// way (a killed umoci: within about 100 ms) and then waits for the threads, so the agent's shutdown
 // waits a bounded time and no thread outlives the launchers.
 //
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
@@ -77,7 +78,9 @@ class ReplicaManager {
   void Stop(const wire::StopReplica& stop);
   // Stops every live attempt for `cause`; returns how many.
   int StopAll(StopCause cause, const std::string& reason, milliseconds grace);
-  // Reaps exited main processes, reports their final states and kills their leftovers.
+  // Learns which launched processes executed their command (RUNNING; a launch error is kept for
+  // the exit to report), reaps exited main processes, reports their final states and kills
+  // their leftovers. Never waits.
   void Reap();
   void EnforceDeadlines();
   // Every attempt is gone (final, no process left).

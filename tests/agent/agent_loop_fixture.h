@@ -245,8 +245,7 @@ class AgentLoopTest : public ::testing::Test {
     config.preempt_ack_wait = milliseconds(3000);
     config.log_chunk_bytes = 64 << 10;
     config.reap_all_children = true;
-    auto agent =
-        Agent::Create(context_, config, std::make_unique<ProcessLauncher>(Cgroups()), &clock_);
+    auto agent = Agent::Create(context_, config, MakeLauncher(), &clock_);
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     agent_ = std::move(*agent);
     ASSERT_TRUE(Pump([&] { return agent_->registered(); }));
@@ -258,6 +257,10 @@ class AgentLoopTest : public ::testing::Test {
 
   // Where the replicas run: cgroup v2 where writable.
   virtual CgroupManager Cgroups() { return CgroupManager::Detect("node-a"); }
+  // The agent's process launcher.
+  virtual std::unique_ptr<Launcher> MakeLauncher() {
+    return std::make_unique<ProcessLauncher>(Cgroups());
+  }
 
   // Steps the agent and the coordinator in turn until `done`, moving the agent's clock by `tick`
   // after each step. The replicas are real processes, so waiting for them takes real time;

@@ -74,6 +74,7 @@ TEST_F(LauncherTest, CommandNotFoundExits127WithReason) {
   r.argv = {"cohort-no-such-program", "--flag"};
   auto p = launcher_.Launch(r);
   ASSERT_TRUE(p.ok());
+  ASSERT_EQ(testing::WaitForLaunch(**p), ReplicaProcess::LaunchState::kFailed);
   EXPECT_NE((*p)->launch_error().find("cannot execute cohort-no-such-program"), std::string::npos)
       << (*p)->launch_error();
   Reap(**p);

@@ -149,6 +149,7 @@ TEST_F(ReplicaInitTest, CommandNotFoundExits127WithReason) {
   r.argv = {"cohort-no-such-program", "--flag"};
   auto p = Launch(r);
   ASSERT_TRUE(p);
+  ASSERT_EQ(testing::WaitForLaunch(*p), ReplicaProcess::LaunchState::kFailed);
   EXPECT_NE(p->launch_error().find("cannot execute cohort-no-such-program"), std::string::npos)
       << p->launch_error();
   Reap(*p);
@@ -238,6 +239,7 @@ TEST_F(ReplicaInitTest, AChildThatNeverStartsTheCommandIsKilledAtTheLaunchDeadli
   auto launched = launcher.Launch(r);
   ASSERT_TRUE(launched.ok()) << launched.status().ToString();
   ReplicaProcess& p = **launched;
+  ASSERT_EQ(testing::WaitForLaunch(p), ReplicaProcess::LaunchState::kFailed);
   EXPECT_NE(p.launch_error().find(stuck + " (pid " + std::to_string(p.pid()) +
                                   ") neither executed /bin/sh nor said why not within 1s"),
             std::string::npos)

@@ -78,6 +78,15 @@ inline bool Reap(agent::ReplicaProcess& p,
   return exited;
 }
 
+// Polls p.PollLaunch() (as the agent loop does) until the launch is settled, up to `timeout`;
+// returns the last state (kStarting: it did not settle in time).
+inline agent::ReplicaProcess::LaunchState WaitForLaunch(
+    agent::ReplicaProcess& p, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  WaitUntil([&] { return p.PollLaunch() != agent::ReplicaProcess::LaunchState::kStarting; },
+            timeout);
+  return p.PollLaunch();
+}
+
 // True while some process of group `pgid` exists that is not a zombie.
 inline bool GroupAlive(pid_t pgid) {
   if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
