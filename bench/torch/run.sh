@@ -16,6 +16,9 @@
 #   --models L        comm,compute (default both)
 #   --workers N       worker hosts h0.. (default 4)   --reducers M   reducer hosts after them (default 4)
 #   --rate R          link rate (default 1gbit)       --windows N, --steps N, --warmup N (5, 5, 3)
+#   --latency L       the switch queues' depth in time (cluster.sh's tbf latency, default 20ms, which
+#                     holds 2.5 MB at 1 Gbit/s). A run slowed down to stand for 1 Gbit/s on a machine
+#                     short of cores keeps the queues' bytes: 100mbit with 200ms, 250mbit with 80ms.
 #   --batch B         samples per rank and step (default 16)
 #   --sizes SPEC      all-reduce sizes (default 1M:256M)   --iters N (default 20)
 #   --build-dir DIR   the build with python/ and cohort-bench (default build)
@@ -36,11 +39,11 @@ BENCH=$ROOT/bench/torch/torch_bench.py
 SUMMARIZE=$ROOT/bench/torch/summarize.py
 
 what=ddp,allreduce configs=gloo,cohort,cohort-bf16 models=comm,compute workers=4 reducers=4
-rate=1gbit windows=5 steps=5 warmup=3 batch=16 sizes=1M:256M iters=20 build_dir=$ROOT/build
+rate=1gbit latency=20ms windows=5 steps=5 warmup=3 batch=16 sizes=1M:256M iters=20 build_dir=$ROOT/build
 python=/usr/bin/python3 out="" local=0
 . "$ROOT/bench/common/flags.sh"
 while [ $# -gt 0 ]; do
-  if value_flag "what configs models workers reducers rate windows steps warmup batch sizes iters \
+  if value_flag "what configs models workers reducers rate latency windows steps warmup batch sizes iters \
                  python out" "$@"; then
     shift 2
     continue
@@ -77,8 +80,8 @@ trap cleanup EXIT
 } >"$out/commands.txt"
 if [ "$local" = 0 ]; then
   "$CLUSTER" down >/dev/null 2>&1 || true
-  record "$CLUSTER up --hosts $(( workers + reducers )) --rate $rate"
-  "$CLUSTER" up --hosts $(( workers + reducers )) --rate "$rate" 2>&1 | tee -a "$out/log.txt" >&2
+  record "$CLUSTER up --hosts $(( workers + reducers )) --rate $rate --latency $latency"
+  "$CLUSTER" up --hosts $(( workers + reducers )) --rate "$rate" --latency "$latency" 2>&1 | tee -a "$out/log.txt" >&2
   [ -f /run/cohort-netns/cluster.env ] || { log "the emulated cluster could not be set up"; exit 1; }
   cluster_made=1
 fi
