@@ -6,8 +6,8 @@
 #   DDP training throughput (samples/s, median of --windows windows) of a communication-bound model
 #   (a ~50 M-parameter MLP) and a compute-bound one (a small conv net), each with the gloo backend,
 #   the cohort backend (Reduction Server) and the cohort backend with bf16 wire compression; and
-#   the all-reduce alone through the cohort backend (dist.all_reduce, with and without the
-#   per-call agreement check) against cohort-bench's Reduction Server at the same sizes.
+#   the all-reduce alone through the cohort backend (dist.all_reduce; the default, and whole calls
+#   with COHORT_TORCH_OVERLAP=0) against cohort-bench's Reduction Server at the same sizes.
 #
 #   --what L          ddp,allreduce (default both)
 #   --configs L       ddp configurations: gloo,cohort,cohort-bf16 (default); cohort-serial and
@@ -142,8 +142,8 @@ fi
 if [[ ",$what," == *",allreduce,"* ]]; then
   flags="--sizes $sizes --iters $iters --check"
   launch allreduce-torch-cohort cohort "COHORT_ALLREDUCE_ALGORITHM=reduction-server" "$reducers" allreduce $flags
-  launch allreduce-torch-cohort-nocheck cohort \
-    "COHORT_ALLREDUCE_ALGORITHM=reduction-server COHORT_TORCH_CHECK_CALLS=0" "$reducers" allreduce $flags
+  launch allreduce-torch-cohort-serial cohort \
+    "COHORT_ALLREDUCE_ALGORITHM=reduction-server COHORT_TORCH_OVERLAP=0" "$reducers" allreduce $flags
   if [ -x "$COHORT_BENCH" ]; then
     port=$(( 20000 + RANDOM % 20000 )) pids=()
     bflags="--algo reduction-server --workers $workers --reducers $reducers --transport ucx --sizes $sizes"

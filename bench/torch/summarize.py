@@ -5,7 +5,8 @@
 
 DDP: per model, each configuration's median samples/s (over its windows), the spread of the
 windows, and its ratio to gloo. All-reduce: per size, cohort-bench's Reduction Server algbw, the
-cohort backend's (dist.all_reduce) with and without the agreement check, and the backend's overhead
+cohort backend's (dist.all_reduce) with overlapped halves (the default) and whole
+(COHORT_TORCH_OVERLAP=0), and the backend's overhead
 (1 - backend algbw / cohort-bench algbw).
 """
 import glob
@@ -32,8 +33,7 @@ def ddp_tables(out):
         print("| configuration | samples/s (median) | windows min-max | x gloo |")
         print("|---|---:|---:|---:|")
         gloo = summaries.get((model, "gloo"))
-        for config in ("gloo", "cohort", "cohort-serial", "cohort-nocheck", "cohort-bf16",
-                       "cohort-bf16-serial"):
+        for config in ("gloo", "cohort", "cohort-serial", "cohort-bf16", "cohort-bf16-serial"):
             r = summaries.get((model, config))
             if r is None:
                 continue
@@ -45,18 +45,18 @@ def ddp_tables(out):
 
 def allreduce_table(out):
     series = {}
-    for name in ("allreduce-cohort-bench", "allreduce-torch-cohort", "allreduce-torch-cohort-nocheck"):
+    for name in ("allreduce-cohort-bench", "allreduce-torch-cohort", "allreduce-torch-cohort-serial"):
         path = os.path.join(out, name + ".jsonl")
         if os.path.exists(path):
             series[name] = {int(r["size"]): r for r in json_rows(path) if "size" in r}
     bench = series.get("allreduce-cohort-bench", {})
     torch_on = series.get("allreduce-torch-cohort", {})
-    torch_off = series.get("allreduce-torch-cohort-nocheck", {})
+    torch_off = series.get("allreduce-torch-cohort-serial", {})
     sizes = sorted(set(bench) | set(torch_on) | set(torch_off))
     if not sizes:
         return
     print("### All-reduce alone: the cohort backend against cohort-bench (Reduction Server, float32)\n")
-    print("| size | cohort-bench algbw | backend algbw | overhead | backend, no check, algbw | overhead | wrong |")
+    print("| size | cohort-bench algbw | backend algbw | overhead | backend, whole calls, algbw | overhead | wrong |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
 
     def cell(r):
