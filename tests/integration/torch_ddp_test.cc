@@ -16,8 +16,8 @@
 // still fails the job at once, with no restart.
 //
 // The same script with --backend=cohort and a reducer pool (the `cohort` torch.distributed
-// backend on the Reduction Server) reaches gloo's accuracy, and every rank ends with
-// byte-identical parameters.
+// backend on the Reduction Server) reaches gloo's accuracy, every rank ends with byte-identical
+// parameters, and a node loss costs it one restart, as under gloo.
 //
 // The tests need /usr/bin/python3 with torch (Debian's python3-torch); without it they skip,
 // saying so. They are kept short (a small MLP, 5 epochs of about a second, a 3 s heartbeat
@@ -273,6 +273,31 @@ TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
   ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
   cluster_->agent(node).Kill();
   ExpectResumedAfterOneRestart();
+}
+
+// The same node loss with the one word changed: the cohort backend on a pool of two reducers.
+// Every replica on the lost node dies with it (a reducer may share worker-0's node); the
+// survivors' all-reduces fail naming the lost rank or a reducer, and the job resumes as under gloo.
+TEST_F(TorchDdpTest, CohortBackendNodeLossRestartsTheJobOnceFromItsCheckpoint) {
+  if (std::string(COHORT_PYTHON_DIR).empty()) {
+    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
+  }
+  StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
+  JobOptions options;
+  options.backend = "cohort";
+  options.reducers = 2;
+  Submit("cohort_node_loss", options);
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const std::string node = NodeOf("worker-0");  // RANK=1
+  ASSERT_FALSE(node.empty());
+  for (const std::string replica : {"worker-0", "reducer-0", "reducer-1"}) {
+    if (NodeOf(replica) == node) {
+      ASSERT_TRUE(KillReplicaGroup(replica)) << replica;
+    }
+  }
+  cluster_->agent(node).Kill();
+  ExpectResumedAfterOneRestart();
+  EXPECT_NE(ReplicaLog("chief-0").find("backend cohort"), std::string::npos);
 }
 
 TEST_F(TorchDdpTest, PreemptedAgentRestartsTheJobOnceFromItsCheckpoint) {
