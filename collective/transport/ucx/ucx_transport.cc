@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collective/same_host.h"
+#include "collective/transport/ucx/ucx_support.h"
 #include "common/logging.h"
 
 namespace cohort::collective {
@@ -40,74 +41,6 @@ const Tag kHelloTag = MakeTag((1u << kTagSeqBits) - 1, (1u << kTagStepBits) - 2)
 
 ucp_tag_t WireTag(int sender, Tag tag) {
   return (static_cast<ucp_tag_t>(sender) << kRankShift) | (tag & kTagMask);
-}
-
-Status FromUcs(ucs_status_t status, const std::string& what) {
-  std::string m = what + ": " + ucs_status_string(status);
-  switch (status) {
-    case UCS_OK:
-      return Status::Ok();
-    case UCS_ERR_CANCELED:
-      return Cancelled(m);
-    case UCS_ERR_MESSAGE_TRUNCATED:
-      return DataLoss(m);
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_UNREACHABLE:
-    case UCS_ERR_IO_ERROR:
-    case UCS_ERR_REJECTED:
-    case UCS_ERR_NOT_CONNECTED:
-      return Unavailable(m);
-    case UCS_ERR_TIMED_OUT:
-      return DeadlineExceeded(m);
-    default:
-      return Internal(m);
-  }
-}
-
-// Published value: "<pid>\n<host identity>\n<UCX worker address bytes>".
-std::string EncodeAddress(const std::string& ucx_address) {
-  return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + ucx_address;
-}
-
-bool DecodeAddress(const std::string& value, int* pid, std::string* host,
-                   std::string* ucx_address) {
-  const auto a = value.find('\n');
-  if (a == std::string::npos) return false;
-  const auto b = value.find('\n', a + 1);
-  if (b == std::string::npos) return false;
-  *pid = std::atoi(value.substr(0, a).c_str());
-  *host = value.substr(a + 1, b - a - 1);
-  *ucx_address = value.substr(b + 1);
-  return true;
-}
-
-// Whether UCX_TLS leaves UCX a transport that can report a dead peer (tcp or an RDMA one). With
-// only shared memory, asking for the peer error mode fails (and UCX logs an error), so same-host
-// endpoints go straight to mode none plus PID liveness checks.
-bool PeerFailureTransportsEnabled() {
-  const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
-  const std::string list = std::string(",") + tls + ",";
-  for (const char* t : {"all", "tcp", "rc", "ud", "dc", "ib", "rc_x", "ud_x", "dc_x", "rc_v",
-                        "ud_v", "rc_mlx5", "ud_mlx5"}) {
-    if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
-  }
-  return false;
-}
-
-// Whether UCX_TLS leaves UCX a shared-memory transport (posix, sysv, cma, ...). Those cannot
-// report a dead peer, so UCX never picks them for an endpoint created with the peer error mode:
-// same-host endpoints must ask for mode none (and rely on PID checks) to get shared memory at all;
-// with the peer mode they silently fall back to loopback tcp, 3x slower on one host.
-bool SharedMemoryTransportsEnabled() {
-  const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
-  const std::string list = std::string(",") + tls + ",";
-  for (const char* t : {"all", "sm", "shm", "mm", "posix", "sysv", "cma", "knem", "xpmem"}) {
-    if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
-  }
-  return false;
 }
 
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);

@@ -1,0 +1,61 @@
+#include "collective/transport/ucx/ucx_support.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "collective/same_host.h"
+
+namespace cohort::collective {
+
+Status FromUcs(ucs_status_t status, const std::string& what) {
+  if (status == UCS_OK) return Status::Ok();
+  const std::string m = what + ": " + ucs_status_string(status);
+  for (ucs_status_t gone : {UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_CONNECTION_RESET, UCS_ERR_UNREACHABLE,
+                            UCS_ERR_IO_ERROR, UCS_ERR_REJECTED, UCS_ERR_NOT_CONNECTED}) {
+    if (status == gone) return Unavailable(m);
+  }
+  if (status == UCS_ERR_CANCELED) return Cancelled(m);
+  if (status == UCS_ERR_MESSAGE_TRUNCATED) return DataLoss(m);
+  if (status == UCS_ERR_TIMED_OUT) return DeadlineExceeded(m);
+  return Internal(m);
+}
+
+std::string EncodeAddress(const std::string& ucx_address) {
+  return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + ucx_address;
+}
+
+bool DecodeAddress(const std::string& value, int* pid, std::string* host,
+                   std::string* ucx_address) {
+  const auto a = value.find('\n');
+  if (a == std::string::npos) return false;
+  const auto b = value.find('\n', a + 1);
+  if (b == std::string::npos) return false;
+  *pid = std::atoi(value.substr(0, a).c_str());
+  *host = value.substr(a + 1, b - a - 1);
+  *ucx_address = value.substr(b + 1);
+  return true;
+}
+
+bool PeerFailureTransportsEnabled() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
+  const std::string list = std::string(",") + tls + ",";
+  for (const char* t : {"all", "tcp", "rc", "ud", "dc", "ib", "rc_x", "ud_x", "dc_x", "rc_v",
+                        "ud_v", "rc_mlx5", "ud_mlx5"}) {
+    if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool SharedMemoryTransportsEnabled() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0' || *tls == '^') return true;
+  const std::string list = std::string(",") + tls + ",";
+  for (const char* t : {"all", "sm", "shm", "mm", "posix", "sysv", "cma", "knem", "xpmem"}) {
+    if (list.find(std::string(",") + t + ",") != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace cohort::collective
