@@ -5,7 +5,6 @@
 #include <deque>
 #include <limits>
 #include <string>
-#include <thread>
 
 #include "collective/algorithms/round_verdicts.h"
 #include "collective/kernels/reduce.h"
@@ -14,10 +13,6 @@ namespace cohort::collective {
 namespace {
 
 size_t ChunkElems(size_t chunk_bytes, size_t es) { return std::max<size_t>(1, chunk_bytes / es); }
-
-// How long a reducer whose round failed before every header came keeps telling the workers whose
-// headers come next (see Failures) before it ends its service.
-constexpr auto kFailureNoticeWindow = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -266,79 +261,52 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
                            " is not a reducer");
   }
   std::vector<RoundHeader> headers(n);
-  std::vector<bool> stopped(n, false);
-  while (true) {
-    // Headers of the next round, one per worker still running, in rank order.
-    std::vector<Request> reqs(n);
-    std::vector<bool> arrived(n, false);
-    // Worker w failed before its header came: the workers already in this round (their headers
-    // here, taken or not) hear which worker failed it (see Failures).
-    auto fail_round = [&](int w, const Status& got) {
-      lost_worker_ = -1;
-      (void)Blame(w, got);
-      // Each other worker hears it as its header comes, for up to kFailureNoticeWindow.
-      const Deadline until = SteadyClock::now() + kFailureNoticeWindow;
-      std::vector<bool> told(n, false);
-      while (true) {
-        bool waiting = false;
-        for (int v = 0; v < n; ++v) {
-          if (v == w || v == lost_worker_ || stopped[v] || told[v]) continue;
-          if (!reqs[v].valid()) {
-            // Refused after the failure poisoned the transport: a header already here is taken.
-            auto recv = transport_.Irecv(v, MakeTag(0, kHeaderStep),
-                                         MutableBytes{&headers[v], sizeof(RoundHeader)});
-            if (!recv.ok()) {
-              waiting = true;
-              continue;
-            }
-            reqs[v] = std::move(*recv);
-          }
-          if (!arrived[v]) {
-            if (!reqs[v].Poll(SteadyClock::now())) {
-              waiting = true;
-              continue;
-            }
-            arrived[v] = true;
-            if (!reqs[v].Wait(SteadyClock::now()).ok()) headers[v].kind = RoundHeader::kStop;
-          }
-          told[v] = true;
-          if (headers[v].magic == RoundHeader::kMagic && headers[v].kind == RoundHeader::kRound)
-            SendAbort(v, headers[v].seq, lost_worker_, got.code());
-        }
-        if (!waiting || stop.load() || SteadyClock::now() >= until) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      return got.WithContext("reducer " + std::to_string(index_) + ": waiting for worker " +
-                             std::to_string(w));
-    };
-    int unposted = -1;
-    Status post_error;
-    for (int w = 0; w < n; ++w) {
-      if (stopped[w]) continue;
-      auto recv = transport_.Irecv(w, MakeTag(0, kHeaderStep),
-                                   MutableBytes{&headers[w], sizeof(RoundHeader)});
-      if (recv.ok()) {
-        reqs[w] = std::move(*recv);
-      } else if (unposted < 0) {
-        unposted = w;
-        post_error = recv.status();
+  incoming_.assign(n, RoundHeader());
+  header_reqs_.clear();
+  header_reqs_.resize(n);
+  stopped_.assign(n, false);
+  std::vector<bool> arrived(n, false);
+  // Worker w failed before its header came: the others hear which worker failed (see Failures),
+  // those whose header is here at once.
+  auto fail = [&](int w, const Status& error) {
+    lost_worker_ = -1;
+    const Status got = Blame(w, error);
+    std::vector<bool> told(n, false);
+    for (int v = 0; v < n; ++v) {
+      if (!arrived[v] || v == lost_worker_ || v == w) continue;
+      if (headers[v].kind == RoundHeader::kStop) {
+        stopped_[v] = true;
+      } else if (headers[v].magic == RoundHeader::kMagic) {
+        SendAbort(v, headers[v].seq, lost_worker_, got.code());
+        told[v] = true;
       }
     }
-    if (unposted >= 0) return fail_round(unposted, post_error);
+    return Linger(lost_worker_, got, told, stop)
+        .WithContext("reducer " + std::to_string(index_) + ": waiting for worker " +
+                     std::to_string(w));
+  };
+  while (true) {
+    // Headers of the next round, one per worker still running (posted as the round before began).
+    arrived.assign(n, false);
+    Status post_error;
+    if (const int w = PostHeaderReceives(&post_error); w >= 0) return fail(w, post_error);
     // Headers are taken as they arrive, so a stop is answered at once whatever order the workers
     // finish in (the worker waits for that answer before it closes), then checked in rank order.
-    int missing = static_cast<int>(std::count(stopped.begin(), stopped.end(), false));
+    int missing = static_cast<int>(std::count(stopped_.begin(), stopped_.end(), false));
     while (missing > 0) {
       for (int w = 0; w < n; ++w) {
-        if (stopped[w] || arrived[w]) continue;
+        if (stopped_[w] || arrived[w]) continue;
         // Idle wait: no deadline between rounds, but stay responsive to `stop` and dead peers.
-        if (!reqs[w].Poll(SteadyClock::now() + options_.poll_interval)) {
+        if (!header_reqs_[w].Poll(SteadyClock::now() + options_.poll_interval)) {
           if (stop.load()) return Cancelled("reducer stopped");
           continue;
         }
         arrived[w] = true;
         --missing;
-        if (Status got = reqs[w].Wait(SteadyClock::now()); !got.ok()) return fail_round(w, got);
+        const Status got = header_reqs_[w].Wait(SteadyClock::now());
+        header_reqs_[w] = Request();
+        if (!got.ok()) return fail(w, got);
+        headers[w] = incoming_[w];
         if (headers[w].magic != RoundHeader::kMagic)
           return DataLoss("reducer: bad round header from worker " + std::to_string(w));
         if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
@@ -351,7 +319,7 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
       if (!arrived[w]) continue;
       const RoundHeader& h = headers[w];
       if (h.kind == RoundHeader::kStop) {
-        stopped[w] = true;
+        stopped_[w] = true;
         continue;
       }
       if (!round) {
@@ -361,9 +329,10 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         odd = w;
       }
     }
-    if (std::all_of(stopped.begin(), stopped.end(), [](bool b) { return b; })) return Status::Ok();
+    if (std::all_of(stopped_.begin(), stopped_.end(), [](bool b) { return b; }))
+      return Status::Ok();
     if (!round) continue;
-    if (std::any_of(stopped.begin(), stopped.end(), [](bool b) { return b; })) {
+    if (std::any_of(stopped_.begin(), stopped_.end(), [](bool b) { return b; })) {
       return Aborted("reducer: some workers stopped while others started a round");
     }
     if (odd >= 0) {
@@ -372,15 +341,35 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
                              std::to_string(odd) + " sent " + DescribeRound(headers[odd]) +
                              ", the first worker of the round " + DescribeRound(*round));
     }
+    // The next round's headers are listened for while this one is served: a worker that fails
+    // meanwhile, or whose next call comes first (an overlapped call), is then seen (Failures). A
+    // refused receive is the round's failure too, which it meets.
+    (void)PostHeaderReceives(&post_error);
     lost_worker_ = -1;
     if (Status s = ServeRound(*round); !s.ok()) {
-      if (lost_worker_ >= 0) SendAborts(round->seq, lost_worker_, s.code());
-      return s;
+      if (lost_worker_ < 0) return s;
+      SendAborts(round->seq, lost_worker_, s.code());
+      return Linger(lost_worker_, s, std::vector<bool>(n, true), stop);
     }
     COHORT_RETURN_IF_ERROR(SendVerdicts(headers, first, odd));
     for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.round_timeout);
+    verdict_sends_.clear();
     ++rounds_;
   }
+}
+
+int ReductionServer::PostHeaderReceives(Status* error) {
+  for (int w = 0; w < options_.num_workers; ++w) {
+    if (stopped_[w] || header_reqs_[w].valid()) continue;
+    auto recv = transport_.Irecv(w, MakeTag(0, kHeaderStep),
+                                 MutableBytes{&incoming_[w], sizeof(RoundHeader)});
+    if (!recv.ok()) {
+      *error = recv.status();
+      return w;
+    }
+    header_reqs_[w] = std::move(*recv);
+  }
+  return -1;
 }
 
 Status ReductionServer::SendVerdicts(const std::vector<RoundHeader>& headers, int first, int odd) {
@@ -411,37 +400,19 @@ Status ReductionServer::SendVerdicts(const std::vector<RoundHeader>& headers, in
   return Status::Ok();
 }
 
-void ReductionServer::SendAborts(uint32_t seq, int lost, StatusCode code) {
-  for (int w = 0; w < options_.num_workers; ++w) {
-    if (w != lost) SendAbort(w, seq, lost, code);
-  }
-}
-
-void ReductionServer::SendAbort(int to, uint32_t seq, int lost, StatusCode code) {
-  verdicts_.resize(options_.num_workers);
-  verdicts_[to] = AbortVerdict(lost, code);
-  auto send = transport_.IsendNotice(to, MakeTag(seq, kVerdictStep),
-                                     ConstBytes{&verdicts_[to], sizeof(RoundHeader)});
-  // The reducer stops serving next: give the verdict a moment to leave first.
-  if (send.ok()) (void)send->Wait(SteadyClock::now() + options_.poll_interval);
-}
-
 Status ReductionServer::Blame(int w, Status s) {
   if (s.ok() || lost_worker_ >= 0) return s;
   // A worker the transport knows to be gone is the cause, whichever request noticed first (after
   // it, requests to the others are refused too); else the worker of the failed request.
   const int gone = transport_.gone_peer();
-  lost_worker_ = gone >= 0 && gone < options_.num_workers ? gone : w;
-  return s;
-}
-
-void ReductionServer::AnswerStop(int worker) {
-  RoundHeader answer;
-  answer.kind = RoundHeader::kStop;
-  // Best effort: a worker that is already gone needs no answer.
-  auto send =
-      transport_.Isend(worker, MakeTag(0, kHeaderStep), ConstBytes{&answer, sizeof(answer)});
-  if (send.ok()) (void)send->Wait(SteadyClock::now() + options_.poll_interval);
+  if (gone < 0 || gone >= options_.num_workers) {
+    lost_worker_ = w;
+    return s;
+  }
+  lost_worker_ = gone;
+  // Then the error is its being gone, even where a refused request says only "poisoned".
+  if (s.code() == StatusCode::kUnavailable) return s;
+  return Unavailable("worker " + std::to_string(gone) + " is gone (" + s.message() + ")");
 }
 
 Status ReductionServer::ServeRound(const RoundHeader& header) {

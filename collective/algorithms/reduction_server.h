@@ -28,10 +28,24 @@
 //
 // Failures: a reducer whose round fails because of one worker (gone: kUnavailable; silent past the
 // round timeout: kDeadlineExceeded) answers every other worker with kAbort naming that worker and
-// the code, before it ends its service (a failure before every header of the round came: each
-// worker whose header comes within 2 s). The others then fail at once with that code, naming the
-// worker that failed, rather than blaming the reducer (which stops serving) or waiting out their
-// deadline. round_verdicts.h holds the worker's side.
+// the code, so the others fail at once with that code, naming the worker that failed, rather than
+// blaming the reducer or waiting out their deadline. It then lingers (ReductionServer::Linger):
+// it answers each later round header with kAbort too, so a worker that was computing when the
+// other died hears of it at its next call, however late, until every other worker has been told,
+// has stopped or is gone, or `stop` is set; at most ReductionServerOptions::failure_linger (30 s by
+// default), and 0.5 s more for a header already on its way (an overlapped call) where a receive is
+// still posted. Only then does it end its service. A worker posts a round's verdict receive before
+// its header, so an abort never comes before its receive (one for a call the worker abandoned
+// meanwhile is never received; it is dropped when the worker's transport closes).
+// Lingering is safe for a reducer process (cohort-reducer under Cohort's job controller, python -m
+// cohort.torch.reducer under torchrun): whatever the workers do next ends it at once (restarted
+// workers' old processes are gone; a worker that calls again is told, one that closes cleanly
+// stops), and only a worker that neither calls, stops nor exits keeps it waiting, which delays
+// that worker's own rebuild by at most failure_linger, within the connect timeout (60 s by
+// default). Past the linger a worker's next call still fails at once naming the dead worker where
+// its own transport saw it go (every worker has an endpoint to every other; round_verdicts.h).
+// Closing the transport right after the notices cannot drop them: the UCX transport takes in what
+// its peers still send before it closes (ucx_transport.h).
 //
 // Wire compression (AllreduceOptions::wire_type kBF16 or kF16, for kF32 data): a worker rounds
 // each chunk to the wire type just before sending it (half the bytes), the reducer widens the n
@@ -131,6 +145,8 @@ struct ReductionServerOptions {
   std::chrono::milliseconds round_timeout{60000};
   // How often an idle reducer checks `stop` while waiting for the next round.
   std::chrono::milliseconds poll_interval{100};
+  // How long a reducer that lost a worker may linger telling the others (see Failures).
+  std::chrono::milliseconds failure_linger{30000};
 };
 
 // ReductionServer is the reducer side: it owns the reducer's chunk buffers and serves rounds on a
@@ -142,7 +158,8 @@ class ReductionServer {
   ReductionServer(Transport& transport, ReductionServerOptions options);
 
   // Serves rounds until every worker sent kStop (returns OK), `stop` becomes true (kCancelled),
-  // or a worker is gone or a round fails (that error: kUnavailable, kDeadlineExceeded, ...).
+  // or a worker is gone or a round fails (that error: kUnavailable, kDeadlineExceeded, ...; after
+  // lingering, see Failures).
   Status Serve(const std::atomic<bool>& stop);
   // Rounds served so far.
   uint64_t rounds() const { return rounds_; }
@@ -150,7 +167,8 @@ class ReductionServer {
  private:
   // Serves one round; a failure caused by one worker sets lost_worker_ to it.
   Status ServeRound(const RoundHeader& header);
-  // `s`, after noting that worker `w` caused it (when it is an error).
+  // `s`, after noting that worker `w` caused it (when it is an error), or rather a worker the
+  // transport knows to be gone (then kUnavailable).
   Status Blame(int w, Status s);
   // Answers each worker's header of a round (see Agreement): accepted when `odd` < 0, else each
   // worker is rejected quoting a call that differs from its own (worker `odd`'s or `first`'s).
@@ -161,6 +179,12 @@ class ReductionServer {
   void SendAbort(int to, uint32_t seq, int lost, StatusCode code);
   // Answers worker `worker`'s stop (see SendStopToReducers); best effort.
   void AnswerStop(int worker);
+  // Posts a header receive for each running worker that has none; returns the first worker whose
+  // receive was refused (its error in `error`), or -1.
+  int PostHeaderReceives(Status* error);
+  // Worker `lost` failed this generation with `why` (the workers in `told` already know): tells
+  // the others as their headers come (see Failures); returns `why`.
+  Status Linger(int lost, const Status& why, std::vector<bool> told, const std::atomic<bool>& stop);
 
   Transport& transport_;
   ReductionServerOptions options_;
@@ -171,6 +195,9 @@ class ReductionServer {
   std::vector<float> widened_;              // wire compression: one chunk's float32 reduction
   std::vector<RoundHeader> verdicts_;       // this round's answer to each worker
   std::vector<Request> verdict_sends_;
+  std::vector<RoundHeader> incoming_;  // each worker's next header, as it arrives
+  std::vector<Request> header_reqs_;   // the receive of each worker's next header
+  std::vector<bool> stopped_;          // workers that sent kStop
 };
 
 }  // namespace cohort::collective

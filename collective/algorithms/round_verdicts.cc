@@ -1,12 +1,21 @@
 #include "collective/algorithms/round_verdicts.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace cohort::collective {
 namespace {
 
 // How long a worker waits on a chunk before it looks at its verdicts again, while one is due.
 constexpr auto kVerdictWatchSlice = std::chrono::milliseconds(10);
+// How long a lingering reducer that has told every worker still listens for a header already on
+// its way (an overlapped call). Short: over shared memory a worker abandoning the failed call's
+// sends waits until the reducer, closing, takes them in (ucx_transport.cc, DrainInputLocked).
+constexpr auto kSettle = std::chrono::milliseconds(500);
+// How long a reducer that stops lingering waits for its notices to leave.
+constexpr auto kNoticeSendWait = std::chrono::seconds(2);
+// How often a lingering reducer looks for headers.
+constexpr auto kLingerPoll = std::chrono::milliseconds(5);
 
 }  // namespace
 
@@ -40,6 +49,89 @@ RoundHeader AbortVerdict(int worker, StatusCode code) {
   return v;
 }
 
+void ReductionServer::SendAborts(uint32_t seq, int lost, StatusCode code) {
+  for (int w = 0; w < options_.num_workers; ++w) {
+    if (w != lost) SendAbort(w, seq, lost, code);
+  }
+}
+
+void ReductionServer::SendAbort(int to, uint32_t seq, int lost, StatusCode code) {
+  verdicts_.resize(options_.num_workers);
+  verdicts_[to] = AbortVerdict(lost, code);  // the same bytes for every round of this failure
+  auto send = transport_.IsendNotice(to, MakeTag(seq, kVerdictStep),
+                                     ConstBytes{&verdicts_[to], sizeof(RoundHeader)});
+  // Waited for as the reducer stops lingering (an abandoned send to a live worker might be
+  // withdrawn by closing its endpoint, and the notice with it).
+  if (send.ok()) verdict_sends_.push_back(std::move(*send));
+}
+
+void ReductionServer::AnswerStop(int worker) {
+  RoundHeader answer;
+  answer.kind = RoundHeader::kStop;
+  // Best effort: a worker that is already gone needs no answer. A notice: a lingering reducer's
+  // transport is poisoned, and the worker still waits for the answer.
+  auto send =
+      transport_.IsendNotice(worker, MakeTag(0, kHeaderStep), ConstBytes{&answer, sizeof(answer)});
+  if (send.ok()) (void)send->Wait(SteadyClock::now() + options_.poll_interval);
+}
+
+Status ReductionServer::Linger(int lost, const Status& why, std::vector<bool> told,
+                               const std::atomic<bool>& stop) {
+  const int n = options_.num_workers;
+  const StatusCode code = why.code();
+  std::vector<bool> gone(n, false);
+  if (lost >= 0 && lost < n) gone[lost] = true;
+  const Deadline limit = SteadyClock::now() + options_.failure_linger;
+  Deadline settle = Deadline::max();  // set once every other worker has heard
+  while (!stop.load() && SteadyClock::now() < limit) {
+    bool waiting = false;     // a worker not yet told that may still call
+    Request* live = nullptr;  // a receive still posted (polling it drives the transport)
+    for (int v = 0; v < n; ++v) {
+      if (gone[v] || stopped_[v]) continue;
+      Request& r = header_reqs_[v];
+      if (!r.valid()) {
+        // Refused while the transport is poisoned, unless the header is already here.
+        auto recv = transport_.Irecv(v, MakeTag(0, kHeaderStep),
+                                     MutableBytes{&incoming_[v], sizeof(RoundHeader)});
+        if (recv.ok()) r = std::move(*recv);
+      }
+      if (r.valid() && r.Poll(SteadyClock::now())) {
+        const Status got = r.Wait(SteadyClock::now());
+        r = Request();
+        const RoundHeader& h = incoming_[v];
+        if (!got.ok() || h.magic != RoundHeader::kMagic) {
+          gone[v] = true;  // gone (or talking nonsense): nothing more to tell it
+        } else if (h.kind == RoundHeader::kStop) {
+          AnswerStop(v);
+          stopped_[v] = true;
+        } else {
+          SendAbort(v, h.seq, lost, code);
+          told[v] = true;
+        }
+        --v;  // its next header may be here already
+        continue;
+      }
+      if (!told[v]) waiting = true;
+      if (r.valid()) live = &r;
+    }
+    const auto now = SteadyClock::now();
+    if (!waiting) {
+      if (live == nullptr) break;
+      if (settle == Deadline::max()) settle = now + kSettle;
+      if (now >= settle) break;
+    }
+    if (live != nullptr) {
+      (void)live->Poll(now + kLingerPoll);
+    } else {
+      std::this_thread::sleep_for(kLingerPoll);
+    }
+  }
+  const Deadline sent_by = SteadyClock::now() + kNoticeSendWait;
+  for (Request& r : verdict_sends_) (void)r.Wait(sent_by);
+  verdict_sends_.clear();
+  return why;
+}
+
 RoundVerdicts::RoundVerdicts(Transport& transport, int num_workers, int num_reducers,
                              const RoundHeader& mine)
     : transport_(transport),
@@ -50,7 +142,15 @@ RoundVerdicts::RoundVerdicts(Transport& transport, int num_workers, int num_redu
       answered_(num_reducers, false),
       pending_(num_reducers) {}
 
+Status RoundVerdicts::GoneWorker() const {
+  const int gone = transport_.gone_peer();
+  if (gone < 0 || gone >= n_ || gone == transport_.rank()) return Status::Ok();
+  return Unavailable("all-reduce: worker " + std::to_string(gone) +
+                     " is gone (this worker's transport lost it)");
+}
+
 Status RoundVerdicts::Post() {
+  COHORT_RETURN_IF_ERROR(GoneWorker());
   for (size_t r = 0; r < recvs_.size(); ++r) {
     COHORT_ASSIGN_OR_RETURN(recvs_[r],
                             transport_.Irecv(Reducer(r), MakeTag(mine_.seq, kVerdictStep),
@@ -102,6 +202,7 @@ Status RoundVerdicts::WaitWatching(Request& request, Deadline deadline, const st
   }
   Status s = request.Wait(deadline);
   if (!s.ok() && !all_answered()) COHORT_RETURN_IF_ERROR(Check(SteadyClock::now()));
+  if (!s.ok()) COHORT_RETURN_IF_ERROR(GoneWorker());
   return s.WithContext(what);
 }
 
@@ -109,6 +210,7 @@ Status RoundVerdicts::CheckAll(Deadline deadline) {
   COHORT_RETURN_IF_ERROR(Check(deadline));
   for (size_t r = 0; r < recvs_.size(); ++r) {
     if (!answered_[r]) {
+      COHORT_RETURN_IF_ERROR(GoneWorker());
       return DeadlineExceeded("all-reduce: no verdict from " + ReducerName(Reducer(r), n_));
     }
   }

@@ -27,6 +27,9 @@ class RoundVerdicts {
  public:
   RoundVerdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine);
 
+  // Posts the receives; fails at once, naming it, when this worker's transport already knows a
+  // worker to be gone (the call could not complete: a reducer that lingered past
+  // failure_linger would no longer tell).
   Status Post();
   bool all_answered() const { return pending_ == 0; }
 
@@ -37,7 +40,8 @@ class RoundVerdicts {
 
   // Waits for `request` until `deadline`; while a verdict is due, in slices that look at the
   // verdicts, so a rejected or aborted call fails at once. A verdict also explains a failed
-  // request (the reducer that gave it stops serving); other errors of the request get `what`.
+  // request (the reducer that gave it stops serving), or else a worker this worker's transport
+  // knows to be gone; other errors of the request get `what`.
   Status WaitWatching(Request& request, Deadline deadline, const std::string& what);
 
   // Every verdict, each waited for until `deadline`.
@@ -45,6 +49,8 @@ class RoundVerdicts {
 
  private:
   int Reducer(size_t r) const { return n_ + static_cast<int>(r); }
+  // kUnavailable naming a worker this worker's transport knows to be gone; else OK.
+  Status GoneWorker() const;
 
   Transport& transport_;
   const int n_;

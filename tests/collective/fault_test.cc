@@ -2,11 +2,14 @@
 // messages, make every survivor return an error no later than its deadline; nothing hangs.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
 #include "collective/transport/faulty_transport.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "tests/collective/test_util.h"
+#include "tests/testing/process.h"
 
 namespace cohort::collective {
 namespace {
@@ -123,6 +126,106 @@ TEST(FaultTest, DeadWorkerFailsTheReductionServer) {
   for (int r = 4; r < 6; ++r) {
     EXPECT_FALSE(out[r].status.ok()) << "reducer " << r - 4;
     EXPECT_LT(out[r].elapsed, 5 * (kDeadline + kSlack));
+  }
+}
+
+// A worker's transport that never reports a gone peer (a test double): the worker then learns of
+// a dead peer only from the reducers.
+class BlindTransport final : public Transport {
+ public:
+  explicit BlindTransport(Transport& base) : base_(base) {}
+  int rank() const override { return base_.rank(); }
+  int size() const override { return base_.size(); }
+  std::string name() const override { return "blind(" + base_.name() + ")"; }
+  const Placement& placement() const override { return base_.placement(); }
+  StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
+    return base_.Isend(peer, tag, data);
+  }
+  StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
+    return base_.Irecv(peer, tag, data);
+  }
+
+ private:
+  Transport& base_;
+};
+
+// 3 workers and 2 reducers make one all-reduce; then worker 1 dies and the others, after a pause
+// well past the reducers' old 2 s notice window, make the next (deadline 60 s). Returns each
+// rank's status of that call (reducers: Serve's). `blind`: the survivors' transports do not
+// report the dead worker; `linger`: the reducers' failure_linger.
+std::vector<Status> DieBetweenRounds(bool blind, milliseconds linger) {
+  constexpr int kWorkers = 3, kReducers = 2, kVictim = 1;
+  LoopbackFabric fabric(kWorkers + kReducers);
+  std::vector<std::unique_ptr<Transport>> base, blinded;
+  for (int r = 0; r < kWorkers + kReducers; ++r) {
+    base.push_back(fabric.CreateTransport(r));
+    blinded.push_back(std::make_unique<BlindTransport>(*base.back()));
+  }
+  std::vector<Status> out(kWorkers + kReducers);
+  std::atomic<bool> stop{false};
+  std::atomic<int> first_done{0}, workers_done{0};
+  testing::RunRanks(kWorkers + kReducers, [&](int r) {
+    if (r >= kWorkers) {
+      ReductionServerOptions so;
+      so.num_workers = kWorkers;
+      so.num_reducers = kReducers;
+      so.failure_linger = linger;
+      out[r] = ReductionServer(*base[r], so).Serve(stop);
+      return;
+    }
+    Transport& t = blind && r != kVictim ? *blinded[r] : *base[r];
+    std::vector<char> data = testing::MakeInput(DataType::kF32, r, 50000);
+    AllreduceOptions o;
+    o.data = data.data();
+    o.count = 50000;
+    o.chunk_bytes = 8192;
+    o.num_workers = kWorkers;
+    o.num_reducers = kReducers;
+    o.deadline = SteadyClock::now() + milliseconds(60000);
+    out[r] = ReductionServerAllreduce(t, o);
+    ++first_done;
+    if (r == kVictim) {
+      // Dies once every worker has its result (its last act).
+      (void)cohort::testing::WaitUntil([&] { return first_done.load() == kWorkers; },
+                                       milliseconds(60000));
+      fabric.Kill(kVictim);
+    } else if (out[r].ok()) {
+      std::this_thread::sleep_for(milliseconds(4000));
+      o.seq = 1;
+      o.deadline = SteadyClock::now() + milliseconds(60000);
+      out[r] = ReductionServerAllreduce(t, o);
+    }
+    if (++workers_done == kWorkers) stop.store(true);  // a reducer may still linger
+  });
+  return out;
+}
+
+// The reducers keep telling: a survivor's next call, made long after the death, fails naming the
+// dead worker, as the reducers told it (its own transport is blind), not blaming a reducer.
+TEST(FaultTest, WorkerDeadBetweenRoundsIsNamedByTheLingeringReducers) {
+  auto out = DieBetweenRounds(/*blind=*/true, milliseconds(30000));
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
+        << "worker " << r << ": " << out[r].ToString();
+    EXPECT_NE(out[r].message().find("worker 1 is gone (reducer"), std::string::npos)
+        << "worker " << r << ": " << out[r].ToString();
+  }
+  for (int r : {3, 4}) {
+    EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
+        << "reducer " << r - 3 << ": " << out[r].ToString();
+    EXPECT_NE(out[r].message().find("worker 1"), std::string::npos) << out[r].ToString();
+  }
+}
+
+// Past failure_linger the reducers are gone, and a survivor's next call fails at once naming the
+// dead worker its own transport saw go (RoundVerdicts::Post).
+TEST(FaultTest, WorkerDeadBetweenRoundsIsNamedPastTheLinger) {
+  auto out = DieBetweenRounds(/*blind=*/false, milliseconds(100));
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
+        << "worker " << r << ": " << out[r].ToString();
+    EXPECT_NE(out[r].message().find("worker 1 is gone (this worker's transport"), std::string::npos)
+        << "worker " << r << ": " << out[r].ToString();
   }
 }
 

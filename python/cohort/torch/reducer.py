@@ -11,6 +11,11 @@ the next free one) and serves all-reduce rounds until the workers leave; then it
 session (a torchrun restart, a new process group) for --rejoin seconds. It ends then, when the store
 goes away (rank 0 hosted it and exited), or on SIGTERM/SIGINT. Inside a Cohort job the agent starts cohort-reducer for the job's reducer pool
 instead. Exit status: 0 when the workers left cleanly or on a signal, 1 on an error.
+
+A worker that dies is named to the others: the reducer lingers, answering each later all-reduce
+with "worker N is gone", until every other worker has heard, left or exited, or 30 s at most (a
+torchrun restart kills the old workers, which ends it at once), before it waits for the next
+session; see collective/algorithms/reduction_server.h, "Failures".
 """
 
 import argparse
