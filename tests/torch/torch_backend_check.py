@@ -36,7 +36,11 @@ exits 0 when every worker did. Scenarios:
                 processes, as an agent starts them): the default group joins the job's store and
                 reducer pool, subgroups torch's store
   dead-peer-reducers  a rank dies while the others' all-reduces on the Reduction Server wait for
-                it: they fail within the timeout, the first naming the dead rank
+                it: they fail within the timeout, the first naming the dead rank (over TCP;
+                dead-peer-reducers-sm: over one host's shared memory)
+  dead-peer-between  a rank dies between steps while the others compute for 4 s: their next
+                all-reduce on the Reduction Server raises naming it, not at the group's timeout
+                (over TCP; dead-peer-between-sm: over one host's shared memory)
   dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
                 the timeout naming it, and later operations fail at once
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
@@ -764,14 +768,14 @@ def scenario_no_join():
     return check.finish()
 
 
-def dead_peer_start():
+def dead_peer_start(timeout_s=FAIL_TIMEOUT_S):
     """The dead-peer scenarios' start: a group with a short timeout, one all-reduce that works.
     Returns (torch, dist, check, rank, victim)."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
 
-    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
     t = torch.ones(1000)
@@ -818,6 +822,26 @@ def scenario_dead_peer_reducers():
     check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the errors took {took:.1f} s, past the timeout")
     first = texts[0] or ""
     check.expect(f"worker {victim} is gone" in first, f"the first error names worker {victim}: {first}")
+    return check.finish()
+
+
+def scenario_dead_peer_between():
+    """A worker dies between steps while the others compute (sleep 4 s, past the reducers' former
+    2 s notice window): their next all-reduce on the Reduction Server raises naming the dead rank,
+    long before the group's 60 s timeout (a reducer that ended its service would have been blamed
+    over TCP, and waited out the timeout over shared memory)."""
+    torch, dist, check, rank, victim = dead_peer_start(timeout_s=60)
+    store = dist.distributed_c10d._get_default_store()
+    if rank == victim:
+        # Dies once the others have their results (their first all-reduce returned).
+        store.wait([f"between/{r}" for r in range(dist.get_world_size()) if r != victim])
+        os._exit(VICTIM_EXIT)  # die without saying goodbye
+    store.set(f"between/{rank}", "done")
+    time.sleep(4)
+    start = time.time()
+    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(1 << 20)), ["cohort", f"worker {victim} is gone"],
+                               "the next allreduce after a rank died between steps")
+    print(f"the next allreduce failed after {time.time() - start:.1f} s: {text}", flush=True)
     return check.finish()
 
 
@@ -1029,11 +1053,17 @@ SCENARIOS = {
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
-    # Over TCP, as between hosts: on one host over shared memory the survivors' sends to reducers
-    # that stopped reading take their 2 s abandonment grace first (about 6 s in all; 34 s before
-    # the transport stopped granting it to every request in turn).
+    # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
                            scenario_dead_peer_reducers),
+    # The same over UCX's default transports on one host (shared memory): the survivors' sends to
+    # the reducers, rendezvous, complete as each reducer takes in what it was sent before it closes.
+    "dead-peer-reducers-sm": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                              scenario_dead_peer_reducers),
+    "dead-peer-between": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
+                          scenario_dead_peer_between),
+    "dead-peer-between-sm": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                             scenario_dead_peer_between),
     "flight-recorder": (2, 0, {}, (), scenario_flight_recorder),
     "flight-recorder-reducers": (2, 1, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                  scenario_flight_recorder),
@@ -1079,8 +1109,8 @@ def main():
         return SKIP
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     if args.workers is not None or args.reducers is not None:
-        if absent or args.scenario in ("dead-peer", "dead-peer-reducers", "silent-peer", "flight-recorder",
-                                       "cohort-job", "bad-use"):
+        if absent or args.scenario.startswith("dead-peer") or args.scenario in ("silent-peer", "flight-recorder",
+                                                                                "cohort-job", "bad-use"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers

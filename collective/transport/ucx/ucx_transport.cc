@@ -6,9 +6,11 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -44,6 +46,12 @@ ucp_tag_t WireTag(int sender, Tag tag) {
 }
 
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+// Closing, the transport takes in what its peers still send until they have been quiet this long
+// (longer after a failure, when peers may still be sending to a call that failed), at most
+// kCloseDrain: see DrainInputLocked.
+constexpr auto kCloseQuiet = std::chrono::milliseconds(20);
+constexpr auto kCloseQuietAfterFailure = std::chrono::milliseconds(500);
+constexpr auto kCloseDrain = std::chrono::milliseconds(2000);
 
 }  // namespace
 
@@ -58,6 +66,7 @@ class UcxTransportImpl {
         eps_(size, nullptr),
         peer_status_(size, UCS_OK),
         peer_pid_(size, 0),
+        peer_mode_(size, false),
         stalled_(size, false) {
     if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
   }
@@ -93,6 +102,11 @@ class UcxTransportImpl {
   // With mu_ held: progresses until `req` completes (then frees it) or `deadline` passes; true if
   // it completed.
   bool DrainLocked(void* req, Deadline deadline);
+  // With mu_ held, before the endpoints close: takes in what the peers still send (see
+  // kCloseQuiet). Over TCP a socket closed with unread input is reset, dropping what this side
+  // still had queued (a reducer's last notices); over shared memory a peer's sends to this rank
+  // complete only as it reads them (a worker abandoning a failed call's sends waits for that).
+  void DrainInputLocked();
 
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
@@ -106,6 +120,9 @@ class UcxTransportImpl {
   SteadyClock::time_point last_event_;     // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
   std::vector<int> peer_pid_;
+  // Endpoints in UCP_ERR_HANDLING_MODE_PEER: only those can be closed by force (UCX refuses it for
+  // the others, whose sends then complete only as the peer reads them).
+  std::vector<bool> peer_mode_;
   std::vector<bool> stalled_;  // guarded by mu_: peers that left an abandoned request undrained
   SteadyClock::time_point last_liveness_check_;  // guarded by mu_
   void CheckLivenessLocked();
@@ -229,6 +246,7 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
       st = ucp_ep_create(worker_, &ep_params, &eps_[peer]);
     }
     if (st != UCS_OK) return FromUcs(st, "connecting to " + options_.rank_name(peer));
+    peer_mode_[peer] = ep_params.err_mode == UCP_ERR_HANDLING_MODE_PEER;
   }
 
   // Hello: every pair exchanges one small message, so all endpoints are wired up in both
@@ -265,9 +283,11 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
 UcxTransportImpl::~UcxTransportImpl() {
   std::lock_guard<std::mutex> lock(mu_);
   if (worker_ != nullptr) {
+    DrainInputLocked();
     std::vector<void*> pending;
     for (int peer = 0; peer < size_; ++peer) {
-      if (eps_[peer] != nullptr) CloseEpLocked(peer, peer_status_[peer] != UCS_OK, &pending);
+      if (eps_[peer] != nullptr)
+        CloseEpLocked(peer, peer_status_[peer] != UCS_OK && peer_mode_[peer], &pending);
     }
     const Deadline deadline = SteadyClock::now() + std::chrono::milliseconds(2000);
     bool closed = true;
@@ -290,6 +310,46 @@ void UcxTransportImpl::CloseEpLocked(int peer, bool force, std::vector<void*>* p
   ucs_status_ptr_t sp = ucp_ep_close_nbx(eps_[peer], &prm);
   eps_[peer] = nullptr;
   if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) pending->push_back(sp);
+}
+
+void UcxTransportImpl::DrainInputLocked() {
+  // Every message nobody received is taken into a buffer of its own and dropped: a rendezvous
+  // send completes only once received (a worker abandoning a failed call's chunks waits for that).
+  struct Taking {
+    void* req;
+    std::unique_ptr<char[]> buffer;
+  };
+  std::vector<Taking> taking;
+  const auto quiet = poisoned_ ? kCloseQuietAfterFailure : kCloseQuiet;
+  const auto start = SteadyClock::now();
+  auto last = start;
+  for (auto now = start; now - last < quiet && now - start < kCloseDrain;
+       now = SteadyClock::now()) {
+    bool busy = ucp_worker_progress(worker_) != 0;
+    ucp_tag_recv_info_t info;
+    while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, 0, 0, /*remove=*/1, &info)) {
+      auto buffer = std::make_unique<char[]>(std::max<size_t>(1, info.length));
+      ucp_request_param_t prm{};
+      ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(worker_, buffer.get(), info.length, msg, &prm);
+      if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) taking.push_back({sp, std::move(buffer)});
+      busy = true;
+    }
+    std::erase_if(taking, [](const Taking& t) {
+      if (ucp_request_check_status(t.req) == UCS_INPROGRESS) return false;
+      ucp_request_free(t.req);
+      return true;
+    });
+    if (busy || !taking.empty()) {
+      last = SteadyClock::now();
+    } else if (ucp_worker_arm(worker_) == UCS_OK) {
+      pollfd pfd{efd_, POLLIN, 0};
+      ::poll(&pfd, 1, 1);
+    }
+  }
+  // A receive still under way may yet write into its buffer: that buffer is left to the process.
+  for (Taking& t : taking) {
+    if (!DrainLocked(t.req, SteadyClock::now())) (void)t.buffer.release();
+  }
 }
 
 bool UcxTransportImpl::DrainLocked(void* req, Deadline deadline) {
@@ -372,17 +432,20 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
   if (ucp_request_check_status(r->req_) == UCS_INPROGRESS) {
     if (r->is_recv_) {
       ucp_request_cancel(worker_, r->req_);
-    } else if (eps_[r->peer_] != nullptr) {
+    } else if (eps_[r->peer_] != nullptr && peer_mode_[r->peer_]) {
       // A send cannot be withdrawn; closing the endpoint by force completes it.
       std::vector<void*> pending;
       CloseEpLocked(r->peer_, true, &pending);
       for (void* req : pending)
         DrainLocked(req, SteadyClock::now() + std::chrono::milliseconds(100));
     }
-    // A send to a dead peer over a transport without peer-failure support may never complete:
-    // give it a moment, then leave it (the peer cannot touch our memory any more). A peer that
-    // already left one undrained gets no more moments: a failed call abandons dozens of requests
-    // (over shared memory, to a reducer that stopped reading, each would wait its 2 s in turn).
+    // A send over shared memory (mode none) completes only as the peer reads it: a live peer does
+    // (a reducer that told this worker of a failure reads until it closes, DrainInputLocked), so
+    // it is waited for, and the caller's buffer is free when the call returns. One to a dead peer,
+    // or to one that stopped reading, may never complete: give it a moment, then leave it (the
+    // peer cannot touch our memory any more; the transport is poisoned, and only what is still
+    // progressed afterwards could read the buffer). A peer that already left one undrained gets
+    // no more moments: a failed call abandons dozens of requests (each would wait in turn).
     const auto grace = stalled_[r->peer_]                 ? std::chrono::milliseconds(0)
                        : peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100)
                                                           : std::chrono::milliseconds(2000);
@@ -503,6 +566,7 @@ int UcxTransport::gone_peer() const { return impl_->GonePeer(); }
 
 int UcxTransportImpl::GonePeer() {
   std::lock_guard<std::mutex> lock(mu_);
+  CheckLivenessLocked();  // a same-host peer that died while nothing waited
   return GonePeerLocked();
 }
 

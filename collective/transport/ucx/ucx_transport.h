@@ -10,7 +10,16 @@
 // endpoint in the peer error mode. Endpoints to same-host peers (same boot, PID and network
 // namespace) therefore use UCP_ERR_HANDLING_MODE_NONE whenever UCX_TLS allows shared memory
 // (unset does), and the transport checks those peers' PIDs (published with the address) every
-// 100 ms while it waits. With UCX_TLS=tcp they keep the peer mode and tcp's own detection.
+// 100 ms while it waits (and when gone_peer() is asked). With UCX_TLS=tcp they keep the peer mode
+// and tcp's own detection. A send on such an endpoint cannot be withdrawn (UCX refuses to close it
+// by force): abandoning one waits for the peer to take it in, up to a grace, see below.
+//
+// Closing: before its endpoints close, the transport takes in, and drops, what its peers still
+// send and what nobody received, until they are quiet (20 ms; 500 ms after a failure; at most
+// 2 s). Over TCP a socket closed with unread input is reset, which drops what this side still had
+// queued (a reducer's last notices); and a peer's rendezvous send completes only once received (a
+// worker abandoning a failed call's chunks to a reducer waits for that, so that the chunks are
+// read before its call returns).
 //
 // Progress: there is no progress thread. A thread that waits on a Request drives the worker
 // (under the transport's mutex), spinning briefly and then sleeping on the worker's event fd.
