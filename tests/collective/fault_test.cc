@@ -24,6 +24,16 @@ struct Outcome {
   SteadyClock::duration elapsed{};
 };
 
+// The options of a reducer of `workers` workers and `reducers` reducers in these tests.
+ReductionServerOptions ReducerOptions(int workers, int reducers) {
+  ReductionServerOptions so;
+  so.num_workers = workers;
+  so.num_reducers = reducers;
+  so.round_timeout = kDeadline;
+  so.poll_interval = milliseconds(20);
+  return so;
+}
+
 // Runs `rounds` all-reduces on each worker; worker/reducer `victim` gets `plan`. Returns each
 // rank's first error (or OK) and when it came, relative to its round's start.
 std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPlan plan,
@@ -39,12 +49,7 @@ std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPl
   std::atomic<int> workers_done{0};
   testing::RunRanks(workers + reducers, [&](int r) {
     if (r >= workers) {
-      ReductionServerOptions so;
-      so.num_workers = workers;
-      so.num_reducers = reducers;
-      so.round_timeout = kDeadline;
-      so.poll_interval = milliseconds(20);
-      ReductionServer server(transport(r), so);
+      ReductionServer server(transport(r), ReducerOptions(workers, reducers));
       const auto start = SteadyClock::now();
       out[r].status = server.Serve(stop);
       out[r].elapsed = SteadyClock::now() - start;
@@ -131,22 +136,10 @@ TEST(FaultTest, DeadWorkerFailsTheReductionServer) {
 
 // A worker's transport that never reports a gone peer (a test double): the worker then learns of
 // a dead peer only from the reducers.
-class BlindTransport final : public Transport {
+class BlindTransport final : public testing::ForwardingTransport {
  public:
-  explicit BlindTransport(Transport& base) : base_(base) {}
-  int rank() const override { return base_.rank(); }
-  int size() const override { return base_.size(); }
-  std::string name() const override { return "blind(" + base_.name() + ")"; }
-  const Placement& placement() const override { return base_.placement(); }
-  StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
-    return base_.Isend(peer, tag, data);
-  }
-  StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
-    return base_.Irecv(peer, tag, data);
-  }
-
- private:
-  Transport& base_;
+  using ForwardingTransport::ForwardingTransport;
+  int gone_peer() const override { return -1; }
 };
 
 // 3 workers and 2 reducers make one all-reduce; then worker 1 dies and the others, after a pause
@@ -166,9 +159,7 @@ std::vector<Status> DieBetweenRounds(bool blind, milliseconds linger) {
   std::atomic<int> first_done{0}, workers_done{0};
   testing::RunRanks(kWorkers + kReducers, [&](int r) {
     if (r >= kWorkers) {
-      ReductionServerOptions so;
-      so.num_workers = kWorkers;
-      so.num_reducers = kReducers;
+      ReductionServerOptions so = ReducerOptions(kWorkers, kReducers);
       so.failure_linger = linger;
       out[r] = ReductionServer(*base[r], so).Serve(stop);
       return;
@@ -200,33 +191,32 @@ std::vector<Status> DieBetweenRounds(bool blind, milliseconds linger) {
   return out;
 }
 
+// Each survivor's (workers 0 and 2) status is kUnavailable with `fragment` in its message.
+void ExpectSurvivorsGot(const std::vector<Status>& out, const std::string& fragment) {
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
+        << "worker " << r << ": " << out[r].ToString();
+    EXPECT_NE(out[r].message().find(fragment), std::string::npos)
+        << "worker " << r << ": " << out[r].ToString();
+  }
+}
+
 // The reducers keep telling: a survivor's next call, made long after the death, fails naming the
 // dead worker, as the reducers told it (its own transport is blind), not blaming a reducer.
 TEST(FaultTest, WorkerDeadBetweenRoundsIsNamedByTheLingeringReducers) {
   auto out = DieBetweenRounds(/*blind=*/true, milliseconds(30000));
-  for (int r : {0, 2}) {
-    EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
-        << "worker " << r << ": " << out[r].ToString();
-    EXPECT_NE(out[r].message().find("worker 1 is gone (reducer"), std::string::npos)
-        << "worker " << r << ": " << out[r].ToString();
-  }
+  ExpectSurvivorsGot(out, "worker 1 is gone (reducer");
   for (int r : {3, 4}) {
     EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
         << "reducer " << r - 3 << ": " << out[r].ToString();
-    EXPECT_NE(out[r].message().find("worker 1"), std::string::npos) << out[r].ToString();
   }
 }
 
 // Past failure_linger the reducers are gone, and a survivor's next call fails at once naming the
 // dead worker its own transport saw go (RoundVerdicts::Post).
 TEST(FaultTest, WorkerDeadBetweenRoundsIsNamedPastTheLinger) {
-  auto out = DieBetweenRounds(/*blind=*/false, milliseconds(100));
-  for (int r : {0, 2}) {
-    EXPECT_EQ(out[r].code(), StatusCode::kUnavailable)
-        << "worker " << r << ": " << out[r].ToString();
-    EXPECT_NE(out[r].message().find("worker 1 is gone (this worker's transport"), std::string::npos)
-        << "worker " << r << ": " << out[r].ToString();
-  }
+  ExpectSurvivorsGot(DieBetweenRounds(/*blind=*/false, milliseconds(100)),
+                     "worker 1 is gone (this worker's transport");
 }
 
 TEST(FaultTest, LostMessagesBecomeDeadlineErrors) {

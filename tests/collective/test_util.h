@@ -13,10 +13,32 @@
 #include <vector>
 
 #include "collective/kernels/reduce.h"
+#include "collective/transport/transport.h"
 #include "collective/types.h"
 #include "common/status.h"
 
 namespace cohort::collective::testing {
+
+// A Transport that hands everything to `base`: test doubles derive from it and override what they
+// change (IsendNotice is Transport's default: it goes through this Isend).
+class ForwardingTransport : public Transport {
+ public:
+  explicit ForwardingTransport(Transport& base) : base_(base) {}
+  int rank() const override { return base_.rank(); }
+  int size() const override { return base_.size(); }
+  std::string name() const override { return "forwarding(" + base_.name() + ")"; }
+  const Placement& placement() const override { return base_.placement(); }
+  StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
+    return base_.Isend(peer, tag, data);
+  }
+  StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
+    return base_.Irecv(peer, tag, data);
+  }
+  int gone_peer() const override { return base_.gone_peer(); }
+
+ private:
+  Transport& base_;
+};
 
 inline constexpr DataType kAllTypes[] = {DataType::kF32,  DataType::kF64, DataType::kF16,
                                          DataType::kBF16, DataType::kI32, DataType::kI64};

@@ -172,24 +172,17 @@ INSTANTIATE_TEST_SUITE_P(WorkersReducersWire, WireCompressionTest,
                          });
 
 // A Transport that counts the bytes of every send and forwards it.
-class CountingTransport final : public Transport {
+class CountingTransport final : public testing::ForwardingTransport {
  public:
-  explicit CountingTransport(Transport& base) : base_(base) {}
-  int rank() const override { return base_.rank(); }
-  int size() const override { return base_.size(); }
-  std::string name() const override { return "counting(" + base_.name() + ")"; }
-  const Placement& placement() const override { return base_.placement(); }
+  using ForwardingTransport::ForwardingTransport;
+  std::string name() const override { return "counting(" + ForwardingTransport::name() + ")"; }
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override {
     sent_ += data.size;
-    return base_.Isend(peer, tag, data);
-  }
-  StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
-    return base_.Irecv(peer, tag, data);
+    return ForwardingTransport::Isend(peer, tag, data);
   }
   size_t sent() const { return sent_; }
 
  private:
-  Transport& base_;
   std::atomic<size_t> sent_{0};
 };
 
