@@ -55,9 +55,12 @@ StatusOr<std::unique_ptr<Transport>> OpenCommunicatorTransport(Bootstrap& bootst
     }
     return options.loopback_fabric->CreateTransport(transport_rank);
   }
+  // A job with reducers gets the Reduction Server's small TCP send buffers (see
+  // kReductionServerTcpSendBufferBytes); its other collectives measured the same with them.
   return OpenGenerationTransport(bootstrap, options.key_prefix, generation, transport_rank,
                                  num_workers + num_reducers, options.timeout,
-                                 RankNamer(num_workers));
+                                 RankNamer(num_workers),
+                                 num_reducers > 0 ? kReductionServerTcpSendBufferBytes : 0);
 }
 
 Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options) {
@@ -71,6 +74,10 @@ Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options) {
   options->chunk_bytes = static_cast<size_t>(chunk);
   COHORT_ASSIGN_OR_RETURN(options->max_flows,
                           IntFromEnvironment("COHORT_RS_MAX_FLOWS", options->max_flows));
+  if (options->max_flows < -1) {
+    return InvalidArgument("COHORT_RS_MAX_FLOWS must be 0 (no limit) or more, not " +
+                           std::to_string(options->max_flows));
+  }
   if (const char* algo = std::getenv("COHORT_ALLREDUCE_ALGORITHM"); algo != nullptr && *algo) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
@@ -143,6 +150,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   if (comm->options_.chunk_bytes == 0) {
     comm->options_.chunk_bytes =
         comm->one_host_shared_memory_ ? kSameHostChunkBytes : kDefaultChunkBytes;
+  }
+  if (comm->options_.max_flows < 0) {
+    comm->options_.max_flows = comm->one_host_shared_memory_ ? 0 : kCrossHostMaxFlows;
   }
   // Slots are the one-host pipeline unit unless chunk_bytes was set.
   const size_t slot_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kSameHostChunkBytes;

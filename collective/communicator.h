@@ -98,8 +98,11 @@ struct CommunicatorOptions {
   // Reduction Server: chunks in flight per reducer.
   int window = 4;
   // Reduction Server: chunk sends outstanding per worker and result sends per reducer (0: no
-  // limit). Environment: COHORT_RS_MAX_FLOWS.
-  int max_flows = 0;
+  // limit); -1 picks it by where the ranks run: kCrossHostMaxFlows (1) across hosts, where a job
+  // with reducers also gets TCP sockets with a small send buffer (allreduce_options.h; with
+  // UCX_TCP_SNDBUF=auto in the environment the kernel sizes them), no limit when every rank
+  // shares this host. Environment: COHORT_RS_MAX_FLOWS.
+  int max_flows = -1;
   // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing, kReductionServer (when
   // the job has reducers), kHalvingDoubling (a power-of-two number of workers) or kSharedMemory
   // (when shared_memory_available()) or kHierarchical (when hierarchical_available()) pins it.

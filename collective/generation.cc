@@ -78,12 +78,13 @@ StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& p
 
 StatusOr<std::unique_ptr<Transport>> OpenGenerationTransport(
     Bootstrap& bootstrap, const std::string& prefix, const std::string& generation, int rank,
-    int size, std::chrono::milliseconds connect_timeout,
-    std::function<std::string(int)> rank_name) {
+    int size, std::chrono::milliseconds connect_timeout, std::function<std::string(int)> rank_name,
+    size_t tcp_send_buffer_bytes) {
   UcxTransportOptions o;
   o.key_prefix = GenerationPrefix(prefix, generation);
   o.connect_timeout = connect_timeout;
   o.rank_name = std::move(rank_name);
+  o.tcp_send_buffer_bytes = tcp_send_buffer_bytes;
   COHORT_ASSIGN_OR_RETURN(auto t, UcxTransport::Create(bootstrap, rank, size, o));
   return std::unique_ptr<Transport>(std::move(t));
 }

@@ -42,9 +42,11 @@ StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& p
                                       Deadline deadline, const std::atomic<bool>* stop = nullptr);
 
 // A UCX transport for `rank` of `size` ranks of `generation` (its keys under GenerationPrefix),
-// naming ranks in errors by `rank_name`.
+// naming ranks in errors by `rank_name`; TCP sockets with a send buffer of `tcp_send_buffer_bytes`
+// (0: UCX's choice; see UcxTransportOptions).
 StatusOr<std::unique_ptr<Transport>> OpenGenerationTransport(
     Bootstrap& bootstrap, const std::string& prefix, const std::string& generation, int rank,
-    int size, std::chrono::milliseconds connect_timeout, std::function<std::string(int)> rank_name);
+    int size, std::chrono::milliseconds connect_timeout, std::function<std::string(int)> rank_name,
+    size_t tcp_send_buffer_bytes = 0);
 
 }  // namespace cohort::collective

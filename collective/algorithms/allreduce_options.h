@@ -27,6 +27,17 @@ constexpr int kPipelineChunksPerReducer = 64;
 // ...but no chunk is cut below this size, where the cost per message outweighs what it saves.
 constexpr size_t kMinPipelineChunkBytes = size_t{16} << 10;
 
+// Reduction Server across hosts: one chunk send outstanding per worker and one result send per
+// reducer (max_flows), over TCP sockets whose send buffer is this small (UCX's TCP_SNDBUF; the
+// kernel doubles it). Together they make a send complete about when its bytes leave on the link,
+// so each worker sends to one reducer at a time in the staggered order (reduction_server.h) and a
+// reducer's switch port does not take n workers' bursts at once (TCP incast). Measured on the
+// emulated cluster at 1 Gbit/s, 32 MiB (bench/RESULTS.md, "Shallow switch queues"): behind 250 KB
+// switch queues the Reduction Server ran at 42-57% of the link without them and 88-90% with them,
+// and as fast as before behind 2.5 MB queues; neither alone helped.
+constexpr int kCrossHostMaxFlows = 1;
+constexpr size_t kReductionServerTcpSendBufferBytes = size_t{128} << 10;
+
 // Offsets of n near-equal blocks of `count` elements (n + 1 entries): block i holds count/n
 // elements, the first count%n blocks one more, and a run of blocks is contiguous.
 inline std::vector<size_t> BlockOffsets(size_t count, int n) {

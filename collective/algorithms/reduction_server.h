@@ -9,8 +9,10 @@
 // Order and flows: a worker sends its chunks group by group (one chunk per reducer), starting
 // each group at reducer (rank mod m), and a reducer returns a chunk's result to worker
 // (index + k) mod n k-th, so workers and reducers in step address different peers.
-// AllreduceOptions::max_flows (COHORT_RS_MAX_FLOWS; 0 = no limit, the default) caps the chunk sends
-// a worker and the result sends a reducer keep outstanding, i.e. the TCP flows per link.
+// AllreduceOptions::max_flows (COHORT_RS_MAX_FLOWS; 0 = no limit) caps the chunk sends a worker and
+// the result sends a reducer keep outstanding, i.e. the TCP flows per link; the Communicator caps
+// them at one across hosts, with small TCP send buffers, so that the order holds on the wire
+// (kCrossHostMaxFlows in allreduce_options.h).
 //
 // Protocol per round: every worker sends each reducer a RoundHeader (count, type, op, chunk size,
 // sequence number, wire type) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A

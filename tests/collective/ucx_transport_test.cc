@@ -4,8 +4,12 @@
 #include "collective/transport/ucx/ucx_transport.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -180,6 +184,78 @@ TEST(UcxTransportTcpTest, LastMessageOfAPeerThatLeftIsStillDelivered) {
   EXPECT_EQ(last, kLast);
   // Anything else from it is refused at once.
   EXPECT_EQ(more.code(), StatusCode::kUnavailable) << more.ToString();
+}
+
+// SO_SNDBUF of every TCP socket this process holds.
+std::vector<int> TcpSendBuffers() {
+  std::vector<int> sizes;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    int type = 0;
+    socklen_t len = sizeof(type);
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    sockaddr_storage address{};
+    socklen_t address_len = sizeof(address);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_len) != 0 ||
+        (address.ss_family != AF_INET && address.ss_family != AF_INET6)) {
+      continue;
+    }
+    int size = 0;
+    len = sizeof(size);
+    if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &len) == 0) sizes.push_back(size);
+  }
+  return sizes;
+}
+
+// tcp_send_buffer_bytes reaches the sockets UCX opens between the ranks (the kernel reports twice
+// what was set); UCX_TCP_SNDBUF in the environment would win, so the test clears it.
+TEST(UcxTransportTcpTest, SocketsGetTheConfiguredSendBuffer) {
+  ScopedTls tls("tcp");
+  std::string old_sndbuf;
+  if (const char* v = std::getenv("UCX_TCP_SNDBUF")) old_sndbuf = v;
+  unsetenv("UCX_TCP_SNDBUF");
+  constexpr size_t kBytes = 96 << 10;  // an odd size: no default or autotuned buffer has it
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  options.tcp_send_buffer_bytes = kBytes;
+  InMemoryBootstrap bootstrap;
+  Status status[2];
+  std::atomic<int> connected{0};
+  std::atomic<bool> inspected{false};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto t = Connect(bootstrap, rank, options, &status[rank]);
+      if (t) {
+        // One message each way, so that both directions' connections exist.
+        uint64_t out = 7 + rank, in = 0;
+        const Deadline deadline = DeadlineAfter(milliseconds(20000));
+        auto r = t->Irecv(1 - rank, MakeTag(1, 1), MutableBytes{&in, sizeof(in)});
+        auto s = t->Isend(1 - rank, MakeTag(1, 1), ConstBytes{&out, sizeof(out)});
+        status[rank] = !s.ok() ? s.status() : !r.ok() ? r.status() : s->Wait(deadline);
+        if (status[rank].ok()) status[rank] = r->Wait(deadline);
+      }
+      // Both ranks keep their transports open until the sockets were looked at, then close them
+      // together, as ranks in two processes would.
+      ++connected;
+      while (!inspected.load()) std::this_thread::sleep_for(milliseconds(1));
+    });
+  }
+  while (connected.load() < 2) std::this_thread::sleep_for(milliseconds(1));
+  const std::vector<int> sizes = TcpSendBuffers();
+  inspected = true;
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(status[0].ok()) << status[0].ToString();
+  ASSERT_TRUE(status[1].ok()) << status[1].ToString();
+  const auto set = std::count(sizes.begin(), sizes.end(), static_cast<int>(2 * kBytes));
+  EXPECT_GE(set, 2) << "no TCP socket between the ranks has the configured send buffer; "
+                    << sizes.size() << " TCP sockets";
+  if (!old_sndbuf.empty()) setenv("UCX_TCP_SNDBUF", old_sndbuf.c_str(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("tcp", "sm"),

@@ -276,6 +276,23 @@ TEST(WireCompressionScopeTest, PeerToPeerAlgorithmsStayExactFloat32) {
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
+// COHORT_RS_MAX_FLOWS: unset keeps "by placement" (-1), 0 means no limit, a negative count is
+// refused naming the variable.
+TEST(CommunicatorOptionsTest, ReductionServerMaxFlowsFromTheEnvironment) {
+  unsetenv("COHORT_RS_MAX_FLOWS");
+  CommunicatorOptions options;
+  ASSERT_TRUE(CommunicatorOptionsFromEnvironment(&options).ok());
+  EXPECT_EQ(options.max_flows, -1);
+  setenv("COHORT_RS_MAX_FLOWS", "0", 1);
+  ASSERT_TRUE(CommunicatorOptionsFromEnvironment(&options).ok());
+  EXPECT_EQ(options.max_flows, 0);
+  setenv("COHORT_RS_MAX_FLOWS", "-3", 1);
+  Status s = CommunicatorOptionsFromEnvironment(&options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("COHORT_RS_MAX_FLOWS"), std::string::npos) << s.ToString();
+  unsetenv("COHORT_RS_MAX_FLOWS");
+}
+
 TEST(WireCompressionOptionsTest, EnvironmentAndBadValues) {
   setenv("COHORT_WIRE_DTYPE", "bf16", 1);
   CommunicatorOptions options;

@@ -172,6 +172,16 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
                      "setting UCX's RNDV_THRESH to " + std::to_string(options_.eager_limit_bytes));
     }
   }
+  if (std::getenv("UCX_TCP_SNDBUF") == nullptr && options_.tcp_send_buffer_bytes > 0) {
+    // A transport's setting goes by its field name alone: UCX 1.13 keeps "TCP_SNDBUF" but never
+    // applies it (UcxTransportTcpTest.SocketsGetTheConfiguredSendBuffer). Only TCP has the field.
+    const std::string bytes = std::to_string(options_.tcp_send_buffer_bytes);
+    st = ucp_config_modify(config, "SNDBUF", bytes.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return FromUcs(st, "setting UCX's TCP_SNDBUF to " + bytes);
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

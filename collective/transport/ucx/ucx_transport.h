@@ -52,6 +52,9 @@ struct UcxTransportOptions {
   // rendezvous handshake queues behind bulk data going the other way and stalls the pipeline.
   // 0 leaves the choice to UCX; UCX_RNDV_THRESH in the environment always wins.
   size_t eager_limit_bytes = size_t{256} << 10;
+  // Each TCP socket's send buffer in bytes (UCX's TCP_SNDBUF; the kernel doubles it). 0 leaves it
+  // to UCX and the kernel's autotuning; UCX_TCP_SNDBUF in the environment always wins.
+  size_t tcp_send_buffer_bytes = 0;
 };
 
 class UcxTransportImpl;
