@@ -33,7 +33,7 @@ constexpr size_t kMinPipelineChunkBytes = size_t{16} << 10;
 // so each worker sends to one reducer at a time in the staggered order (reduction_server.h) and a
 // reducer's switch port does not take n workers' bursts at once (TCP incast). Measured on the
 // emulated cluster at 1 Gbit/s, 32 MiB (bench/RESULTS.md, "Shallow switch queues"): behind 250 KB
-// switch queues the Reduction Server ran at 42-57% of the link without them and 88-90% with them,
+// switch queues the Reduction Server ran at 37-57% of the link without them and 80-92% with them,
 // and as fast as before behind 2.5 MB queues; neither alone helped.
 constexpr int kCrossHostMaxFlows = 1;
 constexpr size_t kReductionServerTcpSendBufferBytes = size_t{128} << 10;

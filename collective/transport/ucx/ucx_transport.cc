@@ -173,8 +173,8 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     }
   }
   if (std::getenv("UCX_TCP_SNDBUF") == nullptr && options_.tcp_send_buffer_bytes > 0) {
-    // A transport's setting goes by its field name alone: UCX 1.13 keeps "TCP_SNDBUF" but never
-    // applies it (UcxTransportTcpTest.SocketsGetTheConfiguredSendBuffer). Only TCP has the field.
+    // A transport's setting goes by its field name alone (only TCP's transports have this one):
+    // UCX 1.13 keeps "TCP_SNDBUF" but never applies it (UcxTransportTcpTest.SocketsGetThe...).
     const std::string bytes = std::to_string(options_.tcp_send_buffer_bytes);
     st = ucp_config_modify(config, "SNDBUF", bytes.c_str());
     if (st != UCS_OK) {
