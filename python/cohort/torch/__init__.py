@@ -17,7 +17,8 @@ Where the peers come from:
 
 Tuning, as for the C++ communicator: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|
 halving-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
-COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS, COHORT_TORCH_CHECK_CALLS, COHORT_TORCH_OVERLAP, and
+COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS (1 across hosts, with UCX_TCP_SNDBUF 128k for jobs with
+reducers: see the README), COHORT_TORCH_CHECK_CALLS, COHORT_TORCH_OVERLAP, and
 COHORT_WIRE_DTYPE=bf16|f16 (float32 all-reduces cross to the reducers compressed; the reducers sum
 in float32); or pass
 Options as init_process_group's pg_options.
