@@ -56,7 +56,7 @@ StatusOr<std::unique_ptr<Transport>> OpenCommunicatorTransport(Bootstrap& bootst
     return options.loopback_fabric->CreateTransport(transport_rank);
   }
   // A job with reducers gets the Reduction Server's small TCP send buffers (see
-  // kReductionServerTcpSendBufferBytes); its other collectives measured the same with them.
+  // kReductionServerTcpSendBufferBytes); its ring measured the same with them.
   return OpenGenerationTransport(bootstrap, options.key_prefix, generation, transport_rank,
                                  num_workers + num_reducers, options.timeout,
                                  RankNamer(num_workers),

@@ -21,11 +21,13 @@
 #include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
+#include "tests/testing/scoped_env.h"
 
 namespace cohort::cli {
 namespace {
 
 namespace ct = ::cohort::testing;
+using ct::ScopedEnv;
 using nlohmann::json;
 
 struct CliResult {
@@ -43,26 +45,6 @@ CliResult RunCohort(const std::vector<std::string>& args) {
   result.err = err.str();
   return result;
 }
-
-// Sets an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 const std::vector<std::string> kVerbs = {"submit", "status", "list",   "logs",       "watch",
                                          "cancel", "delete", "nodes",  "cordon",     "uncordon",

@@ -12,33 +12,28 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/testing/scoped_env.h"
 
 namespace cohort::collective {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Restores UCX_TLS when the test ends (other tests set their own).
+// UCX_TLS for one test (other tests set their own), without UCX's warnings about variables of
+// transports it does not load.
 class ScopedTls {
  public:
-  explicit ScopedTls(const std::string& tls) {
-    if (const char* v = std::getenv("UCX_TLS")) old_ = v;
-    setenv("UCX_TLS", tls.c_str(), 1);
-    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
-  }
-  ~ScopedTls() {
-    if (old_.empty()) {
-      unsetenv("UCX_TLS");
-    } else {
-      setenv("UCX_TLS", old_.c_str(), 1);
-    }
-  }
+  explicit ScopedTls(const std::string& tls)
+      : tls_("UCX_TLS", tls), quiet_("UCX_WARN_UNUSED_ENV_VARS", "n") {}
 
  private:
-  std::string old_;
+  ::cohort::testing::ScopedEnv tls_;
+  ::cohort::testing::ScopedEnv quiet_;
 };
 
 std::vector<char> Pattern(size_t size, size_t seed) {
@@ -216,9 +211,7 @@ std::vector<int> TcpSendBuffers() {
 // what was set); UCX_TCP_SNDBUF in the environment would win, so the test clears it.
 TEST(UcxTransportTcpTest, SocketsGetTheConfiguredSendBuffer) {
   ScopedTls tls("tcp");
-  std::string old_sndbuf;
-  if (const char* v = std::getenv("UCX_TCP_SNDBUF")) old_sndbuf = v;
-  unsetenv("UCX_TCP_SNDBUF");
+  const ::cohort::testing::ScopedEnv default_sndbuf("UCX_TCP_SNDBUF", std::nullopt);
   constexpr size_t kBytes = 96 << 10;  // an odd size: no default or autotuned buffer has it
   UcxTransportOptions options;
   options.connect_timeout = milliseconds(20000);
@@ -255,7 +248,6 @@ TEST(UcxTransportTcpTest, SocketsGetTheConfiguredSendBuffer) {
   const auto set = std::count(sizes.begin(), sizes.end(), static_cast<int>(2 * kBytes));
   EXPECT_GE(set, 2) << "no TCP socket between the ranks has the configured send buffer; "
                     << sizes.size() << " TCP sockets";
-  if (!old_sndbuf.empty()) setenv("UCX_TCP_SNDBUF", old_sndbuf.c_str(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("tcp", "sm"),
