@@ -6,7 +6,7 @@
 #   bench/gpu/torch_kit.sh [BUILD_DIR] [DEST]        (defaults: build, .torchkit)
 #   DEST/device.sh OUT [--quick]                     (on the machine; see device.sh's header)
 #
-# Build first: ninja -C BUILD_DIR cohort_torch_backend cohort_python cohort-reducer
+# Build first: ninja -C BUILD_DIR cohort_torch_backend cohort_python cohort-reducer cohort-bench
 # The kit holds:
 #   src/          the backend's sources (python/torch_backend) and every header of ours they
 #                 include (taken from the build's dependency records); no third-party headers are
@@ -16,11 +16,14 @@
 #                 source, which includes spdlog), linked into one shared library; and every shared
 #                 library that one loads, except glibc's, libstdc++/libgcc_s (the machine's are
 #                 newer) and the NVIDIA driver's
-#   bin/          cohort-reducer (the cohort-job scenario), with run.sh putting lib/ in front
+#   bin/          cohort-reducer (the cohort-job scenario) and cohort-bench (the all-reduce
+#                 alone, for targets.sh), with run.sh putting lib/ in front
 #   python/       the cohort Python package without its extension (device.sh builds that)
-#   tests/ examples/ bench/   the checks, the DDP example and the torch benchmark scripts
+#   tests/ examples/ bench/   the checks, the DDP example, the torch benchmark scripts and the
+#                 emulated cluster (bench/netns/cluster.sh)
 #   build_ext.sh  compiles and links cohort/torch/_C against the torch of a given python
 #   device.sh     build_ext.sh, then the checks
+#   targets.sh    build_ext.sh, then issue 13's DDP and all-reduce figures at 1 Gbit/s
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd)
@@ -29,11 +32,11 @@ objdir=$build/python/torch_backend/CMakeFiles/cohort_torch_backend.dir
 skip='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s|libz|libcuda|libnvidia-ml)\.so'
 
 for f in "$objdir/process_group_cohort.cc.o" "$build/collective/cohort-reducer" \
-         "$build/python/cohort/__init__.py"; do
-  [ -e "$f" ] || { echo "torch_kit.sh: $f is missing: ninja -C $build cohort_torch_backend cohort_python cohort-reducer" >&2; exit 2; }
+         "$build/bench/cohort_bench/cohort-bench" "$build/python/cohort/__init__.py"; do
+  [ -e "$f" ] || { echo "torch_kit.sh: $f is missing: ninja -C $build cohort_torch_backend cohort_python cohort-reducer cohort-bench" >&2; exit 2; }
 done
 rm -rf "$dest"
-mkdir -p "$dest"/{src,lib,bin,python,tests/torch,examples/torch,bench/torch,bench/common}
+mkdir -p "$dest"/{src,lib,bin,python,tests/torch,examples/torch,bench/torch,bench/common,bench/netns}
 dest=$(cd "$dest" && pwd)
 
 # Sources: the backend's translation units that include torch, and our headers they include.
@@ -72,9 +75,11 @@ strip --strip-debug "$dest/lib/libcohort_torch_support.so"
 # shellcheck source=bench/gpu/bundle_lib.sh
 source "$root/bench/gpu/bundle_lib.sh"
 copy_deps "$dest/lib/libcohort_torch_support.so" "$dest/lib" "$skip" torch_kit.sh
-cp "$build/collective/cohort-reducer" "$dest/bin/"
-strip --strip-debug "$dest/bin/cohort-reducer"
-copy_deps "$dest/bin/cohort-reducer" "$dest/lib" "$skip" torch_kit.sh
+for b in collective/cohort-reducer bench/cohort_bench/cohort-bench; do
+  cp "$build/$b" "$dest/bin/"
+  strip --strip-debug "$dest/bin/$(basename "$b")"
+  copy_deps "$dest/bin/$(basename "$b")" "$dest/lib" "$skip" torch_kit.sh
+done
 mkdir -p "$dest/lib/ucx"
 ucx_modules=/usr/lib/x86_64-linux-gnu/ucx
 if [ -e "$ucx_modules/libuct_cma.so.0" ]; then
@@ -104,8 +109,10 @@ cp "$root/tests/torch/torch_backend_check.py" "$dest/tests/torch/"
 cp "$root/examples/torch/ddp_digits.py" "$dest/examples/torch/"
 cp "$root/bench/torch/run.sh" "$root/bench/torch/torch_bench.py" "$root/bench/torch/summarize.py" "$dest/bench/torch/"
 cp "$root/bench/common/flags.sh" "$root/bench/common/bench_results.py" "$dest/bench/common/"
+cp "$root/bench/netns/cluster.sh" "$dest/bench/netns/"
 cp "$root/bench/gpu/torch_kit_build_ext.sh" "$dest/build_ext.sh"
 cp "$root/bench/gpu/torch_kit_device.sh" "$dest/device.sh"
-chmod +x "$dest/build_ext.sh" "$dest/device.sh"
+cp "$root/bench/gpu/torch_kit_targets.sh" "$dest/targets.sh"
+chmod +x "$dest/build_ext.sh" "$dest/device.sh" "$dest/targets.sh"
 echo "# made by bench/gpu/torch_kit.sh from $(git -C "$root" rev-parse --short HEAD) on $(date -u +%FT%TZ)" >"$dest/VERSION"
 du -sh "$dest"

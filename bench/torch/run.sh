@@ -75,7 +75,8 @@ cluster_made=0
 cleanup() { if [ "$cluster_made" = 1 ]; then "$CLUSTER" down >&2 || true; fi; }
 trap cleanup EXIT
 {
-  echo "# bench/torch/run.sh $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs, main at $(git -C "$ROOT" rev-parse --short HEAD)"
+  echo "# bench/torch/run.sh $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs, main at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null ||
+  sed -n 's/.* from \([0-9a-f]*\) on .*/\1 (a torch kit)/p' "$ROOT/VERSION" 2>/dev/null)"
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/commands.txt"
 if [ "$local" = 0 ]; then
