@@ -37,7 +37,7 @@ void Attempt::RequestStop(StopCause cause, std::string reason, milliseconds grac
   if (pending) return;
   milliseconds deadline = now + grace;
   if (!kill_at || deadline < *kill_at) kill_at = deadline;
-  if (grace.count() == 0) {
+  if (grace.count() == 0 || process->PollLaunch() == ReplicaProcess::LaunchState::kStarting) {
     process->KillAll();
   } else {
     process->Signal(SIGTERM);

@@ -64,7 +64,9 @@ struct Attempt {
   // `fallback`, or PREEMPTED when the agent's shutdown is what stopped it.
   wire::ReplicaState FinalState(wire::ReplicaState fallback) const;
 
-  // SIGTERM to every process of the attempt, SIGKILL once `grace` has passed (at once for 0).
+  // SIGTERM to every process of the attempt, SIGKILL once `grace` has passed (at once for 0, and
+  // for a process that has not executed its command yet: no user code runs there to checkpoint,
+  // and as a PID namespace's init it would ignore the SIGTERM, holding the stop for the grace).
   // A pending launch just never starts; a process that already exited keeps its outcome. The
   // first cause wins, except that preemption overrides any other.
   void RequestStop(StopCause cause, std::string reason, milliseconds grace, milliseconds now);

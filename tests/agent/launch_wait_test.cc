@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/attempt.h"
 #include "agent/process_launcher.h"
 #include "common/config.h"
 #include "tests/agent/agent_loop_fixture.h"
@@ -169,6 +170,25 @@ TEST_P(LaunchWaitTest, KillAllEndsAChildHeldBeforeItsExec) {
   EXPECT_FALSE(Exists("ran"));
 }
 
+TEST_P(LaunchWaitTest, AStopRequestKillsAChildHeldBeforeItsExecAtOnce) {
+  // An hour's grace: only a kill at once ends it within Reap's deadline. Under a PID namespace
+  // the held child is the namespace's init, which a SIGTERM would not end.
+  Attempt attempt;
+  attempt.job = "job1";
+  attempt.replica = "held-0";
+  attempt.process = Launch(Request("held-0", "touch ran"));
+  ASSERT_TRUE(attempt.process);
+  attempt.RequestStop(StopCause::kCoordinator, "stopped by the test", std::chrono::hours(1),
+                      milliseconds(0));
+  ASSERT_TRUE(testing::Reap(*attempt.process, seconds(20)));
+  EXPECT_EQ(attempt.process->exit_info()->signal, SIGKILL);
+  EXPECT_FALSE(attempt.process->AnyAlive());
+  EXPECT_FALSE(Exists("ran"));
+  auto change = attempt.TakeExit();
+  ASSERT_TRUE(change);
+  EXPECT_EQ(change->state, wire::ReplicaState::STOPPED);
+}
+
 TEST(LaunchWaitPlainTest, ASignalReachesAChildHeldBeforeItsExec) {
   // Maybe before its setsid even: it is signalled by pid, and its group not taken for gone.
   TempDir dir;
@@ -260,13 +280,16 @@ TEST_F(AgentLaunchWaitTest, AChildHeldPastTheLaunchTimeoutFailsTheAttemptAsBefor
   EXPECT_FALSE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
 }
 
-TEST_F(AgentLaunchWaitTest, AStopOfAChildHeldBeforeExecEndsItStopped) {
+TEST_F(AgentLaunchWaitTest, AStopOfAChildHeldBeforeExecKillsItAtOnceAndEndsItStopped) {
+  // No user code runs there yet to checkpoint; as a PID namespace's init the child would ignore
+  // a SIGTERM and hold the stop for the whole grace.
   const std::string key = LogKey("held", "worker-0", 0);
   ASSERT_NO_FATAL_FAILURE(LaunchHeld("held", "echo held-ran"));
   coordinator_->Stop("node-a", "held", "worker-0", 0, 5000);
   ASSERT_TRUE(PumpUntilDone(key));
   EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::STOPPED);
-  EXPECT_EQ(coordinator_->Final(key)->signal, SIGTERM);  // the SIGTERM, not the grace's SIGKILL
+  // The SIGKILL at once, not a SIGTERM (the grace's clock does not move here).
+  EXPECT_EQ(coordinator_->Final(key)->signal, SIGKILL);
   EXPECT_FALSE(LogHas(key, "held-ran"));
   EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
 }
