@@ -13,9 +13,11 @@ exits 0 when every worker did. Scenarios:
                 moves, within rounding for float reductions; also a cohort subgroup
   ops-reducers  the same on the Reduction Server (2 reducers, algorithm pinned); results must also
                 be byte-identical on every rank
-  ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain and with
-                bf16_compress_hook, fp16_compress_hook and PowerSGD: the loss falls, every rank
-                ends with byte-identical parameters, and without a hook they match DDP on gloo
+  ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain, with
+                bf16_compress_hook, fp16_compress_hook and PowerSGD, and with torch's
+                ZeroRedundancyOptimizer (optimizer state sharded, parameters broadcast from their
+                owners): the loss falls, every rank ends with byte-identical parameters, and
+                without a hook they match DDP on gloo
   wire-bf16     wire compression chosen with cohort.torch.Options(wire_dtype="bf16"): float32
                 all-reduces on the Reduction Server come back identical on every rank, in bf16,
                 within one rounding of each input and of the result; float64 untouched; DDP trains
@@ -513,7 +515,7 @@ def scenario_ddp():
     x_all = torch.randn(steps * n * batch, features, generator=g)
     y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
 
-    def train(group, hook=None, state=None):
+    def train(group, hook=None, state=None, zero=False):
         torch.manual_seed(1)
         model = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
         if rank != 0:  # DDP's constructor broadcasts rank 0's parameters: make them differ first
@@ -523,7 +525,12 @@ def scenario_ddp():
         ddp = DDP(model, process_group=group, bucket_cap_mb=0.01)  # several buckets
         if hook is not None:
             ddp.register_comm_hook(state, hook)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        if zero:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD,
+                                          process_group=group, lr=0.1, momentum=0.9)
+        else:
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
         losses = []
         for step in range(steps):
             lo = (step * n + rank) * batch
@@ -550,8 +557,9 @@ def scenario_ddp():
                      powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                                  start_powerSGD_iter=3, use_error_feedback=True, warm_start=True)),
     }
+    runs["ZeroRedundancyOptimizer"] = (None, None)
     for name, (hook, state) in runs.items():
-        params, first, last = train(None, hook, state)
+        params, first, last = train(None, hook, state, zero=name == "ZeroRedundancyOptimizer")
         print(f"{name}: loss {first:.3f} -> {last:.3f}", flush=True)
         check.expect(last < first * 0.6, f"{name}: the loss did not fall ({first:.3f} -> {last:.3f})")
         check.expect(same_on_every_rank(dist, gloo, digest(params)), f"{name}: ranks end with different parameters")
@@ -604,7 +612,12 @@ def scenario_wire(wire, via_options):
         y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
         model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
         ddp = DDP(model)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        if zero:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD,
+                                          process_group=group, lr=0.1, momentum=0.9)
+        else:
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
         losses = []
         for step in range(40):
             lo = ((step % 4) * n + rank) * 16
