@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,7 @@ enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
 // how the launcher's Prepare went (an image unpack; agent/launcher.h).
 struct PreparedLaunch {
   RestorePoint restore;
+  std::map<std::string, std::string> env;  // the request's, rendered with `restore`
   Status prepared;
 };
 

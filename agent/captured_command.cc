@@ -45,6 +45,8 @@ int SpawnHiddenChild(char* const* args, int out, pid_t* pid) {
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(out, STDERR_FILENO);
+    // It outlives its exec'ing sibling commands: it must not hold their pipes open.
+    ::close_range(3, ~0U, 0);
     const long command =
         ::syscall(SYS_clone, static_cast<long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
     if (command == 0) {
@@ -98,6 +100,20 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureO
     return result;
   }
   const auto deadline = Clock::now() + options.timeout;
+  const int wait_flags = options.hidden_from_reaper ? __WCLONE : 0;
+  int status = 0;
+  bool reaped = false;
+  // The child's exit ends the read as EOF does: a process another thread forked meanwhile (a
+  // replica held before its exec) may hold a copy of the pipe's write end, and then no EOF comes
+  // until that one goes. ECHILD: the agent's reaper took it.
+  auto exited = [&] {
+    const pid_t got = ::waitpid(pid, &status, wait_flags | WNOHANG);
+    reaped = got == pid || (got < 0 && errno == ECHILD);
+    return reaped;
+  };
+  auto append = [&](const char* data, ssize_t n) {
+    if (result.output.size() < options.max_output) result.output.append(data, n);
+  };
   while (true) {
     if (options.cancel != nullptr && options.cancel->load()) {
       result.cancelled = true;
@@ -112,17 +128,22 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureO
       }
       wait_ms = static_cast<int>(left.count());
     }
-    if (options.cancel != nullptr) wait_ms = wait_ms < 0 ? 100 : std::min(wait_ms, 100);
+    wait_ms = wait_ms < 0 ? 100 : std::min(wait_ms, 100);
     pollfd p{fds[0], POLLIN, 0};
     const int ready = ::poll(&p, 1, wait_ms);
-    if (ready <= 0) continue;  // EINTR, the deadline or a cancel check (both checked above)
     char buffer[4096];
+    if (ready <= 0) {  // EINTR, the deadline, a cancel check (both checked above) or an exit
+      if (!exited()) continue;
+      // Gone: what it wrote is in the pipe.
+      ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+      ssize_t n;
+      while ((n = ::read(fds[0], buffer, sizeof(buffer))) > 0) append(buffer, n);
+      break;
+    }
     const ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (result.output.size() < options.max_output) {
-      result.output.append(buffer, static_cast<size_t>(n));
-    }
+    append(buffer, n);
   }
   ::close(fds[0]);
   if (result.timed_out || result.cancelled) {
@@ -131,8 +152,7 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureO
   }
   // The agent may reap every child (a subreaper): ECHILD then means it is already gone. A
   // hidden child is waited for with __WCLONE; the agent's waitpid(-1) never takes it.
-  int status = 0;
-  while (::waitpid(pid, &status, options.hidden_from_reaper ? __WCLONE : 0) < 0 && errno == EINTR) {
+  while (!reaped && ::waitpid(pid, &status, wait_flags) < 0 && errno == EINTR) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;

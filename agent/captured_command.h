@@ -3,7 +3,8 @@
 // (stack_dump). Replicas never run through this (process_launcher starts them).
 //
 // Contract: stdin is /dev/null, stdout and stderr go to one pipe, read until the command closes it
-// or the deadline passes (then it is killed with SIGKILL); the child is reaped before returning.
+// or exits (a process forked meanwhile by another thread may hold the pipe open), or the deadline
+// passes (then it is killed with SIGKILL); the child is reaped before returning.
 // Blocks the calling thread for as long as the command runs. Thread-safe; a command run off the
 // agent loop's thread sets CaptureOptions::hidden_from_reaper (the loop reaps every child).
 #pragma once

@@ -11,10 +11,15 @@
 // command; whether it did is learnt later by polling PollLaunch() (never blocking), as the exit
 // is learnt by polling waitpid(). launch_error() is empty until PollLaunch() says kFailed.
 //
-// Preparing: Launch runs on the agent loop, so it must return soon. Work that may take minutes
-// and needs nothing of the loop's (an OCI image layout's unpack) goes in Prepare, which the agent
-// runs on a thread of its own before Launch (agent/replica_manager.h): the loop keeps
-// heartbeating meanwhile.
+// Preparing: Launch runs on the agent loop, so it must return soon. Work that may take long and
+// needs nothing of the loop's (an OCI image layout's unpack, writing a container's config,
+// removing a container a crashed agent left) goes in Prepare, which the agent runs on a thread
+// of its own before Launch (agent/replica_manager.h): the loop keeps heartbeating meanwhile.
+//
+// Never waiting: every method of a ReplicaProcess runs on the agent loop and returns at once.
+// One that needs an external command (a container runtime's kill, state or delete) runs it off
+// the loop (agent/runtime_commands.h) and learns its outcome by polling: AnyAlive() then says
+// true until a command has shown that nothing is left; Signal() delivers in the order called.
 //
 // Thread safety: Launch and everything of a ReplicaProcess run on the agent loop only. Prepare
 // and CancelPrepares may run on any thread, at the same time as each other, as Launch and as
@@ -96,7 +101,8 @@ class ReplicaProcess {
   virtual void KillAll() = 0;
   // True while any process of the attempt remains (zombies awaiting reaping do not count).
   virtual bool AnyAlive() = 0;
-  // Frees what the attempt held (its cgroup). Call once AnyAlive() is false; safe to repeat.
+  // Frees what the attempt held (its cgroup, its container). Call once AnyAlive() is false;
+  // safe to repeat.
   virtual void Release() = 0;
   // The attempt's cgroup directory (its usage is read there); empty when it has none.
   virtual std::string cgroup_path() const { return {}; }
@@ -105,11 +111,12 @@ class ReplicaProcess {
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // What Launch(request) needs done first that may take long (unpacking its image). The agent
-  // runs it off its loop before Launch, once per container attempt (agent/replica_manager.h);
-  // `request` is Launch's but for env, not rendered yet. Two attempts may prepare the same thing
-  // at once: the implementation does it once. An error fails the attempt before it starts
-  // (nothing to clean up); the message names what could not be prepared. Default: nothing.
+  // What Launch(request) needs done first that may take long (unpacking its image, writing its
+  // bundle). The agent runs it off its loop before Launch, once per container attempt and for a
+  // restart's checkpoint lookup (agent/replica_manager.h); `request` is Launch's, its env
+  // rendered. Two attempts may prepare the same thing at once: the implementation does it once.
+  // An error fails the attempt before it starts (nothing to clean up); the message names what
+  // could not be prepared. A launcher may refuse a Launch not prepared. Default: nothing.
   virtual Status Prepare(const LaunchRequest& request) {
     (void)request;
     return Status::Ok();

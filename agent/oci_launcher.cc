@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "agent/captured_command.h"
+#include "agent/container_replica.h"
 #include "agent/replica_env.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
@@ -98,66 +100,6 @@ std::string OutputDir(const std::map<std::string, std::string>& env) {
   return model.parent_path().string();
 }
 
-// A container attempt: the runtime's foreground process plus the container it manages.
-class ContainerReplica : public ReplicaProcess {
- public:
-  using Runtime = std::function<CapturedCommand(const std::vector<std::string>&)>;
-
-  ContainerReplica(std::unique_ptr<ReplicaProcess> runtime_process, std::string id,
-                   std::string runtime, Runtime run)
-      : inner_(std::move(runtime_process)),
-        id_(std::move(id)),
-        runtime_(std::move(runtime)),
-        run_(std::move(run)) {}
-
-  pid_t pid() const override { return inner_->pid(); }
-  void OnExited(int wait_status) override { inner_->OnExited(wait_status); }
-  std::optional<ExitInfo> exit_info() const override { return inner_->exit_info(); }
-  LaunchState PollLaunch() override { return inner_->PollLaunch(); }
-  std::string launch_error() const override { return inner_->launch_error(); }
-
-  void Signal(int sig) override {
-    if (cli()) {
-      run_({"kill", "--signal", std::to_string(sig), id_});
-    } else {
-      run_({"kill", "--all", id_, std::to_string(sig)});
-    }
-    inner_->Signal(sig);
-  }
-
-  void KillAll() override {
-    Signal(SIGKILL);
-    inner_->KillAll();
-  }
-
-  bool AnyAlive() override {
-    if (inner_->AnyAlive()) return true;
-    if (cli()) return false;
-    CapturedCommand state = run_({"state", id_});
-    if (state.exit_code != 0) return false;  // no such container
-    auto parsed = json::parse(state.output, nullptr, /*allow_exceptions=*/false);
-    return parsed.is_object() && parsed.value("status", "") == "running";
-  }
-
-  void Release() override {
-    CapturedCommand deleted = run_(cli() ? std::vector<std::string>{"rm", "-f", id_}
-                                         : std::vector<std::string>{"delete", "--force", id_});
-    if (deleted.exit_code != 0 && deleted.output.find("not exist") == std::string::npos &&
-        deleted.output.find("No such") == std::string::npos) {
-      spdlog::warn("container {}: delete: {}", id_, deleted.output);
-    }
-    inner_->Release();
-  }
-
- private:
-  bool cli() const { return runtime_ == "docker" || runtime_ == "podman"; }
-
-  std::unique_ptr<ReplicaProcess> inner_;
-  std::string id_;
-  std::string runtime_;
-  Runtime run_;
-};
-
 }  // namespace
 
 bool HostHasHybridCgroups() {
@@ -200,8 +142,12 @@ StatusOr<std::unique_ptr<OciLauncher>> OciLauncher::Create(OciOptions options,
     if (hide) {
       spdlog::info("hybrid cgroups: running crun with the cgroup2 mount hidden");
     }
+    std::string unshare = FindExecutable("unshare");
+    if (hide && unshare.empty()) {
+      return FailedPrecondition("crun on a hybrid-cgroup host needs unshare (util-linux)");
+    }
     return std::unique_ptr<OciLauncher>(
-        new OciLauncher(std::move(options), processes, name, path, hide));
+        new OciLauncher(std::move(options), processes, name, path, hide, unshare));
   }
   std::string names;
   for (const auto& n : candidates) names += (names.empty() ? "" : " or ") + n;
@@ -214,8 +160,8 @@ std::vector<std::string> OciLauncher::RuntimeArgv(const std::vector<std::string>
     // A private mount namespace in which /sys/fs/cgroup/unified is unmounted: crun then sees a
     // pure cgroup v1 host. The mount is hidden only for this command.
     std::string command = "umount -l /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"";
-    argv = {"unshare", "--mount", "--propagation", "private",
-            "/bin/sh", "-c",      command,         runtime_path_};
+    argv = {unshare_path_, "--mount", "--propagation", "private",
+            "/bin/sh",     "-c",      command,         runtime_path_};
   } else {
     argv = {runtime_path_};
   }
@@ -260,20 +206,66 @@ StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const
   fs::path rootfs = fs::path(location.bundle) / "rootfs";
   if (!fs::is_directory(rootfs, ec)) {
     return FailedPrecondition("image " + image + " is an OCI image layout not unpacked into " +
-                              location.bundle + " (Prepare did not run or failed)");
+                              location.bundle);
   }
   return rootfs.string();
 }
 
 Status OciLauncher::Prepare(const LaunchRequest& request) {
-  if (runtime_ == "docker" || runtime_ == "podman") return Status::Ok();  // the CLI pulls
-  auto location = LocateImage(request.image);
-  // A bad image is Launch's to report, as for every other launch error.
-  if (!location.ok() || location->layout.empty()) return Status::Ok();
-  return Unpack(request.image, *location);
+  const std::string id = ContainerId(request.job, request.replica, request.attempt);
+  std::vector<std::string> argv;
+  if (cli()) {
+    argv = CliRunArgv(request, id);  // the CLI pulls the image
+  } else {
+    COHORT_ASSIGN_OR_RETURN(ImageLocation location, LocateImage(request.image));
+    if (!location.layout.empty()) COHORT_RETURN_IF_ERROR(Unpack(request.image, location));
+    COHORT_ASSIGN_OR_RETURN(std::string rootfs, ResolveRootfs(request.image));
+    COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs));
+    fs::path bundle = fs::path(request.working_dir) / "bundle";
+    std::error_code ec;
+    fs::create_directories(bundle, ec);
+    if (ec) return Internal("create bundle " + bundle.string() + ": " + ec.message());
+    {
+      std::ofstream out(bundle / "config.json", std::ios::trunc);
+      out << config;
+      if (!out) return Internal("write " + (bundle / "config.json").string());
+    }
+    argv = RuntimeArgv({"run", "--bundle", bundle.string(), id});
+  }
+  COHORT_RETURN_IF_ERROR(RemoveLeftover(id));
+  std::lock_guard<std::mutex> lock(prepared_mu_);
+  prepared_[id] = std::move(argv);
+  return Status::Ok();
+}
+
+Status OciLauncher::RemoveLeftover(const std::string& id) {
+  // On the container's lane: after whatever an earlier Release of the same id queued.
+  auto deleted = std::make_shared<std::promise<CapturedCommand>>();
+  std::future<CapturedCommand> done = deleted->get_future();
+  if (!commands_->Enqueue(
+          id,
+          RuntimeCommand(cli() ? std::vector<std::string>{"rm", "-f", id}
+                               : std::vector<std::string>{"delete", "--force", id}),
+          [deleted](const CapturedCommand& run) { deleted->set_value(run); },
+          /*coalesce=*/false)) {
+    return Cancelled("container " + id + ": the agent is shutting down");
+  }
+  while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (cancelled_) return Cancelled("container " + id + ": the agent is shutting down");
+  }
+  CapturedCommand run = done.get();
+  if (run.cancelled) return Cancelled("container " + id + ": the agent is shutting down");
+  // Not fatal: a container still there makes the run fail, naming it.
+  if (run.exit_code != 0 && !RuntimeSaysGone(run.output)) {
+    spdlog::warn("container {}: removing a leftover: {}{}", id, run.timed_out ? "timed out: " : "",
+                 run.output);
+  }
+  return Status::Ok();
 }
 
 void OciLauncher::CancelPrepares() { cancelled_ = true; }
+
+OciLauncher::~OciLauncher() { commands_->Shutdown(options_.shutdown_drain); }
 
 Status OciLauncher::Unpack(const std::string& image, const ImageLocation& location) {
   std::shared_ptr<std::mutex> image_mu;
@@ -480,6 +472,16 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
 StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchRequest& request) {
   std::string id = ContainerId(request.job, request.replica, request.attempt);
   LaunchRequest runtime_request = request;
+  {
+    std::lock_guard<std::mutex> lock(prepared_mu_);
+    auto prepared = prepared_.find(id);
+    if (prepared == prepared_.end()) {
+      return FailedPrecondition("container " + id +
+                                ": not prepared (Prepare did not run or failed)");
+    }
+    runtime_request.argv = std::move(prepared->second);
+    prepared_.erase(prepared);
+  }
   // The container gets its environment from config.json or --env; the runtime process needs
   // only a PATH.
   runtime_request.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
@@ -487,35 +489,16 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
   runtime_request.pid_namespace = false;  // the runtime gives the container one of its own
   // The runtime runs as the agent; the container's process as process.user / --user.
   runtime_request.run_as.reset();
-  auto run = [this](const std::vector<std::string>& args) {
-    if (runtime_ == "docker" || runtime_ == "podman") {
-      std::vector<std::string> argv = {runtime_path_};
-      argv.insert(argv.end(), args.begin(), args.end());
-      return RunCaptured(argv);
-    }
-    return RunCaptured(RuntimeArgv(args));
-  };
-  if (runtime_ == "docker" || runtime_ == "podman") {
-    run({"rm", "-f", id});
-    runtime_request.argv = CliRunArgv(request, id);
-  } else {
-    COHORT_ASSIGN_OR_RETURN(std::string rootfs, ResolveRootfs(request.image));
-    COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs));
-    fs::path bundle = fs::path(request.working_dir) / "bundle";
-    std::error_code ec;
-    fs::create_directories(bundle, ec);
-    if (ec) return Internal("create bundle " + bundle.string() + ": " + ec.message());
-    {
-      std::ofstream out(bundle / "config.json", std::ios::trunc);
-      out << config;
-      if (!out) return Internal("write " + (bundle / "config.json").string());
-    }
-    run({"delete", "--force", id});  // a leftover from a crashed agent
-    runtime_request.argv = RuntimeArgv({"run", "--bundle", bundle.string(), id});
-  }
   COHORT_ASSIGN_OR_RETURN(auto process, processes_->Launch(runtime_request));
   return std::unique_ptr<ReplicaProcess>(
-      new ContainerReplica(std::move(process), id, runtime_, std::move(run)));
+      new ContainerReplica(std::move(process), id, RuntimeCommand({}), cli(), commands_));
+}
+
+std::vector<std::string> OciLauncher::RuntimeCommand(const std::vector<std::string>& args) const {
+  if (!cli()) return RuntimeArgv(args);
+  std::vector<std::string> argv = {runtime_path_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
 }
 
 }  // namespace cohort::agent

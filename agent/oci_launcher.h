@@ -19,20 +19,39 @@
 // runc works. With runtime "auto" the launcher prefers runc on such hosts; when only crun exists
 // it runs crun in a private mount namespace with the cgroup2 mount hidden.
 //
-// The runtime's foreground process (`runc run`) is launched through ProcessLauncher, so it has
-// its own process group, log redirection and exit status; signals go both to it and, through
-// `runtime kill`, to every process of the container; Release() deletes the container.
+// The runtime's foreground process (`runc run`, `docker run`) is launched through ProcessLauncher,
+// so it has its own process group, log redirection and exit status; the container's processes
+// are signalled through `runtime kill` and the container deleted once gone (ContainerReplica,
+// agent/container_replica.h).
 //
-// Image layouts are unpacked in Prepare, off the agent loop (agent/launcher.h); Launch only finds
-// the unpacked root and fails naming the image when there is none. One mutex per cached image:
-// attempts preparing the same image at once wait for the first, whose result the others find
-// in the cache; umoci unpacks into "<bundle>.tmp", renamed to the bundle once complete, and a
-// failed or cancelled unpack removes it, so no half-unpacked image is ever taken as done (the
-// next Prepare runs umoci again). umoci runs hidden from the agent loop's reaper
-// (agent/captured_command.h). CancelPrepares SIGKILLs the umoci processes under way.
+// What runs where (agent/launcher.h): nothing of this launcher runs an external command or
+// writes a file on the agent loop.
+//  - Prepare (a thread of the agent's, once per attempt, concurrently with other Prepares and
+//    with Launch): unpacks an image layout, writes <working_dir>/bundle/config.json (runc/crun)
+//    or renders the `docker run` argv, and removes a container of the same id that a crashed
+//    agent left (`delete --force` / `rm -f`), waiting for that on the container's lane of the
+//    launcher's RuntimeCommands (agent/runtime_commands.h); it keeps the runtime's argv for
+//    Launch, under a mutex.
+//  - Launch (the loop): takes that argv and forks the runtime (ProcessLauncher); without a
+//    Prepare that succeeded it fails, saying so.
+//  - The replica's Signal, KillAll, AnyAlive and Release (the loop) queue `kill`, `state` and
+//    `delete` on the container's lane and return at once (agent/container_replica.h).
+// Each runtime command is killed after OciOptions::command_timeout. Shutdown: destroying the
+// launcher (after the agent's last SIGKILLs were queued) lets the queued commands run for up to
+// OciOptions::shutdown_drain, then kills those still running and drops the rest (each logged):
+// the agent's exit waits at most that plus about 100 ms for a wedged runtime.
+//
+// Image layouts are unpacked in Prepare; Launch never sees one not unpacked. One mutex per
+// cached image: attempts preparing the same image at once wait for the first, whose result the
+// others find in the cache; umoci unpacks into "<bundle>.tmp", renamed to the bundle once
+// complete, and a failed or cancelled unpack removes it, so no half-unpacked image is ever taken
+// as done (the next Prepare runs umoci again). umoci and the runtime's commands run hidden from
+// the agent loop's reaper (agent/captured_command.h). CancelPrepares SIGKILLs the umoci
+// processes under way and makes a Prepare waiting for its leftover removal return (kCancelled).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +60,7 @@
 
 #include "agent/launcher.h"
 #include "agent/process_launcher.h"
+#include "agent/runtime_commands.h"
 
 namespace cohort::agent {
 
@@ -48,6 +68,10 @@ struct OciOptions {
   std::string runtime = "auto";     // auto | runc | crun | docker | podman
   std::string device_dir = "/dev";  // where GPU device nodes are looked up (tests: a fake dir)
   std::string cache_dir = "/var/lib/cohort-agent/images";  // unpacked OCI image layouts
+  // A runtime command (kill, state, delete, rm) still running after this is killed.
+  std::chrono::milliseconds command_timeout{std::chrono::seconds(60)};
+  // How long the launcher's destruction lets queued runtime commands finish (see above).
+  std::chrono::milliseconds shutdown_drain{std::chrono::seconds(10)};
 };
 
 class OciLauncher : public Launcher {
@@ -56,9 +80,12 @@ class OciLauncher : public Launcher {
   // the options allow is installed.
   static StatusOr<std::unique_ptr<OciLauncher>> Create(OciOptions options,
                                                        ProcessLauncher* processes);
+  // Shuts the runtime commands down (see "Shutdown" above); the replicas it launched may live
+  // on, their commands then refused.
+  ~OciLauncher() override;
 
-  // Unpacks request.image when it is an OCI image layout not in the cache yet; nothing to do
-  // for a root filesystem directory or the docker/podman CLI. Thread-safe.
+  // Everything Launch(request) needs (see above): an error names the image, the bundle or the
+  // runtime. Thread-safe.
   Status Prepare(const LaunchRequest& request) override;
   void CancelPrepares() override;
   StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) override;
@@ -77,12 +104,20 @@ class OciLauncher : public Launcher {
 
  private:
   OciLauncher(OciOptions options, ProcessLauncher* processes, std::string runtime,
-              std::string runtime_path, bool hide_cgroup2)
+              std::string runtime_path, bool hide_cgroup2, std::string unshare_path)
       : options_(std::move(options)),
         processes_(processes),
         runtime_(std::move(runtime)),
         runtime_path_(std::move(runtime_path)),
-        hide_cgroup2_(hide_cgroup2) {}
+        unshare_path_(std::move(unshare_path)),
+        hide_cgroup2_(hide_cgroup2),
+        commands_(std::make_shared<RuntimeCommands>(options_.command_timeout)) {}
+
+  bool cli() const { return runtime_ == "docker" || runtime_ == "podman"; }
+  // argv of `runtime args...` for the runtime's short commands (RuntimeArgv, or the CLI's).
+  std::vector<std::string> RuntimeCommand(const std::vector<std::string>& args) const;
+  // Removes a container `id` left by a crashed agent, waiting for it off the loop.
+  Status RemoveLeftover(const std::string& id);
 
   // Where an image's root filesystem is: `rootfs` for a root filesystem directory; for an OCI
   // image layout, `layout` ("<dir>[:<tag>]", as umoci takes it) and the cache `bundle` it is
@@ -101,8 +136,12 @@ class OciLauncher : public Launcher {
   ProcessLauncher* processes_;
   std::string runtime_;
   std::string runtime_path_;
+  std::string unshare_path_;
   bool hide_cgroup2_;
+  std::shared_ptr<RuntimeCommands> commands_;  // shared with the replicas launched
   std::atomic<bool> cancelled_{false};
+  std::mutex prepared_mu_;                                      // guards prepared_
+  std::map<std::string, std::vector<std::string>> prepared_;    // by container id: the run argv
   std::mutex unpacks_mu_;                                       // guards unpacks_
   std::map<std::string, std::shared_ptr<std::mutex>> unpacks_;  // by bundle: held while unpacking
 };

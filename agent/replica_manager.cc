@@ -134,20 +134,26 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   // lookup and a container launcher's Prepare (an image unpack) may take minutes: they run on a
   // thread of their own, and StartPending() launches the attempt once they are done. A process
   // launch without a lookup has nothing to wait for.
+  // Prepare gets Launch's request, its environment rendered with the restore point (a container
+  // launcher writes it into the container's config).
   std::string restore_dir = a.attempt > 0 ? pending->plan.checkpoint_dir : "";
   if (!restore_dir.empty() || pending->plan.container) {
-    pending->ready =
-        std::async(std::launch::async, [launcher = pending->launcher, request, restore_dir] {
-          PreparedLaunch ready;
-          ready.prepared = launcher->Prepare(request);
-          if (ready.prepared.ok()) {
-            ready.restore = FindRestoreCheckpoint(restore_dir);
-          }
-          return ready;
-        });
+    pending->ready = std::async(std::launch::async, [launcher = pending->launcher, request,
+                                                     env = pending->plan.env, restore_dir] {
+      PreparedLaunch ready;
+      ready.restore = FindRestoreCheckpoint(restore_dir);
+      ReplicaEnvInput restored = env;
+      restored.restore_checkpoint = ready.restore.checkpoint;
+      ready.env = BuildReplicaEnv(restored);
+      LaunchRequest prepared = request;
+      prepared.env = ready.env;
+      ready.prepared = launcher->Prepare(prepared);
+      return ready;
+    });
     a.pending = std::move(pending);
     return;
   }
+  request.env = BuildReplicaEnv(pending->plan.env);
   FinishLaunch(a, *pending);
 }
 
@@ -177,6 +183,7 @@ void ReplicaManager::StartPending() {
       continue;
     }
     pending->plan.env.restore_checkpoint = prepared.restore.checkpoint;
+    pending->plan.request.env = std::move(prepared.env);
     // The attempt's log says where it restores from and what was skipped (`cohort logs`).
     for (const std::string& note : prepared.restore.notes) {
       AppendAgentNote(pending->plan.request.log_path, note);
@@ -192,8 +199,7 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
     spdlog::info("{}/{} attempt {}: restoring from {}", a.job, a.replica, a.attempt,
                  env.restore_checkpoint);
   }
-  LaunchRequest& request = pending.plan.request;
-  request.env = BuildReplicaEnv(env);
+  LaunchRequest& request = pending.plan.request;  // its env rendered
   if (Status s = MakeOutputDirs(request.env, request.run_as); !s.ok()) {
     return FailBeforeLaunch(a, s, -1);
   }

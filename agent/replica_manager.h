@@ -15,13 +15,16 @@
 // starts, naming the user and the node. Its working dir and the output dirs it creates are that
 // account's.
 //
-// Off the loop: the lookup and Prepare of one attempt run together on one std::async thread;
-// the loop never waits for it (StartPending polls it). Nor for the exec of a launched process:
-// the attempt stays STARTING until Reap() polls that it ran (agent/launcher.h). An attempt stopped
-// meanwhile ends at once, STOPPED (PREEMPTED in a shutdown), without starting; its unpack goes on
-// in the background and fills the image cache. Destroying the manager cancels the Prepares under
-// way (a killed umoci: within about 100 ms) and then waits for the threads, so the agent's shutdown
-// waits a bounded time and no thread outlives the launchers.
+// Off the loop: the checkpoint lookup, the rendering of the environment with its result and the
+// launcher's Prepare of one attempt run on one std::async thread; the loop never waits for it
+// (StartPending polls it), nor for a container runtime's commands (agent/launcher.h). Nor for the
+// exec of a launched process: the attempt stays STARTING until Reap() polls that it ran
+// (agent/launcher.h). An attempt stopped meanwhile ends at once, STOPPED (PREEMPTED in a shutdown),
+// without starting; its unpack goes on in the background and fills the image cache. Destroying the
+// manager cancels the Prepares under way (a killed umoci: within about 100 ms) and then waits for
+// the threads, so the agent's shutdown waits a bounded time and no thread outlives the launchers;
+// the container launcher, destroyed last, then gives the runtime commands still queued (the last
+// SIGKILLs) a bounded time (agent/oci_launcher.h).
 //
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
 // it. Destroying it SIGKILLs every process of every attempt still here: no replica outlives it.

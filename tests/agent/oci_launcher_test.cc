@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "agent/captured_command.h"
+#include "agent/runtime_commands.h"
 #include "tests/testing/process.h"
 
 namespace cohort::agent {
@@ -186,18 +188,30 @@ TEST_P(OciLauncherTest, UnknownRuntimeAndBadImageAreClearErrors) {
   if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
   LaunchRequest request = Request({"/bin/true"}, {});
   request.image = (dir_ / "work").string();  // exists, but is not a root filesystem
+  Status prepared = (*launcher)->Prepare(request);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.message().find("neither a root filesystem"), std::string::npos)
+      << prepared.ToString();
+  // Launch runs only what Prepare made ready.
   auto launched = (*launcher)->Launch(request);
   ASSERT_FALSE(launched.ok());
-  EXPECT_NE(launched.status().message().find("neither a root filesystem"), std::string::npos);
+  EXPECT_EQ(launched.status().message(),
+            "container " + ContainerId(request.job, request.replica, request.attempt) +
+                ": not prepared (Prepare did not run or failed)");
 }
 
 TEST_P(OciLauncherTest, ContainerSeesEnvOutputDirAndOnlyPinnedGpus) {
   std::string why;
   if (!CanRunContainers(&why)) GTEST_SKIP() << why;
-  auto process = launcher_->Launch(
+  LaunchRequest request =
       Request({"/bin/sh", "-c",
                "ls /dev; echo TF_CONFIG=$TF_CONFIG; echo hi > \"$AIP_MODEL_DIR/from_container\""},
-              {1, 3}));
+              {1, 3});
+  ASSERT_TRUE(launcher_->Prepare(request).ok());
+  // Prepare wrote the bundle, off the loop.
+  EXPECT_NE(ReadFile(dir_ / "work" / "bundle" / "config.json").find("NVIDIA_VISIBLE_DEVICES=1,3"),
+            std::string::npos);
+  auto process = launcher_->Launch(request);
   ASSERT_TRUE(process.ok()) << process.status().ToString();
   int code = Wait(**process);
   (*process)->Release();
@@ -216,7 +230,9 @@ TEST_P(OciLauncherTest, ContainerSeesEnvOutputDirAndOnlyPinnedGpus) {
 TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {
   std::string why;
   if (!CanRunContainers(&why)) GTEST_SKIP() << why;
-  auto process = launcher_->Launch(Request({"/bin/sh", "-c", "sleep 300 & sleep 300"}, {}));
+  LaunchRequest request = Request({"/bin/sh", "-c", "sleep 300 & sleep 300"}, {});
+  ASSERT_TRUE(launcher_->Prepare(request).ok());
+  auto process = launcher_->Launch(request);
   ASSERT_TRUE(process.ok()) << process.status().ToString();
   ASSERT_TRUE(testing::WaitUntil([&] { return (*process)->AnyAlive(); }, 20s))
       << "the container never ran: " << ReadFile(dir_ / "work" / "log");
@@ -234,6 +250,13 @@ TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {
       },
       20s));
   (*process)->Release();
+  // The delete runs off the caller's thread; destroying the launcher lets it finish.
+  const std::vector<std::string> state =
+      launcher_->RuntimeArgv({"state", ContainerId(request.job, request.replica, request.attempt)});
+  launcher_.reset();
+  CapturedCommand after = RunCaptured(state);
+  EXPECT_NE(after.exit_code, 0) << "the container is still there: " << after.output;
+  EXPECT_TRUE(RuntimeSaysGone(after.output)) << after.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, OciLauncherTest, ::testing::Values("auto", "runc", "crun"));

@@ -1,0 +1,86 @@
+#include "agent/container_replica.h"
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/logging.h"
+
+namespace cohort::agent {
+
+ContainerReplica::ContainerReplica(std::unique_ptr<ReplicaProcess> runtime_process, std::string id,
+                                   std::vector<std::string> runtime, bool cli,
+                                   std::shared_ptr<RuntimeCommands> commands)
+    : inner_(std::move(runtime_process)),
+      shared_(std::make_shared<Shared>()),
+      runtime_(std::move(runtime)),
+      cli_(cli),
+      commands_(std::move(commands)) {
+  shared_->id = std::move(id);
+}
+
+std::vector<std::string> ContainerReplica::Argv(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = runtime_;
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+void ContainerReplica::Queue(const std::vector<std::string>& args, const std::string& what) {
+  commands_->Enqueue(shared_->id, Argv(args), [shared = shared_, what](const CapturedCommand& run) {
+    if (run.exit_code == 0 || RuntimeSaysGone(run.output)) return;
+    spdlog::warn("container {}: {}: {}", shared->id, what,
+                 run.timed_out ? "timed out: " + run.output
+                 : run.cancelled
+                     ? run.output.empty() ? "killed: the agent is shutting down" : run.output
+                     : run.output);
+  });
+}
+
+void ContainerReplica::Signal(int sig) {
+  const std::string signal = std::to_string(sig);
+  if (cli_) {
+    Queue({"kill", "--signal", signal, shared_->id}, "kill --signal " + signal);
+  } else {
+    Queue({"kill", "--all", shared_->id, signal}, "kill " + signal);
+  }
+  inner_->Signal(sig);
+}
+
+void ContainerReplica::KillAll() {
+  Signal(SIGKILL);
+  inner_->KillAll();
+}
+
+bool ContainerReplica::AnyAlive() {
+  if (inner_->AnyAlive()) return true;
+  if (cli_) return false;
+  if (shared_->gone) return false;
+  if (shared_->state_queued.exchange(true)) return true;  // its answer is awaited
+  const bool queued = commands_->Enqueue(
+      shared_->id, Argv({"state", shared_->id}), [shared = shared_](const CapturedCommand& state) {
+        if (state.timed_out || state.cancelled) {
+          spdlog::warn("container {}: state: {}", shared->id,
+                       state.timed_out ? "timed out" : "cancelled");
+        } else if (state.exit_code != 0) {
+          shared->gone = true;  // no such container
+        } else {
+          auto parsed = nlohmann::json::parse(state.output, nullptr, /*allow_exceptions=*/false);
+          shared->gone = !parsed.is_object() || parsed.value("status", "") != "running";
+        }
+        shared->state_queued = false;
+      });
+  if (!queued) shared_->state_queued = false;
+  return true;
+}
+
+void ContainerReplica::Release() {
+  if (!released_) {
+    released_ = true;
+    Queue(cli_ ? std::vector<std::string>{"rm", "-f", shared_->id}
+               : std::vector<std::string>{"delete", "--force", shared_->id},
+          "delete");
+  }
+  inner_->Release();
+}
+
+}  // namespace cohort::agent
