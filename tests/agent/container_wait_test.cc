@@ -272,6 +272,24 @@ TEST_P(AgentContainerWaitTest, ADeleteThatHangsHoldsNothingElseNorTheNextAttempt
   EXPECT_EQ(runtime_.State(id1), "");
 }
 
+// The removal of a leftover container runs in Prepare: while it hangs the attempt stays STARTING
+// and the loop goes on; a shutdown then cancels the Prepare and kills the removal.
+TEST_P(AgentContainerWaitTest, ALeftoverRemovalThatHangsHoldsNothingElseNorTheShutdown) {
+  const std::string id = ContainerId(kJob, "worker-0", 0);
+  const std::string key = LogKey(kJob, "worker-0", 0);
+  runtime_.Block("delete", id);
+  coordinator_->Launch("node-a", ContainerLaunch("worker-0", 0));
+  ASSERT_TRUE(Pump([&] { return runtime_.Held("delete", id); }));
+  ASSERT_NO_FATAL_FAILURE(ExpectTheLoopGoesOn("other"));
+  ASSERT_TRUE(coordinator_->Latest(key).has_value());
+  EXPECT_EQ(coordinator_->Latest(key)->state, wire::ReplicaState::STARTING);
+  EXPECT_TRUE(runtime_.Calls(id).empty()) << ::testing::PrintToString(runtime_.Calls(id));
+  const pid_t held = runtime_.HeldPid("delete", id);
+  agent_.reset();  // returns although the removal would hang for a minute
+  EXPECT_TRUE(runtime_.Calls(id).empty()) << ::testing::PrintToString(runtime_.Calls(id));
+  EXPECT_TRUE(testing::WaitUntil([&] { return !testing::ProcessAlive(held); }, seconds(30)));
+}
+
 TEST_P(AgentContainerWaitTest, ShutdownKillsARuntimeCommandThatHangsPastTheDrain) {
   const std::string id = ContainerId(kJob, "worker-0", 0);
   ASSERT_NO_FATAL_FAILURE(LaunchRunning(0));
