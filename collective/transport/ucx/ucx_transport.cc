@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "collective/same_host.h"
+#include "collective/transport/ucx/ucx_reaper.h"
 #include "collective/transport/ucx/ucx_support.h"
 #include "common/logging.h"
 
@@ -300,14 +301,21 @@ UcxTransportImpl::~UcxTransportImpl() {
         CloseEpLocked(peer, peer_status_[peer] != UCS_OK && peer_mode_[peer], &pending);
     }
     const Deadline deadline = SteadyClock::now() + std::chrono::milliseconds(2000);
-    bool closed = true;
-    for (void* req : pending) closed = DrainLocked(req, deadline) && closed;
-    if (!closed) {
-      // UCX forbids destroying a worker while an endpoint is still closing (it may assert): leave
-      // the worker and its context to the process rather than risk that.
-      spdlog::warn("ucx: an endpoint was still closing after 2s; leaving its UCX worker behind");
+    std::vector<void*> closing;
+    for (void* req : pending) {
+      if (!DrainLocked(req, deadline)) closing.push_back(req);
+    }
+    // A close still pending waits for a peer that is not progressing (ucx_reaper.h): the reaper
+    // progresses the worker until the peer has taken in the last sends, then destroys it. Unless
+    // a send was abandoned undrained (a failed call, over shared memory): progressing the worker
+    // could then read the caller's freed buffer, so it goes now, by force.
+    const bool abandoned = std::find(stalled_.begin(), stalled_.end(), true) != stalled_.end();
+    if (!closing.empty() && !abandoned) {
+      spdlog::debug("ucx: an endpoint was still closing after 2s; the UCX reaper finishes it");
+      ReapUcxWorker(context_, worker_, std::move(closing));
       return;
     }
+    for (void* req : closing) ucp_request_free(req);
     ucp_worker_destroy(worker_);
   }
   if (context_ != nullptr) ucp_cleanup(context_);

@@ -19,7 +19,12 @@
 // 2 s). Over TCP a socket closed with unread input is reset, which drops what this side still had
 // queued (a reducer's last notices); and a peer's rendezvous send completes only once received (a
 // worker abandoning a failed call's chunks to a reducer waits for that, so that the chunks are
-// read before its call returns).
+// read before its call returns). The endpoints then close gracefully (by force to a failed peer),
+// waiting at most 2 s. Over TCP a graceful close completes only once the peer's UCX has read
+// what this side sent; a close still pending then (the peer is busy, or in this process and
+// closed later) hands the worker to the process-wide UCX reaper (ucx_reaper.h), which progresses
+// it until the peer catches up and then destroys it, so nothing is left behind and a child
+// forked later can use UCX.
 //
 // Progress: there is no progress thread. A thread that waits on a Request drives the worker
 // (under the transport's mutex), spinning briefly and then sleeping on the worker's event fd.
