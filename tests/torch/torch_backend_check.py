@@ -34,6 +34,9 @@ exits 0 when every worker did. Scenarios:
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
                 naming the peer each waited for
+  fork-after-destroy  rank 0 destroys its group while rank 1 is busy (its UCX close still pending),
+                then each rank forks a multiprocessing child (fork start method) that builds a
+                fresh cohort group with the other's child: the children's all-reduce works
   cohort-job    the environment of a Cohort job (COHORT_BOOTSTRAP_ADDR; reducers are cohort-reducer
                 processes, as an agent starts them): the default group joins the job's store and
                 reducer pool, subgroups torch's store
@@ -861,6 +864,60 @@ def scenario_dead_peer_between():
 # The exit code of the rank dead-peer kills.
 VICTIM_EXIT = 3
 
+def fork_child_group(port, rank, queue):
+    """A forked child's fresh group of 2 on a new store: one all-reduce, its result on `queue`."""
+    import torch
+    import torch.distributed as dist
+    try:
+        dist.init_process_group("cohort", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                                timeout=datetime.timedelta(seconds=20))
+        t = torch.full((1000,), float(rank + 1))
+        dist.all_reduce(t)
+        dist.destroy_process_group()
+        queue.put(("ok", float(t[0])))
+    except Exception as e:  # noqa: BLE001  the parent reports it
+        queue.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def scenario_fork_after_destroy():
+    """Rank 0 destroys its group while rank 1 is busy (sleeps 4 s, not progressing UCX), so rank 0's
+    UCX close is still pending when destroy returns; then each rank forks a multiprocessing child
+    (the fork start method) that builds a fresh cohort group with the other's child: it must work
+    (UCX's process-wide state is not left to the child)."""
+    import multiprocessing
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1000,), float(n))), "the first allreduce")
+    port = [free_port() if rank == 0 else None]
+    dist.broadcast_object_list(port, src=0)
+    if rank == 1:
+        time.sleep(4)  # busy: rank 0's close waits for this process to progress
+    start = time.time()
+    dist.destroy_process_group()
+    print(f"destroy_process_group took {time.time() - start:.1f} s", flush=True)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=fork_child_group, args=(port[0], rank, queue))
+    child.start()
+    try:
+        result = queue.get(timeout=60)
+    except Exception:  # noqa: BLE001  queue.Empty: the child hung
+        result = ("error", "no answer from the forked child within 60 s")
+    child.join(10)
+    if child.is_alive():
+        child.kill()
+    print(f"forked child: {result}", flush=True)
+    check.expect(result == ("ok", 3.0), f"the forked child's group: {result}")
+    return check.finish()
+
+
 def scenario_silent_peer():
     import torch
     import torch.distributed as dist
@@ -1064,6 +1121,7 @@ SCENARIOS = {
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
+    "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
     # Over TCP, as between hosts.
