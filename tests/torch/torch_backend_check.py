@@ -615,12 +615,7 @@ def scenario_wire(wire, via_options):
         y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
         model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
         ddp = DDP(model)
-        if zero:
-            from torch.distributed.optim import ZeroRedundancyOptimizer
-            opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD,
-                                          process_group=group, lr=0.1, momentum=0.9)
-        else:
-            opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
         losses = []
         for step in range(40):
             lo = ((step % 4) * n + rank) * 16
