@@ -208,6 +208,23 @@ class TorchDdpTest : public ::testing::Test {
     return std::string(logs->data.begin(), logs->data.end());
   }
 
+  // The log of each training replica once it holds the script's final parameter digest (a
+  // failure names `what` and the replica whose log never did).
+  std::map<std::string, std::string> FinalLogs(const std::string& what) {
+    std::map<std::string, std::string> logs;
+    for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
+      std::string& log = logs[replica];
+      EXPECT_TRUE(ct::WaitUntil(
+          [&] {
+            log = ReplicaLog(replica);
+            return log.find("parameters sha256") != std::string::npos;
+          },
+          20s))
+          << what << " " << replica << ": " << log;
+    }
+    return logs;
+  }
+
   // Waits for the end of the job; then checks it SUCCEEDED once, every training replica ran a
   // second attempt, the chief's second attempt resumed from a checkpoint at or after the fault's
   // epoch and trained to the end, and no replica outlived the job.
@@ -382,15 +399,7 @@ TEST_F(TorchDdpTest, CohortBackendReachesGlooAccuracyWithIdenticalParametersOnEv
     ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << backend << ": " << done.message;
     EXPECT_EQ(done.restarts, 0) << backend;
     std::set<std::string> digests;
-    for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
-      std::string log;
-      ASSERT_TRUE(ct::WaitUntil(
-          [&] {
-            log = ReplicaLog(replica);
-            return log.find("parameters sha256") != std::string::npos;
-          },
-          20s))
-          << backend << " " << replica << ": " << log;
+    for (const auto& [replica, log] : FinalLogs(backend)) {
       if (backend == "cohort") {
         EXPECT_NE(log.find("backend cohort"), std::string::npos) << log;
       }
@@ -428,17 +437,7 @@ TEST_F(TorchDdpTest, CohortBackendJobThroughFourIncidentsEndsWithTheFaultFreeMod
   auto client = cluster_->Client();
   auto digests_of = [&](const std::string& what) {
     std::set<std::string> digests;
-    for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
-      std::string log;
-      EXPECT_TRUE(ct::WaitUntil(
-          [&] {
-            log = ReplicaLog(replica);
-            return !LoggedDigest(log).empty();
-          },
-          20s))
-          << what << " " << replica << ": " << log;
-      digests.insert(LoggedDigest(log));
-    }
+    for (const auto& [replica, log] : FinalLogs(what)) digests.insert(LoggedDigest(log));
     return digests;
   };
 
