@@ -124,6 +124,10 @@ class Launcher {
   // The agent is going away: every Prepare under way returns soon with an error (kCancelled),
   // and later ones at once. The launcher must outlive the Prepare calls under way.
   virtual void CancelPrepares() {}
+  // The agent will not Launch `request` after all (its attempt was stopped while it prepared):
+  // drops what Prepare kept for it. Called on the agent loop once that Prepare has returned, OK
+  // or not. Default: nothing.
+  virtual void Forget(const LaunchRequest& request) { (void)request; }
   // Starts the attempt (its Prepare done and OK) and returns without waiting for the command to
   // be executed (see "Starting" above). An error means nothing runs (nothing to clean up); a
   // command that cannot be executed still yields a process, whose PollLaunch() comes to say

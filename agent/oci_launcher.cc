@@ -238,6 +238,16 @@ Status OciLauncher::Prepare(const LaunchRequest& request) {
   return Status::Ok();
 }
 
+void OciLauncher::Forget(const LaunchRequest& request) {
+  std::lock_guard<std::mutex> lock(prepared_mu_);
+  prepared_.erase(ContainerId(request.job, request.replica, request.attempt));
+}
+
+size_t OciLauncher::prepared_count() {
+  std::lock_guard<std::mutex> lock(prepared_mu_);
+  return prepared_.size();
+}
+
 Status OciLauncher::RemoveLeftover(const std::string& id) {
   // On the container's lane: after whatever an earlier Release of the same id queued.
   auto deleted = std::make_shared<std::promise<CapturedCommand>>();

@@ -31,7 +31,7 @@
 //    or renders the `docker run` argv, and removes a container of the same id that a crashed
 //    agent left (`delete --force` / `rm -f`), waiting for that on the container's lane of the
 //    launcher's RuntimeCommands (agent/runtime_commands.h); it keeps the runtime's argv for
-//    Launch, under a mutex.
+//    Launch (or Forget, for an attempt stopped meanwhile), under a mutex.
 //  - Launch (the loop): takes that argv and forks the runtime (ProcessLauncher); without a
 //    Prepare that succeeded it fails, saying so.
 //  - The replica's Signal, KillAll, AnyAlive and Release (the loop) queue `kill`, `state` and
@@ -88,11 +88,15 @@ class OciLauncher : public Launcher {
   // runtime. Thread-safe.
   Status Prepare(const LaunchRequest& request) override;
   void CancelPrepares() override;
+  // Drops the runtime argv Prepare kept for the request's container.
+  void Forget(const LaunchRequest& request) override;
   StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) override;
 
   // The runtime chosen ("runc", "crun", "docker", "podman") and whether crun must hide cgroup2.
   const std::string& runtime() const { return runtime_; }
   bool hide_cgroup2() const { return hide_cgroup2_; }
+  // How many prepared attempts wait for their Launch or Forget (for tests).
+  size_t prepared_count();
 
   // The OCI config.json for a request whose rootfs is `rootfs` (exposed for tests).
   StatusOr<std::string> BundleConfig(const LaunchRequest& request, const std::string& rootfs) const;

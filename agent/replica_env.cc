@@ -4,9 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <iterator>
+#include <mutex>
 #include <optional>
 
 #include "agent/replica_exec.h"
@@ -175,16 +179,45 @@ Status MakeDirs(const std::string& path) {
   return Status::Ok();
 }
 
+namespace {
+
+// The variables naming output directories (CLOUD_ML_HP_METRIC_FILE names a file: its directory).
+constexpr const char* kOutputDirVars[] = {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR",
+                                          "AIP_TENSORBOARD_LOG_DIR", "CLOUD_ML_HP_METRIC_FILE"};
+
+std::mutex output_dirs_hook_mu;
+std::function<void(const std::map<std::string, std::string>&)> output_dirs_hook;
+
+}  // namespace
+
+void SetMakeOutputDirsHookForTesting(
+    std::function<void(const std::map<std::string, std::string>& env)> hook) {
+  std::lock_guard<std::mutex> lock(output_dirs_hook_mu);
+  output_dirs_hook = std::move(hook);
+}
+
+bool NamesOutputDirs(const std::map<std::string, std::string>& env) {
+  return std::any_of(std::begin(kOutputDirVars), std::end(kOutputDirVars), [&](const char* var) {
+    auto it = env.find(var);
+    return it != env.end() && !it->second.empty();
+  });
+}
+
 Status MakeOutputDirs(const std::map<std::string, std::string>& env,
                       const std::optional<RunAs>& run_as) {
+  std::function<void(const std::map<std::string, std::string>&)> hook;
+  {
+    std::lock_guard<std::mutex> lock(output_dirs_hook_mu);
+    hook = output_dirs_hook;
+  }
+  if (hook) hook(env);
   std::string base;
   if (auto model = env.find("AIP_MODEL_DIR"); model != env.end() && !model->second.empty()) {
     fs::path dir(model->second);
     if (!dir.has_filename()) dir = dir.parent_path();
     base = dir.parent_path().string();
   }
-  for (const char* var : {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
-                          "CLOUD_ML_HP_METRIC_FILE"}) {
+  for (const char* var : kOutputDirVars) {
     auto it = env.find(var);
     if (it == env.end() || it->second.empty()) continue;
     fs::path dir(it->second);

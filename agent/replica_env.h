@@ -109,7 +109,15 @@ int SweepAttemptDirs(const std::string& work_dir, std::chrono::milliseconds rete
 // AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR and the directory of CLOUD_ML_HP_METRIC_FILE), so
 // a trainer can write to them at once, as it can to Vertex's bucket paths. With `run_as`, those
 // created at or below the job's output dir (the parent of AIP_MODEL_DIR) are that account's.
+// These directories live on the job's output storage, typically an NFS export that can hang:
+// the agent calls this off its loop (agent/replica_manager.h).
 Status MakeOutputDirs(const std::map<std::string, std::string>& env,
                       const std::optional<RunAs>& run_as = std::nullopt);
+// Whether `env` names any of those directories (MakeOutputDirs has something to do).
+bool NamesOutputDirs(const std::map<std::string, std::string>& env);
+// Test seam: `hook` is called with the env at the start of every MakeOutputDirs, on the thread
+// that runs it; a test holds it there, standing in for a hung output storage. Empty: none.
+void SetMakeOutputDirsHookForTesting(
+    std::function<void(const std::map<std::string, std::string>& env)> hook);
 
 }  // namespace cohort::agent

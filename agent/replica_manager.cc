@@ -131,30 +131,33 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
     }
   }
   // A first start begins from scratch; a restart resumes from the newest valid checkpoint. That
-  // lookup and a container launcher's Prepare (an image unpack) may take minutes: they run on a
-  // thread of their own, and StartPending() launches the attempt once they are done. A process
-  // launch without a lookup has nothing to wait for.
+  // lookup, the output dirs (on the job's output storage, an NFS export that may hang) and a
+  // container launcher's Prepare (an image unpack) may take minutes: they run, in that order, on
+  // a thread of their own, and StartPending() launches the attempt once they are done. A process
+  // launch with neither a lookup nor output dirs has nothing to wait for.
   // Prepare gets Launch's request, its environment rendered with the restore point (a container
   // launcher writes it into the container's config).
   std::string restore_dir = a.attempt > 0 ? pending->plan.checkpoint_dir : "";
-  if (!restore_dir.empty() || pending->plan.container) {
-    pending->ready = std::async(std::launch::async, [launcher = pending->launcher, request,
-                                                     env = pending->plan.env, restore_dir] {
-      PreparedLaunch ready;
-      ready.restore = FindRestoreCheckpoint(restore_dir);
-      ReplicaEnvInput restored = env;
-      restored.restore_checkpoint = ready.restore.checkpoint;
-      ready.env = BuildReplicaEnv(restored);
-      LaunchRequest prepared = request;
-      prepared.env = ready.env;
-      ready.prepared = launcher->Prepare(prepared);
-      return ready;
-    });
-    a.pending = std::move(pending);
-    return;
-  }
   request.env = BuildReplicaEnv(pending->plan.env);
-  FinishLaunch(a, *pending);
+  if (restore_dir.empty() && !pending->plan.container && !NamesOutputDirs(request.env)) {
+    return FinishLaunch(a, *pending);
+  }
+  pending->ready = std::async(std::launch::async, [launcher = pending->launcher, request,
+                                                   env = pending->plan.env, restore_dir] {
+    PreparedLaunch ready;
+    ready.restore = FindRestoreCheckpoint(restore_dir);
+    ReplicaEnvInput restored = env;
+    restored.restore_checkpoint = ready.restore.checkpoint;
+    ready.env = BuildReplicaEnv(restored);
+    // Before the command runs and before a container's bind mounts are written.
+    ready.prepared = MakeOutputDirs(ready.env, request.run_as);
+    if (!ready.prepared.ok()) return ready;
+    LaunchRequest prepared = request;
+    prepared.env = ready.env;
+    ready.prepared = launcher->Prepare(prepared);
+    return ready;
+  });
+  a.pending = std::move(pending);
 }
 
 void ReplicaManager::StartPending() {
@@ -168,8 +171,13 @@ void ReplicaManager::StartPending() {
     std::unique_ptr<PendingLaunch> pending = std::move(a.pending);
     if (a.stop != StopCause::kNone) {
       // Stopped (or preempted) before it started: it never will, and it ends now. A lookup or
-      // unpack still under way goes on in the background (an unpacked image stays cached).
-      if (!ready) abandoned_.push_back(std::move(pending));
+      // unpack still under way goes on in the background (an unpacked image stays cached); the
+      // launcher forgets what it prepared once it is done.
+      if (ready) {
+        pending->launcher->Forget(pending->plan.request);
+      } else {
+        abandoned_.push_back(std::move(pending));
+      }
       a.final = true;
       a.gone = true;
       SetState(a, a.FinalState(wire::ReplicaState::STOPPED),
@@ -178,19 +186,23 @@ void ReplicaManager::StartPending() {
       continue;
     }
     PreparedLaunch prepared = pending->ready.get();
+    // The attempt's log says where it restores from and what was skipped (`cohort logs`).
+    for (const std::string& note : prepared.restore.notes) {
+      AppendAgentNote(pending->plan.request.log_path, note);
+    }
     if (!prepared.prepared.ok()) {
       FailBeforeLaunch(a, prepared.prepared, -1);
       continue;
     }
     pending->plan.env.restore_checkpoint = prepared.restore.checkpoint;
     pending->plan.request.env = std::move(prepared.env);
-    // The attempt's log says where it restores from and what was skipped (`cohort logs`).
-    for (const std::string& note : prepared.restore.notes) {
-      AppendAgentNote(pending->plan.request.log_path, note);
-    }
     FinishLaunch(a, *pending);
   }
-  std::erase_if(abandoned_, [&](const auto& pending) { return done(*pending); });
+  std::erase_if(abandoned_, [&](const auto& pending) {
+    if (!done(*pending)) return false;
+    pending->launcher->Forget(pending->plan.request);
+    return true;
+  });
 }
 
 void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
@@ -199,10 +211,7 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
     spdlog::info("{}/{} attempt {}: restoring from {}", a.job, a.replica, a.attempt,
                  env.restore_checkpoint);
   }
-  LaunchRequest& request = pending.plan.request;  // its env rendered
-  if (Status s = MakeOutputDirs(request.env, request.run_as); !s.ok()) {
-    return FailBeforeLaunch(a, s, -1);
-  }
+  LaunchRequest& request = pending.plan.request;  // its env rendered, its output dirs made
   // Launch returns before the command is executed: Reap() learns whether it was (RUNNING).
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);

@@ -15,16 +15,19 @@
 // starts, naming the user and the node. Its working dir and the output dirs it creates are that
 // account's.
 //
-// Off the loop: the checkpoint lookup, the rendering of the environment with its result and the
-// launcher's Prepare of one attempt run on one std::async thread; the loop never waits for it
-// (StartPending polls it), nor for a container runtime's commands (agent/launcher.h). Nor for the
-// exec of a launched process: the attempt stays STARTING until Reap() polls that it ran
-// (agent/launcher.h). An attempt stopped meanwhile ends at once, STOPPED (PREEMPTED in a shutdown),
-// without starting; its unpack goes on in the background and fills the image cache. Destroying the
-// manager cancels the Prepares under way (a killed umoci: within about 100 ms) and then waits for
-// the threads, so the agent's shutdown waits a bounded time and no thread outlives the launchers;
-// the container launcher, destroyed last, then gives the runtime commands still queued (the last
-// SIGKILLs) a bounded time (agent/oci_launcher.h).
+// Off the loop: the checkpoint lookup, the rendering of the environment with its result, the
+// making of the output dirs (MakeOutputDirs: on the job's output storage, an NFS export that may
+// hang) and the launcher's Prepare of one attempt run on one std::async thread; the loop never
+// waits for it (StartPending polls it), nor for a container runtime's commands
+// (agent/launcher.h). Nor for the exec of a launched process: the attempt stays STARTING until
+// Reap() polls that it ran (agent/launcher.h). An attempt stopped meanwhile ends at once, STOPPED
+// (PREEMPTED in a shutdown), without starting; its unpack goes on in the background and fills the
+// image cache, and once it is done the launcher forgets what it prepared (Launcher::Forget).
+// Destroying the manager cancels the Prepares under way (a killed umoci: within about 100 ms) and
+// then waits for the threads, so no thread outlives the launchers; the agent's shutdown waits a
+// bounded time unless a lookup or MakeOutputDirs hangs in the kernel on a dead NFS server, which
+// nothing can cancel. The container launcher, destroyed last, then gives the runtime commands
+// still queued (the last SIGKILLs) a bounded time (agent/oci_launcher.h).
 //
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
 // it. Destroying it SIGKILLs every process of every attempt still here: no replica outlives it.
@@ -68,6 +71,8 @@ class ReplicaManager {
   const std::map<std::string, Attempt>& attempts() const { return attempts_; }
   Attempt* Find(const std::string& key);
   uint64_t attempts_started() const { return attempts_started_; }
+  // Lookups and Prepares of attempts stopped meanwhile, not done yet (for tests).
+  size_t abandoned_count() const { return abandoned_.size(); }
 
   // Starts a new attempt (the caller has checked that it is not here yet). An older attempt of
   // the same replica still running is stopped (replaced). A bad job or replica name, a launch

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "agent/oci_launcher.h"
+#include "agent/replica_manager.h"
 #include "agent/runtime_commands.h"
 #include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
@@ -304,6 +305,58 @@ TEST_P(AgentContainerWaitTest, ShutdownKillsARuntimeCommandThatHangsPastTheDrain
     const pid_t held = runtime_.HeldPid("kill", id);
     EXPECT_TRUE(testing::WaitUntil([&] { return !testing::ProcessAlive(held); }, seconds(30)));
   }
+}
+
+// The replica manager alone, its container launcher the OciLauncher over the fake runtime: an
+// attempt stopped while its Prepare is held (here its leftover removal) ends at once, without
+// starting; once that Prepare is done, the launcher forgets the runtime argv it kept for it.
+TEST(ContainerPrepareTest, AnAttemptStoppedWhilePreparingLeavesNothingPrepared) {
+  FakeRuntime runtime;
+  testing::TempDir work;
+  AgentConfig config;
+  config.node_id = "node-a";
+  config.work_dir = work.path();
+  config.security.insecure = true;
+  ManualClock clock;
+  testing::SentMessages sent;
+  Outbox outbox(clock, sent.Transmit());
+  ProcessLauncher processes{CgroupManager()};
+  std::vector<wire::ReplicaState> states;
+  ReplicaManager manager(config, clock, outbox, std::make_unique<ProcessLauncher>(CgroupManager()),
+                         [&](Attempt& a) { states.push_back(a.state); });
+  OciOptions oci;
+  oci.runtime = "runc";
+  oci.cache_dir = work.path() + "/images";
+  oci.shutdown_drain = milliseconds(300);
+  auto created = OciLauncher::Create(oci, &processes);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  OciLauncher* containers = created->get();
+  manager.SetContainerLauncher(std::move(*created));
+
+  const std::string id = ContainerId(kJob, "worker-0", 0);
+  runtime.Block("delete", id);
+  wire::LaunchReplicaT launch = MakeLaunch(kJob, "worker-0", 0, "");
+  launch.command = {"/bin/true"};
+  launch.container = std::make_unique<wire::ContainerSpecT>();
+  launch.container->image = runtime.image();
+  manager.Launch(*testing::Built<wire::LaunchReplica>(launch));
+  ASSERT_TRUE(testing::WaitUntil([&] { return runtime.Held("delete", id); }, seconds(30)));
+  EXPECT_EQ(manager.StopAll(StopCause::kCoordinator, "test stop", milliseconds(5000)), 1);
+  manager.StartPending();
+  EXPECT_EQ(states.back(), wire::ReplicaState::STOPPED);
+  EXPECT_EQ(manager.abandoned_count(), 1u);
+
+  runtime.Release("delete", id);
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        manager.StartPending();
+        return manager.abandoned_count() == 0;
+      },
+      seconds(30)));
+  // The Prepare ran to its end (it kept an argv: the removal succeeded), and nothing is left.
+  EXPECT_EQ(runtime.Calls(id), (std::vector<std::string>{"delete"}));
+  EXPECT_EQ(containers->prepared_count(), 0u);
+  EXPECT_EQ(runtime.State(id), "");
 }
 
 // RuntimeCommands alone, with shell commands.

@@ -1,21 +1,28 @@
 // The agent loop never waits for a replica's exec (a child stuck before execve, on a hung NFS
 // working directory or an NSS lookup, held the whole agent: no heartbeats, no other launches, and
 // the coordinator declared the node lost). ProcessLauncher::Launch returns once the child is
-// forked; ReplicaProcess::PollLaunch says later whether it executed the command. Real processes
-// throughout; a child is held before its chdir by ProcessLauncher's test seam (a byte to read
-// from a pipe), standing in for the hung mount that is not available here.
+// forked; ReplicaProcess::PollLaunch says later whether it executed the command. Nor for the
+// output dirs it makes on the job's output storage (MakeOutputDirs, on the launch's thread).
+// Real processes throughout; a child is held before its chdir by ProcessLauncher's test seam, and
+// MakeOutputDirs by replica_env's (a byte to read from a pipe), standing in for the hung mount
+// that is not available here.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "agent/attempt.h"
 #include "agent/process_launcher.h"
+#include "agent/replica_env.h"
 #include "common/config.h"
 #include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
@@ -36,10 +43,24 @@ class HeldChildren {
   HeldChildren() { EXPECT_EQ(::pipe2(fds_, O_CLOEXEC), 0); }
   ~HeldChildren() {
     ::close(fds_[0]);
-    ::close(fds_[1]);
+    if (fds_[1] >= 0) ::close(fds_[1]);
   }
   int fd() const { return fds_[0]; }
   void Release() { ASSERT_EQ(::write(fds_[1], "x", 1), 1); }
+  // Lets every reader go, now and later (their read sees the end of the pipe).
+  void ReleaseAll() {
+    ::close(fds_[1]);
+    fds_[1] = -1;
+  }
+  // Waits in the caller's thread until Release() or ReleaseAll(), a minute at most: an agent that
+  // waits for the held thread on its loop then fails a test instead of hanging it.
+  void Wait() const {
+    pollfd ready{fds_[0], POLLIN, 0};
+    while (::poll(&ready, 1, 60000) < 0 && errno == EINTR) {
+    }
+    char byte;
+    if (ready.revents & (POLLIN | POLLHUP)) (void)!::read(fds_[0], &byte, 1);
+  }
 
  private:
   int fds_[2] = {-1, -1};
@@ -292,6 +313,126 @@ TEST_F(AgentLaunchWaitTest, AStopOfAChildHeldBeforeExecKillsItAtOnceAndEndsItSto
   EXPECT_EQ(coordinator_->Final(key)->signal, SIGKILL);
   EXPECT_FALSE(LogHas(key, "held-ran"));
   EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+}
+
+// The whole agent, its MakeOutputDirs held (replica_env.h's seam) for the attempts of job "held".
+class AgentOutputDirsWaitTest : public AgentLoopTest {
+ protected:
+  void SetUp() override {
+    SetMakeOutputDirsHookForTesting([this](const std::map<std::string, std::string>& env) {
+      auto model = env.find("AIP_MODEL_DIR");
+      if (model == env.end() || model->second.rfind(Output("held"), 0) != 0) return;
+      ++entered_;
+      held_.Wait();
+    });
+    AgentLoopTest::SetUp();
+  }
+  void TearDown() override {
+    held_.ReleaseAll();  // else the agent's destruction waits for a held thread
+    AgentLoopTest::TearDown();
+    SetMakeOutputDirsHookForTesting(nullptr);
+  }
+
+  std::string Output(const std::string& job) const { return output_.path() + "/" + job; }
+  // job/replica attempt 0 running `script`, its output dirs under `output`.
+  wire::LaunchReplicaT LaunchWithOutput(const std::string& job, const std::string& replica,
+                                        const std::string& output, const std::string& script) {
+    wire::LaunchReplicaT launch = MakeLaunch(job, replica, 0, script);
+    for (const auto& [key, value] :
+         std::map<std::string, std::string>{{"AIP_MODEL_DIR", output + "/model"},
+                                            {"AIP_CHECKPOINT_DIR", output + "/checkpoints"},
+                                            {"AIP_TENSORBOARD_LOG_DIR", output + "/logs"}}) {
+      auto kv = std::make_unique<wire::KeyValueT>();
+      kv->key = key;
+      kv->value = value;
+      launch.env.push_back(std::move(kv));
+    }
+    return launch;
+  }
+  bool OutputDirsExist(const std::string& output) const {
+    return std::filesystem::is_directory(output + "/model") &&
+           std::filesystem::is_directory(output + "/checkpoints") &&
+           std::filesystem::is_directory(output + "/logs");
+  }
+  // Launches held/worker-0 and pumps until its MakeOutputDirs is held and the coordinator heard
+  // it is STARTING.
+  void LaunchHeld() {
+    coordinator_->Launch(
+        "node-a", LaunchWithOutput("held", "worker-0", Output("held"),
+                                   "test -d \"$AIP_MODEL_DIR\" && test -d \"$AIP_CHECKPOINT_DIR\" "
+                                   "&& test -d \"$AIP_TENSORBOARD_LOG_DIR\" && echo held-ran"));
+    const std::string key = LogKey("held", "worker-0", 0);
+    ASSERT_TRUE(Pump([&] {
+      auto latest = coordinator_->Latest(key);
+      return entered_ == 1 && latest && latest->state == wire::ReplicaState::STARTING;
+    }));
+  }
+
+  testing::TempDir output_;  // the job's output storage
+  HeldChildren held_;
+  std::atomic<int> entered_{0};  // MakeOutputDirs calls held
+};
+
+TEST_F(AgentOutputDirsWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheOutputDirsHang) {
+  const std::string key = LogKey("held", "worker-0", 0);
+  ASSERT_NO_FATAL_FAILURE(LaunchHeld());
+  // Heartbeats every 100 ms of the agent's clock here, which moves 10 ms a step.
+  const int heartbeats = coordinator_->heartbeats;
+  ASSERT_TRUE(Pump([&] { return coordinator_->heartbeats >= heartbeats + 5; }, milliseconds(10)));
+  EXPECT_TRUE(agent_->registered());
+  // Another replica, with output dirs of its own, launches, runs and is reported meanwhile.
+  coordinator_->Launch("node-a", LaunchWithOutput("other", "chief-0", Output("other"),
+                                                  "test -d \"$AIP_MODEL_DIR\" && echo other-ran"));
+  const std::string other = LogKey("other", "chief-0", 0);
+  ASSERT_TRUE(PumpUntilDone(other));
+  EXPECT_EQ(coordinator_->Final(other)->state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_TRUE(LogHas(other, "other-ran"));
+  EXPECT_TRUE(OutputDirsExist(Output("other")));
+  EXPECT_EQ(coordinator_->Latest(key)->state, wire::ReplicaState::STARTING);
+  EXPECT_FALSE(std::filesystem::exists(Output("held")));
+  // Let go: its output dirs are made, then it runs (RUNNING) and succeeds, finding them there.
+  held_.Release();
+  ASSERT_TRUE(PumpUntilDone(key));
+  EXPECT_TRUE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
+  EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_TRUE(LogHas(key, "held-ran")) << coordinator_->logs[key];
+  EXPECT_TRUE(OutputDirsExist(Output("held")));
+  EXPECT_EQ(entered_, 1);
+}
+
+TEST_F(AgentOutputDirsWaitTest, AStopWhileTheOutputDirsHangEndsTheAttemptWhichNeverRuns) {
+  const std::string key = LogKey("held", "worker-0", 0);
+  ASSERT_NO_FATAL_FAILURE(LaunchHeld());
+  coordinator_->Stop("node-a", "held", "worker-0", 0, 5000);
+  ASSERT_TRUE(PumpUntilDone(key));
+  EXPECT_EQ(coordinator_->Final(key)->state, wire::ReplicaState::STOPPED);
+  EXPECT_NE(coordinator_->Final(key)->message.find("stopped before it started"), std::string::npos)
+      << coordinator_->Final(key)->message;
+  ASSERT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
+  // Let go: the dirs are made in the background; the command never runs.
+  held_.Release();
+  ASSERT_TRUE(testing::WaitUntil([&] { return OutputDirsExist(Output("held")); }, seconds(30)));
+  Elapse(milliseconds(500));
+  EXPECT_FALSE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
+  EXPECT_FALSE(LogHas(key, "held-ran"));
+}
+
+TEST_F(AgentOutputDirsWaitTest, AnOutputDirThatCannotBeMadeFailsTheAttemptNamingIt) {
+  // The job's output dir lies under a regular file: mkdir says ENOTDIR.
+  testing::WriteFile(output_.path() + "/file", "");
+  const std::string output = output_.path() + "/file/job";
+  coordinator_->Launch("node-a", LaunchWithOutput("bad", "worker-0", output, "echo ran"));
+  const std::string key = LogKey("bad", "worker-0", 0);
+  ASSERT_TRUE(PumpUntilDone(key));
+  auto final = *coordinator_->Final(key);
+  EXPECT_EQ(final.state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(final.exit_code, -1);
+  const std::string expected =
+      "AIP_MODEL_DIR: mkdir " + output_.path() + "/file/job: Not a directory";
+  EXPECT_EQ(final.message, expected);
+  EXPECT_TRUE(LogHas(key, "cohort-agent: " + final.message + "\n")) << coordinator_->logs[key];
+  EXPECT_FALSE(LogHas(key, "ran\n"));
+  EXPECT_FALSE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
 }
 
 }  // namespace
