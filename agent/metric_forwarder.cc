@@ -6,8 +6,9 @@
 
 namespace cohort::agent {
 
-MetricForwarder::MetricForwarder(Outbox& outbox, Clock& clock, std::string key, std::string path,
-                                 std::string job, std::string replica, std::string trial,
+MetricForwarder::MetricForwarder(Outbox& outbox, Clock& clock, std::string key,
+                                 std::shared_ptr<MetricFileReader> reader, std::string job,
+                                 std::string replica, std::string trial,
                                  std::chrono::milliseconds poll_interval,
                                  std::chrono::milliseconds resend_after)
     : outbox_(outbox),
@@ -18,16 +19,17 @@ MetricForwarder::MetricForwarder(Outbox& outbox, Clock& clock, std::string key, 
       trial_(std::move(trial)),
       poll_interval_(poll_interval),
       resend_after_(resend_after),
-      tailer_(std::move(path)) {}
+      reader_(std::move(reader)) {}
 
 void MetricForwarder::Forward(bool ended) {
   const std::chrono::milliseconds now(clock_.NowMs());
-  if (!final_read_ && (now >= next_read_ || ended)) {
-    Read();
+  if (final_reading_ == 0 && (now >= next_read_ || ended)) {
+    const uint64_t reading = reader_->Request();
     next_read_ = now + poll_interval_;
-    // Once the attempt has ended, nothing writes the file any more: that read was the last.
-    if (ended) final_read_ = true;
+    // Once the attempt has ended, nothing writes the file any more: that read is the last.
+    if (ended) final_reading_ = reading;
   }
+  TakeLines();
   if (queue_.empty() || !outbox_.Ready(stream(), resend_after_)) return;
   // The front stays queued until answered; the body is a copy.
   const wire::TrialMeasurementT& front = queue_.front();
@@ -58,14 +60,14 @@ void MetricForwarder::OnAnswer(const Outbox::Answer& answer, const Status& error
   outbox_.Settle(stream());
 }
 
-void MetricForwarder::Read() {
-  auto records = tailer_.Poll();
-  if (!records.ok()) {
-    if (!warned_) spdlog::warn("metric file {}: {}", tailer_.path(), records.status().ToString());
+void MetricForwarder::TakeLines() {
+  MetricFileReader::Lines lines = reader_->Take();
+  if (final_reading_ != 0 && lines.done >= final_reading_) final_read_ = true;
+  if (!lines.error.ok()) {
+    if (!warned_) spdlog::warn("metric file {}: {}", reader_->path(), lines.error.ToString());
     warned_ = true;
-    return;
   }
-  for (const MetricRecord& record : *records) {
+  for (const MetricRecord& record : lines.records) {
     wire::TrialMeasurementT m;
     m.job = job_;
     m.trial = record.trial.empty() ? trial_ : record.trial;

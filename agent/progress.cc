@@ -5,35 +5,44 @@
 #include <algorithm>
 #include <utility>
 
+#include "agent/metric_file_reader.h"
 #include "common/flight_recorder.h"
 
 namespace cohort::agent {
 
-ProgressProbe::ProgressProbe(std::string log_path, std::string metric_path,
+ProgressProbe::ProgressProbe(std::string log_path, std::shared_ptr<MetricFileReader> metric,
                              std::string recorder_path, int64_t start_ms)
-    : recorder_path_(std::move(recorder_path)), start_ms_(start_ms) {
-  log_.path = std::move(log_path);
+    : log_path_(std::move(log_path)),
+      metric_reader_(std::move(metric)),
+      recorder_path_(std::move(recorder_path)),
+      start_ms_(start_ms) {
   log_.changed_ms = start_ms;
-  metric_.path = std::move(metric_path);
   metric_.changed_ms = start_ms;
 }
 
 ProgressProbe::~ProgressProbe() = default;
 
-int64_t ProgressProbe::Watch::IdleMs(int64_t now_ms) {
-  struct stat st;
-  int64_t now_size = !path.empty() && ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
-  if (now_size != size) {
-    // The first reading of a file that exists already counts as growth only if it has content.
-    if (size != -1 || now_size > 0) changed_ms = now_ms;
-    size = now_size;
-  }
-  return now_ms - changed_ms;
+void ProgressProbe::Watch::Saw(int64_t now_size, int64_t at_ms) {
+  if (now_size == size) return;
+  // The first reading of a file that exists already counts as growth only if it has content.
+  if (size != -1 || now_size > 0) changed_ms = at_ms;
+  size = now_size;
 }
 
 void ProgressProbe::Sample(int64_t now_ms, wire::ReplicaProgressT* out) {
-  out->log_idle_ms = log_.IdleMs(now_ms);
-  out->metric_idle_ms = metric_.IdleMs(now_ms);
+  struct stat st;
+  log_.Saw(!log_path_.empty() && ::stat(log_path_.c_str(), &st) == 0 ? st.st_size : -1, now_ms);
+  out->log_idle_ms = now_ms - log_.changed_ms;
+  if (metric_reader_) {
+    // The newest stat finished (if it is new) is seen now; a fresh one for the next reading.
+    MetricFileReader::Reading metric = metric_reader_->Latest();
+    if (metric.done > metric_seen_) {
+      metric_seen_ = metric.done;
+      metric_.Saw(metric.size, now_ms);
+    }
+    metric_reader_->Request();
+  }
+  out->metric_idle_ms = now_ms - metric_.changed_ms;
   out->completed_idle_ms = now_ms - start_ms_;
   SampleRecorder(now_ms, out);
 }

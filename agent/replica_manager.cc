@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "agent/agent.h"
+#include "agent/metric_file_reader.h"
 #include "agent/replica_env.h"
 #include "common/flight_recorder.h"
 #include "common/logging.h"
@@ -216,21 +217,30 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
+  // The metric file is on the job's output storage: a reader's thread stats and tails it, never
+  // the loop (agent/metric_file_reader.h). The chief's forwarder and its probe share one.
+  std::shared_ptr<MetricFileReader> reader;
   if (pending.plan.chief) {
     auto file = env.launch_env.find("CLOUD_ML_HP_METRIC_FILE");
     if (file != env.launch_env.end() && !file->second.empty()) {
       auto trial = env.launch_env.find("CLOUD_ML_TRIAL_ID");
-      a.metrics = std::make_unique<MetricForwarder>(
-          outbox_, clock_, a.key(), file->second, a.job, a.replica,
-          trial == env.launch_env.end() ? "" : trial->second, config_.metric_poll_interval,
-          config_.resend_interval);
+      reader = std::make_shared<MetricFileReader>(file->second, /*tail=*/true);
+      a.metrics =
+          std::make_unique<MetricForwarder>(outbox_, clock_, a.key(), reader, a.job, a.replica,
+                                            trial == env.launch_env.end() ? "" : trial->second,
+                                            config_.metric_poll_interval, config_.resend_interval);
     }
   }
   auto metric_file = request.env.find("CLOUD_ML_HP_METRIC_FILE");
+  if (metric_file == request.env.end() || metric_file->second.empty()) {
+    reader.reset();
+  } else if (!reader || reader->path() != metric_file->second) {
+    reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/false);
+  }
   auto recorder = request.env.find(kFlightRecorderEnv);
   probes_[a.key()] = std::make_unique<ProgressProbe>(
-      request.log_path, metric_file == request.env.end() ? "" : metric_file->second,
-      recorder == request.env.end() ? "" : recorder->second, clock_.NowMs());
+      request.log_path, std::move(reader), recorder == request.env.end() ? "" : recorder->second,
+      clock_.NowMs());
 }
 
 void ReplicaManager::FailBeforeLaunch(Attempt& a, const Status& status, int exit_code) {

@@ -117,6 +117,8 @@ class FakeCoordinator {
   std::set<std::string> log_eof;
   std::vector<std::unique_ptr<wire::TrialMeasurementT>> measurements;
   int heartbeats = 0;
+  // Each heartbeat's metric_idle_ms of an attempt, by LogKey, oldest first.
+  std::map<std::string, std::vector<int64_t>> metric_idle_ms;
 
  private:
   void Record(const wire::ReplicaStatusT& s) {
@@ -144,6 +146,12 @@ class FakeCoordinator {
       }
       case wire::Body::Heartbeat: {
         ++heartbeats;
+        if (const auto* reported = m.As<wire::Heartbeat>()->progress()) {
+          for (const wire::ReplicaProgress* p : *reported) {
+            metric_idle_ms[LogKey(p->job()->str(), p->replica()->str(), p->attempt())].push_back(
+                p->metric_idle_ms());
+          }
+        }
         if (ignore_heartbeats) return;
         wire::HeartbeatReplyT r;
         r.known = known_nodes.count(m.As<wire::Heartbeat>()->node_id()->str()) > 0;
@@ -282,6 +290,23 @@ class AgentLoopTest : public ::testing::Test {
       EXPECT_TRUE(agent_->RunOnce(milliseconds(1)).ok());
       if (coordinator_) coordinator_->Poll(milliseconds(1));
       clock_.Advance(tick);
+    }
+  }
+
+  // The coordinator got trial7/chief-0's measurements of steps 1..n, in order, each once, as
+  // lines {"accuracy":"0.<step>","global_step":"<step>","timestamp":<step>.5,"trial":"7"} make.
+  void ExpectTrial7Measurements(size_t n) {
+    ASSERT_EQ(coordinator_->measurements.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& m = *coordinator_->measurements[i];
+      EXPECT_EQ(m.job, "trial7");
+      EXPECT_EQ(m.trial, "7");
+      EXPECT_EQ(m.replica, "chief-0");
+      EXPECT_EQ(m.step, static_cast<int64_t>(i + 1));
+      EXPECT_DOUBLE_EQ(m.timestamp, i + 1.5);
+      ASSERT_EQ(m.metrics.size(), 1u);
+      EXPECT_EQ(m.metrics[0]->key, "accuracy");
+      EXPECT_DOUBLE_EQ(std::stod(m.metrics[0]->value), 0.1 * (i + 1));
     }
   }
 

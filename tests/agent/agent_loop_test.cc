@@ -340,17 +340,7 @@ TEST_F(AgentLoopTest, ChiefMeasurementsAreForwardedInOrder) {
   // The chief's three lines, in order; the worker's file is not tailed.
   ASSERT_EQ(coordinator_->measurements.size(), 3u)
       << ReadFile(file + ".chief-0") << coordinator_->logs[LogKey("trial7", "chief-0", 0)];
-  for (int i = 0; i < 3; ++i) {
-    const auto& m = *coordinator_->measurements[i];
-    EXPECT_EQ(m.job, "trial7");
-    EXPECT_EQ(m.trial, "7");
-    EXPECT_EQ(m.replica, "chief-0");
-    EXPECT_EQ(m.step, i + 1);
-    EXPECT_DOUBLE_EQ(m.timestamp, i + 1.5);
-    ASSERT_EQ(m.metrics.size(), 1u);
-    EXPECT_EQ(m.metrics[0]->key, "accuracy");
-    EXPECT_DOUBLE_EQ(std::stod(m.metrics[0]->value), 0.1 * (i + 1));
-  }
+  ExpectTrial7Measurements(3);
 }
 
 TEST_F(AgentLoopTest, PreemptionStopsEveryReplicaAndReportsPreempted) {

@@ -1,6 +1,6 @@
-// MetricForwarder over a real metric file and an Outbox whose messages are recorded (no
-// sockets): file order, one measurement in flight, reads on the poll interval and a last read
-// after the end.
+// MetricForwarder over a real metric file, read on a MetricFileReader's thread, and an Outbox
+// whose messages are recorded (no sockets): file order, one measurement in flight, reads on the
+// poll interval and a last read after the end, and a read that hangs holds nothing but its lines.
 #include "agent/metric_forwarder.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +16,13 @@ using std::chrono::milliseconds;
 
 class MetricForwarderTest : public ::testing::Test {
  protected:
+  // Forward, then (once the reads it asked for are done) again, taking what they found.
+  void Forward(bool ended) {
+    forwarder_.Forward(ended);
+    ASSERT_TRUE(testing::WaitUntil([&] { return reader_->Latest().done >= reader_->asked(); },
+                                   std::chrono::seconds(30)));
+    forwarder_.Forward(ended);
+  }
   void Append(int step) {
     std::ofstream(path_, std::ios::app) << "{\"accuracy\":\"0." << step << "\",\"global_step\":\""
                                         << step << "\",\"timestamp\":" << step << ".5}\n";
@@ -35,7 +42,9 @@ class MetricForwarderTest : public ::testing::Test {
   ManualClock clock_;
   testing::SentMessages sent_;
   Outbox outbox_{clock_, sent_.Transmit()};
-  MetricForwarder forwarder_{outbox_,           clock_,    "key", path_,
+  std::shared_ptr<MetricFileReader> reader_ =
+      std::make_shared<MetricFileReader>(path_, /*tail=*/true);
+  MetricForwarder forwarder_{outbox_,           clock_,    "key", reader_,
                              "trial7",          "chief-0", "7",   milliseconds(200),
                              milliseconds(1000)};
 };
@@ -43,7 +52,7 @@ class MetricForwarderTest : public ::testing::Test {
 TEST_F(MetricForwarderTest, ForwardsInFileOrderOneAtATime) {
   Append(1);
   Append(2);
-  forwarder_.Forward(false);
+  Forward(false);
   ASSERT_EQ(SentCount(), 1u);
   EXPECT_EQ(Last().job, "trial7");
   EXPECT_EQ(Last().replica, "chief-0");
@@ -52,10 +61,10 @@ TEST_F(MetricForwarderTest, ForwardsInFileOrderOneAtATime) {
   EXPECT_DOUBLE_EQ(Last().timestamp, 1.5);
   ASSERT_EQ(Last().metrics.size(), 1u);
   EXPECT_EQ(Last().metrics[0]->key, "accuracy");
-  forwarder_.Forward(false);
+  Forward(false);
   EXPECT_EQ(SentCount(), 1u);  // the first is in flight
   AnswerLast();
-  forwarder_.Forward(false);
+  Forward(false);
   ASSERT_EQ(SentCount(), 2u);
   EXPECT_EQ(Last().step, 2);
   AnswerLast();
@@ -63,16 +72,16 @@ TEST_F(MetricForwarderTest, ForwardsInFileOrderOneAtATime) {
 }
 
 TEST_F(MetricForwarderTest, ReadsEveryPollIntervalAndOnceMoreAfterTheEnd) {
-  forwarder_.Forward(false);  // reads an empty (missing) file
+  Forward(false);  // reads an empty (missing) file
   Append(1);
-  forwarder_.Forward(false);
+  Forward(false);
   EXPECT_EQ(SentCount(), 0u);
   clock_.Advance(milliseconds(200));
-  forwarder_.Forward(false);
+  Forward(false);
   ASSERT_EQ(SentCount(), 1u);
   AnswerLast();
   Append(2);
-  forwarder_.Forward(true);  // ended: read at once, the last time
+  Forward(true);  // ended: read at once, the last time
   ASSERT_EQ(SentCount(), 2u);
   EXPECT_EQ(Last().step, 2);
   EXPECT_FALSE(forwarder_.done());
@@ -80,30 +89,54 @@ TEST_F(MetricForwarderTest, ReadsEveryPollIntervalAndOnceMoreAfterTheEnd) {
   EXPECT_TRUE(forwarder_.done());
   Append(3);
   clock_.Advance(milliseconds(200));
-  forwarder_.Forward(true);
+  Forward(true);
   EXPECT_EQ(SentCount(), 2u);
 }
 
 TEST_F(MetricForwarderTest, UnansweredIsResentAndARefusedOneIsDropped) {
   Append(1);
   Append(2);
-  forwarder_.Forward(false);
+  Forward(false);
   ASSERT_NO_FATAL_FAILURE(testing::ExpectResentAfter(
       clock_, milliseconds(1000), [&] { forwarder_.Forward(false); }, sent_));
   EXPECT_EQ(Last().step, 1);
   AnswerLast(InvalidArgument("unknown trial"));
-  forwarder_.Forward(false);
+  Forward(false);
   ASSERT_EQ(SentCount(), 3u);
   EXPECT_EQ(Last().step, 2);
 }
 
 TEST_F(MetricForwarderTest, AnOutboxResetSendsTheFrontAgainAtOnce) {
   Append(1);
-  forwarder_.Forward(false);
+  Forward(false);
   outbox_.Reset();  // the coordinator forgot this node; the agent registered again
-  forwarder_.Forward(false);
+  Forward(false);
   ASSERT_EQ(SentCount(), 2u);
   EXPECT_EQ(Last().step, 1);
+}
+
+TEST_F(MetricForwarderTest, AReadThatHangsHoldsNothingButItsLines) {
+  testing::HeldMetricReads held(path_);
+  Append(1);
+  forwarder_.Forward(false);  // asks for a read, which hangs
+  ASSERT_TRUE(testing::WaitUntil([&] { return held.entered() == 1; }, std::chrono::seconds(30)));
+  Append(2);
+  clock_.Advance(milliseconds(200));
+  forwarder_.Forward(true);  // the attempt ended: the last read is asked for; nothing waits
+  forwarder_.Forward(true);
+  EXPECT_EQ(SentCount(), 0u);
+  EXPECT_FALSE(forwarder_.done());  // the trial's final status waits for the last read
+  held.Release();
+  ASSERT_NO_FATAL_FAILURE(Forward(true));
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Last().step, 1);
+  AnswerLast();
+  ASSERT_NO_FATAL_FAILURE(Forward(true));
+  ASSERT_EQ(SentCount(), 2u);
+  EXPECT_EQ(Last().step, 2);
+  EXPECT_FALSE(forwarder_.done());
+  AnswerLast();
+  EXPECT_TRUE(forwarder_.done());
 }
 
 }  // namespace

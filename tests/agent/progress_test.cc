@@ -10,11 +10,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "agent/metric_file_reader.h"
 #include "agent/stack_dump.h"
 #include "common/flight_recorder.h"
+#include "tests/agent/test_util.h"
 #include "tests/testing/process.h"
 
 #ifndef COHORT_PYTHON_DIR
@@ -35,31 +38,63 @@ TEST(ProgressProbeTest, IdleTimesCountFromTheLastGrowthOrTheStart) {
   ct::TempDir dir;
   std::string log = dir.Join("attempt-0.log");
   std::string metrics = dir.Join("hp_metrics.jsonl");
-  ProgressProbe probe(log, metrics, dir.Join("flight-recorder"), 1000);
+  auto reader = std::make_shared<MetricFileReader>(metrics, /*tail=*/false);
+  ProgressProbe probe(log, reader, dir.Join("flight-recorder"), 1000);
+  // The metric file is stat'ed on the reader's thread: a reading takes the newest finished stat
+  // and asks for the next. Here each reading's stat finishes before the next reading.
   wire::ReplicaProgressT p;
-  probe.Sample(1500, &p);
+  auto sample = [&](int64_t now_ms) {
+    probe.Sample(now_ms, &p);
+    ASSERT_TRUE(ct::WaitUntil([&] { return reader->Latest().done >= reader->asked(); }, 30s));
+  };
+  ASSERT_NO_FATAL_FAILURE(sample(1500));
   EXPECT_EQ(p.log_idle_ms, 500);  // nothing yet: from the start
   EXPECT_EQ(p.metric_idle_ms, 500);
   EXPECT_FALSE(p.has_recorder);
 
   Append(log, "step 1\n");
-  probe.Sample(2000, &p);
+  ASSERT_NO_FATAL_FAILURE(sample(2000));
   EXPECT_EQ(p.log_idle_ms, 0);
   EXPECT_EQ(p.metric_idle_ms, 1000);
-  probe.Sample(3000, &p);
+  ASSERT_NO_FATAL_FAILURE(sample(3000));
   EXPECT_EQ(p.log_idle_ms, 1000);  // no growth since
 
   Append(metrics, "{\"loss\": 1}\n");
   Append(log, "step 2\n");
-  probe.Sample(3500, &p);
+  ASSERT_NO_FATAL_FAILURE(sample(3500));
   EXPECT_EQ(p.log_idle_ms, 0);
-  EXPECT_EQ(p.metric_idle_ms, 0);
+  EXPECT_EQ(p.metric_idle_ms, 2500);  // the stat asked for at 3000 found no file
+  ASSERT_NO_FATAL_FAILURE(sample(4000));
+  EXPECT_EQ(p.log_idle_ms, 500);
+  EXPECT_EQ(p.metric_idle_ms, 0);  // the one asked for at 3500 found it grown
+  ASSERT_NO_FATAL_FAILURE(sample(5000));
+  EXPECT_EQ(p.metric_idle_ms, 1000);
+}
+
+TEST(ProgressProbeTest, AMetricFileStatThatHangsShowsNoGrowthAndHoldsNoReading) {
+  ct::TempDir dir;
+  std::string metrics = dir.Join("hp_metrics.jsonl");
+  Append(metrics, "{\"loss\": 1}\n");
+  ct::HeldMetricReads held(metrics);
+  auto reader = std::make_shared<MetricFileReader>(metrics, /*tail=*/false);
+  ProgressProbe probe("", reader, "", 1000);
+  wire::ReplicaProgressT p;
+  probe.Sample(1000, &p);  // asks for the first stat, which hangs
+  ASSERT_TRUE(ct::WaitUntil([&] { return held.entered() == 1; }, 30s));
+  for (int64_t now = 2000; now <= 5000; now += 1000) {
+    probe.Sample(now, &p);  // returns while the stat hangs
+    EXPECT_EQ(p.metric_idle_ms, now - 1000);
+  }
+  held.Release();
+  ASSERT_TRUE(ct::WaitUntil([&] { return reader->Latest().done >= reader->asked(); }, 30s));
+  probe.Sample(6000, &p);
+  EXPECT_EQ(p.metric_idle_ms, 0);  // the content is seen once the stat returned
 }
 
 TEST(ProgressProbeTest, ReadsTheFlightRecorder) {
   ct::TempDir dir;
   std::string path = dir.Join("flight-recorder");
-  ProgressProbe probe("", "", path, 1000);
+  ProgressProbe probe("", nullptr, path, 1000);
   wire::ReplicaProgressT p;
   probe.Sample(1100, &p);
   EXPECT_FALSE(p.has_recorder);  // the replica has not created it yet

@@ -1,7 +1,7 @@
 // Helpers of the agent tests beside tests/testing/process.h's: process-group checks, coordinator
 // messages built as the coordinator does, a recording stand-in for the socket under an Outbox, the
-// resend check of the Outbox's users and the one-signal-each check of a launcher's replicas (with
-// and without a cgroup).
+// resend check of the Outbox's users, the one-signal-each check of a launcher's replicas (with
+// and without a cgroup) and a metric file whose reads hang.
 #pragma once
 
 #include <dirent.h>
@@ -12,7 +12,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,6 +24,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/launcher.h"
+#include "agent/metric_file_reader.h"
 #include "agent/outbox.h"
 #include "agent/process_launcher.h"
 #include "common/clock.h"
@@ -196,5 +200,50 @@ inline void ExpectOneSignalEachInACgroup(const std::string& node, const std::str
   ExpectOneSignalEach(launcher, request);
   ::rmdir(cgroups.base().c_str());
 }
+
+// Holds every reading of the metric file `path` (agent/metric_file_reader.h's test seam) on its
+// reader's thread until Release(), a minute at most, standing in for a hung output storage. Its
+// state is shared with the held threads, which may still be leaving the hook when it is gone.
+class HeldMetricReads {
+ public:
+  explicit HeldMetricReads(std::string path) : state_(std::make_shared<State>()) {
+    agent::SetMetricFileReadHookForTesting(
+        [state = state_, path = std::move(path)](const std::string& read) {
+          if (read != path) return;
+          std::unique_lock<std::mutex> lock(state->mu);
+          ++state->entered;
+          state->cv.wait_for(lock, std::chrono::minutes(1), [&] { return state->released; });
+        });
+  }
+  ~HeldMetricReads() {
+    Release();
+    agent::SetMetricFileReadHookForTesting(nullptr);
+  }
+  HeldMetricReads(const HeldMetricReads&) = delete;
+  HeldMetricReads& operator=(const HeldMetricReads&) = delete;
+
+  // Readings that reached the hook (held until Release()).
+  int entered() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->entered;
+  }
+  // Lets them go, now and later.
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->released = true;
+    }
+    state_->cv.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    int entered = 0;
+    bool released = false;
+  };
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace cohort::testing
