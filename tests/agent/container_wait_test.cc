@@ -221,7 +221,9 @@ TEST_P(AgentContainerWaitTest, AStopWhoseRuntimeKillHangsHoldsNothingElse) {
   EXPECT_EQ(Count(runtime_.Calls(id), "kill 15"), 0u);
   EXPECT_EQ(runtime_.State(id), "running");
   ASSERT_TRUE(Pump([&] { return agent_->attempt_count() == (runc() ? 1u : 0u); }));
-  if (runc()) EXPECT_EQ(Count(runtime_.Calls(id), "delete"), 1u);  // the leftover's only
+  if (runc()) {
+    EXPECT_EQ(Count(runtime_.Calls(id), "delete"), 1u);  // the leftover's only
+  }
 
   runtime_.Release("kill", id);
   ASSERT_TRUE(Pump([&] {
