@@ -2,23 +2,21 @@
 
 #include <sys/stat.h>
 
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "agent/test_hook.h"
 #include "common/mutex.h"
 
 namespace cohort::agent {
 namespace {
 
-std::mutex read_hook_mu;
-std::function<void(const std::string&)> read_hook;
+TestHook<std::string> read_hook;
 
 }  // namespace
 
 void SetMetricFileReadHookForTesting(std::function<void(const std::string& path)> hook) {
-  std::lock_guard<std::mutex> lock(read_hook_mu);
-  read_hook = std::move(hook);
+  read_hook.Set(std::move(hook));
 }
 
 struct MetricFileReader::Shared {
@@ -52,12 +50,7 @@ void MetricFileReader::ReadLoop(std::shared_ptr<Shared> s) {
     const uint64_t number = s->requested;
     s->started = number;
     s->mu.Unlock();
-    std::function<void(const std::string&)> hook;
-    {
-      std::lock_guard<std::mutex> hook_lock(read_hook_mu);
-      hook = read_hook;
-    }
-    if (hook) hook(s->path);
+    read_hook.Run(s->path);
     struct stat st {};
     const int64_t size = ::stat(s->path.c_str(), &st) == 0 ? st.st_size : -1;
     StatusOr<std::vector<MetricRecord>> lines = std::vector<MetricRecord>();

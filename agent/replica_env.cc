@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
-#include <mutex>
 #include <optional>
 
 #include "agent/replica_exec.h"
 #include "agent/stack_dump.h"
+#include "agent/test_hook.h"
 #include "common/checkpoint.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
@@ -185,15 +185,13 @@ namespace {
 constexpr const char* kOutputDirVars[] = {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR",
                                           "AIP_TENSORBOARD_LOG_DIR", "CLOUD_ML_HP_METRIC_FILE"};
 
-std::mutex output_dirs_hook_mu;
-std::function<void(const std::map<std::string, std::string>&)> output_dirs_hook;
+TestHook<std::map<std::string, std::string>> output_dirs_hook;
 
 }  // namespace
 
 void SetMakeOutputDirsHookForTesting(
     std::function<void(const std::map<std::string, std::string>& env)> hook) {
-  std::lock_guard<std::mutex> lock(output_dirs_hook_mu);
-  output_dirs_hook = std::move(hook);
+  output_dirs_hook.Set(std::move(hook));
 }
 
 bool NamesOutputDirs(const std::map<std::string, std::string>& env) {
@@ -205,12 +203,7 @@ bool NamesOutputDirs(const std::map<std::string, std::string>& env) {
 
 Status MakeOutputDirs(const std::map<std::string, std::string>& env,
                       const std::optional<RunAs>& run_as) {
-  std::function<void(const std::map<std::string, std::string>&)> hook;
-  {
-    std::lock_guard<std::mutex> lock(output_dirs_hook_mu);
-    hook = output_dirs_hook;
-  }
-  if (hook) hook(env);
+  output_dirs_hook.Run(env);
   std::string base;
   if (auto model = env.find("AIP_MODEL_DIR"); model != env.end() && !model->second.empty()) {
     fs::path dir(model->second);
