@@ -1,38 +1,33 @@
-// MetricFileReader reads one attempt's $CLOUD_ML_HP_METRIC_FILE on a thread of its own, so that
-// the agent loop never touches the job's output storage (typically an NFS export, where a hung
-// server blocks stat, open and read forever; the loop would stop heartbeating and the
-// coordinator would declare the node lost). The loop asks for a reading (Request) and later takes
-// what the newest finished one found: the file's size for the hang watchdog's progress
-// (agent/progress.h) and, when tailing (the chief of a tuning trial), its new lines in file order
-// for the MetricForwarder (agent/metric_forwarder.h; common/hypertune.h's MetricFileTailer
-// parses them). Nothing here waits for a reading.
+// MetricFileReader reads one attempt's $CLOUD_ML_HP_METRIC_FILE on a ReadingThread
+// (agent/reading_thread.h), so that the agent loop never touches the job's output storage
+// (typically an NFS export, where a hung server blocks stat, open and read forever). The loop
+// asks for a reading (Request) and later takes what the newest finished one found: the file's
+// size for the hang watchdog's progress (agent/progress.h) and, when tailing (the chief of a
+// tuning trial), its new lines in file order for the MetricForwarder (agent/metric_forwarder.h;
+// common/hypertune.h's MetricFileTailer parses them). Nothing here waits for a reading.
 //
-// A reading is a stat of the file and, when tailing, one MetricFileTailer::Poll. Readings are
-// numbered from 1; Request returns the number of a reading that starts after the call (one
-// asked for while another waits to start is that one), so `done >= n` says that the file was read
-// after the request that returned n. A reading that hangs holds only this thread: no later
-// reading completes, so the progress probe sees the file as not growing (which is what the
-// replica's output storage shows) and the forwarder sends nothing more, while the heartbeats
-// and every other attempt go on.
+// A reading is a stat of the file and, when tailing, one MetricFileTailer::Poll; they are
+// numbered as ReadingThread says, so `done >= n` says that the file was read after the request
+// that returned n. A reading that hangs holds only the thread: no later reading completes, so the
+// progress probe sees the file as not growing (which is what the replica's output storage shows)
+// and the forwarder sends nothing more, while the heartbeats and every other attempt go on.
 //
-// Thread safety: every method may be called from any thread. Lifetime: the destructor stops the
-// thread without waiting (it is detached): a reading stuck in a hung mount keeps only the
-// thread and its state alive until it returns, so neither the attempt's end nor the agent's
-// shutdown waits for it.
+// Thread safety: every method may be called from any thread. Lifetime: as ReadingThread's, the
+// destructor waits for no reading (SetReadingHookForTesting, there, holds readings in tests).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "agent/reading_thread.h"
 #include "common/hypertune.h"
 #include "common/status.h"
 
 namespace cohort::agent {
 
-class MetricFileReader {
+class MetricFileReader : public ReadingThread {
  public:
   // What the newest finished reading found.
   struct Reading {
@@ -49,27 +44,18 @@ class MetricFileReader {
 
   // tail: also read the file's new lines (else only its size).
   MetricFileReader(std::string path, bool tail);
-  ~MetricFileReader();
-  MetricFileReader(const MetricFileReader&) = delete;
-  MetricFileReader& operator=(const MetricFileReader&) = delete;
 
-  const std::string& path() const { return path_; }
-  // Asks for a reading; returns its number.
-  uint64_t Request();
-  // The newest reading asked for (Latest().done >= asked(): every one asked for has finished).
-  uint64_t asked() const;
+  // Request() asks for a reading (ReadingThread); Latest().done >= asked(): every one asked for
+  // has finished.
   Reading Latest() const;
   Lines Take();
 
  private:
-  struct Shared;
-  static void ReadLoop(std::shared_ptr<Shared> s);
-  std::string path_;
-  std::shared_ptr<Shared> shared_;
+  struct Found;  // what the readings published, shared with the thread
+  MetricFileReader(std::string path, bool tail, std::shared_ptr<Found> found);
+  // A reading: a stat of the file and, when tailing, its new lines, published into `found`.
+  static Read ReadInto(std::shared_ptr<Found> found, std::string path, bool tail);
+  std::shared_ptr<Found> found_;
 };
-
-// Test seam: `hook` is called with the file's path at the start of every reading, on the
-// reader's thread; a test holds it there, standing in for a hung output storage. Empty: none.
-void SetMetricFileReadHookForTesting(std::function<void(const std::string& path)> hook);
 
 }  // namespace cohort::agent

@@ -5,16 +5,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "common/flight_recorder.h"
 
 namespace cohort::agent {
 
 ProgressProbe::ProgressProbe(std::string log_path, std::shared_ptr<MetricFileReader> metric,
-                             std::string recorder_path, int64_t start_ms)
+                             std::shared_ptr<FlightRecorderPoller> recorder, int64_t start_ms)
     : log_path_(std::move(log_path)),
       metric_reader_(std::move(metric)),
-      recorder_path_(std::move(recorder_path)),
+      recorder_poller_(std::move(recorder)),
       start_ms_(start_ms) {
   log_.changed_ms = start_ms;
   metric_.changed_ms = start_ms;
@@ -43,7 +44,6 @@ void ProgressProbe::Sample(int64_t now_ms, wire::ReplicaProgressT* out) {
     metric_reader_->Request();
   }
   out->metric_idle_ms = now_ms - metric_.changed_ms;
-  out->completed_idle_ms = now_ms - start_ms_;
   SampleRecorder(now_ms, out);
 }
 
@@ -62,14 +62,33 @@ constexpr size_t kMaxStartsPerReading = 256;
 
 void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) {
   out->has_recorder = false;
-  if (recorder_path_.empty()) return;
-  if (!recorder_) {
-    auto reader = FlightRecorderReader::Open(recorder_path_);
-    if (!reader.ok()) return;  // not created yet, or no recorder at all
-    recorder_ = std::move(*reader);
+  out->completed_idle_ms = now_ms - start_ms_;
+  if (!recorder_poller_) return;
+  // The newest snapshot finished (if it is new) is seen now; a fresh one for the next reading.
+  FlightRecorderPoller::Reading reading = recorder_poller_->Take();
+  if (reading.done > recorder_seen_) {
+    recorder_seen_ = reading.done;
+    if (reading.snapshot) Absorb(*reading.snapshot, out);
   }
-  FlightRecorderSnapshot snap = recorder_->Snapshot();
+  recorder_poller_->Request();
+  if (!recorder_.seen) return;  // not created yet, or no recorder at all
   out->has_recorder = true;
+  // Ages to now: what no snapshot saw did not happen yet, as far as the watchdog knows.
+  const int64_t now_ns = FlightClockNs();
+  if (recorder_.newest_end_ns > 0) {
+    out->completed_idle_ms = (now_ns - recorder_.newest_end_ns) / 1'000'000;
+  }
+  if (recorder_.completed_seq >= 0) out->completed_seq = recorder_.completed_seq;
+  if (recorder_.current_seq >= 0) {
+    out->current_seq = recorder_.current_seq;
+    out->current_op = recorder_.current_op;
+    out->current_algorithm = recorder_.current_algorithm;
+    out->current_bytes = recorder_.current_bytes;
+    out->current_ms = (now_ns - recorder_.current_start_ns) / 1'000'000;
+  }
+}
+
+void ProgressProbe::Absorb(const FlightRecorderSnapshot& snap, wire::ReplicaProgressT* out) {
   // The job's communicator is the first the process built (ranks build theirs in the same order).
   const FlightRecorderSnapshot::Communicator* comm = nullptr;
   for (const auto& c : snap.communicators) {
@@ -93,17 +112,18 @@ void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) 
     out->starts.erase(out->starts.begin(), out->starts.end() - kMaxStartsPerReading);
   }
   next_entry_ = snap.entries;
-  out->completed_idle_ms =
-      newest_end_ns > 0 ? (snap.taken_ns - newest_end_ns) / 1'000'000 : now_ms - start_ms_;
+  recorder_ = Recorder();
+  recorder_.seen = true;
+  recorder_.newest_end_ns = newest_end_ns;
   if (comm == nullptr) return;
-  if (comm->last_completed_seq) out->completed_seq = *comm->last_completed_seq;
+  if (comm->last_completed_seq) recorder_.completed_seq = *comm->last_completed_seq;
   if (comm->current) {
     const FlightRecord& r = comm->current->record;
-    out->current_seq = r.op_seq;
-    out->current_op = std::string(FlightOpName(r.op));
-    out->current_algorithm = std::string(FlightAlgorithmName(r.algorithm));
-    out->current_bytes = static_cast<int64_t>(r.bytes);
-    out->current_ms = comm->current_elapsed_ns / 1'000'000;
+    recorder_.current_seq = r.op_seq;
+    recorder_.current_op = std::string(FlightOpName(r.op));
+    recorder_.current_algorithm = std::string(FlightAlgorithmName(r.algorithm));
+    recorder_.current_bytes = static_cast<int64_t>(r.bytes);
+    recorder_.current_start_ns = snap.taken_ns - comm->current_elapsed_ns;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "agent/agent.h"
+#include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "agent/replica_env.h"
 #include "common/flight_recorder.h"
@@ -237,10 +238,14 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   } else if (!reader || reader->path() != metric_file->second) {
     reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/false);
   }
+  // The flight recorder may lie anywhere the job's env points it: a poller's thread reads it.
   auto recorder = request.env.find(kFlightRecorderEnv);
-  probes_[a.key()] = std::make_unique<ProgressProbe>(
-      request.log_path, std::move(reader), recorder == request.env.end() ? "" : recorder->second,
-      clock_.NowMs());
+  std::shared_ptr<FlightRecorderPoller> poller;
+  if (recorder != request.env.end() && !recorder->second.empty()) {
+    poller = std::make_shared<FlightRecorderPoller>(recorder->second);
+  }
+  probes_[a.key()] = std::make_unique<ProgressProbe>(request.log_path, std::move(reader),
+                                                     std::move(poller), clock_.NowMs());
 }
 
 void ReplicaManager::FailBeforeLaunch(Attempt& a, const Status& status, int exit_code) {

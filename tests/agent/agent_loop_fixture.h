@@ -117,8 +117,13 @@ class FakeCoordinator {
   std::set<std::string> log_eof;
   std::vector<std::unique_ptr<wire::TrialMeasurementT>> measurements;
   int heartbeats = 0;
-  // Each heartbeat's metric_idle_ms of an attempt, by LogKey, oldest first.
-  std::map<std::string, std::vector<int64_t>> metric_idle_ms;
+  // Each heartbeat's progress of an attempt, by LogKey, oldest first.
+  std::map<std::string, std::vector<std::unique_ptr<wire::ReplicaProgressT>>> progress;
+  // The newest progress of an attempt a heartbeat brought; null before any.
+  const wire::ReplicaProgressT* LatestProgress(const std::string& key) const {
+    auto it = progress.find(key);
+    return it == progress.end() || it->second.empty() ? nullptr : it->second.back().get();
+  }
 
  private:
   void Record(const wire::ReplicaStatusT& s) {
@@ -148,8 +153,8 @@ class FakeCoordinator {
         ++heartbeats;
         if (const auto* reported = m.As<wire::Heartbeat>()->progress()) {
           for (const wire::ReplicaProgress* p : *reported) {
-            metric_idle_ms[LogKey(p->job()->str(), p->replica()->str(), p->attempt())].push_back(
-                p->metric_idle_ms());
+            progress[LogKey(p->job()->str(), p->replica()->str(), p->attempt())].emplace_back(
+                p->UnPack());
           }
         }
         if (ignore_heartbeats) return;
@@ -312,6 +317,15 @@ class AgentLoopTest : public ::testing::Test {
 
   bool LogHas(const std::string& key, const std::string& text) {
     return coordinator_->logs[key].find(text) != std::string::npos;
+  }
+  // Launches `job`/chief-0 (echo other-ran) and expects it to run, succeed and be reported: the
+  // loop goes on while something of another attempt's waits.
+  void ExpectAnotherReplicaRuns(const std::string& job = "other") {
+    coordinator_->Launch("node-a", MakeLaunch(job, "chief-0", 0, "echo other-ran"));
+    const std::string other = LogKey(job, "chief-0", 0);
+    ASSERT_TRUE(PumpUntilDone(other));
+    EXPECT_EQ(coordinator_->Final(other)->state, wire::ReplicaState::SUCCEEDED);
+    EXPECT_TRUE(LogHas(other, "other-ran"));
   }
   // Until the attempt is final and its whole log arrived.
   bool PumpUntilDone(const std::string& key) {

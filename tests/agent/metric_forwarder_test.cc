@@ -116,7 +116,7 @@ TEST_F(MetricForwarderTest, AnOutboxResetSendsTheFrontAgainAtOnce) {
 }
 
 TEST_F(MetricForwarderTest, AReadThatHangsHoldsNothingButItsLines) {
-  testing::HeldMetricReads held(path_);
+  testing::HeldReads held(path_);
   Append(1);
   forwarder_.Forward(false);  // asks for a read, which hangs
   ASSERT_TRUE(testing::WaitUntil([&] { return held.entered() == 1; }, std::chrono::seconds(30)));

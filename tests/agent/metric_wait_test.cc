@@ -46,8 +46,8 @@ class AgentMetricFileWaitTest : public AgentLoopTest {
   }
   // The metric_idle_ms of the chief's newest heartbeat; -1 before any.
   int64_t MetricIdle() const {
-    auto it = coordinator_->metric_idle_ms.find(LogKey("trial7", "chief-0", 0));
-    return it == coordinator_->metric_idle_ms.end() || it->second.empty() ? -1 : it->second.back();
+    const wire::ReplicaProgressT* p = coordinator_->LatestProgress(LogKey("trial7", "chief-0", 0));
+    return p == nullptr ? -1 : p->metric_idle_ms;
   }
 
   testing::TempDir output_;  // the job's output storage
@@ -55,7 +55,7 @@ class AgentMetricFileWaitTest : public AgentLoopTest {
 };
 
 TEST_F(AgentMetricFileWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheMetricFileHangs) {
-  testing::HeldMetricReads held(file_);
+  testing::HeldReads held(file_);
   const std::string key = LogKey("trial7", "chief-0", 0);
   coordinator_->Launch("node-a", LaunchChief());
   // Its three lines are written; the reads of its file hang (the forwarder's and the probe's).
@@ -74,11 +74,7 @@ TEST_F(AgentMetricFileWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheMetricFile
   EXPECT_TRUE(agent_->registered());
   ASSERT_TRUE(Pump([&] { return MetricIdle() >= idle_before + 400; }, milliseconds(10)));
   // Another replica launches, runs and is reported meanwhile.
-  coordinator_->Launch("node-a", MakeLaunch("other", "chief-0", 0, "echo other-ran"));
-  const std::string other = LogKey("other", "chief-0", 0);
-  ASSERT_TRUE(PumpUntilDone(other));
-  EXPECT_EQ(coordinator_->Final(other)->state, wire::ReplicaState::SUCCEEDED);
-  EXPECT_TRUE(LogHas(other, "other-ran"));
+  ASSERT_NO_FATAL_FAILURE(ExpectAnotherReplicaRuns());
   EXPECT_TRUE(coordinator_->measurements.empty());
   EXPECT_EQ(coordinator_->Latest(key)->state, wire::ReplicaState::RUNNING);
   const int64_t idle_held = MetricIdle();

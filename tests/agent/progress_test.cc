@@ -1,6 +1,7 @@
-// The agent's side of the hang watchdog: the progress a ProgressProbe reads from a replica's log
-// and metric file, and the stack dumps of real processes (a native one, and a Python one that
-// registered cohort's faulthandler hook).
+// The agent's side of the hang watchdog: the progress a ProgressProbe reads from a replica's log,
+// metric file and flight recorder (the latter two on their readers' threads, whose readings a
+// test seam holds to stand in for a hung storage), and the stack dumps of real processes (a native
+// one, and a Python one that registered cohort's faulthandler hook).
 #include "agent/progress.h"
 
 #include <gtest/gtest.h>
@@ -11,9 +12,11 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "agent/stack_dump.h"
 #include "common/flight_recorder.h"
@@ -39,13 +42,18 @@ TEST(ProgressProbeTest, IdleTimesCountFromTheLastGrowthOrTheStart) {
   std::string log = dir.Join("attempt-0.log");
   std::string metrics = dir.Join("hp_metrics.jsonl");
   auto reader = std::make_shared<MetricFileReader>(metrics, /*tail=*/false);
-  ProgressProbe probe(log, reader, dir.Join("flight-recorder"), 1000);
+  auto recorder = std::make_shared<FlightRecorderPoller>(dir.Join("flight-recorder"));
+  ProgressProbe probe(log, reader, recorder, 1000);
   // The metric file is stat'ed on the reader's thread: a reading takes the newest finished stat
   // and asks for the next. Here each reading's stat finishes before the next reading.
   wire::ReplicaProgressT p;
   auto sample = [&](int64_t now_ms) {
     probe.Sample(now_ms, &p);
-    ASSERT_TRUE(ct::WaitUntil([&] { return reader->Latest().done >= reader->asked(); }, 30s));
+    ASSERT_TRUE(ct::WaitUntil(
+        [&] {
+          return reader->Latest().done >= reader->asked() && recorder->done() >= recorder->asked();
+        },
+        30s));
   };
   ASSERT_NO_FATAL_FAILURE(sample(1500));
   EXPECT_EQ(p.log_idle_ms, 500);  // nothing yet: from the start
@@ -75,9 +83,9 @@ TEST(ProgressProbeTest, AMetricFileStatThatHangsShowsNoGrowthAndHoldsNoReading) 
   ct::TempDir dir;
   std::string metrics = dir.Join("hp_metrics.jsonl");
   Append(metrics, "{\"loss\": 1}\n");
-  ct::HeldMetricReads held(metrics);
+  ct::HeldReads held(metrics);
   auto reader = std::make_shared<MetricFileReader>(metrics, /*tail=*/false);
-  ProgressProbe probe("", reader, "", 1000);
+  ProgressProbe probe("", reader, nullptr, 1000);
   wire::ReplicaProgressT p;
   probe.Sample(1000, &p);  // asks for the first stat, which hangs
   ASSERT_TRUE(ct::WaitUntil([&] { return held.entered() == 1; }, 30s));
@@ -91,40 +99,69 @@ TEST(ProgressProbeTest, AMetricFileStatThatHangsShowsNoGrowthAndHoldsNoReading) 
   EXPECT_EQ(p.metric_idle_ms, 0);  // the content is seen once the stat returned
 }
 
+// A recorder file with `completed` allreduces completed on its first communicator and the next
+// one entered.
+struct TestRecorder {
+  explicit TestRecorder(const std::string& path) {
+    auto created = FlightRecorder::CreateFile(path, 64, 2, 4);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    if (created.ok()) recorder = std::move(*created);
+  }
+  // Completes the operation entered (if any), then enters the next.
+  void Step(uint64_t bytes = 64 << 20) {
+    if (!recorder) return;
+    if (comm < 0) comm = static_cast<int32_t>(recorder->RegisterCommunicator());
+    if (entered) recorder->End(*entered, current, Status::Ok());
+    current = FlightRecord();
+    current.op_seq = next_seq++;
+    current.comm_id = static_cast<uint32_t>(comm);
+    current.op = FlightOp::kAllreduce;
+    current.bytes = bytes;
+    current.algorithm = 2;  // ring
+    entered = recorder->Begin(current);
+  }
+
+  std::unique_ptr<FlightRecorder> recorder;
+  int32_t comm = -1;
+  uint32_t next_seq = 0;
+  FlightRecord current;
+  std::optional<uint64_t> entered;
+};
+
+// `p` shows a recorder whose newest completed operation is `completed` and which is in `current`.
+void ExpectRecorder(const wire::ReplicaProgressT& p, int64_t completed, int64_t current) {
+  EXPECT_TRUE(p.has_recorder);
+  EXPECT_EQ(p.completed_seq, completed);
+  EXPECT_EQ(p.current_seq, current);
+}
+
 TEST(ProgressProbeTest, ReadsTheFlightRecorder) {
   ct::TempDir dir;
   std::string path = dir.Join("flight-recorder");
-  ProgressProbe probe("", nullptr, path, 1000);
+  auto poller = std::make_shared<FlightRecorderPoller>(path);
+  ProgressProbe probe("", nullptr, poller, 1000);
+  // The recorder is snapshot on the poller's thread: a reading takes the newest finished
+  // snapshot and asks for the next. Here each snapshot finishes before the next reading.
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
+    probe.Sample(now_ms, out);
+    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  };
   wire::ReplicaProgressT p;
-  probe.Sample(1100, &p);
-  EXPECT_FALSE(p.has_recorder);  // the replica has not created it yet
+  ASSERT_NO_FATAL_FAILURE(sample(1100, &p));
+  EXPECT_FALSE(p.has_recorder);         // the replica has not created it yet
+  EXPECT_EQ(p.completed_idle_ms, 100);  // from the start
 
-  auto recorder = FlightRecorder::CreateFile(path, 64, 2, 4);
-  ASSERT_TRUE(recorder.ok()) << recorder.status().ToString();
-  uint32_t comm = (*recorder)->RegisterCommunicator();
-  for (uint32_t seq = 0; seq < 3; ++seq) {
-    FlightRecord r;
-    r.op_seq = seq;
-    r.comm_id = comm;
-    r.op = FlightOp::kAllreduce;
-    r.bytes = 64 << 20;
-    r.algorithm = 2;  // ring
-    uint64_t index = (*recorder)->Begin(r);
-    (*recorder)->End(index, r, Status::Ok());
-  }
-  FlightRecord stuck;
-  stuck.op_seq = 3;
-  stuck.comm_id = comm;
-  stuck.op = FlightOp::kAllreduce;
-  stuck.bytes = 1 << 20;
-  stuck.algorithm = 2;
-  (*recorder)->Begin(stuck);
+  TestRecorder recorder(path);
+  ASSERT_TRUE(recorder.recorder);
+  for (int i = 0; i < 3; ++i) recorder.Step();
+  recorder.Step(1 << 20);  // 0, 1 and 2 completed; stuck in 3
 
+  wire::ReplicaProgressT o;
+  ASSERT_NO_FATAL_FAILURE(sample(1200, &o));
+  EXPECT_FALSE(o.has_recorder);  // the snapshot asked for at 1100 found no file
   wire::ReplicaProgressT q;
-  probe.Sample(1200, &q);
-  EXPECT_TRUE(q.has_recorder);
-  EXPECT_EQ(q.completed_seq, 2);
-  EXPECT_EQ(q.current_seq, 3);
+  ASSERT_NO_FATAL_FAILURE(sample(1300, &q));  // the one asked for at 1200 found it
+  ExpectRecorder(q, 2, 3);
   EXPECT_EQ(q.current_op, "allreduce");
   EXPECT_EQ(q.current_algorithm, "ring");
   EXPECT_EQ(q.current_bytes, 1 << 20);
@@ -142,9 +179,54 @@ TEST(ProgressProbeTest, ReadsTheFlightRecorder) {
 
   // The next reading reports only the operations entered since.
   wire::ReplicaProgressT r;
-  probe.Sample(1300, &r);
+  ASSERT_NO_FATAL_FAILURE(sample(1400, &r));
   EXPECT_TRUE(r.starts.empty());
   EXPECT_EQ(r.current_seq, 3);
+  EXPECT_GE(r.current_ms, q.current_ms);  // counted to each reading
+}
+
+TEST(ProgressProbeTest, AFlightRecorderReadingThatHangsShowsNoProgressAndHoldsNoReading) {
+  ct::TempDir dir;
+  std::string path = dir.Join("flight-recorder");
+  TestRecorder recorder(path);
+  ASSERT_TRUE(recorder.recorder);
+  recorder.Step();
+  recorder.Step();  // 0 completed; in 1
+  auto poller = std::make_shared<FlightRecorderPoller>(path);
+  ProgressProbe probe("", nullptr, poller, 1000);
+  wire::ReplicaProgressT p;
+  probe.Sample(1000, &p);
+  ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  wire::ReplicaProgressT seen;
+  probe.Sample(1100, &seen);
+  ExpectRecorder(seen, 0, 1);
+  ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+
+  // From here every snapshot hangs.
+  ct::HeldReads held(path);
+  probe.Sample(1200, &p);  // asks for a snapshot, which hangs
+  ASSERT_TRUE(ct::WaitUntil([&] { return held.entered() == 1; }, 30s));
+  recorder.Step();  // the replica goes on: 1 completed; in 2; no reading sees it
+  int64_t current_ms = 0;
+  for (int64_t now = 2000; now <= 5000; now += 1000) {
+    wire::ReplicaProgressT q;
+    probe.Sample(now, &q);    // returns while the snapshot hangs
+    ExpectRecorder(q, 0, 1);  // the newest snapshot's, its ages counted to now
+    EXPECT_GE(q.current_ms, current_ms);
+    EXPECT_GE(q.completed_idle_ms, 0);
+    EXPECT_TRUE(q.starts.empty());
+    current_ms = q.current_ms;
+  }
+  // Asked for: the held one and one behind it, which served every later reading's request.
+  EXPECT_EQ(poller->asked(), poller->done() + 2);
+
+  held.Release();  // the snapshot is taken now: progress shows at the next reading
+  ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  wire::ReplicaProgressT r;
+  probe.Sample(6000, &r);
+  ExpectRecorder(r, 1, 2);
+  ASSERT_EQ(r.starts.size(), 1u);  // the one entered while the reading hung, once
+  EXPECT_EQ(r.starts[0].seq(), 2);
 }
 
 // Starts argv in a process group of its own (Reap kills the group: an orphan left holding the

@@ -24,9 +24,9 @@
 
 #include "agent/cgroup.h"
 #include "agent/launcher.h"
-#include "agent/metric_file_reader.h"
 #include "agent/outbox.h"
 #include "agent/process_launcher.h"
+#include "agent/reading_thread.h"
 #include "common/clock.h"
 #include "tests/testing/process.h"
 
@@ -201,13 +201,14 @@ inline void ExpectOneSignalEachInACgroup(const std::string& node, const std::str
   ::rmdir(cgroups.base().c_str());
 }
 
-// Holds every reading of the metric file `path` (agent/metric_file_reader.h's test seam) on its
-// reader's thread until Release(), a minute at most, standing in for a hung output storage. Its
-// state is shared with the held threads, which may still be leaving the hook when it is gone.
-class HeldMetricReads {
+// Holds every reading of the file `path` (agent/reading_thread.h's test seam: the metric file's,
+// the flight recorder's) on its reader's thread until Release(), a minute at most, standing in for
+// a hung storage. Its state is shared with the held threads, which may still be leaving the hook
+// when it is gone.
+class HeldReads {
  public:
-  explicit HeldMetricReads(std::string path) : state_(std::make_shared<State>()) {
-    agent::SetMetricFileReadHookForTesting(
+  explicit HeldReads(std::string path) : state_(std::make_shared<State>()) {
+    agent::SetReadingHookForTesting(
         [state = state_, path = std::move(path)](const std::string& read) {
           if (read != path) return;
           std::unique_lock<std::mutex> lock(state->mu);
@@ -215,12 +216,12 @@ class HeldMetricReads {
           state->cv.wait_for(lock, std::chrono::minutes(1), [&] { return state->released; });
         });
   }
-  ~HeldMetricReads() {
+  ~HeldReads() {
     Release();
-    agent::SetMetricFileReadHookForTesting(nullptr);
+    agent::SetReadingHookForTesting(nullptr);
   }
-  HeldMetricReads(const HeldMetricReads&) = delete;
-  HeldMetricReads& operator=(const HeldMetricReads&) = delete;
+  HeldReads(const HeldReads&) = delete;
+  HeldReads& operator=(const HeldReads&) = delete;
 
   // Readings that reached the hook (held until Release()).
   int entered() const {

@@ -1,0 +1,110 @@
+// The agent loop never opens or reads a replica's flight recorder, which lies wherever the job's
+// env points COHORT_FLIGHT_RECORDER (NFS, a FUSE mount: storage whose hung server blocks open and
+// page faults forever): each attempt's FlightRecorderPoller does, on a thread of its own
+// (agent/flight_recorder_poller.h). A real replica process and a real recorder file (written by
+// this test, standing in for the replica's collectives); the readings of the file are held by
+// the readers' test seam, standing in for the hung mount that is not available here.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "common/flight_recorder.h"
+#include "tests/agent/agent_loop_fixture.h"
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+class AgentFlightRecorderWaitTest : public AgentLoopTest {
+ protected:
+  // job/worker-0, whose COHORT_FLIGHT_RECORDER is `recorder_path_`; it runs until `done_`
+  // exists.
+  wire::LaunchReplicaT LaunchWorker() {
+    auto launch =
+        MakeLaunch("job", "worker-0", 0, "while [ ! -e '" + done_ + "' ]; do sleep 0.02; done");
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = kFlightRecorderEnv;
+    kv->value = recorder_path_;
+    launch.env.push_back(std::move(kv));
+    return launch;
+  }
+  // Completes the allreduce entered (if any) and enters the next.
+  void Step() {
+    if (entered_) recorder_->End(*entered_, current_, Status::Ok());
+    current_ = FlightRecord();
+    current_.op_seq = next_seq_++;
+    current_.comm_id = comm_;
+    current_.op = FlightOp::kAllreduce;
+    current_.bytes = 1 << 20;
+    entered_ = recorder_->Begin(current_);
+  }
+  // The worker's newest progress; null before any.
+  const wire::ReplicaProgressT* Progress() const { return coordinator_->LatestProgress(key_); }
+
+  testing::TempDir storage_;  // where the job's env points the recorder
+  const std::string recorder_path_ = storage_.path() + "/flight-recorder";
+  const std::string done_ = storage_.path() + "/done";
+  const std::string key_ = LogKey("job", "worker-0", 0);
+  std::unique_ptr<FlightRecorder> recorder_;
+  uint32_t comm_ = 0;
+  uint32_t next_seq_ = 0;
+  FlightRecord current_;
+  std::optional<uint64_t> entered_;
+};
+
+TEST_F(AgentFlightRecorderWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheRecorderHangs) {
+  auto created = FlightRecorder::CreateFile(recorder_path_, 64, 0, 1);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  recorder_ = std::move(*created);
+  comm_ = recorder_->RegisterCommunicator();
+  Step();
+  Step();  // 0 completed; in 1
+  testing::HeldReads held(recorder_path_);
+  coordinator_->Launch("node-a", LaunchWorker());
+  // Its first snapshot hangs: heartbeats report it running, with no recorder seen.
+  ASSERT_TRUE(Pump(
+      [&] {
+        auto latest = coordinator_->Latest(key_);
+        return held.entered() >= 1 && latest && latest->state == wire::ReplicaState::RUNNING &&
+               Progress() != nullptr;
+      },
+      milliseconds(10)));
+  // Heartbeats every 100 ms of the agent's clock here, which moves 10 ms a step; each reports
+  // the worker's progress, without its recorder (no reading of it returned).
+  const int heartbeats = coordinator_->heartbeats;
+  ASSERT_TRUE(Pump([&] { return coordinator_->heartbeats >= heartbeats + 5; }, milliseconds(10)));
+  EXPECT_TRUE(agent_->registered());
+  EXPECT_FALSE(Progress()->has_recorder);
+  EXPECT_EQ(held.entered(), 1);  // one reading held; no other begun behind it
+  // Another replica launches, runs and is reported meanwhile.
+  ASSERT_NO_FATAL_FAILURE(ExpectAnotherReplicaRuns());
+  EXPECT_EQ(coordinator_->Latest(key_)->state, wire::ReplicaState::RUNNING);
+
+  // Let go: the recorder is seen, and the operations completed later too.
+  held.Release();
+  ASSERT_TRUE(Pump(
+      [&] {
+        const wire::ReplicaProgressT* p = Progress();
+        return p->has_recorder && p->completed_seq == 0 && p->current_seq == 1;
+      },
+      milliseconds(10)));
+  Step();  // 1 completed; in 2
+  ASSERT_TRUE(Pump(
+      [&] {
+        const wire::ReplicaProgressT* p = Progress();
+        return p->has_recorder && p->completed_seq == 1 && p->current_seq == 2;
+      },
+      milliseconds(10)));
+  testing::WriteFile(done_, "");
+  ASSERT_TRUE(PumpUntilDone(key_));
+  EXPECT_EQ(coordinator_->Final(key_)->state, wire::ReplicaState::SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace cohort::agent
