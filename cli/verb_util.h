@@ -97,7 +97,8 @@ int ShowVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb
   auto reply = fetch(*client);
   if (!reply.ok()) return Fail(ctx.err, reply.status());
   if (args.Has("--json")) {
-    ctx.out << to_json(*reply).dump(2) << "\n";
+    ctx.out << to_json(*reply).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+            << "\n";
   } else {
     print(*reply, ctx.out);
   }

@@ -292,7 +292,7 @@ int Checkpoint(const ParsedArgs& args, const Context& ctx) {
                       {"error", e.error}});
     }
     ctx.out << nlohmann::json{{"dir", dir}, {"checkpoints", std::move(list)}, {"restore", restore}}
-                   .dump(2)
+                   .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
             << "\n";
   } else {
     ctx.out << "Checkpoints in " << dir << ":\n";

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "common/utf8.h"
 #include "common/wire_string.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/tuning/study_info.h"
@@ -102,8 +103,11 @@ bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::Replic
   if (!r || r->node_id != node_id || r->attempt != s.attempt() || IsFinal(r->state)) {
     return false;
   }
-  jobs_.ApplyReplicaStatus(*job, *r, s.state(), s.exit_code(), s.signal(), Str(s.message()),
-                           now_ms);
+  // The message goes into the job's events and every client's view: well-formed, printable and
+  // bounded, whatever the agent (or what it quotes of a replica's log) sent.
+  std::string message =
+      TruncateUtf8(ValidUtf8(Str(s.message()), /*printable=*/true), kMaxReplicaMessageBytes);
+  jobs_.ApplyReplicaStatus(*job, *r, s.state(), s.exit_code(), s.signal(), message, now_ms);
   return true;
 }
 

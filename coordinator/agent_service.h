@@ -1,6 +1,7 @@
 // AgentService handles what agents send on the agent endpoint: registration (with reconciliation
 // of the replicas the agent reports against what the coordinator believes runs there),
-// heartbeats (and the replicas' progress they carry, for the Watchdog), replica state updates,
+// heartbeats (and the replicas' progress they carry, for the Watchdog), replica state updates
+// (their messages made well-formed, printable UTF-8 of at most kMaxReplicaMessageBytes),
 // log chunks, stack dumps, trial measurements and training metrics. Node bookkeeping goes to
 // the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
 // coordinator does not run there) are queued in the Outbox. A measurement of any job is kept as
@@ -19,6 +20,7 @@
 // outlive it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,6 +37,9 @@
 #include "coordinator/watchdog.h"
 
 namespace cohort::coordinator {
+
+// The most of a replica status's message the coordinator keeps (bytes; longer ones are cut).
+inline constexpr size_t kMaxReplicaMessageBytes = 1024;
 
 // True when `routing_id` may be used by the key of node `node_id`: "<node-id>/<anything>", or the
 // bare node id (test harnesses; an agent never uses it, as a predictable id can be taken over).
