@@ -2,7 +2,9 @@
 
 #include <signal.h>
 
+#include "agent/failure_excerpt.h"
 #include "common/logging.h"
+#include "common/text_join.h"
 
 namespace cohort::agent {
 
@@ -69,7 +71,6 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
   if (!process || final || !process->exit_info()) return std::nullopt;
   exit = *process->exit_info();
   Change change;
-  change.message = exit.Describe();
   switch (stop) {
     case StopCause::kCoordinator:
     case StopCause::kReplaced:
@@ -82,11 +83,26 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
       change.state = exit.exit_code == 0 && exit.signal == 0 ? wire::ReplicaState::SUCCEEDED
                                                              : wire::ReplicaState::FAILED;
   }
-  if (!stop_reason.empty()) change.message = stop_reason + "; " + change.message;
-  if (!message.empty()) change.message = message + "; " + change.message;
+  // A failure's exit code and signal travel in the status, where the coordinator words them; its
+  // message carries what they cannot: the launch error, and the cause its log gives.
+  std::vector<std::string> parts;
+  if (!message.empty()) parts.push_back(message);
+  if (!stop_reason.empty()) parts.push_back(stop_reason);
+  if (change.state == wire::ReplicaState::FAILED) {
+    if (log) {
+      LogTail tail = ReadLogTail(log->path(), kFailureLogTailBytes);
+      std::string excerpt =
+          FailureExcerpt(tail.text, tail.whole, /*any_last_line=*/exit.signal == 0);
+      if (!excerpt.empty()) parts.push_back("log: " + excerpt);
+    }
+  } else {
+    parts.push_back(exit.Describe());
+  }
+  change.message = JoinWith(parts, "; ");
   final = true;
-  spdlog::info("{}/{} attempt {}: {} ({})", job, replica, attempt,
-               wire::EnumNameReplicaState(change.state), change.message);
+  spdlog::info("{}/{} attempt {}: {}, {}{}{}", job, replica, attempt,
+               wire::EnumNameReplicaState(change.state), exit.Describe(),
+               change.message.empty() ? "" : ": ", change.message);
   return change;
 }
 

@@ -47,7 +47,7 @@ struct ExitInfo {
   int signal = 0;
 
   static ExitInfo FromWaitStatus(int wait_status);
-  // "exited with code 3", "killed by signal 9 (Killed)".
+  // "exited with code 3", "killed by signal 9 (SIGKILL)".
   std::string Describe() const;
 };
 

@@ -21,6 +21,7 @@
 #include "agent/replica_exec.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/signal_name.h"
 
 namespace cohort::agent {
 
@@ -39,8 +40,8 @@ ExitInfo ExitInfo::FromWaitStatus(int wait_status) {
 
 std::string ExitInfo::Describe() const {
   if (signal != 0) {
-    const char* name = ::strsignal(signal);
-    return "killed by signal " + std::to_string(signal) + " (" + (name ? name : "?") + ")";
+    const std::string name = SignalName(signal);
+    return "killed by signal " + std::to_string(signal) + (name.empty() ? "" : " (" + name + ")");
   }
   if (exit_code < 0) return "still running";
   return "exited with code " + std::to_string(exit_code);

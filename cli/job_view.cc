@@ -145,7 +145,7 @@ std::string ReplicaLine(const wire::ReplicaInfoT& r) {
   if (!r.node_id.empty()) line += " on " + r.node_id;
   line += ", attempt " + std::to_string(r.attempt);
   if (r.exit_code >= 0 && r.state != wire::ReplicaState::RUNNING) {
-    line += ", exit code " + std::to_string(r.exit_code);
+    line += ", exit code " + ExitCode(r);
   }
   if (!r.message.empty()) line += " (" + r.message + ")";
   return line;
@@ -164,8 +164,7 @@ std::vector<std::string> StatusBlock(const wire::JobInfoT& job, int64_t now_ms) 
   for (const auto& r : job.replicas) {
     if (!r) continue;
     table.AddRow({"  " + r->replica, wire::EnumNameReplicaState(r->state),
-                  r->node_id.empty() ? "-" : r->node_id, std::to_string(r->attempt),
-                  r->exit_code >= 0 ? std::to_string(r->exit_code) : "-"});
+                  r->node_id.empty() ? "-" : r->node_id, std::to_string(r->attempt), ExitCode(*r)});
   }
   std::ostringstream rows;
   table.Print(rows);

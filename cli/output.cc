@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/job_spec.h"
+#include "common/signal_name.h"
 
 namespace cohort::cli {
 namespace {
@@ -24,10 +25,6 @@ std::string JoinInts(const std::vector<int32_t>& values) {
   return out;
 }
 
-std::string ExitCode(const wire::ReplicaInfoT& r) {
-  return r.exit_code < 0 ? "-" : std::to_string(r.exit_code);
-}
-
 bool IsTerminalState(wire::JobState state) {
   return state == wire::JobState::SUCCEEDED || state == wire::JobState::FAILED ||
          state == wire::JobState::CANCELLED;
@@ -39,6 +36,12 @@ std::string FormatMemory(int64_t mb) {
 }
 
 }  // namespace
+
+std::string ExitCode(const wire::ReplicaInfoT& r) {
+  if (r.exit_code < 0) return "-";
+  const std::string name = SignalName(r.signal);
+  return std::to_string(r.exit_code) + (name.empty() ? "" : " (" + name + ")");
+}
 
 void Table::Print(std::ostream& out) const {
   std::vector<size_t> widths(header_.size(), 0);

@@ -35,6 +35,8 @@ std::string FormatTime(int64_t ms_since_epoch);
 StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms);
 // A job state by its name, in any case ("running").
 StatusOr<wire::JobState> ParseJobState(const std::string& name);
+// A replica's exit code for tables: "1", "139 (SIGSEGV)" for a death by signal, "-" for none yet.
+std::string ExitCode(const wire::ReplicaInfoT& r);
 // "45s", "3m07s", "2h05m", "3d04h"; negative or zero: "0s".
 std::string FormatDuration(int64_t ms);
 // The job's run time: start to end, or start to `now_ms` while it runs; "-" before it starts.

@@ -360,6 +360,7 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
     ri->state = r.state;
     ri->attempt = r.attempt;
     ri->exit_code = r.exit_code;
+    ri->signal = r.signal;
     ri->message = r.message;
     info.replicas.push_back(std::move(ri));
   }

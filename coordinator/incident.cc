@@ -93,9 +93,7 @@ std::string Incident::Event() const {
 std::string Incident::HowItEnded(const ReplicaRecord& r) {
   switch (r.state) {
     case ReplicaState::FAILED:
-      if (r.signal != 0) return "was killed by signal " + std::to_string(r.signal);
-      if (r.exit_code >= 0) return "exited with code " + std::to_string(r.exit_code);
-      return "failed";
+      return DescribeFailedExit(r);
     case ReplicaState::PREEMPTED:
       return "was preempted";
     case ReplicaState::LOST:

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/enum_names.h"
+#include "common/signal_name.h"
 
 namespace cohort::coordinator {
 
@@ -90,6 +91,16 @@ bool IsRetryable(const ReplicaRecord& r) {
   }
 }
 
+std::string DescribeFailedExit(const ReplicaRecord& r) {
+  if (r.signal != 0) {
+    const std::string name = SignalName(r.signal);
+    return "was killed by signal " + std::to_string(r.signal) +
+           (name.empty() ? "" : " (" + name + ")");
+  }
+  if (r.exit_code >= 0) return "exited with code " + std::to_string(r.exit_code);
+  return "failed";
+}
+
 std::string DescribeEnd(const ReplicaRecord& r) {
   std::string what;
   switch (r.state) {
@@ -97,13 +108,7 @@ std::string DescribeEnd(const ReplicaRecord& r) {
       what = "exited 0";
       break;
     case ReplicaState::FAILED:
-      if (r.signal != 0) {
-        what = "was killed by signal " + std::to_string(r.signal);
-      } else if (r.exit_code >= 0) {
-        what = "exited with code " + std::to_string(r.exit_code);
-      } else {
-        what = "failed";
-      }
+      what = DescribeFailedExit(r);
       break;
     case ReplicaState::PREEMPTED:
       what = "was preempted";

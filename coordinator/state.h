@@ -147,7 +147,11 @@ bool IsFinal(JobState s);
 // A replica that ended this way may be restarted (exit codes 130, 137, 138, 143, the signals
 // behind them (INT, KILL, USR1, TERM), PREEMPTED, LOST, an unrequested STOPPED).
 bool IsRetryable(const ReplicaRecord& r);
-// "exit code 1", "signal 9 (exit code 137)", "node lost", ...
+// A FAILED replica's exit: "exited with code 1", "was killed by signal 9 (SIGKILL)", "failed".
+std::string DescribeFailedExit(const ReplicaRecord& r);
+// How a replica ended, then the agent's message in parentheses: "exited with code 1 (log:
+// ValueError: ...)", "was killed by signal 9 (SIGKILL)", "was preempted", "was lost with its
+// node", ...
 std::string DescribeEnd(const ReplicaRecord& r);
 // "0s", "90s", "2m", "1500ms": the largest whole unit.
 std::string FormatDuration(int64_t ms);

@@ -194,6 +194,7 @@ def _job_to_dict(job):
             "state": _REPLICA_STATES.get(r.state, str(r.state)),
             "attempt": r.attempt,
             "exit_code": r.exitCode,
+            "signal": r.signal,
             "message": _text(r.message),
         } for r in (job.replicas or [])],
         "events": [{"time_ms": e.timeMs, "message": _text(e.message)}

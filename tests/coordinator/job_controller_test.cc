@@ -169,8 +169,9 @@ TEST_F(JobControllerTest, ACollateralFailureReportedBeforeItsCauseWaitsForIt) {
   Report(job, "worker-0", ReplicaState::FAILED, 137, 9);
   EXPECT_EQ(job.state, JobState::QUEUED);
   ExpectRestartedOnce(
-      job, WholeJobRestart("worker-0 attempt 0 was killed by signal 9; chief-0 exited with code 1 "
-                           "as a consequence"));
+      job, WholeJobRestart(
+               "worker-0 attempt 0 was killed by signal 9 (SIGKILL); chief-0 exited with code 1 "
+               "as a consequence"));
 }
 
 TEST_F(JobControllerTest, WithoutWholeJobRestartTheFallenReplicasRestartAndSpendOne) {
@@ -187,7 +188,7 @@ TEST_F(JobControllerTest, WithoutWholeJobRestartTheFallenReplicasRestartAndSpend
   ExpectRestartedOnce(
       job,
       "restart 1/3: worker-0 as attempt 1, chief-0 as attempt 1, worker-1 as attempt 1 "
-      "because worker-0 attempt 0 was killed by signal 9; chief-0, worker-1 exited with "
+      "because worker-0 attempt 0 was killed by signal 9 (SIGKILL); chief-0, worker-1 exited with "
       "code 1 as a consequence");
 }
 

@@ -1,0 +1,153 @@
+#include "agent/failure_excerpt.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <optional>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/utf8.h"
+
+namespace cohort::agent {
+namespace {
+
+constexpr std::string_view kAgentNote = "cohort-agent: ";
+constexpr std::string_view kTraceback = "Traceback (most recent call last):";
+constexpr std::string_view kFatalPython = "Fatal Python error: ";
+constexpr std::string_view kTerminate = "terminate called after throwing an instance of '";
+constexpr std::string_view kWhat = "what():";
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// The replica's lines, in order: the cut first line (unless whole) and the agent's notes left out,
+// each line only what follows its last carriage return.
+std::vector<std::string_view> ReplicaLines(std::string_view tail, bool whole) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  if (!whole) {
+    size_t first_end = tail.find('\n');
+    start = first_end == std::string_view::npos ? tail.size() : first_end + 1;
+  }
+  while (start < tail.size()) {
+    size_t end = tail.find('\n', start);
+    if (end == std::string_view::npos) end = tail.size();
+    std::string_view line = tail.substr(start, end - start);
+    size_t cr = line.rfind('\r');
+    if (cr != std::string_view::npos) {
+      // "...\r\n" ends a line; a \r inside one was overwritten by what follows it.
+      line = cr + 1 == line.size() ? line.substr(0, cr) : line.substr(cr + 1);
+      cr = line.rfind('\r');
+      if (cr != std::string_view::npos) line = line.substr(cr + 1);
+    }
+    if (!StartsWith(line, kAgentNote)) lines.push_back(line);
+    start = end + 1;
+  }
+  return lines;
+}
+
+bool Indented(std::string_view line) {
+  return !line.empty() && (line.front() == ' ' || line.front() == '\t');
+}
+
+// Rule 1: the first unindented, non-blank line after the last traceback header.
+std::optional<std::string_view> PythonException(const std::vector<std::string_view>& lines) {
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (Trim(lines[i]) != kTraceback) continue;
+    for (size_t k = i + 1; k < lines.size(); ++k) {
+      if (!Indented(lines[k]) && !Trim(lines[k]).empty()) return Trim(lines[k]);
+    }
+    return std::nullopt;  // cut short: the process died while printing it
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> FatalPythonError(const std::vector<std::string_view>& lines) {
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (StartsWith(lines[i], kFatalPython)) return Trim(lines[i]);
+  }
+  return std::nullopt;
+}
+
+// Rule 3: "T: msg" (just "T" when no what() line follows).
+std::optional<std::string> CxxTerminate(const std::vector<std::string_view>& lines) {
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (!StartsWith(lines[i], kTerminate)) continue;
+    std::string_view rest = lines[i].substr(kTerminate.size());
+    std::string type(rest.substr(0, rest.find('\'')));
+    if (i + 1 < lines.size()) {
+      std::string_view next = Trim(lines[i + 1]);
+      if (StartsWith(next, kWhat)) {
+        return type + ": " + std::string(Trim(next.substr(kWhat.size())));
+      }
+    }
+    return type;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> LastLine(const std::vector<std::string_view>& lines) {
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (!Trim(lines[i]).empty()) return Trim(lines[i]);
+  }
+  return std::nullopt;
+}
+
+// Without terminal escape sequences (colours: ESC [ parameters, then a final byte @ to ~).
+std::string WithoutEscapes(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1B' && i + 1 < text.size() && text[i + 1] == '[') {
+      size_t k = i + 2;
+      while (k < text.size() && (text[k] < '@' || text[k] > '~')) ++k;
+      i = k;  // past the final byte (or the end, for a sequence cut short)
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+std::string Finish(std::string_view text) {
+  std::string printable = ValidUtf8(WithoutEscapes(text), /*printable=*/true);
+  return TruncateUtf8(Trim(printable), kMaxFailureExcerptBytes);
+}
+
+}  // namespace
+
+std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line) {
+  const std::vector<std::string_view> lines = ReplicaLines(tail, whole);
+  if (auto line = PythonException(lines)) return Finish(*line);
+  if (auto line = FatalPythonError(lines)) return Finish(*line);
+  if (auto text = CxxTerminate(lines)) return Finish(*text);
+  if (any_last_line) {
+    if (auto line = LastLine(lines)) return Finish(*line);
+  }
+  return "";
+}
+
+LogTail ReadLogTail(const std::string& path, size_t max_bytes) {
+  LogTail tail;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return tail;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t offset = size > max_bytes ? size - max_bytes : 0;
+    tail.whole = offset == 0;
+    if (!ReadAt(fd, offset, max_bytes, &tail.text, "read " + path).ok()) tail.text.clear();
+  }
+  ::close(fd);
+  return tail;
+}
+
+}  // namespace cohort::agent

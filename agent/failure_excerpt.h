@@ -1,0 +1,46 @@
+// FailureExcerpt: the line of a failed replica's log that most likely says why it failed, so that
+// `cohort status` shows the cause beside the exit code ("exited with code 1 (log: ValueError:
+// learning rate must be positive)") without a trip to `cohort logs`. The agent takes it from the
+// end of the attempt's log when the replica's main process fails (agent/replica_manager.cc).
+//
+// Rules, over the log's last bytes, first match wins:
+//  1. Python: the exception line that ends the last traceback ("Traceback (most recent call
+//     last):", its indented frames, then "ValueError: ..."; a chained exception's last traceback
+//     is the one that ended the process). A message of several lines gives its first.
+//  2. "Fatal Python error: ..." (faulthandler's report of a crash).
+//  3. C++: std::terminate's "terminate called after throwing an instance of 'T'" with its
+//     "  what():  msg" line, as "T: msg".
+//  4. Only when `any_last_line` (a non-zero exit rather than a signal, whose own name is the
+//     better cause): the last non-blank line, as a script that calls sys.exit("why") or prints its
+//     error and exits 1 leaves it.
+// Lines the agent appended itself ("cohort-agent: ...") are not the replica's and are skipped. A
+// carriage return keeps only what follows it (progress bars). The result is well-formed UTF-8
+// without terminal escape sequences (colours) or other control characters, cut to
+// kMaxFailureExcerptBytes; empty when no rule matched.
+//
+// Thread safety: pure functions, except that ReadLogTail reads a file.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace cohort::agent {
+
+inline constexpr size_t kMaxFailureExcerptBytes = 240;
+// How much of the log's end the agent reads for it.
+inline constexpr size_t kFailureLogTailBytes = 16 * 1024;
+
+// `tail`: the log's last bytes; `whole`: they are the whole log (else the first line may be cut
+// and is ignored).
+std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line);
+
+// The last `max_bytes` of the file at `path` and whether that is all of it; empty when it cannot
+// be read.
+struct LogTail {
+  std::string text;
+  bool whole = true;
+};
+LogTail ReadLogTail(const std::string& path, size_t max_bytes);
+
+}  // namespace cohort::agent

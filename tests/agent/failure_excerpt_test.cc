@@ -1,0 +1,128 @@
+#include "agent/failure_excerpt.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/testing/process.h"
+
+namespace cohort::agent {
+namespace {
+
+std::string Excerpt(const std::string& log, bool any_last_line = true) {
+  return FailureExcerpt(log, /*whole=*/true, any_last_line);
+}
+
+TEST(FailureExcerptTest, APythonTracebackGivesItsExceptionLine) {
+  const std::string log =
+      "epoch 0 loss 2.30\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/job/train.py\", line 40, in <module>\n"
+      "    main()\n"
+      "  File \"/job/train.py\", line 31, in main\n"
+      "    opt = make_optimizer(args.lr)\n"
+      "          ^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "ValueError: learning rate must be positive, got -1.0\n";
+  EXPECT_EQ(Excerpt(log), "ValueError: learning rate must be positive, got -1.0");
+  // A signal's death takes the traceback too (only the last-line rule needs an exit code).
+  EXPECT_EQ(Excerpt(log, /*any_last_line=*/false),
+            "ValueError: learning rate must be positive, got -1.0");
+}
+
+TEST(FailureExcerptTest, AChainedExceptionGivesTheOneThatEndedTheProcess) {
+  const std::string log =
+      "Traceback (most recent call last):\n"
+      "  File \"t.py\", line 3, in load\n"
+      "KeyError: 'weights'\n"
+      "\n"
+      "During handling of the above exception, another exception occurred:\n"
+      "\n"
+      "Traceback (most recent call last):\n"
+      "  File \"t.py\", line 9, in <module>\n"
+      "RuntimeError: checkpoint /ckpt/step-100 is unreadable\n"
+      "  (a second line of the message)\n";
+  EXPECT_EQ(Excerpt(log), "RuntimeError: checkpoint /ckpt/step-100 is unreadable");
+}
+
+TEST(FailureExcerptTest, ADataLoaderWorkersErrorGivesTheMainProcessesLine) {
+  const std::string log =
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 12, in <module>\n"
+      "RuntimeError: Caught ValueError in DataLoader worker process 0.\n"
+      "Original Traceback (most recent call last):\n"
+      "  File \"dataset.py\", line 5, in __getitem__\n"
+      "ValueError: bad sample 17\n";
+  EXPECT_EQ(Excerpt(log), "RuntimeError: Caught ValueError in DataLoader worker process 0.");
+}
+
+TEST(FailureExcerptTest, ACollectivesErrorInATorchTraceback) {
+  const std::string log =
+      "Traceback (most recent call last):\n"
+      "  File \"ddp.py\", line 88, in <module>\n"
+      "    loss.backward()\n"
+      "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+      "[10.0.0.2]:40730: Connection reset by peer\n"
+      "cohort-agent: stacks taken (cohort logs job --dump)\n";
+  EXPECT_EQ(Excerpt(log),
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+            "[10.0.0.2]:40730: Connection reset by peer");
+}
+
+TEST(FailureExcerptTest, CrashesOfPythonAndCxx) {
+  EXPECT_EQ(Excerpt("Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent "
+                    "call first):\n  File \"x.py\", line 2 in <module>\n",
+                    /*any_last_line=*/false),
+            "Fatal Python error: Segmentation fault");
+  EXPECT_EQ(Excerpt("step 3\nterminate called after throwing an instance of "
+                    "'std::runtime_error'\n  what():  shape mismatch: 3 vs 4\n",
+                    /*any_last_line=*/false),
+            "std::runtime_error: shape mismatch: 3 vs 4");
+  EXPECT_EQ(Excerpt("terminate called after throwing an instance of 'int'\n", false), "int");
+}
+
+TEST(FailureExcerptTest, OtherwiseTheLastLineForAnExitCodeOnly) {
+  const std::string log = "loading data\nerror: no such dataset /data/imagenet\n\n   \n";
+  EXPECT_EQ(Excerpt(log), "error: no such dataset /data/imagenet");
+  // Killed by a signal: the signal says more than whatever it printed last.
+  EXPECT_EQ(Excerpt("epoch 3 loss 0.21\n", /*any_last_line=*/false), "");
+  EXPECT_EQ(Excerpt(""), "");
+  EXPECT_EQ(Excerpt("cohort-agent: cannot launch: no such file\n"), "");
+}
+
+TEST(FailureExcerptTest, ACutFirstLineIsNotTakenAndCarriageReturnsKeepTheLastText) {
+  EXPECT_EQ(FailureExcerpt("of a cut line", /*whole=*/false, true), "");
+  EXPECT_EQ(FailureExcerpt("cut line\nwhole line\r\n", /*whole=*/false, true), "whole line");
+  EXPECT_EQ(Excerpt("train  10%\rtrain  20%\rout of disk space\r\n"), "out of disk space");
+}
+
+TEST(FailureExcerptTest, TheExcerptIsPrintableWellFormedAndBounded) {
+  EXPECT_EQ(Excerpt("\x1B[1;31mERROR\x1B[0m failed:\xFF bad\x07\n"),
+            "ERROR failed:\xEF\xBF\xBD bad");
+  std::string excerpt =
+      Excerpt("Traceback (most recent call last):\nOSError: " + std::string(1000, 'x') + "\n");
+  EXPECT_EQ(excerpt.size(), kMaxFailureExcerptBytes);
+  EXPECT_EQ(excerpt.substr(0, 9), "OSError: ");
+  EXPECT_EQ(excerpt.substr(excerpt.size() - 3), "...");
+}
+
+TEST(FailureExcerptTest, ATracebackCutShortFallsBackToTheOtherRules) {
+  EXPECT_EQ(Excerpt("Traceback (most recent call last):\n  File \"x.py\", line 1\n"),
+            "File \"x.py\", line 1");
+  EXPECT_EQ(Excerpt("Traceback (most recent call last):\n", /*any_last_line=*/false), "");
+}
+
+TEST(FailureExcerptTest, ReadLogTailReadsTheEndOfTheFile) {
+  testing::TempDir dir("excerpt");
+  const std::string path = dir.path() + "/log";
+  EXPECT_EQ(ReadLogTail(path, 16).text, "");  // no file
+  std::ofstream(path) << "0123456789abcdef";
+  LogTail all = ReadLogTail(path, 64);
+  EXPECT_EQ(all.text, "0123456789abcdef");
+  EXPECT_TRUE(all.whole);
+  LogTail end = ReadLogTail(path, 6);
+  EXPECT_EQ(end.text, "abcdef");
+  EXPECT_FALSE(end.whole);
+}
+
+}  // namespace
+}  // namespace cohort::agent

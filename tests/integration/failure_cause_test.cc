@@ -1,0 +1,112 @@
+// A failed replica's cause, from the end of its own log, in its job's message, its status and
+// `cohort status` (agent/failure_excerpt.h): a real coordinator and agent on loopback, real
+// replicas failing the ways user code fails (a Python exception, an error line and an exit code
+// with bytes that are not UTF-8 and terminal colours, a crash by signal), the cohort CLI run as a
+// process.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/testing/cluster_test.h"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace ct = ::cohort::testing;
+
+class FailureCauseTest : public ct::OneNodeCliTest {
+ protected:
+  FailureCauseTest() : OneNodeCliTest("cause") {}
+
+  // Runs job `name`, one chief executing the file `script` (written to the scratch dir) with
+  // `interpreter`, to its end; returns what the coordinator says of it.
+  wire::JobInfoT RunScript(const std::string& name, const std::string& interpreter,
+                           const std::string& script) {
+    const std::string path = cluster_->scratch(name + ".script");
+    ct::WriteFile(path, script);
+    const std::string yaml = "name: " + name +
+                             "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                             "    resources: {cpus: 1}\n"
+                             "    process: {command: [" +
+                             interpreter + ", " + path + "]}\nscheduling: {max_restarts: 2}\n";
+    auto client = cluster_->Client();
+    auto submitted = client.Submit(yaml);
+    EXPECT_TRUE(submitted.ok()) << submitted.status().ToString();
+    return ct::WaitForJobEnd(client, name, 60s);
+  }
+
+  // `cohort status JOB --json`'s chief-0 entry (the CLI's exit code checked).
+  json ChiefJson(const std::string& job) {
+    auto status = RunCli({"status", job, "--json"});
+    EXPECT_EQ(status.exit_code, 0) << status.err;
+    json j = json::parse(status.out, nullptr, false);
+    if (!j.is_object() || !j["replicas"].is_array() || j["replicas"].empty()) {
+      ADD_FAILURE() << "not a job: " << status.out;
+      return json::object();
+    }
+    return j["replicas"][0];
+  }
+};
+
+TEST_F(FailureCauseTest, APythonExceptionIsNamedInTheJobsMessageAndInCohortStatus) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
+  const wire::JobInfoT done =
+      RunScript("bad_lr", "/usr/bin/python3",
+                "print('epoch 0 loss 2.30', flush=True)\n"
+                "def make_optimizer(lr):\n"
+                "    if lr <= 0:\n"
+                "        raise ValueError(f'learning rate must be positive, got {lr}')\n"
+                "make_optimizer(-1.0)\n");
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  const std::string cause = "log: ValueError: learning rate must be positive, got -1.0";
+  EXPECT_EQ(done.message,
+            "chief-0 attempt 0 exited with code 1 (" + cause + ") (permanent failure)");
+  EXPECT_EQ(done.restarts, 0);
+
+  auto status = RunCli({"status", "bad_lr"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find(cause), std::string::npos) << status.out;
+  json chief = ChiefJson("bad_lr");
+  EXPECT_EQ(chief["message"], cause) << chief;
+  EXPECT_EQ(chief["exit_code"], 1) << chief;
+}
+
+TEST_F(FailureCauseTest, AnErrorLineIsShownPrintableAndWellFormed) {
+  // Its last line has a byte that is not UTF-8 and terminal colours.
+  const wire::JobInfoT done =
+      RunScript("no_data", "/bin/sh",
+                "echo 'loading /data/train'\n"
+                "printf 'error: no dataset at /data/train \\377\\033[31m(red)\\033[0m\\n' >&2\n"
+                "exit 3\n");
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  const std::string cause = "log: error: no dataset at /data/train \xEF\xBF\xBD(red)";
+  EXPECT_NE(done.message.find("exited with code 3 (" + cause + ")"), std::string::npos)
+      << done.message;
+  json chief = ChiefJson("no_data");
+  EXPECT_EQ(chief["message"], cause) << chief;
+}
+
+TEST_F(FailureCauseTest, ACrashBySignalIsNamedWithoutQuotingOrdinaryOutput) {
+  const wire::JobInfoT done =
+      RunScript("segv", "/bin/sh", "echo 'epoch 1 loss 0.50'\nkill -SEGV $$\n");
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  EXPECT_NE(done.message.find("chief-0 attempt 0 was killed by signal 11 (SIGSEGV)"),
+            std::string::npos)
+      << done.message;
+  EXPECT_EQ(done.message.find("log:"), std::string::npos) << done.message;
+  json chief = ChiefJson("segv");
+  EXPECT_EQ(chief["message"], "") << chief;
+  EXPECT_EQ(chief["signal"], 11) << chief;
+  EXPECT_EQ(chief["exit_code"], 128 + 11) << chief;
+  auto status = RunCli({"status", "segv"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("  139 (SIGSEGV)"), std::string::npos) << status.out;
+}
+
+}  // namespace
+}  // namespace cohort
