@@ -38,13 +38,19 @@ void JobController::FinishRestore(int64_t now_ms) {
       continue;
     }
     active_[job->seq] = job.get();
-    // A permanent-looking end of a job still running was a held verdict: hold it again.
+    // A permanent-looking end of a job still running was a held verdict: hold it again, in the
+    // order they ended (the first is the cause).
+    std::vector<const ReplicaRecord*> failed;
     for (const auto& r : job->replicas) {
       if (r.state == ReplicaState::FAILED && !IsRetryable(r) && !r.stop_requested &&
           (job->state == JobState::PENDING || job->state == JobState::RUNNING)) {
-        held_[name].push_back(Held{r.name, r.attempt, now_ms});
+        failed.push_back(&r);
       }
     }
+    std::stable_sort(failed.begin(), failed.end(), [](const auto* a, const auto* b) {
+      return a->state_time_ms < b->state_time_ms;
+    });
+    for (const auto* r : failed) held_[name].push_back(Held{r->name, r->attempt, now_ms});
   }
 }
 

@@ -43,7 +43,10 @@
 // live node arrives first), or until an incident opens (the end is then collateral). A node that
 // stays silent is declared lost within heartbeat_timeout, which opens an incident; so a verdict is
 // held at most heartbeat_timeout plus one interval, and about one interval (1 s by default) when
-// every node is healthy. A genuinely permanent failure still fails the job, after that interval.
+// every node is healthy. A genuinely permanent failure still fails the job, after that interval,
+// or at once when no other replica of the job still runs; either way the job's message names the
+// first failure held (held in the order reported; after a restart, in the order they ended), not
+// the rank that fell with it last.
 // Held verdicts and incidents live in memory: after a coordinator restart a held failure is held
 // again from the restart.
 //
@@ -213,8 +216,11 @@ class JobController {
   };
 
   void OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
-  // The end of `r` is permanent-looking: fail the job, or hold the verdict.
+  // The end of `r` is permanent-looking: hold the verdict, or, once no other replica runs, fail
+  // the job naming the first failure held (or `r`).
   void JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
+  // FAILED, "<cause> attempt N <how it ended> (permanent failure)".
+  void FailPermanently(JobRecord& job, const ReplicaRecord& cause, int64_t now_ms);
   bool IsCollateral(const JobRecord& job, const ReplicaRecord& r, int64_t now_ms) const;
   void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms);
   void AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms);

@@ -57,15 +57,33 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
     if (&other != &r && HoldsResources(other)) others_live = true;
   }
   if (!others_live) {
-    FinishJob(job, JobState::FAILED,
-              r.name + " attempt " + std::to_string(r.attempt) + " " + DescribeEnd(r) +
-                  " (permanent failure)",
-              now_ms);
+    // Every replica has ended, so nothing more can be heard that would explain a held failure:
+    // the first of them is the cause (a DDP rank's bug takes the others down with exit 1 too,
+    // and theirs reach the coordinator after it), not this last one.
+    const ReplicaRecord* cause = &r;
+    auto held = held_.find(job.name);
+    if (held != held_.end()) {
+      for (const Held& h : held->second) {
+        const ReplicaRecord* first = job.FindReplica(h.replica);
+        if (first != nullptr && first->attempt == h.attempt && IsFinal(first->state)) {
+          cause = first;
+          break;
+        }
+      }
+    }
+    FailPermanently(job, *cause, now_ms);
     return;
   }
   spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
                job.name, r.name, Incident::HowItEnded(r));
   held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
+}
+
+void JobController::FailPermanently(JobRecord& job, const ReplicaRecord& cause, int64_t now_ms) {
+  FinishJob(job, JobState::FAILED,
+            cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause) +
+                " (permanent failure)",
+            now_ms);
 }
 
 void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
@@ -89,10 +107,7 @@ void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
     // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
     bool too_long = now_ms - h.since_ms > 2 * options_.heartbeat_timeout_ms;
     if (heard || too_long) {
-      FinishJob(job, JobState::FAILED,
-                r->name + " attempt " + std::to_string(r->attempt) + " " + DescribeEnd(*r) +
-                    " (permanent failure)",
-                now_ms);
+      FailPermanently(job, *r, now_ms);
       return;
     }
     keep.push_back(h);

@@ -138,6 +138,45 @@ TEST_F(JobControllerTest, ALoneReplicaFailsAtOnce) {
   EXPECT_EQ(job.restarts, 0);
 }
 
+// A DDP rank's own bug: it exits 1, and the other ranks fall with exit 1 too, reported after it.
+// Once the last of them has ended there is nothing more to hear: the job fails at once, naming
+// the first failure, not the last.
+TEST_F(JobControllerTest, WhenEveryReplicaHasFailedTheFirstFailureIsTheCause) {
+  JobRecord& job = Start("bug", 2, true, 3, {"a", "b", "c"});
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  Advance(100);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  EXPECT_EQ(jobs_.HeldVerdicts(), (std::vector<std::string>{"bug/worker-0", "bug/chief-0"}));
+  Advance(100);
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message, "worker-0 attempt 0 exited with code 1 (permanent failure)");
+  EXPECT_EQ(job.restarts, 0);
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+}
+
+// After a coordinator restart the held failures are held again in the order they ended, whatever
+// the order of the replicas: the first to end is still the one the job's message names.
+TEST_F(JobControllerTest, HeldAgainAfterARestartTheFirstToEndStaysTheCause) {
+  JobRecord& job = Start("reorder", 2, true, 3, {"a", "b", "c"});
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  Advance(100);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  JobRecord copy = job;
+  JobController restarted(Options(), &health_);
+  restarted.Restore(std::move(copy));
+  restarted.FinishRestore(now_);
+  EXPECT_EQ(restarted.HeldVerdicts(),
+            (std::vector<std::string>{"reorder/worker-1", "reorder/chief-0"}));
+  Advance(kIntervalMs + 1);
+  Hear({"a", "b", "c"});
+  restarted.ReleaseVerdicts(now_);
+  const JobRecord* after = restarted.FindJob("reorder");
+  EXPECT_EQ(after->state, JobState::FAILED);
+  EXPECT_EQ(after->message, "worker-1 attempt 0 exited with code 1 (permanent failure)");
+}
+
 TEST_F(JobControllerTest, RanksThatDieBeforeTheirNodeIsDeclaredLostAreCollateral) {
   // chief on a, worker-0 on b, worker-1 on c; node b dies. The other ranks exit 1 at once
   // (their peer's connection reset); the node is declared lost only after the timeout.

@@ -352,6 +352,12 @@ TEST_F(TorchDdpTest, ScriptExitingOneOnItsOwnFailsTheJobAtOnce) {
   wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 120s);
   ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
   EXPECT_NE(done.message.find("permanent failure"), std::string::npos) << done.message;
+  // The job's message quotes the cause from the failed rank's own log (agent/failure_excerpt.h).
+  EXPECT_NE(done.message.find("worker-0 attempt 0 exited with code 1 (log: rank 1 failing on "
+                              "purpose at epoch " +
+                              std::to_string(kFaultAfterEpoch) + " (--fail-at-epoch))"),
+            std::string::npos)
+      << done.message;
   EXPECT_EQ(done.restarts, 0);
   for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 0) << r->replica;
   std::string log = ReplicaLog("worker-0");
