@@ -89,6 +89,10 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
   if (!message.empty()) parts.push_back(message);
   if (!stop_reason.empty()) parts.push_back(stop_reason);
   if (change.state == wire::ReplicaState::FAILED) {
+    if (exit.oom_kills > 0) {
+      parts.push_back("out of memory: the kernel's OOM killer ended " +
+                      std::to_string(exit.oom_kills) + " of its processes");
+    }
     if (log) {
       LogTail tail = ReadLogTail(log->path(), kFailureLogTailBytes);
       std::string excerpt =

@@ -80,9 +80,10 @@ struct Attempt {
   // somehow survive).
   void EnforceDeadline(milliseconds now);
   // Once the main process has exited: the attempt becomes final; returns its final state and
-  // message: the launch error and stop reason, then, for FAILED, "log: " and the cause its log's
-  // end gives (agent/failure_excerpt.h; read here, from the local log file), else how it exited
-  // (a failure's exit code and signal are in the status already). nullopt otherwise.
+  // message: the launch error and stop reason, then, for FAILED, whether the OOM killer ended
+  // processes of it, and "log: " with the cause its log's end gives (agent/failure_excerpt.h; read
+  // here, from the local log file), else how it exited (a failure's exit code and signal are in the
+  // status already). nullopt otherwise.
   std::optional<Change> TakeExit();
   // For a final attempt: kills what its main process left behind, and once nothing is left,
   // releases it and marks it gone.

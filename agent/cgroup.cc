@@ -162,6 +162,16 @@ std::vector<pid_t> CgroupManager::Procs(const std::string& path) {
   return pids;
 }
 
+int64_t CgroupManager::OomKills(const std::string& path) {
+  std::ifstream in(path + "/memory.events");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "oom_kill") return value;
+  }
+  return 0;
+}
+
 void CgroupManager::Signal(const std::string& path, int sig) {
   for (pid_t pid : Procs(path)) ::kill(pid, sig);
 }

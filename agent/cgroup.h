@@ -49,6 +49,9 @@ class CgroupManager {
 
   // Helpers on a cgroup directory; all are harmless when it no longer exists.
   static std::vector<pid_t> Procs(const std::string& path);
+  // How many of its processes the kernel's OOM killer has ended (memory.events' oom_kill, which
+  // counts kills by any OOM, its own memory.max or the host's); 0 without the memory controller.
+  static int64_t OomKills(const std::string& path);
   static void Signal(const std::string& path, int sig);
   // cgroup.kill where the kernel has it (5.14+), else SIGKILL to every member.
   static void Kill(const std::string& path);

@@ -45,6 +45,10 @@ namespace cohort::agent {
 struct ExitInfo {
   int exit_code = -1;
   int signal = 0;
+  // Processes of the attempt the kernel's OOM killer ended (its cgroup's count, read at the exit;
+  // 0 where there is no cgroup with the memory controller). The main process need not be one:
+  // a DataLoader worker killed for memory makes its parent exit 1.
+  int64_t oom_kills = 0;
 
   static ExitInfo FromWaitStatus(int wait_status);
   // "exited with code 3", "killed by signal 9 (SIGKILL)".

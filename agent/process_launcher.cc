@@ -154,6 +154,7 @@ class ProcessReplica : public ReplicaProcess {
       status_fd_ = -1;
     }
     exit_ = ExitInfo::FromWaitStatus(wait_status);
+    if (!cgroup_path_.empty()) exit_->oom_kills = CgroupManager::OomKills(cgroup_path_);
   }
   std::optional<ExitInfo> exit_info() const override { return exit_; }
   std::string launch_error() const override { return launch_error_; }

@@ -166,6 +166,41 @@ TEST_F(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   EXPECT_TRUE(none.notes.empty());
 }
 
+// memory.events as the kernel writes it (a stand-in file: this reads it, whatever made it).
+TEST(CgroupOomTest, OomKillsIsMemoryEventsOomKillCount) {
+  TempDir cgroup("fake-cgroup");
+  EXPECT_EQ(CgroupManager::OomKills(cgroup.path()), 0);  // no memory controller: no file
+  testing::WriteFile(cgroup.path() + "/memory.events",
+                     "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\noom_group_kill 0\n");
+  EXPECT_EQ(CgroupManager::OomKills(cgroup.path()), 2);
+}
+
+// A replica that outgrows its memory_mb is ended by the kernel's OOM killer, and its exit says so.
+TEST_F(CgroupTest, AReplicaPastItsMemoryLimitIsEndedByTheOomKillerAndItsExitSaysSo) {
+  CgroupManager cgroups = CgroupManager::Detect("node-a");
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  ProcessLauncher launcher(cgroups);
+  LaunchRequest r = Request("echo growing; exec tail /dev/zero");  // a line that never ends
+  r.job = "oomtest" + std::to_string(::getpid());
+  r.memory_mb = 32;
+  auto p = launcher.Launch(r);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::string cgroup = cgroups.base() + "/" + r.job + ".chief-0.0";
+  if (!testing::FileExists(cgroup + "/memory.max")) {
+    (*p)->KillAll();
+    Reap(**p);
+    (*p)->Release();
+    GTEST_SKIP() << "the cgroup v2 hierarchy here has no memory controller (no memory.max in "
+                 << cgroup << "): no limit to run into";
+  }
+  Reap(**p);
+  ASSERT_TRUE((*p)->exit_info());
+  EXPECT_EQ((*p)->exit_info()->signal, SIGKILL);
+  EXPECT_GE((*p)->exit_info()->oom_kills, 1);
+  EXPECT_TRUE(WaitUntil([&] { return !(*p)->AnyAlive(); }, std::chrono::seconds(10)));
+  (*p)->Release();
+}
+
 TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   std::string node = "sweep-" + std::to_string(::getpid());
   CgroupManager earlier = CgroupManager::Detect(node);
