@@ -238,11 +238,15 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   } else if (!reader || reader->path() != metric_file->second) {
     reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/false);
   }
-  // The flight recorder may lie anywhere the job's env points it: a poller's thread reads it.
+  // The flight recorder may lie anywhere the job's env points it: a poller's thread reads it. A
+  // relative path is the replica's, from its working directory; "off" records nothing.
   auto recorder = request.env.find(kFlightRecorderEnv);
   std::shared_ptr<FlightRecorderPoller> poller;
-  if (recorder != request.env.end() && !recorder->second.empty()) {
-    poller = std::make_shared<FlightRecorderPoller>(recorder->second);
+  if (recorder != request.env.end() && !recorder->second.empty() &&
+      recorder->second != kFlightRecorderOff) {
+    const std::string& path = recorder->second;
+    poller = std::make_shared<FlightRecorderPoller>(
+        path.front() == '/' ? path : request.working_dir + "/" + path);
   }
   probes_[a.key()] = std::make_unique<ProgressProbe>(request.log_path, std::move(reader),
                                                      std::move(poller), clock_.NowMs());

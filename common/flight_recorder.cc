@@ -199,7 +199,7 @@ FlightRecorder* FlightRecorder::ForProcess() {
   static FlightRecorder* const recorder = []() -> FlightRecorder* {
     const char* where = std::getenv(kFlightRecorderEnv);
     const std::string path = where != nullptr ? where : "";
-    if (path == "off") return nullptr;
+    if (path == kFlightRecorderOff) return nullptr;
     // The header's rank and size are for the reader's messages: unreadable ones are unknown.
     auto rank_or = IntFromEnvironment("RANK", -1);
     auto world_or = IntFromEnvironment("WORLD_SIZE", -1);

@@ -55,8 +55,9 @@
 
 namespace cohort {
 
-// Environment variable naming the recorder's file (see above).
+// Environment variable naming the recorder's file (see above), and its value that turns it off.
 inline constexpr char kFlightRecorderEnv[] = "COHORT_FLIGHT_RECORDER";
+inline constexpr char kFlightRecorderOff[] = "off";
 // Slots of the process recorder: at the rate of small all-reduces, the last second or so.
 inline constexpr uint32_t kFlightRecorderDefaultCapacity = 1024;
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "agent/replica_env.h"
 #include "common/flight_recorder.h"
 #include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
@@ -32,6 +33,12 @@ class AgentFlightRecorderWaitTest : public AgentLoopTest {
     kv->key = kFlightRecorderEnv;
     kv->value = recorder_path_;
     launch.env.push_back(std::move(kv));
+    return launch;
+  }
+  // The same with COHORT_FLIGHT_RECORDER set to `value`.
+  wire::LaunchReplicaT LaunchWorkerWithRecorder(const std::string& value) {
+    auto launch = LaunchWorker();
+    launch.env.back()->value = value;
     return launch;
   }
   // Completes the allreduce entered (if any) and enters the next.
@@ -104,6 +111,48 @@ TEST_F(AgentFlightRecorderWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheRecord
   testing::WriteFile(done_, "");
   ASSERT_TRUE(PumpUntilDone(key_));
   EXPECT_EQ(coordinator_->Final(key_)->state, wire::ReplicaState::SUCCEEDED);
+}
+
+// A relative COHORT_FLIGHT_RECORDER is the replica's path, from its working directory (where its
+// collectives create the file), not one from the agent's own.
+TEST_F(AgentFlightRecorderWaitTest, ARelativeRecorderPathIsReadFromTheReplicasWorkingDirectory) {
+  coordinator_->Launch("node-a", LaunchWorkerWithRecorder("rank-recorder"));
+  ASSERT_TRUE(Pump(
+      [&] {
+        auto latest = coordinator_->Latest(key_);
+        return latest && latest->state == wire::ReplicaState::RUNNING && Progress() != nullptr;
+      },
+      milliseconds(10)));
+  const std::string path = AttemptWorkingDir(work_.path(), "job", "worker-0", 0) + "/rank-recorder";
+  auto created = FlightRecorder::CreateFile(path, 64, 0, 1);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  recorder_ = std::move(*created);
+  comm_ = recorder_->RegisterCommunicator();
+  Step();
+  Step();  // 0 completed; in 1
+  ASSERT_TRUE(Pump(
+      [&] {
+        const wire::ReplicaProgressT* p = Progress();
+        return p->has_recorder && p->completed_seq == 0 && p->current_seq == 1;
+      },
+      milliseconds(10)));
+  testing::WriteFile(done_, "");
+  ASSERT_TRUE(PumpUntilDone(key_));
+}
+
+// "off" turns the recorder off: there is no file to read, and none named "off" is looked for.
+TEST_F(AgentFlightRecorderWaitTest, OffMeansNoRecorderToRead) {
+  // A reading of a file "off" (where a relative path would lie) would be held, and counted.
+  testing::HeldReads held(AttemptWorkingDir(work_.path(), "job", "worker-0", 0) + "/off");
+  coordinator_->Launch("node-a", LaunchWorkerWithRecorder(kFlightRecorderOff));
+  const int heartbeats = coordinator_->heartbeats;
+  ASSERT_TRUE(
+      Pump([&] { return Progress() != nullptr && coordinator_->heartbeats >= heartbeats + 5; },
+           milliseconds(10)));
+  EXPECT_FALSE(Progress()->has_recorder);
+  EXPECT_EQ(held.entered(), 0);
+  testing::WriteFile(done_, "");
+  ASSERT_TRUE(PumpUntilDone(key_));
 }
 
 }  // namespace
