@@ -29,43 +29,45 @@ TEST(FailureExcerptTest, APythonTracebackGivesItsExceptionLine) {
             "ValueError: learning rate must be positive, got -1.0");
 }
 
-TEST(FailureExcerptTest, AChainedExceptionGivesTheOneThatEndedTheProcess) {
-  const std::string log =
-      "Traceback (most recent call last):\n"
-      "  File \"t.py\", line 3, in load\n"
-      "KeyError: 'weights'\n"
-      "\n"
-      "During handling of the above exception, another exception occurred:\n"
-      "\n"
-      "Traceback (most recent call last):\n"
-      "  File \"t.py\", line 9, in <module>\n"
-      "RuntimeError: checkpoint /ckpt/step-100 is unreadable\n"
-      "  (a second line of the message)\n";
-  EXPECT_EQ(Excerpt(log), "RuntimeError: checkpoint /ckpt/step-100 is unreadable");
-}
-
-TEST(FailureExcerptTest, ADataLoaderWorkersErrorGivesTheMainProcessesLine) {
-  const std::string log =
-      "Traceback (most recent call last):\n"
-      "  File \"train.py\", line 12, in <module>\n"
-      "RuntimeError: Caught ValueError in DataLoader worker process 0.\n"
-      "Original Traceback (most recent call last):\n"
-      "  File \"dataset.py\", line 5, in __getitem__\n"
-      "ValueError: bad sample 17\n";
-  EXPECT_EQ(Excerpt(log), "RuntimeError: Caught ValueError in DataLoader worker process 0.");
-}
-
-TEST(FailureExcerptTest, ACollectivesErrorInATorchTraceback) {
-  const std::string log =
-      "Traceback (most recent call last):\n"
-      "  File \"ddp.py\", line 88, in <module>\n"
-      "    loss.backward()\n"
-      "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
-      "[10.0.0.2]:40730: Connection reset by peer\n"
-      "cohort-agent: stacks taken (cohort logs job --dump)\n";
-  EXPECT_EQ(Excerpt(log),
-            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
-            "[10.0.0.2]:40730: Connection reset by peer");
+// Tracebacks of several parts: the exception that ended the process is taken, and its first line.
+TEST(FailureExcerptTest, ChainedNestedAndTorchTracebacksGiveTheExceptionThatEndedTheProcess) {
+  struct Case {
+    const char* what;
+    std::string log;
+    std::string excerpt;
+  };
+  const Case cases[] = {
+      {"a chained exception, its message of two lines",
+       "Traceback (most recent call last):\n"
+       "  File \"t.py\", line 3, in load\n"
+       "KeyError: 'weights'\n"
+       "\n"
+       "During handling of the above exception, another exception occurred:\n"
+       "\n"
+       "Traceback (most recent call last):\n"
+       "  File \"t.py\", line 9, in <module>\n"
+       "RuntimeError: checkpoint /ckpt/step-100 is unreadable\n"
+       "  (a second line of the message)\n",
+       "RuntimeError: checkpoint /ckpt/step-100 is unreadable"},
+      {"a DataLoader worker's error, re-raised in the main process with the original's text",
+       "Traceback (most recent call last):\n"
+       "  File \"train.py\", line 12, in <module>\n"
+       "RuntimeError: Caught ValueError in DataLoader worker process 0.\n"
+       "Original Traceback (most recent call last):\n"
+       "  File \"dataset.py\", line 5, in __getitem__\n"
+       "ValueError: bad sample 17\n",
+       "RuntimeError: Caught ValueError in DataLoader worker process 0."},
+      {"gloo's error in a DDP rank, then a note of the agent's",
+       "Traceback (most recent call last):\n"
+       "  File \"ddp.py\", line 88, in <module>\n"
+       "    loss.backward()\n"
+       "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+       "[10.0.0.2]:40730: Connection reset by peer\n"
+       "cohort-agent: stacks taken (cohort logs job --dump)\n",
+       "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+       "[10.0.0.2]:40730: Connection reset by peer"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(Excerpt(c.log), c.excerpt) << c.what;
 }
 
 TEST(FailureExcerptTest, CrashesOfPythonAndCxx) {

@@ -41,6 +41,24 @@ class AgentFlightRecorderWaitTest : public AgentLoopTest {
     launch.env.back()->value = value;
     return launch;
   }
+  // Creates the replica's recorder at `path` (as its collectives would), with one communicator.
+  void CreateRecorder(const std::string& path) {
+    auto created = FlightRecorder::CreateFile(path, 64, 0, 1);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    recorder_ = std::move(*created);
+    comm_ = recorder_->RegisterCommunicator();
+  }
+  // Pumps until the worker's progress shows its recorder with operation `completed` completed
+  // and `current` entered.
+  bool PumpUntilRecorderShows(int64_t completed, int64_t current) {
+    return Pump(
+        [&] {
+          const wire::ReplicaProgressT* p = Progress();
+          return p != nullptr && p->has_recorder && p->completed_seq == completed &&
+                 p->current_seq == current;
+        },
+        milliseconds(10));
+  }
   // Completes the allreduce entered (if any) and enters the next.
   void Step() {
     if (entered_) recorder_->End(*entered_, current_, Status::Ok());
@@ -66,10 +84,7 @@ class AgentFlightRecorderWaitTest : public AgentLoopTest {
 };
 
 TEST_F(AgentFlightRecorderWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheRecorderHangs) {
-  auto created = FlightRecorder::CreateFile(recorder_path_, 64, 0, 1);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  recorder_ = std::move(*created);
-  comm_ = recorder_->RegisterCommunicator();
+  ASSERT_NO_FATAL_FAILURE(CreateRecorder(recorder_path_));
   Step();
   Step();  // 0 completed; in 1
   testing::HeldReads held(recorder_path_);
@@ -95,19 +110,9 @@ TEST_F(AgentFlightRecorderWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheRecord
 
   // Let go: the recorder is seen, and the operations completed later too.
   held.Release();
-  ASSERT_TRUE(Pump(
-      [&] {
-        const wire::ReplicaProgressT* p = Progress();
-        return p->has_recorder && p->completed_seq == 0 && p->current_seq == 1;
-      },
-      milliseconds(10)));
+  ASSERT_TRUE(PumpUntilRecorderShows(0, 1));
   Step();  // 1 completed; in 2
-  ASSERT_TRUE(Pump(
-      [&] {
-        const wire::ReplicaProgressT* p = Progress();
-        return p->has_recorder && p->completed_seq == 1 && p->current_seq == 2;
-      },
-      milliseconds(10)));
+  ASSERT_TRUE(PumpUntilRecorderShows(1, 2));
   testing::WriteFile(done_, "");
   ASSERT_TRUE(PumpUntilDone(key_));
   EXPECT_EQ(coordinator_->Final(key_)->state, wire::ReplicaState::SUCCEEDED);
@@ -123,19 +128,11 @@ TEST_F(AgentFlightRecorderWaitTest, ARelativeRecorderPathIsReadFromTheReplicasWo
         return latest && latest->state == wire::ReplicaState::RUNNING && Progress() != nullptr;
       },
       milliseconds(10)));
-  const std::string path = AttemptWorkingDir(work_.path(), "job", "worker-0", 0) + "/rank-recorder";
-  auto created = FlightRecorder::CreateFile(path, 64, 0, 1);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  recorder_ = std::move(*created);
-  comm_ = recorder_->RegisterCommunicator();
+  ASSERT_NO_FATAL_FAILURE(
+      CreateRecorder(AttemptWorkingDir(work_.path(), "job", "worker-0", 0) + "/rank-recorder"));
   Step();
   Step();  // 0 completed; in 1
-  ASSERT_TRUE(Pump(
-      [&] {
-        const wire::ReplicaProgressT* p = Progress();
-        return p->has_recorder && p->completed_seq == 0 && p->current_seq == 1;
-      },
-      milliseconds(10)));
+  ASSERT_TRUE(PumpUntilRecorderShows(0, 1));
   testing::WriteFile(done_, "");
   ASSERT_TRUE(PumpUntilDone(key_));
 }
