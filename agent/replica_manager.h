@@ -29,10 +29,11 @@
 // nothing can cancel. The container launcher, destroyed last, then gives the runtime commands
 // still queued (the last SIGKILLs) a bounded time (agent/oci_launcher.h).
 //
-// Nor for the job's metric file (on the same storage): each attempt that has one gets a
-// MetricFileReader (agent/metric_file_reader.h) whose thread stats it for the progress probe and
-// tails it for the chief's forwarder; a hung read holds only that thread, which the manager
-// does not wait for.
+// Nor for the job's metric file (on the same storage) or the replica's flight recorder (wherever
+// the job's env points it): each attempt that has one gets a MetricFileReader (agent/
+// metric_file_reader.h), whose thread stats it for the progress probe and tails it for the
+// chief's forwarder, and a FlightRecorderPoller (agent/flight_recorder_poller.h); a hung read
+// holds only that reader's thread, which the manager does not wait for.
 //
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
 // it. Destroying it SIGKILLs every process of every attempt still here: no replica outlives it.

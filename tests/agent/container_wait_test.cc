@@ -189,11 +189,7 @@ class AgentContainerWaitTest : public AgentLoopTest,
     const int heartbeats = coordinator_->heartbeats;
     ASSERT_TRUE(Pump([&] { return coordinator_->heartbeats >= heartbeats + 5; }, milliseconds(10)));
     EXPECT_TRUE(agent_->registered());
-    coordinator_->Launch("node-a", MakeLaunch(other_job, "chief-0", 0, "echo other-ran"));
-    const std::string other = LogKey(other_job, "chief-0", 0);
-    ASSERT_TRUE(PumpUntilDone(other));
-    EXPECT_EQ(coordinator_->Final(other)->state, wire::ReplicaState::SUCCEEDED);
-    EXPECT_TRUE(LogHas(other, "other-ran"));
+    ExpectAnotherReplicaRuns(other_job);
   }
 
   FakeRuntime runtime_;  // before the agent's launcher is made, gone after the agent

@@ -268,11 +268,7 @@ TEST_F(AgentLaunchWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileAChildIsHeldBefor
   EXPECT_TRUE(agent_->registered());
   // Another replica launches, runs and is reported while the first is still held.
   launcher_->HoldChildrenBeforeExecForTesting(-1);
-  coordinator_->Launch("node-a", MakeLaunch("other", "chief-0", 0, "echo other-ran"));
-  const std::string other = LogKey("other", "chief-0", 0);
-  ASSERT_TRUE(PumpUntilDone(other));
-  EXPECT_EQ(coordinator_->Final(other)->state, wire::ReplicaState::SUCCEEDED);
-  EXPECT_TRUE(LogHas(other, "other-ran"));
+  ASSERT_NO_FATAL_FAILURE(ExpectAnotherReplicaRuns());
   EXPECT_EQ(coordinator_->Latest(key)->state, wire::ReplicaState::STARTING);
   EXPECT_FALSE(coordinator_->SawState(key, wire::ReplicaState::RUNNING));
   // Let go: it runs (RUNNING) and succeeds.
