@@ -72,9 +72,15 @@ std::string Incident::Event() const {
     text += JoinWithCommas(restarted_);
   }
   text += " because " + cause;
-  // Consequences that ended the same way are named together, in the order they came.
+  if (!consequences_.empty())
+    text += "; " + NameByHowTheyEnded(consequences_) + " as a consequence";
+  return text;
+}
+
+std::string Incident::NameByHowTheyEnded(
+    const std::vector<std::pair<std::string, std::string>>& ends) {
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;
-  for (const auto& [name, how] : consequences_) {
+  for (const auto& [name, how] : ends) {
     auto g = std::find_if(groups.begin(), groups.end(),
                           [&](const auto& group) { return group.first == how; });
     if (g == groups.end()) {
@@ -83,10 +89,10 @@ std::string Incident::Event() const {
       g->second.push_back(name);
     }
   }
+  std::string text;
   for (size_t i = 0; i < groups.size(); ++i) {
-    text += (i == 0 ? "; " : ", ") + JoinWithCommas(groups[i].second) + " " + groups[i].first;
+    text += (i == 0 ? "" : ", ") + JoinWithCommas(groups[i].second) + " " + groups[i].first;
   }
-  if (!groups.empty()) text += " as a consequence";
   return text;
 }
 

@@ -47,6 +47,10 @@ class Incident {
 
   // "exited with code 1", "was killed by signal 9": how a replica ended, without its message.
   static std::string HowItEnded(const ReplicaRecord& r);
+  // (replica, how it ended) pairs, those that ended the same way named together in the order
+  // they came: "chief-0, worker-1 exited with code 1, worker-2 was killed by signal 9 (SIGKILL)".
+  static std::string NameByHowTheyEnded(
+      const std::vector<std::pair<std::string, std::string>>& ends);
 
  private:
   int64_t last_ms_ = 0;

@@ -56,33 +56,39 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
   for (const auto& other : job.replicas) {
     if (&other != &r && HoldsResources(other)) others_live = true;
   }
+  held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
   if (!others_live) {
     // Every replica has ended, so nothing more can be heard that would explain a held failure:
     // the first of them is the cause (a DDP rank's bug takes the others down with exit 1 too,
     // and theirs reach the coordinator after it), not this last one.
-    const ReplicaRecord* cause = &r;
-    auto held = held_.find(job.name);
-    if (held != held_.end()) {
-      for (const Held& h : held->second) {
-        const ReplicaRecord* first = job.FindReplica(h.replica);
-        if (first != nullptr && first->attempt == h.attempt && IsFinal(first->state)) {
-          cause = first;
-          break;
-        }
+    const std::vector<Held> held = held_[job.name];  // FinishJob drops held_'s entry
+    for (const Held& h : held) {
+      const ReplicaRecord* first = job.FindReplica(h.replica);
+      if (first != nullptr && first->attempt == h.attempt && IsFinal(first->state)) {
+        FailPermanently(job, *first, now_ms);
+        return;
       }
     }
-    FailPermanently(job, *cause, now_ms);
-    return;
   }
   spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
                job.name, r.name, Incident::HowItEnded(r));
-  held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
 }
 
 void JobController::FailPermanently(JobRecord& job, const ReplicaRecord& cause, int64_t now_ms) {
+  // The other failures held with it came after it: named after it, by how they ended.
+  std::vector<std::pair<std::string, std::string>> then;
+  if (auto held = held_.find(job.name); held != held_.end()) {
+    for (const Held& h : held->second) {
+      const ReplicaRecord* r = job.FindReplica(h.replica);
+      if (r != nullptr && r != &cause && r->attempt == h.attempt && IsFinal(r->state)) {
+        then.emplace_back(r->name, Incident::HowItEnded(*r));
+      }
+    }
+  }
   FinishJob(job, JobState::FAILED,
             cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause) +
-                " (permanent failure)",
+                " (permanent failure)" +
+                (then.empty() ? "" : "; then " + Incident::NameByHowTheyEnded(then)),
             now_ms);
 }
 
@@ -107,6 +113,7 @@ void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
     // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
     bool too_long = now_ms - h.since_ms > 2 * options_.heartbeat_timeout_ms;
     if (heard || too_long) {
+      held_[job.name] = held;  // for the failures it names after this one
       FailPermanently(job, *r, now_ms);
       return;
     }

@@ -151,7 +151,9 @@ TEST_F(JobControllerTest, WhenEveryReplicaHasFailedTheFirstFailureIsTheCause) {
   Advance(100);
   Report(job, "worker-1", ReplicaState::FAILED, 1);
   EXPECT_EQ(job.state, JobState::FAILED);
-  EXPECT_EQ(job.message, "worker-0 attempt 0 exited with code 1 (permanent failure)");
+  EXPECT_EQ(job.message,
+            "worker-0 attempt 0 exited with code 1 (permanent failure); then chief-0, worker-1 "
+            "exited with code 1");
   EXPECT_EQ(job.restarts, 0);
   EXPECT_TRUE(jobs_.HeldVerdicts().empty());
 }
@@ -174,7 +176,9 @@ TEST_F(JobControllerTest, HeldAgainAfterARestartTheFirstToEndStaysTheCause) {
   restarted.ReleaseVerdicts(now_);
   const JobRecord* after = restarted.FindJob("reorder");
   EXPECT_EQ(after->state, JobState::FAILED);
-  EXPECT_EQ(after->message, "worker-1 attempt 0 exited with code 1 (permanent failure)");
+  EXPECT_EQ(after->message,
+            "worker-1 attempt 0 exited with code 1 (permanent failure); then chief-0 exited with "
+            "code 1");
 }
 
 TEST_F(JobControllerTest, RanksThatDieBeforeTheirNodeIsDeclaredLostAreCollateral) {
