@@ -14,6 +14,7 @@
 #include <functional>
 #include <random>
 
+#include "coordinator/agent_service.h"
 #include "tests/coordinator/test_records.h"
 
 namespace cohort::coordinator {
@@ -888,6 +889,32 @@ TEST_F(CoordinatorTest, ReplicasOnANodeThatNeverReturnsAreLostAfterTheTimeout) {
   auto launches = TakeLaunches();
   ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
   EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+}
+
+// An agent's message (or what it quotes of a replica's log) with bytes that are not UTF-8,
+// terminal escapes and 4 KiB of text: the job keeps it well-formed, printable and bounded, in its
+// message and replica, and across a restart.
+TEST_F(CoordinatorTest, AReplicaMessageIsKeptWellFormedPrintableAndBounded) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("bytes", 0, 1)));
+  wire::ReplicaUpdateT u;
+  u.node_id = "node-a";
+  u.status =
+      std::make_unique<wire::ReplicaStatusT>(StatusOf("bytes", "chief-0", 0, ReplicaState::FAILED));
+  u.status->exit_code = 1;
+  u.status->message = "log: bad \xFF\xFE bytes\x1B[31m" + std::string(4096, 'x');
+  agents_["node-a"].Send(std::move(u));
+  PumpFew();
+  for (int pass = 0; pass < 2; ++pass) {
+    auto info = GetJob("bytes");
+    ASSERT_EQ(info.state, JobState::FAILED);
+    const std::string& kept = Replica(info, "chief-0")->message;
+    EXPECT_EQ(kept.substr(0, 26), "log: bad \xEF\xBF\xBD\xEF\xBF\xBD bytes [31m") << pass;
+    EXPECT_EQ(kept.size(), kMaxReplicaMessageBytes) << pass;
+    EXPECT_EQ(kept.substr(kept.size() - 3), "...") << pass;
+    EXPECT_NE(info.message.find(kept), std::string::npos) << info.message;
+    if (pass == 0) Restart();
+  }
 }
 
 TEST_F(CoordinatorTest, UnknownReplicasReportedAtRegistrationAreStopped) {
