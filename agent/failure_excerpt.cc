@@ -25,10 +25,6 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // The replica's lines, in order: the cut first line (unless whole) and the agent's notes left out,
 // each line only what follows its last carriage return.
 std::vector<std::string_view> ReplicaLines(std::string_view tail, bool whole) {
@@ -42,14 +38,10 @@ std::vector<std::string_view> ReplicaLines(std::string_view tail, bool whole) {
     size_t end = tail.find('\n', start);
     if (end == std::string_view::npos) end = tail.size();
     std::string_view line = tail.substr(start, end - start);
-    size_t cr = line.rfind('\r');
-    if (cr != std::string_view::npos) {
-      // "...\r\n" ends a line; a \r inside one was overwritten by what follows it.
-      line = cr + 1 == line.size() ? line.substr(0, cr) : line.substr(cr + 1);
-      cr = line.rfind('\r');
-      if (cr != std::string_view::npos) line = line.substr(cr + 1);
-    }
-    if (!StartsWith(line, kAgentNote)) lines.push_back(line);
+    // "...\r\n" ends a line; a \r inside one was overwritten by what follows it.
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    if (size_t cr = line.rfind('\r'); cr != std::string_view::npos) line.remove_prefix(cr + 1);
+    if (!line.starts_with(kAgentNote)) lines.push_back(line);
     start = end + 1;
   }
   return lines;
@@ -73,7 +65,7 @@ std::optional<std::string_view> PythonException(const std::vector<std::string_vi
 
 std::optional<std::string_view> FatalPythonError(const std::vector<std::string_view>& lines) {
   for (size_t i = lines.size(); i-- > 0;) {
-    if (StartsWith(lines[i], kFatalPython)) return Trim(lines[i]);
+    if (lines[i].starts_with(kFatalPython)) return Trim(lines[i]);
   }
   return std::nullopt;
 }
@@ -81,12 +73,12 @@ std::optional<std::string_view> FatalPythonError(const std::vector<std::string_v
 // Rule 3: "T: msg" (just "T" when no what() line follows).
 std::optional<std::string> CxxTerminate(const std::vector<std::string_view>& lines) {
   for (size_t i = lines.size(); i-- > 0;) {
-    if (!StartsWith(lines[i], kTerminate)) continue;
+    if (!lines[i].starts_with(kTerminate)) continue;
     std::string_view rest = lines[i].substr(kTerminate.size());
     std::string type(rest.substr(0, rest.find('\'')));
     if (i + 1 < lines.size()) {
       std::string_view next = Trim(lines[i + 1]);
-      if (StartsWith(next, kWhat)) {
+      if (next.starts_with(kWhat)) {
         return type + ": " + std::string(Trim(next.substr(kWhat.size())));
       }
     }

@@ -218,25 +218,19 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
-  // The metric file is on the job's output storage: a reader's thread stats and tails it, never
-  // the loop (agent/metric_file_reader.h). The chief's forwarder and its probe share one.
+  // The metric file is on the job's output storage: a reader's thread stats it for the progress
+  // probe, and tails it for the chief's forwarder, never the loop (agent/metric_file_reader.h).
   std::shared_ptr<MetricFileReader> reader;
-  if (pending.plan.chief) {
-    auto file = env.launch_env.find("CLOUD_ML_HP_METRIC_FILE");
-    if (file != env.launch_env.end() && !file->second.empty()) {
-      auto trial = env.launch_env.find("CLOUD_ML_TRIAL_ID");
-      reader = std::make_shared<MetricFileReader>(file->second, /*tail=*/true);
+  auto metric_file = request.env.find("CLOUD_ML_HP_METRIC_FILE");
+  if (metric_file != request.env.end() && !metric_file->second.empty()) {
+    reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/pending.plan.chief);
+    if (pending.plan.chief) {
+      auto trial = request.env.find("CLOUD_ML_TRIAL_ID");
       a.metrics =
           std::make_unique<MetricForwarder>(outbox_, clock_, a.key(), reader, a.job, a.replica,
-                                            trial == env.launch_env.end() ? "" : trial->second,
+                                            trial == request.env.end() ? "" : trial->second,
                                             config_.metric_poll_interval, config_.resend_interval);
     }
-  }
-  auto metric_file = request.env.find("CLOUD_ML_HP_METRIC_FILE");
-  if (metric_file == request.env.end() || metric_file->second.empty()) {
-    reader.reset();
-  } else if (!reader || reader->path() != metric_file->second) {
-    reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/false);
   }
   // The flight recorder may lie anywhere the job's env points it: a poller's thread reads it. A
   // relative path is the replica's, from its working directory; "off" records nothing.

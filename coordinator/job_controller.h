@@ -219,9 +219,10 @@ class JobController {
   // The end of `r` is permanent-looking: hold the verdict, or, once no other replica runs, fail
   // the job naming the first failure held (or `r`).
   void JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
-  // FAILED, "<cause> attempt N <how it ended> (permanent failure)", then the other failures held
-  // with it ("; then chief-0, worker-1 exited with code 1").
-  void FailPermanently(JobRecord& job, const ReplicaRecord& cause, int64_t now_ms);
+  // FAILED, "<cause> attempt N <how it ended> (permanent failure)", then the other failures of
+  // `held` ("; then chief-0, worker-1 exited with code 1").
+  void FailPermanently(JobRecord& job, const ReplicaRecord& cause, const std::vector<Held>& held,
+                       int64_t now_ms);
   bool IsCollateral(const JobRecord& job, const ReplicaRecord& r, int64_t now_ms) const;
   void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms);
   void AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms);

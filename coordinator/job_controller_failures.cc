@@ -65,7 +65,7 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
     for (const Held& h : held) {
       const ReplicaRecord* first = job.FindReplica(h.replica);
       if (first != nullptr && first->attempt == h.attempt && IsFinal(first->state)) {
-        FailPermanently(job, *first, now_ms);
+        FailPermanently(job, *first, held, now_ms);
         return;
       }
     }
@@ -74,15 +74,14 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
                job.name, r.name, Incident::HowItEnded(r));
 }
 
-void JobController::FailPermanently(JobRecord& job, const ReplicaRecord& cause, int64_t now_ms) {
+void JobController::FailPermanently(JobRecord& job, const ReplicaRecord& cause,
+                                    const std::vector<Held>& held, int64_t now_ms) {
   // The other failures held with it came after it: named after it, by how they ended.
   std::vector<std::pair<std::string, std::string>> then;
-  if (auto held = held_.find(job.name); held != held_.end()) {
-    for (const Held& h : held->second) {
-      const ReplicaRecord* r = job.FindReplica(h.replica);
-      if (r != nullptr && r != &cause && r->attempt == h.attempt && IsFinal(r->state)) {
-        then.emplace_back(r->name, Incident::HowItEnded(*r));
-      }
+  for (const Held& h : held) {
+    const ReplicaRecord* r = job.FindReplica(h.replica);
+    if (r != nullptr && r != &cause && r->attempt == h.attempt && IsFinal(r->state)) {
+      then.emplace_back(r->name, Incident::HowItEnded(*r));
     }
   }
   FinishJob(job, JobState::FAILED,
@@ -113,8 +112,7 @@ void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
     // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
     bool too_long = now_ms - h.since_ms > 2 * options_.heartbeat_timeout_ms;
     if (heard || too_long) {
-      held_[job.name] = held;  // for the failures it names after this one
-      FailPermanently(job, *r, now_ms);
+      FailPermanently(job, *r, held, now_ms);
       return;
     }
     keep.push_back(h);
