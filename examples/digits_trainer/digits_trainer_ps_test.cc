@@ -1,6 +1,6 @@
 // digits-trainer's parameter-server mode over the loopback transport (ranks and servers are
 // threads): synchronous ranks end with one model, asynchronous training reaches an accuracy
-// within 2 points of synchronous, and Adam on the servers trains.
+// within 3 points of synchronous, and Adam on the servers trains.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,8 +99,14 @@ TEST_F(DigitsPsTest, AsynchronousAccuracyMedianOfThreeWithinThreePointsOfSynchro
   EXPECT_GE(a_async[1], a_sync - 0.03) << "sync " << a_sync << ", median async " << a_async[1];
 }
 
+// Synchronous, so that the result is one number, not a draw: with staleness 1 the two ranks' pulls
+// interleave as the threads are scheduled, and one CI run ended at 0.8997. (The staleness bound
+// itself is tested in tests/collective/ps_loopback_test.cc.)
 TEST_F(DigitsPsTest, AdamOnTheServersTrains) {
-  auto results = Run(2, 1, 1, OptimizerKind::kAdam, 3);
+  auto results = Run(2, 1, 0, OptimizerKind::kAdam, 3);
+  std::printf("test accuracy after 3 epochs of Adam on the server: %.4f\n",
+              results[0].test_accuracy);
+  EXPECT_EQ(results[1].params, results[0].params);
   EXPECT_GT(results[0].test_accuracy, 0.9);
 }
 
