@@ -78,6 +78,16 @@ std::string OwnCgroupPath() {
 
 }  // namespace
 
+StatusOr<std::string> CgroupManager::OwnDirectory() {
+  std::string mount = FindCgroup2Mount();
+  if (mount.empty()) return FailedPrecondition("no cgroup2 filesystem is mounted");
+  std::string path = OwnCgroupPath();
+  if (path.empty()) {
+    return FailedPrecondition("this process has no cgroup v2 path in /proc/self/cgroup");
+  }
+  return path == "/" ? mount : mount + path;
+}
+
 CgroupManager CgroupManager::Detect(const std::string& node_id, const std::string& root_override) {
   CgroupManager manager;
   std::string own;
@@ -93,17 +103,12 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
     }
     own = root_override;
   } else {
-    std::string mount = FindCgroup2Mount();
-    if (mount.empty()) {
-      manager.reason_ = "no cgroup2 filesystem is mounted";
+    StatusOr<std::string> found = OwnDirectory();
+    if (!found.ok()) {
+      manager.reason_ = found.status().message();
       return manager;
     }
-    std::string path = OwnCgroupPath();
-    if (path.empty()) {
-      manager.reason_ = "this process has no cgroup v2 path in /proc/self/cgroup";
-      return manager;
-    }
-    own = path == "/" ? mount : mount + path;
+    own = *found;
   }
   std::string node = node_id.empty() ? "agent" : node_id;
   std::replace(node.begin(), node.end(), '/', '_');

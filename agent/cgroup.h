@@ -33,6 +33,9 @@ class CgroupManager {
   // (--cgroup-root) is used instead of the agent's own cgroup; it must be a directory of a
   // cgroup2 filesystem (else nothing is created in it).
   static CgroupManager Detect(const std::string& node_id, const std::string& root_override = "");
+  // The cgroup v2 directory this process is in (the cgroup2 mount joined with /proc/self/cgroup's
+  // path), where Detect() puts "cohort" without a root override; else why there is none.
+  static StatusOr<std::string> OwnDirectory();
 
   bool available() const { return !base_.empty(); }
   const std::string& reason() const { return reason_; }

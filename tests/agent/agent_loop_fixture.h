@@ -266,10 +266,14 @@ class AgentLoopTest : public ::testing::Test {
 
   void TearDown() override {
     agent_.reset();  // kills anything left
+    testing::RemoveOwnCgroups(cgroups_);
   }
 
-  // Where the replicas run: cgroup v2 where writable.
-  virtual CgroupManager Cgroups() { return CgroupManager::Detect("node-a"); }
+  // Where the replicas run: cgroup v2 where writable, under a node level of this test process.
+  virtual CgroupManager Cgroups() {
+    cgroups_ = testing::OwnCgroups("node-a");
+    return cgroups_;
+  }
   // The agent's process launcher.
   virtual std::unique_ptr<Launcher> MakeLauncher() {
     return std::make_unique<ProcessLauncher>(Cgroups());
@@ -334,6 +338,7 @@ class AgentLoopTest : public ::testing::Test {
 
   zmq::context_t context_;
   testing::TempDir work_;
+  CgroupManager cgroups_;  // the node level Cgroups() made (none until then)
   ManualClock clock_;
   std::unique_ptr<FakeCoordinator> coordinator_;
   std::string endpoint_;

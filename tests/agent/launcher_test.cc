@@ -132,7 +132,7 @@ TEST_F(CgroupTest, AStopSignalReachesEachProcessOnce) {
 }
 
 TEST_F(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
-  CgroupManager cgroups = CgroupManager::Detect("node-a");
+  CgroupManager cgroups = testing::OwnCgroups("node-a");
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
   ProcessLauncher launcher(cgroups);
   LaunchRequest r = Request("setsid sleep 1000 & echo $! > escaped.pid; wait");
@@ -161,6 +161,7 @@ TEST_F(CgroupTest, KillReachesAProcessThatLeftTheGroup) {
   EXPECT_FALSE(ProcessAlive(escaped));
   (*p)->Release();
   EXPECT_FALSE(std::filesystem::exists(cgroup));
+  testing::RemoveOwnCgroups(cgroups);
   RestorePoint none = FindRestoreCheckpoint(dir_.path() + "/no-such-dir");
   EXPECT_EQ(none.checkpoint, "");
   EXPECT_TRUE(none.notes.empty());
@@ -177,7 +178,7 @@ TEST(CgroupOomTest, OomKillsIsMemoryEventsOomKillCount) {
 
 // A replica that outgrows its memory_mb is ended by the kernel's OOM killer, and its exit says so.
 TEST_F(CgroupTest, AReplicaPastItsMemoryLimitIsEndedByTheOomKillerAndItsExitSaysSo) {
-  CgroupManager cgroups = CgroupManager::Detect("node-a");
+  CgroupManager cgroups = testing::OwnCgroups("node-a");
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
   ProcessLauncher launcher(cgroups);
   LaunchRequest r = Request("echo growing; exec tail /dev/zero");  // a line that never ends
@@ -190,6 +191,7 @@ TEST_F(CgroupTest, AReplicaPastItsMemoryLimitIsEndedByTheOomKillerAndItsExitSays
     (*p)->KillAll();
     Reap(**p);
     (*p)->Release();
+    testing::RemoveOwnCgroups(cgroups);
     GTEST_SKIP() << "the cgroup v2 hierarchy here has no memory controller (no memory.max in "
                  << cgroup << "): no limit to run into";
   }
@@ -199,6 +201,7 @@ TEST_F(CgroupTest, AReplicaPastItsMemoryLimitIsEndedByTheOomKillerAndItsExitSays
   EXPECT_GE((*p)->exit_info()->oom_kills, 1);
   EXPECT_TRUE(WaitUntil([&] { return !(*p)->AnyAlive(); }, std::chrono::seconds(10)));
   (*p)->Release();
+  testing::RemoveOwnCgroups(cgroups);
 }
 
 TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {

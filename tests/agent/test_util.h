@@ -182,12 +182,22 @@ inline void ExpectOneSignalEach(agent::Launcher& launcher, agent::LaunchRequest 
   p.Release();
 }
 
-// ExpectOneSignalEach with a ProcessLauncher over a cgroup v2 node of its own ("<node>-<pid>";
-// cohort-replica-init at `replica_init`, "" for none), the replica's processes then listed by
-// their cgroup; skips where no cgroup can be made. Removes the node after.
+// A CgroupManager over a node level of this test process's own ("<node>-<pid>"): ctest runs test
+// processes side by side that launch replicas of the same names, which must never share a
+// cgroup (the release of one kills every process of its cgroup, the other's replica too).
+// RemoveOwnCgroups() removes the level once its replicas are gone.
+inline agent::CgroupManager OwnCgroups(const std::string& node) {
+  return agent::CgroupManager::Detect(node + "-" + std::to_string(::getpid()));
+}
+inline void RemoveOwnCgroups(const agent::CgroupManager& cgroups) {
+  if (cgroups.available()) ::rmdir(cgroups.base().c_str());
+}
+
+// ExpectOneSignalEach with a ProcessLauncher over OwnCgroups(node) (cohort-replica-init at
+// `replica_init`, "" for none), the replica's processes then listed by their cgroup; skips where
+// no cgroup can be made. Removes the node after.
 inline void ExpectOneSignalEachInACgroup(const std::string& node, const std::string& replica_init) {
-  agent::CgroupManager cgroups =
-      agent::CgroupManager::Detect(node + "-" + std::to_string(::getpid()));
+  agent::CgroupManager cgroups = OwnCgroups(node);
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
   TempDir dir;
   agent::ProcessLauncher launcher(cgroups, replica_init);
@@ -198,7 +208,7 @@ inline void ExpectOneSignalEachInACgroup(const std::string& node, const std::str
   request.working_dir = dir.path();
   request.log_path = dir.path() + "/log";
   ExpectOneSignalEach(launcher, request);
-  ::rmdir(cgroups.base().c_str());
+  RemoveOwnCgroups(cgroups);
 }
 
 // Holds every reading of the file `path` (agent/reading_thread.h's test seam: the metric file's,

@@ -2,16 +2,32 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <stdexcept>
 
+#include "agent/cgroup.h"
 #include "common/curve_keys.h"
 
 namespace cohort::testing {
+namespace {
+
+// Removes the cgroup directory `path` and every cgroup below it, deepest first (rmdir only: a
+// cgroup's control files go with its directory); one that still holds processes stays.
+void RemoveCgroupTree(const std::string& path) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    if (entry.is_directory(ec)) RemoveCgroupTree(entry.path().string());
+  }
+  ::rmdir(path.c_str());
+}
+
+}  // namespace
 
 LocalCluster::LocalCluster(ClusterBinaries binaries)
     : LocalCluster(std::move(binaries), ClusterOptions()) {}
@@ -35,6 +51,13 @@ LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
       port_block_fd_ = fd;
       int first = kFirstPort + block * kBlockSize;
       port_range_ = std::to_string(first) + "-" + std::to_string(first + kBlockSize - 1);
+      // Named by the block, which no other live cluster holds; one a killed test left behind
+      // is taken over (its agents' sweep ends what it still holds).
+      auto own = agent::CgroupManager::OwnDirectory();
+      std::string root = own.ok() ? *own + "/cohort-test-cluster-" + std::to_string(block) : "";
+      if (!root.empty() && (::mkdir(root.c_str(), 0755) == 0 || errno == EEXIST)) {
+        cgroup_root_ = root;
+      }
     } else {
       ::close(fd);
     }
@@ -78,6 +101,7 @@ LocalCluster::~LocalCluster() {
   for (auto& [id, agent] : agents_) agent->Signal(SIGTERM);
   for (auto& [id, agent] : agents_) agent->Stop(std::chrono::seconds(5));
   if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));
+  if (!cgroup_root_.empty()) RemoveCgroupTree(cgroup_root_);
   if (port_block_fd_ >= 0) ::close(port_block_fd_);  // releases the lock
 }
 
@@ -138,6 +162,11 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
     int port = PickFreePort();
     agent_http_ports_[options.node_id] = port;
     args.insert(args.begin(), {"--http-endpoint", "127.0.0.1:" + std::to_string(port)});
+  }
+  const bool own_cgroup_choice = std::find(args.begin(), args.end(), "--cgroups") != args.end() ||
+                                 std::find(args.begin(), args.end(), "--cgroup-root") != args.end();
+  if (!cgroup_root_.empty() && !own_cgroup_choice) {
+    args.insert(args.begin(), {"--cgroup-root", cgroup_root_});
   }
   args.insert(args.begin(),
               {"--coordinator", agent_endpoint_, "--node-id", options.node_id, "--gpus",

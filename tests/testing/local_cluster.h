@@ -8,6 +8,12 @@
 // ports and state dir. The destructor stops agents first (SIGTERM, so they stop their replicas),
 // then the coordinator.
 //
+// Each cluster's agents put replica cgroups under a cgroup of the cluster's own
+// (<own cgroup>/cohort-test-cluster-<port block>, passed as --cgroup-root unless a test chooses
+// --cgroups or --cgroup-root itself), removed by the destructor: test processes that ctest runs
+// side by side start agents of the same node ids, and an agent starting sweeps every replica
+// cgroup its node id left (agent/cgroup.h), which must never be another test's live replica.
+//
 // Replica processes are found by the cluster's directory: every replica's environment names its
 // job's output dir (AIP_MODEL_DIR and the others), which tests put under scratch() (the default
 // output dir is under state_dir()), and its working directory is under the agents' work dirs. So
@@ -121,6 +127,9 @@ class LocalCluster {
   // never give two jobs the same port.
   int port_block_fd_ = -1;
   std::string port_range_;
+  // The cgroup v2 directory the agents' replica cgroups go under ("" where none can be made:
+  // then each agent finds its own, as a daemon does).
+  std::string cgroup_root_;
 };
 
 // Polls `job` until it is SUCCEEDED, FAILED or CANCELLED or `timeout` passes; returns the last
