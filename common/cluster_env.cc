@@ -7,7 +7,7 @@
 //    "cluster" holds chief, worker and ps (keys with no replicas are left out); evaluators get
 //    task type "evaluator" and are not in "cluster". Reducers get no TF_CONFIG at all: TensorFlow
 //    has no task type for them and they never run TensorFlow's own runtime.
-//  - WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE are set only for the training replicas
+//  - WORLD_SIZE, RANK and the rest of torchrun's variables are set only for the training replicas
 //    (chief and workers), so that torch.distributed in an evaluator or a reducer does not try to
 //    join the group.
 //    COHORT_NUM_WORKERS (= chief + workers) is set for every role: reducers need it.
@@ -143,10 +143,20 @@ std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input
   env["MASTER_PORT"] = std::to_string(input.master_port);
   if (training) {
     env["WORLD_SIZE"] = std::to_string(world_size);
-    env["RANK"] = std::to_string(input.role == Role::kChief ? 0 : input.index + 1);
+    env["RANK"] = std::to_string(TorchRank(input.role, input.index));
     env["LOCAL_RANK"] = std::to_string(input.local_rank);
     env["LOCAL_WORLD_SIZE"] = std::to_string(input.local_world_size);
+    env["GROUP_RANK"] = std::to_string(input.group_rank);
+    env["GROUP_WORLD_SIZE"] = std::to_string(input.group_world_size);
+    env["ROLE_NAME"] = "default";
+    env["ROLE_RANK"] = env["RANK"];
+    env["ROLE_WORLD_SIZE"] = env["WORLD_SIZE"];
+    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(input.attempt);
+    env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(input.max_restarts);
+    env["TORCHELASTIC_RUN_ID"] = input.job_name;
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
   }
+  if (input.cpus > 0) env["OMP_NUM_THREADS"] = std::to_string(input.cpus);
 
   // Output directories and hyperparameter tuning.
   if (!input.output_dir.empty()) {

@@ -1,6 +1,6 @@
 // Renders the environment a replica's process sees, exactly as the managed services do, so stock
 // PyTorch DDP and TensorFlow multi-worker code runs unchanged (DESIGN.md "Jobs"): CLUSTER_SPEC,
-// TF_CONFIG, MASTER_ADDR/PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, AIP_* dirs,
+// TF_CONFIG, MASTER_ADDR/PORT, WORLD_SIZE, RANK and the rest of torchrun's variables, AIP_* dirs,
 // CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_FILE, the GPU visibility variables, and Cohort's own
 // variables that the collective library reads (COHORT_BOOTSTRAP_ADDR, COHORT_NUM_REDUCERS,
 // COHORT_REDUCER_INDEX, COHORT_PS_ADDRS). The coordinator renders it (it knows every placement);
@@ -32,6 +32,11 @@ struct ClusterEnvInput {
   int index = 0;
   int local_rank = 0;        // its rank among the job's training replicas on its node
   int local_world_size = 1;  // how many training replicas of the job its node runs
+  int group_rank = 0;        // its node's index among the nodes running training replicas
+  int group_world_size = 1;  // how many nodes run the job's training replicas
+  int attempt = 0;           // how many times it has been restarted
+  int max_restarts = 0;      // the job's scheduling.max_restarts
+  int cpus = 0;              // the CPUs its pool asks for (0: unbounded)
   std::vector<int> gpus;     // node-local GPU indices pinned to it
   int master_port = 0;       // torch's MASTER_PORT, on the chief's host
   int bootstrap_port = 0;    // collective bootstrap store, on the chief's host
@@ -46,7 +51,17 @@ struct ClusterEnvInput {
 //                  "task":{"type":"worker","index":0,"trial":"3"},"environment":"cloud"}
 //                  (evaluators are not in "cluster"; reducers are not in TF_CONFIG's cluster)
 //  RANK: chief 0, worker i -> i+1; WORLD_SIZE = chief + workers. Not set for other roles.
-//  Also: LOCAL_RANK and LOCAL_WORLD_SIZE (training roles only, torchrun's contract),
+//  Also: the rest of torchrun's contract with its workers (training roles only): LOCAL_RANK,
+//  LOCAL_WORLD_SIZE, GROUP_RANK (the node's index, nodes in the order of the lowest RANK each
+//  runs: the chief's is 0), GROUP_WORLD_SIZE, ROLE_NAME "default", ROLE_RANK = RANK,
+//  ROLE_WORLD_SIZE = WORLD_SIZE (torchrun's one role), TORCHELASTIC_RESTART_COUNT (the attempt),
+//  TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID (the job's name) and
+//  TORCHELASTIC_USE_AGENT_STORE "False" (rank 0 serves the c10d store, as with env://): so
+//  frameworks that look for a torchrun launch (Lightning's TorchElasticEnvironment wants RANK,
+//  GROUP_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE) take Cohort's ranks instead of spawning their own.
+//  OMP_NUM_THREADS = `cpus` for every role when `cpus` > 0, as the cgroup's cpu.max bounds the
+//  replica to that many CPUs: torch and numpy otherwise start a thread per host core and are
+//  throttled (a pool's env may set another value). And:
 //  AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR (when output_dir is set),
 //  CLOUD_ML_TRIAL_ID (trials only), CLOUD_ML_HP_METRIC_FILE =
 //  <output_dir>[/<trial_id>]/hp_metrics.jsonl, the visibility of `gpus`
@@ -56,6 +71,9 @@ struct ClusterEnvInput {
 //  COHORT_PS_ADDRS (comma-separated host:port of the parameter servers by index, "" when none).
 //  Reducers get no TF_CONFIG. Details in cluster_env.cc.
 std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input);
+
+// torch's RANK of a training replica: the chief 0, worker i i + 1.
+inline int TorchRank(Role role, int index) { return role == Role::kChief ? 0 : index + 1; }
 
 // <output_dir>[/<trial_id>]/{model,checkpoints,logs}/ with the trailing slash, as Vertex.
 std::string ModelDir(const std::string& output_dir, const std::string& trial_id);

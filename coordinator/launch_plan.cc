@@ -1,6 +1,9 @@
 #include "coordinator/launch_plan.h"
 
+#include <algorithm>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "common/cluster_env.h"
 
@@ -8,6 +11,22 @@ namespace cohort::coordinator {
 namespace {
 
 bool Trains(const ReplicaRecord& r) { return r.role == Role::kChief || r.role == Role::kWorker; }
+
+// torchrun's GROUP_RANK of `r`'s node, and GROUP_WORLD_SIZE: the nodes running training replicas,
+// in the order of the lowest RANK each runs.
+std::pair<int, int> NodeGroup(const JobRecord& job, const ReplicaRecord& r) {
+  std::map<std::string, int> lowest_rank;  // node -> lowest RANK on it
+  for (const auto& other : job.replicas) {
+    if (!Trains(other)) continue;
+    auto [it, added] = lowest_rank.emplace(other.node_id, TorchRank(other.role, other.index));
+    if (!added) it->second = std::min(it->second, TorchRank(other.role, other.index));
+  }
+  auto mine = lowest_rank.find(r.node_id);
+  if (mine == lowest_rank.end()) return {0, static_cast<int>(lowest_rank.size())};
+  int group = 0;
+  for (const auto& [node, rank] : lowest_rank) group += rank < mine->second ? 1 : 0;
+  return {group, static_cast<int>(lowest_rank.size())};
+}
 
 }  // namespace
 
@@ -43,6 +62,10 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
     if (beside && &other < &r) ++local_rank;
   }
   in.local_rank = local_rank;
+  std::tie(in.group_rank, in.group_world_size) = NodeGroup(job, r);
+  in.attempt = r.attempt;
+  in.max_restarts = job.spec.scheduling.max_restarts;
+  in.cpus = pool.resources.cpus;
   std::vector<int> gpus = VisibleGpus(job, r);
   in.gpus = gpus;
   std::map<std::string, std::string> env = RenderClusterEnv(in);

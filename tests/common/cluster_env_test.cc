@@ -120,6 +120,11 @@ TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
   ClusterEnvInput in = ReducerJob(Role::kWorker, 1);
   in.local_rank = 1;
   in.local_world_size = 2;
+  in.group_rank = 1;
+  in.group_world_size = 2;
+  in.attempt = 4;
+  in.max_restarts = 5;
+  in.cpus = 6;
   in.gpus = {3};
   auto env = RenderClusterEnv(in);
   json cs = Parse(env, "CLUSTER_SPEC");
@@ -132,6 +137,16 @@ TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
                   {"WORLD_SIZE", "3"},
                   {"LOCAL_RANK", "1"},
                   {"LOCAL_WORLD_SIZE", "2"},
+                  {"GROUP_RANK", "1"},
+                  {"GROUP_WORLD_SIZE", "2"},
+                  {"ROLE_NAME", "default"},
+                  {"ROLE_RANK", "2"},
+                  {"ROLE_WORLD_SIZE", "3"},
+                  {"TORCHELASTIC_RESTART_COUNT", "4"},
+                  {"TORCHELASTIC_MAX_RESTARTS", "5"},
+                  {"TORCHELASTIC_RUN_ID", "digits"},
+                  {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                  {"OMP_NUM_THREADS", "6"},
                   {"CUDA_VISIBLE_DEVICES", "3"},
                   {"NVIDIA_VISIBLE_DEVICES", "3"},
                   {"COHORT_REPLICA", "worker-1"},
@@ -143,7 +158,8 @@ TEST(ClusterEnvTest, ReducerGetsIndexAndNoTfConfigOrRank) {
   json cs = Parse(env, "CLUSTER_SPEC");
   EXPECT_EQ(cs["task"]["type"], "workerpool2");
   EXPECT_EQ(cs["task"]["index"], 1);
-  ExpectUnset(env, {"TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"});
+  ExpectUnset(env, {"TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                    "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS"});
   ExpectEnv(env, {{"COHORT_REDUCER_INDEX", "1"},
                   {"COHORT_NUM_REDUCERS", "2"},
                   {"COHORT_NUM_WORKERS", "3"},

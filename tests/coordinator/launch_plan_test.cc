@@ -6,6 +6,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cohort::coordinator {
 namespace {
@@ -69,6 +71,50 @@ TEST(LaunchPlanTest, OneGpuTrainingReplicasSharingANodeSeeTheirGpusInLocalRankOr
   EXPECT_EQ(Env(w1)["LOCAL_WORLD_SIZE"], "1");
   EXPECT_EQ(Env(reducer)["CUDA_VISIBLE_DEVICES"], "");
   EXPECT_EQ(Env(chief)["MASTER_ADDR"], "a.example");
+  // torchrun's node rank: a is the chief's node.
+  EXPECT_EQ(Env(chief)["GROUP_RANK"], "0");
+  EXPECT_EQ(Env(w0)["GROUP_RANK"], "0");
+  EXPECT_EQ(Env(w1)["GROUP_RANK"], "1");
+  EXPECT_EQ(Env(w1)["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(Env(reducer).count("GROUP_RANK"), 0u);
+}
+
+// torchrun's view of the job (common/cluster_env.h): nodes ranked by the lowest RANK each runs,
+// the restart budget and this attempt, and as many OpenMP threads as CPUs asked for unless the
+// pool's env says otherwise.
+TEST(LaunchPlanTest, TorchrunsNodeRanksRestartsAndThreadsComeFromTheJob) {
+  auto spec = ParseJobSpec(
+      "name: lit\nscheduling: {max_restarts: 7}\nworker_pools:\n"
+      "  - role: chief\n    replicas: 1\n    resources: {cpus: 4}\n"
+      "    process: {command: [/bin/train]}\n"
+      "  - role: worker\n    replicas: 3\n    resources: {cpus: 2}\n"
+      "    process: {command: [/bin/train], env: {OMP_NUM_THREADS: '1'}}\n",
+      "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord job;
+  job.name = "lit";
+  job.spec = std::move(*spec);
+  job.replicas = MakeReplicas(job.spec);
+  // RANK 0 and 2 on z, RANK 1 on a, RANK 3 on m: z, a, m.
+  const std::vector<std::pair<std::string, std::string>> placement = {
+      {"chief-0", "z"}, {"worker-0", "a"}, {"worker-1", "z"}, {"worker-2", "m"}};
+  for (const auto& [name, node] : placement) job.FindReplica(name)->node_id = node;
+  job.FindReplica("worker-2")->attempt = 2;
+  auto env = [&](const std::string& name) {
+    return Env(PlanLaunch(job, *job.FindReplica(name), Address));
+  };
+  EXPECT_EQ(env("chief-0")["GROUP_RANK"], "0");
+  EXPECT_EQ(env("worker-1")["GROUP_RANK"], "0");
+  EXPECT_EQ(env("worker-0")["GROUP_RANK"], "1");
+  EXPECT_EQ(env("worker-2")["GROUP_RANK"], "2");
+  EXPECT_EQ(env("worker-2")["GROUP_WORLD_SIZE"], "3");
+  EXPECT_EQ(env("worker-2")["ROLE_RANK"], "3");
+  EXPECT_EQ(env("worker-2")["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env("chief-0")["TORCHELASTIC_RESTART_COUNT"], "0");
+  EXPECT_EQ(env("chief-0")["TORCHELASTIC_MAX_RESTARTS"], "7");
+  EXPECT_EQ(env("chief-0")["TORCHELASTIC_RUN_ID"], "lit");
+  EXPECT_EQ(env("chief-0")["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(env("worker-0")["OMP_NUM_THREADS"], "1");  // the pool's own
 }
 
 TEST(LaunchPlanTest, ReplicasOfSeveralGpusSeeOnlyTheirOwn) {

@@ -268,6 +268,15 @@ TEST_F(IntegrationTest, SubmitWaitRunsChiefAndTwoWorkersWithConsistentClusterEnv
     EXPECT_EQ(spec["cluster"], spec_cluster) << "CLUSTER_SPEC clusters differ between replicas";
     EXPECT_EQ(e.value("RANK", ""), std::to_string(chief ? 0 : index + 1));
     EXPECT_EQ(e.value("WORLD_SIZE", ""), "3");
+    // The rest of torchrun's contract: one node, the first attempt, one CPU asked for.
+    EXPECT_EQ(e.value("ROLE_RANK", ""), e.value("RANK", "?"));
+    EXPECT_EQ(e.value("ROLE_WORLD_SIZE", ""), "3");
+    EXPECT_EQ(e.value("GROUP_RANK", ""), "0");
+    EXPECT_EQ(e.value("GROUP_WORLD_SIZE", ""), "1");
+    EXPECT_EQ(e.value("LOCAL_WORLD_SIZE", ""), "3");
+    EXPECT_EQ(e.value("TORCHELASTIC_RUN_ID", ""), "env_probe");
+    EXPECT_EQ(e.value("TORCHELASTIC_RESTART_COUNT", ""), "0");
+    EXPECT_EQ(e.value("OMP_NUM_THREADS", ""), "1");
     if (i == 0) {
       master_addr = e.value("MASTER_ADDR", "");
       master_port = e.value("MASTER_PORT", "");
