@@ -168,9 +168,12 @@ def main():
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    print("rank %d/%d local rank %d/%s backend %s device %s restart %s" %
-          (rank, world, local_rank, os.environ.get("LOCAL_WORLD_SIZE", "?"), args.backend, device,
-           os.environ.get("COHORT_RESTART_COUNT", "0")), flush=True)
+    # torchrun's view of the launch, which Cohort gives its replicas too.
+    print("rank %d/%d local rank %d/%s node %s/%s backend %s device %s restart %s torchelastic %s" %
+          (rank, world, local_rank, os.environ.get("LOCAL_WORLD_SIZE", "?"),
+           os.environ.get("GROUP_RANK", "?"), os.environ.get("GROUP_WORLD_SIZE", "?"), args.backend,
+           device, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"),
+           dist.is_torchelastic_launched()), flush=True)
 
     torch.manual_seed(args.seed)
     model = build_model(args.hidden).to(device)

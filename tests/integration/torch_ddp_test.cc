@@ -246,6 +246,11 @@ class TorchDdpTest : public ::testing::Test {
         20s))
         << log;
     EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
+    // Each attempt was told its restart count as torchrun tells it, and takes itself for one of
+    // torchrun's workers (torch.distributed.is_torchelastic_launched()).
+    for (const char* attempt : {"restart 0 torchelastic True", "restart 1 torchelastic True"}) {
+      EXPECT_NE(log.find(attempt), std::string::npos) << attempt << "\n" << log;
+    }
     ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
     int epoch = std::stoi(resumed[1].str());
     EXPECT_GE(epoch, kFaultAfterEpoch) << log;
@@ -514,18 +519,26 @@ TEST_P(TorchDdpSharedNodeTest, LosingANodeWithTwoReplicasSpendsOneRestart) {
   StartAgents({"node-spare"}, 2);
   WaitForCheckpoint(kFaultAfterEpoch);
 
-  // The two co-located replicas were told so (torchrun's LOCAL_WORLD_SIZE), the lone one too.
+  // The two co-located replicas were told so (torchrun's LOCAL_WORLD_SIZE), the lone one too,
+  // and each its node's rank among the two (GROUP_RANK: the chief's node is 0).
   std::vector<std::string> shared;
+  std::map<std::string, std::string> node_rank;  // node -> GROUP_RANK its replicas were told
   for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
     const bool on_big = NodeOf(replica) == Node("node-big");
     if (on_big) shared.push_back(replica);
-    static const std::regex kLocal("local rank ([0-9]+)/([0-9]+)");
+    static const std::regex kLocal("local rank ([0-9]+)/([0-9]+) node ([0-9]+)/([0-9]+)");
     std::string log = ReplicaLog(replica);
     std::smatch local;
     ASSERT_TRUE(std::regex_search(log, local, kLocal)) << replica << ": " << log;
     EXPECT_EQ(local[2].str(), on_big ? "2" : "1") << replica << ": " << log;
+    EXPECT_EQ(local[4].str(), "2") << replica << ": " << log;
+    auto [known, added] = node_rank.emplace(NodeOf(replica), local[3].str());
+    EXPECT_EQ(known->second, local[3].str()) << "replicas of one node told two node ranks";
+    if (replica == "chief-0") EXPECT_EQ(local[3].str(), "0") << log;
   }
   ASSERT_EQ(shared.size(), 2u);
+  EXPECT_EQ(node_rank.size(), 2u);
+  EXPECT_NE(node_rank.begin()->second, node_rank.rbegin()->second);
   for (const auto& replica : shared) ASSERT_TRUE(KillReplicaGroup(replica)) << replica;
   cluster_->agent(Node("node-big")).Kill();
   ExpectResumedAfterOneRestart();
