@@ -72,7 +72,7 @@ struct ClusterEnvInput {
 //  Reducers get no TF_CONFIG. Details in cluster_env.cc.
 std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input);
 
-// torch's RANK of a training replica: the chief 0, worker i i + 1.
+// torch's RANK of a training replica: the chief's is 0, worker i's is i + 1.
 inline int TorchRank(Role role, int index) { return role == Role::kChief ? 0 : index + 1; }
 
 // <output_dir>[/<trial_id>]/{model,checkpoints,logs}/ with the trailing slash, as Vertex.

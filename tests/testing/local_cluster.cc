@@ -52,7 +52,7 @@ LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
       int first = kFirstPort + block * kBlockSize;
       port_range_ = std::to_string(first) + "-" + std::to_string(first + kBlockSize - 1);
       // Named by the block, which no other live cluster holds; one a killed test left behind
-      // is taken over (its agents' sweep ends what it still holds).
+      // is taken over (an agent starting sweeps what its node id left there).
       auto own = agent::CgroupManager::OwnDirectory();
       std::string root = own.ok() ? *own + "/cohort-test-cluster-" + std::to_string(block) : "";
       if (!root.empty() && (::mkdir(root.c_str(), 0755) == 0 || errno == EEXIST)) {
