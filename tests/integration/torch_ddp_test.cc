@@ -534,7 +534,9 @@ TEST_P(TorchDdpSharedNodeTest, LosingANodeWithTwoReplicasSpendsOneRestart) {
     EXPECT_EQ(local[4].str(), "2") << replica << ": " << log;
     auto [known, added] = node_rank.emplace(NodeOf(replica), local[3].str());
     EXPECT_EQ(known->second, local[3].str()) << "replicas of one node told two node ranks";
-    if (replica == "chief-0") EXPECT_EQ(local[3].str(), "0") << log;
+    if (replica == "chief-0") {
+      EXPECT_EQ(local[3].str(), "0") << log;
+    }
   }
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_EQ(node_rank.size(), 2u);
