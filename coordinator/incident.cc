@@ -72,8 +72,9 @@ std::string Incident::Event() const {
     text += JoinWithCommas(restarted_);
   }
   text += " because " + cause;
-  if (!consequences_.empty())
+  if (!consequences_.empty()) {
     text += "; " + NameByHowTheyEnded(consequences_) + " as a consequence";
+  }
   return text;
 }
 

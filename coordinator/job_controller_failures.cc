@@ -62,13 +62,16 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
     // the first of them is the cause (a DDP rank's bug takes the others down with exit 1 too,
     // and theirs reach the coordinator after it), not this last one.
     const std::vector<Held> held = held_[job.name];  // FinishJob drops held_'s entry
+    const ReplicaRecord* cause = &r;
     for (const Held& h : held) {
       const ReplicaRecord* first = job.FindReplica(h.replica);
       if (first != nullptr && first->attempt == h.attempt && IsFinal(first->state)) {
-        FailPermanently(job, *first, held, now_ms);
-        return;
+        cause = first;
+        break;
       }
     }
+    FailPermanently(job, *cause, held, now_ms);
+    return;
   }
   spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
                job.name, r.name, Incident::HowItEnded(r));
