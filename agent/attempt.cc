@@ -93,7 +93,14 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
       parts.push_back("out of memory: the kernel's OOM killer ended " +
                       std::to_string(exit.oom_kills) + " of its processes");
     }
-    if (log) {
+    std::string raised;
+    if (!error_file.empty()) {
+      LogTail file = ReadLogTail(error_file, kMaxErrorFileBytes);
+      if (file.whole) raised = ErrorFileMessage(file.text);
+    }
+    if (!raised.empty()) {
+      parts.push_back("raised: " + raised);
+    } else if (log) {
       LogTail tail = ReadLogTail(log->path(), kFailureLogTailBytes);
       std::string excerpt =
           FailureExcerpt(tail.text, tail.whole, /*any_last_line=*/exit.signal == 0);

@@ -81,9 +81,10 @@ struct Attempt {
   void EnforceDeadline(milliseconds now);
   // Once the main process has exited: the attempt becomes final; returns its final state and
   // message: the launch error and stop reason, then, for FAILED, whether the OOM killer ended
-  // processes of it, and "log: " with the cause its log's end gives (agent/failure_excerpt.h; read
-  // here, from the local log file), else how it exited (a failure's exit code and signal are in the
-  // status already). nullopt otherwise.
+  // processes of it, and the cause: "raised: " with the exception its error file holds, else "log:
+  // " with what its log's end gives (agent/failure_excerpt.h; both files are local, read here),
+  // else how it exited (a failure's exit code and signal are in the status already). nullopt
+  // otherwise.
   std::optional<Change> TakeExit();
   // For a final attempt: kills what its main process left behind, and once nothing is left,
   // releases it and marks it gone.
@@ -108,6 +109,7 @@ struct Attempt {
   // Status delivery: the version of the newest state, and the newest the coordinator acked.
   uint64_t version = 0;
   uint64_t acked_version = 0;
+  std::string error_file;                    // its TORCHELASTIC_ERROR_FILE; empty: none to read
   std::unique_ptr<LogShipper> log;           // null: no log file to ship
   std::unique_ptr<MetricForwarder> metrics;  // the chief of a tuning trial only
 };

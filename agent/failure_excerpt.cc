@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -125,6 +126,23 @@ std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line
     if (auto line = LastLine(lines)) return Finish(*line);
   }
   return "";
+}
+
+std::string ErrorFileMessage(std::string_view json) {
+  const nlohmann::json data = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!data.is_object()) return "";
+  auto message = data.find("message");
+  if (message == data.end()) return "";
+  const nlohmann::json* text = &*message;
+  if (message->is_object()) {
+    auto inner = message->find("message");
+    if (inner == message->end()) return "";
+    text = &*inner;
+  }
+  if (!text->is_string()) return "";
+  std::string_view first = text->get_ref<const std::string&>();
+  first = first.substr(0, first.find('\n'));
+  return Finish(first);
 }
 
 LogTail ReadLogTail(const std::string& path, size_t max_bytes) {

@@ -18,6 +18,15 @@
 // without terminal escape sequences (colours) or other control characters, cut to
 // kMaxFailureExcerptBytes; empty when no rule matched.
 //
+// ErrorFileMessage: the cause torch's error file gives. torch.distributed.elastic's `@record`
+// (torch.distributed.elastic.multiprocessing.errors) writes the exception that ends a process to
+// the file TORCHELASTIC_ERROR_FILE names, as JSON: {"message": {"message": "ValueError: msg",
+// "extraInfo": {"py_callstack": ..., "timestamp": "..."}}}; an older form has "message" a string.
+// torchrun, itself under `@record`, copies there the file of the first of its workers that failed:
+// a replica that runs torchrun with several workers reports that worker's exception, not
+// torchrun's ChildFailedError. The agent points the variable at <attempt dir>/error.json
+// (agent/replica_env.h) and prefers this cause to the log's.
+//
 // Thread safety: pure functions, except that ReadLogTail reads a file.
 #pragma once
 
@@ -34,6 +43,12 @@ inline constexpr size_t kFailureLogTailBytes = 16 * 1024;
 // `tail`: the log's last bytes; `whole`: they are the whole log (else the first line may be cut
 // and is ignored).
 std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line);
+
+// The largest error file the agent reads (a callstack of a few hundred frames fits).
+inline constexpr size_t kMaxErrorFileBytes = 256 * 1024;
+// The message's first line, finished as an excerpt is (printable UTF-8, cut); empty when `json` is
+// not such a file or holds no message.
+std::string ErrorFileMessage(std::string_view json);
 
 // The last `max_bytes` of the file at `path` and whether that is all of it; empty when it cannot
 // be read.

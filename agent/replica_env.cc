@@ -51,6 +51,8 @@ void AppendAgentNote(const std::string& log_path, const std::string& line) {
 
 std::string StackDumpDir(const std::string& attempt_dir) { return attempt_dir + "/stacks"; }
 
+std::string ErrorFilePath(const std::string& attempt_dir) { return attempt_dir + "/error.json"; }
+
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
   std::map<std::string, std::string> env;
   for (const char* name : {"PATH", "HOME", "LANG"}) {
@@ -64,6 +66,7 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
     }
     env["COHORT_STACK_DUMP_DIR"] = StackDumpDir(input.attempt_dir);
     env["COHORT_STACK_DUMP_SIGNAL"] = std::to_string(StackDumpSignal());
+    env.try_emplace(kErrorFileEnv, ErrorFilePath(input.attempt_dir));
   }
   env["COHORT_RESTART_COUNT"] = std::to_string(input.attempt);
   env["COHORT_RESTORE_CHECKPOINT"] = input.restore_checkpoint;

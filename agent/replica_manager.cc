@@ -218,6 +218,12 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
+  // The error file is read at a failure only where the agent chose it: in the attempt's own dir.
+  auto error_file = request.env.find(kErrorFileEnv);
+  if (!env.attempt_dir.empty() && error_file != request.env.end() &&
+      error_file->second == ErrorFilePath(env.attempt_dir)) {
+    a.error_file = error_file->second;
+  }
   // The metric file is on the job's output storage: a reader's thread stats it for the progress
   // probe, and tails it for the chief's forwarder, never the loop (agent/metric_file_reader.h).
   std::shared_ptr<MetricFileReader> reader;

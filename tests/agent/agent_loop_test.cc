@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
 #include "agent/agent.h"
@@ -173,6 +174,35 @@ TEST_F(AgentLoopTest, ReportsExitCodesAndSignals) {
       << coordinator_->Final(bad)->message;
   ASSERT_TRUE(Pump([&] { return coordinator_->log_eof.count(bad) > 0; }));
   EXPECT_TRUE(LogHas(bad, "cannot execute cohort-no-such-program"));
+}
+
+// A failed replica's cause comes from torch's error file where the agent chose its path (here in
+// the form torchrun copies from its first failed worker: the log's last traceback is torchrun's
+// own), else from its log.
+TEST_F(AgentLoopTest, TheErrorFileNamesTheCauseOverTheLog) {
+  const std::string script =
+      R"(printf '%s' '{"message": {"message": "ValueError: shard 1 is )"
+      R"(corrupt", "extraInfo": {"timestamp": "1795816175"}, "errorCode": 1}}')"
+      R"( > "$TORCHELASTIC_ERROR_FILE"; printf 'Traceback (most recent )"
+      R"(call last):\n  File "run.py"\ntorch.distributed.elastic.)"
+      R"(multiprocessing.errors.ChildFailedError: \n' >&2; exit 1)";
+  coordinator_->Launch("node-a", MakeLaunch("errfile", "chief-0", 0, script));
+  auto elsewhere = MakeLaunch("errfile", "worker-0", 0, script);
+  auto kv = std::make_unique<wire::KeyValueT>();
+  kv->key = "TORCHELASTIC_ERROR_FILE";
+  kv->value = work_.path() + "/pool-error.json";
+  elsewhere.env.push_back(std::move(kv));
+  coordinator_->Launch("node-a", std::move(elsewhere));
+  std::string chief = LogKey("errfile", "chief-0", 0), worker = LogKey("errfile", "worker-0", 0);
+  ASSERT_TRUE(Pump([&] { return coordinator_->Final(chief) && coordinator_->Final(worker); }));
+  EXPECT_EQ(coordinator_->Final(chief)->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(coordinator_->Final(chief)->message, "raised: ValueError: shard 1 is corrupt");
+  EXPECT_TRUE(std::filesystem::exists(AttemptWorkingDir(work_.path(), "errfile", "chief-0", 0) +
+                                      "/error.json"));
+  // A pool's own path is the replica's business: the agent reads the log.
+  EXPECT_EQ(coordinator_->Final(worker)->message,
+            "log: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:");
+  EXPECT_TRUE(std::filesystem::exists(work_.path() + "/pool-error.json"));
 }
 
 TEST_F(AgentLoopTest, StopKillsTheWholeProcessGroup) {

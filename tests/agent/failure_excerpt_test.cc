@@ -126,5 +126,39 @@ TEST(FailureExcerptTest, ReadLogTailReadsTheEndOfTheFile) {
   EXPECT_FALSE(end.whole);
 }
 
+// torch's error file (@record), in the form torch 1.13 and 2.x write and torchrun copies from its
+// first failed worker, and in the older form with a string message.
+TEST(ErrorFileMessageTest, TheExceptionOfTorchsErrorFileIsTaken) {
+  EXPECT_EQ(ErrorFileMessage(R"({"message": {"message": "ValueError: shard 1 is corrupt",
+      "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  ...\n",
+                    "timestamp": "1795816175"}}})"),
+            "ValueError: shard 1 is corrupt");
+  // torchrun's copy also carries the worker's exit code.
+  EXPECT_EQ(ErrorFileMessage(R"({"message": {"message": "RuntimeError: CUDA out of memory",
+      "extraInfo": {"timestamp": "1"}, "errorCode": 1}})"),
+            "RuntimeError: CUDA out of memory");
+  EXPECT_EQ(ErrorFileMessage(R"({"message": "Signal 6 (SIGABRT) received", "timestamp": 7})"),
+            "Signal 6 (SIGABRT) received");
+}
+
+TEST(ErrorFileMessageTest, AMessageIsCutToItsFirstLineAndMadePrintable) {
+  EXPECT_EQ(ErrorFileMessage(R"({"message": {"message": "KeyError: \u001b[31mw\u001b[0m\nmore"}})"),
+            "KeyError: w");
+  std::string long_message =
+      R"({"message": {"message": "OSError: )" + std::string(1000, 'x') + "\"}}";
+  EXPECT_EQ(ErrorFileMessage(long_message).size(), kMaxFailureExcerptBytes);
+}
+
+TEST(ErrorFileMessageTest, AnythingElseGivesNoCause) {
+  for (const char* text :
+       {"", "not json", "{\"message\": ", "[1, 2]", "{}", "{\"message\": 3}",
+        "{\"message\": {\"extraInfo\": {}}}", "{\"message\": {\"message\": null}}",
+        "{\"message\": [\"ValueError: x\"]}", "{\"msg\": \"ValueError: x\"}"}) {
+    EXPECT_EQ(ErrorFileMessage(text), "") << text;
+  }
+  // Nesting deeper than any error file is parsed without harm.
+  EXPECT_EQ(ErrorFileMessage(std::string(100000, '[') + std::string(100000, ']')), "");
+}
+
 }  // namespace
 }  // namespace cohort::agent

@@ -284,10 +284,26 @@ TEST(ReplicaEnvTest, AddsRestartRestoreAndGpuPinning) {
   EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
 
   auto cpu_only = BuildReplicaEnv(ReplicaEnvInput{});
+  EXPECT_EQ(cpu_only.count("TORCHELASTIC_ERROR_FILE"), 0u);  // no attempt dir: no files there
   EXPECT_EQ(cpu_only["CUDA_VISIBLE_DEVICES"], "");
   EXPECT_EQ(cpu_only["NVIDIA_VISIBLE_DEVICES"], "void");
   EXPECT_EQ(cpu_only["COHORT_RESTORE_CHECKPOINT"], "");
   EXPECT_FALSE(cpu_only["PATH"].empty());
+}
+
+TEST(ReplicaEnvTest, TheAttemptDirHoldsTheRecorderStacksAndErrorFileUnlessThePoolSaysElse) {
+  ReplicaEnvInput in;
+  in.attempt_dir = "/w/j/chief-0/attempt-2";
+  auto env = BuildReplicaEnv(in);
+  EXPECT_EQ(env["COHORT_FLIGHT_RECORDER"], "/w/j/chief-0/attempt-2/flight-recorder");
+  EXPECT_EQ(env["COHORT_STACK_DUMP_DIR"], "/w/j/chief-0/attempt-2/stacks");
+  EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/w/j/chief-0/attempt-2/error.json");
+  EXPECT_EQ(ErrorFilePath(in.attempt_dir), env["TORCHELASTIC_ERROR_FILE"]);
+  in.launch_env = {{"COHORT_FLIGHT_RECORDER", "off"},
+                   {"TORCHELASTIC_ERROR_FILE", "/shared/errors/chief.json"}};
+  env = BuildReplicaEnv(in);
+  EXPECT_EQ(env["COHORT_FLIGHT_RECORDER"], "off");
+  EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/shared/errors/chief.json");
 }
 
 TEST(ReplicaEnvTest, RefusesPathEscapes) {

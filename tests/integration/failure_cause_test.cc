@@ -1,12 +1,13 @@
 // A failed replica's cause, from the end of its own log, in its job's message, its status and
-// `cohort status` (agent/failure_excerpt.h): a real coordinator and agent on loopback, real
-// replicas failing the ways user code fails (a Python exception, an error line and an exit code
-// with bytes that are not UTF-8 and terminal colours, a crash by signal), the cohort CLI run as a
-// process.
+// `cohort status` (agent/failure_excerpt.h), or from torch's error file: a real coordinator and
+// agent on loopback, real replicas failing the ways user code fails (a Python exception, an error
+// line and an exit code with bytes that are not UTF-8 and terminal colours, a crash by signal), the
+// cohort CLI run as a process.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -74,6 +75,28 @@ TEST_F(FailureCauseTest, APythonExceptionIsNamedInTheJobsMessageAndInCohortStatu
   json chief = ChiefJson("bad_lr");
   EXPECT_EQ(chief["message"], cause) << chief;
   EXPECT_EQ(chief["exit_code"], 1) << chief;
+}
+
+// A script under torch's `@record` (as torchrun's docs ask of every script) writes its exception
+// to the TORCHELASTIC_ERROR_FILE the agent gave it: that is the cause, ahead of the log's.
+TEST_F(FailureCauseTest, TorchsRecordedExceptionIsTheCause) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
+  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
+  }
+  const wire::JobInfoT done =
+      RunScript("recorded", "/usr/bin/python3",
+                "from torch.distributed.elastic.multiprocessing.errors import record\n"
+                "@record\n"
+                "def main():\n"
+                "    raise RuntimeError('shard 3 of /data/train is corrupt\\n(more detail)')\n"
+                "main()\n");
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  const std::string cause = "raised: RuntimeError: shard 3 of /data/train is corrupt";
+  EXPECT_EQ(done.message,
+            "chief-0 attempt 0 exited with code 1 (" + cause + ") (permanent failure)");
+  json chief = ChiefJson("recorded");
+  EXPECT_EQ(chief["message"], cause) << chief;
 }
 
 TEST_F(FailureCauseTest, AnErrorLineIsShownPrintableAndWellFormed) {
