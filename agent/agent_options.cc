@@ -223,6 +223,7 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   }
   AgentConfig config = flags.config;
   config.cgroups = cgroups.available();
+  config.cgroup_dir = cgroups.base();
   config.cgroups_reason =
       flags.cgroups == "off" ? "--cgroups off" : "no writable cgroup v2: " + cgroups.reason();
   auto processes = std::make_unique<ProcessLauncher>(std::move(cgroups), replica_init);

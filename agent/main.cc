@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_options.h"
+#include "agent/cgroup.h"
 #include "agent/proc_scan.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
@@ -57,6 +58,13 @@ int main(int argc, char** argv) {
   if (flags->config.reap_all_children) {
     int left = agent::KillUntilNoneLeft([] { return agent::Descendants(::getpid()); });
     if (left > 0) spdlog::warn("killed {} process(es) left by replicas at shutdown", left);
+  }
+  // Nor does its level of cgroups, once every replica cgroup under it went with its replica (one
+  // that did not stays, for the next start's sweep).
+  const std::string cgroup_dir = (*agent)->config().cgroup_dir;
+  agent->reset();
+  if (!cgroup_dir.empty() && !agent::CgroupManager::Remove(cgroup_dir).ok()) {
+    spdlog::info("left the cgroup {}: replica cgroups remain under it", cgroup_dir);
   }
   return s.ok() ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <random>
 #include <regex>
@@ -455,6 +456,27 @@ TEST_F(HardeningTest, ARefusedClientKeyIsSaidToBeRefused) {
       {"--insecure", "--coordinator", cluster.client_endpoint(), "--timeout", "1s", "list"});
   EXPECT_EQ(plain.exit_code, 3) << plain.err;
   EXPECT_TRUE(cluster.coordinator().running());
+}
+
+// An agent stopped cleanly (SIGTERM) leaves no cgroup of its own: its replicas' went with them, and
+// then its node level (<root>/cohort/<node id>).
+TEST_F(HardeningTest, AnAgentStoppedCleanlyLeavesNoCgroupBehind) {
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  if (cluster.cgroup_root().empty()) GTEST_SKIP() << "no writable cgroup v2 here";
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string node = UniqueNodeId("cg-clean");
+  ASSERT_EQ(cluster.StartAgent({.node_id = node}), "");
+  const std::string node_dir = cluster.cgroup_root() + "/cohort/" + node;
+  ASSERT_TRUE(std::filesystem::is_directory(node_dir)) << node_dir;
+  auto client = cluster.Client();
+  ASSERT_TRUE(client
+                  .Submit("name: cg_clean\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process: {command: [/bin/true]}\n")
+                  .ok());
+  EXPECT_EQ(ct::WaitForJobEnd(client, "cg_clean", 30s).state, wire::JobState::SUCCEEDED);
+  cluster.agent(node).Signal(SIGTERM);
+  ASSERT_EQ(cluster.agent(node).Wait(30s), std::optional<int>(0)) << "the agent did not stop";
+  EXPECT_FALSE(std::filesystem::exists(node_dir)) << node_dir;
 }
 
 // An agent that cannot put replicas in cgroup v2 says so loudly at start, with the reason: turned

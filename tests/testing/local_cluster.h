@@ -98,6 +98,9 @@ class LocalCluster {
     return it == agent_http_ports_.end() ? 0 : it->second;
   }
   std::string state_dir() const { return dir_.Join("state"); }
+  // The cgroup v2 directory the agents put their replica cgroups under (--cgroup-root), "" where
+  // none could be made.
+  const std::string& cgroup_root() const { return cgroup_root_; }
   // A scratch directory of this cluster for job files, outputs, markers.
   std::string scratch(const std::string& relative = "") const;
   // The coordinator's and every agent's log tails, for failure messages.
