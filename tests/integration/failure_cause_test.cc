@@ -41,6 +41,22 @@ class FailureCauseTest : public ct::OneNodeCliTest {
     return ct::WaitForJobEnd(client, name, 60s);
   }
 
+  // `done`, job `job`'s end, failed at once by its chief's exit 1 with `cause`, in the job's
+  // message, `cohort status` and the chief's entry of `cohort status --json`.
+  void ExpectExitOneWithCause(const std::string& job, const wire::JobInfoT& done,
+                              const std::string& cause) {
+    ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+    EXPECT_EQ(done.message,
+              "chief-0 attempt 0 exited with code 1 (" + cause + ") (permanent failure)");
+    EXPECT_EQ(done.restarts, 0);
+    auto status = RunCli({"status", job});
+    EXPECT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_NE(status.out.find(cause), std::string::npos) << status.out;
+    json chief = ChiefJson(job);
+    EXPECT_EQ(chief["message"], cause) << chief;
+    EXPECT_EQ(chief["exit_code"], 1) << chief;
+  }
+
   // `cohort status JOB --json`'s chief-0 entry (the CLI's exit code checked).
   json ChiefJson(const std::string& job) {
     auto status = RunCli({"status", job, "--json"});
@@ -63,18 +79,8 @@ TEST_F(FailureCauseTest, APythonExceptionIsNamedInTheJobsMessageAndInCohortStatu
                 "    if lr <= 0:\n"
                 "        raise ValueError(f'learning rate must be positive, got {lr}')\n"
                 "make_optimizer(-1.0)\n");
-  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
-  const std::string cause = "log: ValueError: learning rate must be positive, got -1.0";
-  EXPECT_EQ(done.message,
-            "chief-0 attempt 0 exited with code 1 (" + cause + ") (permanent failure)");
-  EXPECT_EQ(done.restarts, 0);
-
-  auto status = RunCli({"status", "bad_lr"});
-  EXPECT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_NE(status.out.find(cause), std::string::npos) << status.out;
-  json chief = ChiefJson("bad_lr");
-  EXPECT_EQ(chief["message"], cause) << chief;
-  EXPECT_EQ(chief["exit_code"], 1) << chief;
+  ExpectExitOneWithCause("bad_lr", done,
+                         "log: ValueError: learning rate must be positive, got -1.0");
 }
 
 // A script under torch's `@record` (as torchrun's docs ask of every script) writes its exception
@@ -91,12 +97,8 @@ TEST_F(FailureCauseTest, TorchsRecordedExceptionIsTheCause) {
                 "def main():\n"
                 "    raise RuntimeError('shard 3 of /data/train is corrupt\\n(more detail)')\n"
                 "main()\n");
-  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
-  const std::string cause = "raised: RuntimeError: shard 3 of /data/train is corrupt";
-  EXPECT_EQ(done.message,
-            "chief-0 attempt 0 exited with code 1 (" + cause + ") (permanent failure)");
-  json chief = ChiefJson("recorded");
-  EXPECT_EQ(chief["message"], cause) << chief;
+  ExpectExitOneWithCause("recorded", done,
+                         "raised: RuntimeError: shard 3 of /data/train is corrupt");
 }
 
 TEST_F(FailureCauseTest, AnErrorLineIsShownPrintableAndWellFormed) {
