@@ -1,6 +1,5 @@
 #include "agent/failure_excerpt.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,16 +146,14 @@ std::string ErrorFileMessage(std::string_view json) {
 
 LogTail ReadLogTail(const std::string& path, size_t max_bytes) {
   LogTail tail;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return tail;
   struct stat st {};
-  if (::fstat(fd, &st) == 0) {
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    const uint64_t offset = size > max_bytes ? size - max_bytes : 0;
-    tail.whole = offset == 0;
-    if (!ReadAt(fd, offset, max_bytes, &tail.text, "read " + path).ok()) tail.text.clear();
-  }
-  ::close(fd);
+  StatusOr<int> fd = OpenRegularFile(path, "replica file", &st);
+  if (!fd.ok()) return tail;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t offset = size > max_bytes ? size - max_bytes : 0;
+  tail.whole = offset == 0;
+  if (!ReadAt(*fd, offset, max_bytes, &tail.text, "read " + path).ok()) tail.text.clear();
+  ::close(*fd);
   return tail;
 }
 

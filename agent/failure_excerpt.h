@@ -51,7 +51,8 @@ inline constexpr size_t kMaxErrorFileBytes = 256 * 1024;
 std::string ErrorFileMessage(std::string_view json);
 
 // The last `max_bytes` of the file at `path` and whether that is all of it; empty when it cannot
-// be read.
+// be read or is no regular file of its own (a symbolic link, a FIFO: common/file_util.h's
+// OpenRegularFile, as the error file is the replica's to make).
 struct LogTail {
   std::string text;
   bool whole = true;

@@ -13,6 +13,7 @@
 
 #include "agent/captured_command.h"
 #include "agent/proc_scan.h"
+#include "common/file_util.h"
 
 namespace cohort::agent {
 namespace {
@@ -49,22 +50,32 @@ std::string Run(const std::vector<std::string>& argv, std::chrono::milliseconds 
   return out;
 }
 
-std::string ReadFile(const std::string& path, size_t from) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(static_cast<std::streamoff>(from));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// A Python dump file from byte `from`, at most kMaxOutputPerCommand of it. The file is the
+// replica's to make in its own directory: only a regular file is read, not through a link
+// (common/file_util.h), so a link to /dev/zero or to a file only the agent may read, or a FIFO,
+// gives nothing.
+std::string ReadDumpFile(const std::string& path, size_t from) {
+  struct stat st {};
+  StatusOr<int> fd = OpenRegularFile(path, "stack dump file", &st);
+  if (!fd.ok()) return "";
+  std::string text;
+  (void)ReadAt(*fd, from, kMaxOutputPerCommand, &text, "read " + path);
+  ::close(*fd);
+  if (text.size() >= kMaxOutputPerCommand) text += "\n(cut at 256 KiB)\n";
+  return text;
 }
 
-int64_t FileSize(const std::string& path) {
+// The size of a dump file; -1 when there is none, or it is no regular file (not followed).
+int64_t DumpFileSize(const std::string& path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
 }
 
 std::string CommandLine(pid_t pid) {
-  std::string raw = ReadFile("/proc/" + std::to_string(pid) + "/cmdline", 0);
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string raw = s.str();
   for (char& c : raw) {
     if (c == '\0') c = ' ';
   }
@@ -101,7 +112,7 @@ std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const s
     if (python_dir.empty()) break;
     // Named by the pid Python sees: in a replica's PID namespace, not the host's.
     std::string file = python_dir + "/python-" + std::to_string(NamespacePid(pids[i])) + ".txt";
-    int64_t size = FileSize(file);
+    int64_t size = DumpFileSize(file);
     if (size < 0) continue;
     if (::kill(pids[i], StackDumpSignal()) == 0) {
       python[i] = {file, size};
@@ -114,7 +125,7 @@ std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const s
     while (Clock::now() < deadline) {
       bool all = true;
       for (const auto& [file, size] : python) {
-        if (!file.empty() && FileSize(file) <= size) all = false;
+        if (!file.empty() && DumpFileSize(file) <= size) all = false;
       }
       if (all) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -127,7 +138,7 @@ std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const s
     pid_t pid = pids[i];
     out += "\n---- pid " + std::to_string(pid) + ": " + CommandLine(pid) + "\n";
     if (!python[i].first.empty()) {
-      std::string text = ReadFile(python[i].first, static_cast<size_t>(python[i].second));
+      std::string text = ReadDumpFile(python[i].first, static_cast<size_t>(python[i].second));
       out += "-- Python stacks (faulthandler):\n";
       out += text.empty() ? "(nothing written within " +
                                 std::to_string(options.python_wait.count()) + " ms)\n"

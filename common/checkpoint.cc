@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "common/file_util.h"
+
 namespace cohort {
 
 namespace fs = std::filesystem;
@@ -27,6 +29,8 @@ constexpr char kFormat[] = "cohort-checkpoint-1";
 constexpr char kPrefix[] = "ckpt-";
 constexpr char kTmpSuffix[] = ".tmp";
 constexpr size_t kChunk = 1 << 20;
+// A manifest names every file of a checkpoint in a line each: this holds a hundred thousand.
+constexpr uint64_t kMaxManifestBytes = 16 << 20;
 
 uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
   return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
@@ -86,14 +90,23 @@ Status WriteFileDurably(const std::string& path, std::string_view bytes) {
   return fd.Close(path);
 }
 
-// Reads a file, returning its size and CRC; the data itself only when `data` is non-null.
-Status ReadAndChecksum(const std::string& path, uint64_t* size, uint32_t* crc, std::string* data) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoStatus("open " + path, errno);
+// Reads a file, returning its size and CRC; the data itself only when `data` is non-null. Only a
+// regular file is read, not through a symbolic link (common/file_util.h: a checkpoint is its
+// job's to write, and the agent that looks one up runs as root), and none larger than
+// `max_bytes` (kDataLoss says how large it is).
+Status ReadAndChecksum(const std::string& path, uint64_t max_bytes, uint64_t* size, uint32_t* crc,
+                       std::string* data) {
+  struct stat st {};
+  COHORT_ASSIGN_OR_RETURN(int opened, OpenRegularFile(path, "file", &st));
+  Fd fd(opened);
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return DataLoss(path + " has " + std::to_string(st.st_size) + " bytes, more than the " +
+                    std::to_string(max_bytes) + " expected");
+  }
   std::string buf(kChunk, '\0');
   *size = 0;
   *crc = 0;
-  while (true) {
+  while (*size <= max_bytes) {  // a file that grows while it is read: a chunk past at most
     ssize_t n = ::read(fd.get(), buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -287,7 +300,7 @@ StatusOr<CheckpointInfo> CheckCheckpoint(const std::string& path, bool checksums
     }
     uint64_t size = 0;
     uint32_t crc = 0;
-    Status st = ReadAndChecksum(file, &size, &crc, nullptr);
+    Status st = ReadAndChecksum(file, f.size, &size, &crc, nullptr);
     if (!st.ok()) return DataLoss(path + ": " + f.name + " is unreadable: " + st.message());
     if (size != f.size) {
       return DataLoss(path + ": " + f.name + " has " + std::to_string(size) +
@@ -390,7 +403,7 @@ StatusOr<CheckpointInfo> CheckpointWriter::Commit() {
       file.crc32 = added->second.second;
     } else {
       COHORT_RETURN_IF_ERROR(
-          ReadAndChecksum(entry.path().string(), &file.size, &file.crc32, nullptr));
+          ReadAndChecksum(entry.path().string(), UINT64_MAX, &file.size, &file.crc32, nullptr));
       COHORT_RETURN_IF_ERROR(FsyncPath(entry.path().string(), false));
     }
     info.files.push_back(std::move(file));
@@ -436,7 +449,7 @@ StatusOr<CheckpointInfo> ReadCheckpointManifest(const std::string& path) {
   std::string text;
   uint64_t size = 0;
   uint32_t crc = 0;
-  Status st = ReadAndChecksum(manifest_path, &size, &crc, &text);
+  Status st = ReadAndChecksum(manifest_path, kMaxManifestBytes, &size, &crc, &text);
   if (!st.ok()) {
     if (st.code() == StatusCode::kNotFound) {
       struct stat dir_st;
@@ -570,7 +583,7 @@ StatusOr<std::string> ReadCheckpointFile(const std::string& checkpoint_path,
   std::string data;
   uint64_t size = 0;
   uint32_t crc = 0;
-  Status st = ReadAndChecksum(JoinPath(checkpoint_path, name), &size, &crc, &data);
+  Status st = ReadAndChecksum(JoinPath(checkpoint_path, name), it->size, &size, &crc, &data);
   if (!st.ok()) return DataLoss(checkpoint_path + ": " + st.message());
   if (size != it->size) {
     return DataLoss(checkpoint_path + ": " + std::string(name) + " has " + std::to_string(size) +

@@ -28,6 +28,25 @@ StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view
   return data;
 }
 
+StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, struct stat* st) {
+  const std::string named = std::string(what) + " " + path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) return InvalidArgument(named + " is a symbolic link (not followed)");
+    return ErrnoStatus(named, errno);
+  }
+  if (::fstat(fd, st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(named, err);
+  }
+  if (!S_ISREG(st->st_mode)) {
+    ::close(fd);
+    return InvalidArgument(named + " is not a regular file");
+  }
+  return fd;
+}
+
 Status ReadAt(int fd, uint64_t offset, uint64_t max, std::string* out, std::string_view what) {
   constexpr uint64_t kChunk = 1 << 20;
   uint64_t got = 0;

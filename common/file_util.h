@@ -2,6 +2,8 @@
 // read and directory sync reports errors the same way (the path, what it is, errno's text).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,6 +21,15 @@ StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view
 // with `what` as its context
 // ("read /x.log"); what was read before it stays in `out`. The caller keeps and closes `fd`.
 Status ReadAt(int fd, uint64_t offset, uint64_t max, std::string* out, std::string_view what);
+
+// Opens `path` read-only as a daemon must open a file that someone else controls (a replica's
+// error file, a job's checkpoint or metric file): the last component is never followed as a
+// symbolic link, a FIFO never blocks the open, and only a regular file is taken, so a link to
+// /dev/zero or to a file the daemon may read and the file's owner may not, or a FIFO, is refused.
+// Returns the descriptor (the caller closes it) and fills `st`. kNotFound when there is no such
+// file; kInvalidArgument naming what it is instead ("is a symbolic link", "is not a regular
+// file"); else errno's status. `what` names the file in errors ("error file /w/j/error.json").
+StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, struct stat* st);
 
 // fsync on a directory, so a rename or create inside it survives a crash.
 Status SyncDirectory(const std::string& dir);

@@ -18,6 +18,7 @@
 
 #include "common/enum_names.h"
 #include "common/env.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 
 namespace cohort {
@@ -260,14 +261,8 @@ void FlightRecorder::End(uint64_t index, FlightRecord& record, const Status& sta
 
 StatusOr<std::unique_ptr<FlightRecorderReader>> FlightRecorderReader::Open(
     const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("opening " + Where(path), errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus("reading " + Where(path), err);
-  }
+  struct stat st {};
+  COHORT_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, "flight recorder", &st));
   const size_t bytes = static_cast<size_t>(st.st_size);
   if (bytes < sizeof(FlightRecorderHeader)) {
     ::close(fd);

@@ -282,7 +282,9 @@ struct FlightRecorderSnapshot {
 // Reads a recorder: another process's file, or one in this process.
 class FlightRecorderReader {
  public:
-  // Maps `path` read-only. kNotFound when it does not exist; kUnavailable when its writer has not
+  // Maps `path` read-only: a regular file, not through a symbolic link (common/file_util.h; the
+  // file is the replica's, the agent reads it). kNotFound when it does not exist;
+  // kInvalidArgument when it is a link or no regular file; kUnavailable when its writer has not
   // finished its header yet (try again); kDataLoss when it is not a recorder file of this version
   // (bad magic, version, sizes or capacity, or a file shorter than its capacity says).
   static StatusOr<std::unique_ptr<FlightRecorderReader>> Open(const std::string& path);

@@ -171,17 +171,13 @@ MetricFileTailer::MetricFileTailer(std::string path, uint64_t offset)
 
 StatusOr<std::vector<MetricRecord>> MetricFileTailer::Poll() {
   std::vector<MetricRecord> out;
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return out;
-    return ErrnoStatus("open metric file " + path_, errno);
-  }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus("stat metric file " + path_, err);
+  StatusOr<int> opened = OpenRegularFile(path_, "metric file", &st);
+  if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kNotFound) return out;
+    return opened.status();
   }
+  const int fd = *opened;
   uint64_t read_pos = offset_ + partial_.size();
   if (static_cast<uint64_t>(st.st_size) < read_pos) {
     spdlog::warn("metric file {} shrank from {} to {} bytes; reading it again from the start",
@@ -190,8 +186,9 @@ StatusOr<std::vector<MetricRecord>> MetricFileTailer::Poll() {
     partial_.clear();
     read_pos = 0;
     skip_not_newer_ = true;
+    overlong_ = false;
   }
-  Status read = ReadAt(fd, read_pos, UINT64_MAX, &partial_, "read metric file " + path_);
+  Status read = ReadAt(fd, read_pos, kMaxMetricReadBytes, &partial_, "read metric file " + path_);
   ::close(fd);
   COHORT_RETURN_IF_ERROR(read);
   // Parse every complete line in what we have.
@@ -200,7 +197,9 @@ StatusOr<std::vector<MetricRecord>> MetricFileTailer::Poll() {
   while ((nl = partial_.find('\n', start)) != std::string::npos) {
     std::string_view line(partial_.data() + start, nl - start);
     bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
-    if (!blank) {
+    if (overlong_) {
+      overlong_ = false;  // the end of a line too long to keep, counted when it was dropped
+    } else if (!blank) {
       StatusOr<MetricRecord> rec = ParseMetricLine(line);
       if (!rec.ok()) {
         ++malformed_;
@@ -215,6 +214,16 @@ StatusOr<std::vector<MetricRecord>> MetricFileTailer::Poll() {
   }
   offset_ += start;
   partial_.erase(0, start);
+  if (partial_.size() > kMaxMetricLineBytes) {
+    if (!overlong_) {
+      ++malformed_;
+      spdlog::warn("metric file {}: skipping a line longer than {} bytes at byte {}", path_,
+                   kMaxMetricLineBytes, offset_);
+    }
+    overlong_ = true;
+    offset_ += partial_.size();
+    partial_.clear();
+  }
   if (!out.empty()) skip_not_newer_ = false;
   return out;
 }

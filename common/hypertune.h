@@ -74,11 +74,17 @@ Status ReportMetric(std::string_view tag, double value, int64_t step = 0);
 // the previous call; a line still being written (no newline yet) waits for the next Poll, so a line
 // split across reads is never lost or parsed half. Malformed lines are skipped with a warning and
 // counted. A file that does not exist yet reads as empty. A file that shrank (rewritten) is read
-// again from the start, skipping records not newer than the last one delivered.
+// again from the start, skipping records not newer than the last one delivered. The file is the
+// job's: only a regular file is read, not through a symbolic link (common/file_util.h; an error
+// names what it is instead), at most kMaxMetricReadBytes a call, and a line longer than
+// kMaxMetricLineBytes is skipped as malformed without being kept.
 //
 // Thread safety: not thread-safe; one owner polls.
 class MetricFileTailer {
  public:
+  static constexpr uint64_t kMaxMetricReadBytes = 4 << 20;
+  static constexpr size_t kMaxMetricLineBytes = 64 << 10;
+
   // offset: bytes already consumed (a previous tailer's offset()), 0 to read from the start.
   explicit MetricFileTailer(std::string path, uint64_t offset = 0);
 
@@ -96,6 +102,7 @@ class MetricFileTailer {
   uint64_t malformed_ = 0;
   double last_timestamp_ = 0;
   bool skip_not_newer_ = false;
+  bool overlong_ = false;  // dropping the rest of a line longer than kMaxMetricLineBytes
 };
 
 }  // namespace cohort

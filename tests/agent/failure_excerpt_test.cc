@@ -1,6 +1,8 @@
 #include "agent/failure_excerpt.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -124,6 +126,21 @@ TEST(FailureExcerptTest, ReadLogTailReadsTheEndOfTheFile) {
   LogTail end = ReadLogTail(path, 6);
   EXPECT_EQ(end.text, "abcdef");
   EXPECT_FALSE(end.whole);
+}
+
+// The error file is the replica's to make: a link (to /dev/zero, or to a file the agent may read
+// and the replica may not) or a FIFO (whose open would block the agent loop) gives nothing.
+TEST(FailureExcerptTest, ReadLogTailTakesOnlyARegularFileOfItsOwn) {
+  testing::TempDir dir("excerpt");
+  const std::string secret = dir.path() + "/secret", link = dir.path() + "/error.json";
+  std::ofstream(secret) << R"({"message": "root's secret"})";
+  ASSERT_EQ(::symlink(secret.c_str(), link.c_str()), 0);
+  EXPECT_EQ(ReadLogTail(link, kMaxErrorFileBytes).text, "");
+  const std::string zero = dir.path() + "/zero.json", fifo = dir.path() + "/fifo.json";
+  ASSERT_EQ(::symlink("/dev/zero", zero.c_str()), 0);
+  EXPECT_EQ(ReadLogTail(zero, kMaxErrorFileBytes).text, "");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_EQ(ReadLogTail(fifo, kMaxErrorFileBytes).text, "");  // at once: no writer is awaited
 }
 
 // torch's error file (@record), in the form torch 1.13 and 2.x write and torchrun copies from its

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 
 #include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
+#include "agent/proc_scan.h"
 #include "agent/stack_dump.h"
 #include "common/flight_recorder.h"
 #include "tests/agent/test_util.h"
@@ -268,6 +270,33 @@ TEST(StackDumpTest, NativeStacksOfAProcessAndItsChildren) {
   EXPECT_NE(text.find(": sleep 60"), std::string::npos) << text;  // the child too
   EXPECT_NE(text.find("-- native stacks"), std::string::npos) << text;
   EXPECT_EQ(text.find("Python stacks"), std::string::npos) << text;  // none registered
+}
+
+// The stack dump dir is the replica's: a dump file that is a link (to /dev/zero, which the agent,
+// root, would read without end) or a FIFO (whose read would never return) is neither signalled
+// nor read.
+TEST(StackDumpTest, ADumpFileThatIsALinkOrAFifoIsNeitherSignalledNorRead) {
+  ct::TempDir dir;
+  const std::string stacks = dir.Join("stacks");
+  ASSERT_EQ(::mkdir(stacks.c_str(), 0755), 0);
+  pid_t pid = Spawn({"/bin/sh", "-c", "sleep 60 & wait"});
+  std::this_thread::sleep_for(300ms);  // the shell forks its child
+  std::vector<pid_t> children = Descendants(pid);
+  ASSERT_EQ(children.size(), 1u);
+  const std::string link = stacks + "/python-" + std::to_string(pid) + ".txt";
+  const std::string fifo = stacks + "/python-" + std::to_string(children[0]) + ".txt";
+  ASSERT_EQ(::symlink("/dev/zero", link.c_str()), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  StackDumpOptions options;
+  options.python_wait = 500ms;
+  options.native_timeout = 10s;
+  std::string text = TakeStackDump(pid, stacks, "", options);
+  // Not signalled: the dump signal's default action would have ended both.
+  EXPECT_EQ(::kill(pid, 0), 0);
+  EXPECT_EQ(::kill(children[0], 0), 0);
+  Reap(pid);
+  EXPECT_EQ(text.find("Python stacks"), std::string::npos) << text;
+  EXPECT_NE(text.find("---- pid " + std::to_string(children[0])), std::string::npos) << text;
 }
 
 TEST(StackDumpTest, PythonStacksOfAProcessThatRegistered) {

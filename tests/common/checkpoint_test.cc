@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -182,6 +183,35 @@ TEST_F(CheckpointTest, FallsBackPastCorruptedManifest) {
   // A torn (truncated) manifest does not parse.
   fs::resize_file(Path(2) + "/MANIFEST", 15);
   ExpectDataLoss(Path(2), "MANIFEST");
+  EXPECT_EQ(LatestValidStep(), 1);
+}
+
+// A checkpoint is its job's to write and the agent that looks one up runs as root: a file replaced
+// by a link (to /dev/zero, which never ends, or to a file only root may read), a FIFO (whose read
+// would never return) or a file grown past its manifest's size is refused without reading it all.
+TEST_F(CheckpointTest, FallsBackPastLinksFifosAndOversizedFiles) {
+  Commit(1);
+  Commit(2);
+  Commit(3);
+  Commit(4);
+  fs::remove(Path(4) + "/model.bin");
+  fs::create_symlink("/dev/zero", Path(4) + "/model.bin");
+  ExpectDataLoss(Path(4), "model.bin is unreadable: file " + Path(4) +
+                              "/model.bin is a symbolic link (not followed)");
+  fs::remove(Path(3) + "/MANIFEST");
+  fs::create_symlink("/dev/zero", Path(3) + "/MANIFEST");
+  ExpectDataLoss(Path(3), "MANIFEST is a symbolic link");
+  fs::remove(Path(2) + "/model.bin");
+  ASSERT_EQ(::mkfifo((Path(2) + "/model.bin").c_str(), 0644), 0);
+  ExpectDataLoss(Path(2), "model.bin is not a regular file");
+  EXPECT_EQ(LatestValidStep(), 1);
+  // A sparse terabyte is judged by its size, not read.
+  Commit(5);
+  fs::resize_file(Path(5) + "/model.bin", uint64_t{1} << 40);
+  ExpectDataLoss(Path(5), "model.bin is unreadable: " + Path(5) +
+                              "/model.bin has 1099511627776 "
+                              "bytes, more than the 9 expected");
+  EXPECT_EQ(ReadCheckpointFile(Path(5), "model.bin").status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(LatestValidStep(), 1);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -369,6 +370,17 @@ TEST_F(FlightRecorderTest, TheReaderRefusesWhatIsNotARecorderFile) {
   EXPECT_NE(other_version.status().message().find("layout version 99"), std::string::npos);
 
   EXPECT_EQ(FlightRecorder::CreateInMemory(12, 0, 1).status().code(), StatusCode::kInvalidArgument);
+
+  // The file is the replica's and the agent reads it: a link (even to a good recorder) and a FIFO
+  // (whose open would wait for a writer) are refused at once.
+  const std::string link = Path("link"), fifo = Path("fifo");
+  ASSERT_TRUE(FlightRecorder::CreateFile(Path("real"), 16, 0, 1).ok());
+  std::filesystem::create_symlink(Path("real"), link);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& path : {link, fifo}) {
+    auto refused = FlightRecorderReader::Open(path);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  }
 }
 
 }  // namespace

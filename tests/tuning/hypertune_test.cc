@@ -6,9 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -153,6 +155,52 @@ TEST_F(HypertuneTest, MalformedLinesAreSkippedAndCounted) {
   EXPECT_EQ((*got)[0].step, 1);
   EXPECT_EQ((*got)[1].step, 3);
   EXPECT_EQ(tailer.malformed_lines(), 2u);
+}
+
+// The metric file is the job's and the agent (root) tails it: a line without end is dropped as it
+// is read, never kept whole, and the lines after it are taken.
+TEST_F(HypertuneTest, ALineLongerThanTheLimitIsSkippedWithoutBeingKept) {
+  Append(R"({"accuracy": "0.1", "global_step": "1"})"
+         "\n");
+  Append(std::string(3 * MetricFileTailer::kMaxMetricLineBytes, 'x'));
+  MetricFileTailer tailer(path_);
+  auto got = tailer.Poll();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(tailer.malformed_lines(), 1u);
+  EXPECT_EQ(tailer.offset(), fs::file_size(path_));                        // consumed, not held
+  Append(std::string(MetricFileTailer::kMaxMetricLineBytes, 'y') + "\n");  // the same line's end
+  Append(R"({"accuracy": "0.3", "global_step": "3"})"
+         "\n");
+  got = tailer.Poll();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].step, 3);
+  EXPECT_EQ(tailer.malformed_lines(), 1u);
+  // A file larger than one call reads is taken over several.
+  std::string many;
+  for (int step = 4; many.size() <= MetricFileTailer::kMaxMetricReadBytes; ++step) {
+    many += R"({"accuracy": "0.5", "global_step": ")" + std::to_string(step) + "\"}\n";
+  }
+  Append(many);
+  size_t records = 0;
+  for (int poll = 0; poll < 3; ++poll) records += tailer.Poll()->size();
+  EXPECT_EQ(records, static_cast<size_t>(std::count(many.begin(), many.end(), '\n')));
+}
+
+// A link (to /dev/zero, which never ends, or to a file only root may read) or a FIFO where the
+// metric file should be is an error that says so, read no further.
+TEST_F(HypertuneTest, AMetricFileThatIsALinkOrAFifoIsRefused) {
+  fs::create_directories(fs::path(path_).parent_path());
+  fs::create_symlink("/dev/zero", path_);
+  MetricFileTailer tailer(path_);
+  auto got = tailer.Poll();
+  EXPECT_EQ(got.status().ToString(),
+            "INVALID_ARGUMENT: metric file " + path_ + " is a symbolic link (not followed)");
+  fs::remove(path_);
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0644), 0);
+  got = tailer.Poll();
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << got.status().ToString();
 }
 
 TEST_F(HypertuneTest, ResumesFromAnOffset) {

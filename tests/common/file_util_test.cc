@@ -1,0 +1,45 @@
+#include "common/file_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/testing/process.h"
+
+namespace cohort {
+namespace {
+
+// What another party could leave where a daemon reads its file: only the regular file is taken.
+TEST(OpenRegularFileTest, TakesARegularFileAndRefusesLinksFifosAndDevices) {
+  testing::TempDir dir("regular");
+  const std::string file = dir.Join("metrics.jsonl");
+  std::ofstream(file) << "{}\n";
+  struct stat st {};
+  StatusOr<int> fd = OpenRegularFile(file, "metric file", &st);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  EXPECT_EQ(st.st_size, 3);
+  ::close(*fd);
+
+  EXPECT_EQ(OpenRegularFile(dir.Join("absent"), "metric file", &st).status().code(),
+            StatusCode::kNotFound);
+  const std::string link = dir.Join("link"), zero = dir.Join("zero"), fifo = dir.Join("fifo");
+  ASSERT_EQ(::symlink(file.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/zero", zero.c_str()), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_EQ(OpenRegularFile(link, "metric file", &st).status().ToString(),
+            "INVALID_ARGUMENT: metric file " + link + " is a symbolic link (not followed)");
+  EXPECT_EQ(OpenRegularFile(zero, "metric file", &st).status().code(),
+            StatusCode::kInvalidArgument);
+  // A FIFO with no writer: refused at once, not waited on.
+  EXPECT_EQ(OpenRegularFile(fifo, "metric file", &st).status().ToString(),
+            "INVALID_ARGUMENT: metric file " + fifo + " is not a regular file");
+  EXPECT_EQ(OpenRegularFile("/dev/null", "metric file", &st).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenRegularFile(dir.path(), "metric file", &st).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cohort
