@@ -105,7 +105,9 @@ Status MakeDirsOwnedBy(const std::string& path, const std::optional<RunAs>& run_
       if (errno == EEXIST) continue;
       return ErrnoStatus("mkdir " + dir.string(), errno);
     }
-    if (owned && run_as && ::chown(dir.c_str(), run_as->uid, run_as->gid) != 0) {
+    // lchown: a directory made here is in one the account already owns, where it could be
+    // swapped for a link between the mkdir and this call; chown would follow that link.
+    if (owned && run_as && ::lchown(dir.c_str(), run_as->uid, run_as->gid) != 0) {
       return ErrnoStatus("chown " + dir.string() + " to " + run_as->account, errno);
     }
   }

@@ -74,7 +74,9 @@ StatusOr<std::map<std::string, std::string>> ParseUserMap(const std::string& fla
 // Creates `path` and its missing parents (mode 0755); with `run_as`, the directories created
 // from `owned_from` down (the path itself included when it is created) are chowned to it, so a
 // replica running as that account can write there, and parents above stay the agent's.
-// `owned_from` must be `path` or one of its ancestors (empty: only `path`).
+// `owned_from` must be `path` or one of its ancestors (empty: only `path`). Only directories it
+// made are chowned, never through a symbolic link: one that exists (perhaps a link the account
+// planted) is left as it is.
 Status MakeDirsOwnedBy(const std::string& path, const std::optional<RunAs>& run_as,
                        const std::string& owned_from = "");
 
