@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/file_util.h"
@@ -18,6 +19,7 @@ constexpr std::string_view kTraceback = "Traceback (most recent call last):";
 constexpr std::string_view kFatalPython = "Fatal Python error: ";
 constexpr std::string_view kTerminate = "terminate called after throwing an instance of '";
 constexpr std::string_view kWhat = "what():";
+constexpr std::string_view kTorchrunRootCause = "Root Cause (first observed failure):";
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -49,6 +51,35 @@ std::vector<std::string_view> ReplicaLines(std::string_view tail, bool whole) {
 
 bool Indented(std::string_view line) {
   return !line.empty() && (line.front() == ' ' || line.front() == '\t');
+}
+
+// Rule 0: the last "Root Cause" block of torchrun's ChildFailedError report, its fields one a line
+// ("  rank      : 1 (local_rank: 1)") up to the closing "=====" rule: the rank and its traceback
+// field, or its exit code where that field holds no cause (a pointer to the docs, or a Python
+// traceback, which the error file carries).
+std::optional<std::string> TorchrunRootCause(const std::vector<std::string_view>& lines) {
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (Trim(lines[i]) != kTorchrunRootCause) continue;
+    std::string rank, exit_code, traceback;
+    for (size_t k = i + 1; k < lines.size() && !Trim(lines[k]).starts_with("==="); ++k) {
+      const std::string_view line = Trim(lines[k]);
+      for (auto [name, value] : {std::pair{std::string_view("rank"), &rank},
+                                 std::pair{std::string_view("exitcode"), &exit_code},
+                                 std::pair{std::string_view("traceback"), &traceback}}) {
+        if (!line.starts_with(name) || !value->empty()) continue;
+        const std::string_view rest = Trim(line.substr(name.size()));
+        if (rest.starts_with(':')) *value = std::string(Trim(rest.substr(1)));
+      }
+    }
+    if (rank.empty()) return std::nullopt;
+    std::string cause = "torchrun: rank " + rank + " failed first";
+    const bool told = !traceback.empty() && traceback != "<N/A>" &&
+                      !traceback.starts_with("To enable traceback") &&
+                      !traceback.starts_with("Traceback");
+    if (told) return cause + ": " + traceback;
+    return exit_code.empty() ? cause : cause + ", exit code " + exit_code;
+  }
+  return std::nullopt;
 }
 
 // Rule 1: the first unindented, non-blank line after the last traceback header.
@@ -118,6 +149,7 @@ std::string Finish(std::string_view text) {
 
 std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line) {
   const std::vector<std::string_view> lines = ReplicaLines(tail, whole);
+  if (auto text = TorchrunRootCause(lines)) return Finish(*text);
   if (auto line = PythonException(lines)) return Finish(*line);
   if (auto line = FatalPythonError(lines)) return Finish(*line);
   if (auto text = CxxTerminate(lines)) return Finish(*text);

@@ -4,6 +4,10 @@
 // end of the attempt's log when the replica's main process fails (agent/replica_manager.cc).
 //
 // Rules, over the log's last bytes, first match wins:
+//  0. torchrun run inside the replica: the root cause its ChildFailedError report names (the
+//     "Root Cause (first observed failure)" block), as "torchrun: rank 1 (local_rank: 1) failed
+//     first: Signal 9 (SIGKILL) received by PID 123", or with ", exit code 1 (pid: 123)" where the
+//     report gives no cause (the worker's own exception is then in the error file, below).
 //  1. Python: the exception line that ends the last traceback ("Traceback (most recent call
 //     last):", its indented frames, then "ValueError: ..."; a chained exception's last traceback
 //     is the one that ended the process). A message of several lines gives its first.

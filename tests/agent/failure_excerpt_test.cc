@@ -93,6 +93,52 @@ TEST(FailureExcerptTest, OtherwiseTheLastLineForAnExitCodeOnly) {
   EXPECT_EQ(Excerpt("cohort-agent: cannot launch: no such file\n"), "");
 }
 
+// torchrun's report when one of its workers fails (torch 1.13's ChildFailedError, as it prints it):
+// its root cause, not the exception that ends torchrun's own traceback.
+std::string TorchrunReport(const std::string& exit_code, const std::string& traceback) {
+  return "Traceback (most recent call last):\n"
+         "  File \"/usr/bin/torchrun\", line 33, in <module>\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+         "============================================================\n"
+         "train.py FAILED\n"
+         "------------------------------------------------------------\n"
+         "Failures:\n"
+         "  <NO_OTHER_FAILURES>\n"
+         "------------------------------------------------------------\n"
+         "Root Cause (first observed failure):\n"
+         "[0]:\n"
+         "  time      : 2026-11-27_23:19:53\n"
+         "  host      : node-b\n"
+         "  rank      : 5 (local_rank: 1)\n"
+         "  exitcode  : " +
+         exit_code +
+         "\n"
+         "  error_file: <N/A>\n"
+         "  traceback : " +
+         traceback +
+         "\n"
+         "============================================================\n";
+}
+
+TEST(FailureExcerptTest, TorchrunsRootCauseIsTakenOverItsOwnTraceback) {
+  EXPECT_EQ(
+      Excerpt(TorchrunReport("-9 (pid: 123)", "Signal 9 (SIGKILL) received by PID 123")),
+      "torchrun: rank 5 (local_rank: 1) failed first: Signal 9 (SIGKILL) received by PID 123");
+  EXPECT_EQ(Excerpt(TorchrunReport("1 (pid: 123)",
+                                   "To enable traceback see: "
+                                   "https://pytorch.org/docs/stable/elastic/errors.html")),
+            "torchrun: rank 5 (local_rank: 1) failed first, exit code 1 (pid: 123)");
+  // A worker under @record: its traceback (in the error file) spans lines; the report's gives no
+  // one-line cause.
+  EXPECT_EQ(Excerpt(TorchrunReport("1 (pid: 77)",
+                                   "Traceback (most recent call last):\n"
+                                   "    File \"train.py\", line 9, in main\n"
+                                   "  ValueError: shard 1 is corrupt")),
+            "torchrun: rank 5 (local_rank: 1) failed first, exit code 1 (pid: 77)");
+  // A report without its fields gives the other rules their turn.
+  EXPECT_EQ(Excerpt("Root Cause (first observed failure):\n[0]:\n=====\n"), "=====");
+}
+
 TEST(FailureExcerptTest, ACutFirstLineIsNotTakenAndCarriageReturnsKeepTheLastText) {
   EXPECT_EQ(FailureExcerpt("of a cut line", /*whole=*/false, true), "");
   EXPECT_EQ(FailureExcerpt("cut line\nwhole line\r\n", /*whole=*/false, true), "whole line");

@@ -101,6 +101,28 @@ TEST_F(FailureCauseTest, TorchsRecordedExceptionIsTheCause) {
                          "raised: RuntimeError: shard 3 of /data/train is corrupt");
 }
 
+// torchrun inside a replica whose worker was killed: no error file is written then, and the log
+// ends with torchrun's own ChildFailedError. Its report (here formatted by torch's own
+// ChildFailedError, as torchrun raises it) names the worker that failed first.
+TEST_F(FailureCauseTest, TorchrunsReportOfItsFirstFailedWorkerIsTheCause) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
+  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
+  }
+  const wire::JobInfoT done =
+      RunScript("torchrun_signal", "/usr/bin/python3",
+                "from torch.distributed.elastic.multiprocessing import errors\n"
+                "@errors.record\n"
+                "def main():\n"
+                "    failure = errors.ProcessFailure(local_rank=1, pid=123, exitcode=-9,\n"
+                "                                    error_file=errors._NOT_AVAILABLE)\n"
+                "    raise errors.ChildFailedError(name='train.py', failures={1: failure})\n"
+                "main()\n");
+  ExpectExitOneWithCause("torchrun_signal", done,
+                         "log: torchrun: rank 1 (local_rank: 1) failed first: Signal 9 (SIGKILL) "
+                         "received by PID 123");
+}
+
 TEST_F(FailureCauseTest, AnErrorLineIsShownPrintableAndWellFormed) {
   // Its last line has a byte that is not UTF-8 and terminal colours.
   const wire::JobInfoT done =
