@@ -57,6 +57,17 @@ class FailureCauseTest : public ct::OneNodeCliTest {
     EXPECT_EQ(chief["exit_code"], 1) << chief;
   }
 
+  // Job `job`, its chief running `script` with Debian's Python and torch, fails at once with
+  // `cause` (ExpectExitOneWithCause); skips where /usr/bin/python3 cannot import torch.
+  void ExpectTorchScriptFailsWith(const std::string& job, const std::string& script,
+                                  const std::string& cause) {
+    if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
+    if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+      GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
+    }
+    ExpectExitOneWithCause(job, RunScript(job, "/usr/bin/python3", script), cause);
+  }
+
   // `cohort status JOB --json`'s chief-0 entry (the CLI's exit code checked).
   json ChiefJson(const std::string& job) {
     auto status = RunCli({"status", job, "--json"});
@@ -86,41 +97,30 @@ TEST_F(FailureCauseTest, APythonExceptionIsNamedInTheJobsMessageAndInCohortStatu
 // A script under torch's `@record` (as torchrun's docs ask of every script) writes its exception
 // to the TORCHELASTIC_ERROR_FILE the agent gave it: that is the cause, ahead of the log's.
 TEST_F(FailureCauseTest, TorchsRecordedExceptionIsTheCause) {
-  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
-  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
-    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
-  }
-  const wire::JobInfoT done =
-      RunScript("recorded", "/usr/bin/python3",
-                "from torch.distributed.elastic.multiprocessing.errors import record\n"
-                "@record\n"
-                "def main():\n"
-                "    raise RuntimeError('shard 3 of /data/train is corrupt\\n(more detail)')\n"
-                "main()\n");
-  ExpectExitOneWithCause("recorded", done,
-                         "raised: RuntimeError: shard 3 of /data/train is corrupt");
+  ExpectTorchScriptFailsWith(
+      "recorded",
+      "from torch.distributed.elastic.multiprocessing.errors import record\n"
+      "@record\n"
+      "def main():\n"
+      "    raise RuntimeError('shard 3 of /data/train is corrupt\\n(more detail)')\n"
+      "main()\n",
+      "raised: RuntimeError: shard 3 of /data/train is corrupt");
 }
 
 // torchrun inside a replica whose worker was killed: no error file is written then, and the log
 // ends with torchrun's own ChildFailedError. Its report (here formatted by torch's own
 // ChildFailedError, as torchrun raises it) names the worker that failed first.
 TEST_F(FailureCauseTest, TorchrunsReportOfItsFirstFailedWorkerIsTheCause) {
-  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
-  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
-    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
-  }
-  const wire::JobInfoT done =
-      RunScript("torchrun_signal", "/usr/bin/python3",
-                "from torch.distributed.elastic.multiprocessing import errors\n"
-                "@errors.record\n"
-                "def main():\n"
-                "    failure = errors.ProcessFailure(local_rank=1, pid=123, exitcode=-9,\n"
-                "                                    error_file=errors._NOT_AVAILABLE)\n"
-                "    raise errors.ChildFailedError(name='train.py', failures={1: failure})\n"
-                "main()\n");
-  ExpectExitOneWithCause("torchrun_signal", done,
-                         "log: torchrun: rank 1 (local_rank: 1) failed first: Signal 9 (SIGKILL) "
-                         "received by PID 123");
+  ExpectTorchScriptFailsWith(
+      "torchrun_signal",
+      "from torch.distributed.elastic.multiprocessing import errors\n"
+      "@errors.record\n"
+      "def main():\n"
+      "    failure = errors.ProcessFailure(local_rank=1, pid=123, exitcode=-9,\n"
+      "                                    error_file=errors._NOT_AVAILABLE)\n"
+      "    raise errors.ChildFailedError(name='train.py', failures={1: failure})\n"
+      "main()\n",
+      "log: torchrun: rank 1 (local_rank: 1) failed first: Signal 9 (SIGKILL) received by PID 123");
 }
 
 TEST_F(FailureCauseTest, AnErrorLineIsShownPrintableAndWellFormed) {
