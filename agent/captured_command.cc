@@ -34,7 +34,8 @@ int SpawnChild(char* const* args, int out, pid_t* pid) {
 // it does not exec: it runs the command as its own child, in a process group of its own, waits
 // for it and exits with its status (128 + the signal for a signal). Both are made with the bare
 // clone system call and only make system calls (no allocation, no fork handlers: other threads
-// of the agent may hold locks).
+// of the agent may hold locks), exiting with exit_group itself: libc's _exit may be wrapped (a
+// sanitizer's interceptor would then check this copy of the agent's threads for leaks).
 int SpawnHiddenChild(char* const* args, int out, pid_t* pid) {
   if (::access(args[0], X_OK) != 0) return errno;
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -54,13 +55,17 @@ int SpawnHiddenChild(char* const* args, int out, pid_t* pid) {
       static const char kFailed[] = ": cannot execute\n";
       (void)!::write(STDERR_FILENO, args[0], std::strlen(args[0]));
       (void)!::write(STDERR_FILENO, kFailed, sizeof(kFailed) - 1);
-      ::_exit(127);
+      ::syscall(SYS_exit_group, 127);
+      __builtin_unreachable();
     }
     int status = 0;
     while (command > 0 && ::waitpid(static_cast<pid_t>(command), &status, 0) < 0 &&
            errno == EINTR) {
     }
-    ::_exit(command < 0 ? 127 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    ::syscall(SYS_exit_group, command < 0         ? 127
+                              : WIFEXITED(status) ? WEXITSTATUS(status)
+                                                  : 128 + WTERMSIG(status));
+    __builtin_unreachable();
   }
   const int error = errno;
   ::close(null_fd);
