@@ -28,8 +28,8 @@
 // "extraInfo": {"py_callstack": ..., "timestamp": "..."}}}; an older form has "message" a string.
 // torchrun, itself under `@record`, copies there the file of the first of its workers that failed:
 // a replica that runs torchrun with several workers reports that worker's exception, not
-// torchrun's ChildFailedError. The agent points the variable at <attempt dir>/error.json
-// (agent/replica_env.h) and prefers this cause to the log's.
+// torchrun's ChildFailedError. The agent points the variable at <attempt
+// dir>/torchelastic-error.json (agent/replica_env.h) and prefers this cause to the log's.
 //
 // Thread safety: pure functions, except that ReadLogTail reads a file.
 #pragma once

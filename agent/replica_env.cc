@@ -51,7 +51,9 @@ void AppendAgentNote(const std::string& log_path, const std::string& line) {
 
 std::string StackDumpDir(const std::string& attempt_dir) { return attempt_dir + "/stacks"; }
 
-std::string ErrorFilePath(const std::string& attempt_dir) { return attempt_dir + "/error.json"; }
+std::string ErrorFilePath(const std::string& attempt_dir) {
+  return attempt_dir + "/torchelastic-error.json";
+}
 
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
   std::map<std::string, std::string> env;

@@ -12,10 +12,10 @@
 // dir>/flight-recorder, common/flight_recorder.h; a pool's env may set it, "off" included) and
 // where and on which signal its Python stacks are dumped (COHORT_STACK_DUMP_DIR=<attempt
 // dir>/stacks, COHORT_STACK_DUMP_SIGNAL; agent/stack_dump.h); and where torch's `@record` writes
-// the exception that ended it (TORCHELASTIC_ERROR_FILE=<attempt dir>/error.json, as torchrun gives
-// each worker a file of its own; agent/failure_excerpt.h). A pool's env may set that variable
-// too: the agent then reads no error file (the replica's path may be on storage the loop must not
-// wait for).
+// the exception that ended it (TORCHELASTIC_ERROR_FILE=<attempt dir>/torchelastic-error.json, as
+// torchrun gives each worker a file of its own; agent/failure_excerpt.h). A pool's env may set that
+// variable too: the agent then reads no error file (the replica's path may be on storage the loop
+// must not wait for).
 #pragma once
 
 #include <chrono>
@@ -46,7 +46,8 @@ void AppendAgentNote(const std::string& log_path, const std::string& line);
 
 // <attempt dir>/stacks: where a replica's Python stacks are dumped.
 std::string StackDumpDir(const std::string& attempt_dir);
-// <attempt dir>/error.json: TORCHELASTIC_ERROR_FILE.
+// <attempt dir>/torchelastic-error.json: TORCHELASTIC_ERROR_FILE (named so that no file of the
+// script's own in its working directory, an error.json say, is taken for it).
 std::string ErrorFilePath(const std::string& attempt_dir);
 inline constexpr char kErrorFileEnv[] = "TORCHELASTIC_ERROR_FILE";
 

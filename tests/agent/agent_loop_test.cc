@@ -198,7 +198,7 @@ TEST_F(AgentLoopTest, TheErrorFileNamesTheCauseOverTheLog) {
   EXPECT_EQ(coordinator_->Final(chief)->state, wire::ReplicaState::FAILED);
   EXPECT_EQ(coordinator_->Final(chief)->message, "raised: ValueError: shard 1 is corrupt");
   EXPECT_TRUE(std::filesystem::exists(AttemptWorkingDir(work_.path(), "errfile", "chief-0", 0) +
-                                      "/error.json"));
+                                      "/torchelastic-error.json"));
   // A pool's own path is the replica's business: the agent reads the log.
   EXPECT_EQ(coordinator_->Final(worker)->message,
             "log: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:");

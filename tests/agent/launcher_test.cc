@@ -297,7 +297,7 @@ TEST(ReplicaEnvTest, TheAttemptDirHoldsTheRecorderStacksAndErrorFileUnlessThePoo
   auto env = BuildReplicaEnv(in);
   EXPECT_EQ(env["COHORT_FLIGHT_RECORDER"], "/w/j/chief-0/attempt-2/flight-recorder");
   EXPECT_EQ(env["COHORT_STACK_DUMP_DIR"], "/w/j/chief-0/attempt-2/stacks");
-  EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/w/j/chief-0/attempt-2/error.json");
+  EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/w/j/chief-0/attempt-2/torchelastic-error.json");
   EXPECT_EQ(ErrorFilePath(in.attempt_dir), env["TORCHELASTIC_ERROR_FILE"]);
   in.launch_env = {{"COHORT_FLIGHT_RECORDER", "off"},
                    {"TORCHELASTIC_ERROR_FILE", "/shared/errors/chief.json"}};
