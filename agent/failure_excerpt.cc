@@ -56,9 +56,18 @@ bool Indented(std::string_view line) {
 // Rule 0: the last "Root Cause" block of torchrun's ChildFailedError report, its fields one a line
 // ("  rank      : 1 (local_rank: 1)") up to the closing "=====" rule: the rank and its traceback
 // field, or its exit code where that field holds no cause (a pointer to the docs, or a Python
-// traceback, which the error file carries).
+// traceback, which the error file carries). The report is the message of torchrun's last
+// traceback: one that comes before a later traceback (another command of the replica's that
+// failed after torchrun) is not the cause.
 std::optional<std::string> TorchrunRootCause(const std::vector<std::string_view>& lines) {
+  size_t last_traceback = 0;
   for (size_t i = lines.size(); i-- > 0;) {
+    if (Trim(lines[i]) == kTraceback) {
+      last_traceback = i;
+      break;
+    }
+  }
+  for (size_t i = lines.size(); i-- > last_traceback;) {
     if (Trim(lines[i]) != kTorchrunRootCause) continue;
     std::string rank, exit_code, traceback;
     for (size_t k = i + 1; k < lines.size() && !Trim(lines[k]).starts_with("==="); ++k) {

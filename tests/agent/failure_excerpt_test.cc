@@ -135,6 +135,12 @@ TEST(FailureExcerptTest, TorchrunsRootCauseIsTakenOverItsOwnTraceback) {
                                    "    File \"train.py\", line 9, in main\n"
                                    "  ValueError: shard 1 is corrupt")),
             "torchrun: rank 5 (local_rank: 1) failed first, exit code 1 (pid: 77)");
+  // A later failure of the replica's own, after torchrun's, is the cause.
+  EXPECT_EQ(Excerpt(TorchrunReport("1 (pid: 1)", "Signal 6 (SIGABRT) received by PID 1") +
+                    "Traceback (most recent call last):\n"
+                    "  File \"upload.py\", line 3, in <module>\n"
+                    "OSError: bucket not found\n"),
+            "OSError: bucket not found");
   // A report without its fields gives the other rules their turn.
   EXPECT_EQ(Excerpt("Root Cause (first observed failure):\n[0]:\n=====\n"), "=====");
 }
