@@ -53,6 +53,14 @@ bool Indented(std::string_view line) {
   return !line.empty() && (line.front() == ' ' || line.front() == '\t');
 }
 
+// The index of the last Python traceback header.
+std::optional<size_t> LastTraceback(const std::vector<std::string_view>& lines) {
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (Trim(lines[i]) == kTraceback) return i;
+  }
+  return std::nullopt;
+}
+
 // Rule 0: the last "Root Cause" block of torchrun's ChildFailedError report, its fields one a line
 // ("  rank      : 1 (local_rank: 1)") up to the closing "=====" rule: the rank and its traceback
 // field, or its exit code where that field holds no cause (a pointer to the docs, or a Python
@@ -60,14 +68,8 @@ bool Indented(std::string_view line) {
 // traceback: one that comes before a later traceback (another command of the replica's that
 // failed after torchrun) is not the cause.
 std::optional<std::string> TorchrunRootCause(const std::vector<std::string_view>& lines) {
-  size_t last_traceback = 0;
-  for (size_t i = lines.size(); i-- > 0;) {
-    if (Trim(lines[i]) == kTraceback) {
-      last_traceback = i;
-      break;
-    }
-  }
-  for (size_t i = lines.size(); i-- > last_traceback;) {
+  const size_t from = LastTraceback(lines).value_or(0);
+  for (size_t i = lines.size(); i-- > from;) {
     if (Trim(lines[i]) != kTorchrunRootCause) continue;
     std::string rank, exit_code, traceback;
     for (size_t k = i + 1; k < lines.size() && !Trim(lines[k]).starts_with("==="); ++k) {
@@ -93,14 +95,12 @@ std::optional<std::string> TorchrunRootCause(const std::vector<std::string_view>
 
 // Rule 1: the first unindented, non-blank line after the last traceback header.
 std::optional<std::string_view> PythonException(const std::vector<std::string_view>& lines) {
-  for (size_t i = lines.size(); i-- > 0;) {
-    if (Trim(lines[i]) != kTraceback) continue;
-    for (size_t k = i + 1; k < lines.size(); ++k) {
-      if (!Indented(lines[k]) && !Trim(lines[k]).empty()) return Trim(lines[k]);
-    }
-    return std::nullopt;  // cut short: the process died while printing it
+  const std::optional<size_t> header = LastTraceback(lines);
+  if (!header) return std::nullopt;
+  for (size_t k = *header + 1; k < lines.size(); ++k) {
+    if (!Indented(lines[k]) && !Trim(lines[k]).empty()) return Trim(lines[k]);
   }
-  return std::nullopt;
+  return std::nullopt;  // cut short: the process died while printing it
 }
 
 std::optional<std::string_view> FatalPythonError(const std::vector<std::string_view>& lines) {
