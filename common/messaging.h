@@ -27,6 +27,8 @@ namespace cohort {
 inline constexpr uint16_t kProtocolVersion = 1;
 // Frames larger than this are refused (ZMQ_MAXMSGSIZE) before they reach us.
 inline constexpr int64_t kMaxFrameBytes = 64ll << 20;
+// A RouterSocket's listen backlog: connections not yet accepted (ZeroMQ's default is 100).
+inline constexpr int kListenBacklog = 4096;
 
 // Builds one encoded Envelope frame from an object-API body: Encode(id, wire::JobInfoT{...}).
 // `user`: Envelope.user, the user a client claims (empty: none).
