@@ -1,7 +1,7 @@
 // cohort-control-plane-bench: measures the coordinator the way a cluster loads it. It starts a real
 // cohort-coordinator process (plaintext, loopback TCP, a fresh state dir), simulates K agents in
-// this process (one DEALER each, registered with G GPUs, heartbeating every second, answering
-// every LaunchReplica with RUNNING), and acts as the client. It reports:
+// child processes of 4,000 agents each (one DEALER each, registered with G GPUs, heartbeating
+// every second, answering every LaunchReplica with RUNNING), and acts as the client. It reports:
 //   - submit -> RUNNING latency of a 3-replica job on an idle cluster (median, p90, max);
 //   - jobs accepted per second while submitting N jobs (a mix of shapes; the cluster fills and
 //     the rest stay queued), 256 requests in flight;
@@ -25,15 +25,18 @@
 #include <httplib.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -85,42 +88,86 @@ struct Agent {
   bool registered = false;
 };
 
-struct Sim {
-  zmq::context_t ctx{2};
+// Agents [first, first + count) in a process of their own, so that the client's timings do not
+// wait on a pass over thousands of sockets, and each process stays within its open-file limit
+// (each agent holds a connection and a ZeroMQ mailbox). Runs until the parent goes away.
+[[noreturn]] void SimulateAgents(const std::string& agent_ep, int first, int count, int gpus,
+                                 pid_t parent) {
+  zmq::context_t ctx(1);
+  ctx.set(zmq::ctxopt::max_sockets, count + 64);
   std::vector<Agent> agents;
-  std::unique_ptr<DealerSocket> client;
-  uint64_t launches = 0;
-
-  // One pass over every agent: heartbeats due, incoming launches answered with RUNNING.
-  void PumpAgents(milliseconds wait) {
-    bench::ReceiveAll(agents, wait, [&](Agent& a, const Message& m) {
-      if (m.As<wire::RegisterAgentReply>()) a.registered = true;
-      if (const auto* l = m.As<wire::LaunchReplica>()) {
-        ++launches;
+  for (int i = first; i < first + count; ++i) {
+    Agent ag;
+    ag.id = "node-" + std::to_string(i);
+    ag.socket = std::make_unique<DealerSocket>(*DealerSocket::Connect(ctx, agent_ep, ag.id));
+    (void)ag.socket->Send(Encode(1, bench::SimRegistration(ag.id, gpus)));
+    ag.next_heartbeat = Clock::now() + std::chrono::seconds(1);
+    agents.push_back(std::move(ag));
+  }
+  // Woken per socket through its ZMQ_FD, so a pass costs what arrived, not a poll of every
+  // socket (thousands here, with a heartbeat reply each a second). A send can take a socket's
+  // wake-up with it, so each socket sent on is drained right after.
+  int epoll = epoll_create1(0);
+  for (size_t i = 0; i < agents.size(); ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    epoll_ctl(epoll, EPOLL_CTL_ADD, agents[i].socket->socket().get(zmq::sockopt::fd), &ev);
+  }
+  auto drain = [&](Agent& a) {
+    while (a.socket->socket().get(zmq::sockopt::events) & ZMQ_POLLIN) {
+      auto m = a.socket->Receive(milliseconds(0));
+      if (!m.ok() || !m->has_value()) return;
+      if ((*m)->As<wire::RegisterAgentReply>()) a.registered = true;
+      if (const auto* l = (*m)->As<wire::LaunchReplica>()) {
         bench::SendReplicaUpdate(*a.socket, a.id, bench::StatusOf(*l, wire::ReplicaState::RUNNING));
       }
-    });
+    }
+  };
+  for (Agent& ag : agents) drain(ag);
+  std::vector<epoll_event> ready(256);
+  while (getppid() == parent) {
+    int n = epoll_wait(epoll, ready.data(), static_cast<int>(ready.size()), 10);
+    for (int k = 0; k < n; ++k) drain(agents[ready[static_cast<size_t>(k)].data.u64]);
     auto now = Clock::now();
-    for (Agent& a : agents) {
-      if (a.registered && now >= a.next_heartbeat) {
-        bench::SendHeartbeat(*a.socket, a.id);
-        a.next_heartbeat = now + std::chrono::seconds(1);
+    for (Agent& ag : agents) {
+      if (now >= ag.next_heartbeat) {
+        if (ag.registered) bench::SendHeartbeat(*ag.socket, ag.id);
+        ag.next_heartbeat = now + std::chrono::seconds(1);
+        drain(ag);
       }
     }
   }
+  _exit(0);
+}
 
-  // A client call while the agents keep running.
+// The client side: requests to the coordinator, one at a time or pipelined.
+struct Client {
+  zmq::context_t ctx{1};
+  std::unique_ptr<DealerSocket> socket;
+
   template <typename T>
   std::optional<Message> Call(T body, milliseconds timeout = milliseconds(30000)) {
-    uint64_t id = client->NextRequestId();
-    if (!client->Send(Encode(id, std::move(body))).ok()) return std::nullopt;
+    uint64_t id = socket->NextRequestId();
+    if (!socket->Send(Encode(id, std::move(body))).ok()) return std::nullopt;
     auto deadline = Clock::now() + timeout;
     while (Clock::now() < deadline) {
-      auto m = client->Receive(milliseconds(1));
+      auto m = socket->Receive(milliseconds(5));
       if (m.ok() && m->has_value() && (*m)->request_id() == id) return std::move(**m);
-      PumpAgents(milliseconds(0));
     }
     return std::nullopt;
+  }
+
+  // How many nodes the coordinator lists as READY (-1: no answer).
+  int ReadyNodes() {
+    auto reply = Call(wire::ListNodesT{}, milliseconds(20000));
+    const auto* list = reply ? reply->As<wire::NodeList>() : nullptr;
+    if (list == nullptr) return -1;
+    int ready = 0;
+    if (list->nodes()) {
+      for (const auto* n : *list->nodes()) ready += n->state() && n->state()->str() == "READY";
+    }
+    return ready;
   }
 };
 
@@ -147,6 +194,10 @@ ProcStat ReadProc(pid_t pid) {
   std::string line;
   std::getline(stat, line);
   auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 > line.size()) {
+    std::fprintf(stderr, "cannot read /proc/%d/stat\n", static_cast<int>(pid));
+    return s;
+  }
   std::istringstream rest(line.substr(close + 2));
   std::vector<std::string> f;
   std::string tok;
@@ -208,8 +259,7 @@ double PureSchedulerRoundMs(int nodes, int gpus, int jobs) {
 
 // The dashboard's jobs page with every job in the state: its API calls and, with --chromium, the
 // page in headless Chromium, agents heartbeating meanwhile.
-template <typename SimT>
-void DashboardTimings(const Args& a, SimT& sim) {
+void DashboardTimings(const Args& a) {
   httplib::Client http("127.0.0.1", a.http_port);
   http.set_read_timeout(60, 0);
   for (const char* path : {"/api/jobs?limit=200", "/api/jobs?limit=0"}) {
@@ -220,7 +270,6 @@ void DashboardTimings(const Args& a, SimT& sim) {
       auto r = http.Get(path);
       times.push_back(Ms(Clock::now() - t0));
       if (r) bytes = r->body.size();
-      sim.PumpAgents(milliseconds(1));
     }
     std::printf("  GET %s: median %.1f ms, max %.1f ms (%zu bytes)\n", path, Percentile(times, 0.5),
                 Percentile(times, 1.0), bytes);
@@ -243,7 +292,6 @@ void DashboardTimings(const Args& a, SimT& sim) {
     // A virtual-time budget below the page's poll interval: pending fetches pause virtual time,
     // so the DOM is dumped once the first /api/jobs answered and the table is rendered.
     page.push_back(load("http://127.0.0.1:" + std::to_string(a.http_port) + "/#/jobs"));
-    sim.PumpAgents(milliseconds(1));
   }
   std::printf(
       "  dashboard jobs page in headless Chromium: median %.0f ms (about:blank %.0f ms: "
@@ -282,10 +330,18 @@ int main(int argc, char** argv) {
   }
   a.coordinator_args = Words(coordinator_args);
   spdlog::set_level(spdlog::level::warn);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it is taken, even if a run dies
+  // The coordinator (which inherits the limit) holds a connection per agent.
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
+    if (nofile.rlim_cur != RLIM_INFINITY &&
+        nofile.rlim_cur < static_cast<rlim_t>(a.agents) + 1024) {
+      std::fprintf(stderr,
+                   "warning: the open-file limit (%llu) is short of %d agents' connections\n",
+                   static_cast<unsigned long long>(nofile.rlim_cur), a.agents);
+    }
   }
   char tmpl[] = "/tmp/cohort-cp-bench-XXXXXX";
   std::string state = mkdtemp(tmpl);
@@ -317,34 +373,39 @@ int main(int argc, char** argv) {
     return child;
   };
   pid_t pid = start_coordinator();
-  Sim sim;
-  sim.ctx.set(zmq::ctxopt::max_sockets, a.agents + 64);
-  sim.client = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, client_ep));
-  if (!sim.Call(wire::ListNodesT{}, milliseconds(20000))) {
+  // The agents, in processes of their own (forked before this process makes a ZeroMQ context).
+  constexpr int kAgentsPerProcess = 4000;
+  std::vector<pid_t> simulators;
+  const pid_t self = getpid();
+  auto t0 = Clock::now();
+  for (int first = 0; first < a.agents; first += kAgentsPerProcess) {
+    pid_t child = fork();
+    if (child == 0) {
+      SimulateAgents(agent_ep, first, std::min(kAgentsPerProcess, a.agents - first), a.gpus, self);
+    }
+    simulators.push_back(child);
+  }
+  auto stop_simulators = [&] {
+    for (pid_t p : simulators) kill(p, SIGKILL);
+    for (pid_t p : simulators) waitpid(p, nullptr, 0);
+  };
+  Client sim;
+  sim.socket = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, client_ep));
+  if (sim.ReadyNodes() < 0) {
     std::fprintf(stderr, "coordinator did not answer; see %s\n", log_path.c_str());
     kill(pid, SIGKILL);
+    stop_simulators();
     return 1;
   }
   std::printf("control plane bench: %d agents x %d GPUs, %d jobs, coordinator pid %d\n", a.agents,
               a.gpus, a.jobs, pid);
 
   // Agents register.
-  auto t0 = Clock::now();
-  for (int i = 0; i < a.agents; ++i) {
-    Agent ag;
-    ag.id = "node-" + std::to_string(i);
-    ag.socket = std::make_unique<DealerSocket>(*DealerSocket::Connect(sim.ctx, agent_ep, ag.id));
-    (void)ag.socket->Send(Encode(1, bench::SimRegistration(ag.id, a.gpus)));
-    ag.next_heartbeat = Clock::now() + std::chrono::seconds(1);
-    sim.agents.push_back(std::move(ag));
+  int ready = 0;
+  while (Clock::now() - t0 < std::chrono::seconds(120) && (ready = sim.ReadyNodes()) < a.agents) {
+    std::this_thread::sleep_for(milliseconds(100));
   }
-  while (Clock::now() - t0 < std::chrono::seconds(120)) {
-    sim.PumpAgents(milliseconds(5));
-    if (std::all_of(sim.agents.begin(), sim.agents.end(), [](auto& g) { return g.registered; })) {
-      break;
-    }
-  }
-  std::printf("  %d agents registered in %.0f ms\n", a.agents, Ms(Clock::now() - t0));
+  std::printf("  %d of %d agents registered in %.0f ms\n", ready, a.agents, Ms(Clock::now() - t0));
 
   // Latency: submit -> RUNNING of a 3-replica job on an idle cluster.
   std::vector<double> lat;
@@ -367,7 +428,6 @@ int main(int argc, char** argv) {
         lat.push_back(Ms(Clock::now() - start));
         break;
       }
-      sim.PumpAgents(milliseconds(1));
     }
   }
   std::printf(
@@ -385,13 +445,13 @@ int main(int argc, char** argv) {
       int reps = 1 << (rng() % 3), g = 1 << (rng() % 4);
       wire::SubmitJobT sub;
       sub.spec_yaml = JobYaml("job" + std::to_string(sent), reps, g);
-      uint64_t id = sim.client->NextRequestId();
-      if (!sim.client->Send(Encode(id, std::move(sub))).ok()) break;
+      uint64_t id = sim.socket->NextRequestId();
+      if (!sim.socket->Send(Encode(id, std::move(sub))).ok()) break;
       inflight[id] = true;
       ++sent;
     }
-    while (true) {
-      auto m = sim.client->Receive(milliseconds(0));
+    for (auto wait = milliseconds(1);; wait = milliseconds(0)) {
+      auto m = sim.socket->Receive(wait);
       if (!m.ok() || !m->has_value()) break;
       if (inflight.erase((*m)->request_id())) {
         if ((*m)->ErrorStatus().ok())
@@ -400,14 +460,10 @@ int main(int argc, char** argv) {
           ++refused;
       }
     }
-    sim.PumpAgents(milliseconds(1));
   }
   double submit_s = Ms(Clock::now() - s0) / 1000.0;
-  std::printf(
-      "  submitted %d jobs: %d accepted, %d refused in %.2f s = %.0f jobs/s "
-      "(%llu launches answered)\n",
-      sent, accepted, refused, submit_s, accepted / submit_s,
-      static_cast<unsigned long long>(sim.launches));
+  std::printf("  submitted %d jobs: %d accepted, %d refused in %.2f s = %.0f jobs/s\n", sent,
+              accepted, refused, submit_s, accepted / submit_s);
 
   // Idle window: every agent heartbeats once a second, the queue stays full.
   // With --scrape-ms, a thread scrapes /metrics meanwhile, as Prometheus would.
@@ -429,7 +485,7 @@ int main(int argc, char** argv) {
   });
   ProcStat p0 = ReadProc(pid);
   auto i0 = Clock::now();
-  while (Clock::now() - i0 < std::chrono::seconds(a.idle_seconds)) sim.PumpAgents(milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::seconds(a.idle_seconds));
   ProcStat p1 = ReadProc(pid);
   double idle_wall = Ms(Clock::now() - i0) / 1000.0;
   scraping = false;
@@ -444,7 +500,7 @@ int main(int argc, char** argv) {
         "  HTTP endpoint on 127.0.0.1:%d; /metrics scraped every %d ms: %d scrapes "
         "(%zu bytes each), %d failed\n",
         a.http_port, a.scrape_ms, scrapes.load(), scrape_bytes.load(), scrape_failures.load());
-    DashboardTimings(a, sim);
+    DashboardTimings(a);
   }
 
   // The coordinator's own round timings from its debug log (the last stats line, before any
@@ -504,6 +560,7 @@ int main(int argc, char** argv) {
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
+  stop_simulators();
   std::printf("  coordinator exit: %s\n",
               WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "clean (0)" : "NOT clean");
 
