@@ -116,7 +116,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     return;
   }
   if (now_ms >= options_.fit_check_from_ms) {
-    Status fits = CheckFitsIdleCluster(*spec, nodes_, options_.port_min, options_.port_max);
+    Status fits = idle_cluster_.Check(*spec, nodes_, options_.port_min, options_.port_max);
     if (!fits.ok()) {
       Reply(m,
             EncodeError(id, fits.WithContext("job " + spec->name + " cannot run on this cluster")));
@@ -220,7 +220,7 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     auto spec = ParseStudySpec(Str(req.spec_yaml()), "submitted study");
     if (spec.ok()) {
       Status fits =
-          CheckFitsIdleCluster(spec->trial_job, nodes_, options_.port_min, options_.port_max);
+          idle_cluster_.Check(spec->trial_job, nodes_, options_.port_min, options_.port_max);
       if (!fits.ok()) {
         Reply(m, EncodeError(id, fits.WithContext("the trials of study " + spec->name +
                                                   " cannot run on this cluster")));

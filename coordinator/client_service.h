@@ -27,6 +27,7 @@
 
 #include "common/messaging.h"
 #include "common/spec_limit.h"
+#include "coordinator/gang_fit.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
@@ -100,6 +101,7 @@ class ClientService {
   LogStore& logs_;
   Outbox& outbox_;
   ClientServiceOptions options_;
+  IdleClusterCheck idle_cluster_;
   std::function<void()> run_studies_;
   QueryJobs query_jobs_;
   const Watchdog* watchdog_ = nullptr;

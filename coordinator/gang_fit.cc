@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
-#include <tuple>
+#include <optional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace cohort::coordinator {
@@ -41,13 +42,10 @@ int64_t Room(const NodeFree& n, const ReplicaDemand& d, int64_t cap) {
   return room;
 }
 
-using Shape = std::vector<std::tuple<int, int, int64_t>>;
-
-Shape ShapeOf(const std::vector<ReplicaDemand>& demands) {
-  Shape shape;
-  shape.reserve(demands.size());
-  for (const auto& d : demands) shape.emplace_back(d.gpus, d.cpus, d.memory_mb);
-  return shape;
+// Writes `value` only when it differs: most queued jobs keep their reason from round to round,
+// and a round leaves their records untouched but for the comparison.
+void SetIfChanged(std::string& field, const std::string& value) {
+  if (field != value) field = value;
 }
 
 ReplicaDemand Total(const std::vector<ReplicaDemand>& demands) {
@@ -74,24 +72,30 @@ NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node) {
   return f;
 }
 
-Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
-                            int port_max) {
-  if (nodes.nodes().empty()) return Status::Ok();
-  ClusterView view(port_min, port_max);
-  int most_gpus = 0, most_cpus = 0;
-  int64_t most_memory = 0;
-  bool memory_unlimited = false;
-  ReplicaDemand cluster{0, 0, 0};
+void IdleClusterCheck::Rebuild(const NodeRegistry& nodes) {
+  idle_.nodes.clear();
+  most_gpus_ = most_cpus_ = 0;
+  most_memory_ = 0;
+  memory_unlimited_ = false;
+  cluster_ = ReplicaDemand{0, 0, 0};
   for (const auto& [id, n] : nodes.nodes()) {
     NodeFree f = IdleCapacity(id, n);
-    most_gpus = std::max(most_gpus, static_cast<int>(n.gpus.size()));
-    most_cpus = std::max(most_cpus, n.cpus);
-    most_memory = std::max(most_memory, n.memory_mb);
-    memory_unlimited |= f.memory_unlimited;
-    cluster.gpus += static_cast<int>(n.gpus.size());
-    cluster.cpus += n.cpus;
-    view.nodes.push_back(std::move(f));
+    most_gpus_ = std::max(most_gpus_, static_cast<int>(n.gpus.size()));
+    most_cpus_ = std::max(most_cpus_, n.cpus);
+    most_memory_ = std::max(most_memory_, n.memory_mb);
+    memory_unlimited_ |= f.memory_unlimited;
+    cluster_.gpus += static_cast<int>(n.gpus.size());
+    cluster_.cpus += n.cpus;
+    idle_.nodes.push_back(std::move(f));
   }
+  version_ = nodes.capacity_version();
+}
+
+Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
+                               int port_max) {
+  if (nodes.nodes().empty()) return Status::Ok();
+  if (version_ != nodes.capacity_version()) Rebuild(nodes);
+  const ClusterView& view = idle_;
 
   // Each pool's replica on some node.
   std::vector<ReplicaDemand> demands;
@@ -102,18 +106,18 @@ Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int 
                             [&](const NodeFree& n) { return Fits(n, d); });
     if (fits) continue;
     std::string head = std::string(RoleName(pool.role)) + " pool needs ";
-    if (d.gpus > most_gpus) {
+    if (d.gpus > most_gpus_) {
       return FailedPrecondition(head + Count(d.gpus, "GPU") +
-                                " per replica; the largest node has " + std::to_string(most_gpus));
+                                " per replica; the largest node has " + std::to_string(most_gpus_));
     }
-    if (d.cpus > most_cpus) {
+    if (d.cpus > most_cpus_) {
       return FailedPrecondition(head + Count(d.cpus, "CPU") +
-                                " per replica; the largest node has " + std::to_string(most_cpus));
+                                " per replica; the largest node has " + std::to_string(most_cpus_));
     }
-    if (!memory_unlimited && d.memory_mb > most_memory) {
+    if (!memory_unlimited_ && d.memory_mb > most_memory_) {
       return FailedPrecondition(head + std::to_string(d.memory_mb) +
                                 " MiB of memory per replica; the largest node has " +
-                                std::to_string(most_memory) + " MiB");
+                                std::to_string(most_memory_) + " MiB");
     }
     return FailedPrecondition(head + Describe(d) + " per replica; no node has all of that at once");
   }
@@ -125,11 +129,11 @@ Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int 
                               "--port-range has " +
                               std::to_string(ports));
   }
-  if (!Scheduler::PlaceGang(demands, view)) {
+  if (!Scheduler::FindGang(demands, view)) {
     return FailedPrecondition("its " + Count(static_cast<int64_t>(demands.size()), "replica") +
                               " (" + Describe(Total(demands)) + " in all) do not fit together on " +
                               Count(static_cast<int64_t>(nodes.nodes().size()), "node") + " (" +
-                              Describe(cluster) + " in all), even with nothing else running");
+                              Describe(cluster_) + " in all), even with nothing else running");
   }
   return Status::Ok();
 }
@@ -192,8 +196,9 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
   for (int w : result.waiting_behind) {
     if (w >= 0) reserving[static_cast<size_t>(w)] = true;
   }
-  // Many queued jobs share a few shapes (and node filters).
-  std::map<std::pair<Shape, bool>, std::string> by_shape;
+  // Many queued jobs share a few shapes (and node filters): each shape's reason is found once.
+  std::vector<std::optional<std::string>> by_shape;
+  std::unordered_map<int, std::string> behind_reason;  // the job waited behind -> the reason
   for (size_t q = 0; q < queued.size(); ++q) {
     JobRecord& job = *queued[q];
     if (placed[q]) {
@@ -201,30 +206,40 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
       continue;
     }
     if (preempting[q]) {
-      job.waiting_reason = "preempting jobs to make room; it starts once they stopped";
+      SetIfChanged(job.waiting_reason, "preempting jobs to make room; it starts once they stopped");
       continue;
     }
     int behind = q < result.waiting_behind.size() ? result.waiting_behind[q] : -1;
     if (behind >= 0 && static_cast<size_t>(behind) != q) {
-      job.waiting_reason = "waiting behind job " + requests[static_cast<size_t>(behind)].name +
-                           ", which has waited longer than the starvation limit: later jobs of "
-                           "its queue, and jobs borrowing beyond their queue's quota, start only "
-                           "after it";
+      auto [it, fresh] = behind_reason.try_emplace(behind);
+      if (fresh) {
+        it->second = "waiting behind job " + requests[static_cast<size_t>(behind)].name +
+                     ", which has waited longer than the starvation limit: later jobs of its "
+                     "queue, and jobs borrowing beyond their queue's quota, start only after it";
+      }
+      SetIfChanged(job.waiting_reason, it->second);
       continue;
     }
     std::string reason;
     if (!requests[q].schedulable) {
       reason = "waiting for the replicas of its previous attempt to stop";
     } else {
-      const std::vector<ReplicaDemand>& demands = requests[q].demands();
-      const bool shared_only = requests[q].needs_shared_storage;
-      auto [it, fresh] = by_shape.try_emplace(std::make_pair(ShapeOf(demands), shared_only));
-      if (fresh) it->second = WaitingReason(demands, view, shared_only);
-      reason = it->second;
+      const size_t shape = q < result.shapes.size() ? result.shapes[q] : by_shape.size();
+      if (shape >= by_shape.size()) by_shape.resize(shape + 1);
+      if (!by_shape[shape]) {
+        by_shape[shape] =
+            WaitingReason(requests[q].demands(), view, requests[q].needs_shared_storage);
+      }
+      const std::string& for_shape = *by_shape[shape];
       // (Noted for a queue with a quota; the default queue without one always borrows.)
       size_t queue = static_cast<size_t>(std::max(requests[q].queue, 0));
       bool has_quota = queue < result.queues.size() &&
                        (result.queues[queue].gpu_quota > 0 || result.queues[queue].cpu_quota >= 0);
+      if (!(has_quota && q < result.borrowing.size() && result.borrowing[q]) && !reserving[q]) {
+        SetIfChanged(job.waiting_reason, for_shape);  // the common case: no copy to build
+        continue;
+      }
+      reason = for_shape;
       if (has_quota && q < result.borrowing.size() && result.borrowing[q]) {
         reason += " (beyond its queue's quota: it borrows idle capacity)";
       }
@@ -234,7 +249,7 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
           "; later jobs of its queue, and borrowing jobs, are held back until it starts (it has "
           "waited longer than the starvation limit)";
     }
-    job.waiting_reason = std::move(reason);
+    SetIfChanged(job.waiting_reason, reason);
   }
 }
 

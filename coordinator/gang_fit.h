@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,27 @@ namespace cohort::coordinator {
 // places on, and what a scheduling round takes the live replicas from.
 NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node);
 
-// OK when `spec`'s replicas fit at once on `nodes` were they idle, with a port of [port_min,
-// port_max] each plus two for the job; else FAILED_PRECONDITION saying what does not fit. OK when
-// no node is known: the job then waits for nodes.
-Status CheckFitsIdleCluster(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
-                            int port_max);
+// The submit check over the cluster as if idle: every known node's IdleCapacity. That view is
+// built again only when NodeRegistry::capacity_version() moved, so a submit costs one placement
+// search, not a copy of every node (ten thousand of them, thousands of submits a second).
+class IdleClusterCheck {
+ public:
+  // OK when `spec`'s replicas fit at once on `nodes` were they idle, with a port of [port_min,
+  // port_max] each plus two for the job; else FAILED_PRECONDITION saying what does not fit. OK
+  // when no node is known: the job then waits for nodes.
+  Status Check(const JobSpec& spec, const NodeRegistry& nodes, int port_min, int port_max);
+
+ private:
+  void Rebuild(const NodeRegistry& nodes);
+
+  std::optional<uint64_t> version_;  // of the registry `idle_` was built from
+  ClusterView idle_{0, 0};
+  int most_gpus_ = 0;
+  int most_cpus_ = 0;
+  int64_t most_memory_ = 0;
+  bool memory_unlimited_ = false;
+  ReplicaDemand cluster_{0, 0, 0};  // the sum of every node's capacity
+};
 
 // Why a gang of `demands` (not placed this round) waits, given `view`, what is free after the
 // round: the first kind of replica with too little room, or that the replicas do not fit all

@@ -28,6 +28,9 @@ void JobController::Restore(JobRecord job) {
   next_seq_ = std::max(next_seq_, job.seq + 1);
   std::string name = job.name;
   job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
+  job.shape_id = shapes_.Intern(job.demands);
+  job.may_hold = std::any_of(job.replicas.begin(), job.replicas.end(),
+                             [](const ReplicaRecord& r) { return r.launched || r.placed(); });
   jobs_[name] = std::make_unique<JobRecord>(std::move(job));
 }
 
@@ -37,7 +40,7 @@ void JobController::FinishRestore(int64_t now_ms) {
       if (AnyHolding(*job)) ended_holding_.insert(name);
       continue;
     }
-    active_[job->seq] = job.get();
+    active_.emplace_back(job->seq, job.get());
     // A permanent-looking end of a job still running was a held verdict: hold it again, in the
     // order they ended (the first is the cause).
     std::vector<const ReplicaRecord*> failed;
@@ -52,6 +55,7 @@ void JobController::FinishRestore(int64_t now_ms) {
     });
     for (const auto* r : failed) held_[name].push_back(Held{r->name, r->attempt, now_ms});
   }
+  std::sort(active_.begin(), active_.end());
 }
 
 // ---- events ---------------------------------------------------------------------------------
@@ -71,9 +75,10 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
   job->queued_since_ms = now_ms;
   job->replicas = MakeReplicas(job->spec);
   FillDemands(*job);
+  job->shape_id = shapes_.Intern(job->demands);
   JobRecord* raw = job.get();
   jobs_[raw->name] = std::move(job);
-  active_[raw->seq] = raw;
+  active_.emplace_back(raw->seq, raw);  // the largest seq yet: the order holds
   AddEvent(*raw, "submitted (" + std::to_string(raw->replicas.size()) + " replicas)", now_ms);
   schedule_needed_ = true;
   return *raw;
@@ -133,7 +138,7 @@ void JobController::Reconcile(const std::string& node_id,
                               const std::set<std::pair<std::string, std::string>>& reported,
                               int64_t now_ms) {
   std::vector<JobRecord*> active_jobs;
-  for (auto& [seq, job] : active_) active_jobs.push_back(job);
+  for (const auto& [seq, job] : active()) active_jobs.push_back(job);
   for (JobRecord* job : active_jobs) {
     for (auto& r : job->replicas) {
       if (job->finished()) break;
@@ -167,7 +172,7 @@ void JobController::Reconcile(const std::string& node_id,
 
 void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) {
   std::vector<JobRecord*> jobs;
-  for (auto& [seq, job] : active_) jobs.push_back(job);
+  for (const auto& [seq, job] : active()) jobs.push_back(job);
   for (JobRecord* job : jobs) {
     if (job->finished()) continue;
     if (registration_grace_over) {
@@ -328,7 +333,7 @@ void JobController::FinishJob(JobRecord& job, JobState state, const std::string&
   preempting_.erase(job.name);
   AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message, now_ms);
   StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")", now_ms);
-  active_.erase(job.seq);
+  EraseActive(job.seq);
   if (AnyHolding(job)) ended_holding_.insert(job.name);
   MarkDirty(job);
   Ended(job);
@@ -343,7 +348,7 @@ void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {
   preempted_for_.erase(job.name);
   preempting_.erase(job.name);
   AddEvent(job, "CANCELLED: every replica stopped", now_ms);
-  active_.erase(job.seq);
+  EraseActive(job.seq);
   MarkDirty(job);
   Ended(job);
 }
@@ -379,6 +384,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
                              int bootstrap_port, int64_t now_ms) {
   job.master_port = master_port;
   job.bootstrap_port = bootstrap_port;
+  job.may_hold = true;
   preempted_for_.erase(job.name);
   preempting_.erase(job.name);
   std::set<std::string> used_nodes;
@@ -448,6 +454,22 @@ std::vector<const JobRecord*> JobController::EndedHolding() {
   return out;
 }
 
+const std::vector<std::pair<uint64_t, JobRecord*>>& JobController::active() const {
+  if (active_tombstones_ > 0) {
+    std::erase_if(active_, [](const auto& entry) { return entry.second == nullptr; });
+    active_tombstones_ = 0;
+  }
+  return active_;
+}
+
+void JobController::EraseActive(uint64_t seq) {
+  auto it = std::lower_bound(active_.begin(), active_.end(), seq,
+                             [](const auto& entry, uint64_t s) { return entry.first < s; });
+  if (it == active_.end() || it->first != seq || it->second == nullptr) return;
+  it->second = nullptr;
+  ++active_tombstones_;
+}
+
 bool JobController::AnyHolding(const JobRecord& job) {
   for (const auto& r : job.replicas) {
     if (HoldsResources(r)) return true;
@@ -493,7 +515,7 @@ Status JobController::Delete(const std::string& name) {
     return FailedPrecondition("job " + name +
                               " has replicas still stopping: try again when they have stopped");
   }
-  active_.erase(job.seq);
+  EraseActive(job.seq);
   ended_holding_.erase(name);
   held_.erase(name);
   incidents_.erase(name);

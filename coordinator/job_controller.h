@@ -161,6 +161,10 @@ class JobController {
                       const std::string& event, int64_t now_ms);
   // The jobs `job` preempted and waits for (empty when none, or once it was placed).
   const std::vector<std::string>& PreemptedFor(const JobRecord& job) const;
+  // Every job that preempted others and has not been placed since: preemptor -> its victims.
+  const std::map<std::string, std::vector<std::string>>& preemptors() const {
+    return preempted_for_;
+  }
 
   // ---- placement (PlacementRound)
   // A restarting replica of a running job got a slot; its attempt+1 is launched.
@@ -186,8 +190,9 @@ class JobController {
   JobRecord* FindJob(const std::string& name);
   const JobRecord* FindJob(const std::string& name) const;
   const std::map<std::string, std::unique_ptr<JobRecord>>& jobs() const { return jobs_; }
-  // Unfinished jobs in submit order.
-  const std::map<uint64_t, JobRecord*>& active() const { return active_; }
+  // Unfinished jobs in submit order: (seq, job). A vector, not a tree: a scheduling round walks
+  // every entry (100,000 queued jobs), and a walk over a tree's nodes costs a cache miss each.
+  const std::vector<std::pair<uint64_t, JobRecord*>>& active() const;
   // Finished jobs some replica of which may still hold resources (pruned as they stop).
   std::vector<const JobRecord*> EndedHolding();
   static bool HoldsResources(const ReplicaRecord& r) { return r.placed() && !IsFinal(r.state); }
@@ -249,10 +254,16 @@ class JobController {
   JobControllerOptions options_;
   const NodeHealth* health_;
   std::map<std::string, std::unique_ptr<JobRecord>> jobs_;
-  std::map<uint64_t, JobRecord*> active_;
+  // By seq. An ended job's entry is nulled (a tombstone) and dropped by the next active() call,
+  // so that a burst of ends (a study cancelled with 100,000 queued trials) costs one pass, not a
+  // move of the rest per end.
+  mutable std::vector<std::pair<uint64_t, JobRecord*>> active_;
+  mutable size_t active_tombstones_ = 0;
+  void EraseActive(uint64_t seq);
   std::set<std::string> ended_holding_;
-  std::map<std::string, std::vector<Held>> held_;                  // by job
-  std::map<std::string, Incident> incidents_;                      // by job: its latest incident
+  std::map<std::string, std::vector<Held>> held_;  // by job
+  std::map<std::string, Incident> incidents_;      // by job: its latest incident
+  ShapeTable shapes_;  // every job's demands, interned (JobRecord::shape_id)
   std::map<std::string, std::vector<std::string>> preempted_for_;  // preemptor -> its victims
   std::set<std::string> preempting_;  // jobs whose replicas are being stopped by a preemption
   uint64_t next_seq_ = 1;

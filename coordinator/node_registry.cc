@@ -39,6 +39,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   Registration reg;
   reg.returning = nodes_.count(node_id) > 0;
   NodeRecord& node = nodes_[node_id];
+  ++capacity_version_;
   reg.was_lost = reg.returning && !node.ready;
   reg.node = &node;
   node.node_id = node_id;
@@ -187,7 +188,10 @@ Status NodeRegistry::Forget(const std::string& node_id) {
     pending_admin_.emplace(node_id, admin_[node_id]);
     admin_.erase(node_id);
   }
-  if (node != nodes_.end()) nodes_.erase(node);
+  if (node != nodes_.end()) {
+    nodes_.erase(node);
+    ++capacity_version_;
+  }
   spdlog::info("node {} forgotten", node_id);
   return Status::Ok();
 }

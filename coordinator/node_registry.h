@@ -58,6 +58,9 @@ class NodeRegistry : public NodeHealth {
   NodeRecord* FindReady(const std::string& node_id);
   const NodeRecord* Find(const std::string& node_id) const;
   const std::map<std::string, NodeRecord>& nodes() const { return nodes_; }
+  // Moves whenever a node's capacity may have changed: it registered (again) or was forgotten.
+  // Whatever is derived from every node's capacity is built again only when this moved.
+  uint64_t capacity_version() const { return capacity_version_; }
   // The address replicas use to reach `node_id` (the node id itself when unknown).
   std::string AddressOf(const std::string& node_id) const;
 
@@ -92,6 +95,7 @@ class NodeRegistry : public NodeHealth {
   int64_t next_loss_check_ms_ = 0;
   const StorageProbe* storage_ = nullptr;
   std::map<std::string, NodeRecord> nodes_;
+  uint64_t capacity_version_ = 0;
   // Every node's admin setting (none: absent), registered or not.
   std::map<std::string, NodeAdmin> admin_;
   // Changed and not yet stored: node id -> the setting before the first change.

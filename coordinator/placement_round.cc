@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "coordinator/gang_fit.h"
@@ -23,46 +24,130 @@ ReplicaDemand DemandOf(const JobRecord& job, const ReplicaRecord& r) {
   return ReplicaDemand{res.gpus, res.cpus, res.memory_mb};
 }
 
-}  // namespace
-
-ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int port_min,
-                             int port_max, std::map<std::string, int>* node_index) {
+// Every schedulable node's whole capacity, and the ports something listens on at a READY node
+// (the replica placed there would fail to bind one: replica ports are unique across the cluster).
+ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
+                      NodeIndex* node_index) {
   ClusterView view(port_min, port_max);
-  // Replica ports are unique across the cluster; a port something listens on at any node is
-  // never handed out (the replica placed there would fail to bind it).
+  node_index->reserve(nodes.nodes().size());
   for (const auto& [id, n] : nodes.nodes()) {
     if (!n.ready) continue;
     for (int port : n.listening_ports) view.MarkPortUsed(port);
   }
   for (const auto& [id, n] : nodes.nodes()) {
     if (!n.schedulable()) continue;
-    (*node_index)[id] = static_cast<int>(view.nodes.size());
+    node_index->emplace(id, static_cast<int>(view.nodes.size()));
     view.nodes.push_back(IdleCapacity(id, n));
   }
-  auto account = [&](const JobRecord& job) {
-    bool any = false;
-    for (const auto& r : job.replicas) {
-      if (!JobController::HoldsResources(r)) continue;
-      any = true;
-      view.MarkPortUsed(r.port);
-      auto it = node_index->find(r.node_id);
-      if (it == node_index->end()) continue;
-      NodeFree& f = view.nodes[static_cast<size_t>(it->second)];
-      for (int g : r.gpus) {
-        auto pos = std::find(f.free_gpus.begin(), f.free_gpus.end(), g);
-        if (pos != f.free_gpus.end()) f.free_gpus.erase(pos);
-      }
-      const Resources& res = job.PoolOf(r).resources;
-      f.free_cpus -= res.cpus;
-      f.free_memory_mb -= res.memory_mb;
+  return view;
+}
+
+std::vector<QueueState> NoUsage(const QueueConfig& queues) {
+  std::vector<QueueState> out;
+  for (const QueueDef& q : queues.queues()) {
+    out.push_back(QueueState{q.gpu_quota, q.cpu_quota, q.weight, 0, 0});
+  }
+  return out;
+}
+
+// What `job`'s replicas hold comes out of `view` and into its queue's `usage`; their ports, and
+// the job's own while it holds anything or is placed (`live`), are marked used.
+void AccountHeld(JobRecord& job, bool live, const QueueConfig& queues, ClusterView& view,
+                 const NodeIndex& node_index, std::vector<QueueState>& usage) {
+  if (job.queue_index < 0) ResolveQueue(job, queues);
+  QueueState& q = usage[static_cast<size_t>(job.queue_index)];
+  bool any = false;
+  for (const auto& r : job.replicas) {
+    if (!JobController::HoldsResources(r)) continue;
+    any = true;
+    view.MarkPortUsed(r.port);
+    const Resources& res = job.PoolOf(r).resources;
+    q.gpus_used += res.gpus;
+    q.cpus_used += res.cpus;
+    auto it = node_index.find(r.node_id);
+    if (it == node_index.end()) continue;
+    NodeFree& f = view.nodes[static_cast<size_t>(it->second)];
+    for (int g : r.gpus) {
+      auto pos = std::find(f.free_gpus.begin(), f.free_gpus.end(), g);
+      if (pos != f.free_gpus.end()) f.free_gpus.erase(pos);
     }
-    if (any || job.state == JobState::PENDING || job.state == JobState::RUNNING) {
-      view.MarkPortUsed(job.master_port);
-      view.MarkPortUsed(job.bootstrap_port);
+    f.free_cpus -= res.cpus;
+    f.free_memory_mb -= res.memory_mb;
+  }
+  if (any || live) {
+    view.MarkPortUsed(job.master_port);
+    view.MarkPortUsed(job.bootstrap_port);
+  }
+}
+
+bool IsLive(const JobRecord& job) {
+  return job.state == JobState::PENDING || job.state == JobState::RUNNING;
+}
+
+// The request a queued job makes of the Scheduler.
+JobRequest RequestOf(const JobController& jobs, const JobRecord& job) {
+  JobRequest req;
+  req.name = job.name;
+  req.waiting_since_ms = job.queued_since_ms;
+  req.schedulable = !job.may_hold || !JobController::AnyHolding(job);
+  req.shared_replicas = &job.demands;
+  req.shape_id = job.shape_id;
+  req.queue = job.queue_index;
+  req.priority = job.priority;
+  req.needs_shared_storage = job.needs_shared_storage;
+  const std::vector<std::string>& victims = jobs.PreemptedFor(job);
+  if (!victims.empty()) {
+    size_t stopping = 0;
+    for (const auto& v : victims) {
+      const JobRecord* victim = jobs.FindJob(v);
+      if (victim != nullptr && JobController::AnyHolding(*victim)) ++stopping;
     }
-  };
-  for (const auto& [seq, job] : jobs.active()) account(*job);
-  for (const JobRecord* job : jobs.EndedHolding()) account(*job);
+    req.may_preempt = stopping == 0;
+    req.nominated = stopping == 0;
+  }
+  return req;
+}
+
+// The jobs a round works on, from one walk over the active ones: a round's cost is mostly this
+// walk (100,000 queued jobs are 100,000 records scattered in memory), so each record is read once
+// here, for what it holds (accounted in `view` and `usage` on the way) and what it asks.
+struct RoundJobs {
+  std::vector<JobRecord*> live;      // PENDING or RUNNING, in submit order
+  std::vector<JobRecord*> queued;    // QUEUED, in submit order
+  std::vector<JobRequest> requests;  // queued[i] asks requests[i] (with `with_requests`)
+};
+
+RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& view,
+                   const NodeIndex& node_index, std::vector<QueueState>& usage,
+                   bool with_requests) {
+  RoundJobs out;
+  out.queued.reserve(jobs.active().size());
+  if (with_requests) out.requests.reserve(jobs.active().size());
+  for (const auto& [seq, job] : jobs.active()) {
+    if (job->queue_index < 0) ResolveQueue(*job, queues);
+    const bool live = IsLive(*job);
+    if (live || job->may_hold) AccountHeld(*job, live, queues, view, node_index, usage);
+    if (live) {
+      out.live.push_back(job);
+    } else if (job->state == JobState::QUEUED) {
+      out.queued.push_back(job);
+      if (with_requests) out.requests.push_back(RequestOf(jobs, *job));
+    }
+  }
+  for (const JobRecord* ended : jobs.EndedHolding()) {
+    AccountHeld(*jobs.FindJob(ended->name), false, queues, view, node_index, usage);
+  }
+  return out;
+}
+
+}  // namespace
+
+ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
+                             const QueueConfig& queues, int port_min, int port_max,
+                             NodeIndex* node_index) {
+  ClusterView view = NodesView(nodes, port_min, port_max, node_index);
+  std::vector<QueueState> usage = NoUsage(queues);
+  WalkJobs(jobs, queues, view, *node_index, usage, false);
   return view;
 }
 
@@ -75,10 +160,7 @@ void ResolveQueue(JobRecord& job, const QueueConfig& queues) {
 }
 
 std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queues) {
-  std::vector<QueueState> out;
-  for (const QueueDef& q : queues.queues()) {
-    out.push_back(QueueState{q.gpu_quota, q.cpu_quota, q.weight, 0, 0});
-  }
+  std::vector<QueueState> out = NoUsage(queues);
   auto count = [&](JobRecord& job) {
     if (job.queue_index < 0) ResolveQueue(job, queues);
     QueueState& q = out[static_cast<size_t>(job.queue_index)];
@@ -89,7 +171,9 @@ std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queue
       q.cpus_used += res.cpus;
     }
   };
-  for (const auto& [seq, job] : jobs.active()) count(*job);
+  for (const auto& [seq, job] : jobs.active()) {
+    if (job->may_hold) count(*job);
+  }
   for (const JobRecord* job : jobs.EndedHolding()) count(*jobs.FindJob(job->name));
   return out;
 }
@@ -99,15 +183,15 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
                                       int port_min, int port_max, int64_t now_ms) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t cpu0 = ThreadCpuUs();
-  std::map<std::string, int> node_index;
-  ClusterView view = BuildClusterView(nodes, jobs, port_min, port_max, &node_index);
+  NodeIndex node_index;
+  ClusterView view = NodesView(nodes, port_min, port_max, &node_index);
   auto node_name = [&](int i) { return view.nodes[static_cast<size_t>(i)].node_id; };
+  ScheduleInput input;
+  input.queues = NoUsage(queues);
+  RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true);
 
   // 1. Replicas of running jobs waiting to be placed again (restarts) come first.
-  std::vector<JobRecord*> active;
-  for (const auto& [seq, job] : jobs.active()) active.push_back(job);
-  for (JobRecord* job : active) {
-    if (job->state != JobState::PENDING && job->state != JobState::RUNNING) continue;
+  for (JobRecord* job : round.live) {
     for (auto& r : job->replicas) {
       if (r.placed() || IsFinal(r.state) || !r.launched) continue;
       auto pref = node_index.find(r.last_node);
@@ -124,63 +208,40 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
         continue;
       }
       jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);
+      QueueState& q = input.queues[static_cast<size_t>(job->queue_index)];
+      q.gpus_used += DemandOf(*job, r).gpus;
+      q.cpus_used += DemandOf(*job, r).cpus;
     }
   }
 
   // 2. Queued jobs, in submit order, in their queues; running jobs as preemption candidates.
-  ScheduleInput input;
-  input.queues = QueueUsage(jobs, queues);
   for (const auto& [id, n] : nodes.nodes()) {
     if (!n.schedulable()) continue;
     input.cluster_gpus += static_cast<int64_t>(n.gpus.size());
     input.cluster_cpus += n.cpus;
   }
   std::vector<JobRecord*> running_jobs;
-  std::vector<JobRecord*> queued;
-  std::vector<JobRequest> requests;
-  for (JobRecord* job : active) {
-    if (job->state == JobState::PENDING || job->state == JobState::RUNNING) {
-      RunningJob rj;
-      for (const auto& r : job->replicas) {
-        if (!JobController::HoldsResources(r) || r.stop_requested) continue;
-        const Resources& res = job->PoolOf(r).resources;
-        auto it = node_index.find(r.node_id);
-        rj.held.push_back(
-            HeldSlot{it == node_index.end() ? -1 : it->second, r.gpus, res.cpus, res.memory_mb});
-        rj.gpus += res.gpus;
-        rj.cpus += res.cpus;
-      }
-      if (rj.held.empty()) continue;
-      rj.name = job->name;
-      rj.queue = job->queue_index;
-      rj.priority = job->priority;
-      rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
-      running_jobs.push_back(job);
-      input.running.push_back(std::move(rj));
-      continue;
+  for (JobRecord* job : round.live) {
+    RunningJob rj;
+    for (const auto& r : job->replicas) {
+      if (!JobController::HoldsResources(r) || r.stop_requested) continue;
+      const Resources& res = job->PoolOf(r).resources;
+      auto it = node_index.find(r.node_id);
+      rj.held.push_back(
+          HeldSlot{it == node_index.end() ? -1 : it->second, r.gpus, res.cpus, res.memory_mb});
+      rj.gpus += res.gpus;
+      rj.cpus += res.cpus;
     }
-    if (job->state != JobState::QUEUED) continue;
-    JobRequest req;
-    req.name = job->name;
-    req.waiting_since_ms = job->queued_since_ms;
-    req.schedulable = !JobController::AnyHolding(*job);
-    req.shared_replicas = &job->demands;
-    req.queue = job->queue_index;
-    req.priority = job->priority;
-    req.needs_shared_storage = job->needs_shared_storage;
-    const std::vector<std::string>& victims = jobs.PreemptedFor(*job);
-    if (!victims.empty()) {
-      size_t stopping = 0;
-      for (const auto& v : victims) {
-        const JobRecord* victim = jobs.FindJob(v);
-        if (victim != nullptr && JobController::AnyHolding(*victim)) ++stopping;
-      }
-      req.may_preempt = stopping == 0;
-      req.nominated = stopping == 0;
-    }
-    queued.push_back(job);
-    requests.push_back(std::move(req));
+    if (rj.held.empty()) continue;
+    rj.name = job->name;
+    rj.queue = job->queue_index;
+    rj.priority = job->priority;
+    rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
+    running_jobs.push_back(job);
+    input.running.push_back(std::move(rj));
   }
+  const std::vector<JobRecord*>& queued = round.queued;
+  const std::vector<JobRequest>& requests = round.requests;
   ScheduleResult result = scheduler.Schedule(requests, view, now_ms, input);
   for (const JobPlacement& p : result.placed) {
     JobRecord& job = *queued[p.request];
@@ -209,10 +270,12 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     jobs.NotePreemption(preemptor, names, event, now_ms);
   }
   ExplainWaits(queued, requests, result, view);
-  for (JobRecord* job : queued) {
-    if (job->state != JobState::QUEUED) continue;
+  // Preemptors whose victims are still stopping (few: walked from their own index).
+  for (const auto& [name, victims] : jobs.preemptors()) {
+    JobRecord* job = jobs.FindJob(name);
+    if (job == nullptr || job->state != JobState::QUEUED) continue;
     std::string stopping;
-    for (const auto& v : jobs.PreemptedFor(*job)) {
+    for (const auto& v : victims) {
       const JobRecord* victim = jobs.FindJob(v);
       if (victim != nullptr && JobController::AnyHolding(*victim)) {
         stopping += (stopping.empty() ? "" : ", ") + v;

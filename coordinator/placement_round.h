@@ -10,8 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
+#include <unordered_map>
 
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
@@ -28,11 +28,15 @@ struct PlacementRoundStats {
   size_t preemptions = 0;  // jobs that preempted others this round
 };
 
+// Node id -> index into a ClusterView's nodes.
+using NodeIndex = std::unordered_map<std::string, int>;
+
 // Free resources over every schedulable node (NodeRecord::schedulable: draining and cordoned
-// ones take nothing new), and the ports in use on every READY node.
-// `node_index` maps node ids to indices of view.nodes.
-ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs, int port_min,
-                             int port_max, std::map<std::string, int>* node_index);
+// ones take nothing new) once every replica that holds resources is counted, and the ports in use
+// on every READY node.
+ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
+                             const QueueConfig& queues, int port_min, int port_max,
+                             NodeIndex* node_index);
 
 PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& nodes,
                                       const Scheduler& scheduler, const QueueConfig& queues,

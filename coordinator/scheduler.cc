@@ -102,6 +102,16 @@ bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDem
 
 }  // namespace
 
+uint32_t ShapeTable::Intern(const std::vector<ReplicaDemand>& demands) {
+  std::vector<uint32_t>& ids = ids_by_hash_[ShapeHash(demands, false)];
+  for (uint32_t id : ids) {
+    if (SameShape(shapes_[id - 1], demands)) return id;
+  }
+  shapes_.push_back(demands);
+  ids.push_back(static_cast<uint32_t>(shapes_.size()));
+  return ids.back();
+}
+
 ClusterView::ClusterView(int port_min, int port_max)
     : port_min_(port_min),
       port_max_(std::max(port_min, port_max)),
@@ -357,18 +367,49 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
   };
   result.borrowing.assign(requests.size(), false);
 
-  // Each queue's jobs: nominated first, then by priority, then in the order given.
+  // Each request's shape, as a round id (from the ShapeTable id where the request has one, else
+  // from its demands), and its totals: the loops below touch only these arrays, not the demands
+  // (100,000 queued jobs are 100,000 lists scattered in memory).
   std::vector<Totals> totals(requests.size());
+  result.shapes.resize(requests.size());
+  std::vector<const JobRequest*> shape_first;  // round shape id -> its first request
+  std::vector<Totals> shape_totals;
+  std::unordered_map<uint64_t, size_t> ids_by_table_id;  // (ShapeTable id, node filter) -> id
+  std::unordered_map<uint64_t, std::vector<size_t>> ids_by_hash;
+  auto new_shape = [&](const JobRequest& r) {
+    shape_first.push_back(&r);
+    shape_totals.push_back(TotalsOf(r.demands()));
+    return shape_first.size() - 1;
+  };
   std::vector<std::vector<size_t>> order(nq);
   for (size_t i = 0; i < requests.size(); ++i) {
-    totals[i] = TotalsOf(requests[i].demands());
-    order[queue_of(requests[i].queue)].push_back(i);
+    const JobRequest& r = requests[i];
+    size_t id;
+    if (r.shape_id != 0) {
+      auto [it, fresh] =
+          ids_by_table_id.try_emplace(uint64_t{r.shape_id} * 2 + r.needs_shared_storage);
+      if (fresh) it->second = new_shape(r);
+      id = it->second;
+    } else {
+      const std::vector<ReplicaDemand>& demands = r.demands();
+      std::vector<size_t>& ids = ids_by_hash[ShapeHash(demands, r.needs_shared_storage)];
+      auto same = std::find_if(ids.begin(), ids.end(), [&](size_t k) {
+        return shape_first[k]->needs_shared_storage == r.needs_shared_storage &&
+               SameShape(shape_first[k]->demands(), demands);
+      });
+      id = same != ids.end() ? *same : ids.emplace_back(new_shape(r));
+    }
+    result.shapes[i] = id;
+    totals[i] = shape_totals[id];
+    order[queue_of(r.queue)].push_back(i);
   }
+  // Nominated first, then by priority, then in the order given (often already so: no sort).
+  auto before = [&](size_t a, size_t b) {
+    return std::make_tuple(!requests[a].nominated, -requests[a].priority) <
+           std::make_tuple(!requests[b].nominated, -requests[b].priority);
+  };
   for (auto& o : order) {
-    std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
-      return std::make_tuple(!requests[a].nominated, -requests[a].priority) <
-             std::make_tuple(!requests[b].nominated, -requests[b].priority);
-    });
+    if (!std::is_sorted(o.begin(), o.end(), before)) std::stable_sort(o.begin(), o.end(), before);
   }
   std::vector<size_t> head(nq, 0);
   std::vector<bool> held_back(nq, false);  // a reservation holds this queue's later jobs
@@ -377,8 +418,7 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
   int first_reserved = -1;
   result.waiting_behind.assign(requests.size(), -1);
 
-  // Shapes that failed this round: hash -> the requests with that hash (demands and filter).
-  std::unordered_map<uint64_t, std::vector<const JobRequest*>> failed_shapes;
+  std::vector<bool> failed_shapes(shape_first.size(), false);  // no room for it this round
   int64_t total_free_gpus = 0;
   for (const auto& n : view.nodes) total_free_gpus += static_cast<int64_t>(n.free_gpus.size());
   std::vector<size_t> failed;  // not placed, in the order tried
@@ -406,21 +446,13 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
     const bool within = !std::get<1>(best_key);
     result.borrowing[i] = !within;
     bool placed = false;
-    const std::vector<ReplicaDemand>& demands = job.demands();
+    // The shape's first request's demands: equal to this one's, and already in cache.
+    const std::vector<ReplicaDemand>& demands = shape_first[result.shapes[i]]->demands();
     size_t ports_needed = demands.size() + 2;
     if (!within && borrowing_stopped) result.waiting_behind[i] = first_reserved;
     if (job.schedulable && (within || !borrowing_stopped) && totals[i].gpus <= total_free_gpus &&
         static_cast<size_t>(view.ports_free()) >= ports_needed) {
-      uint64_t shape = ShapeHash(demands, job.needs_shared_storage);
-      bool known_failure = false;
-      auto f = failed_shapes.find(shape);
-      if (f != failed_shapes.end()) {
-        for (const JobRequest* other : f->second) {
-          known_failure |= other->needs_shared_storage == job.needs_shared_storage &&
-                           SameShape(other->demands(), demands);
-        }
-      }
-      if (!known_failure) {
+      if (!failed_shapes[result.shapes[i]]) {
         ++result.searches;
         auto slots = PlaceGang(demands, view, job.needs_shared_storage);
         if (slots) {
@@ -436,7 +468,7 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
           result.placed.push_back(std::move(p));
           placed = true;
         } else {
-          failed_shapes[shape].push_back(&job);
+          failed_shapes[result.shapes[i]] = true;
         }
       }
     }
@@ -466,15 +498,14 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
   for (size_t i : failed) {
     if (searches >= kMaxPreemptorsPerRound) break;
     const JobRequest& job = requests[i];
-    const std::vector<ReplicaDemand>& demands = job.demands();
+    const std::vector<ReplicaDemand>& demands = shape_first[result.shapes[i]]->demands();
     if (!job.schedulable || !job.may_preempt ||
         static_cast<size_t>(view.ports_free()) < demands.size() + 2) {
       continue;
     }
     const size_t q = queue_of(job.queue);
     const bool within = WithinQuota(queues[q], totals[i]);
-    auto key =
-        std::make_tuple(ShapeHash(demands, job.needs_shared_storage), q, job.priority, within);
+    auto key = std::make_tuple(result.shapes[i], q, job.priority, within);
     if (hopeless.count(key)) continue;
     std::vector<size_t> candidates;
     for (size_t r = 0; r < input.running.size(); ++r) {

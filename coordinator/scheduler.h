@@ -45,7 +45,8 @@
 //    all nodes (all nodes may be one host in a demo); each job also gets a master_port and a
 //    bootstrap_port (on the chief's node; also unique cluster-wide).
 //  - Within one round, a job whose demand equals one that already failed is skipped without a
-//    search (10,000 queued jobs of a few shapes cost a few searches, not 10,000).
+//    search (10,000 queued jobs of a few shapes cost a few searches, not 10,000). Each request's
+//    demands are read once a round, to find its shape; the rest of the round uses the shape's id.
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -58,6 +59,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cohort::coordinator {
@@ -102,6 +104,21 @@ struct ReplicaSlot {
   int port = 0;
 };
 
+// Interns demand lists: equal lists get the same id, counted from 1 (0 means none). The
+// JobController gives each job the id of its demands when it takes the job in, so that a
+// scheduling round knows which of 100,000 queued jobs share a shape without reading their
+// demands (each a list somewhere else in memory). It keeps one copy of each distinct list it was
+// given, for as long as it lives (a distinct shape costs a submitted job first).
+class ShapeTable {
+ public:
+  uint32_t Intern(const std::vector<ReplicaDemand>& demands);
+  size_t size() const { return shapes_.size(); }
+
+ private:
+  std::unordered_map<uint64_t, std::vector<uint32_t>> ids_by_hash_;
+  std::vector<std::vector<ReplicaDemand>> shapes_;  // id - 1 -> its list
+};
+
 struct JobRequest {
   std::string name;
   int64_t waiting_since_ms = 0;         // when it (last) entered the queue
@@ -112,6 +129,8 @@ struct JobRequest {
   const std::vector<ReplicaDemand>& demands() const {
     return shared_replicas ? *shared_replicas : replicas;
   }
+  // The ShapeTable id of demands(), or 0 (the round finds the shape from the demands themselves).
+  uint32_t shape_id = 0;
   bool schedulable = true;  // false: waiting on something else (old attempts ending);
                             // it still counts for the starvation limit
   int queue = 0;            // index into ScheduleInput::queues
@@ -184,6 +203,9 @@ struct ScheduleResult {
   std::vector<int> waiting_behind;
   // Per queue: usage after the round (placements and preemptions applied).
   std::vector<QueueState> queues;
+  // Per request: its shape, a small id shared by the requests whose demands and node filter
+  // (needs_shared_storage) are equal; ids count from 0 in order of first appearance.
+  std::vector<size_t> shapes;
 };
 
 struct SchedulerOptions {

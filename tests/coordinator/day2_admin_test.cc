@@ -122,8 +122,8 @@ TEST(NodeAdminTest, ThePlacementViewLeavesCordonedAndDrainingNodesOut) {
   ASSERT_TRUE(nodes.SetAdmin("c", NodeAdmin::kDraining).ok());
   NoHealth health;
   JobController jobs(JobControllerOptions{}, &health);
-  std::map<std::string, int> index;
-  ClusterView view = BuildClusterView(nodes, jobs, 20000, 29999, &index);
+  NodeIndex index;
+  ClusterView view = BuildClusterView(nodes, jobs, QueueConfig(), 20000, 29999, &index);
   ASSERT_EQ(view.nodes.size(), 1u);
   EXPECT_EQ(view.nodes[0].node_id, "b");
   EXPECT_EQ(index.count("a") + index.count("c"), 0u);

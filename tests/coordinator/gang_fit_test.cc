@@ -35,16 +35,17 @@ std::string Pool(const std::string& role, int replicas, const std::string& resou
 
 TEST(GangFitTest, RefusesWhatNoIdleNodeOrNoIdleClusterHolds) {
   NodeRegistry nodes(10'000);
-  EXPECT_TRUE(CheckFitsIdleCluster(Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") +
-                                        Pool("worker", 1, "{gpus: 64}")),
-                                   nodes, 20000, 20100)
+  IdleClusterCheck idle;
+  EXPECT_TRUE(idle.Check(Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") +
+                              Pool("worker", 1, "{gpus: 64}")),
+                         nodes, 20000, 20100)
                   .ok())
       << "no node known: the job waits for nodes";
   AddNode(nodes, "a", 8, 16, 64'000);
   AddNode(nodes, "b", 4, 32, 0);  // memory not reported: not limited
 
   auto check = [&](const std::string& pools) {
-    return CheckFitsIdleCluster(Spec("name: j\nworker_pools:\n" + pools), nodes, 20000, 20100);
+    return idle.Check(Spec("name: j\nworker_pools:\n" + pools), nodes, 20000, 20100);
   };
   EXPECT_EQ(check(Pool("chief", 1, "{}") + Pool("worker", 2, "{gpus: 64}")).message(),
             "worker pool needs 64 GPUs per replica; the largest node has 8");
@@ -63,10 +64,34 @@ TEST(GangFitTest, RefusesWhatNoIdleNodeOrNoIdleClusterHolds) {
             "CPUs in all), even with nothing else running");
   EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 4}")).ok());
   // Ports: one per replica and two for the job.
-  Status ports = CheckFitsIdleCluster(
+  Status ports = idle.Check(
       Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") + Pool("worker", 3, "{}")), nodes,
       20000, 20004);
   EXPECT_NE(ports.message().find("needs 6 ports"), std::string::npos) << ports.message();
+}
+
+// The idle cluster is kept between submits; a node that registers again with another capacity,
+// a new node, or a forgotten one changes what fits.
+TEST(GangFitTest, TheIdleClusterFollowsNodesThatRegisterOrAreForgotten) {
+  NodeRegistry nodes(10'000);
+  IdleClusterCheck idle;
+  auto check = [&](const std::string& pools) {
+    return idle.Check(Spec("name: j\nworker_pools:\n" + pools), nodes, 20000, 20100);
+  };
+  AddNode(nodes, "a", 4, 16, 0);
+  EXPECT_EQ(check(Pool("chief", 1, "{gpus: 8}")).message(),
+            "chief pool needs 8 GPUs per replica; the largest node has 4");
+  AddNode(nodes, "a", 8, 16, 0);  // the same node, upgraded
+  EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}")).ok());
+  EXPECT_EQ(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).message(),
+            "its 2 replicas (16 GPUs, 2 CPUs in all) do not fit together on 1 node (8 GPUs, 16 "
+            "CPUs in all), even with nothing else running");
+  AddNode(nodes, "b", 8, 16, 0);
+  EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).ok());
+  ASSERT_TRUE(nodes.EndSession("b"));  // LOST: still counted (it may come back) ...
+  EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).ok());
+  ASSERT_TRUE(nodes.Forget("b").ok());  // ... until forgotten
+  EXPECT_FALSE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).ok());
 }
 
 NodeFree Free(const std::string& id, int gpus, int cpus) {

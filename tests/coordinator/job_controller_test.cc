@@ -109,6 +109,39 @@ class JobControllerTest : public ::testing::Test {
   JobController jobs_{Options(), &health_};
 };
 
+// The active list stays in submit order while jobs end (their entries are dropped when it is next
+// read), and a job that was never placed is known to hold nothing without reading its replicas.
+TEST_F(JobControllerTest, TheActiveListKeepsSubmitOrderAsJobsEnd) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) {
+    const std::string yaml = "name: q" + std::to_string(i) +
+                             "\nworker_pools: [{role: chief, replicas: 1, process: {command: "
+                             "[/bin/x]}}]\n";
+    auto spec = ParseJobSpec(yaml);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    JobRecord& job = jobs_.Submit(*spec, yaml, now_);
+    EXPECT_FALSE(job.may_hold);
+    EXPECT_NE(job.shape_id, 0u);
+    names.push_back(job.name);
+  }
+  JobRecord& placed = Start("running", 1, false, 3, {"n1", "n2"});
+  EXPECT_TRUE(placed.may_hold);
+  EXPECT_EQ(jobs_.FindJob("q0")->shape_id, jobs_.FindJob("q5")->shape_id);
+  EXPECT_NE(jobs_.FindJob("q0")->shape_id, placed.shape_id);
+  jobs_.Cancel(*jobs_.FindJob("q1"), "cancelled by test", now_);  // never placed: ends at once
+  jobs_.Cancel(*jobs_.FindJob("q4"), "cancelled by test", now_);
+  std::vector<std::string> active;
+  uint64_t last_seq = 0;
+  for (const auto& [seq, job] : jobs_.active()) {
+    ASSERT_NE(job, nullptr);
+    EXPECT_GT(seq, last_seq);
+    EXPECT_EQ(seq, job->seq);
+    last_seq = seq;
+    active.push_back(job->name);
+  }
+  EXPECT_EQ(active, (std::vector<std::string>{"q0", "q2", "q3", "q5", "running"}));
+}
+
 TEST_F(JobControllerTest, APermanentFailureWithEveryNodeHealthyFailsTheJobAfterOneInterval) {
   JobRecord& job = Start("p", 2, true, 3, {"a", "b", "c"});
   Report(job, "worker-0", ReplicaState::FAILED, 1);

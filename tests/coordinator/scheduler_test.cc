@@ -230,6 +230,46 @@ TEST(SchedulerTest, ManyQueuedJobsOfOneShapeCostFewSearches) {
   EXPECT_LE(r.searches, 101u);
 }
 
+TEST(SchedulerTest, TheShapeTableGivesEqualDemandsOneId) {
+  ShapeTable table;
+  const std::vector<ReplicaDemand> a = {{2, 1, 0}, {2, 1, 0}};
+  const std::vector<ReplicaDemand> b = {{2, 1, 0}, {2, 1, 1024}};
+  uint32_t id = table.Intern(a);
+  EXPECT_NE(id, 0u);
+  EXPECT_EQ(table.Intern(std::vector<ReplicaDemand>(a)), id);
+  EXPECT_NE(table.Intern(b), id);
+  EXPECT_NE(table.Intern({{2, 1, 0}}), id);
+  EXPECT_EQ(table.size(), 3u);
+}
+
+// A round with the JobController's shape ids decides as one that reads every request's demands:
+// the same placements, searches and shapes; jobs of one id but another node filter stay apart.
+TEST(SchedulerTest, ShapeIdsGiveTheRoundThatTheDemandsGive) {
+  ShapeTable table;
+  std::vector<JobRequest> plain;
+  for (int i = 0; i < 60; ++i) {
+    plain.push_back(Job("j" + std::to_string(i), 1 + i % 3, 1 << (i % 4)));
+    plain.back().needs_shared_storage = i % 5 == 0;
+  }
+  std::vector<JobRequest> with_ids = plain;
+  for (JobRequest& r : with_ids) r.shape_id = table.Intern(r.replicas);
+  auto round = [](const std::vector<JobRequest>& q) {
+    ClusterView view(20000, 29999);
+    for (int n = 0; n < 6; ++n) view.nodes.push_back(Node("n" + std::to_string(n), 8));
+    view.nodes[0].shares_output_root = true;
+    return Scheduler({}).Schedule(q, view, 0);
+  };
+  ScheduleResult a = round(plain), b = round(with_ids);
+  EXPECT_EQ(PlacedNames(a, plain), PlacedNames(b, with_ids));
+  EXPECT_FALSE(a.placed.empty());
+  EXPECT_LT(a.placed.size(), plain.size());
+  EXPECT_EQ(a.searches, b.searches);
+  EXPECT_EQ(a.shapes, b.shapes);
+  // 12 demand lists, each with and without the filter where both occur.
+  std::set<size_t> distinct(b.shapes.begin(), b.shapes.end());
+  EXPECT_GT(distinct.size(), 12u);
+}
+
 // ---- storage: jobs whose output dir is on the checked shared root -------------------------------
 
 TEST(SchedulerStorageTest, AJobOnSharedStorageIsPlacedOnlyOnNodesThatShareIt) {
