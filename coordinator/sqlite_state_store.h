@@ -131,6 +131,8 @@ class SqliteStateStore : public StateStore {
   void ReadEventRows(SqliteStatement& st, std::map<std::string, ReadJob>& jobs,
                      std::vector<std::string>& problems);
   static void FinishJob(const std::string& name, ReadJob& r);
+  // FinishJob for each, on every core when there are many.
+  static void FinishJobs(std::map<std::string, ReadJob>& jobs);
   StatusOr<std::vector<JobRecord>> Salvage(ReadAllResult& all, std::vector<std::string>& dropped,
                                            std::vector<std::string>& studies);
 

@@ -627,6 +627,30 @@ TEST_F(StateStoreTest, AFlippedByteInASpecIsRefusedAndTheFlagDropsThatJobOnly) {
   EXPECT_EQ(reloaded.jobs.size(), 2u);
 }
 
+// Thousands of jobs are finished (specs parsed, replicas checked) on every core: each comes back
+// exactly as stored, and a damaged one among them is still named.
+TEST_F(StateStoreTest, ManyJobsLoadOnEveryCoreExactlyAsStored) {
+  std::vector<JobRecord> jobs;
+  for (uint64_t i = 1; i <= 2500; ++i) {
+    jobs.push_back(MakeJob("job" + std::to_string(i), i, static_cast<int>(i % 4),
+                           i == 1234 ? "/bin/flip-me-here" : "/bin/train"));
+  }
+  Store(jobs);
+  auto [store, loaded] = OpenAndLoad();
+  ASSERT_TRUE(store);
+  ExpectSameJobs(loaded.jobs, jobs);
+  store.reset();
+
+  ASSERT_TRUE(FlipByteOf(dir_ / "state.db", "/bin/flip-me-here"));
+  Status refused = LoadRefused();
+  EXPECT_NE(refused.message().find("job job1234: its spec does not match its checksum"),
+            std::string::npos)
+      << refused.ToString();
+  auto accepted = LoadAccepted();
+  ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
+  EXPECT_EQ(accepted->jobs.size(), jobs.size() - 1);
+}
+
 TEST_F(StateStoreTest, ADamagedReplicaOrEventIsFoundByItsChecksum) {
   std::vector<JobRecord> jobs = {MakeJob("r", 1, 1), MakeJob("e", 2, 0)};
   jobs[0].replicas[1].message = "replica-needle";
