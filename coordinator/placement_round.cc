@@ -172,6 +172,7 @@ std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queue
     }
   };
   for (const auto& [seq, job] : jobs.active()) {
+    if (job->queue_index < 0) ResolveQueue(*job, queues);  // callers read every job's queue
     if (job->may_hold) count(*job);
   }
   for (const JobRecord* job : jobs.EndedHolding()) count(*jobs.FindJob(job->name));

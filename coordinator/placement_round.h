@@ -47,7 +47,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
 void ResolveQueue(JobRecord& job, const QueueConfig& queues);
 
 // Each queue's quota, weight and use (every replica holding resources, counted in its job's
-// queue), in QueueConfig order.
+// queue), in QueueConfig order. Resolves every active job's queue (ResolveQueue) on the way.
 std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queues);
 
 }  // namespace cohort::coordinator
