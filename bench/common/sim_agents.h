@@ -1,8 +1,8 @@
 // Simulated agents of the control-plane benchmarks (bench/control_plane, bench/recovery): one
 // DealerSocket per node speaking the agent protocol to a real cohort-coordinator, launching
 // nothing. Each benchmark decides how its agents answer; this holds the messages and the receive
-// loop they share. Header only: both benchmarks link the messaging layer already (the peers, which
-// link cohort_bench_common, must not).
+// loop they share, and the job file of their job mix. Header only: both benchmarks link the
+// messaging layer already (the peers, which link cohort_bench_common, must not).
 #pragma once
 
 #include <chrono>
@@ -27,6 +27,18 @@ inline wire::RegisterAgentT SimRegistration(const std::string& node_id, int gpus
   reg.cpus = 64;
   reg.memory_mb = 512000;
   return reg;
+}
+
+// The job file of the benchmarks' job mix: a chief and replicas - 1 workers of `gpus` GPUs and
+// one CPU each, running /bin/true.
+inline std::string SimJobYaml(const std::string& name, int replicas, int gpus) {
+  const std::string pool = "    resources: {gpus: " + std::to_string(gpus) +
+                           ", cpus: 1}\n    process: {command: [/bin/true]}\n";
+  std::string y = "name: " + name + "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + pool;
+  if (replicas > 1) {
+    y += "  - role: worker\n    replicas: " + std::to_string(replicas - 1) + "\n" + pool;
+  }
+  return y;
 }
 
 // The status, in `state`, of the replica a LaunchReplica or StopReplica names.

@@ -171,18 +171,6 @@ struct Client {
   }
 };
 
-std::string JobYaml(const std::string& name, int replicas, int gpus) {
-  std::string y = "name: " + name + "\nworker_pools:\n  - role: chief\n    replicas: 1\n" +
-                  "    resources: {gpus: " + std::to_string(gpus) +
-                  ", cpus: 1}\n    process: {command: [/bin/true]}\n";
-  if (replicas > 1) {
-    y += "  - role: worker\n    replicas: " + std::to_string(replicas - 1) +
-         "\n    resources: {gpus: " + std::to_string(gpus) +
-         ", cpus: 1}\n    process: {command: [/bin/true]}\n";
-  }
-  return y;
-}
-
 struct ProcStat {
   double cpu_seconds = 0;
   long rss_kb = 0;
@@ -412,7 +400,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < a.latency_runs; ++r) {
     std::string name = "lat" + std::to_string(r);
     wire::SubmitJobT sub;
-    sub.spec_yaml = JobYaml(name, 3, 1);
+    sub.spec_yaml = bench::SimJobYaml(name, 3, 1);
     auto start = Clock::now();
     auto reply = sim.Call(std::move(sub));
     if (!reply || !reply->ErrorStatus().ok()) {
@@ -444,7 +432,7 @@ int main(int argc, char** argv) {
     while (sent < a.jobs && inflight.size() < 256) {
       int reps = 1 << (rng() % 3), g = 1 << (rng() % 4);
       wire::SubmitJobT sub;
-      sub.spec_yaml = JobYaml("job" + std::to_string(sent), reps, g);
+      sub.spec_yaml = bench::SimJobYaml("job" + std::to_string(sent), reps, g);
       uint64_t id = sim.socket->NextRequestId();
       if (!sim.socket->Send(Encode(id, std::move(sub))).ok()) break;
       inflight[id] = true;

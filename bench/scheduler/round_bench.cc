@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/common/flag_pairs.h"
+#include "bench/common/sim_agents.h"
 #include "common/job_spec.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
@@ -38,29 +39,10 @@ struct Args {
 };
 
 void Register(NodeRegistry& registry, const std::string& id, int gpus) {
-  wire::RegisterAgentT reg;
-  reg.node_id = id;
-  reg.address = id;
-  for (int g = 0; g < gpus; ++g) {
-    auto gi = std::make_unique<wire::GpuInfoT>();
-    gi->index = g;
-    reg.gpus.push_back(std::move(gi));
-  }
-  reg.cpus = 64;
-  reg.memory_mb = 512000;
+  wire::RegisterAgentT reg = bench::SimRegistration(id, gpus);
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(wire::RegisterAgent::Pack(fbb, &reg));
   registry.Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), id, 0);
-}
-
-std::string JobYaml(const std::string& name, int replicas, int gpus) {
-  std::string pool = "    resources: {gpus: " + std::to_string(gpus) +
-                     ", cpus: 1}\n    process: {command: [/bin/true]}\n";
-  std::string y = "name: " + name + "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + pool;
-  if (replicas > 1) {
-    y += "  - role: worker\n    replicas: " + std::to_string(replicas - 1) + "\n" + pool;
-  }
-  return y;
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -103,7 +85,7 @@ int main(int argc, char** argv) {
   std::vector<JobSpec> shapes;
   for (int reps : {1, 2, 4}) {
     for (int g : {1, 2, 4, 8}) {
-      auto spec = ParseJobSpec(JobYaml("shape", reps, g));
+      auto spec = ParseJobSpec(bench::SimJobYaml("shape", reps, g));
       if (!spec.ok()) return std::fprintf(stderr, "%s\n", spec.status().ToString().c_str()), 1;
       shapes.push_back(*spec);
     }
