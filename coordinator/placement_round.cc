@@ -195,23 +195,22 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   for (JobRecord* job : round.live) {
     for (auto& r : job->replicas) {
       if (r.placed() || IsFinal(r.state) || !r.launched) continue;
+      const ReplicaDemand demand = DemandOf(*job, r);
       auto pref = node_index.find(r.last_node);
-      auto slot =
-          Scheduler::PlaceOne(DemandOf(*job, r), pref == node_index.end() ? -1 : pref->second, view,
-                              job->needs_shared_storage);
+      auto slot = Scheduler::PlaceOne(demand, pref == node_index.end() ? -1 : pref->second, view,
+                                      job->needs_shared_storage);
       if (!slot) {
         // A job on the shared output root says when that is what holds it (few nodes share it).
-        jobs.SetWaitingMessage(
-            *job, r,
-            job->needs_shared_storage
-                ? "waiting to restart: " + WaitingReason({DemandOf(*job, r)}, view, true)
-                : "waiting for resources to restart");
+        jobs.SetWaitingMessage(*job, r,
+                               job->needs_shared_storage
+                                   ? "waiting to restart: " + WaitingReason({demand}, view, true)
+                                   : "waiting for resources to restart");
         continue;
       }
       jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);
       QueueState& q = input.queues[static_cast<size_t>(job->queue_index)];
-      q.gpus_used += DemandOf(*job, r).gpus;
-      q.cpus_used += DemandOf(*job, r).cpus;
+      q.gpus_used += demand.gpus;
+      q.cpus_used += demand.cpus;
     }
   }
 
