@@ -29,7 +29,8 @@ void JobController::Restore(JobRecord job) {
   std::string name = job.name;
   job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
   job.shape_id = shapes_.Intern(job.demands);
-  job.may_hold = std::any_of(job.replicas.begin(), job.replicas.end(),
+  job.may_hold = job.start_time_ms > 0 ||
+                 std::any_of(job.replicas.begin(), job.replicas.end(),
                              [](const ReplicaRecord& r) { return r.launched || r.placed(); });
   jobs_[name] = std::make_unique<JobRecord>(std::move(job));
 }
@@ -171,8 +172,12 @@ void JobController::Reconcile(const std::string& node_id,
 }
 
 void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) {
+  // A job never placed has no replica to lose and no start to time out from: of 100,000 queued
+  // jobs, only those that ran before are read.
   std::vector<JobRecord*> jobs;
-  for (const auto& [seq, job] : active()) jobs.push_back(job);
+  for (const auto& [seq, job] : active()) {
+    if (job->may_hold) jobs.push_back(job);
+  }
   for (JobRecord* job : jobs) {
     if (job->finished()) continue;
     if (registration_grace_over) {

@@ -65,8 +65,9 @@ struct alignas(64) JobRecord {
   // Its output dir lies under the cluster's checked output root: it is placed only on nodes that
   // share that root (coordinator/storage_probe.h). Derived by the JobController, not stored.
   bool needs_shared_storage = false;
-  // Some replica was ever placed (PlaceJob; at Restore, any launched or placed replica). While
-  // false no replica holds anything, so a round need not look at them. Derived, not stored.
+  // It was ever placed (PlaceJob; at Restore, a start time or any launched or placed replica).
+  // While false no replica holds anything and no start time runs, so a round or a timeout check
+  // need not look further. Derived, not stored.
   bool may_hold = false;
   std::string name;
   std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not stored)
