@@ -141,27 +141,15 @@ struct Agent {
   _exit(0);
 }
 
-// The client side: requests to the coordinator, one at a time or pipelined.
+// The client side: DealerSocket::Call for one request at a time, or pipelined sends.
 struct Client {
   zmq::context_t ctx{1};
   std::unique_ptr<DealerSocket> socket;
 
-  template <typename T>
-  std::optional<Message> Call(T body, milliseconds timeout = milliseconds(30000)) {
-    uint64_t id = socket->NextRequestId();
-    if (!socket->Send(Encode(id, std::move(body))).ok()) return std::nullopt;
-    auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      auto m = socket->Receive(milliseconds(5));
-      if (m.ok() && m->has_value() && (*m)->request_id() == id) return std::move(**m);
-    }
-    return std::nullopt;
-  }
-
   // How many nodes the coordinator lists as READY (-1: no answer).
   int ReadyNodes() {
-    auto reply = Call(wire::ListNodesT{}, milliseconds(20000));
-    const auto* list = reply ? reply->As<wire::NodeList>() : nullptr;
+    auto reply = socket->Call(wire::ListNodesT{}, milliseconds(20000));
+    const auto* list = reply.ok() ? reply->As<wire::NodeList>() : nullptr;
     if (list == nullptr) return -1;
     int ready = 0;
     if (list->nodes()) {
@@ -402,16 +390,16 @@ int main(int argc, char** argv) {
     wire::SubmitJobT sub;
     sub.spec_yaml = bench::SimJobYaml(name, 3, 1);
     auto start = Clock::now();
-    auto reply = sim.Call(std::move(sub));
-    if (!reply || !reply->ErrorStatus().ok()) {
-      std::fprintf(stderr, "submit failed\n");
+    auto reply = sim.socket->Call(std::move(sub), milliseconds(30000));
+    if (!reply.ok()) {
+      std::fprintf(stderr, "submit failed: %s\n", reply.status().ToString().c_str());
       break;
     }
     while (Clock::now() - start < std::chrono::seconds(30)) {
       wire::GetJobT get;
       get.name = name;
-      auto info = sim.Call(std::move(get));
-      if (info && info->As<wire::JobInfo>() &&
+      auto info = sim.socket->Call(std::move(get), milliseconds(30000));
+      if (info.ok() && info->As<wire::JobInfo>() &&
           info->As<wire::JobInfo>()->state() == wire::JobState::RUNNING) {
         lat.push_back(Ms(Clock::now() - start));
         break;
@@ -516,13 +504,13 @@ int main(int argc, char** argv) {
     pid = start_coordinator();
     double answered = -1;
     while (Clock::now() - r0 < std::chrono::seconds(120)) {
-      if (sim.Call(wire::ListNodesT{}, milliseconds(20))) {
+      if (sim.socket->Call(wire::ListNodesT{}, milliseconds(20)).ok()) {
         answered = Ms(Clock::now() - r0);
         break;
       }
     }
-    auto list = sim.Call(wire::ListJobsT{}, milliseconds(60000));
-    size_t listed = list && list->As<wire::JobList>() && list->As<wire::JobList>()->jobs()
+    auto list = sim.socket->Call(wire::ListJobsT{}, milliseconds(60000));
+    size_t listed = list.ok() && list->As<wire::JobList>() && list->As<wire::JobList>()->jobs()
                         ? list->As<wire::JobList>()->jobs()->size()
                         : 0;
     double listed_ms = Ms(Clock::now() - r0);
