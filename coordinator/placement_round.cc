@@ -160,22 +160,17 @@ void ResolveQueue(JobRecord& job, const QueueConfig& queues) {
 }
 
 std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queues) {
+  // What AccountHeld counts, over a view of no nodes (nothing to take GPUs from).
   std::vector<QueueState> out = NoUsage(queues);
-  auto count = [&](JobRecord& job) {
-    if (job.queue_index < 0) ResolveQueue(job, queues);
-    QueueState& q = out[static_cast<size_t>(job.queue_index)];
-    for (const auto& r : job.replicas) {
-      if (!JobController::HoldsResources(r)) continue;
-      const Resources& res = job.PoolOf(r).resources;
-      q.gpus_used += res.gpus;
-      q.cpus_used += res.cpus;
-    }
-  };
+  ClusterView none(0, 0);
+  const NodeIndex no_nodes;
   for (const auto& [seq, job] : jobs.active()) {
     if (job->queue_index < 0) ResolveQueue(*job, queues);  // callers read every job's queue
-    if (job->may_hold) count(*job);
+    if (job->may_hold) AccountHeld(*job, false, queues, none, no_nodes, out);
   }
-  for (const JobRecord* job : jobs.EndedHolding()) count(*jobs.FindJob(job->name));
+  for (const JobRecord* ended : jobs.EndedHolding()) {
+    AccountHeld(*jobs.FindJob(ended->name), false, queues, none, no_nodes, out);
+  }
   return out;
 }
 
