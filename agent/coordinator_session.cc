@@ -90,6 +90,7 @@ void CoordinatorSession::Register(ReplicaReport replicas) {
   reg.cpus = config_.inventory.cpus;
   reg.memory_mb = config_.inventory.memory_mb;
   reg.listening_ports = ListeningTcpPorts();
+  reg.port_domain = PortDomain();
   if (auto storage = storage_.Report()) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -152,6 +153,16 @@ std::vector<int> ListeningTcpPorts() {
   std::sort(ports.begin(), ports.end());
   ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
   return ports;
+}
+
+std::string PortDomain() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  if (!std::getline(in, boot) || boot.empty()) return "";
+  std::error_code ec;
+  std::string net = std::filesystem::read_symlink("/proc/self/ns/net", ec).string();
+  if (ec || net.empty()) return "";
+  return boot + " " + net;
 }
 
 }  // namespace cohort::agent

@@ -42,4 +42,12 @@ std::vector<int> ListeningTcpPorts();
 // the state are hex). Lines that do not parse are ignored.
 std::vector<int> ParseListeningPorts(const std::string& proc_net_tcp);
 
+// The network stack this agent's replicas bind ports in (process replicas share the agent's; OCI
+// containers too, having no network namespace of their own): "<boot id> <network namespace>",
+// e.g. "0b5f...e1 net:[4026531840]". Agents on one host in one namespace report the same, so the
+// coordinator hands each port to one replica among them at a time; a host, or a namespace, of
+// its own has all of --port-range to itself. "" when /proc does not tell (the coordinator then
+// takes the address for it).
+std::string PortDomain();
+
 }  // namespace cohort::agent

@@ -72,14 +72,18 @@ NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node) {
   return f;
 }
 
-void IdleClusterCheck::Rebuild(const NodeRegistry& nodes) {
-  idle_.nodes.clear();
+void IdleClusterCheck::Rebuild(const NodeRegistry& nodes, int port_min, int port_max) {
+  idle_ = ClusterView(port_min, port_max);
+  std::vector<int> space_of(nodes.port_domain_ids(), -1);  // domain id -> space
   most_gpus_ = most_cpus_ = 0;
   most_memory_ = 0;
   memory_unlimited_ = false;
   cluster_ = ReplicaDemand{0, 0, 0};
   for (const auto& [id, n] : nodes.nodes()) {
     NodeFree f = IdleCapacity(id, n);
+    int& space = space_of[n.port_domain_id];
+    if (space < 0) space = idle_.nodes.empty() ? 0 : idle_.AddPortSpace();
+    f.port_space = space;
     most_gpus_ = std::max(most_gpus_, static_cast<int>(n.gpus.size()));
     most_cpus_ = std::max(most_cpus_, n.cpus);
     most_memory_ = std::max(most_memory_, n.memory_mb);
@@ -89,12 +93,16 @@ void IdleClusterCheck::Rebuild(const NodeRegistry& nodes) {
     idle_.nodes.push_back(std::move(f));
   }
   version_ = nodes.capacity_version();
+  port_min_ = port_min;
+  port_max_ = port_max;
 }
 
 Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, int port_min,
                                int port_max) {
   if (nodes.nodes().empty()) return Status::Ok();
-  if (version_ != nodes.capacity_version()) Rebuild(nodes);
+  if (version_ != nodes.capacity_version() || port_min != port_min_ || port_max != port_max_) {
+    Rebuild(nodes, port_min, port_max);
+  }
   const ClusterView& view = idle_;
 
   // Each pool's replica on some node.
@@ -122,20 +130,17 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
     return FailedPrecondition(head + Describe(d) + " per replica; no node has all of that at once");
   }
 
-  int ports = port_max - port_min + 1;
-  if (static_cast<int64_t>(demands.size()) + 2 > ports) {
-    return FailedPrecondition("the job needs " + std::to_string(demands.size() + 2) +
-                              " ports (one per replica and two for the job); the coordinator's "
-                              "--port-range has " +
-                              std::to_string(ports));
-  }
-  if (!Scheduler::FindGang(demands, view)) {
+  if (Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kJob)) return Status::Ok();
+  if (!Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kNone)) {
     return FailedPrecondition("its " + Count(static_cast<int64_t>(demands.size()), "replica") +
                               " (" + Describe(Total(demands)) + " in all) do not fit together on " +
                               Count(static_cast<int64_t>(nodes.nodes().size()), "node") + " (" +
                               Describe(cluster_) + " in all), even with nothing else running");
   }
-  return Status::Ok();
+  return FailedPrecondition(
+      "the job needs more ports on one host than the coordinator's --port-range has (" +
+      std::to_string(port_max - port_min + 1) +
+      "): one per replica on the host it runs on, and two more on the chief's");
 }
 
 std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const ClusterView& view,
@@ -177,10 +182,14 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
                                  : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
     return "waiting for room for " + want + "; " + have;
   }
-  size_t ports = demands.size() + 2;
-  if (static_cast<size_t>(std::max(view.ports_free(), 0)) < ports) {
-    return "waiting for free ports: it needs " + std::to_string(ports) + ", " +
-           std::to_string(view.ports_free()) + " are free";
+  if (Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kNone)) {
+    int most = 0;
+    for (int space = 0; space < view.port_spaces(); ++space) {
+      most = std::max(most, view.ports_free(space));
+    }
+    return "waiting for free ports: it needs one per replica on its hosts and two more on the "
+           "chief's; a host has at most " +
+           std::to_string(most) + " of --port-range free";
   }
   return "waiting for room for its " + Count(static_cast<int64_t>(demands.size()), "replica") +
          " together (" + Describe(Total(demands)) + " in all): each fits now, not all at once";

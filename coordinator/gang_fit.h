@@ -31,14 +31,15 @@ NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node);
 class IdleClusterCheck {
  public:
   // OK when `spec`'s replicas fit at once on `nodes` were they idle, with a port of [port_min,
-  // port_max] each plus two for the job; else FAILED_PRECONDITION saying what does not fit. OK
-  // when no node is known: the job then waits for nodes.
+  // port_max] each on its host plus two for the job on the chief's; else FAILED_PRECONDITION
+  // saying what does not fit. OK when no node is known: the job then waits for nodes.
   Status Check(const JobSpec& spec, const NodeRegistry& nodes, int port_min, int port_max);
 
  private:
-  void Rebuild(const NodeRegistry& nodes);
+  void Rebuild(const NodeRegistry& nodes, int port_min, int port_max);
 
   std::optional<uint64_t> version_;  // of the registry `idle_` was built from
+  int port_min_ = 0, port_max_ = 0;  // and the port range
   ClusterView idle_{0, 0};
   int most_gpus_ = 0;
   int most_cpus_ = 0;

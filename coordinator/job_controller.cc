@@ -385,6 +385,17 @@ void JobController::PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::st
   commands_.launch.push_back(LaunchCommand{job.name, r.name});
 }
 
+void JobController::SetJobPorts(JobRecord& job, int master_port, int bootstrap_port,
+                                int64_t now_ms) {
+  job.master_port = master_port;
+  job.bootstrap_port = bootstrap_port;
+  AddEvent(job,
+           "its chief moved to a host where its ports were taken: master port " +
+               std::to_string(master_port) + ", bootstrap port " + std::to_string(bootstrap_port),
+           now_ms);
+  MarkDirty(job);
+}
+
 void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int master_port,
                              int bootstrap_port, int64_t now_ms) {
   job.master_port = master_port;

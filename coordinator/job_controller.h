@@ -178,6 +178,9 @@ class JobController {
   };
   void PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int master_port, int bootstrap_port,
                 int64_t now_ms);
+  // A running job's chief restarted alone on a host where its master and bootstrap ports are
+  // taken: these are its ports from now on (launches from now on carry them).
+  void SetJobPorts(JobRecord& job, int master_port, int bootstrap_port, int64_t now_ms);
   // Sets the job's or replica's waiting message (journaled only when it changed).
   void SetWaitingMessage(JobRecord& job, const std::string& message);
   void SetWaitingMessage(JobRecord& job, ReplicaRecord& r, const std::string& message);

@@ -45,6 +45,8 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.node_id = node_id;
   node.address = Str(req.address());
   if (node.address.empty()) node.address = node_id;
+  std::string domain = Str(req.port_domain());
+  SetPortDomain(node, domain.empty() ? "address " + node.address : std::move(domain));
   node.gpus.clear();
   if (req.gpus()) {
     for (const auto* g : *req.gpus()) {
@@ -176,6 +178,31 @@ NodeAdmin NodeRegistry::AdminOf(const std::string& node_id) const {
   return it == admin_.end() ? NodeAdmin::kNone : it->second;
 }
 
+void NodeRegistry::SetPortDomain(NodeRecord& node, std::string domain) {
+  if (!node.port_domain.empty() && node.port_domain == domain) return;
+  ReleasePortDomain(node);
+  PortDomainUse& use = port_domains_[domain];
+  if (use.nodes++ == 0) {
+    if (free_port_domain_ids_.empty()) {
+      use.id = next_port_domain_id_++;
+    } else {
+      use.id = free_port_domain_ids_.back();
+      free_port_domain_ids_.pop_back();
+    }
+  }
+  node.port_domain = std::move(domain);
+  node.port_domain_id = use.id;
+}
+
+void NodeRegistry::ReleasePortDomain(const NodeRecord& node) {
+  auto it = port_domains_.find(node.port_domain);
+  if (node.port_domain.empty() || it == port_domains_.end()) return;
+  if (--it->second.nodes == 0) {
+    free_port_domain_ids_.push_back(it->second.id);
+    port_domains_.erase(it);
+  }
+}
+
 Status NodeRegistry::Forget(const std::string& node_id) {
   auto node = nodes_.find(node_id);
   if (node == nodes_.end() && !admin_.count(node_id)) return NotFound("no node '" + node_id + "'");
@@ -189,6 +216,7 @@ Status NodeRegistry::Forget(const std::string& node_id) {
     admin_.erase(node_id);
   }
   if (node != nodes_.end()) {
+    ReleasePortDomain(node->second);
     nodes_.erase(node);
     ++capacity_version_;
   }

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,9 @@ class NodeRegistry : public NodeHealth {
   uint64_t capacity_version() const { return capacity_version_; }
   // The address replicas use to reach `node_id` (the node id itself when unknown).
   std::string AddressOf(const std::string& node_id) const;
+  // Every node's NodeRecord::port_domain_id is below this (ids of domains no node reports any
+  // more are given again), so a round can map them to port spaces with a vector.
+  uint32_t port_domain_ids() const { return next_port_domain_id_; }
 
   std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
 
@@ -94,8 +98,19 @@ class NodeRegistry : public NodeHealth {
   // deadline later, so this stays a lower bound between walks; a registration may bring it forward.
   int64_t next_loss_check_ms_ = 0;
   const StorageProbe* storage_ = nullptr;
+  // Gives `node` the id of `domain` (and lets go of its previous one).
+  void SetPortDomain(NodeRecord& node, std::string domain);
+  void ReleasePortDomain(const NodeRecord& node);
+
   std::map<std::string, NodeRecord> nodes_;
   uint64_t capacity_version_ = 0;
+  struct PortDomainUse {
+    uint32_t id = 0;
+    int nodes = 0;  // nodes that report it; at 0 the domain and its id are let go
+  };
+  std::unordered_map<std::string, PortDomainUse> port_domains_;
+  std::vector<uint32_t> free_port_domain_ids_;
+  uint32_t next_port_domain_id_ = 0;
   // Every node's admin setting (none: absent), registered or not.
   std::map<std::string, NodeAdmin> admin_;
   // Changed and not yet stored: node id -> the setting before the first change.

@@ -75,7 +75,8 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "a node silent this long is LOST and its replicas are restarted elsewhere")(
       "starvation-limit", po::value(&starvation)->default_value(starvation),
       "once the oldest queued job has waited this long, later jobs stop backfilling")(
-      "port-range", po::value(&ports)->default_value(ports), "ports handed to replicas, MIN-MAX")(
+      "port-range", po::value(&ports)->default_value(ports),
+      "ports handed to replicas, MIN-MAX; each host (network namespace) has all of them")(
       "stop-grace", po::value(&stop_grace)->default_value(stop_grace),
       "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")(
       "accept-damaged-state", po::bool_switch(&o.accept_damaged_state),

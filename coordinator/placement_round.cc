@@ -24,22 +24,43 @@ ReplicaDemand DemandOf(const JobRecord& job, const ReplicaRecord& r) {
   return ReplicaDemand{res.gpus, res.cpus, res.memory_mb};
 }
 
-// Every schedulable node's whole capacity, and the ports something listens on at a READY node
-// (the replica placed there would fail to bind one: replica ports are unique across the cluster).
+// Every schedulable node's whole capacity, a port space per port domain, and the ports something
+// listens on at a READY node (the replica placed there would fail to bind one).
 ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
                       NodeIndex* node_index) {
   ClusterView view(port_min, port_max);
   node_index->reserve(nodes.nodes().size());
+  std::vector<int> space_of(nodes.port_domain_ids(), -1);  // domain id -> space
   for (const auto& [id, n] : nodes.nodes()) {
-    if (!n.ready) continue;
-    for (int port : n.listening_ports) view.MarkPortUsed(port);
-  }
-  for (const auto& [id, n] : nodes.nodes()) {
-    if (!n.schedulable()) continue;
-    node_index->emplace(id, static_cast<int>(view.nodes.size()));
-    view.nodes.push_back(IdleCapacity(id, n));
+    int& space = space_of[n.port_domain_id];
+    if (space < 0) space = node_index->empty() ? 0 : view.AddPortSpace();
+    NodePlace place{-1, space};
+    if (n.ready) {
+      for (int port : n.listening_ports) view.MarkPortUsed(space, port);
+    }
+    if (n.schedulable()) {
+      place.node = static_cast<int>(view.nodes.size());
+      view.nodes.push_back(IdleCapacity(id, n));
+      view.nodes.back().port_space = space;
+    }
+    node_index->emplace(id, place);
   }
   return view;
+}
+
+// The port space of `node_id` (where it listens), or every space for a node not known now.
+int PortSpaceOf(const NodeIndex& node_index, const std::string& node_id) {
+  auto it = node_index.find(node_id);
+  return it == node_index.end() ? ClusterView::kEverySpace : it->second.port_space;
+}
+
+// Where a job's master and bootstrap ports are bound: its chief's (replica 0's) node, or the node
+// it last ran on while it waits to restart.
+const std::string& JobPortsNode(const JobRecord& job) {
+  static const std::string kNone;
+  if (job.replicas.empty()) return kNone;
+  const ReplicaRecord& chief = job.replicas.front();
+  return chief.placed() ? chief.node_id : chief.last_node;
 }
 
 std::vector<QueueState> NoUsage(const QueueConfig& queues) {
@@ -60,13 +81,14 @@ void AccountHeld(JobRecord& job, bool live, const QueueConfig& queues, ClusterVi
   for (const auto& r : job.replicas) {
     if (!JobController::HoldsResources(r)) continue;
     any = true;
-    view.MarkPortUsed(r.port);
+    auto it = node_index.find(r.node_id);
+    view.MarkPortUsed(it == node_index.end() ? ClusterView::kEverySpace : it->second.port_space,
+                      r.port);
     const Resources& res = job.PoolOf(r).resources;
     q.gpus_used += res.gpus;
     q.cpus_used += res.cpus;
-    auto it = node_index.find(r.node_id);
-    if (it == node_index.end()) continue;
-    NodeFree& f = view.nodes[static_cast<size_t>(it->second)];
+    if (it == node_index.end() || it->second.node < 0) continue;
+    NodeFree& f = view.nodes[static_cast<size_t>(it->second.node)];
     for (int g : r.gpus) {
       auto pos = std::find(f.free_gpus.begin(), f.free_gpus.end(), g);
       if (pos != f.free_gpus.end()) f.free_gpus.erase(pos);
@@ -75,9 +97,25 @@ void AccountHeld(JobRecord& job, bool live, const QueueConfig& queues, ClusterVi
     f.free_memory_mb -= res.memory_mb;
   }
   if (any || live) {
-    view.MarkPortUsed(job.master_port);
-    view.MarkPortUsed(job.bootstrap_port);
+    const int space = PortSpaceOf(node_index, JobPortsNode(job));
+    view.MarkPortUsed(space, job.master_port);
+    view.MarkPortUsed(space, job.bootstrap_port);
   }
+}
+
+// The chief of running `job` restarts in port space `space`, not where the job's master and
+// bootstrap ports are held: they stay when both are free there, else the job gets two new ones.
+void MoveJobPorts(JobController& jobs, JobRecord& job, int space, ClusterView& view,
+                  int64_t now_ms) {
+  if (!view.Used(space, job.master_port) && !view.Used(space, job.bootstrap_port) &&
+      job.master_port != job.bootstrap_port) {
+    view.MarkPortUsed(space, job.master_port);
+    view.MarkPortUsed(space, job.bootstrap_port);
+    return;
+  }
+  int master = view.TakePort(space);
+  int bootstrap = view.TakePort(space);
+  jobs.SetJobPorts(job, master, bootstrap, now_ms);
 }
 
 bool IsLive(const JobRecord& job) {
@@ -192,8 +230,10 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
       if (r.placed() || IsFinal(r.state) || !r.launched) continue;
       const ReplicaDemand demand = DemandOf(*job, r);
       auto pref = node_index.find(r.last_node);
-      auto slot = Scheduler::PlaceOne(demand, pref == node_index.end() ? -1 : pref->second, view,
-                                      job->needs_shared_storage);
+      const bool chief = &r == &job->replicas.front();
+      const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;
+      auto slot = Scheduler::PlaceOne(demand, pref == node_index.end() ? -1 : pref->second.node,
+                                      view, job->needs_shared_storage);
       if (!slot) {
         // A job on the shared output root says when that is what holds it (few nodes share it).
         jobs.SetWaitingMessage(*job, r,
@@ -203,6 +243,8 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
         continue;
       }
       jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);
+      const int space = view.nodes[static_cast<size_t>(slot->node)].port_space;
+      if (chief && space != ports_space) MoveJobPorts(jobs, *job, space, view, now_ms);
       QueueState& q = input.queues[static_cast<size_t>(job->queue_index)];
       q.gpus_used += demand.gpus;
       q.cpus_used += demand.cpus;
@@ -223,7 +265,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
       const Resources& res = job->PoolOf(r).resources;
       auto it = node_index.find(r.node_id);
       rj.held.push_back(
-          HeldSlot{it == node_index.end() ? -1 : it->second, r.gpus, res.cpus, res.memory_mb});
+          HeldSlot{it == node_index.end() ? -1 : it->second.node, r.gpus, res.cpus, res.memory_mb});
       rj.gpus += res.gpus;
       rj.cpus += res.cpus;
     }

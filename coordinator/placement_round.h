@@ -1,11 +1,11 @@
 // PlacementRound is one scheduling round of the coordinator: it builds the cluster view (what is
 // free on every schedulable node (READY, not draining, not cordoned by an admin) once every live
-// replica is counted, and the ports in use anywhere) from the NodeRegistry and the JobController,
-// places the replicas of running jobs that wait to restart (each on its previous node when it
-// fits), then hands the queued jobs, in submit order, with each queue's quota and use and the
-// running jobs that could be preempted, to the gang Scheduler, and applies its placements and
-// preemptions through the JobController (which emits the launches and stops). No sockets, no clock:
-// `now_ms` comes in, statistics come out.
+// replica is counted, and the ports in use in each port space) from the NodeRegistry and the
+// JobController, places the replicas of running jobs that wait to restart (each on its previous
+// node when it fits), then hands the queued jobs, in submit order, with each queue's quota and use
+// and the running jobs that could be preempted, to the gang Scheduler, and applies its placements
+// and preemptions through the JobController (which emits the launches and stops). No sockets, no
+// clock: `now_ms` comes in, statistics come out.
 #pragma once
 
 #include <cstddef>
@@ -28,12 +28,19 @@ struct PlacementRoundStats {
   size_t preemptions = 0;  // jobs that preempted others this round
 };
 
-// Node id -> index into a ClusterView's nodes.
-using NodeIndex = std::unordered_map<std::string, int>;
+// Where a known node sits in a ClusterView: its index in `nodes` (-1: it takes no work now, so it
+// is not there) and its port space.
+struct NodePlace {
+  int node = -1;
+  int port_space = 0;
+};
+// Node id -> its place, for every node the NodeRegistry knows.
+using NodeIndex = std::unordered_map<std::string, NodePlace>;
 
 // Free resources over every schedulable node (NodeRecord::schedulable: draining and cordoned
 // ones take nothing new) once every replica that holds resources is counted, and the ports in use
-// on every READY node.
+// in each port space (one per NodeRecord::port_domain): what READY nodes listen on, and what live
+// replicas and jobs hold (in every space when held on a node not known now).
 ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
                              const QueueConfig& queues, int port_min, int port_max,
                              NodeIndex* node_index);

@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -113,38 +114,76 @@ uint32_t ShapeTable::Intern(const std::vector<ReplicaDemand>& demands) {
 }
 
 ClusterView::ClusterView(int port_min, int port_max)
-    : port_min_(port_min),
-      port_max_(std::max(port_min, port_max)),
-      used_(static_cast<size_t>(port_max_ - port_min_ + 1), false),
-      ports_free_(port_max_ - port_min_ + 1) {}
+    : port_min_(port_min), port_max_(std::max(port_min, port_max)), spaces_(1) {}
 
-void ClusterView::MarkPortUsed(int port) {
-  if (port < port_min_ || port > port_max_) return;
-  auto i = static_cast<size_t>(port - port_min_);
-  if (!used_[i]) {
-    used_[i] = true;
-    --ports_free_;
+int ClusterView::AddPortSpace() {
+  spaces_.emplace_back();
+  return static_cast<int>(spaces_.size()) - 1;
+}
+
+bool ClusterView::Contains(uint64_t key) const {
+  if (keys_.empty()) return false;
+  const size_t mask = keys_.size() - 1;
+  for (size_t i = Slot(key, mask);; i = (i + 1) & mask) {
+    if (keys_[i] == key) return true;
+    if (keys_[i] == kEmpty) return false;
   }
 }
 
-int ClusterView::TakePort() {
-  if (ports_free_ <= 0) return 0;
-  int n = static_cast<int>(used_.size());
-  for (int k = 0; k < n; ++k) {
-    int i = (cursor_ + k) % n;
-    if (!used_[static_cast<size_t>(i)]) {
-      used_[static_cast<size_t>(i)] = true;
-      --ports_free_;
-      cursor_ = (i + 1) % n;
-      return port_min_ + i;
+bool ClusterView::Insert(uint64_t key) {
+  if ((size_ + 1) * 2 > keys_.size()) {  // at most half full: probes stay short
+    std::vector<uint64_t> old = std::move(keys_);
+    keys_.assign(std::max<size_t>(64, old.size() * 2), kEmpty);
+    size_ = 0;
+    for (uint64_t k : old) {
+      if (k != kEmpty) Insert(k);
     }
+  }
+  const size_t mask = keys_.size() - 1;
+  for (size_t i = Slot(key, mask);; i = (i + 1) & mask) {
+    if (keys_[i] == key) return false;
+    if (keys_[i] == kEmpty) {
+      keys_[i] = key;
+      ++size_;
+      return true;
+    }
+  }
+}
+
+void ClusterView::MarkPortUsed(int space, int port) {
+  if (port < port_min_ || port > port_max_) return;
+  if (space == kEverySpace) {
+    if (Insert(Key(kEverySpace, port))) ++every_used_;
+    return;
+  }
+  COHORT_CHECK(space >= 0 && static_cast<size_t>(space) < spaces_.size());
+  if (Contains(Key(kEverySpace, port))) return;
+  if (Insert(Key(space, port))) ++spaces_[static_cast<size_t>(space)].used;
+}
+
+int ClusterView::ports_free(int space) const {
+  COHORT_CHECK(space >= 0 && static_cast<size_t>(space) < spaces_.size());
+  return std::max(0, port_range() - every_used_ - spaces_[static_cast<size_t>(space)].used);
+}
+
+int ClusterView::TakePort(int space) {
+  if (ports_free(space) <= 0) return 0;
+  PortSpace& s = spaces_[static_cast<size_t>(space)];
+  const int n = port_range();
+  for (int k = 0; k < n; ++k) {
+    int i = (s.cursor + k) % n;
+    if (Used(space, port_min_ + i)) continue;
+    Insert(Key(space, port_min_ + i));
+    ++s.used;
+    s.cursor = (i + 1) % n;
+    return port_min_ + i;
   }
   return 0;
 }
 
 std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDemand>& replicas,
                                                     const ClusterView& view,
-                                                    bool shared_storage_only) {
+                                                    bool shared_storage_only, PortNeed ports) {
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
@@ -153,13 +192,25 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
     total.cpus += r.cpus;
     total.memory_mb += r.memory_mb;
   }
+  // The ports replica r needs in its node's space.
+  const int job_ports = ports == PortNeed::kJob ? 2 : 0;
+  auto ports_of = [&](size_t r) {
+    return ports == PortNeed::kNone ? 0 : 1 + (r == 0 ? job_ports : 0);
+  };
+  auto ports_left = [&](const NodeFree& n) {
+    return ports == PortNeed::kNone ? std::numeric_limits<int>::max()
+                                    : view.ports_free(n.port_space);
+  };
 
   // 1. The whole gang on one node: best fit.
+  const int gang_ports =
+      ports == PortNeed::kNone ? 0 : static_cast<int>(replicas.size()) + job_ports;
   int best = -1;
   for (size_t i = 0; i < view.nodes.size(); ++i) {
     const NodeFree& n = view.nodes[i];
     if (!Eligible(n, shared_storage_only) ||
-        !Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total)) {
+        !Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total) ||
+        ports_left(n) < gang_ports) {
       continue;
     }
     if (best < 0) {
@@ -191,7 +242,8 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
   for (size_t i = 0; i < view.nodes.size(); ++i) {
     const NodeFree& n = view.nodes[i];
     if (Eligible(n, shared_storage_only) &&
-        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest)) {
+        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest) &&
+        ports_left(n) >= (ports == PortNeed::kNone ? 0 : 1)) {
       nodes.push_back(i);
     }
   }
@@ -209,18 +261,24 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
     cpus_left[k] = n.free_cpus;
     mem_left[k] = n.free_memory_mb;
   }
+  std::unordered_map<int, int> ports_taken;  // space -> ports this gang takes there
   for (size_t r : order) {
     const ReplicaDemand& d = replicas[r];
     bool placed = false;
     for (size_t k = 0; k < nodes.size(); ++k) {
-      if (Fits(view.nodes[nodes[k]], gpus_left[k], cpus_left[k], mem_left[k], d)) {
-        gpus_left[k] -= d.gpus;
-        cpus_left[k] -= d.cpus;
-        mem_left[k] -= d.memory_mb;
-        where[r] = static_cast<int>(nodes[k]);
-        placed = true;
-        break;
+      const NodeFree& n = view.nodes[nodes[k]];
+      if (!Fits(n, gpus_left[k], cpus_left[k], mem_left[k], d)) continue;
+      if (ports != PortNeed::kNone) {
+        int& taken = ports_taken[n.port_space];
+        if (ports_left(n) - taken < ports_of(r)) continue;
+        taken += ports_of(r);
       }
+      gpus_left[k] -= d.gpus;
+      cpus_left[k] -= d.cpus;
+      mem_left[k] -= d.memory_mb;
+      where[r] = static_cast<int>(nodes[k]);
+      placed = true;
+      break;
     }
     if (!placed) return std::nullopt;
   }
@@ -228,29 +286,35 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
 }
 
 std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
-    const std::vector<ReplicaDemand>& replicas, ClusterView& view, bool shared_storage_only) {
-  auto where = FindGang(replicas, view, shared_storage_only);
+    const std::vector<ReplicaDemand>& replicas, ClusterView& view, bool shared_storage_only,
+    PortNeed ports) {
+  auto where = FindGang(replicas, view, shared_storage_only, ports);
   if (!where) return std::nullopt;
-  return TakeGang(replicas, *where, view);
+  std::vector<ReplicaSlot> slots = TakeGang(replicas, *where, view);
+  if (ports != PortNeed::kNone) {
+    for (auto& slot : slots) {
+      slot.port = view.TakePort(view.nodes[static_cast<size_t>(slot.node)].port_space);
+    }
+  }
+  return slots;
 }
 
 std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int preferred_node,
                                                ClusterView& view, bool shared_storage_only) {
-  if (view.ports_free() < 1) return std::nullopt;
   if (preferred_node >= 0 && static_cast<size_t>(preferred_node) < view.nodes.size()) {
     NodeFree& n = view.nodes[static_cast<size_t>(preferred_node)];
     if (Eligible(n, shared_storage_only) &&
-        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, demand)) {
+        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, demand) &&
+        view.ports_free(n.port_space) >= 1) {
       ReplicaSlot slot;
       slot.node = preferred_node;
       Take(n, demand, slot);
-      slot.port = view.TakePort();
+      slot.port = view.TakePort(n.port_space);
       return slot;
     }
   }
-  auto slots = PlaceGang({demand}, view, shared_storage_only);
+  auto slots = PlaceGang({demand}, view, shared_storage_only, PortNeed::kReplicas);
   if (!slots) return std::nullopt;
-  (*slots)[0].port = view.TakePort();
   return std::move((*slots)[0]);
 }
 
@@ -448,20 +512,20 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
     bool placed = false;
     // The shape's first request's demands: equal to this one's, and already in cache.
     const std::vector<ReplicaDemand>& demands = shape_first[result.shapes[i]]->demands();
-    size_t ports_needed = demands.size() + 2;
     if (!within && borrowing_stopped) result.waiting_behind[i] = first_reserved;
-    if (job.schedulable && (within || !borrowing_stopped) && totals[i].gpus <= total_free_gpus &&
-        static_cast<size_t>(view.ports_free()) >= ports_needed) {
+    if (job.schedulable && (within || !borrowing_stopped) && totals[i].gpus <= total_free_gpus) {
       if (!failed_shapes[result.shapes[i]]) {
         ++result.searches;
-        auto slots = PlaceGang(demands, view, job.needs_shared_storage);
+        auto slots = PlaceGang(demands, view, job.needs_shared_storage, PortNeed::kJob);
         if (slots) {
           JobPlacement p;
           p.request = i;
           p.replicas = std::move(*slots);
-          for (auto& s : p.replicas) s.port = view.TakePort();
-          p.master_port = view.TakePort();
-          p.bootstrap_port = view.TakePort();
+          const int chief_space =
+              p.replicas.empty() ? 0
+                                 : view.nodes[static_cast<size_t>(p.replicas[0].node)].port_space;
+          p.master_port = view.TakePort(chief_space);
+          p.bootstrap_port = view.TakePort(chief_space);
           total_free_gpus -= totals[i].gpus;
           queues[q].gpus_used += totals[i].gpus;
           queues[q].cpus_used += totals[i].cpus;
@@ -499,10 +563,7 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
     if (searches >= kMaxPreemptorsPerRound) break;
     const JobRequest& job = requests[i];
     const std::vector<ReplicaDemand>& demands = shape_first[result.shapes[i]]->demands();
-    if (!job.schedulable || !job.may_preempt ||
-        static_cast<size_t>(view.ports_free()) < demands.size() + 2) {
-      continue;
-    }
+    if (!job.schedulable || !job.may_preempt) continue;
     const size_t q = queue_of(job.queue);
     const bool within = WithinQuota(queues[q], totals[i]);
     auto key = std::make_tuple(result.shapes[i], q, job.priority, within);

@@ -41,9 +41,11 @@
 //    would find, never produces an invalid one.
 //  - GPUs are pinned per replica (node-local indices, lowest free first); a GPU is never given to
 //    two live replicas.
-//  - Ports: each replica gets one port from [port_min, port_max], unique among live replicas on
-//    all nodes (all nodes may be one host in a demo); each job also gets a master_port and a
-//    bootstrap_port (on the chief's node; also unique cluster-wide).
+//  - Ports: each replica gets one port from [port_min, port_max], unique in its node's port space
+//    (the network stack its replicas bind in: a host, or a network namespace; several agents on
+//    one host share one, as in the demo); each job also gets a master_port and a bootstrap_port,
+//    in its chief's (replica 0's) space. A gang is placed only where each space it uses has the
+//    ports it needs, so a cluster of N hosts has N times --port-range, not one range in all.
 //  - Within one round, a job whose demand equals one that already failed is skipped without a
 //    search (10,000 queued jobs of a few shapes cost a few searches, not 10,000). Each request's
 //    demands are read once a round, to find its shape; the rest of the round uses the shape's id.
@@ -79,23 +81,61 @@ struct NodeFree {
   int64_t free_memory_mb = 0;
   bool memory_unlimited = false;    // the node did not report its memory
   bool shares_output_root = false;  // its agent sees the coordinator's output root (see "Storage")
+  int port_space = 0;               // index of its port space in the ClusterView (see "Ports")
 };
 
-// Free resources of the whole cluster plus the ports in use; Schedule() consumes from it.
+// Free resources of the whole cluster plus the ports in use in each port space; Schedule()
+// consumes from it. A new view has one port space, 0, where every node is until the builder adds
+// more (one host, as in the unit tests and the demo).
 class ClusterView {
  public:
+  // MarkPortUsed's space for a port held where the view cannot tell the space (a replica on a
+  // node that has not registered since the coordinator started): no space may hand it out.
+  static constexpr int kEverySpace = -1;
+
   ClusterView(int port_min, int port_max);
   std::vector<NodeFree> nodes;
-  void MarkPortUsed(int port);
-  // The next free port at or after the cursor (wrapping), marked used; 0 when none is left.
-  int TakePort();
-  int ports_free() const { return ports_free_; }
+
+  // A new, empty port space; returns its index.
+  int AddPortSpace();
+  int port_spaces() const { return static_cast<int>(spaces_.size()); }
+  int port_range() const { return port_max_ - port_min_ + 1; }
+  // Marks `port` used in `space` (or kEverySpace); a port outside the range is ignored.
+  void MarkPortUsed(int space, int port);
+  // The next port free in `space` at or after that space's cursor (wrapping), marked used; 0
+  // when none is left.
+  int TakePort(int space);
+  // Ports `space` can still hand out. A port marked both in `space` and in every space is counted
+  // twice, so this may be short by such ports (never over).
+  int ports_free(int space) const;
+  // Whether `port` is in use in `space`.
+  bool Used(int space, int port) const {
+    return Contains(Key(kEverySpace, port)) || Contains(Key(space, port));
+  }
 
  private:
+  struct PortSpace {
+    int used = 0;    // ports marked in this space alone
+    int cursor = 0;  // offset into the range where TakePort looks first
+  };
+  // The (space, port) pairs in use: an open-addressing set, since 10,000 spaces each with a few
+  // ports used would make a bitmap per space a megabyte's work every round.
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  static uint64_t Key(int space, int port) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(space + 1)) << 17) |
+           static_cast<uint32_t>(port);
+  }
+  static size_t Slot(uint64_t key, size_t mask) {  // Fibonacci hashing: the product's high bits
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+  }
+  bool Contains(uint64_t key) const;
+  bool Insert(uint64_t key);  // false: it was there
+
   int port_min_, port_max_;
-  std::vector<bool> used_;
-  int ports_free_;
-  int cursor_ = 0;
+  std::vector<PortSpace> spaces_;
+  int every_used_ = 0;  // ports marked in every space
+  std::vector<uint64_t> keys_;
+  size_t size_ = 0;
 };
 
 struct ReplicaSlot {
@@ -229,16 +269,21 @@ class Scheduler {
     return Schedule(requests, view, now_ms, ScheduleInput{});
   }
 
-  // Places all of `replicas` at once (the gang rule) or nothing; takes from `view` on success.
-  // No ports are assigned (callers add them). Used by Schedule() and for replica restarts.
-  // `shared_storage_only`: only on nodes that share the output root.
+  // The ports a gang needs where it goes (see "Ports"): none (the resources alone), one per
+  // replica in its node's space, or also the job's two in its chief's (replica 0's) space.
+  enum class PortNeed { kNone, kReplicas, kJob };
+
+  // Places all of `replicas` at once (the gang rule) or nothing; takes from `view` on success,
+  // with a port for each replica (the job's own two are the caller's, where kJob left room for
+  // them). `shared_storage_only`: only on nodes that share the output root.
   static std::optional<std::vector<ReplicaSlot>> PlaceGang(
       const std::vector<ReplicaDemand>& replicas, ClusterView& view,
-      bool shared_storage_only = false);
+      bool shared_storage_only = false, PortNeed ports = PortNeed::kJob);
   // Where PlaceGang would put each replica (node indices), taking nothing.
   static std::optional<std::vector<int>> FindGang(const std::vector<ReplicaDemand>& replicas,
                                                   const ClusterView& view,
-                                                  bool shared_storage_only = false);
+                                                  bool shared_storage_only = false,
+                                                  PortNeed ports = PortNeed::kJob);
   // Places one replica, on `preferred_node` (an index, or -1) when it fits there; takes from
   // `view` and assigns a port. nullopt when it fits nowhere (or no port is left).
   static std::optional<ReplicaSlot> PlaceOne(const ReplicaDemand& demand, int preferred_node,

@@ -141,6 +141,11 @@ struct NodeRecord {
   bool draining = false;               // its agent is shutting down: nothing new is placed here
   NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
   std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica
+  // The network stack its replicas bind ports in (RegisterAgent.port_domain; "address <address>"
+  // from an agent that reports none), and the registry's small id for it: nodes with the same one
+  // share ports (the Scheduler's "Ports").
+  std::string port_domain;
+  uint32_t port_domain_id = 0;
   std::string peer;  // ROUTER identity its agent last spoke from (the agent sets its node id)
   std::string key;   // the CURVE key its agent registered with (empty with --insecure)
   NodeStorage storage;

@@ -14,11 +14,13 @@
 
 namespace cohort::bench {
 
-// The RegisterAgent of a simulated node at 127.0.0.1: GPUs 0 .. gpus-1, 64 CPUs, 512000 MB.
+// The RegisterAgent of a simulated node at 127.0.0.1, a host of its own for ports: GPUs 0 ..
+// gpus-1, 64 CPUs, 512000 MB.
 inline wire::RegisterAgentT SimRegistration(const std::string& node_id, int gpus) {
   wire::RegisterAgentT reg;
   reg.node_id = node_id;
   reg.address = "127.0.0.1";
+  reg.port_domain = "sim " + node_id;  // a host of its own, as each node of a real cluster is
   for (int g = 0; g < gpus; ++g) {
     auto gi = std::make_unique<wire::GpuInfoT>();
     gi->index = g;

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     used += g;
     input.running.push_back(std::move(r));
   }
-  for (int p = 0; p < 20000 && base.ports_free() > 0; p += 3) base.MarkPortUsed(20000 + p);
+  for (int p = 0; p < 20000 && base.ports_free(0) > 0; p += 3) base.MarkPortUsed(0, 20000 + p);
 
   std::vector<JobRequest> queue;
   for (int i = 0; i < a.jobs; ++i) {

@@ -2,12 +2,15 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/cgroup.h"
 #include "agent/inventory.h"
@@ -481,6 +484,42 @@ TEST(InventoryTest, ListeningPortsFromProcNetTcp) {
   EXPECT_TRUE(std::binary_search(after.begin(), after.end(), port)) << port;
   EXPECT_TRUE(std::is_sorted(after.begin(), after.end()));
   ::close(fd);
+}
+
+// The port domain names this boot of this host and this network namespace: the same for every
+// agent here, another in a namespace of its own (where replicas have all ports to themselves).
+TEST(InventoryTest, ThePortDomainIsTheBootAndTheNetworkNamespace) {
+  const std::string here = PortDomain();
+  ASSERT_FALSE(here.empty());
+  EXPECT_EQ(PortDomain(), here);
+  std::ifstream boot_file("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(boot_file, boot);
+  EXPECT_EQ(here, boot + " " + std::filesystem::read_symlink("/proc/self/ns/net").string());
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Unprivileged too: a user namespace lets it make a network namespace.
+    int flags = ::geteuid() == 0 ? CLONE_NEWNET : (CLONE_NEWUSER | CLONE_NEWNET);
+    std::string out = ::unshare(flags) == 0 ? PortDomain() : "unshare: " + std::to_string(errno);
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string theirs;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) theirs.append(buf, n);
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  if (theirs.rfind("unshare: ", 0) == 0) {
+    GTEST_SKIP() << "this machine lets no process make a network namespace (" << theirs
+                 << "), so a second domain cannot be made here";
+  }
+  EXPECT_NE(theirs, here);
+  EXPECT_EQ(theirs.substr(0, boot.size() + 1), boot + " ") << theirs;
 }
 
 TEST(InventoryTest, NvmlProbe) {

@@ -216,6 +216,7 @@ class CoordinatorTest : public ::testing::Test {
     wire::RegisterAgentT reg;
     reg.node_id = node_id;
     reg.address = node_id + ".local";
+    if (port_domains_.count(node_id)) reg.port_domain = port_domains_[node_id];
     for (int i = 0; i < gpus; ++i) {
       auto g = std::make_unique<wire::GpuInfoT>();
       g->index = i;
@@ -326,6 +327,9 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
   Peer client_;
   std::map<std::string, Peer> agents_;
+  // The port domain a node's agent reports (none: the agent reports none, so its address stands
+  // for it, a host of its own).
+  std::map<std::string, std::string> port_domains_;
 };
 
 std::string Env(const wire::LaunchReplicaT& l, const std::string& key) {
@@ -506,6 +510,67 @@ TEST_F(CoordinatorTest, PortsTheNodesListenOnAreNeverHandedToReplicas) {
     EXPECT_TRUE(port != 25000 && port != 25002) << port;
   }
   EXPECT_EQ(Env(launches["node-a/chief-0"], "MASTER_PORT"), std::to_string(job->master_port));
+}
+
+// Ports are unique per host, not across the cluster: with 3 ports, two hosts run a 1-replica job
+// each (the job needs 3), and two agents that report one port domain (one host) only one.
+TEST_F(CoordinatorTest, EachHostHasTheWholePortRange) {
+  options_.port_min = 25000;
+  options_.port_max = 25002;
+  Restart();
+  AddAgent("node-a", 1);
+  AddAgent("node-b", 1);
+  ASSERT_TRUE(Submit(JobYaml("one", 0, 1)).ok());
+  ASSERT_TRUE(Submit(JobYaml("two", 0, 1)).ok());
+  Pump([&] { return coordinator_->FindJob("two")->state != JobState::QUEUED; });
+  EXPECT_EQ(coordinator_->FindJob("one")->state, JobState::PENDING);
+  EXPECT_EQ(coordinator_->FindJob("two")->state, JobState::PENDING);
+  EXPECT_EQ(coordinator_->FindJob("one")->master_port, coordinator_->FindJob("two")->master_port)
+      << "the same port on two hosts";
+
+  port_domains_["node-c"] = port_domains_["node-d"] = "host-cd";
+  AddAgent("node-c", 1);
+  AddAgent("node-d", 1);
+  ASSERT_TRUE(Submit(JobYaml("three", 0, 1)).ok());
+  ASSERT_TRUE(Submit(JobYaml("four", 0, 1)).ok());
+  Pump([&] { return coordinator_->FindJob("three")->state != JobState::QUEUED; });
+  PumpFew();
+  EXPECT_EQ(coordinator_->FindJob("three")->state, JobState::PENDING);
+  EXPECT_EQ(coordinator_->FindJob("four")->state, JobState::QUEUED);
+  EXPECT_NE(coordinator_->FindJob("four")->waiting_reason.find("waiting for free ports"),
+            std::string::npos)
+      << coordinator_->FindJob("four")->waiting_reason;
+}
+
+// A replica that restarts on another host gets ports free there: its chief moved to a node where
+// something listens on the job's master port, so the job's ports move too.
+TEST_F(CoordinatorTest, AChiefThatMovesHostsGetsPortsFreeOnItsNewHost) {
+  options_.port_min = 25000;
+  options_.port_max = 25002;
+  Restart();
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("mover", 0, 1)));
+  const int master = coordinator_->FindJob("mover")->master_port;
+  ASSERT_NE(master, 0);
+  AddAgent("node-b", 1);
+  // On node-b something listens on the job's master port; node-a falls silent.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(milliseconds(1000));
+    wire::HeartbeatT hb;
+    hb.node_id = "node-b";
+    hb.listening_ports = {master};
+    agents_["node-b"].Send(std::move(hb));
+    PumpFew();
+  }
+  ASSERT_FALSE(coordinator_->FindNode("node-a")->ready);
+  Pump([&] { return coordinator_->FindJob("mover")->replicas[0].node_id == "node-b"; });
+  const JobRecord* job = coordinator_->FindJob("mover");
+  ASSERT_EQ(job->replicas[0].node_id, "node-b");
+  EXPECT_NE(job->master_port, master);
+  EXPECT_NE(job->bootstrap_port, master);
+  EXPECT_EQ((std::set<int>{job->replicas[0].port, job->master_port, job->bootstrap_port}).size(),
+            3u);
+  EXPECT_TRUE(HasEvent(GetJob("mover"), "its chief moved to a host where its ports were taken"));
 }
 
 TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {

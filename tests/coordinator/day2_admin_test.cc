@@ -126,7 +126,9 @@ TEST(NodeAdminTest, ThePlacementViewLeavesCordonedAndDrainingNodesOut) {
   ClusterView view = BuildClusterView(nodes, jobs, QueueConfig(), 20000, 29999, &index);
   ASSERT_EQ(view.nodes.size(), 1u);
   EXPECT_EQ(view.nodes[0].node_id, "b");
-  EXPECT_EQ(index.count("a") + index.count("c"), 0u);
+  EXPECT_EQ(index.at("a").node, -1);
+  EXPECT_EQ(index.at("b").node, 0);
+  EXPECT_EQ(index.at("c").node, -1);
 }
 
 TEST(JobDeleteTest, OnlyAFinishedJobIsDeletedAndItsNameIsFreeAgain) {

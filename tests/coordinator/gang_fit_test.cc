@@ -7,9 +7,12 @@
 namespace cohort::coordinator {
 namespace {
 
-void AddNode(NodeRegistry& nodes, const std::string& id, int gpus, int cpus, int64_t memory_mb) {
+// A node with a host of its own (its port domain is its id, unless `port_domain` is given).
+void AddNode(NodeRegistry& nodes, const std::string& id, int gpus, int cpus, int64_t memory_mb,
+             const std::string& port_domain = "") {
   wire::RegisterAgentT reg;
   reg.node_id = id;
+  reg.port_domain = port_domain;
   for (int i = 0; i < gpus; ++i) {
     auto g = std::make_unique<wire::GpuInfoT>();
     g->index = i;
@@ -63,11 +66,33 @@ TEST(GangFitTest, RefusesWhatNoIdleNodeOrNoIdleClusterHolds) {
             "its 3 replicas (16 GPUs, 3 CPUs in all) do not fit together on 2 nodes (12 GPUs, 48 "
             "CPUs in all), even with nothing else running");
   EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 4}")).ok());
-  // Ports: one per replica and two for the job.
-  Status ports = idle.Check(
-      Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") + Pool("worker", 3, "{}")), nodes,
-      20000, 20004);
-  EXPECT_NE(ports.message().find("needs 6 ports"), std::string::npos) << ports.message();
+}
+
+// Ports are counted per host: one per replica on its host, two more on the chief's. The job of a
+// chief and 3 workers needs 6 ports on one host, but fits 5 on each of two hosts (3 and 3: the
+// chief and a worker on one, two workers on the other); with 2 ports a host, the chief's host
+// alone lacks one.
+TEST(GangFitTest, PortsAreCountedOnEachHostNotAcrossTheCluster) {
+  const JobSpec spec =
+      Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{}") + Pool("worker", 3, "{}"));
+  NodeRegistry two_hosts(10'000);
+  AddNode(two_hosts, "a", 0, 2, 0);
+  AddNode(two_hosts, "b", 0, 2, 0);
+  IdleClusterCheck idle;
+  EXPECT_TRUE(idle.Check(spec, two_hosts, 20000, 20004).ok());
+  Status few = idle.Check(spec, two_hosts, 20000, 20001);
+  EXPECT_EQ(few.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(few.message(),
+            "the job needs more ports on one host than the coordinator's --port-range has (2): "
+            "one per replica on the host it runs on, and two more on the chief's");
+
+  // The same two nodes on one host (agents that report one port domain) share its 5 ports.
+  NodeRegistry one_host(10'000);
+  AddNode(one_host, "a", 0, 2, 0, "host-1");
+  AddNode(one_host, "b", 0, 2, 0, "host-1");
+  IdleClusterCheck shared;
+  EXPECT_EQ(shared.Check(spec, one_host, 20000, 20004).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(shared.Check(spec, one_host, 20000, 20005).ok());
 }
 
 // The idle cluster is kept between submits; a node that registers again with another capacity,
@@ -121,7 +146,8 @@ TEST(GangFitTest, AWaitingJobSaysWhatIsMissing) {
   ClusterView few_ports(20000, 20002);
   few_ports.nodes = {Free("a", 4, 8)};
   EXPECT_EQ(WaitingReason({{1, 1, 0}, {1, 1, 0}}, few_ports),
-            "waiting for free ports: it needs 4, 3 are free");
+            "waiting for free ports: it needs one per replica on its hosts and two more on the "
+            "chief's; a host has at most 3 of --port-range free");
 }
 
 }  // namespace

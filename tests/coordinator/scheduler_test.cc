@@ -174,10 +174,10 @@ TEST(SchedulerTest, UnschedulableJobsAreSkippedButCanStarve) {
   EXPECT_EQ(r.starving_job, "restarting");
 }
 
-TEST(SchedulerTest, PortsAreUniqueAcrossNodesAndJobs) {
+TEST(SchedulerTest, PortsAreUniqueAcrossTheNodesOfOneHostAndJobs) {
   ClusterView view(30000, 30100);
-  view.MarkPortUsed(30000);
-  view.MarkPortUsed(30001);
+  view.MarkPortUsed(0, 30000);
+  view.MarkPortUsed(0, 30001);
   view.nodes = {Node("a", 8), Node("b", 8)};
   Scheduler s({});
   std::vector<JobRequest> q;
@@ -203,7 +203,75 @@ TEST(SchedulerTest, RunningOutOfPortsBlocksPlacement) {
   std::vector<JobRequest> q = {Job("one", 1, 1), Job("two", 1, 1)};
   auto r = s.Schedule(q, view, 0);
   EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"one"}));
-  EXPECT_EQ(view.ports_free(), 0);
+  EXPECT_EQ(view.ports_free(0), 0);
+}
+
+// Each port space (a host) has the whole range: three 3-port jobs on three 1-GPU nodes of two
+// hosts place two, one per host, each with the same three ports.
+TEST(SchedulerTest, EachHostHasTheWholePortRange) {
+  ClusterView view(40000, 40002);
+  view.nodes = {Node("a", 1), Node("b", 1), Node("c", 1)};
+  view.nodes[1].port_space = view.AddPortSpace();
+  view.nodes[2].port_space = view.nodes[1].port_space;  // b and c: one host
+  Scheduler s({});
+  std::vector<JobRequest> q = {Job("one", 1, 1), Job("two", 1, 1), Job("three", 1, 1)};
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(PlacedNames(r, q), (std::vector<std::string>{"one", "two"}));
+  std::set<int> hosts;
+  for (const auto& p : r.placed) {
+    hosts.insert(view.nodes[static_cast<size_t>(p.replicas[0].node)].port_space);
+    EXPECT_EQ((std::set<int>{p.replicas[0].port, p.master_port, p.bootstrap_port}),
+              (std::set<int>{40000, 40001, 40002}));
+  }
+  EXPECT_EQ(hosts, (std::set<int>{0, 1}));
+  EXPECT_EQ(view.ports_free(0), 0);
+  EXPECT_EQ(view.ports_free(1), 0);
+}
+
+// A gang over two hosts needs one port per replica on each and the job's two on the chief's:
+// 3 ports a host hold a chief and a worker on two hosts, not on one.
+TEST(SchedulerTest, AGangOverTwoHostsNeedsItsPortsOnEach) {
+  Scheduler s({});
+  ClusterView two_hosts(40000, 40002);
+  two_hosts.nodes = {Node("a", 1), Node("b", 1)};
+  two_hosts.nodes[1].port_space = two_hosts.AddPortSpace();
+  std::vector<JobRequest> q = {Job("pair", 2, 1)};
+  auto r = s.Schedule(q, two_hosts, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  const JobPlacement& p = r.placed[0];
+  ASSERT_EQ(p.replicas.size(), 2u);
+  EXPECT_NE(p.replicas[0].node, p.replicas[1].node);
+  EXPECT_EQ((std::set<int>{p.replicas[0].port, p.master_port, p.bootstrap_port}),
+            (std::set<int>{40000, 40001, 40002}));
+  EXPECT_NE(p.replicas[1].port, 0);
+
+  ClusterView one_host(40000, 40002);
+  one_host.nodes = {Node("a", 1), Node("b", 1)};
+  r = s.Schedule(q, one_host, 0);
+  EXPECT_TRUE(r.placed.empty()) << "4 ports on one host of 3";
+}
+
+// A port held where the view cannot tell the host (a node not registered since a restart) is
+// handed out on no host.
+TEST(SchedulerTest, APortHeldOnAnUnknownHostIsHandedOutNowhere) {
+  ClusterView view(40000, 40003);
+  const int other = view.AddPortSpace();
+  view.MarkPortUsed(ClusterView::kEverySpace, 40000);
+  view.MarkPortUsed(other, 40001);
+  view.MarkPortUsed(other, 40001);  // twice: counted once
+  view.MarkPortUsed(other, 50000);  // outside the range: ignored
+  EXPECT_EQ(view.ports_free(0), 3);
+  EXPECT_EQ(view.ports_free(other), 2);
+  EXPECT_TRUE(view.Used(0, 40000));
+  EXPECT_FALSE(view.Used(0, 40001));
+  std::set<int> taken;
+  for (int i = 0; i < 3; ++i) taken.insert(view.TakePort(0));
+  EXPECT_EQ(taken, (std::set<int>{40001, 40002, 40003}));
+  EXPECT_EQ(view.TakePort(0), 0);
+  taken.clear();
+  for (int i = 0; i < 2; ++i) taken.insert(view.TakePort(other));
+  EXPECT_EQ(taken, (std::set<int>{40002, 40003}));
+  EXPECT_EQ(view.TakePort(other), 0);
 }
 
 TEST(SchedulerTest, PlaceOnePrefersTheGivenNode) {
