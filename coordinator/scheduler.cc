@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -181,9 +182,70 @@ int ClusterView::TakePort(int space) {
   return 0;
 }
 
-std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDemand>& replicas,
-                                                    const ClusterView& view,
-                                                    bool shared_storage_only, PortNeed ports) {
+namespace {
+
+// The nodes of a view in the orders FindGang reads them: best fit takes the first node that fits
+// by (free GPUs, free CPUs, index), first-fit-decreasing reads nodes by free GPUs and free CPUs
+// from the most, index ascending among equals. With it a search finds its node in O(log nodes)
+// instead of a pass over every node. It costs about a pass's work per node to build, so a round
+// builds it only once it has searched often (Scheduler::kSearchesBeforeNodeOrder), and re-files
+// each node it takes from.
+class NodeOrder {
+ public:
+  using Key = std::tuple<int, int, int>;  // free GPUs, free CPUs, index
+
+  explicit NodeOrder(const ClusterView& view) : view_(view), keys_(view.nodes.size()) {
+    for (size_t i = 0; i < view.nodes.size(); ++i) File(i);
+  }
+  // `node`'s free GPUs or CPUs changed.
+  void Refile(size_t node) {
+    set_.erase(keys_[node]);
+    File(node);
+  }
+  const std::set<Key>& set() const { return set_; }
+
+  // The nodes by free GPUs, then free CPUs, from the most; index ascending among equals.
+  class Descending {
+   public:
+    explicit Descending(const std::set<Key>& set) : set_(set), rest_(set.end()) {
+      pos_ = group_end_ = rest_;
+    }
+    // The next node's index; false when none is left.
+    bool Next(size_t* node) {
+      if (pos_ == group_end_) {
+        if (rest_ == set_.begin()) return false;
+        const Key& last = *std::prev(rest_);
+        group_end_ = rest_;
+        pos_ = rest_ = set_.lower_bound(
+            Key{std::get<0>(last), std::get<1>(last), std::numeric_limits<int>::min()});
+      }
+      *node = static_cast<size_t>(std::get<2>(*pos_++));
+      return true;
+    }
+
+   private:
+    const std::set<Key>& set_;
+    std::set<Key>::const_iterator rest_;  // [begin, rest_) not read yet
+    std::set<Key>::const_iterator pos_, group_end_;
+  };
+
+ private:
+  void File(size_t i) {
+    const NodeFree& n = view_.nodes[i];
+    keys_[i] = Key{static_cast<int>(n.free_gpus.size()), n.free_cpus, static_cast<int>(i)};
+    set_.insert(keys_[i]);
+  }
+
+  const ClusterView& view_;
+  std::vector<Key> keys_;
+  std::set<Key> set_;
+};
+
+// FindGang, reading nodes through `order` when given (it must be of `view` as it is now).
+std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& replicas,
+                                           const ClusterView& view, bool shared_storage_only,
+                                           Scheduler::PortNeed ports, const NodeOrder* order) {
+  using PortNeed = Scheduler::PortNeed;
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
@@ -202,25 +264,43 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
                                     : view.ports_free(n.port_space);
   };
 
-  // 1. The whole gang on one node: best fit.
+  // 1. The whole gang on one node: best fit (the fewest free GPUs, then CPUs; the first such).
   const int gang_ports =
       ports == PortNeed::kNone ? 0 : static_cast<int>(replicas.size()) + job_ports;
+  auto takes_all = [&](const NodeFree& n) {
+    return Eligible(n, shared_storage_only) &&
+           Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total) &&
+           ports_left(n) >= gang_ports;
+  };
   int best = -1;
-  for (size_t i = 0; i < view.nodes.size(); ++i) {
-    const NodeFree& n = view.nodes[i];
-    if (!Eligible(n, shared_storage_only) ||
-        !Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total) ||
-        ports_left(n) < gang_ports) {
-      continue;
+  if (order != nullptr) {
+    const std::set<NodeOrder::Key>& set = order->set();
+    constexpr int kFirst = std::numeric_limits<int>::min();
+    for (auto it = set.lower_bound({total.gpus, total.cpus, kFirst}); it != set.end();) {
+      const auto [gpus, cpus, i] = *it;
+      if (cpus < total.cpus) {  // too few CPUs: on to this GPU count's nodes with enough
+        it = set.lower_bound({gpus, total.cpus, kFirst});
+        continue;
+      }
+      if (takes_all(view.nodes[static_cast<size_t>(i)])) {
+        best = i;
+        break;
+      }
+      ++it;
     }
-    if (best < 0) {
-      best = static_cast<int>(i);
-      continue;
-    }
-    const NodeFree& b = view.nodes[static_cast<size_t>(best)];
-    if (std::make_tuple(n.free_gpus.size(), n.free_cpus) <
-        std::make_tuple(b.free_gpus.size(), b.free_cpus)) {
-      best = static_cast<int>(i);
+  } else {
+    for (size_t i = 0; i < view.nodes.size(); ++i) {
+      const NodeFree& n = view.nodes[i];
+      if (!takes_all(n)) continue;
+      if (best < 0) {
+        best = static_cast<int>(i);
+        continue;
+      }
+      const NodeFree& b = view.nodes[static_cast<size_t>(best)];
+      if (std::make_tuple(n.free_gpus.size(), n.free_cpus) <
+          std::make_tuple(b.free_gpus.size(), b.free_cpus)) {
+        best = static_cast<int>(i);
+      }
     }
   }
   if (best >= 0) {
@@ -230,73 +310,118 @@ std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDem
   if (replicas.size() == 1) return std::nullopt;
 
   // 2. First-fit decreasing over nodes, largest free first: largest replicas first. Only nodes
-  // that can take the smallest replica are candidates (on a busy cluster, few).
-  std::vector<size_t> order(replicas.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  // that can take the smallest replica are candidates, read in that order as far as needed (on an
+  // idle cluster, the first few).
+  std::vector<size_t> by_size(replicas.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
     return std::tie(replicas[a].gpus, replicas[a].cpus, replicas[a].memory_mb) >
            std::tie(replicas[b].gpus, replicas[b].cpus, replicas[b].memory_mb);
   });
-  const ReplicaDemand& smallest = replicas[order.back()];
-  std::vector<size_t> nodes;
-  for (size_t i = 0; i < view.nodes.size(); ++i) {
-    const NodeFree& n = view.nodes[i];
-    if (Eligible(n, shared_storage_only) &&
-        Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest) &&
-        ports_left(n) >= (ports == PortNeed::kNone ? 0 : 1)) {
-      nodes.push_back(i);
-    }
-  }
-  std::stable_sort(nodes.begin(), nodes.end(), [&](size_t a, size_t b) {
-    const NodeFree& x = view.nodes[a];
-    const NodeFree& y = view.nodes[b];
-    return std::make_tuple(x.free_gpus.size(), x.free_cpus) >
-           std::make_tuple(y.free_gpus.size(), y.free_cpus);
-  });
-  std::vector<int> gpus_left(nodes.size()), cpus_left(nodes.size());
-  std::vector<int64_t> mem_left(nodes.size());
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    const NodeFree& n = view.nodes[nodes[k]];
-    gpus_left[k] = static_cast<int>(n.free_gpus.size());
-    cpus_left[k] = n.free_cpus;
-    mem_left[k] = n.free_memory_mb;
-  }
-  std::unordered_map<int, int> ports_taken;  // space -> ports this gang takes there
-  for (size_t r : order) {
-    const ReplicaDemand& d = replicas[r];
-    bool placed = false;
-    for (size_t k = 0; k < nodes.size(); ++k) {
-      const NodeFree& n = view.nodes[nodes[k]];
-      if (!Fits(n, gpus_left[k], cpus_left[k], mem_left[k], d)) continue;
-      if (ports != PortNeed::kNone) {
-        int& taken = ports_taken[n.port_space];
-        if (ports_left(n) - taken < ports_of(r)) continue;
-        taken += ports_of(r);
+  const ReplicaDemand& smallest = replicas[by_size.back()];
+  auto candidate = [&](const NodeFree& n) {
+    return Eligible(n, shared_storage_only) &&
+           Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest) &&
+           ports_left(n) >= (ports == PortNeed::kNone ? 0 : 1);
+  };
+  // The next candidate in that order; false when none is left.
+  std::function<bool(size_t*)> next;
+  std::optional<NodeOrder::Descending> descending;
+  std::vector<size_t> sorted;
+  size_t sorted_pos = 0;
+  if (order != nullptr) {
+    descending.emplace(order->set());
+    next = [&](size_t* node) {
+      while (descending->Next(node)) {
+        const NodeFree& n = view.nodes[*node];
+        if (static_cast<int>(n.free_gpus.size()) < smallest.gpus) return false;  // nor the rest
+        if (candidate(n)) return true;
       }
-      gpus_left[k] -= d.gpus;
-      cpus_left[k] -= d.cpus;
-      mem_left[k] -= d.memory_mb;
-      where[r] = static_cast<int>(nodes[k]);
-      placed = true;
-      break;
+      return false;
+    };
+  } else {
+    for (size_t i = 0; i < view.nodes.size(); ++i) {
+      if (candidate(view.nodes[i])) sorted.push_back(i);
+    }
+    std::stable_sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) {
+      const NodeFree& x = view.nodes[a];
+      const NodeFree& y = view.nodes[b];
+      return std::make_tuple(x.free_gpus.size(), x.free_cpus) >
+             std::make_tuple(y.free_gpus.size(), y.free_cpus);
+    });
+    next = [&](size_t* node) {
+      if (sorted_pos == sorted.size()) return false;
+      *node = sorted[sorted_pos++];
+      return true;
+    };
+  }
+  std::vector<size_t> nodes;  // the candidates read so far, in order
+  std::vector<int> gpus_left, cpus_left;
+  std::vector<int64_t> mem_left;
+  std::unordered_map<int, int> ports_taken;  // space -> ports this gang takes there
+  // Takes replica r on candidate k if it fits there.
+  auto take = [&](size_t r, size_t k) {
+    const NodeFree& n = view.nodes[nodes[k]];
+    const ReplicaDemand& d = replicas[r];
+    if (!Fits(n, gpus_left[k], cpus_left[k], mem_left[k], d)) return false;
+    if (ports != PortNeed::kNone) {
+      int& taken = ports_taken[n.port_space];
+      if (ports_left(n) - taken < ports_of(r)) return false;
+      taken += ports_of(r);
+    }
+    gpus_left[k] -= d.gpus;
+    cpus_left[k] -= d.cpus;
+    mem_left[k] -= d.memory_mb;
+    where[r] = static_cast<int>(nodes[k]);
+    return true;
+  };
+  for (size_t r : by_size) {
+    bool placed = false;
+    for (size_t k = 0; k < nodes.size() && !placed; ++k) placed = take(r, k);
+    size_t node;
+    while (!placed && next(&node)) {
+      const NodeFree& n = view.nodes[node];
+      nodes.push_back(node);
+      gpus_left.push_back(static_cast<int>(n.free_gpus.size()));
+      cpus_left.push_back(n.free_cpus);
+      mem_left.push_back(n.free_memory_mb);
+      placed = take(r, nodes.size() - 1);
     }
     if (!placed) return std::nullopt;
   }
   return where;
 }
 
-std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
-    const std::vector<ReplicaDemand>& replicas, ClusterView& view, bool shared_storage_only,
-    PortNeed ports) {
-  auto where = FindGang(replicas, view, shared_storage_only, ports);
+// PlaceGang, reading nodes through `order` when given, which it keeps up to date.
+std::optional<std::vector<ReplicaSlot>> PlaceGangIn(const std::vector<ReplicaDemand>& replicas,
+                                                    ClusterView& view, bool shared_storage_only,
+                                                    Scheduler::PortNeed ports, NodeOrder* order) {
+  auto where = FindGangIn(replicas, view, shared_storage_only, ports, order);
   if (!where) return std::nullopt;
   std::vector<ReplicaSlot> slots = TakeGang(replicas, *where, view);
-  if (ports != PortNeed::kNone) {
+  if (ports != Scheduler::PortNeed::kNone) {
     for (auto& slot : slots) {
       slot.port = view.TakePort(view.nodes[static_cast<size_t>(slot.node)].port_space);
     }
   }
+  if (order != nullptr) {
+    for (int node : *where) order->Refile(static_cast<size_t>(node));
+  }
   return slots;
+}
+
+}  // namespace
+
+std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDemand>& replicas,
+                                                    const ClusterView& view,
+                                                    bool shared_storage_only, PortNeed ports) {
+  return FindGangIn(replicas, view, shared_storage_only, ports, nullptr);
+}
+
+std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
+    const std::vector<ReplicaDemand>& replicas, ClusterView& view, bool shared_storage_only,
+    PortNeed ports) {
+  return PlaceGangIn(replicas, view, shared_storage_only, ports, nullptr);
 }
 
 std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int preferred_node,
@@ -485,7 +610,8 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
   std::vector<bool> failed_shapes(shape_first.size(), false);  // no room for it this round
   int64_t total_free_gpus = 0;
   for (const auto& n : view.nodes) total_free_gpus += static_cast<int64_t>(n.free_gpus.size());
-  std::vector<size_t> failed;  // not placed, in the order tried
+  std::vector<size_t> failed;           // not placed, in the order tried
+  std::optional<NodeOrder> node_order;  // once the round has searched often
 
   while (true) {
     // The next job: the head of one queue (see the header comment for the order).
@@ -516,7 +642,9 @@ ScheduleResult Scheduler::Schedule(const std::vector<JobRequest>& requests, Clus
     if (job.schedulable && (within || !borrowing_stopped) && totals[i].gpus <= total_free_gpus) {
       if (!failed_shapes[result.shapes[i]]) {
         ++result.searches;
-        auto slots = PlaceGang(demands, view, job.needs_shared_storage, PortNeed::kJob);
+        if (!node_order && result.searches > kSearchesBeforeNodeOrder) node_order.emplace(view);
+        auto slots = PlaceGangIn(demands, view, job.needs_shared_storage, PortNeed::kJob,
+                                 node_order ? &*node_order : nullptr);
         if (slots) {
           JobPlacement p;
           p.request = i;

@@ -49,6 +49,9 @@
 //  - Within one round, a job whose demand equals one that already failed is skipped without a
 //    search (10,000 queued jobs of a few shapes cost a few searches, not 10,000). Each request's
 //    demands are read once a round, to find its shape; the rest of the round uses the shape's id.
+//    A round that places many jobs (thousands at once on a cluster that just freed up) orders the
+//    nodes by free GPUs and CPUs after kSearchesBeforeNodeOrder searches, so that each further
+//    search costs O(log nodes), not a pass over every node; the placements are the same.
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -256,6 +259,9 @@ class Scheduler {
  public:
   static constexpr size_t kMaxPreemptorsPerRound = 16;
   static constexpr size_t kMaxCandidates = 512;
+  // A round that has run this many placement searches (each a pass over every node) orders the
+  // nodes by free resources for the rest of its searches (a round placing thousands of jobs).
+  static constexpr size_t kSearchesBeforeNodeOrder = 32;
 
   explicit Scheduler(SchedulerOptions options) : options_(options) {}
 

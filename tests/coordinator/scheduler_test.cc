@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
+#include <tuple>
 
 namespace cohort::coordinator {
 namespace {
@@ -336,6 +338,81 @@ TEST(SchedulerTest, ShapeIdsGiveTheRoundThatTheDemandsGive) {
   // 12 demand lists, each with and without the filter where both occur.
   std::set<size_t> distinct(b.shapes.begin(), b.shapes.end());
   EXPECT_GT(distinct.size(), 12u);
+}
+
+// A round that places many jobs orders the nodes after kSearchesBeforeNodeOrder searches; its
+// placements (nodes, GPUs, ports) are the ones a pass over every node per search finds: each job
+// placed with PlaceGang in the same order, on a copy of the same cluster. The cluster is uneven
+// (partly used nodes, CPU- and memory-bound ones, hosts of several nodes, few ports, some nodes
+// on the shared output root) and the jobs need one node or several.
+TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  ClusterView view(30000, 30011);  // 12 ports a host
+  for (int n = 0; n < 400; ++n) {
+    NodeFree node = Node("n" + std::to_string(n), pick(0, 8), pick(2, 64),
+                         pick(0, 3) == 0 ? 0 : 1000 * pick(8, 256));
+    node.free_gpus.erase(node.free_gpus.begin(),
+                         node.free_gpus.begin() + pick(0, static_cast<int>(node.free_gpus.size())));
+    node.shares_output_root = pick(0, 4) == 0;
+    node.port_space =
+        n % 3 == 0 || view.port_spaces() == 1 ? view.AddPortSpace() : view.port_spaces() - 1;
+    view.nodes.push_back(std::move(node));
+  }
+  std::vector<JobRequest> q;
+  for (int i = 0; i < 3000; ++i) {
+    JobRequest job;
+    job.name = "j" + std::to_string(i);
+    int replicas = pick(0, 3) == 0 ? pick(2, 6) : 1;
+    for (int r = 0; r < replicas; ++r) {
+      job.replicas.push_back({pick(0, 8), pick(1, 16), pick(0, 1) * 1000 * pick(1, 64)});
+    }
+    job.needs_shared_storage = pick(0, 9) == 0;
+    q.push_back(std::move(job));
+  }
+  ClusterView reference = view;
+  ScheduleResult round = Scheduler({}).Schedule(q, view, 0);
+  ASSERT_GT(round.searches, 10 * Scheduler::kSearchesBeforeNodeOrder);
+
+  std::vector<JobPlacement> expected;
+  std::set<std::pair<std::vector<std::tuple<int, int, int64_t>>, bool>> failed;
+  for (size_t i = 0; i < q.size(); ++i) {
+    std::vector<std::tuple<int, int, int64_t>> shape;
+    for (const auto& d : q[i].replicas) shape.emplace_back(d.gpus, d.cpus, d.memory_mb);
+    if (failed.count({shape, q[i].needs_shared_storage})) continue;
+    auto slots = Scheduler::PlaceGang(q[i].replicas, reference, q[i].needs_shared_storage);
+    if (!slots) {
+      failed.insert({shape, q[i].needs_shared_storage});
+      continue;
+    }
+    JobPlacement p;
+    p.request = i;
+    p.replicas = std::move(*slots);
+    int chief = reference.nodes[static_cast<size_t>(p.replicas[0].node)].port_space;
+    p.master_port = reference.TakePort(chief);
+    p.bootstrap_port = reference.TakePort(chief);
+    expected.push_back(std::move(p));
+  }
+  ASSERT_GT(expected.size(), 200u);
+  ASSERT_EQ(round.placed.size(), expected.size());
+  size_t multi_node = 0;
+  for (size_t k = 0; k < expected.size(); ++k) {
+    const JobPlacement& a = round.placed[k];
+    const JobPlacement& b = expected[k];
+    ASSERT_EQ(a.request, b.request) << k;
+    ASSERT_EQ(a.replicas.size(), b.replicas.size());
+    std::set<int> nodes;
+    for (size_t r = 0; r < a.replicas.size(); ++r) {
+      EXPECT_EQ(a.replicas[r].node, b.replicas[r].node) << q[a.request].name << " replica " << r;
+      EXPECT_EQ(a.replicas[r].gpus, b.replicas[r].gpus);
+      EXPECT_EQ(a.replicas[r].port, b.replicas[r].port);
+      nodes.insert(a.replicas[r].node);
+    }
+    EXPECT_EQ(a.master_port, b.master_port);
+    EXPECT_EQ(a.bootstrap_port, b.bootstrap_port);
+    multi_node += nodes.size() > 1;
+  }
+  EXPECT_GT(multi_node, 10u) << "the first-fit-decreasing search was read through the order too";
 }
 
 // ---- storage: jobs whose output dir is on the checked shared root -------------------------------
