@@ -104,6 +104,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
 std::vector<std::string> AdminService::PreemptJobsOn(const std::string& node_id, int64_t now_ms) {
   std::vector<JobRecord*> victims;
   for (const auto& [seq, job] : jobs_.active()) {
+    if (!job->may_hold) continue;  // never placed: nothing of it runs anywhere
     for (const ReplicaRecord& r : job->replicas) {
       if (r.node_id == node_id && JobController::HoldsResources(r) && !r.stop_requested) {
         victims.push_back(job);

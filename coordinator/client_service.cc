@@ -392,7 +392,10 @@ wire::NodeListT ClientService::Nodes() const {
       ++u.replicas;
     }
   };
-  for (const auto& [seq, job] : jobs_.active()) account(*job);
+  // A job never placed holds nothing (100,000 queued jobs need not be read).
+  for (const auto& [seq, job] : jobs_.active()) {
+    if (job->may_hold) account(*job);
+  }
   // Jobs that ended may still have replicas being stopped.
   for (const JobRecord* job : jobs_.EndedHolding()) account(*job);
   wire::NodeListT list;
