@@ -32,7 +32,10 @@ void JobController::Restore(JobRecord job) {
   job.may_hold = job.start_time_ms > 0 ||
                  std::any_of(job.replicas.begin(), job.replicas.end(),
                              [](const ReplicaRecord& r) { return r.launched || r.placed(); });
-  jobs_[name] = std::make_unique<JobRecord>(std::move(job));
+  const JobRecord& restored = *(jobs_[name] = std::make_unique<JobRecord>(std::move(job)));
+  for (const auto& r : restored.replicas) {
+    if (r.placed() && !IsFinal(r.state)) NoteOnNode(r.node_id, name);
+  }
 }
 
 void JobController::FinishRestore(int64_t now_ms) {
@@ -118,8 +121,41 @@ void JobController::ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, Replica
   OnReplicaEnded(job, r, now_ms);
 }
 
+// ---- where replicas are ----------------------------------------------------------------------
+
+void JobController::NoteOnNode(const std::string& node_id, const std::string& job) {
+  NodeJobs& entry = on_node_[node_id];
+  entry.jobs.push_back(job);
+  if (entry.jobs.size() > 2 * entry.kept + 16) PruneNode(node_id, entry);
+}
+
+void JobController::PruneNode(const std::string& node_id, NodeJobs& entry) {
+  std::sort(entry.jobs.begin(), entry.jobs.end());
+  entry.jobs.erase(std::unique(entry.jobs.begin(), entry.jobs.end()), entry.jobs.end());
+  std::erase_if(entry.jobs, [&](const std::string& name) {
+    const JobRecord* job = FindJob(name);
+    return job == nullptr ||
+           std::none_of(job->replicas.begin(), job->replicas.end(), [&](const ReplicaRecord& r) {
+             return r.node_id == node_id && !IsFinal(r.state);
+           });
+  });
+  entry.kept = entry.jobs.size();
+}
+
+std::vector<JobRecord*> JobController::JobsOnNode(const std::string& node_id) {
+  std::vector<JobRecord*> out;
+  auto it = on_node_.find(node_id);
+  if (it == on_node_.end()) return out;
+  PruneNode(node_id, it->second);
+  for (const std::string& name : it->second.jobs) out.push_back(FindJob(name));
+  std::sort(out.begin(), out.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
+  if (it->second.jobs.empty()) on_node_.erase(it);
+  return out;
+}
+
 void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms) {
-  for (auto& [name, job] : jobs_) {
+  for (JobRecord* job : JobsOnNode(node_id)) {
     for (auto& r : job->replicas) {
       if (r.node_id != node_id || IsFinal(r.state)) continue;
       if (r.stop_requested) {
@@ -138,9 +174,8 @@ void JobController::NodeLost(const std::string& node_id, const std::string& why,
 void JobController::Reconcile(const std::string& node_id,
                               const std::set<std::pair<std::string, std::string>>& reported,
                               int64_t now_ms) {
-  std::vector<JobRecord*> active_jobs;
-  for (const auto& [seq, job] : active()) active_jobs.push_back(job);
-  for (JobRecord* job : active_jobs) {
+  for (JobRecord* job : JobsOnNode(node_id)) {
+    if (job->finished()) continue;  // below, with the other ended jobs that hold replicas
     for (auto& r : job->replicas) {
       if (job->finished()) break;
       if (r.node_id != node_id || IsFinal(r.state) || reported.count({job->name, r.name})) {
@@ -380,6 +415,7 @@ void JobController::PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::st
   r.port = port;
   ++r.attempt;
   SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
+  NoteOnNode(node_id, job.name);
   AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + " placed on " + r.node_id,
            now_ms);
   commands_.launch.push_back(LaunchCommand{job.name, r.name});
@@ -419,6 +455,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
     SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
     used_nodes.insert(r.node_id);
   }
+  for (const auto& node : used_nodes) NoteOnNode(node, job.name);
   job.state = JobState::PENDING;
   job.message = "launching " + std::to_string(job.replicas.size()) + " replicas";
   if (job.start_time_ms == 0) job.start_time_ms = now_ms;

@@ -59,6 +59,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -264,6 +265,20 @@ class JobController {
   mutable size_t active_tombstones_ = 0;
   void EraseActive(uint64_t seq);
   std::set<std::string> ended_holding_;
+  // Where replicas were placed, so that a node's loss or registration reads the jobs of that node,
+  // not every job (10,000 agents registering again after a restart, each against 100,000 jobs):
+  // node id -> names of jobs that had a live replica placed there. Every placement adds its job;
+  // names no longer true (the replica ended or moved, the job was deleted) and repeats are
+  // dropped when the node's jobs are read, and once the list doubles since its last pruning.
+  struct NodeJobs {
+    std::vector<std::string> jobs;
+    size_t kept = 0;  // its size after the last pruning
+  };
+  std::unordered_map<std::string, NodeJobs> on_node_;
+  void NoteOnNode(const std::string& node_id, const std::string& job);
+  void PruneNode(const std::string& node_id, NodeJobs& entry);
+  // The jobs with a live replica placed on `node_id`, in submit order.
+  std::vector<JobRecord*> JobsOnNode(const std::string& node_id);
   std::map<std::string, std::vector<Held>> held_;  // by job
   std::map<std::string, Incident> incidents_;      // by job: its latest incident
   ShapeTable shapes_;  // every job's demands, interned (JobRecord::shape_id)

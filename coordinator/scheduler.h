@@ -121,8 +121,8 @@ class ClusterView {
     int used = 0;    // ports marked in this space alone
     int cursor = 0;  // offset into the range where TakePort looks first
   };
-  // The (space, port) pairs in use: an open-addressing set, since 10,000 spaces each with a few
-  // ports used would make a bitmap per space a megabyte's work every round.
+  // The (space, port) pairs in use: an open-addressing set, since a bitmap of the range for each
+  // of 10,000 spaces (each with a few ports used) would be 12-80 MB to clear every round.
   static constexpr uint64_t kEmpty = ~uint64_t{0};
   static uint64_t Key(int space, int port) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(space + 1)) << 17) |

@@ -10,7 +10,8 @@
 //   - coordinator CPU (utime+stime over an idle window with every agent heartbeating) and RSS;
 //   - restart time with the N jobs (and the running ones) in its state: the coordinator is
 //     SIGKILLed and started again on the same state dir --restart-runs times; each run times, from
-//     the exec, its first answer (ListNodes) and its first full ListJobs.
+//     the exec, its first answer (ListNodes), its first full ListJobs, and every node READY again
+//     (the agents register again, reporting what they run, as cohort-agent does).
 // --coordinator-args "..." passes more flags to the coordinator (split on spaces), so the same
 // bench runs against two builds: e.g. an earlier build with its journal and
 // "--snapshot-every 100000", against this one with its SQLite store (see bench/RESULTS.md).
@@ -86,6 +87,8 @@ struct Agent {
   std::unique_ptr<DealerSocket> socket;
   Clock::time_point next_heartbeat;
   bool registered = false;
+  // What it runs, (job, replica) -> its RUNNING status: reported again when it registers again.
+  std::map<std::pair<std::string, std::string>, wire::ReplicaStatusT> running;
 };
 
 // Agents [first, first + count) in a process of their own, so that the client's timings do not
@@ -100,7 +103,7 @@ struct Agent {
     Agent ag;
     ag.id = "node-" + std::to_string(i);
     ag.socket = std::make_unique<DealerSocket>(*DealerSocket::Connect(ctx, agent_ep, ag.id));
-    (void)ag.socket->Send(Encode(1, bench::SimRegistration(ag.id, gpus)));
+    (void)ag.socket->Send(Encode(ag.socket->NextRequestId(), bench::SimRegistration(ag.id, gpus)));
     ag.next_heartbeat = Clock::now() + std::chrono::seconds(1);
     agents.push_back(std::move(ag));
   }
@@ -114,13 +117,31 @@ struct Agent {
     ev.data.u64 = i;
     epoll_ctl(epoll, EPOLL_CTL_ADD, agents[i].socket->socket().get(zmq::sockopt::fd), &ev);
   }
+  // As cohort-agent does: launches answered RUNNING, stops STOPPED, and when a HeartbeatReply
+  // says the coordinator does not know it (it restarted), registered again with what it runs.
   auto drain = [&](Agent& a) {
     while (a.socket->socket().get(zmq::sockopt::events) & ZMQ_POLLIN) {
       auto m = a.socket->Receive(milliseconds(0));
       if (!m.ok() || !m->has_value()) return;
       if ((*m)->As<wire::RegisterAgentReply>()) a.registered = true;
+      if (const auto* h = (*m)->As<wire::HeartbeatReply>(); h && !h->known() && a.registered) {
+        wire::RegisterAgentT reg = bench::SimRegistration(a.id, gpus);
+        for (const auto& [key, status] : a.running) {
+          reg.replicas.push_back(std::make_unique<wire::ReplicaStatusT>(status));
+        }
+        a.registered = false;
+        (void)a.socket->Send(Encode(a.socket->NextRequestId(), std::move(reg)));
+      }
       if (const auto* l = (*m)->As<wire::LaunchReplica>()) {
-        bench::SendReplicaUpdate(*a.socket, a.id, bench::StatusOf(*l, wire::ReplicaState::RUNNING));
+        wire::ReplicaStatusT status = bench::StatusOf(*l, wire::ReplicaState::RUNNING);
+        status.pid = 1;
+        a.running[{status.job, status.replica}] = status;
+        bench::SendReplicaUpdate(*a.socket, a.id, status);
+      }
+      if (const auto* st = (*m)->As<wire::StopReplica>()) {
+        a.running.erase({st->job()->str(), st->replica()->str()});
+        bench::SendReplicaUpdate(*a.socket, a.id,
+                                 bench::StatusOf(*st, wire::ReplicaState::STOPPED));
       }
     }
   };
@@ -496,15 +517,18 @@ int main(int argc, char** argv) {
   }
 
   // Restart: SIGKILL (nothing flushed at exit), then the same state dir again.
-  std::vector<double> first_answer, full_list;
+  std::vector<double> first_answer, full_list, ready_again;
   for (int r = 0; r < a.restart_runs; ++r) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
     auto r0 = Clock::now();
     pid = start_coordinator();
     double answered = -1;
+    // Each try waits 2 s: a coordinator still loading reads its requests only once it is up, and
+    // answers every one it was sent; tries every 20 ms would leave it a backlog of hundreds of
+    // ListNodes (each a walk of the jobs and 10,000 nodes) to answer before the first in time.
     while (Clock::now() - r0 < std::chrono::seconds(120)) {
-      if (sim.socket->Call(wire::ListNodesT{}, milliseconds(20)).ok()) {
+      if (sim.socket->Call(wire::ListNodesT{}, milliseconds(2000)).ok()) {
         answered = Ms(Clock::now() - r0);
         break;
       }
@@ -514,11 +538,24 @@ int main(int argc, char** argv) {
                         ? list->As<wire::JobList>()->jobs()->size()
                         : 0;
     double listed_ms = Ms(Clock::now() - r0);
-    std::printf("  restart %d: first answer %.0f ms, ListJobs with %zu jobs %.0f ms\n", r + 1,
-                answered, listed, listed_ms);
+    // The agents learn of the restart from their next heartbeat's reply and register again with
+    // what they run (a reconnect storm of --agents registrations).
+    double all_ready = -1;
+    while (answered >= 0 && Clock::now() - r0 < std::chrono::seconds(180)) {
+      if (sim.ReadyNodes() == a.agents) {
+        all_ready = Ms(Clock::now() - r0);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+    std::printf(
+        "  restart %d: first answer %.0f ms, ListJobs with %zu jobs %.0f ms, all %d nodes READY "
+        "again %.0f ms\n",
+        r + 1, answered, listed, listed_ms, a.agents, all_ready);
     if (answered < 0 || listed == 0) break;
     first_answer.push_back(answered);
     full_list.push_back(listed_ms);
+    if (all_ready >= 0) ready_again.push_back(all_ready);
   }
   if (!first_answer.empty()) {
     std::uintmax_t bytes = 0;
@@ -528,9 +565,11 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "  restart with the state of %d submitted jobs (%.1f MiB of state files): first "
-        "answer median %.0f ms (max %.0f), full ListJobs median %.0f ms over %zu runs\n",
+        "answer median %.0f ms (max %.0f), full ListJobs median %.0f ms over %zu runs; every "
+        "node READY again median %.0f ms over %zu runs\n",
         a.jobs + a.latency_runs, bytes / 1048576.0, Percentile(first_answer, 0.5),
-        Percentile(first_answer, 1.0), Percentile(full_list, 0.5), first_answer.size());
+        Percentile(first_answer, 1.0), Percentile(full_list, 0.5), first_answer.size(),
+        ready_again.empty() ? -1.0 : Percentile(ready_again, 0.5), ready_again.size());
   }
 
   kill(pid, SIGTERM);

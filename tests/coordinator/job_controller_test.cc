@@ -109,6 +109,45 @@ class JobControllerTest : public ::testing::Test {
   JobController jobs_{Options(), &health_};
 };
 
+// A node's loss or registration reads the jobs placed on that node (JobController's index of
+// them): replicas elsewhere are untouched, a replica restarted on another node is no longer
+// its old node's, and a node that registers again without a replica loses just that one. Many
+// placements on one node over time (each restart adds its job to that node's list) stay found.
+TEST_F(JobControllerTest, ANodesLossOrRegistrationTouchesTheReplicasPlacedThereOnly) {
+  JobRecord& a = Start("on-a", 0, false, 50, {"a"});
+  JobRecord& ab = Start("on-a-and-b", 1, false, 50, {"a", "b"});
+  JobRecord& b = Start("on-b", 0, false, 50, {"b"});
+  // "on-a" restarts many times on a, then moves to c.
+  for (int i = 0; i < 40; ++i) {
+    Report(a, "chief-0", ReplicaState::FAILED, 137, 9);
+    ASSERT_EQ(a.replicas[0].state, ReplicaState::PENDING) << i;
+    jobs_.PlaceReplica(a, a.replicas[0], i < 39 ? "a" : "c", {0}, 30100, now_);
+    Report(a, "chief-0", ReplicaState::RUNNING);
+  }
+  ASSERT_EQ(a.replicas[0].node_id, "c");
+  Hear({"c"});
+  Lose("a");
+  EXPECT_EQ(a.replicas[0].state, ReplicaState::RUNNING) << "it runs on c now";
+  EXPECT_EQ(ab.replicas[0].state, ReplicaState::PENDING) << "chief-0 of on-a-and-b was on a";
+  EXPECT_EQ(b.replicas[0].state, ReplicaState::RUNNING);
+
+  // b registers again reporting on-b's replica only: also-on-b's replica there is gone.
+  JobRecord& b2 = Start("also-on-b", 0, false, 50, {"b"});
+  jobs_.Reconcile("b", {{"on-b", "chief-0"}}, now_);
+  EXPECT_EQ(b.replicas[0].state, ReplicaState::RUNNING);
+  EXPECT_EQ(b2.replicas[0].state, ReplicaState::PENDING) << "lost, then waiting to restart";
+  EXPECT_NE(LastRestartEvent(b2).find("node b re-registered without it"), std::string::npos)
+      << LastRestartEvent(b2);
+  // c registers again with on-a's replica: nothing changes.
+  jobs_.Reconcile("c", {{"on-a", "chief-0"}}, now_);
+  EXPECT_EQ(a.replicas[0].state, ReplicaState::RUNNING);
+  EXPECT_EQ(a.replicas[0].node_id, "c");
+  // ... and c's loss finds it there.
+  Lose("c");
+  EXPECT_EQ(a.replicas[0].state, ReplicaState::PENDING);
+  EXPECT_EQ(a.replicas[0].last_node, "c");
+}
+
 // The active list stays in submit order while jobs end (their entries are dropped when it is next
 // read), and a job that was never placed is known to hold nothing without reading its replicas.
 TEST_F(JobControllerTest, TheActiveListKeepsSubmitOrderAsJobsEnd) {
