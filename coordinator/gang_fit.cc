@@ -74,16 +74,13 @@ NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node) {
 
 void IdleClusterCheck::Rebuild(const NodeRegistry& nodes, int port_min, int port_max) {
   idle_ = ClusterView(port_min, port_max);
-  std::vector<int> space_of(nodes.port_domain_ids(), -1);  // domain id -> space
   most_gpus_ = most_cpus_ = 0;
   most_memory_ = 0;
   memory_unlimited_ = false;
   cluster_ = ReplicaDemand{0, 0, 0};
   for (const auto& [id, n] : nodes.nodes()) {
     NodeFree f = IdleCapacity(id, n);
-    int& space = space_of[n.port_domain_id];
-    if (space < 0) space = idle_.nodes.empty() ? 0 : idle_.AddPortSpace();
-    f.port_space = space;
+    f.port_space = idle_.SpaceOfDomain(n.port_domain_id);
     most_gpus_ = std::max(most_gpus_, static_cast<int>(n.gpus.size()));
     most_cpus_ = std::max(most_cpus_, n.cpus);
     most_memory_ = std::max(most_memory_, n.memory_mb);

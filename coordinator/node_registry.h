@@ -64,9 +64,6 @@ class NodeRegistry : public NodeHealth {
   uint64_t capacity_version() const { return capacity_version_; }
   // The address replicas use to reach `node_id` (the node id itself when unknown).
   std::string AddressOf(const std::string& node_id) const;
-  // Every node's NodeRecord::port_domain_id is below this (ids of domains no node reports any
-  // more are given again), so a round can map them to port spaces with a vector.
-  uint32_t port_domain_ids() const { return next_port_domain_id_; }
 
   std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
 
@@ -109,6 +106,8 @@ class NodeRegistry : public NodeHealth {
     int nodes = 0;  // nodes that report it; at 0 the domain and its id are let go
   };
   std::unordered_map<std::string, PortDomainUse> port_domains_;
+  // Ids of domains no node reports any more, given again first: ids stay below the number of
+  // domains in use, so a round maps them to port spaces with a vector (ClusterView::SpaceOfDomain).
   std::vector<uint32_t> free_port_domain_ids_;
   uint32_t next_port_domain_id_ = 0;
   // Every node's admin setting (none: absent), registered or not.

@@ -30,10 +30,8 @@ ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
                       NodeIndex* node_index) {
   ClusterView view(port_min, port_max);
   node_index->reserve(nodes.nodes().size());
-  std::vector<int> space_of(nodes.port_domain_ids(), -1);  // domain id -> space
   for (const auto& [id, n] : nodes.nodes()) {
-    int& space = space_of[n.port_domain_id];
-    if (space < 0) space = node_index->empty() ? 0 : view.AddPortSpace();
+    const int space = view.SpaceOfDomain(n.port_domain_id);
     NodePlace place{-1, space};
     if (n.ready) {
       for (int port : n.listening_ports) view.MarkPortUsed(space, port);

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "common/logging.h"
 
@@ -120,6 +121,13 @@ ClusterView::ClusterView(int port_min, int port_max)
 int ClusterView::AddPortSpace() {
   spaces_.emplace_back();
   return static_cast<int>(spaces_.size()) - 1;
+}
+
+int ClusterView::SpaceOfDomain(uint32_t domain) {
+  if (domain >= space_of_domain_.size()) space_of_domain_.resize(domain + size_t{1}, -1);
+  int& space = space_of_domain_[domain];
+  if (space < 0) space = std::exchange(domain_in_space_0_, true) ? AddPortSpace() : 0;
+  return space;
 }
 
 bool ClusterView::Contains(uint64_t key) const {

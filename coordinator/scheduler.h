@@ -101,6 +101,9 @@ class ClusterView {
 
   // A new, empty port space; returns its index.
   int AddPortSpace();
+  // The port space of the nodes that report port domain `domain` (NodeRecord::port_domain_id):
+  // the first domain asked for is space 0, each other one gets a new space.
+  int SpaceOfDomain(uint32_t domain);
   int port_spaces() const { return static_cast<int>(spaces_.size()); }
   int port_range() const { return port_max_ - port_min_ + 1; }
   // Marks `port` used in `space` (or kEverySpace); a port outside the range is ignored.
@@ -136,6 +139,8 @@ class ClusterView {
 
   int port_min_, port_max_;
   std::vector<PortSpace> spaces_;
+  std::vector<int> space_of_domain_;  // port domain id -> its space; -1: not asked for yet
+  bool domain_in_space_0_ = false;
   int every_used_ = 0;  // ports marked in every space
   std::vector<uint64_t> keys_;
   size_t size_ = 0;

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "bench/common/flag_pairs.h"
+#include "bench/common/percentile.h"
 #include "bench/common/sim_agents.h"
 #include "common/messaging.h"
 #include "coordinator/scheduler.h"
@@ -55,6 +56,7 @@
 namespace {
 
 using namespace cohort;
+using cohort::bench::Percentile;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -208,13 +210,6 @@ ProcStat ReadProc(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) s.rss_kb = std::atol(line.c_str() + 6);
   }
   return s;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // Pure scheduler round: K nodes (cluster full but a few GPUs), N queued jobs of mixed shapes.

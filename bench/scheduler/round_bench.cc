@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/common/flag_pairs.h"
+#include "bench/common/percentile.h"
 #include "bench/common/sim_agents.h"
 #include "common/job_spec.h"
 #include "coordinator/job_controller.h"
@@ -28,6 +29,7 @@ namespace {
 
 using namespace cohort;
 using namespace cohort::coordinator;
+using cohort::bench::Percentile;
 
 struct Args {
   int nodes = 10000;
@@ -43,12 +45,6 @@ void Register(NodeRegistry& registry, const std::string& id, int gpus) {
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(wire::RegisterAgent::Pack(fbb, &reg));
   registry.Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), id, 0);
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
 }
 
 }  // namespace
