@@ -24,6 +24,7 @@
 #   build_ext.sh  compiles and links cohort/torch/_C against the torch of a given python
 #   device.sh     build_ext.sh, then the checks
 #   targets.sh    build_ext.sh, then issue 13's DDP and all-reduce figures at 1 Gbit/s
+#   session.sh    targets.sh's parts in one device call within a deadline, archived in OUT/res.tgz
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd)
@@ -113,6 +114,7 @@ cp "$root/bench/netns/cluster.sh" "$dest/bench/netns/"
 cp "$root/bench/gpu/torch_kit_build_ext.sh" "$dest/build_ext.sh"
 cp "$root/bench/gpu/torch_kit_device.sh" "$dest/device.sh"
 cp "$root/bench/gpu/torch_kit_targets.sh" "$dest/targets.sh"
-chmod +x "$dest/build_ext.sh" "$dest/device.sh" "$dest/targets.sh"
+cp "$root/bench/gpu/torch_kit_session.sh" "$dest/session.sh"
+chmod +x "$dest/build_ext.sh" "$dest/device.sh" "$dest/targets.sh" "$dest/session.sh"
 echo "# made by bench/gpu/torch_kit.sh from $(git -C "$root" rev-parse --short HEAD) on $(date -u +%FT%TZ)" >"$dest/VERSION"
 du -sh "$dest"

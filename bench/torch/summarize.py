@@ -6,8 +6,9 @@
 DDP: per model, each configuration's median samples/s (over its windows), the spread of the
 windows, and its ratio to gloo. All-reduce: per size, cohort-bench's Reduction Server algbw, the
 cohort backend's (dist.all_reduce) with overlapped halves (the default) and whole
-(COHORT_TORCH_OVERLAP=0), and the backend's overhead
-(1 - backend algbw / cohort-bench algbw).
+(COHORT_TORCH_OVERLAP=0), the backend's overhead (1 - backend algbw / cohort-bench algbw), and
+rank 0's fastest, median and slowest call with the default (a mean far above the median is a few
+stalled calls, not a cost on every call).
 """
 import glob
 import os
@@ -56,11 +57,17 @@ def allreduce_table(out):
     if not sizes:
         return
     print("### All-reduce alone: the cohort backend against cohort-bench (Reduction Server, float32)\n")
-    print("| size | cohort-bench algbw | backend algbw | overhead | backend, whole calls, algbw | overhead | wrong |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| size | cohort-bench algbw | backend algbw | overhead | backend calls, ms: min/median/max "
+          "| backend, whole calls, algbw | overhead | wrong |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def cell(r):
         return f"{r['algbw_GBps']:.4f}" if r else "-"
+
+    def calls(r):  # rank 0's calls one by one (rows from before they were recorded have none)
+        if not r or "call_us_median" not in r:
+            return "-"
+        return "/".join(f"{r[k] / 1e3:.1f}" for k in ("call_us_min", "call_us_median", "call_us_max"))
 
     def overhead(r):
         b = bench.get(size)
@@ -69,7 +76,7 @@ def allreduce_table(out):
     for size in sizes:
         on, off, b = torch_on.get(size), torch_off.get(size), bench.get(size)
         wrong = sum(int(r.get("wrong", 0)) for r in (on, off, b) if r)
-        print(f"| {human_size(size)} | {cell(b)} | {cell(on)} | {overhead(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
+        print(f"| {human_size(size)} | {cell(b)} | {cell(on)} | {overhead(on)} | {calls(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
     print()
 
 

@@ -155,10 +155,14 @@ def run_allreduce(args):
             want = (torch.arange(count, dtype=torch.int64) % 7 + 1).to(torch.float32) * (world * (world + 1) // 2)
             wrong = int((buf != want).sum().item())
         dist.barrier()
+        calls = []
         start = time.perf_counter()
         for _ in range(iters):
             dist.all_reduce(buf)
-        mean_s = (time.perf_counter() - start) / iters
+            calls.append(time.perf_counter())
+        mean_s = (calls[-1] - start) / iters
+        # Each call's own time (rank 0's): a mean well above the median is a few stalled calls.
+        calls = [b - a for a, b in zip([start] + calls, calls)]
         worst = torch.tensor([mean_s, float(wrong)], dtype=torch.float64)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX)
         if rank == 0:
@@ -167,7 +171,10 @@ def run_allreduce(args):
             print(json.dumps({"impl": args.label, "algo": os.environ.get("COHORT_ALLREDUCE_ALGORITHM", "auto"),
                               "size": size, "count": count, "type": "float", "time_us": round(time_us, 2),
                               "algbw_GBps": round(algbw, 4), "busbw_GBps": round(algbw * 2 * (world - 1) / world, 4),
-                              "wrong": int(worst[1]), "iters": iters}), flush=True)
+                              "wrong": int(worst[1]), "iters": iters,
+                              "call_us_min": round(min(calls) * 1e6, 1),
+                              "call_us_median": round(statistics.median(calls) * 1e6, 1),
+                              "call_us_max": round(max(calls) * 1e6, 1)}), flush=True)
     dist.destroy_process_group()
 
 
