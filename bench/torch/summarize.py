@@ -4,7 +4,8 @@
     summarize.py DIR
 
 DDP: per model, each configuration's median samples/s (over its windows), the spread of the
-windows, and its ratio to gloo. All-reduce: per size, cohort-bench's Reduction Server algbw, the
+windows, and its ratio to gloo; then rank 0's step in each window (forward, backward with the
+all-reduces DDP waits for, optimizer, and the time the cohort backend's all-reduces ran). All-reduce: per size, cohort-bench's Reduction Server algbw, the
 cohort backend's (dist.all_reduce) with overlapped halves (the default) and whole
 (COHORT_TORCH_OVERLAP=0), the backend's overhead (1 - backend algbw / cohort-bench algbw), and
 rank 0's fastest, median and slowest call with the default (a mean far above the median is a few
@@ -18,12 +19,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench_results import human_size, json_rows  # noqa: E402
 
 
+CONFIGS = ("gloo", "cohort", "cohort-serial", "cohort-bf16", "cohort-bf16-serial")
+
+
 def ddp_tables(out):
-    summaries = {}
+    summaries, windows = {}, {}
     for path in sorted(glob.glob(os.path.join(out, "ddp-*.jsonl"))):
         for row in json_rows(path):
+            key = (row["model"], row["label"].split("-", 2)[-1])
             if row.get("summary"):
-                summaries[(row["model"], row["label"].split("-", 2)[-1])] = row
+                summaries[key] = row
+            elif "window" in row:
+                windows.setdefault(key, []).append(row)
     if not summaries:
         return
     for model in sorted({m for m, _ in summaries}):
@@ -34,7 +41,7 @@ def ddp_tables(out):
         print("| configuration | samples/s (median) | windows min-max | x gloo |")
         print("|---|---:|---:|---:|")
         gloo = summaries.get((model, "gloo"))
-        for config in ("gloo", "cohort", "cohort-serial", "cohort-bf16", "cohort-bf16-serial"):
+        for config in CONFIGS:
             r = summaries.get((model, config))
             if r is None:
                 continue
@@ -42,6 +49,25 @@ def ddp_tables(out):
             print(f"| {config} | {r['samples_per_s_median']:.2f} | {min(r['samples_per_s']):.2f}-"
                   f"{max(r['samples_per_s']):.2f} | {ratio} |")
         print()
+        phase_table(model, windows)
+
+
+def phase_table(model, windows):
+    """Rank 0's step, in ms, per window from the fastest to the slowest: forward, backward (with the
+    all-reduces DDP waits for), optimizer, and the time an all-reduce ran (cohort's flight
+    recorder). Rows from before these were recorded have none: no table."""
+    rows = [(c, w) for c in CONFIGS for w in windows.get((model, c), []) if "forward_s" in w]
+    if not rows:
+        return
+    print(f"Where rank 0's steps went ({model} model), ms a step, each window from the fastest:\n")
+    print("| configuration | samples/s | step | forward | backward | optimizer | all-reduce running |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for config, w in sorted(rows, key=lambda cw: (CONFIGS.index(cw[0]), -cw[1]["samples_per_s"])):
+        per_step = {k: 1e3 * w[k] / w["steps"] for k in ("seconds", "forward_s", "backward_s", "optimizer_s")}
+        busy = f"{1e3 * w['allreduce_busy_s'] / w['steps']:.0f}" if "allreduce_busy_s" in w else "-"
+        print(f"| {config} | {w['samples_per_s']:.2f} | {per_step['seconds']:.0f} | {per_step['forward_s']:.0f} | "
+              f"{per_step['backward_s']:.0f} | {per_step['optimizer_s']:.0f} | {busy} |")
+    print()
 
 
 def allreduce_table(out):

@@ -25,7 +25,9 @@ import datetime
 import json
 import os
 import statistics
+import struct
 import sys
+import tempfile
 import time
 
 
@@ -46,6 +48,41 @@ def parse_sizes(spec):
         sizes.append(lo)
         lo *= 2
     return sizes
+
+
+# The flight recorder's file (common/flight_recorder.h): a 128-byte header, then 64-byte slots, each
+# a seqlock version and a 56-byte FlightRecord. Read here after the timed windows, while nothing runs.
+_FR_HEADER = struct.Struct("<QIIIIiiiIqqQI60x")
+_FR_SLOT = struct.Struct("<QIIQqqqiiBBBBB3x")
+_FR_MAGIC = 0x31524643_54524F43
+_FR_ALLREDUCE = 1
+
+
+def flight_allreduces(path):
+    """(start_ns, end_ns) of every finished all-reduce in the recorder's file at `path`."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, _, header_bytes, slot_bytes, capacity = _FR_HEADER.unpack_from(data)[:5]
+    if magic != _FR_MAGIC:
+        return []
+    calls = []
+    for i in range(capacity):
+        (version, _seq, _comm, _bytes, _enqueue, start, end, _peer, _group, op, _algo, _dtype,
+         _outcome, _code) = _FR_SLOT.unpack_from(data, header_bytes + i * slot_bytes)
+        if version > 0 and version % 4 == 0 and op == _FR_ALLREDUCE and end > 0:
+            calls.append((start, end))
+    return sorted(calls)
+
+
+def busy_seconds(calls, lo, hi):
+    """Seconds of [lo, hi) (monotonic ns) in which at least one of `calls` ran."""
+    busy, reach = 0, lo
+    for start, end in calls:
+        start, end = max(start, reach), min(end, hi)
+        if end > start:
+            busy += end - start
+            reach = end
+    return busy / 1e9
 
 
 def init(args):
@@ -83,6 +120,11 @@ def run_ddp(args):
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.set_num_threads(args.threads)
+    # The cohort backend's calls, from its flight recorder (a file of this run's own, read below).
+    recorder = None
+    if args.backend == "cohort" and not os.environ.get("COHORT_FLIGHT_RECORDER"):
+        recorder = os.path.join(tempfile.mkdtemp(prefix="torch-bench-"), "flight")
+        os.environ["COHORT_FLIGHT_RECORDER"] = recorder
     dist, description = init(args)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -95,26 +137,46 @@ def run_ddp(args):
     y = torch.randint(0, 1000, (args.batch,), generator=g)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    def step():
+    # Where a step goes: the forward, the backward (with the all-reduces DDP waits for before it
+    # returns), the optimizer step; seconds summed over a window.
+    def step(phases):
+        t0 = time.monotonic_ns()
         opt.zero_grad(set_to_none=True)
-        loss_fn(ddp(x), y).backward()
+        loss = loss_fn(ddp(x), y)
+        t1 = time.monotonic_ns()
+        loss.backward()
+        t2 = time.monotonic_ns()
         opt.step()
+        t3 = time.monotonic_ns()
+        for key, ns in (("forward_s", t1 - t0), ("backward_s", t2 - t1), ("optimizer_s", t3 - t2)):
+            phases[key] = phases.get(key, 0.0) + ns / 1e9
 
     for _ in range(args.warmup):
-        step()
-    rates = []
+        step({})
+    rates, rows = [], []
     for window in range(args.windows):
         dist.barrier()
-        start = time.perf_counter()
+        phases = {}
+        start = time.monotonic_ns()
         for _ in range(args.steps):
-            step()
+            step(phases)
         dist.barrier()
-        seconds = time.perf_counter() - start
+        end = time.monotonic_ns()
+        seconds = (end - start) / 1e9
         rates.append(args.steps * args.batch * world / seconds)
+        rows.append({"bench": "ddp", "label": args.label, "model": args.model, "window": window,
+                     "steps": args.steps, "seconds": round(seconds, 4), "samples_per_s": round(rates[-1], 3),
+                     **{k: round(v, 4) for k, v in phases.items()}, "span_ns": (start, end)})
+    # The share of each window in which an all-reduce of this rank ran (the link's busy time, as
+    # far as the calls show it), and how many there were.
+    calls = flight_allreduces(recorder) if recorder else []
+    for row in rows:
+        lo, hi = row.pop("span_ns")
+        if calls:
+            row["allreduce_busy_s"] = round(busy_seconds(calls, lo, hi), 4)
+            row["allreduce_calls"] = sum(1 for a, b in calls if lo <= a and b <= hi)
         if rank == 0:
-            print(json.dumps({"bench": "ddp", "label": args.label, "model": args.model, "window": window,
-                              "steps": args.steps, "seconds": round(seconds, 4),
-                              "samples_per_s": round(rates[-1], 3)}), flush=True)
+            print(json.dumps(row), flush=True)
     if rank == 0:
         print(json.dumps({"bench": "ddp", "label": args.label, "model": args.model, "summary": True,
                           "parameters": params, "gradient_bytes": 4 * params, "world": world, "batch": args.batch,
