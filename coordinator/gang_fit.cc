@@ -42,11 +42,12 @@ int64_t Room(const NodeFree& n, const ReplicaDemand& d, int64_t cap) {
   return room;
 }
 
-// Writes `value` only when it differs: most queued jobs keep their reason from round to round,
-// and a round leaves their records untouched but for the comparison.
-void SetIfChanged(std::string& field, const std::string& value) {
-  if (field != value) field = value;
-}
+// A waiting reason with its WaitingReasonHash, made once for every job it is given to.
+struct Reason {
+  explicit Reason(std::string t) : text(std::move(t)), hash(WaitingReasonHash(text)) {}
+  std::string text;
+  size_t hash;
+};
 
 ReplicaDemand Total(const std::vector<ReplicaDemand>& demands) {
   ReplicaDemand total{0, 0, 0};
@@ -202,60 +203,68 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
   for (int w : result.waiting_behind) {
     if (w >= 0) reserving[static_cast<size_t>(w)] = true;
   }
+  static const Reason kNone{""};
+  static const Reason kPreempting{"preempting jobs to make room; it starts once they stopped"};
+  static const Reason kPreviousAttempt{"waiting for the replicas of its previous attempt to stop"};
   // Many queued jobs share a few shapes (and node filters): each shape's reason is found once.
-  std::vector<std::optional<std::string>> by_shape;
-  std::unordered_map<int, std::string> behind_reason;  // the job waited behind -> the reason
+  // Most jobs keep their reason from round to round: SetWaitingReason then compares hashes only.
+  std::vector<std::optional<Reason>> by_shape;
+  std::unordered_map<int, Reason> behind_reason;  // the job waited behind -> the reason
+  // Each job's record is a cache miss by now (the round walked 100,000 since): ask for a few
+  // ahead, so that the misses overlap instead of following one another.
+  constexpr size_t kPrefetchAhead = 16;
   for (size_t q = 0; q < queued.size(); ++q) {
+    if (q + kPrefetchAhead < queued.size()) __builtin_prefetch(queued[q + kPrefetchAhead], 1);
     JobRecord& job = *queued[q];
     if (placed[q]) {
-      job.waiting_reason.clear();
+      job.SetWaitingReason(kNone.text, kNone.hash);
       continue;
     }
     if (preempting[q]) {
-      SetIfChanged(job.waiting_reason, "preempting jobs to make room; it starts once they stopped");
+      job.SetWaitingReason(kPreempting.text, kPreempting.hash);
       continue;
     }
     int behind = q < result.waiting_behind.size() ? result.waiting_behind[q] : -1;
     if (behind >= 0 && static_cast<size_t>(behind) != q) {
-      auto [it, fresh] = behind_reason.try_emplace(behind);
-      if (fresh) {
-        it->second = "waiting behind job " + requests[static_cast<size_t>(behind)].name +
-                     ", which has waited longer than the starvation limit: later jobs of its "
-                     "queue, and jobs borrowing beyond their queue's quota, start only after it";
+      auto it = behind_reason.find(behind);
+      if (it == behind_reason.end()) {
+        std::string text = "waiting behind job " + requests[static_cast<size_t>(behind)].name +
+                           ", which has waited longer than the starvation limit: later jobs of "
+                           "its queue, and jobs borrowing beyond their queue's quota, start "
+                           "only after it";
+        it = behind_reason.emplace(behind, Reason(std::move(text))).first;
       }
-      SetIfChanged(job.waiting_reason, it->second);
+      job.SetWaitingReason(it->second.text, it->second.hash);
       continue;
     }
-    std::string reason;
-    if (!requests[q].schedulable) {
-      reason = "waiting for the replicas of its previous attempt to stop";
-    } else {
+    const Reason* base = &kPreviousAttempt;
+    bool borrowing = false;
+    if (requests[q].schedulable) {
       const size_t shape = q < result.shapes.size() ? result.shapes[q] : by_shape.size();
       if (shape >= by_shape.size()) by_shape.resize(shape + 1);
       if (!by_shape[shape]) {
-        by_shape[shape] =
-            WaitingReason(requests[q].demands(), view, requests[q].needs_shared_storage);
+        by_shape[shape].emplace(
+            WaitingReason(requests[q].demands(), view, requests[q].needs_shared_storage));
       }
-      const std::string& for_shape = *by_shape[shape];
+      base = &*by_shape[shape];
       // (Noted for a queue with a quota; the default queue without one always borrows.)
       size_t queue = static_cast<size_t>(std::max(requests[q].queue, 0));
       bool has_quota = queue < result.queues.size() &&
                        (result.queues[queue].gpu_quota > 0 || result.queues[queue].cpu_quota >= 0);
-      if (!(has_quota && q < result.borrowing.size() && result.borrowing[q]) && !reserving[q]) {
-        SetIfChanged(job.waiting_reason, for_shape);  // the common case: no copy to build
-        continue;
-      }
-      reason = for_shape;
-      if (has_quota && q < result.borrowing.size() && result.borrowing[q]) {
-        reason += " (beyond its queue's quota: it borrows idle capacity)";
-      }
+      borrowing = has_quota && q < result.borrowing.size() && result.borrowing[q];
     }
+    if (!borrowing && !reserving[q]) {
+      job.SetWaitingReason(base->text, base->hash);  // the common case: no copy to build
+      continue;
+    }
+    std::string reason = base->text;
+    if (borrowing) reason += " (beyond its queue's quota: it borrows idle capacity)";
     if (reserving[q]) {
       reason +=
           "; later jobs of its queue, and borrowing jobs, are held back until it starts (it has "
           "waited longer than the starvation limit)";
     }
-    SetIfChanged(job.waiting_reason, reason);
+    job.SetWaitingReason(reason, WaitingReasonHash(reason));
   }
 }
 

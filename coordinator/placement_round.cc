@@ -159,7 +159,13 @@ RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& 
   RoundJobs out;
   out.queued.reserve(jobs.active().size());
   if (with_requests) out.requests.reserve(jobs.active().size());
+  // Records are cache misses (100,000 of them, spread over the heap): the one kPrefetchAhead
+  // further on is asked for while this one is read, so that the misses overlap.
+  constexpr int kPrefetchAhead = 8;
+  auto ahead = jobs.active().begin();
+  for (int i = 0; i < kPrefetchAhead && ahead != jobs.active().end(); ++i) ++ahead;
   for (const auto& [seq, job] : jobs.active()) {
+    if (ahead != jobs.active().end()) __builtin_prefetch((ahead++)->second, 1);
     if (job->queue_index < 0) ResolveQueue(*job, queues);
     const bool live = IsLive(*job);
     if (live || job->may_hold) AccountHeld(*job, live, queues, view, node_index, usage);
@@ -317,8 +323,9 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
       }
     }
     if (!stopping.empty()) {
-      job->waiting_reason =
+      const std::string reason =
           "waiting for the jobs it preempted to stop (within their grace period): " + stopping;
+      job->SetWaitingReason(reason, WaitingReasonHash(reason));
     }
   }
   PlacementRoundStats stats;

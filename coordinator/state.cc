@@ -27,6 +27,16 @@ const WorkerPoolSpec& JobRecord::PoolOf(const ReplicaRecord& r) const {
 
 bool JobRecord::finished() const { return IsFinal(state); }
 
+size_t WaitingReasonHash(std::string_view reason) {
+  return reason.empty() ? 0 : std::hash<std::string_view>{}(reason) | 1;
+}
+
+void JobRecord::SetWaitingReason(const std::string& reason, size_t hash) {
+  if (waiting_reason_hash == hash) return;
+  waiting_reason = reason;
+  waiting_reason_hash = hash;
+}
+
 namespace {
 
 // kNone has no name: a node without an admin state shows an empty column.

@@ -51,6 +51,9 @@ struct JobEventRecord {
   std::string message;
 };
 
+// JobRecord::waiting_reason_hash of a reason: 0 for none (""), never 0 for another.
+size_t WaitingReasonHash(std::string_view reason);
+
 // What every scheduling round reads of every job (a round walks 100,000 queued jobs, and each
 // cache line it touches per job costs it) comes first, on one 64-byte line.
 struct alignas(64) JobRecord {
@@ -69,13 +72,17 @@ struct alignas(64) JobRecord {
   // While false no replica holds anything and no start time runs, so a round or a timeout check
   // need not look further. Derived, not stored.
   bool may_hold = false;
+  // WaitingReasonHash(waiting_reason), kept among the fields a round reads anyway: a round that
+  // finds a queued job's reason unchanged (most jobs, most rounds) compares this, not the text.
+  size_t waiting_reason_hash = 0;
   std::string name;
   std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not stored)
   std::string spec_yaml;
   JobSpec spec;  // parsed from spec_yaml (not stored separately)
   std::string message;
   // Why a QUEUED job is not placed yet, from the latest scheduling round (coordinator/gang_fit.h);
-  // shown instead of `message` while it is queued. Not stored: every round sets it again.
+  // shown instead of `message` while it is queued. Not stored: every round sets it again, through
+  // SetWaitingReason only.
   std::string waiting_reason;
   int64_t create_time_ms = 0;
   int64_t start_time_ms = 0;  // first placement; the scheduling timeout counts from here
@@ -98,6 +105,11 @@ struct alignas(64) JobRecord {
   ReplicaRecord* FindReplica(const std::string& replica_name);
   const WorkerPoolSpec& PoolOf(const ReplicaRecord& r) const;
   bool finished() const;
+  // Sets waiting_reason to `reason` unless the hashes show it holds that already; `hash` is
+  // WaitingReasonHash(reason) (a round computes it once for the many jobs that share a reason).
+  // Two reasons of one 64-bit hash (about 2^-64 for a pair) would keep the older text shown until
+  // the reason changes again: a display, never a decision, reads it.
+  void SetWaitingReason(const std::string& reason, size_t hash);
 };
 
 // What a node's agent last reported finding at the output root (the storage check,

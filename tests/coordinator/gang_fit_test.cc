@@ -150,5 +150,41 @@ TEST(GangFitTest, AWaitingJobSaysWhatIsMissing) {
             "chief's; a host has at most 3 of --port-range free");
 }
 
+// ExplainWaits compares hashes, not texts, for jobs whose reason did not change: a reason that
+// does change must still reach the job, round after round, and a placed job's goes.
+TEST(GangFitTest, AQueuedJobsReasonFollowsTheRounds) {
+  std::vector<JobRecord> records(3);
+  std::vector<JobRecord*> queued;
+  std::vector<JobRequest> requests(3);
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].name = requests[i].name = "job" + std::to_string(i);
+    requests[i].replicas = {{4, 1, 0}};
+    queued.push_back(&records[i]);
+  }
+  requests[2].schedulable = false;
+  ScheduleResult result;
+  ClusterView view(20000, 20100);
+  ExplainWaits(queued, requests, result, view);
+  EXPECT_EQ(records[0].waiting_reason, "waiting for a node: none is ready");
+  EXPECT_EQ(records[1].waiting_reason, "waiting for a node: none is ready");
+  EXPECT_EQ(records[2].waiting_reason, "waiting for the replicas of its previous attempt to stop");
+  EXPECT_EQ(records[0].waiting_reason_hash, WaitingReasonHash(records[0].waiting_reason));
+
+  view.nodes = {Free("a", 2, 8)};
+  ExplainWaits(queued, requests, result, view);  // a node came: the shape's reason changes
+  EXPECT_EQ(records[1].waiting_reason,
+            "waiting for room for 1 replica with 4 GPUs, 1 CPU; none fits now");
+  EXPECT_EQ(records[2].waiting_reason, "waiting for the replicas of its previous attempt to stop");
+
+  result.placed.push_back(JobPlacement{});
+  result.placed.back().request = 0;
+  ExplainWaits(queued, requests, result, view);
+  EXPECT_EQ(records[0].waiting_reason, "");
+  EXPECT_EQ(records[0].waiting_reason_hash, 0u);
+  EXPECT_EQ(records[1].waiting_reason,
+            "waiting for room for 1 replica with 4 GPUs, 1 CPU; none fits now");
+  EXPECT_NE(WaitingReasonHash("x"), 0u);
+}
+
 }  // namespace
 }  // namespace cohort::coordinator
