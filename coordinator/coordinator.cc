@@ -283,6 +283,8 @@ void Coordinator::ScheduleRound(int64_t now) {
   stats_.last_round_us = round.wall_us;
   stats_.max_round_us = std::max(stats_.max_round_us, round.wall_us);
   stats_.last_round_cpu_us = round.cpu_us;
+  stats_.recent_round_cpu_us[(stats_.schedule_rounds - 1) % CoordinatorStats::kRecentRounds] =
+      round.cpu_us;
   stats_.max_round_cpu_us = std::max(stats_.max_round_cpu_us, round.cpu_us);
   stats_.last_round_queued = round.queued;
 }
@@ -485,15 +487,24 @@ void Coordinator::PublishSnapshot(int64_t now) {
   if (auto snapshot = snapshots_.Build(jobs_, sources, now)) http_->Publish(std::move(snapshot));
 }
 
+int64_t CoordinatorStats::RecentRoundCpuMedianUs() const {
+  const size_t n = std::min<uint64_t>(schedule_rounds, kRecentRounds);
+  if (n == 0) return 0;
+  std::array<int64_t, kRecentRounds> sorted = recent_round_cpu_us;
+  std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.begin() + n);
+  return sorted[n / 2];
+}
+
 void Coordinator::LogStats(bool at_exit) const {
   spdlog::log(at_exit ? spdlog::level::info : spdlog::level::debug,
               "scheduler stats: rounds={} last_round_us={} max_round_us={} last_round_cpu_us={} "
-              "max_round_cpu_us={} queued={} active_jobs={} jobs={} nodes={} messages={} "
-              "bad_frames={} refused={}",
+              "max_round_cpu_us={} median_round_cpu_us_last{}={} queued={} active_jobs={} "
+              "jobs={} nodes={} messages={} bad_frames={} refused={}",
               stats_.schedule_rounds, stats_.last_round_us, stats_.max_round_us,
-              stats_.last_round_cpu_us, stats_.max_round_cpu_us, stats_.last_round_queued,
-              jobs_.active().size(), jobs_.jobs().size(), nodes_.nodes().size(), stats_.messages,
-              stats_.bad_frames, stats_.refused);
+              stats_.last_round_cpu_us, stats_.max_round_cpu_us, CoordinatorStats::kRecentRounds,
+              stats_.RecentRoundCpuMedianUs(), stats_.last_round_queued, jobs_.active().size(),
+              jobs_.jobs().size(), nodes_.nodes().size(), stats_.messages, stats_.bad_frames,
+              stats_.refused);
 }
 
 }  // namespace cohort::coordinator

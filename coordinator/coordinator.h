@@ -55,6 +55,7 @@
 // given) must outlive the Coordinator.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -96,6 +97,11 @@ struct CoordinatorStats {
   int64_t max_round_us = 0;
   int64_t last_round_cpu_us = 0;  // the round's own CPU time (wall time includes preemption)
   int64_t max_round_cpu_us = 0;
+  // The CPU time of the last kRecentRounds rounds (a ring; `schedule_rounds` says how far it is
+  // filled): one round is one sample of a noisy figure, their median is the one to quote.
+  static constexpr size_t kRecentRounds = 16;
+  std::array<int64_t, kRecentRounds> recent_round_cpu_us{};
+  int64_t RecentRoundCpuMedianUs() const;
   size_t last_round_queued = 0;
   uint64_t messages = 0;     // read from both endpoints, bad frames included
   uint64_t bad_frames = 0;   // frames that did not verify

@@ -1242,6 +1242,21 @@ bool AnswersWithin2s(Coordinator& coordinator, DealerSocket& d) {
 }
 
 // Without --insecure the endpoints speak CURVE and admit only listed client/agent keys.
+// The stats' round figure is the median of the recent rounds, not the last one alone.
+TEST(CoordinatorStatsTest, TheRecentRoundsMedianIsOfTheLastSixteen) {
+  CoordinatorStats stats;
+  EXPECT_EQ(stats.RecentRoundCpuMedianUs(), 0);
+  auto round = [&](int64_t cpu_us) {
+    stats.recent_round_cpu_us[stats.schedule_rounds++ % CoordinatorStats::kRecentRounds] = cpu_us;
+  };
+  round(30);
+  round(10);
+  round(20);
+  EXPECT_EQ(stats.RecentRoundCpuMedianUs(), 20);
+  for (int i = 0; i < 16; ++i) round(1000 + i);  // the first three are overwritten
+  EXPECT_EQ(stats.RecentRoundCpuMedianUs(), 1008);
+}
+
 TEST(CoordinatorCurveTest, OnlyListedClientAndAgentKeysAreServed) {
   fs::path dir = FreshKeyDir("cohort-coord-curve-");
   auto server = GenerateCurveKeyPair();
