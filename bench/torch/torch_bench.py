@@ -11,19 +11,23 @@ COHORT_TORCH_CHECK_CALLS and COHORT_TORCH_OVERLAP from the environment; gloo rea
 
 ddp: DistributedDataParallel training on synthetic data, timed in R windows of S steps after W
 warm-up steps; rank 0 prints one JSON line per window ("samples_per_s": global samples, i.e.
-batch x world, per second of the window) and one summary line with their median. Models:
+batch x world, per second of the window; the seconds of its steps rank 0 spent in the forward,
+the backward and the optimizer; with the cohort backend, the seconds in which one of its
+all-reduces ran, from its flight recorder) and one summary line with their median. Models:
   comm     a wide MLP (2048 -> 4096 x3 -> 2048 -> 1000, about 50 M parameters): little compute per
            byte of gradient, so the all-reduce bounds the step (communication-bound)
   compute  a small convolutional net on 3x32x32 images (about 0.5 M parameters, 2 MB of gradient,
            about 0.6 GFLOP per sample forward and backward): the step is mostly compute
 allreduce: dist.all_reduce of float32 buffers over a sweep of sizes, timed like cohort-bench
 (time_us: the slowest rank's mean over the timed iterations; GB = 1e9 bytes; busbw = algbw x
-2(n-1)/n); rank 0 prints one JSON line per size with cohort-bench's keys.
+2(n-1)/n); rank 0 prints one JSON line per size with cohort-bench's keys, and its own fastest,
+median and slowest call.
 """
 import argparse
 import datetime
 import json
 import os
+import shutil
 import statistics
 import struct
 import sys
@@ -170,6 +174,8 @@ def run_ddp(args):
     # The share of each window in which an all-reduce of this rank ran (the link's busy time, as
     # far as the calls show it), and how many there were.
     calls = flight_allreduces(recorder) if recorder else []
+    if recorder:
+        shutil.rmtree(os.path.dirname(recorder), ignore_errors=True)  # the mapping stays valid
     for row in rows:
         lo, hi = row.pop("span_ns")
         if calls:
