@@ -278,15 +278,8 @@ void Coordinator::ScheduleRound(int64_t now) {
     spdlog::warn("scheduling round took {} ms ({} queued jobs, {} nodes)", round.wall_us / 1000,
                  round.queued, round.nodes);
   }
-  ++stats_.schedule_rounds;
   counters_.round_seconds.Observe(static_cast<double>(round.wall_us) / 1e6);
-  stats_.last_round_us = round.wall_us;
-  stats_.max_round_us = std::max(stats_.max_round_us, round.wall_us);
-  stats_.last_round_cpu_us = round.cpu_us;
-  stats_.recent_round_cpu_us[(stats_.schedule_rounds - 1) % CoordinatorStats::kRecentRounds] =
-      round.cpu_us;
-  stats_.max_round_cpu_us = std::max(stats_.max_round_cpu_us, round.cpu_us);
-  stats_.last_round_queued = round.queued;
+  stats_.NoteRound(round.wall_us, round.cpu_us, round.queued);
 }
 
 void Coordinator::ExecuteCommands() {
@@ -485,6 +478,16 @@ void Coordinator::PublishSnapshot(int64_t now) {
   SnapshotSources sources{nodes_,      studies_,          training_, std::move(counters),
                           started_ms_, options_.state_dir};
   if (auto snapshot = snapshots_.Build(jobs_, sources, now)) http_->Publish(std::move(snapshot));
+}
+
+void CoordinatorStats::NoteRound(int64_t wall_us, int64_t cpu_us, size_t queued) {
+  recent_round_cpu_us[schedule_rounds % kRecentRounds] = cpu_us;
+  ++schedule_rounds;
+  last_round_us = wall_us;
+  max_round_us = std::max(max_round_us, wall_us);
+  last_round_cpu_us = cpu_us;
+  max_round_cpu_us = std::max(max_round_cpu_us, cpu_us);
+  last_round_queued = queued;
 }
 
 int64_t CoordinatorStats::RecentRoundCpuMedianUs() const {

@@ -101,6 +101,8 @@ struct CoordinatorStats {
   // filled): one round is one sample of a noisy figure, their median is the one to quote.
   static constexpr size_t kRecentRounds = 16;
   std::array<int64_t, kRecentRounds> recent_round_cpu_us{};
+  // Counts a round and its times and queue into the fields above and below.
+  void NoteRound(int64_t wall_us, int64_t cpu_us, size_t queued);
   int64_t RecentRoundCpuMedianUs() const;
   size_t last_round_queued = 0;
   uint64_t messages = 0;     // read from both endpoints, bad frames included

@@ -161,11 +161,12 @@ RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& 
   if (with_requests) out.requests.reserve(jobs.active().size());
   // Records are cache misses (100,000 of them, spread over the heap): the one kPrefetchAhead
   // further on is asked for while this one is read, so that the misses overlap.
-  constexpr int kPrefetchAhead = 8;
-  auto ahead = jobs.active().begin();
-  for (int i = 0; i < kPrefetchAhead && ahead != jobs.active().end(); ++i) ++ahead;
-  for (const auto& [seq, job] : jobs.active()) {
-    if (ahead != jobs.active().end()) __builtin_prefetch((ahead++)->second, 1);
+  constexpr size_t kPrefetchAhead = 8;
+  const auto& active = jobs.active();
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (i + kPrefetchAhead < active.size())
+      __builtin_prefetch(active[i + kPrefetchAhead].second, 1);
+    JobRecord* job = active[i].second;
     if (job->queue_index < 0) ResolveQueue(*job, queues);
     const bool live = IsLive(*job);
     if (live || job->may_hold) AccountHeld(*job, live, queues, view, node_index, usage);

@@ -5,9 +5,9 @@
 
 DDP: per model, each configuration's median samples/s (over its windows), the spread of the
 windows, and its ratio to gloo; then rank 0's step in each window (forward, backward with the
-all-reduces DDP waits for, optimizer, and the time the cohort backend's all-reduces ran). All-reduce: per size, cohort-bench's Reduction Server algbw, the
-cohort backend's (dist.all_reduce) with overlapped halves (the default) and whole
-(COHORT_TORCH_OVERLAP=0), the backend's overhead (1 - backend algbw / cohort-bench algbw), and
+all-reduces DDP waits for, optimizer, and the time the cohort backend's all-reduces ran).
+All-reduce: per size, cohort-bench's Reduction Server algbw, the cohort backend's
+(dist.all_reduce) with overlapped halves (the default) and whole (COHORT_TORCH_OVERLAP=0), the backend's overhead (1 - backend algbw / cohort-bench algbw), and
 rank 0's fastest, median and slowest call with the default (a mean far above the median is a few
 stalled calls, not a cost on every call).
 """

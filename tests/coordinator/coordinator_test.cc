@@ -1246,9 +1246,7 @@ bool AnswersWithin2s(Coordinator& coordinator, DealerSocket& d) {
 TEST(CoordinatorStatsTest, TheRecentRoundsMedianIsOfTheLastSixteen) {
   CoordinatorStats stats;
   EXPECT_EQ(stats.RecentRoundCpuMedianUs(), 0);
-  auto round = [&](int64_t cpu_us) {
-    stats.recent_round_cpu_us[stats.schedule_rounds++ % CoordinatorStats::kRecentRounds] = cpu_us;
-  };
+  auto round = [&](int64_t cpu_us) { stats.NoteRound(cpu_us, cpu_us, 0); };
   round(30);
   round(10);
   round(20);
