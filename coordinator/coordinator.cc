@@ -24,6 +24,26 @@ JobControllerOptions ControllerOptions(const CoordinatorOptions& options,
   return o;
 }
 
+// Client requests that change nothing. When their pass fails to commit they are answered again
+// from the restored memory instead of being refused with the pass's writes. A read left out of
+// this list is only refused in such a pass, as a write is.
+bool IsRead(wire::Body type) {
+  switch (type) {
+    case wire::Body::GetJob:
+    case wire::Body::ListJobs:
+    case wire::Body::ListNodes:
+    case wire::Body::ListQueues:
+    case wire::Body::GetLogs:
+    case wire::Body::GetStudy:
+    case wire::Body::ListStudies:
+    case wire::Body::GetJobMetrics:
+    case wire::Body::GetUsage:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
@@ -195,13 +215,11 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
         RefuseOverLimit(m, agent);
       } else if (!KeyStillListed(m, agent)) {
         continue;
-      } else if (!agent &&
-                 (observability_service_.Handle(m, now) || admin_service_.Handle(m, now))) {
-        // answered
       } else if (agent) {
         agent_service_.Handle(m, now);
       } else {
-        client_service_.Handle(m, now);
+        HandleClient(m, now);
+        if (IsRead(m.message.type())) pass_reads_.push_back(std::move(m));
       }
     }
   }
@@ -210,6 +228,11 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
   COHORT_RETURN_IF_ERROR(Commit());
   if (http_) PublishSnapshot(clock_->NowMs());
   return Status::Ok();
+}
+
+void Coordinator::HandleClient(const RoutedMessage& m, int64_t now) {
+  if (observability_service_.Handle(m, now) || admin_service_.Handle(m, now)) return;
+  client_service_.Handle(m, now);
 }
 
 Status Coordinator::Run(const std::atomic<bool>& stop) {
@@ -223,7 +246,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
 void Coordinator::Tick() {
   int64_t now = clock_->NowMs();
   // After a failed commit the timers wait for their retry (RollBack): what they would change
-  // cannot be stored yet, and a pass that fails to commit refuses its reads too.
+  // cannot be stored yet, and every pass they change something in would fail to commit.
   if (now < store_retry_at_ms_) return;
   if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
   for (const auto& [node_id, why] : nodes_.CheckLost(now)) jobs_.NodeLost(node_id, why, now);
@@ -310,6 +333,7 @@ void Coordinator::ExecuteCommands() {
 }
 
 Status Coordinator::Commit() {
+  std::vector<RoutedMessage> reads = std::exchange(pass_reads_, {});
   StateChanges changes;
   changes.study_records = studies_.TakeJournalRecords();
   changes.training_metrics = agent_service_.TakeTrainingMetrics();
@@ -325,7 +349,7 @@ Status Coordinator::Commit() {
     counters_.commit_seconds.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count());
   }
-  if (!stored.ok()) return RollBack(dirty, stored);
+  if (!stored.ok()) return RollBack(dirty, stored, reads);
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
   nodes_.AdminStored();
   for (const std::string& name : changes.deleted_jobs) {
@@ -339,6 +363,11 @@ Status Coordinator::Commit() {
     store_failing_since_ms_ = -1;
     store_retry_at_ms_ = 0;
   }
+  SendOutbox();
+  return Status::Ok();
+}
+
+void Coordinator::SendOutbox() {
   for (auto& o : outbox_.Take()) {
     // Our own frames: the envelope is read without verifying it.
     const auto* envelope = wire::GetEnvelope(o.frame.data());
@@ -351,10 +380,10 @@ Status Coordinator::Commit() {
       spdlog::debug("send to {} peer {}: {}", o.agent ? "agent" : "client", o.peer, s.ToString());
     }
   }
-  return Status::Ok();
 }
 
-Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& cause) {
+Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& cause,
+                             const std::vector<RoutedMessage>& reads) {
   const int64_t now = clock_->NowMs();
   ++stats_.rolled_back;
   if (store_failing_since_ms_ < 0) {
@@ -381,9 +410,13 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   const Status client_error(code,
                             what + "; reads are served and writes are retried: try again later");
   const Status agent_error(code, what + "; send it again later");
+  std::set<std::pair<std::string, uint64_t>> answered_again;
+  for (const RoutedMessage& read : reads)
+    answered_again.emplace(read.peer, read.message.request_id());
   for (auto& o : outbox_.Take()) {
     auto m = Message::Parse(std::move(o.frame));
     if (!m.ok() || m->request_id() == 0) continue;  // launches and stops
+    if (!o.agent && answered_again.count({o.peer, m->request_id()})) continue;
     Status s =
         (o.agent ? agent_ : client_)
             ->Send(o.peer, EncodeError(m->request_id(), o.agent ? agent_error : client_error));
@@ -409,8 +442,12 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
     auto study = studies_.Replay(record);
     if (!study.ok()) spdlog::error("state store: a study: {}", study.status().ToString());
   }
-  // Memory equals the store again. What the coordinator would change by itself (node losses,
-  // verdicts, timeouts, placements, trials) waits for the timers' next retry.
+  // Memory equals the store again. The pass's reads are answered from it, as a pass of reads
+  // alone would be; they change nothing, so their replies go out at once.
+  for (const RoutedMessage& read : reads) HandleClient(read, now);
+  SendOutbox();
+  // What the coordinator would change by itself (node losses, verdicts, timeouts, placements,
+  // trials) waits for the timers' next retry.
   redo_after_rollback_ = true;
   if (now >= store_retry_at_ms_) store_retry_at_ms_ = now + kPeriodicMs;
   return Status::Ok();

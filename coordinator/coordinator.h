@@ -25,7 +25,9 @@
 //  - nothing of the pass goes out: each reply becomes an ErrorReply naming the cause, to clients
 //    and agents RESOURCE_EXHAUSTED (disk full) or UNAVAILABLE (other write errors); an agent
 //    keeps an update so answered and sends it again (agent/outbox.h); launches and stops are
-//    dropped;
+//    dropped. Only the pass's client reads (GetJob, ListJobs, GetLogs, ...) are not refused:
+//    once memory is restored they are answered again from it, so a read is never refused for a
+//    write that happened to share its pass;
 //  - memory goes back to the last commit: the jobs the pass changed are read back from the store
 //    (a job the pass submitted disappears), the other jobs are kept as they are (they equal the
 //    store), every study is rebuilt from the store; as after a restart, held verdicts are held
@@ -155,9 +157,14 @@ class Coordinator {
   // The watchdog's verdicts: stack dumps of the stuck replicas, then JobController::Hang.
   void RunWatchdog(int64_t now);
 
+  // A client request to the service that answers it.
+  void HandleClient(const RoutedMessage& m, int64_t now);
   Status Commit();
-  // After a failed commit (see the header comment); `dirty`: the jobs the pass changed.
-  Status RollBack(const std::set<std::string>& dirty, const Status& cause);
+  void SendOutbox();
+  // After a failed commit (see the header comment); `dirty`: the jobs the pass changed; `reads`:
+  // the pass's client reads, answered again once memory is restored.
+  Status RollBack(const std::set<std::string>& dirty, const Status& cause,
+                  const std::vector<RoutedMessage>& reads);
   // The timers' first run after a rollback: node losses applied again, studies' trials checked.
   void RedoAfterRollBack(int64_t now);
   void RefuseOverLimit(const RoutedMessage& m, bool agent);
@@ -198,8 +205,9 @@ class Coordinator {
   int64_t last_stats_log_ms_ = 0;
   int64_t store_failing_since_ms_ = -1;  // -1: the last commit succeeded
   int64_t last_store_warning_ms_ = 0;
-  int64_t store_retry_at_ms_ = 0;     // the timers wait until then after a failed commit
-  bool redo_after_rollback_ = false;  // RedoAfterRollBack before the timers' next run
+  int64_t store_retry_at_ms_ = 0;          // the timers wait until then after a failed commit
+  bool redo_after_rollback_ = false;       // RedoAfterRollBack before the timers' next run
+  std::vector<RoutedMessage> pass_reads_;  // this pass's client reads (Commit, RollBack)
   CoordinatorStats stats_;
   // Observability: what the loop counts, the training metrics, and the jobs as last published.
   std::unique_ptr<CoordinatorHttp> http_;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 
 #include "coordinator/agent_service.h"
@@ -1090,6 +1091,47 @@ TEST_F(FullDiskTest, SubmitsBeyondAFullDiskAreRefusedReadsAreServedAndNothingAcc
   EXPECT_EQ(GetJob("first").state, JobState::SUCCEEDED);
   for (const auto& name : accepted) EXPECT_NE(coordinator_->FindJob(name), nullptr) << name;
   for (const auto& name : refused) EXPECT_EQ(coordinator_->FindJob(name), nullptr) << name;
+}
+
+TEST_F(FullDiskTest, AReadSharingAPassWithARefusedWriteIsAnsweredFromWhatIsStored) {
+  ASSERT_TRUE(Submit(JobYaml("kept", 0, 0)).ok());
+  Fill();
+  // The submit, then reads, all waiting before the loop's next pass: one pass handles them all,
+  // and its commit fails.
+  wire::SubmitJobT submit;
+  submit.spec_yaml = JobYaml("refused", 0, 0);
+  uint64_t submit_id = client_.Send(std::move(submit));
+  wire::GetJobT get_kept;
+  get_kept.name = "kept";
+  uint64_t kept_id = client_.Send(std::move(get_kept));
+  wire::GetJobT get_refused;
+  get_refused.name = "refused";
+  uint64_t refused_id = client_.Send(std::move(get_refused));
+  uint64_t list_id = client_.Send(wire::ListJobsT{});
+  uint64_t rolled_back = coordinator_->stats().rolled_back;
+  std::map<uint64_t, Message> replies;
+  Pump([&] {
+    while (!client_.inbox.empty()) {
+      uint64_t id = client_.inbox.front().request_id();
+      replies.emplace(id, std::move(client_.inbox.front()));
+      client_.inbox.pop_front();
+    }
+    return replies.size() == 4;
+  });
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_EQ(coordinator_->stats().rolled_back, rolled_back + 1) << "not one pass";
+
+  Status refusal = replies.at(submit_id).ErrorStatus();
+  EXPECT_EQ(refusal.code(), StatusCode::kResourceExhausted) << refusal.ToString();
+  // The reads are answered, from the store: the submit of their pass never happened.
+  const auto* kept = replies.at(kept_id).As<wire::JobInfo>();
+  ASSERT_NE(kept, nullptr) << replies.at(kept_id).ErrorStatus().ToString();
+  EXPECT_EQ(kept->name()->str(), "kept");
+  EXPECT_EQ(replies.at(refused_id).ErrorStatus().code(), StatusCode::kNotFound)
+      << replies.at(refused_id).ErrorStatus().ToString();
+  const auto* list = replies.at(list_id).As<wire::JobList>();
+  ASSERT_NE(list, nullptr) << replies.at(list_id).ErrorStatus().ToString();
+  EXPECT_EQ(list->jobs()->size(), 1u);
 }
 
 TEST_F(FullDiskTest, ANodeLostWhileNothingCanBeStoredIsLostOnceThereIsRoom) {
