@@ -44,7 +44,7 @@ def parse_sizes(spec):
             return int(text[:-1]) * units[text[-1]]
         return int(text)
 
-    if "," in spec:
+    if "," in spec or ":" not in spec:
         return [one(p) for p in spec.split(",")]
     lo, hi = (one(p) for p in spec.split(":")[:2])
     sizes = []
