@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #ifdef COHORT_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -174,8 +175,20 @@ void PrintHeader(const AllreduceBenchOptions& o) {
   std::fflush(stdout);
 }
 
+// This worker's timed calls one by one, in microseconds: a mean far above the median is a few
+// stalled calls, not a cost on every call.
+struct CallSpread {
+  double min_us = 0, median_us = 0, max_us = 0;
+};
+
+CallSpread SpreadOf(std::vector<double> calls_us) {
+  if (calls_us.empty()) return {};
+  std::sort(calls_us.begin(), calls_us.end());
+  return {calls_us.front(), calls_us[calls_us.size() / 2], calls_us.back()};
+}
+
 void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double time_us, int iters,
-              std::optional<int64_t> wrong) {
+              std::optional<int64_t> wrong, const CallSpread& calls) {
   const double algbw = time_us > 0 ? static_cast<double>(size) / (time_us * 1e3) : 0;
   const double busbw = o.workers > 1 ? algbw * 2.0 * (o.workers - 1) / o.workers : algbw;
   if (o.json) {
@@ -195,6 +208,9 @@ void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double 
     line["transport"] = o.transport;
     line["ucx_tls"] = tls ? tls : "";
     line["iters"] = iters;
+    line["call_us_min"] = RoundTo(calls.min_us, 1);
+    line["call_us_median"] = RoundTo(calls.median_us, 1);
+    line["call_us_max"] = RoundTo(calls.max_us, 1);
     line["flight_recorder"] = o.flight_recorder.empty() ? "env" : o.flight_recorder;
     if (o.device != "cpu") line["device"] = o.device;
     if (o.wire_dtype != DataType::kF32)
@@ -225,11 +241,15 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
       COHORT_RETURN_IF_ERROR(other.Upload());
     }
     // `calls` all-reduces, one after the other or (--overlap) each started before the one before
-    // it is finished.
+    // it is finished. `ends`: when each call (with --overlap, each Finish) returned.
+    std::vector<collective::SteadyClock::time_point> ends;
     auto run = [&](int calls) -> Status {
+      ends.clear();
       if (!o.overlap) {
-        for (int i = 0; i < calls; ++i)
+        for (int i = 0; i < calls; ++i) {
           COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
+          ends.push_back(collective::SteadyClock::now());
+        }
         return Status::Ok();
       }
       collective::PendingAllreduce previous;
@@ -238,9 +258,12 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
             collective::PendingAllreduce next,
             comm.StartAllreduce((i % 2 ? other : buf).data(), count, o.type, o.op, o.algo));
         COHORT_RETURN_IF_ERROR(previous.Finish());
+        if (i > 0) ends.push_back(collective::SteadyClock::now());
         previous = std::move(next);
       }
-      return previous.Finish();
+      COHORT_RETURN_IF_ERROR(previous.Finish());
+      ends.push_back(collective::SteadyClock::now());
+      return Status::Ok();
     };
     auto t0 = collective::SteadyClock::now();
     COHORT_RETURN_IF_ERROR(run(o.warmup));
@@ -257,6 +280,12 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
     double per_call_us =
         std::chrono::duration<double, std::micro>(collective::SteadyClock::now() - t0).count() /
         std::max(1, iters);
+    std::vector<double> calls_us;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      calls_us.push_back(
+          std::chrono::duration<double, std::micro>(ends[i] - (i == 0 ? t0 : ends[i - 1])).count());
+    }
+    const CallSpread spread = SpreadOf(std::move(calls_us));
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
     std::optional<int64_t> wrong;
     if (o.check) {
@@ -277,7 +306,7 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
           comm.Allreduce(&bad, 1, DataType::kI64, ReduceOp::kSum, Algorithm::kRing));
       wrong = bad;
     }
-    if (comm.rank() == 0) PrintRow(o, size, count, per_call_us, iters, wrong);
+    if (comm.rank() == 0) PrintRow(o, size, count, per_call_us, iters, wrong, spread);
   }
   return Status::Ok();
 }

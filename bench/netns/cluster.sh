@@ -7,6 +7,10 @@
 #   cluster.sh exec HOST CMD [ARGS...]     run CMD inside HOST (h3, cohort-h3 or 3)
 #   cluster.sh addr HOST                   print HOST's address
 #   cluster.sh status                      namespaces, addresses, qdiscs and their counters
+#   cluster.sh counters                    per host, one "HOST KEY VALUE" line each: its TCP
+#                                          counters of lost time (RetransSegs, TCPTimeouts: RTOs,
+#                                          TCPLossProbes, DelayedACKs ...) and its links' tbf drops
+#                                          (egress_drops, ingress_drops); cumulative since `up`
 #
 # Topology: one network namespace per host (cohort-h0 .. cohort-h{K-1}) and one for the switch
 # (cohort-sw, holding the bridge "br0"); host i's eth0 is a veth whose peer p<i> is a bridge port.
@@ -32,7 +36,7 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 . "$(dirname "$0")/../common/flags.sh"
 
 usage() {
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -198,6 +202,27 @@ cmd_status() {
   done
 }
 
+cmd_counters() {
+  [ -f "$STATE_FILE" ] || die "no cluster is up"
+  local ns h
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^${PREFIX}-h[0-9]+$" | sort -V); do
+    h=${ns#"${PREFIX}"-}
+    # /proc/net is the reading process's namespace: a header line of names, then one of values.
+    ip netns exec "$ns" cat /proc/net/snmp /proc/net/netstat | awk -v h="$h" '
+      $1 == "Tcp:" || $1 == "TcpExt:" {
+        if (!($1 in names)) { names[$1] = $0; next }
+        n = split(names[$1], k); split($0, v)
+        for (i = 2; i <= n; i++)
+          if (k[i] ~ /^(RetransSegs|TCPTimeouts|TCPLossProbes|TCPFastRetrans|TCPSynRetrans|DelayedACKs|TCPAbortOnData)$/)
+            print h, k[i], v[i]
+      }'
+    # The root qdisc's "(dropped N, ...)" of each direction of the host's link.
+    local drops='/dropped/ && !done { gsub(",", "", $7); print $7; done = 1 }'
+    echo "$h egress_drops $(tc -n "$ns" -s qdisc show dev eth0 | awk "$drops")"
+    echo "$h ingress_drops $(tc -n "$SWITCH" -s qdisc show dev "p${h#h}" | awk "$drops")"
+  done
+}
+
 [ $# -ge 1 ] || usage
 verb=$1
 shift
@@ -208,6 +233,7 @@ case "$verb" in
   exec) cmd_exec "$@" ;;
   addr) cmd_addr "$@" ;;
   status) cmd_status "$@" ;;
+  counters) cmd_counters "$@" ;;
   -h|--help|help) usage ;;
   *) die "unknown verb '$verb'" ;;
 esac

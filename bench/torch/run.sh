@@ -29,7 +29,8 @@
 #
 # Needs root for the namespaces (bench/netns/cluster.sh); takes down a cluster already up, makes
 # its own and removes it at the end. Writes DIR/*.jsonl (raw rows), DIR/commands.txt (every
-# command, the load average), DIR/*.err, and DIR/summary.md (bench/torch/summarize.py).
+# command, the load average), DIR/*.err, DIR/*.net0 and *.net1 (the cluster's TCP and drop
+# counters before and after each run), and DIR/summary.md (bench/torch/summarize.py).
 # Figures must come from a quiet machine: nothing else running.
 set -uo pipefail
 
@@ -91,6 +92,12 @@ fi
 net_env="UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 GLOO_SOCKET_IFNAME=eth0"
 [ "$local" = 1 ] && net_env="GLOO_SOCKET_IFNAME=lo"
 
+# The cluster's counters of lost time (cluster.sh counters: TCP retransmissions and timeouts, the
+# links' drops) into FILE, before and after each run: summarize.py prints what each run added.
+net_counters() {  # FILE
+  [ "$local" = 1 ] || "$CLUSTER" counters >"$1" 2>&1 || true
+}
+
 # One launch: $1 label, $2 backend, $3 extra env ("" or VAR=x ...), $4 reducers, rest: bench args.
 launch() {
   local label=$1 backend=$2 extra=$3 m=$4; shift 4
@@ -98,6 +105,7 @@ launch() {
   master=$(addr_of 0)
   local base="env PYTHONPATH=$PYDIR MASTER_ADDR=$master MASTER_PORT=$port WORLD_SIZE=$workers $net_env $extra"
   [ "$backend" = cohort ] && base="$base COHORT_NUM_REDUCERS=$m"
+  net_counters "$out/$label.net0"
   for ((i = 0; i < m; i++)); do
     local h=$(( workers + i ))
     local cmd="$base $python -m cohort.torch.reducer --store $master:$port --timeout 600 --rejoin 5"
@@ -113,6 +121,7 @@ launch() {
   local failed=0 p
   for p in "${pids[@]}"; do wait "$p" || failed=1; done
   wait  # the reducers leave once rank 0's store is gone
+  net_counters "$out/$label.net1"
   cat "$out/$label-w0.jsonl" >>"$out/$label.jsonl"
   rm -f "$out/$label"-w[0-9]*.jsonl
   [ "$failed" = 0 ] && log "$label: done" || log "$label: a rank failed (see $out/$label-w*.err)"
@@ -147,6 +156,7 @@ if [[ ",$what," == *",allreduce,"* ]]; then
     "COHORT_ALLREDUCE_ALGORITHM=reduction-server COHORT_TORCH_OVERLAP=0" "$reducers" allreduce $flags
   if [ -x "$COHORT_BENCH" ]; then
     port=$(( 20000 + RANDOM % 20000 )) pids=()
+    net_counters "$out/allreduce-cohort-bench.net0"
     bflags="--algo reduction-server --workers $workers --reducers $reducers --transport ucx --sizes $sizes"
     bflags="$bflags --dtype f32 --iters $iters --warmup 5 --check --json --max-seconds-per-size 8"
     for ((i = 0; i < workers + reducers; i++)); do
@@ -157,6 +167,7 @@ if [[ ",$what," == *",allreduce,"* ]]; then
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; done
+    net_counters "$out/allreduce-cohort-bench.net1"
     mv "$out/allreduce-bench-0.jsonl" "$out/allreduce-cohort-bench.jsonl"
     rm -f "$out"/allreduce-bench-[0-9]*.jsonl
     log "cohort-bench: done"

@@ -8,8 +8,11 @@ windows, and its ratio to gloo; then rank 0's step in each window (forward, back
 all-reduces DDP waits for, optimizer, and the time the cohort backend's all-reduces ran).
 All-reduce: per size, cohort-bench's Reduction Server algbw, the cohort backend's
 (dist.all_reduce) with overlapped halves (the default) and whole (COHORT_TORCH_OVERLAP=0), the backend's overhead (1 - backend algbw / cohort-bench algbw), and
-rank 0's fastest, median and slowest call with the default (a mean far above the median is a few
-stalled calls, not a cost on every call).
+rank 0's fastest, median and slowest call, of cohort-bench and of the backend with the default (a
+mean far above the median is a few stalled calls, not a cost on every call), and the overhead of
+the backend's median call over cohort-bench's.
+Network: what each run added to the emulated cluster's TCP counters (retransmissions, RTO timeouts,
+...) and its links' drops (run.sh's *.net0 and *.net1).
 """
 import glob
 import os
@@ -54,19 +57,60 @@ def ddp_tables(out):
 
 def phase_table(model, windows):
     """Rank 0's step, in ms, per window from the fastest to the slowest: forward, backward (with the
-    all-reduces DDP waits for), optimizer, and the time an all-reduce ran (cohort's flight
-    recorder). Rows from before these were recorded have none: no table."""
+    all-reduces DDP waits for), optimizer, the time an all-reduce ran (cohort's flight recorder),
+    the CPU time of rank 0's process (all its threads) and the share of the machine's CPUs busy.
+    Rows from before these were recorded have none: no table (or "-")."""
     rows = [(c, w) for c in CONFIGS for w in windows.get((model, c), []) if "forward_s" in w]
     if not rows:
         return
     print(f"Where rank 0's steps went ({model} model), ms a step, each window from the fastest:\n")
-    print("| configuration | samples/s | step | forward | backward | optimizer | all-reduce running |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| configuration | samples/s | step | forward | backward | optimizer | all-reduce running "
+          "| rank 0 CPU | machine busy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for config, w in sorted(rows, key=lambda cw: (CONFIGS.index(cw[0]), -cw[1]["samples_per_s"])):
         per_step = {k: 1e3 * w[k] / w["steps"] for k in ("seconds", "forward_s", "backward_s", "optimizer_s")}
         busy = f"{1e3 * w['allreduce_busy_s'] / w['steps']:.0f}" if "allreduce_busy_s" in w else "-"
+        cpu = f"{1e3 * w['process_cpu_s'] / w['steps']:.0f}" if "process_cpu_s" in w else "-"
+        machine = f"{100 * w['machine_busy']:.0f}%" if "machine_busy" in w else "-"
         print(f"| {config} | {w['samples_per_s']:.2f} | {per_step['seconds']:.0f} | {per_step['forward_s']:.0f} | "
-              f"{per_step['backward_s']:.0f} | {per_step['optimizer_s']:.0f} | {busy} |")
+              f"{per_step['backward_s']:.0f} | {per_step['optimizer_s']:.0f} | {busy} | {cpu} | {machine} |")
+    print()
+
+
+NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "egress_drops", "ingress_drops", "DelayedACKs")
+
+
+def net_counters(path):
+    """{key: sum over the cluster's hosts} of a `cluster.sh counters` file; None when absent."""
+    if not os.path.exists(path):
+        return None
+    sums = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[2].isdigit():
+                sums[parts[1]] = sums.get(parts[1], 0) + int(parts[2])
+    return sums
+
+
+def net_table(out):
+    """What each run added to the cluster's counters of lost time: TCP retransmitted segments, RTO
+    timeouts (each one stalls a flow for 200 ms or more), tail loss probes, the links' drops, and
+    delayed ACKs; summed over every host. Runs of `--local` have none: no table."""
+    rows = []
+    for before in sorted(glob.glob(os.path.join(out, "*.net0"))):
+        label = os.path.basename(before)[:-len(".net0")]
+        a, b = net_counters(before), net_counters(before[:-1] + "1")
+        if a is None or b is None:
+            continue
+        rows.append((label, {k: b.get(k, 0) - a.get(k, 0) for k in NET_KEYS}))
+    if not rows:
+        return
+    print("### The emulated network during each run (every host's counters, summed)\n")
+    print("| run | " + " | ".join(NET_KEYS) + " |")
+    print("|---|" + "---:|" * len(NET_KEYS))
+    for label, d in rows:
+        print(f"| {label} | " + " | ".join(str(d[k]) for k in NET_KEYS) + " |")
     print()
 
 
@@ -83,9 +127,10 @@ def allreduce_table(out):
     if not sizes:
         return
     print("### All-reduce alone: the cohort backend against cohort-bench (Reduction Server, float32)\n")
-    print("| size | cohort-bench algbw | backend algbw | overhead | backend calls, ms: min/median/max "
-          "| backend, whole calls, algbw | overhead | wrong |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| size | cohort-bench algbw | its calls, ms: min/median/max | backend algbw | overhead "
+          "| backend calls, ms: min/median/max | overhead, medians | backend, whole calls, algbw | overhead "
+          "| wrong |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def cell(r):
         return f"{r['algbw_GBps']:.4f}" if r else "-"
@@ -99,10 +144,17 @@ def allreduce_table(out):
         b = bench.get(size)
         return f"{100 * (1 - r['algbw_GBps'] / b['algbw_GBps']):.1f}%" if r and b else "-"
 
+    def median_overhead(r):  # the typical call's, which a few stalled calls on either side leave alone
+        b = bench.get(size)
+        if not r or not b or "call_us_median" not in r or "call_us_median" not in b:
+            return "-"
+        return f"{round(100 * (r['call_us_median'] / b['call_us_median'] - 1), 1) + 0.0:.1f}%"
+
     for size in sizes:
         on, off, b = torch_on.get(size), torch_off.get(size), bench.get(size)
         wrong = sum(int(r.get("wrong", 0)) for r in (on, off, b) if r)
-        print(f"| {human_size(size)} | {cell(b)} | {cell(on)} | {overhead(on)} | {calls(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
+        print(f"| {human_size(size)} | {cell(b)} | {calls(b)} | {cell(on)} | {overhead(on)} | {calls(on)} "
+              f"| {median_overhead(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
     print()
 
 
@@ -113,6 +165,7 @@ def main():
     out = sys.argv[1]
     ddp_tables(out)
     allreduce_table(out)
+    net_table(out)
     return 0
 
 

@@ -13,7 +13,9 @@ ddp: DistributedDataParallel training on synthetic data, timed in R windows of S
 warm-up steps; rank 0 prints one JSON line per window ("samples_per_s": global samples, i.e.
 batch x world, per second of the window; the seconds of its steps rank 0 spent in the forward,
 the backward and the optimizer; with the cohort backend, the seconds in which one of its
-all-reduces ran, from its flight recorder) and one summary line with their median. Models:
+all-reduces ran, from its flight recorder; the CPU seconds rank 0's process used, all its threads;
+the share of the machine's CPUs busy, from /proc/stat) and one summary line with their median.
+Models:
   comm     a wide MLP (2048 -> 4096 x3 -> 2048 -> 1000, about 50 M parameters): little compute per
            byte of gradient, so the all-reduce bounds the step (communication-bound)
   compute  a small convolutional net on 3x32x32 images (about 0.5 M parameters, 2 MB of gradient,
@@ -89,6 +91,17 @@ def busy_seconds(calls, lo, hi):
     return busy / 1e9
 
 
+def machine_cpu():
+    """(busy, total) jiffies of every CPU of the machine so far (/proc/stat; (0, 0) where absent)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def init(args):
     import torch.distributed as dist
     if args.backend == "cohort":
@@ -161,16 +174,22 @@ def run_ddp(args):
     for window in range(args.windows):
         dist.barrier()
         phases = {}
+        busy0, total0 = machine_cpu()
+        cpu0 = time.process_time()
         start = time.monotonic_ns()
         for _ in range(args.steps):
             step(phases)
         dist.barrier()
         end = time.monotonic_ns()
+        process_cpu_s = time.process_time() - cpu0
+        busy1, total1 = machine_cpu()
         seconds = (end - start) / 1e9
         rates.append(args.steps * args.batch * world / seconds)
         rows.append({"bench": "ddp", "label": args.label, "model": args.model, "window": window,
                      "steps": args.steps, "seconds": round(seconds, 4), "samples_per_s": round(rates[-1], 3),
-                     **{k: round(v, 4) for k, v in phases.items()}, "span_ns": (start, end)})
+                     **{k: round(v, 4) for k, v in phases.items()}, "span_ns": (start, end),
+                     "process_cpu_s": round(process_cpu_s, 4),
+                     "machine_busy": round((busy1 - busy0) / max(1, total1 - total0), 4)})
     # The share of each window in which an all-reduce of this rank ran (the link's busy time, as
     # far as the calls show it), and how many there were.
     calls = flight_allreduces(recorder) if recorder else []
