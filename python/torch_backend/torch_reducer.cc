@@ -10,6 +10,12 @@ namespace {
 using collective::Deadline;
 using collective::SteadyClock;
 
+// After a failed store call the store is polled again this much later; this many failures in a
+// row mean the store is gone (rank 0 hosted it and has exited), as reducer.py's watcher judges.
+// Each failure costs a line in the log (torch's TCPStore client warns, in 2.x with a backtrace).
+constexpr auto kStoreRetry = std::chrono::seconds(1);
+constexpr int kStoreFailures = 3;
+
 StatusOr<int> ReadCount(TorchStoreBootstrap& store, const std::string& key, Deadline deadline) {
   COHORT_ASSIGN_OR_RETURN(std::string text, store.Get(key, deadline));
   try {
@@ -58,6 +64,8 @@ Status TorchReducer::Run() {
     const Deadline deadline =
         SteadyClock::now() + (last.empty() ? std::max(timeout_, rejoin_) : rejoin_);
     std::string session;
+    int failures = 0;
+    Status store_error;
     while (!stop_.load() && SteadyClock::now() < deadline) {
       auto s = bootstrap_.Get(
           SessionKey(), std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)));
@@ -65,9 +73,30 @@ Status TorchReducer::Run() {
         session = *s;
         break;
       }
-      if (s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (s.ok() || s.status().code() != StatusCode::kUnavailable) {  // none new yet
+        failures = 0;
+        if (s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (++failures >= kStoreFailures) {
+        store_error = s.status();
+        break;
+      }
+      const Deadline retry = std::min(deadline, SteadyClock::now() + kStoreRetry);
+      while (!stop_.load() && SteadyClock::now() < retry)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (stop_.load()) return Status::Ok();
+    if (!store_error.ok()) {
+      if (last.empty()) {
+        return store_error.WithContext(
+            "the store went away before any workers published a session");
+      }
+      // As the watcher in reducer.py: the store's end is the workers' end, whatever the last
+      // session's (logged above).
+      LogInfo("cohort reducer: the store is gone (" + store_error.message() + "); exiting");
+      return Status::Ok();
+    }
     if (session.empty()) {
       if (last.empty()) {
         return DeadlineExceeded("no workers published a session (" + SessionKey() + ") within " +

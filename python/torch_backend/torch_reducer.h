@@ -37,8 +37,9 @@ class TorchReducer {
   void Stop() { stop_.store(true); }
   // Waits up to `timeout` for the reducer to return; true when it has.
   bool Join(std::chrono::milliseconds timeout);
-  // How the reducer ended: OK (stopped, or no session came back within `rejoin` after a clean
-  // one), else the error that ended the last session it served or waited for.
+  // How the reducer ended: OK (stopped, no session came back within `rejoin` after a clean one,
+  // or the store went away after a session: 3 failed polls, 1 s apart), else the error that
+  // ended the last session it served or waited for.
   const Status& status() const { return status_; }
   // Sessions served so far (readable after Join).
   int sessions() const { return sessions_; }

@@ -89,7 +89,8 @@ def free_port():
 
 def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=False):
     """Runs `workers` worker processes (ranks in `absent` are never started) and `reducers`
-    reducers; returns the workers' exit codes and output."""
+    reducers; prints their output and returns their exit codes ("rank R", "reducer I"): a reducer
+    must leave by itself once the workers have (its store gone, or no new session), exiting 0."""
     port = free_port()
     base = dict(os.environ)
     base.update({
@@ -141,6 +142,8 @@ def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=Fals
         except subprocess.TimeoutExpired:
             h.kill()
             out, _ = h.communicate()
+            out += "\n(killed by the launcher 30 s after the workers ended)"
+        codes[f"reducer {i}"] = h.returncode
         sys.stdout.write("".join(f"[reducer {i}] {line}\n" for line in out.splitlines()))
     return codes
 
@@ -1196,7 +1199,7 @@ def main():
     if bad:
         print(f"FAILED: {bad}")
         return 1
-    print(f"PASSED: {args.scenario} on {len(codes)} workers" + (f" and {reducers} reducers" if reducers else ""))
+    print(f"PASSED: {args.scenario} on {len(codes) - reducers} workers" + (f" and {reducers} reducers" if reducers else ""))
     return 0
 
 
