@@ -9,7 +9,7 @@
 #   cluster.sh status                      namespaces, addresses, qdiscs and their counters
 #   cluster.sh counters                    per host, one "HOST KEY VALUE" line each: its TCP
 #                                          counters of lost time (RetransSegs, TCPTimeouts: RTOs,
-#                                          TCPLossProbes, DelayedACKs ...) and its links' tbf drops
+#                                          TCPLossProbes, TCPToZeroWindowAdv ...) and its links' tbf drops
 #                                          (egress_drops, ingress_drops); cumulative since `up`
 #
 # Topology: one network namespace per host (cohort-h0 .. cohort-h{K-1}) and one for the switch
@@ -213,7 +213,7 @@ cmd_counters() {
         if (!($1 in names)) { names[$1] = $0; next }
         n = split(names[$1], k); split($0, v)
         for (i = 2; i <= n; i++)
-          if (k[i] ~ /^(RetransSegs|TCPTimeouts|TCPLossProbes|TCPFastRetrans|TCPSynRetrans|DelayedACKs|TCPAbortOnData)$/)
+          if (k[i] ~ /^(RetransSegs|TCPTimeouts|TCPLossProbes|TCPFastRetrans|TCPSynRetrans|TCPDSACKRecv|TCPToZeroWindowAdv|DelayedACKs|TCPAbortOnData)$/)
             print h, k[i], v[i]
       }'
     # The root qdisc's "(dropped N, ...)" of each direction of the host's link.

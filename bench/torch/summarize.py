@@ -77,7 +77,8 @@ def phase_table(model, windows):
     print()
 
 
-NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "egress_drops", "ingress_drops", "DelayedACKs")
+NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPDSACKRecv", "TCPToZeroWindowAdv", "egress_drops",
+            "ingress_drops", "DelayedACKs")
 
 
 def net_counters(path):
@@ -95,8 +96,10 @@ def net_counters(path):
 
 def net_table(out):
     """What each run added to the cluster's counters of lost time: TCP retransmitted segments, RTO
-    timeouts (each one stalls a flow for 200 ms or more), tail loss probes, the links' drops, and
-    delayed ACKs; summed over every host. Runs of `--local` have none: no table."""
+    timeouts (each one stalls a flow for 200 ms or more), tail loss probes, DSACKs received (a
+    retransmission that was not needed), zero windows advertised (a receiver that did not read in
+    time), the links' drops, and delayed ACKs; summed over every host. Runs of `--local` have none:
+    no table."""
     rows = []
     for before in sorted(glob.glob(os.path.join(out, "*.net0"))):
         label = os.path.basename(before)[:-len(".net0")]
