@@ -10,7 +10,8 @@
 #   session.sh SECONDS [OUT]      (OUT defaults to $OUT, the device call's folder)
 #
 # Measured on the lent 16-core machine (2026-11-28): the build about 25 s, a DDP pass about 2 min,
-# the all-reduce part about 1.5 min; SECONDS 560 leaves room for all of it in one call.
+# the all-reduce part about 1.5 min at 20 calls a size (targets.sh now asks for 40: about 2 min);
+# SECONDS 560 leaves room for all of it in one call.
 # Environment: as targets.sh (PYTHON, default /opt/torch/.venv/bin/python3 here: the lent image's
 # interpreter with torch); iproute2 from the kit's neighbour .iproute (bench/netns/iproute_kit.sh).
 set -u
