@@ -2,8 +2,8 @@
 # session.sh (in a kit made by bench/gpu/torch_kit.sh): issue 13's device figures in one device
 # call that fits a deadline: the DDP comparison twice, in turns (gloo, cohort, cohort + bf16 wire;
 # run-to-run spread on the lent machine is a few percent, as large as the margins to the targets),
-# then the all-reduce alone through the backend against cohort-bench, each part only where the time
-# left allows it. Each part's summary goes to standard output (the device call's output tail) and
+# then the all-reduce alone through the backend against cohort-bench, then the compute-bound model's
+# DDP comparison, each part only where the time left allows it. Each part's summary goes to standard output (the device call's output tail) and
 # everything (summaries, raw rows, logs, commands) into one archive, OUT/res.tgz, since a device
 # call brings back at most 8 files.
 #
@@ -43,3 +43,5 @@ part() {
 part ddp1 150 330 ddp --configs gloo,cohort,cohort-bf16
 part ddp2 150 250 ddp --configs gloo,cohort,cohort-bf16
 part allreduce 100 200 allreduce
+# Last, where time is left: the compute-bound model, which the issue also asks figures for.
+part ddp-compute 60 150 ddp --models compute --configs gloo,cohort,cohort-bf16
