@@ -183,6 +183,21 @@ RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& 
   return out;
 }
 
+// Whether a queued job could preempt a running one under the Scheduler's rules
+// (coordinator/scheduler.h, "Preemption"): a victim of its own queue has a lower priority, and one
+// of another queue needs two queues. So with one queue, no queued job above the lowest priority
+// running is a preemptor, and the round need not list the running jobs (a slot per replica they
+// hold) as candidates.
+bool PreemptionPossible(const std::vector<QueueState>& queues, const std::vector<JobRecord*>& live,
+                        const std::vector<JobRequest>& requests) {
+  if (live.empty() || requests.empty()) return false;
+  if (queues.size() > 1) return true;
+  int lowest_running = live.front()->priority;
+  for (const JobRecord* job : live) lowest_running = std::min(lowest_running, job->priority);
+  return std::any_of(requests.begin(), requests.end(),
+                     [&](const JobRequest& r) { return r.priority > lowest_running; });
+}
+
 }  // namespace
 
 ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
@@ -256,34 +271,37 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     }
   }
 
-  // 2. Queued jobs, in submit order, in their queues; running jobs as preemption candidates.
+  // 2. Queued jobs, in submit order, in their queues; running jobs as preemption candidates where
+  // a queued job could preempt one.
   for (const auto& [id, n] : nodes.nodes()) {
     if (!n.schedulable()) continue;
     input.cluster_gpus += static_cast<int64_t>(n.gpus.size());
     input.cluster_cpus += n.cpus;
   }
-  std::vector<JobRecord*> running_jobs;
-  for (JobRecord* job : round.live) {
-    RunningJob rj;
-    for (const auto& r : job->replicas) {
-      if (!JobController::HoldsResources(r) || r.stop_requested) continue;
-      const Resources& res = job->PoolOf(r).resources;
-      auto it = node_index.find(r.node_id);
-      rj.held.push_back(
-          HeldSlot{it == node_index.end() ? -1 : it->second.node, r.gpus, res.cpus, res.memory_mb});
-      rj.gpus += res.gpus;
-      rj.cpus += res.cpus;
-    }
-    if (rj.held.empty()) continue;
-    rj.name = job->name;
-    rj.queue = job->queue_index;
-    rj.priority = job->priority;
-    rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
-    running_jobs.push_back(job);
-    input.running.push_back(std::move(rj));
-  }
   const std::vector<JobRecord*>& queued = round.queued;
   const std::vector<JobRequest>& requests = round.requests;
+  std::vector<JobRecord*> running_jobs;
+  if (PreemptionPossible(input.queues, round.live, requests)) {
+    for (JobRecord* job : round.live) {
+      RunningJob rj;
+      for (const auto& r : job->replicas) {
+        if (!JobController::HoldsResources(r) || r.stop_requested) continue;
+        const Resources& res = job->PoolOf(r).resources;
+        auto it = node_index.find(r.node_id);
+        rj.held.push_back(HeldSlot{it == node_index.end() ? -1 : it->second.node, r.gpus, res.cpus,
+                                   res.memory_mb});
+        rj.gpus += res.gpus;
+        rj.cpus += res.cpus;
+      }
+      if (rj.held.empty()) continue;
+      rj.name = job->name;
+      rj.queue = job->queue_index;
+      rj.priority = job->priority;
+      rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
+      running_jobs.push_back(job);
+      input.running.push_back(std::move(rj));
+    }
+  }
   ScheduleResult result = scheduler.Schedule(requests, view, now_ms, input);
   for (const JobPlacement& p : result.placed) {
     JobRecord& job = *queued[p.request];
@@ -337,6 +355,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   stats.queued = requests.size();
   stats.nodes = view.nodes.size();
   stats.preemptions = result.preemptions.size();
+  stats.candidates = input.running.size();
   return stats;
 }
 

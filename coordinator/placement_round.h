@@ -26,6 +26,9 @@ struct PlacementRoundStats {
   size_t queued = 0;       // queued jobs considered
   size_t nodes = 0;        // nodes that could take work
   size_t preemptions = 0;  // jobs that preempted others this round
+  // Running jobs offered to the Scheduler as preemption victims: none when no queued job could
+  // preempt (one queue, and no queued job of a higher priority than one running).
+  size_t candidates = 0;
 };
 
 // Where a known node sits in a ClusterView: its index in `nodes` (-1: it takes no work now, so it

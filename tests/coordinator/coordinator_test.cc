@@ -454,6 +454,31 @@ TEST_F(CoordinatorTest, DrainingNodeGetsNothingNewAndItsPreemptedReplicasMove) {
   EXPECT_FALSE(coordinator_->FindNode("node-a")->draining);
 }
 
+// With the default queue alone, a queued job preempts only a running job of a lower priority (the
+// round lists running jobs as candidates only when one could be a victim: placement_round.cc).
+TEST_F(CoordinatorTest, InOneQueueOnlyAHigherPriorityJobPreemptsARunningOne) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("low", 0, 1, 3, ", priority: low")));
+  ASSERT_TRUE(Submit(JobYaml("same", 0, 1, 3, ", priority: low")).ok());
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(milliseconds(1000));  // periodic rounds
+    Heartbeat("node-a");
+    PumpFew();
+  }
+  EXPECT_TRUE(TakeStops().empty()) << "a job preempted one of its own priority";
+  EXPECT_EQ(GetJob("low").state, JobState::RUNNING);
+
+  ASSERT_TRUE(Submit(JobYaml("high", 0, 1, 3, ", priority: high")).ok());
+  std::vector<std::string> stops;
+  Pump([&] {
+    stops = TakeStops();
+    return !stops.empty();
+  });
+  EXPECT_EQ(stops, std::vector<std::string>{"node-a/chief-0#0"});
+  EXPECT_TRUE(HasEvent(GetJob("low"), "preempted by job high (priority high, queue default)"));
+  EXPECT_EQ(GetJob("same").state, JobState::QUEUED);
+}
+
 TEST_F(CoordinatorTest, AFloodingPeerIsRefusedBeyondItsOutstandingRequestsAndOthersAreServed) {
   options_.max_requests_per_peer = 10;
   Restart();
