@@ -30,6 +30,9 @@ packages=(
   # parses their exposition strictly, headless Chromium renders the dashboard, whose charts use
   # Chart.js from /usr/share/javascript
   prometheus python3-prometheus-client chromium libjs-chart.js
+  # measuring (bench/RESULTS.md): profiles (perf), and instruction and cache-miss counts that do
+  # not depend on how busy a shared machine is (valgrind's callgrind)
+  linux-perf valgrind
 )
 
 missing=()
