@@ -18,6 +18,7 @@
 #include "bench/cohort_bench/bench_flags.h"
 #include "bench/cohort_bench/forked_ranks.h"
 #include "bench/common/json_line.h"
+#include "bench/common/percentile.h"
 #include "bench/common/size_args.h"
 #include "collective/communicator.h"
 #include "collective/reducer.h"
@@ -181,10 +182,8 @@ struct CallSpread {
   double min_us = 0, median_us = 0, max_us = 0;
 };
 
-CallSpread SpreadOf(std::vector<double> calls_us) {
-  if (calls_us.empty()) return {};
-  std::sort(calls_us.begin(), calls_us.end());
-  return {calls_us.front(), calls_us[calls_us.size() / 2], calls_us.back()};
+CallSpread SpreadOf(const std::vector<double>& calls_us) {
+  return {Percentile(calls_us, 0), Percentile(calls_us, 0.5), Percentile(calls_us, 1)};
 }
 
 void PrintRow(const AllreduceBenchOptions& o, size_t size, size_t count, double time_us, int iters,
@@ -285,7 +284,7 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
       calls_us.push_back(
           std::chrono::duration<double, std::micro>(ends[i] - (i == 0 ? t0 : ends[i - 1])).count());
     }
-    const CallSpread spread = SpreadOf(std::move(calls_us));
+    const CallSpread spread = SpreadOf(calls_us);
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
     std::optional<int64_t> wrong;
     if (o.check) {
