@@ -12,6 +12,7 @@
 #include "collective/transport/loopback/loopback_transport.h"
 #include "common/env.h"
 #include "python/torch_backend/completion_pool.h"
+#include "python/torch_backend/log_line.h"
 #include "python/torch_backend/tensor_staging.h"
 #include "python/torch_backend/torch_counterparts.h"
 #include "python/torch_backend/torch_store_bootstrap.h"
@@ -175,6 +176,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
 
   const char* cohort_addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   int num_reducers = 0;
+  std::string reducers_hint;  // outside a Cohort job: where the reducers are to join
   if (default_group && cohort_addr != nullptr && *cohort_addr != '\0') {
     // Inside a Cohort job: the agent's environment names the store, the reducers and the ranks.
     const int env_rank = EnvInt("RANK", rank);
@@ -213,6 +215,13 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     pg->bootstrap_ = std::move(bootstrap);
     pg->rendezvous_ = std::string(default_group ? "torch store" : "torch store (subgroup)") +
                       ", session " + session;
+    if (num_reducers > 0) {
+      reducers_hint = "; " + WhereReducersJoin(store);
+      if (rank == 0) {
+        LogInfo("cohort: the default group of " + std::to_string(size) + " ranks uses " +
+                std::to_string(num_reducers) + " reducers" + reducers_hint);
+      }
+    }
   }
   if (size == 1 && num_reducers == 0) {
     // Nothing to find: one rank on an in-process transport.
@@ -222,7 +231,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
   }
   pg->comm_ = OrFail(Communicator::Create(*pg->bootstrap_, rank, size, num_reducers, options),
                      "rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                         " joining through the " + pg->rendezvous_);
+                         " joining through the " + pg->rendezvous_ + reducers_hint);
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
   pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
   pg->finisher_ = std::make_unique<CompletionPool>(1);

@@ -1,10 +1,13 @@
 #include "python/torch_backend/torch_store_bootstrap.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace cohort::torch_backend {
 namespace {
@@ -131,6 +134,28 @@ c10::intrusive_ptr<c10d::Store> InnermostStore(c10::intrusive_ptr<c10d::Store> s
   while (auto* prefix = dynamic_cast<c10d::PrefixStore*>(store.get()))
     store = prefix->getUnderlyingStore();
   return store;
+}
+
+std::string WhereReducersJoin(const c10::intrusive_ptr<c10d::Store>& store) {
+  std::string address;
+  if (auto* tcp = dynamic_cast<c10d::TCPStore*>(InnermostStore(store).get())) {
+    address = tcp->getHost() + ":" + std::to_string(tcp->getPort());
+  } else {
+    const char* host = std::getenv("MASTER_ADDR");
+    const char* port = std::getenv("MASTER_PORT");
+    address = std::string(host != nullptr ? host : "MASTER_ADDR") + ":" +
+              (port != nullptr ? port : "MASTER_PORT");
+  }
+  std::string text =
+      "its reducers join with `python3 -m cohort.torch.reducer --store " + address + "`";
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent_store != nullptr && std::string_view(agent_store) == "False") {
+    text +=
+        " (this store is rank 0's, at a port torchrun's c10d rendezvous picks anew for each "
+        "attempt: for reducers that follow restarts, start torchrun with --master_addr and "
+        "--master_port, its static rendezvous, whose store is the agent's and stays)";
+  }
+  return text;
 }
 
 }  // namespace cohort::torch_backend

@@ -13,7 +13,9 @@ Where the peers come from:
   the backend: ring or halving-doubling all-reduce, or the Reduction Server when COHORT_NUM_REDUCERS
   (or Options(num_reducers=...)) asks for reducers, started on any host with
       python3 -m cohort.torch.reducer --store MASTER_ADDR:MASTER_PORT
-  once per reducer. Subgroups (dist.new_group) never use reducers.
+  once per reducer (under torchrun: its static rendezvous, --master_addr/--master_port, whose
+  store outlives torchrun's restarts; see examples/torch/README.md). Subgroups (dist.new_group)
+  never use reducers.
 
 Tuning, as for the C++ communicator: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|
 halving-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
