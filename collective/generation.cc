@@ -1,5 +1,6 @@
 #include "collective/generation.h"
 
+#include <charconv>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -16,9 +17,17 @@ constexpr auto kStalePause = std::chrono::milliseconds(20);
 // How long to wait for the store's answer when checking one key.
 constexpr auto kCheckTimeout = std::chrono::milliseconds(1000);
 
-std::string JoinedKey(const std::string& prefix, const std::string& generation, int rank) {
-  return GenerationPrefix(prefix, generation) + "/joined/" + std::to_string(rank);
+std::string JoinedKey(const std::string& prefix, const std::string& generation,
+                      const std::string& member) {
+  return GenerationPrefix(prefix, generation) + "/joined/" + member;
 }
+
+std::string WorkersKey(const std::string& prefix, const std::string& generation) {
+  return GenerationPrefix(prefix, generation) + "/num_workers";
+}
+
+// RoundHeader::worker, the widest use of a worker's index on the wire, has 16 bits.
+constexpr int kMaxWorkers = 65535;
 
 }  // namespace
 
@@ -37,15 +46,35 @@ std::string GenerationPrefix(const std::string& prefix, const std::string& gener
   return prefix + "/" + generation;
 }
 
-StatusOr<std::string> PublishGeneration(Bootstrap& bootstrap, const std::string& prefix) {
+StatusOr<std::string> PublishGeneration(Bootstrap& bootstrap, const std::string& prefix,
+                                        int num_workers) {
   std::string generation = NewGenerationId();
+  // Before the id: whoever reads the id finds the shape.
+  COHORT_RETURN_IF_ERROR(bootstrap.Put(WorkersKey(prefix, generation), std::to_string(num_workers))
+                             .WithContext("recording the generation's workers"));
   COHORT_RETURN_IF_ERROR(
       bootstrap.Put(GenerationKey(prefix), generation).WithContext("publishing the generation"));
   return generation;
 }
 
-StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& prefix, int rank,
-                                      Deadline deadline, const std::atomic<bool>* stop) {
+StatusOr<int> GenerationWorkers(Bootstrap& bootstrap, const std::string& prefix,
+                                const std::string& generation, Deadline deadline) {
+  const std::string key = WorkersKey(prefix, generation);
+  COHORT_ASSIGN_OR_RETURN(std::optional<std::string> text, bootstrap.Lookup(key, deadline));
+  if (!text.has_value()) return NotFound("the chief recorded no " + key);
+  int n = 0;
+  const char* end = text->data() + text->size();
+  const auto [at, error] = std::from_chars(text->data(), end, n);
+  if (error != std::errc() || at != end || n < 1 || n > kMaxWorkers) {
+    return DataLoss(key + " holds '" + text->substr(0, 32) + "', not a count of workers (1.." +
+                    std::to_string(kMaxWorkers) + ")");
+  }
+  return n;
+}
+
+StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& prefix,
+                                      const std::string& member, Deadline deadline,
+                                      const std::atomic<bool>* stop) {
   std::string stale;  // the last id found joined: not asked about again
   while (true) {
     if (stop != nullptr && stop->load()) return Cancelled("stopped while waiting for the workers");
@@ -54,7 +83,7 @@ StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& p
     if (!g.ok() && g.status().code() != StatusCode::kDeadlineExceeded) return g.status();
     if (g.ok() && *g != stale) {
       auto joined =
-          bootstrap.Lookup(JoinedKey(prefix, *g, rank), SteadyClock::now() + kCheckTimeout);
+          bootstrap.Lookup(JoinedKey(prefix, *g, member), SteadyClock::now() + kCheckTimeout);
       if (joined.ok() && joined->has_value()) {
         stale = *g;
       } else if (joined.ok()) {
@@ -62,7 +91,7 @@ StatusOr<std::string> AwaitGeneration(Bootstrap& bootstrap, const std::string& p
         // store that still names it confirms it.
         auto again = bootstrap.Get(GenerationKey(prefix), SteadyClock::now() + kCheckTimeout);
         if (again.ok() && *again == *g) {
-          COHORT_RETURN_IF_ERROR(bootstrap.Put(JoinedKey(prefix, *g, rank), "1")
+          COHORT_RETURN_IF_ERROR(bootstrap.Put(JoinedKey(prefix, *g, member), "1")
                                      .WithContext("recording the join of generation " + *g));
           return *g;
         }

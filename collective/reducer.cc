@@ -18,7 +18,8 @@ Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int r
                            std::to_string(num_reducers) + " for " + std::to_string(num_workers) +
                            " workers is not valid");
   }
-  const int rank = num_workers + reducer_index;
+  // A reducer's rank follows the workers (num_workers + index), whose number is the generation's.
+  const std::string member = "reducer" + std::to_string(reducer_index);
   Status last = Status::Ok();
   int served = 0;
   bool first = true;
@@ -26,23 +27,38 @@ Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int r
     const auto wait =
         first ? std::max(options.rejoin_timeout, options.comm.timeout) : options.rejoin_timeout;
     first = false;
-    auto generation =
-        AwaitGeneration(bootstrap, options.comm.key_prefix, rank, SteadyClock::now() + wait, &stop);
+    auto generation = AwaitGeneration(bootstrap, options.comm.key_prefix, member,
+                                      SteadyClock::now() + wait, &stop);
     if (stop.load()) return Status::Ok();
     if (!generation.ok()) {
       spdlog::info("reducer {}: no workers (re)joined within {}: {}; exiting", reducer_index,
                    FormatDuration(wait), generation.status().ToString());
       return last;
     }
+    auto workers = GenerationWorkers(bootstrap, options.comm.key_prefix, *generation,
+                                     SteadyClock::now() + options.comm.timeout);
+    if (!workers.ok() && workers.status().code() == StatusCode::kNotFound) workers = num_workers;
+    if (!workers.ok()) {
+      last = workers.status().WithContext("generation " + *generation);
+      spdlog::warn("reducer {}: {}; waiting for the next generation", reducer_index,
+                   last.ToString());
+      continue;
+    }
+    if (*workers != num_workers) {
+      spdlog::info(
+          "reducer {}: generation {} has {} workers, not the {} it was started for: a "
+          "launcher inside each replica (torchrun --nproc_per_node) started more ranks",
+          reducer_index, *generation, *workers, num_workers);
+    }
     spdlog::info("reducer {}: joining generation {}", reducer_index, *generation);
-    auto transport = OpenCommunicatorTransport(bootstrap, rank, num_workers, num_reducers,
-                                               *generation, options.comm);
+    auto transport = OpenCommunicatorTransport(bootstrap, *workers + reducer_index, *workers,
+                                               num_reducers, *generation, options.comm);
     if (!transport.ok()) {
       last = transport.status();
       spdlog::warn("reducer {}: {}", reducer_index, last.ToString());
     } else {
       ReductionServerOptions so;
-      so.num_workers = num_workers;
+      so.num_workers = *workers;
       so.num_reducers = num_reducers;
       so.round_timeout = options.comm.timeout;
       ReductionServer server(**transport, so);

@@ -28,9 +28,11 @@ struct ReducerOptions {
   int max_generations = 0;
 };
 
-// Runs reducer `reducer_index` of `num_reducers` for `num_workers` workers until `stop` becomes
+// Runs reducer `reducer_index` of `num_reducers` until `stop` becomes
 // true (returns OK) or no workers come back within rejoin_timeout (returns the status that ended
-// the last generation: OK when the workers stopped cleanly). Serves one generation after another.
+// the last generation: OK when the workers stopped cleanly). Serves one generation after another,
+// each with the workers its chief recorded (generation.h, "Shape"; `num_workers`, the count it was
+// started for, where none is recorded): rank num_workers + reducer_index of that generation.
 Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
                   const ReducerOptions& options, const std::atomic<bool>& stop);
 

@@ -15,7 +15,7 @@ using std::chrono::milliseconds;
 
 TEST(GenerationTest, EveryRankJoinsThePublishedGenerationOnce) {
   InMemoryBootstrap store;
-  auto g1 = PublishGeneration(store, "job");
+  auto g1 = PublishGeneration(store, "job", 3);
   ASSERT_TRUE(g1.ok()) << g1.status().ToString();
   EXPECT_EQ(g1->size(), 16u);
   EXPECT_EQ(*store.Get(GenerationKey("job"), DeadlineAfter(milliseconds(0))), *g1);
@@ -35,7 +35,7 @@ TEST(GenerationTest, EveryRankJoinsThePublishedGenerationOnce) {
   std::string g2;
   std::thread chief([&] {
     std::this_thread::sleep_for(milliseconds(50));
-    auto g = PublishGeneration(store, "job");
+    auto g = PublishGeneration(store, "job", 3);
     ASSERT_TRUE(g.ok());
     g2 = *g;
   });
@@ -46,6 +46,37 @@ TEST(GenerationTest, EveryRankJoinsThePublishedGenerationOnce) {
   EXPECT_NE(g2, *g1);
   // Prefixes are separate namespaces.
   EXPECT_EQ(AwaitGeneration(store, "other", 1, DeadlineAfter(milliseconds(50))).status().code(),
+            StatusCode::kDeadlineExceeded);
+}
+
+// The chief records the generation's workers before the id; a missing or hostile record is told
+// apart from a count.
+TEST(GenerationTest, TheChiefRecordsHowManyWorkersTheGenerationHas) {
+  InMemoryBootstrap store;
+  auto g = PublishGeneration(store, "job", 8);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto workers = GenerationWorkers(store, "job", *g, DeadlineAfter(milliseconds(100)));
+  ASSERT_TRUE(workers.ok()) << workers.status().ToString();
+  EXPECT_EQ(*workers, 8);
+  EXPECT_EQ(GenerationWorkers(store, "job", "0123456789abcdef", DeadlineAfter(milliseconds(100)))
+                .status()
+                .code(),
+            StatusCode::kNotFound);
+  for (const char* bad : {"", "0", "-2", "65536", "4x", "99999999999999999999"}) {
+    ASSERT_TRUE(store.Put("job/bad/num_workers", bad).ok());
+    const auto got = GenerationWorkers(store, "job", "bad", DeadlineAfter(milliseconds(100)));
+    EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << "'" << bad << "'";
+    EXPECT_NE(got.status().message().find("job/bad/num_workers"), std::string::npos)
+        << got.status().ToString();
+  }
+  // A member named rather than numbered (a reducer) joins once, like a rank.
+  auto joined =
+      AwaitGeneration(store, "job", std::string("reducer0"), DeadlineAfter(milliseconds(1000)));
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ(*joined, *g);
+  EXPECT_EQ(AwaitGeneration(store, "job", std::string("reducer0"), DeadlineAfter(milliseconds(50)))
+                .status()
+                .code(),
             StatusCode::kDeadlineExceeded);
 }
 
@@ -81,7 +112,7 @@ class ReplacedStore final : public Bootstrap {
 
 TEST(GenerationTest, AnIdTheLiveStoreNoLongerNamesIsNotJoined) {
   ReplacedStore store;
-  auto live = PublishGeneration(store, "job");
+  auto live = PublishGeneration(store, "job", 3);
   ASSERT_TRUE(live.ok());
   auto joined = AwaitGeneration(store, "job", 1, DeadlineAfter(milliseconds(5000)));
   ASSERT_TRUE(joined.ok()) << joined.status().ToString();

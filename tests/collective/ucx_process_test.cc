@@ -349,6 +349,62 @@ TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
   EXPECT_EQ(group.code(2), 0) << "worker 1";
 }
 
+// A reducer serves the workers each generation's chief recorded, not the count it was started
+// for: under Cohort it is told one worker per training replica (COHORT_NUM_WORKERS), and where a
+// launcher inside each replica (torchrun --nproc_per_node 2) starts two ranks the workers are
+// twice that. Generation 1 has the 2 workers it was started for, generation 2 has 4.
+TEST(UcxReducerTest, ReducerServesTheWorkersTheGenerationRecords) {
+  const int port = cohort::testing::PickFreePort();
+  testing::ProcessGroup group;
+  group.Spawn([&] {
+    testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
+    setenv("COHORT_NUM_WORKERS", "2", 1);  // as the agent renders it for a job of 2 replicas
+    setenv("COHORT_REDUCER_INDEX", "0", 1);
+    setenv("COHORT_REDUCER_REJOIN_MS", "20000", 1);
+    auto bootstrap = StoreBootstrap::Connect("127.0.0.1:" + std::to_string(port));
+    if (!bootstrap.ok()) return 1;
+    ReducerOptions options;
+    options.comm.timeout = milliseconds(20000);
+    options.rejoin_timeout = milliseconds(20000);
+    options.max_generations = 2;
+    std::atomic<bool> stop{false};
+    Status s = RunReducer(**bootstrap, 2, 1, 0, options, stop);
+    if (!s.ok()) std::fprintf(stderr, "reducer: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
+  });
+  // Generation 1: two workers; generation 2: four, started once the first two have ended (a
+  // relaunch of the job with two ranks per replica).
+  auto spawn_generation = [&](int gen, int workers) {
+    std::vector<int> children;
+    for (int r = 0; r < workers; ++r) {
+      children.push_back(group.Spawn([&, gen, workers, r] {
+        testing::SetJobEnv("tcp", port, workers, 1, 20000, true);
+        setenv("RANK", std::to_string(r).c_str(), 1);
+        auto comm = Communicator::FromEnvironment();
+        if (!comm.ok()) {
+          std::fprintf(stderr, "gen %d worker %d: %s\n", gen, r, comm.status().ToString().c_str());
+          return 1;
+        }
+        int64_t v[3] = {r + 1, 10 * (r + 1), gen};
+        const int64_t sum = workers * (workers + 1) / 2;
+        Status s = (*comm)->Allreduce(v, 3, DataType::kI64, ReduceOp::kSum);
+        if (!s.ok() || v[0] != sum || v[1] != 10 * sum || v[2] != workers * gen) {
+          std::fprintf(stderr, "gen %d worker %d: %s\n", gen, r, s.ToString().c_str());
+          return 2;
+        }
+        return 0;
+      }));
+    }
+    return children;
+  };
+  ASSERT_TRUE(group.Wait(milliseconds(60000), spawn_generation(0, 2)));
+  spawn_generation(1, 4);
+  ASSERT_TRUE(group.Wait(milliseconds(90000)));
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(group.code(i), 0) << (i == 0 ? "the reducer" : "worker process " + std::to_string(i));
+  }
+}
+
 // A reducer that never shows up is named in the error.
 TEST(UcxReducerTest, MissingReducerIsNamed) {
   const int port = cohort::testing::PickFreePort();

@@ -505,6 +505,81 @@ TEST_F(TorchDdpTest, CohortBackendJobThroughFourIncidentsEndsWithTheFaultFreeMod
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
+// torchrun inside each replica, as guides for managed services launch several processes per
+// machine: 2 training replicas (chief + 1 worker) each run `torchrun --nnodes $WORLD_SIZE
+// --node_rank $RANK --nproc_per_node 2 --master_addr $MASTER_ADDR --master_port $MASTER_PORT` on
+// the stock script with --backend=cohort, beside a pool of 2 reducers. The 4 ranks torchrun starts
+// join the job's communicator, the job's reducers (started for the 2 replicas) serve all 4, the
+// job succeeds, and every rank ends with the same parameter bytes. (`--redirects 9:1 --tee 9:1`
+// only gets Debian's torch 1.13 torchrun past its start under Python 3.11: tests/torch/
+// torchrun_check.py.)
+TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
+  if (std::string(COHORT_PYTHON_DIR).empty()) {
+    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
+  }
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  job_ = "torchrun_inside";
+  const std::string launch =
+      "exec " + std::string(ct::kPython) +
+      " -m torch.distributed.run --redirects 9:1 --tee 9:1 --nnodes $WORLD_SIZE --node_rank "
+      "$RANK --nproc_per_node 2 --master_addr $MASTER_ADDR --master_port $MASTER_PORT " +
+      COHORT_TORCH_DDP_SCRIPT +
+      " --backend=cohort --epochs=3 --hidden=32 --batch-size=32 --lr=0.1 --seed=3 --timeout=60";
+  const std::string process =
+      "    resources: {gpus: 1, cpus: 2}\n    process:\n      command: "
+      "[/bin/sh, -c, \"" +
+      launch + "\"]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR + "}\n";
+  auto client = cluster_->Client();
+  auto sub = client.Submit(
+      "name: " + job_ + "\noutput_dir: " + OutputDir() +
+      "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
+      "  - role: worker\n    replicas: 1\n" + process +
+      "  - role: reducer\n    replicas: 2\n    resources: {cpus: 1, memory_mb: 256}\n    builtin: "
+      "reducer\nscheduling: {timeout: 5m, max_restarts: 0}\n");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 0);
+
+  // Each replica's log holds its two ranks' lines: torchrun's ranks, not Cohort's.
+  std::set<std::string> digests;
+  std::set<int> ranks;
+  static const std::regex kRank("rank ([0-9]+)/4 local rank [01]/2 node ([01])/2 backend cohort");
+  static const std::regex kDigest("parameters sha256 ([0-9a-f]{64})");
+  int digest_lines = 0;
+  for (const std::string replica : {"chief-0", "worker-0"}) {
+    std::string log;
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          log = ReplicaLog(replica);
+          const auto found = std::sregex_iterator(log.begin(), log.end(), kDigest);
+          return std::distance(found, std::sregex_iterator()) == 2;
+        },
+        20s))
+        << replica << ": " << log;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), kRank);
+         it != std::sregex_iterator(); ++it) {
+      ranks.insert(std::stoi((*it)[1].str()));
+      EXPECT_EQ((*it)[2].str(), replica == "chief-0" ? "0" : "1") << replica << ": " << log;
+    }
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), kDigest);
+         it != std::sregex_iterator(); ++it) {
+      digests.insert((*it)[1].str());
+      ++digest_lines;
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(digest_lines, 4);
+  EXPECT_EQ(digests.size(), 1u) << "the ranks ended with different parameters";
+  for (const std::string replica : {"reducer-0", "reducer-1"}) {
+    const std::string log = ReplicaLog(replica);
+    EXPECT_NE(log.find("has 4 workers, not the 2 it was started for"), std::string::npos)
+        << replica << ": " << log;
+    EXPECT_NE(log.find("ended after"), std::string::npos) << replica << ": " << log;
+  }
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
 // A node with two GPUs takes two of the three replicas (the other goes to a one-GPU node); the
 // spare node joins only once the job runs, so that the first placement has no other choice.
 class TorchDdpSharedNodeTest : public TorchDdpTest, public ::testing::WithParamInterface<bool> {};
