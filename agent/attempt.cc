@@ -20,6 +20,7 @@ wire::ReplicaStatusT Attempt::ToStatus() const {
   s.state = state;
   s.exit_code = exit.exit_code;
   s.signal = exit.signal;
+  s.cause_signal = cause_signal;
   s.message = message;
   s.pid = process ? process->pid() : 0;
   return s;
@@ -98,10 +99,11 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
       LogTail file = ReadLogTail(error_file, kMaxErrorFileBytes);
       if (file.whole) raised = ErrorFileMessage(file.text);
     }
+    const LogTail tail = log ? ReadLogTail(log->path(), kFailureLogTailBytes) : LogTail{};
+    if (exit.signal == 0) cause_signal = TorchrunKillSignal(tail.text, tail.whole);
     if (!raised.empty()) {
       parts.push_back("raised: " + raised);
     } else if (log) {
-      LogTail tail = ReadLogTail(log->path(), kFailureLogTailBytes);
       std::string excerpt =
           FailureExcerpt(tail.text, tail.whole, /*any_last_line=*/exit.signal == 0);
       if (!excerpt.empty()) parts.push_back("log: " + excerpt);

@@ -97,6 +97,9 @@ struct Attempt {
   std::vector<int> gpus;  // node-local GPU indices pinned to it
   wire::ReplicaState state = wire::ReplicaState::PENDING;
   ExitInfo exit;
+  // FAILED with a code: the signal that killed a process inside it, as torchrun reported it
+  // (agent/failure_excerpt.h's TorchrunKillSignal); 0: none.
+  int cause_signal = 0;
   std::string message;
   std::unique_ptr<ReplicaProcess> process;
   std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -62,35 +63,60 @@ std::optional<size_t> LastTraceback(const std::vector<std::string_view>& lines) 
 }
 
 // Rule 0: the last "Root Cause" block of torchrun's ChildFailedError report, its fields one a line
-// ("  rank      : 1 (local_rank: 1)") up to the closing "=====" rule: the rank and its traceback
-// field, or its exit code where that field holds no cause (a pointer to the docs, or a Python
-// traceback, which the error file carries). The report is the message of torchrun's last
-// traceback: one that comes before a later traceback (another command of the replica's that
-// failed after torchrun) is not the cause.
-std::optional<std::string> TorchrunRootCause(const std::vector<std::string_view>& lines) {
+// ("  rank      : 1 (local_rank: 1)") up to the closing "=====" rule. The report is the message of
+// torchrun's last traceback: one that comes before a later traceback (another command of the
+// replica's that failed after torchrun) is not the cause. `exit_codes`: the root cause's, then
+// those of the report's other failures (its "Failures:" section, above the root cause).
+struct TorchrunReport {
+  std::string rank, exit_code, traceback;
+  std::vector<std::string> exit_codes;
+};
+
+// The value of `line`'s field `name` ("  exitcode  : -9 (pid: 1)"), if it is that field.
+std::optional<std::string> FieldValue(std::string_view line, std::string_view name) {
+  line = Trim(line);
+  if (!line.starts_with(name)) return std::nullopt;
+  const std::string_view rest = Trim(line.substr(name.size()));
+  if (!rest.starts_with(':')) return std::nullopt;
+  return std::string(Trim(rest.substr(1)));
+}
+
+std::optional<TorchrunReport> LastTorchrunReport(const std::vector<std::string_view>& lines) {
   const size_t from = LastTraceback(lines).value_or(0);
   for (size_t i = lines.size(); i-- > from;) {
     if (Trim(lines[i]) != kTorchrunRootCause) continue;
-    std::string rank, exit_code, traceback;
+    TorchrunReport report;
     for (size_t k = i + 1; k < lines.size() && !Trim(lines[k]).starts_with("==="); ++k) {
-      const std::string_view line = Trim(lines[k]);
-      for (auto [name, value] : {std::pair{std::string_view("rank"), &rank},
-                                 std::pair{std::string_view("exitcode"), &exit_code},
-                                 std::pair{std::string_view("traceback"), &traceback}}) {
-        if (!line.starts_with(name) || !value->empty()) continue;
-        const std::string_view rest = Trim(line.substr(name.size()));
-        if (rest.starts_with(':')) *value = std::string(Trim(rest.substr(1)));
+      for (auto [name, value] : {std::pair{std::string_view("rank"), &report.rank},
+                                 std::pair{std::string_view("exitcode"), &report.exit_code},
+                                 std::pair{std::string_view("traceback"), &report.traceback}}) {
+        if (!value->empty()) continue;
+        if (auto v = FieldValue(lines[k], name)) *value = *v;
       }
     }
-    if (rank.empty()) return std::nullopt;
-    std::string cause = "torchrun: rank " + rank + " failed first";
-    const bool told = !traceback.empty() && traceback != "<N/A>" &&
-                      !traceback.starts_with("To enable traceback") &&
-                      !traceback.starts_with("Traceback");
-    if (told) return cause + ": " + traceback;
-    return exit_code.empty() ? cause : cause + ", exit code " + exit_code;
+    if (report.rank.empty()) return std::nullopt;
+    report.exit_codes.push_back(report.exit_code);
+    // The other failures: back up to the report's "Failures:" line (its opening rule above).
+    for (size_t k = i; k-- > from && !Trim(lines[k]).starts_with("===");) {
+      if (auto v = FieldValue(lines[k], "exitcode")) report.exit_codes.push_back(*v);
+    }
+    return report;
   }
   return std::nullopt;
+}
+
+// The rank and its traceback field, or its exit code where that field holds no cause (a pointer
+// to the docs, or a Python traceback, which the error file carries).
+std::optional<std::string> TorchrunRootCause(const std::vector<std::string_view>& lines) {
+  const std::optional<TorchrunReport> report = LastTorchrunReport(lines);
+  if (!report) return std::nullopt;
+  std::string cause = "torchrun: rank " + report->rank + " failed first";
+  const std::string& traceback = report->traceback;
+  const bool told = !traceback.empty() && traceback != "<N/A>" &&
+                    !traceback.starts_with("To enable traceback") &&
+                    !traceback.starts_with("Traceback");
+  if (told) return cause + ": " + traceback;
+  return report->exit_code.empty() ? cause : cause + ", exit code " + report->exit_code;
 }
 
 // Rule 1: the first unindented, non-blank line after the last traceback header.
@@ -166,6 +192,20 @@ std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line
     if (auto line = LastLine(lines)) return Finish(*line);
   }
   return "";
+}
+
+int TorchrunKillSignal(std::string_view tail, bool whole) {
+  const std::optional<TorchrunReport> report = LastTorchrunReport(ReplicaLines(tail, whole));
+  if (!report) return 0;
+  for (const std::string& code : report->exit_codes) {
+    // "-9" or "-9 (pid: 123)": killed by signal 9.
+    if (!code.starts_with('-')) continue;
+    int signal = 0;
+    const auto [end, error] = std::from_chars(code.data() + 1, code.data() + code.size(), signal);
+    const bool ends = end == code.data() + code.size() || *end == ' ';
+    if (error == std::errc() && ends && signal >= 1 && signal <= 64) return signal;
+  }
+  return 0;
 }
 
 std::string ErrorFileMessage(std::string_view json) {

@@ -48,6 +48,17 @@ inline constexpr size_t kFailureLogTailBytes = 16 * 1024;
 // and is ignored).
 std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line);
 
+// The signal that killed a worker of torchrun's, by its report (rule 0): the root cause's
+// "exitcode : -9" (torch's form of "killed by signal 9"), else the first such among the report's
+// other failures; 0 where the log holds no report or every worker exited with a code. The other
+// failures count because torchrun polls its workers every few seconds and names the lowest rank
+// among those it found failed in one poll: a rank killed by a signal and its local peer that
+// exited 1 on losing it come out with the peer as "root cause". Such a replica exits 1 (torchrun's
+// own code) although one of its processes was killed (by the kernel's OOM killer, an admin): the
+// coordinator judges that end by this signal (coordinator/job_controller.h, "Failure
+// attribution").
+int TorchrunKillSignal(std::string_view tail, bool whole);
+
 // The largest error file the agent reads (a callstack of a few hundred frames fits).
 inline constexpr size_t kMaxErrorFileBytes = 256 * 1024;
 // The message's first line, finished as an excerpt is (printable UTF-8, cut); empty when `json` is

@@ -107,7 +107,8 @@ bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::Replic
   // bounded, whatever the agent (or what it quotes of a replica's log) sent.
   std::string message =
       TruncateUtf8(ValidUtf8(Str(s.message()), /*printable=*/true), kMaxReplicaMessageBytes);
-  jobs_.ApplyReplicaStatus(*job, *r, s.state(), s.exit_code(), s.signal(), message, now_ms);
+  jobs_.ApplyReplicaStatus(*job, *r, s.state(), s.exit_code(), s.signal(), message, now_ms,
+                           s.cause_signal());
   return true;
 }
 

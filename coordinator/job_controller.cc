@@ -100,7 +100,7 @@ void JobController::Cancel(JobRecord& job, const std::string& reason, int64_t no
 
 void JobController::ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, ReplicaState state,
                                        int exit_code, int signal, const std::string& message,
-                                       int64_t now_ms) {
+                                       int64_t now_ms, int cause_signal) {
   if (state == r.state && !IsFinal(state)) return;
   if (!IsFinal(state)) {
     // PENDING -> STARTING -> RUNNING; never backwards.
@@ -117,6 +117,7 @@ void JobController::ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, Replica
   SetReplicaState(r, state, message, now_ms);
   r.exit_code = exit_code;
   r.signal = signal;
+  r.cause_signal = cause_signal;
   MarkDirty(job);
   OnReplicaEnded(job, r, now_ms);
 }
@@ -301,6 +302,7 @@ void JobController::RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now
   SetReplicaState(r, ReplicaState::PENDING, "waiting to be placed again", now_ms);
   r.exit_code = -1;
   r.signal = 0;
+  r.cause_signal = 0;
   MarkDirty(job);
   schedule_needed_ = true;
 }
@@ -451,6 +453,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
     r.port = s.port;
     r.exit_code = -1;
     r.signal = 0;
+    r.cause_signal = 0;
     r.stop_requested = false;
     SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
     used_nodes.insert(r.node_id);

@@ -13,6 +13,7 @@
 //      -> CANCELLED once no replica of the job holds resources.
 //
 // Failure attribution. A replica that ends retryably (exit 130/137/138/143, SIGINT/KILL/USR1/TERM,
+// an exit of torchrun inside it after such a signal killed one of its workers (cause_signal),
 // PREEMPTED, LOST, a STOPPED the coordinator did not ask for) opens an *incident* of its job: one
 // restart is spent, and the replica (or, with restart_job_on_worker_restart, the whole job) starts
 // again as attempt+1. Every later failure of a replica that was already running when the incident
@@ -124,9 +125,10 @@ class JobController {
   JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
   void Cancel(JobRecord& job, const std::string& reason, int64_t now_ms);
   // The agent running `r`'s current attempt reported a state (never backwards; a final state
-  // ends the attempt).
+  // ends the attempt). `cause_signal`: ReplicaRecord::cause_signal of a failure.
   void ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, ReplicaState state, int exit_code,
-                          int signal, const std::string& message, int64_t now_ms);
+                          int signal, const std::string& message, int64_t now_ms,
+                          int cause_signal = 0);
   // Every live replica on `node_id` is LOST (STOPPED when a stop was asked).
   void NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms);
   // `node_id` registered again reporting `reported` (job, replica) current attempts: the live

@@ -26,6 +26,7 @@ class RowCrc {
   // Columns added by a later schema version, empty in the rows written before it: an empty value
   // adds nothing, so those rows keep their checksums.
   RowCrc& AddIfNotEmpty(std::string_view s) { return s.empty() ? *this : Add(s); }
+  RowCrc& AddIfNotZero(int64_t v) { return v == 0 ? *this : Add(v); }
   uint32_t value() const { return static_cast<uint32_t>(crc_); }
 
  private:
@@ -88,6 +89,7 @@ uint32_t ReplicaRowCrc(const std::string& job, const ReplicaRecord& r, int ord) 
       .Add(r.message)
       .Add(r.stop_requested ? 1 : 0)
       .Add(r.state_time_ms)
+      .AddIfNotZero(r.cause_signal)
       .value();
 }
 

@@ -93,21 +93,29 @@ bool IsRetryable(const ReplicaRecord& r) {
     case ReplicaState::LOST:
     case ReplicaState::STOPPED:
       return true;
-    case ReplicaState::FAILED:
-      if (r.signal == 2 || r.signal == 9 || r.signal == 10 || r.signal == 15) return true;
+    case ReplicaState::FAILED: {
+      const auto retryable_signal = [](int s) { return s == 2 || s == 9 || s == 10 || s == 15; };
+      if (retryable_signal(r.signal) || retryable_signal(r.cause_signal)) return true;
       return r.exit_code == 130 || r.exit_code == 137 || r.exit_code == 138 || r.exit_code == 143;
+    }
     default:
       return false;
   }
 }
 
 std::string DescribeFailedExit(const ReplicaRecord& r) {
-  if (r.signal != 0) {
-    const std::string name = SignalName(r.signal);
-    return "was killed by signal " + std::to_string(r.signal) +
-           (name.empty() ? "" : " (" + name + ")");
+  const auto signal_text = [](int signal) {
+    const std::string name = SignalName(signal);
+    return "signal " + std::to_string(signal) + (name.empty() ? "" : " (" + name + ")");
+  };
+  if (r.signal != 0) return "was killed by " + signal_text(r.signal);
+  if (r.exit_code >= 0) {
+    std::string text = "exited with code " + std::to_string(r.exit_code);
+    if (r.cause_signal != 0) {
+      text += " after " + signal_text(r.cause_signal) + " killed a process inside it";
+    }
+    return text;
   }
-  if (r.exit_code >= 0) return "exited with code " + std::to_string(r.exit_code);
   return "failed";
 }
 
@@ -199,6 +207,7 @@ std::string JobToJson(const JobRecord& job) {
                     {"port", r.port},
                     {"exit_code", r.exit_code},
                     {"signal", r.signal},
+                    {"cause_signal", r.cause_signal},
                     {"message", r.message},
                     {"stop_requested", r.stop_requested},
                     {"state_time_ms", r.state_time_ms}});
@@ -248,6 +257,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
       r.port = jr.value("port", 0);
       r.exit_code = jr.value("exit_code", -1);
       r.signal = jr.value("signal", 0);
+      r.cause_signal = jr.value("cause_signal", 0);
       r.message = jr.value("message", "");
       r.stop_requested = jr.value("stop_requested", false);
       r.state_time_ms = jr.value("state_time_ms", int64_t{0});

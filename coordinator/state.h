@@ -38,6 +38,9 @@ struct ReplicaRecord {
   int port = 0;
   int exit_code = -1;
   int signal = 0;
+  // Exited with a code after a process inside it (torchrun's worker) was killed by this signal
+  // (wire ReplicaStatus.cause_signal); judged as `signal` is. 0: none.
+  int cause_signal = 0;
   std::string message;
   bool stop_requested = false;
   int64_t state_time_ms = 0;

@@ -120,6 +120,37 @@ std::string TorchrunReport(const std::string& exit_code, const std::string& trac
          "============================================================\n";
 }
 
+// The signal that killed one of torchrun's workers: what the coordinator judges a torchrun
+// replica's exit 1 by. The root cause's, else another failure's of the same report (torchrun names
+// the lowest rank of those it found failed in one poll: here the peer that exited 1 on losing the
+// killed rank). A worker that exited with a code, a later failure of the replica's own, a log
+// without a report and a garbled field give none.
+TEST(FailureExcerptTest, TorchrunsKillSignalIsReadFromItsExitCodes) {
+  const auto signal_of = [](const std::string& log) {
+    return TorchrunKillSignal(log, /*whole=*/true);
+  };
+  EXPECT_EQ(signal_of(TorchrunReport("-9 (pid: 123)", "Signal 9 (SIGKILL) received by PID 123")),
+            9);
+  EXPECT_EQ(signal_of("epoch 2\n" + TorchrunReport("-15", "Signal 15 (SIGTERM) received by PID 1")),
+            15);
+  EXPECT_EQ(signal_of(TorchrunReport("1 (pid: 123)", "<N/A>")), 0);
+  // torch 1.13's report of two failures found in one poll (ChildFailedError.format_msg).
+  std::string two = TorchrunReport("1 (pid: 122)", "To enable traceback see: https://x");
+  two.replace(two.find("  <NO_OTHER_FAILURES>\n"), std::string("  <NO_OTHER_FAILURES>\n").size(),
+              "[1]:\n  time      : 2026-11-29_02:29:33\n  rank      : 6 (local_rank: 2)\n"
+              "  exitcode  : -9 (pid: 123)\n  error_file: <N/A>\n"
+              "  traceback : Signal 9 (SIGKILL) received by PID 123\n");
+  EXPECT_EQ(signal_of(two), 9);
+  EXPECT_EQ(Excerpt(two), "torchrun: rank 5 (local_rank: 1) failed first, exit code 1 (pid: 122)");
+  EXPECT_EQ(signal_of(TorchrunReport("-9 (pid: 1)", "Signal 9 (SIGKILL) received by PID 1") +
+                      "Traceback (most recent call last):\n  File \"after.py\"\nOSError: x\n"),
+            0);
+  EXPECT_EQ(signal_of("Traceback (most recent call last):\nValueError: no\n"), 0);
+  for (const char* bad : {"-", "-x", "-9x", "-0", "-65", "--9", "-99999999999999999999"}) {
+    EXPECT_EQ(signal_of(TorchrunReport(bad, "<N/A>")), 0) << bad;
+  }
+}
+
 TEST(FailureExcerptTest, TorchrunsRootCauseIsTakenOverItsOwnTraceback) {
   EXPECT_EQ(
       Excerpt(TorchrunReport("-9 (pid: 123)", "Signal 9 (SIGKILL) received by PID 123")),

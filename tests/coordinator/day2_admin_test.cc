@@ -262,10 +262,12 @@ TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
     // Back to version 2: as an earlier coordinator left it.
     auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
     ASSERT_TRUE(db.ok());
-    // Version 2 had neither node_admin nor the owner columns (version 4).
+    // Version 2 had neither node_admin nor the owner columns (version 4) nor replicas'
+    // cause_signal (version 5).
     ASSERT_TRUE((*db)
                     ->Exec("DROP TABLE node_admin; ALTER TABLE jobs DROP COLUMN owner; "
-                           "ALTER TABLE studies DROP COLUMN owner; PRAGMA user_version = 2")
+                           "ALTER TABLE studies DROP COLUMN owner; ALTER TABLE replicas DROP "
+                           "COLUMN cause_signal; PRAGMA user_version = 2")
                     .ok());
   }
   auto store = Open();

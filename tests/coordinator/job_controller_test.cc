@@ -68,10 +68,10 @@ class JobControllerTest : public ::testing::Test {
     return job;
   }
   void Report(JobRecord& job, const std::string& replica, ReplicaState state, int exit_code = -1,
-              int signal = 0) {
+              int signal = 0, int cause_signal = 0) {
     ReplicaRecord* r = job.FindReplica(replica);
     ASSERT_NE(r, nullptr) << replica;
-    jobs_.ApplyReplicaStatus(job, *r, state, exit_code, signal, "", now_);
+    jobs_.ApplyReplicaStatus(job, *r, state, exit_code, signal, "", now_, cause_signal);
   }
   void Advance(int64_t ms) { now_ += ms; }
   // Every node in `nodes` heartbeats now.
@@ -287,6 +287,28 @@ TEST_F(JobControllerTest, ACollateralFailureReportedBeforeItsCauseWaitsForIt) {
       job, WholeJobRestart(
                "worker-0 attempt 0 was killed by signal 9 (SIGKILL); chief-0 exited with code 1 "
                "as a consequence"));
+}
+
+// torchrun inside a replica exits 1 when one of its workers is killed (by the OOM killer, say):
+// its report's signal (the agent's cause_signal) makes that end retryable, like the signal itself
+// in a replica of its own, and the job restarts once. An exit 1 with a worker's own exit code
+// (cause_signal 0) stays a permanent failure, and a cause signal such as SIGSEGV too.
+TEST_F(JobControllerTest, TorchrunsExitAfterItsWorkerWasKilledIsJudgedByThatSignal) {
+  JobRecord& job = Start("torchrun", 1, true, 3, {"a", "b"});
+  Report(job, "worker-0", ReplicaState::FAILED, 1, 0, /*cause_signal=*/9);
+  Advance(100);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  ExpectRestartedOnce(job, WholeJobRestart("worker-0 attempt 0 exited with code 1 after signal 9 "
+                                           "(SIGKILL) killed a process inside it; chief-0 "
+                                           "exited with code 1 as a consequence"));
+
+  JobRecord& segv = Start("torchrun-segv", 0, true, 3, {"c"});
+  Report(segv, "chief-0", ReplicaState::FAILED, 1, 0, /*cause_signal=*/11);
+  EXPECT_EQ(segv.state, JobState::FAILED);
+  EXPECT_NE(segv.message.find("after signal 11 (SIGSEGV) killed a process inside it"),
+            std::string::npos)
+      << segv.message;
 }
 
 TEST_F(JobControllerTest, WithoutWholeJobRestartTheFallenReplicasRestartAndSpendOne) {

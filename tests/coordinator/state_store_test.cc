@@ -111,7 +111,7 @@ void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
     SCOPED_TRACE("replica " + std::to_string(i));
     EXPECT_SAME_FIELDS(a.replicas[i], b.replicas[i], r.name, r.role, r.index, r.attempt, r.launched,
                        r.state, r.node_id, r.last_node, r.gpus, r.port, r.exit_code, r.signal,
-                       r.message, r.stop_requested, r.state_time_ms);
+                       r.cause_signal, r.message, r.stop_requested, r.state_time_ms);
   }
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) {
@@ -232,6 +232,9 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   jobs[1].replicas[0].state = ReplicaState::FAILED;
   jobs[1].replicas[0].exit_code = 3;
   jobs[1].replicas[0].signal = 9;
+  jobs[2].replicas[1].state = ReplicaState::FAILED;
+  jobs[2].replicas[1].exit_code = 1;
+  jobs[2].replicas[1].cause_signal = 9;  // torchrun's worker was killed first
   jobs[1].replicas[0].stop_requested = true;
   jobs[1].replicas[0].gpus = {};
   jobs[2].study = "s";
@@ -304,11 +307,12 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
     ASSERT_TRUE(store->Commit(c).ok());
   }
   {
-    // Back to version 3: the owner columns did not exist.
+    // Back to version 3: the owner columns (and version 5's cause_signal) did not exist.
     auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN owner").ok());
     ASSERT_TRUE((*db)->Exec("ALTER TABLE studies DROP COLUMN owner").ok());
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE replicas DROP COLUMN cause_signal").ok());
     ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 3").ok());
   }
   {
@@ -335,6 +339,44 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].owner, "bob");
+}
+
+// A database of schema version 4 (before replicas' cause_signal) opens migrated: its replicas
+// load with none and no damage (a zero is outside the row checksum), and one set since survives a
+// reopen and is part of the checksum.
+TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksums) {
+  JobRecord job = MakeJob("torchrun", 1, 1);
+  Store({job});
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE replicas DROP COLUMN cause_signal").ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 4").ok());
+  }
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    EXPECT_TRUE(loaded.dropped.empty());
+    ExpectSameJobs(loaded.jobs, {job});
+    job.replicas[1].state = ReplicaState::FAILED;
+    job.replicas[1].exit_code = 1;
+    job.replicas[1].cause_signal = 9;
+    StateChanges c;
+    c.jobs.push_back(&job);
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    ExpectSameJobs(loaded.jobs, {job});
+  }
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9").ok());
+  }
+  Status refused = LoadRefused();
+  EXPECT_NE(refused.message().find("torchrun"), std::string::npos) << refused.ToString();
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back

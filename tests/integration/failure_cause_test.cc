@@ -107,20 +107,49 @@ TEST_F(FailureCauseTest, TorchsRecordedExceptionIsTheCause) {
       "raised: RuntimeError: shard 3 of /data/train is corrupt");
 }
 
+// torchrun's ChildFailedError report (formatted by torch's own ChildFailedError, as torchrun
+// raises it) in a replica's log: `exit_code` is its first failed worker's.
+std::string TorchrunFailureScript(int exit_code) {
+  return "from torch.distributed.elastic.multiprocessing import errors\n"
+         "@errors.record\n"
+         "def main():\n"
+         "    failure = errors.ProcessFailure(local_rank=1, pid=123, exitcode=" +
+         std::to_string(exit_code) +
+         ",\n"
+         "                                    error_file=errors._NOT_AVAILABLE)\n"
+         "    raise errors.ChildFailedError(name='train.py', failures={1: failure})\n"
+         "main()\n";
+}
+
 // torchrun inside a replica whose worker was killed: no error file is written then, and the log
-// ends with torchrun's own ChildFailedError. Its report (here formatted by torch's own
-// ChildFailedError, as torchrun raises it) names the worker that failed first.
+// ends with torchrun's own report, which names the worker that failed first. Its signal (SIGKILL,
+// as the OOM killer sends) makes torchrun's exit 1 retryable: the job restarts until its budget
+// is spent, each end named by the signal and the report.
 TEST_F(FailureCauseTest, TorchrunsReportOfItsFirstFailedWorkerIsTheCause) {
-  ExpectTorchScriptFailsWith(
-      "torchrun_signal",
-      "from torch.distributed.elastic.multiprocessing import errors\n"
-      "@errors.record\n"
-      "def main():\n"
-      "    failure = errors.ProcessFailure(local_rank=1, pid=123, exitcode=-9,\n"
-      "                                    error_file=errors._NOT_AVAILABLE)\n"
-      "    raise errors.ChildFailedError(name='train.py', failures={1: failure})\n"
-      "main()\n",
-      "log: torchrun: rank 1 (local_rank: 1) failed first: Signal 9 (SIGKILL) received by PID 123");
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
+  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
+  }
+  const std::string cause =
+      "log: torchrun: rank 1 (local_rank: 1) failed first: Signal 9 (SIGKILL) received by PID 123";
+  const wire::JobInfoT done =
+      RunScript("torchrun_signal", "/usr/bin/python3", TorchrunFailureScript(-9));
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  EXPECT_EQ(done.restarts, 2);
+  EXPECT_EQ(done.message,
+            "chief-0 attempt 2 exited with code 1 after signal 9 (SIGKILL) killed a process inside "
+            "it (" +
+                cause + "); the restart budget (max_restarts=2) is spent");
+  json chief = ChiefJson("torchrun_signal");
+  EXPECT_EQ(chief["message"], cause) << chief;
+  EXPECT_EQ(chief["exit_code"], 1) << chief;
+}
+
+// A worker of torchrun's that exited 1 on its own: torchrun's exit 1 is a permanent failure.
+TEST_F(FailureCauseTest, TorchrunsWorkerExitingOneFailsTheJobAtOnce) {
+  ExpectTorchScriptFailsWith("torchrun_exit", TorchrunFailureScript(1),
+                             "log: torchrun: rank 1 (local_rank: 1) failed first, exit code 1 "
+                             "(pid: 123)");
 }
 
 TEST_F(FailureCauseTest, AnErrorLineIsShownPrintableAndWellFormed) {

@@ -261,6 +261,33 @@ class TorchDdpTest : public ::testing::Test {
     EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
   }
 
+  // Chief + 1 worker, each running torchrun with 2 ranks of the stock script on the cohort
+  // backend (`--redirects 9:1 --tee 9:1` only gets Debian's torch 1.13 torchrun past its start
+  // under Python 3.11: tests/torch/torchrun_check.py), beside a pool of 2 reducers.
+  void SubmitTorchrunJob(const std::string& job, int epochs, const std::string& extra_args,
+                         const std::string& scheduling) {
+    job_ = job;
+    const std::string launch =
+        "exec " + std::string(ct::kPython) +
+        " -m torch.distributed.run --redirects 9:1 --tee 9:1 --nnodes $WORLD_SIZE --node_rank "
+        "$RANK --nproc_per_node 2 --master_addr $MASTER_ADDR --master_port $MASTER_PORT " +
+        COHORT_TORCH_DDP_SCRIPT + " --backend=cohort --epochs=" + std::to_string(epochs) +
+        " --hidden=32 --batch-size=32 --lr=0.1 --seed=3 --timeout=60" + extra_args;
+    const std::string process =
+        "    resources: {gpus: 1, cpus: 2}\n    process:\n      command: "
+        "[/bin/sh, -c, \"" +
+        launch + "\"]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR + "}\n";
+    auto client = cluster_->Client();
+    auto sub = client.Submit(
+        "name: " + job_ + "\noutput_dir: " + OutputDir() +
+        "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
+        "  - role: worker\n    replicas: 1\n" + process +
+        "  - role: reducer\n    replicas: 2\n    resources: {cpus: 1, memory_mb: 256}\n    "
+        "builtin: reducer\nscheduling: {timeout: 5m, " +
+        scheduling + "}\n");
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  }
+
   std::unique_ptr<ct::LocalCluster> cluster_;
   std::string job_;
 };
@@ -518,25 +545,8 @@ TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
     GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
   }
   StartAgents({"node-a", "node-b", "node-c"}, 1);
-  job_ = "torchrun_inside";
-  const std::string launch =
-      "exec " + std::string(ct::kPython) +
-      " -m torch.distributed.run --redirects 9:1 --tee 9:1 --nnodes $WORLD_SIZE --node_rank "
-      "$RANK --nproc_per_node 2 --master_addr $MASTER_ADDR --master_port $MASTER_PORT " +
-      COHORT_TORCH_DDP_SCRIPT +
-      " --backend=cohort --epochs=3 --hidden=32 --batch-size=32 --lr=0.1 --seed=3 --timeout=60";
-  const std::string process =
-      "    resources: {gpus: 1, cpus: 2}\n    process:\n      command: "
-      "[/bin/sh, -c, \"" +
-      launch + "\"]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR + "}\n";
+  SubmitTorchrunJob("torchrun_inside", 3, "", "max_restarts: 0");
   auto client = cluster_->Client();
-  auto sub = client.Submit(
-      "name: " + job_ + "\noutput_dir: " + OutputDir() +
-      "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
-      "  - role: worker\n    replicas: 1\n" + process +
-      "  - role: reducer\n    replicas: 2\n    resources: {cpus: 1, memory_mb: 256}\n    builtin: "
-      "reducer\nscheduling: {timeout: 5m, max_restarts: 0}\n");
-  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
   wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
   ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
   EXPECT_EQ(done.restarts, 0);
@@ -577,6 +587,63 @@ TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
         << replica << ": " << log;
     EXPECT_NE(log.find("ended after"), std::string::npos) << replica << ": " << log;
   }
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+// torchrun inside a replica ends with exit 1 when one of its ranks is SIGKILLed (as the kernel's
+// OOM killer ends one): the agent reads the signal from torchrun's report, and the coordinator
+// judges the replica's end by it, as it would a replica of its own killed so. The job restarts
+// once, resumes from its checkpoint and succeeds; the other replica's torchrun, whose ranks lost
+// their peer, is collateral.
+TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoint) {
+  if (std::string(COHORT_PYTHON_DIR).empty()) {
+    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
+  }
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  SubmitTorchrunJob("torchrun_rank_killed", kEpochs, " --step-delay=0.03",
+                    "max_restarts: 3, restart_job_on_worker_restart: true");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  // The worker replica's torchrun rank of local rank 1 (global rank 3), not torchrun itself.
+  std::vector<pid_t> victims;
+  for (pid_t pid : ct::FindProcessesWithEnvOrCwd("COHORT_JOB=" + job_)) {
+    const std::vector<pid_t> replica = ct::FindProcessesWithEnvOrCwd("COHORT_REPLICA=worker-0");
+    const std::vector<pid_t> rank = ct::FindProcessesWithEnvOrCwd("LOCAL_RANK=1");
+    if (std::count(replica.begin(), replica.end(), pid) &&
+        std::count(rank.begin(), rank.end(), pid) &&
+        ct::ProcessCommandLine(pid).find("ddp_digits.py") != std::string::npos &&
+        ct::ProcessCommandLine(pid).find("torch.distributed.run") == std::string::npos) {
+      victims.push_back(pid);
+    }
+  }
+  ASSERT_EQ(victims.size(), 1u) << "torchrun's rank 3 is not one process";
+  ASSERT_EQ(::kill(victims[0], SIGKILL), 0);
+
+  auto client = cluster_->Client();
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1) << "one incident spends one restart";
+  bool named = false;
+  for (const auto& event : done.events) {
+    if (event->message.find("restart 1/3") != std::string::npos) {
+      named = event->message.find(
+                  "worker-0 attempt 0 exited with code 1 after signal 9 (SIGKILL) "
+                  "killed a process inside it") != std::string::npos;
+      EXPECT_TRUE(named) << event->message;
+    }
+  }
+  EXPECT_TRUE(named) << "no restart event";
+  std::string log;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        log = ReplicaLog("chief-0");
+        return log.find("final test accuracy") != std::string::npos;
+      },
+      20s))
+      << log;
+  static const std::regex kResumed("resumed from epoch ([0-9]+)");
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
+  EXPECT_GE(std::stoi(resumed[1].str()), kFaultAfterEpoch) << log;
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
