@@ -133,7 +133,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   if (comm->recorder_ != nullptr) comm->flight_comm_id_ = comm->recorder_->RegisterCommunicator();
   const Deadline deadline = SteadyClock::now() + options.timeout;
   if (rank == 0) {
-    COHORT_ASSIGN_OR_RETURN(comm->generation_, PublishGeneration(bootstrap, options.key_prefix, world_size));
+    COHORT_ASSIGN_OR_RETURN(comm->generation_,
+                            PublishGeneration(bootstrap, options.key_prefix, world_size));
   } else {
     COHORT_ASSIGN_OR_RETURN(comm->generation_,
                             AwaitGeneration(bootstrap, options.key_prefix, rank, deadline));

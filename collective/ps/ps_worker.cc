@@ -68,7 +68,8 @@ StatusOr<std::unique_ptr<PsWorker>> PsWorker::Create(Bootstrap& bootstrap, int r
   }
   std::string generation;
   if (rank == 0) {
-    COHORT_ASSIGN_OR_RETURN(generation, PublishGeneration(bootstrap, options.key_prefix, num_workers));
+    COHORT_ASSIGN_OR_RETURN(generation,
+                            PublishGeneration(bootstrap, options.key_prefix, num_workers));
   } else {
     COHORT_ASSIGN_OR_RETURN(generation, AwaitGeneration(bootstrap, options.key_prefix, rank,
                                                         SteadyClock::now() + options.timeout));
