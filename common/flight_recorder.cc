@@ -1,6 +1,7 @@
 #include "common/flight_recorder.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -109,7 +110,8 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
   if (fd < 0) return ErrnoStatus("creating " + Where(path), errno);
   // The lock orders two copies of this library in one process (the torch extension and the C
   // API's shared library each link the collectives): the second joins the ring the first set up
-  // rather than wiping it. A file left by another process is started afresh.
+  // rather than wiping it. A file left by a process that has exited is started afresh; one of a
+  // live process (a sibling given the same path) is never touched.
   Status status;
   void* p = MAP_FAILED;
   bool fresh = true;
@@ -124,6 +126,10 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
         existing.version == FlightRecorderHeader::kVersion && existing.capacity == capacity &&
         existing.pid == static_cast<int32_t>(::getpid())) {
       fresh = false;
+    } else if (existing.magic == FlightRecorderHeader::kMagic && existing.pid > 0 &&
+               (::kill(existing.pid, 0) == 0 || errno == EPERM)) {
+      status = AlreadyExists(Where(path) + " is the recorder of live process " +
+                             std::to_string(existing.pid));
     } else if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       status = ErrnoStatus("sizing " + Where(path), errno);
     }
@@ -207,7 +213,15 @@ FlightRecorder* FlightRecorder::ForProcess() {
     const int rank = rank_or.ok() ? *rank_or : -1;
     const int world = world_or.ok() ? *world_or : -1;
     if (!path.empty()) {
+      // Several processes given one path (torchrun's workers in one replica): the first takes it,
+      // each other the first of "<path>.1", "<path>.2", ... no live process holds.
       auto file = FlightRecorder::CreateFile(path, kFlightRecorderDefaultCapacity, rank, world);
+      for (int k = 1;
+           k <= kFlightRecorderMaxSiblings && file.status().code() == StatusCode::kAlreadyExists;
+           ++k) {
+        file = FlightRecorder::CreateFile(path + "." + std::to_string(k),
+                                          kFlightRecorderDefaultCapacity, rank, world);
+      }
       if (file.ok()) return file->release();
       spdlog::warn(
           "{}={}: {}; the flight recorder stays in this process's memory, where the "

@@ -11,6 +11,11 @@
 // Where it lives (FlightRecorder::ForProcess, the recorder the Communicator uses): environment
 // variable COHORT_FLIGHT_RECORDER, set by the agent to a path of its choosing (a file in the
 // replica's attempt directory): the process creates (or truncates) the file and maps it shared.
+// A file whose header names another live process is never truncated (that process has it mapped:
+// truncating it would fault its next write): where several processes inherit one path (torchrun's
+// workers inside one replica), the first takes it and each other the first of "<path>.1",
+// "<path>.2", ... (up to kFlightRecorderMaxSiblings) no live process holds; the agent reads
+// "<path>", whose rank's progress stands for the others' (their collectives wait on each other).
 // Unset or empty: the same ring in process memory only. "off": nothing is recorded (the overhead
 // baseline of bench/). A file that cannot be created is logged once and the ring kept in memory.
 //
@@ -58,6 +63,8 @@ namespace cohort {
 // Environment variable naming the recorder's file (see above), and its value that turns it off.
 inline constexpr char kFlightRecorderEnv[] = "COHORT_FLIGHT_RECORDER";
 inline constexpr char kFlightRecorderOff[] = "off";
+// How many "<path>.<k>" files ForProcess tries when live processes hold the path and those before.
+inline constexpr int kFlightRecorderMaxSiblings = 64;
 // Slots of the process recorder: at the rate of small all-reduces, the last second or so.
 inline constexpr uint32_t kFlightRecorderDefaultCapacity = 1024;
 
@@ -164,7 +171,8 @@ class FlightRecorder {
  public:
   // A ring of `capacity` slots (a power of two, at least 2) in a file at `path`, created or
   // emptied and mapped shared, with `rank` and `world_size` in its header. A file this process
-  // set up already (another copy of this library in the process) is shared, not emptied.
+  // set up already (another copy of this library in the process) is shared, not emptied; one
+  // another live process set up is left alone: kAlreadyExists.
   static StatusOr<std::unique_ptr<FlightRecorder>> CreateFile(const std::string& path,
                                                               uint32_t capacity, int rank,
                                                               int world_size);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/common/flight_recorder_stress.h"
 
@@ -281,6 +282,48 @@ TEST_F(FlightRecorderTest, TwoCopiesInOneProcessShareTheFileAndANewProcessStarts
   EXPECT_EQ(s.recent[1].record.op_seq, 1u);
 }
 
+// A file another live process set up (a sibling given the same path: torchrun's workers inside
+// one replica) is never emptied under it: CreateFile refuses it, naming the process, and the
+// owner's entries stay.
+TEST_F(FlightRecorderTest, AFileOfAnotherLiveProcessIsLeftAlone) {
+  const std::string path = Path("sibling");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the sibling: records one entry and stays alive until told
+    auto own = FlightRecorder::CreateFile(path, 16, 1, 4);
+    if (!own.ok()) _exit(1);
+    FlightRecord r = Allreduce(42, 1);
+    (*own)->End((*own)->Begin(r), r, Status::Ok());
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    if (read(done[0], &c, 1) != 1) _exit(3);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  auto mine = FlightRecorder::CreateFile(path, 16, 0, 4);
+  EXPECT_EQ(mine.status().code(), StatusCode::kAlreadyExists) << mine.status().ToString();
+  EXPECT_NE(mine.status().message().find(std::to_string(child)), std::string::npos)
+      << mine.status().ToString();
+  auto reader = FlightRecorderReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  EXPECT_EQ(s.pid, child);
+  ASSERT_EQ(s.recent.size(), 1u);
+  EXPECT_EQ(s.recent[0].record.op_seq, 42u);
+  ASSERT_EQ(write(done[1], &c, 1), 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(status, 0);
+  // Once it has exited, its file is started afresh.
+  auto after = FlightRecorder::CreateFile(path, 16, 0, 4);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ((*after)->header().pid, getpid());
+}
+
 // ForProcess reads the environment once per process: each case runs in a child of its own.
 int InChild(const std::function<int()>& body) {
   const pid_t child = fork();
@@ -312,6 +355,52 @@ TEST_F(FlightRecorderTest, ForProcessRecordsIntoTheFileTheEnvironmentNames) {
   EXPECT_EQ((*reader)->capacity(), kFlightRecorderDefaultCapacity);
   ASSERT_EQ(s.recent.size(), 1u);
   EXPECT_EQ(s.recent[0].record.op_seq, 7u);
+}
+
+// Processes that inherit one path (torchrun's workers in a replica) each get a file of their own:
+// the first the path, the others "<path>.1", "<path>.2" while the first is alive.
+TEST_F(FlightRecorderTest, ForProcessOfSiblingsSharingAPathTakesTheNextFreeFile) {
+  const std::string path = Path("torchrun");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 3; ++rank) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      setenv(kFlightRecorderEnv, path.c_str(), 1);
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      FlightRecorder* rec = FlightRecorder::ForProcess();
+      if (rec == nullptr || rec->path().rfind(path, 0) != 0) _exit(1);
+      FlightRecord r = Allreduce(100 + rank, 1);
+      rec->End(rec->Begin(r), r, Status::Ok());
+      char c = 1;
+      if (write(ready[1], &c, 1) != 1) _exit(2);
+      if (read(done[0], &c, 1) != 1) _exit(3);  // alive until every sibling has its file
+      _exit(0);
+    }
+    children.push_back(child);
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);  // one at a time: rank r takes the r-th file
+  }
+  for (int k = 0; k < 3; ++k) {
+    const std::string file = k == 0 ? path : path + "." + std::to_string(k);
+    auto reader = FlightRecorderReader::Open(file);
+    ASSERT_TRUE(reader.ok()) << file << ": " << reader.status().ToString();
+    FlightRecorderSnapshot s = (*reader)->Snapshot();
+    EXPECT_EQ(s.pid, children[k]) << file;
+    EXPECT_EQ(s.rank, k) << file;
+    ASSERT_EQ(s.recent.size(), 1u) << file;
+    EXPECT_EQ(s.recent[0].record.op_seq, 100u + k) << file;
+  }
+  char c = 1;
+  for (size_t i = 0; i < children.size(); ++i) ASSERT_EQ(write(done[1], &c, 1), 1);
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_EQ(status, 0);
+  }
 }
 
 TEST_F(FlightRecorderTest, ForProcessIsOffOrInMemoryByTheEnvironment) {
