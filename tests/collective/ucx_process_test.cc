@@ -305,24 +305,28 @@ INSTANTIATE_TEST_SUITE_P(
              "_kill_" + (c.kill_reducer ? "reducer" : "worker") + std::to_string(c.victim);
     });
 
+// Reducer 0 of 1, started for 2 workers (as the agent starts it for a job of 2 training replicas),
+// serving two generations of the job whose store is on `port`; 0 when both ended well.
+int ReducerOfTwoGenerations(int port) {
+  testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
+  auto bootstrap = StoreBootstrap::Connect("127.0.0.1:" + std::to_string(port));
+  if (!bootstrap.ok()) return 1;
+  ReducerOptions options;
+  options.comm.timeout = milliseconds(20000);
+  options.rejoin_timeout = milliseconds(20000);
+  options.max_generations = 2;
+  std::atomic<bool> stop{false};
+  Status s = RunReducer(**bootstrap, 2, 1, 0, options, stop);
+  if (!s.ok()) std::fprintf(stderr, "reducer: %s\n", s.ToString().c_str());
+  return s.ok() ? 0 : 1;
+}
+
 // A reducer outlives its workers: they rebuild (new chief store, new generation) and the same
 // reducer process serves the second generation too.
 TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
   const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
-  group.Spawn([&] {
-    testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
-    auto bootstrap = StoreBootstrap::Connect("127.0.0.1:" + std::to_string(port));
-    if (!bootstrap.ok()) return 1;
-    ReducerOptions options;
-    options.comm.timeout = milliseconds(20000);
-    options.rejoin_timeout = milliseconds(20000);
-    options.max_generations = 2;
-    std::atomic<bool> stop{false};
-    Status s = RunReducer(**bootstrap, 2, 1, 0, options, stop);
-    if (!s.ok()) std::fprintf(stderr, "reducer: %s\n", s.ToString().c_str());
-    return s.ok() ? 0 : 1;
-  });
+  group.Spawn([&] { return ReducerOfTwoGenerations(port); });
   for (int r = 0; r < 2; ++r) {
     group.Spawn([&, r] {
       testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
@@ -356,22 +360,7 @@ TEST(UcxReducerTest, ReducerRejoinsWhenWorkersRebuild) {
 TEST(UcxReducerTest, ReducerServesTheWorkersTheGenerationRecords) {
   const int port = cohort::testing::PickFreePort();
   testing::ProcessGroup group;
-  group.Spawn([&] {
-    testing::SetJobEnv("tcp", port, 2, 1, 20000, true);
-    setenv("COHORT_NUM_WORKERS", "2", 1);  // as the agent renders it for a job of 2 replicas
-    setenv("COHORT_REDUCER_INDEX", "0", 1);
-    setenv("COHORT_REDUCER_REJOIN_MS", "20000", 1);
-    auto bootstrap = StoreBootstrap::Connect("127.0.0.1:" + std::to_string(port));
-    if (!bootstrap.ok()) return 1;
-    ReducerOptions options;
-    options.comm.timeout = milliseconds(20000);
-    options.rejoin_timeout = milliseconds(20000);
-    options.max_generations = 2;
-    std::atomic<bool> stop{false};
-    Status s = RunReducer(**bootstrap, 2, 1, 0, options, stop);
-    if (!s.ok()) std::fprintf(stderr, "reducer: %s\n", s.ToString().c_str());
-    return s.ok() ? 0 : 1;
-  });
+  group.Spawn([&] { return ReducerOfTwoGenerations(port); });
   // Generation 1: two workers; generation 2: four, started once the first two have ended (a
   // relaunch of the job with two ranks per replica).
   auto spawn_generation = [&](int gen, int workers) {

@@ -208,6 +208,19 @@ class TorchDdpTest : public ::testing::Test {
     return std::string(logs->data.begin(), logs->data.end());
   }
 
+  // chief-0's log once it holds the script's final accuracy (a failure says it never did).
+  std::string ChiefFinalLog() {
+    std::string log;
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          log = ReplicaLog("chief-0");
+          return log.find("final test accuracy") != std::string::npos;
+        },
+        20s))
+        << "chief-0 never logged its final accuracy: " << log;
+    return log;
+  }
+
   // The log of each training replica once it holds the script's final parameter digest (a
   // failure names `what` and the replica whose log never did).
   std::map<std::string, std::string> FinalLogs(const std::string& what) {
@@ -235,16 +248,9 @@ class TorchDdpTest : public ::testing::Test {
     EXPECT_EQ(done.restarts, 1) << "one incident spends one restart";
     for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 1) << r->replica;
 
-    std::string log;
     std::smatch resumed;
     static const std::regex kResumed("resumed from epoch ([0-9]+)");
-    ASSERT_TRUE(ct::WaitUntil(
-        [&] {
-          log = ReplicaLog("chief-0");
-          return log.find("final test accuracy") != std::string::npos;
-        },
-        20s))
-        << log;
+    const std::string log = ChiefFinalLog();
     EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
     // Each attempt was told its restart count as torchrun tells it, and takes itself for one of
     // torchrun's workers (torch.distributed.is_torchelastic_launched()).
@@ -632,14 +638,7 @@ TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoin
     }
   }
   EXPECT_TRUE(named) << "no restart event";
-  std::string log;
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        log = ReplicaLog("chief-0");
-        return log.find("final test accuracy") != std::string::npos;
-      },
-      20s))
-      << log;
+  const std::string log = ChiefFinalLog();
   static const std::regex kResumed("resumed from epoch ([0-9]+)");
   std::smatch resumed;
   ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;

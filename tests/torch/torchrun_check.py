@@ -36,19 +36,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-SKIP = 77
+from torch_backend_check import SKIP, Checker, free_port  # this folder's
+
 DEADLINE_S = 200
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun_workaround():
@@ -107,18 +101,6 @@ class Run:
                 sys.stdout.write("".join(f"[{name}] {line}\n" for line in f.read().splitlines()))
 
 
-class Checker:
-    def __init__(self):
-        self.failures = []
-        self.checks = 0
-
-    def expect(self, ok, what):
-        self.checks += 1
-        if not ok:
-            self.failures.append(what)
-            print(f"FAIL: {what}", flush=True)
-
-
 def digests(text):
     return re.findall(r"^parameters sha256 ([0-9a-f]{64})$", text, re.M)
 
@@ -166,7 +148,7 @@ def scenario_static(args, run, port, restart):
     if restart:
         killed = kill_rank_after(run, agents, rank=3, checkpoint=os.path.join(run.out, "ckpt", "epoch-2.pt"))
     codes = run.wait()
-    check = Checker()
+    check = Checker(rank=None)
     check.expect(all(code == 0 for code in codes.values()), f"exit codes {codes}, expected 0 everywhere")
     text = run.log("node0") + run.log("node1")
     launches = launch_lines(text)
@@ -215,7 +197,7 @@ def kill_rank_after(run, agents, rank, checkpoint):
 
 
 def scenario_c10d(args, run, port):
-    check = Checker()
+    check = Checker(rank=None)
     torchrun = ["--nnodes", "1", "--nproc_per_node", "3", "--rdzv_backend", "c10d", "--rdzv_endpoint",
                 f"127.0.0.1:{port}"]
     script = ["--backend", "cohort", "--epochs", "2", "--checkpoint-dir", "ckpt", "--model-dir", "model"]
