@@ -34,7 +34,8 @@ inline void to_json(nlohmann::json& j, JobState state) { j = EnumNameJobState(st
 inline void to_json(nlohmann::json& j, ReplicaState state) { j = EnumNameReplicaState(state); }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(ReplicaInfoT, replica, role, index, pool, node_id,
-                                                  gpus, state, attempt, exit_code, signal, message)
+                                                  gpus, state, attempt, exit_code, signal,
+                                                  cause_signal, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobEventT, time_ms, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobInfoT, name, state, message, create_time_ms,
                                                   start_time_ms, end_time_ms, restarts,

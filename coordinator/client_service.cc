@@ -361,6 +361,7 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
     ri->attempt = r.attempt;
     ri->exit_code = r.exit_code;
     ri->signal = r.signal;
+    ri->cause_signal = r.cause_signal;
     ri->message = r.message;
     info.replicas.push_back(std::move(ri));
   }

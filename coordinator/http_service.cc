@@ -62,6 +62,7 @@ json JobDetailJson(const JobView& v) {
                         {"port", r.port},
                         {"exit_code", r.exit_code},
                         {"signal", r.signal},
+                        {"cause_signal", r.cause_signal},
                         {"message", r.message},
                         {"state_time_ms", r.state_time_ms}});
   }

@@ -195,6 +195,7 @@ def _job_to_dict(job):
             "attempt": r.attempt,
             "exit_code": r.exitCode,
             "signal": r.signal,
+            "cause_signal": r.causeSignal,
             "message": _text(r.message),
         } for r in (job.replicas or [])],
         "events": [{"time_ms": e.timeMs, "message": _text(e.message)}

@@ -143,6 +143,8 @@ TEST_F(FailureCauseTest, TorchrunsReportOfItsFirstFailedWorkerIsTheCause) {
   json chief = ChiefJson("torchrun_signal");
   EXPECT_EQ(chief["message"], cause) << chief;
   EXPECT_EQ(chief["exit_code"], 1) << chief;
+  EXPECT_EQ(chief["signal"], 0) << chief;
+  EXPECT_EQ(chief["cause_signal"], 9) << chief;
 }
 
 // A worker of torchrun's that exited 1 on its own: torchrun's exit 1 is a permanent failure.
