@@ -5,6 +5,8 @@ COHORT_NUM_REDUCERS=M use M reducers; start each, on any host the workers can re
 
     python3 -m cohort.torch.reducer --store MASTER_ADDR:MASTER_PORT [--index I]
 
+(under torchrun: its static rendezvous, --master_addr/--master_port, whose store the first agent
+hosts for the whole run; under its c10d rendezvous the workers' store moves with every attempt).
 It connects to the workers' TCPStore as a client and follows the sessions of their default
 process group: for each, it reads how many workers and reducers rank 0 asked for, takes index I (or
 the next free one) and serves all-reduce rounds until the workers leave; then it waits for the next
