@@ -211,6 +211,12 @@ class StateStoreTest : public ::testing::Test {
     if (!store) return Internal("not opened");
     return store->Load();
   }
+  // Runs `statements` on the closed store's database behind its back (an older schema, damage).
+  void ExecBehindTheStore(std::initializer_list<const char*> statements) {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    for (const char* sql : statements) ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
+  }
   // Stores `jobs` in a new store and closes it.
   void Store(const std::vector<JobRecord>& jobs) {
     auto store = OpenOk();
@@ -306,15 +312,10 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
     c.study_records = studies.TakeJournalRecords();
     ASSERT_TRUE(store->Commit(c).ok());
   }
-  {
-    // Back to version 3: the owner columns (and version 5's cause_signal) did not exist.
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN owner").ok());
-    ASSERT_TRUE((*db)->Exec("ALTER TABLE studies DROP COLUMN owner").ok());
-    ASSERT_TRUE((*db)->Exec("ALTER TABLE replicas DROP COLUMN cause_signal").ok());
-    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 3").ok());
-  }
+  // Back to version 3: the owner columns (and version 5's cause_signal) did not exist.
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
+      {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
+       "ALTER TABLE replicas DROP COLUMN cause_signal", "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -347,12 +348,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
 TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksums) {
   JobRecord job = MakeJob("torchrun", 1, 1);
   Store({job});
-  {
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->Exec("ALTER TABLE replicas DROP COLUMN cause_signal").ok());
-    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 4").ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
+      {"ALTER TABLE replicas DROP COLUMN cause_signal", "PRAGMA user_version = 4"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -370,11 +367,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
     ASSERT_TRUE(store);
     ExpectSameJobs(loaded.jobs, {job});
   }
-  {
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->Exec("UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9").ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ExecBehindTheStore({"UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9"}));
   Status refused = LoadRefused();
   EXPECT_NE(refused.message().find("torchrun"), std::string::npos) << refused.ToString();
 }
@@ -385,11 +379,7 @@ TEST_F(StateStoreTest, AnOwnerChangedBehindTheStoresBackIsDamage) {
   JobRecord job = MakeJob("mine", 1, 0);
   ASSERT_EQ(job.owner, "user1");
   Store({job});
-  {
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->Exec("UPDATE jobs SET owner = 'mallory'").ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore({"UPDATE jobs SET owner = 'mallory'"}));
   Status refused = LoadRefused();
   EXPECT_NE(refused.message().find("mine"), std::string::npos) << refused.ToString();
 }

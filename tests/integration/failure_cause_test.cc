@@ -57,14 +57,20 @@ class FailureCauseTest : public ct::OneNodeCliTest {
     EXPECT_EQ(chief["exit_code"], 1) << chief;
   }
 
+  // Why Debian's Python cannot run torch scripts here ("" when it can).
+  static std::string TorchMissing() {
+    if (::access("/usr/bin/python3", X_OK) != 0) return "no /usr/bin/python3 here";
+    if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+      return "Debian's python3-torch is not installed (scripts/install-deps.sh)";
+    }
+    return "";
+  }
+
   // Job `job`, its chief running `script` with Debian's Python and torch, fails at once with
   // `cause` (ExpectExitOneWithCause); skips where /usr/bin/python3 cannot import torch.
   void ExpectTorchScriptFailsWith(const std::string& job, const std::string& script,
                                   const std::string& cause) {
-    if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
-    if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
-      GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
-    }
+    if (const std::string why = TorchMissing(); !why.empty()) GTEST_SKIP() << why;
     ExpectExitOneWithCause(job, RunScript(job, "/usr/bin/python3", script), cause);
   }
 
@@ -126,10 +132,7 @@ std::string TorchrunFailureScript(int exit_code) {
 // as the OOM killer sends) makes torchrun's exit 1 retryable: the job restarts until its budget
 // is spent, each end named by the signal and the report.
 TEST_F(FailureCauseTest, TorchrunsReportOfItsFirstFailedWorkerIsTheCause) {
-  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 here";
-  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
-    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
-  }
+  if (const std::string why = TorchMissing(); !why.empty()) GTEST_SKIP() << why;
   const std::string cause =
       "log: torchrun: rank 1 (local_rank: 1) failed first: Signal 9 (SIGKILL) received by PID 123";
   const wire::JobInfoT done =

@@ -112,6 +112,12 @@ class TorchDdpTest : public ::testing::Test {
 
   std::string OutputDir() { return cluster_->scratch(job_); }
 
+  // A job file's pool of `replicas` built-in reducers.
+  static std::string ReducerPool(int replicas) {
+    return "  - role: reducer\n    replicas: " + std::to_string(replicas) +
+           "\n    resources: {cpus: 1, memory_mb: 256}\n    builtin: reducer\n";
+  }
+
   // Chief + 2 workers of the stock script, one GPU each, the whole job restarted on a restart
   // unless told otherwise.
   std::string JobYaml(const JobOptions& options) {
@@ -125,11 +131,7 @@ class TorchDdpTest : public ::testing::Test {
         ", --epochs=" + std::to_string(options.epochs) +
         ", --hidden=32, --batch-size=32, --lr=0.1, --seed=3, --step-delay=0.06, --timeout=60" +
         options.extra_args + "]\n      env: " + env + "\n";
-    std::string reducers;
-    if (options.reducers > 0) {
-      reducers = "  - role: reducer\n    replicas: " + std::to_string(options.reducers) +
-                 "\n    resources: {cpus: 1, memory_mb: 256}\n    builtin: reducer\n";
-    }
+    const std::string reducers = options.reducers > 0 ? ReducerPool(options.reducers) : "";
     return "name: " + job_ + "\noutput_dir: " + OutputDir() +
            "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
            "  - role: worker\n    replicas: 2\n" + process + reducers +
@@ -284,13 +286,10 @@ class TorchDdpTest : public ::testing::Test {
         "[/bin/sh, -c, \"" +
         launch + "\"]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR + "}\n";
     auto client = cluster_->Client();
-    auto sub = client.Submit(
-        "name: " + job_ + "\noutput_dir: " + OutputDir() +
-        "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
-        "  - role: worker\n    replicas: 1\n" + process +
-        "  - role: reducer\n    replicas: 2\n    resources: {cpus: 1, memory_mb: 256}\n    "
-        "builtin: reducer\nscheduling: {timeout: 5m, " +
-        scheduling + "}\n");
+    auto sub = client.Submit("name: " + job_ + "\noutput_dir: " + OutputDir() +
+                             "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
+                             "  - role: worker\n    replicas: 1\n" + process + ReducerPool(2) +
+                             "scheduling: {timeout: 5m, " + scheduling + "}\n");
     ASSERT_TRUE(sub.ok()) << sub.status().ToString();
   }
 
