@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/client.h"
+#include "common/flight_recorder.h"
 #include "common/job_spec.h"
 #include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
@@ -591,6 +592,24 @@ TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
     EXPECT_NE(log.find("has 4 workers, not the 2 it was started for"), std::string::npos)
         << replica << ": " << log;
     EXPECT_NE(log.find("ended after"), std::string::npos) << replica << ": " << log;
+  }
+  // The two ranks of a replica inherit one COHORT_FLIGHT_RECORDER: each kept a recorder file of
+  // its own (common/flight_recorder.h), "flight-recorder" and "flight-recorder.1".
+  for (const auto& r : done.replicas) {
+    if (r->replica != "chief-0" && r->replica != "worker-0") continue;
+    const std::string dir = cluster_->scratch() + "/../work/" + r->node_id + "/" + job_ + "/" +
+                            r->replica + "/attempt-0/flight-recorder";
+    std::set<int> pids, local_ranks;
+    for (const std::string& file : {dir, dir + ".1"}) {
+      auto reader = FlightRecorderReader::Open(file);
+      ASSERT_TRUE(reader.ok()) << file << ": " << reader.status().ToString();
+      const FlightRecorderSnapshot snap = (*reader)->Snapshot();
+      EXPECT_FALSE(snap.recent.empty()) << file << " recorded nothing";
+      pids.insert(snap.pid);
+      local_ranks.insert(snap.rank % 2);
+    }
+    EXPECT_EQ(pids.size(), 2u) << r->replica << ": one process wrote both files";
+    EXPECT_EQ(local_ranks, (std::set<int>{0, 1})) << r->replica;
   }
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
