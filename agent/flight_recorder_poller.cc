@@ -18,15 +18,22 @@ FlightRecorderPoller::FlightRecorderPoller(std::string path, std::shared_ptr<Fou
     : ReadingThread(path, ReadInto(found, path)), found_(std::move(found)) {}
 
 ReadingThread::Read FlightRecorderPoller::ReadInto(std::shared_ptr<Found> found, std::string path) {
-  // The recorder is the thread's, opened once; its mapping goes when the thread ends.
+  // The recorder is the thread's, opened once and kept while its snapshots succeed.
   return [found = std::move(found), path = std::move(path),
-          recorder = std::shared_ptr<FlightRecorderReader>()](uint64_t number) mutable {
+          recorder = std::shared_ptr<FlightRecorderFileReader>()](uint64_t number) mutable {
     if (!recorder) {
-      auto opened = FlightRecorderReader::Open(path);
+      auto opened = FlightRecorderFileReader::Open(path);
       if (opened.ok()) recorder = std::move(*opened);  // else not created yet, or none at all
     }
     std::optional<FlightRecorderSnapshot> snapshot;
-    if (recorder) snapshot = recorder->Snapshot();
+    if (recorder) {
+      auto taken = recorder->Snapshot();
+      if (taken.ok()) {
+        snapshot = std::move(*taken);
+      } else {
+        recorder.reset();  // emptied or rewritten under it: opened anew by the next reading
+      }
+    }
     MutexLock lock(&found->mu);
     found->latest = Reading{number, std::move(snapshot)};
   };

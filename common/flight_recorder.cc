@@ -45,6 +45,9 @@ std::atomic_ref<T> Atomic(const T& value) {
 }
 
 bool IsPowerOfTwo(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+bool IsCapacity(uint64_t v) { return IsPowerOfTwo(v) && v <= kFlightRecorderMaxCapacity; }
+constexpr char kCapacityRule[] = "capacity must be a power of two from 2 to 65536";
+static_assert(kFlightRecorderMaxCapacity == 65536, "kCapacityRule says it");
 
 void StorePayload(FlightRecorderSlot& slot, const FlightRecord& record) {
   uint64_t words[7];
@@ -103,8 +106,7 @@ int64_t FlightClockNs() {
 StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::string& path,
                                                                      uint32_t capacity, int rank,
                                                                      int world_size) {
-  if (!IsPowerOfTwo(capacity))
-    return InvalidArgument(Where(path) + ": capacity must be a power of two of at least 2");
+  if (!IsCapacity(capacity)) return InvalidArgument(Where(path) + ": " + kCapacityRule);
   const size_t bytes = FlightRecorderFileBytes(capacity);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("creating " + Where(path), errno);
@@ -159,8 +161,7 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
 
 StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateInMemory(uint32_t capacity,
                                                                          int rank, int world_size) {
-  if (!IsPowerOfTwo(capacity))
-    return InvalidArgument("flight recorder: capacity must be a power of two of at least 2");
+  if (!IsCapacity(capacity)) return InvalidArgument(std::string("flight recorder: ") + kCapacityRule);
   const size_t bytes = FlightRecorderFileBytes(capacity);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return ErrnoStatus("flight recorder: mapping memory", errno);
@@ -273,93 +274,27 @@ void FlightRecorder::End(uint64_t index, FlightRecord& record, const Status& sta
 
 // ---- FlightRecorderReader ----
 
-StatusOr<std::unique_ptr<FlightRecorderReader>> FlightRecorderReader::Open(
-    const std::string& path) {
-  struct stat st {};
-  COHORT_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, "flight recorder", &st));
-  const size_t bytes = static_cast<size_t>(st.st_size);
-  if (bytes < sizeof(FlightRecorderHeader)) {
-    ::close(fd);
-    if (bytes == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
-    return DataLoss(Where(path) + ": " + std::to_string(bytes) +
-                    " bytes is shorter than a recorder header");
-  }
-  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) return ErrnoStatus("mapping " + Where(path), err);
-  std::unique_ptr<FlightRecorderReader> r(new FlightRecorderReader());
-  r->mapping_ = p;
-  r->mapping_bytes_ = bytes;
-  const auto* h = static_cast<const FlightRecorderHeader*>(p);
-  const uint64_t magic = Atomic(h->magic).load(std::memory_order_acquire);
-  if (magic == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
-  if (magic != FlightRecorderHeader::kMagic) return DataLoss(Where(path) + ": not a recorder file");
-  if (h->version != FlightRecorderHeader::kVersion) {
-    return DataLoss(Where(path) + ": layout version " + std::to_string(h->version) +
-                    ", this reader knows " + std::to_string(FlightRecorderHeader::kVersion));
-  }
-  if (h->header_bytes != sizeof(FlightRecorderHeader) ||
-      h->slot_bytes != sizeof(FlightRecorderSlot) || !IsPowerOfTwo(h->capacity)) {
-    return DataLoss(Where(path) + ": header sizes do not match layout version 1");
-  }
-  if (bytes < FlightRecorderFileBytes(h->capacity)) {
-    return DataLoss(Where(path) + ": " + std::to_string(bytes) + " bytes hold fewer than its " +
-                    std::to_string(h->capacity) + " slots");
-  }
-  r->header_ = h;
-  r->slots_ = reinterpret_cast<const FlightRecorderSlot*>(static_cast<const char*>(p) +
-                                                          sizeof(FlightRecorderHeader));
-  r->capacity_ = h->capacity;
-  return r;
-}
+namespace {
 
-std::unique_ptr<FlightRecorderReader> FlightRecorderReader::Attach(const FlightRecorder& recorder) {
-  std::unique_ptr<FlightRecorderReader> r(new FlightRecorderReader());
-  r->header_ = &recorder.header();
-  r->slots_ = reinterpret_cast<const FlightRecorderSlot*>(
-      reinterpret_cast<const char*>(r->header_) + sizeof(FlightRecorderHeader));
-  r->capacity_ = r->header_->capacity;
-  return r;
-}
-
-FlightRecorderReader::~FlightRecorderReader() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
-}
-
-std::optional<FlightEntry> FlightRecorderReader::Read(uint64_t index) const {
-  const FlightRecorderSlot& slot = slots_[index & (capacity_ - 1)];
-  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
-    const uint64_t before = Atomic(slot.version).load(std::memory_order_acquire);
-    if (before == 0 || (before - 1) / 4 != index) return std::nullopt;  // another entry, or none
-    if (before % 2 == 1) continue;                                      // being written
-    uint64_t words[7];
-    for (int w = 0; w < 7; ++w) words[w] = Atomic(slot.words[w]).load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (Atomic(slot.version).load(std::memory_order_relaxed) != before) continue;
-    FlightEntry e;
-    e.index = index;
-    std::memcpy(&e.record, words, sizeof(words));
-    return e;
-  }
-  return std::nullopt;
-}
-
-FlightRecorderSnapshot FlightRecorderReader::Snapshot(size_t max_entries) const {
+// The snapshot of a recorder whose header says `h` (entries: its next_entry), with entry i read by
+// read(i) (std::optional<FlightEntry>: none when its slot does not hold it whole).
+template <typename ReadEntry>
+FlightRecorderSnapshot Assemble(const FlightRecorderHeader& h, uint64_t entries, uint32_t capacity,
+                                size_t max_entries, ReadEntry read) {
   FlightRecorderSnapshot s;
-  s.rank = header_->rank;
-  s.world_size = header_->world_size;
-  s.pid = header_->pid;
-  s.anchor_monotonic_ns = header_->anchor_monotonic_ns;
-  s.anchor_wall_ns = header_->anchor_wall_ns;
-  s.entries = Atomic(header_->next_entry).load(std::memory_order_acquire);
+  s.rank = h.rank;
+  s.world_size = h.world_size;
+  s.pid = h.pid;
+  s.anchor_monotonic_ns = h.anchor_monotonic_ns;
+  s.anchor_wall_ns = h.anchor_wall_ns;
+  s.entries = entries;
   s.taken_ns = FlightClockNs();
-  const uint64_t window = std::min<uint64_t>({max_entries, capacity_, s.entries});
+  const uint64_t window = std::min<uint64_t>({max_entries, capacity, s.entries});
   s.recent.reserve(window);
   // Newest first: writers reuse the oldest slots first, so a reader that is lapped while it reads
   // loses the oldest entries, never the newest ones.
   for (uint64_t i = s.entries; i-- > s.entries - window;) {
-    if (auto e = Read(i)) s.recent.push_back(*e);
+    if (auto e = read(i)) s.recent.push_back(*e);
   }
   std::reverse(s.recent.begin(), s.recent.end());
   std::map<uint32_t, FlightRecorderSnapshot::Communicator> by_comm;
@@ -379,6 +314,141 @@ FlightRecorderSnapshot FlightRecorderReader::Snapshot(size_t max_entries) const 
     s.communicators.push_back(c);
   }
   return s;
+}
+
+// Entry `index` from one slot's version (loaded before the payload and after it) and payload.
+std::optional<FlightEntry> EntryOf(uint64_t index, uint64_t before, uint64_t after,
+                                   const uint64_t (&words)[7]) {
+  if (before != after || before == 0 || before % 2 == 1 || (before - 1) / 4 != index) {
+    return std::nullopt;  // being written, another entry, or none
+  }
+  FlightEntry e;
+  e.index = index;
+  std::memcpy(&e.record, words, sizeof(words));
+  return e;
+}
+
+// Reads `bytes` at `offset` of `fd` whole; a file that ends before is kDataLoss.
+Status ReadWhole(int fd, void* out, size_t bytes, off_t offset, const std::string& path) {
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(out) + got, bytes - got,
+                              offset + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("reading " + Where(path), errno);
+    if (n == 0) {
+      return DataLoss(Where(path) + " ends at " + std::to_string(offset + got) +
+                      " bytes, short of " + std::to_string(offset + bytes) +
+                      ": truncated while it was read");
+    }
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// What is wrong with a header read from `path` (a reader opened with `capacity` slots, 0: any),
+// else OK.
+Status CheckHeader(const FlightRecorderHeader& h, const std::string& path, uint32_t capacity) {
+  if (h.magic == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
+  if (h.magic != FlightRecorderHeader::kMagic) return DataLoss(Where(path) + ": not a recorder file");
+  if (h.version != FlightRecorderHeader::kVersion) {
+    return DataLoss(Where(path) + ": layout version " + std::to_string(h.version) +
+                    ", this reader knows " + std::to_string(FlightRecorderHeader::kVersion));
+  }
+  if (h.header_bytes != sizeof(FlightRecorderHeader) ||
+      h.slot_bytes != sizeof(FlightRecorderSlot)) {
+    return DataLoss(Where(path) + ": header sizes do not match layout version 1");
+  }
+  if (!IsCapacity(h.capacity)) {
+    return DataLoss(Where(path) + ": " + std::to_string(h.capacity) + " slots; " + kCapacityRule);
+  }
+  if (capacity != 0 && h.capacity != capacity) {
+    return DataLoss(Where(path) + " now has " + std::to_string(h.capacity) + " slots, not the " +
+                    std::to_string(capacity) + " it was opened with: rewritten");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- FlightRecorderReader ----
+
+std::unique_ptr<FlightRecorderReader> FlightRecorderReader::Attach(const FlightRecorder& recorder) {
+  std::unique_ptr<FlightRecorderReader> r(new FlightRecorderReader());
+  r->header_ = &recorder.header();
+  r->slots_ = reinterpret_cast<const FlightRecorderSlot*>(
+      reinterpret_cast<const char*>(r->header_) + sizeof(FlightRecorderHeader));
+  r->capacity_ = r->header_->capacity;
+  return r;
+}
+
+std::optional<FlightEntry> FlightRecorderReader::Read(uint64_t index) const {
+  const FlightRecorderSlot& slot = slots_[index & (capacity_ - 1)];
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t before = Atomic(slot.version).load(std::memory_order_acquire);
+    if (before == 0 || (before - 1) / 4 != index) return std::nullopt;  // another entry, or none
+    if (before % 2 == 1) continue;                                      // being written
+    uint64_t words[7];
+    for (int w = 0; w < 7; ++w) words[w] = Atomic(slot.words[w]).load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t after = Atomic(slot.version).load(std::memory_order_relaxed);
+    if (auto e = EntryOf(index, before, after, words)) return e;
+  }
+  return std::nullopt;
+}
+
+FlightRecorderSnapshot FlightRecorderReader::Snapshot(size_t max_entries) const {
+  const uint64_t entries = Atomic(header_->next_entry).load(std::memory_order_acquire);
+  return Assemble(*header_, entries, capacity_, max_entries,
+                  [this](uint64_t i) { return Read(i); });
+}
+
+// ---- FlightRecorderFileReader ----
+
+StatusOr<std::unique_ptr<FlightRecorderFileReader>> FlightRecorderFileReader::Open(
+    const std::string& path) {
+  struct stat st {};
+  COHORT_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, "flight recorder", &st));
+  std::unique_ptr<FlightRecorderFileReader> r(new FlightRecorderFileReader(fd, path, 0));
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
+  if (bytes < sizeof(FlightRecorderHeader)) {
+    return DataLoss(Where(path) + ": " + std::to_string(bytes) +
+                    " bytes is shorter than a recorder header");
+  }
+  FlightRecorderHeader h{};
+  COHORT_RETURN_IF_ERROR(ReadWhole(fd, &h, sizeof(h), 0, path));
+  COHORT_RETURN_IF_ERROR(CheckHeader(h, path, 0));
+  if (bytes < FlightRecorderFileBytes(h.capacity)) {
+    return DataLoss(Where(path) + ": " + std::to_string(bytes) + " bytes hold fewer than its " +
+                    std::to_string(h.capacity) + " slots");
+  }
+  r->capacity_ = h.capacity;
+  return r;
+}
+
+FlightRecorderFileReader::~FlightRecorderFileReader() { ::close(fd_); }
+
+StatusOr<FlightRecorderSnapshot> FlightRecorderFileReader::Snapshot(size_t max_entries) const {
+  FlightRecorderHeader h{};
+  COHORT_RETURN_IF_ERROR(ReadWhole(fd_, &h, sizeof(h), 0, path_));
+  COHORT_RETURN_IF_ERROR(CheckHeader(h, path_, capacity_));
+  // The seqlock across system calls: each read ends before the next begins.
+  const size_t bytes = size_t{capacity_} * sizeof(FlightRecorderSlot);
+  const off_t at = sizeof(FlightRecorderHeader);
+  std::vector<FlightRecorderSlot> before(capacity_), copy(capacity_), after(capacity_);
+  COHORT_RETURN_IF_ERROR(ReadWhole(fd_, before.data(), bytes, at, path_));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  COHORT_RETURN_IF_ERROR(ReadWhole(fd_, copy.data(), bytes, at, path_));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  COHORT_RETURN_IF_ERROR(ReadWhole(fd_, after.data(), bytes, at, path_));
+  const uint64_t mask = capacity_ - 1;
+  return Assemble(h, h.next_entry, capacity_, max_entries, [&](uint64_t i) {
+    const size_t slot = i & mask;
+    // The copy's own version must be the one seen around it too.
+    if (copy[slot].version != before[slot].version) return std::optional<FlightEntry>();
+    return EntryOf(i, before[slot].version, after[slot].version, copy[slot].words);
+  });
 }
 
 std::string DescribeFlightOp(const FlightRecord& r) {

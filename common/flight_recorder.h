@@ -4,9 +4,9 @@
 // and operation named (issue 18).
 //
 // Writers: every collective call of a Communicator (and the parameter server's pushes and pulls)
-// calls Begin when it starts and End when it returns. Readers: FlightRecorderReader, in this
-// process or another, takes a Snapshot (the recent entries, and per communicator the last
-// completed sequence number and the operation in progress with the time spent in it).
+// calls Begin when it starts and End when it returns. Readers (FlightRecorderReader in this process,
+// FlightRecorderFileReader in another) take a Snapshot: the recent entries, and per communicator the
+// last completed sequence number and the operation in progress with the time spent in it.
 //
 // Where it lives (FlightRecorder::ForProcess, the recorder the Communicator uses): environment
 // variable COHORT_FLIGHT_RECORDER, set by the agent to a path of its choosing (a file in the
@@ -42,7 +42,8 @@
 // header's anchor pairs one monotonic reading with the wall clock (Unix ns) for showing times.
 //
 // Thread safety: Begin/End/RegisterCommunicator from any thread. FlightRecorderReader::Snapshot
-// from any thread or process, concurrently with writers; it never blocks them.
+// (this process) and FlightRecorderFileReader::Snapshot (any process) from any thread, concurrently
+// with writers; they never block them.
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,8 @@ inline constexpr char kFlightRecorderOff[] = "off";
 inline constexpr int kFlightRecorderMaxSiblings = 64;
 // Slots of the process recorder: at the rate of small all-reduces, the last second or so.
 inline constexpr uint32_t kFlightRecorderDefaultCapacity = 1024;
+// The most slots a recorder may have (4 MiB of them): a reader copies them at every snapshot.
+inline constexpr uint32_t kFlightRecorderMaxCapacity = 1u << 16;
 
 // What an entry records. Values are stored in the file: stable, append only.
 enum class FlightOp : uint8_t {
@@ -169,7 +172,7 @@ inline int64_t FlightClockNs(std::chrono::steady_clock::time_point t) {
 
 class FlightRecorder {
  public:
-  // A ring of `capacity` slots (a power of two, at least 2) in a file at `path`, created or
+  // A ring of `capacity` slots (a power of two, 2 to kFlightRecorderMaxCapacity) in a file at `path`, created or
   // emptied and mapped shared, with `rank` and `world_size` in its header. A file this process
   // set up already (another copy of this library in the process) is shared, not emptied; one
   // another live process set up is left alone: kAlreadyExists.
@@ -287,19 +290,11 @@ struct FlightRecorderSnapshot {
   std::vector<Communicator> communicators;
 };
 
-// Reads a recorder: another process's file, or one in this process.
+// Reads a recorder of this process in place (Attach): the recorder must outlive the reader.
 class FlightRecorderReader {
  public:
-  // Maps `path` read-only: a regular file, not through a symbolic link (common/file_util.h; the
-  // file is the replica's, the agent reads it). kNotFound when it does not exist;
-  // kInvalidArgument when it is a link or no regular file; kUnavailable when its writer has not
-  // finished its header yet (try again); kDataLoss when it is not a recorder file of this version
-  // (bad magic, version, sizes or capacity, or a file shorter than its capacity says).
-  static StatusOr<std::unique_ptr<FlightRecorderReader>> Open(const std::string& path);
-  // Reads `recorder` (which must outlive the reader) in place.
   static std::unique_ptr<FlightRecorderReader> Attach(const FlightRecorder& recorder);
 
-  ~FlightRecorderReader();
   FlightRecorderReader(const FlightRecorderReader&) = delete;
   FlightRecorderReader& operator=(const FlightRecorderReader&) = delete;
 
@@ -316,8 +311,48 @@ class FlightRecorderReader {
   const FlightRecorderHeader* header_ = nullptr;
   const FlightRecorderSlot* slots_ = nullptr;
   uint32_t capacity_ = 0;
-  void* mapping_ = nullptr;
-  size_t mapping_bytes_ = 0;
+};
+
+// Reads a recorder file that another process writes (the agent reads its replicas'; a tool reads
+// one left behind). The file is never mapped: its writer may shrink or rewrite it at any moment (a
+// process that exited leaves its path to a new one, which empties it; a replica's own code may
+// truncate it), and reading a mapping past a file's new end faults the reader (SIGBUS), which would
+// take the whole agent down. Each Snapshot reads the file anew with pread instead: the header, then
+// every slot three times (the versions before, the payloads, the versions after: the seqlock's two
+// version loads with the copy between them), so an entry is kept only when its slot's version was
+// the same, even, and its own before and after the copy. A file that changed under the reader is an
+// error of that Snapshot, never a fault; the next one reads it as it is then.
+//
+// Thread safety: Snapshot from any thread. The writer's file is untrusted: its sizes are checked
+// (capacity at most kFlightRecorderMaxCapacity) and its entries are copied as they are.
+class FlightRecorderFileReader {
+ public:
+  // Opens `path`: a regular file, not through a symbolic link (common/file_util.h; the file is the
+  // replica's). kNotFound when it does not exist; kInvalidArgument when it is a link or no regular
+  // file; kUnavailable when its writer has not finished its header yet (try again); kDataLoss when
+  // it is not a recorder file of this version (bad magic, version, sizes or capacity, or a file
+  // shorter than its capacity says).
+  static StatusOr<std::unique_ptr<FlightRecorderFileReader>> Open(const std::string& path);
+
+  ~FlightRecorderFileReader();
+  FlightRecorderFileReader(const FlightRecorderFileReader&) = delete;
+  FlightRecorderFileReader& operator=(const FlightRecorderFileReader&) = delete;
+
+  // As FlightRecorderReader::Snapshot, read from the file now. kUnavailable while a new writer
+  // sets the file up anew; kDataLoss when it no longer holds a recorder of the capacity it was
+  // opened with (shrunk, or rewritten otherwise); errno's status when a read fails.
+  StatusOr<FlightRecorderSnapshot> Snapshot(size_t max_entries = SIZE_MAX) const;
+
+  uint32_t capacity() const { return capacity_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  FlightRecorderFileReader(int fd, std::string path, uint32_t capacity)
+      : fd_(fd), path_(std::move(path)), capacity_(capacity) {}
+
+  int fd_;
+  std::string path_;
+  uint32_t capacity_;
 };
 
 // "allreduce #1843 (64.0 MiB f32, ring)", "broadcast #7 (4.0 KiB i64, root 0)", "ps-pull #3

@@ -127,9 +127,11 @@ TEST(CApiTest, EveryCallIsInTheFlightRecorderOnce) {
   int status = 0;
   waitpid(child, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  auto reader = cohort::FlightRecorderReader::Open(path);
+  auto reader = cohort::FlightRecorderFileReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  cohort::FlightRecorderSnapshot s = (*reader)->Snapshot();
+  auto snap = (*reader)->Snapshot();
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  const cohort::FlightRecorderSnapshot& s = *snap;
   ASSERT_EQ(s.recent.size(), 4u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(s.recent[i].record.op, cohort::FlightOp::kAllreduce);

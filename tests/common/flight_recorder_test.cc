@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/common/flight_recorder_stress.h"
@@ -41,6 +43,13 @@ FlightRecord Allreduce(uint32_t seq, uint64_t bytes) {
   r.dtype = 1;      // f32
   r.group_size = 4;
   return r;
+}
+
+// A file reader's snapshot; the test fails when it cannot be taken.
+FlightRecorderSnapshot SnapshotOf(const FlightRecorderFileReader& reader) {
+  auto s = reader.Snapshot();
+  EXPECT_TRUE(s.ok()) << reader.path() << ": " << s.status().ToString();
+  return s.ok() ? *s : FlightRecorderSnapshot{};
 }
 
 TEST_F(FlightRecorderTest, RecordsBeginAndEndAndTheReaderSeesProgress) {
@@ -219,9 +228,9 @@ TEST_F(FlightRecorderTest, AnotherProcessReadsTheFileWhileTheWriterIsInAnOperati
   ASSERT_EQ(read(ready[0], &byte, 1), 1);
   close(ready[0]);
 
-  auto reader = FlightRecorderReader::Open(path);
+  auto reader = FlightRecorderFileReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  FlightRecorderSnapshot s = SnapshotOf(**reader);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
 
@@ -271,9 +280,9 @@ TEST_F(FlightRecorderTest, TwoCopiesInOneProcessShareTheFileAndANewProcessStarts
   FlightRecord b = Allreduce(1, 1);
   (*second)->End((*second)->Begin(b), b, Status::Ok());
 
-  auto reader = FlightRecorderReader::Open(path);
+  auto reader = FlightRecorderFileReader::Open(path);
   ASSERT_TRUE(reader.ok());
-  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  FlightRecorderSnapshot s = SnapshotOf(**reader);
   EXPECT_EQ(s.pid, getpid());
   ASSERT_EQ(s.recent.size(), 2u) << "the old process's entry is gone, both copies' are there";
   EXPECT_EQ(s.recent[0].index, 0u);
@@ -308,9 +317,9 @@ TEST_F(FlightRecorderTest, AFileOfAnotherLiveProcessIsLeftAlone) {
   EXPECT_EQ(mine.status().code(), StatusCode::kAlreadyExists) << mine.status().ToString();
   EXPECT_NE(mine.status().message().find(std::to_string(child)), std::string::npos)
       << mine.status().ToString();
-  auto reader = FlightRecorderReader::Open(path);
+  auto reader = FlightRecorderFileReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  FlightRecorderSnapshot s = SnapshotOf(**reader);
   EXPECT_EQ(s.pid, child);
   ASSERT_EQ(s.recent.size(), 1u);
   EXPECT_EQ(s.recent[0].record.op_seq, 42u);
@@ -347,9 +356,9 @@ TEST_F(FlightRecorderTest, ForProcessRecordsIntoTheFileTheEnvironmentNames) {
               return 0;
             }),
             0);
-  auto reader = FlightRecorderReader::Open(path);
+  auto reader = FlightRecorderFileReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  FlightRecorderSnapshot s = (*reader)->Snapshot();
+  FlightRecorderSnapshot s = SnapshotOf(**reader);
   EXPECT_EQ(s.rank, 5);
   EXPECT_EQ(s.world_size, 8);
   EXPECT_EQ((*reader)->capacity(), kFlightRecorderDefaultCapacity);
@@ -386,9 +395,9 @@ TEST_F(FlightRecorderTest, ForProcessOfSiblingsSharingAPathTakesTheNextFreeFile)
   }
   for (int k = 0; k < 3; ++k) {
     const std::string file = k == 0 ? path : path + "." + std::to_string(k);
-    auto reader = FlightRecorderReader::Open(file);
+    auto reader = FlightRecorderFileReader::Open(file);
     ASSERT_TRUE(reader.ok()) << file << ": " << reader.status().ToString();
-    FlightRecorderSnapshot s = (*reader)->Snapshot();
+    FlightRecorderSnapshot s = SnapshotOf(**reader);
     EXPECT_EQ(s.pid, children[k]) << file;
     EXPECT_EQ(s.rank, k) << file;
     ASSERT_EQ(s.recent.size(), 1u) << file;
@@ -426,17 +435,17 @@ TEST_F(FlightRecorderTest, ForProcessIsOffOrInMemoryByTheEnvironment) {
 }
 
 TEST_F(FlightRecorderTest, TheReaderRefusesWhatIsNotARecorderFile) {
-  auto missing = FlightRecorderReader::Open(Path("missing"));
+  auto missing = FlightRecorderFileReader::Open(Path("missing"));
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
 
   const std::string empty = Path("empty");
   std::ofstream(empty).close();
-  auto not_ready = FlightRecorderReader::Open(empty);
+  auto not_ready = FlightRecorderFileReader::Open(empty);
   EXPECT_EQ(not_ready.status().code(), StatusCode::kUnavailable) << not_ready.status().ToString();
 
   const std::string junk = Path("junk");
   std::ofstream(junk) << std::string(4096, 'x');
-  auto bad = FlightRecorderReader::Open(junk);
+  auto bad = FlightRecorderFileReader::Open(junk);
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(bad.status().message().find("not a recorder file"), std::string::npos);
 
@@ -444,7 +453,7 @@ TEST_F(FlightRecorderTest, TheReaderRefusesWhatIsNotARecorderFile) {
   const std::string good = Path("good");
   ASSERT_TRUE(FlightRecorder::CreateFile(good, 16, 0, 1).ok());
   std::filesystem::resize_file(good, FlightRecorderFileBytes(8));
-  auto short_file = FlightRecorderReader::Open(good);
+  auto short_file = FlightRecorderFileReader::Open(good);
   EXPECT_EQ(short_file.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(short_file.status().message().find("fewer than its 16 slots"), std::string::npos)
       << short_file.status().ToString();
@@ -454,11 +463,28 @@ TEST_F(FlightRecorderTest, TheReaderRefusesWhatIsNotARecorderFile) {
     f.seekp(offsetof(FlightRecorderHeader, version));
     f.write(reinterpret_cast<const char*>(&version), sizeof(version));
   }
-  auto other_version = FlightRecorderReader::Open(good);
+  auto other_version = FlightRecorderFileReader::Open(good);
   EXPECT_EQ(other_version.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(other_version.status().message().find("layout version 99"), std::string::npos);
 
   EXPECT_EQ(FlightRecorder::CreateInMemory(12, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FlightRecorder::CreateInMemory(kFlightRecorderMaxCapacity * 2, 0, 1).status().code(),
+            StatusCode::kInvalidArgument);
+  // A header claiming more slots than a recorder may have (a reader copies them all, at every
+  // snapshot), with a sparse file that size behind it, is refused before any slot is read.
+  const std::string huge = Path("huge");
+  ASSERT_TRUE(FlightRecorder::CreateFile(huge, 16, 0, 1).ok());
+  {
+    std::fstream f(huge, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t capacity = 1u << 30;
+    f.seekp(offsetof(FlightRecorderHeader, capacity));
+    f.write(reinterpret_cast<const char*>(&capacity), sizeof(capacity));
+  }
+  std::filesystem::resize_file(huge, FlightRecorderFileBytes(1u << 30));
+  auto too_big = FlightRecorderFileReader::Open(huge);
+  EXPECT_EQ(too_big.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(too_big.status().message().find("1073741824 slots"), std::string::npos)
+      << too_big.status().ToString();
 
   // The file is the replica's and the agent reads it: a link (even to a good recorder) and a FIFO
   // (whose open would wait for a writer) are refused at once.
@@ -467,9 +493,104 @@ TEST_F(FlightRecorderTest, TheReaderRefusesWhatIsNotARecorderFile) {
   std::filesystem::create_symlink(Path("real"), link);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   for (const std::string& path : {link, fifo}) {
-    auto refused = FlightRecorderReader::Open(path);
+    auto refused = FlightRecorderFileReader::Open(path);
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
   }
+}
+
+// The agent reads files its replicas write, and a replica may empty or rewrite its file while
+// the agent has it open (its own code truncating it; a process that exited leaving the path to a
+// new one, which empties it). A mapping of a file that shrank faults its reader (SIGBUS), which
+// would take the agent down: the file reader never maps. Its snapshots of a shrunk file fail,
+// naming the file; once the file is a recorder again, it is read as it is then.
+TEST_F(FlightRecorderTest, AFileEmptiedOrRewrittenUnderItsReaderIsAnErrorNeverAFault) {
+  const std::string path = Path("replica");
+  auto writer = FlightRecorder::CreateFile(path, 16, 0, 2);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  FlightRecord r = Allreduce(5, 64);
+  (*writer)->End((*writer)->Begin(r), r, Status::Ok());
+  auto reader = FlightRecorderFileReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_EQ(SnapshotOf(**reader).recent.size(), 1u);
+
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);  // emptied: a header read finds nothing
+  auto emptied = (*reader)->Snapshot();
+  EXPECT_EQ(emptied.status().code(), StatusCode::kDataLoss) << emptied.status().ToString();
+  EXPECT_NE(emptied.status().message().find(path), std::string::npos);
+  EXPECT_NE(emptied.status().message().find("truncated"), std::string::npos);
+
+  // Cut in the middle of its slots: the header reads, the slots do not.
+  writer->reset();
+  ASSERT_TRUE(FlightRecorder::CreateFile(path, 16, 0, 2).ok());
+  ASSERT_EQ(::truncate(path.c_str(), FlightRecorderFileBytes(8)), 0);
+  auto cut = (*reader)->Snapshot();
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss) << cut.status().ToString();
+
+  // Set up anew with another capacity: the reader says so rather than misreading its slots.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t capacity = 32;
+    f.seekp(offsetof(FlightRecorderHeader, capacity));
+    f.write(reinterpret_cast<const char*>(&capacity), sizeof(capacity));
+  }
+  std::filesystem::resize_file(path, FlightRecorderFileBytes(32));
+  auto rewritten = (*reader)->Snapshot();
+  EXPECT_EQ(rewritten.status().code(), StatusCode::kDataLoss) << rewritten.status().ToString();
+  EXPECT_NE(rewritten.status().message().find("rewritten"), std::string::npos)
+      << rewritten.status().ToString();
+
+  // Its writer setting it up again (header not yet published): try again, not an error of data.
+  const std::string again = Path("again");
+  auto writer2 = FlightRecorder::CreateFile(again, 16, 0, 2);
+  ASSERT_TRUE(writer2.ok());
+  auto reader2 = FlightRecorderFileReader::Open(again);
+  ASSERT_TRUE(reader2.ok());
+  {
+    std::fstream f(again, std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t zero = 0;
+    f.write(reinterpret_cast<const char*>(&zero), sizeof(zero));  // the magic, written last
+  }
+  EXPECT_EQ((*reader2)->Snapshot().status().code(), StatusCode::kUnavailable);
+  // A new process of the same capacity takes the file over: the reader sees its entries.
+  writer2->reset();
+  auto taken = FlightRecorder::CreateFile(again, 16, 1, 2);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  FlightRecord r2 = Allreduce(9, 64);
+  (*taken)->End((*taken)->Begin(r2), r2, Status::Ok());
+  const FlightRecorderSnapshot s = SnapshotOf(**reader2);
+  EXPECT_EQ(s.rank, 1);
+  ASSERT_EQ(s.recent.size(), 1u);
+  EXPECT_EQ(s.recent[0].record.op_seq, 9u);
+}
+
+// The file reader's seqlock across system calls: while a writer in another thread runs through
+// the ring many times over, every entry a snapshot keeps is whole (its fields agree with its index,
+// as the writer set them).
+TEST_F(FlightRecorderTest, AFileReaderKeepsOnlyWholeEntriesWhileTheWriterLapsIt) {
+  const std::string path = Path("busy");
+  auto writer = FlightRecorder::CreateFile(path, 8, 0, 1);
+  ASSERT_TRUE(writer.ok());
+  auto reader = FlightRecorderFileReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  std::atomic<bool> stop{false};
+  std::thread writing([&] {
+    for (uint32_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      FlightRecord r = Allreduce(i, uint64_t{i} * 3 + 1);
+      (*writer)->End((*writer)->Begin(r), r, Status::Ok());
+    }
+  });
+  size_t kept = 0;
+  for (int n = 0; n < 20000; ++n) {
+    const FlightRecorderSnapshot s = SnapshotOf(**reader);
+    for (const FlightEntry& e : s.recent) {
+      ++kept;
+      ASSERT_EQ(e.record.op_seq, static_cast<uint32_t>(e.index)) << "a torn entry";
+      ASSERT_EQ(e.record.bytes, e.index * 3 + 1) << "a torn entry";
+    }
+  }
+  stop = true;
+  writing.join();
+  EXPECT_GT(kept, 0u) << "no snapshot kept an entry: the check above checked nothing";
 }
 
 }  // namespace

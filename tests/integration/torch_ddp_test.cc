@@ -601,9 +601,11 @@ TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
                             r->replica + "/attempt-0/flight-recorder";
     std::set<int> pids, local_ranks;
     for (const std::string& file : {dir, dir + ".1"}) {
-      auto reader = FlightRecorderReader::Open(file);
+      auto reader = FlightRecorderFileReader::Open(file);
       ASSERT_TRUE(reader.ok()) << file << ": " << reader.status().ToString();
-      const FlightRecorderSnapshot snap = (*reader)->Snapshot();
+      auto read = (*reader)->Snapshot();
+      ASSERT_TRUE(read.ok()) << file << ": " << read.status().ToString();
+      const FlightRecorderSnapshot& snap = *read;
       EXPECT_FALSE(snap.recent.empty()) << file << " recorded nothing";
       pids.insert(snap.pid);
       local_ranks.insert(snap.rank % 2);

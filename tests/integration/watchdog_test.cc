@@ -173,10 +173,12 @@ class WatchdogTest : public ct::ClusterTest {
 
   // What the first attempt of `replica` recorded in its flight recorder (the file outlives it).
   FlightRecorderSnapshot FirstAttemptRecord(const std::string& job, const std::string& replica) {
-    auto reader = FlightRecorderReader::Open(AttemptDir(job, replica, 0) + "/flight-recorder");
+    auto reader = FlightRecorderFileReader::Open(AttemptDir(job, replica, 0) + "/flight-recorder");
     EXPECT_TRUE(reader.ok()) << replica << ": " << reader.status().ToString();
     if (!reader.ok()) return {};
-    return (*reader)->Snapshot();
+    auto snap = (*reader)->Snapshot();
+    EXPECT_TRUE(snap.ok()) << replica << ": " << snap.status().ToString();
+    return snap.ok() ? *snap : FlightRecorderSnapshot{};
   }
 
   std::string node_;
