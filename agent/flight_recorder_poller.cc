@@ -11,31 +11,43 @@ struct FlightRecorderPoller::Found {
   Reading latest GUARDED_BY(mu);
 };
 
-FlightRecorderPoller::FlightRecorderPoller(std::string path)
-    : FlightRecorderPoller(std::move(path), std::make_shared<Found>()) {}
+FlightRecorderPoller::FlightRecorderPoller(std::string path, int64_t not_before_ns)
+    : FlightRecorderPoller(std::move(path), not_before_ns, std::make_shared<Found>()) {}
 
-FlightRecorderPoller::FlightRecorderPoller(std::string path, std::shared_ptr<Found> found)
-    : ReadingThread(path, ReadInto(found, path)), found_(std::move(found)) {}
+FlightRecorderPoller::FlightRecorderPoller(std::string path, int64_t not_before_ns,
+                                           std::shared_ptr<Found> found)
+    : ReadingThread(path, ReadInto(found, path, not_before_ns)), found_(std::move(found)) {}
 
-ReadingThread::Read FlightRecorderPoller::ReadInto(std::shared_ptr<Found> found, std::string path) {
-  // The recorder is the thread's, opened once and kept while its snapshots succeed.
-  return [found = std::move(found), path = std::move(path),
-          recorder = std::shared_ptr<FlightRecorderFileReader>()](uint64_t number) mutable {
-    if (!recorder) {
-      auto opened = FlightRecorderFileReader::Open(path);
-      if (opened.ok()) recorder = std::move(*opened);  // else not created yet, or none at all
-    }
-    std::optional<FlightRecorderSnapshot> snapshot;
-    if (recorder) {
-      auto taken = recorder->Snapshot();
-      if (taken.ok()) {
-        snapshot = std::move(*taken);
-      } else {
-        recorder.reset();  // emptied or rewritten under it: opened anew by the next reading
+std::string FlightRecorderPoller::FilePath(const std::string& path, int file) {
+  return file == 0 ? path : path + "." + std::to_string(file);
+}
+
+ReadingThread::Read FlightRecorderPoller::ReadInto(std::shared_ptr<Found> found, std::string path,
+                                                   int64_t not_before_ns) {
+  // The readers are the thread's (by file), each opened once and kept while its snapshots succeed.
+  using Readers = std::vector<std::unique_ptr<FlightRecorderFileReader>>;
+  return [found = std::move(found), path = std::move(path), not_before_ns,
+          readers = std::make_shared<Readers>()](uint64_t number) {
+    std::vector<FileSnapshot> snapshots;
+    for (int file = 0; file <= kFlightRecorderMaxSiblings; ++file) {
+      if (readers->size() <= static_cast<size_t>(file)) readers->resize(file + 1);
+      std::unique_ptr<FlightRecorderFileReader>& reader = (*readers)[file];
+      if (!reader) {
+        auto opened = FlightRecorderFileReader::Open(FilePath(path, file));
+        if (opened.status().code() == StatusCode::kNotFound) break;  // no file after it either
+        if (!opened.ok()) continue;  // being set up, or not a recorder: tried again next reading
+        reader = std::move(*opened);
       }
+      auto taken = reader->Snapshot();
+      if (!taken.ok()) {
+        reader.reset();  // emptied or rewritten under it: opened anew by the next reading
+        continue;
+      }
+      if (taken->anchor_monotonic_ns < not_before_ns) continue;  // an earlier attempt's
+      snapshots.push_back(FileSnapshot{file, std::move(*taken)});
     }
     MutexLock lock(&found->mu);
-    found->latest = Reading{number, std::move(snapshot)};
+    found->latest = Reading{number, std::move(snapshots)};
   };
 }
 
@@ -46,8 +58,8 @@ uint64_t FlightRecorderPoller::done() const {
 
 FlightRecorderPoller::Reading FlightRecorderPoller::Take() {
   MutexLock lock(&found_->mu);
-  Reading out{found_->latest.done, std::move(found_->latest.snapshot)};
-  found_->latest.snapshot.reset();
+  Reading out{found_->latest.done, std::move(found_->latest.snapshots)};
+  found_->latest.snapshots.clear();
   return out;
 }
 

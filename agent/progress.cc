@@ -57,6 +57,9 @@ bool IsCollective(FlightOp op) {
 }
 
 constexpr size_t kMaxStartsPerReading = 256;
+// Operations some ranks entered and others not yet, at most (the oldest are dropped: a rank that
+// stays that far behind is stuck, which the positions say).
+constexpr size_t kMaxPendingStarts = 1024;
 
 }  // namespace
 
@@ -64,31 +67,56 @@ void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) 
   out->has_recorder = false;
   out->completed_idle_ms = now_ms - start_ms_;
   if (!recorder_poller_) return;
-  // The newest snapshot finished (if it is new) is seen now; a fresh one for the next reading.
+  // The newest snapshots finished (if they are new) are seen now; fresh ones for the next reading.
   FlightRecorderPoller::Reading reading = recorder_poller_->Take();
   if (reading.done > recorder_seen_) {
     recorder_seen_ = reading.done;
-    if (reading.snapshot) Absorb(*reading.snapshot, out);
+    for (const auto& [file, snapshot] : reading.snapshots) Absorb(file, snapshot);
+    ReportStarts(out);
   }
   recorder_poller_->Request();
-  if (!recorder_.seen) return;  // not created yet, or no recorder at all
+  if (ranks_.empty()) return;  // not created yet, or no recorder at all
   out->has_recorder = true;
+  // The replica is where its slowest rank is; of ranks equally far, the one waiting longest.
+  const Rank* slowest = nullptr;
+  for (const auto& [file, rank] : ranks_) {
+    const int64_t waited_since = rank.current_seq >= 0 ? rank.current_start_ns : rank.newest_end_ns;
+    if (slowest == nullptr || rank.Position() < slowest->Position() ||
+        (rank.Position() == slowest->Position() &&
+         waited_since <
+             (slowest->current_seq >= 0 ? slowest->current_start_ns : slowest->newest_end_ns))) {
+      slowest = &rank;
+    }
+  }
   // Ages to now: what no snapshot saw did not happen yet, as far as the watchdog knows.
   const int64_t now_ns = FlightClockNs();
-  if (recorder_.newest_end_ns > 0) {
-    out->completed_idle_ms = (now_ns - recorder_.newest_end_ns) / 1'000'000;
+  if (slowest->newest_end_ns > 0) {
+    out->completed_idle_ms = (now_ns - slowest->newest_end_ns) / 1'000'000;
   }
-  if (recorder_.completed_seq >= 0) out->completed_seq = recorder_.completed_seq;
-  if (recorder_.current_seq >= 0) {
-    out->current_seq = recorder_.current_seq;
-    out->current_op = recorder_.current_op;
-    out->current_algorithm = recorder_.current_algorithm;
-    out->current_bytes = recorder_.current_bytes;
-    out->current_ms = (now_ns - recorder_.current_start_ns) / 1'000'000;
+  if (slowest->completed_seq >= 0) out->completed_seq = slowest->completed_seq;
+  if (slowest->current_seq >= 0) {
+    out->current_seq = slowest->current_seq;
+    out->current_op = slowest->current_op;
+    out->current_algorithm = slowest->current_algorithm;
+    out->current_bytes = slowest->current_bytes;
+    out->current_ms = (now_ns - slowest->current_start_ns) / 1'000'000;
   }
 }
 
-void ProgressProbe::Absorb(const FlightRecorderSnapshot& snap, wire::ReplicaProgressT* out) {
+void ProgressProbe::Absorb(int file, const FlightRecorderSnapshot& snap) {
+  Rank& rank = ranks_[file];
+  if (rank.pid != snap.pid || rank.anchor_ns != snap.anchor_monotonic_ns) {
+    // A new writer (the first snapshot, or a rank restarted inside the replica): its entries and
+    // its operations' numbers start anew. Where ranks restart, they all do (torchrun restarts
+    // every rank): the replica's numbers start anew too, and what the old writer entered is void.
+    if (rank.pid != 0) {
+      reported_through_ = -1;
+      for (auto& [seq, starts] : pending_starts_) starts.erase(file);
+    }
+    rank = Rank();
+    rank.pid = snap.pid;
+    rank.anchor_ns = snap.anchor_monotonic_ns;
+  }
   // The job's communicator is the first the process built (ranks build theirs in the same order).
   const FlightRecorderSnapshot::Communicator* comm = nullptr;
   for (const auto& c : snap.communicators) {
@@ -102,28 +130,43 @@ void ProgressProbe::Absorb(const FlightRecorderSnapshot& snap, wire::ReplicaProg
     if (r.outcome == FlightOutcome::kOk || r.outcome == FlightOutcome::kFailed) {
       newest_end_ns = std::max(newest_end_ns, r.end_ns);
     }
-    if (e.index >= next_entry_) {
+    const int64_t seq = r.op_seq;
+    if (e.index >= rank.next_entry && seq > reported_through_) {
       // Entering an operation is the caller's call (enqueue), not when a queue ran it.
-      out->starts.emplace_back(static_cast<int64_t>(r.op_seq),
-                               (r.enqueue_ns + wall_offset_ns) / 1000);
+      pending_starts_[seq][file] = (r.enqueue_ns + wall_offset_ns) / 1000;
     }
+  }
+  while (pending_starts_.size() > kMaxPendingStarts) pending_starts_.erase(pending_starts_.begin());
+  rank.next_entry = snap.entries;
+  rank.newest_end_ns = newest_end_ns;
+  rank.completed_seq = -1;
+  rank.current_seq = -1;
+  if (comm == nullptr) return;
+  if (comm->last_completed_seq) rank.completed_seq = *comm->last_completed_seq;
+  if (comm->current) {
+    const FlightRecord& r = comm->current->record;
+    rank.current_seq = r.op_seq;
+    rank.current_op = std::string(FlightOpName(r.op));
+    rank.current_algorithm = std::string(FlightAlgorithmName(r.algorithm));
+    rank.current_bytes = static_cast<int64_t>(r.bytes);
+    rank.current_start_ns = snap.taken_ns - comm->current_elapsed_ns;
+  }
+}
+
+void ProgressProbe::ReportStarts(wire::ReplicaProgressT* out) {
+  for (auto it = pending_starts_.begin(); it != pending_starts_.end();) {
+    if (it->second.size() < ranks_.size()) {
+      ++it;
+      continue;
+    }
+    int64_t latest_us = it->second.begin()->second;
+    for (const auto& [file, start_us] : it->second) latest_us = std::max(latest_us, start_us);
+    out->starts.emplace_back(it->first, latest_us);
+    reported_through_ = std::max(reported_through_, it->first);
+    it = pending_starts_.erase(it);
   }
   if (out->starts.size() > kMaxStartsPerReading) {
     out->starts.erase(out->starts.begin(), out->starts.end() - kMaxStartsPerReading);
-  }
-  next_entry_ = snap.entries;
-  recorder_ = Recorder();
-  recorder_.seen = true;
-  recorder_.newest_end_ns = newest_end_ns;
-  if (comm == nullptr) return;
-  if (comm->last_completed_seq) recorder_.completed_seq = *comm->last_completed_seq;
-  if (comm->current) {
-    const FlightRecord& r = comm->current->record;
-    recorder_.current_seq = r.op_seq;
-    recorder_.current_op = std::string(FlightOpName(r.op));
-    recorder_.current_algorithm = std::string(FlightAlgorithmName(r.algorithm));
-    recorder_.current_bytes = static_cast<int64_t>(r.bytes);
-    recorder_.current_start_ns = snap.taken_ns - comm->current_elapsed_ns;
   }
 }
 

@@ -214,6 +214,9 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
                  env.restore_checkpoint);
   }
   LaunchRequest& request = pending.plan.request;  // its env rendered, its output dirs made
+  // A recorder file set up before this moment is not this attempt's
+  // (agent/flight_recorder_poller.h).
+  const int64_t launched_ns = FlightClockNs();
   // Launch returns before the command is executed: Reap() learns whether it was (RUNNING).
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
@@ -246,7 +249,7 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
       recorder->second != kFlightRecorderOff) {
     const std::string& path = recorder->second;
     poller = std::make_shared<FlightRecorderPoller>(
-        path.front() == '/' ? path : request.working_dir + "/" + path);
+        path.front() == '/' ? path : request.working_dir + "/" + path, launched_ns);
   }
   probes_[a.key()] = std::make_unique<ProgressProbe>(request.log_path, std::move(reader),
                                                      std::move(poller), clock_.NowMs());

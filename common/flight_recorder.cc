@@ -161,7 +161,8 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
 
 StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateInMemory(uint32_t capacity,
                                                                          int rank, int world_size) {
-  if (!IsCapacity(capacity)) return InvalidArgument(std::string("flight recorder: ") + kCapacityRule);
+  if (!IsCapacity(capacity))
+    return InvalidArgument(std::string("flight recorder: ") + kCapacityRule);
   const size_t bytes = FlightRecorderFileBytes(capacity);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return ErrnoStatus("flight recorder: mapping memory", errno);
@@ -332,8 +333,8 @@ std::optional<FlightEntry> EntryOf(uint64_t index, uint64_t before, uint64_t aft
 Status ReadWhole(int fd, void* out, size_t bytes, off_t offset, const std::string& path) {
   size_t got = 0;
   while (got < bytes) {
-    const ssize_t n = ::pread(fd, static_cast<char*>(out) + got, bytes - got,
-                              offset + static_cast<off_t>(got));
+    const ssize_t n =
+        ::pread(fd, static_cast<char*>(out) + got, bytes - got, offset + static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus("reading " + Where(path), errno);
     if (n == 0) {
@@ -350,7 +351,8 @@ Status ReadWhole(int fd, void* out, size_t bytes, off_t offset, const std::strin
 // else OK.
 Status CheckHeader(const FlightRecorderHeader& h, const std::string& path, uint32_t capacity) {
   if (h.magic == 0) return Unavailable(Where(path) + ": its writer has not set it up yet");
-  if (h.magic != FlightRecorderHeader::kMagic) return DataLoss(Where(path) + ": not a recorder file");
+  if (h.magic != FlightRecorderHeader::kMagic)
+    return DataLoss(Where(path) + ": not a recorder file");
   if (h.version != FlightRecorderHeader::kVersion) {
     return DataLoss(Where(path) + ": layout version " + std::to_string(h.version) +
                     ", this reader knows " + std::to_string(FlightRecorderHeader::kVersion));

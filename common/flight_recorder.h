@@ -4,9 +4,10 @@
 // and operation named (issue 18).
 //
 // Writers: every collective call of a Communicator (and the parameter server's pushes and pulls)
-// calls Begin when it starts and End when it returns. Readers (FlightRecorderReader in this process,
-// FlightRecorderFileReader in another) take a Snapshot: the recent entries, and per communicator the
-// last completed sequence number and the operation in progress with the time spent in it.
+// calls Begin when it starts and End when it returns. Readers (FlightRecorderReader in this
+// process, FlightRecorderFileReader in another) take a Snapshot: the recent entries, and per
+// communicator the last completed sequence number and the operation in progress with the time spent
+// in it.
 //
 // Where it lives (FlightRecorder::ForProcess, the recorder the Communicator uses): environment
 // variable COHORT_FLIGHT_RECORDER, set by the agent to a path of its choosing (a file in the
@@ -14,8 +15,8 @@
 // A file whose header names another live process is never truncated (that process has it mapped:
 // truncating it would fault its next write): where several processes inherit one path (torchrun's
 // workers inside one replica), the first takes it and each other the first of "<path>.1",
-// "<path>.2", ... (up to kFlightRecorderMaxSiblings) no live process holds; the agent reads
-// "<path>", whose rank's progress stands for the others' (their collectives wait on each other).
+// "<path>.2", ... (up to kFlightRecorderMaxSiblings) no live process holds; the agent reads them
+// all, and the replica is where its slowest rank is (agent/progress.h).
 // Unset or empty: the same ring in process memory only. "off": nothing is recorded (the overhead
 // baseline of bench/). A file that cannot be created is logged once and the ring kept in memory.
 //
@@ -172,10 +173,10 @@ inline int64_t FlightClockNs(std::chrono::steady_clock::time_point t) {
 
 class FlightRecorder {
  public:
-  // A ring of `capacity` slots (a power of two, 2 to kFlightRecorderMaxCapacity) in a file at `path`, created or
-  // emptied and mapped shared, with `rank` and `world_size` in its header. A file this process
-  // set up already (another copy of this library in the process) is shared, not emptied; one
-  // another live process set up is left alone: kAlreadyExists.
+  // A ring of `capacity` slots (a power of two, 2 to kFlightRecorderMaxCapacity) in a file at
+  // `path`, created or emptied and mapped shared, with `rank` and `world_size` in its header. A
+  // file this process set up already (another copy of this library in the process) is shared, not
+  // emptied; one another live process set up is left alone: kAlreadyExists.
   static StatusOr<std::unique_ptr<FlightRecorder>> CreateFile(const std::string& path,
                                                               uint32_t capacity, int rank,
                                                               int world_size);

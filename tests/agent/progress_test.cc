@@ -44,7 +44,7 @@ TEST(ProgressProbeTest, IdleTimesCountFromTheLastGrowthOrTheStart) {
   std::string log = dir.Join("attempt-0.log");
   std::string metrics = dir.Join("hp_metrics.jsonl");
   auto reader = std::make_shared<MetricFileReader>(metrics, /*tail=*/false);
-  auto recorder = std::make_shared<FlightRecorderPoller>(dir.Join("flight-recorder"));
+  auto recorder = std::make_shared<FlightRecorderPoller>(dir.Join("flight-recorder"), 0);
   ProgressProbe probe(log, reader, recorder, 1000);
   // The metric file is stat'ed on the reader's thread: a reading takes the newest finished stat
   // and asks for the next. Here each reading's stat finishes before the next reading.
@@ -109,18 +109,25 @@ struct TestRecorder {
     EXPECT_TRUE(created.ok()) << created.status().ToString();
     if (created.ok()) recorder = std::move(*created);
   }
-  // Completes the operation entered (if any), then enters the next.
-  void Step(uint64_t bytes = 64 << 20) {
+  // Completes the operation entered (if any), then enters the next (at `enqueue_ns`: 0, now).
+  void Step(uint64_t bytes = 64 << 20, int64_t enqueue_ns = 0) {
     if (!recorder) return;
     if (comm < 0) comm = static_cast<int32_t>(recorder->RegisterCommunicator());
-    if (entered) recorder->End(*entered, current, Status::Ok());
+    Complete();
     current = FlightRecord();
     current.op_seq = next_seq++;
     current.comm_id = static_cast<uint32_t>(comm);
     current.op = FlightOp::kAllreduce;
     current.bytes = bytes;
     current.algorithm = 2;  // ring
+    current.enqueue_ns = enqueue_ns;
+    current.start_ns = enqueue_ns;
     entered = recorder->Begin(current);
+  }
+  // Completes the operation entered (if any) and enters none.
+  void Complete() {
+    if (entered) recorder->End(*entered, current, Status::Ok());
+    entered.reset();
   }
 
   std::unique_ptr<FlightRecorder> recorder;
@@ -140,7 +147,7 @@ void ExpectRecorder(const wire::ReplicaProgressT& p, int64_t completed, int64_t 
 TEST(ProgressProbeTest, ReadsTheFlightRecorder) {
   ct::TempDir dir;
   std::string path = dir.Join("flight-recorder");
-  auto poller = std::make_shared<FlightRecorderPoller>(path);
+  auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
   ProgressProbe probe("", nullptr, poller, 1000);
   // The recorder is snapshot on the poller's thread: a reading takes the newest finished
   // snapshot and asks for the next. Here each snapshot finishes before the next reading.
@@ -194,7 +201,7 @@ TEST(ProgressProbeTest, AFlightRecorderReadingThatHangsShowsNoProgressAndHoldsNo
   ASSERT_TRUE(recorder.recorder);
   recorder.Step();
   recorder.Step();  // 0 completed; in 1
-  auto poller = std::make_shared<FlightRecorderPoller>(path);
+  auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
   ProgressProbe probe("", nullptr, poller, 1000);
   wire::ReplicaProgressT p;
   probe.Sample(1000, &p);
@@ -229,6 +236,139 @@ TEST(ProgressProbeTest, AFlightRecorderReadingThatHangsShowsNoProgressAndHoldsNo
   ExpectRecorder(r, 1, 2);
   ASSERT_EQ(r.starts.size(), 1u);  // the one entered while the reading hung, once
   EXPECT_EQ(r.starts[0].seq(), 2);
+}
+
+// Ranks that inherit one path (torchrun inside the replica) write "<path>", "<path>.1", ...: the
+// replica is where its slowest rank is, and each operation's start is its latest rank's, reported
+// once every rank has entered it.
+TEST(ProgressProbeTest, AReplicaOfSeveralRanksIsWhereItsSlowestRankIs) {
+  ct::TempDir dir;
+  const std::string path = dir.Join("flight-recorder");
+  TestRecorder first(path), second(path + ".1");
+  ASSERT_TRUE(first.recorder && second.recorder);
+  auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
+  ProgressProbe probe("", nullptr, poller, 1000);
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
+    probe.Sample(now_ms, out);
+    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  };
+  // Each sample sees the snapshots the one before asked for. Operation s is entered at base + s
+  // ms by the first rank, 50 ms later by the second.
+  const int64_t base = FlightClockNs() - 1'000'000'000;
+  const auto at = [&](int s, int64_t late_ms) { return base + (s + late_ms) * 1'000'000; };
+  for (int s = 0; s < 4; ++s) first.Step(64, at(s, 0));  // 0-2 completed; in 3
+  for (int s = 0; s < 3; ++s) second.Step(64, at(s, 50));
+  second.Complete();  // 0-2 completed; outside any operation (stuck computing, say)
+
+  wire::ReplicaProgressT p, q;
+  ASSERT_NO_FATAL_FAILURE(sample(1100, &p));  // asks for the first snapshots
+  ASSERT_NO_FATAL_FAILURE(sample(1200, &q));
+  EXPECT_TRUE(q.has_recorder);
+  EXPECT_EQ(q.completed_seq, 2);
+  EXPECT_EQ(q.current_seq, -1) << "the second rank has not entered #3: nor has the replica";
+  // Operations 0-2, which both ranks entered, at the second rank's starts; #3 waits for it.
+  ASSERT_EQ(q.starts.size(), 3u);
+  // Each file's own wall-clock anchor turns its start into Unix time: equal to a few microseconds.
+  const int64_t wall_minus_mono_us = (std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count() -
+                                      FlightClockNs()) /
+                                     1000;
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(q.starts[s].seq(), s);
+    EXPECT_NEAR(static_cast<double>(q.starts[s].unix_us()),
+                static_cast<double>(at(s, 50) / 1000 + wall_minus_mono_us), 5'000)
+        << "operation " << s << ": the later rank's start";
+  }
+
+  second.Step(64, at(3, 50));  // enters #3 too: both wait in it
+  wire::ReplicaProgressT unseen, r;
+  ASSERT_NO_FATAL_FAILURE(sample(1300, &unseen));  // the snapshots asked for before the step
+  EXPECT_TRUE(unseen.starts.empty());
+  ASSERT_NO_FATAL_FAILURE(sample(1400, &r));
+  ExpectRecorder(r, 2, 3);
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts[0].seq(), 3);
+  EXPECT_NEAR(static_cast<double>(r.starts[0].unix_us()),
+              static_cast<double>(at(3, 50) / 1000 + wall_minus_mono_us), 5'000);
+  // Of two ranks in #3, the one in it longer (the first) says how long the replica has been.
+  EXPECT_GE(r.current_ms, 900);
+
+  first.Step(64);  // the first completes #3 and enters #4; the second is still in #3
+  wire::ReplicaProgressT t;
+  ASSERT_NO_FATAL_FAILURE(sample(1500, &unseen));
+  ASSERT_NO_FATAL_FAILURE(sample(1600, &t));
+  ExpectRecorder(t, 2, 3);
+  EXPECT_TRUE(unseen.starts.empty() && t.starts.empty());
+}
+
+// A file of the path set up before the attempt (by an earlier attempt's process, on storage the
+// attempts share) is not this replica's rank until a process of this attempt takes it over; a
+// file emptied under the reader never faults it, and its rank keeps its last known state until a
+// new writer sets the file up, whose operations count anew.
+TEST(ProgressProbeTest, ARecorderFileOfAnEarlierAttemptOrEmptiedUnderTheReaderIsNotTakenForARank) {
+  ct::TempDir dir;
+  const std::string path = dir.Join("flight-recorder");
+  const pid_t earlier = ::fork();
+  ASSERT_GE(earlier, 0);
+  if (earlier == 0) {  // an earlier attempt's rank: entered #7 and exited
+    TestRecorder old(path + ".1");
+    for (int i = 0; i < 8; ++i) old.Step();
+    ::_exit(old.recorder ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(earlier, &status, 0), earlier);
+  ASSERT_EQ(status, 0);
+
+  auto poller = std::make_shared<FlightRecorderPoller>(path, FlightClockNs());
+  ProgressProbe probe("", nullptr, poller, 1000);
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
+    probe.Sample(now_ms, out);
+    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  };
+  auto rank0 = std::make_unique<TestRecorder>(path);
+  for (int i = 0; i < 3; ++i) rank0->Step();  // 0, 1 completed; in 2
+  wire::ReplicaProgressT p, q;
+  ASSERT_NO_FATAL_FAILURE(sample(1100, &p));
+  ASSERT_NO_FATAL_FAILURE(sample(1200, &q));
+  ExpectRecorder(q, 1, 2);  // not the earlier attempt's #7
+  EXPECT_EQ(q.starts.size(), 3u);
+
+  // A rank of this attempt takes the earlier file over (its writer has exited): now a rank.
+  TestRecorder rank1(path + ".1");
+  ASSERT_TRUE(rank1.recorder);
+  rank1.Step();  // in 0
+  wire::ReplicaProgressT unseen, r;
+  ASSERT_NO_FATAL_FAILURE(sample(1300, &unseen));  // each sample sees what the one before asked
+  ASSERT_NO_FATAL_FAILURE(sample(1400, &r));
+  ExpectRecorder(r, -1, 0);
+
+  // Both files emptied under the reader (torchrun restarting the replica's ranks): no fault; the
+  // ranks keep what was last seen.
+  rank0.reset();
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  ASSERT_EQ(::truncate((path + ".1").c_str(), 0), 0);
+  wire::ReplicaProgressT t;
+  ASSERT_NO_FATAL_FAILURE(sample(1500, &unseen));
+  ASSERT_NO_FATAL_FAILURE(sample(1600, &t));
+  ExpectRecorder(t, -1, 0);
+  // New writers set them up, one reading apart: their operations count anew, from 0, their starts
+  // reported again once both new ranks entered them.
+  rank0 = std::make_unique<TestRecorder>(path);
+  ASSERT_TRUE(rank0->recorder);
+  rank0->Step();  // in 0
+  wire::ReplicaProgressT u, v, w;
+  ASSERT_NO_FATAL_FAILURE(sample(1700, &unseen));
+  ASSERT_NO_FATAL_FAILURE(sample(1800, &u));
+  EXPECT_TRUE(u.starts.empty()) << "the other rank has not entered the new #0";
+  TestRecorder rank1_again(path + ".1");
+  ASSERT_TRUE(rank1_again.recorder);
+  rank1_again.Step();  // in 0
+  ASSERT_NO_FATAL_FAILURE(sample(1900, &v));
+  ASSERT_NO_FATAL_FAILURE(sample(2000, &w));
+  ExpectRecorder(w, -1, 0);
+  ASSERT_EQ(v.starts.size() + w.starts.size(), 1u);
+  EXPECT_EQ((v.starts.empty() ? w : v).starts[0].seq(), 0);
 }
 
 // Starts argv in a process group of its own (Reap kills the group: an orphan left holding the

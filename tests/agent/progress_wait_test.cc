@@ -84,9 +84,6 @@ class AgentFlightRecorderWaitTest : public AgentLoopTest {
 };
 
 TEST_F(AgentFlightRecorderWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheRecorderHangs) {
-  ASSERT_NO_FATAL_FAILURE(CreateRecorder(recorder_path_));
-  Step();
-  Step();  // 0 completed; in 1
   testing::HeldReads held(recorder_path_);
   coordinator_->Launch("node-a", LaunchWorker());
   // Its first snapshot hangs: heartbeats report it running, with no recorder seen.
@@ -97,6 +94,11 @@ TEST_F(AgentFlightRecorderWaitTest, HeartbeatsAndOtherLaunchesGoOnWhileTheRecord
                Progress() != nullptr;
       },
       milliseconds(10)));
+  // The replica's collectives set their recorder up (after its launch: a file older than the
+  // attempt is an earlier attempt's, never read).
+  ASSERT_NO_FATAL_FAILURE(CreateRecorder(recorder_path_));
+  Step();
+  Step();  // 0 completed; in 1
   // Heartbeats every 100 ms of the agent's clock here, which moves 10 ms a step; each reports
   // the worker's progress, without its recorder (no reading of it returned).
   const int heartbeats = coordinator_->heartbeats;
@@ -135,6 +137,44 @@ TEST_F(AgentFlightRecorderWaitTest, ARelativeRecorderPathIsReadFromTheReplicasWo
   ASSERT_TRUE(PumpUntilRecorderShows(0, 1));
   testing::WriteFile(done_, "");
   ASSERT_TRUE(PumpUntilDone(key_));
+}
+
+// A replica's code may empty its own recorder file (truncate it, write over it) while the agent
+// reads it: the agent's readings never fault on it (a mapping of a file that shrank would SIGBUS
+// the whole agent), its heartbeats go on, and the replica's rank keeps its last known operation.
+TEST_F(AgentFlightRecorderWaitTest, AReplicaThatEmptiesItsRecorderFileDoesNotTakeTheAgentDown) {
+  const std::string go = storage_.path() + "/go", emptied = storage_.path() + "/emptied";
+  auto launch = MakeLaunch("job", "worker-0", 0,
+                           "while [ ! -e '" + go + "' ]; do sleep 0.02; done; : > \"$" +
+                               std::string(kFlightRecorderEnv) + "\"; touch '" + emptied +
+                               "'; while [ ! -e '" + done_ + "' ]; do sleep 0.02; done");
+  auto kv = std::make_unique<wire::KeyValueT>();
+  kv->key = kFlightRecorderEnv;
+  kv->value = recorder_path_;
+  launch.env.push_back(std::move(kv));
+  coordinator_->Launch("node-a", std::move(launch));
+  ASSERT_TRUE(Pump(
+      [&] {
+        auto latest = coordinator_->Latest(key_);
+        return latest && latest->state == wire::ReplicaState::RUNNING && Progress() != nullptr;
+      },
+      milliseconds(10)));
+  ASSERT_NO_FATAL_FAILURE(CreateRecorder(recorder_path_));
+  Step();
+  Step();  // 0 completed; in 1
+  ASSERT_TRUE(PumpUntilRecorderShows(0, 1));
+  testing::WriteFile(go, "");
+  ASSERT_TRUE(Pump([&] { return testing::FileExists(emptied); }, milliseconds(10)));
+  const int heartbeats = coordinator_->heartbeats;
+  ASSERT_TRUE(Pump([&] { return coordinator_->heartbeats >= heartbeats + 5; }, milliseconds(10)));
+  EXPECT_TRUE(agent_->registered());
+  ASSERT_NE(Progress(), nullptr);
+  EXPECT_TRUE(Progress()->has_recorder);
+  EXPECT_EQ(Progress()->completed_seq, 0);
+  EXPECT_EQ(Progress()->current_seq, 1);
+  testing::WriteFile(done_, "");
+  ASSERT_TRUE(PumpUntilDone(key_));
+  EXPECT_EQ(coordinator_->Final(key_)->state, wire::ReplicaState::SUCCEEDED);
 }
 
 // "off" turns the recorder off: there is no file to read, and none named "off" is looked for.
