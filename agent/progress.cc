@@ -77,9 +77,13 @@ void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) 
   recorder_poller_->Request();
   if (ranks_.empty()) return;  // not created yet, or no recorder at all
   out->has_recorder = true;
-  // The replica is where its slowest rank is; of ranks equally far, the one waiting longest.
+  // The replica is where its slowest rank is; of ranks equally far, the one waiting longest. Ranks
+  // that exited are done: only when all have does one of them say where the replica ended.
+  out->ranks_exited = std::all_of(ranks_.begin(), ranks_.end(),
+                                  [](const auto& file_rank) { return file_rank.second.exited; });
   const Rank* slowest = nullptr;
   for (const auto& [file, rank] : ranks_) {
+    if (rank.exited && !out->ranks_exited) continue;
     const int64_t waited_since = rank.current_seq >= 0 ? rank.current_start_ns : rank.newest_end_ns;
     if (slowest == nullptr || rank.Position() < slowest->Position() ||
         (rank.Position() == slowest->Position() &&
@@ -138,6 +142,7 @@ void ProgressProbe::Absorb(int file, const FlightRecorderSnapshot& snap) {
   }
   while (pending_starts_.size() > kMaxPendingStarts) pending_starts_.erase(pending_starts_.begin());
   rank.next_entry = snap.entries;
+  rank.exited = snap.exited;
   rank.newest_end_ns = newest_end_ns;
   rank.completed_seq = -1;
   rank.current_seq = -1;
@@ -154,8 +159,14 @@ void ProgressProbe::Absorb(int file, const FlightRecorderSnapshot& snap) {
 }
 
 void ProgressProbe::ReportStarts(wire::ReplicaProgressT* out) {
+  // An operation is reported once every rank still running has entered it.
+  const auto entered_by_all = [this](const PendingStart& starts) {
+    return std::all_of(ranks_.begin(), ranks_.end(), [&](const auto& file_rank) {
+      return file_rank.second.exited || starts.count(file_rank.first) > 0;
+    });
+  };
   for (auto it = pending_starts_.begin(); it != pending_starts_.end();) {
-    if (it->second.size() < ranks_.size()) {
+    if (it->second.empty() || !entered_by_all(it->second)) {
       ++it;
       continue;
     }

@@ -15,7 +15,9 @@
 //    outside the collectives while its siblings wait in the next one shows as the replica not
 //    having entered it, and the watchdog names the replica stuck rather than its peers. Its
 //    operation starts (for the stragglers) are each operation's latest start among its ranks,
-//    reported once every rank seen has entered it.
+//    reported once every rank seen has entered it. A rank whose process exited normally is done
+//    (FlightRecorderSnapshot::exited) and counts for none of this; once every rank has exited,
+//    the replica says so (ranks_exited), and the watchdog leaves it alone while it finishes.
 // Every idle time counts from the newest progress of its kind, or from the attempt's start (the
 // probe's creation) when there was none yet. File growth is seen at readings, so it is exact to one
 // reading interval (a heartbeat) for the log.
@@ -90,6 +92,7 @@ class ProgressProbe {
     std::string current_algorithm;
     int64_t current_bytes = 0;
     int64_t current_start_ns = 0;  // when it entered the current one
+    bool exited = false;           // its process exited normally: done, not behind
     // How far along the job's operations it is: 2s + 1 while in operation s; 2c + 2 once it has
     // completed c and entered nothing since; 0 before it entered any.
     int64_t Position() const {

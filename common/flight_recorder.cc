@@ -126,10 +126,10 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
         ::pread(fd, &existing, sizeof(existing), 0) == sizeof(existing) &&
         existing.magic == FlightRecorderHeader::kMagic &&
         existing.version == FlightRecorderHeader::kVersion && existing.capacity == capacity &&
-        existing.pid == static_cast<int32_t>(::getpid())) {
+        existing.pid == static_cast<int32_t>(::getpid()) && existing.exited == 0) {
       fresh = false;
     } else if (existing.magic == FlightRecorderHeader::kMagic && existing.pid > 0 &&
-               (::kill(existing.pid, 0) == 0 || errno == EPERM)) {
+               existing.exited == 0 && (::kill(existing.pid, 0) == 0 || errno == EPERM)) {
       status = AlreadyExists(Where(path) + " is the recorder of live process " +
                              std::to_string(existing.pid));
     } else if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -193,6 +193,7 @@ void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
   header_->rank = rank;
   header_->world_size = world_size;
   header_->pid = static_cast<int32_t>(::getpid());
+  header_->exited = 0;
   header_->anchor_monotonic_ns = FlightClockNs();
   header_->anchor_wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -224,7 +225,12 @@ FlightRecorder* FlightRecorder::ForProcess() {
         file = FlightRecorder::CreateFile(path + "." + std::to_string(k),
                                           kFlightRecorderDefaultCapacity, rank, world);
       }
-      if (file.ok()) return file->release();
+      if (file.ok()) {
+        FlightRecorder* recorder = file->release();
+        static FlightRecorder* exiting = recorder;
+        std::atexit([] { exiting->MarkExited(); });
+        return recorder;
+      }
       spdlog::warn(
           "{}={}: {}; the flight recorder stays in this process's memory, where the "
           "agent cannot read it",
@@ -236,6 +242,11 @@ FlightRecorder* FlightRecorder::ForProcess() {
     return nullptr;
   }();
   return recorder;
+}
+
+void FlightRecorder::MarkExited() {
+  if (header_->pid != static_cast<int32_t>(::getpid())) return;  // a forked child's exit
+  Atomic(header_->exited).store(1, std::memory_order_release);
 }
 
 uint32_t FlightRecorder::RegisterCommunicator() {
@@ -286,6 +297,7 @@ FlightRecorderSnapshot Assemble(const FlightRecorderHeader& h, uint64_t entries,
   s.rank = h.rank;
   s.world_size = h.world_size;
   s.pid = h.pid;
+  s.exited = Atomic(h.exited).load(std::memory_order_acquire) != 0;
   s.anchor_monotonic_ns = h.anchor_monotonic_ns;
   s.anchor_wall_ns = h.anchor_wall_ns;
   s.entries = entries;

@@ -17,6 +17,9 @@
 // workers inside one replica), the first takes it and each other the first of "<path>.1",
 // "<path>.2", ... (up to kFlightRecorderMaxSiblings) no live process holds; the agent reads them
 // all, and the replica is where its slowest rank is (agent/progress.h).
+// When the process exits normally, its recorder says so (FlightRecorderHeader::exited): the agent
+// then takes its rank for finished rather than stuck, whatever its replica does after (torchrun
+// noticing its ranks' end up to its monitor interval later, a script exporting the model).
 // Unset or empty: the same ring in process memory only. "off": nothing is recorded (the overhead
 // baseline of bench/). A file that cannot be created is logged once and the ring kept in memory.
 //
@@ -138,13 +141,13 @@ struct FlightRecorderHeader {
   static constexpr uint32_t kVersion = 1;
   uint64_t magic;
   uint32_t version;
-  uint32_t header_bytes;  // offset of slot 0 (sizeof(FlightRecorderHeader))
-  uint32_t slot_bytes;    // sizeof(FlightRecorderSlot)
-  uint32_t capacity;      // slots; a power of two
-  int32_t rank;           // RANK of the process (-1: unknown)
-  int32_t world_size;     // WORLD_SIZE (-1: unknown)
-  int32_t pid;
-  uint32_t reserved0;
+  uint32_t header_bytes;        // offset of slot 0 (sizeof(FlightRecorderHeader))
+  uint32_t slot_bytes;          // sizeof(FlightRecorderSlot)
+  uint32_t capacity;            // slots; a power of two
+  int32_t rank;                 // RANK of the process (-1: unknown)
+  int32_t world_size;           // WORLD_SIZE (-1: unknown)
+  int32_t pid;                  // of the process that set it up, in that process's PID namespace
+  uint32_t exited;              // 1 once that process has exited normally (atomic; MarkExited)
   int64_t anchor_monotonic_ns;  // one reading of CLOCK_MONOTONIC ...
   int64_t anchor_wall_ns;       // ... and of the wall clock (Unix epoch) at the same moment
   uint64_t next_entry;          // entries begun so far (atomic; the next Begin's index)
@@ -193,6 +196,10 @@ class FlightRecorder {
 
   // A new communicator id (0, 1, ...).
   uint32_t RegisterCommunicator();
+  // Says in the header that the process that set the recorder up has exited (a reader's
+  // FlightRecorderSnapshot::exited); a no-op in any other process (a forked child sharing the
+  // mapping). ForProcess's file recorder calls it at exit().
+  void MarkExited();
 
   // Records the start of an operation (record.outcome becomes kRunning; start_ns and enqueue_ns
   // are filled from the clock when 0) and returns its entry index for End. `record` keeps what
@@ -270,6 +277,9 @@ struct FlightRecorderSnapshot {
   int32_t rank = -1;
   int32_t world_size = -1;
   int32_t pid = 0;
+  // Its writer has exited normally (exit(), a return from main): a rank that is done, not one
+  // that is stuck. A process killed, or ended by _exit, never says so.
+  bool exited = false;
   int64_t anchor_monotonic_ns = 0;
   int64_t anchor_wall_ns = 0;
   int64_t taken_ns = 0;  // FlightClockNs() when the snapshot was taken

@@ -170,6 +170,7 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
       report.log_idle_ms = p->log_idle_ms();
       report.metric_idle_ms = p->metric_idle_ms();
       report.has_recorder = p->has_recorder();
+      report.ranks_exited = p->ranks_exited();
       report.completed_seq = p->completed_seq();
       report.completed_idle_ms = p->completed_idle_ms();
       report.current_seq = p->current_seq();

@@ -129,6 +129,7 @@ Watchdog::Checked Watchdog::Check(
     bool collective = sched.progress == ProgressSource::kCollective;
     std::vector<const ReplicaRecord*> set;
     bool ready = true;
+    bool finishing = false;  // some rank's replica has seen all its ranks exit
     for (const ReplicaRecord& r : record->replicas) {
       if (collective && !IsRank(r)) continue;
       if (r.state != ReplicaState::RUNNING) {
@@ -142,9 +143,14 @@ Watchdog::Checked Watchdog::Check(
         break;
       }
       if (collective && !rep->second.last.has_recorder) continue;
+      if (collective && rep->second.last.ranks_exited) {
+        finishing = true;
+        continue;
+      }
       set.push_back(&r);
     }
     if (!ready) continue;
+    if (set.empty() && finishing) continue;  // its ranks are done; its replicas are ending
     if (set.empty()) {
       // No rank has a recorder: after hang_timeout of running, say once that it is not watched.
       bool long_enough = now_ms - record->start_time_ms >= timeout;

@@ -20,7 +20,10 @@
 //    in an older one that its peers completed ("worker-2 is stuck in allreduce #1842 for 121 s,
 //    which its peers completed; ..."). When every rank waits in N, none is behind: every rank (and
 //    any reducer or parameter server of the job) is named, since the cause is outside the ranks.
-//    When no rank is in an operation, every rank is stuck outside the collectives.
+//    When no rank is in an operation, every rank is stuck outside the collectives. A replica
+//    whose ranks have all exited (ranks_exited: their processes ended normally, the replica has
+//    not yet: torchrun's monitor interval, a script exporting the model) is finishing: it is left
+//    out, and a job all of whose ranks are so is not judged.
 //  - metrics / logs: every running replica of the job; the replicas silent for hang_timeout are
 //    named ("no replica has written to its log for 30 s (progress: logs): chief-0, worker-0").
 // A job is judged only while RUNNING, with every replica of the progress set reporting its
@@ -59,6 +62,7 @@ struct ProgressReport {
   int64_t log_idle_ms = 0;
   int64_t metric_idle_ms = 0;
   bool has_recorder = false;
+  bool ranks_exited = false;  // every rank of it has exited: finishing, never judged stuck
   int64_t completed_seq = -1;
   int64_t completed_idle_ms = 0;
   int64_t current_seq = -1;

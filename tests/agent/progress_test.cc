@@ -124,6 +124,8 @@ struct TestRecorder {
     current.start_ns = enqueue_ns;
     entered = recorder->Begin(current);
   }
+  // The rank's process exits normally (its recorder says so).
+  void Exit() { recorder->MarkExited(); }
   // Completes the operation entered (if any) and enters none.
   void Complete() {
     if (entered) recorder->End(*entered, current, Status::Ok());
@@ -300,6 +302,42 @@ TEST(ProgressProbeTest, AReplicaOfSeveralRanksIsWhereItsSlowestRankIs) {
   ASSERT_NO_FATAL_FAILURE(sample(1600, &t));
   ExpectRecorder(t, 2, 3);
   EXPECT_TRUE(unseen.starts.empty() && t.starts.empty());
+}
+
+// A rank whose process exited normally is done: not the replica's slowest, nor waited for by the
+// operations' starts. Once every rank has exited, the replica says so (ranks_exited): it is
+// finishing (torchrun noticing up to its monitor interval later), not stuck.
+TEST(ProgressProbeTest, RanksThatExitedAreDoneAndAReplicaAllOfWhoseRanksExitedSaysSo) {
+  ct::TempDir dir;
+  const std::string path = dir.Join("flight-recorder");
+  TestRecorder first(path), second(path + ".1");
+  ASSERT_TRUE(first.recorder && second.recorder);
+  auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
+  ProgressProbe probe("", nullptr, poller, 1000);
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
+    probe.Sample(now_ms, out);
+    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  };
+  for (int s = 0; s < 4; ++s) first.Step();  // in #3
+  for (int s = 0; s < 3; ++s) second.Step();
+  second.Complete();  // completed #2, and exits
+  second.Exit();
+  wire::ReplicaProgressT unseen, p;
+  ASSERT_NO_FATAL_FAILURE(sample(1100, &unseen));
+  ASSERT_NO_FATAL_FAILURE(sample(1200, &p));
+  ExpectRecorder(p, 2, 3);  // the first rank's: the second is done, not behind
+  EXPECT_FALSE(p.ranks_exited);
+  ASSERT_EQ(p.starts.size(), 4u);  // #3 waits for no exited rank
+  EXPECT_EQ(p.starts[3].seq(), 3);
+
+  first.Complete();
+  first.Exit();
+  wire::ReplicaProgressT q;
+  ASSERT_NO_FATAL_FAILURE(sample(1300, &unseen));
+  ASSERT_NO_FATAL_FAILURE(sample(1400, &q));
+  EXPECT_TRUE(q.has_recorder);
+  EXPECT_TRUE(q.ranks_exited);
+  EXPECT_EQ(q.current_seq, -1);
 }
 
 // A file of the path set up before the attempt (by an earlier attempt's process, on storage the

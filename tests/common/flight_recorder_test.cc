@@ -412,6 +412,47 @@ TEST_F(FlightRecorderTest, ForProcessOfSiblingsSharingAPathTakesTheNextFreeFile)
   }
 }
 
+// A process's recorder says when the process exited normally (a rank that is done, not stuck);
+// one ended by _exit (or killed) does not, nor does a forked child's exit mark its parent's file.
+TEST_F(FlightRecorderTest, ForProcessSaysWhenItsProcessExited) {
+  const auto run = [&](const std::string& path, bool normally) {
+    const pid_t child = fork();
+    if (child == 0) {
+      setenv(kFlightRecorderEnv, path.c_str(), 1);
+      FlightRecorder* rec = FlightRecorder::ForProcess();
+      if (rec == nullptr || rec->path() != path) _exit(1);
+      FlightRecord r = Allreduce(3, 8);
+      rec->End(rec->Begin(r), r, Status::Ok());
+      // A forked child exiting normally is not the recorder's process.
+      const pid_t grandchild = fork();
+      if (grandchild == 0) std::exit(0);
+      int status = 0;
+      if (waitpid(grandchild, &status, 0) != grandchild || status != 0) _exit(2);
+      auto reader = FlightRecorderFileReader::Open(path);
+      if (!reader.ok() || !(*reader)->Snapshot().ok() || (*reader)->Snapshot()->exited) _exit(3);
+      if (normally) std::exit(0);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  };
+  ASSERT_EQ(run(Path("exits"), true), 0);
+  ASSERT_EQ(run(Path("ends"), false), 0);
+  for (const auto& [name, exited] : {std::pair{"exits", true}, std::pair{"ends", false}}) {
+    auto reader = FlightRecorderFileReader::Open(Path(name));
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    const FlightRecorderSnapshot s = SnapshotOf(**reader);
+    EXPECT_EQ(s.exited, exited) << name;
+    EXPECT_EQ(s.recent.size(), 1u) << name;
+  }
+  // A file whose process exited is taken afresh by the next one.
+  auto next = FlightRecorder::CreateFile(Path("exits"), kFlightRecorderDefaultCapacity, 0, 1);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ((*next)->header().exited, 0u);
+  EXPECT_EQ((*next)->header().pid, getpid());
+}
+
 TEST_F(FlightRecorderTest, ForProcessIsOffOrInMemoryByTheEnvironment) {
   EXPECT_EQ(InChild([] {
               setenv(kFlightRecorderEnv, "off", 1);

@@ -188,6 +188,29 @@ TEST_F(WatchdogTest, EveryRankOutsideTheCollectives) {
   EXPECT_THAT(c.hangs[0].stuck, ElementsAre("chief-0", "worker-0"));
 }
 
+// A replica whose ranks have all exited (torchrun not yet noticing, a script exporting the model)
+// is finishing: it is left out, so the others are judged alone, and a job all of whose ranks have
+// exited is neither judged nor noted as unwatchable, however long its replicas take to end.
+TEST_F(WatchdogTest, ReplicasWhoseRanksHaveAllExitedAreFinishingNotStuck) {
+  JobRecord& job = Start(1, "{hang_timeout: 30s}");
+  job.start_time_ms = now_ - 600'000;
+  ProgressReport chief = Rank("chief-0", 84, 300'000);
+  chief.ranks_exited = true;
+  ProgressReport worker = Rank("worker-0", 84, 300'000);
+  worker.ranks_exited = true;
+  Send(chief);
+  Send(worker);
+  Watchdog::Checked c = Check();
+  EXPECT_TRUE(c.hangs.empty()) << c.hangs[0].message;
+  EXPECT_TRUE(c.notes.empty()) << c.notes[0].second;
+  // One replica's ranks exited, the other's are stuck outside the collectives: that one is named.
+  worker.ranks_exited = false;
+  Send(worker);
+  c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_THAT(c.hangs[0].stuck, ElementsAre("worker-0"));
+}
+
 TEST_F(WatchdogTest, LogsProgress) {
   Start(1, "{hang_timeout: 20s, progress: logs}");
   ProgressReport chief = Rank("chief-0", -1, 0);
