@@ -37,6 +37,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/client.h"
@@ -658,6 +659,98 @@ TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoin
     }
   }
   EXPECT_TRUE(named) << "no restart event";
+  const std::string log = ChiefFinalLog();
+  static const std::regex kResumed("resumed from epoch ([0-9]+)");
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
+  EXPECT_GE(std::stoi(resumed[1].str()), kFaultAfterEpoch) << log;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+// A rank of torchrun inside a replica stops outside the collectives (SIGSTOP: as if stuck
+// computing or in its data loader) while its peers wait in the next all-reduce. The agent reads
+// every rank's recorder of the replica and reports the slowest, so the watchdog names that replica
+// as not having entered the operation its peers wait in (when only the first rank's file was read,
+// both replicas seemed to wait in it, and the verdict blamed something outside the ranks). The
+// hang restarts the job from its checkpoint, spending one restart.
+TEST_F(TorchDdpTest, TorchrunRankStuckOutsideTheCollectivesIsNamedByTheWatchdog) {
+  if (std::string(COHORT_PYTHON_DIR).empty()) {
+    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
+  }
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  SubmitTorchrunJob("torchrun_rank_stuck", kEpochs, " --step-delay=0.03",
+                    "max_restarts: 2, restart_job_on_worker_restart: true, hang_timeout: 5s");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  // worker-0's rank of local rank 1, not torchrun itself.
+  pid_t victim = -1;
+  const std::vector<pid_t> replica = ct::FindProcessesWithEnvOrCwd("COHORT_REPLICA=worker-0");
+  const std::vector<pid_t> local1 = ct::FindProcessesWithEnvOrCwd("LOCAL_RANK=1");
+  for (pid_t pid : ct::FindProcessesWithEnvOrCwd("COHORT_JOB=" + job_)) {
+    const std::string command = ct::ProcessCommandLine(pid);
+    if (std::count(replica.begin(), replica.end(), pid) &&
+        std::count(local1.begin(), local1.end(), pid) &&
+        command.find("ddp_digits.py") != std::string::npos &&
+        command.find("torch.distributed.run") == std::string::npos) {
+      ASSERT_EQ(victim, -1) << "two processes of local rank 1";
+      victim = pid;
+    }
+  }
+  ASSERT_GT(victim, 0) << "worker-0 has no rank of local rank 1";
+  // Its own recorder file (of the two the replica's ranks keep) says where it is; frozen while it
+  // is stopped. It is stopped again until it is outside every operation. The file is told by its
+  // rank (the header's pid is the replica's PID namespace's): worker-0 is torchrun's node 1, so
+  // its local rank 1 is rank 3.
+  const std::string dir = cluster_->scratch() + "/../work/" + NodeOf("worker-0") + "/" + job_ +
+                          "/worker-0/attempt-0/flight-recorder";
+  std::unique_ptr<FlightRecorderFileReader> file;
+  for (const std::string& path : {dir, dir + ".1"}) {
+    auto reader = FlightRecorderFileReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << path << ": " << reader.status().ToString();
+    auto snap = (*reader)->Snapshot();
+    ASSERT_TRUE(snap.ok()) << path << ": " << snap.status().ToString();
+    if (snap->rank == 3) file = std::move(*reader);
+  }
+  ASSERT_NE(file, nullptr) << "no recorder file of rank 3 in " << dir;
+  bool outside = false;
+  for (int attempt = 0; attempt < 200 && !outside; ++attempt) {
+    ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+    ASSERT_TRUE(ct::WaitUntil([&] { return ct::ProcessState(victim) == 'T'; }, 10s));
+    auto snap = file->Snapshot();
+    ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+    outside = std::none_of(snap->communicators.begin(), snap->communicators.end(),
+                           [](const auto& c) { return c.current.has_value(); });
+    if (!outside) {
+      ASSERT_EQ(::kill(victim, SIGCONT), 0);
+      std::this_thread::sleep_for(7ms);
+    }
+  }
+  ASSERT_TRUE(outside) << "the rank was inside an operation at each of 200 stops";
+  // Once judged hung, it is let go, so that the restart's SIGTERM ends it within the grace period
+  // (a stopped process would wait out the grace period for its SIGKILL).
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto job = Job();
+        return job && std::any_of(job->events.begin(), job->events.end(),
+                                  [](const auto& e) { return e->message.rfind("hang: ", 0) == 0; });
+      },
+      60s))
+      << "no hang verdict";
+  ::kill(victim, SIGCONT);
+
+  auto client = cluster_->Client();
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  std::string events;
+  const wire::JobEventT* hang = nullptr;
+  for (const auto& event : done.events) {
+    events += event->message + "\n";
+    if (hang == nullptr && event->message.rfind("hang: ", 0) == 0) hang = event.get();
+  }
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message << "\n" << events;
+  EXPECT_EQ(done.restarts, 1) << events << ReplicaLog("chief-0");
+  ASSERT_NE(hang, nullptr) << events;
+  static const std::regex kNamed(
+      "hang: worker-0 has not entered [a-z-]+ #[0-9]+ .* chief-0 is waiting in it");
+  EXPECT_TRUE(std::regex_search(hang->message, kNamed)) << hang->message;
   const std::string log = ChiefFinalLog();
   static const std::regex kResumed("resumed from epoch ([0-9]+)");
   std::smatch resumed;

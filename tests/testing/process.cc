@@ -191,6 +191,14 @@ std::string ProcessCommandLine(pid_t pid) {
   return cmdline;
 }
 
+char ProcessState(pid_t pid) {
+  // "pid (comm) S ...": the command may hold spaces and parentheses; the state follows the last
+  // ')'.
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
 int KillProcessesWithArg(const std::string& needle) {
   int killed = 0;
   for (pid_t pid : FindProcessesWithArg(needle)) {

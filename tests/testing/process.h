@@ -61,6 +61,8 @@ int KillProcessesWithArg(const std::string& needle);
 std::vector<pid_t> FindProcessesWithEnvOrCwd(const std::string& needle);
 // A process's command line, arguments joined by spaces ("" once it is gone).
 std::string ProcessCommandLine(pid_t pid);
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, 'Z', ...); 0 when it cannot be read.
+char ProcessState(pid_t pid);
 
 struct RunResult {
   int exit_code = -1;  // -1 when killed by a signal or not run
