@@ -97,6 +97,7 @@ void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) 
   if (slowest->newest_end_ns > 0) {
     out->completed_idle_ms = (now_ns - slowest->newest_end_ns) / 1'000'000;
   }
+  if (ranks_.size() > 1) out->rank = slowest->rank;
   if (slowest->completed_seq >= 0) out->completed_seq = slowest->completed_seq;
   if (slowest->current_seq >= 0) {
     out->current_seq = slowest->current_seq;
@@ -143,6 +144,7 @@ void ProgressProbe::Absorb(int file, const FlightRecorderSnapshot& snap) {
   while (pending_starts_.size() > kMaxPendingStarts) pending_starts_.erase(pending_starts_.begin());
   rank.next_entry = snap.entries;
   rank.exited = snap.exited;
+  rank.rank = snap.rank;
   rank.newest_end_ns = newest_end_ns;
   rank.completed_seq = -1;
   rank.current_seq = -1;

@@ -11,7 +11,8 @@
 //    The replica is where its slowest rank is. Its ranks run the same sequence of operations on
 //    one communicator, so a rank is behind another when it completed fewer, or completed as many
 //    but has not entered the next one; the replica's completed and current operation and their
-//    ages are that rank's (of ranks equally far, the one that waited longest). So a rank stuck
+//    ages are that rank's (of ranks equally far, the one that waited longest), and so is `rank`
+//    where there are several. So a rank stuck
 //    outside the collectives while its siblings wait in the next one shows as the replica not
 //    having entered it, and the watchdog names the replica stuck rather than its peers. Its
 //    operation starts (for the stragglers) are each operation's latest start among its ranks,
@@ -93,6 +94,7 @@ class ProgressProbe {
     int64_t current_bytes = 0;
     int64_t current_start_ns = 0;  // when it entered the current one
     bool exited = false;           // its process exited normally: done, not behind
+    int32_t rank = -1;             // the RANK its process was given (-1: unknown)
     // How far along the job's operations it is: 2s + 1 while in operation s; 2c + 2 once it has
     // completed c and entered nothing since; 0 before it entered any.
     int64_t Position() const {

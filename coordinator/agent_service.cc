@@ -171,6 +171,7 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
       report.metric_idle_ms = p->metric_idle_ms();
       report.has_recorder = p->has_recorder();
       report.ranks_exited = p->ranks_exited();
+      report.rank = p->rank();
       report.completed_seq = p->completed_seq();
       report.completed_idle_ms = p->completed_idle_ms();
       report.current_seq = p->current_seq();

@@ -221,19 +221,23 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
   // The operation some rank waits in, described by the rank that has waited longest.
   const ProgressReport* op = nullptr;
   std::vector<std::string> waiting, not_entered, older;
-  std::vector<std::string> older_text;
+  std::vector<std::string> not_entered_text, older_text;
   for (const ReplicaRecord* r : ranks) {
     const ProgressReport& p = job.replicas[r->name].last;
+    // A replica of several ranks is named with its slowest, the one behind.
+    const std::string shown =
+        r->name + (p.rank >= 0 ? " (rank " + std::to_string(p.rank) + ")" : "");
     if (p.current_seq == frontier) {
       waiting.push_back(r->name);
       if (op == nullptr || p.current_ms > op->current_ms) op = &p;
     } else if (p.current_seq >= 0) {
       older.push_back(r->name);
-      older_text.push_back(r->name + " is stuck in " + p.current_op + " #" +
+      older_text.push_back(shown + " is stuck in " + p.current_op + " #" +
                            std::to_string(p.current_seq) + " for " + Seconds(p.current_ms) +
                            ", which its peers completed");
     } else if (p.completed_seq < frontier) {
       not_entered.push_back(r->name);
+      not_entered_text.push_back(shown);
     }
   }
   std::string what = op->current_op + " #" + std::to_string(frontier);
@@ -262,8 +266,9 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
   }
   std::vector<std::string> parts;
   if (!not_entered.empty()) {
-    parts.push_back(JoinWithCommas(not_entered) + (not_entered.size() == 1 ? " has" : " have") +
-                    " not entered " + described + " for " + wait);
+    parts.push_back(JoinWithCommas(not_entered_text) +
+                    (not_entered.size() == 1 ? " has" : " have") + " not entered " + described +
+                    " for " + wait);
   }
   parts.insert(parts.end(), older_text.begin(), older_text.end());
   v.message = "hang: " + JoinWithCommas(parts) + "; " +

@@ -20,7 +20,9 @@
 //    in an older one that its peers completed ("worker-2 is stuck in allreduce #1842 for 121 s,
 //    which its peers completed; ..."). When every rank waits in N, none is behind: every rank (and
 //    any reducer or parameter server of the job) is named, since the cause is outside the ranks.
-//    When no rank is in an operation, every rank is stuck outside the collectives. A replica
+//    When no rank is in an operation, every rank is stuck outside the collectives. A replica of
+//    several ranks (torchrun inside it) is named with the rank it reports, its slowest
+//    ("worker-0 (rank 3) has not entered ..."). A replica
 //    whose ranks have all exited (ranks_exited: their processes ended normally, the replica has
 //    not yet: torchrun's monitor interval, a script exporting the model) is finishing: it is left
 //    out, and a job all of whose ranks are so is not judged.
@@ -63,6 +65,7 @@ struct ProgressReport {
   int64_t metric_idle_ms = 0;
   bool has_recorder = false;
   bool ranks_exited = false;  // every rank of it has exited: finishing, never judged stuck
+  int rank = -1;  // of its several ranks, the one the operation fields are (-1: it runs one)
   int64_t completed_seq = -1;
   int64_t completed_idle_ms = 0;
   int64_t current_seq = -1;

@@ -104,8 +104,8 @@ TEST(ProgressProbeTest, AMetricFileStatThatHangsShowsNoGrowthAndHoldsNoReading) 
 // A recorder file with `completed` allreduces completed on its first communicator and the next
 // one entered.
 struct TestRecorder {
-  explicit TestRecorder(const std::string& path) {
-    auto created = FlightRecorder::CreateFile(path, 64, 2, 4);
+  explicit TestRecorder(const std::string& path, int rank = 2) {
+    auto created = FlightRecorder::CreateFile(path, 64, rank, 4);
     EXPECT_TRUE(created.ok()) << created.status().ToString();
     if (created.ok()) recorder = std::move(*created);
   }
@@ -173,6 +173,7 @@ TEST(ProgressProbeTest, ReadsTheFlightRecorder) {
   wire::ReplicaProgressT q;
   ASSERT_NO_FATAL_FAILURE(sample(1300, &q));  // the one asked for at 1200 found it
   ExpectRecorder(q, 2, 3);
+  EXPECT_EQ(q.rank, -1) << "a replica of one rank names none";
   EXPECT_EQ(q.current_op, "allreduce");
   EXPECT_EQ(q.current_algorithm, "ring");
   EXPECT_EQ(q.current_bytes, 1 << 20);
@@ -246,7 +247,7 @@ TEST(ProgressProbeTest, AFlightRecorderReadingThatHangsShowsNoProgressAndHoldsNo
 TEST(ProgressProbeTest, AReplicaOfSeveralRanksIsWhereItsSlowestRankIs) {
   ct::TempDir dir;
   const std::string path = dir.Join("flight-recorder");
-  TestRecorder first(path), second(path + ".1");
+  TestRecorder first(path, 0), second(path + ".1", 1);
   ASSERT_TRUE(first.recorder && second.recorder);
   auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
   ProgressProbe probe("", nullptr, poller, 1000);
@@ -268,6 +269,7 @@ TEST(ProgressProbeTest, AReplicaOfSeveralRanksIsWhereItsSlowestRankIs) {
   EXPECT_TRUE(q.has_recorder);
   EXPECT_EQ(q.completed_seq, 2);
   EXPECT_EQ(q.current_seq, -1) << "the second rank has not entered #3: nor has the replica";
+  EXPECT_EQ(q.rank, 1) << "the replica's state is its second rank's";
   // Operations 0-2, which both ranks entered, at the second rank's starts; #3 waits for it.
   ASSERT_EQ(q.starts.size(), 3u);
   // Each file's own wall-clock anchor turns its start into Unix time: equal to a few microseconds.

@@ -211,6 +211,27 @@ TEST_F(WatchdogTest, ReplicasWhoseRanksHaveAllExitedAreFinishingNotStuck) {
   EXPECT_THAT(c.hangs[0].stuck, ElementsAre("worker-0"));
 }
 
+// A replica of several ranks (torchrun inside it) reports its slowest rank: the verdict names it.
+TEST_F(WatchdogTest, AReplicaOfSeveralRanksIsNamedWithItsSlowestRank) {
+  Start(2, "{hang_timeout: 60s}");
+  ProgressReport chief = Rank("chief-0", 60, 61'000, 61, 61'000);
+  chief.rank = 1;  // its two ranks wait in #61
+  ProgressReport stuck = Rank("worker-0", 60, 61'000);
+  stuck.rank = 3;  // of its two ranks, rank 3 never entered #61
+  ProgressReport behind = Rank("worker-1", 59, 62'000, 60, 62'000);
+  behind.rank = 4;
+  Send(chief);
+  Send(stuck);
+  Send(behind);
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: worker-0 (rank 3) has not entered allreduce #61 (64 MiB, reduction-server) "
+            "for 61 s, worker-1 (rank 4) is stuck in allreduce #60 for 62 s, which its peers "
+            "completed; chief-0 is waiting in it");
+  EXPECT_THAT(c.hangs[0].stuck, ElementsAre("worker-0", "worker-1"));
+}
+
 TEST_F(WatchdogTest, LogsProgress) {
   Start(1, "{hang_timeout: 20s, progress: logs}");
   ProgressReport chief = Rank("chief-0", -1, 0);

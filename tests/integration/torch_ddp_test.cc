@@ -670,9 +670,9 @@ TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoin
 // A rank of torchrun inside a replica stops outside the collectives (SIGSTOP: as if stuck
 // computing or in its data loader) while its peers wait in the next all-reduce. The agent reads
 // every rank's recorder of the replica and reports the slowest, so the watchdog names that replica
-// as not having entered the operation its peers wait in (when only the first rank's file was read,
-// both replicas seemed to wait in it, and the verdict blamed something outside the ranks). The
-// hang restarts the job from its checkpoint, spending one restart.
+// (and the rank) as not having entered the operation its peers wait in (when only the first rank's
+// file was read, both replicas seemed to wait in it, and the verdict blamed something outside the
+// ranks). The hang restarts the job from its checkpoint, spending one restart.
 TEST_F(TorchDdpTest, TorchrunRankStuckOutsideTheCollectivesIsNamedByTheWatchdog) {
   if (std::string(COHORT_PYTHON_DIR).empty()) {
     GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
@@ -749,7 +749,7 @@ TEST_F(TorchDdpTest, TorchrunRankStuckOutsideTheCollectivesIsNamedByTheWatchdog)
   EXPECT_EQ(done.restarts, 1) << events << ReplicaLog("chief-0");
   ASSERT_NE(hang, nullptr) << events;
   static const std::regex kNamed(
-      "hang: worker-0 has not entered [a-z-]+ #[0-9]+ .* chief-0 is waiting in it");
+      "hang: worker-0 \\(rank 3\\) has not entered [a-z-]+ #[0-9]+ .* chief-0 is waiting in it");
   EXPECT_TRUE(std::regex_search(hang->message, kNamed)) << hang->message;
   const std::string log = ChiefFinalLog();
   static const std::regex kResumed("resumed from epoch ([0-9]+)");
