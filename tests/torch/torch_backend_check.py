@@ -577,6 +577,100 @@ def scenario_ddp():
     return check.finish()
 
 
+def scenario_ddp_loops():
+    """DDP as real training loops use it beyond the plain step, on the Reduction Server, each
+    against the same loop on gloo: gradient accumulation under no_sync(), a branch some steps do
+    not use (find_unused_parameters), uneven inputs under the Join context (ranks run out of
+    batches at different steps; the ones done shadow the others' all-reduces), and static_graph."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+    from torch.distributed.algorithms.join import Join
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    gloo = dist.new_group(backend="gloo")
+    features, classes, batch = 12, 3, 16
+    g = torch.Generator().manual_seed(7)
+    x_all = torch.randn(64 * n * batch, features, generator=g)
+    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+
+    class Branchy(torch.nn.Module):
+        """An MLP with a side branch (the find_unused_parameters loop uses it on odd steps only)."""
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(features, 32), torch.nn.ReLU())
+            self.side = torch.nn.Linear(32, 32)
+            self.head = torch.nn.Linear(32, classes)
+
+        def forward(self, x, use_side):
+            h = self.body(x)
+            return self.head(self.side(h) if use_side else h)
+
+    def batches(step):
+        lo = (step * n + rank) * batch
+        return x_all[lo:lo + batch], y_all[lo:lo + batch]
+
+    def train(group, loop):
+        torch.manual_seed(3)
+        model = Branchy()
+        if rank != 0:  # DDP's constructor broadcasts rank 0's parameters: make them differ first
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(0.25)
+        options = {"find_unused_parameters": True} if loop == "find_unused_parameters" else {}
+        if loop == "static_graph":
+            options = {"static_graph": True}
+        ddp = DDP(model, process_group=group, bucket_cap_mb=0.001, **options)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+
+        def step_on(x, y, use_side=True):
+            loss = torch.nn.functional.cross_entropy(ddp(x, use_side), y)
+            loss.backward()
+            return loss.item()
+
+        losses = []
+        if loop == "no_sync":  # two micro-batches a step; the second all-reduces both
+            for step in range(0, 24, 2):
+                opt.zero_grad()
+                with ddp.no_sync():
+                    losses.append(step_on(*batches(step)))
+                losses.append(step_on(*batches(step + 1)))
+                opt.step()
+        elif loop == "find_unused_parameters":
+            for step in range(24):
+                opt.zero_grad()
+                losses.append(step_on(*batches(step), use_side=step % 2 == 1))
+                opt.step()
+        elif loop == "join":  # rank r has 12 + 3r batches; the Join shadows the finished ranks
+            with Join([ddp]):
+                for step in range(12 + 3 * rank):
+                    opt.zero_grad()
+                    losses.append(step_on(*batches(step)))
+                    opt.step()
+        else:  # static_graph
+            for step in range(24):
+                opt.zero_grad()
+                losses.append(step_on(*batches(step)))
+                opt.step()
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        return params, sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+
+    for loop in ("no_sync", "find_unused_parameters", "join", "static_graph"):
+        reference, _, _ = train(gloo, loop)
+        params, first, last = train(None, loop)
+        print(f"{loop}: loss {first:.3f} -> {last:.3f}", flush=True)
+        check.expect(last < first, f"{loop}: the loss did not fall ({first:.3f} -> {last:.3f})")
+        check.expect(same_on_every_rank(dist, gloo, digest(params)), f"{loop}: ranks end with different parameters")
+        check.expect(bool(torch.allclose(params, reference, rtol=1e-4, atol=1e-5)),
+                     f"{loop}: parameters differ from the same loop on gloo (max diff "
+                     f"{float((params - reference).abs().max()):.2e})")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
 def scenario_wire(wire, via_options):
     """Wire compression on the Reduction Server: float32 all-reduces come back rounded once to the
     wire type, identical on every rank and within that rounding of the exact sum; DDP trains."""
@@ -1109,6 +1203,8 @@ SCENARIOS = {
     # bucket (on gloo too).
     "ddp": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "CUDA_VISIBLE_DEVICES": ""}, (),
             scenario_ddp),
+    "ddp-loops": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "CUDA_VISIBLE_DEVICES": ""}, (),
+                  scenario_ddp_loops),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
     "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
