@@ -671,6 +671,43 @@ def scenario_ddp_loops():
     return check.finish()
 
 
+def scenario_objects():
+    """The object collectives (pickled objects in uint8 tensors) and batch_isend_irecv, as
+    evaluation loops, samplers and pipeline schedules use them, on the cohort group."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    mine = {"rank": rank, "name": "r" * (rank + 1), "values": list(range(rank * 3))}
+    every = [None] * n
+    dist.all_gather_object(every, mine)
+    check.expect(every == [{"rank": r, "name": "r" * (r + 1), "values": list(range(r * 3))} for r in range(n)],
+                 f"all_gather_object: {every}")
+    objects = [{"config": "from rank 1", "lr": 0.1}, [1, 2, 3]] if rank == 1 else [None, None]
+    dist.broadcast_object_list(objects, src=1)
+    check.expect(objects == [{"config": "from rank 1", "lr": 0.1}, [1, 2, 3]], f"broadcast_object_list: {objects}")
+    gathered = [None] * n if rank == 0 else None
+    dist.gather_object(("rank", rank), gathered, dst=0)
+    if rank == 0:
+        check.expect(gathered == [("rank", r) for r in range(n)], f"gather_object: {gathered}")
+    received = [None]
+    dist.scatter_object_list(received, [f"shard {r}" for r in range(n)] if rank == 2 else None, src=2)
+    check.expect(received == [f"shard {rank}"], f"scatter_object_list: {received}")
+    # A ring of point-to-point transfers in one batch (each rank sends right, receives from left).
+    send = torch.full((5,), float(rank))
+    recv = torch.empty(5)
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % n), dist.P2POp(dist.irecv, recv, (rank - 1) % n)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    check.expect(bool(torch.equal(recv, torch.full((5,), float((rank - 1) % n)))),
+                 f"batch_isend_irecv: received {recv.tolist()}")
+    dist.barrier()
+    return check.finish()
+
+
 def scenario_wire(wire, via_options):
     """Wire compression on the Reduction Server: float32 all-reduces come back rounded once to the
     wire type, identical on every rank and within that rounding of the exact sum; DDP trains."""
@@ -1205,6 +1242,7 @@ SCENARIOS = {
             scenario_ddp),
     "ddp-loops": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "CUDA_VISIBLE_DEVICES": ""}, (),
                   scenario_ddp_loops),
+    "objects": (3, 0, {}, (), scenario_objects),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
     "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
