@@ -139,6 +139,20 @@ struct TestRecorder {
   std::optional<uint64_t> entered;
 };
 
+// A probe of the recorder files at `path` (set up from `not_before_ns` on) alone, whose every
+// reading waits for the snapshots it asked for, so that the next reading sees them.
+struct RecorderProbe {
+  RecorderProbe(const std::string& path, int64_t not_before_ns)
+      : poller(std::make_shared<FlightRecorderPoller>(path, not_before_ns)),
+        probe("", nullptr, poller, 1000) {}
+  void Sample(int64_t now_ms, wire::ReplicaProgressT* out) {
+    probe.Sample(now_ms, out);
+    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
+  }
+  std::shared_ptr<FlightRecorderPoller> poller;
+  ProgressProbe probe;
+};
+
 // `p` shows a recorder whose newest completed operation is `completed` and which is in `current`.
 void ExpectRecorder(const wire::ReplicaProgressT& p, int64_t completed, int64_t current) {
   EXPECT_TRUE(p.has_recorder);
@@ -249,12 +263,8 @@ TEST(ProgressProbeTest, AReplicaOfSeveralRanksIsWhereItsSlowestRankIs) {
   const std::string path = dir.Join("flight-recorder");
   TestRecorder first(path, 0), second(path + ".1", 1);
   ASSERT_TRUE(first.recorder && second.recorder);
-  auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
-  ProgressProbe probe("", nullptr, poller, 1000);
-  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
-    probe.Sample(now_ms, out);
-    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
-  };
+  RecorderProbe probe(path, 0);
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) { probe.Sample(now_ms, out); };
   // Each sample sees the snapshots the one before asked for. Operation s is entered at base + s
   // ms by the first rank, 50 ms later by the second.
   const int64_t base = FlightClockNs() - 1'000'000'000;
@@ -314,12 +324,8 @@ TEST(ProgressProbeTest, RanksThatExitedAreDoneAndAReplicaAllOfWhoseRanksExitedSa
   const std::string path = dir.Join("flight-recorder");
   TestRecorder first(path), second(path + ".1");
   ASSERT_TRUE(first.recorder && second.recorder);
-  auto poller = std::make_shared<FlightRecorderPoller>(path, 0);
-  ProgressProbe probe("", nullptr, poller, 1000);
-  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
-    probe.Sample(now_ms, out);
-    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
-  };
+  RecorderProbe probe(path, 0);
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) { probe.Sample(now_ms, out); };
   for (int s = 0; s < 4; ++s) first.Step();  // in #3
   for (int s = 0; s < 3; ++s) second.Step();
   second.Complete();  // completed #2, and exits
@@ -360,12 +366,8 @@ TEST(ProgressProbeTest, ARecorderFileOfAnEarlierAttemptOrEmptiedUnderTheReaderIs
   ASSERT_EQ(::waitpid(earlier, &status, 0), earlier);
   ASSERT_EQ(status, 0);
 
-  auto poller = std::make_shared<FlightRecorderPoller>(path, FlightClockNs());
-  ProgressProbe probe("", nullptr, poller, 1000);
-  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) {
-    probe.Sample(now_ms, out);
-    ASSERT_TRUE(ct::WaitUntil([&] { return poller->done() >= poller->asked(); }, 30s));
-  };
+  RecorderProbe probe(path, FlightClockNs());
+  auto sample = [&](int64_t now_ms, wire::ReplicaProgressT* out) { probe.Sample(now_ms, out); };
   auto rank0 = std::make_unique<TestRecorder>(path);
   for (int i = 0; i < 3; ++i) rank0->Step();  // 0, 1 completed; in 2
   wire::ReplicaProgressT p, q;

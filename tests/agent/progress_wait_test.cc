@@ -24,11 +24,11 @@ using std::chrono::milliseconds;
 
 class AgentFlightRecorderWaitTest : public AgentLoopTest {
  protected:
-  // job/worker-0, whose COHORT_FLIGHT_RECORDER is `recorder_path_`; it runs until `done_`
-  // exists.
-  wire::LaunchReplicaT LaunchWorker() {
-    auto launch =
-        MakeLaunch("job", "worker-0", 0, "while [ ! -e '" + done_ + "' ]; do sleep 0.02; done");
+  // job/worker-0, whose COHORT_FLIGHT_RECORDER is `recorder_path_`; it runs `first`, then until
+  // `done_` exists.
+  wire::LaunchReplicaT LaunchWorker(const std::string& first = "true") {
+    auto launch = MakeLaunch("job", "worker-0", 0,
+                             first + "; while [ ! -e '" + done_ + "' ]; do sleep 0.02; done");
     auto kv = std::make_unique<wire::KeyValueT>();
     kv->key = kFlightRecorderEnv;
     kv->value = recorder_path_;
@@ -144,15 +144,9 @@ TEST_F(AgentFlightRecorderWaitTest, ARelativeRecorderPathIsReadFromTheReplicasWo
 // the whole agent), its heartbeats go on, and the replica's rank keeps its last known operation.
 TEST_F(AgentFlightRecorderWaitTest, AReplicaThatEmptiesItsRecorderFileDoesNotTakeTheAgentDown) {
   const std::string go = storage_.path() + "/go", emptied = storage_.path() + "/emptied";
-  auto launch = MakeLaunch("job", "worker-0", 0,
-                           "while [ ! -e '" + go + "' ]; do sleep 0.02; done; : > \"$" +
-                               std::string(kFlightRecorderEnv) + "\"; touch '" + emptied +
-                               "'; while [ ! -e '" + done_ + "' ]; do sleep 0.02; done");
-  auto kv = std::make_unique<wire::KeyValueT>();
-  kv->key = kFlightRecorderEnv;
-  kv->value = recorder_path_;
-  launch.env.push_back(std::move(kv));
-  coordinator_->Launch("node-a", std::move(launch));
+  coordinator_->Launch(
+      "node-a", LaunchWorker("while [ ! -e '" + go + "' ]; do sleep 0.02; done; : > \"$" +
+                             std::string(kFlightRecorderEnv) + "\"; touch '" + emptied + "'"));
   ASSERT_TRUE(Pump(
       [&] {
         auto latest = coordinator_->Latest(key_);

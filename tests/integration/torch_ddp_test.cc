@@ -295,6 +295,45 @@ class TorchDdpTest : public ::testing::Test {
     ASSERT_TRUE(sub.ok()) << sub.status().ToString();
   }
 
+  // A torchrun job (SubmitTorchrunJob, steps slowed down) on three one-GPU nodes, once it has
+  // committed the checkpoint of kFaultAfterEpoch.
+  void RunTorchrunJobPastTheFaultsEpoch(const std::string& job, const std::string& scheduling) {
+    StartAgents({"node-a", "node-b", "node-c"}, 1);
+    SubmitTorchrunJob(job, kEpochs, " --step-delay=0.03", scheduling);
+    WaitForCheckpoint(kFaultAfterEpoch);
+  }
+
+  // The chief's last attempt resumed from the checkpoint of the fault's epoch or a later one, and
+  // no replica outlived the job.
+  void ExpectChiefResumedFromTheFaultsCheckpoint() {
+    const std::string log = ChiefFinalLog();
+    static const std::regex kResumed("resumed from epoch ([0-9]+)");
+    std::smatch resumed;
+    ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
+    EXPECT_GE(std::stoi(resumed[1].str()), kFaultAfterEpoch) << log;
+    EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+  }
+
+  // The processes of `replica`'s torchrun rank of local rank `local_rank`: the script's, not
+  // torchrun's own.
+  std::vector<pid_t> TorchrunRanks(const std::string& replica, int local_rank) {
+    const std::vector<pid_t> of_replica =
+        ct::FindProcessesWithEnvOrCwd("COHORT_REPLICA=" + replica);
+    const std::vector<pid_t> of_rank =
+        ct::FindProcessesWithEnvOrCwd("LOCAL_RANK=" + std::to_string(local_rank));
+    std::vector<pid_t> found;
+    for (pid_t pid : ct::FindProcessesWithEnvOrCwd("COHORT_JOB=" + job_)) {
+      const std::string command = ct::ProcessCommandLine(pid);
+      if (std::count(of_replica.begin(), of_replica.end(), pid) &&
+          std::count(of_rank.begin(), of_rank.end(), pid) &&
+          command.find("ddp_digits.py") != std::string::npos &&
+          command.find("torch.distributed.run") == std::string::npos) {
+        found.push_back(pid);
+      }
+    }
+    return found;
+  }
+
   std::unique_ptr<ct::LocalCluster> cluster_;
   std::string job_;
 };
@@ -626,22 +665,10 @@ TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoin
   if (std::string(COHORT_PYTHON_DIR).empty()) {
     GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
   }
-  StartAgents({"node-a", "node-b", "node-c"}, 1);
-  SubmitTorchrunJob("torchrun_rank_killed", kEpochs, " --step-delay=0.03",
-                    "max_restarts: 3, restart_job_on_worker_restart: true");
-  WaitForCheckpoint(kFaultAfterEpoch);
+  RunTorchrunJobPastTheFaultsEpoch("torchrun_rank_killed",
+                                   "max_restarts: 3, restart_job_on_worker_restart: true");
   // The worker replica's torchrun rank of local rank 1 (global rank 3), not torchrun itself.
-  std::vector<pid_t> victims;
-  for (pid_t pid : ct::FindProcessesWithEnvOrCwd("COHORT_JOB=" + job_)) {
-    const std::vector<pid_t> replica = ct::FindProcessesWithEnvOrCwd("COHORT_REPLICA=worker-0");
-    const std::vector<pid_t> rank = ct::FindProcessesWithEnvOrCwd("LOCAL_RANK=1");
-    if (std::count(replica.begin(), replica.end(), pid) &&
-        std::count(rank.begin(), rank.end(), pid) &&
-        ct::ProcessCommandLine(pid).find("ddp_digits.py") != std::string::npos &&
-        ct::ProcessCommandLine(pid).find("torch.distributed.run") == std::string::npos) {
-      victims.push_back(pid);
-    }
-  }
+  const std::vector<pid_t> victims = TorchrunRanks("worker-0", 1);
   ASSERT_EQ(victims.size(), 1u) << "torchrun's rank 3 is not one process";
   ASSERT_EQ(::kill(victims[0], SIGKILL), 0);
 
@@ -659,12 +686,7 @@ TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoin
     }
   }
   EXPECT_TRUE(named) << "no restart event";
-  const std::string log = ChiefFinalLog();
-  static const std::regex kResumed("resumed from epoch ([0-9]+)");
-  std::smatch resumed;
-  ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
-  EXPECT_GE(std::stoi(resumed[1].str()), kFaultAfterEpoch) << log;
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+  ExpectChiefResumedFromTheFaultsCheckpoint();
 }
 
 // A rank of torchrun inside a replica stops outside the collectives (SIGSTOP: as if stuck
@@ -677,25 +699,13 @@ TEST_F(TorchDdpTest, TorchrunRankStuckOutsideTheCollectivesIsNamedByTheWatchdog)
   if (std::string(COHORT_PYTHON_DIR).empty()) {
     GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
   }
-  StartAgents({"node-a", "node-b", "node-c"}, 1);
-  SubmitTorchrunJob("torchrun_rank_stuck", kEpochs, " --step-delay=0.03",
-                    "max_restarts: 2, restart_job_on_worker_restart: true, hang_timeout: 5s");
-  WaitForCheckpoint(kFaultAfterEpoch);
+  RunTorchrunJobPastTheFaultsEpoch(
+      "torchrun_rank_stuck",
+      "max_restarts: 2, restart_job_on_worker_restart: true, hang_timeout: 5s");
   // worker-0's rank of local rank 1, not torchrun itself.
-  pid_t victim = -1;
-  const std::vector<pid_t> replica = ct::FindProcessesWithEnvOrCwd("COHORT_REPLICA=worker-0");
-  const std::vector<pid_t> local1 = ct::FindProcessesWithEnvOrCwd("LOCAL_RANK=1");
-  for (pid_t pid : ct::FindProcessesWithEnvOrCwd("COHORT_JOB=" + job_)) {
-    const std::string command = ct::ProcessCommandLine(pid);
-    if (std::count(replica.begin(), replica.end(), pid) &&
-        std::count(local1.begin(), local1.end(), pid) &&
-        command.find("ddp_digits.py") != std::string::npos &&
-        command.find("torch.distributed.run") == std::string::npos) {
-      ASSERT_EQ(victim, -1) << "two processes of local rank 1";
-      victim = pid;
-    }
-  }
-  ASSERT_GT(victim, 0) << "worker-0 has no rank of local rank 1";
+  const std::vector<pid_t> ranks = TorchrunRanks("worker-0", 1);
+  ASSERT_EQ(ranks.size(), 1u) << "worker-0's local rank 1 is not one process";
+  const pid_t victim = ranks[0];
   // Its own recorder file (of the two the replica's ranks keep) says where it is; frozen while it
   // is stopped. It is stopped again until it is outside every operation. The file is told by its
   // rank (the header's pid is the replica's PID namespace's): worker-0 is torchrun's node 1, so
@@ -751,12 +761,7 @@ TEST_F(TorchDdpTest, TorchrunRankStuckOutsideTheCollectivesIsNamedByTheWatchdog)
   static const std::regex kNamed(
       "hang: worker-0 \\(rank 3\\) has not entered [a-z-]+ #[0-9]+ .* chief-0 is waiting in it");
   EXPECT_TRUE(std::regex_search(hang->message, kNamed)) << hang->message;
-  const std::string log = ChiefFinalLog();
-  static const std::regex kResumed("resumed from epoch ([0-9]+)");
-  std::smatch resumed;
-  ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
-  EXPECT_GE(std::stoi(resumed[1].str()), kFaultAfterEpoch) << log;
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+  ExpectChiefResumedFromTheFaultsCheckpoint();
 }
 
 // A node with two GPUs takes two of the three replicas (the other goes to a one-GPU node); the

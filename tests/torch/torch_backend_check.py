@@ -216,6 +216,17 @@ def same_on_every_rank(dist, gloo, value):
 # ----------------------------------------------------------------------------------------------
 # Scenarios (worker side)
 
+def expect_trained_alike(check, dist, gloo, name, params, reference, atol):
+    """The parameters a training run ended with are the same bytes on every rank and, given a
+    `reference` (the same run on gloo), equal to it within rounding."""
+    import torch
+    check.expect(same_on_every_rank(dist, gloo, digest(params)), f"{name}: ranks end with different parameters")
+    if reference is not None:
+        check.expect(bool(torch.allclose(params, reference, rtol=1e-4, atol=atol)),
+                     f"{name}: parameters differ from the same run on gloo (max diff "
+                     f"{float((params - reference).abs().max()):.2e})")
+
+
 def scenario_ops():
     """(The launcher's COHORT_NUM_REDUCERS says how many reducers serve the group.)"""
     reducers = int(os.environ["COHORT_NUM_REDUCERS"])
@@ -568,11 +579,7 @@ def scenario_ddp():
         params, first, last = train(None, hook, state, zero=name == "ZeroRedundancyOptimizer")
         print(f"{name}: loss {first:.3f} -> {last:.3f}", flush=True)
         check.expect(last < first * 0.6, f"{name}: the loss did not fall ({first:.3f} -> {last:.3f})")
-        check.expect(same_on_every_rank(dist, gloo, digest(params)), f"{name}: ranks end with different parameters")
-        if hook is None:
-            check.expect(bool(torch.allclose(params, reference, rtol=1e-4, atol=1e-4)),
-                         f"{name}: parameters differ from DDP on gloo (max diff "
-                         f"{float((params - reference).abs().max()):.2e})")
+        expect_trained_alike(check, dist, gloo, name, params, reference if hook is None else None, atol=1e-4)
     dist.barrier(group=gloo)
     return check.finish()
 
@@ -663,10 +670,7 @@ def scenario_ddp_loops():
         params, first, last = train(None, loop)
         print(f"{loop}: loss {first:.3f} -> {last:.3f}", flush=True)
         check.expect(last < first, f"{loop}: the loss did not fall ({first:.3f} -> {last:.3f})")
-        check.expect(same_on_every_rank(dist, gloo, digest(params)), f"{loop}: ranks end with different parameters")
-        check.expect(bool(torch.allclose(params, reference, rtol=1e-4, atol=1e-5)),
-                     f"{loop}: parameters differ from the same loop on gloo (max diff "
-                     f"{float((params - reference).abs().max()):.2e})")
+        expect_trained_alike(check, dist, gloo, loop, params, reference, atol=1e-5)
     dist.barrier(group=gloo)
     return check.finish()
 
