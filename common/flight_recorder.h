@@ -1,5 +1,5 @@
 // FlightRecorder: a fixed-size ring of the collective operations this process ran, kept in a small
-// shared-memory file that another process (the agent) maps and reads while this one runs, so that
+// shared-memory file that another process (the agent) reads while this one runs, so that
 // a job whose ranks are alive but stuck can be told apart from one that is slow, and the stuck rank
 // and operation named (issue 18).
 //
