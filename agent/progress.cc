@@ -84,11 +84,8 @@ void ProgressProbe::SampleRecorder(int64_t now_ms, wire::ReplicaProgressT* out) 
   const Rank* slowest = nullptr;
   for (const auto& [file, rank] : ranks_) {
     if (rank.exited && !out->ranks_exited) continue;
-    const int64_t waited_since = rank.current_seq >= 0 ? rank.current_start_ns : rank.newest_end_ns;
-    if (slowest == nullptr || rank.Position() < slowest->Position() ||
-        (rank.Position() == slowest->Position() &&
-         waited_since <
-             (slowest->current_seq >= 0 ? slowest->current_start_ns : slowest->newest_end_ns))) {
+    if (slowest == nullptr || std::pair(rank.Position(), rank.WaitingSinceNs()) <
+                                  std::pair(slowest->Position(), slowest->WaitingSinceNs())) {
       slowest = &rank;
     }
   }

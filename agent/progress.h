@@ -100,6 +100,8 @@ class ProgressProbe {
     int64_t Position() const {
       return current_seq >= 0 ? 2 * current_seq + 1 : 2 * completed_seq + 2;
     }
+    // Since when it has waited where it is: in its current operation, else since its last ended.
+    int64_t WaitingSinceNs() const { return current_seq >= 0 ? current_start_ns : newest_end_ns; }
   };
   // An operation some ranks entered and others not yet: each one's start (Unix microseconds), by
   // file.

@@ -32,7 +32,7 @@ struct ReducerOptions {
 // true (returns OK) or no workers come back within rejoin_timeout (returns the status that ended
 // the last generation: OK when the workers stopped cleanly). Serves one generation after another,
 // each with the workers its chief recorded (generation.h, "Shape"; `num_workers`, the count it was
-// started for, where none is recorded): rank num_workers + reducer_index of that generation.
+// started for, where none is recorded), as rank (that generation's workers) + reducer_index.
 Status RunReducer(Bootstrap& bootstrap, int num_workers, int num_reducers, int reducer_index,
                   const ReducerOptions& options, const std::atomic<bool>& stop);
 
