@@ -316,11 +316,16 @@ void ProcessGroupCohort::Conclude(const c10::intrusive_ptr<CohortWork>& work, co
     error = std::make_exception_ptr(
         std::runtime_error("cohort: " + work->name() + " failed: " + status.ToString()));
   }
-  work->Finish(error);
-  if (complete_future_here) {
+  // The future first, then the Work, as gloo does: once wait() or is_completed() says the
+  // operation is done, get_future().value() has its result (and the future's callbacks have run).
+  auto conclude = [work, error] {
     work->CompleteFuture(error);
+    work->Finish(error);
+  };
+  if (complete_future_here) {
+    conclude();
   } else {
-    completions_->Submit([work, error] { work->CompleteFuture(error); });
+    completions_->Submit(std::move(conclude));
   }
 }
 

@@ -12,9 +12,9 @@
 // Execution: every call checks its tensors on the caller's thread (bad use raises there), stages
 // what the library cannot use in place (GPU tensors through pinned host memory, non-contiguous
 // tensors through contiguous copies), and queues the operation. One thread runs the queue in issue
-// order, so every rank runs its collectives in the order torch issued them. Works complete on
-// that thread; their futures are completed on a pool of completion threads, because callbacks
-// chained on a future (DDP comm hooks, PowerSGD) may issue collectives and wait on them.
+// order, so every rank runs its collectives in the order torch issued them. Futures, then their
+// Works, are completed on a pool of completion threads, because callbacks chained on a future (DDP
+// comm hooks, PowerSGD) may issue collectives and wait on them.
 // Overlap: an allreduce on the Reduction Server runs in two halves (Communicator::StartAllreduce):
 // the queue thread sends its chunks, a finisher thread waits for its results, and meanwhile the
 // queue thread starts the next allreduce if one is queued, so DDP's buckets keep the link busy
@@ -85,7 +85,8 @@ struct Config {
 };
 
 // One queued operation's handle: wait() blocks until it ran (or the timeout passed), getFuture()
-// completes with its output tensors.
+// completes with its output tensors. The future completes before the Work (as with gloo): when
+// wait() returns or isCompleted() is true, the future holds the result and its callbacks have run.
 class CohortWork final : public c10d::Work {
  public:
   CohortWork(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
@@ -99,9 +100,10 @@ class CohortWork final : public c10d::Work {
 
   const std::string& name() const { return name_; }
   void MarkStarted();
-  // Marks the Work finished (wakes wait()); the caller then completes the future.
-  void Finish(std::exception_ptr error);
+  // Completes the future (running its callbacks); the caller then calls Finish.
   void CompleteFuture(std::exception_ptr error);
+  // Marks the Work finished (wakes wait()).
+  void Finish(std::exception_ptr error);
 
  private:
   const std::string name_;
@@ -204,7 +206,8 @@ class ProcessGroupCohort final : public BackendBase {
                                                  std::function<StatusOr<Deferred>()> run,
                                                  bool overlaps = false);
   void RunQueue();
-  // Records the outcome of `work` (the first error poisons the group) and finishes it.
+  // Records the outcome of `work` (the first error poisons the group), completes its future and
+  // finishes it: here, or on the completion pool.
   void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                 bool complete_future_here);
   // The first error so far (OK when none).

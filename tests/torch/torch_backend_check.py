@@ -278,6 +278,17 @@ def scenario_ops():
                                  f"{name}: differs from gloo")
                 record_identical(name, t)
 
+    # Once wait() returns, the Work's future holds the result (gloo's order: future, then Work).
+    not_done = 0
+    for i in range(100):
+        t = torch.full((4,), float(i))
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        fut = work.get_future()
+        if not (work.is_completed() and fut.done() and torch.equal(fut.value()[0], t)):
+            not_done += 1
+    check.expect(not_done == 0, f"{not_done} of 100 futures were not complete when wait() returned")
+
     # PRODUCT against gloo.
     for dtype in (torch.float32, torch.float64, torch.int32, torch.int64):
         salt += 1
