@@ -10,7 +10,8 @@ using collective::DataType;
 
 namespace {
 
-// Dtypes with a name users know; the library reduces the first six.
+// Dtypes with a name users know, and the library type each is reduced as. The narrow integers and
+// bool are reduced widened to int32 (a row whose library type is wider than the dtype).
 constexpr Counterpart<at::ScalarType, DataType> kDtypes[] = {
     {at::kFloat, "torch.float32", DataType::kF32},
     {at::kDouble, "torch.float64", DataType::kF64},
@@ -18,10 +19,10 @@ constexpr Counterpart<at::ScalarType, DataType> kDtypes[] = {
     {at::kBFloat16, "torch.bfloat16", DataType::kBF16},
     {at::kInt, "torch.int32", DataType::kI32},
     {at::kLong, "torch.int64", DataType::kI64},
-    {at::kShort, "torch.int16", std::nullopt},
-    {at::kChar, "torch.int8", std::nullopt},
-    {at::kByte, "torch.uint8", std::nullopt},
-    {at::kBool, "torch.bool", std::nullopt},
+    {at::kShort, "torch.int16", DataType::kI32},
+    {at::kChar, "torch.int8", DataType::kI32},
+    {at::kByte, "torch.uint8", DataType::kI32},
+    {at::kBool, "torch.bool", DataType::kI32},
     {at::kComplexFloat, "torch.complex64", std::nullopt},
     {at::kComplexDouble, "torch.complex128", std::nullopt},
 };
@@ -50,7 +51,17 @@ StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, Co
   TORCH_CHECK(user.layout() == at::kStrided, "cohort: ", what, " does not support sparse tensors");
   TORCH_CHECK(user.is_cpu() || user.is_cuda(), "cohort: ", what, " takes CPU or CUDA tensors, not ",
               user.device().str());
-  if (use == kReduce) type_ = LibraryType(user.scalar_type(), what);
+  if (use == kReduce) {
+    type_ = LibraryType(user.scalar_type(), what);
+    if (collective::DataTypeSize(type_) != static_cast<size_t>(user.element_size())) {
+      // Widened: an int32 copy is reduced; CopyBack casts the result back to the user's dtype.
+      in_place_ = false;
+      host_ = at::empty(user.sizes(),
+                        at::TensorOptions().dtype(at::kInt).pinned_memory(user.is_cuda()));
+      if (copy_in == kCopyIn) host_.copy_(user);
+      return;
+    }
+  }
   padded_ = use == kBytes && bytes() % 4 != 0;
   if (user.is_cpu() && user.is_contiguous() && !padded_) {
     host_ = user;

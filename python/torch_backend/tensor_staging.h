@@ -4,12 +4,14 @@
 //
 // A contiguous CPU tensor is used in place. A CUDA tensor is copied to pinned host memory, a
 // non-contiguous one to a contiguous copy, and one moved as bytes whose size is not a whole number
-// of int32s to a padded copy (bytes travel as int32 or int64 elements, see ByteCarrier); the copy
-// in happens on the caller's thread when the operation is issued (the values at the call, after the
-// work queued on the current CUDA stream), CopyBack writes the result into the caller's tensor on
-// the queue thread.
+// of int32s to a padded copy (bytes travel as int32 or int64 elements, see ByteCarrier). int8,
+// uint8, int16 and bool are reduced as an int32 copy and cast back: sums wrap as in the narrow
+// type (as gloo's do), and a bool's SUM and MAX are OR, its MIN and PRODUCT AND (as NCCL's). The
+// copy in happens on the caller's thread when the operation is issued (the values at the call,
+// after the work queued on the current CUDA stream), CopyBack writes the result into the caller's
+// tensor on the queue thread.
 //
-// Errors: a tensor the library cannot take (sparse, an unsupported dtype for a reduction) raises a
+// Errors: a tensor the library cannot take (sparse, complex for a reduction) raises a
 // c10::Error (RuntimeError in Python) naming the operation and the dtype, on the caller's thread.
 #pragma once
 
@@ -24,7 +26,8 @@ namespace cohort::torch_backend {
 
 // "torch.float32", "torch.uint8": dtypes as Python users write them.
 std::string DtypeName(at::ScalarType type);
-// The library's type for `type`; raises naming `what` and the dtype when it has none.
+// The library's type `type` is reduced as (int32 for the narrow integers and bool, which are
+// widened); raises naming `what` and the dtype when it has none.
 collective::DataType LibraryType(at::ScalarType type, const char* what);
 
 // How bytes travel through the library's typed calls: as int64 or int32 elements, never a float

@@ -24,7 +24,7 @@ exits 0 when every worker did. Scenarios:
   wire-f16      the same with COHORT_WIRE_DTYPE=f16 (all-reduces only)
   cuda          allreduce, broadcast and allgather of CUDA tensors (staged through pinned host
                 memory) give what CPU tensors give; skips where torch has no CUDA or no GPU
-  bad-use       unsupported op, dtype, tensor count, root, output shape: a clear RuntimeError on
+  bad-use       unsupported op, dtype (complex), tensor count, root, output shape: a clear RuntimeError on
                 the calling rank, and the group still works
   mismatch      ranks pass different sizes (allreduce, allgather): every rank fails with an error
                 naming a rank that disagrees, before the timeout
@@ -277,6 +277,45 @@ def scenario_ops():
                     check.expect(close(torch, t, g, dtype, n, float(every.abs().max()) if count else 1.0),
                                  f"{name}: differs from gloo")
                 record_identical(name, t)
+
+    # The narrow integers and bool, reduced as int32 and cast back: sums and products wrap as in
+    # the narrow type (gloo's too), a bool's SUM/MAX are OR and MIN/PRODUCT AND. Every reduction.
+    for dtype in (torch.uint8, torch.int8, torch.int16, torch.bool):
+        for op_name, op in (("SUM", R.SUM), ("MIN", R.MIN), ("MAX", R.MAX), ("PRODUCT", R.PRODUCT)):
+            salt += 1
+            name = f"{op_name} {dtype}"
+            def make(r, count=1001, b=0):
+                x = inputs(torch, r, count, torch.int64, 100 * salt + b)
+                return (x % 3 == 0) if dtype == torch.bool else x.to(dtype)
+            def exact(tensors):
+                every = torch.stack([t.long() for t in tensors])
+                want = {"SUM": every.sum(0), "MIN": every.min(0).values, "MAX": every.max(0).values,
+                        "PRODUCT": every.prod(0)}[op_name]
+                return want.to(dtype)  # int64 to a narrow type keeps the low bits, as wrapping does
+            t = make(rank)
+            dist.all_reduce(t, op=op)
+            check.expect(torch.equal(t, exact([make(r) for r in range(n)])), f"allreduce {name}: not exact")
+            record_identical(f"allreduce {name}", t)
+            if dtype in (torch.uint8, torch.int8):
+                g = make(rank)
+                dist.all_reduce(g, op=op, group=gloo)
+                check.expect(torch.equal(t, g), f"allreduce {name}: differs from gloo")
+            root = salt % n
+            t = make(rank)
+            dist.reduce(t, dst=root, op=op)
+            if rank == root:
+                check.expect(torch.equal(t, exact([make(r) for r in range(n)])), f"reduce {name}: not exact")
+            out = torch.empty(7, dtype=dtype)
+            dist.reduce_scatter(out, [make(rank, 7, b) for b in range(n)], op=op)
+            check.expect(torch.equal(out, exact([make(r, 7, rank) for r in range(n)])),
+                         f"reduce_scatter {name}: not exact")
+            mixed = [make(rank, 5), inputs(torch, rank, 6, torch.float32, salt), make(rank, 9, 1)]
+            opts = dist.AllreduceCoalescedOptions()  # torch's all_reduce_coalesced refuses mixed dtypes
+            opts.reduceOp = op
+            pg.allreduce_coalesced(mixed, opts).wait()
+            check.expect(torch.equal(mixed[0], exact([make(r, 5) for r in range(n)])) and
+                         torch.equal(mixed[2], exact([make(r, 9, 1) for r in range(n)])),
+                         f"allreduce_coalesced {name} beside float32: not exact")
 
     # Once wait() returns, the Work's future holds the result (gloo's order: future, then Work).
     not_done = 0
@@ -783,7 +822,8 @@ def scenario_wire(wire, via_options):
 
 
 def scenario_cuda():
-    """CUDA tensors: staged through pinned host memory and written back; same results as CPU."""
+    """CUDA tensors: staged through pinned host memory and written back (uint8 widened to int32 there);
+    same results as CPU."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -793,7 +833,7 @@ def scenario_cuda():
     check = Checker(rank)
     device = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
-    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8):
         cpu = inputs(torch, rank, 100_003, dtype, 7)
         gpu = cpu.to(device)
         dist.all_reduce(cpu)
@@ -824,17 +864,16 @@ def scenario_bad_use():
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
     check = Checker(dist.get_rank())
     R = dist.ReduceOp
-    check.expect_raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.uint8)),
-                        ["cohort", "allreduce", "torch.uint8"], "uint8 allreduce")
-    check.expect_raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)),
-                        ["cohort", "allreduce", "torch.bool"], "bool allreduce")
+    pg = dist.distributed_c10d._get_default_group()
+    # (dist.all_reduce takes a complex tensor as a float one twice as long; the group itself not.)
+    check.expect_raises(lambda: pg.allreduce([torch.ones(3, dtype=torch.complex64)]),
+                        ["cohort", "allreduce", "torch.complex64"], "complex allreduce")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BAND), ["allreduce", "BAND"], "BAND")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BXOR), ["allreduce", "BXOR"], "BXOR")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3).to_sparse()), ["sparse"], "sparse tensor")
-    pg = dist.distributed_c10d._get_default_group()
     check.expect_raises(lambda: pg.allreduce([torch.ones(3), torch.ones(3)]), ["one tensor"], "two tensors")
-    check.expect_raises(lambda: dist.all_reduce_coalesced([torch.ones(2, dtype=torch.uint8)]),
-                        ["allreduce_coalesced", "torch.uint8"], "uint8 allreduce_coalesced")
+    check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(2, dtype=torch.complex64)]),
+                        ["allreduce_coalesced", "torch.complex64"], "complex allreduce_coalesced")
     check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], 0), ["cohort", "recvAnysource"],
                         "recv from any source")
     n = dist.get_world_size()
@@ -849,9 +888,9 @@ def scenario_bad_use():
                         ["_allgather_base", f"{3 * n + 1} elements, {3 * n} expected"], "_allgather_base size")
     check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2), [torch.ones(2)] * n, op=R.BAND),
                         ["reduce_scatter", "BAND"], "reduce_scatter BAND")
-    check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.uint8),
-                                                    [torch.ones(2, dtype=torch.uint8)] * n),
-                        ["reduce_scatter", "torch.uint8"], "reduce_scatter uint8")
+    check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.complex64),
+                                                    [torch.ones(2, dtype=torch.complex64)] * n),
+                        ["reduce_scatter", "torch.complex64"], "reduce_scatter complex")
     me = dist.get_rank()
     if int(torch.__version__.split(".")[0]) >= 2:  # torch 2.x refuses it before the backend sees it
         check.expect_raises(lambda: dist.send(torch.ones(2), me), ["destination rank should not be the same"],
