@@ -41,7 +41,8 @@ mkdir -p "$dest"/{src,lib,bin,python,tests/torch,examples/torch,bench/torch,benc
 dest=$(cd "$dest" && pwd)
 
 # Sources: the backend's translation units that include torch, and our headers they include.
-torch_units=(completion_pool module process_group_cohort tensor_staging torch_reducer torch_store_bootstrap)
+torch_units=(completion_pool module process_group_cohort sparse_allreduce tensor_staging torch_reducer
+             torch_store_bootstrap)
 for u in "${torch_units[@]}"; do
   ninja -C "$build" -t deps "python/torch_backend/CMakeFiles/cohort_torch_backend.dir/$u.cc.o" |
     awk 'NR > 1 {print $1}' | grep '^\.\./' | sed 's|^\.\./||'

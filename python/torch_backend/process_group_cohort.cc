@@ -13,6 +13,7 @@
 #include "common/env.h"
 #include "python/torch_backend/completion_pool.h"
 #include "python/torch_backend/log_line.h"
+#include "python/torch_backend/sparse_allreduce.h"
 #include "python/torch_backend/tensor_staging.h"
 #include "python/torch_backend/torch_counterparts.h"
 #include "python/torch_backend/torch_store_bootstrap.h"
@@ -540,6 +541,7 @@ Status ProcessGroupCohort::CheckAgreement(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   CheckOneTensor(tensors, "allreduce");
+  if (tensors[0].is_sparse()) return SparseAllreduce(tensors, opts);
   const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce");
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
@@ -555,6 +557,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
       COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
     COHORT_RETURN_IF_ERROR(Allreduce(*staged, op));
     staged->CopyBack();
+    return Status::Ok();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const at::Tensor& tensor = tensors[0];
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM,
+              "cohort: allreduce of a sparse tensor supports ReduceOp.SUM only, not ReduceOp.",
+              ReduceOpName(opts.reduceOp));
+  TORCH_CHECK(tensor.dim() <= kMaxSparseDims, "cohort: allreduce of a sparse tensor of ",
+              tensor.dim(), " dimensions is not supported (at most ", kMaxSparseDims, ")");
+  TORCH_CHECK(tensor.is_cpu() || tensor.is_cuda(),
+              "cohort: allreduce takes CPU or CUDA tensors, not ", tensor.device().str());
+  // The values at the call, on the host, whatever the caller does with the tensor meanwhile.
+  at::Tensor mine = tensor.coalesce().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, mine, tensor] {
+    StatusOr<at::Tensor> sum = SparseAllreduceSum(*comm_, mine);
+    if (!sum.ok()) return sum.status().WithContext("sparse allreduce");
+    at::Tensor result = tensor;  // the caller's tensor takes the sum's indices and values
+    result.copy_(sum->to(tensor.device()));
     return Status::Ok();
   });
 }

@@ -35,6 +35,9 @@
 // dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
 // there a size difference of less than four bytes between ranks goes unnoticed.
 //
+// Sparse COO tensors: allreduce (SUM) all-gathers the ranks' nonzeros and sums them on every rank
+// (sparse_allreduce.h), as DDP needs for nn.Embedding(sparse=True); other operations refuse them.
+//
 // Errors: an operation the library lacks raises a RuntimeError naming it; a dead peer fails the
 // operation with the collective library's error naming that peer (never a hang: every operation
 // runs under the process group's timeout, and Work::wait gives up at that timeout too). After a
@@ -212,6 +215,9 @@ class ProcessGroupCohort final : public BackendBase {
                 bool complete_future_here);
   // The first error so far (OK when none).
   Status FirstError();
+  // allreduce of a sparse COO tensor (sparse_allreduce.h): SUM only, on the queue thread.
+  c10::intrusive_ptr<c10d::Work> SparseAllreduce(std::vector<at::Tensor>& tensors,
+                                                 const c10d::AllreduceOptions& opts);
   // What reduce_scatter and _reduce_scatter_base queue once their arguments are checked:
   // `input` holds every rank's block in rank order, `output` receives this rank's reduced block.
   c10::intrusive_ptr<c10d::Work> EnqueueReduceScatter(c10d::OpType type, const char* name,

@@ -48,7 +48,8 @@ at::Tensor HostLike(const at::Tensor& like, at::IntArrayRef sizes) {
 
 StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, CopyIn copy_in)
     : user_(user) {
-  TORCH_CHECK(user.layout() == at::kStrided, "cohort: ", what, " does not support sparse tensors");
+  TORCH_CHECK(user.layout() == at::kStrided, "cohort: ", what,
+              " does not support sparse tensors (layout ", user.layout(), ")");
   TORCH_CHECK(user.is_cpu() || user.is_cuda(), "cohort: ", what, " takes CPU or CUDA tensors, not ",
               user.device().str());
   if (use == kReduce) {
@@ -120,7 +121,8 @@ std::vector<CoalescedRun> CoalesceByType(const std::vector<at::Tensor>& tensors,
     std::vector<at::Tensor> flats;
     for (const at::Tensor& t : tensors) {
       if (t.scalar_type() != type) continue;
-      TORCH_CHECK(t.layout() == at::kStrided, "cohort: ", what, " does not support sparse tensors");
+      TORCH_CHECK(t.layout() == at::kStrided, "cohort: ", what,
+                  " does not support sparse tensors (layout ", t.layout(), ")");
       users.push_back(t);
       flats.push_back(t.reshape({-1}).to(at::kCPU));
     }

@@ -11,7 +11,8 @@
 // after the work queued on the current CUDA stream), CopyBack writes the result into the caller's
 // tensor on the queue thread.
 //
-// Errors: a tensor the library cannot take (sparse, complex for a reduction) raises a
+// Errors: a tensor the library cannot take (sparse: allreduce takes COO ones before staging, see
+// sparse_allreduce.h; complex for a reduction) raises a
 // c10::Error (RuntimeError in Python) naming the operation and the dtype, on the caller's thread.
 #pragma once
 

@@ -10,7 +10,8 @@ exits 0 when every worker did. Scenarios:
   ops           every ProcessGroup operation on the cohort backend against torch's gloo backend
                 (a gloo group over the same ranks, same inputs) and the exact result every rank
                 computes from the others' (deterministic) inputs: exact for integers and byte
-                moves, within rounding for float reductions; also a cohort subgroup
+                moves, within rounding for float reductions; int8/uint8/int16/bool reductions;
+                sparse all-reduce; also a cohort subgroup
   ops-reducers  the same on the Reduction Server (2 reducers, algorithm pinned); results must also
                 be byte-identical on every rank
   ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain, with
@@ -18,6 +19,10 @@ exits 0 when every worker did. Scenarios:
                 ZeroRedundancyOptimizer (optimizer state sharded, parameters broadcast from their
                 owners): the loss falls, every rank ends with byte-identical parameters, and
                 without a hook they match DDP on gloo
+  ddp-loops     DDP loops beyond the plain step on the Reduction Server, each against gloo:
+                no_sync(), find_unused_parameters, Join over uneven inputs, static_graph, and an
+                nn.Embedding(sparse=True) (its gradients all-reduced as sparse tensors)
+  objects       the object collectives and batch_isend_irecv against gloo
   wire-bf16     wire compression chosen with cohort.torch.Options(wire_dtype="bf16"): float32
                 all-reduces on the Reduction Server come back identical on every rank, in bf16,
                 within one rounding of each input and of the result; float64 untouched; DDP trains
@@ -26,7 +31,7 @@ exits 0 when every worker did. Scenarios:
                 memory) give what CPU tensors give; skips where torch has no CUDA or no GPU
   bad-use       unsupported op, dtype (complex), tensor count, root, output shape: a clear RuntimeError on
                 the calling rank, and the group still works
-  mismatch      ranks pass different sizes (allreduce, allgather): every rank fails with an error
+  mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank fails with an error
                 naming a rank that disagrees, before the timeout
   mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
                 reducers' verdicts, not the backend's all-gather, name the rank
@@ -316,6 +321,37 @@ def scenario_ops():
             check.expect(torch.equal(mixed[0], exact([make(r, 5) for r in range(n)])) and
                          torch.equal(mixed[2], exact([make(r, 9, 1) for r in range(n)])),
                          f"allreduce_coalesced {name} beside float32: not exact")
+
+    # Sparse COO tensors (allreduce SUM): every rank's nonzeros summed, against gloo and the dense
+    # sum: nonzeros repeating within a rank (uncoalesced) and across ranks, a rank with none, dense
+    # dimensions (an embedding's gradient rows), two sparse dimensions, no nonzero anywhere.
+    def sparse_input(r, case):
+        gen = torch.Generator().manual_seed(500 + 10 * case + r)
+        if case == 0:
+            return torch.sparse_coo_tensor(torch.randint(0, 40, (1, 3 * r), generator=gen),
+                                           torch.randn(3 * r, generator=gen), (40,))
+        if case == 1:
+            return torch.sparse_coo_tensor(torch.randint(0, 100, (1, 5 + r), generator=gen),
+                                           torch.randn(5 + r, 8, generator=gen, dtype=torch.float64), (100, 8))
+        if case == 2:
+            return torch.sparse_coo_tensor(torch.randint(0, 6, (2, 4 + 2 * r), generator=gen),
+                                           torch.randint(-9, 9, (4 + 2 * r,), generator=gen), (6, 6))
+        return torch.sparse_coo_tensor(torch.zeros((1, 0), dtype=torch.int64), torch.zeros(0), (7,))
+    for case in range(4):
+        name = f"sparse allreduce, case {case}"
+        t = sparse_input(rank, case)
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        want = sum(sparse_input(r, case).to_dense() for r in range(n))
+        check.expect(t.is_sparse and t.is_coalesced() and
+                     close(torch, t.to_dense(), want, want.dtype, n, float(want.abs().max()) if want.numel() else 1.0),
+                     f"{name}: differs from the dense sum")
+        check.expect(torch.equal(work.get_future().value()[0].to_dense(), t.to_dense()), f"{name}: the future's value")
+        g = sparse_input(rank, case)
+        dist.all_reduce(g, group=gloo)
+        check.expect(close(torch, t.to_dense(), g.to_dense(), want.dtype, n, 8.0), f"{name}: differs from gloo")
+        check.expect(same_on_every_rank(dist, gloo, (digest(t._indices()), digest(t._values()))),
+                     f"{name}: ranks differ in bytes")
 
     # Once wait() returns, the Work's future holds the result (gloo's order: future, then Work).
     not_done = 0
@@ -638,7 +674,8 @@ def scenario_ddp_loops():
     """DDP as real training loops use it beyond the plain step, on the Reduction Server, each
     against the same loop on gloo: gradient accumulation under no_sync(), a branch some steps do
     not use (find_unused_parameters), uneven inputs under the Join context (ranks run out of
-    batches at different steps; the ones done shadow the others' all-reduces), and static_graph."""
+    batches at different steps; the ones done shadow the others' all-reduces), static_graph, and an
+    nn.Embedding(sparse=True) whose gradients DDP all-reduces as sparse tensors."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401  (registers the backend)
@@ -666,13 +703,29 @@ def scenario_ddp_loops():
             h = self.body(x)
             return self.head(self.side(h) if use_side else h)
 
-    def batches(step):
+    vocab = 60
+    tokens_all = torch.randint(0, vocab, (64 * n * batch, 5), generator=g)
+    token_labels = torch.nn.functional.one_hot(tokens_all % classes, classes).sum(1).argmax(1)  # tokens vote
+
+    class Embedder(torch.nn.Module):
+        """A bag-of-tokens classifier whose embedding's gradients are sparse (nn.Embedding(sparse=True))."""
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, 16, sparse=True)
+            self.head = torch.nn.Linear(16, classes)
+
+        def forward(self, tokens, use_side):
+            return self.head(self.embed(tokens).mean(1))
+
+    def batches(step, loop=None):
         lo = (step * n + rank) * batch
+        if loop == "sparse_embedding":
+            return tokens_all[lo:lo + batch], token_labels[lo:lo + batch]
         return x_all[lo:lo + batch], y_all[lo:lo + batch]
 
     def train(group, loop):
         torch.manual_seed(3)
-        model = Branchy()
+        model = Embedder() if loop == "sparse_embedding" else Branchy()
         if rank != 0:  # DDP's constructor broadcasts rank 0's parameters: make them differ first
             with torch.no_grad():
                 for p in model.parameters():
@@ -681,7 +734,8 @@ def scenario_ddp_loops():
         if loop == "static_graph":
             options = {"static_graph": True}
         ddp = DDP(model, process_group=group, bucket_cap_mb=0.001, **options)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+        lr, momentum = (2.0, 0.0) if loop == "sparse_embedding" else (0.05, 0.9)
+        opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum)
 
         def step_on(x, y, use_side=True):
             loss = torch.nn.functional.cross_entropy(ddp(x, use_side), y)
@@ -707,15 +761,15 @@ def scenario_ddp_loops():
                     opt.zero_grad()
                     losses.append(step_on(*batches(step)))
                     opt.step()
-        else:  # static_graph
+        else:  # static_graph; sparse_embedding (its embedding's gradients all-reduced as sparse tensors)
             for step in range(24):
                 opt.zero_grad()
-                losses.append(step_on(*batches(step)))
+                losses.append(step_on(*batches(step, loop)))
                 opt.step()
         params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         return params, sum(losses[:4]) / 4, sum(losses[-4:]) / 4
 
-    for loop in ("no_sync", "find_unused_parameters", "join", "static_graph"):
+    for loop in ("no_sync", "find_unused_parameters", "join", "static_graph", "sparse_embedding"):
         reference, _, _ = train(gloo, loop)
         params, first, last = train(None, loop)
         print(f"{loop}: loss {first:.3f} -> {last:.3f}", flush=True)
@@ -822,8 +876,8 @@ def scenario_wire(wire, via_options):
 
 
 def scenario_cuda():
-    """CUDA tensors: staged through pinned host memory and written back (uint8 widened to int32 there);
-    same results as CPU."""
+    """CUDA tensors: staged through pinned host memory and written back (uint8 widened to int32 there;
+    a sparse tensor's nonzeros through the host); same results as CPU."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -853,6 +907,12 @@ def scenario_cuda():
             digests = [None] * n
             dist.all_gather_object(digests, digest(gpu.cpu()))
             check.expect(all(d == digests[0] for d in digests), f"allreduce of CUDA {dtype}: same bytes on every rank")
+    def sparse(r):
+        return torch.sparse_coo_tensor(torch.tensor([[r % 8, 3]]), torch.ones(2), (8,))
+    s = sparse(rank).to(device)
+    dist.all_reduce(s)
+    check.expect(s.is_cuda and torch.equal(s.to_dense().cpu(), sum(sparse(r).to_dense() for r in range(n))),
+                 "allreduce of a sparse CUDA tensor")
     return check.finish()
 
 
@@ -870,7 +930,10 @@ def scenario_bad_use():
                         ["cohort", "allreduce", "torch.complex64"], "complex allreduce")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BAND), ["allreduce", "BAND"], "BAND")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BXOR), ["allreduce", "BXOR"], "BXOR")
-    check.expect_raises(lambda: dist.all_reduce(torch.ones(3).to_sparse()), ["sparse"], "sparse tensor")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3).to_sparse(), op=R.MAX),
+                        ["allreduce of a sparse tensor", "SUM only", "MAX"], "sparse allreduce MAX")
+    check.expect_raises(lambda: dist.broadcast(torch.ones(3).to_sparse(), 0), ["broadcast", "sparse"],
+                        "sparse broadcast")
     check.expect_raises(lambda: pg.allreduce([torch.ones(3), torch.ones(3)]), ["one tensor"], "two tensors")
     check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(2, dtype=torch.complex64)]),
                         ["allreduce_coalesced", "torch.complex64"], "complex allreduce_coalesced")
@@ -920,6 +983,7 @@ def scenario_mismatch():
     rank, n = dist.get_rank(), dist.get_world_size()
     check = Checker(rank)
     sub = dist.new_group(backend="cohort")
+    sparse_group = dist.new_group(backend="cohort")
     if int(os.environ["COHORT_NUM_REDUCERS"]):
         # The reducers compare the ranks' calls; each rank's verdict quotes one that differs. (At
         # the timeout the error would be a deadline, not this.)
@@ -943,6 +1007,16 @@ def scenario_mismatch():
     print(f"allgather: {text}", flush=True)
     took = time.time() - start
     check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the allgather error took {took:.1f} s, past the timeout")
+    # Sparse tensors of different sizes: every rank sees every rank's shape and names one that differs.
+    start = time.time()
+    text = check.expect_raises(
+        lambda: dist.all_reduce(torch.ones(10 + rank).to_sparse(), group=sparse_group),
+        ["the ranks disagree", "a sparse torch.float32 tensor of size [",
+         f"this worker ({rank}) a sparse torch.float32 tensor of size [{10 + rank}]"],
+        "sparse allreduce over different sizes")
+    print(f"sparse allreduce: {text}", flush=True)
+    took = time.time() - start
+    check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the sparse allreduce error took {took:.1f} s, past the timeout")
     return check.finish()
 
 
