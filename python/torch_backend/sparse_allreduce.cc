@@ -27,9 +27,11 @@ std::vector<int64_t> Describe(const at::Tensor& t) {
   return d;
 }
 
+// (A peer's descriptor is read within its bounds whatever its dimension count says.)
 std::string Render(const int64_t* d) {
   std::string sizes;
-  for (int64_t i = 0; i < d[4]; ++i) sizes += (i ? ", " : "") + std::to_string(d[5 + i]);
+  const int64_t dims = std::clamp<int64_t>(d[4], 0, kMaxSparseDims);
+  for (int64_t i = 0; i < dims; ++i) sizes += (i ? ", " : "") + std::to_string(d[5 + i]);
   return "a sparse " + DtypeName(static_cast<at::ScalarType>(d[1])) + " tensor of size [" + sizes +
          "] with " + std::to_string(d[2]) + " sparse and " + std::to_string(d[3]) +
          " dense dimensions";
