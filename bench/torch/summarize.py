@@ -58,22 +58,29 @@ def ddp_tables(out):
 def phase_table(model, windows):
     """Rank 0's step, in ms, per window from the fastest to the slowest: forward, backward (with the
     all-reduces DDP waits for), optimizer, the time an all-reduce ran (cohort's flight recorder),
-    the CPU time of rank 0's process (all its threads) and the share of the machine's CPUs busy.
-    Rows from before these were recorded have none: no table (or "-")."""
+    the window's slowest all-reduce (ms, and its MiB), the time its all-reduces took beyond the
+    median call of their size (stalled calls; ms a step), the CPU time of rank 0's process (all its
+    threads) and the share of the machine's CPUs busy. Rows from before these were recorded have
+    none: no table (or "-")."""
     rows = [(c, w) for c in CONFIGS for w in windows.get((model, c), []) if "forward_s" in w]
     if not rows:
         return
     print(f"Where rank 0's steps went ({model} model), ms a step, each window from the fastest:\n")
     print("| configuration | samples/s | step | forward | backward | optimizer | all-reduce running "
-          "| rank 0 CPU | machine busy |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| slowest all-reduce | beyond median calls | rank 0 CPU | machine busy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for config, w in sorted(rows, key=lambda cw: (CONFIGS.index(cw[0]), -cw[1]["samples_per_s"])):
         per_step = {k: 1e3 * w[k] / w["steps"] for k in ("seconds", "forward_s", "backward_s", "optimizer_s")}
         busy = f"{1e3 * w['allreduce_busy_s'] / w['steps']:.0f}" if "allreduce_busy_s" in w else "-"
+        slowest = (f"{1e3 * w['allreduce_slowest_s']:.0f} ({w['allreduce_slowest_bytes'] / 2**20:.0f} MiB)"
+                   if "allreduce_slowest_s" in w else "-")
+        beyond = (f"{1e3 * w['allreduce_beyond_median_s'] / w['steps']:.0f}"
+                  if "allreduce_beyond_median_s" in w else "-")
         cpu = f"{1e3 * w['process_cpu_s'] / w['steps']:.0f}" if "process_cpu_s" in w else "-"
         machine = f"{100 * w['machine_busy']:.0f}%" if "machine_busy" in w else "-"
         print(f"| {config} | {w['samples_per_s']:.2f} | {per_step['seconds']:.0f} | {per_step['forward_s']:.0f} | "
-              f"{per_step['backward_s']:.0f} | {per_step['optimizer_s']:.0f} | {busy} | {cpu} | {machine} |")
+              f"{per_step['backward_s']:.0f} | {per_step['optimizer_s']:.0f} | {busy} | {slowest} | {beyond} | "
+              f"{cpu} | {machine} |")
     print()
 
 

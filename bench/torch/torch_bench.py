@@ -13,7 +13,8 @@ ddp: DistributedDataParallel training on synthetic data, timed in R windows of S
 warm-up steps; rank 0 prints one JSON line per window ("samples_per_s": global samples, i.e.
 batch x world, per second of the window; the seconds of its steps rank 0 spent in the forward,
 the backward and the optimizer; with the cohort backend, the seconds in which one of its
-all-reduces ran, from its flight recorder; the CPU seconds rank 0's process used, all its threads;
+all-reduces ran, from its flight recorder; the slowest of them and the seconds they took beyond the median call of their size; the CPU
+seconds rank 0's process used, all its threads;
 the share of the machine's CPUs busy, from /proc/stat) and one summary line with their median.
 Models:
   comm     a wide MLP (2048 -> 4096 x3 -> 2048 -> 1000, about 50 M parameters): little compute per
@@ -65,7 +66,7 @@ _FR_ALLREDUCE = 1
 
 
 def flight_allreduces(path):
-    """(start_ns, end_ns) of every finished all-reduce in the recorder's file at `path`."""
+    """(start_ns, end_ns, bytes) of every finished all-reduce in the recorder's file at `path`."""
     with open(path, "rb") as f:
         data = f.read()
     magic, _, header_bytes, slot_bytes, capacity = _FR_HEADER.unpack_from(data)[:5]
@@ -73,22 +74,36 @@ def flight_allreduces(path):
         return []
     calls = []
     for i in range(capacity):
-        (version, _seq, _comm, _bytes, _enqueue, start, end, _peer, _group, op, _algo, _dtype,
+        (version, _seq, _comm, nbytes, _enqueue, start, end, _peer, _group, op, _algo, _dtype,
          _outcome, _code) = _FR_SLOT.unpack_from(data, header_bytes + i * slot_bytes)
         if version > 0 and version % 4 == 0 and op == _FR_ALLREDUCE and end > 0:
-            calls.append((start, end))
+            calls.append((start, end, nbytes))
     return sorted(calls)
 
 
 def busy_seconds(calls, lo, hi):
     """Seconds of [lo, hi) (monotonic ns) in which at least one of `calls` ran."""
     busy, reach = 0, lo
-    for start, end in calls:
+    for start, end, _ in calls:
         start, end = max(start, reach), min(end, hi)
         if end > start:
             busy += end - start
             reach = end
     return busy / 1e9
+
+
+def stalls(calls, lo, hi):
+    """Of the `calls` inside [lo, hi): the slowest one's (seconds, bytes), and the seconds they took
+    beyond the median call of their size over all of `calls` (how much of a window stalled calls
+    cost, as against a window whose time went between the calls)."""
+    by_size = {}
+    for start, end, nbytes in calls:
+        by_size.setdefault(nbytes, []).append(end - start)
+    median = {nbytes: statistics.median(d) for nbytes, d in by_size.items()}
+    inside = [(end - start, nbytes) for start, end, nbytes in calls if lo <= start and end <= hi]
+    slowest = max(inside, default=(0, 0))
+    excess = sum(max(0, d - median[nbytes]) for d, nbytes in inside)
+    return slowest[0] / 1e9, slowest[1], excess / 1e9
 
 
 def machine_cpu():
@@ -199,7 +214,10 @@ def run_ddp(args):
         lo, hi = row.pop("span_ns")
         if calls:
             row["allreduce_busy_s"] = round(busy_seconds(calls, lo, hi), 4)
-            row["allreduce_calls"] = sum(1 for a, b in calls if lo <= a and b <= hi)
+            row["allreduce_calls"] = sum(1 for a, b, _ in calls if lo <= a and b <= hi)
+            slowest_s, slowest_bytes, excess_s = stalls(calls, lo, hi)
+            row.update(allreduce_slowest_s=round(slowest_s, 4), allreduce_slowest_bytes=slowest_bytes,
+                       allreduce_beyond_median_s=round(excess_s, 4))
         if rank == 0:
             print(json.dumps(row), flush=True)
     if rank == 0:
