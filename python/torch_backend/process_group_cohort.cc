@@ -564,7 +564,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = tensors[0];
-  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM,
+  TORCH_CHECK(static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp) == c10d::ReduceOp::SUM,
               "cohort: allreduce of a sparse tensor supports ReduceOp.SUM only, not ReduceOp.",
               ReduceOpName(opts.reduceOp));
   TORCH_CHECK(tensor.dim() <= kMaxSparseDims, "cohort: allreduce of a sparse tensor of ",
