@@ -9,7 +9,9 @@
 // type (as gloo's do), and a bool's SUM and MAX are OR, its MIN and PRODUCT AND (as NCCL's). The
 // copy in happens on the caller's thread when the operation is issued (the values at the call,
 // after the work queued on the current CUDA stream), CopyBack writes the result into the caller's
-// tensor on the queue thread.
+// tensor on the queue thread. So two operations issued on one staged tensor with no wait between
+// them each start from the values at their own call, not the second from the first's result (gloo
+// reads a CPU tensor when the operation runs; a tensor used in place, as above, behaves so here).
 //
 // Errors: a tensor the library cannot take (sparse: allreduce takes COO ones before staging, see
 // sparse_allreduce.h; complex for a reduction) raises a
