@@ -561,6 +561,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   });
 }
 
+#if COHORT_TORCH_HAS_ALLREDUCE_SPARSE
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_sparse(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  CheckOneTensor(tensors, "allreduce_sparse");
+  TORCH_CHECK(tensors[0].is_sparse(), "cohort: allreduce_sparse takes a sparse COO tensor");
+  return SparseAllreduce(tensors, opts);
+}
+#endif
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = tensors[0];

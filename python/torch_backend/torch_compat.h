@@ -6,6 +6,8 @@
 //   the group itself; from 2.0 it is a c10d::Backend that torch wraps in a ProcessGroup (one per
 //   device type; the Python creator registers "cpu" and "cuda", both served by one backend).
 // - Backend::shutdown (2.x): destroy_process_group calls it; 1.13 has no such hook.
+// - Backend::allreduce_sparse (torch 2.1 on): where torch routes the all-reduce of a
+//   sparse CUDA tensor; 1.13 hands every sparse tensor to allreduce.
 // Work's API (wait, getFuture, result, finish, mutex_, cv_, completed_, exception_) is the same
 // in both for what CohortWork uses.
 #pragma once
@@ -26,6 +28,12 @@ using BackendBase = c10d::Backend;
 #else
 using BackendBase = c10d::ProcessGroup;
 #define COHORT_TORCH_HAS_BACKEND_SHUTDOWN 0
+#endif
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define COHORT_TORCH_HAS_ALLREDUCE_SPARSE 1
+#else
+#define COHORT_TORCH_HAS_ALLREDUCE_SPARSE 0
 #endif
 
 }  // namespace cohort::torch_backend
