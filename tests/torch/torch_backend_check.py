@@ -29,10 +29,10 @@ exits 0 when every worker did. Scenarios:
   wire-f16      the same with COHORT_WIRE_DTYPE=f16 (all-reduces only)
   cuda          allreduce, broadcast and allgather of CUDA tensors (staged through pinned host
                 memory) give what CPU tensors give; skips where torch has no CUDA or no GPU
-  bad-use       unsupported op, dtype (complex), tensor count, root, output shape: a clear RuntimeError on
-                the calling rank, and the group still works
-  mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank fails with an error
-                naming a rank that disagrees, before the timeout
+  bad-use       unsupported op, dtype (complex), tensor count, root, output shape: a clear
+                RuntimeError on the calling rank, and the group still works
+  mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank
+                fails with an error naming a rank that disagrees, before the timeout
   mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
                 reducers' verdicts, not the backend's all-gather, name the rank
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
