@@ -91,6 +91,32 @@ std::string_view FlightOutcomeName(FlightOutcome outcome) {
   return NameIn(kFlightOutcomeNames, outcome, "none");
 }
 
+namespace {
+
+// This process's start time, field 22 of /proc/self/stat (after the command's closing parenthesis,
+// which the command itself may contain); 0 where it cannot be read.
+uint64_t ProcessStartTicks() {
+  static const uint64_t ticks = [] {
+    char stat[1024] = {};
+    FILE* f = std::fopen("/proc/self/stat", "re");
+    if (f == nullptr) return uint64_t{0};
+    const size_t n = std::fread(stat, 1, sizeof(stat) - 1, f);
+    std::fclose(f);
+    const char* close = static_cast<const char*>(memrchr(stat, ')', n));
+    if (close == nullptr) return uint64_t{0};
+    // Fields from the 3rd (state) on; starttime is the 22nd field, the 20th after the parenthesis.
+    const char* p = close + 1;
+    for (int field = 3; field < 22 && *p != '\0'; ++field) {
+      while (*p == ' ') ++p;
+      while (*p != ' ' && *p != '\0') ++p;
+    }
+    return static_cast<uint64_t>(std::strtoull(p, nullptr, 10));
+  }();
+  return ticks;
+}
+
+}  // namespace
+
 size_t FlightRecorderFileBytes(uint32_t capacity) {
   return sizeof(FlightRecorderHeader) + size_t{capacity} * sizeof(FlightRecorderSlot);
 }
@@ -126,10 +152,12 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
         ::pread(fd, &existing, sizeof(existing), 0) == sizeof(existing) &&
         existing.magic == FlightRecorderHeader::kMagic &&
         existing.version == FlightRecorderHeader::kVersion && existing.capacity == capacity &&
-        existing.pid == static_cast<int32_t>(::getpid()) && existing.exited == 0) {
+        existing.pid == static_cast<int32_t>(::getpid()) && existing.exited == 0 &&
+        existing.start_ticks != 0 && existing.start_ticks == ProcessStartTicks()) {
       fresh = false;
     } else if (existing.magic == FlightRecorderHeader::kMagic && existing.pid > 0 &&
-               existing.exited == 0 && (::kill(existing.pid, 0) == 0 || errno == EPERM)) {
+               existing.pid != static_cast<int32_t>(::getpid()) && existing.exited == 0 &&
+               (::kill(existing.pid, 0) == 0 || errno == EPERM)) {
       status = AlreadyExists(Where(path) + " is the recorder of live process " +
                              std::to_string(existing.pid));
     } else if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -193,6 +221,7 @@ void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
   header_->rank = rank;
   header_->world_size = world_size;
   header_->pid = static_cast<int32_t>(::getpid());
+  header_->start_ticks = ProcessStartTicks();
   header_->exited = 0;
   header_->anchor_monotonic_ns = FlightClockNs();
   header_->anchor_wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -12,11 +12,12 @@
 // Where it lives (FlightRecorder::ForProcess, the recorder the Communicator uses): environment
 // variable COHORT_FLIGHT_RECORDER, set by the agent to a path of its choosing (a file in the
 // replica's attempt directory): the process creates (or truncates) the file and maps it shared.
-// A file whose header names another live process is never truncated (that process has it mapped:
-// truncating it would fault its next write): where several processes inherit one path (torchrun's
-// workers inside one replica), the first takes it and each other the first of "<path>.1",
-// "<path>.2", ... (up to kFlightRecorderMaxSiblings) no live process holds; the agent reads them
-// all, and the replica is where its slowest rank is (agent/progress.h).
+// A file set up by this very process (same pid and start time: another copy of this library in
+// it) is joined. A file whose header names another live process is never truncated (that process
+// has it mapped: truncating it would fault its next write): where several processes inherit one
+// path (torchrun's workers inside one replica), the first takes it and each other the first of
+// "<path>.1", "<path>.2", ... (up to kFlightRecorderMaxSiblings) no live process holds; the agent
+// reads them all, and the replica is where its slowest rank is (agent/progress.h).
 // When the process exits normally, its recorder says so (FlightRecorderHeader::exited): the agent
 // then takes its rank for finished rather than stuck, whatever its replica does after (torchrun
 // noticing its ranks' end up to its monitor interval later, a script exporting the model).
@@ -152,7 +153,13 @@ struct FlightRecorderHeader {
   int64_t anchor_wall_ns;       // ... and of the wall clock (Unix epoch) at the same moment
   uint64_t next_entry;          // entries begun so far (atomic; the next Begin's index)
   uint32_t next_comm_id;        // communicators registered so far (atomic)
-  uint8_t reserved[60];
+  uint32_t reserved0;
+  // When the process that set it up started (starttime of /proc/<pid>/stat, clock ticks since
+  // boot; 0: unknown). With `pid` it tells that process from a later one given the same pid: pids
+  // repeat in each replica's PID namespace, so a restarted attempt's process may have its
+  // predecessor's.
+  uint64_t start_ticks;
+  uint8_t reserved[48];
 };
 static_assert(sizeof(FlightRecorderHeader) == 128, "FlightRecorderHeader is the file layout");
 
@@ -178,8 +185,9 @@ class FlightRecorder {
  public:
   // A ring of `capacity` slots (a power of two, 2 to kFlightRecorderMaxCapacity) in a file at
   // `path`, created or emptied and mapped shared, with `rank` and `world_size` in its header. A
-  // file this process set up already (another copy of this library in the process) is shared, not
-  // emptied; one another live process set up is left alone: kAlreadyExists.
+  // file this process set up already (another copy of this library in the process: same pid and
+  // start time) is shared, not emptied; one another live process set up is left alone:
+  // kAlreadyExists.
   static StatusOr<std::unique_ptr<FlightRecorder>> CreateFile(const std::string& path,
                                                               uint32_t capacity, int rank,
                                                               int world_size);

@@ -291,6 +291,37 @@ TEST_F(FlightRecorderTest, TwoCopiesInOneProcessShareTheFileAndANewProcessStarts
   EXPECT_EQ(s.recent[1].record.op_seq, 1u);
 }
 
+// Pids repeat: a replica's process restarted in a PID namespace of its own often gets the pid its
+// killed predecessor had, which left its file with no exit mark. Only a file of this very process
+// (same pid, same start time) is joined; that one is started afresh, so the agent sees a new
+// writer rather than a stale ring.
+TEST_F(FlightRecorderTest, AFileOfAnEarlierProcessWithThisPidIsStartedAfresh) {
+  const std::string path = Path("same-pid");
+  {
+    auto killed = FlightRecorder::CreateFile(path, 16, 0, 1);
+    ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+    EXPECT_NE((*killed)->header().start_ticks, 0u) << "this process's start time is known";
+    FlightRecord r = Allreduce(7, 1);
+    (*killed)->End((*killed)->Begin(r), r, Status::Ok());
+  }
+  // The predecessor: this pid, no exit mark, another start time.
+  const int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  FlightRecorderHeader h{};
+  ASSERT_EQ(pread(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+  const int64_t old_anchor = h.anchor_monotonic_ns;
+  h.start_ticks -= 1;
+  ASSERT_EQ(pwrite(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+  close(fd);
+
+  auto next = FlightRecorder::CreateFile(path, 16, 0, 1);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT((*next)->header().anchor_monotonic_ns, old_anchor) << "set up anew";
+  auto reader = FlightRecorderFileReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_TRUE(SnapshotOf(**reader).recent.empty()) << "the predecessor's entry is gone";
+}
+
 // A file another live process set up (a sibling given the same path: torchrun's workers inside
 // one replica) is never emptied under it: CreateFile refuses it, naming the process, and the
 // owner's entries stay.
