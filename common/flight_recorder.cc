@@ -153,7 +153,7 @@ StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::
         existing.magic == FlightRecorderHeader::kMagic &&
         existing.version == FlightRecorderHeader::kVersion && existing.capacity == capacity &&
         existing.pid == static_cast<int32_t>(::getpid()) && existing.exited == 0 &&
-        existing.start_ticks != 0 && existing.start_ticks == ProcessStartTicks()) {
+        existing.start_ticks == ProcessStartTicks()) {
       fresh = false;
     } else if (existing.magic == FlightRecorderHeader::kMagic && existing.pid > 0 &&
                existing.pid != static_cast<int32_t>(::getpid()) && existing.exited == 0 &&

@@ -155,9 +155,9 @@ struct FlightRecorderHeader {
   uint32_t next_comm_id;        // communicators registered so far (atomic)
   uint32_t reserved0;
   // When the process that set it up started (starttime of /proc/<pid>/stat, clock ticks since
-  // boot; 0: unknown). With `pid` it tells that process from a later one given the same pid: pids
-  // repeat in each replica's PID namespace, so a restarted attempt's process may have its
-  // predecessor's.
+  // boot; 0: unknown, where /proc cannot be read). With `pid` it tells that process from a later
+  // one given the same pid: pids repeat in each replica's PID namespace, so a restarted attempt's
+  // process may have its predecessor's.
   uint64_t start_ticks;
   uint8_t reserved[48];
 };
