@@ -94,25 +94,23 @@ std::string_view FlightOutcomeName(FlightOutcome outcome) {
 namespace {
 
 // This process's start time, field 22 of /proc/self/stat (after the command's closing parenthesis,
-// which the command itself may contain); 0 where it cannot be read.
+// which the command itself may contain); 0 where it cannot be read. Read at each call, not cached:
+// a forked child is another process.
 uint64_t ProcessStartTicks() {
-  static const uint64_t ticks = [] {
-    char stat[1024] = {};
-    FILE* f = std::fopen("/proc/self/stat", "re");
-    if (f == nullptr) return uint64_t{0};
-    const size_t n = std::fread(stat, 1, sizeof(stat) - 1, f);
-    std::fclose(f);
-    const char* close = static_cast<const char*>(memrchr(stat, ')', n));
-    if (close == nullptr) return uint64_t{0};
-    // Fields from the 3rd (state) on; starttime is the 22nd field, the 20th after the parenthesis.
-    const char* p = close + 1;
-    for (int field = 3; field < 22 && *p != '\0'; ++field) {
-      while (*p == ' ') ++p;
-      while (*p != ' ' && *p != '\0') ++p;
-    }
-    return static_cast<uint64_t>(std::strtoull(p, nullptr, 10));
-  }();
-  return ticks;
+  char stat[1024] = {};
+  FILE* f = std::fopen("/proc/self/stat", "re");
+  if (f == nullptr) return 0;
+  const size_t n = std::fread(stat, 1, sizeof(stat) - 1, f);
+  std::fclose(f);
+  const char* close = static_cast<const char*>(memrchr(stat, ')', n));
+  if (close == nullptr) return 0;
+  // Fields from the 3rd (state) on; starttime is the 22nd field, the 20th after the parenthesis.
+  const char* p = close + 1;
+  for (int field = 3; field < 22 && *p != '\0'; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  return static_cast<uint64_t>(std::strtoull(p, nullptr, 10));
 }
 
 }  // namespace
