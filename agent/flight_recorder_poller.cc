@@ -1,10 +1,24 @@
 #include "agent/flight_recorder_poller.h"
 
+#include <chrono>
 #include <utility>
 
 #include "common/mutex.h"
 
 namespace cohort::agent {
+namespace {
+
+// How far a file of this attempt may seem to predate the launch by the wall clock (the clock
+// stepped between the two readings) and still count as this attempt's.
+constexpr int64_t kWallClockSlackNs = 1'000'000'000;
+
+int64_t WallClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 struct FlightRecorderPoller::Found {
   mutable Mutex mu;
@@ -26,7 +40,11 @@ ReadingThread::Read FlightRecorderPoller::ReadInto(std::shared_ptr<Found> found,
                                                    int64_t not_before_ns) {
   // The readers are the thread's (by file), each opened once and kept while its snapshots succeed.
   using Readers = std::vector<std::unique_ptr<FlightRecorderFileReader>>;
-  return [found = std::move(found), path = std::move(path), not_before_ns,
+  // The launch by this host's wall clock: a file another host set up (storage the attempts share)
+  // has an anchor on that host's monotonic clock, which says nothing here; its wall clock does.
+  const int64_t not_before_wall_ns =
+      WallClockNs() - (FlightClockNs() - not_before_ns) - kWallClockSlackNs;
+  return [found = std::move(found), path = std::move(path), not_before_ns, not_before_wall_ns,
           readers = std::make_shared<Readers>()](uint64_t number) {
     std::vector<FileSnapshot> snapshots;
     for (int file = 0; file <= kFlightRecorderMaxSiblings; ++file) {
@@ -43,7 +61,10 @@ ReadingThread::Read FlightRecorderPoller::ReadInto(std::shared_ptr<Found> found,
         reader.reset();  // emptied or rewritten under it: opened anew by the next reading
         continue;
       }
-      if (taken->anchor_monotonic_ns < not_before_ns) continue;  // an earlier attempt's
+      if (taken->anchor_monotonic_ns < not_before_ns ||
+          taken->anchor_wall_ns < not_before_wall_ns) {
+        continue;  // an earlier attempt's, on this host or another
+      }
       snapshots.push_back(FileSnapshot{file, std::move(*taken)});
     }
     MutexLock lock(&found->mu);

@@ -17,7 +17,9 @@
 // whose snapshot fails (the file was emptied or rewritten) is opened anew by the next reading.
 // A file whose writer set it up before `not_before_ns` (FlightClockNs) is left over from before
 // the attempt (a path on shared storage that an earlier attempt's process used and exited): its
-// snapshots are not handed out until a process of this attempt takes the file over. Readings are
+// snapshots are not handed out until a process of this attempt takes the file over. A file set up
+// on another host has its anchor on that host's monotonic clock, so the wall clock must say "after
+// the launch" too (within a second: this attempt's writers run on this host). Readings are
 // numbered as ReadingThread says, so `done >= n` says that the recorders were read after the
 // request that returned n. A reading that hangs holds only the thread: no later snapshot comes,
 // so the probe sees no progress of the replica's collectives (none is seen), while the heartbeats

@@ -4,6 +4,7 @@
 // one, and a Python one that registered cohort's faulthandler hook).
 #include "agent/progress.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -346,6 +347,39 @@ TEST(ProgressProbeTest, RanksThatExitedAreDoneAndAReplicaAllOfWhoseRanksExitedSa
   EXPECT_TRUE(q.has_recorder);
   EXPECT_TRUE(q.ranks_exited);
   EXPECT_EQ(q.current_seq, -1);
+}
+
+// A file an earlier attempt set up on another host (storage the attempts share): that host's
+// monotonic clock, ahead of this one's, says "after the launch"; its wall clock says an hour
+// before. Not a rank of this attempt.
+TEST(ProgressProbeTest, ARecorderFileAnotherHostSetUpBeforeTheLaunchIsNotTakenForARank) {
+  ct::TempDir dir;
+  const std::string path = dir.Join("flight-recorder");
+  const pid_t earlier = ::fork();
+  ASSERT_GE(earlier, 0);
+  if (earlier == 0) {
+    TestRecorder old(path);
+    for (int i = 0; i < 4; ++i) old.Step();
+    ::_exit(old.recorder ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(earlier, &status, 0), earlier);
+  ASSERT_EQ(status, 0);
+  constexpr int64_t kHourNs = 3600LL * 1'000'000'000;
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  FlightRecorderHeader h{};
+  ASSERT_EQ(::pread(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+  h.anchor_monotonic_ns = FlightClockNs() + kHourNs;
+  h.anchor_wall_ns -= kHourNs;
+  ASSERT_EQ(::pwrite(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+  ::close(fd);
+
+  RecorderProbe probe(path, FlightClockNs());
+  wire::ReplicaProgressT p, q;
+  ASSERT_NO_FATAL_FAILURE(probe.Sample(1100, &p));
+  ASSERT_NO_FATAL_FAILURE(probe.Sample(1200, &q));
+  EXPECT_FALSE(q.has_recorder) << "the other host's stale ring was taken for a rank";
 }
 
 // A file of the path set up before the attempt (by an earlier attempt's process, on storage the
