@@ -13,9 +13,9 @@ ddp: DistributedDataParallel training on synthetic data, timed in R windows of S
 warm-up steps; rank 0 prints one JSON line per window ("samples_per_s": global samples, i.e.
 batch x world, per second of the window; the seconds of its steps rank 0 spent in the forward,
 the backward and the optimizer; with the cohort backend, the seconds in which one of its
-all-reduces ran, from its flight recorder; the slowest of them and the seconds they took beyond the median call of their size; the CPU
-seconds rank 0's process used, all its threads;
-the share of the machine's CPUs busy, from /proc/stat) and one summary line with their median.
+all-reduces ran, from its flight recorder, the slowest of them and the seconds they took beyond
+the median call of their size; the CPU seconds rank 0's process used, all its threads; the share
+of the machine's CPUs busy, from /proc/stat) and one summary line with their median.
 Models:
   comm     a wide MLP (2048 -> 4096 x3 -> 2048 -> 1000, about 50 M parameters): little compute per
            byte of gradient, so the all-reduce bounds the step (communication-bound)
