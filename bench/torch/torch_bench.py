@@ -92,14 +92,18 @@ def busy_seconds(calls, lo, hi):
     return busy / 1e9
 
 
-def stalls(calls, lo, hi):
-    """Of the `calls` inside [lo, hi): the slowest one's (seconds, bytes), and the seconds they took
-    beyond the median call of their size over all of `calls` (how much of a window stalled calls
-    cost, as against a window whose time went between the calls)."""
+def median_by_size(calls):
+    """The median duration (ns) of the `calls` of each size."""
     by_size = {}
     for start, end, nbytes in calls:
         by_size.setdefault(nbytes, []).append(end - start)
-    median = {nbytes: statistics.median(d) for nbytes, d in by_size.items()}
+    return {nbytes: statistics.median(d) for nbytes, d in by_size.items()}
+
+
+def stalls(calls, median, lo, hi):
+    """Of the `calls` inside [lo, hi): the slowest one's (seconds, bytes), and the seconds they took
+    beyond `median` (median_by_size of all the calls): how much of a window stalled calls cost, as
+    against a window whose time went between the calls."""
     inside = [(end - start, nbytes) for start, end, nbytes in calls if lo <= start and end <= hi]
     slowest = max(inside, default=(0, 0))
     excess = sum(max(0, d - median[nbytes]) for d, nbytes in inside)
@@ -210,12 +214,13 @@ def run_ddp(args):
     calls = flight_allreduces(recorder) if recorder else []
     if recorder:
         shutil.rmtree(os.path.dirname(recorder), ignore_errors=True)  # the mapping stays valid
+    median = median_by_size(calls)
     for row in rows:
         lo, hi = row.pop("span_ns")
         if calls:
             row["allreduce_busy_s"] = round(busy_seconds(calls, lo, hi), 4)
             row["allreduce_calls"] = sum(1 for a, b, _ in calls if lo <= a and b <= hi)
-            slowest_s, slowest_bytes, excess_s = stalls(calls, lo, hi)
+            slowest_s, slowest_bytes, excess_s = stalls(calls, median, lo, hi)
             row.update(allreduce_slowest_s=round(slowest_s, 4), allreduce_slowest_bytes=slowest_bytes,
                        allreduce_beyond_median_s=round(excess_s, 4))
         if rank == 0:

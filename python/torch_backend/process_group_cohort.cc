@@ -580,8 +580,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
               tensor.dim(), " dimensions is not supported (at most ", kMaxSparseDims, ")");
   TORCH_CHECK(tensor.is_cpu() || tensor.is_cuda(),
               "cohort: allreduce takes CPU or CUDA tensors, not ", tensor.device().str());
-  // The values at the call, on the host, whatever the caller does with the tensor meanwhile.
-  at::Tensor mine = tensor.coalesce().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  // The values at the call, on the host, whatever the caller does with the tensor meanwhile:
+  // coalescing an uncoalesced CPU tensor (DDP's sparse gradients) already makes that copy.
+  at::Tensor mine = tensor.coalesce();
+  if (mine.is_same(tensor) || !mine.is_cpu()) {
+    mine = mine.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, mine, tensor] {
     StatusOr<at::Tensor> sum = SparseAllreduceSum(*comm_, mine);
     if (!sum.ok()) return sum.status().WithContext("sparse allreduce");

@@ -83,7 +83,7 @@ StatusOr<at::Tensor> SparseAllreduceSum(collective::Communicator& comm, const at
     nnz[static_cast<size_t>(r)] = theirs[0];
   }
   const int64_t max_nnz = *std::max_element(nnz.begin(), nnz.end());
-  if (max_nnz == 0) return mine.clone();
+  if (max_nnz == 0) return mine;
 
   // Indices as rows ([nnz, sparse_dim]) so that each rank's padding comes after its own.
   COHORT_ASSIGN_OR_RETURN(at::Tensor indices,

@@ -6,7 +6,8 @@
 // Contract: `mine` is a coalesced sparse COO tensor on the CPU with at most kMaxSparseDims
 // dimensions. Every rank passes the same sizes, sparse and dense dimensions and dtype; a rank that
 // differs is named in the error, on every rank. The result is the coalesced SUM, built on every
-// rank from the same gathered bytes in rank order: the same bytes on every rank.
+// rank from the same gathered bytes in rank order: the same bytes on every rank (`mine` itself
+// where no rank has a nonzero).
 #pragma once
 
 #include <ATen/ATen.h>
