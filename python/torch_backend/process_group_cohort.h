@@ -133,10 +133,9 @@ class ProcessGroupCohort final : public BackendBase {
   // Runs what is queued, then closes the communicator (the reducers learn this worker is done).
   // Idempotent; later operations raise. Releases the GIL while it waits, if the caller holds it.
   void Shutdown();
-#if COHORT_TORCH_HAS_BACKEND_SHUTDOWN
-  // torch 2.x: destroy_process_group shuts its backends down.
-  void shutdown() override { Shutdown(); }
-#endif
+  // Newer torch (2.14, not 2.6) shuts a group's backends down in destroy_process_group through
+  // Backend::shutdown, which this overrides; older torch has none (torch_compat.h): no `override`.
+  void shutdown() { Shutdown(); }  // NOLINT(modernize-use-override)
 
   const std::string getBackendName() const override { return "cohort"; }
 

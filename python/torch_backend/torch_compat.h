@@ -5,7 +5,10 @@
 // - The backend's base class: in 1.13 a backend is a c10d::ProcessGroup that torch hands back as
 //   the group itself; from 2.0 it is a c10d::Backend that torch wraps in a ProcessGroup (one per
 //   device type; the Python creator registers "cpu" and "cuda", both served by one backend).
-// - Backend::shutdown (2.x): destroy_process_group calls it; 1.13 has no such hook.
+// - Backend::shutdown (pytorch#148798, 2025: in torch 2.14, not in 2.6): destroy_process_group
+//   calls it; earlier 2.x and 1.13 have no such hook. ProcessGroupCohort declares shutdown()
+//   without `override`, so one source builds against all of them: where the base declares it, it
+//   overrides it.
 // - Backend::allreduce_sparse (torch 2.1 on): where torch routes the all-reduce of a
 //   sparse CUDA tensor; 1.13 hands every sparse tensor to allreduce.
 // Work's API (wait, getFuture, result, finish, mutex_, cv_, completed_, exception_) is the same
@@ -24,10 +27,8 @@ namespace cohort::torch_backend {
 
 #if TORCH_VERSION_MAJOR >= 2
 using BackendBase = c10d::Backend;
-#define COHORT_TORCH_HAS_BACKEND_SHUTDOWN 1
 #else
 using BackendBase = c10d::ProcessGroup;
-#define COHORT_TORCH_HAS_BACKEND_SHUTDOWN 0
 #endif
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)

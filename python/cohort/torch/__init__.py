@@ -90,7 +90,8 @@ class Options:
 _live_groups = weakref.WeakSet()
 # torch 1.13 holds the object the creator returns (it is the group); torch 2.x holds only the C++
 # backend inside its ProcessGroup, so the Python object is held here: backend_of finds it by the
-# group's name and the exit hook below reaches it (2.x's destroy_process_group shuts it down).
+# group's name and the exit hook below reaches it (destroy_process_group shuts it down: see
+# _shut_down_cohort_backends_on_destroy).
 _held = []
 _by_group_name = {} if _TORCH_MAJOR >= 2 else weakref.WeakValueDictionary()  # group name -> backend
 
@@ -146,6 +147,30 @@ def backend_of(group=None):
     raise ValueError(f"cohort: {group!r} is not a process group of the cohort backend")
 
 
+def _shut_down_cohort_backends_on_destroy():
+    """torch 2.x before Backend::shutdown (2.6, say) shuts only NCCL's backends down in
+    destroy_process_group (through distributed_c10d._shutdown_backend), and the cohort backend is
+    held above: its communicator would stay open until exit (the reducers waiting for this worker,
+    a forked child inheriting its UCX state). There, that function is wrapped to shut the group's
+    cohort backend down as well. Newer torch (2.14) calls the backend's shutdown() itself; a torch
+    with neither leaves the group to the exit hook below."""
+    c10d = dist.distributed_c10d
+    shutdown_backend = getattr(c10d, "_shutdown_backend", None)
+    if _TORCH_MAJOR < 2 or shutdown_backend is None or hasattr(dist.ProcessGroup, "shutdown"):
+        return
+
+    def _shutdown_backend(pg):
+        shutdown_backend(pg)
+        try:
+            backend = pg._get_backend(torch.device("cpu"))
+        except RuntimeError:  # the group has no CPU backend
+            return
+        if isinstance(backend, ProcessGroupCohort):
+            backend.shutdown()
+
+    c10d._shutdown_backend = _shutdown_backend
+
+
 @atexit.register
 def _shut_down_groups():
     # Scripts rarely call destroy_process_group: at exit, finish what is queued and tell the
@@ -155,6 +180,7 @@ def _shut_down_groups():
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
+    _shut_down_cohort_backends_on_destroy()
     if _TORCH_MAJOR >= 2:
         dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True, devices=["cpu", "cuda"])
     else:

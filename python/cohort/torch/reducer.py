@@ -52,8 +52,15 @@ def _parse(argv):
 
 
 def _client(host, port, timeout):
-    return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout),
-                         wait_for_workers=False)
+    options = {"is_master": False, "timeout": datetime.timedelta(seconds=timeout), "wait_for_workers": False}
+    try:
+        return dist.TCPStore(host, port, **options)
+    except RuntimeError as e:
+        # torch 2.4 on asks for libuv by default even where it was built without it (Debian 13's
+        # 2.6), and a client has no use for it: torch's env:// reads USE_LIBUV=0 for the same.
+        if "libuv" not in str(e):
+            raise
+        return dist.TCPStore(host, port, use_libuv=False, **options)
 
 
 def main(argv=None):
