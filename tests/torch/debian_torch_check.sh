@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# debian_torch_check.sh: the `cohort` torch backend against another Debian's torch, in a chroot.
+# CI and the README's tests build against Debian 12's torch 1.13; users have newer torch (Debian
+# 13's python3-torch is 2.6, sid's 2.14). This builds the backend against one of them and runs
+# every scenario of torch_backend_check.py there, with CPU tensors, and the collective library's
+# UCX tests (Ucx*) against that Debian's UCX (the library must work with the UCX a distro ships).
+#
+#   tests/torch/debian_torch_check.sh SUITE [SCENARIO...]     (as root; SUITE: trixie, sid, ...)
+#
+# Needs root (debootstrap, chroot, bind mounts) and deb.debian.org: not part of .ci/run. Build
+# first: ninja -C BUILD cohort_torch_backend cohort_python cohort-reducer cohort-bench
+# cohort_collective_tests. Environment: BUILD (default build), CHROOT (default
+# /var/tmp/cohort-torch-SUITE; made once with debootstrap, about 2 GiB, kept for the next run).
+# Prints one line per scenario and a summary; exit status 0 when every one passed (cuda skips
+# without a GPU: exit 77, counted as passed). Logs: CHROOT/tmp/scenario-NAME.log.
+#
+# The kit of bench/gpu/torch_kit.sh carries our libraries into the chroot, except UCX: Debian's
+# torch links libmpi and so the distro's libucp, and a process has one libucp.so.0, so the ranks,
+# the reducers and the tests all use the distro's UCX there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+suite=${1:?usage: debian_torch_check.sh SUITE [SCENARIO...]}
+shift
+build=$(cd "${BUILD:-$root/build}" && pwd)
+chroot_dir=${CHROOT:-/var/tmp/cohort-torch-$suite}
+[ "$(id -u)" = 0 ] || { echo "debian_torch_check.sh: needs root (debootstrap, chroot)" >&2; exit 2; }
+command -v debootstrap >/dev/null || apt-get install -y -q debootstrap >/dev/null
+
+if ! [ -x "$chroot_dir/usr/bin/python3" ] || ! [ -d "$chroot_dir/usr/lib/python3/dist-packages/torch" ]; then
+  echo "debian_torch_check.sh: debootstrap $suite into $chroot_dir (a few minutes)"
+  rm -rf "$chroot_dir"
+  debootstrap --variant=minbase \
+    --include=python3,python3-dev,python3-torch,python3-numpy,libtorch-dev,pybind11-dev,g++,procps,iproute2 \
+    "$suite" "$chroot_dir" http://deb.debian.org/debian >"$chroot_dir.debootstrap.log" 2>&1 ||
+    { tail -n 20 "$chroot_dir.debootstrap.log" >&2; exit 1; }
+fi
+
+mounts=()
+unmount() {
+  local i
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[$i]}" 2>/dev/null || true; done
+}
+trap unmount EXIT
+for m in proc sys dev dev/shm dev/pts; do
+  if ! mountpoint -q "$chroot_dir/$m"; then
+    mount --bind "/$m" "$chroot_dir/$m"
+    mounts+=("$chroot_dir/$m")
+  fi
+done
+
+rm -rf "$chroot_dir/kit" "$chroot_dir/kit-build"
+"$root/bench/gpu/torch_kit.sh" "$build" "$chroot_dir/kit" >/dev/null
+rm -rf "$chroot_dir"/kit/lib/libuc[pstm].so* "$chroot_dir/kit/lib/ucx"
+cp "$build/tests/collective/cohort_collective_tests" "$chroot_dir/kit/bin/"
+in_chroot() { chroot "$chroot_dir" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
+echo "debian_torch_check.sh: $suite: $(in_chroot python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null),\
+ UCX $(in_chroot sh -c 'dpkg-query -W -f="\${Version}" libucx0' 2>/dev/null)"
+in_chroot /kit/build_ext.sh python3 /kit-build | tail -n 1
+
+# USE_LIBUV=0: Debian builds torch without libuv, which torch 2.4 on asks for by default (env://
+# reads this variable; the reducer falls back by itself).
+env=(USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo COHORT_LOG_LEVEL=warn)
+failed=()
+start=$(date +%s)
+if in_chroot env "${env[@]}" LD_LIBRARY_PATH=/kit/lib /kit/bin/cohort_collective_tests \
+     --gtest_filter='Ucx*' >"$chroot_dir/tmp/ucx-tests.log" 2>&1; then
+  echo "Ucx* tests (the distro's UCX): passed"
+else
+  echo "Ucx* tests: FAILED (CHROOT/tmp/ucx-tests.log)"
+  failed+=(Ucx-tests)
+fi
+scenarios=("$@")
+if [ "${#scenarios[@]}" = 0 ]; then
+  mapfile -t scenarios < <(in_chroot sh -c 'cd /kit/tests/torch && python3 -c "
+import torch_backend_check as t
+print(\"\n\".join(sorted(t.SCENARIOS)))"')
+fi
+for s in "${scenarios[@]}"; do
+  t0=$(date +%s)
+  rc=0
+  in_chroot env "${env[@]}" timeout 300 python3 /kit/tests/torch/torch_backend_check.py "$s" \
+    --python-dir /kit-build/python --backend-built ON --reducer-bin /kit/bin/cohort-reducer.sh \
+    >"$chroot_dir/tmp/scenario-$s.log" 2>&1 || rc=$?
+  verdict=passed
+  [ "$rc" = 77 ] && verdict="skipped: $(tail -n 1 "$chroot_dir/tmp/scenario-$s.log")"
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+    verdict="FAILED (exit $rc; CHROOT/tmp/scenario-$s.log)"
+    failed+=("$s")
+  fi
+  echo "$s: $verdict, $(( $(date +%s) - t0 )) s"
+done
+echo "debian_torch_check.sh: $suite: $(( ${#scenarios[@]} + 1 - ${#failed[@]} )) of $(( ${#scenarios[@]} + 1 )) passed in $(( $(date +%s) - start )) s${failed[*]:+; failed: ${failed[*]}}"
+[ "${#failed[@]}" = 0 ]
