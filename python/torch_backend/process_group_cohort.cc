@@ -458,6 +458,24 @@ void CheckLike(const at::Tensor& t, const at::Tensor& like, int64_t numel, const
               numel, " expected");
 }
 
+#if COHORT_TORCH_HAS_TENSOR_COALESCED
+// The coalesced tensor operations: one output per input, at least one pair.
+void CheckPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                const char* what) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "cohort: ", what,
+              " takes one output per input (got ", outputs.size(), " outputs for ", inputs.size(),
+              " inputs)");
+}
+
+// One queued operation that runs `parts` in order, stopping at the first error.
+std::function<Status()> RunInTurn(std::vector<std::function<Status()>> parts) {
+  return [parts = std::move(parts)] {
+    for (const auto& part : parts) COHORT_RETURN_IF_ERROR(part());
+    return Status::Ok();
+  };
+}
+#endif
+
 bool AnyCuda(const std::vector<at::Tensor>& tensors) {
   return std::any_of(tensors.begin(), tensors.end(),
                      [](const at::Tensor& t) { return t.is_cuda(); });
@@ -667,36 +685,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
-  CheckLike(output, input, input.numel() * getSize(), "_allgather_base", "the output");
-  TORCH_CHECK(output.is_contiguous(), "cohort: _allgather_base needs a contiguous output tensor");
-  auto send = std::make_shared<StagedTensor>(input, "_allgather_base", StagedTensor::kBytes);
+  return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
+                 PrepareAllgatherBase(output, input, "_allgather_base"));
+}
+
+std::function<Status()> ProcessGroupCohort::PrepareAllgatherBase(const at::Tensor& output,
+                                                                 const at::Tensor& input,
+                                                                 const char* name) {
+  CheckLike(output, input, input.numel() * getSize(), name, "the output");
+  TORCH_CHECK(output.is_contiguous(), "cohort: ", name, " needs a contiguous output tensor");
+  auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kBytes);
   const ByteCarrier carrier = send->carrier();
   if (carrier.padded_bytes == send->bytes()) {
     // Rank blocks lie end to end in the output just as the library writes them.
-    auto recv = std::make_shared<StagedTensor>(output, "_allgather_base", StagedTensor::kBytes,
-                                               StagedTensor::kNoCopyIn);
-    return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
-                   [this, send, carrier, recv] {
-                     COHORT_RETURN_IF_ERROR(
-                         comm_->Allgather(send->data(), recv->data(), carrier.count, carrier.type)
-                             .WithContext("allgather of " + Moving(*send)));
-                     recv->CopyBack();
-                     return Status::Ok();
-                   });
+    auto recv =
+        std::make_shared<StagedTensor>(output, name, StagedTensor::kBytes, StagedTensor::kNoCopyIn);
+    return [this, send, carrier, recv] {
+      COHORT_RETURN_IF_ERROR(
+          comm_->Allgather(send->data(), recv->data(), carrier.count, carrier.type)
+              .WithContext("allgather of " + Moving(*send)));
+      recv->CopyBack();
+      return Status::Ok();
+    };
   }
   at::Tensor recv = HostBytes(carrier.padded_bytes * getSize(), output.is_cuda());
-  return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
-                 [this, send, carrier, recv, output, numel = input.numel()] {
-                   COHORT_RETURN_IF_ERROR(
-                       comm_->Allgather(send->data(), recv.data_ptr(), carrier.count, carrier.type)
-                           .WithContext("allgather of " + Moving(*send)));
-                   at::Tensor flat = output.view({-1});
-                   for (int r = 0; r < getSize(); ++r) {
-                     CopyBytesInto(Block(recv, r, carrier.padded_bytes),
-                                   flat.narrow(0, r * numel, numel));
-                   }
-                   return Status::Ok();
-                 });
+  return [this, send, carrier, recv, output, numel = input.numel()] {
+    COHORT_RETURN_IF_ERROR(
+        comm_->Allgather(send->data(), recv.data_ptr(), carrier.count, carrier.type)
+            .WithContext("allgather of " + Moving(*send)));
+    at::Tensor flat = output.view({-1});
+    for (int r = 0; r < getSize(); ++r) {
+      CopyBytesInto(Block(recv, r, carrier.padded_bytes), flat.narrow(0, r * numel, numel));
+    }
+    return Status::Ok();
+  };
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
@@ -717,31 +739,60 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
   const ReduceOp op = LibraryOp(opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> flats;
   for (const at::Tensor& t : inputs) flats.push_back(t.reshape({-1}).to(at::kCPU));
-  return EnqueueReduceScatter(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", at::cat(flats),
-                              output, op, output_tensors);
+  return Enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output_tensors,
+                 PrepareReduceScatter(at::cat(flats), output, op, "reduce_scatter"));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   CheckLike(input, output, output.numel() * getSize(), "_reduce_scatter_base", "the input");
   const ReduceOp op = LibraryOp(opts.reduceOp, "_reduce_scatter_base");
-  return EnqueueReduceScatter(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input,
-                              output, op, {output});
+  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
+                 PrepareReduceScatter(input, output, op, "_reduce_scatter_base"));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueReduceScatter(
-    c10d::OpType type, const char* name, const at::Tensor& input, const at::Tensor& output,
-    ReduceOp op, std::vector<at::Tensor> outputs) {
+std::function<Status()> ProcessGroupCohort::PrepareReduceScatter(const at::Tensor& input,
+                                                                 const at::Tensor& output,
+                                                                 ReduceOp op, const char* name) {
   auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kReduce);
   auto recv =
       std::make_shared<StagedTensor>(output, name, StagedTensor::kReduce, StagedTensor::kNoCopyIn);
-  return Enqueue(type, name, std::move(outputs), [this, send, recv, op] {
+  return [this, send, recv, op] {
     COHORT_RETURN_IF_ERROR(
         comm_->ReduceScatter(send->data(), recv->data(), recv->numel(), recv->type(), op));
     recv->CopyBack();
     return Status::Ok();
-  });
+  };
 }
+
+#if COHORT_TORCH_HAS_TENSOR_COALESCED
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  const char* name = "allgather_into_tensor_coalesced";
+  CheckPairs(outputs, inputs, name);
+  std::vector<std::function<Status()>> parts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    parts.push_back(PrepareAllgatherBase(outputs[i], inputs[i], name));
+  }
+  return Enqueue(c10d::OpType::COALESCED, name, outputs, RunInTurn(std::move(parts)));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor_coalesced";
+  CheckPairs(outputs, inputs, name);
+  const ReduceOp op = LibraryOp(opts.reduceOp, name);
+  std::vector<std::function<Status()>> parts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckLike(inputs[i], outputs[i], outputs[i].numel() * getSize(), name,
+              "input " + std::to_string(i));
+    parts.push_back(PrepareReduceScatter(inputs[i], outputs[i], op, name));
+  }
+  return Enqueue(c10d::OpType::COALESCED, name, outputs, RunInTurn(std::move(parts)));
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {

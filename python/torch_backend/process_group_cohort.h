@@ -168,6 +168,16 @@ class ProcessGroupCohort final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+#if COHORT_TORCH_HAS_TENSOR_COALESCED
+  // torch 2.x's coalesced forms of _allgather_base and _reduce_scatter_base (FSDP2 and the
+  // functional collectives issue them; _coalescing_manager too): one Work, the pairs in order.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+#endif
   c10::intrusive_ptr<c10d::Work> reduce(
       std::vector<at::Tensor>& tensors,
       const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
@@ -223,13 +233,14 @@ class ProcessGroupCohort final : public BackendBase {
   // allreduce of a sparse COO tensor (sparse_allreduce.h): SUM only, on the queue thread.
   c10::intrusive_ptr<c10d::Work> SparseAllreduce(std::vector<at::Tensor>& tensors,
                                                  const c10d::AllreduceOptions& opts);
-  // What reduce_scatter and _reduce_scatter_base queue once their arguments are checked:
-  // `input` holds every rank's block in rank order, `output` receives this rank's reduced block.
-  c10::intrusive_ptr<c10d::Work> EnqueueReduceScatter(c10d::OpType type, const char* name,
-                                                      const at::Tensor& input,
-                                                      const at::Tensor& output,
-                                                      collective::ReduceOp op,
-                                                      std::vector<at::Tensor> outputs);
+  // What an all-gather into one tensor runs on the queue thread, staged now (at issue time):
+  // `output` receives every rank's `input` in rank order. Raises on a mismatched output.
+  std::function<Status()> PrepareAllgatherBase(const at::Tensor& output, const at::Tensor& input,
+                                               const char* name);
+  // What a reduce-scatter runs on the queue thread, staged now: `input` holds every rank's block
+  // in rank order, `output` receives this rank's reduced block.
+  std::function<Status()> PrepareReduceScatter(const at::Tensor& input, const at::Tensor& output,
+                                               collective::ReduceOp op, const char* name);
   // Runs one all-reduce on the communicator (the queue thread only).
   Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
   // The overlapped allreduce (see Overlap): starts it, and returns its second half.

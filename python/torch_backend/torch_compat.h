@@ -11,6 +11,8 @@
 //   overrides it.
 // - Backend::allreduce_sparse (torch 2.1 on): where torch routes the all-reduce of a
 //   sparse CUDA tensor; 1.13 hands every sparse tensor to allreduce.
+// - Backend::allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced (torch 2.1 on;
+//   2.14 forwards its all_gather_single_coalesced and reduce_scatter_single_coalesced to them).
 // Work's API (wait, getFuture, result, finish, mutex_, cv_, completed_, exception_) is the same
 // in both for what CohortWork uses.
 #pragma once
@@ -33,8 +35,10 @@ using BackendBase = c10d::ProcessGroup;
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 #define COHORT_TORCH_HAS_ALLREDUCE_SPARSE 1
+#define COHORT_TORCH_HAS_TENSOR_COALESCED 1
 #else
 #define COHORT_TORCH_HAS_ALLREDUCE_SPARSE 0
+#define COHORT_TORCH_HAS_TENSOR_COALESCED 0
 #endif
 
 }  // namespace cohort::torch_backend

@@ -11,7 +11,8 @@ exits 0 when every worker did. Scenarios:
                 (a gloo group over the same ranks, same inputs) and the exact result every rank
                 computes from the others' (deterministic) inputs: exact for integers and byte
                 moves, within rounding for float reductions; int8/uint8/int16/bool reductions;
-                sparse all-reduce; also a cohort subgroup
+                sparse all-reduce; torch 2.x's coalesced all-gathers into tensors and
+                reduce-scatters of tensors, and its functional collectives; also a cohort subgroup
   ops-reducers  the same on the Reduction Server (2 reducers, algorithm pinned); results must also
                 be byte-identical on every rank
   ddp           DDP training of a small MLP on the Reduction Server (2 reducers), plain, with
@@ -23,6 +24,8 @@ exits 0 when every worker did. Scenarios:
                 no_sync(), find_unused_parameters, Join over uneven inputs, static_graph, and an
                 nn.Embedding(sparse=True) (its gradients all-reduced as sparse tensors)
   objects       the object collectives and batch_isend_irecv against gloo
+  fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
+                skips on older torch, saying why)
   wire-bf16     wire compression chosen with cohort.torch.Options(wire_dtype="bf16"): float32
                 all-reduces on the Reduction Server come back identical on every rank, in bf16,
                 within one rounding of each input and of the result; float64 untouched; DDP trains
@@ -588,6 +591,41 @@ def scenario_ops():
     dist.all_reduce(t, group=sub)
     check.expect(torch.equal(t, torch.full((1000,), sum(range(1, n + 1)), dtype=torch.int64)), "subgroup allreduce")
 
+    # torch 2.x's coalesced tensor collectives, as FSDP2 and the functional collectives issue
+    # them: all-gathers into tensors and reduce-scatters of tensors, several in one call
+    # (_coalescing_manager: allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced),
+    # exact against every rank's inputs. (torch 1.13 has neither call.)
+    if not torch.__version__.startswith("1."):
+        import torch.distributed._functional_collectives as funcol
+        sizes = (5, 1, 4099)
+        ins = [inputs(torch, rank, c, torch.int64, 700 + i) for i, c in enumerate(sizes)]
+        outs = [torch.empty(n * c, dtype=torch.int64) for c in sizes]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for out, x in zip(outs, ins):
+                dist.all_gather_into_tensor(out, x)
+        cm.wait()
+        for i, c in enumerate(sizes):
+            want = torch.cat([inputs(torch, r, c, torch.int64, 700 + i) for r in range(n)])
+            check.expect(torch.equal(outs[i], want), f"coalesced all_gather_into_tensor {i}")
+        ins = [inputs(torch, rank, n * c, torch.int64, 800 + i) for i, c in enumerate(sizes)]
+        outs = [torch.empty(c, dtype=torch.int64) for c in sizes]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for out, x in zip(outs, ins):
+                dist.reduce_scatter_tensor(out, x, op=R.MAX)
+        cm.wait()
+        for i, c in enumerate(sizes):
+            every = torch.stack([inputs(torch, r, n * c, torch.int64, 800 + i) for r in range(n)])
+            want = every.max(0).values[rank * c:(rank + 1) * c]
+            check.expect(torch.equal(outs[i], want), f"coalesced reduce_scatter_tensor {i}")
+        x = inputs(torch, rank, 10, torch.int64, 900)
+        every = torch.stack([inputs(torch, r, 10, torch.int64, 900) for r in range(n)])
+        got = funcol.all_reduce(x, "sum", dist.group.WORLD)
+        check.expect(torch.equal(funcol.wait_tensor(got), every.sum(0)), "functional all_reduce")
+        got = funcol.all_gather_tensor(x, 0, dist.group.WORLD)
+        check.expect(torch.equal(funcol.wait_tensor(got), every.reshape(-1)), "functional all_gather_tensor")
+        got = funcol.reduce_scatter_tensor(every.reshape(-1), "sum", 0, dist.group.WORLD)
+        check.expect(torch.equal(funcol.wait_tensor(got), n * every[rank]), "functional reduce_scatter_tensor")
+
     # Barrier: nobody leaves before everybody arrived.
     store = dist.distributed_c10d._get_default_store()
     store.add("arrived", 1)
@@ -787,6 +825,70 @@ def scenario_ddp_loops():
         print(f"{loop}: loss {first:.3f} -> {last:.3f}", flush=True)
         check.expect(last < first, f"{loop}: the loss did not fall ({first:.3f} -> {last:.3f})")
         expect_trained_alike(check, dist, gloo, loop, params, reference, atol=1e-5)
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
+def scenario_fsdp():
+    """FSDP as torch 2.x scripts shard a model, on the cohort backend (its all-gathers into
+    tensors and reduce-scatters, coalesced where FSDP2 coalesces them), each against the same run
+    on gloo: FSDP2's fully_shard (each layer, then the root) and FSDP1's FullyShardedDataParallel,
+    CPU tensors. The loss falls, and every rank ends with gloo's full parameters. A flavour that
+    fails on gloo as well (torch 2.6's fully_shard on CPU) is reported and not compared."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    gloo = dist.new_group(backend="gloo")
+    features, classes, batch = 12, 3, 8
+    g = torch.Generator().manual_seed(11)
+    x_all = torch.randn(24 * n * batch, features, generator=g)
+    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+
+    def train(group, flavour):
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, 63),
+                                    torch.nn.ReLU(), torch.nn.Linear(63, classes))  # 63: shards of unequal size
+        if flavour == "fully_shard":
+            mesh = DeviceMesh.from_group(group, "cpu")
+            for layer in model:
+                if isinstance(layer, torch.nn.Linear):
+                    fully_shard(layer, mesh=mesh)
+            sharded = fully_shard(model, mesh=mesh)
+        else:
+            sharded = FSDP(model, process_group=group, device_id=torch.device("cpu"))
+        opt = torch.optim.SGD(sharded.parameters(), lr=0.1, momentum=0.9)
+        losses = []
+        for step in range(24):
+            lo = (step * n + rank) * batch
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(sharded(x_all[lo:lo + batch]), y_all[lo:lo + batch])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        if flavour == "fully_shard":
+            params = torch.cat([p.full_tensor().reshape(-1) for p in sharded.parameters()])
+        else:
+            with FSDP.summon_full_params(sharded):
+                params = torch.cat([p.detach().reshape(-1).clone() for p in sharded.parameters()])
+        return params, sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+
+    for flavour in ("fully_shard", "FullyShardedDataParallel"):
+        try:
+            reference, _, _ = train(gloo, flavour)
+        except (AttributeError, RuntimeError) as e:  # torch 2.6's FSDP2 needs a CUDA stream on CPU too
+            print(f"{flavour}: not compared: on torch {torch.__version__} it fails on gloo as well ({e})", flush=True)
+            continue
+        params, first, last = train(dist.group.WORLD, flavour)
+        print(f"{flavour}: loss {first:.3f} -> {last:.3f}", flush=True)
+        check.expect(last < first, f"{flavour}: the loss did not fall ({first:.3f} -> {last:.3f})")
+        expect_trained_alike(check, dist, gloo, flavour, params, reference, atol=1e-5)
     dist.barrier(group=gloo)
     return check.finish()
 
@@ -1387,6 +1489,7 @@ SCENARIOS = {
     "ddp-loops": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "CUDA_VISIBLE_DEVICES": ""}, (),
                   scenario_ddp_loops),
     "objects": (3, 0, {}, (), scenario_objects),
+    "fsdp": (3, 0, {}, (), scenario_fsdp),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
     "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
@@ -1449,6 +1552,13 @@ def main():
     if args.backend_built != "ON":
         print(f"SKIP: the cohort torch backend was not built (CMake: Cohort torch backend: {args.backend_built})")
         return SKIP
+    if args.scenario == "fsdp":
+        try:
+            from torch.distributed.fsdp import fully_shard  # noqa: F401  (FSDP2: torch 2.6 on)
+        except Exception as e:  # noqa: BLE001  ImportError, or 1.13's fsdp failing to import on Python 3.11
+            print(f"SKIP: torch {torch.__version__} has no FSDP2 (torch.distributed.fsdp.fully_shard: {e}): FSDP "
+                  "is checked against torch 2.6 on (tests/torch/debian_torch_check.sh)")
+            return SKIP
     if args.scenario == "cuda" and not torch.cuda.is_available():
         why = (f"torch {torch.__version__} here is built without CUDA" if torch.version.cuda is None
                else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
