@@ -9,7 +9,7 @@
 #                   ops (ring/auto, no reducers), ops-reducers (Reduction Server, 2 reducers:
 #                   results identical bytes on every rank), ddp, wire-bf16, cohort-job
 #                   (cohort-reducer processes), ddp-loops (no_sync, Join, a sparse embedding...),
-#                   bad-use; run side by side
+#                   bad-use, fsdp (3 ranks: fully_shard and FSDP1 against gloo); side by side
 #   checks_cuda.txt the cuda scenario (CUDA tensors staged through pinned host memory), 4 ranks on
 #                   the GPU(s), without reducers and with 2 (then identical bytes on every rank);
 #                   it skips, saying why, where torch sees no GPU
@@ -153,7 +153,7 @@ if [ "$quick" = 1 ]; then
   cpu_runs=("ops-reducers --workers 4" "bad-use")
 else
   cpu_runs=("ops --workers 4" "ops-reducers --workers 4" "ddp --workers 4" "ddp-loops --workers 4"
-            "wire-bf16 --workers 4" "cohort-job" "bad-use")
+            "wire-bf16 --workers 4" "cohort-job" "bad-use" "fsdp")
 fi
 step checks-cpu 150 "$out/checks_cpu.txt" "$0" --step cpu_checks "${cpu_runs[@]}"
 
