@@ -233,6 +233,22 @@ def same_on_every_rank(dist, gloo, value):
 # ----------------------------------------------------------------------------------------------
 # Scenarios (worker side)
 
+def start_training(features, classes, rows_per_rank, seed):
+    """The training scenarios' start: the default cohort group (env://, 60 s), a gloo group over
+    the same ranks for the reference runs, and one classification set every rank draws alike.
+    Returns rank, world size, a Checker, the gloo group, the generator (for more draws), the
+    inputs (rows_per_rank rows per rank) and their labels."""
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    g = torch.Generator().manual_seed(seed)
+    x_all = torch.randn(rows_per_rank * n, features, generator=g)
+    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+    return rank, n, Checker(rank), gloo, g, x_all, y_all
+
+
 def expect_trained_alike(check, dist, gloo, name, params, reference, atol):
     """The parameters a training run ended with are the same bytes on every rank and, given a
     `reference` (the same run on gloo), equal to it within rounding."""
@@ -732,14 +748,8 @@ def scenario_ddp_loops():
     from torch.distributed.algorithms.join import Join
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
-    rank, n = dist.get_rank(), dist.get_world_size()
-    check = Checker(rank)
-    gloo = dist.new_group(backend="gloo")
     features, classes, batch = 12, 3, 16
-    g = torch.Generator().manual_seed(7)
-    x_all = torch.randn(64 * n * batch, features, generator=g)
-    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+    rank, n, check, gloo, g, x_all, y_all = start_training(features, classes, 64 * batch, seed=7)
 
     class Branchy(torch.nn.Module):
         """An MLP with a side branch (the find_unused_parameters loop uses it on odd steps only)."""
@@ -842,14 +852,8 @@ def scenario_fsdp():
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import fully_shard
 
-    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
-    rank, n = dist.get_rank(), dist.get_world_size()
-    check = Checker(rank)
-    gloo = dist.new_group(backend="gloo")
     features, classes, batch = 12, 3, 8
-    g = torch.Generator().manual_seed(11)
-    x_all = torch.randn(24 * n * batch, features, generator=g)
-    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+    rank, n, check, gloo, _, x_all, y_all = start_training(features, classes, 24 * batch, seed=11)
 
     def train(group, flavour):
         torch.manual_seed(5)
