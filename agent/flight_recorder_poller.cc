@@ -1,6 +1,6 @@
 #include "agent/flight_recorder_poller.h"
 
-#include <chrono>
+#include <cstdint>
 #include <utility>
 
 #include "common/mutex.h"
@@ -11,12 +11,6 @@ namespace {
 // How far a file of this attempt may seem to predate the launch by the wall clock (the clock
 // stepped between the two readings) and still count as this attempt's.
 constexpr int64_t kWallClockSlackNs = 1'000'000'000;
-
-int64_t WallClockNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -43,7 +37,7 @@ ReadingThread::Read FlightRecorderPoller::ReadInto(std::shared_ptr<Found> found,
   // The launch by this host's wall clock: a file another host set up (storage the attempts share)
   // has an anchor on that host's monotonic clock, which says nothing here; its wall clock does.
   const int64_t not_before_wall_ns =
-      WallClockNs() - (FlightClockNs() - not_before_ns) - kWallClockSlackNs;
+      FlightWallClockNs() - (FlightClockNs() - not_before_ns) - kWallClockSlackNs;
   return [found = std::move(found), path = std::move(path), not_before_ns, not_before_wall_ns,
           readers = std::make_shared<Readers>()](uint64_t number) {
     std::vector<FileSnapshot> snapshots;

@@ -125,6 +125,12 @@ int64_t FlightClockNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+int64_t FlightWallClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // ---- FlightRecorder ----
 
 StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::CreateFile(const std::string& path,
@@ -222,9 +228,7 @@ void FlightRecorder::Initialise(uint32_t capacity, int rank, int world_size) {
   header_->start_ticks = ProcessStartTicks();
   header_->exited = 0;
   header_->anchor_monotonic_ns = FlightClockNs();
-  header_->anchor_wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count();
+  header_->anchor_wall_ns = FlightWallClockNs();
   Atomic(header_->magic).store(FlightRecorderHeader::kMagic, std::memory_order_release);
 }
 

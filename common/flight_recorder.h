@@ -174,6 +174,8 @@ size_t FlightRecorderFileBytes(uint32_t capacity);
 
 // CLOCK_MONOTONIC in nanoseconds: the recorder's clock.
 int64_t FlightClockNs();
+// The wall clock (Unix epoch) in nanoseconds: what a header's anchor_wall_ns holds.
+int64_t FlightWallClockNs();
 // A steady_clock reading on the recorder's clock (libstdc++'s steady_clock reads CLOCK_MONOTONIC),
 // so a caller that reads the clock anyway (e.g. for its deadline) can hand Begin its start time
 // instead of Begin reading the clock again.

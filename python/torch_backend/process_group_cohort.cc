@@ -745,7 +745,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  CheckLike(input, output, output.numel() * getSize(), "_reduce_scatter_base", "the input");
   const ReduceOp op = LibraryOp(opts.reduceOp, "_reduce_scatter_base");
   return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
                  PrepareReduceScatter(input, output, op, "_reduce_scatter_base"));
@@ -754,6 +753,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
 std::function<Status()> ProcessGroupCohort::PrepareReduceScatter(const at::Tensor& input,
                                                                  const at::Tensor& output,
                                                                  ReduceOp op, const char* name) {
+  CheckLike(input, output, output.numel() * getSize(), name, "the input");
   auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kReduce);
   auto recv =
       std::make_shared<StagedTensor>(output, name, StagedTensor::kReduce, StagedTensor::kNoCopyIn);
@@ -786,8 +786,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter_tensor_coalesc
   const ReduceOp op = LibraryOp(opts.reduceOp, name);
   std::vector<std::function<Status()>> parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    CheckLike(inputs[i], outputs[i], outputs[i].numel() * getSize(), name,
-              "input " + std::to_string(i));
     parts.push_back(PrepareReduceScatter(inputs[i], outputs[i], op, name));
   }
   return Enqueue(c10d::OpType::COALESCED, name, outputs, RunInTurn(std::move(parts)));

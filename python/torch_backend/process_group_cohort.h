@@ -238,7 +238,7 @@ class ProcessGroupCohort final : public BackendBase {
   std::function<Status()> PrepareAllgatherBase(const at::Tensor& output, const at::Tensor& input,
                                                const char* name);
   // What a reduce-scatter runs on the queue thread, staged now: `input` holds every rank's block
-  // in rank order, `output` receives this rank's reduced block.
+  // in rank order, `output` receives this rank's reduced block. Raises on a mismatched input.
   std::function<Status()> PrepareReduceScatter(const at::Tensor& input, const at::Tensor& output,
                                                collective::ReduceOp op, const char* name);
   // Runs one all-reduce on the communicator (the queue thread only).

@@ -14,8 +14,8 @@
 // reads a CPU tensor when the operation runs; a tensor used in place, as above, behaves so here).
 //
 // Errors: a tensor the library cannot take (sparse: allreduce takes COO ones before staging, see
-// sparse_allreduce.h; complex for a reduction) raises a
-// c10::Error (RuntimeError in Python) naming the operation and the dtype, on the caller's thread.
+// sparse_allreduce.h; complex for a reduction) raises a c10::Error (RuntimeError in Python) naming
+// the operation and the dtype, on the caller's thread.
 #pragma once
 
 #include <ATen/ATen.h>
