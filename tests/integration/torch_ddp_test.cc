@@ -22,14 +22,18 @@
 // restarts and ends with the parameter bytes of a fault-free run.
 //
 // The tests need /usr/bin/python3 with torch (Debian's python3-torch); without it they skip,
-// saying so. They are kept short (a small MLP, 5 epochs of about a second, a 3 s heartbeat
-// timeout) and wait on deadlines, never on sleeps.
+// saying so. Three variables run them on another torch, as tests/torch/debian_torch_check.sh does
+// for newer Debians' in a chroot: COHORT_TEST_TORCH_PYTHON (the replicas' interpreter),
+// COHORT_TEST_PYTHON_DIR (the cohort package built for it) and COHORT_TEST_BUILTIN_DIR (the
+// agents' --builtin-dir, with a cohort-reducer on that torch's UCX). They are kept short (a small
+// MLP, 5 epochs of about a second, a 3 s heartbeat timeout) and wait on deadlines, never on sleeps.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -56,15 +60,56 @@ constexpr int kEpochs = 5;
 // The fault comes once this epoch's checkpoint is committed: later epochs are still to run.
 constexpr int kFaultAfterEpoch = 2;
 
+// The interpreter the replicas run: Debian's python3, or COHORT_TEST_TORCH_PYTHON, another torch's
+// (tests/torch/debian_torch_check.sh points it at a newer Debian's python3 in a chroot).
+const std::string& TorchPython() {
+  static const std::string python = [] {
+    const char* other = std::getenv("COHORT_TEST_TORCH_PYTHON");
+    return std::string(other && *other ? other : ct::kPython);
+  }();
+  return python;
+}
+
+// The cohort package with the torch backend built for TorchPython(): COHORT_TEST_PYTHON_DIR, or
+// this build's for Debian's python3; "" when there is none.
+const std::string& CohortPythonDir() {
+  static const std::string dir = [] {
+    const char* other = std::getenv("COHORT_TEST_PYTHON_DIR");
+    if (other && *other) return std::string(other);
+    return TorchPython() == ct::kPython ? std::string(COHORT_PYTHON_DIR) : std::string();
+  }();
+  return dir;
+}
+
+// Why the cohort backend's tests cannot run ("" when they can).
+std::string CohortBackendMissing() {
+  if (!CohortPythonDir().empty()) return "";
+  if (TorchPython() != ct::kPython) {
+    return "no cohort package built for " + TorchPython() + " (set COHORT_TEST_PYTHON_DIR)";
+  }
+  return std::string("the cohort torch backend was not built: ") + COHORT_TORCH_BACKEND_WHY;
+}
+
+// The agents' --builtin-dir, where they look for cohort-reducer first: COHORT_TEST_BUILTIN_DIR
+// (with the two above, the reducers built against that other interpreter's UCX: a process and its
+// peers must run one UCX release), or "" for this build's.
+const std::string& BuiltinDir() {
+  static const std::string dir = [] {
+    const char* other = std::getenv("COHORT_TEST_BUILTIN_DIR");
+    return std::string(other ? other : "");
+  }();
+  return dir;
+}
+
 // Why torch cannot run here ("" when it can), asked once.
 const std::string& TorchMissing() {
   static const std::string reason = [] {
-    if (!ct::FileExists(ct::kPython)) return std::string(ct::kPython) + " is not installed";
+    if (!ct::FileExists(TorchPython())) return TorchPython() + " is not installed";
     ct::RunResult r = ct::RunProcess(
-        ct::kPython, {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {},
+        TorchPython(), {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {},
         60s);
     if (r.exit_code == 0) return std::string();
-    return std::string(ct::kPython) + " cannot import torch with gloo (install python3-torch): " +
+    return TorchPython() + " cannot import torch with gloo (install python3-torch): " +
            r.err.substr(r.err.size() > 300 ? r.err.size() - 300 : 0);
   }();
   return reason;
@@ -108,7 +153,9 @@ class TorchDdpTest : public ::testing::Test {
 
   void StartAgents(const std::vector<std::string>& names, int gpus) {
     for (const auto& name : names) {
-      ASSERT_EQ(cluster_->StartAgent({Node(name), gpus, 4}), "");
+      ct::AgentOptions agent{Node(name), gpus, 4};
+      if (!BuiltinDir().empty()) agent.extra_args = {"--builtin-dir", BuiltinDir()};
+      ASSERT_EQ(cluster_->StartAgent(agent), "");
     }
   }
 
@@ -124,12 +171,11 @@ class TorchDdpTest : public ::testing::Test {
   // unless told otherwise.
   std::string JobYaml(const JobOptions& options) {
     std::string env = "{OMP_NUM_THREADS: \"1\"";
-    if (options.backend == "cohort") env += ", PYTHONPATH: " + std::string(COHORT_PYTHON_DIR);
+    if (options.backend == "cohort") env += ", PYTHONPATH: " + CohortPythonDir();
     env += "}";
     std::string process =
-        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" +
-        std::string(ct::kPython) + ", " + COHORT_TORCH_DDP_SCRIPT +
-        "]\n      args: [--backend=" + options.backend +
+        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" + TorchPython() + ", " +
+        COHORT_TORCH_DDP_SCRIPT + "]\n      args: [--backend=" + options.backend +
         ", --epochs=" + std::to_string(options.epochs) +
         ", --hidden=32, --batch-size=32, --lr=0.1, --seed=3, --step-delay=0.06, --timeout=60" +
         options.extra_args + "]\n      env: " + env + "\n";
@@ -278,7 +324,7 @@ class TorchDdpTest : public ::testing::Test {
                          const std::string& scheduling) {
     job_ = job;
     const std::string launch =
-        "exec " + std::string(ct::kPython) +
+        "exec " + TorchPython() +
         " -m torch.distributed.run --redirects 9:1 --tee 9:1 --nnodes $WORLD_SIZE --node_rank "
         "$RANK --nproc_per_node 2 --master_addr $MASTER_ADDR --master_port $MASTER_PORT " +
         COHORT_TORCH_DDP_SCRIPT + " --backend=cohort --epochs=" + std::to_string(epochs) +
@@ -286,7 +332,7 @@ class TorchDdpTest : public ::testing::Test {
     const std::string process =
         "    resources: {gpus: 1, cpus: 2}\n    process:\n      command: "
         "[/bin/sh, -c, \"" +
-        launch + "\"]\n      env: {PYTHONPATH: " + COHORT_PYTHON_DIR + "}\n";
+        launch + "\"]\n      env: {PYTHONPATH: " + CohortPythonDir() + "}\n";
     auto client = cluster_->Client();
     auto sub = client.Submit("name: " + job_ + "\noutput_dir: " + OutputDir() +
                              "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
@@ -381,9 +427,7 @@ TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
 // Every replica on the lost node dies with it (a reducer may share worker-0's node); the
 // survivors' all-reduces fail naming the lost rank or a reducer, and the job resumes as under gloo.
 TEST_F(TorchDdpTest, CohortBackendNodeLossRestartsTheJobOnceFromItsCheckpoint) {
-  if (std::string(COHORT_PYTHON_DIR).empty()) {
-    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
-  }
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
   StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
   JobOptions options;
   options.backend = "cohort";
@@ -467,9 +511,7 @@ double LoggedNumber(const std::string& log, const std::string& label) {
 // then cohort with two reducers. Both reach the same accuracy (their sums differ in rounding
 // only); under cohort every rank ends with the same parameter bytes.
 TEST_F(TorchDdpTest, CohortBackendReachesGlooAccuracyWithIdenticalParametersOnEveryRank) {
-  if (std::string(COHORT_PYTHON_DIR).empty()) {
-    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
-  }
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
   StartAgents({"node-a", "node-b", "node-c"}, 1);
   auto client = cluster_->Client();
   std::map<std::string, double> accuracy;
@@ -510,9 +552,7 @@ TEST_F(TorchDdpTest, CohortBackendReachesGlooAccuracyWithIdenticalParametersOnEv
 // resumed run ended a few bits off, most likely because the ring's order of addition follows
 // DDP's bucket layout, which differs in a process's first step.)
 TEST_F(TorchDdpTest, CohortBackendJobThroughFourIncidentsEndsWithTheFaultFreeModel) {
-  if (std::string(COHORT_PYTHON_DIR).empty()) {
-    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
-  }
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
   StartAgents({"node-a", "node-b", "node-c", "node-d", "node-e"}, 1);
   JobOptions options;
   options.backend = "cohort";
@@ -587,9 +627,7 @@ TEST_F(TorchDdpTest, CohortBackendJobThroughFourIncidentsEndsWithTheFaultFreeMod
 // only gets Debian's torch 1.13 torchrun past its start under Python 3.11: tests/torch/
 // torchrun_check.py.)
 TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
-  if (std::string(COHORT_PYTHON_DIR).empty()) {
-    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
-  }
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
   StartAgents({"node-a", "node-b", "node-c"}, 1);
   SubmitTorchrunJob("torchrun_inside", 3, "", "max_restarts: 0");
   auto client = cluster_->Client();
@@ -662,9 +700,7 @@ TEST_F(TorchDdpTest, TorchrunInsideEachReplicaRunsOnTheJobsReducers) {
 // once, resumes from its checkpoint and succeeds; the other replica's torchrun, whose ranks lost
 // their peer, is collateral.
 TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoint) {
-  if (std::string(COHORT_PYTHON_DIR).empty()) {
-    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
-  }
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
   RunTorchrunJobPastTheFaultsEpoch("torchrun_rank_killed",
                                    "max_restarts: 3, restart_job_on_worker_restart: true");
   // The worker replica's torchrun rank of local rank 1 (global rank 3), not torchrun itself.
@@ -696,9 +732,7 @@ TEST_F(TorchDdpTest, TorchrunWhoseRankIsKilledRestartsTheJobOnceFromItsCheckpoin
 // file was read, both replicas seemed to wait in it, and the verdict blamed something outside the
 // ranks). The hang restarts the job from its checkpoint, spending one restart.
 TEST_F(TorchDdpTest, TorchrunRankStuckOutsideTheCollectivesIsNamedByTheWatchdog) {
-  if (std::string(COHORT_PYTHON_DIR).empty()) {
-    GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
-  }
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
   RunTorchrunJobPastTheFaultsEpoch(
       "torchrun_rank_stuck",
       "max_restarts: 2, restart_job_on_worker_restart: true, hang_timeout: 5s");

@@ -168,12 +168,14 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   if (!cgroup_root_.empty() && !own_cgroup_choice) {
     args.insert(args.begin(), {"--cgroup-root", cgroup_root_});
   }
+  if (std::find(args.begin(), args.end(), "--builtin-dir") == args.end()) {
+    args.insert(args.begin(), {"--builtin-dir", COHORT_BUILTIN_DIR});
+  }
   args.insert(args.begin(),
               {"--coordinator", agent_endpoint_, "--node-id", options.node_id, "--gpus",
                std::to_string(options.gpus), "--cpus", std::to_string(options.cpus), "--memory-mb",
-               std::to_string(options.memory_mb), "--work-dir", work_dir, "--builtin-dir",
-               COHORT_BUILTIN_DIR, "--advertise-address", "127.0.0.1", "--grace-period",
-               options.grace_period});
+               std::to_string(options.memory_mb), "--work-dir", work_dir, "--advertise-address",
+               "127.0.0.1", "--grace-period", options.grace_period});
   if (options_.secure && !FileExists(keys_dir() + "/" + options.node_id + ".key")) {
     auto keys = GenerateCurveKeyPair();
     if (!keys.ok()) return keys.status().ToString();

@@ -58,7 +58,8 @@ struct AgentOptions {
   int cpus = 8;
   int memory_mb = 16384;
   std::string grace_period = "2s";
-  std::vector<std::string> extra_args = {};  // appended to the agent's command line
+  // Appended to the agent's command line; a --builtin-dir among them replaces this build's.
+  std::vector<std::string> extra_args = {};
   // Runs the agent under this command (the agent's path and arguments follow it), e.g. unshare
   // with a bind mount: a node whose view of the filesystem differs. It must exec the agent, so
   // that the process started is the agent's.

@@ -2,14 +2,16 @@
 # debian_torch_check.sh: the `cohort` torch backend against another Debian's torch, in a chroot.
 # CI and the README's tests build against Debian 12's torch 1.13; users have newer torch (Debian
 # 13's python3-torch is 2.6, sid's 2.14). This builds the backend against one of them and runs
-# every scenario of torch_backend_check.py there, with CPU tensors, and the collective library's
-# tests against that Debian's UCX (the library must work with the UCX a distro ships).
+# every scenario of torch_backend_check.py there, with CPU tensors, the collective library's
+# tests against that Debian's UCX (the library must work with the UCX a distro ships), and the
+# stock DDP script under a local Cohort cluster (torch_ddp_test: node loss, preemption, the cohort
+# backend on reducers) with that torch in every replica.
 #
 #   tests/torch/debian_torch_check.sh SUITE [SCENARIO...]     (as root; SUITE: trixie, sid, ...)
 #
 # Needs root (debootstrap, chroot, bind mounts) and deb.debian.org: not part of .ci/run. Build
 # first: ninja -C BUILD cohort_torch_backend cohort_python cohort-reducer cohort-bench
-# cohort_collective_tests. Environment: BUILD (default build), CHROOT (default
+# cohort_collective_tests torch_ddp_test. Environment: BUILD (default build), CHROOT (default
 # /var/tmp/cohort-torch-SUITE; made once with debootstrap, about 2 GiB, kept for the next run).
 # Prints one line per scenario and a summary; exit status 0 when every one passed (cuda skips
 # without a GPU: exit 77, counted as passed). Logs: CHROOT/tmp/scenario-NAME.log.
@@ -89,5 +91,47 @@ for s in "${scenarios[@]}"; do
   fi
   echo "$s: $verdict, $(( $(date +%s) - t0 )) s"
 done
-echo "debian_torch_check.sh: $suite: $(( ${#scenarios[@]} + 1 - ${#failed[@]} )) of $(( ${#scenarios[@]} + 1 )) passed in $(( $(date +%s) - start )) s${failed[*]:+; failed: ${failed[*]}}"
+
+# The stock DDP script under Cohort on this torch: torch_ddp_test's coordinator and agents are this
+# build's, on the host; the replicas it launches run the chroot's python3 and the reducers the
+# kit's cohort-reducer (the chroot's UCX), through two wrappers. The paths the test hands to
+# replicas (the script in the source tree, the cluster's scratch under TMPDIR) are bind-mounted at
+# the same path inside. USE_LIBUV=0 goes into the wrapper, as a user puts it into the job's env.
+# Left out when scenarios are named or the test is not built.
+stages=$(( ${#scenarios[@]} + 1 ))
+ddp_test="$build/tests/integration/torch_ddp_test"
+if [ "$#" = 0 ] && [ -x "$ddp_test" ]; then
+  stages=$((stages + 1))
+  t0=$(date +%s)
+  host_dir=$(mktemp -d /var/tmp/cohort-torch-ddp.XXXXXX)
+  mkdir -p "$host_dir/tmp" "$host_dir/builtin" "$chroot_dir$host_dir" "$chroot_dir$root"
+  mount --bind "$host_dir" "$chroot_dir$host_dir"
+  mounts+=("$chroot_dir$host_dir")
+  mount --bind "$root" "$chroot_dir$root"
+  mounts+=("$chroot_dir$root")
+  printf '#!/bin/sh\nexec chroot %q /usr/bin/env USE_LIBUV=0 /bin/sh -c %s "$PWD" "$@"\n' \
+    "$chroot_dir" "'cd \"\$0\" && exec /usr/bin/python3 \"\$@\"'" >"$host_dir/python3"
+  printf '#!/bin/sh\nexec chroot %q /bin/sh -c %s "$PWD" "$@"\n' \
+    "$chroot_dir" "'cd \"\$0\" && exec /kit/bin/cohort-reducer.sh \"\$@\"'" >"$host_dir/builtin/cohort-reducer"
+  chmod +x "$host_dir/python3" "$host_dir/builtin/cohort-reducer"
+  # torchrun's tests are left out: Debian builds torch 2.x without libuv, and torchrun's
+  # rendezvous stores ask for it with nothing to say otherwise (USE_LIBUV is read by env:// only),
+  # so Debian's torchrun cannot start.
+  rc=0
+  TMPDIR="$host_dir/tmp" COHORT_TEST_TORCH_PYTHON="$host_dir/python3" \
+    COHORT_TEST_PYTHON_DIR=/kit-build/python COHORT_TEST_BUILTIN_DIR="$host_dir/builtin" \
+    timeout 900 "$ddp_test" --gtest_filter='-*Torchrun*' >"$chroot_dir/tmp/torch-ddp-test.log" 2>&1 ||
+    rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "torch_ddp_test (the stock DDP script under Cohort; torchrun's left out):" \
+      "$(grep -h '^\[  PASSED' "$chroot_dir/tmp/torch-ddp-test.log" | tail -n 1), $(( $(date +%s) - t0 )) s"
+  else
+    echo "torch_ddp_test: FAILED (exit $rc; CHROOT/tmp/torch-ddp-test.log)"
+    failed+=(torch_ddp_test)
+  fi
+  umount "$chroot_dir$root" "$chroot_dir$host_dir"
+  unset 'mounts[-1]' 'mounts[-1]'
+  rm -rf "$host_dir"
+fi
+echo "debian_torch_check.sh: $suite: $(( stages - ${#failed[@]} )) of $stages passed in $(( $(date +%s) - start )) s${failed[*]:+; failed: ${failed[*]}}"
 [ "${#failed[@]}" = 0 ]
