@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective/transport/ucx/ucx_support.h"
 #include "tests/testing/scoped_env.h"
 
 namespace cohort::collective {
@@ -248,6 +250,63 @@ TEST(UcxTransportTcpTest, SocketsGetTheConfiguredSendBuffer) {
   const auto set = std::count(sizes.begin(), sizes.end(), static_cast<int>(2 * kBytes));
   EXPECT_GE(set, 2) << "no TCP socket between the ranks has the configured send buffer; "
                     << sizes.size() << " TCP sockets";
+}
+
+// Releases are taken to connect within one minor release only.
+TEST(UcxReleaseTest, ConnectWithinOneMinorRelease) {
+  const UcxRelease v1_13_1{1, 13, 1}, v1_13_0{1, 13, 0}, v1_18_1{1, 18, 1}, v1_23_0{1, 23, 0},
+      v2_13_0{2, 13, 0};
+  EXPECT_TRUE(UcxReleasesConnect(v1_13_1, v1_13_0));
+  EXPECT_TRUE(UcxReleasesConnect(v1_23_0, v1_23_0));
+  EXPECT_FALSE(UcxReleasesConnect(v1_18_1, v1_23_0));
+  EXPECT_FALSE(UcxReleasesConnect(v1_23_0, v1_13_1));
+  EXPECT_FALSE(UcxReleasesConnect(v1_13_0, v2_13_0));
+  EXPECT_EQ(v1_13_1.ToString(), "1.13.1");
+}
+
+// A published address carries the publisher's release; one without the line (a peer of a Cohort
+// before it) still decodes, with no release; a release line that is not one is malformed.
+TEST(UcxReleaseTest, PublishedAddressCarriesTheRelease) {
+  const std::string worker_address("\x01\n\x02ucx \n", 8);  // bytes, newlines among them
+  int pid = 0;
+  std::string host, address;
+  std::optional<UcxRelease> release;
+  ASSERT_TRUE(DecodeAddress(EncodeAddress(worker_address), &pid, &host, &release, &address));
+  EXPECT_EQ(pid, static_cast<int>(::getpid()));
+  ASSERT_TRUE(release.has_value());
+  EXPECT_EQ(release->ToString(), LoadedUcxRelease().ToString());
+  EXPECT_EQ(address, worker_address);
+
+  ASSERT_TRUE(DecodeAddress("42\nhost-a\n" + worker_address, &pid, &host, &release, &address));
+  EXPECT_EQ(pid, 42);
+  EXPECT_EQ(host, "host-a");
+  EXPECT_FALSE(release.has_value());
+  EXPECT_EQ(address, worker_address);
+
+  EXPECT_FALSE(
+      DecodeAddress("42\nhost-a\nucx 1.x\n" + worker_address, &pid, &host, &release, &address));
+  EXPECT_FALSE(DecodeAddress("42\nhost-a\nucx 1.13.1", &pid, &host, &release, &address));
+}
+
+// A peer on another minor release of UCX (1.0, which no UCX this builds with is) is refused by name
+// before UCX is handed its address: a clear error, not an abort inside UCX.
+TEST(UcxTransportTcpTest, PeerOnAnotherMinorReleaseIsRefusedByName) {
+  ScopedTls tls("tcp");
+  InMemoryBootstrap bootstrap;
+  ASSERT_TRUE(bootstrap.Put("cohort/addr/1", "1\nelsewhere\nucx 1.0.0\nnot an address").ok());
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  options.rank_name = [](int rank) {
+    return (rank == 0 ? "worker " : "reducer ") + std::to_string(rank);
+  };
+  Status status;
+  auto t = Connect(bootstrap, 0, options, &status);
+  ASSERT_EQ(t, nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  EXPECT_NE(status.message().find("reducer 1 runs UCX 1.0.0 and worker 0 UCX " +
+                                  LoadedUcxRelease().ToString()),
+            std::string::npos)
+      << status.ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("tcp", "sm"),

@@ -1,7 +1,9 @@
 #include "collective/transport/ucx/ucx_support.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "collective/same_host.h"
@@ -21,19 +23,69 @@ Status FromUcs(ucs_status_t status, const std::string& what) {
   return Internal(m);
 }
 
+namespace {
+
+constexpr char kReleaseLine[] = "ucx ";
+
+// "1.13.1" as a release; empty when it is not three numbers.
+std::optional<UcxRelease> ParseRelease(const std::string& text) {
+  UcxRelease r;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%u.%u.%u%c", &r.major, &r.minor, &r.release, &tail) != 3) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string UcxRelease::ToString() const {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
+UcxRelease LoadedUcxRelease() {
+  UcxRelease r;
+  ucp_get_version(&r.major, &r.minor, &r.release);
+  return r;
+}
+
+std::string DescribeLoadedUcx() {
+  std::string text = "UCX " + LoadedUcxRelease().ToString();
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ucp_get_version), &info) != 0 && info.dli_fname != nullptr) {
+    text += std::string(" (") + info.dli_fname + ")";
+  }
+  return text;
+}
+
+bool UcxReleasesConnect(const UcxRelease& a, const UcxRelease& b) {
+  return a.major == b.major && a.minor == b.minor;
+}
+
 std::string EncodeAddress(const std::string& ucx_address) {
-  return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + ucx_address;
+  return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + kReleaseLine +
+         LoadedUcxRelease().ToString() + "\n" + ucx_address;
 }
 
 bool DecodeAddress(const std::string& value, int* pid, std::string* host,
-                   std::string* ucx_address) {
+                   std::optional<UcxRelease>* ucx_release, std::string* ucx_address) {
   const auto a = value.find('\n');
   if (a == std::string::npos) return false;
   const auto b = value.find('\n', a + 1);
   if (b == std::string::npos) return false;
   *pid = std::atoi(value.substr(0, a).c_str());
   *host = value.substr(a + 1, b - a - 1);
-  *ucx_address = value.substr(b + 1);
+  ucx_release->reset();
+  size_t rest = b + 1;
+  if (value.compare(rest, sizeof(kReleaseLine) - 1, kReleaseLine) == 0) {
+    const auto c = value.find('\n', rest);
+    if (c == std::string::npos) return false;
+    const size_t start = rest + sizeof(kReleaseLine) - 1;
+    *ucx_release = ParseRelease(value.substr(start, c - start));
+    if (!*ucx_release) return false;
+    rest = c + 1;
+  }
+  *ucx_address = value.substr(rest);
   return true;
 }
 

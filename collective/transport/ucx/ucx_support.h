@@ -1,9 +1,10 @@
 // Helpers of the UCX transport (ucx_transport.h), internal to it: UCX status codes as Status, the
-// address each rank publishes, and what UCX_TLS allows.
+// address each rank publishes, which UCX releases connect, and what UCX_TLS allows.
 #pragma once
 
 #include <ucp/api/ucp.h>
 
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -14,10 +15,30 @@ namespace cohort::collective {
 // kUnavailable, a cancelled request kCancelled, a truncated message kDataLoss.
 Status FromUcs(ucs_status_t status, const std::string& what);
 
-// The value a rank publishes: "<pid>\n<host identity>\n<UCX worker address bytes>".
+// A UCX release, as ucp_get_version reads it.
+struct UcxRelease {
+  unsigned major = 0, minor = 0, release = 0;
+  std::string ToString() const;  // "1.13.1"
+};
+
+// The release of the libucp this process loaded (not the headers').
+UcxRelease LoadedUcxRelease();
+// "UCX 1.13.1 (/usr/lib/x86_64-linux-gnu/libucp.so.0)": the loaded release and its file.
+std::string DescribeLoadedUcx();
+
+// Whether processes on UCX releases `a` and `b` are taken to connect: one minor release. UCX keeps
+// no promise across minor releases, and Debian's do not all connect over tcp: 1.13 (Debian 12) with
+// 1.18 (13) works, 1.23 (sid) with either fails ("Destination is unreachable"), and the older side
+// then aborts inside ucp_worker_progress (an assertion in UCX). So the check comes before either
+// side makes an endpoint; COHORT_UCX_RELEASE_CHECK=0 makes it a warning.
+bool UcxReleasesConnect(const UcxRelease& a, const UcxRelease& b);
+
+// The value a rank publishes: "<pid>\n<host identity>\nucx <release>\n<UCX worker address bytes>".
 std::string EncodeAddress(const std::string& ucx_address);
-// Splits a published value; false when it is malformed.
-bool DecodeAddress(const std::string& value, int* pid, std::string* host, std::string* ucx_address);
+// Splits a published value; false when it is malformed. *ucx_release is empty for a value without
+// the release line (a peer of a Cohort before it), whose release cannot be checked.
+bool DecodeAddress(const std::string& value, int* pid, std::string* host,
+                   std::optional<UcxRelease>* ucx_release, std::string* ucx_address);
 
 // Whether UCX_TLS leaves UCX a transport that can report a dead peer (tcp or an RDMA one). With
 // only shared memory, asking for the peer error mode fails (and UCX logs an error), so same-host

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -180,9 +181,8 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     // UcxTransportTcpTest.SocketsGetTheConfiguredSendBuffer checks it. The loaded library's
     // version decides, not the headers'. A buffer size is a tuning, not a reason to fail: where
     // UCX takes neither, the kernel sizes the buffers.
-    unsigned major = 0, minor = 0, release = 0;
-    ucp_get_version(&major, &minor, &release);
-    const char* name = (major > 1 || minor >= 17) ? "TCP_SNDBUF" : "SNDBUF";
+    const UcxRelease ucx = LoadedUcxRelease();
+    const char* name = (ucx.major > 1 || ucx.minor >= 17) ? "TCP_SNDBUF" : "SNDBUF";
     const std::string bytes = std::to_string(options_.tcp_send_buffer_bytes);
     st = ucp_config_modify(config, name, bytes.c_str());
     if (st != UCS_OK) {
@@ -218,6 +218,9 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   const bool shm_tls = SharedMemoryTransportsEnabled();
   placement_.shared_memory = shm_tls;
   ucp_worker_release_address(worker_, address);
+  const UcxRelease my_release = LoadedUcxRelease();
+  const char* release_check = std::getenv("COHORT_UCX_RELEASE_CHECK");
+  const bool check_releases = release_check == nullptr || std::string(release_check) != "0";
   const std::string key_base = options_.key_prefix + "/addr/";
   COHORT_RETURN_IF_ERROR(
       bootstrap.Put(key_base + std::to_string(rank_), mine)
@@ -237,8 +240,22 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     }
     int pid = 0;
     std::string host, ucx_address;
-    if (!DecodeAddress(*addr, &pid, &host, &ucx_address)) {
+    std::optional<UcxRelease> peer_release;
+    if (!DecodeAddress(*addr, &pid, &host, &peer_release, &ucx_address)) {
       return DataLoss("the address " + options_.rank_name(peer) + " published is malformed");
+    }
+    if (peer_release && !UcxReleasesConnect(*peer_release, my_release)) {
+      const std::string what = options_.rank_name(peer) + " runs UCX " + peer_release->ToString() +
+                               " and " + options_.rank_name(rank_) + " " + DescribeLoadedUcx();
+      if (!check_releases) {
+        spdlog::warn("ucx: {}: connecting anyway (COHORT_UCX_RELEASE_CHECK=0)", what);
+      } else {
+        return FailedPrecondition(
+            what +
+            ": UCX promises no connection across minor releases (1.23 and 1.18 fail, and the "
+            "older side aborts); run the job's processes, its reducers too, on one UCX release, "
+            "or set COHORT_UCX_RELEASE_CHECK=0 to try anyway");
+      }
     }
     if (host == my_host) peer_pid_[peer] = pid;
     placement_.hosts[peer] = host;
