@@ -26,6 +26,10 @@ exits 0 when every worker did. Scenarios:
   objects       the object collectives and batch_isend_irecv against gloo
   fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
                 skips on older torch, saying why)
+  tensor-parallel  a 2x2 mesh: tensor parallelism (DTensor) by data parallelism (fully_shard, or
+                gradients all-reduced over the dp group where fully_shard fails on CPU) ends at the
+                parameters of one process's training, and torch.distributed.checkpoint saves and
+                restores the sharded model exactly (torch 2.2 on)
   wire-bf16     wire compression chosen with cohort.torch.Options(wire_dtype="bf16"): float32
                 all-reduces on the Reduction Server come back identical on every rank, in bf16,
                 within one rounding of each input and of the result; float64 untouched; DDP trains
@@ -897,6 +901,101 @@ def scenario_fsdp():
     return check.finish()
 
 
+def scenario_tensor_parallel():
+    """The 2-D parallelism of torch 2.x scripts on the cohort backend: a 2x2 device mesh ("dp",
+    "tp") of the cohort group; tensor parallelism over "tp" (a column-wise then a row-wise
+    Linear: the all-reduces and all-gathers of DTensor on a subgroup) and data parallelism over
+    "dp" by FSDP2's fully_shard, or, where fully_shard fails on CPU (torch 2.6, on gloo too), by
+    all-reducing each local gradient over the "dp" group. Three steps of SGD must end where one
+    process training the unsharded model on both dp ranks' batches ends (within rounding). Then
+    torch.distributed.checkpoint saves the sharded model and optimizer, the parameters are
+    zeroed, and loading restores them exactly."""
+    import shutil
+    import tempfile
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import cohort.torch  # noqa: F401  (registers the backend)
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp_rank = mesh["dp"].get_local_rank()
+    g = torch.Generator().manual_seed(21)
+    batches = [[torch.randn(4, 16, generator=g) for _ in range(3)] for _ in range(2)]  # [dp rank][step]
+
+    def fresh():
+        torch.manual_seed(4)
+        return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+
+    # The reference: one process, the unsharded model, the mean loss over both dp ranks' rows.
+    reference = fresh()
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(3):
+        opt.zero_grad()
+        reference(torch.cat([batches[0][step], batches[1][step]])).pow(2).mean().backward()
+        opt.step()
+    expected = torch.cat([p.detach().reshape(-1) for p in reference.parameters()])
+
+    def train(data_parallel):
+        model = parallelize_module(fresh(), mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        if data_parallel == "fully_shard":
+            fully_shard(model, mesh=mesh["dp"])
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            opt.zero_grad()
+            model(batches[dp_rank][step]).pow(2).mean().backward()
+            if data_parallel == "gradient all-reduce":
+                for p in model.parameters():
+                    local = p.grad.to_local()
+                    dist.all_reduce(local, group=mesh["dp"].get_group())
+                    local.div_(2)
+            opt.step()
+        return model, opt
+
+    try:
+        data_parallel = "fully_shard"
+        model, opt = train(data_parallel)
+    except AttributeError as e:  # torch 2.6: "'Stream' object has no attribute 'record_event'"
+        print(f"fully_shard fails on CPU in torch {torch.__version__} ({e}): data parallel by all-reducing "
+              "gradients over the dp group", flush=True)
+        data_parallel = "gradient all-reduce"
+        model, opt = train(data_parallel)
+    params = torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()])
+    check.expect(bool(torch.allclose(params, expected, rtol=1e-5, atol=1e-6)),
+                 f"tp x dp ({data_parallel}): parameters differ from one process's training (max diff "
+                 f"{float((params - expected).abs().max()):.2e})")
+    print(f"tp x dp ({data_parallel}): the parameters of one process's training", flush=True)
+
+    folder = [tempfile.mkdtemp(prefix="cohort-dcp-") if rank == 0 else None]
+    dist.broadcast_object_list(folder, src=0)
+    try:
+        model_state, optim_state = get_state_dict(model, opt)
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder[0])
+        saved = {k: v.full_tensor().clone() for k, v in model.state_dict().items()}
+        with torch.no_grad():
+            for p in model.parameters():
+                p.zero_()
+        model_state, optim_state = get_state_dict(model, opt)
+        state = {"model": model_state, "optim": optim_state}
+        dcp.load(state, checkpoint_id=folder[0])
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        restored = {k: v.full_tensor() for k, v in model.state_dict().items()}
+        check.expect(all(torch.equal(saved[k], restored[k]) for k in saved),
+                     "torch.distributed.checkpoint: the loaded parameters differ from the saved ones")
+        print("torch.distributed.checkpoint: saved and restored exactly", flush=True)
+    finally:
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(folder[0], ignore_errors=True)
+    return check.finish()
+
+
 def scenario_objects():
     """The object collectives (pickled objects in uint8 tensors) and batch_isend_irecv, as
     evaluation loops, samplers and pipeline schedules use them, on the cohort group."""
@@ -1494,6 +1593,7 @@ SCENARIOS = {
                   scenario_ddp_loops),
     "objects": (3, 0, {}, (), scenario_objects),
     "fsdp": (3, 0, {}, (), scenario_fsdp),
+    "tensor-parallel": (4, 0, {}, (), scenario_tensor_parallel),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
     "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
@@ -1562,6 +1662,15 @@ def main():
         except Exception as e:  # noqa: BLE001  ImportError, or 1.13's fsdp failing to import on Python 3.11
             print(f"SKIP: torch {torch.__version__} has no FSDP2 (torch.distributed.fsdp.fully_shard: {e}): FSDP "
                   "is checked against torch 2.6 on (tests/torch/debian_torch_check.sh)")
+            return SKIP
+    if args.scenario == "tensor-parallel":
+        try:
+            from torch.distributed.checkpoint.state_dict import get_state_dict  # noqa: F401  (torch 2.2 on)
+            from torch.distributed.fsdp import fully_shard  # noqa: F401,F811
+            from torch.distributed.tensor.parallel import parallelize_module  # noqa: F401
+        except Exception as e:  # noqa: BLE001  ImportError, or 1.13's modules failing to import on Python 3.11
+            print(f"SKIP: torch {torch.__version__} has no 2-D parallelism on CPU ({e}): it is checked against "
+                  "torch 2.6 on (tests/torch/debian_torch_check.sh)")
             return SKIP
     if args.scenario == "cuda" and not torch.cuda.is_available():
         why = (f"torch {torch.__version__} here is built without CUDA" if torch.version.cuda is None
