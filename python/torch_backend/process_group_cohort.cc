@@ -295,10 +295,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
   TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was shut down");
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout_);
+  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
   queue_.push_back(Op{work, std::move(run), FlightClockNs(), overlaps});
   lock.unlock();
   cv_.notify_all();
   return work;
+}
+
+uint64_t ProcessGroupCohort::getSequenceNumberForGroup() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return collectives_;
 }
 
 Status ProcessGroupCohort::FirstError() {

@@ -139,6 +139,14 @@ class ProcessGroupCohort final : public BackendBase {
 
   const std::string getBackendName() const override { return "cohort"; }
 
+  // The group's sequence number, as TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper (torch 2.x wraps
+  // plugin backends too) compares it across ranks before each collective: the collectives this
+  // rank issued on the group so far, sends and receives not counted (they need not pair up
+  // across the group). It starts at 0 on every rank, so setting it is a no-op, as torch 2.14's
+  // base class makes it (earlier ones, 2.6 among them, refuse both calls).
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override;
+
   c10::intrusive_ptr<c10d::Work> allreduce(
       std::vector<at::Tensor>& tensors,
       const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
@@ -276,11 +284,12 @@ class ProcessGroupCohort final : public BackendBase {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;   // guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
-  Status first_error_;     // guarded by mu_
-  uint64_t ops_ = 0;       // guarded by mu_: operations issued, for names
-  int unfinished_ = 0;     // guarded by mu_: overlapped allreduces started, not yet finished
+  std::deque<Op> queue_;      // guarded by mu_
+  bool stopping_ = false;     // guarded by mu_
+  Status first_error_;        // guarded by mu_
+  uint64_t ops_ = 0;          // guarded by mu_: operations issued, for names
+  uint64_t collectives_ = 0;  // guarded by mu_: of those, collectives (getSequenceNumberForGroup)
+  int unfinished_ = 0;        // guarded by mu_: overlapped allreduces started, not yet finished
   // The buffer of the overlapped allreduce started last (the queue thread only).
   const char* overlap_begin_ = nullptr;
   const char* overlap_end_ = nullptr;

@@ -30,6 +30,9 @@ exits 0 when every worker did. Scenarios:
                 gradients all-reduced over the dp group where fully_shard fails on CPU) ends at the
                 parameters of one process's training, and torch.distributed.checkpoint saves and
                 restores the sharded model exactly (torch 2.2 on)
+  debug-detail  TORCH_DISTRIBUTED_DEBUG=DETAIL: DDP trains; the group's sequence number counts
+                collectives alike on every rank; on torch 2.x, whose wrapper checks each
+                collective first, a collective that differs across ranks raises naming both
   wire-bf16     wire compression chosen with cohort.torch.Options(wire_dtype="bf16"): float32
                 all-reduces on the Reduction Server come back identical on every rank, in bf16,
                 within one rounding of each input and of the result; float64 untouched; DDP trains
@@ -996,6 +999,61 @@ def scenario_tensor_parallel():
     return check.finish()
 
 
+def scenario_debug_detail():
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL (the launcher sets it), as users set it to find a
+    desynchronized collective. torch 2.x wraps plugin backends in its ProcessGroupWrapper, which
+    first compares each collective's kind, shapes and the group's sequence number across ranks
+    over a gloo group; 1.13 wraps only its own. DDP trains under it; the sequence number counts
+    the collectives a rank issued, alike on every rank, and sends and receives leave it be; and
+    where torch wraps the group, a collective that differs across ranks (all_reduce on rank 0, a
+    broadcast elsewhere) raises on every rank naming both, before it reaches the backend, which
+    then goes on working."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+
+    rank, n, check, gloo, _, x_all, y_all = start_training(6, 2, 8, seed=3)
+    pg = dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu")) if hasattr(pg, "_get_backend") else pg
+    wrapped = "Wrapper" in type(backend).__name__
+    print(f"TORCH_DISTRIBUTED_DEBUG={os.environ.get('TORCH_DISTRIBUTED_DEBUG')}: the cpu backend is "
+          f"{type(backend).__name__}", flush=True)
+    torch.manual_seed(2)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(6, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x_all[step * 2:step * 2 + 2]), y_all[step * 2:step * 2 + 2]).backward()
+        opt.step()
+    expect_trained_alike(check, dist, gloo, "DDP", torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
+                         None, atol=0)
+
+    def sequence():  # the backend's (torch 2.6's ProcessGroup forwards only gloo's, NCCL's and UCC's)
+        return backend._get_sequence_number_for_group()
+
+    before = sequence()
+    check.expect(before > 0 and same_on_every_rank(dist, gloo, before),
+                 f"the sequence number after DDP ({before}) is not one positive number on every rank")
+    dist.all_reduce(torch.ones(3))
+    check.expect(sequence() == before + 1, f"one all_reduce took the sequence number from {before} to {sequence()}")
+    if rank < 2:
+        (dist.send if rank == 0 else dist.recv)(torch.ones(2), 1 - rank)
+    check.expect(sequence() == before + 1, f"a send and a receive moved the sequence number to {sequence()}")
+    if wrapped:
+        text = check.expect_raises(
+            lambda: dist.all_reduce(torch.ones(4)) if rank == 0 else dist.broadcast(torch.ones(4), src=0),
+            ["mismatch between collectives", "ALLREDUCE", "BROADCAST"], "all_reduce on rank 0, broadcast elsewhere")
+        print(f"mismatch: {text[:200]}", flush=True)
+        check.expect(sequence() == before + 1, f"the refused collective moved the sequence number to {sequence()}")
+    else:
+        print(f"torch {torch.__version__} does not wrap plugin backends under DETAIL: no mismatch to catch", flush=True)
+    t = torch.full((2,), float(rank))
+    dist.all_reduce(t)
+    check.expect(t.tolist() == [float(n * (n - 1) // 2)] * 2, f"the group after it: all_reduce gave {t.tolist()}")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
 def scenario_objects():
     """The object collectives (pickled objects in uint8 tensors) and batch_isend_irecv, as
     evaluation loops, samplers and pipeline schedules use them, on the cohort group."""
@@ -1594,6 +1652,7 @@ SCENARIOS = {
     "objects": (3, 0, {}, (), scenario_objects),
     "fsdp": (3, 0, {}, (), scenario_fsdp),
     "tensor-parallel": (4, 0, {}, (), scenario_tensor_parallel),
+    "debug-detail": (3, 0, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, (), scenario_debug_detail),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
     "wire-f16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_WIRE_DTYPE": "f16"}, (),
