@@ -80,6 +80,7 @@ Exit status 77 (ctest's SKIP_RETURN_CODE) with the reason when torch or the back
 import argparse
 import datetime
 import hashlib
+import importlib
 import os
 import socket
 import subprocess
@@ -1686,6 +1687,14 @@ SCENARIOS = {
                     lambda: scenario_overlap(expect_overlap=False)),
 }
 
+# Scenarios of torch 2.x's APIs, skipped on a torch without them: what they need, and its names.
+TORCH_2_SCENARIOS = {
+    "fsdp": ("FSDP2", [("torch.distributed.fsdp", "fully_shard")]),
+    "tensor-parallel": ("2-D parallelism on CPU", [("torch.distributed.checkpoint.state_dict", "get_state_dict"),
+                                                   ("torch.distributed.fsdp", "fully_shard"),
+                                                   ("torch.distributed.tensor.parallel", "parallelize_module")]),
+}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -1715,22 +1724,15 @@ def main():
     if args.backend_built != "ON":
         print(f"SKIP: the cohort torch backend was not built (CMake: Cohort torch backend: {args.backend_built})")
         return SKIP
-    if args.scenario == "fsdp":
-        try:
-            from torch.distributed.fsdp import fully_shard  # noqa: F401  (FSDP2: torch 2.6 on)
-        except Exception as e:  # noqa: BLE001  ImportError, or 1.13's fsdp failing to import on Python 3.11
-            print(f"SKIP: torch {torch.__version__} has no FSDP2 (torch.distributed.fsdp.fully_shard: {e}): FSDP "
-                  "is checked against torch 2.6 on (tests/torch/debian_torch_check.sh)")
-            return SKIP
-    if args.scenario == "tensor-parallel":
-        try:
-            from torch.distributed.checkpoint.state_dict import get_state_dict  # noqa: F401  (torch 2.2 on)
-            from torch.distributed.fsdp import fully_shard  # noqa: F401,F811
-            from torch.distributed.tensor.parallel import parallelize_module  # noqa: F401
-        except Exception as e:  # noqa: BLE001  ImportError, or 1.13's modules failing to import on Python 3.11
-            print(f"SKIP: torch {torch.__version__} has no 2-D parallelism on CPU ({e}): it is checked against "
-                  "torch 2.6 on (tests/torch/debian_torch_check.sh)")
-            return SKIP
+    if args.scenario in TORCH_2_SCENARIOS:
+        what, names = TORCH_2_SCENARIOS[args.scenario]
+        for module, name in names:
+            try:
+                getattr(importlib.import_module(module), name)
+            except Exception as e:  # noqa: BLE001  ImportError, AttributeError, or 1.13's modules failing on Python 3.11
+                print(f"SKIP: torch {torch.__version__} has no {what} ({module}.{name}: {e}): {args.scenario} is "
+                      "checked against torch 2.6 on (tests/torch/debian_torch_check.sh)")
+                return SKIP
     if args.scenario == "cuda" and not torch.cuda.is_available():
         why = (f"torch {torch.__version__} here is built without CUDA" if torch.version.cuda is None
                else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
