@@ -251,6 +251,30 @@ class TorchDdpTest : public ::testing::Test {
     return pid > 0 && ::kill(-pid, SIGKILL) == 0;
   }
 
+  // Loses `node` as a machine is lost: its agent is SIGKILLed first, then the process groups of
+  // `replicas` (each must be running there), every pid found before. An agent killed after its
+  // replicas could first report their deaths as a crash, a different incident from a node loss.
+  void LoseNode(const std::string& node, const std::vector<std::string>& replicas) {
+    std::vector<pid_t> groups;
+    for (const std::string& replica : replicas) {
+      const pid_t pid = ReplicaPid(replica);
+      ASSERT_GT(pid, 0) << replica << " is not running";
+      groups.push_back(pid);
+    }
+    cluster_->agent(node).Kill();
+    for (pid_t pid : groups) ::kill(-pid, SIGKILL);
+  }
+
+  // The replicas among `candidates` that run on `node`.
+  std::vector<std::string> ReplicasOn(const std::string& node,
+                                      const std::vector<std::string>& candidates) {
+    std::vector<std::string> on;
+    for (const std::string& replica : candidates) {
+      if (NodeOf(replica) == node) on.push_back(replica);
+    }
+    return on;
+  }
+
   std::string ReplicaLog(const std::string& replica) {
     auto client = cluster_->Client();
     auto logs = client.ReadLogs(job_, replica, 0);
@@ -418,8 +442,7 @@ TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
   WaitForCheckpoint(kFaultAfterEpoch);
   const std::string node = NodeOf("worker-0");  // RANK=1
   ASSERT_FALSE(node.empty());
-  ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
-  cluster_->agent(node).Kill();
+  LoseNode(node, {"worker-0"});
   ExpectResumedAfterOneRestart();
 }
 
@@ -436,12 +459,7 @@ TEST_F(TorchDdpTest, CohortBackendNodeLossRestartsTheJobOnceFromItsCheckpoint) {
   WaitForCheckpoint(kFaultAfterEpoch);
   const std::string node = NodeOf("worker-0");  // RANK=1
   ASSERT_FALSE(node.empty());
-  for (const std::string replica : {"worker-0", "reducer-0", "reducer-1"}) {
-    if (NodeOf(replica) == node) {
-      ASSERT_TRUE(KillReplicaGroup(replica)) << replica;
-    }
-  }
-  cluster_->agent(node).Kill();
+  LoseNode(node, ReplicasOn(node, {"worker-0", "reducer-0", "reducer-1"}));
   ExpectResumedAfterOneRestart();
   EXPECT_NE(ReplicaLog("chief-0").find("backend cohort"), std::string::npos);
 }
@@ -579,12 +597,7 @@ TEST_F(TorchDdpTest, CohortBackendJobThroughFourIncidentsEndsWithTheFaultFreeMod
   WaitForCheckpoint(1, 0);
   const std::string lost = NodeOf("worker-0");
   ASSERT_FALSE(lost.empty());
-  for (const std::string replica : {"worker-0", "reducer-0", "reducer-1"}) {
-    if (NodeOf(replica) == lost) {
-      ASSERT_TRUE(KillReplicaGroup(replica)) << replica;
-    }
-  }
-  cluster_->agent(lost).Kill();
+  LoseNode(lost, ReplicasOn(lost, {"worker-0", "reducer-0", "reducer-1"}));
   // 2. After epoch 3: the coordinator is SIGKILLed and started again; the replicas train on.
   WaitForCheckpoint(3, 1);
   cluster_->coordinator().Kill();
@@ -834,8 +847,7 @@ TEST_P(TorchDdpSharedNodeTest, LosingANodeWithTwoReplicasSpendsOneRestart) {
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_EQ(node_rank.size(), 2u);
   EXPECT_NE(node_rank.begin()->second, node_rank.rbegin()->second);
-  for (const auto& replica : shared) ASSERT_TRUE(KillReplicaGroup(replica)) << replica;
-  cluster_->agent(Node("node-big")).Kill();
+  LoseNode(Node("node-big"), shared);
   ExpectResumedAfterOneRestart();
 }
 
