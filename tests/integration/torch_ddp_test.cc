@@ -60,26 +60,26 @@ constexpr int kEpochs = 5;
 // The fault comes once this epoch's checkpoint is committed: later epochs are still to run.
 constexpr int kFaultAfterEpoch = 2;
 
+// Environment variable `name`, or `fallback` where it is unset or empty.
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
 // The interpreter the replicas run: Debian's python3, or COHORT_TEST_TORCH_PYTHON, another torch's
 // (tests/torch/debian_torch_check.sh points it at a newer Debian's python3 in a chroot).
-const std::string& TorchPython() {
-  static const std::string python = [] {
-    const char* other = std::getenv("COHORT_TEST_TORCH_PYTHON");
-    return std::string(other && *other ? other : ct::kPython);
-  }();
-  return python;
-}
+std::string TorchPython() { return EnvOr("COHORT_TEST_TORCH_PYTHON", ct::kPython); }
 
 // The cohort package with the torch backend built for TorchPython(): COHORT_TEST_PYTHON_DIR, or
 // this build's for Debian's python3; "" when there is none.
-const std::string& CohortPythonDir() {
-  static const std::string dir = [] {
-    const char* other = std::getenv("COHORT_TEST_PYTHON_DIR");
-    if (other && *other) return std::string(other);
-    return TorchPython() == ct::kPython ? std::string(COHORT_PYTHON_DIR) : std::string();
-  }();
-  return dir;
+std::string CohortPythonDir() {
+  return EnvOr("COHORT_TEST_PYTHON_DIR", TorchPython() == ct::kPython ? COHORT_PYTHON_DIR : "");
 }
+
+// The agents' --builtin-dir, where they look for cohort-reducer first: COHORT_TEST_BUILTIN_DIR
+// (with the two above, the reducers built against that other interpreter's UCX: a process and its
+// peers must run one UCX release), or "" for this build's.
+std::string BuiltinDir() { return EnvOr("COHORT_TEST_BUILTIN_DIR", ""); }
 
 // Why the cohort backend's tests cannot run ("" when they can).
 std::string CohortBackendMissing() {
@@ -88,17 +88,6 @@ std::string CohortBackendMissing() {
     return "no cohort package built for " + TorchPython() + " (set COHORT_TEST_PYTHON_DIR)";
   }
   return std::string("the cohort torch backend was not built: ") + COHORT_TORCH_BACKEND_WHY;
-}
-
-// The agents' --builtin-dir, where they look for cohort-reducer first: COHORT_TEST_BUILTIN_DIR
-// (with the two above, the reducers built against that other interpreter's UCX: a process and its
-// peers must run one UCX release), or "" for this build's.
-const std::string& BuiltinDir() {
-  static const std::string dir = [] {
-    const char* other = std::getenv("COHORT_TEST_BUILTIN_DIR");
-    return std::string(other ? other : "");
-  }();
-  return dir;
 }
 
 // Why torch cannot run here ("" when it can), asked once.

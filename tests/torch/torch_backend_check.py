@@ -257,6 +257,15 @@ def start_training(features, classes, rows_per_rank, seed):
     return rank, n, Checker(rank), gloo, g, x_all, y_all
 
 
+def expect_learned_as_on_gloo(check, dist, gloo, name, result, reference):
+    """A training run on the cohort group (`result`: its parameters and its first and last mean
+    losses) lowered its loss and ended at the same run's parameters on gloo (`reference`)."""
+    params, first, last = result
+    print(f"{name}: loss {first:.3f} -> {last:.3f}", flush=True)
+    check.expect(last < first, f"{name}: the loss did not fall ({first:.3f} -> {last:.3f})")
+    expect_trained_alike(check, dist, gloo, name, params, reference, atol=1e-5)
+
+
 def expect_trained_alike(check, dist, gloo, name, params, reference, atol):
     """The parameters a training run ended with are the same bytes on every rank and, given a
     `reference` (the same run on gloo), equal to it within rounding."""
@@ -839,10 +848,7 @@ def scenario_ddp_loops():
 
     for loop in ("no_sync", "find_unused_parameters", "join", "static_graph", "sparse_embedding"):
         reference, _, _ = train(gloo, loop)
-        params, first, last = train(None, loop)
-        print(f"{loop}: loss {first:.3f} -> {last:.3f}", flush=True)
-        check.expect(last < first, f"{loop}: the loss did not fall ({first:.3f} -> {last:.3f})")
-        expect_trained_alike(check, dist, gloo, loop, params, reference, atol=1e-5)
+        expect_learned_as_on_gloo(check, dist, gloo, loop, train(None, loop), reference)
     dist.barrier(group=gloo)
     return check.finish()
 
@@ -897,10 +903,7 @@ def scenario_fsdp():
         except (AttributeError, RuntimeError) as e:  # torch 2.6's FSDP2 needs a CUDA stream on CPU too
             print(f"{flavour}: not compared: on torch {torch.__version__} it fails on gloo as well ({e})", flush=True)
             continue
-        params, first, last = train(dist.group.WORLD, flavour)
-        print(f"{flavour}: loss {first:.3f} -> {last:.3f}", flush=True)
-        check.expect(last < first, f"{flavour}: the loss did not fall ({first:.3f} -> {last:.3f})")
-        expect_trained_alike(check, dist, gloo, flavour, params, reference, atol=1e-5)
+        expect_learned_as_on_gloo(check, dist, gloo, flavour, train(dist.group.WORLD, flavour), reference)
     dist.barrier(group=gloo)
     return check.finish()
 
