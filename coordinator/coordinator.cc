@@ -249,7 +249,9 @@ void Coordinator::Tick() {
   // cannot be stored yet, and every pass they change something in would fail to commit.
   if (now < store_retry_at_ms_) return;
   if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
-  for (const auto& [node_id, why] : nodes_.CheckLost(now)) jobs_.NodeLost(node_id, why, now);
+  for (const auto& [node_id, why] : nodes_.CheckLost(now)) {
+    jobs_.NodeLost(node_id, why, now, nodes_.Find(node_id)->last_heartbeat_ms);
+  }
   // Keys are re-checked every half heartbeat interval, so that with the pass it waits for (at
   // most the poll timeout) a removed key ends its session within one interval.
   if (peer_keys_ && now - last_key_check_ms_ >= nodes_.heartbeat_interval_ms() / 2) {
@@ -461,7 +463,7 @@ void Coordinator::RedoAfterRollBack(int64_t now) {
     jobs_.NodeLost(node_id,
                    "no heartbeat for " + FormatDuration(now - node.last_heartbeat_ms) +
                        " (timeout " + FormatDuration(options_.heartbeat_timeout.count()) + ")",
-                   now);
+                   now, node.last_heartbeat_ms);
   }
   study_runner_.Recover(now);
 }
@@ -490,7 +492,7 @@ void Coordinator::EndRevokedSessions(int64_t now) {
   for (const auto& [id, why] : revoked) {
     if (!nodes_.EndSession(id)) continue;
     spdlog::warn("node {} LOST: its session is ended: {}", id, why);
-    jobs_.NodeLost(id, "its agent's key was removed: " + why, now);
+    jobs_.NodeLost(id, "its agent's key was removed: " + why, now, std::nullopt);
   }
 }
 

@@ -11,13 +11,18 @@ std::string AsAttempt(const ReplicaRecord& r) {
   return r.name + " as attempt " + std::to_string(r.attempt + 1);
 }
 
+std::string EventPrefix(int restart, int budget) {
+  if (restart == Incident::kNoneSpent) return "relaunch (no restart spent): ";
+  return "restart " + std::to_string(restart) + "/" + std::to_string(budget) + ": ";
+}
+
 }  // namespace
 
 Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
                    int64_t now_ms)
     : last_ms_(now_ms),
       whole_job_(job.spec.scheduling.restart_job_on_worker_restart),
-      event_prefix_("restart " + std::to_string(restart) + "/" + std::to_string(budget) + ": "),
+      event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
   for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
   if (cause.state == ReplicaState::LOST) {
@@ -35,7 +40,7 @@ Incident::Incident(const JobRecord& job, std::string cause, int restart, int bud
       cause_(std::move(cause)),
       whole_job_(true),
       by_policy_(false),
-      event_prefix_("restart " + std::to_string(restart) + "/" + std::to_string(budget) + ": "),
+      event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
   for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
 }

@@ -21,6 +21,10 @@ namespace cohort::coordinator {
 
 class Incident {
  public:
+  // The `restart` of an incident that spends none (a launch that never reached its node, see
+  // JobController "Launches into silence"): its event opens "relaunch (no restart spent): ".
+  static constexpr int kNoneSpent = 0;
+
   Incident() = default;
   // `cause` ended retryably at `now_ms` and the job spends restart `restart` of `budget`.
   Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,

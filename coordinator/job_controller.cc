@@ -155,18 +155,40 @@ std::vector<JobRecord*> JobController::JobsOnNode(const std::string& node_id) {
   return out;
 }
 
-void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms) {
+void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
+                             std::optional<int64_t> silent_since_ms) {
+  // A launch sent once the node had fallen silent, and never answered (see "Launches into
+  // silence"). Placement sends the launch in the pass that sets PENDING's time.
+  auto never_reached = [&](const ReplicaRecord& r) {
+    return silent_since_ms && !r.stop_requested && r.state == ReplicaState::PENDING &&
+           r.state_time_ms >= *silent_since_ms;
+  };
   for (JobRecord* job : JobsOnNode(node_id)) {
+    // The attempts that ran go first: one of them, not a launch that never arrived, is the cause.
+    std::vector<ReplicaRecord*> ran;
+    std::vector<ReplicaRecord*> unreached;
     for (auto& r : job->replicas) {
       if (r.node_id != node_id || IsFinal(r.state)) continue;
+      (never_reached(r) ? unreached : ran).push_back(&r);
+    }
+    auto lose = [&](ReplicaRecord& r, const std::string& message, bool never_ran) {
+      if (IsFinal(r.state)) return;
       if (r.stop_requested) {
         SetReplicaState(r, ReplicaState::STOPPED, "its node was lost while stopping: " + why,
                         now_ms);
       } else {
-        SetReplicaState(r, ReplicaState::LOST, why, now_ms);
+        SetReplicaState(r, ReplicaState::LOST, message, now_ms);
       }
       MarkDirty(*job);
-      OnReplicaEnded(*job, r, now_ms);
+      OnReplicaEnded(*job, r, now_ms, never_ran);
+    };
+    for (ReplicaRecord* r : ran) lose(*r, why, false);
+    for (ReplicaRecord* r : unreached) {
+      lose(*r,
+           why + "; attempt " + std::to_string(r->attempt) + " was launched " +
+               FormatDuration(r->state_time_ms - *silent_since_ms) +
+               " after the node was last heard from, and never started",
+           true);
     }
   }
   schedule_needed_ = true;

@@ -51,6 +51,17 @@
 // Held verdicts and incidents live in memory: after a coordinator restart a held failure is held
 // again from the restart.
 //
+// Launches into silence. An agent can report its replica's end and die a moment later; until the
+// heartbeat timeout the coordinator still takes its node for a live one, and a restart may be
+// placed there (a replica prefers its last node). Such a launch, sent after the node was last
+// heard from and lost with it before any word of it came back (its replica still PENDING), never
+// ran: its loss opens an incident that spends no restart ("relaunch (no restart spent): ..."), so
+// that the one thing that happened, the first end, is the only restart the job pays for. The
+// replica, or with restart_job_on_worker_restart the whole job, is placed again, and what falls
+// with it is collateral as in any incident. An attempt its node acknowledged, or one whose node
+// was lost while it still answered (its session ended), spends a restart as any loss does; when a
+// node takes both kinds down at once, one that ran opens the incident.
+//
 // Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
 #pragma once
 
@@ -129,8 +140,12 @@ class JobController {
   void ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, ReplicaState state, int exit_code,
                           int signal, const std::string& message, int64_t now_ms,
                           int cause_signal = 0);
-  // Every live replica on `node_id` is LOST (STOPPED when a stop was asked).
-  void NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms);
+  // Every live replica on `node_id` is LOST (STOPPED when a stop was asked). `silent_since_ms`:
+  // when the node was last heard from, for a node lost because it fell silent; nullopt for one
+  // lost while it still answered. Launches sent since then never reached it (see "Launches into
+  // silence").
+  void NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
+                std::optional<int64_t> silent_since_ms);
   // `node_id` registered again reporting `reported` (job, replica) current attempts: the live
   // replicas placed there that it did not report are gone (LOST, or STOPPED when asked to stop).
   void Reconcile(const std::string& node_id,
@@ -226,7 +241,8 @@ class JobController {
     int64_t since_ms = 0;
   };
 
-  void OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
+  // `never_ran`: its launch went to a node already silent (see "Launches into silence").
+  void OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms, bool never_ran = false);
   // The end of `r` is permanent-looking: hold the verdict, or, once no other replica runs, fail
   // the job naming the first failure held (or `r`).
   void JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
@@ -235,7 +251,8 @@ class JobController {
   void FailPermanently(JobRecord& job, const ReplicaRecord& cause, const std::vector<Held>& held,
                        int64_t now_ms);
   bool IsCollateral(const JobRecord& job, const ReplicaRecord& r, int64_t now_ms) const;
-  void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms);
+  // `spend`: the incident spends a restart (false: a launch into silence).
+  void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend);
   void AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void ReleaseHeld(JobRecord& job, int64_t now_ms);
   void NoteConsequence(JobRecord& job, const ReplicaRecord& r, bool restarts, int64_t now_ms);

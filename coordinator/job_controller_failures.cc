@@ -10,7 +10,8 @@
 
 namespace cohort::coordinator {
 
-void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
+void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms,
+                                   bool never_ran) {
   schedule_needed_ = true;  // resources came free
   if (job.finished()) return;
   if (job.state == JobState::CANCELLING) {
@@ -38,7 +39,7 @@ void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now
   if (IsCollateral(job, r, now_ms)) {
     AddCollateral(job, r, now_ms);
   } else if (IsRetryable(r)) {
-    OpenIncident(job, r, now_ms);
+    OpenIncident(job, r, now_ms, /*spend=*/!never_ran);
   } else {
     JudgeFailure(job, r, now_ms);
   }
@@ -135,21 +136,25 @@ bool JobController::HeardFromAllNodesSince(const JobRecord& job, int64_t since_m
   return true;
 }
 
-void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms) {
+void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend) {
   int budget = job.spec.scheduling.max_restarts;
-  if (job.restarts >= budget) {
-    FinishJob(job, JobState::FAILED,
-              cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause) +
-                  "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
-              now_ms);
-    return;
+  if (spend) {
+    if (job.restarts >= budget) {
+      FinishJob(job, JobState::FAILED,
+                cause.name + " attempt " + std::to_string(cause.attempt) + " " +
+                    DescribeEnd(cause) +
+                    "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
+                now_ms);
+      return;
+    }
+    ++job.restarts;
+    ++restarts_by_cause_[cause.state == ReplicaState::PREEMPTED ? "preemption"
+                         : cause.state == ReplicaState::LOST    ? "node_loss"
+                         : cause.state == ReplicaState::STOPPED ? "stopped"
+                                                                : "exit_code"];
   }
-  ++job.restarts;
-  ++restarts_by_cause_[cause.state == ReplicaState::PREEMPTED ? "preemption"
-                       : cause.state == ReplicaState::LOST    ? "node_loss"
-                       : cause.state == ReplicaState::STOPPED ? "stopped"
-                                                              : "exit_code"];
-  Incident& inc = incidents_[job.name] = Incident(job, cause, job.restarts, budget, now_ms);
+  Incident& inc = incidents_[job.name] =
+      Incident(job, cause, spend ? job.restarts : Incident::kNoneSpent, budget, now_ms);
   AddEvent(job, inc.Event(), now_ms);
   if (inc.whole_job()) {
     RestartJob(job, now_ms);

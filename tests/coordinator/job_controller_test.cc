@@ -78,9 +78,18 @@ class JobControllerTest : public ::testing::Test {
   void Hear(const std::vector<std::string>& nodes) {
     for (const auto& n : nodes) health_.heard[n] = now_;
   }
+  // `node`, silent since it was last heard, is declared lost.
   void Lose(const std::string& node) {
+    std::optional<int64_t> last_heard = health_.LastHeardMs(node);
     health_.heard.erase(node);
-    jobs_.NodeLost(node, "no heartbeat for 10.5s (timeout 10s)", now_);
+    jobs_.NodeLost(node, "no heartbeat for 10.5s (timeout 10s)", now_, last_heard);
+  }
+  // The job's latest event that starts with `prefix`.
+  static std::string LastEventOpening(const JobRecord& job, const std::string& prefix) {
+    for (auto it = job.events.rbegin(); it != job.events.rend(); ++it) {
+      if (it->message.rfind(prefix, 0) == 0) return it->message;
+    }
+    return "<none>";
   }
   std::vector<std::string> StopsSent() {
     std::vector<std::string> out;
@@ -98,10 +107,7 @@ class JobControllerTest : public ::testing::Test {
     EXPECT_EQ(LastRestartEvent(job), event);
   }
   static std::string LastRestartEvent(const JobRecord& job) {
-    for (auto it = job.events.rbegin(); it != job.events.rend(); ++it) {
-      if (it->message.rfind("restart ", 0) == 0) return it->message;
-    }
-    return "<none>";
+    return LastEventOpening(job, "restart ");
   }
 
   int64_t now_ = 1'700'000'000'000;
@@ -342,6 +348,107 @@ TEST_F(JobControllerTest, ANodeHoldingSeveralReplicasIsLostOnceAndSpendsOneResta
         << LastRestartEvent(job);
     health_.heard["n1"] = now_;
   }
+}
+
+// An agent reports its replica's end and dies a moment later. Until the heartbeat timeout its node
+// is taken for a live one, and the whole job's restart places worker-0 there again (its last
+// node); that launch is lost with the node, unanswered. It never ran: the job is placed again
+// having spent one restart, the crash's, not two. Had the node started the attempt (it reported
+// STARTING) before it fell silent, the loss would be an incident of its own, and it is.
+TEST_F(JobControllerTest, ALaunchIntoASilentNodeSpendsNoRestartWhenTheNodeIsLost) {
+  for (bool acknowledged : {false, true}) {
+    SCOPED_TRACE(acknowledged ? "b started attempt 1, then fell silent" : "b never answered");
+    JobRecord& job = Start(acknowledged ? "acked" : "unreached", 2, true, 3, {"a", "b", "c"});
+    Report(job, "worker-0", ReplicaState::FAILED, 137, 9);  // b's last word
+    ExpectRestartedOnce(job,
+                        WholeJobRestart("worker-0 attempt 0 was killed by signal 9 (SIGKILL)"));
+    Advance(100);
+    Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+    Report(job, "worker-1", ReplicaState::STOPPED, 143, 15);
+    Hear({"a", "c"});
+    jobs_.PlaceJob(job, {{"a", {0}, 30000}, {"b", {0}, 30001}, {"c", {0}, 30002}}, 29000, 29001,
+                   now_);
+    Report(job, "chief-0", ReplicaState::RUNNING);
+    Report(job, "worker-1", ReplicaState::RUNNING);
+    if (acknowledged) {
+      Advance(200);
+      Report(job, "worker-0", ReplicaState::STARTING);
+      Hear({"b"});
+    }
+    for (int i = 0; i < 10; ++i) {
+      Advance(1000);
+      Hear({"a", "c"});
+    }
+    jobs_.TakeCommands();
+    Lose("b");
+    EXPECT_EQ(job.state, JobState::QUEUED);
+    EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-1"}));
+    if (acknowledged) {
+      EXPECT_EQ(job.restarts, 2);
+      EXPECT_EQ(LastRestartEvent(job),
+                "restart 2/3: the whole job (restart_job_on_worker_restart) because node b lost "
+                "(worker-0): no heartbeat for 10.5s (timeout 10s)");
+      continue;
+    }
+    EXPECT_EQ(job.restarts, 1);
+    // A rank that gave up waiting for worker-0 falls with it, spending nothing either.
+    Report(job, "chief-0", ReplicaState::FAILED, 1);
+    Report(job, "worker-1", ReplicaState::STOPPED, 143, 15);
+    EXPECT_EQ(LastEventOpening(job, "relaunch"),
+              "relaunch (no restart spent): the whole job (restart_job_on_worker_restart) because "
+              "node b lost (worker-0): no heartbeat for 10.5s (timeout 10s); attempt 1 was "
+              "launched 100ms after the node was last heard from, and never started; chief-0 "
+              "exited with code 1 as a consequence");
+    EXPECT_EQ(job.FindReplica("worker-0")->state, ReplicaState::LOST);
+    EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+    // Placed again off b, it runs with two of its three restarts left.
+    jobs_.PlaceJob(job, {{"a", {0}, 30000}, {"d", {0}, 30001}, {"c", {0}, 30002}}, 29000, 29001,
+                   now_);
+    for (auto& r : job.replicas) {
+      EXPECT_EQ(r.attempt, 2) << r.name;
+      Report(job, r.name, ReplicaState::RUNNING);
+    }
+    EXPECT_EQ(job.state, JobState::RUNNING);
+    EXPECT_EQ(job.restarts, 1);
+  }
+}
+
+// Without whole-job restarts the replica whose launch never arrived is placed again alone, for
+// nothing. A node that also held an attempt it ran is an incident (a restart spent), and the
+// launch that never arrived falls with it: one restart for the node, not two.
+TEST_F(JobControllerTest, OnANodeLostWithALaunchItNeverAnsweredAnAttemptItRanIsTheCause) {
+  JobRecord& job = Start("each", 2, false, 3, {"a", "b", "c"});
+  Report(job, "worker-1", ReplicaState::FAILED, 137, 9);  // on c
+  ASSERT_EQ(job.restarts, 1);
+  Advance(100);
+  jobs_.PlaceReplica(job, *job.FindReplica("worker-1"), "b", {1}, 30009, now_);  // b: silent
+  for (int i = 0; i < 10; ++i) {
+    Advance(1000);
+    Hear({"a", "c"});
+  }
+  Lose("b");
+  EXPECT_EQ(job.restarts, 2);
+  EXPECT_EQ(LastRestartEvent(job),
+            "restart 2/3: worker-0 as attempt 1, worker-1 as attempt 2 because node b lost "
+            "(worker-0, worker-1): no heartbeat for 10.5s (timeout 10s)");
+  EXPECT_EQ(job.FindReplica("chief-0")->state, ReplicaState::RUNNING);
+
+  // worker-1 alone, placed on silent c this time: placed again, nothing spent.
+  jobs_.PlaceReplica(job, *job.FindReplica("worker-0"), "a", {1}, 30010, now_);
+  Report(job, "worker-0", ReplicaState::RUNNING);
+  Advance(500);
+  jobs_.PlaceReplica(job, *job.FindReplica("worker-1"), "c", {1}, 30011, now_);
+  Lose("c");
+  EXPECT_EQ(job.restarts, 2);
+  ReplicaRecord& w1 = *job.FindReplica("worker-1");
+  EXPECT_EQ(w1.state, ReplicaState::PENDING);
+  EXPECT_FALSE(w1.placed());
+  EXPECT_EQ(LastEventOpening(job, "relaunch"),
+            "relaunch (no restart spent): worker-1 as attempt 3 because node c lost (worker-1): "
+            "no heartbeat for 10.5s (timeout 10s); attempt 2 was launched 500ms after the node "
+            "was last heard from, and never started");
+  EXPECT_EQ(job.FindReplica("worker-0")->state, ReplicaState::RUNNING);
+  EXPECT_EQ(job.state, JobState::RUNNING);
 }
 
 TEST_F(JobControllerTest, APreemptionAndTheCrashesItCausesSpendOneRestart) {
