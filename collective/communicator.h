@@ -236,6 +236,10 @@ class Communicator {
   // Calls made from now on report `ns` (FlightClockNs) as the time they were queued; 0: the time
   // they start. The torch backend sets it to when it queued the operation on its thread.
   void set_enqueue_time(int64_t ns) { enqueue_ns_ = ns; }
+  // The deadline of calls started from now on: each runs until `timeout` after its start
+  // (options.timeout until this is called). A call already started keeps its own. The reducers
+  // of the Reduction Server keep the timeout they were started with.
+  void set_timeout(std::chrono::milliseconds timeout) { options_.timeout = timeout; }
   // This communicator's id in its flight recorder's entries.
   uint32_t flight_comm_id() const { return flight_comm_id_; }
 

@@ -42,7 +42,18 @@ PYBIND11_MODULE(_C, m) {
       .def("describe", &ProcessGroupCohort::Describe)
       .def_property_readonly("num_reducers", &ProcessGroupCohort::num_reducers)
       .def("shutdown", &ProcessGroupCohort::Shutdown,
-           "Runs what is queued and closes the communicator; later operations raise.");
+           "Runs what is queued and closes the communicator; later operations raise.")
+      .def(
+          "set_timeout",
+          [](ProcessGroupCohort& pg, const py::object& timeout) {
+            // A datetime.timedelta, as torch.distributed.set_timeout takes, or seconds.
+            double seconds = py::hasattr(timeout, "total_seconds")
+                                 ? timeout.attr("total_seconds")().cast<double>()
+                                 : timeout.cast<double>();
+            pg.setTimeout(cohort::torch_backend::Milliseconds(seconds));
+          },
+          py::arg("timeout"),
+          "The timeout (a timedelta, or seconds) of the operations issued from now on.");
 
   // cohort.torch.Options as the C++ side takes it (process_group_cohort.h, Config).
   using cohort::torch_backend::Config;

@@ -145,7 +145,13 @@ std::vector<at::Tensor> CohortWork::result() { return outputs_; }
 
 ProcessGroupCohort::ProcessGroupCohort(PassKey, int rank, int size,
                                        std::chrono::milliseconds timeout)
-    : BackendBase(rank, size), timeout_(timeout) {}
+    : BackendBase(rank, size), timeout_ms_(timeout.count()) {}
+
+void ProcessGroupCohort::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(timeout.count() > 0, "cohort: set_timeout: the timeout must be positive, not ",
+              timeout.count(), " ms");
+  timeout_ms_.store(timeout.count());
+}
 
 c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -272,7 +278,7 @@ std::string ProcessGroupCohort::Describe() const {
          (wire_dtype_ != DataType::kF32
               ? std::string(", wire ") + std::string(collective::DataTypeName(wire_dtype_))
               : std::string()) +
-         ", timeout " + collective::FormatDuration(timeout_);
+         ", timeout " + collective::FormatDuration(std::chrono::milliseconds(timeout_ms_.load()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -293,10 +299,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
     std::function<StatusOr<Deferred>()> run, bool overlaps) {
   std::unique_lock<std::mutex> lock(mu_);
   TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was shut down");
+  const std::chrono::milliseconds timeout(timeout_ms_.load());
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
-                                              std::move(outputs), timeout_);
+                                              std::move(outputs), timeout);
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
-  queue_.push_back(Op{work, std::move(run), FlightClockNs(), overlaps});
+  queue_.push_back(Op{work, std::move(run), FlightClockNs(), overlaps, timeout});
   lock.unlock();
   cv_.notify_all();
   return work;
@@ -361,6 +368,7 @@ void ProcessGroupCohort::RunQueue() {
       // The Communicator records each call op.run makes (once: nothing here records them
       // again), with the time the op was queued.
       comm_->set_enqueue_time(op.enqueued_ns);
+      comm_->set_timeout(op.timeout);
       try {
         posted = op.run();
       } catch (const std::exception& e) {

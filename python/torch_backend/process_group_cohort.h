@@ -48,6 +48,7 @@
 // for queued operations (each bounded by the timeout), then tells the reducers this worker is done.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -136,6 +137,12 @@ class ProcessGroupCohort final : public BackendBase {
   // Newer torch (2.14, not 2.6) shuts a group's backends down in destroy_process_group through
   // Backend::shutdown, which this overrides; older torch has none (torch_compat.h): no `override`.
   void shutdown() { Shutdown(); }  // NOLINT(modernize-use-override)
+  // The timeout of the operations issued from now on, both Work::wait's and the library's
+  // deadline (Communicator::set_timeout): torch.distributed.set_timeout (torch 2.14; Backend::
+  // setTimeout, which this overrides where the base declares it, see torch_compat.h), and
+  // backend_of(group).set_timeout() on every torch. Operations already issued keep theirs; a job's
+  // reducers keep the timeout the group was created with. Raises unless it is positive.
+  void setTimeout(std::chrono::milliseconds timeout);  // NOLINT(modernize-use-override)
 
   const std::string getBackendName() const override { return "cohort"; }
 
@@ -269,9 +276,11 @@ class ProcessGroupCohort final : public BackendBase {
     std::function<StatusOr<Deferred>()> run;
     int64_t enqueued_ns = 0;  // FlightClockNs() when queued: the flight recorder's enqueue time
     bool overlaps = false;    // an overlapped allreduce: its Deferred runs on finisher_
+    std::chrono::milliseconds timeout{0};  // the group's timeout when it was issued
   };
 
-  const std::chrono::milliseconds timeout_;
+  // Milliseconds: the timeout of operations issued from now on (setTimeout).
+  std::atomic<int64_t> timeout_ms_;
   bool check_calls_ = true;
   bool overlap_ = true;
   collective::DataType wire_dtype_ = collective::DataType::kF32;

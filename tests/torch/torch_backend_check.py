@@ -1483,6 +1483,48 @@ def scenario_silent_peer():
     return check.finish()
 
 
+def scenario_set_timeout():
+    """A group made with a long timeout, then given a short one: torch.distributed.set_timeout
+    where torch has it (2.14: through Backend::setTimeout), else backend_of(group).set_timeout.
+    An all-reduce with a silent peer then fails at the short timeout, not the long one."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+
+    long_s = 6 * FAIL_TIMEOUT_S
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=long_s))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    backend = cohort.torch.backend_of()
+    check.expect(f"timeout {long_s}s" in backend.describe(), f"made with {long_s} s: {backend.describe()}")
+    short = datetime.timedelta(seconds=FAIL_TIMEOUT_S)
+    if hasattr(dist, "set_timeout"):
+        dist.set_timeout(short)
+        how = "torch.distributed.set_timeout"
+    else:
+        backend.set_timeout(short)
+        how = "backend_of(group).set_timeout"
+    print(f"timeout set to {FAIL_TIMEOUT_S} s by {how}: {backend.describe()}", flush=True)
+    check.expect(f"timeout {FAIL_TIMEOUT_S}s" in backend.describe(), f"after {how}: {backend.describe()}")
+    check.expect_raises(lambda: backend.set_timeout(0), ["cohort", "must be positive"], "a timeout of 0")
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1000,), float(n))), "an all-reduce under the new timeout")
+    silent = n - 1
+    if rank == silent:
+        time.sleep(FAIL_TIMEOUT_S + SLACK_S + 5)  # alive, but never makes the call
+        return check.finish()
+    start = time.time()
+    work = dist.all_reduce(torch.ones(1000), async_op=True)
+    text = check.expect_raises(lambda: work.wait(), ["cohort", "DEADLINE_EXCEEDED", "worker", "timed out"],
+                               "allreduce with a silent peer")
+    took = time.time() - start
+    print(f"allreduce failed after {took:.1f} s: {text}", flush=True)
+    check.expect(FAIL_TIMEOUT_S - 1 < took < FAIL_TIMEOUT_S + SLACK_S,
+                 f"the error took {took:.1f} s, not the new timeout ({FAIL_TIMEOUT_S} s; made with {long_s} s)")
+    return check.finish()
+
+
 def read_flight_recorder(path):
     """The entries of a flight-recorder file (common/flight_recorder.h, layout version 1), oldest
     first, as dicts; only whole, stable slots."""
@@ -1667,6 +1709,7 @@ SCENARIOS = {
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
+    "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
     "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),

@@ -25,7 +25,9 @@ COHORT_WIRE_DTYPE=bf16|f16 (float32 all-reduces cross to the reducers compressed
 in float32); or pass
 Options as init_process_group's pg_options.
 The process group's timeout (init_process_group(timeout=...)) bounds the rendezvous and every
-operation.
+operation. torch.distributed.set_timeout(timeout, group) (torch 2.14) changes it for the operations
+issued from then on, as backend_of(group).set_timeout(timeout) does on every torch (torch 2.6's
+private _set_pg_timeout reaches only gloo and nccl); a job's reducers keep the first one.
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
@@ -130,8 +132,9 @@ def _create_process_group(backend_options, pg_options):
 
 
 def backend_of(group=None):
-    """The ProcessGroupCohort behind `group` (default: the world group), for describe() and
-    num_reducers: the group itself under torch 1.13, the backend torch 2.x wraps in it."""
+    """The ProcessGroupCohort behind `group` (default: the world group), for describe(),
+    num_reducers and set_timeout(): the group itself under torch 1.13, the backend torch 2.x wraps
+    in it."""
     if group is None:
         group = dist.distributed_c10d._get_default_group()
     if isinstance(group, ProcessGroupCohort):
