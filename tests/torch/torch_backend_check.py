@@ -1458,16 +1458,11 @@ def scenario_fork_after_destroy():
     return check.finish()
 
 
-def scenario_silent_peer():
-    import torch
-    import torch.distributed as dist
-    import cohort.torch  # noqa: F401
-
-    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+def expect_silent_peer_times_out(check, torch, dist, what):
+    """The last rank stays alive but never makes the next all-reduce; the others' fails after the
+    group's timeout, FAIL_TIMEOUT_S (`what`: where that timeout came from). Returns check.finish()."""
     rank, n = dist.get_rank(), dist.get_world_size()
-    check = Checker(rank)
-    silent = n - 1
-    if rank == silent:
+    if rank == n - 1:
         time.sleep(FAIL_TIMEOUT_S + SLACK_S + 5)  # alive, but never makes the call
         return check.finish()
     start = time.time()
@@ -1479,8 +1474,17 @@ def scenario_silent_peer():
     took = time.time() - start
     print(f"allreduce failed after {took:.1f} s: {text}", flush=True)
     check.expect(FAIL_TIMEOUT_S - 1 < took < FAIL_TIMEOUT_S + SLACK_S,
-                 f"the error took {took:.1f} s, not the timeout ({FAIL_TIMEOUT_S} s)")
+                 f"the error took {took:.1f} s, not {what} ({FAIL_TIMEOUT_S} s)")
     return check.finish()
+
+
+def scenario_silent_peer():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    return expect_silent_peer_times_out(Checker(dist.get_rank()), torch, dist, "the timeout")
 
 
 def scenario_set_timeout():
@@ -1510,19 +1514,7 @@ def scenario_set_timeout():
     t = torch.ones(1000)
     dist.all_reduce(t)
     check.expect(torch.equal(t, torch.full((1000,), float(n))), "an all-reduce under the new timeout")
-    silent = n - 1
-    if rank == silent:
-        time.sleep(FAIL_TIMEOUT_S + SLACK_S + 5)  # alive, but never makes the call
-        return check.finish()
-    start = time.time()
-    work = dist.all_reduce(torch.ones(1000), async_op=True)
-    text = check.expect_raises(lambda: work.wait(), ["cohort", "DEADLINE_EXCEEDED", "worker", "timed out"],
-                               "allreduce with a silent peer")
-    took = time.time() - start
-    print(f"allreduce failed after {took:.1f} s: {text}", flush=True)
-    check.expect(FAIL_TIMEOUT_S - 1 < took < FAIL_TIMEOUT_S + SLACK_S,
-                 f"the error took {took:.1f} s, not the new timeout ({FAIL_TIMEOUT_S} s; made with {long_s} s)")
-    return check.finish()
+    return expect_silent_peer_times_out(check, torch, dist, f"the new timeout (made with {long_s} s)")
 
 
 def read_flight_recorder(path):
