@@ -121,7 +121,8 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
     return;
   }
   if (!SpeaksFor(m, node_id, "RegisterAgent")) return;
-  NodeRecord& node = *nodes_.Register(req, m.peer, now_ms).node;
+  const NodeRegistry::Registration reg = nodes_.Register(req, m.peer, now_ms);
+  NodeRecord& node = *reg.node;
   node.key = m.identity.key;
 
   // Reconcile what the agent runs with what we think runs there.
@@ -147,7 +148,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
       }
     }
   }
-  jobs_.Reconcile(node_id, reported, now_ms);
+  jobs_.Reconcile(node_id, reported, now_ms, reg.last_heard_ms);
   wire::RegisterAgentReplyT reply;
   reply.heartbeat_interval_ms = static_cast<int>(nodes_.heartbeat_interval_ms());
   reply.output_root = nodes_.storage_root();

@@ -155,64 +155,64 @@ std::vector<JobRecord*> JobController::JobsOnNode(const std::string& node_id) {
   return out;
 }
 
-void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
-                             std::optional<int64_t> silent_since_ms) {
+void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
+                                    const std::function<bool(const ReplicaRecord&)>& gone,
+                                    const std::string& lost_why, const std::string& stopped_why,
+                                    std::optional<int64_t> silent_since_ms, int64_t now_ms) {
   // A launch sent once the node had fallen silent, and never answered (see "Launches into
   // silence"). Placement sends the launch in the pass that sets PENDING's time.
   auto never_reached = [&](const ReplicaRecord& r) {
     return silent_since_ms && !r.stop_requested && r.state == ReplicaState::PENDING &&
            r.state_time_ms >= *silent_since_ms;
   };
+  std::vector<ReplicaRecord*> ran;
+  std::vector<ReplicaRecord*> unreached;
+  for (auto& r : job.replicas) {
+    if (r.node_id != node_id || IsFinal(r.state) || !gone(r)) continue;
+    (never_reached(r) ? unreached : ran).push_back(&r);
+  }
+  auto end = [&](ReplicaRecord& r, const std::string& message, bool never_ran) {
+    if (IsFinal(r.state)) return;
+    if (r.stop_requested) {
+      SetReplicaState(r, ReplicaState::STOPPED, stopped_why, now_ms);
+    } else {
+      SetReplicaState(r, ReplicaState::LOST, message, now_ms);
+    }
+    MarkDirty(job);
+    OnReplicaEnded(job, r, now_ms, never_ran);
+  };
+  for (ReplicaRecord* r : ran) end(*r, lost_why, false);
+  for (ReplicaRecord* r : unreached) {
+    end(*r,
+        lost_why + "; attempt " + std::to_string(r->attempt) + " was launched " +
+            FormatDuration(r->state_time_ms - *silent_since_ms) +
+            " after the node was last heard from, and never started",
+        true);
+  }
+}
+
+void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
+                             std::optional<int64_t> silent_since_ms) {
   for (JobRecord* job : JobsOnNode(node_id)) {
-    // The attempts that ran go first: one of them, not a launch that never arrived, is the cause.
-    std::vector<ReplicaRecord*> ran;
-    std::vector<ReplicaRecord*> unreached;
-    for (auto& r : job->replicas) {
-      if (r.node_id != node_id || IsFinal(r.state)) continue;
-      (never_reached(r) ? unreached : ran).push_back(&r);
-    }
-    auto lose = [&](ReplicaRecord& r, const std::string& message, bool never_ran) {
-      if (IsFinal(r.state)) return;
-      if (r.stop_requested) {
-        SetReplicaState(r, ReplicaState::STOPPED, "its node was lost while stopping: " + why,
-                        now_ms);
-      } else {
-        SetReplicaState(r, ReplicaState::LOST, message, now_ms);
-      }
-      MarkDirty(*job);
-      OnReplicaEnded(*job, r, now_ms, never_ran);
-    };
-    for (ReplicaRecord* r : ran) lose(*r, why, false);
-    for (ReplicaRecord* r : unreached) {
-      lose(*r,
-           why + "; attempt " + std::to_string(r->attempt) + " was launched " +
-               FormatDuration(r->state_time_ms - *silent_since_ms) +
-               " after the node was last heard from, and never started",
-           true);
-    }
+    EndGoneReplicas(
+        *job, node_id, [](const ReplicaRecord&) { return true; }, why,
+        "its node was lost while stopping: " + why, silent_since_ms, now_ms);
   }
   schedule_needed_ = true;
 }
 
 void JobController::Reconcile(const std::string& node_id,
                               const std::set<std::pair<std::string, std::string>>& reported,
-                              int64_t now_ms) {
+                              int64_t now_ms, std::optional<int64_t> last_heard_ms) {
   for (JobRecord* job : JobsOnNode(node_id)) {
     if (job->finished()) continue;  // below, with the other ended jobs that hold replicas
-    for (auto& r : job->replicas) {
-      if (job->finished()) break;
-      if (r.node_id != node_id || IsFinal(r.state) || reported.count({job->name, r.name})) {
-        continue;
-      }
-      if (r.stop_requested) {
-        SetReplicaState(r, ReplicaState::STOPPED, "gone when its node re-registered", now_ms);
-      } else {
-        SetReplicaState(r, ReplicaState::LOST, "node " + node_id + " re-registered without it",
-                        now_ms);
-      }
-      MarkDirty(*job);
-      OnReplicaEnded(*job, r, now_ms);
-    }
+    EndGoneReplicas(
+        *job, node_id,
+        [&](const ReplicaRecord& r) {
+          return !reported.count({job->name, r.name});
+        },
+        "node " + node_id + " re-registered without it", "gone when its node re-registered",
+        last_heard_ms, now_ms);
   }
   // Finished jobs may still wait for replicas to stop.
   for (const auto& name : ended_holding_) {

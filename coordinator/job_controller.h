@@ -51,11 +51,12 @@
 // Held verdicts and incidents live in memory: after a coordinator restart a held failure is held
 // again from the restart.
 //
-// Launches into silence. An agent can report its replica's end and die a moment later; until the
-// heartbeat timeout the coordinator still takes its node for a live one, and a restart may be
-// placed there (a replica prefers its last node). Such a launch, sent after the node was last
-// heard from and lost with it before any word of it came back (its replica still PENDING), never
-// ran: its loss opens an incident that spends no restart ("relaunch (no restart spent): ..."), so
+// Launches into silence. An agent can report its replica's end and die (or restart) a moment
+// later; until the heartbeat timeout the coordinator still takes its node for a live one, and a
+// restart may be placed there (a replica prefers its last node). Such a launch, sent after the
+// node was last heard from and gone before any word of it came back (its replica still PENDING;
+// the node lost, or registered again without it), never ran: its loss opens an incident that
+// spends no restart ("relaunch (no restart spent): ..."), so
 // that the one thing that happened, the first end, is the only restart the job pays for. The
 // replica, or with restart_job_on_worker_restart the whole job, is placed again, and what falls
 // with it is collateral as in any incident. An attempt its node acknowledged, or one whose node
@@ -66,6 +67,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -148,8 +150,12 @@ class JobController {
                 std::optional<int64_t> silent_since_ms);
   // `node_id` registered again reporting `reported` (job, replica) current attempts: the live
   // replicas placed there that it did not report are gone (LOST, or STOPPED when asked to stop).
+  // `last_heard_ms`: when the node was last heard from before this registration (nullopt: not
+  // known); a launch sent since then that it does not report never ran (see "Launches into
+  // silence").
   void Reconcile(const std::string& node_id,
-                 const std::set<std::pair<std::string, std::string>>& reported, int64_t now_ms);
+                 const std::set<std::pair<std::string, std::string>>& reported, int64_t now_ms,
+                 std::optional<int64_t> last_heard_ms);
   // Timers (the coordinator calls it about once a second): job timeouts, and (once
   // `registration_grace_over`) replicas on nodes that never registered after a coordinator
   // restart.
@@ -258,6 +264,13 @@ class JobController {
   void NoteConsequence(JobRecord& job, const ReplicaRecord& r, bool restarts, int64_t now_ms);
   bool HeardFromAllNodesSince(const JobRecord& job, int64_t since_ms) const;
 
+  // The live replicas of `job` on `node_id` that `gone` picks went with their node (NodeLost,
+  // Reconcile): STOPPED (`stopped_why`) when a stop was asked, else LOST (`lost_why`). Those
+  // that ran go first: one of them, not a launch into silence, opens the incident.
+  void EndGoneReplicas(JobRecord& job, const std::string& node_id,
+                       const std::function<bool(const ReplicaRecord&)>& gone,
+                       const std::string& lost_why, const std::string& stopped_why,
+                       std::optional<int64_t> silent_since_ms, int64_t now_ms);
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void RestartJob(JobRecord& job, int64_t now_ms);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);

@@ -41,6 +41,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   NodeRecord& node = nodes_[node_id];
   ++capacity_version_;
   reg.was_lost = reg.returning && !node.ready;
+  if (reg.returning) reg.last_heard_ms = node.last_heartbeat_ms;
   reg.node = &node;
   node.node_id = node_id;
   node.address = Str(req.address());

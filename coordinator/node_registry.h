@@ -40,6 +40,8 @@ class NodeRegistry : public NodeHealth {
     NodeRecord* node = nullptr;
     bool returning = false;  // known before (re-registered, or came back from LOST)
     bool was_lost = false;
+    // A returning node: when it was last heard from before this registration.
+    std::optional<int64_t> last_heard_ms;
   };
   // Registers (or re-registers) `req.node_id`, which must not be empty; READY again.
   Registration Register(const wire::RegisterAgent& req, const std::string& peer, int64_t now_ms);

@@ -413,42 +413,52 @@ TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   EXPECT_TRUE(coordinator_->FindNode("node-a")->ready);
 }
 
-// An agent reports its replica killed and dies a moment later: the job's restart, placed before
-// the heartbeat timeout, sends a launch to the dead node. When the node is declared lost, that
-// launch, which it never answered, costs nothing: the job has spent one restart, the kill's.
-TEST_F(CoordinatorTest, ARestartLaunchedIntoADeadNodeIsPlacedAgainWithoutSpendingARestart) {
-  AddAgent("node-a", 1);
-  AddAgent("node-b", 1);
-  ASSERT_TRUE(Submit(JobYaml("dies", 1, 1, 3, ", restart_job_on_worker_restart: true")).ok());
-  Pump([&] { return !agents_["node-a"].inbox.empty() && !agents_["node-b"].inbox.empty(); });
-  auto launches = TakeLaunchList();
-  ASSERT_EQ(launches.size(), 2u);
-  RunAll(launches);
-  std::string dead;  // worker-0's node
-  std::string live;
-  for (const auto& [node, l] : launches) (l.replica == "worker-0" ? dead : live) = node;
-  ASSERT_FALSE(dead.empty());
-  ASSERT_FALSE(live.empty());
+// A node's agent reports its replica killed, then goes away before the heartbeat timeout (dies,
+// or restarts); meanwhile the job's restart sends it a launch, which it never answers.
+class LaunchIntoSilenceTest : public CoordinatorTest {
+ protected:
+  // Job "dies" (chief-0, worker-0; whole-job restarts) on node-a and node-b: worker-0 is killed,
+  // its node (`dead_`) says so and says nothing more; attempt 1 goes to both nodes (the gang
+  // needs both) 100 ms later, and runs on `live_`.
+  void KillThenRestartIntoSilence() {
+    AddAgent("node-a", 1);
+    AddAgent("node-b", 1);
+    ASSERT_TRUE(Submit(JobYaml("dies", 1, 1, 3, ", restart_job_on_worker_restart: true")).ok());
+    Pump([&] { return !agents_["node-a"].inbox.empty() && !agents_["node-b"].inbox.empty(); });
+    auto launches = TakeLaunchList();
+    ASSERT_EQ(launches.size(), 2u);
+    RunAll(launches);
+    for (const auto& [node, l] : launches) (l.replica == "worker-0" ? dead_ : live_) = node;
+    ASSERT_FALSE(dead_.empty());
+    ASSERT_FALSE(live_.empty());
 
-  // The dead node's last word.
-  Report(dead, "dies", "worker-0", 0, ReplicaState::FAILED, 137, 9);
-  EXPECT_EQ(TakeStops(), std::vector<std::string>{live + "/chief-0#0"});
-  clock_.Advance(milliseconds(100));
-  Report(live, "dies", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
-  // Both nodes are needed: attempt 1 goes to the dead node too, and is never answered.
-  Pump([&] { return !agents_[dead].inbox.empty() && !agents_[live].inbox.empty(); });
-  launches = TakeLaunchList();
-  ASSERT_EQ(launches.size(), 2u);
-  for (const auto& [node, l] : launches) {
-    EXPECT_EQ(l.attempt, 1) << l.replica;
-    if (node == live) Report(live, "dies", l.replica, 1, ReplicaState::RUNNING);
+    Report(dead_, "dies", "worker-0", 0, ReplicaState::FAILED, 137, 9);  // its last word
+    EXPECT_EQ(TakeStops(), std::vector<std::string>{live_ + "/chief-0#0"});
+    clock_.Advance(milliseconds(100));
+    Report(live_, "dies", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+    Pump([&] { return !agents_[dead_].inbox.empty() && !agents_[live_].inbox.empty(); });
+    launches = TakeLaunchList();
+    ASSERT_EQ(launches.size(), 2u);
+    for (const auto& [node, l] : launches) {
+      EXPECT_EQ(l.attempt, 1) << l.replica;
+      if (node == live_) Report(live_, "dies", l.replica, 1, ReplicaState::RUNNING);
+    }
   }
+
+  std::string dead_;
+  std::string live_;
+};
+
+// The node is declared lost: the launch it never answered costs nothing, and the job has spent
+// one restart, the kill's.
+TEST_F(LaunchIntoSilenceTest, WhenTheNodeIsLostTheJobIsPlacedAgainWithoutSpendingARestart) {
+  ASSERT_NO_FATAL_FAILURE(KillThenRestartIntoSilence());
   for (int i = 0; i < 11; ++i) {
     clock_.Advance(milliseconds(1000));
-    Heartbeat(live);
+    Heartbeat(live_);
     PumpFew();
   }
-  ASSERT_FALSE(coordinator_->FindNode(dead)->ready);
+  ASSERT_FALSE(coordinator_->FindNode(dead_)->ready);
   auto info = GetJob("dies");
   EXPECT_EQ(info.restarts, 1);
   EXPECT_TRUE(HasEvent(info, "relaunch (no restart spent): the whole job"));
@@ -458,21 +468,32 @@ TEST_F(CoordinatorTest, ARestartLaunchedIntoADeadNodeIsPlacedAgainWithoutSpendin
   auto stops = TakeStops();  // "<node>/<replica>#<attempt>"
   ASSERT_EQ(stops.size(), 1u);
   const size_t slash = stops[0].find('/');
-  ASSERT_EQ(stops[0].substr(0, slash), live);
-  Report(live, "dies", stops[0].substr(slash + 1, stops[0].find('#') - slash - 1), 1,
+  ASSERT_EQ(stops[0].substr(0, slash), live_);
+  Report(live_, "dies", stops[0].substr(slash + 1, stops[0].find('#') - slash - 1), 1,
          ReplicaState::STOPPED, 143, 15);
   AddAgent("node-c", 1);
   Pump([&] { return !agents_["node-c"].inbox.empty(); });
-  launches = TakeLaunchList();
+  auto launches = TakeLaunchList();
   ASSERT_EQ(launches.size(), 2u);
   for (const auto& [node, l] : launches) {
-    EXPECT_NE(node, dead);
+    EXPECT_NE(node, dead_);
     EXPECT_EQ(l.attempt, 2) << l.replica;
   }
   RunAll(launches);
   info = GetJob("dies");
   EXPECT_EQ(info.state, JobState::RUNNING);
   EXPECT_EQ(info.restarts, 1);
+}
+
+// The agent restarted and registers again knowing nothing: the launch it never saw costs nothing.
+TEST_F(LaunchIntoSilenceTest, WhenItsAgentRegistersAgainWithoutItNoRestartIsSpent) {
+  ASSERT_NO_FATAL_FAILURE(KillThenRestartIntoSilence());
+  clock_.Advance(milliseconds(500));
+  Register(dead_, 1);
+  auto info = GetJob("dies");
+  EXPECT_EQ(info.restarts, 1);
+  EXPECT_TRUE(HasEvent(info, "relaunch (no restart spent): the whole job"));
+  EXPECT_TRUE(HasEvent(info, "re-registered without it; attempt 1 was launched 100ms after"));
 }
 
 TEST_F(CoordinatorTest, DrainingNodeGetsNothingNewAndItsPreemptedReplicasMove) {

@@ -139,13 +139,13 @@ TEST_F(JobControllerTest, ANodesLossOrRegistrationTouchesTheReplicasPlacedThereO
 
   // b registers again reporting on-b's replica only: also-on-b's replica there is gone.
   JobRecord& b2 = Start("also-on-b", 0, false, 50, {"b"});
-  jobs_.Reconcile("b", {{"on-b", "chief-0"}}, now_);
+  jobs_.Reconcile("b", {{"on-b", "chief-0"}}, now_, health_.LastHeardMs("b"));
   EXPECT_EQ(b.replicas[0].state, ReplicaState::RUNNING);
   EXPECT_EQ(b2.replicas[0].state, ReplicaState::PENDING) << "lost, then waiting to restart";
   EXPECT_NE(LastRestartEvent(b2).find("node b re-registered without it"), std::string::npos)
       << LastRestartEvent(b2);
   // c registers again with on-a's replica: nothing changes.
-  jobs_.Reconcile("c", {{"on-a", "chief-0"}}, now_);
+  jobs_.Reconcile("c", {{"on-a", "chief-0"}}, now_, health_.LastHeardMs("c"));
   EXPECT_EQ(a.replicas[0].state, ReplicaState::RUNNING);
   EXPECT_EQ(a.replicas[0].node_id, "c");
   // ... and c's loss finds it there.
@@ -449,6 +449,36 @@ TEST_F(JobControllerTest, OnANodeLostWithALaunchItNeverAnsweredAnAttemptItRanIsT
             "was last heard from, and never started");
   EXPECT_EQ(job.FindReplica("worker-0")->state, ReplicaState::RUNNING);
   EXPECT_EQ(job.state, JobState::RUNNING);
+}
+
+// An agent restarted (it crashed, systemd started it again) before the heartbeat timeout: it
+// registers again knowing nothing of what its old self ran. A launch sent after its old self's
+// last word never ran, and is placed again for nothing; an attempt its old self had started is
+// gone with it, and spends a restart.
+TEST_F(JobControllerTest, ALaunchAnAgentNeverSawBeforeItRestartedSpendsNoRestart) {
+  JobRecord& job = Start("reborn", 1, false, 3, {"a", "b"});
+  Report(job, "worker-0", ReplicaState::FAILED, 137, 9);  // b's old agent, its last word
+  ASSERT_EQ(job.restarts, 1);
+  Advance(300);
+  jobs_.PlaceReplica(job, *job.FindReplica("worker-0"), "b", {0}, 30005, now_);
+  Advance(700);
+  jobs_.Reconcile("b", {}, now_, health_.LastHeardMs("b"));
+  Hear({"b"});
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(LastEventOpening(job, "relaunch"),
+            "relaunch (no restart spent): worker-0 as attempt 2 because node b lost (worker-0): "
+            "node b re-registered without it; attempt 1 was launched 300ms after the node was "
+            "last heard from, and never started");
+  // Attempt 2 runs on b; its agent restarts again and forgets it: that one ran.
+  jobs_.PlaceReplica(job, *job.FindReplica("worker-0"), "b", {0}, 30005, now_);
+  Report(job, "worker-0", ReplicaState::RUNNING);
+  Hear({"b"});
+  Advance(1000);
+  jobs_.Reconcile("b", {}, now_, health_.LastHeardMs("b"));
+  EXPECT_EQ(job.restarts, 2);
+  EXPECT_EQ(LastRestartEvent(job),
+            "restart 2/3: worker-0 as attempt 3 because node b lost (worker-0): node b "
+            "re-registered without it");
 }
 
 TEST_F(JobControllerTest, APreemptionAndTheCrashesItCausesSpendOneRestart) {
