@@ -51,17 +51,17 @@
 // Held verdicts and incidents live in memory: after a coordinator restart a held failure is held
 // again from the restart.
 //
-// Launches into silence. An agent can report its replica's end and die (or restart) a moment
-// later; until the heartbeat timeout the coordinator still takes its node for a live one, and a
-// restart may be placed there (a replica prefers its last node). Such a launch, sent after the
-// node was last heard from and gone before any word of it came back (its replica still PENDING;
-// the node lost, or registered again without it), never ran: its loss opens an incident that
-// spends no restart ("relaunch (no restart spent): ..."), so
-// that the one thing that happened, the first end, is the only restart the job pays for. The
-// replica, or with restart_job_on_worker_restart the whole job, is placed again, and what falls
-// with it is collateral as in any incident. An attempt its node acknowledged, or one whose node
-// was lost while it still answered (its session ended), spends a restart as any loss does; when a
-// node takes both kinds down at once, one that ran opens the incident.
+// Launches into silence. An agent can report its replica's end and die (or restart) a moment later;
+// until the heartbeat timeout the coordinator still takes its node for a live one, and a restart
+// may be placed there (a replica prefers its last node). Such a launch, sent after the node was
+// last heard from and gone before any word of it came back (its replica still PENDING; the node
+// lost, or registered again without it), never ran: its loss opens an incident that spends no
+// restart ("relaunch (no restart spent): ..."), so that the one thing that happened, the first end,
+// is the only restart the job pays for. The replica, or with restart_job_on_worker_restart the
+// whole job, is placed again, and what falls with it is collateral as in any incident. An attempt
+// its node acknowledged, or one whose node was lost while it still answered (its session ended),
+// spends a restart as any loss does; when a node takes both kinds down at once, one that ran opens
+// the incident.
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
 #pragma once
