@@ -511,6 +511,7 @@ void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {
 void Coordinator::PublishSnapshot(int64_t now) {
   CoordinatorCounters counters = counters_;
   counters.restarts_by_cause = jobs_.restarts_by_cause();
+  counters.relaunches = jobs_.relaunches();
   counters.bad_frames = stats_.bad_frames;
   counters.refused = stats_.refused;
   counters.rolled_back = stats_.rolled_back;

@@ -208,6 +208,10 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
     t.Sample("cohort_restarts_total", {{"cause", cause}},
              it == s.counters.restarts_by_cause.end() ? 0 : it->second);
   }
+  t.Family("cohort_relaunches_total", Type::kCounter,
+           "Launches sent to a node already silent, gone with it unanswered, and placed again "
+           "without spending a restart (counted since the coordinator started).");
+  t.Sample("cohort_relaunches_total", s.counters.relaunches);
   t.Family("cohort_queue_wait_seconds", Type::kHistogram,
            "Time from submit to first placement of every job placed (derived from the state "
            "store).");

@@ -40,6 +40,7 @@ struct CoordinatorCounters {
   std::map<std::pair<std::string, std::string>, uint64_t> requests;  // (endpoint, type)
   std::map<std::pair<std::string, std::string>, uint64_t> errors;    // (endpoint, code)
   std::map<std::string, uint64_t> restarts_by_cause;  // preemption, node_loss, exit_code, stopped
+  uint64_t relaunches = 0;  // launches into silence placed again, spending nothing
   Histogram round_seconds{DurationBucketsSeconds()};
   Histogram commit_seconds{DurationBucketsSeconds()};
   uint64_t bad_frames = 0;

@@ -38,7 +38,8 @@ class Incident {
   // Open: its latest failure was at most `window_ms` before `time_ms`.
   bool OpenAt(int64_t time_ms, int64_t window_ms) const { return time_ms - last_ms_ <= window_ms; }
   bool whole_job() const { return whole_job_; }
-  // The event's time and its first words ("restart 1/3: "), to find it among the job's events.
+  // The event's time and its first words ("restart 1/3: ", or "relaunch (no restart spent): "),
+  // to find it among the job's events.
   int64_t event_time_ms() const { return event_time_ms_; }
   const std::string& event_prefix() const { return event_prefix_; }
   // True when `r` went down with the node whose loss caused the incident.

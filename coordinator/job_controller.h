@@ -229,9 +229,13 @@ class JobController {
   // Restarts spent since this controller was made, by the cause of their incident: "preemption",
   // "node_loss", "exit_code" (a retryable exit or signal), "stopped" (an unrequested stop).
   const std::map<std::string, uint64_t>& restarts_by_cause() const { return restarts_by_cause_; }
+  // Incidents that spent nothing since this controller was made: launches into silence placed
+  // again (see "Launches into silence").
+  uint64_t relaunches() const { return relaunches_; }
   // Takes over `from`'s counts (the coordinator's rollback replaces the controller).
   void CarryCountersFrom(const JobController& from) {
     restarts_by_cause_ = from.restarts_by_cause_;
+    relaunches_ = from.relaunches_;
   }
 
   // ---- outputs
@@ -322,6 +326,7 @@ class JobController {
   std::vector<std::string> deleted_;
   bool schedule_needed_ = true;
   std::map<std::string, uint64_t> restarts_by_cause_;
+  uint64_t relaunches_ = 0;
 };
 
 }  // namespace cohort::coordinator

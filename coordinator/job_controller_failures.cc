@@ -152,6 +152,8 @@ void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t n
                          : cause.state == ReplicaState::LOST    ? "node_loss"
                          : cause.state == ReplicaState::STOPPED ? "stopped"
                                                                 : "exit_code"];
+  } else {
+    ++relaunches_;
   }
   Incident& inc = incidents_[job.name] =
       Incident(job, cause, spend ? job.restarts : Incident::kNoneSpent, budget, now_ms);

@@ -391,6 +391,7 @@ TEST_F(JobControllerTest, ALaunchIntoASilentNodeSpendsNoRestartWhenTheNodeIsLost
       continue;
     }
     EXPECT_EQ(job.restarts, 1);
+    EXPECT_EQ(jobs_.relaunches(), 1u);
     // A rank that gave up waiting for worker-0 falls with it, spending nothing either.
     Report(job, "chief-0", ReplicaState::FAILED, 1);
     Report(job, "worker-1", ReplicaState::STOPPED, 143, 15);
@@ -440,6 +441,7 @@ TEST_F(JobControllerTest, OnANodeLostWithALaunchItNeverAnsweredAnAttemptItRanIsT
   jobs_.PlaceReplica(job, *job.FindReplica("worker-1"), "c", {1}, 30011, now_);
   Lose("c");
   EXPECT_EQ(job.restarts, 2);
+  EXPECT_EQ(jobs_.relaunches(), 1u);
   ReplicaRecord& w1 = *job.FindReplica("worker-1");
   EXPECT_EQ(w1.state, ReplicaState::PENDING);
   EXPECT_FALSE(w1.placed());
