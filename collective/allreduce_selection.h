@@ -69,4 +69,11 @@ bool Meets(const AllreduceSupport& support, SelectionNeed need);
 Algorithm SelectAllreduceAlgorithm(const AllreduceSupport& support, Algorithm configured,
                                    size_t bytes);
 
+// True when an all-reduce by `algorithm` itself fails every worker whose call differs (count,
+// type, op) with kInvalidArgument: the Reduction Server, whose reducers compare the calls
+// (reduction_server.h, "Agreement"). The other all-reduces compare nothing.
+constexpr bool AlgorithmChecksAgreement(Algorithm algorithm) {
+  return algorithm == Algorithm::kReductionServer;
+}
+
 }  // namespace cohort::collective

@@ -174,12 +174,10 @@ class Communicator {
   // (allreduce_selection.h) over allreduce_support() and options.algorithm. The same on every
   // worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
-  // True when Allreduce(kAuto) of `bytes` itself fails every worker whose call differs (count,
-  // type, op) with kInvalidArgument: the Reduction Server, whose reducers compare the calls
-  // (reduction_server.h, "Agreement"). The other all-reduces compare nothing; a caller that
-  // wants the check runs its own before them.
+  // True when Allreduce(kAuto) of `bytes` itself fails every worker whose call differs
+  // (AlgorithmChecksAgreement); a caller that wants the check runs its own before the others.
   bool AllreduceChecksAgreement(size_t bytes) const {
-    return AutoAlgorithm(bytes) == Algorithm::kReductionServer;
+    return AlgorithmChecksAgreement(AutoAlgorithm(bytes));
   }
   // What this communicator's placement made available to the all-reduce.
   AllreduceSupport allreduce_support() const;

@@ -239,6 +239,9 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
   pg->comm_ = OrFail(Communicator::Create(*pg->bootstrap_, rank, size, num_reducers, options),
                      "rank " + std::to_string(rank) + " of " + std::to_string(size) +
                          " joining through the " + pg->rendezvous_ + reducers_hint);
+  pg->num_reducers_ = pg->comm_->num_reducers();
+  pg->allreduce_support_ = pg->comm_->allreduce_support();
+  pg->configured_algorithm_ = options.algorithm;
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
   pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
   pg->finisher_ = std::make_unique<CompletionPool>(1);
@@ -270,15 +273,22 @@ void ProcessGroupCohort::Shutdown() {
 }
 
 std::string ProcessGroupCohort::Describe() const {
+  bool shut_down;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_down = stopping_;
+  }
   return "cohort process group: rank " + std::to_string(getRank()) + " of " +
-         std::to_string(getSize()) + ", " + std::to_string(comm_ ? comm_->num_reducers() : 0) +
+         std::to_string(getSize()) + ", " + std::to_string(num_reducers_) +
          " reducers, rendezvous through the " + rendezvous_ + ", all-reduce " +
-         std::string(comm_ ? collective::AlgorithmName(comm_->AutoAlgorithm()) : "closed") +
+         std::string(collective::AlgorithmName(
+             SelectAllreduceAlgorithm(allreduce_support_, configured_algorithm_, SIZE_MAX))) +
          " for large buffers" +
          (wire_dtype_ != DataType::kF32
               ? std::string(", wire ") + std::string(collective::DataTypeName(wire_dtype_))
               : std::string()) +
-         ", timeout " + collective::FormatDuration(std::chrono::milliseconds(timeout_ms_.load()));
+         ", timeout " + collective::FormatDuration(std::chrono::milliseconds(timeout_ms_.load())) +
+         (shut_down ? ", shut down" : "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -549,7 +559,9 @@ StatusOr<ProcessGroupCohort::Deferred> ProcessGroupCohort::StartAllreduce(
 }
 
 bool ProcessGroupCohort::LibraryChecks(const StagedTensor& t) const {
-  return comm_->AllreduceChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
+  // As Communicator::AllreduceChecksAgreement, from what it chose at creation.
+  return collective::AlgorithmChecksAgreement(SelectAllreduceAlgorithm(
+      allreduce_support_, configured_algorithm_, t.numel() * collective::DataTypeSize(t.type())));
 }
 
 Status ProcessGroupCohort::CheckAgreement(

@@ -217,8 +217,9 @@ class ProcessGroupCohort final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
                                       int tag) override;
 
-  // What the library runs and where it came from, for logs and tests.
-  int num_reducers() const { return comm_->num_reducers(); }
+  // What the library runs and where it came from, for logs and tests; fixed at creation, so a
+  // group shut down still answers (Describe then says so).
+  int num_reducers() const { return num_reducers_; }
   std::string Describe() const;
 
   // Only Create makes one (c10::make_intrusive needs a public constructor).
@@ -266,7 +267,7 @@ class ProcessGroupCohort final : public BackendBase {
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
   // True when the library's all-reduce of `t` checks itself that every rank made the same call
-  // (Communicator::AllreduceChecksAgreement): CheckAgreement's all-gather is not needed.
+  // (as Communicator::AllreduceChecksAgreement): CheckAgreement's all-gather is not needed.
   bool LibraryChecks(const StagedTensor& t) const;
   c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
                                               int tag);
@@ -285,13 +286,18 @@ class ProcessGroupCohort final : public BackendBase {
   bool overlap_ = true;
   collective::DataType wire_dtype_ = collective::DataType::kF32;
   std::string rendezvous_;  // how this group found its peers, for Describe()
+  // What the communicator's placement and options chose, fixed at creation: calls read it at
+  // issue time, when a group shut down has no communicator left.
+  int num_reducers_ = 0;
+  collective::AllreduceSupport allreduce_support_;
+  collective::Algorithm configured_algorithm_ = collective::Algorithm::kAuto;
   std::unique_ptr<collective::StoreServer>
       store_server_;  // Cohort job, rank 0: the bootstrap store
   std::unique_ptr<collective::Bootstrap> bootstrap_;
   std::unique_ptr<collective::LoopbackFabric> loopback_;  // a group of one
   std::unique_ptr<collective::Communicator> comm_;        // used by the queue thread only
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;      // guarded by mu_
   bool stopping_ = false;     // guarded by mu_

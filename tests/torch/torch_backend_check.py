@@ -1198,7 +1198,7 @@ def scenario_cuda():
 def scenario_bad_use():
     import torch
     import torch.distributed as dist
-    import cohort.torch  # noqa: F401
+    import cohort.torch
 
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
     check = Checker(dist.get_rank())
@@ -1251,6 +1251,19 @@ def scenario_bad_use():
     t = torch.ones(4)
     dist.all_reduce(t)
     check.expect(torch.equal(t, torch.full((4,), float(dist.get_world_size()))), "the group works after refusals")
+    # Shut down (destroy_process_group does it on torch 2.14), the group still says what it was,
+    # and refuses operations by name.
+    backend = cohort.torch.backend_of()
+    reducers, before = backend.num_reducers, backend.describe()
+    backend.shutdown()
+    check.expect(backend.num_reducers == reducers, f"num_reducers after shutdown: {backend.num_reducers}")
+    check.expect(backend.describe() == before + ", shut down", f"describe() after shutdown: {backend.describe()}")
+    check.expect_raises(lambda: pg.allreduce([torch.ones(3)]), ["cohort", "allreduce", "shut down"],
+                        "allreduce after shutdown")
+    check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(3)]), ["cohort", "shut down"],
+                        "allreduce_coalesced after shutdown")
+    check.expect_raises(lambda: dist.broadcast(torch.ones(3), 0), ["cohort", "broadcast", "shut down"],
+                        "broadcast after shutdown")
     dist.destroy_process_group()
     return check.finish()
 
