@@ -1502,8 +1502,9 @@ def scenario_silent_peer():
 
 def scenario_set_timeout():
     """A group made with a long timeout, then given a short one: torch.distributed.set_timeout
-    where torch has it (2.14: through Backend::setTimeout), else backend_of(group).set_timeout.
-    An all-reduce with a silent peer then fails at the short timeout, not the long one."""
+    where torch has it (2.14: through Backend::setTimeout), else the private _set_pg_timeout where
+    torch has that (2.6: cohort.torch wraps it), else backend_of(group).set_timeout (1.13). An
+    all-reduce with a silent peer then fails at the short timeout, not the long one."""
     import torch
     import torch.distributed as dist
     import cohort.torch
@@ -1518,6 +1519,12 @@ def scenario_set_timeout():
     if hasattr(dist, "set_timeout"):
         dist.set_timeout(short)
         how = "torch.distributed.set_timeout"
+    elif hasattr(dist.distributed_c10d, "_set_pg_timeout"):
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            dist.distributed_c10d._set_pg_timeout(short)
+        check.expect(not warned, f"_set_pg_timeout warned: {[str(w.message) for w in warned]}")
+        how = "torch.distributed.distributed_c10d._set_pg_timeout"
     else:
         backend.set_timeout(short)
         how = "backend_of(group).set_timeout"

@@ -26,8 +26,9 @@ in float32); or pass
 Options as init_process_group's pg_options.
 The process group's timeout (init_process_group(timeout=...)) bounds the rendezvous and every
 operation. torch.distributed.set_timeout(timeout, group) (torch 2.14) changes it for the operations
-issued from then on, as backend_of(group).set_timeout(timeout) does on every torch (torch 2.6's
-private _set_pg_timeout reaches only gloo and nccl); a job's reducers keep the first one.
+issued from then on, as torch 2.6's private _set_pg_timeout does (it reaches only gloo and nccl
+there, so it is wrapped to reach cohort too) and backend_of(group).set_timeout(timeout) on every
+torch; a job's reducers keep the first one.
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
@@ -176,6 +177,28 @@ def _shut_down_cohort_backends_on_destroy():
     c10d._shutdown_backend = _shutdown_backend
 
 
+def _set_cohort_timeouts_in_set_pg_timeout():
+    """torch 2.x before torch.distributed.set_timeout (2.6, say) has only the private
+    distributed_c10d._set_pg_timeout, which training loops call to shorten the timeout after
+    their first step, and which sets gloo's and nccl's backends only (warning "Set timeout is now
+    only supported for either nccl or gloo" for a cohort group, and leaving its timeout as it
+    was). There, that function is wrapped to set a cohort group's. Newer torch reaches the
+    backend itself (Backend::setTimeout)."""
+    c10d = dist.distributed_c10d
+    set_pg_timeout = getattr(c10d, "_set_pg_timeout", None)
+    if _TORCH_MAJOR < 2 or set_pg_timeout is None or hasattr(dist, "set_timeout"):
+        return
+
+    def _set_pg_timeout(timeout, group=None):
+        try:
+            backend = backend_of(group)
+        except (ValueError, RuntimeError):  # not a cohort group (or no default group)
+            return set_pg_timeout(timeout, group)
+        backend.set_timeout(timeout)
+
+    c10d._set_pg_timeout = _set_pg_timeout
+
+
 @atexit.register
 def _shut_down_groups():
     # Scripts rarely call destroy_process_group: at exit, finish what is queued and tell the
@@ -186,6 +209,7 @@ def _shut_down_groups():
 
 if BACKEND.upper() not in dist.Backend._plugins:
     _shut_down_cohort_backends_on_destroy()
+    _set_cohort_timeouts_in_set_pg_timeout()
     if _TORCH_MAJOR >= 2:
         dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True, devices=["cpu", "cuda"])
     else:
