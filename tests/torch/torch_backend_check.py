@@ -40,7 +40,8 @@ exits 0 when every worker did. Scenarios:
   cuda          allreduce, broadcast and allgather of CUDA tensors (staged through pinned host
                 memory) give what CPU tensors give; skips where torch has no CUDA or no GPU
   bad-use       unsupported op, dtype (complex), tensor count, root, output shape: a clear
-                RuntimeError on the calling rank, and the group still works
+                RuntimeError on the calling rank, and the group still works; once shut down, it
+                still describes itself and refuses operations by name
   mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank
                 fails with an error naming a rank that disagrees, before the timeout
   mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
@@ -49,6 +50,8 @@ exits 0 when every worker did. Scenarios:
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
                 naming the peer each waited for
+  set-timeout   the same after the group's timeout was shortened (torch.distributed.set_timeout,
+                2.6's _set_pg_timeout, or backend_of(group).set_timeout): it fails at the new one
   fork-after-destroy  rank 0 destroys its group while rank 1 is busy (its UCX close still pending),
                 then each rank forks a multiprocessing child (fork start method) that builds a
                 fresh cohort group with the other's child: the children's all-reduce works
