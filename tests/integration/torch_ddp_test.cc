@@ -304,12 +304,13 @@ class TorchDdpTest : public ::testing::Test {
   // Waits for the end of the job; then checks it SUCCEEDED once, every training replica ran a
   // second attempt, the chief's second attempt resumed from a checkpoint at or after the fault's
   // epoch and trained to the end, and no replica outlived the job.
-  void ExpectResumedAfterOneRestart() {
+  // `final_attempt`: the attempt every replica ends on (2 after a relaunch that spent nothing).
+  void ExpectResumedAfterOneRestart(int final_attempt = 1) {
     auto client = cluster_->Client();
     wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
     ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
     EXPECT_EQ(done.restarts, 1) << "one incident spends one restart";
-    for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 1) << r->replica;
+    for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, final_attempt) << r->replica;
 
     std::smatch resumed;
     static const std::regex kResumed("resumed from epoch ([0-9]+)");
@@ -317,8 +318,9 @@ class TorchDdpTest : public ::testing::Test {
     EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
     // Each attempt was told its restart count as torchrun tells it, and takes itself for one of
     // torchrun's workers (torch.distributed.is_torchelastic_launched()).
-    for (const char* attempt : {"restart 0 torchelastic True", "restart 1 torchelastic True"}) {
-      EXPECT_NE(log.find(attempt), std::string::npos) << attempt << "\n" << log;
+    for (int attempt : {0, final_attempt}) {
+      const std::string line = "restart " + std::to_string(attempt) + " torchelastic True";
+      EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
     }
     ASSERT_TRUE(std::regex_search(log, resumed, kResumed)) << log;
     int epoch = std::stoi(resumed[1].str());
@@ -433,6 +435,53 @@ TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
   ASSERT_FALSE(node.empty());
   LoseNode(node, {"worker-0"});
   ExpectResumedAfterOneRestart();
+}
+
+// An agent reports its replica killed and dies a moment later, before the heartbeat timeout: the
+// job's restart is placed on its node again (the gang needs all three), and that launch is never
+// answered. When the node is declared lost, the launch that never ran costs nothing: the job is
+// placed again on a new node, resumes from its checkpoint and has spent one restart, the kill's.
+// The other agents are held (SIGSTOP) from the kill until the dying agent is gone, so that the
+// restart cannot be placed, and its launch reach that agent, before it dies.
+TEST_F(TorchDdpTest, ARestartLaunchedToAnAgentThatJustDiedSpendsNoSecondRestart) {
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  Submit("launch_into_silence");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const std::string dying = NodeOf("worker-0");  // RANK=1
+  ASSERT_FALSE(dying.empty());
+  std::vector<std::string> held;
+  for (const char* name : {"node-a", "node-b", "node-c"}) {
+    if (Node(name) != dying) held.push_back(Node(name));
+  }
+  for (const std::string& node : held) cluster_->agent(node).Signal(SIGSTOP);
+  ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
+  const bool reported = ct::WaitUntil(
+      [&] {
+        auto job = Job();
+        if (!job) return false;
+        for (const auto& r : job->replicas) {
+          if (r->replica == "worker-0") return r->state == wire::ReplicaState::FAILED;
+        }
+        return false;
+      },
+      2s);
+  cluster_->agent(dying).Kill();  // its last word was worker-0's end
+  for (const std::string& node : held) cluster_->agent(node).Signal(SIGCONT);
+  ASSERT_TRUE(reported) << "the dying agent did not report worker-0's kill";
+  // The restart goes to all three nodes; once the dead one is lost, a fourth takes its place.
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto job = Job();
+        if (!job) return false;
+        for (const auto& e : job->events) {
+          if (e->message.rfind("relaunch (no restart spent): ", 0) == 0) return true;
+        }
+        return false;
+      },
+      30s))
+      << "no relaunch event";
+  StartAgents({"node-d"}, 1);
+  ExpectResumedAfterOneRestart(/*final_attempt=*/2);
 }
 
 // The same node loss with the one word changed: the cohort backend on a pool of two reducers.
