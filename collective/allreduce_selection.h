@@ -69,11 +69,21 @@ bool Meets(const AllreduceSupport& support, SelectionNeed need);
 Algorithm SelectAllreduceAlgorithm(const AllreduceSupport& support, Algorithm configured,
                                    size_t bytes);
 
-// True when an all-reduce by `algorithm` itself fails every worker whose call differs (count,
-// type, op) with kInvalidArgument: the Reduction Server, whose reducers compare the calls
-// (reduction_server.h, "Agreement"). The other all-reduces compare nothing.
-constexpr bool AlgorithmChecksAgreement(Algorithm algorithm) {
-  return algorithm == Algorithm::kReductionServer;
-}
+// What Allreduce(kAuto) chooses from, fixed once a Communicator is made: what its placement made
+// available and the algorithm its options configure. A copy answers after the communicator is
+// gone (the torch backend reads it when a call is issued, and a group shut down has none).
+struct AllreduceChoice {
+  AllreduceSupport support;
+  Algorithm configured = Algorithm::kAuto;
+
+  // What kAuto runs for a buffer of `bytes` (default: a large one): SelectAllreduceAlgorithm.
+  Algorithm For(size_t bytes = SIZE_MAX) const {
+    return SelectAllreduceAlgorithm(support, configured, bytes);
+  }
+  // True when that all-reduce itself fails every worker whose call differs (count, type, op) with
+  // kInvalidArgument: the Reduction Server, whose reducers compare the calls (reduction_server.h,
+  // "Agreement"). The other all-reduces compare nothing.
+  bool ChecksAgreement(size_t bytes) const { return For(bytes) == Algorithm::kReductionServer; }
+};
 
 }  // namespace cohort::collective

@@ -417,7 +417,5 @@ AllreduceSupport Communicator::allreduce_support() const {
   return support;
 }
 
-Algorithm Communicator::AutoAlgorithm(size_t bytes) const {
-  return SelectAllreduceAlgorithm(allreduce_support(), options_.algorithm, bytes);
-}
+Algorithm Communicator::AutoAlgorithm(size_t bytes) const { return allreduce_choice().For(bytes); }
 }  // namespace cohort::collective

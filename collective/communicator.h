@@ -175,12 +175,15 @@ class Communicator {
   // worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
   // True when Allreduce(kAuto) of `bytes` itself fails every worker whose call differs
-  // (AlgorithmChecksAgreement); a caller that wants the check runs its own before the others.
+  // (AllreduceChoice::ChecksAgreement); a caller that wants the check runs its own before the
+  // others.
   bool AllreduceChecksAgreement(size_t bytes) const {
-    return AlgorithmChecksAgreement(AutoAlgorithm(bytes));
+    return allreduce_choice().ChecksAgreement(bytes);
   }
   // What this communicator's placement made available to the all-reduce.
   AllreduceSupport allreduce_support() const;
+  // What Allreduce(kAuto) chooses from: allreduce_support() and options.algorithm.
+  AllreduceChoice allreduce_choice() const { return {allreduce_support(), options_.algorithm}; }
 
   // The collectives below run among the workers (reducers take no part), like Allreduce one call
   // at a time: every worker makes the same calls in the same order with the same count, type, op

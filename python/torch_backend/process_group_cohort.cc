@@ -240,8 +240,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
                      "rank " + std::to_string(rank) + " of " + std::to_string(size) +
                          " joining through the " + pg->rendezvous_ + reducers_hint);
   pg->num_reducers_ = pg->comm_->num_reducers();
-  pg->allreduce_support_ = pg->comm_->allreduce_support();
-  pg->configured_algorithm_ = options.algorithm;
+  pg->allreduce_choice_ = pg->comm_->allreduce_choice();
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
   pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
   pg->finisher_ = std::make_unique<CompletionPool>(1);
@@ -281,9 +280,7 @@ std::string ProcessGroupCohort::Describe() const {
   return "cohort process group: rank " + std::to_string(getRank()) + " of " +
          std::to_string(getSize()) + ", " + std::to_string(num_reducers_) +
          " reducers, rendezvous through the " + rendezvous_ + ", all-reduce " +
-         std::string(collective::AlgorithmName(
-             SelectAllreduceAlgorithm(allreduce_support_, configured_algorithm_, SIZE_MAX))) +
-         " for large buffers" +
+         std::string(collective::AlgorithmName(allreduce_choice_.For())) + " for large buffers" +
          (wire_dtype_ != DataType::kF32
               ? std::string(", wire ") + std::string(collective::DataTypeName(wire_dtype_))
               : std::string()) +
@@ -559,9 +556,7 @@ StatusOr<ProcessGroupCohort::Deferred> ProcessGroupCohort::StartAllreduce(
 }
 
 bool ProcessGroupCohort::LibraryChecks(const StagedTensor& t) const {
-  // As Communicator::AllreduceChecksAgreement, from what it chose at creation.
-  return collective::AlgorithmChecksAgreement(SelectAllreduceAlgorithm(
-      allreduce_support_, configured_algorithm_, t.numel() * collective::DataTypeSize(t.type())));
+  return allreduce_choice_.ChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
 }
 
 Status ProcessGroupCohort::CheckAgreement(

@@ -267,7 +267,7 @@ class ProcessGroupCohort final : public BackendBase {
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
   // True when the library's all-reduce of `t` checks itself that every rank made the same call
-  // (as Communicator::AllreduceChecksAgreement): CheckAgreement's all-gather is not needed.
+  // (AllreduceChoice::ChecksAgreement): CheckAgreement's all-gather is not needed.
   bool LibraryChecks(const StagedTensor& t) const;
   c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
                                               int tag);
@@ -289,8 +289,7 @@ class ProcessGroupCohort final : public BackendBase {
   // What the communicator's placement and options chose, fixed at creation: calls read it at
   // issue time, when a group shut down has no communicator left.
   int num_reducers_ = 0;
-  collective::AllreduceSupport allreduce_support_;
-  collective::Algorithm configured_algorithm_ = collective::Algorithm::kAuto;
+  collective::AllreduceChoice allreduce_choice_;
   std::unique_ptr<collective::StoreServer>
       store_server_;  // Cohort job, rank 0: the bootstrap store
   std::unique_ptr<collective::Bootstrap> bootstrap_;
