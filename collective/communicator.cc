@@ -282,7 +282,7 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count
         "all-reduce: earlier all-reduces are still pending (finish them first: at most one may be "
         "pending when the next Reduction Server all-reduce starts, none before another algorithm)");
   }
-  if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
+  COHORT_RETURN_IF_ERROR(CheckUsable());
 #ifdef COHORT_HAVE_CUDA
   if (count > 0 && IsDevicePointer(data)) {
     // Staged whole: the pinned buffer is this thread's, and the next call reuses it.
@@ -352,6 +352,20 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
   if (s.ok()) return PendingAllreduce();
   poisoned_ = true;
   return NameCall(recording.record(), s);
+}
+
+void Communicator::Cancel() {
+  cancelled_ = true;
+  poisoned_ = true;
+  transport_->Cancel();
+  if (shared_memory_ != nullptr) shared_memory_->Cancel();
+  if (host_memory_ != nullptr) host_memory_->Cancel();
+}
+
+Status Communicator::CheckUsable() const {
+  if (cancelled_) return Cancelled("the communicator was cancelled (its process gave up on it)");
+  if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
+  return Status::Ok();
 }
 
 PendingAllreduce::PendingAllreduce() = default;

@@ -24,7 +24,8 @@
 // Python, the torch backend) are recorded here, once.
 //
 // Thread safety: calls must not overlap (one caller thread, like NCCL's stream order), except
-// that a PendingAllreduce's Finish may run on another thread (see StartAllreduce).
+// that a PendingAllreduce's Finish may run on another thread (see StartAllreduce), and Cancel may
+// be called from any thread at any time.
 // Errors: a dead peer makes Allreduce fail (kUnavailable, or kDeadlineExceeded by the timeout);
 // after any error the communicator is poisoned (kAborted) and must be rebuilt. An error from the
 // call itself (not its argument checks) starts with the operation and its sequence number, e.g.
@@ -244,6 +245,15 @@ class Communicator {
   // This communicator's id in its flight recorder's entries.
   uint32_t flight_comm_id() const { return flight_comm_id_; }
 
+  // Gives up on this worker's calls, from any thread: the call in progress (a pending
+  // all-reduce's Finish and point-to-point waits included) fails within milliseconds with
+  // kCancelled, naming the call, instead of waiting for peers; every later call fails at once.
+  // The transport and shared-memory segments stay until destruction, which then sends the
+  // reducers no goodbye: they and the peers learn this worker is gone as it closes, as after any
+  // failure. For a process that abandons its collectives (the torch backend's abort, an exit on
+  // an error). Idempotent, irreversible.
+  void Cancel();
+
   int rank() const { return rank_; }
   int size() const { return world_size_; }
   // The pipeline unit in use (CommunicatorOptions::chunk_bytes, or what 0 picked).
@@ -277,6 +287,8 @@ class Communicator {
                  Status (*algorithm)(Transport&, const Options&));
   // Ends the call's flight-recorder entry; an error names the call and poisons the communicator.
   Status EndCall(Status status);
+  // OK unless a call may not start: cancelled (kCancelled), or poisoned (kAborted).
+  Status CheckUsable() const;
   // A flight-recorder entry of this communicator for a call (peer: root, point-to-point peer, or
   // -1 for the group).
   FlightRecord CallRecord(FlightOp op, uint32_t seq, DataType type, size_t count, int peer) const;
@@ -302,6 +314,7 @@ class Communicator {
   int64_t enqueue_ns_ = 0;
   FlightRecording call_;
   std::atomic<bool> poisoned_{false};       // point-to-point requests set it from any thread
+  std::atomic<bool> cancelled_{false};      // Cancel was called (from any thread)
   std::atomic<int> pending_allreduces_{0};  // started by StartAllreduce, not yet finished
   // Wire compression's narrow copies of the Reduction Server's chunks: one per all-reduce that may
   // be in flight at once (the pending one and the next), by sequence number parity.

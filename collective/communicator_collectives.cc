@@ -59,7 +59,7 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
     return InvalidArgument(name + ": root " + std::to_string(*root) +
                            " is not a worker (there are " + std::to_string(world_size_) + ")");
   }
-  if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
+  COHORT_RETURN_IF_ERROR(CheckUsable());
   call->seq = seq_++;
   const auto now = SteadyClock::now();  // the deadline's and the recorder's start time
   call->deadline = now + options_.timeout;
@@ -176,7 +176,7 @@ StatusOr<PointToPointRequest> Communicator::PostPointToPoint(bool send, void* da
     return InvalidArgument(std::string(what) +
                            ": device memory is not supported here; stage it in host memory");
   }
-  if (poisoned_) return Aborted("communicator is poisoned by an earlier error; rebuild it");
+  COHORT_RETURN_IF_ERROR(CheckUsable());
   PointToPointOptions o;
   o.data = data;
   o.count = count;

@@ -238,12 +238,25 @@ void SharedMemoryGroup::Abort(StatusCode code) {
   FutexWakeAll(&own->phase);
 }
 
+void SharedMemoryGroup::Cancel() {
+  cancelled_.store(true);
+  // Wakes this worker's waits, which sleep on the peers' phase words (the peers' own waiters
+  // wake too, and sleep again).
+  for (int j = 0; j < size_; ++j) {
+    if (j != rank_) FutexWakeAll(&segments_[j]->phase);
+  }
+}
+
 Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
   Segment* seg = segments_[peer];
   if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
+  const auto cancelled = [&] {
+    return Cancelled("shared-memory all-reduce: cancelled while waiting for " + rank_name_(peer));
+  };
   const auto spin_until = SteadyClock::now() + SpinTime();
   for (int i = 1;; ++i) {
     if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
+    if (i % 64 == 0 && cancelled_.load(std::memory_order_relaxed)) return cancelled();
     if (i % 64 == 0 && SteadyClock::now() >= spin_until) break;
     if (i > kPollsBeforeYield) {
       sched_yield();
@@ -262,6 +275,7 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
     }
     seg->waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
+    if (cancelled_.load()) return cancelled();
     // A peer that gave up usually did so because another is gone: name the dead one if so.
     int gave_up = -1;
     for (int j = 0; j < size_ && gave_up < 0; ++j) {
@@ -293,6 +307,7 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
 
 Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const SliceReduce& across,
                                     int avg_divisor) {
+  if (cancelled_.load()) return Cancelled("shared-memory all-reduce: cancelled");
   if (aborted_)
     return Aborted("shared-memory all-reduce: an earlier call failed; rebuild the communicator");
   if (options.count == 0 || (size_ == 1 && !across)) return Status::Ok();

@@ -17,6 +17,7 @@
 // deadline (kDeadlineExceeded).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -62,6 +63,10 @@ class SharedMemoryGroup {
   // `avg_divisor`, the workers of every host); every worker of the group must pass one.
   Status Allreduce(const AllreduceOptions& options, const SliceReduce& across = {},
                    int avg_divisor = 0);
+  // Gives up on this worker's calls, in progress on any thread or later: they fail with
+  // kCancelled within milliseconds, and the peers waiting for this worker learn that it gave up.
+  // Thread-safe, irreversible (Transport::Cancel's counterpart).
+  void Cancel();
 
  private:
   struct Segment;
@@ -87,6 +92,7 @@ class SharedMemoryGroup {
   uint64_t round_ = 0;  // slots started, over every call
   uint32_t phase_ = 0;  // phases posted (wraps)
   bool aborted_ = false;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace cohort::collective

@@ -20,6 +20,8 @@ class SubsetTransport final : public Transport {
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
   int gone_peer() const override;
+  // Cancels the parent: its requests are the subset's.
+  void Cancel() override { parent_.Cancel(); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   std::string name() const override { return parent_.name(); }
   // The parent's, for the subset's ranks.

@@ -12,6 +12,8 @@
 // Errors: a peer that is gone makes its requests fail with kUnavailable; a Wait whose deadline
 // passes fails with kDeadlineExceeded. After any error the transport is poisoned: later
 // Isend/Irecv calls return kAborted until the communicator is rebuilt (IsendNotice excepted).
+// Cancel (from any thread) ends every wait of this rank's requests, in progress or later, within a
+// few milliseconds with kCancelled, and refuses every later Isend/Irecv (notices too).
 #pragma once
 
 #include <chrono>
@@ -101,6 +103,11 @@ class Transport {
   }
   // A peer this transport knows to be gone (the first, by rank), or -1.
   virtual int gone_peer() const { return -1; }
+  // Gives up on everything this rank has posted or will post: waits in progress on any thread
+  // end within a few milliseconds with kCancelled (a send is abandoned as after a failure), and
+  // later Isend/Irecv/IsendNotice calls are refused with kCancelled. For a process that abandons
+  // its collectives (the torch backend's abort). Thread-safe, idempotent, irreversible.
+  virtual void Cancel() = 0;
   // Short name for logs and benchmark output: "loopback", "ucx".
   virtual std::string name() const = 0;
   // Where the ranks run (placement.h); fixed for the transport's life.

@@ -108,6 +108,28 @@ TEST_F(LoopbackTransportTest, KillFailsPendingAndLaterOperations) {
   EXPECT_EQ(b->Isend(2, 1, ConstBytes{&y, 4}).status().code(), StatusCode::kUnavailable);
 }
 
+// Cancel from another thread ends a wait in progress with kCancelled (its deadline is a minute
+// away: a wait that ran to it would say kDeadlineExceeded), and refuses later posts, notices too.
+// The peer's transport is untouched.
+TEST_F(LoopbackTransportTest, CancelEndsWaitsInProgressAndRefusesLaterPosts) {
+  int y = 0, x = 3;
+  auto r = a_->Irecv(1, 1, MutableBytes{&y, 4});
+  ASSERT_TRUE(r.ok());
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    a_->Cancel();
+  });
+  Status s = r->Wait(DeadlineAfter(milliseconds(60000)));
+  canceller.join();
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+  EXPECT_EQ(a_->Isend(1, 2, ConstBytes{&x, 4}).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(a_->Irecv(1, 2, MutableBytes{&y, 4}).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(a_->IsendNotice(1, 2, ConstBytes{&x, 4}).status().code(), StatusCode::kCancelled);
+  a_->Cancel();  // again: nothing changes
+  auto posted = b_->Isend(0, 3, ConstBytes{&x, 4});
+  EXPECT_TRUE(posted.ok()) << posted.status().ToString();
+}
+
 TEST_F(LoopbackTransportTest, DestroyingAPendingReceiveCancelsIt) {
   int y = 0, z = 0, x = 9;
   { auto r = b_->Irecv(0, 1, MutableBytes{&y, 4}); }

@@ -103,6 +103,38 @@ TEST(SharedMemoryAllreduceFaultTest, AFailedWorkerStopsTheOthers) {
   EXPECT_EQ(again.code(), StatusCode::kAborted) << again.ToString();
 }
 
+// Cancel from another thread ends a worker's call in progress with kCancelled, long before its
+// one-minute deadline; the worker that waited for it stops too, told that it gave up, and the
+// cancelled group refuses later calls. Worker 1 never calls.
+TEST(SharedMemoryAllreduceFaultTest, CancelEndsTheCallAndTellsThePeers) {
+  auto groups = CreateGroups(3, "shm-test-cancel");
+  for (int r = 0; r < 3; ++r) ASSERT_NE(groups[r], nullptr);
+  std::vector<Status> status(3);
+  testing::RunRanks(3, [&](int r) {
+    if (r == 1) return;
+    std::thread canceller;
+    if (r == 0) {
+      canceller = std::thread([&] {
+        std::this_thread::sleep_for(milliseconds(300));
+        groups[0]->Cancel();
+      });
+    }
+    std::vector<float> v(50000, 1.0f);
+    status[r] = groups[r]->Allreduce(
+        Options(v.data(), v.size(), DataType::kF32, ReduceOp::kSum, milliseconds(60000)));
+    if (canceller.joinable()) canceller.join();
+  });
+  EXPECT_EQ(status[0].code(), StatusCode::kCancelled) << status[0].ToString();
+  EXPECT_EQ(status[2].code(), StatusCode::kCancelled) << status[2].ToString();
+  EXPECT_NE(status[2].message().find("worker 0 gave up on this all-reduce (CANCELLED)"),
+            std::string::npos)
+      << status[2].ToString();
+  float x = 1;
+  Status again =
+      groups[0]->Allreduce(Options(&x, 1, DataType::kF32, ReduceOp::kSum, milliseconds(1000)));
+  EXPECT_EQ(again.code(), StatusCode::kCancelled) << again.ToString();
+}
+
 TEST(SharedMemoryAllreduceFaultTest, DeadlineNamesTheWorkerThatNeverCame) {
   auto groups = CreateGroups(2, "shm-test-deadline");
   ASSERT_NE(groups[0], nullptr);

@@ -35,6 +35,7 @@ class ForwardingTransport : public Transport {
     return base_.Irecv(peer, tag, data);
   }
   int gone_peer() const override { return base_.gone_peer(); }
+  void Cancel() override { base_.Cancel(); }
 
  private:
   Transport& base_;

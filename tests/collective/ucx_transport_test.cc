@@ -141,6 +141,52 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
   }
 }
 
+// Cancel from another thread ends rank 0's wait in progress with kCancelled: a receive its peer
+// never sends to, then (on a fresh pair) a rendezvous send its peer never receives, abandoned.
+// Their deadlines are a minute away, so a wait that ran to one would say kDeadlineExceeded.
+// Later posts are refused, notices too. The peer is alive throughout, idle.
+TEST_P(UcxTransportTest, CancelEndsWaitsInProgressAndRefusesLaterPosts) {
+  ScopedTls tls(GetParam());
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  for (bool send : {false, true}) {
+    InMemoryBootstrap bootstrap;
+    Status peer_status, self_status;
+    std::atomic<bool> done{false};
+    std::thread peer([&] {
+      auto p = Connect(bootstrap, 1, options, &peer_status);
+      while (!done.load()) std::this_thread::sleep_for(milliseconds(5));
+    });
+    auto t = Connect(bootstrap, 0, options, &self_status);
+    if (t != nullptr) {
+      std::vector<char> buffer(4 * options.eager_limit_bytes);
+      auto r = send ? t->Isend(1, MakeTag(3, 1), ConstBytes{buffer.data(), buffer.size()})
+                    : t->Irecv(1, MakeTag(3, 1), MutableBytes{buffer.data(), buffer.size()});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      std::thread canceller([&] {
+        std::this_thread::sleep_for(milliseconds(50));
+        t->Cancel();
+      });
+      Status s = r->Wait(DeadlineAfter(milliseconds(60000)));
+      canceller.join();
+      const char* what = send ? "send: " : "receive: ";
+      EXPECT_EQ(s.code(), StatusCode::kCancelled) << what << s.ToString();
+      char x = 0;
+      EXPECT_EQ(t->Isend(1, MakeTag(3, 2), ConstBytes{&x, 1}).status().code(),
+                StatusCode::kCancelled);
+      EXPECT_EQ(t->IsendNotice(1, MakeTag(3, 2), ConstBytes{&x, 1}).status().code(),
+                StatusCode::kCancelled);
+      EXPECT_EQ(t->Irecv(1, MakeTag(3, 2), MutableBytes{&x, 1}).status().code(),
+                StatusCode::kCancelled);
+      t.reset();
+    }
+    done.store(true);
+    peer.join();
+    EXPECT_TRUE(self_status.ok()) << self_status.ToString();
+    EXPECT_TRUE(peer_status.ok()) << peer_status.ToString();
+  }
+}
+
 // A peer's last message is delivered even when the receive is posted after the peer went away
 // (a worker sends its stop to a reducer busy with the round before, then exits); a message that
 // never came fails with kUnavailable.

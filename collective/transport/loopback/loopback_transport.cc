@@ -1,6 +1,7 @@
 #include "collective/transport/loopback/loopback_transport.h"
 
 #include <cstring>
+#include <iterator>
 #include <string>
 
 namespace cohort::collective {
@@ -52,6 +53,7 @@ class LoopbackTransport final : public Transport {
     return fabric_->Post(rank_, peer, tag, true, data.data, nullptr, data.size, /*notice=*/true);
   }
   int gone_peer() const override { return fabric_->FirstDead(); }
+  void Cancel() override { fabric_->Cancel(rank_); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
     return fabric_->Post(rank_, peer, tag, false, nullptr, data.data, data.size);
   }
@@ -68,7 +70,8 @@ LoopbackFabric::LoopbackFabric(Placement placement)
     : size_(static_cast<int>(placement.hosts.size())),
       placement_(std::move(placement)),
       dead_(size_, false),
-      poisoned_(size_, false) {}
+      poisoned_(size_, false),
+      cancelled_(size_, false) {}
 
 LoopbackFabric::~LoopbackFabric() = default;
 
@@ -100,6 +103,31 @@ void LoopbackFabric::Kill(int rank) {
   cv_.notify_all();
 }
 
+void LoopbackFabric::Cancel(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_[rank] = true;
+  poisoned_[rank] = true;
+  for (auto* queues : {&sends_, &recvs_}) {
+    for (auto it = queues->begin(); it != queues->end();) {
+      auto& q = it->second;
+      for (auto op = q.begin(); op != q.end();) {
+        if ((*op)->self != rank) {
+          ++op;
+          continue;
+        }
+        (*op)->queued = false;
+        (*op)->done = true;
+        (*op)->status =
+            Cancelled(std::string("loopback: ") + ((*op)->is_send ? "send to" : "receive from") +
+                      " rank " + std::to_string((*op)->peer) + ": cancelled");
+        op = q.erase(op);
+      }
+      it = q.empty() ? queues->erase(it) : std::next(it);
+    }
+  }
+  cv_.notify_all();
+}
+
 int LoopbackFabric::FirstDead() {
   std::lock_guard<std::mutex> lock(mu_);
   for (int r = 0; r < size_; ++r) {
@@ -127,6 +155,7 @@ StatusOr<Request> LoopbackFabric::Post(int self, int peer, Tag tag, bool is_send
     // As UCX does: a receive whose message is already here is still posted.
     const auto queued = sends_.find(Key{peer, self, tag});
     const bool arrived = !is_send && queued != sends_.end() && !queued->second.empty();
+    if (cancelled_[self]) return Cancelled("loopback: the transport was cancelled");
     if (poisoned_[self] && !notice && !arrived) {
       return Aborted("loopback transport is poisoned by an earlier error");
     }

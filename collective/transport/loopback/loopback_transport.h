@@ -41,6 +41,9 @@ class LoopbackFabric {
   std::unique_ptr<Transport> CreateTransport(int rank);
   // Marks `rank` dead: its pending operations and those of its peers with it fail.
   void Kill(int rank);
+  // Transport::Cancel of `rank`'s transport: its pending operations fail with kCancelled (a copy
+  // in progress finishes first), and its later ones are refused.
+  void Cancel(int rank);
   // The first dead rank, or -1.
   int FirstDead();
 
@@ -69,6 +72,7 @@ class LoopbackFabric {
   std::map<Key, std::deque<std::shared_ptr<Op>>> recvs_;  // guarded by mu_
   std::vector<bool> dead_;                                // guarded by mu_
   std::vector<bool> poisoned_;                            // guarded by mu_
+  std::vector<bool> cancelled_;                           // guarded by mu_
 };
 
 }  // namespace cohort::collective

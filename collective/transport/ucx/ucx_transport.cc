@@ -54,6 +54,10 @@ constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 constexpr auto kCloseQuiet = std::chrono::milliseconds(20);
 constexpr auto kCloseQuietAfterFailure = std::chrono::milliseconds(500);
 constexpr auto kCloseDrain = std::chrono::milliseconds(2000);
+// How long the endpoints' closes are waited for before the UCX reaper takes them over (or,
+// cancelled or after an abandoned send, the worker is destroyed by force).
+constexpr auto kCloseWait = std::chrono::milliseconds(2000);
+constexpr auto kCloseWaitCancelled = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -84,6 +88,8 @@ class UcxTransportImpl {
   bool Progress(UcxRequest* r, Deadline deadline);
   Status Wait(UcxRequest* r, Deadline deadline);
   void Abandon(UcxRequest* r);
+  // Transport::Cancel: waits notice it between progress calls (at most kMaxSleep apart).
+  void Cancel() { cancelled_.store(true); }
 
   int rank_;
   int size_;
@@ -118,6 +124,7 @@ class UcxTransportImpl {
   std::vector<std::unique_ptr<EpArg>> ep_args_;
   std::vector<ucs_status_t> peer_status_;  // guarded by mu_ (written by the error callback)
   bool poisoned_ = false;                  // guarded by mu_
+  std::atomic<bool> cancelled_{false};     // Cancel was called
   std::atomic<int> inflight_sends_{0};     // sends posted and not yet finished
   SteadyClock::time_point last_event_;     // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
@@ -318,13 +325,18 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
 UcxTransportImpl::~UcxTransportImpl() {
   std::lock_guard<std::mutex> lock(mu_);
   if (worker_ != nullptr) {
-    DrainInputLocked();
+    // Cancelled, this rank has given up on its peers: what they still send is not taken in, the
+    // endpoints that can be are closed by force (the peers' requests to it fail at once), and a
+    // graceful close gets a moment, not kCloseWait.
+    const bool cancelled = cancelled_.load();
+    if (!cancelled) DrainInputLocked();
     std::vector<void*> pending;
     for (int peer = 0; peer < size_; ++peer) {
       if (eps_[peer] != nullptr)
-        CloseEpLocked(peer, peer_status_[peer] != UCS_OK && peer_mode_[peer], &pending);
+        CloseEpLocked(peer, (peer_status_[peer] != UCS_OK || cancelled) && peer_mode_[peer],
+                      &pending);
     }
-    const Deadline deadline = SteadyClock::now() + std::chrono::milliseconds(2000);
+    const Deadline deadline = SteadyClock::now() + (cancelled ? kCloseWaitCancelled : kCloseWait);
     std::vector<void*> closing;
     for (void* req : pending) {
       if (!DrainLocked(req, deadline)) closing.push_back(req);
@@ -335,7 +347,7 @@ UcxTransportImpl::~UcxTransportImpl() {
     // could then read the caller's freed buffer, so it goes now, by force.
     const bool abandoned = std::find(stalled_.begin(), stalled_.end(), true) != stalled_.end();
     if (!closing.empty() && !abandoned) {
-      spdlog::debug("ucx: an endpoint was still closing after 2s; the UCX reaper finishes it");
+      spdlog::debug("ucx: an endpoint was still closing; the UCX reaper finishes it");
       ReapUcxWorker(context_, worker_, std::move(closing));
       return;
     }
@@ -407,6 +419,10 @@ StatusOr<Request> UcxTransportImpl::Post(int peer, Tag tag, bool is_send, const 
                                          void* dst, size_t size, bool notice) {
   if (peer < 0 || peer >= size_ || peer == rank_)
     return InvalidArgument("ucx: bad peer " + std::to_string(peer));
+  if (cancelled_.load()) {
+    return Cancelled(std::string(is_send ? "send to " : "receive from ") +
+                     options_.rank_name(peer) + ": the transport was cancelled");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   // A message that arrived before its sender went away (a worker's last message, then its exit)
   // is still delivered: a receive that matches one already here is posted even now.
@@ -488,9 +504,11 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
     // peer cannot touch our memory any more; the transport is poisoned, and only what is still
     // progressed afterwards could read the buffer). A peer that already left one undrained gets
     // no more moments: a failed call abandons dozens of requests (each would wait in turn).
-    const auto grace = stalled_[r->peer_]                 ? std::chrono::milliseconds(0)
-                       : peer_status_[r->peer_] != UCS_OK ? std::chrono::milliseconds(100)
-                                                          : std::chrono::milliseconds(2000);
+    // Cancelled, a live peer gets the moment a gone one does: the caller is giving up.
+    const auto grace = stalled_[r->peer_] ? std::chrono::milliseconds(0)
+                       : peer_status_[r->peer_] != UCS_OK || cancelled_.load()
+                           ? std::chrono::milliseconds(100)
+                           : std::chrono::milliseconds(2000);
     if (!DrainLocked(r->req_, SteadyClock::now() + grace)) {
       stalled_[r->peer_] = true;
       spdlog::debug("ucx: a request to {} could not be cancelled; abandoning it",
@@ -534,6 +552,12 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
         AbortLocked(r);
         r->status_ = Unavailable(options_.rank_name(r->peer_) + " is gone (" +
                                  ucs_status_string(peer_st) + ")");
+        return true;
+      }
+      if (cancelled_.load()) {
+        AbortLocked(r);
+        r->status_ = Cancelled(std::string(r->is_recv_ ? "receive from " : "send to ") +
+                               options_.rank_name(r->peer_) + ": cancelled");
         return true;
       }
     }
@@ -605,6 +629,8 @@ StatusOr<Request> UcxTransport::Irecv(int peer, Tag tag, MutableBytes data) {
 }
 
 int UcxTransport::gone_peer() const { return impl_->GonePeer(); }
+
+void UcxTransport::Cancel() { impl_->Cancel(); }
 
 int UcxTransportImpl::GonePeer() {
   std::lock_guard<std::mutex> lock(mu_);

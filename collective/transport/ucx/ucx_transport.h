@@ -24,11 +24,13 @@
 // what this side sent; a close still pending then (the peer is busy, or in this process and
 // closed later) hands the worker to the process-wide UCX reaper (ucx_reaper.h), which progresses
 // it until the peer catches up and then destroys it, so nothing is left behind and a child
-// forked later can use UCX.
+// forked later can use UCX. A transport that was cancelled takes nothing in, closes by force
+// what it can (peer-mode endpoints) and waits 100 ms for the rest.
 //
 // Progress: there is no progress thread. A thread that waits on a Request drives the worker
 // (under the transport's mutex), spinning briefly and then sleeping on the worker's event fd.
-// Callbacks (only the endpoint error handler) run inside that progress call.
+// Callbacks (only the endpoint error handler) run inside that progress call. Cancel is seen
+// between progress calls, which are at most 2 ms apart.
 //
 // Thread safety: thread-safe (one mutex around the UCP worker). Lifetime: Requests must not
 // outlive the transport. Unless UCX_KEEPALIVE_INTERVAL is set, keepalive runs every second so
@@ -77,6 +79,7 @@ class UcxTransport final : public Transport {
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
   int gone_peer() const override;
+  void Cancel() override;
   // Hosts: the identity each rank published with its address (collective/same_host.h); shared
   // memory: whether UCX_TLS lets UCX use it between same-host ranks.
   const Placement& placement() const override;
