@@ -43,6 +43,9 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_reducers", &ProcessGroupCohort::num_reducers)
       .def("shutdown", &ProcessGroupCohort::Shutdown,
            "Runs what is queued and closes the communicator; later operations raise.")
+      .def("abort", &ProcessGroupCohort::Abort, py::call_guard<py::gil_scoped_release>(),
+           "Fails the operation in flight and those queued at once, without waiting for the "
+           "peers, and closes the communicator; later operations raise.")
       .def(
           "set_timeout",
           [](ProcessGroupCohort& pg, const py::object& timeout) {

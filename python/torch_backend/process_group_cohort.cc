@@ -253,8 +253,9 @@ ProcessGroupCohort::~ProcessGroupCohort() { Shutdown(); }
 void ProcessGroupCohort::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
     stopping_ = true;
+    if (closing_) return;
+    closing_ = true;
   }
   cv_.notify_all();
   // Queued operations and completion callbacks may need the GIL (Python callbacks on futures):
@@ -265,17 +266,36 @@ void ProcessGroupCohort::Shutdown() {
   finisher_.reset();        // started allreduces end by their deadline
   point_to_point_.reset();  // posted sends and receives end by their deadline
   completions_.reset();
-  comm_.reset();  // tells the reducers this worker is done
+  std::unique_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // Abort may be cancelling it
+    comm = std::move(comm_);
+  }
+  comm.reset();  // tells the reducers this worker is done (unless aborted)
   bootstrap_.reset();
   store_server_.reset();
   if (released) PyEval_RestoreThread(*released);
 }
 
+void ProcessGroupCohort::Abort() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) {
+      aborted_ = true;
+      stopping_ = true;
+      if (comm_ != nullptr) comm_->Cancel();  // the queue, finisher and point-to-point waits end
+    }
+  }
+  cv_.notify_all();
+  Shutdown();
+}
+
 std::string ProcessGroupCohort::Describe() const {
-  bool shut_down;
+  bool shut_down, aborted;
   {
     std::lock_guard<std::mutex> lock(mu_);
     shut_down = stopping_;
+    aborted = aborted_;
   }
   return "cohort process group: rank " + std::to_string(getRank()) + " of " +
          std::to_string(getSize()) + ", " + std::to_string(num_reducers_) +
@@ -285,7 +305,9 @@ std::string ProcessGroupCohort::Describe() const {
               ? std::string(", wire ") + std::string(collective::DataTypeName(wire_dtype_))
               : std::string()) +
          ", timeout " + collective::FormatDuration(std::chrono::milliseconds(timeout_ms_.load())) +
-         (shut_down ? ", shut down" : "");
+         (aborted     ? ", aborted"
+          : shut_down ? ", shut down"
+                      : "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,7 +327,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
     c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
     std::function<StatusOr<Deferred>()> run, bool overlaps) {
   std::unique_lock<std::mutex> lock(mu_);
-  TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was shut down");
+  TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was ",
+              aborted_ ? "aborted" : "shut down");
   const std::chrono::milliseconds timeout(timeout_ms_.load());
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout);
@@ -321,21 +344,29 @@ uint64_t ProcessGroupCohort::getSequenceNumberForGroup() {
   return collectives_;
 }
 
-Status ProcessGroupCohort::FirstError() {
+Status ProcessGroupCohort::RefusalToRun() {
   std::lock_guard<std::mutex> lock(mu_);
-  return first_error_;
+  if (aborted_) return Cancelled("not run");
+  if (first_error_.ok()) return Status::Ok();
+  return Aborted("the process group failed earlier and cannot run more operations (" +
+                 first_error_.ToString() + ")");
 }
 
 void ProcessGroupCohort::Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                                   bool complete_future_here) {
   std::exception_ptr error;
   if (!status.ok()) {
+    bool aborted;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (first_error_.ok()) first_error_ = status.WithContext(work->name());
+      aborted = aborted_;
     }
-    error = std::make_exception_ptr(
-        std::runtime_error("cohort: " + work->name() + " failed: " + status.ToString()));
+    std::string why = status.ToString();
+    if (aborted && status.code() == StatusCode::kCancelled)
+      why += " (the process group was aborted)";
+    error =
+        std::make_exception_ptr(std::runtime_error("cohort: " + work->name() + " failed: " + why));
   }
   // The future first, then the Work, as gloo does: once wait() or is_completed() says the
   // operation is done, get_future().value() has its result (and the future's callbacks have run).
@@ -368,9 +399,8 @@ void ProcessGroupCohort::RunQueue() {
     }
     op.work->MarkStarted();
     StatusOr<Deferred> posted = Deferred();
-    if (Status first = FirstError(); !first.ok()) {
-      posted = Aborted("the process group failed earlier and cannot run more operations (" +
-                       first.ToString() + ")");
+    if (Status refused = RefusalToRun(); !refused.ok()) {
+      posted = refused;
     } else {
       // The Communicator records each call op.run makes (once: nothing here records them
       // again), with the time the op was queued.

@@ -46,6 +46,8 @@
 // Thread safety: the c10d entry points may be called from any thread; ranks must issue
 // collectives in the same order (torch's contract). Lifetime: destroying the process group waits
 // for queued operations (each bounded by the timeout), then tells the reducers this worker is done.
+// Abort, from any thread, waits for nothing: the operation in flight and those queued fail at once
+// (Communicator::Cancel), and the peers learn this worker is gone as its connections close.
 #pragma once
 
 #include <atomic>
@@ -137,6 +139,15 @@ class ProcessGroupCohort final : public BackendBase {
   // Newer torch (2.14, not 2.6) shuts a group's backends down in destroy_process_group through
   // Backend::shutdown, which this overrides; older torch has none (torch_compat.h): no `override`.
   void shutdown() { Shutdown(); }  // NOLINT(modernize-use-override)
+  // Gives up on this group's operations instead of waiting for them: the one in flight fails
+  // within milliseconds, the queued ones at once, each Work raising "... aborted"; then the group
+  // closes as Shutdown does, without the reducers' goodbye. Callable from any thread, also while
+  // another waits in Shutdown; idempotent; later operations raise. For a rank that will not make
+  // its peers' calls any more: an exit on an error (cohort.torch's exit hook) or torch's
+  // _abort_process_group, which reaches it through Backend::abort (torch 2.14; older torch has
+  // none: backend_of(group).abort() there).
+  void Abort();
+  void abort() { Abort(); }  // NOLINT(modernize-use-override)
   // The timeout of the operations issued from now on, both Work::wait's and the library's
   // deadline (Communicator::set_timeout): torch.distributed.set_timeout (torch 2.14; Backend::
   // setTimeout, which this overrides where the base declares it, see torch_compat.h), and
@@ -244,8 +255,9 @@ class ProcessGroupCohort final : public BackendBase {
   // finishes it: here, or on the completion pool.
   void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                 bool complete_future_here);
-  // The first error so far (OK when none).
-  Status FirstError();
+  // Why the queue thread runs no more operations: the group was aborted (kCancelled), or an
+  // operation failed (kAborted naming the first error); OK when it may run them.
+  Status RefusalToRun();
   // allreduce of a sparse COO tensor (sparse_allreduce.h): SUM only, on the queue thread.
   c10::intrusive_ptr<c10d::Work> SparseAllreduce(std::vector<at::Tensor>& tensors,
                                                  const c10d::AllreduceOptions& opts);
@@ -299,7 +311,9 @@ class ProcessGroupCohort final : public BackendBase {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;      // guarded by mu_
-  bool stopping_ = false;     // guarded by mu_
+  bool stopping_ = false;     // guarded by mu_: no more operations are taken
+  bool aborted_ = false;      // guarded by mu_: Abort was called
+  bool closing_ = false;      // guarded by mu_: Shutdown's teardown has begun (once)
   Status first_error_;        // guarded by mu_
   uint64_t ops_ = 0;          // guarded by mu_: operations issued, for names
   uint64_t collectives_ = 0;  // guarded by mu_: of those, collectives (getSequenceNumberForGroup)

@@ -9,8 +9,9 @@
 //   calls it; earlier 2.x and 1.13 have no such hook. ProcessGroupCohort declares shutdown()
 //   without `override`, so one source builds against all of them: where the base declares it, it
 //   overrides it.
-// - Backend::setTimeout (in torch 2.14, behind torch.distributed.set_timeout; not in 2.6), the
-//   same way: ProcessGroupCohort::setTimeout overrides it where the base declares it.
+// - Backend::setTimeout (in torch 2.14, behind torch.distributed.set_timeout; not in 2.6), and
+//   Backend::abort (2.14, behind distributed_c10d._abort_process_group), the same way:
+//   ProcessGroupCohort::setTimeout and abort() override them where the base declares them.
 // - Backend::allreduce_sparse (torch 2.1 on): where torch routes the all-reduce of a
 //   sparse CUDA tensor; 1.13 hands every sparse tensor to allreduce.
 // - Backend::allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced (torch 2.1 on;

@@ -66,6 +66,13 @@ exits 0 when every worker did. Scenarios:
                 (over TCP; dead-peer-between-sm: over one host's shared memory)
   dead-peer     a rank dies after the first all-reduce: the others' next operation fails within
                 the timeout naming it, and later operations fail at once
+  abort         a rank aborts its group (torch 2.14's _abort_process_group, else backend_of(group)
+                .abort()) with all-reduces in flight and queued that its peer never makes: they
+                fail within seconds, not at the timeout; the group refuses more; the peer's next
+                all-reduce fails naming it (abort-reducers: on the Reduction Server)
+  exit-on-error  a rank raises an unhandled exception with an all-reduce in flight that its peer
+                never makes: it exits at once (the exit hook aborts), and the peer's next
+                all-reduce fails naming it
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
                 once (not again by the backend above the Communicator), in order, with the time
                 it was queued on the backend's thread; an agreement all-gather before each
@@ -177,10 +184,12 @@ class Checker:
         self.checks = 0
 
     def expect(self, ok, what):
+        """Records a check; returns whether it held."""
         self.checks += 1
         if not ok:
             self.failures.append(what)
             print(f"FAIL: {what}", flush=True)
+        return bool(ok)
 
     def expect_raises(self, fn, fragments, what, errors=(RuntimeError,)):
         """fn() must raise one of `errors` (a RuntimeError) whose message holds every fragment."""
@@ -1540,6 +1549,120 @@ def scenario_set_timeout():
     return expect_silent_peer_times_out(check, torch, dist, f"the new timeout (made with {long_s} s)")
 
 
+# A group's timeout where a check must tell an abort from the timeout, and how long past an abort
+# its effects may take (the abort itself is seen within milliseconds; processes exit in a second).
+ABORT_TIMEOUT_S = 60
+ABORT_SLACK_S = 20
+
+
+def exited(pid):
+    """True once process `pid` has exited (gone, or a zombie its parent has not reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def expect_peer_call_fails_naming(check, torch, dist, peer, what):
+    """This rank's next all-reduce, which `peer` (gone, or aborted) will never make, fails naming it
+    well before the group's timeout."""
+    start = time.time()
+    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(1 << 20)), ["cohort", f"worker {peer}"], what)
+    took = time.time() - start
+    print(f"{what}: failed after {took:.1f} s: {text}", flush=True)
+    check.expect(took < ABORT_SLACK_S, f"{what}: the error took {took:.1f} s (timeout {ABORT_TIMEOUT_S} s)")
+
+
+def scenario_abort():
+    """Rank 1 issues three all-reduces that rank 0 does not make, then aborts its group from
+    another thread: torch's _abort_process_group where it reaches the backend (2.14, through
+    Backend::abort), else backend_of(group).abort(). The all-reduce in flight and the queued ones
+    raise within seconds, not at the group's 60 s timeout, saying the group was aborted; the group
+    then describes itself as aborted and refuses operations. Rank 0 waits for rank 1 to be done,
+    then its own all-reduce fails naming rank 1 rather than waiting out the timeout."""
+    import threading
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    backend = cohort.torch.backend_of()
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1000,), float(n))), "an all-reduce before the abort")
+    if rank != 1:
+        store.wait(["abort/done"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+        expect_peer_call_fails_naming(check, torch, dist, 1, "an all-reduce rank 1 will not make (it aborted)")
+        return check.finish()
+    # torch 2.14's ProcessGroup.abort reaches every backend; 2.6's _abort_process_group only NCCL's.
+    by_torch = hasattr(dist.ProcessGroup, "abort")
+    works = [dist.all_reduce(torch.ones(1 << 20), async_op=True) for _ in range(3)]
+
+    def abort_soon():
+        time.sleep(0.5)
+        if by_torch:
+            dist.distributed_c10d._abort_process_group()
+        else:
+            backend.abort()
+
+    aborter = threading.Thread(target=abort_soon)
+    start = time.time()
+    aborter.start()
+    texts = [check.expect_raises(w.wait, ["cohort", "CANCELLED", "(the process group was aborted)"],
+                                 f"all-reduce {i} after the abort") for i, w in enumerate(works)]
+    took = time.time() - start
+    aborter.join()
+    how = "_abort_process_group" if by_torch else "backend_of(group).abort()"
+    print(f"aborted by {how}: the all-reduces failed after {took:.1f} s: {texts}", flush=True)
+    check.expect(took < ABORT_SLACK_S, f"the all-reduces took {took:.1f} s to fail (timeout {ABORT_TIMEOUT_S} s)")
+    check.expect(all("not run" in (x or "") for x in texts[1:]), f"the queued all-reduces did not run: {texts}")
+    check.expect(backend.describe().endswith(", aborted"), f"describe(): {backend.describe()}")
+    if by_torch:
+        check.expect(not dist.is_initialized(), "_abort_process_group() leaves no default group")
+    else:
+        check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["cohort", "was aborted"],
+                            "an all-reduce after the abort")
+    backend.abort()  # again: nothing changes
+    backend.shutdown()
+    store.set("abort/done", "1")
+    return check.finish()
+
+
+def scenario_exit_on_error():
+    """Rank 1 raises an unhandled exception while an all-reduce it issued waits for rank 0, which
+    makes no call meanwhile. cohort.torch's exit hook aborts the group, so rank 1 exits (code 1, its
+    traceback printed) at once, not when rank 0 makes the call or the group's 60 s timeout passes
+    (before the hook aborted, its shutdown waited for the all-reduce, as gloo's does). Rank 0 sees
+    rank 1's process gone, then its own all-reduce fails naming rank 1."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    dist.all_reduce(torch.ones(1000))
+    if rank == 1:
+        store.set("exit/pid", str(os.getpid()))
+        dist.all_reduce(torch.ones(1 << 20), async_op=True)
+        raise RuntimeError("a user's error on rank 1, with an all-reduce in flight (expected by this scenario)")
+    pid = int(store.get("exit/pid"))
+    start = time.time()
+    while not exited(pid) and time.time() - start < ABORT_TIMEOUT_S / 2:
+        time.sleep(0.05)
+    took = time.time() - start
+    if not check.expect(exited(pid), f"rank 1 still runs {took:.0f} s after raising: its exit waits for its all-reduce"):
+        return check.finish()
+    print(f"rank 1 exited {took:.1f} s after it raised", flush=True)
+    expect_peer_call_fails_naming(check, torch, dist, 1, "an all-reduce rank 1 will not make (it exited)")
+    return check.finish()
+
+
 def read_flight_recorder(path):
     """The entries of a flight-recorder file (common/flight_recorder.h, layout version 1), oldest
     first, as dicts; only whole, stable slots."""
@@ -1728,6 +1851,10 @@ SCENARIOS = {
     "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
+    "abort": (2, 0, {}, (), scenario_abort),
+    # The all-reduces on the Reduction Server (their second halves on the finisher thread).
+    "abort-reducers": (2, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_abort),
+    "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
                            scenario_dead_peer_reducers),
@@ -1801,8 +1928,8 @@ def main():
         return SKIP
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     if args.workers is not None or args.reducers is not None:
-        if absent or args.scenario.startswith("dead-peer") or args.scenario in ("silent-peer", "flight-recorder",
-                                                                                "cohort-job", "bad-use"):
+        if absent or args.scenario.startswith(("dead-peer", "abort")) or args.scenario in (
+                "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers
@@ -1818,6 +1945,8 @@ def main():
         return 1
     codes = launch(args, workers, reducers, env, absent, cohort_job=args.scenario == "cohort-job")
     expected = {f"rank {workers - 1}": VICTIM_EXIT} if args.scenario.startswith("dead-peer") else {}
+    if args.scenario == "exit-on-error":
+        expected = {"rank 1": 1}  # its unhandled exception
     bad = {name: code for name, code in codes.items() if code != expected.get(name, 0)}
     if bad:
         print(f"FAILED: {bad}")

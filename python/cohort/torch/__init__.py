@@ -30,6 +30,11 @@ issued from then on, as torch 2.6's private _set_pg_timeout does (it reaches onl
 there, so it is wrapped to reach cohort too) and backend_of(group).set_timeout(timeout) on every
 torch; a job's reducers keep the first one.
 
+Aborting: torch.distributed's _abort_process_group (torch 2.14) and backend_of(group).abort() (every
+torch) fail the operation in flight and the queued ones at once, without waiting for the peers;
+a process that exits on an unhandled exception aborts its groups the same way, while a normal exit
+shuts them down (finishing what is queued).
+
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
 and "cuda" tensors (one backend serves both: CUDA tensors are staged through pinned host memory).
@@ -39,6 +44,7 @@ tests/torch/debian_torch_check.sh, and pip's 2.11 on a GPU machine (bench/gpu/to
 """
 
 import atexit
+import sys
 import weakref
 
 import torch
@@ -134,8 +140,8 @@ def _create_process_group(backend_options, pg_options):
 
 def backend_of(group=None):
     """The ProcessGroupCohort behind `group` (default: the world group), for describe(),
-    num_reducers and set_timeout(): the group itself under torch 1.13, the backend torch 2.x wraps
-    in it."""
+    num_reducers, set_timeout() and abort(): the group itself under torch 1.13, the backend torch
+    2.x wraps in it."""
     if group is None:
         group = dist.distributed_c10d._get_default_group()
     if isinstance(group, ProcessGroupCohort):
@@ -200,11 +206,19 @@ def _set_cohort_timeouts_in_set_pg_timeout():
 
 
 @atexit.register
-def _shut_down_groups():
-    # Scripts rarely call destroy_process_group: at exit, finish what is queued and tell the
-    # reducers this worker is done, so they need not wait for it to time out.
+def _close_groups_at_exit():
+    # Scripts rarely call destroy_process_group: at a normal exit, finish what is queued and tell
+    # the reducers this worker is done, so they need not wait for it to time out. An exit on an
+    # unhandled exception (the interpreter has set sys.last_value by then) aborts instead: the
+    # operations still queued or in flight would wait for peers that may never make those calls
+    # (they are busy, or waiting for a later one) for up to the group's timeout, holding the
+    # process, and its error, back from whatever restarts the job.
+    on_error = getattr(sys, "last_value", None) is not None
     for pg in list(_live_groups):
-        pg.shutdown()
+        if on_error:
+            pg.abort()
+        else:
+            pg.shutdown()
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
