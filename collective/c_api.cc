@@ -74,6 +74,10 @@ int cohort_comm_from_env(cohort_comm_t** out) {
 
 void cohort_comm_destroy(cohort_comm_t* comm) { delete comm; }
 
+void cohort_comm_cancel(cohort_comm_t* comm) {
+  if (comm != nullptr) comm->comm->Cancel();
+}
+
 int cohort_comm_rank(const cohort_comm_t* comm) {
   return comm != nullptr ? comm->comm->rank() : -1;
 }

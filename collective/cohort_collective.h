@@ -9,7 +9,8 @@
  *
  * Library: link cohort_collective (static, C++) or load libcohort_collective_c.so (shared).
  *
- * Thread safety: calls on one communicator must not overlap; cohort_last_error is per thread. */
+ * Thread safety: calls on one communicator must not overlap, except cohort_comm_cancel (from any
+ * thread); cohort_last_error is per thread. */
 #ifndef COHORT_COLLECTIVE_H_
 #define COHORT_COLLECTIVE_H_
 
@@ -59,6 +60,11 @@ enum {
 int cohort_comm_from_env(cohort_comm_t** out);
 /* Tells reducers this worker is done and frees the communicator. NULL is allowed. */
 void cohort_comm_destroy(cohort_comm_t* comm);
+/* Gives up on this worker's calls, from any thread: the call in progress on another thread fails
+ * within milliseconds with COHORT_ERR_CANCELLED instead of waiting for its peers, and so does
+ * every later call; cohort_comm_destroy then frees it without the reducers' goodbye (they and the
+ * peers learn this worker is gone as it closes). NULL is allowed. */
+void cohort_comm_cancel(cohort_comm_t* comm);
 int cohort_comm_rank(const cohort_comm_t* comm);
 int cohort_comm_size(const cohort_comm_t* comm);
 /* In-place all-reduce of `count` elements of `dtype` at `data`. */

@@ -41,6 +41,7 @@ INVALID_ARGUMENT = 1
 UNAVAILABLE = 5
 DEADLINE_EXCEEDED = 6
 ABORTED = 7
+CANCELLED = 10
 
 _DTYPES = {
     np.dtype(np.float32): 0,
@@ -87,6 +88,8 @@ def _load():
         lib.cohort_comm_from_env.restype = ctypes.c_int
         lib.cohort_comm_destroy.argtypes = [ctypes.c_void_p]
         lib.cohort_comm_destroy.restype = None
+        lib.cohort_comm_cancel.argtypes = [ctypes.c_void_p]
+        lib.cohort_comm_cancel.restype = None
         lib.cohort_comm_rank.argtypes = [ctypes.c_void_p]
         lib.cohort_comm_rank.restype = ctypes.c_int
         lib.cohort_comm_size.argtypes = [ctypes.c_void_p]
@@ -336,6 +339,12 @@ class Communicator:
         if not out.flags.c_contiguous or not out.flags.writeable:
             raise ValueError(f"{what}: out must be C-contiguous and writable")
         return out
+
+    def cancel(self):
+        """Gives up on this worker's calls, from any thread: the call in progress on another thread
+        raises CollectiveError(CANCELLED) within milliseconds instead of waiting for its peers, as
+        does every later call. close() then frees it without the reducers' goodbye."""
+        _library().cohort_comm_cancel(self._live())
 
     def close(self):
         if self._handle is not None:

@@ -6,8 +6,8 @@ WORLD_SIZE; no reducers), on 127.0.0.1. Every worker runs broadcast, allgather, 
 reduce, gather, scatter, alltoall, alltoallv, barrier, send/recv and isend/irecv on numpy arrays
 of every dtype and checks each result against numpy computed here (exact: the inputs are small
 integers, or powers of two for the product), then checks that arrays of the wrong size are refused
-and that a worker whose receive disagrees with the sender is told which worker sent what. Exit 0
-when every worker did.
+and that a worker whose receive disagrees with the sender is told which worker sent what, and that
+cancel() from another thread ends a receive nobody answers. Exit 0 when every worker did.
 
     python_collectives_check.py --python-dir <build>/python
 """
@@ -22,7 +22,7 @@ COUNTS = (0, 1, 1001, 70001)
 
 def worker_main():
     import numpy as np
-    from cohort.collective import INVALID_ARGUMENT, CollectiveError, Communicator
+    from cohort.collective import CANCELLED, INVALID_ARGUMENT, CollectiveError, Communicator
 
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
@@ -131,6 +131,28 @@ def worker_main():
                     failures.append(f"mismatched receive: {e}")
         else:
             comm.barrier()
+        # Worker 2 waits for a message worker 0 never sends, and a thread of its own cancels the
+        # communicator: the receive raises CANCELLED long before its 5 s deadline, and so does every
+        # later call. Worker 0 waits for worker 2 (a receive that can only fail) until it has gone.
+        if rank == 2:
+            import threading
+            canceller = threading.Timer(0.3, comm.cancel)
+            canceller.start()
+            for what, call in (("the receive in progress", lambda: comm.recv(np.zeros(4, dtype=np.float32), 0, tag=11)),
+                               ("a barrier after it", comm.barrier)):
+                try:
+                    call()
+                    failures.append(f"cancelled: {what} returned")
+                except CollectiveError as e:
+                    if e.code != CANCELLED:
+                        failures.append(f"cancelled: {what}: {e}")
+            canceller.join()
+        elif rank == 0:
+            try:
+                comm.recv(np.zeros(1, dtype=np.float32), 2, tag=12)
+                failures.append("received from a worker that sent nothing")
+            except CollectiveError:
+                pass
     return report(rank, failures)
 
 
