@@ -142,14 +142,18 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
 }
 
 // Cancel from another thread ends rank 0's wait in progress with kCancelled: a receive its peer
-// never sends to, then (on a fresh pair) a rendezvous send its peer never receives, abandoned.
-// Their deadlines are a minute away, so a wait that ran to one would say kDeadlineExceeded.
-// Later posts are refused, notices too. The peer is alive throughout, idle.
+// never sends to, and (on a fresh pair, over tcp) a rendezvous send its peer never receives,
+// abandoned. Their deadlines are a minute away, so a wait that ran to one would say
+// kDeadlineExceeded. Later posts are refused, notices too. The peer is alive throughout, idle.
+// (Over shared memory such a send cannot be withdrawn: it would stay in flight to a live peer,
+// and the transport would leave its worker in place, after which this test process could not
+// fork UCX users; the torch backend's abort-reducers scenario covers that, between processes.)
 TEST_P(UcxTransportTest, CancelEndsWaitsInProgressAndRefusesLaterPosts) {
   ScopedTls tls(GetParam());
   UcxTransportOptions options;
   options.connect_timeout = milliseconds(20000);
   for (bool send : {false, true}) {
+    if (send && GetParam() == "sm") continue;
     InMemoryBootstrap bootstrap;
     Status peer_status, self_status;
     std::atomic<bool> done{false};

@@ -133,6 +133,11 @@ class UcxTransportImpl {
   // the others, whose sends then complete only as the peer reads them).
   std::vector<bool> peer_mode_;
   std::vector<bool> stalled_;  // guarded by mu_: peers that left an abandoned request undrained
+  struct Abandoned {
+    void* req;  // UCP's request, not freed until the transport closes
+    int peer;
+  };
+  std::vector<Abandoned> abandoned_;  // guarded by mu_: those requests
   SteadyClock::time_point last_liveness_check_;  // guarded by mu_
   void CheckLivenessLocked();
   // A failed peer's name and reason, or "" when every peer is alive.
@@ -341,10 +346,32 @@ UcxTransportImpl::~UcxTransportImpl() {
     for (void* req : pending) {
       if (!DrainLocked(req, deadline)) closing.push_back(req);
     }
+    // A send abandoned undrained (a failed or cancelled call, over shared memory) to a peer that
+    // is alive but does not read it holds the caller's buffer registered while it is in flight:
+    // destroying the worker then fails an assertion in UCX 1.23 (ucp_rcache "destroying inuse
+    // region", SIGABRT; not with a dead peer, nor in 1.13), and progressing it could read that
+    // buffer, which the caller has freed. So such a worker is left as it is, never progressed or
+    // destroyed: its memory, and UCX's async thread (which a child forked later then lacks,
+    // ucx_reaper.h), are the price.
+    CheckLivenessLocked();
+    const auto held = std::count_if(abandoned_.begin(), abandoned_.end(), [&](const Abandoned& a) {
+      return ucp_request_check_status(a.req) == UCS_INPROGRESS && peer_status_[a.peer] == UCS_OK &&
+             (peer_pid_[a.peer] == 0 || ProcessAlive(peer_pid_[a.peer]));
+    });
+    if (held > 0) {
+      spdlog::warn(
+          "ucx: {} abandoned send(s) to a live peer that never read them are still in flight; "
+          "this transport's UCX worker is left in place, not destroyed",
+          held);
+      return;
+    }
+    for (const Abandoned& a : abandoned_) {
+      if (ucp_request_check_status(a.req) != UCS_INPROGRESS) ucp_request_free(a.req);
+    }
     // A close still pending waits for a peer that is not progressing (ucx_reaper.h): the reaper
     // progresses the worker until the peer has taken in the last sends, then destroys it. Unless
-    // a send was abandoned undrained (a failed call, over shared memory): progressing the worker
-    // could then read the caller's freed buffer, so it goes now, by force.
+    // a send was abandoned undrained: progressing the worker could then have read the caller's
+    // freed buffer, so it goes now, by force.
     const bool abandoned = std::find(stalled_.begin(), stalled_.end(), true) != stalled_.end();
     if (!closing.empty() && !abandoned) {
       spdlog::debug("ucx: an endpoint was still closing; the UCX reaper finishes it");
@@ -511,6 +538,7 @@ void UcxTransportImpl::AbortLocked(UcxRequest* r) {
                            : std::chrono::milliseconds(2000);
     if (!DrainLocked(r->req_, SteadyClock::now() + grace)) {
       stalled_[r->peer_] = true;
+      abandoned_.push_back({r->req_, r->peer_});
       spdlog::debug("ucx: a request to {} could not be cancelled; abandoning it",
                     options_.rank_name(r->peer_));
     }
