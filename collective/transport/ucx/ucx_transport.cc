@@ -137,7 +137,7 @@ class UcxTransportImpl {
     void* req;  // UCP's request, not freed until the transport closes
     int peer;
   };
-  std::vector<Abandoned> abandoned_;  // guarded by mu_: those requests
+  std::vector<Abandoned> abandoned_;             // guarded by mu_: those requests
   SteadyClock::time_point last_liveness_check_;  // guarded by mu_
   void CheckLivenessLocked();
   // A failed peer's name and reason, or "" when every peer is alive.
