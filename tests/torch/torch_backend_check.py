@@ -68,8 +68,11 @@ exits 0 when every worker did. Scenarios:
                 the timeout naming it, and later operations fail at once
   abort         a rank aborts its group (torch 2.14's _abort_process_group, else backend_of(group)
                 .abort()) with all-reduces in flight and queued that its peer never makes: they
-                fail within seconds, not at the timeout; the group refuses more; the peer's next
-                all-reduce fails naming it (abort-reducers: on the Reduction Server)
+                fail within seconds, not at the timeout; the group refuses more; both ranks then
+                make a new group on the same store and all-reduce on it. abort-tcp: over TCP,
+                where the peer's next all-reduce fails at once naming the aborted rank, which
+                lives on. abort-reducers: on the Reduction Server; the aborted rank exits, and
+                the peer's next all-reduce fails naming it
   exit-on-error  a rank raises an unhandled exception with an all-reduce in flight that its peer
                 never makes: it exits at once (the exit hook aborts), and the peer's next
                 all-reduce fails naming it
@@ -1574,13 +1577,18 @@ def expect_peer_call_fails_naming(check, torch, dist, peer, what):
     check.expect(took < ABORT_SLACK_S, f"{what}: the error took {took:.1f} s (timeout {ABORT_TIMEOUT_S} s)")
 
 
-def scenario_abort():
+def scenario_abort(peer_calls, recover):
     """Rank 1 issues three all-reduces that rank 0 does not make, then aborts its group from
     another thread: torch's _abort_process_group where it reaches the backend (2.14, through
     Backend::abort), else backend_of(group).abort(). The all-reduce in flight and the queued ones
     raise within seconds, not at the group's 60 s timeout, saying the group was aborted; the group
-    then describes itself as aborted and refuses operations. Rank 0 waits for rank 1 to be done,
-    then its own all-reduce fails naming rank 1 rather than waiting out the timeout."""
+    then describes itself as aborted and refuses operations.
+    `peer_calls`: rank 0 then makes an all-reduce, which fails naming rank 1 rather than waiting
+    out the timeout. Over TCP rank 1's aborted transport resets its connections; over shared
+    memory a peer can only see the process go, so there rank 1 must exit first (not recover).
+    `recover`: both ranks then recover as fault-tolerant training does (torch 2.14 resets its
+    group names on an abort for this): each drops its group and makes a new one on the same store,
+    whose all-reduce works (without reducers: they serve the first group's session only)."""
     import threading
     import torch
     import torch.distributed as dist
@@ -1596,8 +1604,9 @@ def scenario_abort():
     check.expect(torch.equal(t, torch.full((1000,), float(n))), "an all-reduce before the abort")
     if rank != 1:
         store.wait(["abort/done"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
-        expect_peer_call_fails_naming(check, torch, dist, 1, "an all-reduce rank 1 will not make (it aborted)")
-        return check.finish()
+        if peer_calls:
+            expect_peer_call_fails_naming(check, torch, dist, 1, "an all-reduce rank 1 will not make (it aborted)")
+        return recover_after_abort(check, torch, dist, cohort.torch, store) if recover else check.finish()
     # torch 2.14's ProcessGroup.abort reaches every backend; 2.6's _abort_process_group only NCCL's.
     by_torch = hasattr(dist.ProcessGroup, "abort")
     works = [dist.all_reduce(torch.ones(1 << 20), async_op=True) for _ in range(3)]
@@ -1629,6 +1638,22 @@ def scenario_abort():
     backend.abort()  # again: nothing changes
     backend.shutdown()
     store.set("abort/done", "1")
+    return recover_after_abort(check, torch, dist, cohort.torch, store) if recover else check.finish()
+
+
+def recover_after_abort(check, torch, dist, cohort_torch, store):
+    """scenario_abort's end on every rank: a new group on the same store, and an all-reduce on it."""
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group("cohort", store=dist.PrefixStore("recovered", store), rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S),
+                            pg_options=cohort_torch.Options(num_reducers=0))
+    t = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1000,), float(n * (n + 1) // 2))), "an all-reduce on the new group")
+    print(f"recovered: {cohort_torch.backend_of().describe()}", flush=True)
+    dist.destroy_process_group()
     return check.finish()
 
 
@@ -1851,9 +1876,14 @@ SCENARIOS = {
     "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
-    "abort": (2, 0, {}, (), scenario_abort),
-    # The all-reduces on the Reduction Server (their second halves on the finisher thread).
-    "abort-reducers": (2, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_abort),
+    # Over one host's shared memory: the ranks recover together.
+    "abort": (2, 0, {}, (), lambda: scenario_abort(peer_calls=False, recover=True)),
+    # Over TCP: the peer's next call learns of the abort while the aborted rank lives on.
+    "abort-tcp": (2, 0, {"UCX_TLS": "tcp,self"}, (), lambda: scenario_abort(peer_calls=True, recover=True)),
+    # The all-reduces on the Reduction Server (their second halves on the finisher thread), over
+    # shared memory: the aborted rank's chunk sends to the reducers stay in flight; it exits.
+    "abort-reducers": (2, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                       lambda: scenario_abort(peer_calls=True, recover=False)),
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
