@@ -191,6 +191,40 @@ TEST_P(UcxTransportTest, CancelEndsWaitsInProgressAndRefusesLaterPosts) {
   }
 }
 
+// A peer whose transport is cancelled and closed while its process lives on (a torch rank that
+// aborted its group and goes on to make a new one): a receive waiting for it fails with
+// kUnavailable naming it, not at its one-minute deadline. Over tcp the closed endpoints reset the
+// connection; over shared memory, where UCX cannot tell, the peer's liveness token is gone.
+TEST_P(UcxTransportTest, APeerThatCancelledAndClosedIsGoneWhileItsProcessLives) {
+  ScopedTls tls(GetParam());
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  InMemoryBootstrap bootstrap;
+  Status canceller_status, waiter_status;
+  std::atomic<bool> posted{false};
+  std::thread canceller([&] {
+    auto t = Connect(bootstrap, 0, options, &canceller_status);
+    while (t != nullptr && !posted.load()) std::this_thread::sleep_for(milliseconds(5));
+    if (t != nullptr) t->Cancel();
+    t.reset();  // this thread, and its process, go on
+  });
+  auto t = Connect(bootstrap, 1, options, &waiter_status);
+  Status s;
+  if (t != nullptr) {
+    char x = 0;
+    auto r = t->Irecv(0, MakeTag(4, 1), MutableBytes{&x, 1});
+    posted.store(true);
+    s = r.ok() ? r->Wait(DeadlineAfter(milliseconds(60000))) : r.status();
+  }
+  posted.store(true);
+  canceller.join();
+  ASSERT_TRUE(canceller_status.ok()) << canceller_status.ToString();
+  ASSERT_TRUE(waiter_status.ok()) << waiter_status.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.ToString();
+  EXPECT_EQ(t->gone_peer(), 0);
+}
+
 // A peer's last message is delivered even when the receive is posted after the peer went away
 // (a worker sends its stop to a reducer busy with the round before, then exits); a message that
 // never came fails with kUnavailable.

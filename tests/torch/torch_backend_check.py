@@ -68,11 +68,11 @@ exits 0 when every worker did. Scenarios:
                 the timeout naming it, and later operations fail at once
   abort         a rank aborts its group (torch 2.14's _abort_process_group, else backend_of(group)
                 .abort()) with all-reduces in flight and queued that its peer never makes: they
-                fail within seconds, not at the timeout; the group refuses more; both ranks then
-                make a new group on the same store and all-reduce on it. abort-tcp: over TCP,
-                where the peer's next all-reduce fails at once naming the aborted rank, which
-                lives on. abort-reducers: on the Reduction Server; the aborted rank exits, and
-                the peer's next all-reduce fails naming it
+                fail within seconds, not at the timeout; the group refuses more; the peer's next
+                all-reduce fails at once naming the aborted rank, which lives on; both ranks then
+                make a new group on the same store and all-reduce on it (abort-tcp: over TCP).
+                abort-reducers: on the Reduction Server; the aborted rank exits, and the peer's
+                next all-reduce fails naming it
   exit-on-error  a rank raises an unhandled exception with an all-reduce in flight that its peer
                 never makes: it exits at once (the exit hook aborts), and the peer's next
                 all-reduce fails naming it
@@ -1584,8 +1584,8 @@ def scenario_abort(peer_calls, recover):
     raise within seconds, not at the group's 60 s timeout, saying the group was aborted; the group
     then describes itself as aborted and refuses operations.
     `peer_calls`: rank 0 then makes an all-reduce, which fails naming rank 1 rather than waiting
-    out the timeout. Over TCP rank 1's aborted transport resets its connections; over shared
-    memory a peer can only see the process go, so there rank 1 must exit first (not recover).
+    out the timeout, although rank 1's process lives on: over TCP rank 1's aborted transport
+    reset its connections; over shared memory it gave up its liveness token.
     `recover`: both ranks then recover as fault-tolerant training does (torch 2.14 resets its
     group names on an abort for this): each drops its group and makes a new one on the same store,
     whose all-reduce works (without reducers: they serve the first group's session only)."""
@@ -1876,9 +1876,9 @@ SCENARIOS = {
     "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
-    # Over one host's shared memory: the ranks recover together.
-    "abort": (2, 0, {}, (), lambda: scenario_abort(peer_calls=False, recover=True)),
-    # Over TCP: the peer's next call learns of the abort while the aborted rank lives on.
+    # Over one host's shared memory (abort-tcp: over TCP): the peer's next call learns of the abort
+    # while the aborted rank lives on; then both recover.
+    "abort": (2, 0, {}, (), lambda: scenario_abort(peer_calls=True, recover=True)),
     "abort-tcp": (2, 0, {"UCX_TLS": "tcp,self"}, (), lambda: scenario_abort(peer_calls=True, recover=True)),
     # The all-reduces on the Reduction Server (their second halves on the finisher thread), over
     # shared memory: the aborted rank's chunk sends to the reducers stay in flight; it exits.

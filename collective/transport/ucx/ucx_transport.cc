@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -59,6 +60,15 @@ constexpr auto kCloseDrain = std::chrono::milliseconds(2000);
 constexpr auto kCloseWait = std::chrono::milliseconds(2000);
 constexpr auto kCloseWaitCancelled = std::chrono::milliseconds(100);
 
+// The liveness token of `rank` (process `pid`) in the transport keyed `key_prefix`.
+std::string TokenName(const std::string& key_prefix, int rank, int pid) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : key_prefix) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return std::string(hex) + "/" + std::to_string(rank) + "/" + std::to_string(pid);
+}
+
 }  // namespace
 
 class UcxRequest;
@@ -72,6 +82,7 @@ class UcxTransportImpl {
         eps_(size, nullptr),
         peer_status_(size, UCS_OK),
         peer_pid_(size, 0),
+        peer_token_(size),
         peer_mode_(size, false),
         stalled_(size, false) {
     if (!options_.rank_name) options_.rank_name = [](int r) { return "rank " + std::to_string(r); };
@@ -88,8 +99,12 @@ class UcxTransportImpl {
   bool Progress(UcxRequest* r, Deadline deadline);
   Status Wait(UcxRequest* r, Deadline deadline);
   void Abandon(UcxRequest* r);
-  // Transport::Cancel: waits notice it between progress calls (at most kMaxSleep apart).
-  void Cancel() { cancelled_.store(true); }
+  // Transport::Cancel: waits notice it between progress calls (at most kMaxSleep apart), and
+  // same-host peers once the liveness token is gone.
+  void Cancel() {
+    cancelled_.store(true);
+    if (token_ != nullptr) token_->Release();
+  }
 
   int rank_;
   int size_;
@@ -129,6 +144,11 @@ class UcxTransportImpl {
   SteadyClock::time_point last_event_;     // guarded by mu_
   // Same-host peers' PIDs (0: other host): checked every kLivenessInterval while waiting.
   std::vector<int> peer_pid_;
+  // This transport's liveness token (same_host.h), held while it is open and not cancelled; and
+  // the tokens of same-host peers on endpoints without UCX's failure detection (empty: none, or
+  // the peer held none when it connected), checked with their PIDs.
+  std::unique_ptr<LivenessToken> token_;
+  std::vector<std::string> peer_token_;
   // Endpoints in UCP_ERR_HANDLING_MODE_PEER: only those can be closed by force (UCX refuses it for
   // the others, whose sends then complete only as the peer reads them).
   std::vector<bool> peer_mode_;
@@ -234,6 +254,7 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
   const char* release_check = std::getenv("COHORT_UCX_RELEASE_CHECK");
   const bool check_releases = release_check == nullptr || std::string(release_check) != "0";
   const std::string key_base = options_.key_prefix + "/addr/";
+  token_ = std::make_unique<LivenessToken>(TokenName(options_.key_prefix, rank_, getpid()));
   COHORT_RETURN_IF_ERROR(
       bootstrap.Put(key_base + std::to_string(rank_), mine)
           .WithContext("publishing the UCX address of " + options_.rank_name(rank_)));
@@ -323,6 +344,12 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
     if (peer == rank_) continue;
     COHORT_RETURN_IF_ERROR(
         sends[peer].Wait(deadline).WithContext("hello to " + options_.rank_name(peer)));
+  }
+  // The peers that answered hold their tokens by now (bound before they published addresses).
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || peer_pid_[peer] == 0 || peer_mode_[peer]) continue;
+    const std::string name = TokenName(options_.key_prefix, peer, peer_pid_[peer]);
+    if (LivenessTokenHeld(name)) peer_token_[peer] = name;
   }
   return Status::Ok();
 }
@@ -492,7 +519,9 @@ void UcxTransportImpl::CheckLivenessLocked() {
   if (now - last_liveness_check_ < kLivenessInterval) return;
   last_liveness_check_ = now;
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer_pid_[peer] != 0 && peer_status_[peer] == UCS_OK && !ProcessAlive(peer_pid_[peer])) {
+    if (peer_pid_[peer] == 0 || peer_status_[peer] != UCS_OK) continue;
+    if (!ProcessAlive(peer_pid_[peer]) ||
+        (!peer_token_[peer].empty() && !LivenessTokenHeld(peer_token_[peer]))) {
       peer_status_[peer] = UCS_ERR_CONNECTION_RESET;
       poisoned_ = true;
     }

@@ -33,9 +33,9 @@ torch; a job's reducers keep the first one.
 Aborting: torch.distributed's _abort_process_group (torch 2.14) and backend_of(group).abort() (every
 torch) fail the operation in flight and the queued ones at once, without waiting for the peers;
 a process that exits on an unhandled exception aborts its groups the same way, while a normal exit
-shuts them down (finishing what is queued). After an abort the ranks may make a new group (on the
-same store, say). Peers on other hosts see the aborted rank's connections reset; on one host, over
-shared memory, they see it gone only when its process exits (or at their timeout).
+shuts them down (finishing what is queued). The peers' operations that wait for an aborted rank
+fail at once naming it, although its process lives on (its connections reset; on one host its
+liveness token is gone), and the ranks may make a new group (on the same store, say).
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
