@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/fnv.h"
 #include "common/logging.h"
 
 namespace cohort::coordinator {
@@ -79,18 +80,14 @@ void Retake(const RunningJob& job, ClusterView& view) {
 }
 
 uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_storage_only) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the demand triples and the node filter
-  auto mix = [&h](uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ull;
-  };
-  mix(shared_storage_only ? 1 : 0);
+  Fnv1a h;  // over the node filter and the demand triples
+  h.Add(uint64_t{shared_storage_only ? 1u : 0u});
   for (const auto& r : replicas) {
-    mix(static_cast<uint64_t>(r.gpus));
-    mix(static_cast<uint64_t>(r.cpus));
-    mix(static_cast<uint64_t>(r.memory_mb));
+    h.Add(static_cast<uint64_t>(r.gpus))
+        .Add(static_cast<uint64_t>(r.cpus))
+        .Add(static_cast<uint64_t>(r.memory_mb));
   }
-  return h;
+  return h.value();
 }
 
 bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDemand>& b) {

@@ -11,6 +11,7 @@
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "common/env.h"
+#include "common/fnv.h"
 #include "python/torch_backend/completion_pool.h"
 #include "python/torch_backend/log_line.h"
 #include "python/torch_backend/sparse_allreduce.h"
@@ -455,16 +456,14 @@ namespace {
 std::vector<int64_t> AllreduceDescriptor(const std::vector<at::Tensor>& tensors,
                                          c10d::ReduceOp::RedOpType op) {
   int64_t elements = 0;
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a over (dtype, elements) of each tensor
+  Fnv1a hash;  // over (dtype, elements) of each tensor
   for (const at::Tensor& t : tensors) {
     elements += t.numel();
-    for (uint64_t v : {static_cast<uint64_t>(t.scalar_type()), static_cast<uint64_t>(t.numel())}) {
-      hash = (hash ^ v) * 1099511628211ull;
-    }
+    hash.Add(static_cast<uint64_t>(t.scalar_type())).Add(static_cast<uint64_t>(t.numel()));
   }
   return {elements, tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type()),
           static_cast<int64_t>(op), static_cast<int64_t>(tensors.size()),
-          static_cast<int64_t>(hash)};
+          static_cast<int64_t>(hash.value())};
 }
 
 std::string RenderAllreduce(const std::vector<int64_t>& d) {

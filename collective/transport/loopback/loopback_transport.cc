@@ -3,6 +3,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 
 namespace cohort::collective {
 
@@ -79,53 +80,46 @@ std::unique_ptr<Transport> LoopbackFabric::CreateTransport(int rank) {
   return std::make_unique<LoopbackTransport>(this, rank);
 }
 
-void LoopbackFabric::Kill(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  dead_[rank] = true;
-  auto fail_involving = [&](auto& queues) {
-    for (auto it = queues.begin(); it != queues.end();) {
-      auto& [key, q] = *it;
-      if (std::get<0>(key) == rank || std::get<1>(key) == rank) {
-        for (auto& op : q) {
-          op->queued = false;
-          op->done = true;
-          op->status = op->self == rank ? Unavailable("this rank was killed")
-                                        : Unavailable("peer " + std::to_string(rank) + " is gone");
-        }
-        it = queues.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  };
-  fail_involving(sends_);
-  fail_involving(recvs_);
-  cv_.notify_all();
-}
-
-void LoopbackFabric::Cancel(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  cancelled_[rank] = true;
-  poisoned_[rank] = true;
+void LoopbackFabric::FailQueuedLocked(const std::function<std::optional<Status>(const Op&)>& why) {
   for (auto* queues : {&sends_, &recvs_}) {
     for (auto it = queues->begin(); it != queues->end();) {
       auto& q = it->second;
       for (auto op = q.begin(); op != q.end();) {
-        if ((*op)->self != rank) {
+        std::optional<Status> status = why(**op);
+        if (!status) {
           ++op;
           continue;
         }
         (*op)->queued = false;
         (*op)->done = true;
-        (*op)->status =
-            Cancelled(std::string("loopback: ") + ((*op)->is_send ? "send to" : "receive from") +
-                      " rank " + std::to_string((*op)->peer) + ": cancelled");
+        (*op)->status = std::move(*status);
         op = q.erase(op);
       }
       it = q.empty() ? queues->erase(it) : std::next(it);
     }
   }
   cv_.notify_all();
+}
+
+void LoopbackFabric::Kill(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dead_[rank] = true;
+  FailQueuedLocked([rank](const Op& op) -> std::optional<Status> {
+    if (op.self == rank) return Unavailable("this rank was killed");
+    if (op.peer == rank) return Unavailable("peer " + std::to_string(rank) + " is gone");
+    return std::nullopt;
+  });
+}
+
+void LoopbackFabric::Cancel(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_[rank] = true;
+  poisoned_[rank] = true;
+  FailQueuedLocked([rank](const Op& op) -> std::optional<Status> {
+    if (op.self != rank) return std::nullopt;
+    return Cancelled(std::string("loopback: ") + (op.is_send ? "send to" : "receive from") +
+                     " rank " + std::to_string(op.peer) + ": cancelled");
+  });
 }
 
 int LoopbackFabric::FirstDead() {

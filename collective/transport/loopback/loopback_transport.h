@@ -16,9 +16,11 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -62,6 +64,9 @@ class LoopbackFabric {
   void CancelOp(const std::shared_ptr<Op>& op);
   // Takes `op` out of its queue (if still there). Caller holds mu_.
   void Withdraw(const std::shared_ptr<Op>& op);
+  // Fails every queued operation for which why(op) gives a status, with that status, and wakes
+  // the waiters (Kill, Cancel). Caller holds mu_.
+  void FailQueuedLocked(const std::function<std::optional<Status>(const Op&)>& why);
   void Complete(const std::shared_ptr<Op>& send, const std::shared_ptr<Op>& recv);
 
   const int size_;

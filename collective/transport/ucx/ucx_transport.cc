@@ -20,6 +20,7 @@
 #include "collective/same_host.h"
 #include "collective/transport/ucx/ucx_reaper.h"
 #include "collective/transport/ucx/ucx_support.h"
+#include "common/fnv.h"
 #include "common/logging.h"
 
 namespace cohort::collective {
@@ -62,10 +63,9 @@ constexpr auto kCloseWaitCancelled = std::chrono::milliseconds(100);
 
 // The liveness token of `rank` (process `pid`) in the transport keyed `key_prefix`.
 std::string TokenName(const std::string& key_prefix, int rank, int pid) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : key_prefix) h = (h ^ c) * 1099511628211ull;
   char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(Fnv1a().Add(key_prefix).value()));
   return std::string(hex) + "/" + std::to_string(rank) + "/" + std::to_string(pid);
 }
 
@@ -373,16 +373,15 @@ UcxTransportImpl::~UcxTransportImpl() {
     for (void* req : pending) {
       if (!DrainLocked(req, deadline)) closing.push_back(req);
     }
-    // A send abandoned undrained (a failed or cancelled call, over shared memory) to a peer that
-    // is alive but does not read it holds the caller's buffer registered while it is in flight:
-    // destroying the worker then fails an assertion in UCX 1.23 (ucp_rcache "destroying inuse
-    // region", SIGABRT; not with a dead peer, nor in 1.13), and progressing it could read that
-    // buffer, which the caller has freed. So such a worker is left as it is, never progressed or
-    // destroyed: its memory, and UCX's async thread (which a child forked later then lacks,
-    // ucx_reaper.h), are the price.
-    CheckLivenessLocked();
+    // A send abandoned undrained (a failed or cancelled call, over shared memory) to a peer
+    // whose process lives but does not read it holds the caller's buffer registered while it is
+    // in flight: destroying the worker then fails an assertion in UCX 1.23 (ucp_rcache
+    // "destroying inuse region", SIGABRT; not once the peer's process is gone, nor in 1.13), and
+    // progressing it could read that buffer, which the caller has freed. So such a worker is left
+    // as it is, never progressed or destroyed: its memory, and UCX's async thread (which a child
+    // forked later then lacks, ucx_reaper.h), are the price.
     const auto held = std::count_if(abandoned_.begin(), abandoned_.end(), [&](const Abandoned& a) {
-      return ucp_request_check_status(a.req) == UCS_INPROGRESS && peer_status_[a.peer] == UCS_OK &&
+      return ucp_request_check_status(a.req) == UCS_INPROGRESS &&
              (peer_pid_[a.peer] == 0 || ProcessAlive(peer_pid_[a.peer]));
     });
     if (held > 0) {
