@@ -21,7 +21,8 @@ bool ProcessAlive(int pid);
 // unix socket bound to "cohort-live/<name>" (per network namespace, like HostIdentity's hosts),
 // which the kernel releases when it is closed or its process dies, leaving nothing behind. The
 // UCX transport holds one while it is open, so a same-host peer tells a closed (or cancelled)
-// transport from a live one even while its process lives on.
+// transport from a live one even while its process lives on. A child forked without exec does not
+// hold its parent's tokens: its copies are closed at the fork (its objects then hold nothing).
 class LivenessToken {
  public:
   // Binds the name; a token that could not be bound (the name is taken, say) holds nothing.
