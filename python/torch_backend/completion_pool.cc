@@ -8,35 +8,43 @@ CompletionPool::CompletionPool(int max_threads)
 CompletionPool::~CompletionPool() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
     threads.swap(threads_);
   }
-  cv_.notify_all();
-  for (std::thread& t : threads) t.join();
+  state_->cv.notify_all();
+  for (std::thread& t : threads) {
+    // Joining the calling thread would wait for itself: it leaves on its own (see the header).
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+    } else {
+      t.join();
+    }
+  }
 }
 
 void CompletionPool::Submit(std::function<void()> task) {
-  std::lock_guard<std::mutex> lock(mu_);
-  tasks_.push_back(std::move(task));
-  if (tasks_.size() > idle_ && threads_.size() < max_threads_) {
-    threads_.emplace_back([this] { Loop(); });
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->tasks.push_back(std::move(task));
+  if (state_->tasks.size() > state_->idle && threads_.size() < max_threads_) {
+    threads_.emplace_back([state = state_] { Loop(state); });
   } else {
-    cv_.notify_one();
+    state_->cv.notify_one();
   }
 }
 
-void CompletionPool::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+void CompletionPool::Loop(const std::shared_ptr<State>& state) {
+  std::unique_lock<std::mutex> lock(state->mu);
   while (true) {
-    ++idle_;
-    cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-    --idle_;
-    if (tasks_.empty()) return;  // stopping, nothing left
-    std::function<void()> task = std::move(tasks_.front());
-    tasks_.pop_front();
+    ++state->idle;
+    state->cv.wait(lock, [&] { return state->stopping || !state->tasks.empty(); });
+    --state->idle;
+    if (state->tasks.empty()) return;  // stopping, nothing left
+    std::function<void()> task = std::move(state->tasks.front());
+    state->tasks.pop_front();
     lock.unlock();
     task();
+    task = nullptr;  // what it holds goes outside the lock: the pool's owner, it may be
     lock.lock();
   }
 }

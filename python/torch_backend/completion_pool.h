@@ -5,12 +5,16 @@
 // another thread to complete the future it waits on.
 //
 // Thread safety: Submit may be called from any thread. Lifetime: the destructor runs every task
-// submitted before it, then joins the threads.
+// submitted before it, then joins the threads. It may also run on one of the pool's own threads (a
+// callback that shuts its process group down, or drops the group's last reference): that thread
+// is not joined but detached: once its task returns it runs what is still queued and leaves,
+// owning what it uses. Its task, and those, must then not touch what the pool's owner has freed.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,15 +31,20 @@ class CompletionPool {
   void Submit(std::function<void()> task);
 
  private:
-  void Loop();
+  // What the threads share with the pool; each thread holds it, so one detached by a destructor
+  // on its own thread outlives the pool safely.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> tasks;  // guarded by mu
+    size_t idle = 0;                          // guarded by mu: threads waiting for a task
+    bool stopping = false;                    // guarded by mu
+  };
+  static void Loop(const std::shared_ptr<State>& state);
 
   const size_t max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  size_t idle_ = 0;                          // guarded by mu_: threads waiting for a task
-  bool stopping_ = false;                    // guarded by mu_
-  std::vector<std::thread> threads_;         // guarded by mu_
+  const std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::vector<std::thread> threads_;  // guarded by state_->mu
 };
 
 }  // namespace cohort::torch_backend

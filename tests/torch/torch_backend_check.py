@@ -1688,6 +1688,76 @@ def scenario_exit_on_error():
     return check.finish()
 
 
+def wait_done(future, seconds):
+    """Whether `future` completes within `seconds` (a callback that deadlocks never completes it)."""
+    deadline = time.time() + seconds
+    while not future.done() and time.time() < deadline:
+        time.sleep(0.05)
+    return future.done()
+
+
+def scenario_shutdown_in_callback():
+    """A future's callback that shuts down or aborts the very group whose operation it follows runs
+    on that group's own threads: rank 0 shuts the default group down from an all-reduce's callback
+    (the completion thread), rank 1 aborts and destroys a second group from a receive's callback
+    (the point-to-point thread). Each callback returns its value and the rank goes on: the group's
+    teardown leaves the thread it runs on rather than joining it (which was std::terminate)."""
+    import threading
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    second = dist.new_group([0, 1], backend="cohort")
+    dist.all_reduce(torch.ones(1000))
+    main_thread = threading.get_ident()
+    if rank == 0:
+        backend = cohort.torch.backend_of()
+        # Rank 1 joins this all-reduce a second from now: the callback is registered before it
+        # completes, so it runs where the future is completed.
+        work = dist.all_reduce(torch.ones(1000), async_op=True)
+
+        def shut_down(fut):
+            backend.shutdown()
+            return (fut.value()[0][0].item(), threading.get_ident() != main_thread)
+
+        chained = work.get_future().then(shut_down)
+        if check.expect(wait_done(chained, ABORT_SLACK_S), "the callback that shut its group down never returned"):
+            value, elsewhere = chained.value()
+            print(f"shut down from the all-reduce's callback: {backend.describe()}", flush=True)
+            check.expect(value == 2.0 and elsewhere, f"the callback's value {value}, off the main thread: {elsewhere}")
+            check.expect(backend.describe().endswith(", shut down"), f"describe(): {backend.describe()}")
+            check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["cohort", "was shut down"],
+                                "an all-reduce after the callback's shutdown")
+        time.sleep(1.0)  # rank 1 has registered its callback on the receive by then
+        dist.send(torch.full((100,), 7.0), dst=1, group=second)
+    else:
+        time.sleep(1.0)
+        dist.all_reduce(torch.ones(1000))
+        backend = cohort.torch.backend_of(second)
+        received = torch.zeros(100)
+        work = dist.irecv(received, src=0, group=second)
+
+        def abort_and_destroy(fut):
+            backend.abort()
+            dist.destroy_process_group(second)
+            return (received.sum().item(), threading.get_ident() != main_thread)
+
+        chained = work.get_future().then(abort_and_destroy)
+        if check.expect(wait_done(chained, ABORT_SLACK_S), "the callback that aborted its group never returned"):
+            value, elsewhere = chained.value()
+            print(f"aborted from the receive's callback: {backend.describe()}", flush=True)
+            check.expect(value == 700.0 and elsewhere, f"the callback's value {value}, off the main thread: {elsewhere}")
+            check.expect(backend.describe().endswith(", aborted"), f"describe(): {backend.describe()}")
+        store.set("callback/done", "1")
+    if rank == 0:
+        store.wait(["callback/done"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    return check.finish()
+
+
 def read_flight_recorder(path):
     """The entries of a flight-recorder file (common/flight_recorder.h, layout version 1), oldest
     first, as dicts; only whole, stable slots."""
@@ -1885,6 +1955,7 @@ SCENARIOS = {
     "abort-reducers": (2, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                        lambda: scenario_abort(peer_calls=True, recover=False)),
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
+    "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
                            scenario_dead_peer_reducers),
@@ -1959,7 +2030,7 @@ def main():
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     if args.workers is not None or args.reducers is not None:
         if absent or args.scenario.startswith(("dead-peer", "abort")) or args.scenario in (
-                "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error"):
+                "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error", "shutdown-in-callback"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers
