@@ -250,7 +250,7 @@ void Coordinator::Tick() {
   if (now < store_retry_at_ms_) return;
   if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
   for (const auto& [node_id, why] : nodes_.CheckLost(now)) {
-    jobs_.NodeLost(node_id, why, now, nodes_.Find(node_id)->last_heartbeat_ms);
+    jobs_.NodeLost(node_id, why, now, nodes_.Find(node_id)->silent_since_ms());
   }
   // Keys are re-checked every half heartbeat interval, so that with the pass it waits for (at
   // most the poll timeout) a removed key ends its session within one interval.
@@ -457,13 +457,11 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
 
 void Coordinator::RedoAfterRollBack(int64_t now) {
   // Nodes stay registered through a rollback: the losses the rolled-back passes recorded are
-  // applied again (replicas already LOST are left alone).
+  // applied again, as they were recorded (replicas already LOST are left alone). A node whose
+  // session was ended while it answered keeps that: its launches of the last interval ran.
   for (const auto& [node_id, node] : nodes_.nodes()) {
     if (node.ready) continue;
-    jobs_.NodeLost(node_id,
-                   "no heartbeat for " + FormatDuration(now - node.last_heartbeat_ms) +
-                       " (timeout " + FormatDuration(options_.heartbeat_timeout.count()) + ")",
-                   now, node.last_heartbeat_ms);
+    jobs_.NodeLost(node_id, node.lost_why, now, node.silent_since_ms());
   }
   study_runner_.Recover(now);
 }
@@ -490,9 +488,10 @@ void Coordinator::EndRevokedSessions(int64_t now) {
     if (!listed.ok()) revoked.emplace_back(id, listed.message());
   }
   for (const auto& [id, why] : revoked) {
-    if (!nodes_.EndSession(id)) continue;
+    if (!nodes_.EndSession(id, "its agent's key was removed: " + why)) continue;
     spdlog::warn("node {} LOST: its session is ended: {}", id, why);
-    jobs_.NodeLost(id, "its agent's key was removed: " + why, now, std::nullopt);
+    const NodeRecord& node = *nodes_.Find(id);
+    jobs_.NodeLost(id, node.lost_why, now, node.silent_since_ms());
   }
 }
 

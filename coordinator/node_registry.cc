@@ -64,6 +64,8 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   }
   node.last_heartbeat_ms = now_ms;
   node.ready = true;
+  node.lost_why.clear();
+  node.lost_while_answering = false;
   next_loss_check_ms_ = std::min(next_loss_check_ms_, now_ms + heartbeat_timeout_ms_ + 1);
   node.draining = false;
   node.admin = AdminOf(node_id);
@@ -107,6 +109,8 @@ std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t
       std::string why = "no heartbeat for " + FormatDuration(now_ms - node.last_heartbeat_ms) +
                         " (timeout " + FormatDuration(heartbeat_timeout_ms_) + ")";
       spdlog::warn("node {} LOST: {}", id, why);
+      node.lost_why = why;
+      node.lost_while_answering = false;
       lost.emplace_back(id, std::move(why));
     } else {
       next = std::min(next, node.last_heartbeat_ms + heartbeat_timeout_ms_ + 1);
@@ -116,11 +120,13 @@ std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t
   return lost;
 }
 
-bool NodeRegistry::EndSession(const std::string& node_id) {
+bool NodeRegistry::EndSession(const std::string& node_id, std::string why) {
   NodeRecord* node = FindReady(node_id);
   if (node == nullptr) return false;
   node->ready = false;
   node->peer.clear();
+  node->lost_why = std::move(why);
+  node->lost_while_answering = true;
   return true;
 }
 

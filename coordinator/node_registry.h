@@ -50,11 +50,12 @@ class NodeRegistry : public NodeHealth {
   // Any other message from a READY node's agent counts as hearing from it.
   void Touch(NodeRecord& node, int64_t now_ms) { node.last_heartbeat_ms = now_ms; }
 
-  // Ends `node_id`'s session now (its agent's key was removed): LOST, and its routing id is
-  // forgotten, so nothing more is sent to that connection; false when it was not READY. The node
-  // is READY again only by registering, with a listed key.
-  bool EndSession(const std::string& node_id);
-  // Marks every READY node silent past the timeout LOST; returns (node id, why) for each. Called
+  // Ends `node_id`'s session now (its agent's key was removed): LOST while it still answered,
+  // for `why`, and its routing id is forgotten, so nothing more is sent to that connection; false
+  // when it was not READY. The node is READY again only by registering, with a listed key.
+  bool EndSession(const std::string& node_id, std::string why);
+  // Marks every READY node silent past the timeout LOST (fell silent: NodeRecord::lost_why and
+  // silent_since_ms say so); returns (node id, why) for each. Called
   // every loop pass: it walks the nodes only once the earliest deadline it knows of has come.
   std::vector<std::pair<std::string, std::string>> CheckLost(int64_t now_ms);
 

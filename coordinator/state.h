@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,7 +153,12 @@ struct NodeRecord {
   int64_t memory_mb = 0;
   std::map<std::string, std::string> labels;
   int64_t last_heartbeat_ms = 0;
-  bool ready = true;                   // false: LOST
+  bool ready = true;  // false: LOST
+  // A LOST node's loss, as the coordinator applies it again after a rolled-back pass: why, and
+  // whether its session was ended while its agent still answered (a removed key) rather than
+  // because it fell silent. Cleared when it registers again.
+  std::string lost_why;
+  bool lost_while_answering = false;
   bool draining = false;               // its agent is shutting down: nothing new is placed here
   NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
   std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica
@@ -165,6 +171,11 @@ struct NodeRecord {
   std::string key;   // the CURVE key its agent registered with (empty with --insecure)
   NodeStorage storage;
 
+  // A LOST node's loss as JobController::NodeLost takes it: when it was last heard from, for a
+  // node that fell silent; nullopt for one lost while it still answered.
+  std::optional<int64_t> silent_since_ms() const {
+    return lost_while_answering ? std::nullopt : std::optional<int64_t>(last_heartbeat_ms);
+  }
   // READY, its agent not shutting down, and no cordon or drain: new replicas may go here.
   bool schedulable() const { return ready && !draining && admin == NodeAdmin::kNone; }
 };

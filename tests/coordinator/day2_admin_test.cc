@@ -96,6 +96,37 @@ TEST(NodeLossTest, EachNodeIsLostAtTheFirstCheckPastItsOwnTimeout) {
   ASSERT_EQ(nodes.CheckLost(101'001).size(), 1u);
 }
 
+// Each LOST node keeps its loss as recorded, which the coordinator applies again after a
+// rolled-back pass: a node that fell silent, since its last heartbeat (launches sent after it never
+// ran); a node whose session was ended while it answered (a removed key), with no such time (they
+// ran).
+TEST(NodeLossTest, ALostNodeKeepsHowItWasLostUntilItRegistersAgain) {
+  NodeRegistry nodes(1000);
+  Register(nodes, "silent", 0);
+  Register(nodes, "revoked", 0);
+  nodes.Touch(*nodes.FindReady("silent"), 400);
+  nodes.Touch(*nodes.FindReady("revoked"), 1400);
+  ASSERT_TRUE(nodes.EndSession("revoked", "its agent's key was removed: gone"));
+  EXPECT_FALSE(nodes.EndSession("revoked", "again")) << "not READY: nothing to end";
+  auto lost = nodes.CheckLost(1500);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].first, "silent");
+
+  const NodeRecord& silent = *nodes.Find("silent");
+  EXPECT_EQ(silent.lost_why, lost[0].second);
+  EXPECT_NE(silent.lost_why.find("no heartbeat for"), std::string::npos) << silent.lost_why;
+  EXPECT_EQ(silent.silent_since_ms(), std::optional<int64_t>(400));
+  const NodeRecord& revoked = *nodes.Find("revoked");
+  EXPECT_EQ(revoked.lost_why, "its agent's key was removed: gone");
+  EXPECT_EQ(revoked.silent_since_ms(), std::nullopt);
+  EXPECT_EQ(revoked.peer, "");
+
+  Register(nodes, "revoked", 2000);
+  EXPECT_TRUE(nodes.Find("revoked")->ready);
+  EXPECT_EQ(nodes.Find("revoked")->lost_why, "");
+  EXPECT_EQ(nodes.Find("revoked")->silent_since_ms(), std::optional<int64_t>(2000));
+}
+
 TEST(NodeAdminTest, StoredSettingsApplyWhenTheNodeRegistersAndForgetTakesOnlyLostNodes) {
   NodeRegistry nodes(1000);
   nodes.RestoreAdmin({{"a", NodeAdmin::kDraining}, {"ghost", NodeAdmin::kCordoned}});
