@@ -2,6 +2,7 @@
 // __init__.py registers the backend with a creator that calls _create; `python3 -m
 // cohort.torch.reducer` runs a Reducer. The rendezvous and the reducer block: both release the
 // GIL while they wait.
+#include <pybind11/functional.h>
 #include <torch/python.h>
 
 #include <chrono>
@@ -46,6 +47,11 @@ PYBIND11_MODULE(_C, m) {
       .def("abort", &ProcessGroupCohort::Abort, py::call_guard<py::gil_scoped_release>(),
            "Fails the operation in flight and those queued at once, without waiting for the "
            "peers, and closes the communicator; later operations raise.")
+      .def("register_abort_hook", &ProcessGroupCohort::registerAbortHook, py::arg("hook_id"),
+           py::arg("hook"),
+           "hook() runs once when the group gives up: in abort(), or when an operation first "
+           "fails or times out (before its error is raised). Registering an id again replaces it.")
+      .def("unregister_abort_hook", &ProcessGroupCohort::unregisterAbortHook, py::arg("hook_id"))
       .def(
           "set_timeout",
           [](ProcessGroupCohort& pg, const py::object& timeout) {

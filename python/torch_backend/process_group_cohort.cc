@@ -22,6 +22,17 @@
 namespace cohort::torch_backend {
 namespace {
 
+// Lets go of hooks that may hold Python callables, whose release needs the interpreter: one that
+// is already finalized (a group destroyed at the process's very end) gets them leaked instead.
+void DropHooks(std::map<int64_t, std::function<void()>>&& hooks) {
+  if (hooks.empty()) return;
+  if (!Py_IsInitialized()) {
+    new std::map<int64_t, std::function<void()>>(std::move(hooks));  // NOLINT: leaked on purpose
+    return;
+  }
+  hooks.clear();
+}
+
 using collective::Algorithm;
 using collective::Communicator;
 using collective::CommunicatorOptions;
@@ -275,10 +286,18 @@ void ProcessGroupCohort::Shutdown() {
   comm.reset();  // tells the reducers this worker is done (unless aborted)
   bootstrap_.reset();
   store_server_.reset();
+  std::map<int64_t, std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_hooks_done_ = true;
+    hooks.swap(abort_hooks_);
+  }
+  DropHooks(std::move(hooks));
   if (released) PyEval_RestoreThread(*released);
 }
 
 void ProcessGroupCohort::Abort() {
+  RunAbortHooks();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) {
@@ -289,6 +308,45 @@ void ProcessGroupCohort::Abort() {
   }
   cv_.notify_all();
   Shutdown();
+}
+
+void ProcessGroupCohort::registerAbortHook(int64_t hook_id, std::function<void()> hook) {
+  TORCH_CHECK(hook, "cohort: register_abort_hook(", hook_id, "): the hook is empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!abort_hooks_done_) abort_hooks_[hook_id] = std::move(hook);
+}
+
+void ProcessGroupCohort::unregisterAbortHook(int64_t hook_id) {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = abort_hooks_.find(hook_id);
+    if (it == abort_hooks_.end()) return;
+    hook = std::move(it->second);
+    abort_hooks_.erase(it);
+  }
+  std::map<int64_t, std::function<void()>> dropped;
+  dropped.emplace(hook_id, std::move(hook));
+  DropHooks(std::move(dropped));
+}
+
+void ProcessGroupCohort::RunAbortHooks() {
+  std::map<int64_t, std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abort_hooks_done_) return;
+    abort_hooks_done_ = true;
+    hooks.swap(abort_hooks_);
+  }
+  for (auto& [id, hook] : hooks) {
+    try {
+      hook();
+    } catch (const std::exception& e) {
+      LogWarn("cohort: rank " + std::to_string(getRank()) + ": abort hook " + std::to_string(id) +
+              " raised: " + e.what());
+    }
+  }
+  DropHooks(std::move(hooks));
 }
 
 std::string ProcessGroupCohort::Describe() const {
@@ -357,12 +415,16 @@ void ProcessGroupCohort::Conclude(const c10::intrusive_ptr<CohortWork>& work, co
                                   bool complete_future_here) {
   std::exception_ptr error;
   if (!status.ok()) {
-    bool aborted;
+    bool aborted, first;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (first_error_.ok()) first_error_ = status.WithContext(work->name());
+      first = first_error_.ok();
+      if (first) first_error_ = status.WithContext(work->name());
       aborted = aborted_;
     }
+    // The group gives up here (it runs no more operations): its abort hooks run before the
+    // error reaches the Work (an abort ran them already).
+    if (first && !aborted) RunAbortHooks();
     std::string why = status.ToString();
     if (aborted && status.code() == StatusCode::kCancelled)
       why += " (the process group was aborted)";

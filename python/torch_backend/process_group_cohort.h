@@ -41,13 +41,16 @@
 // Errors: an operation the library lacks raises a RuntimeError naming it; a dead peer fails the
 // operation with the collective library's error naming that peer (never a hang: every operation
 // runs under the process group's timeout, and Work::wait gives up at that timeout too). After a
-// failure the communicator is poisoned: later operations fail at once with the first error.
+// failure the communicator is poisoned: later operations fail at once with the first error. The
+// group's abort hooks (registerAbortHook) run at that first failure, or at an abort.
 //
 // Thread safety: the c10d entry points may be called from any thread; ranks must issue
 // collectives in the same order (torch's contract). Lifetime: destroying the process group waits
 // for queued operations (each bounded by the timeout), then tells the reducers this worker is done.
-// Abort, from any thread, waits for nothing: the operation in flight and those queued fail at once
-// (Communicator::Cancel), and the peers learn this worker is gone as its connections close.
+// It may run on the group's own completion threads (a callback that shuts the group down, or drops
+// its last reference): CompletionPool leaves the thread it runs on. Abort, from any thread, waits
+// for nothing: the operation in flight and those queued fail at once (Communicator::Cancel), and
+// the peers learn this worker is gone as its connections close.
 #pragma once
 
 #include <atomic>
@@ -55,6 +58,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -148,6 +152,17 @@ class ProcessGroupCohort final : public BackendBase {
   // none: backend_of(group).abort() there).
   void Abort();
   void abort() { Abort(); }  // NOLINT(modernize-use-override)
+  // Abort hooks, for a user to capture what they need when the group gives up: torch 2.14's
+  // ProcessGroup.register_abort_hook (Backend::registerAbortHook, which these override where the
+  // base declares them), and backend_of(group).register_abort_hook() on every torch. They run once
+  // per group, in the order of their ids, on the thread that sees the group give up: in abort(),
+  // before anything is cancelled, or when an operation first fails or times out (after which the
+  // group runs no more operations), before that operation's error reaches its Work. A hook that
+  // raises is logged and the others still run. Registering an id again replaces its hook;
+  // unregistering an unknown id does nothing. Hooks registered after they ran, or on a group shut
+  // down, never run.
+  void registerAbortHook(int64_t hook_id, std::function<void()> hook);  // NOLINT
+  void unregisterAbortHook(int64_t hook_id);                            // NOLINT
   // The timeout of the operations issued from now on, both Work::wait's and the library's
   // deadline (Communicator::set_timeout): torch.distributed.set_timeout (torch 2.14; Backend::
   // setTimeout, which this overrides where the base declares it, see torch_compat.h), and
@@ -255,6 +270,8 @@ class ProcessGroupCohort final : public BackendBase {
   // finishes it: here, or on the completion pool.
   void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                 bool complete_future_here);
+  // Runs the abort hooks, once (see registerAbortHook); never under mu_.
+  void RunAbortHooks();
   // Why the queue thread runs no more operations: the group was aborted (kCancelled), or an
   // operation failed (kAborted naming the first error); OK when it may run them.
   Status RefusalToRun();
@@ -318,6 +335,9 @@ class ProcessGroupCohort final : public BackendBase {
   uint64_t ops_ = 0;          // guarded by mu_: operations issued, for names
   uint64_t collectives_ = 0;  // guarded by mu_: of those, collectives (getSequenceNumberForGroup)
   int unfinished_ = 0;        // guarded by mu_: overlapped allreduces started, not yet finished
+  // guarded by mu_: registerAbortHook's, until they run or the group is shut down
+  std::map<int64_t, std::function<void()>> abort_hooks_;
+  bool abort_hooks_done_ = false;  // guarded by mu_: they ran, or the group was shut down
   // The buffer of the overlapped allreduce started last (the queue thread only).
   const char* overlap_begin_ = nullptr;
   const char* overlap_end_ = nullptr;

@@ -1657,6 +1657,79 @@ def recover_after_abort(check, torch, dist, cohort_torch, store):
     return check.finish()
 
 
+def scenario_abort_hooks():
+    """Abort hooks: torch's ProcessGroup.register_abort_hook where it has one (2.14; it reaches the
+    backend's), else backend_of(group).register_abort_hook. Rank 1 registers three (one raises, one
+    it unregisters again), then aborts its group with an all-reduce in flight that rank 0 never
+    makes: the two left ran once, in the order of their ids, before that all-reduce failed, the
+    raising one not stopping the other, and not again at a second abort. Rank 0's hook runs when
+    its next all-reduce, which rank 1 will not make, fails (before its Work is completed), and not
+    again at a second failure; one registered after that never runs."""
+    import threading
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    backend = cohort.torch.backend_of()
+    group = dist.distributed_c10d._get_default_group()
+    by_torch = hasattr(group, "register_abort_hook")
+    register = group.register_abort_hook if by_torch else backend.register_abort_hook
+    unregister = group.unregister_abort_hook if by_torch else backend.unregister_abort_hook
+    print(f"hooks registered through {'ProcessGroup' if by_torch else 'backend_of(group)'}", flush=True)
+    ran = []
+    dist.all_reduce(torch.ones(1000))
+    if rank == 1:
+        def raising():
+            ran.append(1)
+            raise RuntimeError("an abort hook that raises (expected by this scenario)")
+
+        register(3, lambda: ran.append(3))
+        register(1, raising)
+        register(2, lambda: ran.append(2))
+        unregister(2)
+        unregister(99)  # never registered: nothing happens
+        work = dist.all_reduce(torch.ones(1 << 20), async_op=True)
+        time.sleep(0.5)
+        check.expect(ran == [], f"hooks ran before anything failed: {ran}")
+        seen_at_failure = []
+        aborter = threading.Thread(target=backend.abort)
+        aborter.start()
+        try:
+            work.wait()
+        except RuntimeError as e:
+            seen_at_failure = list(ran)
+            check.expect("CANCELLED" in str(e), f"the all-reduce's error: {e}")
+        aborter.join()
+        check.expect(seen_at_failure == [1, 3], f"hooks that had run when the all-reduce failed: {seen_at_failure}")
+        backend.abort()
+        check.expect(ran == [1, 3], f"hooks after a second abort: {ran}")
+        store.set("hooks/aborted", "1")
+        return check.finish()
+    store.wait(["hooks/aborted"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    pending = []
+    issued = threading.Event()
+
+    def hook():
+        issued.wait(ABORT_SLACK_S)  # the all-reduce may fail before all_reduce() has returned here
+        ran.append(("7", pending[0].is_completed() if pending else "no Work"))
+
+    register(7, hook)
+    pending.append(dist.all_reduce(torch.ones(1 << 20), async_op=True))
+    issued.set()
+    text = check.expect_raises(pending[0].wait, ["cohort", "worker 1"], "an all-reduce rank 1 will not make (it aborted)")
+    print(f"the all-reduce failed: {text}; hooks: {ran}", flush=True)
+    check.expect(ran == [("7", False)], f"the hook, and whether the Work was completed when it ran: {ran}")
+    register(8, lambda: ran.append("8"))
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["cohort", "failed earlier"],
+                        "an all-reduce after the first failure")
+    check.expect(ran == [("7", False)], f"hooks after a second failure: {ran}")
+    return check.finish()
+
+
 def scenario_exit_on_error():
     """Rank 1 raises an unhandled exception while an all-reduce it issued waits for rank 0, which
     makes no call meanwhile. cohort.torch's exit hook aborts the group, so rank 1 exits (code 1, its
@@ -1955,6 +2028,7 @@ SCENARIOS = {
     "abort-reducers": (2, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                        lambda: scenario_abort(peer_calls=True, recover=False)),
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
+    "abort-hooks": (2, 0, {}, (), scenario_abort_hooks),
     "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),

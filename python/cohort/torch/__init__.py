@@ -35,7 +35,11 @@ torch) fail the operation in flight and the queued ones at once, without waiting
 a process that exits on an unhandled exception aborts its groups the same way, while a normal exit
 shuts them down (finishing what is queued). The peers' operations that wait for an aborted rank
 fail at once naming it, although its process lives on (its connections reset; on one host its
-liveness token is gone), and the ranks may make a new group (on the same store, say).
+liveness token is gone), and the ranks may make a new group (on the same store, say). Abort hooks
+(ProcessGroup.register_abort_hook on torch 2.14, backend_of(group).register_abort_hook(id, fn) on
+every torch) run once, when the group gives up: at an abort, before anything is cancelled, or when
+an operation first fails or times out, before its error is raised. A future's callback may shut
+down, abort or destroy the group it follows.
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
