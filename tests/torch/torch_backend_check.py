@@ -1769,6 +1769,19 @@ def wait_done(future, seconds):
     return future.done()
 
 
+def expect_teardown_callback(check, work, callback, value, backend, state, whose):
+    """Chains `callback`, which ends `backend`'s group (leaving it `state`), on `work`'s future: it
+    must return (`value`, True: it ran off the main thread) within seconds. Returns whether it did."""
+    chained = work.get_future().then(callback)
+    if not check.expect(wait_done(chained, ABORT_SLACK_S), f"{whose} callback that left its group {state} never returned"):
+        return False
+    got, elsewhere = chained.value()
+    print(f"{state} from {whose} callback: {backend.describe()}", flush=True)
+    check.expect(got == value and elsewhere, f"the callback's value {got}, off the main thread: {elsewhere}")
+    check.expect(backend.describe().endswith(", " + state), f"describe(): {backend.describe()}")
+    return True
+
+
 def scenario_shutdown_in_callback():
     """A future's callback that shuts down or aborts the very group whose operation it follows runs
     on that group's own threads: rank 0 shuts the default group down from an all-reduce's callback
@@ -1797,12 +1810,7 @@ def scenario_shutdown_in_callback():
             backend.shutdown()
             return (fut.value()[0][0].item(), threading.get_ident() != main_thread)
 
-        chained = work.get_future().then(shut_down)
-        if check.expect(wait_done(chained, ABORT_SLACK_S), "the callback that shut its group down never returned"):
-            value, elsewhere = chained.value()
-            print(f"shut down from the all-reduce's callback: {backend.describe()}", flush=True)
-            check.expect(value == 2.0 and elsewhere, f"the callback's value {value}, off the main thread: {elsewhere}")
-            check.expect(backend.describe().endswith(", shut down"), f"describe(): {backend.describe()}")
+        if expect_teardown_callback(check, work, shut_down, 2.0, backend, "shut down", "the all-reduce's"):
             check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["cohort", "was shut down"],
                                 "an all-reduce after the callback's shutdown")
         time.sleep(1.0)  # rank 1 has registered its callback on the receive by then
@@ -1819,12 +1827,7 @@ def scenario_shutdown_in_callback():
             dist.destroy_process_group(second)
             return (received.sum().item(), threading.get_ident() != main_thread)
 
-        chained = work.get_future().then(abort_and_destroy)
-        if check.expect(wait_done(chained, ABORT_SLACK_S), "the callback that aborted its group never returned"):
-            value, elsewhere = chained.value()
-            print(f"aborted from the receive's callback: {backend.describe()}", flush=True)
-            check.expect(value == 700.0 and elsewhere, f"the callback's value {value}, off the main thread: {elsewhere}")
-            check.expect(backend.describe().endswith(", aborted"), f"describe(): {backend.describe()}")
+        expect_teardown_callback(check, work, abort_and_destroy, 700.0, backend, "aborted", "the receive's")
         store.set("callback/done", "1")
     if rank == 0:
         store.wait(["callback/done"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
