@@ -160,7 +160,8 @@ class ProcessGroupCohort final : public BackendBase {
   // group runs no more operations), before that operation's error reaches its Work. A hook that
   // raises is logged and the others still run. Registering an id again replaces its hook;
   // unregistering an unknown id does nothing. Hooks registered after they ran, or on a group shut
-  // down, never run.
+  // down, never run. A hook may run on the queue thread: one that waits for an operation of this
+  // group waits until that operation's timeout.
   void registerAbortHook(int64_t hook_id, std::function<void()> hook);  // NOLINT
   void unregisterAbortHook(int64_t hook_id);                            // NOLINT
   // The timeout of the operations issued from now on, both Work::wait's and the library's
