@@ -1730,6 +1730,81 @@ def scenario_abort_hooks():
     return check.finish()
 
 
+def scenario_dataloader_workers():
+    """A stock training loop's DataLoader with worker processes forked after the group was made
+    (num_workers=2, the fork start method that Python before 3.14 defaults to, persistent
+    workers): DDP on the cohort backend trains over two epochs fed by the workers, the loss falls
+    and both ranks end with the same parameters as the same run on gloo. Then rank 1 aborts its
+    group while its workers live on: rank 0's next all-reduce fails at once naming rank 1 (the
+    workers, forked while the transport was open, do not keep its liveness token held)."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    gloo = dist.new_group(backend="gloo")
+    features, classes = 16, 4
+    g = torch.Generator().manual_seed(7)
+    x_all = torch.randn(512, features, generator=g)
+    y_all = (x_all @ torch.randn(features, classes, generator=g)).argmax(1)
+
+    class Samples(Dataset):
+        def __len__(self):
+            return len(x_all)
+
+        def __getitem__(self, i):
+            return x_all[i], y_all[i], os.getpid()
+
+    def train(group, epochs=2):
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
+        ddp = DDP(model, process_group=group)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        sampler = DistributedSampler(Samples(), num_replicas=n, rank=rank, shuffle=True, seed=0)
+        loader = DataLoader(Samples(), batch_size=16, sampler=sampler, num_workers=2,
+                            multiprocessing_context="fork", persistent_workers=True)
+        losses, pids = [], set()
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y, pid in loader:
+                loss = torch.nn.functional.cross_entropy(ddp(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                pids.update(int(p) for p in pid)
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        return params, losses, pids, loader
+
+    reference, _, _, gloo_loader = train(gloo)
+    del gloo_loader
+    params, losses, pids, loader = train(None)
+    first, last = sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+    print(f"cohort, fed by DataLoader workers {sorted(pids)}: loss {first:.3f} -> {last:.3f}", flush=True)
+    check.expect(os.getpid() not in pids and len(pids) == 2, f"the batches came from worker processes: {pids}")
+    check.expect(last < first * 0.6, f"the loss did not fall ({first:.3f} -> {last:.3f})")
+    expect_trained_alike(check, dist, gloo, "DDP fed by DataLoader workers", params, reference, atol=1e-4)
+    dist.barrier(group=gloo)
+    if rank == 1:
+        check.expect(not any(exited(p) for p in pids), f"the DataLoader workers {pids} are gone before the abort")
+        cohort.torch.backend_of().abort()
+        store.set("dataloader/aborted", "1")
+        store.wait(["dataloader/checked"], datetime.timedelta(seconds=ABORT_TIMEOUT_S + ABORT_SLACK_S))
+    else:
+        store.wait(["dataloader/aborted"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+        expect_peer_call_fails_naming(check, torch, dist, 1,
+                                      "an all-reduce rank 1 will not make (it aborted; its DataLoader workers live)")
+        store.set("dataloader/checked", "1")
+    del loader
+    return check.finish()
+
+
 def scenario_exit_on_error():
     """Rank 1 raises an unhandled exception while an all-reduce it issued waits for rank 0, which
     makes no call meanwhile. cohort.torch's exit hook aborts the group, so rank 1 exits (code 1, its
@@ -2032,6 +2107,7 @@ SCENARIOS = {
                        lambda: scenario_abort(peer_calls=True, recover=False)),
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
     "abort-hooks": (2, 0, {}, (), scenario_abort_hooks),
+    "dataloader-workers": (2, 0, {}, (), scenario_dataloader_workers),
     "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
@@ -2107,7 +2183,8 @@ def main():
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     if args.workers is not None or args.reducers is not None:
         if absent or args.scenario.startswith(("dead-peer", "abort")) or args.scenario in (
-                "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error", "shutdown-in-callback"):
+                "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error", "shutdown-in-callback",
+                "dataloader-workers"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers
