@@ -52,6 +52,12 @@ PYBIND11_MODULE(_C, m) {
            "hook() runs once when the group gives up: in abort(), or when an operation first "
            "fails or times out (before its error is raised). Registering an id again replaces it.")
       .def("unregister_abort_hook", &ProcessGroupCohort::unregisterAbortHook, py::arg("hook_id"))
+#if !COHORT_TORCH_HAS_ERROR_TYPE
+      // Newer torch binds Backend.get_error() (an ErrorType), which reaches getError.
+      .def("get_error", &ProcessGroupCohort::ErrorTypeName,
+           "\"SUCCESS\" while the group runs; why it gave up: \"TIMEOUT\", \"REMOTE_ERROR\" (a "
+           "peer gone or failed) or \"COMM_ERROR\" (any other failure, or an abort)")
+#endif
       .def(
           "set_timeout",
           [](ProcessGroupCohort& pg, const py::object& timeout) {

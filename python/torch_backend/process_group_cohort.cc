@@ -349,6 +349,50 @@ void ProcessGroupCohort::RunAbortHooks() {
   DropHooks(std::move(hooks));
 }
 
+ProcessGroupCohort::GaveUp ProcessGroupCohort::WhyItGaveUp() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return GaveUp::kCommError;
+  if (first_error_.ok()) return GaveUp::kNo;
+  switch (first_error_.code()) {
+    case StatusCode::kDeadlineExceeded:
+      return GaveUp::kTimeout;
+    case StatusCode::kUnavailable:
+      return GaveUp::kRemoteError;
+    default:
+      return GaveUp::kCommError;
+  }
+}
+
+std::string ProcessGroupCohort::ErrorTypeName() const {
+  switch (WhyItGaveUp()) {
+    case GaveUp::kNo:
+      return "SUCCESS";
+    case GaveUp::kTimeout:
+      return "TIMEOUT";
+    case GaveUp::kRemoteError:
+      return "REMOTE_ERROR";
+    case GaveUp::kCommError:
+      break;
+  }
+  return "COMM_ERROR";
+}
+
+#if COHORT_TORCH_HAS_ERROR_TYPE
+c10d::ErrorType ProcessGroupCohort::getError() {
+  switch (WhyItGaveUp()) {
+    case GaveUp::kNo:
+      return c10d::ErrorType::SUCCESS;
+    case GaveUp::kTimeout:
+      return c10d::ErrorType::TIMEOUT;
+    case GaveUp::kRemoteError:
+      return c10d::ErrorType::REMOTE_ERROR;
+    case GaveUp::kCommError:
+      break;
+  }
+  return c10d::ErrorType::COMM_ERROR;
+}
+#endif
+
 std::string ProcessGroupCohort::Describe() const {
   bool shut_down, aborted;
   {

@@ -164,6 +164,15 @@ class ProcessGroupCohort final : public BackendBase {
   // group waits until that operation's timeout.
   void registerAbortHook(int64_t hook_id, std::function<void()> hook);  // NOLINT
   void unregisterAbortHook(int64_t hook_id);                            // NOLINT
+  // Whether the group gave up, and why, in the terms of torch's c10d::ErrorType: "SUCCESS" while
+  // it runs; once it gave up (see registerAbortHook), "TIMEOUT" when its first failure was a
+  // deadline, "REMOTE_ERROR" when a peer was gone or failed, "COMM_ERROR" for any other failure
+  // and after an abort. torch's Backend.get_error() where it has one (getError, see
+  // torch_compat.h), backend_of(group).get_error() (the name) on older torch.
+  std::string ErrorTypeName() const;
+#if COHORT_TORCH_HAS_ERROR_TYPE
+  c10d::ErrorType getError() override;
+#endif
   // The timeout of the operations issued from now on, both Work::wait's and the library's
   // deadline (Communicator::set_timeout): torch.distributed.set_timeout (torch 2.14; Backend::
   // setTimeout, which this overrides where the base declares it, see torch_compat.h), and
@@ -271,6 +280,9 @@ class ProcessGroupCohort final : public BackendBase {
   // finishes it: here, or on the completion pool.
   void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                 bool complete_future_here);
+  // ErrorTypeName's answer, as c10d::ErrorType's values.
+  enum class GaveUp { kNo, kTimeout, kRemoteError, kCommError };
+  GaveUp WhyItGaveUp() const;
   // Runs the abort hooks, once (see registerAbortHook); never under mu_.
   void RunAbortHooks();
   // Why the queue thread runs no more operations: the group was aborted (kCancelled), or an

@@ -16,6 +16,11 @@
 //   sparse CUDA tensor; 1.13 hands every sparse tensor to allreduce.
 // - Backend::allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced (torch 2.1 on;
 //   2.14 forwards its all_gather_single_coalesced and reduce_scatter_single_coalesced to them).
+// - Backend::getError and c10d::ErrorType (in torch 2.14, not in 2.6; taken here to come with 2.8,
+//   a conservative guess: on a torch that has them earlier the base's SUCCESS answers): where
+//   COHORT_TORCH_HAS_ERROR_TYPE, ProcessGroupCohort::getError overrides it and torch's
+//   Backend.get_error() reaches it; elsewhere the module binds get_error() itself.
+// - Backend::registerAbortHook and unregisterAbortHook (2.14), overridden as shutdown is.
 // Work's API (wait, getFuture, result, finish, mutex_, cv_, completed_, exception_) is the same
 // in both for what CohortWork uses.
 #pragma once
@@ -42,6 +47,12 @@ using BackendBase = c10d::ProcessGroup;
 #else
 #define COHORT_TORCH_HAS_ALLREDUCE_SPARSE 0
 #define COHORT_TORCH_HAS_TENSOR_COALESCED 0
+#endif
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+#define COHORT_TORCH_HAS_ERROR_TYPE 1
+#else
+#define COHORT_TORCH_HAS_ERROR_TYPE 0
 #endif
 
 }  // namespace cohort::torch_backend

@@ -1486,6 +1486,12 @@ def scenario_fork_after_destroy():
     return check.finish()
 
 
+def error_type(backend):
+    """backend.get_error()'s name: torch's ErrorType where torch has one, else the name itself."""
+    error = backend.get_error()
+    return error if isinstance(error, str) else error.name
+
+
 def expect_silent_peer_times_out(check, torch, dist, what):
     """The last rank stays alive but never makes the next all-reduce; the others' fails after the
     group's timeout, FAIL_TIMEOUT_S (`what`: where that timeout came from). Returns check.finish()."""
@@ -1503,6 +1509,9 @@ def expect_silent_peer_times_out(check, torch, dist, what):
     print(f"allreduce failed after {took:.1f} s: {text}", flush=True)
     check.expect(FAIL_TIMEOUT_S - 1 < took < FAIL_TIMEOUT_S + SLACK_S,
                  f"the error took {took:.1f} s, not {what} ({FAIL_TIMEOUT_S} s)")
+    import cohort.torch
+    check.expect(error_type(cohort.torch.backend_of()) == "TIMEOUT",
+                 f"get_error() after the timeout: {error_type(cohort.torch.backend_of())}")
     return check.finish()
 
 
@@ -1664,7 +1673,9 @@ def scenario_abort_hooks():
     makes: the two left ran once, in the order of their ids, before that all-reduce failed, the
     raising one not stopping the other, and not again at a second abort. Rank 0's hook runs when
     its next all-reduce, which rank 1 will not make, fails (before its Work is completed), and not
-    again at a second failure; one registered after that never runs."""
+    again at a second failure; one registered after that never runs. get_error() (torch's
+    Backend.get_error where it has one) says SUCCESS before, COMM_ERROR after the abort, and
+    REMOTE_ERROR on rank 0 after its peer's."""
     import threading
     import torch
     import torch.distributed as dist
@@ -1682,6 +1693,7 @@ def scenario_abort_hooks():
     print(f"hooks registered through {'ProcessGroup' if by_torch else 'backend_of(group)'}", flush=True)
     ran = []
     dist.all_reduce(torch.ones(1000))
+    check.expect(error_type(backend) == "SUCCESS", f"get_error() while the group runs: {error_type(backend)}")
     if rank == 1:
         def raising():
             ran.append(1)
@@ -1707,6 +1719,7 @@ def scenario_abort_hooks():
         check.expect(seen_at_failure == [1, 3], f"hooks that had run when the all-reduce failed: {seen_at_failure}")
         backend.abort()
         check.expect(ran == [1, 3], f"hooks after a second abort: {ran}")
+        check.expect(error_type(backend) == "COMM_ERROR", f"get_error() after the abort: {error_type(backend)}")
         store.set("hooks/aborted", "1")
         return check.finish()
     store.wait(["hooks/aborted"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
@@ -1723,6 +1736,7 @@ def scenario_abort_hooks():
     text = check.expect_raises(pending[0].wait, ["cohort", "worker 1"], "an all-reduce rank 1 will not make (it aborted)")
     print(f"the all-reduce failed: {text}; hooks: {ran}", flush=True)
     check.expect(ran == [("7", False)], f"the hook, and whether the Work was completed when it ran: {ran}")
+    check.expect(error_type(backend) == "REMOTE_ERROR", f"get_error() after rank 1 aborted: {error_type(backend)}")
     register(8, lambda: ran.append("8"))
     check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["cohort", "failed earlier"],
                         "an all-reduce after the first failure")

@@ -38,8 +38,11 @@ fail at once naming it, although its process lives on (its connections reset; on
 liveness token is gone), and the ranks may make a new group (on the same store, say). Abort hooks
 (ProcessGroup.register_abort_hook on torch 2.14, backend_of(group).register_abort_hook(id, fn) on
 every torch) run once, when the group gives up: at an abort, before anything is cancelled, or when
-an operation first fails or times out, before its error is raised. A future's callback may shut
-down, abort or destroy the group it follows.
+an operation first fails or times out, before its error is raised. get_error() (torch's
+Backend.get_error on torch 2.14, an ErrorType; the name on older torch, through backend_of) says
+whether the group gave up and why: SUCCESS, TIMEOUT, REMOTE_ERROR (a peer gone or failed) or
+COMM_ERROR (any other failure, or an abort). A future's callback may shut down, abort or destroy
+the group it follows.
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
