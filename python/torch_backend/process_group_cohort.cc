@@ -46,6 +46,8 @@ constexpr auto kWaitGrace = std::chrono::seconds(5);
 constexpr int kMaxCompletionThreads = 8;
 // Threads that wait for posted sends and receives: one per message in flight, up to this many.
 constexpr int kMaxPointToPointThreads = 64;
+// The point-to-point tag of monitoredBarrier's messages: the last one; users' tags are below it.
+constexpr int kMonitoredBarrierTag = collective::kPointToPointTagLimit - 1;
 
 [[noreturn]] void Fail(const Status& s) { throw std::runtime_error("cohort: " + s.ToString()); }
 
@@ -428,11 +430,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::Enqueue(c10d::OpType type, st
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
     c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
-    std::function<StatusOr<Deferred>()> run, bool overlaps) {
+    std::function<StatusOr<Deferred>()> run, bool overlaps,
+    std::optional<std::chrono::milliseconds> own_timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   TORCH_CHECK(!stopping_, "cohort: ", name, " on a process group that was ",
               aborted_ ? "aborted" : "shut down");
-  const std::chrono::milliseconds timeout(timeout_ms_.load());
+  const std::chrono::milliseconds timeout =
+      own_timeout.value_or(std::chrono::milliseconds(timeout_ms_.load()));
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout);
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
@@ -1176,8 +1180,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::PointToPoint(bool is_send,
   TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "cohort: ", what, ": rank ", peer,
               " is not another rank of this group (size ", getSize(), ", this rank ", getRank(),
               ")");
-  TORCH_CHECK(tag >= 0 && tag < collective::kPointToPointTagLimit, "cohort: ", what, ": tag ", tag,
-              " is outside [0, ", collective::kPointToPointTagLimit, ")");
+  TORCH_CHECK(tag >= 0 && tag < kMonitoredBarrierTag, "cohort: ", what, ": tag ", tag,
+              " is outside [0, ", kMonitoredBarrierTag, ")");
   auto staged =
       std::make_shared<StagedTensor>(tensors[0], what, StagedTensor::kBytes,
                                      is_send ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
@@ -1197,6 +1201,76 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::PointToPoint(bool is_send,
           return Status::Ok();
         });
       });
+}
+
+void ProcessGroupCohort::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  const std::chrono::milliseconds timeout = opts.timeout == c10d::kUnsetTimeout
+                                                ? std::chrono::milliseconds(timeout_ms_.load())
+                                                : opts.timeout;
+  TORCH_CHECK(timeout.count() > 0, "cohort: monitored_barrier: the timeout must be positive (got ",
+              timeout.count(), " ms)");
+  auto work = EnqueueDeferred(
+      c10d::OpType::BARRIER, "monitored_barrier", {},
+      [this, timeout, wait_all_ranks]() -> StatusOr<Deferred> {
+        COHORT_RETURN_IF_ERROR(RunMonitoredBarrier(timeout, wait_all_ranks));
+        return Deferred();
+      },
+      /*overlaps=*/false, timeout);
+  work->wait();  // raises the operation's error
+}
+
+Status ProcessGroupCohort::RunMonitoredBarrier(std::chrono::milliseconds timeout,
+                                               bool wait_all_ranks) {
+  const int rank = getRank();
+  const int size = getSize();
+  const std::string within = " within " + collective::FormatDuration(timeout);
+  int32_t token = 1;
+  if (rank != 0) {
+    COHORT_ASSIGN_OR_RETURN(auto sent,
+                            comm_->Isend(&token, 1, DataType::kI32, 0, kMonitoredBarrierTag));
+    COHORT_RETURN_IF_ERROR(sent.Wait().WithContext("monitored_barrier: telling rank 0"));
+    COHORT_ASSIGN_OR_RETURN(auto ack,
+                            comm_->Irecv(&token, 1, DataType::kI32, 0, kMonitoredBarrierTag));
+    Status acked = ack.Wait();
+    if (acked.ok()) return acked;
+    return Status(acked.code(),
+                  "monitored_barrier: rank " + std::to_string(rank) +
+                      " reached it, but rank 0's acknowledgement did not come" + within +
+                      " (rank 0 names the ranks that did not arrive): " + acked.message());
+  }
+  std::vector<int32_t> tokens(size);
+  std::vector<StatusOr<collective::PointToPointRequest>> arrivals;
+  for (int r = 1; r < size; ++r) {
+    arrivals.push_back(comm_->Irecv(&tokens[r], 1, DataType::kI32, r, kMonitoredBarrierTag));
+  }
+  std::vector<int> missing;
+  Status first;
+  for (int r = 1; r < size; ++r) {
+    auto& arrival = arrivals[r - 1];
+    Status s = arrival.ok() ? arrival->Wait() : arrival.status();
+    if (s.ok()) continue;
+    missing.push_back(r);
+    if (first.ok()) first = s;
+    if (!wait_all_ranks) break;
+  }
+  if (!missing.empty()) {
+    std::string ranks;
+    for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    return Status(first.code(), std::string("monitored_barrier: ") +
+                                    (missing.size() == 1 ? "rank " : "ranks ") + ranks +
+                                    " did not reach it" + within + " (rank " +
+                                    std::to_string(missing[0]) + ": " + first.message() + ")");
+  }
+  std::vector<collective::PointToPointRequest> acks;
+  for (int r = 1; r < size; ++r) {
+    COHORT_ASSIGN_OR_RETURN(auto ack,
+                            comm_->Isend(&token, 1, DataType::kI32, r, kMonitoredBarrierTag));
+    acks.push_back(std::move(ack));
+  }
+  for (auto& ack : acks) {
+    COHORT_RETURN_IF_ERROR(ack.Wait().WithContext("monitored_barrier: acknowledging"));
+  }
+  return Status::Ok();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::send(std::vector<at::Tensor>& tensors,

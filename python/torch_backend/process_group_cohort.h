@@ -61,6 +61,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -245,9 +246,19 @@ class ProcessGroupCohort final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> alltoall(
       std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
       const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  // torch.distributed.monitored_barrier (torch 2.14 takes it to any backend with CPU tensors; on
+  // older torch, which allows it on gloo only, call it on the group: backend_of(group)
+  // .monitored_barrier(timeout)): a barrier that names the ranks that did not reach it. Blocks.
+  // Every rank but 0 sends rank 0 a token and waits for its acknowledgement; rank 0 waits for
+  // every token until `opts.timeout` (the group's when unset), then acknowledges them all. It
+  // raises on rank 0 naming the first rank that did not arrive in time (with `wait_all_ranks`,
+  // every such rank), and on the others naming rank 0 when its acknowledgement did not come within
+  // the timeout (as gloo's, a rank that arrives long before rank 0 may time out too). Runs in
+  // issue order with the other collectives; a failure gives the group up, as any does.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
   // Point-to-point: posted in issue order by the queue thread, then waited for on a thread of
   // their own, so a send and a receive issued in any order on two ranks cannot wait for each
-  // other; tags in [0, 2^20).
+  // other; tags in [0, 2^20 - 1) (the last one carries monitoredBarrier's messages).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -271,10 +282,11 @@ class ProcessGroupCohort final : public BackendBase {
                                          std::vector<at::Tensor> outputs,
                                          std::function<Status()> run);
   // `overlaps`: an overlapped allreduce (see Overlap), whose Deferred is its second half.
-  c10::intrusive_ptr<c10d::Work> EnqueueDeferred(c10d::OpType type, std::string name,
-                                                 std::vector<at::Tensor> outputs,
-                                                 std::function<StatusOr<Deferred>()> run,
-                                                 bool overlaps = false);
+  // `timeout`: the operation's own, instead of the group's.
+  c10::intrusive_ptr<c10d::Work> EnqueueDeferred(
+      c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
+      std::function<StatusOr<Deferred>()> run, bool overlaps = false,
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   void RunQueue();
   // Records the outcome of `work` (the first error poisons the group), completes its future and
   // finishes it: here, or on the completion pool.
@@ -313,6 +325,8 @@ class ProcessGroupCohort final : public BackendBase {
   bool LibraryChecks(const StagedTensor& t) const;
   c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
                                               int tag);
+  // monitoredBarrier's exchange (the queue thread only), under the communicator's timeout.
+  Status RunMonitoredBarrier(std::chrono::milliseconds timeout, bool wait_all_ranks);
 
   struct Op {
     c10::intrusive_ptr<CohortWork> work;

@@ -1819,6 +1819,58 @@ def scenario_dataloader_workers():
     return check.finish()
 
 
+def scenario_monitored_barrier():
+    """torch.distributed.monitored_barrier on the cohort backend (torch 2.14 takes it to any backend
+    with CPU tensors; older torch allows it on gloo only, so there it is called on the group):
+    with every rank it passes; on a second group rank 2 never calls it: rank 0 raises within the
+    timeout naming rank 2, and rank 1 naming rank 0's missing acknowledgement; on a third group
+    only rank 0 calls it, with wait_all_ranks: it raises naming ranks 1 and 2."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    second = dist.new_group(backend="cohort")
+    third = dist.new_group(backend="cohort")
+    short = datetime.timedelta(seconds=3)
+
+    def through_the_group(group=None, timeout=None, wait_all_ranks=False):
+        pg = group or dist.distributed_c10d._get_default_group()
+        return pg.monitored_barrier(timeout or datetime.timedelta(seconds=60), wait_all_ranks=wait_all_ranks)
+
+    try:
+        dist.monitored_barrier()  # the group's timeout
+        barrier, how = dist.monitored_barrier, "torch.distributed.monitored_barrier"
+    except (RuntimeError, ValueError) as e:
+        if "GLOO" not in str(e):
+            raise
+        through_the_group()
+        barrier, how = through_the_group, "the group's monitored_barrier (this torch allows the function on gloo only)"
+    print(f"every rank passed {how}", flush=True)
+
+    def expect_fails(fragments, what, **kwargs):
+        start = time.time()
+        text = check.expect_raises(lambda: barrier(timeout=short, **kwargs), fragments, what)
+        took = time.time() - start
+        print(f"{what}: failed after {took:.1f} s: {text}", flush=True)
+        check.expect(took < short.total_seconds() + SLACK_S, f"{what}: took {took:.1f} s")
+
+    if rank == 0:
+        expect_fails(["monitored_barrier", "rank 2 did not reach it within 3s"], "rank 2 missing", group=second)
+        expect_fails(["monitored_barrier", "ranks 1, 2 did not reach it within 3s"],
+                     "ranks 1 and 2 missing, wait_all_ranks", group=third, wait_all_ranks=True)
+        store.set("monitored/done", "1")
+    elif rank == 1:
+        expect_fails(["monitored_barrier", "rank 1 reached it", "rank 0's acknowledgement"],
+                     "rank 2 missing, seen from rank 1", group=second)
+    if rank != 0:
+        store.wait(["monitored/done"], datetime.timedelta(seconds=60))
+    return check.finish()
+
+
 def scenario_exit_on_error():
     """Rank 1 raises an unhandled exception while an all-reduce it issued waits for rank 0, which
     makes no call meanwhile. cohort.torch's exit hook aborts the group, so rank 1 exits (code 1, its
@@ -2122,6 +2174,7 @@ SCENARIOS = {
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
     "abort-hooks": (2, 0, {}, (), scenario_abort_hooks),
     "dataloader-workers": (2, 0, {}, (), scenario_dataloader_workers),
+    "monitored-barrier": (3, 0, {}, (), scenario_monitored_barrier),
     "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
@@ -2198,7 +2251,7 @@ def main():
     if args.workers is not None or args.reducers is not None:
         if absent or args.scenario.startswith(("dead-peer", "abort")) or args.scenario in (
                 "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error", "shutdown-in-callback",
-                "dataloader-workers"):
+                "dataloader-workers", "monitored-barrier"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers

@@ -42,7 +42,9 @@ an operation first fails or times out, before its error is raised. get_error() (
 Backend.get_error on torch 2.14, an ErrorType; the name on older torch, through backend_of) says
 whether the group gave up and why: SUCCESS, TIMEOUT, REMOTE_ERROR (a peer gone or failed) or
 COMM_ERROR (any other failure, or an abort). A future's callback may shut down, abort or destroy
-the group it follows.
+the group it follows. torch.distributed.monitored_barrier (torch 2.14; on older torch, which
+allows it on gloo only, the group's monitored_barrier(timeout)) names the ranks that did not
+arrive within its timeout.
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
