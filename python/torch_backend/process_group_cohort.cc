@@ -46,6 +46,23 @@ constexpr auto kWaitGrace = std::chrono::seconds(5);
 constexpr int kMaxCompletionThreads = 8;
 // Threads that wait for posted sends and receives: one per message in flight, up to this many.
 constexpr int kMaxPointToPointThreads = 64;
+// Releases the GIL for its lifetime when the calling thread holds it: a thread that waits for the
+// group's threads must not hold what they may need (a Python hook or future callback).
+class GilReleased {
+ public:
+  GilReleased() {
+    if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
+  }
+  ~GilReleased() {
+    if (state_ != nullptr) PyEval_RestoreThread(state_);
+  }
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+
+ private:
+  PyThreadState* state_ = nullptr;
+};
+
 // The point-to-point tag of monitoredBarrier's messages: the last one; users' tags are below it.
 constexpr int kMonitoredBarrierTag = collective::kPointToPointTagLimit - 1;
 
@@ -274,8 +291,7 @@ void ProcessGroupCohort::Shutdown() {
   cv_.notify_all();
   // Queued operations and completion callbacks may need the GIL (Python callbacks on futures):
   // never hold it while waiting for them.
-  std::optional<PyThreadState*> released;
-  if (Py_IsInitialized() && PyGILState_Check()) released = PyEval_SaveThread();
+  GilReleased released;
   if (thread_.joinable()) thread_.join();
   finisher_.reset();        // started allreduces end by their deadline
   point_to_point_.reset();  // posted sends and receives end by their deadline
@@ -295,7 +311,6 @@ void ProcessGroupCohort::Shutdown() {
     hooks.swap(abort_hooks_);
   }
   DropHooks(std::move(hooks));
-  if (released) PyEval_RestoreThread(*released);
 }
 
 void ProcessGroupCohort::Abort() {
@@ -1216,6 +1231,9 @@ void ProcessGroupCohort::monitoredBarrier(const c10d::BarrierOptions& opts, bool
         return Deferred();
       },
       /*overlaps=*/false, timeout);
+  // A failure runs the abort hooks on the queue thread, and Python ones need the GIL: torch's
+  // binding releases it, a caller from C++ that holds it might not.
+  GilReleased released;
   work->wait();  // raises the operation's error
 }
 

@@ -1827,7 +1827,7 @@ def scenario_monitored_barrier():
     only rank 0 calls it, with wait_all_ranks: it raises naming ranks 1 and 2."""
     import torch
     import torch.distributed as dist
-    import cohort.torch  # noqa: F401
+    import cohort.torch
 
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank = dist.get_rank()
@@ -1859,7 +1859,12 @@ def scenario_monitored_barrier():
         check.expect(took < short.total_seconds() + SLACK_S, f"{what}: took {took:.1f} s")
 
     if rank == 0:
+        # The failure runs the group's abort hooks (Python, on the queue thread) while this thread
+        # waits in monitored_barrier: it must not hold the GIL then.
+        hooks = []
+        cohort.torch.backend_of(second).register_abort_hook(1, lambda: hooks.append("ran"))
         expect_fails(["monitored_barrier", "rank 2 did not reach it within 3s"], "rank 2 missing", group=second)
+        check.expect(hooks == ["ran"], f"the abort hook at the failed monitored_barrier: {hooks}")
         expect_fails(["monitored_barrier", "ranks 1, 2 did not reach it within 3s"],
                      "ranks 1 and 2 missing, wait_all_ranks", group=third, wait_all_ranks=True)
         store.set("monitored/done", "1")
