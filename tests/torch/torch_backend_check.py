@@ -1667,8 +1667,9 @@ def recover_after_abort(check, torch, dist, cohort_torch, store):
 
 
 def scenario_abort_hooks():
-    """Abort hooks: torch's ProcessGroup.register_abort_hook where it has one (2.14; it reaches the
-    backend's), else backend_of(group).register_abort_hook. Rank 1 registers three (one raises, one
+    """Abort hooks: the group's register_abort_hook where it has one (torch 2.14's ProcessGroup,
+    which reaches the backend's; under 1.13 the group is the backend), else (2.6)
+    backend_of(group).register_abort_hook. Rank 1 registers three (one raises, one
     it unregisters again), then aborts its group with an all-reduce in flight that rank 0 never
     makes: the two left ran once, in the order of their ids, before that all-reduce failed, the
     raising one not stopping the other, and not again at a second abort. Rank 0's hook runs when
