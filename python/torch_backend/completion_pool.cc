@@ -13,13 +13,27 @@ CompletionPool::~CompletionPool() {
     threads.swap(threads_);
   }
   state_->cv.notify_all();
+  bool on_own_thread = false;
   for (std::thread& t : threads) {
     // Joining the calling thread would wait for itself: it leaves on its own (see the header).
     if (t.get_id() == std::this_thread::get_id()) {
       t.detach();
+      on_own_thread = true;
     } else {
       t.join();
     }
+  }
+  // The others have left, having run what was queued, unless this was the only thread: then the
+  // tasks still queued run here, before their owner goes.
+  while (on_own_thread) {
+    std::function<void()> task;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->tasks.empty()) break;
+      task = std::move(state_->tasks.front());
+      state_->tasks.pop_front();
+    }
+    task();
   }
 }
 

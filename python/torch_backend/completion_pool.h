@@ -6,9 +6,10 @@
 //
 // Thread safety: Submit may be called from any thread. Lifetime: the destructor runs every task
 // submitted before it, then joins the threads. It may also run on one of the pool's own threads (a
-// callback that shuts its process group down, or drops the group's last reference): that thread
-// is not joined but detached: once its task returns it runs what is still queued and leaves,
-// owning what it uses. Its task, and those, must then not touch what the pool's owner has freed.
+// callback that shuts its process group down, or drops the group's last reference): then every
+// other task still runs before it returns, but that thread is not joined, it is detached, and
+// leaves once its own task returns, owning the pool's state. That task must then not touch what
+// the pool's owner has freed.
 #pragma once
 
 #include <condition_variable>
