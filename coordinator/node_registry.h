@@ -55,8 +55,8 @@ class NodeRegistry : public NodeHealth {
   // when it was not READY. The node is READY again only by registering, with a listed key.
   bool EndSession(const std::string& node_id, std::string why);
   // Marks every READY node silent past the timeout LOST (fell silent: NodeRecord::lost_why and
-  // silent_since_ms say so); returns (node id, why) for each. Called
-  // every loop pass: it walks the nodes only once the earliest deadline it knows of has come.
+  // silent_since_ms say so); returns (node id, why) for each. Called every loop pass: it walks
+  // the nodes only once the earliest deadline it knows of has come.
   std::vector<std::pair<std::string, std::string>> CheckLost(int64_t now_ms);
 
   NodeRecord* FindReady(const std::string& node_id);
