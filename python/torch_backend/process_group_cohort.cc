@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "collective/store_bootstrap.h"
 #include "collective/transport/loopback/loopback_transport.h"
@@ -24,13 +25,10 @@ namespace {
 
 // Lets go of hooks that may hold Python callables, whose release needs the interpreter: one that
 // is already finalized (a group destroyed at the process's very end) gets them leaked instead.
-void DropHooks(std::map<int64_t, std::function<void()>>&& hooks) {
-  if (hooks.empty()) return;
-  if (!Py_IsInitialized()) {
-    new std::map<int64_t, std::function<void()>>(std::move(hooks));  // NOLINT: leaked on purpose
-    return;
-  }
-  hooks.clear();
+template <typename Hooks>
+void DropHooks(Hooks&& hooks) {
+  if (Py_IsInitialized()) return;  // `hooks`, the caller's, goes as usual
+  new Hooks(std::move(hooks));     // NOLINT: leaked on purpose
 }
 
 using collective::Algorithm;
@@ -304,13 +302,7 @@ void ProcessGroupCohort::Shutdown() {
   comm.reset();  // tells the reducers this worker is done (unless aborted)
   bootstrap_.reset();
   store_server_.reset();
-  std::map<int64_t, std::function<void()>> hooks;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    abort_hooks_done_ = true;
-    hooks.swap(abort_hooks_);
-  }
-  DropHooks(std::move(hooks));
+  DropHooks(TakeAbortHooks());
 }
 
 void ProcessGroupCohort::Abort() {
@@ -342,19 +334,17 @@ void ProcessGroupCohort::unregisterAbortHook(int64_t hook_id) {
     hook = std::move(it->second);
     abort_hooks_.erase(it);
   }
-  std::map<int64_t, std::function<void()>> dropped;
-  dropped.emplace(hook_id, std::move(hook));
-  DropHooks(std::move(dropped));
+  DropHooks(std::move(hook));
+}
+
+std::map<int64_t, std::function<void()>> ProcessGroupCohort::TakeAbortHooks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  abort_hooks_done_ = true;
+  return std::exchange(abort_hooks_, {});
 }
 
 void ProcessGroupCohort::RunAbortHooks() {
-  std::map<int64_t, std::function<void()>> hooks;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (abort_hooks_done_) return;
-    abort_hooks_done_ = true;
-    hooks.swap(abort_hooks_);
-  }
+  std::map<int64_t, std::function<void()>> hooks = TakeAbortHooks();  // empty once taken
   for (auto& [id, hook] : hooks) {
     try {
       hook();

@@ -295,6 +295,8 @@ class ProcessGroupCohort final : public BackendBase {
   // ErrorTypeName's answer, as c10d::ErrorType's values.
   enum class GaveUp { kNo, kTimeout, kRemoteError, kCommError };
   GaveUp WhyItGaveUp() const;
+  // The abort hooks, taken out for good: none run or are kept after this (Shutdown, RunAbortHooks).
+  std::map<int64_t, std::function<void()>> TakeAbortHooks();
   // Runs the abort hooks, once (see registerAbortHook); never under mu_.
   void RunAbortHooks();
   // Why the queue thread runs no more operations: the group was aborted (kCancelled), or an
