@@ -166,6 +166,9 @@ int cohort_send(cohort_comm_t* comm, const void* data, size_t count, int dtype, 
 
 int cohort_recv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag) {
   if (Status s = CheckArgs("cohort_recv", comm, dtype, COHORT_SUM); !s.ok()) return Report(s);
+  if (peer == COHORT_ANY_WORKER) {
+    return Report(comm->comm->RecvAny(data, count, static_cast<DataType>(dtype), tag, nullptr));
+  }
   return Report(comm->comm->Recv(data, count, static_cast<DataType>(dtype), peer, tag));
 }
 
@@ -179,13 +182,19 @@ int cohort_isend(cohort_comm_t* comm, const void* data, size_t count, int dtype,
 int cohort_irecv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag,
                  cohort_request_t** out) {
   return StartRequest("cohort_irecv", comm, dtype, out, [&] {
+    if (peer == COHORT_ANY_WORKER)
+      return comm->comm->IrecvAny(data, count, static_cast<DataType>(dtype), tag);
     return comm->comm->Irecv(data, count, static_cast<DataType>(dtype), peer, tag);
   });
 }
 
-int cohort_wait(cohort_request_t* request) {
+int cohort_wait(cohort_request_t* request) { return cohort_wait_source(request, nullptr); }
+
+int cohort_wait_source(cohort_request_t* request, int* source) {
+  if (source != nullptr) *source = -1;
   if (request == nullptr) return Report(cohort::InvalidArgument("cohort_wait: request is NULL"));
   const Status s = request->request.Wait();
+  if (s.ok() && source != nullptr) *source = request->request.peer();
   delete request;
   return Report(s);
 }

@@ -106,8 +106,11 @@ int cohort_alltoallv(cohort_comm_t* comm, const void* send, const size_t* send_c
 /* Point-to-point between two workers, tag in [0, 2^20): a receive matches the sends of `peer` with
  * that tag in order. cohort_send/cohort_recv block; cohort_isend/cohort_irecv post and return a
  * request that cohort_wait completes and frees (every request must be waited for before the
- * communicator is destroyed). */
+ * communicator is destroyed). A receive whose peer is COHORT_ANY_WORKER takes the first message
+ * with its tag that another worker sends and no other receive takes; cohort_wait_source waits as
+ * cohort_wait does and stores the sender's rank in *source (-1 when the wait failed first). */
 typedef struct cohort_request cohort_request_t;
+enum { COHORT_ANY_WORKER = -1 };
 int cohort_send(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag);
 int cohort_recv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag);
 int cohort_isend(cohort_comm_t* comm, const void* data, size_t count, int dtype, int peer, int tag,
@@ -115,6 +118,7 @@ int cohort_isend(cohort_comm_t* comm, const void* data, size_t count, int dtype,
 int cohort_irecv(cohort_comm_t* comm, void* data, size_t count, int dtype, int peer, int tag,
                  cohort_request_t** out);
 int cohort_wait(cohort_request_t* request);
+int cohort_wait_source(cohort_request_t* request, int* source);
 /* Runs a reducer from the environment until its workers are gone for good (see cohort-reducer). */
 int cohort_run_reducer_from_env(void);
 /* The message of the last failed call on this thread ("" if none). Valid until the next call. */

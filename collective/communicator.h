@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -234,6 +235,12 @@ class Communicator {
                                       int tag = 0);
   StatusOr<PointToPointRequest> Irecv(void* data, size_t count, DataType type, int peer,
                                       int tag = 0);
+  // A receive from whichever other worker sends `tag` first (point_to_point.h, "any worker"): its
+  // Wait finds the sender, and the request's peer() names it. Transports without Probe (none
+  // that a Communicator is built on) refuse it at Wait.
+  StatusOr<PointToPointRequest> IrecvAny(void* data, size_t count, DataType type, int tag = 0);
+  // Blocking IrecvAny; `*source` (when not null) receives the sender's worker rank.
+  Status RecvAny(void* data, size_t count, DataType type, int tag, int* source);
 
   // Calls made from now on report `ns` (FlightClockNs) as the time they were queued; 0: the time
   // they start. The torch backend sets it to when it queued the operation on its thread.
@@ -294,6 +301,8 @@ class Communicator {
   FlightRecord CallRecord(FlightOp op, uint32_t seq, DataType type, size_t count, int peer) const;
   // `status` with the call named first: "allreduce #12 (4.0 KiB f32, ring): ...".
   static Status NameCall(const FlightRecord& record, const Status& status);
+  // peer kAnyWorker: a receive from any worker (IrecvAny).
+  static constexpr int kAnyWorker = -1;
   StatusOr<PointToPointRequest> PostPointToPoint(bool send, void* data, size_t count, DataType type,
                                                  int peer, int tag);
   // Sets up host_memory_ and across_hosts_ when the workers' placement allows (see
@@ -313,7 +322,9 @@ class Communicator {
   uint32_t flight_comm_id_ = 0;
   int64_t enqueue_ns_ = 0;
   FlightRecording call_;
-  std::atomic<bool> poisoned_{false};       // point-to-point requests set it from any thread
+  std::atomic<bool> poisoned_{false};  // point-to-point requests set it from any thread
+  // Every point-to-point receive is posted under it (point_to_point.h, "any worker").
+  std::mutex posting_mu_;
   std::atomic<bool> cancelled_{false};      // Cancel was called (from any thread)
   std::atomic<int> pending_allreduces_{0};  // started by StartAllreduce, not yet finished
   // Wire compression's narrow copies of the Reduction Server's chunks: one per all-reduce that may

@@ -186,7 +186,12 @@ StatusOr<PointToPointRequest> Communicator::PostPointToPoint(bool send, void* da
   o.num_workers = world_size_;
   o.deadline = SteadyClock::now() + options_.timeout;
   // Bad arguments are refused before anything is posted and leave the communicator usable.
-  StatusOr<PointToPointRequest> r = send ? PostSend(*transport_, o) : PostRecv(*transport_, o);
+  StatusOr<PointToPointRequest> r = [&]() -> StatusOr<PointToPointRequest> {
+    if (send) return PostSend(*transport_, o);
+    if (peer == kAnyWorker) return PostRecvAny(*transport_, o, &posting_mu_);
+    std::lock_guard<std::mutex> lock(posting_mu_);
+    return PostRecv(*transport_, o);
+  }();
   if (!r.ok()) {
     if (r.status().code() != StatusCode::kInvalidArgument) poisoned_ = true;
     return r.status();
@@ -207,6 +212,18 @@ StatusOr<PointToPointRequest> Communicator::Isend(const void* data, size_t count
 StatusOr<PointToPointRequest> Communicator::Irecv(void* data, size_t count, DataType type, int peer,
                                                   int tag) {
   return PostPointToPoint(false, data, count, type, peer, tag);
+}
+
+StatusOr<PointToPointRequest> Communicator::IrecvAny(void* data, size_t count, DataType type,
+                                                     int tag) {
+  return PostPointToPoint(false, data, count, type, kAnyWorker, tag);
+}
+
+Status Communicator::RecvAny(void* data, size_t count, DataType type, int tag, int* source) {
+  COHORT_ASSIGN_OR_RETURN(PointToPointRequest r, IrecvAny(data, count, type, tag));
+  COHORT_RETURN_IF_ERROR(r.Wait());
+  if (source != nullptr) *source = r.peer();
+  return Status::Ok();
 }
 
 Status Communicator::Send(const void* data, size_t count, DataType type, int peer, int tag) {

@@ -57,27 +57,32 @@ StatusOr<PointToPointRequest> PointToPointRequest::Post(Transport& transport,
     r.expected_ = PointToPointHeader(options);
     r.header_ = std::make_unique<CallHeader>();
   }
+  COHORT_RETURN_IF_ERROR(r.PostMessages(transport, options));
+  return r;
+}
+
+Status PointToPointRequest::PostMessages(Transport& transport, const PointToPointOptions& options) {
   // One message of the request, sent or received as the request is.
   const uint32_t tag = static_cast<uint32_t>(options.tag);
   auto post = [&](uint32_t step, void* data, size_t bytes) {
-    return send ? transport.Isend(options.peer, MakeTag(tag, step), ConstBytes{data, bytes})
-                : transport.Irecv(options.peer, MakeTag(tag, step), MutableBytes{data, bytes});
+    return send_ ? transport.Isend(peer_, MakeTag(tag, step), ConstBytes{data, bytes})
+                 : transport.Irecv(peer_, MakeTag(tag, step), MutableBytes{data, bytes});
   };
-  COHORT_ASSIGN_OR_RETURN(r.header_request_,
-                          post(kPointToPointHeaderStep, r.header_.get(), sizeof(CallHeader)));
-  r.has_data_ = options.count > 0;
-  if (r.has_data_) {
+  COHORT_ASSIGN_OR_RETURN(header_request_,
+                          post(kPointToPointHeaderStep, header_.get(), sizeof(CallHeader)));
+  has_data_ = options.count > 0;
+  if (has_data_) {
     StatusOr<Request> data =
         post(kPointToPointDataStep, options.data, options.count * DataTypeSize(options.type));
     if (data.ok()) {
-      r.data_request_ = std::move(*data);
-    } else if (send) {
+      data_request_ = std::move(*data);
+    } else if (send_) {
       return data.status();
     } else {
-      r.data_post_error_ = data.status();
+      data_post_error_ = data.status();
     }
   }
-  return r;
+  return Status::Ok();
 }
 
 StatusOr<PointToPointRequest> PostSend(Transport& transport, const PointToPointOptions& options) {
@@ -86,6 +91,52 @@ StatusOr<PointToPointRequest> PostSend(Transport& transport, const PointToPointO
 
 StatusOr<PointToPointRequest> PostRecv(Transport& transport, const PointToPointOptions& options) {
   return PointToPointRequest::Post(transport, options, false);
+}
+
+StatusOr<PointToPointRequest> PostRecvAny(Transport& transport, const PointToPointOptions& options,
+                                          std::mutex* posting) {
+  if (options.num_workers < 2) {
+    return InvalidArgument("recv from any worker: there is no other worker (" +
+                           std::to_string(options.num_workers) + " in all)");
+  }
+  PointToPointOptions checked = options;
+  // Any other worker will do for the checks.
+  checked.peer = transport.rank() == 0 ? 1 : 0;
+  COHORT_RETURN_IF_ERROR(CheckPointToPoint(transport, checked, "recv from any worker"));
+  PointToPointRequest r;
+  r.deadline_ = options.deadline;
+  r.expected_ = PointToPointHeader(options);
+  r.header_ = std::make_unique<CallHeader>();
+  r.any_source_ = std::make_unique<PointToPointOptions>(options);
+  r.transport_ = &transport;
+  r.posting_ = posting;
+  return r;
+}
+
+Status PointToPointRequest::FindSender() {
+  const PointToPointOptions& o = *any_source_;
+  const Tag header_tag = MakeTag(static_cast<uint32_t>(o.tag), kPointToPointHeaderStep);
+  const std::string what = "recv from any worker with tag " + std::to_string(o.tag);
+  while (true) {
+    const StatusOr<int> waiting = transport_->Probe(header_tag, deadline_);
+    COHORT_RETURN_IF_ERROR(waiting.status().WithContext(what));
+    std::lock_guard<std::mutex> lock(*posting_);
+    // Under the lock no other receive is posted: the message found now is the one posted next.
+    // A receive posted since the first look may have taken that one: then wait for the next.
+    StatusOr<int> found = transport_->Probe(header_tag, SteadyClock::now());
+    if (!found.ok() && found.status().code() == StatusCode::kDeadlineExceeded &&
+        SteadyClock::now() < deadline_) {
+      continue;
+    }
+    COHORT_RETURN_IF_ERROR(found.status().WithContext(what));
+    if (*found < 0 || *found >= o.num_workers || *found == transport_->rank()) {
+      return DataLoss(what + ": a message with its tag came from rank " + std::to_string(*found) +
+                      ", which is not another worker");
+    }
+    peer_ = *found;
+    const std::unique_ptr<PointToPointOptions> options = std::move(any_source_);
+    return PostMessages(*transport_, *options);
+  }
 }
 
 Status PointToPointRequest::Wait() {
@@ -100,6 +151,7 @@ Status PointToPointRequest::Wait() {
 }
 
 Status PointToPointRequest::WaitOnce() {
+  if (any_source_ != nullptr) COHORT_RETURN_IF_ERROR(FindSender());
   const std::string what = std::string(send_ ? "send to " : "recv from ") + WorkerName(peer_);
   COHORT_RETURN_IF_ERROR(header_request_.Wait(deadline_).WithContext(what));
   if (!send_) {

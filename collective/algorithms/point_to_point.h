@@ -6,10 +6,20 @@
 // A message is a call header (kind send, type, count, tag) and the data in one transport message
 // (the transport moves large ones without copies); the receiver checks the header first, so one
 // that expects another count or type gets kInvalidArgument naming the sender.
+//
+// A receive from any worker (PostRecvAny) posts nothing at first: its Wait waits for a message
+// header with its tag that no posted receive has taken (Transport::Probe), then receives that
+// worker's message as a receive from it would, and names the worker (peer()). The caller posts
+// every receive on the transport under one lock (`posting`, the Communicator's), which the Wait
+// takes from its second look at the header until both of its receives are posted: no receive
+// posted meanwhile can take the header, or the data, of the message it found. A receive from a
+// named worker posted while one from any worker waits may take that worker's next message first;
+// the one from any worker then takes the next one that comes, from whichever worker.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "collective/algorithms/collective_call.h"
 #include "common/flight_recorder.h"
@@ -43,6 +53,8 @@ class PointToPointRequest {
   // becomes true.
   Status Wait();
   bool valid() const { return header_ != nullptr; }
+  // The worker at the other end; for a receive from any worker, -1 until its Wait found one.
+  int peer() const { return peer_; }
   // Set by the Communicator: marks it poisoned when Wait fails.
   void set_poison_on_error(std::atomic<bool>* flag) { poison_on_error_ = flag; }
   // Set by the Communicator: the request's flight-recorder entry, which Wait ends (destroyed
@@ -52,13 +64,23 @@ class PointToPointRequest {
  private:
   friend StatusOr<PointToPointRequest> PostSend(Transport&, const PointToPointOptions&);
   friend StatusOr<PointToPointRequest> PostRecv(Transport&, const PointToPointOptions&);
+  friend StatusOr<PointToPointRequest> PostRecvAny(Transport&, const PointToPointOptions&,
+                                                   std::mutex*);
   // PostSend (send) or PostRecv.
   static StatusOr<PointToPointRequest> Post(Transport& transport,
                                             const PointToPointOptions& options, bool send);
+  // Posts the header's and the data's messages to or from options.peer.
+  Status PostMessages(Transport& transport, const PointToPointOptions& options);
+  // A receive from any worker: finds the worker whose message waits and posts its receive.
+  Status FindSender();
   Status WaitOnce();
 
   bool send_ = false;
   int peer_ = -1;
+  // A receive from any worker until FindSender posted it: what to post, where, under which lock.
+  std::unique_ptr<PointToPointOptions> any_source_;
+  Transport* transport_ = nullptr;
+  std::mutex* posting_ = nullptr;
   Deadline deadline_{};
   CallHeader expected_;                 // receive: what this worker expects
   std::unique_ptr<CallHeader> header_;  // send: this worker's; receive: the sender's (posted)
@@ -78,5 +100,10 @@ class PointToPointRequest {
 // for a peer that is not another worker or a tag out of range.
 StatusOr<PointToPointRequest> PostSend(Transport& transport, const PointToPointOptions& options);
 StatusOr<PointToPointRequest> PostRecv(Transport& transport, const PointToPointOptions& options);
+// A receive from any other worker (options.peer is ignored); `posting` is the lock under which
+// every receive on `transport` is posted (see above), and must outlive the request. The transport
+// must have Probe.
+StatusOr<PointToPointRequest> PostRecvAny(Transport& transport, const PointToPointOptions& options,
+                                          std::mutex* posting);
 
 }  // namespace cohort::collective

@@ -39,6 +39,10 @@ class FaultyTransport final : public Transport {
   int gone_peer() const override { return base_.gone_peer(); }
   void Cancel() override { base_.Cancel(); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
+  StatusOr<int> Probe(Tag tag, Deadline deadline) override {
+    if (dead_.load()) return Unavailable("faulty transport: this rank is dead");
+    return base_.Probe(tag, deadline);
+  }
   bool dead() const { return dead_.load(); }
 
  private:

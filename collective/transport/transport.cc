@@ -19,6 +19,10 @@ Status Request::Wait(Deadline deadline) {
   return s;
 }
 
+StatusOr<int> Transport::Probe(Tag /*tag*/, Deadline /*deadline*/) {
+  return FailedPrecondition(name() + " transport cannot wait for a message from any peer");
+}
+
 bool Request::Poll(Deadline deadline) {
   if (done_ || state_ == nullptr) return true;
   return state_->Poll(deadline);

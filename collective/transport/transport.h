@@ -101,6 +101,14 @@ class Transport {
   virtual StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) {
     return Isend(peer, tag, data);
   }
+  // Waits until a message with `tag` has arrived from some peer that no posted receive has taken,
+  // and returns that peer without receiving the message: an Irecv(peer, tag) posted next, before
+  // any other receive with `tag`, takes it. For receives from any peer (point_to_point.h). When
+  // several peers' messages wait, which one is returned is the transport's choice. Fails with
+  // kDeadlineExceeded when none came by `deadline`, and as Irecv is refused once this transport
+  // is poisoned, cancelled or a peer is gone (a message already here is still returned). The
+  // default refuses (kFailedPrecondition): only transports that can find such a message have it.
+  virtual StatusOr<int> Probe(Tag tag, Deadline deadline);
   // A peer this transport knows to be gone (the first, by rank), or -1.
   virtual int gone_peer() const { return -1; }
   // Gives up on everything this rank has posted or will post: waits in progress on any thread

@@ -112,7 +112,8 @@ def _load():
                 ("cohort_recv", [p, p, size, i, i, i]),
                 ("cohort_isend", [p, p, size, i, i, i, ctypes.POINTER(p)]),
                 ("cohort_irecv", [p, p, size, i, i, i, ctypes.POINTER(p)]),
-                ("cohort_wait", [p])):
+                ("cohort_wait", [p]),
+                ("cohort_wait_source", [p, ctypes.POINTER(i)])):
             fn = getattr(lib, name)
             fn.argtypes = args
             fn.restype = ctypes.c_int
@@ -167,19 +168,31 @@ def _dtype_code(array, dtype, what, writable=False):
                      "uint16 with dtype='bf16')")
 
 
+ANY_WORKER = -1  # cohort_collective.h's COHORT_ANY_WORKER
+
+
+def _peer(peer):
+    """A receive's peer for the C API: None means any worker."""
+    return ANY_WORKER if peer is None else peer
+
+
 class Request:
     """A posted isend/irecv: wait() completes it (raising CollectiveError on failure) and returns
-    the array. Wait for every request before closing the communicator."""
+    the array; then `source` is the worker at the other end (for a receive from any worker, the
+    one that sent it; None until then). Wait for every request before closing the communicator."""
 
     def __init__(self, handle, array):
         self._handle = handle
         self._array = array  # kept alive while the transport uses it
+        self.source = None
 
     def wait(self):
         if self._handle is None:
             raise CollectiveError(INVALID_ARGUMENT, "the request was already waited for")
         handle, self._handle = self._handle, None
-        _check(_library().cohort_wait(handle))
+        source = ctypes.c_int(-1)
+        _check(_library().cohort_wait_source(handle, ctypes.byref(source)))
+        self.source = source.value
         return self._array
 
 
@@ -312,9 +325,10 @@ class Communicator:
 
     def recv(self, array, peer, tag=0, dtype=None):
         """Receives into `array` from worker `peer` what it sent with `tag` (same size and dtype);
-        returns `array`."""
+        returns `array`. `peer` None: from whichever worker sends with `tag` first (irecv's
+        Request names it)."""
         code = _dtype_code(array, dtype, "recv", writable=True)
-        _check(_library().cohort_recv(self._live(), _ptr(array), array.size, code, peer, tag))
+        _check(_library().cohort_recv(self._live(), _ptr(array), array.size, code, _peer(peer), tag))
         return array
 
     def isend(self, array, peer, tag=0, dtype=None):
@@ -325,10 +339,12 @@ class Communicator:
         return Request(handle, array)
 
     def irecv(self, array, peer, tag=0, dtype=None):
-        """Posts a receive into `array` and returns a Request; wait() returns the array."""
+        """Posts a receive into `array` and returns a Request; wait() returns the array. `peer`
+        None: from any worker, named by the Request's `source` once it is waited for."""
         code = _dtype_code(array, dtype, "irecv", writable=True)
         handle = ctypes.c_void_p()
-        _check(_library().cohort_irecv(self._live(), _ptr(array), array.size, code, peer, tag, ctypes.byref(handle)))
+        _check(_library().cohort_irecv(self._live(), _ptr(array), array.size, code, _peer(peer), tag,
+                                       ctypes.byref(handle)))
         return Request(handle, array)
 
     def _output(self, out, like, size, what):

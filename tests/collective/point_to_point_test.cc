@@ -194,6 +194,134 @@ TEST(PointToPointTest, DeadOrSilentPeerFailsInTime) {
   EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
 }
 
+// Receives from any worker: every worker's messages on one tag reach worker 0 in each sender's
+// order, each named by its sender; a receive from a named worker posted meanwhile keeps its
+// message; tags stay apart.
+TEST(PointToPointTest, ReceiveFromAnyWorkerNamesTheSender) {
+  constexpr int kWorkers = 4;
+  constexpr int kEach = 3;
+  std::vector<std::string> failures;
+  RunJob(
+      kWorkers, 0, milliseconds(30000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        const int me = comm.rank();
+        if (me != 0) {
+          for (int k = 0; k < kEach; ++k) {
+            std::vector<int64_t> v(1001, me * 100 + k);
+            if (Status s = comm.Send(v.data(), v.size(), DataType::kI64, 0, 5); !s.ok())
+              return f->push_back(s.ToString());
+          }
+          const int32_t x = me;
+          if (me <= 2) {
+            if (Status s = comm.Send(&x, 1, DataType::kI32, 0, 6); !s.ok())
+              f->push_back(s.ToString());
+          }
+          return;
+        }
+        std::map<int, std::vector<int64_t>> seen;  // sender: its values, in arrival order
+        for (int i = 0; i < (kWorkers - 1) * kEach; ++i) {
+          std::vector<int64_t> v(1001, -1);
+          int source = -1;
+          Status s = comm.RecvAny(v.data(), v.size(), DataType::kI64, 5, &source);
+          if (!s.ok()) return f->push_back("recv " + std::to_string(i) + ": " + s.ToString());
+          if (source < 1 || source >= kWorkers) return f->push_back("bad source");
+          seen[source].push_back(v[0]);
+          if (v.back() != v[0]) f->push_back("recv " + std::to_string(i) + ": torn message");
+        }
+        for (int w = 1; w < kWorkers; ++w) {
+          std::vector<int64_t> want;
+          for (int k = 0; k < kEach; ++k) want.push_back(w * 100 + k);
+          if (seen[w] != want) f->push_back("worker " + std::to_string(w) + ": out of order");
+        }
+        // Tag 6: a receive from any worker posted first, then one from worker 2: worker 2's
+        // message goes to the named receive, the other to the one from any worker.
+        int32_t any = -1, named = -1;
+        auto from_any = comm.IrecvAny(&any, 1, DataType::kI32, 6);
+        auto from_two = comm.Irecv(&named, 1, DataType::kI32, 2, 6);
+        if (!from_any.ok() || !from_two.ok()) return f->push_back("tag 6: post failed");
+        Status s = from_two->Wait();
+        if (s.ok()) s = from_any->Wait();
+        if (!s.ok() || named != 2 || any != 1 || from_any->peer() != 1 || from_two->peer() != 2) {
+          f->push_back("tag 6: " + s.ToString() + " named " + std::to_string(named) + " any " +
+                       std::to_string(any) + " from " + std::to_string(from_any->peer()));
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// A receive from any worker when none sends: kDeadlineExceeded by the deadline; when one sends
+// another count: kInvalidArgument naming it; when a worker dies: kUnavailable naming it.
+TEST(PointToPointTest, ReceiveFromAnyWorkerFailsInTimeAndNamesAMismatchedSender) {
+  constexpr auto kTimeout = milliseconds(800);
+  std::vector<std::string> failures;
+  RunJob(
+      3, 0, kTimeout,
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        float v[4] = {};
+        if (comm.rank() == 2) {
+          // The receiver refuses the message: the send times out (loopback is rendezvous).
+          (void)comm.Send(v, 4, DataType::kF32, 0, 2);
+          return;
+        }
+        if (comm.rank() != 0) return;
+        const auto start = SteadyClock::now();
+        Status s = comm.RecvAny(v, 1, DataType::kF32, 1, nullptr);
+        if (s.code() != StatusCode::kDeadlineExceeded ||
+            s.message().find("any worker with tag 1") == std::string::npos) {
+          f->push_back("silent: " + s.ToString());
+        }
+        if (SteadyClock::now() - start > kTimeout + milliseconds(2000))
+          f->push_back("silent: took too long");
+        if (SteadyClock::now() - start < kTimeout - milliseconds(50))
+          f->push_back("silent: gave up early");
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << "silent: " << f;
+
+  failures.clear();
+  RunJob(
+      3, 0, milliseconds(5000),
+      [&](Communicator& comm, std::vector<std::string>* f) {
+        float v[4] = {};
+        if (comm.rank() == 2) {
+          (void)comm.Send(v, 4, DataType::kF32, 0, 2);
+          return;
+        }
+        if (comm.rank() != 0) return;
+        int source = -1;
+        Status s = comm.RecvAny(v, 3, DataType::kF32, 2, &source);
+        if (s.code() != StatusCode::kInvalidArgument ||
+            s.message().find("worker 2 sent 4 f32") == std::string::npos || source != -1) {
+          f->push_back("mismatch: " + s.ToString());
+        }
+      },
+      &failures);
+  for (const auto& f : failures) ADD_FAILURE() << f;
+
+  LoopbackFabric fabric(3);
+  auto t0 = fabric.CreateTransport(0);
+  std::mutex posting;
+  PointToPointOptions o;
+  float v = 0;
+  o.count = 1;
+  o.data = &v;
+  o.num_workers = 3;
+  o.deadline = DeadlineAfter(milliseconds(5000));
+  auto r = PostRecvAny(*t0, o, &posting);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    fabric.Kill(2);
+  });
+  const auto start = SteadyClock::now();
+  Status s = r->Wait();
+  killer.join();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("peer 2 is gone"), std::string::npos) << s.ToString();
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+}
+
 // kProduct: the kernel on every type, then through the ring, halving-doubling, the Reduction
 // Server, reduce-scatter and reduce, exact (the inputs are powers of two) and bit-identical on
 // every worker.

@@ -3,8 +3,8 @@
 
 Starts Python worker processes with the environment an agent injects (COHORT_BOOTSTRAP_ADDR, RANK,
 WORLD_SIZE; no reducers), on 127.0.0.1. Every worker runs broadcast, allgather, reduce_scatter,
-reduce, gather, scatter, alltoall, alltoallv, barrier, send/recv and isend/irecv on numpy arrays
-of every dtype and checks each result against numpy computed here (exact: the inputs are small
+reduce, gather, scatter, alltoall, alltoallv, barrier, send/recv and isend/irecv (from a named
+worker and from any) on numpy arrays of every dtype and checks each result against numpy computed here (exact: the inputs are small
 integers, or powers of two for the product), then checks that arrays of the wrong size are refused
 and that a worker whose receive disagrees with the sender is told which worker sent what, and that
 cancel() from another thread ends a receive nobody answers. Exit 0 when every worker did.
@@ -99,6 +99,25 @@ def worker_main():
             comm.send(token, right, tag=4)
         if rank == 0 and token[0] != n - 1:
             failures.append(f"token round the ring came back as {token[0]}")
+        # Receives from any worker: worker 0 takes every other worker's message on tag 5, each
+        # named by its request, and one more with the blocking recv.
+        if rank == 0:
+            senders = []
+            for _ in range(n - 1):
+                box = np.empty(3, dtype=np.int32)
+                req = comm.irecv(box, None, tag=5)
+                req.wait()
+                senders.append(req.source)
+                expect(f"irecv from any worker (from {req.source})", box,
+                       np.full(3, req.source * 7, dtype=np.int32))
+            if sorted(senders) != list(range(1, n)):
+                failures.append(f"irecv from any worker: the senders were {senders}")
+            box = comm.recv(np.empty(3, dtype=np.int32), None, tag=6)
+            expect("recv from any worker", box, np.full(3, 7 * (n - 1), dtype=np.int32))
+        else:
+            comm.send(np.full(3, rank * 7, dtype=np.int32), 0, tag=5)
+            if rank == n - 1:
+                comm.send(np.full(3, rank * 7, dtype=np.int32), 0, tag=6)
         comm.barrier()
         # Sizes that do not fit are refused before anything is sent.
         for call, why in ((lambda: comm.reduce_scatter(np.zeros(n * 2 + 1, dtype=np.float32)), "equal blocks"),

@@ -34,6 +34,7 @@ class ForwardingTransport : public Transport {
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
     return base_.Irecv(peer, tag, data);
   }
+  StatusOr<int> Probe(Tag tag, Deadline deadline) override { return base_.Probe(tag, deadline); }
   int gone_peer() const override { return base_.gone_peer(); }
   void Cancel() override { base_.Cancel(); }
 

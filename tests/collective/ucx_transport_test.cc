@@ -141,6 +141,95 @@ TEST_P(UcxTransportTest, MessagesAroundTheEagerLimitArriveIntact) {
   }
 }
 
+// Probe over a real UCX worker, three ranks: rank 0 finds the messages that ranks 1 and 2 sent
+// with one tag (an eager one and a rendezvous one each), whichever came first, and receives each
+// from the rank it named; a tag nobody sent finds nothing by the deadline; a message a posted
+// receive has taken is not found again.
+TEST_P(UcxTransportTest, ProbeFindsUnreceivedMessagesFromAnyPeer) {
+  ScopedTls tls(GetParam());
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  const size_t sizes[] = {16, 4 * options.eager_limit_bytes};
+  const Tag kTag = MakeTag(4, 1), kClaimed = MakeTag(4, 2), kDone = MakeTag(5, 0);
+  const Deadline deadline = DeadlineAfter(milliseconds(20000));
+  InMemoryBootstrap bootstrap;
+  Status status[3];
+  std::vector<std::string> failures;
+  std::thread senders[2];
+  for (int rank : {1, 2}) {
+    senders[rank - 1] = std::thread([&, rank] {
+      auto t = UcxTransport::Create(bootstrap, rank, 3, options);
+      if (!t.ok()) {
+        status[rank] = t.status();
+        return;
+      }
+      std::vector<std::vector<char>> payloads;
+      for (size_t k = 0; k < 2; ++k) payloads.push_back(Pattern(sizes[k], rank * 10 + k));
+      std::vector<Request> sends;
+      for (size_t k = 0; k < 2; ++k) {
+        auto r = (*t)->Isend(0, kTag, ConstBytes{payloads[k].data(), sizes[k]});
+        if (!r.ok()) {
+          status[rank] = r.status();
+          return;
+        }
+        sends.push_back(std::move(*r));
+      }
+      char one = 1;
+      auto claimed = (*t)->Isend(0, kClaimed, ConstBytes{&one, 1});
+      if (claimed.ok()) sends.push_back(std::move(*claimed));
+      for (auto& r : sends) {
+        if (status[rank] = r.Wait(deadline); !status[rank].ok()) return;
+      }
+      char done = 0;
+      auto r = (*t)->Irecv(0, kDone, MutableBytes{&done, 1});
+      status[rank] = r.ok() ? r->Wait(deadline) : r.status();
+    });
+  }
+  {
+    auto created = UcxTransport::Create(bootstrap, 0, 3, options);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    UcxTransport& t = **created;
+    // Rank 1's one-byte kClaimed message: received by a receive posted before it came.
+    char claimed = 0;
+    auto claim = t.Irecv(1, kClaimed, MutableBytes{&claimed, 1});
+    ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+    size_t next[3] = {0, 0, 0};
+    for (int i = 0; i < 4; ++i) {
+      StatusOr<int> peer = t.Probe(kTag, deadline);
+      ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+      ASSERT_TRUE(*peer == 1 || *peer == 2) << *peer;
+      ASSERT_LT(next[*peer], 2u) << "rank " << *peer << " found a third time";
+      const size_t k = next[*peer]++;
+      std::vector<char> got(sizes[k]);
+      auto r = t.Irecv(*peer, kTag, MutableBytes{got.data(), got.size()});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_TRUE(r->Wait(deadline).ok());
+      EXPECT_TRUE(got == Pattern(sizes[k], *peer * 10 + k))
+          << "message " << k << " of rank " << *peer << " differs";
+    }
+    ASSERT_TRUE(claim->Wait(deadline).ok());
+    EXPECT_EQ(claimed, 1);
+    // Rank 2's kClaimed message is found; rank 1's was taken by the receive above.
+    StatusOr<int> peer = t.Probe(kClaimed, deadline);
+    EXPECT_TRUE(peer.ok() && *peer == 2) << peer.status().ToString();
+    char other = 0;
+    auto r = t.Irecv(2, kClaimed, MutableBytes{&other, 1});
+    ASSERT_TRUE(r.ok() && r->Wait(deadline).ok());
+    const auto start = SteadyClock::now();
+    StatusOr<int> none = t.Probe(kClaimed, DeadlineAfter(milliseconds(200)));
+    EXPECT_EQ(none.status().code(), StatusCode::kDeadlineExceeded) << none.status().ToString();
+    EXPECT_GE(SteadyClock::now() - start, milliseconds(190));
+    const char done = 1;
+    for (int rank : {1, 2}) {
+      auto d = t.Isend(rank, kDone, ConstBytes{&done, 1});
+      ASSERT_TRUE(d.ok() && d->Wait(deadline).ok());
+    }
+    for (auto& thread : senders) thread.join();
+  }
+  EXPECT_TRUE(status[1].ok()) << status[1].ToString();
+  EXPECT_TRUE(status[2].ok()) << status[2].ToString();
+}
+
 // Cancel from another thread ends rank 0's wait in progress with kCancelled: a receive its peer
 // never sends to, and (on a fresh pair, over tcp) a rendezvous send its peer never receives,
 // abandoned. Their deadlines are a minute away, so a wait that ran to one would say

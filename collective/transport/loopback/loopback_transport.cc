@@ -1,5 +1,6 @@
 #include "collective/transport/loopback/loopback_transport.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -57,6 +58,9 @@ class LoopbackTransport final : public Transport {
   void Cancel() override { fabric_->Cancel(rank_); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
     return fabric_->Post(rank_, peer, tag, false, nullptr, data.data, data.size);
+  }
+  StatusOr<int> Probe(Tag tag, Deadline deadline) override {
+    return fabric_->Probe(rank_, tag, deadline);
   }
 
  private:
@@ -171,6 +175,7 @@ StatusOr<Request> LoopbackFabric::Post(int self, int peer, Tag tag, bool is_send
     } else {
       op->queued = true;
       (is_send ? sends_ : recvs_)[key].push_back(op);
+      if (is_send && probers_ > 0) cv_.notify_all();
     }
   }
   if (match) {
@@ -181,6 +186,39 @@ StatusOr<Request> LoopbackFabric::Post(int self, int peer, Tag tag, bool is_send
     }
   }
   return Request(std::make_unique<LoopbackRequest>(this, op));
+}
+
+StatusOr<int> LoopbackFabric::Probe(int self, Tag tag, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++probers_;
+  StatusOr<int> found = DeadlineExceeded("loopback: receive from any rank timed out");
+  while (true) {
+    // A send waiting in sends_ has not been taken by a receive (a posted one would have matched).
+    int peer = -1;
+    for (int r = 0; r < size_ && peer < 0; ++r) {
+      const auto it = sends_.find(Key{r, self, tag});
+      if (it != sends_.end() && !it->second.empty()) peer = r;
+    }
+    const auto dead = std::find(dead_.begin(), dead_.end(), true);
+    if (peer >= 0) {
+      found = peer;
+    } else if (cancelled_[self]) {
+      found = Cancelled("loopback: the transport was cancelled");
+    } else if (dead_[self]) {
+      found = Unavailable("this rank was killed");
+    } else if (dead != dead_.end()) {
+      poisoned_[self] = true;
+      found = Unavailable("peer " + std::to_string(dead - dead_.begin()) + " is gone");
+    } else if (poisoned_[self]) {
+      found = Aborted("loopback transport is poisoned by an earlier error");
+    } else if (SteadyClock::now() < deadline) {
+      cv_.wait_until(lock, deadline);
+      continue;
+    }
+    break;
+  }
+  --probers_;
+  return found;
 }
 
 void LoopbackFabric::Complete(const std::shared_ptr<Op>& send, const std::shared_ptr<Op>& recv) {

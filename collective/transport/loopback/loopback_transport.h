@@ -59,6 +59,8 @@ class LoopbackFabric {
   // `notice`: a send that a poisoned rank still makes while `peer` lives (IsendNotice).
   StatusOr<Request> Post(int self, int peer, Tag tag, bool is_send, const void* src, void* dst,
                          size_t size, bool notice = false);
+  // Transport::Probe for `self`: the lowest rank whose send with `tag` to `self` waits unmatched.
+  StatusOr<int> Probe(int self, Tag tag, Deadline deadline);
   bool PollOp(const std::shared_ptr<Op>& op, Deadline deadline);
   Status WaitOp(const std::shared_ptr<Op>& op, Deadline deadline);
   void CancelOp(const std::shared_ptr<Op>& op);
@@ -78,6 +80,7 @@ class LoopbackFabric {
   std::vector<bool> dead_;                                // guarded by mu_
   std::vector<bool> poisoned_;                            // guarded by mu_
   std::vector<bool> cancelled_;                           // guarded by mu_
+  int probers_ = 0;  // guarded by mu_: threads in Probe (a queued send then wakes cv_)
 };
 
 }  // namespace cohort::collective

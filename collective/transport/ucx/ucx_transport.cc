@@ -99,6 +99,8 @@ class UcxTransportImpl {
   bool Progress(UcxRequest* r, Deadline deadline);
   Status Wait(UcxRequest* r, Deadline deadline);
   void Abandon(UcxRequest* r);
+  // Transport::Probe.
+  StatusOr<int> Probe(Tag tag, Deadline deadline);
   // Transport::Cancel: waits notice it between progress calls (at most kMaxSleep apart), and
   // same-host peers once the liveness token is gone.
   void Cancel() {
@@ -160,6 +162,9 @@ class UcxTransportImpl {
   std::vector<Abandoned> abandoned_;             // guarded by mu_: those requests
   SteadyClock::time_point last_liveness_check_;  // guarded by mu_
   void CheckLivenessLocked();
+  // Between progress calls, without mu_: yields while events came within SpinTime, else sleeps
+  // until the worker has events or kMaxSleep passes. False (at once) when `deadline` has passed.
+  bool Idle(Deadline deadline);
   // A failed peer's name and reason, or "" when every peer is alive.
   std::string FailedPeerLocked() const;
   int GonePeerLocked() const;  // the first peer whose endpoint failed, or -1
@@ -617,30 +622,58 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
         return true;
       }
     }
-    const auto now = SteadyClock::now();
-    if (now >= deadline) return false;
-    if (now - last_event_ < SpinTime()) {
-      sched_yield();
-      continue;
-    }
-    ucs_status_t armed;
+    if (!Idle(deadline)) return false;
+  }
+}
+
+bool UcxTransportImpl::Idle(Deadline deadline) {
+  const auto now = SteadyClock::now();
+  if (now >= deadline) return false;
+  if (now - last_event_ < SpinTime()) {
+    sched_yield();
+    return true;
+  }
+  ucs_status_t armed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed = ucp_worker_arm(worker_);
+  }
+  if (armed == UCS_OK) {
+    const auto cap = inflight_sends_.load() > 0 ? kMaxSleepWithSends : kMaxSleep;
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+    const auto sleep =
+        std::max(std::chrono::microseconds(0), std::min(left, std::chrono::microseconds(cap)));
+    pollfd pfd{efd_, POLLIN, 0};
+    const timespec ts{static_cast<time_t>(sleep.count() / 1000000),
+                      static_cast<long>(sleep.count() % 1000000) * 1000};
+    ::ppoll(&pfd, 1, &ts, nullptr);
+  }
+  // Either events are pending (UCS_ERR_BUSY) or we woke up: progress again, spinning a while.
+  std::lock_guard<std::mutex> lock(mu_);
+  last_event_ = SteadyClock::now();
+  return true;
+}
+
+StatusOr<int> UcxTransportImpl::Probe(Tag tag, Deadline deadline) {
+  while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      armed = ucp_worker_arm(worker_);
+      while (ucp_worker_progress(worker_) != 0) last_event_ = SteadyClock::now();
+      CheckLivenessLocked();
+      // The rank bits are left out of the match: any sender's message with `tag`.
+      ucp_tag_recv_info_t info;
+      if (ucp_tag_probe_nb(worker_, WireTag(0, tag), kTagMask, /*remove=*/0, &info) != nullptr) {
+        const int peer = static_cast<int>(info.sender_tag >> kRankShift);
+        if (peer >= 0 && peer < size_) return peer;
+      }
+      if (cancelled_.load()) return Cancelled("receive from any rank: cancelled");
+      if (poisoned_) {
+        const std::string failed = FailedPeerLocked();
+        if (!failed.empty()) return Unavailable(failed);
+        return Aborted("ucx transport is poisoned by an earlier error; rebuild the communicator");
+      }
     }
-    if (armed == UCS_OK) {
-      const auto cap = inflight_sends_.load() > 0 ? kMaxSleepWithSends : kMaxSleep;
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
-      const auto sleep =
-          std::max(std::chrono::microseconds(0), std::min(left, std::chrono::microseconds(cap)));
-      pollfd pfd{efd_, POLLIN, 0};
-      const timespec ts{static_cast<time_t>(sleep.count() / 1000000),
-                        static_cast<long>(sleep.count() % 1000000) * 1000};
-      ::ppoll(&pfd, 1, &ts, nullptr);
-    }
-    // Either events are pending (UCS_ERR_BUSY) or we woke up: progress again, spinning a while.
-    std::lock_guard<std::mutex> lock(mu_);
-    last_event_ = SteadyClock::now();
+    if (!Idle(deadline)) return DeadlineExceeded("receive from any rank timed out");
   }
 }
 
@@ -682,6 +715,10 @@ StatusOr<Request> UcxTransport::Isend(int peer, Tag tag, ConstBytes data) {
 
 StatusOr<Request> UcxTransport::Irecv(int peer, Tag tag, MutableBytes data) {
   return impl_->Post(peer, tag, false, nullptr, data.data, data.size);
+}
+
+StatusOr<int> UcxTransport::Probe(Tag tag, Deadline deadline) {
+  return impl_->Probe(tag, deadline);
 }
 
 int UcxTransport::gone_peer() const { return impl_->GonePeer(); }

@@ -80,6 +80,7 @@ class UcxTransport final : public Transport {
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
+  StatusOr<int> Probe(Tag tag, Deadline deadline) override;
   int gone_peer() const override;
   void Cancel() override;
   // Hosts: the identity each rank published with its address (collective/same_host.h); shared
