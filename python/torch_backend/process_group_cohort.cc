@@ -169,6 +169,14 @@ c10::intrusive_ptr<c10::ivalue::Future> CohortWork::getFuture() { return future_
 
 std::vector<at::Tensor> CohortWork::result() { return outputs_; }
 
+int CohortWork::sourceRank() const {
+  if (source_rank_ == nullptr) return c10d::Work::sourceRank();  // raises: not a receive
+  const int source = source_rank_->load();
+  TORCH_CHECK(source >= 0, "cohort: ", name_,
+              " has not received its message yet: its sender is known once wait() returned");
+  return source;
+}
+
 // ---------------------------------------------------------------------------------------------
 // ProcessGroupCohort: set-up
 
@@ -444,7 +452,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
       own_timeout.value_or(std::chrono::milliseconds(timeout_ms_.load()));
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout);
-  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
+  if (!c10d::isP2POp(type)) ++collectives_;
   queue_.push_back(Op{work, std::move(run), FlightClockNs(), overlaps, timeout});
   lock.unlock();
   cv_.notify_all();
@@ -1180,32 +1188,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::PointToPoint(bool is_send,
                                                                 std::vector<at::Tensor>& tensors,
                                                                 int peer, int tag) {
-  const char* what = is_send ? "send" : "recv";
+  const bool any = peer == kAnyRank;
+  const char* what = is_send ? "send" : any ? "recvAnysource" : "recv";
   CheckOneTensor(tensors, what);
-  TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "cohort: ", what, ": rank ", peer,
-              " is not another rank of this group (size ", getSize(), ", this rank ", getRank(),
-              ")");
+  TORCH_CHECK(any || (peer >= 0 && peer < getSize() && peer != getRank()), "cohort: ", what,
+              ": rank ", peer, " is not another rank of this group (size ", getSize(),
+              ", this rank ", getRank(), ")");
+  TORCH_CHECK(!any || getSize() > 1, "cohort: ", what,
+              ": this group has no other rank to receive from (size 1)");
   TORCH_CHECK(tag >= 0 && tag < kMonitoredBarrierTag, "cohort: ", what, ": tag ", tag,
               " is outside [0, ", kMonitoredBarrierTag, ")");
   auto staged =
       std::make_shared<StagedTensor>(tensors[0], what, StagedTensor::kBytes,
                                      is_send ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
-  return EnqueueDeferred(
-      is_send ? c10d::OpType::SEND : c10d::OpType::RECV, what, tensors,
-      [this, staged, is_send, peer, tag]() -> StatusOr<Deferred> {
+  // A receive's sender, for its Work: known now, or (from any rank) once the message came.
+  auto source = std::make_shared<std::atomic<int>>(any ? -1 : peer);
+  auto work = EnqueueDeferred(
+      is_send ? c10d::OpType::SEND
+      : any   ? c10d::OpType::RECVANYSOURCE
+              : c10d::OpType::RECV,
+      what, tensors, [this, staged, is_send, any, peer, tag, source]() -> StatusOr<Deferred> {
         const ByteCarrier carrier = staged->carrier();
         auto request = is_send
                            ? comm_->Isend(staged->data(), carrier.count, carrier.type, peer, tag)
-                           : comm_->Irecv(staged->data(), carrier.count, carrier.type, peer, tag);
+                       : any ? comm_->IrecvAny(staged->data(), carrier.count, carrier.type, tag)
+                             : comm_->Irecv(staged->data(), carrier.count, carrier.type, peer, tag);
         if (!request.ok()) return request.status();
         auto shared = std::make_shared<collective::PointToPointRequest>(std::move(*request));
-        return Deferred([staged, shared, is_send] {
-          COHORT_RETURN_IF_ERROR(shared->Wait().WithContext(
-              std::string(is_send ? "send of " : "recv of ") + Moving(*staged)));
-          if (!is_send) staged->CopyBack();
+        return Deferred([staged, shared, is_send, any, source] {
+          COHORT_RETURN_IF_ERROR(
+              shared->Wait().WithContext(std::string(is_send ? "send of "
+                                                     : any   ? "recv from any rank of "
+                                                             : "recv of ") +
+                                         Moving(*staged)));
+          if (!is_send) {
+            source->store(shared->peer());
+            staged->CopyBack();
+          }
           return Status::Ok();
         });
       });
+  if (!is_send) static_cast<CohortWork&>(*work).set_source_rank(std::move(source));
+  return work;
 }
 
 void ProcessGroupCohort::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
@@ -1289,6 +1313,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::send(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recv(std::vector<at::Tensor>& tensors,
                                                         int src_rank, int tag) {
   return PointToPoint(false, tensors, src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int tag) {
+  return PointToPoint(false, tensors, kAnyRank, tag);
 }
 
 }  // namespace cohort::torch_backend

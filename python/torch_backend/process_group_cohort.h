@@ -109,6 +109,14 @@ class CohortWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
 
+  // A receive's sender: the rank it names, or, for one from any rank, the rank its message came
+  // from once it completed (-1 until then). Other operations have none (torch's error).
+  int sourceRank() const override;
+  // For receives, before the Work is handed out: where the sender's rank will be.
+  void set_source_rank(std::shared_ptr<const std::atomic<int>> source) {
+    source_rank_ = std::move(source);
+  }
+
   const std::string& name() const { return name_; }
   void MarkStarted();
   // Completes the future (running its callbacks); the caller then calls Finish.
@@ -123,6 +131,7 @@ class CohortWork final : public c10d::Work {
   bool started_ = false;  // guarded by mutex_ (c10d::Work's)
   std::chrono::steady_clock::time_point started_at_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<const std::atomic<int>> source_rank_;
 };
 
 class ProcessGroupCohort final : public BackendBase {
@@ -263,6 +272,11 @@ class ProcessGroupCohort final : public BackendBase {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
                                       int tag) override;
+  // dist.recv without a source: takes the first message with `tag` that another rank sends and
+  // no other receive takes (collective/algorithms/point_to_point.h, "any worker"); the Work's
+  // sourceRank() names the sender once it completed. A receive from a named rank issued while it
+  // waits may take that rank's next message first.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
   // What the library runs and where it came from, for logs and tests; fixed at creation, so a
   // group shut down still answers (Describe then says so).
@@ -325,6 +339,8 @@ class ProcessGroupCohort final : public BackendBase {
   // True when the library's all-reduce of `t` checks itself that every rank made the same call
   // (AllreduceChoice::ChecksAgreement): CheckAgreement's all-gather is not needed.
   bool LibraryChecks(const StagedTensor& t) const;
+  // peer kAnyRank: a receive from any rank (recvAnysource).
+  static constexpr int kAnyRank = -1;
   c10::intrusive_ptr<c10d::Work> PointToPoint(bool send, std::vector<at::Tensor>& tensors, int peer,
                                               int tag);
   // monitoredBarrier's exchange (the queue thread only), under the communicator's timeout.

@@ -23,7 +23,7 @@ exits 0 when every worker did. Scenarios:
   ddp-loops     DDP loops beyond the plain step on the Reduction Server, each against gloo:
                 no_sync(), find_unused_parameters, Join over uneven inputs, static_graph, and an
                 nn.Embedding(sparse=True) (its gradients all-reduced as sparse tensors)
-  objects       the object collectives and batch_isend_irecv against gloo
+  objects       the object collectives, batch_isend_irecv and recv from any rank
   fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
                 skips on older torch, saying why)
   tensor-parallel  a 2x2 mesh: tensor parallelism (DTensor) by data parallelism (fully_shard, or
@@ -1074,8 +1074,9 @@ def scenario_debug_detail():
 
 
 def scenario_objects():
-    """The object collectives (pickled objects in uint8 tensors) and batch_isend_irecv, as
-    evaluation loops, samplers and pipeline schedules use them, on the cohort group."""
+    """The object collectives (pickled objects in uint8 tensors), batch_isend_irecv and receives
+    from any rank, as evaluation loops, samplers, pipeline schedules and parameter servers use
+    them, on the cohort group."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401  (registers the backend)
@@ -1106,6 +1107,35 @@ def scenario_objects():
         req.wait()
     check.expect(bool(torch.equal(recv, torch.full((5,), float((rank - 1) % n)))),
                  f"batch_isend_irecv: received {recv.tolist()}")
+    # Receives from any rank, as a parameter server or a work queue takes what comes first:
+    # rank 0 takes one message from each other rank with dist.recv, which returns the sender,
+    # then one with dist.irecv, whose Work names it; in a subgroup the sender is a global rank.
+    if rank == 0:
+        senders = []
+        for _ in range(n - 1):
+            t = torch.empty(4, dtype=torch.int64)
+            src = dist.recv(t, tag=3)
+            senders.append(src)
+            check.expect(bool(torch.equal(t, torch.full((4,), 10 * src, dtype=torch.int64))),
+                         f"recv from any rank: {t.tolist()} from rank {src}")
+        check.expect(sorted(senders) == list(range(1, n)), f"recv from any rank: the senders were {senders}")
+        t = torch.empty(2)
+        work = dist.irecv(t, tag=4)
+        work.wait()
+        check.expect(work._source_rank() == n - 1 and bool(torch.equal(t, torch.full((2,), float(n - 1)))),
+                     f"irecv from any rank: {t.tolist()} from rank {work._source_rank()}")
+    else:
+        dist.send(torch.full((4,), 10 * rank, dtype=torch.int64), 0, tag=3)
+        if rank == n - 1:
+            dist.send(torch.full((2,), float(rank)), 0, tag=4)
+    sub = dist.new_group([1, 2])
+    if rank == 1:
+        t = torch.empty(3)
+        src = dist.recv(t, group=sub)
+        check.expect(src == 2 and bool(torch.equal(t, torch.full((3,), 2.0))),
+                     f"recv from any rank of a subgroup: {t.tolist()} from rank {src}")
+    elif rank == 2:
+        dist.send(torch.full((3,), 2.0), 1, group=sub)
     dist.barrier()
     return check.finish()
 
@@ -1233,8 +1263,8 @@ def scenario_bad_use():
     check.expect_raises(lambda: pg.allreduce([torch.ones(3), torch.ones(3)]), ["one tensor"], "two tensors")
     check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(2, dtype=torch.complex64)]),
                         ["allreduce_coalesced", "torch.complex64"], "complex allreduce_coalesced")
-    check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], 0), ["cohort", "recvAnysource"],
-                        "recv from any source")
+    check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], -1), ["recvAnysource", "tag -1"],
+                        "recv from any source, bad tag")
     n = dist.get_world_size()
     check.expect_raises(lambda: dist.broadcast(torch.ones(3), src=n), ["broadcast", f"root {n}"], "broadcast root")
     check.expect_raises(lambda: dist.all_gather([torch.ones(3)] * (n + 1), torch.ones(3)),
