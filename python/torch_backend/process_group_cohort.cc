@@ -453,6 +453,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::EnqueueDeferred(
   auto work = c10::make_intrusive<CohortWork>(getRank(), type, name + " #" + std::to_string(++ops_),
                                               std::move(outputs), timeout);
   if (!c10d::isP2POp(type)) ++collectives_;
+  if (!first_error_.ok()) {
+    // The group gave up: refused now, not behind the queue, where it would wait for the queue
+    // thread, which may be running the abort hooks that issued it (see registerAbortHook).
+    const Status refused = RefusalLocked();
+    lock.unlock();
+    work->MarkStarted();
+    Conclude(work, refused, /*complete_future_here=*/false);
+    return work;
+  }
   queue_.push_back(Op{work, std::move(run), FlightClockNs(), overlaps, timeout});
   lock.unlock();
   cv_.notify_all();
@@ -466,6 +475,10 @@ uint64_t ProcessGroupCohort::getSequenceNumberForGroup() {
 
 Status ProcessGroupCohort::RefusalToRun() {
   std::lock_guard<std::mutex> lock(mu_);
+  return RefusalLocked();
+}
+
+Status ProcessGroupCohort::RefusalLocked() const {
   if (aborted_) return Cancelled("not run");
   if (first_error_.ok()) return Status::Ok();
   return Aborted("the process group failed earlier and cannot run more operations (" +

@@ -41,7 +41,8 @@
 // Errors: an operation the library lacks raises a RuntimeError naming it; a dead peer fails the
 // operation with the collective library's error naming that peer (never a hang: every operation
 // runs under the process group's timeout, and Work::wait gives up at that timeout too). After a
-// failure the communicator is poisoned: later operations fail at once with the first error. The
+// failure the communicator is poisoned: later operations fail at once with the first error (they
+// are refused when issued, or when they reach the queue thread if issued before). The
 // group's abort hooks (registerAbortHook) run at that first failure, or at an abort.
 //
 // Thread safety: the c10d entry points may be called from any thread; ranks must issue
@@ -170,8 +171,8 @@ class ProcessGroupCohort final : public BackendBase {
   // group runs no more operations), before that operation's error reaches its Work. A hook that
   // raises is logged and the others still run. Registering an id again replaces its hook;
   // unregistering an unknown id does nothing. Hooks registered after they ran, or on a group shut
-  // down, never run. A hook may run on the queue thread: one that waits for an operation of this
-  // group waits until that operation's timeout.
+  // down, never run. A hook may run on the queue thread: an operation of this group it issues is
+  // refused at once, as every operation issued after the group gave up is (not queued behind it).
   void registerAbortHook(int64_t hook_id, std::function<void()> hook);  // NOLINT
   void unregisterAbortHook(int64_t hook_id);                            // NOLINT
   // Whether the group gave up, and why, in the terms of torch's c10d::ErrorType: "SUCCESS" while
@@ -316,6 +317,7 @@ class ProcessGroupCohort final : public BackendBase {
   // Why the queue thread runs no more operations: the group was aborted (kCancelled), or an
   // operation failed (kAborted naming the first error); OK when it may run them.
   Status RefusalToRun();
+  Status RefusalLocked() const;  // RefusalToRun, with mu_ held
   // allreduce of a sparse COO tensor (sparse_allreduce.h): SUM only, on the queue thread.
   c10::intrusive_ptr<c10d::Work> SparseAllreduce(std::vector<at::Tensor>& tensors,
                                                  const c10d::AllreduceOptions& opts);

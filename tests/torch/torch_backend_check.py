@@ -1704,7 +1704,8 @@ def scenario_abort_hooks():
     makes: the two left ran once, in the order of their ids, before that all-reduce failed, the
     raising one not stopping the other, and not again at a second abort. Rank 0's hook runs when
     its next all-reduce, which rank 1 will not make, fails (before its Work is completed), and not
-    again at a second failure; one registered after that never runs. get_error() (torch's
+    again at a second failure; an all-reduce it issues is refused at once; one registered after
+    that never runs. get_error() (torch's
     Backend.get_error where it has one) says SUCCESS before, COMM_ERROR after the abort, and
     REMOTE_ERROR on rank 0 after its peer's."""
     import threading
@@ -1755,11 +1756,20 @@ def scenario_abort_hooks():
         return check.finish()
     store.wait(["hooks/aborted"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
     pending = []
+    in_hook = []
     issued = threading.Event()
 
     def hook():
         issued.wait(ABORT_SLACK_S)  # the all-reduce may fail before all_reduce() has returned here
         ran.append(("7", pending[0].is_completed() if pending else "no Work"))
+        # An operation of the group the hook issues (the hook runs on the group's queue thread
+        # here) is refused at once, not left behind the hook until its timeout.
+        started = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(10))
+            in_hook.append("the all-reduce in the hook returned")
+        except RuntimeError as e:
+            in_hook.append(f"{time.monotonic() - started:.1f} s: {e}")
 
     register(7, hook)
     pending.append(dist.all_reduce(torch.ones(1 << 20), async_op=True))
@@ -1767,6 +1777,8 @@ def scenario_abort_hooks():
     text = check.expect_raises(pending[0].wait, ["cohort", "worker 1"], "an all-reduce rank 1 will not make (it aborted)")
     print(f"the all-reduce failed: {text}; hooks: {ran}", flush=True)
     check.expect(ran == [("7", False)], f"the hook, and whether the Work was completed when it ran: {ran}")
+    check.expect(len(in_hook) == 1 and "failed earlier" in in_hook[0] and float(in_hook[0].split(" s:")[0]) < ABORT_SLACK_S,
+                 f"an all-reduce issued by the hook: {in_hook}")
     check.expect(error_type(backend) == "REMOTE_ERROR", f"get_error() after rank 1 aborted: {error_type(backend)}")
     register(8, lambda: ran.append("8"))
     check.expect_raises(lambda: dist.all_reduce(torch.ones(10)), ["cohort", "failed earlier"],
