@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <stdexcept>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <utility>
 
 #include "collective/store_bootstrap.h"
@@ -194,6 +195,8 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout, bool default_group, const Config& config) {
   auto pg = c10::make_intrusive<ProcessGroupCohort>(PassKey(), rank, size, timeout);
+  pg->store_ = store;
+  pg->config_ = config;
   CommunicatorOptions options;
   if (Status s = collective::CommunicatorOptionsFromEnvironment(&options); !s.ok()) Fail(s);
   // torch's timeout is the group's: it bounds the rendezvous and every operation, as with gloo.
@@ -286,6 +289,45 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
 }
 
 ProcessGroupCohort::~ProcessGroupCohort() { Shutdown(); }
+
+c10::intrusive_ptr<BackendBase> ProcessGroupCohort::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<BackendBase::Options>& opts_override) {
+  constexpr int kShrinkAbort = 1;  // torch's SHRINK_ABORT
+  TORCH_CHECK((shrink_flags & ~kShrinkAbort) == 0, "cohort: shrink: unknown flags ", shrink_flags);
+  std::vector<bool> excluded(getSize(), false);
+  std::string which;
+  for (const int64_t r : ranks_to_exclude) {
+    TORCH_CHECK(r >= 0 && r < getSize() && !excluded[r], "cohort: shrink: rank ", r,
+                " is not a rank of this group (size ", getSize(), ") or is named twice");
+    excluded[r] = true;
+  }
+  TORCH_CHECK(!excluded[getRank()], "cohort: shrink: this rank (", getRank(),
+              ") is among those excluded; only the others make the new group");
+  int new_rank = 0, new_size = 0;
+  for (int r = 0; r < getSize(); ++r) {
+    if (excluded[r]) {
+      which += (which.empty() ? "" : ",") + std::to_string(r);
+      continue;
+    }
+    if (r < getRank()) ++new_rank;
+    ++new_size;
+  }
+  TORCH_CHECK(new_size > 0 && !which.empty(), "cohort: shrink: no rank to exclude");
+  int shrink_number;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shrink_number = ++shrinks_;
+  }
+  if ((shrink_flags & kShrinkAbort) != 0) Abort();
+  std::chrono::milliseconds timeout(timeout_ms_.load());
+  if (opts_override && opts_override->timeout.count() > 0) timeout = opts_override->timeout;
+  // A session of its own on this group's store: the survivors' n-th shrink without these ranks.
+  auto store = c10::make_intrusive<c10d::PrefixStore>(
+      "cohort-shrink/" + std::to_string(shrink_number) + "/" + which + "/", store_);
+  GilReleased released;  // the rendezvous waits for the other survivors
+  return Create(store, new_rank, new_size, timeout, /*default_group=*/false, config_);
+}
 
 void ProcessGroupCohort::Shutdown() {
   {

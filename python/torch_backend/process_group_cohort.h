@@ -163,6 +163,18 @@ class ProcessGroupCohort final : public BackendBase {
   // none: backend_of(group).abort() there).
   void Abort();
   void abort() { Abort(); }  // NOLINT(modernize-use-override)
+  // torch 2.14's shrink_group (Backend::shrink and supportsShrinking, which these override where
+  // the base declares them): a new group of this group's ranks but `ranks_to_exclude`, in the same
+  // order, made through this group's store as a subgroup is (no reducers), with this group's
+  // options and timeout (`opts_override`'s timeout when given). Every surviving rank calls it, the
+  // same number of times on a group, with the same ranks; none of the excluded ones does. Its
+  // rendezvous needs the store to live: under env://, a group that excludes the rank hosting it
+  // (rank 0) cannot be made. SHRINK_ABORT (flag 1) aborts this group first, so that what is in
+  // flight on it fails at once instead of holding its shutdown up to the timeout.
+  bool supportsShrinking() const { return true; }  // NOLINT(modernize-use-override)
+  c10::intrusive_ptr<BackendBase> shrink(          // NOLINT(modernize-use-override)
+      const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
+      const c10::intrusive_ptr<BackendBase::Options>& opts_override = {});
   // Abort hooks, for a user to capture what they need when the group gives up: torch 2.14's
   // ProcessGroup.register_abort_hook (Backend::registerAbortHook, which these override where the
   // base declares them), and backend_of(group).register_abort_hook() on every torch. They run once
@@ -366,6 +378,10 @@ class ProcessGroupCohort final : public BackendBase {
   // issue time, when a group shut down has no communicator left.
   int num_reducers_ = 0;
   collective::AllreduceChoice allreduce_choice_;
+  // What Create was given, for shrink: the group's store and options.
+  c10::intrusive_ptr<c10d::Store> store_;
+  Config config_;
+  int shrinks_ = 0;  // guarded by mu_: shrink calls so far (each a session of its own)
   std::unique_ptr<collective::StoreServer>
       store_server_;  // Cohort job, rank 0: the bootstrap store
   std::unique_ptr<collective::Bootstrap> bootstrap_;

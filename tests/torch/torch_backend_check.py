@@ -76,6 +76,9 @@ exits 0 when every worker did. Scenarios:
   exit-on-error  a rank raises an unhandled exception with an all-reduce in flight that its peer
                 never makes: it exits at once (the exit hook aborts), and the peer's next
                 all-reduce fails naming it
+  shrink        torch 2.14's shrink_group: a rank aborts and leaves; the other two see it fail,
+                shrink the default group without it and go on (all-reduce, broadcast, a DDP step
+                against gloo), then shrink once more to a group of one (skips on torch without it)
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
                 once (not again by the backend above the Communicator), in order, with the time
                 it was queued on the backend's thread; an agreement all-gather before each
@@ -1787,6 +1790,84 @@ def scenario_abort_hooks():
     return check.finish()
 
 
+def scenario_shrink():
+    """torch 2.14's shrink_group on the cohort backend, as in-process recovery uses it: rank 2 of 3
+    aborts its group and leaves (a failed rank, as its peers see it); ranks 0 and 1 see a call
+    fail naming worker 2, agree on it through the store, shrink the default group without it
+    (SHRINK_ABORT), and go on
+    in a group of two: the new default group's all-reduce, broadcast and a DDP step agree with
+    the same ranks' results on gloo, and its backend is a cohort one. A second shrink of the group
+    of two, without rank 1, leaves rank 0 a group of one."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1000,), float(n))), "an all-reduce before the failure")
+    if rank == 2:
+        cohort.torch.backend_of().abort()
+        store.set("shrink/failed", "1")
+        return check.finish()
+    store.wait(["shrink/failed"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    if rank == 0:
+        # Rank 0's ring neighbour is rank 2: its all-reduce waits for rank 2 and names it.
+        expect_peer_call_fails_naming(check, torch, dist, 2, "an all-reduce rank 2 will not make (it failed)")
+    else:
+        # Rank 1 waits in a ring for rank 0, which failed and makes no more calls (as with gloo,
+        # it would learn that only at the timeout): it asks rank 2 itself.
+        started = time.monotonic()
+        check.expect_raises(lambda: dist.recv(torch.empty(1), src=2), ["cohort", "worker 2"],
+                            "a receive from rank 2 (it failed)")
+        took = time.monotonic() - started
+        check.expect(took < ABORT_SLACK_S, f"the receive from rank 2 took {took:.1f} s to fail")
+    # The survivors agree that rank 2 failed before either shrinks (the first to shrink aborts
+    # its old group, which its peer would otherwise see fail first).
+    store.set(f"shrink/seen/{rank}", "1")
+    store.wait([f"shrink/seen/{r}" for r in (0, 1)], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    started = time.monotonic()
+    group = dist.distributed_c10d.shrink_group([2], shrink_flags=dist.distributed_c10d.SHRINK_ABORT)
+    print(f"shrink_group([2]) took {time.monotonic() - started:.1f} s", flush=True)
+    check.expect(dist.get_world_size() == 2 and dist.get_rank() == rank and group.size() == 2,
+                 f"the shrunk default group: rank {dist.get_rank()} of {dist.get_world_size()}")
+    described = cohort.torch.backend_of(group).describe()
+    check.expect("subgroup" in described, f"the shrunk group's backend: {described}")
+    t = torch.full((1001,), float(rank + 1))
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((1001,), 3.0)), f"an all-reduce in the group of two: {t[:3].tolist()}")
+    b = torch.arange(7, dtype=torch.float64) * (rank + 1)
+    dist.broadcast(b, src=1)
+    check.expect(torch.equal(b, torch.arange(7, dtype=torch.float64) * 2), f"a broadcast in the group of two: {b.tolist()}")
+    gloo = dist.new_group(backend="gloo")
+    weights = {}
+    for name, pg in (("cohort", None), ("gloo", gloo)):
+        torch.manual_seed(5)
+        model = DDP(torch.nn.Linear(8, 3), process_group=pg)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.manual_seed(100 + rank)
+        model(torch.randn(16, 8)).square().mean().backward()
+        opt.step()
+        weights[name] = [p.detach().clone() for p in model.parameters()]
+    check.expect(all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(weights["cohort"], weights["gloo"])),
+                 "a DDP step in the group of two: the parameters differ from gloo's")
+    dist.destroy_process_group(gloo)
+    if rank == 1:
+        store.set("shrink/second", "1")
+        return check.finish()
+    store.wait(["shrink/second"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    alone = dist.distributed_c10d.shrink_group([1])
+    t = torch.full((5,), 4.0)
+    dist.all_reduce(t)
+    check.expect(alone.size() == 1 and torch.equal(t, torch.full((5,), 4.0)),
+                 f"a group of one after a second shrink: size {alone.size()}, {t.tolist()}")
+    return check.finish()
+
+
 def scenario_dataloader_workers():
     """A stock training loop's DataLoader with worker processes forked after the group was made
     (num_workers=2, the fork start method that Python before 3.14 defaults to, persistent
@@ -2224,6 +2305,7 @@ SCENARIOS = {
     "dataloader-workers": (2, 0, {}, (), scenario_dataloader_workers),
     "monitored-barrier": (3, 0, {}, (), scenario_monitored_barrier),
     "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),
+    "shrink": (3, 0, {}, (), scenario_shrink),
     # Over TCP, as between hosts.
     "dead-peer-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "UCX_TLS": "tcp,self"}, (),
                            scenario_dead_peer_reducers),
@@ -2245,11 +2327,14 @@ SCENARIOS = {
 }
 
 # Scenarios of torch 2.x's APIs, skipped on a torch without them: what they need, and its names.
+# And where they are checked instead (tests/torch/debian_torch_check.sh).
 TORCH_2_SCENARIOS = {
-    "fsdp": ("FSDP2", [("torch.distributed.fsdp", "fully_shard")]),
+    "fsdp": ("FSDP2", [("torch.distributed.fsdp", "fully_shard")], "torch 2.6 on (trixie, sid)"),
+    "shrink": ("shrink_group", [("torch.distributed.distributed_c10d", "shrink_group")], "sid's torch 2.14"),
     "tensor-parallel": ("2-D parallelism on CPU", [("torch.distributed.checkpoint.state_dict", "get_state_dict"),
                                                    ("torch.distributed.fsdp", "fully_shard"),
-                                                   ("torch.distributed.tensor.parallel", "parallelize_module")]),
+                                                   ("torch.distributed.tensor.parallel", "parallelize_module")],
+                        "torch 2.6 on (trixie, sid)"),
 }
 
 
@@ -2282,13 +2367,13 @@ def main():
         print(f"SKIP: the cohort torch backend was not built (CMake: Cohort torch backend: {args.backend_built})")
         return SKIP
     if args.scenario in TORCH_2_SCENARIOS:
-        what, names = TORCH_2_SCENARIOS[args.scenario]
+        what, names, where = TORCH_2_SCENARIOS[args.scenario]
         for module, name in names:
             try:
                 getattr(importlib.import_module(module), name)
             except Exception as e:  # noqa: BLE001  ImportError, AttributeError, or 1.13's modules failing on Python 3.11
                 print(f"SKIP: torch {torch.__version__} has no {what} ({module}.{name}: {e}): {args.scenario} is "
-                      "checked against torch 2.6 on (tests/torch/debian_torch_check.sh)")
+                      f"checked against {where} (tests/torch/debian_torch_check.sh)")
                 return SKIP
     if args.scenario == "cuda" and not torch.cuda.is_available():
         why = (f"torch {torch.__version__} here is built without CUDA" if torch.version.cuda is None
