@@ -78,6 +78,17 @@ TEST(CApiTest, CollectivesOnASingleWorker) {
   EXPECT_NE(std::string(cohort_last_error()).find("unknown op 99"), std::string::npos)
       << cohort_last_error();
   EXPECT_EQ(cohort_barrier(nullptr), COHORT_ERR_INVALID_ARGUMENT);
+  // A receive from any worker, where there is none other: refused at once, naming why.
+  EXPECT_EQ(cohort_recv(comm, v, 3, COHORT_F64, COHORT_ANY_WORKER, 0), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cohort_last_error()).find("no other worker"), std::string::npos)
+      << cohort_last_error();
+  cohort_request_t* request = reinterpret_cast<cohort_request_t*>(0x1);
+  EXPECT_EQ(cohort_irecv(comm, v, 3, COHORT_F64, COHORT_ANY_WORKER, 0, &request),
+            COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(request, nullptr);
+  int source = 7;
+  EXPECT_EQ(cohort_wait_source(nullptr, &source), COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(source, -1);
   DestroySingleWorkerComm(comm);
 }
 

@@ -35,7 +35,9 @@ torch) fail the operation in flight and the queued ones at once, without waiting
 a process that exits on an unhandled exception aborts its groups the same way, while a normal exit
 shuts them down (finishing what is queued). The peers' operations that wait for an aborted rank
 fail at once naming it, although its process lives on (its connections reset; on one host its
-liveness token is gone), and the ranks may make a new group (on the same store, say). Abort hooks
+liveness token is gone), and the ranks may make a new group (on the same store, say), or, on
+torch 2.14, shrink_group the failed ranks out: the survivors' new group is made through the old
+one's store, which must still be there (under env://, rank 0 hosts it). Abort hooks
 (ProcessGroup.register_abort_hook on torch 2.14, backend_of(group).register_abort_hook(id, fn) on
 every torch) run once, when the group gives up: at an abort, before anything is cancelled, or when
 an operation first fails or times out, before its error is raised. get_error() (torch's
@@ -44,7 +46,8 @@ whether the group gave up and why: SUCCESS, TIMEOUT, REMOTE_ERROR (a peer gone o
 COMM_ERROR (any other failure, or an abort). A future's callback may shut down, abort or destroy
 the group it follows. torch.distributed.monitored_barrier (torch 2.14; on older torch, which
 allows it on gloo only, the group's monitored_barrier(timeout)) names the ranks that did not
-arrive within its timeout.
+arrive within its timeout. dist.recv and dist.irecv without a source take the first message with
+their tag from any rank, and name it (dist.recv's return, the Work's _source_rank()).
 
 Torch versions: built against torch 1.13 (Debian's) the backend is the process group itself; built
 against torch 2.x it is a c10d Backend that torch wraps in a ProcessGroup, registered for "cpu"
