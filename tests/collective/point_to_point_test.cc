@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -149,6 +150,37 @@ TEST(PointToPointTest, BadArgumentsAreRefusedWithoutPoisoning) {
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
+// Worker 0 of `workers` on a loopback fabric posts a one-float receive with `post` (five seconds
+// to its deadline), and worker `killed` dies 50 ms into its wait: the receive fails with
+// kUnavailable, its message holding `named`, within seconds.
+void ExpectKilledPeerFailsTheReceive(
+    int workers, int killed,
+    const std::function<StatusOr<PointToPointRequest>(Transport&, const PointToPointOptions&)>&
+        post,
+    const std::string& named) {
+  LoopbackFabric fabric(workers);
+  std::vector<std::unique_ptr<Transport>> transports;
+  for (int r = 0; r < workers; ++r) transports.push_back(fabric.CreateTransport(r));
+  PointToPointOptions o;
+  float v = 0;
+  o.count = 1;
+  o.data = &v;
+  o.num_workers = workers;
+  o.deadline = DeadlineAfter(milliseconds(5000));
+  auto r = post(*transports[0], o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    fabric.Kill(killed);
+  });
+  const auto start = SteadyClock::now();
+  Status s = r->Wait();
+  killer.join();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find(named), std::string::npos) << s.ToString();
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+}
+
 // A receive from a worker that is gone, or that never sends: an error naming it by the deadline.
 TEST(PointToPointTest, DeadOrSilentPeerFailsInTime) {
   constexpr auto kTimeout = milliseconds(800);
@@ -170,28 +202,13 @@ TEST(PointToPointTest, DeadOrSilentPeerFailsInTime) {
       &failures);
   for (const auto& f : failures) ADD_FAILURE() << f;
 
-  LoopbackFabric fabric(2);
-  auto t0 = fabric.CreateTransport(0);
-  auto t1 = fabric.CreateTransport(1);
-  PointToPointOptions o;
-  o.count = 1;
-  float v = 0;
-  o.data = &v;
-  o.peer = 1;
-  o.num_workers = 2;
-  o.deadline = DeadlineAfter(milliseconds(5000));
-  auto r = PostRecv(*t0, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  std::thread killer([&] {
-    std::this_thread::sleep_for(milliseconds(50));
-    fabric.Kill(1);
-  });
-  const auto start = SteadyClock::now();
-  Status s = r->Wait();
-  killer.join();
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-  EXPECT_NE(s.message().find("worker 1"), std::string::npos) << s.ToString();
-  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+  ExpectKilledPeerFailsTheReceive(
+      2, 1,
+      [](Transport& t, PointToPointOptions o) {
+        o.peer = 1;
+        return PostRecv(t, o);
+      },
+      "worker 1");
 }
 
 // Receives from any worker: every worker's messages on one tag reach worker 0 in each sender's
@@ -253,73 +270,51 @@ TEST(PointToPointTest, ReceiveFromAnyWorkerNamesTheSender) {
 // A receive from any worker when none sends: kDeadlineExceeded by the deadline; when one sends
 // another count: kInvalidArgument naming it; when a worker dies: kUnavailable naming it.
 TEST(PointToPointTest, ReceiveFromAnyWorkerFailsInTimeAndNamesAMismatchedSender) {
+  // Worker 2 sends 4 floats with tag 2; worker 0 receives `count` floats with `tag` from any
+  // worker, each call bounded by `timeout`.
+  struct Outcome {
+    Status status;
+    int source = -1;
+    SteadyClock::duration took{};
+  };
+  auto receive_any = [](milliseconds timeout, size_t count, int tag) {
+    Outcome outcome;
+    std::vector<std::string> failures;
+    RunJob(
+        3, 0, timeout,
+        [&](Communicator& comm, std::vector<std::string>*) {
+          float v[4] = {};
+          if (comm.rank() == 2) {
+            (void)comm.Send(v, 4, DataType::kF32, 0, 2);  // refused or timed out: not checked
+            return;
+          }
+          if (comm.rank() != 0) return;
+          const auto start = SteadyClock::now();
+          outcome.status = comm.RecvAny(v, count, DataType::kF32, tag, &outcome.source);
+          outcome.took = SteadyClock::now() - start;
+        },
+        &failures);
+    for (const auto& f : failures) ADD_FAILURE() << f;
+    return outcome;
+  };
   constexpr auto kTimeout = milliseconds(800);
-  std::vector<std::string> failures;
-  RunJob(
-      3, 0, kTimeout,
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        float v[4] = {};
-        if (comm.rank() == 2) {
-          // The receiver refuses the message: the send times out (loopback is rendezvous).
-          (void)comm.Send(v, 4, DataType::kF32, 0, 2);
-          return;
-        }
-        if (comm.rank() != 0) return;
-        const auto start = SteadyClock::now();
-        Status s = comm.RecvAny(v, 1, DataType::kF32, 1, nullptr);
-        if (s.code() != StatusCode::kDeadlineExceeded ||
-            s.message().find("any worker with tag 1") == std::string::npos) {
-          f->push_back("silent: " + s.ToString());
-        }
-        if (SteadyClock::now() - start > kTimeout + milliseconds(2000))
-          f->push_back("silent: took too long");
-        if (SteadyClock::now() - start < kTimeout - milliseconds(50))
-          f->push_back("silent: gave up early");
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << "silent: " << f;
+  const Outcome silent = receive_any(kTimeout, 1, 1);
+  EXPECT_EQ(silent.status.code(), StatusCode::kDeadlineExceeded) << silent.status.ToString();
+  EXPECT_NE(silent.status.message().find("any worker with tag 1"), std::string::npos)
+      << silent.status.ToString();
+  EXPECT_GT(silent.took, kTimeout - milliseconds(50));
+  EXPECT_LT(silent.took, kTimeout + milliseconds(2000));
 
-  failures.clear();
-  RunJob(
-      3, 0, milliseconds(5000),
-      [&](Communicator& comm, std::vector<std::string>* f) {
-        float v[4] = {};
-        if (comm.rank() == 2) {
-          (void)comm.Send(v, 4, DataType::kF32, 0, 2);
-          return;
-        }
-        if (comm.rank() != 0) return;
-        int source = -1;
-        Status s = comm.RecvAny(v, 3, DataType::kF32, 2, &source);
-        if (s.code() != StatusCode::kInvalidArgument ||
-            s.message().find("worker 2 sent 4 f32") == std::string::npos || source != -1) {
-          f->push_back("mismatch: " + s.ToString());
-        }
-      },
-      &failures);
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  const Outcome mismatch = receive_any(milliseconds(5000), 3, 2);
+  EXPECT_EQ(mismatch.status.code(), StatusCode::kInvalidArgument) << mismatch.status.ToString();
+  EXPECT_NE(mismatch.status.message().find("worker 2 sent 4 f32"), std::string::npos)
+      << mismatch.status.ToString();
+  EXPECT_EQ(mismatch.source, -1);
 
-  LoopbackFabric fabric(3);
-  auto t0 = fabric.CreateTransport(0);
   std::mutex posting;
-  PointToPointOptions o;
-  float v = 0;
-  o.count = 1;
-  o.data = &v;
-  o.num_workers = 3;
-  o.deadline = DeadlineAfter(milliseconds(5000));
-  auto r = PostRecvAny(*t0, o, &posting);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  std::thread killer([&] {
-    std::this_thread::sleep_for(milliseconds(50));
-    fabric.Kill(2);
-  });
-  const auto start = SteadyClock::now();
-  Status s = r->Wait();
-  killer.join();
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-  EXPECT_NE(s.message().find("peer 2 is gone"), std::string::npos) << s.ToString();
-  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+  ExpectKilledPeerFailsTheReceive(
+      3, 2, [&](Transport& t, const PointToPointOptions& o) { return PostRecvAny(t, o, &posting); },
+      "peer 2 is gone");
 }
 
 // kProduct: the kernel on every type, then through the ring, halving-doubling, the Reduction
