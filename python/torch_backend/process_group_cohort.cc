@@ -16,6 +16,7 @@
 #include "common/fnv.h"
 #include "python/torch_backend/completion_pool.h"
 #include "python/torch_backend/log_line.h"
+#include "python/torch_backend/peer_failure_watch.h"
 #include "python/torch_backend/sparse_allreduce.h"
 #include "python/torch_backend/tensor_staging.h"
 #include "python/torch_backend/torch_counterparts.h"
@@ -110,6 +111,26 @@ int EnvInt(const char* name, int fallback) {
   if (!v.ok()) Fail(v.status());
   return *v;
 }
+
+// A Bootstrap that forwards to one the process group owns and closes only after its
+// PeerFailureWatch (the Cohort job's store client, which is thread-safe).
+class BorrowedBootstrap final : public collective::Bootstrap {
+ public:
+  explicit BorrowedBootstrap(collective::Bootstrap* store) : store_(store) {}
+  Status Put(const std::string& key, const std::string& value) override {
+    return store_->Put(key, value);
+  }
+  StatusOr<std::string> Get(const std::string& key, collective::Deadline deadline) override {
+    return store_->Get(key, deadline);
+  }
+  StatusOr<std::optional<std::string>> Lookup(const std::string& key,
+                                              collective::Deadline deadline) override {
+    return store_->Lookup(key, deadline);
+  }
+
+ private:
+  collective::Bootstrap* store_;
+};
 
 }  // namespace
 
@@ -223,6 +244,10 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
 
   const char* cohort_addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   int num_reducers = 0;
+  // Where the ranks tell each other that one gave up (PeerFailureWatch): a store connection of
+  // the watch's own, and a key of this communicator's.
+  std::unique_ptr<collective::Bootstrap> watch_store;
+  std::string watch_key;
   std::string reducers_hint;  // outside a Cohort job: where the reducers are to join
   if (default_group && cohort_addr != nullptr && *cohort_addr != '\0') {
     // Inside a Cohort job: the agent's environment names the store, the reducers and the ranks.
@@ -242,6 +267,8 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     pg->bootstrap_ =
         OrFail(collective::StoreBootstrap::Connect(cohort_addr, timeout), "bootstrap store");
     pg->rendezvous_ = std::string("Cohort job store ") + cohort_addr;
+    watch_store = std::make_unique<BorrowedBootstrap>(pg->bootstrap_.get());
+    watch_key = "cohort/torch/gave-up";
   } else {
     // torchrun, env:// or an explicit store: a fresh session per process group (see
     // torch_store_bootstrap.h). The default group works on the store beneath torch's prefixes,
@@ -256,6 +283,9 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     auto bootstrap =
         std::make_unique<TorchStoreBootstrap>(default_group ? InnermostStore(store) : store);
     options.key_prefix = SessionPrefix(session);
+    watch_store =
+        std::make_unique<TorchStoreBootstrap>(default_group ? InnermostStore(store) : store);
+    watch_key = SessionPrefix(session) + "/gave-up";
     if (rank == 0 && num_reducers > 0) {
       if (Status s = PublishSession(*bootstrap, session, size, num_reducers); !s.ok()) Fail(s);
     }
@@ -284,6 +314,11 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
   pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
   pg->finisher_ = std::make_unique<CompletionPool>(1);
+  if (size > 1 && watch_store != nullptr && EnvInt("COHORT_TORCH_WATCH_PEERS", 1) != 0) {
+    pg->watch_ = std::make_unique<PeerFailureWatch>(
+        std::move(watch_store), watch_key, rank, PeerFailureWatch::Timing(),
+        [raw = pg.get()](int peer, const std::string& why) { raw->GiveUpForPeer(peer, why); });
+  }
   pg->thread_ = std::thread([raw = pg.get()] { raw->RunQueue(); });
   return pg;
 }
@@ -344,6 +379,7 @@ void ProcessGroupCohort::Shutdown() {
   finisher_.reset();        // started allreduces end by their deadline
   point_to_point_.reset();  // posted sends and receives end by their deadline
   completions_.reset();
+  if (watch_ != nullptr) watch_->Close();  // writes this rank's reason, if one is still pending
   std::unique_ptr<Communicator> comm;
   {
     std::lock_guard<std::mutex> lock(mu_);  // Abort may be cancelling it
@@ -356,6 +392,7 @@ void ProcessGroupCohort::Shutdown() {
 }
 
 void ProcessGroupCohort::Abort() {
+  if (watch_ != nullptr) watch_->Publish("it aborted its group");
   RunAbortHooks();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -404,6 +441,14 @@ void ProcessGroupCohort::RunAbortHooks() {
     }
   }
   DropHooks(std::move(hooks));
+}
+
+void ProcessGroupCohort::GiveUpForPeer(int peer, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_error_.ok() || aborted_ || comm_ == nullptr) return;
+  first_error_ = Unavailable("worker " + std::to_string(peer) + " gave up: " + why);
+  gave_up_for_peer_ = true;
+  comm_->Cancel();  // the operations in flight end, and Conclude names the peer's reason
 }
 
 ProcessGroupCohort::GaveUp ProcessGroupCohort::WhyItGaveUp() const {
@@ -529,19 +574,25 @@ Status ProcessGroupCohort::RefusalLocked() const {
 
 void ProcessGroupCohort::Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                                   bool complete_future_here) {
+  if (watch_ != nullptr) watch_->Ended(work.get());
   std::exception_ptr error;
   if (!status.ok()) {
     bool aborted, first;
+    Status for_peer;  // the peer's reason, when this group gave up for it (GiveUpForPeer)
     {
       std::lock_guard<std::mutex> lock(mu_);
       first = first_error_.ok();
       if (first) first_error_ = status.WithContext(work->name());
       aborted = aborted_;
+      if (gave_up_for_peer_ && status.code() == StatusCode::kCancelled) for_peer = first_error_;
     }
     // The group gives up here (it runs no more operations): its abort hooks run before the
-    // error reaches the Work (an abort ran them already).
-    if (first && !aborted) RunAbortHooks();
-    std::string why = status.ToString();
+    // error reaches the Work, once (an abort ran them already; so did an earlier failure).
+    if (!aborted) RunAbortHooks();
+    if (first && !aborted && watch_ != nullptr) {
+      watch_->Publish(status.WithContext(work->name()).ToString());
+    }
+    std::string why = for_peer.ok() ? status.ToString() : for_peer.ToString();
     if (aborted && status.code() == StatusCode::kCancelled)
       why += " (the process group was aborted)";
     error =
@@ -577,6 +628,8 @@ void ProcessGroupCohort::RunQueue() {
       cv_.wait(lock, [&] { return unfinished_ <= allowed; });
     }
     op.work->MarkStarted();
+    if (watch_ != nullptr)
+      watch_->Started(op.work.get(), std::chrono::steady_clock::now() + op.timeout);
     StatusOr<Deferred> posted = Deferred();
     if (Status refused = RefusalToRun(); !refused.ok()) {
       posted = refused;

@@ -42,7 +42,11 @@
 // operation with the collective library's error naming that peer (never a hang: every operation
 // runs under the process group's timeout, and Work::wait gives up at that timeout too). After a
 // failure the communicator is poisoned: later operations fail at once with the first error (they
-// are refused when issued, or when they reach the queue thread if issued before). The
+// are refused when issued, or when they reach the queue thread if issued before). A rank that
+// gives up (or aborts) writes why to the group's store; a rank whose operation has waited 5 s
+// then reads it (PeerFailureWatch) and gives up too, naming that rank and its reason, instead of
+// waiting out its timeout for a peer that makes no more calls (COHORT_TORCH_WATCH_PEERS=0: off).
+// The
 // group's abort hooks (registerAbortHook) run at that first failure, or at an abort.
 //
 // Thread safety: the c10d entry points may be called from any thread; ranks must issue
@@ -80,6 +84,7 @@ class StoreServer;
 namespace cohort::torch_backend {
 
 class CompletionPool;
+class PeerFailureWatch;
 class StagedTensor;
 struct ByteCarrier;
 
@@ -322,6 +327,10 @@ class ProcessGroupCohort final : public BackendBase {
   // ErrorTypeName's answer, as c10d::ErrorType's values.
   enum class GaveUp { kNo, kTimeout, kRemoteError, kCommError };
   GaveUp WhyItGaveUp() const;
+  // PeerFailureWatch found that worker `peer` gave up while an operation here waited: this group
+  // gives up too (kUnavailable naming the peer and `why`), ending the operations in flight. On
+  // the watch's thread; the abort hooks then run where those operations conclude.
+  void GiveUpForPeer(int peer, const std::string& why);
   // The abort hooks, taken out for good: none run or are kept after this (Shutdown, RunAbortHooks).
   std::map<int64_t, std::function<void()>> TakeAbortHooks();
   // Runs the abort hooks, once (see registerAbortHook); never under mu_.
@@ -404,6 +413,10 @@ class ProcessGroupCohort final : public BackendBase {
   // The buffer of the overlapped allreduce started last (the queue thread only).
   const char* overlap_begin_ = nullptr;
   const char* overlap_end_ = nullptr;
+  // Tells the other ranks when this group gives up, and this one when another did (see
+  // PeerFailureWatch); none for a group of one, or with COHORT_TORCH_WATCH_PEERS=0.
+  std::unique_ptr<PeerFailureWatch> watch_;
+  bool gave_up_for_peer_ = false;  // guarded by mu_: first_error_ is a peer's (GiveUpForPeer)
   std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<CompletionPool> point_to_point_;  // waits for posted sends and receives
   std::unique_ptr<CompletionPool> finisher_;        // one thread: the second halves of allreduces

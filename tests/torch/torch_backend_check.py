@@ -73,6 +73,9 @@ exits 0 when every worker did. Scenarios:
                 make a new group on the same store and all-reduce on it (abort-tcp: over TCP).
                 abort-reducers: on the Reduction Server; the aborted rank exits, and the peer's
                 next all-reduce fails naming it
+  abort-far     a rank of four aborts and lives on during the others' ring all-reduce: the two
+                that wait for ranks that gave up (not for it) fail seconds later naming it,
+                through the store, not at the timeout
   exit-on-error  a rank raises an unhandled exception with an all-reduce in flight that its peer
                 never makes: it exits at once (the exit hook aborts), and the peer's next
                 all-reduce fails naming it
@@ -1419,6 +1422,40 @@ def scenario_dead_peer():
     return check.finish()
 
 
+def scenario_abort_far():
+    """A rank of four aborts its group and lives on, during a ring all-reduce of the others (no
+    agreement all-gather before it, which every rank would make with every other): only its ring
+    neighbour waits for it; the two others wait for ranks that failed (alive, but making no more
+    calls). Each of the three fails naming the aborted rank well before the group's 60 s
+    timeout: its neighbours from the transport, rank 1 from what the ranks that gave up told
+    the store (PeerFailureWatch; with COHORT_TORCH_WATCH_PEERS=0 they wait out the timeout)."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    store = dist.distributed_c10d._get_default_store()
+    dist.all_reduce(torch.ones(1000))
+    victim = n - 1
+    if rank == victim:
+        cohort.torch.backend_of().abort()
+        store.set("far/aborted", "1")
+        store.wait([f"far/done/{r}" for r in range(n - 1)], datetime.timedelta(seconds=2 * ABORT_TIMEOUT_S))
+        return check.finish()
+    store.wait(["far/aborted"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
+    text = expect_peer_call_fails_naming(check, torch, dist, victim, "an all-reduce rank 3 will not make (it aborted)")
+    if rank not in (0, n - 2):  # rank 0 receives from the aborted rank, rank n - 2 sends to it
+        check.expect("gave up" in (text or ""), f"the error is what another rank said: {text}")
+        check.expect(error_type(cohort.torch.backend_of()) == "REMOTE_ERROR",
+                     f"get_error(): {error_type(cohort.torch.backend_of())}")
+    # Every rank stays until all are done: an exit resets connections, which the others see.
+    store.set(f"far/done/{rank}", "1")
+    store.wait([f"far/done/{r}" for r in range(n - 1)], datetime.timedelta(seconds=2 * ABORT_TIMEOUT_S))
+    return check.finish()
+
+
 def scenario_dead_peer_reducers():
     """A worker dies while the others' all-reduces on the Reduction Server wait for it: their queued
     all-reduces each fail before the timeout, the first naming the dead worker (the reducers tell
@@ -1617,6 +1654,7 @@ def expect_peer_call_fails_naming(check, torch, dist, peer, what):
     took = time.time() - start
     print(f"{what}: failed after {took:.1f} s: {text}", flush=True)
     check.expect(took < ABORT_SLACK_S, f"{what}: the error took {took:.1f} s (timeout {ABORT_TIMEOUT_S} s)")
+    return text
 
 
 def scenario_abort(peer_calls, recover):
@@ -1792,9 +1830,10 @@ def scenario_abort_hooks():
 
 def scenario_shrink():
     """torch 2.14's shrink_group on the cohort backend, as in-process recovery uses it: rank 2 of 3
-    aborts its group and leaves (a failed rank, as its peers see it); ranks 0 and 1 see a call
-    fail naming worker 2, agree on it through the store, shrink the default group without it
-    (SHRINK_ABORT), and go on
+    aborts its group and leaves (a failed rank, as its peers see it); ranks 0 and 1 see an
+    all-reduce fail naming worker 2 (rank 1, which waits for rank 0 in the ring, through what the
+    others told the store as they gave up, well before the timeout), agree on it through the
+    store, shrink the default group without it (SHRINK_ABORT), and go on
     in a group of two: the new default group's all-reduce, broadcast and a DDP step agree with
     the same ranks' results on gloo, and its backend is a cohort one. A second shrink of the group
     of two, without rank 1, leaves rank 0 a group of one."""
@@ -1815,17 +1854,14 @@ def scenario_shrink():
         store.set("shrink/failed", "1")
         return check.finish()
     store.wait(["shrink/failed"], datetime.timedelta(seconds=ABORT_TIMEOUT_S))
-    if rank == 0:
-        # Rank 0's ring neighbour is rank 2: its all-reduce waits for rank 2 and names it.
-        expect_peer_call_fails_naming(check, torch, dist, 2, "an all-reduce rank 2 will not make (it failed)")
-    else:
-        # Rank 1 waits in a ring for rank 0, which failed and makes no more calls (as with gloo,
-        # it would learn that only at the timeout): it asks rank 2 itself.
-        started = time.monotonic()
-        check.expect_raises(lambda: dist.recv(torch.empty(1), src=2), ["cohort", "worker 2"],
-                            "a receive from rank 2 (it failed)")
-        took = time.monotonic() - started
-        check.expect(took < ABORT_SLACK_S, f"the receive from rank 2 took {took:.1f} s to fail")
+    # Rank 0's ring neighbour is rank 2: its all-reduce waits for rank 2 and names it. Rank 1
+    # waits in the ring for rank 0, which failed and makes no more calls: it learns from the
+    # store what rank 2 or rank 0 said when they gave up (PeerFailureWatch), seconds later.
+    text = expect_peer_call_fails_naming(check, torch, dist, 2, "an all-reduce rank 2 will not make (it failed)")
+    if rank == 1:
+        check.expect("gave up" in (text or ""), f"rank 1's error is what another rank said: {text}")
+        check.expect(error_type(cohort.torch.backend_of()) == "REMOTE_ERROR",
+                     f"get_error() on rank 1: {error_type(cohort.torch.backend_of())}")
     # The survivors agree that rank 2 failed before either shrinks (the first to shrink aborts
     # its old group, which its peer would otherwise see fail first).
     store.set(f"shrink/seen/{rank}", "1")
@@ -2292,6 +2328,7 @@ SCENARIOS = {
     "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
+
     # Over one host's shared memory (abort-tcp: over TCP): the peer's next call learns of the abort
     # while the aborted rank lives on; then both recover.
     "abort": (2, 0, {}, (), lambda: scenario_abort(peer_calls=True, recover=True)),
@@ -2302,6 +2339,8 @@ SCENARIOS = {
                        lambda: scenario_abort(peer_calls=True, recover=False)),
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
     "abort-hooks": (2, 0, {}, (), scenario_abort_hooks),
+    "abort-far": (4, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "0"}, (),
+                  scenario_abort_far),
     "dataloader-workers": (2, 0, {}, (), scenario_dataloader_workers),
     "monitored-barrier": (3, 0, {}, (), scenario_monitored_barrier),
     "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),

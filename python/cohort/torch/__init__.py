@@ -35,7 +35,10 @@ torch) fail the operation in flight and the queued ones at once, without waiting
 a process that exits on an unhandled exception aborts its groups the same way, while a normal exit
 shuts them down (finishing what is queued). The peers' operations that wait for an aborted rank
 fail at once naming it, although its process lives on (its connections reset; on one host its
-liveness token is gone), and the ranks may make a new group (on the same store, say), or, on
+liveness token is gone); a rank that waits for a peer which gave up but stays connected (in a
+ring, the ranks beyond a failed rank's neighbours) learns it from the store, where every rank
+that gives up writes why, once it has waited 5 s (COHORT_TORCH_WATCH_PEERS=0 turns that off),
+and the ranks may make a new group (on the same store, say), or, on
 torch 2.14, shrink_group the failed ranks out: the survivors' new group is made through the old
 one's store, which must still be there (under env://, rank 0 hosts it). Abort hooks
 (ProcessGroup.register_abort_hook on torch 2.14, backend_of(group).register_abort_hook(id, fn) on
