@@ -268,7 +268,9 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
         OrFail(collective::StoreBootstrap::Connect(cohort_addr, timeout), "bootstrap store");
     pg->rendezvous_ = std::string("Cohort job store ") + cohort_addr;
     watch_store = std::make_unique<BorrowedBootstrap>(pg->bootstrap_.get());
-    watch_key = "cohort/torch/gave-up";
+    // Every rank makes its job's default groups in the same order: the n-th one's key.
+    static std::atomic<int> job_groups{0};
+    watch_key = "cohort/torch/gave-up/" + std::to_string(job_groups++);
   } else {
     // torchrun, env:// or an explicit store: a fresh session per process group (see
     // torch_store_bootstrap.h). The default group works on the store beneath torch's prefixes,
