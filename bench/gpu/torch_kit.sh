@@ -40,9 +40,12 @@ rm -rf "$dest"
 mkdir -p "$dest"/{src,lib,bin,python,tests/torch,examples/torch,bench/torch,bench/common,bench/netns}
 dest=$(cd "$dest" && pwd)
 
-# Sources: the backend's translation units that include torch, and our headers they include.
-torch_units=(completion_pool module process_group_cohort sparse_allreduce tensor_staging torch_reducer
-             torch_store_bootstrap)
+# Sources: the backend's translation units (those CMake builds into it, but log_line.cc, which
+# goes into the support library below), and our headers they include.
+mapfile -t torch_units < <(awk '/^add_library\(cohort_torch_backend/ {on = 1; next}
+  on && /^\)/ {on = 0} on && /\.cc$/ {sub(/^ +/, ""); sub(/\.cc$/, ""); print}' \
+  "$root/python/torch_backend/CMakeLists.txt" | grep -vx log_line)
+[ "${#torch_units[@]}" -gt 0 ] || { echo "torch_kit.sh: no sources in python/torch_backend/CMakeLists.txt" >&2; exit 2; }
 for u in "${torch_units[@]}"; do
   ninja -C "$build" -t deps "python/torch_backend/CMakeFiles/cohort_torch_backend.dir/$u.cc.o" |
     awk 'NR > 1 {print $1}' | grep '^\.\./' | sed 's|^\.\./||'
