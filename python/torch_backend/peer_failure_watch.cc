@@ -7,7 +7,7 @@
 
 namespace cohort::torch_backend {
 
-PeerFailureWatch::PeerFailureWatch(std::unique_ptr<collective::Bootstrap> store, std::string key,
+PeerFailureWatch::PeerFailureWatch(std::shared_ptr<collective::Bootstrap> store, std::string key,
                                    int rank, Timing timing, OnRemote on_remote)
     : store_(std::move(store)),
       key_(std::move(key)),

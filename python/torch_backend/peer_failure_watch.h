@@ -39,7 +39,8 @@ class PeerFailureWatch {
     std::chrono::milliseconds margin{2000};
   };
 
-  PeerFailureWatch(std::unique_ptr<collective::Bootstrap> store, std::string key, int rank,
+  // `store` must be safe to use from the watch's thread while others use it.
+  PeerFailureWatch(std::shared_ptr<collective::Bootstrap> store, std::string key, int rank,
                    Timing timing, OnRemote on_remote);
   ~PeerFailureWatch();
   PeerFailureWatch(const PeerFailureWatch&) = delete;
@@ -63,7 +64,7 @@ class PeerFailureWatch {
   // An operation has waited `patience` and has more than `margin` left. Caller holds mu_.
   bool WorthALookLocked(Clock::time_point now) const;
 
-  const std::unique_ptr<collective::Bootstrap> store_;
+  const std::shared_ptr<collective::Bootstrap> store_;
   const std::string key_;
   const int rank_;
   const Timing timing_;

@@ -112,26 +112,6 @@ int EnvInt(const char* name, int fallback) {
   return *v;
 }
 
-// A Bootstrap that forwards to one the process group owns and closes only after its
-// PeerFailureWatch (the Cohort job's store client, which is thread-safe).
-class BorrowedBootstrap final : public collective::Bootstrap {
- public:
-  explicit BorrowedBootstrap(collective::Bootstrap* store) : store_(store) {}
-  Status Put(const std::string& key, const std::string& value) override {
-    return store_->Put(key, value);
-  }
-  StatusOr<std::string> Get(const std::string& key, collective::Deadline deadline) override {
-    return store_->Get(key, deadline);
-  }
-  StatusOr<std::optional<std::string>> Lookup(const std::string& key,
-                                              collective::Deadline deadline) override {
-    return store_->Lookup(key, deadline);
-  }
-
- private:
-  collective::Bootstrap* store_;
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -244,9 +224,7 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
 
   const char* cohort_addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
   int num_reducers = 0;
-  // Where the ranks tell each other that one gave up (PeerFailureWatch): a store connection of
-  // the watch's own, and a key of this communicator's.
-  std::unique_ptr<collective::Bootstrap> watch_store;
+  // Where the ranks tell each other that one gave up (PeerFailureWatch), in the bootstrap store.
   std::string watch_key;
   std::string reducers_hint;  // outside a Cohort job: where the reducers are to join
   if (default_group && cohort_addr != nullptr && *cohort_addr != '\0') {
@@ -267,7 +245,6 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     pg->bootstrap_ =
         OrFail(collective::StoreBootstrap::Connect(cohort_addr, timeout), "bootstrap store");
     pg->rendezvous_ = std::string("Cohort job store ") + cohort_addr;
-    watch_store = std::make_unique<BorrowedBootstrap>(pg->bootstrap_.get());
     // Every rank makes its job's default groups in the same order: the n-th one's key.
     static std::atomic<int> job_groups{0};
     watch_key = "cohort/torch/gave-up/" + std::to_string(job_groups++);
@@ -285,8 +262,6 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     auto bootstrap =
         std::make_unique<TorchStoreBootstrap>(default_group ? InnermostStore(store) : store);
     options.key_prefix = SessionPrefix(session);
-    watch_store =
-        std::make_unique<TorchStoreBootstrap>(default_group ? InnermostStore(store) : store);
     watch_key = SessionPrefix(session) + "/gave-up";
     if (rank == 0 && num_reducers > 0) {
       if (Status s = PublishSession(*bootstrap, session, size, num_reducers); !s.ok()) Fail(s);
@@ -316,9 +291,9 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
   pg->completions_ = std::make_unique<CompletionPool>(kMaxCompletionThreads);
   pg->point_to_point_ = std::make_unique<CompletionPool>(kMaxPointToPointThreads);
   pg->finisher_ = std::make_unique<CompletionPool>(1);
-  if (size > 1 && watch_store != nullptr && EnvInt("COHORT_TORCH_WATCH_PEERS", 1) != 0) {
+  if (size > 1 && EnvInt("COHORT_TORCH_WATCH_PEERS", 1) != 0) {
     pg->watch_ = std::make_unique<PeerFailureWatch>(
-        std::move(watch_store), watch_key, rank, PeerFailureWatch::Timing(),
+        pg->bootstrap_, watch_key, rank, PeerFailureWatch::Timing(),
         [raw = pg.get()](int peer, const std::string& why) { raw->GiveUpForPeer(peer, why); });
   }
   pg->thread_ = std::thread([raw = pg.get()] { raw->RunQueue(); });
@@ -1312,7 +1287,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::PointToPoint(bool is_send,
       std::make_shared<StagedTensor>(tensors[0], what, StagedTensor::kBytes,
                                      is_send ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
   // A receive's sender, for its Work: known now, or (from any rank) once the message came.
-  auto source = std::make_shared<std::atomic<int>>(any ? -1 : peer);
+  auto source = is_send ? nullptr : std::make_shared<std::atomic<int>>(any ? -1 : peer);
   auto work = EnqueueDeferred(
       is_send ? c10d::OpType::SEND
       : any   ? c10d::OpType::RECVANYSOURCE

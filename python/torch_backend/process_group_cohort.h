@@ -393,7 +393,8 @@ class ProcessGroupCohort final : public BackendBase {
   int shrinks_ = 0;  // guarded by mu_: shrink calls so far (each a session of its own)
   std::unique_ptr<collective::StoreServer>
       store_server_;  // Cohort job, rank 0: the bootstrap store
-  std::unique_ptr<collective::Bootstrap> bootstrap_;
+  // Shared with watch_ (both store clients are thread-safe); closed after it.
+  std::shared_ptr<collective::Bootstrap> bootstrap_;
   std::unique_ptr<collective::LoopbackFabric> loopback_;  // a group of one
   std::unique_ptr<collective::Communicator> comm_;        // used by the queue thread only
 
