@@ -109,6 +109,13 @@ if [ "$#" = 0 ] && [ -x "$ddp_test" ]; then
   mounts+=("$chroot_dir$host_dir")
   mount --bind "$root" "$chroot_dir$root"
   mounts+=("$chroot_dir$root")
+  # The stock script trains on the digits set python3-sklearn ships; the chroot has no sklearn (a
+  # scipy stack for one 57 KB file), so the host's copy goes to the same path there.
+  digits=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
+  if [ -f "$digits" ] && ! [ -f "$chroot_dir$digits" ]; then
+    mkdir -p "$(dirname "$chroot_dir$digits")"
+    cp "$digits" "$chroot_dir$digits"
+  fi
   printf '#!/bin/sh\nexec chroot %q /usr/bin/env USE_LIBUV=0 /bin/sh -c %s "$PWD" "$@"\n' \
     "$chroot_dir" "'cd \"\$0\" && exec /usr/bin/python3 \"\$@\"'" >"$host_dir/python3"
   printf '#!/bin/sh\nexec chroot %q /bin/sh -c %s "$PWD" "$@"\n' \

@@ -21,8 +21,9 @@ exits 0 when every worker did. Scenarios:
                 owners): the loss falls, every rank ends with byte-identical parameters, and
                 without a hook they match DDP on gloo
   ddp-loops     DDP loops beyond the plain step on the Reduction Server, each against gloo:
-                no_sync(), find_unused_parameters, Join over uneven inputs, static_graph, and an
-                nn.Embedding(sparse=True) (its gradients all-reduced as sparse tensors)
+                no_sync(), find_unused_parameters, Join over uneven inputs, static_graph,
+                gradient_as_bucket_view, an nn.Embedding(sparse=True) (its gradients all-reduced
+                as sparse tensors), and BatchNorm buffers broadcast from rank 0 before each forward
   objects       the object collectives, batch_isend_irecv and recv from any rank
   fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
                 skips on older torch, saying why)
@@ -781,8 +782,11 @@ def scenario_ddp_loops():
     """DDP as real training loops use it beyond the plain step, on the Reduction Server, each
     against the same loop on gloo: gradient accumulation under no_sync(), a branch some steps do
     not use (find_unused_parameters), uneven inputs under the Join context (ranks run out of
-    batches at different steps; the ones done shadow the others' all-reduces), static_graph, and an
-    nn.Embedding(sparse=True) whose gradients DDP all-reduces as sparse tensors."""
+    batches at different steps; the ones done shadow the others' all-reduces), static_graph,
+    gradient_as_bucket_view (the gradients are views of the buckets the backend reduces), an
+    nn.Embedding(sparse=True) whose gradients DDP all-reduces as sparse tensors, and a BatchNorm
+    layer whose buffers (running statistics, float32, and its int64 batch count) DDP broadcasts
+    from rank 0 before each forward: after an evaluation pass every rank holds rank 0's."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401  (registers the backend)
@@ -818,6 +822,16 @@ def scenario_ddp_loops():
         def forward(self, tokens, use_side):
             return self.head(self.embed(tokens).mean(1))
 
+    class Normed(torch.nn.Module):
+        """An MLP with a BatchNorm1d: buffers that each rank's forward updates from its own batch."""
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(features, 32), torch.nn.BatchNorm1d(32),
+                                           torch.nn.ReLU(), torch.nn.Linear(32, classes))
+
+        def forward(self, x, use_side):
+            return self.net(x)
+
     def batches(step, loop=None):
         lo = (step * n + rank) * batch
         if loop == "sparse_embedding":
@@ -826,14 +840,14 @@ def scenario_ddp_loops():
 
     def train(group, loop):
         torch.manual_seed(3)
-        model = Embedder() if loop == "sparse_embedding" else Branchy()
+        model = {"sparse_embedding": Embedder, "batch_norm": Normed}.get(loop, Branchy)()
         if rank != 0:  # DDP's constructor broadcasts rank 0's parameters: make them differ first
             with torch.no_grad():
                 for p in model.parameters():
                     p.add_(0.25)
         options = {"find_unused_parameters": True} if loop == "find_unused_parameters" else {}
-        if loop == "static_graph":
-            options = {"static_graph": True}
+        if loop in ("static_graph", "gradient_as_bucket_view"):  # the latter: gradients are the buckets
+            options = {loop: True}
         ddp = DDP(model, process_group=group, bucket_cap_mb=0.001, **options)
         lr, momentum = (2.0, 0.0) if loop == "sparse_embedding" else (0.05, 0.9)
         opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum)
@@ -862,15 +876,22 @@ def scenario_ddp_loops():
                     opt.zero_grad()
                     losses.append(step_on(*batches(step)))
                     opt.step()
-        else:  # static_graph; sparse_embedding (its embedding's gradients all-reduced as sparse tensors)
+        else:  # static_graph, gradient_as_bucket_view; sparse_embedding (its embedding's gradients
+            # all-reduced as sparse tensors); batch_norm
             for step in range(24):
                 opt.zero_grad()
                 losses.append(step_on(*batches(step, loop)))
                 opt.step()
-        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        if loop == "batch_norm":  # its forward takes in rank 0's buffers and, evaluating, keeps them
+            model.eval()
+            with torch.no_grad():
+                ddp(batches(0)[0], False)
+        params = torch.cat([p.detach().reshape(-1).to(torch.float32)
+                            for p in list(model.parameters()) + list(model.buffers())])
         return params, sum(losses[:4]) / 4, sum(losses[-4:]) / 4
 
-    for loop in ("no_sync", "find_unused_parameters", "join", "static_graph", "sparse_embedding"):
+    for loop in ("no_sync", "find_unused_parameters", "join", "static_graph", "gradient_as_bucket_view",
+                 "sparse_embedding", "batch_norm"):
         reference, _, _ = train(gloo, loop)
         expect_learned_as_on_gloo(check, dist, gloo, loop, train(None, loop), reference)
     dist.barrier(group=gloo)
