@@ -1038,8 +1038,8 @@ def scenario_pipeline():
     for name, placement, since in flavours:
         schedule_class = getattr(pipelining, name, None)
         if schedule_class is None or version < since:
-            print(f"{name}: not run on torch {torch.__version__} ({'from %d.%d on' % since if schedule_class else 'absent'})",
-                  flush=True)
+            why = f"from {since[0]}.{since[1]} on" if schedule_class else "absent"
+            print(f"{name}: not run on torch {torch.__version__} ({why})", flush=True)
             continue
         got, want, means, reference_means = train(schedule_class, placement)
         check.expect(bool(torch.allclose(got, want, rtol=1e-4, atol=1e-6)),
