@@ -34,6 +34,8 @@ exits 0 when every worker did. Scenarios:
   pipeline      torch.distributed.pipelining's schedules (GPipe, 1F1B, interleaved 1F1B, looped
                 BFS, zero bubble) train a small MLP cut into stages to the parameters one process
                 training the whole model ends with (torch 2.6 on)
+  backend-strings  "cpu:cohort,cuda:gloo" and "cpu:gloo,cuda:cohort" (torch 2.x's backend per
+                device): CPU tensors go to the backend named for the CPU (torch 2.6 on)
   debug-detail  TORCH_DISTRIBUTED_DEBUG=DETAIL: DDP trains; the group's sequence number counts
                 collectives alike on every rank; on torch 2.x, whose wrapper checks each
                 collective first, a collective that differs across ranks raises naming both
@@ -1051,6 +1053,31 @@ def scenario_pipeline():
             check.expect(all(abs(a - b) < 1e-5 for a, b in zip(means, reference_means)),
                          f"{name}: losses {means} against one process's {reference_means}")
     dist.barrier(group=gloo)
+    return check.finish()
+
+
+def scenario_backend_strings():
+    """Torch 2.x's backend strings that name a backend per device, as scripts write
+    "cpu:gloo,cuda:nccl": the default group made with "cpu:cohort,cuda:gloo" sends CPU tensors to
+    the cohort backend, a group made with "cpu:gloo,cuda:cohort" sends them to gloo (its cohort
+    backend, for CUDA tensors, is made and left unused here), and both all-reduce exactly."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+
+    dist.init_process_group("cpu:cohort,cuda:gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    check = Checker(rank)
+    other = dist.new_group(backend="cpu:gloo,cuda:cohort")
+    want = torch.arange(5, dtype=torch.float32) * (n * (n + 1) // 2)
+    for group, spec, expected in ((dist.group.WORLD, "cpu:cohort,cuda:gloo", "ProcessGroupCohort"),
+                                  (other, "cpu:gloo,cuda:cohort", "ProcessGroupGloo")):
+        used = type(group._get_backend(torch.device("cpu"))).__name__
+        check.expect(used == expected, f"{spec}: CPU tensors go to {used}, not {expected}")
+        t = torch.arange(5, dtype=torch.float32) * (rank + 1)
+        dist.all_reduce(t, group=group)
+        check.expect(torch.equal(t, want), f"{spec}: all-reduce gave {t.tolist()}")
+    dist.barrier()
     return check.finish()
 
 
@@ -2439,6 +2466,7 @@ SCENARIOS = {
     "fsdp": (3, 0, {}, (), scenario_fsdp),
     "tensor-parallel": (4, 0, {}, (), scenario_tensor_parallel),
     "pipeline": (3, 0, {}, (), scenario_pipeline),
+    "backend-strings": (3, 0, {}, (), scenario_backend_strings),
     "debug-detail": (3, 0, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, (), scenario_debug_detail),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                   lambda: scenario_wire("bf16", via_options=True)),
@@ -2495,6 +2523,8 @@ SCENARIOS = {
 # And where they are checked instead (tests/torch/debian_torch_check.sh).
 TORCH_2_SCENARIOS = {
     "fsdp": ("FSDP2", [("torch.distributed.fsdp", "fully_shard")], "torch 2.6 on (trixie, sid)"),
+    "backend-strings": ("backends named per device", [("torch.distributed", "BackendConfig")],
+                        "torch 2.6 on (trixie, sid)"),
     "pipeline": ("pipeline parallelism", [("torch.distributed.pipelining", "ScheduleGPipe")],
                  "torch 2.6 on (trixie, sid)"),
     "shrink": ("shrink_group", [("torch.distributed.distributed_c10d", "shrink_group")], "sid's torch 2.14"),
