@@ -1,6 +1,6 @@
 #include "python/torch_backend/peer_failure_watch.h"
 
-#include <cstdlib>
+#include <charconv>
 #include <utility>
 
 #include "python/torch_backend/log_line.h"
@@ -34,11 +34,10 @@ std::string PeerFailureWatch::Encode(int rank, const std::string& why) {
 
 bool PeerFailureWatch::Decode(const std::string& value, int* rank, std::string* why) {
   const size_t newline = value.find('\n');
-  if (newline == 0 || newline == std::string::npos || newline > 9) return false;
-  for (size_t i = 0; i < newline; ++i) {
-    if (value[i] < '0' || value[i] > '9') return false;
-  }
-  *rank = std::atoi(value.substr(0, newline).c_str());
+  if (newline == std::string::npos) return false;
+  const char* end = value.data() + newline;
+  const auto [stop, error] = std::from_chars(value.data(), end, *rank);
+  if (error != std::errc() || stop != end || *rank < 0) return false;
   *why = value.substr(newline + 1);
   return true;
 }

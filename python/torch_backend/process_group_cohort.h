@@ -46,8 +46,7 @@
 // gives up (or aborts) writes why to the group's store; a rank whose operation has waited 5 s
 // then reads it (PeerFailureWatch) and gives up too, naming that rank and its reason, instead of
 // waiting out its timeout for a peer that makes no more calls (COHORT_TORCH_WATCH_PEERS=0: off).
-// The
-// group's abort hooks (registerAbortHook) run at that first failure, or at an abort.
+// The group's abort hooks (registerAbortHook) run at that first failure, or at an abort.
 //
 // Thread safety: the c10d entry points may be called from any thread; ranks must issue
 // collectives in the same order (torch's contract). Lifetime: destroying the process group waits

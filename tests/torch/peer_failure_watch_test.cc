@@ -106,6 +106,8 @@ TEST(PeerFailureWatchTest, AReasonPublishedAsTheWatchGoesIsWritten) {
   EXPECT_EQ(why, "it aborted its group");
   EXPECT_FALSE(PeerFailureWatch::Decode("x\nwhy", &rank, &why));
   EXPECT_FALSE(PeerFailureWatch::Decode("no newline", &rank, &why));
+  EXPECT_FALSE(PeerFailureWatch::Decode("-1\nwhy", &rank, &why));
+  EXPECT_FALSE(PeerFailureWatch::Decode("3x\nwhy", &rank, &why));
 }
 
 }  // namespace
