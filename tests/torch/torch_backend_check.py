@@ -34,6 +34,10 @@ exits 0 when every worker did. Scenarios:
   pipeline      torch.distributed.pipelining's schedules (GPipe, 1F1B, interleaved 1F1B, looped
                 BFS, zero bubble) train a small MLP cut into stages to the parameters one process
                 training the whole model ends with (torch 2.6 on)
+  compile       torch.compile with DDP on the Reduction Server (2 reducers), against gloo: DDP over a
+                compiled module (dynamo's DDPOptimizer cuts the graph at DDP's buckets), and compiled
+                autograd with DDP's python reducer (the all-reduces traced into the backward graph
+                as functional collectives) (torch 2.6 on)
   backend-strings  "cpu:cohort,cuda:gloo" and "cpu:gloo,cuda:cohort" (torch 2.x's backend per
                 device): CPU tensors go to the backend named for the CPU (torch 2.6 on)
   debug-detail  TORCH_DISTRIBUTED_DEBUG=DETAIL: DDP trains; the group's sequence number counts
@@ -951,6 +955,95 @@ def scenario_fsdp():
             print(f"{flavour}: not compared: on torch {torch.__version__} it fails on gloo as well ({e})", flush=True)
             continue
         expect_learned_as_on_gloo(check, dist, gloo, flavour, train(dist.group.WORLD, flavour), reference)
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
+def scenario_compile():
+    """torch.compile with DDP (inductor, CPU tensors) on the Reduction Server, each flavour against
+    the same compiled training on gloo:
+    - DDPOptimizer: DDP over a compiled module; dynamo cuts the graph at DDP's bucket boundaries
+      (three here) and the backward's all-reduces run on the backend bucket by bucket.
+      (torch.compile(DDP(model)) on Debian's torch 2.6 and 2.14 compiles nothing, on gloo too: a
+      graph break in DDP's forward leaves the module to run eagerly.)
+    - compiled autograd: the whole DDP model compiled, its backward too, with DDP's python
+      reducer, which traces the all-reduces into the backward graph as functional collectives on
+      the group."""
+    import logging
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+    from torch._dynamo.utils import counters
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Buckets(logging.Handler):
+        """Keeps the N of DDPOptimizer's "... created N buckets" (logged at INFO)."""
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.counts = []
+
+        def emit(self, record):
+            if "created %d buckets" in str(record.msg):
+                self.counts.append(record.args[1])
+
+    buckets = Buckets()
+    ddp_optimizer_log = logging.getLogger("torch._dynamo.backends.distributed")
+    ddp_optimizer_log.setLevel(logging.INFO)
+    ddp_optimizer_log.propagate = False
+    ddp_optimizer_log.addHandler(buckets)
+    features, classes, batch, steps = 16, 4, 16, 12
+    rank, n, check, gloo, _, x_all, y_all = start_training(features, classes, steps * batch, seed=13)
+
+    def train(group, flavour):
+        torch._dynamo.reset()
+        torch.manual_seed(3)
+        # Two 1 MiB layers and 1 MiB buckets (DDPOptimizer takes none smaller than DDP's first,
+        # 1 MiB): three buckets.
+        model = torch.nn.Sequential(torch.nn.Linear(features, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                    torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                    torch.nn.Linear(512, classes))
+        if rank != 0:  # DDP's constructor broadcasts rank 0's parameters: make them differ first
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(0.5)
+        # DDP reads optimize_ddp when it is built; "python_reducer" leaves its buckets to compiled
+        # autograd.
+        torch._dynamo.config.optimize_ddp = True if flavour == "DDPOptimizer" else "python_reducer"
+        if flavour == "DDPOptimizer":
+            compiled = DDP(torch.compile(model), process_group=group, bucket_cap_mb=1)
+        else:
+            compiled = torch.compile(DDP(model, process_group=group, bucket_cap_mb=1))
+        opt = torch.optim.SGD(compiled.parameters(), lr=0.02, momentum=0.9)
+        losses = []
+        for step in range(steps):
+            lo = (step * n + rank) * batch
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(compiled(x_all[lo:lo + batch]), y_all[lo:lo + batch])
+            if flavour == "DDPOptimizer":
+                loss.backward()
+            else:
+                with torch._dynamo.compiled_autograd._enable(torch.compile()):
+                    loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        torch._dynamo.config.optimize_ddp = True
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        return params, sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+
+    for flavour in ("DDPOptimizer", "compiled autograd"):
+        reference = train(gloo, flavour)[0]
+        buckets.counts.clear()
+        graphs = counters["aot_autograd"]["total"]
+        captures = counters["compiled_autograd"]["captures"]
+        result = train(dist.group.WORLD, flavour)
+        check.expect(counters["aot_autograd"]["total"] > graphs, f"{flavour}: nothing was compiled")
+        if flavour == "DDPOptimizer":
+            check.expect(buckets.counts == [3], f"DDPOptimizer: the graph was cut into {buckets.counts} buckets, "
+                                                "not once into 3")
+        else:
+            check.expect(counters["compiled_autograd"]["captures"] > captures,
+                         "compiled autograd: no backward graph was captured")
+        expect_learned_as_on_gloo(check, dist, gloo, flavour, result, reference)
     dist.barrier(group=gloo)
     return check.finish()
 
@@ -2466,6 +2559,7 @@ SCENARIOS = {
     "fsdp": (3, 0, {}, (), scenario_fsdp),
     "tensor-parallel": (4, 0, {}, (), scenario_tensor_parallel),
     "pipeline": (3, 0, {}, (), scenario_pipeline),
+    "compile": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_compile),
     "backend-strings": (3, 0, {}, (), scenario_backend_strings),
     "debug-detail": (3, 0, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, (), scenario_debug_detail),
     "wire-bf16": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
@@ -2527,6 +2621,8 @@ TORCH_2_SCENARIOS = {
                         "torch 2.6 on (trixie, sid)"),
     "pipeline": ("pipeline parallelism", [("torch.distributed.pipelining", "ScheduleGPipe")],
                  "torch 2.6 on (trixie, sid)"),
+    "compile": ("torch.compile with compiled autograd", [("torch._dynamo.compiled_autograd", "_enable")],
+                "torch 2.6 on (trixie, sid)"),
     "shrink": ("shrink_group", [("torch.distributed.distributed_c10d", "shrink_group")], "sid's torch 2.14"),
     "tensor-parallel": ("2-D parallelism on CPU", [("torch.distributed.checkpoint.state_dict", "get_state_dict"),
                                                    ("torch.distributed.fsdp", "fully_shard"),
