@@ -255,6 +255,11 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     num_reducers = default_group ? (config.num_reducers >= 0 ? config.num_reducers
                                                              : EnvInt("COHORT_NUM_REDUCERS", 0))
                                  : 0;
+    if (num_reducers > 0) {  // refused before the rendezvous where no reducer could join
+      StatusOr<std::string> where = WhereReducersJoin(store);
+      if (!where.ok()) Fail(where.status());
+      reducers_hint = "; " + *where;
+    }
     TorchStoreBootstrap group_store(store);
     const collective::Deadline deadline = collective::DeadlineAfter(timeout);
     const std::string session =
@@ -269,12 +274,9 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
     pg->bootstrap_ = std::move(bootstrap);
     pg->rendezvous_ = std::string(default_group ? "torch store" : "torch store (subgroup)") +
                       ", session " + session;
-    if (num_reducers > 0) {
-      reducers_hint = "; " + WhereReducersJoin(store);
-      if (rank == 0) {
-        LogInfo("cohort: the default group of " + std::to_string(size) + " ranks uses " +
-                std::to_string(num_reducers) + " reducers" + reducers_hint);
-      }
+    if (num_reducers > 0 && rank == 0) {
+      LogInfo("cohort: the default group of " + std::to_string(size) + " ranks uses " +
+              std::to_string(num_reducers) + " reducers" + reducers_hint);
     }
   }
   if (size == 1 && num_reducers == 0) {

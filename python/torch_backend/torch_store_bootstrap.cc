@@ -6,6 +6,8 @@
 #include <set>
 #include <string_view>
 #include <thread>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -136,9 +138,22 @@ c10::intrusive_ptr<c10d::Store> InnermostStore(c10::intrusive_ptr<c10d::Store> s
   return store;
 }
 
-std::string WhereReducersJoin(const c10::intrusive_ptr<c10d::Store>& store) {
+StatusOr<std::string> WhereReducersJoin(const c10::intrusive_ptr<c10d::Store>& store) {
+  const c10::intrusive_ptr<c10d::Store> innermost = InnermostStore(store);
+  const char* kind = dynamic_cast<c10d::FileStore*>(innermost.get())   ? "a FileStore (file://)"
+                     : dynamic_cast<c10d::HashStore*>(innermost.get()) ? "a HashStore"
+                                                                       : nullptr;
+  if (kind != nullptr) {
+    return InvalidArgument(
+        std::string("reducers were asked for (COHORT_NUM_REDUCERS or Options.num_reducers), but "
+                    "this group's store is ") +
+        kind +
+        ", which `python3 -m cohort.torch.reducer` cannot join: reducers join a TCPStore "
+        "(init_method env:// or tcp://, torchrun); without reducers the all-reduce runs as a "
+        "ring or halving-doubling");
+  }
   std::string address;
-  if (auto* tcp = dynamic_cast<c10d::TCPStore*>(InnermostStore(store).get())) {
+  if (auto* tcp = dynamic_cast<c10d::TCPStore*>(innermost.get())) {
     address = tcp->getHost() + ":" + std::to_string(tcp->getPort());
   } else {
     const char* host = std::getenv("MASTER_ADDR");

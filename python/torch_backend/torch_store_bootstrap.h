@@ -62,10 +62,12 @@ Status PublishSession(collective::Bootstrap& store, const std::string& session, 
 c10::intrusive_ptr<c10d::Store> InnermostStore(c10::intrusive_ptr<c10d::Store> store);
 
 // How reducers find a default group whose store is `store`: "python3 -m cohort.torch.reducer
-// --store HOST:PORT" with the TCPStore beneath it (or MASTER_ADDR:MASTER_PORT where it is none).
-// Under torchrun's c10d rendezvous (TORCHELASTIC_USE_AGENT_STORE=False) that store is rank 0's,
-// at a port torchrun picks anew for each attempt, so the text also says that reducers which are
-// to follow restarts need torchrun's static rendezvous, whose store is the agent's and stays.
-std::string WhereReducersJoin(const c10::intrusive_ptr<c10d::Store>& store);
+// --store HOST:PORT" with the TCPStore beneath it (or MASTER_ADDR:MASTER_PORT where it is a store
+// of another kind). Under torchrun's c10d rendezvous (TORCHELASTIC_USE_AGENT_STORE=False) that
+// store is rank 0's, at a port torchrun picks anew for each attempt, so the text also says that
+// reducers which are to follow restarts need torchrun's static rendezvous, whose store is the
+// agent's and stays. kInvalidArgument, saying what to use instead, where no reducer can join: a
+// FileStore (init_method file://) or a HashStore (one process's memory).
+StatusOr<std::string> WhereReducersJoin(const c10::intrusive_ptr<c10d::Store>& store);
 
 }  // namespace cohort::torch_backend

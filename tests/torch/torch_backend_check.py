@@ -25,6 +25,9 @@ exits 0 when every worker did. Scenarios:
                 gradient_as_bucket_view, an nn.Embedding(sparse=True) (its gradients all-reduced
                 as sparse tensors), and BatchNorm buffers broadcast from rank 0 before each forward
   objects       the object collectives, batch_isend_irecv and recv from any rank
+  file-store    init_method file://: reducers asked for are refused at once, naming the FileStore
+                (no reducer can join one); without them the group all-reduces and DDP trains as on
+                gloo
   fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
                 skips on older torch, saying why)
   tensor-parallel  a 2x2 mesh: tensor parallelism (DTensor) by data parallelism (fully_shard, or
@@ -114,6 +117,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 
@@ -1184,7 +1188,6 @@ def scenario_tensor_parallel():
     torch.distributed.checkpoint saves the sharded model and optimizer, the parameters are
     zeroed, and loading restores them exactly."""
     import shutil
-    import tempfile
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -1320,6 +1323,50 @@ def scenario_debug_detail():
     t = torch.full((2,), float(rank))
     dist.all_reduce(t)
     check.expect(t.tolist() == [float(n * (n - 1) // 2)] * 2, f"the group after it: all_reduce gave {t.tolist()}")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
+def scenario_file_store():
+    """init_method file:// (a FileStore on a filesystem every rank sees, as clusters with a shared
+    one use): reducers asked for are refused at once, naming the FileStore and what to use instead
+    (no reducer can join one); without reducers the group all-reduces and DDP trains to the same
+    parameters as on gloo over the same kind of store."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    check = Checker(rank)
+    files = f"{tempfile.gettempdir()}/cohort-file-store-{os.environ['MASTER_PORT']}"
+    timeout = datetime.timedelta(seconds=FAIL_TIMEOUT_S)
+    start = time.time()
+    check.expect_raises(
+        lambda: dist.init_process_group("cohort", init_method=f"file://{files}-refused", rank=rank, world_size=n,
+                                        timeout=timeout, pg_options=cohort.torch.Options(num_reducers=2)),
+        ["reducers were asked for", "FileStore (file://)", "cannot join", "TCPStore"], "reducers on a FileStore")
+    check.expect(time.time() - start < FAIL_TIMEOUT_S, f"the refusal took {time.time() - start:.1f} s, not at once")
+
+    dist.init_process_group("cohort", init_method=f"file://{files}", rank=rank, world_size=n, timeout=timeout)
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((5,), n * (n + 1) / 2)), f"all_reduce on a FileStore: {t.tolist()}")
+    gloo = dist.new_group(backend="gloo")
+
+    def train(group):
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+        ddp = DDP(model, process_group=group)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(rank)
+        for _ in range(5):
+            opt.zero_grad()
+            ddp(torch.randn(4, 8, generator=g)).square().mean().backward()
+            opt.step()
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    expect_trained_alike(check, dist, gloo, "DDP on a FileStore", train(None), train(gloo), atol=1e-6)
     dist.barrier(group=gloo)
     return check.finish()
 
@@ -2409,7 +2456,6 @@ def read_flight_recorder(path):
 
 
 def scenario_flight_recorder():
-    import tempfile
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -2453,7 +2499,6 @@ def scenario_flight_recorder():
 
 
 def scenario_overlap(expect_overlap):
-    import tempfile
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -2556,6 +2601,7 @@ SCENARIOS = {
     "ddp-loops": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "CUDA_VISIBLE_DEVICES": ""}, (),
                   scenario_ddp_loops),
     "objects": (3, 0, {}, (), scenario_objects),
+    "file-store": (2, 0, {}, (), scenario_file_store),
     "fsdp": (3, 0, {}, (), scenario_fsdp),
     "tensor-parallel": (4, 0, {}, (), scenario_tensor_parallel),
     "pipeline": (3, 0, {}, (), scenario_pipeline),
