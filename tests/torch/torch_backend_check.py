@@ -993,7 +993,6 @@ def scenario_compile():
     buckets = Buckets()
     ddp_optimizer_log = logging.getLogger("torch._dynamo.backends.distributed")
     ddp_optimizer_log.setLevel(logging.INFO)
-    ddp_optimizer_log.propagate = False
     ddp_optimizer_log.addHandler(buckets)
     features, classes, batch, steps = 16, 4, 16, 12
     rank, n, check, gloo, _, x_all, y_all = start_training(features, classes, steps * batch, seed=13)
@@ -1034,6 +1033,8 @@ def scenario_compile():
         params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         return params, sum(losses[:3]) / 3, sum(losses[-3:]) / 3
 
+    # DDPOptimizer first: a DDP built for the python reducer changes dynamo's and inductor's
+    # settings for the rest of the process.
     for flavour in ("DDPOptimizer", "compiled autograd"):
         reference = train(gloo, flavour)[0]
         buckets.counts.clear()
