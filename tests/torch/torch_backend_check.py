@@ -28,6 +28,8 @@ exits 0 when every worker did. Scenarios:
   file-store    init_method file://: reducers asked for are refused at once, naming the FileStore
                 (no reducer can join one); without them the group all-reduces and DDP trains as on
                 gloo
+  spawn         the DDP tutorial's launch: torch.multiprocessing.spawn starts three ranks in fresh
+                interpreters, each joins with the rank spawn gives it and trains DDP as on gloo
   fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
                 skips on older torch, saying why)
   tensor-parallel  a 2x2 mesh: tensor parallelism (DTensor) by data parallelism (fully_shard, or
@@ -1336,7 +1338,6 @@ def scenario_file_store():
     import torch
     import torch.distributed as dist
     import cohort.torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     check = Checker(rank)
@@ -1354,6 +1355,17 @@ def scenario_file_store():
     dist.all_reduce(t)
     check.expect(torch.equal(t, torch.full((5,), n * (n + 1) / 2)), f"all_reduce on a FileStore: {t.tolist()}")
     gloo = dist.new_group(backend="gloo")
+    expect_few_ddp_steps_as_on_gloo(check, dist, gloo, "DDP on a FileStore")
+    dist.barrier(group=gloo)
+    return check.finish()
+
+
+def expect_few_ddp_steps_as_on_gloo(check, dist, gloo, name):
+    """Five DDP steps of a small MLP on the default (cohort) group end, on every rank, at the same
+    parameters as the same steps on `gloo` (each rank draws its own batches)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank = dist.get_rank()
 
     def train(group):
         torch.manual_seed(1)
@@ -1367,9 +1379,40 @@ def scenario_file_store():
             opt.step()
         return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
-    expect_trained_alike(check, dist, gloo, "DDP on a FileStore", train(None), train(gloo), atol=1e-6)
+    expect_trained_alike(check, dist, gloo, name, train(None), train(gloo), atol=1e-6)
+
+
+def spawned_rank(index, n):
+    """One rank that scenario_spawn's torch.multiprocessing.spawn started: the DDP tutorial's
+    setup (init_process_group with the rank spawn gives it, MASTER_ADDR/MASTER_PORT from the
+    environment), DDP against gloo, cleanup. A failed check exits 1, which spawn raises."""
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend; the script's import, run again here)
+
+    dist.init_process_group("cohort", rank=index, world_size=n, timeout=datetime.timedelta(seconds=60))
+    print(f"spawned rank {index} of {n}: pid {os.getpid()}, parent {os.getppid()}", flush=True)
+    check = Checker(index)
+    t = torch.full((3,), float(index + 1))
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((3,), n * (n + 1) / 2)), f"all_reduce: {t.tolist()}")
+    gloo = dist.new_group(backend="gloo")
+    expect_few_ddp_steps_as_on_gloo(check, dist, gloo, "DDP in spawned ranks")
     dist.barrier(group=gloo)
-    return check.finish()
+    dist.destroy_process_group()
+    if check.finish() != 0:
+        sys.exit(1)
+
+
+def scenario_spawn():
+    """The launch of PyTorch's DDP tutorial: one process starts every rank with
+    torch.multiprocessing.spawn (fresh interpreters that import this script again, so the backend
+    registers in each), and each joins the cohort group with the rank spawn handed it."""
+    import torch.multiprocessing as mp
+    n = 3
+    mp.spawn(spawned_rank, args=(n,), nprocs=n, join=True)  # raises when a rank failed
+    print(f"all {n} spawned ranks passed", flush=True)
+    return 0
 
 
 def scenario_objects():
@@ -2603,6 +2646,8 @@ SCENARIOS = {
                   scenario_ddp_loops),
     "objects": (3, 0, {}, (), scenario_objects),
     "file-store": (2, 0, {}, (), scenario_file_store),
+    # One launching process; it spawns the three ranks.
+    "spawn": (1, 0, {}, (), scenario_spawn),
     "fsdp": (3, 0, {}, (), scenario_fsdp),
     "tensor-parallel": (4, 0, {}, (), scenario_tensor_parallel),
     "pipeline": (3, 0, {}, (), scenario_pipeline),
@@ -2724,7 +2769,7 @@ def main():
     if args.workers is not None or args.reducers is not None:
         if absent or args.scenario.startswith(("dead-peer", "abort")) or args.scenario in (
                 "silent-peer", "flight-recorder", "cohort-job", "bad-use", "exit-on-error", "shutdown-in-callback",
-                "dataloader-workers", "monitored-barrier"):
+                "dataloader-workers", "monitored-barrier", "spawn"):
             print(f"FAILED: {args.scenario} runs with its own {workers} workers and {reducers} reducers")
             return 1
         workers = workers if args.workers is None else args.workers
@@ -2746,7 +2791,8 @@ def main():
     if bad:
         print(f"FAILED: {bad}")
         return 1
-    print(f"PASSED: {args.scenario} on {len(codes) - reducers} workers" + (f" and {reducers} reducers" if reducers else ""))
+    ranks = "3 ranks that one process spawned" if args.scenario == "spawn" else f"{len(codes) - reducers} workers"
+    print(f"PASSED: {args.scenario} on {ranks}" + (f" and {reducers} reducers" if reducers else ""))
     return 0
 
 
