@@ -32,7 +32,7 @@ if ! [ -x "$chroot_dir/usr/bin/python3" ] || ! [ -d "$chroot_dir/usr/lib/python3
   echo "debian_torch_check.sh: debootstrap $suite into $chroot_dir (a few minutes)"
   rm -rf "$chroot_dir"
   debootstrap --variant=minbase \
-    --include=python3,python3-dev,python3-torch,python3-numpy,libtorch-dev,pybind11-dev,g++,procps,iproute2 \
+    --include=python3,python3-dev,python3-torch,python3-numpy,python3-sklearn,libtorch-dev,pybind11-dev,g++,procps,iproute2 \
     "$suite" "$chroot_dir" http://deb.debian.org/debian >"$chroot_dir.debootstrap.log" 2>&1 ||
     { tail -n 20 "$chroot_dir.debootstrap.log" >&2; exit 1; }
 fi
@@ -50,11 +50,30 @@ for m in proc sys dev dev/shm dev/pts; do
   fi
 done
 
+in_chroot() { chroot "$chroot_dir" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
+# Packages beyond the debootstrap's, added to a chroot made before they were asked for:
+# python3-sklearn (the digits set torch_ddp_test's stock script trains on) and, where this Debian
+# has them, python3-transformers and python3-accelerate (the hf-trainer scenario).
+wanted=(python3-sklearn)
+for p in python3-transformers python3-accelerate; do
+  in_chroot apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [^(]' && wanted+=("$p")
+done
+missing=()
+for p in "${wanted[@]}"; do in_chroot dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "debian_torch_check.sh: installing ${missing[*]} into $chroot_dir"
+  # An older run of this script left the digits file alone in a sklearn folder that no package
+  # owns, which libraries take for sklearn itself.
+  in_chroot dpkg -s python3-sklearn >/dev/null 2>&1 || rm -rf "$chroot_dir/usr/lib/python3/dist-packages/sklearn"
+  { in_chroot apt-get update -q && in_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+      --no-install-recommends "${missing[@]}"; } >"$chroot_dir.packages.log" 2>&1 ||
+    { tail -n 20 "$chroot_dir.packages.log" >&2; exit 1; }
+fi
+
 rm -rf "$chroot_dir/kit" "$chroot_dir/kit-build"
 "$root/bench/gpu/torch_kit.sh" "$build" "$chroot_dir/kit" >/dev/null
 rm -rf "$chroot_dir"/kit/lib/libuc[pstm].so* "$chroot_dir/kit/lib/ucx"
 cp "$build/tests/collective/cohort_collective_tests" "$chroot_dir/kit/bin/"
-in_chroot() { chroot "$chroot_dir" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
 echo "debian_torch_check.sh: $suite: $(in_chroot python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null),\
  UCX $(in_chroot sh -c 'dpkg-query -W -f="\${Version}" libucx0' 2>/dev/null)"
 in_chroot /kit/build_ext.sh python3 /kit-build | tail -n 1
@@ -109,13 +128,6 @@ if [ "$#" = 0 ] && [ -x "$ddp_test" ]; then
   mounts+=("$chroot_dir$host_dir")
   mount --bind "$root" "$chroot_dir$root"
   mounts+=("$chroot_dir$root")
-  # The stock script trains on the digits set python3-sklearn ships; the chroot has no sklearn (a
-  # scipy stack for one 57 KB file), so the host's copy goes to the same path there.
-  digits=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
-  if [ -f "$digits" ] && ! [ -f "$chroot_dir$digits" ]; then
-    mkdir -p "$(dirname "$chroot_dir$digits")"
-    cp "$digits" "$chroot_dir$digits"
-  fi
   printf '#!/bin/sh\nexec chroot %q /usr/bin/env USE_LIBUV=0 /bin/sh -c %s "$PWD" "$@"\n' \
     "$chroot_dir" "'cd \"\$0\" && exec /usr/bin/python3 \"\$@\"'" >"$host_dir/python3"
   printf '#!/bin/sh\nexec chroot %q /bin/sh -c %s "$PWD" "$@"\n' \

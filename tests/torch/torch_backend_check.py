@@ -70,6 +70,9 @@ exits 0 when every worker did. Scenarios:
   fork-after-destroy  rank 0 destroys its group while rank 1 is busy (its UCX close still pending),
                 then each rank forks a multiprocessing child (fork start method) that builds a
                 fresh cohort group with the other's child: the children's all-reduce works
+  hf-trainer    Hugging Face's Trainer on a default cohort group the script made, the Reduction
+                Server (2 reducers) under the DDP it builds: a small BERT (built from its config)
+                trains as on gloo (where transformers and accelerate are installed: sid)
   cohort-job    the environment of a Cohort job (COHORT_BOOTSTRAP_ADDR; reducers are cohort-reducer
                 processes, as an agent starts them): the default group joins the job's store and
                 reducer pool, subgroups torch's store
@@ -2604,6 +2607,75 @@ def scenario_overlap(expect_overlap):
     return check.finish()
 
 
+def scenario_hf_trainer():
+    """Hugging Face's Trainer, as fine-tuning scripts use it, on the cohort backend: the script
+    makes the default group itself (`import cohort.torch`, init_process_group("cohort")), and
+    Trainer (through accelerate, which takes a group already made) wraps the model in DDP on it.
+    A small BERT built from its config (nothing downloaded) trains on synthetic token sequences,
+    with the all-reduces on the Reduction Server; then the same training with the default group on
+    gloo. The loss falls, the DDP that Trainer built is on the cohort group, every rank ends with
+    the same bytes, and they equal gloo's parameters within rounding."""
+    import shutil
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401  (registers the backend)
+
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    check = Checker(rank)
+    scratch = tempfile.mkdtemp(prefix=f"cohort-hf-{rank}-")
+    os.environ.update(HF_HOME=scratch, HF_HUB_OFFLINE="1")  # nothing fetched, nothing cached in ~
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+    class Sequences(torch.utils.data.Dataset):
+        """Token sequences whose class is the parity of their first token."""
+        def __init__(self):
+            g = torch.Generator().manual_seed(0)
+            self.ids = torch.randint(1, 64, (512, 16), generator=g)
+
+        def __len__(self):
+            return len(self.ids)
+
+        def __getitem__(self, i):
+            return {"input_ids": self.ids[i], "attention_mask": torch.ones_like(self.ids[i]),
+                    "labels": self.ids[i, 0] % 2}
+
+    def train(backend):
+        torch.manual_seed(0)
+        model = BertForSequenceClassification(BertConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=32, num_labels=2))
+        args = TrainingArguments(output_dir=os.path.join(scratch, backend), use_cpu=True, per_device_train_batch_size=16,
+                                 max_steps=40, learning_rate=3e-3, seed=0, logging_steps=10, save_strategy="no",
+                                 report_to=[], disable_tqdm=True, dataloader_num_workers=0)
+        trainer = Trainer(model=model, args=args, train_dataset=Sequences())
+        trainer.train()
+        wrapped = trainer.model_wrapped
+        check.expect(isinstance(wrapped, torch.nn.parallel.DistributedDataParallel)
+                     and dist.get_backend(wrapped.process_group) == backend,
+                     f"{backend}: Trainer's model is {type(wrapped).__name__}, not DDP on the {backend} group")
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        print(f"{backend}: logged losses {[round(x, 3) for x in losses]}", flush=True)
+        check.expect(len(losses) >= 2 and losses[-1] < losses[0], f"{backend}: the loss did not fall: {losses}")
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    gloo = dist.new_group(backend="gloo")
+    ours = train("cohort")
+    expect_trained_alike(check, dist, gloo, "Trainer on cohort", ours, None, atol=0)
+    dist.destroy_process_group()
+    store = f"{tempfile.gettempdir()}/cohort-hf-gloo-{os.environ['MASTER_PORT']}"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=60))
+    reference = train("gloo")
+    check.expect(bool(torch.allclose(ours, reference, rtol=1e-4, atol=1e-5)),
+                 f"Trainer: parameters differ from the same training on gloo (max diff "
+                 f"{float((ours - reference).abs().max()):.2e})")
+    dist.barrier()
+    dist.destroy_process_group()
+    shutil.rmtree(scratch, ignore_errors=True)
+    return check.finish()
+
+
 def scenario_cohort_job():
     """Inside a Cohort job: the agent's environment (COHORT_BOOTSTRAP_ADDR, the job's reducer pool
     of cohort-reducer processes) decides, not torch's store."""
@@ -2667,6 +2739,7 @@ SCENARIOS = {
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
     "fork-after-destroy": (2, 0, {"UCX_TLS": "tcp,self"}, (), scenario_fork_after_destroy),
     "cohort-job": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_cohort_job),
+    "hf-trainer": (2, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_hf_trainer),
     "dead-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_dead_peer),
 
     # Over one host's shared memory (abort-tcp: over TCP): the peer's next call learns of the abort
@@ -2705,9 +2778,12 @@ SCENARIOS = {
                     lambda: scenario_overlap(expect_overlap=False)),
 }
 
-# Scenarios of torch 2.x's APIs, skipped on a torch without them: what they need, and its names.
-# And where they are checked instead (tests/torch/debian_torch_check.sh).
+# Scenarios of torch 2.x's APIs (or of libraries beside torch), skipped where they are missing:
+# what they need, and its names. And where they are checked instead
+# (tests/torch/debian_torch_check.sh).
 TORCH_2_SCENARIOS = {
+    "hf-trainer": ("Hugging Face's Trainer", [("transformers", "Trainer"), ("accelerate", "PartialState")],
+                   "sid's python3-transformers and python3-accelerate"),
     "fsdp": ("FSDP2", [("torch.distributed.fsdp", "fully_shard")], "torch 2.6 on (trixie, sid)"),
     "backend-strings": ("backends named per device", [("torch.distributed", "BackendConfig")],
                         "torch 2.6 on (trixie, sid)"),
@@ -2757,7 +2833,8 @@ def main():
             try:
                 getattr(importlib.import_module(module), name)
             except Exception as e:  # noqa: BLE001  ImportError, AttributeError, or 1.13's modules failing on Python 3.11
-                print(f"SKIP: torch {torch.__version__} has no {what} ({module}.{name}: {e}): {args.scenario} is "
+                lacks = f"torch {torch.__version__} has" if module.startswith("torch") else f"{sys.executable} has"
+                print(f"SKIP: {lacks} no {what} ({module}.{name}: {e}): {args.scenario} is "
                       f"checked against {where} (tests/torch/debian_torch_check.sh)")
                 return SKIP
     if args.scenario == "cuda" and not torch.cuda.is_available():
