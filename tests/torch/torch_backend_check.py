@@ -314,7 +314,7 @@ def expect_trained_alike(check, dist, gloo, name, params, reference, atol):
     if reference is not None:
         check.expect(bool(torch.allclose(params, reference, rtol=1e-4, atol=atol)),
                      f"{name}: parameters differ from the same run on gloo (max diff "
-                     f"{float((params - reference).abs().max()):.2e})")
+                     f"{float((params - reference).detach().abs().max()):.2e})")
 
 
 def scenario_ops():
@@ -916,9 +916,11 @@ def scenario_ddp_loops():
 def scenario_fsdp():
     """FSDP as torch 2.x scripts shard a model, on the cohort backend (its all-gathers into
     tensors and reduce-scatters, coalesced where FSDP2 coalesces them), each against the same run
-    on gloo: FSDP2's fully_shard (each layer, then the root) and FSDP1's FullyShardedDataParallel,
-    CPU tensors. The loss falls, and every rank ends with gloo's full parameters. A flavour that
-    fails on gloo as well (torch 2.6's fully_shard on CPU) is reported and not compared."""
+    on gloo: FSDP2's fully_shard (each layer, then the root), the same with the gradients' norm
+    clipped (clip_grad_norm_ over sharded gradients: an all-reduce of the shards' norms), and
+    FSDP1's FullyShardedDataParallel, CPU tensors.
+    The loss falls, and every rank ends with gloo's full parameters. A flavour that fails on gloo
+    as well (torch 2.6's fully_shard on CPU) is reported and not compared."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401  (registers the backend)
@@ -933,7 +935,7 @@ def scenario_fsdp():
         torch.manual_seed(5)
         model = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, 63),
                                     torch.nn.ReLU(), torch.nn.Linear(63, classes))  # 63: shards of unequal size
-        if flavour == "fully_shard":
+        if flavour.startswith("fully_shard"):
             mesh = DeviceMesh.from_group(group, "cpu")
             for layer in model:
                 if isinstance(layer, torch.nn.Linear):
@@ -942,22 +944,28 @@ def scenario_fsdp():
         else:
             sharded = FSDP(model, process_group=group, device_id=torch.device("cpu"))
         opt = torch.optim.SGD(sharded.parameters(), lr=0.1, momentum=0.9)
-        losses = []
+        losses, norms = [], []
         for step in range(24):
             lo = (step * n + rank) * batch
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(sharded(x_all[lo:lo + batch]), y_all[lo:lo + batch])
             loss.backward()
+            if flavour == "fully_shard, clipped":
+                norm = torch.nn.utils.clip_grad_norm_(sharded.parameters(), max_norm=0.5)
+                norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
             opt.step()
             losses.append(loss.item())
-        if flavour == "fully_shard":
+        if flavour.startswith("fully_shard"):
             params = torch.cat([p.full_tensor().reshape(-1) for p in sharded.parameters()])
         else:
             with FSDP.summon_full_params(sharded):
                 params = torch.cat([p.detach().reshape(-1).clone() for p in sharded.parameters()])
+        if norms:  # the clipping must have bitten, or the check says nothing about it
+            print(f"{flavour}: gradient norms {norms[0]:.3f} .. {norms[-1]:.3f}", flush=True)
+            check.expect(max(norms) > 0.5, f"{flavour}: no gradient norm above the clip (0.5): {norms}")
         return params, sum(losses[:4]) / 4, sum(losses[-4:]) / 4
 
-    for flavour in ("fully_shard", "FullyShardedDataParallel"):
+    for flavour in ("fully_shard", "fully_shard, clipped", "FullyShardedDataParallel"):
         try:
             reference, _, _ = train(gloo, flavour)
         except (AttributeError, RuntimeError) as e:  # torch 2.6's FSDP2 needs a CUDA stream on CPU too
