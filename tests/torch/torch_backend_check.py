@@ -1346,7 +1346,6 @@ def scenario_file_store():
     one use): reducers asked for are refused at once, naming the FileStore and what to use instead
     (no reducer can join one); without reducers the group all-reduces and DDP trains to the same
     parameters as on gloo over the same kind of store."""
-    import torch
     import torch.distributed as dist
     import cohort.torch
 
@@ -1362,21 +1361,21 @@ def scenario_file_store():
     check.expect(time.time() - start < FAIL_TIMEOUT_S, f"the refusal took {time.time() - start:.1f} s, not at once")
 
     dist.init_process_group("cohort", init_method=f"file://{files}", rank=rank, world_size=n, timeout=timeout)
-    t = torch.full((5,), float(rank + 1))
-    dist.all_reduce(t)
-    check.expect(torch.equal(t, torch.full((5,), n * (n + 1) / 2)), f"all_reduce on a FileStore: {t.tolist()}")
-    gloo = dist.new_group(backend="gloo")
-    expect_few_ddp_steps_as_on_gloo(check, dist, gloo, "DDP on a FileStore")
-    dist.barrier(group=gloo)
+    expect_default_group_works(check, dist, "on a FileStore")
     return check.finish()
 
 
-def expect_few_ddp_steps_as_on_gloo(check, dist, gloo, name):
-    """Five DDP steps of a small MLP on the default (cohort) group end, on every rank, at the same
-    parameters as the same steps on `gloo` (each rank draws its own batches)."""
+def expect_default_group_works(check, dist, where):
+    """The default (cohort) group all-reduces exactly, and five DDP steps of a small MLP on it end,
+    on every rank, at the same parameters as the same steps on a gloo group over the same ranks
+    (each rank draws its own batches)."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
-    rank = dist.get_rank()
+    rank, n = dist.get_rank(), dist.get_world_size()
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)
+    check.expect(torch.equal(t, torch.full((5,), n * (n + 1) / 2)), f"all_reduce {where}: {t.tolist()}")
+    gloo = dist.new_group(backend="gloo")
 
     def train(group):
         torch.manual_seed(1)
@@ -1390,26 +1389,21 @@ def expect_few_ddp_steps_as_on_gloo(check, dist, gloo, name):
             opt.step()
         return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
-    expect_trained_alike(check, dist, gloo, name, train(None), train(gloo), atol=1e-6)
+    expect_trained_alike(check, dist, gloo, f"DDP {where}", train(None), train(gloo), atol=1e-6)
+    dist.barrier(group=gloo)
 
 
 def spawned_rank(index, n):
     """One rank that scenario_spawn's torch.multiprocessing.spawn started: the DDP tutorial's
     setup (init_process_group with the rank spawn gives it, MASTER_ADDR/MASTER_PORT from the
     environment), DDP against gloo, cleanup. A failed check exits 1, which spawn raises."""
-    import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401  (registers the backend; the script's import, run again here)
 
     dist.init_process_group("cohort", rank=index, world_size=n, timeout=datetime.timedelta(seconds=60))
     print(f"spawned rank {index} of {n}: pid {os.getpid()}, parent {os.getppid()}", flush=True)
     check = Checker(index)
-    t = torch.full((3,), float(index + 1))
-    dist.all_reduce(t)
-    check.expect(torch.equal(t, torch.full((3,), n * (n + 1) / 2)), f"all_reduce: {t.tolist()}")
-    gloo = dist.new_group(backend="gloo")
-    expect_few_ddp_steps_as_on_gloo(check, dist, gloo, "DDP in spawned ranks")
-    dist.barrier(group=gloo)
+    expect_default_group_works(check, dist, "in spawned ranks")
     dist.destroy_process_group()
     if check.finish() != 0:
         sys.exit(1)
@@ -2332,7 +2326,6 @@ def scenario_monitored_barrier():
     with every rank it passes; on a second group rank 2 never calls it: rank 0 raises within the
     timeout naming rank 2, and rank 1 naming rank 0's missing acknowledgement; on a third group
     only rank 0 calls it, with wait_all_ranks: it raises naming ranks 1 and 2."""
-    import torch
     import torch.distributed as dist
     import cohort.torch
 
