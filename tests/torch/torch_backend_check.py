@@ -1351,7 +1351,9 @@ def scenario_file_store():
 
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     check = Checker(rank)
-    files = f"{tempfile.gettempdir()}/cohort-file-store-{os.environ['MASTER_PORT']}"
+    # Named for this launch (the launcher is every rank's parent): a file left by another run
+    # would hand its keys to this one.
+    files = f"{tempfile.gettempdir()}/cohort-file-store-{os.getppid()}-{os.environ['MASTER_PORT']}"
     timeout = datetime.timedelta(seconds=FAIL_TIMEOUT_S)
     start = time.time()
     check.expect_raises(
@@ -2664,7 +2666,7 @@ def scenario_hf_trainer():
     ours = train("cohort")
     expect_trained_alike(check, dist, gloo, "Trainer on cohort", ours, None, atol=0)
     dist.destroy_process_group()
-    store = f"{tempfile.gettempdir()}/cohort-hf-gloo-{os.environ['MASTER_PORT']}"
+    store = f"{tempfile.gettempdir()}/cohort-hf-gloo-{os.getppid()}-{os.environ['MASTER_PORT']}"  # this launch's
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=60))
     reference = train("gloo")
