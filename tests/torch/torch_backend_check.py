@@ -26,8 +26,8 @@ exits 0 when every worker did. Scenarios:
                 as sparse tensors), and BatchNorm buffers broadcast from rank 0 before each forward
   objects       the object collectives, batch_isend_irecv and recv from any rank
   file-store    init_method file://: reducers asked for are refused at once, naming the FileStore
-                (no reducer can join one); without them the group all-reduces and DDP trains as on
-                gloo
+                (no reducer can join one; nor a HashStore); without them the group all-reduces and
+                DDP trains as on gloo
   spawn         the DDP tutorial's launch: torch.multiprocessing.spawn starts three ranks in fresh
                 interpreters, each joins with the rank spawn gives it and trains DDP as on gloo
   fsdp          FSDP2's fully_shard and FSDP1 train a small MLP to gloo's parameters (torch 2.6 on;
@@ -1344,7 +1344,7 @@ def scenario_debug_detail():
 def scenario_file_store():
     """init_method file:// (a FileStore on a filesystem every rank sees, as clusters with a shared
     one use): reducers asked for are refused at once, naming the FileStore and what to use instead
-    (no reducer can join one); without reducers the group all-reduces and DDP trains to the same
+    (no reducer can join one), as on a HashStore; without reducers the group all-reduces and DDP trains to the same
     parameters as on gloo over the same kind of store."""
     import torch.distributed as dist
     import cohort.torch
@@ -1361,6 +1361,11 @@ def scenario_file_store():
                                         timeout=timeout, pg_options=cohort.torch.Options(num_reducers=2)),
         ["reducers were asked for", "FileStore (file://)", "cannot join", "TCPStore"], "reducers on a FileStore")
     check.expect(time.time() - start < FAIL_TIMEOUT_S, f"the refusal took {time.time() - start:.1f} s, not at once")
+    # A HashStore (one process's memory) no reducer can reach either: a group of this rank alone.
+    check.expect_raises(
+        lambda: dist.init_process_group("cohort", store=dist.HashStore(), rank=0, world_size=1, timeout=timeout,
+                                        pg_options=cohort.torch.Options(num_reducers=1)),
+        ["reducers were asked for", "a HashStore", "cannot join"], "reducers on a HashStore")
 
     dist.init_process_group("cohort", init_method=f"file://{files}", rank=rank, world_size=n, timeout=timeout)
     expect_default_group_works(check, dist, "on a FileStore")
