@@ -102,6 +102,7 @@ Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_
     return InvalidArgument("the launch has no command");
   }
   plan->checkpoint_dir = Str(launch.checkpoint_dir());
+  plan->others_stopped = launch.others_stopped();
   return Status::Ok();
 }
 

@@ -68,12 +68,15 @@ struct LaunchPlan {
   bool chief = false;     // role "chief": its metric file is followed
   bool container = false;
   std::string checkpoint_dir;
+  // Nothing of the job's earlier attempts still runs: torn checkpoints may be set aside
+  // (agent/torn_checkpoints.h).
+  bool others_stopped = false;
 };
 // Fills `plan` from `launch`: the argv (a builtin's binary from `builtin_dir`, then the command),
-// GPUs, CPU and memory limits, the container image, the launch env, the role and the checkpoint
-// dir; the caller has set the request's job, replica, attempt, working_dir and log_path.
-// kInvalidArgument for an unknown builtin or a launch with neither a command nor a container,
-// kNotFound when a builtin's binary is nowhere (FindBuiltinBinary).
+// GPUs, CPU and memory limits, the container image, the launch env, the role, the checkpoint
+// dir and others_stopped; the caller has set the request's job, replica, attempt, working_dir
+// and log_path. kInvalidArgument for an unknown builtin or a launch with neither a command nor a
+// container, kNotFound when a builtin's binary is nowhere (FindBuiltinBinary).
 Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_dir,
                   LaunchPlan* plan);
 

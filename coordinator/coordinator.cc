@@ -325,7 +325,9 @@ void Coordinator::ExecuteCommands() {
       const NodeRecord* node = r == nullptr ? nullptr : nodes_.Find(r->node_id);
       if (node == nullptr || node->peer.empty()) continue;
       auto address_of = [this](const std::string& id) { return nodes_.AddressOf(id); };
-      outbox_.ToAgent(node->peer, Encode(0, PlanLaunch(*job, *r, address_of)));
+      wire::LaunchReplicaT plan = PlanLaunch(*job, *r, address_of);
+      plan.others_stopped = launch.others_stopped;
+      outbox_.ToAgent(node->peer, Encode(0, plan));
     }
     int64_t now = clock_->NowMs();
     for (const std::string& name : commands.ended) {

@@ -442,7 +442,11 @@ void JobController::PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::st
   NoteOnNode(node_id, job.name);
   AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + " placed on " + r.node_id,
            now_ms);
-  commands_.launch.push_back(LaunchCommand{job.name, r.name});
+  // Alone: a job of one replica, or the first placed again of the replicas an incident took.
+  const bool others_stopped =
+      std::none_of(job.replicas.begin(), job.replicas.end(),
+                   [&](const ReplicaRecord& o) { return &o != &r && HoldsResources(o); });
+  commands_.launch.push_back(LaunchCommand{job.name, r.name, others_stopped});
 }
 
 void JobController::SetJobPorts(JobRecord& job, int master_port, int bootstrap_port,
@@ -490,7 +494,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
            "placed on " + where + "; waited " + FormatDuration(now_ms - job.queued_since_ms) +
                " in the queue",
            now_ms);
-  for (auto& r : job.replicas) commands_.launch.push_back(LaunchCommand{job.name, r.name});
+  for (auto& r : job.replicas) commands_.launch.push_back(LaunchCommand{job.name, r.name, true});
 }
 
 void JobController::SetWaitingMessage(JobRecord& job, const std::string& message) {

@@ -96,6 +96,10 @@ class NodeHealth {
 struct LaunchCommand {
   std::string job;
   std::string replica;
+  // The job is placed whole (PlaceJob), or no other replica of it holds resources (PlaceReplica):
+  // nothing of its earlier attempts still runs, so the agent may set aside torn checkpoints
+  // (LaunchReplica.others_stopped).
+  bool others_stopped = false;
 };
 
 // Ask `node_id`'s agent to stop one attempt (sent only while the node is ready; a node that

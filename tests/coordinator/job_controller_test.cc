@@ -559,6 +559,8 @@ TEST_F(JobControllerTest, RetryableFailuresRestartTheReplicaUntilTheBudgetIsSpen
   ControllerCommands placed = jobs_.TakeCommands();
   ASSERT_EQ(placed.launch.size(), 1u);
   EXPECT_EQ(placed.launch[0].replica, "worker-0");
+  // The chief still runs (and may be writing a checkpoint): not a whole-job placement.
+  EXPECT_FALSE(placed.launch[0].others_stopped);
   EXPECT_EQ(w.attempt, 1);
   Report(job, "worker-0", ReplicaState::RUNNING);
   Report(job, "worker-0", ReplicaState::PREEMPTED);
@@ -566,6 +568,29 @@ TEST_F(JobControllerTest, RetryableFailuresRestartTheReplicaUntilTheBudgetIsSpen
   EXPECT_NE(job.message.find("the restart budget (max_restarts=1) is spent"), std::string::npos)
       << job.message;
   EXPECT_EQ(StopsSent(), std::vector<std::string>{"chief-0"});
+}
+
+// A job of one replica, restarted alone: nothing else of it runs, so its launch says so (the
+// agent may set aside torn checkpoints); so does the first of an incident's fallen replicas that
+// is placed again, and not the next one.
+TEST_F(JobControllerTest, AReplicaPlacedAgainWhileNoOtherHoldsResourcesIsToldSo) {
+  JobRecord& solo = Start("solo", 0, false, 3, {"a"});
+  Report(solo, "chief-0", ReplicaState::FAILED, 137, 9);
+  ASSERT_FALSE(solo.FindReplica("chief-0")->placed());
+  jobs_.PlaceReplica(solo, *solo.FindReplica("chief-0"), "b", {0}, 30020, now_);
+  ControllerCommands placed = jobs_.TakeCommands();
+  ASSERT_EQ(placed.launch.size(), 1u);
+  EXPECT_TRUE(placed.launch[0].others_stopped);
+
+  JobRecord& pair = Start("pair", 1, false, 3, {"a", "b"});
+  Report(pair, "worker-0", ReplicaState::FAILED, 137, 9);
+  Report(pair, "chief-0", ReplicaState::FAILED, 1);  // collateral
+  jobs_.PlaceReplica(pair, *pair.FindReplica("worker-0"), "c", {0}, 30021, now_);
+  jobs_.PlaceReplica(pair, *pair.FindReplica("chief-0"), "a", {0}, 30022, now_);
+  placed = jobs_.TakeCommands();
+  ASSERT_EQ(placed.launch.size(), 2u);
+  EXPECT_TRUE(placed.launch[0].others_stopped);
+  EXPECT_FALSE(placed.launch[1].others_stopped);
 }
 
 TEST_F(JobControllerTest, RestartJobOnWorkerRestartStopsEveryReplicaAndQueuesTheJob) {
@@ -578,7 +603,10 @@ TEST_F(JobControllerTest, RestartJobOnWorkerRestartStopsEveryReplicaAndQueuesThe
   EXPECT_FALSE(JobController::AnyHolding(job));
   EXPECT_TRUE(jobs_.TakeScheduleNeeded());
   jobs_.PlaceJob(job, {{"a", {0}, 30000}, {"a", {1}, 30001}}, 29000, 29001, now_);
-  EXPECT_EQ(jobs_.TakeCommands().launch.size(), 2u);
+  ControllerCommands placed = jobs_.TakeCommands();
+  ASSERT_EQ(placed.launch.size(), 2u);
+  // Nothing of the job runs any more: its agents may set aside torn checkpoints.
+  EXPECT_TRUE(placed.launch[0].others_stopped && placed.launch[1].others_stopped);
   EXPECT_EQ(job.FindReplica("chief-0")->attempt, 1);
   EXPECT_EQ(job.FindReplica("worker-0")->attempt, 1);
   EXPECT_EQ(job.state, JobState::PENDING);

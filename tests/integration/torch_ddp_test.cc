@@ -13,7 +13,9 @@
 // and in each the other ranks then die of gloo's "Connection reset by peer" with exit 1, so the
 // job must end SUCCEEDED having resumed from a checkpoint (the script logs the epoch), with one
 // restart spent for the incident. A script that exits 1 on its own while every node is healthy
-// still fails the job at once, with no restart.
+// still fails the job at once, with no restart. A script that checkpoints as the tutorials do
+// (ddp_plain_save.py: torch.save straight into epoch_<N>.pt) loses the node that writes, its
+// newest checkpoint cut short: an agent sets it aside and the job resumes from the one before.
 //
 // The same script with --backend=cohort and a reducer pool (the `cohort` torch.distributed
 // backend on the Reduction Server) reaches gloo's accuracy, every rank ends with byte-identical
@@ -29,6 +31,7 @@
 // MLP, 5 epochs of about a second, a 3 s heartbeat timeout) and wait on deadlines, never on sleeps.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -519,6 +522,129 @@ TEST_F(TorchDdpTest, LoneReplicaKilledRestartsTheJobOnceFromItsCheckpoint) {
   WaitForCheckpoint(kFaultAfterEpoch);
   ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
   ExpectResumedAfterOneRestart();
+}
+
+// A script that checkpoints as the PyTorch tutorials do (tests/integration/ddp_plain_save.py:
+// torch.save() straight into epoch_<N>.pt, resume from the highest N) loses the chief's node, the
+// one writing: its epoch 2 checkpoint is left cut short (here cut to half its bytes the moment the
+// node is gone, before any restart can start), which torch.load refuses, so the restarted script
+// would fail with every node healthy. Before the whole job restarts an agent sets the file aside
+// into .cohort-torn/attempt-1/ (agent/torn_checkpoints.h): the script resumes from epoch 1, writes
+// epoch 2 again, and the job succeeds with one restart spent.
+TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFromTheOneBefore) {
+  StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
+  job_ = "torn_checkpoint";
+  const std::string process = "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" +
+                              TorchPython() + ", " + COHORT_DDP_PLAIN_SAVE +
+                              "]\n      args: [--epochs=" + std::to_string(kEpochs) +
+                              ", --step-delay=0.03]\n      env: {OMP_NUM_THREADS: \"1\"}\n";
+  auto client = cluster_->Client();
+  auto sub = client.Submit("name: " + job_ + "\noutput_dir: " + OutputDir() +
+                           "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
+                           "  - role: worker\n    replicas: 2\n" + process +
+                           "scheduling: {timeout: 5m, max_restarts: 3, "
+                           "restart_job_on_worker_restart: true}\n");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  const std::string saved = "epoch " + std::to_string(kFaultAfterEpoch) + "/";
+  ASSERT_TRUE(
+      ct::WaitUntil([&] { return ReplicaLog("chief-0").find(saved) != std::string::npos; }, 90s))
+      << "rank 0 never saved epoch " << kFaultAfterEpoch;
+  const std::string name = "epoch_" + std::to_string(kFaultAfterEpoch) + ".pt";
+  const std::string checkpoint = OutputDir() + "/checkpoints/" + name;
+  const std::string node = NodeOf("chief-0");
+  ASSERT_FALSE(node.empty());
+  LoseNode(node, {"chief-0"});
+  struct stat st;
+  ASSERT_EQ(::stat(checkpoint.c_str(), &st), 0) << checkpoint;
+  const off_t cut = st.st_size / 2;
+  ASSERT_EQ(::truncate(checkpoint.c_str(), cut), 0) << checkpoint;
+
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  const std::string log = ReplicaLog("chief-0");
+  EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
+  EXPECT_NE(log.find("resumed from epoch " + std::to_string(kFaultAfterEpoch - 1) + " ("),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("epoch " + std::to_string(kEpochs) + "/" + std::to_string(kEpochs)),
+            std::string::npos)
+      << log;
+  // One agent set it aside and said so in its replica's log; the bytes are the torn file's.
+  const std::string aside = OutputDir() + "/checkpoints/.cohort-torn/attempt-1/" + name;
+  ASSERT_EQ(::stat(aside.c_str(), &st), 0) << aside << " was not set aside";
+  EXPECT_EQ(st.st_size, cut);
+  const std::string note = "set aside torn checkpoint " + name +
+                           " (a torch.save archive (zip) cut short: no end-of-central-directory "
+                           "record at its end) as .cohort-torn/attempt-1/" +
+                           name;
+  int noted = 0;
+  for (const char* replica : {"chief-0", "worker-0", "worker-1"}) {
+    noted += ReplicaLog(replica).find(note) != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(noted, 1) << "no replica's log (or more than one) says: " << note;
+  // The file set aside is one the script could not have resumed from: torch.load refuses it
+  // (exit 2 below; 3 would mean that it is not there).
+  ct::RunResult load = ct::RunProcess(TorchPython(),
+                                      {"-c",
+                                       "import sys, torch\n"
+                                       "try:\n    torch.load(sys.argv[1])\n"
+                                       "except FileNotFoundError:\n    sys.exit(3)\n"
+                                       "except Exception as e:\n    print(repr(e)); sys.exit(2)\n",
+                                       aside},
+                                      {}, 60s);
+  EXPECT_EQ(load.exit_code, 2) << load.out << load.err;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+// Hugging Face's Trainer (tests/integration/hf_trainer_job.py: get_last_checkpoint and
+// resume_from_checkpoint, as its docs write a script) loses its node while it writes
+// checkpoint-10: the folder is left without trainer_state.json, which Trainer writes last (here
+// removed the moment the node is gone). get_last_checkpoint would pick it and the restarted
+// script would fail on it; an agent sets the folder aside, and Trainer resumes from checkpoint-5
+// and trains to the end. One process: on CPU, transformers 5.12 with torch 2.14 cannot resume a
+// run of several (examples/torch/README.md). Runs where TorchPython() has transformers (sid's,
+// through tests/torch/debian_torch_check.sh); Debian 12 has no python3-transformers.
+TEST_F(TorchDdpTest, ATrainerCheckpointTheNodeDiedWritingIsSetAsideAndTrainerResumes) {
+  ct::RunResult has = ct::RunProcess(TorchPython(), {"-c", "import transformers"}, {}, 60s);
+  if (has.exit_code != 0) {
+    GTEST_SKIP() << TorchPython() << " cannot import transformers (Debian 12 has no "
+                 << "python3-transformers; tests/torch/debian_torch_check.sh sid runs this)";
+  }
+  StartAgents({"node-a", "node-b"}, 1);
+  job_ = "trainer_torn";
+  auto client = cluster_->Client();
+  auto sub = client.Submit(
+      "name: " + job_ + "\noutput_dir: " + OutputDir() +
+      "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {gpus: 1, cpus: 1}\n"
+      "    process:\n      command: [" +
+      TorchPython() + ", " + COHORT_HF_TRAINER_JOB +
+      "]\n      args: [--steps=30, --save-steps=5, --step-delay=0.2]\n"
+      "      env: {OMP_NUM_THREADS: \"1\"}\nscheduling: {timeout: 5m, max_restarts: 3}\n");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  const std::string trainer_dir = OutputDir() + "/checkpoints/trainer";
+  const std::string state = trainer_dir + "/checkpoint-10/trainer_state.json";
+  ASSERT_TRUE(ct::WaitUntil([&] { return ct::FileExists(state); }, 120s))
+      << "Trainer never wrote " << state << ": " << ReplicaLog("chief-0");
+  LoseNode(NodeOf("chief-0"), {"chief-0"});
+  ASSERT_EQ(::unlink(state.c_str()), 0) << state;
+
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 180s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  const std::string log = ReplicaLog("chief-0");
+  EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
+  EXPECT_NE(log.find("resuming from " + trainer_dir + "/checkpoint-5\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("trained to step 30"), std::string::npos) << log;
+  EXPECT_NE(log.find("set aside torn checkpoint trainer/checkpoint-10 (a Hugging Face Trainer "
+                     "checkpoint without its trainer_state.json, written last) as "
+                     ".cohort-torn/attempt-1/trainer/checkpoint-10"),
+            std::string::npos)
+      << log;
+  EXPECT_TRUE(ct::FileExists(OutputDir() +
+                             "/checkpoints/.cohort-torn/attempt-1/trainer/checkpoint-10/"
+                             "model.safetensors"));
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
 TEST_F(TorchDdpTest, ScriptExitingOneOnItsOwnFailsTheJobAtOnce) {
