@@ -58,7 +58,7 @@ std::optional<Attempt::Change> Attempt::TakeStart() {
     message = std::move(error);  // the exit reports FAILED with exit 127/126 (or killed)
     return std::nullopt;
   }
-  return Change{wire::ReplicaState::RUNNING, ""};
+  return Change{wire::ReplicaState::RUNNING, start_note};
 }
 
 void Attempt::EnforceDeadline(milliseconds now) {

@@ -34,10 +34,11 @@ std::string AttemptKey(const std::string& job, const std::string& replica, int a
 
 enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
 
-// What a launch's step off the agent loop found: the checkpoint a restart restores from, and
-// how the launcher's Prepare went (an image unpack; agent/launcher.h).
+// What a launch's step off the agent loop found: the checkpoint a restart restores from, what
+// it set aside, and how the launcher's Prepare went (an image unpack; agent/launcher.h).
 struct PreparedLaunch {
   RestorePoint restore;
+  std::string start_note;                  // Attempt::start_note
   std::map<std::string, std::string> env;  // the request's, rendered with `restore`
   Status prepared;
 };
@@ -73,8 +74,9 @@ struct Attempt {
   // first cause wins, except that preemption overrides any other.
   void RequestStop(StopCause cause, std::string reason, milliseconds grace, milliseconds now);
   // Until its launched process has executed the command or failed to: polls it (never waits).
-  // Once it has, logs the start and returns RUNNING; once it failed to, logs that and keeps
-  // launch_error() as the message (its exit then reports FAILED with it). nullopt otherwise.
+  // Once it has, logs the start and returns RUNNING with start_note; once it failed to, logs that
+  // and keeps launch_error() as the message (its exit then reports FAILED with it). nullopt
+  // otherwise.
   std::optional<Change> TakeStart();
   // SIGKILL to a process still running past its stop deadline (again a second later, should it
   // somehow survive).
@@ -101,6 +103,9 @@ struct Attempt {
   // (agent/failure_excerpt.h's TorchrunKillSignal); 0: none.
   int cause_signal = 0;
   std::string message;
+  // What the agent did before the start that its RUNNING report says (torn checkpoints set
+  // aside: agent/torn_checkpoints.h); usually "".
+  std::string start_note;
   std::unique_ptr<ReplicaProcess> process;
   std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way
   bool launch_settled = false;             // process executed the command or failed to (TakeStart)

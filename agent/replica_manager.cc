@@ -151,10 +151,10 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   pending->ready = std::async(std::launch::async, [launcher = pending->launcher, request,
                                                    env = pending->plan.env, restore_dir, torn_dir] {
     PreparedLaunch ready;
-    std::vector<std::string> torn =
-        SetAsideTornCheckpoints(torn_dir, request.attempt, request.run_as);
+    TornCheckpoints torn = SetAsideTornCheckpoints(torn_dir, request.attempt, request.run_as);
+    ready.start_note = TornCheckpointsSummary(torn);
     ready.restore = FindRestoreCheckpoint(restore_dir);
-    ready.restore.notes.insert(ready.restore.notes.begin(), torn.begin(), torn.end());
+    ready.restore.notes.insert(ready.restore.notes.begin(), torn.notes.begin(), torn.notes.end());
     ReplicaEnvInput restored = env;
     restored.restore_checkpoint = ready.restore.checkpoint;
     ready.env = BuildReplicaEnv(restored);
@@ -204,6 +204,7 @@ void ReplicaManager::StartPending() {
       continue;
     }
     pending->plan.env.restore_checkpoint = prepared.restore.checkpoint;
+    a.start_note = std::move(prepared.start_note);
     pending->plan.request.env = std::move(prepared.env);
     FinishLaunch(a, *pending);
   }

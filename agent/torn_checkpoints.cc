@@ -214,7 +214,7 @@ class TornCheckpointPass {
   TornCheckpointPass(std::string dir, int attempt, const std::optional<RunAs>& run_as)
       : dir_(std::move(dir)), attempt_(attempt), run_as_(run_as) {}
 
-  std::vector<std::string> Run() {
+  TornCheckpoints Run() {
     // Without its trailing slash (AIP_CHECKPOINT_DIR has one), so that O_NOFOLLOW refuses a
     // checkpoint dir that is itself a symbolic link.
     std::string top_path = dir_;
@@ -225,11 +225,11 @@ class TornCheckpointPass {
     top_ = top.get();
     Walk(top_, "", 0);
     if (stopped_) {
-      notes_.push_back("torn-checkpoint check of " + dir_ + " stopped after " +
-                       std::to_string(kTornCheckMaxEntries) +
-                       " entries; the rest was not looked at");
+      result_.notes.push_back("torn-checkpoint check of " + dir_ + " stopped after " +
+                              std::to_string(kTornCheckMaxEntries) +
+                              " entries; the rest was not looked at");
     }
-    return std::move(notes_);
+    return std::move(result_);
   }
 
  private:
@@ -367,6 +367,7 @@ class TornCheckpointPass {
         target = name + "-" + std::to_string(n);
       }
       if (rc == 0) {
+        result_.set_aside.push_back(path);
         note = "set aside torn checkpoint " + path + " (" + why + ") as " + std::string(kTornDir) +
                "/attempt-" + std::to_string(attempt_) + "/" + (rel.empty() ? "" : rel + "/") +
                target;
@@ -378,7 +379,7 @@ class TornCheckpointPass {
       }
     }
     spdlog::warn("{}: {}", dir_, note);
-    notes_.push_back(std::move(note));
+    result_.notes.push_back(std::move(note));
   }
 
   const std::string dir_;
@@ -387,7 +388,7 @@ class TornCheckpointPass {
   int top_ = -1;
   int entries_ = 0;
   bool stopped_ = false;
-  std::vector<std::string> notes_;
+  TornCheckpoints result_;
 };
 
 }  // namespace
@@ -404,10 +405,19 @@ std::string WhyTornFile(const std::string& name, int fd) {
   return "";
 }
 
-std::vector<std::string> SetAsideTornCheckpoints(const std::string& dir, int attempt,
-                                                 const std::optional<RunAs>& run_as) {
+TornCheckpoints SetAsideTornCheckpoints(const std::string& dir, int attempt,
+                                        const std::optional<RunAs>& run_as) {
   if (dir.empty()) return {};
   return TornCheckpointPass(dir, attempt, run_as).Run();
+}
+
+std::string TornCheckpointsSummary(const TornCheckpoints& torn) {
+  const size_t n = torn.set_aside.size();
+  if (n == 0) return "";
+  std::string out = n == 1 ? "set aside torn checkpoint " : "set aside torn checkpoints ";
+  for (size_t i = 0; i < n && i < 3; ++i) out += (i == 0 ? "" : ", ") + torn.set_aside[i];
+  if (n > 3) out += " and " + std::to_string(n - 3) + " more";
+  return out + " (cohort logs says why)";
 }
 
 }  // namespace cohort::agent

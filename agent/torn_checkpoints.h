@@ -51,10 +51,19 @@ namespace cohort::agent {
 inline constexpr int kTornCheckMaxEntries = 20000;
 inline constexpr int kTornCheckMaxDepth = 4;
 
-// One line per entry set aside (or that could not be), and a line when the walk stopped at its
-// bounds, for the attempt's log. Empty when nothing was torn or `dir` does not exist.
-std::vector<std::string> SetAsideTornCheckpoints(const std::string& dir, int attempt,
-                                                 const std::optional<RunAs>& run_as);
+struct TornCheckpoints {
+  std::vector<std::string> set_aside;  // each entry set aside, by its path in `dir`
+  // One line per entry set aside (or that could not be), and a line when the walk stopped at its
+  // bounds, for the attempt's log.
+  std::vector<std::string> notes;
+};
+// Both empty when nothing was torn or `dir` does not exist (or is "").
+TornCheckpoints SetAsideTornCheckpoints(const std::string& dir, int attempt,
+                                        const std::optional<RunAs>& run_as);
+// What the replica's RUNNING report says of `torn` (its `cohort status` message, and an event):
+// "set aside torn checkpoint epoch_2.pt (cohort logs says why)", at most three paths named; ""
+// when nothing was set aside.
+std::string TornCheckpointsSummary(const TornCheckpoints& torn);
 
 // Why the regular file open at `fd`, named `name`, is torn, or "" (the file rules above).
 std::string WhyTornFile(const std::string& name, int fd);

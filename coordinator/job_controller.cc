@@ -107,6 +107,10 @@ void JobController::ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, Replica
     if (static_cast<int>(state) < static_cast<int>(r.state)) return;
     SetReplicaState(r, state, message, now_ms);
     MarkDirty(job);
+    // What its agent did before the start (torn checkpoints set aside) goes into the events too.
+    if (state == ReplicaState::RUNNING && !message.empty()) {
+      AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + ": " + message, now_ms);
+    }
     if (state == ReplicaState::RUNNING) MaybeRunning(job, now_ms);
     return;
   }

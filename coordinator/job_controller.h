@@ -142,7 +142,8 @@ class JobController {
   JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
   void Cancel(JobRecord& job, const std::string& reason, int64_t now_ms);
   // The agent running `r`'s current attempt reported a state (never backwards; a final state
-  // ends the attempt). `cause_signal`: ReplicaRecord::cause_signal of a failure.
+  // ends the attempt). `cause_signal`: ReplicaRecord::cause_signal of a failure. A RUNNING report
+  // with a message (what the agent did before the start) is also an event.
   void ApplyReplicaStatus(JobRecord& job, ReplicaRecord& r, ReplicaState state, int exit_code,
                           int signal, const std::string& message, int64_t now_ms,
                           int cause_signal = 0);

@@ -100,7 +100,7 @@ class TornCheckpointsTest : public ::testing::Test {
         fs::symlink_status(dir_ / ".cohort-torn" / ("attempt-" + std::to_string(attempt)) / rel));
   }
   std::vector<std::string> Pass(int attempt = 1) {
-    return SetAsideTornCheckpoints(dir_.string(), attempt, std::nullopt);
+    return SetAsideTornCheckpoints(dir_.string(), attempt, std::nullopt).notes;
   }
 
   fs::path base_;
@@ -206,7 +206,11 @@ TEST_F(TornCheckpointsTest, AStepFolderHoldingATornFileGoesWholeAPlainFolderKeep
   Write("step_6/model.pt", zip);
   Write("run1/epoch_1.pt", zip);
   Write("run1/epoch_2.pt", zip.substr(0, 60));
-  auto notes = Pass(3);
+  TornCheckpoints torn = SetAsideTornCheckpoints(dir_.string(), 3, std::nullopt);
+  const std::vector<std::string>& notes = torn.notes;
+  EXPECT_EQ(torn.set_aside, (std::vector<std::string>{"run1/epoch_2.pt", "step_7"}));
+  EXPECT_EQ(TornCheckpointsSummary(torn),
+            "set aside torn checkpoints run1/epoch_2.pt, step_7 (cohort logs says why)");
   EXPECT_TRUE(SetAside("step_7/extra.json", 3));
   EXPECT_TRUE(Here("step_6/model.pt"));
   EXPECT_TRUE(Here("run1/epoch_1.pt"));
@@ -248,7 +252,8 @@ TEST_F(TornCheckpointsTest, NeitherALinkNorAFifoIsFollowedOrOpened) {
   // Nor a checkpoint dir that is itself a link, given with its trailing slash as
   // AIP_CHECKPOINT_DIR is.
   fs::create_directory_symlink(outside, base_ / "linked_checkpoints");
-  notes = SetAsideTornCheckpoints((base_ / "linked_checkpoints").string() + "/", 1, std::nullopt);
+  notes =
+      SetAsideTornCheckpoints((base_ / "linked_checkpoints").string() + "/", 1, std::nullopt).notes;
   EXPECT_TRUE(notes.empty()) << Joined(notes);
   EXPECT_TRUE(fs::exists(outside / "torn.pt"));
 }
@@ -262,7 +267,7 @@ TEST_F(TornCheckpointsTest, ANameTakenInTheAttemptFolderGetsASuffixAndNoDirIsNot
   EXPECT_TRUE(SetAside("epoch_2.pt"));
   EXPECT_TRUE(SetAside("epoch_2.pt-2"));
   EXPECT_EQ(fs::file_size(dir_ / ".cohort-torn/attempt-1/epoch_2.pt-2"), 20u);
-  EXPECT_TRUE(SetAsideTornCheckpoints((base_ / "absent").string(), 1, std::nullopt).empty());
+  EXPECT_TRUE(SetAsideTornCheckpoints((base_ / "absent").string(), 1, std::nullopt).notes.empty());
 }
 
 }  // namespace

@@ -581,6 +581,13 @@ TEST_F(JobControllerTest, AReplicaPlacedAgainWhileNoOtherHoldsResourcesIsToldSo)
   ControllerCommands placed = jobs_.TakeCommands();
   ASSERT_EQ(placed.launch.size(), 1u);
   EXPECT_TRUE(placed.launch[0].others_stopped);
+  // Its agent says in the RUNNING report what it set aside: an event.
+  ReplicaRecord& chief = *solo.FindReplica("chief-0");
+  jobs_.ApplyReplicaStatus(solo, chief, ReplicaState::RUNNING, -1, 0,
+                           "set aside torn checkpoint epoch_2.pt (cohort logs says why)", now_);
+  EXPECT_EQ(LastEventOpening(solo, "chief-0 attempt 1: "),
+            "chief-0 attempt 1: set aside torn checkpoint epoch_2.pt (cohort logs says why)");
+  EXPECT_EQ(chief.message, "set aside torn checkpoint epoch_2.pt (cohort logs says why)");
 
   JobRecord& pair = Start("pair", 1, false, 3, {"a", "b"});
   Report(pair, "worker-0", ReplicaState::FAILED, 137, 9);

@@ -583,6 +583,13 @@ TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFro
     noted += ReplicaLog(replica).find(note) != std::string::npos ? 1 : 0;
   }
   EXPECT_EQ(noted, 1) << "no replica's log (or more than one) says: " << note;
+  // And the job's events, from that replica's RUNNING report.
+  int events = 0;
+  for (const auto& e : done.events) {
+    events += e->message.find(" attempt 1: set aside torn checkpoint " + name +
+                              " (cohort logs says why)") != std::string::npos;
+  }
+  EXPECT_EQ(events, 1);
   // The file set aside is one the script could not have resumed from: torch.load refuses it
   // (exit 2 below; 3 would mean that it is not there).
   ct::RunResult load = ct::RunProcess(TorchPython(),
