@@ -545,27 +545,30 @@ TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFro
                            "scheduling: {timeout: 5m, max_restarts: 3, "
                            "restart_job_on_worker_restart: true}\n");
   ASSERT_TRUE(sub.ok()) << sub.status().ToString();
-  const std::string saved = "epoch " + std::to_string(kFaultAfterEpoch) + "/";
-  ASSERT_TRUE(
-      ct::WaitUntil([&] { return ReplicaLog("chief-0").find(saved) != std::string::npos; }, 90s))
-      << "rank 0 never saved epoch " << kFaultAfterEpoch;
-  const std::string name = "epoch_" + std::to_string(kFaultAfterEpoch) + ".pt";
-  const std::string checkpoint = OutputDir() + "/checkpoints/" + name;
+  // The node goes as soon as rank 0 has begun to write epoch 2's checkpoint: it may be torn
+  // already; whatever its newest one holds, it is cut to half its bytes.
+  const std::string dir = OutputDir() + "/checkpoints/";
+  const std::string first = dir + "epoch_" + std::to_string(kFaultAfterEpoch) + ".pt";
+  ASSERT_TRUE(ct::WaitUntil([&] { return ct::FileExists(first); }, 90s))
+      << "rank 0 never saved epoch " << kFaultAfterEpoch << ": " << ReplicaLog("chief-0");
   const std::string node = NodeOf("chief-0");
   ASSERT_FALSE(node.empty());
   LoseNode(node, {"chief-0"});
+  int newest = kFaultAfterEpoch;
+  while (ct::FileExists(dir + "epoch_" + std::to_string(newest + 1) + ".pt")) ++newest;
+  ASSERT_LT(newest, kEpochs);
+  const std::string name = "epoch_" + std::to_string(newest) + ".pt";
   struct stat st;
-  ASSERT_EQ(::stat(checkpoint.c_str(), &st), 0) << checkpoint;
+  ASSERT_EQ(::stat((dir + name).c_str(), &st), 0) << name;
   const off_t cut = st.st_size / 2;
-  ASSERT_EQ(::truncate(checkpoint.c_str(), cut), 0) << checkpoint;
+  ASSERT_EQ(::truncate((dir + name).c_str(), cut), 0) << name;
 
   wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
   ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
   EXPECT_EQ(done.restarts, 1);
   const std::string log = ReplicaLog("chief-0");
   EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
-  EXPECT_NE(log.find("resumed from epoch " + std::to_string(kFaultAfterEpoch - 1) + " ("),
-            std::string::npos)
+  EXPECT_NE(log.find("resumed from epoch " + std::to_string(newest - 1) + " ("), std::string::npos)
       << log;
   EXPECT_NE(log.find("epoch " + std::to_string(kEpochs) + "/" + std::to_string(kEpochs)),
             std::string::npos)
@@ -574,13 +577,18 @@ TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFro
   const std::string aside = OutputDir() + "/checkpoints/.cohort-torn/attempt-1/" + name;
   ASSERT_EQ(::stat(aside.c_str(), &st), 0) << aside << " was not set aside";
   EXPECT_EQ(st.st_size, cut);
-  const std::string note = "set aside torn checkpoint " + name +
-                           " (a torch.save archive (zip) cut short: no end-of-central-directory "
-                           "record at its end) as .cohort-torn/attempt-1/" +
-                           name;
+  // Its line: "set aside torn checkpoint <name> (<why>) as .cohort-torn/attempt-1/<name>", why
+  // being how it was cut (short of its zip end record, or empty where the write had not begun).
+  const std::string note = "set aside torn checkpoint " + name + " (";
+  const std::string moved = ") as .cohort-torn/attempt-1/" + name + "\n";
   int noted = 0;
   for (const char* replica : {"chief-0", "worker-0", "worker-1"}) {
-    noted += ReplicaLog(replica).find(note) != std::string::npos ? 1 : 0;
+    const std::string replica_log = ReplicaLog(replica);
+    const size_t at = replica_log.find(note);
+    if (at == std::string::npos) continue;
+    const size_t end = replica_log.find('\n', at);
+    EXPECT_EQ(replica_log.substr(end + 1 - moved.size(), moved.size()), moved) << replica_log;
+    ++noted;
   }
   EXPECT_EQ(noted, 1) << "no replica's log (or more than one) says: " << note;
   // And the job's events, from that replica's RUNNING report.
