@@ -208,6 +208,24 @@ bool ListFolder(int fd, std::vector<std::string>* names) {
   return true;
 }
 
+// torch.distributed.checkpoint writes its shards (*.distcp), then its metadata under a temporary
+// name, renamed last to .metadata (or __<rank>.metadata, each rank its own): shards without it
+// are a save cut short, which dcp.load refuses.
+std::string WhyTornDcpFolder(int folder_fd, const std::vector<std::string>& names) {
+  bool shards = false;
+  for (const std::string& name : names) {
+    if (name == ".metadata") return "";
+    if (name.size() > 11 && name.rfind("__", 0) == 0 && EndsWith(name, ".metadata") &&
+        AllDigits(std::string_view(name).substr(2, name.size() - 11))) {
+      return "";
+    }
+    if (EndsWith(name, ".distcp") && HoldsRegularFile(folder_fd, name.c_str())) shards = true;
+  }
+  return shards ? "torch.distributed.checkpoint shards (.distcp) without the .metadata written "
+                  "last"
+                : "";
+}
+
 // One pass over a checkpoint directory.
 class TornCheckpointPass {
  public:
@@ -296,10 +314,14 @@ class TornCheckpointPass {
     return "holds " + inside;
   }
 
-  // "<path>, <why>" of the first torn file in the folder `fd` and below, or "".
+  // "<path>, <why>" of the first torn file or torch.distributed.checkpoint folder in the folder
+  // `fd` and below, or "".
   std::string FirstTornInside(int fd, const std::string& rel, int depth) {
     std::vector<std::string> names;
     if (!ListFolder(fd, &names)) return "";
+    if (std::string why = WhyTornDcpFolder(fd, names); !why.empty()) {
+      return (rel.empty() ? "" : rel + "/, ") + why;
+    }
     for (const std::string& name : names) {
       if (!Count()) return "";
       const std::string path = rel.empty() ? name : rel + "/" + name;

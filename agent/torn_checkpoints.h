@@ -15,7 +15,9 @@
 //   - an empty file named as a checkpoint (.pt .pth .ckpt .bin .safetensors .tar);
 //   - a Trainer checkpoint folder (checkpoint-<N>) without a trainer_state.json that parses, which
 //     Trainer writes last; only where the folder is recognisably Trainer's: it holds
-//     training_args.bin, or a sibling checkpoint-<M> holds a trainer_state.json.
+//     training_args.bin, or a sibling checkpoint-<M> holds a trainer_state.json;
+//   - in a step folder, a torch.distributed.checkpoint folder: shards (*.distcp) without the
+//     .metadata (or __<rank>.metadata) that it renames into place last.
 // The unit set aside is a torn file, or, where the torn file lies in a step folder (named
 // checkpoint, ckpt, step, global_step, epoch, iter or iteration, then perhaps '-', '_' or '=',
 // then a number: checkpoint-500, step_10, epoch3), that whole folder, which is what a script

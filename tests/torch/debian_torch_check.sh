@@ -5,14 +5,17 @@
 # every scenario of torch_backend_check.py there, with CPU tensors, the collective library's
 # tests against that Debian's UCX (the library must work with the UCX a distro ships), and the
 # stock DDP script under a local Cohort cluster (torch_ddp_test: node loss, preemption, the cohort
-# backend on reducers) with that torch in every replica.
+# backend on reducers, torn checkpoints set aside, Hugging Face's Trainer where the Debian has
+# it) with that torch in every replica, and the agent's torn-checkpoint pass on that torch's
+# torch.distributed.checkpoint saves.
 #
 #   tests/torch/debian_torch_check.sh SUITE [SCENARIO...]     (as root; SUITE: trixie, sid, ...)
 #
 # Needs root (debootstrap, chroot, bind mounts) and deb.debian.org: not part of .ci/run. Build
 # first: ninja -C BUILD cohort_torch_backend cohort_python cohort-reducer cohort-bench
-# cohort_collective_tests torch_ddp_test. Environment: BUILD (default build), CHROOT (default
-# /var/tmp/cohort-torch-SUITE; made once with debootstrap, about 2 GiB, kept for the next run).
+# cohort_collective_tests torch_ddp_test agent_test. Environment: BUILD (default build), CHROOT
+# (default /var/tmp/cohort-torch-SUITE; made once with debootstrap, about 2 GiB, kept for the next
+# run).
 # Prints one line per scenario and a summary; exit status 0 when every one passed (cuda skips
 # without a GPU: exit 77, counted as passed). Logs: CHROOT/tmp/scenario-NAME.log.
 #
@@ -147,6 +150,22 @@ if [ "$#" = 0 ] && [ -x "$ddp_test" ]; then
   else
     echo "torch_ddp_test: FAILED (exit $rc; CHROOT/tmp/torch-ddp-test.log)"
     failed+=(torch_ddp_test)
+  fi
+  # The agent's torn-checkpoint pass on real torch.distributed.checkpoint saves of this torch
+  # (Debian 12's cannot import its checkpoint module): run here, a skip is a failure.
+  agent_test="$build/tests/agent/agent_test"
+  if [ -x "$agent_test" ]; then
+    stages=$((stages + 1))
+    rc=0
+    (cd "$root" && TMPDIR="$host_dir/tmp" COHORT_TEST_TORCH_PYTHON="$host_dir/python3" \
+      timeout 300 "$agent_test" --gtest_filter='TornCheckpointsTest.ARealDistributedCheckpoint*') \
+      >"$chroot_dir/tmp/torn-dcp-test.log" 2>&1 || rc=$?
+    if [ "$rc" = 0 ] && ! grep -q '^\[  SKIPPED' "$chroot_dir/tmp/torn-dcp-test.log"; then
+      echo "agent_test (torn torch.distributed.checkpoint saves set aside): passed"
+    else
+      echo "agent_test (torn torch.distributed.checkpoint saves): FAILED or skipped (exit $rc; CHROOT/tmp/torn-dcp-test.log)"
+      failed+=(agent_test)
+    fi
   fi
   umount "$chroot_dir$root" "$chroot_dir$host_dir"
   unset 'mounts[-1]' 'mounts[-1]'
