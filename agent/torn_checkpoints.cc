@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -190,7 +189,8 @@ bool HoldsRegularFile(int folder_fd, const char* name) {
   return ::fstatat(folder_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
-// The names in the folder open at `fd` ("." and ".." left out); false where it cannot be read.
+// The names in the folder open at `fd` ("." and ".." left out), sorted; at most one more than
+// the pass looks at in all. False where it cannot be read.
 bool ListFolder(int fd, std::vector<std::string>* names) {
   const int copy = ::dup(fd);
   if (copy < 0) return false;
@@ -202,6 +202,7 @@ bool ListFolder(int fd, std::vector<std::string>* names) {
   while (const dirent* entry = ::readdir(dir)) {
     std::string_view name = entry->d_name;
     if (name != "." && name != "..") names->emplace_back(name);
+    if (names->size() > static_cast<size_t>(kTornCheckMaxEntries)) break;
   }
   ::closedir(dir);
   std::sort(names->begin(), names->end());
