@@ -526,11 +526,12 @@ TEST_F(TorchDdpTest, LoneReplicaKilledRestartsTheJobOnceFromItsCheckpoint) {
 
 // A script that checkpoints as the PyTorch tutorials do (tests/integration/ddp_plain_save.py:
 // torch.save() straight into epoch_<N>.pt, resume from the highest N) loses the chief's node, the
-// one writing: its epoch 2 checkpoint is left cut short (here cut to half its bytes the moment the
-// node is gone, before any restart can start), which torch.load refuses, so the restarted script
-// would fail with every node healthy. Before the whole job restarts an agent sets the file aside
-// into .cohort-torn/attempt-1/ (agent/torn_checkpoints.h): the script resumes from epoch 1, writes
-// epoch 2 again, and the job succeeds with one restart spent.
+// one writing, as it begins epoch 2's checkpoint: its newest checkpoint is left cut short (here
+// cut to half its bytes the moment the node is gone, before any restart can start), which
+// torch.load refuses, so the restarted script would fail with every node healthy. Before the
+// whole job restarts an agent sets the file aside into .cohort-torn/attempt-1/
+// (agent/torn_checkpoints.h): the script resumes from the epoch before, writes that one again,
+// and the job succeeds with one restart spent.
 TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFromTheOneBefore) {
   StartAgents({"node-a", "node-b", "node-c", "node-d"}, 1);
   job_ = "torn_checkpoint";
