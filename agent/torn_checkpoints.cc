@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -257,10 +258,33 @@ class TornCheckpointPass {
     return !stopped_;
   }
 
+  // The newest kTornCheckNewestPerFolder regular files and as many step folders among `names`
+  // in the folder `fd`, by modification time: the ones a pass reads.
+  static std::set<std::string> NewestOf(int fd, const std::vector<std::string>& names) {
+    std::vector<std::pair<int64_t, std::string>> files, folders;  // (-mtime ns, name)
+    for (const std::string& name : names) {
+      struct stat st;
+      if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      const int64_t ns =
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+      if (S_ISREG(st.st_mode)) files.emplace_back(-ns, name);
+      if (S_ISDIR(st.st_mode) && IsStepFolderName(name)) folders.emplace_back(-ns, name);
+    }
+    std::set<std::string> newest;
+    for (auto* list : {&files, &folders}) {
+      std::sort(list->begin(), list->end());
+      for (size_t i = 0; i < list->size() && i < kTornCheckNewestPerFolder; ++i) {
+        newest.insert((*list)[i].second);
+      }
+    }
+    return newest;
+  }
+
   // Sets aside the torn entries of the folder `fd` at `rel` ("" for the top) and below it.
   void Walk(int fd, const std::string& rel, int depth) {
     std::vector<std::string> names;
     if (!ListFolder(fd, &names)) return;
+    const std::set<std::string> judged = NewestOf(fd, names);
     bool trainer_sibling = false;  // a checkpoint-<N> here with its trainer_state.json
     for (const std::string& name : names) {
       if (!IsTrainerCheckpointName(name)) continue;
@@ -277,6 +301,7 @@ class TornCheckpointPass {
       if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string path = rel.empty() ? name : rel + "/" + name;
       if (S_ISREG(st.st_mode)) {
+        if (!judged.count(name)) continue;
         Fd file = OpenIn(fd, name, false, &st);
         if (!file.ok()) continue;
         std::string why = WhyTornFile(name, file.get());
@@ -284,6 +309,7 @@ class TornCheckpointPass {
         continue;
       }
       if (!S_ISDIR(st.st_mode)) continue;
+      if (IsStepFolderName(name) && !judged.count(name)) continue;
       Fd sub = OpenIn(fd, name, true, &st);
       if (!sub.ok()) continue;
       if (IsCohortCheckpointName(name) &&

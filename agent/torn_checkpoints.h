@@ -38,10 +38,15 @@
 // goes through a symbolic link (openat with O_NOFOLLOW from `dir` down), opens only regular files,
 // without blocking, reads of each file a few bytes at its head and its last 64 KiB, or a
 // safetensors header (and a trainer_state.json up to 64 MiB), and looks at no more than
-// kTornCheckMaxEntries entries, kTornCheckMaxDepth folders deep. The folders it makes are owned by
-// `run_as` where given. Blocking file system calls: call it off the agent's loop.
+// kTornCheckMaxEntries entries, kTornCheckMaxDepth folders deep. It reads only the newest
+// kTornCheckNewestPerFolder files and as many step folders of each folder (by modification
+// time): a save cut short is among the newest of its folder, since nothing of the job wrote
+// there after it, and every node of a big job makes the pass at once on shared storage; an
+// older torn entry (one torn before a restart that set nothing aside) stays. The folders it makes
+// are owned by `run_as` where given. Blocking file system calls: call it off the agent's loop.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +57,7 @@ namespace cohort::agent {
 
 inline constexpr int kTornCheckMaxEntries = 20000;
 inline constexpr int kTornCheckMaxDepth = 4;
+inline constexpr size_t kTornCheckNewestPerFolder = 16;
 
 struct TornCheckpoints {
   std::vector<std::string> set_aside;  // each entry set aside, by its path in `dir`

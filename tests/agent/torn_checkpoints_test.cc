@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -282,6 +283,28 @@ for step in ("step_1", "step_2"):
   TornCheckpoints torn = SetAsideTornCheckpoints(dir_.string(), 2, std::nullopt);
   EXPECT_EQ(torn.set_aside, std::vector<std::string>{"step_2"}) << Joined(torn.notes);
   EXPECT_TRUE(Here("step_1/.metadata"));
+}
+
+// Only the newest files and step folders of a folder are read: a save cut short is among the
+// newest, nothing of the job having written after it.
+TEST_F(TornCheckpointsTest, OnlyTheNewestEntriesOfAFolderAreJudged) {
+  const std::string zip = Zip("data.pkl", std::string(100, 'n'));
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (size_t i = 0; i < kTornCheckNewestPerFolder + 4; ++i) {
+    Write("epoch_" + std::to_string(i) + ".pt", zip);
+  }
+  Write("epoch_0.pt", zip.substr(0, 30));  // torn long ago: older than 16 complete ones
+  fs::last_write_time(dir_ / "epoch_0.pt", old);
+  Write("checkpoint-1/training_args.bin", zip);  // a Trainer folder without its state, old
+  fs::last_write_time(dir_ / "checkpoint-1", old);
+  for (size_t i = 0; i < kTornCheckNewestPerFolder; ++i) {
+    Write("checkpoint-" + std::to_string(100 + i) + "/trainer_state.json", "{}");
+  }
+  Write("epoch_99.pt", zip.substr(0, 40));  // the newest: torn
+  TornCheckpoints torn = SetAsideTornCheckpoints(dir_.string(), 1, std::nullopt);
+  EXPECT_EQ(torn.set_aside, std::vector<std::string>{"epoch_99.pt"}) << Joined(torn.notes);
+  EXPECT_TRUE(Here("epoch_0.pt"));
+  EXPECT_TRUE(Here("checkpoint-1/training_args.bin"));
 }
 
 TEST_F(TornCheckpointsTest, CohortsOwnCheckpointsAreLeftToTheirManifest) {
