@@ -1,5 +1,6 @@
-// Before a whole job restarts, sets aside the checkpoints a crash left half written in its
-// checkpoint directory (DESIGN.md "Checkpoints"; examples/torch/README.md).
+// Before a replica restarts with nothing else of its job running, sets aside the checkpoints a
+// crash left half written in the job's checkpoint directory (README "Failures and restarts";
+// examples/torch/README.md).
 //
 // Why: a stock training script resumes from "the newest checkpoint there": torch.save(state,
 // f"{dir}/epoch_{n}.pt") and a glob, or Hugging Face's Trainer and get_last_checkpoint. Neither
