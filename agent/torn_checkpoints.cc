@@ -10,10 +10,11 @@
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "common/checkpoint.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 
@@ -26,34 +27,6 @@ constexpr uint64_t kEocdSize = 22;
 constexpr uint64_t kMaxZipTail = kEocdSize + 65535;
 constexpr uint64_t kMaxSafetensorsHeader = 100u << 20;  // the format's own limit
 constexpr uint64_t kMaxTrainerState = 64u << 20;
-
-// A descriptor closed when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && s.size() <= 18 &&
@@ -69,7 +42,7 @@ std::string Lower(std::string_view s) {
 // Hugging Face's Trainer names its checkpoints checkpoint-<step>.
 bool IsTrainerCheckpointName(std::string_view name) {
   constexpr std::string_view kPrefix = "checkpoint-";
-  return name.substr(0, kPrefix.size()) == kPrefix && AllDigits(name.substr(kPrefix.size()));
+  return name.starts_with(kPrefix) && AllDigits(name.substr(kPrefix.size()));
 }
 
 // checkpoint-500, ckpt_3, step_10, global_step7, epoch=3, iter-200 (see the header).
@@ -77,7 +50,7 @@ bool IsStepFolderName(std::string_view name) {
   const std::string lower = Lower(name);
   for (std::string_view stem :
        {"checkpoint", "ckpt", "global_step", "step", "epoch", "iteration", "iter"}) {
-    if (lower.rfind(stem, 0) != 0) continue;
+    if (!lower.starts_with(stem)) continue;
     std::string_view rest = std::string_view(lower).substr(stem.size());
     if (!rest.empty() && (rest[0] == '-' || rest[0] == '_' || rest[0] == '=')) {
       rest.remove_prefix(1);
@@ -87,18 +60,10 @@ bool IsStepFolderName(std::string_view name) {
   return false;
 }
 
-bool IsCohortCheckpointName(std::string_view name) {
-  constexpr std::string_view kPrefix = "ckpt-";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return false;
-  std::string_view step = name.substr(kPrefix.size());
-  if (EndsWith(step, ".tmp")) step.remove_suffix(4);
-  return AllDigits(step);
-}
-
 bool HasCheckpointExtension(std::string_view name) {
   const std::string lower = Lower(name);
   for (std::string_view ext : {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".tar"}) {
-    if (EndsWith(lower, ext)) return true;
+    if (lower.ends_with(ext)) return true;
   }
   return false;
 }
@@ -113,11 +78,11 @@ uint64_t LittleEndian(const std::string& bytes, size_t at, size_t width) {
 
 // Opens `name` in `dir_fd` without following a symbolic link and without blocking on a FIFO;
 // only a regular file (st filled) or a folder (`folder`) is kept open.
-Fd OpenIn(int dir_fd, const std::string& name, bool folder, struct stat* st) {
+UniqueFd OpenIn(int dir_fd, const std::string& name, bool folder, struct stat* st) {
   const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (folder ? O_DIRECTORY : 0);
-  Fd fd(::openat(dir_fd, name.c_str(), flags));
-  if (!fd.ok() || ::fstat(fd.get(), st) != 0) return Fd();
-  if (folder ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode)) return Fd();
+  UniqueFd fd(::openat(dir_fd, name.c_str(), flags));
+  if (!fd.ok() || ::fstat(fd.get(), st) != 0) return UniqueFd();
+  if (folder ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode)) return UniqueFd();
   return fd;
 }
 
@@ -175,7 +140,7 @@ struct TrainerState {
 TrainerState ReadTrainerState(int folder_fd) {
   TrainerState state;
   struct stat st;
-  Fd fd = OpenIn(folder_fd, "trainer_state.json", false, &st);
+  UniqueFd fd = OpenIn(folder_fd, "trainer_state.json", false, &st);
   if (!fd.ok()) return state;
   state.present = true;
   if (static_cast<uint64_t>(st.st_size) > kMaxTrainerState) return state;
@@ -217,11 +182,11 @@ std::string WhyTornDcpFolder(int folder_fd, const std::vector<std::string>& name
   bool shards = false;
   for (const std::string& name : names) {
     if (name == ".metadata") return "";
-    if (name.size() > 11 && name.rfind("__", 0) == 0 && EndsWith(name, ".metadata") &&
+    if (name.size() > 11 && name.starts_with("__") && name.ends_with(".metadata") &&
         AllDigits(std::string_view(name).substr(2, name.size() - 11))) {
       return "";
     }
-    if (EndsWith(name, ".distcp") && HoldsRegularFile(folder_fd, name.c_str())) shards = true;
+    if (name.ends_with(".distcp") && HoldsRegularFile(folder_fd, name.c_str())) shards = true;
   }
   return shards ? "torch.distributed.checkpoint shards (.distcp) without the .metadata written "
                   "last"
@@ -240,7 +205,7 @@ class TornCheckpointPass {
     std::string top_path = dir_;
     while (top_path.size() > 1 && top_path.back() == '/') top_path.pop_back();
     struct stat st;
-    Fd top = OpenIn(AT_FDCWD, top_path, true, &st);
+    UniqueFd top = OpenIn(AT_FDCWD, top_path, true, &st);
     if (!top.ok()) return {};  // no checkpoint dir yet (or not a folder): nothing to look at
     top_ = top.get();
     Walk(top_, "", 0);
@@ -258,62 +223,74 @@ class TornCheckpointPass {
     return !stopped_;
   }
 
-  // The newest kTornCheckNewestPerFolder regular files and as many step folders among `names`
-  // in the folder `fd`, by modification time: the ones a pass reads.
-  static std::set<std::string> NewestOf(int fd, const std::vector<std::string>& names) {
-    std::vector<std::pair<int64_t, std::string>> files, folders;  // (-mtime ns, name)
-    for (const std::string& name : names) {
-      struct stat st;
-      if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+  // An entry of a folder, as fstatat saw it (not through a link).
+  struct Entry {
+    std::string name;
+    struct stat st;
+  };
+
+  // Marks `judged` the newest kTornCheckNewestPerFolder regular files and as many step folders
+  // of `entries`, by modification time: the ones a pass reads.
+  static std::vector<bool> NewestOf(const std::vector<Entry>& entries) {
+    std::vector<std::pair<int64_t, size_t>> files, folders;  // (-mtime ns, index)
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const struct stat& st = entries[i].st;
       const int64_t ns =
           static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-      if (S_ISREG(st.st_mode)) files.emplace_back(-ns, name);
-      if (S_ISDIR(st.st_mode) && IsStepFolderName(name)) folders.emplace_back(-ns, name);
+      if (S_ISREG(st.st_mode)) files.emplace_back(-ns, i);
+      if (S_ISDIR(st.st_mode) && IsStepFolderName(entries[i].name)) folders.emplace_back(-ns, i);
     }
-    std::set<std::string> newest;
+    std::vector<bool> judged(entries.size(), false);
     for (auto* list : {&files, &folders}) {
       std::sort(list->begin(), list->end());
-      for (size_t i = 0; i < list->size() && i < kTornCheckNewestPerFolder; ++i) {
-        newest.insert((*list)[i].second);
+      for (size_t k = 0; k < list->size() && k < kTornCheckNewestPerFolder; ++k) {
+        judged[(*list)[k].second] = true;
       }
     }
-    return newest;
+    return judged;
   }
 
   // Sets aside the torn entries of the folder `fd` at `rel` ("" for the top) and below it.
   void Walk(int fd, const std::string& rel, int depth) {
     std::vector<std::string> names;
     if (!ListFolder(fd, &names)) return;
-    const std::set<std::string> judged = NewestOf(fd, names);
+    std::vector<Entry> entries;
+    for (std::string& name : names) {
+      if (depth == 0 && (name == kTornDir || name == "LATEST" || name.starts_with("LATEST."))) {
+        continue;  // ours, and Cohort's own LATEST (common/checkpoint.h)
+      }
+      Entry entry{std::move(name), {}};
+      if (::fstatat(fd, entry.name.c_str(), &entry.st, AT_SYMLINK_NOFOLLOW) == 0) {
+        entries.push_back(std::move(entry));
+      }
+    }
+    const std::vector<bool> judged = NewestOf(entries);
     bool trainer_sibling = false;  // a checkpoint-<N> here with its trainer_state.json
-    for (const std::string& name : names) {
-      if (!IsTrainerCheckpointName(name)) continue;
+    for (const Entry& e : entries) {
+      if (!S_ISDIR(e.st.st_mode) || !IsTrainerCheckpointName(e.name)) continue;
       struct stat st;
-      Fd sub = OpenIn(fd, name, true, &st);
+      UniqueFd sub = OpenIn(fd, e.name, true, &st);
       if (sub.ok() && HoldsRegularFile(sub.get(), "trainer_state.json")) trainer_sibling = true;
     }
-    for (const std::string& name : names) {
+    for (size_t i = 0; i < entries.size(); ++i) {
       if (!Count()) return;
-      if (depth == 0 && (name == kTornDir || name == "LATEST" || name.rfind("LATEST.", 0) == 0)) {
-        continue;
-      }
-      struct stat st;
-      if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      const std::string& name = entries[i].name;
       const std::string path = rel.empty() ? name : rel + "/" + name;
-      if (S_ISREG(st.st_mode)) {
-        if (!judged.count(name)) continue;
-        Fd file = OpenIn(fd, name, false, &st);
+      struct stat st;
+      if (S_ISREG(entries[i].st.st_mode)) {
+        if (!judged[i]) continue;
+        UniqueFd file = OpenIn(fd, name, false, &st);
         if (!file.ok()) continue;
         std::string why = WhyTornFile(name, file.get());
         if (!why.empty()) SetAside(fd, rel, name, why);
         continue;
       }
-      if (!S_ISDIR(st.st_mode)) continue;
-      if (IsStepFolderName(name) && !judged.count(name)) continue;
-      Fd sub = OpenIn(fd, name, true, &st);
+      if (!S_ISDIR(entries[i].st.st_mode)) continue;
+      if (IsStepFolderName(name) && !judged[i]) continue;
+      UniqueFd sub = OpenIn(fd, name, true, &st);
       if (!sub.ok()) continue;
-      if (IsCohortCheckpointName(name) &&
-          (EndsWith(name, ".tmp") || HoldsRegularFile(sub.get(), "MANIFEST"))) {
+      if (IsStagingName(name) ||
+          (ParseCheckpointName(name) >= 0 && HoldsRegularFile(sub.get(), "MANIFEST"))) {
         continue;  // Cohort's own: its MANIFEST check decides (common/checkpoint.h)
       }
       if (IsStepFolderName(name)) {
@@ -355,12 +332,12 @@ class TornCheckpointPass {
       struct stat st;
       if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       if (S_ISREG(st.st_mode)) {
-        Fd file = OpenIn(fd, name, false, &st);
+        UniqueFd file = OpenIn(fd, name, false, &st);
         if (!file.ok()) continue;
         std::string why = WhyTornFile(name, file.get());
         if (!why.empty()) return path + ", " + why;
       } else if (S_ISDIR(st.st_mode) && depth + 1 < kTornCheckMaxDepth) {
-        Fd sub = OpenIn(fd, name, true, &st);
+        UniqueFd sub = OpenIn(fd, name, true, &st);
         if (!sub.ok()) continue;
         std::string why = FirstTornInside(sub.get(), path, depth + 1);
         if (!why.empty()) return why;
@@ -370,7 +347,7 @@ class TornCheckpointPass {
   }
 
   // Opens (making what is missing) .cohort-torn/attempt-<K>/<rel> under the top folder.
-  Fd OpenDestination(const std::string& rel) {
+  UniqueFd OpenDestination(const std::string& rel) {
     std::vector<std::string> parts = {std::string(kTornDir), "attempt-" + std::to_string(attempt_)};
     for (size_t start = 0; !rel.empty() && start <= rel.size();) {
       size_t slash = rel.find('/', start);
@@ -378,13 +355,13 @@ class TornCheckpointPass {
       parts.push_back(rel.substr(start, slash - start));
       start = slash + 1;
     }
-    Fd at(::dup(top_));
+    UniqueFd at(::dup(top_));
     for (const std::string& part : parts) {
-      if (!at.ok()) return Fd();
+      if (!at.ok()) return UniqueFd();
       const bool made = ::mkdirat(at.get(), part.c_str(), 0755) == 0;
-      if (!made && errno != EEXIST) return Fd();
+      if (!made && errno != EEXIST) return UniqueFd();
       struct stat st;
-      Fd next = OpenIn(at.get(), part, true, &st);  // a link planted there is refused
+      UniqueFd next = OpenIn(at.get(), part, true, &st);  // a link planted there is refused
       if (made && next.ok() && run_as_ && ::fchown(next.get(), run_as_->uid, run_as_->gid) != 0) {
         spdlog::warn("chown {} in {}: {}", part, dir_, std::strerror(errno));
       }
@@ -396,7 +373,7 @@ class TornCheckpointPass {
   void SetAside(int parent_fd, const std::string& rel, const std::string& name,
                 const std::string& why) {
     const std::string path = rel.empty() ? name : rel + "/" + name;
-    Fd dest = OpenDestination(rel);
+    UniqueFd dest = OpenDestination(rel);
     std::string note;
     if (!dest.ok()) {
       note = "could not set aside torn checkpoint " + path + " (" + why + "): cannot make " +
@@ -447,7 +424,7 @@ std::string WhyTornFile(const std::string& name, int fd) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return "";
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size == 0) return HasCheckpointExtension(name) ? "an empty file" : "";
-  if (EndsWith(Lower(name), ".safetensors")) return SafetensorsWhyTorn(fd, size);
+  if (Lower(name).ends_with(".safetensors")) return SafetensorsWhyTorn(fd, size);
   std::string magic;
   if (!ReadAt(fd, 0, 4, &magic, "file head").ok()) return "";
   if (magic == "PK\x03\x04") return ZipWhyTorn(fd, size);

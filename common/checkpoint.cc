@@ -42,30 +42,9 @@ Status FsError(std::string_view what, const std::string& path, const std::error_
   return ErrnoStatus(std::string(what) + " " + path, ec.value());
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes and reports the close error (which can carry a delayed write error).
-  Status Close(const std::string& path) {
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return ErrnoStatus("close " + path, errno);
-    return Status::Ok();
-  }
-
- private:
-  int fd_;
-};
-
 Status FsyncPath(const std::string& path, bool directory) {
   int flags = O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0);
-  Fd fd(::open(path.c_str(), flags));
+  UniqueFd fd(::open(path.c_str(), flags));
   if (fd.get() < 0) return ErrnoStatus("open " + path, errno);
   if (::fsync(fd.get()) != 0) return ErrnoStatus("fsync " + path, errno);
   return fd.Close(path);
@@ -73,7 +52,7 @@ Status FsyncPath(const std::string& path, bool directory) {
 
 // Writes `bytes` to `path` (created or truncated) and fsyncs it.
 Status WriteFileDurably(const std::string& path, std::string_view bytes) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoStatus("create " + path, errno);
   const char* p = bytes.data();
   size_t left = bytes.size();
@@ -98,7 +77,7 @@ Status ReadAndChecksum(const std::string& path, uint64_t max_bytes, uint64_t* si
                        std::string* data) {
   struct stat st {};
   COHORT_ASSIGN_OR_RETURN(int opened, OpenRegularFile(path, "file", &st));
-  Fd fd(opened);
+  UniqueFd fd(opened);
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     return DataLoss(path + " has " + std::to_string(st.st_size) + " bytes, more than the " +
                     std::to_string(max_bytes) + " expected");
@@ -118,28 +97,6 @@ Status ReadAndChecksum(const std::string& path, uint64_t max_bytes, uint64_t* si
     if (data != nullptr) data->append(buf.data(), static_cast<size_t>(n));
   }
   return Status::Ok();
-}
-
-// "ckpt-<digits>" -> step; -1 when `name` is not a committed checkpoint's name.
-int64_t ParseCheckpointName(std::string_view name) {
-  std::string_view prefix(kPrefix);
-  if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return -1;
-  std::string_view digits = name.substr(prefix.size());
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return -1;
-  }
-  if (digits.size() > 1 && digits[0] == '0') return -1;  // one spelling per step
-  int64_t step = -1;
-  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-  if (ec != std::errc() || ptr != digits.data() + digits.size()) return -1;
-  return step;
-}
-
-bool IsStagingName(std::string_view name) {
-  std::string_view prefix(kPrefix);
-  std::string_view suffix(kTmpSuffix);
-  return name.size() > prefix.size() + suffix.size() && name.substr(0, prefix.size()) == prefix &&
-         name.substr(name.size() - suffix.size()) == suffix;
 }
 
 // A checkpoint-relative file name: non-empty, relative, no "." or ".." or empty components.
@@ -312,6 +269,27 @@ StatusOr<CheckpointInfo> CheckCheckpoint(const std::string& path, bool checksums
 }
 
 }  // namespace
+
+int64_t ParseCheckpointName(std::string_view name) {
+  std::string_view prefix(kPrefix);
+  if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return -1;
+  std::string_view digits = name.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  if (digits.size() > 1 && digits[0] == '0') return -1;  // one spelling per step
+  int64_t step = -1;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return -1;
+  return step;
+}
+
+bool IsStagingName(std::string_view name) {
+  std::string_view prefix(kPrefix);
+  std::string_view suffix(kTmpSuffix);
+  return name.size() > prefix.size() + suffix.size() && name.substr(0, prefix.size()) == prefix &&
+         name.substr(name.size() - suffix.size()) == suffix;
+}
 
 std::string CheckpointDirName(int64_t step) { return kPrefix + std::to_string(step); }
 

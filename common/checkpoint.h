@@ -91,6 +91,10 @@ class CheckpointWriter {
 
 // "ckpt-<step>".
 std::string CheckpointDirName(int64_t step);
+// "ckpt-<digits>" (no leading zero) -> step; -1 when `name` is not a committed checkpoint's name.
+int64_t ParseCheckpointName(std::string_view name);
+// Whether `name` is a staging directory's: "ckpt-...tmp", being written or left by a crash.
+bool IsStagingName(std::string_view name);
 
 // The newest committed checkpoint under `dir` that verifies. kNotFound when there is none (no
 // directory, no checkpoints, or every one is torn or corrupted: the message lists the skips).

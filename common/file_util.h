@@ -34,4 +34,24 @@ StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, st
 // fsync on a directory, so a rename or create inside it survives a crash.
 Status SyncDirectory(const std::string& dir);
 
+// A file descriptor, closed when it goes out of scope; -1 holds none. Close() closes it at once
+// and reports the error, which can carry a delayed write error.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& other) noexcept;
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  // `path` names the file in the error ("close /x/MANIFEST").
+  Status Close(const std::string& path);
+
+ private:
+  int fd_;
+};
+
 }  // namespace cohort

@@ -2667,17 +2667,15 @@ def scenario_hf_trainer():
         return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=60))
-    gloo = dist.new_group(backend="gloo")
     ours = train("cohort")
-    expect_trained_alike(check, dist, gloo, "Trainer on cohort", ours, None, atol=0)
     dist.destroy_process_group()
     store = f"{tempfile.gettempdir()}/cohort-hf-gloo-{os.getppid()}-{os.environ['MASTER_PORT']}"  # this launch's
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=60))
     reference = train("gloo")
-    check.expect(bool(torch.allclose(ours, reference, rtol=1e-4, atol=1e-5)),
-                 f"Trainer: parameters differ from the same training on gloo (max diff "
-                 f"{float((ours - reference).abs().max()):.2e})")
+    # The same bytes on every rank (gathered over the default group, gloo's now), and gloo's
+    # parameters within rounding.
+    expect_trained_alike(check, dist, None, "Trainer on cohort", ours, reference, atol=1e-5)
     dist.barrier()
     dist.destroy_process_group()
     shutil.rmtree(scratch, ignore_errors=True)
