@@ -31,15 +31,15 @@
 // Contract: only safe when no process of the job can still write in `dir`. The agent calls it
 // before a replica's attempt >= 1 starts, where the coordinator's launch says that nothing of the
 // job's earlier attempts still runs (LaunchReplica.others_stopped: the job is placed whole, as on
-// a restart of the whole job or its return after a preemption, or no other replica of it holds
-// resources, as in a job of one replica). Each node of the job makes the pass; what one agent
-// moved, another's finds gone. Of the replicas an incident took from a job that restarts them
-// alone, only the first placed again makes it, so another may start before that pass is over
-// (which takes milliseconds, against the seconds a Python process takes to import torch). It never
-// goes through a symbolic link (openat with O_NOFOLLOW from `dir` down), opens only regular files,
-// without blocking, reads of each file a few bytes at its head and its last 64 KiB, or a
-// safetensors header (and a trainer_state.json up to 64 MiB), and looks at no more than
-// kTornCheckMaxEntries entries, kTornCheckMaxDepth folders deep. It reads only the newest
+// a restart of the whole job or its return after a preemption; or every other replica of it holds
+// nothing or is placed but not started, as in a job of one replica, or when the replicas an
+// incident took are placed again). Each node of the job makes the pass; what one agent moved,
+// another's finds gone. A replica placed with others may start before another node's pass is
+// over (which takes milliseconds, against the seconds a Python process takes to import torch).
+// It never goes through a symbolic link (openat with O_NOFOLLOW from `dir` down), opens only
+// regular files, without blocking, reads of each file a few bytes at its head and its last
+// 64 KiB, or a safetensors header (and a trainer_state.json up to 64 MiB), and looks at no more
+// than kTornCheckMaxEntries entries, kTornCheckMaxDepth folders deep. It reads only the newest
 // kTornCheckNewestPerFolder files and as many step folders of each folder (by modification
 // time): a save cut short is among the newest of its folder, since nothing of the job wrote
 // there after it, and every node of a big job makes the pass at once on shared storage; an

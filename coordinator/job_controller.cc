@@ -446,10 +446,13 @@ void JobController::PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::st
   NoteOnNode(node_id, job.name);
   AddEvent(job, r.name + " attempt " + std::to_string(r.attempt) + " placed on " + r.node_id,
            now_ms);
-  // Alone: a job of one replica, or the first placed again of the replicas an incident took.
+  // No process of the job runs: every other replica holds nothing, or is itself being launched
+  // (placed, not yet started: the replicas an incident took, placed again one by one).
   const bool others_stopped =
-      std::none_of(job.replicas.begin(), job.replicas.end(),
-                   [&](const ReplicaRecord& o) { return &o != &r && HoldsResources(o); });
+      std::none_of(job.replicas.begin(), job.replicas.end(), [&](const ReplicaRecord& o) {
+        return &o != &r && HoldsResources(o) && o.state != ReplicaState::PENDING &&
+               o.state != ReplicaState::STARTING;
+      });
   commands_.launch.push_back(LaunchCommand{job.name, r.name, others_stopped});
 }
 

@@ -96,8 +96,9 @@ class NodeHealth {
 struct LaunchCommand {
   std::string job;
   std::string replica;
-  // The job is placed whole (PlaceJob), or no other replica of it holds resources (PlaceReplica):
-  // nothing of its earlier attempts still runs, so the agent may set aside torn checkpoints
+  // The job is placed whole (PlaceJob), or every other replica of it holds nothing or is placed
+  // but not started (PlaceReplica: the replicas an incident took, placed again one by one): no
+  // process of the job runs, so the agent may set aside torn checkpoints
   // (LaunchReplica.others_stopped).
   bool others_stopped = false;
 };

@@ -571,8 +571,9 @@ TEST_F(JobControllerTest, RetryableFailuresRestartTheReplicaUntilTheBudgetIsSpen
 }
 
 // A job of one replica, restarted alone: nothing else of it runs, so its launch says so (the
-// agent may set aside torn checkpoints); so does the first of an incident's fallen replicas that
-// is placed again, and not the next one.
+// agent may set aside torn checkpoints); so do the launches of an incident's fallen replicas,
+// placed again one by one, while none of the job's replicas has started; not a replica placed
+// again beside one that runs.
 TEST_F(JobControllerTest, AReplicaPlacedAgainWhileNoOtherHoldsResourcesIsToldSo) {
   JobRecord& solo = Start("solo", 0, false, 3, {"a"});
   Report(solo, "chief-0", ReplicaState::FAILED, 137, 9);
@@ -597,7 +598,23 @@ TEST_F(JobControllerTest, AReplicaPlacedAgainWhileNoOtherHoldsResourcesIsToldSo)
   placed = jobs_.TakeCommands();
   ASSERT_EQ(placed.launch.size(), 2u);
   EXPECT_TRUE(placed.launch[0].others_stopped);
-  EXPECT_FALSE(placed.launch[1].others_stopped);
+  EXPECT_TRUE(placed.launch[1].others_stopped);  // worker-0 is placed, not started
+
+  // One of the two starts (STARTING: its agent prepares; then RUNNING), and the other falls again
+  // on its own: placed again beside a replica whose process may be writing, it is not told so.
+  Report(pair, "worker-0", ReplicaState::STARTING);
+  Report(pair, "chief-0", ReplicaState::FAILED, 137, 9);
+  ASSERT_EQ(pair.state, JobState::RUNNING) << pair.message;
+  jobs_.PlaceReplica(pair, *pair.FindReplica("chief-0"), "a", {0}, 30023, now_);
+  placed = jobs_.TakeCommands();
+  ASSERT_EQ(placed.launch.size(), 1u);
+  EXPECT_TRUE(placed.launch[0].others_stopped);  // worker-0 is still starting
+  Report(pair, "chief-0", ReplicaState::FAILED, 137, 9);
+  Report(pair, "worker-0", ReplicaState::RUNNING);
+  jobs_.PlaceReplica(pair, *pair.FindReplica("chief-0"), "a", {0}, 30024, now_);
+  placed = jobs_.TakeCommands();
+  ASSERT_EQ(placed.launch.size(), 1u);
+  EXPECT_FALSE(placed.launch[0].others_stopped);
 }
 
 TEST_F(JobControllerTest, RestartJobOnWorkerRestartStopsEveryReplicaAndQueuesTheJob) {
