@@ -99,4 +99,12 @@ Status UniqueFd::Close(const std::string& path) {
   return Status::Ok();
 }
 
+UniqueFd OpenNoFollow(int dir_fd, const std::string& name, bool folder, struct stat* st) {
+  const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (folder ? O_DIRECTORY : 0);
+  UniqueFd fd(::openat(dir_fd, name.c_str(), flags));
+  if (!fd.ok() || ::fstat(fd.get(), st) != 0) return UniqueFd();
+  if (folder ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode)) return UniqueFd();
+  return fd;
+}
+
 }  // namespace cohort

@@ -54,4 +54,10 @@ class UniqueFd {
   int fd_;
 };
 
+// Opens `name` in the folder open at `dir_fd` (AT_FDCWD: `name` is a path) as OpenRegularFile
+// does, without following a symbolic link and without blocking on a FIFO, and keeps it only when
+// it is a folder (`folder`), else only when it is a regular file; fills `st`. None held when it
+// is missing or something else.
+UniqueFd OpenNoFollow(int dir_fd, const std::string& name, bool folder, struct stat* st);
+
 }  // namespace cohort

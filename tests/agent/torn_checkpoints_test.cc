@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/script_checkpoints.h"
 #include "tests/testing/binaries.h"
 #include "tests/testing/process.h"
 
@@ -290,14 +291,14 @@ for step in ("step_1", "step_2"):
 TEST_F(TornCheckpointsTest, OnlyTheNewestEntriesOfAFolderAreJudged) {
   const std::string zip = Zip("data.pkl", std::string(100, 'n'));
   const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
-  for (size_t i = 0; i < kTornCheckNewestPerFolder + 4; ++i) {
+  for (size_t i = 0; i < kScriptCheckpointNewestPerFolder + 4; ++i) {
     Write("epoch_" + std::to_string(i) + ".pt", zip);
   }
   Write("epoch_0.pt", zip.substr(0, 30));  // torn long ago: older than 16 complete ones
   fs::last_write_time(dir_ / "epoch_0.pt", old);
   Write("checkpoint-1/training_args.bin", zip);  // a Trainer folder without its state, old
   fs::last_write_time(dir_ / "checkpoint-1", old);
-  for (size_t i = 0; i < kTornCheckNewestPerFolder; ++i) {
+  for (size_t i = 0; i < kScriptCheckpointNewestPerFolder; ++i) {
     Write("checkpoint-" + std::to_string(100 + i) + "/trainer_state.json", "{}");
   }
   Write("epoch_99.pt", zip.substr(0, 40));  // the newest: torn
