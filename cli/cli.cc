@@ -329,16 +329,23 @@ and waiting jobs, and the next waiting jobs in the order the scheduler tries the
       {"checkpoint",
        {{"--job", true, ""}, {"--json", false, ""}},
        "checkpoint DIR|--job JOB [--json]",
-       "the checkpoints under a directory, verified, and the one a\nrestart would restore",
+       "the checkpoints under a directory, verified, and the one a\nrestart would restore; a "
+       "script's own, torn or not",
        R"(usage: cohort checkpoint DIR [--json]
        cohort checkpoint --job JOB [--json]
 
 Lists the checkpoints (ckpt-<step>/) under DIR, or under the job's checkpoint directory
 (<output_dir>/checkpoints/, asked from the coordinator), verifies each against its MANIFEST (sizes
 and checksums), and names the one a restarted replica would restore: the newest that verifies.
-Reads the files directly, so DIR must be visible from this host. Exit 0 when a valid checkpoint
-exists, 1 when none does.
-  --json    print {"dir", "checkpoints": [{name, step, files, bytes, valid, error}], "restore"}
+Then a script's own checkpoints there (files named as one, .pt .pth .ckpt .bin .safetensors .tar,
+or holding a torch.save archive; step folders such as checkpoint-500/ or epoch_3/), each "ok" or
+TORN with why (a save cut short, judged from its bytes), oldest first, and those the agent set
+aside as torn before a restart (under DIR/.cohort-torn/attempt-<K>/). Reads the files directly,
+so DIR must be visible from this host. Exit 0 when a valid checkpoint or a script's checkpoint
+not torn exists, 1 when none does.
+  --json    print {"dir", "checkpoints": [{name, step, files, bytes, valid, error}], "restore",
+            "script_checkpoints": [{path, folder, bytes, modified_ms, torn}], "script_newest",
+            "set_aside": [the same, path under .cohort-torn/], "script_walk_complete"}
 )",
        Checkpoint},
       {"keygen",

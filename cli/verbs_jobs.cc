@@ -19,6 +19,7 @@
 #include "common/checkpoint.h"
 #include "common/cluster_env.h"
 #include "common/job_spec.h"
+#include "common/script_checkpoints.h"
 
 namespace cohort::cli {
 namespace {
@@ -280,6 +281,13 @@ int Checkpoint(const ParsedArgs& args, const Context& ctx) {
   }
   const std::vector<CheckpointEntry>& entries = inventory->checkpoints;
   const std::string& restore = inventory->restore;
+  // A stock script's own checkpoints (epoch_2.pt, checkpoint-500/): it resumes from them by its
+  // own rule, Cohort restores none; and those the agent set aside as torn before a restart.
+  const ScriptCheckpointInventory script = InspectScriptCheckpoints(dir);
+  std::string script_newest;  // the newest not torn
+  for (const ScriptCheckpoint& c : script.checkpoints) {
+    if (c.torn.empty()) script_newest = c.path;
+  }
 
   if (args.Has("--json")) {
     nlohmann::json list = nlohmann::json::array();
@@ -291,25 +299,70 @@ int Checkpoint(const ParsedArgs& args, const Context& ctx) {
                       {"valid", e.valid},
                       {"error", e.error}});
     }
-    ctx.out << nlohmann::json{{"dir", dir}, {"checkpoints", std::move(list)}, {"restore", restore}}
+    auto script_list = [](const std::vector<ScriptCheckpoint>& checkpoints) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& c : checkpoints) {
+        out.push_back({{"path", c.path},
+                       {"folder", c.folder},
+                       {"bytes", c.bytes},
+                       {"modified_ms", c.modified_ms},
+                       {"torn", c.torn}});
+      }
+      return out;
+    };
+    ctx.out << nlohmann::json{{"dir", dir},
+                              {"checkpoints", std::move(list)},
+                              {"restore", restore},
+                              {"script_checkpoints", script_list(script.checkpoints)},
+                              {"script_newest", script_newest},
+                              {"set_aside", script_list(script.set_aside)},
+                              {"script_walk_complete", !script.stopped}}
                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
             << "\n";
   } else {
-    ctx.out << "Checkpoints in " << dir << ":\n";
-    Table table({"CHECKPOINT", "STEP", "FILES", "BYTES", "STATE"});
-    for (const auto& e : entries) {
-      table.AddRow({e.name, e.step < 0 ? "-" : std::to_string(e.step), std::to_string(e.files),
-                    std::to_string(e.bytes), e.valid ? "valid" : "INVALID: " + e.error});
-    }
-    if (entries.empty()) {
-      ctx.out << "  (none)\n";
+    const bool script_only = entries.empty() && !script.checkpoints.empty();
+    if (script_only) {
+      ctx.out << "Checkpoints in " << dir << ": none of Cohort's (ckpt-<step>/)\n";
     } else {
-      table.Print(ctx.out);
+      ctx.out << "Checkpoints in " << dir << ":\n";
+      Table table({"CHECKPOINT", "STEP", "FILES", "BYTES", "STATE"});
+      for (const auto& e : entries) {
+        table.AddRow({e.name, e.step < 0 ? "-" : std::to_string(e.step), std::to_string(e.files),
+                      std::to_string(e.bytes), e.valid ? "valid" : "INVALID: " + e.error});
+      }
+      if (entries.empty()) {
+        ctx.out << "  (none)\n";
+      } else {
+        table.Print(ctx.out);
+      }
+      ctx.out << "\nRestore would use: " << (restore.empty() ? "nothing (start fresh)" : restore)
+              << "\n";
     }
-    ctx.out << "\nRestore would use: " << (restore.empty() ? "nothing (start fresh)" : restore)
-            << "\n";
+    auto print_script = [&](const std::vector<ScriptCheckpoint>& checkpoints) {
+      Table table({"PATH", "BYTES", "MODIFIED", "STATE"});
+      for (const auto& c : checkpoints) {
+        table.AddRow({c.path + (c.folder ? "/" : ""), std::to_string(c.bytes),
+                      FormatTime(c.modified_ms), c.torn.empty() ? "ok" : "TORN: " + c.torn});
+      }
+      table.Print(ctx.out);
+    };
+    if (!script.checkpoints.empty()) {
+      ctx.out << "\nThe script's own checkpoints (it resumes from them by its own rule; Cohort "
+                 "restores none):\n";
+      print_script(script.checkpoints);
+      ctx.out << "Newest not torn: " << (script_newest.empty() ? "none" : script_newest) << "\n";
+    }
+    if (!script.set_aside.empty()) {
+      ctx.out << "\nSet aside as torn before a restart, in " << dir << "/" << kTornCheckpointsDir
+              << "/:\n";
+      print_script(script.set_aside);
+    }
+    if (script.stopped) {
+      ctx.out << "\n(looked at the first " << kScriptCheckpointMaxEntries
+              << " entries only; the rest is not listed)\n";
+    }
   }
-  return restore.empty() ? kExitJobFailed : kExitOk;
+  return restore.empty() && script_newest.empty() ? kExitJobFailed : kExitOk;
 }
 
 int Metrics(const ParsedArgs& args, const Context& ctx) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "common/checkpoint.h"
 #include "common/curve_keys.h"
 #include "tests/testing/binaries.h"
+#include "tests/testing/checkpoint_bytes.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 #include "tests/testing/scoped_env.h"
@@ -247,6 +249,57 @@ TEST(CliTest, CheckpointVerifiesEachAndNamesTheRestorePoint) {
   ct::WriteFile(empty.Join("file"), "x");
   CliResult not_dir = RunCohort({"checkpoint", empty.Join("file")});
   EXPECT_EQ(not_dir.exit_code, kExitUsage) << not_dir.err;
+}
+
+// A stock script's own checkpoints (no ckpt-<step>/ of Cohort's): listed with their verdicts,
+// with those the agent set aside before a restart; the exit code says whether one is whole.
+TEST(CliTest, CheckpointListsAScriptsOwnCheckpointsAndThoseSetAside) {
+  ct::TempDir dir("cohort-ckpt-script");
+  const std::string whole = ct::Zip("archive/data.pkl", std::string(500, 'x'));
+  ct::WriteFile(dir.Join("epoch_1.pt"), whole);
+  ct::WriteFile(dir.Join("epoch_2.pt"), whole.substr(0, 100));
+  std::filesystem::create_directories(dir.Join(".cohort-torn/attempt-1"));
+  ct::WriteFile(dir.Join(".cohort-torn/attempt-1/epoch_3.pt"), "");
+
+  CliResult table = RunCohort({"checkpoint", dir.path()});
+  EXPECT_EQ(table.exit_code, kExitOk) << table.out << table.err;
+  EXPECT_NE(table.out.find("Checkpoints in " + dir.path() + ": none of Cohort's (ckpt-<step>/)"),
+            std::string::npos)
+      << table.out;
+  EXPECT_EQ(table.out.find("Restore would use"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("The script's own checkpoints"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("TORN: a torch.save archive (zip) cut short"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("Newest not torn: epoch_1.pt\n"), std::string::npos) << table.out;
+  EXPECT_NE(
+      table.out.find("Set aside as torn before a restart, in " + dir.path() + "/.cohort-torn/:"),
+      std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("attempt-1/epoch_3.pt"), std::string::npos) << table.out;
+
+  CliResult r = RunCohort({"checkpoint", dir.path(), "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.out << r.err;
+  json report = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << r.out;
+  EXPECT_EQ(report["restore"], "");
+  EXPECT_EQ(report["script_newest"], "epoch_1.pt");
+  EXPECT_EQ(report["script_walk_complete"], true);
+  ASSERT_EQ(report["script_checkpoints"].size(), 2u) << r.out;
+  std::set<std::string> torn;
+  for (const auto& c : report["script_checkpoints"]) {
+    if (c["torn"] != "") torn.insert(c["path"].get<std::string>());
+    EXPECT_EQ(c["folder"], false);
+  }
+  EXPECT_EQ(torn, std::set<std::string>{"epoch_2.pt"});
+  ASSERT_EQ(report["set_aside"].size(), 1u) << r.out;
+  EXPECT_EQ(report["set_aside"][0]["path"], "attempt-1/epoch_3.pt");
+  EXPECT_EQ(report["set_aside"][0]["torn"], "an empty file");
+
+  // Only torn ones left: nothing to resume from.
+  std::filesystem::remove(dir.Join("epoch_1.pt"));
+  CliResult none = RunCohort({"checkpoint", dir.path()});
+  EXPECT_EQ(none.exit_code, kExitJobFailed) << none.out << none.err;
+  EXPECT_NE(none.out.find("Newest not torn: none\n"), std::string::npos) << none.out;
 }
 
 TEST(CliTest, KeygenWritesAKeyPairAndRefusesToOverwrite) {

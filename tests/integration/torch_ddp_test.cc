@@ -40,6 +40,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
@@ -599,6 +600,27 @@ TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFro
                               " (cohort logs says why)") != std::string::npos;
   }
   EXPECT_EQ(events, 1);
+  // `cohort checkpoint --job` lists it among those set aside, torn, and the script's own
+  // checkpoints, every epoch whole, the last one newest.
+  ASSERT_EQ(ct::MissingBinary({COHORT_CLI_BIN}), "");
+  ct::RunResult listed = ct::RunProcess(COHORT_CLI_BIN,
+                                        {"--insecure", "--coordinator", cluster_->client_endpoint(),
+                                         "checkpoint", "--job", job_, "--json"},
+                                        {}, 30s);
+  ASSERT_EQ(listed.exit_code, 0) << listed.out << listed.err;
+  nlohmann::json report = nlohmann::json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << listed.out;
+  ASSERT_EQ(report["set_aside"].size(), 1u) << listed.out;
+  EXPECT_EQ(report["set_aside"][0]["path"], "attempt-1/" + name) << listed.out;
+  EXPECT_EQ(report["set_aside"][0]["bytes"], cut) << listed.out;
+  EXPECT_NE(report["set_aside"][0]["torn"], "") << listed.out;
+  std::set<std::string> whole;
+  for (const auto& c : report["script_checkpoints"]) {
+    EXPECT_EQ(c["torn"], "") << listed.out;
+    whole.insert(c["path"].get<std::string>());
+  }
+  EXPECT_EQ(whole.size(), static_cast<size_t>(kEpochs)) << listed.out;
+  EXPECT_EQ(report["script_newest"], "epoch_" + std::to_string(kEpochs) + ".pt") << listed.out;
   // The file set aside is one the script could not have resumed from: torch.load refuses it
   // (exit 2 below; 3 would mean that it is not there).
   ct::RunResult load = ct::RunProcess(TorchPython(),
