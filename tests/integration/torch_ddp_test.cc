@@ -268,6 +268,21 @@ class TorchDdpTest : public ::testing::Test {
     return on;
   }
 
+  // What `cohort checkpoint --job` says of this test's job (--json); discarded (not an object)
+  // where the CLI failed, which fails the test.
+  nlohmann::json CheckpointReport() {
+    EXPECT_EQ(ct::MissingBinary({COHORT_CLI_BIN}), "");
+    ct::RunResult listed =
+        ct::RunProcess(COHORT_CLI_BIN,
+                       {"--insecure", "--coordinator", cluster_->client_endpoint(), "checkpoint",
+                        "--job", job_, "--json"},
+                       {}, 30s);
+    EXPECT_EQ(listed.exit_code, 0) << listed.out << listed.err;
+    nlohmann::json report = nlohmann::json::parse(listed.out, nullptr, false);
+    EXPECT_TRUE(report.is_object()) << listed.out << listed.err;
+    return report;
+  }
+
   std::string ReplicaLog(const std::string& replica) {
     auto client = cluster_->Client();
     auto logs = client.ReadLogs(job_, replica, 0);
@@ -602,25 +617,19 @@ TEST_F(TorchDdpTest, ACheckpointCutShortByANodeLossIsSetAsideAndTheJobResumesFro
   EXPECT_EQ(events, 1);
   // `cohort checkpoint --job` lists it among those set aside, torn, and the script's own
   // checkpoints, every epoch whole, the last one newest.
-  ASSERT_EQ(ct::MissingBinary({COHORT_CLI_BIN}), "");
-  ct::RunResult listed = ct::RunProcess(COHORT_CLI_BIN,
-                                        {"--insecure", "--coordinator", cluster_->client_endpoint(),
-                                         "checkpoint", "--job", job_, "--json"},
-                                        {}, 30s);
-  ASSERT_EQ(listed.exit_code, 0) << listed.out << listed.err;
-  nlohmann::json report = nlohmann::json::parse(listed.out, nullptr, false);
-  ASSERT_TRUE(report.is_object()) << listed.out;
-  ASSERT_EQ(report["set_aside"].size(), 1u) << listed.out;
-  EXPECT_EQ(report["set_aside"][0]["path"], "attempt-1/" + name) << listed.out;
-  EXPECT_EQ(report["set_aside"][0]["bytes"], cut) << listed.out;
-  EXPECT_NE(report["set_aside"][0]["torn"], "") << listed.out;
+  const nlohmann::json report = CheckpointReport();
+  ASSERT_TRUE(report.is_object());
+  ASSERT_EQ(report["set_aside"].size(), 1u) << report.dump(1);
+  EXPECT_EQ(report["set_aside"][0]["path"], "attempt-1/" + name) << report.dump(1);
+  EXPECT_EQ(report["set_aside"][0]["bytes"], cut) << report.dump(1);
+  EXPECT_NE(report["set_aside"][0]["torn"], "") << report.dump(1);
   std::set<std::string> whole;
   for (const auto& c : report["script_checkpoints"]) {
-    EXPECT_EQ(c["torn"], "") << listed.out;
+    EXPECT_EQ(c["torn"], "") << report.dump(1);
     whole.insert(c["path"].get<std::string>());
   }
-  EXPECT_EQ(whole.size(), static_cast<size_t>(kEpochs)) << listed.out;
-  EXPECT_EQ(report["script_newest"], "epoch_" + std::to_string(kEpochs) + ".pt") << listed.out;
+  EXPECT_EQ(whole.size(), static_cast<size_t>(kEpochs)) << report.dump(1);
+  EXPECT_EQ(report["script_newest"], "epoch_" + std::to_string(kEpochs) + ".pt") << report.dump(1);
   // The file set aside is one the script could not have resumed from: torch.load refuses it
   // (exit 2 below; 3 would mean that it is not there).
   ct::RunResult load = ct::RunProcess(TorchPython(),
@@ -682,6 +691,18 @@ TEST_F(TorchDdpTest, ATrainerCheckpointTheNodeDiedWritingIsSetAsideAndTrainerRes
   EXPECT_TRUE(ct::FileExists(OutputDir() +
                              "/checkpoints/.cohort-torn/attempt-1/trainer/checkpoint-10/"
                              "model.safetensors"));
+  // `cohort checkpoint --job` lists the folder set aside, and every checkpoint Trainer left whole.
+  const nlohmann::json report = CheckpointReport();
+  ASSERT_TRUE(report.is_object());
+  ASSERT_EQ(report["set_aside"].size(), 1u) << report.dump(1);
+  EXPECT_EQ(report["set_aside"][0]["path"], "attempt-1/trainer/checkpoint-10") << report.dump(1);
+  EXPECT_EQ(report["set_aside"][0]["folder"], true);
+  EXPECT_NE(report["set_aside"][0]["torn"].get<std::string>().find("without its trainer_state"),
+            std::string::npos)
+      << report.dump(1);
+  ASSERT_FALSE(report["script_checkpoints"].empty()) << report.dump(1);
+  for (const auto& c : report["script_checkpoints"]) EXPECT_EQ(c["torn"], "") << report.dump(1);
+  EXPECT_EQ(report["script_newest"], "trainer/checkpoint-30") << report.dump(1);
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
