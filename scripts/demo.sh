@@ -33,9 +33,8 @@ pause_ms="${DEMO_EPOCH_PAUSE_MS:-1000}"
 job_src="${DEMO_JOB:-examples/jobs/digits_ddp.yaml}"
 [ -f "$job_src" ] || { echo "demo: no job file $job_src" >&2; exit 1; }
 
-if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
-say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/demo_lib.sh
+. "$repo/scripts/demo_lib.sh"
 
 if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
   say "Installing missing packages (scripts/install-deps.sh)"
@@ -49,9 +48,6 @@ if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
     --target cohort-coordinator cohort-agent cohort cohort-reducer digits-trainer
 fi
 
-coordinator_bin="$build/coordinator/cohort-coordinator"
-agent_bin="$build/agent/cohort-agent"
-cli_bin="$build/cli/cohort"
 trainer_bin="$build/examples/digits-trainer"
 for b in "$coordinator_bin" "$agent_bin" "$cli_bin" "$build/collective/cohort-reducer" \
          "$trainer_bin"; do
@@ -62,139 +58,12 @@ run="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cohort-demo.XXXXXX")}"
 mkdir -p "$run"
 run="$(cd "$run" && pwd)"
 
-# --- daemons, stopped on any exit --------------------------------------------------------------
-coordinator_pid=""
-agent_pids=()
+# shellcheck disable=SC2119 # no extra flags
+start_coordinator
+start_agents 2 4 4096
+wait_for_agents 2
 
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
-
-# Sends SIGTERM to each pid, waits up to $1 seconds for all of them, then SIGKILLs the rest.
-stop_pids() {
-  local grace=$1; shift
-  local pid deadline=$((SECONDS + grace))
-  for pid in "$@"; do
-    if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  for pid in "$@"; do
-    while alive "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-    if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
-    wait "$pid" 2>/dev/null || true
-  done
-}
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ -n "$coordinator_pid" ] || [ ${#agent_pids[@]} -gt 0 ]; then
-    say "Stopping the daemons this demo started"
-    # Agents first: on SIGTERM they stop their replicas and report to the coordinator.
-    [ ${#agent_pids[@]} -gt 0 ] && stop_pids 20 "${agent_pids[@]}"
-    [ -n "$coordinator_pid" ] && stop_pids 10 "$coordinator_pid"
-  fi
-  echo "Demo files: $run"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'echo; echo "demo: interrupted"; exit 130' INT
-trap 'exit 143' TERM
-
-# Two free TCP ports for the coordinator, and a window of free ports it hands to replicas.
-read -r client_port agent_port http_port port_lo port_hi < <(python3 - <<'EOF'
-import random, socket
-
-def free(port):
-    s = socket.socket()
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-socks = []
-for _ in range(3):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-ports = [s.getsockname()[1] for s in socks]
-for s in socks:
-    s.close()
-for _ in range(50):
-    lo = random.randrange(30000, 59000)
-    window = range(lo, lo + 100)
-    if not set(window) & set(ports) and all(free(p) for p in window):
-        break
-print(ports[0], ports[1], ports[2], lo, lo + 99)
-EOF
-)
-
-# Whether every daemon is still running.
-check_daemons_quietly() {
-  local pid
-  alive "$coordinator_pid" || return 1
-  for pid in "${agent_pids[@]}"; do alive "$pid" || return 1; done
-}
-
-# Fails the demo when a daemon is gone, with the end of its log.
-check_daemons() {
-  local i
-  if ! alive "$coordinator_pid"; then
-    tail -n 30 "$run/coordinator.log" >&2 || true
-    die "the coordinator exited (log: $run/coordinator.log)"
-  fi
-  for i in "${!agent_pids[@]}"; do
-    if ! alive "${agent_pids[$i]}"; then
-      tail -n 30 "$run/agent-$((i + 1)).log" >&2 || true
-      die "agent $((i + 1)) exited (log: $run/agent-$((i + 1)).log)"
-    fi
-  done
-}
-
-# The dashboard: only where this coordinator has an HTTP endpoint.
-http_args=()
-dashboard=""
-if "$coordinator_bin" --help 2>/dev/null | grep -q -- '--http-endpoint'; then
-  http_args=(--http-endpoint "127.0.0.1:$http_port")
-  dashboard="http://127.0.0.1:$http_port/"
-fi
-
-say "Starting a coordinator on 127.0.0.1:$client_port (clients) and :$agent_port (agents)"
-"$coordinator_bin" --insecure --state-dir "$run/coordinator" \
-  --client-endpoint "tcp://127.0.0.1:$client_port" \
-  --agent-endpoint "tcp://127.0.0.1:$agent_port" \
-  "${http_args[@]}" \
-  --port-range "$port_lo-$port_hi" >"$run/coordinator.log" 2>&1 &
-coordinator_pid=$!
-
-for i in 1 2; do
-  "$agent_bin" --insecure --coordinator "tcp://127.0.0.1:$agent_port" \
-    --node-id "demo-node-$i" --gpus 0 --cpus 4 --memory-mb 4096 \
-    --work-dir "$run/agent-$i" --builtin-dir "$build/collective" \
-    --advertise-address 127.0.0.1 --grace-period 10s \
-    >"$run/agent-$i.log" 2>&1 &
-  agent_pids+=($!)
-done
-echo "coordinator pid $coordinator_pid, agents ${agent_pids[*]}; logs in $run"
-
-export COHORT_COORDINATOR="tcp://127.0.0.1:$client_port"
-export COHORT_INSECURE=1
-cohort() { "$cli_bin" "$@"; }
-
-say "Waiting for both agents to register"
-deadline=$((SECONDS + 60))
-while :; do
-  check_daemons
-  nodes=$(cohort nodes --json 2>/dev/null |
-          python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>/dev/null || echo 0)
-  [ "$nodes" -ge 2 ] && break
-  [ $SECONDS -lt $deadline ] || die "only $nodes of 2 agents registered within 60 s"
-  sleep 0.5
-done
-cohort nodes
-
-# The job file with the trainer's absolute path, a fresh name and its output under $run.
+# The job file with the trainer's absolute path and a fresh name (its output: $run/jobs/<job>).
 base_name=$(sed -n 's/^name: *\([A-Za-z0-9_]*\).*/\1/p' "$job_src" | head -n 1)
 job_name="${base_name:-demo}_$(date +%H%M%S)"
 job_file="$run/$(basename "$job_src")"
@@ -205,57 +74,17 @@ sed -e "s|\[digits-trainer\]|[$trainer_bin]|g" \
     -e "s|^name: .*|name: $job_name|" \
     ${pause_expr:+-e "$pause_expr"} \
     "$job_src" >"$job_file"
-echo "output_dir: $run/jobs/$job_name" >>"$job_file"
-
-# Where to look while it runs: the coordinator's dashboard, when it has one.
-dashboard_line() {
-  if [ -z "$dashboard" ]; then
-    echo "Dashboard: none (this coordinator has no --http-endpoint yet; cohort watch/logs/status instead)"
-  elif python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
-         "$dashboard" >/dev/null 2>&1; then
-    echo "Dashboard: ${bold}$dashboard${plain}  (the coordinator's HTTP endpoint; open it in a browser)"
-  else
-    echo "Dashboard: $dashboard did not answer (see $run/coordinator.log)"
-  fi
-}
 
 say "Submitting $job_file"
 job=$(cohort submit "$job_file")
 echo "job: $job"
 
-job_field() {  # job_field KEY: a top-level field of `cohort status --json`
-  cohort status "$job" --json 2>/dev/null |
-    python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])" 2>/dev/null || true
-}
-
-say "Training: cohort watch $job (Ctrl-C stops the demo and its daemons)"
-dashboard_line
-# `watch` prints the job's state, its replicas, events and the chief's lines until the job ends.
-# It runs in the background so that the demo can stop it when a daemon dies or time runs out.
-cohort watch "$job" &
-watch_pid=$!
-deadline=$((SECONDS + timeout_s))
-while alive "$watch_pid"; do
-  if ! check_daemons_quietly; then
-    kill -TERM "$watch_pid" 2>/dev/null || true
-    wait "$watch_pid" 2>/dev/null || true
-    check_daemons
-  fi
-  if [ $SECONDS -ge $deadline ]; then
-    kill -TERM "$watch_pid" 2>/dev/null || true
-    wait "$watch_pid" 2>/dev/null || true
-    echo "demo: the job did not finish within $timeout_s s; cancelling it" >&2
-    cohort cancel "$job" || true
-    exit 1
-  fi
-  sleep 0.5
-done
-wait "$watch_pid" 2>/dev/null || true
-state=$(job_field state)
+follow_job "$job" "$timeout_s"
+state=$(job_field "$job" state)
 
 say "Job $job: $state"
 cohort status "$job" || true
-output_dir=$(job_field output_dir)
+output_dir=$(job_field "$job" output_dir)
 output_dir="${output_dir%/}"
 cohort logs "$job" --replica chief-0 >"$run/chief-0.log" 2>/dev/null || true
 

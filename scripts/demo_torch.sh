@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# A stock PyTorch DDP script survives a lost node under Cohort, on one machine. Installs what is
+# missing, builds the three binaries it needs, starts a coordinator and four agents (one CPU each)
+# on 127.0.0.1, and submits examples/torch/ddp_gloo.yaml: a chief and two workers running
+# examples/torch/ddp_digits.py on torch's gloo backend, nothing Cohort-specific in the script,
+# which checkpoints every epoch and resumes from its newest checkpoint. When the chief has logged
+# epoch DEMO_LOSE_AFTER_EPOCH, the demo loses the node that runs worker-0 as a power cut would:
+# its agent and the replica's processes are SIGKILLed. The other ranks then fail (gloo: connection
+# reset); the coordinator holds their verdicts until the silent node is declared lost (its
+# --heartbeat-timeout, 5 s here), attributes their exits to that loss, and restarts the job on the
+# three nodes left, spending one restart; the script resumes from its checkpoint. The demo follows
+# it all with `cohort watch`, then shows the job's events and its checkpoints (`cohort
+# checkpoint`), and checks the outcome.
+#
+# Usage: scripts/demo_torch.sh
+# Environment (all optional):
+#   BUILD_DIR     build folder (default: build)
+#   DEMO_DIR      where the daemons keep state, logs and job output (default: a new /tmp dir)
+#   DEMO_TIMEOUT  seconds the job may take before the demo cancels it (default 600)
+#   DEMO_LOSE_AFTER_EPOCH  the chief's epoch after which the node goes (default 3; 0: none)
+#   DEMO_STEP_DELAY  seconds the script sleeps per step, so there is time to watch (default 0.05)
+#   DEMO_PYTHON   the interpreter that has torch (default /usr/bin/python3: Debian's)
+#   DEMO_SKIP_BUILD=1  use the binaries already in BUILD_DIR (no install, no build)
+# Exit status: 0 when the job SUCCEEDED, after the loss with one restart spent and resumed from a
+# checkpoint, and every rank ended with the same parameters; 1 otherwise.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+build="${BUILD_DIR:-build}"
+[[ "$build" = /* ]] || build="$repo/$build"
+timeout_s="${DEMO_TIMEOUT:-600}"
+lose_after="${DEMO_LOSE_AFTER_EPOCH:-3}"
+step_delay="${DEMO_STEP_DELAY:-0.05}"
+[[ "$lose_after" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_LOSE_AFTER_EPOCH must be a whole number" >&2; exit 1; }
+[[ "$step_delay" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "demo: DEMO_STEP_DELAY must be seconds" >&2; exit 1; }
+job_src=examples/torch/ddp_gloo.yaml
+script="$repo/examples/torch/ddp_digits.py"
+python="${DEMO_PYTHON:-/usr/bin/python3}"
+
+# shellcheck source=scripts/demo_lib.sh
+. "$repo/scripts/demo_lib.sh"
+
+if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
+  say "Installing missing packages (scripts/install-deps.sh)"
+  scripts/install-deps.sh
+
+  say "Building into $build"
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  fi
+  cmake --build "$build" -j "$(nproc)" --target cohort-coordinator cohort-agent cohort
+fi
+for b in "$coordinator_bin" "$agent_bin" "$cli_bin"; do
+  [ -x "$b" ] || die "missing $b after the build"
+done
+"$python" -c 'import torch' 2>/dev/null ||
+  die "$python cannot import torch: Debian's python3-torch is needed (scripts/install-deps.sh)"
+
+run="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cohort-demo-torch.XXXXXX")}"
+mkdir -p "$run"
+run="$(cd "$run" && pwd)"
+
+start_coordinator --heartbeat-timeout 5s
+# One replica a node (each asks for one CPU), and a spare node for the restart.
+start_agents 4 1 2048
+wait_for_agents 4
+
+# The job file with the script's absolute path, a fresh name and the step delay (its output:
+# $run/jobs/<job>).
+job_name="torch_ddp_gloo_$(date +%H%M%S)"
+job_file="$run/$(basename "$job_src")"
+sed -e "s|\[/usr/bin/python3, ddp_digits.py\]|[$python, $script]|" \
+    -e "s|^name: .*|name: $job_name|" \
+    -e "s|^\( *args: \[\)|\1--step-delay=$step_delay, |" \
+    "$job_src" >"$job_file"
+
+say "Submitting $job_file"
+job=$(cohort submit "$job_file")
+echo "job: $job"
+
+# The process-group leaders of one replica of the job (the agent makes one group a replica).
+replica_groups() {
+  "$python" - "$job" "$1" <<'EOF'
+import os, sys
+want = {b"COHORT_JOB=" + sys.argv[1].encode(), b"COHORT_REPLICA=" + sys.argv[2].encode()}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            env = set(f.read().split(b"\0"))
+        if want <= env and os.getpgid(int(pid)) == int(pid):
+            print(pid)
+    except OSError:
+        pass
+EOF
+}
+
+# Called while the job runs: once the chief has logged epoch $lose_after, loses worker-0's node.
+lost_node=""
+lose_node_when_due() {
+  [ "$lose_after" -gt 0 ] && [ -z "$lost_node" ] || return 0
+  cohort logs "$job" --replica chief-0 2>/dev/null | grep -q "^epoch $lose_after/" || return 0
+  local node groups index
+  node=$(cohort status "$job" --json | python3 -c '
+import json, sys
+print(next(r["node_id"] for r in json.load(sys.stdin)["replicas"] if r["replica"] == "worker-0"))')
+  groups=$(replica_groups worker-0)
+  [[ "$node" =~ ^demo-node-([0-9]+)$ ]] && [ -n "$groups" ] || return 0
+  index=$((BASH_REMATCH[1] - 1))
+  say "Losing $node (worker-0's node) after epoch $lose_after: SIGKILL to its agent and replica"
+  kill -KILL "${agent_pids[$index]}"
+  wait "${agent_pids[$index]}" 2>/dev/null || true
+  agent_pids[index]=stopped
+  local g
+  for g in $groups; do kill -KILL -- "-$g" 2>/dev/null || true; done
+  lost_node=$node
+}
+
+follow_job "$job" "$timeout_s" lose_node_when_due
+state=$(job_field "$job" state)
+restarts=$(job_field "$job" restarts)
+
+say "Job $job: $state"
+cohort status "$job" || true
+output_dir=$(job_field "$job" output_dir)
+output_dir="${output_dir%/}"
+say "Its checkpoints: cohort checkpoint --job $job"
+cohort checkpoint --job "$job" || true
+
+for replica in chief-0 worker-0 worker-1; do
+  cohort logs "$job" --replica "$replica" >"$run/$replica.log" 2>/dev/null || true
+done
+[ "$state" = SUCCEEDED ] || {
+  echo "---- chief-0 log (tail)"
+  tail -n 30 "$run/chief-0.log" || true
+  die "the job ended $state"
+}
+digests=""
+for replica in chief-0 worker-0 worker-1; do
+  digests+="$(grep -o 'parameters sha256 [0-9a-f]*' "$run/$replica.log" | tail -n 1 |
+              awk '{print $3}')"$'\n'
+done
+accuracy=$(grep -o 'final test accuracy [0-9.]*' "$run/chief-0.log" | tail -n 1 | awk '{print $4}')
+resumed=$(grep -o 'resumed from epoch [0-9]*' "$run/chief-0.log" | tail -n 1 || true)
+
+echo
+echo "Final test accuracy: ${accuracy:-unknown}"
+echo "Node lost:           ${lost_node:-none} (after epoch $lose_after); restarts spent: $restarts"
+echo "After the restart:   ${resumed:-no resume line}"
+echo "Model:               $output_dir/model/model.pt"
+echo "Replica logs:        $run/{chief-0,worker-0,worker-1}.log (cohort logs $job --replica R)"
+echo "Daemon logs:         $run/coordinator.log $run/agent-{1,2,3,4}.log"
+dashboard_line
+if [ "$lose_after" -gt 0 ]; then
+  [ -n "$lost_node" ] || die "no node was lost: the job ended before epoch $lose_after was logged"
+  [ "$restarts" = 1 ] || die "the loss spent $restarts restarts, not one"
+  [ -n "$resumed" ] || die "the chief did not resume from a checkpoint after the restart"
+fi
+first=$(printf '%s' "$digests" | head -n 1)
+if [ -z "$first" ] || [ "$(printf '%s' "$digests" | sort -u | wc -l)" != 1 ]; then
+  die "the ranks did not end with the same parameters: $(printf '%s' "$digests" | tr '\n' ' ')"
+fi
+echo "Every rank ended with the same parameters (sha256 ${first:0:16}...)."
