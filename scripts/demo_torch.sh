@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A stock PyTorch DDP script survives a lost node under Cohort, on one machine. Installs what is
-# missing, builds the three binaries it needs, starts a coordinator and four agents (one CPU each)
-# on 127.0.0.1, and submits examples/torch/ddp_gloo.yaml: a chief and two workers running
-# examples/torch/ddp_digits.py on torch's gloo backend, nothing Cohort-specific in the script,
-# which checkpoints every epoch and resumes from its newest checkpoint. When the chief has logged
+# missing, builds what it needs, starts a coordinator and four agents on 127.0.0.1, and submits
+# examples/torch/ddp_gloo.yaml: a chief and two workers running examples/torch/ddp_digits.py on
+# torch's gloo backend (DEMO_BACKEND=cohort: on Cohort's Reduction Server), nothing
+# Cohort-specific in the script, which checkpoints every epoch and resumes from its newest one. When the chief has logged
 # epoch DEMO_LOSE_AFTER_EPOCH, the demo loses the node that runs worker-0 as a power cut would:
-# its agent and the replica's processes are SIGKILLed. The other ranks then fail (gloo: connection
-# reset); the coordinator holds their verdicts until the silent node is declared lost (its
+# its agent and the processes of every replica there are SIGKILLed. The other ranks then fail (gloo: the connection
+# reset; cohort: the peer gone); the coordinator holds their verdicts until the silent node is declared lost (its
 # --heartbeat-timeout, 5 s here), attributes their exits to that loss, and restarts the job on the
 # three nodes left, spending one restart; the script resumes from its checkpoint. The demo follows
 # it all with `cohort watch`, then shows the job's events and its checkpoints (`cohort
@@ -17,6 +17,9 @@
 #   BUILD_DIR     build folder (default: build)
 #   DEMO_DIR      where the daemons keep state, logs and job output (default: a new /tmp dir)
 #   DEMO_TIMEOUT  seconds the job may take before the demo cancels it (default 600)
+#   DEMO_BACKEND  gloo (default: examples/torch/ddp_gloo.yaml) or cohort (ddp_cohort.yaml: the
+#                 same script with --backend=cohort, its gradients summed by a Reduction Server of
+#                 two cohort-reducer replicas; the backend from this build, <build>/python)
 #   DEMO_LOSE_AFTER_EPOCH  the chief's epoch after which the node goes (default 3; 0: none)
 #   DEMO_STEP_DELAY  seconds the script sleeps per step, so there is time to watch (default 0.05)
 #   DEMO_PYTHON   the interpreter that has torch (default /usr/bin/python3: Debian's)
@@ -34,7 +37,11 @@ lose_after="${DEMO_LOSE_AFTER_EPOCH:-3}"
 step_delay="${DEMO_STEP_DELAY:-0.05}"
 [[ "$lose_after" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_LOSE_AFTER_EPOCH must be a whole number" >&2; exit 1; }
 [[ "$step_delay" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "demo: DEMO_STEP_DELAY must be seconds" >&2; exit 1; }
-job_src=examples/torch/ddp_gloo.yaml
+backend="${DEMO_BACKEND:-gloo}"
+case "$backend" in
+  gloo|cohort) job_src="examples/torch/ddp_$backend.yaml" ;;
+  *) echo "demo: DEMO_BACKEND must be gloo or cohort" >&2; exit 1 ;;
+esac
 script="$repo/examples/torch/ddp_digits.py"
 python="${DEMO_PYTHON:-/usr/bin/python3}"
 
@@ -49,69 +56,86 @@ if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
-  cmake --build "$build" -j "$(nproc)" --target cohort-coordinator cohort-agent cohort
+  targets=(cohort-coordinator cohort-agent cohort)
+  [ "$backend" = cohort ] && targets+=(cohort-reducer cohort_python cohort_torch_backend)
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 fi
 for b in "$coordinator_bin" "$agent_bin" "$cli_bin"; do
   [ -x "$b" ] || die "missing $b after the build"
 done
 "$python" -c 'import torch' 2>/dev/null ||
   die "$python cannot import torch: Debian's python3-torch is needed (scripts/install-deps.sh)"
+if [ "$backend" = cohort ]; then
+  [ -x "$build/collective/cohort-reducer" ] || die "missing $build/collective/cohort-reducer"
+  why=$(PYTHONPATH="$build/python" "$python" -c 'import cohort.torch' 2>&1) ||
+    die "the cohort backend does not load from $build/python: $(echo "$why" | tail -n 1)"
+fi
 
 run="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cohort-demo-torch.XXXXXX")}"
 mkdir -p "$run"
 run="$(cd "$run" && pwd)"
 
 start_coordinator --heartbeat-timeout 5s
-# One replica a node (each asks for one CPU), and a spare node for the restart.
-start_agents 4 1 2048
+# One training replica a node (each asks for one CPU; with reducers, two CPUs a node), and a spare
+# node for the restart.
+if [ "$backend" = cohort ]; then start_agents 4 2 3072; else start_agents 4 1 2048; fi
 wait_for_agents 4
 
 # The job file with the script's absolute path, a fresh name and the step delay (its output:
-# $run/jobs/<job>).
-job_name="torch_ddp_gloo_$(date +%H%M%S)"
+# $run/jobs/<job>); with the cohort backend, PYTHONPATH to this build's cohort package.
+job_name="torch_ddp_${backend}_$(date +%H%M%S)"
 job_file="$run/$(basename "$job_src")"
-sed -e "s|\[/usr/bin/python3, ddp_digits.py\]|[$python, $script]|" \
-    -e "s|^name: .*|name: $job_name|" \
-    -e "s|^\( *args: \[\)|\1--step-delay=$step_delay, |" \
-    "$job_src" >"$job_file"
+edits=(-e "s|\[/usr/bin/python3, ddp_digits.py\]|[$python, $script]|"
+       -e "s|^name: .*|name: $job_name|"
+       -e "s|^\( *args: \[\)|\1--step-delay=$step_delay, |")
+[ "$backend" = gloo ] ||
+  edits+=(-e "s|env: {OMP_NUM_THREADS: \"1\"}|env: {OMP_NUM_THREADS: \"1\", PYTHONPATH: \"$build/python\"}|")
+sed "${edits[@]}" "$job_src" >"$job_file"
 
 say "Submitting $job_file"
 job=$(cohort submit "$job_file")
 echo "job: $job"
 
-# The process-group leaders of one replica of the job (the agent makes one group a replica).
+# The process-group leaders of the job's replicas named (the agent makes one group a replica).
 replica_groups() {
-  "$python" - "$job" "$1" <<'EOF'
+  "$python" - "$job" "$@" <<'EOF'
 import os, sys
-want = {b"COHORT_JOB=" + sys.argv[1].encode(), b"COHORT_REPLICA=" + sys.argv[2].encode()}
+job = b"COHORT_JOB=" + sys.argv[1].encode()
+replicas = {b"COHORT_REPLICA=" + r.encode() for r in sys.argv[2:]}
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
         with open("/proc/%s/environ" % pid, "rb") as f:
             env = set(f.read().split(b"\0"))
-        if want <= env and os.getpgid(int(pid)) == int(pid):
+        if job in env and env & replicas and os.getpgid(int(pid)) == int(pid):
             print(pid)
     except OSError:
         pass
 EOF
 }
 
-# Called while the job runs: once the chief has logged epoch $lose_after, loses worker-0's node.
+# Called while the job runs: once the chief has logged epoch $lose_after, loses worker-0's node,
+# its agent and every replica of the job there.
 lost_node=""
 lose_node_when_due() {
   [ "$lose_after" -gt 0 ] && [ -z "$lost_node" ] || return 0
   cohort logs "$job" --replica chief-0 2>/dev/null | grep -q "^epoch $lose_after/" || return 0
-  local node groups index
+  local node replicas groups index g
   node=$(cohort status "$job" --json | python3 -c '
 import json, sys
 print(next(r["node_id"] for r in json.load(sys.stdin)["replicas"] if r["replica"] == "worker-0"))')
-  groups=$(replica_groups worker-0)
-  [[ "$node" =~ ^demo-node-([0-9]+)$ ]] && [ -n "$groups" ] || return 0
+  [[ "$node" =~ ^demo-node-([0-9]+)$ ]] || return 0
   index=$((BASH_REMATCH[1] - 1))
-  say "Losing $node (worker-0's node) after epoch $lose_after: SIGKILL to its agent and replica"
+  replicas=$(cohort status "$job" --json | python3 -c '
+import json, sys
+print(" ".join(r["replica"] for r in json.load(sys.stdin)["replicas"] if r["node_id"] == sys.argv[1]))
+' "$node")
+  # shellcheck disable=SC2086 # one argument a replica
+  groups=$(replica_groups $replicas)
+  [ -n "$groups" ] || return 0
+  say "Losing $node (worker-0's node) after epoch $lose_after: SIGKILL to its agent and to $replicas"
   kill -KILL "${agent_pids[$index]}"
   wait "${agent_pids[$index]}" 2>/dev/null || true
   agent_pids[index]=stopped
-  local g
   for g in $groups; do kill -KILL -- "-$g" 2>/dev/null || true; done
   lost_node=$node
 }
