@@ -264,6 +264,7 @@ void Coordinator::Tick() {
   if (periodic) {
     last_periodic_ms_ = now;
     bad_frames_.Flush();
+    slow_commits_.Flush();
     jobs_.CheckTimeouts(now, now - started_ms_ > options_.heartbeat_timeout.count());
     admin_service_.ApplyRetention(now, options_.job_retention.count());
   }
@@ -350,8 +351,15 @@ Status Coordinator::Commit() {
   const auto commit_start = std::chrono::steady_clock::now();
   Status stored = store_->Commit(changes);
   if (!changes.empty()) {
-    counters_.commit_seconds.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count();
+    counters_.commit_seconds.Observe(seconds);
+    if (seconds >= kSlowCommitSeconds) {
+      slow_commits_.Log(
+          "state store: a commit took {:.1f} s (the storage's fsync); every reply and "
+          "heartbeat answer of that loop pass waited for it",
+          seconds);
+    }
   }
   if (!stored.ok()) return RollBack(dirty, stored, reads);
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);

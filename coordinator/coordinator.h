@@ -218,6 +218,10 @@ class Coordinator {
   RateLimitedLog bad_frames_{spdlog::level::warn, "bad frames", 10, std::chrono::seconds(10)};
   RateLimitedLog key_refusals_{spdlog::level::warn, "messages from keys no longer listed", 10,
                                std::chrono::seconds(10)};
+  // Commits slower than kSlowCommitSeconds: clients time out waiting for replies (5 s), and
+  // agents' heartbeats are answered late.
+  static constexpr double kSlowCommitSeconds = 1.0;
+  RateLimitedLog slow_commits_{spdlog::level::warn, "slow commits", 3, std::chrono::seconds(60)};
 };
 
 }  // namespace cohort::coordinator
