@@ -36,17 +36,7 @@ job_src="${DEMO_JOB:-examples/jobs/digits_ddp.yaml}"
 # shellcheck source=scripts/demo_lib.sh
 . "$repo/scripts/demo_lib.sh"
 
-if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
-  say "Installing missing packages (scripts/install-deps.sh)"
-  scripts/install-deps.sh
-
-  say "Building into $build"
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  fi
-  cmake --build "$build" -j "$(nproc)" \
-    --target cohort-coordinator cohort-agent cohort cohort-reducer digits-trainer
-fi
+demo_build cohort-coordinator cohort-agent cohort cohort-reducer digits-trainer
 
 trainer_bin="$build/examples/digits-trainer"
 for b in "$coordinator_bin" "$agent_bin" "$cli_bin" "$build/collective/cohort-reducer" \
@@ -54,9 +44,7 @@ for b in "$coordinator_bin" "$agent_bin" "$cli_bin" "$build/collective/cohort-re
   [ -x "$b" ] || die "missing $b after the build"
 done
 
-run="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cohort-demo.XXXXXX")}"
-mkdir -p "$run"
-run="$(cd "$run" && pwd)"
+demo_folder cohort-demo
 
 # shellcheck disable=SC2119 # no extra flags
 start_coordinator

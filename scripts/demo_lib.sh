@@ -1,17 +1,37 @@
 # shellcheck shell=bash
 # Shared by scripts/demo.sh and scripts/demo_torch.sh (sourced, not run): a coordinator and agents
-# on 127.0.0.1, stopped on any exit, and the job's follow-up. The caller sets `build` (absolute)
-# before sourcing it, and `run` (the demo's folder) before calling its functions; `set -euo
+# on 127.0.0.1, stopped on any exit, and the job's follow-up. The caller sets `repo` and `build`
+# (absolute) before sourcing it, and `run` (the demo's folder) before calling its functions; `set -euo
 # pipefail` is its own.
 
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
 say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
-: "${build:?demo_lib.sh needs build set}"
+: "${repo:?demo_lib.sh needs repo set}" "${build:?demo_lib.sh needs build set}"
 coordinator_bin="$build/coordinator/cohort-coordinator"
 agent_bin="$build/agent/cohort-agent"
 cli_bin="$build/cli/cohort"
+
+# demo_build TARGET...: unless DEMO_SKIP_BUILD=1, installs the missing Debian packages and builds
+# these targets into $build (configuring it first where needed).
+demo_build() {
+  [ "${DEMO_SKIP_BUILD:-0}" != 1 ] || return 0
+  say "Installing missing packages (scripts/install-deps.sh)"
+  "$repo/scripts/install-deps.sh"
+  say "Building into $build"
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  fi
+  cmake --build "$build" -j "$(nproc)" --target "$@"
+}
+
+# demo_folder PREFIX: sets `run` to DEMO_DIR (made if missing) or a new /tmp/PREFIX.XXXXXX.
+demo_folder() {
+  run="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")}"
+  mkdir -p "$run"
+  run="$(cd "$run" && pwd)"
+}
 
 # --- daemons, stopped on any exit --------------------------------------------------------------
 coordinator_pid=""
@@ -132,14 +152,15 @@ start_coordinator() {
   coordinator_pid=$!
 }
 
-# start_agents N CPUS MEMORY_MB: N agents, demo-node-1 .. N, each with no GPUs.
+# start_agents N CPUS MEMORY_MB: N agents, demo-node-1 .. N, each with no GPUs and no /metrics
+# endpoint (its default port, 127.0.0.1:7481, is left to an agent installed on this machine).
 start_agents() {
   local i
   for ((i = 1; i <= $1; i++)); do
     "$agent_bin" --insecure --coordinator "tcp://127.0.0.1:$agent_port" \
       --node-id "demo-node-$i" --gpus 0 --cpus "$2" --memory-mb "$3" \
       --work-dir "$run/agent-$i" --builtin-dir "$build/collective" \
-      --advertise-address 127.0.0.1 --grace-period 10s \
+      --advertise-address 127.0.0.1 --grace-period 10s --http-endpoint none \
       >"$run/agent-$i.log" 2>&1 &
     agent_pids+=($!)
   done

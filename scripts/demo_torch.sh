@@ -48,18 +48,9 @@ python="${DEMO_PYTHON:-/usr/bin/python3}"
 # shellcheck source=scripts/demo_lib.sh
 . "$repo/scripts/demo_lib.sh"
 
-if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
-  say "Installing missing packages (scripts/install-deps.sh)"
-  scripts/install-deps.sh
-
-  say "Building into $build"
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  fi
-  targets=(cohort-coordinator cohort-agent cohort)
-  [ "$backend" = cohort ] && targets+=(cohort-reducer cohort_python cohort_torch_backend)
-  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
-fi
+targets=(cohort-coordinator cohort-agent cohort)
+[ "$backend" = gloo ] || targets+=(cohort-reducer cohort_python cohort_torch_backend)
+demo_build "${targets[@]}"
 for b in "$coordinator_bin" "$agent_bin" "$cli_bin"; do
   [ -x "$b" ] || die "missing $b after the build"
 done
@@ -71,9 +62,7 @@ if [ "$backend" = cohort ]; then
     die "the cohort backend does not load from $build/python: $(echo "$why" | tail -n 1)"
 fi
 
-run="${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cohort-demo-torch.XXXXXX")}"
-mkdir -p "$run"
-run="$(cd "$run" && pwd)"
+demo_folder cohort-demo-torch
 
 start_coordinator --heartbeat-timeout 5s
 # One training replica a node (each asks for one CPU; with reducers, two CPUs a node), and a spare
@@ -81,16 +70,21 @@ start_coordinator --heartbeat-timeout 5s
 if [ "$backend" = cohort ]; then start_agents 4 2 3072; else start_agents 4 1 2048; fi
 wait_for_agents 4
 
-# The job file with the script's absolute path, a fresh name and the step delay (its output:
-# $run/jobs/<job>); with the cohort backend, PYTHONPATH to this build's cohort package.
+# The job file with the script's absolute path, a fresh name, the step delay and USE_LIBUV=0
+# (Debian 13's and sid's torch are built without libuv, which their env:// asks for; older torch
+# ignores it); with the cohort backend, PYTHONPATH to this build's cohort package. Its output:
+# $run/jobs/<job>.
 job_name="torch_ddp_${backend}_$(date +%H%M%S)"
 job_file="$run/$(basename "$job_src")"
 edits=(-e "s|\[/usr/bin/python3, ddp_digits.py\]|[$python, $script]|"
        -e "s|^name: .*|name: $job_name|"
        -e "s|^\( *args: \[\)|\1--step-delay=$step_delay, |")
-[ "$backend" = gloo ] ||
-  edits+=(-e "s|env: {OMP_NUM_THREADS: \"1\"}|env: {OMP_NUM_THREADS: \"1\", PYTHONPATH: \"$build/python\"}|")
+env_map='OMP_NUM_THREADS: "1", USE_LIBUV: "0"'
+[ "$backend" = gloo ] || env_map+=", PYTHONPATH: \"$build/python\""
+edits+=(-e "s|env: {OMP_NUM_THREADS: \"1\"}|env: {$env_map}|")
 sed "${edits[@]}" "$job_src" >"$job_file"
+[ "$(grep -c -e "$script" -e USE_LIBUV -e step-delay "$job_file")" -ge 6 ] ||
+  die "could not adapt $job_src (its command, args or env lines changed?): see $job_file"
 
 say "Submitting $job_file"
 job=$(cohort submit "$job_file")
