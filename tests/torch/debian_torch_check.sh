@@ -6,16 +6,16 @@
 # tests against that Debian's UCX (the library must work with the UCX a distro ships), and the
 # stock DDP script under a local Cohort cluster (torch_ddp_test: node loss, preemption, the cohort
 # backend on reducers, torn checkpoints set aside, Hugging Face's Trainer where the Debian has
-# it) with that torch in every replica, and the agent's torn-checkpoint pass on that torch's
-# torch.distributed.checkpoint saves.
+# it) with that torch in every replica, the agent's torn-checkpoint pass on that torch's
+# torch.distributed.checkpoint saves, and scripts/demo_torch.sh.
 #
 #   tests/torch/debian_torch_check.sh SUITE [SCENARIO...]     (as root; SUITE: trixie, sid, ...)
 #
 # Needs root (debootstrap, chroot, bind mounts) and deb.debian.org: not part of .ci/run. Build
 # first: ninja -C BUILD cohort_torch_backend cohort_python cohort-reducer cohort-bench
-# cohort_collective_tests torch_ddp_test agent_test. Environment: BUILD (default build), CHROOT
-# (default /var/tmp/cohort-torch-SUITE; made once with debootstrap, about 2 GiB, kept for the next
-# run).
+# cohort_collective_tests torch_ddp_test agent_test cohort-coordinator cohort-agent cohort.
+# Environment: BUILD (default build), CHROOT (default /var/tmp/cohort-torch-SUITE; made once with
+# debootstrap, about 2 GiB, kept for the next run).
 # Prints one line per scenario and a summary; exit status 0 when every one passed (cuda skips
 # without a GPU: exit 77, counted as passed). Logs: CHROOT/tmp/scenario-NAME.log.
 #
@@ -166,6 +166,19 @@ if [ "$#" = 0 ] && [ -x "$ddp_test" ]; then
       echo "agent_test (torn torch.distributed.checkpoint saves): FAILED or skipped (exit $rc; CHROOT/tmp/torn-dcp-test.log)"
       failed+=(agent_test)
     fi
+  fi
+  # scripts/demo_torch.sh with its replicas on this torch: the README's stock-script demo (gloo,
+  # a node lost after epoch 3) as a user runs it.
+  stages=$((stages + 1))
+  rc=0
+  (cd "$root" && BUILD_DIR="$build" DEMO_SKIP_BUILD=1 DEMO_PYTHON="$host_dir/python3" \
+    DEMO_DIR="$host_dir/demo" timeout 400 scripts/demo_torch.sh) \
+    >"$chroot_dir/tmp/demo-torch.log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "scripts/demo_torch.sh (a stock DDP script loses a node and finishes): passed"
+  else
+    echo "scripts/demo_torch.sh: FAILED (exit $rc; CHROOT/tmp/demo-torch.log)"
+    failed+=(demo_torch)
   fi
   umount "$chroot_dir$root" "$chroot_dir$host_dir"
   unset 'mounts[-1]' 'mounts[-1]'
