@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <string_view>
 #include <utility>
 #include <vector>
 

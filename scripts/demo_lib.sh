@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Shared by scripts/demo.sh and scripts/demo_torch.sh (sourced, not run): a coordinator and agents
-# on 127.0.0.1, stopped on any exit, and the job's follow-up. The caller sets `repo` and `build`
-# (absolute) before sourcing it, and `run` (the demo's folder) before calling its functions; `set -euo
-# pipefail` is its own.
+# Shared by scripts/demo.sh and scripts/demo_torch.sh (sourced, not run): the build step, the
+# demo's folder, a coordinator and agents on 127.0.0.1 stopped on any exit, and the job's
+# follow-up. The caller sets `repo` and `build` (absolute) before sourcing it, and `run`
+# (demo_folder) before starting daemons; `set -euo pipefail` is its own.
 
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
 say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }

@@ -3,14 +3,15 @@
 # missing, builds what it needs, starts a coordinator and four agents on 127.0.0.1, and submits
 # examples/torch/ddp_gloo.yaml: a chief and two workers running examples/torch/ddp_digits.py on
 # torch's gloo backend (DEMO_BACKEND=cohort: on Cohort's Reduction Server), nothing
-# Cohort-specific in the script, which checkpoints every epoch and resumes from its newest one. When the chief has logged
-# epoch DEMO_LOSE_AFTER_EPOCH, the demo loses the node that runs worker-0 as a power cut would:
-# its agent and the processes of every replica there are SIGKILLed. The other ranks then fail (gloo: the connection
-# reset; cohort: the peer gone); the coordinator holds their verdicts until the silent node is declared lost (its
-# --heartbeat-timeout, 5 s here), attributes their exits to that loss, and restarts the job on the
-# three nodes left, spending one restart; the script resumes from its checkpoint. The demo follows
-# it all with `cohort watch`, then shows the job's events and its checkpoints (`cohort
-# checkpoint`), and checks the outcome.
+# Cohort-specific in the script, which checkpoints every epoch and resumes from its newest one.
+# When the chief has logged epoch DEMO_LOSE_AFTER_EPOCH, the demo loses the node that runs
+# worker-0 as a power cut would: its agent and the processes of every replica there are
+# SIGKILLed (DEMO_FAULT=preemption: the agent is SIGTERMed). The other ranks then fail (gloo: the
+# connection reset; cohort: the peer gone); the coordinator holds their verdicts until the silent
+# node is declared lost (its --heartbeat-timeout, 5 s here), attributes their exits to that loss,
+# and restarts the job on the three nodes left, spending one restart; the script resumes from its
+# checkpoint. The demo follows it all with `cohort watch`, then shows the job's events and its
+# checkpoints (`cohort checkpoint`), and checks the outcome.
 #
 # Usage: scripts/demo_torch.sh
 # Environment (all optional):
@@ -21,6 +22,9 @@
 #                 same script with --backend=cohort, its gradients summed by a Reduction Server of
 #                 two cohort-reducer replicas; the backend from this build, <build>/python)
 #   DEMO_LOSE_AFTER_EPOCH  the chief's epoch after which the node goes (default 3; 0: none)
+#   DEMO_FAULT    node-loss (default) or preemption: the node's agent gets SIGTERM instead, as a
+#                 spot VM's shutdown sends it; it stops its replicas (SIGTERM, then SIGKILL after
+#                 its grace period), reports them PREEMPTED and exits
 #   DEMO_STEP_DELAY  seconds the script sleeps per step, so there is time to watch (default 0.05)
 #   DEMO_PYTHON   the interpreter that has torch (default /usr/bin/python3: Debian's)
 #   DEMO_SKIP_BUILD=1  use the binaries already in BUILD_DIR (no install, no build)
@@ -36,6 +40,8 @@ timeout_s="${DEMO_TIMEOUT:-600}"
 lose_after="${DEMO_LOSE_AFTER_EPOCH:-3}"
 step_delay="${DEMO_STEP_DELAY:-0.05}"
 [[ "$lose_after" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_LOSE_AFTER_EPOCH must be a whole number" >&2; exit 1; }
+fault="${DEMO_FAULT:-node-loss}"
+[[ "$fault" =~ ^(node-loss|preemption)$ ]] || { echo "demo: DEMO_FAULT must be node-loss or preemption" >&2; exit 1; }
 [[ "$step_delay" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "demo: DEMO_STEP_DELAY must be seconds" >&2; exit 1; }
 backend="${DEMO_BACKEND:-gloo}"
 case "$backend" in
@@ -108,7 +114,8 @@ EOF
 }
 
 # Called while the job runs: once the chief has logged epoch $lose_after, loses worker-0's node,
-# its agent and every replica of the job there.
+# its agent and every replica of the job there; or, with DEMO_FAULT=preemption, SIGTERMs its
+# agent.
 lost_node=""
 lose_node_when_due() {
   [ "$lose_after" -gt 0 ] && [ -z "$lost_node" ] || return 0
@@ -126,6 +133,13 @@ print(" ".join(r["replica"] for r in json.load(sys.stdin)["replicas"] if r["node
   # shellcheck disable=SC2086 # one argument a replica
   groups=$(replica_groups $replicas)
   [ -n "$groups" ] || return 0
+  if [ "$fault" = preemption ]; then
+    say "Preempting $node (worker-0's node) after epoch $lose_after: SIGTERM to its agent"
+    kill -TERM "${agent_pids[$index]}"
+    agent_pids[index]=stopped  # it stops its replicas and exits within its grace period
+    lost_node=$node
+    return 0
+  fi
   say "Losing $node (worker-0's node) after epoch $lose_after: SIGKILL to its agent and to $replicas"
   kill -KILL "${agent_pids[$index]}"
   wait "${agent_pids[$index]}" 2>/dev/null || true
@@ -163,14 +177,14 @@ resumed=$(grep -o 'resumed from epoch [0-9]*' "$run/chief-0.log" | tail -n 1 || 
 
 echo
 echo "Final test accuracy: ${accuracy:-unknown}"
-echo "Node lost:           ${lost_node:-none} (after epoch $lose_after); restarts spent: $restarts"
+echo "Fault:               $fault of ${lost_node:-no node} (after epoch $lose_after); restarts spent: $restarts"
 echo "After the restart:   ${resumed:-no resume line}"
 echo "Model:               $output_dir/model/model.pt"
 echo "Replica logs:        $run/{chief-0,worker-0,worker-1}.log (cohort logs $job --replica R)"
 echo "Daemon logs:         $run/coordinator.log $run/agent-{1,2,3,4}.log"
 dashboard_line
 if [ "$lose_after" -gt 0 ]; then
-  [ -n "$lost_node" ] || die "no node was lost: the job ended before epoch $lose_after was logged"
+  [ -n "$lost_node" ] || die "no $fault: the job ended before epoch $lose_after was logged"
   [ "$restarts" = 1 ] || die "the loss spent $restarts restarts, not one"
   [ -n "$resumed" ] || die "the chief did not resume from a checkpoint after the restart"
 fi
