@@ -25,9 +25,6 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-build="${BUILD_DIR:-build}"
-[[ "$build" = /* ]] || build="$repo/$build"
-timeout_s="${DEMO_TIMEOUT:-600}"
 pause_ms="${DEMO_EPOCH_PAUSE_MS:-1000}"
 [[ "$pause_ms" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_EPOCH_PAUSE_MS must be a whole number of ms" >&2; exit 1; }
 job_src="${DEMO_JOB:-examples/jobs/digits_ddp.yaml}"

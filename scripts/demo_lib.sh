@@ -1,14 +1,19 @@
 # shellcheck shell=bash
 # Shared by scripts/demo.sh and scripts/demo_torch.sh (sourced, not run): the build step, the
 # demo's folder, a coordinator and agents on 127.0.0.1 stopped on any exit, and the job's
-# follow-up. The caller sets `repo` and `build` (absolute) before sourcing it, and `run`
-# (demo_folder) before starting daemons; `set -euo pipefail` is its own.
+# follow-up. The caller sets `repo` (the source tree) before sourcing it, which sets `build`
+# (BUILD_DIR, default build, under `repo` unless absolute) and `timeout_s` (DEMO_TIMEOUT, default
+# 600), and `run` (demo_folder) before starting daemons; `set -euo pipefail` is its own.
 
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
 say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
-: "${repo:?demo_lib.sh needs repo set}" "${build:?demo_lib.sh needs build set}"
+: "${repo:?demo_lib.sh needs repo set}"
+build="${BUILD_DIR:-build}"
+[[ "$build" = /* ]] || build="$repo/$build"
+timeout_s="${DEMO_TIMEOUT:-600}"
+[[ "$timeout_s" =~ ^[0-9]+$ ]] || die "DEMO_TIMEOUT must be a whole number of seconds"
 coordinator_bin="$build/coordinator/cohort-coordinator"
 agent_bin="$build/agent/cohort-agent"
 cli_bin="$build/cli/cohort"

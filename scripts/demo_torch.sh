@@ -34,9 +34,6 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-build="${BUILD_DIR:-build}"
-[[ "$build" = /* ]] || build="$repo/$build"
-timeout_s="${DEMO_TIMEOUT:-600}"
 lose_after="${DEMO_LOSE_AFTER_EPOCH:-3}"
 step_delay="${DEMO_STEP_DELAY:-0.05}"
 [[ "$lose_after" =~ ^[0-9]+$ ]] || { echo "demo: DEMO_LOSE_AFTER_EPOCH must be a whole number" >&2; exit 1; }
