@@ -277,6 +277,10 @@ int Checkpoint(const ParsedArgs& args, const Context& ctx) {
   auto inventory = InspectCheckpoints(dir);
   if (!inventory.ok()) {
     ctx.err << "cohort: " << inventory.status().message() << "\n";
+    if (args.Has("--job") && inventory.status().code() == StatusCode::kNotFound) {
+      ctx.err << "cohort: the job has saved nothing there yet, or its output dir is not mounted on "
+                 "this host (checkpoint reads the files where it runs: run it on a node)\n";
+    }
     return inventory.status().code() == StatusCode::kNotFound ? kExitJobFailed : kExitUsage;
   }
   const std::vector<CheckpointEntry>& entries = inventory->checkpoints;

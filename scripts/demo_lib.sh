@@ -134,24 +134,18 @@ EOF
 )
 }
 
-dashboard=""
-
-# start_coordinator [FLAG...]: the coordinator, with these flags too, and its dashboard where it
-# has an HTTP endpoint. Jobs write under $run/jobs/<job>, the output root every agent here sees.
+# start_coordinator [FLAG...]: the coordinator, with these flags too, its dashboard on a free port.
+# Jobs write under $run/jobs/<job>, the output root every agent here sees.
 start_coordinator() {
-  local http_args=()
   pick_ports
-  if "$coordinator_bin" --help 2>/dev/null | grep -q -- '--http-endpoint'; then
-    http_args=(--http-endpoint "127.0.0.1:$http_port")
-    dashboard="http://127.0.0.1:$http_port/"
-  fi
+  dashboard="http://127.0.0.1:$http_port/"
   export COHORT_COORDINATOR="tcp://127.0.0.1:$client_port"
   export COHORT_INSECURE=1
   say "Starting a coordinator on 127.0.0.1:$client_port (clients) and :$agent_port (agents)"
   "$coordinator_bin" --insecure --state-dir "$run/coordinator" \
     --client-endpoint "tcp://127.0.0.1:$client_port" \
     --agent-endpoint "tcp://127.0.0.1:$agent_port" \
-    "${http_args[@]}" \
+    --http-endpoint "127.0.0.1:$http_port" \
     --output-root "$run/jobs" --port-range "$port_lo-$port_hi" "$@" \
     >"$run/coordinator.log" 2>&1 &
   coordinator_pid=$!
@@ -189,11 +183,9 @@ wait_for_agents() {
   cohort nodes
 }
 
-# Where to look while it runs: the coordinator's dashboard, when it has one.
+# Where to look while it runs: the coordinator's dashboard (after start_coordinator).
 dashboard_line() {
-  if [ -z "$dashboard" ]; then
-    echo "Dashboard: none (this coordinator has no --http-endpoint yet; cohort watch/logs/status instead)"
-  elif python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+  if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
          "$dashboard" >/dev/null 2>&1; then
     echo "Dashboard: ${bold}$dashboard${plain}  (the coordinator's HTTP endpoint; open it in a browser)"
   else

@@ -117,8 +117,11 @@ EOF
 lost_node=""
 lose_node_when_due() {
   [ "$lose_after" -gt 0 ] && [ -z "$lost_node" ] || return 0
-  cohort logs "$job" --replica chief-0 2>/dev/null | grep -q "^epoch $lose_after/" || return 0
-  local node replicas groups index g
+  local log node replicas groups index g
+  # Read whole, then searched: `| grep -q` would stop reading early, and under pipefail the
+  # writer's SIGPIPE would read as "not yet".
+  log=$(cohort logs "$job" --replica chief-0 2>/dev/null || true)
+  grep -q "^epoch $lose_after/" <<<"$log" || return 0
   node=$(cohort status "$job" --json | python3 -c '
 import json, sys
 print(next(r["node_id"] for r in json.load(sys.stdin)["replicas"] if r["replica"] == "worker-0"))')

@@ -1,7 +1,9 @@
 #!/bin/sh
 # run_demo.sh FOLDER PYTHON SCRIPT [NAME=VALUE...]: runs a demo script as a user would, with the
 # environment given and DEMO_DIR=FOLDER (emptied first). PYTHON, when not "-", must import torch,
-# else the test skips (exit 77) saying so.
+# else the test skips (exit 77) saying so. The demo's daemons must stay off the default HTTP ports
+# (127.0.0.1:7480 and :7481), which an installed coordinator and agent bind (packaging_deb_install
+# runs beside the demos): a daemon log naming one fails the test.
 set -eu
 folder=$1 python=$2 script=$3
 shift 3
@@ -10,4 +12,10 @@ if [ "$python" != - ] && ! "$python" -c 'import torch' 2>/dev/null; then
   exit 77
 fi
 rm -rf "$folder"
-exec env DEMO_DIR="$folder" "$@" "$script"
+rc=0
+env DEMO_DIR="$folder" "$@" "$script" || rc=$?
+if grep -H -E '127\.0\.0\.1:748[01]' "$folder"/coordinator.log "$folder"/agent-*.log; then
+  echo "run_demo.sh: a daemon of the demo took a default HTTP port (above)"
+  [ "$rc" != 0 ] || rc=1
+fi
+exit "$rc"

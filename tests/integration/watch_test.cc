@@ -148,5 +148,24 @@ TEST_F(WatchTest, AQueuedJobSaysWhatItWaitsFor) {
   EXPECT_NE(watch.out.find("job waits: CANCELLED"), std::string::npos) << watch.out;
 }
 
+// `cohort checkpoint --job` reads the job's checkpoint folder where the CLI runs: for a job that
+// never ran (so no folder), it says so and where to run it, exit 1.
+TEST_F(WatchTest, CheckpointOfAJobWithNoCheckpointFolderHereSaysWhereToLook) {
+  const std::string output = cluster_->scratch("never-ran");
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: unplaced\noutput_dir: " + output +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {gpus: 64}\n    process: {command: [/bin/true]}\n")
+                  .ok());
+  auto listed = RunCli({"checkpoint", "--job", "unplaced"});
+  EXPECT_EQ(listed.exit_code, 1) << listed.out << listed.err;
+  EXPECT_NE(listed.err.find("cannot list " + output + "/checkpoints"), std::string::npos)
+      << listed.err;
+  EXPECT_NE(listed.err.find("or its output dir is not mounted on this host"), std::string::npos)
+      << listed.err;
+  ASSERT_TRUE(client.Cancel("unplaced").ok());
+}
+
 }  // namespace
 }  // namespace cohort
