@@ -21,7 +21,6 @@ class TornCheckpointPass {
  public:
   TornCheckpointPass(std::string dir, int attempt, const std::optional<RunAs>& run_as)
       : dir_(std::move(dir)),
-        attempt_(attempt),
         attempt_folder_(std::string(kTornCheckpointsDir) + "/attempt-" + std::to_string(attempt)),
         run_as_(run_as) {}
 
@@ -32,11 +31,7 @@ class TornCheckpointPass {
     const bool complete = WalkScriptCheckpoints(
         top_, WalkScope::kNewest,
         [this](int parent_fd, const std::string& name, const ScriptCheckpoint& checkpoint) {
-          if (checkpoint.torn.empty()) return;
-          const std::string& path = checkpoint.path;
-          const std::string rel =
-              path.size() > name.size() ? path.substr(0, path.size() - name.size() - 1) : "";
-          SetAside(parent_fd, rel, name, checkpoint.torn);
+          if (!checkpoint.torn.empty()) SetAside(parent_fd, name, checkpoint);
         });
     if (!complete) {
       result_.notes.push_back("torn-checkpoint check of " + dir_ + " stopped after " +
@@ -47,14 +42,14 @@ class TornCheckpointPass {
   }
 
  private:
-  // Opens (making what is missing) .cohort-torn/attempt-<K>/<rel> under the top folder.
-  UniqueFd OpenDestination(const std::string& rel) {
-    std::vector<std::string> parts = {std::string(kTornCheckpointsDir),
-                                      "attempt-" + std::to_string(attempt_)};
-    for (size_t start = 0; !rel.empty() && start <= rel.size();) {
-      size_t slash = rel.find('/', start);
-      if (slash == std::string::npos) slash = rel.size();
-      parts.push_back(rel.substr(start, slash - start));
+  // Opens (making what is missing) `folder`, a path under the top folder ("a/b/"), one
+  // component at a time.
+  UniqueFd OpenDestination(const std::string& folder) {
+    std::vector<std::string> parts;
+    for (size_t start = 0; start < folder.size();) {
+      size_t slash = folder.find('/', start);
+      if (slash == std::string::npos) slash = folder.size();
+      if (slash > start) parts.push_back(folder.substr(start, slash - start));
       start = slash + 1;
     }
     UniqueFd at(::dup(top_));
@@ -72,14 +67,18 @@ class TornCheckpointPass {
     return at;
   }
 
-  void SetAside(int parent_fd, const std::string& rel, const std::string& name,
-                const std::string& why) {
-    const std::string path = rel.empty() ? name : rel + "/" + name;
-    UniqueFd dest = OpenDestination(rel);
+  // Renames `checkpoint`, `name` in the folder open at `parent_fd`, to the same path under the
+  // attempt's folder.
+  void SetAside(int parent_fd, const std::string& name, const ScriptCheckpoint& checkpoint) {
+    const std::string& path = checkpoint.path;
+    const std::string& why = checkpoint.torn;
+    // Where it goes: .cohort-torn/attempt-<K>/, then the folders of its path ("run1/").
+    const std::string folder = attempt_folder_ + "/" + path.substr(0, path.size() - name.size());
+    UniqueFd dest = OpenDestination(folder);
     std::string note;
     if (!dest.ok()) {
       note = "could not set aside torn checkpoint " + path + " (" + why + "): cannot make " +
-             attempt_folder_ + " in " + dir_;
+             folder + " in " + dir_;
     } else {
       std::string target = name;
       int rc = -1;
@@ -96,8 +95,7 @@ class TornCheckpointPass {
       }
       if (rc == 0) {
         result_.set_aside.push_back(path);
-        note = "set aside torn checkpoint " + path + " (" + why + ") as " + attempt_folder_ + "/" +
-               (rel.empty() ? "" : rel + "/") + target;
+        note = "set aside torn checkpoint " + path + " (" + why + ") as " + folder + target;
       } else if (error == ENOENT) {
         return;  // another replica's agent moved it first
       } else {
@@ -110,7 +108,6 @@ class TornCheckpointPass {
   }
 
   const std::string dir_;
-  const int attempt_;
   const std::string attempt_folder_;  // .cohort-torn/attempt-<K>
   const std::optional<RunAs>& run_as_;
   int top_ = -1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 namespace cohort {
 
@@ -28,23 +29,36 @@ StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view
   return data;
 }
 
-StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, struct stat* st) {
-  const std::string named = std::string(what) + " " + path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ELOOP) return InvalidArgument(named + " is a symbolic link (not followed)");
-    return ErrnoStatus(named, errno);
+namespace {
+
+// What OpenRegularFile and OpenNoFollow share: `name` in `dir_fd` opened without following a
+// link or blocking on a FIFO, kept only when it is a folder (`folder`) or else a regular file.
+// None held on failure, with `*error` the errno, or 0 when the entry is of another kind.
+UniqueFd OpenKindNoFollow(int dir_fd, const std::string& name, bool folder, struct stat* st,
+                          int* error) {
+  const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (folder ? O_DIRECTORY : 0);
+  UniqueFd fd(::openat(dir_fd, name.c_str(), flags));
+  if (!fd.ok() || ::fstat(fd.get(), st) != 0) {
+    *error = errno;
+    return UniqueFd();
   }
-  if (::fstat(fd, st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(named, err);
-  }
-  if (!S_ISREG(st->st_mode)) {
-    ::close(fd);
-    return InvalidArgument(named + " is not a regular file");
+  if (folder ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode)) {
+    *error = 0;
+    return UniqueFd();
   }
   return fd;
+}
+
+}  // namespace
+
+StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, struct stat* st) {
+  const std::string named = std::string(what) + " " + path;
+  int error = 0;
+  UniqueFd fd = OpenKindNoFollow(AT_FDCWD, path, /*folder=*/false, st, &error);
+  if (fd.ok()) return fd.Release();
+  if (error == ELOOP) return InvalidArgument(named + " is a symbolic link (not followed)");
+  if (error == 0) return InvalidArgument(named + " is not a regular file");
+  return ErrnoStatus(named, error);
 }
 
 Status ReadAt(int fd, uint64_t offset, uint64_t max, std::string* out, std::string_view what) {
@@ -99,12 +113,11 @@ Status UniqueFd::Close(const std::string& path) {
   return Status::Ok();
 }
 
+int UniqueFd::Release() { return std::exchange(fd_, -1); }
+
 UniqueFd OpenNoFollow(int dir_fd, const std::string& name, bool folder, struct stat* st) {
-  const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (folder ? O_DIRECTORY : 0);
-  UniqueFd fd(::openat(dir_fd, name.c_str(), flags));
-  if (!fd.ok() || ::fstat(fd.get(), st) != 0) return UniqueFd();
-  if (folder ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode)) return UniqueFd();
-  return fd;
+  int error = 0;
+  return OpenKindNoFollow(dir_fd, name, folder, st, &error);
 }
 
 }  // namespace cohort

@@ -47,6 +47,8 @@ class UniqueFd {
 
   int get() const { return fd_; }
   bool ok() const { return fd_ >= 0; }
+  // Hands the descriptor to the caller, who closes it; holds none after.
+  int Release();
   // `path` names the file in the error ("close /x/MANIFEST").
   Status Close(const std::string& path);
 

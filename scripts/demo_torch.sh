@@ -122,15 +122,14 @@ lose_node_when_due() {
   # writer's SIGPIPE would read as "not yet".
   log=$(cohort logs "$job" --replica chief-0 2>/dev/null || true)
   grep -q "^epoch $lose_after/" <<<"$log" || return 0
-  node=$(cohort status "$job" --json | python3 -c '
+  # worker-0's node, then every replica of the job on it.
+  read -r node replicas < <(cohort status "$job" --json | python3 -c '
 import json, sys
-print(next(r["node_id"] for r in json.load(sys.stdin)["replicas"] if r["replica"] == "worker-0"))')
-  [[ "$node" =~ ^demo-node-([0-9]+)$ ]] || return 0
+replicas = json.load(sys.stdin)["replicas"]
+node = next(r["node_id"] for r in replicas if r["replica"] == "worker-0")
+print(node, " ".join(r["replica"] for r in replicas if r["node_id"] == node))' || true) || true
+  [[ "${node:-}" =~ ^demo-node-([0-9]+)$ ]] || return 0
   index=$((BASH_REMATCH[1] - 1))
-  replicas=$(cohort status "$job" --json | python3 -c '
-import json, sys
-print(" ".join(r["replica"] for r in json.load(sys.stdin)["replicas"] if r["node_id"] == sys.argv[1]))
-' "$node")
   # shellcheck disable=SC2086 # one argument a replica
   groups=$(replica_groups $replicas)
   [ -n "$groups" ] || return 0
