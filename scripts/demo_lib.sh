@@ -151,13 +151,17 @@ start_coordinator() {
   coordinator_pid=$!
 }
 
-# start_agents N CPUS MEMORY_MB: N agents, demo-node-1 .. N, each with no GPUs and no /metrics
-# endpoint (its default port, 127.0.0.1:7481, is left to an agent installed on this machine).
+# Agents' node ids: <node_prefix>-1 .. N. An agent's cgroup level is named by its node id under
+# the cgroup it starts in, and it sweeps what it finds there: two demos at once on one machine
+# (ctest runs them side by side) must not share ids, so the prefix carries this demo's pid.
+node_prefix="demo$$-node"
+# start_agents N CPUS MEMORY_MB: N agents, each with no GPUs and no /metrics endpoint (its
+# default port, 127.0.0.1:7481, is left to an agent installed on this machine).
 start_agents() {
   local i
   for ((i = 1; i <= $1; i++)); do
     "$agent_bin" --insecure --coordinator "tcp://127.0.0.1:$agent_port" \
-      --node-id "demo-node-$i" --gpus 0 --cpus "$2" --memory-mb "$3" \
+      --node-id "$node_prefix-$i" --gpus 0 --cpus "$2" --memory-mb "$3" \
       --work-dir "$run/agent-$i" --builtin-dir "$build/collective" \
       --advertise-address 127.0.0.1 --grace-period 10s --http-endpoint none \
       >"$run/agent-$i.log" 2>&1 &

@@ -128,7 +128,7 @@ import json, sys
 replicas = json.load(sys.stdin)["replicas"]
 node = next(r["node_id"] for r in replicas if r["replica"] == "worker-0")
 print(node, " ".join(r["replica"] for r in replicas if r["node_id"] == node))' || true) || true
-  [[ "${node:-}" =~ ^demo-node-([0-9]+)$ ]] || return 0
+  [[ "${node:-}" =~ ^$node_prefix-([0-9]+)$ ]] || return 0
   index=$((BASH_REMATCH[1] - 1))
   # shellcheck disable=SC2086 # one argument a replica
   groups=$(replica_groups $replicas)
