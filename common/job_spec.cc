@@ -344,6 +344,10 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("scheduling.hang_timeout: must not be negative, got " +
                            std::to_string(s.hang_timeout.count()) + "ms");
   }
+  if (s.finish_grace.count() < 0 || s.finish_grace > kMaxFinishGrace) {
+    return InvalidArgument("scheduling.finish_grace: must be in 0s..1h, got " +
+                           std::to_string(s.finish_grace.count()) + "ms");
+  }
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +
                            std::to_string(kMaxRestarts) + ", got " +

@@ -92,6 +92,10 @@ inline constexpr EnumName<HangAction> kHangActionNames[] = {{HangAction::kRestar
                                                             {HangAction::kFail, "fail"}};
 std::string_view HangActionName(HangAction action);  // "restart", "fail"
 
+inline constexpr std::chrono::milliseconds kDefaultFinishGrace{30'000};
+// The longest scheduling.finish_grace a spec may ask for.
+inline constexpr std::chrono::milliseconds kMaxFinishGrace{3'600'000};
+
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
@@ -104,6 +108,11 @@ struct SchedulingSpec {
   std::chrono::milliseconds hang_timeout{0};
   ProgressSource progress = ProgressSource::kCollective;
   HangAction hang_action = HangAction::kRestart;
+  // Once the chief exits 0 the job has SUCCEEDED; the chief and worker replicas still running get
+  // this long to exit on their own (a DDP rank in its last barrier or destroy_process_group, or
+  // writing its own outputs) before they are stopped. Parameter servers, reducers and evaluators
+  // serve the workers: they are stopped once no worker runs. 0: every replica is stopped at once.
+  std::chrono::milliseconds finish_grace = kDefaultFinishGrace;
 
   bool operator==(const SchedulingSpec&) const = default;
 };

@@ -122,7 +122,7 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
-                  "hang_timeout", "progress", "hang_action"}));
+                  "hang_timeout", "progress", "hang_action", "finish_grace"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -156,6 +156,13 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
       return r.Error(n, path + ".hang_timeout", "must be at least 1s (or 0: off), got " + text);
     }
     s.hang_timeout = *d;
+  }
+  if (Reader::Has(node, "finish_grace")) {
+    const YAML::Node& n = node["finish_grace"];
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".finish_grace"));
+    StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
+    if (!d.ok()) return r.Error(n, path + ".finish_grace", d.status().message());
+    s.finish_grace = *d;
   }
   if (Reader::Has(node, "progress")) {
     COHORT_ASSIGN_OR_RETURN(s.progress, r.Enum(node["progress"], path + ".progress",
@@ -314,6 +321,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (spec.scheduling.hang_timeout.count() > 0) {
     out << YAML::Key << "hang_timeout" << YAML::Value
         << std::to_string(spec.scheduling.hang_timeout.count()) + "ms";
+  }
+  if (spec.scheduling.finish_grace != kDefaultFinishGrace) {
+    out << YAML::Key << "finish_grace" << YAML::Value
+        << std::to_string(spec.scheduling.finish_grace.count()) + "ms";
   }
   out << YAML::Key << "progress" << YAML::Value
       << std::string(ProgressSourceName(spec.scheduling.progress));

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/storage_marker.h"
+#include "common/text_join.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -261,6 +262,11 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
       FinishJob(*job, JobState::FAILED, "timed out after " + FormatDuration(timeout), now_ms);
     }
   }
+  // A job the chief's success ended stops the replicas it left running once its grace is over.
+  for (const auto& name : ended_holding_) {
+    auto jit = jobs_.find(name);
+    if (jit != jobs_.end()) SettleSucceeded(*jit->second, now_ms);
+  }
   if (registration_grace_over) {
     for (const auto& name : ended_holding_) {
       auto jit = jobs_.find(name);
@@ -400,11 +406,59 @@ void JobController::FinishJob(JobRecord& job, JobState state, const std::string&
   preempted_for_.erase(job.name);
   preempting_.erase(job.name);
   AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message, now_ms);
-  StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")", now_ms);
+  if (state == JobState::SUCCEEDED) {
+    std::vector<std::string> finishing;
+    for (const auto& r : job.replicas) {
+      if (Finishing(r)) finishing.push_back(r.name);
+    }
+    const int64_t grace = job.spec.scheduling.finish_grace.count();
+    if (!finishing.empty() && grace > 0) {
+      AddEvent(job,
+               JoinWithCommas(finishing) + (finishing.size() == 1 ? " is" : " are") +
+                   " still running: stopped if not ended within " + FormatDuration(grace),
+               now_ms);
+    }
+    SettleSucceeded(job, now_ms);
+  } else {
+    StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")", now_ms);
+  }
   EraseActive(job.seq);
   if (AnyHolding(job)) ended_holding_.insert(job.name);
   MarkDirty(job);
   Ended(job);
+}
+
+bool JobController::Finishing(const ReplicaRecord& r) {
+  return (r.role == Role::kChief || r.role == Role::kWorker) && r.state == ReplicaState::RUNNING &&
+         !r.stop_requested;
+}
+
+void JobController::SettleSucceeded(JobRecord& job, int64_t now_ms) {
+  if (job.state != JobState::SUCCEEDED) return;
+  const int64_t grace = job.spec.scheduling.finish_grace.count();
+  const bool grace_over = now_ms - job.end_time_ms >= grace;
+  const bool wait_for_workers =
+      !grace_over && std::any_of(job.replicas.begin(), job.replicas.end(), Finishing);
+  const std::string ended = "the job ended (SUCCEEDED)";
+  for (auto& r : job.replicas) {
+    if (IsFinal(r.state) || r.stop_requested) continue;
+    // Workers finish their last steps; the servers (parameter servers, reducers, evaluators)
+    // stay while the workers may still need them.
+    if (wait_for_workers && (Finishing(r) || (r.role != Role::kChief && r.role != Role::kWorker)))
+      continue;
+    if (!HoldsResources(r)) {  // never placed: nothing runs
+      SetReplicaState(r, ReplicaState::STOPPED, "not started: " + ended, now_ms);
+      r.stop_requested = true;
+      MarkDirty(job);
+    } else if (Finishing(r) && grace > 0) {
+      AddEvent(job,
+               r.name + " still running " + FormatDuration(grace) + " after the job ended: stopped",
+               now_ms);
+      SendStop(job, r, ended + "; still running " + FormatDuration(grace) + " after it");
+    } else {
+      SendStop(job, r, ended);
+    }
+  }
 }
 
 void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {

@@ -7,8 +7,12 @@
 //
 // States:
 //   QUEUED -> PENDING (placed, launches sent) -> RUNNING (every replica reported RUNNING)
-//   -> SUCCEEDED when the chief exits 0 (every other replica is then stopped: STOPPED, not a
-//      failure); FAILED on a permanent failure, on a spent restart budget, or on
+//   -> SUCCEEDED when the chief exits 0 (whatever its other replicas do later). The chief and
+//      worker replicas still running get scheduling.finish_grace (30 s by default) to exit on their
+//      own, as DDP ranks finishing their last step do; then they are stopped (STOPPED, not a
+//      failure). Parameter servers, reducers and evaluators are stopped once no worker runs; a
+//      replica not yet running, at once. Each later end is an event ("worker-1 attempt 0 exited 0
+//      after the job ended"). FAILED on a permanent failure, on a spent restart budget, or on
 //      scheduling.timeout (counted from the first placement); cancel -> CANCELLING (stops sent)
 //      -> CANCELLED once no replica of the job holds resources.
 //
@@ -285,6 +289,13 @@ class JobController {
   void RestartJob(JobRecord& job, int64_t now_ms);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);
   void StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms);
+  // A chief or worker replica running, not asked to stop: one a SUCCEEDED job waits for.
+  static bool Finishing(const ReplicaRecord& r);
+  // A SUCCEEDED job (see "States"): stops what need not wait any longer. Its finishing replicas
+  // until scheduling.finish_grace after its end, and while any of them runs, its servers; every
+  // other replica at once. Idempotent; derived from the records alone, so a coordinator restart
+  // keeps the grace.
+  void SettleSucceeded(JobRecord& job, int64_t now_ms);
   void SendStop(JobRecord& job, ReplicaRecord& r, const std::string& reason);
   void MaybeFinishCancel(JobRecord& job, int64_t now_ms);
   void MaybeRunning(JobRecord& job, int64_t now_ms);

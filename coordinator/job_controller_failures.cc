@@ -13,7 +13,18 @@ namespace cohort::coordinator {
 void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms,
                                    bool never_ran) {
   schedule_needed_ = true;  // resources came free
-  if (job.finished()) return;
+  if (job.finished()) {
+    // A replica the chief's success left running ended on its own (see SettleSucceeded).
+    if (job.state == JobState::SUCCEEDED && !r.stop_requested) {
+      AddEvent(job,
+               r.name + " attempt " + std::to_string(r.attempt) + " " +
+                   (r.state == ReplicaState::SUCCEEDED ? "exited 0" : DescribeEnd(r)) +
+                   " after the job ended",
+               now_ms);
+      SettleSucceeded(job, now_ms);
+    }
+    return;
+  }
   if (job.state == JobState::CANCELLING) {
     MaybeFinishCancel(job, now_ms);
     return;

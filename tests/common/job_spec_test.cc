@@ -422,6 +422,29 @@ TEST(JobSpecTest, HangWatchdogFields) {
               {"scheduling.hang_action: unknown hang action 'ignore' (restart or fail)"});
 }
 
+TEST(JobSpecTest, FinishGraceDefaultsTo30sAndRoundTrips) {
+  auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.finish_grace, std::chrono::seconds(30));
+  EXPECT_EQ(JobSpecToYaml(*spec).find("finish_grace"), std::string::npos)
+      << "defaults are not written";
+
+  for (const char* grace : {"0s", "2500ms", "1h"}) {
+    spec = ParseJobSpec(with_sched(std::string("{finish_grace: ") + grace + "}"));
+    ASSERT_TRUE(spec.ok()) << grace << ": " << spec.status().ToString();
+    EXPECT_EQ(spec->scheduling.finish_grace, *ParseDuration(grace)) << grace;
+    StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(*again, *spec) << grace;
+  }
+  ExpectError(with_sched("{finish_grace: 61m}"),
+              {"scheduling.finish_grace: must be in 0s..1h, got 3660000ms"});
+  ExpectError(with_sched("{finish_grace: -5s}"), {"scheduling.finish_grace"});
+  ExpectError(with_sched("{finish_grace: later}"), {"scheduling.finish_grace", "invalid duration"});
+  ExpectError(with_sched("{finish_grace: [1s]}"), {"scheduling.finish_grace"});
+}
+
 TEST(JobSpecTest, UnknownKeysNameTheirPath) {
   ExpectError(Minimal("    resorces: {gpus: 1}\n"), {"worker_pools[0].resorces: unknown key"});
   ExpectError("nmae: j\n" + Minimal(), {"nmae: unknown key"});

@@ -340,7 +340,7 @@ std::string Env(const wire::LaunchReplicaT& l, const std::string& key) {
   return "<unset>";
 }
 
-TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStopped) {
+TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStoppedAfterTheFinishGrace) {
   AddAgent("node-a", 4);
   ASSERT_TRUE(Submit(JobYaml("train", 2, 1)).ok());
   Pump([&] { return agents_["node-a"].inbox.size() >= 3; });
@@ -378,6 +378,16 @@ TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStopped) {
   auto info = GetJob("train");
   EXPECT_EQ(info.state, JobState::SUCCEEDED);
   EXPECT_GT(info.end_time_ms, 0);
+  // worker-1 still runs: it has scheduling.finish_grace (30 s) to end on its own.
+  EXPECT_TRUE(TakeStops().empty());
+  EXPECT_EQ(Replica(info, "worker-1")->state, ReplicaState::RUNNING);
+  clock_.Advance(milliseconds(29'000));
+  Heartbeat("node-a");
+  PumpFew();
+  EXPECT_TRUE(TakeStops().empty());
+  clock_.Advance(milliseconds(1'100));
+  Heartbeat("node-a");
+  PumpFew();
   EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/worker-1#0"}));
   Report("node-a", "train", "worker-1", 0, ReplicaState::STOPPED, 143, 15);
   info = GetJob("train");

@@ -674,6 +674,122 @@ TEST_F(JobControllerTest, TheSchedulingTimeoutFailsTheJob) {
   EXPECT_EQ(StopsSent(), std::vector<std::string>{"chief-0"});
 }
 
+// The chief's exit 0 ends the job SUCCEEDED at once; the workers still running (DDP ranks in their
+// last barrier, or writing their own outputs) get scheduling.finish_grace to end on their own, and
+// only those still running then are stopped.
+TEST_F(JobControllerTest, TheChiefsSuccessLeavesRunningWorkersTheFinishGrace) {
+  JobRecord& job = Start("done", 2, false, 3, {"a", "b", "c"});
+  Report(job, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(job.end_time_ms, now_);
+  ControllerCommands at_end = jobs_.TakeCommands();
+  EXPECT_TRUE(at_end.stop.empty());
+  EXPECT_EQ(at_end.ended, std::vector<std::string>{"done"});
+  EXPECT_EQ(LastEventOpening(job, "worker-0"),
+            "worker-0, worker-1 are still running: stopped if not ended within 30s");
+
+  Advance(2'000);
+  Report(job, "worker-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(LastEventOpening(job, "worker-0"), "worker-0 attempt 0 exited 0 after the job ended");
+  EXPECT_TRUE(StopsSent().empty());
+  Advance(27'999);  // 29.999 s after the chief
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_TRUE(StopsSent().empty());
+
+  Advance(1);
+  jobs_.CheckTimeouts(now_, true);
+  std::vector<StopCommand> stops = jobs_.TakeCommands().stop;
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].replica, "worker-1");
+  EXPECT_EQ(stops[0].node_id, "c");
+  EXPECT_EQ(stops[0].reason, "the job ended (SUCCEEDED); still running 30s after it");
+  EXPECT_EQ(LastEventOpening(job, "worker-1"),
+            "worker-1 still running 30s after the job ended: stopped");
+  Advance(1'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_TRUE(StopsSent().empty()) << "asked once";
+  Report(job, "worker-1", ReplicaState::STOPPED, 143, 15);
+  EXPECT_FALSE(JobController::AnyHolding(job));
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(job.message, "the chief exited 0");
+  EXPECT_TRUE(jobs_.EndedHolding().empty());
+}
+
+TEST_F(JobControllerTest, WithNoFinishGraceTheChiefsSuccessStopsEveryOtherReplicaAtOnce) {
+  JobRecord& job = Start("prompt", 2, false, 3, {"a", "b", "c"}, ", finish_grace: 0s");
+  Report(job, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"worker-0", "worker-1"}));
+  EXPECT_EQ(LastEventOpening(job, "worker-"), "<none>");
+  Report(job, "worker-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_EQ(LastEventOpening(job, "worker-0"), "<none>") << "a stop asked for is no news";
+}
+
+// Parameter servers (and reducers, evaluators) serve the workers: they stay while a worker may
+// still need them and are stopped once none runs. A worker not running yet (a restart placed,
+// not started) has nothing to finish: stopped at once.
+TEST_F(JobControllerTest, AfterTheChiefsSuccessServersWaitForTheWorkersAndALaunchIsStopped) {
+  const std::string yaml =
+      "name: ps\nworker_pools:\n"
+      "  - role: chief\n    replicas: 1\n    process: {command: [/bin/train]}\n"
+      "  - role: worker\n    replicas: 2\n    process: {command: [/bin/train]}\n"
+      "  - role: parameter_server\n    replicas: 1\n    process: {command: [/bin/serve]}\n"
+      "scheduling: {max_restarts: 3}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+  std::vector<JobController::Slot> slots;
+  for (size_t i = 0; i < job.replicas.size(); ++i) {
+    slots.push_back(JobController::Slot{"a", {}, 30000 + static_cast<int>(i)});
+  }
+  health_.heard["a"] = now_;
+  jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+  for (auto& r : job.replicas) Report(job, r.name, ReplicaState::RUNNING);
+  ASSERT_EQ(job.state, JobState::RUNNING);
+  // worker-1 is killed and placed again; its attempt 1 has not started when the chief ends.
+  Report(job, "worker-1", ReplicaState::FAILED, 137, 9);
+  jobs_.PlaceReplica(job, *job.FindReplica("worker-1"), "a", {}, 30010, now_);
+  jobs_.TakeCommands();
+
+  Report(job, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(StopsSent(), std::vector<std::string>{"worker-1"});
+  EXPECT_EQ(LastEventOpening(job, "worker-0"),
+            "worker-0 is still running: stopped if not ended within 30s");
+  Advance(500);
+  Report(job, "worker-1", ReplicaState::STOPPED, 143, 15);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_TRUE(StopsSent().empty()) << "parameter_server-0 waits for worker-0";
+
+  Advance(500);
+  Report(job, "worker-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(StopsSent(), std::vector<std::string>{"parameter_server-0"});
+  Report(job, "parameter_server-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_FALSE(JobController::AnyHolding(job));
+}
+
+// The grace is counted from the job's recorded end, so a coordinator restart keeps it: a worker
+// still running after the restart is neither stopped early nor forgotten.
+TEST_F(JobControllerTest, TheFinishGraceOutlivesACoordinatorRestart) {
+  JobRecord& job = Start("kept", 1, false, 3, {"a", "b"}, ", finish_grace: 10s");
+  Report(job, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_TRUE(StopsSent().empty());
+  JobRecord copy = job;
+  JobController restarted(Options(), &health_);
+  restarted.Restore(std::move(copy));
+  restarted.FinishRestore(now_);
+  Advance(5'000);
+  restarted.CheckTimeouts(now_, false);
+  EXPECT_TRUE(restarted.TakeCommands().stop.empty());
+  Advance(5'000);
+  restarted.CheckTimeouts(now_, false);
+  std::vector<StopCommand> stops = restarted.TakeCommands().stop;
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].replica, "worker-0");
+  EXPECT_TRUE(restarted.FindJob("kept")->FindReplica("worker-0")->stop_requested);
+}
+
 TEST_F(JobControllerTest, ReplicasOnANodeThatNeverRegisteredAreLostOnceTheGraceIsOver) {
   JobRecord& job = Start("orphan", 1, false, 3, {"a", "b"});
   health_.heard.erase("b");  // after a coordinator restart, b has not registered

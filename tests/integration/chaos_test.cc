@@ -29,7 +29,8 @@ namespace ct = ::cohort::testing;
 using SteadyClock = std::chrono::steady_clock;
 
 // A job whose chief sleeps `sleep_ms` and exits `exit_code`: with exit 0 it may be restarted
-// (its node killed) up to 20 times; with another code it fails for good at once.
+// (its node killed) up to 20 times; with another code it fails for good at once. Its worker waits
+// to be stopped: after the chief's success, once the 2 s finish_grace is over (kills or not).
 std::string ChaosJob(const std::string& name, int sleep_ms, int exit_code) {
   std::string command = "sleep " + std::to_string(sleep_ms / 1000) + "." +
                         std::to_string(sleep_ms % 1000 / 100) + "; exit " +
@@ -39,7 +40,7 @@ std::string ChaosJob(const std::string& name, int sleep_ms, int exit_code) {
          "    process: {command: [/bin/sh, -c, '" +
          command + "']}\n  - role: worker\n    replicas: 1\n    resources: {cpus: 1}\n" +
          "    process: {command: [/bin/sleep, '600']}\n" +
-         "scheduling: {max_restarts: " + (exit_code == 0 ? "20" : "0") + "}\n";
+         "scheduling: {finish_grace: 2s, max_restarts: " + (exit_code == 0 ? "20" : "0") + "}\n";
 }
 
 int Rounds() {

@@ -60,6 +60,11 @@ struct ProbeJob {
   std::string release_file;  // mode wait
   std::string marker;        // an argument every replica carries, to find them in /proc
   int max_restarts = 0;
+  // The probe's other replicas sleep until stopped, unless finish_after (seconds) is set: then
+  // they exit 0 on their own that long after they start.
+  std::string finish_after;
+  // scheduling.finish_grace: 0s, since the probe's other replicas wait to be stopped.
+  std::string finish_grace = "0s";
 };
 
 int TotalReplicas(const ProbeJob& job) {
@@ -73,6 +78,7 @@ std::string ProbeJobYaml(const ProbeJob& job) {
                      ", --expect=" + std::to_string(TotalReplicas(job)) +
                      ", --marker=" + job.marker + ", --max-seconds=60";
   if (!job.release_file.empty()) args += ", --release=" + job.release_file;
+  if (!job.finish_after.empty()) args += ", --finish-after=" + job.finish_after;
   args += "]";
   std::string yaml =
       "name: " + job.name + "\noutput_dir: " + job.out_dir + "/output\n" + "worker_pools:\n";
@@ -85,7 +91,8 @@ std::string ProbeJobYaml(const ProbeJob& job) {
     yaml += "      args: " + args + "\n";
     yaml += "      env: {PROBE_POOL: " + pool.role + "}\n";
   }
-  yaml += "scheduling: {timeout: 5m, max_restarts: " + std::to_string(job.max_restarts) + "}\n";
+  yaml += "scheduling: {timeout: 5m, max_restarts: " + std::to_string(job.max_restarts) +
+          ", finish_grace: " + job.finish_grace + "}\n";
   return yaml;
 }
 
@@ -405,6 +412,52 @@ TEST_F(IntegrationTest, FailingChiefFailsTheJobAndStopsTheWorkers) {
   auto submit = Cli({"submit", WriteJob(again), "--wait"});
   EXPECT_EQ(submit.exit_code, 1) << submit.out << submit.err;
   EXPECT_NE(submit.err.find("FAILED"), std::string::npos) << submit.err;
+}
+
+// The chief's exit 0 ends the job SUCCEEDED; workers still finishing their own last work (here
+// 3 s of it, then a file) are not cut off: each ends on its own, exit 0, within the default
+// finish_grace, and says so in the job's events.
+TEST_F(IntegrationTest, WorkersStillFinishingWhenTheChiefSucceedsEndOnTheirOwn) {
+  StartAgent("node-a", 0);
+  ProbeJob job = ChiefAndTwoWorkers("finishing", "ok");
+  job.finish_after = "3";
+  job.finish_grace = "30s";
+  ASSERT_EQ(Submit(job), "finishing");
+  wire::JobInfoT done =
+      WaitForState("finishing", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}, 30s);
+  ASSERT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
+  auto client = cluster_->Client();
+  auto settled = client.WaitForJob(
+      "finishing",
+      [](const wire::JobInfoT& j) {
+        for (const auto& r : j.replicas) {
+          if (r->state == wire::ReplicaState::PENDING || r->state == wire::ReplicaState::STARTING ||
+              r->state == wire::ReplicaState::RUNNING)
+            return false;
+        }
+        return true;
+      },
+      SteadyClock::now() + 20s, 100ms);
+  ASSERT_TRUE(settled.ok()) << settled.status().ToString();
+  std::string events;
+  for (const auto& e : settled->events) events += e->message + "\n";
+  for (const std::string worker : {"worker-0", "worker-1"}) {
+    SCOPED_TRACE(worker);
+    const wire::ReplicaInfoT* r = nullptr;
+    for (const auto& each : settled->replicas) {
+      if (each->replica == worker) r = each.get();
+    }
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(wire::EnumNameReplicaState(r->state), std::string("SUCCEEDED"));
+    EXPECT_EQ(r->exit_code, 0);
+    EXPECT_TRUE(ct::FileExists(job.out_dir + "/finished-" + worker)) << "cut off";
+    EXPECT_NE(events.find(worker + " attempt 0 exited 0 after the job ended"), std::string::npos)
+        << events;
+  }
+  EXPECT_NE(events.find("worker-0, worker-1 are still running: stopped if not ended within 30s"),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(settled->state, wire::JobState::SUCCEEDED);
 }
 
 TEST_F(IntegrationTest, CancelStopsEveryReplicaAndSubmitWaitExitsOne) {

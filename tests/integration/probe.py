@@ -6,7 +6,8 @@ from TF_CONFIG's task) and prints a start line to its log. Then:
   chief:   waits until EXPECT env files exist (every replica started), then by --mode:
            ok -> exit 0; fail -> exit 1; wait -> exit 0 once the file --release exists;
            sleep -> sleep until stopped (at most --max-seconds).
-  others:  sleep until stopped (at most --max-seconds), then exit 0.
+  others:  sleep until stopped (at most --max-seconds), then exit 0; with --finish-after=S, sleep
+           S seconds, write OUT/finished-<type>-<index> and exit 0 (a rank's own last work).
 --marker=... is only there so the test can find this process in /proc.
 """
 import json
@@ -40,6 +41,12 @@ def main():
 
     deadline = time.monotonic() + max_seconds
     if task.get("type") != "chief":
+        if "finish-after" in args:
+            time.sleep(float(args["finish-after"]))
+            with open(os.path.join(out, "finished-%s" % name), "w") as f:
+                f.write("done\n")
+            print("probe %s finished" % name, flush=True)
+            return 0
         while time.monotonic() < deadline:
             time.sleep(0.1)
         return 0
