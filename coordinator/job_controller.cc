@@ -6,7 +6,6 @@
 #include <chrono>
 
 #include "common/storage_marker.h"
-#include "common/text_join.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -407,17 +406,6 @@ void JobController::FinishJob(JobRecord& job, JobState state, const std::string&
   preempting_.erase(job.name);
   AddEvent(job, std::string(wire::EnumNameJobState(state)) + ": " + message, now_ms);
   if (state == JobState::SUCCEEDED) {
-    std::vector<std::string> finishing;
-    for (const auto& r : job.replicas) {
-      if (Finishing(r)) finishing.push_back(r.name);
-    }
-    const int64_t grace = job.spec.scheduling.finish_grace.count();
-    if (!finishing.empty() && grace > 0) {
-      AddEvent(job,
-               JoinWithCommas(finishing) + (finishing.size() == 1 ? " is" : " are") +
-                   " still running: stopped if not ended within " + FormatDuration(grace),
-               now_ms);
-    }
     SettleSucceeded(job, now_ms);
   } else {
     StopReplicas(job, std::string("the job ended (") + wire::EnumNameJobState(state) + ")", now_ms);
