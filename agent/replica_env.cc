@@ -62,6 +62,7 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   }
   if (env.find("PATH") == env.end()) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& [key, value] : input.launch_env) env[key] = value;
+  env.try_emplace("PYTHONUNBUFFERED", "1");
   if (!input.attempt_dir.empty()) {
     if (!env.count(kFlightRecorderEnv)) {
       env[kFlightRecorderEnv] = input.attempt_dir + "/flight-recorder";

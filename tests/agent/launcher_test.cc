@@ -294,6 +294,13 @@ TEST(ReplicaEnvTest, AddsRestartRestoreAndGpuPinning) {
   EXPECT_FALSE(cpu_only["PATH"].empty());
 }
 
+TEST(ReplicaEnvTest, PythonOutputIsUnbufferedUnlessTheJobSaysOtherwise) {
+  EXPECT_EQ(BuildReplicaEnv(ReplicaEnvInput{})["PYTHONUNBUFFERED"], "1");
+  ReplicaEnvInput buffered;
+  buffered.launch_env = {{"PYTHONUNBUFFERED", ""}};  // Python buffers again
+  EXPECT_EQ(BuildReplicaEnv(buffered)["PYTHONUNBUFFERED"], "");
+}
+
 TEST(ReplicaEnvTest, TheAttemptDirHoldsTheRecorderStacksAndErrorFileUnlessThePoolSaysElse) {
   ReplicaEnvInput in;
   in.attempt_dir = "/w/j/chief-0/attempt-2";

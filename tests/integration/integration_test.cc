@@ -457,6 +457,34 @@ TEST_F(IntegrationTest, WorkersStillFinishingWhenTheChiefSucceedsEndOnTheirOwn) 
   EXPECT_EQ(settled->state, wire::JobState::SUCCEEDED);
 }
 
+// A script that prints as the tutorials do (print(), no flush) into its log file: its lines reach
+// `cohort logs` as they are printed (the agent sets PYTHONUNBUFFERED), not once 8 KiB have
+// gathered or the process has ended.
+TEST_F(IntegrationTest, APythonScriptsPrintsReachItsLogWhileItRuns) {
+  StartAgent("node-a", 0);
+  const std::string release = ReleaseFile("prints");
+  const std::string yaml =
+      "name: prints\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
+      "    process:\n      command: [/usr/bin/python3, -c, \"import os, time\\n"
+      "print('epoch 1/3 loss 0.5')\\nwhile not os.path.exists('" +
+      release + "'): time.sleep(0.05)\\n\", --marker=" + marker_ + "]\n";
+  auto client = cluster_->Client();
+  auto name = client.Submit(yaml);
+  ASSERT_TRUE(name.ok()) << name.status().ToString();
+  WaitForState("prints", {wire::JobState::RUNNING});
+  std::string seen;
+  const bool printed = ct::WaitUntil(
+      [&] {
+        seen = Cli({"logs", "prints"}).out;
+        return seen.find("epoch 1/3 loss 0.5") != std::string::npos;
+      },
+      10s, 200ms);
+  EXPECT_TRUE(printed) << "the script's line is not in its log while it runs: " << seen;
+  EXPECT_EQ(StateName(WaitForState("prints", {wire::JobState::RUNNING}).state), "RUNNING");
+  ct::WriteFile(release, "go\n");
+  EXPECT_EQ(StateName(WaitForState("prints", {wire::JobState::SUCCEEDED}).state), "SUCCEEDED");
+}
+
 TEST_F(IntegrationTest, CancelStopsEveryReplicaAndSubmitWaitExitsOne) {
   StartAgent("node-a", 0);
   const ProbeJob job = ChiefAndTwoWorkers("to_cancel", "sleep");
