@@ -427,24 +427,13 @@ TEST_F(IntegrationTest, WorkersStillFinishingWhenTheChiefSucceedsEndOnTheirOwn) 
       WaitForState("finishing", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}, 30s);
   ASSERT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
   auto client = cluster_->Client();
-  auto settled = client.WaitForJob(
-      "finishing",
-      [](const wire::JobInfoT& j) {
-        for (const auto& r : j.replicas) {
-          if (r->state == wire::ReplicaState::PENDING || r->state == wire::ReplicaState::STARTING ||
-              r->state == wire::ReplicaState::RUNNING)
-            return false;
-        }
-        return true;
-      },
-      SteadyClock::now() + 20s, 100ms);
-  ASSERT_TRUE(settled.ok()) << settled.status().ToString();
+  const wire::JobInfoT settled = ct::WaitForReplicasEnded(client, "finishing", 20s);
   std::string events;
-  for (const auto& e : settled->events) events += e->message + "\n";
+  for (const auto& e : settled.events) events += e->message + "\n";
   for (const std::string worker : {"worker-0", "worker-1"}) {
     SCOPED_TRACE(worker);
     const wire::ReplicaInfoT* r = nullptr;
-    for (const auto& each : settled->replicas) {
+    for (const auto& each : settled.replicas) {
       if (each->replica == worker) r = each.get();
     }
     ASSERT_NE(r, nullptr);
@@ -454,7 +443,7 @@ TEST_F(IntegrationTest, WorkersStillFinishingWhenTheChiefSucceedsEndOnTheirOwn) 
     EXPECT_NE(events.find(worker + " attempt 0 exited 0 after the job ended"), std::string::npos)
         << events;
   }
-  EXPECT_EQ(settled->state, wire::JobState::SUCCEEDED);
+  EXPECT_EQ(settled.state, wire::JobState::SUCCEEDED);
 }
 
 // A script that prints as the tutorials do (print(), no flush) into its log file: its lines reach

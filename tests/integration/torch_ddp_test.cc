@@ -351,19 +351,8 @@ class TorchDdpTest : public ::testing::Test {
     EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
     // Every rank ran the script to its end (none was stopped when the chief exited first:
     // scheduling.finish_grace).
-    auto settled = client.WaitForJob(
-        job_,
-        [](const wire::JobInfoT& j) {
-          for (const auto& r : j.replicas) {
-            if (r->state == wire::ReplicaState::PENDING ||
-                r->state == wire::ReplicaState::STARTING || r->state == wire::ReplicaState::RUNNING)
-              return false;
-          }
-          return true;
-        },
-        std::chrono::steady_clock::now() + 10s, 100ms);
-    ASSERT_TRUE(settled.ok()) << "replicas still reported running: " << settled.status().ToString();
-    for (const auto& r : settled->replicas) {
+    const wire::JobInfoT settled = ct::WaitForReplicasEnded(client, job_, 10s);
+    for (const auto& r : settled.replicas) {
       if (r->replica.rfind("reducer-", 0) == 0) continue;
       EXPECT_EQ(r->state, wire::ReplicaState::SUCCEEDED) << r->replica << ": " << r->message;
       EXPECT_EQ(r->exit_code, 0) << r->replica;

@@ -277,6 +277,24 @@ wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
   return last;
 }
 
+wire::JobInfoT WaitForReplicasEnded(CoordinatorClient& client, const std::string& job,
+                                    std::chrono::milliseconds timeout) {
+  wire::JobInfoT last;
+  WaitUntil(
+      [&] {
+        auto info = client.GetJob(job);
+        if (!info.ok()) return false;
+        last = std::move(*info);
+        return std::none_of(last.replicas.begin(), last.replicas.end(), [](const auto& r) {
+          return r->state == wire::ReplicaState::PENDING ||
+                 r->state == wire::ReplicaState::STARTING ||
+                 r->state == wire::ReplicaState::RUNNING;
+        });
+      },
+      timeout);
+  return last;
+}
+
 bool WaitForJobState(CoordinatorClient& client, const std::string& job, wire::JobState state,
                      std::chrono::milliseconds timeout) {
   return WaitUntil(

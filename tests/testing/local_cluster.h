@@ -141,6 +141,11 @@ class LocalCluster {
 wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
                              std::chrono::milliseconds timeout);
 
+// Polls `job` until every replica has ended (none PENDING, STARTING or RUNNING: after a job's end
+// its replicas' last reports may come later) or `timeout` passes; returns the last status read.
+wire::JobInfoT WaitForReplicasEnded(CoordinatorClient& client, const std::string& job,
+                                    std::chrono::milliseconds timeout);
+
 // Polls `job` until its state is `state` or `timeout` passes; true when it was.
 bool WaitForJobState(CoordinatorClient& client, const std::string& job, wire::JobState state,
                      std::chrono::milliseconds timeout);
