@@ -9,6 +9,7 @@
 #include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "agent/replica_env.h"
+#include "agent/stranded_checkpoints.h"
 #include "agent/torn_checkpoints.h"
 #include "common/flight_recorder.h"
 #include "common/logging.h"
@@ -135,26 +136,37 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   }
   // A first start begins from scratch; a restart resumes from the newest valid checkpoint, and
   // one that nothing else of its job runs beside first sets aside the checkpoints a crash left
-  // torn (agent/torn_checkpoints.h). That pass and lookup, the output dirs (on the job's output
-  // storage, an NFS export that may hang) and a container launcher's Prepare (an image unpack)
-  // may take minutes: they run, in that order, on a thread of their own, and StartPending()
-  // launches the attempt once they are done. A process launch with neither a lookup nor output
-  // dirs has nothing to wait for.
+  // torn (agent/torn_checkpoints.h), and says what an earlier attempt here saved in its own
+  // working directory (agent/stranded_checkpoints.h). Those passes and the lookup, the output
+  // dirs (on the job's output storage, an NFS export that may hang) and a container launcher's
+  // Prepare (an image unpack) may take minutes: they run, in that order, on a thread of their own,
+  // and StartPending() launches the attempt once they are done. A first process launch naming no
+  // output dirs has nothing to wait for.
   // Prepare gets Launch's request, its environment rendered with the restore point (a container
   // launcher writes it into the container's config).
   std::string restore_dir = a.attempt > 0 ? pending->plan.checkpoint_dir : "";
   request.env = BuildReplicaEnv(pending->plan.env);
-  if (restore_dir.empty() && !pending->plan.container && !NamesOutputDirs(request.env)) {
+  if (a.attempt == 0 && !pending->plan.container && !NamesOutputDirs(request.env)) {
     return FinishLaunch(a, *pending);
   }
   const std::string torn_dir = pending->plan.others_stopped ? restore_dir : "";
   pending->ready = std::async(std::launch::async, [launcher = pending->launcher, request,
-                                                   env = pending->plan.env, restore_dir, torn_dir] {
+                                                   env = pending->plan.env, restore_dir, torn_dir,
+                                                   work_dir = config_.work_dir] {
     PreparedLaunch ready;
     TornCheckpoints torn = SetAsideTornCheckpoints(torn_dir, request.attempt, request.run_as);
     ready.start_note = TornCheckpointsSummary(torn);
     ready.restore = FindRestoreCheckpoint(restore_dir);
     ready.restore.notes.insert(ready.restore.notes.begin(), torn.notes.begin(), torn.notes.end());
+    // What the script saved where only that attempt looks (agent/stranded_checkpoints.h).
+    if (request.attempt > 0) {
+      std::string stranded =
+          StrandedCheckpointsNote(work_dir, request.job, request.replica, request.attempt);
+      if (!stranded.empty()) {
+        ready.restore.notes.push_back(stranded);
+        ready.start_note += (ready.start_note.empty() ? "" : "; ") + stranded;
+      }
+    }
     ReplicaEnvInput restored = env;
     restored.restore_checkpoint = ready.restore.checkpoint;
     ready.env = BuildReplicaEnv(restored);

@@ -474,6 +474,36 @@ TEST_F(IntegrationTest, APythonScriptsPrintsReachItsLogWhileItRuns) {
   EXPECT_EQ(StateName(WaitForState("prints", {wire::JobState::SUCCEEDED}).state), "SUCCEEDED");
 }
 
+// A script that saves its snapshot into a relative path (the torchrun fault-tolerance tutorial's
+// torch.save(state, "snapshot.pt")) and is killed: its restart on the same node starts in a new
+// working directory, and the attempt's log and the job's events say where the snapshot was left.
+TEST_F(IntegrationTest, ARestartSaysWhatTheLastAttemptSavedInItsWorkingDirectory) {
+  StartAgent("node-a", 0);
+  const std::string yaml =
+      "name: relative\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
+      "    process:\n      command: [/bin/sh, -c, 'if [ \"$COHORT_RESTART_COUNT\" = 0 ]; then "
+      "printf \"PK\\003\\004\" > snapshot.pt; kill -9 $$; fi; ls snapshot.pt || echo no "
+      "snapshot here', --marker=" +
+      marker_ + "]\nscheduling: {max_restarts: 1}\n";
+  auto client = cluster_->Client();
+  auto name = client.Submit(yaml);
+  ASSERT_TRUE(name.ok()) << name.status().ToString();
+  wire::JobInfoT done =
+      WaitForState("relative", {wire::JobState::SUCCEEDED, wire::JobState::FAILED}, 30s);
+  ASSERT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
+  std::string events;
+  for (const auto& e : done.events) events += e->message + "\n";
+  EXPECT_NE(events.find("chief-0 attempt 1: attempt 0 saved snapshot.pt in its working directory "
+                        "("),
+            std::string::npos)
+      << events;
+  const std::string log = Cli({"logs", "relative"}).out;
+  EXPECT_NE(log.find("no snapshot here"), std::string::npos) << log;
+  EXPECT_NE(log.find("cohort-agent: attempt 0 saved snapshot.pt in its working directory"),
+            std::string::npos)
+      << log;
+}
+
 TEST_F(IntegrationTest, CancelStopsEveryReplicaAndSubmitWaitExitsOne) {
   StartAgent("node-a", 0);
   const ProbeJob job = ChiefAndTwoWorkers("to_cancel", "sleep");
