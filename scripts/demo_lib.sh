@@ -202,6 +202,22 @@ job_field() {  # job_field JOB KEY: a top-level field of `cohort status --json`
     python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])" 2>/dev/null || true
 }
 
+# wait_replicas_ended JOB TIMEOUT_S: until no replica of JOB is PENDING, STARTING or RUNNING (after
+# the chief's exit 0 the others have the job's finish_grace to end on their own); 1 after TIMEOUT_S.
+wait_replicas_ended() {
+  local job=$1 deadline=$((SECONDS + $2))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if cohort status "$job" --json 2>/dev/null | python3 -c '
+import json, sys
+states = [r["state"] for r in json.load(sys.stdin)["replicas"]]
+sys.exit(any(s in ("PENDING", "STARTING", "RUNNING") for s in states))'; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  return 1
+}
+
 # follow_job JOB TIMEOUT_S [HOOK]: `cohort watch JOB` until the job ends, calling HOOK (a shell
 # function) every half second meanwhile; cancels the job and fails the demo after TIMEOUT_S, or
 # when a daemon dies.
