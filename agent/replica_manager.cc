@@ -136,7 +136,7 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   }
   // A first start begins from scratch; a restart resumes from the newest valid checkpoint, and
   // one that nothing else of its job runs beside first sets aside the checkpoints a crash left
-  // torn (agent/torn_checkpoints.h), and says what an earlier attempt here saved in its own
+  // torn (agent/torn_checkpoints.h), and says what an earlier attempt here left in its own
   // working directory (agent/stranded_checkpoints.h). Those passes and the lookup, the output
   // dirs (on the job's output storage, an NFS export that may hang) and a container launcher's
   // Prepare (an image unpack) may take minutes: they run, in that order, on a thread of their own,
@@ -158,7 +158,7 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
     ready.start_note = TornCheckpointsSummary(torn);
     ready.restore = FindRestoreCheckpoint(restore_dir);
     ready.restore.notes.insert(ready.restore.notes.begin(), torn.notes.begin(), torn.notes.end());
-    // What the script saved where only that attempt looks (agent/stranded_checkpoints.h).
+    // What the script left where only that attempt looks (agent/stranded_checkpoints.h).
     if (request.attempt > 0) {
       std::string stranded =
           StrandedCheckpointsNote(work_dir, request.job, request.replica, request.attempt);

@@ -22,7 +22,7 @@ std::string StrandedCheckpointsNote(const std::string& work_dir, const std::stri
     std::string listed;
     for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i == 0 ? "" : ", ") + names[i];
     if (names.size() > 3) listed += " and " + std::to_string(names.size() - 3) + " more";
-    return "attempt " + std::to_string(earlier) + " saved " + listed +
+    return "attempt " + std::to_string(earlier) + " left " + listed +
            " in its working directory (" + dir +
            "), and each attempt starts in a new one: a script resumes from what it saves under "
            "$AIP_CHECKPOINT_DIR";

@@ -1,4 +1,4 @@
-// Checkpoints a script saved into its own working directory, which its next attempt will not see.
+// Checkpoints a script left in its own working directory, which its next attempt will not see.
 //
 // Why: every attempt of a replica starts in a working directory of its own
 // (<work_dir>/<job>/<replica>/attempt-<K>, agent/replica_env.h), on whatever node it is placed. A
@@ -19,7 +19,7 @@
 
 namespace cohort::agent {
 
-// For attempt `attempt` (>= 1) of `job`/`replica`: "attempt 0 saved snapshot.pt in its working
+// For attempt `attempt` (>= 1) of `job`/`replica`: "attempt 0 left snapshot.pt in its working
 // directory (DIR), and each attempt starts in a new one: a script resumes from what it saves under
 // $AIP_CHECKPOINT_DIR", at most three names given; "" when no earlier attempt's working directory
 // is on this node or it holds no checkpoint.

@@ -49,11 +49,11 @@ TEST_F(StrandedCheckpointsTest, NamesWhatTheLastAttemptHereSavedInItsWorkingDire
   Write(0, "flight-recorder", std::string(4096, '\0'));
   Write(0, "stacks/stack-1.txt", "Thread 0x1\n");
   Write(0, "torchelastic-error.json", "{}");
-  EXPECT_EQ(Note(1), "attempt 0 saved snapshot.pt in its working directory (" + Attempt(0) +
+  EXPECT_EQ(Note(1), "attempt 0 left snapshot.pt in its working directory (" + Attempt(0) +
                          "), and each attempt starts in a new one: a script resumes from what it "
                          "saves under $AIP_CHECKPOINT_DIR");
   // Attempt 1 ran elsewhere: attempt 2 here still finds attempt 0's.
-  EXPECT_NE(Note(2).find("attempt 0 saved snapshot.pt"), std::string::npos) << Note(2);
+  EXPECT_NE(Note(2).find("attempt 0 left snapshot.pt"), std::string::npos) << Note(2);
   // Attempt 1 ran here and saved nothing of its own: the newest folder here decides.
   fs::create_directories(Attempt(1));
   EXPECT_EQ(Note(2), "");
@@ -64,7 +64,7 @@ TEST_F(StrandedCheckpointsTest, NamesAtMostThreeAndCountsTheRest) {
     Write(0, "ckpt/epoch_" + std::to_string(epoch) + ".pt", ct::Zip("archive/data.pkl", "x"));
   }
   const std::string note = Note(1);
-  EXPECT_NE(note.find("attempt 0 saved ckpt/epoch_"), std::string::npos) << note;
+  EXPECT_NE(note.find("attempt 0 left ckpt/epoch_"), std::string::npos) << note;
   EXPECT_NE(note.find(" and 2 more in its working directory"), std::string::npos) << note;
 }
 

@@ -493,13 +493,13 @@ TEST_F(IntegrationTest, ARestartSaysWhatTheLastAttemptSavedInItsWorkingDirectory
   ASSERT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
   std::string events;
   for (const auto& e : done.events) events += e->message + "\n";
-  EXPECT_NE(events.find("chief-0 attempt 1: attempt 0 saved snapshot.pt in its working directory "
+  EXPECT_NE(events.find("chief-0 attempt 1: attempt 0 left snapshot.pt in its working directory "
                         "("),
             std::string::npos)
       << events;
   const std::string log = Cli({"logs", "relative"}).out;
   EXPECT_NE(log.find("no snapshot here"), std::string::npos) << log;
-  EXPECT_NE(log.find("cohort-agent: attempt 0 saved snapshot.pt in its working directory"),
+  EXPECT_NE(log.find("cohort-agent: attempt 0 left snapshot.pt in its working directory"),
             std::string::npos)
       << log;
 }
