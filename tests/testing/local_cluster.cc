@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 
 #include "agent/cgroup.h"
@@ -262,37 +263,42 @@ std::string LocalCluster::WaitForNoReplicaProcesses(std::chrono::milliseconds ti
   return out;
 }
 
-wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
-                             std::chrono::milliseconds timeout) {
+namespace {
+
+// Polls `job` until `done` holds for its status or `timeout` passes; returns the last status read.
+wire::JobInfoT PollJob(CoordinatorClient& client, const std::string& job,
+                       std::chrono::milliseconds timeout,
+                       const std::function<bool(const wire::JobInfoT&)>& done) {
   wire::JobInfoT last;
   WaitUntil(
       [&] {
         auto info = client.GetJob(job);
         if (!info.ok()) return false;
         last = std::move(*info);
-        return last.state == wire::JobState::SUCCEEDED || last.state == wire::JobState::FAILED ||
-               last.state == wire::JobState::CANCELLED;
+        return done(last);
       },
       timeout);
   return last;
 }
 
+}  // namespace
+
+wire::JobInfoT WaitForJobEnd(CoordinatorClient& client, const std::string& job,
+                             std::chrono::milliseconds timeout) {
+  return PollJob(client, job, timeout, [](const wire::JobInfoT& j) {
+    return j.state == wire::JobState::SUCCEEDED || j.state == wire::JobState::FAILED ||
+           j.state == wire::JobState::CANCELLED;
+  });
+}
+
 wire::JobInfoT WaitForReplicasEnded(CoordinatorClient& client, const std::string& job,
                                     std::chrono::milliseconds timeout) {
-  wire::JobInfoT last;
-  WaitUntil(
-      [&] {
-        auto info = client.GetJob(job);
-        if (!info.ok()) return false;
-        last = std::move(*info);
-        return std::none_of(last.replicas.begin(), last.replicas.end(), [](const auto& r) {
-          return r->state == wire::ReplicaState::PENDING ||
-                 r->state == wire::ReplicaState::STARTING ||
-                 r->state == wire::ReplicaState::RUNNING;
-        });
-      },
-      timeout);
-  return last;
+  return PollJob(client, job, timeout, [](const wire::JobInfoT& j) {
+    return std::none_of(j.replicas.begin(), j.replicas.end(), [](const auto& r) {
+      return r->state == wire::ReplicaState::PENDING || r->state == wire::ReplicaState::STARTING ||
+             r->state == wire::ReplicaState::RUNNING;
+    });
+  });
 }
 
 bool WaitForJobState(CoordinatorClient& client, const std::string& job, wire::JobState state,
