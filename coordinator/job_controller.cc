@@ -89,6 +89,16 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
 }
 
 void JobController::Cancel(JobRecord& job, const std::string& reason, int64_t now_ms) {
+  if (job.state == JobState::SUCCEEDED) {
+    bool stopped = false;
+    for (auto& r : job.replicas) {
+      if (!HoldsResources(r) || r.stop_requested) continue;
+      SendStop(job, r, "the job ended (SUCCEEDED); " + reason);
+      stopped = true;
+    }
+    if (stopped) AddEvent(job, reason + ": the replicas still running are stopped", now_ms);
+    return;
+  }
   if (job.finished() || job.state == JobState::CANCELLING) return;
   job.state = JobState::CANCELLING;
   job.message = reason;

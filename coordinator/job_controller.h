@@ -145,6 +145,9 @@ class JobController {
   // ---- events
   // A new job, QUEUED. The name must be free (callers check with FindJob).
   JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
+  // CANCELLING, then CANCELLED once nothing of it holds resources. A SUCCEEDED job whose ranks
+  // are still finishing (scheduling.finish_grace) stays SUCCEEDED; they are stopped now. Any
+  // other finished job: nothing.
   void Cancel(JobRecord& job, const std::string& reason, int64_t now_ms);
   // The agent running `r`'s current attempt reported a state (never backwards; a final state
   // ends the attempt). `cause_signal`: ReplicaRecord::cause_signal of a failure. A RUNNING report

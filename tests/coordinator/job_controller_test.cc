@@ -715,6 +715,26 @@ TEST_F(JobControllerTest, TheChiefsSuccessLeavesRunningWorkersTheFinishGrace) {
   EXPECT_TRUE(jobs_.EndedHolding().empty());
 }
 
+TEST_F(JobControllerTest, ACancelStopsTheRanksStillFinishingAndTheJobStaysSucceeded) {
+  JobRecord& job = Start("hurry", 2, false, 3, {"a", "b", "c"});
+  Report(job, "worker-0", ReplicaState::SUCCEEDED, 0);
+  Report(job, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_TRUE(StopsSent().empty());
+  jobs_.Cancel(job, "cancel requested by alice", now_);
+  std::vector<StopCommand> stops = jobs_.TakeCommands().stop;
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].replica, "worker-1");
+  EXPECT_EQ(stops[0].reason, "the job ended (SUCCEEDED); cancel requested by alice");
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(job.message, "the chief exited 0");
+  EXPECT_EQ(LastEventOpening(job, "cancel"),
+            "cancel requested by alice: the replicas still running are stopped");
+  jobs_.Cancel(job, "cancel requested by alice", now_);
+  EXPECT_TRUE(StopsSent().empty()) << "asked once";
+  Report(job, "worker-1", ReplicaState::STOPPED, 143, 15);
+  EXPECT_FALSE(JobController::AnyHolding(job));
+}
+
 TEST_F(JobControllerTest, WithNoFinishGraceTheChiefsSuccessStopsEveryOtherReplicaAtOnce) {
   JobRecord& job = Start("prompt", 2, false, 3, {"a", "b", "c"}, ", finish_grace: 0s");
   Report(job, "chief-0", ReplicaState::SUCCEEDED, 0);
