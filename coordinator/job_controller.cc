@@ -90,13 +90,9 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
 
 void JobController::Cancel(JobRecord& job, const std::string& reason, int64_t now_ms) {
   if (job.state == JobState::SUCCEEDED) {
-    bool stopped = false;
-    for (auto& r : job.replicas) {
-      if (!HoldsResources(r) || r.stop_requested) continue;
-      SendStop(job, r, "the job ended (SUCCEEDED); " + reason);
-      stopped = true;
+    if (StopReplicas(job, "the job ended (SUCCEEDED); " + reason, now_ms, AskedToStop) > 0) {
+      AddEvent(job, reason + ": the replicas still running are stopped", now_ms);
     }
-    if (stopped) AddEvent(job, reason + ": the replicas still running are stopped", now_ms);
     return;
   }
   if (job.finished() || job.state == JobState::CANCELLING) return;
@@ -386,17 +382,22 @@ const std::vector<std::string>& JobController::PreemptedFor(const JobRecord& job
   return it == preempted_for_.end() ? kNone : it->second;
 }
 
-void JobController::StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms) {
+int JobController::StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms,
+                                const std::function<bool(const ReplicaRecord&)>& spare) {
+  int stopped = 0;
   for (auto& r : job.replicas) {
+    if (IsFinal(r.state) || (spare && spare(r))) continue;
     if (HoldsResources(r)) {
       SendStop(job, r, reason);
-    } else if (!IsFinal(r.state)) {
+    } else {
       // Never placed: nothing runs.
       SetReplicaState(r, ReplicaState::STOPPED, "not started: " + reason, now_ms);
       r.stop_requested = true;
     }
+    ++stopped;
   }
-  MarkDirty(job);
+  if (stopped > 0) MarkDirty(job);  // nothing changed otherwise (SettleSucceeded: every second)
+  return stopped;
 }
 
 void JobController::SendStop(JobRecord& job, ReplicaRecord& r, const std::string& reason) {
@@ -433,30 +434,25 @@ bool JobController::Finishing(const ReplicaRecord& r) {
 
 void JobController::SettleSucceeded(JobRecord& job, int64_t now_ms) {
   if (job.state != JobState::SUCCEEDED) return;
-  const int64_t grace = job.spec.scheduling.finish_grace.count();
-  const bool grace_over = now_ms - job.end_time_ms >= grace;
-  const bool wait_for_workers =
-      !grace_over && std::any_of(job.replicas.begin(), job.replicas.end(), Finishing);
   const std::string ended = "the job ended (SUCCEEDED)";
-  for (auto& r : job.replicas) {
-    if (IsFinal(r.state) || r.stop_requested) continue;
-    // Workers finish their last steps; the servers (parameter servers, reducers, evaluators)
-    // stay while the workers may still need them.
-    if (wait_for_workers && (Finishing(r) || (r.role != Role::kChief && r.role != Role::kWorker)))
-      continue;
-    if (!HoldsResources(r)) {  // never placed: nothing runs
-      SetReplicaState(r, ReplicaState::STOPPED, "not started: " + ended, now_ms);
-      r.stop_requested = true;
-      MarkDirty(job);
-    } else if (Finishing(r) && grace > 0) {
-      AddEvent(job,
-               r.name + " still running " + FormatDuration(grace) + " after the job ended: stopped",
-               now_ms);
-      SendStop(job, r, ended + "; still running " + FormatDuration(grace) + " after it");
-    } else {
-      SendStop(job, r, ended);
-    }
+  const int64_t grace = job.spec.scheduling.finish_grace.count();
+  if (std::any_of(job.replicas.begin(), job.replicas.end(), Finishing) &&
+      now_ms - job.end_time_ms < grace) {
+    // The workers finish their last steps, and the servers (parameter servers, reducers,
+    // evaluators) stay while the workers may still need them: only what does not run yet stops.
+    StopReplicas(job, ended, now_ms, [](const ReplicaRecord& r) {
+      return AskedToStop(r) || Finishing(r) || (r.role != Role::kChief && r.role != Role::kWorker);
+    });
+    return;
   }
+  for (auto& r : job.replicas) {
+    if (!Finishing(r) || grace == 0) continue;
+    AddEvent(job,
+             r.name + " still running " + FormatDuration(grace) + " after the job ended: stopped",
+             now_ms);
+    SendStop(job, r, ended + "; still running " + FormatDuration(grace) + " after it");
+  }
+  StopReplicas(job, ended, now_ms, AskedToStop);
 }
 
 void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {

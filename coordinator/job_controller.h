@@ -291,7 +291,11 @@ class JobController {
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void RestartJob(JobRecord& job, int64_t now_ms);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);
-  void StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms);
+  // Stops every replica of `job` not ended and not `spare`d: sends the stop of those placed, marks
+  // those never placed STOPPED. Returns how many.
+  int StopReplicas(JobRecord& job, const std::string& reason, int64_t now_ms,
+                   const std::function<bool(const ReplicaRecord&)>& spare = nullptr);
+  static bool AskedToStop(const ReplicaRecord& r) { return r.stop_requested; }
   // A chief or worker replica running, not asked to stop: one a SUCCEEDED job waits for.
   static bool Finishing(const ReplicaRecord& r);
   // A SUCCEEDED job (see "States"): stops what need not wait any longer. Its finishing replicas

@@ -17,8 +17,7 @@ void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now
     // A replica the chief's success left running ended on its own (see SettleSucceeded).
     if (job.state == JobState::SUCCEEDED && !r.stop_requested) {
       AddEvent(job,
-               r.name + " attempt " + std::to_string(r.attempt) + " " +
-                   (r.state == ReplicaState::SUCCEEDED ? "exited 0" : DescribeEnd(r)) +
+               r.name + " attempt " + std::to_string(r.attempt) + " " + DescribeEnd(r) +
                    " after the job ended",
                now_ms);
       SettleSucceeded(job, now_ms);

@@ -123,8 +123,7 @@ std::string DescribeEnd(const ReplicaRecord& r) {
   std::string what;
   switch (r.state) {
     case ReplicaState::SUCCEEDED:
-      what = "exited 0";
-      break;
+      return "exited 0";  // its agent's message says no more ("exited with code 0")
     case ReplicaState::FAILED:
       what = DescribeFailedExit(r);
       break;

@@ -189,7 +189,7 @@ bool IsRetryable(const ReplicaRecord& r);
 std::string DescribeFailedExit(const ReplicaRecord& r);
 // How a replica ended, then the agent's message in parentheses: "exited with code 1 (log:
 // ValueError: ...)", "was killed by signal 9 (SIGKILL)", "was preempted", "was lost with its
-// node", ...
+// node", ...; "exited 0" alone for a success.
 std::string DescribeEnd(const ReplicaRecord& r);
 // "0s", "90s", "2m", "1500ms": the largest whole unit.
 std::string FormatDuration(int64_t ms);

@@ -1,10 +1,9 @@
-// StrandedCheckpointsNote on real attempt folders in a temporary work dir: what a script saved into
+// StrandedCheckpointsNote on real attempt folders in a temporary work dir: what a script left in
 // an earlier attempt's working directory on this node (the newest such folder) is named, Cohort's
 // own files there are not, and a node that ran no earlier attempt says nothing.
 #include "agent/stranded_checkpoints.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 
 #include "agent/replica_env.h"
 #include "tests/testing/checkpoint_bytes.h"
+#include "tests/testing/temp_dir_test.h"
 
 namespace cohort::agent {
 namespace {
@@ -19,17 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 namespace ct = cohort::testing;
 
-class StrandedCheckpointsTest : public ::testing::Test {
+class StrandedCheckpointsTest : public ct::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "cohort-stranded-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    work_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(work_); }
-
   std::string Attempt(int attempt) const {
-    return AttemptWorkingDir(work_.string(), "job", "chief-0", attempt);
+    return AttemptWorkingDir(dir_, "job", "chief-0", attempt);
   }
   void Write(int attempt, const std::string& rel, const std::string& bytes) {
     fs::path p = fs::path(Attempt(attempt)) / rel;
@@ -37,10 +30,8 @@ class StrandedCheckpointsTest : public ::testing::Test {
     std::ofstream(p, std::ios::binary) << bytes;
   }
   std::string Note(int attempt) const {
-    return StrandedCheckpointsNote(work_.string(), "job", "chief-0", attempt);
+    return StrandedCheckpointsNote(dir_, "job", "chief-0", attempt);
   }
-
-  fs::path work_;
 };
 
 TEST_F(StrandedCheckpointsTest, NamesWhatTheLastAttemptHereSavedInItsWorkingDirectory) {

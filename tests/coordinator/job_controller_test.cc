@@ -693,8 +693,10 @@ TEST_F(JobControllerTest, TheChiefsSuccessLeavesRunningWorkersTheFinishGrace) {
   EXPECT_EQ(LastEventOpening(job, "worker-0"), "worker-0 attempt 0 exited 0 after the job ended");
   EXPECT_TRUE(StopsSent().empty());
   Advance(27'999);  // 29.999 s after the chief
+  jobs_.TakeDirty();
   jobs_.CheckTimeouts(now_, true);
   EXPECT_TRUE(StopsSent().empty());
+  EXPECT_TRUE(jobs_.TakeDirty().empty()) << "waiting changes nothing to store";
 
   Advance(1);
   jobs_.CheckTimeouts(now_, true);
