@@ -6,6 +6,7 @@
 
 #include "agent/replica_env.h"
 #include "agent/stack_dump.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 #include "common/wire_string.h"
@@ -177,7 +178,9 @@ void Agent::CarryOnPreemption() {
 // ---- messages from the coordinator --------------------------------------------------------
 
 void Agent::HandleMessage(const Message& message) {
-  session_.Heard();
+  const StatusCode code =
+      message.type() == wire::Body::ErrorReply ? message.ErrorStatus().code() : StatusCode::kOk;
+  session_.Heard(code == StatusCode::kPermissionDenied || code == StatusCode::kUnauthenticated);
   uint64_t id = message.request_id();
   switch (message.type()) {
     case wire::Body::RegisterAgentReply: {
@@ -378,6 +381,7 @@ void Agent::SendUpdate(Attempt& a) {
 
 void Agent::RunTimers() {
   replicas_.SweepOldAttempts();
+  if (session_.FenceDue()) Fence();
   if (session_.RegisterDue()) session_.Register(replicas_.Unacknowledged());
   if (!session_.registered()) return;
   if (session_.HeartbeatDue()) session_.SendHeartbeat(preempting_, replicas_.SampleProgress());
@@ -388,6 +392,18 @@ void Agent::RunTimers() {
   }
   // Requests nobody answered are waited for only so long.
   outbox_.ForgetOlderThan(std::chrono::minutes(1));
+}
+
+void Agent::Fence() {
+  const std::string reason = "fenced: no word from the coordinator for its --fence-after (" +
+                             FormatDuration(session_.fence_after()) +
+                             "); it may have declared this node lost and started the replica "
+                             "elsewhere";
+  const int stopped = replicas_.StopAll(StopCause::kFence, reason, session_.fence_grace());
+  if (stopped > 0) {
+    spdlog::warn("{}: stopping {} replica(s), grace period {}", reason, stopped,
+                 FormatDuration(session_.fence_grace()));
+  }
 }
 
 void Agent::ShipLogsAndMetrics() {

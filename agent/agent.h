@@ -183,6 +183,8 @@ class Agent {
   void SendUpdate(Attempt& a);
 
   void RunTimers();
+  // The coordinator has been silent past its --fence-after: stops every replica here.
+  void Fence();
   void ShipLogsAndMetrics();
   void CarryOnPreemption();
   void PublishSnapshot();

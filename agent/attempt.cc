@@ -75,6 +75,7 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
   switch (stop) {
     case StopCause::kCoordinator:
     case StopCause::kReplaced:
+    case StopCause::kFence:
       change.state = wire::ReplicaState::STOPPED;
       break;
     case StopCause::kPreemption:

@@ -32,7 +32,10 @@ namespace cohort::agent {
 // "<job>\n<replica>\n<attempt>": names an attempt among the agent's, and its outbox streams.
 std::string AttemptKey(const std::string& job, const std::string& replica, int attempt);
 
-enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced };
+// Why an attempt is stopped: the coordinator asked, the agent shuts down (PREEMPTED), a newer
+// attempt of the replica replaces it, or the coordinator fell silent past its --fence-after
+// (agent/coordinator_session.h). All but preemption end it STOPPED.
+enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced, kFence };
 
 // What a launch's step off the agent loop found: the checkpoint a restart restores from, what
 // it set aside, and how the launcher's Prepare went (an image unpack; agent/launcher.h).

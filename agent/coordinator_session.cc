@@ -18,9 +18,15 @@ CoordinatorSession::CoordinatorSession(const AgentConfig& config, Clock& clock, 
       storage_(config.output_root, config.storage_check_interval, config.storage_check_hung_after) {
   next_register_ = Now();
   last_heard_ = Now();
+  last_accepted_ = last_heard_;
 }
 
-void CoordinatorSession::Heard() { last_heard_ = Now(); }
+void CoordinatorSession::Heard(bool refused) {
+  last_heard_ = Now();
+  if (refused) return;
+  last_accepted_ = last_heard_;
+  fenced_ = false;
+}
 
 std::optional<std::map<std::string, uint64_t>> CoordinatorSession::OnRegistered(
     uint64_t id, const wire::RegisterAgentReply& reply) {
@@ -30,6 +36,8 @@ std::optional<std::map<std::string, uint64_t>> CoordinatorSession::OnRegistered(
     heartbeat_interval_ = milliseconds(reply.heartbeat_interval_ms());
   }
   storage_.SetCoordinatorRoot(Str(reply.output_root()));
+  fence_after_ = milliseconds(std::max<int64_t>(0, reply.fence_after_ms()));
+  fence_grace_ = milliseconds(std::max<int64_t>(0, reply.fence_grace_ms()));
   std::map<std::string, uint64_t> acked = std::move(it->second);
   register_requests_.clear();
   if (!registered_) spdlog::info("registered with the coordinator at {}", config_.coordinator);
@@ -73,6 +81,12 @@ bool CoordinatorSession::RegisterDue() {
     }
   }
   return !registered_ && now >= next_register_;
+}
+
+bool CoordinatorSession::FenceDue() {
+  if (fence_after_.count() <= 0 || fenced_ || Now() - last_accepted_ < fence_after_) return false;
+  fenced_ = true;
+  return true;
 }
 
 void CoordinatorSession::Register(ReplicaReport replicas) {

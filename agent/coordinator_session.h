@@ -12,6 +12,11 @@
 //    until then), sent through the Outbox as its heartbeat stream.
 //  - Storage: both carry what the StorageCheck last found at the output root the
 //    RegisterAgentReply names (agent/storage_check.h).
+//  - Fencing: the RegisterAgentReply hands the coordinator's --fence-after and stop grace. Once
+//    the coordinator has said nothing for that long (refusals of this node's word do not count),
+//    FenceDue() is true, once per silence: the
+//    coordinator may have declared this node lost and placed its replicas elsewhere, so the agent
+//    stops them (coordinator/job_controller.h, "Fencing"). 0: never.
 //
 // Time: every timer reads the injected Clock.
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive
@@ -60,8 +65,10 @@ class CoordinatorSession {
   // By "<job>/<replica>".
   const std::map<std::string, CollectiveLateness>& collective_lateness() const { return lateness_; }
 
-  // Any message from the coordinator: it is alive now.
-  void Heard();
+  // Any message from the coordinator: it is alive now. `refused`: it refused this node's word
+  // (PERMISSION_DENIED or UNAUTHENTICATED: its key was removed, say), which does not hold off the
+  // fence, since the coordinator may have declared this node lost for it.
+  void Heard(bool refused = false);
   // A RegisterAgentReply to request `id`. Returns the versions that registration carried (now
   // acknowledged), by attempt key; nullopt for a late duplicate, which changes nothing. Whatever
   // was in flight before may be lost: the caller resets the outbox.
@@ -80,6 +87,11 @@ class CoordinatorSession {
   // Registered but silent past the coordinator timeout: registers again. Then true when a
   // RegisterAgent is due (not registered, and the backoff has passed).
   bool RegisterDue();
+  // True once per silence of the coordinator longer than its --fence-after (see the header
+  // comment); the replicas are then stopped with fence_grace().
+  bool FenceDue();
+  milliseconds fence_after() const { return fence_after_; }
+  milliseconds fence_grace() const { return fence_grace_; }
   // Sends RegisterAgent with `replicas` and backs off before the next one.
   void Register(ReplicaReport replicas);
   bool HeartbeatDue() const { return Now() >= next_heartbeat_; }
@@ -104,6 +116,10 @@ class CoordinatorSession {
   milliseconds next_heartbeat_{0};
   milliseconds last_heard_{0};
   milliseconds heartbeat_interval_;
+  milliseconds last_accepted_{0};  // like last_heard_, but not reset by refusals
+  milliseconds fence_after_{0};    // 0: no fencing
+  milliseconds fence_grace_{0};
+  bool fenced_ = false;  // FenceDue() fired in this silence
   StorageCheck storage_;
 };
 

@@ -50,7 +50,7 @@ class AgentService {
   // `stop_grace_ms`: the grace of the stops it sends. `run_studies`: submits and cancels the jobs
   // the studies ask for (after a measurement arrives).
   AgentService(JobController& jobs, NodeRegistry& nodes, StudyController& studies, LogStore& logs,
-               Outbox& outbox, int stop_grace_ms, bool bind_identity,
+               Outbox& outbox, int stop_grace_ms, int64_t fence_after_ms, bool bind_identity,
                std::function<void()> run_studies)
       : jobs_(jobs),
         nodes_(nodes),
@@ -58,6 +58,7 @@ class AgentService {
         logs_(logs),
         outbox_(outbox),
         stop_grace_ms_(stop_grace_ms),
+        fence_after_ms_(fence_after_ms),
         bind_identity_(bind_identity),
         run_studies_(std::move(run_studies)) {}
 
@@ -97,6 +98,7 @@ class AgentService {
   Watchdog* watchdog_ = nullptr;
   Outbox& outbox_;
   int stop_grace_ms_;
+  int64_t fence_after_ms_;  // handed to agents at registration (0: no fencing)
   bool bind_identity_;
   std::function<void()> run_studies_;
   RateLimitedLog refusals_{spdlog::level::warn, "refused agent messages", 10,

@@ -14,13 +14,16 @@ namespace {
 
 constexpr int64_t kPeriodicMs = 1000;
 
-JobControllerOptions ControllerOptions(const CoordinatorOptions& options,
-                                       const NodeRegistry& nodes) {
+JobControllerOptions ControllerOptions(const CoordinatorOptions& options, const NodeRegistry& nodes,
+                                       int64_t started_ms) {
   JobControllerOptions o;
   o.default_output_base = DefaultJobOutputBase(options);
   o.checked_output_root = options.output_root;
   o.heartbeat_timeout_ms = options.heartbeat_timeout.count();
   o.heartbeat_interval_ms = nodes.heartbeat_interval_ms();
+  o.fence_after_ms = options.fence_after.count();
+  o.stop_grace_ms = options.stop_grace.count();
+  o.started_ms = started_ms;
   return o;
 }
 
@@ -53,7 +56,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       storage_(options_.output_root),
       scheduler_(SchedulerOptions{options_.starvation_limit.count()}),
       nodes_(options_.heartbeat_timeout.count()),
-      jobs_(ControllerOptions(options_, nodes_), &nodes_),
+      jobs_(ControllerOptions(options_, nodes_, clock->NowMs()), &nodes_),
       studies_(DefaultStudyOutputBase(options_)),
       client_service_(
           jobs_, nodes_, studies_, logs_, outbox_,
@@ -65,8 +68,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       admin_service_(jobs_, nodes_, studies_, client_service_, outbox_,
                      Permissions(options_.admins), [this] { study_runner_.Run(clock_->NowMs()); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
-                     static_cast<int>(options_.stop_grace.count()), !options_.insecure,
-                     [this] { study_runner_.Run(clock_->NowMs()); }) {
+                     static_cast<int>(options_.stop_grace.count()), options_.fence_after.count(),
+                     !options_.insecure, [this] { study_runner_.Run(clock_->NowMs()); }) {
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
   nodes_.SetStorageProbe(&storage_);
@@ -250,7 +253,8 @@ void Coordinator::Tick() {
   if (now < store_retry_at_ms_) return;
   if (std::exchange(redo_after_rollback_, false)) RedoAfterRollBack(now);
   for (const auto& [node_id, why] : nodes_.CheckLost(now)) {
-    jobs_.NodeLost(node_id, why, now, nodes_.Find(node_id)->silent_since_ms());
+    const NodeRecord& node = *nodes_.Find(node_id);
+    jobs_.NodeLost(node_id, why, now, node.silent_since_ms(), node.last_contact_ms());
   }
   // Keys are re-checked every half heartbeat interval, so that with the pass it waits for (at
   // most the poll timeout) a removed key ends its session within one interval.
@@ -292,6 +296,7 @@ void Coordinator::RunWatchdog(int64_t now) {
       const NodeRecord* node = r == nullptr ? nullptr : nodes_.FindReady(r->node_id);
       if (node == nullptr) continue;
       agent_service_.SendDumpStacks(node->peer, job->name, r->name, r->attempt, hang.message);
+      nodes_.NoteSent(node->node_id, now);
     }
     jobs_.Hang(*job, hang.stuck, hang.message, now);
   }
@@ -313,10 +318,12 @@ void Coordinator::ExecuteCommands() {
   while (true) {
     ControllerCommands commands = jobs_.TakeCommands();
     if (commands.launch.empty() && commands.stop.empty() && commands.ended.empty()) return;
+    const int64_t now = clock_->NowMs();
     for (const StopCommand& stop : commands.stop) {
       // A node that is not ready is told when it registers again (reconciliation).
       if (const NodeRecord* node = nodes_.FindReady(stop.node_id)) {
         agent_service_.SendStop(node->peer, stop.job, stop.replica, stop.attempt, stop.reason);
+        nodes_.NoteSent(stop.node_id, now);
       }
     }
     for (const LaunchCommand& launch : commands.launch) {
@@ -329,8 +336,8 @@ void Coordinator::ExecuteCommands() {
       wire::LaunchReplicaT plan = PlanLaunch(*job, *r, address_of);
       plan.others_stopped = launch.others_stopped;
       outbox_.ToAgent(node->peer, Encode(0, plan));
+      nodes_.NoteSent(node->node_id, now);
     }
-    int64_t now = clock_->NowMs();
     for (const std::string& name : commands.ended) {
       if (const JobRecord* job = jobs_.FindJob(name)) study_runner_.JobEnded(*job, now);
     }
@@ -440,7 +447,7 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   COHORT_ASSIGN_OR_RETURN(std::vector<JobRecord> stored, store_->LoadJobs(dirty));
   COHORT_ASSIGN_OR_RETURN(std::vector<std::string> stored_studies, store_->LoadStudies());
   // The jobs the pass did not change equal the store: moved over, not copied or re-read.
-  JobController jobs(ControllerOptions(options_, nodes_), &nodes_);
+  JobController jobs(ControllerOptions(options_, nodes_, started_ms_), &nodes_);
   for (const auto& [name, job] : jobs_.jobs()) {
     if (!dirty.count(name)) jobs.Restore(std::move(*job));
   }
@@ -471,7 +478,7 @@ void Coordinator::RedoAfterRollBack(int64_t now) {
   // session was ended while it answered keeps that: its launches of the last interval ran.
   for (const auto& [node_id, node] : nodes_.nodes()) {
     if (node.ready) continue;
-    jobs_.NodeLost(node_id, node.lost_why, now, node.silent_since_ms());
+    jobs_.NodeLost(node_id, node.lost_why, now, node.silent_since_ms(), node.last_contact_ms());
   }
   study_runner_.Recover(now);
 }
@@ -501,7 +508,7 @@ void Coordinator::EndRevokedSessions(int64_t now) {
     if (!nodes_.EndSession(id, "its agent's key was removed: " + why)) continue;
     spdlog::warn("node {} LOST: its session is ended: {}", id, why);
     const NodeRecord& node = *nodes_.Find(id);
-    jobs_.NodeLost(id, node.lost_why, now, node.silent_since_ms());
+    jobs_.NodeLost(id, node.lost_why, now, node.silent_since_ms(), now);
   }
 }
 

@@ -168,7 +168,8 @@ std::vector<JobRecord*> JobController::JobsOnNode(const std::string& node_id) {
 void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
                                     const std::function<bool(const ReplicaRecord&)>& gone,
                                     const std::string& lost_why, const std::string& stopped_why,
-                                    std::optional<int64_t> silent_since_ms, int64_t now_ms) {
+                                    std::optional<int64_t> silent_since_ms, int64_t now_ms,
+                                    int64_t fenced_until_ms) {
   // A launch sent once the node had fallen silent, and never answered (see "Launches into
   // silence"). Placement sends the launch in the pass that sets PENDING's time.
   auto never_reached = [&](const ReplicaRecord& r) {
@@ -183,6 +184,7 @@ void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
   }
   auto end = [&](ReplicaRecord& r, const std::string& message, bool never_ran) {
     if (IsFinal(r.state)) return;
+    r.fenced_until_ms = fenced_until_ms;
     if (r.stop_requested) {
       SetReplicaState(r, ReplicaState::STOPPED, stopped_why, now_ms);
     } else {
@@ -202,13 +204,40 @@ void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
 }
 
 void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
-                             std::optional<int64_t> silent_since_ms) {
+                             std::optional<int64_t> silent_since_ms,
+                             std::optional<int64_t> last_contact_ms) {
+  // A node whose session was ended while it answered is silent from now on.
+  const int64_t until = FencedUntil(last_contact_ms.value_or(silent_since_ms.value_or(now_ms)));
   for (JobRecord* job : JobsOnNode(node_id)) {
+    const bool had_live = std::any_of(
+        job->replicas.begin(), job->replicas.end(),
+        [&](const ReplicaRecord& r) { return r.node_id == node_id && !IsFinal(r.state); });
     EndGoneReplicas(
         *job, node_id, [](const ReplicaRecord&) { return true; }, why,
-        "its node was lost while stopping: " + why, silent_since_ms, now_ms);
+        "its node was lost while stopping: " + why, silent_since_ms, now_ms, until);
+    if (had_live) NoteFenceWait(*job, node_id, until, now_ms);
   }
   schedule_needed_ = true;
+}
+
+int64_t JobController::FencedUntil(int64_t last_word_ms) const {
+  if (options_.fence_after_ms <= 0) return 0;
+  return last_word_ms + options_.fence_after_ms + options_.stop_grace_ms +
+         2 * options_.heartbeat_interval_ms;
+}
+
+void JobController::NoteFenceWait(JobRecord& job, const std::string& node_id, int64_t until,
+                                  int64_t now_ms) {
+  if (until <= now_ms || job.finished()) return;
+  AddEvent(job,
+           "what ran on " + node_id + " is placed again in " +
+               FormatDuration((until - now_ms + 999) / 1000 * 1000) +
+               ", once that node's agent has surely stopped it (fencing: an agent stops its "
+               "replicas after " +
+               FormatDuration(options_.fence_after_ms) +
+               " without word from the coordinator, and waits at most " +
+               FormatDuration(options_.stop_grace_ms) + " for them to end)",
+           now_ms);
 }
 
 void JobController::Reconcile(const std::string& node_id,
@@ -249,14 +278,20 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
   for (JobRecord* job : jobs) {
     if (job->finished()) continue;
     if (registration_grace_over) {
+      std::set<std::string> fenced_nodes;
       for (auto& r : job->replicas) {
         if (!r.placed() || IsFinal(r.state) || health_->LastHeardMs(r.node_id)) continue;
+        r.fenced_until_ms = FencedUntil(options_.started_ms);
+        if (r.fenced_until_ms > now_ms) fenced_nodes.insert(r.node_id);
         SetReplicaState(
             r, r.stop_requested ? ReplicaState::STOPPED : ReplicaState::LOST,
             "node " + r.node_id + " did not re-register after the coordinator restarted", now_ms);
         MarkDirty(*job);
         OnReplicaEnded(*job, r, now_ms);
         if (job->finished()) break;
+      }
+      for (const auto& node : fenced_nodes) {
+        NoteFenceWait(*job, node, FencedUntil(options_.started_ms), now_ms);
       }
     }
     if (job->finished()) continue;
@@ -489,6 +524,7 @@ void JobController::PlaceReplica(JobRecord& job, ReplicaRecord& r, const std::st
   r.node_id = node_id;
   r.gpus = std::move(gpus);
   r.port = port;
+  r.fenced_until_ms = 0;
   ++r.attempt;
   SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
   NoteOnNode(node_id, job.name);
@@ -535,6 +571,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
     r.exit_code = -1;
     r.signal = 0;
     r.cause_signal = 0;
+    r.fenced_until_ms = 0;
     r.stop_requested = false;
     SetReplicaState(r, ReplicaState::PENDING, "launch sent", now_ms);
     used_nodes.insert(r.node_id);

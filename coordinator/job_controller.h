@@ -67,6 +67,21 @@
 // spends a restart as any loss does; when a node takes both kinds down at once, one that ran opens
 // the incident.
 //
+// Fencing. A node declared lost may only have lost its way to the coordinator (a partition): its
+// replicas may still run, and write the checkpoints their restarts resume from. With
+// fence_after_ms set, every agent stops all its replicas once it has heard nothing from the
+// coordinator for that long (SIGTERM, stop_grace_ms, SIGKILL), and a replica lost with its node
+// (ReplicaRecord::fenced_until_ms) is placed again only once its agent has surely done so: the
+// last message between them either way (its agent may have heard a launch or a stop after its own
+// last word arrived, the partition being one-way), plus fence_after_ms, plus the grace, plus two
+// heartbeat intervals (for the reply to its last heartbeat, its loop, the reaping and the clocks'
+// rates; nothing waits once the node is declared lost, when that is later). A node that never
+// registered again after a
+// coordinator restart counts from the restart (no agent heard this coordinator before). So at
+// most one attempt of a replica runs at a time, even across a partition, at the price of that
+// wait after every node loss; a real loss and a partition look the same from here. The hold is
+// stored with the replica and outlives a coordinator restart.
+//
 // Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
 #pragma once
 
@@ -132,6 +147,11 @@ struct JobControllerOptions {
   // The output root the storage check verifies (coordinator/storage_probe.h); empty: none. Jobs
   // whose output dir lies under it need nodes that share it (JobRecord::needs_shared_storage).
   std::string checked_output_root;
+  // Fencing (see "Fencing"): the agents' --fence-after (0: off) and the grace they stop with.
+  int64_t fence_after_ms = 0;
+  int64_t stop_grace_ms = 30'000;
+  // When this coordinator started: no agent has heard from it since before then.
+  int64_t started_ms = 0;
 };
 
 class JobController {
@@ -158,9 +178,11 @@ class JobController {
   // Every live replica on `node_id` is LOST (STOPPED when a stop was asked). `silent_since_ms`:
   // when the node was last heard from, for a node lost because it fell silent; nullopt for one
   // lost while it still answered. Launches sent since then never reached it (see "Launches into
-  // silence").
+  // silence"). `last_contact_ms`: the last message either way (NodeRecord::last_contact_ms), which
+  // a fence counts from (see "Fencing"); nullopt: `silent_since_ms`, else now.
   void NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
-                std::optional<int64_t> silent_since_ms);
+                std::optional<int64_t> silent_since_ms,
+                std::optional<int64_t> last_contact_ms = std::nullopt);
   // `node_id` registered again reporting `reported` (job, replica) current attempts: the live
   // replicas placed there that it did not report are gone (LOST, or STOPPED when asked to stop).
   // `last_heard_ms`: when the node was last heard from before this registration (nullopt: not
@@ -171,7 +193,7 @@ class JobController {
                  std::optional<int64_t> last_heard_ms);
   // Timers (the coordinator calls it about once a second): job timeouts, and (once
   // `registration_grace_over`) replicas on nodes that never registered after a coordinator
-  // restart.
+  // restart (held from options.started_ms, see "Fencing").
   void CheckTimeouts(int64_t now_ms, bool registration_grace_over);
   // Judges the held verdicts whose nodes have all been heard from since (every loop pass; it
   // costs nothing while none is held).
@@ -284,10 +306,17 @@ class JobController {
   // The live replicas of `job` on `node_id` that `gone` picks went with their node (NodeLost,
   // Reconcile): STOPPED (`stopped_why`) when a stop was asked, else LOST (`lost_why`). Those
   // that ran go first: one of them, not a launch into silence, opens the incident.
+  // `fenced_until_ms`: ReplicaRecord::fenced_until_ms of those (0: they surely stopped).
   void EndGoneReplicas(JobRecord& job, const std::string& node_id,
                        const std::function<bool(const ReplicaRecord&)>& gone,
                        const std::string& lost_why, const std::string& stopped_why,
-                       std::optional<int64_t> silent_since_ms, int64_t now_ms);
+                       std::optional<int64_t> silent_since_ms, int64_t now_ms,
+                       int64_t fenced_until_ms = 0);
+  // With fencing on: when the agent of a node last heard from at `last_word_ms` has surely
+  // stopped what it ran (see "Fencing"); 0 with fencing off.
+  int64_t FencedUntil(int64_t last_word_ms) const;
+  // The replicas of `job` lost on `node_id` wait for `until`: an event says so.
+  void NoteFenceWait(JobRecord& job, const std::string& node_id, int64_t until, int64_t now_ms);
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void RestartJob(JobRecord& job, int64_t now_ms);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);

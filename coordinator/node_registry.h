@@ -49,6 +49,11 @@ class NodeRegistry : public NodeHealth {
   bool Heartbeat(const wire::Heartbeat& req, const std::string& peer, int64_t now_ms);
   // Any other message from a READY node's agent counts as hearing from it.
   void Touch(NodeRecord& node, int64_t now_ms) { node.last_heartbeat_ms = now_ms; }
+  // The coordinator sent `node_id`'s agent a message of its own (NodeRecord::last_sent_ms).
+  void NoteSent(const std::string& node_id, int64_t now_ms) {
+    auto it = nodes_.find(node_id);
+    if (it != nodes_.end()) it->second.last_sent_ms = now_ms;
+  }
 
   // Ends `node_id`'s session now (its agent's key was removed): LOST while it still answered,
   // for `why`, and its routing id is forgotten, so nothing more is sent to that connection; false

@@ -56,7 +56,8 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   ParsedFlags out;
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
-                      stop_grace = "30s", max_spec_size = "1MiB", job_retention = "none";
+                      stop_grace = "30s", max_spec_size = "1MiB", job_retention = "none",
+                      fence_after = "none";
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help and exit")("version", "print the version and exit")(
       "config", po::value(&config), "INI file with the same names as these flags")(
@@ -79,6 +80,10 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "ports handed to replicas, MIN-MAX; each host (network namespace) has all of them")(
       "stop-grace", po::value(&stop_grace)->default_value(stop_grace),
       "SIGTERM-to-SIGKILL grace when the coordinator stops a replica")(
+      "fence-after", po::value(&fence_after)->default_value(fence_after),
+      "an agent that hears nothing from the coordinator this long stops its replicas, and those "
+      "of a lost node are placed again only once its agent has surely stopped them (e.g. 20s; "
+      "none: replicas on a silent node run on)")(
       "accept-damaged-state", po::bool_switch(&o.accept_damaged_state),
       "start even though the state database is damaged or missing: drop what does not verify "
       "and list every job dropped")(
@@ -149,6 +154,12 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   COHORT_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("heartbeat-timeout", heartbeat));
   COHORT_ASSIGN_OR_RETURN(o.starvation_limit, Duration("starvation-limit", starvation));
   COHORT_ASSIGN_OR_RETURN(o.stop_grace, Duration("stop-grace", stop_grace));
+  if (fence_after != "none" && fence_after != "0") {
+    COHORT_ASSIGN_OR_RETURN(o.fence_after, Duration("fence-after", fence_after));
+    if (o.fence_after > std::chrono::hours(1)) {
+      return InvalidArgument("--fence-after: at most 1h, got " + fence_after);
+    }
+  }
   if (job_retention != "none" && job_retention != "0") {
     COHORT_ASSIGN_OR_RETURN(o.job_retention, Duration("job-retention", job_retention));
   }

@@ -31,6 +31,11 @@ struct CoordinatorOptions {
   int port_max = 29999;
   // Grace given to a replica between SIGTERM and SIGKILL when the coordinator stops it.
   std::chrono::milliseconds stop_grace{30'000};
+  // --fence-after (README "Fencing"): an agent that hears nothing from the coordinator this long
+  // stops its replicas (with stop_grace), and the coordinator places the replicas of a node it
+  // declared lost again only once that node's agent has surely stopped them. 0: off (replicas on
+  // a silent node run on, and may run beside their restart until the node is heard from again).
+  std::chrono::milliseconds fence_after{0};
   // Start even though the state store is damaged or missing, dropping what does not verify and
   // listing every job dropped (coordinator/state_store.h).
   bool accept_damaged_state = false;

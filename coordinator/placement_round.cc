@@ -120,12 +120,28 @@ bool IsLive(const JobRecord& job) {
   return job.state == JobState::PENDING || job.state == JobState::RUNNING;
 }
 
+// The node a replica of `job` was lost on whose agent may still run it at `now_ms` (coordinator/
+// job_controller.h, "Fencing"), or nullptr.
+const ReplicaRecord* FencedReplica(const JobRecord& job, int64_t now_ms) {
+  for (const auto& r : job.replicas) {
+    if (r.fenced_until_ms > now_ms) return &r;
+  }
+  return nullptr;
+}
+
+std::string FenceWait(const ReplicaRecord& r) {
+  const std::string& node = r.placed() ? r.node_id : r.last_node;
+  return "waiting until the agent on " + node + " has surely stopped " + r.name + " attempt " +
+         std::to_string(r.attempt) + " (fencing: its node was lost, and may only be cut off)";
+}
+
 // The request a queued job makes of the Scheduler.
-JobRequest RequestOf(const JobController& jobs, const JobRecord& job) {
+JobRequest RequestOf(const JobController& jobs, const JobRecord& job, int64_t now_ms) {
   JobRequest req;
   req.name = job.name;
   req.waiting_since_ms = job.queued_since_ms;
-  req.schedulable = !job.may_hold || !JobController::AnyHolding(job);
+  req.schedulable =
+      !job.may_hold || (!JobController::AnyHolding(job) && FencedReplica(job, now_ms) == nullptr);
   req.shared_replicas = &job.demands;
   req.shape_id = job.shape_id;
   req.queue = job.queue_index;
@@ -151,11 +167,13 @@ struct RoundJobs {
   std::vector<JobRecord*> live;      // PENDING or RUNNING, in submit order
   std::vector<JobRecord*> queued;    // QUEUED, in submit order
   std::vector<JobRequest> requests;  // queued[i] asks requests[i] (with `with_requests`)
+  // Queued jobs held by a fence (FencedReplica), nothing else of theirs holding resources.
+  std::vector<JobRecord*> fenced;
 };
 
 RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& view,
-                   const NodeIndex& node_index, std::vector<QueueState>& usage,
-                   bool with_requests) {
+                   const NodeIndex& node_index, std::vector<QueueState>& usage, bool with_requests,
+                   int64_t now_ms) {
   RoundJobs out;
   out.queued.reserve(jobs.active().size());
   if (with_requests) out.requests.reserve(jobs.active().size());
@@ -174,7 +192,12 @@ RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& 
       out.live.push_back(job);
     } else if (job->state == JobState::QUEUED) {
       out.queued.push_back(job);
-      if (with_requests) out.requests.push_back(RequestOf(jobs, *job));
+      if (with_requests) {
+        out.requests.push_back(RequestOf(jobs, *job, now_ms));
+        if (job->may_hold && !out.requests.back().schedulable && !JobController::AnyHolding(*job)) {
+          out.fenced.push_back(job);
+        }
+      }
     }
   }
   for (const JobRecord* ended : jobs.EndedHolding()) {
@@ -205,7 +228,7 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
                              NodeIndex* node_index) {
   ClusterView view = NodesView(nodes, port_min, port_max, node_index);
   std::vector<QueueState> usage = NoUsage(queues);
-  WalkJobs(jobs, queues, view, *node_index, usage, false);
+  WalkJobs(jobs, queues, view, *node_index, usage, false, 0);
   return view;
 }
 
@@ -242,12 +265,16 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   auto node_name = [&](int i) { return view.nodes[static_cast<size_t>(i)].node_id; };
   ScheduleInput input;
   input.queues = NoUsage(queues);
-  RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true);
+  RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true, now_ms);
 
   // 1. Replicas of running jobs waiting to be placed again (restarts) come first.
   for (JobRecord* job : round.live) {
     for (auto& r : job->replicas) {
       if (r.placed() || IsFinal(r.state) || !r.launched) continue;
+      if (r.fenced_until_ms > now_ms) {
+        jobs.SetWaitingMessage(*job, r, FenceWait(r));
+        continue;
+      }
       const ReplicaDemand demand = DemandOf(*job, r);
       auto pref = node_index.find(r.last_node);
       const bool chief = &r == &job->replicas.front();
@@ -330,6 +357,12 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     jobs.NotePreemption(preemptor, names, event, now_ms);
   }
   ExplainWaits(queued, requests, result, view);
+  for (JobRecord* job : round.fenced) {
+    if (const ReplicaRecord* r = FencedReplica(*job, now_ms)) {
+      const std::string reason = FenceWait(*r);
+      job->SetWaitingReason(reason, WaitingReasonHash(reason));
+    }
+  }
   // Preemptors whose victims are still stopping (few: walked from their own index).
   for (const auto& [name, victims] : jobs.preemptors()) {
     JobRecord* job = jobs.FindJob(name);

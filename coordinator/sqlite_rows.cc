@@ -27,6 +27,11 @@ class RowCrc {
   // adds nothing, so those rows keep their checksums.
   RowCrc& AddIfNotEmpty(std::string_view s) { return s.empty() ? *this : Add(s); }
   RowCrc& AddIfNotZero(int64_t v) { return v == 0 ? *this : Add(v); }
+  // A second optional column of a row: its name goes in first, so that a value cannot pass for
+  // another optional column's.
+  RowCrc& AddNamedIfNotZero(std::string_view name, int64_t v) {
+    return v == 0 ? *this : Add(name).Add(v);
+  }
   uint32_t value() const { return static_cast<uint32_t>(crc_); }
 
  private:
@@ -90,6 +95,7 @@ uint32_t ReplicaRowCrc(const std::string& job, const ReplicaRecord& r, int ord) 
       .Add(r.stop_requested ? 1 : 0)
       .Add(r.state_time_ms)
       .AddIfNotZero(r.cause_signal)
+      .AddNamedIfNotZero("fenced_until_ms", r.fenced_until_ms)
       .value();
 }
 

@@ -209,7 +209,8 @@ std::string JobToJson(const JobRecord& job) {
                     {"cause_signal", r.cause_signal},
                     {"message", r.message},
                     {"stop_requested", r.stop_requested},
-                    {"state_time_ms", r.state_time_ms}});
+                    {"state_time_ms", r.state_time_ms},
+                    {"fenced_until_ms", r.fenced_until_ms}});
   }
   j["replicas"] = std::move(reps);
   json events = json::array();
@@ -260,6 +261,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
       r.message = jr.value("message", "");
       r.stop_requested = jr.value("stop_requested", false);
       r.state_time_ms = jr.value("state_time_ms", int64_t{0});
+      r.fenced_until_ms = jr.value("fenced_until_ms", int64_t{0});
       job.replicas.push_back(std::move(r));
     }
     for (const auto& je : j.at("events")) {

@@ -45,6 +45,10 @@ struct ReplicaRecord {
   std::string message;
   bool stop_requested = false;
   int64_t state_time_ms = 0;
+  // Lost with its node while fencing is on (coordinator/job_controller.h, "Fencing"): the attempt
+  // may run there until then, when its agent has surely stopped it; the replica is not placed
+  // again before. 0: nothing to wait for.
+  int64_t fenced_until_ms = 0;
 
   int pool() const { return PoolIndex(role); }
   bool placed() const { return !node_id.empty(); }
@@ -153,6 +157,9 @@ struct NodeRecord {
   int64_t memory_mb = 0;
   std::map<std::string, std::string> labels;
   int64_t last_heartbeat_ms = 0;
+  // When the coordinator last sent its agent what was not an answer (a launch, a stop, a request
+  // for stacks): the agent may have heard that after the coordinator last heard it.
+  int64_t last_sent_ms = 0;
   bool ready = true;  // false: LOST
   // A LOST node's loss, as the coordinator applies it again after a rolled-back pass: why, and
   // whether its session was ended while its agent still answered (a removed key) rather than
@@ -176,6 +183,8 @@ struct NodeRecord {
   std::optional<int64_t> silent_since_ms() const {
     return lost_while_answering ? std::nullopt : std::optional<int64_t>(last_heartbeat_ms);
   }
+  // The last message either way, as far as the coordinator can tell.
+  int64_t last_contact_ms() const { return std::max(last_heartbeat_ms, last_sent_ms); }
   // READY, its agent not shutting down, and no cordon or drain: new replicas may go here.
   bool schedulable() const { return ready && !draining && admin == NodeAdmin::kNone; }
 };

@@ -108,6 +108,13 @@ class FakeCoordinator {
   int refuse_updates = 0;  // refuse so many updates with `refusal` before taking them
   Status refusal;
   bool ignore_heartbeats = false;
+  // Takes nothing and answers nothing, as a coordinator cut off from this node.
+  bool silent = false;
+  // Answers everything with this error, as a coordinator that removed this node's key.
+  std::optional<Status> refuse_everything;
+  // What RegisterAgentReply hands: --fence-after and the stop grace (0: no fencing).
+  int64_t fence_after_ms = 0;
+  int64_t fence_grace_ms = 0;
   int updates = 0;
   int rejected_updates = 0;
   int heartbeat_interval_ms = 100;
@@ -137,6 +144,11 @@ class FakeCoordinator {
   }
 
   void Handle(const std::string& peer, const Message& m) {
+    if (silent) return;
+    if (refuse_everything) {
+      (void)router_->Send(peer, EncodeError(m.request_id(), *refuse_everything));
+      return;
+    }
     wire::BodyUnion reply;
     switch (m.type()) {
       case wire::Body::RegisterAgent: {
@@ -146,6 +158,8 @@ class FakeCoordinator {
         peers_[registrations.back()->node_id] = peer;
         wire::RegisterAgentReplyT r;
         r.heartbeat_interval_ms = heartbeat_interval_ms;
+        r.fence_after_ms = fence_after_ms;
+        r.fence_grace_ms = fence_grace_ms;
         reply.Set(std::move(r));
         break;
       }

@@ -78,6 +78,60 @@ TEST_F(AgentLoopTest, SilentCoordinatorMakesTheAgentRegisterAgain) {
   EXPECT_TRUE(Pump([&] { return agent_->registered(); }));
 }
 
+// Without a fence a silent coordinator changes nothing for the replicas. With one (handed at
+// registration), a silence past it has every replica stopped, with the stop grace, and the
+// attempt is reported STOPPED, saying why, once the coordinator hears from the node again.
+TEST_F(AgentLoopTest, ACoordinatorSilentPastItsFenceAfterHasEveryReplicaStopped) {
+  coordinator_->Launch("node-a", MakeLaunch("fence", "chief-0", 0,
+                                            "trap 'echo got-term; exit 0' TERM; echo up; "
+                                            "while :; do sleep 0.05; done"));
+  const std::string key = LogKey("fence", "chief-0", 0);
+  ASSERT_TRUE(Pump([&] { return coordinator_->SawState(key, wire::ReplicaState::RUNNING); }));
+  const pid_t pgid = coordinator_->Latest(key)->pid;
+  coordinator_->silent = true;
+  Elapse(milliseconds(3000));
+  EXPECT_TRUE(GroupAlive(pgid));  // no fence: it runs on
+
+  coordinator_->fence_after_ms = 1500;
+  coordinator_->fence_grace_ms = 2000;
+  coordinator_->silent = false;
+  ASSERT_TRUE(Pump([&] { return agent_->registered(); }, milliseconds(10)));
+  coordinator_->silent = true;
+  Elapse(milliseconds(1400));
+  EXPECT_TRUE(GroupAlive(pgid));
+  // SIGTERM at 1.5 s: the trap ends it well within the grace.
+  ASSERT_TRUE(Pump([&] { return !GroupAlive(pgid); }, milliseconds(10)));
+  coordinator_->silent = false;  // heard again: the agent registers (after its backoff)
+  ASSERT_TRUE(Pump([&] { return coordinator_->Final(key) && coordinator_->log_eof.count(key); },
+                   milliseconds(10)));
+  const auto final = *coordinator_->Final(key);
+  EXPECT_EQ(final.state, wire::ReplicaState::STOPPED);
+  EXPECT_NE(final.message.find("fenced: no word from the coordinator for its --fence-after "
+                               "(1500ms); it may have declared this node lost"),
+            std::string::npos)
+      << final.message;
+  EXPECT_TRUE(LogHas(key, "got-term"));
+}
+
+// A coordinator that answers this node only with refusals of its key has declared it lost: the
+// refusals do not hold off the fence.
+TEST_F(AgentLoopTest, RefusalsOfItsKeyDoNotHoldOffTheFence) {
+  coordinator_->fence_after_ms = 1000;
+  coordinator_->fence_grace_ms = 500;
+  coordinator_->known_nodes.clear();  // the next heartbeat's reply has it register again
+  const size_t before = coordinator_->registrations.size();
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }, milliseconds(10)));
+  ASSERT_TRUE(Pump([&] { return agent_->registered(); }, milliseconds(10)));
+  coordinator_->Launch("node-a", MakeLaunch("keyless", "chief-0", 0, "sleep 1000"));
+  const std::string key = LogKey("keyless", "chief-0", 0);
+  ASSERT_TRUE(Pump([&] { return coordinator_->SawState(key, wire::ReplicaState::RUNNING); }));
+  const pid_t pgid = coordinator_->Latest(key)->pid;
+  coordinator_->refuse_everything = Unauthenticated("the key of 'node-a' is not listed");
+  Elapse(milliseconds(800));
+  EXPECT_TRUE(GroupAlive(pgid));
+  EXPECT_TRUE(Pump([&] { return !GroupAlive(pgid); }, milliseconds(10)));
+}
+
 TEST_F(AgentLoopTest, UpdateRefusedForAnUnknownNodeMakesTheAgentRegisterAgain) {
   // The coordinator forgot the node, and no heartbeat reply tells the agent so.
   coordinator_->ignore_heartbeats = true;

@@ -1075,6 +1075,168 @@ TEST_F(CoordinatorTest, ReplicasOnANodeThatNeverReturnsAreLostAfterTheTimeout) {
   EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
 }
 
+// A coordinator with --fence-after 10s and a stop grace of 5 s; heartbeats every second, so a
+// replica lost with its node waits 10 + 5 + 2 x 1 s from that node's last word.
+class FencingTest : public CoordinatorTest {
+ protected:
+  void SetUp() override {
+    CoordinatorTest::SetUp();
+    options_.fence_after = milliseconds(10'000);
+    options_.stop_grace = milliseconds(5'000);
+    Restart();
+  }
+  static constexpr int64_t kHoldMs = 10'000 + 5'000 + 2 * 1'000;
+
+  // Advances the clock to `until_ms` a second at a time, node-b heartbeating; false once node-b
+  // got a launch (still reported to the caller through its inbox).
+  bool QuietUntil(int64_t until_ms) {
+    while (clock_.NowMs() + 1000 <= until_ms) {
+      clock_.Advance(milliseconds(1000));
+      Heartbeat("node-b");
+      PumpFew();
+      if (!agents_["node-b"].Take<wire::LaunchReplica>().empty()) return false;
+    }
+    return true;
+  }
+
+  // Job `name` (chief-0, worker-0 with `whole_job` restarts) runs on node-a and node-b; the
+  // worker's node falls silent, node-c has room. Expects nothing launched until the fence is over,
+  // then worker-0 attempt 1; `waiting` gets the job's message and the worker's while it waited.
+  void LoseTheWorkersNode(const std::string& name, bool whole_job, std::string* waiting) {
+    AddAgent("node-a", 1);
+    AddAgent("node-b", 1);
+    ASSERT_TRUE(Submit(JobYaml(name, 1, 1, 3,
+                               std::string(", restart_job_on_worker_restart: ") +
+                                   (whole_job ? "true" : "false")))
+                    .ok());
+    Pump([&] { return !agents_["node-a"].inbox.empty() && !agents_["node-b"].inbox.empty(); });
+    auto launches = TakeLaunchList();
+    ASSERT_EQ(launches.size(), 2u);
+    RunAll(launches);
+    std::string worker_node, chief_node;
+    for (const auto& [node, l] : launches) {
+      (l.replica == "worker-0" ? worker_node : chief_node) = node;
+    }
+    AddAgent("node-c", 1);
+    const int64_t last_word = clock_.NowMs();
+    auto step = [&] {
+      clock_.Advance(milliseconds(1000));
+      Heartbeat(chief_node);
+      Heartbeat("node-c");
+      PumpFew();
+      // The chief stopped for a whole-job restart says so.
+      for (auto& stop : agents_[chief_node].Take<wire::StopReplica>()) {
+        Report(chief_node, name, stop.replica, stop.attempt, ReplicaState::STOPPED, 143, 15);
+      }
+    };
+    while (clock_.NowMs() + 1000 <= last_word + kHoldMs - 1000) {
+      step();
+      ASSERT_TRUE(TakeLaunchList().empty())
+          << "a launch " << clock_.NowMs() - last_word << " ms after the last word";
+    }
+    EXPECT_FALSE(coordinator_->FindNode(worker_node)->ready);
+    auto info = GetJob(name);
+    *waiting = info.message + " | " + Replica(info, "worker-0")->message;
+    step();
+    step();
+    Pump([&] { return !agents_["node-c"].inbox.empty(); });
+    bool relaunched = false;
+    for (const auto& [node, l] : TakeLaunchList()) {
+      if (l.replica == "worker-0" && l.attempt == 1 && node != worker_node) relaunched = true;
+    }
+    EXPECT_TRUE(relaunched) << "worker-0 attempt 1 not launched once the fence was over";
+  }
+};
+
+// The agents learn the fence at registration; a node that falls silent may only be cut off and
+// still run its replica, which is placed again only once the node's agent has surely stopped it,
+// and a coordinator restart in between keeps that wait.
+TEST_F(FencingTest, ALostNodesReplicaIsPlacedAgainOnlyOnceItsAgentHasSurelyStoppedIt) {
+  agents_["node-a"] = Connect(options_.agent_endpoint, "node-a");
+  wire::RegisterAgentT reg;
+  reg.node_id = "node-a";
+  reg.cpus = 16;
+  reg.memory_mb = 64'000;
+  auto gpu = std::make_unique<wire::GpuInfoT>();
+  reg.gpus.push_back(std::move(gpu));
+  agents_["node-a"].Send(std::move(reg));
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto replies = agents_["node-a"].Take<wire::RegisterAgentReply>();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].fence_after_ms, 10'000);
+  EXPECT_EQ(replies[0].fence_grace_ms, 5'000);
+
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("fenced", 0, 1)));
+  const int64_t last_word = clock_.NowMs();  // node-a's RUNNING report
+  AddAgent("node-b", 1);
+  // Lost after the 10 s timeout; nothing goes to node-b until the hold is over.
+  ASSERT_TRUE(QuietUntil(last_word + 12'000));
+  EXPECT_FALSE(coordinator_->FindNode("node-a")->ready);
+  auto info = GetJob("fenced");
+  EXPECT_TRUE(HasEvent(info, "what ran on node-a is placed again in "));
+  EXPECT_TRUE(HasEvent(info,
+                       ", once that node's agent has surely stopped it (fencing: an agent "
+                       "stops its replicas after 10s without word from the coordinator, "
+                       "and waits at most 5s for them to end)"))
+      << info.events.back()->message;
+  EXPECT_NE(Replica(info, "chief-0")
+                ->message.find("waiting until the agent on node-a has surely "
+                               "stopped chief-0 attempt 0 (fencing"),
+            std::string::npos)
+      << Replica(info, "chief-0")->message;
+
+  Restart();  // the hold is stored with the replica
+  Register("node-b", 1);
+  ASSERT_TRUE(QuietUntil(last_word + kHoldMs - 1000));
+  clock_.Advance(milliseconds(2000));
+  Heartbeat("node-b");
+  Pump([&] { return !agents_["node-b"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
+  EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+  EXPECT_EQ(GetJob("fenced").restarts, 1);
+}
+
+// With restart_job_on_worker_restart: false, the lost worker alone waits for its fence; the chief
+// runs on.
+TEST_F(FencingTest, AWorkerRestartedAloneWaitsForItsFenceToo) {
+  std::string waiting;
+  ASSERT_NO_FATAL_FAILURE(LoseTheWorkersNode("alone", false, &waiting));
+  EXPECT_NE(waiting.find("| waiting until the agent on node-"), std::string::npos) << waiting;
+  EXPECT_EQ(GetJob("alone").state, JobState::RUNNING);
+}
+
+// With restart_job_on_worker_restart: true the whole job waits in the queue, saying for what.
+TEST_F(FencingTest, AWholeJobRestartWaitsInTheQueueForTheFence) {
+  std::string waiting;
+  ASSERT_NO_FATAL_FAILURE(LoseTheWorkersNode("whole", true, &waiting));
+  EXPECT_EQ(waiting.rfind("waiting until the agent on node-", 0), 0u) << waiting;
+  EXPECT_NE(waiting.find("has surely stopped worker-0 attempt 0 (fencing"), std::string::npos)
+      << waiting;
+}
+
+// After a coordinator restart a node that never registers again counts from the restart: its
+// agent heard this coordinator no later.
+TEST_F(FencingTest, ANodeThatNeverReturnsAfterARestartCountsFromTheRestart) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("orphan", 0, 1)));
+  agents_.clear();
+  clock_.Advance(milliseconds(60'000));  // down a minute
+  Restart();
+  const int64_t started = clock_.NowMs();
+  AddAgent("node-b", 1);
+  ASSERT_TRUE(QuietUntil(started + kHoldMs - 1000));
+  auto info = GetJob("orphan");
+  EXPECT_NE(Replica(info, "chief-0")->message.find("fencing"), std::string::npos)
+      << Replica(info, "chief-0")->message;
+  clock_.Advance(milliseconds(2000));
+  Heartbeat("node-b");
+  Pump([&] { return !agents_["node-b"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
+  EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+}
+
 // An agent's message (or what it quotes of a replica's log) with bytes that are not UTF-8,
 // terminal escapes and 4 KiB of text: the job keeps it well-formed, printable and bounded, in its
 // message and replica, and across a restart.

@@ -914,5 +914,41 @@ TEST(JobControllerStorageTest, JobsUnderTheCheckedOutputRootNeedSharedStorage) {
       unchecked.Submit(ParseJobSpec(yaml, "test job").value(), yaml, 0).needs_shared_storage);
 }
 
+// With fencing, a lost replica is held from the last message either way: the coordinator's own
+// launch or stop may have reached the agent after the agent's last word reached the coordinator
+// (a one-way partition), and the agent's fence counts from what it last heard. Without fencing
+// nothing is held.
+TEST_F(JobControllerTest, AFenceCountsFromTheLastMessageEitherWay) {
+  JobControllerOptions options = Options();
+  options.fence_after_ms = 20'000;
+  options.stop_grace_ms = 30'000;
+  JobController fencing(options, &health_);
+  for (JobController* jobs : {&fencing, &jobs_}) {
+    SCOPED_TRACE(jobs == &fencing ? "fencing" : "no fencing");
+    std::string yaml =
+        "name: held\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+        "    process: {command: [/bin/train]}\nscheduling: {max_restarts: 3}\n";
+    JobRecord& job = jobs->Submit(ParseJobSpec(yaml, "test job").value(), yaml, now_);
+    jobs->PlaceJob(job, {JobController::Slot{"node-a", {}, 30000}}, 29000, 29001, now_);
+    jobs->ApplyReplicaStatus(job, job.replicas[0], ReplicaState::RUNNING, -1, 0, "", now_);
+    const int64_t last_word = now_;
+    const int64_t last_sent = now_ + 4'000;  // a stop, say, after the agent's last heartbeat
+    Advance(11'000);
+    jobs->NodeLost("node-a", "no heartbeat for 11s (timeout 10s)", now_, last_word, last_sent);
+    const ReplicaRecord& r = job.replicas[0];
+    EXPECT_EQ(r.state, ReplicaState::PENDING);  // restarting, not yet placed
+    if (jobs == &fencing) {
+      EXPECT_EQ(r.fenced_until_ms, last_sent + 20'000 + 30'000 + 2 * kIntervalMs);
+      EXPECT_EQ(LastEventOpening(job, "what ran on node-a"),
+                "what ran on node-a is placed again in 45s, once that node's agent has surely "
+                "stopped it (fencing: an agent stops its replicas after 20s without word from the "
+                "coordinator, and waits at most 30s for them to end)");
+    } else {
+      EXPECT_EQ(r.fenced_until_ms, 0);
+      EXPECT_EQ(LastEventOpening(job, "what ran on"), "<none>");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort::coordinator

@@ -111,7 +111,8 @@ void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
     SCOPED_TRACE("replica " + std::to_string(i));
     EXPECT_SAME_FIELDS(a.replicas[i], b.replicas[i], r.name, r.role, r.index, r.attempt, r.launched,
                        r.state, r.node_id, r.last_node, r.gpus, r.port, r.exit_code, r.signal,
-                       r.cause_signal, r.message, r.stop_requested, r.state_time_ms);
+                       r.cause_signal, r.message, r.stop_requested, r.state_time_ms,
+                       r.fenced_until_ms);
   }
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) {
@@ -241,6 +242,8 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   jobs[2].replicas[1].state = ReplicaState::FAILED;
   jobs[2].replicas[1].exit_code = 1;
   jobs[2].replicas[1].cause_signal = 9;  // torchrun's worker was killed first
+  jobs[2].replicas[0].state = ReplicaState::LOST;
+  jobs[2].replicas[0].fenced_until_ms = 123456789;  // lost while fencing is on
   jobs[1].replicas[0].stop_requested = true;
   jobs[1].replicas[0].gpus = {};
   jobs[2].study = "s";
@@ -315,7 +318,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
   // Back to version 3: the owner columns (and version 5's cause_signal) did not exist.
   ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
       {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
-       "ALTER TABLE replicas DROP COLUMN cause_signal", "PRAGMA user_version = 3"}));
+       "ALTER TABLE replicas DROP COLUMN cause_signal",
+       "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -348,8 +352,9 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
 TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksums) {
   JobRecord job = MakeJob("torchrun", 1, 1);
   Store({job});
-  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
-      {"ALTER TABLE replicas DROP COLUMN cause_signal", "PRAGMA user_version = 4"}));
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore({"ALTER TABLE replicas DROP COLUMN cause_signal",
+                                              "ALTER TABLE replicas DROP COLUMN fenced_until_ms",
+                                              "PRAGMA user_version = 4"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -371,6 +376,37 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
       ExecBehindTheStore({"UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9"}));
   Status refused = LoadRefused();
   EXPECT_NE(refused.message().find("torchrun"), std::string::npos) << refused.ToString();
+}
+
+// A database of schema version 5 (before fencing) opens migrated: its replicas load with no hold
+// and no damage, and a hold set since survives a reopen and is part of the checksum, apart from
+// the cause signal's.
+TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
+  JobRecord job = MakeJob("fenced", 1, 1);
+  Store({job});
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
+      {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 5"}));
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    EXPECT_TRUE(loaded.dropped.empty());
+    ExpectSameJobs(loaded.jobs, {job});
+    job.replicas[1].state = ReplicaState::LOST;
+    job.replicas[1].fenced_until_ms = 77;
+    StateChanges c;
+    c.jobs.push_back(&job);
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    ExpectSameJobs(loaded.jobs, {job});
+  }
+  // The hold moved into the cause signal's column is damage, not a signal.
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
+      {"UPDATE replicas SET cause_signal = 77, fenced_until_ms = 0 WHERE fenced_until_ms = 77"}));
+  Status refused = LoadRefused();
+  EXPECT_NE(refused.message().find("fenced"), std::string::npos) << refused.ToString();
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back
