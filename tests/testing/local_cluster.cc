@@ -172,11 +172,13 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   if (std::find(args.begin(), args.end(), "--builtin-dir") == args.end()) {
     args.insert(args.begin(), {"--builtin-dir", COHORT_BUILTIN_DIR});
   }
-  args.insert(args.begin(),
-              {"--coordinator", agent_endpoint_, "--node-id", options.node_id, "--gpus",
-               std::to_string(options.gpus), "--cpus", std::to_string(options.cpus), "--memory-mb",
-               std::to_string(options.memory_mb), "--work-dir", work_dir, "--advertise-address",
-               "127.0.0.1", "--grace-period", options.grace_period});
+  args.insert(
+      args.begin(),
+      {"--coordinator",
+       options.coordinator_endpoint.empty() ? agent_endpoint_ : options.coordinator_endpoint,
+       "--node-id", options.node_id, "--gpus", std::to_string(options.gpus), "--cpus",
+       std::to_string(options.cpus), "--memory-mb", std::to_string(options.memory_mb), "--work-dir",
+       work_dir, "--advertise-address", "127.0.0.1", "--grace-period", options.grace_period});
   if (options_.secure && !FileExists(keys_dir() + "/" + options.node_id + ".key")) {
     auto keys = GenerateCurveKeyPair();
     if (!keys.ok()) return keys.status().ToString();

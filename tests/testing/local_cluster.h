@@ -64,6 +64,9 @@ struct AgentOptions {
   // with a bind mount: a node whose view of the filesystem differs. It must exec the agent, so
   // that the process started is the agent's.
   std::vector<std::string> wrapper = {};
+  // Where the agent reaches the coordinator (a TcpProxy's endpoint, say); empty: the cluster's
+  // agent endpoint.
+  std::string coordinator_endpoint = {};
 };
 
 class LocalCluster {
