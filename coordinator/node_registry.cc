@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/wire_string.h"
+#include "coordinator/options.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -30,7 +31,7 @@ NodeRegistry::NodeRegistry(int64_t heartbeat_timeout_ms)
     : heartbeat_timeout_ms_(heartbeat_timeout_ms) {}
 
 int64_t NodeRegistry::heartbeat_interval_ms() const {
-  return std::clamp<int64_t>(heartbeat_timeout_ms_ / 4, 10, 1000);
+  return HeartbeatIntervalMs(heartbeat_timeout_ms_);
 }
 
 NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req,

@@ -33,7 +33,7 @@ class NodeRegistry : public NodeHealth {
  public:
   explicit NodeRegistry(int64_t heartbeat_timeout_ms);
 
-  // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].
+  // How often agents are asked to heartbeat (HeartbeatIntervalMs of the timeout).
   int64_t heartbeat_interval_ms() const;
 
   struct Registration {

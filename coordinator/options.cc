@@ -1,11 +1,13 @@
 #include "coordinator/options.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "common/config.h"
 #include "common/http_server.h"
 #include "common/job_spec.h"
 
@@ -22,6 +24,10 @@ StatusOr<std::chrono::milliseconds> Duration(const std::string& flag, const std:
 }
 
 }  // namespace
+
+int64_t HeartbeatIntervalMs(int64_t heartbeat_timeout_ms) {
+  return std::clamp<int64_t>(heartbeat_timeout_ms / 4, 10, 1000);
+}
 
 std::string DefaultJobOutputBase(const CoordinatorOptions& options) {
   return options.output_root.empty() ? options.state_dir + "/jobs" : options.output_root;
@@ -158,6 +164,14 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
     COHORT_ASSIGN_OR_RETURN(o.fence_after, Duration("fence-after", fence_after));
     if (o.fence_after > std::chrono::hours(1)) {
       return InvalidArgument("--fence-after: at most 1h, got " + fence_after);
+    }
+    // An agent hears the coordinator once a heartbeat interval: a fence much closer to that would
+    // stop replicas on every late reply.
+    const int64_t least = 4 * HeartbeatIntervalMs(o.heartbeat_timeout.count());
+    if (o.fence_after.count() < least) {
+      return InvalidArgument("--fence-after: at least four heartbeat intervals (" +
+                             FormatDuration(std::chrono::milliseconds(least)) +
+                             " with --heartbeat-timeout " + heartbeat + "), got " + fence_after);
     }
   }
   if (job_retention != "none" && job_retention != "0") {

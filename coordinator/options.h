@@ -71,6 +71,9 @@ struct CoordinatorOptions {
   std::chrono::milliseconds job_retention{0};
 };
 
+// How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].
+int64_t HeartbeatIntervalMs(int64_t heartbeat_timeout_ms);
+
 // Where a job without output_dir writes: <DefaultJobOutputBase>/<job name>, i.e. under
 // output_root, else under <state_dir>/jobs. Trial jobs of a study without one write under
 // <DefaultStudyOutputBase>/<study>/<trial id>: <output_root>/studies, else <state_dir>/studies.

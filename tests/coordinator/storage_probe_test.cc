@@ -191,6 +191,35 @@ TEST(OutputRootOptionTest, DefaultsToTheStateDirAndIsNormalisedWhenGiven) {
             "--output-root: expected an absolute path, got 'share/cohort'");
 }
 
+// --fence-after: off by default (none, 0), a duration otherwise, within four heartbeat intervals
+// of the timeout and an hour.
+TEST(FenceAfterOptionTest, OffByDefaultAndBoundedWhenGiven) {
+  auto none = Parse({});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->fence_after.count(), 0);
+  auto zero = Parse({"--fence-after", "0"});
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->fence_after.count(), 0);
+  auto given = Parse({"--fence-after", "20s"});
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->fence_after.count(), 20'000);
+
+  auto short_one = Parse({"--fence-after", "2s"});
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.status().message(),
+            "--fence-after: at least four heartbeat intervals (4s with --heartbeat-timeout 10s), "
+            "got 2s");
+  auto fast = Parse({"--fence-after", "2s", "--heartbeat-timeout", "2s"});  // 500 ms intervals
+  EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+  auto long_one = Parse({"--fence-after", "2h"});
+  ASSERT_FALSE(long_one.ok());
+  EXPECT_EQ(long_one.status().message(), "--fence-after: at most 1h, got 2h");
+  auto bad = Parse({"--fence-after", "soon"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--fence-after"), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST_F(StorageProbeTest, OutputRootFromTheConfigFile) {
   const std::string config = dir_ + "/coordinator.conf";
   {

@@ -128,7 +128,7 @@ class PartitionTest : public ClusterTest {
 // the coordinator starts the restart elsewhere: never two attempts at once.
 TEST_F(PartitionTest, AReplicaCutOffFromTheCoordinatorEndsBeforeItsRestartStarts) {
   if (!NeedBinaries()) return;
-  std::map<int, Attempt> attempts = CutTheChiefsNodeOff("2s");
+  std::map<int, Attempt> attempts = CutTheChiefsNodeOff("3s");
   ASSERT_FALSE(HasFailure());
   ASSERT_EQ(attempts.count(0), 1u);
   ASSERT_EQ(attempts.count(1), 1u);
