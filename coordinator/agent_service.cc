@@ -127,10 +127,14 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
 
   // Reconcile what the agent runs with what we think runs there.
   std::set<std::pair<std::string, std::string>> reported;  // (job, replica) current attempts
+  std::set<std::string> live;  // "job/replica/attempt" of every attempt still running there
   if (req.replicas()) {
     for (const auto* s : *req.replicas()) {
       std::string job_name = Str(s->job());
       std::string replica = Str(s->replica());
+      if (!IsFinal(s->state())) {
+        live.insert(job_name + "/" + replica + "/" + std::to_string(s->attempt()));
+      }
       JobRecord* job = jobs_.FindJob(job_name);
       const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
       bool ours = r && r->node_id == node_id && r->attempt == s->attempt() && !IsFinal(r->state);
@@ -149,6 +153,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
     }
   }
   jobs_.Reconcile(node_id, reported, now_ms, reg.last_heard_ms);
+  jobs_.FencedNodeReturned(node_id, live, now_ms);
   wire::RegisterAgentReplyT reply;
   reply.heartbeat_interval_ms = static_cast<int>(nodes_.heartbeat_interval_ms());
   reply.output_root = nodes_.storage_root();
@@ -215,9 +220,13 @@ void AgentService::OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUp
   }
   nodes_.Touch(*node, now_ms);
   const wire::ReplicaStatus& s = *req.status();
-  if (!ApplyIfCurrent(node_id, s, now_ms) && !IsFinal(s.state())) {
-    SendStop(node->peer, Str(s.job()), Str(s.replica()), s.attempt(),
-             "the coordinator does not run this attempt here");
+  if (!ApplyIfCurrent(node_id, s, now_ms)) {
+    if (!IsFinal(s.state())) {
+      SendStop(node->peer, Str(s.job()), Str(s.replica()), s.attempt(),
+               "the coordinator does not run this attempt here");
+    } else {
+      jobs_.FencedAttemptEnded(node_id, Str(s.job()), Str(s.replica()), s.attempt(), now_ms);
+    }
   }
   Reply(m, Encode(id, wire::AckT{}));
 }

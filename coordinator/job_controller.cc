@@ -35,6 +35,7 @@ void JobController::Restore(JobRecord job) {
   const JobRecord& restored = *(jobs_[name] = std::make_unique<JobRecord>(std::move(job)));
   for (const auto& r : restored.replicas) {
     if (r.placed() && !IsFinal(r.state)) NoteOnNode(r.node_id, name);
+    if (r.fenced_until_ms > 0) fenced_jobs_.insert(name);
   }
 }
 
@@ -185,6 +186,7 @@ void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
   auto end = [&](ReplicaRecord& r, const std::string& message, bool never_ran) {
     if (IsFinal(r.state)) return;
     r.fenced_until_ms = fenced_until_ms;
+    if (fenced_until_ms > 0) fenced_jobs_.insert(job.name);
     if (r.stop_requested) {
       SetReplicaState(r, ReplicaState::STOPPED, stopped_why, now_ms);
     } else {
@@ -240,6 +242,50 @@ void JobController::NoteFenceWait(JobRecord& job, const std::string& node_id, in
            now_ms);
 }
 
+void JobController::FencedNodeReturned(const std::string& node_id,
+                                       const std::set<std::string>& live, int64_t now_ms) {
+  for (auto it = fenced_jobs_.begin(); it != fenced_jobs_.end();) {
+    JobRecord* job = FindJob(*it);
+    if (job == nullptr) {
+      it = fenced_jobs_.erase(it);
+      continue;
+    }
+    bool held = false;
+    for (auto& r : job->replicas) {
+      if (r.fenced_until_ms <= now_ms) continue;
+      const std::string& lost_on = r.placed() ? r.node_id : r.last_node;
+      if (lost_on == node_id &&
+          !live.count(job->name + "/" + r.name + "/" + std::to_string(r.attempt))) {
+        EndFence(*job, r, node_id + " registered again without it", now_ms);
+        continue;
+      }
+      held = true;
+    }
+    it = held ? std::next(it) : fenced_jobs_.erase(it);
+  }
+}
+
+void JobController::FencedAttemptEnded(const std::string& node_id, const std::string& job_name,
+                                       const std::string& replica, int attempt, int64_t now_ms) {
+  if (!fenced_jobs_.count(job_name)) return;
+  JobRecord* job = FindJob(job_name);
+  ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
+  if (r == nullptr || r->fenced_until_ms <= now_ms || r->attempt != attempt) return;
+  if ((r->placed() ? r->node_id : r->last_node) != node_id) return;
+  EndFence(*job, *r, node_id + " reports that it ended", now_ms);
+}
+
+void JobController::EndFence(JobRecord& job, ReplicaRecord& r, const std::string& why,
+                             int64_t now_ms) {
+  r.fenced_until_ms = 0;
+  MarkDirty(job);
+  schedule_needed_ = true;
+  AddEvent(job,
+           r.name + " attempt " + std::to_string(r.attempt) + " no longer runs (" + why +
+               "): placed again without waiting for the fence",
+           now_ms);
+}
+
 void JobController::Reconcile(const std::string& node_id,
                               const std::set<std::pair<std::string, std::string>>& reported,
                               int64_t now_ms, std::optional<int64_t> last_heard_ms) {
@@ -282,7 +328,10 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
       for (auto& r : job->replicas) {
         if (!r.placed() || IsFinal(r.state) || health_->LastHeardMs(r.node_id)) continue;
         r.fenced_until_ms = FencedUntil(options_.started_ms);
-        if (r.fenced_until_ms > now_ms) fenced_nodes.insert(r.node_id);
+        if (r.fenced_until_ms > now_ms) {
+          fenced_nodes.insert(r.node_id);
+          fenced_jobs_.insert(job->name);
+        }
         SetReplicaState(
             r, r.stop_requested ? ReplicaState::STOPPED : ReplicaState::LOST,
             "node " + r.node_id + " did not re-register after the coordinator restarted", now_ms);

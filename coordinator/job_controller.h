@@ -71,16 +71,17 @@
 // replicas may still run, and write the checkpoints their restarts resume from. With
 // fence_after_ms set, every agent stops all its replicas once it has heard nothing from the
 // coordinator for that long (SIGTERM, stop_grace_ms, SIGKILL), and a replica lost with its node
-// (ReplicaRecord::fenced_until_ms) is placed again only once its agent has surely done so: the
-// last message between them either way (its agent may have heard a launch or a stop after its own
-// last word arrived, the partition being one-way), plus fence_after_ms, plus the grace, plus two
-// heartbeat intervals (for the reply to its last heartbeat, its loop, the reaping and the clocks'
-// rates; nothing waits once the node is declared lost, when that is later). A node that never
-// registered again after a
-// coordinator restart counts from the restart (no agent heard this coordinator before). So at
-// most one attempt of a replica runs at a time, even across a partition, at the price of that
-// wait after every node loss; a real loss and a partition look the same from here. The hold is
-// stored with the replica and outlives a coordinator restart.
+// (ReplicaRecord::fenced_until_ms) is placed again only once its agent has surely done so: from
+// the last message between them either way (its agent may have heard a launch or a stop after its
+// own last word arrived, the partition being one-way), fence_after_ms, the grace and two heartbeat
+// intervals (for the reply to its last heartbeat, its loop, the reaping and the clocks' rates).
+// When that time has passed by the node's loss, nothing waits. A node that never registers again
+// after a coordinator restart counts from the restart (no agent heard this coordinator before).
+// So at most one attempt of a replica runs at a time, even across a partition, at the price of
+// that wait after a node loss; a real loss and a partition look the same from here, until the
+// node is heard from again: once its agent registers again not running the held attempt, or
+// reports that attempt ended, the replica is placed at once (FencedNodeReturned,
+// FencedAttemptEnded). The hold is stored with the replica and outlives a coordinator restart.
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
 #pragma once
@@ -191,6 +192,14 @@ class JobController {
   void Reconcile(const std::string& node_id,
                  const std::set<std::pair<std::string, std::string>>& reported, int64_t now_ms,
                  std::optional<int64_t> last_heard_ms);
+  // `node_id` registered again; `live` names the attempts it still runs, "job/replica/attempt":
+  // the replicas held for a fence on it whose attempt is not among them are placed now.
+  void FencedNodeReturned(const std::string& node_id, const std::set<std::string>& live,
+                          int64_t now_ms);
+  // `node_id` reports `attempt` of job/replica ended, an attempt the job no longer runs: a fence
+  // held for it is over.
+  void FencedAttemptEnded(const std::string& node_id, const std::string& job,
+                          const std::string& replica, int attempt, int64_t now_ms);
   // Timers (the coordinator calls it about once a second): job timeouts, and (once
   // `registration_grace_over`) replicas on nodes that never registered after a coordinator
   // restart (held from options.started_ms, see "Fencing").
@@ -317,6 +326,8 @@ class JobController {
   int64_t FencedUntil(int64_t last_word_ms) const;
   // The replicas of `job` lost on `node_id` wait for `until`: an event says so.
   void NoteFenceWait(JobRecord& job, const std::string& node_id, int64_t until, int64_t now_ms);
+  // Ends `r`'s fence (its node said its attempt is gone): placed now, and an event says why.
+  void EndFence(JobRecord& job, ReplicaRecord& r, const std::string& why, int64_t now_ms);
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void RestartJob(JobRecord& job, int64_t now_ms);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);
@@ -354,6 +365,8 @@ class JobController {
   mutable size_t active_tombstones_ = 0;
   void EraseActive(uint64_t seq);
   std::set<std::string> ended_holding_;
+  // Jobs that may have a replica held for a fence (pruned as they are looked at).
+  std::set<std::string> fenced_jobs_;
   // Where replicas were placed, so that a node's loss or registration reads the jobs of that node,
   // not every job (10,000 agents registering again after a restart, each against 100,000 jobs):
   // node id -> names of jobs that had a live replica placed there. Every placement adds its job;

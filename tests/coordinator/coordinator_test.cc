@@ -1099,6 +1099,27 @@ class FencingTest : public CoordinatorTest {
     return true;
   }
 
+  // node-a falls silent until it is declared lost (node-b heartbeating), and then hears that the
+  // coordinator does not know it; nothing is launched meanwhile.
+  void LoseNodeA() {
+    while (coordinator_->FindNode("node-a")->ready) {
+      clock_.Advance(milliseconds(1000));
+      Heartbeat("node-b");
+      PumpFew();
+    }
+    ASSERT_TRUE(TakeLaunchList().empty());
+    ASSERT_NO_FATAL_FAILURE(ExpectHeartbeatUnknown("node-a"));
+  }
+  // chief-0 attempt 1 is launched (on either node), before `deadline_ms`.
+  void ExpectPlacedBefore(int64_t deadline_ms) {
+    Pump([&] { return !agents_["node-a"].inbox.empty() || !agents_["node-b"].inbox.empty(); });
+    auto launches = TakeLaunchList();
+    ASSERT_EQ(launches.size(), 1u);
+    EXPECT_EQ(launches[0].second.replica, "chief-0");
+    EXPECT_EQ(launches[0].second.attempt, 1);
+    EXPECT_LT(clock_.NowMs(), deadline_ms);
+  }
+
   // Job `name` (chief-0, worker-0 with `whole_job` restarts) runs on node-a and node-b; the
   // worker's node falls silent, node-c has room. Expects nothing launched until the fence is over,
   // then worker-0 attempt 1; `waiting` gets the job's message and the worker's while it waited.
@@ -1213,6 +1234,38 @@ TEST_F(FencingTest, AWholeJobRestartWaitsInTheQueueForTheFence) {
   EXPECT_EQ(waiting.rfind("waiting until the agent on node-", 0), 0u) << waiting;
   EXPECT_NE(waiting.find("has surely stopped worker-0 attempt 0 (fencing"), std::string::npos)
       << waiting;
+}
+
+// The cut-off node heard from again ends the wait: once it reports the held attempt ended (after
+// the stop the coordinator sends it), or registers again without it, the replica is placed at once.
+TEST_F(FencingTest, TheNodeHeardFromAgainReportingTheAttemptEndedEndsTheWait) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("back", 0, 1)));
+  const int64_t last_word = clock_.NowMs();
+  AddAgent("node-b", 1);
+  ASSERT_NO_FATAL_FAILURE(LoseNodeA());
+  Register("node-a", 1, {Running("back", "chief-0")});
+  EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed while attempt 0 still ran";
+  Report("node-a", "back", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+  ASSERT_NO_FATAL_FAILURE(ExpectPlacedBefore(last_word + kHoldMs));
+  EXPECT_TRUE(HasEvent(GetJob("back"),
+                       "chief-0 attempt 0 no longer runs (node-a reports that it ended): placed "
+                       "again without waiting for the fence"));
+}
+
+TEST_F(FencingTest, TheNodeHeardFromAgainWithoutTheAttemptEndsTheWait) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("gone", 0, 1)));
+  const int64_t last_word = clock_.NowMs();
+  AddAgent("node-b", 1);
+  ASSERT_NO_FATAL_FAILURE(LoseNodeA());
+  Register("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectPlacedBefore(last_word + kHoldMs));
+  EXPECT_TRUE(HasEvent(GetJob("gone"),
+                       "chief-0 attempt 0 no longer runs (node-a registered again without it): "
+                       "placed again without waiting for the fence"));
 }
 
 // After a coordinator restart a node that never registers again counts from the restart: its
