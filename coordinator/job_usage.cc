@@ -29,7 +29,16 @@ std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
     if (!filter.user.empty() && user != filter.user) continue;
     if (!filter.queue.empty() && queue != filter.queue) continue;
     bool finished = job->finished();
-    if (filter.since_ms > 0 && finished && job->end_time_ms < filter.since_ms) continue;
+    // Replicas that held on after the job's end (finishing ranks, servers stopped after them)
+    // hold until they ended, or until now while they run.
+    auto held_until = [&](const ReplicaRecord& r) {
+      return IsFinal(r.state) ? r.state_time_ms : now_ms;
+    };
+    int64_t last_held = job->end_time_ms;
+    for (const auto& r : job->replicas) {
+      if (finished && r.placed()) last_held = std::max(last_held, held_until(r));
+    }
+    if (filter.since_ms > 0 && finished && last_held < filter.since_ms) continue;
     UsageRow& row = rows[{user, queue}];
     row.user = user;
     row.queue = queue;
@@ -38,10 +47,22 @@ std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
     if (job->start_time_ms <= 0) continue;
     int64_t from = std::max(job->start_time_ms, filter.since_ms);
     int64_t to = finished ? job->end_time_ms : now_ms;
-    if (to <= from) continue;
-    double hours = static_cast<double>(to - from) / 3'600'000.0;
-    row.gpu_hours += hours * JobGpus(*job);
-    row.cpu_hours += hours * JobCpus(*job);
+    if (to > from) {
+      double hours = static_cast<double>(to - from) / 3'600'000.0;
+      row.gpu_hours += hours * JobGpus(*job);
+      row.cpu_hours += hours * JobCpus(*job);
+    }
+    if (!finished) continue;
+    const int64_t after = std::max(job->end_time_ms, filter.since_ms);
+    for (const auto& r : job->replicas) {
+      if (!r.placed()) continue;
+      const int64_t until = held_until(r);
+      if (until <= after) continue;
+      const double hours = static_cast<double>(until - after) / 3'600'000.0;
+      const Resources& res = job->PoolOf(r).resources;
+      row.gpu_hours += hours * res.gpus;
+      row.cpu_hours += hours * res.cpus;
+    }
   }
   std::vector<UsageRow> out;
   out.reserve(rows.size());

@@ -79,6 +79,30 @@ TEST(Usage, SumsRequestedResourcesOverHeldTime) {
   EXPECT_EQ(ComputeUsage(all, other, 14 * hour).size(), 1u);
 }
 
+// Ranks that finish after the chief's success (scheduling.finish_grace) hold their resources on:
+// each adds its own from the job's end until it ended, or until now while it runs.
+TEST(Usage, ReplicasFinishingAfterTheJobsEndCountUntilTheyEnd) {
+  const int64_t hour = 3'600'000;
+  JobRecord job = Job("e", 1, JobState::SUCCEEDED, 2, 1, 10 * hour, 12 * hour);
+  for (auto& r : job.replicas) {
+    r.node_id = "node-" + r.name;
+    r.state = ReplicaState::SUCCEEDED;
+    r.state_time_ms = 12 * hour;  // the chief, at the end
+  }
+  job.replicas[1].state_time_ms = 12 * hour + hour / 4;  // worker-0 a quarter hour later
+  job.replicas[2].state = ReplicaState::RUNNING;         // worker-1 still running at 12:30
+  auto rows = ComputeUsage({&job}, {}, 12 * hour + hour / 2);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 3 * 2 * 2.0 + 2 * 0.25 + 2 * 0.5);
+  EXPECT_DOUBLE_EQ(rows[0].cpu_hours, 3 * 1 * 2.0 + 1 * 0.25 + 1 * 0.5);
+  // Since 12:20: worker-1's ten minutes only.
+  UsageFilter since;
+  since.since_ms = 12 * hour + hour / 3;
+  rows = ComputeUsage({&job}, since, 12 * hour + hour / 2);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0].gpu_hours, 2.0 / 6, 1e-9);
+}
+
 TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   auto jobs = std::make_shared<JobViewMap>();
   auto add = [&](JobRecord j, int64_t running_ms) {
