@@ -1099,9 +1099,14 @@ class FencingTest : public CoordinatorTest {
     return true;
   }
 
-  // node-a falls silent until it is declared lost (node-b heartbeating), and then hears that the
-  // coordinator does not know it; nothing is launched meanwhile.
-  void LoseNodeA() {
+  // Job `name` (a chief) runs on node-a, and node-b joins; then node-a falls silent until it is
+  // declared lost (node-b heartbeating), and hears that the coordinator does not know it; nothing
+  // is launched meanwhile. `last_word`: node-a's.
+  void RunOnNodeAThenLoseIt(const std::string& name, int64_t* last_word) {
+    AddAgent("node-a", 1);
+    ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml(name, 0, 1)));
+    *last_word = clock_.NowMs();
+    AddAgent("node-b", 1);
     while (coordinator_->FindNode("node-a")->ready) {
       clock_.Advance(milliseconds(1000));
       Heartbeat("node-b");
@@ -1239,11 +1244,8 @@ TEST_F(FencingTest, AWholeJobRestartWaitsInTheQueueForTheFence) {
 // The cut-off node heard from again ends the wait: once it reports the held attempt ended (after
 // the stop the coordinator sends it), or registers again without it, the replica is placed at once.
 TEST_F(FencingTest, TheNodeHeardFromAgainReportingTheAttemptEndedEndsTheWait) {
-  AddAgent("node-a", 1);
-  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("back", 0, 1)));
-  const int64_t last_word = clock_.NowMs();
-  AddAgent("node-b", 1);
-  ASSERT_NO_FATAL_FAILURE(LoseNodeA());
+  int64_t last_word = 0;
+  ASSERT_NO_FATAL_FAILURE(RunOnNodeAThenLoseIt("back", &last_word));
   Register("node-a", 1, {Running("back", "chief-0")});
   EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#0"}));
   PumpFew();
@@ -1256,11 +1258,8 @@ TEST_F(FencingTest, TheNodeHeardFromAgainReportingTheAttemptEndedEndsTheWait) {
 }
 
 TEST_F(FencingTest, TheNodeHeardFromAgainWithoutTheAttemptEndsTheWait) {
-  AddAgent("node-a", 1);
-  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("gone", 0, 1)));
-  const int64_t last_word = clock_.NowMs();
-  AddAgent("node-b", 1);
-  ASSERT_NO_FATAL_FAILURE(LoseNodeA());
+  int64_t last_word = 0;
+  ASSERT_NO_FATAL_FAILURE(RunOnNodeAThenLoseIt("gone", &last_word));
   Register("node-a", 1);
   ASSERT_NO_FATAL_FAILURE(ExpectPlacedBefore(last_word + kHoldMs));
   EXPECT_TRUE(HasEvent(GetJob("gone"),

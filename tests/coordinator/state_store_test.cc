@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -218,6 +219,34 @@ class StateStoreTest : public ::testing::Test {
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     for (const char* sql : statements) ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
   }
+  // `job`, stored, then taken back to an older schema by `downgrade` (statements run behind the
+  // store's back), opens migrated: it loads as stored, with no damage (a new column's zero is
+  // outside the row checksum). `change` then sets the new column through the store, which
+  // survives a reopen; `damage` behind the store's back is refused, naming the job.
+  void ExpectMigrated(JobRecord job, std::initializer_list<const char*> downgrade,
+                      const std::function<void(JobRecord&)>& change,
+                      std::initializer_list<const char*> damage) {
+    Store({job});
+    ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(downgrade));
+    {
+      auto [store, loaded] = OpenAndLoad();
+      ASSERT_TRUE(store);
+      EXPECT_TRUE(loaded.dropped.empty());
+      ExpectSameJobs(loaded.jobs, {job});
+      change(job);
+      StateChanges c;
+      c.jobs.push_back(&job);
+      ASSERT_TRUE(store->Commit(c).ok());
+    }
+    {
+      auto [store, loaded] = OpenAndLoad();
+      ASSERT_TRUE(store);
+      ExpectSameJobs(loaded.jobs, {job});
+    }
+    ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(damage));
+    Status refused = LoadRefused();
+    EXPECT_NE(refused.message().find(job.name), std::string::npos) << refused.ToString();
+  }
   // Stores `jobs` in a new store and closes it.
   void Store(const std::vector<JobRecord>& jobs) {
     auto store = OpenOk();
@@ -346,67 +375,31 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
   EXPECT_EQ((*listed)[0].owner, "bob");
 }
 
-// A database of schema version 4 (before replicas' cause_signal) opens migrated: its replicas
-// load with none and no damage (a zero is outside the row checksum), and one set since survives a
-// reopen and is part of the checksum.
+// A database of schema version 4 (before replicas' cause_signal) opens migrated, and a cause
+// signal set since is part of the row checksum.
 TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksums) {
-  JobRecord job = MakeJob("torchrun", 1, 1);
-  Store({job});
-  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore({"ALTER TABLE replicas DROP COLUMN cause_signal",
-                                              "ALTER TABLE replicas DROP COLUMN fenced_until_ms",
-                                              "PRAGMA user_version = 4"}));
-  {
-    auto [store, loaded] = OpenAndLoad();
-    ASSERT_TRUE(store);
-    EXPECT_TRUE(loaded.dropped.empty());
-    ExpectSameJobs(loaded.jobs, {job});
-    job.replicas[1].state = ReplicaState::FAILED;
-    job.replicas[1].exit_code = 1;
-    job.replicas[1].cause_signal = 9;
-    StateChanges c;
-    c.jobs.push_back(&job);
-    ASSERT_TRUE(store->Commit(c).ok());
-  }
-  {
-    auto [store, loaded] = OpenAndLoad();
-    ASSERT_TRUE(store);
-    ExpectSameJobs(loaded.jobs, {job});
-  }
-  ASSERT_NO_FATAL_FAILURE(
-      ExecBehindTheStore({"UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9"}));
-  Status refused = LoadRefused();
-  EXPECT_NE(refused.message().find("torchrun"), std::string::npos) << refused.ToString();
+  ExpectMigrated(MakeJob("torchrun", 1, 1),
+                 {"ALTER TABLE replicas DROP COLUMN cause_signal",
+                  "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 4"},
+                 [](JobRecord& job) {
+                   job.replicas[1].state = ReplicaState::FAILED;
+                   job.replicas[1].exit_code = 1;
+                   job.replicas[1].cause_signal = 9;
+                 },
+                 {"UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9"});
 }
 
-// A database of schema version 5 (before fencing) opens migrated: its replicas load with no hold
-// and no damage, and a hold set since survives a reopen and is part of the checksum, apart from
-// the cause signal's.
+// A database of schema version 5 (before fencing) opens migrated, and a hold set since is part of
+// the row checksum, apart from the cause signal's: moved into that column it is damage.
 TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
-  JobRecord job = MakeJob("fenced", 1, 1);
-  Store({job});
-  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
-      {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 5"}));
-  {
-    auto [store, loaded] = OpenAndLoad();
-    ASSERT_TRUE(store);
-    EXPECT_TRUE(loaded.dropped.empty());
-    ExpectSameJobs(loaded.jobs, {job});
-    job.replicas[1].state = ReplicaState::LOST;
-    job.replicas[1].fenced_until_ms = 77;
-    StateChanges c;
-    c.jobs.push_back(&job);
-    ASSERT_TRUE(store->Commit(c).ok());
-  }
-  {
-    auto [store, loaded] = OpenAndLoad();
-    ASSERT_TRUE(store);
-    ExpectSameJobs(loaded.jobs, {job});
-  }
-  // The hold moved into the cause signal's column is damage, not a signal.
-  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
-      {"UPDATE replicas SET cause_signal = 77, fenced_until_ms = 0 WHERE fenced_until_ms = 77"}));
-  Status refused = LoadRefused();
-  EXPECT_NE(refused.message().find("fenced"), std::string::npos) << refused.ToString();
+  ExpectMigrated(
+      MakeJob("fenced", 1, 1),
+      {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 5"},
+      [](JobRecord& job) {
+        job.replicas[1].state = ReplicaState::LOST;
+        job.replicas[1].fenced_until_ms = 77;
+      },
+      {"UPDATE replicas SET cause_signal = 77, fenced_until_ms = 0 WHERE fenced_until_ms = 77"});
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back
