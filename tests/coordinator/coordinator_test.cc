@@ -1115,6 +1115,15 @@ class FencingTest : public CoordinatorTest {
     ASSERT_TRUE(TakeLaunchList().empty());
     ASSERT_NO_FATAL_FAILURE(ExpectHeartbeatUnknown("node-a"));
   }
+  // Two seconds more, node-b heartbeating: chief-0 attempt 1 is launched there.
+  void ExpectChiefRelaunchedOnNodeBSoon() {
+    clock_.Advance(milliseconds(2000));
+    Heartbeat("node-b");
+    Pump([&] { return !agents_["node-b"].inbox.empty(); });
+    auto launches = TakeLaunches();
+    ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
+    EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+  }
   // chief-0 attempt 1 is launched (on either node), before `deadline_ms`.
   void ExpectPlacedBefore(int64_t deadline_ms) {
     Pump([&] { return !agents_["node-a"].inbox.empty() || !agents_["node-b"].inbox.empty(); });
@@ -1214,12 +1223,7 @@ TEST_F(FencingTest, ALostNodesReplicaIsPlacedAgainOnlyOnceItsAgentHasSurelyStopp
   Restart();  // the hold is stored with the replica
   Register("node-b", 1);
   ASSERT_TRUE(QuietUntil(last_word + kHoldMs - 1000));
-  clock_.Advance(milliseconds(2000));
-  Heartbeat("node-b");
-  Pump([&] { return !agents_["node-b"].inbox.empty(); });
-  auto launches = TakeLaunches();
-  ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
-  EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectChiefRelaunchedOnNodeBSoon());
   EXPECT_EQ(GetJob("fenced").restarts, 1);
 }
 
@@ -1281,12 +1285,7 @@ TEST_F(FencingTest, ANodeThatNeverReturnsAfterARestartCountsFromTheRestart) {
   auto info = GetJob("orphan");
   EXPECT_NE(Replica(info, "chief-0")->message.find("fencing"), std::string::npos)
       << Replica(info, "chief-0")->message;
-  clock_.Advance(milliseconds(2000));
-  Heartbeat("node-b");
-  Pump([&] { return !agents_["node-b"].inbox.empty(); });
-  auto launches = TakeLaunches();
-  ASSERT_EQ(launches.count("node-b/chief-0"), 1u);
-  EXPECT_EQ(launches["node-b/chief-0"].attempt, 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectChiefRelaunchedOnNodeBSoon());
 }
 
 // An agent's message (or what it quotes of a replica's log) with bytes that are not UTF-8,
