@@ -14,9 +14,9 @@
 //    RegisterAgentReply names (agent/storage_check.h).
 //  - Fencing: the RegisterAgentReply hands the coordinator's --fence-after and stop grace. Once
 //    the coordinator has said nothing for that long (refusals of this node's word do not count),
-//    FenceDue() is true, once per silence: the
-//    coordinator may have declared this node lost and placed its replicas elsewhere, so the agent
-//    stops them (coordinator/job_controller.h, "Fencing"). 0: never.
+//    FenceDue() is true, once per silence: the coordinator may have declared this node lost and
+//    placed its replicas elsewhere, so the agent stops them (coordinator/job_controller.h,
+//    "Fencing"). 0: never.
 //
 // Time: every timer reads the injected Clock.
 // Thread safety: none; the agent loop owns it. Lifetime: `config`, `clock` and `outbox` outlive

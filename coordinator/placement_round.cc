@@ -120,8 +120,8 @@ bool IsLive(const JobRecord& job) {
   return job.state == JobState::PENDING || job.state == JobState::RUNNING;
 }
 
-// The node a replica of `job` was lost on whose agent may still run it at `now_ms` (coordinator/
-// job_controller.h, "Fencing"), or nullptr.
+// A replica of `job` lost with its node, whose agent may still run it at `now_ms` (coordinator/
+// job_controller.h, "Fencing"); nullptr when none.
 const ReplicaRecord* FencedReplica(const JobRecord& job, int64_t now_ms) {
   for (const auto& r : job.replicas) {
     if (r.fenced_until_ms > now_ms) return &r;
@@ -129,6 +129,7 @@ const ReplicaRecord* FencedReplica(const JobRecord& job, int64_t now_ms) {
   return nullptr;
 }
 
+// What a replica (or its queued job) held by a fence waits for.
 std::string FenceWait(const ReplicaRecord& r) {
   const std::string& node = r.placed() ? r.node_id : r.last_node;
   return "waiting until the agent on " + node + " has surely stopped " + r.name + " attempt " +
