@@ -115,6 +115,7 @@ void Agent::PublishSnapshot() {
   s->cgroups = config_.cgroups;
   s->cgroups_reason = config_.cgroups_reason;
   s->log_bytes_shipped = log_bytes_shipped_;
+  s->replicas_fenced = replicas_fenced_;
   s->attempts_started = replicas_.attempts_started();
   for (const auto& [key, a] : replicas_.attempts()) {
     if (!a.live()) continue;
@@ -400,6 +401,7 @@ void Agent::Fence() {
                              "); it may have declared this node lost and started the replica "
                              "elsewhere";
   const int stopped = replicas_.StopAll(StopCause::kFence, reason, session_.fence_grace());
+  replicas_fenced_ += static_cast<uint64_t>(stopped);
   if (stopped > 0) {
     spdlog::warn("{}: stopping {} replica(s), grace period {}", reason, stopped,
                  FormatDuration(session_.fence_grace()));

@@ -214,6 +214,7 @@ class Agent {
   std::unique_ptr<AgentHttp> http_;
   milliseconds next_publish_{0};
   uint64_t log_bytes_shipped_ = 0;
+  uint64_t replicas_fenced_ = 0;  // Fence() stopped so many attempts
 };
 
 }  // namespace cohort::agent

@@ -216,6 +216,10 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
   t.Family("cohort_agent_log_bytes_shipped_total", Type::kCounter,
            "Replica log bytes the coordinator acknowledged (since the agent started).");
   t.Sample("cohort_agent_log_bytes_shipped_total", {{"node", s.node_id}}, s.log_bytes_shipped);
+  t.Family("cohort_agent_replicas_fenced_total", Type::kCounter,
+           "Replica attempts this agent stopped because the coordinator was silent past its "
+           "--fence-after (since the agent started).");
+  t.Sample("cohort_agent_replicas_fenced_total", {{"node", s.node_id}}, s.replicas_fenced);
   return t.Take();
 }
 

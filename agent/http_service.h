@@ -51,6 +51,7 @@ struct AgentSnapshot {
   std::string cgroups_reason;      // why not
   uint64_t log_bytes_shipped = 0;  // since the agent started
   uint64_t attempts_started = 0;   // since the agent started
+  uint64_t replicas_fenced = 0;    // stopped for a silent coordinator (--fence-after), since start
 };
 
 // Per-cgroup usage; a field is -1 when its file is absent or unreadable.

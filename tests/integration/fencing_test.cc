@@ -4,6 +4,7 @@
 // clock, when each attempt starts and ends. The coordinator declares the node lost and restarts the
 // chief on the other node; the question is whether the cut-off attempt was still running then.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <map>
 #include <sstream>
@@ -137,6 +138,14 @@ TEST_F(PartitionTest, AReplicaCutOffFromTheCoordinatorEndsBeforeItsRestartStarts
   EXPECT_LT(attempts[0].end_ns, attempts[1].start_ns);
   EXPECT_NE(ReadFile(cluster_->agent(cut_).log_path()).find("fenced: no word from the coordinator"),
             std::string::npos);
+  // Its agent counts the fence for Prometheus.
+  httplib::Client agent_http("127.0.0.1", cluster_->agent_http_port(cut_));
+  agent_http.set_read_timeout(5, 0);
+  auto metrics = agent_http.Get("/metrics");
+  ASSERT_TRUE(metrics) << "the cut-off agent's /metrics did not answer";
+  EXPECT_NE(metrics->body.find("cohort_agent_replicas_fenced_total{node=\"" + cut_ + "\"} 1\n"),
+            std::string::npos)
+      << metrics->body;
   auto client = cluster_->Client();
   auto info = client.GetJob("fenced");
   ASSERT_TRUE(info.ok());
