@@ -7,6 +7,9 @@
 //   - node loss: the agent running RANK=1 and that replica's process group are SIGKILLed;
 //   - preemption: the agent running RANK=1 gets SIGTERM;
 //   - a lone replica: RANK=1's process group is SIGKILLed, its agent lives;
+//   - a partition: the node running RANK=1 is cut off from the coordinator (its agent reaches it
+//     through a TCP proxy the test cuts), with --fence-after: RANK=1 is stopped by its own agent
+//     before the job runs again elsewhere;
 //   - a node holding two replicas of the job (chief and a worker) is lost, with
 //     restart_job_on_worker_restart false and true;
 //
@@ -54,6 +57,7 @@
 #include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
+#include "tests/testing/tcp_proxy.h"
 
 namespace cohort {
 namespace {
@@ -422,6 +426,9 @@ class TorchDdpTest : public ::testing::Test {
     return found;
   }
 
+  // Proxies between agents and the coordinator, by node id, for the tests that cut one; declared
+  // first, so they outlive the cluster (TearDown stops its agents while they still reach it).
+  std::map<std::string, std::unique_ptr<ct::TcpProxy>> proxies_;
   std::unique_ptr<ct::LocalCluster> cluster_;
   std::string job_;
 };
@@ -452,6 +459,69 @@ TEST(TorchDdpExampleTest, ShippedJobFilesDifferOnlyInTheBackendAndTheReducerPool
   }
   EXPECT_EQ(gloo->scheduling, with_cohort->scheduling);
   EXPECT_TRUE(gloo->scheduling.restart_job_on_worker_restart);
+}
+
+// A partition rather than a crash: the node of RANK=1 is cut off from the coordinator, its agent
+// and its rank alive, their TCP connections up. The other ranks block in their next all-reduce
+// (nothing resets their connections to RANK=1); the coordinator declares the node lost after its
+// heartbeat timeout and stops them, and, with --fence-after, places the job again only once the
+// cut-off agent has surely stopped RANK=1, which it does when it has heard nothing for the fence.
+// RANK=1's old process is gone before the job is placed again: never two RANK=1s at once.
+TEST_F(TorchDdpTest, APartitionedRankIsFencedBeforeTheJobRestartsFromItsCheckpoint) {
+  ct::ClusterOptions options;
+  options.heartbeat_timeout = "3s";
+  options.coordinator_args = {"--fence-after", "3s", "--stop-grace", "3s"};
+  cluster_ = std::make_unique<ct::LocalCluster>(
+      ct::ClusterBinaries{COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN}, options);
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  const std::string& endpoint = cluster_->agent_endpoint();
+  const int upstream = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  for (const std::string name : {"node-a", "node-b", "node-c", "node-d"}) {
+    auto proxy = std::make_unique<ct::TcpProxy>(upstream);
+    ASSERT_GT(proxy->port(), 0);
+    ct::AgentOptions agent{Node(name), 1, 4};
+    if (!BuiltinDir().empty()) agent.extra_args = {"--builtin-dir", BuiltinDir()};
+    agent.coordinator_endpoint = proxy->endpoint();
+    ASSERT_EQ(cluster_->StartAgent(agent), "");
+    proxies_[Node(name)] = std::move(proxy);
+  }
+  Submit("partition");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const std::string node = NodeOf("worker-0");  // RANK=1
+  const pid_t rank1 = ReplicaPid("worker-0");
+  ASSERT_GT(rank1, 0);
+  ASSERT_EQ(proxies_.count(node), 1u) << node;
+  proxies_.at(node)->Cut();
+
+  // When RANK=1's process was last seen alive (polled), and when the job was placed again.
+  auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t rank1_gone_ms = 0;
+  int64_t placed_again_ms = 0;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        if (rank1_gone_ms == 0 && ::kill(rank1, 0) != 0) rank1_gone_ms = now_ms();
+        auto job = Job();
+        if (!job) return false;
+        int placements = 0;
+        for (const auto& e : job->events) {
+          if (e->message.rfind("placed on ", 0) != 0) continue;
+          ++placements;
+          placed_again_ms = e->time_ms;
+        }
+        return placements >= 2;
+      },
+      60s, 20ms))
+      << "the job was never placed again";
+  EXPECT_NE(rank1_gone_ms, 0) << "RANK=1 still ran when the job was placed again";
+  EXPECT_LE(rank1_gone_ms, placed_again_ms) << "RANK=1 ended after the job was placed again";
+  EXPECT_NE(ct::ReadFile(cluster_->agent(node).log_path()).find("fenced: no word"),
+            std::string::npos);
+  proxies_.at(node)->Heal();
+  ExpectResumedAfterOneRestart();
 }
 
 TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
