@@ -141,10 +141,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+# What rank 0's TCPStore says when another process took the free port between free_port() and
+# its bind (any connect() on the host may be given it as its ephemeral port).
+PORT_TAKEN = "Address already in use"
+
+
 def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=False):
     """Runs `workers` worker processes (ranks in `absent` are never started) and `reducers`
     reducers; prints their output and returns their exit codes ("rank R", "reducer I"): a reducer
-    must leave by itself once the workers have (its store gone, or no new session), exiting 0."""
+    must leave by itself once the workers have (its store gone, or no new session), exiting 0.
+    Where rank 0 could not bind its store because the port was taken meanwhile, launches again on
+    another port (twice at most), saying so."""
+    for attempt in range(3):
+        codes, rank0_out = launch_once(args, workers, reducers, extra_env, absent, cohort_job)
+        if codes.get("rank 0", 0) == 0 or PORT_TAKEN not in rank0_out or attempt == 2:
+            return codes
+        print(f"launcher: another process took rank 0's store port; launching again ({attempt + 2}/3)")
+    return codes
+
+
+def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
+    """One launch of launch(): the exit codes and rank 0's output."""
     port = free_port()
     base = dict(os.environ)
     base.update({
@@ -180,6 +197,7 @@ def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=Fals
         helpers.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True))
     codes = {}
+    rank0_out = ""
     deadline = time.time() + 240
     for name, p in procs:
         try:
@@ -189,6 +207,12 @@ def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=Fals
             out, _ = p.communicate()
             out += "\n(killed by the launcher after 240 s)"
         codes[name] = p.returncode
+        if name == "rank 0":
+            rank0_out = out
+            if p.returncode != 0 and PORT_TAKEN in out:
+                for _, other in procs:  # they wait for a store that never comes
+                    if other.poll() is None:
+                        other.kill()
         sys.stdout.write("".join(f"[{name}] {line}\n" for line in out.splitlines()))
     for i, h in enumerate(helpers):
         try:
@@ -199,7 +223,7 @@ def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=Fals
             out += "\n(killed by the launcher 30 s after the workers ended)"
         codes[f"reducer {i}"] = h.returncode
         sys.stdout.write("".join(f"[reducer {i}] {line}\n" for line in out.splitlines()))
-    return codes
+    return codes, rank0_out
 
 
 # ----------------------------------------------------------------------------------------------
