@@ -222,9 +222,9 @@ void JobController::NodeLost(const std::string& node_id, const std::string& why,
   schedule_needed_ = true;
 }
 
-int64_t JobController::FencedUntil(int64_t last_word_ms) const {
+int64_t JobController::FencedUntil(int64_t last_contact_ms) const {
   if (options_.fence_after_ms <= 0) return 0;
-  return last_word_ms + options_.fence_after_ms + options_.stop_grace_ms +
+  return last_contact_ms + options_.fence_after_ms + options_.stop_grace_ms +
          2 * options_.heartbeat_interval_ms;
 }
 

@@ -321,9 +321,9 @@ class JobController {
                        const std::string& lost_why, const std::string& stopped_why,
                        std::optional<int64_t> silent_since_ms, int64_t now_ms,
                        int64_t fenced_until_ms = 0);
-  // With fencing on: when the agent of a node last heard from at `last_word_ms` has surely
-  // stopped what it ran (see "Fencing"); 0 with fencing off.
-  int64_t FencedUntil(int64_t last_word_ms) const;
+  // With fencing on: when the agent of a node whose last message either way was at
+  // `last_contact_ms` has surely stopped what it ran (see "Fencing"); 0 with fencing off.
+  int64_t FencedUntil(int64_t last_contact_ms) const;
   // The replicas of `job` lost on `node_id` wait for `until`: an event says so.
   void NoteFenceWait(JobRecord& job, const std::string& node_id, int64_t until, int64_t now_ms);
   // Ends `r`'s fence (its node said its attempt is gone): placed now, and an event says why.

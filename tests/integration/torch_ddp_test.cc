@@ -7,9 +7,10 @@
 //   - node loss: the agent running RANK=1 and that replica's process group are SIGKILLed;
 //   - preemption: the agent running RANK=1 gets SIGTERM;
 //   - a lone replica: RANK=1's process group is SIGKILLed, its agent lives;
-//   - a partition: the node running RANK=1 is cut off from the coordinator (its agent reaches it
-//     through a TCP proxy the test cuts), with --fence-after: RANK=1 is stopped by its own agent
-//     before the job runs again elsewhere;
+//   - a partition: the node running RANK=1 is cut off (its agent reaches the coordinator through
+//     a TCP proxy the test cuts, and RANK=1 is frozen, as if its link to the other ranks were
+//     gone too), with --fence-after: RANK=1 is ended by its own agent before the job runs again
+//     elsewhere;
 //   - a node holding two replicas of the job (chief and a worker) is lost, with
 //     restart_job_on_worker_restart false and true;
 //
@@ -461,12 +462,15 @@ TEST(TorchDdpExampleTest, ShippedJobFilesDifferOnlyInTheBackendAndTheReducerPool
   EXPECT_TRUE(gloo->scheduling.restart_job_on_worker_restart);
 }
 
-// A partition rather than a crash: the node of RANK=1 is cut off from the coordinator, its agent
-// and its rank alive, their TCP connections up. The other ranks block in their next all-reduce
-// (nothing resets their connections to RANK=1); the coordinator declares the node lost after its
-// heartbeat timeout and stops them, and, with --fence-after, places the job again only once the
-// cut-off agent has surely stopped RANK=1, which it does when it has heard nothing for the fence.
-// RANK=1's old process is gone before the job is placed again: never two RANK=1s at once.
+// A partition rather than a crash: the node of RANK=1 is cut off, its agent and its rank alive,
+// their TCP connections up. The agent's link to the coordinator goes through a proxy the test
+// cuts; the ranks talk directly, so RANK=1 is frozen (SIGSTOP) to stand for its side of the cut.
+// The other ranks block in their next all-reduce (nothing resets their connections to RANK=1);
+// the coordinator declares the node lost after its heartbeat timeout and stops them, and, with
+// --fence-after, places the job again only once the cut-off agent has surely ended RANK=1, which
+// it does when it has heard nothing for the fence (a SIGTERM, which waits on the frozen rank,
+// then the SIGKILL of the grace). RANK=1's old process is gone before the job is placed again:
+// never two RANK=1s at once.
 TEST_F(TorchDdpTest, APartitionedRankIsFencedBeforeTheJobRestartsFromItsCheckpoint) {
   ct::ClusterOptions options;
   options.heartbeat_timeout = "3s";
@@ -492,6 +496,7 @@ TEST_F(TorchDdpTest, APartitionedRankIsFencedBeforeTheJobRestartsFromItsCheckpoi
   ASSERT_GT(rank1, 0);
   ASSERT_EQ(proxies_.count(node), 1u) << node;
   proxies_.at(node)->Cut();
+  ASSERT_EQ(::kill(-rank1, SIGSTOP), 0);
 
   // When RANK=1's process was last seen alive (polled), and when the job was placed again.
   auto now_ms = [] {

@@ -21,9 +21,9 @@ sockaddr_in Loopback(int port) {
   return addr;
 }
 
-// Writes all of `data` to `fd`, waiting for room (the peer reads at its own pace).
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
+// Writes all of `data` to `fd`, waiting for room (the peer reads at its own pace) until `stop`.
+bool WriteAll(int fd, const char* data, size_t size, const std::atomic<bool>& stop) {
+  while (size > 0 && !stop) {
     ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -35,7 +35,7 @@ bool WriteAll(int fd, const char* data, size_t size) {
     data += n;
     size -= static_cast<size_t>(n);
   }
-  return true;
+  return size == 0;
 }
 
 }  // namespace
@@ -116,12 +116,12 @@ void TcpProxy::Accept() {
   pairs_.push_back({down, up});
 }
 
-bool TcpProxy::Forward(int from, int to) {
+bool TcpProxy::Forward(int from, int to) const {
   char buffer[64 << 10];
   ssize_t n = ::recv(from, buffer, sizeof(buffer), MSG_DONTWAIT);
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   if (n == 0) return false;
-  return WriteAll(to, buffer, static_cast<size_t>(n));
+  return WriteAll(to, buffer, static_cast<size_t>(n), stop_);
 }
 
 }  // namespace cohort::testing

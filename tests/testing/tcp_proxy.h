@@ -39,8 +39,9 @@ class TcpProxy {
   };
   void Run();
   void Accept();
-  // Moves what `from` has to `to`; false when either side is done (closed or failed).
-  static bool Forward(int from, int to);
+  // Moves what `from` has to `to`; false when either side is done (closed or failed) or the proxy
+  // stops.
+  bool Forward(int from, int to) const;
 
   int upstream_port_;
   int listen_fd_ = -1;
