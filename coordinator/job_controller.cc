@@ -166,7 +166,7 @@ std::vector<JobRecord*> JobController::JobsOnNode(const std::string& node_id) {
   return out;
 }
 
-void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
+bool JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
                                     const std::function<bool(const ReplicaRecord&)>& gone,
                                     const std::string& lost_why, const std::string& stopped_why,
                                     std::optional<int64_t> silent_since_ms, int64_t now_ms,
@@ -183,10 +183,11 @@ void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
     if (r.node_id != node_id || IsFinal(r.state) || !gone(r)) continue;
     (never_reached(r) ? unreached : ran).push_back(&r);
   }
+  bool ended = false;
   auto end = [&](ReplicaRecord& r, const std::string& message, bool never_ran) {
     if (IsFinal(r.state)) return;
-    r.fenced_until_ms = fenced_until_ms;
-    if (fenced_until_ms > 0) fenced_jobs_.insert(job.name);
+    HoldForFence(job, r, fenced_until_ms);
+    ended = true;
     if (r.stop_requested) {
       SetReplicaState(r, ReplicaState::STOPPED, stopped_why, now_ms);
     } else {
@@ -203,6 +204,7 @@ void JobController::EndGoneReplicas(JobRecord& job, const std::string& node_id,
             " after the node was last heard from, and never started",
         true);
   }
+  return ended;
 }
 
 void JobController::NodeLost(const std::string& node_id, const std::string& why, int64_t now_ms,
@@ -211,15 +213,18 @@ void JobController::NodeLost(const std::string& node_id, const std::string& why,
   // A node whose session was ended while it answered is silent from now on.
   const int64_t until = FencedUntil(last_contact_ms.value_or(silent_since_ms.value_or(now_ms)));
   for (JobRecord* job : JobsOnNode(node_id)) {
-    const bool had_live = std::any_of(
-        job->replicas.begin(), job->replicas.end(),
-        [&](const ReplicaRecord& r) { return r.node_id == node_id && !IsFinal(r.state); });
-    EndGoneReplicas(
-        *job, node_id, [](const ReplicaRecord&) { return true; }, why,
-        "its node was lost while stopping: " + why, silent_since_ms, now_ms, until);
-    if (had_live) NoteFenceWait(*job, node_id, until, now_ms);
+    if (EndGoneReplicas(
+            *job, node_id, [](const ReplicaRecord&) { return true; }, why,
+            "its node was lost while stopping: " + why, silent_since_ms, now_ms, until)) {
+      NoteFenceWait(*job, node_id, until, now_ms);
+    }
   }
   schedule_needed_ = true;
+}
+
+void JobController::HoldForFence(JobRecord& job, ReplicaRecord& r, int64_t until) {
+  r.fenced_until_ms = until;
+  if (until > 0) fenced_jobs_.insert(job.name);
 }
 
 int64_t JobController::FencedUntil(int64_t last_contact_ms) const {
@@ -321,17 +326,16 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
   for (const auto& [seq, job] : active()) {
     if (job->may_hold) jobs.push_back(job);
   }
+  // No agent heard this coordinator before it started.
+  const int64_t fenced_until = FencedUntil(options_.started_ms);
   for (JobRecord* job : jobs) {
     if (job->finished()) continue;
     if (registration_grace_over) {
       std::set<std::string> fenced_nodes;
       for (auto& r : job->replicas) {
         if (!r.placed() || IsFinal(r.state) || health_->LastHeardMs(r.node_id)) continue;
-        r.fenced_until_ms = FencedUntil(options_.started_ms);
-        if (r.fenced_until_ms > now_ms) {
-          fenced_nodes.insert(r.node_id);
-          fenced_jobs_.insert(job->name);
-        }
+        HoldForFence(*job, r, fenced_until);
+        fenced_nodes.insert(r.node_id);
         SetReplicaState(
             r, r.stop_requested ? ReplicaState::STOPPED : ReplicaState::LOST,
             "node " + r.node_id + " did not re-register after the coordinator restarted", now_ms);
@@ -339,9 +343,7 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
         OnReplicaEnded(*job, r, now_ms);
         if (job->finished()) break;
       }
-      for (const auto& node : fenced_nodes) {
-        NoteFenceWait(*job, node, FencedUntil(options_.started_ms), now_ms);
-      }
+      for (const auto& node : fenced_nodes) NoteFenceWait(*job, node, fenced_until, now_ms);
     }
     if (job->finished()) continue;
     int64_t timeout =

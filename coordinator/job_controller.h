@@ -315,8 +315,9 @@ class JobController {
   // The live replicas of `job` on `node_id` that `gone` picks went with their node (NodeLost,
   // Reconcile): STOPPED (`stopped_why`) when a stop was asked, else LOST (`lost_why`). Those
   // that ran go first: one of them, not a launch into silence, opens the incident.
-  // `fenced_until_ms`: ReplicaRecord::fenced_until_ms of those (0: they surely stopped).
-  void EndGoneReplicas(JobRecord& job, const std::string& node_id,
+  // `fenced_until_ms`: ReplicaRecord::fenced_until_ms of those (0: they surely stopped). True
+  // when it ended any.
+  bool EndGoneReplicas(JobRecord& job, const std::string& node_id,
                        const std::function<bool(const ReplicaRecord&)>& gone,
                        const std::string& lost_why, const std::string& stopped_why,
                        std::optional<int64_t> silent_since_ms, int64_t now_ms,
@@ -324,6 +325,8 @@ class JobController {
   // With fencing on: when the agent of a node whose last message either way was at
   // `last_contact_ms` has surely stopped what it ran (see "Fencing"); 0 with fencing off.
   int64_t FencedUntil(int64_t last_contact_ms) const;
+  // Sets r's fenced_until_ms to `until` (0: none) and notes the job among fenced_jobs_.
+  void HoldForFence(JobRecord& job, ReplicaRecord& r, int64_t until);
   // The replicas of `job` lost on `node_id` wait for `until`: an event says so.
   void NoteFenceWait(JobRecord& job, const std::string& node_id, int64_t until, int64_t now_ms);
   // Ends `r`'s fence (its node said its attempt is gone): placed now, and an event says why.

@@ -35,8 +35,10 @@ std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
       return IsFinal(r.state) ? r.state_time_ms : now_ms;
     };
     int64_t last_held = job->end_time_ms;
-    for (const auto& r : job->replicas) {
-      if (finished && r.placed()) last_held = std::max(last_held, held_until(r));
+    if (finished) {
+      for (const auto& r : job->replicas) {
+        if (r.placed()) last_held = std::max(last_held, held_until(r));
+      }
     }
     if (filter.since_ms > 0 && finished && last_held < filter.since_ms) continue;
     UsageRow& row = rows[{user, queue}];
