@@ -79,6 +79,17 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
     return InvalidArgument(path + ".replicas: must be at most " + std::to_string(kMaxReplicas) +
                            ", got " + std::to_string(pool.replicas));
   }
+  if (pool.min_replicas) {
+    if (pool.role != Role::kWorker) {
+      return InvalidArgument(path + ".min_replicas: only the worker pool may be elastic, not " +
+                             role);
+    }
+    if (*pool.min_replicas < 0 || *pool.min_replicas > pool.replicas) {
+      return InvalidArgument(path + ".min_replicas: must be in 0.." +
+                             std::to_string(pool.replicas) + " (its replicas), got " +
+                             std::to_string(*pool.min_replicas));
+    }
+  }
 
   const Resources& res = pool.resources;
   if (res.gpus < 0 || res.gpus > kMaxGpus) {
@@ -228,6 +239,14 @@ const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   return nullptr;
 }
 
+std::optional<int> JobSpec::MinWorkers() const {
+  const WorkerPoolSpec* workers = FindPool(Role::kWorker);
+  if (workers == nullptr || !workers->min_replicas || *workers->min_replicas >= workers->replicas) {
+    return std::nullopt;
+  }
+  return workers->min_replicas;
+}
+
 int JobSpec::TotalReplicas() const {
   int total = 0;
   for (const auto& pool : pools) total += pool.replicas;
@@ -336,6 +355,12 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("worker_pools: a chief pool (role: chief) is required");
   }
   const SchedulingSpec& s = spec.scheduling;
+  if (spec.MinWorkers() && !s.restart_job_on_worker_restart) {
+    return InvalidArgument("worker_pools[" + std::to_string(pool_slot[1]) +
+                           "].min_replicas: an elastic worker pool needs "
+                           "scheduling.restart_job_on_worker_restart: true (every change of its "
+                           "size restarts the whole job, as its ranks cannot change their group)");
+  }
   if (s.timeout.count() <= 0) {
     return InvalidArgument("scheduling.timeout: must be positive, got " +
                            std::to_string(s.timeout.count()) + "s");

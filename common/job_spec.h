@@ -68,6 +68,10 @@ struct ContainerSpec {
 struct WorkerPoolSpec {
   Role role = Role::kChief;
   int replicas = 1;
+  // An elastic pool (the worker pool only): the job may run with as few as this many of its
+  // `replicas` when no more fit, and grows again when room comes (DESIGN.md "Elastic jobs").
+  // nullopt: every replica, always.
+  std::optional<int> min_replicas;
   Resources resources;
   std::optional<ProcessSpec> process;  // exactly one of process, container, builtin
   std::optional<ContainerSpec> container;
@@ -128,6 +132,9 @@ struct JobSpec {
 
   const WorkerPoolSpec* FindPool(Role role) const;
   int TotalReplicas() const;
+  // The worker pool's min_replicas when it is below its replicas (the job is elastic); nullopt
+  // for a job that always runs whole.
+  std::optional<int> MinWorkers() const;
 
   bool operator==(const JobSpec&) const = default;  // field by field
 };

@@ -58,8 +58,9 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
 
 StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
                                   const std::string& path) {
-  COHORT_RETURN_IF_ERROR(
-      r.CheckMap(node, path, {"role", "replicas", "resources", "process", "container", "builtin"}));
+  COHORT_RETURN_IF_ERROR(r.CheckMap(
+      node, path,
+      {"role", "replicas", "min_replicas", "resources", "process", "container", "builtin"}));
   WorkerPoolSpec pool;
   if (!Reader::Has(node, "role")) {
     return r.Error(node, path + ".role",
@@ -72,6 +73,10 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
 
   if (Reader::Has(node, "replicas")) {
     COHORT_ASSIGN_OR_RETURN(pool.replicas, r.SmallInt(node["replicas"], path + ".replicas"));
+  }
+  if (Reader::Has(node, "min_replicas")) {
+    COHORT_ASSIGN_OR_RETURN(pool.min_replicas,
+                            r.SmallInt(node["min_replicas"], path + ".min_replicas"));
   }
 
   if (Reader::Has(node, "resources")) {
@@ -281,6 +286,9 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::BeginMap;
     out << YAML::Key << "role" << YAML::Value << std::string(RoleName(pool.role));
     out << YAML::Key << "replicas" << YAML::Value << pool.replicas;
+    if (pool.min_replicas) {
+      out << YAML::Key << "min_replicas" << YAML::Value << *pool.min_replicas;
+    }
     out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;
     out << YAML::Key << "cpus" << YAML::Value << pool.resources.cpus;

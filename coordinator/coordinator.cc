@@ -303,8 +303,11 @@ void Coordinator::RunWatchdog(int64_t now) {
 }
 
 void Coordinator::ScheduleRound(int64_t now) {
-  PlacementRoundStats round = RunPlacementRound(jobs_, nodes_, scheduler_, options_.queues,
-                                                options_.port_min, options_.port_max, now);
+  // Elastic jobs are resized only once the agents had a heartbeat timeout to register.
+  const int64_t settle_ms = options_.heartbeat_timeout.count();
+  PlacementRoundStats round = RunPlacementRound(
+      jobs_, nodes_, scheduler_, options_.queues, options_.port_min, options_.port_max, now,
+      ElasticOptions{now - started_ms_ > settle_ms, settle_ms});
   if (round.wall_us > 50'000) {
     spdlog::warn("scheduling round took {} ms ({} queued jobs, {} nodes)", round.wall_us / 1000,
                  round.queued, round.nodes);

@@ -103,11 +103,13 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
   }
   const ClusterView& view = idle_;
 
-  // Each pool's replica on some node.
+  // Each pool's replica on some node; an elastic job's fewest workers (it may run with those).
+  const std::optional<int> min_workers = spec.MinWorkers();
   std::vector<ReplicaDemand> demands;
   for (const WorkerPoolSpec& pool : spec.pools) {
     ReplicaDemand d{pool.resources.gpus, pool.resources.cpus, pool.resources.memory_mb};
-    for (int i = 0; i < pool.replicas; ++i) demands.push_back(d);
+    const int replicas = pool.role == Role::kWorker && min_workers ? *min_workers : pool.replicas;
+    for (int i = 0; i < replicas; ++i) demands.push_back(d);
     bool fits = std::any_of(view.nodes.begin(), view.nodes.end(),
                             [&](const NodeFree& n) { return Fits(n, d); });
     if (fits) continue;

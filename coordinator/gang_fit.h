@@ -30,7 +30,8 @@ NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node);
 // search, not a copy of every node (ten thousand of them, thousands of submits a second).
 class IdleClusterCheck {
  public:
-  // OK when `spec`'s replicas fit at once on `nodes` were they idle, with a port of [port_min,
+  // OK when `spec`'s replicas (an elastic job's chief and fewest workers) fit at once on `nodes`
+  // were they idle, with a port of [port_min,
   // port_max] each on its host plus two for the job on the chief's; else FAILED_PRECONDITION
   // saying what does not fit. OK when no node is known: the job then waits for nodes.
   Status Check(const JobSpec& spec, const NodeRegistry& nodes, int port_min, int port_max);

@@ -435,8 +435,55 @@ void JobController::RestartJob(JobRecord& job, int64_t now_ms) {
   job.state = JobState::QUEUED;
   job.message = "restarting: waiting for the old replicas to stop and for resources";
   job.queued_since_ms = now_ms;
+  SetElasticWorkers(job, -1);
   MarkDirty(job);
   schedule_needed_ = true;
+}
+
+void JobController::SetElasticWorkers(JobRecord& job, int workers) {
+  if (job.elastic_workers == workers) return;
+  job.elastic_workers = workers;
+  FillDemands(job);
+  job.shape_id = shapes_.Intern(job.demands);
+  schedule_needed_ = true;
+}
+
+void JobController::ShrinkElastic(JobRecord& job, int workers) {
+  if (job.state != JobState::QUEUED || !job.spec.MinWorkers()) return;
+  SetElasticWorkers(job, std::clamp(workers, *job.spec.MinWorkers(), ElasticMaxWorkers(job)));
+}
+
+void JobController::GrowElastic(JobRecord& job, int workers, const std::string& why,
+                                int64_t now_ms) {
+  if (job.state != JobState::RUNNING || !job.spec.MinWorkers()) return;
+  const int now_workers = ElasticWorkersRunning(job);
+  workers = std::min(workers, ElasticMaxWorkers(job));
+  if (workers <= now_workers) return;
+  held_.erase(job.name);
+  incidents_.erase(job.name);
+  const std::string grow = "grows to " + std::to_string(workers) + " of " +
+                           std::to_string(ElasticMaxWorkers(job)) + " workers";
+  AddEvent(job,
+           "elastic: " + why + ": the job " + grow +
+               " and restarts from its checkpoint (no restart spent)",
+           now_ms);
+  StopReplicas(job, "the job " + grow, now_ms);
+  job.state = JobState::QUEUED;
+  job.message = "elastic: the job " + grow + ": waiting for its replicas to stop";
+  job.queued_since_ms = now_ms;
+  SetElasticWorkers(job, workers);
+  MarkDirty(job);
+}
+
+int JobController::ElasticMaxWorkers(const JobRecord& job) {
+  const WorkerPoolSpec* workers = job.spec.FindPool(Role::kWorker);
+  return workers == nullptr ? 0 : workers->replicas;
+}
+
+int JobController::ElasticWorkersRunning(const JobRecord& job) {
+  int n = 0;
+  for (const auto& r : job.replicas) n += r.role == Role::kWorker && !r.idle ? 1 : 0;
+  return n;
 }
 
 void JobController::PreemptJob(JobRecord& job, const std::string& reason, int64_t now_ms) {
@@ -451,6 +498,7 @@ void JobController::PreemptJob(JobRecord& job, const std::string& reason, int64_
   job.state = JobState::QUEUED;
   job.message = reason + ": waiting for its replicas to stop, then for resources";
   job.queued_since_ms = now_ms;
+  SetElasticWorkers(job, -1);
   MarkDirty(job);
   schedule_needed_ = true;
 }
@@ -557,13 +605,15 @@ void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {
 
 void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
   if (job.state != JobState::PENDING) return;
+  size_t running = 0;
   for (const auto& r : job.replicas) {
+    if (r.idle) continue;
     if (r.state != ReplicaState::RUNNING && r.state != ReplicaState::SUCCEEDED) return;
+    ++running;
   }
   job.state = JobState::RUNNING;
   job.message = "all replicas running";
-  AddEvent(job, "running: all " + std::to_string(job.replicas.size()) + " replicas running",
-           now_ms);
+  AddEvent(job, "running: all " + std::to_string(running) + " replicas running", now_ms);
 }
 
 void JobController::Ended(JobRecord& job) { commands_.ended.push_back(job.name); }
@@ -610,9 +660,26 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
   preempted_for_.erase(job.name);
   preempting_.erase(job.name);
   std::set<std::string> used_nodes;
-  for (size_t i = 0; i < job.replicas.size(); ++i) {
-    ReplicaRecord& r = job.replicas[i];
-    const Slot& s = slots[i];
+  size_t placed = 0;
+  std::string idle;  // the workers an elastic job runs without
+  for (ReplicaRecord& r : job.replicas) {
+    if (!InNextPlacement(job, r)) {
+      if (!r.idle || r.state != ReplicaState::STOPPED) {
+        r.idle = true;
+        r.node_id.clear();
+        r.gpus.clear();
+        r.port = 0;
+        r.stop_requested = true;
+        r.fenced_until_ms = 0;
+        SetReplicaState(r, ReplicaState::STOPPED,
+                        "idle: the job runs without it (elastic: no room for every worker)",
+                        now_ms);
+      }
+      idle += (idle.empty() ? "" : ", ") + r.name;
+      continue;
+    }
+    const Slot& s = slots[placed++];
+    r.idle = false;
     if (r.launched) ++r.attempt;
     r.launched = true;
     r.node_id = s.node_id;
@@ -629,15 +696,23 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
   }
   for (const auto& node : used_nodes) NoteOnNode(node, job.name);
   job.state = JobState::PENDING;
-  job.message = "launching " + std::to_string(job.replicas.size()) + " replicas";
+  job.message = "launching " + std::to_string(placed) + " replicas";
   if (job.start_time_ms == 0) job.start_time_ms = now_ms;
   std::string where;
   for (const auto& n : used_nodes) where += (where.empty() ? "" : ", ") + n;
+  std::string elastic;
+  if (!idle.empty()) {
+    elastic = "; elastic: " + std::to_string(job.elastic_workers) + " of " +
+              std::to_string(ElasticMaxWorkers(job)) + " workers (min_replicas " +
+              std::to_string(*job.spec.MinWorkers()) + "), no room for " + idle;
+  }
   AddEvent(job,
            "placed on " + where + "; waited " + FormatDuration(now_ms - job.queued_since_ms) +
-               " in the queue",
+               " in the queue" + elastic,
            now_ms);
-  for (auto& r : job.replicas) commands_.launch.push_back(LaunchCommand{job.name, r.name, true});
+  for (auto& r : job.replicas) {
+    if (!r.idle) commands_.launch.push_back(LaunchCommand{job.name, r.name, true});
+  }
 }
 
 void JobController::SetWaitingMessage(JobRecord& job, const std::string& message) {

@@ -83,6 +83,17 @@
 // reports that attempt ended, the replica is placed at once (FencedNodeReturned,
 // FencedAttemptEnded). The hold is stored with the replica and outlives a coordinator restart.
 //
+// Elastic jobs. A job whose worker pool sets min_replicas (below its replicas; such a job restarts
+// whole, restart_job_on_worker_restart) may run with fewer workers than it asks for, as torchrun's
+// --nnodes MIN:MAX and Kubeflow's elastic policy allow: every placement asks for all of them, and
+// the placement round (coordinator/placement_round.h) lowers a queued job's ask
+// (JobRecord::elastic_workers, ShrinkElastic) to what fits, never below min_replicas, once it has
+// waited the settle time. The workers left out are `idle` (STOPPED, holding nothing; the cluster
+// environment of the others leaves them out: WORLD_SIZE counts the workers that run). A running
+// job with idle workers grows (GrowElastic) when the round finds room for more and no queued job
+// waits for room: the whole job restarts from its checkpoint at the larger size, spending no
+// restart. A restart, a preemption or a growth asks for every worker again.
+//
 // Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
 #pragma once
 
@@ -246,6 +257,15 @@ class JobController {
   };
   void PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int master_port, int bootstrap_port,
                 int64_t now_ms);
+  // Elastic jobs (see "Elastic jobs"): the queued `job` asks for `workers` workers from now on
+  // (within min_replicas and its replicas); nothing for a job that is not elastic or not queued.
+  void ShrinkElastic(JobRecord& job, int workers);
+  // The running elastic `job` restarts whole with `workers` workers (`why`: the room found, for
+  // its event); spends no restart. Nothing unless it runs fewer now.
+  void GrowElastic(JobRecord& job, int workers, const std::string& why, int64_t now_ms);
+  // Its worker pool's replicas; the workers its latest placement runs (not idle).
+  static int ElasticMaxWorkers(const JobRecord& job);
+  static int ElasticWorkersRunning(const JobRecord& job);
   // A running job's chief restarted alone on a host where its master and bootstrap ports are
   // taken: these are its ports from now on (launches from now on carry them).
   void SetJobPorts(JobRecord& job, int master_port, int bootstrap_port, int64_t now_ms);
@@ -333,6 +353,8 @@ class JobController {
   void EndFence(JobRecord& job, ReplicaRecord& r, const std::string& why, int64_t now_ms);
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void RestartJob(JobRecord& job, int64_t now_ms);
+  // job.elastic_workers = `workers` (-1: every worker), with its demands and shape.
+  void SetElasticWorkers(JobRecord& job, int workers);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);
   // Stops every replica of `job` not ended and not `spare`d: sends the stop of those placed, marks
   // those never placed STOPPED. Returns how many.

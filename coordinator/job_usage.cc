@@ -11,13 +11,13 @@ std::string JobQueue(const JobRecord& job) { return job.spec.scheduling.queue; }
 
 int JobGpus(const JobRecord& job) {
   int n = 0;
-  for (const ReplicaRecord& r : job.replicas) n += job.PoolOf(r).resources.gpus;
+  for (const ReplicaRecord& r : job.replicas) n += r.idle ? 0 : job.PoolOf(r).resources.gpus;
   return n;
 }
 
 int JobCpus(const JobRecord& job) {
   int n = 0;
-  for (const ReplicaRecord& r : job.replicas) n += job.PoolOf(r).resources.cpus;
+  for (const ReplicaRecord& r : job.replicas) n += r.idle ? 0 : job.PoolOf(r).resources.cpus;
   return n;
 }
 

@@ -39,7 +39,8 @@ struct UsageFilter {
 // cpu_hours): GetUsage's reply carries the rows as they are.
 using UsageRow = wire::UsageRowT;
 
-// GPUs and CPUs a job's replicas request, all pools together.
+// GPUs and CPUs a job's replicas request, all pools together (an elastic job's idle workers
+// not counted: what its latest placement asked for).
 int JobGpus(const JobRecord& job);
 int JobCpus(const JobRecord& job);
 

@@ -10,7 +10,10 @@
 namespace cohort::coordinator {
 namespace {
 
-bool Trains(const ReplicaRecord& r) { return r.role == Role::kChief || r.role == Role::kWorker; }
+// A chief or worker that runs (an elastic job's idle workers do not).
+bool Trains(const ReplicaRecord& r) {
+  return (r.role == Role::kChief || r.role == Role::kWorker) && !r.idle;
+}
 
 // torchrun's GROUP_RANK of `r`'s node, and GROUP_WORLD_SIZE: the nodes running training replicas,
 // in the order of the lowest RANK each runs.
@@ -54,6 +57,7 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   in.bootstrap_port = job.bootstrap_port;
   int local_rank = 0;
   for (const auto& other : job.replicas) {
+    if (other.idle) continue;  // not in this placement: not in the cluster it sees
     in.replicas.push_back(
         ReplicaEndpoint{other.role, other.index, address_of(other.node_id), other.port});
     if (&other == &r) continue;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -222,6 +224,59 @@ bool PreemptionPossible(const std::vector<QueueState>& queues, const std::vector
                      [&](const JobRequest& r) { return r.priority > lowest_running; });
 }
 
+// An elastic queued job's ask comes down to what fits; a running one with idle workers grows
+// into room nobody queued waits for (see ElasticOptions).
+void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const ScheduleResult& result,
+                       ClusterView& view, const ElasticOptions& elastic, int64_t now_ms) {
+  std::vector<bool> placed(round.queued.size(), false);
+  for (const JobPlacement& p : result.placed) placed[p.request] = true;
+  bool room_wanted = false;
+  for (size_t i = 0; i < round.queued.size(); ++i) {
+    const JobRequest& req = round.requests[i];
+    if (placed[i] || !req.schedulable || !req.may_preempt) continue;
+    room_wanted = true;
+    JobRecord& job = *round.queued[i];
+    const std::optional<int> min = job.spec.MinWorkers();
+    if (!min || now_ms - job.queued_since_ms < elastic.settle_ms) continue;
+    if (result.waiting_behind.size() > i && result.waiting_behind[i] >= 0) continue;
+    if (!jobs.PreemptedFor(job).empty()) continue;
+    const int asked =
+        job.elastic_workers < 0 ? JobController::ElasticMaxWorkers(job) : job.elastic_workers;
+    for (int k = asked - 1; k >= *min; --k) {
+      if (Scheduler::FindGang(DemandsWithWorkers(job, k), view, job.needs_shared_storage)) {
+        jobs.ShrinkElastic(job, k);
+        break;
+      }
+    }
+  }
+  if (room_wanted) return;
+  for (JobRecord* job : round.live) {
+    if (job->state != JobState::RUNNING || !job->spec.MinWorkers()) continue;
+    const int running = JobController::ElasticWorkersRunning(*job);
+    const int max = JobController::ElasticMaxWorkers(*job);
+    const ReplicaRecord& chief = job->replicas.front();
+    if (running >= max || now_ms - chief.state_time_ms < elastic.settle_ms) continue;
+    const Resources& res = job->spec.FindPool(Role::kWorker)->resources;
+    for (int more = max - running; more >= 1; --more) {
+      auto slots = Scheduler::PlaceGang(
+          std::vector<ReplicaDemand>(static_cast<size_t>(more),
+                                     ReplicaDemand{res.gpus, res.cpus, res.memory_mb}),
+          view, job->needs_shared_storage, Scheduler::PortNeed::kReplicas);
+      if (!slots) continue;
+      std::set<std::string> where;
+      for (const ReplicaSlot& s : *slots)
+        where.insert(view.nodes[static_cast<size_t>(s.node)].node_id);
+      std::string on;
+      for (const auto& n : where) on += (on.empty() ? "" : ", ") + n;
+      jobs.GrowElastic(*job, running + more,
+                       "room for " + std::to_string(more) + " more worker" +
+                           (more == 1 ? "" : "s") + " on " + on,
+                       now_ms);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
@@ -258,7 +313,8 @@ std::vector<QueueState> QueueUsage(JobController& jobs, const QueueConfig& queue
 
 PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& nodes,
                                       const Scheduler& scheduler, const QueueConfig& queues,
-                                      int port_min, int port_max, int64_t now_ms) {
+                                      int port_min, int port_max, int64_t now_ms,
+                                      const ElasticOptions& elastic) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t cpu0 = ThreadCpuUs();
   NodeIndex node_index;
@@ -358,6 +414,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     jobs.NotePreemption(preemptor, names, event, now_ms);
   }
   ExplainWaits(queued, requests, result, view);
+  if (elastic.resize) ResizeElasticJobs(jobs, round, result, view, elastic, now_ms);
   for (JobRecord* job : round.fenced) {
     if (const ReplicaRecord* r = FencedReplica(*job, now_ms)) {
       const std::string reason = FenceWait(*r);

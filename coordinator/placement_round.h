@@ -48,9 +48,24 @@ ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
                              const QueueConfig& queues, int port_min, int port_max,
                              NodeIndex* node_index);
 
+// Elastic jobs (coordinator/job_controller.h, "Elastic jobs"). After the Scheduler's placements:
+//  - a queued elastic job that was not placed, could have been (not waiting for its old replicas,
+//    a fence, the jobs it preempted, or behind a reservation) and has waited `settle_ms` asks
+//    for the most workers, at least its min_replicas, that fit what is free now (it is placed
+//    by the next round, in its turn);
+//  - when no queued job that could be placed waits for room, a running elastic job with idle
+//    workers, its chief running for `settle_ms`, grows by as many as fit (restarting whole).
+struct ElasticOptions {
+  // False while agents may still be registering (a coordinator's first heartbeat timeout): an
+  // empty cluster is not a small one.
+  bool resize = true;
+  int64_t settle_ms = 10'000;
+};
+
 PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& nodes,
                                       const Scheduler& scheduler, const QueueConfig& queues,
-                                      int port_min, int port_max, int64_t now_ms);
+                                      int port_min, int port_max, int64_t now_ms,
+                                      const ElasticOptions& elastic = {});
 
 // Sets job.queue_index and job.priority from its spec (a queue or class no longer configured:
 // the default queue, the normal class).

@@ -96,6 +96,7 @@ uint32_t ReplicaRowCrc(const std::string& job, const ReplicaRecord& r, int ord) 
       .Add(r.state_time_ms)
       .AddIfNotZero(r.cause_signal)
       .AddNamedIfNotZero("fenced_until_ms", r.fenced_until_ms)
+      .AddNamedIfNotZero("idle", r.idle ? 1 : 0)
       .value();
 }
 

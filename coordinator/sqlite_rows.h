@@ -1,9 +1,9 @@
 // The row checksums of SqliteStateStore's tables, shared by its writing and reading sides: every
 // row carries a CRC-32 (zlib) over its columns, each framed (integers as 8 bytes, text with its
 // length) so that moving bytes between columns changes it; a row whose stored checksum differs is
-// damaged. A column added by a later schema version (owner, cause_signal, fenced_until_ms) counts
-// only when not empty, so rows written before it keep their checksums. Also the text form of a
-// replica's GPU list ("0,2,3") and the wall clock in milliseconds the store stamps rows with.
+// damaged. A column added by a later schema version (owner, cause_signal, fenced_until_ms, idle)
+// counts only when not empty, so rows written before it keep their checksums. Also the text form of
+// a replica's GPU list ("0,2,3") and the wall clock in milliseconds the store stamps rows with.
 #pragma once
 
 #include <cstdint>

@@ -140,6 +140,11 @@ ALTER TABLE replicas ADD COLUMN cause_signal INTEGER NOT NULL DEFAULT 0;
     {6, R"sql(
 ALTER TABLE replicas ADD COLUMN fenced_until_ms INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // A replica's idle flag (a worker an elastic job runs without): 0 for replicas stored before,
+    // whose row checksums stay valid.
+    {7, R"sql(
+ALTER TABLE replicas ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace
@@ -224,9 +229,9 @@ Status SqliteStateStore::Prepare() {
       st->upsert_replica,
       db.Prepare("INSERT OR REPLACE INTO replicas (job, name, ord, role, idx, attempt, launched, "
                  "state, node_id, last_node, gpus, port, exit_code, signal, message, "
-                 "stop_requested, state_time_ms, row_crc, cause_signal, fenced_until_ms) VALUES "
-                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-                 "?18, ?19, ?20)"));
+                 "stop_requested, state_time_ms, row_crc, cause_signal, fenced_until_ms, idle) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                 "?17, ?18, ?19, ?20, ?21)"));
   COHORT_ASSIGN_OR_RETURN(st->delete_replica,
                           db.Prepare("DELETE FROM replicas WHERE job = ?1 AND name = ?2"));
   COHORT_ASSIGN_OR_RETURN(
@@ -346,7 +351,7 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
         job.name, r.name, static_cast<int64_t>(i), RoleName(r.role), r.index, r.attempt,
         r.launched ? 1 : 0, static_cast<int64_t>(r.state), r.node_id, r.last_node,
         rows::GpuList(r.gpus), r.port, r.exit_code, r.signal, r.message, r.stop_requested ? 1 : 0,
-        r.state_time_ms, crc, r.cause_signal, r.fenced_until_ms));
+        r.state_time_ms, crc, r.cause_signal, r.fenced_until_ms, r.idle ? 1 : 0));
   }
   if (old) {
     for (const auto& [name, crc] : old->replicas) {

@@ -46,7 +46,7 @@ constexpr const char* kSpecColumns = "job, spec_yaml, spec_crc";
 constexpr const char* kReplicaColumns =
     "job, name, ord, role, idx, attempt, launched, state, node_id, last_node, gpus, port, "
     "exit_code, signal, message, stop_requested, state_time_ms, row_crc, cause_signal, "
-    "fenced_until_ms";
+    "fenced_until_ms, idle";
 constexpr const char* kEventColumns = "job, pos, time_ms, message, row_crc";
 
 // Steps `st` to its end, calling on_row() at each row (it reads the row's columns from `st`). A
@@ -156,6 +156,7 @@ void SqliteStateStore::ReadReplicaRows(SqliteStatement& st, std::map<std::string
     uint32_t crc = static_cast<uint32_t>(st.Int(17));
     rep.cause_signal = static_cast<int>(st.Int(18));
     rep.fenced_until_ms = st.Int(19);
+    rep.idle = st.Int(20) != 0;
     if (role.ok()) rep.role = *role;
     if (!role.ok() || rows::ReplicaRowCrc(job, rep, ord) != crc) {
       r.fatal.push_back("replica " + rep.name + " does not match its checksum");

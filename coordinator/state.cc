@@ -165,13 +165,27 @@ std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec) {
   return out;
 }
 
-void FillDemands(JobRecord& job) {
-  job.demands.clear();
-  for (const auto& r : job.replicas) {
-    const Resources& res = job.PoolOf(r).resources;
-    job.demands.push_back(ReplicaDemand{res.gpus, res.cpus, res.memory_mb});
-  }
+namespace {
+bool WithWorkers(const ReplicaRecord& r, int workers) {
+  return workers < 0 || r.role != Role::kWorker || r.index < workers;
 }
+}  // namespace
+
+bool InNextPlacement(const JobRecord& job, const ReplicaRecord& r) {
+  return WithWorkers(r, job.elastic_workers);
+}
+
+std::vector<ReplicaDemand> DemandsWithWorkers(const JobRecord& job, int workers) {
+  std::vector<ReplicaDemand> out;
+  for (const auto& r : job.replicas) {
+    if (!WithWorkers(r, workers)) continue;
+    const Resources& res = job.PoolOf(r).resources;
+    out.push_back(ReplicaDemand{res.gpus, res.cpus, res.memory_mb});
+  }
+  return out;
+}
+
+void FillDemands(JobRecord& job) { job.demands = DemandsWithWorkers(job, job.elastic_workers); }
 
 std::string JobToJson(const JobRecord& job) {
   json j;
@@ -210,7 +224,8 @@ std::string JobToJson(const JobRecord& job) {
                     {"message", r.message},
                     {"stop_requested", r.stop_requested},
                     {"state_time_ms", r.state_time_ms},
-                    {"fenced_until_ms", r.fenced_until_ms}});
+                    {"fenced_until_ms", r.fenced_until_ms},
+                    {"idle", r.idle}});
   }
   j["replicas"] = std::move(reps);
   json events = json::array();
@@ -262,6 +277,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
       r.stop_requested = jr.value("stop_requested", false);
       r.state_time_ms = jr.value("state_time_ms", int64_t{0});
       r.fenced_until_ms = jr.value("fenced_until_ms", int64_t{0});
+      r.idle = jr.value("idle", false);
       job.replicas.push_back(std::move(r));
     }
     for (const auto& je : j.at("events")) {

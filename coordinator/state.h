@@ -49,6 +49,10 @@ struct ReplicaRecord {
   // may run there until then, when its agent has surely stopped it; the replica is not placed
   // again before. 0: nothing to wait for.
   int64_t fenced_until_ms = 0;
+  // A worker an elastic job runs without (coordinator/job_controller.h, "Elastic jobs"): left out
+  // of the job's latest placement, STOPPED, holding nothing; placed again at the job's next
+  // placement when there is room.
+  bool idle = false;
 
   int pool() const { return PoolIndex(role); }
   bool placed() const { return !node_id.empty(); }
@@ -84,7 +88,13 @@ struct alignas(64) JobRecord {
   // finds a queued job's reason unchanged (most jobs, most rounds) compares this, not the text.
   size_t waiting_reason_hash = 0;
   std::string name;
-  std::vector<ReplicaDemand> demands;  // per replica, from spec (derived, not stored)
+  // Per replica of its next placement, from spec: every replica, or with `elastic_workers` set,
+  // the chief, the first elastic_workers workers and the other pools (derived, not stored).
+  std::vector<ReplicaDemand> demands;
+  // An elastic job's worker count for its next placement (JobSpec::MinWorkers; the JobController
+  // lowers it when the whole job does not fit, see "Elastic jobs"); -1: every worker. Derived,
+  // not stored: a coordinator restart asks for every worker again.
+  int elastic_workers = -1;
   std::string spec_yaml;
   JobSpec spec;  // parsed from spec_yaml (not stored separately)
   std::string message;
@@ -206,8 +216,13 @@ std::string FormatDuration(int64_t ms);
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 
-// Fills job.demands from job.spec and job.replicas.
+// Fills job.demands from job.spec, job.replicas and job.elastic_workers.
 void FillDemands(JobRecord& job);
+// The demands of `job`'s replicas with `workers` workers (-1: every one), in replica order.
+std::vector<ReplicaDemand> DemandsWithWorkers(const JobRecord& job, int workers);
+// Whether replica `r` of `job` is in its next placement (every one but the workers from
+// job.elastic_workers on).
+bool InNextPlacement(const JobRecord& job, const ReplicaRecord& r);
 
 // A job as one JSON record, the format of the journal of earlier versions (the state store imports
 // such journals once). FromJson re-parses spec_yaml with ParseJobSpec.

@@ -24,7 +24,10 @@ std::string Seconds(int64_t ms) {
   return std::to_string((ms + 500) / 1000) + " s";
 }
 
-bool IsRank(const ReplicaRecord& r) { return r.role == Role::kChief || r.role == Role::kWorker; }
+// A chief or worker that runs in this placement (an elastic job's idle workers do not).
+bool IsRank(const ReplicaRecord& r) {
+  return (r.role == Role::kChief || r.role == Role::kWorker) && !r.idle;
+}
 
 double Median(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -131,7 +134,7 @@ Watchdog::Checked Watchdog::Check(
     bool ready = true;
     bool finishing = false;  // some rank's replica has seen all its ranks exit
     for (const ReplicaRecord& r : record->replicas) {
-      if (collective && !IsRank(r)) continue;
+      if (r.idle || (collective && !IsRank(r))) continue;
       if (r.state != ReplicaState::RUNNING) {
         ready = false;
         break;

@@ -265,6 +265,40 @@ TEST(JobSpecTest, ReplicaRules) {
               {"worker_pools[0].replicas", "out of range"});
 }
 
+TEST(JobSpecTest, AnElasticWorkerPoolNamesItsFewestWorkersAndRestartsWhole) {
+  auto with_workers = [](const std::string& pool,
+                         const std::string& scheduling = "{restart_job_on_worker_restart: true}") {
+    return Minimal("",
+                   "  - role: worker\n    replicas: 4\n" + pool + "    process: {command: [x]}\n") +
+           "scheduling: " + scheduling + "\n";
+  };
+  StatusOr<JobSpec> spec = ParseJobSpec(with_workers("    min_replicas: 2\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->MinWorkers(), 2);
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  // Zero workers: the chief alone. As many as its replicas: not elastic.
+  spec = ParseJobSpec(with_workers("    min_replicas: 0\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->MinWorkers(), 0);
+  spec = ParseJobSpec(with_workers("    min_replicas: 4\n", "{}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->MinWorkers(), std::nullopt);
+  EXPECT_EQ(ParseJobSpec(Minimal())->MinWorkers(), std::nullopt);
+
+  ExpectError(with_workers("    min_replicas: 5\n"),
+              {"worker_pools[1].min_replicas: must be in 0..4 (its replicas), got 5"});
+  ExpectError(with_workers("    min_replicas: -1\n"), {"worker_pools[1].min_replicas"});
+  ExpectError(with_workers("    min_replicas: two\n"),
+              {"worker_pools[1].min_replicas", "expected an integer"});
+  ExpectError(with_workers("    min_replicas: 2\n", "{restart_job_on_worker_restart: false}"),
+              {"worker_pools[1].min_replicas: an elastic worker pool needs "
+               "scheduling.restart_job_on_worker_restart: true"});
+  ExpectError(Minimal("    min_replicas: 1\n"),
+              {"worker_pools[0].min_replicas: only the worker pool may be elastic, not chief"});
+}
+
 TEST(JobSpecTest, ProgramKindRules) {
   ExpectError("name: j\nworker_pools:\n  - role: chief\n",
               {"worker_pools[0]: needs exactly one of process, container or builtin, got 0"});

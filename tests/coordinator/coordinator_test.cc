@@ -1291,6 +1291,139 @@ TEST_F(FencingTest, ANodeThatNeverReturnsAfterARestartCountsFromTheRestart) {
 // An agent's message (or what it quotes of a replica's log) with bytes that are not UTF-8,
 // terminal escapes and 4 KiB of text: the job keeps it well-formed, printable and bounded, in its
 // message and replica, and across a restart.
+// Elastic jobs (coordinator/job_controller.h, "Elastic jobs"): chief-0 and `workers` workers of
+// one GPU each, the worker pool elastic down to `min_workers`.
+class ElasticTest : public CoordinatorTest {
+ protected:
+  static std::string ElasticYaml(const std::string& name, int workers, int min_workers) {
+    return "name: " + name +
+           "\n"
+           "worker_pools:\n"
+           "  - role: chief\n"
+           "    resources: {gpus: 1, cpus: 1}\n"
+           "    process: {command: [/bin/train]}\n"
+           "  - role: worker\n"
+           "    replicas: " +
+           std::to_string(workers) + "\n    min_replicas: " + std::to_string(min_workers) +
+           "\n"
+           "    resources: {gpus: 1, cpus: 1}\n"
+           "    process: {command: [/bin/train]}\n"
+           "scheduling: {max_restarts: 3, restart_job_on_worker_restart: true}\n";
+  }
+  // Advances the clock a second at a time for `seconds`, every node but `silent` heartbeating,
+  // reporting each stop it gets as done (exit 143 after SIGTERM).
+  void Run(int seconds, const std::string& silent = "") {
+    for (int i = 0; i < seconds; ++i) {
+      clock_.Advance(milliseconds(1000));
+      for (auto& [id, a] : agents_) {
+        if (id == silent) continue;
+        Heartbeat(id);
+        for (auto& stop : a.Take<wire::StopReplica>()) {
+          Report(id, "elastic", stop.replica, stop.attempt, ReplicaState::STOPPED, 143, 15);
+        }
+      }
+      PumpFew();
+    }
+  }
+  // The launches so far, by replica; every one reported RUNNING.
+  std::map<std::string, wire::LaunchReplicaT> RunLaunched() {
+    std::map<std::string, wire::LaunchReplicaT> out;
+    auto launches = TakeLaunchList();
+    RunAll(launches);
+    for (auto& [node, l] : launches) {
+      std::string replica = l.replica;
+      out[replica] = std::move(l);
+    }
+    return out;
+  }
+};
+
+// A job asking for more workers than the cluster has runs, after the settle time, with those
+// that fit (never the others in its cluster environment), and grows once a node joins: the whole
+// job restarts at full size, spending no restart.
+TEST_F(ElasticTest, AJobRunsWithTheWorkersThatFitAndGrowsWhenRoomComes) {
+  AddAgent("node-a", 1);
+  AddAgent("node-b", 1);
+  AddAgent("node-c", 1);
+  ASSERT_TRUE(Submit(ElasticYaml("elastic", 3, 1)).ok());
+  Run(5);
+  ASSERT_TRUE(TakeLaunchList().empty()) << "placed smaller before the settle time";
+  EXPECT_EQ(GetJob("elastic").state, JobState::QUEUED);
+  Run(7);
+  auto launched = RunLaunched();
+  ASSERT_EQ(launched.size(), 3u);
+  ASSERT_EQ(launched.count("worker-2"), 0u);
+  for (const auto& [replica, l] : launched) {
+    EXPECT_EQ(Env(l, "WORLD_SIZE"), "3") << replica;
+    const std::string spec = Env(l, "CLUSTER_SPEC");  // the three that run, no fourth
+    size_t endpoints = 0;
+    for (size_t at = spec.find(".local:"); at != std::string::npos;
+         at = spec.find(".local:", at + 1))
+      ++endpoints;
+    EXPECT_EQ(endpoints, 3u) << spec;
+  }
+  auto info = GetJob("elastic");
+  EXPECT_EQ(info.state, JobState::RUNNING) << info.message;
+  EXPECT_EQ(Replica(info, "worker-2")->state, ReplicaState::STOPPED);
+  EXPECT_NE(Replica(info, "worker-2")->message.find("idle: the job runs without it"),
+            std::string::npos)
+      << Replica(info, "worker-2")->message;
+  EXPECT_TRUE(HasEvent(info, "elastic: 2 of 3 workers (min_replicas 1), no room for worker-2"));
+  EXPECT_TRUE(HasEvent(info, "running: all 3 replicas running"));
+
+  // A fourth node: once the chief has run for the settle time, the job grows.
+  AddAgent("node-d", 1);
+  Run(12);
+  info = GetJob("elastic");
+  EXPECT_TRUE(HasEvent(info,
+                       "elastic: room for 1 more worker on node-d: the job grows to 3 of 3 "
+                       "workers and restarts from its checkpoint (no restart spent)"))
+      << info.events.back()->message;
+  launched = RunLaunched();
+  ASSERT_EQ(launched.size(), 4u);
+  for (const auto& [replica, l] : launched) {
+    EXPECT_EQ(Env(l, "WORLD_SIZE"), "4") << replica;
+    EXPECT_EQ(l.attempt, replica == "worker-2" ? 0 : 1) << replica;
+  }
+  info = GetJob("elastic");
+  EXPECT_EQ(info.restarts, 0);
+  EXPECT_EQ(info.state, JobState::RUNNING);
+  EXPECT_NE(Replica(info, "worker-2")->message.find("idle"), 0u);
+}
+
+// A node lost with no spare node: the job restarts (one restart spent) with the workers left,
+// instead of waiting in the queue for a node; never below min_replicas.
+TEST_F(ElasticTest, ANodeLossWithNoSpareNodeRestartsTheJobSmaller) {
+  AddAgent("node-a", 1);
+  AddAgent("node-b", 1);
+  AddAgent("node-c", 1);
+  ASSERT_TRUE(Submit(ElasticYaml("elastic", 2, 1)).ok());
+  Pump([&] {
+    return !agents_["node-a"].inbox.empty() && !agents_["node-b"].inbox.empty() &&
+           !agents_["node-c"].inbox.empty();
+  });
+  auto launched = RunLaunched();
+  ASSERT_EQ(launched.size(), 3u);
+  const std::string lost_node = Replica(GetJob("elastic"), "worker-1")->node_id;
+  Run(25, lost_node);
+  launched = RunLaunched();
+  ASSERT_EQ(launched.size(), 2u);
+  EXPECT_EQ(launched.count("worker-1"), 0u);
+  for (const auto& [replica, l] : launched) EXPECT_EQ(Env(l, "WORLD_SIZE"), "2") << replica;
+  auto info = GetJob("elastic");
+  EXPECT_EQ(info.restarts, 1);
+  EXPECT_TRUE(HasEvent(info, "elastic: 1 of 2 workers (min_replicas 1), no room for worker-1"));
+
+  // Another node lost: the job would go below min_replicas, so it waits whole in the queue.
+  const std::string second = Replica(GetJob("elastic"), "worker-0")->node_id;
+  ASSERT_NE(second, lost_node);
+  agents_.erase(lost_node);
+  Run(30, second);
+  EXPECT_TRUE(TakeLaunchList().empty());
+  info = GetJob("elastic");
+  EXPECT_EQ(info.state, JobState::QUEUED) << info.message;
+}
+
 TEST_F(CoordinatorTest, AReplicaMessageIsKeptWellFormedPrintableAndBounded) {
   AddAgent("node-a", 1);
   ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("bytes", 0, 1)));

@@ -113,7 +113,7 @@ void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
     EXPECT_SAME_FIELDS(a.replicas[i], b.replicas[i], r.name, r.role, r.index, r.attempt, r.launched,
                        r.state, r.node_id, r.last_node, r.gpus, r.port, r.exit_code, r.signal,
                        r.cause_signal, r.message, r.stop_requested, r.state_time_ms,
-                       r.fenced_until_ms);
+                       r.fenced_until_ms, r.idle);
   }
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) {
@@ -273,6 +273,7 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   jobs[2].replicas[1].cause_signal = 9;  // torchrun's worker was killed first
   jobs[2].replicas[0].state = ReplicaState::LOST;
   jobs[2].replicas[0].fenced_until_ms = 123456789;  // lost while fencing is on
+  jobs[2].replicas[1].idle = true;                  // an elastic job runs without it
   jobs[1].replicas[0].stop_requested = true;
   jobs[1].replicas[0].gpus = {};
   jobs[2].study = "s";
@@ -348,7 +349,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
   ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
       {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
        "ALTER TABLE replicas DROP COLUMN cause_signal",
-       "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 3"}));
+       "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
+       "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -380,7 +382,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
 TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksums) {
   ExpectMigrated(MakeJob("torchrun", 1, 1),
                  {"ALTER TABLE replicas DROP COLUMN cause_signal",
-                  "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 4"},
+                  "ALTER TABLE replicas DROP COLUMN fenced_until_ms",
+                  "ALTER TABLE replicas DROP COLUMN idle", "PRAGMA user_version = 4"},
                  [](JobRecord& job) {
                    job.replicas[1].state = ReplicaState::FAILED;
                    job.replicas[1].exit_code = 1;
@@ -394,12 +397,25 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
 TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
   ExpectMigrated(
       MakeJob("fenced", 1, 1),
-      {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "PRAGMA user_version = 5"},
+      {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
+       "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
       },
       {"UPDATE replicas SET cause_signal = 77, fenced_until_ms = 0 WHERE fenced_until_ms = 77"});
+}
+
+// A database of schema version 6 (before elastic jobs) opens migrated, and an idle flag set since
+// is part of the row checksum: cleared behind the store's back it is damage.
+TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksums) {
+  ExpectMigrated(MakeJob("elastic", 1, 2),
+                 {"ALTER TABLE replicas DROP COLUMN idle", "PRAGMA user_version = 6"},
+                 [](JobRecord& job) {
+                   job.replicas[2].state = ReplicaState::STOPPED;
+                   job.replicas[2].idle = true;
+                 },
+                 {"UPDATE replicas SET idle = 0 WHERE idle = 1"});
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back

@@ -107,6 +107,39 @@ TEST_F(WatchdogTest, NamesTheRankThatNeverEnteredTheOperation) {
   EXPECT_TRUE(Check().hangs.empty());
 }
 
+// An elastic job running without worker-2 (idle: no room for it) is judged on the ranks that run.
+TEST_F(WatchdogTest, AnElasticJobIsJudgedOnTheRanksItRuns) {
+  const std::string yaml =
+      "name: j\nworker_pools:\n"
+      "  - role: chief\n    process: {command: [/bin/train]}\n"
+      "  - role: worker\n    replicas: 3\n    min_replicas: 1\n"
+      "    process: {command: [/bin/train]}\n"
+      "scheduling: {hang_timeout: 120s, restart_job_on_worker_restart: true}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+  jobs_.ShrinkElastic(job, 2);
+  ASSERT_EQ(job.demands.size(), 3u);
+  std::vector<JobController::Slot> slots;
+  for (int i = 0; i < 3; ++i) {
+    slots.push_back(JobController::Slot{"node-" + std::to_string(i), {}, 0});
+  }
+  jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+  ASSERT_TRUE(job.FindReplica("worker-2")->idle);
+  for (auto& r : job.replicas) {
+    if (!r.idle) jobs_.ApplyReplicaStatus(job, r, ReplicaState::RUNNING, -1, 0, "", now_);
+  }
+  ASSERT_EQ(job.state, JobState::RUNNING);
+  Send(Rank("chief-0", 49, 130'000, 50, 129'000));
+  Send(Rank("worker-0", 49, 130'000, 50, 129'500));
+  Send(Rank("worker-1", 49, 130'000));
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: worker-1 has not entered allreduce #50 (64 MiB, reduction-server) for 130 s; "
+            "chief-0, worker-0 are waiting in it");
+}
+
 TEST_F(WatchdogTest, NoVerdictBeforeTheTimeout) {
   Start(1, "{hang_timeout: 120s}");
   Send(Rank("chief-0", 49, 100'000, 50, 99'000));
