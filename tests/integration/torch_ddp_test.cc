@@ -118,7 +118,8 @@ struct JobOptions {
   bool restart_job_on_worker_restart = true;
   std::string extra_args;  // ", --flag=value" appended to the script's arguments
   std::string backend = "gloo";
-  int reducers = 0;  // a pool of built-in reducers (for the cohort backend)
+  int reducers = 0;      // a pool of built-in reducers (for the cohort backend)
+  int min_workers = -1;  // the worker pool's min_replicas (an elastic job); -1: none
 };
 
 class TorchDdpTest : public ::testing::Test {
@@ -180,7 +181,11 @@ class TorchDdpTest : public ::testing::Test {
     const std::string reducers = options.reducers > 0 ? ReducerPool(options.reducers) : "";
     return "name: " + job_ + "\noutput_dir: " + OutputDir() +
            "\nworker_pools:\n  - role: chief\n    replicas: 1\n" + process +
-           "  - role: worker\n    replicas: 2\n" + process + reducers +
+           "  - role: worker\n    replicas: 2\n" +
+           (options.min_workers >= 0
+                ? "    min_replicas: " + std::to_string(options.min_workers) + "\n"
+                : "") +
+           process + reducers +
            "scheduling: {timeout: 5m, max_restarts: 3, restart_job_on_worker_restart: " +
            (options.restart_job_on_worker_restart ? "true" : "false") + "}\n";
   }
@@ -537,6 +542,63 @@ TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
   ASSERT_FALSE(node.empty());
   LoseNode(node, {"worker-0"});
   ExpectResumedAfterOneRestart();
+}
+
+// An elastic stock DDP job (its worker pool's min_replicas: 1) loses a node of a cluster with no
+// spare one: instead of waiting in the queue for a node, it restarts with the ranks left
+// (WORLD_SIZE 2), from its checkpoint; once a node joins it grows back to three ranks, from its
+// checkpoint again, spending no second restart, and trains to the end.
+TEST_F(TorchDdpTest, AnElasticJobGoesOnWithTheRanksLeftAfterANodeLossAndGrowsBack) {
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  JobOptions options;
+  options.epochs = 12;
+  options.min_workers = 1;
+  Submit("elastic", options);
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const std::string node = NodeOf("worker-0");  // RANK=1
+  ASSERT_FALSE(node.empty());
+  LoseNode(node, {"worker-0"});
+  // Two ranks train past the epochs the three reached.
+  WaitForCheckpoint(kFaultAfterEpoch + 3, 1);
+  auto job = Job();
+  ASSERT_TRUE(job);
+  for (const auto& r : job->replicas) {
+    if (r->replica == "worker-1") {
+      EXPECT_EQ(r->state, wire::ReplicaState::STOPPED);
+      EXPECT_EQ(r->message.rfind("idle: the job runs without it", 0), 0u) << r->message;
+    }
+  }
+  StartAgents({"node-d"}, 1);
+
+  auto client = cluster_->Client();
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1) << "the node loss spends one restart, the growth none";
+  auto has_event = [&](const std::string& text) {
+    return std::any_of(done.events.begin(), done.events.end(),
+                       [&](const auto& e) { return e->message.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(has_event("elastic: 1 of 2 workers (min_replicas 1), no room for worker-1"));
+  EXPECT_TRUE(has_event("elastic: room for 1 more worker on " + Node("node-d") +
+                        ": the job grows to 2 of 2 workers"));
+  const std::string log = ChiefFinalLog();
+  // Attempt 0 with three ranks, 1 with two, 2 with three again; each after the first resumed.
+  for (const char* line : {"rank 0/3 local rank 0/1 node 0/3 backend gloo device cpu restart 0 ",
+                           "rank 0/2 local rank 0/1 node 0/2 backend gloo device cpu restart 1 ",
+                           "rank 0/3 local rank 0/1 node 0/3 backend gloo device cpu restart 2 "}) {
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+  }
+  static const std::regex kResumed("resumed from epoch ([0-9]+)");
+  std::vector<int> resumed;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), kResumed);
+       it != std::sregex_iterator(); ++it) {
+    resumed.push_back(std::stoi((*it)[1].str()));
+  }
+  ASSERT_EQ(resumed.size(), 2u) << log;
+  EXPECT_GE(resumed[0], kFaultAfterEpoch) << log;
+  EXPECT_GE(resumed[1], kFaultAfterEpoch + 3) << log;
+  EXPECT_NE(log.find("epoch 12/12"), std::string::npos) << log;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
 // An agent reports its replica killed and dies a moment later, before the heartbeat timeout: the
