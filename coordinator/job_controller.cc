@@ -28,6 +28,7 @@ void JobController::Restore(JobRecord job) {
   next_seq_ = std::max(next_seq_, job.seq + 1);
   std::string name = job.name;
   job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
+  job.elastic = job.spec.MinWorkers().has_value();
   job.shape_id = shapes_.Intern(job.demands);
   job.may_hold = job.start_time_ms > 0 ||
                  std::any_of(job.replicas.begin(), job.replicas.end(),
@@ -74,6 +75,7 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
       spec.output_dir.empty() ? options_.default_output_base + "/" + spec.name : spec.output_dir;
   job->needs_shared_storage = NeedsSharedStorage(job->output_dir);
   job->spec = std::move(spec);
+  job->elastic = job->spec.MinWorkers().has_value();
   job->state = JobState::QUEUED;
   job->message = "waiting for resources";
   job->create_time_ms = now_ms;
@@ -449,13 +451,13 @@ void JobController::SetElasticWorkers(JobRecord& job, int workers) {
 }
 
 void JobController::ShrinkElastic(JobRecord& job, int workers) {
-  if (job.state != JobState::QUEUED || !job.spec.MinWorkers()) return;
+  if (job.state != JobState::QUEUED || !job.elastic) return;
   SetElasticWorkers(job, std::clamp(workers, *job.spec.MinWorkers(), ElasticMaxWorkers(job)));
 }
 
 void JobController::GrowElastic(JobRecord& job, int workers, const std::string& why,
                                 int64_t now_ms) {
-  if (job.state != JobState::RUNNING || !job.spec.MinWorkers()) return;
+  if (job.state != JobState::RUNNING || !job.elastic) return;
   const int now_workers = ElasticWorkersRunning(job);
   workers = std::min(workers, ElasticMaxWorkers(job));
   if (workers <= now_workers) return;

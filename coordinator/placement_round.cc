@@ -172,6 +172,7 @@ struct RoundJobs {
   std::vector<JobRequest> requests;  // queued[i] asks requests[i] (with `with_requests`)
   // Queued jobs held by a fence (FencedReplica), nothing else of theirs holding resources.
   std::vector<JobRecord*> fenced;
+  std::vector<size_t> elastic;  // indices into `queued` of elastic jobs (with `with_requests`)
 };
 
 RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& view,
@@ -200,6 +201,7 @@ RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& 
         if (job->may_hold && !out.requests.back().schedulable && !JobController::AnyHolding(*job)) {
           out.fenced.push_back(job);
         }
+        if (job->elastic) out.elastic.push_back(out.queued.size() - 1);
       }
     }
   }
@@ -228,16 +230,23 @@ bool PreemptionPossible(const std::vector<QueueState>& queues, const std::vector
 // into room nobody queued waits for (see ElasticOptions).
 void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const ScheduleResult& result,
                        ClusterView& view, const ElasticOptions& elastic, int64_t now_ms) {
+  if (round.elastic.empty() && std::none_of(round.live.begin(), round.live.end(),
+                                            [](const JobRecord* j) { return j->elastic; })) {
+    return;
+  }
   std::vector<bool> placed(round.queued.size(), false);
   for (const JobPlacement& p : result.placed) placed[p.request] = true;
-  bool room_wanted = false;
-  for (size_t i = 0; i < round.queued.size(); ++i) {
+  auto waits_for_room = [&](size_t i) {
     const JobRequest& req = round.requests[i];
-    if (placed[i] || !req.schedulable || !req.may_preempt) continue;
-    room_wanted = true;
+    return !placed[i] && req.schedulable && req.may_preempt;
+  };
+  bool room_wanted = false;
+  for (size_t i = 0; i < round.queued.size() && !room_wanted; ++i) room_wanted = waits_for_room(i);
+  for (size_t i : round.elastic) {
+    if (!waits_for_room(i)) continue;
     JobRecord& job = *round.queued[i];
     const std::optional<int> min = job.spec.MinWorkers();
-    if (!min || now_ms - job.queued_since_ms < elastic.settle_ms) continue;
+    if (now_ms - job.queued_since_ms < elastic.settle_ms) continue;
     if (result.waiting_behind.size() > i && result.waiting_behind[i] >= 0) continue;
     if (!jobs.PreemptedFor(job).empty()) continue;
     const int asked =
@@ -251,7 +260,7 @@ void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const Schedu
   }
   if (room_wanted) return;
   for (JobRecord* job : round.live) {
-    if (job->state != JobState::RUNNING || !job->spec.MinWorkers()) continue;
+    if (!job->elastic || job->state != JobState::RUNNING) continue;
     const int running = JobController::ElasticWorkersRunning(*job);
     const int max = JobController::ElasticMaxWorkers(*job);
     const ReplicaRecord& chief = job->replicas.front();

@@ -84,6 +84,8 @@ struct alignas(64) JobRecord {
   // While false no replica holds anything and no start time runs, so a round or a timeout check
   // need not look further. Derived, not stored.
   bool may_hold = false;
+  // Its worker pool is elastic (JobSpec::MinWorkers). Derived, not stored.
+  bool elastic = false;
   // WaitingReasonHash(waiting_reason), kept among the fields a round reads anyway: a round that
   // finds a queued job's reason unchanged (most jobs, most rounds) compares this, not the text.
   size_t waiting_reason_hash = 0;
