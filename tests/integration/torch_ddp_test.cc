@@ -99,6 +99,24 @@ std::string CohortBackendMissing() {
   return std::string("the cohort torch backend was not built: ") + COHORT_TORCH_BACKEND_WHY;
 }
 
+// The parameter digest the script logs at its end ("parameters sha256 <hex>"), or "".
+std::string LoggedDigest(const std::string& log) {
+  static const std::regex kDigest("parameters sha256 ([0-9a-f]{64})");
+  std::smatch digest;
+  return std::regex_search(log, digest, kDigest) ? digest[1].str() : "";
+}
+
+// The last number in `log` after `label` (e.g. "final test accuracy 0.9610"), or -1.
+double LoggedNumber(const std::string& log, const std::string& label) {
+  const std::regex pattern(label + " ([0-9.]+)");
+  double value = -1;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), pattern);
+       it != std::sregex_iterator(); ++it) {
+    value = std::stod((*it)[1].str());
+  }
+  return value;
+}
+
 // Why torch cannot run here ("" when it can), asked once.
 const std::string& TorchMissing() {
   static const std::string reason = [] {
@@ -369,6 +387,65 @@ class TorchDdpTest : public ::testing::Test {
     }
   }
 
+  // Three one-GPU nodes run elastic job `job` (`options`, 12 epochs) of the stock script; past
+  // the fault's epoch worker-0's node is lost (with any reducer there), and once two ranks have
+  // trained three epochs more a fourth node joins. Expects the job SUCCEEDED with one restart,
+  // the chief's log showing three, two, then three ranks, each later attempt resumed from a
+  // later checkpoint, and every rank ending with the same parameters.
+  void RunElasticJobThroughALossAndAGrowth(const std::string& job, JobOptions options) {
+    StartAgents({"node-a", "node-b", "node-c"}, 1);
+    options.epochs = 12;
+    Submit(job, options);
+    WaitForCheckpoint(kFaultAfterEpoch);
+    const std::string node = NodeOf("worker-0");  // RANK=1
+    ASSERT_FALSE(node.empty());
+    LoseNode(node, ReplicasOn(node, {"worker-0", "reducer-0", "reducer-1"}));
+    WaitForCheckpoint(kFaultAfterEpoch + 3, 1);
+    auto info = Job();
+    ASSERT_TRUE(info);
+    for (const auto& r : info->replicas) {
+      if (r->replica != "worker-1") continue;
+      EXPECT_EQ(r->state, wire::ReplicaState::STOPPED);
+      EXPECT_EQ(r->message.rfind("idle: the job runs without it", 0), 0u) << r->message;
+    }
+    StartAgents({"node-d"}, 1);
+
+    auto client = cluster_->Client();
+    wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+    ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+    EXPECT_EQ(done.restarts, 1) << "the node loss spends one restart, the growth none";
+    auto has_event = [&](const std::string& text) {
+      return std::any_of(done.events.begin(), done.events.end(),
+                         [&](const auto& e) { return e->message.find(text) != std::string::npos; });
+    };
+    EXPECT_TRUE(has_event("elastic: 1 of 2 workers (min_replicas 1), no room for worker-1"));
+    EXPECT_TRUE(has_event("elastic: room for 1 more worker on " + Node("node-d") +
+                          ": the job grows to 2 of 2 workers"));
+    const std::string log = ChiefFinalLog();
+    // Attempt 0 with three ranks, 1 with two, 2 with three again.
+    for (const std::string& line :
+         {"rank 0/3 local rank 0/1 node 0/3 backend " + options.backend + " device cpu restart 0 ",
+          "rank 0/2 local rank 0/1 node 0/2 backend " + options.backend + " device cpu restart 1 ",
+          "rank 0/3 local rank 0/1 node 0/3 backend " + options.backend +
+              " device cpu restart 2 "}) {
+      EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+    }
+    static const std::regex kResumed("resumed from epoch ([0-9]+)");
+    std::vector<int> resumed;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), kResumed);
+         it != std::sregex_iterator(); ++it) {
+      resumed.push_back(std::stoi((*it)[1].str()));
+    }
+    ASSERT_EQ(resumed.size(), 2u) << log;
+    EXPECT_GE(resumed[0], kFaultAfterEpoch) << log;
+    EXPECT_GE(resumed[1], kFaultAfterEpoch + 3) << log;
+    EXPECT_NE(log.find("epoch 12/12"), std::string::npos) << log;
+    std::set<std::string> digests;
+    for (const auto& [replica, final_log] : FinalLogs(job)) digests.insert(LoggedDigest(final_log));
+    EXPECT_EQ(digests.size(), 1u) << "the ranks ended with different parameters";
+    EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+  }
+
   // Chief + 1 worker, each running torchrun with 2 ranks of the stock script on the cohort
   // backend (`--redirects 9:1 --tee 9:1` only gets Debian's torch 1.13 torchrun past its start
   // under Python 3.11: tests/torch/torchrun_check.py), beside a pool of 2 reducers.
@@ -547,58 +624,22 @@ TEST_F(TorchDdpTest, NodeLossRestartsTheJobOnceFromItsCheckpoint) {
 // An elastic stock DDP job (its worker pool's min_replicas: 1) loses a node of a cluster with no
 // spare one: instead of waiting in the queue for a node, it restarts with the ranks left
 // (WORLD_SIZE 2), from its checkpoint; once a node joins it grows back to three ranks, from its
-// checkpoint again, spending no second restart, and trains to the end.
+// checkpoint again, spending no second restart, and trains to the end, every rank with the same
+// parameters.
 TEST_F(TorchDdpTest, AnElasticJobGoesOnWithTheRanksLeftAfterANodeLossAndGrowsBack) {
-  StartAgents({"node-a", "node-b", "node-c"}, 1);
   JobOptions options;
-  options.epochs = 12;
   options.min_workers = 1;
-  Submit("elastic", options);
-  WaitForCheckpoint(kFaultAfterEpoch);
-  const std::string node = NodeOf("worker-0");  // RANK=1
-  ASSERT_FALSE(node.empty());
-  LoseNode(node, {"worker-0"});
-  // Two ranks train past the epochs the three reached.
-  WaitForCheckpoint(kFaultAfterEpoch + 3, 1);
-  auto job = Job();
-  ASSERT_TRUE(job);
-  for (const auto& r : job->replicas) {
-    if (r->replica == "worker-1") {
-      EXPECT_EQ(r->state, wire::ReplicaState::STOPPED);
-      EXPECT_EQ(r->message.rfind("idle: the job runs without it", 0), 0u) << r->message;
-    }
-  }
-  StartAgents({"node-d"}, 1);
+  RunElasticJobThroughALossAndAGrowth("elastic", options);
+}
 
-  auto client = cluster_->Client();
-  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
-  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
-  EXPECT_EQ(done.restarts, 1) << "the node loss spends one restart, the growth none";
-  auto has_event = [&](const std::string& text) {
-    return std::any_of(done.events.begin(), done.events.end(),
-                       [&](const auto& e) { return e->message.find(text) != std::string::npos; });
-  };
-  EXPECT_TRUE(has_event("elastic: 1 of 2 workers (min_replicas 1), no room for worker-1"));
-  EXPECT_TRUE(has_event("elastic: room for 1 more worker on " + Node("node-d") +
-                        ": the job grows to 2 of 2 workers"));
-  const std::string log = ChiefFinalLog();
-  // Attempt 0 with three ranks, 1 with two, 2 with three again; each after the first resumed.
-  for (const char* line : {"rank 0/3 local rank 0/1 node 0/3 backend gloo device cpu restart 0 ",
-                           "rank 0/2 local rank 0/1 node 0/2 backend gloo device cpu restart 1 ",
-                           "rank 0/3 local rank 0/1 node 0/3 backend gloo device cpu restart 2 "}) {
-    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
-  }
-  static const std::regex kResumed("resumed from epoch ([0-9]+)");
-  std::vector<int> resumed;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), kResumed);
-       it != std::sregex_iterator(); ++it) {
-    resumed.push_back(std::stoi((*it)[1].str()));
-  }
-  ASSERT_EQ(resumed.size(), 2u) << log;
-  EXPECT_GE(resumed[0], kFaultAfterEpoch) << log;
-  EXPECT_GE(resumed[1], kFaultAfterEpoch + 3) << log;
-  EXPECT_NE(log.find("epoch 12/12"), std::string::npos) << log;
-  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+// The same on the Reduction Server: the reducers are told of each new world as the ranks are.
+TEST_F(TorchDdpTest, AnElasticJobOnTheCohortBackendShrinksAndGrowsWithItsReducers) {
+  if (!CohortBackendMissing().empty()) GTEST_SKIP() << CohortBackendMissing();
+  JobOptions options;
+  options.min_workers = 1;
+  options.backend = "cohort";
+  options.reducers = 2;
+  RunElasticJobThroughALossAndAGrowth("cohort_elastic", options);
 }
 
 // An agent reports its replica killed and dies a moment later, before the heartbeat timeout: the
@@ -873,24 +914,6 @@ TEST_F(TorchDdpTest, ScriptExitingOneOnItsOwnFailsTheJobAtOnce) {
             std::string::npos)
       << log;
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
-}
-
-// The parameter digest the script logs at its end ("parameters sha256 <hex>"), or "".
-std::string LoggedDigest(const std::string& log) {
-  static const std::regex kDigest("parameters sha256 ([0-9a-f]{64})");
-  std::smatch digest;
-  return std::regex_search(log, digest, kDigest) ? digest[1].str() : "";
-}
-
-// The last number in `log` after `label` (e.g. "final test accuracy 0.9610"), or -1.
-double LoggedNumber(const std::string& log, const std::string& label) {
-  const std::regex pattern(label + " ([0-9.]+)");
-  double value = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), pattern);
-       it != std::sregex_iterator(); ++it) {
-    value = std::stod((*it)[1].str());
-  }
-  return value;
 }
 
 // One job of the stock script per backend, one after the other on the same three nodes: gloo,
