@@ -531,6 +531,8 @@ void Coordinator::PublishSnapshot(int64_t now) {
   CoordinatorCounters counters = counters_;
   counters.restarts_by_cause = jobs_.restarts_by_cause();
   counters.relaunches = jobs_.relaunches();
+  counters.elastic_shrinks = jobs_.elastic_shrinks();
+  counters.elastic_grows = jobs_.elastic_grows();
   counters.bad_frames = stats_.bad_frames;
   counters.refused = stats_.refused;
   counters.rolled_back = stats_.rolled_back;

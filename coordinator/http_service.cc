@@ -212,6 +212,11 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "Launches sent to a node already silent, gone with it unanswered, and placed again "
            "without spending a restart (counted since the coordinator started).");
   t.Sample("cohort_relaunches_total", s.counters.relaunches);
+  t.Family("cohort_elastic_resizes_total", Type::kCounter,
+           "Elastic jobs placed with fewer workers than they ask for (shrink), and restarted to "
+           "grow into room that came free (grow), counted since the coordinator started.");
+  t.Sample("cohort_elastic_resizes_total", {{"direction", "shrink"}}, s.counters.elastic_shrinks);
+  t.Sample("cohort_elastic_resizes_total", {{"direction", "grow"}}, s.counters.elastic_grows);
   t.Family("cohort_queue_wait_seconds", Type::kHistogram,
            "Time from submit to first placement of every job placed (derived from the state "
            "store).");

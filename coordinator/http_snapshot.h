@@ -41,6 +41,9 @@ struct CoordinatorCounters {
   std::map<std::pair<std::string, std::string>, uint64_t> errors;    // (endpoint, code)
   std::map<std::string, uint64_t> restarts_by_cause;  // preemption, node_loss, exit_code, stopped
   uint64_t relaunches = 0;  // launches into silence placed again, spending nothing
+  // Elastic jobs placed with fewer workers than they ask for, and grown (JobController).
+  uint64_t elastic_shrinks = 0;
+  uint64_t elastic_grows = 0;
   Histogram round_seconds{DurationBucketsSeconds()};
   Histogram commit_seconds{DurationBucketsSeconds()};
   uint64_t bad_frames = 0;

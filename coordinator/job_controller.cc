@@ -469,6 +469,7 @@ void JobController::GrowElastic(JobRecord& job, int workers, const std::string& 
            "elastic: " + why + ": the job " + grow +
                " and restarts from its checkpoint (no restart spent)",
            now_ms);
+  ++elastic_grows_;
   StopReplicas(job, "the job " + grow, now_ms);
   job.state = JobState::QUEUED;
   job.message = "elastic: the job " + grow + ": waiting for its replicas to stop";
@@ -704,6 +705,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
   for (const auto& n : used_nodes) where += (where.empty() ? "" : ", ") + n;
   std::string elastic;
   if (!idle.empty()) {
+    ++elastic_shrinks_;
     elastic = "; elastic: " + std::to_string(job.elastic_workers) + " of " +
               std::to_string(ElasticMaxWorkers(job)) + " workers (min_replicas " +
               std::to_string(*job.spec.MinWorkers()) + "), no room for " + idle;

@@ -296,10 +296,16 @@ class JobController {
   // Incidents that spent nothing since this controller was made: launches into silence placed
   // again (see "Launches into silence").
   uint64_t relaunches() const { return relaunches_; }
+  // Since this controller was made: placements of elastic jobs with idle workers, and growths
+  // (see "Elastic jobs").
+  uint64_t elastic_shrinks() const { return elastic_shrinks_; }
+  uint64_t elastic_grows() const { return elastic_grows_; }
   // Takes over `from`'s counts (the coordinator's rollback replaces the controller).
   void CarryCountersFrom(const JobController& from) {
     restarts_by_cause_ = from.restarts_by_cause_;
     relaunches_ = from.relaunches_;
+    elastic_shrinks_ = from.elastic_shrinks_;
+    elastic_grows_ = from.elastic_grows_;
   }
 
   // ---- outputs
@@ -418,6 +424,8 @@ class JobController {
   bool schedule_needed_ = true;
   std::map<std::string, uint64_t> restarts_by_cause_;
   uint64_t relaunches_ = 0;
+  uint64_t elastic_shrinks_ = 0;
+  uint64_t elastic_grows_ = 0;
 };
 
 }  // namespace cohort::coordinator

@@ -115,6 +115,77 @@ class JobControllerTest : public ::testing::Test {
   JobController jobs_{Options(), &health_};
 };
 
+// An elastic job placed with fewer workers launches those alone and marks the others idle; its
+// growth stops every replica and asks for the larger size, spending no restart; its next
+// restart asks for every worker again. The controller counts both resizes.
+TEST_F(JobControllerTest, AnElasticJobRunsIdleWorkersOutAndGrowsWithoutSpendingARestart) {
+  const std::string yaml =
+      "name: e\nworker_pools:\n"
+      "  - role: chief\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n"
+      "  - role: worker\n    replicas: 3\n    min_replicas: 1\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/train]}\n"
+      "scheduling: {restart_job_on_worker_restart: true}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+  ASSERT_EQ(job.demands.size(), 4u);
+  jobs_.ShrinkElastic(job, 0);  // never below min_replicas
+  EXPECT_EQ(job.elastic_workers, 1);
+  jobs_.ShrinkElastic(job, 2);
+  ASSERT_EQ(job.demands.size(), 3u);
+  std::vector<JobController::Slot> slots;
+  for (int i = 0; i < 3; ++i) {
+    slots.push_back(JobController::Slot{"n" + std::to_string(i), {0}, 30000 + i});
+  }
+  jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+  std::vector<std::string> launched;
+  for (const auto& l : jobs_.TakeCommands().launch) launched.push_back(l.replica);
+  EXPECT_EQ(launched, (std::vector<std::string>{"chief-0", "worker-0", "worker-1"}));
+  const ReplicaRecord& idle = *job.FindReplica("worker-2");
+  EXPECT_TRUE(idle.idle);
+  EXPECT_EQ(idle.state, ReplicaState::STOPPED);
+  EXPECT_FALSE(JobController::HoldsResources(idle));
+  EXPECT_EQ(jobs_.elastic_shrinks(), 1u);
+  for (const char* r : {"chief-0", "worker-0", "worker-1"}) Report(job, r, ReplicaState::RUNNING);
+  ASSERT_EQ(job.state, JobState::RUNNING);
+  EXPECT_EQ(LastEventOpening(job, "running"), "running: all 3 replicas running");
+
+  jobs_.GrowElastic(job, 2, "room for nothing more", now_);  // runs two already
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  jobs_.GrowElastic(job, 3, "room for 1 more worker on n3", now_);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.elastic_workers, 3);
+  EXPECT_EQ(job.demands.size(), 4u);
+  EXPECT_EQ(job.restarts, 0);
+  EXPECT_EQ(jobs_.elastic_grows(), 1u);
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-0", "worker-1"}));
+  EXPECT_EQ(LastEventOpening(job, "elastic"),
+            "elastic: room for 1 more worker on n3: the job grows to 3 of 3 workers and restarts "
+            "from its checkpoint (no restart spent)");
+
+  // Placed at full size; a node loss restarts it, asking for every worker again.
+  for (const char* r : {"chief-0", "worker-0", "worker-1"}) {
+    Report(job, r, ReplicaState::STOPPED, 143, 15);
+  }
+  slots.push_back(JobController::Slot{"n3", {0}, 30003});
+  jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+  for (const auto& r : job.replicas) {
+    EXPECT_FALSE(r.idle) << r.name;
+    health_.heard[r.node_id] = now_;
+  }
+  for (const char* r : {"chief-0", "worker-0", "worker-1", "worker-2"}) {
+    Report(job, r, ReplicaState::RUNNING);
+  }
+  ASSERT_EQ(job.state, JobState::RUNNING);
+  jobs_.ShrinkElastic(job, 1);  // not queued: nothing
+  EXPECT_EQ(job.elastic_workers, 3);
+  Lose("n1");
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(job.elastic_workers, -1);
+  EXPECT_EQ(job.demands.size(), 4u);
+}
+
 // A node's loss or registration reads the jobs placed on that node (JobController's index of
 // them): replicas elsewhere are untouched, a replica restarted on another node is no longer
 // its old node's, and a node that registers again without a replica loses just that one. Many

@@ -138,6 +138,8 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   s.counters.errors[{"client", "NOT_FOUND"}] = 1;
   s.counters.restarts_by_cause["node_loss"] = 2;
   s.counters.relaunches = 3;
+  s.counters.elastic_shrinks = 2;
+  s.counters.elastic_grows = 1;
   std::string text = CoordinatorHttp::RenderMetrics(s);
   auto has = [&](const std::string& line) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
@@ -152,6 +154,8 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_restarts_total{cause=\"node_loss\"} 2");
   has("cohort_restarts_total{cause=\"preemption\"} 0");
   has("cohort_relaunches_total 3");
+  has("cohort_elastic_resizes_total{direction=\"shrink\"} 2");
+  has("cohort_elastic_resizes_total{direction=\"grow\"} 1");
   has("cohort_queue_wait_seconds_count 4");
   has("cohort_queue_wait_seconds_bucket{le=\"1\"} 4");  // each waited 1 s
   has("cohort_submit_to_running_seconds_count 3");
