@@ -27,25 +27,29 @@ class NoHealth : public NodeHealth {
 
 class WatchdogTest : public ::testing::Test {
  protected:
-  // A RUNNING job of a chief and `workers` workers; `scheduling` is its scheduling block.
-  JobRecord& Start(int workers, const std::string& scheduling, bool reducer = false) {
+  // A RUNNING job of a chief and `workers` workers; `scheduling` is its scheduling block. With
+  // `running_workers`, the worker pool is elastic and the job runs that many (the others idle).
+  JobRecord& Start(int workers, const std::string& scheduling, bool reducer = false,
+                   std::optional<int> running_workers = std::nullopt) {
     std::string yaml =
         "name: j\nworker_pools:\n"
         "  - role: chief\n    process: {command: [/bin/train]}\n"
         "  - role: worker\n    replicas: " +
         std::to_string(workers) + "\n    process: {command: [/bin/train]}\n";
+    if (running_workers) yaml += "    min_replicas: 1\n";
     if (reducer) yaml += "  - role: reducer\n    builtin: reducer\n";
     yaml += "scheduling: " + scheduling + "\n";
     auto spec = ParseJobSpec(yaml, "test job");
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+    if (running_workers) jobs_.ShrinkElastic(job, *running_workers);
     std::vector<JobController::Slot> slots;
-    for (size_t i = 0; i < job.replicas.size(); ++i) {
+    for (size_t i = 0; i < job.demands.size(); ++i) {
       slots.push_back(JobController::Slot{"node-" + std::to_string(i), {}, 0});
     }
     jobs_.PlaceJob(job, slots, 29000, 29001, now_);
     for (auto& r : job.replicas) {
-      jobs_.ApplyReplicaStatus(job, r, ReplicaState::RUNNING, -1, 0, "", now_);
+      if (!r.idle) jobs_.ApplyReplicaStatus(job, r, ReplicaState::RUNNING, -1, 0, "", now_);
     }
     EXPECT_EQ(job.state, JobState::RUNNING);
     jobs_.TakeCommands();
@@ -109,27 +113,8 @@ TEST_F(WatchdogTest, NamesTheRankThatNeverEnteredTheOperation) {
 
 // An elastic job running without worker-2 (idle: no room for it) is judged on the ranks that run.
 TEST_F(WatchdogTest, AnElasticJobIsJudgedOnTheRanksItRuns) {
-  const std::string yaml =
-      "name: j\nworker_pools:\n"
-      "  - role: chief\n    process: {command: [/bin/train]}\n"
-      "  - role: worker\n    replicas: 3\n    min_replicas: 1\n"
-      "    process: {command: [/bin/train]}\n"
-      "scheduling: {hang_timeout: 120s, restart_job_on_worker_restart: true}\n";
-  auto spec = ParseJobSpec(yaml, "test job");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
-  jobs_.ShrinkElastic(job, 2);
-  ASSERT_EQ(job.demands.size(), 3u);
-  std::vector<JobController::Slot> slots;
-  for (int i = 0; i < 3; ++i) {
-    slots.push_back(JobController::Slot{"node-" + std::to_string(i), {}, 0});
-  }
-  jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+  JobRecord& job = Start(3, "{hang_timeout: 120s, restart_job_on_worker_restart: true}", false, 2);
   ASSERT_TRUE(job.FindReplica("worker-2")->idle);
-  for (auto& r : job.replicas) {
-    if (!r.idle) jobs_.ApplyReplicaStatus(job, r, ReplicaState::RUNNING, -1, 0, "", now_);
-  }
-  ASSERT_EQ(job.state, JobState::RUNNING);
   Send(Rank("chief-0", 49, 130'000, 50, 129'000));
   Send(Rank("worker-0", 49, 130'000, 50, 129'500));
   Send(Rank("worker-1", 49, 130'000));
