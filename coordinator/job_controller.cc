@@ -458,6 +458,10 @@ void JobController::ShrinkElastic(JobRecord& job, int workers) {
 void JobController::GrowElastic(JobRecord& job, int workers, const std::string& why,
                                 int64_t now_ms) {
   if (job.state != JobState::RUNNING || !job.elastic) return;
+  // A replica that ended (a failure whose verdict is held, a rank done early) is judged first.
+  for (const auto& r : job.replicas) {
+    if (!r.idle && r.state != ReplicaState::RUNNING) return;
+  }
   const int now_workers = ElasticWorkersRunning(job);
   workers = std::min(workers, ElasticMaxWorkers(job));
   if (workers <= now_workers) return;

@@ -261,7 +261,8 @@ class JobController {
   // (within min_replicas and its replicas); nothing for a job that is not elastic or not queued.
   void ShrinkElastic(JobRecord& job, int workers);
   // The running elastic `job` restarts whole with `workers` workers (`why`: the room found, for
-  // its event); spends no restart. Nothing unless it runs fewer now.
+  // its event); spends no restart. Nothing unless it runs fewer now and every replica it runs
+  // is RUNNING (an end is judged first: a held verdict is never lost to a growth).
   void GrowElastic(JobRecord& job, int workers, const std::string& why, int64_t now_ms);
   // Its worker pool's replicas; the workers its latest placement runs (not idle).
   static int ElasticMaxWorkers(const JobRecord& job);

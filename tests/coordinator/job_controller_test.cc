@@ -67,6 +67,38 @@ class JobControllerTest : public ::testing::Test {
     jobs_.TakeCommands();
     return job;
   }
+  // Elastic job "e" (a chief and 3 workers of one GPU, min_replicas 1) placed with 2 workers on
+  // n0..n2, every replica it runs RUNNING; its launches in launches_.
+  JobRecord& StartElastic() {
+    const std::string yaml =
+        "name: e\nworker_pools:\n"
+        "  - role: chief\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n"
+        "  - role: worker\n    replicas: 3\n    min_replicas: 1\n    resources: {gpus: 1}\n"
+        "    process: {command: [/bin/train]}\n"
+        "scheduling: {restart_job_on_worker_restart: true}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+    EXPECT_EQ(job.demands.size(), 4u);
+    jobs_.ShrinkElastic(job, 0);  // never below min_replicas
+    EXPECT_EQ(job.elastic_workers, 1);
+    jobs_.ShrinkElastic(job, 2);
+    EXPECT_EQ(job.demands.size(), 3u);
+    std::vector<JobController::Slot> slots;
+    for (int i = 0; i < 3; ++i) {
+      slots.push_back(JobController::Slot{"n" + std::to_string(i), {0}, 30000 + i});
+      health_.heard["n" + std::to_string(i)] = now_;
+    }
+    jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+    launches_ = jobs_.TakeCommands().launch;
+    for (const auto& r : job.replicas) {
+      if (!r.idle) Report(job, r.name, ReplicaState::RUNNING);
+    }
+    EXPECT_EQ(job.state, JobState::RUNNING);
+    return job;
+  }
+  std::vector<LaunchCommand> launches_;
+
   void Report(JobRecord& job, const std::string& replica, ReplicaState state, int exit_code = -1,
               int signal = 0, int cause_signal = 0) {
     ReplicaRecord* r = job.FindReplica(replica);
@@ -119,35 +151,15 @@ class JobControllerTest : public ::testing::Test {
 // growth stops every replica and asks for the larger size, spending no restart; its next
 // restart asks for every worker again. The controller counts both resizes.
 TEST_F(JobControllerTest, AnElasticJobRunsIdleWorkersOutAndGrowsWithoutSpendingARestart) {
-  const std::string yaml =
-      "name: e\nworker_pools:\n"
-      "  - role: chief\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n"
-      "  - role: worker\n    replicas: 3\n    min_replicas: 1\n    resources: {gpus: 1}\n"
-      "    process: {command: [/bin/train]}\n"
-      "scheduling: {restart_job_on_worker_restart: true}\n";
-  auto spec = ParseJobSpec(yaml, "test job");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
-  ASSERT_EQ(job.demands.size(), 4u);
-  jobs_.ShrinkElastic(job, 0);  // never below min_replicas
-  EXPECT_EQ(job.elastic_workers, 1);
-  jobs_.ShrinkElastic(job, 2);
-  ASSERT_EQ(job.demands.size(), 3u);
-  std::vector<JobController::Slot> slots;
-  for (int i = 0; i < 3; ++i) {
-    slots.push_back(JobController::Slot{"n" + std::to_string(i), {0}, 30000 + i});
-  }
-  jobs_.PlaceJob(job, slots, 29000, 29001, now_);
+  JobRecord& job = StartElastic();
   std::vector<std::string> launched;
-  for (const auto& l : jobs_.TakeCommands().launch) launched.push_back(l.replica);
+  for (const auto& l : launches_) launched.push_back(l.replica);
   EXPECT_EQ(launched, (std::vector<std::string>{"chief-0", "worker-0", "worker-1"}));
   const ReplicaRecord& idle = *job.FindReplica("worker-2");
   EXPECT_TRUE(idle.idle);
   EXPECT_EQ(idle.state, ReplicaState::STOPPED);
   EXPECT_FALSE(JobController::HoldsResources(idle));
   EXPECT_EQ(jobs_.elastic_shrinks(), 1u);
-  for (const char* r : {"chief-0", "worker-0", "worker-1"}) Report(job, r, ReplicaState::RUNNING);
-  ASSERT_EQ(job.state, JobState::RUNNING);
   EXPECT_EQ(LastEventOpening(job, "running"), "running: all 3 replicas running");
 
   jobs_.GrowElastic(job, 2, "room for nothing more", now_);  // runs two already
@@ -167,7 +179,10 @@ TEST_F(JobControllerTest, AnElasticJobRunsIdleWorkersOutAndGrowsWithoutSpendingA
   for (const char* r : {"chief-0", "worker-0", "worker-1"}) {
     Report(job, r, ReplicaState::STOPPED, 143, 15);
   }
-  slots.push_back(JobController::Slot{"n3", {0}, 30003});
+  std::vector<JobController::Slot> slots;
+  for (int i = 0; i < 4; ++i) {
+    slots.push_back(JobController::Slot{"n" + std::to_string(i), {0}, 30000 + i});
+  }
   jobs_.PlaceJob(job, slots, 29000, 29001, now_);
   for (const auto& r : job.replicas) {
     EXPECT_FALSE(r.idle) << r.name;
@@ -184,6 +199,16 @@ TEST_F(JobControllerTest, AnElasticJobRunsIdleWorkersOutAndGrowsWithoutSpendingA
   EXPECT_EQ(job.restarts, 1);
   EXPECT_EQ(job.elastic_workers, -1);
   EXPECT_EQ(job.demands.size(), 4u);
+}
+
+// A rank's exit 1 waits for its verdict: the job does not grow meanwhile, so the verdict is kept.
+TEST_F(JobControllerTest, AnElasticJobDoesNotGrowOverAHeldVerdict) {
+  JobRecord& job = StartElastic();
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  jobs_.GrowElastic(job, 3, "room for 1 more worker on n3", now_);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  EXPECT_EQ(jobs_.HeldVerdicts(), (std::vector<std::string>{"e/worker-1"}));
+  EXPECT_EQ(jobs_.elastic_grows(), 0u);
 }
 
 // A node's loss or registration reads the jobs placed on that node (JobController's index of
