@@ -31,6 +31,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   FlagDuration grace = FlagDuration::Seconds(30);
   FlagDuration retention = FlagDuration::Seconds(7 * 24 * 3600);
   std::vector<std::string> users;
+  std::vector<std::string> labels;
   std::string allow_root;
   po::options_description desc("Options");
   // clang-format off
@@ -41,6 +42,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("gpus", po::value(&flags.gpus), "GPU count to declare, or auto (NVML) (default auto)")
       ("cpus", po::value(&flags.cpus), "CPUs to offer (default: this process's CPU affinity)")
       ("memory-mb", po::value(&flags.memory_mb), "memory to offer in MiB (default: MemTotal)")
+      ("label", po::value(&labels)->composing(), "KEY=VALUE: a label of this node, which a job's node_selector may ask for (e.g. gpu=h100); repeatable")
       ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
       ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer, cohort-ps and cohort-replica-init are looked for first, before beside cohort-agent and on PATH (default: the install's bin dir)")
       ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
@@ -117,6 +119,15 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     std::string& root = flags.config.output_root;
     root = std::filesystem::path(root).lexically_normal().string();
     while (root.size() > 1 && root.back() == '/') root.pop_back();
+  }
+  for (const std::string& item : labels) {
+    auto label = ParseNodeLabel(item);
+    if (!label.ok()) return InvalidArgument("--label: " + label.status().message());
+    flags.config.labels[label->first] = label->second;
+  }
+  if (flags.config.labels.size() > kMaxNodeLabels) {
+    return InvalidArgument("--label: at most " + std::to_string(kMaxNodeLabels) + " labels, got " +
+                           std::to_string(flags.config.labels.size()));
   }
   for (const std::string& item : users) {
     COHORT_ASSIGN_OR_RETURN(auto map, ParseUserMap("users", item));

@@ -289,8 +289,8 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     out << "No nodes registered.\n";
     return;
   }
-  Table table(
-      {"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT", "STORAGE"});
+  Table table({"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT",
+               "STORAGE", "LABELS"});
   int64_t now = NowMs();
   for (const auto& n : nodes) {
     std::string gpus = std::to_string(n.gpus_used.size()) + "/" + std::to_string(n.gpus.size());
@@ -305,7 +305,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     table.AddRow({n.node_id, OrDash(n.address), OrDash(state), gpus,
                   std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                   FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
-                  std::to_string(n.replicas), heartbeat, OrDash(n.storage)});
+                  std::to_string(n.replicas), heartbeat, OrDash(n.storage), OrDash(n.labels)});
   }
   table.Print(out);
 }

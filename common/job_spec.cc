@@ -79,6 +79,15 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
     return InvalidArgument(path + ".replicas: must be at most " + std::to_string(kMaxReplicas) +
                            ", got " + std::to_string(pool.replicas));
   }
+  if (pool.node_selector.size() > kMaxNodeLabels) {
+    return InvalidArgument(path + ".node_selector: at most " + std::to_string(kMaxNodeLabels) +
+                           " labels, got " + std::to_string(pool.node_selector.size()));
+  }
+  for (const auto& [key, value] : pool.node_selector) {
+    if (Status bad = CheckNodeLabel(key, value); !bad.ok()) {
+      return InvalidArgument(path + ".node_selector." + key + ": " + bad.message());
+    }
+  }
   if (pool.min_replicas) {
     if (pool.role != Role::kWorker) {
       return InvalidArgument(path + ".min_replicas: only the worker pool may be elastic, not " +
@@ -237,6 +246,49 @@ const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
     if (pool.role == role) return &pool;
   }
   return nullptr;
+}
+
+Status CheckNodeLabel(std::string_view key, std::string_view value) {
+  auto key_char = [](char c) {
+    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '.' || c == '_' || c == '/' || c == '-';
+  };
+  auto value_char = [](char c) {
+    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '.' || c == '_' || c == '-';
+  };
+  if (key.empty() || key.size() > 63 || !(IsAsciiAlpha(key[0]) || IsAsciiDigit(key[0])) ||
+      !std::all_of(key.begin(), key.end(), key_char)) {
+    return InvalidArgument("label key " + Quoted(key) +
+                           " is not valid (must match [A-Za-z0-9][A-Za-z0-9._/-]{0,62})");
+  }
+  if (value.size() > 63 || !std::all_of(value.begin(), value.end(), value_char)) {
+    return InvalidArgument("label value " + Quoted(value) +
+                           " is not valid (must match [A-Za-z0-9._-]{0,63})");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::pair<std::string, std::string>> ParseNodeLabel(std::string_view text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos) {
+    return InvalidArgument("expected KEY=VALUE, got " + Quoted(text));
+  }
+  std::string key(text.substr(0, eq)), value(text.substr(eq + 1));
+  COHORT_RETURN_IF_ERROR(CheckNodeLabel(key, value));
+  return std::make_pair(std::move(key), std::move(value));
+}
+
+bool LabelsMatch(const NodeLabels& labels, const NodeLabels& selector) {
+  for (const auto& [key, value] : selector) {
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+std::string FormatNodeLabels(const NodeLabels& labels) {
+  std::string out;
+  for (const auto& [key, value] : labels) out += (out.empty() ? "" : ",") + key + "=" + value;
+  return out;
 }
 
 std::optional<int> JobSpec::MinWorkers() const {

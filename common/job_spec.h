@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/enum_names.h"
@@ -37,6 +38,19 @@ enum class Builtin { kNone, kReducer, kParameterServer };
 inline constexpr EnumName<Builtin> kBuiltinNames[] = {
     {Builtin::kReducer, "reducer"}, {Builtin::kParameterServer, "parameter_server"}};
 std::string_view BuiltinName(Builtin builtin);  // "", "reducer", "parameter_server"
+
+// A node's labels (its agent's --label KEY=VALUE) and a pool's node_selector: keys
+// [A-Za-z0-9][A-Za-z0-9._/-]{0,62}, values [A-Za-z0-9._-]{0,63}.
+using NodeLabels = std::map<std::string, std::string>;
+// InvalidArgument naming what is wrong with the key or the value; OK when both are valid.
+Status CheckNodeLabel(std::string_view key, std::string_view value);
+// "KEY=VALUE" (an agent's --label) to its key and value, checked.
+StatusOr<std::pair<std::string, std::string>> ParseNodeLabel(std::string_view text);
+// Whether `labels` has every key of `selector` with its value.
+bool LabelsMatch(const NodeLabels& labels, const NodeLabels& selector);
+// "gpu=h100,zone=b" ("" for none).
+std::string FormatNodeLabels(const NodeLabels& labels);
+inline constexpr size_t kMaxNodeLabels = 32;
 
 struct Resources {
   int gpus = 0;
@@ -73,6 +87,9 @@ struct WorkerPoolSpec {
   // nullopt: every replica, always.
   std::optional<int> min_replicas;
   Resources resources;
+  // Its replicas go only to nodes with every one of these labels (Kubernetes' nodeSelector,
+  // Vertex's machine type): `node_selector: {gpu: h100}`. Empty: any node.
+  NodeLabels node_selector;
   std::optional<ProcessSpec> process;  // exactly one of process, container, builtin
   std::optional<ContainerSpec> container;
   Builtin builtin = Builtin::kNone;

@@ -58,9 +58,9 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
 
 StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
                                   const std::string& path) {
-  COHORT_RETURN_IF_ERROR(r.CheckMap(
-      node, path,
-      {"role", "replicas", "min_replicas", "resources", "process", "container", "builtin"}));
+  COHORT_RETURN_IF_ERROR(r.CheckMap(node, path,
+                                    {"role", "replicas", "min_replicas", "resources",
+                                     "node_selector", "process", "container", "builtin"}));
   WorkerPoolSpec pool;
   if (!Reader::Has(node, "role")) {
     return r.Error(node, path + ".role",
@@ -73,6 +73,18 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
 
   if (Reader::Has(node, "replicas")) {
     COHORT_ASSIGN_OR_RETURN(pool.replicas, r.SmallInt(node["replicas"], path + ".replicas"));
+  }
+  if (Reader::Has(node, "node_selector")) {
+    const YAML::Node selector = node["node_selector"];
+    const std::string spath = path + ".node_selector";
+    COHORT_RETURN_IF_ERROR(r.CheckUserMap(selector, spath));
+    for (const auto& kv : selector) {
+      if (!kv.second.IsScalar()) {
+        return r.Error(kv.second, Reader::Join(spath, kv.first.Scalar()),
+                       "expected a string, got " + Reader::KindName(kv.second));
+      }
+      pool.node_selector[kv.first.Scalar()] = kv.second.Scalar();
+    }
   }
   if (Reader::Has(node, "min_replicas")) {
     COHORT_ASSIGN_OR_RETURN(pool.min_replicas,
@@ -288,6 +300,13 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::Key << "replicas" << YAML::Value << pool.replicas;
     if (pool.min_replicas) {
       out << YAML::Key << "min_replicas" << YAML::Value << *pool.min_replicas;
+    }
+    if (!pool.node_selector.empty()) {
+      out << YAML::Key << "node_selector" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (const auto& [k, v] : pool.node_selector) {
+        out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
+      }
+      out << YAML::EndMap;
     }
     out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;

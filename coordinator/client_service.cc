@@ -409,6 +409,7 @@ wire::NodeListT ClientService::Nodes() const {
     ni->memory_mb = n.memory_mb;
     ni->last_heartbeat_ms = n.last_heartbeat_ms;
     ni->storage = n.storage.verdict;
+    ni->labels = FormatNodeLabels(n.labels);
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

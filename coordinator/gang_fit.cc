@@ -26,13 +26,18 @@ std::string Describe(const ReplicaDemand& d) {
   return text;
 }
 
+bool Selects(const NodeFree& n, const ReplicaDemand& d) {
+  return d.selector == nullptr || (n.labels != nullptr && LabelsMatch(*n.labels, *d.selector));
+}
+
 bool Fits(const NodeFree& n, const ReplicaDemand& d) {
   return d.gpus <= static_cast<int>(n.free_gpus.size()) && d.cpus <= n.free_cpus &&
-         (n.memory_unlimited || d.memory_mb <= n.free_memory_mb);
+         (n.memory_unlimited || d.memory_mb <= n.free_memory_mb) && Selects(n, d);
 }
 
 // How many replicas of `d` fit on `n` at once, at most `cap`.
 int64_t Room(const NodeFree& n, const ReplicaDemand& d, int64_t cap) {
+  if (!Selects(n, d)) return 0;
   int64_t room = cap;
   if (d.gpus > 0) room = std::min<int64_t>(room, static_cast<int64_t>(n.free_gpus.size()) / d.gpus);
   if (d.cpus > 0) room = std::min<int64_t>(room, std::max(n.free_cpus, 0) / d.cpus);
@@ -70,6 +75,7 @@ NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node) {
   f.free_memory_mb = node.memory_mb;
   f.memory_unlimited = node.memory_mb <= 0;
   f.shares_output_root = node.storage.shared;
+  f.labels = &node.labels;
   return f;
 }
 
@@ -107,13 +113,27 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
   const std::optional<int> min_workers = spec.MinWorkers();
   std::vector<ReplicaDemand> demands;
   for (const WorkerPoolSpec& pool : spec.pools) {
-    ReplicaDemand d{pool.resources.gpus, pool.resources.cpus, pool.resources.memory_mb};
+    const ReplicaDemand d = PoolDemand(pool);
     const int replicas = pool.role == Role::kWorker && min_workers ? *min_workers : pool.replicas;
     for (int i = 0; i < replicas; ++i) demands.push_back(d);
     bool fits = std::any_of(view.nodes.begin(), view.nodes.end(),
                             [&](const NodeFree& n) { return Fits(n, d); });
     if (fits) continue;
     std::string head = std::string(RoleName(pool.role)) + " pool needs ";
+    if (std::none_of(view.nodes.begin(), view.nodes.end(),
+                     [&](const NodeFree& n) { return Selects(n, d); })) {
+      return FailedPrecondition(
+          head + "a node with labels " + FormatNodeLabels(pool.node_selector) +
+          " (node_selector); none of " + Count(static_cast<int64_t>(view.nodes.size()), "node") +
+          " has them (cohort nodes: LABELS)");
+    }
+    if (d.selector != nullptr) {
+      const int64_t matching = std::count_if(view.nodes.begin(), view.nodes.end(),
+                                             [&](const NodeFree& n) { return Selects(n, d); });
+      return FailedPrecondition(head + Describe(d) + " per replica on a node with labels " +
+                                FormatNodeLabels(pool.node_selector) + "; none of the " +
+                                Count(matching, "node") + " with them has all of that at once");
+    }
     if (d.gpus > most_gpus_) {
       return FailedPrecondition(head + Count(d.gpus, "GPU") +
                                 " per replica; the largest node has " + std::to_string(most_gpus_));
@@ -159,7 +179,8 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
   std::vector<std::pair<ReplicaDemand, int64_t>> kinds;
   for (const auto& d : demands) {
     auto same = [&](const auto& k) {
-      return k.first.gpus == d.gpus && k.first.cpus == d.cpus && k.first.memory_mb == d.memory_mb;
+      return k.first.gpus == d.gpus && k.first.cpus == d.cpus && k.first.memory_mb == d.memory_mb &&
+             k.first.selector == d.selector;
     };
     auto it = std::find_if(kinds.begin(), kinds.end(), same);
     if (it == kinds.end()) {
@@ -169,6 +190,11 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     }
   }
   for (const auto& [d, count] : kinds) {
+    if (d.selector != nullptr && std::none_of(view.nodes.begin(), view.nodes.end(),
+                                              [&](const NodeFree& n) { return Selects(n, d); })) {
+      return "waiting for a node with labels " + FormatNodeLabels(*d.selector) +
+             " (node_selector): none that takes work now has them";
+    }
     int64_t room = 0;
     for (const NodeFree& n : view.nodes) {
       room += Room(n, d, count - room);
@@ -178,6 +204,7 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     std::string want = count == 1
                            ? "1 replica with " + Describe(d)
                            : std::to_string(count) + " replicas with " + Describe(d) + " each";
+    if (d.selector != nullptr) want += " on nodes with labels " + FormatNodeLabels(*d.selector);
     std::string have = room == 0 ? "none fits now"
                                  : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
     return "waiting for room for " + want + "; " + have;

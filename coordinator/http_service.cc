@@ -399,7 +399,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
                    {"memory_mb", n.memory_mb},
                    {"heartbeat_age_ms", s->now_ms - n.last_heartbeat_ms},
                    {"replicas", replicas[n.node_id]},
-                   {"storage", n.storage.verdict}});
+                   {"storage", n.storage.verdict},
+                   {"labels", n.labels}});
   }
   return Json(out);
 }

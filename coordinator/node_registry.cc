@@ -61,7 +61,18 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.memory_mb = req.memory_mb();
   node.labels.clear();
   if (req.labels()) {
-    for (const auto* kv : *req.labels()) node.labels[Str(kv->key())] = Str(kv->value());
+    for (const auto* kv : *req.labels()) {
+      std::string key = Str(kv->key()), value = Str(kv->value());
+      // An agent checks its --label; one that sends what no selector could name is told off.
+      if (Status bad = CheckNodeLabel(key, value);
+          !bad.ok() || node.labels.size() >= kMaxNodeLabels) {
+        spdlog::warn(
+            "node {}: label ignored: {}", node_id,
+            bad.ok() ? "more than " + std::to_string(kMaxNodeLabels) + " labels" : bad.message());
+        continue;
+      }
+      node.labels[std::move(key)] = std::move(value);
+    }
   }
   node.last_heartbeat_ms = now_ms;
   node.ready = true;

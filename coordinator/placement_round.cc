@@ -21,11 +21,6 @@ int64_t ThreadCpuUs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
-ReplicaDemand DemandOf(const JobRecord& job, const ReplicaRecord& r) {
-  const Resources& res = job.PoolOf(r).resources;
-  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb};
-}
-
 // Every schedulable node's whole capacity, a port space per port domain, and the ports something
 // listens on at a READY node (the replica placed there would fail to bind one).
 ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
@@ -265,12 +260,11 @@ void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const Schedu
     const int max = JobController::ElasticMaxWorkers(*job);
     const ReplicaRecord& chief = job->replicas.front();
     if (running >= max || now_ms - chief.state_time_ms < elastic.settle_ms) continue;
-    const Resources& res = job->spec.FindPool(Role::kWorker)->resources;
+    const ReplicaDemand worker = PoolDemand(*job->spec.FindPool(Role::kWorker));
     for (int more = max - running; more >= 1; --more) {
-      auto slots = Scheduler::PlaceGang(
-          std::vector<ReplicaDemand>(static_cast<size_t>(more),
-                                     ReplicaDemand{res.gpus, res.cpus, res.memory_mb}),
-          view, job->needs_shared_storage, Scheduler::PortNeed::kReplicas);
+      auto slots =
+          Scheduler::PlaceGang(std::vector<ReplicaDemand>(static_cast<size_t>(more), worker), view,
+                               job->needs_shared_storage, Scheduler::PortNeed::kReplicas);
       if (!slots) continue;
       std::set<std::string> where;
       for (const ReplicaSlot& s : *slots)
@@ -341,7 +335,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
         jobs.SetWaitingMessage(*job, r, FenceWait(r));
         continue;
       }
-      const ReplicaDemand demand = DemandOf(*job, r);
+      const ReplicaDemand demand = PoolDemand(job->PoolOf(r));
       auto pref = node_index.find(r.last_node);
       const bool chief = &r == &job->replicas.front();
       const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;

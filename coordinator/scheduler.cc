@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -15,10 +16,15 @@
 namespace cohort::coordinator {
 namespace {
 
+// Whether `node` has the labels `selector` asks for (nullptr: any node).
+bool Selects(const NodeFree& node, const NodeLabels* selector) {
+  return selector == nullptr || (node.labels != nullptr && LabelsMatch(*node.labels, *selector));
+}
+
 bool Fits(const NodeFree& node, int gpus_left, int cpus_left, int64_t mem_left,
           const ReplicaDemand& d) {
   return d.gpus <= gpus_left && d.cpus <= cpus_left &&
-         (node.memory_unlimited || d.memory_mb <= mem_left);
+         (node.memory_unlimited || d.memory_mb <= mem_left) && Selects(node, d.selector);
 }
 
 // Whether `node` may take a replica of a job at all (see "Storage" in the header).
@@ -85,7 +91,8 @@ uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_stora
   for (const auto& r : replicas) {
     h.Add(static_cast<uint64_t>(r.gpus))
         .Add(static_cast<uint64_t>(r.cpus))
-        .Add(static_cast<uint64_t>(r.memory_mb));
+        .Add(static_cast<uint64_t>(r.memory_mb))
+        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.selector)));
   }
   return h.value();
 }
@@ -93,7 +100,8 @@ uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_stora
 bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDemand>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].gpus != b[i].gpus || a[i].cpus != b[i].cpus || a[i].memory_mb != b[i].memory_mb) {
+    if (a[i].gpus != b[i].gpus || a[i].cpus != b[i].cpus || a[i].memory_mb != b[i].memory_mb ||
+        a[i].selector != b[i].selector) {
       return false;
     }
   }
@@ -101,6 +109,14 @@ bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDem
 }
 
 }  // namespace
+
+const NodeLabels* InternSelector(const NodeLabels& selector) {
+  if (selector.empty()) return nullptr;
+  static std::mutex mu;
+  static std::set<NodeLabels>* selectors = new std::set<NodeLabels>();  // never freed
+  std::lock_guard<std::mutex> lock(mu);
+  return &*selectors->insert(selector).first;
+}
 
 uint32_t ShapeTable::Intern(const std::vector<ReplicaDemand>& demands) {
   std::vector<uint32_t>& ids = ids_by_hash_[ShapeHash(demands, false)];
@@ -254,10 +270,15 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
+  std::vector<const NodeLabels*> selectors;  // the distinct ones of the gang
   for (const auto& r : replicas) {
     total.gpus += r.gpus;
     total.cpus += r.cpus;
     total.memory_mb += r.memory_mb;
+    if (r.selector != nullptr &&
+        std::find(selectors.begin(), selectors.end(), r.selector) == selectors.end()) {
+      selectors.push_back(r.selector);
+    }
   }
   // The ports replica r needs in its node's space.
   const int job_ports = ports == PortNeed::kJob ? 2 : 0;
@@ -275,7 +296,9 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
   auto takes_all = [&](const NodeFree& n) {
     return Eligible(n, shared_storage_only) &&
            Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total) &&
-           ports_left(n) >= gang_ports;
+           ports_left(n) >= gang_ports &&
+           std::all_of(selectors.begin(), selectors.end(),
+                       [&](const NodeLabels* s) { return Selects(n, s); });
   };
   int best = -1;
   if (order != nullptr) {
@@ -323,7 +346,9 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
     return std::tie(replicas[a].gpus, replicas[a].cpus, replicas[a].memory_mb) >
            std::tie(replicas[b].gpus, replicas[b].cpus, replicas[b].memory_mb);
   });
-  const ReplicaDemand& smallest = replicas[by_size.back()];
+  // Its resources alone: a node that suits none but the smallest's selector may take another.
+  const ReplicaDemand smallest{replicas[by_size.back()].gpus, replicas[by_size.back()].cpus,
+                               replicas[by_size.back()].memory_mb};
   auto candidate = [&](const NodeFree& n) {
     return Eligible(n, shared_storage_only) &&
            Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, smallest) &&

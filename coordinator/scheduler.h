@@ -52,6 +52,9 @@
 //    A round that places many jobs (thousands at once on a cluster that just freed up) orders the
 //    nodes by free GPUs and CPUs after kSearchesBeforeNodeOrder searches, so that each further
 //    search costs O(log nodes), not a pass over every node; the placements are the same.
+//  - Node selectors. A replica whose pool gives a node_selector is placed only on nodes whose
+//    labels (NodeFree::labels) include it; the whole gang on one node only where every replica's
+//    selector holds.
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -67,13 +70,22 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/job_spec.h"
+
 namespace cohort::coordinator {
 
 struct ReplicaDemand {
   int gpus = 0;
   int cpus = 1;
   int64_t memory_mb = 0;  // 0: not limited
+  // Only nodes with these labels may take it (its pool's node_selector, InternSelector'd, so
+  // that equal selectors are one pointer); nullptr: any node.
+  const NodeLabels* selector = nullptr;
 };
+
+// The one copy of `selector` every demand with those labels points to (never freed: a distinct
+// selector costs a submitted job first); nullptr for an empty one. Thread-safe.
+const NodeLabels* InternSelector(const NodeLabels& selector);
 
 // What is still free on one node this round. The coordinator builds it from node capacity minus
 // every live replica.
@@ -84,7 +96,8 @@ struct NodeFree {
   int64_t free_memory_mb = 0;
   bool memory_unlimited = false;    // the node did not report its memory
   bool shares_output_root = false;  // its agent sees the coordinator's output root (see "Storage")
-  int port_space = 0;               // index of its port space in the ClusterView (see "Ports")
+  const NodeLabels* labels = nullptr;  // its agent's labels (see "Node selectors"); nullptr: none
+  int port_space = 0;                  // index of its port space in the ClusterView (see "Ports")
 };
 
 // Free resources of the whole cluster plus the ports in use in each port space; Schedule()

@@ -171,6 +171,11 @@ bool WithWorkers(const ReplicaRecord& r, int workers) {
 }
 }  // namespace
 
+ReplicaDemand PoolDemand(const WorkerPoolSpec& pool) {
+  const Resources& res = pool.resources;
+  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb, InternSelector(pool.node_selector)};
+}
+
 bool InNextPlacement(const JobRecord& job, const ReplicaRecord& r) {
   return WithWorkers(r, job.elastic_workers);
 }
@@ -179,8 +184,7 @@ std::vector<ReplicaDemand> DemandsWithWorkers(const JobRecord& job, int workers)
   std::vector<ReplicaDemand> out;
   for (const auto& r : job.replicas) {
     if (!WithWorkers(r, workers)) continue;
-    const Resources& res = job.PoolOf(r).resources;
-    out.push_back(ReplicaDemand{res.gpus, res.cpus, res.memory_mb});
+    out.push_back(PoolDemand(job.PoolOf(r)));
   }
   return out;
 }

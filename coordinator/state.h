@@ -218,6 +218,8 @@ std::string FormatDuration(int64_t ms);
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 
+// What one replica of `pool` asks of a node: its resources and its node selector.
+ReplicaDemand PoolDemand(const WorkerPoolSpec& pool);
 // Fills job.demands from job.spec, job.replicas and job.elastic_workers.
 void FillDemands(JobRecord& job);
 // The demands of `job`'s replicas with `workers` workers (-1: every one), in replica order.

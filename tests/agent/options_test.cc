@@ -86,6 +86,25 @@ TEST(AgentFlagsTest, UsersMapOwnersToAccountsFromTheFileAndTheCommandLine) {
   EXPECT_NE(bad.status().message().find("--users"), std::string::npos) << bad.status().ToString();
 }
 
+// Labels come from the config file's `label` lines and --label, each KEY=VALUE, checked.
+TEST(AgentFlagsTest, LabelsFromTheFileAndTheCommandLine) {
+  testing::TempDir dir;
+  std::string config = dir.path() + "/agent.conf";
+  testing::WriteFile(config,
+                     "coordinator = tcp://10.0.0.1:7401\nlabel = gpu=h100\nlabel = zone=b\n");
+  auto flags = Parse({"--config", config.c_str(), "--label", "rack=7"});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->config.labels,
+            (std::map<std::string, std::string>{{"gpu", "h100"}, {"rack", "7"}, {"zone", "b"}}));
+  auto bad = Parse({"--coordinator", "tcp://h:1", "--label", "gpu h100"});
+  EXPECT_NE(bad.status().message().find("--label: expected KEY=VALUE"), std::string::npos)
+      << bad.status().ToString();
+  auto bad_value = Parse({"--coordinator", "tcp://h:1", "--label", "gpu=h 100"});
+  EXPECT_NE(bad_value.status().message().find("--label: label value 'h 100' is not valid"),
+            std::string::npos)
+      << bad_value.status().ToString();
+}
+
 TEST(AgentFlagsTest, ErrorsNameTheFlag) {
   auto no_coordinator = Parse({"--gpus", "1"});
   EXPECT_NE(no_coordinator.status().message().find("--coordinator"), std::string::npos);

@@ -299,6 +299,37 @@ TEST(JobSpecTest, AnElasticWorkerPoolNamesItsFewestWorkersAndRestartsWhole) {
               {"worker_pools[0].min_replicas: only the worker pool may be elastic, not chief"});
 }
 
+TEST(JobSpecTest, ANodeSelectorNamesLabelsAsAgentsGiveThem) {
+  auto with_selector = [](const std::string& selector) {
+    return Minimal("    node_selector: " + selector + "\n");
+  };
+  StatusOr<JobSpec> spec =
+      ParseJobSpec(with_selector("{gpu: h100, zone: eu-1, rack.row/n: \"7\"}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->pools[0].node_selector,
+            (NodeLabels{{"gpu", "h100"}, {"zone", "eu-1"}, {"rack.row/n", "7"}}));
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  EXPECT_TRUE(ParseJobSpec(Minimal())->pools[0].node_selector.empty());
+
+  ExpectError(with_selector("{gpu: \"h 100\"}"),
+              {"worker_pools[0].node_selector.gpu: label value 'h 100' is not valid"});
+  ExpectError(with_selector("{-gpu: h100}"),
+              {"worker_pools[0].node_selector.-gpu: label key '-gpu' is not valid"});
+  ExpectError(with_selector("{gpu: [h100]}"), {"worker_pools[0].node_selector.gpu", "a string"});
+  ExpectError(with_selector("[gpu]"), {"worker_pools[0].node_selector"});
+
+  EXPECT_EQ(ParseNodeLabel("gpu=h100")->second, "h100");
+  EXPECT_EQ(ParseNodeLabel("empty=")->second, "");
+  EXPECT_THAT(ParseNodeLabel("gpu").status().message(), HasSubstr("expected KEY=VALUE"));
+  EXPECT_THAT(ParseNodeLabel("g pu=1").status().message(), HasSubstr("label key"));
+  EXPECT_TRUE(LabelsMatch({{"gpu", "h100"}, {"zone", "a"}}, {{"gpu", "h100"}}));
+  EXPECT_FALSE(LabelsMatch({{"gpu", "h100"}}, {{"gpu", "h100"}, {"zone", "a"}}));
+  EXPECT_FALSE(LabelsMatch({{"gpu", "a100"}}, {{"gpu", "h100"}}));
+  EXPECT_EQ(FormatNodeLabels({{"zone", "a"}, {"gpu", "h100"}}), "gpu=h100,zone=a");
+}
+
 TEST(JobSpecTest, ProgramKindRules) {
   ExpectError("name: j\nworker_pools:\n  - role: chief\n",
               {"worker_pools[0]: needs exactly one of process, container or builtin, got 0"});

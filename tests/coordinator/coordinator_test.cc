@@ -218,6 +218,12 @@ class CoordinatorTest : public ::testing::Test {
     reg.node_id = node_id;
     reg.address = node_id + ".local";
     if (port_domains_.count(node_id)) reg.port_domain = port_domains_[node_id];
+    for (const auto& [key, value] : node_labels_[node_id]) {
+      auto kv = std::make_unique<wire::KeyValueT>();
+      kv->key = key;
+      kv->value = value;
+      reg.labels.push_back(std::move(kv));
+    }
     for (int i = 0; i < gpus; ++i) {
       auto g = std::make_unique<wire::GpuInfoT>();
       g->index = i;
@@ -331,6 +337,8 @@ class CoordinatorTest : public ::testing::Test {
   // The port domain a node's agent reports (none: the agent reports none, so its address stands
   // for it, a host of its own).
   std::map<std::string, std::string> port_domains_;
+  // The labels a node's agent registers with (none when not listed).
+  std::map<std::string, NodeLabels> node_labels_;
 };
 
 std::string Env(const wire::LaunchReplicaT& l, const std::string& key) {
@@ -934,6 +942,57 @@ TEST_F(CoordinatorTest, LogsAreStoredByOffsetAndServedAcrossAttempts) {
   EXPECT_TRUE(fs::exists(dir_ / "logs/logs/chief-0/attempt-1.log"));
 }
 
+// Agents register labels; a pool's node_selector places its replicas on nodes with them. A job no
+// node's labels suit is refused at submit, naming the labels; one whose labelled nodes are busy
+// waits, saying for what, while a node without them is idle. `cohort nodes` lists the labels, and
+// a label no selector could name is left out.
+TEST_F(CoordinatorTest, NodeSelectorsPlaceReplicasOnNodesWithTheirLabels) {
+  node_labels_["node-a"] = {{"gpu", "a100"}, {"bad label", "x"}};
+  node_labels_["node-b"] = {{"gpu", "h100"}};
+  node_labels_["node-c"] = {{"gpu", "h100"}, {"zone", "b"}};
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));  // the submit check is on
+  AddAgent("node-a", 4);
+  AddAgent("node-b", 1);
+  AddAgent("node-c", 1);
+  auto yaml = [](const std::string& name, int workers, const std::string& gpu) {
+    std::string pool = "    resources: {gpus: 1}\n    node_selector: {gpu: " + gpu +
+                       "}\n    process: {command: [/bin/train]}\n";
+    std::string y = "name: " + name + "\nworker_pools:\n  - role: chief\n" + pool;
+    if (workers > 0)
+      y += "  - role: worker\n    replicas: " + std::to_string(workers) + "\n" + pool;
+    return y;
+  };
+  ASSERT_TRUE(Submit(yaml("h100s", 1, "h100")).ok());
+  Pump([&] { return !agents_["node-b"].inbox.empty() && !agents_["node-c"].inbox.empty(); });
+  EXPECT_EQ(TakeLaunches().size(), 2u);
+  EXPECT_TRUE(agents_["node-a"].inbox.empty());
+
+  Status refused = Submit(yaml("tpu", 0, "tpu"));
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("chief pool needs a node with labels gpu=tpu (node_selector); "
+                                   "none of 3 nodes has them"),
+            std::string::npos)
+      << refused.ToString();
+
+  ASSERT_TRUE(Submit(yaml("waits", 0, "h100")).ok());
+  PumpFew();
+  wire::JobInfoT info = GetJob("waits");
+  EXPECT_EQ(info.state, JobState::QUEUED);
+  EXPECT_EQ(info.message,
+            "waiting for room for 1 replica with 1 GPU, 1 CPU on nodes with labels gpu=h100; none "
+            "fits now");
+
+  Message m = Call(wire::ListNodesT{});
+  ASSERT_NE(m.As<wire::NodeList>(), nullptr);
+  wire::NodeListT nodes;
+  m.As<wire::NodeList>()->UnPackTo(&nodes);
+  std::map<std::string, std::string> labels;
+  for (const auto& n : nodes.nodes) labels[n->node_id] = n->labels;
+  EXPECT_EQ(labels,
+            (std::map<std::string, std::string>{
+                {"node-a", "gpu=a100"}, {"node-b", "gpu=h100"}, {"node-c", "gpu=h100,zone=b"}}));
+}
+
 TEST_F(CoordinatorTest, ListNodesAndJobs) {
   AddAgent("node-a", 2);
   ASSERT_TRUE(Submit(JobYaml("one", 0, 1)).ok());
@@ -1389,6 +1448,17 @@ TEST_F(ElasticTest, AJobRunsWithTheWorkersThatFitAndGrowsWhenRoomComes) {
   EXPECT_EQ(info.restarts, 0);
   EXPECT_EQ(info.state, JobState::RUNNING);
   EXPECT_NE(Replica(info, "worker-2")->message.find("idle"), 0u);
+}
+
+// The submit check takes an elastic job's fewest workers: more than the cluster holds is fine,
+// as long as the chief and min_replicas workers fit.
+TEST_F(ElasticTest, TheSubmitCheckTakesTheFewestWorkers) {
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));
+  AddAgent("node-a", 1);
+  AddAgent("node-b", 1);
+  EXPECT_TRUE(Submit(ElasticYaml("elastic", 5, 1)).ok());
+  Status refused = Submit(ElasticYaml("too_big", 5, 2));
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
 }
 
 // A node lost with no spare node: the job restarts (one restart spent) with the workers left,

@@ -51,6 +51,49 @@ TEST(SchedulerTest, GangIsAllOrNothing) {
   EXPECT_TRUE(view.nodes[1].free_gpus.empty());
 }
 
+// Replicas with a node selector go only to nodes with those labels: the whole gang on one node
+// only where every selector holds, else each replica on a node of its own selector's; a selector
+// no free node has leaves the gang unplaced; PlaceOne too.
+TEST(SchedulerTest, NodeSelectorsPlaceEachReplicaOnANodeWithItsLabels) {
+  const NodeLabels h100{{"gpu", "h100"}}, a100{{"gpu", "a100"}}, cpu{{"kind", "cpu"}};
+  const NodeLabels* wants_h100 = InternSelector({{"gpu", "h100"}});
+  EXPECT_EQ(wants_h100, InternSelector(h100)) << "equal selectors are one pointer";
+  EXPECT_EQ(InternSelector({}), nullptr);
+  const NodeLabels* wants_cpu = InternSelector(cpu);
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("big-a100", 8), Node("h100-1", 2), Node("h100-2", 2), Node("cpu", 0)};
+  view.nodes[0].labels = &a100;
+  view.nodes[1].labels = &h100;
+  view.nodes[2].labels = &h100;
+  view.nodes[3].labels = &cpu;
+  Scheduler s({});
+  // A chief on the CPU node, three one-GPU workers on the H100 nodes: the A100 node, which could
+  // hold them all, takes none.
+  JobRequest j = Job("j", 0, 0);
+  j.replicas = {
+      {0, 1, 0, wants_cpu}, {1, 1, 0, wants_h100}, {1, 1, 0, wants_h100}, {1, 1, 0, wants_h100}};
+  std::vector<JobRequest> q = {j};
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  const auto& slots = r.placed[0].replicas;
+  EXPECT_EQ(view.nodes[static_cast<size_t>(slots[0].node)].node_id, "cpu");
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(view.nodes[static_cast<size_t>(slots[i].node)].node_id.rfind("h100-", 0), 0u) << i;
+  }
+  EXPECT_EQ(view.nodes[0].free_gpus.size(), 8u);
+  // One H100 GPU is left: a two-GPU H100 replica waits, though the A100 node is idle.
+  std::vector<JobRequest> q2 = {Job("two", 1, 2)};
+  q2[0].replicas[0].selector = wants_h100;
+  EXPECT_TRUE(s.Schedule(q2, view, 0).placed.empty());
+  EXPECT_FALSE(Scheduler::PlaceOne({2, 1, 0, wants_h100}, 0, view).has_value());
+  auto one = Scheduler::PlaceOne({1, 1, 0, wants_h100}, 0, view);  // prefers the A100: not it
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(view.nodes[static_cast<size_t>(one->node)].node_id.rfind("h100-", 0), 0u);
+  // Without a selector the same replica goes anywhere.
+  std::vector<JobRequest> q3 = {Job("any", 1, 2)};
+  EXPECT_EQ(s.Schedule(q3, view, 0).placed.size(), 1u);
+}
+
 TEST(SchedulerTest, GpusArePinnedAndNeverUsedTwice) {
   ClusterView view(20000, 20999);
   view.nodes = {Node("a", 4), Node("b", 4)};
