@@ -244,6 +244,7 @@ def _node_to_dict(node):
         "replicas": node.replicas,
         "last_heartbeat_ms": node.lastHeartbeatMs,
         "admin": _text(node.admin),
+        "labels": _text(node.labels),
     }
 
 

@@ -474,6 +474,48 @@ TEST_F(IntegrationTest, APythonScriptsPrintsReachItsLogWhileItRuns) {
   EXPECT_EQ(StateName(WaitForState("prints", {wire::JobState::SUCCEEDED}).state), "SUCCEEDED");
 }
 
+// Two real agents, one started with --label gpu=h100: a job whose pool selects gpu=h100 runs on
+// that one (twice, though the other node is as free), `cohort nodes` lists the labels, and a job
+// selecting a label no agent has is refused at submit.
+TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
+  StartAgent("node-a", 0);
+  ASSERT_EQ(cluster_->StartAgent({Node("node-b"), 0, 8, 16384, "2s", {"--label", "gpu=h100"}}), "");
+  const std::string yaml =
+      "worker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+      "    node_selector: {gpu: h100}\n    process: {command: [/bin/true, --marker=" +
+      marker_ + "]}\n";
+  auto client = cluster_->Client();
+  for (const char* name : {"selected1", "selected2"}) {
+    auto submitted = client.Submit("name: " + std::string(name) + "\n" + yaml);
+    ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+    const wire::JobInfoT done = WaitForState(name, {wire::JobState::SUCCEEDED});
+    ASSERT_EQ(done.replicas.size(), 1u);
+    EXPECT_EQ(done.replicas[0]->node_id, Node("node-b")) << name;
+  }
+  const ct::RunResult nodes = Cli({"nodes", "--json"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  const nlohmann::json listed = nlohmann::json::parse(nodes.out, nullptr, false);
+  std::map<std::string, std::string> labels;
+  for (const auto& n : listed) labels[n.value("node_id", "")] = n.value("labels", "?");
+  EXPECT_EQ(labels, (std::map<std::string, std::string>{{Node("node-a"), ""},
+                                                        {Node("node-b"), "gpu=h100"}}))
+      << nodes.out;
+  // Past the coordinator's registration grace the submit check refuses what no node can take
+  // (within it such a job waits: each try has a name of its own).
+  int tries = 0;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto refused = client.Submit("name: nowhere" + std::to_string(++tries) +
+                                     "\nworker_pools:\n  - role: chief\n"
+                                     "    node_selector: {gpu: tpu}\n"
+                                     "    process: {command: [/bin/true]}\n");
+        return !refused.ok() && refused.status().message().find(
+                                    "needs a node with labels gpu=tpu") != std::string::npos;
+      },
+      15s, 500ms))
+      << "a job no node's labels suit was not refused";
+}
+
 // A script that saves its snapshot into a relative path (the torchrun fault-tolerance tutorial's
 // torch.save(state, "snapshot.pt")) and is killed: its restart on the same node starts in a new
 // working directory, and the attempt's log and the job's events say where the snapshot was left.

@@ -14,6 +14,7 @@ def main(endpoint, scratch):
     with Client(endpoint, timeout_s=10.0) as client:
         nodes = client.nodes()
         check(len(nodes) == 1 and nodes[0]["state"] == "READY", f"one READY node: {nodes}")
+        check(nodes[0]["labels"] == "", f"a node started without --label has none: {nodes}")
 
         job = ("name: py_job\n"
                "worker_pools:\n"
