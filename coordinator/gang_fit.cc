@@ -26,18 +26,14 @@ std::string Describe(const ReplicaDemand& d) {
   return text;
 }
 
-bool Selects(const NodeFree& n, const ReplicaDemand& d) {
-  return d.selector == nullptr || (n.labels != nullptr && LabelsMatch(*n.labels, *d.selector));
-}
-
 bool Fits(const NodeFree& n, const ReplicaDemand& d) {
   return d.gpus <= static_cast<int>(n.free_gpus.size()) && d.cpus <= n.free_cpus &&
-         (n.memory_unlimited || d.memory_mb <= n.free_memory_mb) && Selects(n, d);
+         (n.memory_unlimited || d.memory_mb <= n.free_memory_mb) && Selects(n, d.selector);
 }
 
 // How many replicas of `d` fit on `n` at once, at most `cap`.
 int64_t Room(const NodeFree& n, const ReplicaDemand& d, int64_t cap) {
-  if (!Selects(n, d)) return 0;
+  if (!Selects(n, d.selector)) return 0;
   int64_t room = cap;
   if (d.gpus > 0) room = std::min<int64_t>(room, static_cast<int64_t>(n.free_gpus.size()) / d.gpus);
   if (d.cpus > 0) room = std::min<int64_t>(room, std::max(n.free_cpus, 0) / d.cpus);
@@ -121,15 +117,16 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
     if (fits) continue;
     std::string head = std::string(RoleName(pool.role)) + " pool needs ";
     if (std::none_of(view.nodes.begin(), view.nodes.end(),
-                     [&](const NodeFree& n) { return Selects(n, d); })) {
+                     [&](const NodeFree& n) { return Selects(n, d.selector); })) {
       return FailedPrecondition(
           head + "a node with labels " + FormatNodeLabels(pool.node_selector) +
           " (node_selector); none of " + Count(static_cast<int64_t>(view.nodes.size()), "node") +
           " has them (cohort nodes: LABELS)");
     }
     if (d.selector != nullptr) {
-      const int64_t matching = std::count_if(view.nodes.begin(), view.nodes.end(),
-                                             [&](const NodeFree& n) { return Selects(n, d); });
+      const int64_t matching =
+          std::count_if(view.nodes.begin(), view.nodes.end(),
+                        [&](const NodeFree& n) { return Selects(n, d.selector); });
       return FailedPrecondition(head + Describe(d) + " per replica on a node with labels " +
                                 FormatNodeLabels(pool.node_selector) + "; none of the " +
                                 Count(matching, "node") + " with them has all of that at once");
@@ -190,8 +187,9 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     }
   }
   for (const auto& [d, count] : kinds) {
-    if (d.selector != nullptr && std::none_of(view.nodes.begin(), view.nodes.end(),
-                                              [&](const NodeFree& n) { return Selects(n, d); })) {
+    if (d.selector != nullptr &&
+        std::none_of(view.nodes.begin(), view.nodes.end(),
+                     [&](const NodeFree& n) { return Selects(n, d.selector); })) {
       return "waiting for a node with labels " + FormatNodeLabels(*d.selector) +
              " (node_selector): none that takes work now has them";
     }

@@ -14,12 +14,11 @@
 #include "common/logging.h"
 
 namespace cohort::coordinator {
-namespace {
-
-// Whether `node` has the labels `selector` asks for (nullptr: any node).
 bool Selects(const NodeFree& node, const NodeLabels* selector) {
   return selector == nullptr || (node.labels != nullptr && LabelsMatch(*node.labels, *selector));
 }
+
+namespace {
 
 bool Fits(const NodeFree& node, int gpus_left, int cpus_left, int64_t mem_left,
           const ReplicaDemand& d) {

@@ -100,6 +100,9 @@ struct NodeFree {
   int port_space = 0;                  // index of its port space in the ClusterView (see "Ports")
 };
 
+// Whether `node` has every label `selector` asks for (nullptr: any node does).
+bool Selects(const NodeFree& node, const NodeLabels* selector);
+
 // Free resources of the whole cluster plus the ports in use in each port space; Schedule()
 // consumes from it. A new view has one port space, 0, where every node is until the builder adds
 // more (one host, as in the unit tests and the demo).
