@@ -83,7 +83,7 @@ struct WorkerPoolSpec {
   Role role = Role::kChief;
   int replicas = 1;
   // An elastic pool (the worker pool only): the job may run with as few as this many of its
-  // `replicas` when no more fit, and grows again when room comes (DESIGN.md "Elastic jobs").
+  // `replicas` when no more fit, and grows again when room comes (README "Elastic jobs").
   // nullopt: every replica, always.
   std::optional<int> min_replicas;
   Resources resources;
