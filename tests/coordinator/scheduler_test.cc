@@ -387,10 +387,14 @@ TEST(SchedulerTest, ShapeIdsGiveTheRoundThatTheDemandsGive) {
 // placements (nodes, GPUs, ports) are the ones a pass over every node per search finds: each job
 // placed with PlaceGang in the same order, on a copy of the same cluster. The cluster is uneven
 // (partly used nodes, CPU- and memory-bound ones, hosts of several nodes, few ports, some nodes
-// on the shared output root) and the jobs need one node or several.
+// on the shared output root, labelled nodes) and the jobs need one node or several, some of their
+// replicas on nodes with a label; each replica lands where its selector holds.
 TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   std::mt19937 rng(7);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::vector<NodeLabels> labels = {{}, {{"gpu", "h100"}}, {{"gpu", "a100"}, {"zone", "b"}}};
+  const std::vector<const NodeLabels*> selectors = {nullptr, InternSelector({{"gpu", "h100"}}),
+                                                    InternSelector({{"zone", "b"}})};
   ClusterView view(30000, 30011);  // 12 ports a host
   for (int n = 0; n < 400; ++n) {
     NodeFree node = Node("n" + std::to_string(n), pick(0, 8), pick(2, 64),
@@ -398,6 +402,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
     node.free_gpus.erase(node.free_gpus.begin(),
                          node.free_gpus.begin() + pick(0, static_cast<int>(node.free_gpus.size())));
     node.shares_output_root = pick(0, 4) == 0;
+    node.labels = &labels[static_cast<size_t>(pick(0, 2))];
     node.port_space =
         n % 3 == 0 || view.port_spaces() == 1 ? view.AddPortSpace() : view.port_spaces() - 1;
     view.nodes.push_back(std::move(node));
@@ -408,7 +413,9 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
     job.name = "j" + std::to_string(i);
     int replicas = pick(0, 3) == 0 ? pick(2, 6) : 1;
     for (int r = 0; r < replicas; ++r) {
-      job.replicas.push_back({pick(0, 8), pick(1, 16), pick(0, 1) * 1000 * pick(1, 64)});
+      job.replicas.push_back(
+          {pick(0, 8), pick(1, 16), pick(0, 1) * 1000 * pick(1, 64),
+           pick(0, 3) == 0 ? selectors[static_cast<size_t>(pick(1, 2))] : nullptr});
     }
     job.needs_shared_storage = pick(0, 9) == 0;
     q.push_back(std::move(job));
@@ -418,10 +425,10 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   ASSERT_GT(round.searches, 10 * Scheduler::kSearchesBeforeNodeOrder);
 
   std::vector<JobPlacement> expected;
-  std::set<std::pair<std::vector<std::tuple<int, int, int64_t>>, bool>> failed;
+  std::set<std::pair<std::vector<std::tuple<int, int, int64_t, const NodeLabels*>>, bool>> failed;
   for (size_t i = 0; i < q.size(); ++i) {
-    std::vector<std::tuple<int, int, int64_t>> shape;
-    for (const auto& d : q[i].replicas) shape.emplace_back(d.gpus, d.cpus, d.memory_mb);
+    std::vector<std::tuple<int, int, int64_t, const NodeLabels*>> shape;
+    for (const auto& d : q[i].replicas) shape.emplace_back(d.gpus, d.cpus, d.memory_mb, d.selector);
     if (failed.count({shape, q[i].needs_shared_storage})) continue;
     auto slots = Scheduler::PlaceGang(q[i].replicas, reference, q[i].needs_shared_storage);
     if (!slots) {
@@ -438,7 +445,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   }
   ASSERT_GT(expected.size(), 200u);
   ASSERT_EQ(round.placed.size(), expected.size());
-  size_t multi_node = 0;
+  size_t multi_node = 0, selected = 0;
   for (size_t k = 0; k < expected.size(); ++k) {
     const JobPlacement& a = round.placed[k];
     const JobPlacement& b = expected[k];
@@ -450,12 +457,17 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
       EXPECT_EQ(a.replicas[r].gpus, b.replicas[r].gpus);
       EXPECT_EQ(a.replicas[r].port, b.replicas[r].port);
       nodes.insert(a.replicas[r].node);
+      const NodeLabels* selector = q[a.request].replicas[r].selector;
+      EXPECT_TRUE(Selects(view.nodes[static_cast<size_t>(a.replicas[r].node)], selector))
+          << q[a.request].name << " replica " << r;
+      selected += selector != nullptr;
     }
     EXPECT_EQ(a.master_port, b.master_port);
     EXPECT_EQ(a.bootstrap_port, b.bootstrap_port);
     multi_node += nodes.size() > 1;
   }
   EXPECT_GT(multi_node, 10u) << "the first-fit-decreasing search was read through the order too";
+  EXPECT_GT(selected, 50u) << "replicas with a node selector were placed";
 }
 
 // ---- storage: jobs whose output dir is on the checked shared root -------------------------------
