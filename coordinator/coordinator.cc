@@ -533,6 +533,7 @@ void Coordinator::PublishSnapshot(int64_t now) {
   counters.relaunches = jobs_.relaunches();
   counters.elastic_shrinks = jobs_.elastic_shrinks();
   counters.elastic_grows = jobs_.elastic_grows();
+  counters.fence_held = jobs_.FenceHeldReplicas(now);
   counters.bad_frames = stats_.bad_frames;
   counters.refused = stats_.refused;
   counters.rolled_back = stats_.rolled_back;

@@ -217,6 +217,10 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "grow into room that came free (grow), counted since the coordinator started.");
   t.Sample("cohort_elastic_resizes_total", {{"direction", "shrink"}}, s.counters.elastic_shrinks);
   t.Sample("cohort_elastic_resizes_total", {{"direction", "grow"}}, s.counters.elastic_grows);
+  t.Family("cohort_replicas_fence_held", Type::kGauge,
+           "Replicas lost with their node and not placed again until its agent has surely stopped "
+           "them (--fence-after).");
+  t.Sample("cohort_replicas_fence_held", s.counters.fence_held);
   t.Family("cohort_queue_wait_seconds", Type::kHistogram,
            "Time from submit to first placement of every job placed (derived from the state "
            "store).");

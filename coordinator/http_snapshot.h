@@ -44,6 +44,7 @@ struct CoordinatorCounters {
   // Elastic jobs placed with fewer workers than they ask for, and grown (JobController).
   uint64_t elastic_shrinks = 0;
   uint64_t elastic_grows = 0;
+  uint64_t fence_held = 0;  // replicas held for a fence now (a gauge)
   Histogram round_seconds{DurationBucketsSeconds()};
   Histogram commit_seconds{DurationBucketsSeconds()};
   uint64_t bad_frames = 0;

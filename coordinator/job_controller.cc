@@ -272,6 +272,16 @@ void JobController::FencedNodeReturned(const std::string& node_id,
   }
 }
 
+size_t JobController::FenceHeldReplicas(int64_t now_ms) const {
+  size_t held = 0;
+  for (const std::string& name : fenced_jobs_) {
+    const JobRecord* job = FindJob(name);
+    if (job == nullptr) continue;
+    for (const auto& r : job->replicas) held += r.fenced_until_ms > now_ms ? 1 : 0;
+  }
+  return held;
+}
+
 void JobController::FencedAttemptEnded(const std::string& node_id, const std::string& job_name,
                                        const std::string& replica, int attempt, int64_t now_ms) {
   if (!fenced_jobs_.count(job_name)) return;

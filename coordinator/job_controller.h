@@ -297,6 +297,9 @@ class JobController {
   // Incidents that spent nothing since this controller was made: launches into silence placed
   // again (see "Launches into silence").
   uint64_t relaunches() const { return relaunches_; }
+  // Replicas held for a fence at `now_ms` (see "Fencing"): lost with their node, not placed again
+  // until its agent has surely stopped them. Reads only the jobs that had such a hold.
+  size_t FenceHeldReplicas(int64_t now_ms) const;
   // Since this controller was made: placements of elastic jobs with idle workers, and growths
   // (see "Elastic jobs").
   uint64_t elastic_shrinks() const { return elastic_shrinks_; }

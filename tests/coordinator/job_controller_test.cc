@@ -1035,12 +1035,15 @@ TEST_F(JobControllerTest, AFenceCountsFromTheLastMessageEitherWay) {
     EXPECT_EQ(r.state, ReplicaState::PENDING);  // restarting, not yet placed
     if (jobs == &fencing) {
       EXPECT_EQ(r.fenced_until_ms, last_sent + 20'000 + 30'000 + 2 * kIntervalMs);
+      EXPECT_EQ(jobs->FenceHeldReplicas(now_), 1u);
+      EXPECT_EQ(jobs->FenceHeldReplicas(r.fenced_until_ms), 0u);
       EXPECT_EQ(LastEventOpening(job, "what ran on node-a"),
                 "what ran on node-a is placed again in 45s, once that node's agent has surely "
                 "stopped it (fencing: an agent stops its replicas after 20s without word from the "
                 "coordinator, and waits at most 30s for them to end)");
     } else {
       EXPECT_EQ(r.fenced_until_ms, 0);
+      EXPECT_EQ(jobs->FenceHeldReplicas(now_), 0u);
       EXPECT_EQ(LastEventOpening(job, "what ran on"), "<none>");
     }
   }

@@ -140,6 +140,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   s.counters.relaunches = 3;
   s.counters.elastic_shrinks = 2;
   s.counters.elastic_grows = 1;
+  s.counters.fence_held = 2;
   std::string text = CoordinatorHttp::RenderMetrics(s);
   auto has = [&](const std::string& line) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
@@ -156,6 +157,8 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_relaunches_total 3");
   has("cohort_elastic_resizes_total{direction=\"shrink\"} 2");
   has("cohort_elastic_resizes_total{direction=\"grow\"} 1");
+  has("# TYPE cohort_replicas_fence_held gauge");
+  has("cohort_replicas_fence_held 2");
   has("cohort_queue_wait_seconds_count 4");
   has("cohort_queue_wait_seconds_bucket{le=\"1\"} 4");  // each waited 1 s
   has("cohort_submit_to_running_seconds_count 3");
