@@ -36,6 +36,24 @@ std::vector<GpuDevice> DeclaredGpus(int count) {
   return gpus;
 }
 
+void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
+  if (gpus.empty() || labels->size() >= kMaxNodeLabels) return;
+  const std::string& model = gpus.front().model;
+  if (model.empty() || model == "declared") return;
+  for (const GpuDevice& g : gpus) {
+    if (g.model != model) return;  // several models: none names the node
+  }
+  std::string value = model.substr(0, 63);
+  for (char& c : value) {
+    const bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+    if (!keep) c = '-';
+  }
+  if (CheckNodeLabel("nvidia.com/gpu.product", value).ok()) {
+    labels->emplace("nvidia.com/gpu.product", value);
+  }
+}
+
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
   void* library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {

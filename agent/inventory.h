@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -29,6 +30,12 @@ struct NodeInventory {
 
 // N fake devices 0..N-1.
 std::vector<GpuDevice> DeclaredGpus(int count);
+// Adds the label of the GPUs' model that NVIDIA's GPU feature discovery gives Kubernetes nodes,
+// nvidia.com/gpu.product (the model with each character a label value cannot hold as '-':
+// "NVIDIA-H100-80GB-HBM3"), so that a node_selector can ask for it with no --label; only where
+// NVML named one model for every GPU (not for declared ones), and never over a label the admin
+// gave or beyond kMaxNodeLabels.
+void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels);
 // The GPUs NVML sees. kNotFound when the library cannot be loaded (no driver), another error
 // when it loads but fails.
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();

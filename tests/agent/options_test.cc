@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/agent_options.h"
+#include "agent/inventory.h"
 #include "tests/agent/test_util.h"
 
 namespace cohort::agent {
@@ -103,6 +104,24 @@ TEST(AgentFlagsTest, LabelsFromTheFileAndTheCommandLine) {
   EXPECT_NE(bad_value.status().message().find("--label: label value 'h 100' is not valid"),
             std::string::npos)
       << bad_value.status().ToString();
+}
+
+// NVML's model becomes nvidia.com/gpu.product, as GPU feature discovery labels Kubernetes nodes:
+// not for declared GPUs, several models, or over the admin's own label.
+TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
+  const GpuDevice h100{0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1"};
+  NodeLabels labels = {{"zone", "b"}};
+  AddGpuLabels({h100, GpuDevice{1, h100.model, 81559, "GPU-2"}}, &labels);
+  EXPECT_EQ(labels,
+            (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}, {"zone", "b"}}));
+  NodeLabels admin = {{"nvidia.com/gpu.product", "h100"}};
+  AddGpuLabels({h100}, &admin);
+  EXPECT_EQ(admin.at("nvidia.com/gpu.product"), "h100");
+  NodeLabels none;
+  AddGpuLabels(DeclaredGpus(2), &none);
+  AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3"}}, &none);
+  AddGpuLabels({}, &none);
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(AgentFlagsTest, ErrorsNameTheFlag) {
