@@ -34,6 +34,7 @@
 // agents' --builtin-dir, with a cohort-reducer on that torch's UCX). They are kept short (a small
 // MLP, 5 epochs of about a second, a 3 s heartbeat timeout) and wait on deadlines, never on sleeps.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -443,6 +444,15 @@ class TorchDdpTest : public ::testing::Test {
     std::set<std::string> digests;
     for (const auto& [replica, final_log] : FinalLogs(job)) digests.insert(LoggedDigest(final_log));
     EXPECT_EQ(digests.size(), 1u) << "the ranks ended with different parameters";
+    // The coordinator counts the shrink and the growth for Prometheus.
+    httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
+    http.set_read_timeout(5, 0);
+    auto metrics = http.Get("/metrics");
+    ASSERT_TRUE(metrics) << "the coordinator's /metrics did not answer";
+    for (const char* line : {"cohort_elastic_resizes_total{direction=\"shrink\"} 1\n",
+                             "cohort_elastic_resizes_total{direction=\"grow\"} 1\n"}) {
+      EXPECT_NE(metrics->body.find(line), std::string::npos) << line << metrics->body;
+    }
     EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
   }
 
