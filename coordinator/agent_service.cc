@@ -158,7 +158,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
   reply.heartbeat_interval_ms = static_cast<int>(nodes_.heartbeat_interval_ms());
   reply.output_root = nodes_.storage_root();
   reply.fence_after_ms = fence_after_ms_;
-  reply.fence_grace_ms = stop_grace_ms_;
+  reply.fence_grace_ms = fence_grace_ms_;
   Reply(m, Encode(id, std::move(reply)));
 }
 

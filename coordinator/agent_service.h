@@ -47,11 +47,12 @@ bool RoutingIdOfNode(std::string_view routing_id, std::string_view node_id);
 
 class AgentService {
  public:
-  // `stop_grace_ms`: the grace of the stops it sends. `run_studies`: submits and cancels the jobs
-  // the studies ask for (after a measurement arrives).
+  // `stop_grace_ms`: the grace of the stops it sends; `fence_after_ms` and `fence_grace_ms`, what
+  // it hands agents at registration. `run_studies`: submits and cancels the jobs the studies ask
+  // for (after a measurement arrives).
   AgentService(JobController& jobs, NodeRegistry& nodes, StudyController& studies, LogStore& logs,
-               Outbox& outbox, int stop_grace_ms, int64_t fence_after_ms, bool bind_identity,
-               std::function<void()> run_studies)
+               Outbox& outbox, int stop_grace_ms, int64_t fence_after_ms, int64_t fence_grace_ms,
+               bool bind_identity, std::function<void()> run_studies)
       : jobs_(jobs),
         nodes_(nodes),
         studies_(studies),
@@ -59,6 +60,7 @@ class AgentService {
         outbox_(outbox),
         stop_grace_ms_(stop_grace_ms),
         fence_after_ms_(fence_after_ms),
+        fence_grace_ms_(fence_grace_ms),
         bind_identity_(bind_identity),
         run_studies_(std::move(run_studies)) {}
 
@@ -99,6 +101,7 @@ class AgentService {
   Outbox& outbox_;
   int stop_grace_ms_;
   int64_t fence_after_ms_;  // handed to agents at registration (0: no fencing)
+  int64_t fence_grace_ms_;
   bool bind_identity_;
   std::function<void()> run_studies_;
   RateLimitedLog refusals_{spdlog::level::warn, "refused agent messages", 10,

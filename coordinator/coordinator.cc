@@ -22,7 +22,7 @@ JobControllerOptions ControllerOptions(const CoordinatorOptions& options, const 
   o.heartbeat_timeout_ms = options.heartbeat_timeout.count();
   o.heartbeat_interval_ms = nodes.heartbeat_interval_ms();
   o.fence_after_ms = options.fence_after.count();
-  o.stop_grace_ms = options.stop_grace.count();
+  o.fence_grace_ms = options.FenceGrace().count();
   o.started_ms = started_ms;
   return o;
 }
@@ -69,7 +69,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                      Permissions(options_.admins), [this] { study_runner_.Run(clock_->NowMs()); }),
       agent_service_(jobs_, nodes_, studies_, logs_, outbox_,
                      static_cast<int>(options_.stop_grace.count()), options_.fence_after.count(),
-                     !options_.insecure, [this] { study_runner_.Run(clock_->NowMs()); }) {
+                     options_.FenceGrace().count(), !options_.insecure,
+                     [this] { study_runner_.Run(clock_->NowMs()); }) {
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
   nodes_.SetStorageProbe(&storage_);

@@ -231,7 +231,7 @@ void JobController::HoldForFence(JobRecord& job, ReplicaRecord& r, int64_t until
 
 int64_t JobController::FencedUntil(int64_t last_contact_ms) const {
   if (options_.fence_after_ms <= 0) return 0;
-  return last_contact_ms + options_.fence_after_ms + options_.stop_grace_ms +
+  return last_contact_ms + options_.fence_after_ms + options_.fence_grace_ms +
          2 * options_.heartbeat_interval_ms;
 }
 
@@ -245,7 +245,7 @@ void JobController::NoteFenceWait(JobRecord& job, const std::string& node_id, in
                "replicas after " +
                FormatDuration(options_.fence_after_ms) +
                " without word from the coordinator, and waits at most " +
-               FormatDuration(options_.stop_grace_ms) + " for them to end)",
+               FormatDuration(options_.fence_grace_ms) + " for them to end)",
            now_ms);
 }
 

@@ -70,7 +70,7 @@
 // Fencing. A node declared lost may only have lost its way to the coordinator (a partition): its
 // replicas may still run, and write the checkpoints their restarts resume from. With
 // fence_after_ms set, every agent stops all its replicas once it has heard nothing from the
-// coordinator for that long (SIGTERM, stop_grace_ms, SIGKILL), and a replica lost with its node
+// coordinator for that long (SIGTERM, fence_grace_ms, SIGKILL), and a replica lost with its node
 // (ReplicaRecord::fenced_until_ms) is placed again only once its agent has surely done so: from
 // the last message between them either way (its agent may have heard a launch or a stop after its
 // own last word arrived, the partition being one-way), fence_after_ms, the grace and two heartbeat
@@ -161,7 +161,7 @@ struct JobControllerOptions {
   std::string checked_output_root;
   // Fencing (see "Fencing"): the agents' --fence-after (0: off) and the grace they stop with.
   int64_t fence_after_ms = 0;
-  int64_t stop_grace_ms = 30'000;
+  int64_t fence_grace_ms = 30'000;
   // When this coordinator started: no agent has heard from it since before then.
   int64_t started_ms = 0;
 };

@@ -63,7 +63,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
                       stop_grace = "30s", max_spec_size = "1MiB", job_retention = "none",
-                      fence_after = "none";
+                      fence_after = "none", fence_grace = "stop-grace";
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help and exit")("version", "print the version and exit")(
       "config", po::value(&config), "INI file with the same names as these flags")(
@@ -90,6 +90,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "an agent that hears nothing from the coordinator this long stops its replicas, and those "
       "of a lost node are placed again only once its agent has surely stopped them (e.g. 20s; "
       "none: replicas on a silent node run on)")(
+      "fence-grace", po::value(&fence_grace)->default_value(fence_grace),
+      "SIGTERM-to-SIGKILL grace of a fenced agent's stops, which a lost node's restart waits "
+      "for too (at most --stop-grace, its default)")(
       "accept-damaged-state", po::bool_switch(&o.accept_damaged_state),
       "start even though the state database is damaged or missing: drop what does not verify "
       "and list every job dropped")(
@@ -160,6 +163,13 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   COHORT_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("heartbeat-timeout", heartbeat));
   COHORT_ASSIGN_OR_RETURN(o.starvation_limit, Duration("starvation-limit", starvation));
   COHORT_ASSIGN_OR_RETURN(o.stop_grace, Duration("stop-grace", stop_grace));
+  if (fence_grace != "stop-grace") {
+    COHORT_ASSIGN_OR_RETURN(o.fence_grace, Duration("fence-grace", fence_grace));
+    if (*o.fence_grace > o.stop_grace) {
+      return InvalidArgument("--fence-grace: at most --stop-grace (" + stop_grace + "), got " +
+                             fence_grace);
+    }
+  }
   if (fence_after != "none" && fence_after != "0") {
     COHORT_ASSIGN_OR_RETURN(o.fence_after, Duration("fence-after", fence_after));
     if (o.fence_after > std::chrono::hours(1)) {

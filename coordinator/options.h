@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,15 @@ struct CoordinatorOptions {
   // Grace given to a replica between SIGTERM and SIGKILL when the coordinator stops it.
   std::chrono::milliseconds stop_grace{30'000};
   // --fence-after (README "Fencing"): an agent that hears nothing from the coordinator this long
-  // stops its replicas (with stop_grace), and the coordinator places the replicas of a node it
+  // stops its replicas (with fence_grace), and the coordinator places the replicas of a node it
   // declared lost again only once that node's agent has surely stopped them. 0: off (replicas on
   // a silent node run on, and may run beside their restart until the node is heard from again).
   std::chrono::milliseconds fence_after{0};
+  // --fence-grace: the SIGTERM-to-SIGKILL grace of a fenced agent's stops, which a lost node's
+  // restart waits for too; shorter than stop_grace, it trades a fenced replica's time to
+  // checkpoint for a sooner restart. At most stop_grace; nullopt: stop_grace (FenceGrace()).
+  std::optional<std::chrono::milliseconds> fence_grace;
+  std::chrono::milliseconds FenceGrace() const { return fence_grace.value_or(stop_grace); }
   // Start even though the state store is damaged or missing, dropping what does not verify and
   // listing every job dropped (coordinator/state_store.h).
   bool accept_damaged_state = false;

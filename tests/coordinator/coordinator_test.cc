@@ -1245,6 +1245,20 @@ class FencingTest : public CoordinatorTest {
 // The agents learn the fence at registration; a node that falls silent may only be cut off and
 // still run its replica, which is placed again only once the node's agent has surely stopped it,
 // and a coordinator restart in between keeps that wait.
+// --fence-grace shortens the wait: the agents are told to stop fenced replicas within it, and a
+// lost node's replica is placed again that much sooner.
+TEST_F(FencingTest, AShorterFenceGraceShortensTheWait) {
+  options_.fence_grace = milliseconds(1'000);
+  Restart();
+  int64_t last_word = 0;
+  ASSERT_NO_FATAL_FAILURE(RunOnNodeAThenLoseIt("graced", &last_word));
+  EXPECT_TRUE(HasEvent(GetJob("graced"),
+                       "(fencing: an agent stops its replicas after 10s without word from the "
+                       "coordinator, and waits at most 1s for them to end)"));
+  ASSERT_TRUE(QuietUntil(last_word + 10'000 + 1'000 + 2 * 1'000 - 1000));
+  ASSERT_NO_FATAL_FAILURE(ExpectChiefRelaunchedOnNodeBSoon());
+}
+
 TEST_F(FencingTest, ALostNodesReplicaIsPlacedAgainOnlyOnceItsAgentHasSurelyStoppedIt) {
   agents_["node-a"] = Connect(options_.agent_endpoint, "node-a");
   wire::RegisterAgentT reg;

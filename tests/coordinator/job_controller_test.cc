@@ -1017,7 +1017,7 @@ TEST(JobControllerStorageTest, JobsUnderTheCheckedOutputRootNeedSharedStorage) {
 TEST_F(JobControllerTest, AFenceCountsFromTheLastMessageEitherWay) {
   JobControllerOptions options = Options();
   options.fence_after_ms = 20'000;
-  options.stop_grace_ms = 30'000;
+  options.fence_grace_ms = 30'000;
   JobController fencing(options, &health_);
   for (JobController* jobs : {&fencing, &jobs_}) {
     SCOPED_TRACE(jobs == &fencing ? "fencing" : "no fencing");

@@ -218,6 +218,16 @@ TEST(FenceAfterOptionTest, OffByDefaultAndBoundedWhenGiven) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--fence-after"), std::string::npos)
       << bad.status().ToString();
+
+  // The fence's grace: --stop-grace unless given, and never longer.
+  EXPECT_EQ(Parse({"--stop-grace", "45s"})->FenceGrace().count(), 45'000);
+  auto graced = Parse({"--fence-after", "20s", "--fence-grace", "5s"});
+  ASSERT_TRUE(graced.ok()) << graced.status().ToString();
+  EXPECT_EQ(graced->FenceGrace().count(), 5'000);
+  EXPECT_EQ(graced->stop_grace.count(), 30'000);
+  auto longer = Parse({"--fence-grace", "1m"});
+  ASSERT_FALSE(longer.ok());
+  EXPECT_EQ(longer.status().message(), "--fence-grace: at most --stop-grace (30s), got 1m");
 }
 
 TEST_F(StorageProbeTest, OutputRootFromTheConfigFile) {
