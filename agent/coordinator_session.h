@@ -12,7 +12,7 @@
 //    until then), sent through the Outbox as its heartbeat stream.
 //  - Storage: both carry what the StorageCheck last found at the output root the
 //    RegisterAgentReply names (agent/storage_check.h).
-//  - Fencing: the RegisterAgentReply hands the coordinator's --fence-after and stop grace. Once
+//  - Fencing: the RegisterAgentReply hands the coordinator's --fence-after and --fence-grace. Once
 //    the coordinator has said nothing for that long (refusals of this node's word do not count),
 //    FenceDue() is true, once per silence: the coordinator may have declared this node lost and
 //    placed its replicas elsewhere, so the agent stops them (coordinator/job_controller.h,

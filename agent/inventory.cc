@@ -32,26 +32,18 @@ Fn Symbol(void* library, const char* name) {
 
 std::vector<GpuDevice> DeclaredGpus(int count) {
   std::vector<GpuDevice> gpus;
-  for (int i = 0; i < count; ++i) gpus.push_back(GpuDevice{i, "declared", 0, ""});
+  for (int i = 0; i < count; ++i) gpus.push_back(GpuDevice{i, kDeclaredGpuModel, 0, ""});
   return gpus;
 }
 
 void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
   if (gpus.empty() || labels->size() >= kMaxNodeLabels) return;
   const std::string& model = gpus.front().model;
-  if (model.empty() || model == "declared") return;
+  if (model.empty() || model == kDeclaredGpuModel) return;
   for (const GpuDevice& g : gpus) {
     if (g.model != model) return;  // several models: none names the node
   }
-  std::string value = model.substr(0, 63);
-  for (char& c : value) {
-    const bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                      c == '.' || c == '_' || c == '-';
-    if (!keep) c = '-';
-  }
-  if (CheckNodeLabel("nvidia.com/gpu.product", value).ok()) {
-    labels->emplace("nvidia.com/gpu.product", value);
-  }
+  labels->emplace("nvidia.com/gpu.product", ToNodeLabelValue(model));
 }
 
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {

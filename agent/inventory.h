@@ -28,7 +28,9 @@ struct NodeInventory {
   int64_t memory_mb = 0;
 };
 
-// N fake devices 0..N-1.
+// The model of a declared GPU (--gpus N).
+inline constexpr char kDeclaredGpuModel[] = "declared";
+// N fake devices 0..N-1 of model kDeclaredGpuModel.
 std::vector<GpuDevice> DeclaredGpus(int count);
 // Adds the label of the GPUs' model that NVIDIA's GPU feature discovery gives Kubernetes nodes,
 // nvidia.com/gpu.product (the model with each character a label value cannot hold as '-':

@@ -248,19 +248,28 @@ const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   return nullptr;
 }
 
+namespace {
+bool LabelValueChar(char c) {
+  return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '.' || c == '_' || c == '-';
+}
+}  // namespace
+
+std::string ToNodeLabelValue(std::string_view text) {
+  std::string value(text.substr(0, 63));
+  for (char& c : value) {
+    if (!LabelValueChar(c)) c = '-';
+  }
+  return value;
+}
+
 Status CheckNodeLabel(std::string_view key, std::string_view value) {
-  auto key_char = [](char c) {
-    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '.' || c == '_' || c == '/' || c == '-';
-  };
-  auto value_char = [](char c) {
-    return IsAsciiAlpha(c) || IsAsciiDigit(c) || c == '.' || c == '_' || c == '-';
-  };
+  auto key_char = [](char c) { return LabelValueChar(c) || c == '/'; };
   if (key.empty() || key.size() > 63 || !(IsAsciiAlpha(key[0]) || IsAsciiDigit(key[0])) ||
       !std::all_of(key.begin(), key.end(), key_char)) {
     return InvalidArgument("label key " + Quoted(key) +
                            " is not valid (must match [A-Za-z0-9][A-Za-z0-9._/-]{0,62})");
   }
-  if (value.size() > 63 || !std::all_of(value.begin(), value.end(), value_char)) {
+  if (value.size() > 63 || !std::all_of(value.begin(), value.end(), LabelValueChar)) {
     return InvalidArgument("label value " + Quoted(value) +
                            " is not valid (must match [A-Za-z0-9._-]{0,63})");
   }

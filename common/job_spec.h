@@ -48,6 +48,8 @@ Status CheckNodeLabel(std::string_view key, std::string_view value);
 StatusOr<std::pair<std::string, std::string>> ParseNodeLabel(std::string_view text);
 // Whether `labels` has every key of `selector` with its value.
 bool LabelsMatch(const NodeLabels& labels, const NodeLabels& selector);
+// `text` as a label value: each character a value cannot hold becomes '-', cut to 63.
+std::string ToNodeLabelValue(std::string_view text);
 // "gpu=h100,zone=b" ("" for none).
 std::string FormatNodeLabels(const NodeLabels& labels);
 inline constexpr size_t kMaxNodeLabels = 32;

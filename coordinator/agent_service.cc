@@ -133,7 +133,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
       std::string job_name = Str(s->job());
       std::string replica = Str(s->replica());
       if (!IsFinal(s->state())) {
-        live.insert(job_name + "/" + replica + "/" + std::to_string(s->attempt()));
+        live.insert(AttemptId(job_name, replica, s->attempt()));
       }
       JobRecord* job = jobs_.FindJob(job_name);
       const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);

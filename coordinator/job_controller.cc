@@ -261,8 +261,7 @@ void JobController::FencedNodeReturned(const std::string& node_id,
     for (auto& r : job->replicas) {
       if (r.fenced_until_ms <= now_ms) continue;
       const std::string& lost_on = r.placed() ? r.node_id : r.last_node;
-      if (lost_on == node_id &&
-          !live.count(job->name + "/" + r.name + "/" + std::to_string(r.attempt))) {
+      if (lost_on == node_id && !live.count(AttemptId(job->name, r.name, r.attempt))) {
         EndFence(*job, r, node_id + " registered again without it", now_ms);
         continue;
       }
@@ -443,11 +442,17 @@ void JobController::RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now
 }
 
 void JobController::RestartJob(JobRecord& job, int64_t now_ms) {
-  StopReplicas(job, "the job restarts", now_ms);
+  Requeue(job, "the job restarts",
+          "restarting: waiting for the old replicas to stop and for resources", -1, now_ms);
+}
+
+void JobController::Requeue(JobRecord& job, const std::string& stop_reason, std::string message,
+                            int elastic_workers, int64_t now_ms) {
+  StopReplicas(job, stop_reason, now_ms);
   job.state = JobState::QUEUED;
-  job.message = "restarting: waiting for the old replicas to stop and for resources";
+  job.message = std::move(message);
   job.queued_since_ms = now_ms;
-  SetElasticWorkers(job, -1);
+  SetElasticWorkers(job, elastic_workers);
   MarkDirty(job);
   schedule_needed_ = true;
 }
@@ -484,12 +489,8 @@ void JobController::GrowElastic(JobRecord& job, int workers, const std::string& 
                " and restarts from its checkpoint (no restart spent)",
            now_ms);
   ++elastic_grows_;
-  StopReplicas(job, "the job " + grow, now_ms);
-  job.state = JobState::QUEUED;
-  job.message = "elastic: the job " + grow + ": waiting for its replicas to stop";
-  job.queued_since_ms = now_ms;
-  SetElasticWorkers(job, workers);
-  MarkDirty(job);
+  Requeue(job, "the job " + grow, "elastic: the job " + grow + ": waiting for its replicas to stop",
+          workers, now_ms);
 }
 
 int JobController::ElasticMaxWorkers(const JobRecord& job) {
@@ -511,13 +512,8 @@ void JobController::PreemptJob(JobRecord& job, const std::string& reason, int64_
   AddEvent(job,
            reason + "; back in the queue, to resume from its newest checkpoint (no restart spent)",
            now_ms);
-  StopReplicas(job, reason, now_ms);
-  job.state = JobState::QUEUED;
-  job.message = reason + ": waiting for its replicas to stop, then for resources";
-  job.queued_since_ms = now_ms;
-  SetElasticWorkers(job, -1);
-  MarkDirty(job);
-  schedule_needed_ = true;
+  Requeue(job, reason, reason + ": waiting for its replicas to stop, then for resources", -1,
+          now_ms);
 }
 
 void JobController::NotePreemption(JobRecord& preemptor, const std::vector<std::string>& victims,

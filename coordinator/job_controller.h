@@ -203,7 +203,7 @@ class JobController {
   void Reconcile(const std::string& node_id,
                  const std::set<std::pair<std::string, std::string>>& reported, int64_t now_ms,
                  std::optional<int64_t> last_heard_ms);
-  // `node_id` registered again; `live` names the attempts it still runs, "job/replica/attempt":
+  // `node_id` registered again; `live` names the attempts it still runs (AttemptId):
   // the replicas held for a fence on it whose attempt is not among them are placed now.
   void FencedNodeReturned(const std::string& node_id, const std::set<std::string>& live,
                           int64_t now_ms);
@@ -363,6 +363,10 @@ class JobController {
   void EndFence(JobRecord& job, ReplicaRecord& r, const std::string& why, int64_t now_ms);
   void RestartReplica(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void RestartJob(JobRecord& job, int64_t now_ms);
+  // Back to QUEUED: stops every replica (`stop_reason`), sets its message and queue time, and
+  // asks for `elastic_workers` workers next (-1: every one). RestartJob, PreemptJob, GrowElastic.
+  void Requeue(JobRecord& job, const std::string& stop_reason, std::string message,
+               int elastic_workers, int64_t now_ms);
   // job.elastic_workers = `workers` (-1: every worker), with its demands and shape.
   void SetElasticWorkers(JobRecord& job, int workers);
   void FinishJob(JobRecord& job, JobState state, const std::string& message, int64_t now_ms);

@@ -165,6 +165,10 @@ std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec) {
   return out;
 }
 
+std::string AttemptId(const std::string& job, const std::string& replica, int attempt) {
+  return job + "/" + replica + "/" + std::to_string(attempt);
+}
+
 namespace {
 bool WithWorkers(const ReplicaRecord& r, int workers) {
   return workers < 0 || r.role != Role::kWorker || r.index < workers;

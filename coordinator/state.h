@@ -215,6 +215,10 @@ std::string DescribeEnd(const ReplicaRecord& r);
 // "0s", "90s", "2m", "1500ms": the largest whole unit.
 std::string FormatDuration(int64_t ms);
 
+// "<job>/<replica>/<attempt>": one attempt of a replica, as an agent's registration lists what
+// still runs there and a fence's end looks it up (JobController::FencedNodeReturned).
+std::string AttemptId(const std::string& job, const std::string& replica, int attempt);
+
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 

@@ -60,16 +60,16 @@ std::map<int, Attempt> ReadAttempts(const std::string& log) {
 
 class PartitionTest : public ClusterTest {
  protected:
-  // A coordinator (heartbeat timeout 3 s, stop grace 2 s, and `fence_after` unless empty), node
-  // cut_ behind proxy_, the job's chief running there, and node other_ up. Then cuts the proxy
-  // and waits until attempt 1 started; returns the attempts.
+  // A coordinator (heartbeat timeout 3 s, stop grace 2 s, and `fence_after` with a fence grace
+  // of 1 s unless empty), node cut_ behind proxy_, the job's chief running there, and node other_
+  // up. Then cuts the proxy and waits until attempt 1 started; returns the attempts.
   std::map<int, Attempt> CutTheChiefsNodeOff(const std::string& fence_after) {
     ClusterOptions options;
     options.heartbeat_timeout = "3s";
     options.coordinator_args = {"--stop-grace", "2s"};
     if (!fence_after.empty()) {
       options.coordinator_args.insert(options.coordinator_args.end(),
-                                      {"--fence-after", fence_after});
+                                      {"--fence-after", fence_after, "--fence-grace", "1s"});
     }
     [&] { ASSERT_NO_FATAL_FAILURE(StartCoordinator(options)); }();
     if (HasFatalFailure()) return {};
@@ -136,8 +136,11 @@ TEST_F(PartitionTest, AReplicaCutOffFromTheCoordinatorEndsBeforeItsRestartStarts
   EXPECT_NE(attempts[0].end_ns, 0) << "attempt 0 still ran when attempt 1 started";
   EXPECT_EQ(attempts[0].how, "term");
   EXPECT_LT(attempts[0].end_ns, attempts[1].start_ns);
-  EXPECT_NE(ReadFile(cluster_->agent(cut_).log_path()).find("fenced: no word from the coordinator"),
-            std::string::npos);
+  const std::string agent_log = ReadFile(cluster_->agent(cut_).log_path());
+  EXPECT_NE(agent_log.find("fenced: no word from the coordinator"), std::string::npos);
+  // It stopped it within the coordinator's --fence-grace, handed at registration.
+  EXPECT_NE(agent_log.find("stopping 1 replica(s), grace period 1s"), std::string::npos)
+      << agent_log;
   // Its agent counts the fence for Prometheus.
   httplib::Client agent_http("127.0.0.1", cluster_->agent_http_port(cut_));
   agent_http.set_read_timeout(5, 0);

@@ -153,6 +153,9 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_queue_wait_seconds_count", 3},
       {"cohort_submit_to_running_seconds_count", 3},
       {"cohort_job_restarts_total", 0},
+      {"cohort_elastic_resizes_total{direction=\"shrink\"}", 0},
+      {"cohort_elastic_resizes_total{direction=\"grow\"}", 0},
+      {"cohort_replicas_fence_held", 0},
       {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 3},
       {"cohort_agent_attempts_started_total{node=\"" + NodeA() + "\"}", 3},
   };
