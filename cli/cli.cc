@@ -254,6 +254,30 @@ submitted it) or an admin may: anyone else gets exit code 5, the message naming 
   --wait    (a job) wait until the job has ended and print its final state
 )",
        Cancel},
+      {"suspend",
+       {{"--wait", false, ""}},
+       "suspend JOB [--wait]",
+       "take a job off the cluster until resumed (no\nrestart spent)",
+       R"(
+Suspends a queued or running job: its replicas stop as a preemption stops them (SIGTERM, the
+coordinator's stop grace, then SIGKILL: a trainer that checkpoints on SIGTERM loses nothing), and
+the job stays SUSPENDED, holding no GPU and placed nowhere, until `cohort resume`. No restart is
+spent, and the time suspended counts toward neither scheduling.timeout nor usage. Suspending a
+suspended job does nothing. Only the owner or an admin may (exit 5 otherwise); a job that ended or
+is being cancelled is refused (exit 2).
+  --wait    wait until every replica has stopped (its GPUs are free), then print the state
+)",
+       Suspend},
+      {"resume",
+       {},
+       "resume JOB",
+       "queue a suspended job again",
+       R"(
+Queues a suspended job again: it is placed when there is room, as a preempted job is, each
+replica as its next attempt, resuming from its newest checkpoint. Resuming a job that is not
+suspended does nothing. Only the owner or an admin may (exit 5 otherwise).
+)",
+       Resume},
       {"delete",
        {},
        "delete JOB",

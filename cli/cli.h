@@ -9,6 +9,8 @@
 //     logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow|-f]
 //     watch JOB [--replica ROLE-INDEX|--all]   the job live until it ends
 //     cancel JOB|STUDY [--wait]  a job, else the study of that name (and its running trials)
+//     suspend JOB [--wait]       stops its replicas; SUSPENDED until resumed
+//     resume JOB                 queues a suspended job again
 //     delete JOB                 a finished job and its records and logs
 //     nodes [--json]
 //     cordon NODE | uncordon NODE | drain NODE [--now] | forget NODE   (admins)

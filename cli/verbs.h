@@ -43,6 +43,8 @@ int List(const ParsedArgs& args, const Context& ctx);
 int Logs(const ParsedArgs& args, const Context& ctx);
 int Watch(const ParsedArgs& args, const Context& ctx);
 int Cancel(const ParsedArgs& args, const Context& ctx);
+int Suspend(const ParsedArgs& args, const Context& ctx);
+int Resume(const ParsedArgs& args, const Context& ctx);
 int Nodes(const ParsedArgs& args, const Context& ctx);
 int Queues(const ParsedArgs& args, const Context& ctx);
 int Checkpoint(const ParsedArgs& args, const Context& ctx);

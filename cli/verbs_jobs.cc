@@ -242,6 +242,49 @@ int Cancel(const ParsedArgs& args, const Context& ctx) {
   return kExitOk;
 }
 
+namespace {
+
+// Whether no replica of `job` may still run: each is in a final state (STOPPED, PREEMPTED, ...).
+bool NothingRuns(const wire::JobInfoT& job) {
+  return std::all_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
+    return r == nullptr ||
+           (r->state != wire::ReplicaState::PENDING && r->state != wire::ReplicaState::STARTING &&
+            r->state != wire::ReplicaState::RUNNING);
+  });
+}
+
+}  // namespace
+
+int Suspend(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "suspend", "suspend needs one JOB");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto job = client->Suspend(args.positionals[0], /*resume=*/false);
+  if (!job.ok()) return Fail(ctx.err, job.status());
+  if (args.Has("--wait") && !NothingRuns(*job)) {
+    // Until every replica has stopped (or the job left SUSPENDED: resumed or cancelled meanwhile).
+    job = client->WaitForJob(
+        job->name,
+        [](const wire::JobInfoT& j) {
+          return j.state != wire::JobState::SUSPENDED || NothingRuns(j);
+        },
+        Clock::time_point::max(), std::chrono::milliseconds(250));
+    if (!job.ok()) return Fail(ctx.err, job.status());
+  }
+  ctx.out << StateLine(*job) << "\n";
+  return kExitOk;
+}
+
+int Resume(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "resume", "resume needs one JOB");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto job = client->Suspend(args.positionals[0], /*resume=*/true);
+  if (!job.ok()) return Fail(ctx.err, job.status());
+  ctx.out << StateLine(*job) << "\n";
+  return kExitOk;
+}
+
 int Delete(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() != 1) return UsageError(ctx.err, "delete", "delete needs one JOB");
   auto client = ConnectClient(ctx);

@@ -166,6 +166,13 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Cancel(const std::string& name) {
   return CallNamed<wire::JobInfo, wire::CancelJobT>(name, "cancel");
 }
 
+StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, bool resume) {
+  wire::SuspendJobT request;
+  request.name = name;
+  request.resume = resume;
+  return Call<wire::JobInfo>(std::move(request), resume ? "resume" : "suspend");
+}
+
 StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& node_id,
                                                              const std::string& action) {
   wire::NodeAdminT request;

@@ -84,6 +84,9 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::JobInfoT>> ListJobs(const wire::ListJobsT& query);
   // Asks the coordinator to cancel; returns the job as it is right after (usually CANCELLING).
   StatusOr<wire::JobInfoT> Cancel(const std::string& name);
+  // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
+  // returns the job as it is right after.
+  StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes();
   // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now or forget
   // (wire::NodeAdmin says what each does); the reply names the node after it and what was done.

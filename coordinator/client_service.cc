@@ -54,6 +54,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::CancelJob:
       OnCancel(m, *msg.As<wire::CancelJob>(), now_ms);
       return;
+    case wire::Body::SuspendJob:
+      OnSuspend(m, *msg.As<wire::SuspendJob>(), now_ms);
+      return;
     case wire::Body::ListNodes:
       Reply(m, Encode(id, Nodes()));
       return;
@@ -196,6 +199,33 @@ void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req,
     return;
   }
   jobs_.Cancel(*job, caller.empty() ? "cancel requested" : "cancel requested by " + caller, now_ms);
+  Reply(m, Encode(id, ToInfo(*job)));
+}
+
+void ClientService::OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  std::string name = Str(req.name());
+  const char* verb = req.resume() ? "resume" : "suspend";
+  JobRecord* job = jobs_.FindJob(name);
+  if (job == nullptr) {
+    Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
+    return;
+  }
+  const std::string caller = CallerOf(m);
+  if (Status may =
+          options_.permissions.CheckOwnerOrAdmin(caller, job->owner, verb + (" job " + name));
+      !may.ok()) {
+    Reply(m, EncodeError(id, may));
+    return;
+  }
+  const std::string reason =
+      std::string(req.resume() ? "resumed" : "suspended") + (caller.empty() ? "" : " by " + caller);
+  Status done =
+      req.resume() ? jobs_.Resume(*job, reason, now_ms) : jobs_.Suspend(*job, reason, now_ms);
+  if (!done.ok()) {
+    Reply(m, EncodeError(id, done));
+    return;
+  }
   Reply(m, Encode(id, ToInfo(*job)));
 }
 

@@ -87,6 +87,8 @@ class ClientService {
   void OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms);
   void OnListJobs(const RoutedMessage& m, const wire::ListJobs& req);
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
+  // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
+  void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);
   void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
   void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
   // INVALID_ARGUMENT when the queue or priority class is not the coordinator's.

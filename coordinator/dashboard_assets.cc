@@ -43,6 +43,7 @@ th { background: #f0f2f5; }
 .state-FAILED, .state-LOST { color: #c62828; }
 .state-SUCCEEDED { color: #1565c0; }
 .state-QUEUED, .state-PENDING, .state-STARTING { color: #8d6e00; }
+.state-SUSPENDED { color: #6a1b9a; }
 .filters { margin-bottom: 12px; display: flex; gap: 8px; }
 pre.log { background: #111; color: #ddd; padding: 8px; max-height: 320px; overflow: auto;
           font-size: 12px; }
@@ -120,7 +121,8 @@ const views = {
       const f = k => esc(params.get(k) || '');
       setMain('<h2>Jobs</h2><form class="filters" id="filters">' +
           '<select name="state"><option value="">any state</option>' +
-          ['QUEUED', 'PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLING', 'CANCELLED']
+          ['QUEUED', 'PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLING', 'CANCELLED',
+           'SUSPENDED']
               .map(s => '<option' + (params.get('state') === s ? ' selected' : '') + '>' + s +
                         '</option>').join('') + '</select>' +
           '<input name="queue" placeholder="queue" value="' + f('queue') + '">' +
@@ -225,11 +227,11 @@ const views = {
   },
   queues() {
     return api('queues').then(qs => setMain('<h2>Queues</h2>' + table(
-        ['Queue', 'Queued', 'Pending', 'Running', 'Succeeded', 'Failed', 'Cancelled',
-         'GPUs allocated'],
+        ['Queue', 'Queued', 'Pending', 'Running', 'Suspended', 'Succeeded', 'Failed',
+         'Cancelled', 'GPUs allocated'],
         qs.map(q => [link('jobs?queue=' + q.name, q.name), q.jobs.QUEUED, q.jobs.PENDING,
-                     q.jobs.RUNNING, q.jobs.SUCCEEDED, q.jobs.FAILED, q.jobs.CANCELLED,
-                     q.gpus_allocated]), 'queues')));
+                     q.jobs.RUNNING, q.jobs.SUSPENDED, q.jobs.SUCCEEDED, q.jobs.FAILED,
+                     q.jobs.CANCELLED, q.gpus_allocated]), 'queues')));
   },
 };
 

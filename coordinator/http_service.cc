@@ -17,9 +17,9 @@ using Type = PrometheusText::Type;
 
 constexpr const char* kChartJsPath = "/usr/share/javascript/chart.js/chart.min.js";
 
-const JobState kJobStates[] = {JobState::QUEUED,    JobState::PENDING, JobState::RUNNING,
-                               JobState::SUCCEEDED, JobState::FAILED,  JobState::CANCELLING,
-                               JobState::CANCELLED};
+const JobState kJobStates[] = {JobState::QUEUED,    JobState::PENDING,  JobState::RUNNING,
+                               JobState::SUCCEEDED, JobState::FAILED,   JobState::CANCELLING,
+                               JobState::CANCELLED, JobState::SUSPENDED};
 
 HttpResponse Json(const json& j, int status = 200) {
   return {status, "application/json", j.dump(-1, ' ', false, json::error_handler_t::replace)};

@@ -360,7 +360,8 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
     int64_t timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(job->spec.scheduling.timeout).count();
     if (job->start_time_ms > 0 && job->state != JobState::CANCELLING &&
-        now_ms - job->start_time_ms > timeout) {
+        job->state != JobState::SUSPENDED &&
+        now_ms - job->start_time_ms - job->suspended_ms > timeout) {
       FinishJob(*job, JobState::FAILED, "timed out after " + FormatDuration(timeout), now_ms);
     }
   }
@@ -514,6 +515,49 @@ void JobController::PreemptJob(JobRecord& job, const std::string& reason, int64_
            now_ms);
   Requeue(job, reason, reason + ": waiting for its replicas to stop, then for resources", -1,
           now_ms);
+}
+
+Status JobController::Suspend(JobRecord& job, const std::string& reason, int64_t now_ms) {
+  if (job.finished() || job.state == JobState::CANCELLING) {
+    return FailedPrecondition("job " + job.name + " is " + wire::EnumNameJobState(job.state) +
+                              ": only a job queued or running can be suspended");
+  }
+  if (job.state == JobState::SUSPENDED) return Status::Ok();
+  held_.erase(job.name);
+  incidents_.erase(job.name);
+  preempting_.erase(job.name);
+  preempted_for_.erase(job.name);  // its victims run again without waiting for it
+  const bool running = std::any_of(job.replicas.begin(), job.replicas.end(), HoldsResources);
+  AddEvent(job,
+           reason + (running ? "; its replicas stop, to resume from the newest checkpoint" : "") +
+               " (no restart spent)",
+           now_ms);
+  StopReplicas(job, reason, now_ms, AskedToStop);
+  job.state = JobState::SUSPENDED;
+  job.message = reason + "; `cohort resume " + job.name + "` queues it again";
+  job.queued_since_ms = now_ms;  // the suspension's start (JobRecord::suspended_ms)
+  SetElasticWorkers(job, -1);
+  MarkDirty(job);
+  schedule_needed_ = true;  // what it held comes free, and others may be placed in its room
+  return Status::Ok();
+}
+
+Status JobController::Resume(JobRecord& job, const std::string& reason, int64_t now_ms) {
+  if (job.finished() || job.state == JobState::CANCELLING) {
+    return FailedPrecondition("job " + job.name + " is " + wire::EnumNameJobState(job.state) +
+                              ": only a suspended job can be resumed");
+  }
+  if (job.state != JobState::SUSPENDED) return Status::Ok();
+  const int64_t suspended = std::max<int64_t>(0, now_ms - job.queued_since_ms);
+  job.suspended_ms += suspended;
+  job.state = JobState::QUEUED;
+  job.message = reason + ": waiting for resources";
+  job.queued_since_ms = now_ms;
+  AddEvent(job, reason + ": back in the queue after " + FormatDuration(suspended) + " suspended",
+           now_ms);
+  MarkDirty(job);
+  schedule_needed_ = true;
+  return Status::Ok();
 }
 
 void JobController::NotePreemption(JobRecord& preemptor, const std::vector<std::string>& victims,

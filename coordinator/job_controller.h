@@ -13,8 +13,9 @@
 //      failure). Parameter servers, reducers and evaluators are stopped once no worker runs; a
 //      replica not yet running, at once. Each later end is an event ("worker-1 attempt 0 exited 0
 //      after the job ended"). FAILED on a permanent failure, on a spent restart budget, or on
-//      scheduling.timeout (counted from the first placement); cancel -> CANCELLING (stops sent)
-//      -> CANCELLED once no replica of the job holds resources.
+//      scheduling.timeout (counted from the first placement, less the time suspended); cancel ->
+//      CANCELLING (stops sent) -> CANCELLED once no replica of the job holds resources.
+//   Any state not finished nor CANCELLING -> SUSPENDED (Suspend) -> QUEUED (Resume).
 //
 // Failure attribution. A replica that ends retryably (exit 130/137/138/143, SIGINT/KILL/USR1/TERM,
 // an exit of torchrun inside it after such a signal killed one of its workers (cause_signal),
@@ -38,6 +39,18 @@
 // PREEMPTED. The preemptor waits (NotePreemption) until its victims hold nothing, then is placed
 // first. This bookkeeping lives in memory: after a coordinator restart the stopping replicas end
 // STOPPED and the preemptor competes like any queued job.
+//
+// Suspension (`cohort suspend`, `cohort resume`; Kubeflow's runPolicy.suspend, Slurm's
+// suspend/requeue): a user or an admin takes a job off the cluster for a while without ending it.
+// Its replicas stop as a preemption stops them (SIGTERM, the stop grace, SIGKILL: a trainer
+// checkpoints on SIGTERM; they end STOPPED), and the job stays SUSPENDED, placed nowhere and
+// asking for nothing, until resumed; then it is QUEUED like a preempted job and placed again when
+// its replicas are gone and there is room, each replica as attempt+1 resuming from its newest
+// checkpoint. No restart is spent, an incident or held verdict of it is dropped (what its
+// replicas do once asked to stop is no failure), an elastic job asks for every worker again,
+// and the time suspended (JobRecord::suspended_ms) counts toward neither the scheduling timeout
+// nor usage. Cancel works on a suspended job as on any other. Stored: a coordinator restart keeps
+// a job suspended.
 //
 // Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
 // died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
@@ -238,6 +251,12 @@ class JobController {
   // job Y to run"), and it waits for them.
   void NotePreemption(JobRecord& preemptor, const std::vector<std::string>& victims,
                       const std::string& event, int64_t now_ms);
+  // See "Suspension": suspends a job not finished (nor CANCELLING; kFailedPrecondition naming
+  // its state), or queues a suspended one again; `reason` ("suspended by alice") becomes an
+  // event, its message and its replicas' stop. A job already SUSPENDED (Suspend) or not
+  // SUSPENDED (Resume) is left as it is.
+  Status Suspend(JobRecord& job, const std::string& reason, int64_t now_ms);
+  Status Resume(JobRecord& job, const std::string& reason, int64_t now_ms);
   // The jobs `job` preempted and waits for (empty when none, or once it was placed).
   const std::vector<std::string>& PreemptedFor(const JobRecord& job) const;
   // Every job that preempted others and has not been placed since: preemptor -> its victims.

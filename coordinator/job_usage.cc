@@ -48,9 +48,17 @@ std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
     if (job->state == JobState::FAILED) ++row.failed;
     if (job->start_time_ms <= 0) continue;
     int64_t from = std::max(job->start_time_ms, filter.since_ms);
-    int64_t to = finished ? job->end_time_ms : now_ms;
+    int64_t to = finished                            ? job->end_time_ms
+                 : job->state == JobState::SUSPENDED ? job->queued_since_ms
+                                                     : now_ms;
     if (to > from) {
-      double hours = static_cast<double>(to - from) / 3'600'000.0;
+      // The earlier suspensions' part of [from, to): all of it when the span is whole.
+      const double suspended = job->suspended_ms <= 0 || to <= job->start_time_ms
+                                   ? 0.0
+                                   : static_cast<double>(job->suspended_ms) *
+                                         static_cast<double>(to - from) /
+                                         static_cast<double>(to - job->start_time_ms);
+      double hours = std::max(0.0, static_cast<double>(to - from) - suspended) / 3'600'000.0;
       row.gpu_hours += hours * JobGpus(*job);
       row.cpu_hours += hours * JobCpus(*job);
     }

@@ -6,13 +6,16 @@
 // pool's GPUs (CPUs) times the time from its first placement (start_time_ms) to its end
 // (end_time_ms, or `now` while it runs). Time queued, or restarting after an incident, counts as
 // held: the state store keeps no per-attempt times, so this is an upper bound of the time
-// replicas ran. A replica that held on after the job's end (a rank finishing within
-// scheduling.finish_grace, a server stopped after the workers) adds its own resources from the
-// end until it ended (its final state's time), or until `now` while it still runs; with
-// `since_ms`, a job so held at or after it counts. With `since_ms`,
-// only the part of that span at or after it counts, and only jobs that ran or ended then are
-// counted (a job still queued counts in `jobs`, with no hours). A job's user is its owner and its
-// queue its queue (JobUser/JobQueue: "unknown" and "default" where the job records none).
+// replicas ran. Time suspended is not (JobRecord::suspended_ms; coordinator/job_controller.h,
+// "Suspension"): a suspended job counts until its suspension began, and the time of its earlier
+// suspensions is taken off its span, pro rata for the part of the span `since_ms` keeps (the
+// store keeps their total, not when they were). A replica that held on after the job's end (a rank
+// finishing within scheduling.finish_grace, a server stopped after the workers) adds its own
+// resources from the end until it ended (its final state's time), or until `now` while it still
+// runs; with `since_ms`, a job so held at or after it counts. With `since_ms`, only the part of
+// that span at or after it counts, and only jobs that ran or ended then are counted (a job still
+// queued counts in `jobs`, with no hours). A job's user is its owner and its queue its queue
+// (JobUser/JobQueue: "unknown" and "default" where the job records none).
 //
 // Thread safety: pure functions.
 #pragma once

@@ -63,6 +63,7 @@ uint32_t JobRowCrc(const JobRecord& j, uint32_t spec_crc) {
       .Add(j.bootstrap_port)
       .Add(spec_crc)
       .AddIfNotEmpty(j.owner)
+      .AddNamedIfNotZero("suspended_ms", j.suspended_ms)
       .value();
 }
 

@@ -145,6 +145,11 @@ ALTER TABLE replicas ADD COLUMN fenced_until_ms INTEGER NOT NULL DEFAULT 0;
     {7, R"sql(
 ALTER TABLE replicas ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // A job's suspended_ms (time spent suspended): 0 for jobs stored before, whose row checksums
+    // stay valid.
+    {8, R"sql(
+ALTER TABLE jobs ADD COLUMN suspended_ms INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace
@@ -214,13 +219,14 @@ Status SqliteStateStore::Prepare() {
       st->upsert_job,
       db.Prepare("INSERT INTO jobs (name, seq, state, message, create_time_ms, queued_since_ms, "
                  "start_time_ms, end_time_ms, restarts, output_dir, trial_id, study, master_port, "
-                 "bootstrap_port, spec_crc, row_crc, owner) VALUES "
-                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
+                 "bootstrap_port, spec_crc, row_crc, owner, suspended_ms) VALUES "
+                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                 "?18) "
                  "ON CONFLICT (name) DO UPDATE SET seq = ?2, state = ?3, message = ?4, "
                  "create_time_ms = ?5, queued_since_ms = ?6, start_time_ms = ?7, "
                  "end_time_ms = ?8, restarts = ?9, output_dir = ?10, trial_id = ?11, "
                  "study = ?12, master_port = ?13, bootstrap_port = ?14, spec_crc = ?15, "
-                 "row_crc = ?16, owner = ?17"));
+                 "row_crc = ?16, owner = ?17, suspended_ms = ?18"));
   COHORT_ASSIGN_OR_RETURN(
       st->upsert_spec,
       db.Prepare(
@@ -336,7 +342,7 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
         job.name, static_cast<int64_t>(job.seq), static_cast<int64_t>(job.state), job.message,
         job.create_time_ms, job.queued_since_ms, job.start_time_ms, job.end_time_ms, job.restarts,
         job.output_dir, job.trial_id, job.study, job.master_port, job.bootstrap_port,
-        image.spec_crc, image.row_crc, job.owner));
+        image.spec_crc, image.row_crc, job.owner, job.suspended_ms));
   }
 
   for (size_t i = 0; i < job.replicas.size(); ++i) {

@@ -41,7 +41,8 @@ std::string Hex(uint32_t v) {
 
 constexpr const char* kJobColumns =
     "name, seq, state, message, create_time_ms, queued_since_ms, start_time_ms, end_time_ms, "
-    "restarts, output_dir, trial_id, study, master_port, bootstrap_port, spec_crc, row_crc, owner";
+    "restarts, output_dir, trial_id, study, master_port, bootstrap_port, spec_crc, row_crc, owner, "
+    "suspended_ms";
 constexpr const char* kSpecColumns = "job, spec_yaml, spec_crc";
 constexpr const char* kReplicaColumns =
     "job, name, ord, role, idx, attempt, launched, state, node_id, last_node, gpus, port, "
@@ -104,6 +105,7 @@ void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, Re
     uint32_t spec_crc = static_cast<uint32_t>(st.Int(14));
     uint32_t row_crc = static_cast<uint32_t>(st.Int(15));
     j.owner = st.Text(16);
+    j.suspended_ms = st.Int(17);
     if (order) (*order)[j.seq] = j.name;
     r.image.row_crc = row_crc;
     r.image.spec_crc = spec_crc;

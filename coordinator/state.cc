@@ -208,6 +208,7 @@ std::string JobToJson(const JobRecord& job) {
   j["start_time_ms"] = job.start_time_ms;
   j["end_time_ms"] = job.end_time_ms;
   j["restarts"] = job.restarts;
+  if (job.suspended_ms != 0) j["suspended_ms"] = job.suspended_ms;
   j["output_dir"] = job.output_dir;
   j["trial_id"] = job.trial_id;
   j["study"] = job.study;
@@ -257,6 +258,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
     job.start_time_ms = j.value("start_time_ms", int64_t{0});
     job.end_time_ms = j.value("end_time_ms", int64_t{0});
     job.restarts = j.value("restarts", 0);
+    job.suspended_ms = j.value("suspended_ms", int64_t{0});
     job.output_dir = j.value("output_dir", "");
     job.trial_id = j.value("trial_id", "");
     job.study = j.value("study", "");

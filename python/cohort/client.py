@@ -26,7 +26,7 @@ from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, Envelope,
                          GetJob, GetLogs, GetStudy, JobInfo, JobList, JobState, ListJobs,
                          ListNodes, ListStudies, LogData, NodeAdmin, NodeAdminReply, NodeList,
                          ReplicaState, StudyInfo, StudyList, SubmitJob, SubmitJobReply,
-                         SubmitStudy)
+                         SubmitStudy, SuspendJob)
 
 PROTOCOL_VERSION = 1
 FILE_IDENTIFIER = b"CHRT"
@@ -357,6 +357,22 @@ class Client:
         return _job_to_dict(
             self._call_named(Body.Body.CancelJob, CancelJob.CancelJobT, name, JobInfo.JobInfoT))
 
+    def suspend(self, name):
+        """Suspends a job: its replicas stop (SIGTERM, the stop grace) and it is placed nowhere
+        until resume(); no restart is spent. Returns the job after (SUSPENDED)."""
+        return self._suspend(name, False)
+
+    def resume(self, name):
+        """Queues a suspended job again (it resumes from its newest checkpoint). Returns the job
+        after (QUEUED)."""
+        return self._suspend(name, True)
+
+    def _suspend(self, name, resume):
+        body = SuspendJob.SuspendJobT()
+        body.name = name
+        body.resume = resume
+        return _job_to_dict(self._call(Body.Body.SuspendJob, body, JobInfo.JobInfoT))
+
     def nodes(self):
         reply = self._call(Body.Body.ListNodes, ListNodes.ListNodesT(), NodeList.NodeListT)
         return [_node_to_dict(n) for n in (reply.nodes or [])]
@@ -372,10 +388,11 @@ class Client:
         data = bytes(reply.data) if reply.data is not None else b""
         return data, reply.nextOffset, reply.complete
 
-    def wait(self, name, poll_s=1.0, timeout_s=None):
-        """Polls until the job is SUCCEEDED, FAILED or CANCELLED; returns its last status."""
-        return _poll(lambda: self.get_job(name), lambda job: job["state"] in FINISHED_STATES,
-                     f"job {name}", poll_s, timeout_s)
+    def wait(self, name, poll_s=1.0, timeout_s=None, until=None):
+        """Polls until the job is SUCCEEDED, FAILED or CANCELLED, or with `until` (a predicate on
+        the job's status dict) until that holds; returns its last status."""
+        done = until or (lambda job: job["state"] in FINISHED_STATES)
+        return _poll(lambda: self.get_job(name), done, f"job {name}", poll_s, timeout_s)
 
     def submit_study(self, spec_yaml):
         """Submits a study file's text; returns the study name. Raises CohortError on a bad spec

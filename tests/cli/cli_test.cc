@@ -48,10 +48,10 @@ CliResult RunCohort(const std::vector<std::string>& args) {
   return result;
 }
 
-const std::vector<std::string> kVerbs = {"submit", "status", "list",   "logs",       "watch",
-                                         "cancel", "delete", "nodes",  "cordon",     "uncordon",
-                                         "drain",  "forget", "queues", "checkpoint", "keygen",
-                                         "tune",   "trials", "studies"};
+const std::vector<std::string> kVerbs = {"submit",     "status",   "list",   "logs",   "watch",
+                                         "cancel",     "suspend",  "resume", "delete", "nodes",
+                                         "cordon",     "uncordon", "drain",  "forget", "queues",
+                                         "checkpoint", "keygen",   "tune",   "trials", "studies"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});
@@ -419,7 +419,26 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_NE(bad_since.err.find("--since: 'yesterday' is neither a duration ago"), std::string::npos)
       << bad_since.err;
   EXPECT_EQ(run({"list", "--limit", "0"}).exit_code, kExitUsage);
+  // Suspended, the second job leaves the queue (no replica of it runs: --wait returns at once);
+  // resumed, it is back in it. A job that ended is refused, naming its state.
+  CliResult suspended = run({"suspend", "cli_job_two", "--wait"});
+  EXPECT_EQ(suspended.exit_code, kExitOk) << suspended.err;
+  EXPECT_EQ(suspended.out.rfind("job cli_job_two: SUSPENDED (suspended", 0), 0u) << suspended.out;
+  EXPECT_EQ(listed({"--state", "suspended"}), std::vector<std::string>{"cli_job_two"});
+  EXPECT_EQ(listed({"--state", "queued"}), std::vector<std::string>{name});
+  EXPECT_EQ(run({"suspend", "cli_job_two"}).exit_code, kExitOk);
+  CliResult resumed = run({"resume", "cli_job_two"});
+  EXPECT_EQ(resumed.exit_code, kExitOk) << resumed.err;
+  EXPECT_EQ(resumed.out.rfind("job cli_job_two: QUEUED", 0), 0u) << resumed.out;
+  EXPECT_EQ(run({"suspend"}).exit_code, kExitUsage);
+  EXPECT_EQ(run({"resume", "no-such-job"}).exit_code, kExitUsage);
   ASSERT_EQ(run({"cancel", "cli_job_two"}).exit_code, kExitOk);
+  CliResult ended = run({"suspend", "cli_job_two"});
+  EXPECT_EQ(ended.exit_code, kExitUsage);
+  EXPECT_NE(ended.err.find("job cli_job_two is CANCELLED: only a job queued or running can be "
+                           "suspended"),
+            std::string::npos)
+      << ended.err;
 
   CliResult nodes = run({"nodes", "--json"});
   EXPECT_EQ(nodes.exit_code, kExitOk) << nodes.err;

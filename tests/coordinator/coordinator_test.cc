@@ -1366,6 +1366,67 @@ TEST_F(FencingTest, ANodeThatNeverReturnsAfterARestartCountsFromTheRestart) {
 // message and replica, and across a restart.
 // Elastic jobs (coordinator/job_controller.h, "Elastic jobs"): chief-0 and `workers` workers of
 // one GPU each, the worker pool elastic down to `min_workers`.
+// `cohort suspend` through the coordinator's loop: the suspended job's room goes to a job that
+// waited for it, a coordinator restart keeps it SUSPENDED, and once resumed it waits its turn and
+// runs again as attempt 1, having spent no restart.
+TEST_F(CoordinatorTest, ASuspendedJobGivesItsRoomAwayAndRunsAgainOnceResumed) {
+  AddAgent("node-a", 1);
+  auto one_gpu = [](const std::string& name) {
+    return "name: " + name +
+           "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+           "    process: {command: [/bin/train]}\n";
+  };
+  ASSERT_TRUE(Submit(one_gpu("first")).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunchList());
+  ASSERT_EQ(GetJob("first").state, JobState::RUNNING);
+  ASSERT_TRUE(Submit(one_gpu("second")).ok());
+  PumpFew();
+  EXPECT_EQ(GetJob("second").state, JobState::QUEUED);
+
+  auto suspend = [&](const std::string& name, bool resume) {
+    wire::SuspendJobT req;
+    req.name = name;
+    req.resume = resume;
+    return CallFor<wire::JobInfo>(std::move(req));
+  };
+  wire::JobInfoT suspended = suspend("first", false);
+  EXPECT_EQ(suspended.state, JobState::SUSPENDED);
+  EXPECT_EQ(suspended.message, "suspended; `cohort resume first` queues it again");
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  EXPECT_EQ(TakeStops(), std::vector<std::string>{"node-a/chief-0#0"});
+  Report("node-a", "first", "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].second.job, "second");
+  RunAll(launched);
+
+  Restart();
+  Register("node-a", 1, {StatusOf("second", "chief-0", 0, ReplicaState::RUNNING)});
+  EXPECT_EQ(GetJob("first").state, JobState::SUSPENDED);
+  wire::JobInfoT resumed = suspend("first", true);
+  EXPECT_EQ(resumed.state, JobState::QUEUED);
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed where second runs";
+  Report("node-a", "second", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].second.job, "first");
+  EXPECT_EQ(launched[0].second.attempt, 1);
+  RunAll(launched);
+  wire::JobInfoT after = GetJob("first");
+  EXPECT_EQ(after.state, JobState::RUNNING);
+  EXPECT_EQ(after.restarts, 0);
+  EXPECT_TRUE(HasEvent(after, "resumed: back in the queue after "));
+  // Neither verb reaches a job that ended.
+  wire::SuspendJobT late;
+  late.name = "second";
+  Message refused = Call(std::move(late));
+  EXPECT_EQ(refused.ErrorStatus().code(), StatusCode::kFailedPrecondition);
+}
+
 class ElasticTest : public CoordinatorTest {
  protected:
   static std::string ElasticYaml(const std::string& name, int workers, int min_workers) {

@@ -294,13 +294,14 @@ TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
     auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
     ASSERT_TRUE(db.ok());
     // Version 2 had neither node_admin nor the owner columns (version 4) nor replicas'
-    // cause_signal (version 5), fenced_until_ms (version 6) and idle (version 7).
+    // cause_signal (version 5), fenced_until_ms (version 6) and idle (version 7), nor jobs'
+    // suspended_ms (version 8).
     ASSERT_TRUE((*db)
                     ->Exec("DROP TABLE node_admin; ALTER TABLE jobs DROP COLUMN owner; "
                            "ALTER TABLE studies DROP COLUMN owner; ALTER TABLE replicas DROP "
                            "COLUMN cause_signal; ALTER TABLE replicas DROP COLUMN "
                            "fenced_until_ms; ALTER TABLE replicas DROP COLUMN idle; "
-                           "PRAGMA user_version = 2")
+                           "ALTER TABLE jobs DROP COLUMN suspended_ms; PRAGMA user_version = 2")
                     .ok());
   }
   auto store = Open();

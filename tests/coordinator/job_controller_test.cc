@@ -952,6 +952,96 @@ TEST_F(JobControllerTest, PreemptionRequeuesTheJobWithoutSpendingARestartOrOpeni
   EXPECT_NE(job.state, JobState::FAILED);
 }
 
+// `cohort suspend`: the replicas stop as a preemption stops them, and whatever they do then is no
+// failure; the job stays SUSPENDED, outside the timeout, until resumed; then it is queued and
+// placed as a new attempt of every replica, having spent nothing. Asking twice changes nothing.
+TEST_F(JobControllerTest, ASuspendedJobStopsItsReplicasAndRunsAgainOnlyOnceResumed) {
+  JobRecord& job = Start("s", 1, true, 1, {"a", "b"}, ", timeout: 1m");
+  Advance(10'000);
+  ASSERT_TRUE(jobs_.Suspend(job, "suspended by alice", now_).ok());
+  EXPECT_EQ(job.state, JobState::SUSPENDED);
+  EXPECT_EQ(job.message, "suspended by alice; `cohort resume s` queues it again");
+  EXPECT_EQ(job.events.back().message,
+            "suspended by alice; its replicas stop, to resume from the newest checkpoint (no "
+            "restart spent)");
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-0"}));
+  EXPECT_TRUE(JobController::AnyHolding(job)) << "its replicas hold their room until they stop";
+  const size_t events = job.events.size();
+  ASSERT_TRUE(jobs_.Suspend(job, "suspended by alice", now_).ok());
+  EXPECT_EQ(job.events.size(), events);
+  EXPECT_TRUE(StopsSent().empty());
+  // A DDP peer exits 1 as the other rank goes; the chief ends on SIGTERM.
+  Advance(300);
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+  EXPECT_EQ(job.state, JobState::SUSPENDED);
+  EXPECT_EQ(job.restarts, 0);
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+  EXPECT_EQ(job.FindReplica("chief-0")->state, ReplicaState::STOPPED);
+  EXPECT_FALSE(JobController::AnyHolding(job));
+  // Five minutes suspended: the one-minute timeout does not run meanwhile.
+  Advance(5 * 60'000 - 300);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::SUSPENDED);
+  ASSERT_TRUE(jobs_.Resume(job, "resumed by alice", now_).ok());
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.suspended_ms, 5 * 60'000);
+  EXPECT_EQ(job.queued_since_ms, now_);
+  EXPECT_EQ(job.message, "resumed by alice: waiting for resources");
+  EXPECT_EQ(job.events.back().message, "resumed by alice: back in the queue after 5m suspended");
+  ASSERT_TRUE(jobs_.Resume(job, "resumed by alice", now_).ok());
+  EXPECT_EQ(job.events.back().message, "resumed by alice: back in the queue after 5m suspended");
+  EXPECT_TRUE(jobs_.TakeScheduleNeeded());
+  jobs_.PlaceJob(job, {{"b", {0}, 30010}, {"a", {0}, 30011}}, 29010, 29011, now_);
+  for (auto& r : job.replicas) {
+    EXPECT_EQ(r.attempt, 1) << r.name;
+    Report(job, r.name, ReplicaState::RUNNING);
+  }
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  // It ran 10 s before the suspension: the timeout comes 50 s after the resume, not at once.
+  Advance(45'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  Advance(10'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.restarts, 0);
+}
+
+// A queued job is suspended at once (nothing of it runs), and cancelled as any job is; a job that
+// ended can be neither suspended nor resumed, and the refusal names its state.
+TEST_F(JobControllerTest, AQueuedJobIsSuspendedAtOnceAndAnEndedOneIsRefused) {
+  auto spec = ParseJobSpec(
+      "name: q\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+      "    process: {command: [/bin/train]}\n",
+      "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs_.Submit(std::move(*spec), "", now_);
+  ASSERT_TRUE(jobs_.Suspend(job, "suspended", now_).ok());
+  EXPECT_EQ(job.state, JobState::SUSPENDED);
+  EXPECT_EQ(job.events.back().message, "suspended (no restart spent)");
+  EXPECT_TRUE(StopsSent().empty());
+  EXPECT_FALSE(JobController::AnyHolding(job));
+  jobs_.Cancel(job, "cancel requested", now_);
+  EXPECT_EQ(job.state, JobState::CANCELLED);
+  for (bool resume : {false, true}) {
+    Status refused =
+        resume ? jobs_.Resume(job, "resumed", now_) : jobs_.Suspend(job, "suspended", now_);
+    EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.message().find("job q is CANCELLED"), std::string::npos) << refused.message();
+  }
+}
+
+// An elastic job running short of workers asks for every one again once resumed, as after any
+// restart.
+TEST_F(JobControllerTest, ASuspendedElasticJobAsksForEveryWorkerAgain) {
+  JobRecord& job = StartElastic();
+  ASSERT_EQ(job.elastic_workers, 2);
+  ASSERT_TRUE(jobs_.Suspend(job, "suspended", now_).ok());
+  EXPECT_EQ(job.elastic_workers, -1);
+  EXPECT_EQ(job.demands.size(), 4u);
+}
+
 TEST_F(JobControllerTest, APreemptorWaitsForItsVictimsAndForgetsThemOncePlaced) {
   JobRecord& victim = Start("low", 0, true, 3, {"a"});
   std::string yaml =

@@ -79,6 +79,26 @@ TEST(Usage, SumsRequestedResourcesOverHeldTime) {
   EXPECT_EQ(ComputeUsage(all, other, 14 * hour).size(), 1u);
 }
 
+// Time suspended holds nothing: a job suspended now counts until its suspension began, and the
+// time of its earlier suspensions is taken off its span (pro rata where --since cuts the span).
+TEST(Usage, TimeSuspendedIsNotCounted) {
+  const int64_t hour = 3'600'000;
+  JobRecord done = Job("done", 1, JobState::SUCCEEDED, 1, 1, 10 * hour, 14 * hour);
+  done.suspended_ms = 2 * hour;  // ran 2 of its 4 hours
+  JobRecord now = Job("now", 2, JobState::SUSPENDED, 1, 1, 10 * hour, 0);
+  now.queued_since_ms = 11 * hour;  // suspended at 11:00, after an hour's run
+  for (const JobRecord* job : {&done, &now}) {
+    auto rows = ComputeUsage({job}, {}, 14 * hour);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_DOUBLE_EQ(rows[0].gpu_hours, job == &done ? 3 * 2.0 : 3 * 1.0) << job->name;
+  }
+  UsageFilter since;
+  since.since_ms = 12 * hour;  // half of done's span: half of its suspended time
+  auto rows = ComputeUsage({&done}, since, 14 * hour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 3 * 1.0);
+}
+
 // Ranks that finish after the chief's success (scheduling.finish_grace) hold their resources on:
 // each adds its own from the job's end until it ended, or until now while it runs.
 TEST(Usage, ReplicasFinishingAfterTheJobsEndCountUntilTheyEnd) {

@@ -106,7 +106,7 @@ void ExpectSameElements(const Tuple& a, const Tuple& b, const std::string& names
 void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
   EXPECT_SAME_FIELDS(a, b, r.seq, r.name, r.spec_yaml, r.spec, r.state, r.message, r.create_time_ms,
                      r.queued_since_ms, r.start_time_ms, r.end_time_ms, r.restarts, r.output_dir,
-                     r.trial_id, r.study, r.master_port, r.bootstrap_port, r.owner);
+                     r.trial_id, r.study, r.master_port, r.bootstrap_port, r.owner, r.suspended_ms);
   ASSERT_EQ(a.replicas.size(), b.replicas.size());
   for (size_t i = 0; i < a.replicas.size(); ++i) {
     SCOPED_TRACE("replica " + std::to_string(i));
@@ -274,6 +274,8 @@ TEST_F(StateStoreTest, JobsAndStudiesSurviveCloseAndReopenFieldByField) {
   jobs[2].replicas[0].state = ReplicaState::LOST;
   jobs[2].replicas[0].fenced_until_ms = 123456789;  // lost while fencing is on
   jobs[2].replicas[1].idle = true;                  // an elastic job runs without it
+  jobs[0].state = JobState::SUSPENDED;              // `cohort suspend`, resumed once before
+  jobs[0].suspended_ms = 45'000;
   jobs[1].replicas[0].stop_requested = true;
   jobs[1].replicas[0].gpus = {};
   jobs[2].study = "s";
@@ -350,7 +352,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
       {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
        "ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "PRAGMA user_version = 3"}));
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -380,16 +382,17 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
 // A database of schema version 4 (before replicas' cause_signal) opens migrated, and a cause
 // signal set since is part of the row checksum.
 TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksums) {
-  ExpectMigrated(MakeJob("torchrun", 1, 1),
-                 {"ALTER TABLE replicas DROP COLUMN cause_signal",
-                  "ALTER TABLE replicas DROP COLUMN fenced_until_ms",
-                  "ALTER TABLE replicas DROP COLUMN idle", "PRAGMA user_version = 4"},
-                 [](JobRecord& job) {
-                   job.replicas[1].state = ReplicaState::FAILED;
-                   job.replicas[1].exit_code = 1;
-                   job.replicas[1].cause_signal = 9;
-                 },
-                 {"UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9"});
+  ExpectMigrated(
+      MakeJob("torchrun", 1, 1),
+      {"ALTER TABLE replicas DROP COLUMN cause_signal",
+       "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 4"},
+      [](JobRecord& job) {
+        job.replicas[1].state = ReplicaState::FAILED;
+        job.replicas[1].exit_code = 1;
+        job.replicas[1].cause_signal = 9;
+      },
+      {"UPDATE replicas SET cause_signal = 15 WHERE cause_signal = 9"});
 }
 
 // A database of schema version 5 (before fencing) opens migrated, and a hold set since is part of
@@ -398,7 +401,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
   ExpectMigrated(
       MakeJob("fenced", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "PRAGMA user_version = 5"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
@@ -410,12 +413,25 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
 // is part of the row checksum: cleared behind the store's back it is damage.
 TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksums) {
   ExpectMigrated(MakeJob("elastic", 1, 2),
-                 {"ALTER TABLE replicas DROP COLUMN idle", "PRAGMA user_version = 6"},
+                 {"ALTER TABLE replicas DROP COLUMN idle",
+                  "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 6"},
                  [](JobRecord& job) {
                    job.replicas[2].state = ReplicaState::STOPPED;
                    job.replicas[2].idle = true;
                  },
                  {"UPDATE replicas SET idle = 0 WHERE idle = 1"});
+}
+
+// A database of schema version 7 (before suspension) opens migrated, and a suspended time set
+// since is part of the job row's checksum: cleared behind the store's back it is damage.
+TEST_F(StateStoreTest, ADatabaseFromBeforeSuspensionMigratesAndKeepsItsChecksums) {
+  ExpectMigrated(MakeJob("suspended", 1, 1),
+                 {"ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 7"},
+                 [](JobRecord& job) {
+                   job.state = JobState::SUSPENDED;
+                   job.suspended_ms = 60'000;
+                 },
+                 {"UPDATE jobs SET suspended_ms = 0 WHERE suspended_ms = 60000"});
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back

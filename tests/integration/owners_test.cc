@@ -110,6 +110,15 @@ TEST_F(OwnersTest, AnotherKeyCannotCancelTheOwnersJobAnAdminCanAndTheOwnerSurviv
   EXPECT_EQ(after->owner, "alice");
   EXPECT_EQ(after->state, wire::JobState::QUEUED);
   EXPECT_EQ(CliAs("bob", {"cancel", "alices"}).exit_code, kExitDenied);
+  // Suspending and resuming are the owner's as cancelling is.
+  for (const char* verb : {"suspend", "resume"}) {
+    ct::RunResult other = CliAs("bob", {verb, "alices"});
+    EXPECT_EQ(other.exit_code, kExitDenied) << other.out << other.err;
+    EXPECT_NE(other.err.find(std::string("user bob may not ") + verb +
+                             " job alices: it is owned by alice"),
+              std::string::npos)
+        << other.err;
+  }
 
   // The owner may cancel; so may an admin, anyone's.
   ct::RunResult own = CliAs("alice", {"cancel", "alices"});

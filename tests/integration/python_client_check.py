@@ -37,6 +37,27 @@ def main(endpoint, scratch):
             except CohortError as e:
                 check(e.code == "PERMISSION_DENIED" and f"owned by {me}" in str(e), f"error: {e}")
         check(any(j["name"] == "py_job" for j in client.list_jobs()), "py_job listed")
+        try:
+            client.suspend(name)
+            check(False, "a finished job was suspended")
+        except CohortError as e:
+            check(e.code == "FAILED_PRECONDITION" and "SUCCEEDED" in str(e), f"error: {e}")
+
+        # Suspended, a running job's replica stops and the job waits; resumed, it is queued.
+        sleeper = client.submit("name: py_sleeper\nworker_pools:\n  - role: chief\n"
+                                "    process: {command: [/bin/sleep, '120']}\n")
+        client.wait(sleeper, poll_s=0.1, timeout_s=30,
+                    until=lambda j: j["state"] == "RUNNING")
+        suspended = client.suspend(sleeper)
+        check(suspended["state"] == "SUSPENDED" and "suspended by" in suspended["message"],
+              f"after suspend: {suspended['state']}: {suspended['message']}")
+        stopped = client.wait(sleeper, poll_s=0.1, timeout_s=30,
+                              until=lambda j: j["replicas"][0]["state"] == "STOPPED")
+        check(stopped["state"] == "SUSPENDED" and stopped["restarts"] == 0,
+              f"after the stop: {stopped['state']}, {stopped['restarts']} restarts")
+        resumed = client.resume(sleeper)
+        check(resumed["state"] == "QUEUED", f"after resume: {resumed['state']}")
+        client.cancel(sleeper)
         text, complete = b"", False
         for _ in range(100):
             data, offset, complete = client.read_logs("py_job", "chief-0", len(text))

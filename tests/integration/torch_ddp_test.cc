@@ -17,7 +17,9 @@
 // and in each the other ranks then die of gloo's "Connection reset by peer" with exit 1, so the
 // job must end SUCCEEDED having resumed from a checkpoint (the script logs the epoch), with one
 // restart spent for the incident. A script that exits 1 on its own while every node is healthy
-// still fails the job at once, with no restart. A script that checkpoints as the tutorials do
+// still fails the job at once, with no restart. `cohort suspend --wait` takes the job off its GPUs
+// (another job runs there meanwhile) and `cohort resume` brings it back from its checkpoint,
+// spending no restart. A script that checkpoints as the tutorials do
 // (ddp_plain_save.py: torch.save straight into epoch_<N>.pt) loses the node that writes, its
 // newest checkpoint cut short: an agent sets it aside and the job resumes from the one before.
 //
@@ -300,16 +302,19 @@ class TorchDdpTest : public ::testing::Test {
   // What `cohort checkpoint --job` says of this test's job (--json); discarded (not an object)
   // where the CLI failed, which fails the test.
   nlohmann::json CheckpointReport() {
-    EXPECT_EQ(ct::MissingBinary({COHORT_CLI_BIN}), "");
-    ct::RunResult listed =
-        ct::RunProcess(COHORT_CLI_BIN,
-                       {"--insecure", "--coordinator", cluster_->client_endpoint(), "checkpoint",
-                        "--job", job_, "--json"},
-                       {}, 30s);
+    ct::RunResult listed = Cli({"checkpoint", "--job", job_, "--json"});
     EXPECT_EQ(listed.exit_code, 0) << listed.out << listed.err;
     nlohmann::json report = nlohmann::json::parse(listed.out, nullptr, false);
     EXPECT_TRUE(report.is_object()) << listed.out << listed.err;
     return report;
+  }
+
+  // The `cohort` CLI run against this cluster's coordinator with `args`.
+  ct::RunResult Cli(const std::vector<std::string>& args) {
+    EXPECT_EQ(ct::MissingBinary({COHORT_CLI_BIN}), "");
+    std::vector<std::string> all = {"--insecure", "--coordinator", cluster_->client_endpoint()};
+    all.insert(all.end(), args.begin(), args.end());
+    return ct::RunProcess(COHORT_CLI_BIN, all, {}, 60s);
   }
 
   std::string ReplicaLog(const std::string& replica) {
@@ -354,10 +359,14 @@ class TorchDdpTest : public ::testing::Test {
   // epoch and trained to the end, and no replica outlived the job.
   // `final_attempt`: the attempt every replica ends on (2 after a relaunch that spent nothing).
   void ExpectResumedAfterOneRestart(int final_attempt = 1) {
+    ExpectResumed(/*restarts=*/1, final_attempt);
+  }
+  // The same, with `restarts` spent (0 after a suspension).
+  void ExpectResumed(int restarts, int final_attempt) {
     auto client = cluster_->Client();
     wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
     ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
-    EXPECT_EQ(done.restarts, 1) << "one incident spends one restart";
+    EXPECT_EQ(done.restarts, restarts) << "one incident spends one restart, a suspension none";
     for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, final_attempt) << r->replica;
 
     std::smatch resumed;
@@ -726,6 +735,55 @@ TEST_F(TorchDdpTest, PreemptedAgentRestartsTheJobOnceFromItsCheckpoint) {
   cluster_->agent(node).Signal(SIGTERM);  // as a preemption notice or `systemctl stop` does
   ExpectResumedAfterOneRestart();
   EXPECT_TRUE(cluster_->agent(node).Wait(30s).has_value()) << "the agent did not exit";
+}
+
+// `cohort suspend --wait` on a stock DDP job filling the cluster: every rank stops (gloo's peers
+// may exit 1 as the first goes: no failure), and once the command returns the job holds no GPU:
+// another job of three GPUs runs to its end meanwhile. `cohort resume` queues it again: it
+// resumes from its checkpoint and succeeds, having spent no restart.
+TEST_F(TorchDdpTest, ASuspendedJobFreesItsGpusAndResumesFromItsCheckpointSpendingNoRestart) {
+  StartAgents({"node-a", "node-b", "node-c"}, 1);
+  Submit("suspended");
+  WaitForCheckpoint(kFaultAfterEpoch);
+  const ct::RunResult suspend = Cli({"suspend", job_, "--wait"});
+  ASSERT_EQ(suspend.exit_code, 0) << suspend.out << suspend.err;
+  EXPECT_EQ(suspend.out.rfind("job suspended: SUSPENDED (suspended by ", 0), 0u) << suspend.out;
+  auto info = Job();
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->state, wire::JobState::SUSPENDED);
+  EXPECT_EQ(info->restarts, 0);
+  for (const auto& r : info->replicas) {
+    EXPECT_TRUE(r->state != wire::ReplicaState::PENDING &&
+                r->state != wire::ReplicaState::STARTING && r->state != wire::ReplicaState::RUNNING)
+        << r->replica << " " << wire::EnumNameReplicaState(r->state);
+  }
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "a rank outlived the suspension";
+
+  auto client = cluster_->Client();
+  auto filler = client.Submit(
+      "name: filler\nworker_pools:\n"
+      "  - role: chief\n    resources: {gpus: 1}\n    process: {command: [/bin/true]}\n"
+      "  - role: worker\n    replicas: 2\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/true]}\n");
+  ASSERT_TRUE(filler.ok()) << filler.status().ToString();
+  const wire::JobInfoT filled = ct::WaitForJobEnd(client, "filler", 60s);
+  EXPECT_EQ(filled.state, wire::JobState::SUCCEEDED) << filled.message;
+  ct::WaitForReplicasEnded(client, "filler", 30s);
+  info = Job();
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->state, wire::JobState::SUSPENDED) << "resumed before anyone asked";
+
+  const ct::RunResult resume = Cli({"resume", job_});
+  ASSERT_EQ(resume.exit_code, 0) << resume.out << resume.err;
+  EXPECT_EQ(resume.out.rfind("job suspended: QUEUED", 0), 0u) << resume.out;
+  ExpectResumed(/*restarts=*/0, /*final_attempt=*/1);
+  info = Job();
+  ASSERT_TRUE(info);
+  bool said = false;
+  for (const auto& e : info->events) {
+    said |= e->message.find(": back in the queue after ") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << "no event of the resume";
 }
 
 TEST_F(TorchDdpTest, LoneReplicaKilledRestartsTheJobOnceFromItsCheckpoint) {
