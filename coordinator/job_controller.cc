@@ -719,6 +719,15 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
   std::set<std::string> used_nodes;
   size_t placed = 0;
   std::string idle;  // the workers an elastic job runs without
+  // A job that restarts whole runs one attempt number on every replica, as torchrun's restart
+  // count is one for all its workers: a worker an elastic job ran without takes the others' next
+  // attempt (its own skip the attempts it sat out). -1: each replica its own next one.
+  int whole_attempt = -1;
+  if (job.spec.scheduling.restart_job_on_worker_restart) {
+    for (const ReplicaRecord& r : job.replicas) {
+      whole_attempt = std::max(whole_attempt, r.launched ? r.attempt + 1 : r.attempt);
+    }
+  }
   for (ReplicaRecord& r : job.replicas) {
     if (!InNextPlacement(job, r)) {
       if (!r.idle || r.state != ReplicaState::STOPPED) {
@@ -737,7 +746,11 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
     }
     const Slot& s = slots[placed++];
     r.idle = false;
-    if (r.launched) ++r.attempt;
+    if (whole_attempt >= 0) {
+      r.attempt = whole_attempt;
+    } else if (r.launched) {
+      ++r.attempt;
+    }
     r.launched = true;
     r.node_id = s.node_id;
     r.last_node = r.node_id;

@@ -105,7 +105,9 @@
 // environment of the others leaves them out: WORLD_SIZE counts the workers that run). A running
 // job with idle workers grows (GrowElastic) when the round finds room for more and no queued job
 // waits for room: the whole job restarts from its checkpoint at the larger size, spending no
-// restart. A restart, a preemption or a growth asks for every worker again.
+// restart. A restart, a preemption or a growth asks for every worker again. Every replica of a
+// placement of a job that restarts whole runs the same attempt number, the job's next (torchrun's
+// workers share one restart count): a worker idle during an attempt skips that number.
 //
 // Thread safety: none; the coordinator loop calls it. Lifetime: `health` must outlive it.
 #pragma once

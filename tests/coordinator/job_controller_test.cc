@@ -186,6 +186,9 @@ TEST_F(JobControllerTest, AnElasticJobRunsIdleWorkersOutAndGrowsWithoutSpendingA
   jobs_.PlaceJob(job, slots, 29000, 29001, now_);
   for (const auto& r : job.replicas) {
     EXPECT_FALSE(r.idle) << r.name;
+    // One attempt number for the whole job (torchrun's restart count): worker-2, idle during
+    // attempt 0, starts at attempt 1 with the others.
+    EXPECT_EQ(r.attempt, 1) << r.name;
     health_.heard[r.node_id] = now_;
   }
   for (const char* r : {"chief-0", "worker-0", "worker-1", "worker-2"}) {

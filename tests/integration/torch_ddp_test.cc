@@ -451,8 +451,14 @@ class TorchDdpTest : public ::testing::Test {
     EXPECT_GE(resumed[1], kFaultAfterEpoch + 3) << log;
     EXPECT_NE(log.find("epoch 12/12"), std::string::npos) << log;
     std::set<std::string> digests;
-    for (const auto& [replica, final_log] : FinalLogs(job)) digests.insert(LoggedDigest(final_log));
+    const std::map<std::string, std::string> final_logs = FinalLogs(job);
+    for (const auto& [replica, final_log] : final_logs) digests.insert(LoggedDigest(final_log));
     EXPECT_EQ(digests.size(), 1u) << "the ranks ended with different parameters";
+    // worker-1 sat attempt 1 out and joined the growth at the others' attempt, as torchrun's
+    // workers share one restart count.
+    const std::string& rejoined = final_logs.at("worker-1");
+    EXPECT_NE(rejoined.find("restart 2 torchelastic True"), std::string::npos) << rejoined;
+    EXPECT_EQ(rejoined.find("restart 1 torchelastic"), std::string::npos) << rejoined;
     // The coordinator counts the shrink and the growth for Prometheus.
     httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
     http.set_read_timeout(5, 0);
