@@ -88,6 +88,34 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
       return InvalidArgument(path + ".node_selector." + key + ": " + bad.message());
     }
   }
+  if (pool.node_affinity.size() > kMaxNodeLabels) {
+    return InvalidArgument(path + ".node_affinity: at most " + std::to_string(kMaxNodeLabels) +
+                           " expressions, got " + std::to_string(pool.node_affinity.size()));
+  }
+  for (size_t i = 0; i < pool.node_affinity.size(); ++i) {
+    const LabelRequirement& req = pool.node_affinity[i];
+    const std::string at = path + ".node_affinity[" + std::to_string(i) + "]";
+    if (Status bad = CheckNodeLabel(req.key, ""); !bad.ok()) {
+      return InvalidArgument(at + ".key: " + bad.message());
+    }
+    const bool takes_values = req.op == LabelOp::kIn || req.op == LabelOp::kNotIn;
+    const std::string op(NameIn(kLabelOpNames, req.op, "?"));
+    if (takes_values && req.values.empty()) {
+      return InvalidArgument(at + ".values: " + op + " needs at least one value");
+    }
+    if (!takes_values && !req.values.empty()) {
+      return InvalidArgument(at + ".values: " + op + " takes no values");
+    }
+    if (req.values.size() > kMaxNodeLabels) {
+      return InvalidArgument(at + ".values: at most " + std::to_string(kMaxNodeLabels) +
+                             " values, got " + std::to_string(req.values.size()));
+    }
+    for (const std::string& value : req.values) {
+      if (Status bad = CheckNodeLabel(req.key, value); !bad.ok()) {
+        return InvalidArgument(at + ".values: " + bad.message());
+      }
+    }
+  }
   if (pool.min_replicas) {
     if (pool.role != Role::kWorker) {
       return InvalidArgument(path + ".min_replicas: only the worker pool may be elastic, not " +
@@ -292,6 +320,42 @@ bool LabelsMatch(const NodeLabels& labels, const NodeLabels& selector) {
     if (it == labels.end() || it->second != value) return false;
   }
   return true;
+}
+
+bool NodeSelector::Matches(const NodeLabels& node) const {
+  if (!LabelsMatch(node, labels)) return false;
+  for (const LabelRequirement& req : requirements) {
+    auto it = node.find(req.key);
+    const bool has = it != node.end();
+    const bool listed =
+        has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
+    const bool holds = req.op == LabelOp::kIn       ? listed
+                       : req.op == LabelOp::kNotIn  ? !listed
+                       : req.op == LabelOp::kExists ? has
+                                                    : !has;
+    if (!holds) return false;
+  }
+  return true;
+}
+
+std::string FormatNodeSelector(const NodeSelector& selector) {
+  std::string out = FormatNodeLabels(selector.labels);
+  for (const LabelRequirement& req : selector.requirements) {
+    out += out.empty() ? "" : ",";
+    if (req.op == LabelOp::kExists || req.op == LabelOp::kDoesNotExist) {
+      out += (req.op == LabelOp::kDoesNotExist ? "!" : "") + req.key;
+      continue;
+    }
+    out += req.key + (req.op == LabelOp::kIn ? " in (" : " notin (");
+    for (size_t i = 0; i < req.values.size(); ++i) out += (i ? "," : "") + req.values[i];
+    out += ")";
+  }
+  return out;
+}
+
+std::string NodeSelectorFields(const NodeSelector& selector) {
+  if (selector.requirements.empty()) return "node_selector";
+  return selector.labels.empty() ? "node_affinity" : "node_selector, node_affinity";
 }
 
 std::string FormatNodeLabels(const NodeLabels& labels) {

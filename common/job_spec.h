@@ -54,6 +54,39 @@ std::string ToNodeLabelValue(std::string_view text);
 std::string FormatNodeLabels(const NodeLabels& labels);
 inline constexpr size_t kMaxNodeLabels = 32;
 
+// One expression of a pool's node_affinity (Kubernetes' nodeAffinity matchExpressions, required
+// during scheduling): In / NotIn: the node's label `key` is (not) one of `values` (NotIn also
+// holds where the node lacks the key); Exists / DoesNotExist: the node has (not) the key.
+enum class LabelOp { kIn, kNotIn, kExists, kDoesNotExist };
+inline constexpr EnumName<LabelOp> kLabelOpNames[] = {{LabelOp::kIn, "In"},
+                                                      {LabelOp::kNotIn, "NotIn"},
+                                                      {LabelOp::kExists, "Exists"},
+                                                      {LabelOp::kDoesNotExist, "DoesNotExist"}};
+struct LabelRequirement {
+  std::string key;
+  LabelOp op = LabelOp::kExists;
+  std::vector<std::string> values;  // In, NotIn: one or more (parsed: sorted, distinct); else none
+
+  auto operator<=>(const LabelRequirement&) const = default;
+};
+
+// All a pool asks of a node's labels: each of `labels` with its value (node_selector) and each
+// requirement (node_affinity).
+struct NodeSelector {
+  NodeLabels labels;
+  std::vector<LabelRequirement> requirements;
+
+  bool empty() const { return labels.empty() && requirements.empty(); }
+  bool Matches(const NodeLabels& node) const;
+  auto operator<=>(const NodeSelector&) const = default;
+};
+// Kubernetes' label selector syntax: "gpu=h100,zone notin (b),infiniband,!maintenance" ("" for an
+// empty selector).
+std::string FormatNodeSelector(const NodeSelector& selector);
+// The spec fields it comes from: "node_selector", "node_affinity" or "node_selector,
+// node_affinity".
+std::string NodeSelectorFields(const NodeSelector& selector);
+
 struct Resources {
   int gpus = 0;
   int cpus = 1;
@@ -92,10 +125,14 @@ struct WorkerPoolSpec {
   // Its replicas go only to nodes with every one of these labels (Kubernetes' nodeSelector,
   // Vertex's machine type): `node_selector: {gpu: h100}`. Empty: any node.
   NodeLabels node_selector;
+  // And to nodes whose labels satisfy every one of these (Kubernetes' required nodeAffinity):
+  // `node_affinity: [{key: gpu, operator: In, values: [h100, h200]}]`. Empty: no more.
+  std::vector<LabelRequirement> node_affinity;
   std::optional<ProcessSpec> process;  // exactly one of process, container, builtin
   std::optional<ContainerSpec> container;
   Builtin builtin = Builtin::kNone;
 
+  NodeSelector Selector() const { return NodeSelector{node_selector, node_affinity}; }
   bool operator==(const WorkerPoolSpec&) const = default;
 };
 

@@ -7,6 +7,8 @@
 // Status, so no exception leaves this file.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 #include "common/file_util.h"
 #include "common/job_spec.h"
 #include "common/yaml_reader.h"
@@ -56,11 +58,33 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
   return Status::Ok();
 }
 
+// One node_affinity expression: {key: K, operator: In|NotIn|Exists|DoesNotExist, values: [...]},
+// its values sorted and distinct.
+StatusOr<LabelRequirement> ReadLabelRequirement(const Reader& r, const YAML::Node& node,
+                                                const std::string& path) {
+  COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"key", "operator", "values"}));
+  LabelRequirement req;
+  if (!Reader::Has(node, "key")) return r.Error(node, path + ".key", "required (a label key)");
+  COHORT_ASSIGN_OR_RETURN(req.key, r.String(node["key"], path + ".key"));
+  if (!Reader::Has(node, "operator")) {
+    return r.Error(node, path + ".operator", "required (" + ChoiceOf(kLabelOpNames) + ")");
+  }
+  COHORT_ASSIGN_OR_RETURN(req.op,
+                          r.Enum(node["operator"], path + ".operator", kLabelOpNames, "operator"));
+  if (Reader::Has(node, "values")) {
+    COHORT_ASSIGN_OR_RETURN(req.values, r.StringList(node["values"], path + ".values"));
+    std::sort(req.values.begin(), req.values.end());
+    req.values.erase(std::unique(req.values.begin(), req.values.end()), req.values.end());
+  }
+  return req;
+}
+
 StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
                                   const std::string& path) {
-  COHORT_RETURN_IF_ERROR(r.CheckMap(node, path,
-                                    {"role", "replicas", "min_replicas", "resources",
-                                     "node_selector", "process", "container", "builtin"}));
+  COHORT_RETURN_IF_ERROR(
+      r.CheckMap(node, path,
+                 {"role", "replicas", "min_replicas", "resources", "node_selector", "node_affinity",
+                  "process", "container", "builtin"}));
   WorkerPoolSpec pool;
   if (!Reader::Has(node, "role")) {
     return r.Error(node, path + ".role",
@@ -84,6 +108,19 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
                        "expected a string, got " + Reader::KindName(kv.second));
       }
       pool.node_selector[kv.first.Scalar()] = kv.second.Scalar();
+    }
+  }
+  if (Reader::Has(node, "node_affinity")) {
+    const YAML::Node affinity = node["node_affinity"];
+    const std::string apath = path + ".node_affinity";
+    if (!affinity.IsSequence()) {
+      return r.Error(affinity, apath, "expected a list, got " + Reader::KindName(affinity));
+    }
+    for (size_t i = 0; i < affinity.size(); ++i) {
+      COHORT_ASSIGN_OR_RETURN(
+          LabelRequirement req,
+          ReadLabelRequirement(r, affinity[i], apath + "[" + std::to_string(i) + "]"));
+      pool.node_affinity.push_back(std::move(req));
     }
   }
   if (Reader::Has(node, "min_replicas")) {
@@ -307,6 +344,22 @@ std::string JobSpecToYaml(const JobSpec& spec) {
         out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
       }
       out << YAML::EndMap;
+    }
+    if (!pool.node_affinity.empty()) {
+      out << YAML::Key << "node_affinity" << YAML::Value << YAML::BeginSeq;
+      for (const LabelRequirement& req : pool.node_affinity) {
+        out << YAML::Flow << YAML::BeginMap;
+        out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << req.key;
+        out << YAML::Key << "operator" << YAML::Value
+            << std::string(NameIn(kLabelOpNames, req.op, ""));
+        if (!req.values.empty()) {
+          out << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+          for (const auto& v : req.values) out << YAML::DoubleQuoted << v;
+          out << YAML::EndSeq;
+        }
+        out << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
     }
     out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;

@@ -118,17 +118,17 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
     std::string head = std::string(RoleName(pool.role)) + " pool needs ";
     if (std::none_of(view.nodes.begin(), view.nodes.end(),
                      [&](const NodeFree& n) { return Selects(n, d.selector); })) {
-      return FailedPrecondition(
-          head + "a node with labels " + FormatNodeLabels(pool.node_selector) +
-          " (node_selector); none of " + Count(static_cast<int64_t>(view.nodes.size()), "node") +
-          " has them (cohort nodes: LABELS)");
+      return FailedPrecondition(head + "a node with labels " + FormatNodeSelector(*d.selector) +
+                                " (" + NodeSelectorFields(*d.selector) + "); none of " +
+                                Count(static_cast<int64_t>(view.nodes.size()), "node") +
+                                " has them (cohort nodes: LABELS)");
     }
     if (d.selector != nullptr) {
       const int64_t matching =
           std::count_if(view.nodes.begin(), view.nodes.end(),
                         [&](const NodeFree& n) { return Selects(n, d.selector); });
       return FailedPrecondition(head + Describe(d) + " per replica on a node with labels " +
-                                FormatNodeLabels(pool.node_selector) + "; none of the " +
+                                FormatNodeSelector(*d.selector) + "; none of the " +
                                 Count(matching, "node") + " with them has all of that at once");
     }
     if (d.gpus > most_gpus_) {
@@ -190,8 +190,8 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     if (d.selector != nullptr &&
         std::none_of(view.nodes.begin(), view.nodes.end(),
                      [&](const NodeFree& n) { return Selects(n, d.selector); })) {
-      return "waiting for a node with labels " + FormatNodeLabels(*d.selector) +
-             " (node_selector): none that takes work now has them";
+      return "waiting for a node with labels " + FormatNodeSelector(*d.selector) + " (" +
+             NodeSelectorFields(*d.selector) + "): none that takes work now has them";
     }
     int64_t room = 0;
     for (const NodeFree& n : view.nodes) {
@@ -202,7 +202,9 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     std::string want = count == 1
                            ? "1 replica with " + Describe(d)
                            : std::to_string(count) + " replicas with " + Describe(d) + " each";
-    if (d.selector != nullptr) want += " on nodes with labels " + FormatNodeLabels(*d.selector);
+    if (d.selector != nullptr) {
+      want += " on nodes with labels " + FormatNodeSelector(*d.selector);
+    }
     std::string have = room == 0 ? "none fits now"
                                  : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
     return "waiting for room for " + want + "; " + have;

@@ -14,8 +14,9 @@
 #include "common/logging.h"
 
 namespace cohort::coordinator {
-bool Selects(const NodeFree& node, const NodeLabels* selector) {
-  return selector == nullptr || (node.labels != nullptr && LabelsMatch(*node.labels, *selector));
+bool Selects(const NodeFree& node, const NodeSelector* selector) {
+  static const NodeLabels kNone;
+  return selector == nullptr || selector->Matches(node.labels != nullptr ? *node.labels : kNone);
 }
 
 namespace {
@@ -109,10 +110,10 @@ bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDem
 
 }  // namespace
 
-const NodeLabels* InternSelector(const NodeLabels& selector) {
+const NodeSelector* InternSelector(const NodeSelector& selector) {
   if (selector.empty()) return nullptr;
   static std::mutex mu;
-  static std::set<NodeLabels>* selectors = new std::set<NodeLabels>();  // never freed
+  static std::set<NodeSelector>* selectors = new std::set<NodeSelector>();  // never freed
   std::lock_guard<std::mutex> lock(mu);
   return &*selectors->insert(selector).first;
 }
@@ -269,7 +270,7 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
-  std::vector<const NodeLabels*> selectors;  // the distinct ones of the gang
+  std::vector<const NodeSelector*> selectors;  // the distinct ones of the gang
   for (const auto& r : replicas) {
     total.gpus += r.gpus;
     total.cpus += r.cpus;
@@ -297,7 +298,7 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
            Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total) &&
            ports_left(n) >= gang_ports &&
            std::all_of(selectors.begin(), selectors.end(),
-                       [&](const NodeLabels* s) { return Selects(n, s); });
+                       [&](const NodeSelector* s) { return Selects(n, s); });
   };
   int best = -1;
   if (order != nullptr) {

@@ -52,9 +52,9 @@
 //    A round that places many jobs (thousands at once on a cluster that just freed up) orders the
 //    nodes by free GPUs and CPUs after kSearchesBeforeNodeOrder searches, so that each further
 //    search costs O(log nodes), not a pass over every node; the placements are the same.
-//  - Node selectors. A replica whose pool gives a node_selector is placed only on nodes whose
-//    labels (NodeFree::labels) include it; the whole gang on one node only where every replica's
-//    selector holds.
+//  - Node selectors. A replica whose pool gives a node_selector or node_affinity is placed only on
+//    nodes whose labels (NodeFree::labels) match them (NodeSelector::Matches); the whole gang on
+//    one node only where every replica's selector holds.
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -78,14 +78,14 @@ struct ReplicaDemand {
   int gpus = 0;
   int cpus = 1;
   int64_t memory_mb = 0;  // 0: not limited
-  // Only nodes with these labels may take it (its pool's node_selector, InternSelector'd, so
-  // that equal selectors are one pointer); nullptr: any node.
-  const NodeLabels* selector = nullptr;
+  // Only nodes whose labels it matches may take it (its pool's node_selector and node_affinity,
+  // InternSelector'd, so that equal selectors are one pointer); nullptr: any node.
+  const NodeSelector* selector = nullptr;
 };
 
-// The one copy of `selector` every demand with those labels points to (never freed: a distinct
+// The one copy of `selector` every demand with that selector points to (never freed: a distinct
 // selector costs a submitted job first); nullptr for an empty one. Thread-safe.
-const NodeLabels* InternSelector(const NodeLabels& selector);
+const NodeSelector* InternSelector(const NodeSelector& selector);
 
 // What is still free on one node this round. The coordinator builds it from node capacity minus
 // every live replica.
@@ -100,8 +100,9 @@ struct NodeFree {
   int port_space = 0;                  // index of its port space in the ClusterView (see "Ports")
 };
 
-// Whether `node` has every label `selector` asks for (nullptr: any node does).
-bool Selects(const NodeFree& node, const NodeLabels* selector);
+// Whether `node`'s labels match `selector` (nullptr: any node does; a node without labels
+// matches only what asks for none to be there: NotIn, DoesNotExist).
+bool Selects(const NodeFree& node, const NodeSelector* selector);
 
 // Free resources of the whole cluster plus the ports in use in each port space; Schedule()
 // consumes from it. A new view has one port space, 0, where every node is until the builder adds

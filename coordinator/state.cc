@@ -177,7 +177,7 @@ bool WithWorkers(const ReplicaRecord& r, int workers) {
 
 ReplicaDemand PoolDemand(const WorkerPoolSpec& pool) {
   const Resources& res = pool.resources;
-  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb, InternSelector(pool.node_selector)};
+  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb, InternSelector(pool.Selector())};
 }
 
 bool InNextPlacement(const JobRecord& job, const ReplicaRecord& r) {

@@ -330,6 +330,52 @@ TEST(JobSpecTest, ANodeSelectorNamesLabelsAsAgentsGiveThem) {
   EXPECT_EQ(FormatNodeLabels({{"zone", "a"}, {"gpu", "h100"}}), "gpu=h100,zone=a");
 }
 
+// node_affinity takes Kubernetes' matchExpressions (In, NotIn, Exists, DoesNotExist); In's values
+// are kept sorted and distinct, the canonical YAML round-trips them, and each mistake is named.
+TEST(JobSpecTest, NodeAffinityTakesKubernetesExpressions) {
+  auto with_affinity = [](const std::string& affinity) {
+    return Minimal("    node_selector: {kind: gpu}\n    node_affinity: " + affinity + "\n");
+  };
+  StatusOr<JobSpec> spec = ParseJobSpec(with_affinity(
+      "[{key: gpu, operator: In, values: [h200, h100, h200]}, {key: zone, operator: NotIn, "
+      "values: [b]}, {key: ib, operator: Exists}, {key: maint, operator: DoesNotExist}]"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const WorkerPoolSpec& pool = spec->pools[0];
+  ASSERT_EQ(pool.node_affinity.size(), 4u);
+  EXPECT_EQ(pool.node_affinity[0].values, (std::vector<std::string>{"h100", "h200"}));
+  EXPECT_EQ(pool.node_affinity[1].op, LabelOp::kNotIn);
+  EXPECT_EQ(pool.node_affinity[2].op, LabelOp::kExists);
+  EXPECT_EQ(pool.node_affinity[3].op, LabelOp::kDoesNotExist);
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  const NodeSelector selector = pool.Selector();
+  EXPECT_EQ(FormatNodeSelector(selector), "kind=gpu,gpu in (h100,h200),zone notin (b),ib,!maint");
+  EXPECT_EQ(NodeSelectorFields(selector), "node_selector, node_affinity");
+  EXPECT_TRUE(selector.Matches({{"kind", "gpu"}, {"gpu", "h200"}, {"ib", "1"}}));
+  EXPECT_FALSE(selector.Matches({{"kind", "gpu"}, {"gpu", "h200"}}));  // no ib
+  EXPECT_FALSE(selector.Matches({{"kind", "gpu"}, {"gpu", "a100"}, {"ib", "1"}}));
+  EXPECT_FALSE(selector.Matches({{"kind", "gpu"}, {"gpu", "h100"}, {"ib", "1"}, {"zone", "b"}}));
+  EXPECT_FALSE(selector.Matches({{"kind", "gpu"}, {"gpu", "h100"}, {"ib", "1"}, {"maint", ""}}));
+  EXPECT_FALSE(selector.Matches({{"gpu", "h100"}, {"ib", "1"}}));  // node_selector's kind
+
+  const std::string at = "worker_pools[0].node_affinity[0]";
+  ExpectError(with_affinity("[{key: gpu, operator: Among, values: [a]}]"),
+              {at + ".operator: unknown operator 'Among' (In, NotIn, Exists or DoesNotExist)"});
+  ExpectError(with_affinity("[{key: gpu, operator: In}]"),
+              {at + ".values: In needs at least one value"});
+  ExpectError(with_affinity("[{key: gpu, operator: Exists, values: [a]}]"),
+              {at + ".values: Exists takes no values"});
+  ExpectError(with_affinity("[{key: -gpu, operator: Exists}]"),
+              {at + ".key: label key '-gpu' is not valid"});
+  ExpectError(with_affinity("[{key: gpu, operator: In, values: [\"h 100\"]}]"),
+              {at + ".values: label value 'h 100' is not valid"});
+  ExpectError(with_affinity("[{operator: Exists}]"), {at + ".key: required"});
+  ExpectError(with_affinity("[{key: gpu}]"), {at + ".operator: required"});
+  ExpectError(with_affinity("[{key: gpu, operator: In, value: [a]}]"), {at, "value"});
+  ExpectError(with_affinity("{key: gpu}"), {"worker_pools[0].node_affinity: expected a list"});
+}
+
 TEST(JobSpecTest, ProgramKindRules) {
   ExpectError("name: j\nworker_pools:\n  - role: chief\n",
               {"worker_pools[0]: needs exactly one of process, container or builtin, got 0"});

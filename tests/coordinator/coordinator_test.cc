@@ -982,6 +982,28 @@ TEST_F(CoordinatorTest, NodeSelectorsPlaceReplicasOnNodesWithTheirLabels) {
             "waiting for room for 1 replica with 1 GPU, 1 CPU on nodes with labels gpu=h100; none "
             "fits now");
 
+  // node_affinity: any GPU but an A100, outside zone b, is node-b's (busy: it waits saying so);
+  // a requirement no node meets is refused at submit, naming it.
+  auto affinity_yaml = [](const std::string& name, const std::string& affinity) {
+    return "name: " + name +
+           "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n    node_affinity: " +
+           affinity + "\n    process: {command: [/bin/train]}\n";
+  };
+  ASSERT_TRUE(Submit(affinity_yaml("not_a100",
+                                   "[{key: gpu, operator: NotIn, values: [a100]}, "
+                                   "{key: zone, operator: DoesNotExist}]"))
+                  .ok());
+  PumpFew();
+  EXPECT_EQ(GetJob("not_a100").message,
+            "waiting for room for 1 replica with 1 GPU, 1 CPU on nodes with labels gpu notin "
+            "(a100),!zone; none fits now");
+  EXPECT_TRUE(agents_["node-a"].inbox.empty()) << "node-a's free GPUs are A100s";
+  refused = Submit(affinity_yaml("ib", "[{key: ib, operator: Exists}]"));
+  EXPECT_NE(refused.message().find("chief pool needs a node with labels ib (node_affinity); none "
+                                   "of 3 nodes has them"),
+            std::string::npos)
+      << refused.ToString();
+
   Message m = Call(wire::ListNodesT{});
   ASSERT_NE(m.As<wire::NodeList>(), nullptr);
   wire::NodeListT nodes;

@@ -9,6 +9,13 @@
 namespace cohort::coordinator {
 namespace {
 
+// The interned selector of a pool with `labels` as its node_selector and `affinity` as its
+// node_affinity.
+const NodeSelector* Wants(const NodeLabels& labels,
+                          const std::vector<LabelRequirement>& affinity = {}) {
+  return InternSelector(NodeSelector{labels, affinity});
+}
+
 NodeFree Node(const std::string& id, int gpus, int cpus = 64, int64_t mem = 0) {
   NodeFree n;
   n.node_id = id;
@@ -56,10 +63,10 @@ TEST(SchedulerTest, GangIsAllOrNothing) {
 // no free node has leaves the gang unplaced; PlaceOne too.
 TEST(SchedulerTest, NodeSelectorsPlaceEachReplicaOnANodeWithItsLabels) {
   const NodeLabels h100{{"gpu", "h100"}}, a100{{"gpu", "a100"}}, cpu{{"kind", "cpu"}};
-  const NodeLabels* wants_h100 = InternSelector({{"gpu", "h100"}});
-  EXPECT_EQ(wants_h100, InternSelector(h100)) << "equal selectors are one pointer";
-  EXPECT_EQ(InternSelector({}), nullptr);
-  const NodeLabels* wants_cpu = InternSelector(cpu);
+  const NodeSelector* wants_h100 = Wants({{"gpu", "h100"}});
+  EXPECT_EQ(wants_h100, Wants(h100)) << "equal selectors are one pointer";
+  EXPECT_EQ(Wants({}), nullptr);
+  const NodeSelector* wants_cpu = Wants(cpu);
   ClusterView view(20000, 20999);
   view.nodes = {Node("big-a100", 8), Node("h100-1", 2), Node("h100-2", 2), Node("cpu", 0)};
   view.nodes[0].labels = &a100;
@@ -92,6 +99,44 @@ TEST(SchedulerTest, NodeSelectorsPlaceEachReplicaOnANodeWithItsLabels) {
   // Without a selector the same replica goes anywhere.
   std::vector<JobRequest> q3 = {Job("any", 1, 2)};
   EXPECT_EQ(s.Schedule(q3, view, 0).placed.size(), 1u);
+}
+
+// node_affinity's expressions: In takes any listed value, NotIn and DoesNotExist also take a node
+// without labels, Exists needs the key, and all of them hold together with node_selector's.
+TEST(SchedulerTest, NodeAffinityExpressionsSelectTheirNodes) {
+  const NodeLabels h100{{"gpu", "h100"}, {"ib", "yes"}}, h200{{"gpu", "h200"}},
+      a100{{"gpu", "a100"}, {"zone", "b"}};
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("h100", 1), Node("h200", 1), Node("a100", 1), Node("bare", 1)};
+  view.nodes[0].labels = &h100;
+  view.nodes[1].labels = &h200;
+  view.nodes[2].labels = &a100;
+  auto selected = [&](const NodeSelector* selector) {
+    std::string out;
+    for (const NodeFree& n : view.nodes) {
+      if (Selects(n, selector)) out += (out.empty() ? "" : ",") + n.node_id;
+    }
+    return out;
+  };
+  using Op = LabelOp;
+  EXPECT_EQ(selected(Wants({}, {{"gpu", Op::kIn, {"h100", "h200"}}})), "h100,h200");
+  EXPECT_EQ(selected(Wants({}, {{"gpu", Op::kNotIn, {"h100", "h200"}}})), "a100,bare");
+  EXPECT_EQ(selected(Wants({}, {{"ib", Op::kExists, {}}})), "h100");
+  EXPECT_EQ(selected(Wants({}, {{"zone", Op::kDoesNotExist, {}}})), "h100,h200,bare");
+  EXPECT_EQ(selected(Wants({{"gpu", "h100"}}, {{"zone", Op::kDoesNotExist, {}}})), "h100");
+  EXPECT_EQ(selected(Wants({}, {{"gpu", Op::kIn, {"h200"}}, {"gpu", Op::kNotIn, {"h200"}}})), "");
+  // A gang of two H100-or-H200 replicas: one on each of those nodes, not on the idle others.
+  JobRequest j = Job("j", 0, 0);
+  const NodeSelector* hopper = Wants({}, {{"gpu", Op::kIn, {"h100", "h200"}}});
+  j.replicas = {{1, 1, 0, hopper}, {1, 1, 0, hopper}};
+  std::vector<JobRequest> q = {j};
+  auto r = Scheduler({}).Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  std::set<std::string> on;
+  for (const auto& slot : r.placed[0].replicas) {
+    on.insert(view.nodes[static_cast<size_t>(slot.node)].node_id);
+  }
+  EXPECT_EQ(on, (std::set<std::string>{"h100", "h200"}));
 }
 
 TEST(SchedulerTest, GpusArePinnedAndNeverUsedTwice) {
@@ -393,8 +438,9 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   std::mt19937 rng(7);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const std::vector<NodeLabels> labels = {{}, {{"gpu", "h100"}}, {{"gpu", "a100"}, {"zone", "b"}}};
-  const std::vector<const NodeLabels*> selectors = {nullptr, InternSelector({{"gpu", "h100"}}),
-                                                    InternSelector({{"zone", "b"}})};
+  const std::vector<const NodeSelector*> selectors = {
+      nullptr, Wants({{"gpu", "h100"}}), Wants({{"zone", "b"}}),
+      Wants({}, {{"gpu", LabelOp::kNotIn, {"a100"}}, {"zone", LabelOp::kDoesNotExist, {}}})};
   ClusterView view(30000, 30011);  // 12 ports a host
   for (int n = 0; n < 400; ++n) {
     NodeFree node = Node("n" + std::to_string(n), pick(0, 8), pick(2, 64),
@@ -415,7 +461,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
     for (int r = 0; r < replicas; ++r) {
       job.replicas.push_back(
           {pick(0, 8), pick(1, 16), pick(0, 1) * 1000 * pick(1, 64),
-           pick(0, 3) == 0 ? selectors[static_cast<size_t>(pick(1, 2))] : nullptr});
+           pick(0, 3) == 0 ? selectors[static_cast<size_t>(pick(1, 3))] : nullptr});
     }
     job.needs_shared_storage = pick(0, 9) == 0;
     q.push_back(std::move(job));
@@ -425,9 +471,9 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   ASSERT_GT(round.searches, 10 * Scheduler::kSearchesBeforeNodeOrder);
 
   std::vector<JobPlacement> expected;
-  std::set<std::pair<std::vector<std::tuple<int, int, int64_t, const NodeLabels*>>, bool>> failed;
+  std::set<std::pair<std::vector<std::tuple<int, int, int64_t, const NodeSelector*>>, bool>> failed;
   for (size_t i = 0; i < q.size(); ++i) {
-    std::vector<std::tuple<int, int, int64_t, const NodeLabels*>> shape;
+    std::vector<std::tuple<int, int, int64_t, const NodeSelector*>> shape;
     for (const auto& d : q[i].replicas) shape.emplace_back(d.gpus, d.cpus, d.memory_mb, d.selector);
     if (failed.count({shape, q[i].needs_shared_storage})) continue;
     auto slots = Scheduler::PlaceGang(q[i].replicas, reference, q[i].needs_shared_storage);
@@ -457,7 +503,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
       EXPECT_EQ(a.replicas[r].gpus, b.replicas[r].gpus);
       EXPECT_EQ(a.replicas[r].port, b.replicas[r].port);
       nodes.insert(a.replicas[r].node);
-      const NodeLabels* selector = q[a.request].replicas[r].selector;
+      const NodeSelector* selector = q[a.request].replicas[r].selector;
       EXPECT_TRUE(Selects(view.nodes[static_cast<size_t>(a.replicas[r].node)], selector))
           << q[a.request].name << " replica " << r;
       selected += selector != nullptr;
