@@ -153,16 +153,23 @@ std::string SpecFileHelp(const std::string& text) { return text + kSpecFileExit;
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
       {"submit",
-       {{"--wait", false, ""}, {"--replica", true, ""}, {"--all", false, ""}, {"--name", true, ""}},
-       "submit FILE [--name N] [--wait [--replica R|--all]]",
+       {{"--wait", false, ""},
+        {"--replica", true, ""},
+        {"--all", false, ""},
+        {"--name", true, ""},
+        {"--after", true, ""}},
+       "submit FILE [--name N] [--after JOB,...] [--wait [--replica R|--all]]",
        "validate and submit a job file; prints the job name",
-       SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--wait [--replica ROLE-INDEX | --all]]
+       SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[,JOB...]]
+                    [--wait [--replica ROLE-INDEX | --all]]
 
 Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout (with
 `name_prefix:` in the file, the name the coordinator generated: the prefix, '-' and 8 letters
 and digits). FILE may be - for standard input.
   --name N  the job's name instead of the file's name or name_prefix
             ([A-Za-z][A-Za-z0-9_-]{0,127})
+  --after JOB[,JOB...]   run it once each of these jobs has SUCCEEDED (added to the file's
+            scheduling.after; Slurm's --dependency=afterok); it fails if one ends otherwise
   --wait    show the job live on stderr until it ends, as `cohort watch` does (elapsed time,
             state, replicas, events such as restarts and their causes, the chief's output);
             exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED

@@ -77,15 +77,38 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
 int Submit(const ParsedArgs& args, const Context& ctx) {
   std::vector<std::string> warnings;
   std::function<StatusOr<std::string>(const std::string&)> rename;
+  std::string name;
   if (args.Has("--name")) {
-    const std::string name = args.Get("--name");
+    name = args.Get("--name");
     if (!IsValidJobName(name)) {
       return UsageError(ctx.err, "submit",
                         "--name: '" + name +
                             "' is not a valid job name (must match "
                             "[A-Za-z][A-Za-z0-9_-]{0,127})");
     }
-    rename = [name](const std::string& text) { return WithJobName(text, name); };
+  }
+  std::vector<std::string> after;
+  if (args.Has("--after")) {
+    std::istringstream list(args.Get("--after"));
+    for (std::string job; std::getline(list, job, ',');) {
+      if (!IsValidJobName(job)) {
+        return UsageError(ctx.err, "submit",
+                          "--after: '" + job + "' is not a job name (give JOB[,JOB...])");
+      }
+      after.push_back(job);
+    }
+  }
+  if (!name.empty() || !after.empty()) {
+    rename = [name, after](const std::string& text) -> StatusOr<std::string> {
+      std::string out = text;
+      if (!name.empty()) {
+        COHORT_ASSIGN_OR_RETURN(out, WithJobName(out, name));
+      }
+      if (!after.empty()) {
+        COHORT_ASSIGN_OR_RETURN(out, WithAfter(out, after));
+      }
+      return out;
+    };
   }
   return SubmitSpecFile<JobSpec, std::string>(
       args, ctx, "submit", "job", ParseJobSpec,

@@ -498,6 +498,26 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("scheduling.finish_grace: must be in 0s..1h, got " +
                            std::to_string(s.finish_grace.count()) + "ms");
   }
+  if (s.after.size() > kMaxAfterJobs) {
+    return InvalidArgument("scheduling.after: at most " + std::to_string(kMaxAfterJobs) +
+                           " jobs, got " + std::to_string(s.after.size()));
+  }
+  for (size_t i = 0; i < s.after.size(); ++i) {
+    const std::string& name = s.after[i];
+    if (!IsValidJobName(name)) {
+      return InvalidArgument("scheduling.after[" + std::to_string(i) + "]: " + Quoted(name) +
+                             " is not a job name ([A-Za-z][A-Za-z0-9_-]{0,127})");
+    }
+    if (std::find(s.after.begin(), s.after.begin() + static_cast<std::ptrdiff_t>(i), name) !=
+        s.after.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return InvalidArgument("scheduling.after[" + std::to_string(i) + "]: job " + name +
+                             " is named twice");
+    }
+    if (name == spec.name) {
+      return InvalidArgument("scheduling.after[" + std::to_string(i) +
+                             "]: a job cannot run after itself");
+    }
+  }
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +
                            std::to_string(kMaxRestarts) + ", got " +

@@ -155,6 +155,7 @@ std::string_view HangActionName(HangAction action);  // "restart", "fail"
 inline constexpr std::chrono::milliseconds kDefaultFinishGrace{30'000};
 // The longest scheduling.finish_grace a spec may ask for.
 inline constexpr std::chrono::milliseconds kMaxFinishGrace{3'600'000};
+inline constexpr size_t kMaxAfterJobs = 32;
 
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
@@ -173,6 +174,9 @@ struct SchedulingSpec {
   // writing its own outputs) before they are stopped. Parameter servers, reducers and evaluators
   // serve the workers: they are stopped once no worker runs. 0: every replica is stopped at once.
   std::chrono::milliseconds finish_grace = kDefaultFinishGrace;
+  // The jobs it runs after (Slurm's --dependency=afterok): it is placed only once each of them
+  // has SUCCEEDED, and FAILS when one ends otherwise. Distinct job names, in the order given.
+  std::vector<std::string> after;
 
   bool operator==(const SchedulingSpec&) const = default;
 };
@@ -210,6 +214,10 @@ inline constexpr size_t kMaxNamePrefixLength = 119;
 // The job file's YAML text with its name set to `name` (a name_prefix removed): `cohort submit
 // --name`. kInvalidArgument when the text is not a YAML map.
 StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name);
+// The job file's YAML text with `after` added to its scheduling.after (those it names already
+// first): `cohort submit --after`. kInvalidArgument when the text is not a YAML map, or its
+// scheduling or scheduling.after is of another kind.
+StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<std::string>& after);
 // Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
 bool IsValidSchedulingName(std::string_view name);
 // "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.

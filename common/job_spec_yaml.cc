@@ -176,7 +176,7 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
-                  "hang_timeout", "progress", "hang_action", "finish_grace"}));
+                  "hang_timeout", "progress", "hang_action", "finish_grace", "after"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -225,6 +225,9 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
   if (Reader::Has(node, "hang_action")) {
     COHORT_ASSIGN_OR_RETURN(s.hang_action, r.Enum(node["hang_action"], path + ".hang_action",
                                                   kHangActionNames, "hang action"));
+  }
+  if (Reader::Has(node, "after")) {
+    COHORT_ASSIGN_OR_RETURN(s.after, r.StringList(node["after"], path + ".after"));
   }
   return s;
 }
@@ -309,6 +312,33 @@ StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) 
   if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
   root.remove("name_prefix");
   root["name"] = std::string(name);
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str());
+}
+
+StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<std::string>& after) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+    if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
+    if (root["scheduling"] && !root["scheduling"].IsMap()) {
+      return InvalidArgument("the job file's scheduling is not a YAML map of keys");
+    }
+    std::vector<std::string> names;
+    const YAML::Node listed = root["scheduling"]["after"];
+    if (listed && listed.IsSequence()) {
+      for (const auto& n : listed) names.push_back(n.Scalar());
+    } else if (listed && !listed.IsNull()) {
+      return InvalidArgument("the job file's scheduling.after is not a list");
+    }
+    for (const std::string& name : after) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    root["scheduling"]["after"] = names;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("the job file is not valid YAML: ") + e.what());
+  }
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str());
@@ -410,6 +440,11 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       << std::string(ProgressSourceName(spec.scheduling.progress));
   out << YAML::Key << "hang_action" << YAML::Value
       << std::string(HangActionName(spec.scheduling.hang_action));
+  if (!spec.scheduling.after.empty()) {
+    out << YAML::Key << "after" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& name : spec.scheduling.after) out << name;
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
   out << YAML::EndMap;
   std::string text = out.c_str();

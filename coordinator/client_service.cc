@@ -118,6 +118,10 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     Reply(m, EncodeError(id, known.WithContext("submitted job")));
     return;
   }
+  if (Status after = jobs_.CheckAfter(*spec); !after.ok()) {
+    Reply(m, EncodeError(id, after.WithContext("submitted job")));
+    return;
+  }
   if (now_ms >= options_.fit_check_from_ms) {
     Status fits = idle_cluster_.Check(*spec, nodes_, options_.port_min, options_.port_max);
     if (!fits.ok()) {

@@ -62,6 +62,14 @@ void JobController::FinishRestore(int64_t now_ms) {
     for (const auto* r : failed) held_[name].push_back(Held{r->name, r->attempt, now_ms});
   }
   std::sort(active_.begin(), active_.end());
+  // Once every job is known: what each unfinished one waits for (a failure ends it, in turn).
+  std::vector<JobRecord*> after;
+  for (const auto& [seq, job] : active_) {
+    if (!job->spec.scheduling.after.empty()) after.push_back(job);
+  }
+  for (JobRecord* job : after) {
+    if (!job->finished()) WaitForAfter(*job, now_ms);
+  }
 }
 
 // ---- events ---------------------------------------------------------------------------------
@@ -87,8 +95,97 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
   jobs_[raw->name] = std::move(job);
   active_.emplace_back(raw->seq, raw);  // the largest seq yet: the order holds
   AddEvent(*raw, "submitted (" + std::to_string(raw->replicas.size()) + " replicas)", now_ms);
+  WaitForAfter(*raw, now_ms);
   schedule_needed_ = true;
   return *raw;
+}
+
+// ---- dependencies ---------------------------------------------------------------------------
+
+Status JobController::CheckAfter(const JobSpec& spec) const {
+  for (const std::string& name : spec.scheduling.after) {
+    const JobRecord* dep = FindJob(name);
+    if (dep == nullptr) return NotFound("scheduling.after: no job named '" + name + "'");
+    if (dep->state == JobState::CANCELLING ||
+        (dep->finished() && dep->state != JobState::SUCCEEDED)) {
+      return FailedPrecondition("scheduling.after: job " + name + " is " +
+                                wire::EnumNameJobState(dep->state) +
+                                ": a job to run after its success would never run");
+    }
+  }
+  return Status::Ok();
+}
+
+void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
+  std::set<std::string> pending;
+  for (const std::string& name : job.spec.scheduling.after) {
+    const JobRecord* dep = FindJob(name);
+    if (dep == nullptr || dep->state == JobState::SUCCEEDED) continue;  // gone: it succeeded
+    if (dep->finished()) {
+      FinishJob(job, JobState::FAILED,
+                "job " + name + ", which it runs after (scheduling.after), ended " +
+                    wire::EnumNameJobState(dep->state),
+                now_ms);
+      return;
+    }
+    pending.insert(name);
+    dependents_[name].push_back(job.name);
+  }
+  if (pending.empty()) return;
+  waiting_on_[job.name] = std::move(pending);
+  job.waits_for_jobs = true;
+  if (job.state == JobState::QUEUED) job.message = AfterWaitMessage(job);
+  MarkDirty(job);
+}
+
+std::string JobController::AfterWaitMessage(const JobRecord& job) const {
+  auto it = waiting_on_.find(job.name);
+  if (it == waiting_on_.end()) return "";
+  std::string names;
+  for (const std::string& name : job.spec.scheduling.after) {  // in the order the spec gives
+    if (it->second.count(name)) names += (names.empty() ? "" : ", ") + name;
+  }
+  return std::string("waiting for job") + (it->second.size() == 1 ? " " : "s ") + names +
+         " to succeed (scheduling.after)";
+}
+
+void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
+  waiting_on_.erase(dep.name);
+  auto it = dependents_.find(dep.name);
+  if (it == dependents_.end()) return;
+  const std::vector<std::string> names = std::move(it->second);
+  dependents_.erase(it);
+  for (const std::string& name : names) {
+    JobRecord* job = FindJob(name);
+    auto waits = waiting_on_.find(name);
+    if (job == nullptr || job->finished() || waits == waiting_on_.end() ||
+        waits->second.erase(dep.name) == 0) {
+      continue;
+    }
+    if (dep.state != JobState::SUCCEEDED) {
+      waiting_on_.erase(waits);
+      job->waits_for_jobs = false;
+      FinishJob(*job, JobState::FAILED,
+                "job " + dep.name + ", which it runs after (scheduling.after), ended " +
+                    wire::EnumNameJobState(dep.state),
+                now_ms);
+      continue;
+    }
+    const bool last = waits->second.empty();
+    AddEvent(*job,
+             "job " + dep.name + " succeeded (scheduling.after)" +
+                 (last ? ": it may run now" : "; " + AfterWaitMessage(*job)),
+             now_ms);
+    if (last) {
+      waiting_on_.erase(waits);
+      job->waits_for_jobs = false;
+      if (job->state == JobState::QUEUED) job->message = "waiting for resources";
+      schedule_needed_ = true;
+    } else if (job->state == JobState::QUEUED) {
+      job->message = AfterWaitMessage(*job);
+    }
+    MarkDirty(*job);
+  }
 }
 
 void JobController::Cancel(JobRecord& job, const std::string& reason, int64_t now_ms) {
@@ -551,7 +648,7 @@ Status JobController::Resume(JobRecord& job, const std::string& reason, int64_t 
   const int64_t suspended = std::max<int64_t>(0, now_ms - job.queued_since_ms);
   job.suspended_ms += suspended;
   job.state = JobState::QUEUED;
-  job.message = reason + ": waiting for resources";
+  job.message = job.waits_for_jobs ? AfterWaitMessage(job) : reason + ": waiting for resources";
   job.queued_since_ms = now_ms;
   AddEvent(job, reason + ": back in the queue after " + FormatDuration(suspended) + " suspended",
            now_ms);
@@ -615,7 +712,7 @@ void JobController::FinishJob(JobRecord& job, JobState state, const std::string&
   EraseActive(job.seq);
   if (AnyHolding(job)) ended_holding_.insert(job.name);
   MarkDirty(job);
-  Ended(job);
+  Ended(job, now_ms);
 }
 
 bool JobController::Finishing(const ReplicaRecord& r) {
@@ -657,7 +754,7 @@ void JobController::MaybeFinishCancel(JobRecord& job, int64_t now_ms) {
   AddEvent(job, "CANCELLED: every replica stopped", now_ms);
   EraseActive(job.seq);
   MarkDirty(job);
-  Ended(job);
+  Ended(job, now_ms);
 }
 
 void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
@@ -673,7 +770,10 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
   AddEvent(job, "running: all " + std::to_string(running) + " replicas running", now_ms);
 }
 
-void JobController::Ended(JobRecord& job) { commands_.ended.push_back(job.name); }
+void JobController::Ended(JobRecord& job, int64_t now_ms) {
+  commands_.ended.push_back(job.name);
+  ReleaseAfter(job, now_ms);
+}
 
 // ---- placement ------------------------------------------------------------------------------
 

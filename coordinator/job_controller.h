@@ -52,6 +52,14 @@
 // nor usage. Cancel works on a suspended job as on any other. Stored: a coordinator restart keeps
 // a job suspended.
 //
+// Dependencies (scheduling.after, Slurm's --dependency=afterok). A job submitted to run after
+// others (each known and not ended otherwise than SUCCEEDED: CheckAfter) stays QUEUED, outside
+// every scheduling round (JobRecord::waits_for_jobs; so it holds no place in its queue's
+// reservation either), until each of them has SUCCEEDED; an event says when each does. When one
+// ends FAILED or CANCELLED the job FAILS at once, naming it, and so in turn do the jobs after it.
+// Derived from the jobs at every start: a job named there that is gone was deleted after it
+// ended, and only a success leaves a job waiting on it, so it counts as SUCCEEDED.
+//
 // Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
 // died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
 // permanent-looking end (exit 1, 2, ...) of a replica in a job of several replicas is not judged
@@ -190,7 +198,11 @@ class JobController {
   void FinishRestore(int64_t now_ms);
 
   // ---- events
-  // A new job, QUEUED. The name must be free (callers check with FindJob).
+  // Whether `spec`'s scheduling.after may be waited for (see "Dependencies"): kNotFound for a job
+  // not known, kFailedPrecondition for one that ended otherwise than SUCCEEDED or is cancelling.
+  Status CheckAfter(const JobSpec& spec) const;
+  // A new job, QUEUED. The name must be free (callers check with FindJob), and its
+  // scheduling.after checked (CheckAfter).
   JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
   // CANCELLING, then CANCELLED once nothing of it holds resources. A SUCCEEDED job whose ranks
   // are still finishing (scheduling.finish_grace) stays SUCCEEDED; they are stopped now. Any
@@ -412,7 +424,15 @@ class JobController {
   void ReplaceEvent(JobRecord& job, int64_t time_ms, const std::string& prefix,
                     const std::string& message);
   void MarkDirty(JobRecord& job) { dirty_.insert(job.name); }
-  void Ended(JobRecord& job);
+  // `job` reached a final state: studies hear of it, and the jobs that run after it go on or fail.
+  void Ended(JobRecord& job, int64_t now_ms);
+  // See "Dependencies": `job` waits for the jobs of its scheduling.after not SUCCEEDED yet, or
+  // fails when one ended otherwise.
+  void WaitForAfter(JobRecord& job, int64_t now_ms);
+  // `dep` ended: the jobs waiting for it go on (it SUCCEEDED) or fail.
+  void ReleaseAfter(const JobRecord& dep, int64_t now_ms);
+  // "waiting for job a to succeed (scheduling.after)" for the jobs `job` still waits for.
+  std::string AfterWaitMessage(const JobRecord& job) const;
   bool NeedsSharedStorage(const std::string& output_dir) const;
 
   JobControllerOptions options_;
@@ -446,6 +466,10 @@ class JobController {
   ShapeTable shapes_;  // every job's demands, interned (JobRecord::shape_id)
   std::map<std::string, std::vector<std::string>> preempted_for_;  // preemptor -> its victims
   std::set<std::string> preempting_;  // jobs whose replicas are being stopped by a preemption
+  // See "Dependencies": job -> the jobs of its scheduling.after it still waits for; and job ->
+  // the jobs that may wait for it (names no longer waiting are skipped when it ends).
+  std::map<std::string, std::set<std::string>> waiting_on_;
+  std::map<std::string, std::vector<std::string>> dependents_;
   uint64_t next_seq_ = 1;
   ControllerCommands commands_;
   std::set<std::string> dirty_;

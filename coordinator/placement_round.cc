@@ -163,7 +163,7 @@ JobRequest RequestOf(const JobController& jobs, const JobRecord& job, int64_t no
 // here, for what it holds (accounted in `view` and `usage` on the way) and what it asks.
 struct RoundJobs {
   std::vector<JobRecord*> live;      // PENDING or RUNNING, in submit order
-  std::vector<JobRecord*> queued;    // QUEUED, in submit order
+  std::vector<JobRecord*> queued;    // QUEUED (not waiting for other jobs), in submit order
   std::vector<JobRequest> requests;  // queued[i] asks requests[i] (with `with_requests`)
   // Queued jobs held by a fence (FencedReplica), nothing else of theirs holding resources.
   std::vector<JobRecord*> fenced;
@@ -189,7 +189,7 @@ RoundJobs WalkJobs(JobController& jobs, const QueueConfig& queues, ClusterView& 
     if (live || job->may_hold) AccountHeld(*job, live, queues, view, node_index, usage);
     if (live) {
       out.live.push_back(job);
-    } else if (job->state == JobState::QUEUED) {
+    } else if (job->state == JobState::QUEUED && !job->waits_for_jobs) {
       out.queued.push_back(job);
       if (with_requests) {
         out.requests.push_back(RequestOf(jobs, *job, now_ms));

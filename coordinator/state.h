@@ -86,6 +86,9 @@ struct alignas(64) JobRecord {
   bool may_hold = false;
   // Its worker pool is elastic (JobSpec::MinWorkers). Derived, not stored.
   bool elastic = false;
+  // Some job of its scheduling.after has not SUCCEEDED yet: no round considers it
+  // (coordinator/job_controller.h, "Dependencies"). Derived, not stored.
+  bool waits_for_jobs = false;
   // WaitingReasonHash(waiting_reason), kept among the fields a round reads anyway: a round that
   // finds a queued job's reason unchanged (most jobs, most rounds) compares this, not the text.
   size_t waiting_reason_hash = 0;

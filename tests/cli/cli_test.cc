@@ -432,7 +432,30 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_EQ(resumed.out.rfind("job cli_job_two: QUEUED", 0), 0u) << resumed.out;
   EXPECT_EQ(run({"suspend"}).exit_code, kExitUsage);
   EXPECT_EQ(run({"resume", "no-such-job"}).exit_code, kExitUsage);
+  // --after: the third job waits for the second to succeed, and fails when it is cancelled.
+  ct::WriteFile(cluster.scratch("job3.yaml"),
+                "name: cli_job_three\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "    resources: {cpus: 1}\n    process: {command: [/bin/true]}\n");
+  CliResult third = run({"submit", cluster.scratch("job3.yaml"), "--after", "cli_job_two," + name});
+  ASSERT_EQ(third.exit_code, kExitOk) << third.err;
+  json waiting = json::parse(run({"status", "cli_job_three", "--json"}).out, nullptr, false);
+  EXPECT_EQ(waiting["message"],
+            "waiting for jobs cli_job_two, " + name + " to succeed (scheduling.after)")
+      << waiting;
+  EXPECT_EQ(run({"submit", cluster.scratch("job3.yaml"), "--after", "no such"}).exit_code,
+            kExitUsage);
+  CliResult stray = run(
+      {"submit", cluster.scratch("job3.yaml"), "--name", "cli_job_four", "--after", "no-such-job"});
+  EXPECT_EQ(stray.exit_code, kExitUsage);
+  EXPECT_NE(stray.err.find("scheduling.after: no job named 'no-such-job'"), std::string::npos)
+      << stray.err;
   ASSERT_EQ(run({"cancel", "cli_job_two"}).exit_code, kExitOk);
+  json failed = json::parse(run({"status", "cli_job_three", "--json"}).out, nullptr, false);
+  EXPECT_EQ(failed["state"], "FAILED") << failed;
+  EXPECT_EQ(failed["message"],
+            "job cli_job_two, which it runs after (scheduling.after), ended "
+            "CANCELLED")
+      << failed;
   CliResult ended = run({"suspend", "cli_job_two"});
   EXPECT_EQ(ended.exit_code, kExitUsage);
   EXPECT_NE(ended.err.find("job cli_job_two is CANCELLED: only a job queued or running can be "

@@ -376,6 +376,36 @@ TEST(JobSpecTest, NodeAffinityTakesKubernetesExpressions) {
   ExpectError(with_affinity("{key: gpu}"), {"worker_pools[0].node_affinity: expected a list"});
 }
 
+// scheduling.after names the jobs to run after: distinct job names, kept in order, round-tripped.
+TEST(JobSpecTest, SchedulingAfterNamesJobs) {
+  auto with_after = [](const std::string& after) {
+    return "name: eval\nworker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n"
+           "scheduling: {after: " +
+           after + "}\n";
+  };
+  StatusOr<JobSpec> spec = ParseJobSpec(with_after("[train, prep]"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.after, (std::vector<std::string>{"train", "prep"}));
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  ExpectError(with_after("[train, train]"), {"scheduling.after[1]: job train is named twice"});
+  ExpectError(with_after("[eval]"), {"scheduling.after[0]: a job cannot run after itself"});
+  ExpectError(with_after("[\"9lives\"]"), {"scheduling.after[0]: '9lives' is not a job name"});
+  ExpectError(with_after("train"), {"scheduling.after", "expected a list"});
+
+  // `cohort submit --after`: added after the file's own, each once.
+  StatusOr<std::string> more = WithAfter(with_after("[train]"), {"prep", "train"});
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  EXPECT_EQ(ParseJobSpec(*more)->scheduling.after, (std::vector<std::string>{"train", "prep"}));
+  StatusOr<std::string> fresh = WithAfter(Minimal(), {"prep"});
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(ParseJobSpec(*fresh)->scheduling.after, std::vector<std::string>{"prep"});
+  EXPECT_EQ(WithAfter("[1, 2]", {"prep"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WithAfter(Minimal() + "scheduling: [a]\n", {"prep"}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(JobSpecTest, ProgramKindRules) {
   ExpectError("name: j\nworker_pools:\n  - role: chief\n",
               {"worker_pools[0]: needs exactly one of process, container or builtin, got 0"});

@@ -1449,6 +1449,47 @@ TEST_F(CoordinatorTest, ASuspendedJobGivesItsRoomAwayAndRunsAgainOnceResumed) {
   EXPECT_EQ(refused.ErrorStatus().code(), StatusCode::kFailedPrecondition);
 }
 
+// scheduling.after through the coordinator's loop: a job after another is not placed while that
+// one runs, though there is room, nor after a coordinator restart; once it succeeds the job is
+// placed. A job after one unknown or failed is refused at submit, naming it.
+TEST_F(CoordinatorTest, AJobAfterAnotherIsPlacedOnceThatOneSucceeds) {
+  AddAgent("node-a", 2);
+  auto job = [](const std::string& name, const std::string& after) {
+    return "name: " + name +
+           "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+           "    process: {command: [/bin/train]}\n" +
+           (after.empty() ? "" : "scheduling: {after: [" + after + "]}\n");
+  };
+  ASSERT_TRUE(Submit(job("train", "")).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunchList());
+  ASSERT_TRUE(Submit(job("eval", "train")).ok());
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed before train ended";
+  EXPECT_EQ(GetJob("eval").message, "waiting for job train to succeed (scheduling.after)");
+  Status unknown = Submit(job("stray", "nobody"));
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.message().find("scheduling.after: no job named 'nobody'"), std::string::npos)
+      << unknown.ToString();
+
+  Restart();
+  Register("node-a", 2, {StatusOf("train", "chief-0", 0, ReplicaState::RUNNING)});
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed before train ended, after a restart";
+  Report("node-a", "train", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].second.job, "eval");
+  EXPECT_TRUE(HasEvent(GetJob("eval"), "job train succeeded (scheduling.after): it may run now"));
+  Report("node-a", "eval", "chief-0", 0, ReplicaState::FAILED, 2);
+  PumpFew();
+  Status failed_before = Submit(job("report", "eval"));
+  EXPECT_EQ(failed_before.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(failed_before.message().find("job eval is FAILED"), std::string::npos)
+      << failed_before.ToString();
+}
+
 class ElasticTest : public CoordinatorTest {
  protected:
   static std::string ElasticYaml(const std::string& name, int workers, int min_workers) {

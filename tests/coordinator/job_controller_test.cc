@@ -955,6 +955,85 @@ TEST_F(JobControllerTest, PreemptionRequeuesTheJobWithoutSpendingARestartOrOpeni
   EXPECT_NE(job.state, JobState::FAILED);
 }
 
+// scheduling.after: a job waits, saying for what, until each job it runs after has succeeded
+// (an event each), then is placed as any; when one fails instead it fails too, naming it, and so
+// does the job after it. A job that ended otherwise than SUCCEEDED cannot be waited for.
+TEST_F(JobControllerTest, AJobRunsAfterTheJobsItNamesSucceedAndFailsWhenOneFails) {
+  JobRecord& prep = Start("prep", 0, false, 0, {"a"});
+  JobRecord& train = Start("train", 0, false, 0, {"b"});
+  auto submit = [&](const std::string& name, const std::string& after) -> JobRecord& {
+    const std::string yaml = "name: " + name +
+                             "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+                             "    process: {command: [/bin/eval]}\nscheduling: {after: " +
+                             after + "}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    EXPECT_TRUE(jobs_.CheckAfter(*spec).ok()) << jobs_.CheckAfter(*spec).ToString();
+    return jobs_.Submit(std::move(*spec), yaml, now_);
+  };
+  JobRecord& eval = submit("eval", "[prep, train]");
+  EXPECT_TRUE(eval.waits_for_jobs);
+  EXPECT_EQ(eval.message, "waiting for jobs prep, train to succeed (scheduling.after)");
+  JobRecord& report = submit("report", "[eval]");
+  EXPECT_EQ(report.message, "waiting for job eval to succeed (scheduling.after)");
+  jobs_.TakeScheduleNeeded();
+
+  Report(prep, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_TRUE(eval.waits_for_jobs);
+  EXPECT_EQ(eval.events.back().message,
+            "job prep succeeded (scheduling.after); waiting for job train to succeed "
+            "(scheduling.after)");
+  EXPECT_EQ(eval.message, "waiting for job train to succeed (scheduling.after)");
+  Report(train, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_FALSE(eval.waits_for_jobs);
+  EXPECT_EQ(eval.events.back().message, "job train succeeded (scheduling.after): it may run now");
+  EXPECT_EQ(eval.message, "waiting for resources");
+  EXPECT_TRUE(jobs_.TakeScheduleNeeded());
+  EXPECT_TRUE(report.waits_for_jobs);
+
+  // eval runs and fails for good: report, after it, fails as well.
+  jobs_.PlaceJob(eval, {{"a", {0}, 30100}}, 29100, 29101, now_);
+  Report(eval, "chief-0", ReplicaState::RUNNING);
+  Report(eval, "chief-0", ReplicaState::FAILED, 2);
+  EXPECT_EQ(eval.state, JobState::FAILED);
+  EXPECT_EQ(report.state, JobState::FAILED);
+  EXPECT_EQ(report.message, "job eval, which it runs after (scheduling.after), ended FAILED");
+
+  auto refused = ParseJobSpec(
+      "name: late\nworker_pools:\n  - role: chief\n    process: {command: [/bin/x]}\n"
+      "scheduling: {after: [eval]}\n",
+      "test job");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(jobs_.CheckAfter(*refused).code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(jobs_.CheckAfter(*refused).message().find("job eval is FAILED"), std::string::npos);
+  refused->scheduling.after = {"nobody"};
+  EXPECT_EQ(jobs_.CheckAfter(*refused).code(), StatusCode::kNotFound);
+}
+
+// After a coordinator restart what a job waits for is read from the jobs again; a job it waits
+// for that is gone was deleted after its success.
+TEST_F(JobControllerTest, WhatAJobWaitsForIsFoundAgainAfterARestart) {
+  JobRecord& first = Start("first", 0, false, 0, {"a"});
+  const std::string yaml =
+      "name: second\nworker_pools:\n  - role: chief\n    process: {command: [/bin/x]}\n"
+      "scheduling: {after: [first, gone]}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok());
+  JobRecord second_before = jobs_.Submit(std::move(*spec), yaml, now_);
+  JobRecord first_before = first;
+  JobController again(Options(), &health_);
+  again.Restore(first_before);
+  again.Restore(second_before);
+  again.FinishRestore(now_);
+  JobRecord& second = *again.FindJob("second");
+  EXPECT_TRUE(second.waits_for_jobs);
+  JobRecord& first_again = *again.FindJob("first");
+  again.ApplyReplicaStatus(first_again, first_again.replicas[0], ReplicaState::SUCCEEDED, 0, 0, "",
+                           now_);
+  EXPECT_FALSE(second.waits_for_jobs);
+  EXPECT_EQ(second.state, JobState::QUEUED);
+}
+
 // `cohort suspend`: the replicas stop as a preemption stops them, and whatever they do then is no
 // failure; the job stays SUSPENDED, outside the timeout, until resumed; then it is queued and
 // placed as a new attempt of every replica, having spent nothing. Asking twice changes nothing.
