@@ -646,7 +646,7 @@ Status JobController::Resume(JobRecord& job, const std::string& reason, int64_t 
   }
   if (job.state != JobState::SUSPENDED) return Status::Ok();
   const int64_t suspended = std::max<int64_t>(0, now_ms - job.queued_since_ms);
-  job.suspended_ms += suspended;
+  if (job.start_time_ms > 0) job.suspended_ms += suspended;  // before its start nothing counts
   job.state = JobState::QUEUED;
   job.message = job.waits_for_jobs ? AfterWaitMessage(job) : reason + ": waiting for resources";
   job.queued_since_ms = now_ms;

@@ -110,9 +110,9 @@ struct alignas(64) JobRecord {
   int64_t create_time_ms = 0;
   // First placement; the scheduling timeout counts from here (less suspended_ms).
   int64_t start_time_ms = 0;
-  // Time spent SUSPENDED before the latest resume (coordinator/job_controller.h, "Suspension"):
-  // not counted by the scheduling timeout nor by usage. While SUSPENDED, queued_since_ms is when
-  // the suspension began.
+  // Time spent SUSPENDED after its first placement, before the latest resume
+  // (coordinator/job_controller.h, "Suspension"): not counted by the scheduling timeout nor by
+  // usage. While SUSPENDED, queued_since_ms is when the suspension began.
   int64_t suspended_ms = 0;
   int64_t end_time_ms = 0;
   int restarts = 0;

@@ -1104,6 +1104,11 @@ TEST_F(JobControllerTest, AQueuedJobIsSuspendedAtOnceAndAnEndedOneIsRefused) {
   EXPECT_EQ(job.events.back().message, "suspended (no restart spent)");
   EXPECT_TRUE(StopsSent().empty());
   EXPECT_FALSE(JobController::AnyHolding(job));
+  // Time suspended before its first placement is no part of its run.
+  Advance(60'000);
+  ASSERT_TRUE(jobs_.Resume(job, "resumed", now_).ok());
+  EXPECT_EQ(job.suspended_ms, 0);
+  ASSERT_TRUE(jobs_.Suspend(job, "suspended", now_).ok());
   jobs_.Cancel(job, "cancel requested", now_);
   EXPECT_EQ(job.state, JobState::CANCELLED);
   for (bool resume : {false, true}) {
