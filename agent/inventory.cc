@@ -43,7 +43,14 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
   for (const GpuDevice& g : gpus) {
     if (g.model != model) return;  // several models: none names the node
   }
-  labels->emplace("nvidia.com/gpu.product", ToNodeLabelValue(model));
+  auto add = [&](const char* key, const std::string& value) {
+    if (labels->size() < kMaxNodeLabels) labels->emplace(key, value);
+  };
+  add("nvidia.com/gpu.product", ToNodeLabelValue(model));
+  add("nvidia.com/gpu.count", std::to_string(gpus.size()));
+  if (gpus.front().memory_mb > 0) {
+    add("nvidia.com/gpu.memory", std::to_string(gpus.front().memory_mb));
+  }
 }
 
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {

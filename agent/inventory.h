@@ -32,11 +32,12 @@ struct NodeInventory {
 inline constexpr char kDeclaredGpuModel[] = "declared";
 // N fake devices 0..N-1 of model kDeclaredGpuModel.
 std::vector<GpuDevice> DeclaredGpus(int count);
-// Adds the label of the GPUs' model that NVIDIA's GPU feature discovery gives Kubernetes nodes,
-// nvidia.com/gpu.product (the model with each character a label value cannot hold as '-':
-// "NVIDIA-H100-80GB-HBM3"), so that a node_selector can ask for it with no --label; only where
-// NVML named one model for every GPU (not for declared ones), and never over a label the admin
-// gave or beyond kMaxNodeLabels.
+// Adds the labels of the GPUs that NVIDIA's GPU feature discovery gives Kubernetes nodes, so that
+// a node_selector or node_affinity can ask for them with no --label: nvidia.com/gpu.product (the
+// model with each character a label value cannot hold as '-': "NVIDIA-H100-80GB-HBM3"),
+// nvidia.com/gpu.count ("8") and nvidia.com/gpu.memory (MiB of one GPU: "81559"; node_affinity's
+// Gt and Lt compare it); only where NVML named one model for every GPU (not for declared ones),
+// and never over a label the admin gave or beyond kMaxNodeLabels.
 void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels);
 // The GPUs NVML sees. kNotFound when the library cannot be loaded (no driver), another error
 // when it loads but fails.

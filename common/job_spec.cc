@@ -99,11 +99,15 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
       return InvalidArgument(at + ".key: " + bad.message());
     }
     const bool takes_values = req.op == LabelOp::kIn || req.op == LabelOp::kNotIn;
+    const bool takes_integer = req.op == LabelOp::kGt || req.op == LabelOp::kLt;
     const std::string op(NameIn(kLabelOpNames, req.op, "?"));
     if (takes_values && req.values.empty()) {
       return InvalidArgument(at + ".values: " + op + " needs at least one value");
     }
-    if (!takes_values && !req.values.empty()) {
+    if (takes_integer && (req.values.size() != 1 || !LabelInteger(req.values[0]))) {
+      return InvalidArgument(at + ".values: " + op + " needs exactly one value, an integer");
+    }
+    if (!takes_values && !takes_integer && !req.values.empty()) {
       return InvalidArgument(at + ".values: " + op + " takes no values");
     }
     if (req.values.size() > kMaxNodeLabels) {
@@ -322,6 +326,14 @@ bool LabelsMatch(const NodeLabels& labels, const NodeLabels& selector) {
   return true;
 }
 
+std::optional<int64_t> LabelInteger(std::string_view value) {
+  int64_t out = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, out);
+  if (value.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return out;
+}
+
 bool NodeSelector::Matches(const NodeLabels& node) const {
   if (!LabelsMatch(node, labels)) return false;
   for (const LabelRequirement& req : requirements) {
@@ -329,10 +341,30 @@ bool NodeSelector::Matches(const NodeLabels& node) const {
     const bool has = it != node.end();
     const bool listed =
         has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
-    const bool holds = req.op == LabelOp::kIn       ? listed
-                       : req.op == LabelOp::kNotIn  ? !listed
-                       : req.op == LabelOp::kExists ? has
-                                                    : !has;
+    bool holds = false;
+    switch (req.op) {
+      case LabelOp::kIn:
+        holds = listed;
+        break;
+      case LabelOp::kNotIn:
+        holds = !listed;
+        break;
+      case LabelOp::kExists:
+        holds = has;
+        break;
+      case LabelOp::kDoesNotExist:
+        holds = !has;
+        break;
+      case LabelOp::kGt:
+      case LabelOp::kLt: {
+        const std::optional<int64_t> node_value = has ? LabelInteger(it->second) : std::nullopt;
+        const std::optional<int64_t> bound =
+            req.values.size() == 1 ? LabelInteger(req.values[0]) : std::nullopt;
+        holds = node_value && bound &&
+                (req.op == LabelOp::kGt ? *node_value > *bound : *node_value < *bound);
+        break;
+      }
+    }
     if (!holds) return false;
   }
   return true;
@@ -344,6 +376,11 @@ std::string FormatNodeSelector(const NodeSelector& selector) {
     out += out.empty() ? "" : ",";
     if (req.op == LabelOp::kExists || req.op == LabelOp::kDoesNotExist) {
       out += (req.op == LabelOp::kDoesNotExist ? "!" : "") + req.key;
+      continue;
+    }
+    if (req.op == LabelOp::kGt || req.op == LabelOp::kLt) {
+      out += req.key + (req.op == LabelOp::kGt ? ">" : "<") +
+             (req.values.empty() ? "" : req.values[0]);
       continue;
     }
     out += req.key + (req.op == LabelOp::kIn ? " in (" : " notin (");

@@ -56,19 +56,24 @@ inline constexpr size_t kMaxNodeLabels = 32;
 
 // One expression of a pool's node_affinity (Kubernetes' nodeAffinity matchExpressions, required
 // during scheduling): In / NotIn: the node's label `key` is (not) one of `values` (NotIn also
-// holds where the node lacks the key); Exists / DoesNotExist: the node has (not) the key.
-enum class LabelOp { kIn, kNotIn, kExists, kDoesNotExist };
-inline constexpr EnumName<LabelOp> kLabelOpNames[] = {{LabelOp::kIn, "In"},
-                                                      {LabelOp::kNotIn, "NotIn"},
-                                                      {LabelOp::kExists, "Exists"},
-                                                      {LabelOp::kDoesNotExist, "DoesNotExist"}};
+// holds where the node lacks the key); Exists / DoesNotExist: the node has (not) the key; Gt / Lt:
+// the node's label is an integer greater (less) than the one value, an integer.
+enum class LabelOp { kIn, kNotIn, kExists, kDoesNotExist, kGt, kLt };
+inline constexpr EnumName<LabelOp> kLabelOpNames[] = {
+    {LabelOp::kIn, "In"},         {LabelOp::kNotIn, "NotIn"},
+    {LabelOp::kExists, "Exists"}, {LabelOp::kDoesNotExist, "DoesNotExist"},
+    {LabelOp::kGt, "Gt"},         {LabelOp::kLt, "Lt"}};
 struct LabelRequirement {
   std::string key;
   LabelOp op = LabelOp::kExists;
-  std::vector<std::string> values;  // In, NotIn: one or more (parsed: sorted, distinct); else none
+  // In, NotIn: one or more (parsed: sorted, distinct); Gt, Lt: one integer; else none.
+  std::vector<std::string> values;
 
   auto operator<=>(const LabelRequirement&) const = default;
 };
+
+// A label value as Gt and Lt read it: a decimal integer ("-3", "81920"); nullopt otherwise.
+std::optional<int64_t> LabelInteger(std::string_view value);
 
 // All a pool asks of a node's labels: each of `labels` with its value (node_selector) and each
 // requirement (node_affinity).
@@ -81,7 +86,7 @@ struct NodeSelector {
   auto operator<=>(const NodeSelector&) const = default;
 };
 // Kubernetes' label selector syntax: "gpu=h100,zone notin (b),infiniband,!maintenance" ("" for an
-// empty selector).
+// empty selector), Gt and Lt as "mem>40000", "mem<81920".
 std::string FormatNodeSelector(const NodeSelector& selector);
 // The spec fields it comes from: "node_selector", "node_affinity" or "node_selector,
 // node_affinity".

@@ -106,17 +106,21 @@ TEST(AgentFlagsTest, LabelsFromTheFileAndTheCommandLine) {
       << bad_value.status().ToString();
 }
 
-// NVML's model becomes nvidia.com/gpu.product, as GPU feature discovery labels Kubernetes nodes:
-// not for declared GPUs, several models, or over the admin's own label.
+// NVML's model, count and memory become nvidia.com/gpu.product, .count and .memory, as GPU
+// feature discovery labels Kubernetes nodes: not for declared GPUs, several models, or over the
+// admin's own label.
 TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
   const GpuDevice h100{0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1"};
   NodeLabels labels = {{"zone", "b"}};
   AddGpuLabels({h100, GpuDevice{1, h100.model, 81559, "GPU-2"}}, &labels);
-  EXPECT_EQ(labels,
-            (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}, {"zone", "b"}}));
+  EXPECT_EQ(labels, (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                                {"nvidia.com/gpu.count", "2"},
+                                {"nvidia.com/gpu.memory", "81559"},
+                                {"zone", "b"}}));
   NodeLabels admin = {{"nvidia.com/gpu.product", "h100"}};
   AddGpuLabels({h100}, &admin);
   EXPECT_EQ(admin.at("nvidia.com/gpu.product"), "h100");
+  EXPECT_EQ(admin.at("nvidia.com/gpu.count"), "1");
   NodeLabels none;
   AddGpuLabels(DeclaredGpus(2), &none);
   AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3"}}, &none);

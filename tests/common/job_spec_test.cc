@@ -330,8 +330,9 @@ TEST(JobSpecTest, ANodeSelectorNamesLabelsAsAgentsGiveThem) {
   EXPECT_EQ(FormatNodeLabels({{"zone", "a"}, {"gpu", "h100"}}), "gpu=h100,zone=a");
 }
 
-// node_affinity takes Kubernetes' matchExpressions (In, NotIn, Exists, DoesNotExist); In's values
-// are kept sorted and distinct, the canonical YAML round-trips them, and each mistake is named.
+// node_affinity takes Kubernetes' matchExpressions (In, NotIn, Exists, DoesNotExist, Gt, Lt); In's
+// values are kept sorted and distinct, the canonical YAML round-trips them, and each mistake is
+// named.
 TEST(JobSpecTest, NodeAffinityTakesKubernetesExpressions) {
   auto with_affinity = [](const std::string& affinity) {
     return Minimal("    node_selector: {kind: gpu}\n    node_affinity: " + affinity + "\n");
@@ -361,7 +362,8 @@ TEST(JobSpecTest, NodeAffinityTakesKubernetesExpressions) {
 
   const std::string at = "worker_pools[0].node_affinity[0]";
   ExpectError(with_affinity("[{key: gpu, operator: Among, values: [a]}]"),
-              {at + ".operator: unknown operator 'Among' (In, NotIn, Exists or DoesNotExist)"});
+              {at + ".operator: unknown operator 'Among' (In, NotIn, Exists, DoesNotExist, Gt or "
+                    "Lt)"});
   ExpectError(with_affinity("[{key: gpu, operator: In}]"),
               {at + ".values: In needs at least one value"});
   ExpectError(with_affinity("[{key: gpu, operator: Exists, values: [a]}]"),
@@ -374,6 +376,28 @@ TEST(JobSpecTest, NodeAffinityTakesKubernetesExpressions) {
   ExpectError(with_affinity("[{key: gpu}]"), {at + ".operator: required"});
   ExpectError(with_affinity("[{key: gpu, operator: In, value: [a]}]"), {at, "value"});
   ExpectError(with_affinity("{key: gpu}"), {"worker_pools[0].node_affinity: expected a list"});
+  ExpectError(with_affinity("[{key: mem, operator: Gt, values: [big]}]"),
+              {at + ".values: Gt needs exactly one value, an integer"});
+  ExpectError(with_affinity("[{key: mem, operator: Lt, values: [\"1\", \"2\"]}]"),
+              {at + ".values: Lt needs exactly one value, an integer"});
+
+  // Gt and Lt compare integers (GPU feature discovery's nvidia.com/gpu.memory in MiB): a node
+  // whose value is not one does not match.
+  StatusOr<JobSpec> big = ParseJobSpec(
+      Minimal("    node_affinity: [{key: nvidia.com/gpu.memory, operator: Gt, values: "
+              "[\"40000\"]}, {key: nvidia.com/gpu.memory, operator: Lt, values: [\"90000\"]}]\n"));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  const NodeSelector memory = big->pools[0].Selector();
+  EXPECT_EQ(FormatNodeSelector(memory), "nvidia.com/gpu.memory>40000,nvidia.com/gpu.memory<90000");
+  EXPECT_EQ(NodeSelectorFields(memory), "node_affinity");
+  EXPECT_TRUE(memory.Matches({{"nvidia.com/gpu.memory", "81559"}}));
+  EXPECT_FALSE(memory.Matches({{"nvidia.com/gpu.memory", "40000"}}));
+  EXPECT_FALSE(memory.Matches({{"nvidia.com/gpu.memory", "143771"}}));
+  EXPECT_FALSE(memory.Matches({{"nvidia.com/gpu.memory", "80GB"}}));
+  EXPECT_FALSE(memory.Matches({}));
+  EXPECT_EQ(LabelInteger("-3"), -3);
+  EXPECT_EQ(LabelInteger(""), std::nullopt);
+  EXPECT_EQ(LabelInteger("1.5"), std::nullopt);
 }
 
 // scheduling.after names the jobs to run after: distinct job names, kept in order, round-tripped.
