@@ -276,15 +276,16 @@ bool NothingRuns(const wire::JobInfoT& job) {
   });
 }
 
-}  // namespace
-
-int Suspend(const ParsedArgs& args, const Context& ctx) {
-  if (args.positionals.size() != 1) return UsageError(ctx.err, "suspend", "suspend needs one JOB");
+// `cohort suspend` (`resume` false) and `cohort resume`: one job, its state line after; suspend
+// --wait first waits until none of its replicas runs.
+int SuspendOrResume(const ParsedArgs& args, const Context& ctx, bool resume) {
+  const std::string verb = resume ? "resume" : "suspend";
+  if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one JOB");
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  auto job = client->Suspend(args.positionals[0], /*resume=*/false);
+  auto job = client->Suspend(args.positionals[0], resume);
   if (!job.ok()) return Fail(ctx.err, job.status());
-  if (args.Has("--wait") && !NothingRuns(*job)) {
+  if (!resume && args.Has("--wait") && !NothingRuns(*job)) {
     // Until every replica has stopped (or the job left SUSPENDED: resumed or cancelled meanwhile).
     job = client->WaitForJob(
         job->name,
@@ -298,15 +299,13 @@ int Suspend(const ParsedArgs& args, const Context& ctx) {
   return kExitOk;
 }
 
-int Resume(const ParsedArgs& args, const Context& ctx) {
-  if (args.positionals.size() != 1) return UsageError(ctx.err, "resume", "resume needs one JOB");
-  auto client = ConnectClient(ctx);
-  if (!client.ok()) return Fail(ctx.err, client.status());
-  auto job = client->Suspend(args.positionals[0], /*resume=*/true);
-  if (!job.ok()) return Fail(ctx.err, job.status());
-  ctx.out << StateLine(*job) << "\n";
-  return kExitOk;
+}  // namespace
+
+int Suspend(const ParsedArgs& args, const Context& ctx) {
+  return SuspendOrResume(args, ctx, false);
 }
+
+int Resume(const ParsedArgs& args, const Context& ctx) { return SuspendOrResume(args, ctx, true); }
 
 int Delete(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() != 1) return UsageError(ctx.err, "delete", "delete needs one JOB");

@@ -334,40 +334,39 @@ std::optional<int64_t> LabelInteger(std::string_view value) {
   return out;
 }
 
+namespace {
+
+// Whether `node`'s labels satisfy one node_affinity expression.
+bool Holds(const LabelRequirement& req, const NodeLabels& node) {
+  auto it = node.find(req.key);
+  const bool has = it != node.end();
+  switch (req.op) {
+    case LabelOp::kExists:
+    case LabelOp::kDoesNotExist:
+      return has == (req.op == LabelOp::kExists);
+    case LabelOp::kGt:
+    case LabelOp::kLt: {
+      const std::optional<int64_t> value = has ? LabelInteger(it->second) : std::nullopt;
+      const std::optional<int64_t> bound =
+          req.values.size() == 1 ? LabelInteger(req.values[0]) : std::nullopt;
+      if (!value || !bound) return false;
+      return req.op == LabelOp::kGt ? *value > *bound : *value < *bound;
+    }
+    case LabelOp::kIn:
+    case LabelOp::kNotIn:
+      break;
+  }
+  const bool listed =
+      has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
+  return listed == (req.op == LabelOp::kIn);
+}
+
+}  // namespace
+
 bool NodeSelector::Matches(const NodeLabels& node) const {
   if (!LabelsMatch(node, labels)) return false;
-  for (const LabelRequirement& req : requirements) {
-    auto it = node.find(req.key);
-    const bool has = it != node.end();
-    const bool listed =
-        has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
-    bool holds = false;
-    switch (req.op) {
-      case LabelOp::kIn:
-        holds = listed;
-        break;
-      case LabelOp::kNotIn:
-        holds = !listed;
-        break;
-      case LabelOp::kExists:
-        holds = has;
-        break;
-      case LabelOp::kDoesNotExist:
-        holds = !has;
-        break;
-      case LabelOp::kGt:
-      case LabelOp::kLt: {
-        const std::optional<int64_t> node_value = has ? LabelInteger(it->second) : std::nullopt;
-        const std::optional<int64_t> bound =
-            req.values.size() == 1 ? LabelInteger(req.values[0]) : std::nullopt;
-        holds = node_value && bound &&
-                (req.op == LabelOp::kGt ? *node_value > *bound : *node_value < *bound);
-        break;
-      }
-    }
-    if (!holds) return false;
-  }
-  return true;
+  return std::all_of(requirements.begin(), requirements.end(),
+                     [&](const LabelRequirement& req) { return Holds(req, node); });
 }
 
 std::string FormatNodeSelector(const NodeSelector& selector) {

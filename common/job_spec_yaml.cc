@@ -64,13 +64,9 @@ StatusOr<LabelRequirement> ReadLabelRequirement(const Reader& r, const YAML::Nod
                                                 const std::string& path) {
   COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"key", "operator", "values"}));
   LabelRequirement req;
-  if (!Reader::Has(node, "key")) return r.Error(node, path + ".key", "required (a label key)");
-  COHORT_ASSIGN_OR_RETURN(req.key, r.String(node["key"], path + ".key"));
-  if (!Reader::Has(node, "operator")) {
-    return r.Error(node, path + ".operator", "required (" + ChoiceOf(kLabelOpNames) + ")");
-  }
-  COHORT_ASSIGN_OR_RETURN(req.op,
-                          r.Enum(node["operator"], path + ".operator", kLabelOpNames, "operator"));
+  COHORT_ASSIGN_OR_RETURN(req.key, r.RequiredString(node, "key", path + ".key", "a label key"));
+  COHORT_ASSIGN_OR_RETURN(
+      req.op, r.RequiredEnum(node, "operator", path + ".operator", kLabelOpNames, "operator"));
   if (Reader::Has(node, "values")) {
     COHORT_ASSIGN_OR_RETURN(req.values, r.StringList(node["values"], path + ".values"));
     std::sort(req.values.begin(), req.values.end());

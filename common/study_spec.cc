@@ -58,13 +58,9 @@ StatusOr<ParameterSpec> ReadParameter(const Reader& r, const YAML::Node& node,
                                       const std::string& path) {
   COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"id", "type", "min", "max", "scale", "values"}));
   ParameterSpec p;
-  if (!Reader::Has(node, "id")) return r.Error(node, path + ".id", "required");
-  COHORT_ASSIGN_OR_RETURN(p.id, r.String(node["id"], path + ".id"));
-  if (!Reader::Has(node, "type")) {
-    return r.Error(node, path + ".type", "required (" + ChoiceOf(kParameterTypeNames) + ")");
-  }
-  COHORT_ASSIGN_OR_RETURN(p.type,
-                          r.Enum(node["type"], path + ".type", kParameterTypeNames, "type"));
+  COHORT_ASSIGN_OR_RETURN(p.id, r.RequiredString(node, "id", path + ".id"));
+  COHORT_ASSIGN_OR_RETURN(
+      p.type, r.RequiredEnum(node, "type", path + ".type", kParameterTypeNames, "type"));
   const std::string type(NameIn(kParameterTypeNames, p.type, "?"));
   const bool numeric_range = p.type == ParameterType::kDouble || p.type == ParameterType::kInteger;
   const bool has_values =
@@ -197,13 +193,9 @@ StatusOr<StudySpec> ReadStudy(const Reader& r, const YAML::Node& root) {
   }
   const YAML::Node metric = root["metric"];
   COHORT_RETURN_IF_ERROR(r.CheckMap(metric, "metric", {"id", "goal"}));
-  if (!Reader::Has(metric, "id")) return r.Error(metric, "metric.id", "required");
-  COHORT_ASSIGN_OR_RETURN(spec.metric_id, r.String(metric["id"], "metric.id"));
-  if (!Reader::Has(metric, "goal")) {
-    return r.Error(metric, "metric.goal", "required (" + ChoiceOf(kMetricGoalNames) + ")");
-  }
+  COHORT_ASSIGN_OR_RETURN(spec.metric_id, r.RequiredString(metric, "id", "metric.id"));
   COHORT_ASSIGN_OR_RETURN(spec.goal,
-                          r.Enum(metric["goal"], "metric.goal", kMetricGoalNames, "goal"));
+                          r.RequiredEnum(metric, "goal", "metric.goal", kMetricGoalNames, "goal"));
 
   COHORT_ASSIGN_OR_RETURN(spec.parameters, r.RequiredList<ParameterSpec>(
                                                root, "parameters", "at least one parameter",
@@ -211,11 +203,8 @@ StatusOr<StudySpec> ReadStudy(const Reader& r, const YAML::Node& root) {
                                                  return ReadParameter(r, n, p);
                                                }));
 
-  if (!Reader::Has(root, "algorithm")) {
-    return r.Error(root, "algorithm", "required (" + ChoiceOf(kSearchAlgorithmNames) + ")");
-  }
-  COHORT_ASSIGN_OR_RETURN(
-      spec.algorithm, r.Enum(root["algorithm"], "algorithm", kSearchAlgorithmNames, "algorithm"));
+  COHORT_ASSIGN_OR_RETURN(spec.algorithm, r.RequiredEnum(root, "algorithm", "algorithm",
+                                                         kSearchAlgorithmNames, "algorithm"));
 
   if (!Reader::Has(root, "max_trials")) return r.Error(root, "max_trials", "required");
   COHORT_ASSIGN_OR_RETURN(spec.max_trials, r.SmallInt(root["max_trials"], "max_trials"));

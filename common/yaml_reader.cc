@@ -77,6 +77,15 @@ StatusOr<std::string> YamlReader::String(const YAML::Node& node, const std::stri
   return node.Scalar();
 }
 
+StatusOr<std::string> YamlReader::RequiredString(const YAML::Node& map, const char* key,
+                                                 const std::string& path,
+                                                 std::string_view hint) const {
+  if (!Has(map, key)) {
+    return Error(map, path, hint.empty() ? "required" : "required (" + std::string(hint) + ")");
+  }
+  return String(map[key], path);
+}
+
 StatusOr<std::vector<std::string>> YamlReader::StringList(const YAML::Node& node,
                                                           const std::string& path) const {
   if (!node.IsSequence()) {

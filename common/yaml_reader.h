@@ -88,6 +88,19 @@ class YamlReader {
         "unknown " + std::string(what) + " " + Quoted(*text) + " (" + ChoiceOf(names) + ")");
   }
 
+  // The scalar under `key` of `map`, read as String() reads it with `path` naming it: "required"
+  // (then " (<hint>)" when given) when it is absent.
+  StatusOr<std::string> RequiredString(const YAML::Node& map, const char* key,
+                                       const std::string& path, std::string_view hint = "") const;
+  // The value under `key` of `map` that names one of `names`, read as Enum() reads it: "required
+  // (a, b or c)" when it is absent.
+  template <typename E, size_t N>
+  StatusOr<E> RequiredEnum(const YAML::Node& map, const char* key, const std::string& path,
+                           const EnumName<E> (&names)[N], std::string_view what) const {
+    if (!Has(map, key)) return Error(map, path, "required (" + ChoiceOf(names) + ")");
+    return Enum(map[key], path, names, what);
+  }
+
  private:
   std::string source_;
 };

@@ -98,6 +98,25 @@ class JobControllerTest : public ::testing::Test {
     return job;
   }
   std::vector<LaunchCommand> launches_;
+  // The running `job` is still RUNNING `running_ms` from now, and FAILED by its timeout
+  // `more_ms` after that.
+  void ExpectTimedOutBetween(JobRecord& job, int64_t running_ms, int64_t more_ms) {
+    Advance(running_ms);
+    jobs_.CheckTimeouts(now_, true);
+    EXPECT_EQ(job.state, JobState::RUNNING);
+    Advance(more_ms);
+    jobs_.CheckTimeouts(now_, true);
+    EXPECT_EQ(job.state, JobState::FAILED);
+  }
+  // A one-replica job `name`, submitted, never placed.
+  JobRecord& SubmitQueued(const std::string& name) {
+    const std::string yaml = "name: " + name +
+                             "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                             "    process: {command: [/bin/train]}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    return jobs_.Submit(std::move(*spec), yaml, now_);
+  }
 
   void Report(JobRecord& job, const std::string& replica, ReplicaState state, int exit_code = -1,
               int signal = 0, int cause_signal = 0) {
@@ -128,6 +147,16 @@ class JobControllerTest : public ::testing::Test {
     for (const auto& s : jobs_.TakeCommands().stop) out.push_back(s.replica);
     std::sort(out.begin(), out.end());
     return out;
+  }
+  // A chief and one worker asked to stop end as DDP ranks do (the worker exits 1 as its peer goes,
+  // the chief on SIGTERM): no failure, no restart, nothing held after.
+  void EndAsStoppedRanksEnd(JobRecord& job) {
+    Advance(300);
+    Report(job, "worker-0", ReplicaState::FAILED, 1);
+    Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+    EXPECT_EQ(job.restarts, 0);
+    EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+    EXPECT_FALSE(JobController::AnyHolding(job));
   }
   // The event of the first of three restarts of the whole job (restart_job_on_worker_restart).
   static std::string WholeJobRestart(const std::string& cause) {
@@ -749,12 +778,7 @@ TEST_F(JobControllerTest, CancelStopsEverythingThenCancels) {
 }
 
 TEST_F(JobControllerTest, CancelOfAQueuedJobIsImmediate) {
-  auto spec = ParseJobSpec(
-      "name: q\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-      "    process: {command: [/bin/train]}\n",
-      "test job");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  JobRecord& job = jobs_.Submit(std::move(*spec), "", now_);
+  JobRecord& job = SubmitQueued("q");
   EXPECT_EQ(job.state, JobState::QUEUED);
   jobs_.Cancel(job, "cancel requested", now_);
   EXPECT_EQ(job.state, JobState::CANCELLED);
@@ -763,12 +787,7 @@ TEST_F(JobControllerTest, CancelOfAQueuedJobIsImmediate) {
 
 TEST_F(JobControllerTest, TheSchedulingTimeoutFailsTheJob) {
   JobRecord& job = Start("slow", 0, false, 3, {"a"}, ", timeout: 1m");
-  Advance(59'000);
-  jobs_.CheckTimeouts(now_, true);
-  EXPECT_EQ(job.state, JobState::RUNNING);
-  Advance(2'000);
-  jobs_.CheckTimeouts(now_, true);
-  EXPECT_EQ(job.state, JobState::FAILED);
+  ExpectTimedOutBetween(job, 59'000, 2'000);
   EXPECT_EQ(job.message, "timed out after 1m");
   EXPECT_EQ(StopsSent(), std::vector<std::string>{"chief-0"});
 }
@@ -927,14 +946,9 @@ TEST_F(JobControllerTest, PreemptionRequeuesTheJobWithoutSpendingARestartOrOpeni
   EXPECT_TRUE(JobController::AnyHolding(job)) << "its replicas hold their room until they stop";
   // The replicas end as a stop makes them end (the trainer checkpoints and exits; a DDP peer may
   // exit 1 first): none of it is a failure.
-  Advance(300);
-  Report(job, "worker-0", ReplicaState::FAILED, 1);
-  Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+  EndAsStoppedRanksEnd(job);
   EXPECT_EQ(job.state, JobState::QUEUED);
-  EXPECT_EQ(job.restarts, 0);
-  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
   EXPECT_EQ(job.FindReplica("chief-0")->state, ReplicaState::PREEMPTED);
-  EXPECT_FALSE(JobController::AnyHolding(job));
   bool said = false;
   for (const auto& e : job.events) {
     said |= e.message.find("preempted by job boss (priority high") != std::string::npos &&
@@ -1052,15 +1066,9 @@ TEST_F(JobControllerTest, ASuspendedJobStopsItsReplicasAndRunsAgainOnlyOnceResum
   ASSERT_TRUE(jobs_.Suspend(job, "suspended by alice", now_).ok());
   EXPECT_EQ(job.events.size(), events);
   EXPECT_TRUE(StopsSent().empty());
-  // A DDP peer exits 1 as the other rank goes; the chief ends on SIGTERM.
-  Advance(300);
-  Report(job, "worker-0", ReplicaState::FAILED, 1);
-  Report(job, "chief-0", ReplicaState::STOPPED, 143, 15);
+  EndAsStoppedRanksEnd(job);
   EXPECT_EQ(job.state, JobState::SUSPENDED);
-  EXPECT_EQ(job.restarts, 0);
-  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
   EXPECT_EQ(job.FindReplica("chief-0")->state, ReplicaState::STOPPED);
-  EXPECT_FALSE(JobController::AnyHolding(job));
   // Five minutes suspended: the one-minute timeout does not run meanwhile.
   Advance(5 * 60'000 - 300);
   jobs_.CheckTimeouts(now_, true);
@@ -1081,24 +1089,14 @@ TEST_F(JobControllerTest, ASuspendedJobStopsItsReplicasAndRunsAgainOnlyOnceResum
   }
   EXPECT_EQ(job.state, JobState::RUNNING);
   // It ran 10 s before the suspension: the timeout comes 50 s after the resume, not at once.
-  Advance(45'000);
-  jobs_.CheckTimeouts(now_, true);
-  EXPECT_EQ(job.state, JobState::RUNNING);
-  Advance(10'000);
-  jobs_.CheckTimeouts(now_, true);
-  EXPECT_EQ(job.state, JobState::FAILED);
+  ExpectTimedOutBetween(job, 45'000, 10'000);
   EXPECT_EQ(job.restarts, 0);
 }
 
 // A queued job is suspended at once (nothing of it runs), and cancelled as any job is; a job that
 // ended can be neither suspended nor resumed, and the refusal names its state.
 TEST_F(JobControllerTest, AQueuedJobIsSuspendedAtOnceAndAnEndedOneIsRefused) {
-  auto spec = ParseJobSpec(
-      "name: q\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-      "    process: {command: [/bin/train]}\n",
-      "test job");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  JobRecord& job = jobs_.Submit(std::move(*spec), "", now_);
+  JobRecord& job = SubmitQueued("q");
   ASSERT_TRUE(jobs_.Suspend(job, "suspended", now_).ok());
   EXPECT_EQ(job.state, JobState::SUSPENDED);
   EXPECT_EQ(job.events.back().message, "suspended (no restart spent)");
