@@ -353,7 +353,8 @@ as a new node. An admin's verb.
        R"(
 Lists the coordinator's job queues: weight, GPUs and CPUs used of the quota (use beyond the quota
 is borrowed idle capacity, returned by preemption when another queue needs its quota), running
-and waiting jobs, and the next waiting jobs in the order the scheduler tries them.
+waiting (jobs waiting for other jobs first included) and suspended jobs, and the next waiting jobs
+in the order the scheduler tries them.
   --json    print a JSON array of queues
 )",
        Queues},

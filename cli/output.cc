@@ -345,7 +345,7 @@ void PrintStudies(const std::vector<wire::StudyInfoT>& studies, std::ostream& ou
 
 void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out) {
   // Use against quota: "6/4" borrows 2 beyond its quota; "-" for a resource not in the quota.
-  Table table({"QUEUE", "WEIGHT", "GPUS", "CPUS", "RUNNING", "WAITING", "NEXT"});
+  Table table({"QUEUE", "WEIGHT", "GPUS", "CPUS", "RUNNING", "WAITING", "SUSPENDED", "NEXT"});
   for (const auto& q : queues) {
     std::ostringstream weight;
     weight << q.weight;
@@ -355,10 +355,11 @@ void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out)
     for (size_t k = 0; k < q.waiting_jobs.size() && k < 3; ++k) {
       next += (k ? ", " : "") + q.waiting_jobs[k];
     }
-    if (static_cast<size_t>(q.waiting) > 3) next += ", ...";
+    if (q.waiting_jobs.size() > 3) next += ", ...";
     table.AddRow({q.name, weight.str(),
                   std::to_string(q.gpus_used) + "/" + std::to_string(q.gpu_quota), cpus,
-                  std::to_string(q.running), std::to_string(q.waiting), OrDash(next)});
+                  std::to_string(q.running), std::to_string(q.waiting), std::to_string(q.suspended),
+                  OrDash(next)});
   }
   table.Print(out);
   out << "GPUS and CPUS: used/quota (a queue may borrow idle capacity beyond its quota)\n";

@@ -48,7 +48,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeInfoT, node_id, address, s
                                                   storage, admin, labels)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
-                                                  waiting_jobs)
+                                                  waiting_jobs, suspended)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(MetricPointT, step, time_ms, tag, value, replica)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobMetricsT, job, points)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UsageRowT, user, queue, jobs, failed, gpu_hours,

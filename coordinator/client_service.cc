@@ -334,13 +334,20 @@ wire::QueueListT ClientService::Queues() {
   const QueueConfig& queues = options_.queues ? *options_.queues : builtin;
   std::vector<QueueState> usage = QueueUsage(jobs_, queues);
   std::vector<std::vector<const JobRecord*>> waiting(usage.size());
-  std::vector<int> running(usage.size(), 0);
+  std::vector<int> running(usage.size(), 0), suspended(usage.size(), 0), after(usage.size(), 0);
   for (const auto& [seq, job] : jobs_.active()) {
     size_t q = static_cast<size_t>(job->queue_index);
     if (job->state == JobState::QUEUED) {
-      waiting[q].push_back(job);
+      // Those waiting for other jobs are counted, not listed: no round tries them yet.
+      if (job->waits_for_jobs) {
+        ++after[q];
+      } else {
+        waiting[q].push_back(job);
+      }
     } else if (job->state == JobState::PENDING || job->state == JobState::RUNNING) {
       ++running[q];
+    } else if (job->state == JobState::SUSPENDED) {
+      ++suspended[q];
     }
   }
   wire::QueueListT list;
@@ -357,7 +364,8 @@ wire::QueueListT ClientService::Queues() {
     info->gpus_used = usage[q].gpus_used;
     info->cpus_used = usage[q].cpus_used;
     info->running = running[q];
-    info->waiting = static_cast<int>(waiting[q].size());
+    info->waiting = static_cast<int>(waiting[q].size()) + after[q];
+    info->suspended = suspended[q];
     for (size_t k = 0; k < waiting[q].size() && k < kNamesShown; ++k) {
       info->waiting_jobs.push_back(waiting[q][k]->name);
     }

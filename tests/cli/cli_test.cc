@@ -426,6 +426,9 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_EQ(suspended.out.rfind("job cli_job_two: SUSPENDED (suspended", 0), 0u) << suspended.out;
   EXPECT_EQ(listed({"--state", "suspended"}), std::vector<std::string>{"cli_job_two"});
   EXPECT_EQ(listed({"--state", "queued"}), std::vector<std::string>{name});
+  json suspended_queue = json::parse(run({"queues", "--json"}).out, nullptr, false);
+  EXPECT_EQ(suspended_queue[0]["suspended"], 1) << suspended_queue;
+  EXPECT_EQ(suspended_queue[0]["waiting"], 1) << suspended_queue;
   EXPECT_EQ(run({"suspend", "cli_job_two"}).exit_code, kExitOk);
   CliResult resumed = run({"resume", "cli_job_two"});
   EXPECT_EQ(resumed.exit_code, kExitOk) << resumed.err;
@@ -442,6 +445,11 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_EQ(waiting["message"],
             "waiting for jobs cli_job_two, " + name + " to succeed (scheduling.after)")
       << waiting;
+  // Counted among the waiting, not listed as next: no round tries it yet.
+  json after_queue = json::parse(run({"queues", "--json"}).out, nullptr, false);
+  EXPECT_EQ(after_queue[0]["waiting"], 3) << after_queue;
+  EXPECT_EQ(after_queue[0]["waiting_jobs"], json::array({name, "cli_job_two"})) << after_queue;
+  EXPECT_NE(run({"queues"}).out.find("SUSPENDED"), std::string::npos);
   EXPECT_EQ(run({"submit", cluster.scratch("job3.yaml"), "--after", "no such"}).exit_code,
             kExitUsage);
   CliResult stray = run(
