@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "common/file_util.h"
 #include "common/job_spec.h"
@@ -298,26 +299,37 @@ StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
   return spec;
 }
 
-StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) {
+namespace {
+
+// The job file's YAML text after `edit` changed its top-level map (a job file that is not one, or
+// not YAML, is kInvalidArgument; so is what `edit` returns).
+StatusOr<std::string> EditJobYaml(std::string_view yaml,
+                                  const std::function<Status(YAML::Node&)>& edit) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
+    if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
+    COHORT_RETURN_IF_ERROR(edit(root));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::string("the job file is not valid YAML: ") + e.what());
   }
-  if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
-  root.remove("name_prefix");
-  root["name"] = std::string(name);
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str());
 }
 
+}  // namespace
+
+StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) {
+  return EditJobYaml(yaml, [&](YAML::Node& root) {
+    root.remove("name_prefix");
+    root["name"] = std::string(name);
+    return Status::Ok();
+  });
+}
+
 StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<std::string>& after) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-    if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
+  return EditJobYaml(yaml, [&](YAML::Node& root) {
     if (root["scheduling"] && !root["scheduling"].IsMap()) {
       return InvalidArgument("the job file's scheduling is not a YAML map of keys");
     }
@@ -332,12 +344,8 @@ StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<std::st
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     root["scheduling"]["after"] = names;
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("the job file is not valid YAML: ") + e.what());
-  }
-  YAML::Emitter out;
-  out << root;
-  return std::string(out.c_str());
+    return Status::Ok();
+  });
 }
 
 StatusOr<JobSpec> LoadJobSpec(const std::string& path) {

@@ -188,40 +188,37 @@ void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req
   Reply(m, Encode(id, std::move(list)));
 }
 
-void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms) {
+JobRecord* ClientService::OwnedJob(const RoutedMessage& m, const std::string& name,
+                                   const std::string& verb) {
   uint64_t id = m.message.request_id();
-  std::string name = Str(req.name());
   JobRecord* job = jobs_.FindJob(name);
   if (job == nullptr) {
     Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
-    return;
+    return nullptr;
   }
-  const std::string caller = CallerOf(m);
-  if (Status may = options_.permissions.CheckOwnerOrAdmin(caller, job->owner, "cancel job " + name);
+  if (Status may =
+          options_.permissions.CheckOwnerOrAdmin(CallerOf(m), job->owner, verb + " job " + name);
       !may.ok()) {
     Reply(m, EncodeError(id, may));
-    return;
+    return nullptr;
   }
+  return job;
+}
+
+void ClientService::OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  JobRecord* job = OwnedJob(m, Str(req.name()), "cancel");
+  if (job == nullptr) return;
+  const std::string caller = CallerOf(m);
   jobs_.Cancel(*job, caller.empty() ? "cancel requested" : "cancel requested by " + caller, now_ms);
   Reply(m, Encode(id, ToInfo(*job)));
 }
 
 void ClientService::OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms) {
   uint64_t id = m.message.request_id();
-  std::string name = Str(req.name());
-  const char* verb = req.resume() ? "resume" : "suspend";
-  JobRecord* job = jobs_.FindJob(name);
-  if (job == nullptr) {
-    Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
-    return;
-  }
+  JobRecord* job = OwnedJob(m, Str(req.name()), req.resume() ? "resume" : "suspend");
+  if (job == nullptr) return;
   const std::string caller = CallerOf(m);
-  if (Status may =
-          options_.permissions.CheckOwnerOrAdmin(caller, job->owner, verb + (" job " + name));
-      !may.ok()) {
-    Reply(m, EncodeError(id, may));
-    return;
-  }
   const std::string reason =
       std::string(req.resume() ? "resumed" : "suspended") + (caller.empty() ? "" : " by " + caller);
   Status done =

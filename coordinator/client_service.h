@@ -86,6 +86,9 @@ class ClientService {
  private:
   void OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms);
   void OnListJobs(const RoutedMessage& m, const wire::ListJobs& req);
+  // The job `name` when the caller may `verb` it (its owner or an admin); else nullptr, having
+  // replied NOT_FOUND or PERMISSION_DENIED.
+  JobRecord* OwnedJob(const RoutedMessage& m, const std::string& name, const std::string& verb);
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
   // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
   void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);

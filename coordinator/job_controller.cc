@@ -116,73 +116,69 @@ Status JobController::CheckAfter(const JobSpec& spec) const {
   return Status::Ok();
 }
 
-void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
-  std::set<std::string> pending;
+std::vector<std::string> JobController::PendingAfter(const JobRecord& job) const {
+  std::vector<std::string> pending;
   for (const std::string& name : job.spec.scheduling.after) {
-    const JobRecord* dep = FindJob(name);
-    if (dep == nullptr || dep->state == JobState::SUCCEEDED) continue;  // gone: it succeeded
-    if (dep->finished()) {
-      FinishJob(job, JobState::FAILED,
-                "job " + name + ", which it runs after (scheduling.after), ended " +
-                    wire::EnumNameJobState(dep->state),
-                now_ms);
+    const JobRecord* dep = FindJob(name);  // gone: it succeeded
+    if (dep != nullptr && dep->state != JobState::SUCCEEDED) pending.push_back(name);
+  }
+  return pending;
+}
+
+void JobController::FailAfter(JobRecord& job, const JobRecord& dep, int64_t now_ms) {
+  job.waits_for_jobs = false;
+  FinishJob(job, JobState::FAILED,
+            "job " + dep.name + ", which it runs after (scheduling.after), ended " +
+                wire::EnumNameJobState(dep.state),
+            now_ms);
+}
+
+void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
+  const std::vector<std::string> pending = PendingAfter(job);
+  for (const std::string& name : pending) {
+    const JobRecord& dep = *FindJob(name);
+    if (dep.finished()) {
+      FailAfter(job, dep, now_ms);
       return;
     }
-    pending.insert(name);
-    dependents_[name].push_back(job.name);
   }
   if (pending.empty()) return;
-  waiting_on_[job.name] = std::move(pending);
+  for (const std::string& name : pending) dependents_[name].push_back(job.name);
   job.waits_for_jobs = true;
-  if (job.state == JobState::QUEUED) job.message = AfterWaitMessage(job);
+  if (job.state == JobState::QUEUED) job.message = AfterWaitMessage(pending);
   MarkDirty(job);
 }
 
-std::string JobController::AfterWaitMessage(const JobRecord& job) const {
-  auto it = waiting_on_.find(job.name);
-  if (it == waiting_on_.end()) return "";
+std::string JobController::AfterWaitMessage(const std::vector<std::string>& pending) {
   std::string names;
-  for (const std::string& name : job.spec.scheduling.after) {  // in the order the spec gives
-    if (it->second.count(name)) names += (names.empty() ? "" : ", ") + name;
-  }
-  return std::string("waiting for job") + (it->second.size() == 1 ? " " : "s ") + names +
+  for (const std::string& name : pending) names += (names.empty() ? "" : ", ") + name;
+  return std::string("waiting for job") + (pending.size() == 1 ? " " : "s ") + names +
          " to succeed (scheduling.after)";
 }
 
 void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
-  waiting_on_.erase(dep.name);
   auto it = dependents_.find(dep.name);
   if (it == dependents_.end()) return;
   const std::vector<std::string> names = std::move(it->second);
   dependents_.erase(it);
   for (const std::string& name : names) {
     JobRecord* job = FindJob(name);
-    auto waits = waiting_on_.find(name);
-    if (job == nullptr || job->finished() || waits == waiting_on_.end() ||
-        waits->second.erase(dep.name) == 0) {
-      continue;
-    }
+    if (job == nullptr || job->finished() || !job->waits_for_jobs) continue;
     if (dep.state != JobState::SUCCEEDED) {
-      waiting_on_.erase(waits);
-      job->waits_for_jobs = false;
-      FinishJob(*job, JobState::FAILED,
-                "job " + dep.name + ", which it runs after (scheduling.after), ended " +
-                    wire::EnumNameJobState(dep.state),
-                now_ms);
+      FailAfter(*job, dep, now_ms);
       continue;
     }
-    const bool last = waits->second.empty();
+    const std::vector<std::string> pending = PendingAfter(*job);
     AddEvent(*job,
              "job " + dep.name + " succeeded (scheduling.after)" +
-                 (last ? ": it may run now" : "; " + AfterWaitMessage(*job)),
+                 (pending.empty() ? ": it may run now" : "; " + AfterWaitMessage(pending)),
              now_ms);
-    if (last) {
-      waiting_on_.erase(waits);
+    if (pending.empty()) {
       job->waits_for_jobs = false;
       if (job->state == JobState::QUEUED) job->message = "waiting for resources";
       schedule_needed_ = true;
     } else if (job->state == JobState::QUEUED) {
-      job->message = AfterWaitMessage(*job);
+      job->message = AfterWaitMessage(pending);
     }
     MarkDirty(*job);
   }
@@ -624,11 +620,12 @@ Status JobController::Suspend(JobRecord& job, const std::string& reason, int64_t
   incidents_.erase(job.name);
   preempting_.erase(job.name);
   preempted_for_.erase(job.name);  // its victims run again without waiting for it
-  const bool running = std::any_of(job.replicas.begin(), job.replicas.end(), HoldsResources);
-  AddEvent(job,
-           reason + (running ? "; its replicas stop, to resume from the newest checkpoint" : "") +
-               " (no restart spent)",
-           now_ms);
+  AddEvent(
+      job,
+      reason +
+          (AnyHolding(job) ? "; its replicas stop, to resume from the newest checkpoint" : "") +
+          " (no restart spent)",
+      now_ms);
   StopReplicas(job, reason, now_ms, AskedToStop);
   job.state = JobState::SUSPENDED;
   job.message = reason + "; `cohort resume " + job.name + "` queues it again";
@@ -648,7 +645,8 @@ Status JobController::Resume(JobRecord& job, const std::string& reason, int64_t 
   const int64_t suspended = std::max<int64_t>(0, now_ms - job.queued_since_ms);
   if (job.start_time_ms > 0) job.suspended_ms += suspended;  // before its start nothing counts
   job.state = JobState::QUEUED;
-  job.message = job.waits_for_jobs ? AfterWaitMessage(job) : reason + ": waiting for resources";
+  job.message =
+      job.waits_for_jobs ? AfterWaitMessage(PendingAfter(job)) : reason + ": waiting for resources";
   job.queued_since_ms = now_ms;
   AddEvent(job, reason + ": back in the queue after " + FormatDuration(suspended) + " suspended",
            now_ms);

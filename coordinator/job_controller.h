@@ -431,8 +431,13 @@ class JobController {
   void WaitForAfter(JobRecord& job, int64_t now_ms);
   // `dep` ended: the jobs waiting for it go on (it SUCCEEDED) or fail.
   void ReleaseAfter(const JobRecord& dep, int64_t now_ms);
-  // "waiting for job a to succeed (scheduling.after)" for the jobs `job` still waits for.
-  std::string AfterWaitMessage(const JobRecord& job) const;
+  // The jobs of `job`'s scheduling.after that have not SUCCEEDED, in the spec's order (one that is
+  // gone did: see "Dependencies").
+  std::vector<std::string> PendingAfter(const JobRecord& job) const;
+  // FAILED, naming `dep`, which ended otherwise than SUCCEEDED.
+  void FailAfter(JobRecord& job, const JobRecord& dep, int64_t now_ms);
+  // "waiting for job a to succeed (scheduling.after)" for `pending` (PendingAfter).
+  static std::string AfterWaitMessage(const std::vector<std::string>& pending);
   bool NeedsSharedStorage(const std::string& output_dir) const;
 
   JobControllerOptions options_;
@@ -466,9 +471,8 @@ class JobController {
   ShapeTable shapes_;  // every job's demands, interned (JobRecord::shape_id)
   std::map<std::string, std::vector<std::string>> preempted_for_;  // preemptor -> its victims
   std::set<std::string> preempting_;  // jobs whose replicas are being stopped by a preemption
-  // See "Dependencies": job -> the jobs of its scheduling.after it still waits for; and job ->
-  // the jobs that may wait for it (names no longer waiting are skipped when it ends).
-  std::map<std::string, std::set<std::string>> waiting_on_;
+  // See "Dependencies": job -> the jobs that may wait for it (those no longer waiting are skipped
+  // when it ends; what each still waits for is read from the jobs, PendingAfter).
   std::map<std::string, std::vector<std::string>> dependents_;
   uint64_t next_seq_ = 1;
   ControllerCommands commands_;
