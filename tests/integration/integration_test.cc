@@ -514,6 +514,44 @@ TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
       },
       15s, 500ms))
       << "a job no node's labels suit was not refused";
+  // node_affinity: anything but an H100 is the unlabelled node's.
+  auto avoided = client.Submit(
+      "name: not_h100\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+      "    node_affinity: [{key: gpu, operator: NotIn, values: [h100]}]\n"
+      "    process: {command: [/bin/true]}\n");
+  ASSERT_TRUE(avoided.ok()) << avoided.status().ToString();
+  const wire::JobInfoT elsewhere = WaitForState("not_h100", {wire::JobState::SUCCEEDED});
+  ASSERT_EQ(elsewhere.replicas.size(), 1u);
+  EXPECT_EQ(elsewhere.replicas[0]->node_id, Node("node-a"));
+}
+
+// `cohort submit --after`: a job runs only once the job before it has SUCCEEDED, so it finds what
+// that one wrote, though the agent had room for both at once; a job after one that fails fails
+// too, naming it, and never runs.
+TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
+  StartAgent("node-a", 0);
+  const std::string ready = cluster_->scratch("prep-ready");
+  const std::string ran = cluster_->scratch("after-failed-ran");
+  auto job_file = [&](const std::string& name, const std::string& script) {
+    const std::string path = cluster_->scratch(name + ".yaml");
+    ct::WriteFile(path, "name: " + name +
+                            "\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                            "    process: {command: [/bin/sh, -c, \"" +
+                            script + "\"]}\n");
+    return path;
+  };
+  ASSERT_EQ(Cli({"submit", job_file("prep", "sleep 2 && echo ok > " + ready)}).exit_code, 0);
+  const ct::RunResult train =
+      Cli({"submit", job_file("train", "test -f " + ready), "--after", "prep"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const wire::JobInfoT trained =
+      WaitForState("train", {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+  EXPECT_EQ(trained.state, wire::JobState::SUCCEEDED) << trained.message;
+  ASSERT_EQ(Cli({"submit", job_file("broken", "exit 3")}).exit_code, 0);
+  ASSERT_EQ(Cli({"submit", job_file("report", "touch " + ran), "--after", "broken"}).exit_code, 0);
+  const wire::JobInfoT report = WaitForState("report", {wire::JobState::FAILED});
+  EXPECT_EQ(report.message, "job broken, which it runs after (scheduling.after), ended FAILED");
+  EXPECT_FALSE(ct::FileExists(ran)) << "a job ran after the one it waited for failed";
 }
 
 // A script that saves its snapshot into a relative path (the torchrun fault-tolerance tutorial's
