@@ -157,10 +157,11 @@ const std::vector<Verb>& Verbs() {
         {"--replica", true, ""},
         {"--all", false, ""},
         {"--name", true, ""},
-        {"--after", true, ""}},
-       "submit FILE [--name N] [--after JOB,...] [--wait [--replica R|--all]]",
+        {"--after", true, ""},
+        {"--hold", false, ""}},
+       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--wait [--replica R|--all]]",
        "validate and submit a job file; prints the job name",
-       SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[,JOB...]]
+       SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[:CONDITION][,...]] [--hold]
                     [--wait [--replica ROLE-INDEX | --all]]
 
 Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout (with
@@ -168,8 +169,13 @@ Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name
 and digits). FILE may be - for standard input.
   --name N  the job's name instead of the file's name or name_prefix
             ([A-Za-z][A-Za-z0-9_-]{0,127})
-  --after JOB[,JOB...]   run it once each of these jobs has SUCCEEDED (added to the file's
-            scheduling.after; Slurm's --dependency=afterok); it fails if one ends otherwise
+  --after JOB[:CONDITION][,...]   run it once each of these jobs has ended as CONDITION says
+            (added to the file's scheduling.after; Slurm's --dependency):
+              succeeded  (the default) SUCCEEDED (afterok); if it ends otherwise this job FAILS
+              failed     FAILED or CANCELLED (afternotok); if it SUCCEEDS this job is CANCELLED
+              ended      in any state (afterany)
+  --hold    submit it SUSPENDED (scheduling.hold; Slurm's --hold): it runs once `cohort resume
+            JOB` queues it
   --wait    show the job live on stderr until it ends, as `cohort watch` does (elapsed time,
             state, replicas, events such as restarts and their causes, the chief's output);
             exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED

@@ -2,8 +2,9 @@
 // in-process:
 //
 //   cohort [--coordinator tcp://HOST:7400] [--insecure] [--timeout 5s] VERB ...
-//     submit FILE [--name N] [--after JOB,...] [--wait [--replica R|--all]]   prints the job
-//                                name; --after: scheduling.after; --wait shows it live
+//     submit FILE [--name N] [--after JOB[:C],...] [--hold] [--wait [--replica R|--all]]
+//                                prints the job name; --after: scheduling.after; --hold:
+//                                scheduling.hold; --wait shows it live
 //     status JOB [--json]        state, message, times, restarts, replicas, events
 //     list [--state S] [--since T] [--limit N] [--json]   every job, or a history query
 //     logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow|-f]

@@ -87,25 +87,28 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
                             "[A-Za-z][A-Za-z0-9_-]{0,127})");
     }
   }
-  std::vector<std::string> after;
+  std::vector<JobDependency> after;
   if (args.Has("--after")) {
     std::istringstream list(args.Get("--after"));
-    for (std::string job; std::getline(list, job, ',');) {
-      if (!IsValidJobName(job)) {
-        return UsageError(ctx.err, "submit",
-                          "--after: '" + job + "' is not a job name (give JOB[,JOB...])");
-      }
-      after.push_back(job);
+    for (std::string entry; std::getline(list, entry, ',');) {
+      StatusOr<JobDependency> dependency = ParseJobDependency(entry);
+      if (!dependency.ok())
+        return UsageError(ctx.err, "submit", "--after: " + dependency.status().message());
+      after.push_back(*std::move(dependency));
     }
   }
-  if (!name.empty() || !after.empty()) {
-    rename = [name, after](const std::string& text) -> StatusOr<std::string> {
+  const bool hold = args.Has("--hold");
+  if (!name.empty() || !after.empty() || hold) {
+    rename = [name, after, hold](const std::string& text) -> StatusOr<std::string> {
       std::string out = text;
       if (!name.empty()) {
         COHORT_ASSIGN_OR_RETURN(out, WithJobName(out, name));
       }
       if (!after.empty()) {
         COHORT_ASSIGN_OR_RETURN(out, WithAfter(out, after));
+      }
+      if (hold) {
+        COHORT_ASSIGN_OR_RETURN(out, WithHold(out));
       }
       return out;
     };

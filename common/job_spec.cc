@@ -273,6 +273,36 @@ std::string_view ProgressSourceName(ProgressSource source) {
 
 std::string_view HangActionName(HangAction action) { return NameIn(kHangActionNames, action, ""); }
 
+std::string_view AfterConditionName(AfterCondition when) {
+  return NameIn(kAfterConditionNames, when, "");
+}
+
+std::string FormatJobDependency(const JobDependency& dependency) {
+  if (dependency.when == AfterCondition::kSucceeded) return dependency.job;
+  return dependency.job + ":" + std::string(AfterConditionName(dependency.when));
+}
+
+StatusOr<JobDependency> ParseJobDependency(std::string_view text) {
+  JobDependency out;
+  const size_t colon = text.find(':');
+  out.job = std::string(text.substr(0, colon));
+  if (!IsValidJobName(out.job)) {
+    return InvalidArgument(Quoted(std::string(text)) +
+                           " does not start with a job name ([A-Za-z][A-Za-z0-9_-]{0,127}); "
+                           "give JOB or JOB:CONDITION");
+  }
+  if (colon == std::string_view::npos) return out;
+  const std::string_view condition = text.substr(colon + 1);
+  const std::optional<AfterCondition> when = ValueIn(kAfterConditionNames, condition);
+  if (!when) {
+    return InvalidArgument(Quoted(std::string(text)) + ": the condition must be " +
+                           ChoiceOf(kAfterConditionNames) + ", got " +
+                           Quoted(std::string(condition)));
+  }
+  out.when = *when;
+  return out;
+}
+
 const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   for (const auto& pool : pools) {
     if (pool.role == role) return &pool;
@@ -539,13 +569,14 @@ Status ValidateJobSpec(const JobSpec& spec) {
                            " jobs, got " + std::to_string(s.after.size()));
   }
   for (size_t i = 0; i < s.after.size(); ++i) {
-    const std::string& name = s.after[i];
+    const std::string& name = s.after[i].job;
     if (!IsValidJobName(name)) {
       return InvalidArgument("scheduling.after[" + std::to_string(i) + "]: " + Quoted(name) +
                              " is not a job name ([A-Za-z][A-Za-z0-9_-]{0,127})");
     }
-    if (std::find(s.after.begin(), s.after.begin() + static_cast<std::ptrdiff_t>(i), name) !=
-        s.after.begin() + static_cast<std::ptrdiff_t>(i)) {
+    auto earlier = s.after.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find_if(s.after.begin(), earlier,
+                     [&](const JobDependency& d) { return d.job == name; }) != earlier) {
       return InvalidArgument("scheduling.after[" + std::to_string(i) + "]: job " + name +
                              " is named twice");
     }

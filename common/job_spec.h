@@ -162,6 +162,29 @@ inline constexpr std::chrono::milliseconds kDefaultFinishGrace{30'000};
 inline constexpr std::chrono::milliseconds kMaxFinishGrace{3'600'000};
 inline constexpr size_t kMaxAfterJobs = 32;
 
+// What a job of scheduling.after must end as for the job after it to run (Slurm's
+// --dependency kinds): SUCCEEDED (afterok, the default); FAILED or CANCELLED (afternotok: a
+// fallback, a report of the failure); any final state (afterany: a cleanup, an evaluation of
+// whatever was written).
+enum class AfterCondition { kSucceeded, kFailed, kEnded };
+inline constexpr EnumName<AfterCondition> kAfterConditionNames[] = {
+    {AfterCondition::kSucceeded, "succeeded"},
+    {AfterCondition::kFailed, "failed"},
+    {AfterCondition::kEnded, "ended"}};
+std::string_view AfterConditionName(AfterCondition when);  // "succeeded", "failed", "ended"
+// One entry of scheduling.after, written "JOB" (it must succeed) or "JOB:CONDITION"
+// ("prep", "train:failed", "train:ended").
+struct JobDependency {
+  std::string job;
+  AfterCondition when = AfterCondition::kSucceeded;
+
+  bool operator==(const JobDependency&) const = default;
+};
+// "prep" or "train:ended" (the condition only when not kSucceeded): ParseJobDependency's input.
+std::string FormatJobDependency(const JobDependency& dependency);
+// "JOB[:succeeded|failed|ended]"; kInvalidArgument naming what is wrong.
+StatusOr<JobDependency> ParseJobDependency(std::string_view text);
+
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
@@ -179,9 +202,13 @@ struct SchedulingSpec {
   // writing its own outputs) before they are stopped. Parameter servers, reducers and evaluators
   // serve the workers: they are stopped once no worker runs. 0: every replica is stopped at once.
   std::chrono::milliseconds finish_grace = kDefaultFinishGrace;
-  // The jobs it runs after (Slurm's --dependency=afterok): it is placed only once each of them
-  // has SUCCEEDED, and FAILS when one ends otherwise. Distinct job names, in the order given.
-  std::vector<std::string> after;
+  // The jobs it runs after (Slurm's --dependency): it is placed only once each of them has ended
+  // as its condition asks (by default SUCCEEDED), and FAILS when one ends otherwise. Distinct job
+  // names, in the order given.
+  std::vector<JobDependency> after;
+  // Submitted SUSPENDED (Slurm's --hold, Kubeflow's runPolicy.suspend at creation): placed only
+  // once `cohort resume` queues it.
+  bool hold = false;
 
   bool operator==(const SchedulingSpec&) const = default;
 };
@@ -219,10 +246,14 @@ inline constexpr size_t kMaxNamePrefixLength = 119;
 // The job file's YAML text with its name set to `name` (a name_prefix removed): `cohort submit
 // --name`. kInvalidArgument when the text is not a YAML map.
 StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name);
-// The job file's YAML text with `after` added to its scheduling.after (those it names already
-// first): `cohort submit --after`. kInvalidArgument when the text is not a YAML map, or its
-// scheduling or scheduling.after is of another kind.
-StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<std::string>& after);
+// The job file's YAML text with `after` added to its scheduling.after (its own entries first, an
+// entry it has already not repeated; one job under two conditions fails validation):
+// `cohort submit --after`. kInvalidArgument when the text is not a YAML map, or its scheduling or
+// scheduling.after is of another kind.
+StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<JobDependency>& after);
+// The job file's YAML text with scheduling.hold set: `cohort submit --hold`. kInvalidArgument
+// when the text is not a YAML map, or its scheduling is of another kind.
+StatusOr<std::string> WithHold(std::string_view yaml);
 // Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
 bool IsValidSchedulingName(std::string_view name);
 // "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.

@@ -173,7 +173,7 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
-                  "hang_timeout", "progress", "hang_action", "finish_grace", "after"}));
+                  "hang_timeout", "progress", "hang_action", "finish_grace", "after", "hold"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -224,7 +224,19 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
                                                   kHangActionNames, "hang action"));
   }
   if (Reader::Has(node, "after")) {
-    COHORT_ASSIGN_OR_RETURN(s.after, r.StringList(node["after"], path + ".after"));
+    COHORT_ASSIGN_OR_RETURN(std::vector<std::string> entries,
+                            r.StringList(node["after"], path + ".after"));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      StatusOr<JobDependency> dependency = ParseJobDependency(entries[i]);
+      if (!dependency.ok()) {
+        return r.Error(node["after"][i], path + ".after[" + std::to_string(i) + "]",
+                       dependency.status().message());
+      }
+      s.after.push_back(*std::move(dependency));
+    }
+  }
+  if (Reader::Has(node, "hold")) {
+    COHORT_ASSIGN_OR_RETURN(s.hold, r.Bool(node["hold"], path + ".hold"));
   }
   return s;
 }
@@ -318,6 +330,15 @@ StatusOr<std::string> EditJobYaml(std::string_view yaml,
   return std::string(out.c_str());
 }
 
+// The job file's scheduling map, made when it has none; kInvalidArgument when it is of another
+// kind.
+StatusOr<YAML::Node> SchedulingOf(YAML::Node& root) {
+  if (root["scheduling"] && !root["scheduling"].IsMap() && !root["scheduling"].IsNull()) {
+    return InvalidArgument("the job file's scheduling is not a YAML map of keys");
+  }
+  return root["scheduling"];
+}
+
 }  // namespace
 
 StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) {
@@ -328,22 +349,31 @@ StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) 
   });
 }
 
-StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<std::string>& after) {
-  return EditJobYaml(yaml, [&](YAML::Node& root) {
-    if (root["scheduling"] && !root["scheduling"].IsMap()) {
-      return InvalidArgument("the job file's scheduling is not a YAML map of keys");
-    }
-    std::vector<std::string> names;
-    const YAML::Node listed = root["scheduling"]["after"];
+StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<JobDependency>& after) {
+  return EditJobYaml(yaml, [&](YAML::Node& root) -> Status {
+    COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
+    std::vector<std::string> entries;
+    const YAML::Node listed = scheduling["after"];
     if (listed && listed.IsSequence()) {
-      for (const auto& n : listed) names.push_back(n.Scalar());
+      for (const auto& n : listed) entries.push_back(n.Scalar());
     } else if (listed && !listed.IsNull()) {
       return InvalidArgument("the job file's scheduling.after is not a list");
     }
-    for (const std::string& name : after) {
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    for (const JobDependency& dependency : after) {
+      std::string entry = FormatJobDependency(dependency);
+      if (std::find(entries.begin(), entries.end(), entry) == entries.end()) {
+        entries.push_back(std::move(entry));
+      }
     }
-    root["scheduling"]["after"] = names;
+    scheduling["after"] = entries;
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::string> WithHold(std::string_view yaml) {
+  return EditJobYaml(yaml, [&](YAML::Node& root) -> Status {
+    COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
+    scheduling["hold"] = true;
     return Status::Ok();
   });
 }
@@ -446,9 +476,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       << std::string(HangActionName(spec.scheduling.hang_action));
   if (!spec.scheduling.after.empty()) {
     out << YAML::Key << "after" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-    for (const auto& name : spec.scheduling.after) out << name;
+    for (const auto& dependency : spec.scheduling.after) out << FormatJobDependency(dependency);
     out << YAML::EndSeq;
   }
+  if (spec.scheduling.hold) out << YAML::Key << "hold" << YAML::Value << true;
   out << YAML::EndMap;
   out << YAML::EndMap;
   std::string text = out.c_str();

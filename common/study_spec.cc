@@ -394,6 +394,11 @@ Status ValidateStudySpec(const StudySpec& spec) {
   }
   Status st = ValidateJobSpec(spec.trial_job);
   if (!st.ok()) return Status(st.code(), "trial_job." + st.message());
+  if (spec.trial_job.scheduling.hold) {
+    return InvalidArgument(
+        "trial_job.scheduling.hold: a study's trials cannot be held (each would wait for a "
+        "`cohort resume`); submit the study when it may run");
+  }
   return Status::Ok();
 }
 

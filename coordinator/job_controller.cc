@@ -96,37 +96,85 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
   active_.emplace_back(raw->seq, raw);  // the largest seq yet: the order holds
   AddEvent(*raw, "submitted (" + std::to_string(raw->replicas.size()) + " replicas)", now_ms);
   WaitForAfter(*raw, now_ms);
+  if (raw->spec.scheduling.hold && !raw->finished()) {  // see "Suspension"
+    raw->state = JobState::SUSPENDED;
+    raw->message = "held at submit (scheduling.hold); `cohort resume " + raw->name + "` queues it";
+    AddEvent(*raw, raw->message, now_ms);
+  }
   schedule_needed_ = true;
   return *raw;
 }
 
 // ---- dependencies ---------------------------------------------------------------------------
 
+namespace {
+
+// Whether `state`, a final state, is what `when` waits for.
+bool Meets(AfterCondition when, JobState state) {
+  switch (when) {
+    case AfterCondition::kSucceeded:
+      return state == JobState::SUCCEEDED;
+    case AfterCondition::kFailed:
+      return state == JobState::FAILED || state == JobState::CANCELLED;
+    case AfterCondition::kEnded:
+      return true;
+  }
+  return false;
+}
+
+// "succeed", "fail", "end": what a job waits for the one it runs after to do.
+std::string_view Verb(AfterCondition when) {
+  switch (when) {
+    case AfterCondition::kSucceeded:
+      return "succeed";
+    case AfterCondition::kFailed:
+      return "fail";
+    case AfterCondition::kEnded:
+      return "end";
+  }
+  return "";
+}
+
+}  // namespace
+
 Status JobController::CheckAfter(const JobSpec& spec) const {
-  for (const std::string& name : spec.scheduling.after) {
-    const JobRecord* dep = FindJob(name);
-    if (dep == nullptr) return NotFound("scheduling.after: no job named '" + name + "'");
-    if (dep->state == JobState::CANCELLING ||
-        (dep->finished() && dep->state != JobState::SUCCEEDED)) {
-      return FailedPrecondition("scheduling.after: job " + name + " is " +
-                                wire::EnumNameJobState(dep->state) +
-                                ": a job to run after its success would never run");
+  for (const JobDependency& d : spec.scheduling.after) {
+    const JobRecord* dep = FindJob(d.job);
+    if (dep == nullptr) return NotFound("scheduling.after: no job named '" + d.job + "'");
+    // A cancelling job ends CANCELLED.
+    const std::optional<JobState> end = dep->state == JobState::CANCELLING
+                                            ? std::optional(JobState::CANCELLED)
+                                        : dep->finished() ? std::optional(dep->state)
+                                                          : std::nullopt;
+    if (end && !Meets(d.when, *end)) {
+      return FailedPrecondition("scheduling.after: job " + d.job + " is " +
+                                wire::EnumNameJobState(dep->state) + ": a job to run after it " +
+                                std::string(Verb(d.when)) + "s would never run");
     }
   }
   return Status::Ok();
 }
 
-std::vector<std::string> JobController::PendingAfter(const JobRecord& job) const {
-  std::vector<std::string> pending;
-  for (const std::string& name : job.spec.scheduling.after) {
-    const JobRecord* dep = FindJob(name);  // gone: it succeeded
-    if (dep != nullptr && dep->state != JobState::SUCCEEDED) pending.push_back(name);
+std::vector<JobDependency> JobController::PendingAfter(const JobRecord& job) const {
+  std::vector<JobDependency> pending;
+  for (const JobDependency& d : job.spec.scheduling.after) {
+    const JobRecord* dep = FindJob(d.job);  // gone: it ended as asked
+    if (dep != nullptr && !dep->finished()) pending.push_back(d);
   }
   return pending;
 }
 
-void JobController::FailAfter(JobRecord& job, const JobRecord& dep, int64_t now_ms) {
+void JobController::EndAfter(JobRecord& job, const JobDependency& d, const JobRecord& dep,
+                             int64_t now_ms) {
   job.waits_for_jobs = false;
+  if (d.when == AfterCondition::kFailed) {  // a contingency not needed
+    FinishJob(job, JobState::CANCELLED,
+              "job " + dep.name + " ended " + wire::EnumNameJobState(dep.state) +
+                  ", and it runs only should that one fail (scheduling.after: " +
+                  FormatJobDependency(d) + ")",
+              now_ms);
+    return;
+  }
   FinishJob(job, JobState::FAILED,
             "job " + dep.name + ", which it runs after (scheduling.after), ended " +
                 wire::EnumNameJobState(dep.state),
@@ -134,26 +182,40 @@ void JobController::FailAfter(JobRecord& job, const JobRecord& dep, int64_t now_
 }
 
 void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
-  const std::vector<std::string> pending = PendingAfter(job);
-  for (const std::string& name : pending) {
-    const JobRecord& dep = *FindJob(name);
-    if (dep.finished()) {
-      FailAfter(job, dep, now_ms);
+  for (const JobDependency& d : job.spec.scheduling.after) {
+    const JobRecord* dep = FindJob(d.job);
+    if (dep != nullptr && dep->finished() && !Meets(d.when, dep->state)) {
+      EndAfter(job, d, *dep, now_ms);
       return;
     }
   }
+  const std::vector<JobDependency> pending = PendingAfter(job);
   if (pending.empty()) return;
-  for (const std::string& name : pending) dependents_[name].push_back(job.name);
+  for (const JobDependency& d : pending) dependents_[d.job].push_back(job.name);
   job.waits_for_jobs = true;
   if (job.state == JobState::QUEUED) job.message = AfterWaitMessage(pending);
   MarkDirty(job);
 }
 
-std::string JobController::AfterWaitMessage(const std::vector<std::string>& pending) {
-  std::string names;
-  for (const std::string& name : pending) names += (names.empty() ? "" : ", ") + name;
-  return std::string("waiting for job") + (pending.size() == 1 ? " " : "s ") + names +
-         " to succeed (scheduling.after)";
+std::string JobController::AfterWaitMessage(const std::vector<JobDependency>& pending) {
+  // The jobs grouped by condition, each group where its first job stands: "waiting for jobs a, b
+  // to succeed and job c to end (scheduling.after)".
+  std::string out = "waiting for ";
+  std::vector<AfterCondition> groups;
+  for (const JobDependency& d : pending) {
+    if (std::find(groups.begin(), groups.end(), d.when) == groups.end()) groups.push_back(d.when);
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::string names;
+    size_t count = 0;
+    for (const JobDependency& d : pending) {
+      if (d.when != groups[g]) continue;
+      names += (count++ == 0 ? "" : ", ") + d.job;
+    }
+    out += std::string(g == 0 ? "" : " and ") + (count == 1 ? "job " : "jobs ") + names + " to " +
+           std::string(Verb(groups[g]));
+  }
+  return out + " (scheduling.after)";
 }
 
 void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
@@ -164,14 +226,21 @@ void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
   for (const std::string& name : names) {
     JobRecord* job = FindJob(name);
     if (job == nullptr || job->finished() || !job->waits_for_jobs) continue;
-    if (dep.state != JobState::SUCCEEDED) {
-      FailAfter(*job, dep, now_ms);
+    const auto& after = job->spec.scheduling.after;
+    const auto d = std::find_if(after.begin(), after.end(),
+                                [&](const JobDependency& e) { return e.job == dep.name; });
+    if (d == after.end()) continue;
+    if (!Meets(d->when, dep.state)) {
+      EndAfter(*job, *d, dep, now_ms);
       continue;
     }
-    const std::vector<std::string> pending = PendingAfter(*job);
-    AddEvent(*job,
-             "job " + dep.name + " succeeded (scheduling.after)" +
-                 (pending.empty() ? ": it may run now" : "; " + AfterWaitMessage(pending)),
+    const std::vector<JobDependency> pending = PendingAfter(*job);
+    const std::string what = d->when == AfterCondition::kSucceeded
+                                 ? "job " + dep.name + " succeeded (scheduling.after)"
+                                 : "job " + dep.name + " ended " +
+                                       wire::EnumNameJobState(dep.state) +
+                                       " (scheduling.after: " + FormatJobDependency(*d) + ")";
+    AddEvent(*job, what + (pending.empty() ? ": it may run now" : "; " + AfterWaitMessage(pending)),
              now_ms);
     if (pending.empty()) {
       job->waits_for_jobs = false;

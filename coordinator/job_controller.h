@@ -50,15 +50,20 @@
 // replicas do once asked to stop is no failure), an elastic job asks for every worker again,
 // and the time suspended (JobRecord::suspended_ms) counts toward neither the scheduling timeout
 // nor usage. Cancel works on a suspended job as on any other. Stored: a coordinator restart keeps
-// a job suspended.
+// a job suspended. A job submitted with scheduling.hold (`cohort submit --hold`, Slurm's --hold)
+// is SUSPENDED from its submission.
 //
-// Dependencies (scheduling.after, Slurm's --dependency=afterok). A job submitted to run after
-// others (each known and not ended otherwise than SUCCEEDED: CheckAfter) stays QUEUED, outside
-// every scheduling round (JobRecord::waits_for_jobs; so it holds no place in its queue's
-// reservation either), until each of them has SUCCEEDED; an event says when each does. When one
-// ends FAILED or CANCELLED the job FAILS at once, naming it, and so in turn do the jobs after it.
+// Dependencies (scheduling.after, Slurm's --dependency). A job submitted to run after others,
+// each once it has SUCCEEDED (afterok, the default), FAILED or been CANCELLED (`JOB:failed`,
+// afternotok) or ended at all (`JOB:ended`, afterany), stays QUEUED, outside every scheduling
+// round (JobRecord::waits_for_jobs; so it holds no place in its queue's reservation either),
+// until each of them has ended so; an event says when each does. Each must be known and not
+// ended (or cancelling) otherwise at submit (CheckAfter). When one ends otherwise the job ends at
+// once, naming it: FAILED when it waited for a success, CANCELLED (not needed) when it waited for
+// a failure that did not come; and so in turn do the jobs after it, as they ask.
 // Derived from the jobs at every start: a job named there that is gone was deleted after it
-// ended, and only a success leaves a job waiting on it, so it counts as SUCCEEDED.
+// ended, and only an end as asked leaves a job waiting on it (any other ends the waiting job in
+// the same store write), so it counts as met.
 //
 // Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
 // died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
@@ -199,10 +204,10 @@ class JobController {
 
   // ---- events
   // Whether `spec`'s scheduling.after may be waited for (see "Dependencies"): kNotFound for a job
-  // not known, kFailedPrecondition for one that ended otherwise than SUCCEEDED or is cancelling.
+  // not known, kFailedPrecondition for one that ended (or is cancelling) otherwise than asked.
   Status CheckAfter(const JobSpec& spec) const;
-  // A new job, QUEUED. The name must be free (callers check with FindJob), and its
-  // scheduling.after checked (CheckAfter).
+  // A new job, QUEUED (SUSPENDED with scheduling.hold). The name must be free (callers check with
+  // FindJob), and its scheduling.after checked (CheckAfter).
   JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
   // CANCELLING, then CANCELLED once nothing of it holds resources. A SUCCEEDED job whose ranks
   // are still finishing (scheduling.finish_grace) stays SUCCEEDED; they are stopped now. Any
@@ -426,18 +431,20 @@ class JobController {
   void MarkDirty(JobRecord& job) { dirty_.insert(job.name); }
   // `job` reached a final state: studies hear of it, and the jobs that run after it go on or fail.
   void Ended(JobRecord& job, int64_t now_ms);
-  // See "Dependencies": `job` waits for the jobs of its scheduling.after not SUCCEEDED yet, or
-  // fails when one ended otherwise.
+  // See "Dependencies": `job` waits for the jobs of its scheduling.after that have not ended yet,
+  // or fails when one ended otherwise than its entry asks.
   void WaitForAfter(JobRecord& job, int64_t now_ms);
-  // `dep` ended: the jobs waiting for it go on (it SUCCEEDED) or fail.
+  // `dep` ended: the jobs waiting for it go on (it ended as they ask) or fail.
   void ReleaseAfter(const JobRecord& dep, int64_t now_ms);
-  // The jobs of `job`'s scheduling.after that have not SUCCEEDED, in the spec's order (one that is
-  // gone did: see "Dependencies").
-  std::vector<std::string> PendingAfter(const JobRecord& job) const;
-  // FAILED, naming `dep`, which ended otherwise than SUCCEEDED.
-  void FailAfter(JobRecord& job, const JobRecord& dep, int64_t now_ms);
-  // "waiting for job a to succeed (scheduling.after)" for `pending` (PendingAfter).
-  static std::string AfterWaitMessage(const std::vector<std::string>& pending);
+  // The entries of `job`'s scheduling.after whose jobs have not ended, in the spec's order (one
+  // that is gone did: see "Dependencies").
+  std::vector<JobDependency> PendingAfter(const JobRecord& job) const;
+  // Ends `job`, naming `dep` (the job of `d`), which ended otherwise than `d` asks: FAILED after a
+  // job that did not succeed, CANCELLED (not needed) after one that did not fail.
+  void EndAfter(JobRecord& job, const JobDependency& d, const JobRecord& dep, int64_t now_ms);
+  // "waiting for jobs a, b to succeed and job c to end (scheduling.after)" for `pending`
+  // (PendingAfter).
+  static std::string AfterWaitMessage(const std::vector<JobDependency>& pending);
   bool NeedsSharedStorage(const std::string& output_dir) const;
 
   JobControllerOptions options_;

@@ -24,9 +24,9 @@ from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, Envelope, ErrorReply,
                          GetJob, GetLogs, GetStudy, JobInfo, JobList, JobState, ListJobs,
-                         ListNodes, ListStudies, LogData, NodeAdmin, NodeAdminReply, NodeList,
-                         ReplicaState, StudyInfo, StudyList, SubmitJob, SubmitJobReply,
-                         SubmitStudy, SuspendJob)
+                         ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
+                         NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
+                         SubmitJobReply, SubmitStudy, SuspendJob)
 
 PROTOCOL_VERSION = 1
 FILE_IDENTIFIER = b"CHRT"
@@ -248,6 +248,22 @@ def _node_to_dict(node):
     }
 
 
+def _queue_to_dict(queue):
+    """One queue as `cohort queues --json` writes it."""
+    return {
+        "name": _text(queue.name),
+        "gpu_quota": queue.gpuQuota,
+        "cpu_quota": queue.cpuQuota,
+        "weight": queue.weight,
+        "gpus_used": queue.gpusUsed,
+        "cpus_used": queue.cpusUsed,
+        "running": queue.running,
+        "waiting": queue.waiting,
+        "waiting_jobs": [_text(n) for n in (queue.waitingJobs or [])],
+        "suspended": queue.suspended,
+    }
+
+
 def _poll(get, done, what, poll_s, timeout_s):
     """Calls get() every poll_s seconds until done(its result); returns that result. Raises
     DEADLINE_EXCEEDED ("<what> is still <state>") after timeout_s (None: no limit)."""
@@ -376,6 +392,12 @@ class Client:
     def nodes(self):
         reply = self._call(Body.Body.ListNodes, ListNodes.ListNodesT(), NodeList.NodeListT)
         return [_node_to_dict(n) for n in (reply.nodes or [])]
+
+    def queues(self):
+        """Each queue's quota, use, and its running, waiting (the next in the order they are
+        tried: waiting_jobs) and suspended jobs, as `cohort queues --json` gives them."""
+        reply = self._call(Body.Body.ListQueues, ListQueues.ListQueuesT(), QueueList.QueueListT)
+        return [_queue_to_dict(q) for q in (reply.queues or [])]
 
     def read_logs(self, job, replica="chief-0", offset=0, max_bytes=1 << 20):
         """One chunk of a replica's logs: (bytes, next_offset, complete)."""

@@ -457,7 +457,33 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_EQ(stray.exit_code, kExitUsage);
   EXPECT_NE(stray.err.find("scheduling.after: no job named 'no-such-job'"), std::string::npos)
       << stray.err;
+  CliResult bad_condition =
+      run({"submit", cluster.scratch("job3.yaml"), "--after", "cli_job_two:maybe"});
+  EXPECT_EQ(bad_condition.exit_code, kExitUsage);
+  EXPECT_NE(bad_condition.err.find("the condition must be succeeded, failed or ended, got 'maybe'"),
+            std::string::npos)
+      << bad_condition.err;
+  // --hold with --after JOB:failed: SUSPENDED from its submission; the failure it waits for
+  // comes, and it still waits for `cohort resume`.
+  CliResult held = run({"submit", cluster.scratch("job3.yaml"), "--name", "cli_job_five", "--after",
+                        "cli_job_two:failed", "--hold"});
+  ASSERT_EQ(held.exit_code, kExitOk) << held.err;
+  json held_status = json::parse(run({"status", "cli_job_five", "--json"}).out, nullptr, false);
+  EXPECT_EQ(held_status["state"], "SUSPENDED") << held_status;
+  EXPECT_EQ(held_status["message"],
+            "held at submit (scheduling.hold); `cohort resume cli_job_five` queues it")
+      << held_status;
   ASSERT_EQ(run({"cancel", "cli_job_two"}).exit_code, kExitOk);
+  CliResult held_after = run({"status", "cli_job_five"});
+  EXPECT_NE(held_after.out.find("SUSPENDED"), std::string::npos) << held_after.out;
+  EXPECT_NE(held_after.out.find("job cli_job_two ended CANCELLED (scheduling.after: "
+                                "cli_job_two:failed): it may run now"),
+            std::string::npos)
+      << held_after.out;
+  CliResult released = run({"resume", "cli_job_five"});
+  EXPECT_EQ(released.exit_code, kExitOk) << released.err;
+  EXPECT_EQ(released.out.rfind("job cli_job_five: QUEUED", 0), 0u) << released.out;
+  ASSERT_EQ(run({"cancel", "cli_job_five"}).exit_code, kExitOk);
   json failed = json::parse(run({"status", "cli_job_three", "--json"}).out, nullptr, false);
   EXPECT_EQ(failed["state"], "FAILED") << failed;
   EXPECT_EQ(failed["message"],

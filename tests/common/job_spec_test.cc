@@ -400,34 +400,100 @@ TEST(JobSpecTest, NodeAffinityTakesKubernetesExpressions) {
   EXPECT_EQ(LabelInteger("1.5"), std::nullopt);
 }
 
-// scheduling.after names the jobs to run after: distinct job names, kept in order, round-tripped.
-TEST(JobSpecTest, SchedulingAfterNamesJobs) {
+// scheduling.after names the jobs to run after, each with what it must end as: distinct job
+// names, kept in order, round-tripped.
+TEST(JobSpecTest, SchedulingAfterNamesJobsAndConditions) {
   auto with_after = [](const std::string& after) {
     return "name: eval\nworker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n"
            "scheduling: {after: " +
            after + "}\n";
   };
+  using Deps = std::vector<JobDependency>;
+  const JobDependency train{"train", AfterCondition::kSucceeded};
+  const JobDependency prep{"prep", AfterCondition::kSucceeded};
   StatusOr<JobSpec> spec = ParseJobSpec(with_after("[train, prep]"));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  EXPECT_EQ(spec->scheduling.after, (std::vector<std::string>{"train", "prep"}));
+  EXPECT_EQ(spec->scheduling.after, (Deps{train, prep}));
   StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, *spec);
+
+  // JOB:CONDITION, in flow and block lists alike; written back the same way.
+  spec = ParseJobSpec(with_after("[train:failed, prep:ended, data:succeeded]"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const Deps conditions{{"train", AfterCondition::kFailed},
+                        {"prep", AfterCondition::kEnded},
+                        {"data", AfterCondition::kSucceeded}};
+  EXPECT_EQ(spec->scheduling.after, conditions);
+  EXPECT_NE(JobSpecToYaml(*spec).find("train:failed"), std::string::npos);
+  again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  spec = ParseJobSpec(
+      "name: eval\nworker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n"
+      "scheduling:\n  after:\n    - train:failed\n    - prep:ended\n    - data\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.after, conditions);
+
   ExpectError(with_after("[train, train]"), {"scheduling.after[1]: job train is named twice"});
+  ExpectError(with_after("[train, train:ended]"),
+              {"scheduling.after[1]: job train is named twice"});
   ExpectError(with_after("[eval]"), {"scheduling.after[0]: a job cannot run after itself"});
-  ExpectError(with_after("[\"9lives\"]"), {"scheduling.after[0]: '9lives' is not a job name"});
+  ExpectError(with_after("[\"9lives\"]"),
+              {"scheduling.after[0]", "'9lives' does not start with a job name"});
+  ExpectError(
+      with_after("[train:done]"),
+      {"scheduling.after[0]", "the condition must be succeeded, failed or ended, got 'done'"});
+  ExpectError(with_after("[\"train:\"]"), {"scheduling.after[0]", "got ''"});
   ExpectError(with_after("train"), {"scheduling.after", "expected a list"});
 
-  // `cohort submit --after`: added after the file's own, each once.
-  StatusOr<std::string> more = WithAfter(with_after("[train]"), {"prep", "train"});
+  // `cohort submit --after`: added after the file's own, each entry once.
+  StatusOr<std::string> more = WithAfter(with_after("[train]"), {prep, train});
   ASSERT_TRUE(more.ok()) << more.status().ToString();
-  EXPECT_EQ(ParseJobSpec(*more)->scheduling.after, (std::vector<std::string>{"train", "prep"}));
-  StatusOr<std::string> fresh = WithAfter(Minimal(), {"prep"});
+  EXPECT_EQ(ParseJobSpec(*more)->scheduling.after, (Deps{train, prep}));
+  more = WithAfter(with_after("[train]"), {{"cleanup", AfterCondition::kEnded}});
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  EXPECT_EQ(ParseJobSpec(*more)->scheduling.after,
+            (Deps{train, {"cleanup", AfterCondition::kEnded}}));
+  more = WithAfter(with_after("[train]"), {{"train", AfterCondition::kFailed}});
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  EXPECT_EQ(ParseJobSpec(*more).status().code(), StatusCode::kInvalidArgument);  // twice
+  StatusOr<std::string> fresh = WithAfter(Minimal(), {prep});
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
-  EXPECT_EQ(ParseJobSpec(*fresh)->scheduling.after, std::vector<std::string>{"prep"});
-  EXPECT_EQ(WithAfter("[1, 2]", {"prep"}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(WithAfter(Minimal() + "scheduling: [a]\n", {"prep"}).status().code(),
+  EXPECT_EQ(ParseJobSpec(*fresh)->scheduling.after, Deps{prep});
+  EXPECT_EQ(WithAfter("[1, 2]", {prep}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WithAfter(Minimal() + "scheduling: [a]\n", {prep}).status().code(),
             StatusCode::kInvalidArgument);
+
+  // The CLI's parse of one entry.
+  EXPECT_EQ(ParseJobDependency("train:ended")->when, AfterCondition::kEnded);
+  EXPECT_EQ(ParseJobDependency("train")->job, "train");
+  EXPECT_EQ(ParseJobDependency("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FormatJobDependency({"train", AfterCondition::kFailed}), "train:failed");
+  EXPECT_EQ(FormatJobDependency(train), "train");
+}
+
+// scheduling.hold: submitted SUSPENDED; round-tripped; `cohort submit --hold` sets it.
+TEST(JobSpecTest, SchedulingHold) {
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {hold: true}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->scheduling.hold);
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->scheduling.hold);
+  EXPECT_FALSE(ParseJobSpec(Minimal())->scheduling.hold);
+  ExpectError(Minimal() + "scheduling: {hold: later}\n", {"scheduling.hold"});
+
+  for (const std::string& text :
+       {Minimal(), Minimal() + "scheduling: {queue: q}\n", Minimal() + "scheduling:\n"}) {
+    StatusOr<std::string> held = WithHold(text);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    StatusOr<JobSpec> parsed = ParseJobSpec(*held);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << *held;
+    EXPECT_TRUE(parsed->scheduling.hold) << *held;
+  }
+  EXPECT_EQ(ParseJobSpec(*WithHold(Minimal() + "scheduling: {queue: q}\n"))->scheduling.queue, "q");
+  EXPECT_EQ(WithHold(Minimal() + "scheduling: 3\n").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(JobSpecTest, ProgramKindRules) {

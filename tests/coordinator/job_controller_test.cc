@@ -1020,8 +1020,113 @@ TEST_F(JobControllerTest, AJobRunsAfterTheJobsItNamesSucceedAndFailsWhenOneFails
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(jobs_.CheckAfter(*refused).code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(jobs_.CheckAfter(*refused).message().find("job eval is FAILED"), std::string::npos);
-  refused->scheduling.after = {"nobody"};
+  refused->scheduling.after = {{"nobody"}};
   EXPECT_EQ(jobs_.CheckAfter(*refused).code(), StatusCode::kNotFound);
+}
+
+// scheduling.after's conditions: `JOB:ended` runs after any end, `JOB:failed` after a failure or
+// a cancellation, and a job waiting for a failure that did not come ends CANCELLED (not needed),
+// while one waiting for a success that did not come FAILS. What a job waits for is said by
+// condition.
+TEST_F(JobControllerTest, AJobRunsAfterTheJobsItNamesEndAsItsConditionsAsk) {
+  JobRecord& train = Start("train", 0, false, 0, {"a"});
+  JobRecord& prep = Start("prep", 0, false, 0, {"b"});
+  auto submit = [&](const std::string& name, const std::string& after) -> JobRecord& {
+    const std::string yaml = "name: " + name +
+                             "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+                             "    process: {command: [/bin/x]}\nscheduling: {after: " +
+                             after + "}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    EXPECT_TRUE(jobs_.CheckAfter(*spec).ok()) << jobs_.CheckAfter(*spec).ToString();
+    return jobs_.Submit(std::move(*spec), yaml, now_);
+  };
+  JobRecord& cleanup = submit("cleanup", "[train:ended, prep:ended]");
+  JobRecord& fallback = submit("fallback", "[train:failed]");
+  JobRecord& mixed = submit("mixed", "[train:failed, prep]");
+  JobRecord& unneeded = submit("unneeded", "[prep:failed]");
+  JobRecord& after_unneeded = submit("after_unneeded", "[unneeded]");
+  JobRecord& after_unneeded_any = submit("after_unneeded_any", "[unneeded:ended]");
+  EXPECT_EQ(cleanup.message, "waiting for jobs train, prep to end (scheduling.after)");
+  EXPECT_EQ(fallback.message, "waiting for job train to fail (scheduling.after)");
+  EXPECT_EQ(mixed.message,
+            "waiting for job train to fail and job prep to succeed (scheduling.after)");
+
+  // prep succeeds: the job waiting for its failure is not needed, and neither is the job after
+  // that one's success; the job after its end runs.
+  Report(prep, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_EQ(unneeded.state, JobState::CANCELLED);
+  EXPECT_EQ(unneeded.message,
+            "job prep ended SUCCEEDED, and it runs only should that one fail (scheduling.after: "
+            "prep:failed)");
+  EXPECT_EQ(after_unneeded.state, JobState::FAILED);
+  EXPECT_EQ(after_unneeded.message,
+            "job unneeded, which it runs after (scheduling.after), ended CANCELLED");
+  EXPECT_EQ(after_unneeded_any.state, JobState::QUEUED);
+  EXPECT_FALSE(after_unneeded_any.waits_for_jobs);
+  EXPECT_EQ(cleanup.message, "waiting for job train to end (scheduling.after)");
+  EXPECT_EQ(cleanup.events.back().message,
+            "job prep ended SUCCEEDED (scheduling.after: prep:ended); waiting for job train to "
+            "end (scheduling.after)");
+  EXPECT_EQ(mixed.message, "waiting for job train to fail (scheduling.after)");
+
+  // train fails for good: the fallback and the cleanup run.
+  jobs_.TakeScheduleNeeded();
+  Report(train, "chief-0", ReplicaState::FAILED, 1);
+  ASSERT_EQ(train.state, JobState::FAILED);
+  for (JobRecord* job : {&cleanup, &fallback, &mixed}) {
+    EXPECT_EQ(job->state, JobState::QUEUED) << job->name;
+    EXPECT_FALSE(job->waits_for_jobs) << job->name;
+    EXPECT_EQ(job->message, "waiting for resources") << job->name;
+  }
+  EXPECT_EQ(fallback.events.back().message,
+            "job train ended FAILED (scheduling.after: train:failed): it may run now");
+  EXPECT_TRUE(jobs_.TakeScheduleNeeded());
+
+  // At submit: after a job that SUCCEEDED, `:failed` is refused, `:ended` is not; after a failed
+  // one, `:failed` and `:ended` are taken and need not wait.
+  auto spec_after = [](const std::string& after) {
+    auto spec = ParseJobSpec(
+        "name: late\nworker_pools:\n  - role: chief\n    process: {command: [/bin/x]}\n"
+        "scheduling: {after: " +
+            after + "}\n",
+        "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    return *spec;
+  };
+  EXPECT_EQ(jobs_.CheckAfter(spec_after("[prep:failed]")).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_.CheckAfter(spec_after("[prep:failed]")).message(),
+            "scheduling.after: job prep is SUCCEEDED: a job to run after it fails would never "
+            "run");
+  EXPECT_TRUE(jobs_.CheckAfter(spec_after("[prep:ended, train:failed]")).ok());
+  const std::string yaml =
+      "name: late\nworker_pools:\n  - role: chief\n    process: {command: [/bin/x]}\n"
+      "scheduling: {after: [prep:ended, train:failed]}\n";
+  JobRecord& late = jobs_.Submit(spec_after("[prep:ended, train:failed]"), yaml, now_);
+  EXPECT_FALSE(late.waits_for_jobs);
+  EXPECT_EQ(late.state, JobState::QUEUED);
+  EXPECT_EQ(late.message, "waiting for resources");
+}
+
+// scheduling.hold: the job is SUSPENDED from its submission, in no round, until resumed; its time
+// held before any start counts toward nothing.
+TEST_F(JobControllerTest, AHeldJobIsSuspendedFromItsSubmissionUntilResumed) {
+  const std::string yaml =
+      "name: held\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/x]}\nscheduling: {hold: true}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& held = jobs_.Submit(std::move(*spec), yaml, now_);
+  EXPECT_EQ(held.state, JobState::SUSPENDED);
+  EXPECT_EQ(held.message, "held at submit (scheduling.hold); `cohort resume held` queues it");
+  EXPECT_EQ(held.events.back().message, held.message);
+  Advance(60'000);
+  ASSERT_TRUE(jobs_.Resume(held, "resumed by alice", now_).ok());
+  EXPECT_EQ(held.state, JobState::QUEUED);
+  EXPECT_EQ(held.suspended_ms, 0);  // it had not started
+  EXPECT_TRUE(jobs_.TakeScheduleNeeded());
+  jobs_.PlaceJob(held, {{"a", {0}, 30100}}, 29100, 29101, now_);
+  EXPECT_EQ(held.replicas[0].attempt, 0);
 }
 
 // After a coordinator restart what a job waits for is read from the jobs again; a job it waits

@@ -55,9 +55,20 @@ def main(endpoint, scratch):
                               until=lambda j: j["replicas"][0]["state"] == "STOPPED")
         check(stopped["state"] == "SUSPENDED" and stopped["restarts"] == 0,
               f"after the stop: {stopped['state']}, {stopped['restarts']} restarts")
+        queues = client.queues()
+        check([q["name"] for q in queues] == ["default"] and queues[0]["suspended"] == 1
+              and queues[0]["running"] == 0, f"queues with py_sleeper suspended: {queues}")
         resumed = client.resume(sleeper)
         check(resumed["state"] == "QUEUED", f"after resume: {resumed['state']}")
         client.cancel(sleeper)
+        # scheduling.hold: SUSPENDED from its submission, after py_job's end however it ended.
+        held = client.submit("name: py_held\nworker_pools:\n  - role: chief\n"
+                             "    process: {command: [/bin/true]}\n"
+                             "scheduling: {hold: true, after: ['py_job:ended']}\n")
+        held_job = client.get_job(held)
+        check(held_job["state"] == "SUSPENDED" and "scheduling.hold" in held_job["message"],
+              f"a held job: {held_job['state']}: {held_job['message']}")
+        client.cancel(held)
         text, complete = b"", False
         for _ in range(100):
             data, offset, complete = client.read_logs("py_job", "chief-0", len(text))

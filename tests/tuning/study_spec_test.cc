@@ -289,6 +289,10 @@ TEST(StudySpecTest, TrialTemplateIsValidatedAsAJobUnderTrialJob) {
                                "      process: {command: [/bin/true]}\n"
                                "  scheduling: {timeout: 3x}\n")),
               HasSubstr("trial_job.scheduling.timeout"));
+  EXPECT_THAT(ErrorOf(with_job("  worker_pools:\n    - role: chief\n"
+                               "      process: {command: [/bin/true]}\n"
+                               "  scheduling: {hold: true}\n")),
+              HasSubstr("trial_job.scheduling.hold: a study's trials cannot be held"));
   EXPECT_THAT(ErrorOf(with_job("  [1, 2]\n")), HasSubstr("trial_job: expected a mapping"));
   // The message points at the study file, not at the re-emitted template.
   EXPECT_THAT(ErrorOf(with_job("  worker_pools: []\n")), HasSubstr("study.yaml:"));
