@@ -527,7 +527,8 @@ TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
 
 // `cohort submit --after`: a job runs only once the job before it has SUCCEEDED, so it finds what
 // that one wrote, though the agent had room for both at once; a job after one that fails fails
-// too, naming it, and never runs.
+// too, naming it, and never runs, while that one's fallback (`--after JOB:failed`) and cleanup
+// (`JOB:ended`) run; a fallback of a job that succeeded already is refused.
 TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
   StartAgent("node-a", 0);
   const std::string ready = cluster_->scratch("prep-ready");
@@ -549,8 +550,28 @@ TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
   EXPECT_EQ(trained.state, wire::JobState::SUCCEEDED) << trained.message;
   ASSERT_EQ(Cli({"submit", job_file("broken", "exit 3")}).exit_code, 0);
   ASSERT_EQ(Cli({"submit", job_file("report", "touch " + ran), "--after", "broken"}).exit_code, 0);
+  // Its fallback (broken:failed) and its cleanup (broken:ended) run; a job waiting for train's
+  // failure is not needed.
+  const std::string fell_back = cluster_->scratch("fallback-ran");
+  const std::string cleaned = cluster_->scratch("cleanup-ran");
+  ASSERT_EQ(Cli({"submit", job_file("fallback", "touch " + fell_back), "--after", "broken:failed"})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      Cli({"submit", job_file("cleanup", "touch " + cleaned), "--after", "broken:ended"}).exit_code,
+      0);
+  const ct::RunResult unneeded =
+      Cli({"submit", job_file("unneeded", "touch " + ran), "--after", "train:failed"});
+  EXPECT_EQ(unneeded.exit_code, 2) << "train SUCCEEDED already: " << unneeded.err;
   const wire::JobInfoT report = WaitForState("report", {wire::JobState::FAILED});
   EXPECT_EQ(report.message, "job broken, which it runs after (scheduling.after), ended FAILED");
+  for (const char* name : {"fallback", "cleanup"}) {
+    const wire::JobInfoT done =
+        WaitForState(name, {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+    EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << name << ": " << done.message;
+  }
+  EXPECT_TRUE(ct::FileExists(fell_back));
+  EXPECT_TRUE(ct::FileExists(cleaned));
   EXPECT_FALSE(ct::FileExists(ran)) << "a job ran after the one it waited for failed";
 }
 
