@@ -133,6 +133,10 @@ struct WorkerPoolSpec {
   // And to nodes whose labels satisfy every one of these (Kubernetes' required nodeAffinity):
   // `node_affinity: [{key: gpu, operator: In, values: [h100, h200]}]`. Empty: no more.
   std::vector<LabelRequirement> node_affinity;
+  // No two of its replicas on one node (Kubernetes' pod anti-affinity on the hostname, Ray's
+  // STRICT_SPREAD): reducers that each bring a node's link, workers that each own a machine as on
+  // Vertex. Replicas of other pools may share their nodes. false: packed as few nodes as fit.
+  bool one_per_node = false;
   std::optional<ProcessSpec> process;  // exactly one of process, container, builtin
   std::optional<ContainerSpec> container;
   Builtin builtin = Builtin::kNone;

@@ -81,7 +81,7 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"role", "replicas", "min_replicas", "resources", "node_selector", "node_affinity",
-                  "process", "container", "builtin"}));
+                  "one_per_node", "process", "container", "builtin"}));
   WorkerPoolSpec pool;
   if (!Reader::Has(node, "role")) {
     return r.Error(node, path + ".role",
@@ -119,6 +119,10 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
           ReadLabelRequirement(r, affinity[i], apath + "[" + std::to_string(i) + "]"));
       pool.node_affinity.push_back(std::move(req));
     }
+  }
+  if (Reader::Has(node, "one_per_node")) {
+    COHORT_ASSIGN_OR_RETURN(pool.one_per_node,
+                            r.Bool(node["one_per_node"], path + ".one_per_node"));
   }
   if (Reader::Has(node, "min_replicas")) {
     COHORT_ASSIGN_OR_RETURN(pool.min_replicas,
@@ -425,6 +429,7 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       }
       out << YAML::EndSeq;
     }
+    if (pool.one_per_node) out << YAML::Key << "one_per_node" << YAML::Value << true;
     out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;
     out << YAML::Key << "cpus" << YAML::Value << pool.resources.cpus;

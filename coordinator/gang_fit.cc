@@ -31,10 +31,10 @@ bool Fits(const NodeFree& n, const ReplicaDemand& d) {
          (n.memory_unlimited || d.memory_mb <= n.free_memory_mb) && Selects(n, d.selector);
 }
 
-// How many replicas of `d` fit on `n` at once, at most `cap`.
+// How many replicas of `d` fit on `n` at once, at most `cap` (and one of a spread group).
 int64_t Room(const NodeFree& n, const ReplicaDemand& d, int64_t cap) {
   if (!Selects(n, d.selector)) return 0;
-  int64_t room = cap;
+  int64_t room = d.spread_group > 0 ? std::min<int64_t>(cap, 1) : cap;
   if (d.gpus > 0) room = std::min<int64_t>(room, static_cast<int64_t>(n.free_gpus.size()) / d.gpus);
   if (d.cpus > 0) room = std::min<int64_t>(room, std::max(n.free_cpus, 0) / d.cpus);
   if (d.memory_mb > 0 && !n.memory_unlimited) {
@@ -112,10 +112,16 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
     const ReplicaDemand d = PoolDemand(pool);
     const int replicas = pool.role == Role::kWorker && min_workers ? *min_workers : pool.replicas;
     for (int i = 0; i < replicas; ++i) demands.push_back(d);
-    bool fits = std::any_of(view.nodes.begin(), view.nodes.end(),
-                            [&](const NodeFree& n) { return Fits(n, d); });
-    if (fits) continue;
+    const int64_t fitting = std::count_if(view.nodes.begin(), view.nodes.end(),
+                                          [&](const NodeFree& n) { return Fits(n, d); });
     std::string head = std::string(RoleName(pool.role)) + " pool needs ";
+    if (fitting > 0 && d.spread_group > 0 && fitting < replicas) {
+      return FailedPrecondition(
+          head + Count(replicas, "node") + " (one_per_node: " + Describe(d) +
+          " for one replica on each); " + std::to_string(fitting) + " of the " +
+          Count(static_cast<int64_t>(view.nodes.size()), "node") + " could take one");
+    }
+    if (fitting > 0) continue;
     if (std::none_of(view.nodes.begin(), view.nodes.end(),
                      [&](const NodeFree& n) { return Selects(n, d.selector); })) {
       return FailedPrecondition(head + "a node with labels " + FormatNodeSelector(*d.selector) +
@@ -177,7 +183,7 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
   for (const auto& d : demands) {
     auto same = [&](const auto& k) {
       return k.first.gpus == d.gpus && k.first.cpus == d.cpus && k.first.memory_mb == d.memory_mb &&
-             k.first.selector == d.selector;
+             k.first.selector == d.selector && k.first.spread_group == d.spread_group;
     };
     auto it = std::find_if(kinds.begin(), kinds.end(), same);
     if (it == kinds.end()) {
@@ -205,6 +211,7 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     if (d.selector != nullptr) {
       want += " on nodes with labels " + FormatNodeSelector(*d.selector);
     }
+    if (d.spread_group > 0 && count > 1) want += ", each on its own node (one_per_node)";
     std::string have = room == 0 ? "none fits now"
                                  : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
     return "waiting for room for " + want + "; " + have;

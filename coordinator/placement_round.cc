@@ -113,6 +113,19 @@ void MoveJobPorts(JobController& jobs, JobRecord& job, int space, ClusterView& v
   jobs.SetJobPorts(job, master, bootstrap, now_ms);
 }
 
+// The nodes (view indices) that replicas of `job`'s one_per_node pools hold: where a replica of
+// such a pool placed alone may not go (Scheduler, "One per node").
+SpreadOccupied SpreadOccupiedBy(const JobRecord& job, const NodeIndex& node_index) {
+  SpreadOccupied out;
+  for (const auto& r : job.replicas) {
+    const int group = SpreadGroup(job.PoolOf(r));
+    if (group == 0 || !JobController::HoldsResources(r)) continue;
+    auto it = node_index.find(r.node_id);
+    if (it != node_index.end()) out.emplace_back(group, it->second.node);
+  }
+  return out;
+}
+
 bool IsLive(const JobRecord& job) {
   return job.state == JobState::PENDING || job.state == JobState::RUNNING;
 }
@@ -224,7 +237,8 @@ bool PreemptionPossible(const std::vector<QueueState>& queues, const std::vector
 // An elastic queued job's ask comes down to what fits; a running one with idle workers grows
 // into room nobody queued waits for (see ElasticOptions).
 void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const ScheduleResult& result,
-                       ClusterView& view, const ElasticOptions& elastic, int64_t now_ms) {
+                       ClusterView& view, const NodeIndex& node_index,
+                       const ElasticOptions& elastic, int64_t now_ms) {
   if (round.elastic.empty() && std::none_of(round.live.begin(), round.live.end(),
                                             [](const JobRecord* j) { return j->elastic; })) {
     return;
@@ -264,7 +278,8 @@ void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const Schedu
     for (int more = max - running; more >= 1; --more) {
       auto slots =
           Scheduler::PlaceGang(std::vector<ReplicaDemand>(static_cast<size_t>(more), worker), view,
-                               job->needs_shared_storage, Scheduler::PortNeed::kReplicas);
+                               job->needs_shared_storage, Scheduler::PortNeed::kReplicas,
+                               SpreadOccupiedBy(*job, node_index));
       if (!slots) continue;
       std::set<std::string> where;
       for (const ReplicaSlot& s : *slots)
@@ -339,8 +354,9 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
       auto pref = node_index.find(r.last_node);
       const bool chief = &r == &job->replicas.front();
       const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;
-      auto slot = Scheduler::PlaceOne(demand, pref == node_index.end() ? -1 : pref->second.node,
-                                      view, job->needs_shared_storage);
+      auto slot =
+          Scheduler::PlaceOne(demand, pref == node_index.end() ? -1 : pref->second.node, view,
+                              job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
       if (!slot) {
         // A job on the shared output root says when that is what holds it (few nodes share it).
         jobs.SetWaitingMessage(*job, r,
@@ -417,7 +433,7 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     jobs.NotePreemption(preemptor, names, event, now_ms);
   }
   ExplainWaits(queued, requests, result, view);
-  if (elastic.resize) ResizeElasticJobs(jobs, round, result, view, elastic, now_ms);
+  if (elastic.resize) ResizeElasticJobs(jobs, round, result, view, node_index, elastic, now_ms);
   for (JobRecord* job : round.fenced) {
     if (const ReplicaRecord* r = FencedReplica(*job, now_ms)) {
       const std::string reason = FenceWait(*r);

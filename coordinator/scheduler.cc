@@ -92,7 +92,8 @@ uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_stora
     h.Add(static_cast<uint64_t>(r.gpus))
         .Add(static_cast<uint64_t>(r.cpus))
         .Add(static_cast<uint64_t>(r.memory_mb))
-        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.selector)));
+        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.selector)))
+        .Add(static_cast<uint64_t>(r.spread_group));
   }
   return h.value();
 }
@@ -101,7 +102,7 @@ bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDem
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].gpus != b[i].gpus || a[i].cpus != b[i].cpus || a[i].memory_mb != b[i].memory_mb ||
-        a[i].selector != b[i].selector) {
+        a[i].selector != b[i].selector || a[i].spread_group != b[i].spread_group) {
       return false;
     }
   }
@@ -265,12 +266,14 @@ class NodeOrder {
 // FindGang, reading nodes through `order` when given (it must be of `view` as it is now).
 std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& replicas,
                                            const ClusterView& view, bool shared_storage_only,
-                                           Scheduler::PortNeed ports, const NodeOrder* order) {
+                                           Scheduler::PortNeed ports, const NodeOrder* order,
+                                           const SpreadOccupied& occupied) {
   using PortNeed = Scheduler::PortNeed;
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
   ReplicaDemand total{0, 0, 0};
   std::vector<const NodeSelector*> selectors;  // the distinct ones of the gang
+  std::vector<int> groups;                     // its spread groups, one entry per replica
   for (const auto& r : replicas) {
     total.gpus += r.gpus;
     total.cpus += r.cpus;
@@ -279,7 +282,17 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
         std::find(selectors.begin(), selectors.end(), r.selector) == selectors.end()) {
       selectors.push_back(r.selector);
     }
+    if (r.spread_group > 0) groups.push_back(r.spread_group);
   }
+  // The nodes a replica of `group` may not go to: those `occupied` names and, during the search,
+  // those it put one of the group on (see "One per node").
+  SpreadOccupied spread = occupied;
+  auto spread_allows = [&](int group, int node) {
+    return group == 0 ||
+           std::find(spread.begin(), spread.end(), std::make_pair(group, node)) == spread.end();
+  };
+  std::sort(groups.begin(), groups.end());
+  const bool one_node_allowed = std::adjacent_find(groups.begin(), groups.end()) == groups.end();
   // The ports replica r needs in its node's space.
   const int job_ports = ports == PortNeed::kJob ? 2 : 0;
   auto ports_of = [&](size_t r) {
@@ -294,7 +307,11 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
   const int gang_ports =
       ports == PortNeed::kNone ? 0 : static_cast<int>(replicas.size()) + job_ports;
   auto takes_all = [&](const NodeFree& n) {
-    return Eligible(n, shared_storage_only) &&
+    return one_node_allowed &&
+           std::all_of(
+               groups.begin(), groups.end(),
+               [&](int g) { return spread_allows(g, static_cast<int>(&n - view.nodes.data())); }) &&
+           Eligible(n, shared_storage_only) &&
            Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, total) &&
            ports_left(n) >= gang_ports &&
            std::all_of(selectors.begin(), selectors.end(),
@@ -394,6 +411,7 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
     const NodeFree& n = view.nodes[nodes[k]];
     const ReplicaDemand& d = replicas[r];
     if (!Fits(n, gpus_left[k], cpus_left[k], mem_left[k], d)) return false;
+    if (!spread_allows(d.spread_group, static_cast<int>(nodes[k]))) return false;
     if (ports != PortNeed::kNone) {
       int& taken = ports_taken[n.port_space];
       if (ports_left(n) - taken < ports_of(r)) return false;
@@ -403,6 +421,7 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
     cpus_left[k] -= d.cpus;
     mem_left[k] -= d.memory_mb;
     where[r] = static_cast<int>(nodes[k]);
+    if (d.spread_group > 0) spread.emplace_back(d.spread_group, static_cast<int>(nodes[k]));
     return true;
   };
   for (size_t r : by_size) {
@@ -425,8 +444,9 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
 // PlaceGang, reading nodes through `order` when given, which it keeps up to date.
 std::optional<std::vector<ReplicaSlot>> PlaceGangIn(const std::vector<ReplicaDemand>& replicas,
                                                     ClusterView& view, bool shared_storage_only,
-                                                    Scheduler::PortNeed ports, NodeOrder* order) {
-  auto where = FindGangIn(replicas, view, shared_storage_only, ports, order);
+                                                    Scheduler::PortNeed ports, NodeOrder* order,
+                                                    const SpreadOccupied& occupied = {}) {
+  auto where = FindGangIn(replicas, view, shared_storage_only, ports, order, occupied);
   if (!where) return std::nullopt;
   std::vector<ReplicaSlot> slots = TakeGang(replicas, *where, view);
   if (ports != Scheduler::PortNeed::kNone) {
@@ -444,19 +464,26 @@ std::optional<std::vector<ReplicaSlot>> PlaceGangIn(const std::vector<ReplicaDem
 
 std::optional<std::vector<int>> Scheduler::FindGang(const std::vector<ReplicaDemand>& replicas,
                                                     const ClusterView& view,
-                                                    bool shared_storage_only, PortNeed ports) {
-  return FindGangIn(replicas, view, shared_storage_only, ports, nullptr);
+                                                    bool shared_storage_only, PortNeed ports,
+                                                    const SpreadOccupied& occupied) {
+  return FindGangIn(replicas, view, shared_storage_only, ports, nullptr, occupied);
 }
 
 std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
     const std::vector<ReplicaDemand>& replicas, ClusterView& view, bool shared_storage_only,
-    PortNeed ports) {
-  return PlaceGangIn(replicas, view, shared_storage_only, ports, nullptr);
+    PortNeed ports, const SpreadOccupied& occupied) {
+  return PlaceGangIn(replicas, view, shared_storage_only, ports, nullptr, occupied);
 }
 
 std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int preferred_node,
-                                               ClusterView& view, bool shared_storage_only) {
-  if (preferred_node >= 0 && static_cast<size_t>(preferred_node) < view.nodes.size()) {
+                                               ClusterView& view, bool shared_storage_only,
+                                               const SpreadOccupied& occupied) {
+  const bool preferred_free =
+      demand.spread_group == 0 ||
+      std::find(occupied.begin(), occupied.end(),
+                std::make_pair(demand.spread_group, preferred_node)) == occupied.end();
+  if (preferred_node >= 0 && static_cast<size_t>(preferred_node) < view.nodes.size() &&
+      preferred_free) {
     NodeFree& n = view.nodes[static_cast<size_t>(preferred_node)];
     if (Eligible(n, shared_storage_only) &&
         Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, demand) &&
@@ -468,7 +495,7 @@ std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int 
       return slot;
     }
   }
-  auto slots = PlaceGang({demand}, view, shared_storage_only, PortNeed::kReplicas);
+  auto slots = PlaceGang({demand}, view, shared_storage_only, PortNeed::kReplicas, occupied);
   if (!slots) return std::nullopt;
   return std::move((*slots)[0]);
 }

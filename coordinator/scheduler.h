@@ -55,6 +55,10 @@
 //  - Node selectors. A replica whose pool gives a node_selector or node_affinity is placed only on
 //    nodes whose labels (NodeFree::labels) match them (NodeSelector::Matches); the whole gang on
 //    one node only where every replica's selector holds.
+//  - One per node. Replicas of a pool with one_per_node (ReplicaDemand::spread_group) go to
+//    distinct nodes: the whole gang is never put on one node then, first-fit-decreasing skips a
+//    node that holds one of the group already, and a replica restarted or added alone avoids the
+//    nodes its running pool-mates hold (SpreadOccupied).
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -81,7 +85,14 @@ struct ReplicaDemand {
   // Only nodes whose labels it matches may take it (its pool's node_selector and node_affinity,
   // InternSelector'd, so that equal selectors are one pointer); nullptr: any node.
   const NodeSelector* selector = nullptr;
+  // Above 0: no two replicas of one gang with this group share a node, nor go to a node the
+  // caller says holds one already (see "One per node"); its pool's one_per_node (PoolDemand).
+  int spread_group = 0;
 };
+
+// The nodes (ClusterView indices) already holding a replica of a spread group: what a replica of
+// that group placed now must avoid ({spread_group, node}).
+using SpreadOccupied = std::vector<std::pair<int, int>>;
 
 // The one copy of `selector` every demand with that selector points to (never freed: a distinct
 // selector costs a submitted job first); nullptr for an empty one. Thread-safe.
@@ -304,18 +315,22 @@ class Scheduler {
   // Places all of `replicas` at once (the gang rule) or nothing; takes from `view` on success,
   // with a port for each replica (the job's own two are the caller's, where kJob left room for
   // them). `shared_storage_only`: only on nodes that share the output root.
+  // `occupied`: the nodes running replicas of the gang's spread groups already hold.
   static std::optional<std::vector<ReplicaSlot>> PlaceGang(
       const std::vector<ReplicaDemand>& replicas, ClusterView& view,
-      bool shared_storage_only = false, PortNeed ports = PortNeed::kJob);
+      bool shared_storage_only = false, PortNeed ports = PortNeed::kJob,
+      const SpreadOccupied& occupied = {});
   // Where PlaceGang would put each replica (node indices), taking nothing.
   static std::optional<std::vector<int>> FindGang(const std::vector<ReplicaDemand>& replicas,
                                                   const ClusterView& view,
                                                   bool shared_storage_only = false,
-                                                  PortNeed ports = PortNeed::kJob);
+                                                  PortNeed ports = PortNeed::kJob,
+                                                  const SpreadOccupied& occupied = {});
   // Places one replica, on `preferred_node` (an index, or -1) when it fits there; takes from
   // `view` and assigns a port. nullopt when it fits nowhere (or no port is left).
   static std::optional<ReplicaSlot> PlaceOne(const ReplicaDemand& demand, int preferred_node,
-                                             ClusterView& view, bool shared_storage_only = false);
+                                             ClusterView& view, bool shared_storage_only = false,
+                                             const SpreadOccupied& occupied = {});
 
  private:
   SchedulerOptions options_;

@@ -177,7 +177,12 @@ bool WithWorkers(const ReplicaRecord& r, int workers) {
 
 ReplicaDemand PoolDemand(const WorkerPoolSpec& pool) {
   const Resources& res = pool.resources;
-  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb, InternSelector(pool.Selector())};
+  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb, InternSelector(pool.Selector()),
+                       SpreadGroup(pool)};
+}
+
+int SpreadGroup(const WorkerPoolSpec& pool) {
+  return pool.one_per_node ? static_cast<int>(pool.role) + 1 : 0;
 }
 
 bool InNextPlacement(const JobRecord& job, const ReplicaRecord& r) {

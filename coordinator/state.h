@@ -230,8 +230,12 @@ std::string AttemptId(const std::string& job, const std::string& replica, int at
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 
-// What one replica of `pool` asks of a node: its resources and its node selector.
+// What one replica of `pool` asks of a node: its resources, its node selector and its spread
+// group (SpreadGroup).
 ReplicaDemand PoolDemand(const WorkerPoolSpec& pool);
+// ReplicaDemand::spread_group of `pool`'s replicas: 0, or its role's (a job has one pool per
+// role) when it is one_per_node.
+int SpreadGroup(const WorkerPoolSpec& pool);
 // Fills job.demands from job.spec, job.replicas and job.elastic_workers.
 void FillDemands(JobRecord& job);
 // The demands of `job`'s replicas with `workers` workers (-1: every one), in replica order.

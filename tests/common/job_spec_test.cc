@@ -473,6 +473,21 @@ TEST(JobSpecTest, SchedulingAfterNamesJobsAndConditions) {
   EXPECT_EQ(FormatJobDependency(train), "train");
 }
 
+// one_per_node: a pool's replicas each on a node of their own; round-tripped.
+TEST(JobSpecTest, OnePerNode) {
+  const std::string yaml =
+      "name: j\nworker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n"
+      "  - role: reducer\n    replicas: 4\n    one_per_node: true\n    builtin: reducer\n";
+  StatusOr<JobSpec> spec = ParseJobSpec(yaml);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_FALSE(spec->pools[0].one_per_node);
+  EXPECT_TRUE(spec->pools[1].one_per_node);
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  ExpectError(Minimal("    one_per_node: maybe\n"), {"worker_pools[0].one_per_node"});
+}
+
 // scheduling.hold: submitted SUSPENDED; round-tripped; `cohort submit --hold` sets it.
 TEST(JobSpecTest, SchedulingHold) {
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {hold: true}\n");

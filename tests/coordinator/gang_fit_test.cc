@@ -66,6 +66,12 @@ TEST(GangFitTest, RefusesWhatNoIdleNodeOrNoIdleClusterHolds) {
             "its 3 replicas (16 GPUs, 3 CPUs in all) do not fit together on 2 nodes (12 GPUs, 48 "
             "CPUs in all), even with nothing else running");
   EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 4}")).ok());
+  // one_per_node: three reducers need three nodes, whatever room two have.
+  const std::string spread = "    one_per_node: true\n";
+  EXPECT_EQ(check(Pool("chief", 1, "{}") + Pool("reducer", 3, "{cpus: 1}") + spread).message(),
+            "reducer pool needs 3 nodes (one_per_node: 1 CPU for one replica on each); 2 of the "
+            "2 nodes could take one");
+  EXPECT_TRUE(check(Pool("chief", 1, "{}") + Pool("reducer", 2, "{cpus: 1}") + spread).ok());
 }
 
 // Ports are counted per host: one per replica on its host, two more on the chief's. The job of a
@@ -144,6 +150,11 @@ TEST(GangFitTest, AWaitingJobSaysWhatIsMissing) {
   EXPECT_EQ(WaitingReason({{4, 1, 0}, {2, 8, 0}, {0, 8, 0}}, view),
             "waiting for room for its 3 replicas together (6 GPUs, 17 CPUs in all): each fits "
             "now, not all at once");
+  // one_per_node: a node holds one of them, however much room it has.
+  const ReplicaDemand spread{0, 1, 0, nullptr, 5};
+  EXPECT_EQ(WaitingReason({spread, spread, spread}, view),
+            "waiting for room for 3 replicas with 1 CPU each, each on its own node "
+            "(one_per_node); 2 fit now");
   ClusterView few_ports(20000, 20002);
   few_ports.nodes = {Free("a", 4, 8)};
   EXPECT_EQ(WaitingReason({{1, 1, 0}, {1, 1, 0}}, few_ports),

@@ -186,6 +186,42 @@ TEST(SchedulerTest, SpreadsOverFewNodesWhenNoneHoldsTheGang) {
   EXPECT_EQ(nodes, (std::set<int>{1, 3}));  // the two 4-GPU nodes
 }
 
+// A pool with one_per_node (a spread group) puts each replica on a node of its own, where the
+// rest of the gang would have packed onto one; too few nodes leave the gang unplaced; a replica
+// placed alone avoids the nodes its pool-mates hold, the one it prefers too.
+TEST(SchedulerTest, OnePerNodePutsEachReplicaOfItsPoolOnANodeOfItsOwn) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("big", 8), Node("mid", 4), Node("small", 2)};
+  constexpr int kReducerGroup = 4;
+  const ReplicaDemand chief{1, 1, 0};
+  const ReplicaDemand reducer{0, 1, 0, nullptr, kReducerGroup};
+  auto placed = Scheduler::FindGang({chief, reducer, reducer, reducer}, view);
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(std::set<int>(placed->begin() + 1, placed->end()), (std::set<int>{0, 1, 2}));
+  // Without it, the same gang packs onto one node (best fit: the smallest).
+  auto packed = Scheduler::FindGang({chief, {0, 1, 0}, {0, 1, 0}, {0, 1, 0}}, view);
+  ASSERT_TRUE(packed);
+  EXPECT_EQ(std::set<int>(packed->begin(), packed->end()), std::set<int>{2});
+  // Two groups of one job spread each on its own: two workers with a GPU, two reducers.
+  const ReplicaDemand worker{1, 1, 0, nullptr, 2};
+  auto both = Scheduler::FindGang({worker, worker, reducer, reducer}, view);
+  ASSERT_TRUE(both);
+  EXPECT_NE((*both)[0], (*both)[1]);
+  EXPECT_NE((*both)[2], (*both)[3]);
+  // Four reducers on three nodes: no placement, nothing taken.
+  EXPECT_FALSE(Scheduler::PlaceGang({chief, reducer, reducer, reducer, reducer}, view));
+  EXPECT_EQ(view.nodes[2].free_gpus.size(), 2u);
+  // One reducer alone, its pool-mates on big and small: mid, though it prefers small.
+  const SpreadOccupied mates = {{kReducerGroup, 0}, {kReducerGroup, 2}, {2, 1}};
+  auto slot = Scheduler::PlaceOne(reducer, 2, view, false, mates);
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(slot->node, 1);
+  EXPECT_FALSE(Scheduler::PlaceOne(reducer, -1, view, false,
+                                   {{kReducerGroup, 0}, {kReducerGroup, 1}, {kReducerGroup, 2}}));
+  // Another group's occupancy is no bar.
+  EXPECT_TRUE(Scheduler::PlaceOne({0, 1, 0}, 2, view, false, mates));
+}
+
 TEST(SchedulerTest, CpuAndMemoryLimitsCount) {
   ClusterView view(20000, 20999);
   view.nodes = {Node("a", 0, 4, 1000)};
@@ -461,7 +497,8 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
     for (int r = 0; r < replicas; ++r) {
       job.replicas.push_back(
           {pick(0, 8), pick(1, 16), pick(0, 1) * 1000 * pick(1, 64),
-           pick(0, 3) == 0 ? selectors[static_cast<size_t>(pick(1, 3))] : nullptr});
+           pick(0, 3) == 0 ? selectors[static_cast<size_t>(pick(1, 3))] : nullptr,
+           pick(0, 1) == 0 ? pick(1, 2) : 0});
     }
     job.needs_shared_storage = pick(0, 9) == 0;
     q.push_back(std::move(job));
@@ -471,10 +508,13 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   ASSERT_GT(round.searches, 10 * Scheduler::kSearchesBeforeNodeOrder);
 
   std::vector<JobPlacement> expected;
-  std::set<std::pair<std::vector<std::tuple<int, int, int64_t, const NodeSelector*>>, bool>> failed;
+  using Shape = std::vector<std::tuple<int, int, int64_t, const NodeSelector*, int>>;
+  std::set<std::pair<Shape, bool>> failed;
   for (size_t i = 0; i < q.size(); ++i) {
-    std::vector<std::tuple<int, int, int64_t, const NodeSelector*>> shape;
-    for (const auto& d : q[i].replicas) shape.emplace_back(d.gpus, d.cpus, d.memory_mb, d.selector);
+    Shape shape;
+    for (const auto& d : q[i].replicas) {
+      shape.emplace_back(d.gpus, d.cpus, d.memory_mb, d.selector, d.spread_group);
+    }
     if (failed.count({shape, q[i].needs_shared_storage})) continue;
     auto slots = Scheduler::PlaceGang(q[i].replicas, reference, q[i].needs_shared_storage);
     if (!slots) {
@@ -491,7 +531,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   }
   ASSERT_GT(expected.size(), 200u);
   ASSERT_EQ(round.placed.size(), expected.size());
-  size_t multi_node = 0, selected = 0;
+  size_t multi_node = 0, selected = 0, spread = 0;
   for (size_t k = 0; k < expected.size(); ++k) {
     const JobPlacement& a = round.placed[k];
     const JobPlacement& b = expected[k];
@@ -507,6 +547,12 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
       EXPECT_TRUE(Selects(view.nodes[static_cast<size_t>(a.replicas[r].node)], selector))
           << q[a.request].name << " replica " << r;
       selected += selector != nullptr;
+      for (size_t o = 0; o < r; ++o) {
+        const int group = q[a.request].replicas[r].spread_group;
+        if (group == 0 || q[a.request].replicas[o].spread_group != group) continue;
+        EXPECT_NE(a.replicas[o].node, a.replicas[r].node) << q[a.request].name << " replica " << r;
+        ++spread;
+      }
     }
     EXPECT_EQ(a.master_port, b.master_port);
     EXPECT_EQ(a.bootstrap_port, b.bootstrap_port);
@@ -514,6 +560,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   }
   EXPECT_GT(multi_node, 10u) << "the first-fit-decreasing search was read through the order too";
   EXPECT_GT(selected, 50u) << "replicas with a node selector were placed";
+  EXPECT_GT(spread, 5u) << "replicas of one spread group were placed";
 }
 
 // ---- storage: jobs whose output dir is on the checked shared root -------------------------------

@@ -525,6 +525,37 @@ TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
   EXPECT_EQ(elsewhere.replicas[0]->node_id, Node("node-a"));
 }
 
+// one_per_node on real agents: the two workers of a pool that says so run on the two agents,
+// where the same job without it packs onto one.
+TEST_F(IntegrationTest, APoolWithOnePerNodeRunsEachReplicaOnItsOwnAgent) {
+  StartAgent("node-a", 0);
+  StartAgent("node-b", 0);
+  auto client = cluster_->Client();
+  auto nodes_of = [&](const std::string& name, bool one_per_node) {
+    auto submitted =
+        client.Submit("name: " + name +
+                      "\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                      "    process: {command: [/bin/true]}\n"
+                      "  - role: worker\n    replicas: 2\n    resources: {cpus: 1}\n" +
+                      (one_per_node ? "    one_per_node: true\n" : "") +
+                      "    process: {command: [/bin/true, --marker=" + marker_ + "]}\n");
+    EXPECT_TRUE(submitted.ok()) << submitted.status().ToString();
+    const wire::JobInfoT done =
+        WaitForState(name, {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+    EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+    std::map<std::string, std::string> where;
+    for (const auto& r : done.replicas) where[r->replica] = r->node_id;
+    return where;
+  };
+  const auto spread = nodes_of("spread", true);
+  ASSERT_EQ(spread.size(), 3u);
+  EXPECT_NE(spread.at("worker-0"), spread.at("worker-1"));
+  const auto packed = nodes_of("packed", false);
+  ASSERT_EQ(packed.size(), 3u);
+  EXPECT_EQ(packed.at("worker-0"), packed.at("worker-1"));
+  EXPECT_EQ(packed.at("chief-0"), packed.at("worker-0"));
+}
+
 // `cohort submit --after`: a job runs only once the job before it has SUCCEEDED, so it finds what
 // that one wrote, though the agent had room for both at once; a job after one that fails fails
 // too, naming it, and never runs, while that one's fallback (`--after JOB:failed`) and cleanup

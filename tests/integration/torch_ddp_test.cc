@@ -553,6 +553,7 @@ TEST(TorchDdpExampleTest, ShippedJobFilesDifferOnlyInTheBackendAndTheReducerPool
   const WorkerPoolSpec* reducers = with_cohort->FindPool(Role::kReducer);
   ASSERT_NE(reducers, nullptr);
   EXPECT_EQ(reducers->builtin, Builtin::kReducer);
+  EXPECT_TRUE(reducers->one_per_node) << "reducers that share a node share its link";
   for (Role role : {Role::kChief, Role::kWorker}) {
     const WorkerPoolSpec* a = gloo->FindPool(role);
     const WorkerPoolSpec* b = with_cohort->FindPool(role);
