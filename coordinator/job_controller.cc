@@ -155,10 +155,15 @@ Status JobController::CheckAfter(const JobSpec& spec) const {
   return Status::Ok();
 }
 
+const JobRecord* JobController::DependencyOf(const JobRecord& job, const std::string& name) const {
+  const JobRecord* dep = FindJob(name);
+  return dep != nullptr && dep->seq < job.seq ? dep : nullptr;
+}
+
 std::vector<JobDependency> JobController::PendingAfter(const JobRecord& job) const {
   std::vector<JobDependency> pending;
   for (const JobDependency& d : job.spec.scheduling.after) {
-    const JobRecord* dep = FindJob(d.job);  // gone: it ended as asked
+    const JobRecord* dep = DependencyOf(job, d.job);  // gone: it ended as asked
     if (dep != nullptr && !dep->finished()) pending.push_back(d);
   }
   return pending;
@@ -183,7 +188,7 @@ void JobController::EndAfter(JobRecord& job, const JobDependency& d, const JobRe
 
 void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
   for (const JobDependency& d : job.spec.scheduling.after) {
-    const JobRecord* dep = FindJob(d.job);
+    const JobRecord* dep = DependencyOf(job, d.job);
     if (dep != nullptr && dep->finished() && !Meets(d.when, dep->state)) {
       EndAfter(job, d, *dep, now_ms);
       return;
@@ -225,7 +230,7 @@ void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
   dependents_.erase(it);
   for (const std::string& name : names) {
     JobRecord* job = FindJob(name);
-    if (job == nullptr || job->finished() || !job->waits_for_jobs) continue;
+    if (job == nullptr || job->finished() || !job->waits_for_jobs || dep.seq > job->seq) continue;
     const auto& after = job->spec.scheduling.after;
     const auto d = std::find_if(after.begin(), after.end(),
                                 [&](const JobDependency& e) { return e.job == dep.name; });

@@ -61,9 +61,10 @@
 // ended (or cancelling) otherwise at submit (CheckAfter). When one ends otherwise the job ends at
 // once, naming it: FAILED when it waited for a success, CANCELLED (not needed) when it waited for
 // a failure that did not come; and so in turn do the jobs after it, as they ask.
-// Derived from the jobs at every start: a job named there that is gone was deleted after it
-// ended, and only an end as asked leaves a job waiting on it (any other ends the waiting job in
-// the same store write), so it counts as met.
+// Derived from the jobs at every start: a job named there that is gone (or that was submitted
+// after the waiting job: the name's second owner) was deleted after it ended, and only an end as
+// asked leaves a job waiting on it (any other ends the waiting job in the same store write), so
+// it counts as met.
 //
 // Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
 // died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
@@ -436,6 +437,9 @@ class JobController {
   void WaitForAfter(JobRecord& job, int64_t now_ms);
   // `dep` ended: the jobs waiting for it go on (it ended as they ask) or fail.
   void ReleaseAfter(const JobRecord& dep, int64_t now_ms);
+  // The job named `name` that `job` may wait for: one submitted before it. nullptr when none is:
+  // the one it named was deleted, and a job of that name submitted since is another.
+  const JobRecord* DependencyOf(const JobRecord& job, const std::string& name) const;
   // The entries of `job`'s scheduling.after whose jobs have not ended, in the spec's order (one
   // that is gone did: see "Dependencies").
   std::vector<JobDependency> PendingAfter(const JobRecord& job) const;

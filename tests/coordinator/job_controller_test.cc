@@ -1130,7 +1130,7 @@ TEST_F(JobControllerTest, AHeldJobIsSuspendedFromItsSubmissionUntilResumed) {
 }
 
 // After a coordinator restart what a job waits for is read from the jobs again; a job it waits
-// for that is gone was deleted after its success.
+// for that is gone, or whose name a later job took, was deleted after its success.
 TEST_F(JobControllerTest, WhatAJobWaitsForIsFoundAgainAfterARestart) {
   JobRecord& first = Start("first", 0, false, 0, {"a"});
   const std::string yaml =
@@ -1139,13 +1139,17 @@ TEST_F(JobControllerTest, WhatAJobWaitsForIsFoundAgainAfterARestart) {
   auto spec = ParseJobSpec(yaml, "test job");
   ASSERT_TRUE(spec.ok());
   JobRecord second_before = jobs_.Submit(std::move(*spec), yaml, now_);
+  // A job of the name `gone` submitted since, running at the restart, is another: not waited for.
+  JobRecord reused_before = Start("gone", 0, false, 0, {"b"});
   JobRecord first_before = first;
   JobController again(Options(), &health_);
   again.Restore(first_before);
   again.Restore(second_before);
+  again.Restore(reused_before);
   again.FinishRestore(now_);
   JobRecord& second = *again.FindJob("second");
   EXPECT_TRUE(second.waits_for_jobs);
+  EXPECT_EQ(second.message, "waiting for job first to succeed (scheduling.after)");
   JobRecord& first_again = *again.FindJob("first");
   again.ApplyReplicaStatus(first_again, first_again.replicas[0], ReplicaState::SUCCEEDED, 0, 0, "",
                            now_);
