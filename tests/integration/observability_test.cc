@@ -119,6 +119,11 @@ std::optional<double> PromValue(int port, const std::string& query) {
 TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
   if (!ct::FileExists(kPrometheus)) GTEST_SKIP() << kPrometheus << " missing (apt prometheus)";
   RunThreeJobs();
+  // And one held at submit: SUSPENDED, never run.
+  auto held = cluster_->Client().Submit(
+      "name: held\nworker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n"
+      "scheduling: {hold: true}\n");
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
   ct::TempDir dir("cohort-prometheus");
   const int port = ct::PickFreePort();
   ct::WriteFile(dir.Join("prometheus.yml"),
@@ -145,10 +150,11 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
   const std::vector<Expect> expected = {
       {"up{job=\"cohort-coordinator\"}", 1},
       {"up{job=\"cohort-agent\"}", 1},
-      {"cohort_jobs_submitted_total{queue=\"default\"}", 3},
+      {"cohort_jobs_submitted_total{queue=\"default\"}", 4},
       {"cohort_jobs_finished_total{state=\"SUCCEEDED\",queue=\"default\"}", 2},
       {"cohort_jobs_finished_total{state=\"FAILED\",queue=\"default\"}", 1},
       {"cohort_jobs{state=\"RUNNING\",queue=\"default\"}", 0},
+      {"cohort_jobs{state=\"SUSPENDED\",queue=\"default\"}", 1},
       {"cohort_nodes{state=\"ready\"}", 1},
       {"cohort_queue_wait_seconds_count", 3},
       {"cohort_submit_to_running_seconds_count", 3},
@@ -156,7 +162,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_elastic_resizes_total{direction=\"shrink\"}", 0},
       {"cohort_elastic_resizes_total{direction=\"grow\"}", 0},
       {"cohort_replicas_fence_held", 0},
-      {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 3},
+      {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 4},
       {"cohort_agent_attempts_started_total{node=\"" + NodeA() + "\"}", 3},
   };
   std::string last;
