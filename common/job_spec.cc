@@ -65,6 +65,36 @@ bool IsValidUtf8(std::string_view s) {
 // ---------------------------------------------------------------------------------------------
 // Validation of a built spec. Paths use the spec's own pool order.
 
+// One node_affinity expression (or a preferred term's), at `at`: its key, and the values its
+// operator takes.
+Status CheckLabelRequirement(const LabelRequirement& req, const std::string& at) {
+  if (Status bad = CheckNodeLabel(req.key, ""); !bad.ok()) {
+    return InvalidArgument(at + ".key: " + bad.message());
+  }
+  const bool takes_values = req.op == LabelOp::kIn || req.op == LabelOp::kNotIn;
+  const bool takes_integer = req.op == LabelOp::kGt || req.op == LabelOp::kLt;
+  const std::string op(NameIn(kLabelOpNames, req.op, "?"));
+  if (takes_values && req.values.empty()) {
+    return InvalidArgument(at + ".values: " + op + " needs at least one value");
+  }
+  if (takes_integer && (req.values.size() != 1 || !LabelInteger(req.values[0]))) {
+    return InvalidArgument(at + ".values: " + op + " needs exactly one value, an integer");
+  }
+  if (!takes_values && !takes_integer && !req.values.empty()) {
+    return InvalidArgument(at + ".values: " + op + " takes no values");
+  }
+  if (req.values.size() > kMaxNodeLabels) {
+    return InvalidArgument(at + ".values: at most " + std::to_string(kMaxNodeLabels) +
+                           " values, got " + std::to_string(req.values.size()));
+  }
+  for (const std::string& value : req.values) {
+    if (Status bad = CheckNodeLabel(req.key, value); !bad.ok()) {
+      return InvalidArgument(at + ".values: " + bad.message());
+    }
+  }
+  return Status::Ok();
+}
+
 Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
   const std::string role(RoleName(pool.role));
   if (pool.role == Role::kChief) {
@@ -93,32 +123,22 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
                            " expressions, got " + std::to_string(pool.node_affinity.size()));
   }
   for (size_t i = 0; i < pool.node_affinity.size(); ++i) {
-    const LabelRequirement& req = pool.node_affinity[i];
-    const std::string at = path + ".node_affinity[" + std::to_string(i) + "]";
-    if (Status bad = CheckNodeLabel(req.key, ""); !bad.ok()) {
-      return InvalidArgument(at + ".key: " + bad.message());
+    COHORT_RETURN_IF_ERROR(CheckLabelRequirement(
+        pool.node_affinity[i], path + ".node_affinity[" + std::to_string(i) + "]"));
+  }
+  if (pool.preferred_node_affinity.size() > kMaxNodeLabels) {
+    return InvalidArgument(path + ".preferred_node_affinity: at most " +
+                           std::to_string(kMaxNodeLabels) + " terms, got " +
+                           std::to_string(pool.preferred_node_affinity.size()));
+  }
+  for (size_t i = 0; i < pool.preferred_node_affinity.size(); ++i) {
+    const NodePreference& term = pool.preferred_node_affinity[i];
+    const std::string at = path + ".preferred_node_affinity[" + std::to_string(i) + "]";
+    if (term.weight < 1 || term.weight > kMaxPreferenceWeight) {
+      return InvalidArgument(at + ".weight: must be in 1.." + std::to_string(kMaxPreferenceWeight) +
+                             ", got " + std::to_string(term.weight));
     }
-    const bool takes_values = req.op == LabelOp::kIn || req.op == LabelOp::kNotIn;
-    const bool takes_integer = req.op == LabelOp::kGt || req.op == LabelOp::kLt;
-    const std::string op(NameIn(kLabelOpNames, req.op, "?"));
-    if (takes_values && req.values.empty()) {
-      return InvalidArgument(at + ".values: " + op + " needs at least one value");
-    }
-    if (takes_integer && (req.values.size() != 1 || !LabelInteger(req.values[0]))) {
-      return InvalidArgument(at + ".values: " + op + " needs exactly one value, an integer");
-    }
-    if (!takes_values && !takes_integer && !req.values.empty()) {
-      return InvalidArgument(at + ".values: " + op + " takes no values");
-    }
-    if (req.values.size() > kMaxNodeLabels) {
-      return InvalidArgument(at + ".values: at most " + std::to_string(kMaxNodeLabels) +
-                             " values, got " + std::to_string(req.values.size()));
-    }
-    for (const std::string& value : req.values) {
-      if (Status bad = CheckNodeLabel(req.key, value); !bad.ok()) {
-        return InvalidArgument(at + ".values: " + bad.message());
-      }
-    }
+    COHORT_RETURN_IF_ERROR(CheckLabelRequirement(term.requirement, at));
   }
   if (pool.min_replicas) {
     if (pool.role != Role::kWorker) {
@@ -392,6 +412,14 @@ bool Holds(const LabelRequirement& req, const NodeLabels& node) {
 }
 
 }  // namespace
+
+int PreferenceScore(const std::vector<NodePreference>& preferences, const NodeLabels& node) {
+  int score = 0;
+  for (const NodePreference& term : preferences) {
+    if (Holds(term.requirement, node)) score += term.weight;
+  }
+  return score;
+}
 
 bool NodeSelector::Matches(const NodeLabels& node) const {
   if (!LabelsMatch(node, labels)) return false;

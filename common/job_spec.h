@@ -72,6 +72,19 @@ struct LabelRequirement {
   auto operator<=>(const LabelRequirement&) const = default;
 };
 
+// One preferred_node_affinity term (Kubernetes' preferredDuringSchedulingIgnoredDuringExecution,
+// one expression a term): a node whose labels satisfy `requirement` is worth `weight` to the
+// pool's replicas. `{weight: 80, key: gpu, operator: In, values: [h100]}`.
+struct NodePreference {
+  int weight = 1;  // 1..kMaxPreferenceWeight
+  LabelRequirement requirement;
+
+  auto operator<=>(const NodePreference&) const = default;
+};
+inline constexpr int kMaxPreferenceWeight = 100;
+// The sum of the weights of the terms of `preferences` that `node`'s labels satisfy.
+int PreferenceScore(const std::vector<NodePreference>& preferences, const NodeLabels& node);
+
 // A label value as Gt and Lt read it: a decimal integer ("-3", "81920"); nullopt otherwise.
 std::optional<int64_t> LabelInteger(std::string_view value);
 
@@ -133,6 +146,9 @@ struct WorkerPoolSpec {
   // And to nodes whose labels satisfy every one of these (Kubernetes' required nodeAffinity):
   // `node_affinity: [{key: gpu, operator: In, values: [h100, h200]}]`. Empty: no more.
   std::vector<LabelRequirement> node_affinity;
+  // Of the nodes it may go to, those it would rather have: the scheduler puts its replicas where
+  // the sum of the weights their labels satisfy is highest, then packs as it would without.
+  std::vector<NodePreference> preferred_node_affinity;
   // No two of its replicas on one node (Kubernetes' pod anti-affinity on the hostname, Ray's
   // STRICT_SPREAD): reducers that each bring a node's link, workers that each own a machine as on
   // Vertex. Replicas of other pools may share their nodes. false: packed as few nodes as fit.

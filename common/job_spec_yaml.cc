@@ -60,10 +60,12 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
 }
 
 // One node_affinity expression: {key: K, operator: In|NotIn|Exists|DoesNotExist, values: [...]},
-// its values sorted and distinct.
+// its values sorted and distinct (`weighted`: a preferred term, which also has its weight, read
+// by the caller).
 StatusOr<LabelRequirement> ReadLabelRequirement(const Reader& r, const YAML::Node& node,
-                                                const std::string& path) {
-  COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"key", "operator", "values"}));
+                                                const std::string& path, bool weighted = false) {
+  COHORT_RETURN_IF_ERROR(weighted ? r.CheckMap(node, path, {"weight", "key", "operator", "values"})
+                                  : r.CheckMap(node, path, {"key", "operator", "values"}));
   LabelRequirement req;
   COHORT_ASSIGN_OR_RETURN(req.key, r.RequiredString(node, "key", path + ".key", "a label key"));
   COHORT_ASSIGN_OR_RETURN(
@@ -81,7 +83,7 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"role", "replicas", "min_replicas", "resources", "node_selector", "node_affinity",
-                  "one_per_node", "process", "container", "builtin"}));
+                  "preferred_node_affinity", "one_per_node", "process", "container", "builtin"}));
   WorkerPoolSpec pool;
   if (!Reader::Has(node, "role")) {
     return r.Error(node, path + ".role",
@@ -118,6 +120,21 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
           LabelRequirement req,
           ReadLabelRequirement(r, affinity[i], apath + "[" + std::to_string(i) + "]"));
       pool.node_affinity.push_back(std::move(req));
+    }
+  }
+  if (Reader::Has(node, "preferred_node_affinity")) {
+    const YAML::Node terms = node["preferred_node_affinity"];
+    const std::string ppath = path + ".preferred_node_affinity";
+    if (!terms.IsSequence()) {
+      return r.Error(terms, ppath, "expected a list, got " + Reader::KindName(terms));
+    }
+    for (size_t i = 0; i < terms.size(); ++i) {
+      const std::string at = ppath + "[" + std::to_string(i) + "]";
+      NodePreference term;
+      COHORT_ASSIGN_OR_RETURN(term.requirement, ReadLabelRequirement(r, terms[i], at, true));
+      if (!Reader::Has(terms[i], "weight")) return r.Error(terms[i], at + ".weight", "required");
+      COHORT_ASSIGN_OR_RETURN(term.weight, r.SmallInt(terms[i]["weight"], at + ".weight"));
+      pool.preferred_node_affinity.push_back(std::move(term));
     }
   }
   if (Reader::Has(node, "one_per_node")) {
@@ -387,6 +404,21 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   return ParseJobSpec(text, path);
 }
 
+namespace {
+
+// A node_affinity expression's keys, into a map the caller opened.
+void EmitLabelRequirement(YAML::Emitter& out, const LabelRequirement& req) {
+  out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << req.key;
+  out << YAML::Key << "operator" << YAML::Value << std::string(NameIn(kLabelOpNames, req.op, ""));
+  if (!req.values.empty()) {
+    out << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& v : req.values) out << YAML::DoubleQuoted << v;
+    out << YAML::EndSeq;
+  }
+}
+
+}  // namespace
+
 std::string JobSpecToYaml(const JobSpec& spec) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -417,14 +449,17 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       out << YAML::Key << "node_affinity" << YAML::Value << YAML::BeginSeq;
       for (const LabelRequirement& req : pool.node_affinity) {
         out << YAML::Flow << YAML::BeginMap;
-        out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << req.key;
-        out << YAML::Key << "operator" << YAML::Value
-            << std::string(NameIn(kLabelOpNames, req.op, ""));
-        if (!req.values.empty()) {
-          out << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-          for (const auto& v : req.values) out << YAML::DoubleQuoted << v;
-          out << YAML::EndSeq;
-        }
+        EmitLabelRequirement(out, req);
+        out << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
+    }
+    if (!pool.preferred_node_affinity.empty()) {
+      out << YAML::Key << "preferred_node_affinity" << YAML::Value << YAML::BeginSeq;
+      for (const NodePreference& term : pool.preferred_node_affinity) {
+        out << YAML::Flow << YAML::BeginMap;
+        out << YAML::Key << "weight" << YAML::Value << term.weight;
+        EmitLabelRequirement(out, term.requirement);
         out << YAML::EndMap;
       }
       out << YAML::EndSeq;

@@ -93,7 +93,8 @@ uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_stora
         .Add(static_cast<uint64_t>(r.cpus))
         .Add(static_cast<uint64_t>(r.memory_mb))
         .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.selector)))
-        .Add(static_cast<uint64_t>(r.spread_group));
+        .Add(static_cast<uint64_t>(r.spread_group))
+        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.preference)));
   }
   return h.value();
 }
@@ -102,7 +103,8 @@ bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDem
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].gpus != b[i].gpus || a[i].cpus != b[i].cpus || a[i].memory_mb != b[i].memory_mb ||
-        a[i].selector != b[i].selector || a[i].spread_group != b[i].spread_group) {
+        a[i].selector != b[i].selector || a[i].spread_group != b[i].spread_group ||
+        a[i].preference != b[i].preference) {
       return false;
     }
   }
@@ -117,6 +119,14 @@ const NodeSelector* InternSelector(const NodeSelector& selector) {
   static std::set<NodeSelector>* selectors = new std::set<NodeSelector>();  // never freed
   std::lock_guard<std::mutex> lock(mu);
   return &*selectors->insert(selector).first;
+}
+
+const std::vector<NodePreference>* InternPreference(const std::vector<NodePreference>& preference) {
+  if (preference.empty()) return nullptr;
+  static std::mutex mu;
+  static auto* preferences = new std::set<std::vector<NodePreference>>();  // never freed
+  std::lock_guard<std::mutex> lock(mu);
+  return &*preferences->insert(preference).first;
 }
 
 uint32_t ShapeTable::Intern(const std::vector<ReplicaDemand>& demands) {
@@ -293,6 +303,21 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
   };
   std::sort(groups.begin(), groups.end());
   const bool one_node_allowed = std::adjacent_find(groups.begin(), groups.end()) == groups.end();
+  // What node `n` is worth to the gang (see "Preferences"); a gang without preferences reads the
+  // nodes through `order`, one with them reads every node.
+  const bool prefers = std::any_of(replicas.begin(), replicas.end(),
+                                   [](const ReplicaDemand& r) { return r.preference != nullptr; });
+  auto worth = [&](const NodeFree& n) {
+    static const NodeLabels kNoLabels;
+    int score = 0;
+    for (const auto& r : replicas) {
+      if (r.preference != nullptr) {
+        score += PreferenceScore(*r.preference, n.labels ? *n.labels : kNoLabels);
+      }
+    }
+    return score;
+  };
+  if (prefers) order = nullptr;
   // The ports replica r needs in its node's space.
   const int job_ports = ports == PortNeed::kJob ? 2 : 0;
   auto ports_of = [&](size_t r) {
@@ -334,17 +359,21 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
       ++it;
     }
   } else {
+    int best_worth = 0;
     for (size_t i = 0; i < view.nodes.size(); ++i) {
       const NodeFree& n = view.nodes[i];
       if (!takes_all(n)) continue;
+      const int w = prefers ? worth(n) : 0;
       if (best < 0) {
         best = static_cast<int>(i);
+        best_worth = w;
         continue;
       }
       const NodeFree& b = view.nodes[static_cast<size_t>(best)];
-      if (std::make_tuple(n.free_gpus.size(), n.free_cpus) <
-          std::make_tuple(b.free_gpus.size(), b.free_cpus)) {
+      if (std::make_tuple(-w, n.free_gpus.size(), n.free_cpus) <
+          std::make_tuple(-best_worth, b.free_gpus.size(), b.free_cpus)) {
         best = static_cast<int>(i);
+        best_worth = w;
       }
     }
   }
@@ -387,14 +416,19 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
       return false;
     };
   } else {
+    std::vector<int> worths(prefers ? view.nodes.size() : 0, 0);
     for (size_t i = 0; i < view.nodes.size(); ++i) {
-      if (candidate(view.nodes[i])) sorted.push_back(i);
+      if (!candidate(view.nodes[i])) continue;
+      sorted.push_back(i);
+      if (prefers) worths[i] = worth(view.nodes[i]);
     }
     std::stable_sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) {
       const NodeFree& x = view.nodes[a];
       const NodeFree& y = view.nodes[b];
-      return std::make_tuple(x.free_gpus.size(), x.free_cpus) >
-             std::make_tuple(y.free_gpus.size(), y.free_cpus);
+      const int wx = prefers ? worths[a] : 0;
+      const int wy = prefers ? worths[b] : 0;
+      return std::make_tuple(wx, x.free_gpus.size(), x.free_cpus) >
+             std::make_tuple(wy, y.free_gpus.size(), y.free_cpus);
     });
     next = [&](size_t* node) {
       if (sorted_pos == sorted.size()) return false;

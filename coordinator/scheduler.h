@@ -55,6 +55,11 @@
 //  - Node selectors. A replica whose pool gives a node_selector or node_affinity is placed only on
 //    nodes whose labels (NodeFree::labels) match them (NodeSelector::Matches); the whole gang on
 //    one node only where every replica's selector holds.
+//  - Preferences. Where replicas give preferred_node_affinity, the gang goes where its
+//    preferences weigh most: on one node, the one whose labels satisfy the most weight (summed
+//    over the gang's replicas), best fit among equals; over several, first-fit-decreasing reads
+//    the nodes by that weight first, then by free resources. Such a search reads every node (no
+//    node order).
 //  - One per node. Replicas of a pool with one_per_node (ReplicaDemand::spread_group) go to
 //    distinct nodes: the whole gang is never put on one node then, first-fit-decreasing skips a
 //    node that holds one of the group already, and a replica restarted or added alone avoids the
@@ -88,6 +93,8 @@ struct ReplicaDemand {
   // Above 0: no two replicas of one gang with this group share a node, nor go to a node the
   // caller says holds one already (see "One per node"); its pool's one_per_node (PoolDemand).
   int spread_group = 0;
+  // Its pool's preferred_node_affinity (InternPreference'd); nullptr: none. See "Preferences".
+  const std::vector<NodePreference>* preference = nullptr;
 };
 
 // The nodes (ClusterView indices) already holding a replica of a spread group: what a replica of
@@ -97,6 +104,8 @@ using SpreadOccupied = std::vector<std::pair<int, int>>;
 // The one copy of `selector` every demand with that selector points to (never freed: a distinct
 // selector costs a submitted job first); nullptr for an empty one. Thread-safe.
 const NodeSelector* InternSelector(const NodeSelector& selector);
+// The same for a pool's preferred_node_affinity.
+const std::vector<NodePreference>* InternPreference(const std::vector<NodePreference>& preference);
 
 // What is still free on one node this round. The coordinator builds it from node capacity minus
 // every live replica.

@@ -177,8 +177,9 @@ bool WithWorkers(const ReplicaRecord& r, int workers) {
 
 ReplicaDemand PoolDemand(const WorkerPoolSpec& pool) {
   const Resources& res = pool.resources;
-  return ReplicaDemand{res.gpus, res.cpus, res.memory_mb, InternSelector(pool.Selector()),
-                       SpreadGroup(pool)};
+  return ReplicaDemand{res.gpus,          res.cpus,
+                       res.memory_mb,     InternSelector(pool.Selector()),
+                       SpreadGroup(pool), InternPreference(pool.preferred_node_affinity)};
 }
 
 int SpreadGroup(const WorkerPoolSpec& pool) {

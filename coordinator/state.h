@@ -230,8 +230,8 @@ std::string AttemptId(const std::string& job, const std::string& replica, int at
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 
-// What one replica of `pool` asks of a node: its resources, its node selector and its spread
-// group (SpreadGroup).
+// What one replica of `pool` asks of a node: its resources, its node selector, its spread group
+// (SpreadGroup) and its preferred nodes.
 ReplicaDemand PoolDemand(const WorkerPoolSpec& pool);
 // ReplicaDemand::spread_group of `pool`'s replicas: 0, or its role's (a job has one pool per
 // role) when it is one_per_node.

@@ -473,6 +473,38 @@ TEST(JobSpecTest, SchedulingAfterNamesJobsAndConditions) {
   EXPECT_EQ(FormatJobDependency(train), "train");
 }
 
+// preferred_node_affinity: weighted expressions, checked as node_affinity's are, round-tripped;
+// a node is worth the weights its labels satisfy.
+TEST(JobSpecTest, PreferredNodeAffinity) {
+  const std::string pool =
+      "    preferred_node_affinity:\n"
+      "      - {weight: 80, key: gpu, operator: In, values: [h100, h200]}\n"
+      "      - {weight: 20, key: zone, operator: NotIn, values: [b]}\n";
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal(pool));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const auto& terms = spec->pools[0].preferred_node_affinity;
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0].weight, 80);
+  EXPECT_EQ(terms[0].requirement.values, (std::vector<std::string>{"h100", "h200"}));
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << JobSpecToYaml(*spec);
+  EXPECT_EQ(*again, *spec);
+  EXPECT_EQ(PreferenceScore(terms, {{"gpu", "h100"}}), 100);
+  EXPECT_EQ(PreferenceScore(terms, {{"gpu", "h100"}, {"zone", "b"}}), 80);
+  EXPECT_EQ(PreferenceScore(terms, {{"gpu", "a100"}}), 20);
+
+  ExpectError(Minimal("    preferred_node_affinity: [{key: gpu, operator: Exists}]\n"),
+              {"worker_pools[0].preferred_node_affinity[0].weight: required"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 0, key: gpu, operator: Exists}]\n"),
+              {"worker_pools[0].preferred_node_affinity[0].weight: must be in 1..100, got 0"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5, key: gpu, operator: In}]\n"),
+              {"worker_pools[0].preferred_node_affinity[0].values: In needs at least one value"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5, key: gpu, op: In}]\n"),
+              {"preferred_node_affinity[0].op", "unknown key"});
+  ExpectError(Minimal("    preferred_node_affinity: {weight: 5}\n"),
+              {"preferred_node_affinity", "expected a list"});
+}
+
 // one_per_node: a pool's replicas each on a node of their own; round-tripped.
 TEST(JobSpecTest, OnePerNode) {
   const std::string yaml =

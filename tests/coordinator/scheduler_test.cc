@@ -222,6 +222,51 @@ TEST(SchedulerTest, OnePerNodePutsEachReplicaOfItsPoolOnANodeOfItsOwn) {
   EXPECT_TRUE(Scheduler::PlaceOne({0, 1, 0}, 2, view, false, mates));
 }
 
+// preferred_node_affinity: the gang goes where its preferences weigh most, though another node
+// fits better (best fit among equals); over several nodes the preferred ones fill first; a gang
+// without preferences packs as before; a preference no node satisfies changes nothing.
+TEST(SchedulerTest, PreferencesPutTheGangWhereTheyWeighMost) {
+  const NodeLabels h100{{"gpu", "h100"}}, a100{{"gpu", "a100"}}, zone_a{{"zone", "a"}};
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("small", 2), Node("big-h100", 8), Node("mid-a100", 4), Node("mid-zone", 4)};
+  view.nodes[1].labels = &h100;
+  view.nodes[2].labels = &a100;
+  view.nodes[3].labels = &zone_a;
+  auto prefer = [](std::vector<NodePreference> terms) { return InternPreference(terms); };
+  const auto* likes_h100 = prefer({{10, {"gpu", LabelOp::kIn, {"h100"}}}});
+  const auto* likes_a100_more =
+      prefer({{10, {"gpu", LabelOp::kIn, {"h100"}}}, {50, {"gpu", LabelOp::kIn, {"a100"}}}});
+  const auto* likes_tpu = prefer({{10, {"gpu", LabelOp::kIn, {"tpu"}}}});
+  auto one_node = [&](const std::vector<ReplicaDemand>& gang) {
+    auto where = Scheduler::FindGang(gang, view);
+    EXPECT_TRUE(where);
+    std::set<int> nodes(where->begin(), where->end());
+    EXPECT_EQ(nodes.size(), 1u);
+    return *nodes.begin();
+  };
+  const ReplicaDemand plain{1, 1, 0};
+  ReplicaDemand h{1, 1, 0};
+  h.preference = likes_h100;
+  ReplicaDemand a{1, 1, 0};
+  a.preference = likes_a100_more;
+  ReplicaDemand tpu{1, 1, 0};
+  tpu.preference = likes_tpu;
+  EXPECT_EQ(one_node({plain, plain}), 0);  // best fit: the smallest
+  EXPECT_EQ(one_node({h, h}), 1);
+  EXPECT_EQ(one_node({a, a}), 2);
+  EXPECT_EQ(one_node({tpu, tpu}), 0) << "a preference nothing satisfies changes nothing";
+  // The gang's weights add up: two that like the H100 outweigh one that likes the A100 more.
+  EXPECT_EQ(one_node({h, h, h, h, h, h, a}), 1);
+  // A gang no node holds: first-fit-decreasing reads the preferred node first.
+  std::vector<ReplicaDemand> many(10, a);
+  auto spread = Scheduler::FindGang(many, view);
+  ASSERT_TRUE(spread);
+  EXPECT_EQ(std::count(spread->begin(), spread->end(), 2), 4) << "the A100 node filled first";
+  // Shapes with and without the preference are not one.
+  ShapeTable shapes;
+  EXPECT_NE(shapes.Intern({h}), shapes.Intern({plain}));
+}
+
 TEST(SchedulerTest, CpuAndMemoryLimitsCount) {
   ClusterView view(20000, 20999);
   view.nodes = {Node("a", 0, 4, 1000)};
@@ -477,6 +522,8 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   const std::vector<const NodeSelector*> selectors = {
       nullptr, Wants({{"gpu", "h100"}}), Wants({{"zone", "b"}}),
       Wants({}, {{"gpu", LabelOp::kNotIn, {"a100"}}, {"zone", LabelOp::kDoesNotExist, {}}})};
+  const std::vector<NodePreference>* prefers_h100 =
+      InternPreference({{30, {"gpu", LabelOp::kIn, {"h100"}}}});
   ClusterView view(30000, 30011);  // 12 ports a host
   for (int n = 0; n < 400; ++n) {
     NodeFree node = Node("n" + std::to_string(n), pick(0, 8), pick(2, 64),
@@ -498,7 +545,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
       job.replicas.push_back(
           {pick(0, 8), pick(1, 16), pick(0, 1) * 1000 * pick(1, 64),
            pick(0, 3) == 0 ? selectors[static_cast<size_t>(pick(1, 3))] : nullptr,
-           pick(0, 1) == 0 ? pick(1, 2) : 0});
+           pick(0, 1) == 0 ? pick(1, 2) : 0, pick(0, 9) == 0 ? prefers_h100 : nullptr});
     }
     job.needs_shared_storage = pick(0, 9) == 0;
     q.push_back(std::move(job));
@@ -508,12 +555,13 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
   ASSERT_GT(round.searches, 10 * Scheduler::kSearchesBeforeNodeOrder);
 
   std::vector<JobPlacement> expected;
-  using Shape = std::vector<std::tuple<int, int, int64_t, const NodeSelector*, int>>;
+  using Shape = std::vector<
+      std::tuple<int, int, int64_t, const NodeSelector*, int, const std::vector<NodePreference>*>>;
   std::set<std::pair<Shape, bool>> failed;
   for (size_t i = 0; i < q.size(); ++i) {
     Shape shape;
     for (const auto& d : q[i].replicas) {
-      shape.emplace_back(d.gpus, d.cpus, d.memory_mb, d.selector, d.spread_group);
+      shape.emplace_back(d.gpus, d.cpus, d.memory_mb, d.selector, d.spread_group, d.preference);
     }
     if (failed.count({shape, q[i].needs_shared_storage})) continue;
     auto slots = Scheduler::PlaceGang(q[i].replicas, reference, q[i].needs_shared_storage);

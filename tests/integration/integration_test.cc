@@ -475,8 +475,9 @@ TEST_F(IntegrationTest, APythonScriptsPrintsReachItsLogWhileItRuns) {
 }
 
 // Two real agents, one started with --label gpu=h100: a job whose pool selects gpu=h100 runs on
-// that one (twice, though the other node is as free), `cohort nodes` lists the labels, and a job
-// selecting a label no agent has is refused at submit.
+// that one (twice, though the other node is as free), `cohort nodes` lists the labels, a job
+// selecting a label no agent has is refused at submit, NotIn takes the other agent, and jobs that
+// either takes go where their preferred_node_affinity points.
 TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
   StartAgent("node-a", 0);
   ASSERT_EQ(cluster_->StartAgent({Node("node-b"), 0, 8, 16384, "2s", {"--label", "gpu=h100"}}), "");
@@ -523,6 +524,21 @@ TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
   const wire::JobInfoT elsewhere = WaitForState("not_h100", {wire::JobState::SUCCEEDED});
   ASSERT_EQ(elsewhere.replicas.size(), 1u);
   EXPECT_EQ(elsewhere.replicas[0]->node_id, Node("node-a"));
+  // preferred_node_affinity: either node takes these; each goes to the one it prefers (one of
+  // the two is not where packing alone would put it).
+  for (const auto& [name, preference, node] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"likes_h100", "{weight: 50, key: gpu, operator: In, values: [h100]}", "node-b"},
+           {"likes_bare", "{weight: 50, key: gpu, operator: DoesNotExist}", "node-a"}}) {
+    auto preferring = client.Submit("name: " + name +
+                                    "\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                                    "    preferred_node_affinity: [" +
+                                    preference + "]\n    process: {command: [/bin/true]}\n");
+    ASSERT_TRUE(preferring.ok()) << preferring.status().ToString();
+    const wire::JobInfoT done = WaitForState(name, {wire::JobState::SUCCEEDED});
+    ASSERT_EQ(done.replicas.size(), 1u);
+    EXPECT_EQ(done.replicas[0]->node_id, Node(node)) << name;
+  }
 }
 
 // one_per_node on real agents: the two workers of a pool that says so run on the two agents,
