@@ -109,34 +109,22 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
       pool.node_selector[kv.first.Scalar()] = kv.second.Scalar();
     }
   }
-  if (Reader::Has(node, "node_affinity")) {
-    const YAML::Node affinity = node["node_affinity"];
-    const std::string apath = path + ".node_affinity";
-    if (!affinity.IsSequence()) {
-      return r.Error(affinity, apath, "expected a list, got " + Reader::KindName(affinity));
-    }
-    for (size_t i = 0; i < affinity.size(); ++i) {
-      COHORT_ASSIGN_OR_RETURN(
-          LabelRequirement req,
-          ReadLabelRequirement(r, affinity[i], apath + "[" + std::to_string(i) + "]"));
-      pool.node_affinity.push_back(std::move(req));
-    }
-  }
-  if (Reader::Has(node, "preferred_node_affinity")) {
-    const YAML::Node terms = node["preferred_node_affinity"];
-    const std::string ppath = path + ".preferred_node_affinity";
-    if (!terms.IsSequence()) {
-      return r.Error(terms, ppath, "expected a list, got " + Reader::KindName(terms));
-    }
-    for (size_t i = 0; i < terms.size(); ++i) {
-      const std::string at = ppath + "[" + std::to_string(i) + "]";
-      NodePreference term;
-      COHORT_ASSIGN_OR_RETURN(term.requirement, ReadLabelRequirement(r, terms[i], at, true));
-      if (!Reader::Has(terms[i], "weight")) return r.Error(terms[i], at + ".weight", "required");
-      COHORT_ASSIGN_OR_RETURN(term.weight, r.SmallInt(terms[i]["weight"], at + ".weight"));
-      pool.preferred_node_affinity.push_back(std::move(term));
-    }
-  }
+  COHORT_ASSIGN_OR_RETURN(pool.node_affinity,
+                          r.List<LabelRequirement>(node, "node_affinity", path,
+                                                   [&](const YAML::Node& n, const std::string& at) {
+                                                     return ReadLabelRequirement(r, n, at);
+                                                   }));
+  COHORT_ASSIGN_OR_RETURN(
+      pool.preferred_node_affinity,
+      r.List<NodePreference>(
+          node, "preferred_node_affinity", path,
+          [&](const YAML::Node& n, const std::string& at) -> StatusOr<NodePreference> {
+            NodePreference term;
+            COHORT_ASSIGN_OR_RETURN(term.requirement, ReadLabelRequirement(r, n, at, true));
+            if (!Reader::Has(n, "weight")) return r.Error(n, at + ".weight", "required");
+            COHORT_ASSIGN_OR_RETURN(term.weight, r.SmallInt(n["weight"], at + ".weight"));
+            return term;
+          }));
   if (Reader::Has(node, "one_per_node")) {
     COHORT_ASSIGN_OR_RETURN(pool.one_per_node,
                             r.Bool(node["one_per_node"], path + ".one_per_node"));

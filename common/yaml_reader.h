@@ -65,11 +65,20 @@ class YamlReader {
   StatusOr<std::vector<T>> RequiredList(const YAML::Node& map, const char* key,
                                         std::string_view required, ReadOne read) const {
     if (!Has(map, key)) return Error(map, key, "required (" + std::string(required) + ")");
-    const YAML::Node list = map[key];
-    if (!list.IsSequence()) return Error(list, key, "expected a list, got " + KindName(list));
+    return List<T>(map, key, "", read);
+  }
+  // The list under `key` of `map` (which is at `path`), each element read by read(element,
+  // "<path>.key[i]"): empty when it is absent, an error when it is not a list.
+  template <typename T, typename ReadOne>
+  StatusOr<std::vector<T>> List(const YAML::Node& map, const char* key, const std::string& path,
+                                ReadOne read) const {
     std::vector<T> out;
+    if (!Has(map, key)) return out;
+    const YAML::Node list = map[key];
+    const std::string at = Join(path, key);
+    if (!list.IsSequence()) return Error(list, at, "expected a list, got " + KindName(list));
     for (size_t i = 0; i < list.size(); ++i) {
-      StatusOr<T> item = read(list[i], std::string(key) + "[" + std::to_string(i) + "]");
+      StatusOr<T> item = read(list[i], at + "[" + std::to_string(i) + "]");
       if (!item.ok()) return item.status();
       out.push_back(std::move(*item));
     }

@@ -67,6 +67,18 @@ class JobControllerTest : public ::testing::Test {
     jobs_.TakeCommands();
     return job;
   }
+  // A one-GPU job `name` submitted to run after `after` (scheduling.after's YAML list), which
+  // CheckAfter takes.
+  JobRecord& SubmitAfter(const std::string& name, const std::string& after) {
+    const std::string yaml = "name: " + name +
+                             "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+                             "    process: {command: [/bin/x]}\nscheduling: {after: " +
+                             after + "}\n";
+    auto spec = ParseJobSpec(yaml, "test job");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    EXPECT_TRUE(jobs_.CheckAfter(*spec).ok()) << jobs_.CheckAfter(*spec).ToString();
+    return jobs_.Submit(std::move(*spec), yaml, now_);
+  }
   // Elastic job "e" (a chief and 3 workers of one GPU, min_replicas 1) placed with 2 workers on
   // n0..n2, every replica it runs RUNNING; its launches in launches_.
   JobRecord& StartElastic() {
@@ -975,20 +987,10 @@ TEST_F(JobControllerTest, PreemptionRequeuesTheJobWithoutSpendingARestartOrOpeni
 TEST_F(JobControllerTest, AJobRunsAfterTheJobsItNamesSucceedAndFailsWhenOneFails) {
   JobRecord& prep = Start("prep", 0, false, 0, {"a"});
   JobRecord& train = Start("train", 0, false, 0, {"b"});
-  auto submit = [&](const std::string& name, const std::string& after) -> JobRecord& {
-    const std::string yaml = "name: " + name +
-                             "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
-                             "    process: {command: [/bin/eval]}\nscheduling: {after: " +
-                             after + "}\n";
-    auto spec = ParseJobSpec(yaml, "test job");
-    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-    EXPECT_TRUE(jobs_.CheckAfter(*spec).ok()) << jobs_.CheckAfter(*spec).ToString();
-    return jobs_.Submit(std::move(*spec), yaml, now_);
-  };
-  JobRecord& eval = submit("eval", "[prep, train]");
+  JobRecord& eval = SubmitAfter("eval", "[prep, train]");
   EXPECT_TRUE(eval.waits_for_jobs);
   EXPECT_EQ(eval.message, "waiting for jobs prep, train to succeed (scheduling.after)");
-  JobRecord& report = submit("report", "[eval]");
+  JobRecord& report = SubmitAfter("report", "[eval]");
   EXPECT_EQ(report.message, "waiting for job eval to succeed (scheduling.after)");
   jobs_.TakeScheduleNeeded();
 
@@ -1031,22 +1033,12 @@ TEST_F(JobControllerTest, AJobRunsAfterTheJobsItNamesSucceedAndFailsWhenOneFails
 TEST_F(JobControllerTest, AJobRunsAfterTheJobsItNamesEndAsItsConditionsAsk) {
   JobRecord& train = Start("train", 0, false, 0, {"a"});
   JobRecord& prep = Start("prep", 0, false, 0, {"b"});
-  auto submit = [&](const std::string& name, const std::string& after) -> JobRecord& {
-    const std::string yaml = "name: " + name +
-                             "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
-                             "    process: {command: [/bin/x]}\nscheduling: {after: " +
-                             after + "}\n";
-    auto spec = ParseJobSpec(yaml, "test job");
-    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-    EXPECT_TRUE(jobs_.CheckAfter(*spec).ok()) << jobs_.CheckAfter(*spec).ToString();
-    return jobs_.Submit(std::move(*spec), yaml, now_);
-  };
-  JobRecord& cleanup = submit("cleanup", "[train:ended, prep:ended]");
-  JobRecord& fallback = submit("fallback", "[train:failed]");
-  JobRecord& mixed = submit("mixed", "[train:failed, prep]");
-  JobRecord& unneeded = submit("unneeded", "[prep:failed]");
-  JobRecord& after_unneeded = submit("after_unneeded", "[unneeded]");
-  JobRecord& after_unneeded_any = submit("after_unneeded_any", "[unneeded:ended]");
+  JobRecord& cleanup = SubmitAfter("cleanup", "[train:ended, prep:ended]");
+  JobRecord& fallback = SubmitAfter("fallback", "[train:failed]");
+  JobRecord& mixed = SubmitAfter("mixed", "[train:failed, prep]");
+  JobRecord& unneeded = SubmitAfter("unneeded", "[prep:failed]");
+  JobRecord& after_unneeded = SubmitAfter("after_unneeded", "[unneeded]");
+  JobRecord& after_unneeded_any = SubmitAfter("after_unneeded_any", "[unneeded:ended]");
   EXPECT_EQ(cleanup.message, "waiting for jobs train, prep to end (scheduling.after)");
   EXPECT_EQ(fallback.message, "waiting for job train to fail (scheduling.after)");
   EXPECT_EQ(mixed.message,
