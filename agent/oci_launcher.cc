@@ -221,7 +221,7 @@ Status OciLauncher::Prepare(const LaunchRequest& request) {
     if (!location.layout.empty()) COHORT_RETURN_IF_ERROR(Unpack(request.image, location));
     COHORT_ASSIGN_OR_RETURN(std::string rootfs, ResolveRootfs(request.image));
     COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs));
-    fs::path bundle = fs::path(request.working_dir) / "bundle";
+    fs::path bundle = fs::path(request.working_dir) / kBundleEntry;
     std::error_code ec;
     fs::create_directories(bundle, ec);
     if (ec) return Internal("create bundle " + bundle.string() + ": " + ec.message());

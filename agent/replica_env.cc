@@ -49,10 +49,17 @@ void AppendAgentNote(const std::string& log_path, const std::string& line) {
   ::close(fd);
 }
 
-std::string StackDumpDir(const std::string& attempt_dir) { return attempt_dir + "/stacks"; }
+bool IsAgentAttemptEntry(std::string_view name) {
+  return name == kStackDumpEntry || name == kErrorFileEntry || name == kFlightRecorderEntry ||
+         name == kBundleEntry;
+}
+
+std::string StackDumpDir(const std::string& attempt_dir) {
+  return attempt_dir + "/" + kStackDumpEntry;
+}
 
 std::string ErrorFilePath(const std::string& attempt_dir) {
-  return attempt_dir + "/torchelastic-error.json";
+  return attempt_dir + "/" + kErrorFileEntry;
 }
 
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
@@ -65,7 +72,7 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   env.try_emplace("PYTHONUNBUFFERED", "1");
   if (!input.attempt_dir.empty()) {
     if (!env.count(kFlightRecorderEnv)) {
-      env[kFlightRecorderEnv] = input.attempt_dir + "/flight-recorder";
+      env[kFlightRecorderEnv] = input.attempt_dir + "/" + kFlightRecorderEntry;
     }
     env["COHORT_STACK_DUMP_DIR"] = StackDumpDir(input.attempt_dir);
     env["COHORT_STACK_DUMP_SIGNAL"] = std::to_string(StackDumpSignal());

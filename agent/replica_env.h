@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/launcher.h"
@@ -43,6 +44,15 @@ std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
 // Appends "cohort-agent: <line>" to an attempt's log (why it never ran, where it restores from),
 // so `cohort logs` shows it. Best effort: a log that cannot be opened is left alone.
 void AppendAgentNote(const std::string& log_path, const std::string& line);
+
+// The agent's own entries in an attempt's working directory, which the script's files are not
+// (agent/working_files.h): its stack dumps, TORCHELASTIC_ERROR_FILE, flight recorder and a
+// container's OCI bundle.
+inline constexpr char kStackDumpEntry[] = "stacks";
+inline constexpr char kErrorFileEntry[] = "torchelastic-error.json";
+inline constexpr char kFlightRecorderEntry[] = "flight-recorder";
+inline constexpr char kBundleEntry[] = "bundle";
+bool IsAgentAttemptEntry(std::string_view name);
 
 // <attempt dir>/stacks: where a replica's Python stacks are dumped.
 std::string StackDumpDir(const std::string& attempt_dir);

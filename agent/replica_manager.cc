@@ -9,8 +9,8 @@
 #include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "agent/replica_env.h"
-#include "agent/stranded_checkpoints.h"
 #include "agent/torn_checkpoints.h"
+#include "agent/working_files.h"
 #include "common/flight_recorder.h"
 #include "common/logging.h"
 #include "common/wire_string.h"
@@ -136,8 +136,9 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   }
   // A first start begins from scratch; a restart resumes from the newest valid checkpoint, and
   // one that nothing else of its job runs beside first sets aside the checkpoints a crash left
-  // torn (agent/torn_checkpoints.h), and says what an earlier attempt here left in its own
-  // working directory (agent/stranded_checkpoints.h). Those passes and the lookup, the output
+  // torn (agent/torn_checkpoints.h); a restart also carries what an earlier attempt here left in
+  // its working directory into its own (agent/working_files.h) and sets aside what of that is
+  // torn (only this replica writes there). Those passes and the lookup, the output
   // dirs (on the job's output storage, an NFS export that may hang) and a container launcher's
   // Prepare (an image unpack) may take minutes: they run, in that order, on a thread of their own,
   // and StartPending() launches the attempt once they are done. A first process launch naming no
@@ -158,13 +159,25 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
     ready.start_note = TornCheckpointsSummary(torn);
     ready.restore = FindRestoreCheckpoint(restore_dir);
     ready.restore.notes.insert(ready.restore.notes.begin(), torn.notes.begin(), torn.notes.end());
-    // What the script left where only that attempt looks (agent/stranded_checkpoints.h).
+    // What the script left in an earlier attempt's working directory here (its own checkpoints
+    // among it: agent/working_files.h), and what of them a crash left torn.
     if (request.attempt > 0) {
-      std::string stranded =
-          StrandedCheckpointsNote(work_dir, request.job, request.replica, request.attempt);
-      if (!stranded.empty()) {
-        ready.restore.notes.push_back(stranded);
-        ready.start_note += (ready.start_note.empty() ? "" : "; ") + stranded;
+      const CarriedFiles carried =
+          CarryWorkingFiles(work_dir, request.job, request.replica, request.attempt);
+      const std::string note = CarriedFilesNote(carried);
+      if (!note.empty()) {
+        ready.restore.notes.push_back(note);
+        ready.start_note += (ready.start_note.empty() ? "" : "; ") + note;
+      }
+      if (!carried.moved.empty()) {
+        TornCheckpoints torn_here =
+            SetAsideTornCheckpoints(request.working_dir, request.attempt, request.run_as);
+        const std::string summary = TornCheckpointsSummary(torn_here);
+        if (!summary.empty()) {
+          ready.start_note += (ready.start_note.empty() ? "" : "; ") + summary + " (working dir)";
+        }
+        ready.restore.notes.insert(ready.restore.notes.end(), torn_here.notes.begin(),
+                                   torn_here.notes.end());
       }
     }
     ReplicaEnvInput restored = env;

@@ -6,7 +6,11 @@ stop therefore stops the next start: torch.load raises on the torn file, every n
 tests/integration/torch_ddp_test.cc runs it under Cohort, whose agents set such a file aside before
 the whole job restarts (agent/torn_checkpoints.h).
 
-    ddp_plain_save.py [--epochs N] [--step-delay SECONDS]
+    ddp_plain_save.py [--epochs N] [--step-delay SECONDS] [--snapshot PATH]
+
+With --snapshot it saves as torchrun's fault-tolerance tutorial does instead: rank 0 torch.save()s
+the state into PATH (a relative path: the working directory) after each epoch, overwriting it, and
+every rank starts from PATH when it exists ("resumed from epoch N (PATH)").
 
 gloo, init_method env://, a small MLP on seeded synthetic data. Prints "starting from scratch" or
 "resumed from epoch N (PATH)", "epoch E/N loss L" on rank 0, and "parameters sha256 DIGEST".
@@ -30,6 +34,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--step-delay", type=float, default=0.0)
+    parser.add_argument("--snapshot", default="")
     args = parser.parse_args()
 
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
@@ -41,9 +46,15 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     start = 0
-    checkpoints = glob.glob(os.path.join(checkpoint_dir, "epoch_*.pt"))
-    if checkpoints:
-        latest = max(checkpoints, key=lambda p: int(re.search(r"epoch_(\d+)\.pt$", p).group(1)))
+    latest = None
+    if args.snapshot:
+        latest = args.snapshot if os.path.exists(args.snapshot) else None
+    else:
+        checkpoints = glob.glob(os.path.join(checkpoint_dir, "epoch_*.pt"))
+        if checkpoints:
+            latest = max(checkpoints,
+                         key=lambda p: int(re.search(r"epoch_(\d+)\.pt$", p).group(1)))
+    if latest:
         state = torch.load(latest)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -70,10 +81,11 @@ def main():
                 time.sleep(args.step_delay)
         dist.all_reduce(total)
         if rank == 0:
-            os.makedirs(checkpoint_dir, exist_ok=True)
+            path = args.snapshot or os.path.join(checkpoint_dir, "epoch_%d.pt" % epoch)
+            if not args.snapshot:
+                os.makedirs(checkpoint_dir, exist_ok=True)
             torch.save({"epoch": epoch, "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict()},
-                       os.path.join(checkpoint_dir, "epoch_%d.pt" % epoch))
+                        "optimizer": optimizer.state_dict()}, path)
             print("epoch %d/%d loss %.4f" % (epoch, args.epochs, (total[0] / total[1]).item()),
                   flush=True)
 

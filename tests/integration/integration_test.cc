@@ -623,15 +623,16 @@ TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
 }
 
 // A script that saves its snapshot into a relative path (the torchrun fault-tolerance tutorial's
-// torch.save(state, "snapshot.pt")) and is killed: its restart on the same node starts in a new
-// working directory, and the attempt's log and the job's events say where the snapshot was left.
-TEST_F(IntegrationTest, ARestartSaysWhatTheLastAttemptSavedInItsWorkingDirectory) {
+// torch.save(state, "snapshot.pt")) and is killed: its restart on the same node starts with what
+// it left in its working directory (agent/working_files.h), as torchrun's restart would, and the
+// attempt's log and the job's events say so.
+TEST_F(IntegrationTest, ARestartOnItsNodeStartsWithTheWorkingFilesTheLastAttemptLeft) {
   StartAgent("node-a", 0);
   const std::string yaml =
       "name: relative\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
       "    process:\n      command: [/bin/sh, -c, 'if [ \"$COHORT_RESTART_COUNT\" = 0 ]; then "
-      "printf \"PK\\003\\004\" > snapshot.pt; kill -9 $$; fi; ls snapshot.pt || echo no "
-      "snapshot here', --marker=" +
+      "echo epoch=3 > snapshot.pt; kill -9 $$; fi; echo found $(cat snapshot.pt) in $(pwd)', "
+      "--marker=" +
       marker_ + "]\nscheduling: {max_restarts: 1}\n";
   auto client = cluster_->Client();
   auto name = client.Submit(yaml);
@@ -641,15 +642,14 @@ TEST_F(IntegrationTest, ARestartSaysWhatTheLastAttemptSavedInItsWorkingDirectory
   ASSERT_EQ(StateName(done.state), "SUCCEEDED") << done.message;
   std::string events;
   for (const auto& e : done.events) events += e->message + "\n";
-  EXPECT_NE(events.find("chief-0 attempt 1: attempt 0 left snapshot.pt in its working directory "
-                        "("),
+  EXPECT_NE(events.find("chief-0 attempt 1: carried attempt 0's working files into this "
+                        "attempt's (snapshot.pt), as torchrun restarts a worker where it ran"),
             std::string::npos)
       << events;
   const std::string log = Cli({"logs", "relative"}).out;
-  EXPECT_NE(log.find("no snapshot here"), std::string::npos) << log;
-  EXPECT_NE(log.find("cohort-agent: attempt 0 left snapshot.pt in its working directory"),
-            std::string::npos)
-      << log;
+  EXPECT_NE(log.find("found epoch=3 in "), std::string::npos) << log;
+  EXPECT_NE(log.find("/attempt-1\n"), std::string::npos) << "not in attempt 1's directory: " << log;
+  EXPECT_NE(log.find("cohort-agent: carried attempt 0's working files"), std::string::npos) << log;
 }
 
 TEST_F(IntegrationTest, CancelStopsEveryReplicaAndSubmitWaitExitsOne) {

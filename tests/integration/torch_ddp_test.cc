@@ -801,6 +801,53 @@ TEST_F(TorchDdpTest, LoneReplicaKilledRestartsTheJobOnceFromItsCheckpoint) {
   ExpectResumedAfterOneRestart();
 }
 
+// torchrun's fault-tolerance tutorial saves its snapshot into a relative path
+// (ddp_plain_save.py --snapshot snapshot.pt: torch.save into the working directory) and resumes
+// from it when torchrun restarts the worker in the same directory. Under Cohort the replica's
+// process is SIGKILLed after epoch 2's snapshot; its restart on the same node starts with the
+// working files of the attempt before (agent/working_files.h), resumes from the snapshot, and the
+// job succeeds with one restart spent; the job's events say what was carried.
+TEST_F(TorchDdpTest, ASnapshotInTheWorkingDirectoryIsFoundByTheRestartOnItsNode) {
+  StartAgents({"node-a"}, 1);
+  job_ = "relative_snapshot";
+  auto client = cluster_->Client();
+  auto sub = client.Submit("name: " + job_ + "\noutput_dir: " + OutputDir() +
+                           "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                           "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" +
+                           TorchPython() + ", " + COHORT_DDP_PLAIN_SAVE +
+                           "]\n      args: [--epochs=" + std::to_string(kEpochs) +
+                           ", --step-delay=0.03, --snapshot=snapshot.pt]\n"
+                           "      env: {OMP_NUM_THREADS: \"1\"}\n"
+                           "scheduling: {timeout: 5m, max_restarts: 1}\n");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  const std::string saved = "epoch " + std::to_string(kFaultAfterEpoch) + "/";
+  ASSERT_TRUE(
+      ct::WaitUntil([&] { return ReplicaLog("chief-0").find(saved) != std::string::npos; }, 90s))
+      << "no snapshot of epoch " << kFaultAfterEpoch << ": " << ReplicaLog("chief-0");
+  ASSERT_TRUE(KillReplicaGroup("chief-0")) << "chief-0 is not running";
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  const std::string log = ReplicaLog("chief-0");
+  EXPECT_NE(log.find("starting from scratch"), std::string::npos) << log;
+  const size_t resumed = log.find("resumed from epoch ");
+  ASSERT_NE(resumed, std::string::npos) << log;
+  EXPECT_GE(std::stoi(log.substr(resumed + std::strlen("resumed from epoch "))), kFaultAfterEpoch)
+      << log;
+  EXPECT_NE(log.find("(snapshot.pt)"), std::string::npos) << log;
+  EXPECT_NE(log.find("epoch " + std::to_string(kEpochs) + "/" + std::to_string(kEpochs)),
+            std::string::npos)
+      << log;
+  bool carried = false;
+  for (const auto& e : done.events) {
+    carried |= e->message.find(
+                   "chief-0 attempt 1: carried attempt 0's working files into this "
+                   "attempt's (snapshot.pt), as torchrun restarts a worker where it "
+                   "ran") != std::string::npos;
+  }
+  EXPECT_TRUE(carried) << "no event says the snapshot was carried";
+}
+
 // A script that checkpoints as the PyTorch tutorials do (tests/integration/ddp_plain_save.py:
 // torch.save() straight into epoch_<N>.pt, resume from the highest N) loses the chief's node, the
 // one writing, as it begins epoch 2's checkpoint: its newest checkpoint is left cut short (here
