@@ -342,6 +342,22 @@ then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it.
             from its newest checkpoint on other nodes; no restart of its budget is spent
 )",
        Drain},
+      {"label",
+       {{"--reset", false, ""}},
+       "label NODE [KEY=VALUE|KEY-]... [--reset]",
+       "set or remove a node's labels (kept across restarts)",
+       R"(
+Edits the labels node_selector, node_affinity and preferred_node_affinity match, as `kubectl
+label` does: KEY=VALUE sets a label (or changes its value), KEY- removes one, whatever the node's
+agent registered with its --label. The edits are stored by the coordinator and apply over the
+agent's labels at every registration, across coordinator restarts; a job waiting for such a node
+is placed at the next round, and what runs there keeps running though it may no longer match (as
+Kubernetes' IgnoredDuringExecution). `cohort nodes` shows the labels the node has; `--json` also
+its label_edits. An admin's verb.
+  --reset   drop the node's earlier edits first: with no KEY=VALUE or KEY-, the node has its
+            agent's labels again
+)",
+       Label},
       {"forget",
        {},
        "forget NODE",

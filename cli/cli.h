@@ -14,7 +14,8 @@
 //     resume JOB                 queues a suspended job again
 //     delete JOB                 a finished job and its records and logs
 //     nodes [--json]
-//     cordon NODE | uncordon NODE | drain NODE [--now] | forget NODE   (admins)
+//     cordon NODE | uncordon NODE | drain NODE [--now] | label NODE [K=V|K-]... [--reset] |
+//     forget NODE   (admins)
 //     tune FILE [--wait]         hyperparameter study; --wait prints the trials and the best
 //     trials STUDY [--json]
 //     studies [--json]

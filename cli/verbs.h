@@ -57,6 +57,7 @@ int Delete(const ParsedArgs& args, const Context& ctx);
 int Studies(const ParsedArgs& args, const Context& ctx);
 int Cordon(const ParsedArgs& args, const Context& ctx);
 int Uncordon(const ParsedArgs& args, const Context& ctx);
+int Label(const ParsedArgs& args, const Context& ctx);
 int Drain(const ParsedArgs& args, const Context& ctx);
 int Forget(const ParsedArgs& args, const Context& ctx);
 

@@ -1,5 +1,5 @@
-// The cluster verbs of the `cohort` CLI: nodes, cordon, uncordon, drain, forget, queues, usage,
-// keygen.
+// The cluster verbs of the `cohort` CLI: nodes, cordon, uncordon, drain, label, forget, queues,
+// usage, keygen.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "cli/verb_util.h"
 #include "cli/verbs.h"
 #include "common/curve_keys.h"
+#include "common/node_label_edits.h"
 
 namespace cohort::cli {
 namespace {
@@ -53,6 +54,26 @@ int Uncordon(const ParsedArgs& args, const Context& ctx) {
 
 int Drain(const ParsedArgs& args, const Context& ctx) {
   return NodeAdminVerb(args, ctx, "drain", args.Has("--now") ? "drain-now" : "drain");
+}
+
+int Label(const ParsedArgs& args, const Context& ctx) {
+  const bool reset = args.Has("--reset");
+  if (args.positionals.empty() || (args.positionals.size() == 1 && !reset)) {
+    return UsageError(ctx.err, "label", "label needs a NODE and KEY=VALUE or KEY- (or --reset)");
+  }
+  const std::vector<std::string> items(args.positionals.begin() + 1, args.positionals.end());
+  if (auto edits = ParseNodeLabelEdits(items); !edits.ok()) {
+    return UsageError(ctx.err, "label", edits.status().message());
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto reply = client->AdminNode(args.positionals[0], reset ? "label-reset" : "label", items);
+  if (!reply.ok()) return Fail(ctx.err, reply.status());
+  ctx.out << reply->message << "\n";
+  if (reply->node) {
+    ctx.out << "labels: " << (reply->node->labels.empty() ? "-" : reply->node->labels) << "\n";
+  }
+  return kExitOk;
 }
 
 int Forget(const ParsedArgs& args, const Context& ctx) {

@@ -173,11 +173,12 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, boo
   return Call<wire::JobInfo>(std::move(request), resume ? "resume" : "suspend");
 }
 
-StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& node_id,
-                                                             const std::string& action) {
+StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(
+    const std::string& node_id, const std::string& action, const std::vector<std::string>& labels) {
   wire::NodeAdminT request;
   request.node_id = node_id;
   request.action = action;
+  request.labels = labels;
   return Call<wire::NodeAdminReply>(std::move(request), action);
 }
 

@@ -88,9 +88,11 @@ class CoordinatorClient {
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes();
-  // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now or forget
-  // (wire::NodeAdmin says what each does); the reply names the node after it and what was done.
-  StatusOr<wire::NodeAdminReplyT> AdminNode(const std::string& node_id, const std::string& action);
+  // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now, forget, or label
+  // and label-reset with `labels` ("KEY=VALUE", "KEY-"; wire::NodeAdmin says what each does); the
+  // reply names the node after it and what was done.
+  StatusOr<wire::NodeAdminReplyT> AdminNode(const std::string& node_id, const std::string& action,
+                                            const std::vector<std::string>& labels = {});
   // Deletes a finished job and its records; kFailedPrecondition for a job not finished.
   Status DeleteJob(const std::string& name);
   // Cancels a study (its running trials are cancelled); returns the study after.

@@ -83,9 +83,24 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
                                        : ": preempted to move elsewhere: " + JoinWithCommas(moved);
       }
     }
+  } else if (action == "label" || action == "label-reset") {
+    std::vector<std::string> items;
+    if (req.labels()) {
+      for (const auto* item : *req.labels()) items.push_back(Str(item));
+    }
+    auto edits = ParseNodeLabelEdits(items);
+    done = edits.ok() ? nodes_.EditLabels(node_id, *edits, action == "label-reset")
+                      : InvalidArgument("NodeAdmin.labels: " + edits.status().message());
+    if (done.ok()) {
+      const NodeLabelEdits kept = nodes_.SettingsOf(node_id).labels;
+      reply.message =
+          "node " + node_id + " labels edited: " +
+          (kept.empty() ? std::string("none (its agent's labels)") : FormatNodeLabelEdits(kept));
+    }
   } else {
     done = InvalidArgument("NodeAdmin.action: '" + action +
-                           "' is none of cordon, uncordon, drain, drain-now, forget");
+                           "' is none of cordon, uncordon, drain, drain-now, forget, label, "
+                           "label-reset");
   }
   if (!done.ok()) {
     Reply(m, EncodeError(id, done));

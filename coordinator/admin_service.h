@@ -1,5 +1,5 @@
 // AdminService answers the day-2 requests on the client endpoint (issue 16 part 4; DESIGN.md "CLI
-// additions"): an admin's cordon, uncordon, drain (and drain --now) and forget of a node
+// additions"): an admin's cordon, uncordon, drain (and drain --now), label and forget of a node
 // (wire::NodeAdmin), the deletion of a finished job with everything stored of it
 // (wire::DeleteJob), and the cancel of a study (wire::CancelStudy). Like ClientService it
 // translates between the wire and the managers and queues every answer in the Outbox (sent after
@@ -13,6 +13,8 @@
 //              back to the queue and resumes elsewhere from its newest checkpoint, no restart
 //              spent.
 //   uncordon   clears a cordon or drain.
+//   label      edits the node's labels over its agent's (NodeRegistry::EditLabels), label-reset
+//              drops the earlier edits first.
 //   forget     a LOST node leaves the registry (refused for a node heard from).
 // Job retention (DeleteExpired) deletes finished jobs that ended longer ago than the retention.
 //

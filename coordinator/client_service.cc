@@ -449,6 +449,7 @@ wire::NodeListT ClientService::Nodes() const {
     ni->last_heartbeat_ms = n.last_heartbeat_ms;
     ni->storage = n.storage.verdict;
     ni->labels = FormatNodeLabels(n.labels);
+    ni->label_edits = FormatNodeLabelEdits(n.label_edits);
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

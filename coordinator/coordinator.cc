@@ -163,7 +163,7 @@ Status Coordinator::Recover() {
     for (const auto& why : bad_studies) spdlog::error("--accept-damaged-state: study: {}", why);
   }
   for (const TrainingMetric& m : state.training_metrics) training_.Add(m);
-  nodes_.RestoreAdmin(state.node_admin);
+  nodes_.RestoreSettings(state.node_settings);
   size_t jobs = state.jobs.size();
   for (JobRecord& job : state.jobs) jobs_.Restore(std::move(job));
   jobs_.FinishRestore(clock_->NowMs());
@@ -353,7 +353,7 @@ Status Coordinator::Commit() {
   StateChanges changes;
   changes.study_records = studies_.TakeJournalRecords();
   changes.training_metrics = agent_service_.TakeTrainingMetrics();
-  changes.node_admin = nodes_.PendingAdmin();
+  changes.node_settings = nodes_.PendingSettings();
   changes.deleted_jobs = jobs_.TakeDeleted();
   std::set<std::string> dirty = jobs_.TakeDirty();
   for (const auto& name : dirty) {
@@ -374,7 +374,7 @@ Status Coordinator::Commit() {
   }
   if (!stored.ok()) return RollBack(dirty, stored, reads);
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
-  nodes_.AdminStored();
+  nodes_.SettingsStored();
   for (const std::string& name : changes.deleted_jobs) {
     training_.Remove(name);
     if (Status gone = logs_.DeleteJob(name); !gone.ok()) spdlog::warn("{}", gone.ToString());
@@ -447,7 +447,7 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
   }
 
   // Memory goes back to the last commit (a job deleted in the pass is among `dirty`: read back).
-  nodes_.RevertAdmin();
+  nodes_.RevertSettings();
   COHORT_ASSIGN_OR_RETURN(std::vector<JobRecord> stored, store_->LoadJobs(dirty));
   COHORT_ASSIGN_OR_RETURN(std::vector<std::string> stored_studies, store_->LoadStudies());
   // The jobs the pass did not change equal the store: moved over, not copied or re-read.

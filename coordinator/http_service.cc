@@ -404,7 +404,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
                    {"heartbeat_age_ms", s->now_ms - n.last_heartbeat_ms},
                    {"replicas", replicas[n.node_id]},
                    {"storage", n.storage.verdict},
-                   {"labels", n.labels}});
+                   {"labels", n.labels},
+                   {"label_edits", FormatNodeLabelEdits(n.label_edits)}});
   }
   return Json(out);
 }

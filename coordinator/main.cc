@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   }
   if (options.admins.empty()) {
     spdlog::warn(
-        "no admins (--admins): every admitted client may drain, cordon, uncordon and forget "
+        "no admins (--admins): every admitted client may drain, cordon, uncordon, label and forget "
         "nodes; jobs and studies are still cancelled and deleted only by their owners");
   }
   cohort::NotifyReady("serving clients on " + (*coordinator)->client_endpoint());

@@ -59,19 +59,19 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   }
   node.cpus = req.cpus();
   node.memory_mb = req.memory_mb();
-  node.labels.clear();
+  node.agent_labels.clear();
   if (req.labels()) {
     for (const auto* kv : *req.labels()) {
       std::string key = Str(kv->key()), value = Str(kv->value());
       // An agent checks its --label; one that sends what no selector could name is told off.
       if (Status bad = CheckNodeLabel(key, value);
-          !bad.ok() || node.labels.size() >= kMaxNodeLabels) {
+          !bad.ok() || node.agent_labels.size() >= kMaxNodeLabels) {
         spdlog::warn(
             "node {}: label ignored: {}", node_id,
             bad.ok() ? "more than " + std::to_string(kMaxNodeLabels) + " labels" : bad.message());
         continue;
       }
-      node.labels[std::move(key)] = std::move(value);
+      node.agent_labels[std::move(key)] = std::move(value);
     }
   }
   node.last_heartbeat_ms = now_ms;
@@ -80,7 +80,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.lost_while_answering = false;
   next_loss_check_ms_ = std::min(next_loss_check_ms_, now_ms + heartbeat_timeout_ms_ + 1);
   node.draining = false;
-  node.admin = AdminOf(node_id);
+  ApplySettings(node, SettingsOf(node_id));
   node.listening_ports = Ports(req.listening_ports());
   node.peer = peer;
   node.storage = NodeStorage{};
@@ -163,28 +163,49 @@ std::optional<int64_t> NodeRegistry::LastHeardMs(const std::string& node_id) con
   return node->last_heartbeat_ms;
 }
 
-void NodeRegistry::RestoreAdmin(const std::map<std::string, NodeAdmin>& stored) {
-  for (const auto& [id, admin] : stored) {
-    if (admin == NodeAdmin::kNone) continue;
-    admin_[id] = admin;
-    if (auto it = nodes_.find(id); it != nodes_.end()) it->second.admin = admin;
+void NodeRegistry::RestoreSettings(const std::map<std::string, NodeSettings>& stored) {
+  for (const auto& [id, settings] : stored) {
+    if (settings.empty()) continue;
+    settings_[id] = settings;
+    if (auto it = nodes_.find(id); it != nodes_.end()) ApplySettings(it->second, settings);
+  }
+}
+
+Status NodeRegistry::ChangeSettings(const std::string& node_id,
+                                    const std::function<Status(NodeSettings&)>& change) {
+  auto node = nodes_.find(node_id);
+  if (node == nodes_.end() && !settings_.count(node_id)) {
+    return NotFound("no node '" + node_id + "'");
+  }
+  const NodeSettings before = SettingsOf(node_id);
+  NodeSettings after = before;
+  COHORT_RETURN_IF_ERROR(change(after));
+  if (after == before) return Status::Ok();
+  pending_settings_.emplace(node_id, before);  // keeps the first "before" of the pass
+  if (after.empty()) {
+    settings_.erase(node_id);
+  } else {
+    settings_[node_id] = after;
+  }
+  if (node != nodes_.end()) ApplySettings(node->second, after);
+  return Status::Ok();
+}
+
+void NodeRegistry::ApplySettings(NodeRecord& node, const NodeSettings& settings) {
+  node.admin = settings.admin;
+  node.label_edits = settings.labels;
+  NodeLabels labels = ApplyNodeLabelEdits(node.agent_labels, settings.labels);
+  if (labels != node.labels) {
+    node.labels = std::move(labels);
+    ++capacity_version_;
   }
 }
 
 Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin) {
-  auto node = nodes_.find(node_id);
-  if (node == nodes_.end() && !admin_.count(node_id)) {
-    return NotFound("no node '" + node_id + "'");
-  }
-  NodeAdmin before = AdminOf(node_id);
-  if (before == admin) return Status::Ok();
-  pending_admin_.emplace(node_id, before);  // keeps the first "before" of the pass
-  if (admin == NodeAdmin::kNone) {
-    admin_.erase(node_id);
-  } else {
-    admin_[node_id] = admin;
-  }
-  if (node != nodes_.end()) node->second.admin = admin;
+  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
+    settings.admin = admin;
+    return Status::Ok();
+  }));
   spdlog::info("node {}: {}", node_id,
                admin == NodeAdmin::kNone ? std::string("uncordoned")
                                          : std::string(NodeAdminName(admin)) +
@@ -192,9 +213,35 @@ Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin) {
   return Status::Ok();
 }
 
-NodeAdmin NodeRegistry::AdminOf(const std::string& node_id) const {
-  auto it = admin_.find(node_id);
-  return it == admin_.end() ? NodeAdmin::kNone : it->second;
+Status NodeRegistry::EditLabels(const std::string& node_id, const NodeLabelEdits& edits,
+                                bool reset) {
+  const NodeRecord* node = Find(node_id);
+  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
+    if (reset) settings.labels.clear();
+    for (const auto& [key, value] : edits) settings.labels[key] = value;
+    if (settings.labels.size() > kMaxNodeLabels) {
+      return InvalidArgument("node " + node_id + " would keep edits of " +
+                             std::to_string(settings.labels.size()) + " label keys (at most " +
+                             std::to_string(kMaxNodeLabels) + "): `cohort label " + node_id +
+                             " --reset` drops them");
+    }
+    if (node != nullptr) {
+      const size_t count = ApplyNodeLabelEdits(node->agent_labels, settings.labels).size();
+      if (count > kMaxNodeLabels) {
+        return InvalidArgument("node " + node_id + " would carry " + std::to_string(count) +
+                               " labels (at most " + std::to_string(kMaxNodeLabels) + ")");
+      }
+    }
+    return Status::Ok();
+  }));
+  spdlog::info("node {}: labels edited by an admin: {}", node_id,
+               FormatNodeLabelEdits(SettingsOf(node_id).labels));
+  return Status::Ok();
+}
+
+NodeSettings NodeRegistry::SettingsOf(const std::string& node_id) const {
+  auto it = settings_.find(node_id);
+  return it == settings_.end() ? NodeSettings{} : it->second;
 }
 
 void NodeRegistry::SetPortDomain(NodeRecord& node, std::string domain) {
@@ -224,15 +271,17 @@ void NodeRegistry::ReleasePortDomain(const NodeRecord& node) {
 
 Status NodeRegistry::Forget(const std::string& node_id) {
   auto node = nodes_.find(node_id);
-  if (node == nodes_.end() && !admin_.count(node_id)) return NotFound("no node '" + node_id + "'");
+  if (node == nodes_.end() && !settings_.count(node_id)) {
+    return NotFound("no node '" + node_id + "'");
+  }
   if (node != nodes_.end() && node->second.ready) {
     return FailedPrecondition("node " + node_id +
                               " is not LOST (its agent is heard from): stop its agent first, or "
                               "`cohort drain` it");
   }
-  if (admin_.count(node_id)) {
-    pending_admin_.emplace(node_id, admin_[node_id]);
-    admin_.erase(node_id);
+  if (auto it = settings_.find(node_id); it != settings_.end()) {
+    pending_settings_.emplace(node_id, it->second);
+    settings_.erase(it);
   }
   if (node != nodes_.end()) {
     ReleasePortDomain(node->second);
@@ -243,22 +292,22 @@ Status NodeRegistry::Forget(const std::string& node_id) {
   return Status::Ok();
 }
 
-std::map<std::string, NodeAdmin> NodeRegistry::PendingAdmin() const {
-  std::map<std::string, NodeAdmin> changes;
-  for (const auto& [id, before] : pending_admin_) changes[id] = AdminOf(id);
+std::map<std::string, NodeSettings> NodeRegistry::PendingSettings() const {
+  std::map<std::string, NodeSettings> changes;
+  for (const auto& [id, before] : pending_settings_) changes[id] = SettingsOf(id);
   return changes;
 }
 
-void NodeRegistry::RevertAdmin() {
-  for (const auto& [id, before] : pending_admin_) {
-    if (before == NodeAdmin::kNone) {
-      admin_.erase(id);
+void NodeRegistry::RevertSettings() {
+  for (const auto& [id, before] : pending_settings_) {
+    if (before.empty()) {
+      settings_.erase(id);
     } else {
-      admin_[id] = before;
+      settings_[id] = before;
     }
-    if (auto it = nodes_.find(id); it != nodes_.end()) it->second.admin = before;
+    if (auto it = nodes_.find(id); it != nodes_.end()) ApplySettings(it->second, before);
   }
-  pending_admin_.clear();
+  pending_settings_.clear();
 }
 
 }  // namespace cohort::coordinator

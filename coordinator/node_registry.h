@@ -5,16 +5,18 @@
 // the replicas a re-registering agent reports) to the JobController, which decides each replica's
 // fate. Nodes live in memory; after a coordinator restart they come back as agents register.
 //
-// An admin's cordon or drain of a node (NodeAdmin, state.h) is the one thing about nodes that is
-// stored: SetAdmin changes it (also for a node known only from the store, not registered since the
-// restart), keeps it across the agent's re-registrations, and queues the change for the pass's
-// commit (PendingAdmin; AdminStored after the commit, RevertAdmin after a failed one puts the
-// settings back as they were). Forget removes a LOST node and its setting.
+// What an admin sets on a node (NodeSettings, state.h: a cordon or drain, label edits) is the one
+// thing about nodes that is stored: SetAdmin and EditLabels change it (also for a node known only
+// from the store, not registered since the restart), it is applied again at each of the agent's
+// re-registrations, and each change is queued for the pass's commit (PendingSettings;
+// SettingsStored after the commit, RevertSettings after a failed one puts the settings back as
+// they were). Forget removes a LOST node and its settings.
 //
 // Thread safety: none; the coordinator loop calls it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,7 +69,8 @@ class NodeRegistry : public NodeHealth {
   NodeRecord* FindReady(const std::string& node_id);
   const NodeRecord* Find(const std::string& node_id) const;
   const std::map<std::string, NodeRecord>& nodes() const { return nodes_; }
-  // Moves whenever a node's capacity may have changed: it registered (again) or was forgotten.
+  // Moves whenever a node's capacity may have changed: it registered (again), was forgotten, or
+  // an admin changed its labels.
   // Whatever is derived from every node's capacity is built again only when this moved.
   uint64_t capacity_version() const { return capacity_version_; }
   // The address replicas use to reach `node_id` (the node id itself when unknown).
@@ -77,19 +80,25 @@ class NodeRegistry : public NodeHealth {
 
   // ---- admin settings (see the header comment)
   // The stored settings, at start (before any agent registers).
-  void RestoreAdmin(const std::map<std::string, NodeAdmin>& stored);
-  // Sets `node_id`'s setting; kNotFound when the node is neither registered nor has a stored one.
+  void RestoreSettings(const std::map<std::string, NodeSettings>& stored);
+  // Sets `node_id`'s cordon or drain; kNotFound when the node is neither registered nor has
+  // stored settings.
   Status SetAdmin(const std::string& node_id, NodeAdmin admin);
-  // The setting of `node_id` (kNone when none).
-  NodeAdmin AdminOf(const std::string& node_id) const;
-  // Removes a LOST node (and its setting); kNotFound for an unknown node, kFailedPrecondition for
-  // one that is not LOST.
+  // Applies `edits` over `node_id`'s label edits (after dropping them all, with `reset`): its
+  // labels are its agent's with the edits applied. kNotFound as SetAdmin; kInvalidArgument, and
+  // nothing changed, when the node would carry more than kMaxNodeLabels labels or keep edits of
+  // more than kMaxNodeLabels keys.
+  Status EditLabels(const std::string& node_id, const NodeLabelEdits& edits, bool reset);
+  // The settings of `node_id` (empty when none).
+  NodeSettings SettingsOf(const std::string& node_id) const;
+  // Removes a LOST node (and its settings); kNotFound for an unknown node, kFailedPrecondition
+  // for one that is not LOST.
   Status Forget(const std::string& node_id);
-  // Settings changed since the last AdminStored/RevertAdmin: node id -> the new setting (kNone:
-  // none, the stored row goes).
-  std::map<std::string, NodeAdmin> PendingAdmin() const;
-  void AdminStored() { pending_admin_.clear(); }
-  void RevertAdmin();
+  // Settings changed since the last SettingsStored/RevertSettings: node id -> the new settings
+  // (empty: none, the stored row goes).
+  std::map<std::string, NodeSettings> PendingSettings() const;
+  void SettingsStored() { pending_settings_.clear(); }
+  void RevertSettings();
 
   // The storage check (NodeRecord::storage is judged at each registration and heartbeat against
   // what `probe` wrote); none: every node is "no output root". `probe` outlives this.
@@ -118,10 +127,16 @@ class NodeRegistry : public NodeHealth {
   // domains in use, so a round maps them to port spaces with a vector (ClusterView::SpaceOfDomain).
   std::vector<uint32_t> free_port_domain_ids_;
   uint32_t next_port_domain_id_ = 0;
-  // Every node's admin setting (none: absent), registered or not.
-  std::map<std::string, NodeAdmin> admin_;
-  // Changed and not yet stored: node id -> the setting before the first change.
-  std::map<std::string, NodeAdmin> pending_admin_;
+  // `change` applied to `node_id`'s settings (kNotFound as SetAdmin; an error from `change`
+  // changes nothing), queued for the commit and applied to the node when registered.
+  Status ChangeSettings(const std::string& node_id,
+                        const std::function<Status(NodeSettings&)>& change);
+  // `node` takes `settings`: its admin setting, and its labels from its agent's.
+  void ApplySettings(NodeRecord& node, const NodeSettings& settings);
+  // Every node's admin settings (none: absent), registered or not.
+  std::map<std::string, NodeSettings> settings_;
+  // Changed and not yet stored: node id -> the settings before the first change.
+  std::map<std::string, NodeSettings> pending_settings_;
 };
 
 }  // namespace cohort::coordinator

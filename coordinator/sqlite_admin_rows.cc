@@ -8,50 +8,61 @@
 namespace cohort::coordinator {
 namespace {
 
-// CRC-32 of the row's columns, each framed with its length.
-uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state) {
+// CRC-32 of the row's columns, each framed with its length; labels only when there are any, so
+// that rows stored before the column (schema 9) verify unchanged.
+uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state,
+                         const std::string& labels) {
   uLong crc = crc32(0, nullptr, 0);
-  for (std::string_view s : {std::string_view(node_id), std::string_view(state)}) {
+  auto add = [&](std::string_view s) {
     uint64_t n = s.size();
     crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof n);
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
-  }
+  };
+  add(node_id);
+  add(state);
+  if (!labels.empty()) add(labels);
   return static_cast<uint32_t>(crc);
 }
 
 }  // namespace
 
-Status SqliteStateStore::WriteNodeAdmin(const std::string& node_id, NodeAdmin admin) {
-  if (admin == NodeAdmin::kNone) {
+Status SqliteStateStore::WriteNodeSettings(const std::string& node_id,
+                                           const NodeSettings& settings) {
+  if (settings.empty()) {
     COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
                             db_->Prepare("DELETE FROM node_admin WHERE node_id = ?1"));
     return st.RunWith(node_id);
   }
-  const std::string state(NodeAdminName(admin));
-  COHORT_ASSIGN_OR_RETURN(
-      SqliteStatement st,
-      db_->Prepare(
-          "INSERT OR REPLACE INTO node_admin (node_id, state, row_crc) VALUES (?1, ?2, ?3)"));
-  return st.RunWith(node_id, state, static_cast<int64_t>(NodeAdminRowCrc(node_id, state)));
+  const std::string state(NodeAdminName(settings.admin));
+  const std::string labels = FormatNodeLabelEdits(settings.labels);
+  COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
+                          db_->Prepare("INSERT OR REPLACE INTO node_admin (node_id, state, "
+                                       "labels, row_crc) VALUES (?1, ?2, ?3, ?4)"));
+  return st.RunWith(node_id, state, labels,
+                    static_cast<int64_t>(NodeAdminRowCrc(node_id, state, labels)));
 }
 
-StatusOr<std::map<std::string, NodeAdmin>> SqliteStateStore::ReadNodeAdmin() {
+StatusOr<std::map<std::string, NodeSettings>> SqliteStateStore::ReadNodeSettings() {
   COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
-                          db_->Prepare("SELECT node_id, state, row_crc FROM node_admin"));
-  std::map<std::string, NodeAdmin> out;
+                          db_->Prepare("SELECT node_id, state, labels, row_crc FROM node_admin"));
+  std::map<std::string, NodeSettings> out;
   while (true) {
     COHORT_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     std::string node_id = st.Text(0);
     std::string state = st.Text(1);
+    std::string labels = st.Text(2);
     auto admin = ParseNodeAdmin(state);
-    if (static_cast<uint32_t>(st.Int(2)) != NodeAdminRowCrc(node_id, state) || !admin.ok()) {
-      // A lost cordon never stops a start; the admin sees the node READY and can cordon again.
-      spdlog::error("state store: the admin setting of node {} in {} does not verify; dropped",
+    auto edits = ParseNodeLabelEditsText(labels);
+    if (static_cast<uint32_t>(st.Int(3)) != NodeAdminRowCrc(node_id, state, labels) ||
+        !admin.ok() || !edits.ok()) {
+      // A lost setting never stops a start; the admin sees the node as its agent registered it
+      // and can set it again.
+      spdlog::error("state store: the admin settings of node {} in {} do not verify; dropped",
                     node_id, path_);
       continue;
     }
-    out[node_id] = *admin;
+    out[node_id] = NodeSettings{*admin, std::move(*edits)};
   }
   return out;
 }

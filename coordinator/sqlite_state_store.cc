@@ -150,6 +150,11 @@ ALTER TABLE replicas ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
     {8, R"sql(
 ALTER TABLE jobs ADD COLUMN suspended_ms INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // A node's label edits (`cohort label`): '' for rows stored before, whose row checksums stay
+    // valid (no edits are not part of the checksum).
+    {9, R"sql(
+ALTER TABLE node_admin ADD COLUMN labels TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace
@@ -309,8 +314,8 @@ Status SqliteStateStore::CommitWithMeta(const StateChanges& changes,
   for (size_t i = 0; s.ok() && i < changes.training_metrics.size(); ++i) {
     s = WriteTrainingMetric(changes.training_metrics[i]);
   }
-  for (auto it = changes.node_admin.begin(); s.ok() && it != changes.node_admin.end(); ++it) {
-    s = WriteNodeAdmin(it->first, it->second);
+  for (auto it = changes.node_settings.begin(); s.ok() && it != changes.node_settings.end(); ++it) {
+    s = WriteNodeSettings(it->first, it->second);
   }
   for (size_t i = 0; s.ok() && i < changes.deleted_jobs.size(); ++i) {
     s = DeleteJobRows(changes.deleted_jobs[i]);

@@ -14,8 +14,10 @@
 //   study_events(study, pos, kind, trial, body)   a study's history, pos from 0; body is the
 //                                                 event as StudyController writes it
 //   trials(study, trial_id, job, parameters, ended, succeeded, message)   kept from the events
-//   node_admin(node_id, state)   an admin's cordon or drain of a node ("cordoned", "draining");
-//                                a damaged row is dropped at Load with an error logged
+//   node_admin(node_id, state, labels)   what an admin set on a node: its cordon or drain ("",
+//                                "cordoned", "draining") and its label edits ("gpu=h100,zone-",
+//                                common/node_label_edits.h); a damaged row is dropped at Load
+//                                with an error logged
 //   job_metrics(job, step, time_ms, tag, replica, value)   training metrics
 //                                (coordinator/training_metrics.h); value as shortest round-trip
 //                                text; a row that fails its CRC is dropped at Load with an error
@@ -142,8 +144,8 @@ class SqliteStateStore : public StateStore {
   Status WriteTrainingMetric(const TrainingMetric& m);
   StatusOr<std::vector<TrainingMetric>> ReadTrainingMetrics();
   // coordinator/sqlite_admin_rows.cc: node_admin rows, and a deleted job's rows in every table.
-  Status WriteNodeAdmin(const std::string& node_id, NodeAdmin admin);
-  StatusOr<std::map<std::string, NodeAdmin>> ReadNodeAdmin();
+  Status WriteNodeSettings(const std::string& node_id, const NodeSettings& settings);
+  StatusOr<std::map<std::string, NodeSettings>> ReadNodeSettings();
   Status DeleteJobRows(const std::string& job);
 
   std::string path_;

@@ -369,7 +369,7 @@ StatusOr<StoredState> SqliteStateStore::Load() {
   StoredState out;
   out.dropped = dropped_before_load_;
   COHORT_ASSIGN_OR_RETURN(out.training_metrics, ReadTrainingMetrics());
-  COHORT_ASSIGN_OR_RETURN(out.node_admin, ReadNodeAdmin());
+  COHORT_ASSIGN_OR_RETURN(out.node_settings, ReadNodeSettings());
   if (problems.empty()) {
     for (auto& [seq, name] : all.order) {
       ReadJob& r = all.jobs.at(name);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "common/node_label_edits.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
 #include "coordinator/scheduler.h"
@@ -161,6 +162,16 @@ std::string_view NodeAdminName(NodeAdmin admin);
 // The inverse of NodeAdminName ("" is kNone); kInvalidArgument for another name.
 StatusOr<NodeAdmin> ParseNodeAdmin(std::string_view name);
 
+// What an admin set on a node, kept by the StateStore across coordinator restarts and the agent's
+// re-registrations: its cordon or drain, and its label edits (`cohort label`,
+// common/node_label_edits.h).
+struct NodeSettings {
+  NodeAdmin admin = NodeAdmin::kNone;
+  NodeLabelEdits labels;
+  bool empty() const { return admin == NodeAdmin::kNone && labels.empty(); }
+  bool operator==(const NodeSettings&) const = default;
+};
+
 struct NodeRecord;
 // A node's state as `cohort nodes` and /api/nodes show it: LOST; DRAINING (its agent is shutting
 // down, or an admin's drain while replicas still run there); DRAINED (an admin's drain, no replica
@@ -175,7 +186,8 @@ struct NodeRecord {
   std::vector<wire::GpuInfoT> gpus;
   int cpus = 0;
   int64_t memory_mb = 0;
-  std::map<std::string, std::string> labels;
+  NodeLabels agent_labels;  // as its agent registered them
+  NodeLabels labels;        // agent_labels with the admin's edits: what selectors match
   int64_t last_heartbeat_ms = 0;
   // When the coordinator last sent its agent what was not an answer (a launch, a stop, a request
   // for stacks): the agent may have heard that after the coordinator last heard it.
@@ -188,6 +200,7 @@ struct NodeRecord {
   bool lost_while_answering = false;
   bool draining = false;               // its agent is shutting down: nothing new is placed here
   NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
+  NodeLabelEdits label_edits;          // an admin's label edits, which `labels` has applied
   std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica
   // The network stack its replicas bind ports in (RegisterAgent.port_domain; "address <address>"
   // from an agent that reports none), and the registry's small id for it: nodes with the same one

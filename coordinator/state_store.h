@@ -39,8 +39,8 @@ struct StoredState {
   std::vector<std::string> dropped;
   // Every training metric stored (coordinator/training_metrics.h), per job in arrival order.
   std::vector<TrainingMetric> training_metrics;
-  // Every node an admin cordoned or drained (NodeRegistry::RestoreAdmin).
-  std::map<std::string, NodeAdmin> node_admin;
+  // Every node an admin cordoned, drained or labelled (NodeRegistry::RestoreSettings).
+  std::map<std::string, NodeSettings> node_settings;
 };
 
 // One pass of the coordinator loop.
@@ -48,14 +48,14 @@ struct StateChanges {
   std::vector<const JobRecord*> jobs;      // each stored whole (what did not change is skipped)
   std::vector<std::string> study_records;  // StudyController::TakeJournalRecords(), in order
   std::vector<TrainingMetric> training_metrics;  // stored once each (a resent one is ignored)
-  // Node admin settings changed (NodeRegistry::PendingAdmin); kNone removes the node's.
-  std::map<std::string, NodeAdmin> node_admin;
+  // Node admin settings changed (NodeRegistry::PendingSettings); empty ones remove the node's.
+  std::map<std::string, NodeSettings> node_settings;
   // Finished jobs deleted (`cohort delete`, retention): every row of each goes (its job row,
   // spec, replicas, events and training metrics). Applied after `jobs`.
   std::vector<std::string> deleted_jobs;
   bool empty() const {
     return jobs.empty() && study_records.empty() && training_metrics.empty() &&
-           node_admin.empty() && deleted_jobs.empty();
+           node_settings.empty() && deleted_jobs.empty();
   }
 };
 

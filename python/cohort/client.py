@@ -245,6 +245,7 @@ def _node_to_dict(node):
         "last_heartbeat_ms": node.lastHeartbeatMs,
         "admin": _text(node.admin),
         "labels": _text(node.labels),
+        "label_edits": _text(node.labelEdits),
     }
 
 
@@ -436,12 +437,14 @@ class Client:
         """Deletes a finished job and its records (FAILED_PRECONDITION for one not finished)."""
         self._call_named(Body.Body.DeleteJob, DeleteJob.DeleteJobT, name, Ack.AckT)
 
-    def admin_node(self, node_id, action):
-        """An admin's change to a node: cordon, uncordon, drain, drain-now or forget. Returns
+    def admin_node(self, node_id, action, labels=None):
+        """An admin's change to a node: cordon, uncordon, drain, drain-now, forget, or label and
+        label-reset with `labels` (["gpu=h100", "zone-"]: set gpu, remove zone). Returns
         (message, node dict or None)."""
         body = NodeAdmin.NodeAdminT()
         body.nodeId = node_id
         body.action = action
+        body.labels = list(labels or [])
         reply = self._call(Body.Body.NodeAdmin, body, NodeAdminReply.NodeAdminReplyT)
         return _text(reply.message), _node_to_dict(reply.node) if reply.node else None
 

@@ -48,10 +48,10 @@ CliResult RunCohort(const std::vector<std::string>& args) {
   return result;
 }
 
-const std::vector<std::string> kVerbs = {"submit",     "status",   "list",   "logs",   "watch",
-                                         "cancel",     "suspend",  "resume", "delete", "nodes",
-                                         "cordon",     "uncordon", "drain",  "forget", "queues",
-                                         "checkpoint", "keygen",   "tune",   "trials", "studies"};
+const std::vector<std::string> kVerbs = {
+    "submit", "status", "list",       "logs",   "watch",    "cancel", "suspend",
+    "resume", "delete", "nodes",      "cordon", "uncordon", "drain",  "label",
+    "forget", "queues", "checkpoint", "keygen", "tune",     "trials", "studies"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});

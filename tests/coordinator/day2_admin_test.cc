@@ -28,9 +28,15 @@ class NoHealth : public NodeHealth {
   std::optional<int64_t> LastHeardMs(const std::string&) const override { return 0; }
 };
 
-NodeRecord* Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms, int cpus = 4) {
+NodeRecord* Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms, int cpus = 4,
+                     const NodeLabels& labels = {}) {
   flatbuffers::FlatBufferBuilder fbb;
-  fbb.Finish(wire::CreateRegisterAgentDirect(fbb, id.c_str(), nullptr, nullptr, cpus, 1024));
+  std::vector<flatbuffers::Offset<wire::KeyValue>> kvs;
+  for (const auto& [key, value] : labels) {
+    kvs.push_back(wire::CreateKeyValueDirect(fbb, key.c_str(), value.c_str()));
+  }
+  fbb.Finish(wire::CreateRegisterAgentDirect(fbb, id.c_str(), nullptr, nullptr, cpus, 1024,
+                                             labels.empty() ? nullptr : &kvs));
   return nodes
       .Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), id, now_ms)
       .node;
@@ -44,9 +50,10 @@ TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
   ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned).ok());
   EXPECT_FALSE(nodes.Find("a")->schedulable());
   EXPECT_TRUE(nodes.Find("b")->schedulable());
-  EXPECT_EQ(nodes.PendingAdmin(), (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kCordoned}}));
-  nodes.AdminStored();
-  EXPECT_TRUE(nodes.PendingAdmin().empty());
+  EXPECT_EQ(nodes.PendingSettings(),
+            (std::map<std::string, NodeSettings>{{"a", {NodeAdmin::kCordoned, {}}}}));
+  nodes.SettingsStored();
+  EXPECT_TRUE(nodes.PendingSettings().empty());
 
   // The agent registers again (a restart of it): still cordoned.
   Register(nodes, "a", 2);
@@ -59,14 +66,69 @@ TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
   EXPECT_EQ(NodeStateName(*nodes.Find("b"), false), "DRAINED");
   EXPECT_EQ(NodeAdminLabel(*nodes.Find("b"), false), "drained");
   // A failed commit puts the settings back as they were.
-  nodes.RevertAdmin();
+  nodes.RevertSettings();
   EXPECT_EQ(nodes.Find("b")->admin, NodeAdmin::kNone);
-  EXPECT_TRUE(nodes.PendingAdmin().empty());
+  EXPECT_TRUE(nodes.PendingSettings().empty());
 
   // Uncordon: the stored row goes (kNone in the changes).
   ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kNone).ok());
-  EXPECT_EQ(nodes.PendingAdmin(), (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kNone}}));
+  EXPECT_EQ(nodes.PendingSettings(), (std::map<std::string, NodeSettings>{{"a", {}}}));
   EXPECT_TRUE(nodes.Find("a")->schedulable());
+}
+
+// An admin's label edits: over the agent's labels (set, overwrite, remove), kept across the
+// agent's re-registration with other labels, queued for the store, undone by a failed commit, and
+// refused whole past the label limit.
+TEST(NodeAdminTest, LabelEditsApplyOverTheAgentsLabelsAndOutliveItsReRegistration) {
+  NodeRegistry nodes(10'000);
+  Register(nodes, "a", 1, 4, {{"gpu", "a100"}, {"zone", "east"}});
+  const uint64_t version = nodes.capacity_version();
+  EXPECT_EQ(nodes.EditLabels("nope", {{"gpu", "h100"}}, false).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(
+      nodes.EditLabels("a", {{"gpu", "h100"}, {"zone", std::nullopt}, {"rack", "r7"}}, false).ok());
+  EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"rack", "r7"}}));
+  EXPECT_GT(nodes.capacity_version(), version) << "what is derived from the labels is rebuilt";
+  EXPECT_EQ(
+      nodes.PendingSettings(),
+      (std::map<std::string, NodeSettings>{
+          {"a", {NodeAdmin::kNone, {{"gpu", "h100"}, {"rack", "r7"}, {"zone", std::nullopt}}}}}));
+  nodes.SettingsStored();
+
+  // The agent comes back with other labels: the edits still apply over them.
+  Register(nodes, "a", 2, 4, {{"gpu", "a100"}, {"zone", "west"}, {"ssd", "yes"}});
+  EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"rack", "r7"}, {"ssd", "yes"}}));
+  EXPECT_EQ(nodes.Find("a")->agent_labels.at("zone"), "west");
+
+  // A later edit merges; a failed commit puts the labels back.
+  ASSERT_TRUE(nodes.EditLabels("a", {{"rack", std::nullopt}}, false).ok());
+  EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"ssd", "yes"}}));
+  nodes.RevertSettings();
+  EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"rack", "r7"}, {"ssd", "yes"}}));
+
+  // More labels than a node may carry: refused whole, nothing changed, nothing queued.
+  NodeLabelEdits many;
+  for (int i = 0; i < 31; ++i) many["k" + std::to_string(i)] = "v";
+  const Status refused = nodes.EditLabels("a", many, false);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("would keep edits of 34 label keys (at most 32)"),
+            std::string::npos)
+      << refused.ToString();
+  EXPECT_EQ(nodes.Find("a")->labels.size(), 3u);
+  EXPECT_TRUE(nodes.PendingSettings().empty());
+  NodeLabels full;
+  for (int i = 0; i < 32; ++i) full["k" + std::to_string(i)] = "v";
+  Register(nodes, "b", 1, 4, full);
+  const Status over = nodes.EditLabels("b", {{"one", "more"}}, false);
+  EXPECT_NE(over.message().find("would carry 33 labels (at most 32)"), std::string::npos)
+      << over.ToString();
+  ASSERT_TRUE(nodes.EditLabels("b", {{"one", "more"}, {"k0", std::nullopt}}, false).ok());
+  EXPECT_EQ(nodes.Find("b")->labels.size(), 32u);
+  nodes.SettingsStored();
+
+  // --reset: the agent's labels again; the stored row goes (with no cordon either).
+  ASSERT_TRUE(nodes.EditLabels("a", {}, /*reset=*/true).ok());
+  EXPECT_EQ(nodes.Find("a")->labels, nodes.Find("a")->agent_labels);
+  EXPECT_EQ(nodes.PendingSettings(), (std::map<std::string, NodeSettings>{{"a", {}}}));
 }
 
 // CheckLost skips its walk until a deadline may have passed: every node is still found LOST at
@@ -129,21 +191,24 @@ TEST(NodeLossTest, ALostNodeKeepsHowItWasLostUntilItRegistersAgain) {
 
 TEST(NodeAdminTest, StoredSettingsApplyWhenTheNodeRegistersAndForgetTakesOnlyLostNodes) {
   NodeRegistry nodes(1000);
-  nodes.RestoreAdmin({{"a", NodeAdmin::kDraining}, {"ghost", NodeAdmin::kCordoned}});
+  nodes.RestoreSettings(
+      {{"a", {NodeAdmin::kDraining, {}}}, {"ghost", {NodeAdmin::kCordoned, {{"gpu", "h100"}}}}});
   EXPECT_EQ(Register(nodes, "a", 1)->admin, NodeAdmin::kDraining);
-  EXPECT_TRUE(nodes.PendingAdmin().empty());  // restored, not changed
+  EXPECT_TRUE(nodes.PendingSettings().empty());  // restored, not changed
 
   EXPECT_EQ(nodes.Forget("a").code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(nodes.Forget("nope").code(), StatusCode::kNotFound);
   ASSERT_EQ(nodes.CheckLost(5000).size(), 1u);
   ASSERT_TRUE(nodes.Forget("a").ok());
   EXPECT_EQ(nodes.Find("a"), nullptr);
-  EXPECT_EQ(nodes.AdminOf("a"), NodeAdmin::kNone);
+  EXPECT_TRUE(nodes.SettingsOf("a").empty());
   // A setting of a node that has not registered since the restart can be changed or forgotten.
   ASSERT_TRUE(nodes.SetAdmin("ghost", NodeAdmin::kNone).ok());
+  EXPECT_EQ(nodes.SettingsOf("ghost"), (NodeSettings{NodeAdmin::kNone, {{"gpu", "h100"}}}));
+  ASSERT_TRUE(nodes.EditLabels("ghost", {}, /*reset=*/true).ok());
   EXPECT_EQ(nodes.Forget("ghost").code(), StatusCode::kNotFound);
-  EXPECT_EQ(nodes.PendingAdmin(), (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kNone},
-                                                                    {"ghost", NodeAdmin::kNone}}));
+  EXPECT_EQ(nodes.PendingSettings(),
+            (std::map<std::string, NodeSettings>{{"a", {}}, {"ghost", {}}}));
 }
 
 TEST(NodeAdminTest, ThePlacementViewLeavesCordonedAndDrainingNodesOut) {
@@ -210,17 +275,22 @@ TEST_F(Day2StoreTest, NodeSettingsSurviveReopenAndUncordonRemovesThem) {
     auto store = Open();
     ASSERT_TRUE(store && store->Load().ok());
     StateChanges c;
-    c.node_admin = {{"a", NodeAdmin::kCordoned}, {"b", NodeAdmin::kDraining}};
+    c.node_settings = {{"a", {NodeAdmin::kCordoned, {}}},
+                       {"b", {NodeAdmin::kDraining, {}}},
+                       {"c", {NodeAdmin::kNone, {{"gpu", "h100"}, {"zone", std::nullopt}}}}};
     ASSERT_TRUE(store->Commit(c).ok());
     StateChanges c2;
-    c2.node_admin = {{"b", NodeAdmin::kNone}};
+    c2.node_settings = {{"b", {}}};
     ASSERT_TRUE(store->Commit(c2).ok());
   }
   auto store = Open();
   ASSERT_TRUE(store);
   auto loaded = store->Load();
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_EQ(loaded->node_admin, (std::map<std::string, NodeAdmin>{{"a", NodeAdmin::kCordoned}}));
+  EXPECT_EQ(loaded->node_settings,
+            (std::map<std::string, NodeSettings>{
+                {"a", {NodeAdmin::kCordoned, {}}},
+                {"c", {NodeAdmin::kNone, {{"gpu", "h100"}, {"zone", std::nullopt}}}}}));
 }
 
 TEST_F(Day2StoreTest, ADeletedJobLeavesNoRowAnywhere) {
@@ -310,7 +380,7 @@ TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->jobs.size(), 1u);
   StateChanges c;
-  c.node_admin = {{"a", NodeAdmin::kCordoned}};
+  c.node_settings = {{"a", {NodeAdmin::kCordoned, {{"gpu", "h100"}}}}};
   EXPECT_TRUE(store->Commit(c).ok());
 }
 

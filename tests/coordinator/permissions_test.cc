@@ -203,7 +203,8 @@ TEST_F(OwnershipTest, AStudysOwnerOwnsItsTrialJobs) {
 }
 
 // The day-2 verbs go through the same check: a job's deletion and a study's cancel by its owner
-// or an admin; a node's cordon, drain, uncordon or forget by an admin only (admins = carol here).
+// or an admin; a node's cordon, drain, uncordon, label or forget by an admin only (admins = carol
+// here).
 TEST_F(OwnershipTest, DeleteCancelStudyAndNodeVerbsAreTheOwnersOrAnAdmins) {
   ASSERT_TRUE(Submit("alice", "done").ok());
   ASSERT_TRUE(Cancel("alice", "done").ErrorStatus().ok());
@@ -246,6 +247,15 @@ TEST_F(OwnershipTest, DeleteCancelStudyAndNodeVerbsAreTheOwnersOrAnAdmins) {
   EXPECT_EQ(not_admin.code(), StatusCode::kPermissionDenied) << not_admin.ToString();
   // An admin passes the check (and hears that there is no such node).
   EXPECT_EQ(cordon("carol").code(), StatusCode::kNotFound);
+  auto label = [&](const std::string& user) {
+    wire::NodeAdminT req;
+    req.node_id = "n1";
+    req.action = "label";
+    req.labels = {"gpu=h100"};
+    return Call(user, std::move(req)).ErrorStatus();
+  };
+  EXPECT_EQ(label("alice").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(label("carol").code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -352,7 +352,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
       {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
        "ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 3"}));
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -386,7 +387,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
       MakeJob("torchrun", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 4"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 4"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::FAILED;
         job.replicas[1].exit_code = 1;
@@ -401,7 +403,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
   ExpectMigrated(
       MakeJob("fenced", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 5"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
@@ -412,21 +415,23 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
 // A database of schema version 6 (before elastic jobs) opens migrated, and an idle flag set since
 // is part of the row checksum: cleared behind the store's back it is damage.
 TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksums) {
-  ExpectMigrated(MakeJob("elastic", 1, 2),
-                 {"ALTER TABLE replicas DROP COLUMN idle",
-                  "ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 6"},
-                 [](JobRecord& job) {
-                   job.replicas[2].state = ReplicaState::STOPPED;
-                   job.replicas[2].idle = true;
-                 },
-                 {"UPDATE replicas SET idle = 0 WHERE idle = 1"});
+  ExpectMigrated(
+      MakeJob("elastic", 1, 2),
+      {"ALTER TABLE replicas DROP COLUMN idle", "ALTER TABLE jobs DROP COLUMN suspended_ms",
+       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 6"},
+      [](JobRecord& job) {
+        job.replicas[2].state = ReplicaState::STOPPED;
+        job.replicas[2].idle = true;
+      },
+      {"UPDATE replicas SET idle = 0 WHERE idle = 1"});
 }
 
 // A database of schema version 7 (before suspension) opens migrated, and a suspended time set
 // since is part of the job row's checksum: cleared behind the store's back it is damage.
 TEST_F(StateStoreTest, ADatabaseFromBeforeSuspensionMigratesAndKeepsItsChecksums) {
   ExpectMigrated(MakeJob("suspended", 1, 1),
-                 {"ALTER TABLE jobs DROP COLUMN suspended_ms", "PRAGMA user_version = 7"},
+                 {"ALTER TABLE jobs DROP COLUMN suspended_ms",
+                  "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 7"},
                  [](JobRecord& job) {
                    job.state = JobState::SUSPENDED;
                    job.suspended_ms = 60'000;

@@ -1,11 +1,11 @@
 // Day-2 operations end to end (issue 16 part 4), with real cohort-coordinator, cohort-agent and
 // cohort (CLI) processes on loopback: cordon keeps new jobs off a node, also across a coordinator
-// restart; drain lets a running job finish there and then places nothing there; drain --now moves
-// a running job to another node without spending a restart; forget removes a LOST node (and is
-// refused for a live one); delete removes a finished job from list/status/logs and the store (and
-// is refused for a running one); --job-retention deletes old finished jobs by itself; studies and
-// cancel STUDY; hyphenated names, name_prefix and submit --name; the client config file, read by
-// the CLI and the Python client.
+// restart; label edits a node's labels, also across a coordinator restart; drain lets a running job
+// finish there and then places nothing there; drain --now moves a running job to another node
+// without spending a restart; forget removes a LOST node (and is refused for a live one); delete
+// removes a finished job from list/status/logs and the store (and is refused for a running one);
+// --job-retention deletes old finished jobs by itself; studies and cancel STUDY; hyphenated names,
+// name_prefix and submit --name; the client config file, read by the CLI and the Python client.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -149,6 +149,58 @@ TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(WaitRunning(Submit(JobFile("name: r" + std::to_string(i), "sleep 60"))), b);
   }
+}
+
+// `cohort label`: the admin's edits apply over the agent's --label, jobs are placed by them, and
+// they survive a coordinator restart and the agents' re-registration; --reset gives the node its
+// agent's labels again.
+TEST_F(Day2Test, LabelEditsANodesLabelsForPlacementAndSurviveACoordinatorRestart) {
+  std::string a = StartNode("label-a");
+  std::string b = UniqueNodeId("label-b");
+  ct::AgentOptions options;
+  options.node_id = b;
+  options.cpus = 4;
+  options.extra_args = {"--label", "zone=east", "--label", "disk=hdd"};
+  ASSERT_EQ(cluster_->StartAgent(options), "");
+  auto label = RunCli({"label", b, "pool=fast", "zone-"});
+  ASSERT_EQ(label.exit_code, 0) << label.out << label.err;
+  EXPECT_EQ(label.out,
+            "node " + b + " labels edited: pool=fast,zone-\nlabels: disk=hdd,pool=fast\n");
+  // Four one-CPU jobs for `pool: fast`: both nodes have room, only b carries the label.
+  auto fast_job = [&](const std::string& name) {
+    std::string path = JobFile("name: " + name, "sleep 60");
+    std::string yaml = ct::ReadFile(path);
+    yaml.replace(yaml.find("    resources:"), 0, "    node_selector: {pool: fast}\n");
+    ct::WriteFile(path, yaml);
+    return Submit(path);
+  };
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(WaitRunning(fast_job("f" + std::to_string(i))), b);
+
+  cluster_->coordinator().Kill();
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  ASSERT_TRUE(WaitNodeState(a, "READY")) << cluster_->Logs();
+  ASSERT_TRUE(WaitNodeState(b, "READY")) << cluster_->Logs();
+  EXPECT_EQ(Node(b).value("labels", ""), "disk=hdd,pool=fast");
+  EXPECT_EQ(Node(b).value("label_edits", ""), "pool=fast,zone-");
+  EXPECT_EQ(WaitRunning(fast_job("f2")), b);
+
+  // The label moves to a: b's edits are dropped, a's added; the next job goes to a.
+  ASSERT_EQ(RunCli({"label", b, "--reset"}).exit_code, 0);
+  EXPECT_EQ(Node(b).value("labels", ""), "disk=hdd,zone=east");
+  EXPECT_EQ(Node(b).value("label_edits", ""), "");
+  ASSERT_EQ(RunCli({"label", a, "pool=fast"}).exit_code, 0);
+  EXPECT_EQ(WaitRunning(fast_job("f3")), a);
+
+  // Bad input: named, nothing changed.
+  auto bad = RunCli({"label", a, "pool"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("expected KEY=VALUE (set a label) or KEY- (remove one), got 'pool'"),
+            std::string::npos)
+      << bad.err;
+  auto unknown = RunCli({"label", "no-such-node", "a=b"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.out << unknown.err;
+  EXPECT_NE(unknown.err.find("no node 'no-such-node'"), std::string::npos) << unknown.err;
+  EXPECT_EQ(Node(a).value("labels", ""), "pool=fast");
 }
 
 TEST_F(Day2Test, DrainLetsTheRunningJobFinishThenPlacesNothingThere) {

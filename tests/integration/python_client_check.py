@@ -15,6 +15,18 @@ def main(endpoint, scratch):
         nodes = client.nodes()
         check(len(nodes) == 1 and nodes[0]["state"] == "READY", f"one READY node: {nodes}")
         check(nodes[0]["labels"] == "", f"a node started without --label has none: {nodes}")
+        # An admin's label edits (no --admins here: every client may), and their reset.
+        node = nodes[0]["node_id"]
+        message, info = client.admin_node(node, "label", ["py=yes", "gone-"])
+        check(info["labels"] == "py=yes" and info["label_edits"] == "gone-,py=yes",
+              f"labelled: {message}, {info}")
+        message, info = client.admin_node(node, "label-reset")
+        check(info["labels"] == "" and info["label_edits"] == "", f"reset: {message}, {info}")
+        try:
+            client.admin_node(node, "label", ["py"])
+            check(False, "a label edit without = or - was taken")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "got 'py'" in str(e), f"error: {e}")
 
         job = ("name: py_job\n"
                "worker_pools:\n"
