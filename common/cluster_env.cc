@@ -155,6 +155,13 @@ std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input
     env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(input.max_restarts);
     env["TORCHELASTIC_RUN_ID"] = input.job_name;
     env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+    // What torchrun takes for the flags it is not given (PET_<FLAG>), as Kubeflow's PyTorchJob
+    // sets them: a bare `torchrun train.py` in each replica makes one torchrun node of it.
+    env["PET_NNODES"] = env["WORLD_SIZE"];
+    env["PET_NODE_RANK"] = env["RANK"];
+    env["PET_MASTER_ADDR"] = chief_host;
+    env["PET_MASTER_PORT"] = env["MASTER_PORT"];
+    env["PET_NPROC_PER_NODE"] = std::to_string(std::max<size_t>(1, input.gpus.size()));
   }
   if (input.cpus > 0) env["OMP_NUM_THREADS"] = std::to_string(input.cpus);
 

@@ -59,6 +59,10 @@ struct ClusterEnvInput {
 //  TORCHELASTIC_USE_AGENT_STORE "False" (rank 0 serves the c10d store, as with env://): so
 //  frameworks that look for a torchrun launch (Lightning's TorchElasticEnvironment wants RANK,
 //  GROUP_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE) take Cohort's ranks instead of spawning their own.
+//  For torchrun run inside a replica, the defaults of its flags as Kubeflow's PyTorchJob sets
+//  them: PET_NNODES = WORLD_SIZE, PET_NODE_RANK = RANK (each replica one torchrun node),
+//  PET_MASTER_ADDR/PET_MASTER_PORT = MASTER_ADDR/MASTER_PORT (its static rendezvous),
+//  PET_NPROC_PER_NODE = the GPUs pinned to it (1 without): a bare `torchrun train.py` joins them.
 //  OMP_NUM_THREADS = `cpus` for every role when `cpus` > 0, as the cgroup's cpu.max bounds the
 //  replica to that many CPUs: torch and numpy otherwise start a thread per host core and are
 //  throttled (a pool's env may set another value). And:

@@ -95,6 +95,8 @@ TEST(ClusterEnvTest, ChiefOfReducerJob) {
                   {"MASTER_PORT", "29500"},
                   {"WORLD_SIZE", "3"},
                   {"RANK", "0"},
+                  {"PET_NODE_RANK", "0"},
+                  {"PET_NPROC_PER_NODE", "2"},
                   {"LOCAL_RANK", "0"},
                   {"LOCAL_WORLD_SIZE", "1"},
                   {"AIP_MODEL_DIR", "/srv/jobs/digits/model/"},
@@ -146,6 +148,11 @@ TEST(ClusterEnvTest, WorkerRankFollowsIndex) {
                   {"TORCHELASTIC_MAX_RESTARTS", "5"},
                   {"TORCHELASTIC_RUN_ID", "digits"},
                   {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                  {"PET_NNODES", "3"},
+                  {"PET_NODE_RANK", "2"},
+                  {"PET_MASTER_ADDR", "h0"},
+                  {"PET_MASTER_PORT", "29500"},
+                  {"PET_NPROC_PER_NODE", "1"},
                   {"OMP_NUM_THREADS", "6"},
                   {"CUDA_VISIBLE_DEVICES", "3"},
                   {"NVIDIA_VISIBLE_DEVICES", "3"},
@@ -158,8 +165,9 @@ TEST(ClusterEnvTest, ReducerGetsIndexAndNoTfConfigOrRank) {
   json cs = Parse(env, "CLUSTER_SPEC");
   EXPECT_EQ(cs["task"]["type"], "workerpool2");
   EXPECT_EQ(cs["task"]["index"], 1);
-  ExpectUnset(env, {"TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                    "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS"});
+  ExpectUnset(
+      env, {"TF_CONFIG", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+            "ROLE_RANK", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "PET_NNODES", "PET_NODE_RANK"});
   ExpectEnv(env, {{"COHORT_REDUCER_INDEX", "1"},
                   {"COHORT_NUM_REDUCERS", "2"},
                   {"COHORT_NUM_WORKERS", "3"},

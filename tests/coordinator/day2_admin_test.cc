@@ -293,6 +293,49 @@ TEST_F(Day2StoreTest, NodeSettingsSurviveReopenAndUncordonRemovesThem) {
                 {"c", {NodeAdmin::kNone, {{"gpu", "h100"}, {"zone", std::nullopt}}}}}));
 }
 
+// A cordon stored before label edits (schema 8: no labels column) verifies after the migration;
+// label edits changed behind the store's back are damage: that node's row is dropped, the rest
+// load.
+TEST_F(Day2StoreTest, ACordonFromBeforeLabelEditsLoadsAndEditedEditsAreDropped) {
+  {
+    auto store = Open();
+    ASSERT_TRUE(store && store->Load().ok());
+    StateChanges c;
+    c.node_settings = {{"old", {NodeAdmin::kCordoned, {}}}};
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(
+        (*db)->Exec("ALTER TABLE node_admin DROP COLUMN labels; PRAGMA user_version = 8").ok());
+  }
+  {
+    auto store = Open();
+    ASSERT_TRUE(store);
+    auto loaded = store->Load();
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(loaded->node_settings,
+              (std::map<std::string, NodeSettings>{{"old", {NodeAdmin::kCordoned, {}}}}));
+    StateChanges c;
+    c.node_settings = {{"new", {NodeAdmin::kNone, {{"gpu", "h100"}}}}};
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM node_admin WHERE labels = 'gpu=h100'"), 1);
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(
+        (*db)->Exec("UPDATE node_admin SET labels = 'gpu=h200' WHERE node_id = 'new'").ok());
+  }
+  auto store = Open();
+  ASSERT_TRUE(store);
+  auto loaded = store->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->node_settings,
+            (std::map<std::string, NodeSettings>{{"old", {NodeAdmin::kCordoned, {}}}}));
+}
+
 TEST_F(Day2StoreTest, ADeletedJobLeavesNoRowAnywhere) {
   const std::string yaml =
       "name: gone\nworker_pools: [{role: chief, replicas: 1, process: {command: [/bin/x]}}]\n";

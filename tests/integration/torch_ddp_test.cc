@@ -473,14 +473,15 @@ class TorchDdpTest : public ::testing::Test {
 
   // Chief + 1 worker, each running torchrun with 2 ranks of the stock script on the cohort
   // backend (`--redirects 9:1 --tee 9:1` only gets Debian's torch 1.13 torchrun past its start
-  // under Python 3.11: tests/torch/torchrun_check.py), beside a pool of 2 reducers.
+  // under Python 3.11: tests/torch/torchrun_check.py), beside a pool of 2 reducers. torchrun is
+  // given no --nnodes, --node_rank, --master_addr or --master_port: it takes them from the
+  // replica's PET_* variables, as under Kubeflow's PyTorchJob.
   void SubmitTorchrunJob(const std::string& job, int epochs, const std::string& extra_args,
                          const std::string& scheduling) {
     job_ = job;
     const std::string launch =
         "exec " + TorchPython() +
-        " -m torch.distributed.run --redirects 9:1 --tee 9:1 --nnodes $WORLD_SIZE --node_rank "
-        "$RANK --nproc_per_node 2 --master_addr $MASTER_ADDR --master_port $MASTER_PORT " +
+        " -m torch.distributed.run --redirects 9:1 --tee 9:1 --nproc_per_node 2 " +
         COHORT_TORCH_DDP_SCRIPT + " --backend=cohort --epochs=" + std::to_string(epochs) +
         " --hidden=32 --batch-size=32 --lr=0.1 --seed=3 --timeout=60" + extra_args;
     const std::string process =
