@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <utility>
 
 #include "common/yaml_reader.h"
 
@@ -611,6 +612,16 @@ Status ValidateJobSpec(const JobSpec& spec) {
     if (name == spec.name) {
       return InvalidArgument("scheduling.after[" + std::to_string(i) +
                              "]: a job cannot run after itself");
+    }
+  }
+  if (!s.required_topology.empty() && !s.preferred_topology.empty()) {
+    return InvalidArgument("scheduling: give required_topology or preferred_topology, not both");
+  }
+  for (const auto& [field, key] : {std::pair{"required_topology", &s.required_topology},
+                                   std::pair{"preferred_topology", &s.preferred_topology}}) {
+    if (key->empty()) continue;
+    if (Status bad = CheckNodeLabel(*key, ""); !bad.ok()) {
+      return InvalidArgument("scheduling." + std::string(field) + ": " + bad.message());
     }
   }
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {

@@ -229,6 +229,16 @@ struct SchedulingSpec {
   // Submitted SUSPENDED (Slurm's --hold, Kubeflow's runPolicy.suspend at creation): placed only
   // once `cohort resume` queues it.
   bool hold = false;
+  // A node label key (a rack, a switch, an NVLink domain) whose value every node of the job must
+  // share (Kueue's podset-required-topology, Slurm's --switches): the whole job, every pool, on
+  // nodes of one rack; nodes without the label take none of it. preferred_topology: the same
+  // where one value has room, else anywhere. "": none; at most one of the two.
+  std::string required_topology;
+  std::string preferred_topology;
+  // The one of the two that is set ("" for none), and whether it is the required one.
+  const std::string& topology() const {
+    return required_topology.empty() ? preferred_topology : required_topology;
+  }
 
   bool operator==(const SchedulingSpec&) const = default;
 };

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include "common/file_util.h"
 #include "common/job_spec.h"
@@ -182,7 +183,8 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
-                  "hang_timeout", "progress", "hang_action", "finish_grace", "after", "hold"}));
+                  "hang_timeout", "progress", "hang_action", "finish_grace", "after", "hold",
+                  "required_topology", "preferred_topology"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -202,10 +204,11 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
         s.restart_job_on_worker_restart,
         r.Bool(node["restart_job_on_worker_restart"], path + ".restart_job_on_worker_restart"));
   }
-  for (const char* key : {"queue", "priority"}) {
+  for (auto [key, field] : {std::pair{"queue", &s.queue}, std::pair{"priority", &s.priority},
+                            std::pair{"required_topology", &s.required_topology},
+                            std::pair{"preferred_topology", &s.preferred_topology}}) {
     if (!Reader::Has(node, key)) continue;
-    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node[key], path + "." + key));
-    (std::string_view(key) == "queue" ? s.queue : s.priority) = text;
+    COHORT_ASSIGN_OR_RETURN(*field, r.String(node[key], path + "." + key));
   }
   if (Reader::Has(node, "hang_timeout")) {
     const YAML::Node& n = node["hang_timeout"];
@@ -508,6 +511,12 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::EndSeq;
   }
   if (spec.scheduling.hold) out << YAML::Key << "hold" << YAML::Value << true;
+  if (!spec.scheduling.required_topology.empty()) {
+    out << YAML::Key << "required_topology" << YAML::Value << spec.scheduling.required_topology;
+  }
+  if (!spec.scheduling.preferred_topology.empty()) {
+    out << YAML::Key << "preferred_topology" << YAML::Value << spec.scheduling.preferred_topology;
+  }
   out << YAML::EndMap;
   out << YAML::EndMap;
   std::string text = out.c_str();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -109,7 +110,7 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
   const std::optional<int> min_workers = spec.MinWorkers();
   std::vector<ReplicaDemand> demands;
   for (const WorkerPoolSpec& pool : spec.pools) {
-    const ReplicaDemand d = PoolDemand(pool);
+    const ReplicaDemand d = PoolDemand(spec, pool);
     const int replicas = pool.role == Role::kWorker && min_workers ? *min_workers : pool.replicas;
     for (int i = 0; i < replicas; ++i) demands.push_back(d);
     const int64_t fitting = std::count_if(view.nodes.begin(), view.nodes.end(),
@@ -154,6 +155,34 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
   }
 
   if (Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kJob)) return Status::Ok();
+  if (!demands.empty() && demands.front().topology != nullptr &&
+      !demands.front().topology_preferred) {
+    const std::string& key = *demands.front().topology;
+    std::vector<ReplicaDemand> anywhere = demands;
+    for (ReplicaDemand& d : anywhere) d.topology = nullptr;
+    if (Scheduler::FindGang(anywhere, view, false, Scheduler::PortNeed::kNone)) {
+      std::set<std::string> values;
+      for (const NodeFree& n : view.nodes) {
+        if (n.labels == nullptr) continue;
+        if (auto label = n.labels->find(key); label != n.labels->end())
+          values.insert(label->second);
+      }
+      const std::string head = "its " + Count(static_cast<int64_t>(demands.size()), "replica") +
+                               " (" + Describe(Total(demands)) + " in all) need nodes of one " +
+                               key + " (scheduling.required_topology); ";
+      if (values.empty()) {
+        return FailedPrecondition(head + "no node has the label " + key +
+                                  " (cohort nodes: LABELS)");
+      }
+      std::string listed;
+      for (const std::string& v : values) listed += (listed.empty() ? "" : ", ") + v;
+      return FailedPrecondition(head + "none of its " +
+                                Count(static_cast<int64_t>(values.size()), "value") + " (" +
+                                listed +
+                                ") has room for them all, even with nothing else "
+                                "running");
+    }
+  }
   if (!Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kNone)) {
     return FailedPrecondition("its " + Count(static_cast<int64_t>(demands.size()), "replica") +
                               " (" + Describe(Total(demands)) + " in all) do not fit together on " +
@@ -225,8 +254,13 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
            "chief's; a host has at most " +
            std::to_string(most) + " of --port-range free";
   }
+  const bool one_value = !demands.empty() && demands.front().topology != nullptr &&
+                         !demands.front().topology_preferred;
   return "waiting for room for its " + Count(static_cast<int64_t>(demands.size()), "replica") +
-         " together (" + Describe(Total(demands)) + " in all): each fits now, not all at once";
+         " together (" + Describe(Total(demands)) + " in all" +
+         (one_value ? ", on nodes of one " + *demands.front().topology + " (required_topology)"
+                    : std::string()) +
+         "): each fits now, not all at once";
 }
 
 void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRequest>& requests,

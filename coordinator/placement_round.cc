@@ -126,6 +126,34 @@ SpreadOccupied SpreadOccupiedBy(const JobRecord& job, const NodeIndex& node_inde
   return out;
 }
 
+// `demand` (of `job`'s pool) for a replica placed alone, a restart or elastic growth: with a
+// topology, narrowed to the label value of the nodes where the job's replicas hold resources (the
+// Scheduler's "Topology"); as it is when none of them does, or none of their nodes has the label.
+ReplicaDemand InJobDomain(const JobRecord& job, const ReplicaDemand& demand,
+                          const NodeRegistry& nodes) {
+  if (demand.topology == nullptr) return demand;
+  for (const auto& r : job.replicas) {
+    if (!JobController::HoldsResources(r)) continue;
+    const NodeRecord* node = nodes.Find(r.node_id);
+    if (node == nullptr) continue;
+    auto label = node->labels.find(*demand.topology);
+    if (label != node->labels.end()) return InDomain(demand, label->second);
+  }
+  return demand;
+}
+
+// PlaceOne or PlaceGang of `demands` (each InJobDomain'd), and for a preferred topology, when
+// that found no room, of them anywhere.
+template <typename Place>
+auto PlaceInJobDomain(const std::vector<ReplicaDemand>& pool_demands,
+                      const std::vector<ReplicaDemand>& demands, const Place& place) {
+  auto slots = place(demands);
+  if (slots || pool_demands.empty() || !pool_demands.front().topology_preferred) return slots;
+  std::vector<ReplicaDemand> anywhere = pool_demands;
+  for (ReplicaDemand& d : anywhere) d.topology = nullptr;
+  return place(anywhere);
+}
+
 bool IsLive(const JobRecord& job) {
   return job.state == JobState::PENDING || job.state == JobState::RUNNING;
 }
@@ -236,8 +264,8 @@ bool PreemptionPossible(const std::vector<QueueState>& queues, const std::vector
 
 // An elastic queued job's ask comes down to what fits; a running one with idle workers grows
 // into room nobody queued waits for (see ElasticOptions).
-void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const ScheduleResult& result,
-                       ClusterView& view, const NodeIndex& node_index,
+void ResizeElasticJobs(JobController& jobs, const NodeRegistry& nodes, const RoundJobs& round,
+                       const ScheduleResult& result, ClusterView& view, const NodeIndex& node_index,
                        const ElasticOptions& elastic, int64_t now_ms) {
   if (round.elastic.empty() && std::none_of(round.live.begin(), round.live.end(),
                                             [](const JobRecord* j) { return j->elastic; })) {
@@ -274,12 +302,17 @@ void ResizeElasticJobs(JobController& jobs, const RoundJobs& round, const Schedu
     const int max = JobController::ElasticMaxWorkers(*job);
     const ReplicaRecord& chief = job->replicas.front();
     if (running >= max || now_ms - chief.state_time_ms < elastic.settle_ms) continue;
-    const ReplicaDemand worker = PoolDemand(*job->spec.FindPool(Role::kWorker));
+    const ReplicaDemand worker = PoolDemand(job->spec, *job->spec.FindPool(Role::kWorker));
+    const ReplicaDemand in_domain = InJobDomain(*job, worker, nodes);
     for (int more = max - running; more >= 1; --more) {
-      auto slots =
-          Scheduler::PlaceGang(std::vector<ReplicaDemand>(static_cast<size_t>(more), worker), view,
-                               job->needs_shared_storage, Scheduler::PortNeed::kReplicas,
-                               SpreadOccupiedBy(*job, node_index));
+      const std::vector<ReplicaDemand> pool_demands(static_cast<size_t>(more), worker);
+      auto slots = PlaceInJobDomain(
+          pool_demands, std::vector<ReplicaDemand>(static_cast<size_t>(more), in_domain),
+          [&](const std::vector<ReplicaDemand>& demands) {
+            return Scheduler::PlaceGang(demands, view, job->needs_shared_storage,
+                                        Scheduler::PortNeed::kReplicas,
+                                        SpreadOccupiedBy(*job, node_index));
+          });
       if (!slots) continue;
       std::set<std::string> where;
       for (const ReplicaSlot& s : *slots)
@@ -350,19 +383,29 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
         jobs.SetWaitingMessage(*job, r, FenceWait(r));
         continue;
       }
-      const ReplicaDemand demand = PoolDemand(job->PoolOf(r));
+      const ReplicaDemand pool_demand = PoolDemand(job->spec, job->PoolOf(r));
+      const ReplicaDemand demand = InJobDomain(*job, pool_demand, nodes);
       auto pref = node_index.find(r.last_node);
       const bool chief = &r == &job->replicas.front();
       const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;
-      auto slot =
-          Scheduler::PlaceOne(demand, pref == node_index.end() ? -1 : pref->second.node, view,
-                              job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
+      auto slot = PlaceInJobDomain(
+          {pool_demand}, {demand},
+          [&](const std::vector<ReplicaDemand>& demands) -> std::optional<ReplicaSlot> {
+            return Scheduler::PlaceOne(
+                demands.front(), pref == node_index.end() ? -1 : pref->second.node, view,
+                job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
+          });
       if (!slot) {
-        // A job on the shared output root says when that is what holds it (few nodes share it).
-        jobs.SetWaitingMessage(*job, r,
-                               job->needs_shared_storage
-                                   ? "waiting to restart: " + WaitingReason({demand}, view, true)
-                                   : "waiting for resources to restart");
+        // A job on the shared output root says when that is what holds it (few nodes share it),
+        // and one that keeps to one label value which.
+        std::string waiting = job->needs_shared_storage
+                                  ? "waiting to restart: " + WaitingReason({demand}, view, true)
+                                  : "waiting for resources to restart";
+        if (demand.topology == nullptr && pool_demand.topology != nullptr &&
+            !pool_demand.topology_preferred) {
+          waiting += " on its " + *pool_demand.topology + "'s nodes (required_topology)";
+        }
+        jobs.SetWaitingMessage(*job, r, waiting);
         continue;
       }
       jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);
@@ -433,7 +476,9 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
     jobs.NotePreemption(preemptor, names, event, now_ms);
   }
   ExplainWaits(queued, requests, result, view);
-  if (elastic.resize) ResizeElasticJobs(jobs, round, result, view, node_index, elastic, now_ms);
+  if (elastic.resize) {
+    ResizeElasticJobs(jobs, nodes, round, result, view, node_index, elastic, now_ms);
+  }
   for (JobRecord* job : round.fenced) {
     if (const ReplicaRecord* r = FencedReplica(*job, now_ms)) {
       const std::string reason = FenceWait(*r);

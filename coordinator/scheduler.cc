@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -94,7 +95,9 @@ uint64_t ShapeHash(const std::vector<ReplicaDemand>& replicas, bool shared_stora
         .Add(static_cast<uint64_t>(r.memory_mb))
         .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.selector)))
         .Add(static_cast<uint64_t>(r.spread_group))
-        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.preference)));
+        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.preference)))
+        .Add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.topology)))
+        .Add(uint64_t{r.topology_preferred ? 1u : 0u});
   }
   return h.value();
 }
@@ -104,7 +107,8 @@ bool SameShape(const std::vector<ReplicaDemand>& a, const std::vector<ReplicaDem
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].gpus != b[i].gpus || a[i].cpus != b[i].cpus || a[i].memory_mb != b[i].memory_mb ||
         a[i].selector != b[i].selector || a[i].spread_group != b[i].spread_group ||
-        a[i].preference != b[i].preference) {
+        a[i].preference != b[i].preference || a[i].topology != b[i].topology ||
+        a[i].topology_preferred != b[i].topology_preferred) {
       return false;
     }
   }
@@ -119,6 +123,26 @@ const NodeSelector* InternSelector(const NodeSelector& selector) {
   static std::set<NodeSelector>* selectors = new std::set<NodeSelector>();  // never freed
   std::lock_guard<std::mutex> lock(mu);
   return &*selectors->insert(selector).first;
+}
+
+const std::string* InternTopology(const std::string& key) {
+  if (key.empty()) return nullptr;
+  static std::mutex mu;
+  static auto* keys = new std::set<std::string>();  // never freed
+  std::lock_guard<std::mutex> lock(mu);
+  return &*keys->insert(key).first;
+}
+
+ReplicaDemand InDomain(const ReplicaDemand& demand, const std::string& value) {
+  ReplicaDemand out = demand;
+  out.topology = nullptr;
+  out.topology_preferred = false;
+  if (demand.topology == nullptr) return out;
+  NodeSelector narrowed = demand.selector != nullptr ? *demand.selector : NodeSelector{};
+  narrowed.requirements.push_back(LabelRequirement{*demand.topology, LabelOp::kIn, {value}});
+  std::sort(narrowed.requirements.begin(), narrowed.requirements.end());
+  out.selector = InternSelector(narrowed);
+  return out;
 }
 
 const std::vector<NodePreference>* InternPreference(const std::vector<NodePreference>& preference) {
@@ -273,11 +297,67 @@ class NodeOrder {
   std::set<Key> set_;
 };
 
-// FindGang, reading nodes through `order` when given (it must be of `view` as it is now).
+std::optional<std::vector<int>> FindGangAnywhere(const std::vector<ReplicaDemand>& replicas,
+                                                 const ClusterView& view, bool shared_storage_only,
+                                                 Scheduler::PortNeed ports, const NodeOrder* order,
+                                                 const SpreadOccupied& occupied);
+
+// FindGang, reading nodes through `order` when given (it must be of `view` as it is now): a gang
+// with a topology in one label value's nodes (see "Topology"), else anywhere.
 std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& replicas,
                                            const ClusterView& view, bool shared_storage_only,
                                            Scheduler::PortNeed ports, const NodeOrder* order,
                                            const SpreadOccupied& occupied) {
+  if (replicas.empty() || replicas.front().topology == nullptr) {
+    return FindGangAnywhere(replicas, view, shared_storage_only, ports, order, occupied);
+  }
+  const std::string& key = *replicas.front().topology;
+  int64_t gang_gpus = 0, gang_cpus = 0;
+  for (const auto& r : replicas) {
+    gang_gpus += r.gpus;
+    gang_cpus += r.cpus;
+  }
+  // Each value of the key among the nodes that may take work, with what its nodes have free.
+  struct Domain {
+    int64_t gpus = 0;
+    int64_t cpus = 0;
+  };
+  std::map<std::string, Domain> domains;
+  for (const NodeFree& n : view.nodes) {
+    if (n.labels == nullptr || !Eligible(n, shared_storage_only)) continue;
+    auto label = n.labels->find(key);
+    if (label == n.labels->end()) continue;
+    Domain& d = domains[label->second];
+    d.gpus += static_cast<int64_t>(n.free_gpus.size());
+    d.cpus += n.free_cpus;
+  }
+  std::vector<std::pair<Domain, const std::string*>> fitting;
+  for (const auto& [value, d] : domains) {
+    if (d.gpus >= gang_gpus && d.cpus >= gang_cpus) fitting.emplace_back(d, &value);
+  }
+  std::sort(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.gpus, a.first.cpus, *a.second) <
+           std::tie(b.first.gpus, b.first.cpus, *b.second);
+  });
+  std::vector<ReplicaDemand> narrowed(replicas.size());
+  for (const auto& [d, value] : fitting) {
+    for (size_t i = 0; i < replicas.size(); ++i) narrowed[i] = InDomain(replicas[i], *value);
+    auto where = FindGangAnywhere(narrowed, view, shared_storage_only, ports, order, occupied);
+    if (where) return where;
+  }
+  if (!replicas.front().topology_preferred) return std::nullopt;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    narrowed[i] = replicas[i];
+    narrowed[i].topology = nullptr;
+  }
+  return FindGangAnywhere(narrowed, view, shared_storage_only, ports, order, occupied);
+}
+
+// FindGangIn without a topology.
+std::optional<std::vector<int>> FindGangAnywhere(const std::vector<ReplicaDemand>& replicas,
+                                                 const ClusterView& view, bool shared_storage_only,
+                                                 Scheduler::PortNeed ports, const NodeOrder* order,
+                                                 const SpreadOccupied& occupied) {
   using PortNeed = Scheduler::PortNeed;
   std::vector<int> where(replicas.size(), -1);
   if (replicas.empty()) return where;
@@ -512,6 +592,12 @@ std::optional<std::vector<ReplicaSlot>> Scheduler::PlaceGang(
 std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int preferred_node,
                                                ClusterView& view, bool shared_storage_only,
                                                const SpreadOccupied& occupied) {
+  // A required topology with no value given yet (no replica of the job holds a node): the
+  // preferred node must carry the label at least.
+  auto in_topology = [&](const NodeFree& n) {
+    return demand.topology == nullptr || demand.topology_preferred ||
+           (n.labels != nullptr && n.labels->count(*demand.topology) > 0);
+  };
   const bool preferred_free =
       demand.spread_group == 0 ||
       std::find(occupied.begin(), occupied.end(),
@@ -519,7 +605,7 @@ std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int 
   if (preferred_node >= 0 && static_cast<size_t>(preferred_node) < view.nodes.size() &&
       preferred_free) {
     NodeFree& n = view.nodes[static_cast<size_t>(preferred_node)];
-    if (Eligible(n, shared_storage_only) &&
+    if (Eligible(n, shared_storage_only) && in_topology(n) &&
         Fits(n, static_cast<int>(n.free_gpus.size()), n.free_cpus, n.free_memory_mb, demand) &&
         view.ports_free(n.port_space) >= 1) {
       ReplicaSlot slot;

@@ -64,6 +64,13 @@
 //    distinct nodes: the whole gang is never put on one node then, first-fit-decreasing skips a
 //    node that holds one of the group already, and a replica restarted or added alone avoids the
 //    nodes its running pool-mates hold (SpreadOccupied).
+//  - Topology. A job with scheduling.required_topology K (ReplicaDemand::topology) goes whole on
+//    nodes that share one value of label K (a rack): the values are tried best fit first (the
+//    one whose nodes have the fewest free GPUs, then CPUs, that may still hold the gang), each as
+//    the gang's search with every replica's selector narrowed to that value (InDomain); nodes
+//    without the label take none of it. preferred_topology: the same, then anywhere. A replica
+//    placed alone (a restart, elastic growth) is narrowed by its caller to the value its job's
+//    running replicas share. Such a search reads every node once per value tried.
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -95,7 +102,17 @@ struct ReplicaDemand {
   int spread_group = 0;
   // Its pool's preferred_node_affinity (InternPreference'd); nullptr: none. See "Preferences".
   const std::vector<NodePreference>* preference = nullptr;
+  // Its job's required_topology or preferred_topology key (InternTopology'd), the same for every
+  // replica of the gang; nullptr: none. See "Topology".
+  const std::string* topology = nullptr;
+  bool topology_preferred = false;  // preferred_topology: anywhere when no one value has room
 };
+
+// The one copy of a topology key; nullptr for "". Thread-safe.
+const std::string* InternTopology(const std::string& key);
+// `demand` on nodes whose label *demand.topology is `value` only: its selector narrowed (In
+// [value]), its topology dropped (see "Topology").
+ReplicaDemand InDomain(const ReplicaDemand& demand, const std::string& value);
 
 // The nodes (ClusterView indices) already holding a replica of a spread group: what a replica of
 // that group placed now must avoid ({spread_group, node}).

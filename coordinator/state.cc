@@ -175,11 +175,16 @@ bool WithWorkers(const ReplicaRecord& r, int workers) {
 }
 }  // namespace
 
-ReplicaDemand PoolDemand(const WorkerPoolSpec& pool) {
+ReplicaDemand PoolDemand(const JobSpec& job, const WorkerPoolSpec& pool) {
   const Resources& res = pool.resources;
-  return ReplicaDemand{res.gpus,          res.cpus,
-                       res.memory_mb,     InternSelector(pool.Selector()),
-                       SpreadGroup(pool), InternPreference(pool.preferred_node_affinity)};
+  return ReplicaDemand{res.gpus,
+                       res.cpus,
+                       res.memory_mb,
+                       InternSelector(pool.Selector()),
+                       SpreadGroup(pool),
+                       InternPreference(pool.preferred_node_affinity),
+                       InternTopology(job.scheduling.topology()),
+                       !job.scheduling.preferred_topology.empty()};
 }
 
 int SpreadGroup(const WorkerPoolSpec& pool) {
@@ -194,7 +199,7 @@ std::vector<ReplicaDemand> DemandsWithWorkers(const JobRecord& job, int workers)
   std::vector<ReplicaDemand> out;
   for (const auto& r : job.replicas) {
     if (!WithWorkers(r, workers)) continue;
-    out.push_back(PoolDemand(job.PoolOf(r)));
+    out.push_back(PoolDemand(job.spec, job.PoolOf(r)));
   }
   return out;
 }

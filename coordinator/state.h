@@ -243,9 +243,9 @@ std::string AttemptId(const std::string& job, const std::string& replica, int at
 // Builds the replica list of a new job from its spec ("chief-0", "worker-0", ...).
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec);
 
-// What one replica of `pool` asks of a node: its resources, its node selector, its spread group
-// (SpreadGroup) and its preferred nodes.
-ReplicaDemand PoolDemand(const WorkerPoolSpec& pool);
+// What one replica of `job`'s `pool` asks of a node: its resources, its node selector, its spread
+// group (SpreadGroup), its preferred nodes and its job's topology.
+ReplicaDemand PoolDemand(const JobSpec& job, const WorkerPoolSpec& pool);
 // ReplicaDemand::spread_group of `pool`'s replicas: 0, or its role's (a job has one pool per
 // role) when it is one_per_node.
 int SpreadGroup(const WorkerPoolSpec& pool);

@@ -543,6 +543,29 @@ TEST(JobSpecTest, SchedulingHold) {
   EXPECT_EQ(WithHold(Minimal() + "scheduling: 3\n").status().code(), StatusCode::kInvalidArgument);
 }
 
+// scheduling.required_topology / preferred_topology: a label key, one of the two, round-tripped.
+TEST(JobSpecTest, SchedulingTopology) {
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {required_topology: rack}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.topology(), "rack");
+  EXPECT_EQ(spec->scheduling.preferred_topology, "");
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  spec =
+      ParseJobSpec(Minimal() + "scheduling: {preferred_topology: topology.kubernetes.io/zone}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.topology(), "topology.kubernetes.io/zone");
+  EXPECT_EQ(*ParseJobSpec(JobSpecToYaml(*spec)), *spec);
+  EXPECT_EQ(ParseJobSpec(Minimal())->scheduling.topology(), "");
+  ExpectError(Minimal() + "scheduling: {required_topology: rack, preferred_topology: zone}\n",
+              {"give required_topology or preferred_topology, not both"});
+  ExpectError(Minimal() + "scheduling: {required_topology: \"-rack\"}\n",
+              {"scheduling.required_topology: label key '-rack' is not valid"});
+  ExpectError(Minimal() + "scheduling: {preferred_topology: [rack]}\n",
+              {"scheduling.preferred_topology"});
+}
+
 TEST(JobSpecTest, ProgramKindRules) {
   ExpectError("name: j\nworker_pools:\n  - role: chief\n",
               {"worker_pools[0]: needs exactly one of process, container or builtin, got 0"});

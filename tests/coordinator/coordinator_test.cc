@@ -946,6 +946,44 @@ TEST_F(CoordinatorTest, LogsAreStoredByOffsetAndServedAcrossAttempts) {
 // node's labels suit is refused at submit, naming the labels; one whose labelled nodes are busy
 // waits, saying for what, while a node without them is idle. `cohort nodes` lists the labels, and
 // a label no selector could name is left out.
+// required_topology through the loop: the gang goes to the rack that holds it; when the node of
+// its worker is lost, the worker restarts on the last free node of that rack, not on the other
+// rack's node, which is as free and comes first.
+TEST_F(CoordinatorTest, AReplicaOfAJobWithATopologyRestartsInItsJobsRack) {
+  node_labels_["node-a"] = {{"rack", "r1"}};
+  for (const char* id : {"node-b", "node-c", "node-d"}) node_labels_[id] = {{"rack", "r2"}};
+  for (const char* id : {"node-a", "node-b", "node-c", "node-d"}) AddAgent(id, 1);
+  ASSERT_TRUE(Submit(JobYaml("racked", 1, 1, 3, ", required_topology: rack")).ok());
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> launches;
+  for (int i = 0; i < 20 && launches.size() < 2; ++i) {
+    PumpFew();
+    for (auto& launch : TakeLaunchList()) launches.push_back(std::move(launch));
+  }
+  ASSERT_EQ(launches.size(), 2u);
+  RunAll(launches);
+  std::map<std::string, std::string> where;  // replica -> node
+  for (const auto& [node, launch] : launches) where[launch.replica] = node;
+  EXPECT_NE(where["chief-0"], "node-a");
+  EXPECT_NE(where["worker-0"], "node-a");
+  const std::string lost = where["worker-0"];
+  // Every node but the worker's keeps heartbeating.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(milliseconds(1000));
+    for (const char* id : {"node-a", "node-b", "node-c", "node-d"}) {
+      if (id != lost) Heartbeat(id);
+    }
+    PumpFew();
+  }
+  ASSERT_FALSE(coordinator_->FindNode(lost)->ready);
+  const wire::JobInfoT info = GetJob("racked");
+  const wire::ReplicaInfoT* worker = Replica(info, "worker-0");
+  ASSERT_NE(worker, nullptr);
+  EXPECT_NE(worker->node_id, "node-a") << "restarted outside its job's rack";
+  EXPECT_NE(worker->node_id, lost);
+  EXPECT_NE(worker->node_id, where["chief-0"]);
+  EXPECT_FALSE(worker->node_id.empty()) << info.message;
+}
+
 TEST_F(CoordinatorTest, NodeSelectorsPlaceReplicasOnNodesWithTheirLabels) {
   node_labels_["node-a"] = {{"gpu", "a100"}, {"bad label", "x"}};
   node_labels_["node-b"] = {{"gpu", "h100"}};

@@ -9,10 +9,16 @@ namespace {
 
 // A node with a host of its own (its port domain is its id, unless `port_domain` is given).
 void AddNode(NodeRegistry& nodes, const std::string& id, int gpus, int cpus, int64_t memory_mb,
-             const std::string& port_domain = "") {
+             const std::string& port_domain = "", const NodeLabels& labels = {}) {
   wire::RegisterAgentT reg;
   reg.node_id = id;
   reg.port_domain = port_domain;
+  for (const auto& [key, value] : labels) {
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = key;
+    kv->value = value;
+    reg.labels.push_back(std::move(kv));
+  }
   for (int i = 0; i < gpus; ++i) {
     auto g = std::make_unique<wire::GpuInfoT>();
     g->index = i;
@@ -133,6 +139,43 @@ NodeFree Free(const std::string& id, int gpus, int cpus) {
   n.free_cpus = cpus;
   n.memory_unlimited = true;
   return n;
+}
+
+// required_topology: the job fits only within one value of the label; the refusal names the key
+// and its values, or that no node has the label; preferred_topology is never refused for it; a
+// waiting job says it waits for room in one value.
+TEST(GangFitTest, ATopologyNeedsOneLabelValueWithRoomForTheWholeJob) {
+  NodeRegistry nodes(10'000);
+  IdleClusterCheck idle;
+  AddNode(nodes, "a", 4, 16, 0, "", {{"rack", "r1"}});
+  AddNode(nodes, "b", 4, 16, 0, "", {{"rack", "r2"}});
+  AddNode(nodes, "c", 4, 16, 0, "", {{"rack", "r2"}});
+  auto check = [&](int workers, const std::string& scheduling) {
+    return idle.Check(
+        Spec("name: j\nworker_pools:\n" + Pool("chief", 1, "{gpus: 4}") +
+             Pool("worker", workers, "{gpus: 2}") + "scheduling: " + scheduling + "\n"),
+        nodes, 20000, 20100);
+  };
+  EXPECT_TRUE(check(2, "{required_topology: rack}").ok());  // r2: 8 GPUs
+  EXPECT_EQ(check(3, "{required_topology: rack}").message(),
+            "its 4 replicas (10 GPUs, 4 CPUs in all) need nodes of one rack "
+            "(scheduling.required_topology); none of its 2 values (r1, r2) has room for them all, "
+            "even with nothing else running");
+  EXPECT_TRUE(check(3, "{preferred_topology: rack}").ok());
+  EXPECT_EQ(check(1, "{required_topology: switch}").message(),
+            "its 2 replicas (6 GPUs, 2 CPUs in all) need nodes of one switch "
+            "(scheduling.required_topology); no node has the label switch (cohort nodes: LABELS)");
+
+  const NodeLabels r1{{"rack", "r1"}}, r2{{"rack", "r2"}};
+  ClusterView view(20000, 20100);
+  view.nodes = {Free("a", 2, 8), Free("b", 2, 8)};
+  view.nodes[0].labels = &r1;
+  view.nodes[1].labels = &r2;
+  ReplicaDemand worker{1, 1, 0};
+  worker.topology = InternTopology("rack");
+  EXPECT_EQ(WaitingReason({worker, worker, worker}, view),
+            "waiting for room for its 3 replicas together (3 GPUs, 3 CPUs in all, on nodes of one "
+            "rack (required_topology)): each fits now, not all at once");
 }
 
 TEST(GangFitTest, AWaitingJobSaysWhatIsMissing) {

@@ -267,6 +267,72 @@ TEST(SchedulerTest, PreferencesPutTheGangWhereTheyWeighMost) {
   EXPECT_NE(shapes.Intern({h}), shapes.Intern({plain}));
 }
 
+// required_topology: the whole gang on nodes sharing one value of the label, the tightest value
+// that holds it (best fit) though other nodes would pack it tighter; nodes without the label take
+// none of it; no value with room leaves it unplaced; preferred_topology then places it anywhere;
+// InDomain narrows a replica placed alone to its job's value.
+TEST(SchedulerTest, ATopologyKeepsTheGangOnNodesOfOneLabelValue) {
+  const NodeLabels r1{{"rack", "r1"}}, r2{{"rack", "r2"}}, r2_h100{{"gpu", "h100"}, {"rack", "r2"}};
+  ClusterView view(20000, 20999);
+  // r1: 4 + 4 GPUs; r2: 2 + 2 GPUs; "bare" (8 GPUs) has no rack.
+  view.nodes = {Node("r1-a", 4), Node("r1-b", 4), Node("r2-a", 2), Node("r2-b", 2),
+                Node("bare", 8)};
+  view.nodes[0].labels = &r1;
+  view.nodes[1].labels = &r1;
+  view.nodes[2].labels = &r2;
+  view.nodes[3].labels = &r2_h100;
+  ReplicaDemand worker{1, 1, 0};
+  worker.topology = InternTopology("rack");
+  auto racks_of = [&](const std::vector<int>& where) {
+    std::set<std::string> racks;
+    for (int n : where) {
+      const NodeLabels* labels = view.nodes[static_cast<size_t>(n)].labels;
+      racks.insert(labels == nullptr ? "none" : labels->at("rack"));
+    }
+    return racks;
+  };
+  // Four one-GPU workers: r1-a would hold them alone (best fit without a topology); r2 is the
+  // tightest rack with room.
+  auto four = Scheduler::FindGang(std::vector<ReplicaDemand>(4, worker), view);
+  ASSERT_TRUE(four);
+  EXPECT_EQ(racks_of(*four), std::set<std::string>{"r2"});
+  auto plain = Scheduler::FindGang(std::vector<ReplicaDemand>(4, ReplicaDemand{1, 1, 0}), view);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(std::set<int>(plain->begin(), plain->end()), std::set<int>{0});
+  // Six: only r1 has room.
+  auto six = Scheduler::FindGang(std::vector<ReplicaDemand>(6, worker), view);
+  ASSERT_TRUE(six);
+  EXPECT_EQ(racks_of(*six), std::set<std::string>{"r1"});
+  // A selector narrows further: two H100 workers fit only r2-b, in r2.
+  ReplicaDemand h100 = worker;
+  h100.selector = Wants({{"gpu", "h100"}});
+  auto two = Scheduler::FindGang({h100, h100}, view);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(std::set<int>(two->begin(), two->end()), std::set<int>{3});
+  // Nine GPUs: no rack has them (the bare node's 8 + any rack would); nothing placed.
+  EXPECT_FALSE(Scheduler::PlaceGang(std::vector<ReplicaDemand>(9, worker), view));
+  EXPECT_EQ(view.nodes[4].free_gpus.size(), 8u);
+  // preferred_topology: anywhere then.
+  ReplicaDemand soft = worker;
+  soft.topology_preferred = true;
+  EXPECT_TRUE(Scheduler::FindGang(std::vector<ReplicaDemand>(9, soft), view));
+  auto soft_four = Scheduler::FindGang(std::vector<ReplicaDemand>(4, soft), view);
+  ASSERT_TRUE(soft_four);
+  EXPECT_EQ(racks_of(*soft_four), std::set<std::string>{"r2"}) << "one rack where one has room";
+  // A restart narrowed to its job's rack: r1, though it last ran on the bare node.
+  auto slot = Scheduler::PlaceOne(InDomain(worker, "r1"), 4, view, false);
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(racks_of({slot->node}), std::set<std::string>{"r1"});
+  // A required topology with no value given: not on a node without the label, though preferred.
+  slot = Scheduler::PlaceOne(worker, 4, view, false);
+  ASSERT_TRUE(slot);
+  EXPECT_NE(slot->node, 4);
+  // Shapes with and without a topology, or of the two kinds, are not one.
+  ShapeTable shapes;
+  EXPECT_NE(shapes.Intern({worker}), shapes.Intern({ReplicaDemand{1, 1, 0}}));
+  EXPECT_NE(shapes.Intern({worker}), shapes.Intern({soft}));
+}
+
 TEST(SchedulerTest, CpuAndMemoryLimitsCount) {
   ClusterView view(20000, 20999);
   view.nodes = {Node("a", 0, 4, 1000)};

@@ -572,6 +572,57 @@ TEST_F(IntegrationTest, APoolWithOnePerNodeRunsEachReplicaOnItsOwnAgent) {
   EXPECT_EQ(packed.at("chief-0"), packed.at("worker-0"));
 }
 
+// scheduling.required_topology on real agents: a job of 8 CPUs goes whole to the two agents of
+// rack r2 (8 CPUs between them) though the one agent of r1 (10 CPUs) would hold it alone, which is
+// where the same job without it goes; a job no rack holds is refused at submit, and placed
+// anywhere with preferred_topology.
+TEST_F(IntegrationTest, ARequiredTopologyPutsTheWholeJobInOneRack) {
+  for (const auto& [name, cpus, rack] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"node-a", 10, "r1"}, {"node-b", 4, "r2"}, {"node-c", 4, "r2"}}) {
+    ASSERT_EQ(cluster_->StartAgent({Node(name), 0, cpus, 16384, "2s", {"--label", "rack=" + rack}}),
+              "");
+  }
+  auto client = cluster_->Client();
+  auto job = [&](const std::string& name, int workers, const std::string& scheduling) {
+    return "name: " + name +
+           "\nworker_pools:\n  - role: chief\n    resources: {cpus: 2}\n"
+           "    process: {command: [/bin/true]}\n"
+           "  - role: worker\n    replicas: " +
+           std::to_string(workers) +
+           "\n    resources: {cpus: 2}\n"
+           "    process: {command: [/bin/true, --marker=" +
+           marker_ + "]}\nscheduling: " + scheduling + "\n";
+  };
+  auto nodes_of = [&](const std::string& name, int workers, const std::string& scheduling) {
+    auto submitted = client.Submit(job(name, workers, scheduling));
+    EXPECT_TRUE(submitted.ok()) << submitted.status().ToString();
+    const wire::JobInfoT done =
+        WaitForState(name, {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+    EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+    std::set<std::string> where;
+    for (const auto& r : done.replicas) where.insert(r->node_id);
+    return where;
+  };
+  EXPECT_EQ(nodes_of("in_rack", 3, "{required_topology: rack}"),
+            (std::set<std::string>{Node("node-b"), Node("node-c")}));
+  EXPECT_EQ(nodes_of("packed", 3, "{}"), std::set<std::string>{Node("node-a")});
+  // 12 CPUs: no rack has them. Past the registration grace the submit check says so.
+  int tries = 0;
+  std::string refusal;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto refused =
+            client.Submit(job("too_big" + std::to_string(++tries), 5, "{required_topology: rack}"));
+        refusal = refused.ok() ? "accepted" : refused.status().message();
+        return refusal.find(
+                   "need nodes of one rack (scheduling.required_topology); none of its 2 "
+                   "values (r1, r2) has room for them all") != std::string::npos;
+      },
+      15s, 500ms))
+      << refusal;
+  EXPECT_EQ(nodes_of("anywhere", 5, "{preferred_topology: rack}").size(), 2u);
+}
+
 // `cohort submit --after`: a job runs only once the job before it has SUCCEEDED, so it finds what
 // that one wrote, though the agent had room for both at once; a job after one that fails fails
 // too, naming it, and never runs, while that one's fallback (`--after JOB:failed`) and cleanup
