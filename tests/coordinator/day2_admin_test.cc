@@ -266,6 +266,21 @@ class Day2StoreTest : public ::testing::Test {
     EXPECT_TRUE(n.ok()) << n.status().ToString();
     return n.ok() ? *n : -1;
   }
+  // Runs `sql` on the database behind the store's back (no store open).
+  void Exec(const std::string& sql) {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
+  }
+  // Opens the store, loads it and commits `changes`; returns the node settings it loaded.
+  std::map<std::string, NodeSettings> LoadAndCommit(const StateChanges& changes = {}) {
+    auto store = Open();
+    if (!store) return {};
+    auto loaded = store->Load();
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_TRUE(store->Commit(changes).ok());
+    return loaded.ok() ? loaded->node_settings : std::map<std::string, NodeSettings>{};
+  }
   cohort::testing::TempDir tmp_{"cohort-day2-store"};
   const fs::path dir_ = tmp_.path();
 };
@@ -297,43 +312,18 @@ TEST_F(Day2StoreTest, NodeSettingsSurviveReopenAndUncordonRemovesThem) {
 // label edits changed behind the store's back are damage: that node's row is dropped, the rest
 // load.
 TEST_F(Day2StoreTest, ACordonFromBeforeLabelEditsLoadsAndEditedEditsAreDropped) {
-  {
-    auto store = Open();
-    ASSERT_TRUE(store && store->Load().ok());
-    StateChanges c;
-    c.node_settings = {{"old", {NodeAdmin::kCordoned, {}}}};
-    ASSERT_TRUE(store->Commit(c).ok());
-  }
-  {
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE(
-        (*db)->Exec("ALTER TABLE node_admin DROP COLUMN labels; PRAGMA user_version = 8").ok());
-  }
-  {
-    auto store = Open();
-    ASSERT_TRUE(store);
-    auto loaded = store->Load();
-    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-    EXPECT_EQ(loaded->node_settings,
-              (std::map<std::string, NodeSettings>{{"old", {NodeAdmin::kCordoned, {}}}}));
-    StateChanges c;
-    c.node_settings = {{"new", {NodeAdmin::kNone, {{"gpu", "h100"}}}}};
-    ASSERT_TRUE(store->Commit(c).ok());
-  }
+  const std::map<std::string, NodeSettings> old_cordon = {{"old", {NodeAdmin::kCordoned, {}}}};
+  StateChanges cordon;
+  cordon.node_settings = old_cordon;
+  LoadAndCommit(cordon);
+  ASSERT_NO_FATAL_FAILURE(
+      Exec("ALTER TABLE node_admin DROP COLUMN labels; PRAGMA user_version = 8"));
+  StateChanges label;
+  label.node_settings = {{"new", {NodeAdmin::kNone, {{"gpu", "h100"}}}}};
+  EXPECT_EQ(LoadAndCommit(label), old_cordon);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM node_admin WHERE labels = 'gpu=h100'"), 1);
-  {
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE(
-        (*db)->Exec("UPDATE node_admin SET labels = 'gpu=h200' WHERE node_id = 'new'").ok());
-  }
-  auto store = Open();
-  ASSERT_TRUE(store);
-  auto loaded = store->Load();
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_EQ(loaded->node_settings,
-            (std::map<std::string, NodeSettings>{{"old", {NodeAdmin::kCordoned, {}}}}));
+  ASSERT_NO_FATAL_FAILURE(Exec("UPDATE node_admin SET labels = 'gpu=h200' WHERE node_id = 'new'"));
+  EXPECT_EQ(LoadAndCommit(), old_cordon);
 }
 
 TEST_F(Day2StoreTest, ADeletedJobLeavesNoRowAnywhere) {
@@ -402,21 +392,15 @@ TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
     c.jobs = {&job};
     ASSERT_TRUE(store->Commit(c).ok());
   }
-  {
-    // Back to version 2: as an earlier coordinator left it.
-    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    // Version 2 had neither node_admin nor the owner columns (version 4) nor replicas'
-    // cause_signal (version 5), fenced_until_ms (version 6) and idle (version 7), nor jobs'
-    // suspended_ms (version 8).
-    ASSERT_TRUE((*db)
-                    ->Exec("DROP TABLE node_admin; ALTER TABLE jobs DROP COLUMN owner; "
-                           "ALTER TABLE studies DROP COLUMN owner; ALTER TABLE replicas DROP "
-                           "COLUMN cause_signal; ALTER TABLE replicas DROP COLUMN "
-                           "fenced_until_ms; ALTER TABLE replicas DROP COLUMN idle; "
-                           "ALTER TABLE jobs DROP COLUMN suspended_ms; PRAGMA user_version = 2")
-                    .ok());
-  }
+  // Back to version 2, as an earlier coordinator left it: no node_admin, nor the owner columns
+  // (version 4), nor replicas' cause_signal (version 5), fenced_until_ms (version 6) and idle
+  // (version 7), nor jobs' suspended_ms (version 8).
+  ASSERT_NO_FATAL_FAILURE(
+      Exec("DROP TABLE node_admin; ALTER TABLE jobs DROP COLUMN owner; "
+           "ALTER TABLE studies DROP COLUMN owner; ALTER TABLE replicas DROP "
+           "COLUMN cause_signal; ALTER TABLE replicas DROP COLUMN "
+           "fenced_until_ms; ALTER TABLE replicas DROP COLUMN idle; "
+           "ALTER TABLE jobs DROP COLUMN suspended_ms; PRAGMA user_version = 2"));
   auto store = Open();
   ASSERT_TRUE(store);
   auto loaded = store->Load();
