@@ -646,7 +646,12 @@ TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
   const wire::JobInfoT trained =
       WaitForState("train", {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
   EXPECT_EQ(trained.state, wire::JobState::SUCCEEDED) << trained.message;
-  ASSERT_EQ(Cli({"submit", job_file("broken", "exit 3")}).exit_code, 0);
+  // broken fails once the jobs after it are in (a job after one that FAILED already is refused).
+  const std::string release = cluster_->scratch("broken-may-fail");
+  ASSERT_EQ(Cli({"submit",
+                 job_file("broken", "while [ ! -f " + release + " ]; do sleep 0.1; done; exit 3")})
+                .exit_code,
+            0);
   ASSERT_EQ(Cli({"submit", job_file("report", "touch " + ran), "--after", "broken"}).exit_code, 0);
   // Its fallback (broken:failed) and its cleanup (broken:ended) run; a job waiting for train's
   // failure is not needed.
@@ -658,6 +663,7 @@ TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
   ASSERT_EQ(
       Cli({"submit", job_file("cleanup", "touch " + cleaned), "--after", "broken:ended"}).exit_code,
       0);
+  ct::WriteFile(release, "go\n");
   const ct::RunResult unneeded =
       Cli({"submit", job_file("unneeded", "touch " + ran), "--after", "train:failed"});
   EXPECT_EQ(unneeded.exit_code, 2) << "train SUCCEEDED already: " << unneeded.err;

@@ -74,9 +74,9 @@ class Run:
         return self.start(name, [sys.executable, "-m", "torch.distributed.run"] + torchrun_workaround() +
                           torchrun_args + [self.args.script] + script_args)
 
-    def reducer(self, name, store):
+    def reducer(self, name, store, rejoin=10):
         return self.start(name, [sys.executable, "-m", "cohort.torch.reducer", "--store", store,
-                                 "--timeout", "60", "--rejoin", "10"])
+                                 "--timeout", "60", "--rejoin", str(rejoin)])
 
     def wait(self):
         """Exit codes by name; each process gets what is left of the deadline, then is killed."""
@@ -137,7 +137,10 @@ def rank_launches(check, launches, world, restart):
 def scenario_static(args, run, port, restart):
     store = f"127.0.0.1:{port}"
     for i in range(2):
-        run.reducer(f"reducer{i}", store)
+        # After the kill, torchrun restarts its workers only once every rank has failed, and a
+        # rank waiting on the reducer that last saw the killed rank may wait tens of seconds on a
+        # loaded machine: the reducer that saw it first waits that long for the restart's session.
+        run.reducer(f"reducer{i}", store, rejoin=60 if restart else 10)
     torchrun = ["--nnodes", "2", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port)]
     if restart:
         torchrun += ["--max_restarts", "1"]
