@@ -174,8 +174,16 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
         return FailedPrecondition(head + "no node has the label " + key +
                                   " (cohort nodes: LABELS)");
       }
+      constexpr size_t kListed = 5;  // a cluster of many racks is not listed whole
       std::string listed;
-      for (const std::string& v : values) listed += (listed.empty() ? "" : ", ") + v;
+      size_t shown = 0;
+      for (const std::string& v : values) {
+        if (shown++ == kListed) break;
+        listed += (listed.empty() ? "" : ", ") + v;
+      }
+      if (values.size() > kListed) {
+        listed += " and " + std::to_string(values.size() - kListed) + " more";
+      }
       return FailedPrecondition(head + "none of its " +
                                 Count(static_cast<int64_t>(values.size()), "value") + " (" +
                                 listed +

@@ -162,9 +162,17 @@ TEST(GangFitTest, ATopologyNeedsOneLabelValueWithRoomForTheWholeJob) {
             "(scheduling.required_topology); none of its 2 values (r1, r2) has room for them all, "
             "even with nothing else running");
   EXPECT_TRUE(check(3, "{preferred_topology: rack}").ok());
-  EXPECT_EQ(check(1, "{required_topology: switch}").message(),
-            "its 2 replicas (6 GPUs, 2 CPUs in all) need nodes of one switch "
-            "(scheduling.required_topology); no node has the label switch (cohort nodes: LABELS)");
+  // Many values: five named, the rest counted.
+  for (int i = 0; i < 6; ++i) {
+    AddNode(nodes, "s" + std::to_string(i), 1, 16, 0, "", {{"switch", "sw" + std::to_string(i)}});
+  }
+  const std::string many = check(1, "{required_topology: switch}").message();
+  EXPECT_NE(many.find("none of its 6 values (sw0, sw1, sw2, sw3, sw4 and 1 more) has room"),
+            std::string::npos)
+      << many;
+  EXPECT_EQ(check(1, "{required_topology: zone}").message(),
+            "its 2 replicas (6 GPUs, 2 CPUs in all) need nodes of one zone "
+            "(scheduling.required_topology); no node has the label zone (cohort nodes: LABELS)");
 
   const NodeLabels r1{{"rack", "r1"}}, r2{{"rack", "r2"}};
   ClusterView view(20000, 20100);
