@@ -12,6 +12,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/script_checkpoints.h"
+#include "common/text_join.h"
 
 namespace cohort::agent {
 namespace {
@@ -125,10 +126,8 @@ TornCheckpoints SetAsideTornCheckpoints(const std::string& dir, int attempt,
 std::string TornCheckpointsSummary(const TornCheckpoints& torn) {
   const size_t n = torn.set_aside.size();
   if (n == 0) return "";
-  std::string out = n == 1 ? "set aside torn checkpoint " : "set aside torn checkpoints ";
-  for (size_t i = 0; i < n && i < 3; ++i) out += (i == 0 ? "" : ", ") + torn.set_aside[i];
-  if (n > 3) out += " and " + std::to_string(n - 3) + " more";
-  return out + " (cohort logs says why)";
+  return (n == 1 ? "set aside torn checkpoint " : "set aside torn checkpoints ") +
+         JoinFirst(torn.set_aside, 3) + " (cohort logs says why)";
 }
 
 }  // namespace cohort::agent

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "agent/replica_env.h"
+#include "common/text_join.h"
 
 namespace cohort::agent {
 
@@ -42,15 +43,8 @@ CarriedFiles CarryWorkingFiles(const std::string& work_dir, const std::string& j
 std::string CarriedFilesNote(const CarriedFiles& carried) {
   std::string note;
   if (!carried.moved.empty()) {
-    std::string listed;
-    for (size_t i = 0; i < carried.moved.size() && i < 3; ++i) {
-      listed += (i == 0 ? "" : ", ") + carried.moved[i];
-    }
-    if (carried.moved.size() > 3) {
-      listed += " and " + std::to_string(carried.moved.size() - 3) + " more";
-    }
     note = "carried attempt " + std::to_string(carried.from_attempt) +
-           "'s working files into this attempt's (" + listed +
+           "'s working files into this attempt's (" + JoinFirst(carried.moved, 3) +
            "), as torchrun restarts a worker where it ran";
   }
   for (const std::string& error : carried.errors) {

@@ -7,6 +7,9 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
+
+#include "common/text_join.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -174,16 +177,9 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
         return FailedPrecondition(head + "no node has the label " + key +
                                   " (cohort nodes: LABELS)");
       }
-      constexpr size_t kListed = 5;  // a cluster of many racks is not listed whole
-      std::string listed;
-      size_t shown = 0;
-      for (const std::string& v : values) {
-        if (shown++ == kListed) break;
-        listed += (listed.empty() ? "" : ", ") + v;
-      }
-      if (values.size() > kListed) {
-        listed += " and " + std::to_string(values.size() - kListed) + " more";
-      }
+      // A cluster of many racks is not listed whole.
+      const std::string listed =
+          JoinFirst(std::vector<std::string>(values.begin(), values.end()), 5);
       return FailedPrecondition(head + "none of its " +
                                 Count(static_cast<int64_t>(values.size()), "value") + " (" +
                                 listed +

@@ -82,6 +82,16 @@ TEST_F(WorkingFilesTest, TheNewestEarlierAttemptHereIsCarriedOnce) {
   EXPECT_EQ(carried.moved, (std::vector<std::string>{"new.txt", "old.txt"}));
 }
 
+TEST_F(WorkingFilesTest, TheNoteNamesThreeEntriesAndCountsTheRestAndSaysWhatFailed) {
+  CarriedFiles carried;
+  carried.from_attempt = 2;
+  carried.moved = {"a", "b", "c", "d", "e"};
+  carried.errors = {"f: Permission denied"};
+  EXPECT_EQ(CarriedFilesNote(carried),
+            "carried attempt 2's working files into this attempt's (a, b, c and 2 more), as "
+            "torchrun restarts a worker where it ran; could not carry f: Permission denied");
+}
+
 TEST_F(WorkingFilesTest, NothingIsCarriedWithoutAnEarlierAttemptHere) {
   EXPECT_EQ(Carry(1).from_attempt, -1);
   EXPECT_EQ(CarriedFilesNote(Carry(1)), "");
