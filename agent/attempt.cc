@@ -106,7 +106,9 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
       parts.push_back("raised: " + raised);
     } else if (log) {
       std::string excerpt =
-          FailureExcerpt(tail.text, tail.whole, /*any_last_line=*/exit.signal == 0);
+          FailureExcerpt(tail.text, tail.whole,
+                         /*any_last_line=*/exit.signal == 0 ||
+                             SignalIsRaisedByTheProcess(exit.signal));
       if (!excerpt.empty()) parts.push_back("log: " + excerpt);
     }
   } else {

@@ -1,5 +1,6 @@
 #include "agent/failure_excerpt.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,6 +193,21 @@ std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line
     if (auto line = LastLine(lines)) return Finish(*line);
   }
   return "";
+}
+
+bool SignalIsRaisedByTheProcess(int signal) {
+  switch (signal) {
+    case SIGABRT:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGSYS:
+      return true;
+    default:
+      return false;
+  }
 }
 
 int TorchrunKillSignal(std::string_view tail, bool whole) {

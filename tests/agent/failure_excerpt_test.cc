@@ -1,6 +1,8 @@
 #include "agent/failure_excerpt.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,13 +86,22 @@ TEST(FailureExcerptTest, CrashesOfPythonAndCxx) {
   EXPECT_EQ(Excerpt("terminate called after throwing an instance of 'int'\n", false), "int");
 }
 
-TEST(FailureExcerptTest, OtherwiseTheLastLineForAnExitCodeOnly) {
+TEST(FailureExcerptTest, OtherwiseTheLastLineForAnExitCodeOrASignalOfTheProcesssOwn) {
   const std::string log = "loading data\nerror: no such dataset /data/imagenet\n\n   \n";
   EXPECT_EQ(Excerpt(log), "error: no such dataset /data/imagenet");
   // Killed by a signal: the signal says more than whatever it printed last.
   EXPECT_EQ(Excerpt("epoch 3 loss 0.21\n", /*any_last_line=*/false), "");
   EXPECT_EQ(Excerpt(""), "");
   EXPECT_EQ(Excerpt("cohort-agent: cannot launch: no such file\n"), "");
+}
+
+TEST(FailureExcerptTest, SignalsAProcessRaisesOnItselfAreToldFromThoseSentToIt) {
+  for (int own : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) {
+    EXPECT_TRUE(SignalIsRaisedByTheProcess(own)) << strsignal(own);
+  }
+  for (int sent : {0, SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGPIPE, SIGXCPU}) {
+    EXPECT_FALSE(SignalIsRaisedByTheProcess(sent)) << sent;
+  }
 }
 
 // torchrun's report when one of its workers fails (torch 1.13's ChildFailedError, as it prints it):
