@@ -77,41 +77,23 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
 int Submit(const ParsedArgs& args, const Context& ctx) {
   std::vector<std::string> warnings;
   std::function<StatusOr<std::string>(const std::string&)> rename;
-  std::string name;
-  if (args.Has("--name")) {
-    name = args.Get("--name");
-    if (!IsValidJobName(name)) {
-      return UsageError(ctx.err, "submit",
-                        "--name: '" + name +
-                            "' is not a valid job name (must match "
-                            "[A-Za-z][A-Za-z0-9_-]{0,127})");
-    }
+  SubmitEdits edits;
+  edits.name = args.Get("--name");
+  if (args.Has("--name") && edits.name.empty()) {
+    return UsageError(ctx.err, "submit", "--name: an empty name");
   }
-  std::vector<JobDependency> after;
   if (args.Has("--after")) {
     std::istringstream list(args.Get("--after"));
     for (std::string entry; std::getline(list, entry, ',');) {
       StatusOr<JobDependency> dependency = ParseJobDependency(entry);
       if (!dependency.ok())
         return UsageError(ctx.err, "submit", "--after: " + dependency.status().message());
-      after.push_back(*std::move(dependency));
+      edits.after.push_back(*std::move(dependency));
     }
   }
-  const bool hold = args.Has("--hold");
-  if (!name.empty() || !after.empty() || hold) {
-    rename = [name, after, hold](const std::string& text) -> StatusOr<std::string> {
-      std::string out = text;
-      if (!name.empty()) {
-        COHORT_ASSIGN_OR_RETURN(out, WithJobName(out, name));
-      }
-      if (!after.empty()) {
-        COHORT_ASSIGN_OR_RETURN(out, WithAfter(out, after));
-      }
-      if (hold) {
-        COHORT_ASSIGN_OR_RETURN(out, WithHold(out));
-      }
-      return out;
-    };
+  edits.hold = args.Has("--hold");
+  if (!edits.empty()) {
+    rename = [edits](const std::string& text) { return ApplySubmitEdits(text, edits); };
   }
   return SubmitSpecFile<JobSpec, std::string>(
       args, ctx, "submit", "job", ParseJobSpec,

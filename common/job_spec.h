@@ -284,6 +284,20 @@ StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<JobDepe
 // The job file's YAML text with scheduling.hold set: `cohort submit --hold`. kInvalidArgument
 // when the text is not a YAML map, or its scheduling is of another kind.
 StatusOr<std::string> WithHold(std::string_view yaml);
+// What a submitter changes in a job file's text before it is parsed: `cohort submit --name,
+// --after, --hold`, and the same fields of the SubmitJob request (the Python client's keywords),
+// which the coordinator applies with the same function.
+struct SubmitEdits {
+  std::string name;                  // the job's name, a name_prefix removed ("": the file's own)
+  std::vector<JobDependency> after;  // added to scheduling.after
+  bool hold = false;                 // scheduling.hold set
+
+  bool empty() const { return name.empty() && after.empty() && !hold; }
+};
+// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold; the text as it is
+// when `edits` is empty). kInvalidArgument naming the field for a name that is not a valid job
+// name, else as those functions.
+StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits);
 // Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
 bool IsValidSchedulingName(std::string_view name);
 // "7d", "12h", "30m", "45s", "1500ms" (and bare seconds) to a duration.

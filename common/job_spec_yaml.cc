@@ -390,6 +390,24 @@ StatusOr<std::string> WithHold(std::string_view yaml) {
   });
 }
 
+StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits) {
+  std::string text(yaml);
+  if (!edits.name.empty()) {
+    if (!IsValidJobName(edits.name)) {
+      return InvalidArgument("name: '" + edits.name +
+                             "' is not a valid job name (must match [A-Za-z][A-Za-z0-9_-]{0,127})");
+    }
+    COHORT_ASSIGN_OR_RETURN(text, WithJobName(text, edits.name));
+  }
+  if (!edits.after.empty()) {
+    COHORT_ASSIGN_OR_RETURN(text, WithAfter(text, edits.after));
+  }
+  if (edits.hold) {
+    COHORT_ASSIGN_OR_RETURN(text, WithHold(text));
+  }
+  return text;
+}
+
 StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "job file"));
   return ParseJobSpec(text, path);

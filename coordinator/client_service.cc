@@ -26,6 +26,22 @@ std::string GenerateJobName(const std::string& prefix, const JobController& jobs
   }
 }
 
+// The edits a SubmitJob request asks of its spec's text; kInvalidArgument naming a malformed
+// entry of its after.
+StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
+  SubmitEdits edits;
+  edits.name = Str(req.name());
+  if (req.after()) {
+    for (const flatbuffers::String* entry : *req.after()) {
+      StatusOr<JobDependency> dependency = ParseJobDependency(Str(entry));
+      if (!dependency.ok()) return dependency.status().WithContext("after");
+      edits.after.push_back(*std::move(dependency));
+    }
+  }
+  edits.hold = req.hold();
+  return edits;
+}
+
 }  // namespace
 
 void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
@@ -99,6 +115,17 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     return;
   }
   std::string yaml = Str(req.spec_yaml());
+  if (StatusOr<SubmitEdits> edits = SubmitEditsOf(req); !edits.ok()) {
+    Reply(m, EncodeError(id, edits.status().WithContext("submitted job")));
+    return;
+  } else if (!edits->empty()) {
+    StatusOr<std::string> edited = ApplySubmitEdits(yaml, *edits);
+    if (!edited.ok()) {
+      Reply(m, EncodeError(id, edited.status().WithContext("submitted job")));
+      return;
+    }
+    yaml = *std::move(edited);
+  }
   auto spec = ParseJobSpec(yaml, "submitted job");
   if (!spec.ok()) {
     Reply(m, EncodeError(id, InvalidArgument(spec.status().message())));

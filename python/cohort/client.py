@@ -9,14 +9,18 @@ print or json.dump them.
     client = Client("tcp://coord:7400", key_file="~/.config/cohort/client.key")   # CURVE
     client = Client()         # as the client config file says (see load_client_config)
     name = client.submit(open("job.yaml").read())
+    name = client.submit(spec_dict, name="train-2", after=["prep"], hold=True)  # submit's flags
     job = client.wait(name)          # {'name': ..., 'state': 'SUCCEEDED', 'replicas': [...], ...}
     study = client.wait_study(client.submit_study(open("study.yaml").read()))
     best = study["best_trial"]       # the id of the best trial ('' when none reported)
 """
 
+import json
 import os
 import pwd
 import time
+import warnings
+from collections.abc import Mapping
 
 import flatbuffers
 import zmq
@@ -37,6 +41,10 @@ _STATUS_NAMES = ["OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILE
                  "UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "DATA_LOSS",
                  "RESOURCE_EXHAUSTED", "CANCELLED", "INTERNAL", "PERMISSION_DENIED",
                  "UNAUTHENTICATED"]
+
+
+class CohortWarning(UserWarning):
+    """What the coordinator warns a submitter of (Client.submit)."""
 
 
 class CohortError(Exception):
@@ -156,6 +164,16 @@ def _enum_names(enum_class):
 _JOB_STATES = _enum_names(JobState.JobState)
 _REPLICA_STATES = _enum_names(ReplicaState.ReplicaState)
 _BODIES = _enum_names(Body.Body)
+
+
+def _spec_text(spec):
+    """A spec's text for the wire: YAML text as given, a dict as JSON (a subset of YAML that
+    keeps every value as written: no YAML 1.1 'yes' or '1.10' surprises on the way)."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        return json.dumps(spec)
+    raise TypeError(f"a spec is YAML text or a dict, not {type(spec).__name__}")
 
 
 def _text(value):
@@ -355,11 +373,27 @@ class Client:
 
     # ---- requests -----------------------------------------------------------------------
 
-    def submit(self, spec_yaml):
-        """Submits a job file's text; returns the job name. Raises CohortError on a bad spec."""
+    def submit(self, spec, name=None, after=(), hold=False):
+        """Submits a job; returns its name. Raises CohortError on a bad spec (the message names
+        the field).
+
+        `spec`: a job file's YAML text, or the same as a dict (sent as JSON, which is YAML).
+        The keywords are `cohort submit`'s flags, applied by the coordinator to the text before
+        it parses it: `name` sets the job's name (a name_prefix dropped), `after` adds to
+        scheduling.after ("prep", or "train:ended"; one string or several), `hold` submits the
+        job held (SUSPENDED until resumed). What the coordinator warns of (an output dir off the
+        shared storage, ...) is issued as a CohortWarning."""
         body = SubmitJob.SubmitJobT()
-        body.specYaml = spec_yaml
+        body.specYaml = _spec_text(spec)
+        if name is not None:
+            if not name:
+                raise ValueError("name: an empty name")
+            body.name = name
+        body.after = [after] if isinstance(after, str) else list(after)
+        body.hold = bool(hold)
         reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
+        for warning in reply.warnings or []:
+            warnings.warn(_text(warning), CohortWarning, stacklevel=2)
         return _text(reply.name)
 
     def get_job(self, name):
@@ -417,11 +451,11 @@ class Client:
         done = until or (lambda job: job["state"] in FINISHED_STATES)
         return _poll(lambda: self.get_job(name), done, f"job {name}", poll_s, timeout_s)
 
-    def submit_study(self, spec_yaml):
-        """Submits a study file's text; returns the study name. Raises CohortError on a bad spec
-        (the message names the field)."""
+    def submit_study(self, spec):
+        """Submits a study (a study file's YAML text, or the same as a dict); returns the study
+        name. Raises CohortError on a bad spec (the message names the field)."""
         body = SubmitStudy.SubmitStudyT()
-        body.specYaml = spec_yaml
+        body.specYaml = _spec_text(spec)
         return _study_to_dict(self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT))["name"]
 
     def get_study(self, name):

@@ -128,6 +128,14 @@ TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   CliResult bad_job = RunCohort({"--insecure", "submit", files.Join("job.yaml")});
   EXPECT_EQ(bad_job.exit_code, kExitUsage) << bad_job.err;
   EXPECT_NE(bad_job.err.find("invalid job spec"), std::string::npos) << bad_job.err;
+  ct::WriteFile(files.Join("good.yaml"),
+                "name: j2\nworker_pools: [{role: chief, process: {command: [/bin/true]}}]\n");
+  CliResult bad_name = RunCohort({"--insecure", "submit", files.Join("good.yaml"), "--name", "9"});
+  EXPECT_EQ(bad_name.exit_code, kExitUsage) << bad_name.err;
+  EXPECT_NE(bad_name.err.find("name: '9' is not a valid job name"), std::string::npos)
+      << bad_name.err;
+  EXPECT_EQ(RunCohort({"--insecure", "submit", files.Join("good.yaml"), "--name="}).exit_code,
+            kExitUsage);
 
   // Without --insecure the client needs key files; their absence is a usage error naming them.
   ct::TempDir home("cohort-cli-home");

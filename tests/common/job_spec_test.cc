@@ -543,6 +543,37 @@ TEST(JobSpecTest, SchedulingHold) {
   EXPECT_EQ(WithHold(Minimal() + "scheduling: 3\n").status().code(), StatusCode::kInvalidArgument);
 }
 
+// ApplySubmitEdits: the three edits at once, on YAML or on JSON text (the Python client sends a
+// dict as JSON); nothing to edit leaves the text as it is; a bad name is named.
+TEST(JobSpecTest, ApplySubmitEditsMakesTheEditsOfSubmitsFlags) {
+  SubmitEdits edits;
+  EXPECT_TRUE(edits.empty());
+  EXPECT_EQ(*ApplySubmitEdits("not: [parsed", edits), "not: [parsed");
+  edits.name = "renamed";
+  edits.after = {{"prep", AfterCondition::kSucceeded}, {"eval", AfterCondition::kEnded}};
+  edits.hold = true;
+  const std::string json =
+      R"({"name_prefix": "p", "worker_pools": [{"role": "chief", "process": {"command": )"
+      R"(["/bin/true"]}}], "scheduling": {"after": ["prep"], "max_restarts": 1}})";
+  for (const std::string& text : {Minimal(), json}) {
+    StatusOr<std::string> edited = ApplySubmitEdits(text, edits);
+    ASSERT_TRUE(edited.ok()) << edited.status().ToString();
+    StatusOr<JobSpec> spec = ParseJobSpec(*edited);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *edited;
+    EXPECT_EQ(spec->name, "renamed");
+    EXPECT_TRUE(spec->name_prefix.empty());
+    EXPECT_EQ(spec->scheduling.after, edits.after);
+    EXPECT_TRUE(spec->scheduling.hold);
+  }
+  EXPECT_EQ(ParseJobSpec(*ApplySubmitEdits(json, edits))->scheduling.max_restarts, 1);
+  edits.name = "no spaces";
+  StatusOr<std::string> bad = ApplySubmitEdits(Minimal(), edits);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("name: 'no spaces' is not a valid job name"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // scheduling.required_topology / preferred_topology: a label key, one of the two, round-tripped.
 TEST(JobSpecTest, SchedulingTopology) {
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {required_topology: rack}\n");

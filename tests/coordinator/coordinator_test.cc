@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 
+#include "common/wire_string.h"
 #include "coordinator/agent_service.h"
 #include "tests/coordinator/test_records.h"
 
@@ -721,6 +722,41 @@ TEST_F(CoordinatorTest, InvalidAndDuplicateSubmissionsAreRefused) {
   wire::GetJobT get;
   get.name = "nope";
   EXPECT_EQ(Call(std::move(get)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
+// SubmitJob's name, after and hold: the coordinator edits the text as `cohort submit --name,
+// --after, --hold` does, and stores the edited text; a bad edit is refused naming the field.
+TEST_F(CoordinatorTest, ASubmissionsEditsAreMadeToItsTextBeforeItIsParsed) {
+  ASSERT_TRUE(Submit(JobYaml("first", 0, 0)).ok());
+  wire::SubmitJobT req;
+  req.spec_yaml = JobYaml("x", 0, 0);
+  req.spec_yaml.replace(0, req.spec_yaml.find('\n'), "name_prefix: gen");
+  req.name = "renamed";
+  req.after = {"first:ended"};
+  req.hold = true;
+  Message reply = Call(wire::SubmitJobT(req));
+  ASSERT_NE(reply.As<wire::SubmitJobReply>(), nullptr) << reply.ErrorStatus().ToString();
+  EXPECT_EQ(Str(reply.As<wire::SubmitJobReply>()->name()), "renamed");
+  const JobRecord* job = coordinator_->FindJob("renamed");
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->state, JobState::SUSPENDED);
+  EXPECT_TRUE(job->spec.name_prefix.empty());
+  ASSERT_EQ(job->spec.scheduling.after.size(), 1u);
+  EXPECT_EQ(job->spec.scheduling.after[0], (JobDependency{"first", AfterCondition::kEnded}));
+  EXPECT_NE(job->spec_yaml.find("renamed"), std::string::npos) << job->spec_yaml;
+
+  req.name = "9lives";
+  Status bad_name = Call(wire::SubmitJobT(req)).ErrorStatus();
+  EXPECT_EQ(bad_name.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_name.message().find("name: '9lives' is not a valid job name"), std::string::npos)
+      << bad_name.message();
+  req.name = "other";
+  req.after = {"first:maybe"};
+  Status bad_after = Call(wire::SubmitJobT(req)).ErrorStatus();
+  EXPECT_EQ(bad_after.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_after.message().find("after: "), std::string::npos) << bad_after.message();
+  EXPECT_NE(bad_after.message().find("'maybe'"), std::string::npos) << bad_after.message();
+  EXPECT_EQ(coordinator_->FindJob("other"), nullptr);
 }
 
 TEST_F(CoordinatorTest, MalformedFramesNeverCrashIt) {

@@ -912,6 +912,7 @@ TEST_F(IntegrationTest, PythonClientRunsJobsAndStudies) {
   ASSERT_TRUE(std::filesystem::exists(std::string(COHORT_PYTHON_DIR) + "/cohort/wire/Envelope.py"))
       << "the cohort Python package (target cohort_python) is not in " << COHORT_PYTHON_DIR;
   StartAgent("node-a", 0);
+  StartAgent("node-b", 0);
   auto run = ct::RunProcess(
       "/usr/bin/python3", {COHORT_PYTHON_CHECK, cluster_->client_endpoint(), cluster_->scratch("")},
       {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 50s);

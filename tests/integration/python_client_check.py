@@ -5,15 +5,17 @@ Run by integration_test's PythonClientRunsJobsAndStudies (see check_util.py).
 
 import os
 import pwd
+import warnings
 
 from check_util import check, run_checks
-from cohort import Client, CohortError
+from cohort import Client, CohortError, CohortWarning
 
 
 def main(endpoint, scratch):
     with Client(endpoint, timeout_s=10.0) as client:
         nodes = client.nodes()
-        check(len(nodes) == 1 and nodes[0]["state"] == "READY", f"one READY node: {nodes}")
+        check(len(nodes) == 2 and all(n["state"] == "READY" for n in nodes),
+              f"two READY nodes: {nodes}")
         check(nodes[0]["labels"] == "", f"a node started without --label has none: {nodes}")
         # An admin's label edits (no --admins here: every client may), and their reset.
         node = nodes[0]["node_id"]
@@ -81,6 +83,32 @@ def main(endpoint, scratch):
         check(held_job["state"] == "SUSPENDED" and "scheduling.hold" in held_job["message"],
               f"a held job: {held_job['state']}: {held_job['message']}")
         client.cancel(held)
+        # The same as a dict, with submit's keywords: the coordinator renames it, adds to its
+        # after and holds it; its warning (two nodes, no output root) comes as a CohortWarning.
+        spec = {"name_prefix": "py", "output_dir": os.path.join(scratch, "py_dict"),
+                "worker_pools": [{"role": "chief", "process": {"command": ["/bin/true"]}}],
+                "scheduling": {"after": ["py_job"]}}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            named = client.submit(spec, name="py_dict", after="py_held:ended", hold=True)
+        check(named == "py_dict", f"submit with name= returned {named!r}")
+        dict_job = client.get_job(named)
+        check(dict_job["state"] == "SUSPENDED", f"held: {dict_job['state']}")
+        check([str(w.message) for w in caught if issubclass(w.category, CohortWarning)
+               and "is not on checked shared storage" in str(w.message)] != [],
+              f"the storage warning: {[str(w.message) for w in caught]}")
+        client.cancel(named)
+        try:
+            client.submit(spec, name="9lives")
+            check(False, "an invalid name was taken")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "'9lives' is not a valid job name" in str(e),
+                  f"error: {e}")
+        try:
+            client.submit(spec, after=["py_job:maybe"])
+            check(False, "an invalid after was taken")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "after: " in str(e), f"error: {e}")
         text, complete = b"", False
         for _ in range(100):
             data, offset, complete = client.read_logs("py_job", "chief-0", len(text))
