@@ -303,36 +303,45 @@ Its output directory (checkpoints, models) is left as it is. A job not finished 
 )",
        Delete},
       {"nodes",
-       {{"--json", false, ""}},
-       "nodes [--json]",
+       {{"--json", false, ""}, {"--selector", true, "-l"}},
+       "nodes [-l SELECTOR] [--json]",
        "registered agents and their capacity",
        R"(
 Lists the registered agents: address, state, GPUs/CPUs/memory used of total, replicas, last
 heartbeat.
+  -l, --selector SELECTOR
+            only the nodes whose labels match (Kubernetes' selector syntax, as kubectl's -l):
+            rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance,nvidia.com/gpu.memory>40000
   --json    print a JSON array of nodes
 )",
        Nodes},
       {"cordon",
-       {},
-       "cordon NODE",
+       {{"--selector", true, "-l"}},
+       "cordon NODE|-l SELECTOR",
        "place nothing new on a node (kept across restarts)",
        R"(
 Marks the node cordoned: the scheduler places nothing new there; what runs there keeps running.
 The mark is stored by the coordinator and survives its restart and the agent's re-registration.
 `cohort nodes` shows the node CORDONED. An admin's verb.
+  -l, --selector SELECTOR
+            every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
+            rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing
 )",
        Cordon},
       {"uncordon",
-       {},
-       "uncordon NODE",
+       {{"--selector", true, "-l"}},
+       "uncordon NODE|-l SELECTOR",
        "undo cordon or drain",
        R"(
 Clears a cordon or drain: the node takes new replicas again. An admin's verb.
+  -l, --selector SELECTOR
+            every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
+            rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing
 )",
        Uncordon},
       {"drain",
-       {{"--now", false, ""}},
-       "drain NODE [--now]",
+       {{"--now", false, ""}, {"--selector", true, "-l"}},
+       "drain NODE|-l SELECTOR [--now]",
        "cordon a node and let its replicas finish, or move\nthem now",
        R"(
 Cordons the node and lets the replicas running there finish; `cohort nodes` shows it DRAINING,
@@ -340,11 +349,14 @@ then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it.
   --now     also preempt every job with a replica there: its replicas are stopped (SIGTERM, the
             grace period, so they checkpoint), and the job goes back to the queue and resumes
             from its newest checkpoint on other nodes; no restart of its budget is spent
+  -l, --selector SELECTOR
+            every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
+            rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing
 )",
        Drain},
       {"label",
-       {{"--reset", false, ""}},
-       "label NODE [KEY=VALUE|KEY-]... [--reset]",
+       {{"--reset", false, ""}, {"--selector", true, "-l"}},
+       "label NODE|-l SELECTOR [KEY=VALUE|KEY-]... [--reset]",
        "set or remove a node's labels (kept across restarts)",
        R"(
 Edits the labels node_selector, node_affinity and preferred_node_affinity match, as `kubectl
@@ -356,16 +368,22 @@ Kubernetes' IgnoredDuringExecution). `cohort nodes` shows the labels the node ha
 its label_edits. An admin's verb.
   --reset   drop the node's earlier edits first: with no KEY=VALUE or KEY-, the node has its
             agent's labels again
+  -l, --selector SELECTOR
+            every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
+            rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing
 )",
        Label},
       {"forget",
-       {},
-       "forget NODE",
+       {{"--selector", true, "-l"}},
+       "forget NODE|-l SELECTOR",
        "remove a LOST node from the node list",
        R"(
 Removes a LOST node (and its cordon or drain) from the coordinator's node list. A node that is
 heard from is refused (exit 2): stop its agent first. If its agent comes back later it registers
 as a new node. An admin's verb.
+  -l, --selector SELECTOR
+            every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
+            rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing
 )",
        Forget},
       {"queues",

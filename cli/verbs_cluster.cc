@@ -28,18 +28,72 @@ std::string FormatHours(double h) {
   return buf;
 }
 
-// cordon, uncordon, drain, forget: one NODE, one NodeAdmin action; prints what was done.
-int NodeAdminVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb,
-                  const std::string& action) {
-  if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one NODE");
+// The -l SELECTOR of a verb, parsed (nullopt without one).
+StatusOr<std::optional<NodeSelector>> SelectorFlag(const ParsedArgs& args) {
+  if (!args.Has("--selector")) return std::optional<NodeSelector>();
+  COHORT_ASSIGN_OR_RETURN(NodeSelector selector, ParseNodeSelector(args.Get("--selector")));
+  return std::optional<NodeSelector>(std::move(selector));
+}
+
+// Whether `node`'s labels match `selector`.
+bool Selected(const NodeSelector& selector, const wire::NodeInfoT& node) {
+  StatusOr<NodeLabels> labels = ParseNodeLabels(node.labels);
+  return labels.ok() && selector.Matches(*labels);
+}
+
+// Runs `action` of NodeAdmin, with `items` (label's edits), on the verb's NODE or on every
+// registered node -l SELECTOR matches, in `cohort nodes`' order (none matching is no error, as
+// with kubectl's -l); prints what was done. The exit code of the first that failed (the others
+// are still tried), else 0.
+int AdminTargets(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+                 const std::string& action, const std::vector<std::string>& items,
+                 bool print_labels) {
+  auto selector = SelectorFlag(args);
+  if (!selector.ok()) return UsageError(ctx.err, verb, selector.status().message());
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  auto reply = client->AdminNode(args.positionals[0], action);
-  if (!reply.ok()) return Fail(ctx.err, reply.status());
-  ctx.out << reply->message;
-  if (reply->node) ctx.out << " (" << reply->node->state << ")";
-  ctx.out << "\n";
-  return kExitOk;
+  std::vector<std::string> targets;
+  if (!*selector) {
+    targets.push_back(args.positionals[0]);
+  } else {
+    auto nodes = client->ListNodes();
+    if (!nodes.ok()) return Fail(ctx.err, nodes.status());
+    for (const wire::NodeInfoT& node : *nodes) {
+      if (Selected(**selector, node)) targets.push_back(node.node_id);
+    }
+    if (targets.empty()) {
+      ctx.err << "cohort: no node matches " << args.Get("--selector") << "\n";
+      return kExitOk;
+    }
+  }
+  int exit_code = kExitOk;
+  for (const std::string& node : targets) {
+    auto reply = client->AdminNode(node, action, items);
+    if (!reply.ok()) {
+      const int failed = Fail(ctx.err, reply.status());
+      if (exit_code == kExitOk) exit_code = failed;
+      continue;
+    }
+    ctx.out << reply->message;
+    if (reply->node && !print_labels) ctx.out << " (" << reply->node->state << ")";
+    ctx.out << "\n";
+    if (reply->node && print_labels) {
+      ctx.out << "labels: " << (reply->node->labels.empty() ? "-" : reply->node->labels) << "\n";
+    }
+  }
+  return exit_code;
+}
+
+// cordon, uncordon, drain, forget: one NODE or -l SELECTOR, one NodeAdmin action.
+int NodeAdminVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+                  const std::string& action) {
+  if (args.Has("--selector") && !args.positionals.empty()) {
+    return UsageError(ctx.err, verb, verb + " takes a NODE or -l SELECTOR, not both");
+  }
+  if (!args.Has("--selector") && args.positionals.size() != 1) {
+    return UsageError(ctx.err, verb, verb + " needs one NODE (or -l SELECTOR)");
+  }
+  return AdminTargets(args, ctx, verb, action, {}, /*print_labels=*/false);
 }
 
 }  // namespace
@@ -58,22 +112,20 @@ int Drain(const ParsedArgs& args, const Context& ctx) {
 
 int Label(const ParsedArgs& args, const Context& ctx) {
   const bool reset = args.Has("--reset");
-  if (args.positionals.empty() || (args.positionals.size() == 1 && !reset)) {
-    return UsageError(ctx.err, "label", "label needs a NODE and KEY=VALUE or KEY- (or --reset)");
+  const bool selector = args.Has("--selector");
+  const size_t node_args = selector ? 0 : 1;
+  if (args.positionals.size() < node_args ||
+      (args.positionals.size() == node_args && !reset)) {
+    return UsageError(ctx.err, "label",
+                      "label needs a NODE (or -l SELECTOR) and KEY=VALUE or KEY- (or --reset)");
   }
-  const std::vector<std::string> items(args.positionals.begin() + 1, args.positionals.end());
+  const std::vector<std::string> items(args.positionals.begin() + node_args,
+                                       args.positionals.end());
   if (auto edits = ParseNodeLabelEdits(items); !edits.ok()) {
     return UsageError(ctx.err, "label", edits.status().message());
   }
-  auto client = ConnectClient(ctx);
-  if (!client.ok()) return Fail(ctx.err, client.status());
-  auto reply = client->AdminNode(args.positionals[0], reset ? "label-reset" : "label", items);
-  if (!reply.ok()) return Fail(ctx.err, reply.status());
-  ctx.out << reply->message << "\n";
-  if (reply->node) {
-    ctx.out << "labels: " << (reply->node->labels.empty() ? "-" : reply->node->labels) << "\n";
-  }
-  return kExitOk;
+  return AdminTargets(args, ctx, "label", reset ? "label-reset" : "label", items,
+                      /*print_labels=*/true);
 }
 
 int Forget(const ParsedArgs& args, const Context& ctx) {
@@ -81,7 +133,23 @@ int Forget(const ParsedArgs& args, const Context& ctx) {
 }
 
 int Nodes(const ParsedArgs& args, const Context& ctx) {
-  return ShowAll(args, ctx, "nodes", &CoordinatorClient::ListNodes, NodeToJson, PrintNodes);
+  auto selector = SelectorFlag(args);
+  if (!selector.ok()) return UsageError(ctx.err, "nodes", selector.status().message());
+  return ShowVerb<std::vector<wire::NodeInfoT>>(
+      args, ctx, "nodes", "",
+      [&](CoordinatorClient& client) -> StatusOr<std::vector<wire::NodeInfoT>> {
+        COHORT_ASSIGN_OR_RETURN(std::vector<wire::NodeInfoT> nodes, client.ListNodes());
+        if (*selector) {
+          std::erase_if(nodes, [&](const auto& node) { return !Selected(**selector, node); });
+        }
+        return nodes;
+      },
+      [](const std::vector<wire::NodeInfoT>& nodes) {
+        nlohmann::json array = nlohmann::json::array();
+        for (const wire::NodeInfoT& node : nodes) array.push_back(NodeToJson(node));
+        return array;
+      },
+      PrintNodes);
 }
 
 int Queues(const ParsedArgs& args, const Context& ctx) {

@@ -448,6 +448,126 @@ std::string FormatNodeSelector(const NodeSelector& selector) {
   return out;
 }
 
+namespace {
+
+std::string_view TrimSpaces(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  return text;
+}
+
+// The selector's requirements: split at the commas outside parentheses.
+StatusOr<std::vector<std::string_view>> SelectorTerms(std::string_view text) {
+  std::vector<std::string_view> terms;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ',';
+    if (c == '(' && ++depth > 1) return InvalidArgument("nested parentheses");
+    if (c == ')' && --depth < 0) return InvalidArgument("a ')' without its '('");
+    if (c == ',' && depth == 0) {
+      terms.push_back(TrimSpaces(text.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  if (depth != 0) return InvalidArgument("a '(' without its ')'");
+  return terms;
+}
+
+// One requirement of ParseNodeSelector, added to `selector`.
+Status AddSelectorTerm(std::string_view term, NodeSelector& selector) {
+  auto key_of = [](std::string_view key) -> StatusOr<std::string> {
+    key = TrimSpaces(key);
+    COHORT_RETURN_IF_ERROR(CheckNodeLabel(key, ""));
+    return std::string(key);
+  };
+  auto value_of = [](std::string_view key, std::string_view value) -> StatusOr<std::string> {
+    value = TrimSpaces(value);
+    COHORT_RETURN_IF_ERROR(CheckNodeLabel(key, value));
+    return std::string(value);
+  };
+  if (term.empty()) return InvalidArgument("an empty requirement");
+  if (term.front() == '!' && term.find_first_of("=<>") == std::string_view::npos) {
+    COHORT_ASSIGN_OR_RETURN(std::string key, key_of(term.substr(1)));
+    selector.requirements.push_back({key, LabelOp::kDoesNotExist, {}});
+    return Status::Ok();
+  }
+  if (const size_t open = term.find('('); open != std::string_view::npos) {
+    if (term.back() != ')') return InvalidArgument("expected ')' at the end");
+    std::string_view head = TrimSpaces(term.substr(0, open));
+    const size_t space = head.rfind(' ');
+    const std::string_view word = space == std::string_view::npos ? "" : head.substr(space + 1);
+    if (word != "in" && word != "notin") {
+      return InvalidArgument("expected KEY in (VALUES) or KEY notin (VALUES)");
+    }
+    LabelRequirement req;
+    COHORT_ASSIGN_OR_RETURN(req.key, key_of(head.substr(0, space)));
+    req.op = word == "in" ? LabelOp::kIn : LabelOp::kNotIn;
+    std::string_view list = term.substr(open + 1, term.size() - open - 2);
+    if (TrimSpaces(list).empty()) return InvalidArgument("no values in the parentheses");
+    for (size_t start = 0; start <= list.size();) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string_view::npos) comma = list.size();
+      COHORT_ASSIGN_OR_RETURN(std::string value,
+                              value_of(req.key, list.substr(start, comma - start)));
+      req.values.push_back(std::move(value));
+      start = comma + 1;
+    }
+    std::sort(req.values.begin(), req.values.end());
+    req.values.erase(std::unique(req.values.begin(), req.values.end()), req.values.end());
+    selector.requirements.push_back(std::move(req));
+    return Status::Ok();
+  }
+  if (const size_t op = term.find_first_of("!=<>"); op != std::string_view::npos) {
+    COHORT_ASSIGN_OR_RETURN(std::string key, key_of(term.substr(0, op)));
+    std::string_view rest = term.substr(op);
+    if (rest.substr(0, 2) == "!=") {
+      COHORT_ASSIGN_OR_RETURN(std::string value, value_of(key, rest.substr(2)));
+      selector.requirements.push_back({key, LabelOp::kNotIn, {value}});
+      return Status::Ok();
+    }
+    if (rest.front() == '<' || rest.front() == '>') {
+      const std::string_view number = TrimSpaces(rest.substr(1));
+      if (!LabelInteger(number)) {
+        return InvalidArgument("expected an integer after " + std::string(1, rest.front()));
+      }
+      selector.requirements.push_back(
+          {key, rest.front() == '>' ? LabelOp::kGt : LabelOp::kLt, {std::string(number)}});
+      return Status::Ok();
+    }
+    if (rest.front() != '=') return InvalidArgument("expected =, !=, in, notin, < or >");
+    rest.remove_prefix(rest.substr(0, 2) == "==" ? 2 : 1);
+    COHORT_ASSIGN_OR_RETURN(std::string value, value_of(key, rest));
+    auto [it, added] = selector.labels.emplace(key, value);
+    if (!added && it->second != value) {
+      return InvalidArgument("label " + Quoted(key) + " asked to be both " + Quoted(it->second) +
+                             " and " + Quoted(value));
+    }
+    return Status::Ok();
+  }
+  COHORT_ASSIGN_OR_RETURN(std::string key, key_of(term));
+  selector.requirements.push_back({key, LabelOp::kExists, {}});
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<NodeSelector> ParseNodeSelector(std::string_view text) {
+  NodeSelector selector;
+  if (TrimSpaces(text).empty()) return selector;
+  StatusOr<std::vector<std::string_view>> terms = SelectorTerms(text);
+  if (!terms.ok()) {
+    return InvalidArgument("selector " + Quoted(text) + ": " + terms.status().message());
+  }
+  for (std::string_view term : *terms) {
+    if (Status added = AddSelectorTerm(term, selector); !added.ok()) {
+      return InvalidArgument("selector " + Quoted(text) + ": " + Quoted(term) + ": " +
+                             added.message());
+    }
+  }
+  return selector;
+}
+
 std::string NodeSelectorFields(const NodeSelector& selector) {
   if (selector.requirements.empty()) return "node_selector";
   return selector.labels.empty() ? "node_affinity" : "node_selector, node_affinity";
@@ -457,6 +577,18 @@ std::string FormatNodeLabels(const NodeLabels& labels) {
   std::string out;
   for (const auto& [key, value] : labels) out += (out.empty() ? "" : ",") + key + "=" + value;
   return out;
+}
+
+StatusOr<NodeLabels> ParseNodeLabels(std::string_view text) {
+  NodeLabels labels;
+  for (size_t start = 0; start < text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    COHORT_ASSIGN_OR_RETURN(auto label, ParseNodeLabel(text.substr(start, comma - start)));
+    labels[label.first] = label.second;
+    start = comma + 1;
+  }
+  return labels;
 }
 
 std::optional<int> JobSpec::MinWorkers() const {

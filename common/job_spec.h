@@ -52,6 +52,8 @@ bool LabelsMatch(const NodeLabels& labels, const NodeLabels& selector);
 std::string ToNodeLabelValue(std::string_view text);
 // "gpu=h100,zone=b" ("" for none).
 std::string FormatNodeLabels(const NodeLabels& labels);
+// The inverse of FormatNodeLabels; kInvalidArgument as ParseNodeLabel for a malformed item.
+StatusOr<NodeLabels> ParseNodeLabels(std::string_view text);
 inline constexpr size_t kMaxNodeLabels = 32;
 
 // One expression of a pool's node_affinity (Kubernetes' nodeAffinity matchExpressions, required
@@ -101,6 +103,12 @@ struct NodeSelector {
 // Kubernetes' label selector syntax: "gpu=h100,zone notin (b),infiniband,!maintenance" ("" for an
 // empty selector), Gt and Lt as "mem>40000", "mem<81920".
 std::string FormatNodeSelector(const NodeSelector& selector);
+// The inverse of FormatNodeSelector, as kubectl's -l reads it: comma-separated requirements, each
+// KEY=VALUE (or ==), KEY!=VALUE (NotIn of one value), KEY in (A,B), KEY notin (A,B), KEY (Exists),
+// !KEY (DoesNotExist), KEY>N, KEY<N; spaces around a requirement and its parts are allowed.
+// kInvalidArgument naming the requirement that is malformed, or a key or value CheckNodeLabel
+// refuses; "" is the empty selector (every node).
+StatusOr<NodeSelector> ParseNodeSelector(std::string_view text);
 // The spec fields it comes from: "node_selector", "node_affinity" or "node_selector,
 // node_affinity".
 std::string NodeSelectorFields(const NodeSelector& selector);

@@ -328,6 +328,62 @@ TEST(JobSpecTest, ANodeSelectorNamesLabelsAsAgentsGiveThem) {
   EXPECT_FALSE(LabelsMatch({{"gpu", "h100"}}, {{"gpu", "h100"}, {"zone", "a"}}));
   EXPECT_FALSE(LabelsMatch({{"gpu", "a100"}}, {{"gpu", "h100"}}));
   EXPECT_EQ(FormatNodeLabels({{"zone", "a"}, {"gpu", "h100"}}), "gpu=h100,zone=a");
+  EXPECT_EQ(*ParseNodeLabels("gpu=h100,zone=a,empty="),
+            (NodeLabels{{"gpu", "h100"}, {"zone", "a"}, {"empty", ""}}));
+  EXPECT_TRUE(ParseNodeLabels("")->empty());
+  EXPECT_EQ(ParseNodeLabels("gpu=h100,zone").status().code(), StatusCode::kInvalidArgument);
+}
+
+// ParseNodeSelector reads what FormatNodeSelector writes, and kubectl's -l spellings (==, !=,
+// spaces); each mistake names its requirement.
+TEST(JobSpecTest, ParseNodeSelectorReadsKubernetesSelectorStrings) {
+  NodeSelector every_kind;
+  every_kind.labels = {{"kind", "gpu"}, {"rack", "r1"}};
+  every_kind.requirements = {{"gpu", LabelOp::kIn, {"h100", "h200"}},
+                             {"zone", LabelOp::kNotIn, {"b"}},
+                             {"ib", LabelOp::kExists, {}},
+                             {"maint", LabelOp::kDoesNotExist, {}},
+                             {"nvidia.com/gpu.memory", LabelOp::kGt, {"40000"}},
+                             {"nvidia.com/gpu.memory", LabelOp::kLt, {"-1"}}};
+  const std::string text = FormatNodeSelector(every_kind);
+  StatusOr<NodeSelector> parsed = ParseNodeSelector(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, every_kind) << text;
+  EXPECT_EQ(FormatNodeSelector(*parsed), text);
+
+  StatusOr<NodeSelector> spelled =
+      ParseNodeSelector(" rack == r1 , gpu  in ( h200, h100,h200 ),zone!=b, !maint ");
+  ASSERT_TRUE(spelled.ok()) << spelled.status().ToString();
+  EXPECT_EQ(FormatNodeSelector(*spelled), "rack=r1,gpu in (h100,h200),zone notin (b),!maint");
+  EXPECT_TRUE(spelled->Matches({{"rack", "r1"}, {"gpu", "h100"}}));
+  EXPECT_FALSE(spelled->Matches({{"rack", "r1"}, {"gpu", "h100"}, {"zone", "b"}}));
+  EXPECT_FALSE(spelled->Matches({{"rack", "r2"}, {"gpu", "h100"}}));
+  EXPECT_TRUE(ParseNodeSelector("")->empty());
+  EXPECT_TRUE(ParseNodeSelector("  ")->empty());
+  EXPECT_EQ(ParseNodeSelector("rack=")->labels, (NodeLabels{{"rack", ""}}));
+
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"rack=r1,", "'': an empty requirement"},
+           {"gpu in (a", "a '(' without its ')'"},
+           {"gpu in a)", "a ')' without its '('"},
+           {"gpu in ((a))", "nested parentheses"},
+           {"gpu among (a)", "expected KEY in (VALUES) or KEY notin (VALUES)"},
+           {"gpu in ()", "no values in the parentheses"},
+           {"gpu in (a) x", "expected ')' at the end"},
+           {"mem>big", "expected an integer after >"},
+           {"rack!r1", "expected =, !=, in, notin, < or >"},
+           {"rack=r1,rack=r2", "label 'rack' asked to be both 'r1' and 'r2'"},
+           {"-rack", "label key '-rack' is not valid"},
+           {"rack=r 1", "label value 'r 1' is not valid"},
+           {"!", "label key '' is not valid"}}) {
+    StatusOr<NodeSelector> refused = ParseNodeSelector(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(why), std::string::npos)
+        << bad << ": " << refused.status().message();
+    EXPECT_EQ(refused.status().message().rfind("selector '" + bad + "'", 0), 0u)
+        << refused.status().message();
+  }
 }
 
 // node_affinity takes Kubernetes' matchExpressions (In, NotIn, Exists, DoesNotExist, Gt, Lt); In's

@@ -203,6 +203,70 @@ TEST_F(Day2Test, LabelEditsANodesLabelsForPlacementAndSurviveACoordinatorRestart
   EXPECT_EQ(Node(a).value("labels", ""), "pool=fast");
 }
 
+// -l SELECTOR: `cohort nodes` lists, and cordon, label, uncordon, drain act on, every node whose
+// labels match (a rack at once), as kubectl's -l.
+TEST_F(Day2Test, ASelectorPicksTheNodesOfARackForNodesCordonLabelAndDrain) {
+  std::vector<std::string> ids;
+  for (const std::string rack : {"r1", "r1", "r2"}) {
+    ct::AgentOptions options;
+    options.node_id = UniqueNodeId("rack-" + rack);
+    options.cpus = 2;
+    options.extra_args = {"--label", "rack=" + rack};
+    ASSERT_EQ(cluster_->StartAgent(options), "");
+    ids.push_back(options.node_id);
+  }
+  auto listed = [&](const std::string& selector) {
+    auto run = RunCli({"nodes", "-l", selector, "--json"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    std::set<std::string> out;
+    json nodes = json::parse(run.out, nullptr, false);
+    if (nodes.is_array()) {
+      for (const auto& n : nodes) out.insert(n.value("node_id", ""));
+    }
+    return out;
+  };
+  const std::set<std::string> rack1 = {ids[0], ids[1]};
+  EXPECT_EQ(listed("rack=r1"), rack1);
+  EXPECT_EQ(listed("rack notin (r1)"), std::set<std::string>{ids[2]});
+  EXPECT_EQ(listed("rack"), (std::set<std::string>{ids[0], ids[1], ids[2]}));
+  EXPECT_EQ(listed("!rack"), std::set<std::string>{});
+
+  auto cordon = RunCli({"cordon", "-l", "rack=r1"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
+  for (const std::string& id : rack1) {
+    EXPECT_NE(cordon.out.find("node " + id + " cordoned (CORDONED)"), std::string::npos)
+        << cordon.out;
+    EXPECT_EQ(Node(id).value("state", ""), "CORDONED");
+  }
+  EXPECT_EQ(Node(ids[2]).value("state", ""), "READY");
+  // A job goes to the one node of r2.
+  EXPECT_EQ(WaitRunning(Submit(JobFile("name: off-r1", "sleep 60"))), ids[2]);
+
+  auto label = RunCli({"label", "--selector=rack=r1", "maintenance=2026-12"});
+  ASSERT_EQ(label.exit_code, 0) << label.out << label.err;
+  EXPECT_EQ(listed("maintenance"), rack1);
+  ASSERT_EQ(RunCli({"uncordon", "-l", "maintenance"}).exit_code, 0);
+  for (const std::string& id : rack1) EXPECT_EQ(Node(id).value("state", ""), "READY");
+  ASSERT_EQ(RunCli({"label", "-l", "rack in (r1, r2)", "--reset"}).exit_code, 0);
+  EXPECT_EQ(listed("maintenance"), std::set<std::string>{});
+  auto drain = RunCli({"drain", "-l", "rack=r2"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.out << drain.err;
+  EXPECT_EQ(Node(ids[2]).value("state", ""), "DRAINING");
+
+  // Nothing matching does nothing, and says so; a bad selector and NODE with -l are usage errors.
+  auto none = RunCli({"cordon", "-l", "rack=r9"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "");
+  EXPECT_NE(none.err.find("no node matches rack=r9"), std::string::npos) << none.err;
+  auto bad = RunCli({"cordon", "-l", "rack in (r1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("selector 'rack in (r1': a '(' without its ')'"), std::string::npos)
+      << bad.err;
+  EXPECT_EQ(RunCli({"nodes", "-l", "rack=r 1"}).exit_code, 2);
+  EXPECT_EQ(RunCli({"cordon", ids[0], "-l", "rack=r1"}).exit_code, 2);
+  for (const std::string& id : rack1) EXPECT_EQ(Node(id).value("state", ""), "READY");
+}
+
 TEST_F(Day2Test, DrainLetsTheRunningJobFinishThenPlacesNothingThere) {
   std::string a = StartNode("drain-a");
   std::string marker = cluster_->scratch("release");
