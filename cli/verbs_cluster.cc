@@ -114,8 +114,7 @@ int Label(const ParsedArgs& args, const Context& ctx) {
   const bool reset = args.Has("--reset");
   const bool selector = args.Has("--selector");
   const size_t node_args = selector ? 0 : 1;
-  if (args.positionals.size() < node_args ||
-      (args.positionals.size() == node_args && !reset)) {
+  if (args.positionals.size() < node_args || (args.positionals.size() == node_args && !reset)) {
     return UsageError(ctx.err, "label",
                       "label needs a NODE (or -l SELECTOR) and KEY=VALUE or KEY- (or --reset)");
   }
