@@ -746,15 +746,33 @@ Status ValidateJobSpec(const JobSpec& spec) {
                              "]: a job cannot run after itself");
     }
   }
-  if (!s.required_topology.empty() && !s.preferred_topology.empty()) {
-    return InvalidArgument("scheduling: give required_topology or preferred_topology, not both");
-  }
-  for (const auto& [field, key] : {std::pair{"required_topology", &s.required_topology},
-                                   std::pair{"preferred_topology", &s.preferred_topology}}) {
-    if (key->empty()) continue;
-    if (Status bad = CheckNodeLabel(*key, ""); !bad.ok()) {
-      return InvalidArgument("scheduling." + std::string(field) + ": " + bad.message());
+  if (!s.required_topology.empty()) {
+    if (Status bad = CheckNodeLabel(s.required_topology, ""); !bad.ok()) {
+      return InvalidArgument("scheduling.required_topology: " + bad.message());
     }
+  }
+  for (size_t i = 0; i < s.preferred_topology.size(); ++i) {
+    const std::string& key = s.preferred_topology[i];
+    const std::string field = s.preferred_topology.size() == 1
+                                  ? "scheduling.preferred_topology"
+                                  : "scheduling.preferred_topology[" + std::to_string(i) + "]";
+    if (Status bad = CheckNodeLabel(key, ""); !bad.ok()) {
+      return InvalidArgument(field + ": " + bad.message());
+    }
+    if (key == s.required_topology) {
+      return InvalidArgument(field + ": " + key +
+                             " is the required_topology already (a preferred level is a tighter "
+                             "one inside it)");
+    }
+    if (std::find(s.preferred_topology.begin(), s.preferred_topology.begin() + i, key) !=
+        s.preferred_topology.begin() + i) {
+      return InvalidArgument(field + ": " + key + " is named twice");
+    }
+  }
+  if (s.TopologyLevels().size() > kMaxTopologyLevels) {
+    return InvalidArgument("scheduling: at most " + std::to_string(kMaxTopologyLevels) +
+                           " topology levels (preferred_topology and required_topology), got " +
+                           std::to_string(s.TopologyLevels().size()));
   }
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +

@@ -213,6 +213,8 @@ std::string FormatJobDependency(const JobDependency& dependency);
 // "JOB[:succeeded|failed|ended]"; kInvalidArgument naming what is wrong.
 StatusOr<JobDependency> ParseJobDependency(std::string_view text);
 
+inline constexpr size_t kMaxTopologyLevels = 4;
+
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
@@ -237,15 +239,20 @@ struct SchedulingSpec {
   // Submitted SUSPENDED (Slurm's --hold, Kubeflow's runPolicy.suspend at creation): placed only
   // once `cohort resume` queues it.
   bool hold = false;
-  // A node label key (a rack, a switch, an NVLink domain) whose value every node of the job must
-  // share (Kueue's podset-required-topology, Slurm's --switches): the whole job, every pool, on
-  // nodes of one rack; nodes without the label take none of it. preferred_topology: the same
-  // where one value has room, else anywhere. "": none; at most one of the two.
+  // Node label keys (a rack, a switch, an NVLink domain) the job keeps inside (Kueue's
+  // topology-aware scheduling, Slurm's --switches). required_topology K: the whole job, every
+  // pool, on nodes that share one value of K; nodes without the label take none of it.
+  // preferred_topology: levels tried tightest first, each the same where one of its values has
+  // room: [rack, block] tries one rack, then one block, then (without a required_topology)
+  // anywhere. With both, the preferred levels come first, each inside one value of the required
+  // key. "" / empty: none; distinct keys, at most kMaxTopologyLevels in all.
   std::string required_topology;
-  std::string preferred_topology;
-  // The one of the two that is set ("" for none), and whether it is the required one.
-  const std::string& topology() const {
-    return required_topology.empty() ? preferred_topology : required_topology;
+  std::vector<std::string> preferred_topology;
+  // The levels tried, tightest first: the preferred ones, then the required one (empty: none).
+  std::vector<std::string> TopologyLevels() const {
+    std::vector<std::string> levels = preferred_topology;
+    if (!required_topology.empty()) levels.push_back(required_topology);
+    return levels;
   }
 
   bool operator==(const SchedulingSpec&) const = default;

@@ -205,10 +205,19 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
         r.Bool(node["restart_job_on_worker_restart"], path + ".restart_job_on_worker_restart"));
   }
   for (auto [key, field] : {std::pair{"queue", &s.queue}, std::pair{"priority", &s.priority},
-                            std::pair{"required_topology", &s.required_topology},
-                            std::pair{"preferred_topology", &s.preferred_topology}}) {
+                            std::pair{"required_topology", &s.required_topology}}) {
     if (!Reader::Has(node, key)) continue;
     COHORT_ASSIGN_OR_RETURN(*field, r.String(node[key], path + "." + key));
+  }
+  if (Reader::Has(node, "preferred_topology")) {
+    // One key, or a list of levels.
+    const YAML::Node& n = node["preferred_topology"];
+    if (n.IsSequence()) {
+      COHORT_ASSIGN_OR_RETURN(s.preferred_topology, r.StringList(n, path + ".preferred_topology"));
+    } else {
+      COHORT_ASSIGN_OR_RETURN(std::string key, r.String(n, path + ".preferred_topology"));
+      if (!key.empty()) s.preferred_topology.push_back(std::move(key));
+    }
   }
   if (Reader::Has(node, "hang_timeout")) {
     const YAML::Node& n = node["hang_timeout"];
@@ -532,8 +541,12 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (!spec.scheduling.required_topology.empty()) {
     out << YAML::Key << "required_topology" << YAML::Value << spec.scheduling.required_topology;
   }
-  if (!spec.scheduling.preferred_topology.empty()) {
-    out << YAML::Key << "preferred_topology" << YAML::Value << spec.scheduling.preferred_topology;
+  if (spec.scheduling.preferred_topology.size() == 1) {
+    out << YAML::Key << "preferred_topology" << YAML::Value
+        << spec.scheduling.preferred_topology[0];
+  } else if (!spec.scheduling.preferred_topology.empty()) {
+    out << YAML::Key << "preferred_topology" << YAML::Value << YAML::Flow
+        << spec.scheduling.preferred_topology;
   }
   out << YAML::EndMap;
   out << YAML::EndMap;

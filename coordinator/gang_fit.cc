@@ -158,9 +158,9 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
   }
 
   if (Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kJob)) return Status::Ok();
-  if (!demands.empty() && demands.front().topology != nullptr &&
-      !demands.front().topology_preferred) {
-    const std::string& key = *demands.front().topology;
+  if (const std::string* required = demands.empty() ? nullptr : RequiredTopology(demands.front());
+      required != nullptr) {
+    const std::string& key = *required;
     std::vector<ReplicaDemand> anywhere = demands;
     for (ReplicaDemand& d : anywhere) d.topology = nullptr;
     if (Scheduler::FindGang(anywhere, view, false, Scheduler::PortNeed::kNone)) {
@@ -258,12 +258,11 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
            "chief's; a host has at most " +
            std::to_string(most) + " of --port-range free";
   }
-  const bool one_value = !demands.empty() && demands.front().topology != nullptr &&
-                         !demands.front().topology_preferred;
+  const std::string* required = demands.empty() ? nullptr : RequiredTopology(demands.front());
   return "waiting for room for its " + Count(static_cast<int64_t>(demands.size()), "replica") +
          " together (" + Describe(Total(demands)) + " in all" +
-         (one_value ? ", on nodes of one " + *demands.front().topology + " (required_topology)"
-                    : std::string()) +
+         (required != nullptr ? ", on nodes of one " + *required + " (required_topology)"
+                              : std::string()) +
          "): each fits now, not all at once";
 }
 

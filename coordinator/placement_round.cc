@@ -126,32 +126,49 @@ SpreadOccupied SpreadOccupiedBy(const JobRecord& job, const NodeIndex& node_inde
   return out;
 }
 
-// `demand` (of `job`'s pool) for a replica placed alone, a restart or elastic growth: with a
-// topology, narrowed to the label value of the nodes where the job's replicas hold resources (the
-// Scheduler's "Topology"); as it is when none of them does, or none of their nodes has the label.
-ReplicaDemand InJobDomain(const JobRecord& job, const ReplicaDemand& demand,
-                          const NodeRegistry& nodes) {
-  if (demand.topology == nullptr) return demand;
+// What a replica of `job` placed alone (a restart, elastic growth) of `demand` (its pool's) tries,
+// in order: with a topology, `demand` narrowed to each level's value where the job's replicas hold
+// resources (the first such replica's node; tightest level first, each with the required level's
+// value), then, without a required level, anywhere (the Scheduler's "Topology"); `demand` alone
+// when it has no topology or no replica of the job holds resources.
+std::vector<ReplicaDemand> JobDomains(const JobRecord& job, const ReplicaDemand& demand,
+                                      const NodeRegistry& nodes) {
+  if (demand.topology == nullptr) return {demand};
+  const NodeRecord* home = nullptr;
   for (const auto& r : job.replicas) {
     if (!JobController::HoldsResources(r)) continue;
-    const NodeRecord* node = nodes.Find(r.node_id);
-    if (node == nullptr) continue;
-    auto label = node->labels.find(*demand.topology);
-    if (label != node->labels.end()) return InDomain(demand, label->second);
+    home = nodes.Find(r.node_id);
+    if (home != nullptr) break;
   }
-  return demand;
+  if (home == nullptr) return {demand};
+  const std::string* required = RequiredTopology(demand);
+  NodeLabels outer;
+  if (required != nullptr) {
+    auto value = home->labels.find(*required);
+    if (value == home->labels.end()) return {demand};
+    outer.emplace(*required, value->second);
+  }
+  std::vector<ReplicaDemand> domains;
+  for (const std::string& key : *demand.topology) {
+    auto value = home->labels.find(key);
+    if (value == home->labels.end()) continue;
+    NodeLabels domain = outer;
+    domain[key] = value->second;
+    domains.push_back(InDomain(demand, domain));
+  }
+  if (required == nullptr) domains.push_back(InDomain(demand, {}));
+  return domains;
 }
 
-// PlaceOne or PlaceGang of `demands` (each InJobDomain'd), and for a preferred topology, when
-// that found no room, of them anywhere.
+// `place`'s answer for the first of `domains` (JobDomains) where it found room; none when none.
 template <typename Place>
-auto PlaceInJobDomain(const std::vector<ReplicaDemand>& pool_demands,
-                      const std::vector<ReplicaDemand>& demands, const Place& place) {
-  auto slots = place(demands);
-  if (slots || pool_demands.empty() || !pool_demands.front().topology_preferred) return slots;
-  std::vector<ReplicaDemand> anywhere = pool_demands;
-  for (ReplicaDemand& d : anywhere) d.topology = nullptr;
-  return place(anywhere);
+auto PlaceInJobDomains(const std::vector<ReplicaDemand>& domains, const Place& place) {
+  decltype(place(domains.front())) slots;
+  for (const ReplicaDemand& domain : domains) {
+    slots = place(domain);
+    if (slots) break;
+  }
+  return slots;
 }
 
 bool IsLive(const JobRecord& job) {
@@ -303,16 +320,13 @@ void ResizeElasticJobs(JobController& jobs, const NodeRegistry& nodes, const Rou
     const ReplicaRecord& chief = job->replicas.front();
     if (running >= max || now_ms - chief.state_time_ms < elastic.settle_ms) continue;
     const ReplicaDemand worker = PoolDemand(job->spec, *job->spec.FindPool(Role::kWorker));
-    const ReplicaDemand in_domain = InJobDomain(*job, worker, nodes);
+    const std::vector<ReplicaDemand> domains = JobDomains(*job, worker, nodes);
     for (int more = max - running; more >= 1; --more) {
-      const std::vector<ReplicaDemand> pool_demands(static_cast<size_t>(more), worker);
-      auto slots = PlaceInJobDomain(
-          pool_demands, std::vector<ReplicaDemand>(static_cast<size_t>(more), in_domain),
-          [&](const std::vector<ReplicaDemand>& demands) {
-            return Scheduler::PlaceGang(demands, view, job->needs_shared_storage,
-                                        Scheduler::PortNeed::kReplicas,
-                                        SpreadOccupiedBy(*job, node_index));
-          });
+      auto slots = PlaceInJobDomains(domains, [&](const ReplicaDemand& domain) {
+        return Scheduler::PlaceGang(std::vector<ReplicaDemand>(static_cast<size_t>(more), domain),
+                                    view, job->needs_shared_storage, Scheduler::PortNeed::kReplicas,
+                                    SpreadOccupiedBy(*job, node_index));
+      });
       if (!slots) continue;
       std::set<std::string> where;
       for (const ReplicaSlot& s : *slots)
@@ -384,26 +398,24 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
         continue;
       }
       const ReplicaDemand pool_demand = PoolDemand(job->spec, job->PoolOf(r));
-      const ReplicaDemand demand = InJobDomain(*job, pool_demand, nodes);
+      const std::vector<ReplicaDemand> domains = JobDomains(*job, pool_demand, nodes);
       auto pref = node_index.find(r.last_node);
       const bool chief = &r == &job->replicas.front();
       const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;
-      auto slot = PlaceInJobDomain(
-          {pool_demand}, {demand},
-          [&](const std::vector<ReplicaDemand>& demands) -> std::optional<ReplicaSlot> {
-            return Scheduler::PlaceOne(
-                demands.front(), pref == node_index.end() ? -1 : pref->second.node, view,
-                job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
-          });
+      auto slot = PlaceInJobDomains(domains, [&](const ReplicaDemand& domain) {
+        return Scheduler::PlaceOne(domain, pref == node_index.end() ? -1 : pref->second.node, view,
+                                   job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
+      });
       if (!slot) {
         // A job on the shared output root says when that is what holds it (few nodes share it),
         // and one that keeps to one label value which.
+        const ReplicaDemand& widest = domains.back();
         std::string waiting = job->needs_shared_storage
-                                  ? "waiting to restart: " + WaitingReason({demand}, view, true)
+                                  ? "waiting to restart: " + WaitingReason({widest}, view, true)
                                   : "waiting for resources to restart";
-        if (demand.topology == nullptr && pool_demand.topology != nullptr &&
-            !pool_demand.topology_preferred) {
-          waiting += " on its " + *pool_demand.topology + "'s nodes (required_topology)";
+        if (const std::string* required = RequiredTopology(pool_demand);
+            required != nullptr && widest.topology == nullptr) {
+          waiting += " on its " + *required + "'s nodes (required_topology)";
         }
         jobs.SetWaitingMessage(*job, r, waiting);
         continue;
@@ -412,8 +424,8 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
       const int space = view.nodes[static_cast<size_t>(slot->node)].port_space;
       if (chief && space != ports_space) MoveJobPorts(jobs, *job, space, view, now_ms);
       QueueState& q = input.queues[static_cast<size_t>(job->queue_index)];
-      q.gpus_used += demand.gpus;
-      q.cpus_used += demand.cpus;
+      q.gpus_used += pool_demand.gpus;
+      q.cpus_used += pool_demand.cpus;
     }
   }
 

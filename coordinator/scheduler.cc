@@ -125,21 +125,28 @@ const NodeSelector* InternSelector(const NodeSelector& selector) {
   return &*selectors->insert(selector).first;
 }
 
-const std::string* InternTopology(const std::string& key) {
-  if (key.empty()) return nullptr;
+const std::vector<std::string>* InternTopology(const std::vector<std::string>& levels) {
+  if (levels.empty()) return nullptr;
   static std::mutex mu;
-  static auto* keys = new std::set<std::string>();  // never freed
+  static auto* lists = new std::set<std::vector<std::string>>();  // never freed
   std::lock_guard<std::mutex> lock(mu);
-  return &*keys->insert(key).first;
+  return &*lists->insert(levels).first;
 }
 
-ReplicaDemand InDomain(const ReplicaDemand& demand, const std::string& value) {
+const std::string* RequiredTopology(const ReplicaDemand& demand) {
+  if (demand.topology == nullptr || demand.topology_preferred) return nullptr;
+  return &demand.topology->back();
+}
+
+ReplicaDemand InDomain(const ReplicaDemand& demand, const NodeLabels& domain) {
   ReplicaDemand out = demand;
   out.topology = nullptr;
   out.topology_preferred = false;
-  if (demand.topology == nullptr) return out;
+  if (domain.empty()) return out;
   NodeSelector narrowed = demand.selector != nullptr ? *demand.selector : NodeSelector{};
-  narrowed.requirements.push_back(LabelRequirement{*demand.topology, LabelOp::kIn, {value}});
+  for (const auto& [key, value] : domain) {
+    narrowed.requirements.push_back(LabelRequirement{key, LabelOp::kIn, {value}});
+  }
   std::sort(narrowed.requirements.begin(), narrowed.requirements.end());
   out.selector = InternSelector(narrowed);
   return out;
@@ -311,45 +318,52 @@ std::optional<std::vector<int>> FindGangIn(const std::vector<ReplicaDemand>& rep
   if (replicas.empty() || replicas.front().topology == nullptr) {
     return FindGangAnywhere(replicas, view, shared_storage_only, ports, order, occupied);
   }
-  const std::string& key = *replicas.front().topology;
+  const std::string* required = RequiredTopology(replicas.front());
   int64_t gang_gpus = 0, gang_cpus = 0;
   for (const auto& r : replicas) {
     gang_gpus += r.gpus;
     gang_cpus += r.cpus;
   }
-  // Each value of the key among the nodes that may take work, with what its nodes have free.
-  struct Domain {
+  struct Room {
     int64_t gpus = 0;
     int64_t cpus = 0;
   };
-  std::map<std::string, Domain> domains;
-  for (const NodeFree& n : view.nodes) {
-    if (n.labels == nullptr || !Eligible(n, shared_storage_only)) continue;
-    auto label = n.labels->find(key);
-    if (label == n.labels->end()) continue;
-    Domain& d = domains[label->second];
-    d.gpus += static_cast<int64_t>(n.free_gpus.size());
-    d.cpus += n.free_cpus;
-  }
-  std::vector<std::pair<Domain, const std::string*>> fitting;
-  for (const auto& [value, d] : domains) {
-    if (d.gpus >= gang_gpus && d.cpus >= gang_cpus) fitting.emplace_back(d, &value);
-  }
-  std::sort(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.first.gpus, a.first.cpus, *a.second) <
-           std::tie(b.first.gpus, b.first.cpus, *b.second);
-  });
   std::vector<ReplicaDemand> narrowed(replicas.size());
-  for (const auto& [d, value] : fitting) {
-    for (size_t i = 0; i < replicas.size(); ++i) narrowed[i] = InDomain(replicas[i], *value);
-    auto where = FindGangAnywhere(narrowed, view, shared_storage_only, ports, order, occupied);
-    if (where) return where;
+  for (const std::string& key : *replicas.front().topology) {
+    // This level's domains among the nodes that may take work: each value of its key, below a
+    // required level with the node's value of the required key too, and what their nodes have
+    // free.
+    std::map<NodeLabels, Room> domains;
+    for (const NodeFree& n : view.nodes) {
+      if (n.labels == nullptr || !Eligible(n, shared_storage_only)) continue;
+      auto label = n.labels->find(key);
+      if (label == n.labels->end()) continue;
+      NodeLabels domain{{key, label->second}};
+      if (required != nullptr && *required != key) {
+        auto outer = n.labels->find(*required);
+        if (outer == n.labels->end()) continue;
+        domain.emplace(*required, outer->second);
+      }
+      Room& room = domains[std::move(domain)];
+      room.gpus += static_cast<int64_t>(n.free_gpus.size());
+      room.cpus += n.free_cpus;
+    }
+    std::vector<std::pair<Room, const NodeLabels*>> fitting;
+    for (const auto& [domain, room] : domains) {
+      if (room.gpus >= gang_gpus && room.cpus >= gang_cpus) fitting.emplace_back(room, &domain);
+    }
+    std::sort(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first.gpus, a.first.cpus, *a.second) <
+             std::tie(b.first.gpus, b.first.cpus, *b.second);
+    });
+    for (const auto& [room, domain] : fitting) {
+      for (size_t i = 0; i < replicas.size(); ++i) narrowed[i] = InDomain(replicas[i], *domain);
+      auto where = FindGangAnywhere(narrowed, view, shared_storage_only, ports, order, occupied);
+      if (where) return where;
+    }
   }
-  if (!replicas.front().topology_preferred) return std::nullopt;
-  for (size_t i = 0; i < replicas.size(); ++i) {
-    narrowed[i] = replicas[i];
-    narrowed[i].topology = nullptr;
-  }
+  if (required != nullptr) return std::nullopt;
+  for (size_t i = 0; i < replicas.size(); ++i) narrowed[i] = InDomain(replicas[i], {});
   return FindGangAnywhere(narrowed, view, shared_storage_only, ports, order, occupied);
 }
 
@@ -594,9 +608,9 @@ std::optional<ReplicaSlot> Scheduler::PlaceOne(const ReplicaDemand& demand, int 
                                                const SpreadOccupied& occupied) {
   // A required topology with no value given yet (no replica of the job holds a node): the
   // preferred node must carry the label at least.
+  const std::string* required = RequiredTopology(demand);
   auto in_topology = [&](const NodeFree& n) {
-    return demand.topology == nullptr || demand.topology_preferred ||
-           (n.labels != nullptr && n.labels->count(*demand.topology) > 0);
+    return required == nullptr || (n.labels != nullptr && n.labels->count(*required) > 0);
   };
   const bool preferred_free =
       demand.spread_group == 0 ||

@@ -64,13 +64,17 @@
 //    distinct nodes: the whole gang is never put on one node then, first-fit-decreasing skips a
 //    node that holds one of the group already, and a replica restarted or added alone avoids the
 //    nodes its running pool-mates hold (SpreadOccupied).
-//  - Topology. A job with scheduling.required_topology K (ReplicaDemand::topology) goes whole on
-//    nodes that share one value of label K (a rack): the values are tried best fit first (the
-//    one whose nodes have the fewest free GPUs, then CPUs, that may still hold the gang), each as
-//    the gang's search with every replica's selector narrowed to that value (InDomain); nodes
-//    without the label take none of it. preferred_topology: the same, then anywhere. A replica
-//    placed alone (a restart, elastic growth) is narrowed by its caller to the value its job's
-//    running replicas share. Such a search reads every node once per value tried.
+//  - Topology. A job's topology levels (ReplicaDemand::topology: its preferred_topology keys,
+//    then its required_topology key) are label keys (a rack, a block) tried tightest first: at a
+//    level K the gang goes whole on nodes that share one value of K, the values tried best fit
+//    first (the one whose nodes have the fewest free GPUs, then CPUs, that may still hold the
+//    gang), each as the gang's search with every replica's selector narrowed to that value
+//    (InDomain). Below a required level, each value is also narrowed to one value of the
+//    required key (a rack that spans two zones is tried zone by zone). When no value of any
+//    level has room: with a required level the gang is not placed (nodes without its label take
+//    none of it), else it is placed anywhere. A replica placed alone (a restart, elastic growth)
+//    is narrowed by its caller to the values its job's running replicas share. Such a search
+//    reads every node once per value tried.
 //  - Storage. A job whose output dir lies under the cluster's checked output root
 //    (`needs_shared_storage`: its restore after a move must find its checkpoints there) is placed,
 //    and restarted, only on nodes whose agents read the coordinator's storage marker there
@@ -102,17 +106,20 @@ struct ReplicaDemand {
   int spread_group = 0;
   // Its pool's preferred_node_affinity (InternPreference'd); nullptr: none. See "Preferences".
   const std::vector<NodePreference>* preference = nullptr;
-  // Its job's required_topology or preferred_topology key (InternTopology'd), the same for every
-  // replica of the gang; nullptr: none. See "Topology".
-  const std::string* topology = nullptr;
-  bool topology_preferred = false;  // preferred_topology: anywhere when no one value has room
+  // Its job's topology levels (SchedulingSpec::TopologyLevels, InternTopology'd), the same for
+  // every replica of the gang; nullptr: none. See "Topology".
+  const std::vector<std::string>* topology = nullptr;
+  // No required_topology: anywhere when no value of any level has room.
+  bool topology_preferred = false;
 };
 
-// The one copy of a topology key; nullptr for "". Thread-safe.
-const std::string* InternTopology(const std::string& key);
-// `demand` on nodes whose label *demand.topology is `value` only: its selector narrowed (In
-// [value]), its topology dropped (see "Topology").
-ReplicaDemand InDomain(const ReplicaDemand& demand, const std::string& value);
+// The one copy of a list of topology levels; nullptr for none. Thread-safe.
+const std::vector<std::string>* InternTopology(const std::vector<std::string>& levels);
+// The required level's key of `demand` (the last level), or nullptr when it has none.
+const std::string* RequiredTopology(const ReplicaDemand& demand);
+// `demand` on nodes whose labels have each of `domain`'s values only: its selector narrowed (In
+// [value] per key), its topology dropped (see "Topology").
+ReplicaDemand InDomain(const ReplicaDemand& demand, const NodeLabels& domain);
 
 // The nodes (ClusterView indices) already holding a replica of a spread group: what a replica of
 // that group placed now must avoid ({spread_group, node}).

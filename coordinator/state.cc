@@ -183,8 +183,8 @@ ReplicaDemand PoolDemand(const JobSpec& job, const WorkerPoolSpec& pool) {
                        InternSelector(pool.Selector()),
                        SpreadGroup(pool),
                        InternPreference(pool.preferred_node_affinity),
-                       InternTopology(job.scheduling.topology()),
-                       !job.scheduling.preferred_topology.empty()};
+                       InternTopology(job.scheduling.TopologyLevels()),
+                       job.scheduling.required_topology.empty()};
 }
 
 int SpreadGroup(const WorkerPoolSpec& pool) {

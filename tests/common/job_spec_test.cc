@@ -634,22 +634,41 @@ TEST(JobSpecTest, ApplySubmitEditsMakesTheEditsOfSubmitsFlags) {
 TEST(JobSpecTest, SchedulingTopology) {
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {required_topology: rack}\n");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  EXPECT_EQ(spec->scheduling.topology(), "rack");
-  EXPECT_EQ(spec->scheduling.preferred_topology, "");
+  EXPECT_EQ(spec->scheduling.TopologyLevels(), std::vector<std::string>{"rack"});
+  EXPECT_TRUE(spec->scheduling.preferred_topology.empty());
   StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, *spec);
   spec =
       ParseJobSpec(Minimal() + "scheduling: {preferred_topology: topology.kubernetes.io/zone}\n");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  EXPECT_EQ(spec->scheduling.topology(), "topology.kubernetes.io/zone");
+  EXPECT_EQ(spec->scheduling.TopologyLevels(),
+            std::vector<std::string>{"topology.kubernetes.io/zone"});
   EXPECT_EQ(*ParseJobSpec(JobSpecToYaml(*spec)), *spec);
-  EXPECT_EQ(ParseJobSpec(Minimal())->scheduling.topology(), "");
-  ExpectError(Minimal() + "scheduling: {required_topology: rack, preferred_topology: zone}\n",
-              {"give required_topology or preferred_topology, not both"});
+  EXPECT_TRUE(ParseJobSpec(Minimal())->scheduling.TopologyLevels().empty());
+  EXPECT_EQ(ParseJobSpec(Minimal() + "scheduling: {preferred_topology: [rack]}\n")
+                ->scheduling.preferred_topology,
+            std::vector<std::string>{"rack"});
+
+  // Levels: preferred ones tightest first, then the required one; round-tripped.
+  spec = ParseJobSpec(
+      Minimal() + "scheduling: {preferred_topology: [nvlink, rack], required_topology: zone}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.TopologyLevels(),
+            (std::vector<std::string>{"nvlink", "rack", "zone"}));
+  EXPECT_EQ(*ParseJobSpec(JobSpecToYaml(*spec)), *spec) << JobSpecToYaml(*spec);
+
   ExpectError(Minimal() + "scheduling: {required_topology: \"-rack\"}\n",
               {"scheduling.required_topology: label key '-rack' is not valid"});
-  ExpectError(Minimal() + "scheduling: {preferred_topology: [rack]}\n",
+  ExpectError(Minimal() + "scheduling: {preferred_topology: [rack, \"-block\"]}\n",
+              {"scheduling.preferred_topology[1]: label key '-block' is not valid"});
+  ExpectError(Minimal() + "scheduling: {preferred_topology: [rack, rack]}\n",
+              {"scheduling.preferred_topology[1]: rack is named twice"});
+  ExpectError(Minimal() + "scheduling: {required_topology: rack, preferred_topology: rack}\n",
+              {"scheduling.preferred_topology: rack is the required_topology already"});
+  ExpectError(Minimal() + "scheduling: {preferred_topology: [a, b, c, d], required_topology: e}\n",
+              {"at most 4 topology levels", "got 5"});
+  ExpectError(Minimal() + "scheduling: {preferred_topology: {rack: 1}}\n",
               {"scheduling.preferred_topology"});
 }
 

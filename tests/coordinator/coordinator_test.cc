@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 
 #include "common/wire_string.h"
 #include "coordinator/agent_service.h"
@@ -1018,6 +1019,44 @@ TEST_F(CoordinatorTest, AReplicaOfAJobWithATopologyRestartsInItsJobsRack) {
   EXPECT_NE(worker->node_id, lost);
   EXPECT_NE(worker->node_id, where["chief-0"]);
   EXPECT_FALSE(worker->node_id.empty()) << info.message;
+}
+
+// Topology levels through the loop: preferred rack inside a required block. The gang goes to
+// rack r1; when the node of its worker is lost and r1 has no room left, the worker restarts in
+// r1's block (node-c, rack r2), not in block b2, whose two nodes are as free.
+TEST_F(CoordinatorTest, AReplicaRestartsInItsJobsRackElseItsBlock) {
+  node_labels_["node-a"] = node_labels_["node-b"] = {{"block", "b1"}, {"rack", "r1"}};
+  node_labels_["node-c"] = {{"block", "b1"}, {"rack", "r2"}};
+  node_labels_["node-d"] = node_labels_["node-e"] = {{"block", "b2"}, {"rack", "r3"}};
+  const std::vector<std::string> ids = {"node-a", "node-b", "node-c", "node-d", "node-e"};
+  for (const std::string& id : ids) AddAgent(id, 1);
+  ASSERT_TRUE(
+      Submit(JobYaml("tiered", 1, 1, 3, ", preferred_topology: [rack], required_topology: block"))
+          .ok());
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> launches;
+  for (int i = 0; i < 20 && launches.size() < 2; ++i) {
+    PumpFew();
+    for (auto& launch : TakeLaunchList()) launches.push_back(std::move(launch));
+  }
+  ASSERT_EQ(launches.size(), 2u);
+  RunAll(launches);
+  std::map<std::string, std::string> where;  // replica -> node
+  for (const auto& [node, launch] : launches) where[launch.replica] = node;
+  EXPECT_EQ((std::set<std::string>{where["chief-0"], where["worker-0"]}),
+            (std::set<std::string>{"node-a", "node-b"}));
+  const std::string lost = where["worker-0"];
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(milliseconds(1000));
+    for (const std::string& id : ids) {
+      if (id != lost) Heartbeat(id);
+    }
+    PumpFew();
+  }
+  ASSERT_FALSE(coordinator_->FindNode(lost)->ready);
+  const wire::JobInfoT info = GetJob("tiered");
+  const wire::ReplicaInfoT* worker = Replica(info, "worker-0");
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(worker->node_id, "node-c") << info.message;
 }
 
 TEST_F(CoordinatorTest, NodeSelectorsPlaceReplicasOnNodesWithTheirLabels) {

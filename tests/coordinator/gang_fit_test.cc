@@ -162,6 +162,11 @@ TEST(GangFitTest, ATopologyNeedsOneLabelValueWithRoomForTheWholeJob) {
             "(scheduling.required_topology); none of its 2 values (r1, r2) has room for them all, "
             "even with nothing else running");
   EXPECT_TRUE(check(3, "{preferred_topology: rack}").ok());
+  // Levels: refused for the required one only; preferred levels alone never.
+  EXPECT_EQ(check(3, "{preferred_topology: [host], required_topology: rack}").message(),
+            check(3, "{required_topology: rack}").message());
+  EXPECT_TRUE(check(2, "{preferred_topology: [host], required_topology: rack}").ok());
+  EXPECT_TRUE(check(3, "{preferred_topology: [host, rack]}").ok());
   // Many values: five named, the rest counted.
   for (int i = 0; i < 6; ++i) {
     AddNode(nodes, "s" + std::to_string(i), 1, 16, 0, "", {{"switch", "sw" + std::to_string(i)}});
@@ -180,7 +185,7 @@ TEST(GangFitTest, ATopologyNeedsOneLabelValueWithRoomForTheWholeJob) {
   view.nodes[0].labels = &r1;
   view.nodes[1].labels = &r2;
   ReplicaDemand worker{1, 1, 0};
-  worker.topology = InternTopology("rack");
+  worker.topology = InternTopology({"rack"});
   EXPECT_EQ(WaitingReason({worker, worker, worker}, view),
             "waiting for room for its 3 replicas together (3 GPUs, 3 CPUs in all, on nodes of one "
             "rack (required_topology)): each fits now, not all at once");

@@ -282,7 +282,7 @@ TEST(SchedulerTest, ATopologyKeepsTheGangOnNodesOfOneLabelValue) {
   view.nodes[2].labels = &r2;
   view.nodes[3].labels = &r2_h100;
   ReplicaDemand worker{1, 1, 0};
-  worker.topology = InternTopology("rack");
+  worker.topology = InternTopology({"rack"});
   auto racks_of = [&](const std::vector<int>& where) {
     std::set<std::string> racks;
     for (int n : where) {
@@ -320,7 +320,7 @@ TEST(SchedulerTest, ATopologyKeepsTheGangOnNodesOfOneLabelValue) {
   ASSERT_TRUE(soft_four);
   EXPECT_EQ(racks_of(*soft_four), std::set<std::string>{"r2"}) << "one rack where one has room";
   // A restart narrowed to its job's rack: r1, though it last ran on the bare node.
-  auto slot = Scheduler::PlaceOne(InDomain(worker, "r1"), 4, view, false);
+  auto slot = Scheduler::PlaceOne(InDomain(worker, {{"rack", "r1"}}), 4, view, false);
   ASSERT_TRUE(slot);
   EXPECT_EQ(racks_of({slot->node}), std::set<std::string>{"r1"});
   // A required topology with no value given: not on a node without the label, though preferred.
@@ -331,6 +331,66 @@ TEST(SchedulerTest, ATopologyKeepsTheGangOnNodesOfOneLabelValue) {
   ShapeTable shapes;
   EXPECT_NE(shapes.Intern({worker}), shapes.Intern({ReplicaDemand{1, 1, 0}}));
   EXPECT_NE(shapes.Intern({worker}), shapes.Intern({soft}));
+}
+
+// Topology levels: preferred [rack, block] tries one rack, then one block, then anywhere; with
+// block required, never past one block, and a rack that spans two blocks is tried block by block.
+TEST(SchedulerTest, TopologyLevelsAreTriedTightestFirst) {
+  const NodeLabels b1r1{{"block", "b1"}, {"rack", "r1"}}, b1r2{{"block", "b1"}, {"rack", "r2"}},
+      b2r3{{"block", "b2"}, {"rack", "r3"}}, b3r4{{"block", "b3"}, {"rack", "r4"}};
+  ClusterView view(20000, 20999);
+  // b1: r1 (2 + 2 GPUs), r2 (2); b2: r3 (4 + 4: one rack of 8); r4 is in b2 and b3 (2 + 2).
+  view.nodes = {Node("r1-a", 2), Node("r1-b", 2),  Node("r2-a", 2), Node("r3-a", 4),
+                Node("r3-b", 4), Node("r4-b2", 2), Node("r4-b3", 2)};
+  const NodeLabels b2r4{{"block", "b2"}, {"rack", "r4"}};
+  for (int i : {0, 1}) view.nodes[static_cast<size_t>(i)].labels = &b1r1;
+  view.nodes[2].labels = &b1r2;
+  for (int i : {3, 4}) view.nodes[static_cast<size_t>(i)].labels = &b2r3;
+  view.nodes[5].labels = &b2r4;
+  view.nodes[6].labels = &b3r4;
+  auto where = [&](const std::vector<int>& nodes, const std::string& key) {
+    std::set<std::string> values;
+    for (int n : nodes) values.insert(view.nodes[static_cast<size_t>(n)].labels->at(key));
+    return values;
+  };
+  ReplicaDemand preferred{1, 1, 0};
+  preferred.topology = InternTopology({"rack", "block"});
+  preferred.topology_preferred = true;
+  ReplicaDemand required = preferred;
+  required.topology_preferred = false;
+  EXPECT_EQ(*RequiredTopology(required), "block");
+  EXPECT_EQ(RequiredTopology(preferred), nullptr);
+  auto gang = [](int n, const ReplicaDemand& d) { return std::vector<ReplicaDemand>(n, d); };
+
+  // Four: r1 and r4 hold them (4 GPUs each); r1 is one rack of one block, r4 spans two.
+  auto four = Scheduler::FindGang(gang(4, preferred), view);
+  ASSERT_TRUE(four);
+  EXPECT_EQ(where(*four, "rack"), std::set<std::string>{"r1"});
+  // Six: no rack but r3 (8 GPUs) holds them; r3 is the only rack with room.
+  auto six = Scheduler::FindGang(gang(6, preferred), view);
+  ASSERT_TRUE(six);
+  EXPECT_EQ(where(*six, "rack"), std::set<std::string>{"r3"});
+  // Nine: no rack; b2 (r3 + r4-b2: 10 GPUs) is the one block with room.
+  auto nine = Scheduler::FindGang(gang(9, required), view);
+  ASSERT_TRUE(nine);
+  EXPECT_EQ(where(*nine, "block"), std::set<std::string>{"b2"});
+  EXPECT_EQ(where(*nine, "rack"), (std::set<std::string>{"r3", "r4"}));
+  // Eleven: no block has them; preferred goes anywhere, required waits.
+  EXPECT_TRUE(Scheduler::FindGang(gang(11, preferred), view));
+  EXPECT_FALSE(Scheduler::FindGang(gang(11, required), view));
+
+  // With r1 full, r4 (4 GPUs, its nodes in two blocks) is the tightest rack for the preferred
+  // levels; with block required, r4 is tried block by block (2 GPUs each), so r3 takes them.
+  ClusterView busy = view;
+  busy.nodes[0].free_gpus.clear();
+  busy.nodes[1].free_gpus.clear();
+  auto soft_four = Scheduler::FindGang(gang(4, preferred), busy);
+  ASSERT_TRUE(soft_four);
+  EXPECT_EQ(where(*soft_four, "rack"), std::set<std::string>{"r4"});
+  auto hard_four = Scheduler::FindGang(gang(4, required), busy);
+  ASSERT_TRUE(hard_four);
+  EXPECT_EQ(where(*hard_four, "block").size(), 1u);
+  EXPECT_EQ(where(*hard_four, "rack"), std::set<std::string>{"r3"});
 }
 
 TEST(SchedulerTest, CpuAndMemoryLimitsCount) {
