@@ -302,7 +302,30 @@ class CoordinatorTest : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
-  // Launches `job` and reports every replica RUNNING.
+  // Pumps until `count` launches came (a job's gang), reports each RUNNING; replica -> node.
+  std::map<std::string, std::string> RunGang(size_t count) {
+    std::vector<std::pair<std::string, wire::LaunchReplicaT>> launches;
+    for (int i = 0; i < 20 && launches.size() < count; ++i) {
+      PumpFew();
+      for (auto& launch : TakeLaunchList()) launches.push_back(std::move(launch));
+    }
+    EXPECT_EQ(launches.size(), count);
+    RunAll(launches);
+    std::map<std::string, std::string> where;
+    for (const auto& [node, launch] : launches) where[launch.replica] = node;
+    return where;
+  }
+  // 12 s pass with every node of `nodes` but `lost` heartbeating: `lost` is declared lost.
+  void LoseNodeAmong(const std::string& lost, const std::vector<std::string>& nodes) {
+    for (int i = 0; i < 12; ++i) {
+      clock_.Advance(milliseconds(1000));
+      for (const std::string& id : nodes) {
+        if (id != lost) Heartbeat(id);
+      }
+      PumpFew();
+    }
+    EXPECT_FALSE(coordinator_->FindNode(lost)->ready);
+  }
   // Submits `yaml`, waits for node_id's agent to get a launch and reports every launch running.
   void SubmitAndRun(const std::string& node_id, const std::string& yaml) {
     ASSERT_TRUE(Submit(yaml).ok());
@@ -989,29 +1012,14 @@ TEST_F(CoordinatorTest, LogsAreStoredByOffsetAndServedAcrossAttempts) {
 TEST_F(CoordinatorTest, AReplicaOfAJobWithATopologyRestartsInItsJobsRack) {
   node_labels_["node-a"] = {{"rack", "r1"}};
   for (const char* id : {"node-b", "node-c", "node-d"}) node_labels_[id] = {{"rack", "r2"}};
-  for (const char* id : {"node-a", "node-b", "node-c", "node-d"}) AddAgent(id, 1);
+  const std::vector<std::string> ids = {"node-a", "node-b", "node-c", "node-d"};
+  for (const std::string& id : ids) AddAgent(id, 1);
   ASSERT_TRUE(Submit(JobYaml("racked", 1, 1, 3, ", required_topology: rack")).ok());
-  std::vector<std::pair<std::string, wire::LaunchReplicaT>> launches;
-  for (int i = 0; i < 20 && launches.size() < 2; ++i) {
-    PumpFew();
-    for (auto& launch : TakeLaunchList()) launches.push_back(std::move(launch));
-  }
-  ASSERT_EQ(launches.size(), 2u);
-  RunAll(launches);
-  std::map<std::string, std::string> where;  // replica -> node
-  for (const auto& [node, launch] : launches) where[launch.replica] = node;
+  std::map<std::string, std::string> where = RunGang(2);
   EXPECT_NE(where["chief-0"], "node-a");
   EXPECT_NE(where["worker-0"], "node-a");
   const std::string lost = where["worker-0"];
-  // Every node but the worker's keeps heartbeating.
-  for (int i = 0; i < 12; ++i) {
-    clock_.Advance(milliseconds(1000));
-    for (const char* id : {"node-a", "node-b", "node-c", "node-d"}) {
-      if (id != lost) Heartbeat(id);
-    }
-    PumpFew();
-  }
-  ASSERT_FALSE(coordinator_->FindNode(lost)->ready);
+  LoseNodeAmong(lost, ids);
   const wire::JobInfoT info = GetJob("racked");
   const wire::ReplicaInfoT* worker = Replica(info, "worker-0");
   ASSERT_NE(worker, nullptr);
@@ -1033,26 +1041,10 @@ TEST_F(CoordinatorTest, AReplicaRestartsInItsJobsRackElseItsBlock) {
   ASSERT_TRUE(
       Submit(JobYaml("tiered", 1, 1, 3, ", preferred_topology: [rack], required_topology: block"))
           .ok());
-  std::vector<std::pair<std::string, wire::LaunchReplicaT>> launches;
-  for (int i = 0; i < 20 && launches.size() < 2; ++i) {
-    PumpFew();
-    for (auto& launch : TakeLaunchList()) launches.push_back(std::move(launch));
-  }
-  ASSERT_EQ(launches.size(), 2u);
-  RunAll(launches);
-  std::map<std::string, std::string> where;  // replica -> node
-  for (const auto& [node, launch] : launches) where[launch.replica] = node;
+  std::map<std::string, std::string> where = RunGang(2);
   EXPECT_EQ((std::set<std::string>{where["chief-0"], where["worker-0"]}),
             (std::set<std::string>{"node-a", "node-b"}));
-  const std::string lost = where["worker-0"];
-  for (int i = 0; i < 12; ++i) {
-    clock_.Advance(milliseconds(1000));
-    for (const std::string& id : ids) {
-      if (id != lost) Heartbeat(id);
-    }
-    PumpFew();
-  }
-  ASSERT_FALSE(coordinator_->FindNode(lost)->ready);
+  LoseNodeAmong(where["worker-0"], ids);
   const wire::JobInfoT info = GetJob("tiered");
   const wire::ReplicaInfoT* worker = Replica(info, "worker-0");
   ASSERT_NE(worker, nullptr);
