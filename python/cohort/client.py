@@ -15,6 +15,7 @@ print or json.dump them.
     best = study["best_trial"]       # the id of the best trial ('' when none reported)
 """
 
+import datetime
 import json
 import os
 import pwd
@@ -400,8 +401,30 @@ class Client:
         return _job_to_dict(
             self._call_named(Body.Body.GetJob, GetJob.GetJobT, name, JobInfo.JobInfoT))
 
-    def list_jobs(self):
-        reply = self._call(Body.Body.ListJobs, ListJobs.ListJobsT(), JobList.JobListT)
+    def list_jobs(self, states=None, since=None, limit=0):
+        """The jobs the coordinator knows, oldest first, as `cohort list`: with no filter every
+        job; with any, the coordinator's state store answers (the newest `limit` of the jobs that
+        match, still oldest first). `states`: state names, any case ("RUNNING", "failed"; one
+        string or several); `since`: jobs submitted at or after it, a datetime (naive: local
+        time), a timedelta (that long ago) or seconds since the epoch; `limit`: 0 for no limit."""
+        body = ListJobs.ListJobsT()
+        if states is not None:
+            names = [states] if isinstance(states, str) else list(states)
+            by_name = {name: value for value, name in _JOB_STATES.items()}
+            unknown = [n for n in names if str(n).upper() not in by_name]
+            if unknown:
+                raise ValueError(f"states: unknown {unknown} (one of {', '.join(by_name)})")
+            body.states = [by_name[str(n).upper()] for n in names]
+        if since is not None:
+            if isinstance(since, datetime.timedelta):
+                since = time.time() - since.total_seconds()
+            elif isinstance(since, datetime.datetime):
+                since = since.timestamp()
+            body.createdSinceMs = int(float(since) * 1000)
+        if limit < 0:
+            raise ValueError(f"limit: must be 0 (none) or more, got {limit}")
+        body.limit = int(limit)
+        reply = self._call(Body.Body.ListJobs, body, JobList.JobListT)
         return [_job_to_dict(j) for j in (reply.jobs or [])]
 
     def cancel(self, name):

@@ -3,8 +3,10 @@
 Run by integration_test's PythonClientRunsJobsAndStudies (see check_util.py).
 """
 
+import datetime
 import os
 import pwd
+import time
 import warnings
 
 from check_util import check, run_checks
@@ -12,6 +14,8 @@ from cohort import Client, CohortError, CohortWarning
 
 
 def main(endpoint, scratch):
+    # Two nodes and no output root: every job is warned of its output dir (checked below once).
+    warnings.simplefilter("ignore", CohortWarning)
     with Client(endpoint, timeout_s=10.0) as client:
         nodes = client.nodes()
         check(len(nodes) == 2 and all(n["state"] == "READY" for n in nodes),
@@ -51,6 +55,17 @@ def main(endpoint, scratch):
             except CohortError as e:
                 check(e.code == "PERMISSION_DENIED" and f"owned by {me}" in str(e), f"error: {e}")
         check(any(j["name"] == "py_job" for j in client.list_jobs()), "py_job listed")
+        # A history query, as `cohort list --state --since --limit`.
+        finished = client.list_jobs(states=["succeeded"], since=datetime.timedelta(hours=1))
+        check([j["name"] for j in finished] == ["py_job"], f"succeeded in the last hour: {finished}")
+        check(client.list_jobs(states="RUNNING") == [], "none running")
+        check(client.list_jobs(since=time.time() + 3600) == [], "none submitted in the future")
+        check(len(client.list_jobs(limit=1)) == 1, "limit")
+        try:
+            client.list_jobs(states=["DONE"])
+            check(False, "an unknown state was taken")
+        except ValueError as e:
+            check("unknown ['DONE']" in str(e), f"error: {e}")
         try:
             client.suspend(name)
             check(False, "a finished job was suspended")
