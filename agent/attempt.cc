@@ -105,9 +105,8 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
     if (!raised.empty()) {
       parts.push_back("raised: " + raised);
     } else if (log) {
-      std::string excerpt = FailureExcerpt(
-          tail.text, tail.whole,
-          /*any_last_line=*/exit.signal == 0 || SignalIsRaisedByTheProcess(exit.signal));
+      std::string excerpt = FailureExcerpt(tail.text, tail.whole,
+                                           /*any_last_line=*/LastLineTellsTheCause(exit.signal));
       if (!excerpt.empty()) parts.push_back("log: " + excerpt);
     }
   } else {

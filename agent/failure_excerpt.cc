@@ -195,20 +195,7 @@ std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line
   return "";
 }
 
-bool SignalIsRaisedByTheProcess(int signal) {
-  switch (signal) {
-    case SIGABRT:
-    case SIGSEGV:
-    case SIGBUS:
-    case SIGFPE:
-    case SIGILL:
-    case SIGTRAP:
-    case SIGSYS:
-      return true;
-    default:
-      return false;
-  }
-}
+bool LastLineTellsTheCause(int signal) { return signal == 0 || signal == SIGABRT; }
 
 int TorchrunKillSignal(std::string_view tail, bool whole) {
   const std::optional<TorchrunReport> report = LastTorchrunReport(ReplicaLines(tail, whole));

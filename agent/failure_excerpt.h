@@ -14,10 +14,10 @@
 //  2. "Fatal Python error: ..." (faulthandler's report of a crash).
 //  3. C++: std::terminate's "terminate called after throwing an instance of 'T'" with its
 //     "  what():  msg" line, as "T: msg".
-//  4. Only when `any_last_line` (a non-zero exit, or a signal the process raised on itself:
-//     SignalIsRaisedByTheProcess; a signal sent from outside names the better cause itself): the
-//     last non-blank line, as a script that calls sys.exit("why") or prints its error and exits 1
-//     leaves it, and as a process that abort()s in its teardown after its last word leaves it.
+//  4. Only when `any_last_line` (LastLineTellsTheCause: a non-zero exit, or SIGABRT; another
+//     signal's name is the better cause): the last non-blank line, as a script that calls
+//     sys.exit("why") or prints its error and exits 1 leaves it, and as abort() leaves it (an
+//     assertion's or glibc's reason, or the last word of a process aborted in its teardown).
 // Lines the agent appended itself ("cohort-agent: ...") are not the replica's and are skipped. A
 // carriage return keeps only what follows it (progress bars). The result is well-formed UTF-8
 // without terminal escape sequences (colours) or other control characters, cut to
@@ -49,12 +49,11 @@ inline constexpr size_t kFailureLogTailBytes = 16 * 1024;
 // and is ignored).
 std::string FailureExcerpt(std::string_view tail, bool whole, bool any_last_line);
 
-// Whether `signal` is one a process gets from its own doing (abort(), a bad memory access, a
-// division by zero, an illegal instruction, a trap, a refused system call) rather than one sent
-// from outside (SIGKILL, SIGTERM, SIGINT, ...). After such a signal the log's last line is the
-// process's own last word: torch's gloo threads abort() a script that called sys.exit(1) while
-// its process group was still up, after it printed why.
-bool SignalIsRaisedByTheProcess(int signal);
+// Whether rule 4 holds for a replica ended by `signal` (0: it exited with a code). SIGABRT comes
+// after its reason is printed (a failed assertion, glibc's "double free or corruption", torch's
+// gloo threads aborting a script that printed why and called sys.exit(1)); after SIGSEGV and the
+// like the last line is ordinary output, and SIGKILL or SIGTERM came from outside.
+bool LastLineTellsTheCause(int signal);
 
 // The signal that killed a worker of torchrun's, by its report (rule 0): the root cause's
 // "exitcode : -9" (torch's form of "killed by signal 9"), else the first such among the report's

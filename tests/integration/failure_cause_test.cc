@@ -189,5 +189,19 @@ TEST_F(FailureCauseTest, ACrashBySignalIsNamedWithoutQuotingOrdinaryOutput) {
   EXPECT_NE(status.out.find("  139 (SIGSEGV)"), std::string::npos) << status.out;
 }
 
+// SIGABRT comes after its reason: the log's last line is quoted beside the signal (a failed
+// assertion here; torch's gloo threads abort a script that printed why and called sys.exit(1)).
+TEST_F(FailureCauseTest, AnAbortIsNamedWithTheLineBeforeIt) {
+  const wire::JobInfoT done = RunScript(
+      "abrt", "/bin/sh",
+      "echo 'epoch 1 loss 0.50'\necho 'train: shard.c:42: read_shard: Assertion `n > 0` failed.'\n"
+      "kill -ABRT $$\n");
+  ASSERT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  EXPECT_NE(done.message.find("chief-0 attempt 0 was killed by signal 6 (SIGABRT) (log: train: "
+                              "shard.c:42: read_shard: Assertion `n > 0` failed.)"),
+            std::string::npos)
+      << done.message;
+}
+
 }  // namespace
 }  // namespace cohort
