@@ -746,6 +746,12 @@ Status ValidateJobSpec(const JobSpec& spec) {
                              "]: a job cannot run after itself");
     }
   }
+  // Counted first: the checks below compare each key with the ones before it.
+  if (s.TopologyLevels().size() > kMaxTopologyLevels) {
+    return InvalidArgument("scheduling: at most " + std::to_string(kMaxTopologyLevels) +
+                           " topology levels (preferred_topology and required_topology), got " +
+                           std::to_string(s.TopologyLevels().size()));
+  }
   if (!s.required_topology.empty()) {
     if (Status bad = CheckNodeLabel(s.required_topology, ""); !bad.ok()) {
       return InvalidArgument("scheduling.required_topology: " + bad.message());
@@ -768,11 +774,6 @@ Status ValidateJobSpec(const JobSpec& spec) {
         s.preferred_topology.begin() + i) {
       return InvalidArgument(field + ": " + key + " is named twice");
     }
-  }
-  if (s.TopologyLevels().size() > kMaxTopologyLevels) {
-    return InvalidArgument("scheduling: at most " + std::to_string(kMaxTopologyLevels) +
-                           " topology levels (preferred_topology and required_topology), got " +
-                           std::to_string(s.TopologyLevels().size()));
   }
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +

@@ -32,6 +32,11 @@ StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
   SubmitEdits edits;
   edits.name = Str(req.name());
   if (req.after()) {
+    // Counted first: adding each entry compares it with those before it (WithAfter).
+    if (req.after()->size() > kMaxAfterJobs) {
+      return InvalidArgument("after: at most " + std::to_string(kMaxAfterJobs) + " jobs, got " +
+                             std::to_string(req.after()->size()));
+    }
     for (const flatbuffers::String* entry : *req.after()) {
       StatusOr<JobDependency> dependency = ParseJobDependency(Str(entry));
       if (!dependency.ok()) return dependency.status().WithContext("after");

@@ -668,6 +668,10 @@ TEST(JobSpecTest, SchedulingTopology) {
               {"scheduling.preferred_topology: rack is the required_topology already"});
   ExpectError(Minimal() + "scheduling: {preferred_topology: [a, b, c, d], required_topology: e}\n",
               {"at most 4 topology levels", "got 5"});
+  std::string many = "[k0";
+  for (int i = 1; i < 20000; ++i) many += ", k" + std::to_string(i);
+  ExpectError(Minimal() + "scheduling: {preferred_topology: " + many + "]}\n",
+              {"at most 4 topology levels", "got 20000"});
   ExpectError(Minimal() + "scheduling: {preferred_topology: {rack: 1}}\n",
               {"scheduling.preferred_topology"});
 }

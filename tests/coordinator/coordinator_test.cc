@@ -780,6 +780,11 @@ TEST_F(CoordinatorTest, ASubmissionsEditsAreMadeToItsTextBeforeItIsParsed) {
   EXPECT_EQ(bad_after.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad_after.message().find("after: "), std::string::npos) << bad_after.message();
   EXPECT_NE(bad_after.message().find("'maybe'"), std::string::npos) << bad_after.message();
+  req.after.assign(100000, "first");  // a hostile list: refused by its length, not compared
+  Status long_after = Call(wire::SubmitJobT(req)).ErrorStatus();
+  EXPECT_EQ(long_after.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(long_after.message().find("after: at most 32 jobs, got 100000"), std::string::npos)
+      << long_after.message();
   EXPECT_EQ(coordinator_->FindJob("other"), nullptr);
 }
 
