@@ -390,7 +390,7 @@ class Client:
             if not name:
                 raise ValueError("name: an empty name")
             body.name = name
-        body.after = [after] if isinstance(after, str) else list(after)
+        body.after = [after] if isinstance(after, str) else list(after or ())
         body.hold = bool(hold)
         reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
         for warning in reply.warnings or []:
