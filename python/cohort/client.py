@@ -28,10 +28,11 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, Envelope, ErrorReply,
-                         GetJob, GetLogs, GetStudy, JobInfo, JobList, JobState, ListJobs,
-                         ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
-                         NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
-                         SubmitJobReply, SubmitStudy, SuspendJob)
+                         GetJob, GetJobMetrics, GetLogs, GetStudy, GetUsage, JobInfo, JobList,
+                         JobMetrics, JobState, ListJobs, ListNodes, ListQueues, ListStudies,
+                         LogData, NodeAdmin, NodeAdminReply, NodeList, QueueList, ReplicaState,
+                         StudyInfo, StudyList, SubmitJob, SubmitJobReply, SubmitStudy, SuspendJob,
+                         UsageReport)
 
 PROTOCOL_VERSION = 1
 FILE_IDENTIFIER = b"CHRT"
@@ -175,6 +176,16 @@ def _spec_text(spec):
     if isinstance(spec, Mapping):
         return json.dumps(spec)
     raise TypeError(f"a spec is YAML text or a dict, not {type(spec).__name__}")
+
+
+def _since_ms(since):
+    """A `since` argument as epoch milliseconds: a datetime (naive: local time), a timedelta (that
+    long ago) or seconds since the epoch."""
+    if isinstance(since, datetime.timedelta):
+        since = time.time() - since.total_seconds()
+    elif isinstance(since, datetime.datetime):
+        since = since.timestamp()
+    return int(float(since) * 1000)
 
 
 def _text(value):
@@ -416,11 +427,7 @@ class Client:
                 raise ValueError(f"states: unknown {unknown} (one of {', '.join(by_name)})")
             body.states = [by_name[str(n).upper()] for n in names]
         if since is not None:
-            if isinstance(since, datetime.timedelta):
-                since = time.time() - since.total_seconds()
-            elif isinstance(since, datetime.datetime):
-                since = since.timestamp()
-            body.createdSinceMs = int(float(since) * 1000)
+            body.createdSinceMs = _since_ms(since)
         if limit < 0:
             raise ValueError(f"limit: must be 0 (none) or more, got {limit}")
         body.limit = int(limit)
@@ -456,6 +463,29 @@ class Client:
         tried: waiting_jobs) and suspended jobs, as `cohort queues --json` gives them."""
         reply = self._call(Body.Body.ListQueues, ListQueues.ListQueuesT(), QueueList.QueueListT)
         return [_queue_to_dict(q) for q in (reply.queues or [])]
+
+    def metrics(self, job):
+        """The training metrics a job's replicas reported ($CLOUD_ML_HP_METRIC_FILE, as
+        cohort.hypertune writes it), in arrival order: the points of `cohort metrics --json`,
+        [{'step', 'time_ms', 'tag', 'value', 'replica'}, ...]."""
+        body = GetJobMetrics.GetJobMetricsT()
+        body.job = job
+        reply = self._call(Body.Body.GetJobMetrics, body, JobMetrics.JobMetricsT)
+        return [{"step": p.step, "time_ms": p.timeMs, "tag": _text(p.tag), "value": p.value,
+                 "replica": _text(p.replica)} for p in (reply.points or [])]
+
+    def usage(self, user=None, queue=None, since=None):
+        """GPU-hours, CPU-hours, jobs and failures per user and queue, as `cohort usage`: rows
+        [{'user', 'queue', 'jobs', 'failed', 'gpu_hours', 'cpu_hours'}, ...] by user, then
+        queue; `since` as list_jobs takes it (None: all time)."""
+        body = GetUsage.GetUsageT()
+        body.user = user or ""
+        body.queue = queue or ""
+        body.sinceMs = 0 if since is None else _since_ms(since)
+        reply = self._call(Body.Body.GetUsage, body, UsageReport.UsageReportT)
+        return [{"user": _text(r.user), "queue": _text(r.queue), "jobs": r.jobs,
+                 "failed": r.failed, "gpu_hours": r.gpuHours, "cpu_hours": r.cpuHours}
+                for r in (reply.rows or [])]
 
     def read_logs(self, job, replica="chief-0", offset=0, max_bytes=1 << 20):
         """One chunk of a replica's logs: (bytes, next_offset, complete)."""

@@ -174,6 +174,22 @@ def main(endpoint, scratch):
         check(len(best) == 1 and best[0]["parameters"] == {"x": "1"} and
               best[0]["final_metric"] == 1.0, f"best trial (minimize): {best}")
         check([s["name"] for s in client.list_studies()] == ["py_study"], "list_studies")
+        # The best trial's job reported its score once, as `cohort metrics` shows it.
+        points = client.metrics(best[0]["job"])
+        check(len(points) == 1 and points[0]["tag"] == "score" and points[0]["value"] == 1.0
+              and points[0]["step"] == 1 and points[0]["replica"] == "chief-0"
+              and points[0]["time_ms"] > 0, f"the best trial's metrics: {points}")
+        try:
+            client.metrics("no_such_job")
+            check(False, "metrics of an unknown job")
+        except CohortError as e:
+            check(e.code == "NOT_FOUND", f"error: {e}")
+        # Usage, as `cohort usage`: this account's jobs in the default queue, py_job among them.
+        rows = client.usage(user=me, since=datetime.timedelta(hours=1))
+        check(len(rows) == 1 and rows[0]["user"] == me and rows[0]["queue"] == "default"
+              and rows[0]["jobs"] >= 4 and rows[0]["gpu_hours"] == 0.0
+              and rows[0]["cpu_hours"] > 0.0, f"usage: {rows}")
+        check(client.usage(user="nobody_here") == [], "no usage of another user")
         try:
             client.submit_study(study)
             check(False, "a duplicate study was accepted")
