@@ -498,6 +498,25 @@ class Client:
         data = bytes(reply.data) if reply.data is not None else b""
         return data, reply.nextOffset, reply.complete
 
+    def follow_logs(self, job, replica="chief-0", poll_s=1.0, timeout_s=None):
+        """Yields a replica's output (bytes, from its start, every attempt) as it is written,
+        until the replica has finished and all of it was read: `cohort logs --follow` for one
+        replica. A job still queued yields nothing until it starts. Raises CohortError as
+        read_logs does, and TimeoutError after `timeout_s` (None: no limit)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        offset = 0
+        while True:
+            data, offset, complete = self.read_logs(job, replica, offset)
+            if data:
+                yield data
+            if complete:
+                return
+            if not data:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"the log of {job} {replica} was not complete within "
+                                       f"{timeout_s:g} s")
+                time.sleep(poll_s)
+
     def wait(self, name, poll_s=1.0, timeout_s=None, until=None):
         """Polls until the job is SUCCEEDED, FAILED or CANCELLED, or with `until` (a predicate on
         the job's status dict) until that holds; returns its last status."""

@@ -131,6 +131,26 @@ def main(endpoint, scratch):
             if complete:
                 break
         check(b"rank=0" in text, f"the chief's log: {text!r}")
+        # Followed from a queued job's submission to its end: every line, in order, then done.
+        counter = client.submit("name: py_counter\nworker_pools:\n  - role: chief\n"
+                                "    process: {command: [/bin/sh, -c, 'for i in 1 2 3; do "
+                                "echo line $i; sleep 0.2; done']}\n")
+        followed = b"".join(client.follow_logs(counter, poll_s=0.05, timeout_s=30))
+        check(followed.count(b"line ") == 3 and followed.index(b"line 1") <
+              followed.index(b"line 2") < followed.index(b"line 3"),
+              f"followed: {followed!r}")
+        check(client.get_job(counter)["state"] == "SUCCEEDED", "py_counter ended")
+        # A cancelled job's log is complete; a running one's is followed until the timeout.
+        check(b"".join(client.follow_logs(sleeper, poll_s=0.05, timeout_s=10)) == b"",
+              "py_sleeper printed nothing")
+        quiet = client.submit("name: py_quiet\nworker_pools:\n  - role: chief\n"
+                              "    process: {command: [/bin/sleep, '60']}\n")
+        try:
+            list(client.follow_logs(quiet, poll_s=0.05, timeout_s=0.3))
+            check(False, "a running job's log was complete")
+        except TimeoutError as e:
+            check("py_quiet chief-0" in str(e), f"error: {e}")
+        client.cancel(quiet)
 
         try:
             client.submit("name: bad\nworker_pools: []\n")
