@@ -575,11 +575,18 @@ TEST_F(IntegrationTest, APoolWithOnePerNodeRunsEachReplicaOnItsOwnAgent) {
 // scheduling.required_topology on real agents: a job of 8 CPUs goes whole to the two agents of
 // rack r2 (8 CPUs between them) though the one agent of r1 (10 CPUs) would hold it alone, which is
 // where the same job without it goes; a job no rack holds is refused at submit, and placed
-// anywhere with preferred_topology.
+// anywhere with preferred_topology. Levels: r2's two agents lie in two blocks, so a rack inside
+// one block is r1 alone; a job no rack holds stays inside one block (b1: node-a and node-b).
 TEST_F(IntegrationTest, ARequiredTopologyPutsTheWholeJobInOneRack) {
-  for (const auto& [name, cpus, rack] : std::vector<std::tuple<std::string, int, std::string>>{
-           {"node-a", 10, "r1"}, {"node-b", 4, "r2"}, {"node-c", 4, "r2"}}) {
-    ASSERT_EQ(cluster_->StartAgent({Node(name), 0, cpus, 16384, "2s", {"--label", "rack=" + rack}}),
+  for (const auto& [name, cpus, rack, block] :
+       std::vector<std::tuple<std::string, int, std::string, std::string>>{
+           {"node-a", 10, "r1", "b1"}, {"node-b", 4, "r2", "b1"}, {"node-c", 4, "r2", "b2"}}) {
+    ASSERT_EQ(cluster_->StartAgent({Node(name),
+                                    0,
+                                    cpus,
+                                    16384,
+                                    "2s",
+                                    {"--label", "rack=" + rack, "--label", "block=" + block}}),
               "");
   }
   auto client = cluster_->Client();
@@ -621,6 +628,10 @@ TEST_F(IntegrationTest, ARequiredTopologyPutsTheWholeJobInOneRack) {
       15s, 500ms))
       << refusal;
   EXPECT_EQ(nodes_of("anywhere", 5, "{preferred_topology: rack}").size(), 2u);
+  const std::string levels = "{preferred_topology: [rack], required_topology: block}";
+  EXPECT_EQ(nodes_of("rack_in_block", 3, levels), std::set<std::string>{Node("node-a")});
+  EXPECT_EQ(nodes_of("block_only", 5, levels),
+            (std::set<std::string>{Node("node-a"), Node("node-b")}));
 }
 
 // `cohort submit --after`: a job runs only once the job before it has SUCCEEDED, so it finds what
