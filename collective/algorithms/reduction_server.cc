@@ -402,17 +402,21 @@ Status ReductionServer::SendVerdicts(const std::vector<RoundHeader>& headers, in
 
 Status ReductionServer::Blame(int w, Status s) {
   if (s.ok() || lost_worker_ >= 0) return s;
-  // A worker the transport knows to be gone is the cause, whichever request noticed first (after
-  // it, requests to the others are refused too); else the worker of the failed request.
+  // The worker the transport found gone first is the cause, whichever request noticed (after it,
+  // requests to the others are refused too; workers ended by their launcher because of it go
+  // later); else the worker of the failed request.
   const int gone = transport_.gone_peer();
   if (gone < 0 || gone >= options_.num_workers) {
     lost_worker_ = w;
     return s;
   }
   lost_worker_ = gone;
-  // Then the error is its being gone, even where a refused request says only "poisoned".
-  if (s.code() == StatusCode::kUnavailable) return s;
-  return Unavailable("worker " + std::to_string(gone) + " is gone (" + s.message() + ")");
+  // Then the error is its being gone, even where a refused request says only "poisoned" or
+  // names a worker that went after it.
+  if (gone == w && s.code() == StatusCode::kUnavailable) return s;
+  return Unavailable("worker " + std::to_string(gone) + " is gone" +
+                     (s.code() == StatusCode::kUnavailable ? " first" : "") + " (" + s.message() +
+                     ")");
 }
 
 Status ReductionServer::ServeRound(const RoundHeader& header) {

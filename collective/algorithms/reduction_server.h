@@ -31,23 +31,25 @@
 // Failures: a reducer whose round fails because of one worker (gone: kUnavailable; silent past the
 // round timeout: kDeadlineExceeded) answers every other worker with kAbort naming that worker and
 // the code, so the others fail at once with that code, naming the worker that failed, rather than
-// blaming the reducer or waiting out their deadline. It then lingers (ReductionServer::Linger):
-// it answers each later round header with kAbort too, so a worker that was computing when the
-// other died hears of it at its next call, however late, until every other worker has been told,
-// has stopped or is gone, or `stop` is set; at most ReductionServerOptions::failure_linger (30 s by
-// default), and 0.5 s more for a header already on its way (an overlapped call) where a receive is
-// still posted. Only then does it end its service. A worker posts a round's verdict receive before
-// its header, so an abort never comes before its receive (one for a call the worker abandoned
-// meanwhile is never received; it is dropped when the worker's transport closes).
-// Lingering is safe for a reducer process (cohort-reducer under Cohort's job controller, python -m
-// cohort.torch.reducer under torchrun): whatever the workers do next ends it at once (restarted
-// workers' old processes are gone; a worker that calls again is told, one that closes cleanly
-// stops), and only a worker that neither calls, stops nor exits keeps it waiting, which delays
-// that worker's own rebuild by at most failure_linger, within the connect timeout (60 s by
-// default). Past the linger a worker's next call still fails at once naming the dead worker where
-// its own transport saw it go (every worker has an endpoint to every other; round_verdicts.h).
-// Closing the transport right after the notices cannot drop them: the UCX transport takes in what
-// its peers still send before it closes (ucx_transport.h).
+// blaming the reducer or waiting out their deadline. The worker named is the one the reducer's
+// transport found gone first (Transport::gone_peer), whichever receive failed: ranks that a
+// launcher ends because of it (torchrun's) go soon after. It then lingers
+// (ReductionServer::Linger): it answers each later round header with kAbort too, so a worker that
+// was computing when the other died hears of it at its next call, however late, until every other
+// worker has been told, has stopped or is gone, or `stop` is set; at most
+// ReductionServerOptions::failure_linger (30 s by default), and 0.5 s more for a header already on
+// its way (an overlapped call) where a receive is still posted. Only then does it end its service.
+// A worker posts a round's verdict receive before its header, so an abort never comes before its
+// receive (one for a call the worker abandoned meanwhile is never received; it is dropped when the
+// worker's transport closes). Lingering is safe for a reducer process (cohort-reducer under
+// Cohort's job controller, python -m cohort.torch.reducer under torchrun): whatever the workers do
+// next ends it at once (restarted workers' old processes are gone; a worker that calls again is
+// told, one that closes cleanly stops), and only a worker that neither calls, stops nor exits keeps
+// it waiting, which delays that worker's own rebuild by at most failure_linger, within the connect
+// timeout (60 s by default). Past the linger a worker's next call still fails at once naming the
+// dead worker where its own transport saw it go (every worker has an endpoint to every other;
+// round_verdicts.h). Closing the transport right after the notices cannot drop them: the UCX
+// transport takes in what its peers still send before it closes (ucx_transport.h).
 //
 // Wire compression (AllreduceOptions::wire_type kBF16 or kF16, for kF32 data): a worker rounds
 // each chunk to the wire type just before sending it (half the bytes), the reducer widens the n

@@ -88,6 +88,11 @@ Status ReductionServer::Linger(int lost, const Status& why, std::vector<bool> to
     Request* live = nullptr;  // a receive still posted (polling it drives the transport)
     for (int v = 0; v < n; ++v) {
       if (gone[v] || stopped_[v]) continue;
+      // Gone (its launcher ended it too, say), with no receive posted to fail: nothing to tell.
+      if (transport_.peer_gone(v)) {
+        gone[v] = true;
+        continue;
+      }
       Request& r = header_reqs_[v];
       if (!r.valid()) {
         // Refused while the transport is poisoned, unless the header is already here.

@@ -37,6 +37,7 @@ class FaultyTransport final : public Transport {
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
   int gone_peer() const override { return base_.gone_peer(); }
+  bool peer_gone(int peer) const override { return base_.peer_gone(peer); }
   void Cancel() override { base_.Cancel(); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;
   StatusOr<int> Probe(Tag tag, Deadline deadline) override {

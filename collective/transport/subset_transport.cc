@@ -37,6 +37,10 @@ int SubsetTransport::gone_peer() const {
   return -1;
 }
 
+bool SubsetTransport::peer_gone(int peer) const {
+  return peer >= 0 && peer < size() && parent_.peer_gone(ranks_[peer]);
+}
+
 StatusOr<Request> SubsetTransport::Irecv(int peer, Tag tag, MutableBytes data) {
   if (peer < 0 || peer >= size())
     return InvalidArgument("subset transport: bad peer " + std::to_string(peer));

@@ -20,6 +20,7 @@ class SubsetTransport final : public Transport {
   StatusOr<Request> Isend(int peer, Tag tag, ConstBytes data) override;
   StatusOr<Request> IsendNotice(int peer, Tag tag, ConstBytes data) override;
   int gone_peer() const override;
+  bool peer_gone(int peer) const override;
   // Cancels the parent: its requests are the subset's.
   void Cancel() override { parent_.Cancel(); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override;

@@ -109,8 +109,13 @@ class Transport {
   // is poisoned, cancelled or a peer is gone (a message already here is still returned). The
   // default refuses (kFailedPrecondition): only transports that can find such a message have it.
   virtual StatusOr<int> Probe(Tag tag, Deadline deadline);
-  // A peer this transport knows to be gone (the first, by rank), or -1.
+  // The peer this transport found gone first (of peers found at once, the lowest rank), or -1:
+  // the likeliest cause of what failed after it, where peers that went later (ranks ended by
+  // their launcher once one failed, say) would otherwise take the blame.
   virtual int gone_peer() const { return -1; }
+  // Whether this transport knows `peer` to be gone, whether or not it went first. The default
+  // knows only gone_peer().
+  virtual bool peer_gone(int peer) const { return peer >= 0 && peer == gone_peer(); }
   // Gives up on everything this rank has posted or will post: waits in progress on any thread
   // end within a few milliseconds with kCancelled (a send is abandoned as after a failure), and
   // later Isend/Irecv/IsendNotice calls are refused with kCancelled. For a process that abandons

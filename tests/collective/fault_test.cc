@@ -140,6 +140,7 @@ class BlindTransport final : public testing::ForwardingTransport {
  public:
   using ForwardingTransport::ForwardingTransport;
   int gone_peer() const override { return -1; }
+  bool peer_gone(int) const override { return false; }
 };
 
 // 3 workers and 2 reducers make one all-reduce; then worker 1 dies and the others, after a pause
@@ -217,6 +218,61 @@ TEST(FaultTest, WorkerDeadBetweenRoundsIsNamedByTheLingeringReducers) {
 TEST(FaultTest, WorkerDeadBetweenRoundsIsNamedPastTheLinger) {
   ExpectSurvivorsGot(DieBetweenRounds(/*blind=*/false, milliseconds(100)),
                      "worker 1 is gone (this worker's transport");
+}
+
+// Two workers die between rounds, worker 2 first, while the reducer waits on worker 0's header
+// (a long poll interval keeps it there): worker 0's receive fails first, yet worker 2 went first
+// and is the one named, to the survivor too (told by the reducer: its own transport is blind).
+// Worker 0, whose receive that was, is gone as well: the reducer does not linger for it (it
+// lingered out failure_linger, 60 s here, before) and ends once the survivor has been told.
+TEST(FaultTest, AReducerNamesTheWorkerGoneFirstAndLingersForNoDeadWorker) {
+  constexpr int kWorkers = 3, kReducers = 1;
+  LoopbackFabric fabric(kWorkers + kReducers);
+  std::vector<std::unique_ptr<Transport>> base;
+  for (int r = 0; r < kWorkers + kReducers; ++r) base.push_back(fabric.CreateTransport(r));
+  std::vector<Status> out(kWorkers + kReducers);
+  SteadyClock::duration served{};
+  const std::atomic<bool> stop{false};  // never set: the reducer ends on its own
+  std::atomic<int> first_done{0};
+  testing::RunRanks(kWorkers + kReducers, [&](int r) {
+    if (r >= kWorkers) {
+      ReductionServerOptions so = ReducerOptions(kWorkers, kReducers);
+      so.poll_interval = milliseconds(20000);
+      so.failure_linger = milliseconds(60000);
+      const auto start = SteadyClock::now();
+      out[r] = ReductionServer(*base[r], so).Serve(stop);
+      served = SteadyClock::now() - start;
+      return;
+    }
+    std::vector<char> data = testing::MakeInput(DataType::kF32, r, 5000);
+    AllreduceOptions o;
+    o.data = data.data();
+    o.count = 5000;
+    o.num_workers = kWorkers;
+    o.num_reducers = kReducers;
+    o.deadline = SteadyClock::now() + milliseconds(60000);
+    out[r] = ReductionServerAllreduce(*base[r], o);
+    ++first_done;
+    (void)cohort::testing::WaitUntil([&] { return first_done.load() == kWorkers; },
+                                     milliseconds(60000));
+    if (r == 0) {
+      std::this_thread::sleep_for(milliseconds(300));  // the reducer waits on worker 0 by now
+      fabric.Kill(2);
+      fabric.Kill(0);
+    } else if (r == 1 && out[r].ok()) {
+      // Its own transport does not see them go: the reducer tells it.
+      std::this_thread::sleep_for(milliseconds(1000));
+      BlindTransport blind(*base[r]);
+      o.seq = 1;
+      o.deadline = SteadyClock::now() + milliseconds(60000);
+      out[r] = ReductionServerAllreduce(blind, o);
+    }
+  });
+  EXPECT_EQ(out[1].code(), StatusCode::kUnavailable) << out[1].ToString();
+  EXPECT_NE(out[1].message().find("worker 2 is gone"), std::string::npos) << out[1].ToString();
+  EXPECT_EQ(out[3].code(), StatusCode::kUnavailable) << out[3].ToString();
+  EXPECT_NE(out[3].message().find("worker 2 is gone"), std::string::npos) << out[3].ToString();
+  EXPECT_LT(served, milliseconds(30000)) << "the reducer lingered for a worker that was gone";
 }
 
 TEST(FaultTest, LostMessagesBecomeDeadlineErrors) {

@@ -36,6 +36,7 @@ class ForwardingTransport : public Transport {
   }
   StatusOr<int> Probe(Tag tag, Deadline deadline) override { return base_.Probe(tag, deadline); }
   int gone_peer() const override { return base_.gone_peer(); }
+  bool peer_gone(int peer) const override { return base_.peer_gone(peer); }
   void Cancel() override { base_.Cancel(); }
 
  private:

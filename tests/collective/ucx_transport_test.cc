@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collective/transport/ucx/ucx_support.h"
+#include "tests/testing/process.h"
 #include "tests/testing/scoped_env.h"
 
 namespace cohort::collective {
@@ -312,6 +313,56 @@ TEST_P(UcxTransportTest, APeerThatCancelledAndClosedIsGoneWhileItsProcessLives) 
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.ToString();
   EXPECT_EQ(t->gone_peer(), 0);
+}
+
+// Two peers close, rank 2 first, then rank 0: rank 1's transport knows both gone (peer_gone), and
+// names rank 2, the one it found first, as gone_peer(): a lower rank that went later (a rank its
+// launcher ended because of the first) does not take the blame.
+TEST_P(UcxTransportTest, GonePeerIsTheFirstFoundGoneAndPeerGoneKnowsEach) {
+  ScopedTls tls(GetParam());
+  UcxTransportOptions options;
+  options.connect_timeout = milliseconds(20000);
+  InMemoryBootstrap bootstrap;
+  Status status[3];
+  std::atomic<int> close_rank{-1};
+  std::thread closers[2];
+  for (int rank : {0, 2}) {
+    closers[rank / 2] = std::thread([&, rank] {
+      auto t = UcxTransport::Create(bootstrap, rank, 3, options);
+      if (!t.ok()) {
+        status[rank] = t.status();
+        return;
+      }
+      (void)cohort::testing::WaitUntil([&] { return close_rank.load() == rank; },
+                                       milliseconds(30000));
+      (*t)->Cancel();
+    });
+  }
+  auto created = UcxTransport::Create(bootstrap, 1, 3, options);
+  std::optional<bool> none_gone, second_gone_first, first_seen, second_seen;
+  int gone = -2;
+  if (created.ok()) {
+    UcxTransport& t = **created;
+    none_gone = !t.peer_gone(0) && !t.peer_gone(2) && t.gone_peer() == -1;
+    close_rank.store(2);
+    first_seen = cohort::testing::WaitUntil([&] { return t.peer_gone(2); }, milliseconds(20000));
+    second_gone_first = t.peer_gone(0);
+    close_rank.store(0);
+    second_seen = cohort::testing::WaitUntil([&] { return t.peer_gone(0); }, milliseconds(20000));
+    gone = t.gone_peer();
+  }
+  close_rank.store(0);
+  for (auto& c : closers) c.join();
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_TRUE(status[0].ok()) << status[0].ToString();
+  ASSERT_TRUE(status[2].ok()) << status[2].ToString();
+  EXPECT_EQ(none_gone, true);
+  EXPECT_EQ(first_seen, true) << "rank 2's close was never seen";
+  EXPECT_EQ(second_gone_first, false) << "rank 0 counted gone while it was open";
+  EXPECT_EQ(second_seen, true) << "rank 0's close was never seen";
+  EXPECT_EQ(gone, 2);
+  EXPECT_FALSE((*created)->peer_gone(1));
+  EXPECT_FALSE((*created)->peer_gone(7));
 }
 
 // A peer's last message is delivered even when the receive is posted after the peer went away

@@ -137,9 +137,9 @@ def rank_launches(check, launches, world, restart):
 def scenario_static(args, run, port, restart):
     store = f"127.0.0.1:{port}"
     for i in range(2):
-        # After the kill, torchrun restarts its workers only once every rank has failed, and a
-        # rank waiting on the reducer that last saw the killed rank may wait tens of seconds on a
-        # loaded machine: the reducer that saw it first waits that long for the restart's session.
+        # After the kill, torchrun restarts its workers only once every rank has failed and its
+        # rendezvous is done again, which may take tens of seconds on a loaded machine: the
+        # reducers wait that long for the restart's session.
         run.reducer(f"reducer{i}", store, rejoin=60 if restart else 10)
     torchrun = ["--nnodes", "2", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port)]
     if restart:

@@ -55,6 +55,7 @@ class LoopbackTransport final : public Transport {
     return fabric_->Post(rank_, peer, tag, true, data.data, nullptr, data.size, /*notice=*/true);
   }
   int gone_peer() const override { return fabric_->FirstDead(); }
+  bool peer_gone(int peer) const override { return fabric_->Dead(peer); }
   void Cancel() override { fabric_->Cancel(rank_); }
   StatusOr<Request> Irecv(int peer, Tag tag, MutableBytes data) override {
     return fabric_->Post(rank_, peer, tag, false, nullptr, data.data, data.size);
@@ -107,6 +108,7 @@ void LoopbackFabric::FailQueuedLocked(const std::function<std::optional<Status>(
 
 void LoopbackFabric::Kill(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (first_dead_ < 0 && !dead_[rank]) first_dead_ = rank;
   dead_[rank] = true;
   FailQueuedLocked([rank](const Op& op) -> std::optional<Status> {
     if (op.self == rank) return Unavailable("this rank was killed");
@@ -128,10 +130,12 @@ void LoopbackFabric::Cancel(int rank) {
 
 int LoopbackFabric::FirstDead() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int r = 0; r < size_; ++r) {
-    if (dead_[r]) return r;
-  }
-  return -1;
+  return first_dead_;
+}
+
+bool LoopbackFabric::Dead(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rank >= 0 && rank < size_ && dead_[rank];
 }
 
 StatusOr<Request> LoopbackFabric::Post(int self, int peer, Tag tag, bool is_send, const void* src,

@@ -46,8 +46,9 @@ class LoopbackFabric {
   // Transport::Cancel of `rank`'s transport: its pending operations fail with kCancelled (a copy
   // in progress finishes first), and its later ones are refused.
   void Cancel(int rank);
-  // The first dead rank, or -1.
+  // The rank killed first, or -1.
   int FirstDead();
+  bool Dead(int rank);
 
   struct Op;  // one posted send or receive (defined in the .cc)
 
@@ -78,6 +79,7 @@ class LoopbackFabric {
   std::map<Key, std::deque<std::shared_ptr<Op>>> sends_;  // guarded by mu_
   std::map<Key, std::deque<std::shared_ptr<Op>>> recvs_;  // guarded by mu_
   std::vector<bool> dead_;                                // guarded by mu_
+  int first_dead_ = -1;                                   // guarded by mu_
   std::vector<bool> poisoned_;                            // guarded by mu_
   std::vector<bool> cancelled_;                           // guarded by mu_
   int probers_ = 0;  // guarded by mu_: threads in Probe (a queued send then wakes cv_)

@@ -95,6 +95,7 @@ class UcxTransportImpl {
                          bool notice = false);
   // The first peer whose endpoint failed, or -1.
   int GonePeer();
+  bool PeerGone(int peer);
   // Drives progress until `r` reaches a final state (true) or `deadline` passes (false).
   bool Progress(UcxRequest* r, Deadline deadline);
   Status Wait(UcxRequest* r, Deadline deadline);
@@ -140,6 +141,7 @@ class UcxTransportImpl {
   std::vector<ucp_ep_h> eps_;  // guarded by mu_
   std::vector<std::unique_ptr<EpArg>> ep_args_;
   std::vector<ucs_status_t> peer_status_;  // guarded by mu_ (written by the error callback)
+  int first_gone_ = -1;                    // the peer found gone first (guarded by mu_)
   bool poisoned_ = false;                  // guarded by mu_
   std::atomic<bool> cancelled_{false};     // Cancel was called
   std::atomic<int> inflight_sends_{0};     // sends posted and not yet finished
@@ -167,7 +169,12 @@ class UcxTransportImpl {
   bool Idle(Deadline deadline);
   // A failed peer's name and reason, or "" when every peer is alive.
   std::string FailedPeerLocked() const;
-  int GonePeerLocked() const;  // the first peer whose endpoint failed, or -1
+  int GonePeerLocked() const { return first_gone_; }
+  // Progresses the worker and checks same-host peers, so that peers gone by now are known.
+  void LearnOfGonePeersLocked();
+  // Records that `peer` is gone (its endpoint failed, or its process or transport went), and
+  // poisons the transport.
+  void MarkGoneLocked(int peer, ucs_status_t status);
 };
 
 class UcxRequest final : public RequestState {
@@ -191,8 +198,7 @@ class UcxRequest final : public RequestState {
 void UcxTransportImpl::OnEpError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* a = static_cast<EpArg*>(arg);
   // Runs inside ucp_worker_progress, i.e. with mu_ held by the progressing thread.
-  a->impl->peer_status_[a->peer] = status;
-  a->impl->poisoned_ = true;
+  a->impl->MarkGoneLocked(a->peer, status);
 }
 
 Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
@@ -526,17 +532,15 @@ void UcxTransportImpl::CheckLivenessLocked() {
     if (peer_pid_[peer] == 0 || peer_status_[peer] != UCS_OK) continue;
     if (!ProcessAlive(peer_pid_[peer]) ||
         (!peer_token_[peer].empty() && !LivenessTokenHeld(peer_token_[peer]))) {
-      peer_status_[peer] = UCS_ERR_CONNECTION_RESET;
-      poisoned_ = true;
+      MarkGoneLocked(peer, UCS_ERR_CONNECTION_RESET);
     }
   }
 }
 
-int UcxTransportImpl::GonePeerLocked() const {
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer_status_[peer] != UCS_OK) return peer;
-  }
-  return -1;
+void UcxTransportImpl::MarkGoneLocked(int peer, ucs_status_t status) {
+  if (peer_status_[peer] == UCS_OK && first_gone_ < 0) first_gone_ = peer;
+  peer_status_[peer] = status;
+  poisoned_ = true;
 }
 
 std::string UcxTransportImpl::FailedPeerLocked() const {
@@ -723,12 +727,30 @@ StatusOr<int> UcxTransport::Probe(Tag tag, Deadline deadline) {
 
 int UcxTransport::gone_peer() const { return impl_->GonePeer(); }
 
+bool UcxTransport::peer_gone(int peer) const { return impl_->PeerGone(peer); }
+
 void UcxTransport::Cancel() { impl_->Cancel(); }
 
 int UcxTransportImpl::GonePeer() {
   std::lock_guard<std::mutex> lock(mu_);
-  CheckLivenessLocked();  // a same-host peer that died while nothing waited
+  LearnOfGonePeersLocked();
   return GonePeerLocked();
+}
+
+bool UcxTransportImpl::PeerGone(int peer) {
+  if (peer < 0 || peer >= size_) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  LearnOfGonePeersLocked();
+  return peer_status_[peer] != UCS_OK;
+}
+
+void UcxTransportImpl::LearnOfGonePeersLocked() {
+  // While nothing waits, nothing progresses the worker: an endpoint's failure (tcp) is delivered
+  // by progress, a same-host peer's death by the liveness check.
+  if (worker_ != nullptr) {
+    while (ucp_worker_progress(worker_) != 0) last_event_ = SteadyClock::now();
+  }
+  CheckLivenessLocked();
 }
 
 StatusOr<Request> UcxTransport::IsendNotice(int peer, Tag tag, ConstBytes data) {
