@@ -139,7 +139,17 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
       return InvalidArgument(at + ".weight: must be in 1.." + std::to_string(kMaxPreferenceWeight) +
                              ", got " + std::to_string(term.weight));
     }
-    COHORT_RETURN_IF_ERROR(CheckLabelRequirement(term.requirement, at));
+    if (term.requirements.empty() || term.requirements.size() > kMaxNodeLabels) {
+      return InvalidArgument(at + ": 1.." + std::to_string(kMaxNodeLabels) +
+                             " expressions a term, got " +
+                             std::to_string(term.requirements.size()));
+    }
+    for (size_t j = 0; j < term.requirements.size(); ++j) {
+      COHORT_RETURN_IF_ERROR(CheckLabelRequirement(
+          term.requirements[j], term.requirements.size() == 1
+                                    ? at
+                                    : at + ".match_expressions[" + std::to_string(j) + "]"));
+    }
   }
   if (pool.min_replicas) {
     if (pool.role != Role::kWorker) {
@@ -417,7 +427,9 @@ bool Holds(const LabelRequirement& req, const NodeLabels& node) {
 int PreferenceScore(const std::vector<NodePreference>& preferences, const NodeLabels& node) {
   int score = 0;
   for (const NodePreference& term : preferences) {
-    if (Holds(term.requirement, node)) score += term.weight;
+    const bool holds = std::all_of(term.requirements.begin(), term.requirements.end(),
+                                   [&](const LabelRequirement& r) { return Holds(r, node); });
+    if (holds) score += term.weight;
   }
   return score;
 }

@@ -74,17 +74,20 @@ struct LabelRequirement {
   auto operator<=>(const LabelRequirement&) const = default;
 };
 
-// One preferred_node_affinity term (Kubernetes' preferredDuringSchedulingIgnoredDuringExecution,
-// one expression a term): a node whose labels satisfy `requirement` is worth `weight` to the
-// pool's replicas. `{weight: 80, key: gpu, operator: In, values: [h100]}`.
+// One preferred_node_affinity term (Kubernetes' preferredDuringSchedulingIgnoredDuringExecution):
+// a node whose labels satisfy every one of `requirements` is worth `weight` to the pool's
+// replicas. One expression: `{weight: 80, key: gpu, operator: In, values: [h100]}`; several
+// (Kubernetes' preference.matchExpressions): `{weight: 80, match_expressions: [{key: gpu,
+// operator: In, values: [h100]}, {key: zone, operator: In, values: [a]}]}`.
 struct NodePreference {
-  int weight = 1;  // 1..kMaxPreferenceWeight
-  LabelRequirement requirement;
+  int weight = 1;                              // 1..kMaxPreferenceWeight
+  std::vector<LabelRequirement> requirements;  // all of them; 1..kMaxNodeLabels
 
   auto operator<=>(const NodePreference&) const = default;
 };
 inline constexpr int kMaxPreferenceWeight = 100;
-// The sum of the weights of the terms of `preferences` that `node`'s labels satisfy.
+// The sum of the weights of the terms of `preferences` whose requirements `node`'s labels all
+// satisfy.
 int PreferenceScore(const std::vector<NodePreference>& preferences, const NodeLabels& node);
 
 // A label value as Gt and Lt read it: a decimal integer ("-3", "81920"); nullopt otherwise.

@@ -63,10 +63,12 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
 // One node_affinity expression: {key: K, operator: In|NotIn|Exists|DoesNotExist, values: [...]},
 // its values sorted and distinct (`weighted`: a preferred term, which also has its weight, read
 // by the caller).
+// `preference_term`: the map is a preferred_node_affinity term, whose other keys the caller reads.
 StatusOr<LabelRequirement> ReadLabelRequirement(const Reader& r, const YAML::Node& node,
-                                                const std::string& path, bool weighted = false) {
-  COHORT_RETURN_IF_ERROR(weighted ? r.CheckMap(node, path, {"weight", "key", "operator", "values"})
-                                  : r.CheckMap(node, path, {"key", "operator", "values"}));
+                                                const std::string& path,
+                                                bool preference_term = false) {
+  if (!preference_term)
+    COHORT_RETURN_IF_ERROR(r.CheckMap(node, path, {"key", "operator", "values"}));
   LabelRequirement req;
   COHORT_ASSIGN_OR_RETURN(req.key, r.RequiredString(node, "key", path + ".key", "a label key"));
   COHORT_ASSIGN_OR_RETURN(
@@ -120,8 +122,36 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
       r.List<NodePreference>(
           node, "preferred_node_affinity", path,
           [&](const YAML::Node& n, const std::string& at) -> StatusOr<NodePreference> {
+            COHORT_RETURN_IF_ERROR(
+                r.CheckMap(n, at, {"weight", "key", "operator", "values", "match_expressions"}));
             NodePreference term;
-            COHORT_ASSIGN_OR_RETURN(term.requirement, ReadLabelRequirement(r, n, at, true));
+            if (!Reader::Has(n, "match_expressions")) {
+              COHORT_ASSIGN_OR_RETURN(LabelRequirement one,
+                                      ReadLabelRequirement(r, n, at, /*preference_term=*/true));
+              term.requirements.push_back(std::move(one));
+            } else if (Reader::Has(n, "key") || Reader::Has(n, "operator") ||
+                       Reader::Has(n, "values")) {
+              return r.Error(n, at,
+                             "give one expression (key, operator, values) or match_expressions, "
+                             "not both");
+            } else {
+              const YAML::Node list = n["match_expressions"];
+              if (list.IsSequence() && list.size() > kMaxNodeLabels) {
+                return r.Error(list, at + ".match_expressions",
+                               "at most " + std::to_string(kMaxNodeLabels) + " expressions, got " +
+                                   std::to_string(list.size()));
+              }
+              COHORT_ASSIGN_OR_RETURN(
+                  term.requirements,
+                  r.List<LabelRequirement>(n, "match_expressions", at,
+                                           [&](const YAML::Node& e, const std::string& eat) {
+                                             return ReadLabelRequirement(r, e, eat);
+                                           }));
+              if (term.requirements.empty()) {
+                return r.Error(n["match_expressions"], at + ".match_expressions",
+                               "at least one expression");
+              }
+            }
             if (!Reader::Has(n, "weight")) return r.Error(n, at + ".weight", "required");
             COHORT_ASSIGN_OR_RETURN(term.weight, r.SmallInt(n["weight"], at + ".weight"));
             return term;
@@ -477,7 +507,17 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       for (const NodePreference& term : pool.preferred_node_affinity) {
         out << YAML::Flow << YAML::BeginMap;
         out << YAML::Key << "weight" << YAML::Value << term.weight;
-        EmitLabelRequirement(out, term.requirement);
+        if (term.requirements.size() == 1) {
+          EmitLabelRequirement(out, term.requirements[0]);
+        } else {
+          out << YAML::Key << "match_expressions" << YAML::Value << YAML::BeginSeq;
+          for (const LabelRequirement& req : term.requirements) {
+            out << YAML::Flow << YAML::BeginMap;
+            EmitLabelRequirement(out, req);
+            out << YAML::EndMap;
+          }
+          out << YAML::EndSeq;
+        }
         out << YAML::EndMap;
       }
       out << YAML::EndSeq;

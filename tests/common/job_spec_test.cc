@@ -529,25 +529,35 @@ TEST(JobSpecTest, SchedulingAfterNamesJobsAndConditions) {
   EXPECT_EQ(FormatJobDependency(train), "train");
 }
 
-// preferred_node_affinity: weighted expressions, checked as node_affinity's are, round-tripped;
-// a node is worth the weights its labels satisfy.
+// preferred_node_affinity: weighted terms of one expression or of several (match_expressions,
+// all of which must hold), checked as node_affinity's are, round-tripped; a node is worth the
+// weights of the terms its labels satisfy.
 TEST(JobSpecTest, PreferredNodeAffinity) {
   const std::string pool =
       "    preferred_node_affinity:\n"
       "      - {weight: 80, key: gpu, operator: In, values: [h100, h200]}\n"
-      "      - {weight: 20, key: zone, operator: NotIn, values: [b]}\n";
+      "      - {weight: 20, key: zone, operator: NotIn, values: [b]}\n"
+      "      - weight: 5\n"
+      "        match_expressions:\n"
+      "          - {key: gpu, operator: In, values: [a100]}\n"
+      "          - {key: zone, operator: In, values: [a]}\n";
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal(pool));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   const auto& terms = spec->pools[0].preferred_node_affinity;
-  ASSERT_EQ(terms.size(), 2u);
+  ASSERT_EQ(terms.size(), 3u);
   EXPECT_EQ(terms[0].weight, 80);
-  EXPECT_EQ(terms[0].requirement.values, (std::vector<std::string>{"h100", "h200"}));
+  ASSERT_EQ(terms[0].requirements.size(), 1u);
+  EXPECT_EQ(terms[0].requirements[0].values, (std::vector<std::string>{"h100", "h200"}));
+  ASSERT_EQ(terms[2].requirements.size(), 2u);
+  EXPECT_EQ(terms[2].requirements[1].key, "zone");
   StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
   ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << JobSpecToYaml(*spec);
   EXPECT_EQ(*again, *spec);
   EXPECT_EQ(PreferenceScore(terms, {{"gpu", "h100"}}), 100);
   EXPECT_EQ(PreferenceScore(terms, {{"gpu", "h100"}, {"zone", "b"}}), 80);
   EXPECT_EQ(PreferenceScore(terms, {{"gpu", "a100"}}), 20);
+  EXPECT_EQ(PreferenceScore(terms, {{"gpu", "a100"}, {"zone", "a"}}), 25) << "both expressions";
+  EXPECT_EQ(PreferenceScore(terms, {{"gpu", "a100"}, {"zone", "b"}}), 0);
 
   ExpectError(Minimal("    preferred_node_affinity: [{key: gpu, operator: Exists}]\n"),
               {"worker_pools[0].preferred_node_affinity[0].weight: required"});
@@ -559,6 +569,24 @@ TEST(JobSpecTest, PreferredNodeAffinity) {
               {"preferred_node_affinity[0].op", "unknown key"});
   ExpectError(Minimal("    preferred_node_affinity: {weight: 5}\n"),
               {"preferred_node_affinity", "expected a list"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5}]\n"),
+              {"worker_pools[0].preferred_node_affinity[0].key: required"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5, key: gpu, operator: Exists,\n"
+                      "      match_expressions: [{key: zone, operator: Exists}]}]\n"),
+              {"worker_pools[0].preferred_node_affinity[0]", "or match_expressions, not both"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5, match_expressions: []}]\n"),
+              {"preferred_node_affinity[0].match_expressions: at least one expression"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5, match_expressions: [\n"
+                      "      {key: gpu, operator: Exists}, {key: zone, operator: In}]}]\n"),
+              {"worker_pools[0].preferred_node_affinity[0].match_expressions[1].values: In needs "
+               "at least one value"});
+  ExpectError(Minimal("    preferred_node_affinity: [{weight: 5, match_expressions: [\n"
+                      "      {key: gpu, operator: Exists, weight: 3}]}]\n"),
+              {"match_expressions[0].weight", "unknown key"});
+  std::string many = "    preferred_node_affinity: [{weight: 5, match_expressions: [";
+  for (int i = 0; i < 40; ++i) many += "{key: k" + std::to_string(i) + ", operator: Exists},";
+  many += "]}]\n";
+  ExpectError(Minimal(many), {"match_expressions: at most 32 expressions, got 40"});
 }
 
 // one_per_node: a pool's replicas each on a node of their own; round-tripped.

@@ -233,10 +233,10 @@ TEST(SchedulerTest, PreferencesPutTheGangWhereTheyWeighMost) {
   view.nodes[2].labels = &a100;
   view.nodes[3].labels = &zone_a;
   auto prefer = [](std::vector<NodePreference> terms) { return InternPreference(terms); };
-  const auto* likes_h100 = prefer({{10, {"gpu", LabelOp::kIn, {"h100"}}}});
+  const auto* likes_h100 = prefer({{10, {{"gpu", LabelOp::kIn, {"h100"}}}}});
   const auto* likes_a100_more =
-      prefer({{10, {"gpu", LabelOp::kIn, {"h100"}}}, {50, {"gpu", LabelOp::kIn, {"a100"}}}});
-  const auto* likes_tpu = prefer({{10, {"gpu", LabelOp::kIn, {"tpu"}}}});
+      prefer({{10, {{"gpu", LabelOp::kIn, {"h100"}}}}, {50, {{"gpu", LabelOp::kIn, {"a100"}}}}});
+  const auto* likes_tpu = prefer({{10, {{"gpu", LabelOp::kIn, {"tpu"}}}}});
   auto one_node = [&](const std::vector<ReplicaDemand>& gang) {
     auto where = Scheduler::FindGang(gang, view);
     EXPECT_TRUE(where);
@@ -649,7 +649,7 @@ TEST(SchedulerTest, OrderingTheNodesChangesNoPlacement) {
       nullptr, Wants({{"gpu", "h100"}}), Wants({{"zone", "b"}}),
       Wants({}, {{"gpu", LabelOp::kNotIn, {"a100"}}, {"zone", LabelOp::kDoesNotExist, {}}})};
   const std::vector<NodePreference>* prefers_h100 =
-      InternPreference({{30, {"gpu", LabelOp::kIn, {"h100"}}}});
+      InternPreference({{30, {{"gpu", LabelOp::kIn, {"h100"}}}}});
   ClusterView view(30000, 30011);  // 12 ports a host
   for (int n = 0; n < 400; ++n) {
     NodeFree node = Node("n" + std::to_string(n), pick(0, 8), pick(2, 64),

@@ -525,11 +525,19 @@ TEST_F(IntegrationTest, ANodeSelectorPlacesReplicasOnTheAgentWithTheLabel) {
   ASSERT_EQ(elsewhere.replicas.size(), 1u);
   EXPECT_EQ(elsewhere.replicas[0]->node_id, Node("node-a"));
   // preferred_node_affinity: either node takes these; each goes to the one it prefers (one of
-  // the two is not where packing alone would put it).
+  // the two is not where packing alone would put it). A term of match_expressions counts where
+  // all of them hold: the H100 without a zone label is worth 80 to the first, nothing to the
+  // second (it has no zone), which the bare node's 50 then takes.
+  const std::string bare = "{weight: 50, key: gpu, operator: DoesNotExist}";
+  const std::string h100_and =
+      "{weight: 80, match_expressions: [{key: gpu, operator: In, "
+      "values: [h100]}, {key: zone, operator: ";
   for (const auto& [name, preference, node] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"likes_h100", "{weight: 50, key: gpu, operator: In, values: [h100]}", "node-b"},
-           {"likes_bare", "{weight: 50, key: gpu, operator: DoesNotExist}", "node-a"}}) {
+           {"likes_bare", bare, "node-a"},
+           {"h100_no_zone", bare + ", " + h100_and + "DoesNotExist}]}", "node-b"},
+           {"h100_in_a_zone", bare + ", " + h100_and + "Exists}]}", "node-a"}}) {
     auto preferring = client.Submit("name: " + name +
                                     "\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
                                     "    preferred_node_affinity: [" +
