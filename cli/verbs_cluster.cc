@@ -35,12 +35,6 @@ StatusOr<std::optional<NodeSelector>> SelectorFlag(const ParsedArgs& args) {
   return std::optional<NodeSelector>(std::move(selector));
 }
 
-// Whether `node`'s labels match `selector`.
-bool Selected(const NodeSelector& selector, const wire::NodeInfoT& node) {
-  StatusOr<NodeLabels> labels = ParseNodeLabels(node.labels);
-  return labels.ok() && selector.Matches(*labels);
-}
-
 // Runs `action` of NodeAdmin, with `items` (label's edits), on the verb's NODE or on every
 // registered node -l SELECTOR matches, in `cohort nodes`' order (none matching is no error, as
 // with kubectl's -l); prints what was done. The exit code of the first that failed (the others
@@ -56,11 +50,9 @@ int AdminTargets(const ParsedArgs& args, const Context& ctx, const std::string& 
   if (!*selector) {
     targets.push_back(args.positionals[0]);
   } else {
-    auto nodes = client->ListNodes();
+    auto nodes = client->ListNodes(args.Get("--selector"));
     if (!nodes.ok()) return Fail(ctx.err, nodes.status());
-    for (const wire::NodeInfoT& node : *nodes) {
-      if (Selected(**selector, node)) targets.push_back(node.node_id);
-    }
+    for (const wire::NodeInfoT& node : *nodes) targets.push_back(node.node_id);
     if (targets.empty()) {
       ctx.err << "cohort: no node matches " << args.Get("--selector") << "\n";
       return kExitOk;
@@ -137,11 +129,7 @@ int Nodes(const ParsedArgs& args, const Context& ctx) {
   return ShowVerb<std::vector<wire::NodeInfoT>>(
       args, ctx, "nodes", "",
       [&](CoordinatorClient& client) -> StatusOr<std::vector<wire::NodeInfoT>> {
-        COHORT_ASSIGN_OR_RETURN(std::vector<wire::NodeInfoT> nodes, client.ListNodes());
-        if (*selector) {
-          std::erase_if(nodes, [&](const auto& node) { return !Selected(**selector, node); });
-        }
-        return nodes;
+        return client.ListNodes(args.Get("--selector"));
       },
       [](const std::vector<wire::NodeInfoT>& nodes) {
         nlohmann::json array = nlohmann::json::array();

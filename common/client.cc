@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
 
 #include "common/curve_keys.h"
+#include "common/job_spec.h"
 
 namespace cohort {
 namespace {
@@ -194,8 +196,25 @@ StatusOr<std::vector<wire::QueueInfoT>> CoordinatorClient::ListQueues() {
   return CallList<wire::QueueList>(wire::ListQueuesT{}, "list queues", &wire::QueueListT::queues);
 }
 
-StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes() {
-  return CallList<wire::NodeList>(wire::ListNodesT{}, "list nodes", &wire::NodeListT::nodes);
+StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes(const std::string& selector) {
+  wire::ListNodesT request;
+  request.selector = selector;
+  COHORT_ASSIGN_OR_RETURN(wire::NodeListT list,
+                          Call<wire::NodeList>(std::move(request), "list nodes"));
+  std::optional<NodeSelector> unapplied;
+  if (!selector.empty() && list.selector.empty()) {
+    COHORT_ASSIGN_OR_RETURN(unapplied, ParseNodeSelector(selector));
+  }
+  std::vector<wire::NodeInfoT> out;
+  for (auto& node : list.nodes) {
+    if (!node) continue;
+    if (unapplied) {
+      StatusOr<NodeLabels> labels = ParseNodeLabels(node->labels);
+      if (!labels.ok() || !unapplied->Matches(*labels)) continue;
+    }
+    out.push_back(std::move(*node));
+  }
+  return out;
 }
 
 StatusOr<wire::LogDataT> CoordinatorClient::ReadLogs(const std::string& job,

@@ -87,7 +87,9 @@ class CoordinatorClient {
   // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);
-  StatusOr<std::vector<wire::NodeInfoT>> ListNodes();
+  // The registered nodes; with a `selector` (ParseNodeSelector's), those whose labels match it
+  // (matched here when the coordinator is older than ListNodes.selector and lists them all).
+  StatusOr<std::vector<wire::NodeInfoT>> ListNodes(const std::string& selector = "");
   // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now, forget, or label
   // and label-reset with `labels` ("KEY=VALUE", "KEY-"; wire::NodeAdmin says what each does); the
   // reply names the node after it and what was done.

@@ -78,9 +78,22 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::SuspendJob:
       OnSuspend(m, *msg.As<wire::SuspendJob>(), now_ms);
       return;
-    case wire::Body::ListNodes:
-      Reply(m, Encode(id, Nodes()));
+    case wire::Body::ListNodes: {
+      const std::string text = Str(msg.As<wire::ListNodes>()->selector());
+      if (text.empty()) {
+        Reply(m, Encode(id, Nodes()));
+        return;
+      }
+      StatusOr<NodeSelector> selector = ParseNodeSelector(text);
+      if (!selector.ok()) {
+        Reply(m, EncodeError(id, InvalidArgument("selector: " + selector.status().message())));
+        return;
+      }
+      wire::NodeListT list = Nodes(&*selector);
+      list.selector = FormatNodeSelector(*selector);
+      Reply(m, Encode(id, std::move(list)));
       return;
+    }
     case wire::Body::ListQueues:
       Reply(m, Encode(id, Queues()));
       return;
@@ -445,7 +458,7 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   return info;
 }
 
-wire::NodeListT ClientService::Nodes() const {
+wire::NodeListT ClientService::Nodes(const NodeSelector* selector) const {
   struct Use {
     std::vector<int> gpus;
     int cpus = 0;
@@ -472,6 +485,7 @@ wire::NodeListT ClientService::Nodes() const {
   for (const JobRecord* job : jobs_.EndedHolding()) account(*job);
   wire::NodeListT list;
   for (const auto& [id, n] : nodes_.nodes()) {
+    if (selector != nullptr && !selector->Matches(n.labels)) continue;
     auto ni = std::make_unique<wire::NodeInfoT>();
     ni->node_id = id;
     ni->address = n.address;

@@ -77,9 +77,9 @@ class ClientService {
   void SetWatchdog(const Watchdog* watchdog) { watchdog_ = watchdog; }
 
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
-  // what its live replicas use).
+  // what its live replicas use), or of those whose labels match `selector`.
   static wire::JobInfoT ToInfo(const JobRecord& job);
-  wire::NodeListT Nodes() const;
+  wire::NodeListT Nodes(const NodeSelector* selector = nullptr) const;
   // Every queue: quota, weight, use, running and waiting jobs.
   wire::QueueListT Queues();
 

@@ -454,8 +454,19 @@ class Client:
         body.resume = resume
         return _job_to_dict(self._call(Body.Body.SuspendJob, body, JobInfo.JobInfoT))
 
-    def nodes(self):
-        reply = self._call(Body.Body.ListNodes, ListNodes.ListNodesT(), NodeList.NodeListT)
+    def nodes(self, selector=None):
+        """The registered nodes, as `cohort nodes --json` gives them; with `selector`, a
+        Kubernetes label selector (`cohort nodes -l`: "rack=r1,gpu in (h100,h200),!maintenance"),
+        those whose labels match it. A malformed selector is a CohortError INVALID_ARGUMENT naming
+        what is wrong; a coordinator too old to match selectors is a CohortError
+        FAILED_PRECONDITION (it would list every node)."""
+        body = ListNodes.ListNodesT()
+        body.selector = selector or ""
+        reply = self._call(Body.Body.ListNodes, body, NodeList.NodeListT)
+        if selector and not reply.selector and selector.strip():
+            raise CohortError("FAILED_PRECONDITION",
+                              "the coordinator does not match nodes to a selector (it is older "
+                              "than this client); list every node and filter their labels")
         return [_node_to_dict(n) for n in (reply.nodes or [])]
 
     def queues(self):

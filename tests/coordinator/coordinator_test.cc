@@ -1123,6 +1123,38 @@ TEST_F(CoordinatorTest, NodeSelectorsPlaceReplicasOnNodesWithTheirLabels) {
   EXPECT_EQ(labels,
             (std::map<std::string, std::string>{
                 {"node-a", "gpu=a100"}, {"node-b", "gpu=h100"}, {"node-c", "gpu=h100,zone=b"}}));
+
+  // ListNodes with a selector: the nodes it matches, and the selector back in its canonical form
+  // (a client tells from it that the coordinator matched); a malformed one is refused, named.
+  auto matching = [&](const std::string& selector, std::string* echo = nullptr) {
+    wire::ListNodesT request;
+    request.selector = selector;
+    Message reply = Call(std::move(request));
+    std::set<std::string> ids;
+    if (reply.As<wire::NodeList>() == nullptr) {
+      ADD_FAILURE() << selector << ": " << reply.ErrorStatus().ToString();
+      return ids;
+    }
+    wire::NodeListT listed;
+    reply.As<wire::NodeList>()->UnPackTo(&listed);
+    for (const auto& n : listed.nodes) ids.insert(n->node_id);
+    if (echo != nullptr) *echo = listed.selector;
+    return ids;
+  };
+  std::string echo;
+  EXPECT_EQ(matching("gpu == h100, !zone", &echo), std::set<std::string>{"node-b"});
+  EXPECT_EQ(echo, "gpu=h100,!zone");
+  EXPECT_EQ(matching("gpu in (h100, a100)"), (std::set<std::string>{"node-a", "node-b", "node-c"}));
+  EXPECT_EQ(matching("zone notin (b)"), (std::set<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(matching("ib"), std::set<std::string>{});
+  EXPECT_EQ(matching("", &echo).size(), 3u);
+  EXPECT_EQ(echo, "");
+  wire::ListNodesT malformed;
+  malformed.selector = "gpu in (h100";
+  const Status bad = Call(std::move(malformed)).ErrorStatus();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.ToString();
+  EXPECT_NE(bad.message().find("selector: "), std::string::npos) << bad.ToString();
+  EXPECT_NE(bad.message().find("without its ')'"), std::string::npos) << bad.ToString();
 }
 
 TEST_F(CoordinatorTest, ListNodesAndJobs) {

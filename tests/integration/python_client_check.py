@@ -26,6 +26,18 @@ def main(endpoint, scratch):
         message, info = client.admin_node(node, "label", ["py=yes", "gone-"])
         check(info["labels"] == "py=yes" and info["label_edits"] == "gone-,py=yes",
               f"labelled: {message}, {info}")
+        # nodes(selector=): the coordinator matches Kubernetes' selector strings.
+        other = nodes[1]["node_id"]
+        for selector, expected in (("py=yes", [node]), ("py", [node]), ("!py", [other]),
+                                   ("py in (no, maybe)", []), ("", [node, other])):
+            got = sorted(n["node_id"] for n in client.nodes(selector=selector))
+            check(got == sorted(expected),
+                  f"nodes(selector={selector!r}): {got}, expected {expected}")
+        try:
+            client.nodes(selector="py in (yes")
+            check(False, "a malformed selector was taken")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "selector: " in str(e), f"error: {e}")
         message, info = client.admin_node(node, "label-reset")
         check(info["labels"] == "" and info["label_edits"] == "", f"reset: {message}, {info}")
         try:
