@@ -93,7 +93,7 @@ class UcxTransportImpl {
   // `notice`: a send that a poisoned transport still makes while `peer` is there (IsendNotice).
   StatusOr<Request> Post(int peer, Tag tag, bool is_send, const void* src, void* dst, size_t size,
                          bool notice = false);
-  // The first peer whose endpoint failed, or -1.
+  // The peer found gone first, or -1; whether `peer` is gone (Transport's gone_peer, peer_gone).
   int GonePeer();
   bool PeerGone(int peer);
   // Drives progress until `r` reaches a final state (true) or `deadline` passes (false).

@@ -10,8 +10,7 @@
 // endpoint in the peer error mode. Endpoints to same-host peers (same boot, PID and network
 // namespace) therefore use UCP_ERR_HANDLING_MODE_NONE whenever UCX_TLS allows shared memory
 // (unset does), and the transport checks those peers' PIDs (published with the address) every
-// 100 ms while it waits (and when gone_peer() or peer_gone() is
-// asked), and their liveness tokens
+// 100 ms while it waits (and when gone_peer() or peer_gone() is asked), and their liveness tokens
 // (same_host.h), which a transport holds until it is closed or cancelled: a peer whose transport
 // went counts as gone although its process lives on. With UCX_TLS=tcp they keep the peer mode
 // and tcp's own detection. A send on such an endpoint cannot be withdrawn (UCX refuses to close it
