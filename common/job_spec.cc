@@ -566,6 +566,10 @@ Status AddSelectorTerm(std::string_view term, NodeSelector& selector) {
 
 StatusOr<NodeSelector> ParseNodeSelector(std::string_view text) {
   NodeSelector selector;
+  if (text.size() > kMaxNodeSelectorBytes) {
+    return InvalidArgument("selector: at most " + std::to_string(kMaxNodeSelectorBytes) +
+                           " bytes, got " + std::to_string(text.size()));
+  }
   if (TrimSpaces(text).empty()) return selector;
   StatusOr<std::vector<std::string_view>> terms = SelectorTerms(text);
   if (!terms.ok()) {

@@ -110,8 +110,10 @@ std::string FormatNodeSelector(const NodeSelector& selector);
 // KEY=VALUE (or ==), KEY!=VALUE (NotIn of one value), KEY in (A,B), KEY notin (A,B), KEY (Exists),
 // !KEY (DoesNotExist), KEY>N, KEY<N; spaces around a requirement and its parts are allowed.
 // kInvalidArgument naming the requirement that is malformed, or a key or value CheckNodeLabel
-// refuses; "" is the empty selector (every node).
+// refuses, or a text over kMaxNodeSelectorBytes (the coordinator matches selectors clients send
+// against every node, on its loop); "" is the empty selector (every node).
 StatusOr<NodeSelector> ParseNodeSelector(std::string_view text);
+inline constexpr size_t kMaxNodeSelectorBytes = 4096;
 // The spec fields it comes from: "node_selector", "node_affinity" or "node_selector,
 // node_affinity".
 std::string NodeSelectorFields(const NodeSelector& selector);

@@ -23,16 +23,15 @@ void AnswerListNodes(RouterSocket& router, const std::string& echo, std::string*
   const auto* body = (*request)->message.As<wire::ListNodes>();
   if (body != nullptr && body->selector() != nullptr) *asked = body->selector()->str();
   wire::NodeListT list;
-  for (const auto& [id, labels] : {std::pair{"a", "rack=r1"}, {"b", "rack=r1,gpu=h100"},
-                                   {"c", "rack=r2"}}) {
+  for (const auto& [id, labels] :
+       {std::pair{"a", "rack=r1"}, {"b", "rack=r1,gpu=h100"}, {"c", "rack=r2"}}) {
     auto node = std::make_unique<wire::NodeInfoT>();
     node->node_id = id;
     node->labels = labels;
     list.nodes.push_back(std::move(node));
   }
   list.selector = echo;
-  (void)router.Send((*request)->peer,
-                    Encode((*request)->message.request_id(), std::move(list)));
+  (void)router.Send((*request)->peer, Encode((*request)->message.request_id(), std::move(list)));
 }
 
 std::set<std::string> Ids(const std::vector<wire::NodeInfoT>& nodes) {

@@ -384,6 +384,18 @@ TEST(JobSpecTest, ParseNodeSelectorReadsKubernetesSelectorStrings) {
     EXPECT_EQ(refused.status().message().rfind("selector '" + bad + "'", 0), 0u)
         << refused.status().message();
   }
+  // The coordinator matches what clients send against every node: a long one is refused by its
+  // length, before it is read (and not quoted back).
+  std::string fits = "k0";
+  for (int i = 1; fits.size() + 7 <= kMaxNodeSelectorBytes; ++i) fits += ",k" + std::to_string(i);
+  StatusOr<NodeSelector> taken = ParseNodeSelector(fits);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_GT(taken->requirements.size(), 500u);
+  const std::string too_long = fits + std::string(kMaxNodeSelectorBytes, ' ');
+  StatusOr<NodeSelector> refused = ParseNodeSelector(too_long);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "selector: at most 4096 bytes, got " + std::to_string(too_long.size()));
 }
 
 // node_affinity takes Kubernetes' matchExpressions (In, NotIn, Exists, DoesNotExist, Gt, Lt); In's
