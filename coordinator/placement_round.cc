@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "coordinator/gang_fit.h"
@@ -128,32 +130,47 @@ SpreadOccupied SpreadOccupiedBy(const JobRecord& job, const NodeIndex& node_inde
 
 // What a replica of `job` placed alone (a restart, elastic growth) of `demand` (its pool's) tries,
 // in order: with a topology, `demand` narrowed to each level's value where the job's replicas hold
-// resources (the first such replica's node; tightest level first, each with the required level's
-// value), then, without a required level, anywhere (the Scheduler's "Topology"); `demand` alone
-// when it has no topology or no replica of the job holds resources.
+// resources (tightest level first, each with the required level's value): the value most of them
+// share, so a job its preferred topology could not keep together tries the rack of most of its
+// replicas, not that of its chief (of equal counts, the value reached first in replica order);
+// then, without a required level, anywhere (the Scheduler's "Topology"). `demand` alone when it
+// has no topology or no replica of the job holds resources.
 std::vector<ReplicaDemand> JobDomains(const JobRecord& job, const ReplicaDemand& demand,
                                       const NodeRegistry& nodes) {
   if (demand.topology == nullptr) return {demand};
-  const NodeRecord* home = nullptr;
+  std::vector<const NodeRecord*> held;  // the node of each replica holding resources
   for (const auto& r : job.replicas) {
     if (!JobController::HoldsResources(r)) continue;
-    home = nodes.Find(r.node_id);
-    if (home != nullptr) break;
+    if (const NodeRecord* node = nodes.Find(r.node_id); node != nullptr) held.push_back(node);
   }
-  if (home == nullptr) return {demand};
+  if (held.empty()) return {demand};
+  auto most_held = [&](const std::string& key) -> const std::string* {
+    std::map<std::string_view, int> count;
+    const std::string* best = nullptr;
+    int best_count = 0;
+    for (const NodeRecord* node : held) {
+      auto value = node->labels.find(key);
+      if (value == node->labels.end()) continue;
+      if (const int c = ++count[value->second]; c > best_count) {
+        best_count = c;
+        best = &value->second;
+      }
+    }
+    return best;
+  };
   const std::string* required = RequiredTopology(demand);
   NodeLabels outer;
   if (required != nullptr) {
-    auto value = home->labels.find(*required);
-    if (value == home->labels.end()) return {demand};
-    outer.emplace(*required, value->second);
+    const std::string* value = most_held(*required);
+    if (value == nullptr) return {demand};
+    outer.emplace(*required, *value);
   }
   std::vector<ReplicaDemand> domains;
   for (const std::string& key : *demand.topology) {
-    auto value = home->labels.find(key);
-    if (value == home->labels.end()) continue;
+    const std::string* value = most_held(key);
+    if (value == nullptr) continue;
     NodeLabels domain = outer;
-    domain[key] = value->second;
+    domain[key] = *value;
     domains.push_back(InDomain(demand, domain));
   }
   if (required == nullptr) domains.push_back(InDomain(demand, {}));

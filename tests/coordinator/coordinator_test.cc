@@ -1056,6 +1056,33 @@ TEST_F(CoordinatorTest, AReplicaRestartsInItsJobsRackElseItsBlock) {
   EXPECT_EQ(worker->node_id, "node-c") << info.message;
 }
 
+// A job its preferred rack could not hold (the chief needs node-a's two GPUs, rack r1; its three
+// workers fill rack r2): when a worker's node is lost, the worker restarts in r2, where most of its
+// job runs (node-f), not in the chief's rack (node-e), which is as free and registered first.
+TEST_F(CoordinatorTest, AReplicaRestartsInTheRackOfMostOfItsJob) {
+  node_labels_["node-a"] = node_labels_["node-e"] = {{"rack", "r1"}};
+  for (const char* id : {"node-b", "node-c", "node-d", "node-f"})
+    node_labels_[id] = {{"rack", "r2"}};
+  AddAgent("node-a", 2);
+  for (const char* id : {"node-b", "node-c", "node-d"}) AddAgent(id, 1);
+  ASSERT_TRUE(Submit("name: spread\nworker_pools:\n"
+                     "  - role: chief\n    resources: {gpus: 2, cpus: 1}\n"
+                     "    process: {command: [/bin/train]}\n"
+                     "  - role: worker\n    replicas: 3\n    resources: {gpus: 1, cpus: 1}\n"
+                     "    process: {command: [/bin/train]}\n"
+                     "scheduling: {max_restarts: 3, preferred_topology: [rack]}\n")
+                  .ok());
+  std::map<std::string, std::string> where = RunGang(4);
+  ASSERT_EQ(where["chief-0"], "node-a");
+  AddAgent("node-e", 1);
+  AddAgent("node-f", 1);
+  LoseNodeAmong(where["worker-0"], {"node-a", "node-b", "node-c", "node-d", "node-e", "node-f"});
+  const wire::JobInfoT info = GetJob("spread");
+  const wire::ReplicaInfoT* worker = Replica(info, "worker-0");
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(worker->node_id, "node-f") << info.message;
+}
+
 TEST_F(CoordinatorTest, NodeSelectorsPlaceReplicasOnNodesWithTheirLabels) {
   node_labels_["node-a"] = {{"gpu", "a100"}, {"bad label", "x"}};
   node_labels_["node-b"] = {{"gpu", "h100"}};
