@@ -379,7 +379,9 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
   return NotFoundJson("unknown job resource '" + what + "'");
 }
 
-HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
+HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
+  StatusOr<NodeSelector> selector = ParseNodeSelector(r.Param("selector"));
+  if (!selector.ok()) return Json(json{{"error", selector.status().message()}}, 400);
   auto s = snapshot();
   json out = json::array();
   if (!s) return Json(out);
@@ -393,6 +395,7 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest&) const {
     }
   }
   for (const NodeRecord& n : s->nodes) {
+    if (!selector->Matches(n.labels)) continue;
     out.push_back({{"node_id", n.node_id},
                    {"address", n.address},
                    {"state", NodeStateName(n, !replicas[n.node_id].empty())},

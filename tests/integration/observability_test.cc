@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -440,6 +441,36 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
 }
 
 using ObservabilityAuth = ct::ClusterTest;
+
+// /api/nodes?selector=: the nodes a Kubernetes label selector matches, as `cohort nodes -l` lists
+// them; a malformed one is a 400 naming what is wrong.
+TEST_F(ObservabilityTest, NodesApiTakesASelector) {
+  if (!NeedBinaries()) return;
+  const int port = cluster_->coordinator_http_port();
+  auto client = cluster_->Client();
+  auto labelled = client.AdminNode(NodeA(), "label", {"rack=r1"});
+  ASSERT_TRUE(labelled.ok()) << labelled.status().ToString();
+  auto ids = [&](const std::string& selector) {
+    std::set<std::string> out;
+    json nodes =
+        json::parse(HttpGet(port, "/api/nodes?selector=" + UrlEncode(selector)), nullptr, false);
+    if (nodes.is_array()) {
+      for (const auto& n : nodes) out.insert(n.value("node_id", ""));
+    }
+    return out;
+  };
+  const std::set<std::string> a = {NodeA()};
+  // The API reads the snapshot the loop publishes: the label shows at its next publication.
+  ASSERT_TRUE(ct::WaitUntil([&] { return ids("rack=r1") == a; }, 10s)) << "no node in rack r1";
+  EXPECT_EQ(ids("rack in (r1, r2),!maintenance"), a);
+  EXPECT_EQ(ids("rack=r2"), std::set<std::string>{});
+  EXPECT_EQ(ids(""), a);
+  int status = 0;
+  const std::string body =
+      HttpGet(port, "/api/nodes?selector=" + UrlEncode("rack in (r1"), &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(body.find("without its ')'"), std::string::npos) << body;
+}
 
 TEST_F(ObservabilityAuth, BeyondLoopbackTheTokenIsRequired) {
   if (!NeedBinaries()) return;
