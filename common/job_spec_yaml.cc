@@ -465,6 +465,18 @@ void EmitLabelRequirement(YAML::Emitter& out, const LabelRequirement& req) {
   }
 }
 
+// `key: [{key, operator, values}, ...]`.
+void EmitLabelRequirements(YAML::Emitter& out, const char* key,
+                           const std::vector<LabelRequirement>& reqs) {
+  out << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+  for (const LabelRequirement& req : reqs) {
+    out << YAML::Flow << YAML::BeginMap;
+    EmitLabelRequirement(out, req);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
 }  // namespace
 
 std::string JobSpecToYaml(const JobSpec& spec) {
@@ -493,15 +505,8 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       }
       out << YAML::EndMap;
     }
-    if (!pool.node_affinity.empty()) {
-      out << YAML::Key << "node_affinity" << YAML::Value << YAML::BeginSeq;
-      for (const LabelRequirement& req : pool.node_affinity) {
-        out << YAML::Flow << YAML::BeginMap;
-        EmitLabelRequirement(out, req);
-        out << YAML::EndMap;
-      }
-      out << YAML::EndSeq;
-    }
+    if (!pool.node_affinity.empty())
+      EmitLabelRequirements(out, "node_affinity", pool.node_affinity);
     if (!pool.preferred_node_affinity.empty()) {
       out << YAML::Key << "preferred_node_affinity" << YAML::Value << YAML::BeginSeq;
       for (const NodePreference& term : pool.preferred_node_affinity) {
@@ -510,13 +515,7 @@ std::string JobSpecToYaml(const JobSpec& spec) {
         if (term.requirements.size() == 1) {
           EmitLabelRequirement(out, term.requirements[0]);
         } else {
-          out << YAML::Key << "match_expressions" << YAML::Value << YAML::BeginSeq;
-          for (const LabelRequirement& req : term.requirements) {
-            out << YAML::Flow << YAML::BeginMap;
-            EmitLabelRequirement(out, req);
-            out << YAML::EndMap;
-          }
-          out << YAML::EndSeq;
+          EmitLabelRequirements(out, "match_expressions", term.requirements);
         }
         out << YAML::EndMap;
       }

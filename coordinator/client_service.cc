@@ -79,12 +79,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       OnSuspend(m, *msg.As<wire::SuspendJob>(), now_ms);
       return;
     case wire::Body::ListNodes: {
-      const std::string text = Str(msg.As<wire::ListNodes>()->selector());
-      if (text.empty()) {
-        Reply(m, Encode(id, Nodes()));
-        return;
-      }
-      StatusOr<NodeSelector> selector = ParseNodeSelector(text);
+      // "" is the empty selector: every node.
+      StatusOr<NodeSelector> selector =
+          ParseNodeSelector(Str(msg.As<wire::ListNodes>()->selector()));
       if (!selector.ok()) {
         Reply(m, EncodeError(id, InvalidArgument("selector: " + selector.status().message())));
         return;

@@ -463,7 +463,7 @@ class Client:
         body = ListNodes.ListNodesT()
         body.selector = selector or ""
         reply = self._call(Body.Body.ListNodes, body, NodeList.NodeListT)
-        if selector and not reply.selector and selector.strip():
+        if (selector or "").strip() and not reply.selector:
             raise CohortError("FAILED_PRECONDITION",
                               "the coordinator does not match nodes to a selector (it is older "
                               "than this client); list every node and filter their labels")

@@ -170,8 +170,6 @@ class UcxTransportImpl {
   // A failed peer's name and reason, or "" when every peer is alive.
   std::string FailedPeerLocked() const;
   int GonePeerLocked() const { return first_gone_; }
-  // Progresses the worker and checks same-host peers, so that peers gone by now are known.
-  void LearnOfGonePeersLocked();
   // Records that `peer` is gone (its endpoint failed, or its process or transport went), and
   // poisons the transport.
   void MarkGoneLocked(int peer, ucs_status_t status);
@@ -732,25 +730,21 @@ bool UcxTransport::peer_gone(int peer) const { return impl_->PeerGone(peer); }
 void UcxTransport::Cancel() { impl_->Cancel(); }
 
 int UcxTransportImpl::GonePeer() {
+  // Asked before every all-reduce (RoundVerdicts::Post): the liveness check only, which is
+  // rate-limited; callers that wait progress the worker themselves.
   std::lock_guard<std::mutex> lock(mu_);
-  LearnOfGonePeersLocked();
+  CheckLivenessLocked();  // a same-host peer that died while nothing waited
   return GonePeerLocked();
 }
 
 bool UcxTransportImpl::PeerGone(int peer) {
   if (peer < 0 || peer >= size_) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  LearnOfGonePeersLocked();
-  return peer_status_[peer] != UCS_OK;
-}
-
-void UcxTransportImpl::LearnOfGonePeersLocked() {
-  // While nothing waits, nothing progresses the worker: an endpoint's failure (tcp) is delivered
-  // by progress, a same-host peer's death by the liveness check.
-  if (worker_ != nullptr) {
-    while (ucp_worker_progress(worker_) != 0) last_event_ = SteadyClock::now();
-  }
+  // Asked while nothing else may progress the worker (a lingering reducer): an endpoint's failure
+  // (tcp) is delivered by progress, a same-host peer's death by the liveness check.
+  while (ucp_worker_progress(worker_) != 0) last_event_ = SteadyClock::now();
   CheckLivenessLocked();
+  return peer_status_[peer] != UCS_OK;
 }
 
 StatusOr<Request> UcxTransport::IsendNotice(int peer, Tag tag, ConstBytes data) {
