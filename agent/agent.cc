@@ -69,7 +69,7 @@ Agent::Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> 
       session_(config_, *clock, outbox_,
                [this](wire::BodyUnion body) { return Transmit(std::move(body)); }),
       replicas_(config_, *clock, outbox_, std::move(process_launcher),
-                [this](Attempt& a) { SendUpdate(a); }) {}
+                [this](Attempt& a) { OnAttemptChanged(a); }) {}
 
 // No replica outlives its agent: ~ReplicaManager kills whatever is still there.
 Agent::~Agent() = default;
@@ -366,6 +366,15 @@ void Agent::CollectDumps() {
 }
 
 // ---- the protocol -------------------------------------------------------------------------
+
+void Agent::OnAttemptChanged(Attempt& a) {
+  // A failure here is judged by a health verdict taken after it (agent/health_check.h): the
+  // heartbeats after this update say the check runs again until it has ended.
+  if (a.final && a.state == wire::ReplicaState::FAILED && a.stop == StopCause::kNone) {
+    session_.health().RunNow();
+  }
+  SendUpdate(a);
+}
 
 void Agent::SendUpdate(Attempt& a) {
   if (!session_.registered()) return;  // RegisterAgent will carry it

@@ -17,6 +17,8 @@
 //    a MetricForwarder (agent/metric_forwarder.h).
 //  Updates, chunks and measurements go through one Outbox (agent/outbox.h): one message in
 //  flight per stream, resent until answered; registering again resends from the acked state.
+//  - Registrations and heartbeats carry what the node's health check says (agent/health_check.h);
+//    an attempt that fails has it run again, and the heartbeats say so until that run has ended.
 //  - Heartbeats carry each RUNNING attempt's progress (agent/progress.h: its log, metric file and
 //    flight recorder), for the coordinator's hang watchdog; their replies carry how late each
 //    replica here enters collectives (collective_lateness()).
@@ -61,6 +63,7 @@
 
 #include "agent/attempt.h"
 #include "agent/coordinator_session.h"
+#include "agent/health_check.h"
 #include "agent/http_service.h"
 #include "agent/inventory.h"
 #include "agent/launcher.h"
@@ -118,6 +121,9 @@ struct AgentConfig {
   std::string output_root;
   std::chrono::milliseconds storage_check_interval{5000};
   std::chrono::milliseconds storage_check_hung_after{10000};
+  // The node's health check (agent/health_check.h): the program and its arguments (empty: none),
+  // how often it runs and how long a run may take.
+  HealthCheckOptions health_check;
   // Which Unix account job owners' replicas run as (agent/replica_user.h): --users,
   // --allow-root-users. With security.insecure every owner may map to root.
   ReplicaUserOptions users;
@@ -178,6 +184,8 @@ class Agent {
   // An Ack or ErrorReply (`error`) to a message of the outbox.
   void HandleAnswer(uint64_t request_id, const Status& error);
   void HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const Status& error);
+  // A state change of an attempt: a failure has the health check run again, then SendUpdate.
+  void OnAttemptChanged(Attempt& a);
   // Sends the attempt's status as a ReplicaUpdate (when registered; RegisterAgent carries it
   // otherwise).
   void SendUpdate(Attempt& a);

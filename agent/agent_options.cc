@@ -30,6 +30,9 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   flags.config.http_endpoint.clear();  // empty after parsing: not given
   FlagDuration grace = FlagDuration::Seconds(30);
   FlagDuration retention = FlagDuration::Seconds(7 * 24 * 3600);
+  FlagDuration health_every = FlagDuration::Seconds(60);
+  FlagDuration health_timeout = FlagDuration::Seconds(15);
+  std::string health_check;
   std::vector<std::string> users;
   std::vector<std::string> labels;
   std::string allow_root;
@@ -59,7 +62,10 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("http-token", po::value(&flags.config.http_token), "token HTTP requests must carry (required beyond loopback)")
       ("users", po::value(&users)->composing(), "which Unix account each job owner's replicas run as: USER=ACCOUNT,... (a user not listed runs as the account of the same name)")
       ("allow-root-users", po::value(&allow_root), "job owners whose replicas may run as root (uid 0), comma-separated (none by default; with --insecure, every owner)")
-      ("output-root", po::value(&flags.config.output_root), "where this node reads the storage marker instead of the coordinator's output root (default: that root, where jobs write; the node counts as sharing it only at that path)");
+      ("output-root", po::value(&flags.config.output_root), "where this node reads the storage marker instead of the coordinator's output root (default: that root, where jobs write; the node counts as sharing it only at that path)")
+      ("health-check", po::value(&health_check), "PROGRAM [ARGS]: this node's health check (absolute path), run every --health-check-interval; while it exits other than 0 nothing new is placed here and its first output line says why (default: none)")
+      ("health-check-interval", po::value(&health_every), "how often the health check runs (default 60s)")
+      ("health-check-timeout", po::value(&health_timeout), "a health check run longer than this is killed and fails (default 15s)");
   // clang-format on
   std::ostringstream usage;
   auto parsed = ParseFlags(argc, argv, desc,
@@ -80,6 +86,12 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   }
   flags.config.grace_period = grace.value;
   flags.config.attempt_retention = retention.value;
+  COHORT_ASSIGN_OR_RETURN(flags.config.health_check.argv, ParseHealthCheckCommand(health_check));
+  if (health_every.value.count() <= 0 || health_timeout.value.count() <= 0) {
+    return InvalidArgument("--health-check-interval and --health-check-timeout must be positive");
+  }
+  flags.config.health_check.every = health_every.value;
+  flags.config.health_check.timeout = health_timeout.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");
   if (flags.config.node_id.empty()) {
     char host[HOST_NAME_MAX + 1] = {0};

@@ -15,7 +15,8 @@ CoordinatorSession::CoordinatorSession(const AgentConfig& config, Clock& clock, 
       outbox_(outbox),
       transmit_(std::move(transmit)),
       heartbeat_interval_(config.default_heartbeat_interval),
-      storage_(config.output_root, config.storage_check_interval, config.storage_check_hung_after) {
+      storage_(config.output_root, config.storage_check_interval, config.storage_check_hung_after),
+      health_(config.health_check) {
   next_register_ = Now();
   last_heard_ = Now();
   last_accepted_ = last_heard_;
@@ -108,6 +109,7 @@ void CoordinatorSession::Register(ReplicaReport replicas) {
   if (auto storage = storage_.Report()) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }
+  reg.unhealthy = health_.Problem();
   for (const auto& [key, value] : config_.labels) {
     auto kv = std::make_unique<wire::KeyValueT>();
     kv->key = key;
@@ -140,6 +142,9 @@ void CoordinatorSession::SendHeartbeat(
   if (auto storage = storage_.Report()) {
     heartbeat.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }
+  // In this order: a recheck that ends between the two reads leaves its verdict in `unhealthy`.
+  heartbeat.health_rechecking = health_.Rechecking();
+  heartbeat.unhealthy = health_.Problem();
   wire::BodyUnion body;
   body.Set(std::move(heartbeat));
   outbox_.Send({Outbox::Kind::kHeartbeat, ""}, 0, std::move(body));

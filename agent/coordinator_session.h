@@ -12,6 +12,7 @@
 //    until then), sent through the Outbox as its heartbeat stream.
 //  - Storage: both carry what the StorageCheck last found at the output root the
 //    RegisterAgentReply names (agent/storage_check.h).
+//  - Health: both carry what the node's health check last said (agent/health_check.h).
 //  - Fencing: the RegisterAgentReply hands the coordinator's --fence-after and --fence-grace. Once
 //    the coordinator has said nothing for that long (refusals of this node's word do not count),
 //    FenceDue() is true, once per silence: the coordinator may have declared this node lost and
@@ -31,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/health_check.h"
 #include "agent/outbox.h"
 #include "agent/storage_check.h"
 #include "common/clock.h"
@@ -98,6 +100,8 @@ class CoordinatorSession {
   // Sends a Heartbeat (`draining` while the agent shuts down) carrying `progress`, the running
   // replicas' progress; the next is due one heartbeat interval later.
   void SendHeartbeat(bool draining, std::vector<std::unique_ptr<wire::ReplicaProgressT>> progress);
+  // The node's health check, which both messages report.
+  HealthCheck& health() { return health_; }
 
  private:
   milliseconds Now() const { return milliseconds(clock_.NowMs()); }
@@ -121,6 +125,7 @@ class CoordinatorSession {
   milliseconds fence_grace_{0};
   bool fenced_ = false;  // FenceDue() fired in this silence
   StorageCheck storage_;
+  HealthCheck health_;
 };
 
 }  // namespace cohort::agent

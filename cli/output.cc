@@ -308,6 +308,11 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
                   std::to_string(n.replicas), heartbeat, OrDash(n.storage), OrDash(n.labels)});
   }
   table.Print(out);
+  // Why a node takes no new work, where its health check says (too long for a column).
+  for (const auto& n : nodes) {
+    if (!n.unhealthy.empty())
+      out << n.node_id << " fails its health check: " << n.unhealthy << "\n";
+  }
 }
 
 void PrintStudies(const std::vector<wire::StudyInfoT>& studies, std::ostream& out) {

@@ -493,6 +493,7 @@ wire::NodeListT ClientService::Nodes(const NodeSelector* selector) const {
     ni->storage = n.storage.verdict;
     ni->labels = FormatNodeLabels(n.labels);
     ni->label_edits = FormatNodeLabelEdits(n.label_edits);
+    ni->unhealthy = n.unhealthy;
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

@@ -40,7 +40,7 @@ table { border-collapse: collapse; width: 100%; background: #fff; margin-bottom:
 th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 8px; text-align: left; font-size: 13px; }
 th { background: #f0f2f5; }
 .state-RUNNING, .state-READY { color: #0a7d32; }
-.state-FAILED, .state-LOST { color: #c62828; }
+.state-FAILED, .state-LOST, .state-UNHEALTHY { color: #c62828; }
 .state-SUCCEEDED { color: #1565c0; }
 .state-QUEUED, .state-PENDING, .state-STARTING { color: #8d6e00; }
 .state-SUSPENDED { color: #6a1b9a; }
@@ -183,7 +183,9 @@ const views = {
     return api('nodes').then(nodes => setMain('<h2>Nodes</h2>' + table(
         ['Node', 'State', 'Address', 'GPUs (used/total)', 'CPUs', 'Memory (MiB)', 'Heartbeat',
          'Replicas'],
-        nodes.map(n => [esc(n.node_id), st(n.state), esc(n.address),
+        nodes.map(n => [esc(n.node_id),
+                        st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : ''),
+                        esc(n.address),
                         n.gpus_allocated + '/' + n.gpus, n.cpus, n.memory_mb,
                         (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',
                         n.replicas.map(r => link('job/' + r.split('/')[0], r)).join(' ')]),

@@ -201,9 +201,10 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "Restarts spent by all jobs (derived from the state store: monotonic across restarts).");
   t.Sample("cohort_job_restarts_total", jobs.restarts);
   t.Family("cohort_restarts_total", Type::kCounter,
-           "Restarts by the cause of their incident: preemption, node_loss, exit_code, stopped "
-           "(counted since the coordinator started).");
-  for (const char* cause : {"preemption", "node_loss", "exit_code", "stopped"}) {
+           "Restarts by the cause of their incident: preemption, node_loss, node_health (a failure "
+           "on a node whose health check fails), exit_code, stopped (counted since the "
+           "coordinator started).");
+  for (const char* cause : {"preemption", "node_loss", "node_health", "exit_code", "stopped"}) {
     auto it = s.counters.restarts_by_cause.find(cause);
     t.Sample("cohort_restarts_total", {{"cause", cause}},
              it == s.counters.restarts_by_cause.end() ? 0 : it->second);
@@ -230,7 +231,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   t.WriteHistogram("cohort_submit_to_running_seconds", {}, jobs.to_running);
 
   // ---- nodes and GPUs
-  uint64_t ready = 0, cordoned = 0, lost = 0, draining = 0, gpus_total = 0;
+  uint64_t ready = 0, cordoned = 0, lost = 0, draining = 0, unhealthy = 0, gpus_total = 0;
   for (const NodeRecord& n : s.nodes) {
     if (!n.ready) {
       ++lost;
@@ -238,14 +239,18 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
       ++draining;
     } else if (n.admin == NodeAdmin::kCordoned) {
       ++cordoned;  // up, but takes no new replicas
+    } else if (!n.unhealthy.empty()) {
+      ++unhealthy;  // up, its health check failing: takes no new replicas
     } else {
       ++ready;
     }
     if (n.ready) gpus_total += n.gpus.size();
   }
   t.Family("cohort_nodes", Type::kGauge,
-           "Registered nodes by state (ready, cordoned, draining, lost).");
+           "Registered nodes by state (ready, unhealthy: failing its health check, cordoned, "
+           "draining, lost).");
   t.Sample("cohort_nodes", {{"state", "ready"}}, ready);
+  t.Sample("cohort_nodes", {{"state", "unhealthy"}}, unhealthy);
   t.Sample("cohort_nodes", {{"state", "cordoned"}}, cordoned);
   t.Sample("cohort_nodes", {{"state", "draining"}}, draining);
   t.Sample("cohort_nodes", {{"state", "lost"}}, lost);
@@ -408,7 +413,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"replicas", replicas[n.node_id]},
                    {"storage", n.storage.verdict},
                    {"labels", n.labels},
-                   {"label_edits", FormatNodeLabelEdits(n.label_edits)}});
+                   {"label_edits", FormatNodeLabelEdits(n.label_edits)},
+                   {"unhealthy", n.unhealthy}});
   }
   return Json(out);
 }

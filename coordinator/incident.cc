@@ -19,7 +19,7 @@ std::string EventPrefix(int restart, int budget) {
 }  // namespace
 
 Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
-                   int64_t now_ms)
+                   int64_t now_ms, const std::string& node_fault)
     : last_ms_(now_ms),
       whole_job_(job.spec.scheduling.restart_job_on_worker_restart),
       event_prefix_(EventPrefix(restart, budget)),
@@ -31,6 +31,7 @@ Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart
     cause_ = cause.message;
   } else {
     cause_ = cause.name + " attempt " + std::to_string(cause.attempt) + " " + DescribeEnd(cause);
+    if (!node_fault.empty()) cause_ += " on " + node_fault;
   }
   if (!whole_job_) restarted_.push_back(AsAttempt(cause));
 }

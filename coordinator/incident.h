@@ -26,9 +26,11 @@ class Incident {
   static constexpr int kNoneSpent = 0;
 
   Incident() = default;
-  // `cause` ended retryably at `now_ms` and the job spends restart `restart` of `budget`.
+  // `cause` ended retryably at `now_ms` and the job spends restart `restart` of `budget`; or it
+  // ended on a node whose health check fails, as `node_fault` says ("node b, which fails its
+  // health check: ...").
   Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
-           int64_t now_ms);
+           int64_t now_ms, const std::string& node_fault = "");
   // The whole job restarts because of `cause`, which no replica's end describes (a hang: "of a
   // hang (worker-2 stuck)").
   Incident(const JobRecord& job, std::string cause, int restart, int budget, int64_t now_ms);

@@ -82,6 +82,18 @@
 // Held verdicts and incidents live in memory: after a coordinator restart a held failure is held
 // again from the restart.
 //
+// Node faults. An agent may run a health check (agent/health_check.h; NodeRecord::unhealthy says
+// why its node fails it). A permanent-looking end on a node whose check fails is the node's fault,
+// not the job's: it opens an incident like a retryable end ("restart 1/3: ... because worker-0
+// attempt 0 exited with code 1 on node b, which fails its health check: GPU 0: XID 79"), and the
+// replica, or the whole job, starts again on another node (nothing new is placed on that one).
+// So that a failure is judged by a verdict taken after it, the agent runs its check again when a
+// replica fails there and says so in its heartbeats until that run has ended
+// (NodeRecord::health_rechecking); meanwhile a failure held on that node is not judged, nor, once
+// no other replica runs, is the job's last failure. A failure held longer than twice
+// heartbeat_timeout is judged anyway, so a health check slower than that (the agent's
+// --health-check-timeout, 15 s by default, bounds it) cannot hold a job for longer.
+//
 // Launches into silence. An agent can report its replica's end and die (or restart) a moment later;
 // until the heartbeat timeout the coordinator still takes its node for a live one, and a restart
 // may be placed there (a replica prefers its last node). Such a launch, sent after the node was
@@ -150,6 +162,11 @@ class NodeHealth {
   virtual ~NodeHealth() = default;
   // nullopt: the node is unknown or LOST.
   virtual std::optional<int64_t> LastHeardMs(const std::string& node_id) const = 0;
+  // Why the node's health check fails as its agent last said; "" when it passes, the node runs
+  // none, or it is unknown (the default: no node has a check).
+  virtual std::string Unhealthy(const std::string& /*node_id*/) const { return ""; }
+  // Its agent runs the check again after a replica failed there (its verdict is not in yet).
+  virtual bool HealthRechecking(const std::string& /*node_id*/) const { return false; }
 };
 
 // Send the current attempt's launch of `replica` to the node it is placed on.
@@ -374,8 +391,14 @@ class JobController {
   void FailPermanently(JobRecord& job, const ReplicaRecord& cause, const std::vector<Held>& held,
                        int64_t now_ms);
   bool IsCollateral(const JobRecord& job, const ReplicaRecord& r, int64_t now_ms) const;
-  // `spend`: the incident spends a restart (false: a launch into silence).
-  void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend);
+  // `spend`: the incident spends a restart (false: a launch into silence). `node_fault`: the
+  // cause failed on a node whose health check fails (NodeFault), which the event names.
+  void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend,
+                    const std::string& node_fault = "");
+  // "node b, which fails its health check: <why>" when `r`'s node's check fails, else "".
+  std::string NodeFault(const ReplicaRecord& r) const;
+  // A node of one of the `held` failures is still taking its health verdict.
+  bool AwaitsHealthVerdict(const JobRecord& job, const std::vector<Held>& held) const;
   void AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms);
   void ReleaseHeld(JobRecord& job, int64_t now_ms);
   void NoteConsequence(JobRecord& job, const ReplicaRecord& r, bool restarts, int64_t now_ms);

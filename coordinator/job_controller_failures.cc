@@ -9,6 +9,14 @@
 #include "coordinator/job_controller.h"
 
 namespace cohort::coordinator {
+namespace {
+
+// The node a replica runs on, or last ran on.
+const std::string& NodeOf(const ReplicaRecord& r) {
+  return r.node_id.empty() ? r.last_node : r.node_id;
+}
+
+}  // namespace
 
 void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now_ms,
                                    bool never_ran) {
@@ -50,9 +58,25 @@ void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now
     AddCollateral(job, r, now_ms);
   } else if (IsRetryable(r)) {
     OpenIncident(job, r, now_ms, /*spend=*/!never_ran);
+  } else if (std::string fault = NodeFault(r); !fault.empty()) {
+    OpenIncident(job, r, now_ms, /*spend=*/true, fault);
   } else {
     JudgeFailure(job, r, now_ms);
   }
+}
+
+std::string JobController::NodeFault(const ReplicaRecord& r) const {
+  std::string why = health_->Unhealthy(NodeOf(r));
+  return why.empty() ? "" : "node " + NodeOf(r) + ", which fails its health check: " + why;
+}
+
+bool JobController::AwaitsHealthVerdict(const JobRecord& job, const std::vector<Held>& held) const {
+  for (const Held& h : held) {
+    for (const ReplicaRecord& r : job.replicas) {
+      if (r.name == h.replica && health_->HealthRechecking(NodeOf(r))) return true;
+    }
+  }
+  return false;
 }
 
 bool JobController::IsCollateral(const JobRecord& job, const ReplicaRecord& r,
@@ -68,7 +92,8 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
     if (&other != &r && HoldsResources(other)) others_live = true;
   }
   held_[job.name].push_back(Held{r.name, r.attempt, now_ms});
-  if (!others_live) {
+  // A node still taking the health verdict on one of them may yet say it was its fault.
+  if (!others_live && !AwaitsHealthVerdict(job, held_[job.name])) {
     // Every replica has ended, so nothing more can be heard that would explain a held failure:
     // the first of them is the cause (a DDP rank's bug takes the others down with exit 1 too,
     // and theirs reach the coordinator after it), not this last one.
@@ -84,8 +109,10 @@ void JobController::JudgeFailure(JobRecord& job, ReplicaRecord& r, int64_t now_m
     FailPermanently(job, *cause, held, now_ms);
     return;
   }
-  spdlog::info("job {}: {} {}; the verdict waits until every node of the job is heard from",
-               job.name, r.name, Incident::HowItEnded(r));
+  spdlog::info(
+      "job {}: {} {}; the verdict waits until every node of the job is heard from and has its "
+      "health verdict",
+      job.name, r.name, Incident::HowItEnded(r));
 }
 
 void JobController::FailPermanently(JobRecord& job, const ReplicaRecord& cause,
@@ -110,23 +137,46 @@ void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
   if (it == held_.end()) return;
   std::vector<Held> held = std::move(it->second);
   held_.erase(it);
-  auto inc = incidents_.find(job.name);
-  std::vector<Held> keep;
-  for (const Held& h : held) {
-    if (job.finished()) return;
+  auto ended = [&](const Held& h) -> ReplicaRecord* {
     ReplicaRecord* r = job.FindReplica(h.replica);
-    if (r == nullptr || r->attempt != h.attempt || !IsFinal(r->state)) continue;
-    // It failed while the incident was open, before the incident was known: collateral.
+    return r == nullptr || r->attempt != h.attempt || !IsFinal(r->state) ? nullptr : r;
+  };
+  // It failed while an incident was open, before the incident was known: collateral.
+  auto inc = incidents_.find(job.name);
+  std::vector<Held> rest;
+  for (const Held& h : held) {
+    ReplicaRecord* r = ended(h);
+    if (r == nullptr) continue;
     if (inc != incidents_.end() && inc->second.OpenAt(h.since_ms, options_.heartbeat_timeout_ms) &&
         inc->second.SameAttempt(r->name, h.attempt)) {
       AddCollateral(job, *r, now_ms);
+      if (job.finished()) return;
       continue;
     }
-    bool heard = HeardFromAllNodesSince(job, h.since_ms + options_.heartbeat_interval_ms);
-    // A node silent that long is lost (an incident) unless its registry forgot it: judge anyway.
+    rest.push_back(h);
+  }
+  // One on a node whose health check now fails was that node's fault: it opens an incident, of
+  // which the others held are collateral (OpenIncident releases them again).
+  for (auto h = rest.begin(); h != rest.end(); ++h) {
+    ReplicaRecord* r = ended(*h);
+    std::string fault = NodeFault(*r);
+    if (fault.empty()) continue;
+    rest.erase(h);
+    if (!rest.empty()) held_[job.name] = std::move(rest);
+    OpenIncident(job, *r, now_ms, /*spend=*/true, fault);
+    return;
+  }
+  const bool awaiting_health = AwaitsHealthVerdict(job, rest);
+  std::vector<Held> keep;
+  for (const Held& h : rest) {
+    ReplicaRecord* r = ended(h);
+    bool heard = !awaiting_health &&
+                 HeardFromAllNodesSince(job, h.since_ms + options_.heartbeat_interval_ms);
+    // A node silent that long is lost (an incident) unless its registry forgot it, and a health
+    // check that long has not saved it: judge anyway.
     bool too_long = now_ms - h.since_ms > 2 * options_.heartbeat_timeout_ms;
     if (heard || too_long) {
-      FailPermanently(job, *r, held, now_ms);
+      FailPermanently(job, *r, rest, now_ms);
       return;
     }
     keep.push_back(h);
@@ -146,27 +196,29 @@ bool JobController::HeardFromAllNodesSince(const JobRecord& job, int64_t since_m
   return true;
 }
 
-void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend) {
+void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend,
+                                 const std::string& node_fault) {
   int budget = job.spec.scheduling.max_restarts;
   if (spend) {
     if (job.restarts >= budget) {
       FinishJob(job, JobState::FAILED,
                 cause.name + " attempt " + std::to_string(cause.attempt) + " " +
-                    DescribeEnd(cause) +
+                    DescribeEnd(cause) + (node_fault.empty() ? "" : " on " + node_fault) +
                     "; the restart budget (max_restarts=" + std::to_string(budget) + ") is spent",
                 now_ms);
       return;
     }
     ++job.restarts;
-    ++restarts_by_cause_[cause.state == ReplicaState::PREEMPTED ? "preemption"
-                         : cause.state == ReplicaState::LOST    ? "node_loss"
-                         : cause.state == ReplicaState::STOPPED ? "stopped"
-                                                                : "exit_code"];
+    ++restarts_by_cause_[!node_fault.empty()                      ? "node_health"
+                         : cause.state == ReplicaState::PREEMPTED ? "preemption"
+                         : cause.state == ReplicaState::LOST      ? "node_loss"
+                         : cause.state == ReplicaState::STOPPED   ? "stopped"
+                                                                  : "exit_code"];
   } else {
     ++relaunches_;
   }
   Incident& inc = incidents_[job.name] =
-      Incident(job, cause, spend ? job.restarts : Incident::kNoneSpent, budget, now_ms);
+      Incident(job, cause, spend ? job.restarts : Incident::kNoneSpent, budget, now_ms, node_fault);
   AddEvent(job, inc.Event(), now_ms);
   if (inc.whole_job()) {
     RestartJob(job, now_ms);

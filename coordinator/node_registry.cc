@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/utf8.h"
 #include "common/wire_string.h"
 #include "coordinator/options.h"
 
@@ -18,6 +19,21 @@ void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
   storage.root = Str(report->root());
   storage.token = Str(report->token());
   storage.error = Str(report->error());
+}
+
+// What the agent's health check says (RegisterAgent/Heartbeat.unhealthy), as printable text of a
+// bounded size; logged when it changes.
+void ReadHealth(const flatbuffers::String* reported, NodeRecord& node) {
+  std::string problem =
+      TruncateUtf8(ValidUtf8(Str(reported), /*printable=*/true), kMaxUnhealthyBytes);
+  if (problem == node.unhealthy) return;
+  if (problem.empty()) {
+    spdlog::info("node {} passes its health check again: new replicas may go there", node.node_id);
+  } else {
+    spdlog::warn("node {} fails its health check: {}; nothing new is placed there", node.node_id,
+                 problem);
+  }
+  node.unhealthy = std::move(problem);
 }
 
 std::vector<int> Ports(const flatbuffers::Vector<int32_t>* ports) {
@@ -80,6 +96,8 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.lost_while_answering = false;
   next_loss_check_ms_ = std::min(next_loss_check_ms_, now_ms + heartbeat_timeout_ms_ + 1);
   node.draining = false;
+  ReadHealth(req.unhealthy(), node);
+  node.health_rechecking = false;
   ApplySettings(node, SettingsOf(node_id));
   node.listening_ports = Ports(req.listening_ports());
   node.peer = peer;
@@ -100,6 +118,8 @@ bool NodeRegistry::Heartbeat(const wire::Heartbeat& req, const std::string& peer
   node->listening_ports = Ports(req.listening_ports());
   ReadStorage(req.storage(), node->storage);
   JudgeStorage(storage_root(), storage_ ? storage_->tokens() : StorageTokens{}, node->storage);
+  ReadHealth(req.unhealthy(), *node);
+  node->health_rechecking = req.health_rechecking();
   if (req.draining() && !node->draining) {
     node->draining = true;
     spdlog::info("node {} is draining (its agent is shutting down): nothing new is placed there",
@@ -161,6 +181,16 @@ std::optional<int64_t> NodeRegistry::LastHeardMs(const std::string& node_id) con
   const NodeRecord* node = Find(node_id);
   if (node == nullptr || !node->ready) return std::nullopt;
   return node->last_heartbeat_ms;
+}
+
+std::string NodeRegistry::Unhealthy(const std::string& node_id) const {
+  const NodeRecord* node = Find(node_id);
+  return node == nullptr ? "" : node->unhealthy;
+}
+
+bool NodeRegistry::HealthRechecking(const std::string& node_id) const {
+  const NodeRecord* node = Find(node_id);
+  return node != nullptr && node->ready && node->health_rechecking;
 }
 
 void NodeRegistry::RestoreSettings(const std::map<std::string, NodeSettings>& stored) {

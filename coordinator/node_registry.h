@@ -1,9 +1,11 @@
 // NodeRegistry is the coordinator's table of nodes: what each agent registered (address, GPUs,
 // CPUs, memory, labels, the ports it listens on), when it was last heard from, and whether it is
 // READY, DRAINING (its agent is shutting down: nothing new is placed there) or LOST (silent for
-// heartbeat_timeout). It knows nothing of jobs: the Coordinator hands what it learns (a lost node,
-// the replicas a re-registering agent reports) to the JobController, which decides each replica's
-// fate. Nodes live in memory; after a coordinator restart they come back as agents register.
+// heartbeat_timeout), and what its agent's health check last said (NodeRecord::unhealthy: while
+// it fails nothing new is placed there). It knows nothing of jobs: the Coordinator hands what it
+// learns (a lost node, the replicas a re-registering agent reports) to the JobController, which
+// decides each replica's fate. Nodes live in memory; after a coordinator restart they come back as
+// agents register.
 //
 // What an admin sets on a node (NodeSettings, state.h: a cordon or drain, label edits) is the one
 // thing about nodes that is stored: SetAdmin and EditLabels change it (also for a node known only
@@ -30,6 +32,9 @@
 #include "coordinator/storage_probe.h"
 
 namespace cohort::coordinator {
+
+// The longest health-check reason kept from an agent (printable UTF-8; longer is cut).
+inline constexpr size_t kMaxUnhealthyBytes = 512;
 
 class NodeRegistry : public NodeHealth {
  public:
@@ -77,6 +82,8 @@ class NodeRegistry : public NodeHealth {
   std::string AddressOf(const std::string& node_id) const;
 
   std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
+  std::string Unhealthy(const std::string& node_id) const override;
+  bool HealthRechecking(const std::string& node_id) const override;
 
   // ---- admin settings (see the header comment)
   // The stored settings, at start (before any agent registers).

@@ -69,7 +69,7 @@ std::string NodeStateName(const NodeRecord& node, bool holds_replicas) {
     case NodeAdmin::kNone:
       break;
   }
-  return "READY";
+  return node.unhealthy.empty() ? "READY" : "UNHEALTHY";
 }
 
 bool IsFinal(ReplicaState s) {

@@ -175,7 +175,8 @@ struct NodeSettings {
 struct NodeRecord;
 // A node's state as `cohort nodes` and /api/nodes show it: LOST; DRAINING (its agent is shutting
 // down, or an admin's drain while replicas still run there); DRAINED (an admin's drain, no replica
-// left); CORDONED; READY. `holds_replicas`: some replica holds resources there.
+// left); CORDONED; UNHEALTHY (its health check fails); READY. `holds_replicas`: some replica holds
+// resources there.
 std::string NodeStateName(const NodeRecord& node, bool holds_replicas);
 // The admin's setting as shown: "", "cordoned", "draining", "drained".
 std::string NodeAdminLabel(const NodeRecord& node, bool holds_replicas);
@@ -198,7 +199,13 @@ struct NodeRecord {
   // because it fell silent. Cleared when it registers again.
   std::string lost_why;
   bool lost_while_answering = false;
-  bool draining = false;               // its agent is shutting down: nothing new is placed here
+  bool draining = false;  // its agent is shutting down: nothing new is placed here
+  // Why its agent's health check fails (agent/health_check.h): nothing new is placed here; ""
+  // when it passes or the agent runs none.
+  std::string unhealthy;
+  // Its agent runs the health check again after a replica failed there: the verdict on that
+  // failure is not in yet (JobController, "Node faults").
+  bool health_rechecking = false;
   NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
   NodeLabelEdits label_edits;          // an admin's label edits, which `labels` has applied
   std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica
@@ -218,8 +225,11 @@ struct NodeRecord {
   }
   // The last message either way, as far as the coordinator can tell.
   int64_t last_contact_ms() const { return std::max(last_heartbeat_ms, last_sent_ms); }
-  // READY, its agent not shutting down, and no cordon or drain: new replicas may go here.
-  bool schedulable() const { return ready && !draining && admin == NodeAdmin::kNone; }
+  // READY, its agent not shutting down, its health check passing, and no cordon or drain: new
+  // replicas may go here.
+  bool schedulable() const {
+    return ready && !draining && unhealthy.empty() && admin == NodeAdmin::kNone;
+  }
 };
 
 bool IsFinal(ReplicaState s);

@@ -276,6 +276,7 @@ def _node_to_dict(node):
         "admin": _text(node.admin),
         "labels": _text(node.labels),
         "label_edits": _text(node.labelEdits),
+        "unhealthy": _text(node.unhealthy),
     }
 
 

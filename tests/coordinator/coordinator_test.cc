@@ -246,10 +246,13 @@ class CoordinatorTest : public ::testing::Test {
       return false;
     });
   }
-  void Heartbeat(const std::string& node_id, bool draining = false) {
+  void Heartbeat(const std::string& node_id, bool draining = false,
+                 const std::string& unhealthy = "", bool health_rechecking = false) {
     wire::HeartbeatT hb;
     hb.node_id = node_id;
     hb.draining = draining;
+    hb.unhealthy = unhealthy;
+    hb.health_rechecking = health_rechecking;
     agents_[node_id].Send(std::move(hb));
   }
   // Heartbeats from node_id: the one reply says the coordinator does not know the node.
@@ -578,6 +581,64 @@ TEST_F(CoordinatorTest, DrainingNodeGetsNothingNewAndItsPreemptedReplicasMove) {
   // A node that registers again (a new agent process) is no longer draining.
   Register("node-a", 1);
   EXPECT_FALSE(coordinator_->FindNode("node-a")->draining);
+}
+
+// A node whose agent's health check fails takes nothing new, shows UNHEALTHY with the reason, and
+// takes work again once its check passes. A replica that fails there (exit 1) is the node's
+// fault: its job restarts, on another node.
+TEST_F(CoordinatorTest, AnUnhealthyNodeTakesNothingNewAndAFailureThereRestartsElsewhere) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("steady", 0, 1)));
+  AddAgent("node-b", 1);
+  const std::string why = "GPU 0: 2 uncorrectable ECC errors (health check exited with code 1)";
+  Heartbeat("node-b", false, why);
+  Pump([&] { return !coordinator_->FindNode("node-b")->unhealthy.empty(); });
+  agents_["node-b"].Take<wire::HeartbeatReply>();
+  ASSERT_TRUE(Submit(JobYaml("waits", 0, 1)).ok());
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+  }
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed on the unhealthy node";
+  auto nodes = CallFor<wire::NodeList>(wire::ListNodesT{});
+  std::map<std::string, const wire::NodeInfoT*> by_id;
+  for (const auto& n : nodes.nodes) by_id[n->node_id] = n.get();
+  EXPECT_EQ(by_id.at("node-b")->state, "UNHEALTHY");
+  EXPECT_EQ(by_id.at("node-b")->unhealthy, why);
+  EXPECT_EQ(by_id.at("node-a")->state, "READY");
+  EXPECT_EQ(by_id.at("node-a")->unhealthy, "");
+
+  // The check passes again: the waiting job goes there.
+  Heartbeat("node-b");
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> launched;
+  for (int i = 0; i < 5 && launched.empty(); ++i) {
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+    launched = TakeLaunchList();
+  }
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].first, "node-b");
+  EXPECT_EQ(launched[0].second.job, "waits");
+  RunAll(launched);
+
+  // node-a's check now fails, and the replica there exits 1: a node fault, one restart, and the
+  // restart waits for a node that passes (node-c), never node-a.
+  Heartbeat("node-a", false, "GPU 0: XID 79");
+  Pump([&] { return !coordinator_->FindNode("node-a")->unhealthy.empty(); });
+  Report("node-a", "steady", "chief-0", 0, ReplicaState::FAILED, 1);
+  auto info = GetJob("steady");
+  EXPECT_NE(info.state, wire::JobState::FAILED) << info.message;
+  EXPECT_EQ(info.restarts, 1);
+  EXPECT_TRUE(HasEvent(info,
+                       "chief-0 attempt 0 exited with code 1 on node node-a, which fails "
+                       "its health check: GPU 0: XID 79"));
+  for (int i = 0; i < 3; ++i) PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "restarted on the unhealthy node";
+  AddAgent("node-c", 1);
+  Pump([&] { return !agents_["node-c"].inbox.empty(); });
+  auto moved = TakeLaunches();
+  ASSERT_EQ(moved.count("node-c/chief-0"), 1u);
+  EXPECT_EQ(moved["node-c/chief-0"].attempt, 1);
 }
 
 // With the default queue alone, a queued job preempts only a running job of a lower priority (the

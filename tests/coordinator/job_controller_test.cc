@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,16 @@ class FakeNodeHealth : public NodeHealth {
     if (it == heard.end()) return std::nullopt;
     return it->second;
   }
+  std::string Unhealthy(const std::string& node_id) const override {
+    auto it = unhealthy.find(node_id);
+    return it == unhealthy.end() ? "" : it->second;
+  }
+  bool HealthRechecking(const std::string& node_id) const override {
+    return rechecking.count(node_id) > 0;
+  }
   std::map<std::string, int64_t> heard;  // absent: unknown or LOST
+  std::map<std::string, std::string> unhealthy;
+  std::set<std::string> rechecking;
 };
 
 JobControllerOptions Options() {
@@ -419,6 +429,103 @@ TEST_F(JobControllerTest, RanksThatDieBeforeTheirNodeIsDeclaredLostAreCollateral
       job, WholeJobRestart("node b lost (worker-0): no heartbeat for 10.5s (timeout 10s); chief-0, "
                            "worker-1 exited with code 1 as a consequence"));
   EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+}
+
+// Node faults: a node whose health check fails (its GPU fell off the bus). A rank there exits 1
+// on the CUDA error; that is the node's fault, not the job's: the job restarts (on other nodes,
+// the scheduler's part), and the ranks that fall with it are collateral.
+TEST_F(JobControllerTest, AFailureOnANodeWhoseHealthCheckFailsRestartsTheJob) {
+  JobRecord& job = Start("gpu", 2, true, 3, {"a", "b", "c"});
+  health_.unhealthy["b"] = "GPU 0: XID 79 (health check exited with code 1)";
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  Advance(100);
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  ExpectRestartedOnce(
+      job,
+      WholeJobRestart("worker-0 attempt 0 exited with code 1 on node b, which fails its health "
+                      "check: GPU 0: XID 79 (health check exited with code 1); chief-0, "
+                      "worker-1 exited with code 1 as a consequence"));
+  EXPECT_EQ(jobs_.restarts_by_cause().at("node_health"), 1u);
+  EXPECT_TRUE(jobs_.HeldVerdicts().empty());
+}
+
+// The agent runs its check again after the failure; until that run ends no failure held on that
+// node is judged, even once every replica of the job has ended. Its verdict then decides.
+TEST_F(JobControllerTest, AFailureWaitsForTheHealthVerdictItsNodeTakesAfterIt) {
+  JobRecord& job = Start("recheck", 2, true, 3, {"a", "b", "c"});
+  // The peers fall first (their connections reset), then the rank on the bad GPU.
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  Report(job, "worker-1", ReplicaState::FAILED, 1);
+  health_.rechecking = {"a", "b", "c"};
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  for (int i = 0; i < 5; ++i) {
+    Advance(1000);
+    Hear({"a", "b", "c"});
+    if (i == 1) health_.rechecking = {"b"};  // a's and c's checks pass quickly
+    jobs_.ReleaseVerdicts(now_);
+    ASSERT_EQ(job.state, JobState::RUNNING) << "judged before node b's health verdict";
+  }
+  health_.rechecking.clear();
+  health_.unhealthy["b"] = "GPU 0: XID 79";
+  Advance(1000);
+  Hear({"a", "b", "c"});
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.restarts, 1);
+  std::string event = LastRestartEvent(job);
+  EXPECT_NE(
+      event.find("because worker-0 attempt 0 exited with code 1 on node b, which fails its health "
+                 "check: GPU 0: XID 79"),
+      std::string::npos)
+      << event;
+  EXPECT_NE(event.find("chief-0, worker-1 exited with code 1 as a consequence"), std::string::npos)
+      << event;
+}
+
+TEST_F(JobControllerTest, AFailureWhoseNodePassesItsRecheckIsTheJobsOwn) {
+  JobRecord& job = Start("bug", 1, true, 3, {"a", "b"});
+  health_.rechecking = {"a"};
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  Report(job, "worker-0", ReplicaState::FAILED, 1);
+  Advance(3000);
+  Hear({"a", "b"});
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  health_.rechecking.clear();  // passed: no node fault
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message,
+            "chief-0 attempt 0 exited with code 1 (permanent failure); then worker-0 exited with "
+            "code 1");
+  EXPECT_EQ(job.restarts, 0);
+}
+
+// A recheck that never ends holds a verdict no longer than twice the heartbeat timeout.
+TEST_F(JobControllerTest, AHealthRecheckHoldsAVerdictAtMostTwoHeartbeatTimeouts) {
+  JobRecord& job = Start("slow", 0, true, 3, {"a"});
+  health_.rechecking = {"a"};
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  Advance(2 * kTimeoutMs);
+  Hear({"a"});
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::RUNNING);
+  Advance(1);
+  jobs_.ReleaseVerdicts(now_);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message, "chief-0 attempt 0 exited with code 1 (permanent failure)");
+}
+
+// A node fault spends a restart like any incident: with the budget spent the job fails, naming it.
+TEST_F(JobControllerTest, ANodeFaultWithTheBudgetSpentFailsTheJobNamingTheNode) {
+  JobRecord& job = Start("spent", 0, true, 0, {"a"});
+  health_.unhealthy["a"] = "disk /scratch read-only";
+  Report(job, "chief-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message,
+            "chief-0 attempt 0 exited with code 1 on node a, which fails its health check: disk "
+            "/scratch read-only; the restart budget (max_restarts=0) is spent");
 }
 
 TEST_F(JobControllerTest, ACollateralFailureReportedBeforeItsCauseWaitsForIt) {

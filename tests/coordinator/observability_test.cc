@@ -145,7 +145,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   add(std::move(running), 6000);
   CoordinatorSnapshot s;
   s.jobs = jobs;
-  NodeRecord n1, n2, n3;
+  NodeRecord n1, n2, n3, n4;
   n1.node_id = "n1";
   n1.gpus.resize(4);
   n2.node_id = "n2";
@@ -153,10 +153,14 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   n2.gpus.resize(8);
   n3.node_id = "n3";  // cordoned: up, but not ready for new replicas
   n3.admin = NodeAdmin::kCordoned;
-  s.nodes = {n1, n2, n3};
+  n4.node_id = "n4";  // its health check fails: up, takes no new replicas
+  n4.unhealthy = "GPU 0: XID 79";
+  n4.gpus.resize(2);
+  s.nodes = {n1, n2, n3, n4};
   s.counters.requests[{"client", "SubmitJob"}] = 4;
   s.counters.errors[{"client", "NOT_FOUND"}] = 1;
   s.counters.restarts_by_cause["node_loss"] = 2;
+  s.counters.restarts_by_cause["node_health"] = 1;
   s.counters.relaunches = 3;
   s.counters.elastic_shrinks = 2;
   s.counters.elastic_grows = 1;
@@ -173,6 +177,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_jobs_finished_total{state=\"FAILED\",queue=\"default\"} 1");
   has("cohort_job_restarts_total 2");
   has("cohort_restarts_total{cause=\"node_loss\"} 2");
+  has("cohort_restarts_total{cause=\"node_health\"} 1");
   has("cohort_restarts_total{cause=\"preemption\"} 0");
   has("cohort_relaunches_total 3");
   has("cohort_elastic_resizes_total{direction=\"shrink\"} 2");
@@ -184,8 +189,9 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_submit_to_running_seconds_count 3");
   has("cohort_nodes{state=\"ready\"} 1");
   has("cohort_nodes{state=\"cordoned\"} 1");
+  has("cohort_nodes{state=\"unhealthy\"} 1");
   has("cohort_nodes{state=\"lost\"} 1");
-  has("cohort_gpus{state=\"total\"} 4");      // the lost node's GPUs are not counted
+  has("cohort_gpus{state=\"total\"} 6");      // the lost node's GPUs are not counted
   has("cohort_gpus{state=\"allocated\"} 3");  // run's 3 replicas hold one each
   has("cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"} 4");
   has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
