@@ -371,7 +371,7 @@ void Agent::OnAttemptChanged(Attempt& a) {
   // A failure here is judged by a health verdict taken after it (agent/health_check.h): the
   // heartbeats after this update say the check runs again until it has ended.
   if (a.final && a.state == wire::ReplicaState::FAILED && a.stop == StopCause::kNone) {
-    session_.health().RunNow();
+    a.health_rechecking = session_.health().RunNow();
   }
   SendUpdate(a);
 }

@@ -21,6 +21,7 @@ wire::ReplicaStatusT Attempt::ToStatus() const {
   s.exit_code = exit.exit_code;
   s.signal = exit.signal;
   s.cause_signal = cause_signal;
+  s.health_rechecking = health_rechecking;
   s.message = message;
   s.pid = process ? process->pid() : 0;
   return s;

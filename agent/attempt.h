@@ -105,6 +105,8 @@ struct Attempt {
   // FAILED with a code: the signal that killed a process inside it, as torchrun reported it
   // (agent/failure_excerpt.h's TorchrunKillSignal); 0: none.
   int cause_signal = 0;
+  // It failed and the node's health check runs again to judge it (ReplicaStatus).
+  bool health_rechecking = false;
   std::string message;
   // What the agent did before the start that its RUNNING report says (torn checkpoints set
   // aside: agent/torn_checkpoints.h); usually "".

@@ -126,13 +126,14 @@ std::string HealthCheck::Problem() const {
   return shared_->problem;
 }
 
-void HealthCheck::RunNow() {
-  if (!thread_) return;
+bool HealthCheck::RunNow() {
+  if (!thread_) return false;
   MutexLock lock(&shared_->mu);
   shared_->run_now = true;
   // The run to wait for is the next to start: one in progress began before the call.
   shared_->recheck_until = std::max(shared_->recheck_until, shared_->started + 1);
   shared_->cv.NotifyAll();
+  return true;
 }
 
 bool HealthCheck::Rechecking() const {

@@ -58,8 +58,9 @@ class HealthCheck {
 
   // Why the node fails its check now; "" when it passes or there is no check.
   std::string Problem() const;
-  // Runs the check as soon as the run in progress (if any) has ended; none when there is no check.
-  void RunNow();
+  // Runs the check as soon as the run in progress (if any) has ended; false (nothing to run) when
+  // there is no check.
+  bool RunNow();
   // A run RunNow() asked for has not ended yet (one that started after the call).
   bool Rechecking() const;
   // Runs that have ended since the start.

@@ -107,6 +107,11 @@ bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::Replic
   // bounded, whatever the agent (or what it quotes of a replica's log) sent.
   std::string message =
       TruncateUtf8(ValidUtf8(Str(s.message()), /*printable=*/true), kMaxReplicaMessageBytes);
+  // Its node's health verdict on this failure is not in yet: the judgement waits for it
+  // (JobController, "Node faults"); the node's heartbeats say when it is.
+  if (s.health_rechecking()) {
+    if (NodeRecord* node = nodes_.FindReady(node_id)) node->health_rechecking = true;
+  }
   jobs_.ApplyReplicaStatus(*job, *r, s.state(), s.exit_code(), s.signal(), message, now_ms,
                            s.cause_signal());
   return true;

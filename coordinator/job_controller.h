@@ -88,10 +88,11 @@
 // attempt 0 exited with code 1 on node b, which fails its health check: GPU 0: XID 79"), and the
 // replica, or the whole job, starts again on another node (nothing new is placed on that one).
 // So that a failure is judged by a verdict taken after it, the agent runs its check again when a
-// replica fails there and says so in its heartbeats until that run has ended
-// (NodeRecord::health_rechecking); meanwhile a failure held on that node is not judged, nor, once
-// no other replica runs, is the job's last failure. A failure held longer than twice
-// heartbeat_timeout is judged anyway, so a health check slower than that (the agent's
+// replica fails there, says so in the failure's report (ReplicaStatus.health_rechecking) and in
+// its heartbeats until that run has ended (NodeRecord::health_rechecking); meanwhile a failure
+// held on that node is not judged, nor, once no other replica runs, is the job's last failure. A
+// failure held longer than twice heartbeat_timeout is judged anyway, so a health check slower than
+// that (the agent's
 // --health-check-timeout, 15 s by default, bounds it) cannot hold a job for longer.
 //
 // Launches into silence. An agent can report its replica's end and die (or restart) a moment later;

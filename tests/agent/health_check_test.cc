@@ -3,13 +3,12 @@
 #include "agent/health_check.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <thread>
+
+#include "tests/testing/temp_dir_test.h"
 
 namespace cohort::agent {
 namespace {
@@ -17,31 +16,16 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
-}
+using ::cohort::testing::WaitUntil;
 
-class HealthCheckTest : public ::testing::Test {
+class HealthCheckTest : public ::cohort::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "cohort-health-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   // An executable script in the test's directory.
   std::string Script(const std::string& name, const std::string& body) {
     std::string path = dir_ + "/" + name;
-    std::ofstream(path) << "#!/bin/sh\n" << body;
-    fs::permissions(path, fs::perms::owner_all);
+    ::cohort::testing::WriteFile(path, "#!/bin/sh\n" + body, /*executable=*/true);
     return path;
   }
-  std::string dir_;
 };
 
 CapturedCommand Ended(int exit_code, std::string output, bool timed_out = false) {
@@ -98,20 +82,20 @@ TEST_F(HealthCheckTest, FollowsTheProgramsVerdictRunByRun) {
   std::string script = Script(
       "check", "if [ -e " + marker + " ]; then cat " + marker + "; exit 1; fi\necho all good\n");
   HealthCheck check({{script}, /*every=*/50ms, /*timeout=*/5s});
-  ASSERT_TRUE(WaitUntil([&] { return check.runs() >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return check.runs() >= 1; }, 10s));
   EXPECT_EQ(check.Problem(), "");
   std::ofstream(marker) << "GPU 1: fell off the bus\n";
-  EXPECT_TRUE(WaitUntil([&] { return !check.Problem().empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return !check.Problem().empty(); }, 10s));
   EXPECT_EQ(check.Problem(), "GPU 1: fell off the bus (health check exited with code 1)");
   fs::remove(marker);
-  EXPECT_TRUE(WaitUntil([&] { return check.Problem().empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return check.Problem().empty(); }, 10s));
 }
 
 TEST_F(HealthCheckTest, FailsUntilTheFirstRunHasEnded) {
   std::string script = Script("slow", "sleep 0.3\nexit 0\n");
   HealthCheck check({{script}, 1h, 5s});
   EXPECT_EQ(check.Problem(), "health check has not finished yet");
-  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 1; }, 10s));
   EXPECT_EQ(check.Problem(), "");
 }
 
@@ -119,7 +103,7 @@ TEST_F(HealthCheckTest, ACheckThatHangsIsKilledAtItsTimeoutAndFails) {
   std::string script = Script("hangs", "echo probing nvidia-smi\nexec sleep 60\n");
   auto start = std::chrono::steady_clock::now();
   HealthCheck check({{script}, 1h, 200ms});
-  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 1; }, 10s));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "the hung run was not killed";
   EXPECT_EQ(check.Problem(), "probing nvidia-smi (health check did not finish within 200 ms)");
 }
@@ -134,17 +118,17 @@ TEST_F(HealthCheckTest, RunNowRunsAgainAndRecheckingLastsUntilARunStartedAfterIt
                                            " ]; do sleep 0.01; done\nrm -f " + gate + "\n");
   HealthCheck check({{script}, 1h, 20s});
   EXPECT_FALSE(check.Rechecking());
-  ASSERT_TRUE(WaitUntil([&] { return fs::exists(started); }));  // run 1 is under way
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(started); }, 10s));  // run 1 is under way
   fs::remove(started);
-  check.RunNow();
+  EXPECT_TRUE(check.RunNow());
   EXPECT_TRUE(check.Rechecking());
   std::ofstream(gate).close();  // run 1 ends: it began before RunNow, so still rechecking
-  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 1; }, 10s));
   EXPECT_TRUE(check.Rechecking());
-  ASSERT_TRUE(WaitUntil([&] { return fs::exists(started); }));  // run 2, at once (not in 1h)
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(started); }, 10s));  // run 2, at once (not in 1h)
   EXPECT_TRUE(check.Rechecking());
   std::ofstream(gate).close();
-  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return check.runs() == 2; }, 10s));
   EXPECT_FALSE(check.Rechecking());
   EXPECT_EQ(check.Problem(), "");
 }
@@ -152,7 +136,7 @@ TEST_F(HealthCheckTest, RunNowRunsAgainAndRecheckingLastsUntilARunStartedAfterIt
 TEST_F(HealthCheckTest, WithoutAProgramItPassesAndNeverRechecks) {
   HealthCheck check({{}, 10ms, 1s});
   EXPECT_EQ(check.Problem(), "");
-  check.RunNow();
+  EXPECT_FALSE(check.RunNow()) << "no program to run";
   EXPECT_FALSE(check.Rechecking());
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(check.runs(), 0u);

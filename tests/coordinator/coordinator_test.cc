@@ -264,12 +264,14 @@ class CoordinatorTest : public ::testing::Test {
     EXPECT_FALSE(replies[0].known);
   }
   void Report(const std::string& node_id, const std::string& job, const std::string& replica,
-              int attempt, ReplicaState state, int exit_code = -1, int signal = 0) {
+              int attempt, ReplicaState state, int exit_code = -1, int signal = 0,
+              bool health_rechecking = false) {
     wire::ReplicaUpdateT u;
     u.node_id = node_id;
     u.status = std::make_unique<wire::ReplicaStatusT>(StatusOf(job, replica, attempt, state));
     u.status->exit_code = exit_code;
     u.status->signal = signal;
+    u.status->health_rechecking = health_rechecking;
     agents_[node_id].Send(std::move(u));
     PumpFew();
   }
@@ -639,6 +641,28 @@ TEST_F(CoordinatorTest, AnUnhealthyNodeTakesNothingNewAndAFailureThereRestartsEl
   auto moved = TakeLaunches();
   ASSERT_EQ(moved.count("node-c/chief-0"), 1u);
   EXPECT_EQ(moved["node-c/chief-0"].attempt, 1);
+}
+
+// The agent reports a failure with its health check running again: even a lone replica's exit 1
+// waits for that run's verdict (the heartbeats say when it is in), which here finds the fault.
+TEST_F(CoordinatorTest, AFailureWaitsForTheHealthRecheckItsReportAnnounces) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("lone", 0, 1)));
+  Report("node-a", "lone", "chief-0", 0, ReplicaState::FAILED, 1, 0, /*health_rechecking=*/true);
+  EXPECT_TRUE(coordinator_->FindNode("node-a")->health_rechecking);
+  for (int i = 0; i < 3; ++i) {
+    Heartbeat("node-a", false, "", /*health_rechecking=*/true);
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+    ASSERT_EQ(GetJob("lone").state, wire::JobState::RUNNING) << "judged before the verdict";
+  }
+  Heartbeat("node-a", false, "GPU 0: XID 79");
+  Pump([&] { return GetJob("lone").restarts == 1; });
+  auto info = GetJob("lone");
+  EXPECT_NE(info.state, wire::JobState::FAILED) << info.message;
+  EXPECT_EQ(info.restarts, 1);
+  EXPECT_TRUE(HasEvent(info, "on node node-a, which fails its health check: GPU 0: XID 79"));
+  EXPECT_FALSE(coordinator_->FindNode("node-a")->health_rechecking);
 }
 
 // With the default queue alone, a queued job preempts only a running job of a lower priority (the
