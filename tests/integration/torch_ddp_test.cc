@@ -141,6 +141,8 @@ struct JobOptions {
   std::string backend = "gloo";
   int reducers = 0;      // a pool of built-in reducers (for the cohort backend)
   int min_workers = -1;  // the worker pool's min_replicas (an elastic job); -1: none
+  // A program each training replica runs the script under (its command line follows); "": none.
+  std::string wrapper;
 };
 
 class TorchDdpTest : public ::testing::Test {
@@ -194,7 +196,8 @@ class TorchDdpTest : public ::testing::Test {
     if (options.backend == "cohort") env += ", PYTHONPATH: " + CohortPythonDir();
     env += "}";
     std::string process =
-        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" + TorchPython() + ", " +
+        "    resources: {gpus: 1, cpus: 1}\n    process:\n      command: [" +
+        (options.wrapper.empty() ? "" : options.wrapper + ", ") + TorchPython() + ", " +
         COHORT_TORCH_DDP_SCRIPT + "]\n      args: [--backend=" + options.backend +
         ", --epochs=" + std::to_string(options.epochs) +
         ", --hidden=32, --batch-size=32, --lr=0.1, --seed=3, --step-delay=0.06, --timeout=60" +
@@ -800,6 +803,53 @@ TEST_F(TorchDdpTest, LoneReplicaKilledRestartsTheJobOnceFromItsCheckpoint) {
   WaitForCheckpoint(kFaultAfterEpoch);
   ASSERT_TRUE(KillReplicaGroup("worker-0")) << "worker-0 is not running";
   ExpectResumedAfterOneRestart();
+}
+
+// A rank's GPU fails: on node-b, whose agent runs a health check, the stock script's rank dies
+// with exit 1 (as of a CUDA error; a wrapper gives it --fail-at-epoch there only, and then logs
+// the fault where the check reads it; gloo's threads may abort() it in its teardown instead). An
+// exit 1 alone would fail the job at once (ScriptExitingOneOnItsOwnFailsTheJobAtOnce); here the
+// check the agent runs again after the failure fails, so it is the node's fault: the job restarts
+// once, on the nodes that pass, and resumes from its checkpoint.
+TEST_F(TorchDdpTest, ARankDyingOnANodeThatFailsItsHealthCheckRestartsTheJobElsewhere) {
+  const std::string reason = cluster_->scratch("xid");
+  const std::string check = cluster_->scratch("node-check");
+  ct::WriteFile(check, "#!/bin/sh\nif [ -s " + reason + " ]; then cat " + reason + "; exit 1; fi\n",
+                /*executable=*/true);
+  const std::string wrapper = cluster_->scratch("gpu-fault-on-node-b");
+  ct::WriteFile(wrapper,
+                "#!/bin/sh\ncase \"$COHORT_ATTEMPT_DIR\" in\n  */work/" + Node("node-b") +
+                    "/*) set -- \"$@\" --fail-at-epoch=" + std::to_string(kFaultAfterEpoch + 1) +
+                    " --fail-rank=$RANK ;;\nesac\n\"$@\"\nrc=$?\n[ $rc -eq 0 ] || echo 'GPU 0: XID "
+                    "79, fell off the bus' > " +
+                    reason + "\nexit $rc\n",
+                /*executable=*/true);
+  StartAgents({"node-a", "node-c"}, 1);
+  ct::AgentOptions sick{Node("node-b"), 1, 4};
+  sick.extra_args = {"--health-check", check, "--health-check-interval", "60s"};
+  if (!BuiltinDir().empty()) {
+    sick.extra_args.insert(sick.extra_args.end(), {"--builtin-dir", BuiltinDir()});
+  }
+  ASSERT_EQ(cluster_->StartAgent(sick), "");
+  JobOptions options;
+  options.wrapper = wrapper;
+  Submit("gpu_fault", options);
+  WaitForRunning();
+  StartAgents({"node-d"}, 1);  // where the restart can go instead of node-b
+  ExpectResumedAfterOneRestart();
+  auto info = Job();
+  ASSERT_TRUE(info);
+  const std::string fault = "on node " + Node("node-b") +
+                            ", which fails its health check: GPU 0: XID 79, fell off the bus "
+                            "(health check exited with code 1)";
+  std::string event;
+  for (const auto& e : info->events) {
+    if (e->message.find(fault) != std::string::npos) event = e->message;
+  }
+  EXPECT_EQ(event.rfind("restart 1/3: the whole job (restart_job_on_worker_restart) because ", 0),
+            0u)
+      << "no restart names the node fault (" << fault << ")";
+  for (const auto& r : info->replicas) EXPECT_NE(r->node_id, Node("node-b")) << r->replica;
 }
 
 // torchrun's fault-tolerance tutorial saves its snapshot into a relative path
