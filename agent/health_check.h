@@ -4,7 +4,7 @@
 // says what its latest run found. The agent sends that with its registration and every heartbeat;
 // the coordinator places nothing new on a node whose check fails, while what already runs there
 // goes on (a replica that fails there is restarted on another node: coordinator/job_controller.h,
-// "Failure attribution").
+// "Node faults").
 //
 // The verdict of one run (HealthVerdict): exit status 0 passes, whatever it printed. Any other end
 // fails, and the reason is the first non-blank line of its output (stdout and stderr), so that

@@ -91,9 +91,8 @@
 // replica fails there, says so in the failure's report (ReplicaStatus.health_rechecking) and in
 // its heartbeats until that run has ended (NodeRecord::health_rechecking); meanwhile a failure
 // held on that node is not judged, nor, once no other replica runs, is the job's last failure. A
-// failure held longer than twice heartbeat_timeout is judged anyway, so a health check slower than
-// that (the agent's
-// --health-check-timeout, 15 s by default, bounds it) cannot hold a job for longer.
+// failure held longer than twice heartbeat_timeout is judged anyway: a health check slower than
+// that (the agent's health-check-timeout, 15 s by default, bounds a run) holds a job no longer.
 //
 // Launches into silence. An agent can report its replica's end and die (or restart) a moment later;
 // until the heartbeat timeout the coordinator still takes its node for a live one, and a restart

@@ -159,7 +159,7 @@ void JobController::ReleaseHeld(JobRecord& job, int64_t now_ms) {
   // which the others held are collateral (OpenIncident releases them again).
   for (auto h = rest.begin(); h != rest.end(); ++h) {
     ReplicaRecord* r = ended(*h);
-    std::string fault = NodeFault(*r);
+    std::string fault = r == nullptr ? "" : NodeFault(*r);
     if (fault.empty()) continue;
     rest.erase(h);
     if (!rest.empty()) held_[job.name] = std::move(rest);
