@@ -117,6 +117,9 @@ void Agent::PublishSnapshot() {
   s->log_bytes_shipped = log_bytes_shipped_;
   s->replicas_fenced = replicas_fenced_;
   s->attempts_started = replicas_.attempts_started();
+  s->health_checked = !config_.health_check.argv.empty();
+  s->health_passing = session_.health().Problem().empty();
+  s->health_check_runs = session_.health().runs();
   for (const auto& [key, a] : replicas_.attempts()) {
     if (!a.live()) continue;
     s->attempts.push_back(AttemptView{a.job, a.replica, a.attempt,

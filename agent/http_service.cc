@@ -220,6 +220,15 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
            "Replica attempts this agent stopped because the coordinator was silent past its "
            "--fence-after (since the agent started).");
   t.Sample("cohort_agent_replicas_fenced_total", {{"node", s.node_id}}, s.replicas_fenced);
+  if (s.health_checked) {  // a node without --health-check has no such series
+    t.Family("cohort_agent_health_check_passing", Type::kGauge,
+             "1 while this node's --health-check passes, 0 while it fails (nothing new is placed "
+             "here then; its reason is in cohort nodes).");
+    t.Sample("cohort_agent_health_check_passing", {{"node", s.node_id}}, s.health_passing ? 1 : 0);
+    t.Family("cohort_agent_health_check_runs_total", Type::kCounter,
+             "Runs of this node's --health-check that ended (since the agent started).");
+    t.Sample("cohort_agent_health_check_runs_total", {{"node", s.node_id}}, s.health_check_runs);
+  }
   return t.Take();
 }
 

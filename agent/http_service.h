@@ -52,6 +52,11 @@ struct AgentSnapshot {
   uint64_t log_bytes_shipped = 0;  // since the agent started
   uint64_t attempts_started = 0;   // since the agent started
   uint64_t replicas_fenced = 0;    // stopped for a silent coordinator (--fence-after), since start
+  // The node's health check (agent/health_check.h): whether there is one, whether its latest
+  // verdict passes, and the runs ended since the agent started.
+  bool health_checked = false;
+  bool health_passing = true;
+  uint64_t health_check_runs = 0;
 };
 
 // Per-cgroup usage; a field is -1 when its file is absent or unreadable.

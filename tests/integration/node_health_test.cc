@@ -3,6 +3,7 @@
 // does after an XID error), a replica there that crashes with exit 1 as a trainer does when its
 // GPU falls off the bus, and the cohort CLI as a process.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -35,6 +36,14 @@ class NodeHealthTest : public ct::ClusterTest {
       }
     }
     return {};
+  }
+
+  // Agent `id`'s /metrics ("" when it does not answer).
+  std::string AgentMetrics(const std::string& id) {
+    httplib::Client http("127.0.0.1", cluster_->agent_http_port(id));
+    http.set_read_timeout(5, 0);
+    auto got = http.Get("/metrics");
+    return got && got->status == 200 ? got->body : "";
   }
 };
 
@@ -133,11 +142,25 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
   ASSERT_EQ(after.state, wire::JobState::SUCCEEDED) << after.message;
   EXPECT_EQ(after.replicas[0]->node_id, well);
 
+  // The agent's /metrics says so too (for an alert per node); the other agent, without a check,
+  // has no such series.
+  const std::string failing = "cohort_agent_health_check_passing{node=\"" + sick + "\"} 0\n";
+  EXPECT_TRUE(
+      ct::WaitUntil([&] { return AgentMetrics(sick).find(failing) != std::string::npos; }, 5s))
+      << AgentMetrics(sick);
+  EXPECT_NE(AgentMetrics(sick).find("cohort_agent_health_check_runs_total{node=\"" + sick + "\"} "),
+            std::string::npos);
+  EXPECT_EQ(AgentMetrics(well).find("cohort_agent_health_check"), std::string::npos);
+
   // Mended: the next run passes and the node is READY again.
   std::filesystem::remove(reason_file);
   EXPECT_TRUE(ct::WaitUntil([&] { return NodeInfo(sick).state == "READY"; }, 15s, 200ms))
       << "still " << NodeInfo(sick).state << ": " << NodeInfo(sick).unhealthy;
   EXPECT_EQ(NodeInfo(sick).unhealthy, "");
+  const std::string passing = "cohort_agent_health_check_passing{node=\"" + sick + "\"} 1\n";
+  EXPECT_TRUE(
+      ct::WaitUntil([&] { return AgentMetrics(sick).find(passing) != std::string::npos; }, 5s))
+      << AgentMetrics(sick);
 }
 
 }  // namespace
