@@ -55,14 +55,10 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
                 "#!/bin/sh\n# $1: the GPU to check\nif [ -s " + reason_file + " ]; then\n  cat " +
                     reason_file + "\n  exit 1\nfi\necho \"GPU $1 ok\"\n",
                 /*executable=*/true);
-  ASSERT_EQ(cluster_->StartAgent({sick,
-                                  1,
-                                  8,
-                                  16384,
-                                  "2s",
-                                  {"--health-check", check + " 0", "--health-check-interval", "3s",
-                                   "--health-check-timeout", "5s"}}),
-            "");
+  ct::AgentOptions checked{sick, 1};
+  checked.extra_args = {"--health-check",         check + " 0", "--health-check-interval", "3s",
+                        "--health-check-timeout", "5s"};
+  ASSERT_EQ(cluster_->StartAgent(checked), "");
   // The trainer: on its first attempt it runs until its GPU fails (the test's trigger), when the
   // driver logs the fault (the reason file the check reads) and the trainer dies of a CUDA error;
   // a restart (on another node) finishes.
