@@ -63,10 +63,10 @@ struct HealthCheck::Shared {
   mutable Mutex mu;
   CondVar cv;
   bool stop GUARDED_BY(mu) = false;
-  bool run_now GUARDED_BY(mu) = false;
   uint64_t runs GUARDED_BY(mu) = 0;  // ended
   uint64_t started GUARDED_BY(mu) = 0;
-  uint64_t recheck_until GUARDED_BY(mu) = 0;  // RunNow(): rechecking until `runs` reaches it
+  // RunNow(): rechecking until `runs` reaches it; above `started`, a run is asked for now.
+  uint64_t recheck_until GUARDED_BY(mu) = 0;
   std::string problem GUARDED_BY(mu) = "health check has not finished yet";
 };
 
@@ -79,7 +79,6 @@ void HealthCheck::Loop(std::shared_ptr<Shared> s) {
   capture.cancel = &s->cancel;
   MutexLock lock(&s->mu);
   while (!s->stop) {
-    s->run_now = false;
     ++s->started;
     s->mu.Unlock();
     CapturedCommand run = RunCaptured(s->options.argv, capture);
@@ -97,7 +96,9 @@ void HealthCheck::Loop(std::shared_ptr<Shared> s) {
     ++s->runs;
     s->cv.NotifyAll();
     auto next = SteadyClock::now() + s->options.every;
-    while (!s->stop && !s->run_now && SteadyClock::now() < next) s->cv.WaitUntil(&s->mu, next);
+    while (!s->stop && s->recheck_until <= s->started && SteadyClock::now() < next) {
+      s->cv.WaitUntil(&s->mu, next);
+    }
   }
 }
 
@@ -129,7 +130,6 @@ std::string HealthCheck::Problem() const {
 bool HealthCheck::RunNow() {
   if (!thread_) return false;
   MutexLock lock(&shared_->mu);
-  shared_->run_now = true;
   // The run to wait for is the next to start: one in progress began before the call.
   shared_->recheck_until = std::max(shared_->recheck_until, shared_->started + 1);
   shared_->cv.NotifyAll();

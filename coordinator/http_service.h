@@ -6,8 +6,8 @@
 //   /api/jobs/NAME                     the job, its replicas and events
 //   /api/jobs/NAME/log?replica=R&bytes=N   the tail of the replica's latest attempt's log
 //   /api/jobs/NAME/metrics             its training metrics
-//   /api/nodes?selector=SELECTOR           those a Kubernetes label selector matches (cohort nodes
-//   -l) /api/studies, /api/studies/NAME, /api/queues
+//   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l)
+//   /api/studies, /api/studies/NAME, /api/queues
 // Everything is read from the latest CoordinatorSnapshot the loop published (Publish); logs from
 // the log files the loop appends to. Auth: common/http_server.h (a token when bound beyond
 // loopback).

@@ -72,9 +72,8 @@ std::string JobController::NodeFault(const ReplicaRecord& r) const {
 
 bool JobController::AwaitsHealthVerdict(const JobRecord& job, const std::vector<Held>& held) const {
   for (const Held& h : held) {
-    for (const ReplicaRecord& r : job.replicas) {
-      if (r.name == h.replica && health_->HealthRechecking(NodeOf(r))) return true;
-    }
+    const ReplicaRecord* r = job.FindReplica(h.replica);
+    if (r != nullptr && health_->HealthRechecking(NodeOf(*r))) return true;
   }
   return false;
 }

@@ -1,6 +1,7 @@
 #include "coordinator/state.h"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "common/enum_names.h"
 #include "common/signal_name.h"
@@ -9,11 +10,15 @@ namespace cohort::coordinator {
 
 using nlohmann::json;
 
-ReplicaRecord* JobRecord::FindReplica(const std::string& replica_name) {
-  for (auto& r : replicas) {
+const ReplicaRecord* JobRecord::FindReplica(const std::string& replica_name) const {
+  for (const auto& r : replicas) {
     if (r.name == replica_name) return &r;
   }
   return nullptr;
+}
+
+ReplicaRecord* JobRecord::FindReplica(const std::string& replica_name) {
+  return const_cast<ReplicaRecord*>(std::as_const(*this).FindReplica(replica_name));
 }
 
 const WorkerPoolSpec& JobRecord::PoolOf(const ReplicaRecord& r) const {

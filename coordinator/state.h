@@ -132,6 +132,7 @@ struct alignas(64) JobRecord {
   std::vector<JobEventRecord> events;
 
   ReplicaRecord* FindReplica(const std::string& replica_name);
+  const ReplicaRecord* FindReplica(const std::string& replica_name) const;
   const WorkerPoolSpec& PoolOf(const ReplicaRecord& r) const;
   bool finished() const;
   // Sets waiting_reason to `reason` unless the hashes show it holds that already; `hash` is

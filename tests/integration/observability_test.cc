@@ -61,7 +61,10 @@ class ObservabilityTest : public ct::ClusterTest {
   void SetUp() override {
     if (!NeedBinaries()) return;
     ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-    ASSERT_EQ(cluster_->StartAgent({.node_id = NodeA(), .cpus = 4}), "");
+    // A health check that always passes: its series are scraped and parsed with the others.
+    ASSERT_EQ(cluster_->StartAgent(
+                  {.node_id = NodeA(), .cpus = 4, .extra_args = {"--health-check", "/bin/true"}}),
+              "");
   }
 
   // Runs the cohort CLI with `args`; it finds this cluster through the environment
@@ -157,6 +160,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_jobs{state=\"RUNNING\",queue=\"default\"}", 0},
       {"cohort_jobs{state=\"SUSPENDED\",queue=\"default\"}", 1},
       {"cohort_nodes{state=\"ready\"}", 1},
+      {"cohort_nodes{state=\"unhealthy\"}", 0},
       {"cohort_queue_wait_seconds_count", 3},
       {"cohort_submit_to_running_seconds_count", 3},
       {"cohort_job_restarts_total", 0},
@@ -165,6 +169,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_replicas_fence_held", 0},
       {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 4},
       {"cohort_agent_attempts_started_total{node=\"" + NodeA() + "\"}", 3},
+      {"cohort_agent_health_check_passing{node=\"" + NodeA() + "\"}", 1},
   };
   std::string last;
   bool all = ct::WaitUntil(
