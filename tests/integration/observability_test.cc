@@ -439,8 +439,30 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   // Both trials' curves (4 points each) are on the canvas.
   EXPECT_NE(studies.find("data-drawn=\"8\""), std::string::npos) << studies;
 
+  // A second node whose health check fails once it has joined: the nodes page shows it UNHEALTHY
+  // (in red) with the check's reason.
+  const std::string sick = "sick-" + std::to_string(::getpid());
+  const std::string fault = cluster_->scratch("fault");
+  const std::string check = cluster_->scratch("check");
+  ct::WriteFile(check, "#!/bin/sh\n[ -e " + fault + " ] || exit 0\necho 'GPU 0: XID 48'\nexit 1\n",
+                /*executable=*/true);
+  ASSERT_EQ(cluster_->StartAgent(
+                {.node_id = sick,
+                 .extra_args = {"--health-check", check, "--health-check-interval", "1s"}}),
+            "");
+  ct::WriteFile(fault, "");
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        return HttpGet(cluster_->coordinator_http_port(), "/api/nodes").find("UNHEALTHY") !=
+               std::string::npos;
+      },
+      15s, 200ms));
   std::string nodes = RenderPage(base + "/#/nodes", artifacts + "/dashboard-nodes.png");
   EXPECT_NE(nodes.find(">" + NodeA() + "<"), std::string::npos) << nodes;
+  EXPECT_NE(nodes.find("<span class=\"state-UNHEALTHY\">UNHEALTHY</span> <small>GPU 0: XID 48 "
+                       "(health check exited with code 1)</small>"),
+            std::string::npos)
+      << nodes;
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-jobs.png"));
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
 }
