@@ -98,6 +98,7 @@ Status Agent::RunOnce(milliseconds max_wait) {
   }
   replicas_.StartPending();
   CollectDumps();
+  CollectExecs();
   replicas_.Reap();
   replicas_.EnforceDeadlines();
   RunTimers();
@@ -234,6 +235,9 @@ void Agent::HandleMessage(const Message& message) {
     case wire::Body::DumpStacks:
       HandleDumpStacks(*message.As<wire::DumpStacks>());
       break;
+    case wire::Body::ExecInReplica:
+      HandleExec(*message.As<wire::ExecInReplica>());
+      break;
     default:
       spdlog::warn("unexpected {} message from the coordinator",
                    wire::EnumNameBody(message.type()));
@@ -365,6 +369,46 @@ void Agent::CollectDumps() {
       fbb.Finish(wire::StopReplica::Pack(fbb, &*stop));
       HandleStop(*flatbuffers::GetRoot<wire::StopReplica>(fbb.GetBufferPointer()));
     }
+  }
+}
+
+void Agent::HandleExec(const wire::ExecInReplica& exec) {
+  wire::ExecOutputT header;
+  header.node_id = config_.node_id;
+  header.exec_id = exec.exec_id();
+  header.job = Str(exec.job());
+  header.replica = Str(exec.replica());
+  header.attempt = exec.attempt();
+  std::vector<std::string> argv;
+  if (exec.argv()) {
+    for (const auto* arg : *exec.argv()) argv.push_back(Str(arg));
+  }
+  Attempt* a = replicas_.Find(AttemptKey(header.job, header.replica, header.attempt));
+  Status started;
+  if (a == nullptr || a->final || !a->process || a->state != wire::ReplicaState::RUNNING) {
+    started =
+        FailedPrecondition(header.replica + " attempt " + std::to_string(header.attempt) +
+                           " of job " + header.job + " is not running on node " + config_.node_id);
+  } else {
+    spdlog::info("{}/{} attempt {}: exec {} ({} arguments)", a->job, a->replica, a->attempt,
+                 argv.empty() ? "" : argv.front(), argv.size());
+    started = execs_.Start(header, a->exec_target, a->process->command_pid(), std::move(argv),
+                           milliseconds(std::max<int64_t>(exec.timeout_ms(), 1)));
+  }
+  if (started.ok()) return;
+  header.error = started.message();
+  wire::BodyUnion body;
+  body.Set(std::move(header));
+  Transmit(std::move(body));
+}
+
+void Agent::CollectExecs() {
+  for (wire::ExecOutputT& output : execs_.TakeFinished()) {
+    spdlog::info("{}/{} attempt {}: exec ended with code {}{}", output.job, output.replica,
+                 output.attempt, output.exit_code, output.timed_out ? " (timed out)" : "");
+    wire::BodyUnion body;
+    body.Set(std::move(output));
+    Transmit(std::move(body));
   }
 }
 

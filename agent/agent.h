@@ -26,6 +26,8 @@
 //    (agent/stack_dump.h) and sent as StackDump (once; the coordinator stores them with the
 //    replica's logs); a StopReplica of that attempt waits until they are taken, so the stacks
 //    are the stuck process's, not those of one being stopped.
+//  - ExecInReplica: a command runs beside a running attempt, as it runs (agent/
+//    exec_in_replica.h), on a thread of its own; its output goes back as ExecOutput (once).
 //  - LaunchReplica: prepares <work_dir>/<job>/<replica>/attempt-<n>, renders the environment
 //    (agent/replica_env.h) and starts the attempt through the Launcher; StopReplica: SIGTERM to
 //    every process of the attempt, SIGKILL after grace_ms, final state STOPPED.
@@ -63,6 +65,7 @@
 
 #include "agent/attempt.h"
 #include "agent/coordinator_session.h"
+#include "agent/exec_in_replica.h"
 #include "agent/health_check.h"
 #include "agent/http_service.h"
 #include "agent/inventory.h"
@@ -181,6 +184,11 @@ class Agent {
   void HandleDumpStacks(const wire::DumpStacks& dump);
   // Sends the stack dumps taken and carries out the stops that waited for them.
   void CollectDumps();
+  // Runs a command beside a running attempt (agent/exec_in_replica.h); one that cannot run is
+  // answered at once, as an ExecOutput with its error.
+  void HandleExec(const wire::ExecInReplica& exec);
+  // Sends the ExecOutput of each command that ended.
+  void CollectExecs();
   // An Ack or ErrorReply (`error`) to a message of the outbox.
   void HandleAnswer(uint64_t request_id, const Status& error);
   void HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const Status& error);
@@ -209,6 +217,8 @@ class Agent {
     std::optional<wire::StopReplicaT> stop;
   };
   std::map<std::string, PendingDump> dumps_;
+  // `cohort exec` commands running beside replicas here (agent/exec_in_replica.h).
+  ExecRunner execs_;
   ReplicaManager replicas_;
   bool preempting_ = false;
   // Preemption: until when replicas may take to go, then until when their acks may take.

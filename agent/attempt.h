@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/exec_in_replica.h"
 #include "agent/launcher.h"
 #include "agent/log_shipper.h"
 #include "agent/metric_forwarder.h"
@@ -112,6 +113,8 @@ struct Attempt {
   // aside: agent/torn_checkpoints.h); usually "".
   std::string start_note;
   std::unique_ptr<ReplicaProcess> process;
+  // How `cohort exec` runs a command as this attempt runs (set at its launch).
+  ExecTarget exec_target;
   std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way
   bool launch_settled = false;             // process executed the command or failed to (TakeStart)
   StopCause stop = StopCause::kNone;

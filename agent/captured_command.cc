@@ -29,14 +29,35 @@ int SpawnChild(char* const* args, int out, pid_t* pid) {
   return rc;
 }
 
+// Writes "cohort: <what>" to stderr and ends the process with 126 (system calls only).
+[[noreturn]] void ChildFail(const char* what) {
+  static const char kPrefix[] = "cohort: ";
+  (void)!::write(STDERR_FILENO, kPrefix, sizeof(kPrefix) - 1);
+  (void)!::write(STDERR_FILENO, what, std::strlen(what));
+  (void)!::write(STDERR_FILENO, "\n", 1);
+  ::syscall(SYS_exit_group, 126);
+  __builtin_unreachable();
+}
+
+// What the hidden child sets up before it runs the command (CaptureOptions' env to account).
+struct ChildSetup {
+  char* const* envp = nullptr;
+  const char* working_dir = nullptr;  // null: the agent's
+  int cgroup_procs = -1;              // the cgroup's cgroup.procs, open for writing
+  bool join_cgroup = false;           // a cgroup was asked for (-1 above: it could not be opened)
+  const CaptureOptions::Account* account = nullptr;
+};
+
 // The same, hidden from the agent's reaper (CaptureOptions::hidden_from_reaper): the child is a
 // "clone" child (no signal at its exit), which an exec would turn back into an ordinary one, so
 // it does not exec: it runs the command as its own child, in a process group of its own, waits
 // for it and exits with its status (128 + the signal for a signal). Both are made with the bare
 // clone system call and only make system calls (no allocation, no fork handlers: other threads
 // of the agent may hold locks), exiting with exit_group itself: libc's _exit may be wrapped (a
-// sanitizer's interceptor would then check this copy of the agent's threads for leaks).
-int SpawnHiddenChild(char* const* args, int out, pid_t* pid) {
+// sanitizer's interceptor would then check this copy of the agent's threads for leaks). The
+// account is switched by the bare system calls too: libc's setuid would signal the agent's other
+// threads, which this copy of the process does not have.
+int SpawnHiddenChild(char* const* args, int out, const ChildSetup& setup, pid_t* pid) {
   if (::access(args[0], X_OK) != 0) return errno;
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) return errno;
@@ -46,12 +67,25 @@ int SpawnHiddenChild(char* const* args, int out, pid_t* pid) {
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(out, STDERR_FILENO);
+    if (setup.join_cgroup && (setup.cgroup_procs < 0 || ::write(setup.cgroup_procs, "0", 1) != 1)) {
+      ChildFail("cannot join the replica's cgroup");
+    }
+    if (setup.working_dir != nullptr && ::chdir(setup.working_dir) != 0) {
+      ChildFail("cannot enter the replica's working directory");
+    }
+    if (const auto* account = setup.account; account != nullptr) {
+      if (::syscall(SYS_setgroups, account->groups.size(), account->groups.data()) != 0 ||
+          ::syscall(SYS_setresgid, account->gid, account->gid, account->gid) != 0 ||
+          ::syscall(SYS_setresuid, account->uid, account->uid, account->uid) != 0) {
+        ChildFail("cannot switch to the replica's account");
+      }
+    }
     // It outlives its exec'ing sibling commands: it must not hold their pipes open.
     ::close_range(3, ~0U, 0);
     const long command =
         ::syscall(SYS_clone, static_cast<long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
     if (command == 0) {
-      ::execve(args[0], args, environ);
+      ::execve(args[0], args, setup.envp != nullptr ? setup.envp : environ);
       static const char kFailed[] = ": cannot execute\n";
       (void)!::write(STDERR_FILENO, args[0], std::strlen(args[0]));
       (void)!::write(STDERR_FILENO, kFailed, sizeof(kFailed) - 1);
@@ -96,8 +130,26 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureO
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = options.hidden_from_reaper ? SpawnHiddenChild(args.data(), fds[1], &pid)
-                                            : SpawnChild(args.data(), fds[1], &pid);
+  int rc = 0;
+  if (options.hidden_from_reaper) {
+    std::vector<char*> envp;
+    if (options.env != nullptr) {
+      for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
+      envp.push_back(nullptr);
+    }
+    ChildSetup setup;
+    setup.envp = options.env != nullptr ? envp.data() : nullptr;
+    setup.working_dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+    setup.join_cgroup = !options.cgroup.empty();
+    if (setup.join_cgroup) {
+      setup.cgroup_procs = ::open((options.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    }
+    setup.account = options.account ? &*options.account : nullptr;
+    rc = SpawnHiddenChild(args.data(), fds[1], setup, &pid);
+    if (setup.cgroup_procs >= 0) ::close(setup.cgroup_procs);
+  } else {
+    rc = SpawnChild(args.data(), fds[1], &pid);
+  }
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);

@@ -9,9 +9,12 @@
 // agent loop's thread sets CaptureOptions::hidden_from_reaper (the loop reaps every child).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,21 @@ struct CaptureOptions {
   bool hidden_from_reaper = false;
   // Once this is set (by any thread) the command is killed with SIGKILL; noticed within 100 ms.
   const std::atomic<bool>* cancel = nullptr;
+
+  // With hidden_from_reaper only: how the command runs, where not as the agent runs. Its whole
+  // environment ("NAME=value"; null: the agent's), its working directory, a cgroup it joins (the
+  // cgroup's directory; writing its cgroup.procs), and the account it runs as (supplementary
+  // groups, gid, uid). All are set by the child before it runs the command, in that order; one
+  // that cannot be set makes the command exit 126 saying which.
+  const std::vector<std::string>* env = nullptr;
+  std::string working_dir;
+  std::string cgroup;
+  struct Account {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+  };
+  std::optional<Account> account;
 };
 
 // Runs argv (argv[0] searched on PATH when it has no slash, unless hidden_from_reaper).

@@ -46,6 +46,7 @@ class ContainerReplica : public ReplicaProcess {
   void KillAll() override;
   bool AnyAlive() override;
   void Release() override;
+  std::vector<std::string> ExecPrefix() const override { return Argv({"exec", shared_->id}); }
 
  private:
   // What the commands' completions (on a lane's thread) share with the replica.

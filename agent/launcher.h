@@ -110,6 +110,10 @@ class ReplicaProcess {
   virtual void Release() = 0;
   // The attempt's cgroup directory (its usage is read there); empty when it has none.
   virtual std::string cgroup_path() const { return {}; }
+  // The argv, to which a command is appended, that runs that command inside the attempt's
+  // container (`runc exec ID`; agent/exec_in_replica.h); empty: the attempt is processes on the
+  // node.
+  virtual std::vector<std::string> ExecPrefix() const { return {}; }
 };
 
 class Launcher {

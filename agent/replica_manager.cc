@@ -254,6 +254,13 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
+  a.exec_target.container_exec = a.process->ExecPrefix();
+  if (a.exec_target.container_exec.empty()) {
+    a.exec_target.env = request.env;
+    a.exec_target.working_dir = request.working_dir;
+    a.exec_target.run_as = request.run_as;
+    a.exec_target.cgroup = a.process->cgroup_path();
+  }
   // The error file is read at a failure only where the agent chose it: in the attempt's own dir.
   auto error_file = request.env.find(kErrorFileEnv);
   if (!env.attempt_dir.empty() && error_file != request.env.end() &&

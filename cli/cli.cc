@@ -240,6 +240,27 @@ started, says so on stderr.
                          the coordinator's watchdog found the job hung: scheduling.hang_timeout)
 )",
        Logs},
+      {"exec",
+       {{"--replica", true, ""}, {"--kill-after", true, ""}},
+       "exec JOB [--replica ROLE-INDEX] [--kill-after D] -- COMMAND [ARG...]",
+       "run a command beside a running replica, as it\nruns (nvidia-smi, ls, py-spy dump)",
+       R"(usage: cohort exec JOB [--replica ROLE-INDEX] [--kill-after DURATION] -- COMMAND [ARG...]
+
+Runs COMMAND on the node of a running replica, as the replica runs, and prints its output
+(stdout and stderr together, at most 1 MiB), as `kubectl exec` and Slurm's `srun --jobid
+--overlap` do: for a process replica with its environment (its pinned GPUs, RANK, AIP_* dirs;
+COHORT_REPLICA_PID names its command's pid), in its working directory, as its account, in its
+cgroup; for a container replica inside its container (the runtime's exec). stdin is empty and
+there is no terminal. Only the job's owner or an admin may (exit 5 otherwise), and each command
+run is an event of the job. Exits with the command's exit status (127: not found on the
+replica's PATH; 137: killed); cohort's own errors print "cohort: ..." and exit as usual (2: no
+such job or replica, or the replica is not running; 3: no answer).
+  --replica ROLE-INDEX   which replica (default chief-0, else the job's first), e.g. worker-1
+  --kill-after DURATION  the command is killed (SIGKILL) after this long (default 60s, at most
+                         1h); cohort then exits 124
+Quote what the replica's shell should expand: cohort exec train -- sh -c 'ls $AIP_CHECKPOINT_DIR'
+)",
+       Exec},
       {"watch",
        {{"--replica", true, ""}, {"--all", false, ""}},
        "watch JOB [--replica ROLE-INDEX|--all]",

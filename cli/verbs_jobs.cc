@@ -18,6 +18,7 @@
 #include "cli/verbs.h"
 #include "common/checkpoint.h"
 #include "common/cluster_env.h"
+#include "common/config.h"
 #include "common/job_spec.h"
 #include "common/script_checkpoints.h"
 
@@ -291,6 +292,40 @@ int Suspend(const ParsedArgs& args, const Context& ctx) {
 }
 
 int Resume(const ParsedArgs& args, const Context& ctx) { return SuspendOrResume(args, ctx, true); }
+
+int Exec(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() < 2) {
+    return UsageError(ctx.err, "exec", "exec needs a JOB and a COMMAND (after --)");
+  }
+  std::chrono::milliseconds kill_after(kDefaultExecTimeoutMs);
+  if (args.Has("--kill-after")) {
+    auto parsed = ParseDuration(args.Get("--kill-after"));
+    if (!parsed.ok()) {
+      return UsageError(ctx.err, "exec", "--kill-after: " + parsed.status().message());
+    }
+    if (parsed->count() <= 0 || parsed->count() > kMaxExecTimeoutMs) {
+      return UsageError(ctx.err, "exec", "--kill-after: must be above 0 and at most 1h");
+    }
+    kill_after = *parsed;
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  const std::vector<std::string> command(args.positionals.begin() + 1, args.positionals.end());
+  auto ran = client->Exec(args.positionals[0], args.Get("--replica"), command, kill_after);
+  if (!ran.ok()) return Fail(ctx.err, ran.status());
+  ctx.out.write(reinterpret_cast<const char*>(ran->output.data()),
+                static_cast<std::streamsize>(ran->output.size()));
+  ctx.out.flush();
+  if (ran->truncated) {
+    ctx.err << "cohort: the output was cut after " << (kMaxExecOutputBytes >> 20) << " MiB\n";
+  }
+  if (ran->timed_out) {
+    ctx.err << "cohort: " << command.front() << " in " << ran->replica << " was killed after "
+            << cohort::FormatDuration(kill_after) << " (--kill-after)\n";
+    return 124;
+  }
+  return ran->exit_code < 0 ? kExitJobFailed : ran->exit_code;
+}
 
 int Delete(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() != 1) return UsageError(ctx.err, "delete", "delete needs one JOB");

@@ -95,8 +95,9 @@ StatusOr<CoordinatorClient> CoordinatorClient::Connect(const std::string& endpoi
 CoordinatorClient::~CoordinatorClient() = default;
 
 template <typename R, typename T>
-StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what) {
-  auto reply = socket_->Call(std::move(body), options_.timeout);
+StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what,
+                                             std::chrono::milliseconds timeout) {
+  auto reply = socket_->Call(std::move(body), timeout.count() > 0 ? timeout : options_.timeout);
   if (!reply.ok()) {
     Status s = reply.status();
     if (s.code() == StatusCode::kUnavailable) {
@@ -113,8 +114,9 @@ StatusOr<Message> CoordinatorClient::Request(T body, std::string_view what) {
 }
 
 template <typename R, typename T>
-StatusOr<typename R::NativeTableType> CoordinatorClient::Call(T body, std::string_view what) {
-  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<R>(std::move(body), what)));
+StatusOr<typename R::NativeTableType> CoordinatorClient::Call(T body, std::string_view what,
+                                                              std::chrono::milliseconds timeout) {
+  COHORT_ASSIGN_OR_RETURN(Message reply, (Request<R>(std::move(body), what, timeout)));
   typename R::NativeTableType out;
   reply.As<R>()->UnPackTo(&out);
   return out;
@@ -173,6 +175,24 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, boo
   request.name = name;
   request.resume = resume;
   return Call<wire::JobInfo>(std::move(request), resume ? "resume" : "suspend");
+}
+
+StatusOr<wire::ExecOutputT> CoordinatorClient::Exec(const std::string& job,
+                                                    const std::string& replica,
+                                                    const std::vector<std::string>& argv,
+                                                    std::chrono::milliseconds timeout) {
+  wire::ExecInReplicaT request;
+  request.job = job;
+  request.replica = replica;
+  request.argv = argv;
+  request.timeout_ms = timeout.count();
+  // The coordinator answers once the command has ended: the wait is the command's, and then the
+  // coordinator's own wait for a silent agent, plus the call timeout.
+  const std::chrono::milliseconds command =
+      timeout.count() > 0 ? timeout : std::chrono::milliseconds(kDefaultExecTimeoutMs);
+  return Call<wire::ExecOutput>(
+      std::move(request), "exec",
+      command + std::chrono::milliseconds(kExecAnswerSlackMs) + options_.timeout);
 }
 
 StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(

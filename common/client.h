@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/exec_limits.h"
 #include "common/messaging.h"
 #include "common/schema/cohort_generated.h"
 #include "common/status.h"
@@ -95,6 +96,13 @@ class CoordinatorClient {
   // reply names the node after it and what was done.
   StatusOr<wire::NodeAdminReplyT> AdminNode(const std::string& node_id, const std::string& action,
                                             const std::vector<std::string>& labels = {});
+  // Runs `argv` beside a running replica of `job` (`replica` "": chief-0, else its first), as
+  // the replica runs (wire::ExecInReplica says how), killed after `timeout` (zero: 60 s); returns
+  // how it ended and its output once it has. The call waits for the command: its timeout plus
+  // kExecAnswerSlackMs plus the options' timeout.
+  StatusOr<wire::ExecOutputT> Exec(const std::string& job, const std::string& replica,
+                                   const std::vector<std::string>& argv,
+                                   std::chrono::milliseconds timeout);
   // Deletes a finished job and its records; kFailedPrecondition for a job not finished.
   Status DeleteJob(const std::string& name);
   // Cancels a study (its running trials are cancelled); returns the study after.
@@ -142,12 +150,16 @@ class CoordinatorClient {
                     std::unique_ptr<DealerSocket> socket)
       : options_(std::move(options)), context_(std::move(context)), socket_(std::move(socket)) {}
 
-  // Sends `body`, waits for the reply, and checks it is of type R.
+  // Sends `body`, waits for the reply (`timeout`; zero: the options' timeout), and checks it is
+  // of type R.
   template <typename R, typename T>
-  StatusOr<Message> Request(T body, std::string_view what);
+  StatusOr<Message> Request(T body, std::string_view what,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Request, with the reply unpacked into R's object-API type (wire::JobInfo -> wire::JobInfoT).
   template <typename R, typename T>
-  StatusOr<typename R::NativeTableType> Call(T body, std::string_view what);
+  StatusOr<typename R::NativeTableType> Call(
+      T body, std::string_view what,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Call with a request T whose body is a job's or a study's name alone.
   template <typename R, typename T>
   StatusOr<typename R::NativeTableType> CallNamed(const std::string& name, std::string_view what);

@@ -53,6 +53,9 @@ void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::StackDump:
       OnStackDump(m, *msg.As<wire::StackDump>());
       return;
+    case wire::Body::ExecOutput:
+      OnExecOutput(m, *msg.As<wire::ExecOutput>());
+      return;
     case wire::Body::Ack:
       return;
     case wire::Body::ErrorReply:
@@ -290,6 +293,17 @@ void AgentService::OnStackDump(const RoutedMessage& m, const wire::StackDump& re
     }
     spdlog::info("job {}: stacks of {} attempt {} stored ({} bytes)", job_name, replica,
                  req.attempt(), text.size());
+  }
+  Reply(m, Encode(m.message.request_id(), wire::AckT{}));
+}
+
+void AgentService::OnExecOutput(const RoutedMessage& m, const wire::ExecOutput& req) {
+  const std::string node_id = Str(req.node_id());
+  if (!SpeaksFor(m, node_id, "ExecOutput")) return;
+  if (exec_relay_ != nullptr) {
+    wire::ExecOutputT output;
+    req.UnPackTo(&output);
+    exec_relay_->OnOutput(node_id, std::move(output));
   }
   Reply(m, Encode(m.message.request_id(), wire::AckT{}));
 }

@@ -2,7 +2,8 @@
 // of the replicas the agent reports against what the coordinator believes runs there),
 // heartbeats (and the replicas' progress they carry, for the Watchdog), replica state updates
 // (their messages made well-formed, printable UTF-8 of at most kMaxReplicaMessageBytes),
-// log chunks, stack dumps, trial measurements and training metrics. Node bookkeeping goes to
+// log chunks, stack dumps, `cohort exec` outputs (to the ExecRelay), trial measurements and
+// training metrics. Node bookkeeping goes to
 // the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
 // coordinator does not run there) are queued in the Outbox. A measurement of any job is kept as
 // training metrics (TakeTrainingMetrics: the coordinator stores them with the pass); one of a
@@ -28,6 +29,7 @@
 
 #include "common/messaging.h"
 #include "common/rate_limited_log.h"
+#include "coordinator/exec_relay.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
@@ -67,6 +69,8 @@ class AgentService {
   void Handle(const RoutedMessage& m, int64_t now_ms);
   // Where the progress that heartbeats carry goes (none: it is dropped). Outlives this.
   void SetWatchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+  // Where agents' ExecOutput goes (none: it is dropped). Outlives this.
+  void SetExecRelay(ExecRelay* relay) { exec_relay_ = relay; }
   // Queues a stop of one attempt for the agent at `peer`.
   void SendStop(const std::string& peer, const std::string& job, const std::string& replica,
                 int attempt, const std::string& reason);
@@ -84,6 +88,7 @@ class AgentService {
   void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req, int64_t now_ms);
   void OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req);
   void OnStackDump(const RoutedMessage& m, const wire::StackDump& req);
+  void OnExecOutput(const RoutedMessage& m, const wire::ExecOutput& req);
   // Applies a reported status to the attempt it names when that is the replica's current attempt
   // on `node_id`; true when it was.
   bool ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s, int64_t now_ms);
@@ -98,6 +103,7 @@ class AgentService {
   StudyController& studies_;
   LogStore& logs_;
   Watchdog* watchdog_ = nullptr;
+  ExecRelay* exec_relay_ = nullptr;
   Outbox& outbox_;
   int stop_grace_ms_;
   int64_t fence_after_ms_;  // handed to agents at registration (0: no fencing)

@@ -7,6 +7,7 @@
 
 #include "common/spec_limit.h"
 #include "common/study_spec.h"
+#include "common/utf8.h"
 #include "common/wire_string.h"
 #include "coordinator/gang_fit.h"
 #include "coordinator/placement_round.h"
@@ -77,6 +78,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       return;
     case wire::Body::SuspendJob:
       OnSuspend(m, *msg.As<wire::SuspendJob>(), now_ms);
+      return;
+    case wire::Body::ExecInReplica:
+      OnExec(m, *msg.As<wire::ExecInReplica>(), now_ms);
       return;
     case wire::Body::ListNodes: {
       // "" is the empty selector: every node.
@@ -270,6 +274,67 @@ void ClientService::OnSuspend(const RoutedMessage& m, const wire::SuspendJob& re
     return;
   }
   Reply(m, Encode(id, ToInfo(*job)));
+}
+
+void ClientService::OnExec(const RoutedMessage& m, const wire::ExecInReplica& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  auto refuse = [&](const Status& why) { Reply(m, EncodeError(id, why)); };
+  if (exec_relay_ == nullptr) return refuse(FailedPrecondition("cohort exec is not served here"));
+  wire::ExecInReplicaT exec;
+  req.UnPackTo(&exec);
+  if (exec.argv.empty() || exec.argv.front().empty()) {
+    return refuse(InvalidArgument("exec: no command to run"));
+  }
+  size_t bytes = 0;
+  for (const std::string& arg : exec.argv) {
+    if (arg.find('\0') != std::string::npos) {
+      return refuse(InvalidArgument("exec: an argument holds a NUL byte"));
+    }
+    bytes += arg.size() + 1;
+  }
+  if (exec.argv.size() > kMaxExecArgs || bytes > kMaxExecArgBytes) {
+    return refuse(InvalidArgument("exec: the command has " + std::to_string(exec.argv.size()) +
+                                  " arguments of " + std::to_string(bytes) + " bytes; at most " +
+                                  std::to_string(kMaxExecArgs) + " of " +
+                                  std::to_string(kMaxExecArgBytes) + " bytes are run"));
+  }
+  if (exec.timeout_ms == 0) exec.timeout_ms = kDefaultExecTimeoutMs;
+  if (exec.timeout_ms < 0 || exec.timeout_ms > kMaxExecTimeoutMs) {
+    return refuse(InvalidArgument("exec: the timeout must be above 0 and at most 1h, not " +
+                                  std::to_string(exec.timeout_ms) + " ms"));
+  }
+  JobRecord* job = OwnedJob(m, exec.job, "exec in");
+  if (job == nullptr) return;
+  if (exec.replica.empty()) {
+    exec.replica = job->FindReplica("chief-0") != nullptr || job->replicas.empty()
+                       ? "chief-0"
+                       : job->replicas.front().name;
+  }
+  const ReplicaRecord* r = job->FindReplica(exec.replica);
+  if (r == nullptr) {
+    std::string names;
+    for (const ReplicaRecord& other : job->replicas) {
+      names += (names.empty() ? "" : ", ") + other.name;
+    }
+    return refuse(NotFound("job " + job->name + " has no replica " + exec.replica + " (it has " +
+                           names + ")"));
+  }
+  if (r->state != ReplicaState::RUNNING || !r->placed()) {
+    return refuse(FailedPrecondition(r->name + " of job " + job->name + " is not running (" +
+                                     wire::EnumNameReplicaState(r->state) + ", job " +
+                                     wire::EnumNameJobState(job->state) +
+                                     "): a command runs only beside a running replica"));
+  }
+  exec.attempt = r->attempt;
+  std::string command;
+  for (const std::string& arg : exec.argv) command += (command.empty() ? "" : " ") + arg;
+  command = TruncateUtf8(ValidUtf8(command, /*printable=*/true), 200);
+  const std::string caller = CallerOf(m);
+  jobs_.Note(*job,
+             "cohort exec" + (caller.empty() ? std::string() : " by " + caller) + " in " + r->name +
+                 " attempt " + std::to_string(r->attempt) + ": " + command,
+             now_ms);
+  exec_relay_->Forward(m.peer, id, r->node_id, std::move(exec), now_ms);
 }
 
 void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req,

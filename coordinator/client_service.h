@@ -25,8 +25,10 @@
 #include <functional>
 #include <string>
 
+#include "common/exec_limits.h"
 #include "common/messaging.h"
 #include "common/spec_limit.h"
+#include "coordinator/exec_relay.h"
 #include "coordinator/gang_fit.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
@@ -75,6 +77,8 @@ class ClientService {
   void Handle(const RoutedMessage& m, int64_t now_ms);
   // Where a job's straggler lines come from (none: no lines). Outlives this.
   void SetWatchdog(const Watchdog* watchdog) { watchdog_ = watchdog; }
+  // Where `cohort exec` requests go once checked (none: they are refused). Outlives this.
+  void SetExecRelay(ExecRelay* relay) { exec_relay_ = relay; }
 
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
   // what its live replicas use), or of those whose labels match `selector`.
@@ -93,6 +97,9 @@ class ClientService {
   // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
   void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);
   void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
+  // `cohort exec` (wire::ExecInReplica): the owner's or an admin's, in a RUNNING replica; noted
+  // in the job's events and forwarded through the ExecRelay.
+  void OnExec(const RoutedMessage& m, const wire::ExecInReplica& req, int64_t now_ms);
   void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
   // INVALID_ARGUMENT when the queue or priority class is not the coordinator's.
   Status CheckQueue(const SchedulingSpec& scheduling) const;
@@ -110,6 +117,7 @@ class ClientService {
   std::function<void()> run_studies_;
   QueryJobs query_jobs_;
   const Watchdog* watchdog_ = nullptr;
+  ExecRelay* exec_relay_ = nullptr;
 };
 
 }  // namespace cohort::coordinator

@@ -73,6 +73,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                      [this] { study_runner_.Run(clock_->NowMs()); }) {
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
+  client_service_.SetExecRelay(&exec_relay_);
+  agent_service_.SetExecRelay(&exec_relay_);
   nodes_.SetStorageProbe(&storage_);
 }
 
@@ -264,6 +266,7 @@ void Coordinator::Tick() {
     EndRevokedSessions(now);
   }
   jobs_.ReleaseVerdicts(now);
+  exec_relay_.Check(now);
   RunWatchdog(now);
   bool periodic = now - last_periodic_ms_ >= kPeriodicMs;
   if (periodic) {

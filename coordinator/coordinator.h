@@ -10,6 +10,7 @@
 //   ObservabilityService           `cohort metrics` and `cohort usage` answered
 //   SnapshotPublisher              what the HTTP endpoint (/metrics, dashboard) serves
 //   Watchdog                       hung jobs and stragglers, from the progress in heartbeats
+//   ExecRelay                      `cohort exec` between a client and a replica's agent
 //
 // Loop: RunOnce() polls both sockets for up to `poll_timeout`, hands every message waiting to its
 // service, runs the timers (node heartbeat check, job timeouts, held verdicts, scheduling rounds)
@@ -197,6 +198,7 @@ class Coordinator {
   StudyRunner study_runner_{studies_, jobs_};
   Watchdog watchdog_;
   Outbox outbox_;
+  ExecRelay exec_relay_{outbox_, nodes_};
   ClientService client_service_;
   AdminService admin_service_;
   AgentService agent_service_;

@@ -28,13 +28,17 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, Envelope, ErrorReply,
-                         GetJob, GetJobMetrics, GetLogs, GetStudy, GetUsage, JobInfo, JobList,
+                         ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs, GetStudy, GetUsage, JobInfo, JobList,
                          JobMetrics, JobState, ListJobs, ListNodes, ListQueues, ListStudies,
                          LogData, NodeAdmin, NodeAdminReply, NodeList, QueueList, ReplicaState,
                          StudyInfo, StudyList, SubmitJob, SubmitJobReply, SubmitStudy, SuspendJob,
                          UsageReport)
 
 PROTOCOL_VERSION = 1
+# `cohort exec` (common/exec_limits.h): the command's default timeout, and how much longer the
+# coordinator waits for its agent's answer.
+EXEC_DEFAULT_KILL_AFTER_S = 60.0
+EXEC_ANSWER_SLACK_S = 10.0
 FILE_IDENTIFIER = b"CHRT"
 FINISHED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -566,6 +570,28 @@ class Client:
         reply = self._call(Body.Body.NodeAdmin, body, NodeAdminReply.NodeAdminReplyT)
         return _text(reply.message), _node_to_dict(reply.node) if reply.node else None
 
+    def exec(self, job, command, replica=None, kill_after_s=EXEC_DEFAULT_KILL_AFTER_S):
+        """`cohort exec`: runs `command` (a list of arguments) beside a running replica of `job`
+        (default chief-0, else the job's first) as the replica runs: its environment, working
+        directory, account and cgroup, or inside its container. Killed after `kill_after_s`
+        (at most an hour). Waits for its end and returns {"exit_code", "output" (bytes, stdout
+        and stderr together, at most 1 MiB), "truncated", "timed_out", "replica", "attempt"}.
+        CohortError: NOT_FOUND (no such job or replica), FAILED_PRECONDITION (the replica is not
+        running), PERMISSION_DENIED (not the owner nor an admin), INVALID_ARGUMENT."""
+        if isinstance(command, (str, bytes)):
+            raise TypeError("command must be a list of arguments, e.g. ['nvidia-smi', '-L']")
+        body = ExecInReplica.ExecInReplicaT()
+        body.job = job
+        body.replica = replica or ""
+        body.argv = [str(arg) for arg in command]
+        body.timeoutMs = int(kill_after_s * 1000)
+        reply = self._call(Body.Body.ExecInReplica, body, ExecOutput.ExecOutputT,
+                           timeout_s=kill_after_s + EXEC_ANSWER_SLACK_S + self.timeout_s)
+        return {"exit_code": reply.exitCode,
+                "output": bytes(reply.output) if reply.output is not None else b"",
+                "truncated": reply.truncated, "timed_out": reply.timedOut,
+                "replica": _text(reply.replica), "attempt": reply.attempt}
+
     def list_studies(self):
         reply = self._call(Body.Body.ListStudies, ListStudies.ListStudiesT(), StudyList.StudyListT)
         return [_study_to_dict(s) for s in (reply.studies or [])]
@@ -583,7 +609,7 @@ class Client:
         body.name = name
         return self._call(body_type, body, reply_class)
 
-    def _call(self, body_type, body, reply_class):
+    def _call(self, body_type, body, reply_class, timeout_s=None):
         self._retry_if_refused()
         request_id = self._next_id
         self._next_id += 1
@@ -598,7 +624,7 @@ class Client:
         builder.Finish(envelope.Pack(builder), file_identifier=FILE_IDENTIFIER)
         self._socket.send(bytes(builder.Output()))
 
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.timeout_s)
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         if self._monitor is not None:
@@ -609,7 +635,8 @@ class Client:
                 raise Refused(self.endpoint, self.public_key)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise Unreachable(self.endpoint, self.timeout_s)
+                raise Unreachable(self.endpoint,
+                                  timeout_s if timeout_s is not None else self.timeout_s)
             ready = dict(poller.poll(int(remaining * 1000)))
             if self._socket not in ready:
                 continue

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/captured_command.h"
+#include "agent/exec_in_replica.h"
 #include "agent/runtime_commands.h"
 #include "tests/testing/process.h"
 
@@ -257,6 +258,42 @@ TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {
   CapturedCommand after = RunCaptured(state);
   EXPECT_NE(after.exit_code, 0) << "the container is still there: " << after.output;
   EXPECT_TRUE(RuntimeSaysGone(after.output)) << after.output;
+}
+
+// `cohort exec` in a container replica goes through the runtime's exec (agent/exec_in_replica.h):
+// the command sees the container's environment and filesystem, not the node's.
+TEST_P(OciLauncherTest, ACommandRunsInsideTheRunningContainer) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  LaunchRequest request = Request({"/bin/sh", "-c", "echo ready > /tmp/ready; sleep 300"}, {});
+  ASSERT_TRUE(launcher_->Prepare(request).ok());
+  auto process = launcher_->Launch(request);
+  ASSERT_TRUE(process.ok()) << process.status().ToString();
+  ExecTarget target;
+  target.container_exec = (*process)->ExecPrefix();
+  ASSERT_FALSE(target.container_exec.empty());
+  // Until the container runs its command (the runtime creates it first, then starts it).
+  ExecResult ran;
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        ran = RunInReplica(target, (*process)->command_pid(),
+                           {"/bin/sh", "-c", "cat /tmp/ready; echo TF_CONFIG=$TF_CONFIG; exit 4"},
+                           10s);
+        return ran.exit_code == 4;
+      },
+      20s))
+      << ran.exit_code << ": " << ran.output << "; log: " << ReadFile(dir_ / "work" / "log");
+  EXPECT_EQ(ran.output, "ready\nTF_CONFIG={\"task\":{\"type\":\"worker\",\"index\":0}}\n");
+  (*process)->KillAll();
+  Wait(**process);
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        if (!(*process)->AnyAlive()) return true;
+        (*process)->KillAll();
+        return false;
+      },
+      20s));
+  (*process)->Release();
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, OciLauncherTest, ::testing::Values("auto", "runc", "crun"));

@@ -2610,4 +2610,144 @@ TEST_F(StudyTest, StudySurvivesACoordinatorRestart) {
   EXPECT_EQ(again.best_trial, compacted.best_trial);
 }
 
+// `cohort exec`: a client's command goes to the agent of the replica's node, naming the attempt;
+// the agent's ExecOutput goes back to that client as the reply, and the job's events say who ran
+// what.
+TEST_F(CoordinatorTest, ExecGoesToTheReplicasAgentAndItsOutputBackToTheClient) {
+  AddAgent("node-a", 1);
+  AddAgent("node-b", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("train", 0, 1)));
+  std::string node = GetJob("train").replicas.at(0)->node_id;
+  const std::string other = node == "node-a" ? "node-b" : "node-a";
+  wire::ExecInReplicaT req;
+  req.job = "train";
+  req.argv = {"nvidia-smi", "-L"};
+  const uint64_t id = client_.Send(req);
+  std::vector<wire::ExecInReplicaT> sent;
+  Pump([&] {
+    sent = agents_[node].Take<wire::ExecInReplica>();
+    return !sent.empty();
+  });
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].job, "train");
+  EXPECT_EQ(sent[0].replica, "chief-0");  // the default
+  EXPECT_EQ(sent[0].attempt, 0);
+  EXPECT_EQ(sent[0].timeout_ms, kDefaultExecTimeoutMs);
+  EXPECT_EQ(sent[0].argv, (std::vector<std::string>{"nvidia-smi", "-L"}));
+  EXPECT_TRUE(agents_[other].Take<wire::ExecInReplica>().empty());
+  EXPECT_TRUE(HasEvent(GetJob("train"), "cohort exec in chief-0 attempt 0: nvidia-smi -L"));
+
+  // An answer from another node is not the one waited for; the replica's node's is.
+  wire::ExecOutputT answer;
+  answer.node_id = other;
+  answer.exec_id = sent[0].exec_id;
+  answer.job = "train";
+  answer.replica = "chief-0";
+  answer.exit_code = 9;
+  agents_[other].Send(answer);
+  PumpFew();
+  EXPECT_TRUE(client_.inbox.empty());
+  answer.node_id = node;
+  answer.exit_code = 3;
+  const std::string text = "GPU 0: test-gpu\n";
+  answer.output.assign(text.begin(), text.end());
+  agents_[node].Send(answer);
+  Pump([&] { return !client_.inbox.empty(); });
+  ASSERT_EQ(client_.inbox.size(), 1u);
+  EXPECT_EQ(client_.inbox.front().request_id(), id);
+  auto outputs = client_.Take<wire::ExecOutput>();
+  ASSERT_EQ(outputs.size(), 1u) << client_.inbox.front().ErrorStatus().ToString();
+  EXPECT_EQ(outputs[0].exit_code, 3);
+  EXPECT_EQ(std::string(outputs[0].output.begin(), outputs[0].output.end()), text);
+  // Sent again (a late duplicate): nobody waits for it any more.
+  agents_[node].Send(answer);
+  PumpFew();
+  EXPECT_TRUE(client_.inbox.empty());
+
+  // The agent could not run it (the attempt had just ended there): its reason, refused.
+  const uint64_t second = client_.Send(req);
+  Pump([&] {
+    sent = agents_[node].Take<wire::ExecInReplica>();
+    return !sent.empty();
+  });
+  ASSERT_EQ(sent.size(), 1u);
+  wire::ExecOutputT refused;
+  refused.node_id = node;
+  refused.exec_id = sent[0].exec_id;
+  refused.error = "chief-0 attempt 0 of job train is not running on node " + node;
+  agents_[node].Send(refused);
+  Pump([&] { return !client_.inbox.empty(); });
+  ASSERT_EQ(client_.inbox.size(), 1u);
+  EXPECT_EQ(client_.inbox.front().request_id(), second);
+  EXPECT_EQ(client_.inbox.front().ErrorStatus(), FailedPrecondition(refused.error));
+}
+
+TEST_F(CoordinatorTest, ExecIsRefusedClearlyAndAnsweredWhenItsAgentFallsSilent) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("train", 0, 1)));
+  ASSERT_TRUE(Submit(JobYaml("waits", 0, 1)).ok());  // no room: PENDING
+  auto refusal = [&](const std::string& job, const std::string& replica,
+                     std::vector<std::string> argv, int64_t timeout_ms = 0) {
+    wire::ExecInReplicaT req;
+    req.job = job;
+    req.replica = replica;
+    req.argv = std::move(argv);
+    req.timeout_ms = timeout_ms;
+    return Call(std::move(req)).ErrorStatus();
+  };
+  EXPECT_EQ(refusal("nope", "", {"ls"}), NotFound("no job named 'nope'"));
+  EXPECT_EQ(refusal("train", "worker-3", {"ls"}),
+            NotFound("job train has no replica worker-3 (it has chief-0)"));
+  EXPECT_EQ(refusal("train", "", {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refusal("train", "", {"ls", std::string("a\0b", 3)}),
+            InvalidArgument("exec: an argument holds a NUL byte"));
+  EXPECT_EQ(refusal("train", "", {"sleep", "1"}, kMaxExecTimeoutMs + 1).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(refusal("train", "", std::vector<std::string>(kMaxExecArgs + 1, "x")).code(),
+            StatusCode::kInvalidArgument);
+  const Status pending = refusal("waits", "", {"ls"});
+  EXPECT_EQ(pending.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(pending.message().find("chief-0 of job waits is not running (PENDING, job QUEUED)"),
+            std::string::npos)
+      << pending.ToString();
+  EXPECT_TRUE(agents_["node-a"].Take<wire::ExecInReplica>().empty());
+
+  // The agent never answers: once the command's timeout and the slack have passed, the client
+  // is told so.
+  wire::ExecInReplicaT req;
+  req.job = "train";
+  req.argv = {"sleep", "100"};
+  req.timeout_ms = 2000;
+  const uint64_t id = client_.Send(req);
+  Pump([&] { return !agents_["node-a"].Take<wire::ExecInReplica>().empty(); });
+  for (int64_t waited = 0; waited < 2000 + kExecAnswerSlackMs - 1;) {
+    const int64_t step = std::min<int64_t>(1000, 2000 + kExecAnswerSlackMs - 1 - waited);
+    clock_.Advance(milliseconds(step));
+    waited += step;
+    Heartbeat("node-a");
+    PumpFew();
+  }
+  EXPECT_TRUE(client_.inbox.empty());
+  clock_.Advance(milliseconds(1));
+  Heartbeat("node-a");
+  Pump([&] { return !client_.inbox.empty(); });
+  ASSERT_EQ(client_.inbox.size(), 1u);
+  EXPECT_EQ(client_.inbox.front().request_id(), id);
+  EXPECT_EQ(client_.inbox.front().ErrorStatus(),
+            DeadlineExceeded("node node-a did not say how the command in chief-0 of job train "
+                             "ended"));
+  client_.inbox.clear();
+
+  // Its node is lost while a command runs: the client is told at once.
+  req.timeout_ms = 60'000;
+  const uint64_t lost = client_.Send(req);
+  Pump([&] { return !agents_["node-a"].Take<wire::ExecInReplica>().empty(); });
+  LoseNodeAmong("node-a", {"node-a"});
+  Pump([&] { return !client_.inbox.empty(); });
+  ASSERT_FALSE(client_.inbox.empty());
+  EXPECT_EQ(client_.inbox.front().request_id(), lost);
+  EXPECT_EQ(client_.inbox.front().ErrorStatus(),
+            Unavailable("node node-a was lost before the command in chief-0 of job train ended"));
+}
+
 }  // namespace cohort::coordinator

@@ -1,0 +1,22 @@
+// The bounds of `cohort exec` (wire::ExecInReplica), shared by the client, the coordinator
+// (coordinator/exec_relay.h) and the agent (agent/exec_in_replica.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cohort {
+
+// The largest command run: its arguments, and their bytes with a NUL each.
+inline constexpr size_t kMaxExecArgs = 1024;
+inline constexpr size_t kMaxExecArgBytes = 64 << 10;
+// The command's timeout when none is given, and the longest one (ms).
+inline constexpr int64_t kDefaultExecTimeoutMs = 60'000;
+inline constexpr int64_t kMaxExecTimeoutMs = 3'600'000;
+// How much longer than the command's timeout the coordinator waits for its agent's answer: the
+// agent's loop, its kill (within 100 ms) and the way back.
+inline constexpr int64_t kExecAnswerSlackMs = 10'000;
+// The output (stdout and stderr together) that comes back; the rest is read and dropped.
+inline constexpr size_t kMaxExecOutputBytes = 1 << 20;
+
+}  // namespace cohort

@@ -1,0 +1,134 @@
+// `cohort exec` in a real cluster: a coordinator and an agent on loopback, a job whose replica
+// runs a shell script, and the cohort CLI and the Python client as processes running commands
+// beside it: its environment, working directory and process, exit codes, a command not found, one
+// killed at --kill-after, the refusals, and the job's events.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/testing/cluster_test.h"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+namespace ct = ::cohort::testing;
+
+class ExecTest : public ct::ClusterTest {
+ protected:
+  void SetUp() override {
+    if (!NeedBinaries({COHORT_CLI_BIN})) return;
+    ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("exec"), 1}));
+  }
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_F(ExecTest, ACommandRunsBesideARunningReplicaAsItRunsAndItsStatusIsCohorts) {
+  // The trainer runs until the test ends it.
+  const std::string stop = cluster_->scratch("stop");
+  const std::string trainer = cluster_->scratch("train.sh");
+  ct::WriteFile(trainer,
+                "#!/bin/sh\necho 'epoch 1' > progress.txt\nwhile [ ! -e " + stop +
+                    " ]; do sleep 0.05; done\necho done\n",
+                /*executable=*/true);
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
+                          "cpus: 1}\n    process: {command: [" +
+                          trainer + "], env: {LEARNING_RATE: \"0.1\"}}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto job = client.GetJob("train");
+        return job.ok() && job->state == wire::JobState::RUNNING;
+      },
+      20s));
+
+  // Its environment, its working directory (where it wrote progress.txt), its process.
+  ct::RunResult ran = RunCli({"exec", "train", "--", "sh", "-c",
+                              "echo rank=$RANK lr=$LEARNING_RATE; cat progress.txt; pwd; echo "
+                              "pid=$COHORT_REPLICA_PID"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
+  std::istringstream lines(ran.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "rank=0 lr=0.1");
+  std::getline(lines, line);
+  EXPECT_EQ(line, "epoch 1");
+  std::getline(lines, line);
+  EXPECT_EQ(line.substr(line.size() - std::string("/train/chief-0/attempt-0").size()),
+            "/train/chief-0/attempt-0")
+      << line;
+  std::getline(lines, line);
+  ASSERT_EQ(line.rfind("pid=", 0), 0u) << ran.out;
+  const std::string pid = line.substr(4);
+  EXPECT_NE(ReadText("/proc/" + pid + "/cmdline").find("train.sh"), std::string::npos)
+      << "COHORT_REPLICA_PID " << pid << " is not the trainer";
+
+  // The command's exit status is cohort's; one not found is 127, as a shell says.
+  ran = RunCli({"exec", "train", "--replica", "chief-0", "--", "sh", "-c", "echo out; exit 7"});
+  EXPECT_EQ(ran.exit_code, 7) << ran.err;
+  EXPECT_EQ(ran.out, "out\n");
+  ran = RunCli({"exec", "train", "--", "no-such-tool", "-v"});
+  EXPECT_EQ(ran.exit_code, 127);
+  EXPECT_EQ(ran.out, "cohort: no-such-tool: not found on the replica's PATH\n");
+  // Killed at --kill-after: 124, saying so.
+  const auto start = std::chrono::steady_clock::now();
+  ran = RunCli({"exec", "train", "--kill-after", "1s", "--", "sleep", "30"});
+  EXPECT_EQ(ran.exit_code, 124) << ran.out << ran.err;
+  EXPECT_NE(ran.err.find("sleep in chief-0 was killed after 1s (--kill-after)"), std::string::npos)
+      << ran.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+
+  // The Python client does the same.
+  auto python = ct::RunProcess(
+      "/usr/bin/python3",
+      {"-c",
+       "import sys\nfrom cohort import Client\nc = Client(sys.argv[1], insecure=True)\n"
+       "r = c.exec('train', ['sh', '-c', 'echo $RANK; exit 3'])\n"
+       "assert r['exit_code'] == 3 and r['output'] == b'0\\n' and r['replica'] == 'chief-0', r\n"
+       "print('python exec: ok')\n",
+       cluster_->client_endpoint()},
+      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 60s);
+  EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
+  EXPECT_NE(python.out.find("python exec: ok"), std::string::npos) << python.out << python.err;
+
+  // Refusals name what is wrong.
+  ran = RunCli({"exec", "train", "--replica", "worker-4", "--", "ls"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("job train has no replica worker-4 (it has chief-0)"), std::string::npos)
+      << ran.err;
+  ran = RunCli({"exec", "train"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("exec needs a JOB and a COMMAND"), std::string::npos) << ran.err;
+
+  // Each command run is an event of the job.
+  auto job = client.GetJob("train");
+  ASSERT_TRUE(job.ok());
+  int execs = 0;
+  for (const auto& e : job->events) {
+    if (e->message.rfind("cohort exec by ", 0) == 0) ++execs;
+  }
+  EXPECT_EQ(execs, 5);
+
+  // Once the job has ended there is nothing to run beside.
+  ct::WriteFile(stop, "");
+  ASSERT_EQ(ct::WaitForJobEnd(client, "train", 30s).state, wire::JobState::SUCCEEDED);
+  ran = RunCli({"exec", "train", "--", "ls"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("chief-0 of job train is not running (SUCCEEDED, job SUCCEEDED)"),
+            std::string::npos)
+      << ran.err;
+}
+
+}  // namespace
+}  // namespace cohort
