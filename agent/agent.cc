@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "agent/python_site.h"
 #include "agent/replica_env.h"
 #include "agent/stack_dump.h"
 #include "common/config.h"
@@ -36,6 +37,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Create(zmq::context_t& context, AgentCon
   if (config.node_id.empty()) return InvalidArgument("node id is empty");
   if (config.work_dir.empty()) return InvalidArgument("work dir is empty");
   COHORT_RETURN_IF_ERROR(MakeDirs(config.work_dir));
+  if (auto site = InstallPythonSite(config.work_dir); site.ok()) {
+    config.python_site = *site;
+  } else {
+    spdlog::warn("no Python stacks of replicas that do not import cohort: {}",
+                 site.status().ToString());
+  }
   COHORT_ASSIGN_OR_RETURN(DealerSocket socket,
                           DealerSocket::Connect(context, config.coordinator,
                                                 SessionRoutingId(config.node_id), config.security));

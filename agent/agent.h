@@ -130,6 +130,9 @@ struct AgentConfig {
   // Which Unix account job owners' replicas run as (agent/replica_user.h): --users,
   // --allow-root-users. With security.insecure every owner may map to root.
   ReplicaUserOptions users;
+  // The sitecustomize directory process replicas get first on PYTHONPATH (agent/python_site.h);
+  // Create() installs it under work_dir. Empty: none.
+  std::string python_site;
 };
 
 class Agent {

@@ -76,6 +76,11 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
     }
     env["COHORT_STACK_DUMP_DIR"] = StackDumpDir(input.attempt_dir);
     env["COHORT_STACK_DUMP_SIGNAL"] = std::to_string(StackDumpSignal());
+    auto opted_out = env.find("COHORT_PYTHON_STACKS");
+    if (!input.python_site.empty() && (opted_out == env.end() || opted_out->second != "0")) {
+      std::string& path = env["PYTHONPATH"];
+      path = path.empty() ? input.python_site : input.python_site + ":" + path;
+    }
     env.try_emplace(kErrorFileEnv, ErrorFilePath(input.attempt_dir));
   }
   env["COHORT_RESTART_COUNT"] = std::to_string(input.attempt);

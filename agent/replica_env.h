@@ -11,7 +11,9 @@
 // where the replica keeps its flight recorder (COHORT_FLIGHT_RECORDER=<attempt
 // dir>/flight-recorder, common/flight_recorder.h; a pool's env may set it, "off" included) and
 // where and on which signal its Python stacks are dumped (COHORT_STACK_DUMP_DIR=<attempt
-// dir>/stacks, COHORT_STACK_DUMP_SIGNAL; agent/stack_dump.h); and where torch's `@record` writes
+// dir>/stacks, COHORT_STACK_DUMP_SIGNAL; agent/stack_dump.h), with the agent's sitecustomize
+// first on PYTHONPATH so that every Python process registers for it (agent/python_site.h); and
+// where torch's `@record` writes
 // the exception that ended it (TORCHELASTIC_ERROR_FILE=<attempt dir>/torchelastic-error.json, as
 // torchrun gives each worker a file of its own; agent/failure_excerpt.h). A pool's env may set that
 // variable too: the agent then reads no error file (the replica's path may be on storage the loop
@@ -74,6 +76,9 @@ struct ReplicaEnvInput {
   int attempt = 0;
   std::vector<int> gpus;
   std::string restore_checkpoint;
+  // The agent's sitecustomize directory (agent/python_site.h), put first on PYTHONPATH unless the
+  // launch env says COHORT_PYTHON_STACKS=0; empty: none (containers).
+  std::string python_site;
 };
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
 

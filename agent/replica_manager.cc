@@ -123,7 +123,10 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   if (Status s = PlanLaunch(launch, config_.builtin_dir, &pending->plan); !s.ok()) {
     return FailBeforeLaunch(a, s, s.code() == StatusCode::kNotFound ? 127 : 2);
   }
-  if (!pending->plan.container) pending->plan.env.attempt_dir = request.working_dir;
+  if (!pending->plan.container) {
+    pending->plan.env.attempt_dir = request.working_dir;
+    pending->plan.env.python_site = config_.python_site;
+  }
   pending->launcher = process_launcher_.get();
   if (pending->plan.container) {
     pending->launcher = container_launcher_.get();

@@ -254,13 +254,33 @@ cgroup; for a container replica inside its container (the runtime's exec). stdin
 there is no terminal. Only the job's owner or an admin may (exit 5 otherwise), and each command
 run is an event of the job. Exits with the command's exit status (127: not found on the
 replica's PATH; 137: killed); cohort's own errors print "cohort: ..." and exit as usual (2: no
-such job or replica, or the replica is not running; 3: no answer).
+such job or replica, or the replica is not running; 3: no answer, or the replica's node was lost
+meanwhile; 1: its agent never said how the command ended).
   --replica ROLE-INDEX   which replica (default chief-0, else the job's first), e.g. worker-1
   --kill-after DURATION  the command is killed (SIGKILL) after this long (default 60s, at most
                          1h); cohort then exits 124
 Quote what the replica's shell should expand: cohort exec train -- sh -c 'ls $AIP_CHECKPOINT_DIR'
 )",
        Exec},
+      {"stacks",
+       {{"--replica", true, ""}},
+       "stacks JOB [--replica ROLE-INDEX]",
+       "what every running replica is doing now: its\nPython and native stacks",
+       R"(usage: cohort stacks JOB [--replica ROLE-INDEX]
+
+Has the agents take the stacks of the job's running replicas now, as the watchdog does for a hung
+job (scheduling.hang_timeout), and prints them as they come, each after a "==== worker-1 attempt 0
+====" line: every process of the replica (at most 8) with its command line, its Python stacks
+(faulthandler: any Python process of a process replica, registered by the agent's
+sitecustomize; in a container, one that imported cohort.collective or cohort.torch) and its
+native stacks (eu-stack, else gdb). What a DDP job is stuck in, rank by rank, as `py-spy dump` on each
+node or Ray's `ray stack` shows it. They are kept with the replica's logs (`cohort logs JOB
+--replica R --dump`). Only the job's owner or an admin may (exit 5 otherwise), and each request is
+an event of the job. Waits up to 2 minutes for the dumps (exit 1 naming the replicas whose dumps
+did not come).
+  --replica ROLE-INDEX   that replica alone, e.g. worker-1
+)",
+       Stacks},
       {"watch",
        {{"--replica", true, ""}, {"--all", false, ""}},
        "watch JOB [--replica ROLE-INDEX|--all]",

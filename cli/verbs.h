@@ -43,6 +43,7 @@ int List(const ParsedArgs& args, const Context& ctx);
 int Logs(const ParsedArgs& args, const Context& ctx);
 int Watch(const ParsedArgs& args, const Context& ctx);
 int Exec(const ParsedArgs& args, const Context& ctx);
+int Stacks(const ParsedArgs& args, const Context& ctx);
 int Cancel(const ParsedArgs& args, const Context& ctx);
 int Suspend(const ParsedArgs& args, const Context& ctx);
 int Resume(const ParsedArgs& args, const Context& ctx);

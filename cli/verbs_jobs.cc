@@ -73,6 +73,23 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
   return kExitOk;
 }
 
+// How long `cohort stacks` waits for the dumps: an agent takes each process's native stacks
+// within 10 s, at most 8 processes a replica.
+constexpr std::chrono::seconds kStacksWait(120);
+
+// How far one attempt's stack dumps go now (`cohort stacks` prints what comes after).
+StatusOr<uint64_t> StackDumpsEnd(CoordinatorClient& client, const std::string& job,
+                                 const std::string& replica, int attempt) {
+  uint64_t offset = 0;
+  while (true) {
+    auto data = client.ReadLogs(job, replica, offset, attempt, 1u << 20, /*with_times=*/false,
+                                /*dump=*/true);
+    if (!data.ok()) return data.status();
+    if (data->data.empty()) return offset;
+    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
+  }
+}
+
 }  // namespace
 
 int Submit(const ParsedArgs& args, const Context& ctx) {
@@ -325,6 +342,69 @@ int Exec(const ParsedArgs& args, const Context& ctx) {
     return 124;
   }
   return ran->exit_code < 0 ? kExitJobFailed : ran->exit_code;
+}
+
+int Stacks(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "stacks", "stacks needs one JOB");
+  const std::string& name = args.positionals[0];
+  const std::string only = args.Get("--replica");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto job = client->GetJob(name);
+  if (!job.ok()) return Fail(ctx.err, job.status());
+  // What each running replica's attempt has of dumps before this one.
+  struct Waiting {
+    std::string replica;
+    int attempt = 0;
+    uint64_t offset = 0;
+  };
+  std::vector<Waiting> waiting;
+  for (const auto& r : job->replicas) {
+    if (!r || r->state != wire::ReplicaState::RUNNING || (!only.empty() && r->replica != only)) {
+      continue;
+    }
+    auto end = StackDumpsEnd(*client, name, r->replica, r->attempt);
+    if (!end.ok()) return Fail(ctx.err, end.status());
+    waiting.push_back({r->replica, r->attempt, *end});
+  }
+  auto asked = client->DumpStacks(name, only);
+  if (!asked.ok()) return Fail(ctx.err, asked.status());
+  const auto deadline = std::chrono::steady_clock::now() + kStacksWait;
+  while (!waiting.empty()) {
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      auto data = client->ReadLogs(name, it->replica, it->offset, it->attempt, 1u << 20,
+                                   /*with_times=*/false, /*dump=*/true);
+      if (!data.ok()) return Fail(ctx.err, data.status());
+      if (data->data.empty()) {
+        ++it;
+        continue;
+      }
+      ctx.out << "==== " << it->replica << " attempt " << it->attempt << " ====\n";
+      // A dump is stored whole: what follows the old end is this one (read on past 1 MiB).
+      do {
+        ctx.out.write(reinterpret_cast<const char*>(data->data.data()),
+                      static_cast<std::streamsize>(data->data.size()));
+        it->offset = std::max<uint64_t>(data->next_offset, it->offset + data->data.size());
+        data = client->ReadLogs(name, it->replica, it->offset, it->attempt, 1u << 20,
+                                /*with_times=*/false, /*dump=*/true);
+        if (!data.ok()) return Fail(ctx.err, data.status());
+      } while (!data->data.empty());
+      ctx.out.flush();
+      it = waiting.erase(it);
+    }
+    if (waiting.empty()) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string names;
+      for (const Waiting& w : waiting) names += (names.empty() ? "" : ", ") + w.replica;
+      ctx.err << "cohort: no stacks came from " << names << " within "
+              << cohort::FormatDuration(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(kStacksWait))
+              << " (its agent may be gone, or the replica ended meanwhile)\n";
+      return kExitJobFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return kExitOk;
 }
 
 int Delete(const ParsedArgs& args, const Context& ctx) {

@@ -195,6 +195,14 @@ StatusOr<wire::ExecOutputT> CoordinatorClient::Exec(const std::string& job,
       command + std::chrono::milliseconds(kExecAnswerSlackMs) + options_.timeout);
 }
 
+StatusOr<wire::JobInfoT> CoordinatorClient::DumpStacks(const std::string& job,
+                                                       const std::string& replica) {
+  wire::DumpStacksT request;
+  request.job = job;
+  request.replica = replica;
+  return Call<wire::JobInfo>(std::move(request), "stacks");
+}
+
 StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(
     const std::string& node_id, const std::string& action, const std::vector<std::string>& labels) {
   wire::NodeAdminT request;

@@ -103,6 +103,10 @@ class CoordinatorClient {
   StatusOr<wire::ExecOutputT> Exec(const std::string& job, const std::string& replica,
                                    const std::vector<std::string>& argv,
                                    std::chrono::milliseconds timeout);
+  // Has the stacks of the job's running replicas (`replica` alone when not "") taken now
+  // (wire::DumpStacks); returns the job as it was asked. The dumps arrive later, in ReadLogs
+  // with `dump`.
+  StatusOr<wire::JobInfoT> DumpStacks(const std::string& job, const std::string& replica);
   // Deletes a finished job and its records; kFailedPrecondition for a job not finished.
   Status DeleteJob(const std::string& name);
   // Cancels a study (its running trials are cancelled); returns the study after.

@@ -48,6 +48,25 @@ StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
   return edits;
 }
 
+// The replica `name` of `job` when it is RUNNING; else NOT_FOUND naming the replicas it has, or
+// FAILED_PRECONDITION naming its state.
+StatusOr<const ReplicaRecord*> RunningReplica(const JobRecord& job, const std::string& name) {
+  const ReplicaRecord* r = job.FindReplica(name);
+  if (r == nullptr) {
+    std::string names;
+    for (const ReplicaRecord& other : job.replicas) {
+      names += (names.empty() ? "" : ", ") + other.name;
+    }
+    return NotFound("job " + job.name + " has no replica " + name + " (it has " + names + ")");
+  }
+  if (r->state != ReplicaState::RUNNING || !r->placed()) {
+    return FailedPrecondition(r->name + " of job " + job.name + " is not running (" +
+                              wire::EnumNameReplicaState(r->state) + ", job " +
+                              wire::EnumNameJobState(job.state) + ")");
+  }
+  return r;
+}
+
 }  // namespace
 
 void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
@@ -81,6 +100,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       return;
     case wire::Body::ExecInReplica:
       OnExec(m, *msg.As<wire::ExecInReplica>(), now_ms);
+      return;
+    case wire::Body::DumpStacks:
+      OnDumpStacks(m, *msg.As<wire::DumpStacks>(), now_ms);
       return;
     case wire::Body::ListNodes: {
       // "" is the empty selector: every node.
@@ -310,21 +332,9 @@ void ClientService::OnExec(const RoutedMessage& m, const wire::ExecInReplica& re
                        ? "chief-0"
                        : job->replicas.front().name;
   }
-  const ReplicaRecord* r = job->FindReplica(exec.replica);
-  if (r == nullptr) {
-    std::string names;
-    for (const ReplicaRecord& other : job->replicas) {
-      names += (names.empty() ? "" : ", ") + other.name;
-    }
-    return refuse(NotFound("job " + job->name + " has no replica " + exec.replica + " (it has " +
-                           names + ")"));
-  }
-  if (r->state != ReplicaState::RUNNING || !r->placed()) {
-    return refuse(FailedPrecondition(r->name + " of job " + job->name + " is not running (" +
-                                     wire::EnumNameReplicaState(r->state) + ", job " +
-                                     wire::EnumNameJobState(job->state) +
-                                     "): a command runs only beside a running replica"));
-  }
+  StatusOr<const ReplicaRecord*> running = RunningReplica(*job, exec.replica);
+  if (!running.ok()) return refuse(running.status());
+  const ReplicaRecord* r = *running;
   exec.attempt = r->attempt;
   std::string command;
   for (const std::string& arg : exec.argv) command += (command.empty() ? "" : " ") + arg;
@@ -335,6 +345,51 @@ void ClientService::OnExec(const RoutedMessage& m, const wire::ExecInReplica& re
                  " attempt " + std::to_string(r->attempt) + ": " + command,
              now_ms);
   exec_relay_->Forward(m.peer, id, r->node_id, std::move(exec), now_ms);
+}
+
+void ClientService::OnDumpStacks(const RoutedMessage& m, const wire::DumpStacks& req,
+                                 int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  if (!dump_stacks_) {
+    Reply(m, EncodeError(id, FailedPrecondition("cohort stacks is not served here")));
+    return;
+  }
+  JobRecord* job = OwnedJob(m, Str(req.job()), "take the stacks of");
+  if (job == nullptr) return;
+  std::vector<const ReplicaRecord*> targets;
+  if (const std::string name = Str(req.replica()); !name.empty()) {
+    StatusOr<const ReplicaRecord*> running = RunningReplica(*job, name);
+    if (!running.ok()) {
+      Reply(m, EncodeError(id, running.status()));
+      return;
+    }
+    targets.push_back(*running);
+  } else {
+    for (const ReplicaRecord& r : job->replicas) {
+      if (r.state == ReplicaState::RUNNING && r.placed()) targets.push_back(&r);
+    }
+  }
+  if (targets.empty()) {
+    Reply(m, EncodeError(id,
+                         FailedPrecondition("no replica of job " + job->name + " is running (job " +
+                                            wire::EnumNameJobState(job->state) + ")")));
+    return;
+  }
+  const std::string caller = CallerOf(m);
+  const std::string by = caller.empty() ? std::string() : " by " + caller;
+  std::string asked;
+  for (const ReplicaRecord* r : targets) {
+    if (dump_stacks_(*job, *r, "stacks asked for" + by + " (cohort stacks)")) {
+      asked += (asked.empty() ? "" : ", ") + r->name;
+    }
+  }
+  if (asked.empty()) {
+    Reply(m, EncodeError(id,
+                         Unavailable("the nodes running job " + job->name + " are not reachable")));
+    return;
+  }
+  jobs_.Note(*job, "cohort stacks" + by + ": " + asked, now_ms);
+  Reply(m, Encode(id, ToInfo(*job)));
 }
 
 void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req,

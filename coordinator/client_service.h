@@ -1,7 +1,9 @@
 // ClientService answers the launchers' requests on the client endpoint (the CLI, the C++ and
 // Python clients): submit, get, list and cancel jobs, list nodes, read logs, submit and read
-// studies. It translates between the wire and the JobController / NodeRegistry / StudyController
-// and queues every answer in the Outbox (sent after the pass commits). A request that cannot be
+// studies, run a command beside a running replica (`cohort exec`, answered through the
+// ExecRelay once it has ended) and have replicas' stacks taken (`cohort stacks`). It translates
+// between the wire and the JobController / NodeRegistry / StudyController and queues every answer
+// in the Outbox (sent after the pass commits). A request that cannot be
 // served gets an ErrorReply naming why; a job or study spec over `max_spec_bytes` is refused
 // (INVALID_ARGUMENT naming the limit) before it is parsed, and a job that could not run even on
 // the idle cluster of every node known is refused (FAILED_PRECONDITION naming the pool and the
@@ -79,6 +81,11 @@ class ClientService {
   void SetWatchdog(const Watchdog* watchdog) { watchdog_ = watchdog; }
   // Where `cohort exec` requests go once checked (none: they are refused). Outlives this.
   void SetExecRelay(ExecRelay* relay) { exec_relay_ = relay; }
+  // How `cohort stacks` has an attempt's stacks taken: a DumpStacks to the agent of its node, with
+  // `reason`; false when that node is not reachable. None: such requests are refused.
+  using StackDumper = std::function<bool(const JobRecord& job, const ReplicaRecord& replica,
+                                         const std::string& reason)>;
+  void SetStackDumper(StackDumper dumper) { dump_stacks_ = std::move(dumper); }
 
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
   // what its live replicas use), or of those whose labels match `selector`.
@@ -100,6 +107,10 @@ class ClientService {
   // `cohort exec` (wire::ExecInReplica): the owner's or an admin's, in a RUNNING replica; noted
   // in the job's events and forwarded through the ExecRelay.
   void OnExec(const RoutedMessage& m, const wire::ExecInReplica& req, int64_t now_ms);
+  // `cohort stacks` (wire::DumpStacks from a client): the owner's or an admin's; the stacks of
+  // the job's running replicas (or the one named) are taken now, as the watchdog has them taken;
+  // noted in the job's events. Reply: the job.
+  void OnDumpStacks(const RoutedMessage& m, const wire::DumpStacks& req, int64_t now_ms);
   void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
   // INVALID_ARGUMENT when the queue or priority class is not the coordinator's.
   Status CheckQueue(const SchedulingSpec& scheduling) const;
@@ -118,6 +129,7 @@ class ClientService {
   QueryJobs query_jobs_;
   const Watchdog* watchdog_ = nullptr;
   ExecRelay* exec_relay_ = nullptr;
+  StackDumper dump_stacks_;
 };
 
 }  // namespace cohort::coordinator

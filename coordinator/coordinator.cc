@@ -74,6 +74,10 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
   client_service_.SetExecRelay(&exec_relay_);
+  client_service_.SetStackDumper(
+      [this](const JobRecord& job, const ReplicaRecord& r, const std::string& reason) {
+        return SendDumpStacks(job, r, reason, clock_->NowMs());
+      });
   agent_service_.SetExecRelay(&exec_relay_);
   nodes_.SetStorageProbe(&storage_);
 }
@@ -296,14 +300,21 @@ void Coordinator::RunWatchdog(int64_t now) {
     if (job == nullptr) continue;
     // The dumps go out before the stops the restart sends: the agent takes the stacks first.
     for (const std::string& name : hang.dump) {
-      const ReplicaRecord* r = job->FindReplica(name);
-      const NodeRecord* node = r == nullptr ? nullptr : nodes_.FindReady(r->node_id);
-      if (node == nullptr) continue;
-      agent_service_.SendDumpStacks(node->peer, job->name, r->name, r->attempt, hang.message);
-      nodes_.NoteSent(node->node_id, now);
+      if (const ReplicaRecord* r = job->FindReplica(name)) {
+        SendDumpStacks(*job, *r, hang.message, now);
+      }
     }
     jobs_.Hang(*job, hang.stuck, hang.message, now);
   }
+}
+
+bool Coordinator::SendDumpStacks(const JobRecord& job, const ReplicaRecord& r,
+                                 const std::string& reason, int64_t now) {
+  const NodeRecord* node = nodes_.FindReady(r.node_id);
+  if (node == nullptr) return false;
+  agent_service_.SendDumpStacks(node->peer, job.name, r.name, r.attempt, reason);
+  nodes_.NoteSent(node->node_id, now);
+  return true;
 }
 
 void Coordinator::ScheduleRound(int64_t now) {

@@ -157,6 +157,10 @@ class Coordinator {
   void ExecuteCommands();
   // The watchdog's verdicts: stack dumps of the stuck replicas, then JobController::Hang.
   void RunWatchdog(int64_t now);
+  // Queues a DumpStacks of `r`'s attempt for the agent of its node; false when that node is not
+  // READY.
+  bool SendDumpStacks(const JobRecord& job, const ReplicaRecord& r, const std::string& reason,
+                      int64_t now);
 
   // A client request to the service that answers it.
   void HandleClient(const RoutedMessage& m, int64_t now);

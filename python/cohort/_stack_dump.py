@@ -11,6 +11,7 @@ Outside a job (the variables unset) it does nothing.
 
 import faulthandler
 import os
+import sys
 
 _file = None
 
@@ -18,6 +19,9 @@ _file = None
 def register():
     """Registers the dump handler once per process; a failure leaves the process as it was."""
     global _file
+    # The agent's sitecustomize (agent/python_site.h) registered this process at its start.
+    if getattr(sys.modules.get("sitecustomize"), "_cohort_stack_file", None) is not None:
+        return
     directory = os.environ.get("COHORT_STACK_DUMP_DIR")
     signum = os.environ.get("COHORT_STACK_DUMP_SIGNAL")
     if _file is not None or not directory or not signum:

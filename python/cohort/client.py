@@ -27,8 +27,8 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, Envelope, ErrorReply,
-                         ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs, GetStudy, GetUsage, JobInfo, JobList,
+from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DumpStacks, Envelope,
+                         ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs, GetStudy, GetUsage, JobInfo, JobList,
                          JobMetrics, JobState, ListJobs, ListNodes, ListQueues, ListStudies,
                          LogData, NodeAdmin, NodeAdminReply, NodeList, QueueList, ReplicaState,
                          StudyInfo, StudyList, SubmitJob, SubmitJobReply, SubmitStudy, SuspendJob,
@@ -591,6 +591,57 @@ class Client:
                 "output": bytes(reply.output) if reply.output is not None else b"",
                 "truncated": reply.truncated, "timed_out": reply.timedOut,
                 "replica": _text(reply.replica), "attempt": reply.attempt}
+
+    def stacks(self, job, replica=None, timeout_s=120.0, poll_s=0.25):
+        """`cohort stacks`: has the stacks of the job's running replicas (`replica` alone when
+        given) taken now, as the watchdog does for a hung job, and waits for them. Returns
+        {replica: text}: each process's command line, Python stacks (faulthandler) and native
+        stacks. CohortError as `exec`; TimeoutError naming the replicas whose dumps did not come
+        within `timeout_s`."""
+        waiting = {}
+        for r in self.get_job(job)["replicas"]:
+            if r["state"] == "RUNNING" and replica in (None, r["replica"]):
+                waiting[r["replica"]] = (r["attempt"], self._dump_end(job, r["replica"],
+                                                                      r["attempt"]))
+        body = DumpStacks.DumpStacksT()
+        body.job = job
+        body.replica = replica or ""
+        self._call(Body.Body.DumpStacks, body, JobInfo.JobInfoT)
+        deadline = time.monotonic() + timeout_s
+        stacks = {}
+        while waiting:
+            for name, (attempt, offset) in list(waiting.items()):
+                text, _ = self._read_dump(job, name, attempt, offset)
+                if text:
+                    stacks[name] = text.decode("utf-8", "replace")
+                    del waiting[name]
+            if waiting and time.monotonic() >= deadline:
+                raise TimeoutError(f"no stacks came from {', '.join(sorted(waiting))} within "
+                                   f"{timeout_s:g} s")
+            if waiting:
+                time.sleep(poll_s)
+        return stacks
+
+    def _read_dump(self, job, replica, attempt, offset):
+        """What one attempt's stack dumps hold from `offset` on: (bytes, the end)."""
+        data = b""
+        while True:
+            body = GetLogs.GetLogsT()
+            body.job = job
+            body.replica = replica
+            body.attempt = attempt
+            body.offset = offset
+            body.maxBytes = 1 << 20
+            body.dump = True
+            reply = self._call(Body.Body.GetLogs, body, LogData.LogDataT)
+            chunk = bytes(reply.data) if reply.data is not None else b""
+            if not chunk:
+                return data, offset
+            data += chunk
+            offset = max(reply.nextOffset, offset + len(chunk))
+
+    def _dump_end(self, job, replica, attempt):
+        return self._read_dump(job, replica, attempt, 0)[1]
 
     def list_studies(self):
         reply = self._call(Body.Body.ListStudies, ListStudies.ListStudiesT(), StudyList.StudyListT)

@@ -316,6 +316,23 @@ TEST(ReplicaEnvTest, TheAttemptDirHoldsTheRecorderStacksAndErrorFileUnlessThePoo
   EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/shared/errors/chief.json");
 }
 
+// Every Python process of a process replica registers for stack dumps (agent/python_site.h):
+// the agent's sitecustomize directory goes first on PYTHONPATH, before the pool's, unless the pool
+// opts out; a container (no attempt dir here) is left alone.
+TEST(ReplicaEnvTest, TheAgentsSitecustomizeGoesFirstOnPythonPathUnlessThePoolOptsOut) {
+  ReplicaEnvInput in;
+  in.attempt_dir = "/w/j/chief-0/attempt-0";
+  in.python_site = "/w/.python-site";
+  EXPECT_EQ(BuildReplicaEnv(in)["PYTHONPATH"], "/w/.python-site");
+  in.launch_env = {{"PYTHONPATH", "/src:/libs"}};
+  EXPECT_EQ(BuildReplicaEnv(in)["PYTHONPATH"], "/w/.python-site:/src:/libs");
+  in.launch_env["COHORT_PYTHON_STACKS"] = "0";
+  EXPECT_EQ(BuildReplicaEnv(in)["PYTHONPATH"], "/src:/libs");
+  ReplicaEnvInput container;
+  container.python_site = "/w/.python-site";
+  EXPECT_EQ(BuildReplicaEnv(container).count("PYTHONPATH"), 0u);
+}
+
 TEST(ReplicaEnvTest, RefusesPathEscapes) {
   EXPECT_TRUE(CheckPathComponent("job", "digits_001").ok());
   EXPECT_FALSE(CheckPathComponent("job", "..").ok());

@@ -21,6 +21,7 @@
 #include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "agent/proc_scan.h"
+#include "agent/python_site.h"
 #include "agent/stack_dump.h"
 #include "common/flight_recorder.h"
 #include "tests/agent/test_util.h"
@@ -533,6 +534,42 @@ TEST(StackDumpTest, PythonStacksOfAProcessThatRegistered) {
   ASSERT_TRUE(ct::FileExists(ready));
   std::string text = TakeStackDump(pid, stacks, "");
   // Signalled, the process is still there (the handler dumps and returns).
+  EXPECT_EQ(::kill(pid, 0), 0);
+  Reap(pid);
+  EXPECT_NE(text.find("-- Python stacks (faulthandler):"), std::string::npos) << text;
+  EXPECT_NE(text.find("stuck_here"), std::string::npos) << text;
+}
+
+// A stock script, which never imports cohort, through the agent's sitecustomize: registered at
+// its start, its stacks taken; the sitecustomize it hides (Debian's own, say) still runs.
+TEST(StackDumpTest, PythonStacksOfAStockScriptThroughTheAgentsSitecustomize) {
+  const std::string python = "/usr/bin/python3";
+  if (!ct::FileExists(python)) GTEST_SKIP() << "needs /usr/bin/python3";
+  ct::TempDir dir;
+  auto site = InstallPythonSite(dir.path());
+  ASSERT_TRUE(site.ok()) << site.status().ToString();
+  EXPECT_EQ(*site, dir.path() + "/.python-site");
+  EXPECT_EQ(ct::ReadFile(*site + "/sitecustomize.py"), kSitecustomizePy);
+  struct stat st {};
+  ASSERT_EQ(::stat((*site + "/sitecustomize.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_TRUE(InstallPythonSite(dir.path()).ok());  // again: as it was
+  const std::string hidden = dir.Join("hidden");
+  const std::string marker = dir.Join("hidden-ran");
+  ASSERT_EQ(::mkdir(hidden.c_str(), 0755), 0);
+  ct::WriteFile(hidden + "/sitecustomize.py", "open('" + marker + "', 'w').close()\n");
+  const std::string stacks = dir.Join("stacks");
+  const std::string ready = dir.Join("ready");
+  pid_t pid = Spawn({python, "-c",
+                     "import time\nopen('" + ready +
+                         "', 'w').close()\ndef stuck_here():\n    time.sleep(60)\nstuck_here()\n"},
+                    {"PYTHONPATH=" + *site + ":" + hidden, "COHORT_STACK_DUMP_DIR=" + stacks,
+                     "COHORT_STACK_DUMP_SIGNAL=" + std::to_string(StackDumpSignal())});
+  for (int i = 0; i < 200 && !ct::FileExists(ready); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(ct::FileExists(ready));
+  EXPECT_TRUE(ct::FileExists(marker)) << "the hidden sitecustomize did not run";
+  EXPECT_TRUE(ct::FileExists(stacks + "/python-" + std::to_string(pid) + ".txt"));
+  std::string text = TakeStackDump(pid, stacks, "");
   EXPECT_EQ(::kill(pid, 0), 0);
   Reap(pid);
   EXPECT_NE(text.find("-- Python stacks (faulthandler):"), std::string::npos) << text;

@@ -2750,4 +2750,99 @@ TEST_F(CoordinatorTest, ExecIsRefusedClearlyAndAnsweredWhenItsAgentFallsSilent) 
             Unavailable("node node-a was lost before the command in chief-0 of job train ended"));
 }
 
+// A command runs as the job owner's account: only the owner (or an admin, as for cancel) may run
+// one. With --insecure the user is the one the client claims (Envelope.user).
+TEST_F(CoordinatorTest, ExecAndStacksAreTheJobOwnersAlone) {
+  AddAgent("node-a", 1);
+  auto send_as = [&](const std::string& user, auto body) {
+    const uint64_t id = client_.socket->NextRequestId();
+    EXPECT_TRUE(client_.socket->Send(Encode(id, std::move(body), user)).ok());
+    std::optional<Message> reply;
+    Pump([&] {
+      for (auto it = client_.inbox.begin(); it != client_.inbox.end(); ++it) {
+        if (it->request_id() == id) {
+          reply.emplace(std::move(*it));
+          client_.inbox.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+    return reply;
+  };
+  wire::SubmitJobT submit;
+  submit.spec_yaml = JobYaml("alices", 0, 1);
+  ASSERT_TRUE(send_as("alice", std::move(submit)).value().As<wire::SubmitJobReply>());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunchList());
+  ASSERT_EQ(GetJob("alices").state, JobState::RUNNING);
+  wire::ExecInReplicaT req;
+  req.job = "alices";
+  req.argv = {"ls"};
+  auto refused = send_as("bob", req);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->ErrorStatus(),
+            PermissionDenied("user bob may not exec in job alices: it is owned by alice (only its "
+                             "owner or an admin may)"));
+  EXPECT_TRUE(agents_["node-a"].Take<wire::ExecInReplica>().empty());
+  const uint64_t id = client_.socket->NextRequestId();
+  ASSERT_TRUE(client_.socket->Send(Encode(id, req, "alice")).ok());
+  std::vector<wire::ExecInReplicaT> sent;
+  Pump([&] {
+    sent = agents_["node-a"].Take<wire::ExecInReplica>();
+    return !sent.empty();
+  });
+  EXPECT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(HasEvent(GetJob("alices"), "cohort exec by alice in chief-0 attempt 0: ls"));
+  // Taking its stacks (it signals and traces the owner's processes) too.
+  wire::DumpStacksT stacks;
+  stacks.job = "alices";
+  auto stacks_refused = send_as("bob", stacks);
+  ASSERT_TRUE(stacks_refused.has_value());
+  EXPECT_EQ(stacks_refused->ErrorStatus().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(agents_["node-a"].Take<wire::DumpStacks>().empty());
+}
+
+// `cohort stacks`: the agent of each running replica's node is asked for its attempt's stacks,
+// as the watchdog asks for those of a hung job.
+TEST_F(CoordinatorTest, StacksAreAskedOfTheAgentOfEachRunningReplica) {
+  AddAgent("node-a", 1);
+  AddAgent("node-b", 1);
+  ASSERT_TRUE(Submit(JobYaml("pair", 1, 1)).ok());
+  std::map<std::string, std::string> where = RunGang(2);
+  auto asked = [&] {
+    std::set<std::string> dumps;
+    for (auto& [node, agent] : agents_) {
+      for (const auto& d : agent.Take<wire::DumpStacks>()) {
+        EXPECT_EQ(d.reason, "stacks asked for (cohort stacks)");
+        dumps.insert(node + "/" + d.replica + "#" + std::to_string(d.attempt));
+      }
+    }
+    return dumps;
+  };
+  wire::DumpStacksT req;
+  req.job = "pair";
+  EXPECT_EQ(CallFor<wire::JobInfo>(req).name, "pair");
+  PumpFew();
+  EXPECT_EQ(asked(), (std::set<std::string>{where.at("chief-0") + "/chief-0#0",
+                                            where.at("worker-0") + "/worker-0#0"}));
+  EXPECT_TRUE(HasEvent(GetJob("pair"), "cohort stacks: chief-0, worker-0"));
+  req.replica = "worker-0";
+  EXPECT_EQ(CallFor<wire::JobInfo>(req).name, "pair");
+  PumpFew();
+  EXPECT_EQ(asked(), (std::set<std::string>{where.at("worker-0") + "/worker-0#0"}));
+  req.replica = "worker-9";
+  EXPECT_EQ(Call(req).ErrorStatus(),
+            NotFound("job pair has no replica worker-9 (it has chief-0, worker-0)"));
+  req.job = "nope";
+  EXPECT_EQ(Call(req).ErrorStatus(), NotFound("no job named 'nope'"));
+  // Nothing of a queued job runs.
+  ASSERT_TRUE(Submit(JobYaml("queued", 0, 1)).ok());
+  wire::DumpStacksT queued;
+  queued.job = "queued";
+  EXPECT_EQ(Call(queued).ErrorStatus(),
+            FailedPrecondition("no replica of job queued is running (job QUEUED)"));
+  EXPECT_TRUE(asked().empty());
+}
+
 }  // namespace cohort::coordinator

@@ -1,7 +1,8 @@
-// `cohort exec` in a real cluster: a coordinator and an agent on loopback, a job whose replica
-// runs a shell script, and the cohort CLI and the Python client as processes running commands
-// beside it: its environment, working directory and process, exit codes, a command not found, one
-// killed at --kill-after, the refusals, and the job's events.
+// `cohort exec` and `cohort stacks` in a real cluster: a coordinator and an agent on loopback, a
+// job whose replica runs a shell script, and the cohort CLI and the Python client as processes
+// running commands beside it: its environment, working directory and process, exit codes, a
+// command not found, one killed at --kill-after, the refusals, and the job's events; then the
+// stacks of a Python job's two replicas, waiting in a function of their own.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -128,6 +129,103 @@ TEST_F(ExecTest, ACommandRunsBesideARunningReplicaAsItRunsAndItsStatusIsCohorts)
   EXPECT_NE(ran.err.find("chief-0 of job train is not running (SUCCEEDED, job SUCCEEDED)"),
             std::string::npos)
       << ran.err;
+}
+
+// `cohort stacks`: what every running replica of a job is doing now, without a hang timeout set.
+TEST_F(ExecTest, StacksShowWhatEachRunningReplicaIsDoingNow) {
+  const std::string stop = cluster_->scratch("stop-stacks");
+  const std::string trainer = cluster_->scratch("stuck_trainer.py");
+  // A trainer that waits in a function whose name the stacks must show: the chief's imported
+  // cohort's package (as one using cohort.collective or cohort.torch does), the worker's is a
+  // stock script that never heard of Cohort (the agent's sitecustomize registers it).
+  ct::WriteFile(trainer,
+                "import os, sys, time\nif sys.argv[1:] == ['cohort']:\n    import "
+                "cohort.collective\n\ndef wait_for_the_data():\n"
+                "    while not os.path.exists(" +
+                    ("'" + stop + "'") +
+                    "):\n        time.sleep(0.05)\n\nprint('waiting', flush=True)\n"
+                    "wait_for_the_data()\n",
+                /*executable=*/false);
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: stuck\nworker_pools:\n  - role: chief\n    resources: {cpus: "
+                          "1}\n    process: {command: [/usr/bin/python3, " +
+                          trainer + "], args: [cohort], env: {PYTHONPATH: \"" +
+                          std::string(COHORT_PYTHON_DIR) +
+                          "\"}}\n  - role: worker\n    replicas: 1\n    resources: {cpus: 1}\n"
+                          "    process: {command: [/usr/bin/python3, " +
+                          trainer + "]}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto job = client.GetJob("stuck");
+        if (!job.ok() || job->state != wire::JobState::RUNNING) return false;
+        // Both have printed: each is in wait_for_the_data.
+        for (const char* replica : {"chief-0", "worker-0"}) {
+          auto log = client.ReadLogs("stuck", replica, 0);
+          if (!log.ok() || log->data.empty()) return false;
+        }
+        return true;
+      },
+      30s));
+
+  ct::RunResult stacks = RunCli({"stacks", "stuck"}, 150s);
+  ASSERT_EQ(stacks.exit_code, 0) << stacks.out << stacks.err;
+  for (const std::string replica : {"chief-0", "worker-0"}) {
+    const size_t at = stacks.out.find("==== " + replica + " attempt 0 ====\n");
+    ASSERT_NE(at, std::string::npos) << stacks.out;
+  }
+  // Each replica's part: its Python stack in wait_for_the_data, in the script.
+  for (const std::string replica : {"chief-0", "worker-0"}) {
+    const std::string other = replica == "chief-0" ? "worker-0" : "chief-0";
+    const size_t from = stacks.out.find("==== " + replica + " attempt 0 ====\n");
+    const size_t to = stacks.out.find("==== " + other + " attempt 0 ====\n");
+    const std::string part =
+        to > from ? stacks.out.substr(from, to - from) : stacks.out.substr(from);
+    EXPECT_NE(part.find("Python stacks (faulthandler)"), std::string::npos) << replica << part;
+    EXPECT_NE(part.find("in wait_for_the_data"), std::string::npos) << replica << part;
+    EXPECT_NE(part.find("stuck_trainer.py"), std::string::npos) << replica << part;
+  }
+  // Kept with the replica's logs, and an event of the job.
+  ct::RunResult kept = RunCli({"logs", "stuck", "--replica", "worker-0", "--dump"});
+  EXPECT_NE(kept.out.find("wait_for_the_data"), std::string::npos) << kept.out << kept.err;
+  auto job = client.GetJob("stuck");
+  ASSERT_TRUE(job.ok());
+  std::string events;
+  for (const auto& e : job->events) events += e->message + "\n";
+  EXPECT_NE(events.find("cohort stacks by "), std::string::npos) << events;
+  EXPECT_NE(events.find(": chief-0, worker-0\n"), std::string::npos) << events;
+
+  // One replica alone, through the Python client.
+  auto python = ct::RunProcess(
+      "/usr/bin/python3",
+      {"-c",
+       "import sys\nfrom cohort import Client\nc = Client(sys.argv[1], insecure=True)\n"
+       "s = c.stacks('stuck', replica='worker-0')\n"
+       "assert list(s) == ['worker-0'] and 'wait_for_the_data' in s['worker-0'], s\n"
+       "print('python stacks: ok')\n",
+       cluster_->client_endpoint()},
+      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 150s);
+  EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
+  EXPECT_NE(python.out.find("python stacks: ok"), std::string::npos) << python.out << python.err;
+
+  // Once nothing of the job runs, there is nothing to take.
+  ct::WriteFile(stop, "");
+  ASSERT_EQ(ct::WaitForJobEnd(client, "stuck", 30s).state, wire::JobState::SUCCEEDED);
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto ended = client.GetJob("stuck");
+        if (!ended.ok()) return false;
+        for (const auto& r : ended->replicas) {
+          if (r->state == wire::ReplicaState::RUNNING) return false;
+        }
+        return true;
+      },
+      30s));
+  ct::RunResult after = RunCli({"stacks", "stuck"});
+  EXPECT_EQ(after.exit_code, 2);
+  EXPECT_NE(after.err.find("no replica of job stuck is running (job SUCCEEDED)"), std::string::npos)
+      << after.err;
 }
 
 }  // namespace
