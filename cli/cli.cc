@@ -241,10 +241,11 @@ started, says so on stderr.
 )",
        Logs},
       {"exec",
-       {{"--replica", true, ""}, {"--kill-after", true, ""}},
-       "exec JOB [--replica ROLE-INDEX] [--kill-after D] -- COMMAND [ARG...]",
+       {{"--replica", true, ""}, {"--all", false, ""}, {"--kill-after", true, ""}},
+       "exec JOB [--replica ROLE-INDEX|--all] [--kill-after D] -- COMMAND [ARG...]",
        "run a command beside a running replica, as it\nruns (nvidia-smi, ls, py-spy dump)",
-       R"(usage: cohort exec JOB [--replica ROLE-INDEX] [--kill-after DURATION] -- COMMAND [ARG...]
+       R"(usage: cohort exec JOB [--replica ROLE-INDEX | --all] [--kill-after DURATION] -- COMMAND
+                 [ARG...]
 
 Runs COMMAND on the node of a running replica, as the replica runs, and prints its output
 (stdout and stderr together, at most 1 MiB), as `kubectl exec` and Slurm's `srun --jobid
@@ -257,6 +258,8 @@ replica's PATH; 137: killed); cohort's own errors print "cohort: ..." and exit a
 such job or replica, or the replica is not running; 3: no answer, or the replica's node was lost
 meanwhile; 1: its agent never said how the command ended).
   --replica ROLE-INDEX   which replica (default chief-0, else the job's first), e.g. worker-1
+  --all                  every running replica, at most 16 at once, each output line prefixed
+                         with "[ROLE-INDEX] " (as pdsh does); exits with the largest status
   --kill-after DURATION  the command is killed (SIGKILL) after this long (default 60s, at most
                          1h); cohort then exits 124
 Quote what the replica's shell should expand: cohort exec train -- sh -c 'ls $AIP_CHECKPOINT_DIR'

@@ -1,11 +1,13 @@
 // The job verbs of the `cohort` CLI: submit, status, list, logs, watch, cancel (a job, else a
 // study), delete, metrics, checkpoint.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -72,6 +74,9 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
   }
   return kExitOk;
 }
+
+// `cohort exec --all`: how many replicas' commands it has run at once.
+constexpr size_t kExecAllAtOnce = 16;
 
 // How long `cohort stacks` waits for the dumps: an agent takes each process's native stacks
 // within 10 s, at most 8 processes a replica.
@@ -325,23 +330,79 @@ int Exec(const ParsedArgs& args, const Context& ctx) {
     }
     kill_after = *parsed;
   }
+  if (args.Has("--all") && args.Has("--replica")) {
+    return UsageError(ctx.err, "exec", "give --replica or --all, not both");
+  }
+  const std::string& job = args.positionals[0];
+  const std::vector<std::string> command(args.positionals.begin() + 1, args.positionals.end());
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  const std::vector<std::string> command(args.positionals.begin() + 1, args.positionals.end());
-  auto ran = client->Exec(args.positionals[0], args.Get("--replica"), command, kill_after);
-  if (!ran.ok()) return Fail(ctx.err, ran.status());
-  ctx.out.write(reinterpret_cast<const char*>(ran->output.data()),
-                static_cast<std::streamsize>(ran->output.size()));
+  std::vector<std::string> replicas = {args.Get("--replica")};
+  if (args.Has("--all")) {
+    auto info = client->GetJob(job);
+    if (!info.ok()) return Fail(ctx.err, info.status());
+    replicas.clear();
+    for (const auto& r : info->replicas) {
+      if (r && r->state == wire::ReplicaState::RUNNING) replicas.push_back(r->replica);
+    }
+    if (replicas.empty()) {
+      return Fail(ctx.err, FailedPrecondition("no replica of job " + job + " is running (job " +
+                                              wire::EnumNameJobState(info->state) + ")"));
+    }
+  }
+  // One call a replica, at most kExecAllAtOnce at once, each over a client of its own (a client
+  // is one socket).
+  std::vector<std::optional<StatusOr<wire::ExecOutputT>>> ran(replicas.size());
+  if (replicas.size() == 1) {
+    ran[0] = client->Exec(job, replicas[0], command, kill_after);
+  } else {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < std::min(replicas.size(), kExecAllAtOnce); ++t) {
+      threads.emplace_back([&] {
+        for (size_t i = next++; i < replicas.size(); i = next++) {
+          auto own = ConnectClient(ctx);
+          ran[i] = own.ok() ? own->Exec(job, replicas[i], command, kill_after)
+                            : StatusOr<wire::ExecOutputT>(own.status());
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  // The command's exit status, or with --all the largest (pdsh's rule), 124 for a kill.
+  int exit_code = kExitOk;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    const StatusOr<wire::ExecOutputT>& one = *ran[i];
+    const std::string who = args.Has("--all") ? replicas[i] + ": " : "";
+    if (!one.ok()) {
+      ctx.err << "cohort: " << who << one.status().ToString() << "\n";
+      exit_code = std::max(exit_code, ExitCodeFor(one.status()));
+      continue;
+    }
+    const std::string output(one->output.begin(), one->output.end());
+    if (args.Has("--all")) {
+      // Each line after "[worker-1] ", as `cohort logs --all` prints them.
+      std::istringstream lines(output);
+      for (std::string line; std::getline(lines, line);) {
+        ctx.out << "[" << replicas[i] << "] " << line << "\n";
+      }
+    } else {
+      ctx.out << output;
+    }
+    if (one->truncated) {
+      ctx.err << "cohort: " << who << "the output was cut after " << (kMaxExecOutputBytes >> 20)
+              << " MiB\n";
+    }
+    if (one->timed_out) {
+      ctx.err << "cohort: " << command.front() << " in " << one->replica << " was killed after "
+              << cohort::FormatDuration(kill_after) << " (--kill-after)\n";
+    }
+    exit_code = std::max(exit_code, one->timed_out       ? 124
+                                    : one->exit_code < 0 ? kExitJobFailed
+                                                         : one->exit_code);
+  }
   ctx.out.flush();
-  if (ran->truncated) {
-    ctx.err << "cohort: the output was cut after " << (kMaxExecOutputBytes >> 20) << " MiB\n";
-  }
-  if (ran->timed_out) {
-    ctx.err << "cohort: " << command.front() << " in " << ran->replica << " was killed after "
-            << cohort::FormatDuration(kill_after) << " (--kill-after)\n";
-    return 124;
-  }
-  return ran->exit_code < 0 ? kExitJobFailed : ran->exit_code;
+  return exit_code;
 }
 
 int Stacks(const ParsedArgs& args, const Context& ctx) {

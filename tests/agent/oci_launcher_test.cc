@@ -92,6 +92,20 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     return request;
   }
 
+  // As the agent does (Attempt::CollectLeftovers): kill again while anything is alive. The first
+  // KillAll may come while the runtime is still creating the container, before `kill` can reach
+  // it; the container then starts without its runtime process (seen under load: runc). True once
+  // nothing is.
+  static bool KillUntilGone(ReplicaProcess& process) {
+    return testing::WaitUntil(
+        [&] {
+          if (!process.AnyAlive()) return true;
+          process.KillAll();
+          return false;
+        },
+        20s);
+  }
+
   int Wait(ReplicaProcess& process) {
     int status = 0;
     EXPECT_EQ(::waitpid(process.pid(), &status, 0), process.pid());
@@ -240,16 +254,7 @@ TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {
   (*process)->KillAll();
   int code = Wait(**process);
   EXPECT_NE(code, 0);
-  // As the agent does (Attempt::CollectLeftovers): kill again while anything is alive. The first
-  // KillAll may come while the runtime is still creating the container, before `kill` can reach
-  // it; the container then starts without its runtime process (seen under load: runc).
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] {
-        if (!(*process)->AnyAlive()) return true;
-        (*process)->KillAll();
-        return false;
-      },
-      20s));
+  EXPECT_TRUE(KillUntilGone(**process));
   (*process)->Release();
   // The delete runs off the caller's thread; destroying the launcher lets it finish.
   const std::vector<std::string> state =
@@ -286,13 +291,7 @@ TEST_P(OciLauncherTest, ACommandRunsInsideTheRunningContainer) {
   EXPECT_EQ(ran.output, "ready\nTF_CONFIG={\"task\":{\"type\":\"worker\",\"index\":0}}\n");
   (*process)->KillAll();
   Wait(**process);
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] {
-        if (!(*process)->AnyAlive()) return true;
-        (*process)->KillAll();
-        return false;
-      },
-      20s));
+  EXPECT_TRUE(KillUntilGone(**process));
   (*process)->Release();
 }
 

@@ -75,10 +75,11 @@ struct Peer {
       inbox.push_back(std::move(**m));
     }
   }
+  // `user`: the one a plaintext client claims (Envelope.user); "": none.
   template <typename T>
-  uint64_t Send(T body) {
+  uint64_t Send(T body, const std::string& user = "") {
     uint64_t id = socket->NextRequestId();
-    EXPECT_TRUE(socket->Send(Encode(id, std::move(body))).ok());
+    EXPECT_TRUE(socket->Send(Encode(id, std::move(body), user)).ok());
     return id;
   }
   // Removes and returns every received message of type T (unpacked).
@@ -165,10 +166,10 @@ class CoordinatorTest : public ::testing::Test {
     Pump([] { return false; }, 5);
   }
 
-  // Client call: sends, pumps until the reply with that id arrives.
+  // Client call (as `user`, see Peer::Send): sends, pumps until the reply with that id arrives.
   template <typename T>
-  Message Call(T body) {
-    uint64_t id = client_.Send(std::move(body));
+  Message Call(T body, const std::string& user = "") {
+    uint64_t id = client_.Send(std::move(body), user);
     std::optional<Message> reply;
     Pump([&] {
       for (auto it = client_.inbox.begin(); it != client_.inbox.end(); ++it) {
@@ -2754,39 +2755,20 @@ TEST_F(CoordinatorTest, ExecIsRefusedClearlyAndAnsweredWhenItsAgentFallsSilent) 
 // one. With --insecure the user is the one the client claims (Envelope.user).
 TEST_F(CoordinatorTest, ExecAndStacksAreTheJobOwnersAlone) {
   AddAgent("node-a", 1);
-  auto send_as = [&](const std::string& user, auto body) {
-    const uint64_t id = client_.socket->NextRequestId();
-    EXPECT_TRUE(client_.socket->Send(Encode(id, std::move(body), user)).ok());
-    std::optional<Message> reply;
-    Pump([&] {
-      for (auto it = client_.inbox.begin(); it != client_.inbox.end(); ++it) {
-        if (it->request_id() == id) {
-          reply.emplace(std::move(*it));
-          client_.inbox.erase(it);
-          return true;
-        }
-      }
-      return false;
-    });
-    return reply;
-  };
   wire::SubmitJobT submit;
   submit.spec_yaml = JobYaml("alices", 0, 1);
-  ASSERT_TRUE(send_as("alice", std::move(submit)).value().As<wire::SubmitJobReply>());
+  ASSERT_TRUE(Call(std::move(submit), "alice").As<wire::SubmitJobReply>());
   Pump([&] { return !agents_["node-a"].inbox.empty(); });
   RunAll(TakeLaunchList());
   ASSERT_EQ(GetJob("alices").state, JobState::RUNNING);
   wire::ExecInReplicaT req;
   req.job = "alices";
   req.argv = {"ls"};
-  auto refused = send_as("bob", req);
-  ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->ErrorStatus(),
+  EXPECT_EQ(Call(req, "bob").ErrorStatus(),
             PermissionDenied("user bob may not exec in job alices: it is owned by alice (only its "
                              "owner or an admin may)"));
   EXPECT_TRUE(agents_["node-a"].Take<wire::ExecInReplica>().empty());
-  const uint64_t id = client_.socket->NextRequestId();
-  ASSERT_TRUE(client_.socket->Send(Encode(id, req, "alice")).ok());
+  client_.Send(req, "alice");
   std::vector<wire::ExecInReplicaT> sent;
   Pump([&] {
     sent = agents_["node-a"].Take<wire::ExecInReplica>();
@@ -2797,9 +2779,7 @@ TEST_F(CoordinatorTest, ExecAndStacksAreTheJobOwnersAlone) {
   // Taking its stacks (it signals and traces the owner's processes) too.
   wire::DumpStacksT stacks;
   stacks.job = "alices";
-  auto stacks_refused = send_as("bob", stacks);
-  ASSERT_TRUE(stacks_refused.has_value());
-  EXPECT_EQ(stacks_refused->ErrorStatus().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(Call(stacks, "bob").ErrorStatus().code(), StatusCode::kPermissionDenied);
   EXPECT_TRUE(agents_["node-a"].Take<wire::DumpStacks>().empty());
 }
 

@@ -47,12 +47,7 @@ TEST_F(ExecTest, ACommandRunsBesideARunningReplicaAsItRunsAndItsStatusIsCohorts)
                           "cpus: 1}\n    process: {command: [" +
                           trainer + "], env: {LEARNING_RATE: \"0.1\"}}\n")
                   .ok());
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        auto job = client.GetJob("train");
-        return job.ok() && job->state == wire::JobState::RUNNING;
-      },
-      20s));
+  ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
 
   // Its environment, its working directory (where it wrote progress.txt), its process.
   ct::RunResult ran = RunCli({"exec", "train", "--", "sh", "-c",
@@ -196,6 +191,12 @@ TEST_F(ExecTest, StacksShowWhatEachRunningReplicaIsDoingNow) {
   EXPECT_NE(events.find("cohort stacks by "), std::string::npos) << events;
   EXPECT_NE(events.find(": chief-0, worker-0\n"), std::string::npos) << events;
 
+  // A command on every running replica: each line after its replica's name, the largest status.
+  ct::RunResult all =
+      RunCli({"exec", "stuck", "--all", "--", "sh", "-c", "echo rank $RANK; exit $((RANK + 3))"});
+  EXPECT_EQ(all.exit_code, 4) << all.err;
+  EXPECT_EQ(all.out, "[chief-0] rank 0\n[worker-0] rank 1\n");
+
   // One replica alone, through the Python client.
   auto python = ct::RunProcess(
       "/usr/bin/python3",
@@ -212,16 +213,7 @@ TEST_F(ExecTest, StacksShowWhatEachRunningReplicaIsDoingNow) {
   // Once nothing of the job runs, there is nothing to take.
   ct::WriteFile(stop, "");
   ASSERT_EQ(ct::WaitForJobEnd(client, "stuck", 30s).state, wire::JobState::SUCCEEDED);
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        auto ended = client.GetJob("stuck");
-        if (!ended.ok()) return false;
-        for (const auto& r : ended->replicas) {
-          if (r->state == wire::ReplicaState::RUNNING) return false;
-        }
-        return true;
-      },
-      30s));
+  ct::WaitForReplicasEnded(client, "stuck", 30s);
   ct::RunResult after = RunCli({"stacks", "stuck"});
   EXPECT_EQ(after.exit_code, 2);
   EXPECT_NE(after.err.find("no replica of job stuck is running (job SUCCEEDED)"), std::string::npos)

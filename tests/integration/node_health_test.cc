@@ -77,12 +77,7 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
                           "cpus: 1}\n    process: {command: [" +
                           trainer + "]}\nscheduling: {max_restarts: 2}\n")
                   .ok());
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        auto job = client.GetJob("train");
-        return job.ok() && job->state == wire::JobState::RUNNING;
-      },
-      20s));
+  ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
   ASSERT_EQ(cluster_->StartAgent({well, 1}), "");
 
   // The GPU fails: the replica dies of it, and the check it has run again says why.
