@@ -57,14 +57,7 @@ class FailureCauseTest : public ct::OneNodeCliTest {
     EXPECT_EQ(chief["exit_code"], 1) << chief;
   }
 
-  // Why Debian's Python cannot run torch scripts here ("" when it can).
-  static std::string TorchMissing() {
-    if (::access("/usr/bin/python3", X_OK) != 0) return "no /usr/bin/python3 here";
-    if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
-      return "Debian's python3-torch is not installed (scripts/install-deps.sh)";
-    }
-    return "";
-  }
+  static std::string TorchMissing() { return ct::TorchMissing(); }
 
   // Job `job`, its chief running `script` with Debian's Python and torch, fails at once with
   // `cause` (ExpectExitOneWithCause); skips where /usr/bin/python3 cannot import torch.

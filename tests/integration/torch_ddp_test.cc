@@ -120,19 +120,8 @@ double LoggedNumber(const std::string& log, const std::string& label) {
   return value;
 }
 
-// Why torch cannot run here ("" when it can), asked once.
-const std::string& TorchMissing() {
-  static const std::string reason = [] {
-    if (!ct::FileExists(TorchPython())) return TorchPython() + " is not installed";
-    ct::RunResult r = ct::RunProcess(
-        TorchPython(), {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {},
-        60s);
-    if (r.exit_code == 0) return std::string();
-    return TorchPython() + " cannot import torch with gloo (install python3-torch): " +
-           r.err.substr(r.err.size() > 300 ? r.err.size() - 300 : 0);
-  }();
-  return reason;
-}
+// Why torch cannot run here ("" when it can).
+std::string TorchMissing() { return ct::TorchMissing(TorchPython()); }
 
 struct JobOptions {
   int epochs = kEpochs;

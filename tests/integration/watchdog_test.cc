@@ -313,6 +313,51 @@ TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDump
   ReportTimes(info, stopped_ms, "stock DDP on the cohort backend, 3 ranks");
 }
 
+// `cohort stacks` on the stock DDP script with the gloo backend, which imports nothing of
+// Cohort: worker-1 stalls in its 5th forward pass (ddp_stall.py), chief-0 and worker-0 wait for
+// it in the backward pass's all-reduce. Each rank's Python stack says where it is, registered for
+// the dump by the agent's sitecustomize (agent/python_site.h). No hang_timeout: asked for while
+// the job hangs; then the job is cancelled.
+TEST_F(WatchdogTest, StacksOfAStockGlooDdpJobShowWhereEachRankWaits) {
+  if (const std::string why = ct::TorchMissing(); !why.empty()) GTEST_SKIP() << why;
+  const std::string command = std::string(COHORT_DDP_STALL) + ", " + COHORT_TORCH_DDP_SCRIPT;
+  const std::string job = Submit(
+      JobYaml("wd_stacks", 2, command,
+              "--backend=gloo, --epochs=4, --hidden=32, --batch-size=32, --lr=0.1, --seed=3, "
+              "--timeout=300",
+              "OMP_NUM_THREADS: \"1\", DDP_STALL_REPLICA: worker-1, DDP_STALL_AT_STEP: \"5\"",
+              "{max_restarts: 0}"));
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(ct::WaitUntil([&] { return StalledAt(job, "worker-1") > 0; }, 90s))
+      << Log(job, "worker-1") << Log(job, "chief-0");
+  std::this_thread::sleep_for(1s);  // the others reach the all-reduce worker-1 never joins
+  ct::RunResult stacks = RunCli({"stacks", job}, 150s);
+  ASSERT_EQ(stacks.exit_code, 0) << stacks.out << stacks.err;
+  // One replica's part: from its header line to the next replica's.
+  auto part = [&](const std::string& replica) {
+    const size_t from = stacks.out.find("==== " + replica + " attempt 0 ====\n");
+    if (from == std::string::npos) return std::string();
+    size_t to = std::string::npos;
+    for (const std::string other : {"chief-0", "worker-0", "worker-1"}) {
+      const size_t at = stacks.out.find("==== " + other + " attempt 0 ====\n");
+      if (at != std::string::npos && at > from) to = std::min(to, at);
+    }
+    return stacks.out.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  };
+  for (const std::string replica : {"chief-0", "worker-0"}) {
+    const std::string waiting = part(replica);
+    EXPECT_NE(waiting.find("-- Python stacks (faulthandler):"), std::string::npos) << waiting;
+    EXPECT_NE(waiting.find("ddp_digits.py"), std::string::npos) << waiting;
+    EXPECT_NE(waiting.find("in backward"), std::string::npos) << waiting;
+  }
+  const std::string stalled = part("worker-1");
+  EXPECT_NE(stalled.find("in stalling_forward"), std::string::npos) << stalled;
+  std::cout << "[stacks] " << stacks.out.size() << " bytes for 3 ranks; worker-1:\n"
+            << stalled.substr(0, 1500) << "\n";
+  EXPECT_EQ(RunCli({"cancel", job}).exit_code, 0);
+  EXPECT_EQ(WaitForEnd(job, 60s).state, wire::JobState::CANCELLED);
+}
+
 // worker-1 sleeps 200 ms before every all-reduce: `cohort status` names it while the job runs,
 // and the job is never restarted for it.
 TEST_F(WatchdogTest, StragglerIsNamedAndNotRestarted) {

@@ -4,6 +4,7 @@
 // (MissingBinary).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,26 @@ namespace cohort::testing {
 
 // Debian's python3, which has torch, numpy and pyzmq (`python3` on PATH may be a bare one).
 inline constexpr const char* kPython = "/usr/bin/python3";
+
+// Why `python` cannot run torch with gloo here ("" when it can): a sentence for GTEST_SKIP(). Asks
+// the interpreter once per process and interpreter.
+inline std::string TorchMissing(const std::string& python = kPython) {
+  static std::map<std::string, std::string> asked;
+  if (auto it = asked.find(python); it != asked.end()) return it->second;
+  std::string& reason = asked[python];
+  if (!FileExists(python)) {
+    reason = python + " is not installed";
+    return reason;
+  }
+  RunResult r = RunProcess(
+      python, {"-c", "import torch.distributed as d; assert d.is_gloo_available()"}, {}, 60s);
+  if (r.exit_code != 0) {
+    reason =
+        python + " cannot import torch with gloo (install python3-torch: " +
+        "scripts/install-deps.sh): " + r.err.substr(r.err.size() > 300 ? r.err.size() - 300 : 0);
+  }
+  return reason;
+}
 
 // "" when every path names an existing file; else a sentence naming the first that does not, for
 // GTEST_SKIP().
