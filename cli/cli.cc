@@ -237,7 +237,8 @@ started, says so on stderr.
                          (2026-11-25T03:20:01.123Z; "-" where not known)
   --follow, -f           keep printing new output until the replicas have finished
   --dump                 the replica's stack dumps instead (native and Python stacks, taken when
-                         the coordinator's watchdog found the job hung: scheduling.hang_timeout)
+                         the coordinator's watchdog found the job hung: scheduling.hang_timeout,
+                         and by `cohort stacks`)
 )",
        Logs},
       {"exec",

@@ -70,7 +70,8 @@ int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std:
   out.flush();
   if (offset == 0) {
     err << "cohort: no stack dumps of " << job << " " << replica
-        << " (the agents take them when the watchdog finds the job hung)\n";
+        << " (the agents take them when the watchdog finds the job hung, and on `cohort stacks "
+        << job << "`)\n";
   }
   return kExitOk;
 }

@@ -28,11 +28,11 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DumpStacks, Envelope,
-                         ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs, GetStudy, GetUsage, JobInfo, JobList,
-                         JobMetrics, JobState, ListJobs, ListNodes, ListQueues, ListStudies,
-                         LogData, NodeAdmin, NodeAdminReply, NodeList, QueueList, ReplicaState,
-                         StudyInfo, StudyList, SubmitJob, SubmitJobReply, SubmitStudy, SuspendJob,
-                         UsageReport)
+                         ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs,
+                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, ListJobs,
+                         ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
+                         NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
+                         SubmitJobReply, SubmitStudy, SuspendJob, UsageReport)
 
 PROTOCOL_VERSION = 1
 # `cohort exec` (common/exec_limits.h): the command's default timeout, and how much longer the
