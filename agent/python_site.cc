@@ -5,7 +5,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+
+#include "common/file_util.h"
 
 namespace cohort::agent {
 
@@ -67,10 +68,9 @@ StatusOr<std::string> InstallPythonSite(const std::string& work_dir) {
     return ErrnoStatus("mkdir " + dir, errno);
   }
   ::chmod(dir.c_str(), 0755);
-  std::ifstream existing(path, std::ios::binary);
-  std::ostringstream was;
-  was << existing.rdbuf();
-  if (existing && was.str() == kSitecustomizePy) return dir;
+  if (auto was = ReadFileToString(path, "sitecustomize"); was.ok() && *was == kSitecustomizePy) {
+    return dir;
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

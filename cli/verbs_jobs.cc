@@ -53,22 +53,32 @@ std::string FormatNumber(double v) {
   return buf;
 }
 
+// One replica's stack dumps (attempt -1: every attempt, each after a header line) from `offset`
+// to their end, past 1 MiB, appended to `text` (null: only their end is wanted); returns where
+// they end.
+StatusOr<uint64_t> ReadStackDumps(CoordinatorClient& client, const std::string& job,
+                                  const std::string& replica, int attempt, uint64_t offset,
+                                  std::string* text) {
+  while (true) {
+    auto data = client.ReadLogs(job, replica, offset, attempt, 1u << 20, /*with_times=*/false,
+                                /*dump=*/true);
+    if (!data.ok()) return data.status();
+    if (text != nullptr) text->append(data->data.begin(), data->data.end());
+    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
+    if (data->data.empty() || data->complete) return offset;
+  }
+}
+
 // `cohort logs JOB --dump`: the stack dumps the agents took of one replica (every attempt, each
 // after a header line, or one), read whole; nothing to follow.
 int ShowStackDumps(CoordinatorClient& client, const std::string& job, const std::string& replica,
                    int attempt, std::ostream& out, std::ostream& err) {
-  uint64_t offset = 0;
-  while (true) {
-    auto data = client.ReadLogs(job, replica, offset, attempt, 1u << 20, /*with_times=*/false,
-                                /*dump=*/true);
-    if (!data.ok()) return Fail(err, data.status());
-    out.write(reinterpret_cast<const char*>(data->data.data()),
-              static_cast<std::streamsize>(data->data.size()));
-    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
-    if (data->data.empty() || data->complete) break;
-  }
+  std::string text;
+  auto end = ReadStackDumps(client, job, replica, attempt, 0, &text);
+  if (!end.ok()) return Fail(err, end.status());
+  out << text;
   out.flush();
-  if (offset == 0) {
+  if (*end == 0) {
     err << "cohort: no stack dumps of " << job << " " << replica
         << " (the agents take them when the watchdog finds the job hung, and on `cohort stacks "
         << job << "`)\n";
@@ -82,19 +92,6 @@ constexpr size_t kExecAllAtOnce = 16;
 // How long `cohort stacks` waits for the dumps: an agent takes each process's native stacks
 // within 10 s, at most 8 processes a replica.
 constexpr std::chrono::seconds kStacksWait(120);
-
-// How far one attempt's stack dumps go now (`cohort stacks` prints what comes after).
-StatusOr<uint64_t> StackDumpsEnd(CoordinatorClient& client, const std::string& job,
-                                 const std::string& replica, int attempt) {
-  uint64_t offset = 0;
-  while (true) {
-    auto data = client.ReadLogs(job, replica, offset, attempt, 1u << 20, /*with_times=*/false,
-                                /*dump=*/true);
-    if (!data.ok()) return data.status();
-    if (data->data.empty()) return offset;
-    offset = std::max<uint64_t>(data->next_offset, offset + data->data.size());
-  }
-}
 
 }  // namespace
 
@@ -425,7 +422,7 @@ int Stacks(const ParsedArgs& args, const Context& ctx) {
     if (!r || r->state != wire::ReplicaState::RUNNING || (!only.empty() && r->replica != only)) {
       continue;
     }
-    auto end = StackDumpsEnd(*client, name, r->replica, r->attempt);
+    auto end = ReadStackDumps(*client, name, r->replica, r->attempt, 0, nullptr);
     if (!end.ok()) return Fail(ctx.err, end.status());
     waiting.push_back({r->replica, r->attempt, *end});
   }
@@ -434,23 +431,15 @@ int Stacks(const ParsedArgs& args, const Context& ctx) {
   const auto deadline = std::chrono::steady_clock::now() + kStacksWait;
   while (!waiting.empty()) {
     for (auto it = waiting.begin(); it != waiting.end();) {
-      auto data = client->ReadLogs(name, it->replica, it->offset, it->attempt, 1u << 20,
-                                   /*with_times=*/false, /*dump=*/true);
-      if (!data.ok()) return Fail(ctx.err, data.status());
-      if (data->data.empty()) {
+      // A dump is stored whole: what follows the old end is this one.
+      std::string dump;
+      auto end = ReadStackDumps(*client, name, it->replica, it->attempt, it->offset, &dump);
+      if (!end.ok()) return Fail(ctx.err, end.status());
+      if (dump.empty()) {
         ++it;
         continue;
       }
-      ctx.out << "==== " << it->replica << " attempt " << it->attempt << " ====\n";
-      // A dump is stored whole: what follows the old end is this one (read on past 1 MiB).
-      do {
-        ctx.out.write(reinterpret_cast<const char*>(data->data.data()),
-                      static_cast<std::streamsize>(data->data.size()));
-        it->offset = std::max<uint64_t>(data->next_offset, it->offset + data->data.size());
-        data = client->ReadLogs(name, it->replica, it->offset, it->attempt, 1u << 20,
-                                /*with_times=*/false, /*dump=*/true);
-        if (!data.ok()) return Fail(ctx.err, data.status());
-      } while (!data->data.empty());
+      ctx.out << "==== " << it->replica << " attempt " << it->attempt << " ====\n" << dump;
       ctx.out.flush();
       it = waiting.erase(it);
     }

@@ -601,8 +601,8 @@ class Client:
         waiting = {}
         for r in self.get_job(job)["replicas"]:
             if r["state"] == "RUNNING" and replica in (None, r["replica"]):
-                waiting[r["replica"]] = (r["attempt"], self._dump_end(job, r["replica"],
-                                                                      r["attempt"]))
+                end = self._read_dump(job, r["replica"], r["attempt"], 0)[1]
+                waiting[r["replica"]] = (r["attempt"], end)
         body = DumpStacks.DumpStacksT()
         body.job = job
         body.replica = replica or ""
@@ -639,9 +639,6 @@ class Client:
                 return data, offset
             data += chunk
             offset = max(reply.nextOffset, offset + len(chunk))
-
-    def _dump_end(self, job, replica, attempt):
-        return self._read_dump(job, replica, attempt, 0)[1]
 
     def list_studies(self):
         reply = self._call(Body.Body.ListStudies, ListStudies.ListStudiesT(), StudyList.StudyListT)
