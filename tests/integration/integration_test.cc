@@ -203,6 +203,32 @@ class IntegrationTest : public ::testing::Test {
     return job.ok() ? std::move(*job) : wire::JobInfoT{};
   }
 
+  // Waits until the job has ended and so has each of its replicas: a job ends when its chief
+  // succeeds, while workers may still be exiting and holding their CPUs, which a test placing the
+  // next job on an empty cluster must wait out.
+  wire::JobInfoT WaitForJobAndReplicasToEnd(const std::string& name) {
+    auto client = cluster_->Client();
+    auto ended = [](wire::ReplicaState s) {
+      return s != wire::ReplicaState::PENDING && s != wire::ReplicaState::STARTING &&
+             s != wire::ReplicaState::RUNNING;
+    };
+    auto job = client.WaitForJob(
+        name,
+        [&](const wire::JobInfoT& j) {
+          if (j.state != wire::JobState::SUCCEEDED && j.state != wire::JobState::FAILED &&
+              j.state != wire::JobState::CANCELLED) {
+            return false;
+          }
+          for (const auto& r : j.replicas) {
+            if (!ended(r->state)) return false;
+          }
+          return true;
+        },
+        SteadyClock::now() + 20s, 100ms);
+    EXPECT_TRUE(job.ok()) << "waiting for " << name << " to end: " << job.status().ToString();
+    return job.ok() ? std::move(*job) : wire::JobInfoT{};
+  }
+
   bool NoReplicaProcessesLeft(std::chrono::milliseconds timeout = 10s) {
     return ct::WaitUntil([&] { return ct::FindProcessesWithArg("--marker=" + marker_).empty(); },
                          timeout, 50ms);
@@ -564,8 +590,7 @@ TEST_F(IntegrationTest, APoolWithOnePerNodeRunsEachReplicaOnItsOwnAgent) {
                       (one_per_node ? "    one_per_node: true\n" : "") +
                       "    process: {command: [/bin/true, --marker=" + marker_ + "]}\n");
     EXPECT_TRUE(submitted.ok()) << submitted.status().ToString();
-    const wire::JobInfoT done =
-        WaitForState(name, {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+    const wire::JobInfoT done = WaitForJobAndReplicasToEnd(name);
     EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
     std::map<std::string, std::string> where;
     for (const auto& r : done.replicas) where[r->replica] = r->node_id;
@@ -611,8 +636,7 @@ TEST_F(IntegrationTest, ARequiredTopologyPutsTheWholeJobInOneRack) {
   auto nodes_of = [&](const std::string& name, int workers, const std::string& scheduling) {
     auto submitted = client.Submit(job(name, workers, scheduling));
     EXPECT_TRUE(submitted.ok()) << submitted.status().ToString();
-    const wire::JobInfoT done =
-        WaitForState(name, {wire::JobState::SUCCEEDED, wire::JobState::FAILED});
+    const wire::JobInfoT done = WaitForJobAndReplicasToEnd(name);
     EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
     std::set<std::string> where;
     for (const auto& r : done.replicas) where.insert(r->node_id);
