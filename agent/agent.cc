@@ -128,6 +128,7 @@ void Agent::PublishSnapshot() {
   s->health_checked = !config_.health_check.argv.empty();
   s->health_passing = session_.health().Problem().empty();
   s->health_check_runs = session_.health().runs();
+  s->gpus = gpu_sampler_.Latest();
   for (const auto& [key, a] : replicas_.attempts()) {
     if (!a.live()) continue;
     s->attempts.push_back(AttemptView{a.job, a.replica, a.attempt,
@@ -139,6 +140,12 @@ void Agent::PublishSnapshot() {
         LatenessView{key.substr(0, slash), key.substr(slash + 1), l.median_ms, l.samples});
   }
   http_->Publish(std::move(s));
+}
+
+void Agent::SendHeartbeat() {
+  if (!session_.registered()) return;
+  const std::shared_ptr<const GpuSamples> gpus = gpu_sampler_.Latest();
+  session_.SendHeartbeat(preempting_, replicas_.SampleProgress(*gpus));
 }
 
 Status Agent::Run(const std::atomic<bool>& stop) {
@@ -160,7 +167,7 @@ void Agent::BeginPreemption() {
   NotifyStopping();
   // Tell the coordinator (a draining heartbeat) before any replica can end and be reported
   // PREEMPTED, so that it restarts them on other nodes and places nothing new here.
-  if (session_.registered()) session_.SendHeartbeat(preempting_, replicas_.SampleProgress());
+  SendHeartbeat();
   int running =
       replicas_.StopAll(StopCause::kPreemption,
                         "preempted: the agent on this node is shutting down", config_.grace_period);
@@ -448,7 +455,7 @@ void Agent::RunTimers() {
   if (session_.FenceDue()) Fence();
   if (session_.RegisterDue()) session_.Register(replicas_.Unacknowledged());
   if (!session_.registered()) return;
-  if (session_.HeartbeatDue()) session_.SendHeartbeat(preempting_, replicas_.SampleProgress());
+  if (session_.HeartbeatDue()) SendHeartbeat();
   for (auto& [key, a] : replicas_.attempts()) {
     if (a.acked_version >= a.version) continue;
     if (!outbox_.Ready({Outbox::Kind::kStatus, key}, config_.resend_interval)) continue;

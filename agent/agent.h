@@ -20,8 +20,10 @@
 //  - Registrations and heartbeats carry what the node's health check says (agent/health_check.h);
 //    an attempt that fails has it run again, and the heartbeats say so until that run has ended.
 //  - Heartbeats carry each RUNNING attempt's progress (agent/progress.h: its log, metric file and
-//    flight recorder), for the coordinator's hang watchdog; their replies carry how late each
-//    replica here enters collectives (collective_lateness()).
+//    flight recorder), for the coordinator's hang watchdog, and what it uses (its cgroup's CPU
+//    time and memory, its GPUs' latest NVML samples: agent/resource_usage.h), for `cohort
+//    status`; their replies carry how late each replica here enters collectives
+//    (collective_lateness()).
 //  - DumpStacks: the stacks of one attempt's processes are taken on a thread of their own
 //    (agent/stack_dump.h) and sent as StackDump (once; the coordinator stores them with the
 //    replica's logs); a StopReplica of that attempt waits until they are taken, so the stacks
@@ -207,6 +209,8 @@ class Agent {
   void ShipLogsAndMetrics();
   void CarryOnPreemption();
   void PublishSnapshot();
+  // A heartbeat with every RUNNING attempt's progress and usage (when registered).
+  void SendHeartbeat();
 
   AgentConfig config_;
   DealerSocket socket_;
@@ -231,6 +235,8 @@ class Agent {
   // Updates the coordinator could not take for now (they are resent): a full disk there lasts.
   RateLimitedLog transient_refusals_{spdlog::level::info, "transient refusals", 5,
                                      std::chrono::seconds(30)};
+  // Samples the GPUs on a thread of its own, for heartbeats and /metrics.
+  GpuSampler gpu_sampler_;
   // The HTTP endpoint and what it shows.
   std::unique_ptr<AgentHttp> http_;
   milliseconds next_publish_{0};

@@ -4,8 +4,9 @@
 //   CPU seconds, memory bytes and I/O bytes read from the attempt's cgroup (cpu.stat usage_usec,
 //   memory.current, io.stat rbytes/wbytes) at scrape time; where the agent has no cgroups the
 //   families' HELP says so and no sample is written (nothing is estimated);
-//   GPU utilisation and memory through NVML (loaded at run time) per GPU, labelled with the
-//   replica it is assigned to; without NVML the HELP says why and no sample is written;
+//   GPU utilisation and memory through NVML per GPU (the agent's GpuSampler's latest sample:
+//   agent/resource_usage.h), labelled with the replica it is assigned to; without NVML the HELP
+//   says why and no sample is written;
 // how late each replica here enters its job's collective operations after the job's first rank
 // (the median over the coordinator's window, as its heartbeat replies say; issue 18's
 // stragglers), with the number of operations behind it;
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/resource_usage.h"
 #include "common/http_server.h"
 #include "common/status.h"
 
@@ -57,26 +59,8 @@ struct AgentSnapshot {
   bool health_checked = false;
   bool health_passing = true;
   uint64_t health_check_runs = 0;
+  std::shared_ptr<const GpuSamples> gpus;  // GpuSampler::Latest(); null: none taken
 };
-
-// Per-cgroup usage; a field is -1 when its file is absent or unreadable.
-struct CgroupUsage {
-  double cpu_seconds = -1;
-  double memory_bytes = -1;
-  double io_read_bytes = -1;
-  double io_write_bytes = -1;
-};
-CgroupUsage ReadCgroupUsage(const std::string& path);
-
-struct GpuSample {
-  int index = 0;
-  std::string uuid;
-  double utilization = 0;  // percent, over NVML's last sample period
-  double memory_used_bytes = 0;
-  double memory_total_bytes = 0;
-};
-// Every GPU's sample through NVML; kUnavailable saying why when NVML is absent or fails.
-StatusOr<std::vector<GpuSample>> ReadGpuSamples();
 
 class AgentHttp {
  public:

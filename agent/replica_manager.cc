@@ -410,7 +410,33 @@ CoordinatorSession::ReplicaReport ReplicaManager::Unacknowledged() const {
   return report;
 }
 
-std::vector<std::unique_ptr<wire::ReplicaProgressT>> ReplicaManager::SampleProgress() {
+namespace {
+
+void AddUsage(const Attempt& a, const GpuSamples& gpus, wire::ReplicaProgressT* out) {
+  const std::string cgroup = a.process ? a.process->cgroup_path() : "";
+  if (!cgroup.empty()) {
+    const CgroupUsage used = ReadCgroupUsage(cgroup);
+    out->cpu_seconds = used.cpu_seconds;
+    out->memory_bytes = used.memory_bytes < 0 ? -1 : static_cast<int64_t>(used.memory_bytes);
+  }
+  if (!gpus.ok()) return;
+  for (int index : a.gpus) {
+    for (const GpuSample& g : *gpus) {
+      if (g.index != index) continue;
+      auto gpu = std::make_unique<wire::GpuUsageT>();
+      gpu->index = g.index;
+      gpu->utilization = g.utilization;
+      gpu->memory_used_bytes = static_cast<int64_t>(g.memory_used_bytes);
+      gpu->memory_total_bytes = static_cast<int64_t>(g.memory_total_bytes);
+      out->gpus.push_back(std::move(gpu));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<wire::ReplicaProgressT>> ReplicaManager::SampleProgress(
+    const GpuSamples& gpus) {
   std::vector<std::unique_ptr<wire::ReplicaProgressT>> out;
   for (auto& [key, a] : attempts_) {
     auto probe = probes_.find(key);
@@ -420,6 +446,7 @@ std::vector<std::unique_ptr<wire::ReplicaProgressT>> ReplicaManager::SampleProgr
     progress->replica = a.replica;
     progress->attempt = a.attempt;
     probe->second->Sample(clock_.NowMs(), progress.get());
+    AddUsage(a, gpus, progress.get());
     out.push_back(std::move(progress));
   }
   return out;

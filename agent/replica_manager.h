@@ -52,6 +52,7 @@
 #include "agent/outbox.h"
 #include "agent/progress.h"
 #include "agent/replica_user.h"
+#include "agent/resource_usage.h"
 #include "common/clock.h"
 
 namespace cohort::agent {
@@ -102,8 +103,9 @@ class ReplicaManager {
 
   // What RegisterAgent reports: every attempt except the final ones already acknowledged.
   CoordinatorSession::ReplicaReport Unacknowledged() const;
-  // The progress of every RUNNING attempt, for a heartbeat.
-  std::vector<std::unique_ptr<wire::ReplicaProgressT>> SampleProgress();
+  // The progress of every RUNNING attempt, for a heartbeat, with what it uses: its cgroup's CPU
+  // time and memory, read now, and its GPUs' entries of `gpus` (GpuSampler::Latest()).
+  std::vector<std::unique_ptr<wire::ReplicaProgressT>> SampleProgress(const GpuSamples& gpus);
   // Every sweep_interval: removes attempt dirs older than attempt_retention (0 keeps them) that
   // belong to no attempt here.
   void SweepOldAttempts();

@@ -189,7 +189,8 @@ and digits). FILE may be - for standard input.
        "a job's state, replicas and events",
        R"(
 Shows the job's state, message, times, restarts, each replica's node, GPUs, state, attempt and
-exit code, and the job's events with their reasons.
+exit code, what each running replica uses (as `cohort top` does), and the job's events with their
+reasons.
   --json    print the job as JSON
 )",
        ShowJob},
@@ -209,6 +210,22 @@ answers the query (newest N of the jobs that match, still printed oldest first).
   --json             print a JSON array of jobs
 )",
        List},
+      {"top",
+       {{"--json", false, ""}},
+       "top [JOB] [--json]",
+       "what running replicas use: CPU, memory, GPUs",
+       R"(usage: cohort top [JOB] [--json]
+
+What each running replica of JOB (without one: of every running job) uses, as its agent last
+reported it (each heartbeat, about every second): CPU cores (the CPU time of its cgroup per
+second over the last 10 s), memory (its cgroup's), and each GPU pinned to it: utilization and
+memory used/total (NVML, sampled every 5 s; "-" where the node has no NVML). CPU and memory need
+the agent's cgroups ("-" without them). `cohort status JOB` shows the same under "Usage".
+  --json    print [{job, replica, node_id, usage: {cpu_cores, memory_bytes, gpus: [{index,
+            utilization, memory_used_bytes, memory_total_bytes}], age_ms}}] (usage null: not
+            reported yet; cpu_cores and memory_bytes -1: not known)
+)",
+       Top},
       {"logs",
        {{"--replica", true, ""},
         {"--attempt", true, ""},

@@ -151,7 +151,8 @@ std::string ReplicaLine(const wire::ReplicaInfoT& r) {
   return line;
 }
 
-// The status block of a terminal view: the job's line, then one line per replica.
+// The status block of a terminal view: the job's line, then one line per replica, with what it
+// uses while it runs.
 std::vector<std::string> StatusBlock(const wire::JobInfoT& job, int64_t now_ms) {
   int64_t end = job.end_time_ms > 0 ? job.end_time_ms : now_ms;
   std::string head = "job " + job.name + "  " + wire::EnumNameJobState(job.state) + "  elapsed " +
@@ -160,11 +161,14 @@ std::vector<std::string> StatusBlock(const wire::JobInfoT& job, int64_t now_ms) 
   head += "  restarts " + std::to_string(job.restarts) + " of " + std::to_string(job.max_restarts);
   std::vector<std::string> block = {head};
   if (!job.message.empty()) block.push_back("  " + job.message);
-  Table table({"  REPLICA", "STATE", "NODE", "ATTEMPT", "EXIT"});
+  Table table({"  REPLICA", "STATE", "NODE", "ATTEMPT", "EXIT", "CPU", "MEMORY", "GPUS"});
   for (const auto& r : job.replicas) {
     if (!r) continue;
-    table.AddRow({"  " + r->replica, wire::EnumNameReplicaState(r->state),
-                  r->node_id.empty() ? "-" : r->node_id, std::to_string(r->attempt), ExitCode(*r)});
+    std::vector<std::string> row = {"  " + r->replica, wire::EnumNameReplicaState(r->state),
+                                    r->node_id.empty() ? "-" : r->node_id,
+                                    std::to_string(r->attempt), ExitCode(*r)};
+    for (auto& cell : UsageCells(r->usage.get())) row.push_back(std::move(cell));
+    table.AddRow(std::move(row));
   }
   std::ostringstream rows;
   table.Print(rows);

@@ -37,6 +37,23 @@ std::string FormatMemory(int64_t mb) {
 
 }  // namespace
 
+std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage) {
+  if (usage == nullptr) return {"-", "-", "-"};
+  const wire::ReplicaUsageT& u = *usage;
+  char cpu[32] = "-";
+  if (u.cpu_cores >= 0) std::snprintf(cpu, sizeof(cpu), "%.2f", u.cpu_cores);
+  std::string gpus;
+  for (const auto& g : u.gpus) {
+    if (!g) continue;
+    char util[16];
+    std::snprintf(util, sizeof(util), "%.0f%%", g->utilization);
+    gpus += (gpus.empty() ? "" : ", ") + std::to_string(g->index) + ": " + util + " " +
+            FormatMemory(g->memory_used_bytes >> 20) + "/" +
+            FormatMemory(g->memory_total_bytes >> 20);
+  }
+  return {cpu, u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20), OrDash(gpus)};
+}
+
 std::string ExitCode(const wire::ReplicaInfoT& r) {
   if (r.exit_code < 0) return "-";
   const std::string name = SignalName(r.signal);
@@ -175,6 +192,18 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
     replicas.Print(out);
   }
 
+  Table usage({"REPLICA", "NODE", "CPU", "MEMORY", "GPUS"});
+  for (const auto& r : job.replicas) {
+    if (!r || !r->usage) continue;
+    std::vector<std::string> row = {r->replica, r->node_id};
+    for (auto& cell : UsageCells(r->usage.get())) row.push_back(std::move(cell));
+    usage.AddRow(std::move(row));
+  }
+  if (usage.size() > 0) {
+    out << "\nUsage (CPU: cores over the last 10 s; memory and GPUs: now):\n";
+    usage.Print(out);
+  }
+
   if (!job.stragglers.empty()) {
     out << "\nStragglers:\n";
     for (const auto& line : job.stragglers) out << "  " << line << "\n";
@@ -189,6 +218,31 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
     out << "  (none)\n";
   } else {
     events.Print(out);
+  }
+}
+
+void PrintTop(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
+  Table table({"JOB", "REPLICA", "NODE", "CPU", "MEMORY", "GPUS"});
+  size_t unknown = 0;
+  for (const auto& job : jobs) {
+    for (const auto& r : job.replicas) {
+      if (!r || r->state != wire::ReplicaState::RUNNING) continue;
+      if (!r->usage) {
+        ++unknown;
+        continue;
+      }
+      std::vector<std::string> row = {job.name, r->replica, r->node_id};
+      for (auto& cell : UsageCells(r->usage.get())) row.push_back(std::move(cell));
+      table.AddRow(std::move(row));
+    }
+  }
+  if (table.size() == 0 && unknown == 0) {
+    out << "No replica is running.\n";
+    return;
+  }
+  if (table.size() > 0) table.Print(out);
+  if (unknown > 0) {
+    out << unknown << " running replica(s) not reported yet (their agents' next heartbeats say)\n";
   }
 }
 

@@ -37,6 +37,9 @@ StatusOr<int64_t> ParseSince(const std::string& text, int64_t now_ms);
 StatusOr<wire::JobState> ParseJobState(const std::string& name);
 // A replica's exit code for tables: "1", "139 (SIGSEGV)" for a death by signal, "-" for none yet.
 std::string ExitCode(const wire::ReplicaInfoT& r);
+// What a replica uses, as table cells: CPU cores ("1.97"), memory ("812M"), and each GPU's
+// "INDEX: UTIL% USED/TOTAL"; "-" for what is not known (all three without `usage`).
+std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage);
 // "45s", "3m07s", "2h05m", "3d04h"; negative or zero: "0s".
 std::string FormatDuration(int64_t ms);
 // The job's run time: start to end, or start to `now_ms` while it runs; "-" before it starts.
@@ -47,6 +50,8 @@ int64_t NowMs();
 void PrintJob(const wire::JobInfoT& job, std::ostream& out);
 // `cohort list`: one line per job.
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
+// What each running replica of `jobs` uses (`cohort top`).
+void PrintTop(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
 // `cohort nodes`: one line per node with used/total GPUs, CPUs and memory.
 void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
 void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out);

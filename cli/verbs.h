@@ -40,6 +40,7 @@ int UsageError(std::ostream& err, const std::string& verb, const std::string& me
 int Submit(const ParsedArgs& args, const Context& ctx);
 int ShowJob(const ParsedArgs& args, const Context& ctx);
 int List(const ParsedArgs& args, const Context& ctx);
+int Top(const ParsedArgs& args, const Context& ctx);
 int Logs(const ParsedArgs& args, const Context& ctx);
 int Watch(const ParsedArgs& args, const Context& ctx);
 int Exec(const ParsedArgs& args, const Context& ctx);

@@ -136,6 +136,40 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
   return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob);
 }
 
+int Top(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() > 1) return UsageError(ctx.err, "top", "top takes at most one JOB");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  std::vector<wire::JobInfoT> jobs;
+  if (args.positionals.empty()) {
+    wire::ListJobsT running;
+    running.states.push_back(wire::JobState::RUNNING);
+    auto listed = client->ListJobs(running);
+    if (!listed.ok()) return Fail(ctx.err, listed.status());
+    jobs = std::move(*listed);
+  } else {
+    auto job = client->GetJob(args.positionals[0]);
+    if (!job.ok()) return Fail(ctx.err, job.status());
+    jobs.push_back(std::move(*job));
+  }
+  if (!args.Has("--json")) {
+    PrintTop(jobs, ctx.out);
+    return kExitOk;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& job : jobs) {
+    for (const auto& r : job.replicas) {
+      if (!r || r->state != wire::ReplicaState::RUNNING) continue;
+      rows.push_back({{"job", job.name},
+                      {"replica", r->replica},
+                      {"node_id", r->node_id},
+                      {"usage", ReplicaUsageToJson(r->usage.get())}});
+    }
+  }
+  ctx.out << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return kExitOk;
+}
+
 int List(const ParsedArgs& args, const Context& ctx) {
   wire::ListJobsT query;
   if (args.Has("--state")) {

@@ -33,9 +33,13 @@ namespace cohort::wire {
 inline void to_json(nlohmann::json& j, JobState state) { j = EnumNameJobState(state); }
 inline void to_json(nlohmann::json& j, ReplicaState state) { j = EnumNameReplicaState(state); }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuUsageT, index, utilization, memory_used_bytes,
+                                                  memory_total_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(ReplicaUsageT, cpu_cores, memory_bytes, gpus,
+                                                  age_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(ReplicaInfoT, replica, role, index, pool, node_id,
                                                   gpus, state, attempt, exit_code, signal,
-                                                  cause_signal, message)
+                                                  cause_signal, message, usage)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobEventT, time_ms, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobInfoT, name, state, message, create_time_ms,
                                                   start_time_ms, end_time_ms, restarts,
@@ -84,5 +88,8 @@ nlohmann::json QueueToJson(const wire::QueueInfoT& queue) { return queue; }
 nlohmann::json StudyToJson(const wire::StudyInfoT& study) { return study; }
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics) { return metrics; }
 nlohmann::json UsageRowToJson(const wire::UsageRowT& row) { return row; }
+nlohmann::json ReplicaUsageToJson(const wire::ReplicaUsageT* usage) {
+  return usage ? nlohmann::json(*usage) : nlohmann::json(nullptr);
+}
 
 }  // namespace cohort

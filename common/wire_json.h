@@ -3,7 +3,8 @@
 // snapshot_publisher.cc) and the Python client's dicts (python/cohort/client.py) share these keys.
 //
 // Contract: states are their names ("RUNNING"), times are ms since the epoch, a study trial's
-// parameters are an object {id: value}, and its final_metric is null until it has one.
+// parameters are an object {id: value}, and its final_metric is null until it has one; a
+// replica's usage is null when none is known (it is not running, its agent has not said yet).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,5 +19,6 @@ nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
 nlohmann::json StudyToJson(const wire::StudyInfoT& study);
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics);
 nlohmann::json UsageRowToJson(const wire::UsageRowT& row);
+nlohmann::json ReplicaUsageToJson(const wire::ReplicaUsageT* usage);  // null: JSON null
 
 }  // namespace cohort

@@ -174,12 +174,26 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
   if (!SpeaksFor(m, Str(req.node_id()), "Heartbeat")) return;
   wire::HeartbeatReplyT reply;
   reply.known = nodes_.Heartbeat(req, m.peer, now_ms);
-  if (reply.known && req.progress() && watchdog_ != nullptr) {
+  if (reply.known && req.progress()) {
     std::string node_id = Str(req.node_id());
     for (const wire::ReplicaProgress* p : *req.progress()) {
       JobRecord* job = jobs_.FindJob(Str(p->job()));
       const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(Str(p->replica()));
       if (r == nullptr || r->node_id != node_id || r->attempt != p->attempt()) continue;
+      if (usage_ != nullptr) {
+        ReplicaUsageTracker::Sample sample;
+        sample.cpu_seconds = p->cpu_seconds();
+        sample.memory_bytes = p->memory_bytes();
+        if (p->gpus()) {
+          for (const wire::GpuUsage* g : *p->gpus()) {
+            wire::GpuUsageT gpu;
+            g->UnPackTo(&gpu);
+            sample.gpus.push_back(gpu);
+          }
+        }
+        usage_->Observe(job->name, r->name, r->attempt, std::move(sample), now_ms);
+      }
+      if (watchdog_ == nullptr) continue;
       ProgressReport report;
       report.replica = r->name;
       report.attempt = p->attempt();

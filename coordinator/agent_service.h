@@ -1,6 +1,7 @@
 // AgentService handles what agents send on the agent endpoint: registration (with reconciliation
 // of the replicas the agent reports against what the coordinator believes runs there),
-// heartbeats (and the replicas' progress they carry, for the Watchdog), replica state updates
+// heartbeats (and the replicas' progress they carry, for the Watchdog, and their usage, for the
+// ReplicaUsageTracker), replica state updates
 // (their messages made well-formed, printable UTF-8 of at most kMaxReplicaMessageBytes),
 // log chunks, stack dumps, `cohort exec` outputs (to the ExecRelay), trial measurements and
 // training metrics. Node bookkeeping goes to
@@ -34,6 +35,7 @@
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
+#include "coordinator/replica_usage.h"
 #include "coordinator/study_controller.h"
 #include "coordinator/training_metrics.h"
 #include "coordinator/watchdog.h"
@@ -69,6 +71,8 @@ class AgentService {
   void Handle(const RoutedMessage& m, int64_t now_ms);
   // Where the progress that heartbeats carry goes (none: it is dropped). Outlives this.
   void SetWatchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+  // Where the usage that heartbeats carry goes (none: it is dropped). Outlives this.
+  void SetUsageTracker(ReplicaUsageTracker* usage) { usage_ = usage; }
   // Where agents' ExecOutput goes (none: it is dropped). Outlives this.
   void SetExecRelay(ExecRelay* relay) { exec_relay_ = relay; }
   // Queues a stop of one attempt for the agent at `peer`.
@@ -104,6 +108,7 @@ class AgentService {
   LogStore& logs_;
   Watchdog* watchdog_ = nullptr;
   ExecRelay* exec_relay_ = nullptr;
+  ReplicaUsageTracker* usage_ = nullptr;
   Outbox& outbox_;
   int stop_grace_ms_;
   int64_t fence_after_ms_;  // handed to agents at registration (0: no fencing)

@@ -83,14 +83,14 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
         Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
         return;
       }
-      wire::JobInfoT info = ToInfo(*job);
+      wire::JobInfoT info = ToInfoWithUsage(*job, now_ms);
       if (watchdog_ != nullptr && !job->finished())
         info.stragglers = watchdog_->StragglerLines(name);
       Reply(m, Encode(id, std::move(info)));
       return;
     }
     case wire::Body::ListJobs:
-      OnListJobs(m, *msg.As<wire::ListJobs>());
+      OnListJobs(m, *msg.As<wire::ListJobs>(), now_ms);
       return;
     case wire::Body::CancelJob:
       OnCancel(m, *msg.As<wire::CancelJob>(), now_ms);
@@ -211,7 +211,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   Reply(m, Encode(id, std::move(reply)));
 }
 
-void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req) {
+void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req, int64_t now_ms) {
   uint64_t id = m.message.request_id();
   JobQuery query;
   if (req.states()) {
@@ -251,7 +251,7 @@ void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req
   }
   wire::JobListT list;
   for (const JobRecord* j : selected) {
-    list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*j)));
+    list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfoWithUsage(*j, now_ms)));
   }
   Reply(m, Encode(id, std::move(list)));
 }
@@ -571,6 +571,17 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
     je->time_ms = e.time_ms;
     je->message = e.message;
     info.events.push_back(std::move(je));
+  }
+  return info;
+}
+
+wire::JobInfoT ClientService::ToInfoWithUsage(const JobRecord& job, int64_t now_ms) const {
+  wire::JobInfoT info = ToInfo(job);
+  if (usage_ == nullptr || job.finished()) return info;
+  for (auto& ri : info.replicas) {
+    if (ri->state == ReplicaState::RUNNING) {
+      ri->usage = usage_->Of(job.name, ri->replica, ri->attempt, now_ms);
+    }
   }
   return info;
 }

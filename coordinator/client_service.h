@@ -38,6 +38,7 @@
 #include "coordinator/outbox.h"
 #include "coordinator/permissions.h"
 #include "coordinator/queue_config.h"
+#include "coordinator/replica_usage.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
 #include "coordinator/watchdog.h"
@@ -79,6 +80,8 @@ class ClientService {
   void Handle(const RoutedMessage& m, int64_t now_ms);
   // Where a job's straggler lines come from (none: no lines). Outlives this.
   void SetWatchdog(const Watchdog* watchdog) { watchdog_ = watchdog; }
+  // Where what running replicas use comes from (none: no usage shown). Outlives this.
+  void SetUsageTracker(const ReplicaUsageTracker* usage) { usage_ = usage; }
   // Where `cohort exec` requests go once checked (none: they are refused). Outlives this.
   void SetExecRelay(ExecRelay* relay) { exec_relay_ = relay; }
   // How `cohort stacks` has an attempt's stacks taken: a DumpStacks to the agent of its node, with
@@ -96,7 +99,9 @@ class ClientService {
 
  private:
   void OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req, int64_t now_ms);
-  void OnListJobs(const RoutedMessage& m, const wire::ListJobs& req);
+  void OnListJobs(const RoutedMessage& m, const wire::ListJobs& req, int64_t now_ms);
+  // ToInfo(job), with what its running replicas use (GetJob and ListJobs answer this).
+  wire::JobInfoT ToInfoWithUsage(const JobRecord& job, int64_t now_ms) const;
   // The job `name` when the caller may `verb` it (its owner or an admin); else nullptr, having
   // replied NOT_FOUND or PERMISSION_DENIED.
   JobRecord* OwnedJob(const RoutedMessage& m, const std::string& name, const std::string& verb);
@@ -129,6 +134,7 @@ class ClientService {
   QueryJobs query_jobs_;
   const Watchdog* watchdog_ = nullptr;
   ExecRelay* exec_relay_ = nullptr;
+  const ReplicaUsageTracker* usage_ = nullptr;
   StackDumper dump_stacks_;
 };
 

@@ -79,6 +79,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
         return SendDumpStacks(job, r, reason, clock_->NowMs());
       });
   agent_service_.SetExecRelay(&exec_relay_);
+  agent_service_.SetUsageTracker(&usage_);
+  client_service_.SetUsageTracker(&usage_);
   nodes_.SetStorageProbe(&storage_);
 }
 
@@ -279,6 +281,7 @@ void Coordinator::Tick() {
     slow_commits_.Flush();
     jobs_.CheckTimeouts(now, now - started_ms_ > options_.heartbeat_timeout.count());
     admin_service_.ApplyRetention(now, options_.job_retention.count());
+    usage_.Sweep(now);
   }
   // Jobs that ended tell their studies, which may submit or cancel trial jobs.
   ExecuteCommands();
@@ -552,7 +555,7 @@ void Coordinator::PublishSnapshot(int64_t now) {
   counters.bad_frames = stats_.bad_frames;
   counters.refused = stats_.refused;
   counters.rolled_back = stats_.rolled_back;
-  SnapshotSources sources{nodes_,      studies_,          training_, std::move(counters),
+  SnapshotSources sources{nodes_,      studies_,          training_, usage_, std::move(counters),
                           started_ms_, options_.state_dir};
   if (auto snapshot = snapshots_.Build(jobs_, sources, now)) http_->Publish(std::move(snapshot));
 }

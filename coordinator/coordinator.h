@@ -83,6 +83,7 @@
 #include "coordinator/options.h"
 #include "coordinator/outbox.h"
 #include "coordinator/peer_keys.h"
+#include "coordinator/replica_usage.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/snapshot_publisher.h"
 #include "coordinator/state.h"
@@ -203,6 +204,7 @@ class Coordinator {
   Watchdog watchdog_;
   Outbox outbox_;
   ExecRelay exec_relay_{outbox_, nodes_};
+  ReplicaUsageTracker usage_;  // what running replicas use, from heartbeats
   ClientService client_service_;
   AdminService admin_service_;
   AgentService agent_service_;

@@ -76,6 +76,16 @@ function dur(ms) {
   if (s < 7200) return Math.round(s / 60) + 'm';
   return (s / 3600).toFixed(1) + 'h';
 }
+// What a running replica uses (null: nothing known): [CPU cores, memory, GPUs].
+function usageCells(u) {
+  if (!u) return ['', '', ''];
+  const mib = b => b < 0 ? '' : (b >= 10 * 2 ** 30 ? Math.floor(b / 2 ** 30) + 'G'
+                                                   : Math.floor(b / 2 ** 20) + 'M');
+  return [u.cpu_cores >= 0 ? u.cpu_cores.toFixed(2) : '', mib(u.memory_bytes),
+          esc(u.gpus.map(g => g.index + ': ' + Math.round(g.utilization) + '% ' +
+                              mib(g.memory_used_bytes) + '/' + mib(g.memory_total_bytes))
+                   .join(', '))];
+}
 function st(s) { return '<span class="state-' + esc(s) + '">' + esc(s) + '</span>'; }
 function table(headers, rows, id) {
   return '<table' + (id ? ' id="' + id + '"' : '') + '><thead><tr>' +
@@ -160,10 +170,11 @@ const views = {
           '/' + j.max_restarts + ' · submitted ' + when(j.create_time_ms) +
           (j.end_time_ms ? ' · ended ' + when(j.end_time_ms) : '') + '</p>' +
           '<h3>Replicas</h3>' +
-          table(['Replica', 'State', 'Node', 'Attempt', 'GPUs', 'Exit', 'Message', 'Log'],
+          table(['Replica', 'State', 'Node', 'Attempt', 'GPUs', 'Exit', 'CPU', 'Memory',
+                 'GPU use', 'Message', 'Log'],
                 j.replica_list.map(r => [esc(r.name), st(r.state), esc(r.node), r.attempt,
                                          esc(r.gpus.join(',')), r.exit_code >= 0 ? r.exit_code : '',
-                                         esc(r.message),
+                                         ...usageCells(r.usage), esc(r.message),
                                          link('job/' + j.name + '?replica=' + r.name, 'log')]),
                 'replicas') +
           (m.points.length ? '<h3>Metrics</h3><div class="chart"><canvas id="job-curve">' +

@@ -46,9 +46,19 @@ json JobSummaryJson(const JobView& v) {
           {"trial_id", j.trial_id}};
 }
 
-json JobDetailJson(const JobView& v) {
+// `usage`: what the job's running replicas use, by replica (CoordinatorSnapshot::usage); null:
+// none.
+json JobDetailJson(const JobView& v, const std::map<std::string, json>* usage) {
   json out = JobSummaryJson(v);
   const JobRecord& j = v.job;
+  auto usage_of = [&](const ReplicaRecord& r) {
+    if (usage == nullptr || r.state != ReplicaState::RUNNING) return json(nullptr);
+    auto it = usage->find(r.name);
+    if (it == usage->end() || it->second.value("attempt", -1) != r.attempt) return json(nullptr);
+    json shown = it->second;
+    shown.erase("attempt");
+    return shown;
+  };
   out["max_restarts"] = j.spec.scheduling.max_restarts;
   out["output_dir"] = j.output_dir;
   out["spec_yaml"] = j.spec_yaml;
@@ -64,7 +74,8 @@ json JobDetailJson(const JobView& v) {
                         {"signal", r.signal},
                         {"cause_signal", r.cause_signal},
                         {"message", r.message},
-                        {"state_time_ms", r.state_time_ms}});
+                        {"state_time_ms", r.state_time_ms},
+                        {"usage", usage_of(r)}});
   }
   out["replica_list"] = std::move(replicas);
   json events = json::array();
@@ -343,7 +354,10 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
   auto it = s->jobs->find(name);
   if (it == s->jobs->end()) return NotFoundJson("no job named '" + name + "'");
   const JobView& v = *it->second;
-  if (what.empty()) return Json(JobDetailJson(v));
+  if (what.empty()) {
+    auto usage = s->usage.find(name);
+    return Json(JobDetailJson(v, usage == s->usage.end() ? nullptr : &usage->second));
+  }
   if (what == "metrics") {
     auto t = s->training.find(name);
     return Json(json{{"job", name},

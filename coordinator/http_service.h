@@ -3,7 +3,8 @@
 // dashboard at / (plain HTML and JS; charts with Debian's Chart.js served from
 // /usr/share/javascript), and the JSON API the dashboard polls:
 //   /api/jobs?state=S&queue=Q&user=U&limit=N   newest first
-//   /api/jobs/NAME                     the job, its replicas and events
+//   /api/jobs/NAME                     the job, its replicas (with what each running one uses:
+//                                      ReplicaUsageToJson, null when nothing is known) and events
 //   /api/jobs/NAME/log?replica=R&bytes=N   the tail of the replica's latest attempt's log
 //   /api/jobs/NAME/metrics             its training metrics
 //   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l)

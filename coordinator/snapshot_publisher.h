@@ -1,8 +1,8 @@
 // SnapshotPublisher builds the CoordinatorSnapshot (coordinator/http_snapshot.h) the loop hands to
 // its HTTP endpoint: at most one every kSnapshotIntervalMs, copying again only the jobs marked
 // changed since the last one (every job at first and after MarkAllChanged, e.g. a rollback that
-// replaced the JobController). Nodes, studies, training series and counters are taken as they are
-// at publication.
+// replaced the JobController). Nodes, studies, training series, replicas' usage and counters are
+// taken as they are at publication.
 //
 // Thread safety: none; the coordinator loop calls it. What Build reads is only read during the
 // call.
@@ -17,6 +17,7 @@
 #include "coordinator/http_snapshot.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/replica_usage.h"
 #include "coordinator/study_controller.h"
 #include "coordinator/training_metrics.h"
 
@@ -27,6 +28,7 @@ struct SnapshotSources {
   const NodeRegistry& nodes;
   const StudyController& studies;
   const TrainingMetrics& training;
+  const ReplicaUsageTracker& usage;
   CoordinatorCounters counters;  // as the loop counted them, completed by the caller
   int64_t started_ms = 0;
   std::string state_dir;

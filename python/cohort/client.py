@@ -204,6 +204,23 @@ def _local_user():
         return os.environ.get("USER", "")
 
 
+def _usage_to_dict(usage):
+    """What a running replica uses (`cohort top`); None when its agent has not said."""
+    if usage is None:
+        return None
+    return {
+        "cpu_cores": usage.cpuCores,
+        "memory_bytes": usage.memoryBytes,
+        "gpus": [{
+            "index": g.index,
+            "utilization": g.utilization,
+            "memory_used_bytes": g.memoryUsedBytes,
+            "memory_total_bytes": g.memoryTotalBytes,
+        } for g in (usage.gpus or [])],
+        "age_ms": usage.ageMs,
+    }
+
+
 def _job_to_dict(job):
     return {
         "name": _text(job.name),
@@ -231,6 +248,7 @@ def _job_to_dict(job):
             "signal": r.signal,
             "cause_signal": r.causeSignal,
             "message": _text(r.message),
+            "usage": _usage_to_dict(r.usage),
         } for r in (job.replicas or [])],
         "events": [{"time_ms": e.timeMs, "message": _text(e.message)}
                    for e in (job.events or [])],
@@ -438,6 +456,15 @@ class Client:
         body.limit = int(limit)
         reply = self._call(Body.Body.ListJobs, body, JobList.JobListT)
         return [_job_to_dict(j) for j in (reply.jobs or [])]
+
+    def top(self, job=None):
+        """What each running replica of `job` (None: of every running job) uses, as `cohort top
+        --json`: [{"job", "replica", "node_id", "usage"}], usage as in get_job's replicas (None
+        until its agent has reported it)."""
+        jobs = [self.get_job(job)] if job is not None else self.list_jobs(states="RUNNING")
+        return [{"job": j["name"], "replica": r["replica"], "node_id": r["node_id"],
+                 "usage": r["usage"]}
+                for j in jobs for r in j["replicas"] if r["state"] == "RUNNING"]
 
     def cancel(self, name):
         return _job_to_dict(

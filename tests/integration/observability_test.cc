@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -465,6 +467,105 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
       << nodes;
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-jobs.png"));
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
+}
+
+// `cohort top`, `cohort status` and the dashboard: what a running replica uses reaches the
+// coordinator with its agent's heartbeats. A replica spinning on a CPU uses more of it than one
+// asleep, both have memory where the agent's cgroups have the memory controller, and neither has
+// a GPU here.
+TEST_F(ObservabilityTest, TopShowsWhatEachRunningReplicaUses) {
+  if (!NeedBinaries({COHORT_CLI_BIN})) return;
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client.Submit(JobYaml("spinning", "while :; do :; done")).ok());
+  ASSERT_TRUE(client.Submit(JobYaml("asleep", "exec sleep 600")).ok());
+  const std::string metrics_of_cgroups = [&] {
+    std::string text;
+    ct::WaitUntil(
+        [&] {
+          text = HttpGet(cluster_->agent_http_port(NodeA()), "/metrics");
+          return text.find("cohort_agent_replicas{node=\"" + NodeA() + "\"} 2") !=
+                 std::string::npos;
+        },
+        30s, 200ms);
+    return text;
+  }();
+  if (metrics_of_cgroups.find("No samples: replicas on this node have no cgroup") !=
+      std::string::npos) {
+    GTEST_SKIP() << "this agent has no cgroups, so no per-replica usage (its HELP says why):\n"
+                 << metrics_of_cgroups;
+  }
+  const bool memory_controller =
+      metrics_of_cgroups.find("cohort_replica_memory_bytes{") != std::string::npos;
+  // Until both have a CPU figure: two heartbeats a second apart.
+  json rows;
+  std::map<std::string, json> usage;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto r = CliByEnv({"top", "--json"});
+        if (r.exit_code != 0) return false;
+        rows = json::parse(r.out, nullptr, false);
+        if (!rows.is_array()) return false;
+        usage.clear();
+        for (const json& row : rows) {
+          if (row["usage"].is_object() && row["usage"]["cpu_cores"].get<double>() >= 0) {
+            usage[row["job"].get<std::string>()] = row["usage"];
+          }
+        }
+        return usage.size() == 2;
+      },
+      30s, 300ms))
+      << rows.dump();
+  EXPECT_GT(usage["spinning"]["cpu_cores"].get<double>(),
+            usage["asleep"]["cpu_cores"].get<double>())
+      << rows.dump();
+  for (const auto& [job, u] : usage) {
+    EXPECT_TRUE(u["gpus"].empty()) << job << ": " << u.dump();
+    EXPECT_LE(u["age_ms"].get<int64_t>(), 15'000) << job;
+    if (memory_controller) {
+      EXPECT_GT(u["memory_bytes"].get<int64_t>(), 0) << job;
+    }
+  }
+  // The same as tables: `cohort top` for every running job, `cohort status` for one.
+  auto top = CliByEnv({"top"});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("JOB"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("spinning"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("asleep"), std::string::npos) << top.out;
+  auto status = CliByEnv({"status", "spinning"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const size_t section = status.out.find("\nUsage (");
+  ASSERT_NE(section, std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("chief-0", section), std::string::npos) << status.out;
+  // The dashboard's job page: its API (from the HTTP snapshot, up to half a second behind), and
+  // the page in headless Chromium.
+  json api;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        api = json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/jobs/spinning"), nullptr,
+                          false);
+        if (!api.is_object() || api["replica_list"].size() != 1) return false;
+        const json& u = api["replica_list"][0]["usage"];
+        return u.is_object() && u["cpu_cores"].get<double>() >= 0;
+      },
+      10s, 200ms))
+      << api;
+  if (ct::FileExists(kChromium)) {
+    const std::string page = RenderPage(
+        "http://127.0.0.1:" + std::to_string(cluster_->coordinator_http_port()) + "/#/job/spinning",
+        ArtifactsDir() + "/dashboard-usage.png");
+    EXPECT_NE(page.find("<th>GPU use</th>"), std::string::npos) << page;
+    EXPECT_TRUE(std::regex_search(page, std::regex("<td>[0-9]+\\.[0-9][0-9]</td>"))) << page;
+  }
+  // Once a job has ended it uses nothing, and says nothing of it.
+  ASSERT_TRUE(client.Cancel("asleep").ok());
+  ASSERT_EQ(ct::WaitForJobEnd(client, "asleep", 30s).state, wire::JobState::CANCELLED);
+  auto ended = client.GetJob("asleep");
+  ASSERT_TRUE(ended.ok());
+  for (const auto& r : ended->replicas) EXPECT_EQ(r->usage, nullptr) << r->replica;
+  auto only = CliByEnv({"top", "--json", "asleep"});
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_EQ(json::parse(only.out), json::array()) << only.out;
+  ASSERT_TRUE(client.Cancel("spinning").ok());
 }
 
 using ObservabilityAuth = ct::ClusterTest;

@@ -164,6 +164,16 @@ def main(endpoint, scratch):
             check(False, "a running job's log was complete")
         except TimeoutError as e:
             check("py_quiet chief-0" in str(e), f"error: {e}")
+        # What it uses, as `cohort top`: its row, with usage once its agent's heartbeat said.
+        rows = []
+        for _ in range(200):
+            rows = client.top(quiet)
+            if rows and rows[0]["usage"] is not None:
+                break
+            time.sleep(0.05)
+        check([(r["job"], r["replica"]) for r in rows] == [(quiet, "chief-0")], f"top: {rows}")
+        check(rows[0]["usage"] is not None and rows[0]["usage"]["gpus"] == [], f"usage: {rows}")
+        check(any(r["job"] == quiet for r in client.top()), f"top of all: {client.top()}")
         client.cancel(quiet)
 
         try:

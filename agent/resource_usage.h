@@ -1,0 +1,65 @@
+// What a replica's processes use, read where the kernel and the driver keep it: its cgroup's CPU
+// time, memory and block I/O (ReadCgroupUsage), and each GPU's utilization and memory through
+// NVML, loaded at run time (ReadGpuSamples: the agent builds and runs without it).
+//
+// GpuSampler takes the GPU samples on a thread of its own, every `every`, so that neither the
+// agent's loop (heartbeats carry each replica's GPUs: Heartbeat.progress) nor its HTTP threads
+// (/metrics) ever wait on NVML, which can block for seconds on a GPU that is failing. Latest() is
+// the newest sample, or why there is none ("NVML (libnvidia-ml.so.1) is not installed on this
+// node"); before the first one ends it says it is not taken yet.
+//
+// Thread safety: the functions read files and NVML, from any thread. GpuSampler's methods may be
+// called from any thread; its destructor stops the thread and joins it (after a sample under way).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort::agent {
+
+// Per-cgroup usage; a field is -1 when its file is absent or unreadable.
+struct CgroupUsage {
+  double cpu_seconds = -1;     // cpu.stat usage_usec
+  double memory_bytes = -1;    // memory.current
+  double io_read_bytes = -1;   // io.stat rbytes, summed over devices
+  double io_write_bytes = -1;  // io.stat wbytes, summed over devices
+};
+CgroupUsage ReadCgroupUsage(const std::string& path);
+
+struct GpuSample {
+  int index = 0;
+  std::string uuid;
+  double utilization = 0;  // percent, over NVML's last sample period
+  double memory_used_bytes = 0;
+  double memory_total_bytes = 0;
+};
+using GpuSamples = StatusOr<std::vector<GpuSample>>;
+
+// Every GPU's sample through NVML; kUnavailable saying why when NVML is absent or fails.
+GpuSamples ReadGpuSamples();
+
+class GpuSampler {
+ public:
+  // `sample` is ReadGpuSamples but in tests.
+  explicit GpuSampler(std::chrono::milliseconds every = std::chrono::seconds(5),
+                      std::function<GpuSamples()> sample = ReadGpuSamples);
+  ~GpuSampler();
+  GpuSampler(const GpuSampler&) = delete;
+  GpuSampler& operator=(const GpuSampler&) = delete;
+
+  std::shared_ptr<const GpuSamples> Latest() const;
+
+ private:
+  struct Shared;
+  static void Loop(std::shared_ptr<Shared> s);
+  std::shared_ptr<Shared> shared_;
+  std::thread thread_;
+};
+
+}  // namespace cohort::agent

@@ -1,0 +1,70 @@
+// ReplicaUsageTracker keeps what each running replica attempt uses, from what its agent's
+// heartbeats carry (wire::ReplicaProgress: its cgroup's CPU time and memory, its GPUs' NVML
+// samples: agent/resource_usage.h), for `cohort status` and the API (wire::ReplicaInfo.usage).
+//
+// CPU cores: the CPU time the attempt's cgroup gained between the oldest and the newest of the
+// samples that arrived within the last kCpuWindowMs, per second of the coordinator's time between
+// their arrivals (heartbeats come every second, so about ten seconds' average); unknown (-1) until
+// two samples kMinCpuSpanMs apart have arrived. A counter that goes back (another cgroup) starts
+// the window again. Memory and GPUs: the newest sample's. A new attempt of the replica starts
+// from nothing.
+//
+// Usage no heartbeat has renewed for kStaleMs is not shown (its node went silent, the replica
+// ended) and Sweep drops it. Nothing is stored: after a coordinator restart it comes back with the
+// next heartbeats.
+//
+// Thread safety: none; the coordinator loop calls it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/schema/cohort_generated.h"
+
+namespace cohort::coordinator {
+
+class ReplicaUsageTracker {
+ public:
+  static constexpr int64_t kCpuWindowMs = 10'000;
+  static constexpr int64_t kMinCpuSpanMs = 900;
+  static constexpr int64_t kStaleMs = 15'000;
+
+  // One heartbeat's report of an attempt; -1: not known (no cgroup, no such controller).
+  struct Sample {
+    double cpu_seconds = -1;
+    int64_t memory_bytes = -1;
+    std::vector<wire::GpuUsageT> gpus;
+  };
+
+  void Observe(const std::string& job, const std::string& replica, int attempt, Sample sample,
+               int64_t now_ms);
+  // What the attempt uses now; null when nothing recent is known of it.
+  std::unique_ptr<wire::ReplicaUsageT> Of(const std::string& job, const std::string& replica,
+                                          int attempt, int64_t now_ms) const;
+  // Calls fn(job, replica, attempt, usage) for every attempt Of shows something of now.
+  void ForEachShown(
+      int64_t now_ms,
+      const std::function<void(const std::string& job, const std::string& replica, int attempt,
+                               const wire::ReplicaUsageT& usage)>& fn) const;
+  // Drops what is stale.
+  void Sweep(int64_t now_ms);
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    int attempt = 0;
+    std::deque<std::pair<int64_t, double>> cpu;  // (arrival ms, CPU seconds), oldest first
+    int64_t memory_bytes = -1;
+    std::vector<wire::GpuUsageT> gpus;
+    int64_t last_ms = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Entry> entries_;  // by (job, replica)
+};
+
+}  // namespace cohort::coordinator

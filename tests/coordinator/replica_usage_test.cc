@@ -1,0 +1,100 @@
+// ReplicaUsageTracker driven directly: heartbeat samples in, what `cohort status` shows out, the
+// time moved by the test.
+#include "coordinator/replica_usage.h"
+
+#include <gtest/gtest.h>
+
+namespace cohort::coordinator {
+namespace {
+
+ReplicaUsageTracker::Sample At(double cpu_seconds, int64_t memory_bytes = 1 << 20) {
+  ReplicaUsageTracker::Sample s;
+  s.cpu_seconds = cpu_seconds;
+  s.memory_bytes = memory_bytes;
+  return s;
+}
+
+TEST(ReplicaUsageTest, CpuCoresAreTheCgroupsCpuTimePerSecondOverTheWindow) {
+  ReplicaUsageTracker usage;
+  usage.Observe("j", "worker-0", 0, At(100.0), 1'000);
+  // One sample: memory is known, CPU not yet.
+  auto first = usage.Of("j", "worker-0", 0, 1'000);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->cpu_cores, -1);
+  EXPECT_EQ(first->memory_bytes, 1 << 20);
+  // Two cores busy: two CPU seconds a second.
+  for (int s = 1; s <= 20; ++s)
+    usage.Observe("j", "worker-0", 0, At(100.0 + 2.0 * s), 1'000 + s * 1'000);
+  auto busy = usage.Of("j", "worker-0", 0, 21'000);
+  ASSERT_NE(busy, nullptr);
+  EXPECT_DOUBLE_EQ(busy->cpu_cores, 2.0);
+  EXPECT_EQ(busy->age_ms, 0);
+  // It goes idle: the window's average falls, to 0 once the window holds only idle seconds.
+  for (int s = 21; s <= 25; ++s) usage.Observe("j", "worker-0", 0, At(140.0), 1'000 + s * 1'000);
+  auto falling = usage.Of("j", "worker-0", 0, 26'000);
+  ASSERT_NE(falling, nullptr);
+  EXPECT_DOUBLE_EQ(falling->cpu_cores, 1.0);  // 10 CPU seconds over the 10 s window
+  for (int s = 26; s <= 40; ++s) usage.Observe("j", "worker-0", 0, At(140.0), 1'000 + s * 1'000);
+  EXPECT_DOUBLE_EQ(usage.Of("j", "worker-0", 0, 41'000)->cpu_cores, 0.0);
+}
+
+TEST(ReplicaUsageTest, TwoSamplesTooCloseSayNothingOfCpu) {
+  ReplicaUsageTracker usage;
+  usage.Observe("j", "chief-0", 0, At(1.0), 1'000);
+  usage.Observe("j", "chief-0", 0, At(1.5), 1'100);
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 1'100)->cpu_cores, -1);
+  usage.Observe("j", "chief-0", 0, At(2.0), 2'000);
+  EXPECT_DOUBLE_EQ(usage.Of("j", "chief-0", 0, 2'000)->cpu_cores, 1.0);
+}
+
+TEST(ReplicaUsageTest, ANewAttemptOrACounterThatGoesBackStartsAgain) {
+  ReplicaUsageTracker usage;
+  usage.Observe("j", "chief-0", 0, At(50.0), 1'000);
+  usage.Observe("j", "chief-0", 0, At(51.0), 2'000);
+  EXPECT_DOUBLE_EQ(usage.Of("j", "chief-0", 0, 2'000)->cpu_cores, 1.0);
+  // The old attempt's usage is not the new one's.
+  EXPECT_EQ(usage.Of("j", "chief-0", 1, 2'000), nullptr);
+  usage.Observe("j", "chief-0", 1, At(0.5), 3'000);
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 3'000), nullptr);
+  EXPECT_EQ(usage.Of("j", "chief-0", 1, 3'000)->cpu_cores, -1);
+  usage.Observe("j", "chief-0", 1, At(1.0), 4'000);
+  EXPECT_DOUBLE_EQ(usage.Of("j", "chief-0", 1, 4'000)->cpu_cores, 0.5);
+  // A counter that went back (another cgroup) is not a negative rate.
+  usage.Observe("j", "chief-0", 1, At(0.2), 5'000);
+  EXPECT_EQ(usage.Of("j", "chief-0", 1, 5'000)->cpu_cores, -1);
+  // No cgroup: nothing known of CPU or memory, and nothing invented.
+  usage.Observe("j", "chief-0", 1, At(-1, -1), 6'000);
+  auto none = usage.Of("j", "chief-0", 1, 6'000);
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->cpu_cores, -1);
+  EXPECT_EQ(none->memory_bytes, -1);
+}
+
+TEST(ReplicaUsageTest, GpusAreTheNewestSamplesAndStaleUsageIsNotShown) {
+  ReplicaUsageTracker usage;
+  auto sample = At(1.0);
+  wire::GpuUsageT gpu;
+  gpu.index = 3;
+  gpu.utilization = 97;
+  gpu.memory_used_bytes = 30LL << 30;
+  gpu.memory_total_bytes = 80LL << 30;
+  sample.gpus.push_back(gpu);
+  usage.Observe("j", "worker-1", 0, sample, 1'000);
+  auto shown = usage.Of("j", "worker-1", 0, 5'000);
+  ASSERT_NE(shown, nullptr);
+  ASSERT_EQ(shown->gpus.size(), 1u);
+  EXPECT_EQ(shown->gpus[0]->index, 3);
+  EXPECT_EQ(shown->gpus[0]->utilization, 97);
+  EXPECT_EQ(shown->gpus[0]->memory_used_bytes, 30LL << 30);
+  EXPECT_EQ(shown->age_ms, 4'000);
+  // Its node went silent: past kStaleMs nothing is shown, and Sweep forgets it.
+  const int64_t stale = 1'000 + ReplicaUsageTracker::kStaleMs + 1;
+  EXPECT_EQ(usage.Of("j", "worker-1", 0, stale), nullptr);
+  usage.Sweep(stale - 2);
+  EXPECT_EQ(usage.size(), 1u);
+  usage.Sweep(stale);
+  EXPECT_EQ(usage.size(), 0u);
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
