@@ -340,10 +340,10 @@ void ClientService::OnExec(const RoutedMessage& m, const wire::ExecInReplica& re
   for (const std::string& arg : exec.argv) command += (command.empty() ? "" : " ") + arg;
   command = TruncateUtf8(ValidUtf8(command, /*printable=*/true), 200);
   const std::string caller = CallerOf(m);
-  jobs_.Note(*job,
-             "cohort exec" + (caller.empty() ? std::string() : " by " + caller) + " in " + r->name +
-                 " attempt " + std::to_string(r->attempt) + ": " + command,
-             now_ms);
+  jobs_.NoteRepeatable(*job,
+                       "cohort exec" + (caller.empty() ? std::string() : " by " + caller) + " in " +
+                           r->name + " attempt " + std::to_string(r->attempt) + ": " + command,
+                       now_ms);
   exec_relay_->Forward(m.peer, id, r->node_id, std::move(exec), now_ms);
 }
 
@@ -388,7 +388,7 @@ void ClientService::OnDumpStacks(const RoutedMessage& m, const wire::DumpStacks&
                          Unavailable("the nodes running job " + job->name + " are not reachable")));
     return;
   }
-  jobs_.Note(*job, "cohort stacks" + by + ": " + asked, now_ms);
+  jobs_.NoteRepeatable(*job, "cohort stacks" + by + ": " + asked, now_ms);
   Reply(m, Encode(id, ToInfo(*job)));
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include "common/storage_marker.h"
 
@@ -1093,6 +1094,34 @@ void JobController::AddEvent(JobRecord& job, const std::string& message, int64_t
                      job.events.begin() + (job.events.size() - kMaxEventsPerJob));
   }
   MarkDirty(job);
+}
+
+void JobController::NoteRepeatable(JobRecord& job, const std::string& message, int64_t now_ms) {
+  // How many times `text` says `message` happened: 1 for itself, N for "MESSAGE (N times)".
+  auto times = [&message](const std::string& text) -> int64_t {
+    if (text == message) return 1;
+    constexpr std::string_view kSuffix = " times)";
+    if (text.size() <= message.size() + 2 + kSuffix.size() || text.rfind(message + " (", 0) != 0 ||
+        text.compare(text.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      return 0;
+    }
+    const std::string count =
+        text.substr(message.size() + 2, text.size() - message.size() - 2 - kSuffix.size());
+    if (count.empty() || count.size() > 12 ||
+        count.find_first_not_of("0123456789") != std::string::npos) {
+      return 0;
+    }
+    return std::stoll(count);
+  };
+  const size_t window = std::min(job.events.size(), kRepeatWindow);
+  for (size_t k = job.events.size(); k > job.events.size() - window; --k) {
+    if (int64_t before = times(job.events[k - 1].message); before > 0) {
+      job.events.erase(job.events.begin() + static_cast<std::ptrdiff_t>(k - 1));
+      AddEvent(job, message + " (" + std::to_string(before + 1) + " times)", now_ms);
+      return;
+    }
+  }
+  AddEvent(job, message, now_ms);
 }
 
 void JobController::ReplaceEvent(JobRecord& job, int64_t time_ms, const std::string& prefix,

@@ -279,6 +279,13 @@ class JobController {
   void Note(JobRecord& job, const std::string& message, int64_t now_ms) {
     AddEvent(job, message, now_ms);
   }
+  // Records `message` as Note does, but what a person or a script may ask for again and again
+  // (`cohort exec`, `cohort stacks`) folds into an equal event among the job's last
+  // kRepeatWindow: that one moves to the end, at this time, as "MESSAGE (N times)". A script
+  // that runs `cohort exec --all` every minute leaves one event per replica, not a thousand
+  // that push the job's history (its placement, its restarts) out of the kept 1000.
+  static constexpr size_t kRepeatWindow = 64;
+  void NoteRepeatable(JobRecord& job, const std::string& message, int64_t now_ms);
 
   // Moves a running job off its nodes without counting it a failure (see "Preemption"): `reason`
   // ("preempted by job X (priority high)") goes into its events and its replicas' stop. Nothing

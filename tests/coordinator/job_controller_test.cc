@@ -201,6 +201,36 @@ class JobControllerTest : public ::testing::Test {
 // An elastic job placed with fewer workers launches those alone and marks the others idle; its
 // growth stops every replica and asks for the larger size, spending no restart; its next
 // restart asks for every worker again. The controller counts both resizes.
+// What a script asks for again and again (`cohort exec --all` every minute) folds into one event
+// per distinct request, moved to the end with its count, so that the job's history stays.
+TEST_F(JobControllerTest, RepeatedRequestsFoldIntoOneEventAndKeepTheJobsHistory) {
+  JobRecord& job = Start("j", 2, false, 3, {"n0", "n1", "n2"});
+  const std::vector<JobEventRecord> history = job.events;
+  for (int minute = 0; minute < 2000; ++minute) {
+    for (const char* replica : {"chief-0", "worker-0", "worker-1"}) {
+      jobs_.NoteRepeatable(job, std::string("cohort exec by alice in ") + replica + ": nvidia-smi",
+                           now_ + minute * 60'000);
+    }
+  }
+  ASSERT_EQ(job.events.size(), history.size() + 3);
+  for (size_t i = 0; i < history.size(); ++i) EXPECT_EQ(job.events[i].message, history[i].message);
+  EXPECT_EQ(job.events[history.size()].message,
+            "cohort exec by alice in chief-0: nvidia-smi (2000 times)");
+  EXPECT_EQ(job.events.back().message, "cohort exec by alice in worker-1: nvidia-smi (2000 times)");
+  EXPECT_EQ(job.events.back().time_ms, now_ + 1999 * 60'000);
+  // Another request is an event of its own; one that only starts like a folded one is too.
+  jobs_.NoteRepeatable(job, "cohort exec by alice in chief-0: nvidia-smi -L", now_);
+  jobs_.NoteRepeatable(job, "cohort exec by alice in chief-0: nvidia-smi (x", now_);
+  EXPECT_EQ(job.events.size(), history.size() + 5);
+  EXPECT_EQ(job.events.back().message, "cohort exec by alice in chief-0: nvidia-smi (x");
+  // Past the window a request is new again: a job's history is never rewritten far back.
+  for (size_t k = 0; k < JobController::kRepeatWindow; ++k) {
+    jobs_.Note(job, "note " + std::to_string(k), now_);
+  }
+  jobs_.NoteRepeatable(job, "cohort exec by alice in chief-0: nvidia-smi", now_);
+  EXPECT_EQ(job.events.back().message, "cohort exec by alice in chief-0: nvidia-smi");
+}
+
 TEST_F(JobControllerTest, AnElasticJobRunsIdleWorkersOutAndGrowsWithoutSpendingARestart) {
   JobRecord& job = StartElastic();
   std::vector<std::string> launched;
