@@ -181,17 +181,8 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
       const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(Str(p->replica()));
       if (r == nullptr || r->node_id != node_id || r->attempt != p->attempt()) continue;
       if (usage_ != nullptr) {
-        ReplicaUsageTracker::Sample sample;
-        sample.cpu_seconds = p->cpu_seconds();
-        sample.memory_bytes = p->memory_bytes();
-        if (p->gpus()) {
-          for (const wire::GpuUsage* g : *p->gpus()) {
-            wire::GpuUsageT gpu;
-            g->UnPackTo(&gpu);
-            sample.gpus.push_back(gpu);
-          }
-        }
-        usage_->Observe(job->name, r->name, r->attempt, std::move(sample), now_ms);
+        usage_->Observe(job->name, r->name, r->attempt,
+                        ReplicaUsageTracker::FromProgress(*p, r->gpus), now_ms);
       }
       if (watchdog_ == nullptr) continue;
       ProgressReport report;

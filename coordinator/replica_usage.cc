@@ -1,6 +1,34 @@
 #include "coordinator/replica_usage.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace cohort::coordinator {
+
+ReplicaUsageTracker::Sample ReplicaUsageTracker::FromProgress(const wire::ReplicaProgress& progress,
+                                                              const std::vector<int>& pinned) {
+  Sample sample;
+  if (const double cpu = progress.cpu_seconds(); std::isfinite(cpu) && cpu >= 0) {
+    sample.cpu_seconds = cpu;
+  }
+  sample.memory_bytes = std::max<int64_t>(progress.memory_bytes(), -1);
+  if (progress.gpus() == nullptr) return sample;
+  for (const wire::GpuUsage* g : *progress.gpus()) {
+    const bool own = std::find(pinned.begin(), pinned.end(), g->index()) != pinned.end();
+    const bool again =
+        std::any_of(sample.gpus.begin(), sample.gpus.end(),
+                    [&](const wire::GpuUsageT& seen) { return seen.index == g->index(); });
+    if (!own || again) continue;
+    wire::GpuUsageT gpu;
+    gpu.index = g->index();
+    gpu.utilization =
+        std::isfinite(g->utilization()) ? std::clamp(g->utilization(), 0.0, 100.0) : 0;
+    gpu.memory_used_bytes = std::max<int64_t>(g->memory_used_bytes(), 0);
+    gpu.memory_total_bytes = std::max<int64_t>(g->memory_total_bytes(), 0);
+    sample.gpus.push_back(gpu);
+  }
+  return sample;
+}
 
 void ReplicaUsageTracker::Observe(const std::string& job, const std::string& replica, int attempt,
                                   Sample sample, int64_t now_ms) {

@@ -42,6 +42,11 @@ class ReplicaUsageTracker {
     std::vector<wire::GpuUsageT> gpus;
   };
 
+  // What a heartbeat's progress of an attempt pinned to GPUs `pinned` says, made sane: a CPU time
+  // that is not a finite non-negative number, or a negative memory, is unknown (-1); only the
+  // attempt's own GPUs are kept, once each, utilization within [0, 100] (not finite: 0), memory
+  // not negative. An agent's report, garbled or hostile, changes no more than that attempt's view.
+  static Sample FromProgress(const wire::ReplicaProgress& progress, const std::vector<int>& pinned);
   void Observe(const std::string& job, const std::string& replica, int attempt, Sample sample,
                int64_t now_ms);
   // What the attempt uses now; null when nothing recent is known of it.

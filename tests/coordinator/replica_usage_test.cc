@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <memory>
+
 namespace cohort::coordinator {
 namespace {
 
@@ -94,6 +98,63 @@ TEST(ReplicaUsageTest, GpusAreTheNewestSamplesAndStaleUsageIsNotShown) {
   EXPECT_EQ(usage.size(), 1u);
   usage.Sweep(stale);
   EXPECT_EQ(usage.size(), 0u);
+}
+
+// A heartbeat's progress as the wire carries it, built from its object form.
+struct ProgressBuffer {
+  explicit ProgressBuffer(const wire::ReplicaProgressT& progress) {
+    builder.Finish(wire::ReplicaProgress::Pack(builder, &progress));
+  }
+  const wire::ReplicaProgress& get() const {
+    return *flatbuffers::GetRoot<wire::ReplicaProgress>(builder.GetBufferPointer());
+  }
+  flatbuffers::FlatBufferBuilder builder;
+};
+
+std::unique_ptr<wire::GpuUsageT> Gpu(int index, double utilization, int64_t used, int64_t total) {
+  auto g = std::make_unique<wire::GpuUsageT>();
+  g->index = index;
+  g->utilization = utilization;
+  g->memory_used_bytes = used;
+  g->memory_total_bytes = total;
+  return g;
+}
+
+TEST(ReplicaUsageTest, AGarbledOrHostileReportIsMadeSaneAndKeepsToTheReplicasOwnGpus) {
+  wire::ReplicaProgressT p;
+  p.cpu_seconds = std::nan("");
+  p.memory_bytes = -7;
+  p.gpus.push_back(Gpu(1, 250, 5, 10));                                        // over 100%
+  p.gpus.push_back(Gpu(1, 40, 6, 10));                                         // twice
+  p.gpus.push_back(Gpu(2, -std::numeric_limits<double>::infinity(), -1, -1));  // not a number
+  p.gpus.push_back(Gpu(7, 50, 1, 10));  // another replica's GPU
+  const ProgressBuffer wire_form(p);
+  const ReplicaUsageTracker::Sample s =
+      ReplicaUsageTracker::FromProgress(wire_form.get(), /*pinned=*/{1, 2});
+  EXPECT_EQ(s.cpu_seconds, -1);
+  EXPECT_EQ(s.memory_bytes, -1);
+  ASSERT_EQ(s.gpus.size(), 2u);
+  EXPECT_EQ(s.gpus[0].index, 1);
+  EXPECT_EQ(s.gpus[0].utilization, 100);
+  EXPECT_EQ(s.gpus[0].memory_used_bytes, 5);
+  EXPECT_EQ(s.gpus[1].index, 2);
+  EXPECT_EQ(s.gpus[1].utilization, 0);
+  EXPECT_EQ(s.gpus[1].memory_used_bytes, 0);
+  EXPECT_EQ(s.gpus[1].memory_total_bytes, 0);
+  // A sane report passes as it is; one of an agent too old to send usage is all unknown.
+  wire::ReplicaProgressT fine;
+  fine.cpu_seconds = 12.5;
+  fine.memory_bytes = 1 << 30;
+  const ProgressBuffer fine_form(fine);
+  const auto f = ReplicaUsageTracker::FromProgress(fine_form.get(), {});
+  EXPECT_EQ(f.cpu_seconds, 12.5);
+  EXPECT_EQ(f.memory_bytes, 1 << 30);
+  EXPECT_TRUE(f.gpus.empty());
+  const ProgressBuffer old_form{wire::ReplicaProgressT{}};
+  const auto old = ReplicaUsageTracker::FromProgress(old_form.get(), {0});
+  EXPECT_EQ(old.cpu_seconds, -1);
+  EXPECT_EQ(old.memory_bytes, -1);
+  EXPECT_TRUE(old.gpus.empty());
 }
 
 }  // namespace
