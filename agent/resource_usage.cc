@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/logging.h"
 #include "common/mutex.h"
 
 namespace cohort::agent {
@@ -122,6 +123,7 @@ struct GpuSampler::Shared {
   mutable Mutex mu;
   CondVar cv;
   bool stop GUARDED_BY(mu) = false;
+  bool running GUARDED_BY(mu) = true;  // the thread has not returned
   std::shared_ptr<const GpuSamples> latest GUARDED_BY(mu) =
       std::make_shared<const GpuSamples>(Unavailable("the first GPU sample is not taken yet"));
 };
@@ -134,12 +136,25 @@ GpuSampler::GpuSampler(std::chrono::milliseconds every, std::function<GpuSamples
 }
 
 GpuSampler::~GpuSampler() {
+  bool ended = false;
   {
     MutexLock lock(&shared_->mu);
     shared_->stop = true;
     shared_->cv.NotifyAll();
+    const auto give_up = std::chrono::steady_clock::now() + kStopWait;
+    while (shared_->running && std::chrono::steady_clock::now() < give_up) {
+      shared_->cv.WaitUntil(&shared_->mu, give_up);
+    }
+    ended = !shared_->running;
   }
-  thread_.join();
+  if (ended) {
+    thread_.join();
+    return;
+  }
+  // A sample that never returns (NVML on a GPU that fell off the bus) keeps its thread, which
+  // holds what it uses; the agent's exit does not wait for it.
+  spdlog::warn("a GPU sample (NVML) has not returned; the agent goes on without waiting for it");
+  thread_.detach();
 }
 
 std::shared_ptr<const GpuSamples> GpuSampler::Latest() const {
@@ -154,7 +169,11 @@ void GpuSampler::Loop(std::shared_ptr<Shared> s) {
     s->latest = std::move(taken);
     const auto next = std::chrono::steady_clock::now() + s->every;
     while (!s->stop && std::chrono::steady_clock::now() < next) s->cv.WaitUntil(&s->mu, next);
-    if (s->stop) return;
+    if (s->stop) {
+      s->running = false;
+      s->cv.NotifyAll();
+      return;
+    }
   }
 }
 

@@ -9,7 +9,9 @@
 // node"); before the first one ends it says it is not taken yet.
 //
 // Thread safety: the functions read files and NVML, from any thread. GpuSampler's methods may be
-// called from any thread; its destructor stops the thread and joins it (after a sample under way).
+// called from any thread; its destructor stops the thread and joins it once a sample under way
+// has returned, or leaves it behind (detached, holding its own state) when that takes longer than
+// kStopWait: an agent that exits is not held up by a hung NVML call.
 #pragma once
 
 #include <chrono>
@@ -46,7 +48,8 @@ GpuSamples ReadGpuSamples();
 
 class GpuSampler {
  public:
-  // `sample` is ReadGpuSamples but in tests.
+  // `sample` is ReadGpuSamples but in tests (where, if it may outlive the sampler, it holds
+  // only what it owns).
   explicit GpuSampler(std::chrono::milliseconds every = std::chrono::seconds(5),
                       std::function<GpuSamples()> sample = ReadGpuSamples);
   ~GpuSampler();
@@ -54,6 +57,8 @@ class GpuSampler {
   GpuSampler& operator=(const GpuSampler&) = delete;
 
   std::shared_ptr<const GpuSamples> Latest() const;
+
+  static constexpr std::chrono::milliseconds kStopWait{2000};
 
  private:
   struct Shared;

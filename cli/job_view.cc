@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cli/output.h"
+#include "common/utf8.h"
 
 namespace cohort::cli {
 namespace {
@@ -167,7 +168,7 @@ std::vector<std::string> StatusBlock(const wire::JobInfoT& job, int64_t now_ms) 
     std::vector<std::string> row = {"  " + r->replica, wire::EnumNameReplicaState(r->state),
                                     r->node_id.empty() ? "-" : r->node_id,
                                     std::to_string(r->attempt), ExitCode(*r)};
-    for (auto& cell : UsageCells(r->usage.get())) row.push_back(std::move(cell));
+    for (auto& cell : UsageCells(r->usage.get(), /*compact=*/true)) row.push_back(std::move(cell));
     table.AddRow(std::move(row));
   }
   std::ostringstream rows;
@@ -259,7 +260,11 @@ int WatchJob(CoordinatorClient& client, const std::string& name, const WatchOpti
       if (block_lines > 0) out << "\033[" << block_lines << "F\033[J";
       for (const auto& line : lines) out << line << "\n";
       std::vector<std::string> block = StatusBlock(*job, now);
-      for (const auto& line : block) out << line << "\n";
+      // A line wider than the terminal would take two rows, and the next redraw would go back
+      // one row too few.
+      for (const auto& line : block) {
+        out << (options.columns > 1 ? TruncateUtf8(line, options.columns - 1) : line) << "\n";
+      }
       block_lines = block.size();
     } else {
       for (const auto& line : lines) out << line << "\n";

@@ -33,6 +33,7 @@ struct WatchOptions {
   std::vector<std::string> replicas = {"chief-0"};
   bool all = false;
   bool redraw = false;  // `out` is a terminal
+  size_t columns = 0;   // its width: the status block's lines are cut to it; 0: unknown
   std::chrono::milliseconds poll{500};
   std::chrono::milliseconds unreachable_limit{30000};
 };

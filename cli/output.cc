@@ -37,7 +37,7 @@ std::string FormatMemory(int64_t mb) {
 
 }  // namespace
 
-std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage) {
+std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage, bool compact) {
   if (usage == nullptr) return {"-", "-", "-"};
   const wire::ReplicaUsageT& u = *usage;
   char cpu[32] = "-";
@@ -47,6 +47,10 @@ std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage) {
     if (!g) continue;
     char util[16];
     std::snprintf(util, sizeof(util), "%.0f%%", g->utilization);
+    if (compact) {
+      gpus += (gpus.empty() ? "" : " ") + std::string(util);
+      continue;
+    }
     gpus += (gpus.empty() ? "" : ", ") + std::to_string(g->index) + ": " + util + " " +
             FormatMemory(g->memory_used_bytes >> 20) + "/" +
             FormatMemory(g->memory_total_bytes >> 20);

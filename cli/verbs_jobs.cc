@@ -1,5 +1,8 @@
-// The job verbs of the `cohort` CLI: submit, status, list, logs, watch, cancel (a job, else a
-// study), delete, metrics, checkpoint.
+// The job verbs of the `cohort` CLI: submit, status, top, list, logs, watch, cancel (a job, else a
+// study), suspend, resume, exec, stacks, delete, checkpoint, metrics.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,12 +38,16 @@ std::string StateLine(const wire::JobInfoT& job) {
   return line;
 }
 
-// The live view's options from --replica/--all (default: the chief's output).
-WatchOptions WatchOptionsFrom(const ParsedArgs& args, const Context& ctx, bool terminal) {
+// The live view's options from --replica/--all (default: the chief's output); `terminal_fd`: the
+// descriptor of the terminal it draws on, -1 when it draws on none.
+WatchOptions WatchOptionsFrom(const ParsedArgs& args, const Context& ctx, int terminal_fd) {
   WatchOptions options;
   options.all = args.Has("--all");
   if (args.Has("--replica")) options.replicas = {args.Get("--replica")};
-  options.redraw = terminal;
+  options.redraw = terminal_fd >= 0;
+  if (winsize size{}; options.redraw && ::ioctl(terminal_fd, TIOCGWINSZ, &size) == 0) {
+    options.columns = size.ws_col;
+  }
   options.unreachable_limit =
       std::max<std::chrono::milliseconds>(ctx.options.timeout * 6, std::chrono::seconds(30));
   return options;
@@ -126,8 +133,9 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
         ctx.out << name << std::endl;
         if (!args.Has("--wait")) return kExitOk;
         // The job's name alone goes to stdout; the live view to stderr.
-        return WatchJob(client, name, WatchOptionsFrom(args, ctx, ctx.err_is_terminal), ctx.err,
-                        ctx.err);
+        return WatchJob(client, name,
+                        WatchOptionsFrom(args, ctx, ctx.err_is_terminal ? STDERR_FILENO : -1),
+                        ctx.err, ctx.err);
       },
       rename);
 }
@@ -267,8 +275,9 @@ int Watch(const ParsedArgs& args, const Context& ctx) {
   }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  return WatchJob(*client, args.positionals[0], WatchOptionsFrom(args, ctx, ctx.out_is_terminal),
-                  ctx.out, ctx.err);
+  return WatchJob(*client, args.positionals[0],
+                  WatchOptionsFrom(args, ctx, ctx.out_is_terminal ? STDOUT_FILENO : -1), ctx.out,
+                  ctx.err);
 }
 
 int Cancel(const ParsedArgs& args, const Context& ctx) {

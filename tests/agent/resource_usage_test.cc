@@ -94,5 +94,23 @@ TEST_F(ResourceUsageTest, ASamplerStopsAtOnceThoughItsIntervalIsLong) {
   EXPECT_EQ(taken.load(), 1);
 }
 
+// A sample that never returns (NVML on a GPU that fell off the bus) does not hold up the agent's
+// exit: the sampler is destroyed, its thread left to the sample.
+TEST_F(ResourceUsageTest, ASamplerStuckInNvmlDoesNotHoldUpItsDestruction) {
+  auto release = std::make_shared<std::promise<void>>();
+  auto entered = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  std::future<void> inside = entered->get_future();
+  {
+    GpuSampler sampler(10ms, [released, entered]() -> GpuSamples {
+      entered->set_value();
+      released.wait();
+      return Unavailable("never reached in time");
+    });
+    ASSERT_EQ(inside.wait_for(10s), std::future_status::ready);
+  }                      // returns after kStopWait, not never
+  release->set_value();  // the thread left behind ends now, on what it holds
+}
+
 }  // namespace
 }  // namespace cohort::agent

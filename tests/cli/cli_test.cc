@@ -49,9 +49,9 @@ CliResult RunCohort(const std::vector<std::string>& args) {
 }
 
 const std::vector<std::string> kVerbs = {
-    "submit", "status", "list",       "logs",   "watch",    "cancel", "suspend",
-    "resume", "delete", "nodes",      "cordon", "uncordon", "drain",  "label",
-    "forget", "queues", "checkpoint", "keygen", "tune",     "trials", "studies"};
+    "submit", "status",  "list",   "top",        "logs",   "exec",   "stacks",   "watch",
+    "cancel", "suspend", "resume", "delete",     "nodes",  "cordon", "uncordon", "drain",
+    "label",  "forget",  "queues", "checkpoint", "keygen", "tune",   "trials",   "studies"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});
@@ -79,6 +79,54 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   EXPECT_EQ(RunCohort({"help"}).out, help.out);
   EXPECT_EQ(RunCohort({"help", "nosuch"}).out, help.out);
   EXPECT_EQ(RunCohort({"--version"}).out, "cohort 0.1.0\n");
+}
+
+// What a running replica uses, as `cohort top`, `status` and `watch` print it: what is not known
+// is "-", never 0; a replica not reported yet is counted, not shown as idle.
+TEST(CliTest, UsageCellsAndTopSayWhatIsKnown) {
+  wire::ReplicaUsageT u;
+  u.cpu_cores = 1.968;
+  u.memory_bytes = 812LL << 20;
+  for (int index : {0, 3}) {
+    auto g = std::make_unique<wire::GpuUsageT>();
+    g->index = index;
+    g->utilization = index == 0 ? 97.4 : 12;
+    g->memory_used_bytes = 31LL << 30;
+    g->memory_total_bytes = 80LL << 30;
+    u.gpus.push_back(std::move(g));
+  }
+  EXPECT_EQ(UsageCells(&u),
+            (std::vector<std::string>{"1.97", "812M", "0: 97% 31G/80G, 3: 12% 31G/80G"}));
+  EXPECT_EQ(UsageCells(&u, /*compact=*/true),
+            (std::vector<std::string>{"1.97", "812M", "97% 12%"}));
+  wire::ReplicaUsageT unknown;  // no cgroup, no NVML, one sample so far
+  EXPECT_EQ(UsageCells(&unknown), (std::vector<std::string>{"-", "-", "-"}));
+  EXPECT_EQ(UsageCells(nullptr), (std::vector<std::string>{"-", "-", "-"}));
+
+  wire::JobInfoT job;
+  job.name = "train";
+  for (const char* name : {"chief-0", "worker-0", "worker-1"}) {
+    auto r = std::make_unique<wire::ReplicaInfoT>();
+    r->replica = name;
+    r->node_id = "gpu-1";
+    r->state = std::string(name) == "worker-1" ? wire::ReplicaState::SUCCEEDED
+                                               : wire::ReplicaState::RUNNING;
+    if (std::string(name) == "chief-0") r->usage = std::make_unique<wire::ReplicaUsageT>(u);
+    job.replicas.push_back(std::move(r));
+  }
+  std::vector<wire::JobInfoT> jobs;
+  jobs.push_back(std::move(job));
+  std::ostringstream top;
+  PrintTop(jobs, top);
+  EXPECT_NE(top.str().find("train  chief-0  gpu-1  1.97  812M    0: 97% 31G/80G"),
+            std::string::npos)
+      << top.str();
+  EXPECT_EQ(top.str().find("worker-"), std::string::npos) << top.str();
+  EXPECT_NE(top.str().find("1 running replica(s) not reported yet"), std::string::npos)
+      << top.str();
+  std::ostringstream none;
+  PrintTop({}, none);
+  EXPECT_EQ(none.str(), "No replica is running.\n");
 }
 
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -113,6 +114,39 @@ TEST_F(WatchTest, WatchOnATerminalRedrawsItsStatusBlockInPlaceAndFollowsEveryRep
   // Every replica's output, prefixed.
   EXPECT_NE(screen.find("[chief-0] chief done"), std::string::npos) << screen;
   EXPECT_NE(screen.find("[worker-0] worker ready"), std::string::npos) << screen;
+}
+
+// A line of the status block wider than the terminal would take two rows, and the next redraw
+// would go back too few: on a terminal 40 columns wide every line of the block fits in 39, while
+// the job's output lines are printed whole.
+TEST_F(WatchTest, OnANarrowTerminalTheStatusBlockIsCutToItsWidth) {
+  const std::string said =
+      "a line longer than the terminal is wide, which is output and stays whole";
+  ASSERT_TRUE(cluster_->Client()
+                  .Submit("name: narrow_tty\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process: {command: [/bin/sh, -c, 'echo " +
+                          said + "; sleep 2']}\n")
+                  .ok());
+  std::string command = "stty cols 40; " + std::string(COHORT_CLI_BIN);
+  for (const auto& arg : Cli({"watch", "narrow_tty"})) command += " '" + arg + "'";
+  auto run = ct::RunProcess("/usr/bin/script", {"-qefc", command, "/dev/null"}, {}, 60s);
+  if (run.exit_code == 127 || run.err.find("script:") != std::string::npos) {
+    GTEST_SKIP() << "script(1) cannot give the CLI a terminal here: " << run.err;
+  }
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err << cluster_->Logs();
+  EXPECT_NE(run.out.find("[chief-0] " + said), std::string::npos) << run.out;
+  const std::string screen =
+      std::regex_replace(run.out, std::regex("\033\\[[0-9]+F\033\\[J"), "\n");
+  size_t block_lines = 0;
+  std::istringstream rows(screen);
+  for (std::string line; std::getline(rows, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("job narrow_tty  ", 0) == 0 || line.rfind("  ", 0) == 0) {
+      ++block_lines;
+      EXPECT_LE(line.size(), 39u) << line;
+    }
+  }
+  EXPECT_GE(block_lines, 3u) << screen;  // the job's line, the table's header and chief-0's row
 }
 
 TEST_F(WatchTest, AQueuedJobSaysWhatItWaitsFor) {
