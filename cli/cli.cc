@@ -219,11 +219,12 @@ answers the query (newest N of the jobs that match, still printed oldest first).
 What each running replica of JOB (without one: of every running job) uses, as its agent last
 reported it (each heartbeat, about every second): CPU cores (the CPU time of its cgroup per
 second over the last 10 s), memory (its cgroup's), and each GPU pinned to it: utilization and
-memory used/total (NVML, sampled every 5 s; "-" where the node has no NVML). CPU and memory need
-the agent's cgroups ("-" without them). `cohort status JOB` shows the same under "Usage".
+memory used/total (NVML, sampled every 5 s; "-" where the node has no NVML), then (idle 12m05s)
+once all of them have sampled 0% for a minute without a break. CPU and memory need the agent's
+cgroups ("-" without them). `cohort status JOB` shows the same under "Usage".
   --json    print [{job, replica, node_id, usage: {cpu_cores, memory_bytes, gpus: [{index,
-            utilization, memory_used_bytes, memory_total_bytes}], age_ms}}] (usage null: not
-            reported yet; cpu_cores and memory_bytes -1: not known)
+            utilization, memory_used_bytes, memory_total_bytes}], age_ms, gpus_idle_ms}}]
+            (usage null: not reported yet; cpu_cores and memory_bytes -1: not known)
 )",
        Top},
       {"logs",

@@ -55,6 +55,7 @@ std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage, bool compa
             FormatMemory(g->memory_used_bytes >> 20) + "/" +
             FormatMemory(g->memory_total_bytes >> 20);
   }
+  if (u.gpus_idle_ms >= kIdleShownMs) gpus += " (idle " + FormatDuration(u.gpus_idle_ms) + ")";
   return {cpu, u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20), OrDash(gpus)};
 }
 

@@ -38,8 +38,9 @@ StatusOr<wire::JobState> ParseJobState(const std::string& name);
 // A replica's exit code for tables: "1", "139 (SIGSEGV)" for a death by signal, "-" for none yet.
 std::string ExitCode(const wire::ReplicaInfoT& r);
 // What a replica uses, as table cells: CPU cores ("1.97"), memory ("812M"), and each GPU's
-// "INDEX: UTIL% USED/TOTAL" (`compact`: its "UTIL%" alone); "-" for what is not known (all three
-// without `usage`).
+// "INDEX: UTIL% USED/TOTAL" (`compact`: its "UTIL%" alone), then "(idle 12m00s)" once all of them
+// have sampled 0% for kIdleShownMs; "-" for what is not known (all three without `usage`).
+inline constexpr int64_t kIdleShownMs = 60'000;
 std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage, bool compact = false);
 // "45s", "3m07s", "2h05m", "3d04h"; negative or zero: "0s".
 std::string FormatDuration(int64_t ms);

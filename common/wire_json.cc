@@ -36,7 +36,7 @@ inline void to_json(nlohmann::json& j, ReplicaState state) { j = EnumNameReplica
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuUsageT, index, utilization, memory_used_bytes,
                                                   memory_total_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(ReplicaUsageT, cpu_cores, memory_bytes, gpus,
-                                                  age_ms)
+                                                  age_ms, gpus_idle_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(ReplicaInfoT, replica, role, index, pool, node_id,
                                                   gpus, state, attempt, exit_code, signal,
                                                   cause_signal, message, usage)

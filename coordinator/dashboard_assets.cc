@@ -84,7 +84,8 @@ function usageCells(u) {
   return [u.cpu_cores >= 0 ? u.cpu_cores.toFixed(2) : '', mib(u.memory_bytes),
           esc(u.gpus.map(g => g.index + ': ' + Math.round(g.utilization) + '% ' +
                               mib(g.memory_used_bytes) + '/' + mib(g.memory_total_bytes))
-                   .join(', '))];
+                   .join(', ') + (u.gpus_idle_ms >= 60000 ? ' (idle ' + dur(u.gpus_idle_ms) + ')'
+                                                          : ''))];
 }
 function st(s) { return '<span class="state-' + esc(s) + '">' + esc(s) + '</span>'; }
 function table(headers, rows, id) {

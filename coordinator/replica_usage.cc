@@ -39,6 +39,14 @@ void ReplicaUsageTracker::Observe(const std::string& job, const std::string& rep
   }
   e.last_ms = now_ms;
   e.memory_bytes = sample.memory_bytes;
+  const bool idle = !sample.gpus.empty() &&
+                    std::all_of(sample.gpus.begin(), sample.gpus.end(),
+                                [](const auto& g) { return g.utilization < kIdleUtilization; });
+  if (!idle) {
+    e.gpus_idle_since_ms = -1;
+  } else if (e.gpus_idle_since_ms < 0) {
+    e.gpus_idle_since_ms = now_ms;
+  }
   e.gpus = std::move(sample.gpus);
   if (sample.cpu_seconds < 0 || (!e.cpu.empty() && sample.cpu_seconds < e.cpu.back().second)) {
     e.cpu.clear();
@@ -68,6 +76,7 @@ std::unique_ptr<wire::ReplicaUsageT> ReplicaUsageTracker::Of(const std::string& 
   for (const wire::GpuUsageT& g : e.gpus)
     usage->gpus.push_back(std::make_unique<wire::GpuUsageT>(g));
   usage->age_ms = now_ms - e.last_ms;
+  usage->gpus_idle_ms = e.gpus_idle_since_ms < 0 ? 0 : e.last_ms - e.gpus_idle_since_ms;
   return usage;
 }
 

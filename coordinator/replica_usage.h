@@ -6,8 +6,9 @@
 // samples that arrived within the last kCpuWindowMs, per second of the coordinator's time between
 // their arrivals (heartbeats come every second, so about ten seconds' average); unknown (-1) until
 // two samples kMinCpuSpanMs apart have arrived. A counter that goes back (another cgroup) starts
-// the window again. Memory and GPUs: the newest sample's. A new attempt of the replica starts
-// from nothing.
+// the window again. Memory and GPUs: the newest sample's. GPUs idle: since when every sample of
+// every one of the attempt's GPUs has said below kIdleUtilization, without a break. A new attempt
+// of the replica starts from nothing.
 //
 // Usage no heartbeat has renewed for kStaleMs is not shown (its node went silent, the replica
 // ended) and Sweep drops it. Nothing is stored: after a coordinator restart it comes back with the
@@ -34,6 +35,7 @@ class ReplicaUsageTracker {
   static constexpr int64_t kCpuWindowMs = 10'000;
   static constexpr int64_t kMinCpuSpanMs = 900;
   static constexpr int64_t kStaleMs = 15'000;
+  static constexpr double kIdleUtilization = 1.0;  // percent
 
   // One heartbeat's report of an attempt; -1: not known (no cgroup, no such controller).
   struct Sample {
@@ -67,6 +69,7 @@ class ReplicaUsageTracker {
     std::deque<std::pair<int64_t, double>> cpu;  // (arrival ms, CPU seconds), oldest first
     int64_t memory_bytes = -1;
     std::vector<wire::GpuUsageT> gpus;
+    int64_t gpus_idle_since_ms = -1;  // -1: a GPU is busy, or none is sampled
     int64_t last_ms = 0;
   };
   std::map<std::pair<std::string, std::string>, Entry> entries_;  // by (job, replica)

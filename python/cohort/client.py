@@ -218,6 +218,7 @@ def _usage_to_dict(usage):
             "memory_total_bytes": g.memoryTotalBytes,
         } for g in (usage.gpus or [])],
         "age_ms": usage.ageMs,
+        "gpus_idle_ms": usage.gpusIdleMs,
     }
 
 

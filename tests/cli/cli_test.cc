@@ -99,6 +99,14 @@ TEST(CliTest, UsageCellsAndTopSayWhatIsKnown) {
             (std::vector<std::string>{"1.97", "812M", "0: 97% 31G/80G, 3: 12% 31G/80G"}));
   EXPECT_EQ(UsageCells(&u, /*compact=*/true),
             (std::vector<std::string>{"1.97", "812M", "97% 12%"}));
+  for (auto& g : u.gpus) g->utilization = 0;
+  u.gpus_idle_ms = kIdleShownMs - 1;
+  EXPECT_EQ(UsageCells(&u, true)[2], "0% 0%");
+  u.gpus_idle_ms = 725'000;
+  EXPECT_EQ(UsageCells(&u, true)[2], "0% 0% (idle 12m05s)");
+  u.gpus[0]->utilization = 97.4;
+  u.gpus[1]->utilization = 12;
+  u.gpus_idle_ms = 0;
   wire::ReplicaUsageT unknown;  // no cgroup, no NVML, one sample so far
   EXPECT_EQ(UsageCells(&unknown), (std::vector<std::string>{"-", "-", "-"}));
   EXPECT_EQ(UsageCells(nullptr), (std::vector<std::string>{"-", "-", "-"}));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <utility>
 
 namespace cohort::coordinator {
 namespace {
@@ -98,6 +99,38 @@ TEST(ReplicaUsageTest, GpusAreTheNewestSamplesAndStaleUsageIsNotShown) {
   EXPECT_EQ(usage.size(), 1u);
   usage.Sweep(stale);
   EXPECT_EQ(usage.size(), 0u);
+}
+
+// A job that holds GPUs it does not use: every sample of every one of its GPUs at 0% since when.
+TEST(ReplicaUsageTest, GpusIdleCountsFromTheFirstSampleOfAllOfThemAtZero) {
+  ReplicaUsageTracker usage;
+  auto at = [](double gpu0, double gpu1) {
+    ReplicaUsageTracker::Sample s = At(1.0);
+    for (auto [index, utilization] : {std::pair{0, gpu0}, std::pair{1, gpu1}}) {
+      wire::GpuUsageT g;
+      g.index = index;
+      g.utilization = utilization;
+      s.gpus.push_back(g);
+    }
+    return s;
+  };
+  usage.Observe("j", "chief-0", 0, at(95, 0), 1'000);  // one busy: not idle
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 1'000)->gpus_idle_ms, 0);
+  usage.Observe("j", "chief-0", 0, at(0.4, 0), 6'000);
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 6'000)->gpus_idle_ms, 0);  // idle from now on
+  usage.Observe("j", "chief-0", 0, at(0, 0), 11'000);
+  usage.Observe("j", "chief-0", 0, at(0, 0), 606'000);
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 606'000)->gpus_idle_ms, 600'000);
+  // One sample of work breaks it; it counts again from the next idle sample.
+  usage.Observe("j", "chief-0", 0, at(0, 30), 611'000);
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 611'000)->gpus_idle_ms, 0);
+  usage.Observe("j", "chief-0", 0, at(0, 0), 616'000);
+  usage.Observe("j", "chief-0", 0, at(0, 0), 621'000);
+  EXPECT_EQ(usage.Of("j", "chief-0", 0, 621'000)->gpus_idle_ms, 5'000);
+  // A replica without GPUs is never idle by this measure.
+  usage.Observe("j", "worker-0", 0, At(1.0), 1'000);
+  usage.Observe("j", "worker-0", 0, At(1.0), 900'000);
+  EXPECT_EQ(usage.Of("j", "worker-0", 0, 900'000)->gpus_idle_ms, 0);
 }
 
 // A heartbeat's progress as the wire carries it, built from its object form.
