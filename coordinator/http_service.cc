@@ -48,16 +48,13 @@ json JobSummaryJson(const JobView& v) {
 
 // `usage`: what the job's running replicas use, by replica (CoordinatorSnapshot::usage); null:
 // none.
-json JobDetailJson(const JobView& v, const std::map<std::string, json>* usage) {
+json JobDetailJson(const JobView& v, const std::map<std::string, std::pair<int, json>>* usage) {
   json out = JobSummaryJson(v);
   const JobRecord& j = v.job;
   auto usage_of = [&](const ReplicaRecord& r) {
     if (usage == nullptr || r.state != ReplicaState::RUNNING) return json(nullptr);
     auto it = usage->find(r.name);
-    if (it == usage->end() || it->second.value("attempt", -1) != r.attempt) return json(nullptr);
-    json shown = it->second;
-    shown.erase("attempt");
-    return shown;
+    return it != usage->end() && it->second.first == r.attempt ? it->second.second : json(nullptr);
   };
   out["max_restarts"] = j.spec.scheduling.max_restarts;
   out["output_dir"] = j.output_dir;

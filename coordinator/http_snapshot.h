@@ -64,9 +64,9 @@ struct CoordinatorSnapshot {
   std::vector<NodeRecord> nodes;
   nlohmann::json studies = nlohmann::json::array();  // StudyToJson (common/wire_json.h) each
   std::map<std::string, std::shared_ptr<const TrainingSeries>> training;
-  // What running replicas use (coordinator/replica_usage.h), by job and replica: ReplicaUsageToJson
-  // (common/wire_json.h) with the attempt it is of, "attempt".
-  std::map<std::string, std::map<std::string, nlohmann::json>> usage;
+  // What running replicas use (coordinator/replica_usage.h), by job and replica: the attempt it is
+  // of, and ReplicaUsageToJson (common/wire_json.h).
+  std::map<std::string, std::map<std::string, std::pair<int, nlohmann::json>>> usage;
   CoordinatorCounters counters;
 };
 

@@ -45,9 +45,7 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
   for (const auto& [job, series] : sources.training.all()) snapshot->training[job] = series;
   sources.usage.ForEachShown(now_ms, [&](const std::string& job, const std::string& replica,
                                          int attempt, const wire::ReplicaUsageT& usage) {
-    nlohmann::json shown = ReplicaUsageToJson(&usage);
-    shown["attempt"] = attempt;
-    snapshot->usage[job][replica] = std::move(shown);
+    snapshot->usage[job][replica] = {attempt, ReplicaUsageToJson(&usage)};
   });
   snapshot->counters = sources.counters;
   return snapshot;

@@ -354,6 +354,31 @@ TEST_F(WatchdogTest, StacksOfAStockGlooDdpJobShowWhereEachRankWaits) {
   EXPECT_NE(stalled.find("in stalling_forward"), std::string::npos) << stalled;
   std::cout << "[stacks] " << stacks.out.size() << " bytes for 3 ranks; worker-1:\n"
             << stalled.substr(0, 1500) << "\n";
+  // `cohort top` of the same unchanged script: each rank's CPU, from its cgroup, once two
+  // heartbeats have come (where this cluster's agents have cgroups).
+  if (!cluster_->cgroup_root().empty()) {
+    std::string seen;
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          auto info = cluster_->Client().GetJob(job);
+          if (!info.ok()) return false;
+          seen.clear();
+          size_t known = 0;
+          for (const auto& r : info->replicas) {
+            seen += r->replica + ": " +
+                    (r->usage ? std::to_string(r->usage->cpu_cores) + " cores" : "none") + "; ";
+            if (r->usage && r->usage->cpu_cores >= 0) ++known;
+          }
+          return known == 3;
+        },
+        20s, 300ms))
+        << seen;
+    const ct::RunResult top = RunCli({"top", job});
+    EXPECT_EQ(top.exit_code, 0) << top.err;
+    for (const std::string replica : {"chief-0", "worker-0", "worker-1"}) {
+      EXPECT_NE(top.out.find(job + "  " + replica + "  "), std::string::npos) << top.out;
+    }
+  }
   EXPECT_EQ(RunCli({"cancel", job}).exit_code, 0);
   EXPECT_EQ(WaitForEnd(job, 60s).state, wire::JobState::CANCELLED);
 }
