@@ -299,7 +299,10 @@ native stacks (eu-stack, else gdb). What a DDP job is stuck in, rank by rank, as
 node or Ray's `ray stack` shows it. They are kept with the replica's logs (`cohort logs JOB
 --replica R --dump`). Only the job's owner or an admin may (exit 5 otherwise), and each request is
 an event of the job. Waits up to 2 minutes for the dumps (exit 1 naming the replicas whose dumps
-did not come).
+did not come). Ends with one line a replica saying where it is: its main thread's innermost
+Python frame and, when that is a library's, the innermost one in the job's own code, as in
+`in backward (torch/autograd/__init__.py:197), from train (train.py:88)`; without Python stacks,
+its innermost native frames. The hang watchdog's dumps give that line as an event.
   --replica ROLE-INDEX   that replica alone, e.g. worker-1
 )",
        Stacks},

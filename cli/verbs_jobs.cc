@@ -26,6 +26,7 @@
 #include "common/config.h"
 #include "common/job_spec.h"
 #include "common/script_checkpoints.h"
+#include "common/stack_where.h"
 
 namespace cohort::cli {
 namespace {
@@ -471,6 +472,19 @@ int Stacks(const ParsedArgs& args, const Context& ctx) {
   }
   auto asked = client->DumpStacks(name, only);
   if (!asked.ok()) return Fail(ctx.err, asked.status());
+  // After the dumps, one line each: where it is (common/stack_where.h), the part read first.
+  std::vector<std::pair<std::string, std::string>> where;
+  auto print_where = [&] {
+    if (where.empty()) return;
+    size_t width = 0;
+    for (const auto& [who, at] : where) width = std::max(width, who.size());
+    ctx.out << "\n==== where each replica is ====\n";
+    for (const auto& [who, at] : where) {
+      ctx.out << who << std::string(width - who.size() + 2, ' ')
+              << (at.empty() ? "(no stack could be read)" : at) << "\n";
+    }
+    ctx.out.flush();
+  };
   const auto deadline = std::chrono::steady_clock::now() + kStacksWait;
   while (!waiting.empty()) {
     for (auto it = waiting.begin(); it != waiting.end();) {
@@ -484,6 +498,7 @@ int Stacks(const ParsedArgs& args, const Context& ctx) {
       }
       ctx.out << "==== " << it->replica << " attempt " << it->attempt << " ====\n" << dump;
       ctx.out.flush();
+      where.push_back({it->replica + " attempt " + std::to_string(it->attempt), StackWhere(dump)});
       it = waiting.erase(it);
     }
     if (waiting.empty()) break;
@@ -494,10 +509,12 @@ int Stacks(const ParsedArgs& args, const Context& ctx) {
               << cohort::FormatDuration(
                      std::chrono::duration_cast<std::chrono::milliseconds>(kStacksWait))
               << " (its agent may be gone, or the replica ended meanwhile)\n";
+      print_where();
       return kExitJobFailed;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
+  print_where();
   return kExitOk;
 }
 

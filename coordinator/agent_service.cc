@@ -51,7 +51,7 @@ void AgentService::Handle(const RoutedMessage& m, int64_t now_ms) {
       OnTrialMeasurement(m, *msg.As<wire::TrialMeasurement>());
       return;
     case wire::Body::StackDump:
-      OnStackDump(m, *msg.As<wire::StackDump>());
+      OnStackDump(m, *msg.As<wire::StackDump>(), now_ms);
       return;
     case wire::Body::ExecOutput:
       OnExecOutput(m, *msg.As<wire::ExecOutput>());
@@ -279,7 +279,7 @@ void AgentService::OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req,
   Reply(m, Encode(m.message.request_id(), std::move(ack)));
 }
 
-void AgentService::OnStackDump(const RoutedMessage& m, const wire::StackDump& req) {
+void AgentService::OnStackDump(const RoutedMessage& m, const wire::StackDump& req, int64_t now_ms) {
   if (!SpeaksFor(m, Str(req.node_id()), "StackDump")) return;
   std::string job_name = Str(req.job());
   std::string replica = Str(req.replica());
@@ -298,6 +298,12 @@ void AgentService::OnStackDump(const RoutedMessage& m, const wire::StackDump& re
     }
     spdlog::info("job {}: stacks of {} attempt {} stored ({} bytes)", job_name, replica,
                  req.attempt(), text.size());
+    // A hang verdict's dump: the job's events say where the replica was.
+    if (watchdog_ != nullptr) {
+      if (auto where = watchdog_->StacksTaken(job_name, replica, req.attempt(), text, now_ms)) {
+        jobs_.Note(*job, *where, now_ms);
+      }
+    }
   }
   Reply(m, Encode(m.message.request_id(), wire::AckT{}));
 }

@@ -91,7 +91,7 @@ class AgentService {
   void OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUpdate& req, int64_t now_ms);
   void OnLogChunk(const RoutedMessage& m, const wire::LogChunk& req, int64_t now_ms);
   void OnTrialMeasurement(const RoutedMessage& m, const wire::TrialMeasurement& req);
-  void OnStackDump(const RoutedMessage& m, const wire::StackDump& req);
+  void OnStackDump(const RoutedMessage& m, const wire::StackDump& req, int64_t now_ms);
   void OnExecOutput(const RoutedMessage& m, const wire::ExecOutput& req);
   // Applies a reported status to the attempt it names when that is the replica's current attempt
   // on `node_id`; true when it was.

@@ -303,8 +303,9 @@ void Coordinator::RunWatchdog(int64_t now) {
     if (job == nullptr) continue;
     // The dumps go out before the stops the restart sends: the agent takes the stacks first.
     for (const std::string& name : hang.dump) {
-      if (const ReplicaRecord* r = job->FindReplica(name)) {
-        SendDumpStacks(*job, *r, hang.message, now);
+      const ReplicaRecord* r = job->FindReplica(name);
+      if (r != nullptr && SendDumpStacks(*job, *r, hang.message, now)) {
+        watchdog_.StacksAsked(job->name, r->name, r->attempt, now);
       }
     }
     jobs_.Hang(*job, hang.stuck, hang.message, now);

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <iterator>
 
+#include "common/stack_where.h"
 #include "common/text_join.h"
+#include "common/utf8.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -111,6 +113,28 @@ void Watchdog::AddStarts(Job& job, const JobRecord& record, const ProgressReport
     job.pending.erase(seq);
   }
   while (job.pending.size() > options_.max_pending_ops) job.pending.erase(job.pending.begin());
+}
+
+void Watchdog::StacksAsked(const std::string& job, const std::string& replica, int attempt,
+                           int64_t now_ms) {
+  std::erase_if(stacks_asked_,
+                [&](const auto& asked) { return now_ms - asked.second > kStacksWaitMs; });
+  stacks_asked_[{job, replica, attempt}] = now_ms;
+}
+
+std::optional<std::string> Watchdog::StacksTaken(const std::string& job, const std::string& replica,
+                                                 int attempt, const std::string& text,
+                                                 int64_t now_ms) {
+  auto it = stacks_asked_.find({job, replica, attempt});
+  if (it == stacks_asked_.end()) return std::nullopt;
+  const bool late = now_ms - it->second > kStacksWaitMs;
+  stacks_asked_.erase(it);
+  if (late) return std::nullopt;
+  // Paths and names from the replica: made safe to store and show.
+  std::string where = ValidUtf8(StackWhere(text), /*printable=*/true);
+  return "stacks of " + replica + " attempt " + std::to_string(attempt) +
+         " (hang): " + (where.empty() ? "no stack could be read from them" : where) +
+         " (cohort logs " + job + " --replica " + replica + " --dump)";
 }
 
 Watchdog::Checked Watchdog::Check(

@@ -34,6 +34,14 @@
 // none of whose ranks has a recorder cannot be watched: Check says so once (an event), and leaves
 // it alone.
 //
+// Where the stuck were. The coordinator sends each verdict's dumps (HangVerdict::dump) and says so
+// (StacksAsked); when the agent's dump of one comes back, StacksTaken gives the event that says
+// where that replica was, read from the dump by common/stack_where.h ("stacks of worker-2 attempt
+// 0 (hang): in backward (torch/autograd/__init__.py:197), from train (train.py:88)"), so that the
+// job's events answer "stuck where?" without the dump being opened. A dump asked for is awaited
+// kStacksWaitMs (the agent gives up on its tools well before); a dump asked for otherwise
+// (`cohort stacks`) gives no event.
+//
 // Stragglers. Each report lists the operations the rank entered since its previous report, with
 // the start time by its node's clock (Unix time: nodes are assumed to agree within a few ms, as
 // with NTP). Once every rank has entered operation s, each rank's lateness for s is its start
@@ -51,6 +59,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "coordinator/state.h"
@@ -126,6 +135,14 @@ class Watchdog {
 
   void Forget(const std::string& job) { jobs_.erase(job); }
 
+  // The coordinator sent a verdict's DumpStacks for `replica` attempt `attempt` of `job`.
+  void StacksAsked(const std::string& job, const std::string& replica, int attempt, int64_t now_ms);
+  // An agent's dump of that attempt came: the event saying where it was, when a verdict asked
+  // for it (once), else nullopt.
+  std::optional<std::string> StacksTaken(const std::string& job, const std::string& replica,
+                                         int attempt, const std::string& text, int64_t now_ms);
+  static constexpr int64_t kStacksWaitMs = 5 * 60'000;
+
  private:
   struct Replica {
     ProgressReport last;
@@ -150,6 +167,9 @@ class Watchdog {
 
   WatchdogOptions options_;
   std::map<std::string, Job> jobs_;
+  // The dumps verdicts asked for and not yet taken: (job, replica, attempt) -> when asked. Kept
+  // apart from jobs_: a job that hang_action: fail ended is forgotten there before its dumps come.
+  std::map<std::tuple<std::string, std::string, int>, int64_t> stacks_asked_;
 };
 
 // "64 MiB", "1.5 KiB", "100 B".

@@ -382,6 +382,42 @@ TEST_F(WatchdogTest, HangWithTheBudgetSpentFailsTheJob) {
   EXPECT_THAT(job.message, HasSubstr("restart budget (max_restarts=0) is spent"));
 }
 
+// The dumps a verdict asked for give one event each, saying where the replica was; others (a
+// `cohort stacks`, another attempt, a dump too late) give none.
+TEST_F(WatchdogTest, AVerdictsDumpSaysWhereTheStuckReplicaWas) {
+  const std::string dump =
+      "==== stacks taken 2026-12-01T18:20:00Z: hang: ...\n\n---- pid 42: python3 train.py\n"
+      "-- Python stacks (faulthandler):\n"
+      "Current thread 0x00007f42b884a040 (most recent call first):\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/_tensor.py\", line 488 in backward\n"
+      "  File \"/srv/train.py\", line 88 in train\n"
+      "  File \"/srv/train.py\", line 99 in <module>\n"
+      "-- native stacks (eu-stack):\n";
+  dog_.StacksAsked("j", "worker-2", 0, now_);
+  dog_.StacksAsked("j", "chief-0", 0, now_);
+  EXPECT_EQ(dog_.StacksTaken("j", "worker-1", 0, dump, now_), std::nullopt);  // not asked
+  EXPECT_EQ(dog_.StacksTaken("j", "worker-2", 1, dump, now_), std::nullopt);  // not that attempt
+  EXPECT_EQ(dog_.StacksTaken("j", "worker-2", 0, dump, now_ + 3'000),
+            "stacks of worker-2 attempt 0 (hang): in backward (torch/_tensor.py:488), from train "
+            "(train.py:88) (cohort logs j --replica worker-2 --dump)");
+  EXPECT_EQ(dog_.StacksTaken("j", "worker-2", 0, dump, now_ + 4'000), std::nullopt);  // once
+  // A dump that reads as nothing still says it came; one past the wait says nothing.
+  EXPECT_EQ(dog_.StacksTaken("j", "chief-0", 0, "==== stacks taken\n", now_),
+            "stacks of chief-0 attempt 0 (hang): no stack could be read from them (cohort logs j "
+            "--replica chief-0 --dump)");
+  dog_.StacksAsked("j", "worker-0", 0, now_);
+  EXPECT_EQ(dog_.StacksTaken("j", "worker-0", 0, dump, now_ + Watchdog::kStacksWaitMs + 1),
+            std::nullopt);
+  // A name that is no UTF-8, with a terminal escape: stored as safe text.
+  dog_.StacksAsked("j", "worker-1", 0, now_);
+  EXPECT_EQ(dog_.StacksTaken("j", "worker-1", 0,
+                             "---- pid 1: x\n-- Python stacks (faulthandler):\nThread 0x1 (most "
+                             "recent call first):\n  File \"/w/a\xff\x1b[2J.py\", line 1 in f\n",
+                             now_),
+            "stacks of worker-1 attempt 0 (hang): in f (a\xEF\xBF\xBD [2J.py:1) (cohort logs j "
+            "--replica worker-1 --dump)");
+}
+
 TEST(FormatBytesTest, Units) {
   EXPECT_EQ(FormatBytes(100), "100 B");
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");

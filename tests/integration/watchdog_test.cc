@@ -165,6 +165,31 @@ class WatchdogTest : public ct::ClusterTest {
     EXPECT_NE(dump.out.find("native stacks"), std::string::npos) << dump.out;
   }
 
+  // The event that says where `replica`'s first attempt was when the watchdog had its stacks
+  // taken (common/stack_where.h) matches `where` (a regex of what follows "(hang): "). The dump
+  // may come after the job ended (hang_action: fail): waited for.
+  void ExpectWhereEvent(const std::string& job, const std::string& replica,
+                        const std::string& where) {
+    const std::string prefix = "stacks of " + replica + " attempt 0 (hang): ";
+    std::string message, events;
+    ct::WaitUntil(
+        [&] {
+          auto info = cluster_->Client().GetJob(job);
+          if (!info.ok()) return false;
+          events = Events(*info);
+          const wire::JobEventT* e = FindEvent(*info, prefix);
+          if (e != nullptr) message = e->message;
+          return e != nullptr;
+        },
+        30s, 200ms);
+    ASSERT_FALSE(message.empty()) << events;
+    EXPECT_TRUE(std::regex_match(
+        message, std::regex(std::regex_replace(prefix, std::regex(R"([()])"), R"(\$&)") + where +
+                            " \\(cohort logs " + job + " --replica " + replica + " --dump\\)")))
+        << message;
+    std::cout << "[watchdog] " << message << "\n";
+  }
+
   // The agent's working directory of one attempt (kept after the attempt ends).
   std::string AttemptDir(const std::string& job, const std::string& replica, int attempt) {
     return cluster_->scratch() + "/../work/" + node_ + "/" + job + "/" + replica + "/attempt-" +
@@ -200,6 +225,7 @@ TEST_F(WatchdogTest, LogsProgressStallIsDetectedDumpedAndRestarted) {
 
   // The stacks of the stalled replica: its Python stack (in time.sleep) and the native one.
   ExpectStacksDumped(job, "chief-0", "watchdog_job.py");
+  ExpectWhereEvent(job, "chief-0", R"(in main \(watchdog_job\.py:[0-9]+\))");
   ReportTimes(info, StalledAt(job, "chief-0"), "progress: logs");
 }
 
@@ -212,6 +238,8 @@ TEST_F(WatchdogTest, LogsProgressStallFailsTheJobWithHangActionFail) {
   ASSERT_EQ(info.state, wire::JobState::FAILED) << Events(info);
   EXPECT_NE(info.message.find("hang_action: fail"), std::string::npos) << info.message;
   EXPECT_EQ(info.restarts, 0);
+  // The stacks come after the job failed; their event is still the job's.
+  ExpectWhereEvent(job, "chief-0", R"(in main \(watchdog_job\.py:[0-9]+\))");
 }
 
 // Four ranks (chief-0, worker-0..2) all-reduce through cohort.collective; worker-2 sleeps before
@@ -238,6 +266,7 @@ TEST_F(WatchdogTest, RankThatNeverEntersAnAllreduceIsNamedDumpedAndRestarted) {
       << Events(info);
 
   ExpectStacksDumped(job, "worker-2", "watchdog_job.py");
+  ExpectWhereEvent(job, "worker-2", R"(in main \(watchdog_job\.py:[0-9]+\))");
 
   // The second attempt resumed from the checkpoint of step 50.
   EXPECT_NE(Log(job, "worker-2").find("worker-2: starting at step 50 (attempt 1)"),
@@ -305,6 +334,7 @@ TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDump
   EXPECT_TRUE(chief_began) << "chief-0's recorder lacks allreduce #" << seq;
 
   ExpectStacksDumped(job, "worker-1", "ddp_digits.py");
+  ExpectWhereEvent(job, "worker-1", R"(in stalling_forward \(ddp_stall\.py:[0-9]+\))");
 
   const std::string chief_log = Log(job, "chief-0");
   EXPECT_NE(chief_log.find("resumed from epoch 2"), std::string::npos) << chief_log;
@@ -352,6 +382,22 @@ TEST_F(WatchdogTest, StacksOfAStockGlooDdpJobShowWhereEachRankWaits) {
   }
   const std::string stalled = part("worker-1");
   EXPECT_NE(stalled.find("in stalling_forward"), std::string::npos) << stalled;
+  // The last block, one line a replica: the waiting ranks in DDP's backward, called from the
+  // script's own code; the stalled one in the stall.
+  const size_t where = stacks.out.rfind("\n==== where each replica is ====\n");
+  ASSERT_NE(where, std::string::npos) << stacks.out.substr(stacks.out.size() - 2000);
+  const std::string lines = stacks.out.substr(where);
+  for (const std::string replica : {"chief-0", "worker-0"}) {
+    EXPECT_TRUE(std::regex_search(
+        lines, std::regex("\n" + replica +
+                          " attempt 0 +in [A-Za-z_]+ \\(torch/[^ ]+\\.py:[0-9]+\\), from "
+                          "[A-Za-z_]+ \\(ddp_digits\\.py:[0-9]+\\)\n")))
+        << lines;
+  }
+  EXPECT_TRUE(std::regex_search(
+      lines, std::regex("\nworker-1 attempt 0 +in stalling_forward \\(ddp_stall\\.py:[0-9]+\\)\n")))
+      << lines;
+  std::cout << "[stacks]" << lines;
   std::cout << "[stacks] " << stacks.out.size() << " bytes for 3 ranks; worker-1:\n"
             << stalled.substr(0, 1500) << "\n";
   // `cohort top` of the same unchanged script: each rank's CPU, from its cgroup, once two
