@@ -11,7 +11,7 @@ constexpr std::string_view kProcessHeader = "---- pid ";
 constexpr std::string_view kPythonHeader = "-- Python stacks";
 constexpr std::string_view kNativeHeader = "-- native stacks";
 constexpr size_t kMaxNativeFrames = 3;
-constexpr size_t kMaxName = 80;
+constexpr size_t kMaxName = 80;  // bytes of one name, path, line or pid shown
 
 struct Frame {
   std::string file;
@@ -132,7 +132,7 @@ std::string Describe(const Frame& frame) {
   size_t start = LibraryStart(frame.file);
   if (start == std::string::npos) start = frame.file.rfind('/') + 1;  // npos + 1 = 0
   return Clip(frame.function) + " (" + Clip(std::string_view(frame.file).substr(start)) + ":" +
-         frame.line + ")";
+         Clip(frame.line) + ")";
 }
 
 std::string PythonWhere(const std::vector<Frame>& main) {
@@ -225,7 +225,7 @@ std::string StackWhere(std::string_view dump) {
     }
   }
   if (where.empty()) return "";
-  return chosen == &processes.front() ? where : "pid " + chosen->pid + ": " + where;
+  return chosen == &processes.front() ? where : "pid " + Clip(chosen->pid) + ": " + where;
 }
 
 }  // namespace cohort

@@ -26,12 +26,15 @@
 // Thread safety: a pure function.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace cohort {
 
-// The one-line summary of `dump` ("" when it has no stack this can read). At most ~300 bytes.
+// The one-line summary of `dump` ("" when it has no stack this can read), at most
+// kStackWhereMaxBytes.
+inline constexpr size_t kStackWhereMaxBytes = 600;
 std::string StackWhere(std::string_view dump);
 
 }  // namespace cohort
