@@ -211,10 +211,11 @@ answers the query (newest N of the jobs that match, still printed oldest first).
 )",
        List},
       {"top",
-       {{"--json", false, ""}},
-       "top [JOB] [--json]",
+       {{"--json", false, ""}, {"--nodes", false, ""}, {"--selector", true, "-l"}},
+       "top [JOB | --nodes [-l SELECTOR]] [--json]",
        "what running replicas use: CPU, memory, GPUs",
        R"(usage: cohort top [JOB] [--json]
+       cohort top --nodes [-l SELECTOR] [--json]
 
 What each running replica of JOB (without one: of every running job) uses, as its agent last
 reported it (each heartbeat, about every second): CPU cores (the CPU time of its cgroup per
@@ -225,6 +226,15 @@ cgroups ("-" without them). `cohort status JOB` shows the same under "Usage".
   --json    print [{job, replica, node_id, usage: {cpu_cores, memory_bytes, gpus: [{index,
             utilization, memory_used_bytes, memory_total_bytes}], age_ms, gpus_idle_ms}}]
             (usage null: not reported yet; cpu_cores and memory_bytes -1: not known)
+
+With --nodes, one line a node: what its running replicas use, summed (CPU cores, memory), beside
+what they hold (CPUs held/total) and each of its GPUs (0:97%, 1:- held but not sampled, 2:free):
+the nodes that are busy, and the GPUs held and idle. Only Cohort's replicas are counted, not
+anything else running there; a node whose replicas have not all reported says how many did.
+  -l, --selector SELECTOR   only the nodes whose labels match (as cohort nodes -l)
+  --json    with --nodes: [{node_id, state, replicas, cpus, cpus_used, memory_mb, gpus,
+            gpus_used, usage: {cpu_cores, memory_bytes, gpus: [...], replicas}}] (usage null:
+            no replica there has reported)
 )",
        Top},
       {"logs",

@@ -251,6 +251,50 @@ void PrintTop(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
   }
 }
 
+std::string NodeGpuCells(const wire::NodeInfoT& node) {
+  std::string cells;
+  for (const auto& gpu : node.gpus) {
+    if (!gpu) continue;
+    const bool held =
+        std::find(node.gpus_used.begin(), node.gpus_used.end(), gpu->index) != node.gpus_used.end();
+    // Held and not sampled: no NVML on its node, or no sample yet.
+    std::string cell = held ? "-" : "free";
+    for (size_t i = 0; held && node.usage && i < node.usage->gpus.size(); ++i) {
+      const auto& sample = node.usage->gpus[i];
+      if (!sample || sample->index != gpu->index) continue;
+      char util[16];
+      std::snprintf(util, sizeof(util), "%.0f%%", sample->utilization);
+      cell = util;
+    }
+    cells += (cells.empty() ? "" : " ") + std::to_string(gpu->index) + ":" + cell;
+  }
+  return OrDash(cells);
+}
+
+void PrintNodeTop(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
+  if (nodes.empty()) {
+    out << "No nodes registered.\n";
+    return;
+  }
+  Table table({"NODE", "STATE", "REPLICAS", "CPU", "CPUS", "MEMORY", "GPUS"});
+  for (const auto& n : nodes) {
+    const wire::NodeUsageT* u = n.usage.get();
+    char cpu[32] = "-";
+    if (u != nullptr && u->cpu_cores >= 0) std::snprintf(cpu, sizeof(cpu), "%.2f", u->cpu_cores);
+    std::string replicas = std::to_string(n.replicas);
+    if (n.replicas > 0 && (u == nullptr || u->replicas < n.replicas)) {
+      replicas += " (" + std::to_string(u == nullptr ? 0 : u->replicas) + " reported)";
+    }
+    table.AddRow({n.node_id, OrDash(n.state), replicas, cpu,
+                  std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
+                  u == nullptr || u->memory_bytes < 0
+                      ? "-"
+                      : FormatMemory(u->memory_bytes >> 20) + "/" + FormatMemory(n.memory_mb),
+                  NodeGpuCells(n)});
+  }
+  table.Print(out);
+}
+
 void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
   auto row = [&](const std::string& key, const std::string& value) {
     out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";

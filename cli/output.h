@@ -54,6 +54,12 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out);
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
 // What each running replica of `jobs` uses (`cohort top`).
 void PrintTop(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
+// `cohort top --nodes`: per node, what its running replicas use (NodeInfo.usage) beside what they
+// hold: CPU cores used, CPUs held/total, memory used/total, and each GPU ("0:97%", "1:-" held but
+// not sampled, "2:free").
+void PrintNodeTop(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
+// The GPUS cell of PrintNodeTop.
+std::string NodeGpuCells(const wire::NodeInfoT& node);
 // `cohort nodes`: one line per node with used/total GPUs, CPUs and memory.
 void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
 void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out);

@@ -147,8 +147,33 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
 
 int Top(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() > 1) return UsageError(ctx.err, "top", "top takes at most one JOB");
+  if (args.Has("--nodes") && !args.positionals.empty()) {
+    return UsageError(ctx.err, "top", "give either JOB or --nodes, not both");
+  }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
+  if (args.Has("--nodes")) {
+    auto nodes = client->ListNodes(args.Get("--selector"));
+    if (!nodes.ok()) return Fail(ctx.err, nodes.status());
+    if (!args.Has("--json")) {
+      PrintNodeTop(*nodes, ctx.out);
+      return kExitOk;
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& n : *nodes) {
+      rows.push_back({{"node_id", n.node_id},
+                      {"state", n.state},
+                      {"replicas", n.replicas},
+                      {"cpus", n.cpus},
+                      {"cpus_used", n.cpus_used},
+                      {"memory_mb", n.memory_mb},
+                      {"gpus", n.gpus.size()},
+                      {"gpus_used", n.gpus_used},
+                      {"usage", NodeUsageToJson(n.usage.get())}});
+    }
+    ctx.out << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
   std::vector<wire::JobInfoT> jobs;
   if (args.positionals.empty()) {
     wire::ListJobsT running;

@@ -20,5 +20,6 @@ nlohmann::json StudyToJson(const wire::StudyInfoT& study);
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics);
 nlohmann::json UsageRowToJson(const wire::UsageRowT& row);
 nlohmann::json ReplicaUsageToJson(const wire::ReplicaUsageT* usage);  // null: JSON null
+nlohmann::json NodeUsageToJson(const wire::NodeUsageT* usage);        // null: JSON null
 
 }  // namespace cohort

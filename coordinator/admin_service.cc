@@ -108,7 +108,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
   }
   spdlog::info("{}", reply.message);
   if (action != "forget") {
-    wire::NodeListT list = clients_.Nodes();
+    wire::NodeListT list = clients_.Nodes(now_ms);
     for (auto& node : list.nodes) {
       if (node && node->node_id == node_id) reply.node = std::move(node);
     }

@@ -112,7 +112,7 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
         Reply(m, EncodeError(id, InvalidArgument("selector: " + selector.status().message())));
         return;
       }
-      wire::NodeListT list = Nodes(&*selector);
+      wire::NodeListT list = Nodes(now_ms, &*selector);
       list.selector = FormatNodeSelector(*selector);
       Reply(m, Encode(id, std::move(list)));
       return;
@@ -586,7 +586,7 @@ wire::JobInfoT ClientService::ToInfoWithUsage(const JobRecord& job, int64_t now_
   return info;
 }
 
-wire::NodeListT ClientService::Nodes(const NodeSelector* selector) const {
+wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selector) const {
   struct Use {
     std::vector<int> gpus;
     int cpus = 0;
@@ -611,6 +611,12 @@ wire::NodeListT ClientService::Nodes(const NodeSelector* selector) const {
   }
   // Jobs that ended may still have replicas being stopped.
   for (const JobRecord* job : jobs_.EndedHolding()) account(*job);
+  std::map<std::string, wire::NodeUsageT> usage;
+  if (usage_ != nullptr) {
+    usage = usage_->ByNode(now_ms, ReplicaUsageTracker::PlacedIn([this](const std::string& name) {
+                             return static_cast<const JobRecord*>(jobs_.FindJob(name));
+                           }));
+  }
   wire::NodeListT list;
   for (const auto& [id, n] : nodes_.nodes()) {
     if (selector != nullptr && !selector->Matches(n.labels)) continue;
@@ -632,6 +638,9 @@ wire::NodeListT ClientService::Nodes(const NodeSelector* selector) const {
       ni->cpus_used = u->second.cpus;
       ni->memory_used_mb = u->second.mem;
       ni->replicas = u->second.replicas;
+    }
+    if (auto it = usage.find(id); it != usage.end()) {
+      ni->usage = std::make_unique<wire::NodeUsageT>(std::move(it->second));
     }
     ni->state = NodeStateName(n, ni->replicas > 0);
     ni->admin = NodeAdminLabel(n, ni->replicas > 0);

@@ -93,7 +93,7 @@ class ClientService {
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
   // what its live replicas use), or of those whose labels match `selector`.
   static wire::JobInfoT ToInfo(const JobRecord& job);
-  wire::NodeListT Nodes(const NodeSelector* selector = nullptr) const;
+  wire::NodeListT Nodes(int64_t now_ms, const NodeSelector* selector = nullptr) const;
   // Every queue: quota, weight, use, running and waiting jobs.
   wire::QueueListT Queues();
 

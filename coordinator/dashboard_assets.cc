@@ -76,7 +76,8 @@ function dur(ms) {
   if (s < 7200) return Math.round(s / 60) + 'm';
   return (s / 3600).toFixed(1) + 'h';
 }
-// What a running replica uses (null: nothing known): [CPU cores, memory, GPUs].
+// What a running replica, or a node's replicas, use (null: nothing known): [CPU cores, memory,
+// GPUs].
 function usageCells(u) {
   if (!u) return ['', '', ''];
   const mib = b => b < 0 ? '' : (b >= 10 * 2 ** 30 ? Math.floor(b / 2 ** 30) + 'G'
@@ -193,12 +194,13 @@ const views = {
   },
   nodes() {
     return api('nodes').then(nodes => setMain('<h2>Nodes</h2>' + table(
-        ['Node', 'State', 'Address', 'GPUs (used/total)', 'CPUs', 'Memory (MiB)', 'Heartbeat',
-         'Replicas'],
+        ['Node', 'State', 'Address', 'GPUs (used/total)', 'CPUs', 'Memory (MiB)', 'CPU use',
+         'Memory use', 'GPU use', 'Heartbeat', 'Replicas'],
         nodes.map(n => [esc(n.node_id),
                         st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : ''),
                         esc(n.address),
                         n.gpus_allocated + '/' + n.gpus, n.cpus, n.memory_mb,
+                        ...usageCells(n.usage),
                         (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',
                         n.replicas.map(r => link('job/' + r.split('/')[0], r)).join(' ')]),
         'nodes')));

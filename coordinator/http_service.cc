@@ -426,6 +426,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"labels", n.labels},
                    {"label_edits", FormatNodeLabelEdits(n.label_edits)},
                    {"unhealthy", n.unhealthy}});
+    auto usage = s->node_usage.find(n.node_id);
+    out.back()["usage"] = usage == s->node_usage.end() ? json(nullptr) : usage->second;
   }
   return Json(out);
 }

@@ -67,6 +67,9 @@ struct CoordinatorSnapshot {
   // What running replicas use (coordinator/replica_usage.h), by job and replica: the attempt it is
   // of, and ReplicaUsageToJson (common/wire_json.h).
   std::map<std::string, std::map<std::string, std::pair<int, nlohmann::json>>> usage;
+  // What each node's running replicas use (ReplicaUsageTracker::ByNode), as JSON; nodes none of
+  // whose replicas reported are absent.
+  std::map<std::string, nlohmann::json> node_usage;
   CoordinatorCounters counters;
 };
 

@@ -90,6 +90,41 @@ void ReplicaUsageTracker::ForEachShown(
   }
 }
 
+std::map<std::string, wire::NodeUsageT> ReplicaUsageTracker::ByNode(int64_t now_ms,
+                                                                    const NodeOf& node_of) const {
+  std::map<std::string, wire::NodeUsageT> nodes;
+  ForEachShown(now_ms, [&](const std::string& job, const std::string& replica, int attempt,
+                           const wire::ReplicaUsageT& usage) {
+    const std::string node = node_of(job, replica, attempt);
+    if (node.empty()) return;
+    wire::NodeUsageT& n = nodes[node];
+    ++n.replicas;
+    if (usage.cpu_cores >= 0) n.cpu_cores = std::max(n.cpu_cores, 0.0) + usage.cpu_cores;
+    if (usage.memory_bytes >= 0) {
+      n.memory_bytes = std::max<int64_t>(n.memory_bytes, 0) + usage.memory_bytes;
+    }
+    for (const auto& gpu : usage.gpus) {
+      if (gpu) n.gpus.push_back(std::make_unique<wire::GpuUsageT>(*gpu));
+    }
+  });
+  for (auto& [node, n] : nodes) {
+    std::sort(n.gpus.begin(), n.gpus.end(),
+              [](const auto& a, const auto& b) { return a->index < b->index; });
+  }
+  return nodes;
+}
+
+ReplicaUsageTracker::NodeOf ReplicaUsageTracker::PlacedIn(
+    std::function<const JobRecord*(const std::string&)> find_job) {
+  return [find_job = std::move(find_job)](const std::string& job, const std::string& replica,
+                                          int attempt) -> std::string {
+    const JobRecord* record = find_job(job);
+    const ReplicaRecord* r = record == nullptr ? nullptr : record->FindReplica(replica);
+    if (r == nullptr || r->attempt != attempt || !r->placed() || IsFinal(r->state)) return "";
+    return r->node_id;
+  };
+}
+
 void ReplicaUsageTracker::Sweep(int64_t now_ms) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     it = now_ms - it->second.last_ms > kStaleMs ? entries_.erase(it) : std::next(it);

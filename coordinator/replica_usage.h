@@ -10,6 +10,9 @@
 // every one of the attempt's GPUs has said below kIdleUtilization, without a break. A new attempt
 // of the replica starts from nothing.
 //
+// A node's usage (`cohort top --nodes`, `cohort nodes --json`, /api/nodes) is the sum of its
+// attempts' (ByNode): what Cohort's replicas there use, not what anything else on the node does.
+//
 // Usage no heartbeat has renewed for kStaleMs is not shown (its node went silent, the replica
 // ended) and Sweep drops it. Nothing is stored: after a coordinator restart it comes back with the
 // next heartbeats.
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "common/schema/cohort_generated.h"
+#include "coordinator/state.h"
 
 namespace cohort::coordinator {
 
@@ -59,6 +63,16 @@ class ReplicaUsageTracker {
       int64_t now_ms,
       const std::function<void(const std::string& job, const std::string& replica, int attempt,
                                const wire::ReplicaUsageT& usage)>& fn) const;
+  // What the attempts shown now use, summed by node (wire::NodeInfo.usage): `node_of(job,
+  // replica, attempt)` names the node each runs on, "" when that is not the replica's current
+  // placed attempt (left out). CPU and memory: the sums of the known ones (-1: none known); GPUs:
+  // every sample, by index.
+  using NodeOf =
+      std::function<std::string(const std::string& job, const std::string& replica, int attempt)>;
+  std::map<std::string, wire::NodeUsageT> ByNode(int64_t now_ms, const NodeOf& node_of) const;
+  // The NodeOf of the jobs `find_job` finds (nullptr: gone): a replica's node while `attempt` is
+  // its current attempt and it is placed and not final.
+  static NodeOf PlacedIn(std::function<const JobRecord*(const std::string&)> find_job);
   // Drops what is stale.
   void Sweep(int64_t now_ms);
   size_t size() const { return entries_.size(); }

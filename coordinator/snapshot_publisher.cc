@@ -47,6 +47,12 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
                                          int attempt, const wire::ReplicaUsageT& usage) {
     snapshot->usage[job][replica] = {attempt, ReplicaUsageToJson(&usage)};
   });
+  for (auto& [node, usage] :
+       sources.usage.ByNode(now_ms, ReplicaUsageTracker::PlacedIn([&jobs](const std::string& name) {
+                              return jobs.FindJob(name);
+                            }))) {
+    snapshot->node_usage[node] = NodeUsageToJson(&usage);
+  }
   snapshot->counters = sources.counters;
   return snapshot;
 }

@@ -204,6 +204,15 @@ def _local_user():
         return os.environ.get("USER", "")
 
 
+def _gpu_usage_to_list(gpus):
+    return [{
+        "index": g.index,
+        "utilization": g.utilization,
+        "memory_used_bytes": g.memoryUsedBytes,
+        "memory_total_bytes": g.memoryTotalBytes,
+    } for g in (gpus or [])]
+
+
 def _usage_to_dict(usage):
     """What a running replica uses (`cohort top`); None when its agent has not said."""
     if usage is None:
@@ -211,14 +220,21 @@ def _usage_to_dict(usage):
     return {
         "cpu_cores": usage.cpuCores,
         "memory_bytes": usage.memoryBytes,
-        "gpus": [{
-            "index": g.index,
-            "utilization": g.utilization,
-            "memory_used_bytes": g.memoryUsedBytes,
-            "memory_total_bytes": g.memoryTotalBytes,
-        } for g in (usage.gpus or [])],
+        "gpus": _gpu_usage_to_list(usage.gpus),
         "age_ms": usage.ageMs,
         "gpus_idle_ms": usage.gpusIdleMs,
+    }
+
+
+def _node_usage_to_dict(usage):
+    """What a node's running replicas use, summed (`cohort top --nodes`); None when none said."""
+    if usage is None:
+        return None
+    return {
+        "cpu_cores": usage.cpuCores,
+        "memory_bytes": usage.memoryBytes,
+        "gpus": _gpu_usage_to_list(usage.gpus),
+        "replicas": usage.replicas,
     }
 
 
@@ -300,6 +316,7 @@ def _node_to_dict(node):
         "labels": _text(node.labels),
         "label_edits": _text(node.labelEdits),
         "unhealthy": _text(node.unhealthy),
+        "usage": _node_usage_to_dict(node.usage),
     }
 
 

@@ -137,6 +137,58 @@ TEST(CliTest, UsageCellsAndTopSayWhatIsKnown) {
   EXPECT_EQ(none.str(), "No replica is running.\n");
 }
 
+// `cohort top --nodes`: a node of 4 GPUs, 3 held by 2 replicas (one reported: GPU 1 at 97%,
+// GPU 2 held and not sampled), GPU 3 free; a node with nothing; a node whose replica has not
+// reported.
+TEST(CliTest, NodeTopSaysWhatEachNodesReplicasUseBesideWhatTheyHold) {
+  std::vector<wire::NodeInfoT> nodes(3);
+  nodes[0].node_id = "gpu-1";
+  nodes[0].state = "READY";
+  nodes[0].cpus = 32;
+  nodes[0].cpus_used = 8;
+  nodes[0].memory_mb = 256 << 10;
+  nodes[0].replicas = 2;
+  for (int i = 0; i < 4; ++i) {
+    auto g = std::make_unique<wire::GpuInfoT>();
+    g->index = i;
+    nodes[0].gpus.push_back(std::move(g));
+  }
+  nodes[0].gpus_used = {0, 1, 2};
+  nodes[0].usage = std::make_unique<wire::NodeUsageT>();
+  nodes[0].usage->cpu_cores = 6.5;
+  nodes[0].usage->memory_bytes = 40LL << 30;
+  nodes[0].usage->replicas = 1;
+  for (auto [index, util] : {std::pair{0, 0.0}, std::pair{1, 97.4}}) {
+    auto g = std::make_unique<wire::GpuUsageT>();
+    g->index = index;
+    g->utilization = util;
+    nodes[0].usage->gpus.push_back(std::move(g));
+  }
+  EXPECT_EQ(NodeGpuCells(nodes[0]), "0:0% 1:97% 2:- 3:free");
+  nodes[1].node_id = "cpu-1";
+  nodes[1].state = "READY";
+  nodes[1].cpus = 16;
+  nodes[2].node_id = "gpu-2";
+  nodes[2].state = "LOST";
+  nodes[2].replicas = 1;
+  std::ostringstream out;
+  PrintNodeTop(nodes, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("NODE   STATE  REPLICAS        CPU   CPUS  MEMORY    GPUS\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("gpu-1  READY  2 (1 reported)  6.50  8/32  40G/256G  0:0% 1:97% 2:- 3:free\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cpu-1  READY  0               -     0/16  -         -\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpu-2  LOST   1 (0 reported)"), std::string::npos) << text;
+  std::ostringstream none;
+  PrintNodeTop({}, none);
+  EXPECT_EQ(none.str(), "No nodes registered.\n");
+}
+
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   CliResult none = RunCohort({});
   EXPECT_EQ(none.exit_code, kExitUsage);

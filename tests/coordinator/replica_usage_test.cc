@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace cohort::coordinator {
@@ -188,6 +190,77 @@ TEST(ReplicaUsageTest, AGarbledOrHostileReportIsMadeSaneAndKeepsToTheReplicasOwn
   EXPECT_EQ(old.cpu_seconds, -1);
   EXPECT_EQ(old.memory_bytes, -1);
   EXPECT_TRUE(old.gpus.empty());
+}
+
+// A node's usage is the sum of its replicas' that are the current placed attempt: two replicas of
+// one job on node-a, one of another job on node-b, a stale attempt and a replica that is gone.
+TEST(ReplicaUsageTest, ANodesUsageIsTheSumOfItsCurrentReplicas) {
+  ReplicaUsageTracker usage;
+  auto with_gpu = [](double cpu_seconds, int64_t memory, int index, double util) {
+    auto s = At(cpu_seconds, memory);
+    wire::GpuUsageT gpu;
+    gpu.index = index;
+    gpu.utilization = util;
+    s.gpus.push_back(gpu);
+    return s;
+  };
+  for (int t = 0; t <= 2; ++t) {
+    const int64_t now = 1'000 + t * 1'000;
+    usage.Observe("a", "worker-1", 0, with_gpu(2.0 * t, 1LL << 30, 3, 90), now);  // 2 cores
+    usage.Observe("a", "chief-0", 0, with_gpu(1.0 * t, 2LL << 30, 1, 50), now);   // 1 core
+    usage.Observe("b", "chief-0", 0, At(0.5 * t, -1), now);  // no memory controller
+    usage.Observe("a", "worker-0", 0, At(1.0 * t), now);     // restarted: attempt 1 now
+    usage.Observe("gone", "chief-0", 0, At(1.0 * t), now);   // the job is gone
+  }
+  std::map<std::pair<std::string, std::string>, std::pair<int, std::string>> placed = {
+      {{"a", "worker-1"}, {0, "node-a"}},
+      {{"a", "chief-0"}, {0, "node-a"}},
+      {{"b", "chief-0"}, {0, "node-b"}},
+      {{"a", "worker-0"}, {1, "node-b"}}};
+  auto nodes = usage.ByNode(
+      3'000, [&](const std::string& job, const std::string& replica, int attempt) -> std::string {
+        auto it = placed.find({job, replica});
+        return it == placed.end() || it->second.first != attempt ? "" : it->second.second;
+      });
+  ASSERT_EQ(nodes.size(), 2u);
+  const wire::NodeUsageT& a = nodes.at("node-a");
+  EXPECT_EQ(a.replicas, 2);
+  EXPECT_DOUBLE_EQ(a.cpu_cores, 3.0);
+  EXPECT_EQ(a.memory_bytes, 3LL << 30);
+  ASSERT_EQ(a.gpus.size(), 2u);  // by index
+  EXPECT_EQ(a.gpus[0]->index, 1);
+  EXPECT_EQ(a.gpus[0]->utilization, 50);
+  EXPECT_EQ(a.gpus[1]->index, 3);
+  const wire::NodeUsageT& b = nodes.at("node-b");
+  EXPECT_EQ(b.replicas, 1);
+  EXPECT_DOUBLE_EQ(b.cpu_cores, 0.5);
+  EXPECT_EQ(b.memory_bytes, -1);  // none known
+  EXPECT_TRUE(b.gpus.empty());
+  // Stale usage counts for nothing.
+  EXPECT_TRUE(usage
+                  .ByNode(3'000 + ReplicaUsageTracker::kStaleMs + 1,
+                          [](auto&, auto&, int) { return std::string("node-a"); })
+                  .empty());
+}
+
+// PlacedIn: a replica's node while the attempt is its current one, placed and not final.
+TEST(ReplicaUsageTest, PlacedInNamesTheNodeOfTheCurrentAttemptOnly) {
+  JobRecord job;
+  job.name = "j";
+  ReplicaRecord r;
+  r.name = "worker-0";
+  r.attempt = 2;
+  r.node_id = "node-7";
+  r.state = ReplicaState::RUNNING;
+  job.replicas.push_back(r);
+  auto node_of = ReplicaUsageTracker::PlacedIn(
+      [&](const std::string& name) { return name == "j" ? &job : nullptr; });
+  EXPECT_EQ(node_of("j", "worker-0", 2), "node-7");
+  EXPECT_EQ(node_of("j", "worker-0", 1), "");  // an older attempt
+  EXPECT_EQ(node_of("j", "chief-0", 2), "");   // no such replica
+  EXPECT_EQ(node_of("k", "worker-0", 2), "");  // no such job
+  job.replicas[0].state = ReplicaState::SUCCEEDED;
+  EXPECT_EQ(node_of("j", "worker-0", 2), "");  // ended
 }
 
 }  // namespace

@@ -536,6 +536,26 @@ TEST_F(ObservabilityTest, TopShowsWhatEachRunningReplicaUses) {
   const size_t section = status.out.find("\nUsage (");
   ASSERT_NE(section, std::string::npos) << status.out;
   EXPECT_NE(status.out.find("chief-0", section), std::string::npos) << status.out;
+  // Per node (`cohort top --nodes`): both replicas run on NodeA, their usage summed there.
+  auto nodes_top = CliByEnv({"top", "--nodes", "--json"});
+  ASSERT_EQ(nodes_top.exit_code, 0) << nodes_top.err;
+  json node_a;
+  for (const json& n : json::parse(nodes_top.out)) {
+    if (n["node_id"] == NodeA()) node_a = n;
+  }
+  ASSERT_TRUE(node_a.is_object() && node_a["usage"].is_object()) << nodes_top.out;
+  EXPECT_EQ(node_a["replicas"], 2) << node_a;
+  EXPECT_EQ(node_a["usage"]["replicas"], 2) << node_a;
+  // The 10 s CPU windows move little between two reads: the sum holds the spinning one's.
+  EXPECT_GE(node_a["usage"]["cpu_cores"].get<double>(),
+            0.5 * usage["spinning"]["cpu_cores"].get<double>())
+      << node_a << " " << rows.dump();
+  if (memory_controller) EXPECT_GT(node_a["usage"]["memory_bytes"].get<int64_t>(), 0) << node_a;
+  auto nodes_table = CliByEnv({"top", "--nodes"});
+  ASSERT_EQ(nodes_table.exit_code, 0) << nodes_table.err;
+  EXPECT_TRUE(
+      std::regex_search(nodes_table.out, std::regex(NodeA() + " +READY +2 +[0-9]+\\.[0-9][0-9] ")))
+      << nodes_table.out;
   // The dashboard's job page: its API (from the HTTP snapshot, up to half a second behind), and
   // the page in headless Chromium.
   json api;
@@ -554,6 +574,28 @@ TEST_F(ObservabilityTest, TopShowsWhatEachRunningReplicaUses) {
         "http://127.0.0.1:" + std::to_string(cluster_->coordinator_http_port()) + "/#/job/spinning",
         ArtifactsDir() + "/dashboard-usage.png");
     EXPECT_NE(page.find("<th>GPU use</th>"), std::string::npos) << page;
+    EXPECT_TRUE(std::regex_search(page, std::regex("<td>[0-9]+\\.[0-9][0-9]</td>"))) << page;
+  }
+  // Its nodes page: NodeA's CPU use, from /api/nodes.
+  json api_nodes;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        api_nodes =
+            json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/nodes"), nullptr, false);
+        for (const json& n : api_nodes.is_array() ? api_nodes : json::array()) {
+          if (n["node_id"] == NodeA() && n["usage"].is_object()) {
+            return n["usage"]["replicas"] == 2 && n["usage"]["cpu_cores"].get<double>() >= 0;
+          }
+        }
+        return false;
+      },
+      10s, 200ms))
+      << api_nodes;
+  if (ct::FileExists(kChromium)) {
+    const std::string page = RenderPage(
+        "http://127.0.0.1:" + std::to_string(cluster_->coordinator_http_port()) + "/#/nodes",
+        ArtifactsDir() + "/dashboard-nodes-usage.png");
+    EXPECT_NE(page.find("<th>CPU use</th>"), std::string::npos) << page;
     EXPECT_TRUE(std::regex_search(page, std::regex("<td>[0-9]+\\.[0-9][0-9]</td>"))) << page;
   }
   // Once a job has ended it uses nothing, and says nothing of it.

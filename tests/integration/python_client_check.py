@@ -174,6 +174,11 @@ def main(endpoint, scratch):
         check([(r["job"], r["replica"]) for r in rows] == [(quiet, "chief-0")], f"top: {rows}")
         check(rows[0]["usage"] is not None and rows[0]["usage"]["gpus"] == [], f"usage: {rows}")
         check(any(r["job"] == quiet for r in client.top()), f"top of all: {client.top()}")
+        # Its node's usage counts it (`cohort top --nodes`).
+        node = rows[0]["node_id"]
+        used = [n["usage"] for n in client.nodes() if n["node_id"] == node]
+        check(len(used) == 1 and used[0] is not None and used[0]["replicas"] >= 1 and
+              used[0]["gpus"] == [], f"usage of {node}: {used}")
         client.cancel(quiet)
 
         try:
