@@ -204,38 +204,33 @@ def _local_user():
         return os.environ.get("USER", "")
 
 
-def _gpu_usage_to_list(gpus):
-    return [{
-        "index": g.index,
-        "utilization": g.utilization,
-        "memory_used_bytes": g.memoryUsedBytes,
-        "memory_total_bytes": g.memoryTotalBytes,
-    } for g in (gpus or [])]
+def _usage_fields(usage, own):
+    """A ReplicaUsage or NodeUsage: CPU cores, memory and GPUs, then `own(usage)`'s fields; None
+    when nothing was said."""
+    if usage is None:
+        return None
+    fields = {
+        "cpu_cores": usage.cpuCores,
+        "memory_bytes": usage.memoryBytes,
+        "gpus": [{
+            "index": g.index,
+            "utilization": g.utilization,
+            "memory_used_bytes": g.memoryUsedBytes,
+            "memory_total_bytes": g.memoryTotalBytes,
+        } for g in (usage.gpus or [])],
+    }
+    fields.update(own(usage))
+    return fields
 
 
 def _usage_to_dict(usage):
     """What a running replica uses (`cohort top`); None when its agent has not said."""
-    if usage is None:
-        return None
-    return {
-        "cpu_cores": usage.cpuCores,
-        "memory_bytes": usage.memoryBytes,
-        "gpus": _gpu_usage_to_list(usage.gpus),
-        "age_ms": usage.ageMs,
-        "gpus_idle_ms": usage.gpusIdleMs,
-    }
+    return _usage_fields(usage, lambda u: {"age_ms": u.ageMs, "gpus_idle_ms": u.gpusIdleMs})
 
 
 def _node_usage_to_dict(usage):
     """What a node's running replicas use, summed (`cohort top --nodes`); None when none said."""
-    if usage is None:
-        return None
-    return {
-        "cpu_cores": usage.cpuCores,
-        "memory_bytes": usage.memoryBytes,
-        "gpus": _gpu_usage_to_list(usage.gpus),
-        "replicas": usage.replicas,
-    }
+    return _usage_fields(usage, lambda u: {"replicas": u.replicas})
 
 
 def _job_to_dict(job):
