@@ -263,10 +263,13 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   t.Sample("cohort_nodes", {{"state", "draining"}}, draining);
   t.Sample("cohort_nodes", {{"state", "lost"}}, lost);
   t.Family("cohort_gpus", Type::kGauge,
-           "GPUs of the nodes that are not lost (state=total), and those held by replicas "
-           "(state=allocated).");
+           "GPUs of the nodes that are not lost (state=total), those held by replicas "
+           "(state=allocated), and of those the ones held idle (state=held_idle: every GPU of "
+           "the replica sampled below 1% utilization for a minute or more, as its agent's NVML "
+           "says; 0 where nodes have no NVML).");
   t.Sample("cohort_gpus", {{"state", "total"}}, gpus_total);
   t.Sample("cohort_gpus", {{"state", "allocated"}}, jobs.gpus_held);
+  t.Sample("cohort_gpus", {{"state", "held_idle"}}, s.gpus_held_idle);
 
   // ---- the loop
   t.Family("cohort_schedule_round_seconds", Type::kHistogram,

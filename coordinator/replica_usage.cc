@@ -114,6 +114,17 @@ std::map<std::string, wire::NodeUsageT> ReplicaUsageTracker::ByNode(int64_t now_
   return nodes;
 }
 
+int64_t ReplicaUsageTracker::GpusHeldIdle(int64_t now_ms, const NodeOf& node_of) const {
+  int64_t idle = 0;
+  ForEachShown(now_ms, [&](const std::string& job, const std::string& replica, int attempt,
+                           const wire::ReplicaUsageT& usage) {
+    if (usage.gpus_idle_ms >= kHeldIdleMs && !node_of(job, replica, attempt).empty()) {
+      idle += static_cast<int64_t>(usage.gpus.size());
+    }
+  });
+  return idle;
+}
+
 ReplicaUsageTracker::NodeOf ReplicaUsageTracker::PlacedIn(
     std::function<const JobRecord*(const std::string&)> find_job) {
   return [find_job = std::move(find_job)](const std::string& job, const std::string& replica,

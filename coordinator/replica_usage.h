@@ -70,6 +70,11 @@ class ReplicaUsageTracker {
   using NodeOf =
       std::function<std::string(const std::string& job, const std::string& replica, int attempt)>;
   std::map<std::string, wire::NodeUsageT> ByNode(int64_t now_ms, const NodeOf& node_of) const;
+  // The GPUs held idle (Prometheus' cohort_gpus{state="held_idle"}): those of the attempts
+  // `node_of` places whose every GPU has sampled below kIdleUtilization for kHeldIdleMs or more
+  // without a break (a minute, as `cohort top` shows "(idle 1m00s)").
+  static constexpr int64_t kHeldIdleMs = 60'000;
+  int64_t GpusHeldIdle(int64_t now_ms, const NodeOf& node_of) const;
   // The NodeOf of the jobs `find_job` finds (nullptr: gone): a replica's node while `attempt` is
   // its current attempt and it is placed and not final.
   static NodeOf PlacedIn(std::function<const JobRecord*(const std::string&)> find_job);

@@ -47,12 +47,12 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
                                          int attempt, const wire::ReplicaUsageT& usage) {
     snapshot->usage[job][replica] = {attempt, ReplicaUsageToJson(&usage)};
   });
-  for (auto& [node, usage] :
-       sources.usage.ByNode(now_ms, ReplicaUsageTracker::PlacedIn([&jobs](const std::string& name) {
-                              return jobs.FindJob(name);
-                            }))) {
+  const ReplicaUsageTracker::NodeOf node_of = ReplicaUsageTracker::PlacedIn(
+      [&jobs](const std::string& name) { return jobs.FindJob(name); });
+  for (auto& [node, usage] : sources.usage.ByNode(now_ms, node_of)) {
     snapshot->node_usage[node] = NodeUsageToJson(&usage);
   }
+  snapshot->gpus_held_idle = sources.usage.GpusHeldIdle(now_ms, node_of);
   snapshot->counters = sources.counters;
   return snapshot;
 }

@@ -165,6 +165,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   s.counters.elastic_shrinks = 2;
   s.counters.elastic_grows = 1;
   s.counters.fence_held = 2;
+  s.gpus_held_idle = 2;
   std::string text = CoordinatorHttp::RenderMetrics(s);
   auto has = [&](const std::string& line) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
@@ -193,6 +194,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_nodes{state=\"lost\"} 1");
   has("cohort_gpus{state=\"total\"} 6");      // the lost node's GPUs are not counted
   has("cohort_gpus{state=\"allocated\"} 3");  // run's 3 replicas hold one each
+  has("cohort_gpus{state=\"held_idle\"} 2");
   has("cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"} 4");
   has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
 }

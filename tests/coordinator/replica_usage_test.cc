@@ -135,6 +135,31 @@ TEST(ReplicaUsageTest, GpusIdleCountsFromTheFirstSampleOfAllOfThemAtZero) {
   EXPECT_EQ(usage.Of("j", "worker-0", 0, 900'000)->gpus_idle_ms, 0);
 }
 
+// cohort_gpus{state="held_idle"}: the GPUs of placed attempts idle for kHeldIdleMs.
+TEST(ReplicaUsageTest, GpusHeldIdleCountsThePlacedAttemptsIdleForAMinute) {
+  ReplicaUsageTracker usage;
+  auto idle = [](std::vector<int> gpus) {
+    ReplicaUsageTracker::Sample s = At(1.0);
+    for (int index : gpus) {
+      wire::GpuUsageT g;
+      g.index = index;
+      s.gpus.push_back(g);
+    }
+    return s;
+  };
+  const int64_t t0 = 1'000, t1 = t0 + ReplicaUsageTracker::kHeldIdleMs;
+  for (int64_t t : {t0, t1}) {
+    usage.Observe("j", "chief-0", 0, idle({0, 1}), t);  // idle a minute: 2 GPUs
+    usage.Observe("j", "worker-0", 0, idle({2}), t);    // the same, not placed now
+  }
+  usage.Observe("j", "worker-1", 0, idle({3}), t0 + 1);  // idle a minute less 1 ms
+  usage.Observe("j", "worker-1", 0, idle({3}), t1);
+  auto placed = [](const std::string&, const std::string& replica, int) -> std::string {
+    return replica == "worker-0" ? "" : "node-a";
+  };
+  EXPECT_EQ(usage.GpusHeldIdle(t1, placed), 2);
+}
+
 // A heartbeat's progress as the wire carries it, built from its object form.
 struct ProgressBuffer {
   explicit ProgressBuffer(const wire::ReplicaProgressT& progress) {

@@ -169,6 +169,7 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_elastic_resizes_total{direction=\"shrink\"}", 0},
       {"cohort_elastic_resizes_total{direction=\"grow\"}", 0},
       {"cohort_replicas_fence_held", 0},
+      {"cohort_gpus{state=\"held_idle\"}", 0},  // no NVML here: nothing sampled idle
       {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 4},
       {"cohort_agent_attempts_started_total{node=\"" + NodeA() + "\"}", 3},
       {"cohort_agent_health_check_passing{node=\"" + NodeA() + "\"}", 1},
