@@ -76,6 +76,10 @@ struct LaunchRequest {
   // Whether a launcher that gives replicas a PID namespace (agent/process_launcher.h) gives this
   // one one: container runtimes, which make their own, are launched without.
   bool pid_namespace = true;
+  // Container launchers only: the agent's sitecustomize directory (agent/python_site.h), which
+  // runc/crun containers get bind-mounted read-only and first on PYTHONPATH (above the image's or
+  // the job's) unless the environment says COHORT_PYTHON_STACKS=0; empty: none.
+  std::string python_site;
 };
 
 // One launched attempt: its main process plus everything it spawned.

@@ -16,6 +16,7 @@
 #include "agent/captured_command.h"
 #include "agent/container_replica.h"
 #include "agent/replica_env.h"
+#include "common/file_util.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
 
@@ -79,6 +80,9 @@ std::map<std::string, std::string> ContainerEnv(const LaunchRequest& request) {
   return env;
 }
 
+constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr uintmax_t kMaxImageConfigBytes = 16 << 20;
+
 // OCI process.user: the run_as account's uid, gid and groups; root without one.
 json ProcessUser(const std::optional<RunAs>& run_as) {
   if (!run_as) return {{"uid", 0}, {"gid", 0}};
@@ -101,6 +105,43 @@ std::string OutputDir(const std::map<std::string, std::string>& env) {
 }
 
 }  // namespace
+
+StatusOr<std::map<std::string, std::string>> ImageEnv(const std::string& rootfs) {
+  std::map<std::string, std::string> env;
+  const fs::path root(rootfs);
+  if (root.filename() != "rootfs") return env;  // a bare root filesystem: no config
+  const fs::path file = root.parent_path() / "config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return env;
+  const uintmax_t size = fs::file_size(file, ec);
+  if (ec || size > kMaxImageConfigBytes) {
+    return FailedPrecondition("the image's " + file.string() + " is " +
+                              (ec ? "unreadable: " + ec.message() : "larger than 16 MiB"));
+  }
+  COHORT_ASSIGN_OR_RETURN(std::string text,
+                          ReadFileToString(file.string(), "the image's config.json"));
+  const json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return FailedPrecondition("the image's " + file.string() + " is not a JSON object");
+  }
+  const auto process = config.find("process");
+  if (process == config.end() || !process->is_object()) return env;
+  const auto vars = process->find("env");
+  if (vars == process->end()) return env;
+  if (!vars->is_array()) {
+    return FailedPrecondition("the image's " + file.string() + ": process.env is not an array");
+  }
+  for (const json& var : *vars) {
+    const std::string* text_var = var.get_ptr<const std::string*>();
+    const size_t eq = text_var == nullptr ? std::string::npos : text_var->find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return FailedPrecondition("the image's " + file.string() + ": process.env holds " +
+                                var.dump().substr(0, 80) + ", not a KEY=VALUE string");
+    }
+    env[text_var->substr(0, eq)] = text_var->substr(eq + 1);
+  }
+  return env;
+}
 
 bool HostHasHybridCgroups() {
   std::ifstream mounts("/proc/self/mounts");
@@ -322,13 +363,20 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   if (request.argv.empty()) {
     return InvalidArgument("container.command is required for runc/crun images");
   }
-  json env = json::array();
-  bool has_path = false;
-  for (const auto& [key, value] : ContainerEnv(request)) {
-    env.push_back(key + "=" + value);
-    has_path |= key == "PATH";
+  // The image's own environment (its ENV), under the replica's; a PATH when neither has one; the
+  // agent's sitecustomize first on PYTHONPATH, above the image's or the job's.
+  COHORT_ASSIGN_OR_RETURN(auto vars, ImageEnv(rootfs));
+  for (auto& [key, value] : ContainerEnv(request)) vars[key] = std::move(value);
+  vars.try_emplace("PATH", kDefaultPath);
+  const auto opted_out = vars.find("COHORT_PYTHON_STACKS");
+  const bool python_site =
+      !request.python_site.empty() && (opted_out == vars.end() || opted_out->second != "0");
+  if (python_site) {
+    std::string& path = vars["PYTHONPATH"];
+    path = path.empty() ? request.python_site : request.python_site + ":" + path;
   }
-  if (!has_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  json env = json::array();
+  for (const auto& [key, value] : vars) env.push_back(key + "=" + value);
 
   json capabilities = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FOWNER",
                        "CAP_FSETID",  "CAP_KILL",         "CAP_SETGID",
@@ -383,6 +431,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   if (!request.working_dir.empty() && request.working_dir != output_dir) {
     bind(request.working_dir, false);
   }
+  if (python_site) bind(request.python_site, true);
 
   // GPUs: the pinned nodes and the control nodes, nothing else.
   json devices = json::array();
@@ -458,6 +507,11 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     argv.push_back("--volume");
     argv.push_back(output_dir + ":" + output_dir);
   }
+  // The attempt's files (flight recorder, error file) at the paths its environment names.
+  if (!request.working_dir.empty() && request.working_dir != output_dir) {
+    argv.push_back("--volume");
+    argv.push_back(request.working_dir + ":" + request.working_dir);
+  }
   if (request.memory_mb > 0) argv.push_back("--memory=" + std::to_string(request.memory_mb) + "m");
   if (request.cpus > 0) argv.push_back("--cpus=" + std::to_string(request.cpus));
   argv.push_back("--pids-limit=32768");
@@ -494,7 +548,7 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
   }
   // The container gets its environment from config.json or --env; the runtime process needs
   // only a PATH.
-  runtime_request.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
+  runtime_request.env = {{"PATH", kDefaultPath}};
   runtime_request.gpus.clear();
   runtime_request.pid_namespace = false;  // the runtime gives the container one of its own
   // The runtime runs as the agent; the container's process as process.user / --user.

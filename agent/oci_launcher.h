@@ -6,8 +6,23 @@
 // directory with bin/ or usr/, or one holding rootfs/), or an OCI image layout (index.json;
 // unpacked once per (layout, tag) with umoci into <cache>/). The root is mounted read-only with a
 // tmpfs /tmp; the job's output directory (the parent of AIP_MODEL_DIR), the working directory
-// and /etc/hosts, /etc/resolv.conf are bind-mounted; host networking (no network namespace:
-// NCCL and UCX want the host's interfaces); CPU, memory and pids limits.
+// and /etc/hosts, /etc/resolv.conf are bind-mounted (docker/podman: the first two); host
+// networking (no network namespace: NCCL and UCX want the host's interfaces); CPU, memory and
+// pids limits.
+//
+// The attempt's working directory is mounted at its own path (runc/crun: also the container's
+// cwd), so the files the replica's environment names there (the flight recorder the hang
+// watchdog reads, the stack dumps, TORCHELASTIC_ERROR_FILE: agent/replica_env.h) are the agent's
+// to read as for a process replica; runc/crun containers also get the agent's sitecustomize
+// (LaunchRequest::python_site, agent/python_site.h) mounted read-only and first on PYTHONPATH.
+//
+// Environment: the image's own (its ENV, as the process.env of the config.json beside its rootfs:
+// the one umoci unpacked from an image layout, or a bundle's given as the image; a bare root
+// filesystem has none), under the replica's (agent/replica_env.h, which wins), with a PATH where
+// neither has one; with docker/podman the CLI lays the image's under the --env variables itself.
+// So a stock image's PATH (a conda or venv bin first), LD_LIBRARY_PATH and the rest are the
+// script's, as under `docker run`. A config.json that is not JSON, or whose process.env is not
+// KEY=VALUE strings, fails the launch saying so.
 //
 // GPUs: only the pinned /dev/nvidiaN nodes plus the control nodes (nvidiactl, nvidia-uvm,
 // nvidia-uvm-tools, nvidia-modeset) that exist on the host are created in the container, each
@@ -74,6 +89,12 @@ struct OciOptions {
   std::chrono::milliseconds shutdown_drain{std::chrono::seconds(10)};
 };
 
+// The image's own environment: the process.env of <rootfs>/../config.json when `rootfs` is a
+// directory named rootfs beside one (an unpacked image layout, an OCI bundle); none otherwise.
+// kFailedPrecondition naming the file when it is not JSON, over 16 MiB, or its env is not
+// KEY=VALUE strings.
+StatusOr<std::map<std::string, std::string>> ImageEnv(const std::string& rootfs);
+
 class OciLauncher : public Launcher {
  public:
   // Picks the runtime (see OciOptions::runtime). Fails naming what is missing when no runtime
@@ -98,7 +119,8 @@ class OciLauncher : public Launcher {
   // How many prepared attempts wait for their Launch or Forget (for tests).
   size_t prepared_count();
 
-  // The OCI config.json for a request whose rootfs is `rootfs` (exposed for tests).
+  // The OCI config.json for a request whose rootfs is `rootfs` (exposed for tests): the image's
+  // environment (ImageEnv) under the request's.
   StatusOr<std::string> BundleConfig(const LaunchRequest& request, const std::string& rootfs) const;
   // argv of `docker run`/`podman run` for a request (exposed for tests).
   std::vector<std::string> CliRunArgv(const LaunchRequest& request,

@@ -64,10 +64,12 @@ std::string ErrorFilePath(const std::string& attempt_dir) {
 
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input) {
   std::map<std::string, std::string> env;
-  for (const char* name : {"PATH", "HOME", "LANG"}) {
-    if (const char* value = std::getenv(name)) env[name] = value;
+  if (!input.container) {
+    for (const char* name : {"PATH", "HOME", "LANG"}) {
+      if (const char* value = std::getenv(name)) env[name] = value;
+    }
+    if (env.find("PATH") == env.end()) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   }
-  if (env.find("PATH") == env.end()) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& [key, value] : input.launch_env) env[key] = value;
   env.try_emplace("PYTHONUNBUFFERED", "1");
   if (!input.attempt_dir.empty()) {
@@ -110,6 +112,7 @@ Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_
   plan->env.gpus = request.gpus;
   plan->chief = launch.role() && launch.role()->str() == "chief";
   plan->container = launch.container() != nullptr;
+  plan->env.container = plan->container;
   if (plan->container) request.image = Str(launch.container()->image());
   if (request.argv.empty() && !plan->container) {
     return InvalidArgument("the launch has no command");

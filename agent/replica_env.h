@@ -63,7 +63,9 @@ std::string StackDumpDir(const std::string& attempt_dir);
 std::string ErrorFilePath(const std::string& attempt_dir);
 inline constexpr char kErrorFileEnv[] = "TORCHELASTIC_ERROR_FILE";
 
-// The replica's environment: the agent's PATH, HOME and LANG, the launch's variables (which win),
+// The replica's environment: the agent's PATH, HOME and LANG (a process replica's; a container's
+// are its image's, which the container launcher lays under all of this), the launch's variables
+// (which win),
 // the attempt's files (flight recorder, stack dumps, TORCHELASTIC_ERROR_FILE: the launch may name
 // others), COHORT_RESTART_COUNT, COHORT_RESTORE_CHECKPOINT and the GPUs' visibility. Also
 // PYTHONUNBUFFERED=1 unless the launch sets it (to "" for buffered output): a script's print()s go
@@ -79,6 +81,8 @@ struct ReplicaEnvInput {
   // The agent's sitecustomize directory (agent/python_site.h), put first on PYTHONPATH unless the
   // launch env says COHORT_PYTHON_STACKS=0; empty: none (containers).
   std::string python_site;
+  // A container replica: the agent's own PATH, HOME and LANG are not its (its image's ENV is).
+  bool container = false;
 };
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
 

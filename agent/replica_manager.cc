@@ -123,8 +123,13 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   if (Status s = PlanLaunch(launch, config_.builtin_dir, &pending->plan); !s.ok()) {
     return FailBeforeLaunch(a, s, s.code() == StatusCode::kNotFound ? 127 : 2);
   }
-  if (!pending->plan.container) {
-    pending->plan.env.attempt_dir = request.working_dir;
+  // The attempt's files (flight recorder, stack dumps, error file) are in its working directory,
+  // which a container sees at the same path (agent/oci_launcher.h); the sitecustomize is put on a
+  // process's PYTHONPATH here, on a container's by its launcher, above the image's.
+  pending->plan.env.attempt_dir = request.working_dir;
+  if (pending->plan.container) {
+    request.python_site = config_.python_site;
+  } else {
     pending->plan.env.python_site = config_.python_site;
   }
   pending->launcher = process_launcher_.get();

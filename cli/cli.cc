@@ -303,8 +303,9 @@ Quote what the replica's shell should expand: cohort exec train -- sh -c 'ls $AI
 Has the agents take the stacks of the job's running replicas now, as the watchdog does for a hung
 job (scheduling.hang_timeout), and prints them as they come, each after a "==== worker-1 attempt 0
 ====" line: every process of the replica (at most 8) with its command line, its Python stacks
-(faulthandler: any Python process of a process replica, registered by the agent's
-sitecustomize; in a container, one that imported cohort.collective or cohort.torch) and its
+(faulthandler: any Python process of a process replica or a runc/crun container, registered by
+the agent's sitecustomize; in a docker/podman container, one that imported cohort.collective or
+cohort.torch) and its
 native stacks (eu-stack, else gdb). What a DDP job is stuck in, rank by rank, as `py-spy dump` on each
 node or Ray's `ray stack` shows it. They are kept with the replica's logs (`cohort logs JOB
 --replica R --dump`). Only the job's owner or an admin may (exit 5 otherwise), and each request is

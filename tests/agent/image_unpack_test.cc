@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -123,10 +124,13 @@ class FakeUmoci {
     if (!FileExists(umoci)) return false;
     fs::remove_all(image());
     const std::string tagged = image() + ":latest", build = dir_.Join("build");
-    for (const auto& args :
-         std::vector<std::vector<std::string>>{{"init", "--layout", image()},
-                                               {"new", "--image", tagged},
-                                               {"unpack", "--image", tagged, build}}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"init", "--layout", image()},
+             {"new", "--image", tagged},
+             // The image's own ENV, as a stock image has (a conda or venv bin first on PATH).
+             {"config", "--image", tagged, "--config.env", "PATH=/opt/tools/bin:/bin",
+              "--config.env", "IMAGE_SAYS=from the image", "--config.env", "RANK=image"},
+             {"unpack", "--image", tagged, build}}) {
       auto run = testing::RunProcess(umoci, args);
       EXPECT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
     }
@@ -317,6 +321,33 @@ TEST_F(ImageUnpackTest, TheRealUmociUnpacksARealLayout) {
   LaunchContainer("worker-0", 0);
   ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); }));
   ExpectRanFromTheUnpackedRoot("worker-0", 0);
+}
+
+// The image's ENV is the container's, under the replica's own variables: its PATH (not the
+// agent's), its other variables, and the job's RANK over the image's.
+TEST_F(ImageUnpackTest, TheContainerRunsWithTheImagesEnvironmentUnderTheJobs) {
+  if (!umoci_.UseRealUmoci()) GTEST_SKIP() << "umoci is not installed (scripts/install-deps.sh)";
+  wire::LaunchReplicaT launch = umoci_.Launch("worker-0", 0);
+  launch.command = {"/bin/sh", "-c", "echo \"PATH=$PATH|IMAGE_SAYS=$IMAGE_SAYS|RANK=$RANK\""};
+  auto rank = std::make_unique<wire::KeyValueT>();
+  rank->key = "RANK";
+  rank->value = "3";
+  launch.env.push_back(std::move(rank));
+  manager_->Launch(*Built<wire::LaunchReplica>(launch));
+  ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); }));
+  const std::string config = ReadFile(
+      AttemptWorkingDir(config_.work_dir, ImageJob(), "worker-0", 0) + "/bundle/config.json");
+  ASSERT_FALSE(config.empty()) << Find(ImageJob(), "worker-0", 0)->message;
+  std::set<std::string> env;
+  const nlohmann::json parsed = nlohmann::json::parse(config);
+  for (const auto& var : parsed["process"]["env"]) env.insert(var.get<std::string>());
+  EXPECT_TRUE(env.count("PATH=/opt/tools/bin:/bin")) << config;
+  EXPECT_TRUE(env.count("IMAGE_SAYS=from the image")) << config;
+  EXPECT_TRUE(env.count("RANK=3")) << config;
+  if (!FakeUmoci::ContainersRun()) return;  // runc/crun then fail at the runtime step
+  EXPECT_NE(Log("worker-0", 0).find("PATH=/opt/tools/bin:/bin|IMAGE_SAYS=from the image|RANK=3"),
+            std::string::npos)
+      << Log("worker-0", 0);
 }
 
 TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {

@@ -294,6 +294,22 @@ TEST(ReplicaEnvTest, AddsRestartRestoreAndGpuPinning) {
   EXPECT_FALSE(cpu_only["PATH"].empty());
 }
 
+// A container's PATH, HOME and LANG are its image's (agent/oci_launcher.h lays the image's
+// environment under this one), never the agent's host PATH: a stock image's /opt/conda/bin stays
+// first. The launch's own PATH still wins.
+TEST(ReplicaEnvTest, AContainerGetsNoneOfTheAgentsPathHomeOrLang) {
+  ReplicaEnvInput in;
+  in.container = true;
+  in.launch_env = {{"RANK", "0"}};
+  auto env = BuildReplicaEnv(in);
+  EXPECT_EQ(env.count("PATH"), 0u);
+  EXPECT_EQ(env.count("HOME"), 0u);
+  EXPECT_EQ(env.count("LANG"), 0u);
+  EXPECT_EQ(env["RANK"], "0");
+  in.launch_env["PATH"] = "/job/bin";
+  EXPECT_EQ(BuildReplicaEnv(in)["PATH"], "/job/bin");
+}
+
 TEST(ReplicaEnvTest, PythonOutputIsUnbufferedUnlessTheJobSaysOtherwise) {
   EXPECT_EQ(BuildReplicaEnv(ReplicaEnvInput{})["PYTHONUNBUFFERED"], "1");
   ReplicaEnvInput buffered;

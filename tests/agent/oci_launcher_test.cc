@@ -12,11 +12,19 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "agent/captured_command.h"
 #include "agent/exec_in_replica.h"
+#include "agent/python_site.h"
 #include "agent/runtime_commands.h"
+#include "agent/stack_dump.h"
+#include "common/stack_where.h"
 #include "tests/testing/process.h"
 
 namespace cohort::agent {
@@ -295,7 +303,183 @@ TEST_P(OciLauncherTest, ACommandRunsInsideTheRunningContainer) {
   (*process)->Release();
 }
 
+// A stock image's environment (PATH with its conda bin first, LD_LIBRARY_PATH, ...) is the
+// container's, under the replica's: the process.env of the config.json umoci writes beside the
+// unpacked rootfs.
+TEST_P(OciLauncherTest, TheImagesOwnEnvironmentLiesUnderTheReplicas) {
+  auto launcher = OciLauncher::Create(options_, &processes_);
+  if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
+  fs::create_directories(dir_ / "image" / "rootfs");
+  std::ofstream(dir_ / "image" / "config.json")
+      << R"({"ociVersion": "1.0.0", "process": {"env": ["PATH=/opt/conda/bin:/usr/bin",)"
+      << R"( "LD_LIBRARY_PATH=/usr/local/nvidia/lib64", "TF_CONFIG=image", "EMPTY="]}})";
+  auto config =
+      (*launcher)->BundleConfig(Request({"/bin/true"}, {}), (dir_ / "image" / "rootfs").string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::set<std::string> env;
+  const nlohmann::json parsed = nlohmann::json::parse(*config);
+  for (const auto& var : parsed["process"]["env"]) env.insert(var.get<std::string>());
+  EXPECT_TRUE(env.count("PATH=/opt/conda/bin:/usr/bin")) << *config;
+  EXPECT_TRUE(env.count("LD_LIBRARY_PATH=/usr/local/nvidia/lib64")) << *config;
+  EXPECT_TRUE(env.count("EMPTY=")) << *config;
+  EXPECT_TRUE(env.count(R"(TF_CONFIG={"task":{"type":"worker","index":0}})")) << *config;
+  EXPECT_FALSE(env.count("TF_CONFIG=image")) << *config;
+  // A bare root filesystem has no environment of its own: the default PATH.
+  auto bare = (*launcher)->BundleConfig(Request({"/bin/true"}, {}), (dir_ / "rootfs").string());
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_NE(bare->find("\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\""),
+            std::string::npos)
+      << *bare;
+}
+
+// The agent's sitecustomize (agent/python_site.h) reaches a runc/crun container's Python: mounted
+// read-only at its own path and first on PYTHONPATH, above the image's, unless the pool opts out.
+// The attempt's working directory, where the flight recorder and stack dumps go, is mounted at its
+// own path with docker/podman too.
+TEST_P(OciLauncherTest, TheAgentsSitecustomizeGoesFirstOnTheContainersPythonPath) {
+  auto launcher = OciLauncher::Create(options_, &processes_);
+  if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
+  fs::create_directories(dir_ / "image" / "rootfs");
+  std::ofstream(dir_ / "image" / "config.json") << R"({"process": {"env": ["PYTHONPATH=/app"]}})";
+  const std::string site = (dir_ / "site").string();
+  LaunchRequest request = Request({"python3", "train.py"}, {});
+  request.python_site = site;
+  auto bundle = [&](const LaunchRequest& r) {
+    auto config = (*launcher)->BundleConfig(r, (dir_ / "image" / "rootfs").string());
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return config.ok() ? nlohmann::json::parse(*config) : nlohmann::json::object();
+  };
+  auto env_of = [](const nlohmann::json& config) {
+    std::set<std::string> env;
+    for (const auto& var : config["process"]["env"]) env.insert(var.get<std::string>());
+    return env;
+  };
+  auto site_mount = [&](const nlohmann::json& config) -> nlohmann::json {
+    for (const auto& mount : config["mounts"]) {
+      if (mount["destination"] == site) return mount;
+    }
+    return nullptr;
+  };
+  const nlohmann::json with = bundle(request);
+  EXPECT_TRUE(env_of(with).count("PYTHONPATH=" + site + ":/app")) << with["process"]["env"];
+  const nlohmann::json mount = site_mount(with);
+  ASSERT_TRUE(mount.is_object()) << with["mounts"];
+  EXPECT_EQ(mount["source"], site);
+  EXPECT_NE(mount["options"].dump().find("\"ro\""), std::string::npos) << mount;
+  request.env["COHORT_PYTHON_STACKS"] = "0";
+  const nlohmann::json without = bundle(request);
+  EXPECT_TRUE(env_of(without).count("PYTHONPATH=/app")) << without["process"]["env"];
+  EXPECT_TRUE(site_mount(without).is_null()) << without["mounts"];
+
+  std::string joined;
+  for (const auto& a : (*launcher)->CliRunArgv(request, "cid")) joined += a + " ";
+  EXPECT_NE(joined.find("--volume " + request.working_dir + ":" + request.working_dir + " "),
+            std::string::npos)
+      << joined;
+}
+
+// A stock Python script in a real container, which imports nothing of Cohort: the agent's
+// sitecustomize registers it, so the agent's stack dump (agent/stack_dump.h) of the container's
+// processes has its Python stack, from the file it wrote in the attempt's working directory under
+// its own PID namespace's pid, and StackWhere reads where it waits. The root filesystem is the
+// busybox one plus Debian's Python, hard-linked from this machine (skipped, saying so, where it
+// cannot be).
+TEST_P(OciLauncherTest, AStockPythonScriptInAContainerHasItsStacksTaken) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  const fs::path python = "/usr/bin/python3.11", stdlib = "/usr/lib/python3.11";
+  if (!fs::exists(python) || !fs::exists(stdlib)) GTEST_SKIP() << "no Debian python3.11 here";
+  const fs::path root = dir_ / "rootfs";
+  std::error_code ec;
+  auto link_in = [&](const fs::path& from) {
+    fs::create_directories(root / from.relative_path().parent_path(), ec);
+    fs::copy(from, root / from.relative_path(),
+             fs::copy_options::recursive | fs::copy_options::create_hard_links |
+                 fs::copy_options::copy_symlinks | fs::copy_options::skip_existing,
+             ec);
+    return !ec;
+  };
+  bool linked = link_in(python) && link_in(stdlib);
+  if (fs::exists("/etc/python3.11")) linked = linked && link_in("/etc/python3.11");
+  // The interpreter's shared libraries, as ldd lists them.
+  // The interpreter's shared libraries and loader, as ldd names them, each a file at that path
+  // (symbolic links resolved: the host's /lib may be one to /usr/lib).
+  CapturedCommand ldd = RunCaptured({"/usr/bin/ldd", python.string()});
+  std::istringstream lines(ldd.output);
+  for (std::string line; linked && std::getline(lines, line);) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const fs::path lib = line.substr(slash, line.find(' ', slash) - slash);
+    fs::create_directories(root / lib.relative_path().parent_path(), ec);
+    if (!ec) fs::create_hard_link(fs::canonical(lib, ec), root / lib.relative_path(), ec);
+    linked = !ec;
+  }
+  if (!linked)
+    GTEST_SKIP() << "cannot hard-link Python into the test's root filesystem: " << ec.message();
+
+  fs::create_directories(dir_ / "agent-work");
+  auto site = InstallPythonSite((dir_ / "agent-work").string());
+  ASSERT_TRUE(site.ok()) << site.status().ToString();
+  std::ofstream(dir_ / "work" / "stall.py")
+      << "import time\n\ndef wait_for_data():\n    time.sleep(300)\n\nprint('started', "
+         "flush=True)\nwait_for_data()\n";
+  LaunchRequest request =
+      Request({"/usr/bin/python3.11", (dir_ / "work" / "stall.py").string()}, {});
+  const std::string stacks = (dir_ / "work" / "stacks").string();
+  request.env["COHORT_STACK_DUMP_DIR"] = stacks;
+  request.env["COHORT_STACK_DUMP_SIGNAL"] = std::to_string(StackDumpSignal());
+  request.python_site = *site;
+  ASSERT_TRUE(launcher_->Prepare(request).ok());
+  auto process = launcher_->Launch(request);
+  ASSERT_TRUE(process.ok()) << process.status().ToString();
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return ReadFile(dir_ / "work" / "log").find("started") != std::string::npos; }, 30s))
+      << "log: " << ReadFile(dir_ / "work" / "log");
+  const std::string dump = TakeStackDump((*process)->command_pid(), stacks, "test");
+  EXPECT_NE(dump.find("-- Python stacks (faulthandler):"), std::string::npos) << dump;
+  // The Python process is the runtime's descendant, not its first process: named by its pid.
+  EXPECT_TRUE(std::regex_match(StackWhere(dump),
+                               std::regex(R"(pid [0-9]+: in wait_for_data \(stall\.py:4\))")))
+      << StackWhere(dump) << "\n"
+      << dump;
+  (*process)->KillAll();
+  Wait(**process);
+  EXPECT_TRUE(KillUntilGone(**process));
+  (*process)->Release();
+}
+
 INSTANTIATE_TEST_SUITE_P(Runtimes, OciLauncherTest, ::testing::Values("auto", "runc", "crun"));
+
+// What ImageEnv makes of config.json files: none, bare roots, and files that say nothing usable,
+// each failing with the file named.
+TEST(ImageEnvTest, ReadsTheProcessEnvAndRefusesWhatIsNotKeyValueStrings) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("cohort-image-env-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "rootfs");
+  const std::string rootfs = (dir / "rootfs").string();
+  auto none = ImageEnv(rootfs);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+  auto write = [&](const std::string& text) { std::ofstream(dir / "config.json") << text; };
+  write(R"({"process": {"env": ["A=1", "B=x=y"]}})");
+  auto two = ImageEnv(rootfs);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(*two, (std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}}));
+  EXPECT_TRUE(ImageEnv(dir.string())->empty());  // not a directory named rootfs: no config read
+  write(R"({"process": {}})");
+  EXPECT_TRUE(ImageEnv(rootfs)->empty());
+  for (const char* bad :
+       {"{", "[1]", R"({"process": {"env": "A=1"}})", R"({"process": {"env": [5]}})",
+        R"({"process": {"env": ["NOEQUALS"]}})", R"({"process": {"env": ["=1"]}})"}) {
+    write(bad);
+    auto refused = ImageEnv(rootfs);
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << bad;
+    EXPECT_NE(refused.status().message().find((dir / "config.json").string()), std::string::npos)
+        << refused.status().message();
+  }
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace cohort::agent
