@@ -106,41 +106,61 @@ std::string OutputDir(const std::map<std::string, std::string>& env) {
 
 }  // namespace
 
-StatusOr<std::map<std::string, std::string>> ImageEnv(const std::string& rootfs) {
-  std::map<std::string, std::string> env;
+StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
+  ImageConfig image;
   const fs::path root(rootfs);
-  if (root.filename() != "rootfs") return env;  // a bare root filesystem: no config
+  if (root.filename() != "rootfs") return image;  // a bare root filesystem: no config
   const fs::path file = root.parent_path() / "config.json";
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return env;
+  if (!fs::is_regular_file(file, ec)) return image;
+  const std::string named = "the image's " + file.string();
   const uintmax_t size = fs::file_size(file, ec);
   if (ec || size > kMaxImageConfigBytes) {
-    return FailedPrecondition("the image's " + file.string() + " is " +
+    return FailedPrecondition(named + " is " +
                               (ec ? "unreadable: " + ec.message() : "larger than 16 MiB"));
   }
-  COHORT_ASSIGN_OR_RETURN(std::string text,
-                          ReadFileToString(file.string(), "the image's config.json"));
+  COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file.string(), named));
   const json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
-    return FailedPrecondition("the image's " + file.string() + " is not a JSON object");
+    return FailedPrecondition(named + " is not a JSON object");
   }
   const auto process = config.find("process");
-  if (process == config.end() || !process->is_object()) return env;
-  const auto vars = process->find("env");
-  if (vars == process->end()) return env;
-  if (!vars->is_array()) {
-    return FailedPrecondition("the image's " + file.string() + ": process.env is not an array");
+  if (process == config.end() || !process->is_object()) return image;
+  if (const auto cwd = process->find("cwd"); cwd != process->end()) {
+    const std::string* dir = cwd->get_ptr<const std::string*>();
+    if (dir == nullptr || dir->empty() || dir->front() != '/' ||
+        dir->find_first_of(",:\\") != std::string::npos || dir->find("/../") != std::string::npos ||
+        (dir->size() >= 3 && dir->compare(dir->size() - 3, 3, "/..") == 0)) {
+      return FailedPrecondition(named + ": process.cwd " + cwd->dump().substr(0, 80) +
+                                " is not an absolute path without ',', ':' or '..'");
+    }
+    if (*dir != "/") image.cwd = *dir;
   }
+  const auto vars = process->find("env");
+  if (vars == process->end()) return image;
+  if (!vars->is_array()) return FailedPrecondition(named + ": process.env is not an array");
   for (const json& var : *vars) {
     const std::string* text_var = var.get_ptr<const std::string*>();
     const size_t eq = text_var == nullptr ? std::string::npos : text_var->find('=');
     if (eq == std::string::npos || eq == 0) {
-      return FailedPrecondition("the image's " + file.string() + ": process.env holds " +
-                                var.dump().substr(0, 80) + ", not a KEY=VALUE string");
+      return FailedPrecondition(named + ": process.env holds " + var.dump().substr(0, 80) +
+                                ", not a KEY=VALUE string");
     }
-    env[text_var->substr(0, eq)] = text_var->substr(eq + 1);
+    image.env[text_var->substr(0, eq)] = text_var->substr(eq + 1);
   }
-  return env;
+  return image;
+}
+
+Status MakeImageWorkdir(const LaunchRequest& request, const std::string& rootfs) {
+  COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
+  if (image.cwd.empty() || request.working_dir.empty()) return Status::Ok();
+  const std::string upper = request.working_dir + "/" + kImageWorkdirEntry;
+  COHORT_RETURN_IF_ERROR(MakeDirs(upper));
+  COHORT_RETURN_IF_ERROR(MakeDirs(request.working_dir + "/" + kOverlayWorkEntry));
+  if (request.run_as && ::chown(upper.c_str(), request.run_as->uid, request.run_as->gid) != 0) {
+    return ErrnoStatus("chown " + upper + " to " + request.run_as->account, errno);
+  }
+  return Status::Ok();
 }
 
 bool HostHasHybridCgroups() {
@@ -261,6 +281,7 @@ Status OciLauncher::Prepare(const LaunchRequest& request) {
     COHORT_ASSIGN_OR_RETURN(ImageLocation location, LocateImage(request.image));
     if (!location.layout.empty()) COHORT_RETURN_IF_ERROR(Unpack(request.image, location));
     COHORT_ASSIGN_OR_RETURN(std::string rootfs, ResolveRootfs(request.image));
+    COHORT_RETURN_IF_ERROR(MakeImageWorkdir(request, rootfs));
     COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs));
     fs::path bundle = fs::path(request.working_dir) / kBundleEntry;
     std::error_code ec;
@@ -365,7 +386,8 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   }
   // The image's own environment (its ENV), under the replica's; a PATH when neither has one; the
   // agent's sitecustomize first on PYTHONPATH, above the image's or the job's.
-  COHORT_ASSIGN_OR_RETURN(auto vars, ImageEnv(rootfs));
+  COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
+  std::map<std::string, std::string> vars = std::move(image.env);
   for (auto& [key, value] : ContainerEnv(request)) vars[key] = std::move(value);
   vars.try_emplace("PATH", kDefaultPath);
   const auto opted_out = vars.find("COHORT_PYTHON_STACKS");
@@ -388,7 +410,9 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
       {"user", ProcessUser(request.run_as)},
       {"args", request.argv},
       {"env", env},
-      {"cwd", request.working_dir.empty() ? "/" : request.working_dir},
+      {"cwd", !image.cwd.empty()            ? image.cwd
+              : request.working_dir.empty() ? "/"
+                                            : request.working_dir},
       {"capabilities",
        {{"bounding", capabilities}, {"effective", capabilities}, {"permitted", capabilities}}},
       // The agent's own hard limits (systemd raises them: LimitNOFILE, LimitMEMLOCK=infinity,
@@ -432,6 +456,25 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     bind(request.working_dir, false);
   }
   if (python_site) bind(request.python_site, true);
+  // The image's WORKDIR, writable as under docker: an overlay whose writes go to the attempt's
+  // image-workdir (an empty one where the image lacks the directory).
+  if (!image.cwd.empty() && !request.working_dir.empty()) {
+    const std::string upper = request.working_dir + "/" + kImageWorkdirEntry;
+    const std::string lower = rootfs + image.cwd;
+    std::error_code ec;
+    if (fs::is_directory(lower, ec)) {
+      if (lower.find_first_of(",:\\") != std::string::npos ||
+          upper.find_first_of(",:\\") != std::string::npos) {
+        return FailedPrecondition("the image's root " + rootfs + " or the working directory " +
+                                  request.working_dir + " holds ',', ':' or '\\'");
+      }
+      mount(image.cwd, "overlay", "overlay",
+            {"lowerdir=" + lower, "upperdir=" + upper,
+             "workdir=" + request.working_dir + "/" + kOverlayWorkEntry});
+    } else {
+      mount(image.cwd, "bind", upper, {"rbind", "rprivate"});
+    }
+  }
 
   // GPUs: the pinned nodes and the control nodes, nothing else.
   json devices = json::array();

@@ -21,8 +21,13 @@
 // filesystem has none), under the replica's (agent/replica_env.h, which wins), with a PATH where
 // neither has one; with docker/podman the CLI lays the image's under the --env variables itself.
 // So a stock image's PATH (a conda or venv bin first), LD_LIBRARY_PATH and the rest are the
-// script's, as under `docker run`. A config.json that is not JSON, or whose process.env is not
-// KEY=VALUE strings, fails the launch saying so.
+// script's, as under `docker run`. Its WORKDIR (process.cwd) is the container's cwd, so that
+// `python trainer/task.py` finds the code the image put there, and writable as under docker: an
+// overlay on it whose writes land in the attempt's image-workdir (carried into the next attempt
+// on the node with the other working files, agent/working_files.h); where the image lacks the
+// directory, image-workdir is mounted there. Without a WORKDIR the cwd is the attempt's working
+// directory. A config.json that is not JSON, or whose process.env is not KEY=VALUE strings, or
+// whose cwd is not a plain absolute path, fails the launch saying so.
 //
 // GPUs: only the pinned /dev/nvidiaN nodes plus the control nodes (nvidiactl, nvidia-uvm,
 // nvidia-uvm-tools, nvidia-modeset) that exist on the host are created in the container, each
@@ -89,11 +94,20 @@ struct OciOptions {
   std::chrono::milliseconds shutdown_drain{std::chrono::seconds(10)};
 };
 
-// The image's own environment: the process.env of <rootfs>/../config.json when `rootfs` is a
-// directory named rootfs beside one (an unpacked image layout, an OCI bundle); none otherwise.
-// kFailedPrecondition naming the file when it is not JSON, over 16 MiB, or its env is not
-// KEY=VALUE strings.
-StatusOr<std::map<std::string, std::string>> ImageEnv(const std::string& rootfs);
+// What an image's config says of its process: its environment (ENV) and working directory
+// (WORKDIR; "" for none or "/").
+struct ImageConfig {
+  std::map<std::string, std::string> env;
+  std::string cwd;
+};
+// The process.env and process.cwd of <rootfs>/../config.json when `rootfs` is a directory named
+// rootfs beside one (an unpacked image layout, an OCI bundle); nothing otherwise.
+// kFailedPrecondition naming the file when it is not JSON, over 16 MiB, its env is not KEY=VALUE
+// strings, or its cwd is not an absolute path free of ',', ':' and '..'.
+StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs);
+// For an image with a WORKDIR: the attempt's image-workdir (the overlay's upper directory, the
+// job owner's) and the overlay's work directory, in its working directory.
+Status MakeImageWorkdir(const LaunchRequest& request, const std::string& rootfs);
 
 class OciLauncher : public Launcher {
  public:
@@ -120,7 +134,7 @@ class OciLauncher : public Launcher {
   size_t prepared_count();
 
   // The OCI config.json for a request whose rootfs is `rootfs` (exposed for tests): the image's
-  // environment (ImageEnv) under the request's.
+  // environment (ReadImageConfig) under the request's, its WORKDIR the cwd.
   StatusOr<std::string> BundleConfig(const LaunchRequest& request, const std::string& rootfs) const;
   // argv of `docker run`/`podman run` for a request (exposed for tests).
   std::vector<std::string> CliRunArgv(const LaunchRequest& request,

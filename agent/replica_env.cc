@@ -51,7 +51,7 @@ void AppendAgentNote(const std::string& log_path, const std::string& line) {
 
 bool IsAgentAttemptEntry(std::string_view name) {
   return name == kStackDumpEntry || name == kErrorFileEntry || name == kFlightRecorderEntry ||
-         name == kBundleEntry;
+         name == kBundleEntry || name == kOverlayWorkEntry;
 }
 
 std::string StackDumpDir(const std::string& attempt_dir) {

@@ -48,13 +48,16 @@ std::string AttemptLogPath(const std::string& work_dir, const std::string& job,
 void AppendAgentNote(const std::string& log_path, const std::string& line);
 
 // The agent's own entries in an attempt's working directory, which the script's files are not
-// (agent/working_files.h): its stack dumps, TORCHELASTIC_ERROR_FILE, flight recorder and a
-// container's OCI bundle.
+// (agent/working_files.h): its stack dumps, TORCHELASTIC_ERROR_FILE, flight recorder, a
+// container's OCI bundle and the work directory of its WORKDIR overlay (agent/oci_launcher.h).
 inline constexpr char kStackDumpEntry[] = "stacks";
 inline constexpr char kErrorFileEntry[] = "torchelastic-error.json";
 inline constexpr char kFlightRecorderEntry[] = "flight-recorder";
 inline constexpr char kBundleEntry[] = "bundle";
+inline constexpr char kOverlayWorkEntry[] = ".overlay-work";
 bool IsAgentAttemptEntry(std::string_view name);
+// What a container wrote in its image's WORKDIR (the overlay's upper directory): the script's.
+inline constexpr char kImageWorkdirEntry[] = "image-workdir";
 
 // <attempt dir>/stacks: where a replica's Python stacks are dumped.
 std::string StackDumpDir(const std::string& attempt_dir);

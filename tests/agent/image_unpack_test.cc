@@ -129,7 +129,8 @@ class FakeUmoci {
              {"new", "--image", tagged},
              // The image's own ENV, as a stock image has (a conda or venv bin first on PATH).
              {"config", "--image", tagged, "--config.env", "PATH=/opt/tools/bin:/bin",
-              "--config.env", "IMAGE_SAYS=from the image", "--config.env", "RANK=image"},
+              "--config.env", "IMAGE_SAYS=from the image", "--config.env", "RANK=image",
+              "--config.workingdir", "/app"},
              {"unpack", "--image", tagged, build}}) {
       auto run = testing::RunProcess(umoci, args);
       EXPECT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
@@ -324,11 +325,12 @@ TEST_F(ImageUnpackTest, TheRealUmociUnpacksARealLayout) {
 }
 
 // The image's ENV is the container's, under the replica's own variables: its PATH (not the
-// agent's), its other variables, and the job's RANK over the image's.
+// agent's), its other variables, and the job's RANK over the image's; its WORKDIR the cwd.
 TEST_F(ImageUnpackTest, TheContainerRunsWithTheImagesEnvironmentUnderTheJobs) {
   if (!umoci_.UseRealUmoci()) GTEST_SKIP() << "umoci is not installed (scripts/install-deps.sh)";
   wire::LaunchReplicaT launch = umoci_.Launch("worker-0", 0);
-  launch.command = {"/bin/sh", "-c", "echo \"PATH=$PATH|IMAGE_SAYS=$IMAGE_SAYS|RANK=$RANK\""};
+  launch.command = {"/bin/sh", "-c",
+                    "echo \"PATH=$PATH|IMAGE_SAYS=$IMAGE_SAYS|RANK=$RANK|CWD=$(pwd)\""};
   auto rank = std::make_unique<wire::KeyValueT>();
   rank->key = "RANK";
   rank->value = "3";
@@ -345,8 +347,10 @@ TEST_F(ImageUnpackTest, TheContainerRunsWithTheImagesEnvironmentUnderTheJobs) {
   EXPECT_TRUE(env.count("IMAGE_SAYS=from the image")) << config;
   EXPECT_TRUE(env.count("RANK=3")) << config;
   if (!FakeUmoci::ContainersRun()) return;  // runc/crun then fail at the runtime step
-  EXPECT_NE(Log("worker-0", 0).find("PATH=/opt/tools/bin:/bin|IMAGE_SAYS=from the image|RANK=3"),
-            std::string::npos)
+  // The image's WORKDIR, /app, which its root lacks: the attempt's image-workdir there.
+  EXPECT_NE(
+      Log("worker-0", 0).find("PATH=/opt/tools/bin:/bin|IMAGE_SAYS=from the image|RANK=3|CWD=/app"),
+      std::string::npos)
       << Log("worker-0", 0);
 }
 

@@ -450,35 +450,66 @@ TEST_P(OciLauncherTest, AStockPythonScriptInAContainerHasItsStacksTaken) {
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, OciLauncherTest, ::testing::Values("auto", "runc", "crun"));
 
-// What ImageEnv makes of config.json files: none, bare roots, and files that say nothing usable,
-// each failing with the file named.
-TEST(ImageEnvTest, ReadsTheProcessEnvAndRefusesWhatIsNotKeyValueStrings) {
+// What ReadImageConfig makes of config.json files: none, bare roots, and files that say nothing
+// usable, each failing with the file named.
+TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
   const fs::path dir =
       fs::temp_directory_path() / ("cohort-image-env-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "rootfs");
   const std::string rootfs = (dir / "rootfs").string();
-  auto none = ImageEnv(rootfs);
+  auto none = ReadImageConfig(rootfs);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
-  EXPECT_TRUE(none->empty());
+  EXPECT_TRUE(none->env.empty());
+  EXPECT_EQ(none->cwd, "");
   auto write = [&](const std::string& text) { std::ofstream(dir / "config.json") << text; };
-  write(R"({"process": {"env": ["A=1", "B=x=y"]}})");
-  auto two = ImageEnv(rootfs);
+  write(R"({"process": {"env": ["A=1", "B=x=y"], "cwd": "/workspace/app"}})");
+  auto two = ReadImageConfig(rootfs);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
-  EXPECT_EQ(*two, (std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}}));
-  EXPECT_TRUE(ImageEnv(dir.string())->empty());  // not a directory named rootfs: no config read
-  write(R"({"process": {}})");
-  EXPECT_TRUE(ImageEnv(rootfs)->empty());
+  EXPECT_EQ(two->env, (std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}}));
+  EXPECT_EQ(two->cwd, "/workspace/app");
+  EXPECT_TRUE(ReadImageConfig(dir.string())->env.empty());  // not named rootfs: no config read
+  write(R"({"process": {"cwd": "/"}})");                    // umoci's when the image has no WORKDIR
+  EXPECT_EQ(ReadImageConfig(rootfs)->cwd, "");
   for (const char* bad :
        {"{", "[1]", R"({"process": {"env": "A=1"}})", R"({"process": {"env": [5]}})",
-        R"({"process": {"env": ["NOEQUALS"]}})", R"({"process": {"env": ["=1"]}})"}) {
+        R"({"process": {"env": ["NOEQUALS"]}})", R"({"process": {"env": ["=1"]}})",
+        R"({"process": {"cwd": "app"}})", R"({"process": {"cwd": "/a/../etc"}})",
+        R"({"process": {"cwd": "/a,upperdir=/x"}})", R"({"process": {"cwd": 7}})"}) {
     write(bad);
-    auto refused = ImageEnv(rootfs);
+    auto refused = ReadImageConfig(rootfs);
     EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << bad;
     EXPECT_NE(refused.status().message().find((dir / "config.json").string()), std::string::npos)
         << refused.status().message();
   }
   fs::remove_all(dir);
+}
+
+// An image's WORKDIR is the container's cwd, with the code the image put there, and writable as
+// under docker: the writes land in the attempt's image-workdir; the image itself is untouched.
+TEST_P(OciLauncherTest, TheImagesWorkdirIsTheCwdAndWritesLandInTheAttempt) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  // A bundle as the image: its rootfs (the busybox one, moved) and a config naming /app.
+  fs::create_directories(dir_ / "image");
+  fs::rename(dir_ / "rootfs", dir_ / "image" / "rootfs");
+  fs::create_directories(dir_ / "image" / "rootfs" / "app");
+  std::ofstream(dir_ / "image" / "rootfs" / "app" / "task.txt") << "code from the image\n";
+  std::ofstream(dir_ / "image" / "config.json") << R"({"process": {"cwd": "/app"}})";
+  LaunchRequest request =
+      Request({"/bin/sh", "-c", "pwd; cat task.txt; echo made > out.txt; cat out.txt"}, {});
+  request.image = (dir_ / "image").string();
+  Status prepared = launcher_->Prepare(request);
+  ASSERT_TRUE(prepared.ok()) << prepared.ToString();
+  auto process = launcher_->Launch(request);
+  ASSERT_TRUE(process.ok()) << process.status().ToString();
+  int code = Wait(**process);
+  (*process)->Release();
+  const std::string log = ReadFile(dir_ / "work" / "log");
+  ASSERT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
+  EXPECT_EQ(log, "/app\ncode from the image\nmade\n");
+  EXPECT_EQ(ReadFile(dir_ / "work" / "image-workdir" / "out.txt"), "made\n");
+  EXPECT_FALSE(fs::exists(dir_ / "image" / "rootfs" / "app" / "out.txt"));
 }
 
 }  // namespace
