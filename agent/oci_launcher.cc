@@ -460,9 +460,14 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   // image-workdir (an empty one where the image lacks the directory).
   if (!image.cwd.empty() && !request.working_dir.empty()) {
     const std::string upper = request.working_dir + "/" + kImageWorkdirEntry;
-    const std::string lower = rootfs + image.cwd;
+    // Resolved on the host: a symbolic link in the image that leads out of its root (/app ->
+    // /etc) must not show the node's files, so such a WORKDIR counts as missing.
     std::error_code ec;
-    if (fs::is_directory(lower, ec)) {
+    const fs::path real_root = fs::canonical(rootfs, ec);
+    const fs::path real_lower = ec ? fs::path() : fs::canonical(rootfs + image.cwd, ec);
+    const fs::path inside = real_lower.lexically_relative(real_root);
+    const std::string lower = real_lower.string();
+    if (!ec && !inside.empty() && *inside.begin() != ".." && fs::is_directory(real_lower, ec)) {
       if (lower.find_first_of(",:\\") != std::string::npos ||
           upper.find_first_of(",:\\") != std::string::npos) {
         return FailedPrecondition("the image's root " + rootfs + " or the working directory " +

@@ -510,6 +510,24 @@ TEST_P(OciLauncherTest, TheImagesWorkdirIsTheCwdAndWritesLandInTheAttempt) {
   EXPECT_EQ(log, "/app\ncode from the image\nmade\n");
   EXPECT_EQ(ReadFile(dir_ / "work" / "image-workdir" / "out.txt"), "made\n");
   EXPECT_FALSE(fs::exists(dir_ / "image" / "rootfs" / "app" / "out.txt"));
+
+  // A WORKDIR that is a link out of the image's root (to the node's /etc) shows none of the
+  // node's files: it counts as missing, and the attempt's image-workdir is mounted there.
+  fs::remove_all(dir_ / "image" / "rootfs" / "app");
+  fs::create_symlink("/etc", dir_ / "image" / "rootfs" / "app");
+  auto config = launcher_->BundleConfig(request, (dir_ / "image" / "rootfs").string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const nlohmann::json parsed = nlohmann::json::parse(*config);
+  bool app_mounted = false;
+  for (const auto& mount : parsed["mounts"]) {
+    if (mount["destination"] != "/app") continue;
+    app_mounted = true;
+    EXPECT_EQ(mount["type"], "bind") << mount;
+    EXPECT_EQ(mount["source"], (dir_ / "work" / "image-workdir").string()) << mount;
+  }
+  EXPECT_TRUE(app_mounted) << parsed["mounts"];
+  EXPECT_EQ(parsed["mounts"].dump().find("lowerdir="), std::string::npos)
+      << "no overlay of the node's /etc: " << parsed["mounts"];
 }
 
 }  // namespace
