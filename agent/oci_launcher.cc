@@ -112,8 +112,11 @@ StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
   if (root.filename() != "rootfs") return image;  // a bare root filesystem: no config
   const fs::path file = root.parent_path() / "config.json";
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return image;
+  // Read as root: a link (to a file of the node's) is not the image's config.
+  const fs::file_status status = fs::symlink_status(file, ec);
   const std::string named = "the image's " + file.string();
+  if (fs::is_symlink(status)) return FailedPrecondition(named + " is a symbolic link");
+  if (!fs::is_regular_file(status)) return image;
   const uintmax_t size = fs::file_size(file, ec);
   if (ec || size > kMaxImageConfigBytes) {
     return FailedPrecondition(named + " is " +

@@ -102,8 +102,8 @@ struct ImageConfig {
 };
 // The process.env and process.cwd of <rootfs>/../config.json when `rootfs` is a directory named
 // rootfs beside one (an unpacked image layout, an OCI bundle); nothing otherwise.
-// kFailedPrecondition naming the file when it is not JSON, over 16 MiB, its env is not KEY=VALUE
-// strings, or its cwd is not an absolute path free of ',', ':' and '..'.
+// kFailedPrecondition naming the file when it is a link, not JSON, over 16 MiB, its env is not
+// KEY=VALUE strings, or its cwd is not an absolute path free of ',', ':' and '..'.
 StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs);
 // For an image with a WORKDIR: the attempt's image-workdir (the overlay's upper directory, the
 // job owner's) and the overlay's work directory, in its working directory.

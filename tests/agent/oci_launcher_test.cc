@@ -451,7 +451,7 @@ TEST_P(OciLauncherTest, AStockPythonScriptInAContainerHasItsStacksTaken) {
 INSTANTIATE_TEST_SUITE_P(Runtimes, OciLauncherTest, ::testing::Values("auto", "runc", "crun"));
 
 // What ReadImageConfig makes of config.json files: none, bare roots, and files that say nothing
-// usable, each failing with the file named.
+// usable or are links, each failing with the file named.
 TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
   const fs::path dir =
       fs::temp_directory_path() / ("cohort-image-env-" + std::to_string(::getpid()));
@@ -482,6 +482,10 @@ TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
     EXPECT_NE(refused.status().message().find((dir / "config.json").string()), std::string::npos)
         << refused.status().message();
   }
+  // The agent reads it as root: a link to another file is refused, not followed.
+  fs::remove(dir / "config.json");
+  fs::create_symlink("/etc/hostname", dir / "config.json");
+  EXPECT_EQ(ReadImageConfig(rootfs).status().code(), StatusCode::kFailedPrecondition);
   fs::remove_all(dir);
 }
 
