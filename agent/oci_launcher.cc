@@ -139,6 +139,17 @@ StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
     }
     if (*dir != "/") image.cwd = *dir;
   }
+  if (const auto args = process->find("args"); args != process->end()) {
+    if (!args->is_array()) return FailedPrecondition(named + ": process.args is not an array");
+    for (const json& arg : *args) {
+      const std::string* text_arg = arg.get_ptr<const std::string*>();
+      if (text_arg == nullptr) {
+        return FailedPrecondition(named + ": process.args holds " + arg.dump().substr(0, 80) +
+                                  ", not a string");
+      }
+      image.args.push_back(*text_arg);
+    }
+  }
   const auto vars = process->find("env");
   if (vars == process->end()) return image;
   if (!vars->is_array()) return FailedPrecondition(named + ": process.env is not an array");
@@ -384,12 +395,15 @@ Status OciLauncher::Unpack(const std::string& image, const ImageLocation& locati
 
 StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
                                                 const std::string& rootfs) const {
-  if (request.argv.empty()) {
-    return InvalidArgument("container.command is required for runc/crun images");
+  COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
+  // Without a command, the image's ENTRYPOINT and CMD (umoci's process.args).
+  const std::vector<std::string>& argv = request.argv.empty() ? image.args : request.argv;
+  if (argv.empty()) {
+    return InvalidArgument("container.command is required: the image " + request.image +
+                           " names no ENTRYPOINT or CMD");
   }
   // The image's own environment (its ENV), under the replica's; a PATH when neither has one; the
   // agent's sitecustomize first on PYTHONPATH, above the image's or the job's.
-  COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
   std::map<std::string, std::string> vars = std::move(image.env);
   for (auto& [key, value] : ContainerEnv(request)) vars[key] = std::move(value);
   vars.try_emplace("PATH", kDefaultPath);
@@ -411,7 +425,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
   json process = {
       {"terminal", false},
       {"user", ProcessUser(request.run_as)},
-      {"args", request.argv},
+      {"args", argv},
       {"env", env},
       {"cwd", !image.cwd.empty()            ? image.cwd
               : request.working_dir.empty() ? "/"

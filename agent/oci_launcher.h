@@ -26,8 +26,9 @@
 // overlay on it whose writes land in the attempt's image-workdir (carried into the next attempt
 // on the node with the other working files, agent/working_files.h); where the image lacks the
 // directory, image-workdir is mounted there. Without a WORKDIR the cwd is the attempt's working
-// directory. A config.json that is not JSON, or whose process.env is not KEY=VALUE strings, or
-// whose cwd is not a plain absolute path, fails the launch saying so.
+// directory. A replica without a command runs the image's ENTRYPOINT and CMD (process.args), as
+// `docker run IMAGE` does. A config.json that is not JSON, or whose process.env is not KEY=VALUE
+// strings, or whose cwd is not a plain absolute path, fails the launch saying so.
 //
 // GPUs: only the pinned /dev/nvidiaN nodes plus the control nodes (nvidiactl, nvidia-uvm,
 // nvidia-uvm-tools, nvidia-modeset) that exist on the host are created in the container, each
@@ -94,16 +95,18 @@ struct OciOptions {
   std::chrono::milliseconds shutdown_drain{std::chrono::seconds(10)};
 };
 
-// What an image's config says of its process: its environment (ENV) and working directory
-// (WORKDIR; "" for none or "/").
+// What an image's config says of its process: its environment (ENV), working directory
+// (WORKDIR; "" for none or "/") and command (ENTRYPOINT then CMD).
 struct ImageConfig {
   std::map<std::string, std::string> env;
   std::string cwd;
+  std::vector<std::string> args;
 };
-// The process.env and process.cwd of <rootfs>/../config.json when `rootfs` is a directory named
-// rootfs beside one (an unpacked image layout, an OCI bundle); nothing otherwise.
+// The process.env, process.cwd and process.args of <rootfs>/../config.json when `rootfs` is a
+// directory named rootfs beside one (an unpacked image layout, an OCI bundle); nothing otherwise.
 // kFailedPrecondition naming the file when it is a link, not JSON, over 16 MiB, its env is not
-// KEY=VALUE strings, or its cwd is not an absolute path free of ',', ':' and '..'.
+// KEY=VALUE strings, its args not strings, or its cwd not an absolute path free of ',', ':' and
+// '..'.
 StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs);
 // For an image with a WORKDIR: the attempt's image-workdir (the overlay's upper directory, the
 // job owner's) and the overlay's work directory, in its working directory.

@@ -463,11 +463,14 @@ TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
   EXPECT_TRUE(none->env.empty());
   EXPECT_EQ(none->cwd, "");
   auto write = [&](const std::string& text) { std::ofstream(dir / "config.json") << text; };
-  write(R"({"process": {"env": ["A=1", "B=x=y"], "cwd": "/workspace/app"}})");
+  write(R"({"process": {"env": ["A=1", "B=x=y"], "cwd": "/workspace/app",)"
+        R"( "args": ["/opt/nvidia/entrypoint.sh", "python", "-m", "trainer"]}})");
   auto two = ReadImageConfig(rootfs);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_EQ(two->env, (std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}}));
   EXPECT_EQ(two->cwd, "/workspace/app");
+  EXPECT_EQ(two->args,
+            (std::vector<std::string>{"/opt/nvidia/entrypoint.sh", "python", "-m", "trainer"}));
   EXPECT_TRUE(ReadImageConfig(dir.string())->env.empty());  // not named rootfs: no config read
   write(R"({"process": {"cwd": "/"}})");                    // umoci's when the image has no WORKDIR
   EXPECT_EQ(ReadImageConfig(rootfs)->cwd, "");
@@ -475,7 +478,8 @@ TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
        {"{", "[1]", R"({"process": {"env": "A=1"}})", R"({"process": {"env": [5]}})",
         R"({"process": {"env": ["NOEQUALS"]}})", R"({"process": {"env": ["=1"]}})",
         R"({"process": {"cwd": "app"}})", R"({"process": {"cwd": "/a/../etc"}})",
-        R"({"process": {"cwd": "/a,upperdir=/x"}})", R"({"process": {"cwd": 7}})"}) {
+        R"({"process": {"cwd": "/a,upperdir=/x"}})", R"({"process": {"cwd": 7}})",
+        R"({"process": {"args": "sh"}})", R"({"process": {"args": ["sh", 1]}})"}) {
     write(bad);
     auto refused = ReadImageConfig(rootfs);
     EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << bad;
@@ -490,7 +494,8 @@ TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
 }
 
 // An image's WORKDIR is the container's cwd, with the code the image put there, and writable as
-// under docker: the writes land in the attempt's image-workdir; the image itself is untouched.
+// under docker: the writes land in the attempt's image-workdir; the image itself is untouched. A
+// job without a command runs the image's.
 TEST_P(OciLauncherTest, TheImagesWorkdirIsTheCwdAndWritesLandInTheAttempt) {
   std::string why;
   if (!CanRunContainers(&why)) GTEST_SKIP() << why;
@@ -499,9 +504,11 @@ TEST_P(OciLauncherTest, TheImagesWorkdirIsTheCwdAndWritesLandInTheAttempt) {
   fs::rename(dir_ / "rootfs", dir_ / "image" / "rootfs");
   fs::create_directories(dir_ / "image" / "rootfs" / "app");
   std::ofstream(dir_ / "image" / "rootfs" / "app" / "task.txt") << "code from the image\n";
-  std::ofstream(dir_ / "image" / "config.json") << R"({"process": {"cwd": "/app"}})";
-  LaunchRequest request =
-      Request({"/bin/sh", "-c", "pwd; cat task.txt; echo made > out.txt; cat out.txt"}, {});
+  // No command in the job: the image's (its ENTRYPOINT and CMD, process.args) runs.
+  std::ofstream(dir_ / "image" / "config.json")
+      << R"({"process": {"cwd": "/app", "args": ["/bin/sh", "-c",)"
+      << R"( "pwd; cat task.txt; echo made > out.txt; cat out.txt"]}})";
+  LaunchRequest request = Request({}, {});
   request.image = (dir_ / "image").string();
   Status prepared = launcher_->Prepare(request);
   ASSERT_TRUE(prepared.ok()) << prepared.ToString();
@@ -530,6 +537,12 @@ TEST_P(OciLauncherTest, TheImagesWorkdirIsTheCwdAndWritesLandInTheAttempt) {
     EXPECT_EQ(mount["source"], (dir_ / "work" / "image-workdir").string()) << mount;
   }
   EXPECT_TRUE(app_mounted) << parsed["mounts"];
+  // Neither the job nor the image names a command: refused, saying so.
+  std::ofstream(dir_ / "image" / "config.json") << R"({"process": {"cwd": "/app"}})";
+  auto no_command = launcher_->BundleConfig(request, (dir_ / "image" / "rootfs").string());
+  EXPECT_EQ(no_command.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_command.status().message().find("names no ENTRYPOINT or CMD"), std::string::npos)
+      << no_command.status().message();
   EXPECT_EQ(parsed["mounts"].dump().find("lowerdir="), std::string::npos)
       << "no overlay of the node's /etc: " << parsed["mounts"];
 }
