@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -163,6 +164,12 @@ StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
     image.env[text_var->substr(0, eq)] = text_var->substr(eq + 1);
   }
   return image;
+}
+
+bool CanBeOverlayUpper(const std::string& dir) {
+  constexpr decltype(statfs::f_type) kOverlayfsMagic = 0x794c7630;
+  struct statfs fs_info {};
+  return ::statfs(dir.c_str(), &fs_info) != 0 || fs_info.f_type != kOverlayfsMagic;
 }
 
 Status MakeImageWorkdir(const LaunchRequest& request, const std::string& rootfs) {
@@ -485,14 +492,22 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     const fs::path inside = real_lower.lexically_relative(real_root);
     const std::string lower = real_lower.string();
     if (!ec && !inside.empty() && *inside.begin() != ".." && fs::is_directory(real_lower, ec)) {
-      if (lower.find_first_of(",:\\") != std::string::npos ||
-          upper.find_first_of(",:\\") != std::string::npos) {
+      if (!CanBeOverlayUpper(request.working_dir)) {
+        // An agent whose work dir is itself on overlayfs (inside a container): the WORKDIR is
+        // the cwd, read-only like the rest of the root.
+        spdlog::warn(
+            "{}: the image's WORKDIR {} stays read-only: {} is on overlayfs, which "
+            "cannot hold an overlay's upper directory",
+            request.job + "/" + request.replica, image.cwd, request.working_dir);
+      } else if (lower.find_first_of(",:\\") != std::string::npos ||
+                 upper.find_first_of(",:\\") != std::string::npos) {
         return FailedPrecondition("the image's root " + rootfs + " or the working directory " +
                                   request.working_dir + " holds ',', ':' or '\\'");
+      } else {
+        mount(image.cwd, "overlay", "overlay",
+              {"lowerdir=" + lower, "upperdir=" + upper,
+               "workdir=" + request.working_dir + "/" + kOverlayWorkEntry});
       }
-      mount(image.cwd, "overlay", "overlay",
-            {"lowerdir=" + lower, "upperdir=" + upper,
-             "workdir=" + request.working_dir + "/" + kOverlayWorkEntry});
     } else {
       mount(image.cwd, "bind", upper, {"rbind", "rprivate"});
     }

@@ -25,10 +25,12 @@
 // `python trainer/task.py` finds the code the image put there, and writable as under docker: an
 // overlay on it whose writes land in the attempt's image-workdir (carried into the next attempt
 // on the node with the other working files, agent/working_files.h); where the image lacks the
-// directory, image-workdir is mounted there. Without a WORKDIR the cwd is the attempt's working
-// directory. A replica without a command runs the image's ENTRYPOINT and CMD (process.args), as
-// `docker run IMAGE` does. A config.json that is not JSON, or whose process.env is not KEY=VALUE
-// strings, or whose cwd is not a plain absolute path, fails the launch saying so.
+// directory, image-workdir is mounted there; where the agent's work dir is itself on overlayfs
+// (an agent in a container), which cannot hold an upper directory, the WORKDIR stays read-only.
+// Without a WORKDIR the cwd is the attempt's working directory. A replica without a command runs
+// the image's ENTRYPOINT and CMD (process.args), as `docker run IMAGE` does. A config.json that is
+// not JSON, or whose process.env is not KEY=VALUE strings, or whose cwd is not a plain absolute
+// path, fails the launch saying so.
 //
 // GPUs: only the pinned /dev/nvidiaN nodes plus the control nodes (nvidiactl, nvidia-uvm,
 // nvidia-uvm-tools, nvidia-modeset) that exist on the host are created in the container, each
@@ -108,6 +110,9 @@ struct ImageConfig {
 // KEY=VALUE strings, its args not strings, or its cwd not an absolute path free of ',', ':' and
 // '..'.
 StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs);
+// Whether `dir` may hold an overlay's upper directory: not on overlayfs itself (an agent running
+// in a container), where the kernel refuses one. A directory statfs cannot read counts as able.
+bool CanBeOverlayUpper(const std::string& dir);
 // For an image with a WORKDIR: the attempt's image-workdir (the overlay's upper directory, the
 // job owner's) and the overlay's work directory, in its working directory.
 Status MakeImageWorkdir(const LaunchRequest& request, const std::string& rootfs);

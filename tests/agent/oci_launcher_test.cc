@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -449,6 +451,27 @@ TEST_P(OciLauncherTest, AStockPythonScriptInAContainerHasItsStacksTaken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, OciLauncherTest, ::testing::Values("auto", "runc", "crun"));
+
+// An overlay's upper directory may be on this machine's disk and on a tmpfs, not on an overlayfs
+// (an agent inside a container), whose magic number statfs reports.
+TEST(ImageConfigTest, AnOverlayUpperMayNotBeOnOverlayfs) {
+  EXPECT_TRUE(CanBeOverlayUpper(fs::temp_directory_path().string()));
+  EXPECT_TRUE(CanBeOverlayUpper("/dev/shm"));
+  EXPECT_TRUE(CanBeOverlayUpper("/no/such/dir"));  // unknown: the mount itself will say
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting an overlayfs needs root";
+  const fs::path dir = fs::temp_directory_path() / ("cohort-ovl-" + std::to_string(::getpid()));
+  for (const char* sub : {"lower", "upper", "work", "merged"}) fs::create_directories(dir / sub);
+  const std::string options = "lowerdir=" + (dir / "lower").string() +
+                              ",upperdir=" + (dir / "upper").string() +
+                              ",workdir=" + (dir / "work").string();
+  if (::mount("overlay", (dir / "merged").c_str(), "overlay", 0, options.c_str()) != 0) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "no overlayfs here: " << std::strerror(errno);
+  }
+  EXPECT_FALSE(CanBeOverlayUpper((dir / "merged").string()));
+  ::umount((dir / "merged").c_str());
+  fs::remove_all(dir);
+}
 
 // What ReadImageConfig makes of config.json files: none, bare roots, and files that say nothing
 // usable or are links, each failing with the file named.
