@@ -85,18 +85,20 @@ TEST_F(DigitsPsTest, SynchronousRanksEndWithOneModelThatTrains) {
 
 // Asynchronous updates depend on how the threads are scheduled: over 18 runs here one
 // asynchronous run ended at 0.9415-0.9694 against a synchronous 0.9666 (2 of them more than two
-// points below, one of those under CI's load). The median of three runs must be within three
-// points; synchronous training is deterministic.
-TEST_F(DigitsPsTest, AsynchronousAccuracyMedianOfThreeWithinThreePointsOfSynchronous) {
+// points below, one of those under CI's load), and under CI's heaviest load two runs of three
+// ended at 0.9304 and 0.9359 (a median of three 0.0006 short of three points). The median of
+// five runs must be within three points; synchronous training is deterministic.
+TEST_F(DigitsPsTest, AsynchronousAccuracyMedianOfFiveWithinThreePointsOfSynchronous) {
   const double a_sync = Run(4, 2, 0, OptimizerKind::kMomentum, 8)[0].test_accuracy;
   std::vector<double> a_async;
-  for (int run = 0; run < 3; ++run)
+  for (int run = 0; run < 5; ++run)
     a_async.push_back(Run(4, 2, -1, OptimizerKind::kMomentum, 8)[0].test_accuracy);
   std::sort(a_async.begin(), a_async.end());
-  std::printf("test accuracy after 8 epochs: synchronous %.4f, asynchronous %.4f %.4f %.4f\n",
-              a_sync, a_async[0], a_async[1], a_async[2]);
+  std::printf(
+      "test accuracy after 8 epochs: synchronous %.4f, asynchronous %.4f %.4f %.4f %.4f %.4f\n",
+      a_sync, a_async[0], a_async[1], a_async[2], a_async[3], a_async[4]);
   EXPECT_GT(a_sync, 0.9);
-  EXPECT_GE(a_async[1], a_sync - 0.03) << "sync " << a_sync << ", median async " << a_async[1];
+  EXPECT_GE(a_async[2], a_sync - 0.03) << "sync " << a_sync << ", median async " << a_async[2];
 }
 
 // Synchronous, so that the result is one number, not a draw: with staleness 1 the two ranks' pulls
