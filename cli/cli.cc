@@ -232,9 +232,9 @@ what they hold (CPUs held/total) and each of its GPUs (0:97%, 1:- held but not s
 the nodes that are busy, and the GPUs held and idle. Only Cohort's replicas are counted, not
 anything else running there; a node whose replicas have not all reported says how many did.
   -l, --selector SELECTOR   only the nodes whose labels match (as cohort nodes -l)
-  --json    with --nodes: [{node_id, state, replicas, cpus, cpus_used, memory_mb, gpus,
-            gpus_used, usage: {cpu_cores, memory_bytes, gpus: [...], replicas}}] (usage null:
-            no replica there has reported)
+  --json    with --nodes: the nodes as `cohort nodes --json` prints them, each with usage:
+            {cpu_cores, memory_bytes, gpus: [...], replicas} (null: no replica there has
+            reported)
 )",
        Top},
       {"logs",

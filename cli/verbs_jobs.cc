@@ -160,17 +160,7 @@ int Top(const ParsedArgs& args, const Context& ctx) {
       return kExitOk;
     }
     nlohmann::json rows = nlohmann::json::array();
-    for (const auto& n : *nodes) {
-      rows.push_back({{"node_id", n.node_id},
-                      {"state", n.state},
-                      {"replicas", n.replicas},
-                      {"cpus", n.cpus},
-                      {"cpus_used", n.cpus_used},
-                      {"memory_mb", n.memory_mb},
-                      {"gpus", n.gpus.size()},
-                      {"gpus_used", n.gpus_used},
-                      {"usage", NodeUsageToJson(n.usage.get())}});
-    }
+    for (const auto& n : *nodes) rows.push_back(NodeToJson(n));
     ctx.out << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kExitOk;
   }

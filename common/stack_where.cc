@@ -106,10 +106,9 @@ const std::vector<Frame>* MainThread(const std::vector<std::vector<Frame>>& thre
 // Where a library's path starts its package ("/usr/lib/python3/dist-packages/torch/x.py" ->
 // "torch/x.py", "/usr/lib/python3.11/threading.py" -> "threading.py"); npos for the user's code.
 size_t LibraryStart(const std::string& file) {
-  if (StartsWith(file, "<")) return 0;  // <frozen importlib._bootstrap>, <string>
-  for (std::string_view marker : {"-packages/"}) {
-    if (size_t at = file.rfind(marker); at != std::string::npos) return at + marker.size();
-  }
+  if (StartsWith(file, "<")) return 0;                  // <frozen importlib._bootstrap>, <string>
+  constexpr std::string_view kPackages = "-packages/";  // site-packages, dist-packages
+  if (size_t at = file.rfind(kPackages); at != std::string::npos) return at + kPackages.size();
   for (size_t at = file.find("/python"); at != std::string::npos;
        at = file.find("/python", at + 1)) {
     // .../lib/python3.11/X or .../lib/python3/X: the interpreter's own library.

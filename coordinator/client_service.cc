@@ -613,9 +613,11 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
   for (const JobRecord* job : jobs_.EndedHolding()) account(*job);
   std::map<std::string, wire::NodeUsageT> usage;
   if (usage_ != nullptr) {
-    usage = usage_->ByNode(now_ms, ReplicaUsageTracker::PlacedIn([this](const std::string& name) {
-                             return static_cast<const JobRecord*>(jobs_.FindJob(name));
-                           }));
+    usage = usage_
+                ->ByNode(now_ms, ReplicaUsageTracker::PlacedIn([this](const std::string& name) {
+                           return jobs_.FindJob(name);
+                         }))
+                .nodes;
   }
   wire::NodeListT list;
   for (const auto& [id, n] : nodes_.nodes()) {

@@ -70,7 +70,7 @@ struct CoordinatorSnapshot {
   // What each node's running replicas use (ReplicaUsageTracker::ByNode), as JSON; nodes none of
   // whose replicas reported are absent.
   std::map<std::string, nlohmann::json> node_usage;
-  int64_t gpus_held_idle = 0;  // ReplicaUsageTracker::GpusHeldIdle
+  int64_t gpus_held_idle = 0;  // ReplicaUsageTracker::NodeSums::gpus_held_idle
   CoordinatorCounters counters;
 };
 

@@ -90,14 +90,14 @@ void ReplicaUsageTracker::ForEachShown(
   }
 }
 
-std::map<std::string, wire::NodeUsageT> ReplicaUsageTracker::ByNode(int64_t now_ms,
-                                                                    const NodeOf& node_of) const {
-  std::map<std::string, wire::NodeUsageT> nodes;
+ReplicaUsageTracker::NodeSums ReplicaUsageTracker::ByNode(int64_t now_ms,
+                                                          const NodeOf& node_of) const {
+  NodeSums sums;
   ForEachShown(now_ms, [&](const std::string& job, const std::string& replica, int attempt,
                            const wire::ReplicaUsageT& usage) {
     const std::string node = node_of(job, replica, attempt);
     if (node.empty()) return;
-    wire::NodeUsageT& n = nodes[node];
+    wire::NodeUsageT& n = sums.nodes[node];
     ++n.replicas;
     if (usage.cpu_cores >= 0) n.cpu_cores = std::max(n.cpu_cores, 0.0) + usage.cpu_cores;
     if (usage.memory_bytes >= 0) {
@@ -106,23 +106,15 @@ std::map<std::string, wire::NodeUsageT> ReplicaUsageTracker::ByNode(int64_t now_
     for (const auto& gpu : usage.gpus) {
       if (gpu) n.gpus.push_back(std::make_unique<wire::GpuUsageT>(*gpu));
     }
+    if (usage.gpus_idle_ms >= kHeldIdleMs) {
+      sums.gpus_held_idle += static_cast<int64_t>(usage.gpus.size());
+    }
   });
-  for (auto& [node, n] : nodes) {
+  for (auto& [node, n] : sums.nodes) {
     std::sort(n.gpus.begin(), n.gpus.end(),
               [](const auto& a, const auto& b) { return a->index < b->index; });
   }
-  return nodes;
-}
-
-int64_t ReplicaUsageTracker::GpusHeldIdle(int64_t now_ms, const NodeOf& node_of) const {
-  int64_t idle = 0;
-  ForEachShown(now_ms, [&](const std::string& job, const std::string& replica, int attempt,
-                           const wire::ReplicaUsageT& usage) {
-    if (usage.gpus_idle_ms >= kHeldIdleMs && !node_of(job, replica, attempt).empty()) {
-      idle += static_cast<int64_t>(usage.gpus.size());
-    }
-  });
-  return idle;
+  return sums;
 }
 
 ReplicaUsageTracker::NodeOf ReplicaUsageTracker::PlacedIn(

@@ -66,15 +66,18 @@ class ReplicaUsageTracker {
   // What the attempts shown now use, summed by node (wire::NodeInfo.usage): `node_of(job,
   // replica, attempt)` names the node each runs on, "" when that is not the replica's current
   // placed attempt (left out). CPU and memory: the sums of the known ones (-1: none known); GPUs:
-  // every sample, by index.
+  // every sample, by index. In the same pass, the GPUs held idle (Prometheus'
+  // cohort_gpus{state="held_idle"}): those of the attempts whose every GPU has sampled below
+  // kIdleUtilization for kHeldIdleMs or more without a break (a minute, as `cohort top` shows
+  // "(idle 1m00s)").
   using NodeOf =
       std::function<std::string(const std::string& job, const std::string& replica, int attempt)>;
-  std::map<std::string, wire::NodeUsageT> ByNode(int64_t now_ms, const NodeOf& node_of) const;
-  // The GPUs held idle (Prometheus' cohort_gpus{state="held_idle"}): those of the attempts
-  // `node_of` places whose every GPU has sampled below kIdleUtilization for kHeldIdleMs or more
-  // without a break (a minute, as `cohort top` shows "(idle 1m00s)").
   static constexpr int64_t kHeldIdleMs = 60'000;
-  int64_t GpusHeldIdle(int64_t now_ms, const NodeOf& node_of) const;
+  struct NodeSums {
+    std::map<std::string, wire::NodeUsageT> nodes;
+    int64_t gpus_held_idle = 0;
+  };
+  NodeSums ByNode(int64_t now_ms, const NodeOf& node_of) const;
   // The NodeOf of the jobs `find_job` finds (nullptr: gone): a replica's node while `attempt` is
   // its current attempt and it is placed and not final.
   static NodeOf PlacedIn(std::function<const JobRecord*(const std::string&)> find_job);

@@ -47,12 +47,14 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
                                          int attempt, const wire::ReplicaUsageT& usage) {
     snapshot->usage[job][replica] = {attempt, ReplicaUsageToJson(&usage)};
   });
-  const ReplicaUsageTracker::NodeOf node_of = ReplicaUsageTracker::PlacedIn(
-      [&jobs](const std::string& name) { return jobs.FindJob(name); });
-  for (auto& [node, usage] : sources.usage.ByNode(now_ms, node_of)) {
+  ReplicaUsageTracker::NodeSums sums =
+      sources.usage.ByNode(now_ms, ReplicaUsageTracker::PlacedIn([&jobs](const std::string& name) {
+                             return jobs.FindJob(name);
+                           }));
+  for (const auto& [node, usage] : sums.nodes) {
     snapshot->node_usage[node] = NodeUsageToJson(&usage);
   }
-  snapshot->gpus_held_idle = sources.usage.GpusHeldIdle(now_ms, node_of);
+  snapshot->gpus_held_idle = sums.gpus_held_idle;
   snapshot->counters = sources.counters;
   return snapshot;
 }

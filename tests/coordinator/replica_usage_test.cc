@@ -157,7 +157,7 @@ TEST(ReplicaUsageTest, GpusHeldIdleCountsThePlacedAttemptsIdleForAMinute) {
   auto placed = [](const std::string&, const std::string& replica, int) -> std::string {
     return replica == "worker-0" ? "" : "node-a";
   };
-  EXPECT_EQ(usage.GpusHeldIdle(t1, placed), 2);
+  EXPECT_EQ(usage.ByNode(t1, placed).gpus_held_idle, 2);
 }
 
 // A heartbeat's progress as the wire carries it, built from its object form.
@@ -242,11 +242,15 @@ TEST(ReplicaUsageTest, ANodesUsageIsTheSumOfItsCurrentReplicas) {
       {{"a", "chief-0"}, {0, "node-a"}},
       {{"b", "chief-0"}, {0, "node-b"}},
       {{"a", "worker-0"}, {1, "node-b"}}};
-  auto nodes = usage.ByNode(
-      3'000, [&](const std::string& job, const std::string& replica, int attempt) -> std::string {
-        auto it = placed.find({job, replica});
-        return it == placed.end() || it->second.first != attempt ? "" : it->second.second;
-      });
+  auto nodes =
+      usage
+          .ByNode(
+              3'000,
+              [&](const std::string& job, const std::string& replica, int attempt) -> std::string {
+                auto it = placed.find({job, replica});
+                return it == placed.end() || it->second.first != attempt ? "" : it->second.second;
+              })
+          .nodes;
   ASSERT_EQ(nodes.size(), 2u);
   const wire::NodeUsageT& a = nodes.at("node-a");
   EXPECT_EQ(a.replicas, 2);
@@ -265,7 +269,7 @@ TEST(ReplicaUsageTest, ANodesUsageIsTheSumOfItsCurrentReplicas) {
   EXPECT_TRUE(usage
                   .ByNode(3'000 + ReplicaUsageTracker::kStaleMs + 1,
                           [](auto&, auto&, int) { return std::string("node-a"); })
-                  .empty());
+                  .nodes.empty());
 }
 
 // PlacedIn: a replica's node while the attempt is its current one, placed and not final.
