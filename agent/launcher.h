@@ -70,6 +70,15 @@ struct LaunchRequest {
   int cpus = 0;           // 0: no CPU limit
   int64_t memory_mb = 0;  // 0: no memory limit
   std::string image;      // container launchers only
+  // Container launchers only: the job's container.command and container.args apart, which
+  // ContainerArgv (agent/oci_launcher.h) lays over the image's ENTRYPOINT and CMD as Kubernetes
+  // does; nullopt where the coordinator sent neither apart (an older one: then a non-empty argv,
+  // the two joined, is the whole command).
+  struct ContainerCommand {
+    std::vector<std::string> command;
+    std::vector<std::string> args;
+  };
+  std::optional<ContainerCommand> container_command;
   // The account the replica runs as (agent/replica_user.h); nullopt: the agent's own. The
   // working dir and output dirs are already the account's.
   std::optional<RunAs> run_as;

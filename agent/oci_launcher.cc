@@ -7,6 +7,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -82,7 +84,108 @@ std::map<std::string, std::string> ContainerEnv(const LaunchRequest& request) {
 }
 
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-constexpr uintmax_t kMaxImageConfigBytes = 16 << 20;
+constexpr uint64_t kMaxImageConfigBytes = 16 << 20;
+constexpr char kImageCommandEntry[] = "cohort-image-command.json";
+
+// The JSON object in `file` (`named` in errors); null where there is no such file. Read as root:
+// a link (to a file of the node's), a FIFO or anything but a regular file is refused, as is a
+// file over 16 MiB or one that is not a JSON object.
+StatusOr<json> ReadJsonObjectFile(const fs::path& file, const std::string& named) {
+  struct stat st {};
+  StatusOr<int> opened = OpenRegularFile(file.string(), named, &st);
+  if (opened.status().code() == StatusCode::kNotFound) return json();
+  if (!opened.ok()) return FailedPrecondition(opened.status().message());
+  UniqueFd fd(*opened);
+  if (static_cast<uint64_t>(st.st_size) > kMaxImageConfigBytes) {
+    return FailedPrecondition(named + " is larger than 16 MiB");
+  }
+  std::string text;
+  COHORT_RETURN_IF_ERROR(ReadAt(fd.get(), 0, kMaxImageConfigBytes, &text, "read " + named));
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return FailedPrecondition(named + " is not a JSON object");
+  }
+  return parsed;
+}
+
+// The member `key` of `value` where it is an object holding one; null otherwise (what a hostile
+// file holds in its place is never a reason to throw).
+json Member(const json& value, const char* key) {
+  if (!value.is_object()) return json();
+  const auto it = value.find(key);
+  return it == value.end() ? json() : *it;
+}
+
+// The strings of a JSON array (none for null, as an image config's absent Cmd is).
+StatusOr<std::vector<std::string>> StringArray(const json& value, const std::string& named) {
+  std::vector<std::string> strings;
+  if (value.is_null()) return strings;
+  if (!value.is_array()) return FailedPrecondition(named + " is not an array");
+  for (const json& item : value) {
+    const std::string* text = item.get_ptr<const std::string*>();
+    if (text == nullptr) {
+      return FailedPrecondition(named + " holds " + item.dump().substr(0, 80) + ", not a string");
+    }
+    strings.push_back(*text);
+  }
+  return strings;
+}
+
+// The JSON object an image layout holds under `digest` ("sha256:<hex>"): its
+// blobs/<algorithm>/<hex>.
+StatusOr<json> ReadLayoutBlob(const std::string& layout_dir, const json& digest) {
+  const std::string* text = digest.get_ptr<const std::string*>();
+  const size_t colon = text == nullptr ? std::string::npos : text->find(':');
+  auto plain = [](const std::string& part) {
+    return !part.empty() && part.front() != '.' &&
+           std::all_of(part.begin(), part.end(), [](char c) {
+             return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '.' ||
+                    c == '_' || c == '-' || c == '=';
+           });
+  };
+  if (colon == std::string::npos || !plain(text->substr(0, colon)) ||
+      !plain(text->substr(colon + 1))) {
+    return FailedPrecondition("image layout " + layout_dir + ": digest " +
+                              digest.dump().substr(0, 80) + " is not algorithm:hex");
+  }
+  const fs::path blob =
+      fs::path(layout_dir) / "blobs" / text->substr(0, colon) / text->substr(colon + 1);
+  COHORT_ASSIGN_OR_RETURN(
+      json parsed, ReadJsonObjectFile(blob, "image layout " + layout_dir + ": blob " + *text));
+  if (parsed.is_null()) {
+    return FailedPrecondition("image layout " + layout_dir + " lacks the blob " + *text);
+  }
+  return parsed;
+}
+
+// Writes `text` to `path` through a temporary file renamed over it.
+Status ReplaceFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Internal("write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
+  return Status::Ok();
+}
+
+// WriteImageCommand, a failure said in the log: the image's process.args then all count as CMD.
+void SplitImageCommand(const std::string& image, const std::string& layout_dir,
+                       const std::string& bundle) {
+  if (Status split = WriteImageCommand(layout_dir, bundle); !split.ok()) {
+    spdlog::warn(
+        "image {}: its ENTRYPOINT and CMD are not told apart, so container.args alone "
+        "replace both: {}",
+        image, split.message());
+  }
+}
+
+std::vector<std::string> Joined(std::vector<std::string> first,
+                                const std::vector<std::string>& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
 
 // OCI process.user: the run_as account's uid, gid and groups; root without one.
 json ProcessUser(const std::optional<RunAs>& run_as) {
@@ -112,22 +215,8 @@ StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
   const fs::path root(rootfs);
   if (root.filename() != "rootfs") return image;  // a bare root filesystem: no config
   const fs::path file = root.parent_path() / "config.json";
-  std::error_code ec;
-  // Read as root: a link (to a file of the node's) is not the image's config.
-  const fs::file_status status = fs::symlink_status(file, ec);
   const std::string named = "the image's " + file.string();
-  if (fs::is_symlink(status)) return FailedPrecondition(named + " is a symbolic link");
-  if (!fs::is_regular_file(status)) return image;
-  const uintmax_t size = fs::file_size(file, ec);
-  if (ec || size > kMaxImageConfigBytes) {
-    return FailedPrecondition(named + " is " +
-                              (ec ? "unreadable: " + ec.message() : "larger than 16 MiB"));
-  }
-  COHORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file.string(), named));
-  const json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) {
-    return FailedPrecondition(named + " is not a JSON object");
-  }
+  COHORT_ASSIGN_OR_RETURN(const json config, ReadJsonObjectFile(file, named));
   const auto process = config.find("process");
   if (process == config.end() || !process->is_object()) return image;
   if (const auto cwd = process->find("cwd"); cwd != process->end()) {
@@ -141,14 +230,21 @@ StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
     if (*dir != "/") image.cwd = *dir;
   }
   if (const auto args = process->find("args"); args != process->end()) {
-    if (!args->is_array()) return FailedPrecondition(named + ": process.args is not an array");
-    for (const json& arg : *args) {
-      const std::string* text_arg = arg.get_ptr<const std::string*>();
-      if (text_arg == nullptr) {
-        return FailedPrecondition(named + ": process.args holds " + arg.dump().substr(0, 80) +
-                                  ", not a string");
-      }
-      image.args.push_back(*text_arg);
+    COHORT_ASSIGN_OR_RETURN(image.cmd, StringArray(*args, named + ": process.args"));
+  }
+  // ENTRYPOINT and CMD apart, where the launcher read them from the image's layout.
+  const fs::path split_file = root.parent_path() / kImageCommandEntry;
+  const std::string split_named = "the image's " + split_file.string();
+  COHORT_ASSIGN_OR_RETURN(const json split, ReadJsonObjectFile(split_file, split_named));
+  if (!split.is_null()) {
+    COHORT_ASSIGN_OR_RETURN(std::vector<std::string> entrypoint,
+                            StringArray(Member(split, "entrypoint"), split_named + ": entrypoint"));
+    COHORT_ASSIGN_OR_RETURN(std::vector<std::string> cmd,
+                            StringArray(Member(split, "cmd"), split_named + ": cmd"));
+    // Else the config was rewritten since: all of it is CMD.
+    if (Joined(entrypoint, cmd) == image.cmd) {
+      image.entrypoint = std::move(entrypoint);
+      image.cmd = std::move(cmd);
     }
   }
   const auto vars = process->find("env");
@@ -164,6 +260,51 @@ StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs) {
     image.env[text_var->substr(0, eq)] = text_var->substr(eq + 1);
   }
   return image;
+}
+
+Status WriteImageCommand(const std::string& layout_dir, const std::string& bundle) {
+  const fs::path unpacked_file = fs::path(bundle) / "umoci.json";
+  COHORT_ASSIGN_OR_RETURN(const json unpacked,
+                          ReadJsonObjectFile(unpacked_file, unpacked_file.string()));
+  if (unpacked.is_null()) return FailedPrecondition(unpacked_file.string() + " is missing");
+  const json walk = Member(Member(unpacked, "from_descriptor_path"), "descriptor_walk");
+  if (!walk.is_array() || walk.empty() || !walk.back().is_object()) {
+    return FailedPrecondition(unpacked_file.string() + " names no manifest");
+  }
+  COHORT_ASSIGN_OR_RETURN(const json manifest,
+                          ReadLayoutBlob(layout_dir, Member(walk.back(), "digest")));
+  COHORT_ASSIGN_OR_RETURN(const json image,
+                          ReadLayoutBlob(layout_dir, Member(Member(manifest, "config"), "digest")));
+  const std::string named = "the image config of " + layout_dir;
+  const json process = Member(image, "config");
+  if (!process.is_null() && !process.is_object()) {
+    return FailedPrecondition(named + ": config is not an object");
+  }
+  auto field = [&](const char* name) {
+    return StringArray(Member(process, name), named + ": config." + name);
+  };
+  COHORT_ASSIGN_OR_RETURN(const std::vector<std::string> entrypoint, field("Entrypoint"));
+  COHORT_ASSIGN_OR_RETURN(const std::vector<std::string> cmd, field("Cmd"));
+  const json split = {{"entrypoint", entrypoint}, {"cmd", cmd}};
+  return ReplaceFile((fs::path(bundle) / kImageCommandEntry).string(), split.dump());
+}
+
+StatusOr<std::vector<std::string>> ContainerArgv(const LaunchRequest& request,
+                                                 const ImageConfig& image) {
+  std::vector<std::string> argv;
+  if (!request.container_command) {
+    // An older coordinator's: the job's command and args joined, or neither for the image's.
+    argv = request.argv.empty() ? Joined(image.entrypoint, image.cmd) : request.argv;
+  } else if (const auto& given = *request.container_command; !given.command.empty()) {
+    argv = Joined(given.command, given.args);
+  } else {
+    argv = Joined(image.entrypoint, given.args.empty() ? image.cmd : given.args);
+  }
+  if (argv.empty()) {
+    return InvalidArgument("container.command is required: the image " + request.image +
+                           " names no ENTRYPOINT or CMD");
+  }
+  return argv;
 }
 
 bool CanBeOverlayUpper(const std::string& dir) {
@@ -267,6 +408,7 @@ StatusOr<OciLauncher::ImageLocation> OciLauncher::LocateImage(const std::string&
     std::string key =
         std::to_string(std::hash<std::string>{}(fs::absolute(path).string() + ":" + tag));
     location.layout = path.string() + (tag.empty() ? "" : ":" + tag);
+    location.layout_dir = path.string();
     location.bundle = (fs::path(options_.cache_dir) / key).string();
     return location;
   }
@@ -370,7 +512,13 @@ Status OciLauncher::Unpack(const std::string& image, const ImageLocation& locati
   }
   std::lock_guard<std::mutex> lock(*image_mu);  // a second attempt waits for the first's unpack
   std::error_code ec;
-  if (fs::is_directory(fs::path(location.bundle) / "rootfs", ec)) return Status::Ok();
+  if (fs::is_directory(fs::path(location.bundle) / "rootfs", ec)) {
+    // Unpacked by an agent that did not yet read the ENTRYPOINT and CMD apart.
+    if (!fs::exists(fs::path(location.bundle) / kImageCommandEntry, ec)) {
+      SplitImageCommand(image, location.layout_dir, location.bundle);
+    }
+    return Status::Ok();
+  }
   if (cancelled_) return Cancelled("image " + image + ": the agent is shutting down");
   std::string umoci = FindExecutable("umoci");
   if (umoci.empty()) {
@@ -391,6 +539,7 @@ Status OciLauncher::Unpack(const std::string& image, const ImageLocation& locati
       return Cancelled("umoci unpack " + image + ": the agent is shutting down");
     return FailedPrecondition("umoci unpack " + image + ": " + unpacked.output);
   }
+  SplitImageCommand(image, location.layout_dir, staging);
   fs::rename(staging, location.bundle, ec);
   if (ec) {
     Status failed = Internal("rename " + staging + ": " + ec.message());
@@ -403,12 +552,7 @@ Status OciLauncher::Unpack(const std::string& image, const ImageLocation& locati
 StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
                                                 const std::string& rootfs) const {
   COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
-  // Without a command, the image's ENTRYPOINT and CMD (umoci's process.args).
-  const std::vector<std::string>& argv = request.argv.empty() ? image.args : request.argv;
-  if (argv.empty()) {
-    return InvalidArgument("container.command is required: the image " + request.image +
-                           " names no ENTRYPOINT or CMD");
-  }
+  COHORT_ASSIGN_OR_RETURN(const std::vector<std::string> argv, ContainerArgv(request, image));
   // The image's own environment (its ENV), under the replica's; a PATH when neither has one; the
   // agent's sitecustomize first on PYTHONPATH, above the image's or the job's.
   std::map<std::string, std::string> vars = std::move(image.env);
@@ -608,8 +752,20 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
       }
     }
   }
+  // The CLI lays the job's command and args over the image's ENTRYPOINT and CMD as ContainerArgv
+  // does: --entrypoint clears the CMD too. An older coordinator's argv goes in place of the CMD.
+  std::vector<std::string> after_image = request.argv;
+  if (request.container_command) {
+    const auto& given = *request.container_command;
+    after_image = given.args;
+    if (!given.command.empty()) {
+      argv.push_back("--entrypoint");
+      argv.push_back(given.command.front());
+      after_image = Joined({given.command.begin() + 1, given.command.end()}, given.args);
+    }
+  }
   argv.push_back(request.image);
-  argv.insert(argv.end(), request.argv.begin(), request.argv.end());
+  argv.insert(argv.end(), after_image.begin(), after_image.end());
   return argv;
 }
 

@@ -27,10 +27,18 @@
 // on the node with the other working files, agent/working_files.h); where the image lacks the
 // directory, image-workdir is mounted there; where the agent's work dir is itself on overlayfs
 // (an agent in a container), which cannot hold an upper directory, the WORKDIR stays read-only.
-// Without a WORKDIR the cwd is the attempt's working directory. A replica without a command runs
-// the image's ENTRYPOINT and CMD (process.args), as `docker run IMAGE` does. A config.json that is
-// not JSON, or whose process.env is not KEY=VALUE strings, or whose cwd is not a plain absolute
-// path, fails the launch saying so.
+// Without a WORKDIR the cwd is the attempt's working directory. A config.json that is not JSON, or
+// whose process.env is not KEY=VALUE strings, or whose cwd is not a plain absolute path, fails the
+// launch saying so.
+//
+// Command (ContainerArgv): Kubernetes' and Vertex's rules over the image's ENTRYPOINT and CMD.
+// The job's container.command replaces both; its args alone follow the ENTRYPOINT in place of the
+// CMD (an image ENTRYPOINT ["python", "-m", "trainer.task"] given `args: [--epochs=3]`); neither
+// runs ENTRYPOINT then CMD, as `docker run IMAGE` does. umoci joins the two in the process.args it
+// unpacks, so after unpacking a layout the launcher reads them apart from the image's config blob
+// (the manifest umoci.json names) into <bundle>/cohort-image-command.json; a bundle or root
+// filesystem given as the image tells them not apart: its process.args count as CMD. docker and
+// podman apply the same rules themselves (--entrypoint for a command).
 //
 // GPUs: only the pinned /dev/nvidiaN nodes plus the control nodes (nvidiactl, nvidia-uvm,
 // nvidia-uvm-tools, nvidia-modeset) that exist on the host are created in the container, each
@@ -98,18 +106,32 @@ struct OciOptions {
 };
 
 // What an image's config says of its process: its environment (ENV), working directory
-// (WORKDIR; "" for none or "/") and command (ENTRYPOINT then CMD).
+// (WORKDIR; "" for none or "/") and command: ENTRYPOINT, then CMD.
 struct ImageConfig {
   std::map<std::string, std::string> env;
   std::string cwd;
-  std::vector<std::string> args;
+  std::vector<std::string> entrypoint;
+  std::vector<std::string> cmd;
 };
 // The process.env, process.cwd and process.args of <rootfs>/../config.json when `rootfs` is a
 // directory named rootfs beside one (an unpacked image layout, an OCI bundle); nothing otherwise.
-// kFailedPrecondition naming the file when it is a link, not JSON, over 16 MiB, its env is not
-// KEY=VALUE strings, its args not strings, or its cwd not an absolute path free of ',', ':' and
-// '..'.
+// process.args is split into ENTRYPOINT and CMD as <rootfs>/../cohort-image-command.json says
+// where that file exists and its two join to process.args (WriteImageCommand); otherwise it is
+// all CMD. kFailedPrecondition naming the file when either is a link, not JSON, over 16 MiB, its
+// env is not KEY=VALUE strings, its args not strings, or its cwd not an absolute path free of
+// ',', ':' and '..'.
 StatusOr<ImageConfig> ReadImageConfig(const std::string& rootfs);
+// Writes <bundle>/cohort-image-command.json: the ENTRYPOINT and CMD of the image that umoci
+// unpacked into `bundle` from the image layout `layout_dir`, read from the layout's blobs (the
+// manifest named last in <bundle>/umoci.json, then its config). kFailedPrecondition naming what
+// is missing or malformed (a digest that is not algorithm:hex, a blob over 16 MiB or not JSON).
+Status WriteImageCommand(const std::string& layout_dir, const std::string& bundle);
+// The argv a container runs (see "Command" above): the request's container_command laid over the
+// image's ENTRYPOINT and CMD; without one, a non-empty argv (an older coordinator's, the job's
+// command and args joined) is the whole command. kInvalidArgument, naming the image, when that
+// leaves nothing to run.
+StatusOr<std::vector<std::string>> ContainerArgv(const LaunchRequest& request,
+                                                 const ImageConfig& image);
 // Whether `dir` may hold an overlay's upper directory: not on overlayfs itself (an agent running
 // in a container), where the kernel refuses one. A directory statfs cannot read counts as able.
 bool CanBeOverlayUpper(const std::string& dir);
@@ -168,11 +190,12 @@ class OciLauncher : public Launcher {
   Status RemoveLeftover(const std::string& id);
 
   // Where an image's root filesystem is: `rootfs` for a root filesystem directory; for an OCI
-  // image layout, `layout` ("<dir>[:<tag>]", as umoci takes it) and the cache `bundle` it is
-  // unpacked into (its root: <bundle>/rootfs).
+  // image layout, `layout` ("<dir>[:<tag>]", as umoci takes it), its directory `layout_dir` and
+  // the cache `bundle` it is unpacked into (its root: <bundle>/rootfs).
   struct ImageLocation {
     std::string rootfs;
     std::string layout;
+    std::string layout_dir;
     std::string bundle;
   };
   StatusOr<ImageLocation> LocateImage(const std::string& image) const;

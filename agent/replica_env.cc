@@ -113,7 +113,22 @@ Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_
   plan->chief = launch.role() && launch.role()->str() == "chief";
   plan->container = launch.container() != nullptr;
   plan->env.container = plan->container;
-  if (plan->container) request.image = Str(launch.container()->image());
+  if (plan->container) {
+    const wire::ContainerSpec& container = *launch.container();
+    request.image = Str(container.image());
+    const bool given = (container.command() && container.command()->size() > 0) ||
+                       (container.args() && container.args()->size() > 0);
+    if (given) {
+      LaunchRequest::ContainerCommand apart;
+      if (container.command()) {
+        for (const auto* arg : *container.command()) apart.command.push_back(Str(arg));
+      }
+      if (container.args()) {
+        for (const auto* arg : *container.args()) apart.args.push_back(Str(arg));
+      }
+      request.container_command = std::move(apart);
+    }
+  }
   if (request.argv.empty() && !plan->container) {
     return InvalidArgument("the launch has no command");
   }

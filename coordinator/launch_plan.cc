@@ -88,6 +88,8 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   } else if (pool.container) {
     launch.container = std::make_unique<wire::ContainerSpecT>();
     launch.container->image = pool.container->image;
+    launch.container->command = pool.container->command;
+    launch.container->args = pool.container->args;
     launch.command = pool.container->command;
     launch.command.insert(launch.command.end(), pool.container->args.begin(),
                           pool.container->args.end());

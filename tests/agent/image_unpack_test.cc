@@ -131,6 +131,9 @@ class FakeUmoci {
              {"config", "--image", tagged, "--config.env", "PATH=/opt/tools/bin:/bin",
               "--config.env", "IMAGE_SAYS=from the image", "--config.env", "RANK=image",
               "--config.workingdir", "/app"},
+             // An ENTRYPOINT that a job's args follow, and a CMD they replace.
+             {"config", "--image", tagged, "--config.entrypoint", "/bin/cat", "--config.cmd",
+              "/etc/hostname"},
              {"unpack", "--image", tagged, build}}) {
       auto run = testing::RunProcess(umoci, args);
       EXPECT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
@@ -352,6 +355,25 @@ TEST_F(ImageUnpackTest, TheContainerRunsWithTheImagesEnvironmentUnderTheJobs) {
       Log("worker-0", 0).find("PATH=/opt/tools/bin:/bin|IMAGE_SAYS=from the image|RANK=3|CWD=/app"),
       std::string::npos)
       << Log("worker-0", 0);
+}
+
+// A job that gives only args (Vertex's usual container job: the image's ENTRYPOINT runs the
+// trainer): they follow the image's ENTRYPOINT in place of its CMD, read apart from the layout.
+TEST_F(ImageUnpackTest, AJobsArgsFollowTheImagesEntrypointInPlaceOfItsCmd) {
+  if (!umoci_.UseRealUmoci()) GTEST_SKIP() << "umoci is not installed (scripts/install-deps.sh)";
+  wire::LaunchReplicaT launch = umoci_.Launch("worker-0", 0);
+  launch.command = {"/unpacked"};  // as the coordinator sends them: joined, and apart
+  launch.container->args = {"/unpacked"};
+  manager_->Launch(*Built<wire::LaunchReplica>(launch));
+  ASSERT_TRUE(StepUntil([&] { return Final(ImageJob(), "worker-0", 0); }));
+  const std::string config = ReadFile(
+      AttemptWorkingDir(config_.work_dir, ImageJob(), "worker-0", 0) + "/bundle/config.json");
+  ASSERT_FALSE(config.empty()) << Find(ImageJob(), "worker-0", 0)->message;
+  EXPECT_EQ(nlohmann::json::parse(config)["process"]["args"],
+            nlohmann::json({"/bin/cat", "/unpacked"}))
+      << config;
+  if (!FakeUmoci::ContainersRun()) return;  // runc/crun then fail at the runtime step
+  EXPECT_NE(Log("worker-0", 0).find(kMarker), std::string::npos) << Log("worker-0", 0);
 }
 
 TEST_F(ImageUnpackTest, TwoReplicasOfOneImageUnpackItOnce) {

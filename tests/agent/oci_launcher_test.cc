@@ -11,12 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -202,6 +204,26 @@ TEST_P(OciLauncherTest, CliArgvUsesHostNetworkAndPinnedDevices) {
   EXPECT_NE(joined.find("--env NVIDIA_VISIBLE_DEVICES=2 "), std::string::npos) << joined;
   EXPECT_EQ(joined.find("nvidia1"), std::string::npos) << joined;
   EXPECT_NE(joined.find("python3 train.py"), std::string::npos) << joined;
+
+  // The CLI applies the image's ENTRYPOINT and CMD itself: args alone follow the image name (in
+  // place of its CMD); a command is --entrypoint (which clears the CMD) and the rest.
+  LaunchRequest args_only = Request({"--epochs=3"}, {});
+  args_only.container_command = LaunchRequest::ContainerCommand{{}, {"--epochs=3"}};
+  auto with_args = (*launcher)->CliRunArgv(args_only, "cid");
+  EXPECT_EQ(std::find(with_args.begin(), with_args.end(), "--entrypoint"), with_args.end());
+  ASSERT_GE(with_args.size(), 2u);
+  EXPECT_EQ(with_args[with_args.size() - 2], args_only.image);
+  EXPECT_EQ(with_args.back(), "--epochs=3");
+  LaunchRequest command = Request({"python3", "t.py", "-v"}, {});
+  command.container_command = LaunchRequest::ContainerCommand{{"python3", "t.py"}, {"-v"}};
+  auto with_command = (*launcher)->CliRunArgv(command, "cid");
+  auto entrypoint = std::find(with_command.begin(), with_command.end(), "--entrypoint");
+  ASSERT_NE(entrypoint, with_command.end());
+  EXPECT_EQ(*(entrypoint + 1), "python3");
+  auto image = std::find(with_command.begin(), with_command.end(), command.image);
+  ASSERT_NE(image, with_command.end());
+  EXPECT_EQ(std::vector<std::string>(image + 1, with_command.end()),
+            (std::vector<std::string>{"t.py", "-v"}));
 }
 
 TEST_P(OciLauncherTest, UnknownRuntimeAndBadImageAreClearErrors) {
@@ -492,7 +514,9 @@ TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_EQ(two->env, (std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}}));
   EXPECT_EQ(two->cwd, "/workspace/app");
-  EXPECT_EQ(two->args,
+  // Nothing tells its ENTRYPOINT and CMD apart: all of it is CMD.
+  EXPECT_TRUE(two->entrypoint.empty());
+  EXPECT_EQ(two->cmd,
             (std::vector<std::string>{"/opt/nvidia/entrypoint.sh", "python", "-m", "trainer"}));
   EXPECT_TRUE(ReadImageConfig(dir.string())->env.empty());  // not named rootfs: no config read
   write(R"({"process": {"cwd": "/"}})");                    // umoci's when the image has no WORKDIR
@@ -513,6 +537,138 @@ TEST(ImageConfigTest, ReadsTheProcessEnvAndCwdAndRefusesWhatIsNotPlain) {
   fs::remove(dir / "config.json");
   fs::create_symlink("/etc/hostname", dir / "config.json");
   EXPECT_EQ(ReadImageConfig(rootfs).status().code(), StatusCode::kFailedPrecondition);
+  fs::remove_all(dir);
+}
+
+// The ENTRYPOINT and CMD that WriteImageCommand read apart split the config's process.args, as
+// long as the two still join to them; a split file that is not plain is refused, named.
+TEST(ImageConfigTest, TheImageCommandFileSplitsProcessArgsIntoEntrypointAndCmd) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("cohort-image-split-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "rootfs");
+  const std::string rootfs = (dir / "rootfs").string();
+  std::ofstream(dir / "config.json")
+      << R"({"process": {"args": ["/opt/nvidia/entrypoint.sh", "python", "-m", "trainer"]}})";
+  auto split = [&](const std::string& text) {
+    std::ofstream(dir / "cohort-image-command.json", std::ios::trunc) << text;
+    return ReadImageConfig(rootfs);
+  };
+  auto apart =
+      split(R"({"entrypoint": ["/opt/nvidia/entrypoint.sh"], "cmd": ["python", "-m", "trainer"]})");
+  ASSERT_TRUE(apart.ok()) << apart.status().ToString();
+  EXPECT_EQ(apart->entrypoint, (std::vector<std::string>{"/opt/nvidia/entrypoint.sh"}));
+  EXPECT_EQ(apart->cmd, (std::vector<std::string>{"python", "-m", "trainer"}));
+  // The config was rewritten since: the stale split is not taken.
+  auto stale = split(R"({"entrypoint": ["/bin/sh"], "cmd": ["-c", "true"]})");
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_TRUE(stale->entrypoint.empty());
+  EXPECT_EQ(stale->cmd.size(), 4u);
+  for (const char* bad : {"[]", "{", R"({"entrypoint": "sh"})", R"({"cmd": [1]})"}) {
+    auto refused = split(bad);
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << bad;
+    EXPECT_NE(refused.status().message().find((dir / "cohort-image-command.json").string()),
+              std::string::npos)
+        << refused.status().message();
+  }
+  fs::remove(dir / "cohort-image-command.json");
+  fs::create_symlink("/etc/hostname", dir / "cohort-image-command.json");
+  EXPECT_EQ(ReadImageConfig(rootfs).status().code(), StatusCode::kFailedPrecondition);
+  fs::remove_all(dir);
+}
+
+// Kubernetes' (and Vertex's) rules: command replaces ENTRYPOINT and CMD, args alone replace CMD,
+// neither runs both; an older coordinator's argv (command and args joined) is the whole command.
+TEST(ContainerArgvTest, TheJobsCommandAndArgsLieOverTheImagesEntrypointAndCmd) {
+  ImageConfig image;
+  image.entrypoint = {"python", "-m", "trainer.task"};
+  image.cmd = {"--epochs=1"};
+  LaunchRequest request;
+  request.image = "/images/trainer";
+  using Argv = std::vector<std::string>;
+  auto argv = [&](std::optional<LaunchRequest::ContainerCommand> given, Argv joined) {
+    request.container_command = std::move(given);
+    request.argv = std::move(joined);
+    StatusOr<Argv> result = ContainerArgv(request, image);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? *result : Argv{};
+  };
+  EXPECT_EQ(argv(std::nullopt, {}), (Argv{"python", "-m", "trainer.task", "--epochs=1"}));
+  EXPECT_EQ(argv(LaunchRequest::ContainerCommand{{}, {"--epochs=5", "--lr=0.1"}},
+                 {"--epochs=5", "--lr=0.1"}),
+            (Argv{"python", "-m", "trainer.task", "--epochs=5", "--lr=0.1"}));
+  EXPECT_EQ(argv(LaunchRequest::ContainerCommand{{"bash", "run.sh"}, {}}, {"bash", "run.sh"}),
+            (Argv{"bash", "run.sh"}));  // the image's CMD goes with its ENTRYPOINT
+  EXPECT_EQ(
+      argv(LaunchRequest::ContainerCommand{{"python3", "t.py"}, {"-v"}}, {"python3", "t.py", "-v"}),
+      (Argv{"python3", "t.py", "-v"}));
+  EXPECT_EQ(argv(std::nullopt, {"python3", "t.py", "-v"}), (Argv{"python3", "t.py", "-v"}));
+  // An image without an ENTRYPOINT: args alone are the command, as under docker.
+  image.entrypoint.clear();
+  EXPECT_EQ(argv(LaunchRequest::ContainerCommand{{}, {"sh", "-c", "true"}}, {"sh", "-c", "true"}),
+            (Argv{"sh", "-c", "true"}));
+  image.cmd.clear();
+  request.container_command.reset();
+  request.argv.clear();
+  StatusOr<Argv> nothing = ContainerArgv(request, image);
+  EXPECT_EQ(nothing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nothing.status().message().find("/images/trainer names no ENTRYPOINT or CMD"),
+            std::string::npos)
+      << nothing.status().message();
+}
+
+// With the real umoci: an image made with an ENTRYPOINT and a CMD, unpacked; WriteImageCommand
+// reads them apart from the layout's blobs, and a hostile umoci.json or a missing blob is named.
+TEST(ImageConfigTest, TheEntrypointAndCmdAreReadApartFromARealLayout) {
+  const std::string umoci = "/usr/bin/umoci";
+  if (!fs::exists(umoci)) GTEST_SKIP() << "umoci is not installed (scripts/install-deps.sh)";
+  const fs::path dir =
+      fs::temp_directory_path() / ("cohort-image-layout-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string layout = (dir / "layout").string(), tagged = layout + ":t";
+  const std::string bundle = (dir / "bundle").string();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"init", "--layout", layout},
+           {"new", "--image", tagged},
+           {"config", "--image", tagged, "--config.entrypoint", "python", "--config.entrypoint",
+            "-m", "--config.entrypoint", "trainer.task", "--config.cmd", "--epochs=1"},
+           {"unpack", "--rootless", "--image", tagged, bundle}}) {
+    auto run = testing::RunProcess(umoci, args);
+    ASSERT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
+  }
+  ASSERT_TRUE(WriteImageCommand(layout, bundle).ok());
+  auto image = ReadImageConfig(bundle + "/rootfs");
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_EQ(image->entrypoint, (std::vector<std::string>{"python", "-m", "trainer.task"}));
+  EXPECT_EQ(image->cmd, (std::vector<std::string>{"--epochs=1"}));
+
+  const std::string umoci_json = ReadFile(bundle + "/umoci.json");
+  auto hostile = [&](const std::string& from, const std::string& to) {
+    std::string text = umoci_json;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << text;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    std::ofstream(bundle + "/umoci.json", std::ios::trunc) << text;
+    return WriteImageCommand(layout, bundle);
+  };
+  Status escapes = hostile("sha256:", "sha256:../../../../etc/");
+  EXPECT_EQ(escapes.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(escapes.message().find("is not algorithm:hex"), std::string::npos) << escapes.message();
+  Status missing = hostile("sha256:", "sha256:00");
+  EXPECT_EQ(missing.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find("lacks the blob sha256:00"), std::string::npos)
+      << missing.message();
+  for (const char* odd : {R"({"from_descriptor_path": []})", R"({"from_descriptor_path": 1})",
+                          R"({"from_descriptor_path": {"descriptor_walk": [7]}})"}) {
+    std::ofstream(bundle + "/umoci.json", std::ios::trunc) << odd;
+    EXPECT_NE(WriteImageCommand(layout, bundle).message().find("umoci.json names no manifest"),
+              std::string::npos)
+        << odd;
+  }
+  fs::remove(bundle + "/umoci.json");
+  EXPECT_NE(WriteImageCommand(layout, bundle).message().find("umoci.json is missing"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

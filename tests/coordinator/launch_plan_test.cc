@@ -128,5 +128,36 @@ TEST(LaunchPlanTest, ReplicasOfSeveralGpusSeeOnlyTheirOwn) {
   EXPECT_EQ(w0.gpus, (std::vector<int>{2, 3}));
 }
 
+TEST(LaunchPlanTest, AContainersCommandAndArgsTravelApartAndJoined) {
+  auto spec = ParseJobSpec(
+      "name: vertex\nworker_pools:\n"
+      "  - role: chief\n    replicas: 1\n"
+      "    container: {image: /images/trainer, args: [--epochs=3]}\n"
+      "  - role: worker\n    replicas: 1\n"
+      "    container: {image: /images/trainer, command: [python, -m, task], args: [--lr=0.1]}\n",
+      "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord job;
+  job.name = "vertex";
+  job.spec = std::move(*spec);
+  job.replicas = MakeReplicas(job.spec);
+  job.FindReplica("chief-0")->node_id = "a";
+  job.FindReplica("worker-0")->node_id = "b";
+
+  // Only args: the image's ENTRYPOINT stays (the agent knows it); an older agent gets them joined.
+  wire::LaunchReplicaT chief = PlanLaunch(job, *job.FindReplica("chief-0"), Address);
+  ASSERT_NE(chief.container, nullptr);
+  EXPECT_EQ(chief.container->image, "/images/trainer");
+  EXPECT_TRUE(chief.container->command.empty());
+  EXPECT_EQ(chief.container->args, (std::vector<std::string>{"--epochs=3"}));
+  EXPECT_EQ(chief.command, (std::vector<std::string>{"--epochs=3"}));
+
+  wire::LaunchReplicaT worker = PlanLaunch(job, *job.FindReplica("worker-0"), Address);
+  ASSERT_NE(worker.container, nullptr);
+  EXPECT_EQ(worker.container->command, (std::vector<std::string>{"python", "-m", "task"}));
+  EXPECT_EQ(worker.container->args, (std::vector<std::string>{"--lr=0.1"}));
+  EXPECT_EQ(worker.command, (std::vector<std::string>{"python", "-m", "task", "--lr=0.1"}));
+}
+
 }  // namespace
 }  // namespace cohort::coordinator
