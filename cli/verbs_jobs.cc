@@ -27,6 +27,7 @@
 #include "common/job_spec.h"
 #include "common/script_checkpoints.h"
 #include "common/stack_where.h"
+#include "common/vertex_job.h"
 
 namespace cohort::cli {
 namespace {
@@ -121,9 +122,19 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     }
   }
   edits.hold = args.Has("--hold");
-  if (!edits.empty()) {
-    rename = [edits](const std::string& text) { return ApplySubmitEdits(text, edits); };
-  }
+  // A Vertex CustomJob file goes as the Cohort job file it makes; what had no counterpart is said.
+  rename = [&](const std::string& text) -> StatusOr<std::string> {
+    std::string job = text;
+    if (IsVertexCustomJob(text)) {
+      const std::string& file = args.positionals[0];
+      StatusOr<VertexJobConversion> converted =
+          ConvertVertexCustomJob(text, file == "-" ? "<stdin>" : file);
+      if (!converted.ok()) return converted.status();
+      for (const std::string& note : converted->notes) ctx.err << "cohort: note: " << note << "\n";
+      job = std::move(converted->yaml);
+    }
+    return edits.empty() ? StatusOr<std::string>(std::move(job)) : ApplySubmitEdits(job, edits);
+  };
   return SubmitSpecFile<JobSpec, std::string>(
       args, ctx, "submit", "job", ParseJobSpec,
       [&](CoordinatorClient& client, const std::string& text) {

@@ -8,6 +8,7 @@
 #include "common/spec_limit.h"
 #include "common/study_spec.h"
 #include "common/utf8.h"
+#include "common/vertex_job.h"
 #include "common/wire_string.h"
 #include "coordinator/gang_fit.h"
 #include "coordinator/placement_round.h"
@@ -156,6 +157,18 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     return;
   }
   std::string yaml = Str(req.spec_yaml());
+  // A Vertex CustomJob file: the Cohort job file it makes is what is stored; what had no
+  // counterpart goes back as warnings.
+  std::vector<std::string> notes;
+  if (IsVertexCustomJob(yaml)) {
+    StatusOr<VertexJobConversion> converted = ConvertVertexCustomJob(yaml, "submitted job");
+    if (!converted.ok()) {
+      Reply(m, EncodeError(id, InvalidArgument(converted.status().message())));
+      return;
+    }
+    yaml = std::move(converted->yaml);
+    notes = std::move(converted->notes);
+  }
   if (StatusOr<SubmitEdits> edits = SubmitEditsOf(req); !edits.ok()) {
     Reply(m, EncodeError(id, edits.status().WithContext("submitted job")));
     return;
@@ -202,6 +215,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   job.owner = CallerOf(m);
   wire::SubmitJobReplyT reply;
   reply.name = job.name;
+  reply.warnings = std::move(notes);
   std::string warning =
       StorageWarning(job.output_dir, nodes_.storage_root(), nodes_.nodes().size());
   if (!warning.empty()) {

@@ -606,6 +606,28 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
             "job cli_job_two, which it runs after (scheduling.after), ended "
             "CANCELLED")
       << failed;
+  // A Vertex AI CustomJob file, as gcloud takes it: submitted as it is (held, under --name); a
+  // note names each field without a counterpart; a malformed one is refused before sending.
+  ct::WriteFile(cluster.scratch("vertex.yaml"),
+                "workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4}\n"
+                "    replicaCount: 1\n"
+                "    containerSpec: {imageUri: /no/such/image, args: [--epochs=1]}\n");
+  CliResult vertex =
+      run({"submit", cluster.scratch("vertex.yaml"), "--name", "cli_vertex", "--hold"});
+  ASSERT_EQ(vertex.exit_code, kExitOk) << vertex.err;
+  EXPECT_EQ(vertex.out, "cli_vertex\n");
+  EXPECT_NE(vertex.err.find("cohort: note: Vertex workerPoolSpecs[0].machineSpec.machineType: "
+                            "ignored 'n1-standard-4'"),
+            std::string::npos)
+      << vertex.err;
+  ASSERT_EQ(run({"cancel", "cli_vertex"}).exit_code, kExitOk);
+  ct::WriteFile(cluster.scratch("vertex_bad.yaml"),
+                "workerPoolSpecs:\n  - replicaCount: 1\n    containerSpec: {image: x}\n");
+  CliResult vertex_bad = run({"submit", cluster.scratch("vertex_bad.yaml")});
+  EXPECT_EQ(vertex_bad.exit_code, kExitUsage);
+  EXPECT_NE(vertex_bad.err.find("workerPoolSpecs[0].containerSpec.image: unknown key"),
+            std::string::npos)
+      << vertex_bad.err;
   CliResult ended = run({"suspend", "cli_job_two"});
   EXPECT_EQ(ended.exit_code, kExitUsage);
   EXPECT_NE(ended.err.find("job cli_job_two is CANCELLED: only a job queued or running can be "

@@ -435,6 +435,47 @@ TEST_F(CoordinatorTest, JobRunsToSuccessAndOtherReplicasAreStoppedAfterTheFinish
   EXPECT_EQ(info.restarts, 0);
 }
 
+// A Vertex AI CustomJob file, submitted as it is: the coordinator stores and runs the Cohort job
+// it makes, warns of what had no counterpart, and the agents get the container's args apart.
+TEST_F(CoordinatorTest, AVertexCustomJobFileRunsAsTheJobItMakes) {
+  AddAgent("node-a", 2);
+  wire::SubmitJobT req;
+  req.spec_yaml = R"({"displayName": "mnist", "jobSpec": {"workerPoolSpecs": [
+      {"replicaCount": "1", "machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorCount": 1},
+       "containerSpec": {"imageUri": "/images/trainer", "args": ["--epochs=2"],
+                         "env": [{"name": "MY_VAR", "value": "x"}]}},
+      {"replicaCount": "1", "machineSpec": {"acceleratorCount": 1},
+       "containerSpec": {"imageUri": "/images/trainer", "args": ["--epochs=2"]}}]}})";
+  Message m = Call(std::move(req));
+  const auto* reply = m.As<wire::SubmitJobReply>();
+  ASSERT_NE(reply, nullptr) << m.ErrorStatus().ToString();
+  wire::SubmitJobReplyT submitted;
+  reply->UnPackTo(&submitted);
+  EXPECT_EQ(submitted.name.rfind("mnist-", 0), 0u) << submitted.name;
+  ASSERT_EQ(submitted.warnings.size(), 1u);
+  EXPECT_NE(submitted.warnings[0].find("jobSpec.workerPoolSpecs[0].machineSpec.machineType"),
+            std::string::npos)
+      << submitted.warnings[0];
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 2u);
+  const auto& chief = launches["node-a/chief-0"];
+  ASSERT_NE(chief.container, nullptr);
+  EXPECT_EQ(chief.container->image, "/images/trainer");
+  EXPECT_EQ(chief.container->args, (std::vector<std::string>{"--epochs=2"}));
+  EXPECT_TRUE(chief.container->command.empty());
+  EXPECT_EQ(Env(chief, "MY_VAR"), "x");
+  EXPECT_FALSE(chief.gpus.empty());  // acceleratorCount: 1 (the node's two seen in rank order)
+  // A malformed one is refused, naming the field.
+  wire::SubmitJobT bad;
+  bad.spec_yaml = "workerPoolSpecs: [{replicaCount: 1, containerSpec: {imageUrl: x}}]\n";
+  Status refused = Call(std::move(bad)).ErrorStatus();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("workerPoolSpecs[0].containerSpec.imageUrl: unknown key"),
+            std::string::npos)
+      << refused.message();
+}
+
 TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   AddAgent("node-a", 1);
   ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("mover", 0, 1)));

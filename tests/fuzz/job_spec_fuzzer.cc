@@ -1,11 +1,13 @@
-// Fuzz target: arbitrary text as a job file. ParseJobSpec must return a spec or an error, never
-// crash; an accepted spec must survive the canonical YAML round trip.
+// Fuzz target: arbitrary text as a job file, Cohort's or a Vertex AI CustomJob file. ParseJobSpec
+// and ConvertVertexCustomJob must return a spec or an error, never crash; an accepted spec must
+// survive the canonical YAML round trip, and a converted Vertex file must be a valid job file.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "common/job_spec.h"
+#include "common/vertex_job.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -13,6 +15,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (spec.ok()) {
     auto again = cohort::ParseJobSpec(cohort::JobSpecToYaml(*spec), "fuzz round trip");
     if (!again.ok()) std::abort();
+  }
+  if (cohort::IsVertexCustomJob(text)) {
+    auto converted = cohort::ConvertVertexCustomJob(text, "fuzz");
+    if (converted.ok() && !cohort::ParseJobSpec(converted->yaml, "fuzz converted").ok()) {
+      std::abort();
+    }
   }
   return 0;
 }

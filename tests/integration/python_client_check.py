@@ -127,6 +127,23 @@ def main(endpoint, scratch):
                and "is not on checked shared storage" in str(w.message)] != [],
               f"the storage warning: {[str(w.message) for w in caught]}")
         client.cancel(named)
+        # A Vertex AI CustomJob, as google-cloud-aiplatform's to_dict() gives one: taken as it
+        # is, with the keywords; what has no counterpart comes as a CohortWarning.
+        vertex = {"displayName": "py vertex", "jobSpec": {
+            "workerPoolSpecs": [{"replicaCount": "1",
+                                 "machineSpec": {"machineType": "n1-standard-4"},
+                                 "containerSpec": {"imageUri": "/no/such/image",
+                                                   "args": ["--epochs=1"]}}],
+            "baseOutputDirectory": {"outputUriPrefix": os.path.join(scratch, "py_vertex")}}}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            from_vertex = client.submit(vertex, name="py_vertex", hold=True)
+        check(from_vertex == "py_vertex", f"a Vertex job submitted as {from_vertex!r}")
+        check(client.get_job(from_vertex)["state"] == "SUSPENDED", "the Vertex job is held")
+        check([str(w.message) for w in caught
+               if "workerPoolSpecs[0].machineSpec.machineType" in str(w.message)] != [],
+              f"the Vertex note: {[str(w.message) for w in caught]}")
+        client.cancel(from_vertex)
         try:
             client.submit(spec, name="9lives")
             check(False, "an invalid name was taken")

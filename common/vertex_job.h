@@ -1,0 +1,55 @@
+// Vertex AI CustomJob files, as Cohort job specs: the config that `gcloud ai custom-jobs create
+// --config` takes (a CustomJobSpec: workerPoolSpecs, scheduling, baseOutputDirectory, ...) or a
+// whole CustomJob as the REST API and `gcloud ai custom-jobs describe --format=json` write it
+// (displayName, jobSpec, ...), in YAML or JSON. `cohort submit` takes either unchanged: the
+// coordinator stores the job file this makes (README "Vertex AI job files").
+//
+// What each field becomes:
+//   - workerPoolSpecs[i] is the pool of index i (DESIGN.md "Jobs"): the chief, workers, parameter
+//     servers or reducers, evaluators; an empty entry (`{}`) skips its index, as in Vertex. A
+//     single mapping in place of the list is pool 0, as gcloud reads it.
+//   - replicaCount (a number, or a decimal string as REST writes int64) is replicas (1 where
+//     absent); machineSpec.acceleratorCount is resources.gpus.
+//   - containerSpec {imageUri, command, args, env: [{name, value}]} is container {image, command,
+//     args, env}; the image is what the node's container runtime takes (an OCI layout or root
+//     filesystem path for runc/crun, an image name for docker/podman). In pool 2, Vertex's
+//     Reduction Server image (".../reductionserver:...") is Cohort's own reducer (builtin:
+//     reducer).
+//   - scheduling.timeout ("7200s", "1.5s") is the timeout (rounded up to whole seconds);
+//     restartJobOnWorkerRestart the same; disableRetries: true is max_restarts 0.
+//   - baseOutputDirectory.outputUriPrefix is output_dir when it is a path on the node (a gcsfuse
+//     "/gcs/..." path is one); a gs:// URI cannot be, so the job writes under the coordinator's
+//     output root instead, with a note saying so.
+//   - displayName is the job's name prefix (characters a job name cannot hold become '-'; none:
+//     "custom-job"): the coordinator adds a unique suffix, as Vertex gives each job an id.
+// Fields without a counterpart here (machineType, acceleratorType, diskSpec, nfsMounts,
+// serviceAccount, network, tensorboard, labels, ...) are accepted and each named in a note, which
+// the coordinator returns as a warning of the submit; the output-only fields of a described job
+// (state, createTime, error, ...) are accepted without one. pythonPackageSpec is refused, saying
+// why (Cohort installs no packages at launch: an image with the package does it). Any other key
+// is an error naming it, as in the job file.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort {
+
+// Whether `text` is YAML (or JSON) whose top-level map has workerPoolSpecs or jobSpec: a Vertex
+// CustomJob file, not a Cohort job file (whose keys are snake_case). False for what is not YAML.
+bool IsVertexCustomJob(std::string_view text);
+
+struct VertexJobConversion {
+  std::string yaml;                // the Cohort job file (JobSpecToYaml), valid
+  std::vector<std::string> notes;  // what had no counterpart, one line a field
+};
+
+// The Cohort job file for a Vertex CustomJob file (see above). kInvalidArgument naming `source`,
+// the line, column and field path of what is wrong or unsupported.
+StatusOr<VertexJobConversion> ConvertVertexCustomJob(std::string_view text,
+                                                     std::string_view source);
+
+}  // namespace cohort

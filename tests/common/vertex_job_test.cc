@@ -1,0 +1,198 @@
+// Vertex AI CustomJob files as gcloud and the REST API take them, read into Cohort job files: each
+// field where it lands, the notes for what has no counterpart, and clear errors for the rest.
+#include "common/vertex_job.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/job_spec.h"
+
+namespace cohort {
+namespace {
+
+JobSpec Converted(const std::string& text, std::vector<std::string>* notes = nullptr) {
+  StatusOr<VertexJobConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
+  EXPECT_TRUE(converted.ok()) << converted.status().ToString();
+  if (!converted.ok()) return {};
+  if (notes != nullptr) *notes = converted->notes;
+  StatusOr<JobSpec> spec = ParseJobSpec(converted->yaml, "converted");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << converted->yaml;
+  return spec.ok() ? *spec : JobSpec{};
+}
+
+std::string Error(const std::string& text) {
+  StatusOr<VertexJobConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
+  EXPECT_FALSE(converted.ok()) << converted->yaml;
+  EXPECT_EQ(converted.status().code(), StatusCode::kInvalidArgument);
+  return converted.status().message();
+}
+
+bool Mentions(const std::vector<std::string>& notes, const std::string& text) {
+  for (const std::string& note : notes) {
+    if (note.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The config of `gcloud ai custom-jobs create --config`, as Google's documentation writes one:
+// chief, workers and Vertex's Reduction Server, an image whose ENTRYPOINT runs the trainer.
+TEST(VertexJobTest, AGcloudConfigBecomesTheSamePoolsAndScheduling) {
+  const std::string config = R"(
+workerPoolSpecs:
+  - machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100, acceleratorCount: 1}
+    replicaCount: 1
+    containerSpec:
+      imageUri: /srv/images/trainer:latest
+      args: [--epochs=10, --batch-size=64]
+      env: [{name: LOG_LEVEL, value: debug}, {name: EMPTY}]
+    diskSpec: {bootDiskType: pd-ssd, bootDiskSizeGb: 100}
+  - machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100, acceleratorCount: 1}
+    replicaCount: 3
+    containerSpec:
+      imageUri: /srv/images/trainer:latest
+      command: [python3, -m, trainer.task]
+      args: [--epochs=10]
+  - machineSpec: {machineType: n1-highcpu-16}
+    replicaCount: 2
+    containerSpec: {imageUri: us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest}
+scheduling: {timeout: 7200s, restartJobOnWorkerRestart: true}
+baseOutputDirectory: {outputUriPrefix: /srv/cohort/runs/mnist}
+serviceAccount: trainer@project.iam.gserviceaccount.com
+)";
+  ASSERT_TRUE(IsVertexCustomJob(config));
+  std::vector<std::string> notes;
+  JobSpec spec = Converted(config, &notes);
+  ASSERT_EQ(spec.pools.size(), 3u);
+  const WorkerPoolSpec& chief = spec.pools[0];
+  EXPECT_EQ(chief.role, Role::kChief);
+  EXPECT_EQ(chief.replicas, 1);
+  EXPECT_EQ(chief.resources.gpus, 1);
+  ASSERT_TRUE(chief.container.has_value());
+  EXPECT_EQ(chief.container->image, "/srv/images/trainer:latest");
+  EXPECT_TRUE(chief.container->command.empty());  // the image's ENTRYPOINT runs
+  EXPECT_EQ(chief.container->args, (std::vector<std::string>{"--epochs=10", "--batch-size=64"}));
+  EXPECT_EQ(chief.container->env,
+            (std::map<std::string, std::string>{{"EMPTY", ""}, {"LOG_LEVEL", "debug"}}));
+  const WorkerPoolSpec& workers = spec.pools[1];
+  EXPECT_EQ(workers.role, Role::kWorker);
+  EXPECT_EQ(workers.replicas, 3);
+  EXPECT_EQ(workers.container->command,
+            (std::vector<std::string>{"python3", "-m", "trainer.task"}));
+  const WorkerPoolSpec& reducers = spec.pools[2];
+  EXPECT_EQ(reducers.role, Role::kReducer);
+  EXPECT_EQ(reducers.builtin, Builtin::kReducer);
+  EXPECT_EQ(reducers.replicas, 2);
+  EXPECT_FALSE(reducers.container.has_value());
+  EXPECT_EQ(spec.scheduling.timeout, std::chrono::seconds(7200));
+  EXPECT_TRUE(spec.scheduling.restart_job_on_worker_restart);
+  EXPECT_EQ(spec.output_dir, "/srv/cohort/runs/mnist");
+  EXPECT_EQ(spec.name_prefix, "custom-job");
+  EXPECT_TRUE(spec.name.empty());
+  // Each field without a counterpart is named once.
+  EXPECT_TRUE(
+      Mentions(notes, "workerPoolSpecs[0].machineSpec.machineType: ignored 'a2-highgpu-1g'"));
+  EXPECT_TRUE(Mentions(notes, "workerPoolSpecs[0].machineSpec.acceleratorType"));
+  EXPECT_TRUE(Mentions(notes, "workerPoolSpecs[0].diskSpec"));
+  EXPECT_TRUE(Mentions(notes, "workerPoolSpecs[2].containerSpec.imageUri"));
+  EXPECT_TRUE(Mentions(notes, "serviceAccount: ignored"));
+  EXPECT_FALSE(Mentions(notes, "acceleratorCount"));
+  EXPECT_EQ(notes.size(), 8u);
+}
+
+// A whole CustomJob as the REST API and `gcloud ai custom-jobs describe --format=json` write it:
+// int64 counts as strings, a display name, output-only fields, a gs:// output directory, a
+// placeholder pool skipping the parameter servers, an evaluator.
+TEST(VertexJobTest, ADescribedCustomJobInJsonIsTakenWholeItsOutputFieldsLeftAlone) {
+  const std::string described = R"json({
+  "name": "projects/1/locations/us-central1/customJobs/2",
+  "displayName": "mnist resnet (v2)",
+  "state": "JOB_STATE_SUCCEEDED",
+  "createTime": "2026-11-30T10:00:00Z",
+  "labels": {"team": "vision"},
+  "jobSpec": {
+    "workerPoolSpecs": [
+      {"replicaCount": "1", "machineSpec": {"acceleratorCount": 2},
+       "containerSpec": {"imageUri": "trainer", "command": ["python3", "task.py"]}},
+      {},
+      {},
+      {"replicaCount": "1", "containerSpec": {"imageUri": "trainer", "args": ["--eval"]}}
+    ],
+    "scheduling": {"timeout": "1.5s", "disableRetries": true, "maxWaitDuration": "600s"},
+    "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/mnist"}
+  }
+})json";
+  ASSERT_TRUE(IsVertexCustomJob(described));
+  std::vector<std::string> notes;
+  JobSpec spec = Converted(described, &notes);
+  EXPECT_EQ(spec.name_prefix, "mnist-resnet--v2-");
+  ASSERT_EQ(spec.pools.size(), 2u);
+  EXPECT_EQ(spec.pools[0].resources.gpus, 2);
+  EXPECT_EQ(spec.pools[1].role, Role::kEvaluator);
+  EXPECT_EQ(spec.pools[1].container->args, (std::vector<std::string>{"--eval"}));
+  EXPECT_EQ(spec.scheduling.timeout, std::chrono::seconds(2));  // rounded up
+  EXPECT_EQ(spec.scheduling.max_restarts, 0);
+  EXPECT_TRUE(spec.output_dir.empty());
+  EXPECT_TRUE(Mentions(notes, "'gs://bucket/mnist' is not a path on the nodes"));
+  EXPECT_TRUE(Mentions(notes, "labels: ignored"));
+  EXPECT_TRUE(Mentions(notes, "maxWaitDuration"));
+  EXPECT_FALSE(Mentions(notes, "state"));
+  EXPECT_FALSE(Mentions(notes, "createTime"));
+}
+
+// gcloud reads a single mapping as the one pool, the chief's.
+TEST(VertexJobTest, ASinglePoolMappingIsTheChief) {
+  JobSpec spec =
+      Converted("workerPoolSpecs:\n  replicaCount: 1\n  containerSpec:\n    imageUri: /images/t\n");
+  ASSERT_EQ(spec.pools.size(), 1u);
+  EXPECT_EQ(spec.pools[0].role, Role::kChief);
+  EXPECT_EQ(spec.pools[0].container->image, "/images/t");
+}
+
+TEST(VertexJobTest, CohortJobFilesAndNonYamlAreNotVertexFiles) {
+  EXPECT_FALSE(IsVertexCustomJob("name: a\nworker_pools: []\n"));
+  EXPECT_FALSE(IsVertexCustomJob("{"));
+  EXPECT_FALSE(IsVertexCustomJob("- workerPoolSpecs\n"));
+  EXPECT_FALSE(IsVertexCustomJob(""));
+}
+
+// What cannot be run is refused, naming the file, the line and the field.
+TEST(VertexJobTest, WhatCannotRunIsRefusedNamingTheField) {
+  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n    pythonPackageSpec:\n"
+                  "      executorImageUri: x\n      packageUris: [gs://b/p.tar.gz]\n"
+                  "      pythonModule: trainer.task\n")
+                .find("config.yaml:4:7: workerPoolSpecs[0].pythonPackageSpec: not supported"),
+            std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n    containerSpec: {imageUri: x}\n"
+                  "    machinSpec: {}\n")
+                .find("workerPoolSpecs[0].machinSpec: unknown key"),
+            std::string::npos);
+  EXPECT_NE(
+      Error("workerPoolSpecs:\n  - {}\n  - replicaCount: 2\n    containerSpec: {imageUri: x}\n")
+          .find("the first pool (the chief's) is required"),
+      std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: many\n    containerSpec: {imageUri: x}\n")
+                .find("replicaCount: expected a count, got 'many'"),
+            std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 2\n    containerSpec: {imageUri: x}\n")
+                .find("as a Cohort job"),
+            std::string::npos);  // two chiefs: the job file's own rule
+  EXPECT_NE(Error("workerPoolSpecs:\n  - containerSpec: {imageUri: x}\n"
+                  "scheduling: {timeout: 2h}\n")
+                .find("'2h' is not a duration such as \"7200s\""),
+            std::string::npos);
+  EXPECT_NE(
+      Error("workerPoolSpecs:\n  - containerSpec: {imageUri: x, env: [{name: A}, {name: A}]}\n")
+          .find("'A' is given twice"),
+      std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs: [{}, {}, {}, {}, {}]\n").find("at most 4 pools"),
+            std::string::npos);
+  EXPECT_NE(Error("jobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}]}\nowner: me\n")
+                .find("owner: unknown key of a Vertex CustomJob"),
+            std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n").find("containerSpec: required"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort
