@@ -50,6 +50,16 @@ StatusOr<std::string> ReadSpecText(const std::string& file) {
   return buffer.str();
 }
 
+StatusOr<std::string> FromVertexFile(
+    const std::string& text, const std::string& file, bool (*is_vertex)(std::string_view),
+    StatusOr<VertexConversion> (*convert)(std::string_view, std::string_view), std::ostream& err) {
+  if (!is_vertex(text)) return text;
+  COHORT_ASSIGN_OR_RETURN(VertexConversion converted,
+                          convert(text, file == "-" ? "<stdin>" : file));
+  for (const std::string& note : converted.notes) err << "cohort: note: " << note << "\n";
+  return std::move(converted.yaml);
+}
+
 // The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit() {

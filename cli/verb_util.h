@@ -16,6 +16,7 @@
 #include "common/client.h"
 #include "common/spec_limit.h"
 #include "common/status.h"
+#include "common/vertex_job.h"
 
 namespace cohort::cli {
 
@@ -26,6 +27,12 @@ int Fail(std::ostream& err, const Status& status);
 StatusOr<CoordinatorClient> ConnectClient(const Context& ctx);
 // A spec file's text ("-": standard input).
 StatusOr<std::string> ReadSpecText(const std::string& file);
+// The text a spec file `file` is sent as: a Vertex AI file (`is_vertex`, common/vertex_job.h) as
+// the Cohort file `convert` makes of it, a note on `err` for each field without a counterpart
+// ("cohort: note: ..."); any other text as it is.
+StatusOr<std::string> FromVertexFile(
+    const std::string& text, const std::string& file, bool (*is_vertex)(std::string_view),
+    StatusOr<VertexConversion> (*convert)(std::string_view, std::string_view), std::ostream& err);
 // The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit();

@@ -122,17 +122,11 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     }
   }
   edits.hold = args.Has("--hold");
-  // A Vertex CustomJob file goes as the Cohort job file it makes; what had no counterpart is said.
+  // A Vertex CustomJob file goes as the Cohort job file it makes.
   rename = [&](const std::string& text) -> StatusOr<std::string> {
-    std::string job = text;
-    if (IsVertexCustomJob(text)) {
-      const std::string& file = args.positionals[0];
-      StatusOr<VertexJobConversion> converted =
-          ConvertVertexCustomJob(text, file == "-" ? "<stdin>" : file);
-      if (!converted.ok()) return converted.status();
-      for (const std::string& note : converted->notes) ctx.err << "cohort: note: " << note << "\n";
-      job = std::move(converted->yaml);
-    }
+    COHORT_ASSIGN_OR_RETURN(std::string job,
+                            FromVertexFile(text, args.positionals[0], IsVertexCustomJob,
+                                           ConvertVertexCustomJob, ctx.err));
     return edits.empty() ? StatusOr<std::string>(std::move(job)) : ApplySubmitEdits(job, edits);
   };
   return SubmitSpecFile<JobSpec, std::string>(

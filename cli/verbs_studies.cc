@@ -76,6 +76,10 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
       [](CoordinatorClient& client, const std::string& text) { return client.SubmitStudy(text); },
       [&](CoordinatorClient& client, const StudySpec& spec, const wire::StudyInfoT& study) {
         return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
+      },
+      [&](const std::string& text) {
+        return FromVertexFile(text, args.positionals[0], IsVertexTuningJob, ConvertVertexTuningJob,
+                              ctx.err);
       });
 }
 

@@ -8,9 +8,11 @@
 #include <cctype>
 #include <chrono>
 #include <iterator>
+#include <optional>
 #include <utility>
 
 #include "common/job_spec.h"
+#include "common/study_spec.h"
 #include "common/yaml_reader.h"
 
 namespace cohort {
@@ -31,7 +33,7 @@ class VertexReader {
  public:
   explicit VertexReader(std::string_view source) : r_(source) {}
 
-  StatusOr<VertexJobConversion> Read(const YAML::Node& root) {
+  StatusOr<VertexConversion> ReadCustomJob(const YAML::Node& root) {
     if (!root.IsMap()) return r_.Error(root, "", "expected a mapping, got " + r_.KindName(root));
     JobSpec spec;
     spec.name_prefix = "custom-job";
@@ -49,7 +51,7 @@ class VertexReader {
       }
       if (YamlReader::Has(root, "displayName")) {
         COHORT_ASSIGN_OR_RETURN(std::string display, r_.String(root["displayName"], "displayName"));
-        spec.name_prefix = NamePrefix(display);
+        spec.name_prefix = NamePrefix(display, kMaxNamePrefixLength);
       }
       COHORT_RETURN_IF_ERROR(ReadJobSpec(root["jobSpec"], "jobSpec", &spec));
     } else {
@@ -58,20 +60,274 @@ class VertexReader {
     if (Status valid = ValidateJobSpec(spec); !valid.ok()) {
       return valid.WithContext(r_.source() + " as a Cohort job");
     }
-    VertexJobConversion conversion;
+    VertexConversion conversion;
     conversion.yaml = JobSpecToYaml(spec);
     conversion.notes = std::move(notes_);
     return conversion;
   }
 
+  StatusOr<VertexConversion> ReadTuningJob(const YAML::Node& root) {
+    if (!root.IsMap()) return r_.Error(root, "", "expected a mapping, got " + r_.KindName(root));
+    std::string name;
+    int max_trials = 1, parallel_trials = 1;
+    std::optional<int> max_failed_trials;
+    for (const auto& kv : root) {
+      if (!kv.first.IsScalar()) return r_.Error(kv.first, "", "keys must be strings");
+      const std::string& key = kv.first.Scalar();
+      if (key == "studySpec" || key == "trialJobSpec" || key == "trials" || IsOutputOnly(key)) {
+        continue;
+      }
+      if (key == "displayName") {
+        COHORT_ASSIGN_OR_RETURN(std::string display, r_.String(kv.second, key));
+        name = NamePrefix(display, kMaxStudyName);
+      } else if (key == "maxTrialCount") {
+        COHORT_ASSIGN_OR_RETURN(max_trials, Count(kv.second, key, kMaxReplicas));
+      } else if (key == "parallelTrialCount") {
+        COHORT_ASSIGN_OR_RETURN(parallel_trials, Count(kv.second, key, kMaxReplicas));
+      } else if (key == "maxFailedTrialCount") {
+        COHORT_ASSIGN_OR_RETURN(max_failed_trials, Count(kv.second, key, kMaxReplicas));
+      } else if (key == "labels" || key == "encryptionSpec") {
+        Note(key, "ignored (no counterpart in Cohort)");
+      } else {
+        return r_.Error(kv.first, key, "unknown key of a Vertex HyperparameterTuningJob");
+      }
+    }
+    if (name.empty()) {
+      return r_.Error(root, "displayName",
+                      "required: it names the study (gcloud takes it as --display-name)");
+    }
+    if (!YamlReader::Has(root, "maxTrialCount")) {
+      Note("maxTrialCount", "absent: one trial, as gcloud's --max-trial-count defaults to");
+    }
+    if (!YamlReader::Has(root, "studySpec")) return r_.Error(root, "studySpec", "required");
+    if (!YamlReader::Has(root, "trialJobSpec")) return r_.Error(root, "trialJobSpec", "required");
+
+    YAML::Emitter out;
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << name;
+    COHORT_RETURN_IF_ERROR(EmitStudy(root["studySpec"], "studySpec", out));
+    out << YAML::Key << "max_trials" << YAML::Value << max_trials;
+    out << YAML::Key << "parallel_trials" << YAML::Value << parallel_trials;
+    if (max_failed_trials) {
+      out << YAML::Key << "max_failed_trials" << YAML::Value << *max_failed_trials;
+    }
+    // The trial job: a CustomJobSpec, as the job file it makes without its name.
+    JobSpec trial;
+    trial.name_prefix = "trial";
+    COHORT_RETURN_IF_ERROR(ReadJobSpec(root["trialJobSpec"], "trialJobSpec", &trial));
+    if (Status valid = ValidateJobSpec(trial); !valid.ok()) {
+      return valid.WithContext(r_.source() + ": trialJobSpec as a Cohort job");
+    }
+    YAML::Node trial_job = YAML::Load(JobSpecToYaml(trial));
+    trial_job.remove("name_prefix");
+    out << YAML::Key << "trial_job" << YAML::Value << trial_job;
+    out << YAML::EndMap;
+
+    VertexConversion conversion;
+    conversion.yaml = out.c_str();
+    if (Status valid = ParseStudySpec(conversion.yaml, r_.source() + " as a Cohort study").status();
+        !valid.ok()) {
+      return valid;
+    }
+    conversion.notes = std::move(notes_);
+    return conversion;
+  }
+
  private:
+  static constexpr size_t kMaxStudyName = 100;
+
+  // metric, parameters, algorithm and early_stopping of the study file, from a Vertex StudySpec.
+  Status EmitStudy(const YAML::Node& node, const std::string& path, YAML::Emitter& out) {
+    COHORT_RETURN_IF_ERROR(r_.CheckMap(
+        node, path,
+        {"metrics", "parameters", "algorithm", "observationNoise", "measurementSelectionType",
+         "decayCurveStoppingSpec", "medianAutomatedStoppingSpec", "convexAutomatedStoppingSpec",
+         "convexStopConfig", "studyStoppingConfig"}));
+    const std::string metrics_path = path + ".metrics";
+    if (!YamlReader::Has(node, "metrics") || !node["metrics"].IsSequence() ||
+        node["metrics"].size() != 1) {
+      return r_.Error(YamlReader::Has(node, "metrics") ? node["metrics"] : node, metrics_path,
+                      "one metric is required (Cohort studies optimise one)");
+    }
+    const YAML::Node metric = node["metrics"][0];
+    const std::string metric_path = metrics_path + "[0]";
+    COHORT_RETURN_IF_ERROR(r_.CheckMap(metric, metric_path, {"metricId", "goal", "safetyConfig"}));
+    COHORT_ASSIGN_OR_RETURN(std::string metric_id,
+                            r_.RequiredString(metric, "metricId", metric_path + ".metricId"));
+    COHORT_ASSIGN_OR_RETURN(std::string goal,
+                            r_.RequiredString(metric, "goal", metric_path + ".goal"));
+    if (goal != "MAXIMIZE" && goal != "MINIMIZE") {
+      return r_.Error(metric["goal"], metric_path + ".goal",
+                      Quoted(goal) + " is not MAXIMIZE or MINIMIZE");
+    }
+    if (YamlReader::Has(metric, "safetyConfig")) {
+      Note(metric_path + ".safetyConfig", "ignored (no counterpart in Cohort)");
+    }
+    out << YAML::Key << "metric" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "id" << YAML::Value << YAML::DoubleQuoted << metric_id;
+    out << YAML::Key << "goal" << YAML::Value << (goal == "MAXIMIZE" ? "maximize" : "minimize");
+    out << YAML::EndMap;
+
+    const std::string params_path = path + ".parameters";
+    if (!YamlReader::Has(node, "parameters") || !node["parameters"].IsSequence()) {
+      return r_.Error(node, params_path, "required (a list)");
+    }
+    out << YAML::Key << "parameters" << YAML::Value << YAML::BeginSeq;
+    for (size_t i = 0; i < node["parameters"].size(); ++i) {
+      COHORT_RETURN_IF_ERROR(
+          EmitParameter(node["parameters"][i], params_path + "[" + std::to_string(i) + "]", out));
+    }
+    out << YAML::EndSeq;
+
+    std::string algorithm = "ALGORITHM_UNSPECIFIED";
+    if (YamlReader::Has(node, "algorithm")) {
+      COHORT_ASSIGN_OR_RETURN(algorithm, r_.String(node["algorithm"], path + ".algorithm"));
+    }
+    const char* ours = algorithm == "GRID_SEARCH"             ? "grid"
+                       : algorithm == "RANDOM_SEARCH"         ? "random"
+                       : algorithm == "ALGORITHM_UNSPECIFIED" ? "bayesian"  // Vertex's default
+                                                              : nullptr;
+    if (ours == nullptr) {
+      return r_.Error(
+          node["algorithm"], path + ".algorithm",
+          Quoted(algorithm) + " is not GRID_SEARCH, RANDOM_SEARCH or ALGORITHM_UNSPECIFIED");
+    }
+    out << YAML::Key << "algorithm" << YAML::Value << ours;
+
+    if (YamlReader::Has(node, "medianAutomatedStoppingSpec")) {
+      const YAML::Node median = node["medianAutomatedStoppingSpec"];
+      const std::string at = path + ".medianAutomatedStoppingSpec";
+      COHORT_RETURN_IF_ERROR(r_.CheckMap(median, at, {"useElapsedDuration"}));
+      if (YamlReader::Has(median, "useElapsedDuration")) {
+        COHORT_ASSIGN_OR_RETURN(bool elapsed,
+                                r_.Bool(median["useElapsedDuration"], at + ".useElapsedDuration"));
+        if (elapsed) Note(at + ".useElapsedDuration", "ignored (trials are compared by step)");
+      }
+      out << YAML::Key << "early_stopping" << YAML::Value << YAML::Flow << YAML::BeginMap
+          << YAML::Key << "median" << YAML::Value << true << YAML::EndMap;
+    }
+    for (const char* key : {"decayCurveStoppingSpec", "convexAutomatedStoppingSpec",
+                            "convexStopConfig", "studyStoppingConfig", "observationNoise"}) {
+      if (YamlReader::Has(node, key)) {
+        Note(path + "." + key,
+             "ignored (Cohort's early stopping is the median rule: medianAutomatedStoppingSpec)");
+      }
+    }
+    std::string selection = "BEST_MEASUREMENT";  // Vertex's default
+    if (YamlReader::Has(node, "measurementSelectionType")) {
+      COHORT_ASSIGN_OR_RETURN(selection, r_.String(node["measurementSelectionType"],
+                                                   path + ".measurementSelectionType"));
+    }
+    if (selection != "LAST_MEASUREMENT") {
+      Note(path + ".measurementSelectionType",
+           Quoted(selection) +
+               ": a Cohort trial's objective is its last reported value (LAST_MEASUREMENT)");
+    }
+    return Status::Ok();
+  }
+
+  // A number: plain, or the decimal string REST writes for an int64.
+  StatusOr<double> Number(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar()) {
+      return r_.Error(node, path, "expected a number, got " + r_.KindName(node));
+    }
+    StatusOr<double> value = ParseDoubleText(node.Scalar());
+    if (!value.ok()) return r_.Error(node, path, value.status().message());
+    return *value;
+  }
+
+  Status EmitParameter(const YAML::Node& node, const std::string& path, YAML::Emitter& out) {
+    COHORT_RETURN_IF_ERROR(
+        r_.CheckMap(node, path,
+                    {"parameterId", "doubleValueSpec", "integerValueSpec", "categoricalValueSpec",
+                     "discreteValueSpec", "scaleType", "conditionalParameterSpecs"}));
+    if (YamlReader::Has(node, "conditionalParameterSpecs")) {
+      return r_.Error(node["conditionalParameterSpecs"], path + ".conditionalParameterSpecs",
+                      "not supported: Cohort studies search every parameter in every trial");
+    }
+    COHORT_ASSIGN_OR_RETURN(std::string id,
+                            r_.RequiredString(node, "parameterId", path + ".parameterId"));
+    const char* kinds[] = {"doubleValueSpec", "integerValueSpec", "categoricalValueSpec",
+                           "discreteValueSpec"};
+    const char* kind = nullptr;
+    for (const char* k : kinds) {
+      if (!YamlReader::Has(node, k)) continue;
+      if (kind != nullptr) {
+        return r_.Error(node[k], path + "." + k, std::string("given with ") + kind + ": one only");
+      }
+      kind = k;
+    }
+    if (kind == nullptr) {
+      return r_.Error(node, path,
+                      "needs one of doubleValueSpec, integerValueSpec, categoricalValueSpec, "
+                      "discreteValueSpec");
+    }
+    const YAML::Node spec = node[kind];
+    const std::string at = path + "." + kind;
+    out << YAML::BeginMap << YAML::Key << "id" << YAML::Value << YAML::DoubleQuoted << id;
+    const std::string_view which(kind);
+    if (which == "doubleValueSpec" || which == "integerValueSpec") {
+      COHORT_RETURN_IF_ERROR(r_.CheckMap(spec, at, {"minValue", "maxValue", "defaultValue"}));
+      out << YAML::Key << "type" << YAML::Value
+          << (which == "doubleValueSpec" ? "double" : "integer");
+      for (const auto& [vertex_key, our_key] :
+           {std::pair<const char*, const char*>{"minValue", "min"}, {"maxValue", "max"}}) {
+        if (!YamlReader::Has(spec, vertex_key)) {
+          return r_.Error(spec, at + "." + vertex_key, "required");
+        }
+        COHORT_ASSIGN_OR_RETURN(double value, Number(spec[vertex_key], at + "." + vertex_key));
+        out << YAML::Key << our_key << YAML::Value << FormatDouble(value);
+      }
+    } else if (which == "categoricalValueSpec") {
+      COHORT_RETURN_IF_ERROR(r_.CheckMap(spec, at, {"values", "defaultValue"}));
+      COHORT_ASSIGN_OR_RETURN(std::vector<std::string> values,
+                              r_.StringList(spec["values"], at + ".values"));
+      out << YAML::Key << "type" << YAML::Value << "categorical";
+      out << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& value : values) out << YAML::DoubleQuoted << value;
+      out << YAML::EndSeq;
+    } else {
+      COHORT_RETURN_IF_ERROR(r_.CheckMap(spec, at, {"values", "defaultValue"}));
+      const YAML::Node values = spec["values"];
+      if (!values.IsSequence()) return r_.Error(spec, at + ".values", "required (a list)");
+      out << YAML::Key << "type" << YAML::Value << "discrete";
+      out << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (size_t i = 0; i < values.size(); ++i) {
+        COHORT_ASSIGN_OR_RETURN(double value,
+                                Number(values[i], at + ".values[" + std::to_string(i) + "]"));
+        out << FormatDouble(value);
+      }
+      out << YAML::EndSeq;
+    }
+    if (YamlReader::Has(spec, "defaultValue")) {
+      Note(at + ".defaultValue", "ignored (the search picks every trial's values)");
+    }
+    if (YamlReader::Has(node, "scaleType")) {
+      COHORT_ASSIGN_OR_RETURN(std::string scale, r_.String(node["scaleType"], path + ".scaleType"));
+      const char* ours = scale == "UNIT_LINEAR_SCALE" || scale == "SCALE_TYPE_UNSPECIFIED"
+                             ? "linear"
+                         : scale == "UNIT_LOG_SCALE"         ? "log"
+                         : scale == "UNIT_REVERSE_LOG_SCALE" ? "reverse_log"
+                                                             : nullptr;
+      if (ours == nullptr) {
+        return r_.Error(
+            node["scaleType"], path + ".scaleType",
+            Quoted(scale) + " is not UNIT_LINEAR_SCALE, UNIT_LOG_SCALE or UNIT_REVERSE_LOG_SCALE");
+      }
+      if (which != "categoricalValueSpec") out << YAML::Key << "scale" << YAML::Value << ours;
+    }
+    out << YAML::EndMap;
+    return Status::Ok();
+  }
+
   static bool IsOutputOnly(std::string_view key) {
     return std::find(std::begin(kOutputOnlyKeys), std::end(kOutputOnlyKeys), key) !=
            std::end(kOutputOnlyKeys);
   }
 
-  // A job name prefix from a display name: the characters a name cannot hold become '-'.
-  static std::string NamePrefix(const std::string& display) {
+  // A job name prefix (or a study name) from a display name: the characters a name cannot hold
+  // become '-'.
+  static std::string NamePrefix(const std::string& display, size_t max_length) {
     std::string prefix;
     for (char c : display) {
       const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
@@ -80,7 +336,7 @@ class VertexReader {
     if (prefix.empty() || !std::isalpha(static_cast<unsigned char>(prefix.front()))) {
       prefix = "job-" + prefix;
     }
-    if (prefix.size() > kMaxNamePrefixLength) prefix.resize(kMaxNamePrefixLength);
+    if (prefix.size() > max_length) prefix.resize(max_length);
     return prefix;
   }
 
@@ -313,6 +569,11 @@ class VertexReader {
 }  // namespace
 
 bool IsVertexCustomJob(std::string_view text) {
+  // Most job files are Cohort's: no YAML parse for them.
+  if (text.find("workerPoolSpecs") == std::string_view::npos &&
+      text.find("jobSpec") == std::string_view::npos) {
+    return false;
+  }
   try {
     const YAML::Node root = YAML::Load(std::string(text));
     return root.IsMap() && (root["workerPoolSpecs"] || root["jobSpec"]);
@@ -321,10 +582,29 @@ bool IsVertexCustomJob(std::string_view text) {
   }
 }
 
-StatusOr<VertexJobConversion> ConvertVertexCustomJob(std::string_view text,
-                                                     std::string_view source) {
+StatusOr<VertexConversion> ConvertVertexCustomJob(std::string_view text, std::string_view source) {
   VertexReader reader(source);
-  return ReadYamlDocument(text, source, [&](const YAML::Node& root) { return reader.Read(root); });
+  return ReadYamlDocument(text, source,
+                          [&](const YAML::Node& root) { return reader.ReadCustomJob(root); });
+}
+
+bool IsVertexTuningJob(std::string_view text) {
+  if (text.find("studySpec") == std::string_view::npos &&
+      text.find("trialJobSpec") == std::string_view::npos) {
+    return false;
+  }
+  try {
+    const YAML::Node root = YAML::Load(std::string(text));
+    return root.IsMap() && (root["studySpec"] || root["trialJobSpec"]);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::string_view source) {
+  VertexReader reader(source);
+  return ReadYamlDocument(text, source,
+                          [&](const YAML::Node& root) { return reader.ReadTuningJob(root); });
 }
 
 }  // namespace cohort

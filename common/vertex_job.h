@@ -1,4 +1,6 @@
-// Vertex AI CustomJob files, as Cohort job specs: the config that `gcloud ai custom-jobs create
+// Vertex AI CustomJob and HyperparameterTuningJob files, as Cohort job and study files.
+//
+// CustomJob: the config that `gcloud ai custom-jobs create
 // --config` takes (a CustomJobSpec: workerPoolSpecs, scheduling, baseOutputDirectory, ...) or a
 // whole CustomJob as the REST API and `gcloud ai custom-jobs describe --format=json` write it
 // (displayName, jobSpec, ...), in YAML or JSON. `cohort submit` takes either unchanged: the
@@ -28,6 +30,24 @@
 // (state, createTime, error, ...) are accepted without one. pythonPackageSpec is refused, saying
 // why (Cohort installs no packages at launch: an image with the package does it). Any other key
 // is an error naming it, as in the job file.
+//
+// HyperparameterTuningJob (`cohort tune`): the config of `gcloud ai hp-tuning-jobs create
+// --config` (studySpec, trialJobSpec), or a whole HyperparameterTuningJob (displayName,
+// maxTrialCount, parallelTrialCount, maxFailedTrialCount, studySpec, trialJobSpec, ...):
+//   - displayName is the study's name (required: gcloud takes it as --display-name);
+//     maxTrialCount (default 1, as gcloud's), parallelTrialCount and maxFailedTrialCount the
+//     trial budgets;
+//   - studySpec.metrics (exactly one) is the metric; parameters[] (parameterId with one of
+//     doubleValueSpec/integerValueSpec {minValue, maxValue}, categoricalValueSpec/
+//     discreteValueSpec {values}, scaleType UNIT_LINEAR/LOG/REVERSE_LOG_SCALE) the parameters;
+//     algorithm GRID_SEARCH, RANDOM_SEARCH or ALGORITHM_UNSPECIFIED (Vertex's Bayesian default)
+//     grid, random or bayesian; medianAutomatedStoppingSpec median early stopping;
+//   - trialJobSpec is the trial job, read as a CustomJobSpec above. Each trial gets
+//     `--<parameterId>=<value>` appended to its args, as on Vertex.
+// A trial's objective is its last reported value (Vertex's LAST_MEASUREMENT; Vertex defaults to
+// the best, so a note says so unless the file asks for the last); other stopping specs, default
+// values and safety configs are noted; conditionalParameterSpecs and more than one metric are
+// refused, saying why.
 #pragma once
 
 #include <string>
@@ -42,14 +62,20 @@ namespace cohort {
 // CustomJob file, not a Cohort job file (whose keys are snake_case). False for what is not YAML.
 bool IsVertexCustomJob(std::string_view text);
 
-struct VertexJobConversion {
-  std::string yaml;                // the Cohort job file (JobSpecToYaml), valid
+struct VertexConversion {
+  std::string yaml;                // the Cohort job (or study) file, valid
   std::vector<std::string> notes;  // what had no counterpart, one line a field
 };
 
 // The Cohort job file for a Vertex CustomJob file (see above). kInvalidArgument naming `source`,
 // the line, column and field path of what is wrong or unsupported.
-StatusOr<VertexJobConversion> ConvertVertexCustomJob(std::string_view text,
-                                                     std::string_view source);
+StatusOr<VertexConversion> ConvertVertexCustomJob(std::string_view text, std::string_view source);
+
+// Whether `text` is YAML (or JSON) whose top-level map has studySpec or trialJobSpec: a Vertex
+// HyperparameterTuningJob file.
+bool IsVertexTuningJob(std::string_view text);
+// The Cohort study file for a Vertex HyperparameterTuningJob file (see above); errors as
+// ConvertVertexCustomJob's.
+StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::string_view source);
 
 }  // namespace cohort

@@ -1,5 +1,7 @@
 #include "coordinator/client_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -161,7 +163,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   // counterpart goes back as warnings.
   std::vector<std::string> notes;
   if (IsVertexCustomJob(yaml)) {
-    StatusOr<VertexJobConversion> converted = ConvertVertexCustomJob(yaml, "submitted job");
+    StatusOr<VertexConversion> converted = ConvertVertexCustomJob(yaml, "submitted job");
     if (!converted.ok()) {
       Reply(m, EncodeError(id, InvalidArgument(converted.status().message())));
       return;
@@ -416,7 +418,19 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     Reply(m, EncodeError(id, fits));
     return;
   }
-  if (auto spec = ParseStudySpec(Str(req.spec_yaml()), "submitted study"); spec.ok()) {
+  // A Vertex HyperparameterTuningJob file: the Cohort study file it makes is what is stored (the
+  // reply has no warnings: what had no counterpart goes to the log).
+  std::string yaml = Str(req.spec_yaml());
+  if (IsVertexTuningJob(yaml)) {
+    StatusOr<VertexConversion> converted = ConvertVertexTuningJob(yaml, "submitted study");
+    if (!converted.ok()) {
+      Reply(m, EncodeError(id, InvalidArgument(converted.status().message())));
+      return;
+    }
+    yaml = std::move(converted->yaml);
+    for (const std::string& note : converted->notes) spdlog::info("submitted study: {}", note);
+  }
+  if (auto spec = ParseStudySpec(yaml, "submitted study"); spec.ok()) {
     if (Status known = CheckQueue(spec->trial_job.scheduling); !known.ok()) {
       Reply(m, EncodeError(id, known.WithContext("the trial job of study " + spec->name)));
       return;
@@ -424,7 +438,7 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
   }
   if (now_ms >= options_.fit_check_from_ms) {
     // A study whose trial job cannot run here would queue trials that never start.
-    auto spec = ParseStudySpec(Str(req.spec_yaml()), "submitted study");
+    auto spec = ParseStudySpec(yaml, "submitted study");
     if (spec.ok()) {
       Status fits =
           idle_cluster_.Check(spec->trial_job, nodes_, options_.port_min, options_.port_max);
@@ -435,7 +449,7 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
       }
     }
   }
-  auto name = studies_.Submit(Str(req.spec_yaml()), now_ms, CallerOf(m));
+  auto name = studies_.Submit(yaml, now_ms, CallerOf(m));
   if (!name.ok()) {
     Reply(m, EncodeError(id, name.status()));
     return;

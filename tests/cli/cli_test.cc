@@ -232,6 +232,16 @@ TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   EXPECT_EQ(bad_study.exit_code, kExitUsage) << bad_study.err;
   EXPECT_NE(bad_study.err.find("invalid study spec"), std::string::npos) << bad_study.err;
   EXPECT_NE(bad_study.err.find("parameters[0]"), std::string::npos) << bad_study.err;
+  // A Vertex AI HyperparameterTuningJob file is read before anything is sent.
+  ct::WriteFile(files.Join("hp.yaml"),
+                "studySpec: {metrics: [{metricId: acc, goal: MAXIMIZE}], parameters: "
+                "[{parameterId: lr, doubleValueSpec: {minValue: 0.1, maxValue: 1}}]}\n"
+                "trialJobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}]}\n");
+  CliResult bad_vertex_study = RunCohort({"--insecure", "tune", files.Join("hp.yaml")});
+  EXPECT_EQ(bad_vertex_study.exit_code, kExitUsage) << bad_vertex_study.err;
+  EXPECT_NE(bad_vertex_study.err.find("displayName: required: it names the study"),
+            std::string::npos)
+      << bad_vertex_study.err;
   ct::WriteFile(files.Join("job.yaml"), "name: j1\nworker_pools: []\n");
   CliResult bad_job = RunCohort({"--insecure", "submit", files.Join("job.yaml")});
   EXPECT_EQ(bad_job.exit_code, kExitUsage) << bad_job.err;

@@ -7,12 +7,13 @@
 #include <string>
 
 #include "common/job_spec.h"
+#include "common/study_spec.h"
 
 namespace cohort {
 namespace {
 
 JobSpec Converted(const std::string& text, std::vector<std::string>* notes = nullptr) {
-  StatusOr<VertexJobConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
+  StatusOr<VertexConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
   EXPECT_TRUE(converted.ok()) << converted.status().ToString();
   if (!converted.ok()) return {};
   if (notes != nullptr) *notes = converted->notes;
@@ -22,7 +23,7 @@ JobSpec Converted(const std::string& text, std::vector<std::string>* notes = nul
 }
 
 std::string Error(const std::string& text) {
-  StatusOr<VertexJobConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
+  StatusOr<VertexConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
   EXPECT_FALSE(converted.ok()) << converted->yaml;
   EXPECT_EQ(converted.status().code(), StatusCode::kInvalidArgument);
   return converted.status().message();
@@ -191,6 +192,152 @@ TEST(VertexJobTest, WhatCannotRunIsRefusedNamingTheField) {
                 .find("owner: unknown key of a Vertex CustomJob"),
             std::string::npos);
   EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n").find("containerSpec: required"),
+            std::string::npos);
+}
+
+StudySpec Study(const std::string& text, std::vector<std::string>* notes = nullptr) {
+  StatusOr<VertexConversion> converted = ConvertVertexTuningJob(text, "hp.yaml");
+  EXPECT_TRUE(converted.ok()) << converted.status().ToString();
+  if (!converted.ok()) return {};
+  if (notes != nullptr) *notes = converted->notes;
+  StatusOr<StudySpec> spec = ParseStudySpec(converted->yaml, "converted");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << converted->yaml;
+  return spec.ok() ? *spec : StudySpec{};
+}
+
+std::string StudyError(const std::string& text) {
+  StatusOr<VertexConversion> converted = ConvertVertexTuningJob(text, "hp.yaml");
+  EXPECT_FALSE(converted.ok()) << converted->yaml;
+  EXPECT_EQ(converted.status().code(), StatusCode::kInvalidArgument);
+  return converted.status().message();
+}
+
+constexpr char kTrialJobSpec[] =
+    "trialJobSpec:\n  workerPoolSpecs:\n    - replicaCount: 1\n"
+    "      machineSpec: {acceleratorCount: 1}\n"
+    "      containerSpec: {imageUri: /images/trainer, args: [--epochs=3]}\n";
+
+// A HyperparameterTuningJob with every kind of parameter: the study it makes searches the same
+// space with the same budgets, and its trials run the trial job with the parameters appended.
+TEST(VertexTuningJobTest, EveryParameterKindBudgetAndTheTrialJobCarryOver) {
+  const std::string file = std::string(R"(
+displayName: mnist lr sweep
+maxTrialCount: "6"
+parallelTrialCount: 2
+maxFailedTrialCount: 1
+studySpec:
+  metrics: [{metricId: accuracy, goal: MAXIMIZE}]
+  parameters:
+    - {parameterId: lr, doubleValueSpec: {minValue: 0.001, maxValue: 0.1}, scaleType: UNIT_LOG_SCALE}
+    - {parameterId: units, integerValueSpec: {minValue: "16", maxValue: "128"}}
+    - {parameterId: optimizer, categoricalValueSpec: {values: [sgd, adam]}}
+    - {parameterId: batch_size, discreteValueSpec: {values: [64, 16, 32]}, scaleType: UNIT_LINEAR_SCALE}
+  algorithm: RANDOM_SEARCH
+  measurementSelectionType: LAST_MEASUREMENT
+  medianAutomatedStoppingSpec: {useElapsedDuration: false}
+)") + kTrialJobSpec;
+  ASSERT_TRUE(IsVertexTuningJob(file));
+  EXPECT_FALSE(IsVertexCustomJob(file));
+  std::vector<std::string> notes;
+  StudySpec study = Study(file, &notes);
+  EXPECT_TRUE(notes.empty()) << notes.front();
+  EXPECT_EQ(study.name, "mnist-lr-sweep");
+  EXPECT_EQ(study.metric_id, "accuracy");
+  EXPECT_EQ(study.goal, MetricGoal::kMaximize);
+  EXPECT_EQ(study.algorithm, SearchAlgorithm::kRandom);
+  EXPECT_EQ(study.max_trials, 6);
+  EXPECT_EQ(study.parallel_trials, 2);
+  EXPECT_EQ(study.max_failed_trials, 1);
+  ASSERT_TRUE(study.early_stopping.has_value());
+  EXPECT_TRUE(study.early_stopping->median);
+  ASSERT_EQ(study.parameters.size(), 4u);
+  EXPECT_EQ(study.parameters[0].type, ParameterType::kDouble);
+  EXPECT_EQ(study.parameters[0].min, 0.001);
+  EXPECT_EQ(study.parameters[0].max, 0.1);
+  EXPECT_EQ(study.parameters[0].scale, ScaleType::kLog);
+  EXPECT_EQ(study.parameters[1].type, ParameterType::kInteger);
+  EXPECT_EQ(study.parameters[1].min, 16);
+  EXPECT_EQ(study.parameters[1].max, 128);
+  EXPECT_EQ(study.parameters[2].categories, (std::vector<std::string>{"sgd", "adam"}));
+  EXPECT_EQ(study.parameters[3].values, (std::vector<double>{16, 32, 64}));
+  ASSERT_EQ(study.trial_job.pools.size(), 1u);
+  EXPECT_EQ(study.trial_job.pools[0].resources.gpus, 1);
+  // A trial: the parameters follow the job's args, as Vertex passes them.
+  StatusOr<JobSpec> trial = MakeTrialJob(study, "1", {{0.01, ""}, {32, ""}, {0, "adam"}, {16, ""}});
+  ASSERT_TRUE(trial.ok()) << trial.status().ToString();
+  EXPECT_EQ(trial->name, "mnist-lr-sweep_trial_1");
+  EXPECT_EQ(trial->pools[0].container->args,
+            (std::vector<std::string>{"--epochs=3", "--lr=0.01", "--units=32", "--optimizer=adam",
+                                      "--batch_size=16"}));
+}
+
+// gcloud's config (no budgets: one trial, as --max-trial-count defaults to), Vertex's defaults:
+// Bayesian search, the best measurement (Cohort takes the last: a note says so).
+TEST(VertexTuningJobTest, VertexDefaultsAreTakenAndTheDifferencesNoted) {
+  const std::string file = std::string(R"(
+displayName: sweep
+studySpec:
+  metrics: [{metricId: loss, goal: MINIMIZE}]
+  parameters: [{parameterId: lr, doubleValueSpec: {minValue: 0.1, maxValue: 1, defaultValue: 0.5}}]
+  decayCurveStoppingSpec: {useElapsedDuration: true}
+)") + kTrialJobSpec;
+  std::vector<std::string> notes;
+  StudySpec study = Study(file, &notes);
+  EXPECT_EQ(study.algorithm, SearchAlgorithm::kBayesian);
+  EXPECT_EQ(study.goal, MetricGoal::kMinimize);
+  EXPECT_EQ(study.max_trials, 1);
+  EXPECT_FALSE(study.early_stopping.has_value());
+  EXPECT_TRUE(Mentions(notes, "maxTrialCount: absent: one trial"));
+  EXPECT_TRUE(Mentions(notes,
+                       "measurementSelectionType: 'BEST_MEASUREMENT': a Cohort trial's "
+                       "objective is its last reported value"));
+  EXPECT_TRUE(Mentions(notes, "studySpec.decayCurveStoppingSpec: ignored"));
+  EXPECT_TRUE(Mentions(notes, "doubleValueSpec.defaultValue: ignored"));
+  EXPECT_EQ(notes.size(), 4u);
+}
+
+TEST(VertexTuningJobTest, WhatCannotRunIsRefusedNamingTheField) {
+  const std::string metric = "  metrics: [{metricId: acc, goal: MAXIMIZE}]\n";
+  const std::string lr =
+      "  parameters: [{parameterId: lr, doubleValueSpec: {minValue: 0.1, "
+      "maxValue: 1}}]\n";
+  EXPECT_NE(StudyError("studySpec:\n" + metric + lr + kTrialJobSpec)
+                .find("displayName: required: it names the study"),
+            std::string::npos);
+  EXPECT_NE(StudyError("displayName: s\nstudySpec:\n  metrics: [{metricId: a, goal: MAXIMIZE}, "
+                       "{metricId: b, goal: MINIMIZE}]\n" +
+                       lr + kTrialJobSpec)
+                .find("studySpec.metrics: one metric is required"),
+            std::string::npos);
+  EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric +
+                       "  parameters: [{parameterId: lr, doubleValueSpec: {minValue: 0.1, "
+                       "maxValue: 1}, conditionalParameterSpecs: []}]\n" +
+                       kTrialJobSpec)
+                .find("studySpec.parameters[0].conditionalParameterSpecs: not supported"),
+            std::string::npos);
+  EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric + lr + "  algorithm: GRID_SEARCH\n" +
+                       kTrialJobSpec)
+                .find("as a Cohort study"),
+            std::string::npos);  // a grid over a continuous parameter: the study file's own rule
+  EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric +
+                       "  parameters: [{parameterId: lr, doubleValueSpec: {minValue: 0.1, "
+                       "maxValue: 1}, scaleType: UNIT_CUBIC}]\n" +
+                       kTrialJobSpec)
+                .find("'UNIT_CUBIC' is not UNIT_LINEAR_SCALE"),
+            std::string::npos);
+  EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric +
+                       "  parameters: [{parameterId: lr, doubleValueSpec: {minValue: 0.1, "
+                       "maxValue: 1}, integerValueSpec: {minValue: 1, maxValue: 2}}]\n" +
+                       kTrialJobSpec)
+                .find("integerValueSpec: given with doubleValueSpec: one only"),
+            std::string::npos);
+  EXPECT_NE(StudyError("displayName: s\nmaxTrials: 3\nstudySpec:\n" + metric + lr + kTrialJobSpec)
+                .find("maxTrials: unknown key of a Vertex HyperparameterTuningJob"),
+            std::string::npos);
+  EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric + lr +
+                       "trialJobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}], "
+                       "enableWebAccess: true, bogus: 1}\n")
+                .find("trialJobSpec.bogus: unknown key"),
             std::string::npos);
 }
 

@@ -476,6 +476,29 @@ TEST_F(CoordinatorTest, AVertexCustomJobFileRunsAsTheJobItMakes) {
       << refused.message();
 }
 
+// A Vertex AI HyperparameterTuningJob file: the coordinator runs the study it makes; its first
+// trial's job carries the trial's parameters after the container's args.
+TEST_F(CoordinatorTest, AVertexTuningJobFileRunsAsTheStudyItMakes) {
+  AddAgent("node-a", 1);
+  wire::SubmitStudyT req;
+  req.spec_yaml = R"({"displayName": "lr_sweep", "maxTrialCount": "2", "studySpec": {
+      "metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
+      "parameters": [{"parameterId": "lr", "discreteValueSpec": {"values": [0.1, 0.2]}}],
+      "algorithm": "GRID_SEARCH", "measurementSelectionType": "LAST_MEASUREMENT"},
+    "trialJobSpec": {"workerPoolSpecs": [
+      {"replicaCount": "1", "containerSpec": {"imageUri": "/images/trainer",
+                                              "args": ["--epochs=2"]}}]}})";
+  wire::StudyInfoT study = CallFor<wire::StudyInfo>(std::move(req));
+  EXPECT_EQ(study.name, "lr_sweep");
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.size(), 1u);
+  const wire::LaunchReplicaT& trial = launches.begin()->second;
+  EXPECT_EQ(trial.job, "lr_sweep_trial_1");
+  ASSERT_NE(trial.container, nullptr);
+  EXPECT_EQ(trial.container->args, (std::vector<std::string>{"--epochs=2", "--lr=0.1"}));
+}
+
 TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
   AddAgent("node-a", 1);
   ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("mover", 0, 1)));

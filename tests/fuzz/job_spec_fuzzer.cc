@@ -1,12 +1,14 @@
-// Fuzz target: arbitrary text as a job file, Cohort's or a Vertex AI CustomJob file. ParseJobSpec
-// and ConvertVertexCustomJob must return a spec or an error, never crash; an accepted spec must
-// survive the canonical YAML round trip, and a converted Vertex file must be a valid job file.
+// Fuzz target: arbitrary text as a job file, Cohort's or a Vertex AI CustomJob or
+// HyperparameterTuningJob file. ParseJobSpec and the Vertex conversions must return a spec or an
+// error, never crash; an accepted spec must survive the canonical YAML round trip, and a converted
+// Vertex file must be a valid job or study file.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "common/job_spec.h"
+#include "common/study_spec.h"
 #include "common/vertex_job.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,6 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (cohort::IsVertexCustomJob(text)) {
     auto converted = cohort::ConvertVertexCustomJob(text, "fuzz");
     if (converted.ok() && !cohort::ParseJobSpec(converted->yaml, "fuzz converted").ok()) {
+      std::abort();
+    }
+  }
+  if (cohort::IsVertexTuningJob(text)) {
+    auto converted = cohort::ConvertVertexTuningJob(text, "fuzz");
+    if (converted.ok() && !cohort::ParseStudySpec(converted->yaml, "fuzz converted").ok()) {
       std::abort();
     }
   }

@@ -1,0 +1,92 @@
+// A Vertex AI CustomJob file as Vertex users have them (an image whose ENTRYPOINT runs the trainer;
+// the job gives only args), submitted unchanged with `cohort submit` to a local coordinator and
+// agent: every replica runs in a real container (an OCI image layout made with umoci, run with
+// runc or crun), the image's ENTRYPOINT with the job's args in place of its CMD, with its rank.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/testing/cluster_test.h"
+
+namespace cohort::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class VertexContainerJobTest : public ClusterTest {
+ protected:
+  // Why containers cannot run here, or "".
+  static std::string WhyNoContainers() {
+    if (::geteuid() != 0) return "OCI runtimes need root here";
+    if (!fs::exists("/usr/bin/umoci")) return "umoci is not installed (scripts/install-deps.sh)";
+    if (!fs::exists("/bin/busybox")) return "no static busybox (Debian busybox-static)";
+    if (!fs::exists("/usr/sbin/runc") && !fs::exists("/usr/bin/runc") &&
+        !fs::exists("/usr/bin/crun")) {
+      return "neither runc nor crun is installed";
+    }
+    return "";
+  }
+
+  // An image layout `layout`:latest of busybox whose ENTRYPOINT echoes the rank and its
+  // arguments, and whose CMD is --default.
+  static void MakeImage(const TempDir& dir, const std::string& layout) {
+    const std::string tagged = layout + ":latest", bundle = dir.Join("build");
+    auto umoci = [](const std::vector<std::string>& args) {
+      RunResult run = RunProcess("/usr/bin/umoci", args);
+      ASSERT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
+    };
+    ASSERT_NO_FATAL_FAILURE(umoci({"init", "--layout", layout}));
+    ASSERT_NO_FATAL_FAILURE(umoci({"new", "--image", tagged}));
+    ASSERT_NO_FATAL_FAILURE(umoci({"unpack", "--image", tagged, bundle}));
+    fs::create_directories(bundle + "/rootfs/bin");
+    fs::copy_file("/bin/busybox", bundle + "/rootfs/bin/busybox");
+    for (const char* tool : {"sh", "echo"})
+      fs::create_symlink("busybox", bundle + "/rootfs/bin/" + tool);
+    ASSERT_NO_FATAL_FAILURE(umoci({"repack", "--image", tagged, bundle}));
+    ASSERT_NO_FATAL_FAILURE(
+        umoci({"config", "--image", tagged, "--config.entrypoint", "/bin/sh", "--config.entrypoint",
+               "-c", "--config.entrypoint", "echo \"rank=$RANK args=$*\"", "--config.entrypoint",
+               "entry", "--config.cmd", "--default"}));
+  }
+};
+
+TEST_F(VertexContainerJobTest, AGcloudConfigRunsTheImagesEntrypointWithTheJobsArgsOnEveryReplica) {
+  if (!NeedBinaries({COHORT_CLI_BIN})) return;
+  if (std::string why = WhyNoContainers(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("cohort-vertex");
+  const std::string layout = dir.Join("trainer");
+  ASSERT_NO_FATAL_FAILURE(MakeImage(dir, layout));
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("vertex")}));
+  // As `gcloud ai custom-jobs describe --format=json` writes a job (int64 counts as strings).
+  const std::string file = dir.Join("custom_job.json");
+  std::ofstream(file) << R"({"displayName": "vertex e2e", "jobSpec": {
+    "workerPoolSpecs": [
+      {"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
+       "containerSpec": {"imageUri": ")"
+                      << layout << R"(", "args": ["--epochs=2", "--lr=0.1"]}},
+      {"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
+       "containerSpec": {"imageUri": ")"
+                      << layout << R"("}}],
+    "baseOutputDirectory": {"outputUriPrefix": ")"
+                      << dir.Join("out") << R"("}}})";
+  RunResult submit = RunCli({"submit", file, "--wait"}, std::chrono::seconds(120));
+  ASSERT_EQ(submit.exit_code, 0) << submit.out << submit.err;
+  const std::string name = submit.out.substr(0, submit.out.find('\n'));
+  EXPECT_EQ(name.rfind("vertex-e2e-", 0), 0u) << name;
+  EXPECT_NE(submit.err.find("cohort: note: Vertex jobSpec.workerPoolSpecs[0].machineSpec."
+                            "machineType: ignored 'n1-standard-4'"),
+            std::string::npos)
+      << submit.err;
+  // The chief: the ENTRYPOINT with the job's args; the worker, which gives none: with the CMD.
+  RunResult chief = RunCli({"logs", name, "--replica", "chief-0"});
+  EXPECT_NE(chief.out.find("rank=0 args=--epochs=2 --lr=0.1"), std::string::npos) << chief.out;
+  RunResult worker = RunCli({"logs", name, "--replica", "worker-0"});
+  EXPECT_NE(worker.out.find("rank=1 args=--default"), std::string::npos) << worker.out;
+}
+
+}  // namespace
+}  // namespace cohort::testing
