@@ -50,12 +50,12 @@ StatusOr<std::string> ReadSpecText(const std::string& file) {
   return buffer.str();
 }
 
-StatusOr<std::string> FromVertexFile(
-    const std::string& text, const std::string& file, bool (*is_vertex)(std::string_view),
-    StatusOr<VertexConversion> (*convert)(std::string_view, std::string_view), std::ostream& err) {
-  if (!is_vertex(text)) return text;
+StatusOr<std::string> AsCohortFile(const std::string& text, const std::string& file,
+                                   StatusOr<VertexConversion> (*as_cohort)(std::string_view,
+                                                                           std::string_view),
+                                   std::ostream& err) {
   COHORT_ASSIGN_OR_RETURN(VertexConversion converted,
-                          convert(text, file == "-" ? "<stdin>" : file));
+                          as_cohort(text, file == "-" ? "<stdin>" : file));
   for (const std::string& note : converted.notes) err << "cohort: note: " << note << "\n";
   return std::move(converted.yaml);
 }

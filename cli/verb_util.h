@@ -27,12 +27,13 @@ int Fail(std::ostream& err, const Status& status);
 StatusOr<CoordinatorClient> ConnectClient(const Context& ctx);
 // A spec file's text ("-": standard input).
 StatusOr<std::string> ReadSpecText(const std::string& file);
-// The text a spec file `file` is sent as: a Vertex AI file (`is_vertex`, common/vertex_job.h) as
-// the Cohort file `convert` makes of it, a note on `err` for each field without a counterpart
-// ("cohort: note: ..."); any other text as it is.
-StatusOr<std::string> FromVertexFile(
-    const std::string& text, const std::string& file, bool (*is_vertex)(std::string_view),
-    StatusOr<VertexConversion> (*convert)(std::string_view, std::string_view), std::ostream& err);
+// The text a spec file `file` is sent as: what `as_cohort` (AsCohortJobFile or AsCohortStudyFile,
+// common/vertex_job.h) makes of it, a note on `err` for each field of a Vertex AI file without a
+// counterpart ("cohort: note: ...").
+StatusOr<std::string> AsCohortFile(const std::string& text, const std::string& file,
+                                   StatusOr<VertexConversion> (*as_cohort)(std::string_view,
+                                                                           std::string_view),
+                                   std::ostream& err);
 // The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit();

@@ -125,8 +125,7 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
   // A Vertex CustomJob file goes as the Cohort job file it makes.
   rename = [&](const std::string& text) -> StatusOr<std::string> {
     COHORT_ASSIGN_OR_RETURN(std::string job,
-                            FromVertexFile(text, args.positionals[0], IsVertexCustomJob,
-                                           ConvertVertexCustomJob, ctx.err));
+                            AsCohortFile(text, args.positionals[0], AsCohortJobFile, ctx.err));
     return edits.empty() ? StatusOr<std::string>(std::move(job)) : ApplySubmitEdits(job, edits);
   };
   return SubmitSpecFile<JobSpec, std::string>(

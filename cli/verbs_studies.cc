@@ -78,8 +78,7 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
         return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
       },
       [&](const std::string& text) {
-        return FromVertexFile(text, args.positionals[0], IsVertexTuningJob, ConvertVertexTuningJob,
-                              ctx.err);
+        return AsCohortFile(text, args.positionals[0], AsCohortStudyFile, ctx.err);
       });
 }
 

@@ -568,18 +568,30 @@ class VertexReader {
 
 }  // namespace
 
-bool IsVertexCustomJob(std::string_view text) {
-  // Most job files are Cohort's: no YAML parse for them.
-  if (text.find("workerPoolSpecs") == std::string_view::npos &&
-      text.find("jobSpec") == std::string_view::npos) {
+namespace {
+
+// Whether `text` is YAML whose top-level map has `key` or `other` (a text that names neither, as
+// most job files, is not parsed).
+bool TopLevelHas(std::string_view text, const char* key, const char* other) {
+  if (text.find(key) == std::string_view::npos && text.find(other) == std::string_view::npos) {
     return false;
   }
   try {
     const YAML::Node root = YAML::Load(std::string(text));
-    return root.IsMap() && (root["workerPoolSpecs"] || root["jobSpec"]);
+    return root.IsMap() && (root[key] || root[other]);
   } catch (const std::exception&) {
     return false;
   }
+}
+
+}  // namespace
+
+bool IsVertexCustomJob(std::string_view text) {
+  return TopLevelHas(text, "workerPoolSpecs", "jobSpec");
+}
+
+bool IsVertexTuningJob(std::string_view text) {
+  return TopLevelHas(text, "studySpec", "trialJobSpec");
 }
 
 StatusOr<VertexConversion> ConvertVertexCustomJob(std::string_view text, std::string_view source) {
@@ -588,23 +600,20 @@ StatusOr<VertexConversion> ConvertVertexCustomJob(std::string_view text, std::st
                           [&](const YAML::Node& root) { return reader.ReadCustomJob(root); });
 }
 
-bool IsVertexTuningJob(std::string_view text) {
-  if (text.find("studySpec") == std::string_view::npos &&
-      text.find("trialJobSpec") == std::string_view::npos) {
-    return false;
-  }
-  try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    return root.IsMap() && (root["studySpec"] || root["trialJobSpec"]);
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::string_view source) {
   VertexReader reader(source);
   return ReadYamlDocument(text, source,
                           [&](const YAML::Node& root) { return reader.ReadTuningJob(root); });
+}
+
+StatusOr<VertexConversion> AsCohortJobFile(std::string_view text, std::string_view source) {
+  if (IsVertexCustomJob(text)) return ConvertVertexCustomJob(text, source);
+  return VertexConversion{std::string(text), {}};
+}
+
+StatusOr<VertexConversion> AsCohortStudyFile(std::string_view text, std::string_view source) {
+  if (IsVertexTuningJob(text)) return ConvertVertexTuningJob(text, source);
+  return VertexConversion{std::string(text), {}};
 }
 
 }  // namespace cohort

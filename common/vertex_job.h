@@ -78,4 +78,9 @@ bool IsVertexTuningJob(std::string_view text);
 // ConvertVertexCustomJob's.
 StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::string_view source);
 
+// The Cohort job (study) file `text` stands for: a Vertex CustomJob (HyperparameterTuningJob)
+// file converted as above, any other text as it is, without notes.
+StatusOr<VertexConversion> AsCohortJobFile(std::string_view text, std::string_view source);
+StatusOr<VertexConversion> AsCohortStudyFile(std::string_view text, std::string_view source);
+
 }  // namespace cohort

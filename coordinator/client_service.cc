@@ -158,19 +158,14 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     Reply(m, EncodeError(id, fits));
     return;
   }
-  std::string yaml = Str(req.spec_yaml());
   // A Vertex CustomJob file: the Cohort job file it makes is what is stored; what had no
   // counterpart goes back as warnings.
-  std::vector<std::string> notes;
-  if (IsVertexCustomJob(yaml)) {
-    StatusOr<VertexConversion> converted = ConvertVertexCustomJob(yaml, "submitted job");
-    if (!converted.ok()) {
-      Reply(m, EncodeError(id, InvalidArgument(converted.status().message())));
-      return;
-    }
-    yaml = std::move(converted->yaml);
-    notes = std::move(converted->notes);
+  StatusOr<VertexConversion> job_file = AsCohortJobFile(Str(req.spec_yaml()), "submitted job");
+  if (!job_file.ok()) {
+    Reply(m, EncodeError(id, job_file.status()));
+    return;
   }
+  std::string yaml = std::move(job_file->yaml);
   if (StatusOr<SubmitEdits> edits = SubmitEditsOf(req); !edits.ok()) {
     Reply(m, EncodeError(id, edits.status().WithContext("submitted job")));
     return;
@@ -217,7 +212,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   job.owner = CallerOf(m);
   wire::SubmitJobReplyT reply;
   reply.name = job.name;
-  reply.warnings = std::move(notes);
+  reply.warnings = std::move(job_file->notes);
   std::string warning =
       StorageWarning(job.output_dir, nodes_.storage_root(), nodes_.nodes().size());
   if (!warning.empty()) {
@@ -420,16 +415,14 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
   }
   // A Vertex HyperparameterTuningJob file: the Cohort study file it makes is what is stored (the
   // reply has no warnings: what had no counterpart goes to the log).
-  std::string yaml = Str(req.spec_yaml());
-  if (IsVertexTuningJob(yaml)) {
-    StatusOr<VertexConversion> converted = ConvertVertexTuningJob(yaml, "submitted study");
-    if (!converted.ok()) {
-      Reply(m, EncodeError(id, InvalidArgument(converted.status().message())));
-      return;
-    }
-    yaml = std::move(converted->yaml);
-    for (const std::string& note : converted->notes) spdlog::info("submitted study: {}", note);
+  StatusOr<VertexConversion> study_file =
+      AsCohortStudyFile(Str(req.spec_yaml()), "submitted study");
+  if (!study_file.ok()) {
+    Reply(m, EncodeError(id, study_file.status()));
+    return;
   }
+  for (const std::string& note : study_file->notes) spdlog::info("submitted study: {}", note);
+  const std::string& yaml = study_file->yaml;
   if (auto spec = ParseStudySpec(yaml, "submitted study"); spec.ok()) {
     if (Status known = CheckQueue(spec->trial_job.scheduling); !known.ok()) {
       Reply(m, EncodeError(id, known.WithContext("the trial job of study " + spec->name)));

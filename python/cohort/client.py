@@ -425,7 +425,9 @@ class Client:
         """Submits a job; returns its name. Raises CohortError on a bad spec (the message names
         the field).
 
-        `spec`: a job file's YAML text, or the same as a dict (sent as JSON, which is YAML).
+        `spec`: a job file's YAML text, or the same as a dict (sent as JSON, which is YAML); or a
+        Vertex AI CustomJob file or dict (gcloud's --config, or a CustomJob as the REST API
+        gives it), which the coordinator converts (README "Vertex AI job files").
         The keywords are `cohort submit`'s flags, applied by the coordinator to the text before
         it parses it: `name` sets the job's name (a name_prefix dropped), `after` adds to
         scheduling.after ("prep", or "train:ended"; one string or several), `hold` submits the
@@ -580,8 +582,10 @@ class Client:
         return _poll(lambda: self.get_job(name), done, f"job {name}", poll_s, timeout_s)
 
     def submit_study(self, spec):
-        """Submits a study (a study file's YAML text, or the same as a dict); returns the study
-        name. Raises CohortError on a bad spec (the message names the field)."""
+        """Submits a study (a study file's YAML text, or the same as a dict; or a Vertex AI
+        HyperparameterTuningJob file or dict, which the coordinator converts, noting in its log
+        what has no counterpart); returns the study name. Raises CohortError on a bad spec (the
+        message names the field)."""
         body = SubmitStudy.SubmitStudyT()
         body.specYaml = _spec_text(spec)
         return _study_to_dict(self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT))["name"]
