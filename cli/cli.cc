@@ -164,7 +164,9 @@ const std::vector<Verb>& Verbs() {
        SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[:CONDITION][,...]] [--hold]
                     [--wait [--replica ROLE-INDEX | --all]]
 
-Validates the job file (YAML; see DESIGN.md) and submits it. Prints the job name on stdout (with
+Validates the job file (YAML; see DESIGN.md; or a Vertex AI CustomJob file, YAML or JSON, as
+gcloud and the REST API take it: each field without a counterpart is named in a note on stderr)
+and submits it. Prints the job name on stdout (with
 `name_prefix:` in the file, the name the coordinator generated: the prefix, '-' and 8 letters
 and digits). FILE may be - for standard input.
   --name N  the job's name instead of the file's name or name_prefix
@@ -184,14 +186,17 @@ and digits). FILE may be - for standard input.
 )"),
        Submit},
       {"status",
-       {{"--json", false, ""}},
-       "status JOB [--json]",
+       {{"--json", false, ""}, {"--spec", false, ""}},
+       "status JOB [--json | --spec]",
        "a job's state, replicas and events",
        R"(
 Shows the job's state, message, times, restarts, each replica's node, GPUs, state, attempt and
 exit code, what each running replica uses (as `cohort top` does), and the job's events with their
 reasons.
   --json    print the job as JSON
+  --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
+            --name, --after and --hold applied, a generated name filled in, a Vertex AI file as
+            the Cohort job file it became (`cohort submit FILE --name NEW` runs it again)
 )",
        ShowJob},
       {"list",
@@ -513,8 +518,9 @@ the coordinator's clients/ key directory; put the coordinator's coordinator.pub 
        "tune FILE [--wait]",
        "validate and submit a hyperparameter study; prints its name",
        SpecFileHelp(R"(
-Validates a study file (YAML; see common/study_spec.h) and submits it. Prints the study name.
-FILE may be - for standard input.
+Validates a study file (YAML; see common/study_spec.h; or a Vertex AI HyperparameterTuningJob
+file, YAML or JSON: each field without a counterpart is named in a note on stderr) and submits
+it. Prints the study name. FILE may be - for standard input.
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and
             the best trial; exit 0 only if the study SUCCEEDED, 1 if it FAILED or was CANCELLED
 )"),

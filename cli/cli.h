@@ -4,8 +4,10 @@
 //   cohort [--coordinator tcp://HOST:7400] [--insecure] [--timeout 5s] VERB ...
 //     submit FILE [--name N] [--after JOB[:C],...] [--hold] [--wait [--replica R|--all]]
 //                                prints the job name; --after: scheduling.after; --hold:
-//                                scheduling.hold; --wait shows it live
-//     status JOB [--json]        state, message, times, restarts, replicas, events
+//                                scheduling.hold; --wait shows it live. FILE: a Cohort job
+//                                file or a Vertex AI CustomJob file (common/vertex_job.h)
+//     status JOB [--json|--spec] state, message, times, restarts, replicas, events; --spec:
+//                                the job file the coordinator stored
 //     list [--state S] [--since T] [--limit N] [--json]   every job, or a history query
 //     logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] [--follow|-f]
 //     watch JOB [--replica ROLE-INDEX|--all]   the job live until it ends

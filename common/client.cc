@@ -158,6 +158,14 @@ StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
   return CallNamed<wire::JobInfo, wire::GetJobT>(name, "get job");
 }
 
+StatusOr<std::string> CoordinatorClient::GetJobSpec(const std::string& name) {
+  wire::GetJobT request;
+  request.name = name;
+  request.with_spec = true;
+  COHORT_ASSIGN_OR_RETURN(wire::JobInfoT job, Call<wire::JobInfo>(std::move(request), "get job"));
+  return std::move(job.spec_yaml);
+}
+
 StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {
   return ListJobs(wire::ListJobsT{});
 }

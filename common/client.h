@@ -79,6 +79,8 @@ class CoordinatorClient {
   StatusOr<std::string> Submit(const std::string& spec_yaml,
                                std::vector<std::string>* warnings = nullptr);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
+  // The job file the coordinator stored for the job (wire::JobInfo.spec_yaml).
+  StatusOr<std::string> GetJobSpec(const std::string& name);
   StatusOr<std::vector<wire::JobInfoT>> ListJobs();
   // A history query (`cohort list --state S --since T --limit N`; wire::ListJobs says what each
   // field filters), answered from the coordinator's state store: oldest first.

@@ -80,7 +80,8 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       OnSubmit(m, *msg.As<wire::SubmitJob>(), now_ms);
       return;
     case wire::Body::GetJob: {
-      std::string name = Str(msg.As<wire::GetJob>()->name());
+      const wire::GetJob& req = *msg.As<wire::GetJob>();
+      std::string name = Str(req.name());
       const JobRecord* job = jobs_.FindJob(name);
       if (job == nullptr) {
         Reply(m, EncodeError(id, NotFound("no job named '" + name + "'")));
@@ -89,6 +90,7 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       wire::JobInfoT info = ToInfoWithUsage(*job, now_ms);
       if (watchdog_ != nullptr && !job->finished())
         info.stragglers = watchdog_->StragglerLines(name);
+      if (req.with_spec()) info.spec_yaml = job->spec_yaml;
       Reply(m, Encode(id, std::move(info)));
       return;
     }

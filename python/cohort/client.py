@@ -450,6 +450,15 @@ class Client:
         return _job_to_dict(
             self._call_named(Body.Body.GetJob, GetJob.GetJobT, name, JobInfo.JobInfoT))
 
+    def get_job_spec(self, name):
+        """The job file the coordinator stored for the job, as text (`cohort status JOB --spec`):
+        what was submitted, with the submit keywords applied, a generated name filled in, and a
+        Vertex AI file as the Cohort job file it became."""
+        body = GetJob.GetJobT()
+        body.name = name
+        body.withSpec = True
+        return _text(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT).specYaml)
+
     def list_jobs(self, states=None, since=None, limit=0):
         """The jobs the coordinator knows, oldest first, as `cohort list`: with no filter every
         job; with any, the coordinator's state store answers (the newest `limit` of the jobs that

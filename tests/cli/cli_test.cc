@@ -19,6 +19,7 @@
 #include "cli/output.h"
 #include "common/checkpoint.h"
 #include "common/curve_keys.h"
+#include "common/job_spec.h"
 #include "tests/testing/binaries.h"
 #include "tests/testing/checkpoint_bytes.h"
 #include "tests/testing/local_cluster.h"
@@ -630,6 +631,19 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
                             "ignored 'n1-standard-4'"),
             std::string::npos)
       << vertex.err;
+  // The job file it became, as the coordinator stored it: it submits again as it is.
+  CliResult stored = run({"status", "cli_vertex", "--spec"});
+  ASSERT_EQ(stored.exit_code, kExitOk) << stored.err;
+  StatusOr<JobSpec> stored_spec = ParseJobSpec(stored.out, "stored");
+  ASSERT_TRUE(stored_spec.ok()) << stored_spec.status().ToString() << "\n" << stored.out;
+  EXPECT_EQ(stored_spec->name, "cli_vertex");
+  EXPECT_TRUE(stored_spec->scheduling.hold);
+  ASSERT_EQ(stored_spec->pools.size(), 1u);
+  ASSERT_TRUE(stored_spec->pools[0].container.has_value());
+  EXPECT_EQ(stored_spec->pools[0].container->image, "/no/such/image");
+  EXPECT_EQ(stored_spec->pools[0].container->args, std::vector<std::string>{"--epochs=1"});
+  EXPECT_EQ(run({"status", "cli_vertex", "--spec", "--json"}).exit_code, kExitUsage);
+  EXPECT_EQ(run({"status", "no_such_job", "--spec"}).exit_code, kExitUsage);
   ASSERT_EQ(run({"cancel", "cli_vertex"}).exit_code, kExitOk);
   ct::WriteFile(cluster.scratch("vertex_bad.yaml"),
                 "workerPoolSpecs:\n  - replicaCount: 1\n    containerSpec: {image: x}\n");

@@ -466,6 +466,17 @@ TEST_F(CoordinatorTest, AVertexCustomJobFileRunsAsTheJobItMakes) {
   EXPECT_TRUE(chief.container->command.empty());
   EXPECT_EQ(Env(chief, "MY_VAR"), "x");
   EXPECT_FALSE(chief.gpus.empty());  // acceleratorCount: 1 (the node's two seen in rank order)
+  // The job file stored, with its generated name, given only when asked for.
+  wire::GetJobT get;
+  get.name = submitted.name;
+  get.with_spec = true;
+  StatusOr<JobSpec> stored =
+      ParseJobSpec(CallFor<wire::JobInfo>(std::move(get)).spec_yaml, "stored spec");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->name, submitted.name);
+  ASSERT_EQ(stored->pools.size(), 2u);
+  EXPECT_EQ(stored->pools[0].container->args, (std::vector<std::string>{"--epochs=2"}));
+  EXPECT_TRUE(GetJob(submitted.name).spec_yaml.empty());
   // A malformed one is refused, naming the field.
   wire::SubmitJobT bad;
   bad.spec_yaml = "workerPoolSpecs: [{replicaCount: 1, containerSpec: {imageUrl: x}}]\n";

@@ -143,6 +143,9 @@ def main(endpoint, scratch):
         check([str(w.message) for w in caught
                if "workerPoolSpecs[0].machineSpec.machineType" in str(w.message)] != [],
               f"the Vertex note: {[str(w.message) for w in caught]}")
+        stored = client.get_job_spec(from_vertex)
+        check("name: py_vertex" in stored and "/no/such/image" in stored and "--epochs=1" in stored,
+              f"the stored job file of a Vertex job: {stored!r}")
         client.cancel(from_vertex)
         try:
             client.submit(spec, name="9lives")
