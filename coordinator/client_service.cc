@@ -90,7 +90,16 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       wire::JobInfoT info = ToInfoWithUsage(*job, now_ms);
       if (watchdog_ != nullptr && !job->finished())
         info.stragglers = watchdog_->StragglerLines(name);
-      if (req.with_spec()) info.spec_yaml = job->spec_yaml;
+      if (req.with_spec()) {
+        // A job file can hold credentials in its env: its owner's or an admin's to read.
+        if (Status may = options_.permissions.CheckOwnerOrAdmin(CallerOf(m), job->owner,
+                                                                "read the job file of job " + name);
+            !may.ok()) {
+          Reply(m, EncodeError(id, may));
+          return;
+        }
+        info.spec_yaml = job->spec_yaml;
+      }
       Reply(m, Encode(id, std::move(info)));
       return;
     }

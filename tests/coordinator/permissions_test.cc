@@ -182,6 +182,30 @@ TEST_F(OwnershipTest, OnlyTheOwnerOrAnAdminCancelsAndTheOwnerSurvivesARestart) {
   EXPECT_TRUE(noted) << "the job's events do not say who cancelled it";
 }
 
+// A job file may hold credentials in its env: only its owner or an admin reads it.
+TEST_F(OwnershipTest, OnlyTheOwnerOrAnAdminReadsAJobsFile) {
+  ASSERT_TRUE(Submit("alice", "alices").ok());
+  auto spec_for = [&](const std::string& user) {
+    wire::GetJobT req;
+    req.name = "alices";
+    req.with_spec = true;
+    return Call(user, std::move(req));
+  };
+  Message denied = spec_for("bob");
+  EXPECT_EQ(denied.ErrorStatus().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(denied.ErrorStatus().message().find("read the job file of job alices"),
+            std::string::npos)
+      << denied.ErrorStatus().ToString();
+  for (const char* may : {"alice", "carol"}) {  // the owner; an admin
+    Message read = spec_for(may);
+    const auto* info = read.As<wire::JobInfo>();
+    ASSERT_NE(info, nullptr) << may << ": " << read.ErrorStatus().ToString();
+    ASSERT_NE(info->spec_yaml(), nullptr) << may;
+    EXPECT_NE(info->spec_yaml()->str().find("alices"), std::string::npos) << may;
+  }
+  EXPECT_TRUE(Get("alices").spec_yaml.empty());  // the job itself stays everyone's to read
+}
+
 TEST_F(OwnershipTest, AStudysOwnerOwnsItsTrialJobs) {
   wire::SubmitStudyT req;
   req.spec_yaml =
