@@ -1,5 +1,6 @@
-// Vertex AI CustomJob files read into a JobSpec (see vertex_job.h), walked with YamlReader so that
-// every error names the file, the line and the field path, and no yaml-cpp exception escapes.
+// Vertex AI CustomJob files read into a JobSpec, and HyperparameterTuningJob files into a study
+// file (see vertex_job.h), walked with YamlReader so that every error names the file, the line
+// and the field path, and no yaml-cpp exception escapes.
 #include "common/vertex_job.h"
 
 #include <yaml-cpp/yaml.h>
@@ -21,7 +22,7 @@ namespace {
 // The Vertex pool index of each role (DESIGN.md "Jobs").
 constexpr Role kPoolRoles[] = {Role::kChief, Role::kWorker, Role::kParameterServer,
                                Role::kEvaluator};
-constexpr int kMaxReplicas = 100000;
+constexpr int kMaxCount = 100000;  // replicas of a pool, trials of a study
 
 // What a CustomJob says of a past run (as `gcloud ai custom-jobs describe` writes it): accepted
 // and left alone, since they ask for nothing.
@@ -81,11 +82,11 @@ class VertexReader {
         COHORT_ASSIGN_OR_RETURN(std::string display, r_.String(kv.second, key));
         name = NamePrefix(display, kMaxStudyName);
       } else if (key == "maxTrialCount") {
-        COHORT_ASSIGN_OR_RETURN(max_trials, Count(kv.second, key, kMaxReplicas));
+        COHORT_ASSIGN_OR_RETURN(max_trials, Count(kv.second, key, kMaxCount));
       } else if (key == "parallelTrialCount") {
-        COHORT_ASSIGN_OR_RETURN(parallel_trials, Count(kv.second, key, kMaxReplicas));
+        COHORT_ASSIGN_OR_RETURN(parallel_trials, Count(kv.second, key, kMaxCount));
       } else if (key == "maxFailedTrialCount") {
-        COHORT_ASSIGN_OR_RETURN(max_failed_trials, Count(kv.second, key, kMaxReplicas));
+        COHORT_ASSIGN_OR_RETURN(max_failed_trials, Count(kv.second, key, kMaxCount));
       } else if (key == "labels" || key == "encryptionSpec") {
         Note(key, "ignored (no counterpart in Cohort)");
       } else {
@@ -449,7 +450,7 @@ class VertexReader {
     pool.role = kPoolRoles[index];
     if (YamlReader::Has(node, "replicaCount")) {
       COHORT_ASSIGN_OR_RETURN(pool.replicas,
-                              Count(node["replicaCount"], path + ".replicaCount", kMaxReplicas));
+                              Count(node["replicaCount"], path + ".replicaCount", kMaxCount));
     }
     if (YamlReader::Has(node, "pythonPackageSpec")) {
       return r_.Error(node["pythonPackageSpec"], path + ".pythonPackageSpec",
