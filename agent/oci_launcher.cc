@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -158,18 +157,6 @@ StatusOr<json> ReadLayoutBlob(const std::string& layout_dir, const json& digest)
   return parsed;
 }
 
-// Writes `text` to `path` through a temporary file renamed over it.
-Status ReplaceFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return Internal("write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
-  return Status::Ok();
-}
-
 // WriteImageCommand, a failure said in the log: the image's process.args then all count as CMD.
 void SplitImageCommand(const std::string& image, const std::string& layout_dir,
                        const std::string& bundle) {
@@ -313,8 +300,7 @@ bool CanBeOverlayUpper(const std::string& dir) {
   return ::statfs(dir.c_str(), &fs_info) != 0 || fs_info.f_type != kOverlayfsMagic;
 }
 
-Status MakeImageWorkdir(const LaunchRequest& request, const std::string& rootfs) {
-  COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
+Status MakeImageWorkdir(const LaunchRequest& request, const ImageConfig& image) {
   if (image.cwd.empty() || request.working_dir.empty()) return Status::Ok();
   const std::string upper = request.working_dir + "/" + kImageWorkdirEntry;
   COHORT_RETURN_IF_ERROR(MakeDirs(upper));
@@ -444,8 +430,9 @@ Status OciLauncher::Prepare(const LaunchRequest& request) {
     COHORT_ASSIGN_OR_RETURN(ImageLocation location, LocateImage(request.image));
     if (!location.layout.empty()) COHORT_RETURN_IF_ERROR(Unpack(request.image, location));
     COHORT_ASSIGN_OR_RETURN(std::string rootfs, ResolveRootfs(request.image));
-    COHORT_RETURN_IF_ERROR(MakeImageWorkdir(request, rootfs));
-    COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs));
+    COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
+    COHORT_RETURN_IF_ERROR(MakeImageWorkdir(request, image));
+    COHORT_ASSIGN_OR_RETURN(std::string config, BundleConfig(request, rootfs, std::move(image)));
     fs::path bundle = fs::path(request.working_dir) / kBundleEntry;
     std::error_code ec;
     fs::create_directories(bundle, ec);
@@ -552,6 +539,12 @@ Status OciLauncher::Unpack(const std::string& image, const ImageLocation& locati
 StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
                                                 const std::string& rootfs) const {
   COHORT_ASSIGN_OR_RETURN(ImageConfig image, ReadImageConfig(rootfs));
+  return BundleConfig(request, rootfs, std::move(image));
+}
+
+StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
+                                                const std::string& rootfs,
+                                                ImageConfig image) const {
   COHORT_ASSIGN_OR_RETURN(const std::vector<std::string> argv, ContainerArgv(request, image));
   // The image's own environment (its ENV), under the replica's; a PATH when neither has one; the
   // agent's sitecustomize first on PYTHONPATH, above the image's or the job's.

@@ -137,7 +137,7 @@ StatusOr<std::vector<std::string>> ContainerArgv(const LaunchRequest& request,
 bool CanBeOverlayUpper(const std::string& dir);
 // For an image with a WORKDIR: the attempt's image-workdir (the overlay's upper directory, the
 // job owner's) and the overlay's work directory, in its working directory.
-Status MakeImageWorkdir(const LaunchRequest& request, const std::string& rootfs);
+Status MakeImageWorkdir(const LaunchRequest& request, const ImageConfig& image);
 
 class OciLauncher : public Launcher {
  public:
@@ -163,8 +163,11 @@ class OciLauncher : public Launcher {
   // How many prepared attempts wait for their Launch or Forget (for tests).
   size_t prepared_count();
 
-  // The OCI config.json for a request whose rootfs is `rootfs` (exposed for tests): the image's
-  // environment (ReadImageConfig) under the request's, its WORKDIR the cwd.
+  // The OCI config.json for a request whose rootfs is `rootfs`, whose config says `image`: the
+  // image's environment under the request's, its WORKDIR the cwd, ContainerArgv the command. The
+  // two-argument form reads `image` (ReadImageConfig) itself (exposed for tests).
+  StatusOr<std::string> BundleConfig(const LaunchRequest& request, const std::string& rootfs,
+                                     ImageConfig image) const;
   StatusOr<std::string> BundleConfig(const LaunchRequest& request, const std::string& rootfs) const;
   // argv of `docker run`/`podman run` for a request (exposed for tests).
   std::vector<std::string> CliRunArgv(const LaunchRequest& request,

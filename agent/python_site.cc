@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <fstream>
 
 #include "common/file_util.h"
 
@@ -71,15 +69,7 @@ StatusOr<std::string> InstallPythonSite(const std::string& work_dir) {
   if (auto was = ReadFileToString(path, "sitecustomize"); was.ok() && *was == kSitecustomizePy) {
     return dir;
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kSitecustomizePy;
-    out.close();
-    if (!out) return Internal("write " + tmp + ": failed");
-  }
-  if (::chmod(tmp.c_str(), 0644) != 0) return ErrnoStatus("chmod " + tmp, errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
+  COHORT_RETURN_IF_ERROR(ReplaceFile(path, kSitecustomizePy, 0644));
   return dir;
 }
 

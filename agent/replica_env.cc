@@ -116,16 +116,14 @@ Status PlanLaunch(const wire::LaunchReplica& launch, const std::string& builtin_
   if (plan->container) {
     const wire::ContainerSpec& container = *launch.container();
     request.image = Str(container.image());
-    const bool given = (container.command() && container.command()->size() > 0) ||
-                       (container.args() && container.args()->size() > 0);
-    if (given) {
-      LaunchRequest::ContainerCommand apart;
-      if (container.command()) {
-        for (const auto* arg : *container.command()) apart.command.push_back(Str(arg));
-      }
-      if (container.args()) {
-        for (const auto* arg : *container.args()) apart.args.push_back(Str(arg));
-      }
+    LaunchRequest::ContainerCommand apart;
+    if (container.command()) {
+      for (const auto* arg : *container.command()) apart.command.push_back(Str(arg));
+    }
+    if (container.args()) {
+      for (const auto* arg : *container.args()) apart.args.push_back(Str(arg));
+    }
+    if (!apart.command.empty() || !apart.args.empty()) {
       request.container_command = std::move(apart);
     }
   }

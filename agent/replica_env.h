@@ -68,13 +68,12 @@ inline constexpr char kErrorFileEnv[] = "TORCHELASTIC_ERROR_FILE";
 
 // The replica's environment: the agent's PATH, HOME and LANG (a process replica's; a container's
 // are its image's, which the container launcher lays under all of this), the launch's variables
-// (which win),
-// the attempt's files (flight recorder, stack dumps, TORCHELASTIC_ERROR_FILE: the launch may name
-// others), COHORT_RESTART_COUNT, COHORT_RESTORE_CHECKPOINT and the GPUs' visibility. Also
-// PYTHONUNBUFFERED=1 unless the launch sets it (to "" for buffered output): a script's print()s go
-// to a log file, which Python would buffer 8 KiB at a time, so `cohort logs -f`, the watchdog's
-// log progress and the failure's cause would see them late, and a lost node would take the last
-// ones with it.
+// (which win), the attempt's files (flight recorder, stack dumps, TORCHELASTIC_ERROR_FILE: the
+// launch may name others), COHORT_RESTART_COUNT, COHORT_RESTORE_CHECKPOINT and the GPUs'
+// visibility. Also PYTHONUNBUFFERED=1 unless the launch sets it (to "" for buffered output): a
+// script's print()s go to a log file, which Python would buffer 8 KiB at a time, so `cohort logs
+// -f`, the watchdog's log progress and the failure's cause would see them late, and a lost node
+// would take the last ones with it.
 struct ReplicaEnvInput {
   std::map<std::string, std::string> launch_env;  // from LaunchReplica
   std::string attempt_dir;                        // empty: no recorder or stack dump variables

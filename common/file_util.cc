@@ -1,6 +1,7 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +89,23 @@ Status SyncDirectory(const std::string& dir) {
   int err = errno;
   ::close(fd);
   if (rc != 0) return ErrnoStatus("fsync " + dir, err);
+  return Status::Ok();
+}
+
+Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd.ok()) return ErrnoStatus("create " + tmp, errno);
+  // The umask may have taken bits that `mode` asks for.
+  if (::fchmod(fd.get(), mode) != 0) return ErrnoStatus("chmod " + tmp, errno);
+  for (size_t written = 0; written < text.size();) {
+    const ssize_t n = ::write(fd.get(), text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("write " + tmp, errno);
+    written += static_cast<size_t>(n);
+  }
+  COHORT_RETURN_IF_ERROR(fd.Close(tmp));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
   return Status::Ok();
 }
 

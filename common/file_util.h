@@ -34,6 +34,11 @@ StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, st
 // fsync on a directory, so a rename or create inside it survives a crash.
 Status SyncDirectory(const std::string& dir);
 
+// Writes `text` to `<path>.tmp` with permission bits `mode`, then renames it over `path`: a reader
+// sees the old file or the whole new one, never a part (not fsynced: for files that can be made
+// again, such as caches). Errors name the file and errno's text.
+Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode = 0644);
+
 // A file descriptor, closed when it goes out of scope; -1 holds none. Close() closes it at once
 // and reports the error, which can carry a delayed write error.
 class UniqueFd {

@@ -434,16 +434,14 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
   }
   for (const std::string& note : study_file->notes) spdlog::info("submitted study: {}", note);
   const std::string& yaml = study_file->yaml;
+  // An invalid spec is refused by studies_.Submit below, naming the field.
   if (auto spec = ParseStudySpec(yaml, "submitted study"); spec.ok()) {
     if (Status known = CheckQueue(spec->trial_job.scheduling); !known.ok()) {
       Reply(m, EncodeError(id, known.WithContext("the trial job of study " + spec->name)));
       return;
     }
-  }
-  if (now_ms >= options_.fit_check_from_ms) {
     // A study whose trial job cannot run here would queue trials that never start.
-    auto spec = ParseStudySpec(yaml, "submitted study");
-    if (spec.ok()) {
+    if (now_ms >= options_.fit_check_from_ms) {
       Status fits =
           idle_cluster_.Check(spec->trial_job, nodes_, options_.port_min, options_.port_max);
       if (!fits.ok()) {

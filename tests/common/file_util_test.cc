@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "tests/testing/process.h"
 
@@ -39,6 +41,29 @@ TEST(OpenRegularFileTest, TakesARegularFileAndRefusesLinksFifosAndDevices) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenRegularFile(dir.path(), "metric file", &st).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// ReplaceFile: the whole new text in place of the old, with the mode asked for whatever the umask,
+// and no temporary file left; a folder it cannot write in is named in the error.
+TEST(ReplaceFileTest, ReplacesTheWholeFileWithItsModeAndLeavesNoTemporary) {
+  testing::TempDir dir("replace");
+  const std::string file = dir.Join("sitecustomize.py");
+  std::ofstream(file) << "an older, longer text than the new one\n";
+  const mode_t umask_was = ::umask(077);
+  Status replaced = ReplaceFile(file, "new\n", 0644);
+  ::umask(umask_was);
+  ASSERT_TRUE(replaced.ok()) << replaced.ToString();
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "new\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_NE(::access((file + ".tmp").c_str(), F_OK), 0);
+  Status missing = ReplaceFile(dir.Join("no/such/dir/f"), "x");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("create " + dir.Join("no/such/dir/f.tmp")), std::string::npos)
+      << missing.ToString();
 }
 
 }  // namespace

@@ -12,21 +12,44 @@
 namespace cohort {
 namespace {
 
-JobSpec Converted(const std::string& text, std::vector<std::string>* notes = nullptr) {
-  StatusOr<VertexConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
+using Convert = StatusOr<VertexConversion> (*)(std::string_view, std::string_view);
+
+// What `convert` makes of `text` (from a file named `source`), read back with `parse`; its notes
+// into `notes`.
+template <typename Spec>
+Spec ReadBack(Convert convert, StatusOr<Spec> (*parse)(std::string_view, std::string_view),
+              const std::string& source, const std::string& text, std::vector<std::string>* notes) {
+  StatusOr<VertexConversion> converted = convert(text, source);
   EXPECT_TRUE(converted.ok()) << converted.status().ToString();
   if (!converted.ok()) return {};
   if (notes != nullptr) *notes = converted->notes;
-  StatusOr<JobSpec> spec = ParseJobSpec(converted->yaml, "converted");
+  StatusOr<Spec> spec = parse(converted->yaml, "converted");
   EXPECT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << converted->yaml;
-  return spec.ok() ? *spec : JobSpec{};
+  return spec.ok() ? *spec : Spec{};
 }
 
-std::string Error(const std::string& text) {
-  StatusOr<VertexConversion> converted = ConvertVertexCustomJob(text, "config.yaml");
+// Why `convert` refuses `text` (from a file named `source`).
+std::string Refusal(Convert convert, const std::string& source, const std::string& text) {
+  StatusOr<VertexConversion> converted = convert(text, source);
   EXPECT_FALSE(converted.ok()) << converted->yaml;
   EXPECT_EQ(converted.status().code(), StatusCode::kInvalidArgument);
   return converted.status().message();
+}
+
+JobSpec Converted(const std::string& text, std::vector<std::string>* notes = nullptr) {
+  return ReadBack<JobSpec>(ConvertVertexCustomJob, ParseJobSpec, "config.yaml", text, notes);
+}
+
+std::string Error(const std::string& text) {
+  return Refusal(ConvertVertexCustomJob, "config.yaml", text);
+}
+
+StudySpec Study(const std::string& text, std::vector<std::string>* notes = nullptr) {
+  return ReadBack<StudySpec>(ConvertVertexTuningJob, ParseStudySpec, "hp.yaml", text, notes);
+}
+
+std::string StudyError(const std::string& text) {
+  return Refusal(ConvertVertexTuningJob, "hp.yaml", text);
 }
 
 bool Mentions(const std::vector<std::string>& notes, const std::string& text) {
@@ -193,23 +216,6 @@ TEST(VertexJobTest, WhatCannotRunIsRefusedNamingTheField) {
             std::string::npos);
   EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n").find("containerSpec: required"),
             std::string::npos);
-}
-
-StudySpec Study(const std::string& text, std::vector<std::string>* notes = nullptr) {
-  StatusOr<VertexConversion> converted = ConvertVertexTuningJob(text, "hp.yaml");
-  EXPECT_TRUE(converted.ok()) << converted.status().ToString();
-  if (!converted.ok()) return {};
-  if (notes != nullptr) *notes = converted->notes;
-  StatusOr<StudySpec> spec = ParseStudySpec(converted->yaml, "converted");
-  EXPECT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << converted->yaml;
-  return spec.ok() ? *spec : StudySpec{};
-}
-
-std::string StudyError(const std::string& text) {
-  StatusOr<VertexConversion> converted = ConvertVertexTuningJob(text, "hp.yaml");
-  EXPECT_FALSE(converted.ok()) << converted->yaml;
-  EXPECT_EQ(converted.status().code(), StatusCode::kInvalidArgument);
-  return converted.status().message();
 }
 
 constexpr char kTrialJobSpec[] =
