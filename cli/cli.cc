@@ -526,13 +526,15 @@ it. Prints the study name. FILE may be - for standard input.
 )"),
        Tune},
       {"trials",
-       {{"--json", false, ""}},
-       "trials STUDY [--json]",
+       {{"--json", false, ""}, {"--spec", false, ""}},
+       "trials STUDY [--json | --spec]",
        "a study's trials and its best trial",
        R"(
 Shows a study's state, every trial (state, parameters, final metric, steps reported, job) and the
 best trial so far (marked *).
   --json    print the study as JSON
+  --spec    print the study file the coordinator stored instead: a Vertex AI tuning file as the
+            Cohort study file it became (the owner or an admin only)
 )",
        Trials},
       {"studies",

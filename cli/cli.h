@@ -19,7 +19,7 @@
 //     cordon NODE | uncordon NODE | drain NODE [--now] | label NODE [K=V|K-]... [--reset] |
 //     forget NODE   (admins)
 //     tune FILE [--wait]         hyperparameter study; --wait prints the trials and the best
-//     trials STUDY [--json]
+//     trials STUDY [--json|--spec] the trials and the best; --spec: the study file stored
 //     studies [--json]
 //     checkpoint DIR|--job JOB [--json]   checkpoints, verified; which one a restart restores
 //     keygen [--dir DIR] [--name NAME]   CURVE key pair for this client

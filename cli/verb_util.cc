@@ -60,6 +60,22 @@ StatusOr<std::string> AsCohortFile(const std::string& text, const std::string& f
   return std::move(converted.yaml);
 }
 
+int ShowStoredFile(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+                   const std::string& argument,
+                   StatusOr<std::string> (CoordinatorClient::*get_spec)(const std::string&)) {
+  if (args.Has("--json")) return UsageError(ctx.err, verb, "give --json or --spec, not both");
+  if (args.positionals.size() != 1) {
+    return UsageError(ctx.err, verb, verb + " needs one " + argument);
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto spec = ((*client).*get_spec)(args.positionals[0]);
+  if (!spec.ok()) return Fail(ctx.err, spec.status());
+  ctx.out << *spec;
+  if (!spec->empty() && spec->back() != '\n') ctx.out << "\n";
+  return kExitOk;
+}
+
 // The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit() {

@@ -129,13 +129,23 @@ int ShowAll(const ParsedArgs& args, const Context& ctx, const std::string& verb,
       print);
 }
 
+// `status JOB --spec`, `trials STUDY --spec`: the file the coordinator stored for the item the
+// one positional `argument` names, as `get_spec` asks for it, printed as it is.
+int ShowStoredFile(const ParsedArgs& args, const Context& ctx, const std::string& verb,
+                   const std::string& argument,
+                   StatusOr<std::string> (CoordinatorClient::*get_spec)(const std::string&));
+
 // ShowVerb for a verb that names one item (`cohort status JOB`): `get` asks for it by the
-// positional `argument` names.
+// positional `argument` names; with --spec, `get_spec` the file stored for it (ShowStoredFile).
 template <typename Item>
 int ShowOne(const ParsedArgs& args, const Context& ctx, const std::string& verb,
             const std::string& argument,
             StatusOr<Item> (CoordinatorClient::*get)(const std::string&),
-            nlohmann::json (*to_json)(const Item&), void (*print)(const Item&, std::ostream&)) {
+            nlohmann::json (*to_json)(const Item&), void (*print)(const Item&, std::ostream&),
+            StatusOr<std::string> (CoordinatorClient::*get_spec)(const std::string&) = nullptr) {
+  if (get_spec != nullptr && args.Has("--spec")) {
+    return ShowStoredFile(args, ctx, verb, argument, get_spec);
+  }
   return ShowVerb<Item>(
       args, ctx, verb, argument,
       [&](CoordinatorClient& client) { return (client.*get)(args.positionals[0]); }, to_json,

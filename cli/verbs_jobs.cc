@@ -146,18 +146,8 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
 }
 
 int ShowJob(const ParsedArgs& args, const Context& ctx) {
-  if (args.Has("--spec")) {
-    if (args.Has("--json")) return UsageError(ctx.err, "status", "give --json or --spec, not both");
-    if (args.positionals.size() != 1) return UsageError(ctx.err, "status", "status needs one JOB");
-    auto client = ConnectClient(ctx);
-    if (!client.ok()) return Fail(ctx.err, client.status());
-    auto spec = client->GetJobSpec(args.positionals[0]);
-    if (!spec.ok()) return Fail(ctx.err, spec.status());
-    ctx.out << *spec;
-    if (!spec->empty() && spec->back() != '\n') ctx.out << "\n";
-    return kExitOk;
-  }
-  return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob);
+  return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob,
+                 &CoordinatorClient::GetJobSpec);
 }
 
 int Top(const ParsedArgs& args, const Context& ctx) {

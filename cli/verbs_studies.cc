@@ -75,6 +75,7 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
       args, ctx, "tune", "study", ParseStudySpec,
       [](CoordinatorClient& client, const std::string& text) { return client.SubmitStudy(text); },
       [&](CoordinatorClient& client, const StudySpec& spec, const wire::StudyInfoT& study) {
+        for (const std::string& w : study.warnings) ctx.err << "cohort: warning: " << w << "\n";
         return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
       },
       [&](const std::string& text) {
@@ -84,7 +85,7 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
 
 int Trials(const ParsedArgs& args, const Context& ctx) {
   return ShowOne(args, ctx, "trials", "STUDY", &CoordinatorClient::GetStudy, StudyToJson,
-                 PrintStudy);
+                 PrintStudy, &CoordinatorClient::GetStudySpec);
 }
 
 int Studies(const ParsedArgs& args, const Context& ctx) {

@@ -278,6 +278,15 @@ StatusOr<wire::StudyInfoT> CoordinatorClient::GetStudy(const std::string& name) 
   return CallNamed<wire::StudyInfo, wire::GetStudyT>(name, "get study");
 }
 
+StatusOr<std::string> CoordinatorClient::GetStudySpec(const std::string& name) {
+  wire::GetStudyT request;
+  request.name = name;
+  request.with_spec = true;
+  COHORT_ASSIGN_OR_RETURN(wire::StudyInfoT study,
+                          Call<wire::StudyInfo>(std::move(request), "get study"));
+  return std::move(study.spec_yaml);
+}
+
 StatusOr<std::vector<wire::StudyInfoT>> CoordinatorClient::ListStudies() {
   return CallList<wire::StudyList>(wire::ListStudiesT{}, "list studies",
                                    &wire::StudyListT::studies);

@@ -128,6 +128,8 @@ class CoordinatorClient {
   // the study (its trials, the best trial so far) out.
   StatusOr<wire::StudyInfoT> SubmitStudy(const std::string& spec_yaml);
   StatusOr<wire::StudyInfoT> GetStudy(const std::string& name);
+  // The study file the coordinator stored for the study (wire::StudyInfo.spec_yaml).
+  StatusOr<std::string> GetStudySpec(const std::string& name);
   StatusOr<std::vector<wire::StudyInfoT>> ListStudies();
 
   // Observability: a job's training metrics (`cohort metrics`), and accounting (`cohort usage`).

@@ -141,7 +141,19 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       OnSubmitStudy(m, *msg.As<wire::SubmitStudy>(), now_ms);
       return;
     case wire::Body::GetStudy: {
-      auto info = studies_.Info(Str(msg.As<wire::GetStudy>()->name()));
+      const auto& req = *msg.As<wire::GetStudy>();
+      std::string name = Str(req.name());
+      auto info = studies_.Info(name);
+      if (info.ok() && req.with_spec()) {
+        // As a job's file, a study's trial job can hold credentials in its env.
+        if (Status may = options_.permissions.CheckOwnerOrAdmin(
+                CallerOf(m), info->owner, "read the study file of study " + name);
+            !may.ok()) {
+          Reply(m, EncodeError(id, may));
+          return;
+        }
+        info->spec_yaml = *studies_.SpecYamlOf(name);
+      }
       Reply(m, info.ok() ? Encode(id, std::move(*info)) : EncodeError(id, info.status()));
       return;
     }
@@ -424,15 +436,14 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     Reply(m, EncodeError(id, fits));
     return;
   }
-  // A Vertex HyperparameterTuningJob file: the Cohort study file it makes is what is stored (the
-  // reply has no warnings: what had no counterpart goes to the log).
+  // A Vertex HyperparameterTuningJob file: the Cohort study file it makes is what is stored;
+  // what had no counterpart is in the reply's warnings.
   StatusOr<VertexConversion> study_file =
       AsCohortStudyFile(Str(req.spec_yaml()), "submitted study");
   if (!study_file.ok()) {
     Reply(m, EncodeError(id, study_file.status()));
     return;
   }
-  for (const std::string& note : study_file->notes) spdlog::info("submitted study: {}", note);
   const std::string& yaml = study_file->yaml;
   // An invalid spec is refused by studies_.Submit below, naming the field.
   if (auto spec = ParseStudySpec(yaml, "submitted study"); spec.ok()) {
@@ -457,7 +468,9 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     return;
   }
   run_studies_();
-  Reply(m, Encode(id, *studies_.Info(*name)));
+  wire::StudyInfoT info = *studies_.Info(*name);
+  info.warnings = std::move(study_file->notes);
+  Reply(m, Encode(id, info));
 }
 
 void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms) {

@@ -1,8 +1,8 @@
 // Permissions decides who may change what through the client endpoint (DESIGN.md "Identity"):
 // the owner of a job or study, or an admin (the coordinator's `admins`, --admins a,b), may cancel
-// or delete it, and read its job file (`cohort status --spec`: its env may hold credentials); only
-// an admin may act on nodes (drain, cordon, forget). Everyone may list and read jobs, studies,
-// logs and nodes.
+// or delete it, and read its job or study file (`cohort status --spec`, `cohort trials --spec`:
+// its env may hold credentials); only an admin may act on nodes (drain, cordon, forget). Everyone
+// may list and read jobs, studies, logs and nodes.
 //
 // Who the caller is (CallerOf): over CURVE, the name its key is listed under (clients/<user>.pub),
 // verified by the handshake. With --insecure nothing is verified: the caller is the user its

@@ -320,6 +320,11 @@ const std::string* StudyController::OwnerOf(const std::string& name) const {
   return it == studies_.end() ? nullptr : &it->second->owner;
 }
 
+const std::string* StudyController::SpecYamlOf(const std::string& name) const {
+  auto it = studies_.find(name);
+  return it == studies_.end() ? nullptr : &it->second->spec_yaml;
+}
+
 std::vector<wire::StudyInfoT> StudyController::List() const {
   std::vector<wire::StudyInfoT> out;
   for (const auto& [name, entry] : studies_) {

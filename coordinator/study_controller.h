@@ -83,6 +83,9 @@ class StudyController {
   StatusOr<wire::StudyInfoT> Info(const std::string& name) const;
   // The study's owner ("" when none was recorded), or nullptr when there is no such study.
   const std::string* OwnerOf(const std::string& name) const;
+  // The study file stored for it (what `cohort trials --spec` prints), or nullptr when there is
+  // no such study.
+  const std::string* SpecYamlOf(const std::string& name) const;
   std::vector<wire::StudyInfoT> List() const;
   size_t size() const { return studies_.size(); }
 

@@ -592,16 +592,29 @@ class Client:
 
     def submit_study(self, spec):
         """Submits a study (a study file's YAML text, or the same as a dict; or a Vertex AI
-        HyperparameterTuningJob file or dict, which the coordinator converts, noting in its log
-        what has no counterpart); returns the study name. Raises CohortError on a bad spec (the
-        message names the field)."""
+        HyperparameterTuningJob file or dict, which the coordinator converts); returns the study
+        name. Raises CohortError on a bad spec (the message names the field). What the
+        coordinator warns of (a tuning file's fields with no counterpart) is issued as a
+        CohortWarning."""
         body = SubmitStudy.SubmitStudyT()
         body.specYaml = _spec_text(spec)
-        return _study_to_dict(self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT))["name"]
+        reply = self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT)
+        for warning in reply.warnings or []:
+            warnings.warn(_text(warning), CohortWarning, stacklevel=2)
+        return _text(reply.name)
 
     def get_study(self, name):
         return _study_to_dict(
             self._call_named(Body.Body.GetStudy, GetStudy.GetStudyT, name, StudyInfo.StudyInfoT))
+
+    def get_study_spec(self, name):
+        """The study file the coordinator stored for the study, as text (`cohort trials STUDY
+        --spec`): a Vertex AI tuning file as the Cohort study file it became. The owner's or an
+        admin's to read."""
+        body = GetStudy.GetStudyT()
+        body.name = name
+        body.withSpec = True
+        return _text(self._call(Body.Body.GetStudy, body, StudyInfo.StudyInfoT).specYaml)
 
     def cancel_study(self, name):
         """Cancels a study (its running trials are cancelled); returns the study after."""

@@ -497,10 +497,18 @@ TEST_F(CoordinatorTest, AVertexTuningJobFileRunsAsTheStudyItMakes) {
       "parameters": [{"parameterId": "lr", "discreteValueSpec": {"values": [0.1, 0.2]}}],
       "algorithm": "GRID_SEARCH", "measurementSelectionType": "LAST_MEASUREMENT"},
     "trialJobSpec": {"workerPoolSpecs": [
-      {"replicaCount": "1", "containerSpec": {"imageUri": "/images/trainer",
-                                              "args": ["--epochs=2"]}}]}})";
+      {"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
+       "containerSpec": {"imageUri": "/images/trainer", "args": ["--epochs=2"]}}]}})";
   wire::StudyInfoT study = CallFor<wire::StudyInfo>(std::move(req));
   EXPECT_EQ(study.name, "lr_sweep");
+  // What had no counterpart comes back to the submitter.
+  ASSERT_EQ(study.warnings.size(), 1u);
+  EXPECT_NE(study.warnings[0].find("machineSpec.machineType: ignored 'n1-standard-4'"),
+            std::string::npos)
+      << study.warnings[0];
+  wire::GetStudyT get;  // only the submit's reply has them
+  get.name = "lr_sweep";
+  EXPECT_TRUE(CallFor<wire::StudyInfo>(std::move(get)).warnings.empty());
   Pump([&] { return !agents_["node-a"].inbox.empty(); });
   auto launches = TakeLaunches();
   ASSERT_EQ(launches.size(), 1u);

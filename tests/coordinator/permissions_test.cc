@@ -224,6 +224,31 @@ TEST_F(OwnershipTest, AStudysOwnerOwnsItsTrialJobs) {
   std::string trial_job = study->trials()->Get(0)->job()->str();
   EXPECT_EQ(Get(trial_job).owner, "alice");
   EXPECT_EQ(Cancel("bob", trial_job).ErrorStatus().code(), StatusCode::kPermissionDenied);
+  // The study file, as a job's, is its owner's or an admin's to read.
+  auto spec_for = [&](const std::string& user) {
+    wire::GetStudyT get;
+    get.name = "st";
+    get.with_spec = true;
+    return Call(user, std::move(get));
+  };
+  Message denied = spec_for("bob");
+  EXPECT_EQ(denied.ErrorStatus().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(denied.ErrorStatus().message().find("read the study file of study st"),
+            std::string::npos)
+      << denied.ErrorStatus().ToString();
+  for (const char* may : {"alice", "carol"}) {  // the owner; an admin
+    Message read = spec_for(may);
+    const auto* info = read.As<wire::StudyInfo>();
+    ASSERT_NE(info, nullptr) << may << ": " << read.ErrorStatus().ToString();
+    ASSERT_NE(info->spec_yaml(), nullptr) << may;
+    EXPECT_NE(info->spec_yaml()->str().find("/bin/t"), std::string::npos) << may;
+  }
+  wire::GetStudyT plain;  // the study itself stays everyone's to read
+  plain.name = "st";
+  Message read = Call("bob", std::move(plain));
+  const auto* info = read.As<wire::StudyInfo>();
+  ASSERT_NE(info, nullptr) << read.ErrorStatus().ToString();
+  EXPECT_EQ(info->spec_yaml(), nullptr);
 }
 
 // The day-2 verbs go through the same check: a job's deletion and a study's cancel by its owner

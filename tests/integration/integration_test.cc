@@ -21,6 +21,7 @@
 
 #include "common/client.h"
 #include "common/messaging.h"
+#include "common/study_spec.h"
 #include "tests/testing/binaries.h"
 #include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
@@ -947,6 +948,14 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
   }
   EXPECT_EQ(xs, (std::set<std::string>{"1", "2", "3"}));
   EXPECT_EQ(best_x, "3");
+  // The study file stored: it submits again as it is.
+  auto stored = Cli({"trials", "grid_study", "--spec"});
+  ASSERT_EQ(stored.exit_code, 0) << stored.err;
+  StatusOr<StudySpec> stored_spec = ParseStudySpec(stored.out, "stored");
+  ASSERT_TRUE(stored_spec.ok()) << stored_spec.status().ToString() << "\n" << stored.out;
+  EXPECT_EQ(stored_spec->name, "grid_study");
+  EXPECT_EQ(stored_spec->max_trials, 3);
+  EXPECT_EQ(Cli({"trials", "grid_study", "--spec", "--json"}).exit_code, 2);
   EXPECT_TRUE(NoReplicaProcessesLeft());
 }
 

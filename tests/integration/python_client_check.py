@@ -264,6 +264,25 @@ def main(endpoint, scratch):
             check(False, "a duplicate study was accepted")
         except CohortError as e:
             check(e.code == "ALREADY_EXISTS", f"error: {e}")
+        # A Vertex AI HyperparameterTuningJob dict: its fields with no counterpart come as
+        # CohortWarnings, as a CustomJob's do.
+        tuning = {"displayName": "py_tuning", "maxTrialCount": 1, "studySpec": {
+            "metrics": [{"metricId": "score", "goal": "MINIMIZE"}],
+            "parameters": [{"parameterId": "x", "discreteValueSpec": {"values": [1]}}],
+            "measurementSelectionType": "LAST_MEASUREMENT"},
+            "trialJobSpec": {"workerPoolSpecs": [{
+                "replicaCount": 1, "machineSpec": {"machineType": "n1-standard-4"},
+                "containerSpec": {"imageUri": "/no/such/image"}}]}}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check(client.submit_study(tuning) == "py_tuning", "a Vertex tuning job's study name")
+        check([str(w.message) for w in caught if issubclass(w.category, CohortWarning)
+               and "machineSpec.machineType" in str(w.message)] != [],
+              f"the Vertex tuning note: {[str(w.message) for w in caught]}")
+        stored = client.get_study_spec("py_tuning")
+        check('name: "py_tuning"' in stored and "image: /no/such/image" in stored,
+              f"the stored study file of a Vertex tuning job: {stored!r}")
+        client.cancel_study("py_tuning")
 
 
 if __name__ == "__main__":
