@@ -514,13 +514,17 @@ the coordinator's clients/ key directory; put the coordinator's coordinator.pub 
 )",
        Keygen},
       {"tune",
-       {{"--wait", false, ""}},
-       "tune FILE [--wait]",
+       {{"--wait", false, ""}, {"--name", true, ""}},
+       "tune FILE [--name N] [--wait]",
        "validate and submit a hyperparameter study; prints its name",
        SpecFileHelp(R"(
 Validates a study file (YAML; see common/study_spec.h; or a Vertex AI HyperparameterTuningJob
 file, YAML or JSON: each field without a counterpart is named in a note on stderr) and submits
 it. Prints the study name. FILE may be - for standard input.
+  --name N  the study's name instead of the file's name (or a Vertex file's displayName;
+            [A-Za-z][A-Za-z0-9_-]{0,99}): the same file runs again as another study. A
+            trial_job.output_dir in the file is kept: its trials write where the first study's
+            did (<output_dir>/<trial id>/), and find their checkpoints
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and
             the best trial; exit 0 only if the study SUCCEEDED, 1 if it FAILED or was CANCELLED
 )"),

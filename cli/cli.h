@@ -18,7 +18,7 @@
 //     nodes [--json]
 //     cordon NODE | uncordon NODE | drain NODE [--now] | label NODE [K=V|K-]... [--reset] |
 //     forget NODE   (admins)
-//     tune FILE [--wait]         hyperparameter study; --wait prints the trials and the best
+//     tune FILE [--name N] [--wait]  hyperparameter study; --wait prints the trials and the best
 //     trials STUDY [--json|--spec] the trials and the best; --spec: the study file stored
 //     studies [--json]
 //     checkpoint DIR|--job JOB [--json]   checkpoints, verified; which one a restart restores

@@ -71,6 +71,9 @@ int FollowStudy(CoordinatorClient& client, const std::string& name, const Parsed
 }  // namespace
 
 int Tune(const ParsedArgs& args, const Context& ctx) {
+  if (args.Has("--name") && args.Get("--name").empty()) {
+    return UsageError(ctx.err, "tune", "--name: an empty name");
+  }
   return SubmitSpecFile<StudySpec, wire::StudyInfoT>(
       args, ctx, "tune", "study", ParseStudySpec,
       [](CoordinatorClient& client, const std::string& text) { return client.SubmitStudy(text); },
@@ -78,8 +81,11 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
         for (const std::string& w : study.warnings) ctx.err << "cohort: warning: " << w << "\n";
         return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
       },
-      [&](const std::string& text) {
-        return AsCohortFile(text, args.positionals[0], AsCohortStudyFile, ctx.err);
+      [&](const std::string& text) -> StatusOr<std::string> {
+        COHORT_ASSIGN_OR_RETURN(
+            std::string study, AsCohortFile(text, args.positionals[0], AsCohortStudyFile, ctx.err));
+        if (!args.Has("--name")) return study;
+        return WithStudyName(study, args.Get("--name"));
       });
 }
 

@@ -364,23 +364,6 @@ StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
 
 namespace {
 
-// The job file's YAML text after `edit` changed its top-level map (a job file that is not one, or
-// not YAML, is kInvalidArgument; so is what `edit` returns).
-StatusOr<std::string> EditJobYaml(std::string_view yaml,
-                                  const std::function<Status(YAML::Node&)>& edit) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-    if (!root.IsMap()) return InvalidArgument("the job file is not a YAML map of keys");
-    COHORT_RETURN_IF_ERROR(edit(root));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("the job file is not valid YAML: ") + e.what());
-  }
-  YAML::Emitter out;
-  out << root;
-  return std::string(out.c_str());
-}
-
 // The job file's scheduling map, made when it has none; kInvalidArgument when it is of another
 // kind.
 StatusOr<YAML::Node> SchedulingOf(YAML::Node& root) {
@@ -393,7 +376,7 @@ StatusOr<YAML::Node> SchedulingOf(YAML::Node& root) {
 }  // namespace
 
 StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) {
-  return EditJobYaml(yaml, [&](YAML::Node& root) {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) {
     root.remove("name_prefix");
     root["name"] = std::string(name);
     return Status::Ok();
@@ -401,7 +384,7 @@ StatusOr<std::string> WithJobName(std::string_view yaml, std::string_view name) 
 }
 
 StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<JobDependency>& after) {
-  return EditJobYaml(yaml, [&](YAML::Node& root) -> Status {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) -> Status {
     COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
     std::vector<std::string> entries;
     const YAML::Node listed = scheduling["after"];
@@ -422,7 +405,7 @@ StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<JobDepe
 }
 
 StatusOr<std::string> WithHold(std::string_view yaml) {
-  return EditJobYaml(yaml, [&](YAML::Node& root) -> Status {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) -> Status {
     COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
     scheduling["hold"] = true;
     return Status::Ok();

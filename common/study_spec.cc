@@ -332,11 +332,22 @@ const ParameterSpec* StudySpec::FindParameter(std::string_view id) const {
   return nullptr;
 }
 
+Status CheckStudyName(std::string_view name) {
+  if (IsValidStudyName(name)) return Status::Ok();
+  return InvalidArgument("name: " + Quoted(name) +
+                         " is not a valid study name (must match [A-Za-z][A-Za-z0-9_-]{0,99})");
+}
+
+StatusOr<std::string> WithStudyName(std::string_view yaml, std::string_view name) {
+  COHORT_RETURN_IF_ERROR(CheckStudyName(name));
+  return EditYamlMap(yaml, "study file", [&](YAML::Node& root) {
+    root["name"] = std::string(name);
+    return Status::Ok();
+  });
+}
+
 Status ValidateStudySpec(const StudySpec& spec) {
-  if (!IsValidStudyName(spec.name)) {
-    return InvalidArgument("name: " + Quoted(spec.name) +
-                           " is not a valid study name (must match [A-Za-z][A-Za-z0-9_-]{0,99})");
-  }
+  COHORT_RETURN_IF_ERROR(CheckStudyName(spec.name));
   if (!IsValidMetricId(spec.metric_id)) {
     return InvalidArgument("metric.id: " + Quoted(spec.metric_id) +
                            " is not a valid metric id (letters, digits, _ . - /)");

@@ -123,6 +123,11 @@ StatusOr<StudySpec> LoadStudySpec(const std::string& path);
 // Every rule on an already-built spec (ParseStudySpec calls it; the trial template is checked by
 // ValidateJobSpec with errors under "trial_job.").
 Status ValidateStudySpec(const StudySpec& spec);
+// The study file's YAML text with its name set to `name`: `cohort tune --name`, and
+// SubmitStudy.name, which the coordinator applies (after making a Vertex AI tuning file the study
+// file it becomes). kInvalidArgument naming the field when `name` is not a valid study name or the
+// text is not a YAML map.
+StatusOr<std::string> WithStudyName(std::string_view yaml, std::string_view name);
 
 // The shortest text that reads back to exactly `v` (how bounds and values are written).
 std::string FormatDouble(double v);

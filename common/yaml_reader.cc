@@ -172,4 +172,20 @@ Status YamlExceptionStatus(std::string_view source, const std::exception& e) {
   return InvalidArgument(m + ": " + e.what());
 }
 
+StatusOr<std::string> EditYamlMap(std::string_view yaml, std::string_view what,
+                                  const std::function<Status(YAML::Node&)>& edit) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+    if (!root.IsMap())
+      return InvalidArgument("the " + std::string(what) + " is not a YAML map of keys");
+    COHORT_RETURN_IF_ERROR(edit(root));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("the " + std::string(what) + " is not valid YAML: " + e.what());
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str());
+}
+
 }  // namespace cohort

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -131,5 +132,12 @@ auto ReadYamlDocument(std::string_view yaml, std::string_view source, Read read)
     return YamlExceptionStatus(source, e);
   }
 }
+
+// The YAML text of a file whose top-level map `edit` changed, written anew (comments and the
+// original layout are not kept): `cohort submit --name` and the like. Text that is not YAML or
+// not a map is kInvalidArgument naming `what` ("the job file is not a YAML map of keys"); so is
+// what `edit` returns.
+StatusOr<std::string> EditYamlMap(std::string_view yaml, std::string_view what,
+                                  const std::function<Status(YAML::Node&)>& edit);
 
 }  // namespace cohort

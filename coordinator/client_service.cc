@@ -444,6 +444,14 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     Reply(m, EncodeError(id, study_file.status()));
     return;
   }
+  if (req.name() != nullptr && req.name()->size() > 0) {
+    StatusOr<std::string> renamed = WithStudyName(study_file->yaml, Str(req.name()));
+    if (!renamed.ok()) {
+      Reply(m, EncodeError(id, renamed.status()));
+      return;
+    }
+    study_file->yaml = *std::move(renamed);
+  }
   const std::string& yaml = study_file->yaml;
   // An invalid spec is refused by studies_.Submit below, naming the field.
   if (auto spec = ParseStudySpec(yaml, "submitted study"); spec.ok()) {

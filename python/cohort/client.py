@@ -590,14 +590,19 @@ class Client:
         done = until or (lambda job: job["state"] in FINISHED_STATES)
         return _poll(lambda: self.get_job(name), done, f"job {name}", poll_s, timeout_s)
 
-    def submit_study(self, spec):
+    def submit_study(self, spec, name=None):
         """Submits a study (a study file's YAML text, or the same as a dict; or a Vertex AI
         HyperparameterTuningJob file or dict, which the coordinator converts); returns the study
-        name. Raises CohortError on a bad spec (the message names the field). What the
-        coordinator warns of (a tuning file's fields with no counterpart) is issued as a
+        name. `name`, as `cohort tune --name`: the study's name instead of the file's (the
+        coordinator sets it). Raises CohortError on a bad spec (the message names the field).
+        What the coordinator warns of (a tuning file's fields with no counterpart) is issued as a
         CohortWarning."""
         body = SubmitStudy.SubmitStudyT()
         body.specYaml = _spec_text(spec)
+        if name is not None:
+            if not name:
+                raise ValueError("name: an empty name")
+            body.name = name
         reply = self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT)
         for warning in reply.warnings or []:
             warnings.warn(_text(warning), CohortWarning, stacklevel=2)

@@ -491,14 +491,15 @@ TEST_F(CoordinatorTest, AVertexCustomJobFileRunsAsTheJobItMakes) {
 // trial's job carries the trial's parameters after the container's args.
 TEST_F(CoordinatorTest, AVertexTuningJobFileRunsAsTheStudyItMakes) {
   AddAgent("node-a", 1);
-  wire::SubmitStudyT req;
-  req.spec_yaml = R"({"displayName": "lr_sweep", "maxTrialCount": "2", "studySpec": {
+  const std::string file = R"({"displayName": "lr_sweep", "maxTrialCount": "2", "studySpec": {
       "metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
       "parameters": [{"parameterId": "lr", "discreteValueSpec": {"values": [0.1, 0.2]}}],
       "algorithm": "GRID_SEARCH", "measurementSelectionType": "LAST_MEASUREMENT"},
     "trialJobSpec": {"workerPoolSpecs": [
       {"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
        "containerSpec": {"imageUri": "/images/trainer", "args": ["--epochs=2"]}}]}})";
+  wire::SubmitStudyT req;
+  req.spec_yaml = file;
   wire::StudyInfoT study = CallFor<wire::StudyInfo>(std::move(req));
   EXPECT_EQ(study.name, "lr_sweep");
   // What had no counterpart comes back to the submitter.
@@ -516,6 +517,21 @@ TEST_F(CoordinatorTest, AVertexTuningJobFileRunsAsTheStudyItMakes) {
   EXPECT_EQ(trial.job, "lr_sweep_trial_1");
   ASSERT_NE(trial.container, nullptr);
   EXPECT_EQ(trial.container->args, (std::vector<std::string>{"--epochs=2", "--lr=0.1"}));
+
+  // The same file again, named by the request (`cohort tune --name`) in place of its
+  // displayName; a name that is not a study name is refused as such.
+  wire::SubmitStudyT again;
+  again.spec_yaml = file;
+  again.name = "lr_sweep_2";
+  EXPECT_EQ(CallFor<wire::StudyInfo>(std::move(again)).name, "lr_sweep_2");
+  wire::SubmitStudyT misnamed;
+  misnamed.spec_yaml = file;
+  misnamed.name = "2nd sweep";
+  Status refused = Call(std::move(misnamed)).ErrorStatus();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("name: '2nd sweep' is not a valid study name"),
+            std::string::npos)
+      << refused.message();
 }
 
 TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {

@@ -956,6 +956,15 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
   EXPECT_EQ(stored_spec->name, "grid_study");
   EXPECT_EQ(stored_spec->max_trials, 3);
   EXPECT_EQ(Cli({"trials", "grid_study", "--spec", "--json"}).exit_code, 2);
+  // The same file again under another name; a name that is not one is refused before sending.
+  auto bad_name = Cli({"tune", study, "--name", "2nd"});
+  EXPECT_EQ(bad_name.exit_code, 2);
+  EXPECT_NE(bad_name.err.find("name: '2nd' is not a valid study name"), std::string::npos)
+      << bad_name.err;
+  auto again = Cli({"tune", study, "--name", "grid_again", "--wait"}, 28s);
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(again.out.rfind("grid_again\n", 0), 0u) << again.out;
+  EXPECT_NE(again.out.find("grid_again_trial_"), std::string::npos) << again.out;
   EXPECT_TRUE(NoReplicaProcessesLeft());
 }
 

@@ -283,6 +283,15 @@ def main(endpoint, scratch):
         check('name: "py_tuning"' in stored and "image: /no/such/image" in stored,
               f"the stored study file of a Vertex tuning job: {stored!r}")
         client.cancel_study("py_tuning")
+        # The same file under another name, as `cohort tune --name`.
+        check(client.submit_study(study, name="py_study_2") == "py_study_2",
+              "submit_study(name=...) names the study")
+        client.cancel_study("py_study_2")
+        try:
+            client.submit_study(study, name="2nd")
+            check(False, "an invalid study name was accepted")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "not a valid study name" in str(e), f"error: {e}")
 
 
 if __name__ == "__main__":

@@ -265,6 +265,34 @@ TEST(StudySpecTest, NameRules) {
   EXPECT_THAT(ErrorOf(long_name), HasSubstr("is not a valid study name"));
 }
 
+// `cohort tune --name`: the same file as another study; the name is checked before it is set.
+TEST(StudySpecTest, WithStudyNameRenamesTheStudyOnly) {
+  StatusOr<std::string> renamed = WithStudyName(Study(kParams), "lr_again");
+  ASSERT_TRUE(renamed.ok()) << renamed.status().ToString();
+  StatusOr<StudySpec> spec = ParseStudySpec(*renamed);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *renamed;
+  EXPECT_EQ(spec->name, "lr_again");
+  EXPECT_EQ(spec->parameters.size(), 4u);
+  EXPECT_EQ(spec->trial_job.pools[0].process->args, std::vector<std::string>{"--epochs=2"});
+  // A file without a name gets one.
+  std::string nameless = Study(kParams);
+  nameless.erase(0, std::string("name: digits_lr_study\n").size());
+  renamed = WithStudyName(nameless, "named");
+  ASSERT_TRUE(renamed.ok()) << renamed.status().ToString();
+  ASSERT_TRUE(ParseStudySpec(*renamed).ok()) << *renamed;
+
+  StatusOr<std::string> bad = WithStudyName(Study(kParams), "9lives");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("name: '9lives' is not a valid study name"));
+  EXPECT_FALSE(WithStudyName(Study(kParams), "s" + std::string(100, 'x')).ok());
+  bad = WithStudyName("- a\n- b\n", "x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("the study file is not a YAML map of keys"));
+  bad = WithStudyName("{unclosed", "x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("the study file is not valid YAML"));
+}
+
 TEST(StudySpecTest, TrialTemplateIsValidatedAsAJobUnderTrialJob) {
   auto with_job = [](const std::string& job) {
     return "name: s\nmetric: {id: a, goal: maximize}\nparameters:\n"
