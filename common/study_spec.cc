@@ -332,11 +332,15 @@ const ParameterSpec* StudySpec::FindParameter(std::string_view id) const {
   return nullptr;
 }
 
+namespace {
+
 Status CheckStudyName(std::string_view name) {
   if (IsValidStudyName(name)) return Status::Ok();
   return InvalidArgument("name: " + Quoted(name) +
                          " is not a valid study name (must match [A-Za-z][A-Za-z0-9_-]{0,99})");
 }
+
+}  // namespace
 
 StatusOr<std::string> WithStudyName(std::string_view yaml, std::string_view name) {
   COHORT_RETURN_IF_ERROR(CheckStudyName(name));
