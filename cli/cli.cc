@@ -158,11 +158,14 @@ const std::vector<Verb>& Verbs() {
         {"--all", false, ""},
         {"--name", true, ""},
         {"--after", true, ""},
-        {"--hold", false, ""}},
-       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--wait [--replica R|--all]]",
+        {"--hold", false, ""},
+        {"--dry-run", false, ""},
+        {"--json", false, ""}},
+       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--wait [--replica R|--all] | "
+       "--dry-run [--json]]",
        "validate and submit a job file; prints the job name",
        SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[:CONDITION][,...]] [--hold]
-                    [--wait [--replica ROLE-INDEX | --all]]
+                    [--wait [--replica ROLE-INDEX | --all] | --dry-run [--json]]
 
 Validates the job file (YAML; see DESIGN.md; or a Vertex AI CustomJob file, YAML or JSON, as
 gcloud and the REST API take it: each field without a counterpart is named in a note on stderr)
@@ -183,6 +186,14 @@ and digits). FILE may be - for standard input.
             exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED
   --replica ROLE-INDEX   with --wait, follow this replica's output instead of chief-0's
   --all                  with --wait, follow every replica's output
+  --dry-run submit nothing: the coordinator checks the file as a submit does and says what its
+            next scheduling round would do with the job were it submitted now (Slurm's
+            --test-only): start it (on which nodes, with which GPUs), preempt which jobs for it,
+            or keep it waiting, and for what (room, its queue's turn, the jobs of --after,
+            --hold). A forecast for this moment: jobs that end or arrive change it
+  --json    with --dry-run, print the coordinator's answer as JSON: name, warnings, dry_run
+            (outcome START, PREEMPT, WAIT, WAIT_FOR_JOBS or HOLD; replicas with node_id and
+            gpus; preempts; reason; queue; queued_ahead)
 )"),
        Submit},
       {"status",

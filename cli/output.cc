@@ -365,6 +365,41 @@ void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
   out << "\n";
 }
 
+void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out) {
+  out << "dry run, nothing was submitted: job " << reply.name << " would ";
+  const wire::DryRunPlanT& plan = *reply.dry_run;
+  switch (plan.outcome) {
+    case wire::DryRunOutcome::START: {
+      out << "start now\n";
+      Table replicas({"REPLICA", "NODE", "GPUS"});
+      for (const auto& r : plan.replicas) {
+        if (r) replicas.AddRow({r->replica, r->node_id, JoinInts(r->gpus)});
+      }
+      replicas.Print(out);
+      return;
+    }
+    case wire::DryRunOutcome::PREEMPT: {
+      std::string victims;
+      for (const std::string& v : plan.preempts) victims += (victims.empty() ? "" : ", ") + v;
+      out << "preempt job" << (plan.preempts.size() == 1 ? " " : "s ") << victims
+          << ", and start once " << (plan.preempts.size() == 1 ? "it" : "they") << " stopped\n";
+      return;
+    }
+    case wire::DryRunOutcome::WAIT:
+      out << "wait in queue " << plan.queue;
+      if (plan.queued_ahead > 0) {
+        out << " (" << plan.queued_ahead << (plan.queued_ahead == 1 ? " job" : " jobs")
+            << " queued before it)";
+      }
+      out << ": " << plan.reason << "\n";
+      return;
+    case wire::DryRunOutcome::WAIT_FOR_JOBS:
+    case wire::DryRunOutcome::HOLD:
+      out << "be " << plan.reason << "\n";
+      return;
+  }
+}
+
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
   Table table({"NAME", "OWNER", "STATE", "CREATED", "RUN TIME", "REPLICAS", "RESTARTS", "MESSAGE"});
   int64_t now = NowMs();

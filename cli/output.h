@@ -50,6 +50,9 @@ int64_t NowMs();
 
 // `cohort status JOB`: state, message, times, restarts, output dir, replica table, events.
 void PrintJob(const wire::JobInfoT& job, std::ostream& out);
+// `cohort submit --dry-run`: what the next scheduling round would do with the job (the reply's
+// dry_run), and where its replicas would go when it would start now.
+void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out);
 // `cohort list`: one line per job.
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
 // What each running replica of `jobs` uses (`cohort top`).

@@ -122,12 +122,36 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     }
   }
   edits.hold = args.Has("--hold");
+  const bool dry_run = args.Has("--dry-run");
+  if (dry_run && args.Has("--wait")) {
+    return UsageError(ctx.err, "submit", "--dry-run submits nothing to wait for: not with --wait");
+  }
+  if (args.Has("--json") && !dry_run) {
+    return UsageError(ctx.err, "submit", "--json goes with --dry-run (a submit prints the name)");
+  }
   // A Vertex CustomJob file goes as the Cohort job file it makes.
   rename = [&](const std::string& text) -> StatusOr<std::string> {
     COHORT_ASSIGN_OR_RETURN(std::string job,
                             AsCohortFile(text, args.positionals[0], AsCohortJobFile, ctx.err));
     return edits.empty() ? StatusOr<std::string>(std::move(job)) : ApplySubmitEdits(job, edits);
   };
+  if (dry_run) {
+    return SubmitSpecFile<JobSpec, wire::SubmitJobReplyT>(
+        args, ctx, "submit", "job", ParseJobSpec,
+        [&](CoordinatorClient& client, const std::string& text) { return client.DryRun(text); },
+        [&](CoordinatorClient&, const JobSpec&, const wire::SubmitJobReplyT& reply) {
+          if (args.Has("--json")) {
+            ctx.out << SubmitReplyToJson(reply).dump(2, ' ', false,
+                                                     nlohmann::json::error_handler_t::replace)
+                    << "\n";
+            return kExitOk;
+          }
+          for (const std::string& w : reply.warnings) ctx.err << "cohort: warning: " << w << "\n";
+          PrintDryRun(reply, ctx.out);
+          return kExitOk;
+        },
+        rename);
+  }
   return SubmitSpecFile<JobSpec, std::string>(
       args, ctx, "submit", "job", ParseJobSpec,
       [&](CoordinatorClient& client, const std::string& text) {

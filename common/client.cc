@@ -154,6 +154,22 @@ StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml,
   return reply.name;
 }
 
+StatusOr<wire::SubmitJobReplyT> CoordinatorClient::DryRun(const std::string& spec_yaml) {
+  wire::SubmitJobT request;
+  request.spec_yaml = spec_yaml;
+  request.dry_run = true;
+  COHORT_ASSIGN_OR_RETURN(wire::SubmitJobReplyT reply,
+                          (Call<wire::SubmitJobReply>(std::move(request), "dry-run submit")));
+  if (reply.dry_run == nullptr) {
+    // A coordinator older than dry runs reads the request as a submit.
+    return FailedPrecondition(
+        "the coordinator does not know dry runs (it is older than this "
+        "client): it submitted the job as " +
+        reply.name + "; `cohort cancel " + reply.name + "` takes it back");
+  }
+  return reply;
+}
+
 StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
   return CallNamed<wire::JobInfo, wire::GetJobT>(name, "get job");
 }

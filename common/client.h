@@ -78,6 +78,10 @@ class CoordinatorClient {
   // shared storage: coordinator/storage_probe.h).
   StatusOr<std::string> Submit(const std::string& spec_yaml,
                                std::vector<std::string>* warnings = nullptr);
+  // A dry run of Submit (wire::SubmitJob.dry_run): the coordinator checks the job file as a
+  // submit would and stores nothing; the reply's dry_run says what the next scheduling round
+  // would do with the job, its warnings what a submit would warn of.
+  StatusOr<wire::SubmitJobReplyT> DryRun(const std::string& spec_yaml);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
   // The job file the coordinator stored for the job (wire::JobInfo.spec_yaml).
   StatusOr<std::string> GetJobSpec(const std::string& name);

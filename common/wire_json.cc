@@ -32,6 +32,9 @@ namespace cohort::wire {
 // own namespace, where argument-dependent lookup finds them (an unnamed one would hide them).
 inline void to_json(nlohmann::json& j, JobState state) { j = EnumNameJobState(state); }
 inline void to_json(nlohmann::json& j, ReplicaState state) { j = EnumNameReplicaState(state); }
+inline void to_json(nlohmann::json& j, DryRunOutcome outcome) {
+  j = EnumNameDryRunOutcome(outcome);
+}
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuUsageT, index, utilization, memory_used_bytes,
                                                   memory_total_bytes)
@@ -60,6 +63,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(MetricPointT, step, time_ms, t
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobMetricsT, job, points)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UsageRowT, user, queue, jobs, failed, gpu_hours,
                                                   cpu_hours)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(PlannedReplicaT, replica, node_id, gpus)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(DryRunPlanT, outcome, replicas, preempts, reason,
+                                                  queue, queued_ahead)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(SubmitJobReplyT, name, warnings, dry_run)
 
 // parameters: an object {id: value}; final_metric: null until the trial has one.
 inline void to_json(nlohmann::json& j, const TrialInfoT& trial) {
@@ -91,6 +98,7 @@ nlohmann::json QueueToJson(const wire::QueueInfoT& queue) { return queue; }
 nlohmann::json StudyToJson(const wire::StudyInfoT& study) { return study; }
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics) { return metrics; }
 nlohmann::json UsageRowToJson(const wire::UsageRowT& row) { return row; }
+nlohmann::json SubmitReplyToJson(const wire::SubmitJobReplyT& reply) { return reply; }
 nlohmann::json ReplicaUsageToJson(const wire::ReplicaUsageT* usage) {
   return usage ? nlohmann::json(*usage) : nlohmann::json(nullptr);
 }

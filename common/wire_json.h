@@ -19,6 +19,9 @@ nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
 nlohmann::json StudyToJson(const wire::StudyInfoT& study);
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics);
 nlohmann::json UsageRowToJson(const wire::UsageRowT& row);
+// A submit's reply; a dry run's (`cohort submit --dry-run --json`) with its plan, the outcome by
+// name ("START"), else "dry_run": null.
+nlohmann::json SubmitReplyToJson(const wire::SubmitJobReplyT& reply);
 nlohmann::json ReplicaUsageToJson(const wire::ReplicaUsageT* usage);  // null: JSON null
 nlohmann::json NodeUsageToJson(const wire::NodeUsageT* usage);        // null: JSON null
 

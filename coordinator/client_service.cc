@@ -70,6 +70,39 @@ StatusOr<const ReplicaRecord*> RunningReplica(const JobRecord& job, const std::s
   return r;
 }
 
+wire::DryRunOutcome OutcomeToWire(PlacementPreview::Outcome outcome) {
+  switch (outcome) {
+    case PlacementPreview::kStarts:
+      return wire::DryRunOutcome::START;
+    case PlacementPreview::kPreempts:
+      return wire::DryRunOutcome::PREEMPT;
+    case PlacementPreview::kWaits:
+      return wire::DryRunOutcome::WAIT;
+    case PlacementPreview::kWaitsForJobs:
+      return wire::DryRunOutcome::WAIT_FOR_JOBS;
+    case PlacementPreview::kHeld:
+      return wire::DryRunOutcome::HOLD;
+  }
+  return wire::DryRunOutcome::WAIT;
+}
+
+wire::DryRunPlanT ToWire(const PlacementPreview& preview) {
+  wire::DryRunPlanT plan;
+  plan.outcome = OutcomeToWire(preview.outcome);
+  for (const PlacementPreview::Replica& r : preview.replicas) {
+    auto planned = std::make_unique<wire::PlannedReplicaT>();
+    planned->replica = r.name;
+    planned->node_id = r.node_id;
+    planned->gpus = r.gpus;
+    plan.replicas.push_back(std::move(planned));
+  }
+  plan.preempts = preview.victims;
+  plan.reason = preview.reason;
+  plan.queue = preview.queue;
+  plan.queued_ahead = static_cast<uint32_t>(preview.queued_ahead);
+  return plan;
+}
+
 }  // namespace
 
 void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
@@ -231,11 +264,25 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
       return;
     }
   }
+  wire::SubmitJobReplyT reply;
+  reply.warnings = std::move(job_file->notes);
+  if (req.dry_run()) {
+    if (!preview_) {
+      Reply(m, EncodeError(id, FailedPrecondition("this coordinator does not serve dry runs")));
+      return;
+    }
+    JobRecord draft = jobs_.Draft(std::move(*spec), yaml, now_ms);
+    reply.name = draft.name;
+    std::string warning =
+        StorageWarning(draft.output_dir, nodes_.storage_root(), nodes_.nodes().size());
+    if (!warning.empty()) reply.warnings.push_back(std::move(warning));
+    reply.dry_run = std::make_unique<wire::DryRunPlanT>(ToWire(preview_(draft, now_ms)));
+    Reply(m, Encode(id, std::move(reply)));
+    return;
+  }
   JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_ms);
   job.owner = CallerOf(m);
-  wire::SubmitJobReplyT reply;
   reply.name = job.name;
-  reply.warnings = std::move(job_file->notes);
   std::string warning =
       StorageWarning(job.output_dir, nodes_.storage_root(), nodes_.nodes().size());
   if (!warning.empty()) {

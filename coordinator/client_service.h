@@ -12,7 +12,9 @@
 // job waits for nodes). A ListJobs with a filter is a history query: `query_jobs` (the state
 // store's ListJobs) selects the jobs in SQL and the reply shows each as it is now. A job naming a
 // queue or priority class the coordinator does not have is refused (INVALID_ARGUMENT listing those
-// it has).
+// it has). A dry run (SubmitJob.dry_run) makes every check a submit makes, stores nothing, and
+// answers what the next scheduling round would do with the job (SubmitJobReply.dry_run: the
+// Previewer's PlacementPreview) with the warnings a submit would give.
 //
 // Owners and permissions (coordinator/permissions.h): a submitted job or study is owned by its
 // caller (CallerOf: the client key's user over CURVE, the claimed user with --insecure); only its
@@ -37,6 +39,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
 #include "coordinator/permissions.h"
+#include "coordinator/placement_round.h"
 #include "coordinator/queue_config.h"
 #include "coordinator/replica_usage.h"
 #include "coordinator/state_store.h"
@@ -89,6 +92,11 @@ class ClientService {
   using StackDumper = std::function<bool(const JobRecord& job, const ReplicaRecord& replica,
                                          const std::string& reason)>;
   void SetStackDumper(StackDumper dumper) { dump_stacks_ = std::move(dumper); }
+  // What the next scheduling round would do with a draft job (PreviewPlacement, with the
+  // coordinator's scheduler and options): how a dry run (SubmitJob.dry_run) is answered. None:
+  // dry runs are refused.
+  using Previewer = std::function<PlacementPreview(JobRecord& draft, int64_t now_ms)>;
+  void SetPreviewer(Previewer preview) { preview_ = std::move(preview); }
 
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
   // what its live replicas use), or of those whose labels match `selector`.
@@ -136,6 +144,7 @@ class ClientService {
   ExecRelay* exec_relay_ = nullptr;
   const ReplicaUsageTracker* usage_ = nullptr;
   StackDumper dump_stacks_;
+  Previewer preview_;
 };
 
 }  // namespace cohort::coordinator

@@ -78,6 +78,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       [this](const JobRecord& job, const ReplicaRecord& r, const std::string& reason) {
         return SendDumpStacks(job, r, reason, clock_->NowMs());
       });
+  client_service_.SetPreviewer([this](JobRecord& draft, int64_t now) {
+    return PreviewPlacement(jobs_, nodes_, scheduler_, options_.queues, options_.port_min,
+                            options_.port_max, draft, now,
+                            ElasticOptions{true, options_.heartbeat_timeout.count()});
+  });
   agent_service_.SetExecRelay(&exec_relay_);
   agent_service_.SetUsageTracker(&usage_);
   client_service_.SetUsageTracker(&usage_);

@@ -266,13 +266,19 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
          "): each fits now, not all at once";
 }
 
-void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRequest>& requests,
-                  const ScheduleResult& result, const ClusterView& view) {
-  std::vector<bool> placed(queued.size(), false);
+namespace {
+
+// The waiting reason of each of requests [first, last) after the round `result` (an empty text
+// for one placed), given `view`, what is free after it: `set(q, text, hash)` for each.
+template <typename Set>
+void ExplainRequests(size_t first, size_t last, const std::vector<JobRequest>& requests,
+                     const ScheduleResult& result, const ClusterView& view, Set&& set) {
+  const size_t n = requests.size();
+  std::vector<bool> placed(n, false);
   for (const JobPlacement& p : result.placed) placed[p.request] = true;
-  std::vector<bool> preempting(queued.size(), false);
+  std::vector<bool> preempting(n, false);
   for (const Preemption& p : result.preemptions) preempting[p.request] = true;
-  std::vector<bool> reserving(queued.size(), false);
+  std::vector<bool> reserving(n, false);
   for (int w : result.waiting_behind) {
     if (w >= 0) reserving[static_cast<size_t>(w)] = true;
   }
@@ -283,18 +289,13 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
   // Most jobs keep their reason from round to round: SetWaitingReason then compares hashes only.
   std::vector<std::optional<Reason>> by_shape;
   std::unordered_map<int, Reason> behind_reason;  // the job waited behind -> the reason
-  // Each job's record is a cache miss by now (the round walked 100,000 since): ask for a few
-  // ahead, so that the misses overlap instead of following one another.
-  constexpr size_t kPrefetchAhead = 16;
-  for (size_t q = 0; q < queued.size(); ++q) {
-    if (q + kPrefetchAhead < queued.size()) __builtin_prefetch(queued[q + kPrefetchAhead], 1);
-    JobRecord& job = *queued[q];
+  for (size_t q = first; q < last; ++q) {
     if (placed[q]) {
-      job.SetWaitingReason(kNone.text, kNone.hash);
+      set(q, kNone.text, kNone.hash);
       continue;
     }
     if (preempting[q]) {
-      job.SetWaitingReason(kPreempting.text, kPreempting.hash);
+      set(q, kPreempting.text, kPreempting.hash);
       continue;
     }
     int behind = q < result.waiting_behind.size() ? result.waiting_behind[q] : -1;
@@ -307,7 +308,7 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
                            "only after it";
         it = behind_reason.emplace(behind, Reason(std::move(text))).first;
       }
-      job.SetWaitingReason(it->second.text, it->second.hash);
+      set(q, it->second.text, it->second.hash);
       continue;
     }
     const Reason* base = &kPreviousAttempt;
@@ -327,7 +328,7 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
       borrowing = has_quota && q < result.borrowing.size() && result.borrowing[q];
     }
     if (!borrowing && !reserving[q]) {
-      job.SetWaitingReason(base->text, base->hash);  // the common case: no copy to build
+      set(q, base->text, base->hash);  // the common case: no copy to build
       continue;
     }
     std::string reason = base->text;
@@ -337,8 +338,31 @@ void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRe
           "; later jobs of its queue, and borrowing jobs, are held back until it starts (it has "
           "waited longer than the starvation limit)";
     }
-    job.SetWaitingReason(reason, WaitingReasonHash(reason));
+    set(q, reason, WaitingReasonHash(reason));
   }
+}
+
+}  // namespace
+
+void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRequest>& requests,
+                  const ScheduleResult& result, const ClusterView& view) {
+  // Each job's record is a cache miss by now (the round walked 100,000 since): ask for a few
+  // ahead, so that the misses overlap instead of following one another.
+  constexpr size_t kPrefetchAhead = 16;
+  ExplainRequests(0, queued.size(), requests, result, view,
+                  [&](size_t q, const std::string& text, size_t hash) {
+                    if (q + kPrefetchAhead < queued.size())
+                      __builtin_prefetch(queued[q + kPrefetchAhead], 1);
+                    queued[q]->SetWaitingReason(text, hash);
+                  });
+}
+
+std::string ExplainWait(size_t request, const std::vector<JobRequest>& requests,
+                        const ScheduleResult& result, const ClusterView& view) {
+  std::string out;
+  ExplainRequests(request, request + 1, requests, result, view,
+                  [&](size_t, const std::string& text, size_t) { out = text; });
+  return out;
 }
 
 }  // namespace cohort::coordinator

@@ -60,5 +60,8 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
 // as `requests[i]`; `result` is the round's outcome; `view` what is free after it.
 void ExplainWaits(const std::vector<JobRecord*>& queued, const std::vector<JobRequest>& requests,
                   const ScheduleResult& result, const ClusterView& view);
+// The waiting reason ExplainWaits gives `requests[request]` ("" when it was placed).
+std::string ExplainWait(size_t request, const std::vector<JobRequest>& requests,
+                        const ScheduleResult& result, const ClusterView& view);
 
 }  // namespace cohort::coordinator

@@ -75,22 +75,37 @@ void JobController::FinishRestore(int64_t now_ms) {
 
 // ---- events ---------------------------------------------------------------------------------
 
-JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t now_ms) {
-  auto job = std::make_unique<JobRecord>();
-  job->seq = next_seq_++;
-  job->name = spec.name;
-  job->spec_yaml = yaml;
-  job->output_dir =
+JobRecord JobController::Draft(JobSpec spec, const std::string& yaml, int64_t now_ms) const {
+  JobRecord job;
+  job.seq = next_seq_;
+  job.name = spec.name;
+  job.spec_yaml = yaml;
+  job.output_dir =
       spec.output_dir.empty() ? options_.default_output_base + "/" + spec.name : spec.output_dir;
-  job->needs_shared_storage = NeedsSharedStorage(job->output_dir);
-  job->spec = std::move(spec);
-  job->elastic = job->spec.MinWorkers().has_value();
-  job->state = JobState::QUEUED;
-  job->message = "waiting for resources";
-  job->create_time_ms = now_ms;
-  job->queued_since_ms = now_ms;
-  job->replicas = MakeReplicas(job->spec);
-  FillDemands(*job);
+  job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
+  job.spec = std::move(spec);
+  job.elastic = job.spec.MinWorkers().has_value();
+  job.state = JobState::QUEUED;
+  job.message = "waiting for resources";
+  job.create_time_ms = now_ms;
+  job.queued_since_ms = now_ms;
+  job.replicas = MakeReplicas(job.spec);
+  FillDemands(job);
+  return job;
+}
+
+std::string JobController::AfterWaitOf(const JobRecord& job) const {
+  const std::vector<JobDependency> pending = PendingAfter(job);
+  return pending.empty() ? std::string() : AfterWaitMessage(pending);
+}
+
+std::string JobController::HeldAtSubmitMessage(const std::string& name) {
+  return "held at submit (scheduling.hold); `cohort resume " + name + "` queues it";
+}
+
+JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t now_ms) {
+  auto job = std::make_unique<JobRecord>(Draft(std::move(spec), yaml, now_ms));
+  ++next_seq_;
   job->shape_id = shapes_.Intern(job->demands);
   JobRecord* raw = job.get();
   jobs_[raw->name] = std::move(job);
@@ -99,7 +114,7 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
   WaitForAfter(*raw, now_ms);
   if (raw->spec.scheduling.hold && !raw->finished()) {  // see "Suspension"
     raw->state = JobState::SUSPENDED;
-    raw->message = "held at submit (scheduling.hold); `cohort resume " + raw->name + "` queues it";
+    raw->message = HeldAtSubmitMessage(raw->name);
     AddEvent(*raw, raw->message, now_ms);
   }
   schedule_needed_ = true;

@@ -227,6 +227,14 @@ class JobController {
   // A new job, QUEUED (SUSPENDED with scheduling.hold). The name must be free (callers check with
   // FindJob), and its scheduling.after checked (CheckAfter).
   JobRecord& Submit(JobSpec spec, const std::string& yaml, int64_t now_ms);
+  // The record Submit would make of `spec`, QUEUED, kept by nobody (a dry run's,
+  // coordinator/placement_round.h PreviewPlacement): its seq the next one, its shape not interned.
+  JobRecord Draft(JobSpec spec, const std::string& yaml, int64_t now_ms) const;
+  // What a draft of a job with scheduling.after would wait for ("waiting for job a to succeed
+  // (scheduling.after)"), or "" when every job it names has ended as asked.
+  std::string AfterWaitOf(const JobRecord& job) const;
+  // What a job held at submit (scheduling.hold) says while SUSPENDED.
+  static std::string HeldAtSubmitMessage(const std::string& name);
   // CANCELLING, then CANCELLED once nothing of it holds resources. A SUCCEEDED job whose ranks
   // are still finishing (scheduling.finish_grace) stays SUCCEEDED; they are stopped now. Any
   // other finished job: nothing.

@@ -201,6 +201,12 @@ const ReplicaRecord* FencedReplica(const JobRecord& job, int64_t now_ms) {
   return nullptr;
 }
 
+// "NAME (priority P, queue Q)": how preemptions name a job.
+std::string WithClass(const JobRecord& job) {
+  return job.name + " (priority " + job.spec.scheduling.priority + ", queue " +
+         job.spec.scheduling.queue + ")";
+}
+
 // What a replica (or its queued job) held by a fence waits for.
 std::string FenceWait(const ReplicaRecord& r) {
   const std::string& node = r.placed() ? r.node_id : r.last_node;
@@ -359,6 +365,92 @@ void ResizeElasticJobs(JobController& jobs, const NodeRegistry& nodes, const Rou
   }
 }
 
+// Places the replicas of running jobs that wait to be placed again (restarts; step 1 of a round),
+// each on its previous node when it fits, taking from `view` and counting them in `usage`.
+// `apply`: the JobController places them (and says why the others wait); false for a preview,
+// where only the view and the usage change (not the job's own two ports, which move with a chief
+// placed in another port space).
+void PlaceRestarts(JobController& jobs, const NodeRegistry& nodes, const RoundJobs& round,
+                   ClusterView& view, const NodeIndex& node_index, std::vector<QueueState>& usage,
+                   int64_t now_ms, bool apply) {
+  auto node_name = [&](int i) { return view.nodes[static_cast<size_t>(i)].node_id; };
+  for (JobRecord* job : round.live) {
+    for (auto& r : job->replicas) {
+      if (r.placed() || IsFinal(r.state) || !r.launched) continue;
+      if (r.fenced_until_ms > now_ms) {
+        if (apply) jobs.SetWaitingMessage(*job, r, FenceWait(r));
+        continue;
+      }
+      const ReplicaDemand pool_demand = PoolDemand(job->spec, job->PoolOf(r));
+      const std::vector<ReplicaDemand> domains = JobDomains(*job, pool_demand, nodes);
+      auto pref = node_index.find(r.last_node);
+      const bool chief = &r == &job->replicas.front();
+      const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;
+      auto slot = PlaceInJobDomains(domains, [&](const ReplicaDemand& domain) {
+        return Scheduler::PlaceOne(domain, pref == node_index.end() ? -1 : pref->second.node, view,
+                                   job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
+      });
+      if (!slot) {
+        if (!apply) continue;
+        // A job on the shared output root says when that is what holds it (few nodes share it),
+        // and one that keeps to one label value which.
+        const ReplicaDemand& widest = domains.back();
+        std::string waiting = job->needs_shared_storage
+                                  ? "waiting to restart: " + WaitingReason({widest}, view, true)
+                                  : "waiting for resources to restart";
+        if (const std::string* required = RequiredTopology(pool_demand);
+            required != nullptr && widest.topology == nullptr) {
+          waiting += " on its " + *required + "'s nodes (required_topology)";
+        }
+        jobs.SetWaitingMessage(*job, r, waiting);
+        continue;
+      }
+      QueueState& q = usage[static_cast<size_t>(job->queue_index)];
+      q.gpus_used += pool_demand.gpus;
+      q.cpus_used += pool_demand.cpus;
+      if (!apply) continue;
+      jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);
+      const int space = view.nodes[static_cast<size_t>(slot->node)].port_space;
+      if (chief && space != ports_space) MoveJobPorts(jobs, *job, space, view, now_ms);
+    }
+  }
+}
+
+// The running jobs a round offers the Scheduler as preemption victims (into `input.running`, with
+// the cluster's GPUs and CPUs), where a queued job could preempt one (PreemptionPossible); returns
+// their records, input.running[i]'s at [i].
+std::vector<JobRecord*> OfferRunning(const NodeRegistry& nodes, const RoundJobs& round,
+                                     const NodeIndex& node_index, ScheduleInput& input) {
+  for (const auto& [id, n] : nodes.nodes()) {
+    if (!n.schedulable()) continue;
+    input.cluster_gpus += static_cast<int64_t>(n.gpus.size());
+    input.cluster_cpus += n.cpus;
+  }
+  std::vector<JobRecord*> running_jobs;
+  if (PreemptionPossible(input.queues, round.live, round.requests)) {
+    for (JobRecord* job : round.live) {
+      RunningJob rj;
+      for (const auto& r : job->replicas) {
+        if (!JobController::HoldsResources(r) || r.stop_requested) continue;
+        const Resources& res = job->PoolOf(r).resources;
+        auto it = node_index.find(r.node_id);
+        rj.held.push_back(HeldSlot{it == node_index.end() ? -1 : it->second.node, r.gpus, res.cpus,
+                                   res.memory_mb});
+        rj.gpus += res.gpus;
+        rj.cpus += res.cpus;
+      }
+      if (rj.held.empty()) continue;
+      rj.name = job->name;
+      rj.queue = job->queue_index;
+      rj.priority = job->priority;
+      rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
+      running_jobs.push_back(job);
+      input.running.push_back(std::move(rj));
+    }
+  }
+  return running_jobs;
+}
+
 }  // namespace
 
 ClusterView BuildClusterView(const NodeRegistry& nodes, JobController& jobs,
@@ -407,76 +499,13 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true, now_ms);
 
   // 1. Replicas of running jobs waiting to be placed again (restarts) come first.
-  for (JobRecord* job : round.live) {
-    for (auto& r : job->replicas) {
-      if (r.placed() || IsFinal(r.state) || !r.launched) continue;
-      if (r.fenced_until_ms > now_ms) {
-        jobs.SetWaitingMessage(*job, r, FenceWait(r));
-        continue;
-      }
-      const ReplicaDemand pool_demand = PoolDemand(job->spec, job->PoolOf(r));
-      const std::vector<ReplicaDemand> domains = JobDomains(*job, pool_demand, nodes);
-      auto pref = node_index.find(r.last_node);
-      const bool chief = &r == &job->replicas.front();
-      const int ports_space = chief ? PortSpaceOf(node_index, JobPortsNode(*job)) : 0;
-      auto slot = PlaceInJobDomains(domains, [&](const ReplicaDemand& domain) {
-        return Scheduler::PlaceOne(domain, pref == node_index.end() ? -1 : pref->second.node, view,
-                                   job->needs_shared_storage, SpreadOccupiedBy(*job, node_index));
-      });
-      if (!slot) {
-        // A job on the shared output root says when that is what holds it (few nodes share it),
-        // and one that keeps to one label value which.
-        const ReplicaDemand& widest = domains.back();
-        std::string waiting = job->needs_shared_storage
-                                  ? "waiting to restart: " + WaitingReason({widest}, view, true)
-                                  : "waiting for resources to restart";
-        if (const std::string* required = RequiredTopology(pool_demand);
-            required != nullptr && widest.topology == nullptr) {
-          waiting += " on its " + *required + "'s nodes (required_topology)";
-        }
-        jobs.SetWaitingMessage(*job, r, waiting);
-        continue;
-      }
-      jobs.PlaceReplica(*job, r, node_name(slot->node), slot->gpus, slot->port, now_ms);
-      const int space = view.nodes[static_cast<size_t>(slot->node)].port_space;
-      if (chief && space != ports_space) MoveJobPorts(jobs, *job, space, view, now_ms);
-      QueueState& q = input.queues[static_cast<size_t>(job->queue_index)];
-      q.gpus_used += pool_demand.gpus;
-      q.cpus_used += pool_demand.cpus;
-    }
-  }
+  PlaceRestarts(jobs, nodes, round, view, node_index, input.queues, now_ms, true);
 
   // 2. Queued jobs, in submit order, in their queues; running jobs as preemption candidates where
   // a queued job could preempt one.
-  for (const auto& [id, n] : nodes.nodes()) {
-    if (!n.schedulable()) continue;
-    input.cluster_gpus += static_cast<int64_t>(n.gpus.size());
-    input.cluster_cpus += n.cpus;
-  }
   const std::vector<JobRecord*>& queued = round.queued;
   const std::vector<JobRequest>& requests = round.requests;
-  std::vector<JobRecord*> running_jobs;
-  if (PreemptionPossible(input.queues, round.live, requests)) {
-    for (JobRecord* job : round.live) {
-      RunningJob rj;
-      for (const auto& r : job->replicas) {
-        if (!JobController::HoldsResources(r) || r.stop_requested) continue;
-        const Resources& res = job->PoolOf(r).resources;
-        auto it = node_index.find(r.node_id);
-        rj.held.push_back(HeldSlot{it == node_index.end() ? -1 : it->second.node, r.gpus, res.cpus,
-                                   res.memory_mb});
-        rj.gpus += res.gpus;
-        rj.cpus += res.cpus;
-      }
-      if (rj.held.empty()) continue;
-      rj.name = job->name;
-      rj.queue = job->queue_index;
-      rj.priority = job->priority;
-      rj.start_ms = job->queued_since_ms;  // when it last entered the queue, i.e. was last placed
-      running_jobs.push_back(job);
-      input.running.push_back(std::move(rj));
-    }
-  }
+  std::vector<JobRecord*> running_jobs = OfferRunning(nodes, round, node_index, input);
   ScheduleResult result = scheduler.Schedule(requests, view, now_ms, input);
   for (const JobPlacement& p : result.placed) {
     JobRecord& job = *queued[p.request];
@@ -489,16 +518,13 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   }
   for (const Preemption& p : result.preemptions) {
     JobRecord& preemptor = *queued[p.request];
-    std::string by = "preempted by job " + preemptor.name + " (priority " +
-                     preemptor.spec.scheduling.priority + ", queue " +
-                     preemptor.spec.scheduling.queue + ")";
+    std::string by = "preempted by job " + WithClass(preemptor);
     std::vector<std::string> names;
     std::string event;
     for (size_t v : p.victims) {
       JobRecord& victim = *running_jobs[v];
       names.push_back(victim.name);
-      event += (event.empty() ? "" : ", ") + victim.name + " (priority " +
-               victim.spec.scheduling.priority + ", queue " + victim.spec.scheduling.queue + ")";
+      event += (event.empty() ? "" : ", ") + WithClass(victim);
       jobs.PreemptJob(victim, by, now_ms);
     }
     event = std::string("preempted job") + (names.size() == 1 ? " " : "s ") + event + " to run";
@@ -541,6 +567,74 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   stats.preemptions = result.preemptions.size();
   stats.candidates = input.running.size();
   return stats;
+}
+
+PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes,
+                                  const Scheduler& scheduler, const QueueConfig& queues,
+                                  int port_min, int port_max, JobRecord& draft, int64_t now_ms,
+                                  const ElasticOptions& elastic) {
+  PlacementPreview out;
+  ResolveQueue(draft, queues);
+  out.queue = queues.queues()[static_cast<size_t>(draft.queue_index)].name;
+  if (draft.spec.scheduling.hold) {
+    out.outcome = PlacementPreview::kHeld;
+    out.reason = JobController::HeldAtSubmitMessage(draft.name);
+    return out;
+  }
+  if (std::string after = jobs.AfterWaitOf(draft); !after.empty()) {
+    out.outcome = PlacementPreview::kWaitsForJobs;
+    out.reason = std::move(after);
+    return out;
+  }
+  // The round RunPlacementRound would run, with the draft queued last, and nothing applied.
+  NodeIndex node_index;
+  ClusterView view = NodesView(nodes, port_min, port_max, &node_index);
+  ScheduleInput input;
+  input.queues = NoUsage(queues);
+  RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true, now_ms);
+  PlaceRestarts(jobs, nodes, round, view, node_index, input.queues, now_ms, false);
+  for (const JobRecord* job : round.queued) {
+    if (job->queue_index == draft.queue_index) ++out.queued_ahead;
+  }
+  round.queued.push_back(&draft);
+  round.requests.push_back(RequestOf(jobs, draft, now_ms));
+  const size_t me = round.requests.size() - 1;
+  std::vector<JobRecord*> running_jobs = OfferRunning(nodes, round, node_index, input);
+  ScheduleResult result = scheduler.Schedule(round.requests, view, now_ms, input);
+  for (const JobPlacement& p : result.placed) {
+    if (p.request != me) continue;
+    out.outcome = PlacementPreview::kStarts;
+    for (size_t i = 0; i < p.replicas.size(); ++i) {
+      const ReplicaSlot& slot = p.replicas[i];
+      out.replicas.push_back(PlacementPreview::Replica{
+          draft.replicas[i].name, view.nodes[static_cast<size_t>(slot.node)].node_id, slot.gpus});
+    }
+    return out;
+  }
+  for (const Preemption& p : result.preemptions) {
+    if (p.request != me) continue;
+    out.outcome = PlacementPreview::kPreempts;
+    for (size_t v : p.victims) out.victims.push_back(WithClass(*running_jobs[v]));
+    return out;
+  }
+  out.outcome = PlacementPreview::kWaits;
+  out.reason = ExplainWait(me, round.requests, result, view);
+  // An elastic job that does not fit whole asks for fewer workers once it has waited settle_ms
+  // (ResizeElasticJobs): say how many fit now.
+  if (draft.elastic && round.requests[me].schedulable &&
+      (result.waiting_behind.size() <= me || result.waiting_behind[me] < 0)) {
+    const int min = *draft.spec.MinWorkers();
+    for (int k = JobController::ElasticMaxWorkers(draft) - 1; k >= min; --k) {
+      if (!Scheduler::FindGang(DemandsWithWorkers(draft, k), view, draft.needs_shared_storage)) {
+        continue;
+      }
+      out.reason += "; as an elastic job it would start with " + std::to_string(k) + " worker" +
+                    (k == 1 ? "" : "s") + " after waiting " +
+                    std::to_string(elastic.settle_ms / 1000) + " s";
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace cohort::coordinator

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
@@ -66,6 +67,37 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
                                       const Scheduler& scheduler, const QueueConfig& queues,
                                       int port_min, int port_max, int64_t now_ms,
                                       const ElasticOptions& elastic = {});
+
+// What the next round would do with a job were it queued now (`cohort submit --dry-run`).
+struct PlacementPreview {
+  enum Outcome {
+    kStarts,        // placed at once, as `replicas` says
+    kPreempts,      // it would stop `victims`, then start once they stopped
+    kWaits,         // it waits in its queue for `reason`
+    kWaitsForJobs,  // it waits for the jobs of its scheduling.after (`reason`)
+    kHeld,          // scheduling.hold (`reason`)
+  };
+  struct Replica {
+    std::string name;
+    std::string node_id;
+    std::vector<int> gpus;
+  };
+  Outcome outcome = kWaits;
+  std::vector<Replica> replicas;
+  std::vector<std::string> victims;  // "NAME (priority P, queue Q)"
+  std::string reason;
+  std::string queue;        // the queue it would wait in,
+  size_t queued_ahead = 0;  // and how many jobs queued there before it (and schedulable)
+};
+
+// The round RunPlacementRound would run now, with `draft` (JobController::Draft of a job not
+// submitted) queued behind every job, and nothing applied: no job, record or view of the
+// coordinator changes (the draft's queue and priority are resolved). Its verdict is the round's:
+// a job that waits for nodes, or for a restart to place its replicas first, waits here too.
+PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes,
+                                  const Scheduler& scheduler, const QueueConfig& queues,
+                                  int port_min, int port_max, JobRecord& draft, int64_t now_ms,
+                                  const ElasticOptions& elastic = {});
 
 // Sets job.queue_index and job.priority from its spec (a queue or class no longer configured:
 // the default queue, the normal class).

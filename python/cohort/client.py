@@ -27,8 +27,8 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DumpStacks, Envelope,
-                         ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs,
+from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
+                         DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs,
                          GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, ListJobs,
                          ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
                          NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
@@ -170,6 +170,7 @@ def _enum_names(enum_class):
 _JOB_STATES = _enum_names(JobState.JobState)
 _REPLICA_STATES = _enum_names(ReplicaState.ReplicaState)
 _BODIES = _enum_names(Body.Body)
+_DRY_RUN_OUTCOMES = _enum_names(DryRunOutcome.DryRunOutcome)
 
 
 def _spec_text(spec):
@@ -433,6 +434,41 @@ class Client:
         scheduling.after ("prep", or "train:ended"; one string or several), `hold` submits the
         job held (SUSPENDED until resumed). What the coordinator warns of (an output dir off the
         shared storage, ...) is issued as a CohortWarning."""
+        reply = self._submit_job(spec, name, after, hold, dry_run=False)
+        return _text(reply.name)
+
+    def dry_run(self, spec, name=None, after=(), hold=False):
+        """`cohort submit --dry-run`: the coordinator checks `spec` (with the keywords of
+        submit()) as a submit would, raising the same errors, and stores nothing. Returns what its
+        next scheduling round would do with the job were it submitted now: a dict with "name",
+        "outcome" ("START", "PREEMPT", "WAIT", "WAIT_FOR_JOBS" or "HOLD"), "replicas" (START:
+        each {"replica", "node_id", "gpus"}), "preempts" (PREEMPT: "job (priority P, queue Q)"
+        of each job it would stop), "reason" (why it would wait, or be held), "queue" and
+        "queued_ahead" (the jobs queued there before it). Warnings come as with submit()."""
+        reply = self._submit_job(spec, name, after, hold, dry_run=True)
+        plan = reply.dryRun
+        if plan is None:
+            name = _text(reply.name)
+            raise CohortError(
+                "FAILED_PRECONDITION",
+                f"the coordinator does not know dry runs (it is older than this client): it "
+                f"submitted the job as {name}; cancel('{name}') takes it back")
+        return {
+            "name": _text(reply.name),
+            "outcome": _DRY_RUN_OUTCOMES.get(plan.outcome, str(plan.outcome)),
+            "replicas": [{
+                "replica": _text(r.replica),
+                "node_id": _text(r.nodeId),
+                "gpus": list(r.gpus) if r.gpus is not None else [],
+            } for r in (plan.replicas or [])],
+            "preempts": [_text(v) for v in (plan.preempts or [])],
+            "reason": _text(plan.reason),
+            "queue": _text(plan.queue),
+            "queued_ahead": plan.queuedAhead,
+        }
+
+    def _submit_job(self, spec, name, after, hold, dry_run):
+        """A SubmitJob with submit()'s keywords; its warnings issued (to submit()'s caller)."""
         body = SubmitJob.SubmitJobT()
         body.specYaml = _spec_text(spec)
         if name is not None:
@@ -441,10 +477,11 @@ class Client:
             body.name = name
         body.after = [after] if isinstance(after, str) else list(after or ())
         body.hold = bool(hold)
+        body.dryRun = dry_run
         reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
         for warning in reply.warnings or []:
-            warnings.warn(_text(warning), CohortWarning, stacklevel=2)
-        return _text(reply.name)
+            warnings.warn(_text(warning), CohortWarning, stacklevel=3)
+        return reply
 
     def get_job(self, name):
         return _job_to_dict(

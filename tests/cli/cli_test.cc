@@ -577,6 +577,33 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_EQ(after_queue[0]["waiting"], 3) << after_queue;
   EXPECT_EQ(after_queue[0]["waiting_jobs"], json::array({name, "cli_job_two"})) << after_queue;
   EXPECT_NE(run({"queues"}).out.find("SUSPENDED"), std::string::npos);
+  // --dry-run: nothing is submitted. With no agent the job would wait, behind the two queued
+  // (not behind the one that waits for other jobs); with --after, for those jobs.
+  CliResult dry =
+      run({"submit", cluster.scratch("job3.yaml"), "--name", "cli_dry", "--dry-run", "--json"});
+  ASSERT_EQ(dry.exit_code, kExitOk) << dry.err;
+  json plan = json::parse(dry.out, nullptr, false);
+  EXPECT_EQ(plan["name"], "cli_dry") << dry.out;
+  EXPECT_EQ(plan["dry_run"]["outcome"], "WAIT") << dry.out;
+  EXPECT_EQ(plan["dry_run"]["queue"], "default") << dry.out;
+  EXPECT_EQ(plan["dry_run"]["queued_ahead"], 2) << dry.out;
+  CliResult dry_text =
+      run({"submit", cluster.scratch("job3.yaml"), "--name", "cli_dry", "--dry-run"});
+  EXPECT_EQ(dry_text.out.rfind("dry run, nothing was submitted: job cli_dry would wait in queue "
+                               "default (2 jobs queued before it): waiting for ",
+                               0),
+            0u)
+      << dry_text.out;
+  CliResult dry_after = run({"submit", cluster.scratch("job3.yaml"), "--name", "cli_dry", "--after",
+                             "cli_job_two", "--dry-run"});
+  EXPECT_EQ(dry_after.out,
+            "dry run, nothing was submitted: job cli_dry would be waiting for job cli_job_two to "
+            "succeed (scheduling.after)\n")
+      << dry_after.err;
+  EXPECT_EQ(run({"status", "cli_dry"}).exit_code, kExitUsage) << "a dry run stored its job";
+  EXPECT_EQ(run({"submit", cluster.scratch("job3.yaml"), "--dry-run", "--wait"}).exit_code,
+            kExitUsage);
+  EXPECT_EQ(run({"submit", cluster.scratch("job3.yaml"), "--json"}).exit_code, kExitUsage);
   EXPECT_EQ(run({"submit", cluster.scratch("job3.yaml"), "--after", "no such"}).exit_code,
             kExitUsage);
   CliResult stray = run(

@@ -790,6 +790,87 @@ TEST_F(CoordinatorTest, InOneQueueOnlyAHigherPriorityJobPreemptsARunningOne) {
   EXPECT_EQ(GetJob("same").state, JobState::QUEUED);
 }
 
+// `cohort submit --dry-run`: the reply says what the next round would do with the job (start it
+// where, preempt whom, or why it waits), with the errors a submit gives, and nothing is stored.
+TEST_F(CoordinatorTest, ADryRunSaysWhatTheNextRoundWouldDoAndStoresNothing) {
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));  // the fit check is on
+  AddAgent("node-a", 2);
+  AddAgent("node-b", 2);
+  auto dry_run = [&](const std::string& yaml) {
+    wire::SubmitJobT req;
+    req.spec_yaml = yaml;
+    req.dry_run = true;
+    Message m = Call(std::move(req));
+    wire::SubmitJobReplyT reply;
+    if (const auto* r = m.As<wire::SubmitJobReply>()) r->UnPackTo(&reply);
+    return std::make_pair(m.ErrorStatus(), std::move(reply));
+  };
+  auto plan_of = [&](const std::string& yaml) {
+    auto [status, reply] = dry_run(yaml);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    EXPECT_NE(reply.dry_run, nullptr);
+    return reply.dry_run ? std::move(*reply.dry_run) : wire::DryRunPlanT{};
+  };
+
+  // On the idle cluster: where each replica would go, with its GPUs.
+  wire::DryRunPlanT plan = plan_of(JobYaml("probe", 1, 2));
+  EXPECT_EQ(plan.outcome, wire::DryRunOutcome::START);
+  ASSERT_EQ(plan.replicas.size(), 2u);
+  std::set<std::string> nodes;
+  for (const auto& r : plan.replicas) {
+    nodes.insert(r->node_id);
+    EXPECT_EQ(r->gpus, (std::vector<int32_t>{0, 1})) << r->replica;
+  }
+  EXPECT_EQ(plan.replicas[0]->replica, "chief-0");
+  EXPECT_EQ(plan.replicas[1]->replica, "worker-0");
+  EXPECT_EQ(nodes, (std::set<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(plan.queue, "default");
+  // Nothing was stored, nothing launched: the name is still free, and the real submit starts.
+  PumpFew();
+  EXPECT_TRUE(TakeLaunches().empty());
+  wire::GetJobT get;
+  get.name = "probe";
+  EXPECT_EQ(Call(std::move(get)).ErrorStatus().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(CallFor<wire::JobList>(wire::ListJobsT{}).jobs.empty());
+
+  // The cluster full: a job of the same priority would wait, saying for what, behind the jobs
+  // queued before it.
+  ASSERT_TRUE(Submit(JobYaml("big", 1, 2, 3, ", priority: low")).ok());
+  ASSERT_EQ(RunGang(2).size(), 2u);
+  const std::string low = JobYaml("probe", 0, 1, 3, ", priority: low");
+  plan = plan_of(low);
+  EXPECT_EQ(plan.outcome, wire::DryRunOutcome::WAIT);
+  EXPECT_NE(plan.reason.find("waiting for room for 1 replica with 1 GPU"), std::string::npos)
+      << plan.reason;
+  EXPECT_EQ(plan.queued_ahead, 0u);
+  ASSERT_TRUE(Submit(JobYaml("next", 0, 1, 3, ", priority: low")).ok());
+  PumpFew();
+  EXPECT_EQ(plan_of(low).queued_ahead, 1u);
+
+  // A higher priority: it would preempt the running job, named as its preemption event names it.
+  plan = plan_of(JobYaml("probe", 0, 1, 3, ", priority: high"));
+  EXPECT_EQ(plan.outcome, wire::DryRunOutcome::PREEMPT);
+  EXPECT_EQ(plan.preempts, std::vector<std::string>{"big (priority low, queue default)"});
+  EXPECT_TRUE(TakeStops().empty()) << "a dry run preempted";
+  EXPECT_EQ(GetJob("big").state, JobState::RUNNING);
+
+  // After a running job, or held: what it would wait for.
+  plan = plan_of(JobYaml("probe", 0, 1, 3, ", after: [big]"));
+  EXPECT_EQ(plan.outcome, wire::DryRunOutcome::WAIT_FOR_JOBS);
+  EXPECT_EQ(plan.reason, "waiting for job big to succeed (scheduling.after)");
+  plan = plan_of(JobYaml("probe", 0, 1, 3, ", hold: true"));
+  EXPECT_EQ(plan.outcome, wire::DryRunOutcome::HOLD);
+  EXPECT_NE(plan.reason.find("cohort resume probe"), std::string::npos) << plan.reason;
+
+  // The errors a submit gives: a name taken, a job that could never run here.
+  EXPECT_EQ(dry_run(JobYaml("big", 0, 1)).first.code(), StatusCode::kAlreadyExists);
+  Status never = dry_run(JobYaml("probe", 0, 8)).first;
+  EXPECT_EQ(never.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(never.message().find("cannot run on this cluster"), std::string::npos)
+      << never.ToString();
+  EXPECT_EQ(CallFor<wire::JobList>(wire::ListJobsT{}).jobs.size(), 2u);  // big and next
+}
+
 TEST_F(CoordinatorTest, AFloodingPeerIsRefusedBeyondItsOutstandingRequestsAndOthersAreServed) {
   options_.max_requests_per_peer = 10;
   Restart();

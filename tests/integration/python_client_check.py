@@ -127,6 +127,24 @@ def main(endpoint, scratch):
                and "is not on checked shared storage" in str(w.message)] != [],
               f"the storage warning: {[str(w.message) for w in caught]}")
         client.cancel(named)
+        # A dry run of the same: checked and forecast as submit would, stored nowhere.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plan = client.dry_run(spec, name="py_dry")
+        check(plan["name"] == "py_dry" and plan["outcome"] == "START"
+              and [r["replica"] for r in plan["replicas"]] == ["chief-0"]
+              and plan["replicas"][0]["node_id"] != "" and plan["queue"] == "default",
+              f"a dry run: {plan}")
+        check([w for w in caught if "is not on checked shared storage" in str(w.message)] != [],
+              f"a dry run's warning: {[str(w.message) for w in caught]}")
+        try:
+            client.get_job("py_dry")
+            check(False, "a dry run stored its job")
+        except CohortError as e:
+            check(e.code == "NOT_FOUND", f"error: {e}")
+        held_plan = client.dry_run(spec, name="py_dry", hold=True)
+        check(held_plan["outcome"] == "HOLD" and "cohort resume py_dry" in held_plan["reason"],
+              f"a held dry run: {held_plan}")
         # A Vertex AI CustomJob, as google-cloud-aiplatform's to_dict() gives one: taken as it
         # is, with the keywords; what has no counterpart comes as a CohortWarning.
         vertex = {"displayName": "py vertex", "jobSpec": {
