@@ -532,8 +532,9 @@ the coordinator's clients/ key directory; put the coordinator's coordinator.pub 
 Validates a study file (YAML; see common/study_spec.h; or a Vertex AI HyperparameterTuningJob
 file, YAML or JSON: each field without a counterpart is named in a note on stderr) and submits
 it. Prints the study name. FILE may be - for standard input.
-  --name N  the study's name instead of the file's name (or a Vertex file's displayName;
-            [A-Za-z][A-Za-z0-9_-]{0,99}): the same file runs again as another study. A
+  --name N  the study's name instead of the file's name (or a Vertex file's displayName, which
+            it may then lack; [A-Za-z][A-Za-z0-9_-]{0,99}): the same file runs again as another
+            study. A
             trial_job.output_dir in the file is kept: its trials write where the first study's
             did (<output_dir>/<trial id>/), and find their checkpoints
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and

@@ -50,10 +50,10 @@ StatusOr<std::string> ReadSpecText(const std::string& file) {
   return buffer.str();
 }
 
-StatusOr<std::string> AsCohortFile(const std::string& text, const std::string& file,
-                                   StatusOr<VertexConversion> (*as_cohort)(std::string_view,
-                                                                           std::string_view),
-                                   std::ostream& err) {
+StatusOr<std::string> AsCohortFile(
+    const std::string& text, const std::string& file,
+    const std::function<StatusOr<VertexConversion>(std::string_view, std::string_view)>& as_cohort,
+    std::ostream& err) {
   COHORT_ASSIGN_OR_RETURN(VertexConversion converted,
                           as_cohort(text, file == "-" ? "<stdin>" : file));
   for (const std::string& note : converted.notes) err << "cohort: note: " << note << "\n";

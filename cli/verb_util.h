@@ -30,10 +30,10 @@ StatusOr<std::string> ReadSpecText(const std::string& file);
 // The text a spec file `file` is sent as: what `as_cohort` (AsCohortJobFile or AsCohortStudyFile,
 // common/vertex_job.h) makes of it, a note on `err` for each field of a Vertex AI file without a
 // counterpart ("cohort: note: ...").
-StatusOr<std::string> AsCohortFile(const std::string& text, const std::string& file,
-                                   StatusOr<VertexConversion> (*as_cohort)(std::string_view,
-                                                                           std::string_view),
-                                   std::ostream& err);
+StatusOr<std::string> AsCohortFile(
+    const std::string& text, const std::string& file,
+    const std::function<StatusOr<VertexConversion>(std::string_view, std::string_view)>& as_cohort,
+    std::ostream& err);
 // The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit();

@@ -82,8 +82,12 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
         return FollowStudy(client, study.name.empty() ? spec.name : study.name, args, ctx);
       },
       [&](const std::string& text) -> StatusOr<std::string> {
-        COHORT_ASSIGN_OR_RETURN(
-            std::string study, AsCohortFile(text, args.positionals[0], AsCohortStudyFile, ctx.err));
+        // A Vertex tuning file may lack the displayName --name replaces.
+        auto as_study = [&](std::string_view t, std::string_view source) {
+          return AsCohortStudyFile(t, source, args.Get("--name"));
+        };
+        COHORT_ASSIGN_OR_RETURN(std::string study,
+                                AsCohortFile(text, args.positionals[0], as_study, ctx.err));
         if (!args.Has("--name")) return study;
         return WithStudyName(study, args.Get("--name"));
       });

@@ -67,7 +67,9 @@ class VertexReader {
     return conversion;
   }
 
-  StatusOr<VertexConversion> ReadTuningJob(const YAML::Node& root) {
+  // `name`, when not empty, stands for a displayName the file lacks (the caller renames the study
+  // after: `cohort tune --name`).
+  StatusOr<VertexConversion> ReadTuningJob(const YAML::Node& root, std::string_view name_given) {
     if (!root.IsMap()) return r_.Error(root, "", "expected a mapping, got " + r_.KindName(root));
     std::string name;
     int max_trials = 1, parallel_trials = 1;
@@ -93,9 +95,11 @@ class VertexReader {
         return r_.Error(kv.first, key, "unknown key of a Vertex HyperparameterTuningJob");
       }
     }
+    if (name.empty()) name = name_given;
     if (name.empty()) {
       return r_.Error(root, "displayName",
-                      "required: it names the study (gcloud takes it as --display-name)");
+                      "required: it names the study (gcloud takes it as --display-name; "
+                      "`cohort tune --name` may give it instead)");
     }
     if (!YamlReader::Has(root, "maxTrialCount")) {
       Note("maxTrialCount", "absent: one trial, as gcloud's --max-trial-count defaults to");
@@ -601,10 +605,19 @@ StatusOr<VertexConversion> ConvertVertexCustomJob(std::string_view text, std::st
                           [&](const YAML::Node& root) { return reader.ReadCustomJob(root); });
 }
 
-StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::string_view source) {
+namespace {
+
+StatusOr<VertexConversion> ConvertTuningJob(std::string_view text, std::string_view source,
+                                            std::string_view name) {
   VertexReader reader(source);
   return ReadYamlDocument(text, source,
-                          [&](const YAML::Node& root) { return reader.ReadTuningJob(root); });
+                          [&](const YAML::Node& root) { return reader.ReadTuningJob(root, name); });
+}
+
+}  // namespace
+
+StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::string_view source) {
+  return ConvertTuningJob(text, source, {});
 }
 
 StatusOr<VertexConversion> AsCohortJobFile(std::string_view text, std::string_view source) {
@@ -612,8 +625,9 @@ StatusOr<VertexConversion> AsCohortJobFile(std::string_view text, std::string_vi
   return VertexConversion{std::string(text), {}};
 }
 
-StatusOr<VertexConversion> AsCohortStudyFile(std::string_view text, std::string_view source) {
-  if (IsVertexTuningJob(text)) return ConvertVertexTuningJob(text, source);
+StatusOr<VertexConversion> AsCohortStudyFile(std::string_view text, std::string_view source,
+                                             std::string_view name) {
+  if (IsVertexTuningJob(text)) return ConvertTuningJob(text, source, name);
   return VertexConversion{std::string(text), {}};
 }
 

@@ -81,6 +81,9 @@ StatusOr<VertexConversion> ConvertVertexTuningJob(std::string_view text, std::st
 // The Cohort job (study) file `text` stands for: a Vertex CustomJob (HyperparameterTuningJob)
 // file converted as above, any other text as it is, without notes.
 StatusOr<VertexConversion> AsCohortJobFile(std::string_view text, std::string_view source);
-StatusOr<VertexConversion> AsCohortStudyFile(std::string_view text, std::string_view source);
+// `name` (not empty): the study's name where a tuning file has no displayName, for a caller that
+// renames the study after (`cohort tune --name`, SubmitStudy.name).
+StatusOr<VertexConversion> AsCohortStudyFile(std::string_view text, std::string_view source,
+                                             std::string_view name = {});
 
 }  // namespace cohort

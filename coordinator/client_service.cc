@@ -486,7 +486,7 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
   // A Vertex HyperparameterTuningJob file: the Cohort study file it makes is what is stored;
   // what had no counterpart is in the reply's warnings.
   StatusOr<VertexConversion> study_file =
-      AsCohortStudyFile(Str(req.spec_yaml()), "submitted study");
+      AsCohortStudyFile(Str(req.spec_yaml()), "submitted study", Str(req.name()));
   if (!study_file.ok()) {
     Reply(m, EncodeError(id, study_file.status()));
     return;

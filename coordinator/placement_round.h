@@ -5,7 +5,8 @@
 // node when it fits), then hands the queued jobs, in submit order, with each queue's quota and use
 // and the running jobs that could be preempted, to the gang Scheduler, and applies its placements
 // and preemptions through the JobController (which emits the launches and stops). No sockets, no
-// clock: `now_ms` comes in, statistics come out.
+// clock: `now_ms` comes in, statistics come out. PreviewPlacement runs the same round for a job
+// not submitted (a dry run) and applies nothing.
 #pragma once
 
 #include <cstddef>

@@ -631,7 +631,7 @@ class Client:
         """Submits a study (a study file's YAML text, or the same as a dict; or a Vertex AI
         HyperparameterTuningJob file or dict, which the coordinator converts); returns the study
         name. `name`, as `cohort tune --name`: the study's name instead of the file's (the
-        coordinator sets it). Raises CohortError on a bad spec (the message names the field).
+        coordinator sets it; a tuning file may then lack its displayName). Raises CohortError on a bad spec (the message names the field).
         What the coordinator warns of (a tuning file's fields with no counterpart) is issued as a
         CohortWarning."""
         body = SubmitStudy.SubmitStudyT()

@@ -243,6 +243,11 @@ TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   EXPECT_NE(bad_vertex_study.err.find("displayName: required: it names the study"),
             std::string::npos)
       << bad_vertex_study.err;
+  // --name stands for it: the file passes, and the CLI goes on to the (absent) coordinator.
+  CliResult named_vertex_study = RunCohort(
+      {"--insecure", "--coordinator", "tcp://127.0.0.1:" + std::to_string(ct::PickFreePort()),
+       "--timeout", "300ms", "tune", files.Join("hp.yaml"), "--name", "hp_2"});
+  EXPECT_EQ(named_vertex_study.exit_code, kExitUnreachable) << named_vertex_study.err;
   ct::WriteFile(files.Join("job.yaml"), "name: j1\nworker_pools: []\n");
   CliResult bad_job = RunCohort({"--insecure", "submit", files.Join("job.yaml")});
   EXPECT_EQ(bad_job.exit_code, kExitUsage) << bad_job.err;

@@ -310,6 +310,18 @@ TEST(VertexTuningJobTest, WhatCannotRunIsRefusedNamingTheField) {
   EXPECT_NE(StudyError("studySpec:\n" + metric + lr + kTrialJobSpec)
                 .find("displayName: required: it names the study"),
             std::string::npos);
+  // A name given with it (`cohort tune --name`) stands for the missing displayName; one in the
+  // file is left for the caller to replace.
+  StatusOr<VertexConversion> named =
+      AsCohortStudyFile("studySpec:\n" + metric + lr + kTrialJobSpec, "hp.yaml", "lr_2");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  StatusOr<StudySpec> named_study = ParseStudySpec(named->yaml, "converted");
+  ASSERT_TRUE(named_study.ok()) << named_study.status().ToString();
+  EXPECT_EQ(named_study->name, "lr_2");
+  named = AsCohortStudyFile("displayName: s\nstudySpec:\n" + metric + lr + kTrialJobSpec, "hp.yaml",
+                            "lr_2");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(ParseStudySpec(named->yaml, "converted")->name, "s");
   EXPECT_NE(StudyError("displayName: s\nstudySpec:\n  metrics: [{metricId: a, goal: MAXIMIZE}, "
                        "{metricId: b, goal: MINIMIZE}]\n" +
                        lr + kTrialJobSpec)

@@ -532,6 +532,19 @@ TEST_F(CoordinatorTest, AVertexTuningJobFileRunsAsTheStudyItMakes) {
   EXPECT_NE(refused.message().find("name: '2nd sweep' is not a valid study name"),
             std::string::npos)
       << refused.message();
+  // Without a displayName, the request's name is the study's; without either, it is refused.
+  std::string nameless = file;
+  nameless.erase(nameless.find(R"("displayName": "lr_sweep", )"),
+                 std::string(R"("displayName": "lr_sweep", )").size());
+  wire::SubmitStudyT named;
+  named.spec_yaml = nameless;
+  named.name = "lr_sweep_3";
+  EXPECT_EQ(CallFor<wire::StudyInfo>(std::move(named)).name, "lr_sweep_3");
+  wire::SubmitStudyT unnamed;
+  unnamed.spec_yaml = nameless;
+  Status no_name = Call(std::move(unnamed)).ErrorStatus();
+  EXPECT_NE(no_name.message().find("displayName: required"), std::string::npos)
+      << no_name.ToString();
 }
 
 TEST_F(CoordinatorTest, LostNodeReplicasArePlacedElsewhere) {
