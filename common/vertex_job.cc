@@ -9,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -29,6 +30,34 @@ constexpr int kMaxCount = 100000;  // replicas of a pool, trials of a study
 constexpr std::string_view kOutputOnlyKeys[] = {
     "name",       "state", "createTime",    "startTime",    "endTime",
     "updateTime", "error", "webAccessUris", "satisfiesPzs", "satisfiesPzi"};
+
+// What a pythonPackageSpec pool runs, as `python3 -c kPackageLauncher MODULE PACKAGE... -- ARG...`:
+// pip installs the packages (without their dependencies: no index is reached) into the attempt's
+// directory, which goes on PYTHONPATH after what the agent put there, then the process becomes
+// `python3 -m MODULE ARG...` (exec: the same pid, its signals and exit code the job's). A failed
+// install exits with pip's status, its output in the replica's log.
+constexpr const char* kPackageLauncher =
+    "import os, subprocess, sys\n"
+    "module = sys.argv[1]\n"
+    "cut = sys.argv.index('--')\n"
+    "packages, args = sys.argv[2:cut], sys.argv[cut + 1:]\n"
+    "target = os.path.join(os.environ.get('COHORT_ATTEMPT_DIR') or os.getcwd(), "
+    "'python-packages')\n"
+    "done = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-index', '--no-deps', "
+    "'--no-build-isolation', '--disable-pip-version-check', '--no-warn-script-location', "
+    "'--upgrade', '--target', target] + packages)\n"
+    "if done.returncode != 0:\n"
+    "    sys.exit(done.returncode)\n"
+    "path = os.environ.get('PYTHONPATH')\n"
+    "os.environ['PYTHONPATH'] = path + os.pathsep + target if path else target\n"
+    "os.execv(sys.executable, [sys.executable, '-m', module] + args)\n";
+
+// Vertex's prebuilt training images (us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-1:latest,
+// and the older gcr.io/cloud-aiplatform/training/...), which no node here has.
+bool IsVertexTrainingImage(const std::string& image) {
+  return image.find("/vertex-ai/training/") != std::string::npos ||
+         image.find("/cloud-aiplatform/training/") != std::string::npos;
+}
 
 class VertexReader {
  public:
@@ -456,16 +485,17 @@ class VertexReader {
       COHORT_ASSIGN_OR_RETURN(pool.replicas,
                               Count(node["replicaCount"], path + ".replicaCount", kMaxCount));
     }
-    if (YamlReader::Has(node, "pythonPackageSpec")) {
-      return r_.Error(node["pythonPackageSpec"], path + ".pythonPackageSpec",
-                      "not supported: Cohort installs no Python packages at launch; build an "
-                      "image with the package installed and give containerSpec (command: "
-                      "[python3, -m, MODULE])");
+    const bool has_container = YamlReader::Has(node, "containerSpec");
+    const bool has_package = YamlReader::Has(node, "pythonPackageSpec");
+    if (has_container == has_package) {
+      return r_.Error(node, path, "give one of containerSpec and pythonPackageSpec");
     }
-    if (!YamlReader::Has(node, "containerSpec")) {
-      return r_.Error(node, path + ".containerSpec", "required");
+    if (has_package) {
+      COHORT_RETURN_IF_ERROR(
+          ReadPythonPackage(node["pythonPackageSpec"], path + ".pythonPackageSpec", &pool));
+    } else {
+      COHORT_RETURN_IF_ERROR(ReadContainer(node["containerSpec"], path + ".containerSpec", &pool));
     }
-    COHORT_RETURN_IF_ERROR(ReadContainer(node["containerSpec"], path + ".containerSpec", &pool));
     if (YamlReader::Has(node, "machineSpec")) {
       COHORT_RETURN_IF_ERROR(ReadMachine(node["machineSpec"], path + ".machineSpec", &pool));
     }
@@ -476,6 +506,83 @@ class VertexReader {
       }
     }
     spec->pools.push_back(std::move(pool));
+    return Status::Ok();
+  }
+
+  // A containerSpec's or pythonPackageSpec's env: [{name, value}].
+  Status ReadEnv(const YAML::Node& env, const std::string& path,
+                 std::map<std::string, std::string>* out) {
+    if (!env.IsSequence()) return r_.Error(env, path, "expected a list of {name, value}");
+    for (size_t i = 0; i < env.size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      COHORT_RETURN_IF_ERROR(r_.CheckMap(env[i], at, {"name", "value"}));
+      COHORT_ASSIGN_OR_RETURN(std::string name, r_.RequiredString(env[i], "name", at + ".name"));
+      std::string value;
+      if (YamlReader::Has(env[i], "value")) {
+        COHORT_ASSIGN_OR_RETURN(value, r_.String(env[i]["value"], at + ".value"));
+      }
+      if (!out->emplace(name, value).second) {
+        return r_.Error(env[i], at + ".name", Quoted(name) + " is given twice");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // pythonPackageSpec {executorImageUri, packageUris, pythonModule, args, env}: as Vertex runs it,
+  // the packages are installed, then `python3 -m MODULE ARGS` runs (kPackageLauncher).
+  Status ReadPythonPackage(const YAML::Node& node, const std::string& path, WorkerPoolSpec* pool) {
+    COHORT_RETURN_IF_ERROR(r_.CheckMap(
+        node, path, {"executorImageUri", "packageUris", "pythonModule", "args", "env"}));
+    COHORT_ASSIGN_OR_RETURN(
+        std::string image, r_.RequiredString(node, "executorImageUri", path + ".executorImageUri"));
+    COHORT_ASSIGN_OR_RETURN(std::string module,
+                            r_.RequiredString(node, "pythonModule", path + ".pythonModule"));
+    if (module.empty() || module.front() == '-') {
+      return r_.Error(node["pythonModule"], path + ".pythonModule",
+                      "expected a module name (trainer.task), got " + Quoted(module));
+    }
+    if (!YamlReader::Has(node, "packageUris")) {
+      return r_.Error(node, path + ".packageUris", "required");
+    }
+    COHORT_ASSIGN_OR_RETURN(std::vector<std::string> uris,
+                            r_.StringList(node["packageUris"], path + ".packageUris"));
+    if (uris.empty()) return r_.Error(node["packageUris"], path + ".packageUris", "empty");
+    std::vector<std::string> command = {"python3", "-c", kPackageLauncher, module};
+    for (size_t i = 0; i < uris.size(); ++i) {
+      std::string uri = uris[i];
+      if (uri.rfind("file://", 0) == 0) uri.erase(0, std::string_view("file://").size());
+      if (uri.empty() || uri.front() != '/' || uri == "--") {
+        return r_.Error(node["packageUris"][i], path + ".packageUris[" + std::to_string(i) + "]",
+                        Quoted(uris[i]) +
+                            " is not a path on the nodes: put the package where every node "
+                            "reads it (the shared output root, a gcsfuse /gcs/ path) and give "
+                            "that path");
+      }
+      command.push_back(std::move(uri));
+    }
+    command.push_back("--");
+    std::vector<std::string> args;
+    if (YamlReader::Has(node, "args")) {
+      COHORT_ASSIGN_OR_RETURN(args, r_.StringList(node["args"], path + ".args"));
+    }
+    std::map<std::string, std::string> env;
+    if (YamlReader::Has(node, "env")) {
+      COHORT_RETURN_IF_ERROR(ReadEnv(node["env"], path + ".env", &env));
+    }
+    Note(path + ".packageUris",
+         "installed with pip without their dependencies (the nodes have no package index): the "
+         "image, or the nodes, must have those");
+    if (IsVertexTrainingImage(image)) {
+      // Vertex's prebuilt images hold a Python with the frameworks; here the node's does.
+      Note(path + ".executorImageUri",
+           Quoted(image) +
+               " is a Vertex prebuilt image: the package runs on the node's own "
+               "python3, as a process");
+      pool->process = ProcessSpec{std::move(command), std::move(args), std::move(env)};
+      return Status::Ok();
+    }
+    pool->container =
+        ContainerSpec{std::move(image), std::move(command), std::move(args), std::move(env)};
     return Status::Ok();
   }
 
@@ -491,22 +598,7 @@ class VertexReader {
       COHORT_ASSIGN_OR_RETURN(container.args, r_.StringList(node["args"], path + ".args"));
     }
     if (YamlReader::Has(node, "env")) {
-      const YAML::Node env = node["env"];
-      if (!env.IsSequence()) {
-        return r_.Error(env, path + ".env", "expected a list of {name, value}");
-      }
-      for (size_t i = 0; i < env.size(); ++i) {
-        const std::string at = path + ".env[" + std::to_string(i) + "]";
-        COHORT_RETURN_IF_ERROR(r_.CheckMap(env[i], at, {"name", "value"}));
-        COHORT_ASSIGN_OR_RETURN(std::string name, r_.RequiredString(env[i], "name", at + ".name"));
-        std::string value;
-        if (YamlReader::Has(env[i], "value")) {
-          COHORT_ASSIGN_OR_RETURN(value, r_.String(env[i]["value"], at + ".value"));
-        }
-        if (!container.env.emplace(name, value).second) {
-          return r_.Error(env[i], at + ".name", Quoted(name) + " is given twice");
-        }
-      }
+      COHORT_RETURN_IF_ERROR(ReadEnv(node["env"], path + ".env", &container.env));
     }
     // Vertex's Reduction Server image, in the pool that holds it: Cohort's own reducer.
     if (pool->role == Role::kParameterServer &&

@@ -17,6 +17,14 @@
 //     filesystem path for runc/crun, an image name for docker/podman). In pool 2, Vertex's
 //     Reduction Server image (".../reductionserver:...") is Cohort's own reducer (builtin:
 //     reducer).
+//   - pythonPackageSpec {executorImageUri, packageUris, pythonModule, args, env} (a "training
+//     application package") runs as on Vertex: each replica installs the packages with pip, then
+//     runs `python3 -m pythonModule args`. The packages are paths on the nodes (or file:// URIs;
+//     a gs:// one is refused, saying so) installed without their dependencies, since no package
+//     index is reached (a note says the image must have them), into the attempt's directory. A
+//     Vertex prebuilt executor image (.../vertex-ai/training/..., .../cloud-aiplatform/
+//     training/...) is the node's own python3, as a process, with a note; any other image is a
+//     container of that image.
 //   - scheduling.timeout ("7200s", "1.5s") is the timeout (rounded up to whole seconds);
 //     restartJobOnWorkerRestart the same; disableRetries: true is max_restarts 0.
 //   - baseOutputDirectory.outputUriPrefix is output_dir when it is a path on the node (a gcsfuse
@@ -27,9 +35,8 @@
 // Fields without a counterpart here (machineType, acceleratorType, diskSpec, nfsMounts,
 // serviceAccount, network, tensorboard, labels, ...) are accepted and each named in a note, which
 // the coordinator returns as a warning of the submit; the output-only fields of a described job
-// (state, createTime, error, ...) are accepted without one. pythonPackageSpec is refused, saying
-// why (Cohort installs no packages at launch: an image with the package does it). Any other key
-// is an error naming it, as in the job file.
+// (state, createTime, error, ...) are accepted without one. Any other key is an error naming it,
+// as in the job file.
 //
 // HyperparameterTuningJob (`cohort tune`): the config of `gcloud ai hp-tuning-jobs create
 // --config` (studySpec, trialJobSpec), or a whole HyperparameterTuningJob (displayName,

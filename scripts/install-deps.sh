@@ -24,6 +24,9 @@ packages=(
   # packaging: man pages (help2man), Debian packages (dpkg-dev: dpkg-shlibdeps) and their test
   # (file, man-db), `pip install ./python` in a venv (python3-venv)
   help2man dpkg-dev file man-db python3-venv
+  # a Vertex pythonPackageSpec's sdist, built with setuptools and installed with pip by the
+  # replica (tests/integration/vertex_job_test.cc)
+  python3-pip python3-setuptools python3-wheel
   # the agent's stack dumps of hung replicas (eu-stack; gdb where elfutils is missing)
   elfutils
   # observability: a real Prometheus scrapes the daemons in the tests, python3-prometheus-client

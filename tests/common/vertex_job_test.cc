@@ -185,7 +185,16 @@ TEST(VertexJobTest, WhatCannotRunIsRefusedNamingTheField) {
   EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n    pythonPackageSpec:\n"
                   "      executorImageUri: x\n      packageUris: [gs://b/p.tar.gz]\n"
                   "      pythonModule: trainer.task\n")
-                .find("config.yaml:4:7: workerPoolSpecs[0].pythonPackageSpec: not supported"),
+                .find("workerPoolSpecs[0].pythonPackageSpec.packageUris[0]: "
+                      "'gs://b/p.tar.gz' is not a path on the nodes"),
+            std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs:\n  - pythonPackageSpec: {executorImageUri: x, "
+                  "packageUris: [/p.tar.gz]}\n")
+                .find("pythonPackageSpec.pythonModule: required"),
+            std::string::npos);
+  EXPECT_NE(Error("workerPoolSpecs:\n  - containerSpec: {imageUri: x}\n    pythonPackageSpec: "
+                  "{executorImageUri: x, packageUris: [/p.tar.gz], pythonModule: m}\n")
+                .find("workerPoolSpecs[0]: give one of containerSpec and pythonPackageSpec"),
             std::string::npos);
   EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n    containerSpec: {imageUri: x}\n"
                   "    machinSpec: {}\n")
@@ -214,8 +223,59 @@ TEST(VertexJobTest, WhatCannotRunIsRefusedNamingTheField) {
   EXPECT_NE(Error("jobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}]}\nowner: me\n")
                 .find("owner: unknown key of a Vertex CustomJob"),
             std::string::npos);
-  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n").find("containerSpec: required"),
+  EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n")
+                .find("give one of containerSpec and pythonPackageSpec"),
             std::string::npos);
+}
+
+// A pythonPackageSpec, as Vertex's "training application package" docs write one: its packages
+// installed and its module run with its args, on the node's python3 for a Vertex prebuilt image,
+// in the executor image otherwise.
+TEST(VertexJobTest, APythonPackageRunsItsModuleAfterInstallingThePackages) {
+  std::vector<std::string> notes;
+  JobSpec spec = Converted(
+      "workerPoolSpecs:\n"
+      "  - replicaCount: 1\n"
+      "    machineSpec: {machineType: n1-standard-4, acceleratorCount: 1}\n"
+      "    pythonPackageSpec:\n"
+      "      executorImageUri: us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-1.py310:latest\n"
+      "      packageUris: [/shared/pkgs/trainer-0.1.tar.gz, file:///shared/pkgs/utils.whl]\n"
+      "      pythonModule: trainer.task\n"
+      "      args: [--epochs=3]\n"
+      "      env: [{name: MODE, value: fast}]\n"
+      "  - replicaCount: 2\n"
+      "    pythonPackageSpec:\n"
+      "      executorImageUri: /images/trainer\n"
+      "      packageUris: [/shared/pkgs/trainer-0.1.tar.gz]\n"
+      "      pythonModule: trainer.task\n",
+      &notes);
+  ASSERT_EQ(spec.pools.size(), 2u);
+  const WorkerPoolSpec& chief = spec.pools[0];
+  ASSERT_TRUE(chief.process.has_value());
+  EXPECT_FALSE(chief.container.has_value());
+  ASSERT_EQ(chief.process->command.size(), 7u);
+  EXPECT_EQ(chief.process->command[0], "python3");
+  EXPECT_EQ(chief.process->command[1], "-c");
+  EXPECT_NE(chief.process->command[2].find("'pip', 'install'"), std::string::npos);
+  EXPECT_EQ(
+      std::vector<std::string>(chief.process->command.begin() + 3, chief.process->command.end()),
+      (std::vector<std::string>{"trainer.task", "/shared/pkgs/trainer-0.1.tar.gz",
+                                "/shared/pkgs/utils.whl", "--"}));
+  EXPECT_EQ(chief.process->args, std::vector<std::string>{"--epochs=3"});
+  EXPECT_EQ(chief.process->env.at("MODE"), "fast");
+  EXPECT_EQ(chief.resources.gpus, 1);
+  const WorkerPoolSpec& workers = spec.pools[1];
+  ASSERT_TRUE(workers.container.has_value());
+  EXPECT_EQ(workers.container->image, "/images/trainer");
+  EXPECT_EQ(workers.container->command.back(), "--");
+  EXPECT_TRUE(Mentions(notes,
+                       "workerPoolSpecs[0].pythonPackageSpec.executorImageUri: "
+                       "'us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-1.py310:latest'"
+                       " is a Vertex prebuilt image: the package runs on the node's own "
+                       "python3"));
+  EXPECT_TRUE(Mentions(notes,
+                       "pythonPackageSpec.packageUris: installed with pip without their "
+                       "dependencies"));
 }
 
 constexpr char kTrialJobSpec[] =
