@@ -520,29 +520,24 @@ TEST_F(CoordinatorTest, AVertexTuningJobFileRunsAsTheStudyItMakes) {
 
   // The same file again, named by the request (`cohort tune --name`) in place of its
   // displayName; a name that is not a study name is refused as such.
-  wire::SubmitStudyT again;
-  again.spec_yaml = file;
-  again.name = "lr_sweep_2";
-  EXPECT_EQ(CallFor<wire::StudyInfo>(std::move(again)).name, "lr_sweep_2");
-  wire::SubmitStudyT misnamed;
-  misnamed.spec_yaml = file;
-  misnamed.name = "2nd sweep";
-  Status refused = Call(std::move(misnamed)).ErrorStatus();
+  auto named = [](const std::string& text, const std::string& name) {
+    wire::SubmitStudyT req;
+    req.spec_yaml = text;
+    req.name = name;
+    return req;
+  };
+  EXPECT_EQ(CallFor<wire::StudyInfo>(named(file, "lr_sweep_2")).name, "lr_sweep_2");
+  Status refused = Call(named(file, "2nd sweep")).ErrorStatus();
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("name: '2nd sweep' is not a valid study name"),
             std::string::npos)
       << refused.message();
   // Without a displayName, the request's name is the study's; without either, it is refused.
+  const std::string display = R"("displayName": "lr_sweep", )";
   std::string nameless = file;
-  nameless.erase(nameless.find(R"("displayName": "lr_sweep", )"),
-                 std::string(R"("displayName": "lr_sweep", )").size());
-  wire::SubmitStudyT named;
-  named.spec_yaml = nameless;
-  named.name = "lr_sweep_3";
-  EXPECT_EQ(CallFor<wire::StudyInfo>(std::move(named)).name, "lr_sweep_3");
-  wire::SubmitStudyT unnamed;
-  unnamed.spec_yaml = nameless;
-  Status no_name = Call(std::move(unnamed)).ErrorStatus();
+  nameless.erase(nameless.find(display), display.size());
+  EXPECT_EQ(CallFor<wire::StudyInfo>(named(nameless, "lr_sweep_3")).name, "lr_sweep_3");
+  Status no_name = Call(named(nameless, "")).ErrorStatus();
   EXPECT_NE(no_name.message().find("displayName: required"), std::string::npos)
       << no_name.ToString();
 }
