@@ -384,6 +384,22 @@ replica as its next attempt, resuming from its newest checkpoint. Resuming a job
 suspended does nothing. Only the owner or an admin may (exit 5 otherwise).
 )",
        Resume},
+      {"update",
+       {{"--priority", true, ""}, {"--queue", true, ""}},
+       "update JOB [--priority CLASS] [--queue QUEUE]",
+       "move a job to another priority class or queue",
+       R"(
+Moves a job that has not ended to another priority class or queue (Slurm's `scontrol update
+job=X priority=`): the job file's scheduling.priority and scheduling.queue, as if submitted with
+them. A queued job is placed by them from the next scheduling round (a higher class may preempt
+lower ones, as at submit); a running job keeps running, and may be preempted by them. The change
+is an event of the job and is kept across coordinator restarts. Only the owner or an admin may
+(exit 5 otherwise); a class or queue the coordinator does not have, or a job that ended, is
+refused (exit 2). Prints the job's state, class and queue after.
+  --priority CLASS   a priority class of the coordinator (low, normal, high, and those configured)
+  --queue QUEUE      a queue of the coordinator (`cohort queues` lists them)
+)",
+       Update},
       {"delete",
        {},
        "delete JOB",

@@ -48,6 +48,7 @@ int Stacks(const ParsedArgs& args, const Context& ctx);
 int Cancel(const ParsedArgs& args, const Context& ctx);
 int Suspend(const ParsedArgs& args, const Context& ctx);
 int Resume(const ParsedArgs& args, const Context& ctx);
+int Update(const ParsedArgs& args, const Context& ctx);
 int Nodes(const ParsedArgs& args, const Context& ctx);
 int Queues(const ParsedArgs& args, const Context& ctx);
 int Checkpoint(const ParsedArgs& args, const Context& ctx);

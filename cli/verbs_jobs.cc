@@ -401,6 +401,21 @@ int Suspend(const ParsedArgs& args, const Context& ctx) {
 
 int Resume(const ParsedArgs& args, const Context& ctx) { return SuspendOrResume(args, ctx, true); }
 
+int Update(const ParsedArgs& args, const Context& ctx) {
+  if (args.positionals.size() != 1) return UsageError(ctx.err, "update", "update needs one JOB");
+  const std::string priority = args.Get("--priority"), queue = args.Get("--queue");
+  if (priority.empty() && queue.empty()) {
+    return UsageError(ctx.err, "update", "give --priority CLASS or --queue QUEUE");
+  }
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  auto job = client->Update(args.positionals[0], priority, queue);
+  if (!job.ok()) return Fail(ctx.err, job.status());
+  ctx.out << "job " << job->name << ": " << wire::EnumNameJobState(job->state) << ", priority "
+          << job->priority << ", queue " << job->queue << "\n";
+  return kExitOk;
+}
+
 int Exec(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() < 2) {
     return UsageError(ctx.err, "exec", "exec needs a JOB and a COMMAND (after --)");

@@ -201,6 +201,16 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, boo
   return Call<wire::JobInfo>(std::move(request), resume ? "resume" : "suspend");
 }
 
+StatusOr<wire::JobInfoT> CoordinatorClient::Update(const std::string& name,
+                                                   const std::string& priority,
+                                                   const std::string& queue) {
+  wire::UpdateJobT request;
+  request.name = name;
+  request.priority = priority;
+  request.queue = queue;
+  return Call<wire::JobInfo>(std::move(request), "update");
+}
+
 StatusOr<wire::ExecOutputT> CoordinatorClient::Exec(const std::string& job,
                                                     const std::string& replica,
                                                     const std::vector<std::string>& argv,

@@ -94,6 +94,10 @@ class CoordinatorClient {
   // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);
+  // Moves the job to the priority class and queue given (wire::UpdateJob; "": left as it is);
+  // returns the job as it is right after.
+  StatusOr<wire::JobInfoT> Update(const std::string& name, const std::string& priority,
+                                  const std::string& queue);
   // The registered nodes; with a `selector` (ParseNodeSelector's), those whose labels match it
   // (matched here when the coordinator is older than ListNodes.selector and lists them all).
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes(const std::string& selector = "");

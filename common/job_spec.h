@@ -304,6 +304,10 @@ StatusOr<std::string> WithAfter(std::string_view yaml, const std::vector<JobDepe
 // The job file's YAML text with scheduling.hold set: `cohort submit --hold`. kInvalidArgument
 // when the text is not a YAML map, or its scheduling is of another kind.
 StatusOr<std::string> WithHold(std::string_view yaml);
+// The job file's text with scheduling.priority and scheduling.queue set to these (each only when
+// not empty): `cohort update`.
+StatusOr<std::string> WithSchedulingClass(std::string_view yaml, std::string_view priority,
+                                          std::string_view queue);
 // What a submitter changes in a job file's text before it is parsed: `cohort submit --name,
 // --after, --hold`, and the same fields of the SubmitJob request (the Python client's keywords),
 // which the coordinator applies with the same function.

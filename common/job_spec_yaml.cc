@@ -412,6 +412,16 @@ StatusOr<std::string> WithHold(std::string_view yaml) {
   });
 }
 
+StatusOr<std::string> WithSchedulingClass(std::string_view yaml, std::string_view priority,
+                                          std::string_view queue) {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) -> Status {
+    COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
+    if (!priority.empty()) scheduling["priority"] = std::string(priority);
+    if (!queue.empty()) scheduling["queue"] = std::string(queue);
+    return Status::Ok();
+  });
+}
+
 StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits) {
   std::string text(yaml);
   if (!edits.name.empty()) {

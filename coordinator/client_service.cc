@@ -145,6 +145,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::SuspendJob:
       OnSuspend(m, *msg.As<wire::SuspendJob>(), now_ms);
       return;
+    case wire::Body::UpdateJob:
+      OnUpdate(m, *msg.As<wire::UpdateJob>(), now_ms);
+      return;
     case wire::Body::ExecInReplica:
       OnExec(m, *msg.As<wire::ExecInReplica>(), now_ms);
       return;
@@ -373,6 +376,33 @@ void ClientService::OnSuspend(const RoutedMessage& m, const wire::SuspendJob& re
   Status done =
       req.resume() ? jobs_.Resume(*job, reason, now_ms) : jobs_.Suspend(*job, reason, now_ms);
   if (!done.ok()) {
+    Reply(m, EncodeError(id, done));
+    return;
+  }
+  Reply(m, Encode(id, ToInfo(*job)));
+}
+
+void ClientService::OnUpdate(const RoutedMessage& m, const wire::UpdateJob& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  SchedulingSpec asked;
+  asked.priority = Str(req.priority());
+  asked.queue = Str(req.queue());
+  if (asked.priority.empty() && asked.queue.empty()) {
+    Reply(m, EncodeError(id, InvalidArgument("update: give a priority class or a queue")));
+    return;
+  }
+  // CheckQueue reads both: what is not asked for is checked as the defaults, always known.
+  SchedulingSpec check = asked;
+  if (check.priority.empty()) check.priority = SchedulingSpec{}.priority;
+  if (check.queue.empty()) check.queue = SchedulingSpec{}.queue;
+  if (Status known = CheckQueue(check); !known.ok()) {
+    Reply(m, EncodeError(id, known.WithContext("update")));
+    return;
+  }
+  JobRecord* job = OwnedJob(m, Str(req.name()), "update");
+  if (job == nullptr) return;
+  if (Status done = jobs_.UpdateScheduling(*job, asked.priority, asked.queue, CallerOf(m), now_ms);
+      !done.ok()) {
     Reply(m, EncodeError(id, done));
     return;
   }

@@ -1,6 +1,6 @@
 // ClientService answers the launchers' requests on the client endpoint (the CLI, the C++ and
-// Python clients): submit, get, list and cancel jobs, list nodes, read logs, submit and read
-// studies, run a command beside a running replica (`cohort exec`, answered through the
+// Python clients): submit, get, list, cancel and update jobs, list nodes, read logs, submit and
+// read studies, run a command beside a running replica (`cohort exec`, answered through the
 // ExecRelay once it has ended) and have replicas' stacks taken (`cohort stacks`). It translates
 // between the wire and the JobController / NodeRegistry / StudyController and queues every answer
 // in the Outbox (sent after the pass commits). A request that cannot be
@@ -116,6 +116,9 @@ class ClientService {
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
   // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
   void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);
+  // `cohort update` (wire::UpdateJob): the owner's or an admin's, as a cancel is; the class and
+  // queue must be the coordinator's (CheckQueue).
+  void OnUpdate(const RoutedMessage& m, const wire::UpdateJob& req, int64_t now_ms);
   void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
   // `cohort exec` (wire::ExecInReplica): the owner's or an admin's, in a RUNNING replica; noted
   // in the job's events and forwarded through the ExecRelay.

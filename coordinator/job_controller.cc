@@ -700,6 +700,33 @@ void JobController::PreemptJob(JobRecord& job, const std::string& reason, int64_
           now_ms);
 }
 
+Status JobController::UpdateScheduling(JobRecord& job, const std::string& priority,
+                                       const std::string& queue, const std::string& by,
+                                       int64_t now_ms) {
+  if (job.finished() || job.state == JobState::CANCELLING) {
+    return FailedPrecondition("job " + job.name + " is " + wire::EnumNameJobState(job.state) +
+                              ": only a job that has not ended can be updated");
+  }
+  SchedulingSpec& scheduling = job.spec.scheduling;
+  std::string changes;
+  auto note = [&](const char* what, const std::string& to, const std::string& was) {
+    if (to.empty() || to == was) return;
+    changes += (changes.empty() ? "" : ", ") + std::string(what) + " " + to + " (was " + was + ")";
+  };
+  note("priority", priority, scheduling.priority);
+  note("queue", queue, scheduling.queue);
+  if (changes.empty()) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(std::string yaml, WithSchedulingClass(job.spec_yaml, priority, queue));
+  job.spec_yaml = std::move(yaml);
+  if (!priority.empty()) scheduling.priority = priority;
+  if (!queue.empty()) scheduling.queue = queue;
+  job.queue_index = -1;  // resolved again by the next round
+  AddEvent(job, "updated" + (by.empty() ? std::string() : " by " + by) + ": " + changes, now_ms);
+  MarkDirty(job);
+  schedule_needed_ = true;
+  return Status::Ok();
+}
+
 Status JobController::Suspend(JobRecord& job, const std::string& reason, int64_t now_ms) {
   if (job.finished() || job.state == JobState::CANCELLING) {
     return FailedPrecondition("job " + job.name + " is " + wire::EnumNameJobState(job.state) +

@@ -235,6 +235,12 @@ class JobController {
   std::string AfterWaitOf(const JobRecord& job) const;
   // What a job held at submit (scheduling.hold) says while SUSPENDED.
   static std::string HeldAtSubmitMessage(const std::string& name);
+  // Moves `job` to the priority class and queue given (each only when not empty; names the
+  // caller checked), in its spec and its stored file, with an event naming the change and `by`;
+  // the next round places and preempts by them (schedule_needed). FAILED_PRECONDITION for a job
+  // that ended or is being cancelled; OK, and no event, when nothing changes.
+  Status UpdateScheduling(JobRecord& job, const std::string& priority, const std::string& queue,
+                          const std::string& by, int64_t now_ms);
   // CANCELLING, then CANCELLED once nothing of it holds resources. A SUCCEEDED job whose ranks
   // are still finishing (scheduling.finish_grace) stays SUCCEEDED; they are stopped now. Any
   // other finished job: nothing.

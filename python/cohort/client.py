@@ -32,7 +32,7 @@ from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DryRunOut
                          GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, ListJobs,
                          ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
                          NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
-                         SubmitJobReply, SubmitStudy, SuspendJob, UsageReport)
+                         SubmitJobReply, SubmitStudy, SuspendJob, UpdateJob, UsageReport)
 
 PROTOCOL_VERSION = 1
 # `cohort exec` (common/exec_limits.h): the command's default timeout, and how much longer the
@@ -247,6 +247,8 @@ def _job_to_dict(job):
         "output_dir": _text(job.outputDir),
         "trial_id": _text(job.trialId),
         "study": _text(job.study),
+        "queue": _text(job.queue),
+        "priority": _text(job.priority),
         "owner": _text(job.owner),
         "replicas": [{
             "replica": _text(r.replica),
@@ -540,6 +542,17 @@ class Client:
         """Queues a suspended job again (it resumes from its newest checkpoint). Returns the job
         after (QUEUED)."""
         return self._suspend(name, True)
+
+    def update(self, name, priority=None, queue=None):
+        """`cohort update`: moves a job that has not ended to another priority class or queue
+        (None: left as it is). Returns the job after; its "priority" and "queue" say them."""
+        if not priority and not queue:
+            raise ValueError("update: give a priority class or a queue")
+        body = UpdateJob.UpdateJobT()
+        body.name = name
+        body.priority = priority or ""
+        body.queue = queue or ""
+        return _job_to_dict(self._call(Body.Body.UpdateJob, body, JobInfo.JobInfoT))
 
     def _suspend(self, name, resume):
         body = SuspendJob.SuspendJobT()

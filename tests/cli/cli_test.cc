@@ -50,9 +50,9 @@ CliResult RunCohort(const std::vector<std::string>& args) {
 }
 
 const std::vector<std::string> kVerbs = {
-    "submit", "status",  "list",   "top",        "logs",   "exec",   "stacks",   "watch",
-    "cancel", "suspend", "resume", "delete",     "nodes",  "cordon", "uncordon", "drain",
-    "label",  "forget",  "queues", "checkpoint", "keygen", "tune",   "trials",   "studies"};
+    "submit",  "status", "list",       "top",    "logs",  "exec",   "stacks",   "watch", "cancel",
+    "suspend", "resume", "update",     "delete", "nodes", "cordon", "uncordon", "drain", "label",
+    "forget",  "queues", "checkpoint", "keygen", "tune",  "trials", "studies"};
 
 TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   CliResult help = RunCohort({"--help"});
@@ -567,6 +567,17 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_EQ(resumed.out.rfind("job cli_job_two: QUEUED", 0), 0u) << resumed.out;
   EXPECT_EQ(run({"suspend"}).exit_code, kExitUsage);
   EXPECT_EQ(run({"resume", "no-such-job"}).exit_code, kExitUsage);
+  // update: another class, kept in the job; what the coordinator does not have is refused.
+  CliResult updated = run({"update", "cli_job_two", "--priority", "high"});
+  EXPECT_EQ(updated.exit_code, kExitOk) << updated.err;
+  EXPECT_EQ(updated.out, "job cli_job_two: QUEUED, priority high, queue default\n");
+  EXPECT_EQ(json::parse(run({"status", "cli_job_two", "--json"}).out, nullptr, false)["priority"],
+            "high");
+  CliResult no_class = run({"update", "cli_job_two", "--priority", "urgent"});
+  EXPECT_EQ(no_class.exit_code, kExitUsage);
+  EXPECT_NE(no_class.err.find("no priority class named 'urgent'"), std::string::npos)
+      << no_class.err;
+  EXPECT_EQ(run({"update", "cli_job_two"}).exit_code, kExitUsage);
   // --after: the third job waits for the second to succeed, and fails when it is cancelled.
   ct::WriteFile(cluster.scratch("job3.yaml"),
                 "name: cli_job_three\nworker_pools:\n  - role: chief\n    replicas: 1\n"
@@ -580,7 +591,8 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   // Counted among the waiting, not listed as next: no round tries it yet.
   json after_queue = json::parse(run({"queues", "--json"}).out, nullptr, false);
   EXPECT_EQ(after_queue[0]["waiting"], 3) << after_queue;
-  EXPECT_EQ(after_queue[0]["waiting_jobs"], json::array({name, "cli_job_two"})) << after_queue;
+  // cli_job_two, moved to priority high above, is tried first.
+  EXPECT_EQ(after_queue[0]["waiting_jobs"], json::array({"cli_job_two", name})) << after_queue;
   EXPECT_NE(run({"queues"}).out.find("SUSPENDED"), std::string::npos);
   // --dry-run: nothing is submitted. With no agent the job would wait, behind the two queued
   // (not behind the one that waits for other jobs); with --after, for those jobs.

@@ -798,6 +798,55 @@ TEST_F(CoordinatorTest, InOneQueueOnlyAHigherPriorityJobPreemptsARunningOne) {
   EXPECT_EQ(GetJob("same").state, JobState::QUEUED);
 }
 
+// `cohort update`: a queued job moved to a higher class preempts a running one as if submitted
+// with it; the change is an event, is kept in the stored job file, and survives a restart.
+TEST_F(CoordinatorTest, AQueuedJobMovedToAHigherClassPreemptsAndKeepsItAcrossARestart) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("low", 0, 1, 3, ", priority: low")));
+  ASSERT_TRUE(Submit(JobYaml("later", 0, 1, 3, ", priority: low")).ok());
+  PumpFew();
+  EXPECT_TRUE(TakeStops().empty());
+  auto update = [&](const std::string& name, const std::string& priority,
+                    const std::string& queue = "") {
+    wire::UpdateJobT req;
+    req.name = name;
+    req.priority = priority;
+    req.queue = queue;
+    return Call(std::move(req));
+  };
+  // What is refused, naming why; nothing changes.
+  Status unknown = update("later", "urgent").ErrorStatus();
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("no priority class named 'urgent'"), std::string::npos)
+      << unknown.ToString();
+  EXPECT_NE(update("later", "", "research").ErrorStatus().message().find("no queue named"),
+            std::string::npos);
+  EXPECT_EQ(update("later", "").ErrorStatus().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(update("nobody", "high").ErrorStatus().code(), StatusCode::kNotFound);
+  EXPECT_EQ(GetJob("later").priority, "low");
+
+  Message moved = update("later", "high");
+  ASSERT_NE(moved.As<wire::JobInfo>(), nullptr) << moved.ErrorStatus().ToString();
+  EXPECT_EQ(Str(moved.As<wire::JobInfo>()->priority()), "high");
+  EXPECT_TRUE(HasEvent(GetJob("later"), "updated: priority high (was low)"));
+  std::vector<std::string> stops;
+  Pump([&] {
+    stops = TakeStops();
+    return !stops.empty();
+  });
+  EXPECT_EQ(stops, std::vector<std::string>{"node-a/chief-0#0"});
+  EXPECT_TRUE(HasEvent(GetJob("low"), "preempted by job later (priority high, queue default)"));
+  wire::GetJobT spec;
+  spec.name = "later";
+  spec.with_spec = true;
+  EXPECT_EQ(ParseJobSpec(CallFor<wire::JobInfo>(std::move(spec)).spec_yaml, "stored")
+                ->scheduling.priority,
+            "high");
+
+  Restart();
+  EXPECT_EQ(GetJob("later").priority, "high");
+}
+
 // `cohort submit --dry-run`: the reply says what the next round would do with the job (start it
 // where, preempt whom, or why it waits), with the errors a submit gives, and nothing is stored.
 TEST_F(CoordinatorTest, ADryRunSaysWhatTheNextRoundWouldDoAndStoresNothing) {

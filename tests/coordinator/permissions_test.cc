@@ -254,6 +254,24 @@ TEST_F(OwnershipTest, AStudysOwnerOwnsItsTrialJobs) {
 // The day-2 verbs go through the same check: a job's deletion and a study's cancel by its owner
 // or an admin; a node's cordon, drain, uncordon, label or forget by an admin only (admins = carol
 // here).
+TEST_F(OwnershipTest, OnlyTheOwnerOrAnAdminUpdatesAJob) {
+  ASSERT_TRUE(Submit("alice", "queued").ok());
+  auto update = [&](const std::string& user, const std::string& priority) {
+    wire::UpdateJobT req;
+    req.name = "queued";
+    req.priority = priority;
+    return Call(user, std::move(req)).ErrorStatus();
+  };
+  Status denied = update("bob", "high");
+  EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied) << denied.ToString();
+  EXPECT_NE(denied.message().find("owned by alice"), std::string::npos) << denied.ToString();
+  EXPECT_EQ(Get("queued").priority, "normal");
+  EXPECT_TRUE(update("alice", "low").ok());
+  EXPECT_EQ(Get("queued").priority, "low");
+  EXPECT_TRUE(update("carol", "high").ok());  // an admin
+  EXPECT_EQ(Get("queued").priority, "high");
+}
+
 TEST_F(OwnershipTest, DeleteCancelStudyAndNodeVerbsAreTheOwnersOrAnAdmins) {
   ASSERT_TRUE(Submit("alice", "done").ok());
   ASSERT_TRUE(Cancel("alice", "done").ErrorStatus().ok());

@@ -103,6 +103,15 @@ def main(endpoint, scratch):
               and queues[0]["running"] == 0, f"queues with py_sleeper suspended: {queues}")
         resumed = client.resume(sleeper)
         check(resumed["state"] == "QUEUED", f"after resume: {resumed['state']}")
+        moved = client.update(sleeper, priority="low")
+        check(moved["priority"] == "low" and moved["queue"] == "default"
+              and "updated by" in moved["events"][-1]["message"], f"after update: {moved}")
+        try:
+            client.update(sleeper, queue="nowhere")
+            check(False, "an unknown queue was taken")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "no queue named 'nowhere'" in str(e),
+                  f"error: {e}")
         client.cancel(sleeper)
         # scheduling.hold: SUSPENDED from its submission, after py_job's end however it ended.
         held = client.submit("name: py_held\nworker_pools:\n  - role: chief\n"
