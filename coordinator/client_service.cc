@@ -70,25 +70,9 @@ StatusOr<const ReplicaRecord*> RunningReplica(const JobRecord& job, const std::s
   return r;
 }
 
-wire::DryRunOutcome OutcomeToWire(PlacementPreview::Outcome outcome) {
-  switch (outcome) {
-    case PlacementPreview::kStarts:
-      return wire::DryRunOutcome::START;
-    case PlacementPreview::kPreempts:
-      return wire::DryRunOutcome::PREEMPT;
-    case PlacementPreview::kWaits:
-      return wire::DryRunOutcome::WAIT;
-    case PlacementPreview::kWaitsForJobs:
-      return wire::DryRunOutcome::WAIT_FOR_JOBS;
-    case PlacementPreview::kHeld:
-      return wire::DryRunOutcome::HOLD;
-  }
-  return wire::DryRunOutcome::WAIT;
-}
-
 wire::DryRunPlanT ToWire(const PlacementPreview& preview) {
   wire::DryRunPlanT plan;
-  plan.outcome = OutcomeToWire(preview.outcome);
+  plan.outcome = preview.outcome;
   for (const PlacementPreview::Replica& r : preview.replicas) {
     auto planned = std::make_unique<wire::PlannedReplicaT>();
     planned->replica = r.name;

@@ -302,6 +302,15 @@ bool PreemptionPossible(const std::vector<QueueState>& queues, const std::vector
                      [&](const JobRequest& r) { return r.priority > lowest_running; });
 }
 
+// The most workers, below `asked` and at least its min_replicas, with which elastic `job` fits
+// `view` whole now; nullopt when none does.
+std::optional<int> ElasticWorkersThatFit(const JobRecord& job, int asked, const ClusterView& view) {
+  for (int k = asked - 1; k >= *job.spec.MinWorkers(); --k) {
+    if (Scheduler::FindGang(DemandsWithWorkers(job, k), view, job.needs_shared_storage)) return k;
+  }
+  return std::nullopt;
+}
+
 // An elastic queued job's ask comes down to what fits; a running one with idle workers grows
 // into room nobody queued waits for (see ElasticOptions).
 void ResizeElasticJobs(JobController& jobs, const NodeRegistry& nodes, const RoundJobs& round,
@@ -322,17 +331,13 @@ void ResizeElasticJobs(JobController& jobs, const NodeRegistry& nodes, const Rou
   for (size_t i : round.elastic) {
     if (!waits_for_room(i)) continue;
     JobRecord& job = *round.queued[i];
-    const std::optional<int> min = job.spec.MinWorkers();
     if (now_ms - job.queued_since_ms < elastic.settle_ms) continue;
     if (result.waiting_behind.size() > i && result.waiting_behind[i] >= 0) continue;
     if (!jobs.PreemptedFor(job).empty()) continue;
     const int asked =
         job.elastic_workers < 0 ? JobController::ElasticMaxWorkers(job) : job.elastic_workers;
-    for (int k = asked - 1; k >= *min; --k) {
-      if (Scheduler::FindGang(DemandsWithWorkers(job, k), view, job.needs_shared_storage)) {
-        jobs.ShrinkElastic(job, k);
-        break;
-      }
+    if (std::optional<int> fits = ElasticWorkersThatFit(job, asked, view)) {
+      jobs.ShrinkElastic(job, *fits);
     }
   }
   if (room_wanted) return;
@@ -416,6 +421,29 @@ void PlaceRestarts(JobController& jobs, const NodeRegistry& nodes, const RoundJo
   }
 }
 
+// What a round starts from: the cluster view and each queue's use once every job holding
+// resources is counted (WalkJobs), with the restarts placed (PlaceRestarts, applied or not).
+struct RoundStart {
+  NodeIndex node_index;
+  ClusterView view{0, 0};
+  ScheduleInput input;
+  RoundJobs jobs;
+};
+
+// A round's start: WalkJobs over the view of `nodes`, then the restarts placed (PlaceRestarts:
+// `apply`, or a preview's).
+RoundStart StartRound(JobController& jobs, const NodeRegistry& nodes, const QueueConfig& queues,
+                      int port_min, int port_max, int64_t now_ms, bool apply) {
+  RoundStart start;
+  start.view = NodesView(nodes, port_min, port_max, &start.node_index);
+  start.input.queues = NoUsage(queues);
+  start.jobs =
+      WalkJobs(jobs, queues, start.view, start.node_index, start.input.queues, true, now_ms);
+  PlaceRestarts(jobs, nodes, start.jobs, start.view, start.node_index, start.input.queues, now_ms,
+                apply);
+  return start;
+}
+
 // The running jobs a round offers the Scheduler as preemption victims (into `input.running`, with
 // the cluster's GPUs and CPUs), where a queued job could preempt one (PreemptionPossible); returns
 // their records, input.running[i]'s at [i].
@@ -491,15 +519,13 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
                                       const ElasticOptions& elastic) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t cpu0 = ThreadCpuUs();
-  NodeIndex node_index;
-  ClusterView view = NodesView(nodes, port_min, port_max, &node_index);
-  auto node_name = [&](int i) { return view.nodes[static_cast<size_t>(i)].node_id; };
-  ScheduleInput input;
-  input.queues = NoUsage(queues);
-  RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true, now_ms);
-
   // 1. Replicas of running jobs waiting to be placed again (restarts) come first.
-  PlaceRestarts(jobs, nodes, round, view, node_index, input.queues, now_ms, true);
+  RoundStart start = StartRound(jobs, nodes, queues, port_min, port_max, now_ms, true);
+  const NodeIndex& node_index = start.node_index;
+  ClusterView& view = start.view;
+  ScheduleInput& input = start.input;
+  const RoundJobs& round = start.jobs;
+  auto node_name = [&](int i) { return view.nodes[static_cast<size_t>(i)].node_id; };
 
   // 2. Queued jobs, in submit order, in their queues; running jobs as preemption candidates where
   // a queued job could preempt one.
@@ -577,33 +603,30 @@ PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes
   ResolveQueue(draft, queues);
   out.queue = queues.queues()[static_cast<size_t>(draft.queue_index)].name;
   if (draft.spec.scheduling.hold) {
-    out.outcome = PlacementPreview::kHeld;
+    out.outcome = wire::DryRunOutcome::HOLD;
     out.reason = JobController::HeldAtSubmitMessage(draft.name);
     return out;
   }
   if (std::string after = jobs.AfterWaitOf(draft); !after.empty()) {
-    out.outcome = PlacementPreview::kWaitsForJobs;
+    out.outcome = wire::DryRunOutcome::WAIT_FOR_JOBS;
     out.reason = std::move(after);
     return out;
   }
   // The round RunPlacementRound would run, with the draft queued last, and nothing applied.
-  NodeIndex node_index;
-  ClusterView view = NodesView(nodes, port_min, port_max, &node_index);
-  ScheduleInput input;
-  input.queues = NoUsage(queues);
-  RoundJobs round = WalkJobs(jobs, queues, view, node_index, input.queues, true, now_ms);
-  PlaceRestarts(jobs, nodes, round, view, node_index, input.queues, now_ms, false);
+  RoundStart start = StartRound(jobs, nodes, queues, port_min, port_max, now_ms, false);
+  ClusterView& view = start.view;
+  RoundJobs& round = start.jobs;
   for (const JobRecord* job : round.queued) {
     if (job->queue_index == draft.queue_index) ++out.queued_ahead;
   }
   round.queued.push_back(&draft);
   round.requests.push_back(RequestOf(jobs, draft, now_ms));
   const size_t me = round.requests.size() - 1;
-  std::vector<JobRecord*> running_jobs = OfferRunning(nodes, round, node_index, input);
-  ScheduleResult result = scheduler.Schedule(round.requests, view, now_ms, input);
+  std::vector<JobRecord*> running_jobs = OfferRunning(nodes, round, start.node_index, start.input);
+  ScheduleResult result = scheduler.Schedule(round.requests, view, now_ms, start.input);
   for (const JobPlacement& p : result.placed) {
     if (p.request != me) continue;
-    out.outcome = PlacementPreview::kStarts;
+    out.outcome = wire::DryRunOutcome::START;
     for (size_t i = 0; i < p.replicas.size(); ++i) {
       const ReplicaSlot& slot = p.replicas[i];
       out.replicas.push_back(PlacementPreview::Replica{
@@ -613,25 +636,20 @@ PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes
   }
   for (const Preemption& p : result.preemptions) {
     if (p.request != me) continue;
-    out.outcome = PlacementPreview::kPreempts;
+    out.outcome = wire::DryRunOutcome::PREEMPT;
     for (size_t v : p.victims) out.victims.push_back(WithClass(*running_jobs[v]));
     return out;
   }
-  out.outcome = PlacementPreview::kWaits;
+  out.outcome = wire::DryRunOutcome::WAIT;
   out.reason = ExplainWait(me, round.requests, result, view);
   // An elastic job that does not fit whole asks for fewer workers once it has waited settle_ms
   // (ResizeElasticJobs): say how many fit now.
-  if (draft.elastic && round.requests[me].schedulable &&
-      (result.waiting_behind.size() <= me || result.waiting_behind[me] < 0)) {
-    const int min = *draft.spec.MinWorkers();
-    for (int k = JobController::ElasticMaxWorkers(draft) - 1; k >= min; --k) {
-      if (!Scheduler::FindGang(DemandsWithWorkers(draft, k), view, draft.needs_shared_storage)) {
-        continue;
-      }
-      out.reason += "; as an elastic job it would start with " + std::to_string(k) + " worker" +
-                    (k == 1 ? "" : "s") + " after waiting " +
+  if (draft.elastic && (result.waiting_behind.size() <= me || result.waiting_behind[me] < 0)) {
+    if (std::optional<int> fits =
+            ElasticWorkersThatFit(draft, JobController::ElasticMaxWorkers(draft), view)) {
+      out.reason += "; as an elastic job it would start with " + std::to_string(*fits) + " worker" +
+                    (*fits == 1 ? "" : "s") + " after waiting " +
                     std::to_string(elastic.settle_ms / 1000) + " s";
-      break;
     }
   }
   return out;

@@ -71,19 +71,15 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
 
 // What the next round would do with a job were it queued now (`cohort submit --dry-run`).
 struct PlacementPreview {
-  enum Outcome {
-    kStarts,        // placed at once, as `replicas` says
-    kPreempts,      // it would stop `victims`, then start once they stopped
-    kWaits,         // it waits in its queue for `reason`
-    kWaitsForJobs,  // it waits for the jobs of its scheduling.after (`reason`)
-    kHeld,          // scheduling.hold (`reason`)
-  };
   struct Replica {
     std::string name;
     std::string node_id;
     std::vector<int> gpus;
   };
-  Outcome outcome = kWaits;
+  // START: placed at once, as `replicas` says; PREEMPT: it would stop `victims`, then start once
+  // they stopped; WAIT: it waits in its queue for `reason`; WAIT_FOR_JOBS: for the jobs of its
+  // scheduling.after (`reason`); HOLD: scheduling.hold (`reason`).
+  wire::DryRunOutcome outcome = wire::DryRunOutcome::WAIT;
   std::vector<Replica> replicas;
   std::vector<std::string> victims;  // "NAME (priority P, queue Q)"
   std::string reason;
