@@ -142,10 +142,18 @@ void Agent::PublishSnapshot() {
   http_->Publish(std::move(s));
 }
 
+GpuHealth Agent::GpuHealthNow() const {
+  GpuHealth health;
+  // In this order: a sample that ends between the two reads leaves its verdict in `unhealthy`.
+  health.resampling = gpu_sampler_.Resampling();
+  health.unhealthy = gpu_sampler_.UnhealthyGpus();
+  return health;
+}
+
 void Agent::SendHeartbeat() {
   if (!session_.registered()) return;
   const std::shared_ptr<const GpuSamples> gpus = gpu_sampler_.Latest();
-  session_.SendHeartbeat(preempting_, replicas_.SampleProgress(*gpus));
+  session_.SendHeartbeat(preempting_, replicas_.SampleProgress(*gpus), GpuHealthNow());
 }
 
 Status Agent::Run(const std::atomic<bool>& stop) {
@@ -429,10 +437,13 @@ void Agent::CollectExecs() {
 // ---- the protocol -------------------------------------------------------------------------
 
 void Agent::OnAttemptChanged(Attempt& a) {
-  // A failure here is judged by a health verdict taken after it (agent/health_check.h): the
-  // heartbeats after this update say the check runs again until it has ended.
+  // A failure here is judged by a health verdict taken after it (agent/health_check.h), and by
+  // a sample of its GPUs' health taken after it (agent/resource_usage.h): the heartbeats after
+  // this update say the check runs again until both have ended.
   if (a.final && a.state == wire::ReplicaState::FAILED && a.stop == StopCause::kNone) {
-    a.health_rechecking = session_.health().RunNow();
+    const bool rechecking = session_.health().RunNow();
+    const bool resampling = !a.gpus.empty() && gpu_sampler_.SampleNow();
+    a.health_rechecking = rechecking || resampling;
   }
   SendUpdate(a);
 }
@@ -453,7 +464,7 @@ void Agent::SendUpdate(Attempt& a) {
 void Agent::RunTimers() {
   replicas_.SweepOldAttempts();
   if (session_.FenceDue()) Fence();
-  if (session_.RegisterDue()) session_.Register(replicas_.Unacknowledged());
+  if (session_.RegisterDue()) session_.Register(replicas_.Unacknowledged(), GpuHealthNow());
   if (!session_.registered()) return;
   if (session_.HeartbeatDue()) SendHeartbeat();
   for (auto& [key, a] : replicas_.attempts()) {

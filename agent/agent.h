@@ -211,6 +211,7 @@ class Agent {
   void PublishSnapshot();
   // A heartbeat with every RUNNING attempt's progress and usage (when registered).
   void SendHeartbeat();
+  GpuHealth GpuHealthNow() const;
 
   AgentConfig config_;
   DealerSocket socket_;

@@ -22,6 +22,20 @@ CoordinatorSession::CoordinatorSession(const AgentConfig& config, Clock& clock, 
   last_accepted_ = last_heard_;
 }
 
+std::vector<std::unique_ptr<wire::UnhealthyGpuT>> CoordinatorSession::UnhealthyGpus(
+    const GpuHealth& gpus) const {
+  std::vector<std::unique_ptr<wire::UnhealthyGpuT>> out;
+  for (const GpuDevice& gpu : config_.inventory.gpus) {  // those this node offers, no other
+    auto it = gpus.unhealthy.find(gpu.index);
+    if (it == gpus.unhealthy.end()) continue;
+    auto entry = std::make_unique<wire::UnhealthyGpuT>();
+    entry->index = gpu.index;
+    entry->reason = it->second;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 void CoordinatorSession::Heard(bool refused) {
   last_heard_ = Now();
   if (refused) return;
@@ -90,7 +104,7 @@ bool CoordinatorSession::FenceDue() {
   return true;
 }
 
-void CoordinatorSession::Register(ReplicaReport replicas) {
+void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus) {
   wire::RegisterAgentT reg;
   reg.node_id = config_.node_id;
   reg.address = config_.advertise_address;
@@ -110,6 +124,7 @@ void CoordinatorSession::Register(ReplicaReport replicas) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }
   reg.unhealthy = health_.Problem();
+  reg.unhealthy_gpus = UnhealthyGpus(gpus);
   for (const auto& [key, value] : config_.labels) {
     auto kv = std::make_unique<wire::KeyValueT>();
     kv->key = key;
@@ -133,7 +148,8 @@ void CoordinatorSession::Register(ReplicaReport replicas) {
 }
 
 void CoordinatorSession::SendHeartbeat(
-    bool draining, std::vector<std::unique_ptr<wire::ReplicaProgressT>> progress) {
+    bool draining, std::vector<std::unique_ptr<wire::ReplicaProgressT>> progress,
+    const GpuHealth& gpus) {
   wire::HeartbeatT heartbeat;
   heartbeat.node_id = config_.node_id;
   heartbeat.draining = draining;
@@ -143,8 +159,9 @@ void CoordinatorSession::SendHeartbeat(
     heartbeat.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }
   // In this order: a recheck that ends between the two reads leaves its verdict in `unhealthy`.
-  heartbeat.health_rechecking = health_.Rechecking();
+  heartbeat.health_rechecking = health_.Rechecking() || gpus.resampling;
   heartbeat.unhealthy = health_.Problem();
+  heartbeat.unhealthy_gpus = UnhealthyGpus(gpus);
   wire::BodyUnion body;
   body.Set(std::move(heartbeat));
   outbox_.Send({Outbox::Kind::kHeartbeat, ""}, 0, std::move(body));

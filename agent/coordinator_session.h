@@ -12,7 +12,8 @@
 //    until then), sent through the Outbox as its heartbeat stream.
 //  - Storage: both carry what the StorageCheck last found at the output root the
 //    RegisterAgentReply names (agent/storage_check.h).
-//  - Health: both carry what the node's health check last said (agent/health_check.h).
+//  - Health: both carry what the node's health check last said (agent/health_check.h), and which
+//    of its GPUs NVML finds unfit (GpuHealth, from agent/resource_usage.h's GpuSampler).
 //  - Fencing: the RegisterAgentReply hands the coordinator's --fence-after and --fence-grace. Once
 //    the coordinator has said nothing for that long (refusals of this node's word do not count),
 //    FenceDue() is true, once per silence: the coordinator may have declared this node lost and
@@ -42,6 +43,12 @@
 namespace cohort::agent {
 
 struct AgentConfig;
+
+// What the node's GPUs' health says now (GpuSampler::UnhealthyGpus and Resampling).
+struct GpuHealth {
+  std::map<int, std::string> unhealthy;  // GPU index -> why
+  bool resampling = false;               // sampled again after a failure, not ended yet
+};
 
 class CoordinatorSession {
  public:
@@ -95,16 +102,18 @@ class CoordinatorSession {
   milliseconds fence_after() const { return fence_after_; }
   milliseconds fence_grace() const { return fence_grace_; }
   // Sends RegisterAgent with `replicas` and backs off before the next one.
-  void Register(ReplicaReport replicas);
+  void Register(ReplicaReport replicas, const GpuHealth& gpus = {});
   bool HeartbeatDue() const { return Now() >= next_heartbeat_; }
   // Sends a Heartbeat (`draining` while the agent shuts down) carrying `progress`, the running
   // replicas' progress; the next is due one heartbeat interval later.
-  void SendHeartbeat(bool draining, std::vector<std::unique_ptr<wire::ReplicaProgressT>> progress);
+  void SendHeartbeat(bool draining, std::vector<std::unique_ptr<wire::ReplicaProgressT>> progress,
+                     const GpuHealth& gpus = {});
   // The node's health check, which both messages report.
   HealthCheck& health() { return health_; }
 
  private:
   milliseconds Now() const { return milliseconds(clock_.NowMs()); }
+  std::vector<std::unique_ptr<wire::UnhealthyGpuT>> UnhealthyGpus(const GpuHealth& gpus) const;
 
   const AgentConfig& config_;
   Clock& clock_;

@@ -70,20 +70,30 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
                no_gpus);
   if (gpus.ok()) {
     for (const GpuSample& g : *gpus) {
-      t.Sample("cohort_gpu_utilization_percent", gpu_labels(g), g.utilization);
+      if (g.read) t.Sample("cohort_gpu_utilization_percent", gpu_labels(g), g.utilization);
     }
   }
   t.Family("cohort_gpu_memory_used_bytes", Type::kGauge,
            "GPU memory in use (NVML), with the replica the GPU is assigned to." + no_gpus);
   if (gpus.ok()) {
     for (const GpuSample& g : *gpus) {
-      t.Sample("cohort_gpu_memory_used_bytes", gpu_labels(g), g.memory_used_bytes);
+      if (g.read) t.Sample("cohort_gpu_memory_used_bytes", gpu_labels(g), g.memory_used_bytes);
     }
   }
   t.Family("cohort_gpu_memory_total_bytes", Type::kGauge, "GPU memory (NVML)." + no_gpus);
   if (gpus.ok()) {
     for (const GpuSample& g : *gpus) {
-      t.Sample("cohort_gpu_memory_total_bytes", gpu_labels(g), g.memory_total_bytes);
+      if (g.read) t.Sample("cohort_gpu_memory_total_bytes", gpu_labels(g), g.memory_total_bytes);
+    }
+  }
+  t.Family("cohort_gpu_healthy", Type::kGauge,
+           "1 while NVML finds the GPU fit for work, 0 while it finds it unfit (uncorrectable ECC "
+           "errors, a row remapping pending or failed, lost from the bus): nothing new is placed "
+           "on it." +
+               no_gpus);
+  if (gpus.ok()) {
+    for (const GpuSample& g : *gpus) {
+      t.Sample("cohort_gpu_healthy", gpu_labels(g), g.problem.empty() ? 1 : 0);
     }
   }
 

@@ -1,6 +1,5 @@
 #include "agent/inventory.h"
 
-#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -10,25 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/nvml.h"
+
 namespace cohort::agent {
-namespace {
-
-// The few NVML declarations we need (nvml.h is not required to build the agent).
-using NvmlReturn = int;
-using NvmlDevice = struct NvmlDeviceOpaque*;
-struct NvmlMemory {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-constexpr NvmlReturn kNvmlSuccess = 0;
-
-template <typename Fn>
-Fn Symbol(void* library, const char* name) {
-  return reinterpret_cast<Fn>(::dlsym(library, name));
-}
-
-}  // namespace
 
 std::vector<GpuDevice> DeclaredGpus(int count) {
   std::vector<GpuDevice> gpus;
@@ -54,56 +37,14 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
 }
 
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
-  void* library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = ::dlerror();
-    return NotFound(std::string("cannot load libnvidia-ml.so.1: ") + (why ? why : "?"));
-  }
-  auto init = Symbol<NvmlReturn (*)()>(library, "nvmlInit_v2");
-  auto shutdown = Symbol<NvmlReturn (*)()>(library, "nvmlShutdown");
-  auto count_fn = Symbol<NvmlReturn (*)(unsigned*)>(library, "nvmlDeviceGetCount_v2");
-  auto handle_fn =
-      Symbol<NvmlReturn (*)(unsigned, NvmlDevice*)>(library, "nvmlDeviceGetHandleByIndex_v2");
-  auto name_fn = Symbol<NvmlReturn (*)(NvmlDevice, char*, unsigned)>(library, "nvmlDeviceGetName");
-  auto memory_fn =
-      Symbol<NvmlReturn (*)(NvmlDevice, NvmlMemory*)>(library, "nvmlDeviceGetMemoryInfo");
-  auto uuid_fn = Symbol<NvmlReturn (*)(NvmlDevice, char*, unsigned)>(library, "nvmlDeviceGetUUID");
-  if (!init || !shutdown || !count_fn || !handle_fn || !name_fn || !memory_fn || !uuid_fn) {
-    ::dlclose(library);
-    return Internal("libnvidia-ml.so.1 lacks an expected NVML function");
-  }
-  if (NvmlReturn rc = init(); rc != kNvmlSuccess) {
-    ::dlclose(library);
-    return Unavailable("nvmlInit_v2 failed with NVML error " + std::to_string(rc));
-  }
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Nvml> nvml, Nvml::Open());
+  COHORT_ASSIGN_OR_RETURN(const unsigned count, nvml->DeviceCount());
   std::vector<GpuDevice> gpus;
-  unsigned count = 0;
-  Status status;
-  if (NvmlReturn rc = count_fn(&count); rc != kNvmlSuccess) {
-    status = Unavailable("nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(rc));
+  for (unsigned i = 0; i < count; ++i) {
+    COHORT_ASSIGN_OR_RETURN(Nvml::Identity id, nvml->Identify(i));
+    gpus.push_back(
+        GpuDevice{static_cast<int>(i), std::move(id.model), id.memory_mb, std::move(id.uuid)});
   }
-  for (unsigned i = 0; status.ok() && i < count; ++i) {
-    NvmlDevice device = nullptr;
-    if (NvmlReturn rc = handle_fn(i, &device); rc != kNvmlSuccess) {
-      status = Unavailable("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) +
-                           ") failed with NVML error " + std::to_string(rc));
-      break;
-    }
-    GpuDevice gpu;
-    gpu.index = static_cast<int>(i);
-    char text[256] = {0};
-    if (name_fn(device, text, sizeof(text)) == kNvmlSuccess) gpu.model = text;
-    NvmlMemory memory{};
-    if (memory_fn(device, &memory) == kNvmlSuccess) {
-      gpu.memory_mb = static_cast<int64_t>(memory.total >> 20);
-    }
-    char uuid[256] = {0};
-    if (uuid_fn(device, uuid, sizeof(uuid)) == kNvmlSuccess) gpu.uuid = uuid;
-    gpus.push_back(std::move(gpu));
-  }
-  shutdown();
-  ::dlclose(library);
-  if (!status.ok()) return status;
   return gpus;
 }
 

@@ -427,7 +427,7 @@ void AddUsage(const Attempt& a, const GpuSamples& gpus, wire::ReplicaProgressT* 
   if (!gpus.ok()) return;
   for (int index : a.gpus) {
     for (const GpuSample& g : *gpus) {
-      if (g.index != index) continue;
+      if (g.index != index || !g.read) continue;
       auto gpu = std::make_unique<wire::GpuUsageT>();
       gpu->index = g.index;
       gpu->utilization = g.utilization;

@@ -1,11 +1,11 @@
 #include "agent/resource_usage.h"
 
-#include <dlfcn.h>
-
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
+#include "agent/nvml.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 
@@ -17,21 +17,6 @@ double ReadNumber(const std::string& path) {
   double v = -1;
   if (!(in >> v)) return -1;
   return v;
-}
-
-// The few NVML declarations the samples need (nvml.h is not required to build the agent).
-using NvmlReturn = int;
-using NvmlDevice = void*;
-struct NvmlMemory {
-  unsigned long long total, free, used;
-};
-struct NvmlUtilization {
-  unsigned int gpu, memory;
-};
-
-template <typename Fn>
-Fn Symbol(void* library, const char* name) {
-  return reinterpret_cast<Fn>(::dlsym(library, name));
 }
 
 }  // namespace
@@ -68,57 +53,38 @@ CgroupUsage ReadCgroupUsage(const std::string& path) {
   return u;
 }
 
-StatusOr<std::vector<GpuSample>> ReadGpuSamples() {
-  void* library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    return Unavailable("NVML (libnvidia-ml.so.1) is not installed on this node");
+GpuSamples ReadGpuSamples() { return ReadGpuSamplesFrom(kNvmlLibrary); }
+
+GpuSamples ReadGpuSamplesFrom(const std::string& library) {
+  StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open(library);
+  if (!nvml.ok() && nvml.status().code() == StatusCode::kNotFound) {
+    return Unavailable("NVML (" + library + ") is not installed on this node");
   }
-  auto init = Symbol<NvmlReturn (*)()>(library, "nvmlInit_v2");
-  auto shutdown = Symbol<NvmlReturn (*)()>(library, "nvmlShutdown");
-  auto count_fn = Symbol<NvmlReturn (*)(unsigned*)>(library, "nvmlDeviceGetCount_v2");
-  auto handle_fn =
-      Symbol<NvmlReturn (*)(unsigned, NvmlDevice*)>(library, "nvmlDeviceGetHandleByIndex_v2");
-  auto memory_fn =
-      Symbol<NvmlReturn (*)(NvmlDevice, NvmlMemory*)>(library, "nvmlDeviceGetMemoryInfo");
-  auto util_fn = Symbol<NvmlReturn (*)(NvmlDevice, NvmlUtilization*)>(
-      library, "nvmlDeviceGetUtilizationRates");
-  auto uuid_fn = Symbol<NvmlReturn (*)(NvmlDevice, char*, unsigned)>(library, "nvmlDeviceGetUUID");
-  if (!init || !shutdown || !count_fn || !handle_fn || !memory_fn || !util_fn || !uuid_fn) {
-    ::dlclose(library);
-    return Unavailable("libnvidia-ml.so.1 lacks the functions needed");
-  }
-  if (NvmlReturn rc = init(); rc != 0) {
-    ::dlclose(library);
-    return Unavailable("nvmlInit_v2 failed with NVML error " + std::to_string(rc));
-  }
+  if (!nvml.ok()) return Unavailable(nvml.status().message());
+  COHORT_ASSIGN_OR_RETURN(const unsigned count, (*nvml)->DeviceCount());
   std::vector<GpuSample> out;
-  Status status = Status::Ok();
-  unsigned count = 0;
-  if (NvmlReturn rc = count_fn(&count); rc != 0) {
-    status = Unavailable("nvmlDeviceGetCount_v2 failed with NVML error " + std::to_string(rc));
-  }
-  for (unsigned i = 0; status.ok() && i < count; ++i) {
-    NvmlDevice device = nullptr;
-    NvmlMemory memory{};
-    NvmlUtilization util{};
-    char uuid[96] = {0};
-    if (handle_fn(i, &device) != 0 || memory_fn(device, &memory) != 0 ||
-        util_fn(device, &util) != 0) {
-      status = Unavailable("NVML could not read GPU " + std::to_string(i));
-      break;
+  for (unsigned i = 0; i < count; ++i) {
+    GpuSample sample;
+    sample.index = static_cast<int>(i);
+    sample.problem = (*nvml)->Problem(i);
+    StatusOr<Nvml::Use> use = (*nvml)->ReadUse(i);
+    if (use.ok()) {
+      sample.uuid = std::move(use->uuid);
+      sample.utilization = use->utilization;
+      sample.memory_used_bytes = use->memory_used_bytes;
+      sample.memory_total_bytes = use->memory_total_bytes;
+    } else {
+      sample.read = false;
+      if (sample.problem.empty()) sample.problem = use.status().message();
     }
-    uuid_fn(device, uuid, sizeof uuid - 1);
-    out.push_back(GpuSample{static_cast<int>(i), uuid, static_cast<double>(util.gpu),
-                            static_cast<double>(memory.used), static_cast<double>(memory.total)});
+    out.push_back(std::move(sample));
   }
-  shutdown();
-  ::dlclose(library);
-  if (!status.ok()) return status;
   return out;
 }
 
 struct GpuSampler::Shared {
   std::chrono::milliseconds every;
+  std::chrono::milliseconds hung_after;
   std::function<GpuSamples()> sample;
   mutable Mutex mu;
   CondVar cv;
@@ -126,11 +92,21 @@ struct GpuSampler::Shared {
   bool running GUARDED_BY(mu) = true;  // the thread has not returned
   std::shared_ptr<const GpuSamples> latest GUARDED_BY(mu) =
       std::make_shared<const GpuSamples>(Unavailable("the first GPU sample is not taken yet"));
+  // The newest sample that was a reading (NVML answered); null before the first.
+  std::shared_ptr<const GpuSamples> last_reading GUARDED_BY(mu);
+  // When the sample under way started; nullopt between samples.
+  std::optional<std::chrono::steady_clock::time_point> under_way_since GUARDED_BY(mu);
+  // SampleNow() calls, and how many of them the latest sample to end had seen when it started.
+  uint64_t asked GUARDED_BY(mu) = 0;
+  uint64_t answered GUARDED_BY(mu) = 0;
+  std::chrono::steady_clock::time_point asked_at GUARDED_BY(mu);
 };
 
-GpuSampler::GpuSampler(std::chrono::milliseconds every, std::function<GpuSamples()> sample)
+GpuSampler::GpuSampler(std::chrono::milliseconds every, std::function<GpuSamples()> sample,
+                       std::chrono::milliseconds hung_after)
     : shared_(std::make_shared<Shared>()) {
   shared_->every = every;
+  shared_->hung_after = hung_after;
   shared_->sample = std::move(sample);
   thread_ = std::thread(Loop, shared_);
 }
@@ -162,13 +138,70 @@ std::shared_ptr<const GpuSamples> GpuSampler::Latest() const {
   return shared_->latest;
 }
 
+bool GpuSampler::SampleNow() {
+  MutexLock lock(&shared_->mu);
+  if (!shared_->latest->ok()) return false;
+  ++shared_->asked;
+  shared_->asked_at = std::chrono::steady_clock::now();
+  shared_->cv.NotifyAll();
+  return true;
+}
+
+bool GpuSampler::Resampling() const {
+  MutexLock lock(&shared_->mu);
+  return shared_->answered < shared_->asked &&
+         std::chrono::steady_clock::now() - shared_->asked_at < kResampleWait;
+}
+
+std::map<int, std::string> GpuSampler::UnhealthyGpus() const {
+  MutexLock lock(&shared_->mu);
+  std::map<int, std::string> out;
+  if (!shared_->latest->ok()) {
+    // NVML read the GPUs before and fails now (a driver upgraded under the running one:
+    // "Driver/library version mismatch"): no new CUDA process would start on any of them.
+    if (shared_->last_reading == nullptr) return out;
+    for (const GpuSample& g : **shared_->last_reading) {
+      out[g.index] = "NVML fails now: " + shared_->latest->status().message();
+    }
+    return out;
+  }
+  std::string hung;
+  if (shared_->under_way_since) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - *shared_->under_way_since);
+    if (waited >= shared_->hung_after) {
+      hung = "NVML has not answered for " + std::to_string(waited.count() / 1000) +
+             " s (a GPU may have fallen off the bus)";
+    }
+  }
+  for (const GpuSample& g : **shared_->latest) {
+    if (!g.problem.empty()) {
+      out[g.index] = g.problem;
+    } else if (!hung.empty()) {
+      out[g.index] = hung;
+    }
+  }
+  return out;
+}
+
 void GpuSampler::Loop(std::shared_ptr<Shared> s) {
   for (;;) {
+    uint64_t asked = 0;
+    {
+      MutexLock lock(&s->mu);
+      asked = s->asked;
+      s->under_way_since = std::chrono::steady_clock::now();
+    }
     auto taken = std::make_shared<const GpuSamples>(s->sample());
     MutexLock lock(&s->mu);
+    if (taken->ok()) s->last_reading = taken;
     s->latest = std::move(taken);
+    s->under_way_since.reset();
+    s->answered = asked;
     const auto next = std::chrono::steady_clock::now() + s->every;
-    while (!s->stop && std::chrono::steady_clock::now() < next) s->cv.WaitUntil(&s->mu, next);
+    while (!s->stop && s->asked == asked && std::chrono::steady_clock::now() < next) {
+      s->cv.WaitUntil(&s->mu, next);
+    }
     if (s->stop) {
       s->running = false;
       s->cv.NotifyAll();

@@ -8,6 +8,15 @@
 // the newest sample, or why there is none ("NVML (libnvidia-ml.so.1) is not installed on this
 // node"); before the first one ends it says it is not taken yet.
 //
+// GPU health (agent/nvml.h, Nvml::Problem) comes with each sample; UnhealthyGpus() is what the
+// agent reports to the coordinator, which places nothing new on those GPUs and judges a failure
+// of a replica pinned to one as the GPU's fault, not the job's. A failure is judged by a sample
+// taken after it: SampleNow() asks for one at once, and Resampling() is true until it has ended
+// (at most kResampleWait: a sample that hangs does not hold the verdict forever). A sample under
+// way for longer than `hung_after` is itself the symptom (NVML blocks on a GPU that fell off the
+// bus): every GPU of the last sample then counts as unhealthy, saying so, until one returns. So
+// does every GPU once NVML, having read them, fails (a driver upgraded under the running one).
+//
 // Thread safety: the functions read files and NVML, from any thread. GpuSampler's methods may be
 // called from any thread; its destructor stops the thread and joins it once a sample under way
 // has returned, or leaves it behind (detached, holding its own state) when that takes longer than
@@ -16,6 +25,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,25 +50,41 @@ struct GpuSample {
   double utilization = 0;  // percent, over NVML's last sample period
   double memory_used_bytes = 0;
   double memory_total_bytes = 0;
+  // Why NVML finds it unfit for work (agent/nvml.h); "" when it is fit.
+  std::string problem;
+  // False: NVML could not read its use (the fields above are zero; `problem` says why).
+  bool read = true;
 };
 using GpuSamples = StatusOr<std::vector<GpuSample>>;
 
 // Every GPU's sample through NVML; kUnavailable saying why when NVML is absent or fails.
 GpuSamples ReadGpuSamples();
+// The same through another NVML library (a path, for tests).
+GpuSamples ReadGpuSamplesFrom(const std::string& library);
 
 class GpuSampler {
  public:
   // `sample` is ReadGpuSamples but in tests (where, if it may outlive the sampler, it holds
   // only what it owns).
   explicit GpuSampler(std::chrono::milliseconds every = std::chrono::seconds(5),
-                      std::function<GpuSamples()> sample = ReadGpuSamples);
+                      std::function<GpuSamples()> sample = ReadGpuSamples,
+                      std::chrono::milliseconds hung_after = std::chrono::seconds(30));
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
   GpuSampler& operator=(const GpuSampler&) = delete;
 
   std::shared_ptr<const GpuSamples> Latest() const;
 
+  // Takes a sample at once (after a replica failed). False, asking nothing, when the latest
+  // sample is not a reading (no NVML here): there is no verdict to wait for.
+  bool SampleNow();
+  // A sample SampleNow() asked for has not ended yet, and was asked for under kResampleWait ago.
+  bool Resampling() const;
+  // GPU index -> why it is unfit for work, from the latest sample (or a hung one, see above).
+  std::map<int, std::string> UnhealthyGpus() const;
+
   static constexpr std::chrono::milliseconds kStopWait{2000};
+  static constexpr std::chrono::milliseconds kResampleWait{15000};
 
  private:
   struct Shared;

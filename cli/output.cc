@@ -257,8 +257,10 @@ std::string NodeGpuCells(const wire::NodeInfoT& node) {
     if (!gpu) continue;
     const bool held =
         std::find(node.gpus_used.begin(), node.gpus_used.end(), gpu->index) != node.gpus_used.end();
+    const bool unfit = std::any_of(node.unhealthy_gpus.begin(), node.unhealthy_gpus.end(),
+                                   [&](const auto& u) { return u && u->index == gpu->index; });
     // Held and not sampled: no NVML on its node, or no sample yet.
-    std::string cell = held ? "-" : "free";
+    std::string cell = held ? "-" : unfit ? "unfit" : "free";
     for (size_t i = 0; held && node.usage && i < node.usage->gpus.size(); ++i) {
       const auto& sample = node.usage->gpus[i];
       if (!sample || sample->index != gpu->index) continue;
@@ -435,6 +437,8 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     if (!n.gpus.empty() && n.gpus.front() && !n.gpus.front()->model.empty()) {
       gpus += " " + n.gpus.front()->model;
     }
+    if (!n.unhealthy_gpus.empty())
+      gpus += " (" + std::to_string(n.unhealthy_gpus.size()) + " unfit)";
     std::string heartbeat =
         n.last_heartbeat_ms > 0 ? FormatDuration(now - n.last_heartbeat_ms) + " ago" : "-";
     // A LOST node keeps its admin's setting: "LOST (cordoned)".
@@ -446,10 +450,13 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
                   std::to_string(n.replicas), heartbeat, OrDash(n.storage), OrDash(n.labels)});
   }
   table.Print(out);
-  // Why a node takes no new work, where its health check says (too long for a column).
+  // Why a node, or a GPU of it, takes no new work (too long for a column).
   for (const auto& n : nodes) {
     if (!n.unhealthy.empty())
       out << n.node_id << " fails its health check: " << n.unhealthy << "\n";
+    for (const auto& gpu : n.unhealthy_gpus) {
+      if (gpu) out << n.node_id << " GPU " << gpu->index << " is unfit: " << gpu->reason << "\n";
+    }
   }
 }
 

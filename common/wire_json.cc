@@ -49,13 +49,14 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobInfoT, name, state, message
                                                   max_restarts, output_dir, trial_id, study, queue,
                                                   priority, owner, replicas, events, stragglers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuInfoT, index, model, memory_mb, uuid)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UnhealthyGpuT, index, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeUsageT, cpu_cores, memory_bytes, gpus,
                                                   replicas)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeInfoT, node_id, address, state, gpus,
                                                   gpus_used, cpus, cpus_used, memory_mb,
                                                   memory_used_mb, replicas, last_heartbeat_ms,
                                                   storage, admin, labels, label_edits, unhealthy,
-                                                  usage)
+                                                  usage, unhealthy_gpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
                                                   waiting_jobs, suspended)

@@ -745,6 +745,12 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
     ni->labels = FormatNodeLabels(n.labels);
     ni->label_edits = FormatNodeLabelEdits(n.label_edits);
     ni->unhealthy = n.unhealthy;
+    for (const auto& [index, why] : n.unhealthy_gpus) {
+      auto gpu = std::make_unique<wire::UnhealthyGpuT>();
+      gpu->index = index;
+      gpu->reason = why;
+      ni->unhealthy_gpus.push_back(std::move(gpu));
+    }
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

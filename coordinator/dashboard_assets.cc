@@ -199,7 +199,9 @@ const views = {
         nodes.map(n => [esc(n.node_id),
                         st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : ''),
                         esc(n.address),
-                        n.gpus_allocated + '/' + n.gpus, n.cpus, n.memory_mb,
+                        n.gpus_allocated + '/' + n.gpus + (n.unhealthy_gpus || []).map(g =>
+                            ' <small>GPU ' + g.index + ' unfit: ' + esc(g.reason) + '</small>').join(''),
+                        n.cpus, n.memory_mb,
                         ...usageCells(n.usage),
                         (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',
                         n.replicas.map(r => link('job/' + r.split('/')[0], r)).join(' ')]),

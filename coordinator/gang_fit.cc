@@ -247,6 +247,14 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     if (d.spread_group > 0 && count > 1) want += ", each on its own node (one_per_node)";
     std::string have = room == 0 ? "none fits now"
                                  : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
+    int64_t unfit = 0;
+    for (const NodeFree& n : view.nodes) {
+      if (d.gpus > 0 && Selects(n, d.selector)) unfit += n.unfit_gpus;
+    }
+    if (unfit > 0) {
+      have += " (" + Count(unfit, "GPU") + (unfit == 1 ? " is" : " are") +
+              " unfit: cohort nodes says which)";
+    }
     return "waiting for room for " + want + "; " + have;
   }
   if (Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kNone)) {

@@ -27,6 +27,14 @@ HttpResponse Json(const json& j, int status = 200) {
 
 HttpResponse NotFoundJson(const std::string& what) { return Json(json{{"error", what}}, 404); }
 
+// A node's GPUs that its agent finds unfit: [{"index": 3, "reason": "..."}], by index.
+json UnhealthyGpusJson(const NodeRecord& n) {
+  json out = json::array();
+  for (const auto& [index, why] : n.unhealthy_gpus)
+    out.push_back({{"index", index}, {"reason", why}});
+  return out;
+}
+
 json JobSummaryJson(const JobView& v) {
   const JobRecord& j = v.job;
   return {{"name", j.name},
@@ -239,7 +247,8 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   t.WriteHistogram("cohort_submit_to_running_seconds", {}, jobs.to_running);
 
   // ---- nodes and GPUs
-  uint64_t ready = 0, cordoned = 0, lost = 0, draining = 0, unhealthy = 0, gpus_total = 0;
+  uint64_t ready = 0, cordoned = 0, lost = 0, draining = 0, unhealthy = 0, gpus_total = 0,
+           gpus_unhealthy = 0;
   for (const NodeRecord& n : s.nodes) {
     if (!n.ready) {
       ++lost;
@@ -253,6 +262,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
       ++ready;
     }
     if (n.ready) gpus_total += n.gpus.size();
+    if (n.ready) gpus_unhealthy += n.unhealthy_gpus.size();
   }
   t.Family("cohort_nodes", Type::kGauge,
            "Registered nodes by state (ready, unhealthy: failing its health check, cordoned, "
@@ -266,10 +276,13 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "GPUs of the nodes that are not lost (state=total), those held by replicas "
            "(state=allocated), and of those the ones held idle (state=held_idle: every GPU of "
            "the replica sampled below 1% utilization for a minute or more, as its agent's NVML "
-           "says; 0 where nodes have no NVML).");
+           "says; 0 where nodes have no NVML), and those their agents find unfit for work "
+           "(state=unhealthy: uncorrectable ECC errors, a row remapping pending or failed, lost "
+           "from the bus; nothing new is placed on them).");
   t.Sample("cohort_gpus", {{"state", "total"}}, gpus_total);
   t.Sample("cohort_gpus", {{"state", "allocated"}}, jobs.gpus_held);
   t.Sample("cohort_gpus", {{"state", "held_idle"}}, s.gpus_held_idle);
+  t.Sample("cohort_gpus", {{"state", "unhealthy"}}, gpus_unhealthy);
 
   // ---- the loop
   t.Family("cohort_schedule_round_seconds", Type::kHistogram,
@@ -428,7 +441,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"storage", n.storage.verdict},
                    {"labels", n.labels},
                    {"label_edits", FormatNodeLabelEdits(n.label_edits)},
-                   {"unhealthy", n.unhealthy}});
+                   {"unhealthy", n.unhealthy},
+                   {"unhealthy_gpus", UnhealthyGpusJson(n)}});
     auto usage = s->node_usage.find(n.node_id);
     out.back()["usage"] = usage == s->node_usage.end() ? json(nullptr) : usage->second;
   }

@@ -87,6 +87,11 @@
 // not the job's: it opens an incident like a retryable end ("restart 1/3: ... because worker-0
 // attempt 0 exited with code 1 on node b, which fails its health check: GPU 0: XID 79"), and the
 // replica, or the whole job, starts again on another node (nothing new is placed on that one).
+// The same holds for a GPU its agent finds unfit through NVML (NodeRecord::unhealthy_gpus): a
+// permanent-looking end of a replica pinned to it is the GPU's fault ("... exited with code 1 on
+// GPU 3 of node b, which NVML finds unfit: 1 uncorrectable ECC error ..."), and it starts again
+// on other GPUs (nothing new is placed on that one; the node's others take work). The agent
+// samples its GPUs again after such a failure, as it reruns its check.
 // So that a failure is judged by a verdict taken after it, the agent runs its check again when a
 // replica fails there, says so in the failure's report (ReplicaStatus.health_rechecking) and in
 // its heartbeats until that run has ended (NodeRecord::health_rechecking); meanwhile a failure
@@ -165,6 +170,10 @@ class NodeHealth {
   // Why the node's health check fails as its agent last said; "" when it passes, the node runs
   // none, or it is unknown (the default: no node has a check).
   virtual std::string Unhealthy(const std::string& /*node_id*/) const { return ""; }
+  // Its GPUs that its agent finds unfit (NodeRecord::unhealthy_gpus), index -> why.
+  virtual std::map<int, std::string> UnhealthyGpus(const std::string& /*node_id*/) const {
+    return {};
+  }
   // Its agent runs the check again after a replica failed there (its verdict is not in yet).
   virtual bool HealthRechecking(const std::string& /*node_id*/) const { return false; }
 };
@@ -416,7 +425,8 @@ class JobController {
   // cause failed on a node whose health check fails (NodeFault), which the event names.
   void OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t now_ms, bool spend,
                     const std::string& node_fault = "");
-  // "node b, which fails its health check: <why>" when `r`'s node's check fails, else "".
+  // "node b, which fails its health check: <why>" when `r`'s node's check fails, "GPU 3 of node
+  // b, which NVML finds unfit: <why>" when one of its GPUs is unfit, else "".
   std::string NodeFault(const ReplicaRecord& r) const;
   // A node of one of the `held` failures is still taking its health verdict.
   bool AwaitsHealthVerdict(const JobRecord& job, const std::vector<Held>& held) const;

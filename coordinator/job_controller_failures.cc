@@ -66,8 +66,18 @@ void JobController::OnReplicaEnded(JobRecord& job, ReplicaRecord& r, int64_t now
 }
 
 std::string JobController::NodeFault(const ReplicaRecord& r) const {
-  std::string why = health_->Unhealthy(NodeOf(r));
-  return why.empty() ? "" : "node " + NodeOf(r) + ", which fails its health check: " + why;
+  const std::string& node = NodeOf(r);
+  if (std::string why = health_->Unhealthy(node); !why.empty()) {
+    return "node " + node + ", which fails its health check: " + why;
+  }
+  const std::map<int, std::string> gpus = health_->UnhealthyGpus(node);
+  for (int gpu : r.gpus) {
+    if (auto it = gpus.find(gpu); it != gpus.end()) {
+      return "GPU " + std::to_string(gpu) + " of node " + node +
+             ", which NVML finds unfit: " + it->second;
+    }
+  }
+  return "";
 }
 
 bool JobController::AwaitsHealthVerdict(const JobRecord& job, const std::vector<Held>& held) const {

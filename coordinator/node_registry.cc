@@ -36,6 +36,39 @@ void ReadHealth(const flatbuffers::String* reported, NodeRecord& node) {
   node.unhealthy = std::move(problem);
 }
 
+// Which of its GPUs the agent finds unfit (RegisterAgent/Heartbeat.unhealthy_gpus): those of its
+// registered GPUs, each reason printable text of a bounded size; logged when it changes.
+void ReadGpuHealth(const flatbuffers::Vector<flatbuffers::Offset<wire::UnhealthyGpu>>* reported,
+                   NodeRecord& node) {
+  std::map<int, std::string> unhealthy;
+  if (reported != nullptr) {
+    for (const wire::UnhealthyGpu* gpu : *reported) {
+      if (gpu == nullptr) continue;
+      const bool known =
+          std::any_of(node.gpus.begin(), node.gpus.end(),
+                      [&](const wire::GpuInfoT& g) { return g.index == gpu->index(); });
+      if (!known) continue;  // not a GPU it offers
+      std::string why =
+          TruncateUtf8(ValidUtf8(Str(gpu->reason()), /*printable=*/true), kMaxUnhealthyBytes);
+      unhealthy[gpu->index()] = why.empty() ? "unfit (no reason given)" : std::move(why);
+    }
+  }
+  if (unhealthy == node.unhealthy_gpus) return;
+  for (const auto& [index, why] : unhealthy) {
+    auto was = node.unhealthy_gpus.find(index);
+    if (was == node.unhealthy_gpus.end() || was->second != why) {
+      spdlog::warn("node {}: GPU {} is unfit for work: {}; nothing new is placed on it",
+                   node.node_id, index, why);
+    }
+  }
+  for (const auto& [index, why] : node.unhealthy_gpus) {
+    if (unhealthy.count(index) == 0) {
+      spdlog::info("node {}: GPU {} is fit again: new replicas may use it", node.node_id, index);
+    }
+  }
+  node.unhealthy_gpus = std::move(unhealthy);
+}
+
 std::vector<int> Ports(const flatbuffers::Vector<int32_t>* ports) {
   // An empty list is sent as no list at all.
   return ports ? std::vector<int>(ports->begin(), ports->end()) : std::vector<int>();
@@ -97,6 +130,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   next_loss_check_ms_ = std::min(next_loss_check_ms_, now_ms + heartbeat_timeout_ms_ + 1);
   node.draining = false;
   ReadHealth(req.unhealthy(), node);
+  ReadGpuHealth(req.unhealthy_gpus(), node);
   node.health_rechecking = false;
   ApplySettings(node, SettingsOf(node_id));
   node.listening_ports = Ports(req.listening_ports());
@@ -119,6 +153,7 @@ bool NodeRegistry::Heartbeat(const wire::Heartbeat& req, const std::string& peer
   ReadStorage(req.storage(), node->storage);
   JudgeStorage(storage_root(), storage_ ? storage_->tokens() : StorageTokens{}, node->storage);
   ReadHealth(req.unhealthy(), *node);
+  ReadGpuHealth(req.unhealthy_gpus(), *node);
   node->health_rechecking = req.health_rechecking();
   if (req.draining() && !node->draining) {
     node->draining = true;
@@ -186,6 +221,11 @@ std::optional<int64_t> NodeRegistry::LastHeardMs(const std::string& node_id) con
 std::string NodeRegistry::Unhealthy(const std::string& node_id) const {
   const NodeRecord* node = Find(node_id);
   return node == nullptr ? "" : node->unhealthy;
+}
+
+std::map<int, std::string> NodeRegistry::UnhealthyGpus(const std::string& node_id) const {
+  const NodeRecord* node = Find(node_id);
+  return node == nullptr ? std::map<int, std::string>() : node->unhealthy_gpus;
 }
 
 bool NodeRegistry::HealthRechecking(const std::string& node_id) const {

@@ -83,6 +83,7 @@ class NodeRegistry : public NodeHealth {
 
   std::optional<int64_t> LastHeardMs(const std::string& node_id) const override;
   std::string Unhealthy(const std::string& node_id) const override;
+  std::map<int, std::string> UnhealthyGpus(const std::string& node_id) const override;
   bool HealthRechecking(const std::string& node_id) const override;
 
   // ---- admin settings (see the header comment)

@@ -23,8 +23,9 @@ int64_t ThreadCpuUs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
-// Every schedulable node's whole capacity, a port space per port domain, and the ports something
-// listens on at a READY node (the replica placed there would fail to bind one).
+// Every schedulable node's whole capacity but the GPUs its agent finds unfit, a port space per
+// port domain, and the ports something listens on at a READY node (the replica placed there would
+// fail to bind one).
 ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
                       NodeIndex* node_index) {
   ClusterView view(port_min, port_max);
@@ -38,7 +39,10 @@ ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
     if (n.schedulable()) {
       place.node = static_cast<int>(view.nodes.size());
       view.nodes.push_back(IdleCapacity(id, n));
-      view.nodes.back().port_space = space;
+      NodeFree& free = view.nodes.back();
+      free.port_space = space;
+      free.unfit_gpus = static_cast<int>(
+          std::erase_if(free.free_gpus, [&](int g) { return n.unhealthy_gpus.count(g) > 0; }));
     }
     node_index->emplace(id, place);
   }

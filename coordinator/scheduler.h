@@ -142,6 +142,7 @@ struct NodeFree {
   bool shares_output_root = false;  // its agent sees the coordinator's output root (see "Storage")
   const NodeLabels* labels = nullptr;  // its agent's labels (see "Node selectors"); nullptr: none
   int port_space = 0;                  // index of its port space in the ClusterView (see "Ports")
+  int unfit_gpus = 0;  // GPUs its agent finds unfit (not in free_gpus): said in a waiting reason
 };
 
 // Whether `node`'s labels match `selector` (nullptr: any node does; a node without labels

@@ -207,6 +207,9 @@ struct NodeRecord {
   // Its agent runs the health check again after a replica failed there: the verdict on that
   // failure is not in yet (JobController, "Node faults").
   bool health_rechecking = false;
+  // Its GPUs that its agent finds unfit through NVML (agent/nvml.h), index -> why: nothing new is
+  // placed on them; the node's other GPUs take work.
+  std::map<int, std::string> unhealthy_gpus;
   NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
   NodeLabelEdits label_edits;          // an admin's label edits, which `labels` has applied
   std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica

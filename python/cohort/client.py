@@ -315,6 +315,8 @@ def _node_to_dict(node):
         "label_edits": _text(node.labelEdits),
         "unhealthy": _text(node.unhealthy),
         "usage": _node_usage_to_dict(node.usage),
+        "unhealthy_gpus": [{"index": g.index, "reason": _text(g.reason)}
+                           for g in (node.unhealthyGpus or [])],
     }
 
 

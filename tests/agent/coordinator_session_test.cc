@@ -114,6 +114,37 @@ TEST_F(CoordinatorSessionTest, HeartbeatsFollowTheIntervalTheReplyGave) {
   EXPECT_FALSE(session_.HeartbeatDue());
 }
 
+// Both messages name the GPUs NVML finds unfit, of those this node offers only; a resample after
+// a failure counts as the health verdict still being taken.
+TEST_F(CoordinatorSessionTest, BothMessagesCarryTheGpusFoundUnfit) {
+  config_.inventory.gpus = {GpuDevice{0, "H100", 81559, "GPU-0"},
+                            GpuDevice{1, "H100", 81559, "GPU-1"}};
+  GpuHealth health;
+  health.unhealthy = {{1, "a row remapping is pending (it needs a reset)"}, {5, "not offered"}};
+  ASSERT_TRUE(session_.RegisterDue());
+  session_.Register({}, health);
+  const wire::RegisterAgentT* reg = sent_.messages.back().second.AsRegisterAgent();
+  ASSERT_NE(reg, nullptr);
+  ASSERT_EQ(reg->unhealthy_gpus.size(), 1u);
+  EXPECT_EQ(reg->unhealthy_gpus[0]->index, 1);
+  EXPECT_EQ(reg->unhealthy_gpus[0]->reason, "a row remapping is pending (it needs a reset)");
+  ASSERT_TRUE(session_.OnRegistered(sent_.last_id(), *RegisterReply(500)).has_value());
+
+  health.resampling = true;
+  session_.SendHeartbeat(false, {}, health);
+  const wire::HeartbeatT* heartbeat = sent_.messages.back().second.AsHeartbeat();
+  ASSERT_NE(heartbeat, nullptr);
+  EXPECT_TRUE(heartbeat->health_rechecking);
+  ASSERT_EQ(heartbeat->unhealthy_gpus.size(), 1u);
+  EXPECT_EQ(heartbeat->unhealthy_gpus[0]->index, 1);
+  clock_.Advance(milliseconds(500));
+  session_.SendHeartbeat(false, {}, GpuHealth{});
+  heartbeat = sent_.messages.back().second.AsHeartbeat();
+  ASSERT_NE(heartbeat, nullptr);
+  EXPECT_FALSE(heartbeat->health_rechecking);
+  EXPECT_TRUE(heartbeat->unhealthy_gpus.empty());
+}
+
 TEST_F(CoordinatorSessionTest, AForgottenNodeOrASilentCoordinatorRegistersAgain) {
   Register();
   session_.OnHeartbeatReply(*HeartbeatReply(true));

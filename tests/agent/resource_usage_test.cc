@@ -63,7 +63,11 @@ TEST_F(ResourceUsageTest, TheSamplerKeepsTheNewestSampleTakenOnItsOwnThread) {
   GpuSampler sampler(10ms, [&]() -> GpuSamples {
     released.wait();  // the first sample hangs, as NVML can on a failing GPU
     const int n = ++taken;
-    return std::vector<GpuSample>{GpuSample{0, "GPU-0", static_cast<double>(n), 1e9, 8e9}};
+    return std::vector<GpuSample>{GpuSample{.index = 0,
+                                            .uuid = "GPU-0",
+                                            .utilization = static_cast<double>(n),
+                                            .memory_used_bytes = 1e9,
+                                            .memory_total_bytes = 8e9}};
   });
   // Whoever asks meanwhile is not held up, and is told there is no sample yet.
   auto before = sampler.Latest();

@@ -773,6 +773,79 @@ TEST_F(CoordinatorTest, AFailureWaitsForTheHealthRecheckItsReportAnnounces) {
   EXPECT_FALSE(coordinator_->FindNode("node-a")->health_rechecking);
 }
 
+// A GPU its agent finds unfit through NVML (Heartbeat.unhealthy_gpus) takes nothing new while the
+// node's other GPUs do; a replica pinned to it that fails is the GPU's fault: one restart, on
+// the fit GPU, the event naming the GPU; an index the node does not offer is ignored.
+TEST_F(CoordinatorTest, AnUnfitGpuTakesNothingNewAndAFailureOnItRestartsOnAnother) {
+  AddAgent("node-a", 2);
+  auto unfit_heartbeat = [&](std::map<int, std::string> gpus) {
+    wire::HeartbeatT hb;
+    hb.node_id = "node-a";
+    for (auto& [index, why] : gpus) {
+      auto gpu = std::make_unique<wire::UnhealthyGpuT>();
+      gpu->index = index;
+      gpu->reason = why;
+      hb.unhealthy_gpus.push_back(std::move(gpu));
+    }
+    agents_["node-a"].Send(std::move(hb));
+  };
+  ASSERT_TRUE(Submit(JobYaml("first", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-a/chief-0"), 1u);
+  ASSERT_EQ(launches["node-a/chief-0"].gpus.size(), 1u);
+  const int bad = launches["node-a/chief-0"].gpus[0], good = 1 - bad;
+  RunAll(launches);
+
+  const std::string why = "1 uncorrectable ECC error since the driver loaded (it needs a reset)";
+  unfit_heartbeat({{bad, why}, {7, "not a GPU it offers"}});
+  Pump([&] { return !coordinator_->FindNode("node-a")->unhealthy_gpus.empty(); });
+  EXPECT_EQ(coordinator_->FindNode("node-a")->unhealthy_gpus,
+            (std::map<int, std::string>{{bad, why}}));
+  auto nodes = CallFor<wire::NodeList>(wire::ListNodesT{});
+  ASSERT_EQ(nodes.nodes.size(), 1u);
+  EXPECT_EQ(nodes.nodes[0]->state, "READY");
+  ASSERT_EQ(nodes.nodes[0]->unhealthy_gpus.size(), 1u);
+  EXPECT_EQ(nodes.nodes[0]->unhealthy_gpus[0]->index, bad);
+  EXPECT_EQ(nodes.nodes[0]->unhealthy_gpus[0]->reason, why);
+
+  // The replica on it dies of the error: restarted on the fit GPU, one restart spent.
+  Report("node-a", "first", "chief-0", 0, ReplicaState::FAILED, 1);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto moved = TakeLaunches();
+  ASSERT_EQ(moved.count("node-a/chief-0"), 1u);
+  EXPECT_EQ(moved["node-a/chief-0"].attempt, 1);
+  EXPECT_EQ(moved["node-a/chief-0"].gpus, std::vector<int>{good});
+  RunAll(moved);
+  auto info = GetJob("first");
+  EXPECT_EQ(info.restarts, 1);
+  EXPECT_TRUE(HasEvent(info, "chief-0 attempt 0 exited with code 1 on GPU " + std::to_string(bad) +
+                                 " of node node-a, which NVML finds unfit: " + why));
+
+  // Both GPUs' worth waits while one is unfit, and is placed once the agent finds it fit again.
+  ASSERT_TRUE(Submit(JobYaml("both", 0, 2)).ok());
+  Report("node-a", "first", "chief-0", 1, ReplicaState::SUCCEEDED, 0);
+  for (int i = 0; i < 3; ++i) {
+    unfit_heartbeat({{bad, why}});
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+  }
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed on the unfit GPU";
+  EXPECT_EQ(GetJob("both").message,
+            "waiting for room for 1 replica with 2 GPUs, 1 CPU; none fits now (1 GPU is unfit: "
+            "cohort nodes says which)");
+  unfit_heartbeat({});
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> placed;
+  for (int i = 0; i < 5 && placed.empty(); ++i) {
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+    placed = TakeLaunchList();
+  }
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].second.job, "both");
+  EXPECT_EQ(placed[0].second.gpus, (std::vector<int>{0, 1}));
+}
+
 // With the default queue alone, a queued job preempts only a running job of a lower priority (the
 // round lists running jobs as candidates only when one could be a victim: placement_round.cc).
 TEST_F(CoordinatorTest, InOneQueueOnlyAHigherPriorityJobPreemptsARunningOne) {

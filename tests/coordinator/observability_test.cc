@@ -148,9 +148,11 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   NodeRecord n1, n2, n3, n4;
   n1.node_id = "n1";
   n1.gpus.resize(4);
+  n1.unhealthy_gpus[3] = "a row remapping is pending (it needs a reset)";
   n2.node_id = "n2";
   n2.ready = false;
   n2.gpus.resize(8);
+  n2.unhealthy_gpus[0] = "lost with its node: not counted";
   n3.node_id = "n3";  // cordoned: up, but not ready for new replicas
   n3.admin = NodeAdmin::kCordoned;
   n4.node_id = "n4";  // its health check fails: up, takes no new replicas
@@ -195,6 +197,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_gpus{state=\"total\"} 6");      // the lost node's GPUs are not counted
   has("cohort_gpus{state=\"allocated\"} 3");  // run's 3 replicas hold one each
   has("cohort_gpus{state=\"held_idle\"} 2");
+  has("cohort_gpus{state=\"unhealthy\"} 1");  // n1's GPU 3; the lost node's are not counted
   has("cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"} 4");
   has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
 }

@@ -1,7 +1,9 @@
 // A node's health check in a real cluster: a coordinator and two agents on loopback, one running
 // --health-check (a shell script that fails while a marker file holds a reason, as a GPU check
 // does after an XID error), a replica there that crashes with exit 1 as a trainer does when its
-// GPU falls off the bus, and the cohort CLI as a process.
+// GPU falls off the bus, and the cohort CLI as a process. And a GPU's own health as NVML tells
+// it, through the stand-in NVML (tests/agent/fake_nvml.cc: this machine has no NVIDIA driver)
+// that the agent loads as libnvidia-ml.so.1 by LD_LIBRARY_PATH.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -152,6 +154,124 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
   EXPECT_TRUE(
       ct::WaitUntil([&] { return AgentMetrics(sick).find(passing) != std::string::npos; }, 5s))
       << AgentMetrics(sick);
+}
+
+// One GPU of a two-GPU node meets an uncorrectable ECC error under a replica, which dies of it:
+// the replica starts again on the other GPU, the node keeps taking work on its fit GPU, and a job
+// that needs both waits until the GPU is fit again.
+TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAnother) {
+  const std::string node = UniqueNodeId("gpus");
+  const std::string gpus_file = cluster_->scratch("nvml-gpus");
+  ct::WriteFile(gpus_file, "uuid=GPU-0\nuuid=GPU-1\n");
+  ct::AgentOptions agent{node, 2};
+  agent.wrapper = {
+      "/usr/bin/env",
+      "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
+      "COHORT_FAKE_NVML=" + gpus_file};
+  ASSERT_EQ(cluster_->StartAgent(agent), "");
+  // On its first attempt the trainer waits for the test's trigger, then its GPU's memory fails:
+  // the driver counts an uncorrectable error, and the CUDA process that met it dies.
+  const std::string trigger = cluster_->scratch("ecc-error");
+  const std::string trainer = cluster_->scratch("train.sh");
+  ct::WriteFile(
+      trainer,
+      "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
+          " ]; do sleep 0.05; done\n  if [ \"$CUDA_VISIBLE_DEVICES\" = 0 ]; then\n    printf "
+          "'uuid=GPU-0 ecc=1 remap=pending\\nuuid=GPU-1\\n' > " +
+          gpus_file + "\n  else\n    printf 'uuid=GPU-0\\nuuid=GPU-1 ecc=1 remap=pending\\n' > " +
+          gpus_file +
+          "\n  fi\n  echo 'RuntimeError: CUDA error: uncorrectable ECC error "
+          "encountered' >&2\n  exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
+      /*executable=*/true);
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
+                          "cpus: 1}\n    process: {command: [" +
+                          trainer + "]}\nscheduling: {max_restarts: 2}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
+  const auto running = client.GetJob("train");
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  ASSERT_EQ(running->replicas.size(), 1u);
+  ASSERT_EQ(running->replicas[0]->gpus.size(), 1u);
+  const int bad = running->replicas[0]->gpus[0], good = 1 - bad;
+
+  ct::WriteFile(trigger, "");
+  const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  EXPECT_EQ(done.replicas[0]->node_id, node);
+  EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
+  const std::string why =
+      "1 uncorrectable ECC error since the driver loaded (it needs a reset); a row remapping is "
+      "pending (it needs a reset)";
+  const std::string fault =
+      "on GPU " + std::to_string(bad) + " of node " + node + ", which NVML finds unfit: " + why;
+  std::string event;
+  for (const auto& e : done.events) {
+    if (e && e->message.find(fault) != std::string::npos) event = e->message;
+  }
+  EXPECT_EQ(event.rfind("restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 exited with "
+                        "code 1 (",
+                        0),
+            0u)
+      << "no restart event names the GPU's fault (" << fault << "): " << event;
+
+  // The node stays READY; `cohort nodes` names the GPU, as --json and the agent's /metrics do.
+  const wire::NodeInfoT info = NodeInfo(node);
+  EXPECT_EQ(info.state, "READY");
+  ASSERT_EQ(info.unhealthy_gpus.size(), 1u);
+  EXPECT_EQ(info.unhealthy_gpus[0]->index, bad);
+  EXPECT_EQ(info.unhealthy_gpus[0]->reason, why);
+  const ct::RunResult nodes = RunCli({"nodes"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  EXPECT_NE(nodes.out.find("0/2 declared (1 unfit)"), std::string::npos) << nodes.out;
+  EXPECT_NE(nodes.out.find(node + " GPU " + std::to_string(bad) + " is unfit: " + why),
+            std::string::npos)
+      << nodes.out;
+  const ct::RunResult listed = RunCli({"nodes", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const nlohmann::json json = nlohmann::json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(json.is_array() && json.size() == 1) << listed.out;
+  EXPECT_EQ(json[0]["unhealthy_gpus"], nlohmann::json::parse("[{\"index\": " + std::to_string(bad) +
+                                                             ", \"reason\": \"" + why + "\"}]"))
+      << listed.out;
+  const std::string unfit = "cohort_gpu_healthy{node=\"" + node + "\",gpu=\"" +
+                            std::to_string(bad) + "\",uuid=\"GPU-" + std::to_string(bad);
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        const std::string metrics = AgentMetrics(node);
+        const size_t at = metrics.find(unfit);
+        return at != std::string::npos && metrics.find("} 0\n", at) == metrics.find('}', at);
+      },
+      5s))
+      << AgentMetrics(node);
+
+  // A one-GPU job goes to the fit GPU; one that needs both would wait.
+  ASSERT_TRUE(client
+                  .Submit("name: small\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
+                          "cpus: 1}\n    process: {command: [/bin/true]}\n")
+                  .ok());
+  const wire::JobInfoT small = ct::WaitForJobEnd(client, "small", 30s);
+  ASSERT_EQ(small.state, wire::JobState::SUCCEEDED) << small.message;
+  EXPECT_EQ(small.replicas[0]->gpus, std::vector<int>{good});
+  const std::string both =
+      "name: both\nworker_pools:\n  - role: chief\n    resources: {gpus: 2, cpus: 1}\n    "
+      "process: {command: [/bin/true]}\n";
+  auto plan = client.DryRun(both);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_NE(plan->dry_run, nullptr);
+  EXPECT_EQ(plan->dry_run->outcome, wire::DryRunOutcome::WAIT) << plan->dry_run->reason;
+  EXPECT_NE(plan->dry_run->reason.find("none fits now (1 GPU is unfit: cohort nodes says which)"),
+            std::string::npos)
+      << plan->dry_run->reason;
+
+  // Reset: the GPU is fit again, and the job that needs both runs.
+  ct::WriteFile(gpus_file, "uuid=GPU-0\nuuid=GPU-1\n");
+  EXPECT_TRUE(ct::WaitUntil([&] { return NodeInfo(node).unhealthy_gpus.empty(); }, 20s, 200ms));
+  ASSERT_TRUE(client.Submit(both).ok());
+  const wire::JobInfoT ran = ct::WaitForJobEnd(client, "both", 30s);
+  ASSERT_EQ(ran.state, wire::JobState::SUCCEEDED) << ran.message;
 }
 
 }  // namespace

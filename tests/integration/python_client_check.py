@@ -23,6 +23,8 @@ def main(endpoint, scratch):
         check(nodes[0]["labels"] == "", f"a node started without --label has none: {nodes}")
         check(all(n["unhealthy"] == "" for n in nodes),
               f"a node without --health-check is never unhealthy: {nodes}")
+        check(all(n["unhealthy_gpus"] == [] for n in nodes),
+              f"a node without NVML finds no GPU unfit: {nodes}")
         # An admin's label edits (no --admins here: every client may), and their reset.
         node = nodes[0]["node_id"]
         message, info = client.admin_node(node, "label", ["py=yes", "gone-"])

@@ -1,0 +1,177 @@
+#include "agent/nvml.h"
+
+#include <dlfcn.h>
+
+#include <utility>
+#include <vector>
+
+namespace cohort::agent {
+namespace {
+
+// The few NVML declarations the agent needs (nvml.h is not required to build it).
+using NvmlReturn = int;
+using NvmlDevice = struct NvmlDeviceOpaque*;
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+struct NvmlUtilization {
+  unsigned int gpu, memory;
+};
+constexpr NvmlReturn kSuccess = 0;
+constexpr NvmlReturn kGpuIsLost = 15;
+constexpr int kUncorrectedErrors = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatileCount = 0;      // NVML_VOLATILE_ECC: since the driver loaded
+constexpr int kEnabled = 1;            // NVML_FEATURE_ENABLED
+
+template <typename Fn>
+Fn Symbol(void* library, const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(library, name));
+}
+
+}  // namespace
+
+struct Nvml::Functions {
+  NvmlReturn (*init)() = nullptr;
+  NvmlReturn (*shutdown)() = nullptr;
+  NvmlReturn (*count)(unsigned*) = nullptr;
+  NvmlReturn (*handle)(unsigned, NvmlDevice*) = nullptr;
+  NvmlReturn (*name)(NvmlDevice, char*, unsigned) = nullptr;
+  NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
+  NvmlReturn (*uuid)(NvmlDevice, char*, unsigned) = nullptr;
+  NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;
+  // Optional: an older driver may lack them.
+  const char* (*error_string)(NvmlReturn) = nullptr;
+  NvmlReturn (*ecc_errors)(NvmlDevice, int, int, unsigned long long*) = nullptr;
+  NvmlReturn (*remapped_rows)(NvmlDevice, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
+  NvmlReturn (*retired_pending)(NvmlDevice, int*) = nullptr;
+};
+
+StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
+  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    return NotFound("cannot load " + library + ": " + (why ? why : "?"));
+  }
+  auto fn = std::make_unique<Functions>();
+  fn->init = Symbol<decltype(fn->init)>(handle, "nvmlInit_v2");
+  fn->shutdown = Symbol<decltype(fn->shutdown)>(handle, "nvmlShutdown");
+  fn->count = Symbol<decltype(fn->count)>(handle, "nvmlDeviceGetCount_v2");
+  fn->handle = Symbol<decltype(fn->handle)>(handle, "nvmlDeviceGetHandleByIndex_v2");
+  fn->name = Symbol<decltype(fn->name)>(handle, "nvmlDeviceGetName");
+  fn->memory = Symbol<decltype(fn->memory)>(handle, "nvmlDeviceGetMemoryInfo");
+  fn->uuid = Symbol<decltype(fn->uuid)>(handle, "nvmlDeviceGetUUID");
+  fn->utilization = Symbol<decltype(fn->utilization)>(handle, "nvmlDeviceGetUtilizationRates");
+  fn->error_string = Symbol<decltype(fn->error_string)>(handle, "nvmlErrorString");
+  fn->ecc_errors = Symbol<decltype(fn->ecc_errors)>(handle, "nvmlDeviceGetTotalEccErrors");
+  fn->remapped_rows = Symbol<decltype(fn->remapped_rows)>(handle, "nvmlDeviceGetRemappedRows");
+  fn->retired_pending =
+      Symbol<decltype(fn->retired_pending)>(handle, "nvmlDeviceGetRetiredPagesPendingStatus");
+  if (!fn->init || !fn->shutdown || !fn->count || !fn->handle || !fn->name || !fn->memory ||
+      !fn->uuid || !fn->utilization) {
+    ::dlclose(handle);
+    return Unavailable(library + " lacks a function every NVML has (nvmlInit_v2, ...)");
+  }
+  if (NvmlReturn rc = fn->init(); rc != kSuccess) {
+    const char* text = fn->error_string ? fn->error_string(rc) : nullptr;
+    ::dlclose(handle);
+    return Unavailable("nvmlInit_v2 failed: " + std::string(text ? text : "NVML error") + " (" +
+                       std::to_string(rc) + ")");
+  }
+  return std::unique_ptr<Nvml>(new Nvml(handle, std::move(fn)));
+}
+
+Nvml::Nvml(void* library, std::unique_ptr<Functions> fn) : library_(library), fn_(std::move(fn)) {}
+
+Nvml::~Nvml() {
+  fn_->shutdown();
+  ::dlclose(library_);
+}
+
+std::string Nvml::ErrorText(int rc) const {
+  const char* text = fn_->error_string ? fn_->error_string(rc) : nullptr;
+  return std::string(text ? text : "NVML error") + " (NVML error " + std::to_string(rc) + ")";
+}
+
+StatusOr<unsigned> Nvml::DeviceCount() {
+  unsigned count = 0;
+  if (NvmlReturn rc = fn_->count(&count); rc != kSuccess) {
+    return Unavailable("nvmlDeviceGetCount_v2 failed: " + ErrorText(rc));
+  }
+  return count;
+}
+
+StatusOr<Nvml::Identity> Nvml::Identify(unsigned index) {
+  NvmlDevice device = nullptr;
+  if (NvmlReturn rc = fn_->handle(index, &device); rc != kSuccess) {
+    return Unavailable("NVML cannot read GPU " + std::to_string(index) + ": " + ErrorText(rc));
+  }
+  Identity id;
+  char text[256] = {0};
+  if (fn_->name(device, text, sizeof text - 1) == kSuccess) id.model = text;
+  NvmlMemory memory{};
+  if (fn_->memory(device, &memory) == kSuccess) {
+    id.memory_mb = static_cast<int64_t>(memory.total >> 20);
+  }
+  char uuid[96] = {0};
+  if (fn_->uuid(device, uuid, sizeof uuid - 1) == kSuccess) id.uuid = uuid;
+  return id;
+}
+
+StatusOr<Nvml::Use> Nvml::ReadUse(unsigned index) {
+  NvmlDevice device = nullptr;
+  NvmlReturn rc = fn_->handle(index, &device);
+  NvmlMemory memory{};
+  NvmlUtilization util{};
+  if (rc == kSuccess) rc = fn_->memory(device, &memory);
+  if (rc == kSuccess) rc = fn_->utilization(device, &util);
+  if (rc != kSuccess) {
+    return Unavailable("NVML cannot read GPU " + std::to_string(index) + ": " + ErrorText(rc));
+  }
+  Use use;
+  use.utilization = util.gpu;
+  use.memory_used_bytes = static_cast<double>(memory.used);
+  use.memory_total_bytes = static_cast<double>(memory.total);
+  char uuid[96] = {0};
+  if (fn_->uuid(device, uuid, sizeof uuid - 1) == kSuccess) use.uuid = uuid;
+  return use;
+}
+
+std::string Nvml::Problem(unsigned index) {
+  NvmlDevice device = nullptr;
+  if (NvmlReturn rc = fn_->handle(index, &device); rc != kSuccess) {
+    return "NVML cannot reach it: " + ErrorText(rc);
+  }
+  std::vector<std::string> problems;
+  if (fn_->ecc_errors != nullptr) {
+    unsigned long long errors = 0;
+    const NvmlReturn rc = fn_->ecc_errors(device, kUncorrectedErrors, kVolatileCount, &errors);
+    if (rc == kSuccess && errors > 0) {
+      problems.push_back(std::to_string(errors) + " uncorrectable ECC error" +
+                         (errors == 1 ? "" : "s") + " since the driver loaded (it needs a reset)");
+    } else if (rc == kGpuIsLost) {
+      return "NVML cannot reach it: " + ErrorText(rc);
+    }
+  }
+  bool remaps_rows = false;
+  if (fn_->remapped_rows != nullptr) {
+    unsigned corrected = 0, uncorrected = 0, pending = 0, failed = 0;
+    const NvmlReturn rc = fn_->remapped_rows(device, &corrected, &uncorrected, &pending, &failed);
+    remaps_rows = rc == kSuccess;
+    if (remaps_rows && failed != 0) {
+      problems.push_back("a row remapping failed (it needs replacing)");
+    } else if (remaps_rows && pending != 0) {
+      problems.push_back("a row remapping is pending (it needs a reset)");
+    }
+  }
+  if (!remaps_rows && fn_->retired_pending != nullptr) {
+    int pending = 0;
+    if (fn_->retired_pending(device, &pending) == kSuccess && pending == kEnabled) {
+      problems.push_back("retired pages are pending (it needs a reset)");
+    }
+  }
+  std::string text;
+  for (const std::string& p : problems) text += (text.empty() ? "" : "; ") + p;
+  return text;
+}
+
+}  // namespace cohort::agent

@@ -1,0 +1,202 @@
+// A stand-in for NVML (libnvidia-ml.so.1) for machines without an NVIDIA driver: the functions
+// agent/nvml.cc looks up, answering from a text file the test writes, read again at every
+// nvmlInit_v2 (the agent opens NVML for each sample), so that a test can break a GPU while the
+// agent runs. Built as libnvidia-ml.so.1 in a directory of its own: a test loads it by path
+// (Nvml::Open) or runs an agent with LD_LIBRARY_PATH naming that directory.
+//
+// The file, named by $COHORT_FAKE_NVML: one GPU per line, its fields KEY=VALUE separated by
+// blanks, every one optional:
+//   uuid=GPU-1 model=NVIDIA_H100_80GB_HBM3 memory_mib=81559 util=37 used_mib=1024
+//   ecc=2 (uncorrectable ECC errors since the driver loaded; -1: not supported)
+//   remap=none|pending|failed|unsupported  retired_pending=0|1  lost=0|1
+// '_' in a model stands for a blank. No file, or no variable: nvmlInit_v2 fails with
+// NVML_ERROR_DRIVER_NOT_LOADED (9).
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct FakeGpu {
+  std::string uuid;
+  std::string model = "Fake GPU";
+  unsigned long long memory_mib = 16384;
+  unsigned long long used_mib = 0;
+  unsigned util = 0;
+  long long ecc = 0;
+  std::string remap = "none";
+  bool retired_pending = false;
+  bool lost = false;
+};
+
+std::mutex mu;
+std::vector<FakeGpu> gpus;  // guarded by mu
+
+constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kDriverNotLoaded = 9,
+              kGpuIsLost = 15;
+
+bool ReadState() {
+  const char* path = std::getenv("COHORT_FAKE_NVML");
+  if (path == nullptr) return false;
+  std::ifstream in(path);
+  if (!in) return false;
+  std::vector<FakeGpu> read;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    FakeGpu gpu;
+    gpu.uuid = "GPU-fake-" + std::to_string(read.size());
+    std::istringstream fields(line);
+    std::string field;
+    while (fields >> field) {
+      const size_t eq = field.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = field.substr(0, eq), value = field.substr(eq + 1);
+      if (key == "uuid") gpu.uuid = value;
+      if (key == "model") {
+        gpu.model = value;
+        for (char& c : gpu.model) c = c == '_' ? ' ' : c;
+      }
+      if (key == "memory_mib") gpu.memory_mib = std::stoull(value);
+      if (key == "used_mib") gpu.used_mib = std::stoull(value);
+      if (key == "util") gpu.util = static_cast<unsigned>(std::stoul(value));
+      if (key == "ecc") gpu.ecc = std::stoll(value);
+      if (key == "remap") gpu.remap = value;
+      if (key == "retired_pending") gpu.retired_pending = value == "1";
+      if (key == "lost") gpu.lost = value == "1";
+    }
+    read.push_back(std::move(gpu));
+  }
+  gpus = std::move(read);
+  return true;
+}
+
+// The GPU a handle names (its index + 1), under mu; nullptr for a bad one.
+const FakeGpu* Gpu(void* device) {
+  const auto index = reinterpret_cast<uintptr_t>(device);
+  return index == 0 || index > gpus.size() ? nullptr : &gpus[index - 1];
+}
+
+int CopyText(const std::string& text, char* out, unsigned length) {
+  if (length <= text.size()) return kInvalidArgument;
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return kSuccess;
+}
+
+struct Memory {
+  unsigned long long total, free, used;
+};
+struct Utilization {
+  unsigned gpu, memory;
+};
+
+}  // namespace
+
+extern "C" {
+
+int nvmlInit_v2() {
+  std::lock_guard<std::mutex> lock(mu);
+  return ReadState() ? kSuccess : kDriverNotLoaded;
+}
+
+int nvmlShutdown() { return kSuccess; }
+
+const char* nvmlErrorString(int rc) {
+  switch (rc) {
+    case kSuccess:
+      return "Success";
+    case kInvalidArgument:
+      return "Invalid Argument";
+    case kNotSupported:
+      return "Not Supported";
+    case kDriverNotLoaded:
+      return "Driver Not Loaded";
+    case kGpuIsLost:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
+  }
+}
+
+int nvmlDeviceGetCount_v2(unsigned* count) {
+  std::lock_guard<std::mutex> lock(mu);
+  *count = static_cast<unsigned>(gpus.size());
+  return kSuccess;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (index >= gpus.size()) return kInvalidArgument;
+  if (gpus[index].lost) return kGpuIsLost;
+  *device = reinterpret_cast<void*>(static_cast<uintptr_t>(index) + 1);
+  return kSuccess;
+}
+
+int nvmlDeviceGetName(void* device, char* name, unsigned length) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  return gpu == nullptr ? kInvalidArgument : CopyText(gpu->model, name, length);
+}
+
+int nvmlDeviceGetUUID(void* device, char* uuid, unsigned length) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  return gpu == nullptr ? kInvalidArgument : CopyText(gpu->uuid, uuid, length);
+}
+
+int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  memory->total = gpu->memory_mib << 20;
+  memory->used = gpu->used_mib << 20;
+  memory->free = memory->total - memory->used;
+  return kSuccess;
+}
+
+int nvmlDeviceGetUtilizationRates(void* device, Utilization* util) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  util->gpu = gpu->util;
+  util->memory = 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
+                                unsigned long long* count) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr || error_type != 1 || counter_type != 0) return kInvalidArgument;
+  if (gpu->ecc < 0) return kNotSupported;
+  *count = static_cast<unsigned long long>(gpu->ecc);
+  return kSuccess;
+}
+
+int nvmlDeviceGetRemappedRows(void* device, unsigned* corrected, unsigned* uncorrected,
+                              unsigned* pending, unsigned* failed) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  if (gpu->remap == "unsupported") return kNotSupported;
+  *corrected = 0;
+  *uncorrected = gpu->remap == "none" ? 0 : 1;
+  *pending = gpu->remap == "pending" ? 1 : 0;
+  *failed = gpu->remap == "failed" ? 1 : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetRetiredPagesPendingStatus(void* device, int* pending) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  *pending = gpu->retired_pending ? 1 : 0;
+  return kSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,189 @@
+// NVML as the agent reads it (agent/nvml.h): a GPU's identity, use and health, through the
+// stand-in library tests/agent/fake_nvml.cc (this machine has no NVIDIA driver; on one that has,
+// ObservabilityGpu reads real GPUs), loaded by path as the agent loads libnvidia-ml.so.1; and the
+// GPU sampler's health verdicts (agent/resource_usage.h).
+#include "agent/nvml.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+
+#include "agent/resource_usage.h"
+#include "tests/testing/scoped_env.h"
+#include "tests/testing/temp_dir_test.h"
+
+namespace cohort::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using ::cohort::testing::ScopedEnv;
+using ::cohort::testing::WaitUntil;
+using ::cohort::testing::WriteFile;
+
+class NvmlTest : public ::cohort::testing::TempDirTest {
+ protected:
+  // The GPUs the stand-in reports, one line each (fake_nvml.cc says how).
+  void SetGpus(const std::string& lines) { WriteFile(state_, lines); }
+  std::unique_ptr<Nvml> Open() {
+    auto nvml = Nvml::Open(COHORT_FAKE_NVML_LIB);
+    EXPECT_TRUE(nvml.ok()) << nvml.status().ToString();
+    return nvml.ok() ? std::move(*nvml) : nullptr;
+  }
+
+  const std::string state_ = dir_ + "/gpus";
+  ScopedEnv env_{"COHORT_FAKE_NVML", state_};
+};
+
+TEST_F(NvmlTest, EachGpusIdentityAndUseAreRead) {
+  SetGpus(
+      "uuid=GPU-a model=NVIDIA_H100_80GB_HBM3 memory_mib=81559 util=37 used_mib=2048\n"
+      "uuid=GPU-b model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n");
+  auto nvml = Open();
+  ASSERT_NE(nvml, nullptr);
+  const auto count = nvml->DeviceCount();
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  ASSERT_EQ(*count, 2u);
+  auto id = nvml->Identify(0);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->model, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(id->memory_mb, 81559);
+  EXPECT_EQ(id->uuid, "GPU-a");
+  auto use = nvml->ReadUse(0);
+  ASSERT_TRUE(use.ok()) << use.status().ToString();
+  EXPECT_EQ(use->utilization, 37);
+  EXPECT_EQ(use->memory_used_bytes, 2048.0 * (1 << 20));
+  EXPECT_EQ(use->memory_total_bytes, 81559.0 * (1 << 20));
+  EXPECT_EQ(use->uuid, "GPU-a");
+  EXPECT_EQ(nvml->Problem(0), "");
+  EXPECT_EQ(nvml->Problem(1), "");
+}
+
+TEST_F(NvmlTest, WhatTakesAGpuOutOfServiceIsNamed) {
+  SetGpus(
+      "ecc=2\n"
+      "ecc=1\n"
+      "remap=pending\n"
+      "remap=failed ecc=3\n"
+      "remap=unsupported retired_pending=1\n"
+      "remap=pending retired_pending=1\n"  // a GPU that remaps rows has no retired pages
+      "ecc=-1 remap=unsupported\n"         // ECC off, no row remapping: nothing to say
+      "lost=1\n");
+  auto nvml = Open();
+  ASSERT_NE(nvml, nullptr);
+  EXPECT_EQ(nvml->Problem(0),
+            "2 uncorrectable ECC errors since the driver loaded (it needs a reset)");
+  EXPECT_EQ(nvml->Problem(1),
+            "1 uncorrectable ECC error since the driver loaded (it needs a reset)");
+  EXPECT_EQ(nvml->Problem(2), "a row remapping is pending (it needs a reset)");
+  EXPECT_EQ(nvml->Problem(3),
+            "3 uncorrectable ECC errors since the driver loaded (it needs a reset); a row "
+            "remapping failed (it needs replacing)");
+  EXPECT_EQ(nvml->Problem(4), "retired pages are pending (it needs a reset)");
+  EXPECT_EQ(nvml->Problem(5), "a row remapping is pending (it needs a reset)");
+  EXPECT_EQ(nvml->Problem(6), "");
+  EXPECT_EQ(nvml->Problem(7), "NVML cannot reach it: GPU is lost (NVML error 15)");
+  EXPECT_FALSE(nvml->ReadUse(7).ok());
+}
+
+TEST_F(NvmlTest, ASampleKeepsTheGpusItCanReadBesideOneLost) {
+  SetGpus("util=50\nlost=1\nremap=pending util=10\n");
+  const GpuSamples samples = ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB);
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  ASSERT_EQ(samples->size(), 3u);
+  EXPECT_TRUE((*samples)[0].read);
+  EXPECT_EQ((*samples)[0].utilization, 50);
+  EXPECT_EQ((*samples)[0].problem, "");
+  EXPECT_FALSE((*samples)[1].read);
+  EXPECT_EQ((*samples)[1].index, 1);
+  EXPECT_EQ((*samples)[1].problem, "NVML cannot reach it: GPU is lost (NVML error 15)");
+  EXPECT_TRUE((*samples)[2].read);
+  EXPECT_EQ((*samples)[2].utilization, 10);
+  EXPECT_EQ((*samples)[2].problem, "a row remapping is pending (it needs a reset)");
+}
+
+TEST_F(NvmlTest, ALibraryThatCannotServeSaysWhy) {
+  const auto missing = Nvml::Open(dir_ + "/libnvidia-ml.so.1");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("cannot load " + dir_), std::string::npos);
+  // The library loads, but the driver is not there (the stand-in without its file).
+  const auto no_driver = Nvml::Open(COHORT_FAKE_NVML_LIB);
+  ASSERT_FALSE(no_driver.ok());
+  EXPECT_EQ(no_driver.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(no_driver.status().message(), "nvmlInit_v2 failed: Driver Not Loaded (9)");
+  EXPECT_EQ(ReadGpuSamplesFrom(dir_ + "/libnvidia-ml.so.1").status().message(),
+            "NVML (" + dir_ + "/libnvidia-ml.so.1) is not installed on this node");
+}
+
+TEST_F(NvmlTest, TheSamplerReportsEachUnfitGpuAndResamplesWhenAsked) {
+  SetGpus("util=0\nremap=pending\n");
+  GpuSampler sampler(1h, [] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB); });
+  ASSERT_TRUE(WaitUntil([&] { return sampler.Latest()->ok(); }, 10s, 5ms));
+  EXPECT_EQ(sampler.UnhealthyGpus(),
+            (std::map<int, std::string>{{1, "a row remapping is pending (it needs a reset)"}}));
+  EXPECT_FALSE(sampler.Resampling());
+  // A replica failed: GPU 0 has met an ECC error since. The hour's wait is cut short.
+  SetGpus("ecc=1\nremap=pending\n");
+  ASSERT_TRUE(sampler.SampleNow());
+  ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 5ms));
+  EXPECT_EQ(sampler.UnhealthyGpus(),
+            (std::map<int, std::string>{
+                {0, "1 uncorrectable ECC error since the driver loaded (it needs a reset)"},
+                {1, "a row remapping is pending (it needs a reset)"}}));
+}
+
+// The driver goes away under the agent (upgraded, unloaded): NVML, which read the GPUs, fails.
+TEST_F(NvmlTest, NvmlThatFailsAfterReadingTheGpusMakesThemAllUnfit) {
+  SetGpus("util=0\nutil=0\n");
+  GpuSampler sampler(10ms, [] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB); });
+  ASSERT_TRUE(WaitUntil([&] { return sampler.Latest()->ok(); }, 10s, 5ms));
+  EXPECT_TRUE(sampler.UnhealthyGpus().empty());
+  std::filesystem::remove(state_);  // the stand-in's driver is gone
+  ASSERT_TRUE(WaitUntil([&] { return !sampler.Latest()->ok(); }, 10s, 5ms));
+  const std::string why = "NVML fails now: nvmlInit_v2 failed: Driver Not Loaded (9)";
+  EXPECT_EQ(sampler.UnhealthyGpus(), (std::map<int, std::string>{{0, why}, {1, why}}));
+  SetGpus("util=0\nutil=0\n");
+  ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().empty(); }, 10s, 5ms));
+}
+
+TEST_F(NvmlTest, WithoutNvmlThereIsNothingToResample) {
+  GpuSampler sampler(1h, [] { return GpuSamples(Unavailable("NVML is not installed")); });
+  ASSERT_TRUE(WaitUntil(
+      [&] { return sampler.Latest()->status().message() == "NVML is not installed"; }, 10s, 5ms));
+  EXPECT_FALSE(sampler.SampleNow());
+  EXPECT_FALSE(sampler.Resampling());
+  EXPECT_TRUE(sampler.UnhealthyGpus().empty());
+}
+
+// NVML blocks on a GPU that fell off the bus: a sample that does not return is itself the symptom.
+TEST_F(NvmlTest, ASampleThatHangsMakesEveryGpuUnfitUntilItReturns) {
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  auto taken = std::make_shared<std::atomic<int>>(0);
+  {
+    GpuSampler sampler(
+        10ms,
+        [released, taken]() -> GpuSamples {
+          if (++*taken > 1) released.wait();  // the second sample hangs
+          std::vector<GpuSample> gpus(2);
+          gpus[1].index = 1;
+          return gpus;
+        },
+        /*hung_after=*/200ms);
+    ASSERT_TRUE(WaitUntil([&] { return taken->load() >= 2; }, 10s, 5ms));
+    EXPECT_TRUE(sampler.SampleNow());  // a failure meanwhile: its resample is under way
+    EXPECT_TRUE(sampler.Resampling());
+    ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 2; }, 10s, 5ms));
+    const std::string hung = sampler.UnhealthyGpus().at(1);
+    EXPECT_EQ(hung.rfind("NVML has not answered for ", 0), 0u) << hung;
+    EXPECT_NE(hung.find("(a GPU may have fallen off the bus)"), std::string::npos) << hung;
+    release->set_value();
+    ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().empty(); }, 10s, 5ms));
+    ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 5ms));
+  }
+}
+
+}  // namespace
+}  // namespace cohort::agent
