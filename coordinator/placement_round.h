@@ -1,12 +1,12 @@
 // PlacementRound is one scheduling round of the coordinator: it builds the cluster view (what is
 // free on every schedulable node (READY, not draining, not cordoned by an admin; its unfit GPUs
 // left out) once every live replica is counted, and the ports in use in each port space) from the
-// NodeRegistry and the JobController, places the replicas of running jobs that wait to restart (each on its previous
-// node when it fits), then hands the queued jobs, in submit order, with each queue's quota and use
-// and the running jobs that could be preempted, to the gang Scheduler, and applies its placements
-// and preemptions through the JobController (which emits the launches and stops). No sockets, no
-// clock: `now_ms` comes in, statistics come out. PreviewPlacement runs the same round for a job
-// not submitted (a dry run) and applies nothing.
+// NodeRegistry and the JobController, places the replicas of running jobs that wait to restart
+// (each on its previous node when it fits), then hands the queued jobs, in submit order, with each
+// queue's quota and use and the running jobs that could be preempted, to the gang Scheduler, and
+// applies its placements and preemptions through the JobController (which emits the launches and
+// stops). No sockets, no clock: `now_ms` comes in, statistics come out. PreviewPlacement runs the
+// same round for a job not submitted (a dry run) and applies nothing.
 #pragma once
 
 #include <cstddef>
