@@ -22,7 +22,8 @@ namespace {
 struct FlagSpec {
   std::string name;  // "--replica"
   bool takes_value = false;
-  std::string alias;  // "-f", or empty
+  std::string alias;     // "-f", or empty
+  bool repeats = false;  // may be given more than once: ParsedArgs::All has every value
 };
 
 const std::vector<FlagSpec>& GlobalFlags() {
@@ -35,7 +36,8 @@ const std::vector<FlagSpec>& GlobalFlags() {
 }
 
 // Parses `args` against `flags` (plus the global flags and --help): "--flag value",
-// "--flag=value", "-f". "--" ends the flags.
+// "--flag=value", "-f". "--" ends the flags (ParsedArgs::dashdash says where). A flag that does
+// not repeat keeps its last value.
 StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args, std::vector<FlagSpec> flags) {
   for (const auto& g : GlobalFlags()) flags.push_back(g);
   flags.push_back({"--help", false, "-h"});
@@ -49,6 +51,7 @@ StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args, std::vector<Fla
     }
     if (arg == "--") {
       only_positionals = true;
+      parsed.dashdash = parsed.positionals.size();
       continue;
     }
     std::string name = arg;
@@ -74,6 +77,7 @@ StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args, std::vector<Fla
     } else {
       return InvalidArgument(spec->name + " needs a value");
     }
+    if (spec->repeats) parsed.repeated[spec->name].push_back(parsed.values[spec->name]);
   }
   return parsed;
 }
@@ -160,12 +164,14 @@ const std::vector<Verb>& Verbs() {
         {"--after", true, ""},
         {"--hold", false, ""},
         {"--dry-run", false, ""},
-        {"--json", false, ""}},
-       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--wait [--replica R|--all] | "
-       "--dry-run [--json]]",
+        {"--json", false, ""},
+        {"--env", true, "", true}},
+       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--env K=V]... [--wait [--replica "
+       "R|--all] | --dry-run [--json]] [-- ARG...]",
        "validate and submit a job file; prints the job name",
        SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[:CONDITION][,...]] [--hold]
-                    [--wait [--replica ROLE-INDEX | --all] | --dry-run [--json]]
+                    [--env KEY=VALUE]... [--wait [--replica ROLE-INDEX | --all] |
+                    --dry-run [--json]] [-- ARG...]
 
 Validates the job file (YAML; see DESIGN.md; or a Vertex AI CustomJob file, YAML or JSON, as
 gcloud and the REST API take it: each field without a counterpart is named in a note on stderr)
@@ -181,6 +187,11 @@ and digits). FILE may be - for standard input.
               ended      in any state (afterany)
   --hold    submit it SUSPENDED (scheduling.hold; Slurm's --hold): it runs once `cohort resume
             JOB` queues it
+  --env KEY=VALUE   set KEY in the env of every pool that runs a command (its process or
+            container), over the file's value (Slurm's --export); may be given again
+  -- ARG... appended to the args of every pool that runs a command (Slurm's arguments after the
+            script): `cohort submit train.yaml --name lr-3 -- --lr=3e-4`; for a container that
+            gives no args, they replace its image's CMD, as args do
   --wait    show the job live on stderr until it ends, as `cohort watch` does (elapsed time,
             state, replicas, events such as restarts and their causes, the chief's output);
             exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED
@@ -206,7 +217,7 @@ exit code, what each running replica uses (as `cohort top` does), and the job's 
 reasons.
   --json    print the job as JSON
   --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
-            --name, --after and --hold applied, a generated name filled in, a Vertex AI file as
+            --name, --after, --hold, --env and -- ARGS applied, a generated name filled in, a Vertex AI file as
             the Cohort job file it became (`cohort submit FILE --name NEW` runs it again)
 )",
        ShowJob},

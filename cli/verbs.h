@@ -17,6 +17,14 @@ namespace cohort::cli {
 struct ParsedArgs {
   std::map<std::string, std::string> values;  // flag -> value ("" for booleans)
   std::vector<std::string> positionals;
+  // A flag that repeats -> each of its values, in order.
+  std::map<std::string, std::vector<std::string>> repeated;
+  // How many positionals came before "--" (npos: there was none).
+  size_t dashdash = std::string::npos;
+  std::vector<std::string> All(const std::string& flag) const {
+    auto it = repeated.find(flag);
+    return it == repeated.end() ? std::vector<std::string>() : it->second;
+  }
   bool Has(const std::string& flag) const { return values.count(flag) > 0; }
   std::string Get(const std::string& flag, const std::string& fallback = "") const {
     auto it = values.find(flag);

@@ -122,6 +122,20 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     }
   }
   edits.hold = args.Has("--hold");
+  for (const std::string& entry : args.All("--env")) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return UsageError(ctx.err, "submit", "--env: expected KEY=VALUE, got '" + entry + "'");
+    }
+    edits.env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  // What follows "--" goes to the job's args; what comes before it is the FILE.
+  ParsedArgs file_args = args;
+  if (args.dashdash != std::string::npos) {
+    edits.args.assign(args.positionals.begin() + static_cast<std::ptrdiff_t>(args.dashdash),
+                      args.positionals.end());
+    file_args.positionals.resize(args.dashdash);
+  }
   const bool dry_run = args.Has("--dry-run");
   if (dry_run && args.Has("--wait")) {
     return UsageError(ctx.err, "submit", "--dry-run submits nothing to wait for: not with --wait");
@@ -137,7 +151,7 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
   };
   if (dry_run) {
     return SubmitSpecFile<JobSpec, wire::SubmitJobReplyT>(
-        args, ctx, "submit", "job", ParseJobSpec,
+        file_args, ctx, "submit", "job", ParseJobSpec,
         [&](CoordinatorClient& client, const std::string& text) { return client.DryRun(text); },
         [&](CoordinatorClient&, const JobSpec&, const wire::SubmitJobReplyT& reply) {
           if (args.Has("--json")) {
@@ -153,7 +167,7 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
         rename);
   }
   return SubmitSpecFile<JobSpec, std::string>(
-      args, ctx, "submit", "job", ParseJobSpec,
+      file_args, ctx, "submit", "job", ParseJobSpec,
       [&](CoordinatorClient& client, const std::string& text) {
         return client.Submit(text, &warnings);
       },

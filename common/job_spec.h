@@ -308,19 +308,35 @@ StatusOr<std::string> WithHold(std::string_view yaml);
 // not empty): `cohort update`.
 StatusOr<std::string> WithSchedulingClass(std::string_view yaml, std::string_view priority,
                                           std::string_view queue);
+// The job file's text with `env` set in the env of every pool that runs a command (its process
+// or container; over the file's own values): `cohort submit --env`, as sbatch's --export.
+// kInvalidArgument naming what is wrong for a name that is not an environment variable's, when no
+// pool runs a command, or when a pool's worker_pools entry, process, container or env is of
+// another kind.
+StatusOr<std::string> WithEnv(std::string_view yaml, const std::map<std::string, std::string>& env);
+// The job file's text with `args` appended to the args of every pool that runs a command:
+// `cohort submit FILE -- ARGS`, as sbatch's arguments after the script. kInvalidArgument as
+// WithEnv.
+StatusOr<std::string> WithArgs(std::string_view yaml, const std::vector<std::string>& args);
 // What a submitter changes in a job file's text before it is parsed: `cohort submit --name,
-// --after, --hold`, and the same fields of the SubmitJob request (the Python client's keywords),
-// which the coordinator applies with the same function.
+// --after, --hold, --env, -- ARGS`, and the same fields of the SubmitJob request (the Python
+// client's keywords), which the coordinator applies with the same function.
 struct SubmitEdits {
   std::string name;                  // the job's name, a name_prefix removed ("": the file's own)
   std::vector<JobDependency> after;  // added to scheduling.after
   bool hold = false;                 // scheduling.hold set
+  std::map<std::string, std::string> env;  // set in every pool's env
+  std::vector<std::string> args;           // appended to every pool's args
 
-  bool empty() const { return name.empty() && after.empty() && !hold; }
+  bool empty() const {
+    return name.empty() && after.empty() && !hold && env.empty() && args.empty();
+  }
 };
-// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold; the text as it is
-// when `edits` is empty). kInvalidArgument naming the field for a name that is not a valid job
-// name, else as those functions.
+// At most this many --env entries and -- ARGS each in one submit.
+inline constexpr size_t kMaxSubmitEditEntries = 256;
+// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold, WithEnv, WithArgs;
+// the text as it is when `edits` is empty). kInvalidArgument naming the field for a name that is
+// not a valid job name, else as those functions.
 StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits);
 // Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
 bool IsValidSchedulingName(std::string_view name);

@@ -422,6 +422,78 @@ StatusOr<std::string> WithSchedulingClass(std::string_view yaml, std::string_vie
   });
 }
 
+namespace {
+
+// Calls `edit` with the process or container map of every pool in the job file that has one;
+// kInvalidArgument when none has, or when worker_pools, one of its entries, or its process or
+// container is of another kind. `what` names the edit in errors ("--env").
+Status EditCommandPools(YAML::Node& root, std::string_view what,
+                        const std::function<Status(YAML::Node&, const std::string&)>& edit) {
+  YAML::Node pools = root["worker_pools"];
+  if (!pools || !pools.IsSequence()) {
+    return InvalidArgument(std::string(what) + ": the job file's worker_pools is not a list");
+  }
+  size_t edited = 0;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    YAML::Node pool = pools[i];
+    const std::string path = "worker_pools[" + std::to_string(i) + "]";
+    if (!pool.IsMap()) {
+      return InvalidArgument(std::string(what) + ": the job file's " + path + " is not a map");
+    }
+    for (const char* kind : {"process", "container"}) {
+      YAML::Node runs = pool[kind];
+      if (!runs || runs.IsNull()) continue;
+      if (!runs.IsMap()) {
+        return InvalidArgument(std::string(what) + ": the job file's " + path + "." + kind +
+                               " is not a map");
+      }
+      COHORT_RETURN_IF_ERROR(edit(runs, path + "." + kind));
+      ++edited;
+    }
+  }
+  if (edited == 0) {
+    return InvalidArgument(std::string(what) +
+                           ": no pool of the job file runs a process or a container to take it");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::string> WithEnv(std::string_view yaml,
+                              const std::map<std::string, std::string>& env) {
+  for (const auto& [name, value] : env) {
+    if (!IsValidEnvName(name)) {
+      return InvalidArgument("--env: '" + name +
+                             "' is not an environment variable's name (must match "
+                             "[A-Za-z_][A-Za-z0-9_]*)");
+    }
+  }
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) {
+    return EditCommandPools(root, "--env", [&](YAML::Node& runs, const std::string& path) {
+      YAML::Node vars = runs["env"];
+      if (vars && !vars.IsNull() && !vars.IsMap()) {
+        return InvalidArgument("--env: the job file's " + path + ".env is not a map");
+      }
+      for (const auto& [name, value] : env) vars[name] = value;
+      return Status::Ok();
+    });
+  });
+}
+
+StatusOr<std::string> WithArgs(std::string_view yaml, const std::vector<std::string>& args) {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) {
+    return EditCommandPools(root, "-- ARGS", [&](YAML::Node& runs, const std::string& path) {
+      YAML::Node listed = runs["args"];
+      if (listed && !listed.IsNull() && !listed.IsSequence()) {
+        return InvalidArgument("-- ARGS: the job file's " + path + ".args is not a list");
+      }
+      for (const std::string& arg : args) listed.push_back(arg);
+      return Status::Ok();
+    });
+  });
+}
+
 StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits) {
   std::string text(yaml);
   if (!edits.name.empty()) {
@@ -436,6 +508,16 @@ StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits&
   }
   if (edits.hold) {
     COHORT_ASSIGN_OR_RETURN(text, WithHold(text));
+  }
+  if (edits.env.size() > kMaxSubmitEditEntries || edits.args.size() > kMaxSubmitEditEntries) {
+    return InvalidArgument("env and args: at most " + std::to_string(kMaxSubmitEditEntries) +
+                           " entries each");
+  }
+  if (!edits.env.empty()) {
+    COHORT_ASSIGN_OR_RETURN(text, WithEnv(text, edits.env));
+  }
+  if (!edits.args.empty()) {
+    COHORT_ASSIGN_OR_RETURN(text, WithArgs(text, edits.args));
   }
   return text;
 }

@@ -48,6 +48,19 @@ StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
     }
   }
   edits.hold = req.hold();
+  if ((req.env() && req.env()->size() > kMaxSubmitEditEntries) ||
+      (req.args() && req.args()->size() > kMaxSubmitEditEntries)) {
+    return InvalidArgument("env and args: at most " + std::to_string(kMaxSubmitEditEntries) +
+                           " entries each");
+  }
+  if (req.env()) {
+    for (const wire::KeyValue* kv : *req.env()) {
+      if (kv != nullptr) edits.env[Str(kv->key())] = Str(kv->value());
+    }
+  }
+  if (req.args()) {
+    for (const flatbuffers::String* arg : *req.args()) edits.args.push_back(Str(arg));
+  }
   return edits;
 }
 
@@ -219,6 +232,14 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
       return;
     }
     yaml = *std::move(edited);
+    // Its env and args may have made it larger than a job file may be.
+    if (Status edited_fits =
+            CheckSpecSize("job spec (with its submit edits)", yaml.size(), options_.max_spec_bytes,
+                          "the coordinator's --max-spec-size");
+        !edited_fits.ok()) {
+      Reply(m, EncodeError(id, edited_fits));
+      return;
+    }
   }
   auto spec = ParseJobSpec(yaml, "submitted job");
   if (!spec.ok()) {

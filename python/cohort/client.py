@@ -29,7 +29,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
                          DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs,
-                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, ListJobs,
+                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListJobs,
                          ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
                          NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
                          SubmitJobReply, SubmitStudy, SuspendJob, UpdateJob, UsageReport)
@@ -426,7 +426,7 @@ class Client:
 
     # ---- requests -----------------------------------------------------------------------
 
-    def submit(self, spec, name=None, after=(), hold=False):
+    def submit(self, spec, name=None, after=(), hold=False, env=None, args=()):
         """Submits a job; returns its name. Raises CohortError on a bad spec (the message names
         the field).
 
@@ -436,12 +436,14 @@ class Client:
         The keywords are `cohort submit`'s flags, applied by the coordinator to the text before
         it parses it: `name` sets the job's name (a name_prefix dropped), `after` adds to
         scheduling.after ("prep", or "train:ended"; one string or several), `hold` submits the
-        job held (SUSPENDED until resumed). What the coordinator warns of (an output dir off the
-        shared storage, ...) is issued as a CohortWarning."""
-        reply = self._submit_job(spec, name, after, hold, dry_run=False)
+        job held (SUSPENDED until resumed), `env` (a dict) is set in the env of every pool that
+        runs a command (`--env`), `args` (a list) appended to its args (`-- ARGS`). What the
+        coordinator warns of (an output dir off the shared storage, ...) is issued as a
+        CohortWarning."""
+        reply = self._submit_job(spec, name, after, hold, env, args, dry_run=False)
         return _text(reply.name)
 
-    def dry_run(self, spec, name=None, after=(), hold=False):
+    def dry_run(self, spec, name=None, after=(), hold=False, env=None, args=()):
         """`cohort submit --dry-run`: the coordinator checks `spec` (with the keywords of
         submit()) as a submit would, raising the same errors, and stores nothing. Returns what its
         next scheduling round would do with the job were it submitted now: a dict with "name",
@@ -449,7 +451,7 @@ class Client:
         each {"replica", "node_id", "gpus"}), "preempts" (PREEMPT: "job (priority P, queue Q)"
         of each job it would stop), "reason" (why it would wait, or be held), "queue" and
         "queued_ahead" (the jobs queued there before it). Warnings come as with submit()."""
-        reply = self._submit_job(spec, name, after, hold, dry_run=True)
+        reply = self._submit_job(spec, name, after, hold, env, args, dry_run=True)
         plan = reply.dryRun
         if plan is None:
             name = _text(reply.name)
@@ -471,7 +473,7 @@ class Client:
             "queued_ahead": plan.queuedAhead,
         }
 
-    def _submit_job(self, spec, name, after, hold, dry_run):
+    def _submit_job(self, spec, name, after, hold, env, args, dry_run):
         """A SubmitJob with submit()'s keywords; its warnings issued (to submit()'s caller)."""
         body = SubmitJob.SubmitJobT()
         body.specYaml = _spec_text(spec)
@@ -481,6 +483,14 @@ class Client:
             body.name = name
         body.after = [after] if isinstance(after, str) else list(after or ())
         body.hold = bool(hold)
+        if isinstance(args, str):
+            raise TypeError("args: a list of strings, not one string")
+        body.env = []
+        for key, value in (env or {}).items():
+            entry = KeyValue.KeyValueT()
+            entry.key, entry.value = str(key), str(value)
+            body.env.append(entry)
+        body.args = [str(a) for a in (args or ())]
         body.dryRun = dry_run
         reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
         for warning in reply.warnings or []:

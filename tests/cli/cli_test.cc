@@ -260,6 +260,22 @@ TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
       << bad_name.err;
   EXPECT_EQ(RunCohort({"--insecure", "submit", files.Join("good.yaml"), "--name="}).exit_code,
             kExitUsage);
+  CliResult bad_env = RunCohort({"--insecure", "submit", files.Join("good.yaml"), "--env", "LR"});
+  EXPECT_EQ(bad_env.exit_code, kExitUsage) << bad_env.err;
+  EXPECT_NE(bad_env.err.find("--env: expected KEY=VALUE, got 'LR'"), std::string::npos)
+      << bad_env.err;
+  CliResult bad_env_name =
+      RunCohort({"--insecure", "submit", files.Join("good.yaml"), "--env", "1X=2"});
+  EXPECT_EQ(bad_env_name.exit_code, kExitUsage) << bad_env_name.err;
+  EXPECT_NE(bad_env_name.err.find("--env: '1X' is not an environment variable's name"),
+            std::string::npos)
+      << bad_env_name.err;
+  // Two files, or args with no FILE before "--": one FILE is needed.
+  EXPECT_EQ(RunCohort({"--insecure", "submit", files.Join("good.yaml"), files.Join("job.yaml")})
+                .exit_code,
+            kExitUsage);
+  EXPECT_EQ(RunCohort({"--insecure", "submit", "--", files.Join("good.yaml")}).exit_code,
+            kExitUsage);
 
   // Without --insecure the client needs key files; their absence is a usage error naming them.
   ct::TempDir home("cohort-cli-home");
@@ -668,7 +684,8 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
                 "    replicaCount: 1\n"
                 "    containerSpec: {imageUri: /no/such/image, args: [--epochs=1]}\n");
   CliResult vertex =
-      run({"submit", cluster.scratch("vertex.yaml"), "--name", "cli_vertex", "--hold"});
+      run({"submit", cluster.scratch("vertex.yaml"), "--name", "cli_vertex", "--hold", "--env",
+           "LR=3e-4", "--env=OPTS=a=b,c", "--", "--lr=3e-4", "--tag", "two words"});
   ASSERT_EQ(vertex.exit_code, kExitOk) << vertex.err;
   EXPECT_EQ(vertex.out, "cli_vertex\n");
   EXPECT_NE(vertex.err.find("cohort: note: Vertex workerPoolSpecs[0].machineSpec.machineType: "
@@ -685,7 +702,11 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   ASSERT_EQ(stored_spec->pools.size(), 1u);
   ASSERT_TRUE(stored_spec->pools[0].container.has_value());
   EXPECT_EQ(stored_spec->pools[0].container->image, "/no/such/image");
-  EXPECT_EQ(stored_spec->pools[0].container->args, std::vector<std::string>{"--epochs=1"});
+  // --env and -- ARGS, applied to the job file it became.
+  EXPECT_EQ(stored_spec->pools[0].container->args,
+            (std::vector<std::string>{"--epochs=1", "--lr=3e-4", "--tag", "two words"}));
+  EXPECT_EQ(stored_spec->pools[0].container->env,
+            (std::map<std::string, std::string>{{"LR", "3e-4"}, {"OPTS", "a=b,c"}}));
   EXPECT_EQ(run({"status", "cli_vertex", "--spec", "--json"}).exit_code, kExitUsage);
   EXPECT_EQ(run({"status", "no_such_job", "--spec"}).exit_code, kExitUsage);
   ASSERT_EQ(run({"cancel", "cli_vertex"}).exit_code, kExitOk);

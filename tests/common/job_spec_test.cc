@@ -670,6 +670,55 @@ TEST(JobSpecTest, ApplySubmitEditsMakesTheEditsOfSubmitsFlags) {
       << bad.status().message();
 }
 
+// `cohort submit --env K=V -- ARGS`: every pool that runs a command (a process or a container)
+// gets the env over its own and the args after its own; a builtin reducer takes neither.
+TEST(JobSpecTest, SubmitEnvAndArgsGoToEveryPoolThatRunsACommand) {
+  const std::string text =
+      "name: j\nworker_pools:\n"
+      "  - role: chief\n    process: {command: [/bin/train], args: [--epochs=3], env: {LR: "
+      "'0.1', KEEP: kept}}\n"
+      "  - role: worker\n    replicas: 2\n    container: {image: /images/trainer}\n"
+      "  - role: reducer\n    builtin: reducer\n";
+  SubmitEdits edits;
+  edits.env = {{"LR", "3e-4"}, {"SEED", "7"}, {"EMPTY", ""}};
+  edits.args = {"--lr=3e-4", "a b"};
+  EXPECT_FALSE(edits.empty());
+  StatusOr<std::string> edited = ApplySubmitEdits(text, edits);
+  ASSERT_TRUE(edited.ok()) << edited.status().ToString();
+  StatusOr<JobSpec> spec = ParseJobSpec(*edited);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *edited;
+  const WorkerPoolSpec* chief = spec->FindPool(Role::kChief);
+  const WorkerPoolSpec* worker = spec->FindPool(Role::kWorker);
+  const WorkerPoolSpec* reducer = spec->FindPool(Role::kReducer);
+  ASSERT_TRUE(chief && worker && reducer && chief->process && worker->container);
+  EXPECT_EQ(chief->process->env,
+            (std::map<std::string, std::string>{
+                {"EMPTY", ""}, {"KEEP", "kept"}, {"LR", "3e-4"}, {"SEED", "7"}}));
+  EXPECT_EQ(chief->process->args, (std::vector<std::string>{"--epochs=3", "--lr=3e-4", "a b"}));
+  EXPECT_EQ(worker->container->env,
+            (std::map<std::string, std::string>{{"EMPTY", ""}, {"LR", "3e-4"}, {"SEED", "7"}}));
+  EXPECT_EQ(worker->container->args, (std::vector<std::string>{"--lr=3e-4", "a b"}));
+  EXPECT_FALSE(reducer->process || reducer->container);
+
+  // What cannot take them is named.
+  auto error = [](const StatusOr<std::string>& s) { return s.ok() ? "" : s.status().message(); };
+  EXPECT_EQ(error(WithEnv(text, {{"1BAD", "x"}})),
+            "--env: '1BAD' is not an environment variable's name (must match "
+            "[A-Za-z_][A-Za-z0-9_]*)");
+  const std::string reducers_only =
+      "name: j\nworker_pools:\n  - role: reducer\n    builtin: reducer\n";
+  EXPECT_EQ(error(WithArgs(reducers_only, {"x"})),
+            "-- ARGS: no pool of the job file runs a process or a container to take it");
+  EXPECT_EQ(error(WithEnv(Minimal().substr(0, Minimal().find("process")) + "process: {command: "
+                                                                           "[t], env: [A]}\n",
+                          {{"A", "1"}})),
+            "--env: the job file's worker_pools[0].process.env is not a map");
+  EXPECT_EQ(error(WithArgs("name: j\nworker_pools: 3\n", {"x"})),
+            "-- ARGS: the job file's worker_pools is not a list");
+  edits.args.assign(kMaxSubmitEditEntries + 1, "x");
+  EXPECT_EQ(error(ApplySubmitEdits(text, edits)), "env and args: at most 256 entries each");
+}
+
 // scheduling.required_topology / preferred_topology: a label key, one of the two, round-tripped.
 TEST(JobSpecTest, SchedulingTopology) {
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {required_topology: rack}\n");

@@ -40,6 +40,15 @@ class NodeHealthTest : public ct::ClusterTest {
     return {};
   }
 
+  // The newest event of `job` whose message holds `needle` ("" when none does).
+  static std::string EventNaming(const wire::JobInfoT& job, const std::string& needle) {
+    std::string event;
+    for (const auto& e : job.events) {
+      if (e && e->message.find(needle) != std::string::npos) event = e->message;
+    }
+    return event;
+  }
+
   // Agent `id`'s /metrics ("" when it does not answer).
   std::string AgentMetrics(const std::string& id) {
     httplib::Client http("127.0.0.1", cluster_->agent_http_port(id));
@@ -95,10 +104,7 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
   const std::string fault = "on node " + sick +
                             ", which fails its health check: GPU 0: XID 79, fell off the bus "
                             "(health check exited with code 1)";
-  std::string event;
-  for (const auto& e : done.events) {
-    if (e && e->message.find(fault) != std::string::npos) event = e->message;
-  }
+  const std::string event = EventNaming(done, fault);
   EXPECT_EQ(event.rfind("restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 exited with "
                         "code 1 (",
                         0),
@@ -207,10 +213,7 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
       "pending (it needs a reset)";
   const std::string fault =
       "on GPU " + std::to_string(bad) + " of node " + node + ", which NVML finds unfit: " + why;
-  std::string event;
-  for (const auto& e : done.events) {
-    if (e && e->message.find(fault) != std::string::npos) event = e->message;
-  }
+  const std::string event = EventNaming(done, fault);
   EXPECT_EQ(event.rfind("restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 exited with "
                         "code 1 (",
                         0),

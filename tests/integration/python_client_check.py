@@ -6,6 +6,7 @@ Run by integration_test's PythonClientRunsJobsAndStudies (see check_util.py).
 import datetime
 import os
 import pwd
+import re
 import time
 import warnings
 
@@ -166,7 +167,8 @@ def main(endpoint, scratch):
             "baseOutputDirectory": {"outputUriPrefix": os.path.join(scratch, "py_vertex")}}}
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            from_vertex = client.submit(vertex, name="py_vertex", hold=True)
+            from_vertex = client.submit(vertex, name="py_vertex", hold=True,
+                                        env={"LR": "3e-4"}, args=["--lr=3e-4"])
         check(from_vertex == "py_vertex", f"a Vertex job submitted as {from_vertex!r}")
         check(client.get_job(from_vertex)["state"] == "SUSPENDED", "the Vertex job is held")
         check([str(w.message) for w in caught
@@ -175,12 +177,21 @@ def main(endpoint, scratch):
         stored = client.get_job_spec(from_vertex)
         check("name: py_vertex" in stored and "/no/such/image" in stored and "--epochs=1" in stored,
               f"the stored job file of a Vertex job: {stored!r}")
+        check(re.search(r"LR: [\"']?3e-4", stored) is not None and
+              stored.index("--epochs=1") < stored.index("--lr=3e-4"),
+              f"env and args of submit() in the stored job file: {stored!r}")
         client.cancel(from_vertex)
         try:
             client.submit(spec, name="9lives")
             check(False, "an invalid name was taken")
         except CohortError as e:
             check(e.code == "INVALID_ARGUMENT" and "'9lives' is not a valid job name" in str(e),
+                  f"error: {e}")
+        try:
+            client.submit(spec, env={"1X": "2"})
+            check(False, "an invalid env name was taken")
+        except CohortError as e:
+            check(e.code == "INVALID_ARGUMENT" and "'1X' is not an environment variable" in str(e),
                   f"error: {e}")
         try:
             client.submit(spec, after=["py_job:maybe"])
