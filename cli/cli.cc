@@ -217,8 +217,9 @@ exit code, what each running replica uses (as `cohort top` does), and the job's 
 reasons.
   --json    print the job as JSON
   --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
-            --name, --after, --hold, --env and -- ARGS applied, a generated name filled in, a Vertex AI file as
-            the Cohort job file it became (`cohort submit FILE --name NEW` runs it again)
+            --name, --after, --hold, --env and -- ARGS applied, a generated name filled in, a
+            Vertex AI file as the Cohort job file it became (`cohort submit FILE --name NEW` runs
+            it again)
 )",
        ShowJob},
       {"list",

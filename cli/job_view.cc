@@ -135,12 +135,6 @@ std::string Stamp(int64_t ms) {
   return buffer;
 }
 
-std::string StateLine(const wire::JobInfoT& job) {
-  std::string line = "job " + job.name + ": " + wire::EnumNameJobState(job.state);
-  if (!job.message.empty()) line += " (" + job.message + ")";
-  return line;
-}
-
 std::string ReplicaLine(const wire::ReplicaInfoT& r) {
   std::string line = r.replica + ": " + wire::EnumNameReplicaState(r.state);
   if (!r.node_id.empty()) line += " on " + r.node_id;
@@ -183,6 +177,12 @@ bool Follows(const std::vector<std::string>& replicas, bool all, const std::stri
 }
 
 }  // namespace
+
+std::string StateLine(const wire::JobInfoT& job) {
+  std::string line = "job " + job.name + ": " + wire::EnumNameJobState(job.state);
+  if (!job.message.empty()) line += " (" + job.message + ")";
+  return line;
+}
 
 int WatchJob(CoordinatorClient& client, const std::string& name, const WatchOptions& options,
              std::ostream& out, std::ostream& err) {

@@ -38,6 +38,10 @@ struct WatchOptions {
   std::chrono::milliseconds unreachable_limit{30000};
 };
 
+// "job NAME: STATE (its message)": what watch prints as a job's state changes, and suspend,
+// resume and update print.
+std::string StateLine(const wire::JobInfoT& job);
+
 int WatchJob(CoordinatorClient& client, const std::string& job, const WatchOptions& options,
              std::ostream& out, std::ostream& err);
 

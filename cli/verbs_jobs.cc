@@ -34,12 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string StateLine(const wire::JobInfoT& job) {
-  std::string line = "job " + job.name + ": " + wire::EnumNameJobState(job.state);
-  if (!job.message.empty()) line += " (" + job.message + ")";
-  return line;
-}
-
 // The live view's options from --replica/--all (default: the chief's output); `terminal_fd`: the
 // descriptor of the terminal it draws on, -1 when it draws on none.
 WatchOptions WatchOptionsFrom(const ParsedArgs& args, const Context& ctx, int terminal_fd) {
