@@ -40,6 +40,17 @@ class NodeHealthTest : public ct::ClusterTest {
     return {};
   }
 
+  // Submits job "train": one chief of 1 GPU running `trainer`, two restarts allowed; returns once
+  // it runs.
+  void SubmitTrainer(CoordinatorClient& client, const std::string& trainer) {
+    ASSERT_TRUE(client
+                    .Submit("name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: "
+                            "1, cpus: 1}\n    process: {command: [" +
+                            trainer + "]}\nscheduling: {max_restarts: 2}\n")
+                    .ok());
+    ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
+  }
+
   // The newest event of `job` whose message holds `needle` ("" when none does).
   static std::string EventNaming(const wire::JobInfoT& job, const std::string& needle) {
     std::string event;
@@ -83,12 +94,7 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
                     "1\nfi\necho done\n",
                 /*executable=*/true);
   auto client = cluster_->Client();
-  ASSERT_TRUE(client
-                  .Submit("name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
-                          "cpus: 1}\n    process: {command: [" +
-                          trainer + "]}\nscheduling: {max_restarts: 2}\n")
-                  .ok());
-  ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
+  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
   ASSERT_EQ(cluster_->StartAgent({well, 1}), "");
 
   // The GPU fails: the replica dies of it, and the check it has run again says why.
@@ -190,12 +196,7 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
           "encountered' >&2\n  exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
       /*executable=*/true);
   auto client = cluster_->Client();
-  ASSERT_TRUE(client
-                  .Submit("name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
-                          "cpus: 1}\n    process: {command: [" +
-                          trainer + "]}\nscheduling: {max_restarts: 2}\n")
-                  .ok());
-  ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
+  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
   const auto running = client.GetJob("train");
   ASSERT_TRUE(running.ok()) << running.status().ToString();
   ASSERT_EQ(running->replicas.size(), 1u);
