@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "agent/nvml.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 
@@ -169,9 +170,10 @@ std::map<int, std::string> GpuSampler::UnhealthyGpus() const {
   if (shared_->under_way_since) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - *shared_->under_way_since);
+    // The same words while it lasts: each change of a reason is logged by the coordinator.
     if (waited >= shared_->hung_after) {
-      hung = "NVML has not answered for " + std::to_string(waited.count() / 1000) +
-             " s (a GPU may have fallen off the bus)";
+      hung = "NVML has not answered a sample for " + FormatDuration(shared_->hung_after) +
+             " or more (a GPU may have fallen off the bus)";
     }
   }
   for (const GpuSample& g : **shared_->latest) {

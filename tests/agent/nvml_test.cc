@@ -176,9 +176,9 @@ TEST_F(NvmlTest, ASampleThatHangsMakesEveryGpuUnfitUntilItReturns) {
     EXPECT_TRUE(sampler.SampleNow());  // a failure meanwhile: its resample is under way
     EXPECT_TRUE(sampler.Resampling());
     ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 2; }, 10s, 5ms));
-    const std::string hung = sampler.UnhealthyGpus().at(1);
-    EXPECT_EQ(hung.rfind("NVML has not answered for ", 0), 0u) << hung;
-    EXPECT_NE(hung.find("(a GPU may have fallen off the bus)"), std::string::npos) << hung;
+    EXPECT_EQ(sampler.UnhealthyGpus().at(1),
+              "NVML has not answered a sample for 200ms or more (a GPU may have fallen off the "
+              "bus)");
     release->set_value();
     ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().empty(); }, 10s, 5ms));
     ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 5ms));
