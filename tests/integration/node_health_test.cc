@@ -51,12 +51,19 @@ class NodeHealthTest : public ct::ClusterTest {
     ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
   }
 
-  // The newest event of `job` whose message holds `needle` ("" when none does).
-  static std::string EventNaming(const wire::JobInfoT& job, const std::string& needle) {
+  // Expects an event of `job` to say that `fault` caused its one restart of chief-0 ("restart 1/2:
+  // chief-0 as attempt 1 because chief-0 attempt 0 exited with code 1 (...) <fault>"); returns
+  // that event ("" when none names `fault`).
+  static std::string ExpectFirstRestartFor(const wire::JobInfoT& job, const std::string& fault) {
     std::string event;
     for (const auto& e : job.events) {
-      if (e && e->message.find(needle) != std::string::npos) event = e->message;
+      if (e && e->message.find(fault) != std::string::npos) event = e->message;
     }
+    EXPECT_EQ(event.rfind("restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 exited "
+                          "with code 1 (",
+                          0),
+              0u)
+        << "no restart event names the fault (" << fault << "): " << event;
     return event;
   }
 
@@ -110,12 +117,7 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
   const std::string fault = "on node " + sick +
                             ", which fails its health check: GPU 0: XID 79, fell off the bus "
                             "(health check exited with code 1)";
-  const std::string event = EventNaming(done, fault);
-  EXPECT_EQ(event.rfind("restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 exited with "
-                        "code 1 (",
-                        0),
-            0u)
-      << "no restart event names the node fault (" << fault << "): " << event;
+  const std::string event = ExpectFirstRestartFor(done, fault);
   EXPECT_NE(event.find("CUDA error: unspecified launch failure"), std::string::npos) << event;
 
   // `cohort nodes` says why the node takes no work; a job that fits either node goes to the other.
@@ -214,12 +216,7 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
       "pending (it needs a reset)";
   const std::string fault =
       "on GPU " + std::to_string(bad) + " of node " + node + ", which NVML finds unfit: " + why;
-  const std::string event = EventNaming(done, fault);
-  EXPECT_EQ(event.rfind("restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 exited with "
-                        "code 1 (",
-                        0),
-            0u)
-      << "no restart event names the GPU's fault (" << fault << "): " << event;
+  ExpectFirstRestartFor(done, fault);
 
   // The node stays READY; `cohort nodes` names the GPU, as --json and the agent's /metrics do.
   const wire::NodeInfoT info = NodeInfo(node);

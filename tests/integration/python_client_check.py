@@ -14,6 +14,17 @@ from check_util import check, run_checks
 from cohort import Client, CohortError, CohortWarning
 
 
+def check_refused(call, code, text, taken):
+    """Checks that call() raises CohortError with `code` and `text` in its message; `taken` says
+    what went wrong should it return instead."""
+    try:
+        call()
+    except CohortError as e:
+        check(e.code == code and text in str(e), f"error: {e}")
+        return
+    check(False, taken)
+
+
 def main(endpoint, scratch):
     # Two nodes and no output root: every job is warned of its output dir (checked below once).
     warnings.simplefilter("ignore", CohortWarning)
@@ -38,18 +49,12 @@ def main(endpoint, scratch):
             got = sorted(n["node_id"] for n in client.nodes(selector=selector))
             check(got == sorted(expected),
                   f"nodes(selector={selector!r}): {got}, expected {expected}")
-        try:
-            client.nodes(selector="py in (yes")
-            check(False, "a malformed selector was taken")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "selector: " in str(e), f"error: {e}")
+        check_refused(lambda: client.nodes(selector="py in (yes"),
+                      "INVALID_ARGUMENT", "selector: ", "a malformed selector was taken")
         message, info = client.admin_node(node, "label-reset")
         check(info["labels"] == "" and info["label_edits"] == "", f"reset: {message}, {info}")
-        try:
-            client.admin_node(node, "label", ["py"])
-            check(False, "a label edit without = or - was taken")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "got 'py'" in str(e), f"error: {e}")
+        check_refused(lambda: client.admin_node(node, "label", ["py"]),
+                      "INVALID_ARGUMENT", "got 'py'", "a label edit without = or - was taken")
 
         job = ("name: py_job\n"
                "worker_pools:\n"
@@ -66,11 +71,8 @@ def main(endpoint, scratch):
         me = pwd.getpwuid(os.geteuid()).pw_name
         check(done["owner"] == me, f"owner {done['owner']!r}, not this account {me!r}")
         with Client(endpoint, timeout_s=10.0, user="not_" + me) as other:
-            try:
-                other.cancel(name)
-                check(False, "another user cancelled py_job")
-            except CohortError as e:
-                check(e.code == "PERMISSION_DENIED" and f"owned by {me}" in str(e), f"error: {e}")
+            check_refused(lambda: other.cancel(name),
+                          "PERMISSION_DENIED", f"owned by {me}", "another user cancelled py_job")
         check(any(j["name"] == "py_job" for j in client.list_jobs()), "py_job listed")
         # A history query, as `cohort list --state --since --limit`.
         finished = client.list_jobs(states=["succeeded"], since=datetime.timedelta(hours=1))
@@ -83,11 +85,8 @@ def main(endpoint, scratch):
             check(False, "an unknown state was taken")
         except ValueError as e:
             check("unknown ['DONE']" in str(e), f"error: {e}")
-        try:
-            client.suspend(name)
-            check(False, "a finished job was suspended")
-        except CohortError as e:
-            check(e.code == "FAILED_PRECONDITION" and "SUCCEEDED" in str(e), f"error: {e}")
+        check_refused(lambda: client.suspend(name),
+                      "FAILED_PRECONDITION", "SUCCEEDED", "a finished job was suspended")
 
         # Suspended, a running job's replica stops and the job waits; resumed, it is queued.
         sleeper = client.submit("name: py_sleeper\nworker_pools:\n  - role: chief\n"
@@ -109,12 +108,8 @@ def main(endpoint, scratch):
         moved = client.update(sleeper, priority="low")
         check(moved["priority"] == "low" and moved["queue"] == "default"
               and "updated by" in moved["events"][-1]["message"], f"after update: {moved}")
-        try:
-            client.update(sleeper, queue="nowhere")
-            check(False, "an unknown queue was taken")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "no queue named 'nowhere'" in str(e),
-                  f"error: {e}")
+        check_refused(lambda: client.update(sleeper, queue="nowhere"),
+                      "INVALID_ARGUMENT", "no queue named 'nowhere'", "an unknown queue was taken")
         client.cancel(sleeper)
         # scheduling.hold: SUSPENDED from its submission, after py_job's end however it ended.
         held = client.submit("name: py_held\nworker_pools:\n  - role: chief\n"
@@ -149,11 +144,8 @@ def main(endpoint, scratch):
               f"a dry run: {plan}")
         check([w for w in caught if "is not on checked shared storage" in str(w.message)] != [],
               f"a dry run's warning: {[str(w.message) for w in caught]}")
-        try:
-            client.get_job("py_dry")
-            check(False, "a dry run stored its job")
-        except CohortError as e:
-            check(e.code == "NOT_FOUND", f"error: {e}")
+        check_refused(lambda: client.get_job("py_dry"),
+                      "NOT_FOUND", "", "a dry run stored its job")
         held_plan = client.dry_run(spec, name="py_dry", hold=True)
         check(held_plan["outcome"] == "HOLD" and "cohort resume py_dry" in held_plan["reason"],
               f"a held dry run: {held_plan}")
@@ -181,23 +173,14 @@ def main(endpoint, scratch):
               stored.index("--epochs=1") < stored.index("--lr=3e-4"),
               f"env and args of submit() in the stored job file: {stored!r}")
         client.cancel(from_vertex)
-        try:
-            client.submit(spec, name="9lives")
-            check(False, "an invalid name was taken")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "'9lives' is not a valid job name" in str(e),
-                  f"error: {e}")
-        try:
-            client.submit(spec, env={"1X": "2"})
-            check(False, "an invalid env name was taken")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "'1X' is not an environment variable" in str(e),
-                  f"error: {e}")
-        try:
-            client.submit(spec, after=["py_job:maybe"])
-            check(False, "an invalid after was taken")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "after: " in str(e), f"error: {e}")
+        check_refused(lambda: client.submit(spec, name="9lives"),
+                      "INVALID_ARGUMENT", "'9lives' is not a valid job name",
+                      "an invalid name was taken")
+        check_refused(lambda: client.submit(spec, env={"1X": "2"}),
+                      "INVALID_ARGUMENT", "'1X' is not an environment variable",
+                      "an invalid env name was taken")
+        check_refused(lambda: client.submit(spec, after=["py_job:maybe"]),
+                      "INVALID_ARGUMENT", "after: ", "an invalid after was taken")
         text, complete = b"", False
         for _ in range(100):
             data, offset, complete = client.read_logs("py_job", "chief-0", len(text))
@@ -241,16 +224,10 @@ def main(endpoint, scratch):
               used[0]["gpus"] == [], f"usage of {node}: {used}")
         client.cancel(quiet)
 
-        try:
-            client.submit("name: bad\nworker_pools: []\n")
-            check(False, "an invalid job was accepted")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "worker_pools" in str(e), f"error: {e}")
-        try:
-            client.get_job("no_such_job")
-            check(False, "an unknown job was found")
-        except CohortError as e:
-            check(e.code == "NOT_FOUND", f"error: {e}")
+        check_refused(lambda: client.submit("name: bad\nworker_pools: []\n"),
+                      "INVALID_ARGUMENT", "worker_pools", "an invalid job was accepted")
+        check_refused(lambda: client.get_job("no_such_job"),
+                      "NOT_FOUND", "", "an unknown job was found")
 
         # Each trial reports through the Python reporter (cohort.hypertune), as training code does.
         metric_writer = os.path.join(scratch, "py_trial.py")
@@ -288,22 +265,16 @@ def main(endpoint, scratch):
         check(len(points) == 1 and points[0]["tag"] == "score" and points[0]["value"] == 1.0
               and points[0]["step"] == 1 and points[0]["replica"] == "chief-0"
               and points[0]["time_ms"] > 0, f"the best trial's metrics: {points}")
-        try:
-            client.metrics("no_such_job")
-            check(False, "metrics of an unknown job")
-        except CohortError as e:
-            check(e.code == "NOT_FOUND", f"error: {e}")
+        check_refused(lambda: client.metrics("no_such_job"),
+                      "NOT_FOUND", "", "metrics of an unknown job")
         # Usage, as `cohort usage`: this account's jobs in the default queue, py_job among them.
         rows = client.usage(user=me, since=datetime.timedelta(hours=1))
         check(len(rows) == 1 and rows[0]["user"] == me and rows[0]["queue"] == "default"
               and rows[0]["jobs"] >= 4 and rows[0]["gpu_hours"] == 0.0
               and rows[0]["cpu_hours"] > 0.0, f"usage: {rows}")
         check(client.usage(user="nobody_here") == [], "no usage of another user")
-        try:
-            client.submit_study(study)
-            check(False, "a duplicate study was accepted")
-        except CohortError as e:
-            check(e.code == "ALREADY_EXISTS", f"error: {e}")
+        check_refused(lambda: client.submit_study(study),
+                      "ALREADY_EXISTS", "", "a duplicate study was accepted")
         # A Vertex AI HyperparameterTuningJob dict: its fields with no counterpart come as
         # CohortWarnings, as a CustomJob's do.
         tuning = {"displayName": "py_tuning", "maxTrialCount": 1, "studySpec": {
@@ -327,11 +298,9 @@ def main(endpoint, scratch):
         check(client.submit_study(study, name="py_study_2") == "py_study_2",
               "submit_study(name=...) names the study")
         client.cancel_study("py_study_2")
-        try:
-            client.submit_study(study, name="2nd")
-            check(False, "an invalid study name was accepted")
-        except CohortError as e:
-            check(e.code == "INVALID_ARGUMENT" and "not a valid study name" in str(e), f"error: {e}")
+        check_refused(lambda: client.submit_study(study, name="2nd"),
+                      "INVALID_ARGUMENT", "not a valid study name",
+                      "an invalid study name was accepted")
 
 
 if __name__ == "__main__":
