@@ -51,6 +51,16 @@ class NodeHealthTest : public ct::ClusterTest {
     ASSERT_TRUE(ct::WaitForJobState(client, "train", wire::JobState::RUNNING, 20s));
   }
 
+  // Submits job `name`, one chief of 1 GPU running /bin/true, and returns it once it has ended.
+  static wire::JobInfoT RunOneGpuJob(CoordinatorClient& client, const std::string& name) {
+    EXPECT_TRUE(client
+                    .Submit("name: " + name +
+                            "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, cpus: "
+                            "1}\n    process: {command: [/bin/true]}\n")
+                    .ok());
+    return ct::WaitForJobEnd(client, name, 30s);
+  }
+
   // Expects an event of `job` to say that `fault` caused its one restart of chief-0 ("restart 1/2:
   // chief-0 as attempt 1 because chief-0 attempt 0 exited with code 1 (...) <fault>"); returns
   // that event ("" when none names `fault`).
@@ -141,11 +151,7 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
       (std::map<std::string, std::string>{
           {sick, "GPU 0: XID 79, fell off the bus (health check exited with code 1)"}, {well, ""}}))
       << listed.out;
-  ASSERT_TRUE(client
-                  .Submit("name: after\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
-                          "cpus: 1}\n    process: {command: [/bin/true]}\n")
-                  .ok());
-  const wire::JobInfoT after = ct::WaitForJobEnd(client, "after", 30s);
+  const wire::JobInfoT after = RunOneGpuJob(client, "after");
   ASSERT_EQ(after.state, wire::JobState::SUCCEEDED) << after.message;
   EXPECT_EQ(after.replicas[0]->node_id, well);
 
@@ -249,11 +255,7 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
       << AgentMetrics(node);
 
   // A one-GPU job goes to the fit GPU; one that needs both would wait.
-  ASSERT_TRUE(client
-                  .Submit("name: small\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
-                          "cpus: 1}\n    process: {command: [/bin/true]}\n")
-                  .ok());
-  const wire::JobInfoT small = ct::WaitForJobEnd(client, "small", 30s);
+  const wire::JobInfoT small = RunOneGpuJob(client, "small");
   ASSERT_EQ(small.state, wire::JobState::SUCCEEDED) << small.message;
   EXPECT_EQ(small.replicas[0]->gpus, std::vector<int>{good});
   const std::string both =
