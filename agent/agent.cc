@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "agent/nvml.h"
 #include "agent/python_site.h"
 #include "agent/replica_env.h"
 #include "agent/stack_dump.h"
@@ -76,7 +77,9 @@ Agent::Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> 
       session_(config_, *clock, outbox_,
                [this](wire::BodyUnion body) { return Transmit(std::move(body)); }),
       replicas_(config_, *clock, outbox_, std::move(process_launcher),
-                [this](Attempt& a) { OnAttemptChanged(a); }) {}
+                [this](Attempt& a) { OnAttemptChanged(a); }),
+      gpu_sampler_(std::chrono::seconds(5), ReadGpuSamples, std::chrono::seconds(30),
+                   XidWatch{config_.watch_xids ? kNvmlLibrary : "", config_.ignored_xids}) {}
 
 // No replica outlives its agent: ~ReplicaManager kills whatever is still there.
 Agent::~Agent() = default;
@@ -156,10 +159,19 @@ void Agent::SendHeartbeat() {
   session_.SendHeartbeat(preempting_, replicas_.SampleProgress(*gpus), GpuHealthNow());
 }
 
-Status Agent::Run(const std::atomic<bool>& stop) {
+Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads) {
+  int reloaded = reloads ? reloads->load() : 0;
   while (!stop.load()) {
     Status s = RunOnce(config_.loop_interval);
     if (!s.ok()) spdlog::warn("agent loop: {}", s.ToString());
+    if (reloads != nullptr && reloads->load() != reloaded) {
+      reloaded = reloads->load();
+      const int forgotten = gpu_sampler_.ForgetXids();
+      spdlog::info(
+          "reload: GPUs that Xids took out of service are back in service ({} verdict{} "
+          "forgotten)",
+          forgotten, forgotten == 1 ? "" : "s");
+    }
   }
   return Preempt();
 }

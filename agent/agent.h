@@ -63,6 +63,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "agent/attempt.h"
@@ -129,6 +130,10 @@ struct AgentConfig {
   // The node's health check (agent/health_check.h): the program and its arguments (empty: none),
   // how often it runs and how long a run may take.
   HealthCheckOptions health_check;
+  // Whether the driver's Xid events take GPUs out of service (agent/resource_usage.h), and the
+  // Xids that do not beside the applications' own (--ignore-xids).
+  bool watch_xids = true;
+  std::set<uint64_t> ignored_xids;
   // Which Unix account job owners' replicas run as (agent/replica_user.h): --users,
   // --allow-root-users. With security.insecure every owner may map to root.
   ReplicaUserOptions users;
@@ -153,8 +158,9 @@ class Agent {
   // One loop step: waits up to `max_wait` for coordinator messages, handles them, reaps,
   // enforces stop deadlines, runs the timers and ships logs.
   Status RunOnce(std::chrono::milliseconds max_wait);
-  // Steps until `stop` becomes true, then Preempt().
-  Status Run(const std::atomic<bool>& stop);
+  // Steps until `stop` becomes true, then Preempt(). Each time `reloads` (SIGHUPs) grows, the
+  // GPUs Xids took out of service are put back (their admin reset them).
+  Status Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads = nullptr);
   // The preemption sequence: BeginPreemption(), then RunOnce() until preempted().
   Status Preempt();
   // Starts preempting: a draining heartbeat, then SIGTERM to every replica (SIGKILL after

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <climits>
 #include <filesystem>
 #include <sstream>
@@ -25,6 +26,31 @@
 namespace cohort::agent {
 namespace po = boost::program_options;
 
+namespace {
+
+// --ignore-xids: "all", or Xid numbers separated by commas.
+Status ParseIgnoredXids(const std::string& text, AgentConfig* config) {
+  if (text == "all") {
+    config->watch_xids = false;
+    return Status::Ok();
+  }
+  std::istringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    char* end = nullptr;
+    const unsigned long long xid = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>(item[0])) ||
+        xid == 0 || xid > 100000) {
+      return InvalidArgument("--ignore-xids: expected Xid numbers separated by commas, or all; '" +
+                             item + "' is not one");
+    }
+    config->ignored_xids.insert(xid);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   AgentFlags flags;
   flags.config.http_endpoint.clear();  // empty after parsing: not given
@@ -36,6 +62,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   std::vector<std::string> users;
   std::vector<std::string> labels;
   std::string allow_root;
+  std::string ignore_xids;
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -65,7 +92,8 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("output-root", po::value(&flags.config.output_root), "where this node reads the storage marker instead of the coordinator's output root (default: that root, where jobs write; the node counts as sharing it only at that path)")
       ("health-check", po::value(&health_check), "PROGRAM [ARGS]: this node's health check (absolute path), run every --health-check-interval; while it exits other than 0 nothing new is placed here and its first output line says why (default: none)")
       ("health-check-interval", po::value(&health_every), "how often the health check runs (default 60s)")
-      ("health-check-timeout", po::value(&health_timeout), "a health check run longer than this is killed and fails (default 15s)");
+      ("health-check-timeout", po::value(&health_timeout), "a health check run longer than this is killed and fails (default 15s)")
+      ("ignore-xids", po::value(&ignore_xids), "XID,...: the NVIDIA driver's Xid errors that leave a GPU in service, beside the applications' own (13,31,43,45,68,109); all: no Xid takes one out (default: every other Xid does, until the GPU is reset and the agent reloaded, SIGHUP)");
   // clang-format on
   std::ostringstream usage;
   auto parsed = ParseFlags(argc, argv, desc,
@@ -90,6 +118,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   if (health_every.value.count() <= 0 || health_timeout.value.count() <= 0) {
     return InvalidArgument("--health-check-interval and --health-check-timeout must be positive");
   }
+  COHORT_RETURN_IF_ERROR(ParseIgnoredXids(ignore_xids, &flags.config));
   flags.config.health_check.every = health_every.value;
   flags.config.health_check.timeout = health_timeout.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");

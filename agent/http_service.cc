@@ -88,8 +88,8 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
   }
   t.Family("cohort_gpu_healthy", Type::kGauge,
            "1 while NVML finds the GPU fit for work, 0 while it finds it unfit (uncorrectable ECC "
-           "errors, a row remapping pending or failed, lost from the bus): nothing new is placed "
-           "on it." +
+           "errors, a row remapping pending or failed, lost from the bus, an Xid error until the "
+           "agent's reload): nothing new is placed on it." +
                no_gpus);
   if (gpus.ok()) {
     for (const GpuSample& g : *gpus) {

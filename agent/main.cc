@@ -1,5 +1,6 @@
 // cohort-agent: parse flags, build the inventory and the launcher, run the loop until SIGTERM or
-// SIGINT, then preempt the replicas (agent/agent.h) and exit 0.
+// SIGINT, then preempt the replicas (agent/agent.h) and exit 0. SIGHUP (systemctl reload) puts
+// the GPUs that Xids took out of service back, once their admin has reset them.
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -17,7 +18,9 @@
 
 namespace {
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_reloads{0};
 void OnStopSignal(int) { g_stop.store(true); }
+void OnReloadSignal(int) { g_reloads.fetch_add(1); }
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
   flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGHUP, OnReloadSignal);
   std::signal(SIGPIPE, SIG_IGN);
   zmq::context_t context;
   MonotonicClock clock;
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
                flags->config.inventory.cpus, flags->config.inventory.memory_mb,
                flags->config.coordinator);
   NotifyReady();
-  Status s = (*agent)->Run(g_stop);
+  Status s = (*agent)->Run(g_stop, &g_reloads);
   if (!s.ok()) spdlog::error("{}", s.ToString());
   // No process of a replica outlives the agent: as a subreaper it inherited every orphan of its
   // replicas, so whatever is still below it now (one that rewrote its environment) dies too.

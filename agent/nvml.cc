@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <map>
 #include <utility>
-#include <vector>
 
 namespace cohort::agent {
 namespace {
@@ -17,11 +17,20 @@ struct NvmlMemory {
 struct NvmlUtilization {
   unsigned int gpu, memory;
 };
+using NvmlEventSet = struct NvmlEventSetOpaque*;
+struct NvmlEventData {  // nvmlEventData_t as nvmlEventSetWait_v2 fills it
+  NvmlDevice device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the Xid, for an Xid event
+  unsigned int gpu_instance, compute_instance;
+};
 constexpr NvmlReturn kSuccess = 0;
+constexpr NvmlReturn kTimeout = 10;
 constexpr NvmlReturn kGpuIsLost = 15;
-constexpr int kUncorrectedErrors = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-constexpr int kVolatileCount = 0;      // NVML_VOLATILE_ECC: since the driver loaded
-constexpr int kEnabled = 1;            // NVML_FEATURE_ENABLED
+constexpr unsigned long long kXidCriticalError = 0x8;  // nvmlEventTypeXidCriticalError
+constexpr int kUncorrectedErrors = 1;                  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatileCount = 0;                      // NVML_VOLATILE_ECC: since the driver loaded
+constexpr int kEnabled = 1;                            // NVML_FEATURE_ENABLED
 
 template <typename Fn>
 Fn Symbol(void* library, const char* name) {
@@ -44,7 +53,47 @@ struct Nvml::Functions {
   NvmlReturn (*ecc_errors)(NvmlDevice, int, int, unsigned long long*) = nullptr;
   NvmlReturn (*remapped_rows)(NvmlDevice, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
   NvmlReturn (*retired_pending)(NvmlDevice, int*) = nullptr;
+  NvmlReturn (*event_set_create)(NvmlEventSet*) = nullptr;
+  NvmlReturn (*event_set_free)(NvmlEventSet) = nullptr;
+  NvmlReturn (*supported_events)(NvmlDevice, unsigned long long*) = nullptr;
+  NvmlReturn (*register_events)(NvmlDevice, unsigned long long, NvmlEventSet) = nullptr;
+  NvmlReturn (*event_wait)(NvmlEventSet, NvmlEventData*, unsigned) = nullptr;
 };
+
+const std::set<uint64_t>& ApplicationXids() {
+  static const std::set<uint64_t> xids = {13, 31, 43, 45, 68, 109};
+  return xids;
+}
+
+bool XidTakesGpuOutOfService(uint64_t xid, const std::set<uint64_t>& ignored) {
+  return ApplicationXids().count(xid) == 0 && ignored.count(xid) == 0;
+}
+
+std::string XidName(uint64_t xid) {
+  static const std::map<uint64_t, std::string> names = {
+      {13, "graphics engine exception"},
+      {31, "GPU memory page fault"},
+      {43, "GPU stopped processing"},
+      {45, "preemptive cleanup, due to previous errors"},
+      {48, "double-bit ECC error"},
+      {61, "internal micro-controller breakpoint/warning"},
+      {62, "internal micro-controller halt"},
+      {63, "ECC page retirement or row remapping recording event"},
+      {64, "ECC page retirement or row remapper recording failure"},
+      {68, "video processor exception"},
+      {74, "NVLink error"},
+      {79, "GPU has fallen off the bus"},
+      {92, "high single-bit ECC error rate"},
+      {94, "contained ECC error"},
+      {95, "uncontained ECC error"},
+      {109, "context switch timeout"},
+      {119, "GSP RPC timeout"},
+      {120, "GSP error"},
+      {999, "an Xid the driver does not know"},
+  };
+  const auto it = names.find(xid);
+  return it == names.end() ? "" : it->second;
+}
 
 StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -66,6 +115,12 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   fn->remapped_rows = Symbol<decltype(fn->remapped_rows)>(handle, "nvmlDeviceGetRemappedRows");
   fn->retired_pending =
       Symbol<decltype(fn->retired_pending)>(handle, "nvmlDeviceGetRetiredPagesPendingStatus");
+  fn->event_set_create = Symbol<decltype(fn->event_set_create)>(handle, "nvmlEventSetCreate");
+  fn->event_set_free = Symbol<decltype(fn->event_set_free)>(handle, "nvmlEventSetFree");
+  fn->supported_events =
+      Symbol<decltype(fn->supported_events)>(handle, "nvmlDeviceGetSupportedEventTypes");
+  fn->register_events = Symbol<decltype(fn->register_events)>(handle, "nvmlDeviceRegisterEvents");
+  fn->event_wait = Symbol<decltype(fn->event_wait)>(handle, "nvmlEventSetWait_v2");
   if (!fn->init || !fn->shutdown || !fn->count || !fn->handle || !fn->name || !fn->memory ||
       !fn->uuid || !fn->utilization) {
     ::dlclose(handle);
@@ -83,6 +138,7 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
 Nvml::Nvml(void* library, std::unique_ptr<Functions> fn) : library_(library), fn_(std::move(fn)) {}
 
 Nvml::~Nvml() {
+  if (event_set_ != nullptr) fn_->event_set_free(static_cast<NvmlEventSet>(event_set_));
   fn_->shutdown();
   ::dlclose(library_);
 }
@@ -172,6 +228,60 @@ std::string Nvml::Problem(unsigned index) {
   std::string text;
   for (const std::string& p : problems) text += (text.empty() ? "" : "; ") + p;
   return text;
+}
+
+Status Nvml::WatchXids() {
+  if (!fn_->event_set_create || !fn_->event_set_free || !fn_->supported_events ||
+      !fn_->register_events || !fn_->event_wait) {
+    return Unavailable("this driver's NVML has no events (nvmlEventSetWait_v2, ...)");
+  }
+  if (event_set_ != nullptr) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(const unsigned count, DeviceCount());
+  NvmlEventSet set = nullptr;
+  if (NvmlReturn rc = fn_->event_set_create(&set); rc != kSuccess) {
+    return Unavailable("nvmlEventSetCreate failed: " + ErrorText(rc));
+  }
+  watched_.assign(count, nullptr);
+  std::string why = "no GPU";
+  for (unsigned i = 0; i < count; ++i) {
+    NvmlDevice device = nullptr;
+    unsigned long long supported = 0;
+    NvmlReturn rc = fn_->handle(i, &device);
+    if (rc == kSuccess) rc = fn_->supported_events(device, &supported);
+    if (rc == kSuccess && (supported & kXidCriticalError) == 0) {
+      why = "GPU " + std::to_string(i) + " reports no Xid events";
+      continue;
+    }
+    if (rc == kSuccess) rc = fn_->register_events(device, kXidCriticalError, set);
+    if (rc != kSuccess) {  // a lost GPU, say: it is unfit anyway (Problem says why)
+      why = "GPU " + std::to_string(i) + ": " + ErrorText(rc);
+      continue;
+    }
+    watched_[i] = device;
+  }
+  for (void* device : watched_) {
+    if (device == nullptr) continue;
+    event_set_ = set;
+    return Status::Ok();
+  }
+  fn_->event_set_free(set);
+  return Unavailable("no GPU's Xid events can be watched (" + why + ")");
+}
+
+StatusOr<std::optional<Nvml::XidEvent>> Nvml::NextXid(std::chrono::milliseconds timeout) {
+  if (event_set_ == nullptr) return FailedPrecondition("NextXid before WatchXids");
+  NvmlEventData data{};
+  const NvmlReturn rc = fn_->event_wait(static_cast<NvmlEventSet>(event_set_), &data,
+                                        static_cast<unsigned>(timeout.count()));
+  if (rc == kTimeout) return std::optional<XidEvent>();
+  if (rc != kSuccess) return Unavailable("nvmlEventSetWait_v2 failed: " + ErrorText(rc));
+  if ((data.event_type & kXidCriticalError) == 0) return std::optional<XidEvent>();
+  XidEvent event;
+  event.xid = data.event_data;
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    if (data.device != nullptr && watched_[i] == data.device) event.gpu = static_cast<int>(i);
+  }
+  return std::optional<XidEvent>(event);
 }
 
 }  // namespace cohort::agent

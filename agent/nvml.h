@@ -13,20 +13,41 @@
 // A check the GPU does not support (NVML_ERROR_NOT_SUPPORTED: ECC off, a GPU without row
 // remapping) says nothing; nor does a function an older driver lacks.
 //
+// Xid events (WatchXids, NextXid) are the driver's error reports as they happen (NVIDIA's "Xid
+// Errors" catalogue: 48 a double-bit ECC error, 79 fallen off the bus, 119 a GSP timeout, ...),
+// also those no counter keeps (an NVLink error, a GSP that stopped answering). Which of them take
+// a GPU out of service is the caller's policy (XidTakesGpuOutOfService).
+//
 // Thread safety: one Nvml is used by one thread at a time; several may exist at once (NVML counts
 // its initialisations). A call may block for seconds on a failing GPU: callers keep it off any
 // loop that must answer (agent/resource_usage.h's GpuSampler).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace cohort::agent {
 
 inline constexpr char kNvmlLibrary[] = "libnvidia-ml.so.1";
+
+// The Xids that report an application's own fault, not the GPU's (an illegal address, a page
+// fault, a kernel that stopped, the cleanup after them, a video engine exception, a context
+// switch timeout), which NVIDIA's Kubernetes device plugin also leaves in service: 13, 31, 43, 45,
+// 68, 109.
+const std::set<uint64_t>& ApplicationXids();
+// Whether Xid `xid` takes its GPU out of service: every critical Xid but the application's own
+// and those in `ignored` (the agent's --ignore-xids).
+bool XidTakesGpuOutOfService(uint64_t xid, const std::set<uint64_t>& ignored);
+// What NVIDIA's catalogue calls Xid `xid` ("GPU has fallen off the bus"); "" for one not named
+// here.
+std::string XidName(uint64_t xid);
 
 class Nvml {
  public:
@@ -61,6 +82,17 @@ class Nvml {
   // needs a reset)"); "" when it is fit, as far as NVML tells.
   std::string Problem(unsigned index);
 
+  struct XidEvent {
+    int gpu = -1;      // its index; -1 when NVML did not say which GPU
+    uint64_t xid = 0;  // 999: one the driver does not know
+  };
+  // Asks for the critical Xid events of every GPU NVML can reach that reports them. kUnavailable
+  // saying why when none can be watched (a driver without events, no such GPU).
+  Status WatchXids();
+  // The next critical Xid, waiting up to `timeout`; nullopt when none came. kUnavailable when NVML
+  // fails (the watch is then over: open NVML again). Only after WatchXids succeeded.
+  StatusOr<std::optional<XidEvent>> NextXid(std::chrono::milliseconds timeout);
+
  private:
   Nvml(void* library, std::unique_ptr<Functions> fn);
   // "GPU is lost (NVML error 15)": NVML's own words for `rc` where the library has them.
@@ -68,6 +100,8 @@ class Nvml {
 
   void* library_;
   std::unique_ptr<Functions> fn_;
+  void* event_set_ = nullptr;   // WatchXids' nvmlEventSet_t
+  std::vector<void*> watched_;  // device handles by GPU index (null: not watched)
 };
 
 }  // namespace cohort::agent

@@ -1,5 +1,7 @@
 #include "agent/resource_usage.h"
 
+#include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -83,33 +85,85 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library) {
   return out;
 }
 
+namespace {
+
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32] = {0};
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
+
+}  // namespace
+
 struct GpuSampler::Shared {
   std::chrono::milliseconds every;
   std::chrono::milliseconds hung_after;
   std::function<GpuSamples()> sample;
+  XidWatch xids;
   mutable Mutex mu;
   CondVar cv;
   bool stop GUARDED_BY(mu) = false;
-  bool running GUARDED_BY(mu) = true;  // the thread has not returned
+  int running GUARDED_BY(mu) = 0;  // threads that have not returned
+  // The latest sample as taken, and with the Xid verdicts added (what Latest() gives).
+  std::shared_ptr<const GpuSamples> taken GUARDED_BY(mu);
   std::shared_ptr<const GpuSamples> latest GUARDED_BY(mu) =
       std::make_shared<const GpuSamples>(Unavailable("the first GPU sample is not taken yet"));
   // The newest sample that was a reading (NVML answered); null before the first.
   std::shared_ptr<const GpuSamples> last_reading GUARDED_BY(mu);
+  // GPU index (-1: every GPU, NVML did not say which) -> the Xid that took it out of service.
+  std::map<int, std::string> xid_problems GUARDED_BY(mu);
+  // Whether Xid events are watched now, and how many SampleNow() calls the last wait for one
+  // that ended empty (no event queued) had seen when it started.
+  bool xids_watched GUARDED_BY(mu) = false;
+  uint64_t xids_answered GUARDED_BY(mu) = 0;
   // When the sample under way started; nullopt between samples.
   std::optional<std::chrono::steady_clock::time_point> under_way_since GUARDED_BY(mu);
   // SampleNow() calls, and how many of them the latest sample to end had seen when it started.
   uint64_t asked GUARDED_BY(mu) = 0;
   uint64_t answered GUARDED_BY(mu) = 0;
   std::chrono::steady_clock::time_point asked_at GUARDED_BY(mu);
+
+  // `taken` with each GPU's Xid verdict after its own problem.
+  void Publish() REQUIRES(mu) {
+    if (taken == nullptr) return;
+    if (!taken->ok() || xid_problems.empty()) {
+      latest = taken;
+      return;
+    }
+    std::vector<GpuSample> gpus = **taken;
+    for (GpuSample& g : gpus) {
+      auto it = xid_problems.find(g.index);
+      if (it == xid_problems.end()) it = xid_problems.find(-1);
+      if (it == xid_problems.end()) continue;
+      g.problem += (g.problem.empty() ? "" : "; ") + it->second;
+    }
+    latest = std::make_shared<const GpuSamples>(std::move(gpus));
+  }
+
+  // Waits until `deadline` or stop; true when stopped (then this thread is done: it says so).
+  bool StopBefore(std::chrono::steady_clock::time_point deadline) REQUIRES(mu) {
+    while (!stop && std::chrono::steady_clock::now() < deadline) cv.WaitUntil(&mu, deadline);
+    if (!stop) return false;
+    --running;
+    cv.NotifyAll();
+    return true;
+  }
 };
 
 GpuSampler::GpuSampler(std::chrono::milliseconds every, std::function<GpuSamples()> sample,
-                       std::chrono::milliseconds hung_after)
+                       std::chrono::milliseconds hung_after, XidWatch xids)
     : shared_(std::make_shared<Shared>()) {
   shared_->every = every;
   shared_->hung_after = hung_after;
   shared_->sample = std::move(sample);
-  thread_ = std::thread(Loop, shared_);
+  shared_->xids = std::move(xids);
+  MutexLock lock(&shared_->mu);
+  shared_->running = shared_->xids.library.empty() ? 1 : 2;
+  threads_.emplace_back(Loop, shared_);
+  if (!shared_->xids.library.empty()) threads_.emplace_back(WatchXids, shared_);
 }
 
 GpuSampler::~GpuSampler() {
@@ -119,19 +173,23 @@ GpuSampler::~GpuSampler() {
     shared_->stop = true;
     shared_->cv.NotifyAll();
     const auto give_up = std::chrono::steady_clock::now() + kStopWait;
-    while (shared_->running && std::chrono::steady_clock::now() < give_up) {
+    while (shared_->running > 0 && std::chrono::steady_clock::now() < give_up) {
       shared_->cv.WaitUntil(&shared_->mu, give_up);
     }
-    ended = !shared_->running;
+    ended = shared_->running == 0;
   }
-  if (ended) {
-    thread_.join();
-    return;
+  for (std::thread& thread : threads_) {
+    // A call that never returns (NVML on a GPU that fell off the bus) keeps its thread, which
+    // holds what it uses; the agent's exit does not wait for it.
+    if (ended) {
+      thread.join();
+    } else {
+      thread.detach();
+    }
   }
-  // A sample that never returns (NVML on a GPU that fell off the bus) keeps its thread, which
-  // holds what it uses; the agent's exit does not wait for it.
-  spdlog::warn("a GPU sample (NVML) has not returned; the agent goes on without waiting for it");
-  thread_.detach();
+  if (!ended) {
+    spdlog::warn("an NVML call has not returned; the agent goes on without waiting for it");
+  }
 }
 
 std::shared_ptr<const GpuSamples> GpuSampler::Latest() const {
@@ -150,8 +208,9 @@ bool GpuSampler::SampleNow() {
 
 bool GpuSampler::Resampling() const {
   MutexLock lock(&shared_->mu);
-  return shared_->answered < shared_->asked &&
-         std::chrono::steady_clock::now() - shared_->asked_at < kResampleWait;
+  const bool waiting = shared_->answered < shared_->asked ||
+                       (shared_->xids_watched && shared_->xids_answered < shared_->asked);
+  return waiting && std::chrono::steady_clock::now() - shared_->asked_at < kResampleWait;
 }
 
 std::map<int, std::string> GpuSampler::UnhealthyGpus() const {
@@ -186,6 +245,14 @@ std::map<int, std::string> GpuSampler::UnhealthyGpus() const {
   return out;
 }
 
+int GpuSampler::ForgetXids() {
+  MutexLock lock(&shared_->mu);
+  const int forgotten = static_cast<int>(shared_->xid_problems.size());
+  shared_->xid_problems.clear();
+  shared_->Publish();
+  return forgotten;
+}
+
 void GpuSampler::Loop(std::shared_ptr<Shared> s) {
   for (;;) {
     uint64_t asked = 0;
@@ -197,18 +264,71 @@ void GpuSampler::Loop(std::shared_ptr<Shared> s) {
     auto taken = std::make_shared<const GpuSamples>(s->sample());
     MutexLock lock(&s->mu);
     if (taken->ok()) s->last_reading = taken;
-    s->latest = std::move(taken);
+    s->taken = std::move(taken);
+    s->Publish();
     s->under_way_since.reset();
     s->answered = asked;
     const auto next = std::chrono::steady_clock::now() + s->every;
     while (!s->stop && s->asked == asked && std::chrono::steady_clock::now() < next) {
       s->cv.WaitUntil(&s->mu, next);
     }
-    if (s->stop) {
-      s->running = false;
-      s->cv.NotifyAll();
-      return;
+    if (s->StopBefore(std::chrono::steady_clock::now())) return;
+  }
+}
+
+void GpuSampler::WatchXids(std::shared_ptr<Shared> s) {
+  std::string unwatched;  // why the watch is off, as last logged
+  for (;;) {
+    StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open(s->xids.library);
+    Status watching = nvml.ok() ? (*nvml)->WatchXids() : nvml.status();
+    if (!watching.ok() && watching.message() != unwatched) {
+      unwatched = watching.message();
+      spdlog::info("GPU Xid events are not watched: {}", unwatched);
+    } else if (watching.ok() && !unwatched.empty()) {
+      unwatched.clear();
+      spdlog::info("GPU Xid events are watched again");
     }
+    while (watching.ok()) {
+      uint64_t asked = 0;
+      {
+        MutexLock lock(&s->mu);
+        if (s->StopBefore(std::chrono::steady_clock::now())) return;
+        s->xids_watched = true;
+        asked = s->asked;
+      }
+      StatusOr<std::optional<Nvml::XidEvent>> next = (*nvml)->NextXid(kXidWait);
+      if (!next.ok()) {
+        spdlog::warn("GPU Xid events: {}; NVML is opened again", next.status().message());
+        break;
+      }
+      if (!next->has_value()) {  // every event queued before `asked` has been seen
+        MutexLock lock(&s->mu);
+        s->xids_answered = std::max(s->xids_answered, asked);
+        continue;
+      }
+      const Nvml::XidEvent event = **next;
+      const std::string name = XidName(event.xid);
+      const std::string xid = "Xid " + std::to_string(event.xid) +
+                              (name.empty() ? "" : " (" + name + ")") + " at " + UtcNow();
+      const std::string gpu = event.gpu < 0 ? "every GPU (NVML does not name the one)"
+                                            : "GPU " + std::to_string(event.gpu);
+      if (!XidTakesGpuOutOfService(event.xid, s->xids.ignored)) {
+        spdlog::warn("{}: {}: {}; the GPU stays in service", gpu, xid,
+                     ApplicationXids().count(event.xid) ? "an application's error"
+                                                        : "ignored (--ignore-xids)");
+        continue;
+      }
+      spdlog::error("{}: {}: out of service until reset and the agent reloaded", gpu, xid);
+      MutexLock lock(&s->mu);
+      // The first one's words stay while it lasts: each change of a reason is logged by the
+      // coordinator.
+      s->xid_problems.emplace(event.gpu, xid + " (it needs a reset, then a reload of the agent)");
+      s->Publish();
+    }
+    if (nvml.ok()) nvml->reset();  // NVML is shut down before the wait
+    MutexLock lock(&s->mu);
+    s->xids_watched = false;
+    if (s->StopBefore(std::chrono::steady_clock::now() + s->every)) return;
   }
 }
 

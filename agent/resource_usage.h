@@ -16,17 +16,23 @@
 // way for longer than `hung_after` is itself the symptom (NVML blocks on a GPU that fell off the
 // bus): every GPU of the last sample then counts as unhealthy, saying so, until one returns. So
 // does every GPU once NVML, having read them, fails (a driver upgraded under the running one).
+// Beside the samples a second thread waits for the driver's Xid events (XidWatch): a GPU that
+// reports one that takes it out of service (agent/nvml.h, XidTakesGpuOutOfService) is unfit from
+// that moment, in every sample, until ForgetXids() (the agent's reload, SIGHUP) or the agent's
+// restart: no counter says that a GSP timeout or an NVLink error has been cleared by a reset, so
+// the admin who reset the GPU says so, as NVIDIA's device plugin asks a restart of itself.
 //
 // Thread safety: the functions read files and NVML, from any thread. GpuSampler's methods may be
-// called from any thread; its destructor stops the thread and joins it once a sample under way
-// has returned, or leaves it behind (detached, holding its own state) when that takes longer than
-// kStopWait: an agent that exits is not held up by a hung NVML call.
+// called from any thread; its destructor stops its threads and joins them once a call under way
+// has returned, or leaves them behind (detached, holding their own state) when that takes longer
+// than kStopWait: an agent that exits is not held up by a hung NVML call.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,13 +68,21 @@ GpuSamples ReadGpuSamples();
 // The same through another NVML library (a path, for tests).
 GpuSamples ReadGpuSamplesFrom(const std::string& library);
 
+// Whose Xid events a GpuSampler watches: NVML `library` ("": none), leaving a GPU in service on
+// the application's Xids and those in `ignored`.
+struct XidWatch {
+  std::string library;
+  std::set<uint64_t> ignored;
+};
+
 class GpuSampler {
  public:
   // `sample` is ReadGpuSamples but in tests (where, if it may outlive the sampler, it holds
-  // only what it owns).
+  // only what it owns). Without NVML the Xid watch tries again every `every`.
   explicit GpuSampler(std::chrono::milliseconds every = std::chrono::seconds(5),
                       std::function<GpuSamples()> sample = ReadGpuSamples,
-                      std::chrono::milliseconds hung_after = std::chrono::seconds(30));
+                      std::chrono::milliseconds hung_after = std::chrono::seconds(30),
+                      XidWatch xids = {});
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
   GpuSampler& operator=(const GpuSampler&) = delete;
@@ -78,19 +92,26 @@ class GpuSampler {
   // Takes a sample at once (after a replica failed). False, asking nothing, when the latest
   // sample is not a reading (no NVML here): there is no verdict to wait for.
   bool SampleNow();
-  // A sample SampleNow() asked for has not ended yet, and was asked for under kResampleWait ago.
+  // A sample SampleNow() asked for has not ended yet, or the Xid watch has not yet seen every
+  // event the driver had queued then (a GPU's Xid comes a moment before its process dies of it),
+  // and it was asked for under kResampleWait ago.
   bool Resampling() const;
   // GPU index -> why it is unfit for work, from the latest sample (or a hung one, see above).
   std::map<int, std::string> UnhealthyGpus() const;
+  // Puts the GPUs that Xids took out of service back (their admin reset them); how many were.
+  int ForgetXids();
 
   static constexpr std::chrono::milliseconds kStopWait{2000};
   static constexpr std::chrono::milliseconds kResampleWait{15000};
+  // The longest wait for an Xid event in one NVML call (the watch's stop waits for it).
+  static constexpr std::chrono::milliseconds kXidWait{500};
 
  private:
   struct Shared;
   static void Loop(std::shared_ptr<Shared> s);
+  static void WatchXids(std::shared_ptr<Shared> s);
   std::shared_ptr<Shared> shared_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace cohort::agent

@@ -9,8 +9,15 @@
 //   uuid=GPU-1 model=NVIDIA_H100_80GB_HBM3 memory_mib=81559 util=37 used_mib=1024
 //   ecc=2 (uncorrectable ECC errors since the driver loaded; -1: not supported)
 //   remap=none|pending|failed|unsupported  retired_pending=0|1  lost=0|1
+//   xid_events=0 (it reports no Xid events)
 // '_' in a model stands for a blank. No file, or no variable: nvmlInit_v2 fails with
 // NVML_ERROR_DRIVER_NOT_LOADED (9).
+//
+// Xid events: the file $COHORT_FAKE_NVML.xids, one event a line, "GPU XID" (GPU -1: an event
+// that names no GPU), which a test (or a replica playing a GPU's failure) appends to. Each event
+// set delivers every line once, however old, for the GPUs registered with it, as
+// nvmlEventSetWait_v2 polls the file.
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +25,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -32,13 +40,26 @@ struct FakeGpu {
   std::string remap = "none";
   bool retired_pending = false;
   bool lost = false;
+  bool xid_events = true;
 };
 
 std::mutex mu;
 std::vector<FakeGpu> gpus;  // guarded by mu
 
 constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kDriverNotLoaded = 9,
-              kGpuIsLost = 15;
+              kTimeout = 10, kGpuIsLost = 15;
+constexpr unsigned long long kXidCriticalError = 0x8;
+
+struct EventSet {
+  std::vector<bool> registered;  // by GPU index
+  size_t delivered = 0;          // lines of the .xids file
+};
+
+struct EventData {
+  void* device;
+  unsigned long long event_type, event_data;
+  unsigned gpu_instance, compute_instance;
+};
 
 bool ReadState() {
   const char* path = std::getenv("COHORT_FAKE_NVML");
@@ -69,6 +90,7 @@ bool ReadState() {
       if (key == "remap") gpu.remap = value;
       if (key == "retired_pending") gpu.retired_pending = value == "1";
       if (key == "lost") gpu.lost = value == "1";
+      if (key == "xid_events") gpu.xid_events = value != "0";
     }
     read.push_back(std::move(gpu));
   }
@@ -197,6 +219,62 @@ int nvmlDeviceGetRetiredPagesPendingStatus(void* device, int* pending) {
   if (gpu == nullptr) return kInvalidArgument;
   *pending = gpu->retired_pending ? 1 : 0;
   return kSuccess;
+}
+
+int nvmlDeviceGetSupportedEventTypes(void* device, unsigned long long* types) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  *types = gpu->xid_events ? kXidCriticalError : 0;
+  return kSuccess;
+}
+
+int nvmlEventSetCreate(EventSet** set) {
+  *set = new EventSet;
+  return kSuccess;
+}
+
+int nvmlEventSetFree(EventSet* set) {
+  delete set;
+  return kSuccess;
+}
+
+int nvmlDeviceRegisterEvents(void* device, unsigned long long types, EventSet* set) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr || set == nullptr) return kInvalidArgument;
+  if (!gpu->xid_events || types != kXidCriticalError) return kNotSupported;
+  const size_t index = reinterpret_cast<uintptr_t>(device) - 1;
+  if (set->registered.size() <= index) set->registered.resize(index + 1);
+  set->registered[index] = true;
+  return kSuccess;
+}
+
+int nvmlEventSetWait_v2(EventSet* set, EventData* data, unsigned timeout_ms) {
+  const char* path = std::getenv("COHORT_FAKE_NVML");
+  if (set == nullptr || path == nullptr) return kInvalidArgument;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    std::ifstream in(std::string(path) + ".xids");
+    std::string line;
+    for (size_t n = 0; std::getline(in, line); ++n) {
+      if (n < set->delivered) continue;
+      ++set->delivered;
+      long long gpu = -1;
+      unsigned long long xid = 0;
+      if (!(std::istringstream(line) >> gpu >> xid)) continue;
+      const bool watched = gpu >= 0 && static_cast<size_t>(gpu) < set->registered.size() &&
+                           set->registered[static_cast<size_t>(gpu)];
+      if (gpu >= 0 && !watched) continue;
+      data->device = gpu < 0 ? nullptr : reinterpret_cast<void*>(static_cast<uintptr_t>(gpu) + 1);
+      data->event_type = kXidCriticalError;
+      data->event_data = xid;
+      data->gpu_instance = data->compute_instance = 0xFFFFFFFF;
+      return kSuccess;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return kTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // extern "C"

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include "agent/resource_usage.h"
@@ -26,6 +27,10 @@ class NvmlTest : public ::cohort::testing::TempDirTest {
  protected:
   // The GPUs the stand-in reports, one line each (fake_nvml.cc says how).
   void SetGpus(const std::string& lines) { WriteFile(state_, lines); }
+  // The driver reports Xid events: "GPU XID" lines (fake_nvml.cc).
+  void AddXids(const std::string& lines) {
+    std::ofstream(state_ + ".xids", std::ios::app) << lines;
+  }
   std::unique_ptr<Nvml> Open() {
     auto nvml = Nvml::Open(COHORT_FAKE_NVML_LIB);
     EXPECT_TRUE(nvml.ok()) << nvml.status().ToString();
@@ -183,6 +188,102 @@ TEST_F(NvmlTest, ASampleThatHangsMakesEveryGpuUnfitUntilItReturns) {
     ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().empty(); }, 10s, 5ms));
     ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 5ms));
   }
+}
+
+TEST_F(NvmlTest, XidEventsComeAsTheDriverReportsThem) {
+  SetGpus("util=0\nutil=0\nxid_events=0\n");
+  auto nvml = Open();
+  ASSERT_NE(nvml, nullptr);
+  const Status watching = nvml->WatchXids();
+  ASSERT_TRUE(watching.ok()) << watching.ToString();
+  auto none = nvml->NextXid(10ms);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+  AddXids("1 79\n2 48\n-1 999\n");  // GPU 2 reports none: its line is not delivered
+  auto first = nvml->NextXid(5s);
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status().ToString();
+  EXPECT_EQ((*first)->gpu, 1);
+  EXPECT_EQ((*first)->xid, 79u);
+  auto second = nvml->NextXid(5s);
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status().ToString();
+  EXPECT_EQ((*second)->gpu, -1);
+  EXPECT_EQ((*second)->xid, 999u);
+  auto after = nvml->NextXid(10ms);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_FALSE(after->has_value());
+
+  SetGpus("xid_events=0\n");
+  auto unwatched = Open();
+  ASSERT_NE(unwatched, nullptr);
+  EXPECT_EQ(unwatched->WatchXids().message(),
+            "no GPU's Xid events can be watched (GPU 0 reports no Xid events)");
+}
+
+TEST_F(NvmlTest, WhichXidsTakeAGpuOutOfService) {
+  for (uint64_t xid : {13, 31, 43, 45, 68, 109}) {
+    EXPECT_FALSE(XidTakesGpuOutOfService(xid, {})) << xid;
+  }
+  for (uint64_t xid : {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 999, 12345}) {
+    EXPECT_TRUE(XidTakesGpuOutOfService(xid, {})) << xid;
+  }
+  EXPECT_FALSE(XidTakesGpuOutOfService(94, {94, 74}));
+  EXPECT_EQ(XidName(79), "GPU has fallen off the bus");
+  EXPECT_EQ(XidName(12345), "");
+}
+
+// A GPU that reports a critical Xid is unfit from then on, in every sample, until the agent
+// forgets it (its reload, once the admin reset the GPU); an application's Xid, or one the agent
+// ignores, leaves it in service.
+TEST_F(NvmlTest, AnXidTakesItsGpuOutOfServiceUntilTheAgentForgetsIt) {
+  SetGpus("util=0\nutil=0\nutil=0\nremap=pending\n");
+  GpuSampler sampler(
+      10ms, [] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB); }, 30s,
+      XidWatch{COHORT_FAKE_NVML_LIB, {94}});
+  ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 1; }, 10s, 5ms));
+  // A replica failed just after the driver reported them: the verdict waits until the watch has
+  // seen every Xid queued then (GPU 2's second one changes nothing).
+  AddXids("0 31\n1 94\n2 119\n3 48\n2 79\n");
+  ASSERT_TRUE(sampler.SampleNow());
+  ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 1ms));
+  const std::map<int, std::string> unfit = sampler.UnhealthyGpus();
+  ASSERT_EQ(unfit.size(), 2u);
+  const std::string& gsp = unfit.at(2);
+  EXPECT_EQ(gsp.rfind("Xid 119 (GSP RPC timeout) at 20", 0), 0u) << gsp;
+  const std::string until = " UTC (it needs a reset, then a reload of the agent)";
+  EXPECT_EQ(gsp.substr(gsp.size() - std::min(gsp.size(), until.size())), until) << gsp;
+  const std::string& ecc = unfit.at(3);
+  EXPECT_EQ(ecc.rfind("a row remapping is pending (it needs a reset); Xid 48 (double-bit ECC "
+                      "error) at ",
+                      0),
+            0u)
+      << ecc;
+  const auto latest = sampler.Latest();
+  ASSERT_TRUE(latest->ok());
+  EXPECT_EQ((**latest)[2].problem, gsp);
+  EXPECT_EQ((**latest)[0].problem, "");
+
+  EXPECT_EQ(sampler.ForgetXids(), 2);
+  EXPECT_EQ(sampler.UnhealthyGpus(),
+            (std::map<int, std::string>{{3, "a row remapping is pending (it needs a reset)"}}));
+
+  // One that names no GPU takes them all.
+  AddXids("-1 999\n");
+  ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 4; }, 10s, 5ms));
+  EXPECT_EQ(sampler.UnhealthyGpus().at(0).rfind("Xid 999 (an Xid the driver does not know) at ", 0),
+            0u);
+}
+
+// The real driver, where there is one: every datacenter GPU reports Xid events.
+TEST(NvmlDriverTest, TheRealDriversXidEventsCanBeWatched) {
+  auto nvml = Nvml::Open();
+  if (!nvml.ok() && nvml.status().code() == StatusCode::kNotFound) {
+    GTEST_SKIP() << "no NVIDIA driver here: " << nvml.status().message();
+  }
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  const Status watching = (*nvml)->WatchXids();
+  ASSERT_TRUE(watching.ok()) << watching.ToString();
+  const auto next = (*nvml)->NextXid(100ms);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
 }
 
 }  // namespace

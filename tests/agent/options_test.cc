@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,28 @@ TEST(AgentFlagsTest, ErrorsNameTheFlag) {
   ASSERT_TRUE(help.ok());
   EXPECT_TRUE(help->help);
   EXPECT_NE(help->usage.find("--advertise-address"), std::string::npos);
+}
+
+TEST(AgentFlagsTest, IgnoredXidsAreNumbersOrAll) {
+  auto plain = Parse({"--coordinator", "tcp://h:1"});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->config.watch_xids);
+  EXPECT_TRUE(plain->config.ignored_xids.empty());
+  auto some = Parse({"--coordinator", "tcp://h:1", "--ignore-xids", "94,74"});
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  EXPECT_TRUE(some->config.watch_xids);
+  EXPECT_EQ(some->config.ignored_xids, (std::set<uint64_t>{74, 94}));
+  auto all = Parse({"--coordinator", "tcp://h:1", "--ignore-xids", "all"});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_FALSE(all->config.watch_xids);
+  for (const char* bad : {"94,,74", "xid79", "-1", "79 ", "0"}) {
+    auto refused = Parse({"--coordinator", "tcp://h:1", "--ignore-xids", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().message().rfind(
+                  "--ignore-xids: expected Xid numbers separated by commas, or all; '", 0),
+              0u)
+        << refused.status().message();
+  }
 }
 
 // --output-root is compared as text with the coordinator's (normalised the same way there).

@@ -67,7 +67,9 @@ TEST_F(ResourceUsageTest, TheSamplerKeepsTheNewestSampleTakenOnItsOwnThread) {
                                             .uuid = "GPU-0",
                                             .utilization = static_cast<double>(n),
                                             .memory_used_bytes = 1e9,
-                                            .memory_total_bytes = 8e9}};
+                                            .memory_total_bytes = 8e9,
+                                            .problem = "",
+                                            .read = true}};
   });
   // Whoever asks meanwhile is not held up, and is told there is no sample yet.
   auto before = sampler.Latest();

@@ -2,10 +2,11 @@
 // --health-check (a shell script that fails while a marker file holds a reason, as a GPU check
 // does after an XID error), a replica there that crashes with exit 1 as a trainer does when its
 // GPU falls off the bus, and the cohort CLI as a process. And a GPU's own health as NVML tells
-// it, through the stand-in NVML (tests/agent/fake_nvml.cc: this machine has no NVIDIA driver)
-// that the agent loads as libnvidia-ml.so.1 by LD_LIBRARY_PATH.
+// it, its counters and its Xid events, through the stand-in NVML (tests/agent/fake_nvml.cc: this
+// machine has no NVIDIA driver) that the agent loads as libnvidia-ml.so.1 by LD_LIBRARY_PATH.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
@@ -75,6 +76,28 @@ class NodeHealthTest : public ct::ClusterTest {
               0u)
         << "no restart event names the fault (" << fault << "): " << event;
     return event;
+  }
+
+  // Starts an agent of 2 GPUs whose NVML is the stand-in, reading `gpus_file`.
+  void StartAgentWithFakeNvml(const std::string& node, const std::string& gpus_file) {
+    ct::WriteFile(gpus_file, "uuid=GPU-0\nuuid=GPU-1\n");
+    ct::AgentOptions agent{node, 2};
+    agent.wrapper = {
+        "/usr/bin/env",
+        "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
+        "COHORT_FAKE_NVML=" + gpus_file};
+    ASSERT_EQ(cluster_->StartAgent(agent), "");
+  }
+
+  // The GPU job "train" (SubmitTrainer) runs on.
+  static int TrainerGpu(CoordinatorClient& client) {
+    const auto running = client.GetJob("train");
+    EXPECT_TRUE(running.ok()) << running.status().ToString();
+    if (!running.ok() || running->replicas.size() != 1 || running->replicas[0]->gpus.size() != 1) {
+      ADD_FAILURE() << "train runs on no one GPU";
+      return -1;
+    }
+    return running->replicas[0]->gpus[0];
   }
 
   // Agent `id`'s /metrics ("" when it does not answer).
@@ -182,13 +205,7 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
 TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAnother) {
   const std::string node = UniqueNodeId("gpus");
   const std::string gpus_file = cluster_->scratch("nvml-gpus");
-  ct::WriteFile(gpus_file, "uuid=GPU-0\nuuid=GPU-1\n");
-  ct::AgentOptions agent{node, 2};
-  agent.wrapper = {
-      "/usr/bin/env",
-      "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
-      "COHORT_FAKE_NVML=" + gpus_file};
-  ASSERT_EQ(cluster_->StartAgent(agent), "");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
   // On its first attempt the trainer waits for the test's trigger, then its GPU's memory fails:
   // the driver counts an uncorrectable error, and the CUDA process that met it dies.
   const std::string trigger = cluster_->scratch("ecc-error");
@@ -205,11 +222,8 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
       /*executable=*/true);
   auto client = cluster_->Client();
   ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
-  const auto running = client.GetJob("train");
-  ASSERT_TRUE(running.ok()) << running.status().ToString();
-  ASSERT_EQ(running->replicas.size(), 1u);
-  ASSERT_EQ(running->replicas[0]->gpus.size(), 1u);
-  const int bad = running->replicas[0]->gpus[0], good = 1 - bad;
+  const int bad = TrainerGpu(client), good = 1 - bad;
+  ASSERT_GE(bad, 0);
 
   ct::WriteFile(trigger, "");
   const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
@@ -275,6 +289,55 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
   ASSERT_TRUE(client.Submit(both).ok());
   const wire::JobInfoT ran = ct::WaitForJobEnd(client, "both", 30s);
   ASSERT_EQ(ran.state, wire::JobState::SUCCEEDED) << ran.message;
+}
+
+// The driver reports Xid 119 (the GSP stopped answering) on a running replica's GPU, and the
+// replica dies of it a moment later: no counter says so, yet the replica restarts on the other
+// GPU, this one takes no work, and only the agent's reload (SIGHUP, systemctl reload, once the
+// admin reset the GPU) puts it back.
+TEST_F(NodeHealthTest, AGpuThatReportsAnXidIsOutOfServiceUntilTheAgentIsReloaded) {
+  const std::string node = UniqueNodeId("xid");
+  const std::string gpus_file = cluster_->scratch("nvml-xid-gpus");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
+  const std::string trigger = cluster_->scratch("gsp-timeout");
+  const std::string trainer = cluster_->scratch("xid_train.sh");
+  ct::WriteFile(trainer,
+                "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
+                    " ]; do sleep 0.05; done\n  echo \"$CUDA_VISIBLE_DEVICES 119\" >> " +
+                    gpus_file +
+                    ".xids\n  echo 'RuntimeError: CUDA error: unspecified launch failure' >&2\n  "
+                    "exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
+                /*executable=*/true);
+  auto client = cluster_->Client();
+  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
+  const int bad = TrainerGpu(client), good = 1 - bad;
+  ASSERT_GE(bad, 0);
+
+  ct::WriteFile(trigger, "");
+  const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
+  const std::string xid = "Xid 119 (GSP RPC timeout) at ";
+  ExpectFirstRestartFor(done, "on GPU " + std::to_string(bad) + " of node " + node +
+                                  ", which NVML finds unfit: " + xid);
+
+  // It stays out of service: a one-GPU job goes to the other.
+  const wire::JobInfoT small = RunOneGpuJob(client, "small");
+  ASSERT_EQ(small.state, wire::JobState::SUCCEEDED) << small.message;
+  EXPECT_EQ(small.replicas[0]->gpus, std::vector<int>{good});
+  const wire::NodeInfoT info = NodeInfo(node);
+  ASSERT_EQ(info.unhealthy_gpus.size(), 1u);
+  EXPECT_EQ(info.unhealthy_gpus[0]->index, bad);
+  const std::string& reason = info.unhealthy_gpus[0]->reason;
+  EXPECT_EQ(reason.rfind(xid, 0), 0u) << reason;
+  EXPECT_NE(reason.find(" UTC (it needs a reset, then a reload of the agent)"), std::string::npos)
+      << reason;
+
+  cluster_->agent(node).Signal(SIGHUP);
+  EXPECT_TRUE(ct::WaitUntil([&] { return NodeInfo(node).unhealthy_gpus.empty(); }, 10s, 100ms))
+      << cluster_->Logs();
+  EXPECT_EQ(NodeInfo(node).state, "READY");
 }
 
 }  // namespace
