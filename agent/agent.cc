@@ -107,6 +107,7 @@ Status Agent::RunOnce(milliseconds max_wait) {
     wait = milliseconds(0);
   }
   replicas_.StartPending();
+  KillWorkOnFailedGpus();
   CollectDumps();
   CollectExecs();
   replicas_.Reap();
@@ -132,6 +133,7 @@ void Agent::PublishSnapshot() {
   s->health_passing = session_.health().Problem().empty();
   s->health_check_runs = session_.health().runs();
   s->gpus = gpu_sampler_.Latest();
+  s->xid_errors = gpu_sampler_.XidCounts();
   for (const auto& [key, a] : replicas_.attempts()) {
     if (!a.live()) continue;
     s->attempts.push_back(AttemptView{a.job, a.replica, a.attempt,
@@ -486,6 +488,25 @@ void Agent::RunTimers() {
   }
   // Requests nobody answered are waited for only so long.
   outbox_.ForgetOlderThan(std::chrono::minutes(1));
+}
+
+void Agent::KillWorkOnFailedGpus() {
+  const std::vector<GpuSampler::GpuFault> faults = gpu_sampler_.TakeGpuFaults();
+  if (faults.empty()) return;
+  // The coordinator hears that the GPU is unfit before it hears of the kills, so that it places
+  // their restarts elsewhere.
+  SendHeartbeat();
+  for (const GpuSampler::GpuFault& fault : faults) {
+    const std::string gpu =
+        fault.gpu < 0 ? "a GPU (NVML does not name it)" : "its GPU " + std::to_string(fault.gpu);
+    const int killed =
+        replicas_.KillOnGpu(fault.gpu, "killed by its agent: " + gpu + " reported " + fault.xid +
+                                           ", after which nothing runs there until it is reset");
+    if (killed > 0) {
+      spdlog::warn("{}: killed {} replica(s) pinned to {}", fault.xid, killed,
+                   fault.gpu < 0 ? "any GPU" : "GPU " + std::to_string(fault.gpu));
+    }
+  }
 }
 
 void Agent::Fence() {

@@ -212,6 +212,9 @@ class Agent {
   void RunTimers();
   // The coordinator has been silent past its --fence-after: stops every replica here.
   void Fence();
+  // Kills the replicas pinned to a GPU that reported an Xid after which nothing runs on it
+  // (GpuSampler::TakeGpuFaults): their job restarts elsewhere instead of hanging in the driver.
+  void KillWorkOnFailedGpus();
   void ShipLogsAndMetrics();
   void CarryOnPreemption();
   void PublishSnapshot();

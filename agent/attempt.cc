@@ -82,6 +82,9 @@ std::optional<Attempt::Change> Attempt::TakeExit() {
     case StopCause::kPreemption:
       change.state = wire::ReplicaState::PREEMPTED;
       break;
+    case StopCause::kGpuFault:
+      change.state = wire::ReplicaState::FAILED;
+      break;
     default:
       change.state = exit.exit_code == 0 && exit.signal == 0 ? wire::ReplicaState::SUCCEEDED
                                                              : wire::ReplicaState::FAILED;

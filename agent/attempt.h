@@ -34,9 +34,11 @@ namespace cohort::agent {
 std::string AttemptKey(const std::string& job, const std::string& replica, int attempt);
 
 // Why an attempt is stopped: the coordinator asked, the agent shuts down (PREEMPTED), a newer
-// attempt of the replica replaces it, or the coordinator fell silent past its --fence-after
-// (agent/coordinator_session.h). All but preemption end it STOPPED.
-enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced, kFence };
+// attempt of the replica replaces it, the coordinator fell silent past its --fence-after
+// (agent/coordinator_session.h), or a GPU pinned to it reported an Xid after which nothing runs
+// there (agent/nvml.h, XidStopsTheGpu: it ends FAILED, killed, a failure its job restarts from).
+// The others end it STOPPED.
+enum class StopCause { kNone, kCoordinator, kPreemption, kReplaced, kFence, kGpuFault };
 
 // What a launch's step off the agent loop found: the checkpoint a restart restores from, what
 // it set aside, and how the launcher's Prepare went (an image unpack; agent/launcher.h).

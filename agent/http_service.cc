@@ -96,6 +96,17 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
       t.Sample("cohort_gpu_healthy", gpu_labels(g), g.problem.empty() ? 1 : 0);
     }
   }
+  t.Family("cohort_gpu_xid_errors_total", Type::kCounter,
+           "Critical Xid errors the NVIDIA driver reported for the GPU since the agent started "
+           "(NVML's events; gpu \"\" when it named none), the applications' own (13, 31, 43, 45, "
+           "68, 109) among them.");
+  for (const auto& [key, count] : s.xid_errors) {
+    t.Sample("cohort_gpu_xid_errors_total",
+             {{"node", s.node_id},
+              {"gpu", key.first < 0 ? "" : std::to_string(key.first)},
+              {"xid", std::to_string(key.second)}},
+             static_cast<double>(count));
+  }
 
   t.Family("cohort_replica_collective_lateness_seconds", Type::kGauge,
            "How late a replica enters its job's collective operations after the job's first "

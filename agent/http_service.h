@@ -10,6 +10,7 @@
 // how late each replica here enters its job's collective operations after the job's first rank
 // (the median over the coordinator's window, as its heartbeat replies say; issue 18's
 // stragglers), with the number of operations behind it;
+// each GPU's critical Xid errors (NVML's events) by Xid;
 // and the agent's log bytes shipped (acked by the coordinator) and attempts started.
 // Everything comes from the AgentSnapshot the loop publishes (Publish) and from files read on
 // the server's threads, never from the loop's state.
@@ -18,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +62,7 @@ struct AgentSnapshot {
   bool health_passing = true;
   uint64_t health_check_runs = 0;
   std::shared_ptr<const GpuSamples> gpus;  // GpuSampler::Latest(); null: none taken
+  std::map<std::pair<int, uint64_t>, uint64_t> xid_errors;  // GpuSampler::XidCounts()
 };
 
 class AgentHttp {

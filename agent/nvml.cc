@@ -69,6 +69,10 @@ bool XidTakesGpuOutOfService(uint64_t xid, const std::set<uint64_t>& ignored) {
   return ApplicationXids().count(xid) == 0 && ignored.count(xid) == 0;
 }
 
+bool XidStopsTheGpu(uint64_t xid) {
+  return xid == 62 || xid == 79 || xid == 95 || xid == 119 || xid == 120;
+}
+
 std::string XidName(uint64_t xid) {
   static const std::map<uint64_t, std::string> names = {
       {13, "graphics engine exception"},

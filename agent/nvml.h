@@ -45,6 +45,10 @@ const std::set<uint64_t>& ApplicationXids();
 // Whether Xid `xid` takes its GPU out of service: every critical Xid but the application's own
 // and those in `ignored` (the agent's --ignore-xids).
 bool XidTakesGpuOutOfService(uint64_t xid, const std::set<uint64_t>& ignored);
+// Whether nothing can run on the GPU after Xid `xid` until it is reset, so that what runs there
+// is stopped rather than left hanging in the driver: 62 (its micro-controller halted), 79 (fallen
+// off the bus), 95 (an uncontained ECC error), 119 and 120 (its GSP stopped answering).
+bool XidStopsTheGpu(uint64_t xid);
 // What NVIDIA's catalogue calls Xid `xid` ("GPU has fallen off the bus"); "" for one not named
 // here.
 std::string XidName(uint64_t xid);

@@ -352,6 +352,20 @@ int ReplicaManager::StopAll(StopCause cause, const std::string& reason, millisec
   return stopped;
 }
 
+int ReplicaManager::KillOnGpu(int gpu, const std::string& reason) {
+  int killed = 0;
+  for (auto& [key, a] : attempts_) {
+    const bool pinned =
+        gpu < 0 ? !a.gpus.empty() : std::find(a.gpus.begin(), a.gpus.end(), gpu) != a.gpus.end();
+    // One still launching is left to fail on its own (it cannot start on that GPU): a stop
+    // before its start would end it STOPPED, which no one asked for.
+    if (!a.live() || a.pending || !pinned) continue;
+    a.RequestStop(StopCause::kGpuFault, reason, milliseconds(0), Now());
+    ++killed;
+  }
+  return killed;
+}
+
 bool ReplicaManager::AllGone() const {
   return std::all_of(attempts_.begin(), attempts_.end(),
                      [](const auto& entry) { return entry.second.gone; });

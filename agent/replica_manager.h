@@ -93,6 +93,9 @@ class ReplicaManager {
   void Stop(const wire::StopReplica& stop);
   // Stops every live attempt for `cause`; returns how many.
   int StopAll(StopCause cause, const std::string& reason, milliseconds grace);
+  // Kills every started live attempt pinned to GPU `gpu` (-1: to any GPU), which can no longer
+  // run it (StopCause::kGpuFault); returns how many.
+  int KillOnGpu(int gpu, const std::string& reason);
   // Learns which launched processes executed their command (RUNNING; a launch error is kept for
   // the exit to report), reaps exited main processes, reports their final states and kills
   // their leftovers. Never waits.

@@ -119,6 +119,8 @@ struct GpuSampler::Shared {
   // that ended empty (no event queued) had seen when it started.
   bool xids_watched GUARDED_BY(mu) = false;
   uint64_t xids_answered GUARDED_BY(mu) = 0;
+  std::vector<GpuFault> faults GUARDED_BY(mu);  // TakeGpuFaults() has not taken them yet
+  std::map<std::pair<int, uint64_t>, uint64_t> xid_counts GUARDED_BY(mu);
   // When the sample under way started; nullopt between samples.
   std::optional<std::chrono::steady_clock::time_point> under_way_since GUARDED_BY(mu);
   // SampleNow() calls, and how many of them the latest sample to end had seen when it started.
@@ -253,6 +255,16 @@ int GpuSampler::ForgetXids() {
   return forgotten;
 }
 
+std::vector<GpuSampler::GpuFault> GpuSampler::TakeGpuFaults() {
+  MutexLock lock(&shared_->mu);
+  return std::exchange(shared_->faults, {});
+}
+
+std::map<std::pair<int, uint64_t>, uint64_t> GpuSampler::XidCounts() const {
+  MutexLock lock(&shared_->mu);
+  return shared_->xid_counts;
+}
+
 void GpuSampler::Loop(std::shared_ptr<Shared> s) {
   for (;;) {
     uint64_t asked = 0;
@@ -312,6 +324,10 @@ void GpuSampler::WatchXids(std::shared_ptr<Shared> s) {
                               (name.empty() ? "" : " (" + name + ")") + " at " + UtcNow();
       const std::string gpu = event.gpu < 0 ? "every GPU (NVML does not name the one)"
                                             : "GPU " + std::to_string(event.gpu);
+      {
+        MutexLock lock(&s->mu);
+        ++s->xid_counts[{event.gpu, event.xid}];
+      }
       if (!XidTakesGpuOutOfService(event.xid, s->xids.ignored)) {
         spdlog::warn("{}: {}: {}; the GPU stays in service", gpu, xid,
                      ApplicationXids().count(event.xid) ? "an application's error"
@@ -324,6 +340,7 @@ void GpuSampler::WatchXids(std::shared_ptr<Shared> s) {
       // coordinator.
       s->xid_problems.emplace(event.gpu, xid + " (it needs a reset, then a reload of the agent)");
       s->Publish();
+      if (XidStopsTheGpu(event.xid)) s->faults.push_back(GpuFault{event.gpu, xid});
     }
     if (nvml.ok()) nvml->reset();  // NVML is shut down before the wait
     MutexLock lock(&s->mu);

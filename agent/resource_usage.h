@@ -35,6 +35,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -100,6 +101,18 @@ class GpuSampler {
   std::map<int, std::string> UnhealthyGpus() const;
   // Puts the GPUs that Xids took out of service back (their admin reset them); how many were.
   int ForgetXids();
+
+  // A GPU that reported an Xid after which nothing runs on it (XidStopsTheGpu): what runs there
+  // is to be stopped. gpu -1: NVML did not say which (every GPU).
+  struct GpuFault {
+    int gpu = -1;
+    std::string xid;  // "Xid 79 (GPU has fallen off the bus) at 2026-12-02 10:40:01 UTC"
+  };
+  // The faults since the last call, oldest first.
+  std::vector<GpuFault> TakeGpuFaults();
+  // How many of each critical Xid each GPU (-1: one NVML did not name) reported since the start,
+  // whether or not it took the GPU out of service: (gpu, xid) -> count.
+  std::map<std::pair<int, uint64_t>, uint64_t> XidCounts() const;
 
   static constexpr std::chrono::milliseconds kStopWait{2000};
   static constexpr std::chrono::milliseconds kResampleWait{15000};

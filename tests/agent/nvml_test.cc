@@ -227,6 +227,8 @@ TEST_F(NvmlTest, WhichXidsTakeAGpuOutOfService) {
     EXPECT_TRUE(XidTakesGpuOutOfService(xid, {})) << xid;
   }
   EXPECT_FALSE(XidTakesGpuOutOfService(94, {94, 74}));
+  for (uint64_t xid : {62, 79, 95, 119, 120}) EXPECT_TRUE(XidStopsTheGpu(xid)) << xid;
+  for (uint64_t xid : {31, 48, 63, 74, 94, 999}) EXPECT_FALSE(XidStopsTheGpu(xid)) << xid;
   EXPECT_EQ(XidName(79), "GPU has fallen off the bus");
   EXPECT_EQ(XidName(12345), "");
 }
@@ -261,6 +263,15 @@ TEST_F(NvmlTest, AnXidTakesItsGpuOutOfServiceUntilTheAgentForgetsIt) {
   ASSERT_TRUE(latest->ok());
   EXPECT_EQ((**latest)[2].problem, gsp);
   EXPECT_EQ((**latest)[0].problem, "");
+  // After 119 and 79 nothing runs on GPU 2: what runs there is to be killed. A double-bit ECC
+  // error kills only the process that met it (the driver does).
+  const std::vector<GpuSampler::GpuFault> faults = sampler.TakeGpuFaults();
+  ASSERT_EQ(faults.size(), 2u);
+  EXPECT_EQ(faults[0].gpu, 2);
+  EXPECT_EQ(gsp.rfind(faults[0].xid, 0), 0u) << faults[0].xid;
+  EXPECT_EQ(faults[1].gpu, 2);
+  EXPECT_EQ(faults[1].xid.rfind("Xid 79 (GPU has fallen off the bus) at ", 0), 0u);
+  EXPECT_TRUE(sampler.TakeGpuFaults().empty());
 
   EXPECT_EQ(sampler.ForgetXids(), 2);
   EXPECT_EQ(sampler.UnhealthyGpus(),
@@ -271,6 +282,7 @@ TEST_F(NvmlTest, AnXidTakesItsGpuOutOfServiceUntilTheAgentForgetsIt) {
   ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 4; }, 10s, 5ms));
   EXPECT_EQ(sampler.UnhealthyGpus().at(0).rfind("Xid 999 (an Xid the driver does not know) at ", 0),
             0u);
+  EXPECT_TRUE(sampler.TakeGpuFaults().empty());
 }
 
 // The real driver, where there is one: every datacenter GPU reports Xid events.

@@ -291,22 +291,21 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
   ASSERT_EQ(ran.state, wire::JobState::SUCCEEDED) << ran.message;
 }
 
-// The driver reports Xid 119 (the GSP stopped answering) on a running replica's GPU, and the
-// replica dies of it a moment later: no counter says so, yet the replica restarts on the other
-// GPU, this one takes no work, and only the agent's reload (SIGHUP, systemctl reload, once the
-// admin reset the GPU) puts it back.
+// The driver reports Xid 48 (a double-bit ECC error) on a running replica's GPU, and the replica
+// dies of it a moment later (exit 1): no counter says so here, yet the replica restarts on the
+// other GPU, this one takes no work, and only the agent's reload (SIGHUP, systemctl reload, once
+// the admin reset the GPU) puts it back.
 TEST_F(NodeHealthTest, AGpuThatReportsAnXidIsOutOfServiceUntilTheAgentIsReloaded) {
   const std::string node = UniqueNodeId("xid");
   const std::string gpus_file = cluster_->scratch("nvml-xid-gpus");
   ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
-  const std::string trigger = cluster_->scratch("gsp-timeout");
+  const std::string trigger = cluster_->scratch("dbe");
   const std::string trainer = cluster_->scratch("xid_train.sh");
   ct::WriteFile(trainer,
                 "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
-                    " ]; do sleep 0.05; done\n  echo \"$CUDA_VISIBLE_DEVICES 119\" >> " +
-                    gpus_file +
-                    ".xids\n  echo 'RuntimeError: CUDA error: unspecified launch failure' >&2\n  "
-                    "exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
+                    " ]; do sleep 0.05; done\n  echo \"$CUDA_VISIBLE_DEVICES 48\" >> " + gpus_file +
+                    ".xids\n  echo 'RuntimeError: CUDA error: uncorrectable ECC error encountered' "
+                    ">&2\n  exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
                 /*executable=*/true);
   auto client = cluster_->Client();
   ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
@@ -318,7 +317,7 @@ TEST_F(NodeHealthTest, AGpuThatReportsAnXidIsOutOfServiceUntilTheAgentIsReloaded
   ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
   EXPECT_EQ(done.restarts, 1);
   EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
-  const std::string xid = "Xid 119 (GSP RPC timeout) at ";
+  const std::string xid = "Xid 48 (double-bit ECC error) at ";
   ExpectFirstRestartFor(done, "on GPU " + std::to_string(bad) + " of node " + node +
                                   ", which NVML finds unfit: " + xid);
 
@@ -338,6 +337,48 @@ TEST_F(NodeHealthTest, AGpuThatReportsAnXidIsOutOfServiceUntilTheAgentIsReloaded
   EXPECT_TRUE(ct::WaitUntil([&] { return NodeInfo(node).unhealthy_gpus.empty(); }, 10s, 100ms))
       << cluster_->Logs();
   EXPECT_EQ(NodeInfo(node).state, "READY");
+}
+
+// Xid 79: the GPU fell off the bus, and the replica on it hangs in the driver instead of dying.
+// Its agent kills it at once, and the job restarts on the other GPU, spending one restart,
+// instead of hanging until a watchdog's timeout.
+TEST_F(NodeHealthTest, AReplicaOnAGpuThatFellOffTheBusIsKilledAndRestartsElsewhere) {
+  const std::string node = UniqueNodeId("xid79");
+  const std::string gpus_file = cluster_->scratch("nvml-xid79-gpus");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
+  const std::string trigger = cluster_->scratch("off-the-bus");
+  const std::string trainer = cluster_->scratch("hang_train.sh");
+  ct::WriteFile(trainer,
+                "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
+                    " ]; do sleep 0.05; done\n  echo \"$CUDA_VISIBLE_DEVICES 79\" >> " + gpus_file +
+                    ".xids\n  exec sleep 600\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
+                /*executable=*/true);
+  auto client = cluster_->Client();
+  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
+  const int bad = TrainerGpu(client), good = 1 - bad;
+  ASSERT_GE(bad, 0);
+
+  ct::WriteFile(trigger, "");
+  const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 1);
+  EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
+  std::string restart;
+  for (const auto& e : done.events) {
+    if (e && e->message.rfind("restart 1/2: ", 0) == 0) restart = e->message;
+  }
+  EXPECT_NE(restart.find("killed by its agent: its GPU " + std::to_string(bad) +
+                         " reported Xid 79 (GPU has fallen off the bus) at "),
+            std::string::npos)
+      << restart;
+  const wire::NodeInfoT info = NodeInfo(node);
+  ASSERT_EQ(info.unhealthy_gpus.size(), 1u);
+  EXPECT_EQ(info.unhealthy_gpus[0]->index, bad);
+  const std::string counted = "cohort_gpu_xid_errors_total{node=\"" + node + "\",gpu=\"" +
+                              std::to_string(bad) + "\",xid=\"79\"} 1\n";
+  EXPECT_TRUE(
+      ct::WaitUntil([&] { return AgentMetrics(node).find(counted) != std::string::npos; }, 5s))
+      << AgentMetrics(node);
 }
 
 }  // namespace
