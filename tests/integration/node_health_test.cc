@@ -89,15 +89,32 @@ class NodeHealthTest : public ct::ClusterTest {
     ASSERT_EQ(cluster_->StartAgent(agent), "");
   }
 
-  // The GPU job "train" (SubmitTrainer) runs on.
-  static int TrainerGpu(CoordinatorClient& client) {
+  // Runs job "train" (SubmitTrainer) on a node of StartAgentWithFakeNvml: its first attempt waits
+  // for the test's go, then plays a GPU's failure (`fault`: shell lines, $CUDA_VISIBLE_DEVICES
+  // naming its GPU) and ends as they say; a later attempt exits 0. Expects the job to succeed
+  // after one restart on the other GPU; returns the GPU of the failure (-1: it ran on none).
+  int RunThroughGpuFault(CoordinatorClient& client, const std::string& fault,
+                         wire::JobInfoT* done) {
+    const std::string go = cluster_->scratch("gpu-fault-go");
+    const std::string trainer = cluster_->scratch("gpu_fault_train.sh");
+    ct::WriteFile(trainer,
+                  "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + go +
+                      " ]; do sleep 0.05; done\n" + fault +
+                      "fi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
+                  /*executable=*/true);
+    SubmitTrainer(client, trainer);
     const auto running = client.GetJob("train");
-    EXPECT_TRUE(running.ok()) << running.status().ToString();
     if (!running.ok() || running->replicas.size() != 1 || running->replicas[0]->gpus.size() != 1) {
       ADD_FAILURE() << "train runs on no one GPU";
       return -1;
     }
-    return running->replicas[0]->gpus[0];
+    const int bad = running->replicas[0]->gpus[0];
+    ct::WriteFile(go, "");
+    *done = ct::WaitForJobEnd(client, "train", 60s);
+    EXPECT_EQ(done->state, wire::JobState::SUCCEEDED) << done->message;
+    EXPECT_EQ(done->restarts, 1);
+    EXPECT_TRUE(!done->replicas.empty() && done->replicas[0]->gpus == std::vector<int>{1 - bad});
+    return bad;
   }
 
   // Agent `id`'s /metrics ("" when it does not answer).
@@ -206,31 +223,23 @@ TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAno
   const std::string node = UniqueNodeId("gpus");
   const std::string gpus_file = cluster_->scratch("nvml-gpus");
   ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
-  // On its first attempt the trainer waits for the test's trigger, then its GPU's memory fails:
-  // the driver counts an uncorrectable error, and the CUDA process that met it dies.
-  const std::string trigger = cluster_->scratch("ecc-error");
-  const std::string trainer = cluster_->scratch("train.sh");
-  ct::WriteFile(
-      trainer,
-      "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
-          " ]; do sleep 0.05; done\n  if [ \"$CUDA_VISIBLE_DEVICES\" = 0 ]; then\n    printf "
-          "'uuid=GPU-0 ecc=1 remap=pending\\nuuid=GPU-1\\n' > " +
+  // On its first attempt the trainer's GPU memory fails: the driver counts an uncorrectable
+  // error, and the CUDA process that met it dies.
+  auto client = cluster_->Client();
+  wire::JobInfoT done;
+  const int bad = RunThroughGpuFault(
+      client,
+      "  if [ \"$CUDA_VISIBLE_DEVICES\" = 0 ]; then\n    printf "
+      "'uuid=GPU-0 ecc=1 remap=pending\\nuuid=GPU-1\\n' > " +
           gpus_file + "\n  else\n    printf 'uuid=GPU-0\\nuuid=GPU-1 ecc=1 remap=pending\\n' > " +
           gpus_file +
-          "\n  fi\n  echo 'RuntimeError: CUDA error: uncorrectable ECC error "
-          "encountered' >&2\n  exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
-      /*executable=*/true);
-  auto client = cluster_->Client();
-  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
-  const int bad = TrainerGpu(client), good = 1 - bad;
+          "\n  fi\n  echo 'RuntimeError: CUDA error: uncorrectable ECC error encountered' >&2\n  "
+          "exit 1\n",
+      &done);
   ASSERT_GE(bad, 0);
-
-  ct::WriteFile(trigger, "");
-  const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
-  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
-  EXPECT_EQ(done.restarts, 1);
+  ASSERT_EQ(done.replicas.size(), 1u);
+  const int good = 1 - bad;
   EXPECT_EQ(done.replicas[0]->node_id, node);
-  EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
   const std::string why =
       "1 uncorrectable ECC error since the driver loaded (it needs a reset); a row remapping is "
       "pending (it needs a reset)";
@@ -299,24 +308,16 @@ TEST_F(NodeHealthTest, AGpuThatReportsAnXidIsOutOfServiceUntilTheAgentIsReloaded
   const std::string node = UniqueNodeId("xid");
   const std::string gpus_file = cluster_->scratch("nvml-xid-gpus");
   ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
-  const std::string trigger = cluster_->scratch("dbe");
-  const std::string trainer = cluster_->scratch("xid_train.sh");
-  ct::WriteFile(trainer,
-                "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
-                    " ]; do sleep 0.05; done\n  echo \"$CUDA_VISIBLE_DEVICES 48\" >> " + gpus_file +
-                    ".xids\n  echo 'RuntimeError: CUDA error: uncorrectable ECC error encountered' "
-                    ">&2\n  exit 1\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
-                /*executable=*/true);
   auto client = cluster_->Client();
-  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
-  const int bad = TrainerGpu(client), good = 1 - bad;
+  wire::JobInfoT done;
+  const int bad = RunThroughGpuFault(
+      client,
+      "  echo \"$CUDA_VISIBLE_DEVICES 48\" >> " + gpus_file +
+          ".xids\n  echo 'RuntimeError: CUDA error: uncorrectable ECC error encountered' >&2\n  "
+          "exit 1\n",
+      &done);
   ASSERT_GE(bad, 0);
-
-  ct::WriteFile(trigger, "");
-  const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
-  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
-  EXPECT_EQ(done.restarts, 1);
-  EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
+  const int good = 1 - bad;
   const std::string xid = "Xid 48 (double-bit ECC error) at ";
   ExpectFirstRestartFor(done, "on GPU " + std::to_string(bad) + " of node " + node +
                                   ", which NVML finds unfit: " + xid);
@@ -346,23 +347,12 @@ TEST_F(NodeHealthTest, AReplicaOnAGpuThatFellOffTheBusIsKilledAndRestartsElsewhe
   const std::string node = UniqueNodeId("xid79");
   const std::string gpus_file = cluster_->scratch("nvml-xid79-gpus");
   ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
-  const std::string trigger = cluster_->scratch("off-the-bus");
-  const std::string trainer = cluster_->scratch("hang_train.sh");
-  ct::WriteFile(trainer,
-                "#!/bin/sh\nif [ \"$COHORT_RESTART_COUNT\" = 0 ]; then\n  while [ ! -e " + trigger +
-                    " ]; do sleep 0.05; done\n  echo \"$CUDA_VISIBLE_DEVICES 79\" >> " + gpus_file +
-                    ".xids\n  exec sleep 600\nfi\necho \"done on GPU $CUDA_VISIBLE_DEVICES\"\n",
-                /*executable=*/true);
   auto client = cluster_->Client();
-  ASSERT_NO_FATAL_FAILURE(SubmitTrainer(client, trainer));
-  const int bad = TrainerGpu(client), good = 1 - bad;
+  wire::JobInfoT done;
+  const int bad = RunThroughGpuFault(
+      client, "  echo \"$CUDA_VISIBLE_DEVICES 79\" >> " + gpus_file + ".xids\n  exec sleep 600\n",
+      &done);
   ASSERT_GE(bad, 0);
-
-  ct::WriteFile(trigger, "");
-  const wire::JobInfoT done = ct::WaitForJobEnd(client, "train", 60s);
-  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
-  EXPECT_EQ(done.restarts, 1);
-  EXPECT_EQ(done.replicas[0]->gpus, std::vector<int>{good});
   std::string restart;
   for (const auto& e : done.events) {
     if (e && e->message.rfind("restart 1/2: ", 0) == 0) restart = e->message;
