@@ -437,24 +437,27 @@ heartbeat.
 )",
        Nodes},
       {"cordon",
-       {{"--selector", true, "-l"}},
-       "cordon NODE|-l SELECTOR",
-       "place nothing new on a node (kept across restarts)",
+       {{"--selector", true, "-l"}, {"--gpu", true, "", true}},
+       "cordon NODE|-l SELECTOR [--gpu N]...",
+       "place nothing new on a node, or on some of its GPUs\n(kept across restarts)",
        R"(
 Marks the node cordoned: the scheduler places nothing new there; what runs there keeps running.
 The mark is stored by the coordinator and survives its restart and the agent's re-registration.
 `cohort nodes` shows the node CORDONED. An admin's verb.
+  --gpu N   cordon GPU N of the node alone (again for more): nothing new is placed on it, the
+            node's other GPUs take work; `cohort nodes` lists it ("node2 GPU 3 is cordoned")
   -l, --selector SELECTOR
             every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
             rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing
 )",
        Cordon},
       {"uncordon",
-       {{"--selector", true, "-l"}},
-       "uncordon NODE|-l SELECTOR",
+       {{"--selector", true, "-l"}, {"--gpu", true, "", true}},
+       "uncordon NODE|-l SELECTOR [--gpu N]...",
        "undo cordon or drain",
        R"(
 Clears a cordon or drain: the node takes new replicas again. An admin's verb.
+  --gpu N   uncordon GPU N of the node alone (again for more), leaving the node's own mark
   -l, --selector SELECTOR
             every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
             rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing

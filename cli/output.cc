@@ -9,6 +9,7 @@
 
 #include "common/job_spec.h"
 #include "common/signal_name.h"
+#include "common/text_join.h"
 
 namespace cohort::cli {
 namespace {
@@ -259,8 +260,10 @@ std::string NodeGpuCells(const wire::NodeInfoT& node) {
         std::find(node.gpus_used.begin(), node.gpus_used.end(), gpu->index) != node.gpus_used.end();
     const bool unfit = std::any_of(node.unhealthy_gpus.begin(), node.unhealthy_gpus.end(),
                                    [&](const auto& u) { return u && u->index == gpu->index; });
+    const bool cordoned = std::find(node.cordoned_gpus.begin(), node.cordoned_gpus.end(),
+                                    gpu->index) != node.cordoned_gpus.end();
     // Held and not sampled: no NVML on its node, or no sample yet.
-    std::string cell = held ? "-" : unfit ? "unfit" : "free";
+    std::string cell = held ? "-" : unfit ? "unfit" : cordoned ? "cordoned" : "free";
     for (size_t i = 0; held && node.usage && i < node.usage->gpus.size(); ++i) {
       const auto& sample = node.usage->gpus[i];
       if (!sample || sample->index != gpu->index) continue;
@@ -437,8 +440,14 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     if (!n.gpus.empty() && n.gpus.front() && !n.gpus.front()->model.empty()) {
       gpus += " " + n.gpus.front()->model;
     }
-    if (!n.unhealthy_gpus.empty())
-      gpus += " (" + std::to_string(n.unhealthy_gpus.size()) + " unfit)";
+    std::vector<std::string> out_of_service;
+    if (!n.unhealthy_gpus.empty()) {
+      out_of_service.push_back(std::to_string(n.unhealthy_gpus.size()) + " unfit");
+    }
+    if (!n.cordoned_gpus.empty()) {
+      out_of_service.push_back(std::to_string(n.cordoned_gpus.size()) + " cordoned");
+    }
+    if (!out_of_service.empty()) gpus += " (" + JoinWithCommas(out_of_service) + ")";
     std::string heartbeat =
         n.last_heartbeat_ms > 0 ? FormatDuration(now - n.last_heartbeat_ms) + " ago" : "-";
     // A LOST node keeps its admin's setting: "LOST (cordoned)".
@@ -456,6 +465,10 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
       out << n.node_id << " fails its health check: " << n.unhealthy << "\n";
     for (const auto& gpu : n.unhealthy_gpus) {
       if (gpu) out << n.node_id << " GPU " << gpu->index << " is unfit: " << gpu->reason << "\n";
+    }
+    for (int gpu : n.cordoned_gpus) {
+      out << n.node_id << " GPU " << gpu << " is cordoned (cohort uncordon " << n.node_id
+          << " --gpu " << gpu << ")\n";
     }
   }
 }

@@ -1,6 +1,7 @@
 // The cluster verbs of the `cohort` CLI: nodes, cordon, uncordon, drain, label, forget, queues,
 // usage, keygen.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -44,6 +45,16 @@ int AdminTargets(const ParsedArgs& args, const Context& ctx, const std::string& 
                  bool print_labels) {
   auto selector = SelectorFlag(args);
   if (!selector.ok()) return UsageError(ctx.err, verb, selector.status().message());
+  std::vector<int> gpus;
+  for (const std::string& gpu : args.All("--gpu")) {
+    int index = -1;
+    const auto [end, ec] = std::from_chars(gpu.data(), gpu.data() + gpu.size(), index);
+    if (gpu.empty() || ec != std::errc() || end != gpu.data() + gpu.size() || index < 0) {
+      return UsageError(ctx.err, verb,
+                        "--gpu: expected a GPU index (0, 1, ...), got '" + gpu + "'");
+    }
+    gpus.push_back(index);
+  }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
   std::vector<std::string> targets;
@@ -60,7 +71,7 @@ int AdminTargets(const ParsedArgs& args, const Context& ctx, const std::string& 
   }
   int exit_code = kExitOk;
   for (const std::string& node : targets) {
-    auto reply = client->AdminNode(node, action, items);
+    auto reply = client->AdminNode(node, action, items, gpus);
     if (!reply.ok()) {
       const int failed = Fail(ctx.err, reply.status());
       if (exit_code == kExitOk) exit_code = failed;

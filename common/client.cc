@@ -237,12 +237,15 @@ StatusOr<wire::JobInfoT> CoordinatorClient::DumpStacks(const std::string& job,
   return Call<wire::JobInfo>(std::move(request), "stacks");
 }
 
-StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(
-    const std::string& node_id, const std::string& action, const std::vector<std::string>& labels) {
+StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& node_id,
+                                                             const std::string& action,
+                                                             const std::vector<std::string>& labels,
+                                                             const std::vector<int>& gpus) {
   wire::NodeAdminT request;
   request.node_id = node_id;
   request.action = action;
   request.labels = labels;
+  request.gpus = gpus;
   return Call<wire::NodeAdminReply>(std::move(request), action);
 }
 

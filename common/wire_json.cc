@@ -56,7 +56,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeInfoT, node_id, address, s
                                                   gpus_used, cpus, cpus_used, memory_mb,
                                                   memory_used_mb, replicas, last_heartbeat_ms,
                                                   storage, admin, labels, label_edits, unhealthy,
-                                                  usage, unhealthy_gpus)
+                                                  usage, unhealthy_gpus, cordoned_gpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
                                                   waiting_jobs, suspended)

@@ -65,7 +65,20 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
   }
   wire::NodeAdminReplyT reply;
   Status done;
-  if (action == "forget") {
+  std::set<int> gpus;
+  if (req.gpus()) gpus.insert(req.gpus()->begin(), req.gpus()->end());
+  if (!gpus.empty() && action != "cordon" && action != "uncordon") {
+    done = InvalidArgument("NodeAdmin.gpus: only cordon and uncordon take GPUs, not " + action);
+  } else if (!gpus.empty()) {
+    done = nodes_.CordonGpus(node_id, gpus, action == "cordon");
+    if (done.ok()) {
+      reply.message = "node " + node_id + " GPU" + (gpus.size() == 1 ? " " : "s ") +
+                      FormatGpuSet(gpus) + " " + action + "ed" +
+                      (action == "cordon" ? ": nothing new is placed on " +
+                                                std::string(gpus.size() == 1 ? "it" : "them")
+                                          : std::string());
+    }
+  } else if (action == "forget") {
     done = nodes_.Forget(node_id);
     if (done.ok()) reply.message = "node " + node_id + " forgotten";
   } else if (action == "cordon" || action == "uncordon" || action == "drain" ||

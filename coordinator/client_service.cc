@@ -772,6 +772,7 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
       gpu->reason = why;
       ni->unhealthy_gpus.push_back(std::move(gpu));
     }
+    ni->cordoned_gpus.assign(n.cordoned_gpus.begin(), n.cordoned_gpus.end());
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

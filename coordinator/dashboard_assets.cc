@@ -200,7 +200,8 @@ const views = {
                         st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : ''),
                         esc(n.address),
                         n.gpus_allocated + '/' + n.gpus + (n.unhealthy_gpus || []).map(g =>
-                            ' <small>GPU ' + g.index + ' unfit: ' + esc(g.reason) + '</small>').join(''),
+                            ' <small>GPU ' + g.index + ' unfit: ' + esc(g.reason) + '</small>').join('') +
+                          (n.cordoned_gpus || []).map(g => ' <small>GPU ' + g + ' cordoned</small>').join(''),
                         n.cpus, n.memory_mb,
                         ...usageCells(n.usage),
                         (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',

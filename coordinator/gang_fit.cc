@@ -247,14 +247,21 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
     if (d.spread_group > 0 && count > 1) want += ", each on its own node (one_per_node)";
     std::string have = room == 0 ? "none fits now"
                                  : std::to_string(room) + " fit" + (room == 1 ? "s" : "") + " now";
-    int64_t unfit = 0;
+    int64_t unfit = 0, cordoned = 0;
     for (const NodeFree& n : view.nodes) {
-      if (d.gpus > 0 && Selects(n, d.selector)) unfit += n.unfit_gpus;
+      if (d.gpus > 0 && Selects(n, d.selector)) {
+        unfit += n.unfit_gpus;
+        cordoned += n.cordoned_gpus;
+      }
     }
-    if (unfit > 0) {
-      have += " (" + Count(unfit, "GPU") + (unfit == 1 ? " is" : " are") +
-              " unfit: cohort nodes says which)";
+    std::string out;  // "1 GPU is unfit, 2 cordoned"
+    if (unfit > 0) out = Count(unfit, "GPU") + (unfit == 1 ? " is" : " are") + " unfit";
+    if (cordoned > 0) {
+      out += unfit > 0 ? ", " + std::to_string(cordoned)
+                       : Count(cordoned, "GPU") + (cordoned == 1 ? " is" : " are");
+      out += " cordoned";
     }
+    if (!out.empty()) have += " (" + out + ": cohort nodes says which)";
     return "waiting for room for " + want + "; " + have;
   }
   if (Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kNone)) {

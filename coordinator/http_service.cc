@@ -248,7 +248,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
 
   // ---- nodes and GPUs
   uint64_t ready = 0, cordoned = 0, lost = 0, draining = 0, unhealthy = 0, gpus_total = 0,
-           gpus_unhealthy = 0;
+           gpus_unhealthy = 0, gpus_cordoned = 0;
   for (const NodeRecord& n : s.nodes) {
     if (!n.ready) {
       ++lost;
@@ -263,6 +263,7 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
     }
     if (n.ready) gpus_total += n.gpus.size();
     if (n.ready) gpus_unhealthy += n.unhealthy_gpus.size();
+    if (n.ready) gpus_cordoned += n.cordoned_gpus.size();
   }
   t.Family("cohort_nodes", Type::kGauge,
            "Registered nodes by state (ready, unhealthy: failing its health check, cordoned, "
@@ -278,11 +279,13 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "the replica sampled below 1% utilization for a minute or more, as its agent's NVML "
            "says; 0 where nodes have no NVML), and those their agents find unfit for work "
            "(state=unhealthy: uncorrectable ECC errors, a row remapping pending or failed, lost "
-           "from the bus; nothing new is placed on them).");
+           "from the bus, an Xid error; nothing new is placed on them), and those an admin "
+           "cordoned alone (state=cordoned: cohort cordon NODE --gpu N).");
   t.Sample("cohort_gpus", {{"state", "total"}}, gpus_total);
   t.Sample("cohort_gpus", {{"state", "allocated"}}, jobs.gpus_held);
   t.Sample("cohort_gpus", {{"state", "held_idle"}}, s.gpus_held_idle);
   t.Sample("cohort_gpus", {{"state", "unhealthy"}}, gpus_unhealthy);
+  t.Sample("cohort_gpus", {{"state", "cordoned"}}, gpus_cordoned);
 
   // ---- the loop
   t.Family("cohort_schedule_round_seconds", Type::kHistogram,
@@ -442,7 +445,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"labels", n.labels},
                    {"label_edits", FormatNodeLabelEdits(n.label_edits)},
                    {"unhealthy", n.unhealthy},
-                   {"unhealthy_gpus", UnhealthyGpusJson(n)}});
+                   {"unhealthy_gpus", UnhealthyGpusJson(n)},
+                   {"cordoned_gpus", n.cordoned_gpus}});
     auto usage = s->node_usage.find(n.node_id);
     out.back()["usage"] = usage == s->node_usage.end() ? json(nullptr) : usage->second;
   }

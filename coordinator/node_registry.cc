@@ -264,6 +264,10 @@ Status NodeRegistry::ChangeSettings(const std::string& node_id,
 void NodeRegistry::ApplySettings(NodeRecord& node, const NodeSettings& settings) {
   node.admin = settings.admin;
   node.label_edits = settings.labels;
+  if (node.cordoned_gpus != settings.gpus) {
+    node.cordoned_gpus = settings.gpus;
+    ++capacity_version_;
+  }
   NodeLabels labels = ApplyNodeLabelEdits(node.agent_labels, settings.labels);
   if (labels != node.labels) {
     node.labels = std::move(labels);
@@ -280,6 +284,38 @@ Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin) {
                admin == NodeAdmin::kNone ? std::string("uncordoned")
                                          : std::string(NodeAdminName(admin)) +
                                                " by an admin: nothing new is placed there");
+  return Status::Ok();
+}
+
+Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>& gpus,
+                                bool cordon) {
+  const NodeRecord* node = Find(node_id);
+  if (cordon && node == nullptr && settings_.count(node_id)) {
+    return FailedPrecondition("node " + node_id +
+                              " has not registered since the coordinator started: its GPUs are "
+                              "not known yet");
+  }
+  const int count = node == nullptr ? kMaxGpusPerNode : static_cast<int>(node->gpus.size());
+  for (int gpu : gpus) {
+    if (gpu < 0 || gpu >= count) {
+      return InvalidArgument(
+          "node " + node_id + " has " + std::to_string(count) + " GPU" + (count == 1 ? "" : "s") +
+          (count > 0 ? " (0-" + std::to_string(count - 1) + ")" : std::string()) + ": " +
+          std::to_string(gpu) + " is none of them");
+    }
+  }
+  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
+    for (int gpu : gpus) {
+      if (cordon) {
+        settings.gpus.insert(gpu);
+      } else {
+        settings.gpus.erase(gpu);
+      }
+    }
+    return Status::Ok();
+  }));
+  spdlog::info("node {}: GPUs cordoned by an admin now: {}", node_id,
+               FormatGpuSet(SettingsOf(node_id).gpus));
   return Status::Ok();
 }
 

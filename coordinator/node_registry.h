@@ -97,6 +97,10 @@ class NodeRegistry : public NodeHealth {
   // nothing changed, when the node would carry more than kMaxNodeLabels labels or keep edits of
   // more than kMaxNodeLabels keys.
   Status EditLabels(const std::string& node_id, const NodeLabelEdits& edits, bool reset);
+  // Cordons (or, `cordon` false, uncordons) GPUs `gpus` of `node_id` alone. kNotFound as
+  // SetAdmin; kInvalidArgument, and nothing changed, for a GPU the node does not have (a cordon
+  // needs the node registered, to know its GPUs).
+  Status CordonGpus(const std::string& node_id, const std::set<int>& gpus, bool cordon);
   // The settings of `node_id` (empty when none).
   NodeSettings SettingsOf(const std::string& node_id) const;
   // Removes a LOST node (and its settings); kNotFound for an unknown node, kFailedPrecondition

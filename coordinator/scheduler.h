@@ -142,7 +142,10 @@ struct NodeFree {
   bool shares_output_root = false;  // its agent sees the coordinator's output root (see "Storage")
   const NodeLabels* labels = nullptr;  // its agent's labels (see "Node selectors"); nullptr: none
   int port_space = 0;                  // index of its port space in the ClusterView (see "Ports")
-  int unfit_gpus = 0;  // GPUs its agent finds unfit (not in free_gpus): said in a waiting reason
+  // GPUs its agent finds unfit, and others an admin cordoned (neither in free_gpus): said in a
+  // waiting reason.
+  int unfit_gpus = 0;
+  int cordoned_gpus = 0;
 };
 
 // Whether `node`'s labels match `selector` (nullptr: any node does; a node without labels

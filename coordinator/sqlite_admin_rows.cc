@@ -8,10 +8,10 @@
 namespace cohort::coordinator {
 namespace {
 
-// CRC-32 of the row's columns, each framed with its length; labels only when there are any, so
-// that rows stored before the column (schema 9) verify unchanged.
+// CRC-32 of the row's columns, each framed with its length; labels and gpus only when there are
+// any, so that rows stored before their columns (schemas 9 and 10) verify unchanged.
 uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state,
-                         const std::string& labels) {
+                         const std::string& labels, const std::string& gpus) {
   uLong crc = crc32(0, nullptr, 0);
   auto add = [&](std::string_view s) {
     uint64_t n = s.size();
@@ -21,6 +21,10 @@ uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state,
   add(node_id);
   add(state);
   if (!labels.empty()) add(labels);
+  if (!gpus.empty()) {
+    if (labels.empty()) add(labels);  // so that gpus never pass for labels
+    add(gpus);
+  }
   return static_cast<uint32_t>(crc);
 }
 
@@ -35,16 +39,18 @@ Status SqliteStateStore::WriteNodeSettings(const std::string& node_id,
   }
   const std::string state(NodeAdminName(settings.admin));
   const std::string labels = FormatNodeLabelEdits(settings.labels);
+  const std::string gpus = FormatGpuSet(settings.gpus);
   COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
                           db_->Prepare("INSERT OR REPLACE INTO node_admin (node_id, state, "
-                                       "labels, row_crc) VALUES (?1, ?2, ?3, ?4)"));
-  return st.RunWith(node_id, state, labels,
-                    static_cast<int64_t>(NodeAdminRowCrc(node_id, state, labels)));
+                                       "labels, gpus, row_crc) VALUES (?1, ?2, ?3, ?4, ?5)"));
+  return st.RunWith(node_id, state, labels, gpus,
+                    static_cast<int64_t>(NodeAdminRowCrc(node_id, state, labels, gpus)));
 }
 
 StatusOr<std::map<std::string, NodeSettings>> SqliteStateStore::ReadNodeSettings() {
   COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
-                          db_->Prepare("SELECT node_id, state, labels, row_crc FROM node_admin"));
+                          db_->Prepare("SELECT node_id, state, labels, gpus, row_crc FROM "
+                                       "node_admin"));
   std::map<std::string, NodeSettings> out;
   while (true) {
     COHORT_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -52,17 +58,19 @@ StatusOr<std::map<std::string, NodeSettings>> SqliteStateStore::ReadNodeSettings
     std::string node_id = st.Text(0);
     std::string state = st.Text(1);
     std::string labels = st.Text(2);
+    std::string gpus_text = st.Text(3);
     auto admin = ParseNodeAdmin(state);
     auto edits = ParseNodeLabelEditsText(labels);
-    if (static_cast<uint32_t>(st.Int(3)) != NodeAdminRowCrc(node_id, state, labels) ||
-        !admin.ok() || !edits.ok()) {
+    auto gpus = ParseGpuSet(gpus_text);
+    if (static_cast<uint32_t>(st.Int(4)) != NodeAdminRowCrc(node_id, state, labels, gpus_text) ||
+        !admin.ok() || !edits.ok() || !gpus.ok()) {
       // A lost setting never stops a start; the admin sees the node as its agent registered it
       // and can set it again.
       spdlog::error("state store: the admin settings of node {} in {} do not verify; dropped",
                     node_id, path_);
       continue;
     }
-    out[node_id] = NodeSettings{*admin, std::move(*edits)};
+    out[node_id] = NodeSettings{*admin, std::move(*edits), std::move(*gpus)};
   }
   return out;
 }

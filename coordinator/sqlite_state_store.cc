@@ -155,6 +155,11 @@ ALTER TABLE jobs ADD COLUMN suspended_ms INTEGER NOT NULL DEFAULT 0;
     {9, R"sql(
 ALTER TABLE node_admin ADD COLUMN labels TEXT NOT NULL DEFAULT '';
 )sql"},
+    // A node's GPUs cordoned alone (`cohort cordon NODE --gpu N`): '' for rows stored before,
+    // whose row checksums stay valid (none is not part of the checksum).
+    {10, R"sql(
+ALTER TABLE node_admin ADD COLUMN gpus TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

@@ -14,10 +14,10 @@
 //   study_events(study, pos, kind, trial, body)   a study's history, pos from 0; body is the
 //                                                 event as StudyController writes it
 //   trials(study, trial_id, job, parameters, ended, succeeded, message)   kept from the events
-//   node_admin(node_id, state, labels)   what an admin set on a node: its cordon or drain ("",
-//                                "cordoned", "draining") and its label edits ("gpu=h100,zone-",
-//                                common/node_label_edits.h); a damaged row is dropped at Load
-//                                with an error logged
+//   node_admin(node_id, state, labels, gpus)   what an admin set on a node: its cordon or drain
+//                                ("", "cordoned", "draining"), its label edits ("gpu=h100,zone-",
+//                                common/node_label_edits.h) and its GPUs cordoned alone ("3,5");
+//                                a damaged row is dropped at Load with an error logged
 //   job_metrics(job, step, time_ms, tag, replica, value)   training metrics
 //                                (coordinator/training_metrics.h); value as shortest round-trip
 //                                text; a row that fails its CRC is dropped at Load with an error

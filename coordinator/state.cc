@@ -1,5 +1,6 @@
 #include "coordinator/state.h"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -56,6 +57,31 @@ StatusOr<NodeAdmin> ParseNodeAdmin(std::string_view name) {
   if (auto a = ValueIn(kNodeAdminNames, name)) return *a;
   return InvalidArgument("no node admin state '" + std::string(name) +
                          "' (expected cordoned or draining)");
+}
+
+std::string FormatGpuSet(const std::set<int>& gpus) {
+  std::string text;
+  for (int gpu : gpus) text += (text.empty() ? "" : ",") + std::to_string(gpu);
+  return text;
+}
+
+StatusOr<std::set<int>> ParseGpuSet(std::string_view text) {
+  std::set<int> gpus;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(at, end - at);
+    int gpu = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), gpu);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || gpu < 0 ||
+        gpu >= kMaxGpusPerNode) {
+      return InvalidArgument("'" + std::string(text) + "' is not a list of GPU indexes");
+    }
+    gpus.insert(gpu);
+    at = end + 1;
+  }
+  return gpus;
 }
 
 std::string NodeAdminLabel(const NodeRecord& node, bool holds_replicas) {

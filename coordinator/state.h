@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -163,13 +164,21 @@ std::string_view NodeAdminName(NodeAdmin admin);
 // The inverse of NodeAdminName ("" is kNone); kInvalidArgument for another name.
 StatusOr<NodeAdmin> ParseNodeAdmin(std::string_view name);
 
+// The most GPUs a node may have (an agent's --gpus).
+inline constexpr int kMaxGpusPerNode = 1024;
+// GPU indexes as stored and shown: "3,5" ("" for none). ParseGpuSet is the inverse;
+// kInvalidArgument for other text.
+std::string FormatGpuSet(const std::set<int>& gpus);
+StatusOr<std::set<int>> ParseGpuSet(std::string_view text);
+
 // What an admin set on a node, kept by the StateStore across coordinator restarts and the agent's
-// re-registrations: its cordon or drain, and its label edits (`cohort label`,
-// common/node_label_edits.h).
+// re-registrations: its cordon or drain, its label edits (`cohort label`,
+// common/node_label_edits.h) and the GPUs cordoned alone (`cohort cordon NODE --gpu N`).
 struct NodeSettings {
   NodeAdmin admin = NodeAdmin::kNone;
   NodeLabelEdits labels;
-  bool empty() const { return admin == NodeAdmin::kNone && labels.empty(); }
+  std::set<int> gpus = {};
+  bool empty() const { return admin == NodeAdmin::kNone && labels.empty() && gpus.empty(); }
   bool operator==(const NodeSettings&) const = default;
 };
 
@@ -212,7 +221,9 @@ struct NodeRecord {
   std::map<int, std::string> unhealthy_gpus;
   NodeAdmin admin = NodeAdmin::kNone;  // an admin's cordon or drain: nothing new is placed here
   NodeLabelEdits label_edits;          // an admin's label edits, which `labels` has applied
-  std::vector<int> listening_ports;    // as the agent last reported: never handed to a replica
+  // Its GPUs an admin cordoned: nothing new is placed on them; what runs there goes on.
+  std::set<int> cordoned_gpus;
+  std::vector<int> listening_ports;  // as the agent last reported: never handed to a replica
   // The network stack its replicas bind ports in (RegisterAgent.port_domain; "address <address>"
   // from an agent that reports none), and the registry's small id for it: nodes with the same one
   // share ports (the Scheduler's "Ports").

@@ -317,6 +317,7 @@ def _node_to_dict(node):
         "usage": _node_usage_to_dict(node.usage),
         "unhealthy_gpus": [{"index": g.index, "reason": _text(g.reason)}
                            for g in (node.unhealthyGpus or [])],
+        "cordoned_gpus": list(node.cordonedGpus) if node.cordonedGpus is not None else [],
     }
 
 
@@ -692,14 +693,16 @@ class Client:
         """Deletes a finished job and its records (FAILED_PRECONDITION for one not finished)."""
         self._call_named(Body.Body.DeleteJob, DeleteJob.DeleteJobT, name, Ack.AckT)
 
-    def admin_node(self, node_id, action, labels=None):
+    def admin_node(self, node_id, action, labels=None, gpus=None):
         """An admin's change to a node: cordon, uncordon, drain, drain-now, forget, or label and
-        label-reset with `labels` (["gpu=h100", "zone-"]: set gpu, remove zone). Returns
-        (message, node dict or None)."""
+        label-reset with `labels` (["gpu=h100", "zone-"]: set gpu, remove zone); cordon and
+        uncordon with `gpus` ([3, 5]) change those GPUs of the node alone. Returns (message, node
+        dict or None)."""
         body = NodeAdmin.NodeAdminT()
         body.nodeId = node_id
         body.action = action
         body.labels = list(labels or [])
+        body.gpus = [int(gpu) for gpu in (gpus or [])]
         reply = self._call(Body.Body.NodeAdmin, body, NodeAdminReply.NodeAdminReplyT)
         return _text(reply.message), _node_to_dict(reply.node) if reply.node else None
 

@@ -846,6 +846,63 @@ TEST_F(CoordinatorTest, AnUnfitGpuTakesNothingNewAndAFailureOnItRestartsOnAnothe
   EXPECT_EQ(placed[0].second.gpus, (std::vector<int>{0, 1}));
 }
 
+// An admin cordons one GPU of a node (NodeAdmin.gpus): new work goes to its other GPU, a job that
+// needs both waits saying so, and the uncordon lets it run.
+TEST_F(CoordinatorTest, AGpuCordonedAloneTakesNothingNewAndAWaitingJobSaysSo) {
+  AddAgent("node-a", 2);
+  wire::NodeAdminT cordon;
+  cordon.node_id = "node-a";
+  cordon.action = "cordon";
+  cordon.gpus = {0};
+  auto reply = CallFor<wire::NodeAdminReply>(std::move(cordon));
+  EXPECT_EQ(reply.message, "node node-a GPU 0 cordoned: nothing new is placed on it");
+  ASSERT_NE(reply.node, nullptr);
+  EXPECT_EQ(reply.node->state, "READY");
+  EXPECT_EQ(reply.node->cordoned_gpus, std::vector<int>{0});
+
+  ASSERT_TRUE(Submit(JobYaml("one", 0, 1)).ok());
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-a/chief-0"), 1u);
+  EXPECT_EQ(launches["node-a/chief-0"].gpus, std::vector<int>{1});
+  RunAll(launches);
+  Report("node-a", "one", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+
+  ASSERT_TRUE(Submit(JobYaml("both", 0, 2)).ok());
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(milliseconds(1000));
+    Heartbeat("node-a");
+    PumpFew();
+  }
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed on the cordoned GPU";
+  EXPECT_EQ(GetJob("both").message,
+            "waiting for room for 1 replica with 2 GPUs, 1 CPU; none fits now (1 GPU is "
+            "cordoned: cohort nodes says which)");
+  wire::NodeAdminT uncordon;
+  uncordon.node_id = "node-a";
+  uncordon.action = "uncordon";
+  uncordon.gpus = {0};
+  auto uncordoned = CallFor<wire::NodeAdminReply>(std::move(uncordon));
+  ASSERT_NE(uncordoned.node, nullptr);
+  EXPECT_TRUE(uncordoned.node->cordoned_gpus.empty());
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> placed;
+  for (int i = 0; i < 5 && placed.empty(); ++i) {
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+    placed = TakeLaunchList();
+  }
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].second.gpus, (std::vector<int>{0, 1}));
+
+  wire::NodeAdminT drain;
+  drain.node_id = "node-a";
+  drain.action = "drain";
+  drain.gpus = {1};
+  const Status refused = Call(std::move(drain)).ErrorStatus();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "NodeAdmin.gpus: only cordon and uncordon take GPUs, not drain");
+}
+
 // With the default queue alone, a queued job preempts only a running job of a lower priority (the
 // round lists running jobs as candidates only when one could be a victim: placement_round.cc).
 TEST_F(CoordinatorTest, InOneQueueOnlyAHigherPriorityJobPreemptsARunningOne) {

@@ -352,8 +352,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
       {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
        "ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 3"}));
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
+       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -387,8 +387,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
       MakeJob("torchrun", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 4"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
+       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 4"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::FAILED;
         job.replicas[1].exit_code = 1;
@@ -403,8 +403,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
   ExpectMigrated(
       MakeJob("fenced", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 5"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
+       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
@@ -418,7 +418,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksum
   ExpectMigrated(
       MakeJob("elastic", 1, 2),
       {"ALTER TABLE replicas DROP COLUMN idle", "ALTER TABLE jobs DROP COLUMN suspended_ms",
-       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 6"},
+       "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 6"},
       [](JobRecord& job) {
         job.replicas[2].state = ReplicaState::STOPPED;
         job.replicas[2].idle = true;
@@ -429,14 +430,15 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksum
 // A database of schema version 7 (before suspension) opens migrated, and a suspended time set
 // since is part of the job row's checksum: cleared behind the store's back it is damage.
 TEST_F(StateStoreTest, ADatabaseFromBeforeSuspensionMigratesAndKeepsItsChecksums) {
-  ExpectMigrated(MakeJob("suspended", 1, 1),
-                 {"ALTER TABLE jobs DROP COLUMN suspended_ms",
-                  "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 7"},
-                 [](JobRecord& job) {
-                   job.state = JobState::SUSPENDED;
-                   job.suspended_ms = 60'000;
-                 },
-                 {"UPDATE jobs SET suspended_ms = 0 WHERE suspended_ms = 60000"});
+  ExpectMigrated(
+      MakeJob("suspended", 1, 1),
+      {"ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
+       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 7"},
+      [](JobRecord& job) {
+        job.state = JobState::SUSPENDED;
+        job.suspended_ms = 60'000;
+      },
+      {"UPDATE jobs SET suspended_ms = 0 WHERE suspended_ms = 60000"});
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back

@@ -1,11 +1,12 @@
 // Day-2 operations end to end (issue 16 part 4), with real cohort-coordinator, cohort-agent and
-// cohort (CLI) processes on loopback: cordon keeps new jobs off a node, also across a coordinator
-// restart; label edits a node's labels, also across a coordinator restart; drain lets a running job
-// finish there and then places nothing there; drain --now moves a running job to another node
-// without spending a restart; forget removes a LOST node (and is refused for a live one); delete
-// removes a finished job from list/status/logs and the store (and is refused for a running one);
-// --job-retention deletes old finished jobs by itself; studies and cancel STUDY; hyphenated names,
-// name_prefix and submit --name; the client config file, read by the CLI and the Python client.
+// cohort (CLI) processes on loopback: cordon keeps new jobs off a node (or one GPU of it), also
+// across a coordinator restart; label edits a node's labels, also across a coordinator restart;
+// drain lets a running job finish there and then places nothing there; drain --now moves a
+// running job to another node without spending a restart; forget removes a LOST node (and is
+// refused for a live one); delete removes a finished job from list/status/logs and the store (and
+// is refused for a running one); --job-retention deletes old finished jobs by itself; studies and
+// cancel STUDY; hyphenated names, name_prefix and submit --name; the client config file, read by
+// the CLI and the Python client.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -149,6 +150,53 @@ TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(WaitRunning(Submit(JobFile("name: r" + std::to_string(i), "sleep 60"))), b);
   }
+}
+
+// `cohort cordon NODE --gpu N`: that GPU takes nothing new while the node's others do, `cohort
+// nodes` (and --json) say so, the cordon survives a coordinator restart, and uncordon --gpu ends
+// it; a GPU the node does not have is refused, naming its GPUs.
+TEST_F(Day2Test, CordonOfOneGpuKeepsNewWorkOffItAndSurvivesACoordinatorRestart) {
+  const std::string node = UniqueNodeId("gpu-cordon");
+  ct::AgentOptions options{node, 2};
+  options.cpus = 4;
+  ASSERT_EQ(cluster_->StartAgent(options), "");
+  auto cordon = RunCli({"cordon", node, "--gpu", "0"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
+  EXPECT_EQ(cordon.out, "node " + node + " GPU 0 cordoned: nothing new is placed on it (READY)\n");
+  auto nodes = RunCli({"nodes"});
+  EXPECT_NE(nodes.out.find("0/2 declared (1 cordoned)"), std::string::npos) << nodes.out;
+  EXPECT_NE(nodes.out.find(node + " GPU 0 is cordoned (cohort uncordon " + node + " --gpu 0)"),
+            std::string::npos)
+      << nodes.out;
+  EXPECT_EQ(Node(node)["cordoned_gpus"], json::parse("[0]"));
+
+  const std::string gpu_job = cluster_->scratch("one-gpu.yaml");
+  ct::WriteFile(gpu_job,
+                "name_prefix: g\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, cpus: "
+                "1}\n    process: {command: [/bin/true]}\n");
+  const std::string first = Submit(gpu_job);
+  wire::JobInfoT ran = WaitEnd(first);
+  ASSERT_EQ(ran.state, wire::JobState::SUCCEEDED) << ran.message;
+  EXPECT_EQ(ran.replicas[0]->gpus, std::vector<int>{1});
+
+  cluster_->coordinator().Kill();
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  ASSERT_TRUE(WaitNodeState(node, "READY")) << cluster_->Logs();
+  EXPECT_EQ(Node(node)["cordoned_gpus"], json::parse("[0]"));
+  const std::string second = Submit(gpu_job);
+  ran = WaitEnd(second);
+  ASSERT_EQ(ran.state, wire::JobState::SUCCEEDED) << ran.message;
+  EXPECT_EQ(ran.replicas[0]->gpus, std::vector<int>{1});
+
+  auto none = RunCli({"cordon", node, "--gpu", "2"});
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("node " + node + " has 2 GPUs (0-1): 2 is none of them"),
+            std::string::npos)
+      << none.err;
+  EXPECT_EQ(RunCli({"cordon", node, "--gpu", "one"}).exit_code, 2);
+  auto uncordon = RunCli({"uncordon", node, "--gpu", "0"});
+  ASSERT_EQ(uncordon.exit_code, 0) << uncordon.out << uncordon.err;
+  EXPECT_EQ(Node(node)["cordoned_gpus"], json::array());
 }
 
 // `cohort label`: the admin's edits apply over the agent's --label, jobs are placed by them, and

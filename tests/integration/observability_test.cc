@@ -551,7 +551,9 @@ TEST_F(ObservabilityTest, TopShowsWhatEachRunningReplicaUses) {
   EXPECT_GE(node_a["usage"]["cpu_cores"].get<double>(),
             0.5 * usage["spinning"]["cpu_cores"].get<double>())
       << node_a << " " << rows.dump();
-  if (memory_controller) EXPECT_GT(node_a["usage"]["memory_bytes"].get<int64_t>(), 0) << node_a;
+  if (memory_controller) {
+    EXPECT_GT(node_a["usage"]["memory_bytes"].get<int64_t>(), 0) << node_a;
+  }
   auto nodes_table = CliByEnv({"top", "--nodes"});
   ASSERT_EQ(nodes_table.exit_code, 0) << nodes_table.err;
   EXPECT_TRUE(

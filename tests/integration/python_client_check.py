@@ -35,8 +35,8 @@ def main(endpoint, scratch):
         check(nodes[0]["labels"] == "", f"a node started without --label has none: {nodes}")
         check(all(n["unhealthy"] == "" for n in nodes),
               f"a node without --health-check is never unhealthy: {nodes}")
-        check(all(n["unhealthy_gpus"] == [] for n in nodes),
-              f"a node without NVML finds no GPU unfit: {nodes}")
+        check(all(n["unhealthy_gpus"] == [] and n["cordoned_gpus"] == [] for n in nodes),
+              f"a node without NVML finds no GPU unfit, and none is cordoned: {nodes}")
         # An admin's label edits (no --admins here: every client may), and their reset.
         node = nodes[0]["node_id"]
         message, info = client.admin_node(node, "label", ["py=yes", "gone-"])
@@ -55,6 +55,9 @@ def main(endpoint, scratch):
         check(info["labels"] == "" and info["label_edits"] == "", f"reset: {message}, {info}")
         check_refused(lambda: client.admin_node(node, "label", ["py"]),
                       "INVALID_ARGUMENT", "got 'py'", "a label edit without = or - was taken")
+        check_refused(lambda: client.admin_node(node, "cordon", gpus=[0]),
+                      "INVALID_ARGUMENT", "has 0 GPUs: 0 is none of them",
+                      "a cordon of a GPU the node lacks was taken")
 
         job = ("name: py_job\n"
                "worker_pools:\n"
