@@ -284,6 +284,17 @@ class CoordinatorTest : public ::testing::Test {
     }
     return out;
   }
+  // TakeLaunchList after the first of up to five periodic rounds (a second apart) that launched
+  // anything; empty when none did.
+  std::vector<std::pair<std::string, wire::LaunchReplicaT>> LaunchesWithinFiveRounds() {
+    std::vector<std::pair<std::string, wire::LaunchReplicaT>> launched;
+    for (int i = 0; i < 5 && launched.empty(); ++i) {
+      clock_.Advance(milliseconds(1000));
+      PumpFew();
+      launched = TakeLaunchList();
+    }
+    return launched;
+  }
   // The same keyed by "<node>/<replica>" (tests with one job).
   std::map<std::string, wire::LaunchReplicaT> TakeLaunches() {
     std::map<std::string, wire::LaunchReplicaT> out;
@@ -720,12 +731,7 @@ TEST_F(CoordinatorTest, AnUnhealthyNodeTakesNothingNewAndAFailureThereRestartsEl
 
   // The check passes again: the waiting job goes there.
   Heartbeat("node-b");
-  std::vector<std::pair<std::string, wire::LaunchReplicaT>> launched;
-  for (int i = 0; i < 5 && launched.empty(); ++i) {
-    clock_.Advance(milliseconds(1000));
-    PumpFew();
-    launched = TakeLaunchList();
-  }
+  const auto launched = LaunchesWithinFiveRounds();
   ASSERT_EQ(launched.size(), 1u);
   EXPECT_EQ(launched[0].first, "node-b");
   EXPECT_EQ(launched[0].second.job, "waits");
@@ -835,12 +841,7 @@ TEST_F(CoordinatorTest, AnUnfitGpuTakesNothingNewAndAFailureOnItRestartsOnAnothe
             "waiting for room for 1 replica with 2 GPUs, 1 CPU; none fits now (1 GPU is unfit: "
             "cohort nodes says which)");
   unfit_heartbeat({});
-  std::vector<std::pair<std::string, wire::LaunchReplicaT>> placed;
-  for (int i = 0; i < 5 && placed.empty(); ++i) {
-    clock_.Advance(milliseconds(1000));
-    PumpFew();
-    placed = TakeLaunchList();
-  }
+  const auto placed = LaunchesWithinFiveRounds();
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].second.job, "both");
   EXPECT_EQ(placed[0].second.gpus, (std::vector<int>{0, 1}));
@@ -885,12 +886,7 @@ TEST_F(CoordinatorTest, AGpuCordonedAloneTakesNothingNewAndAWaitingJobSaysSo) {
   auto uncordoned = CallFor<wire::NodeAdminReply>(std::move(uncordon));
   ASSERT_NE(uncordoned.node, nullptr);
   EXPECT_TRUE(uncordoned.node->cordoned_gpus.empty());
-  std::vector<std::pair<std::string, wire::LaunchReplicaT>> placed;
-  for (int i = 0; i < 5 && placed.empty(); ++i) {
-    clock_.Advance(milliseconds(1000));
-    PumpFew();
-    placed = TakeLaunchList();
-  }
+  const auto placed = LaunchesWithinFiveRounds();
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].second.gpus, (std::vector<int>{0, 1}));
 
