@@ -290,7 +290,8 @@ Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin) {
 Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>& gpus,
                                 bool cordon) {
   const NodeRecord* node = Find(node_id);
-  if (cordon && node == nullptr && settings_.count(node_id)) {
+  if (node == nullptr && !settings_.count(node_id)) return NotFound("no node '" + node_id + "'");
+  if (cordon && node == nullptr) {
     return FailedPrecondition("node " + node_id +
                               " has not registered since the coordinator started: its GPUs are "
                               "not known yet");
@@ -314,8 +315,8 @@ Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>&
     }
     return Status::Ok();
   }));
-  spdlog::info("node {}: GPUs cordoned by an admin now: {}", node_id,
-               FormatGpuSet(SettingsOf(node_id).gpus));
+  const std::string now = FormatGpuSet(SettingsOf(node_id).gpus);
+  spdlog::info("node {}: GPUs cordoned by an admin now: {}", node_id, now.empty() ? "none" : now);
   return Status::Ok();
 }
 
