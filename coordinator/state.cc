@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/config.h"
 #include "common/enum_names.h"
 #include "common/signal_name.h"
 
@@ -175,11 +176,7 @@ std::string DescribeEnd(const ReplicaRecord& r) {
 }
 
 std::string FormatDuration(int64_t ms) {
-  if (ms == 0) return "0s";
-  if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
+  return cohort::FormatDuration(std::chrono::milliseconds(ms));
 }
 
 std::vector<ReplicaRecord> MakeReplicas(const JobSpec& spec) {
