@@ -733,9 +733,12 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("scheduling.timeout: must be positive, got " +
                            std::to_string(s.timeout.count()) + "s");
   }
-  if (s.hang_timeout.count() < 0) {
-    return InvalidArgument("scheduling.hang_timeout: must not be negative, got " +
-                           std::to_string(s.hang_timeout.count()) + "ms");
+  for (auto [key, limit] :
+       {std::pair{"hang_timeout", s.hang_timeout}, std::pair{"max_wait", s.max_wait}}) {
+    if (limit.count() < 0) {
+      return InvalidArgument(std::string("scheduling.") + key + ": must not be negative, got " +
+                             std::to_string(limit.count()) + "ms");
+    }
   }
   if (s.finish_grace.count() < 0 || s.finish_grace > kMaxFinishGrace) {
     return InvalidArgument("scheduling.finish_grace: must be in 0s..1h, got " +

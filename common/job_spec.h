@@ -224,6 +224,11 @@ struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
   bool restart_job_on_worker_restart = false;
+  // The longest it may wait at a stretch to be placed (Vertex's scheduling.maxWaitDuration):
+  // QUEUED with its dependencies met, at submit, after a restart or a preemption or a resume,
+  // it FAILS once it has waited this long, naming what it waited for. 0: it waits for as long as
+  // it takes.
+  std::chrono::milliseconds max_wait{0};
   // The coordinator's queue the job waits in, and its priority class (coordinator/queue_config.h);
   // the coordinator refuses names it does not know at submit.
   std::string queue = "default";

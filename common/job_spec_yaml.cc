@@ -208,13 +208,25 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
   return pool;
 }
 
+// A time limit that is off at 0: a duration of at least 1s, or 0.
+StatusOr<std::chrono::milliseconds> ReadLimit(const Reader& r, const YAML::Node& node,
+                                              const std::string& path) {
+  COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node, path));
+  StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
+  if (!d.ok()) return r.Error(node, path, d.status().message());
+  if (d->count() > 0 && d->count() < 1000) {
+    return r.Error(node, path, "must be at least 1s (or 0: off), got " + text);
+  }
+  return *d;
+}
+
 StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node) {
   const std::string path = "scheduling";
   COHORT_RETURN_IF_ERROR(
       r.CheckMap(node, path,
                  {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
                   "hang_timeout", "progress", "hang_action", "finish_grace", "after", "hold",
-                  "required_topology", "preferred_topology"}));
+                  "required_topology", "preferred_topology", "max_wait"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -249,15 +261,10 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
       if (!key.empty()) s.preferred_topology.push_back(std::move(key));
     }
   }
-  if (Reader::Has(node, "hang_timeout")) {
-    const YAML::Node& n = node["hang_timeout"];
-    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(n, path + ".hang_timeout"));
-    StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
-    if (!d.ok()) return r.Error(n, path + ".hang_timeout", d.status().message());
-    if (d->count() > 0 && d->count() < 1000) {
-      return r.Error(n, path + ".hang_timeout", "must be at least 1s (or 0: off), got " + text);
-    }
-    s.hang_timeout = *d;
+  for (auto [key, field] :
+       {std::pair{"hang_timeout", &s.hang_timeout}, std::pair{"max_wait", &s.max_wait}}) {
+    if (!Reader::Has(node, key)) continue;
+    COHORT_ASSIGN_OR_RETURN(*field, ReadLimit(r, node[key], path + "." + key));
   }
   if (Reader::Has(node, "finish_grace")) {
     const YAML::Node& n = node["finish_grace"];
@@ -637,6 +644,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (spec.scheduling.hang_timeout.count() > 0) {
     out << YAML::Key << "hang_timeout" << YAML::Value
         << std::to_string(spec.scheduling.hang_timeout.count()) + "ms";
+  }
+  if (spec.scheduling.max_wait.count() > 0) {
+    out << YAML::Key << "max_wait" << YAML::Value
+        << std::to_string(spec.scheduling.max_wait.count()) + "ms";
   }
   if (spec.scheduling.finish_grace != kDefaultFinishGrace) {
     out << YAML::Key << "finish_grace" << YAML::Value

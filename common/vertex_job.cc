@@ -651,9 +651,31 @@ class VertexReader {
                               r_.Bool(node["disableRetries"], path + ".disableRetries"));
       if (disabled) scheduling.max_restarts = 0;
     }
-    for (const char* key : {"strategy", "maxWaitDuration"}) {
-      if (YamlReader::Has(node, key)) {
-        Note(path + "." + key, "ignored (the job waits in its queue until it fits)");
+    // Vertex bounds the wait for resources of FLEX_START jobs only: maxWaitDuration, 24 hours
+    // unless given, "0s" none. Other strategies pick among Google's capacity kinds; here the job
+    // waits in its queue until it fits.
+    std::string strategy;
+    if (YamlReader::Has(node, "strategy")) {
+      COHORT_ASSIGN_OR_RETURN(strategy, r_.String(node["strategy"], path + ".strategy"));
+    }
+    if (strategy == "FLEX_START") {
+      scheduling.max_wait = std::chrono::hours(24);
+      if (YamlReader::Has(node, "maxWaitDuration")) {
+        const YAML::Node& wait = node["maxWaitDuration"];
+        if (wait.IsScalar() && wait.Scalar() == "0s") {
+          scheduling.max_wait = std::chrono::milliseconds(0);
+        } else {
+          COHORT_ASSIGN_OR_RETURN(scheduling.max_wait, Duration(wait, path + ".maxWaitDuration"));
+        }
+      }
+    } else {
+      if (!strategy.empty() && strategy != "STRATEGY_UNSPECIFIED") {
+        Note(path + ".strategy", "ignored (the job waits in its queue until it fits)");
+      }
+      if (YamlReader::Has(node, "maxWaitDuration")) {
+        Note(path + ".maxWaitDuration",
+             "ignored, as Vertex ignores it without strategy FLEX_START (the job waits in its "
+             "queue until it fits; scheduling.max_wait in a Cohort job file bounds that)");
       }
     }
     return Status::Ok();

@@ -30,6 +30,7 @@ void JobController::Restore(JobRecord job) {
   std::string name = job.name;
   job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
   job.elastic = job.spec.MinWorkers().has_value();
+  job.wait_limited = job.spec.scheduling.max_wait.count() > 0;
   job.shape_id = shapes_.Intern(job.demands);
   job.may_hold = job.start_time_ms > 0 ||
                  std::any_of(job.replicas.begin(), job.replicas.end(),
@@ -85,6 +86,7 @@ JobRecord JobController::Draft(JobSpec spec, const std::string& yaml, int64_t no
   job.needs_shared_storage = NeedsSharedStorage(job.output_dir);
   job.spec = std::move(spec);
   job.elastic = job.spec.MinWorkers().has_value();
+  job.wait_limited = job.spec.scheduling.max_wait.count() > 0;
   job.state = JobState::QUEUED;
   job.message = "waiting for resources";
   job.create_time_ms = now_ms;
@@ -265,7 +267,11 @@ void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
              now_ms);
     if (pending.empty()) {
       job->waits_for_jobs = false;
-      if (job->state == JobState::QUEUED) job->message = "waiting for resources";
+      if (job->state == JobState::QUEUED) {
+        // Its wait for resources (the starvation limit's, scheduling.max_wait's) begins now.
+        job->queued_since_ms = now_ms;
+        job->message = "waiting for resources";
+      }
       schedule_needed_ = true;
     } else if (job->state == JobState::QUEUED) {
       job->message = AfterWaitMessage(pending);
@@ -518,7 +524,7 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
   // jobs, only those that ran before are read.
   std::vector<JobRecord*> jobs;
   for (const auto& [seq, job] : active()) {
-    if (job->may_hold) jobs.push_back(job);
+    if (job->may_hold || job->wait_limited) jobs.push_back(job);
   }
   // No agent heard this coordinator before it started.
   const int64_t fenced_until = FencedUntil(options_.started_ms);
@@ -540,6 +546,15 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
       for (const auto& node : fenced_nodes) NoteFenceWait(*job, node, fenced_until, now_ms);
     }
     if (job->finished()) continue;
+    // Until the agents had time to register after a restart, a job does not fit for want of them.
+    if (registration_grace_over && WaitedTooLong(*job, now_ms)) {
+      const std::string limit = FormatDuration(job->spec.scheduling.max_wait.count());
+      FinishJob(*job, JobState::FAILED,
+                "waited " + limit + " to be placed (scheduling.max_wait: " + limit +
+                    "): " + (job->waiting_reason.empty() ? job->message : job->waiting_reason),
+                now_ms);
+      continue;
+    }
     int64_t timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(job->spec.scheduling.timeout).count();
     if (job->start_time_ms > 0 && job->state != JobState::CANCELLING &&
@@ -566,6 +581,11 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
       }
     }
   }
+}
+
+bool JobController::WaitedTooLong(const JobRecord& job, int64_t now_ms) {
+  return job.wait_limited && job.state == JobState::QUEUED && !job.waits_for_jobs &&
+         now_ms - job.queued_since_ms >= job.spec.scheduling.max_wait.count();
 }
 
 void JobController::ReleaseVerdicts(int64_t now_ms) {

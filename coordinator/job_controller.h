@@ -66,6 +66,14 @@
 // asked leaves a job waiting on it (any other ends the waiting job in the same store write), so
 // it counts as met.
 //
+// Waiting (scheduling.max_wait, Vertex's maxWaitDuration). A job that sets it FAILS once it has
+// been QUEUED that long at a stretch, its dependencies met (JobRecord::queued_since_ms: from its
+// submit, the restart or preemption that requeued it, its resume, or its last dependency met),
+// naming what it waited for (the round's waiting reason). Each wait is bounded alone: a job
+// placed once may wait as long again after a restart. Checked by the timers once the agents had
+// a heartbeat timeout to register after a coordinator start (before that, every job is waiting
+// for them); the time the coordinator was down counts, as the job did wait.
+//
 // Held verdicts. Collateral can reach the coordinator before its cause: a rank whose peer's node
 // died exits 1 at once, while the node is declared lost only after heartbeat_timeout. So a
 // permanent-looking end (exit 1, 2, ...) of a replica in a job of several replicas is not judged
@@ -286,7 +294,8 @@ class JobController {
                           const std::string& replica, int attempt, int64_t now_ms);
   // Timers (the coordinator calls it about once a second): job timeouts, and (once
   // `registration_grace_over`) replicas on nodes that never registered after a coordinator
-  // restart (held from options.started_ms, see "Fencing").
+  // restart (held from options.started_ms, see "Fencing") and jobs queued past their
+  // scheduling.max_wait (see "Waiting").
   void CheckTimeouts(int64_t now_ms, bool registration_grace_over);
   // Judges the held verdicts whose nodes have all been heard from since (every loop pass; it
   // costs nothing while none is held).
@@ -375,6 +384,8 @@ class JobController {
   std::vector<const JobRecord*> EndedHolding();
   static bool HoldsResources(const ReplicaRecord& r) { return r.placed() && !IsFinal(r.state); }
   static bool AnyHolding(const JobRecord& job);
+  // It is queued past its scheduling.max_wait (see "Waiting").
+  static bool WaitedTooLong(const JobRecord& job, int64_t now_ms);
   // Replicas whose end awaits a verdict (see "Held verdicts"), as "job/replica".
   std::vector<std::string> HeldVerdicts() const;
   // Restarts spent since this controller was made, by the cause of their incident: "preemption",

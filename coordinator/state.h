@@ -72,6 +72,8 @@ size_t WaitingReasonHash(std::string_view reason);
 // cache line it touches per job costs it) comes first, on one 64-byte line.
 struct alignas(64) JobRecord {
   uint64_t seq = 0;  // submit order
+  // When it last entered the queue: submitted, requeued (a restart, a preemption), resumed, or
+  // its last dependency (scheduling.after) met. While SUSPENDED, when the suspension began.
   int64_t queued_since_ms = 0;
   // Its queue (an index into the coordinator's QueueConfig::queues) and priority value, resolved
   // from spec.scheduling by the placement round (derived, not stored; -1: not resolved yet).
@@ -91,6 +93,9 @@ struct alignas(64) JobRecord {
   // Some job of its scheduling.after has not SUCCEEDED yet: no round considers it
   // (coordinator/job_controller.h, "Dependencies"). Derived, not stored.
   bool waits_for_jobs = false;
+  // Its spec sets scheduling.max_wait: the timers look at it while it is queued. Derived, not
+  // stored.
+  bool wait_limited = false;
   // WaitingReasonHash(waiting_reason), kept among the fields a round reads anyway: a round that
   // finds a queued job's reason unchanged (most jobs, most rounds) compares this, not the text.
   size_t waiting_reason_hash = 0;
@@ -258,7 +263,7 @@ std::string DescribeFailedExit(const ReplicaRecord& r);
 // ValueError: ...)", "was killed by signal 9 (SIGKILL)", "was preempted", "was lost with its
 // node", ...; "exited 0" alone for a success.
 std::string DescribeEnd(const ReplicaRecord& r);
-// "0s", "90s", "2m", "1500ms": the largest whole unit.
+// "0s", "90s", "2m", "1500ms", "7d": the largest whole unit (common/config.h's, of milliseconds).
 std::string FormatDuration(int64_t ms);
 
 // "<job>/<replica>/<attempt>": one attempt of a replica, as an agent's registration lists what

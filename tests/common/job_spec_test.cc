@@ -922,6 +922,37 @@ TEST(JobSpecTest, HangWatchdogFields) {
               {"scheduling.hang_action: unknown hang action 'ignore' (restart or fail)"});
 }
 
+TEST(JobSpecTest, MaxWaitIsOffUnlessGivenAndRoundTrips) {
+  auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.max_wait.count(), 0);
+  EXPECT_EQ(JobSpecToYaml(*spec).find("max_wait"), std::string::npos) << "off is not written";
+
+  for (const char* wait : {"1s", "2500ms", "30m", "2d"}) {
+    spec = ParseJobSpec(with_sched(std::string("{max_wait: ") + wait + "}"));
+    ASSERT_TRUE(spec.ok()) << wait << ": " << spec.status().ToString();
+    EXPECT_EQ(spec->scheduling.max_wait, *ParseDuration(wait)) << wait;
+    StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(*again, *spec) << wait;
+  }
+  spec = ParseJobSpec(with_sched("{max_wait: 0s}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.max_wait.count(), 0);
+  ExpectError(with_sched("{max_wait: 500ms}"),
+              {"scheduling.max_wait: must be at least 1s (or 0: off), got 500ms"});
+  ExpectError(with_sched("{max_wait: -5s}"), {"scheduling.max_wait"});
+  ExpectError(with_sched("{max_wait: soon}"), {"scheduling.max_wait", "invalid duration"});
+  ExpectError(with_sched("{max_wait: [1s]}"), {"scheduling.max_wait"});
+
+  JobSpec negative = *ParseJobSpec(Minimal());
+  negative.scheduling.max_wait = std::chrono::milliseconds(-1);
+  Status invalid = ValidateJobSpec(negative);
+  EXPECT_NE(invalid.message().find("scheduling.max_wait: must not be negative"), std::string::npos)
+      << invalid.ToString();
+}
+
 TEST(JobSpecTest, FinishGraceDefaultsTo30sAndRoundTrips) {
   auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal());
@@ -1054,7 +1085,7 @@ TEST(JobSpecTest, RoundTripsAwkwardStrings) {
   eval.role = Role::kEvaluator;
   eval.process = ProcessSpec{{"eval"}, {}, {}};
   spec.pools.push_back(eval);
-  spec.scheduling = {std::chrono::seconds(3661), 0, true};
+  spec.scheduling = {std::chrono::seconds(3661), 0, true, std::chrono::minutes(90)};
   ASSERT_TRUE(ValidateJobSpec(spec).ok());
 
   std::string yaml = JobSpecToYaml(spec);

@@ -159,9 +159,36 @@ TEST(VertexJobTest, ADescribedCustomJobInJsonIsTakenWholeItsOutputFieldsLeftAlon
   EXPECT_TRUE(spec.output_dir.empty());
   EXPECT_TRUE(Mentions(notes, "'gs://bucket/mnist' is not a path on the nodes"));
   EXPECT_TRUE(Mentions(notes, "labels: ignored"));
-  EXPECT_TRUE(Mentions(notes, "maxWaitDuration"));
+  EXPECT_TRUE(Mentions(notes,
+                       "maxWaitDuration: ignored, as Vertex ignores it without strategy "
+                       "FLEX_START"));
+  EXPECT_EQ(spec.scheduling.max_wait.count(), 0);
   EXPECT_FALSE(Mentions(notes, "state"));
   EXPECT_FALSE(Mentions(notes, "createTime"));
+}
+
+// Vertex bounds the wait for resources of FLEX_START jobs alone: maxWaitDuration, 24 hours unless
+// given, "0s" no bound. Cohort's scheduling.max_wait is the same bound.
+TEST(VertexJobTest, AFlexStartJobWaitsAtMostItsMaxWaitDuration) {
+  const std::string pools = "workerPoolSpecs:\n  - containerSpec: {imageUri: x}\n";
+  std::vector<std::string> notes;
+  JobSpec spec =
+      Converted(pools + "scheduling: {strategy: FLEX_START, maxWaitDuration: 1800s}\n", &notes);
+  EXPECT_EQ(spec.scheduling.max_wait, std::chrono::minutes(30));
+  EXPECT_FALSE(Mentions(notes, "strategy")) << "FLEX_START is what Cohort does";
+  EXPECT_EQ(Converted(pools + "scheduling: {strategy: FLEX_START}\n").scheduling.max_wait,
+            std::chrono::hours(24));
+  EXPECT_EQ(Converted(pools + "scheduling: {strategy: FLEX_START, maxWaitDuration: 0s}\n")
+                .scheduling.max_wait.count(),
+            0);
+  notes.clear();
+  spec = Converted(pools + "scheduling: {strategy: SPOT, maxWaitDuration: 600s}\n", &notes);
+  EXPECT_EQ(spec.scheduling.max_wait.count(), 0);
+  EXPECT_TRUE(Mentions(notes, "scheduling.strategy: ignored"));
+  EXPECT_TRUE(Mentions(notes, "scheduling.maxWaitDuration: ignored"));
+  EXPECT_NE(Error(pools + "scheduling: {strategy: FLEX_START, maxWaitDuration: 1h}\n")
+                .find("maxWaitDuration: '1h' is not a duration such as \"7200s\""),
+            std::string::npos);
 }
 
 // gcloud reads a single mapping as the one pool, the chief's.

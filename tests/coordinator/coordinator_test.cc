@@ -1381,6 +1381,34 @@ TEST_F(CoordinatorTest, AQueuedJobSaysWhatItWaitsFor) {
   EXPECT_EQ(GetJob("pair").message, "launching 2 replicas");
 }
 
+// scheduling.max_wait: a job that cannot be placed within it fails, saying what it waited for;
+// the job it waited behind runs on.
+TEST_F(CoordinatorTest, AJobNotPlacedWithinItsMaxWaitFailsSayingWhatItWaitedFor) {
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));
+  AddAgent("node-a", 4);
+  ASSERT_TRUE(Submit(JobYaml("blocker", 0, 4)).ok());
+  RunAll(LaunchesWithinFiveRounds());
+  ASSERT_TRUE(Submit(JobYaml("impatient", 0, 4, 3, ", max_wait: 20s")).ok());
+  for (int i = 0; i < 19; ++i) {
+    clock_.Advance(milliseconds(1000));
+    Heartbeat("node-a");
+    PumpFew();
+  }
+  EXPECT_EQ(GetJob("impatient").state, JobState::QUEUED);
+  for (int i = 0; i < 3 && GetJob("impatient").state == JobState::QUEUED; ++i) {
+    clock_.Advance(milliseconds(1000));
+    Heartbeat("node-a");
+    PumpFew();
+  }
+  wire::JobInfoT info = GetJob("impatient");
+  EXPECT_EQ(info.state, JobState::FAILED);
+  EXPECT_EQ(info.message,
+            "waited 20s to be placed (scheduling.max_wait: 20s): waiting for room for 1 replica "
+            "with 4 GPUs, 1 CPU; none fits now");
+  EXPECT_EQ(GetJob("blocker").state, JobState::RUNNING);
+  EXPECT_TRUE(TakeLaunchList().empty());
+}
+
 TEST_F(CoordinatorTest, GangWaitsUntilEveryReplicaFits) {
   AddAgent("node-a", 2);
   ASSERT_TRUE(Submit(JobYaml("wide", 2, 1)).ok());  // 3 GPUs

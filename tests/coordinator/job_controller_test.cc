@@ -1286,6 +1286,88 @@ TEST_F(JobControllerTest, WhatAJobWaitsForIsFoundAgainAfterARestart) {
   EXPECT_EQ(second.state, JobState::QUEUED);
 }
 
+// scheduling.max_wait: a job queued that long at a stretch fails, naming what it waited for; not
+// before the agents had time to register after a coordinator start.
+TEST_F(JobControllerTest, AJobQueuedPastItsMaxWaitFailsNamingWhatItWaitedFor) {
+  const std::string yaml =
+      "name: big\nworker_pools:\n  - role: chief\n    resources: {gpus: 8}\n"
+      "    process: {command: [/bin/train]}\nscheduling: {max_wait: 1m}\n";
+  JobRecord& job = jobs_.Submit(*ParseJobSpec(yaml, "test job"), yaml, now_);
+  EXPECT_TRUE(job.wait_limited);
+  const std::string reason = "needs 8 GPUs on one node; the largest has 4";
+  job.SetWaitingReason(reason, WaitingReasonHash(reason));
+  Advance(59'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  Advance(1'000);
+  jobs_.CheckTimeouts(now_, false);
+  EXPECT_EQ(job.state, JobState::QUEUED) << "the agents may not have registered yet";
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message, "waited 1m to be placed (scheduling.max_wait: 1m): " + reason);
+
+  // Without max_wait a job waits for as long as it takes.
+  JobRecord& patient = SubmitQueued("patient");
+  EXPECT_FALSE(patient.wait_limited);
+  Advance(30LL * 86'400'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(patient.state, JobState::QUEUED);
+}
+
+// Each wait is bounded alone: a job that ran for an hour and restarts may wait max_wait again, and
+// then fails, its old replicas stopped.
+TEST_F(JobControllerTest, EveryWaitToBePlacedIsBoundedAloneByMaxWait) {
+  JobRecord& job = Start("r", 1, true, 3, {"a", "b"}, ", max_wait: 1m");
+  Advance(3'600'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::RUNNING) << "a running job is not waiting";
+  Report(job, "worker-0", ReplicaState::FAILED, 137);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  EXPECT_EQ(job.restarts, 1);
+  EXPECT_EQ(job.queued_since_ms, now_);
+  StopsSent();
+  Advance(59'999);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::QUEUED);
+  Advance(1);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message.rfind("waited 1m to be placed (scheduling.max_wait: 1m): restarting", 0),
+            0u)
+      << job.message;
+}
+
+// The wait of a job that runs after others begins once they have succeeded; time suspended is no
+// wait.
+TEST_F(JobControllerTest, MaxWaitCountsNeitherTheWaitForDependenciesNorASuspension) {
+  JobRecord& prep = Start("prep", 0, false, 0, {"a"});
+  const std::string yaml =
+      "name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/x]}\nscheduling: {after: [prep], max_wait: 1m}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(jobs_.CheckAfter(*spec).ok());
+  JobRecord& train = jobs_.Submit(std::move(*spec), yaml, now_);
+  Advance(10 * 60'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(train.state, JobState::QUEUED) << "waiting for prep is no wait for resources";
+  Report(prep, "chief-0", ReplicaState::SUCCEEDED, 0);
+  EXPECT_FALSE(train.waits_for_jobs);
+  EXPECT_EQ(train.queued_since_ms, now_);
+  Advance(30'000);
+  ASSERT_TRUE(jobs_.Suspend(train, "suspended by alice", now_).ok());
+  Advance(10 * 60'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(train.state, JobState::SUSPENDED);
+  ASSERT_TRUE(jobs_.Resume(train, "resumed by alice", now_).ok());
+  Advance(59'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(train.state, JobState::QUEUED);
+  Advance(1'000);
+  jobs_.CheckTimeouts(now_, true);
+  EXPECT_EQ(train.state, JobState::FAILED);
+}
+
 // `cohort suspend`: the replicas stop as a preemption stops them, and whatever they do then is no
 // failure; the job stays SUSPENDED, outside the timeout, until resumed; then it is queued and
 // placed as a new attempt of every replica, having spent nothing. Asking twice changes nothing.
