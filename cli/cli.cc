@@ -556,8 +556,8 @@ the coordinator's clients/ key directory; put the coordinator's coordinator.pub 
 )",
        Keygen},
       {"tune",
-       {{"--wait", false, ""}, {"--name", true, ""}},
-       "tune FILE [--name N] [--wait]",
+       {{"--wait", false, ""}, {"--name", true, ""}, {"--env", true, "", true}},
+       "tune FILE [--name N] [--env K=V]... [--wait] [-- ARG...]",
        "validate and submit a hyperparameter study; prints its name",
        SpecFileHelp(R"(
 Validates a study file (YAML; see common/study_spec.h; or a Vertex AI HyperparameterTuningJob
@@ -568,6 +568,10 @@ it. Prints the study name. FILE may be - for standard input.
             study. A
             trial_job.output_dir in the file is kept: its trials write where the first study's
             did (<output_dir>/<trial id>/), and find their checkpoints
+  --env KEY=VALUE   set KEY in the env of every pool of the trial job that runs a command, over
+            the file's value, in every trial; may be given again
+  -- ARG... appended to the args of every pool of the trial job that runs a command, before the
+            trial's parameters: `cohort tune hp.yaml -- --epochs=5`
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and
             the best trial; exit 0 only if the study SUCCEEDED, 1 if it FAILED or was CANCELLED
 )"),

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -37,6 +38,12 @@ StatusOr<std::string> AsCohortFile(
 // The spec size the CLI checks before sending: COHORT_MAX_SPEC_SIZE, else the coordinator's
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit();
+
+// What `--env KEY=VALUE`... and `-- ARG...` of submit and tune give every pool that runs a
+// command: `env` and `args`. `file_args` is `args` without what follows "--" (the FILE alone).
+// kInvalidArgument for an --env that is not KEY=VALUE.
+Status ReadEnvAndArgs(const ParsedArgs& args, std::map<std::string, std::string>* env,
+                      std::vector<std::string>* extra, ParsedArgs* file_args);
 
 // What submit and tune share: the one FILE argument ("-": standard input) is read and checked with
 // `parse` before anything is sent, then sent with `send` (the text, possibly changed by `edit`

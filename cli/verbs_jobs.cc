@@ -116,19 +116,9 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     }
   }
   edits.hold = args.Has("--hold");
-  for (const std::string& entry : args.All("--env")) {
-    const size_t eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return UsageError(ctx.err, "submit", "--env: expected KEY=VALUE, got '" + entry + "'");
-    }
-    edits.env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  // What follows "--" goes to the job's args; what comes before it is the FILE.
-  ParsedArgs file_args = args;
-  if (args.dashdash != std::string::npos) {
-    edits.args.assign(args.positionals.begin() + static_cast<std::ptrdiff_t>(args.dashdash),
-                      args.positionals.end());
-    file_args.positionals.resize(args.dashdash);
+  ParsedArgs file_args;
+  if (Status read = ReadEnvAndArgs(args, &edits.env, &edits.args, &file_args); !read.ok()) {
+    return UsageError(ctx.err, "submit", read.message());
   }
   const bool dry_run = args.Has("--dry-run");
   if (dry_run && args.Has("--wait")) {

@@ -74,8 +74,14 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
   if (args.Has("--name") && args.Get("--name").empty()) {
     return UsageError(ctx.err, "tune", "--name: an empty name");
   }
+  std::map<std::string, std::string> env;
+  std::vector<std::string> extra;
+  ParsedArgs file_args;
+  if (Status read = ReadEnvAndArgs(args, &env, &extra, &file_args); !read.ok()) {
+    return UsageError(ctx.err, "tune", read.message());
+  }
   return SubmitSpecFile<StudySpec, wire::StudyInfoT>(
-      args, ctx, "tune", "study", ParseStudySpec,
+      file_args, ctx, "tune", "study", ParseStudySpec,
       [](CoordinatorClient& client, const std::string& text) { return client.SubmitStudy(text); },
       [&](CoordinatorClient& client, const StudySpec& spec, const wire::StudyInfoT& study) {
         for (const std::string& w : study.warnings) ctx.err << "cohort: warning: " << w << "\n";
@@ -87,7 +93,10 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
           return AsCohortStudyFile(t, source, args.Get("--name"));
         };
         COHORT_ASSIGN_OR_RETURN(std::string study,
-                                AsCohortFile(text, args.positionals[0], as_study, ctx.err));
+                                AsCohortFile(text, file_args.positionals[0], as_study, ctx.err));
+        if (!env.empty() || !extra.empty()) {
+          COHORT_ASSIGN_OR_RETURN(study, WithTrialJobEnvAndArgs(study, env, extra));
+        }
         if (!args.Has("--name")) return study;
         return WithStudyName(study, args.Get("--name"));
       });

@@ -350,6 +350,36 @@ StatusOr<std::string> WithStudyName(std::string_view yaml, std::string_view name
   });
 }
 
+StatusOr<std::string> WithTrialJobEnvAndArgs(std::string_view yaml,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::vector<std::string>& args) {
+  return EditYamlMap(yaml, "study file", [&](YAML::Node& root) -> Status {
+    YAML::Node trial_job = root["trial_job"];
+    if (!trial_job || !trial_job.IsMap()) {
+      return InvalidArgument(
+          "trial_job: the study file has no trial job (a map) to take --env "
+          "and -- ARGS");
+    }
+    SubmitEdits edits;
+    edits.env = env;
+    edits.args = args;
+    StatusOr<std::string> edited = ApplySubmitEdits(YAML::Dump(trial_job), edits);
+    if (!edited.ok()) {
+      // The job file's fields named as the study file's.
+      std::string message = edited.status().message();
+      for (auto [from, to] : {std::pair{"the job file's ", "the study file's trial_job."},
+                              std::pair{"of the job file", "of the study file's trial_job"}}) {
+        if (size_t at = message.find(from); at != std::string::npos) {
+          message.replace(at, std::string_view(from).size(), to);
+        }
+      }
+      return InvalidArgument(message);
+    }
+    root["trial_job"] = YAML::Load(*edited);
+    return Status::Ok();
+  });
+}
+
 Status ValidateStudySpec(const StudySpec& spec) {
   COHORT_RETURN_IF_ERROR(CheckStudyName(spec.name));
   if (!IsValidMetricId(spec.metric_id)) {

@@ -915,6 +915,9 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
   ct::WriteFile(script,
                 "import json, os, sys, time\n"
                 "x = [a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--x=')][0]\n"
+                "if '--offset=5' in sys.argv:  # tune -- ARGS: before the trial's parameters\n"
+                "    assert sys.argv.index('--offset=5') < sys.argv.index('--x=' + x), sys.argv\n"
+                "    x = str(int(x) * int(os.environ['SCALE']) + 5)  # and tune --env\n"
                 "line = {'score': x, 'global_step': '1', 'timestamp': time.time(),\n"
                 "        'trial': os.environ.get('CLOUD_ML_TRIAL_ID', '')}\n"
                 "with open(os.environ['CLOUD_ML_HP_METRIC_FILE'], 'a') as f:\n"
@@ -961,10 +964,24 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
   EXPECT_EQ(bad_name.exit_code, 2);
   EXPECT_NE(bad_name.err.find("name: '2nd' is not a valid study name"), std::string::npos)
       << bad_name.err;
-  auto again = Cli({"tune", study, "--name", "grid_again", "--wait"}, 28s);
+  // With --env and -- ARGS, which every trial gets: the scores are 10x + 5.
+  auto again = Cli(
+      {"tune", study, "--name", "grid_again", "--env", "SCALE=10", "--wait", "--", "--offset=5"},
+      28s);
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_EQ(again.out.rfind("grid_again\n", 0), 0u) << again.out;
   EXPECT_NE(again.out.find("grid_again_trial_"), std::string::npos) << again.out;
+  json again_info = json::parse(Cli({"trials", "grid_again", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(again_info.is_object());
+  std::set<double> scores;
+  for (const auto& t : again_info["trials"]) {
+    if (t["final_metric"].is_number()) scores.insert(t["final_metric"].get<double>());
+  }
+  EXPECT_EQ(scores, (std::set<double>{15, 25, 35})) << again_info;
+  auto bad_env = Cli({"tune", study, "--name", "grid_bad", "--env", "SCALE"});
+  EXPECT_EQ(bad_env.exit_code, 2);
+  EXPECT_NE(bad_env.err.find("--env: expected KEY=VALUE, got 'SCALE'"), std::string::npos)
+      << bad_env.err;
   EXPECT_TRUE(NoReplicaProcessesLeft());
 }
 

@@ -293,6 +293,44 @@ TEST(StudySpecTest, WithStudyNameRenamesTheStudyOnly) {
   EXPECT_THAT(bad.status().message(), HasSubstr("the study file is not valid YAML"));
 }
 
+// `cohort tune --env K=V -- ARGS`: every pool of the trial job that runs a command gets them, and
+// a trial's parameters come after them.
+TEST(StudySpecTest, WithTrialJobEnvAndArgsEditsTheTrialJobOnly) {
+  StatusOr<std::string> edited =
+      WithTrialJobEnvAndArgs(Study(kParams), {{"DATA", "/data/digits"}}, {"--seed=7", "a b"});
+  ASSERT_TRUE(edited.ok()) << edited.status().ToString();
+  StatusOr<StudySpec> spec = ParseStudySpec(*edited);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *edited;
+  EXPECT_EQ(spec->name, "digits_lr_study");
+  EXPECT_EQ(spec->parameters.size(), 4u);
+  EXPECT_EQ(spec->trial_job.scheduling.max_restarts, 1);
+  const ProcessSpec& process = *spec->trial_job.pools[0].process;
+  EXPECT_EQ(process.args, (std::vector<std::string>{"--epochs=2", "--seed=7", "a b"}));
+  EXPECT_EQ(process.env, (std::map<std::string, std::string>{{"DATA", "/data/digits"}}));
+  StatusOr<JobSpec> trial = MakeTrialJob(*spec, "3", ExampleAssignment(0.25, 17, "sgd", 16));
+  ASSERT_TRUE(trial.ok()) << trial.status().ToString();
+  EXPECT_EQ(trial->pools[0].process->args,
+            (std::vector<std::string>{"--epochs=2", "--seed=7", "a b", "--lr=0.25", "--hidden=17",
+                                      "--optimizer=sgd", "--batch_size=16"}));
+
+  StatusOr<std::string> bad = WithTrialJobEnvAndArgs(Study(kParams), {{"1X", "y"}}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--env: '1X' is not an environment variable"));
+  const std::string no_job = "name: s\nmetric: {id: a, goal: maximize}\n";
+  EXPECT_THAT(WithTrialJobEnvAndArgs(no_job, {}, {"--x"}).status().message(),
+              HasSubstr("trial_job: the study file has no trial job"));
+  const std::string builtin_only =
+      "name: s\ntrial_job:\n  worker_pools:\n    - {role: chief, builtin: reducer}\n";
+  EXPECT_THAT(WithTrialJobEnvAndArgs(builtin_only, {}, {"--x"}).status().message(),
+              HasSubstr("-- ARGS: no pool of the study file's trial_job runs a process"));
+  const std::string bad_env =
+      "name: s\ntrial_job:\n  worker_pools:\n    - {role: chief, process: {command: [x], env: "
+      "[A]}}\n";
+  EXPECT_THAT(
+      WithTrialJobEnvAndArgs(bad_env, {{"B", "1"}}, {}).status().message(),
+      HasSubstr("--env: the study file's trial_job.worker_pools[0].process.env is not a map"));
+}
+
 TEST(StudySpecTest, TrialTemplateIsValidatedAsAJobUnderTrialJob) {
   auto with_job = [](const std::string& job) {
     return "name: s\nmetric: {id: a, goal: maximize}\nparameters:\n"
