@@ -1,13 +1,13 @@
 #include "agent/resource_usage.h"
 
 #include <algorithm>
-#include <ctime>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <utility>
 
 #include "agent/nvml.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -85,18 +85,7 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library) {
   return out;
 }
 
-namespace {
-
-std::string UtcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  ::gmtime_r(&now, &utc);
-  char text[32] = {0};
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return text;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 struct GpuSampler::Shared {
   std::chrono::milliseconds every;
@@ -321,7 +310,8 @@ void GpuSampler::WatchXids(std::shared_ptr<Shared> s) {
       const Nvml::XidEvent event = **next;
       const std::string name = XidName(event.xid);
       const std::string xid = "Xid " + std::to_string(event.xid) +
-                              (name.empty() ? "" : " (" + name + ")") + " at " + UtcNow();
+                              (name.empty() ? "" : " (" + name + ")") + " at " +
+                              FormatUtcNow("%Y-%m-%d %H:%M:%S UTC");
       const std::string gpu = event.gpu < 0 ? "every GPU (NVML does not name the one)"
                                             : "GPU " + std::to_string(event.gpu);
       {

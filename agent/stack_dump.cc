@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -13,6 +12,7 @@
 
 #include "agent/captured_command.h"
 #include "agent/proc_scan.h"
+#include "common/clock.h"
 #include "common/file_util.h"
 
 namespace cohort::agent {
@@ -83,15 +83,6 @@ std::string CommandLine(pid_t pid) {
   return raw.empty() ? "(gone)" : raw;
 }
 
-std::string Now() {
-  std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace
 
 int StackDumpSignal() { return SIGRTMIN + 4; }
@@ -103,7 +94,8 @@ std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const s
     if (static_cast<int>(pids.size()) >= StackDumpOptions::kMaxProcesses) break;
     pids.push_back(p);
   }
-  std::string out = "==== stacks taken " + Now() + (reason.empty() ? "" : ": " + reason) + "\n";
+  std::string out = "==== stacks taken " + FormatUtcNow("%Y-%m-%dT%H:%M:%SZ") +
+                    (reason.empty() ? "" : ": " + reason) + "\n";
 
   // Python first: the signal is handled while the process runs, before a tracer stops it.
   std::vector<std::pair<std::string, int64_t>> python(pids.size());  // file, size before

@@ -1,7 +1,6 @@
 #include "cli/job_view.h"
 
 #include <algorithm>
-#include <ctime>
 #include <deque>
 #include <map>
 #include <optional>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "cli/output.h"
+#include "common/clock.h"
 #include "common/utf8.h"
 
 namespace cohort::cli {
@@ -107,14 +107,9 @@ class LogFollower {
 // "2026-11-25T03:20:01.123Z" (UTC) for `ms`; a "-" as wide for an unknown time (-1).
 std::string UtcStamp(int64_t ms) {
   if (ms < 0) return "-                       ";
-  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char seconds_text[32];
-  std::strftime(seconds_text, sizeof(seconds_text), "%Y-%m-%dT%H:%M:%S", &tm);
   char millis[8];
   std::snprintf(millis, sizeof(millis), ".%03dZ", static_cast<int>(ms % 1000));
-  return std::string(seconds_text) + millis;
+  return FormatUtc(ms, "%Y-%m-%dT%H:%M:%S") + millis;
 }
 
 bool Started(const wire::JobInfoT& job) {

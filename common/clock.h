@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
+#include <string>
 
 namespace cohort {
 
@@ -45,5 +47,21 @@ class ManualClock : public Clock {
  private:
   int64_t now_ms_;
 };
+
+// `ms_since_epoch` (its whole seconds) as a UTC calendar time, written by std::strftime with
+// `format`: "%Y-%m-%dT%H:%M:%SZ" gives "2026-12-02T14:30:05Z". At most 63 characters.
+inline std::string FormatUtc(int64_t ms_since_epoch, const char* format) {
+  const std::time_t seconds = static_cast<std::time_t>(ms_since_epoch / 1000);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[64] = {0};
+  std::strftime(text, sizeof text, format, &utc);
+  return text;
+}
+
+// Now as a UTC calendar time (FormatUtc of the system clock).
+inline std::string FormatUtcNow(const char* format) {
+  return FormatUtc(SystemClock().NowMs(), format);
+}
 
 }  // namespace cohort
