@@ -85,8 +85,6 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library) {
   return out;
 }
 
-namespace {}  // namespace
-
 struct GpuSampler::Shared {
   std::chrono::milliseconds every;
   std::chrono::milliseconds hung_after;

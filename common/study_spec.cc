@@ -357,8 +357,8 @@ StatusOr<std::string> WithTrialJobEnvAndArgs(std::string_view yaml,
     YAML::Node trial_job = root["trial_job"];
     if (!trial_job || !trial_job.IsMap()) {
       return InvalidArgument(
-          "trial_job: the study file has no trial job (a map) to take --env "
-          "and -- ARGS");
+          "trial_job: the study file has no trial job (a map) to take "
+          "--env and -- ARGS");
     }
     SubmitEdits edits;
     edits.env = env;

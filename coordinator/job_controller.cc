@@ -521,7 +521,7 @@ void JobController::Reconcile(const std::string& node_id,
 
 void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) {
   // A job never placed has no replica to lose and no start to time out from: of 100,000 queued
-  // jobs, only those that ran before are read.
+  // jobs, only those that ran before, or whose wait is bounded (scheduling.max_wait), are read.
   std::vector<JobRecord*> jobs;
   for (const auto& [seq, job] : active()) {
     if (job->may_hold || job->wait_limited) jobs.push_back(job);

@@ -78,12 +78,13 @@ class JobControllerTest : public ::testing::Test {
     return job;
   }
   // A one-GPU job `name` submitted to run after `after` (scheduling.after's YAML list), which
-  // CheckAfter takes.
-  JobRecord& SubmitAfter(const std::string& name, const std::string& after) {
+  // CheckAfter takes. `more_scheduling` is added to the scheduling block (", max_wait: 1m").
+  JobRecord& SubmitAfter(const std::string& name, const std::string& after,
+                         const std::string& more_scheduling = "") {
     const std::string yaml = "name: " + name +
                              "\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
                              "    process: {command: [/bin/x]}\nscheduling: {after: " +
-                             after + "}\n";
+                             after + more_scheduling + "}\n";
     auto spec = ParseJobSpec(yaml, "test job");
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     EXPECT_TRUE(jobs_.CheckAfter(*spec).ok()) << jobs_.CheckAfter(*spec).ToString();
@@ -1341,13 +1342,8 @@ TEST_F(JobControllerTest, EveryWaitToBePlacedIsBoundedAloneByMaxWait) {
 // wait.
 TEST_F(JobControllerTest, MaxWaitCountsNeitherTheWaitForDependenciesNorASuspension) {
   JobRecord& prep = Start("prep", 0, false, 0, {"a"});
-  const std::string yaml =
-      "name: train\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
-      "    process: {command: [/bin/x]}\nscheduling: {after: [prep], max_wait: 1m}\n";
-  auto spec = ParseJobSpec(yaml, "test job");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  ASSERT_TRUE(jobs_.CheckAfter(*spec).ok());
-  JobRecord& train = jobs_.Submit(std::move(*spec), yaml, now_);
+  JobRecord& train = SubmitAfter("train", "[prep]", ", max_wait: 1m");
+  ASSERT_TRUE(train.wait_limited);
   Advance(10 * 60'000);
   jobs_.CheckTimeouts(now_, true);
   EXPECT_EQ(train.state, JobState::QUEUED) << "waiting for prep is no wait for resources";
