@@ -670,8 +670,7 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   wire::JobInfoT info;
   info.name = job.name;
   info.state = job.state;
-  info.message = job.state == JobState::QUEUED && !job.waiting_reason.empty() ? job.waiting_reason
-                                                                              : job.message;
+  info.message = job.ShownMessage();
   info.create_time_ms = job.create_time_ms;
   info.start_time_ms = job.start_time_ms;
   info.end_time_ms = job.end_time_ms;

@@ -39,8 +39,7 @@ json JobSummaryJson(const JobView& v) {
   const JobRecord& j = v.job;
   return {{"name", j.name},
           {"state", wire::EnumNameJobState(j.state)},
-          {"message",
-           j.state == JobState::QUEUED && !j.waiting_reason.empty() ? j.waiting_reason : j.message},
+          {"message", j.ShownMessage()},
           {"queue", JobQueue(j)},
           {"user", JobUser(j)},
           {"create_time_ms", j.create_time_ms},

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/enum_names.h"
 #include "common/signal_name.h"
@@ -42,6 +43,17 @@ void JobRecord::SetWaitingReason(const std::string& reason, size_t hash) {
   if (waiting_reason_hash == hash) return;
   waiting_reason = reason;
   waiting_reason_hash = hash;
+}
+
+std::string JobRecord::ShownMessage() const {
+  if (state != JobState::QUEUED) return message;
+  std::string shown = waiting_reason.empty() ? message : waiting_reason;
+  if (wait_limited && !waits_for_jobs) {
+    const int64_t max_wait = spec.scheduling.max_wait.count();
+    shown += "; fails at " + FormatUtc(queued_since_ms + max_wait, "%Y-%m-%d %H:%M:%S UTC") +
+             " unless placed (scheduling.max_wait: " + FormatDuration(max_wait) + ")";
+  }
+  return shown;
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 
+#include "common/clock.h"
 #include "common/wire_string.h"
 #include "coordinator/agent_service.h"
 #include "tests/coordinator/test_records.h"
@@ -1388,13 +1389,20 @@ TEST_F(CoordinatorTest, AJobNotPlacedWithinItsMaxWaitFailsSayingWhatItWaitedFor)
   AddAgent("node-a", 4);
   ASSERT_TRUE(Submit(JobYaml("blocker", 0, 4)).ok());
   RunAll(LaunchesWithinFiveRounds());
+  const int64_t submitted_ms = clock_.NowMs();
   ASSERT_TRUE(Submit(JobYaml("impatient", 0, 4, 3, ", max_wait: 20s")).ok());
   for (int i = 0; i < 19; ++i) {
     clock_.Advance(milliseconds(1000));
     Heartbeat("node-a");
     PumpFew();
   }
-  EXPECT_EQ(GetJob("impatient").state, JobState::QUEUED);
+  wire::JobInfoT waiting = GetJob("impatient");
+  EXPECT_EQ(waiting.state, JobState::QUEUED);
+  // It says when it gives up.
+  EXPECT_EQ(waiting.message,
+            "waiting for room for 1 replica with 4 GPUs, 1 CPU; none fits now; fails at " +
+                FormatUtc(submitted_ms + 20'000, "%Y-%m-%d %H:%M:%S UTC") +
+                " unless placed (scheduling.max_wait: 20s)");
   for (int i = 0; i < 3 && GetJob("impatient").state == JobState::QUEUED; ++i) {
     clock_.Advance(milliseconds(1000));
     Heartbeat("node-a");
