@@ -1391,11 +1391,12 @@ TEST_F(CoordinatorTest, AJobNotPlacedWithinItsMaxWaitFailsSayingWhatItWaitedFor)
   RunAll(LaunchesWithinFiveRounds());
   const int64_t submitted_ms = clock_.NowMs();
   ASSERT_TRUE(Submit(JobYaml("impatient", 0, 4, 3, ", max_wait: 20s")).ok());
-  for (int i = 0; i < 19; ++i) {
+  const auto a_second_passes = [&] {
     clock_.Advance(milliseconds(1000));
     Heartbeat("node-a");
     PumpFew();
-  }
+  };
+  for (int i = 0; i < 19; ++i) a_second_passes();
   wire::JobInfoT waiting = GetJob("impatient");
   EXPECT_EQ(waiting.state, JobState::QUEUED);
   // It says when it gives up.
@@ -1403,11 +1404,7 @@ TEST_F(CoordinatorTest, AJobNotPlacedWithinItsMaxWaitFailsSayingWhatItWaitedFor)
             "waiting for room for 1 replica with 4 GPUs, 1 CPU; none fits now; fails at " +
                 FormatUtc(submitted_ms + 20'000, "%Y-%m-%d %H:%M:%S UTC") +
                 " unless placed (scheduling.max_wait: 20s)");
-  for (int i = 0; i < 3 && GetJob("impatient").state == JobState::QUEUED; ++i) {
-    clock_.Advance(milliseconds(1000));
-    Heartbeat("node-a");
-    PumpFew();
-  }
+  for (int i = 0; i < 3 && GetJob("impatient").state == JobState::QUEUED; ++i) a_second_passes();
   wire::JobInfoT info = GetJob("impatient");
   EXPECT_EQ(info.state, JobState::FAILED);
   EXPECT_EQ(info.message,
