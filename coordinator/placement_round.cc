@@ -658,6 +658,10 @@ PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes
                     std::to_string(elastic.settle_ms / 1000) + " s";
     }
   }
+  if (draft.wait_limited) {
+    out.reason += "; it fails unless placed within " +
+                  FormatDuration(draft.spec.scheduling.max_wait.count()) + " (scheduling.max_wait)";
+  }
   return out;
 }
 

@@ -1027,6 +1027,12 @@ TEST_F(CoordinatorTest, ADryRunSaysWhatTheNextRoundWouldDoAndStoresNothing) {
   EXPECT_NE(plan.reason.find("waiting for room for 1 replica with 1 GPU"), std::string::npos)
       << plan.reason;
   EXPECT_EQ(plan.queued_ahead, 0u);
+  // With a bound on its wait, the forecast names it.
+  plan = plan_of(JobYaml("probe", 0, 1, 3, ", priority: low, max_wait: 10m"));
+  EXPECT_EQ(plan.outcome, wire::DryRunOutcome::WAIT);
+  EXPECT_NE(plan.reason.find("; it fails unless placed within 10m (scheduling.max_wait)"),
+            std::string::npos)
+      << plan.reason;
   ASSERT_TRUE(Submit(JobYaml("next", 0, 1, 3, ", priority: low")).ok());
   PumpFew();
   EXPECT_EQ(plan_of(low).queued_ahead, 1u);
