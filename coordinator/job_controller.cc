@@ -551,7 +551,7 @@ void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) 
       const std::string limit = FormatDuration(job->spec.scheduling.max_wait.count());
       FinishJob(*job, JobState::FAILED,
                 "waited " + limit + " to be placed (scheduling.max_wait: " + limit +
-                    "): " + (job->waiting_reason.empty() ? job->message : job->waiting_reason),
+                    "): " + job->WaitingFor(),
                 now_ms);
       continue;
     }

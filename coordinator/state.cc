@@ -47,7 +47,7 @@ void JobRecord::SetWaitingReason(const std::string& reason, size_t hash) {
 
 std::string JobRecord::ShownMessage() const {
   if (state != JobState::QUEUED) return message;
-  std::string shown = waiting_reason.empty() ? message : waiting_reason;
+  std::string shown = WaitingFor();
   if (wait_limited && !waits_for_jobs) {
     const int64_t max_wait = spec.scheduling.max_wait.count();
     shown += "; fails at " + FormatUtc(queued_since_ms + max_wait, "%Y-%m-%d %H:%M:%S UTC") +

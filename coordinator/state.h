@@ -146,6 +146,11 @@ struct alignas(64) JobRecord {
   // Two reasons of one 64-bit hash (about 2^-64 for a pair) would keep the older text shown until
   // the reason changes again: a display, never a decision, reads it.
   void SetWaitingReason(const std::string& reason, size_t hash);
+  // Why it is queued: the latest round's waiting reason, else `message` (a requeue's, a
+  // resume's).
+  const std::string& WaitingFor() const {
+    return waiting_reason.empty() ? message : waiting_reason;
+  }
   // What users are shown of its state (`cohort status`, /api/jobs): while QUEUED, the round's
   // waiting reason (else `message`) and, for a job whose wait is bounded (scheduling.max_wait,
   // its dependencies met), when it gives up: "...; fails at 2026-12-02 14:30:05 UTC unless
