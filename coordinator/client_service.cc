@@ -30,6 +30,28 @@ std::string GenerateJobName(const std::string& prefix, const JobController& jobs
   }
 }
 
+// The env and args of a SubmitJob or SubmitStudy request (`--env KEY=VALUE ... -- ARGS`), counted
+// before they are copied: kInvalidArgument past kMaxSubmitEditEntries of either.
+Status ReadEnvAndArgs(const flatbuffers::Vector<flatbuffers::Offset<wire::KeyValue>>* env,
+                      const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* args,
+                      std::map<std::string, std::string>* env_out,
+                      std::vector<std::string>* args_out) {
+  if ((env && env->size() > kMaxSubmitEditEntries) ||
+      (args && args->size() > kMaxSubmitEditEntries)) {
+    return InvalidArgument("env and args: at most " + std::to_string(kMaxSubmitEditEntries) +
+                           " entries each");
+  }
+  if (env) {
+    for (const wire::KeyValue* kv : *env) {
+      if (kv != nullptr) (*env_out)[Str(kv->key())] = Str(kv->value());
+    }
+  }
+  if (args) {
+    for (const flatbuffers::String* arg : *args) args_out->push_back(Str(arg));
+  }
+  return Status::Ok();
+}
+
 // The edits a SubmitJob request asks of its spec's text; kInvalidArgument naming a malformed
 // entry of its after.
 StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
@@ -48,19 +70,7 @@ StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
     }
   }
   edits.hold = req.hold();
-  if ((req.env() && req.env()->size() > kMaxSubmitEditEntries) ||
-      (req.args() && req.args()->size() > kMaxSubmitEditEntries)) {
-    return InvalidArgument("env and args: at most " + std::to_string(kMaxSubmitEditEntries) +
-                           " entries each");
-  }
-  if (req.env()) {
-    for (const wire::KeyValue* kv : *req.env()) {
-      if (kv != nullptr) edits.env[Str(kv->key())] = Str(kv->value());
-    }
-  }
-  if (req.args()) {
-    for (const flatbuffers::String* arg : *req.args()) edits.args.push_back(Str(arg));
-  }
+  COHORT_RETURN_IF_ERROR(ReadEnvAndArgs(req.env(), req.args(), &edits.env, &edits.args));
   return edits;
 }
 
@@ -533,6 +543,20 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
       return;
     }
     study_file->yaml = *std::move(renamed);
+  }
+  std::map<std::string, std::string> env;
+  std::vector<std::string> args;
+  if (Status read = ReadEnvAndArgs(req.env(), req.args(), &env, &args); !read.ok()) {
+    Reply(m, EncodeError(id, read));
+    return;
+  }
+  if (!env.empty() || !args.empty()) {
+    StatusOr<std::string> edited = WithTrialJobEnvAndArgs(study_file->yaml, env, args);
+    if (!edited.ok()) {
+      Reply(m, EncodeError(id, edited.status()));
+      return;
+    }
+    study_file->yaml = *std::move(edited);
   }
   const std::string& yaml = study_file->yaml;
   // An invalid spec is refused by studies_.Submit below, naming the field.

@@ -183,6 +183,19 @@ def _spec_text(spec):
     raise TypeError(f"a spec is YAML text or a dict, not {type(spec).__name__}")
 
 
+def _env_and_args(env, args):
+    """submit()'s and submit_study()'s `env` (a dict) and `args` (a list) as the wire's KeyValues
+    and strings."""
+    if isinstance(args, str):
+        raise TypeError("args: a list of strings, not one string")
+    entries = []
+    for key, value in (env or {}).items():
+        entry = KeyValue.KeyValueT()
+        entry.key, entry.value = str(key), str(value)
+        entries.append(entry)
+    return entries, [str(a) for a in (args or ())]
+
+
 def _since_ms(since):
     """A `since` argument as epoch milliseconds: a datetime (naive: local time), a timedelta (that
     long ago) or seconds since the epoch."""
@@ -484,14 +497,7 @@ class Client:
             body.name = name
         body.after = [after] if isinstance(after, str) else list(after or ())
         body.hold = bool(hold)
-        if isinstance(args, str):
-            raise TypeError("args: a list of strings, not one string")
-        body.env = []
-        for key, value in (env or {}).items():
-            entry = KeyValue.KeyValueT()
-            entry.key, entry.value = str(key), str(value)
-            body.env.append(entry)
-        body.args = [str(a) for a in (args or ())]
+        body.env, body.args = _env_and_args(env, args)
         body.dryRun = dry_run
         reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
         for warning in reply.warnings or []:
@@ -653,11 +659,14 @@ class Client:
         done = until or (lambda job: job["state"] in FINISHED_STATES)
         return _poll(lambda: self.get_job(name), done, f"job {name}", poll_s, timeout_s)
 
-    def submit_study(self, spec, name=None):
+    def submit_study(self, spec, name=None, env=None, args=()):
         """Submits a study (a study file's YAML text, or the same as a dict; or a Vertex AI
         HyperparameterTuningJob file or dict, which the coordinator converts); returns the study
         name. `name`, as `cohort tune --name`: the study's name instead of the file's (the
-        coordinator sets it; a tuning file may then lack its displayName). Raises CohortError on a bad spec (the message names the field).
+        coordinator sets it; a tuning file may then lack its displayName). `env` (a dict) and
+        `args` (a list), as `cohort tune --env K=V -- ARGS`: set in the env of every pool of the
+        trial job that runs a command, and appended to its args, before each trial's
+        `--<parameter>=<value>`. Raises CohortError on a bad spec (the message names the field).
         What the coordinator warns of (a tuning file's fields with no counterpart) is issued as a
         CohortWarning."""
         body = SubmitStudy.SubmitStudyT()
@@ -666,6 +675,7 @@ class Client:
             if not name:
                 raise ValueError("name: an empty name")
             body.name = name
+        body.env, body.args = _env_and_args(env, args)
         reply = self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT)
         for warning in reply.warnings or []:
             warnings.warn(_text(warning), CohortWarning, stacklevel=2)

@@ -237,7 +237,10 @@ def main(endpoint, scratch):
         with open(metric_writer, "w") as f:
             f.write("import sys\n"
                     "from cohort import hypertune\n"
-                    "x = float(sys.argv[1].split('=', 1)[1])\n"
+                    "import os\n"
+                    "flags = dict(a[2:].split('=', 1) for a in sys.argv[1:])\n"
+                    "x = float(flags['x']) + float(flags.get('bonus', 0))"
+                    " + float(os.environ.get('OFFSET', 0))\n"
                     "hypertune.HyperTune().report_hyperparameter_tuning_metric(\n"
                     "    hyperparameter_metric_tag='score', metric_value=x, global_step=1)\n")
         study = ("name: py_study\n"
@@ -301,6 +304,20 @@ def main(endpoint, scratch):
         check(client.submit_study(study, name="py_study_2") == "py_study_2",
               "submit_study(name=...) names the study")
         client.cancel_study("py_study_2")
+        # env and args, as `cohort tune --env K=V -- ARGS`: in every trial, before its parameters.
+        check(client.submit_study(study, name="py_study_3", env={"OFFSET": 10},
+                                  args=["--bonus=100"]) == "py_study_3",
+              "submit_study(env=..., args=...) returned the name")
+        result = client.wait_study("py_study_3", poll_s=0.1, timeout_s=40)
+        check(result["state"] == "SUCCEEDED" and
+              sorted(t["final_metric"] for t in result["trials"]) == [111.0, 112.0, 113.0],
+              f"trials with OFFSET=10 and --bonus=100: {result['trials']}")
+        stored = client.get_study_spec("py_study_3")
+        check("OFFSET" in stored and "--bonus=100" in stored,
+              f"the stored study file holds the env and args: {stored!r}")
+        check_refused(lambda: client.submit_study(study, name="py_study_4", env={"1X": "a"}),
+                      "INVALID_ARGUMENT", "'1X' is not an environment variable",
+                      "a bad env name in a study was accepted")
         check_refused(lambda: client.submit_study(study, name="2nd"),
                       "INVALID_ARGUMENT", "not a valid study name",
                       "an invalid study name was accepted")
