@@ -1,9 +1,11 @@
 // JoinWith({"a", "b"}, "; ") == "a; b", JoinWithCommas({"a", "b", "c"}) == "a, b, c" and
 // JoinFirst({"a", "b", "c", "d"}, 2) == "a, b and 2 more": the lists in the daemons' messages and
-// events ("" for none).
+// events ("" for none); Counted(1, "replica") == "1 replica", Counted(3, "GPU") == "3 GPUs": the
+// counts in them.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,11 @@ inline std::string JoinFirst(const std::vector<std::string>& parts, size_t at_mo
   const std::vector<std::string> first(parts.begin(),
                                        parts.begin() + static_cast<std::ptrdiff_t>(at_most));
   return JoinWithCommas(first) + " and " + std::to_string(parts.size() - at_most) + " more";
+}
+
+// `n` and `unit`, plural (an "s" added) unless n is 1.
+inline std::string Counted(int64_t n, std::string_view unit) {
+  return std::to_string(n) + " " + std::string(unit) + (n == 1 ? "" : "s");
 }
 
 }  // namespace cohort

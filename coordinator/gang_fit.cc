@@ -14,15 +14,11 @@
 namespace cohort::coordinator {
 namespace {
 
-std::string Count(int64_t n, const std::string& unit) {
-  return std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
-}
-
 // "4 GPUs, 2 CPUs, 8192 MiB" (the parts that are asked for).
 std::string Describe(const ReplicaDemand& d) {
   std::vector<std::string> parts;
-  if (d.gpus > 0) parts.push_back(Count(d.gpus, "GPU"));
-  if (d.cpus > 0) parts.push_back(Count(d.cpus, "CPU"));
+  if (d.gpus > 0) parts.push_back(Counted(d.gpus, "GPU"));
+  if (d.cpus > 0) parts.push_back(Counted(d.cpus, "CPU"));
   if (d.memory_mb > 0) parts.push_back(std::to_string(d.memory_mb) + " MiB");
   if (parts.empty()) return "no resources";
   std::string text = parts[0];
@@ -121,16 +117,16 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
     std::string head = std::string(RoleName(pool.role)) + " pool needs ";
     if (fitting > 0 && d.spread_group > 0 && fitting < replicas) {
       return FailedPrecondition(
-          head + Count(replicas, "node") + " (one_per_node: " + Describe(d) +
+          head + Counted(replicas, "node") + " (one_per_node: " + Describe(d) +
           " for one replica on each); " + std::to_string(fitting) + " of the " +
-          Count(static_cast<int64_t>(view.nodes.size()), "node") + " could take one");
+          Counted(static_cast<int64_t>(view.nodes.size()), "node") + " could take one");
     }
     if (fitting > 0) continue;
     if (std::none_of(view.nodes.begin(), view.nodes.end(),
                      [&](const NodeFree& n) { return Selects(n, d.selector); })) {
       return FailedPrecondition(head + "a node with labels " + FormatNodeSelector(*d.selector) +
                                 " (" + NodeSelectorFields(*d.selector) + "); none of " +
-                                Count(static_cast<int64_t>(view.nodes.size()), "node") +
+                                Counted(static_cast<int64_t>(view.nodes.size()), "node") +
                                 " has them (cohort nodes: LABELS)");
     }
     if (d.selector != nullptr) {
@@ -139,14 +135,14 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
                         [&](const NodeFree& n) { return Selects(n, d.selector); });
       return FailedPrecondition(head + Describe(d) + " per replica on a node with labels " +
                                 FormatNodeSelector(*d.selector) + "; none of the " +
-                                Count(matching, "node") + " with them has all of that at once");
+                                Counted(matching, "node") + " with them has all of that at once");
     }
     if (d.gpus > most_gpus_) {
-      return FailedPrecondition(head + Count(d.gpus, "GPU") +
+      return FailedPrecondition(head + Counted(d.gpus, "GPU") +
                                 " per replica; the largest node has " + std::to_string(most_gpus_));
     }
     if (d.cpus > most_cpus_) {
-      return FailedPrecondition(head + Count(d.cpus, "CPU") +
+      return FailedPrecondition(head + Counted(d.cpus, "CPU") +
                                 " per replica; the largest node has " + std::to_string(most_cpus_));
     }
     if (!memory_unlimited_ && d.memory_mb > most_memory_) {
@@ -170,7 +166,7 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
         if (auto label = n.labels->find(key); label != n.labels->end())
           values.insert(label->second);
       }
-      const std::string head = "its " + Count(static_cast<int64_t>(demands.size()), "replica") +
+      const std::string head = "its " + Counted(static_cast<int64_t>(demands.size()), "replica") +
                                " (" + Describe(Total(demands)) + " in all) need nodes of one " +
                                key + " (scheduling.required_topology); ";
       if (values.empty()) {
@@ -181,16 +177,16 @@ Status IdleClusterCheck::Check(const JobSpec& spec, const NodeRegistry& nodes, i
       const std::string listed =
           JoinFirst(std::vector<std::string>(values.begin(), values.end()), 5);
       return FailedPrecondition(head + "none of its " +
-                                Count(static_cast<int64_t>(values.size()), "value") + " (" +
+                                Counted(static_cast<int64_t>(values.size()), "value") + " (" +
                                 listed +
                                 ") has room for them all, even with nothing else "
                                 "running");
     }
   }
   if (!Scheduler::FindGang(demands, view, false, Scheduler::PortNeed::kNone)) {
-    return FailedPrecondition("its " + Count(static_cast<int64_t>(demands.size()), "replica") +
+    return FailedPrecondition("its " + Counted(static_cast<int64_t>(demands.size()), "replica") +
                               " (" + Describe(Total(demands)) + " in all) do not fit together on " +
-                              Count(static_cast<int64_t>(nodes.nodes().size()), "node") + " (" +
+                              Counted(static_cast<int64_t>(nodes.nodes().size()), "node") + " (" +
                               Describe(cluster_) + " in all), even with nothing else running");
   }
   return FailedPrecondition(
@@ -255,10 +251,10 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
       }
     }
     std::string out;  // "1 GPU is unfit, 2 cordoned"
-    if (unfit > 0) out = Count(unfit, "GPU") + (unfit == 1 ? " is" : " are") + " unfit";
+    if (unfit > 0) out = Counted(unfit, "GPU") + (unfit == 1 ? " is" : " are") + " unfit";
     if (cordoned > 0) {
       out += unfit > 0 ? ", " + std::to_string(cordoned)
-                       : Count(cordoned, "GPU") + (cordoned == 1 ? " is" : " are");
+                       : Counted(cordoned, "GPU") + (cordoned == 1 ? " is" : " are");
       out += " cordoned";
     }
     if (!out.empty()) have += " (" + out + ": cohort nodes says which)";
@@ -274,7 +270,7 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
            std::to_string(most) + " of --port-range free";
   }
   const std::string* required = demands.empty() ? nullptr : RequiredTopology(demands.front());
-  return "waiting for room for its " + Count(static_cast<int64_t>(demands.size()), "replica") +
+  return "waiting for room for its " + Counted(static_cast<int64_t>(demands.size()), "replica") +
          " together (" + Describe(Total(demands)) + " in all" +
          (required != nullptr ? ", on nodes of one " + *required + " (required_topology)"
                               : std::string()) +

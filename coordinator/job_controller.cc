@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/storage_marker.h"
+#include "common/text_join.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -112,7 +113,9 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
   JobRecord* raw = job.get();
   jobs_[raw->name] = std::move(job);
   active_.emplace_back(raw->seq, raw);  // the largest seq yet: the order holds
-  AddEvent(*raw, "submitted (" + std::to_string(raw->replicas.size()) + " replicas)", now_ms);
+  AddEvent(*raw,
+           "submitted (" + Counted(static_cast<int64_t>(raw->replicas.size()), "replica") + ")",
+           now_ms);
   WaitForAfter(*raw, now_ms);
   if (raw->spec.scheduling.hold && !raw->finished()) {  // see "Suspension"
     raw->state = JobState::SUSPENDED;
@@ -902,7 +905,10 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
   }
   job.state = JobState::RUNNING;
   job.message = "all replicas running";
-  AddEvent(job, "running: all " + std::to_string(running) + " replicas running", now_ms);
+  AddEvent(job,
+           running == 1 ? std::string("running: its one replica running")
+                        : "running: all " + std::to_string(running) + " replicas running",
+           now_ms);
 }
 
 void JobController::Ended(JobRecord& job, int64_t now_ms) {
@@ -1001,7 +1007,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
   }
   for (const auto& node : used_nodes) NoteOnNode(node, job.name);
   job.state = JobState::PENDING;
-  job.message = "launching " + std::to_string(placed) + " replicas";
+  job.message = "launching " + Counted(static_cast<int64_t>(placed), "replica");
   if (job.start_time_ms == 0) job.start_time_ms = now_ms;
   std::string where;
   for (const auto& n : used_nodes) where += (where.empty() ? "" : ", ") + n;

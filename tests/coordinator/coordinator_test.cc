@@ -2531,7 +2531,7 @@ TEST_F(CoordinatorTest, AJournalOfAnEarlierVersionIsImportedAndItsRunningJobReco
     j.spec = *ParseJobSpec(j.spec_yaml);
     j.replicas = MakeReplicas(j.spec);
     j.create_time_ms = j.queued_since_ms = 1;
-    j.events.push_back({1, "submitted (1 replicas)"});
+    j.events.push_back({1, "submitted (1 replica)"});
     return j;
   };
   JobRecord running = make("was_running", 1), queued = make("was_queued", 2);

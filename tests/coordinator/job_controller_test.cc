@@ -390,6 +390,12 @@ TEST_F(JobControllerTest, APermanentFailureWithEveryNodeHealthyFailsTheJobAfterO
   EXPECT_TRUE(jobs_.HeldVerdicts().empty());
 }
 
+TEST_F(JobControllerTest, AOneReplicaJobsEventsSayReplicaInTheSingular) {
+  JobRecord& job = Start("solo", 0, true, 3, {"a"});
+  EXPECT_EQ(LastEventOpening(job, "submitted"), "submitted (1 replica)");
+  EXPECT_EQ(LastEventOpening(job, "running"), "running: its one replica running");
+}
+
 TEST_F(JobControllerTest, ALoneReplicaFailsAtOnce) {
   JobRecord& job = Start("solo", 0, true, 3, {"a"});
   Report(job, "chief-0", ReplicaState::FAILED, 2);
