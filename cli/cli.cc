@@ -6,12 +6,14 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/verbs.h"
 #include "common/client.h"
 #include "common/client_config.h"
 #include "common/job_spec.h"
+#include "common/nearest_name.h"
 #include "common/version.h"
 
 namespace cohort::cli {
@@ -64,7 +66,11 @@ StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args, std::vector<Fla
     for (const auto& f : flags) {
       if (f.name == name || (!f.alias.empty() && f.alias == name)) spec = &f;
     }
-    if (spec == nullptr) return InvalidArgument("unknown option " + name);
+    if (spec == nullptr) {
+      std::vector<std::string_view> names;
+      for (const auto& f : flags) names.push_back(f.name);
+      return InvalidArgument("unknown option " + name + DidYouMean(name, names));
+    }
     if (!spec->takes_value) {
       if (inline_value) return InvalidArgument(spec->name + " takes no value");
       parsed.values[spec->name] = "";
@@ -707,7 +713,11 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
 
   const Verb* known = FindVerb(verb);
-  if (known == nullptr) return UsageError(err, "", "unknown verb '" + verb + "'");
+  if (known == nullptr) {
+    std::vector<std::string_view> names;
+    for (const Verb& v : Verbs()) names.push_back(v.name);
+    return UsageError(err, "", "unknown verb '" + verb + "'" + DidYouMean(verb, names));
+  }
   auto parsed = Parse(rest, known->flags);
   if (!parsed.ok()) return UsageError(err, verb, parsed.status().message());
   if (parsed->Has("--help")) {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/job_spec.h"
+#include "common/nearest_name.h"
 
 namespace cohort {
 namespace {
@@ -80,8 +81,12 @@ Status ApplyClientConfig(const std::string& text, const std::string& path, Clien
       }
       options.timeout = *timeout;
     } else {
-      return InvalidArgument(where + "unknown name '" + name +
-                             "' (known: coordinator, insecure, key, server-key, timeout)");
+      const std::string nearest =
+          DidYouMean(name, {"coordinator", "insecure", "key", "server-key", "timeout"});
+      return InvalidArgument(where + "unknown name '" + name + "'" +
+                             (nearest.empty()
+                                  ? " (known: coordinator, insecure, key, server-key, timeout)"
+                                  : nearest));
     }
   }
   return Status::Ok();

@@ -6,9 +6,14 @@
 #include <cerrno>
 #include <iostream>
 #include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/file_util.h"
 #include "common/job_spec.h"
+#include "common/nearest_name.h"
 
 namespace cohort {
 
@@ -30,6 +35,14 @@ bool Given(const po::variables_map& vm, const std::string& name) {
   if (it == vm.end() || it->second.defaulted() || it->second.empty()) return false;
   if (const bool* b = boost::any_cast<bool>(&it->second.value())) return *b;
   return true;
+}
+
+// DidYouMean over the long names of `options`, each after `prefix` ("--" on a command line).
+std::string DidYouMeanOption(std::string_view typed, const po::options_description& options,
+                             const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& option : options.options()) names.push_back(prefix + option->long_name());
+  return DidYouMean(typed, std::vector<std::string_view>(names.begin(), names.end()));
 }
 
 }  // namespace
@@ -109,7 +122,9 @@ Status ParseConfigText(std::string_view text, std::string_view source,
     if (key.empty()) return error("missing option name before '='");
     if (!section.empty()) key = section + "." + key;
     const po::option_description* desc = options.find_nothrow(key, false, false, false);
-    if (desc == nullptr) return error("unknown option '" + key + "'");
+    if (desc == nullptr) {
+      return error("unknown option '" + key + "'" + DidYouMeanOption(key, options, ""));
+    }
     if (!seen.insert(key).second && !desc->semantic()->is_composing()) {
       return error("option '" + key + "' is given more than once");
     }
@@ -158,6 +173,8 @@ StatusOr<CommandLine> ParseFlags(int argc, const char* const* argv,
     parser.options(all);
     if (positional != nullptr) parser.positional(*positional);
     po::store(parser.run(), out.values);
+  } catch (const po::unknown_option& e) {
+    return InvalidArgument(e.what() + DidYouMeanOption(e.get_option_name(), all, "--"));
   } catch (const po::error& e) {
     return InvalidArgument(e.what());
   } catch (const std::exception& e) {
@@ -168,7 +185,11 @@ StatusOr<CommandLine> ParseFlags(int argc, const char* const* argv,
     out.help = true;
     std::ostream& os = help_out != nullptr ? *help_out : std::cout;
     if (!usage.empty()) os << usage << "\n\n";
-    os << all;
+    std::ostringstream listed;
+    listed << all;
+    std::string text = listed.str();
+    if (text.rfind('\n', 0) == 0) text.erase(0, 1);  // `all` opens its first part with one
+    os << text;
     return out;
   }
 

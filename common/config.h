@@ -10,8 +10,9 @@
 // required() options are checked.
 //
 // Errors are kInvalidArgument naming the option ("unrecognised option '--bogus'"), or the file
-// and line for the config file ("agent.conf:3: unknown option 'cpu'"); an unreadable file is
-// kNotFound/kInternal naming the file. --help prints `usage` and the options to `help_out` and
+// and line for the config file ("agent.conf:3: unknown option 'cpu' (did you mean 'cpus'?)": an
+// unknown name is followed by the option nearest to it, common/nearest_name.h); an unreadable file
+// is kNotFound/kInternal naming the file. --help prints `usage` and the options to `help_out` and
 // returns with help == true (the caller exits 0 without doing anything else).
 //
 // Durations ("10s", "30s", "1500ms", "7d", bare seconds) are options of type FlagDuration,

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/enum_names.h"
+#include "common/nearest_name.h"
 
 namespace cohort {
 
@@ -53,7 +54,8 @@ Status YamlReader::CheckMap(const YAML::Node& node, const std::string& path,
     if (!kv.first.IsScalar()) return Error(kv.first, path, "keys must be strings");
     const std::string& k = kv.first.Scalar();
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-      return Error(kv.first, Join(path, k), "unknown key");
+      return Error(kv.first, Join(path, k),
+                   "unknown key" + DidYouMean(k, std::vector<std::string_view>(allowed)));
     }
     if (!seen.insert(k).second) return Error(kv.first, Join(path, k), "duplicate key");
   }

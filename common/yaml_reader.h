@@ -1,8 +1,8 @@
 // YamlReader walks a yaml-cpp document for the job and study parsers (common/job_spec.h,
 // common/study_spec.h) and turns every problem into an InvalidArgument naming the source, the
 // line and column, and the dotted field path: "job.yaml:5:3: worker_pools[0].resorces: unknown
-// key". Scalars are read strictly: a quoted "1" is not an integer, and unknown or duplicate keys
-// are errors, so a typo is never silently ignored.
+// key (did you mean 'resources'?)". Scalars are read strictly: a quoted "1" is not an integer, and
+// unknown or duplicate keys are errors, so a typo is never silently ignored.
 //
 // ReadYamlDocument() loads the text and calls `read` on the root, converting every exception
 // yaml-cpp throws (malformed YAML, bad conversions) into a Status, so no exception escapes.
@@ -43,7 +43,8 @@ class YamlReader {
   // A present, non-null child.
   static bool Has(const YAML::Node& map, const char* key);
 
-  // A map whose keys are scalars from `allowed`, each at most once.
+  // A map whose keys are scalars from `allowed`, each at most once; an unknown key's error names
+  // the allowed one nearest to it (common/nearest_name.h).
   Status CheckMap(const YAML::Node& node, const std::string& path,
                   std::initializer_list<std::string_view> allowed) const;
   // A map with scalar keys, each at most once, any names (a user's env block).

@@ -132,34 +132,23 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "priority-class", po::value(&priority_classes)->composing(),
       "a priority class 'NAME=VALUE' (repeat for more; low=100, normal=500, high=1000 exist)");
   std::ostringstream help;
-  help << "usage: cohort-coordinator [--config FILE] [options]\n"
-          "Cohort's coordinator: keeps the jobs, gang-schedules their replicas on the agents' "
-          "nodes\n"
-          "and restarts them from their newest checkpoint.\n\n"
-       << desc;
-  out.help_text = help.str();
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      out.help = true;
-      return out;
-    }
-    if (vm.count("version")) {
-      out.version = true;
-      return out;
-    }
-    if (vm.count("config")) {
-      std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) return InvalidArgument("--config: cannot open " + path);
-      po::store(po::parse_config_file(in, desc), vm);
-    }
-    po::notify(vm);
-    o.http_endpoint_explicit = !vm["http-endpoint"].defaulted();
-  } catch (const po::error& e) {
-    return InvalidArgument(e.what());
+  auto parsed = ParseFlags(argc, argv, desc,
+                           "usage: cohort-coordinator [--config FILE] [options]\n"
+                           "Cohort's coordinator: keeps the jobs, gang-schedules their replicas on "
+                           "the agents' nodes\n"
+                           "and restarts them from their newest checkpoint.",
+                           &help);
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->help) {
+    out.help = true;
+    out.help_text = help.str();
+    return out;
   }
+  if (parsed->values.count("version")) {
+    out.version = true;
+    return out;
+  }
+  o.http_endpoint_explicit = !parsed->values["http-endpoint"].defaulted();
   COHORT_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("heartbeat-timeout", heartbeat));
   COHORT_ASSIGN_OR_RETURN(o.starvation_limit, Duration("starvation-limit", starvation));
   COHORT_ASSIGN_OR_RETURN(o.stop_grace, Duration("stop-grace", stop_grace));

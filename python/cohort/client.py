@@ -16,6 +16,7 @@ print or json.dump them.
 """
 
 import datetime
+import difflib
 import json
 import os
 import pwd
@@ -123,8 +124,11 @@ def load_client_config(path=None):
         if not sep:
             raise CohortError("INVALID_ARGUMENT", where + f"expected 'name = value', got '{line}'")
         if name not in _CONFIG_NAMES:
-            raise CohortError("INVALID_ARGUMENT", where + f"unknown name '{name}' (known: "
-                              + ", ".join(_CONFIG_NAMES) + ")")
+            # The CLI's reader names the name meant, where one is near (common/nearest_name.h).
+            near = difflib.get_close_matches(name, _CONFIG_NAMES, n=1, cutoff=0.75)
+            raise CohortError("INVALID_ARGUMENT", where + f"unknown name '{name}'" + (
+                f" (did you mean '{near[0]}'?)" if near
+                else " (known: " + ", ".join(_CONFIG_NAMES) + ")"))
         if name == "insecure":
             if value not in ("true", "yes", "1", "false", "no", "0"):
                 raise CohortError("INVALID_ARGUMENT",

@@ -82,6 +82,20 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   EXPECT_EQ(RunCohort({"--version"}).out, "cohort 0.1.0\n");
 }
 
+// A mistyped verb or flag is a usage error (exit 2) that names what was probably meant.
+TEST(CliTest, AMistypedVerbOrFlagNamesTheOneMeant) {
+  CliResult verb = RunCohort({"sumbit", "job.yaml"});
+  EXPECT_EQ(verb.exit_code, kExitUsage);
+  EXPECT_EQ(verb.err.rfind("cohort: unknown verb 'sumbit' (did you mean 'submit'?)\n", 0), 0u)
+      << verb.err;
+  CliResult flag = RunCohort({"submit", "job.yaml", "--wiat"});
+  EXPECT_EQ(flag.exit_code, kExitUsage);
+  EXPECT_EQ(flag.err.rfind("cohort: unknown option --wiat (did you mean '--wait'?)\n", 0), 0u)
+      << flag.err;
+  CliResult far = RunCohort({"status", "j", "--colour"});
+  EXPECT_EQ(far.err.rfind("cohort: unknown option --colour\n", 0), 0u) << far.err;
+}
+
 // What a running replica uses, as `cohort top`, `status` and `watch` print it: what is not known
 // is "-", never 0; a replica not reported yet is counted, not shown as idle.
 TEST(CliTest, UsageCellsAndTopSayWhatIsKnown) {

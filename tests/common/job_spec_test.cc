@@ -976,10 +976,15 @@ TEST(JobSpecTest, FinishGraceDefaultsTo30sAndRoundTrips) {
   ExpectError(with_sched("{finish_grace: [1s]}"), {"scheduling.finish_grace"});
 }
 
+// ...and the key meant, where one is near (common/nearest_name.h).
 TEST(JobSpecTest, UnknownKeysNameTheirPath) {
-  ExpectError(Minimal("    resorces: {gpus: 1}\n"), {"worker_pools[0].resorces: unknown key"});
-  ExpectError("nmae: j\n" + Minimal(), {"nmae: unknown key"});
-  ExpectError(Minimal("    resources: {gpu: 1}\n"), {"worker_pools[0].resources.gpu: unknown key"});
+  ExpectError(Minimal("    resorces: {gpus: 1}\n"),
+              {"worker_pools[0].resorces: unknown key (did you mean 'resources'?)"});
+  ExpectError("nmae: j\n" + Minimal(), {"nmae: unknown key (did you mean 'name'?)"});
+  ExpectError(Minimal("    resources: {gpu: 1}\n"),
+              {"worker_pools[0].resources.gpu: unknown key (did you mean 'gpus'?)"});
+  ExpectError(Minimal("    resources: {memory: 4096}\n"),
+              {"resources.memory: unknown key (did you mean 'memory_mb'?)"});
   ExpectError("name: j\nworker_pools:\n  - role: chief\n    process: {command: [x], cmd: y}\n",
               {"worker_pools[0].process.cmd: unknown key"});
   ExpectError("name: j\nworker_pools:\n  - role: chief\n    container: {image: x, tag: y}\n",

@@ -191,6 +191,39 @@ TEST(OutputRootOptionTest, DefaultsToTheStateDirAndIsNormalisedWhenGiven) {
             "--output-root: expected an absolute path, got 'share/cohort'");
 }
 
+// The coordinator's config file reads as every daemon's does (common/config.h): comments, a ` #`
+// comment after a value, a repeated queue line adding a queue; a misspelt name, there or on the
+// command line, is refused naming the option meant.
+class CoordinatorConfigTest : public testing::TempDirTest {};
+
+TEST_F(CoordinatorConfigTest, TheFileReadsAsEveryDaemonsAndATypoNamesTheOptionMeant) {
+  const std::string path = dir_ + "/coordinator.conf";
+  std::ofstream(path) << "# the lab's coordinator\n"
+                         "heartbeat-timeout = 20s   # a slow network\n"
+                         "queue = research gpus=16 weight=2\n"
+                         "queue = prod gpus=8\n";
+  auto read = Parse({"--config", path});
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->heartbeat_timeout, std::chrono::seconds(20));
+  EXPECT_GE(read->queues.FindQueue("research"), 0);
+  EXPECT_GE(read->queues.FindQueue("prod"), 0);
+  // The command line wins over the file.
+  auto flag_wins = Parse({"--config", path, "--heartbeat-timeout", "5s"});
+  ASSERT_TRUE(flag_wins.ok()) << flag_wins.status().ToString();
+  EXPECT_EQ(flag_wins->heartbeat_timeout, std::chrono::seconds(5));
+
+  std::ofstream(path) << "job-retension = 30d\n";
+  auto typo = Parse({"--config", path});
+  ASSERT_FALSE(typo.ok());
+  EXPECT_EQ(typo.status().message(),
+            path + ":1: unknown option 'job-retension' (did you mean 'job-retention'?)");
+  auto flag_typo = Parse({"--heartbeat-timout", "5s"});
+  ASSERT_FALSE(flag_typo.ok());
+  EXPECT_NE(flag_typo.status().message().find("(did you mean '--heartbeat-timeout'?)"),
+            std::string::npos)
+      << flag_typo.status().ToString();
+}
+
 // --fence-after: off by default (none, 0), a duration otherwise, within four heartbeat intervals
 // of the timeout and an hour.
 TEST(FenceAfterOptionTest, OffByDefaultAndBoundedWhenGiven) {

@@ -64,6 +64,14 @@ def main(endpoint, scratch):
         raise AssertionError("an unknown name was accepted")
     except CohortError as e:
         check(e.code == "INVALID_ARGUMENT" and "client.conf:2" in str(e), f"error: {e}")
+    with open(config, "w") as f:
+        f.write("timout = 5s\n")
+    try:
+        Client()
+        raise AssertionError("a misspelt name was accepted")
+    except CohortError as e:
+        check("client.conf:1: unknown name 'timout' (did you mean 'timeout'?)" in str(e),
+              f"the name meant is named: {e}")
     os.environ["COHORT_CLIENT_CONFIG"] = os.path.join(scratch, "missing.conf")
     try:
         Client()
