@@ -229,10 +229,14 @@ reasons.
 )",
        ShowJob},
       {"list",
-       {{"--json", false, ""}, {"--state", true, ""}, {"--since", true, ""}, {"--limit", true, ""}},
-       "list [--state S] [--since T] [--limit N] [--json]",
+       {{"--json", false, ""},
+        {"--state", true, ""},
+        {"--since", true, ""},
+        {"--limit", true, ""},
+        {"--selector", true, "-l"}},
+       "list [--state S] [--since T] [--limit N] [-l SELECTOR] [--json]",
        "jobs, all or a history query",
-       R"(usage: cohort list [--state S[,S...]] [--since T] [--limit N] [--json]
+       R"(usage: cohort list [--state S[,S...]] [--since T] [--limit N] [-l SELECTOR] [--json]
 
 Lists the jobs the coordinator knows, oldest first. With a filter, the coordinator's state store
 answers the query (newest N of the jobs that match, still printed oldest first).
@@ -241,7 +245,10 @@ answers the query (newest N of the jobs that match, still printed oldest first).
   --since T          only jobs submitted at or after T: a duration ago (30m, 2h, 7d) or a
                      local time (2026-11-25, 2026-11-25T14:30, 2026-11-25 14:30:00)
   --limit N          only the newest N jobs
-  --json             print a JSON array of jobs
+  -l, --selector SELECTOR
+                     only the jobs whose labels (the job file's `labels`) match: Kubernetes'
+                     selector syntax, as kubectl's -l: team=vision,sweep in (lr,wd),!debug
+  --json             print a JSON array of jobs (each with its labels as an object)
 )",
        List},
       {"top",

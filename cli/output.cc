@@ -31,6 +31,15 @@ bool IsTerminalState(wire::JobState state) {
          state == wire::JobState::CANCELLED;
 }
 
+// A job's labels as a selector would name them: "sweep=lr,team=vision" (FormatNodeLabels').
+std::string FormatLabels(const std::vector<std::unique_ptr<wire::KeyValueT>>& labels) {
+  NodeLabels map;
+  for (const auto& kv : labels) {
+    if (kv) map[kv->key] = kv->value;
+  }
+  return FormatNodeLabels(map);
+}
+
 std::string FormatMemory(int64_t mb) {
   if (mb >= 10 * 1024) return std::to_string(mb / 1024) + "G";
   return std::to_string(mb) + "M";
@@ -183,6 +192,7 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
   row("Output dir:", OrDash(job.output_dir));
   if (!job.study.empty()) row("Study:", job.study);
   if (!job.trial_id.empty()) row("Trial:", job.trial_id);
+  if (!job.labels.empty()) row("Labels:", FormatLabels(job.labels));
 
   out << "\nReplicas:\n";
   Table replicas({"REPLICA", "NODE", "GPUS", "STATE", "ATTEMPT", "EXIT", "MESSAGE"});
@@ -406,7 +416,14 @@ void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out) {
 }
 
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
-  Table table({"NAME", "OWNER", "STATE", "CREATED", "RUN TIME", "REPLICAS", "RESTARTS", "MESSAGE"});
+  // A LABELS column where any job has labels.
+  const bool labelled = std::any_of(jobs.begin(), jobs.end(),
+                                    [](const wire::JobInfoT& job) { return !job.labels.empty(); });
+  std::vector<std::string> columns = {"NAME",     "OWNER",    "STATE",   "CREATED",
+                                      "RUN TIME", "REPLICAS", "RESTARTS"};
+  if (labelled) columns.push_back("LABELS");
+  columns.push_back("MESSAGE");
+  Table table(columns);
   int64_t now = NowMs();
   for (const auto& job : jobs) {
     int running = 0;
@@ -416,9 +433,16 @@ void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {
     std::string replicas = std::to_string(job.replicas.size());
     if (!IsTerminalState(job.state))
       replicas = std::to_string(running) + "/" + replicas + " running";
-    table.AddRow({job.name, OrDash(job.owner), wire::EnumNameJobState(job.state),
-                  FormatTime(job.create_time_ms), JobRunTime(job, now), replicas,
-                  std::to_string(job.restarts), job.message});
+    std::vector<std::string> row = {job.name,
+                                    OrDash(job.owner),
+                                    wire::EnumNameJobState(job.state),
+                                    FormatTime(job.create_time_ms),
+                                    JobRunTime(job, now),
+                                    replicas,
+                                    std::to_string(job.restarts)};
+    if (labelled) row.push_back(OrDash(FormatLabels(job.labels)));
+    row.push_back(job.message);
+    table.AddRow(std::move(row));
   }
   if (jobs.empty()) {
     out << "No jobs.\n";

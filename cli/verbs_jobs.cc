@@ -252,6 +252,7 @@ int List(const ParsedArgs& args, const Context& ctx) {
     }
     query.limit = static_cast<uint32_t>(limit);
   }
+  query.selector = args.Get("--selector");  // the coordinator parses it
   return ShowVerb<std::vector<wire::JobInfoT>>(
       args, ctx, "list", "", [&](CoordinatorClient& client) { return client.ListJobs(query); },
       [](const std::vector<wire::JobInfoT>& jobs) {

@@ -96,6 +96,20 @@ Status CheckLabelRequirement(const LabelRequirement& req, const std::string& at)
   return Status::Ok();
 }
 
+// A node_selector's or a job's labels, at `path`: at most `most`, each CheckNodeLabel's.
+Status CheckLabels(const NodeLabels& labels, const std::string& path, size_t most) {
+  if (labels.size() > most) {
+    return InvalidArgument(path + ": at most " + std::to_string(most) + " labels, got " +
+                           std::to_string(labels.size()));
+  }
+  for (const auto& [key, value] : labels) {
+    if (Status bad = CheckNodeLabel(key, value); !bad.ok()) {
+      return InvalidArgument(path + "." + key + ": " + bad.message());
+    }
+  }
+  return Status::Ok();
+}
+
 Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
   const std::string role(RoleName(pool.role));
   if (pool.role == Role::kChief) {
@@ -110,15 +124,7 @@ Status ValidatePool(const WorkerPoolSpec& pool, const std::string& path) {
     return InvalidArgument(path + ".replicas: must be at most " + std::to_string(kMaxReplicas) +
                            ", got " + std::to_string(pool.replicas));
   }
-  if (pool.node_selector.size() > kMaxNodeLabels) {
-    return InvalidArgument(path + ".node_selector: at most " + std::to_string(kMaxNodeLabels) +
-                           " labels, got " + std::to_string(pool.node_selector.size()));
-  }
-  for (const auto& [key, value] : pool.node_selector) {
-    if (Status bad = CheckNodeLabel(key, value); !bad.ok()) {
-      return InvalidArgument(path + ".node_selector." + key + ": " + bad.message());
-    }
-  }
+  COHORT_RETURN_IF_ERROR(CheckLabels(pool.node_selector, path + ".node_selector", kMaxNodeLabels));
   if (pool.node_affinity.size() > kMaxNodeLabels) {
     return InvalidArgument(path + ".node_affinity: at most " + std::to_string(kMaxNodeLabels) +
                            " expressions, got " + std::to_string(pool.node_affinity.size()));
@@ -695,6 +701,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("output_dir: contains a NUL byte");
   }
   if (!IsValidUtf8(spec.output_dir)) return InvalidArgument("output_dir: is not valid UTF-8");
+  COHORT_RETURN_IF_ERROR(CheckLabels(spec.labels, "labels", kMaxJobLabels));
   if (spec.pools.empty()) {
     return InvalidArgument("worker_pools: at least one pool (the chief) is required");
   }

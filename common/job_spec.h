@@ -39,7 +39,7 @@ inline constexpr EnumName<Builtin> kBuiltinNames[] = {
     {Builtin::kReducer, "reducer"}, {Builtin::kParameterServer, "parameter_server"}};
 std::string_view BuiltinName(Builtin builtin);  // "", "reducer", "parameter_server"
 
-// A node's labels (its agent's --label KEY=VALUE) and a pool's node_selector: keys
+// A node's labels (its agent's --label KEY=VALUE), a pool's node_selector and a job's labels: keys
 // [A-Za-z0-9][A-Za-z0-9._/-]{0,62}, values [A-Za-z0-9._-]{0,63}.
 using NodeLabels = std::map<std::string, std::string>;
 // InvalidArgument naming what is wrong with the key or the value; OK when both are valid.
@@ -55,6 +55,7 @@ std::string FormatNodeLabels(const NodeLabels& labels);
 // The inverse of FormatNodeLabels; kInvalidArgument as ParseNodeLabel for a malformed item.
 StatusOr<NodeLabels> ParseNodeLabels(std::string_view text);
 inline constexpr size_t kMaxNodeLabels = 32;
+inline constexpr size_t kMaxJobLabels = 64;  // as Vertex AI's
 
 // One expression of a pool's node_affinity (Kubernetes' nodeAffinity matchExpressions, required
 // during scheduling): In / NotIn: the node's label `key` is (not) one of `values` (NotIn also
@@ -273,7 +274,11 @@ struct JobSpec {
   // Instead of a name: the coordinator names the job <name_prefix>-<8 lowercase letters and
   // digits>, unique (a prefix of at most kMaxNamePrefixLength characters of the name's form).
   std::string name_prefix;
-  std::string output_dir;             // empty: the coordinator picks <state-dir>/jobs/<name>
+  std::string output_dir;  // empty: the coordinator picks <state-dir>/jobs/<name>
+  // What the job is, for people and their tools (Kubernetes' and Vertex's job labels): `labels:
+  // {team: vision, sweep: lr}`, node labels' syntax, at most kMaxJobLabels. `cohort list -l
+  // team=vision` selects by them; they change nothing of how the job runs.
+  NodeLabels labels;
   std::vector<WorkerPoolSpec> pools;  // sorted by pool index after parsing
   SchedulingSpec scheduling;
 

@@ -60,6 +60,21 @@ Status ReadCommandArgsEnv(const Reader& r, const YAML::Node& node, const std::st
   return Status::Ok();
 }
 
+// A map of labels (a pool's node_selector, a job's labels): string keys and values, each key once;
+// ValidateJobSpec checks their syntax.
+StatusOr<NodeLabels> ReadLabels(const Reader& r, const YAML::Node& node, const std::string& path) {
+  COHORT_RETURN_IF_ERROR(r.CheckUserMap(node, path));
+  NodeLabels labels;
+  for (const auto& kv : node) {
+    if (!kv.second.IsScalar()) {
+      return r.Error(kv.second, Reader::Join(path, kv.first.Scalar()),
+                     "expected a string, got " + Reader::KindName(kv.second));
+    }
+    labels[kv.first.Scalar()] = kv.second.Scalar();
+  }
+  return labels;
+}
+
 // One node_affinity expression: {key: K, operator: In|NotIn|Exists|DoesNotExist, values: [...]},
 // its values sorted and distinct (`weighted`: a preferred term, which also has its weight, read
 // by the caller).
@@ -101,16 +116,8 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
     COHORT_ASSIGN_OR_RETURN(pool.replicas, r.SmallInt(node["replicas"], path + ".replicas"));
   }
   if (Reader::Has(node, "node_selector")) {
-    const YAML::Node selector = node["node_selector"];
-    const std::string spath = path + ".node_selector";
-    COHORT_RETURN_IF_ERROR(r.CheckUserMap(selector, spath));
-    for (const auto& kv : selector) {
-      if (!kv.second.IsScalar()) {
-        return r.Error(kv.second, Reader::Join(spath, kv.first.Scalar()),
-                       "expected a string, got " + Reader::KindName(kv.second));
-      }
-      pool.node_selector[kv.first.Scalar()] = kv.second.Scalar();
-    }
+    COHORT_ASSIGN_OR_RETURN(pool.node_selector,
+                            ReadLabels(r, node["node_selector"], path + ".node_selector"));
   }
   COHORT_ASSIGN_OR_RETURN(pool.node_affinity,
                           r.List<LabelRequirement>(node, "node_affinity", path,
@@ -303,8 +310,8 @@ StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) {
     return r.Error(root, "", "empty job spec");
   }
-  COHORT_RETURN_IF_ERROR(
-      r.CheckMap(root, "", {"name", "name_prefix", "output_dir", "worker_pools", "scheduling"}));
+  COHORT_RETURN_IF_ERROR(r.CheckMap(
+      root, "", {"name", "name_prefix", "output_dir", "labels", "worker_pools", "scheduling"}));
   JobSpec spec;
   if (Reader::Has(root, "name_prefix")) {
     COHORT_ASSIGN_OR_RETURN(spec.name_prefix, r.String(root["name_prefix"], "name_prefix"));
@@ -317,6 +324,9 @@ StatusOr<JobSpec> ReadJob(const Reader& r, const YAML::Node& root) {
   }
   if (Reader::Has(root, "output_dir")) {
     COHORT_ASSIGN_OR_RETURN(spec.output_dir, r.String(root["output_dir"], "output_dir"));
+  }
+  if (Reader::Has(root, "labels")) {
+    COHORT_ASSIGN_OR_RETURN(spec.labels, ReadLabels(r, root["labels"], "labels"));
   }
   COHORT_ASSIGN_OR_RETURN(
       spec.pools, r.RequiredList<WorkerPoolSpec>(root, "worker_pools", "at least the chief pool",
@@ -536,6 +546,15 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
 
 namespace {
 
+// `{"k": "v", ...}`, a map of labels, as the value of a key the caller wrote.
+void EmitLabels(YAML::Emitter& out, const NodeLabels& labels) {
+  out << YAML::Flow << YAML::BeginMap;
+  for (const auto& [k, v] : labels) {
+    out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
+  }
+  out << YAML::EndMap;
+}
+
 // A node_affinity expression's keys, into a map the caller opened.
 void EmitLabelRequirement(YAML::Emitter& out, const LabelRequirement& req) {
   out << YAML::Key << "key" << YAML::Value << YAML::DoubleQuoted << req.key;
@@ -572,6 +591,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (!spec.output_dir.empty()) {
     out << YAML::Key << "output_dir" << YAML::Value << YAML::DoubleQuoted << spec.output_dir;
   }
+  if (!spec.labels.empty()) {
+    out << YAML::Key << "labels" << YAML::Value;
+    EmitLabels(out, spec.labels);
+  }
   out << YAML::Key << "worker_pools" << YAML::Value << YAML::BeginSeq;
   for (const auto& pool : spec.pools) {
     out << YAML::BeginMap;
@@ -581,11 +604,8 @@ std::string JobSpecToYaml(const JobSpec& spec) {
       out << YAML::Key << "min_replicas" << YAML::Value << *pool.min_replicas;
     }
     if (!pool.node_selector.empty()) {
-      out << YAML::Key << "node_selector" << YAML::Value << YAML::Flow << YAML::BeginMap;
-      for (const auto& [k, v] : pool.node_selector) {
-        out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
-      }
-      out << YAML::EndMap;
+      out << YAML::Key << "node_selector" << YAML::Value;
+      EmitLabels(out, pool.node_selector);
     }
     if (!pool.node_affinity.empty())
       EmitLabelRequirements(out, "node_affinity", pool.node_affinity);

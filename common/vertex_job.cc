@@ -73,7 +73,11 @@ class VertexReader {
         if (!kv.first.IsScalar()) return r_.Error(kv.first, "", "keys must be strings");
         const std::string& key = kv.first.Scalar();
         if (key == "jobSpec" || key == "displayName" || IsOutputOnly(key)) continue;
-        if (key == "labels" || key == "encryptionSpec") {
+        if (key == "labels") {
+          COHORT_RETURN_IF_ERROR(ReadLabels(kv.second, &spec.labels));
+          continue;
+        }
+        if (key == "encryptionSpec") {
           Note(key, "ignored (no counterpart in Cohort)");
           continue;
         }
@@ -103,6 +107,7 @@ class VertexReader {
     std::string name;
     int max_trials = 1, parallel_trials = 1;
     std::optional<int> max_failed_trials;
+    NodeLabels labels;  // the tuning job's: each trial job's
     for (const auto& kv : root) {
       if (!kv.first.IsScalar()) return r_.Error(kv.first, "", "keys must be strings");
       const std::string& key = kv.first.Scalar();
@@ -118,7 +123,9 @@ class VertexReader {
         COHORT_ASSIGN_OR_RETURN(parallel_trials, Count(kv.second, key, kMaxCount));
       } else if (key == "maxFailedTrialCount") {
         COHORT_ASSIGN_OR_RETURN(max_failed_trials, Count(kv.second, key, kMaxCount));
-      } else if (key == "labels" || key == "encryptionSpec") {
+      } else if (key == "labels") {
+        COHORT_RETURN_IF_ERROR(ReadLabels(kv.second, &labels));
+      } else if (key == "encryptionSpec") {
         Note(key, "ignored (no counterpart in Cohort)");
       } else {
         return r_.Error(kv.first, key, "unknown key of a Vertex HyperparameterTuningJob");
@@ -149,6 +156,7 @@ class VertexReader {
     JobSpec trial;
     trial.name_prefix = "trial";
     COHORT_RETURN_IF_ERROR(ReadJobSpec(root["trialJobSpec"], "trialJobSpec", &trial));
+    trial.labels = std::move(labels);
     if (Status valid = ValidateJobSpec(trial); !valid.ok()) {
       return valid.WithContext(r_.source() + ": trialJobSpec as a Cohort job");
     }
@@ -372,6 +380,24 @@ class VertexReader {
     }
     if (prefix.size() > max_length) prefix.resize(max_length);
     return prefix;
+  }
+
+  // A Vertex `labels` map into `labels`: each the job's label, or, where Cohort's label syntax
+  // cannot hold it (Vertex takes international letters), named in a note and left out.
+  Status ReadLabels(const YAML::Node& node, NodeLabels* labels) {
+    COHORT_RETURN_IF_ERROR(r_.CheckUserMap(node, "labels"));
+    for (const auto& kv : node) {
+      const std::string& key = kv.first.Scalar();
+      COHORT_ASSIGN_OR_RETURN(std::string value, r_.String(kv.second, "labels." + key));
+      if (Status bad = CheckNodeLabel(key, value); !bad.ok()) {
+        Note("labels." + key, "left out: " + bad.message());
+      } else if (labels->size() == kMaxJobLabels) {
+        Note("labels." + key, "left out: a job has at most " + std::to_string(kMaxJobLabels));
+      } else {
+        (*labels)[key] = value;
+      }
+    }
+    return Status::Ok();
   }
 
   void Note(const std::string& path, const std::string& what) {

@@ -32,8 +32,10 @@
 //     output root instead, with a note saying so.
 //   - displayName is the job's name prefix (characters a job name cannot hold become '-'; none:
 //     "custom-job"): the coordinator adds a unique suffix, as Vertex gives each job an id.
+//   - labels are the job's labels (a HyperparameterTuningJob's: each trial job's); one that
+//     Cohort's label syntax cannot hold is left out with a note.
 // Fields without a counterpart here (machineType, acceleratorType, diskSpec, nfsMounts,
-// serviceAccount, network, tensorboard, labels, ...) are accepted and each named in a note, which
+// serviceAccount, network, tensorboard, ...) are accepted and each named in a note, which
 // the coordinator returns as a warning of the submit; the output-only fields of a described job
 // (state, createTime, error, ...) are accepted without one. Any other key is an error naming it,
 // as in the job file.

@@ -93,7 +93,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(StudyInfoT, name, state, metri
 
 namespace cohort {
 
-nlohmann::json JobToJson(const wire::JobInfoT& job) { return job; }
+nlohmann::json JobToJson(const wire::JobInfoT& job) {
+  nlohmann::json j = job;
+  nlohmann::json labels = nlohmann::json::object();  // {key: value}, as a trial's parameters
+  for (const auto& kv : job.labels) {
+    if (kv) labels[kv->key] = kv->value;
+  }
+  j["labels"] = std::move(labels);
+  return j;
+}
 nlohmann::json NodeToJson(const wire::NodeInfoT& node) { return node; }
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue) { return queue; }
 nlohmann::json StudyToJson(const wire::StudyInfoT& study) { return study; }

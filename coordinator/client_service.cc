@@ -325,6 +325,14 @@ void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req
   }
   query.created_since_ms = std::max<int64_t>(req.created_since_ms(), 0);
   query.limit = req.limit();
+  StatusOr<NodeSelector> selector = ParseNodeSelector(Str(req.selector()));
+  if (!selector.ok()) {
+    Reply(m, EncodeError(id, InvalidArgument("selector: " + selector.status().message())));
+    return;
+  }
+  // With a selector the limit counts the jobs it selects, newest first.
+  const size_t limit = query.limit;
+  if (!selector->empty()) query.limit = 0;
   std::vector<const JobRecord*> selected;
   if (query.states.empty() && query.created_since_ms == 0 && query.limit == 0) {
     for (const auto& [n, j] : jobs_.jobs()) selected.push_back(j.get());
@@ -346,6 +354,12 @@ void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req
         continue;
       }
       selected.push_back(job);
+    }
+  }
+  if (!selector->empty()) {
+    std::erase_if(selected, [&](const JobRecord* j) { return !selector->Matches(j->spec.labels); });
+    if (limit > 0 && selected.size() > limit) {
+      selected.erase(selected.begin(), selected.end() - static_cast<std::ptrdiff_t>(limit));
     }
   }
   wire::JobListT list;
@@ -706,6 +720,12 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   info.queue = job.spec.scheduling.queue;
   info.priority = job.spec.scheduling.priority;
   info.owner = job.owner;
+  for (const auto& [key, value] : job.spec.labels) {
+    auto label = std::make_unique<wire::KeyValueT>();
+    label->key = key;
+    label->value = value;
+    info.labels.push_back(std::move(label));
+  }
   for (const auto& r : job.replicas) {
     auto ri = std::make_unique<wire::ReplicaInfoT>();
     ri->replica = r.name;

@@ -50,7 +50,8 @@ json JobSummaryJson(const JobView& v) {
           {"replicas", j.replicas.size()},
           {"gpus", JobGpus(j)},
           {"study", j.study},
-          {"trial_id", j.trial_id}};
+          {"trial_id", j.trial_id},
+          {"labels", j.spec.labels}};
 }
 
 // `usage`: what the job's running replicas use, by replica (CoordinatorSnapshot::usage); null:

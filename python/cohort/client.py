@@ -267,6 +267,7 @@ def _job_to_dict(job):
         "queue": _text(job.queue),
         "priority": _text(job.priority),
         "owner": _text(job.owner),
+        "labels": {_text(kv.key): _text(kv.value) for kv in (job.labels or [])},
         "replicas": [{
             "replica": _text(r.replica),
             "role": _text(r.role),
@@ -521,12 +522,14 @@ class Client:
         body.withSpec = True
         return _text(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT).specYaml)
 
-    def list_jobs(self, states=None, since=None, limit=0):
+    def list_jobs(self, states=None, since=None, limit=0, selector=None):
         """The jobs the coordinator knows, oldest first, as `cohort list`: with no filter every
         job; with any, the coordinator's state store answers (the newest `limit` of the jobs that
         match, still oldest first). `states`: state names, any case ("RUNNING", "failed"; one
         string or several); `since`: jobs submitted at or after it, a datetime (naive: local
-        time), a timedelta (that long ago) or seconds since the epoch; `limit`: 0 for no limit."""
+        time), a timedelta (that long ago) or seconds since the epoch; `limit`: 0 for no limit;
+        `selector`: only the jobs whose labels match it (`cohort list -l`, Kubernetes' syntax:
+        "team=vision,sweep in (lr,wd)"). Each job's "labels" is a dict."""
         body = ListJobs.ListJobsT()
         if states is not None:
             names = [states] if isinstance(states, str) else list(states)
@@ -540,6 +543,8 @@ class Client:
         if limit < 0:
             raise ValueError(f"limit: must be 0 (none) or more, got {limit}")
         body.limit = int(limit)
+        if selector:
+            body.selector = selector
         reply = self._call(Body.Body.ListJobs, body, JobList.JobListT)
         return [_job_to_dict(j) for j in (reply.jobs or [])]
 

@@ -546,7 +546,8 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_NE(run({"list"}).out.find(name), std::string::npos);
   // History queries, answered by the coordinator's state store.
   ct::WriteFile(cluster.scratch("job2.yaml"),
-                "name: cli_job_two\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                "name: cli_job_two\nlabels: {team: cli, sweep: lr}\n"
+                "worker_pools:\n  - role: chief\n    replicas: 1\n"
                 "    resources: {cpus: 1}\n    process: {command: [/bin/true]}\n");
   CliResult second = run({"submit", cluster.scratch("job2.yaml")});
   ASSERT_EQ(second.exit_code, kExitOk) << second.err;
@@ -581,6 +582,20 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_NE(bad_since.err.find("--since: 'yesterday' is neither a duration ago"), std::string::npos)
       << bad_since.err;
   EXPECT_EQ(run({"list", "--limit", "0"}).exit_code, kExitUsage);
+  // By label: -l selects; the table has a LABELS column once a job has labels, status a line.
+  EXPECT_EQ(listed({"-l", "team=cli"}), std::vector<std::string>{"cli_job_two"});
+  EXPECT_EQ(listed({"--selector", "team in (cli),!sweep"}), std::vector<std::string>{});
+  json labelled = json::parse(run({"list", "-l", "sweep", "--json"}).out, nullptr, false);
+  ASSERT_EQ(labelled.size(), 1u) << labelled;
+  EXPECT_EQ(labelled[0]["labels"], (json{{"sweep", "lr"}, {"team", "cli"}})) << labelled;
+  const std::string table = run({"list"}).out;
+  EXPECT_NE(table.find(" LABELS "), std::string::npos) << table;
+  EXPECT_NE(table.find(" sweep=lr,team=cli "), std::string::npos) << table;
+  EXPECT_NE(run({"status", "cli_job_two"}).out.find("\nLabels:     sweep=lr,team=cli\n"),
+            std::string::npos);
+  CliResult bad_selector = run({"list", "-l", "team in cli"});
+  EXPECT_NE(bad_selector.exit_code, kExitOk);
+  EXPECT_NE(bad_selector.err.find("selector: "), std::string::npos) << bad_selector.err;
   // Suspended, the second job leaves the queue (no replica of it runs: --wait returns at once);
   // resumed, it is back in it. A job that ended is refused, naming its state.
   CliResult suspended = run({"suspend", "cli_job_two", "--wait"});

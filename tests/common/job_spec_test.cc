@@ -922,6 +922,25 @@ TEST(JobSpecTest, HangWatchdogFields) {
               {"scheduling.hang_action: unknown hang action 'ignore' (restart or fail)"});
 }
 
+// A job's labels: node labels' syntax, at most 64, written back as given.
+TEST(JobSpecTest, LabelsAreCheckedAndRoundTrip) {
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "labels: {team: vision, sweep: lr-3e-4}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->labels, (NodeLabels{{"sweep", "lr-3e-4"}, {"team", "vision"}}));
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  EXPECT_EQ(JobSpecToYaml(*ParseJobSpec(Minimal())).find("labels"), std::string::npos);
+
+  ExpectError(Minimal() + "labels: {team: [a]}\n", {"labels.team: expected a string"});
+  ExpectError(Minimal() + "labels: {team: a b}\n", {"labels.team: label value 'a b'"});
+  ExpectError(Minimal() + "labels: {-x: a}\n", {"labels.-x: label key '-x'"});
+  ExpectError(Minimal() + "labels: [team]\n", {"labels: expected a mapping"});
+  std::string many = "labels: {";
+  for (int i = 0; i <= 64; ++i) many += (i ? ", k" : "k") + std::to_string(i) + ": v";
+  ExpectError(Minimal() + many + "}\n", {"labels: at most 64 labels, got 65"});
+}
+
 TEST(JobSpecTest, MaxWaitIsOffUnlessGivenAndRoundTrips) {
   auto with_sched = [](const std::string& s) { return Minimal() + "scheduling: " + s + "\n"; };
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal());

@@ -126,14 +126,14 @@ serviceAccount: trainer@project.iam.gserviceaccount.com
 
 // A whole CustomJob as the REST API and `gcloud ai custom-jobs describe --format=json` write it:
 // int64 counts as strings, a display name, output-only fields, a gs:// output directory, a
-// placeholder pool skipping the parameter servers, an evaluator.
+// placeholder pool skipping the parameter servers, an evaluator, labels.
 TEST(VertexJobTest, ADescribedCustomJobInJsonIsTakenWholeItsOutputFieldsLeftAlone) {
   const std::string described = R"json({
   "name": "projects/1/locations/us-central1/customJobs/2",
   "displayName": "mnist resnet (v2)",
   "state": "JOB_STATE_SUCCEEDED",
   "createTime": "2026-11-30T10:00:00Z",
-  "labels": {"team": "vision"},
+  "labels": {"team": "vision", "owner": "jürgen"},
   "jobSpec": {
     "workerPoolSpecs": [
       {"replicaCount": "1", "machineSpec": {"acceleratorCount": 2},
@@ -158,7 +158,9 @@ TEST(VertexJobTest, ADescribedCustomJobInJsonIsTakenWholeItsOutputFieldsLeftAlon
   EXPECT_EQ(spec.scheduling.max_restarts, 0);
   EXPECT_TRUE(spec.output_dir.empty());
   EXPECT_TRUE(Mentions(notes, "'gs://bucket/mnist' is not a path on the nodes"));
-  EXPECT_TRUE(Mentions(notes, "labels: ignored"));
+  // Its labels are the job's, but for one Cohort's label syntax cannot hold.
+  EXPECT_EQ(spec.labels, (NodeLabels{{"team", "vision"}}));
+  EXPECT_TRUE(Mentions(notes, "labels.owner: left out: label value 'jürgen'")) << notes[0];
   EXPECT_TRUE(Mentions(notes,
                        "maxWaitDuration: ignored, as Vertex ignores it without strategy "
                        "FLEX_START"));

@@ -198,6 +198,12 @@ class CoordinatorTest : public ::testing::Test {
     req.name = name;
     return CallFor<wire::JobInfo>(std::move(req));
   }
+  // The names of the jobs `query` lists, in the order given.
+  std::vector<std::string> ListedNames(wire::ListJobsT query) {
+    std::vector<std::string> out;
+    for (const auto& job : CallFor<wire::JobList>(std::move(query)).jobs) out.push_back(job->name);
+    return out;
+  }
   // Sends `req` and unpacks the reply, expected to be a Reply.
   template <typename Reply, typename Request>
   typename Reply::NativeTableType CallFor(Request req) {
@@ -1696,16 +1702,7 @@ TEST_F(CoordinatorTest, ListNodesAndJobs) {
 // `cohort list --state S --since T --limit N`: the store selects, newest N, shown oldest first.
 TEST_F(CoordinatorTest, HistoryQueriesFilterByStateSubmitTimeAndLimit) {
   AddAgent("node-a", 1);
-  auto names = [&](wire::ListJobsT query) {
-    Message m = Call(std::move(query));
-    std::vector<std::string> out;
-    const auto* list = m.As<wire::JobList>();
-    EXPECT_NE(list, nullptr) << m.ErrorStatus().ToString();
-    if (list == nullptr) return out;
-    if (list->jobs() == nullptr) return out;  // an empty list is sent as no vector
-    for (const auto* j : *list->jobs()) out.push_back(j->name()->str());
-    return out;
-  };
+  auto names = [&](wire::ListJobsT query) { return ListedNames(std::move(query)); };
   // old_done runs and succeeds; old_gone is cancelled; then, an hour later, three more.
   ASSERT_TRUE(Submit(JobYaml("old_done", 0, 1)).ok());
   auto launches = TakeLaunches();
@@ -1755,6 +1752,58 @@ TEST_F(CoordinatorTest, HistoryQueriesFilterByStateSubmitTimeAndLimit) {
   again.states = {JobState::SUCCEEDED, JobState::CANCELLED};
   again.limit = 1;
   EXPECT_EQ(names(std::move(again)), (std::vector<std::string>{"old_gone"}));
+}
+
+// `cohort list -l team=vision`: the jobs whose labels match, with the other filters; a limit
+// counts the jobs selected. Each job's labels come with it.
+TEST_F(CoordinatorTest, ListingByLabelSelectsTheJobsWhoseLabelsMatch) {
+  AddAgent("node-a", 1);
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"v1", "{team: vision, sweep: lr}"},
+      {"n1", "{team: nlp}"},
+      {"v2", "{team: vision}"},
+      {"plain", ""},
+      {"v3", "{team: vision, sweep: wd}"}};
+  for (const auto& [name, labels] : jobs) {
+    std::string yaml = JobYaml(name, 0, 0);
+    if (!labels.empty()) yaml += "labels: " + labels + "\n";
+    ASSERT_TRUE(Submit(yaml).ok()) << name;
+  }
+  auto selected = [&](const std::string& selector, uint32_t limit = 0) {
+    wire::ListJobsT query;
+    query.selector = selector;
+    query.limit = limit;
+    return ListedNames(std::move(query));
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(selected(""), (Names{"v1", "n1", "v2", "plain", "v3"}));
+  EXPECT_EQ(selected("team=vision"), (Names{"v1", "v2", "v3"}));
+  EXPECT_EQ(selected("team=vision,sweep"), (Names{"v1", "v3"}));
+  EXPECT_EQ(selected("team=vision,!sweep"), (Names{"v2"}));
+  EXPECT_EQ(selected("team notin (vision)"), (Names{"n1", "plain"}));
+  EXPECT_EQ(selected("sweep in (wd, lr)", 1), (Names{"v3"}));  // the newest one selected
+  EXPECT_TRUE(selected("team=speech").empty());
+  wire::ListJobsT with_state;
+  with_state.selector = "team=vision";
+  with_state.states = {JobState::SUCCEEDED, JobState::FAILED};
+  EXPECT_TRUE(ListedNames(std::move(with_state)).empty());
+
+  wire::ListJobsT malformed;
+  malformed.selector = "team in vision";
+  Message refused = Call(std::move(malformed));
+  EXPECT_EQ(refused.ErrorStatus().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.ErrorStatus().message().find("selector: "), std::string::npos)
+      << refused.ErrorStatus().ToString();
+
+  const wire::JobInfoT v1 = GetJob("v1");
+  ASSERT_EQ(v1.labels.size(), 2u);
+  EXPECT_EQ(v1.labels[0]->key, "sweep");
+  EXPECT_EQ(v1.labels[0]->value, "lr");
+  EXPECT_EQ(v1.labels[1]->key, "team");
+  EXPECT_TRUE(GetJob("plain").labels.empty());
+  // The same after a restart: labels are the stored job file's.
+  Restart();
+  EXPECT_EQ(selected("team=vision,sweep"), (Names{"v1", "v3"}));
 }
 
 TEST_F(CoordinatorTest, RestartedCoordinatorKeepsEveryJobAndReconciles) {

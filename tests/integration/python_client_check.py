@@ -154,7 +154,7 @@ def main(endpoint, scratch):
               f"a held dry run: {held_plan}")
         # A Vertex AI CustomJob, as google-cloud-aiplatform's to_dict() gives one: taken as it
         # is, with the keywords; what has no counterpart comes as a CohortWarning.
-        vertex = {"displayName": "py vertex", "jobSpec": {
+        vertex = {"displayName": "py vertex", "labels": {"team": "py"}, "jobSpec": {
             "workerPoolSpecs": [{"replicaCount": "1",
                                  "machineSpec": {"machineType": "n1-standard-4"},
                                  "containerSpec": {"imageUri": "/no/such/image",
@@ -166,6 +166,14 @@ def main(endpoint, scratch):
                                         env={"LR": "3e-4"}, args=["--lr=3e-4"])
         check(from_vertex == "py_vertex", f"a Vertex job submitted as {from_vertex!r}")
         check(client.get_job(from_vertex)["state"] == "SUSPENDED", "the Vertex job is held")
+        # Its labels are the job's, and select it (`cohort list -l`).
+        check(client.get_job(from_vertex)["labels"] == {"team": "py"},
+              f"the Vertex job's labels: {client.get_job(from_vertex)['labels']}")
+        check([j["name"] for j in client.list_jobs(selector="team=py")] == [from_vertex],
+              "list_jobs(selector=...) selects the labelled job alone")
+        check(client.list_jobs(selector="team=nobody") == [], "a selector no job matches")
+        check_refused(lambda: client.list_jobs(selector="team in py"),
+                      "INVALID_ARGUMENT", "selector: ", "a malformed selector was taken")
         check([str(w.message) for w in caught
                if "workerPoolSpecs[0].machineSpec.machineType" in str(w.message)] != [],
               f"the Vertex note: {[str(w.message) for w in caught]}")
