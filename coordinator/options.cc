@@ -4,7 +4,6 @@
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "common/config.h"
