@@ -57,21 +57,21 @@ def main(endpoint, scratch):
     del os.environ["COHORT_COORDINATOR"]
 
     # A bad file and a missing named file are errors naming them.
-    with open(config, "w") as f:
-        f.write("coordinator = tcp://x:1\ncolour = blue\n")
-    try:
-        Client()
-        raise AssertionError("an unknown name was accepted")
-    except CohortError as e:
-        check(e.code == "INVALID_ARGUMENT" and "client.conf:2" in str(e), f"error: {e}")
-    with open(config, "w") as f:
-        f.write("timout = 5s\n")
-    try:
-        Client()
-        raise AssertionError("a misspelt name was accepted")
-    except CohortError as e:
-        check("client.conf:1: unknown name 'timout' (did you mean 'timeout'?)" in str(e),
-              f"the name meant is named: {e}")
+    def refused(text, what):
+        """The CohortError a client config of `text` raises."""
+        with open(config, "w") as f:
+            f.write(text)
+        try:
+            Client()
+        except CohortError as e:
+            return e
+        raise AssertionError(what)
+
+    e = refused("coordinator = tcp://x:1\ncolour = blue\n", "an unknown name was accepted")
+    check(e.code == "INVALID_ARGUMENT" and "client.conf:2" in str(e), f"error: {e}")
+    e = refused("timout = 5s\n", "a misspelt name was accepted")
+    check("client.conf:1: unknown name 'timout' (did you mean 'timeout'?)" in str(e),
+          f"the name meant is named: {e}")
     os.environ["COHORT_CLIENT_CONFIG"] = os.path.join(scratch, "missing.conf")
     try:
         Client()
