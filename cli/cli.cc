@@ -171,13 +171,14 @@ const std::vector<Verb>& Verbs() {
         {"--hold", false, ""},
         {"--dry-run", false, ""},
         {"--json", false, ""},
-        {"--env", true, "", true}},
-       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--env K=V]... [--wait [--replica "
-       "R|--all] | --dry-run [--json]] [-- ARG...]",
+        {"--env", true, "", true},
+        {"--label", true, "", true}},
+       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--env K=V]... [--label K=V]... "
+       "[--wait [--replica R|--all] | --dry-run [--json]] [-- ARG...]",
        "validate and submit a job file; prints the job name",
        SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[:CONDITION][,...]] [--hold]
-                    [--env KEY=VALUE]... [--wait [--replica ROLE-INDEX | --all] |
-                    --dry-run [--json]] [-- ARG...]
+                    [--env KEY=VALUE]... [--label KEY=VALUE]...
+                    [--wait [--replica ROLE-INDEX | --all] | --dry-run [--json]] [-- ARG...]
 
 Validates the job file (YAML; see DESIGN.md; or a Vertex AI CustomJob file, YAML or JSON, as
 gcloud and the REST API take it: each field without a counterpart is named in a note on stderr)
@@ -195,6 +196,9 @@ and digits). FILE may be - for standard input.
             JOB` queues it
   --env KEY=VALUE   set KEY in the env of every pool that runs a command (its process or
             container), over the file's value (Slurm's --export); may be given again
+  --label KEY=VALUE   set the job's label KEY, over the file's `labels` (gcloud's --labels):
+            `cohort list -l KEY=VALUE` and `cohort usage --by-label KEY` find it; may be given
+            again
   -- ARG... appended to the args of every pool that runs a command (Slurm's arguments after the
             script): `cohort submit train.yaml --name lr-3 -- --lr=3e-4`; for a container that
             gives no args, they replace its image's CMD, as args do
@@ -223,9 +227,9 @@ exit code, what each running replica uses (as `cohort top` does), and the job's 
 reasons.
   --json    print the job as JSON
   --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
-            --name, --after, --hold, --env and -- ARGS applied, a generated name filled in, a
-            Vertex AI file as the Cohort job file it became (`cohort submit FILE --name NEW` runs
-            it again)
+            --name, --after, --hold, --env, --label and -- ARGS applied, a generated name
+            filled in, a Vertex AI file as the Cohort job file it became (`cohort submit FILE
+            --name NEW` runs it again)
 )",
        ShowJob},
       {"list",
@@ -569,8 +573,11 @@ the coordinator's clients/ key directory; put the coordinator's coordinator.pub 
 )",
        Keygen},
       {"tune",
-       {{"--wait", false, ""}, {"--name", true, ""}, {"--env", true, "", true}},
-       "tune FILE [--name N] [--env K=V]... [--wait] [-- ARG...]",
+       {{"--wait", false, ""},
+        {"--name", true, ""},
+        {"--env", true, "", true},
+        {"--label", true, "", true}},
+       "tune FILE [--name N] [--env K=V]... [--label K=V]... [--wait] [-- ARG...]",
        "validate and submit a hyperparameter study; prints its name",
        SpecFileHelp(R"(
 Validates a study file (YAML; see common/study_spec.h; or a Vertex AI HyperparameterTuningJob
@@ -583,6 +590,8 @@ it. Prints the study name. FILE may be - for standard input.
             did (<output_dir>/<trial id>/), and find their checkpoints
   --env KEY=VALUE   set KEY in the env of every pool of the trial job that runs a command, over
             the file's value, in every trial; may be given again
+  --label KEY=VALUE   set the label KEY of every trial job, over the trial_job's `labels`
+            (`cohort usage --by-label KEY` sums the study's hours); may be given again
   -- ARG... appended to the args of every pool of the trial job that runs a command, before the
             trial's parameters: `cohort tune hp.yaml -- --epochs=5`
   --wait    follow the study (progress on stderr) until it ends, then print the trials table and
@@ -623,10 +632,16 @@ per metric, in the order they arrived.
 )",
        Metrics},
       {"usage",
-       {{"--user", true, ""}, {"--queue", true, ""}, {"--since", true, ""}, {"--json", false, ""}},
-       "usage [--user U] [--queue Q] [--since T]",
-       "GPU-hours, CPU-hours, jobs and failures per user and\nqueue",
-       R"(usage: cohort usage [--user U] [--queue Q] [--since T] [--json]
+       {{"--user", true, ""},
+        {"--queue", true, ""},
+        {"--since", true, ""},
+        {"--selector", true, "-l"},
+        {"--by-label", true, ""},
+        {"--json", false, ""}},
+       "usage [--user U] [--queue Q] [--since T] [-l SELECTOR] [--by-label KEY]",
+       "GPU-hours, CPU-hours, jobs and failures per user and\nqueue, or per label",
+       R"(usage: cohort usage [--user U] [--queue Q] [--since T] [-l SELECTOR] [--by-label KEY]
+                    [--json]
 
 Accounting from the coordinator's state store, like sacct: per user and queue, the jobs, the
 failed jobs, GPU-hours and CPU-hours (what the jobs' replicas requested, from first placement to
@@ -635,7 +650,13 @@ the end; the time restarting counts as held), and a total.
   --queue Q    only jobs of queue Q
   --since T    only usage from T on: a duration back from now (7d, 12h) or a local time
                (2026-11-01 or 2026-11-01T08:00)
-  --json       print a JSON array of rows
+  -l, --selector SELECTOR   only jobs whose labels match it, as `cohort list -l` takes it
+               (team=vision,sweep in (lr,wd))
+  --by-label KEY   a row per value of the jobs' label KEY instead of per user and queue (as a
+               cloud bill broken down by label): `cohort usage --by-label team`; the jobs
+               without it make the row <none>
+  --json       print a JSON array of rows ({user, queue, ...}; with --by-label {label, ...},
+               label null for the jobs without it)
 )",
        Usage},
   };

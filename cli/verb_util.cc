@@ -86,19 +86,23 @@ StatusOr<uint64_t> SpecSizeLimit() {
   return limit;
 }
 
-Status ReadEnvAndArgs(const ParsedArgs& args, std::map<std::string, std::string>* env,
-                      std::vector<std::string>* extra, ParsedArgs* file_args) {
+Status ReadEnvLabelsAndArgs(const ParsedArgs& args, SubmitEdits* edits, ParsedArgs* file_args) {
   for (const std::string& entry : args.All("--env")) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0) {
       return InvalidArgument("--env: expected KEY=VALUE, got '" + entry + "'");
     }
-    (*env)[entry.substr(0, eq)] = entry.substr(eq + 1);
+    edits->env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const std::string& entry : args.All("--label")) {
+    StatusOr<std::pair<std::string, std::string>> label = ParseNodeLabel(entry);
+    if (!label.ok()) return label.status().WithContext("--label");
+    edits->labels.insert_or_assign(label->first, label->second);
   }
   *file_args = args;
   if (args.dashdash != std::string::npos) {
-    extra->assign(args.positionals.begin() + static_cast<std::ptrdiff_t>(args.dashdash),
-                  args.positionals.end());
+    edits->args.assign(args.positionals.begin() + static_cast<std::ptrdiff_t>(args.dashdash),
+                       args.positionals.end());
     file_args->positionals.resize(args.dashdash);
   }
   return Status::Ok();

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/verbs.h"
 #include "common/client.h"
+#include "common/job_spec.h"
 #include "common/spec_limit.h"
 #include "common/status.h"
 #include "common/vertex_job.h"
@@ -39,11 +40,11 @@ StatusOr<std::string> AsCohortFile(
 // default limit.
 StatusOr<uint64_t> SpecSizeLimit();
 
-// What `--env KEY=VALUE`... and `-- ARG...` of submit and tune give every pool that runs a
-// command: `env` and `args`. `file_args` is `args` without what follows "--" (the FILE alone).
-// kInvalidArgument for an --env that is not KEY=VALUE.
-Status ReadEnvAndArgs(const ParsedArgs& args, std::map<std::string, std::string>* env,
-                      std::vector<std::string>* extra, ParsedArgs* file_args);
+// What `--env KEY=VALUE`..., `--label KEY=VALUE`... and `-- ARG...` of submit and tune give the
+// job (tune: its trial job): `edits`' env, labels and args. `file_args` is `args` without what
+// follows "--" (the FILE alone). kInvalidArgument naming the flag for an --env that is not
+// KEY=VALUE or a --label that is not a valid label.
+Status ReadEnvLabelsAndArgs(const ParsedArgs& args, SubmitEdits* edits, ParsedArgs* file_args);
 
 // What submit and tune share: the one FILE argument ("-": standard input) is read and checked with
 // `parse` before anything is sent, then sent with `send` (the text, possibly changed by `edit`
@@ -100,7 +101,7 @@ int ShowVerb(const ParsedArgs& args, const Context& ctx, const std::string& verb
              const std::string& argument,
              const std::function<StatusOr<Reply>(CoordinatorClient&)>& fetch,
              const std::function<nlohmann::json(const Reply&)>& to_json,
-             void (*print)(const Reply&, std::ostream&)) {
+             const std::function<void(const Reply&, std::ostream&)>& print) {
   if (argument.empty() && !args.positionals.empty()) {
     return UsageError(ctx.err, verb, verb + " takes no arguments");
   }

@@ -1,6 +1,7 @@
 // The cluster verbs of the `cohort` CLI: nodes, cordon, uncordon, drain, label, forget, queues,
 // usage, keygen.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "cli/verb_util.h"
 #include "cli/verbs.h"
 #include "common/curve_keys.h"
+#include "common/job_spec.h"
 #include "common/node_label_edits.h"
 
 namespace cohort::cli {
@@ -183,30 +185,58 @@ int Usage(const ParsedArgs& args, const Context& ctx) {
     if (!since.ok()) return UsageError(ctx.err, "usage", since.status().message());
     since_ms = *since;
   }
+  wire::GetUsageT request;
+  request.user = args.Get("--user");
+  request.queue = args.Get("--queue");
+  request.since_ms = since_ms;
+  request.selector = args.Get("--selector");
+  request.by_label = args.Get("--by-label");
+  if (args.Has("--by-label")) {
+    if (Status bad = CheckNodeLabel(request.by_label, ""); !bad.ok()) {
+      return UsageError(ctx.err, "usage", "--by-label: " + bad.message());
+    }
+  }
+  const bool by_label = args.Has("--by-label");
   return ShowVerb<std::vector<wire::UsageRowT>>(
-      args, ctx, "usage", "",
-      [&](CoordinatorClient& client) {
-        return client.GetUsage(args.Get("--user"), args.Get("--queue"), since_ms);
-      },
-      [](const std::vector<wire::UsageRowT>& rows) {
+      args, ctx, "usage", "", [&](CoordinatorClient& client) { return client.GetUsage(request); },
+      [&](const std::vector<wire::UsageRowT>& rows) {
         nlohmann::json out = nlohmann::json::array();
-        for (const auto& r : rows) out.push_back(UsageRowToJson(r));
+        for (const auto& r : rows) out.push_back(UsageRowToJson(r, by_label));
         return out;
       },
-      [](const std::vector<wire::UsageRowT>& rows, std::ostream& out) {
-        Table table({"USER", "QUEUE", "JOBS", "FAILED", "GPU-HOURS", "CPU-HOURS"});
+      [&](const std::vector<wire::UsageRowT>& rows, std::ostream& out) {
+        // By user and queue, or by the label's value (its key, upper-cased, heads the column).
+        std::vector<std::string> heads = {"USER", "QUEUE"};
+        if (by_label) {
+          std::string key = request.by_label;
+          for (char& c : key) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+          heads = {key};
+        }
+        for (const char* head : {"JOBS", "FAILED", "GPU-HOURS", "CPU-HOURS"}) heads.push_back(head);
+        Table table(heads);
         wire::UsageRowT total;
+        auto add_row = [&](std::vector<std::string> cells, const wire::UsageRowT& r) {
+          for (std::string cell : {std::to_string(r.jobs), std::to_string(r.failed),
+                                   FormatHours(r.gpu_hours), FormatHours(r.cpu_hours)}) {
+            cells.push_back(std::move(cell));
+          }
+          table.AddRow(cells);
+        };
         for (const auto& r : rows) {
-          table.AddRow({r.user, r.queue, std::to_string(r.jobs), std::to_string(r.failed),
-                        FormatHours(r.gpu_hours), FormatHours(r.cpu_hours)});
+          if (by_label) {
+            add_row({r.unlabelled ? "<none>" : r.label.empty() ? "\"\"" : r.label}, r);
+          } else {
+            add_row({r.user, r.queue}, r);
+          }
           total.jobs += r.jobs;
           total.failed += r.failed;
           total.gpu_hours += r.gpu_hours;
           total.cpu_hours += r.cpu_hours;
         }
         if (rows.size() != 1) {
-          table.AddRow({"TOTAL", "", std::to_string(total.jobs), std::to_string(total.failed),
-                        FormatHours(total.gpu_hours), FormatHours(total.cpu_hours)});
+          add_row(
+              by_label ? std::vector<std::string>{"TOTAL"} : std::vector<std::string>{"TOTAL", ""},
+              total);
         }
         table.Print(out);
       });

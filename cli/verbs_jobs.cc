@@ -117,7 +117,7 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
   }
   edits.hold = args.Has("--hold");
   ParsedArgs file_args;
-  if (Status read = ReadEnvAndArgs(args, &edits.env, &edits.args, &file_args); !read.ok()) {
+  if (Status read = ReadEnvLabelsAndArgs(args, &edits, &file_args); !read.ok()) {
     return UsageError(ctx.err, "submit", read.message());
   }
   const bool dry_run = args.Has("--dry-run");

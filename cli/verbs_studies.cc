@@ -74,10 +74,9 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
   if (args.Has("--name") && args.Get("--name").empty()) {
     return UsageError(ctx.err, "tune", "--name: an empty name");
   }
-  std::map<std::string, std::string> env;
-  std::vector<std::string> extra;
+  SubmitEdits edits;
   ParsedArgs file_args;
-  if (Status read = ReadEnvAndArgs(args, &env, &extra, &file_args); !read.ok()) {
+  if (Status read = ReadEnvLabelsAndArgs(args, &edits, &file_args); !read.ok()) {
     return UsageError(ctx.err, "tune", read.message());
   }
   return SubmitSpecFile<StudySpec, wire::StudyInfoT>(
@@ -94,8 +93,8 @@ int Tune(const ParsedArgs& args, const Context& ctx) {
         };
         COHORT_ASSIGN_OR_RETURN(std::string study,
                                 AsCohortFile(text, file_args.positionals[0], as_study, ctx.err));
-        if (!env.empty() || !extra.empty()) {
-          COHORT_ASSIGN_OR_RETURN(study, WithTrialJobEnvAndArgs(study, env, extra));
+        if (!edits.empty()) {
+          COHORT_ASSIGN_OR_RETURN(study, WithTrialJobEdits(study, edits));
         }
         if (!args.Has("--name")) return study;
         return WithStudyName(study, args.Get("--name"));

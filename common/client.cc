@@ -327,13 +327,7 @@ StatusOr<wire::JobMetricsT> CoordinatorClient::GetJobMetrics(const std::string& 
   return Call<wire::JobMetrics>(std::move(request), "get job metrics");
 }
 
-StatusOr<std::vector<wire::UsageRowT>> CoordinatorClient::GetUsage(const std::string& user,
-                                                                   const std::string& queue,
-                                                                   int64_t since_ms) {
-  wire::GetUsageT request;
-  request.user = user;
-  request.queue = queue;
-  request.since_ms = since_ms;
+StatusOr<std::vector<wire::UsageRowT>> CoordinatorClient::GetUsage(wire::GetUsageT request) {
   return CallList<wire::UsageReport>(std::move(request), "get usage", &wire::UsageReportT::rows);
 }
 

@@ -144,8 +144,8 @@ class CoordinatorClient {
 
   // Observability: a job's training metrics (`cohort metrics`), and accounting (`cohort usage`).
   StatusOr<wire::JobMetricsT> GetJobMetrics(const std::string& job);
-  StatusOr<std::vector<wire::UsageRowT>> GetUsage(const std::string& user, const std::string& queue,
-                                                  int64_t since_ms);
+  // GetUsage's rows: wire::GetUsage says what each field of `request` selects.
+  StatusOr<std::vector<wire::UsageRowT>> GetUsage(wire::GetUsageT request);
 
   // Polls GetJob every `poll` until `done(job)` holds, and returns that job. `on_change` (may be
   // empty) sees every polled state that differs from the previous one. Unreachable polls are

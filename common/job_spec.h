@@ -328,23 +328,30 @@ StatusOr<std::string> WithEnv(std::string_view yaml, const std::map<std::string,
 // `cohort submit FILE -- ARGS`, as sbatch's arguments after the script. kInvalidArgument as
 // WithEnv.
 StatusOr<std::string> WithArgs(std::string_view yaml, const std::vector<std::string>& args);
+// The job file's text with `labels` set in its labels (over the file's own values): `cohort
+// submit --label`, as gcloud's --labels. kInvalidArgument naming what is wrong when the text is
+// not a YAML map or its labels are of another kind; the labels themselves are checked when the
+// result is parsed (at most kMaxJobLabels in all).
+StatusOr<std::string> WithLabels(std::string_view yaml, const NodeLabels& labels);
 // What a submitter changes in a job file's text before it is parsed: `cohort submit --name,
-// --after, --hold, --env, -- ARGS`, and the same fields of the SubmitJob request (the Python
-// client's keywords), which the coordinator applies with the same function.
+// --after, --hold, --env, --label, -- ARGS`, and the same fields of the SubmitJob request (the
+// Python client's keywords), which the coordinator applies with the same function.
 struct SubmitEdits {
   std::string name;                  // the job's name, a name_prefix removed ("": the file's own)
   std::vector<JobDependency> after;  // added to scheduling.after
   bool hold = false;                 // scheduling.hold set
   std::map<std::string, std::string> env;  // set in every pool's env
   std::vector<std::string> args;           // appended to every pool's args
+  NodeLabels labels;                       // set in the job's labels
 
   bool empty() const {
-    return name.empty() && after.empty() && !hold && env.empty() && args.empty();
+    return name.empty() && after.empty() && !hold && env.empty() && args.empty() && labels.empty();
   }
 };
 // At most this many --env entries and -- ARGS each in one submit.
 inline constexpr size_t kMaxSubmitEditEntries = 256;
-// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold, WithEnv, WithArgs;
+// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold, WithEnv, WithArgs,
+// WithLabels;
 // the text as it is when `edits` is empty). kInvalidArgument naming the field for a name that is
 // not a valid job name, else as those functions.
 StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits);

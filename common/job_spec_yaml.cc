@@ -511,6 +511,17 @@ StatusOr<std::string> WithArgs(std::string_view yaml, const std::vector<std::str
   });
 }
 
+StatusOr<std::string> WithLabels(std::string_view yaml, const NodeLabels& labels) {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) -> Status {
+    YAML::Node listed = root["labels"];
+    if (listed && !listed.IsNull() && !listed.IsMap()) {
+      return InvalidArgument("--label: the job file's labels is not a map");
+    }
+    for (const auto& [key, value] : labels) listed[key] = value;
+    return Status::Ok();
+  });
+}
+
 StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits) {
   std::string text(yaml);
   if (!edits.name.empty()) {
@@ -535,6 +546,13 @@ StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits&
   }
   if (!edits.args.empty()) {
     COHORT_ASSIGN_OR_RETURN(text, WithArgs(text, edits.args));
+  }
+  if (edits.labels.size() > kMaxJobLabels) {
+    return InvalidArgument("labels: at most " + std::to_string(kMaxJobLabels) + " labels, got " +
+                           std::to_string(edits.labels.size()));
+  }
+  if (!edits.labels.empty()) {
+    COHORT_ASSIGN_OR_RETURN(text, WithLabels(text, edits.labels));
   }
   return text;
 }

@@ -350,20 +350,19 @@ StatusOr<std::string> WithStudyName(std::string_view yaml, std::string_view name
   });
 }
 
-StatusOr<std::string> WithTrialJobEnvAndArgs(std::string_view yaml,
-                                             const std::map<std::string, std::string>& env,
-                                             const std::vector<std::string>& args) {
+StatusOr<std::string> WithTrialJobEdits(std::string_view yaml, const SubmitEdits& edits) {
   return EditYamlMap(yaml, "study file", [&](YAML::Node& root) -> Status {
     YAML::Node trial_job = root["trial_job"];
     if (!trial_job || !trial_job.IsMap()) {
       return InvalidArgument(
           "trial_job: the study file has no trial job (a map) to take "
-          "--env and -- ARGS");
+          "--env, --label and -- ARGS");
     }
-    SubmitEdits edits;
-    edits.env = env;
-    edits.args = args;
-    StatusOr<std::string> edited = ApplySubmitEdits(YAML::Dump(trial_job), edits);
+    SubmitEdits trial_edits;
+    trial_edits.env = edits.env;
+    trial_edits.args = edits.args;
+    trial_edits.labels = edits.labels;
+    StatusOr<std::string> edited = ApplySubmitEdits(YAML::Dump(trial_job), trial_edits);
     if (!edited.ok()) {
       // The job file's fields named as the study file's.
       std::string message = edited.status().message();

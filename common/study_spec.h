@@ -128,13 +128,12 @@ Status ValidateStudySpec(const StudySpec& spec);
 // file it becomes). kInvalidArgument naming the field when `name` is not a valid study name or the
 // text is not a YAML map.
 StatusOr<std::string> WithStudyName(std::string_view yaml, std::string_view name);
-// The study file's YAML text with `env` set and `args` appended in every pool of its trial_job
-// that runs a command: `cohort tune FILE --env K=V -- ARGS`, as WithEnv and WithArgs do for a job
-// file (common/job_spec.h), each trial running with them. kInvalidArgument naming the field, the
-// trial_job's fields under "trial_job.".
-StatusOr<std::string> WithTrialJobEnvAndArgs(std::string_view yaml,
-                                             const std::map<std::string, std::string>& env,
-                                             const std::vector<std::string>& args);
+// The study file's YAML text with the edits' env set and args appended in every pool of its
+// trial_job that runs a command, and its labels set in the trial_job's labels: `cohort tune FILE
+// --env K=V --label K=V -- ARGS`, as ApplySubmitEdits makes them in a job file
+// (common/job_spec.h), each trial running with them. Their name, after and hold are not read.
+// kInvalidArgument naming the field, the trial_job's fields under "trial_job.".
+StatusOr<std::string> WithTrialJobEdits(std::string_view yaml, const SubmitEdits& edits);
 
 // The shortest text that reads back to exactly `v` (how bounds and values are written).
 std::string FormatDouble(double v);

@@ -106,7 +106,15 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node) { return node; }
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue) { return queue; }
 nlohmann::json StudyToJson(const wire::StudyInfoT& study) { return study; }
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics) { return metrics; }
-nlohmann::json UsageRowToJson(const wire::UsageRowT& row) { return row; }
+nlohmann::json UsageRowToJson(const wire::UsageRowT& row, bool by_label) {
+  nlohmann::json out = row;
+  if (by_label) {
+    out.erase("user");
+    out.erase("queue");
+    out["label"] = row.unlabelled ? nlohmann::json(nullptr) : nlohmann::json(row.label);
+  }
+  return out;
+}
 nlohmann::json SubmitReplyToJson(const wire::SubmitJobReplyT& reply) { return reply; }
 nlohmann::json ReplicaUsageToJson(const wire::ReplicaUsageT* usage) {
   return usage ? nlohmann::json(*usage) : nlohmann::json(nullptr);

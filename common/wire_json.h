@@ -18,7 +18,9 @@ nlohmann::json NodeToJson(const wire::NodeInfoT& node);
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
 nlohmann::json StudyToJson(const wire::StudyInfoT& study);
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics);
-nlohmann::json UsageRowToJson(const wire::UsageRowT& row);
+// A row by user and queue: {user, queue, jobs, failed, gpu_hours, cpu_hours}; one by a label's
+// value (GetUsage.by_label): {label (null for the unlabelled row), jobs, failed, ...}.
+nlohmann::json UsageRowToJson(const wire::UsageRowT& row, bool by_label);
 // A submit's reply; a dry run's (`cohort submit --dry-run --json`) with its plan, the outcome by
 // name ("START"), else "dry_run": null.
 nlohmann::json SubmitReplyToJson(const wire::SubmitJobReplyT& reply);

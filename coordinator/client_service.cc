@@ -30,30 +30,39 @@ std::string GenerateJobName(const std::string& prefix, const JobController& jobs
   }
 }
 
-// The env and args of a SubmitJob or SubmitStudy request (`--env KEY=VALUE ... -- ARGS`), counted
-// before they are copied: kInvalidArgument past kMaxSubmitEditEntries of either.
-Status ReadEnvAndArgs(const flatbuffers::Vector<flatbuffers::Offset<wire::KeyValue>>* env,
-                      const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* args,
-                      std::map<std::string, std::string>* env_out,
-                      std::vector<std::string>* args_out) {
-  if ((env && env->size() > kMaxSubmitEditEntries) ||
-      (args && args->size() > kMaxSubmitEditEntries)) {
+// A request's KeyValue list into `out`, a later entry of a key over an earlier.
+void CopyKeyValues(const flatbuffers::Vector<flatbuffers::Offset<wire::KeyValue>>* entries,
+                   std::map<std::string, std::string>* out) {
+  if (entries == nullptr) return;
+  for (const wire::KeyValue* kv : *entries) {
+    if (kv != nullptr) (*out)[Str(kv->key())] = Str(kv->value());
+  }
+}
+
+// The env, labels and args of a SubmitJob or SubmitStudy request (`--env KEY=VALUE --label
+// KEY=VALUE ... -- ARGS`) into `edits`, counted before they are copied: kInvalidArgument past
+// kMaxSubmitEditEntries of env or args, or kMaxJobLabels labels.
+template <typename Request>
+Status ReadEnvLabelsAndArgs(const Request& req, SubmitEdits* edits) {
+  if ((req.env() && req.env()->size() > kMaxSubmitEditEntries) ||
+      (req.args() && req.args()->size() > kMaxSubmitEditEntries)) {
     return InvalidArgument("env and args: at most " + std::to_string(kMaxSubmitEditEntries) +
                            " entries each");
   }
-  if (env) {
-    for (const wire::KeyValue* kv : *env) {
-      if (kv != nullptr) (*env_out)[Str(kv->key())] = Str(kv->value());
-    }
+  if (req.labels() && req.labels()->size() > kMaxJobLabels) {
+    return InvalidArgument("labels: at most " + std::to_string(kMaxJobLabels) + " labels, got " +
+                           std::to_string(req.labels()->size()));
   }
-  if (args) {
-    for (const flatbuffers::String* arg : *args) args_out->push_back(Str(arg));
+  CopyKeyValues(req.env(), &edits->env);
+  CopyKeyValues(req.labels(), &edits->labels);
+  if (req.args()) {
+    for (const flatbuffers::String* arg : *req.args()) edits->args.push_back(Str(arg));
   }
   return Status::Ok();
 }
 
 // The edits a SubmitJob request asks of its spec's text; kInvalidArgument naming a malformed
-// entry of its after.
+// entry of its after, or too many entries of after, env, args or labels.
 StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
   SubmitEdits edits;
   edits.name = Str(req.name());
@@ -70,7 +79,7 @@ StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
     }
   }
   edits.hold = req.hold();
-  COHORT_RETURN_IF_ERROR(ReadEnvAndArgs(req.env(), req.args(), &edits.env, &edits.args));
+  COHORT_RETURN_IF_ERROR(ReadEnvLabelsAndArgs(req, &edits));
   return edits;
 }
 
@@ -558,14 +567,13 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
     }
     study_file->yaml = *std::move(renamed);
   }
-  std::map<std::string, std::string> env;
-  std::vector<std::string> args;
-  if (Status read = ReadEnvAndArgs(req.env(), req.args(), &env, &args); !read.ok()) {
+  SubmitEdits edits;
+  if (Status read = ReadEnvLabelsAndArgs(req, &edits); !read.ok()) {
     Reply(m, EncodeError(id, read));
     return;
   }
-  if (!env.empty() || !args.empty()) {
-    StatusOr<std::string> edited = WithTrialJobEnvAndArgs(study_file->yaml, env, args);
+  if (!edits.empty()) {
+    StatusOr<std::string> edited = WithTrialJobEdits(study_file->yaml, edits);
     if (!edited.ok()) {
       Reply(m, EncodeError(id, edited.status()));
       return;

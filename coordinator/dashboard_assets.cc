@@ -88,6 +88,10 @@ function usageCells(u) {
                    .join(', ') + (u.gpus_idle_ms >= 60000 ? ' (idle ' + dur(u.gpus_idle_ms) + ')'
                                                           : ''))];
 }
+// A job's labels as `cohort list` shows them: "sweep=lr,team=vision", by key.
+function labelText(labels) {
+  return esc(Object.keys(labels).sort().map(k => k + '=' + labels[k]).join(','));
+}
 function st(s) { return '<span class="state-' + esc(s) + '">' + esc(s) + '</span>'; }
 function table(headers, rows, id) {
   return '<table' + (id ? ' id="' + id + '"' : '') + '><thead><tr>' +
@@ -127,7 +131,9 @@ function seriesByTag(points, prefix) {
 const views = {
   jobs(args, params) {
     const q = new URLSearchParams();
-    ['state', 'queue', 'user', 'name'].forEach(k => { if (params.get(k)) q.set(k, params.get(k)); });
+    ['state', 'queue', 'user', 'name', 'selector'].forEach(k => {
+      if (params.get(k)) q.set(k, params.get(k));
+    });
     q.set('limit', params.get('limit') || '200');
     return api('jobs?' + q.toString()).then(d => {
       const f = k => esc(params.get(k) || '');
@@ -140,16 +146,21 @@ const views = {
           '<input name="queue" placeholder="queue" value="' + f('queue') + '">' +
           '<input name="user" placeholder="user" value="' + f('user') + '">' +
           '<input name="name" placeholder="name contains" value="' + f('name') + '">' +
+          '<input name="selector" placeholder="labels: team=vision" value="' + f('selector') +
+          '">' +
           '<button>Filter</button></form>' +
           '<p id="job-count">' + d.total + ' jobs' + (d.total > d.jobs.length ?
               ' (newest ' + d.jobs.length + ' shown)' : '') + '</p>' +
-          table(['Name', 'State', 'Queue', 'User', 'Replicas', 'GPUs', 'Restarts', 'Submitted',
-                 'Ran for', 'Message'],
+          // A Labels column once a listed job has labels, as `cohort list` has.
+          (labelled => table(['Name', 'State', 'Queue', 'User', 'Replicas', 'GPUs', 'Restarts',
+                              'Submitted', 'Ran for', ...(labelled ? ['Labels'] : []), 'Message'],
                 d.jobs.map(j => [link('job/' + j.name, j.name), st(j.state), esc(j.queue),
                                  esc(j.user), j.replicas, j.gpus, j.restarts,
                                  when(j.create_time_ms),
                                  dur((j.end_time_ms || Date.now()) - (j.start_time_ms || Date.now())),
-                                 esc(j.message)]), 'jobs'));
+                                 ...(labelled ? [labelText(j.labels)] : []),
+                                 esc(j.message)]), 'jobs'))(
+              d.jobs.some(j => Object.keys(j.labels).length > 0)));
       document.getElementById('filters').onsubmit = e => {
         e.preventDefault();
         const p = new URLSearchParams(new FormData(e.target));
@@ -168,7 +179,9 @@ const views = {
       destroyCharts();
       setMain('<h2 id="job-name">' + esc(j.name) + ' ' + st(j.state) + '</h2>' +
           '<p>' + esc(j.message) + '</p>' +
-          '<p>queue ' + esc(j.queue) + ' · user ' + esc(j.user) + ' · restarts ' + j.restarts +
+          '<p>queue ' + esc(j.queue) + ' · user ' + esc(j.user) +
+          (Object.keys(j.labels || {}).length ? ' · labels ' + labelText(j.labels) : '') +
+          ' · restarts ' + j.restarts +
           '/' + j.max_restarts + ' · submitted ' + when(j.create_time_ms) +
           (j.end_time_ms ? ' · ended ' + when(j.end_time_ms) : '') + '</p>' +
           '<h3>Replicas</h3>' +

@@ -339,6 +339,8 @@ HttpResponse CoordinatorHttp::Jobs(const HttpRequest& r) const {
   } catch (const std::exception&) {
     return Json(json{{"error", "limit: not a number"}}, 400);
   }
+  StatusOr<NodeSelector> selector = ParseNodeSelector(r.Param("selector"));
+  if (!selector.ok()) return Json(json{{"error", selector.status().message()}}, 400);
   std::vector<const JobView*> views;
   views.reserve(s->jobs->size());
   for (const auto& [name, v] : *s->jobs) {
@@ -347,6 +349,7 @@ HttpResponse CoordinatorHttp::Jobs(const HttpRequest& r) const {
     if (!queue.empty() && queue != JobQueue(j)) continue;
     if (!user.empty() && user != JobUser(j)) continue;
     if (!prefix.empty() && j.name.find(prefix) == std::string::npos) continue;
+    if (!selector->Matches(j.spec.labels)) continue;
     views.push_back(v.get());
   }
   std::sort(views.begin(), views.end(),

@@ -2,7 +2,8 @@
 // 127.0.0.1:7480, "none" turns it off): /metrics in the Prometheus text format, the read-only
 // dashboard at / (plain HTML and JS; charts with Debian's Chart.js served from
 // /usr/share/javascript), and the JSON API the dashboard polls:
-//   /api/jobs?state=S&queue=Q&user=U&limit=N   newest first
+//   /api/jobs?state=S&queue=Q&user=U&name=TEXT&selector=SELECTOR&limit=N   newest first; the
+//                                      selector matches the jobs' labels (as cohort list -l)
 //   /api/jobs/NAME                     the job, its replicas (with what each running one uses:
 //                                      ReplicaUsageToJson, null when nothing is known) and events
 //   /api/jobs/NAME/log?replica=R&bytes=N   the tail of the replica's latest attempt's log

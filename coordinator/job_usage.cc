@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace cohort::coordinator {
@@ -23,11 +24,14 @@ int JobCpus(const JobRecord& job) {
 
 std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
                                    const UsageFilter& filter, int64_t now_ms) {
-  std::map<std::pair<std::string, std::string>, UsageRow> rows;
+  // By user and queue, or by (unlabelled, the label's value): the unlabelled row sorts last.
+  std::map<std::tuple<bool, std::string, std::string>, UsageRow> rows;
+  const bool by_label = !filter.by_label.empty();
   for (const JobRecord* job : jobs) {
     std::string user = JobUser(*job), queue = JobQueue(*job);
     if (!filter.user.empty() && user != filter.user) continue;
     if (!filter.queue.empty() && queue != filter.queue) continue;
+    if (!filter.selector.Matches(job->spec.labels)) continue;
     bool finished = job->finished();
     // Replicas that held on after the job's end (finishing ranks, servers stopped after them)
     // hold until they ended, or until now while they run.
@@ -41,9 +45,20 @@ std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
       }
     }
     if (filter.since_ms > 0 && finished && last_held < filter.since_ms) continue;
-    UsageRow& row = rows[{user, queue}];
-    row.user = user;
-    row.queue = queue;
+    UsageRow* row_of_job = nullptr;
+    if (by_label) {
+      auto label = job->spec.labels.find(filter.by_label);
+      const bool unlabelled = label == job->spec.labels.end();
+      const std::string value = unlabelled ? "" : label->second;
+      row_of_job = &rows[{unlabelled, value, ""}];
+      row_of_job->label = value;
+      row_of_job->unlabelled = unlabelled;
+    } else {
+      row_of_job = &rows[{false, user, queue}];
+      row_of_job->user = user;
+      row_of_job->queue = queue;
+    }
+    UsageRow& row = *row_of_job;
     ++row.jobs;
     if (job->state == JobState::FAILED) ++row.failed;
     if (job->start_time_ms <= 0) continue;

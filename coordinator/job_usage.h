@@ -1,6 +1,7 @@
 // Accounting (`cohort usage`, like Slurm's sacct): GPU-hours, CPU-hours, jobs and failures per
-// user and queue, computed from the jobs the coordinator holds (every stored job: the state store
-// loads them all at start, so they equal the store).
+// user and queue (or per value of one job label: `--by-label team`, as Vertex AI's billing
+// breakdown by label), computed from the jobs the coordinator holds (every stored job: the state
+// store loads them all at start, so they equal the store).
 //
 // A job's usage is what it requested while it held resources: the sum over its replicas of the
 // pool's GPUs (CPUs) times the time from its first placement (start_time_ms) to its end
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "common/schema/cohort_generated.h"
 #include "coordinator/state.h"
 
@@ -33,13 +35,17 @@ std::string JobUser(const JobRecord& job);
 std::string JobQueue(const JobRecord& job);
 
 struct UsageFilter {
-  std::string user;      // empty: every user
-  std::string queue;     // empty: every queue
-  int64_t since_ms = 0;  // 0: all time
+  std::string user;       // empty: every user
+  std::string queue;      // empty: every queue
+  int64_t since_ms = 0;   // 0: all time
+  NodeSelector selector;  // the jobs whose labels it matches (empty: every job)
+  // A label key: rows by each job's value of it (user and queue ""; the jobs without it in one
+  // row, `unlabelled`, last) instead of by user and queue. Empty: by user and queue.
+  std::string by_label;
 };
 
 // A row is the wire's UsageRow (user, queue, jobs, failed: the FAILED jobs, gpu_hours,
-// cpu_hours): GetUsage's reply carries the rows as they are.
+// cpu_hours; label and unlabelled with by_label): GetUsage's reply carries the rows as they are.
 using UsageRow = wire::UsageRowT;
 
 // GPUs and CPUs a job's replicas request, all pools together (an elastic job's idle workers
@@ -47,7 +53,8 @@ using UsageRow = wire::UsageRowT;
 int JobGpus(const JobRecord& job);
 int JobCpus(const JobRecord& job);
 
-// Rows sorted by user, then queue; jobs outside the filter are left out.
+// Rows sorted by user, then queue (by the label's value with by_label, unlabelled last); jobs
+// outside the filter are left out.
 std::vector<UsageRow> ComputeUsage(const std::vector<const JobRecord*>& jobs,
                                    const UsageFilter& filter, int64_t now_ms);
 

@@ -51,6 +51,22 @@ void ObservabilityService::OnGetUsage(const RoutedMessage& m, const wire::GetUsa
   filter.user = req.user() ? req.user()->str() : "";
   filter.queue = req.queue() ? req.queue()->str() : "";
   filter.since_ms = req.since_ms();
+  StatusOr<NodeSelector> selector = ParseNodeSelector(req.selector() ? req.selector()->str() : "");
+  if (!selector.ok()) {
+    outbox_.ToClient(m.peer,
+                     EncodeError(m.message.request_id(),
+                                 InvalidArgument("selector: " + selector.status().message())));
+    return;
+  }
+  filter.selector = *std::move(selector);
+  filter.by_label = req.by_label() ? req.by_label()->str() : "";
+  if (!filter.by_label.empty()) {
+    if (Status bad = CheckNodeLabel(filter.by_label, ""); !bad.ok()) {
+      outbox_.ToClient(m.peer, EncodeError(m.message.request_id(),
+                                           InvalidArgument("by_label: " + bad.message())));
+      return;
+    }
+  }
   std::vector<const JobRecord*> jobs;
   jobs.reserve(jobs_.jobs().size());
   for (const auto& [name, job] : jobs_.jobs()) jobs.push_back(job.get());

@@ -187,17 +187,22 @@ def _spec_text(spec):
     raise TypeError(f"a spec is YAML text or a dict, not {type(spec).__name__}")
 
 
+def _key_values(entries):
+    """A dict as the wire's KeyValues."""
+    out = []
+    for key, value in (entries or {}).items():
+        entry = KeyValue.KeyValueT()
+        entry.key, entry.value = str(key), str(value)
+        out.append(entry)
+    return out
+
+
 def _env_and_args(env, args):
     """submit()'s and submit_study()'s `env` (a dict) and `args` (a list) as the wire's KeyValues
     and strings."""
     if isinstance(args, str):
         raise TypeError("args: a list of strings, not one string")
-    entries = []
-    for key, value in (env or {}).items():
-        entry = KeyValue.KeyValueT()
-        entry.key, entry.value = str(key), str(value)
-        entries.append(entry)
-    return entries, [str(a) for a in (args or ())]
+    return _key_values(env), [str(a) for a in (args or ())]
 
 
 def _since_ms(since):
@@ -445,7 +450,7 @@ class Client:
 
     # ---- requests -----------------------------------------------------------------------
 
-    def submit(self, spec, name=None, after=(), hold=False, env=None, args=()):
+    def submit(self, spec, name=None, after=(), hold=False, env=None, args=(), labels=None):
         """Submits a job; returns its name. Raises CohortError on a bad spec (the message names
         the field).
 
@@ -456,13 +461,14 @@ class Client:
         it parses it: `name` sets the job's name (a name_prefix dropped), `after` adds to
         scheduling.after ("prep", or "train:ended"; one string or several), `hold` submits the
         job held (SUSPENDED until resumed), `env` (a dict) is set in the env of every pool that
-        runs a command (`--env`), `args` (a list) appended to its args (`-- ARGS`). What the
-        coordinator warns of (an output dir off the shared storage, ...) is issued as a
-        CohortWarning."""
-        reply = self._submit_job(spec, name, after, hold, env, args, dry_run=False)
+        runs a command (`--env`), `args` (a list) appended to its args (`-- ARGS`), `labels` (a
+        dict) set in the job's labels (`--label`; list_jobs(selector=...) and
+        usage(by_label=...) find them). What the coordinator warns of (an output dir off the
+        shared storage, ...) is issued as a CohortWarning."""
+        reply = self._submit_job(spec, name, after, hold, env, args, labels, dry_run=False)
         return _text(reply.name)
 
-    def dry_run(self, spec, name=None, after=(), hold=False, env=None, args=()):
+    def dry_run(self, spec, name=None, after=(), hold=False, env=None, args=(), labels=None):
         """`cohort submit --dry-run`: the coordinator checks `spec` (with the keywords of
         submit()) as a submit would, raising the same errors, and stores nothing. Returns what its
         next scheduling round would do with the job were it submitted now: a dict with "name",
@@ -470,7 +476,7 @@ class Client:
         each {"replica", "node_id", "gpus"}), "preempts" (PREEMPT: "job (priority P, queue Q)"
         of each job it would stop), "reason" (why it would wait, or be held), "queue" and
         "queued_ahead" (the jobs queued there before it). Warnings come as with submit()."""
-        reply = self._submit_job(spec, name, after, hold, env, args, dry_run=True)
+        reply = self._submit_job(spec, name, after, hold, env, args, labels, dry_run=True)
         plan = reply.dryRun
         if plan is None:
             name = _text(reply.name)
@@ -492,7 +498,7 @@ class Client:
             "queued_ahead": plan.queuedAhead,
         }
 
-    def _submit_job(self, spec, name, after, hold, env, args, dry_run):
+    def _submit_job(self, spec, name, after, hold, env, args, labels, dry_run):
         """A SubmitJob with submit()'s keywords; its warnings issued (to submit()'s caller)."""
         body = SubmitJob.SubmitJobT()
         body.specYaml = _spec_text(spec)
@@ -503,6 +509,7 @@ class Client:
         body.after = [after] if isinstance(after, str) else list(after or ())
         body.hold = bool(hold)
         body.env, body.args = _env_and_args(env, args)
+        body.labels = _key_values(labels)
         body.dryRun = dry_run
         reply = self._call(Body.Body.SubmitJob, body, SubmitJobReply.SubmitJobReplyT)
         for warning in reply.warnings or []:
@@ -619,18 +626,28 @@ class Client:
         return [{"step": p.step, "time_ms": p.timeMs, "tag": _text(p.tag), "value": p.value,
                  "replica": _text(p.replica)} for p in (reply.points or [])]
 
-    def usage(self, user=None, queue=None, since=None):
+    def usage(self, user=None, queue=None, since=None, selector=None, by_label=None):
         """GPU-hours, CPU-hours, jobs and failures per user and queue, as `cohort usage`: rows
         [{'user', 'queue', 'jobs', 'failed', 'gpu_hours', 'cpu_hours'}, ...] by user, then
-        queue; `since` as list_jobs takes it (None: all time)."""
+        queue; `since` as list_jobs takes it (None: all time); `selector`: only the jobs whose
+        labels match it, as list_jobs takes it. With `by_label` (a label key, `--by-label`): a
+        row per value of that label instead, {'label', 'jobs', ...}, by value, 'label' None in
+        the row of the jobs without it (last)."""
         body = GetUsage.GetUsageT()
         body.user = user or ""
         body.queue = queue or ""
         body.sinceMs = 0 if since is None else _since_ms(since)
+        body.selector = selector or ""
+        body.byLabel = by_label or ""
         reply = self._call(Body.Body.GetUsage, body, UsageReport.UsageReportT)
-        return [{"user": _text(r.user), "queue": _text(r.queue), "jobs": r.jobs,
-                 "failed": r.failed, "gpu_hours": r.gpuHours, "cpu_hours": r.cpuHours}
-                for r in (reply.rows or [])]
+        rows = []
+        for r in reply.rows or []:
+            row = ({"label": None if r.unlabelled else _text(r.label)} if by_label else
+                   {"user": _text(r.user), "queue": _text(r.queue)})
+            row.update({"jobs": r.jobs, "failed": r.failed, "gpu_hours": r.gpuHours,
+                        "cpu_hours": r.cpuHours})
+            rows.append(row)
+        return rows
 
     def read_logs(self, job, replica="chief-0", offset=0, max_bytes=1 << 20):
         """One chunk of a replica's logs: (bytes, next_offset, complete)."""
@@ -668,15 +685,16 @@ class Client:
         done = until or (lambda job: job["state"] in FINISHED_STATES)
         return _poll(lambda: self.get_job(name), done, f"job {name}", poll_s, timeout_s)
 
-    def submit_study(self, spec, name=None, env=None, args=()):
+    def submit_study(self, spec, name=None, env=None, args=(), labels=None):
         """Submits a study (a study file's YAML text, or the same as a dict; or a Vertex AI
         HyperparameterTuningJob file or dict, which the coordinator converts); returns the study
         name. `name`, as `cohort tune --name`: the study's name instead of the file's (the
         coordinator sets it; a tuning file may then lack its displayName). `env` (a dict) and
         `args` (a list), as `cohort tune --env K=V -- ARGS`: set in the env of every pool of the
         trial job that runs a command, and appended to its args, before each trial's
-        `--<parameter>=<value>`. Raises CohortError on a bad spec (the message names the field).
-        What the coordinator warns of (a tuning file's fields with no counterpart) is issued as a
+        `--<parameter>=<value>`; `labels` (a dict), as `--label K=V`: set in every trial job's
+        labels. Raises CohortError on a bad spec (the message names the field). What the
+        coordinator warns of (a tuning file's fields with no counterpart) is issued as a
         CohortWarning."""
         body = SubmitStudy.SubmitStudyT()
         body.specYaml = _spec_text(spec)
@@ -685,6 +703,7 @@ class Client:
                 raise ValueError("name: an empty name")
             body.name = name
         body.env, body.args = _env_and_args(env, args)
+        body.labels = _key_values(labels)
         reply = self._call(Body.Body.SubmitStudy, body, StudyInfo.StudyInfoT)
         for warning in reply.warnings or []:
             warnings.warn(_text(warning), CohortWarning, stacklevel=2)

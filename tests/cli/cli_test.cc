@@ -546,10 +546,15 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   EXPECT_NE(run({"list"}).out.find(name), std::string::npos);
   // History queries, answered by the coordinator's state store.
   ct::WriteFile(cluster.scratch("job2.yaml"),
-                "name: cli_job_two\nlabels: {team: cli, sweep: lr}\n"
+                "name: cli_job_two\nlabels: {team: cli, sweep: wd}\n"
                 "worker_pools:\n  - role: chief\n    replicas: 1\n"
                 "    resources: {cpus: 1}\n    process: {command: [/bin/true]}\n");
-  CliResult second = run({"submit", cluster.scratch("job2.yaml")});
+  // --label sets one over the file's; a malformed one is a usage error naming it.
+  CliResult bad_label = run({"submit", cluster.scratch("job2.yaml"), "--label", "sweep=l r"});
+  EXPECT_EQ(bad_label.exit_code, kExitUsage);
+  EXPECT_NE(bad_label.err.find("--label: label value 'l r' is not valid"), std::string::npos)
+      << bad_label.err;
+  CliResult second = run({"submit", cluster.scratch("job2.yaml"), "--label", "sweep=lr"});
   ASSERT_EQ(second.exit_code, kExitOk) << second.err;
   auto listed = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "list");
@@ -596,6 +601,27 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   CliResult bad_selector = run({"list", "-l", "team in cli"});
   EXPECT_NE(bad_selector.exit_code, kExitOk);
   EXPECT_NE(bad_selector.err.find("selector: "), std::string::npos) << bad_selector.err;
+  // Usage by the label's value (neither job ran: counted, no hours), and of the selected jobs.
+  json by_team = json::parse(run({"usage", "--by-label", "team", "--json"}).out, nullptr, false);
+  EXPECT_EQ(by_team, json::parse(R"([
+      {"label": "cli", "jobs": 1, "failed": 0, "gpu_hours": 0.0, "cpu_hours": 0.0},
+      {"label": null, "jobs": 1, "failed": 0, "gpu_hours": 0.0, "cpu_hours": 0.0}])"))
+      << by_team;
+  const std::string usage_table = run({"usage", "--by-label", "team"}).out;
+  EXPECT_NE(usage_table.find("TEAM    JOBS"), std::string::npos) << usage_table;
+  EXPECT_NE(usage_table.find("\n<none>  1 "), std::string::npos) << usage_table;
+  EXPECT_NE(usage_table.find("\nTOTAL   2 "), std::string::npos) << usage_table;
+  json selected = json::parse(run({"usage", "-l", "sweep=lr", "--json"}).out, nullptr, false);
+  ASSERT_EQ(selected.size(), 1u) << selected;
+  EXPECT_EQ(selected[0]["jobs"], 1) << selected;
+  EXPECT_EQ(selected[0]["user"], json::parse(list.out)[0]["owner"]) << selected;
+  CliResult bad_key = run({"usage", "--by-label", "te am"});
+  EXPECT_EQ(bad_key.exit_code, kExitUsage);
+  EXPECT_NE(bad_key.err.find("--by-label: label key 'te am' is not valid"), std::string::npos)
+      << bad_key.err;
+  CliResult bad_usage_selector = run({"usage", "-l", "team in cli"});
+  EXPECT_NE(bad_usage_selector.exit_code, kExitOk);
+  EXPECT_NE(bad_usage_selector.err.find("selector: "), std::string::npos) << bad_usage_selector.err;
   // Suspended, the second job leaves the queue (no replica of it runs: --wait returns at once);
   // resumed, it is back in it. A job that ended is refused, naming its state.
   CliResult suspended = run({"suspend", "cli_job_two", "--wait"});

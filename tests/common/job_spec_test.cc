@@ -719,6 +719,38 @@ TEST(JobSpecTest, SubmitEnvAndArgsGoToEveryPoolThatRunsACommand) {
   EXPECT_EQ(error(ApplySubmitEdits(text, edits)), "env and args: at most 256 entries each");
 }
 
+// `cohort submit --label K=V`: set over the file's labels (on YAML and on JSON text), checked
+// when the result is parsed; labels of another kind, or too many, are named.
+TEST(JobSpecTest, SubmitLabelsGoOverTheFilesOwn) {
+  SubmitEdits edits;
+  edits.labels = {{"sweep", "lr"}, {"team", "vision"}};
+  EXPECT_FALSE(edits.empty());
+  const std::string json =
+      R"({"name": "j", "labels": {"team": "speech", "keep": "kept"}, "worker_pools": )"
+      R"([{"role": "chief", "process": {"command": ["/bin/true"]}}]})";
+  for (const std::string& text : {Minimal(), json}) {
+    StatusOr<std::string> edited = ApplySubmitEdits(text, edits);
+    ASSERT_TRUE(edited.ok()) << edited.status().ToString();
+    StatusOr<JobSpec> spec = ParseJobSpec(*edited);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *edited;
+    NodeLabels expected = edits.labels;
+    if (text == json) expected["keep"] = "kept";
+    EXPECT_EQ(spec->labels, expected);
+  }
+  auto error = [](const StatusOr<std::string>& s) { return s.ok() ? "" : s.status().message(); };
+  EXPECT_EQ(error(WithLabels(Minimal() + "labels: [a]\n", edits.labels)),
+            "--label: the job file's labels is not a map");
+  edits.labels = {{"team", "no spaces"}};
+  StatusOr<JobSpec> bad = ParseJobSpec(*ApplySubmitEdits(Minimal(), edits));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("labels.team: label value 'no spaces' is not valid"),
+            std::string::npos)
+      << bad.status().message();
+  edits.labels.clear();
+  for (size_t i = 0; i <= kMaxJobLabels; ++i) edits.labels["k" + std::to_string(i)] = "v";
+  EXPECT_EQ(error(ApplySubmitEdits(Minimal(), edits)), "labels: at most 64 labels, got 65");
+}
+
 // scheduling.required_topology / preferred_topology: a label key, one of the two, round-tripped.
 TEST(JobSpecTest, SchedulingTopology) {
   StatusOr<JobSpec> spec = ParseJobSpec(Minimal() + "scheduling: {required_topology: rack}\n");

@@ -123,6 +123,61 @@ TEST(Usage, ReplicasFinishingAfterTheJobsEndCountUntilTheyEnd) {
   EXPECT_NEAR(rows[0].gpu_hours, 2.0 / 6, 1e-9);
 }
 
+// By a label's value (`cohort usage --by-label team`): one row per value, the jobs without it in
+// a row of their own, last; a selector keeps only the jobs it matches, either way.
+TEST(Usage, ByALabelsValueAndOnlyTheSelectedJobs) {
+  const int64_t hour = 3'600'000;
+  std::vector<JobRecord> jobs = {
+      Job("a", 1, JobState::SUCCEEDED, 1, 1, 10 * hour, 11 * hour),
+      Job("b", 2, JobState::FAILED, 1, 1, 10 * hour, 12 * hour),
+      Job("c", 3, JobState::SUCCEEDED, 2, 1, 10 * hour, 11 * hour),
+      Job("d", 4, JobState::SUCCEEDED, 1, 1, 10 * hour, 11 * hour),
+  };
+  jobs[0].spec.labels = {{"team", "vision"}, {"sweep", "lr"}};
+  jobs[1].spec.labels = {{"team", "vision"}};
+  jobs[2].spec.labels = {{"team", "speech"}, {"sweep", "lr"}};
+  jobs[3].owner = "alice";  // no labels
+  std::vector<const JobRecord*> all;
+  for (const JobRecord& j : jobs) all.push_back(&j);
+  UsageFilter by_team;
+  by_team.by_label = "team";
+  auto rows = ComputeUsage(all, by_team, 14 * hour);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].label, "speech");
+  EXPECT_EQ(rows[0].jobs, 1u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 3 * 2 * 1.0);
+  EXPECT_EQ(rows[1].label, "vision");
+  EXPECT_EQ(rows[1].jobs, 2u);
+  EXPECT_EQ(rows[1].failed, 1u);
+  EXPECT_DOUBLE_EQ(rows[1].gpu_hours, 3 * 1 * 1.0 + 3 * 1 * 2.0);
+  EXPECT_TRUE(rows[2].unlabelled);
+  EXPECT_EQ(rows[2].jobs, 1u);  // alice's: the user does not split a label's row
+  for (const UsageRow& row : rows) {
+    EXPECT_EQ(row.user, "");
+    EXPECT_EQ(row.queue, "");
+    EXPECT_EQ(row.unlabelled, row.label.empty()) << row.label;
+  }
+
+  // A selector: the jobs of the lr sweep, by team and by user and queue.
+  UsageFilter sweep = by_team;
+  sweep.selector = *ParseNodeSelector("sweep=lr");
+  rows = ComputeUsage(all, sweep, 14 * hour);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].label, "speech");
+  EXPECT_EQ(rows[1].label, "vision");
+  EXPECT_EQ(rows[1].jobs, 1u);
+  sweep.by_label = "";
+  rows = ComputeUsage(all, sweep, 14 * hour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].user, "unknown");
+  EXPECT_EQ(rows[0].jobs, 2u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 3 * 1 * 1.0 + 3 * 2 * 1.0);
+  sweep.selector = *ParseNodeSelector("!team");
+  rows = ComputeUsage(all, sweep, 14 * hour);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].user, "alice");
+}
+
 TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   auto jobs = std::make_shared<JobViewMap>();
   auto add = [&](JobRecord j, int64_t running_ms) {

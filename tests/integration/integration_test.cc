@@ -964,10 +964,11 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
   EXPECT_EQ(bad_name.exit_code, 2);
   EXPECT_NE(bad_name.err.find("name: '2nd' is not a valid study name"), std::string::npos)
       << bad_name.err;
-  // With --env and -- ARGS, which every trial gets: the scores are 10x + 5.
-  auto again = Cli(
-      {"tune", study, "--name", "grid_again", "--env", "SCALE=10", "--wait", "--", "--offset=5"},
-      28s);
+  // With --env, --label and -- ARGS, which every trial gets: the scores are 10x + 5, and each
+  // trial job is labelled.
+  auto again = Cli({"tune", study, "--name", "grid_again", "--env", "SCALE=10", "--label",
+                    "sweep=again", "--wait", "--", "--offset=5"},
+                   28s);
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_EQ(again.out.rfind("grid_again\n", 0), 0u) << again.out;
   EXPECT_NE(again.out.find("grid_again_trial_"), std::string::npos) << again.out;
@@ -978,6 +979,9 @@ TEST_F(IntegrationTest, TuneRunsAGridStudyAndTrialsShowsTheBest) {
     if (t["final_metric"].is_number()) scores.insert(t["final_metric"].get<double>());
   }
   EXPECT_EQ(scores, (std::set<double>{15, 25, 35})) << again_info;
+  json labelled = json::parse(Cli({"list", "-l", "sweep=again", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(labelled.is_array());
+  EXPECT_EQ(labelled.size(), again_info["trials"].size()) << labelled;
   auto bad_env = Cli({"tune", study, "--name", "grid_bad", "--env", "SCALE"});
   EXPECT_EQ(bad_env.exit_code, 2);
   EXPECT_NE(bad_env.err.find("--env: expected KEY=VALUE, got 'SCALE'"), std::string::npos)

@@ -41,9 +41,10 @@ constexpr const char* kPromtool = "/usr/bin/promtool";
 using ct::kPython;
 constexpr const char* kChromium = "/usr/bin/chromium";
 
-std::string JobYaml(const std::string& name, const std::string& script, int cpus = 1) {
-  return "name: " + name +
-         "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: " +
+std::string JobYaml(const std::string& name, const std::string& script, int cpus = 1,
+                    const std::string& labels = "") {
+  return "name: " + name + "\n" + (labels.empty() ? "" : "labels: " + labels + "\n") +
+         "worker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: " +
          std::to_string(cpus) + "}\n    process:\n      command: [/bin/sh, -c, '" + script +
          "']\nscheduling: {max_restarts: 0}\n";
 }
@@ -86,12 +87,14 @@ class ObservabilityTest : public ct::ClusterTest {
     return wire::EnumNameJobState(job.state);
   }
 
-  // Three jobs, one failing; the first reports training metrics the way trials do.
+  // Three jobs, one failing; the first reports training metrics the way trials do, and has the
+  // label team=vision.
   void RunThreeJobs() {
     const std::string report =
         "for i in 1 2 3; do echo \"{\\\"global_step\\\": \\\"$i\\\", \\\"loss\\\": \\\"0.$((9 - "
         "i))\\\", \\\"timestamp\\\": $i}\" >> \"$CLOUD_ML_HP_METRIC_FILE\"; done; sleep 1";
-    ASSERT_EQ(Run(JobYaml("reports", report, 2), "reports"), "SUCCEEDED") << cluster_->Logs();
+    ASSERT_EQ(Run(JobYaml("reports", report, 2, "{team: vision}"), "reports"), "SUCCEEDED")
+        << cluster_->Logs();
     ASSERT_EQ(Run(JobYaml("plain", "echo hello; sleep 1"), "plain"), "SUCCEEDED");
     ASSERT_EQ(Run(JobYaml("broken", "echo failing >&2; exit 3"), "broken"), "FAILED");
   }
@@ -327,6 +330,23 @@ TEST_F(ObservabilityTest, UsageSumsTheJobsRun) {
   auto bad = CliByEnv({"usage", "--since", "yesterday"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--since"), std::string::npos) << bad.err;
+  // By the label team: reports is vision's (its two CPUs' hours), the other two have none.
+  auto by_team = CliByEnv({"usage", "--by-label", "team", "--json"});
+  ASSERT_EQ(by_team.exit_code, 0) << by_team.err;
+  json teams = json::parse(by_team.out);
+  ASSERT_EQ(teams.size(), 2u) << by_team.out;
+  EXPECT_EQ(teams[0]["label"], "vision");
+  EXPECT_EQ(teams[0]["jobs"], 1);
+  auto reports = client.GetJob("reports");
+  ASSERT_TRUE(reports.ok());
+  EXPECT_NEAR(teams[0]["cpu_hours"].get<double>(),
+              2 * (reports->end_time_ms - reports->start_time_ms) / 3.6e6, 1e-9);
+  EXPECT_TRUE(teams[1]["label"].is_null()) << by_team.out;
+  EXPECT_EQ(teams[1]["jobs"], 2);
+  EXPECT_EQ(teams[1]["failed"], 1);
+  auto vision = CliByEnv({"usage", "-l", "team=vision", "--json"});
+  ASSERT_EQ(vision.exit_code, 0) << vision.err;
+  EXPECT_EQ(json::parse(vision.out)[0]["jobs"], 1) << vision.out;
 }
 
 // ---- the dashboard in headless Chromium ----
@@ -406,12 +426,24 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
     EXPECT_NE(jobs.find(std::string(">") + name + "<"), std::string::npos) << name << "\n" << jobs;
   }
   EXPECT_NE(jobs.find("state-FAILED"), std::string::npos);
+  // The Labels column, as `cohort list` has it; /api/jobs selects by them.
+  EXPECT_NE(jobs.find("<th>Labels</th>"), std::string::npos) << jobs;
+  EXPECT_NE(jobs.find("<td>team=vision</td>"), std::string::npos) << jobs;
+  json vision =
+      json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/jobs?selector=team%3Dvision"),
+                  nullptr, false);
+  ASSERT_EQ(vision["jobs"].size(), 1u) << vision;
+  EXPECT_EQ(vision["jobs"][0]["name"], "reports");
+  int bad_selector = 0;
+  HttpGet(cluster_->coordinator_http_port(), "/api/jobs?selector=team%20in%20x", &bad_selector);
+  EXPECT_EQ(bad_selector, 400);
 
   std::string job = RenderPage(base + "/#/job/reports", artifacts + "/dashboard-job.png");
   EXPECT_NE(job.find("id=\"job-name\""), std::string::npos) << job;
   EXPECT_NE(job.find("id=\"replicas\""), std::string::npos) << job;
   EXPECT_NE(job.find(">chief-0<"), std::string::npos) << job;
   EXPECT_NE(job.find(">" + NodeA() + "<"), std::string::npos) << job;
+  EXPECT_NE(job.find(" · labels team=vision · "), std::string::npos) << job;
   // Its training metrics are drawn: three points.
   EXPECT_NE(job.find("data-drawn=\"3\""), std::string::npos) << job;
 

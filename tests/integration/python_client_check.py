@@ -163,11 +163,13 @@ def main(endpoint, scratch):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             from_vertex = client.submit(vertex, name="py_vertex", hold=True,
-                                        env={"LR": "3e-4"}, args=["--lr=3e-4"])
+                                        env={"LR": "3e-4"}, args=["--lr=3e-4"],
+                                        labels={"sweep": "lr"})
         check(from_vertex == "py_vertex", f"a Vertex job submitted as {from_vertex!r}")
         check(client.get_job(from_vertex)["state"] == "SUSPENDED", "the Vertex job is held")
-        # Its labels are the job's, and select it (`cohort list -l`).
-        check(client.get_job(from_vertex)["labels"] == {"team": "py"},
+        # Its labels are the job's, with submit's labels= (`--label`), and select it (`cohort
+        # list -l`).
+        check(client.get_job(from_vertex)["labels"] == {"sweep": "lr", "team": "py"},
               f"the Vertex job's labels: {client.get_job(from_vertex)['labels']}")
         check([j["name"] for j in client.list_jobs(selector="team=py")] == [from_vertex],
               "list_jobs(selector=...) selects the labelled job alone")
@@ -287,6 +289,19 @@ def main(endpoint, scratch):
               and rows[0]["jobs"] >= 4 and rows[0]["gpu_hours"] == 0.0
               and rows[0]["cpu_hours"] > 0.0, f"usage: {rows}")
         check(client.usage(user="nobody_here") == [], "no usage of another user")
+        # By a label's value (`--by-label`): py_vertex is team py's one job; the jobs without
+        # the label make the last row. A selector keeps the jobs it matches.
+        by_team = client.usage(by_label="team")
+        check(by_team[0]["label"] == "py" and by_team[0]["jobs"] == 1
+              and by_team[-1]["label"] is None and by_team[-1]["jobs"] >= 4
+              and "user" not in by_team[0], f"usage by team: {by_team}")
+        swept = client.usage(selector="sweep=lr")
+        check(len(swept) == 1 and swept[0]["user"] == me and swept[0]["jobs"] == 1,
+              f"usage of sweep=lr: {swept}")
+        check_refused(lambda: client.usage(by_label="te am"),
+                      "INVALID_ARGUMENT", "by_label: label key 'te am'", "a bad label key was taken")
+        check_refused(lambda: client.submit(vertex, name="py_vertex2", labels={"team": "p y"}),
+                      "INVALID_ARGUMENT", "label value 'p y'", "a bad label was taken")
         check_refused(lambda: client.submit_study(study),
                       "ALREADY_EXISTS", "", "a duplicate study was accepted")
         # A Vertex AI HyperparameterTuningJob dict: its fields with no counterpart come as
@@ -312,14 +327,18 @@ def main(endpoint, scratch):
         check(client.submit_study(study, name="py_study_2") == "py_study_2",
               "submit_study(name=...) names the study")
         client.cancel_study("py_study_2")
-        # env and args, as `cohort tune --env K=V -- ARGS`: in every trial, before its parameters.
+        # env, labels and args, as `cohort tune --env K=V --label K=V -- ARGS`: in every trial
+        # (the args before its parameters).
         check(client.submit_study(study, name="py_study_3", env={"OFFSET": 10},
-                                  args=["--bonus=100"]) == "py_study_3",
-              "submit_study(env=..., args=...) returned the name")
+                                  args=["--bonus=100"], labels={"sweep": "py3"}) == "py_study_3",
+              "submit_study(env=..., args=..., labels=...) returned the name")
         result = client.wait_study("py_study_3", poll_s=0.1, timeout_s=40)
         check(result["state"] == "SUCCEEDED" and
               sorted(t["final_metric"] for t in result["trials"]) == [111.0, 112.0, 113.0],
               f"trials with OFFSET=10 and --bonus=100: {result['trials']}")
+        labelled = sorted(j["name"] for j in client.list_jobs(selector="sweep=py3"))
+        check(labelled == sorted(t["job"] for t in result["trials"]),
+              f"the trial jobs labelled sweep=py3: {labelled}")
         stored = client.get_study_spec("py_study_3")
         check("OFFSET" in stored and "--bonus=100" in stored,
               f"the stored study file holds the env and args: {stored!r}")

@@ -293,17 +293,25 @@ TEST(StudySpecTest, WithStudyNameRenamesTheStudyOnly) {
   EXPECT_THAT(bad.status().message(), HasSubstr("the study file is not valid YAML"));
 }
 
-// `cohort tune --env K=V -- ARGS`: every pool of the trial job that runs a command gets them, and
-// a trial's parameters come after them.
-TEST(StudySpecTest, WithTrialJobEnvAndArgsEditsTheTrialJobOnly) {
-  StatusOr<std::string> edited =
-      WithTrialJobEnvAndArgs(Study(kParams), {{"DATA", "/data/digits"}}, {"--seed=7", "a b"});
+// `cohort tune --env K=V --label K=V -- ARGS`: every pool of the trial job that runs a command
+// gets the env and args, a trial's parameters coming after them, and the trial job the labels;
+// a name, after or hold in the edits is not the trial job's to take.
+TEST(StudySpecTest, WithTrialJobEditsEditsTheTrialJobOnly) {
+  SubmitEdits edits;
+  edits.env = {{"DATA", "/data/digits"}};
+  edits.args = {"--seed=7", "a b"};
+  edits.labels = {{"sweep", "lr"}};
+  edits.name = "not_the_trials";
+  edits.hold = true;
+  StatusOr<std::string> edited = WithTrialJobEdits(Study(kParams), edits);
   ASSERT_TRUE(edited.ok()) << edited.status().ToString();
   StatusOr<StudySpec> spec = ParseStudySpec(*edited);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << *edited;
   EXPECT_EQ(spec->name, "digits_lr_study");
   EXPECT_EQ(spec->parameters.size(), 4u);
   EXPECT_EQ(spec->trial_job.scheduling.max_restarts, 1);
+  EXPECT_FALSE(spec->trial_job.scheduling.hold);
+  EXPECT_EQ(spec->trial_job.labels, edits.labels);
   const ProcessSpec& process = *spec->trial_job.pools[0].process;
   EXPECT_EQ(process.args, (std::vector<std::string>{"--epochs=2", "--seed=7", "a b"}));
   EXPECT_EQ(process.env, (std::map<std::string, std::string>{{"DATA", "/data/digits"}}));
@@ -312,23 +320,36 @@ TEST(StudySpecTest, WithTrialJobEnvAndArgsEditsTheTrialJobOnly) {
   EXPECT_EQ(trial->pools[0].process->args,
             (std::vector<std::string>{"--epochs=2", "--seed=7", "a b", "--lr=0.25", "--hidden=17",
                                       "--optimizer=sgd", "--batch_size=16"}));
+  EXPECT_EQ(trial->labels, edits.labels);
 
-  StatusOr<std::string> bad = WithTrialJobEnvAndArgs(Study(kParams), {{"1X", "y"}}, {});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("--env: '1X' is not an environment variable"));
+  auto error = [](const SubmitEdits& e, const std::string& study) {
+    StatusOr<std::string> out = WithTrialJobEdits(study, e);
+    return out.ok() ? std::string() : out.status().message();
+  };
+  SubmitEdits bad_env;
+  bad_env.env = {{"1X", "y"}};
+  EXPECT_THAT(error(bad_env, Study(kParams)),
+              HasSubstr("--env: '1X' is not an environment variable"));
+  SubmitEdits args;
+  args.args = {"--x"};
   const std::string no_job = "name: s\nmetric: {id: a, goal: maximize}\n";
-  EXPECT_THAT(WithTrialJobEnvAndArgs(no_job, {}, {"--x"}).status().message(),
-              HasSubstr("trial_job: the study file has no trial job"));
+  EXPECT_THAT(error(args, no_job), HasSubstr("trial_job: the study file has no trial job"));
   const std::string builtin_only =
       "name: s\ntrial_job:\n  worker_pools:\n    - {role: chief, builtin: reducer}\n";
-  EXPECT_THAT(WithTrialJobEnvAndArgs(builtin_only, {}, {"--x"}).status().message(),
+  EXPECT_THAT(error(args, builtin_only),
               HasSubstr("-- ARGS: no pool of the study file's trial_job runs a process"));
-  const std::string bad_env =
-      "name: s\ntrial_job:\n  worker_pools:\n    - {role: chief, process: {command: [x], env: "
-      "[A]}}\n";
+  const std::string env_list =
+      "name: s\ntrial_job:\n  labels: [a]\n  worker_pools:\n    - {role: chief, process: "
+      "{command: [x], env: [A]}}\n";
+  SubmitEdits env;
+  env.env = {{"B", "1"}};
   EXPECT_THAT(
-      WithTrialJobEnvAndArgs(bad_env, {{"B", "1"}}, {}).status().message(),
+      error(env, env_list),
       HasSubstr("--env: the study file's trial_job.worker_pools[0].process.env is not a map"));
+  SubmitEdits labels;
+  labels.labels = {{"team", "x"}};
+  EXPECT_THAT(error(labels, env_list),
+              HasSubstr("--label: the study file's trial_job.labels is not a map"));
 }
 
 TEST(StudySpecTest, TrialTemplateIsValidatedAsAJobUnderTrialJob) {
