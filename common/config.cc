@@ -192,6 +192,8 @@ StatusOr<CommandLine> ParseFlags(int argc, const char* const* argv,
     os << text;
     return out;
   }
+  // --version (where the binary has one) is answered as --help is: whatever --config names.
+  if (Given(out.values, "version")) return out;
 
   if (Given(out.values, "config")) {
     try {

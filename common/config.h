@@ -13,7 +13,9 @@
 // and line for the config file ("agent.conf:3: unknown option 'cpu' (did you mean 'cpus'?)": an
 // unknown name is followed by the option nearest to it, common/nearest_name.h); an unreadable file
 // is kNotFound/kInternal naming the file. --help prints `usage` and the options to `help_out` and
-// returns with help == true (the caller exits 0 without doing anything else).
+// returns with help == true (the caller exits 0 without doing anything else). A --version the
+// binary declares returns as soon as argv is parsed, as --help does: the --config file is not
+// read, nor po::notify() run (values.count("version") tells the caller).
 //
 // Durations ("10s", "30s", "1500ms", "7d", bare seconds) are options of type FlagDuration,
 // parsed with ParseDuration (common/job_spec.h); a bad one names the option.

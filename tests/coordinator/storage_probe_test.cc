@@ -217,6 +217,14 @@ TEST_F(CoordinatorConfigTest, TheFileReadsAsEveryDaemonsAndATypoNamesTheOptionMe
   ASSERT_FALSE(typo.ok());
   EXPECT_EQ(typo.status().message(),
             path + ":1: unknown option 'job-retension' (did you mean 'job-retention'?)");
+  // --version is answered whatever --config names, as --help is.
+  const std::string missing = dir_ + "/missing.conf";
+  std::vector<const char*> version = {"cohort-coordinator", "--version", "--config",
+                                      missing.c_str()};
+  auto asked = ParseCoordinatorFlags(static_cast<int>(version.size()), version.data());
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_TRUE(asked->version);
+  EXPECT_FALSE(Parse({"--config", missing}).ok());
   auto flag_typo = Parse({"--heartbeat-timout", "5s"});
   ASSERT_FALSE(flag_typo.ok());
   EXPECT_NE(flag_typo.status().message().find("(did you mean '--heartbeat-timeout'?)"),
