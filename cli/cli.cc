@@ -481,15 +481,18 @@ Clears a cordon or drain: the node takes new replicas again. An admin's verb.
 )",
        Uncordon},
       {"drain",
-       {{"--now", false, ""}, {"--selector", true, "-l"}},
-       "drain NODE|-l SELECTOR [--now]",
-       "cordon a node and let its replicas finish, or move\nthem now",
+       {{"--now", false, ""}, {"--selector", true, "-l"}, {"--gpu", true, "", true}},
+       "drain NODE|-l SELECTOR [--gpu N]... [--now]",
+       "cordon a node (or some of its GPUs) and let its\nreplicas finish, or move them now",
        R"(
 Cordons the node and lets the replicas running there finish; `cohort nodes` shows it DRAINING,
 then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it. An admin's verb.
   --now     also preempt every job with a replica there: its replicas are stopped (SIGTERM, the
             grace period, so they checkpoint), and the job goes back to the queue and resumes
             from its newest checkpoint on other nodes; no restart of its budget is spent
+  --gpu N   drain GPU N of the node alone (again for more): it is cordoned, and what runs on it
+            finishes there (the reply names those jobs), or with --now is preempted and resumes
+            elsewhere, the node's other GPUs included; `cohort uncordon NODE --gpu N` ends it
   -l, --selector SELECTOR
             every node whose labels match, instead of one NODE: Kubernetes' selector syntax,
             rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance; none matching does nothing

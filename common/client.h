@@ -103,8 +103,8 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes(const std::string& selector = "");
   // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now, forget, or label
   // and label-reset with `labels` ("KEY=VALUE", "KEY-"; wire::NodeAdmin says what each does),
-  // cordon and uncordon of the node's `gpus` alone; the reply names the node after it and what
-  // was done.
+  // cordon, uncordon, drain and drain-now of the node's `gpus` alone; the reply names the node
+  // after it and what was done.
   StatusOr<wire::NodeAdminReplyT> AdminNode(const std::string& node_id, const std::string& action,
                                             const std::vector<std::string>& labels = {},
                                             const std::vector<int>& gpus = {});

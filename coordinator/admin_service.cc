@@ -67,16 +67,31 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
   Status done;
   std::set<int> gpus;
   if (req.gpus()) gpus.insert(req.gpus()->begin(), req.gpus()->end());
-  if (!gpus.empty() && action != "cordon" && action != "uncordon") {
-    done = InvalidArgument("NodeAdmin.gpus: only cordon and uncordon take GPUs, not " + action);
+  if (!gpus.empty() && (action == "forget" || action == "label" || action == "label-reset")) {
+    done = InvalidArgument(
+        "NodeAdmin.gpus: only cordon, uncordon, drain and drain-now take GPUs, "
+        "not " +
+        action);
   } else if (!gpus.empty()) {
-    done = nodes_.CordonGpus(node_id, gpus, action == "cordon");
+    done = nodes_.CordonGpus(node_id, gpus, action != "uncordon");
     if (done.ok()) {
-      reply.message = "node " + node_id + " GPU" + (gpus.size() == 1 ? " " : "s ") +
-                      FormatGpuSet(gpus) + " " + action + "ed" +
-                      (action == "cordon" ? ": nothing new is placed on " +
-                                                std::string(gpus.size() == 1 ? "it" : "them")
-                                          : std::string());
+      const bool one = gpus.size() == 1;
+      reply.message = "node " + node_id + " GPU" + (one ? " " : "s ") + FormatGpuSet(gpus) + " " +
+                      (action == "uncordon" ? "uncordoned" : "cordoned");
+      if (action != "uncordon") {
+        reply.message += ": nothing new is placed on " + std::string(one ? "it" : "them");
+      }
+      if (action == "drain") {
+        std::vector<std::string> running;
+        for (const JobRecord* job : JobsHoldingOn(node_id, gpus)) running.push_back(job->name);
+        reply.message += running.empty() ? "; nothing runs there"
+                                         : "; what runs there finishes: " + JoinWithCommas(running);
+      }
+      if (action == "drain-now") {
+        std::vector<std::string> moved = PreemptJobsOn(node_id, gpus, now_ms);
+        reply.message += moved.empty() ? "; nothing runs there"
+                                       : "; preempted to move elsewhere: " + JoinWithCommas(moved);
+      }
     }
   } else if (action == "forget") {
     done = nodes_.Forget(node_id);
@@ -91,7 +106,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
       reply.message = "node " + node_id + " " + (action == "uncordon" ? "uncordoned" : "cordoned");
       if (action == "drain") reply.message += ": its running replicas finish there";
       if (action == "drain-now") {
-        std::vector<std::string> moved = PreemptJobsOn(node_id, now_ms);
+        std::vector<std::string> moved = PreemptJobsOn(node_id, {}, now_ms);
         reply.message += moved.empty() ? ": nothing runs there"
                                        : ": preempted to move elsewhere: " + JoinWithCommas(moved);
       }
@@ -129,20 +144,32 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
   Reply(m, Encode(id, std::move(reply)));
 }
 
-std::vector<std::string> AdminService::PreemptJobsOn(const std::string& node_id, int64_t now_ms) {
-  std::vector<JobRecord*> victims;
+std::vector<JobRecord*> AdminService::JobsHoldingOn(const std::string& node_id,
+                                                    const std::set<int>& gpus) const {
+  std::vector<JobRecord*> holding;
   for (const auto& [seq, job] : jobs_.active()) {
     if (!job->may_hold) continue;  // never placed: nothing of it runs anywhere
     for (const ReplicaRecord& r : job->replicas) {
-      if (r.node_id == node_id && JobController::HoldsResources(r) && !r.stop_requested) {
-        victims.push_back(job);
+      if (r.node_id != node_id || !JobController::HoldsResources(r) || r.stop_requested) continue;
+      if (gpus.empty() ||
+          std::any_of(r.gpus.begin(), r.gpus.end(), [&](int gpu) { return gpus.count(gpu) > 0; })) {
+        holding.push_back(job);
         break;
       }
     }
   }
+  return holding;
+}
+
+std::vector<std::string> AdminService::PreemptJobsOn(const std::string& node_id,
+                                                     const std::set<int>& gpus, int64_t now_ms) {
+  const std::string why = gpus.empty()
+                              ? "node " + node_id + " drained by an admin (drain --now)"
+                              : "node " + node_id + " GPU" + (gpus.size() == 1 ? " " : "s ") +
+                                    FormatGpuSet(gpus) + " drained by an admin (drain --gpu --now)";
   std::vector<std::string> names;
-  for (JobRecord* job : victims) {
-    jobs_.PreemptJob(*job, "node " + node_id + " drained by an admin (drain --now)", now_ms);
+  for (JobRecord* job : JobsHoldingOn(node_id, gpus)) {
+    jobs_.PreemptJob(*job, why, now_ms);
     names.push_back(job->name);
   }
   return names;

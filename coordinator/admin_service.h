@@ -13,6 +13,10 @@
 //              back to the queue and resumes elsewhere from its newest checkpoint, no restart
 //              spent.
 //   uncordon   clears a cordon or drain.
+//   With NodeAdmin.gpus, cordon, drain and drain-now act on those GPUs of the node alone: they are
+//   cordoned (NodeRegistry::CordonGpus; a GPU has no DRAINING/DRAINED state of its own), drain
+//   names the jobs that finish there, drain-now preempts the jobs with a replica pinned to one of
+//   them. uncordon with gpus uncordons those GPUs.
 //   label      edits the node's labels over its agent's (NodeRegistry::EditLabels), label-reset
 //              drops the earlier edits first.
 //   forget     a LOST node leaves the registry (refused for a node heard from).
@@ -29,7 +33,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/messaging.h"
 #include "coordinator/client_service.h"
@@ -78,8 +84,13 @@ class AdminService {
   void OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& req, int64_t now_ms);
   void OnDeleteJob(const RoutedMessage& m, const wire::DeleteJob& req);
   void OnCancelStudy(const RoutedMessage& m, const wire::CancelStudy& req, int64_t now_ms);
-  // Preempts every job with a replica holding resources on `node_id`; their names.
-  std::vector<std::string> PreemptJobsOn(const std::string& node_id, int64_t now_ms);
+  // The jobs with a replica holding resources on `node_id` (on one of `gpus`, when some are
+  // named) that no stop was asked of yet.
+  std::vector<JobRecord*> JobsHoldingOn(const std::string& node_id,
+                                        const std::set<int>& gpus) const;
+  // Preempts every job JobsHoldingOn names; their names.
+  std::vector<std::string> PreemptJobsOn(const std::string& node_id, const std::set<int>& gpus,
+                                         int64_t now_ms);
   // Whether the sender of `m` may act on `target`: Ok, or PERMISSION_DENIED naming who may.
   Status Authorize(const RoutedMessage& m, const AdminTarget& target) const;
   void Reply(const RoutedMessage& m, zmq::message_t frame) {

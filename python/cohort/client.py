@@ -733,9 +733,9 @@ class Client:
 
     def admin_node(self, node_id, action, labels=None, gpus=None):
         """An admin's change to a node: cordon, uncordon, drain, drain-now, forget, or label and
-        label-reset with `labels` (["gpu=h100", "zone-"]: set gpu, remove zone); cordon and
-        uncordon with `gpus` ([3, 5]) change those GPUs of the node alone. Returns (message, node
-        dict or None)."""
+        label-reset with `labels` (["gpu=h100", "zone-"]: set gpu, remove zone); cordon, uncordon,
+        drain and drain-now with `gpus` ([3, 5]) act on those GPUs of the node alone. Returns
+        (message, node dict or None)."""
         body = NodeAdmin.NodeAdminT()
         body.nodeId = node_id
         body.action = action

@@ -897,13 +897,76 @@ TEST_F(CoordinatorTest, AGpuCordonedAloneTakesNothingNewAndAWaitingJobSaysSo) {
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].second.gpus, (std::vector<int>{0, 1}));
 
-  wire::NodeAdminT drain;
-  drain.node_id = "node-a";
-  drain.action = "drain";
-  drain.gpus = {1};
-  const Status refused = Call(std::move(drain)).ErrorStatus();
+  wire::NodeAdminT label;
+  label.node_id = "node-a";
+  label.action = "label";
+  label.labels = {"zone=a"};
+  label.gpus = {1};
+  const Status refused = Call(std::move(label)).ErrorStatus();
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(refused.message(), "NodeAdmin.gpus: only cordon and uncordon take GPUs, not drain");
+  EXPECT_EQ(refused.message(),
+            "NodeAdmin.gpus: only cordon, uncordon, drain and drain-now take GPUs, not label");
+}
+
+// `cohort drain NODE --gpu N [--now]`: the GPU is cordoned; a drain names the jobs that finish on
+// it, a drain --now preempts them (no restart spent) and leaves the jobs on the node's other GPU
+// running; the preempted job resumes on the GPU the uncordon frees.
+TEST_F(CoordinatorTest, ADrainOfOneGpuMovesOnlyTheJobsPinnedToIt) {
+  AddAgent("node-a", 2);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("first", 0, 1)));
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("second", 0, 1)));
+  const int first_gpu = Replica(GetJob("first"), "chief-0")->gpus.at(0);
+  const int second_gpu = 1 - first_gpu;
+  auto drain = [&](int gpu, bool now) {
+    wire::NodeAdminT req;
+    req.node_id = "node-a";
+    req.action = now ? "drain-now" : "drain";
+    req.gpus = {gpu};
+    return CallFor<wire::NodeAdminReply>(std::move(req));
+  };
+
+  auto kept = drain(second_gpu, /*now=*/false);
+  EXPECT_EQ(kept.message, "node node-a GPU " + std::to_string(second_gpu) +
+                              " cordoned: nothing new is placed on it; what runs there finishes: "
+                              "second");
+  ASSERT_NE(kept.node, nullptr);
+  EXPECT_EQ(kept.node->state, "READY");
+  EXPECT_EQ(kept.node->cordoned_gpus, std::vector<int>{second_gpu});
+  PumpFew();
+  EXPECT_TRUE(TakeStops().empty()) << "a drain without --now stopped a replica";
+
+  auto moved = drain(first_gpu, /*now=*/true);
+  EXPECT_EQ(moved.message, "node node-a GPU " + std::to_string(first_gpu) +
+                               " cordoned: nothing new is placed on it; preempted to move "
+                               "elsewhere: first");
+  EXPECT_EQ(moved.node->cordoned_gpus, (std::vector<int>{0, 1}));
+  std::vector<std::string> stops;
+  Pump([&] {
+    stops = TakeStops();
+    return !stops.empty();
+  });
+  EXPECT_EQ(stops, std::vector<std::string>{"node-a/chief-0#0"});
+  Report("node-a", "first", "chief-0", 0, ReplicaState::PREEMPTED);
+  wire::JobInfoT first = GetJob("first");
+  EXPECT_EQ(first.state, JobState::QUEUED);
+  EXPECT_EQ(first.restarts, 0);
+  EXPECT_TRUE(HasEvent(first, "node node-a GPU " + std::to_string(first_gpu) +
+                                  " drained by an admin (drain --gpu --now)"));
+  EXPECT_EQ(GetJob("second").state, JobState::RUNNING);
+  EXPECT_TRUE(LaunchesWithinFiveRounds().empty()) << "placed on a drained GPU";
+
+  EXPECT_EQ(drain(first_gpu, /*now=*/true).message,
+            "node node-a GPU " + std::to_string(first_gpu) +
+                " cordoned: nothing new is placed on it; nothing runs there");
+  wire::NodeAdminT uncordon;
+  uncordon.node_id = "node-a";
+  uncordon.action = "uncordon";
+  uncordon.gpus = {first_gpu};
+  CallFor<wire::NodeAdminReply>(std::move(uncordon));
+  const auto placed = LaunchesWithinFiveRounds();
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].second.job, "first");
+  EXPECT_EQ(placed[0].second.gpus, std::vector<int>{first_gpu});
 }
 
 // With the default queue alone, a queued job preempts only a running job of a lower priority (the

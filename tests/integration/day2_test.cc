@@ -367,6 +367,52 @@ TEST_F(Day2Test, DrainNowMovesTheRunningJobElsewhereWithoutSpendingARestart) {
   EXPECT_TRUE(WaitNodeState(a, "DRAINED"));
 }
 
+// `cohort drain NODE --gpu N --now`: the job pinned to GPU N is preempted and resumes on the node's
+// other GPU (no restart spent); a drain of a GPU where nothing runs says so.
+TEST_F(Day2Test, DrainOfOneGpuNowMovesItsJobToTheNodesOtherGpu) {
+  const std::string node = UniqueNodeId("gpu-drain");
+  ct::AgentOptions options{node, 2};
+  options.cpus = 4;
+  ASSERT_EQ(cluster_->StartAgent(options), "");
+  const std::string gpu_job = cluster_->scratch("one-gpu-sleeps.yaml");
+  ct::WriteFile(gpu_job,
+                "name: pinned\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, cpus: "
+                "1}\n    process: {command: [sleep, '600']}\n");
+  const std::string job = Submit(gpu_job);
+  ASSERT_EQ(WaitRunning(job), node);
+  const int gpu = Job(job).replicas[0]->gpus.at(0);
+  const std::string other = std::to_string(1 - gpu);
+
+  auto drain = RunCli({"drain", node, "--gpu", std::to_string(gpu), "--now"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.out << drain.err;
+  EXPECT_EQ(drain.out, "node " + node + " GPU " + std::to_string(gpu) +
+                           " cordoned: nothing new is placed on it; preempted to move elsewhere: "
+                           "pinned (READY)\n");
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto j = Job(job);
+        return j.state == wire::JobState::RUNNING && j.replicas[0]->attempt == 1 &&
+               j.replicas[0]->state == wire::ReplicaState::RUNNING;
+      },
+      30s))
+      << cluster_->Logs();
+  const wire::JobInfoT moved = Job(job);
+  EXPECT_EQ(moved.restarts, 0);
+  EXPECT_EQ(moved.replicas[0]->gpus, std::vector<int>{1 - gpu});
+  EXPECT_EQ(Node(node)["cordoned_gpus"], json::parse("[" + std::to_string(gpu) + "]"));
+
+  auto idle = RunCli({"drain", node, "--gpu", std::to_string(gpu)});
+  ASSERT_EQ(idle.exit_code, 0) << idle.out << idle.err;
+  EXPECT_EQ(idle.out, "node " + node + " GPU " + std::to_string(gpu) +
+                          " cordoned: nothing new is placed on it; nothing runs there (READY)\n");
+  auto kept = RunCli({"drain", node, "--gpu", other});
+  EXPECT_EQ(kept.out, "node " + node + " GPU " + other +
+                          " cordoned: nothing new is placed on it; what runs there finishes: "
+                          "pinned (READY)\n");
+  EXPECT_EQ(Job(job).replicas[0]->attempt, 1) << "a drain without --now moved the job";
+  ASSERT_EQ(RunCli({"cancel", job}).exit_code, 0);
+}
+
 class Day2ShortTimeoutTest : public Day2Test {
  protected:
   ct::ClusterOptions Options() override {
