@@ -12,8 +12,10 @@
 #include <map>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "common/job_spec.h"
+#include "common/nearest_name.h"
 #include "common/study_spec.h"
 #include "common/yaml_reader.h"
 
@@ -81,7 +83,9 @@ class VertexReader {
           Note(key, "ignored (no counterpart in Cohort)");
           continue;
         }
-        return r_.Error(kv.first, key, "unknown key of a Vertex CustomJob");
+        return r_.Error(
+            kv.first, key,
+            UnknownKey(key, "CustomJob", {"jobSpec", "displayName", "labels", "encryptionSpec"}));
       }
       if (YamlReader::Has(root, "displayName")) {
         COHORT_ASSIGN_OR_RETURN(std::string display, r_.String(root["displayName"], "displayName"));
@@ -128,7 +132,11 @@ class VertexReader {
       } else if (key == "encryptionSpec") {
         Note(key, "ignored (no counterpart in Cohort)");
       } else {
-        return r_.Error(kv.first, key, "unknown key of a Vertex HyperparameterTuningJob");
+        return r_.Error(
+            kv.first, key,
+            UnknownKey(key, "HyperparameterTuningJob",
+                       {"displayName", "studySpec", "trialJobSpec", "maxTrialCount",
+                        "parallelTrialCount", "maxFailedTrialCount", "labels", "encryptionSpec"}));
       }
     }
     if (name.empty()) name = name_given;
@@ -360,6 +368,15 @@ class VertexReader {
     }
     out << YAML::EndMap;
     return Status::Ok();
+  }
+
+  // "unknown key of a Vertex <kind>", and the one of `keys` or of the output-only keys `key` is
+  // nearest to, when one is near (" (did you mean 'maxTrialCount'?)").
+  static std::string UnknownKey(std::string_view key, std::string_view kind,
+                                std::initializer_list<std::string_view> keys) {
+    std::vector<std::string_view> known(keys);
+    known.insert(known.end(), std::begin(kOutputOnlyKeys), std::end(kOutputOnlyKeys));
+    return "unknown key of a Vertex " + std::string(kind) + DidYouMean(key, known);
   }
 
   static bool IsOutputOnly(std::string_view key) {

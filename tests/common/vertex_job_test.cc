@@ -252,6 +252,10 @@ TEST(VertexJobTest, WhatCannotRunIsRefusedNamingTheField) {
   EXPECT_NE(Error("jobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}]}\nowner: me\n")
                 .find("owner: unknown key of a Vertex CustomJob"),
             std::string::npos);
+  EXPECT_NE(
+      Error("jobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}]}\ndisplay_name: x\n")
+          .find("display_name: unknown key of a Vertex CustomJob (did you mean 'displayName'?)"),
+      std::string::npos);
   EXPECT_NE(Error("workerPoolSpecs:\n  - replicaCount: 1\n")
                 .find("give one of containerSpec and pythonPackageSpec"),
             std::string::npos);
@@ -439,7 +443,8 @@ TEST(VertexTuningJobTest, WhatCannotRunIsRefusedNamingTheField) {
                 .find("integerValueSpec: given with doubleValueSpec: one only"),
             std::string::npos);
   EXPECT_NE(StudyError("displayName: s\nmaxTrials: 3\nstudySpec:\n" + metric + lr + kTrialJobSpec)
-                .find("maxTrials: unknown key of a Vertex HyperparameterTuningJob"),
+                .find("maxTrials: unknown key of a Vertex HyperparameterTuningJob (did you "
+                      "mean 'maxTrialCount'?)"),
             std::string::npos);
   EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric + lr +
                        "trialJobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}], "
