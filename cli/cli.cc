@@ -681,6 +681,36 @@ const Verb* FindVerb(const std::string& name) {
   return nullptr;
 }
 
+// A verb's synopsis as `cohort --help` lists it: indented by two, and where wider than
+// kHelpWidth broken at the spaces between its top-level words (a [...] group stays whole), each
+// later line aligned after the verb's name.
+std::string ListedSynopsis(const std::string& synopsis) {
+  constexpr size_t kHelpWidth = 100;
+  std::vector<std::string> words(1);
+  int depth = 0;
+  for (char c : synopsis) {
+    if (c == ' ' && depth == 0) {
+      words.emplace_back();
+      continue;
+    }
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    words.back() += c;
+  }
+  const std::string indent(2 + words[0].size() + 1, ' ');
+  std::string text = "  " + words[0];
+  size_t line_start = 0;
+  for (size_t i = 1; i < words.size(); ++i) {
+    if (text.size() - line_start + 1 + words[i].size() > kHelpWidth) {
+      text += "\n";
+      line_start = text.size();
+      text += indent + words[i];
+    } else {
+      text += " " + words[i];
+    }
+  }
+  return text;
+}
+
 // `cohort --help`: kMainUsageHead, each verb's synopsis and description, kMainUsageTail.
 const std::string& MainUsage() {
   static const std::string usage = [] {
@@ -688,7 +718,7 @@ const std::string& MainUsage() {
     const std::string indent(kDescriptionColumn, ' ');
     std::string text = kMainUsageHead;
     for (const Verb& verb : Verbs()) {
-      std::string line = "  " + verb.synopsis;
+      std::string line = ListedSynopsis(verb.synopsis);
       line += line.size() < kDescriptionColumn ? std::string(kDescriptionColumn - line.size(), ' ')
                                                : "\n" + indent;
       for (char c : verb.description) line += c == '\n' ? "\n" + indent : std::string(1, c);

@@ -71,12 +71,20 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
     EXPECT_EQ(RunCohort({"help", verb}).out, own.out) << verb;
     EXPECT_EQ(RunCohort({verb, "-h"}).out, own.out) << verb;
   }
-  // A synopsis too long for its column puts the description on the next line, aligned.
+  // A synopsis too long for its column puts the description on the next line, aligned; one
+  // wider than 100 columns goes on below its verb, broken between its [...] groups.
   EXPECT_NE(help.out.find("  logs JOB [--replica ROLE-INDEX|--all] [--attempt N] [--tail N] "
-                          "[--since T] [--timestamps] [--follow] [--dump]\n" +
+                          "[--since T] [--timestamps]\n       [--follow] [--dump]\n" +
                           std::string(30, ' ') + "a replica's output"),
             std::string::npos)
       << help.out;
+  EXPECT_NE(help.out.find("\n         [--wait [--replica R|--all] | --dry-run [--json]]"),
+            std::string::npos)
+      << help.out;
+  std::istringstream lines(help.out);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 100u) << line;
+  }
   EXPECT_EQ(RunCohort({"help"}).out, help.out);
   EXPECT_EQ(RunCohort({"help", "nosuch"}).out, help.out);
   EXPECT_EQ(RunCohort({"--version"}).out, "cohort 0.1.0\n");
