@@ -18,6 +18,7 @@ const char kDashboardHtml[] = R"html(<!DOCTYPE html>
     <a href="#/nodes" id="nav-nodes">Nodes</a>
     <a href="#/studies" id="nav-studies">Studies</a>
     <a href="#/queues" id="nav-queues">Queues</a>
+    <a href="#/usage" id="nav-usage">Usage</a>
   </nav>
   <span id="updated"></span>
 </header>
@@ -119,6 +120,27 @@ function drawChart(canvasId, title, datasets) {
   }));
   canvas.dataset.drawn = datasets.reduce((n, d) => n + d.data.length, 0);
 }
+// Bars: one per label, x = the label (usage by user and queue, or by a label's value).
+function drawBars(canvasId, title, labels, values) {
+  const canvas = document.getElementById(canvasId);
+  if (!canvas || typeof Chart === 'undefined') return;
+  charts.push(new Chart(canvas.getContext('2d'), {
+    type: 'bar',
+    data: {labels: labels, datasets: [{label: title, data: values, backgroundColor: '#1565c0'}]},
+    options: {animation: false, responsive: true, maintainAspectRatio: false,
+              plugins: {title: {display: true, text: title}, legend: {display: false}}}
+  }));
+  canvas.dataset.drawn = values.length;
+}
+// A filter form: its non-empty fields become the query of `view`'s hash when submitted.
+function onFilter(view) {
+  document.getElementById('filters').onsubmit = e => {
+    e.preventDefault();
+    const p = new URLSearchParams(new FormData(e.target));
+    [...p.keys()].forEach(k => { if (!p.get(k)) p.delete(k); });
+    location.hash = '#/' + view + '?' + p.toString();
+  };
+}
 const COLORS = ['#1565c0', '#c62828', '#2e7d32', '#ef6c00', '#6a1b9a', '#00838f', '#5d4037'];
 function seriesByTag(points, prefix) {
   const tags = {};
@@ -161,12 +183,7 @@ const views = {
                                  ...(labelled ? [labelText(j.labels)] : []),
                                  esc(j.message)]), 'jobs'))(
               d.jobs.some(j => Object.keys(j.labels).length > 0)));
-      document.getElementById('filters').onsubmit = e => {
-        e.preventDefault();
-        const p = new URLSearchParams(new FormData(e.target));
-        [...p.keys()].forEach(k => { if (!p.get(k)) p.delete(k); });
-        location.hash = '#/jobs?' + p.toString();
-      };
+      onFilter('jobs');
     });
   },
   job(args, params) {
@@ -255,6 +272,57 @@ const views = {
         }
       });
       drawChart('study-curve', s.metric + ' per trial', datasets);
+    });
+  },
+  // Accounting as `cohort usage` shows it: GPU- and CPU-hours, jobs and failures by user and
+  // queue, or by the value of one job label; a period, a label selector.
+  usage(args, params) {
+    const q = new URLSearchParams();
+    ['since', 'by_label', 'selector', 'user', 'queue'].forEach(k => {
+      if (params.get(k)) q.set(k, params.get(k));
+    });
+    return api('usage?' + q.toString()).then(d => {
+      destroyCharts();
+      const f = k => esc(params.get(k) || '');
+      const key = params.get('by_label') || '';
+      const hours = h => h.toFixed(4);
+      // Each row's name, and the jobs page that lists its jobs.
+      const name = r => key ? (r.label === null ? '<none>' : r.label === '' ? '""' : r.label)
+                            : r.user + ' / ' + r.queue;
+      const jobs = r => key ? 'jobs?selector=' + encodeURIComponent(
+                                  r.label === null ? '!' + key : key + '=' + r.label)
+                            : 'jobs?user=' + encodeURIComponent(r.user) + '&queue=' +
+                                  encodeURIComponent(r.queue);
+      const total = d.rows.reduce((t, r) => [t[0] + r.jobs, t[1] + r.failed, t[2] + r.gpu_hours,
+                                             t[3] + r.cpu_hours], [0, 0, 0, 0]);
+      const gpus = d.rows.some(r => r.gpu_hours > 0);
+      setMain('<h2>Usage</h2><form class="filters" id="filters">' +
+          '<select name="since">' +
+          [['', 'all time'], ['24h', 'last 24 hours'], ['7d', 'last 7 days'],
+           ['30d', 'last 30 days']]
+              .map(([v, text]) => '<option value="' + v + '"' +
+                                  ((params.get('since') || '') === v ? ' selected' : '') + '>' +
+                                  text + '</option>').join('') + '</select>' +
+          '<input name="by_label" placeholder="by label: team" value="' + f('by_label') + '">' +
+          '<input name="selector" placeholder="labels: team=vision" value="' + f('selector') +
+          '">' +
+          '<input name="user" placeholder="user" value="' + f('user') + '">' +
+          '<input name="queue" placeholder="queue" value="' + f('queue') + '">' +
+          '<button>Show</button></form>' +
+          '<p id="usage-period">' + (d.since_ms ? 'since ' + when(d.since_ms) : 'all time') +
+          ': ' + total[0] + ' jobs, ' + hours(total[2]) + ' GPU-hours, ' + hours(total[3]) +
+          ' CPU-hours</p>' +
+          (d.rows.length ? '<div class="chart"><canvas id="usage-chart"></canvas></div>' : '') +
+          table([...(key ? [key] : ['User', 'Queue']), 'Jobs', 'Failed', 'GPU-hours', 'CPU-hours'],
+                d.rows.map(r => [...(key ? [link(jobs(r), name(r))]
+                                         : [link(jobs(r), r.user), esc(r.queue)]),
+                                 r.jobs, r.failed, hours(r.gpu_hours), hours(r.cpu_hours)]),
+                'usage'));
+      onFilter('usage');
+      if (d.rows.length) {
+        drawBars('usage-chart', gpus ? 'GPU-hours' : 'CPU-hours', d.rows.map(name),
+                 d.rows.map(r => gpus ? r.gpu_hours : r.cpu_hours));
+      }
     });
   },
   queues() {

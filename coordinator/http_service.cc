@@ -1,10 +1,13 @@
 #include "coordinator/http_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/job_spec.h"
+#include "common/wire_json.h"
 #include "coordinator/dashboard_assets.h"
 #include "coordinator/job_usage.h"
 #include "coordinator/log_store.h"
@@ -128,6 +131,7 @@ StatusOr<std::unique_ptr<CoordinatorHttp>> CoordinatorHttp::Start(const HttpEndp
       {"/api/studies", bind(&CoordinatorHttp::Studies)},
       {"/api/studies/*", bind(&CoordinatorHttp::Studies)},
       {"/api/queues", bind(&CoordinatorHttp::Queues)},
+      {"/api/usage", bind(&CoordinatorHttp::Usage)},
       {"/*", bind(&CoordinatorHttp::Static)},
   };
   HttpServerOptions options;
@@ -495,6 +499,39 @@ HttpResponse CoordinatorHttp::Queues(const HttpRequest&) const {
   }
   for (auto& [name, q] : queues) out.push_back(std::move(q));
   return Json(out);
+}
+
+HttpResponse CoordinatorHttp::Usage(const HttpRequest& r) const {
+  auto s = snapshot();
+  if (!s) return Json(json{{"since_ms", 0}, {"rows", json::array()}});
+  UsageFilter filter;
+  filter.user = r.Param("user");
+  filter.queue = r.Param("queue");
+  if (const std::string since = r.Param("since"); !since.empty()) {
+    StatusOr<std::chrono::milliseconds> ago = ParseDuration(since);
+    if (!ago.ok() || ago->count() <= 0) {
+      return Json(json{{"error", "since: '" + since + "' is not a duration ago (24h, 7d, 30d)"}},
+                  400);
+    }
+    filter.since_ms = s->now_ms - ago->count();
+  }
+  StatusOr<NodeSelector> selector = ParseNodeSelector(r.Param("selector"));
+  if (!selector.ok()) return Json(json{{"error", "selector: " + selector.status().message()}}, 400);
+  filter.selector = *std::move(selector);
+  filter.by_label = r.Param("by_label");
+  if (!filter.by_label.empty()) {
+    if (Status bad = CheckNodeLabel(filter.by_label, ""); !bad.ok()) {
+      return Json(json{{"error", "by_label: " + bad.message()}}, 400);
+    }
+  }
+  std::vector<const JobRecord*> jobs;
+  jobs.reserve(s->jobs->size());
+  for (const auto& [name, v] : *s->jobs) jobs.push_back(&v->job);
+  json rows = json::array();
+  for (const UsageRow& row : ComputeUsage(jobs, filter, s->now_ms)) {
+    rows.push_back(UsageRowToJson(row, !filter.by_label.empty()));
+  }
+  return Json(json{{"since_ms", filter.since_ms}, {"rows", std::move(rows)}});
 }
 
 HttpResponse CoordinatorHttp::Static(const HttpRequest& r) const {

@@ -10,6 +10,9 @@
 //   /api/jobs/NAME/metrics             its training metrics
 //   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l)
 //   /api/studies, /api/studies/NAME, /api/queues
+//   /api/usage?since=7d&user=U&queue=Q&selector=SELECTOR&by_label=KEY   accounting as cohort usage
+//                                      --json has it (coordinator/job_usage.h): {since_ms, rows};
+//                                      since is a duration ago, absent for all time
 // Everything is read from the latest CoordinatorSnapshot the loop published (Publish); logs from
 // the log files the loop appends to. Auth: common/http_server.h (a token when bound beyond
 // loopback).
@@ -66,6 +69,7 @@ class CoordinatorHttp {
   HttpResponse Nodes(const HttpRequest& r) const;
   HttpResponse Studies(const HttpRequest& r) const;
   HttpResponse Queues(const HttpRequest& r) const;
+  HttpResponse Usage(const HttpRequest& r) const;
   HttpResponse Static(const HttpRequest& r) const;
 
   mutable std::mutex mu_;

@@ -347,6 +347,31 @@ TEST_F(ObservabilityTest, UsageSumsTheJobsRun) {
   auto vision = CliByEnv({"usage", "-l", "team=vision", "--json"});
   ASSERT_EQ(vision.exit_code, 0) << vision.err;
   EXPECT_EQ(json::parse(vision.out)[0]["jobs"], 1) << vision.out;
+
+  // The dashboard's /api/usage: the same rows once the loop has published the jobs' ends (the
+  // HTTP side reads a snapshot at most kSnapshotIntervalMs old), a period ago.
+  const int port = cluster_->coordinator_http_port();
+  json api;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        api = json::parse(HttpGet(port, "/api/usage?by_label=team"), nullptr, false);
+        return api.is_object() && api["rows"] == teams;
+      },
+      10s, 100ms))
+      << api << "\n"
+      << teams;
+  EXPECT_EQ(api["since_ms"], 0) << api;
+  json day =
+      json::parse(HttpGet(port, "/api/usage?since=1d&selector=team%3Dvision"), nullptr, false);
+  EXPECT_GT(day["since_ms"].get<int64_t>(), 0) << day;
+  EXPECT_EQ(day["rows"], json::parse(vision.out)) << day;
+  for (const char* bad : {"/api/usage?since=yesterday", "/api/usage?by_label=no%20key",
+                          "/api/usage?selector=team%20in%20x"}) {
+    int status = 0;
+    const std::string body = HttpGet(port, bad, &status);
+    EXPECT_EQ(status, 400) << bad << ": " << body;
+    EXPECT_NE(body.find("\"error\""), std::string::npos) << body;
+  }
 }
 
 // ---- the dashboard in headless Chromium ----
@@ -437,6 +462,23 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   int bad_selector = 0;
   HttpGet(cluster_->coordinator_http_port(), "/api/jobs?selector=team%20in%20x", &bad_selector);
   EXPECT_EQ(bad_selector, 400);
+
+  // Usage by the label team: vision's row and the unlabelled one (the two trials too), each
+  // linking to its jobs; no GPU-hours here, so the bars are CPU-hours, one a row.
+  std::string usage =
+      RenderPage(base + "/#/usage?by_label=team", artifacts + "/dashboard-usage.png");
+  EXPECT_NE(usage.find("id=\"usage\""), std::string::npos) << usage;
+  EXPECT_NE(usage.find("<th>team</th><th>Jobs</th>"), std::string::npos) << usage;
+  EXPECT_NE(
+      usage.find("<a href=\"#/jobs?selector=team%3Dvision\">vision</a></td><td>1</td><td>0</td>"),
+      std::string::npos)
+      << usage;
+  EXPECT_NE(
+      usage.find("<a href=\"#/jobs?selector=!team\">&lt;none&gt;</a></td><td>4</td><td>1</td>"),
+      std::string::npos)
+      << usage;
+  EXPECT_NE(usage.find("all time: 5 jobs, 0.0000 GPU-hours"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("data-drawn=\"2\""), std::string::npos) << usage;
 
   std::string job = RenderPage(base + "/#/job/reports", artifacts + "/dashboard-job.png");
   EXPECT_NE(job.find("id=\"job-name\""), std::string::npos) << job;
