@@ -14,8 +14,8 @@
 // Parsed by common/config.h: the config file is INI ("name = value", the long flag names without
 // dashes); the command line wins over the file.
 //
-// Defaults: key files COHORT_CONFIG_DIR/keys/agent.key and coordinator.pub
-// (common/install_paths.h: /etc/cohort for the packages); node id = hostname; GPUs auto (NVML);
+// Defaults: key files <config dir>/keys/agent.key and coordinator.pub
+// (common/config_dir.h: /etc/cohort for the packages); node id = hostname; GPUs auto (NVML);
 // CPUs and memory from the machine; work dir /var/lib/cohort-agent; builtin dir = the bin dir of
 // the install prefix (CMake's CMAKE_INSTALL_FULL_BINDIR), where cohort-reducer, cohort-ps and
 // cohort-replica-init are installed (FindBuiltinBinary looks there first); advertise address = the
@@ -26,7 +26,7 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "common/install_paths.h"
+#include "common/config_dir.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -42,8 +42,8 @@ struct AgentFlags {
   std::string container_runtime = "auto";
   std::string cgroups = "auto";  // "auto": cgroup v2 where writable; "off": never
   std::string cgroup_root;       // "": the agent's own cgroup
-  std::string key_file = COHORT_CONFIG_DIR "/keys/agent.key";
-  std::string coordinator_key_file = COHORT_CONFIG_DIR "/keys/coordinator.pub";
+  std::string key_file = ConfigPath("keys/agent.key");
+  std::string coordinator_key_file = ConfigPath("keys/coordinator.pub");
   AgentConfig config;  // inventory not yet filled in; see BuildInventory
 };
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/install_paths.h"
+#include "common/config_dir.h"
 #include "common/spec_limit.h"
 #include "common/status.h"
 #include "coordinator/queue_config.h"
@@ -54,9 +54,9 @@ struct CoordinatorOptions {
   bool insecure = false;
   // CURVE (when not insecure): --key-file (this coordinator's key pair), --client-keys and
   // --agent-keys (directories of the public keys allowed on each endpoint; re-read per handshake).
-  std::string curve_key = COHORT_CONFIG_DIR "/keys/coordinator.key";
-  std::string client_keys_dir = COHORT_CONFIG_DIR "/keys/clients";
-  std::string agent_keys_dir = COHORT_CONFIG_DIR "/keys/agents";
+  std::string curve_key = ConfigPath("keys/coordinator.key");
+  std::string client_keys_dir = ConfigPath("keys/clients");
+  std::string agent_keys_dir = ConfigPath("keys/agents");
   std::string log_level = "info";
   // Users who may cancel and delete anyone's jobs and studies and act on nodes
   // (coordinator/permissions.h): --admins a,b (config key `admins`).
