@@ -443,9 +443,13 @@ TEST(VertexTuningJobTest, WhatCannotRunIsRefusedNamingTheField) {
                 .find("integerValueSpec: given with doubleValueSpec: one only"),
             std::string::npos);
   EXPECT_NE(StudyError("displayName: s\nmaxTrials: 3\nstudySpec:\n" + metric + lr + kTrialJobSpec)
-                .find("maxTrials: unknown key of a Vertex HyperparameterTuningJob (did you "
-                      "mean 'maxTrialCount'?)"),
+                .find("maxTrials: unknown key of a Vertex HyperparameterTuningJob"),
             std::string::npos);
+  EXPECT_NE(
+      StudyError("displayName: s\nmaxTrialCont: 3\nstudySpec:\n" + metric + lr + kTrialJobSpec)
+          .find("maxTrialCont: unknown key of a Vertex HyperparameterTuningJob (did you "
+                "mean 'maxTrialCount'?)"),
+      std::string::npos);
   EXPECT_NE(StudyError("displayName: s\nstudySpec:\n" + metric + lr +
                        "trialJobSpec: {workerPoolSpecs: [{containerSpec: {imageUri: x}}], "
                        "enableWebAccess: true, bogus: 1}\n")
