@@ -490,9 +490,12 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     for (const auto& gpu : n.unhealthy_gpus) {
       if (gpu) out << n.node_id << " GPU " << gpu->index << " is unfit: " << gpu->reason << "\n";
     }
+    // A cordoned GPU still held is draining, as a node is: free once what runs there ends.
     for (int gpu : n.cordoned_gpus) {
-      out << n.node_id << " GPU " << gpu << " is cordoned (cohort uncordon " << n.node_id
-          << " --gpu " << gpu << ")\n";
+      const bool held = std::find(n.gpus_used.begin(), n.gpus_used.end(), gpu) != n.gpus_used.end();
+      out << n.node_id << " GPU " << gpu << " is cordoned"
+          << (held ? " and in use until what runs there ends" : " and free") << " (cohort uncordon "
+          << n.node_id << " --gpu " << gpu << ")\n";
     }
   }
 }

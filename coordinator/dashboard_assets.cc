@@ -231,7 +231,9 @@ const views = {
                         esc(n.address),
                         n.gpus_allocated + '/' + n.gpus + (n.unhealthy_gpus || []).map(g =>
                             ' <small>GPU ' + g.index + ' unfit: ' + esc(g.reason) + '</small>').join('') +
-                          (n.cordoned_gpus || []).map(g => ' <small>GPU ' + g + ' cordoned</small>').join(''),
+                          (n.cordoned_gpus || []).map(g => ' <small>GPU ' + g + ' cordoned' +
+                              ((n.gpus_used || []).includes(g) ? ' (in use)' : '') +
+                              '</small>').join(''),
                         n.cpus, n.memory_mb,
                         ...usageCells(n.usage),
                         (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',

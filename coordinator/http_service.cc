@@ -428,12 +428,12 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
   json out = json::array();
   if (!s) return Json(out);
   std::map<std::string, std::vector<std::string>> replicas;
-  std::map<std::string, int> held;  // GPUs held by replicas placed and not final, per node
+  std::map<std::string, std::set<int>> held;  // GPUs held by replicas placed and not final
   for (const auto& [name, v] : *s->jobs) {
     for (const ReplicaRecord& r : v->job.replicas) {
       if (!r.placed() || IsFinal(r.state)) continue;
       replicas[r.node_id].push_back(name + "/" + r.name);
-      held[r.node_id] += static_cast<int>(r.gpus.size());
+      held[r.node_id].insert(r.gpus.begin(), r.gpus.end());
     }
   }
   for (const NodeRecord& n : s->nodes) {
@@ -443,7 +443,8 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"state", NodeStateName(n, !replicas[n.node_id].empty())},
                    {"admin", NodeAdminLabel(n, !replicas[n.node_id].empty())},
                    {"gpus", n.gpus.size()},
-                   {"gpus_allocated", held[n.node_id]},
+                   {"gpus_allocated", held[n.node_id].size()},
+                   {"gpus_used", held[n.node_id]},
                    {"cpus", n.cpus},
                    {"memory_mb", n.memory_mb},
                    {"heartbeat_age_ms", s->now_ms - n.last_heartbeat_ms},

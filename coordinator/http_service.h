@@ -8,7 +8,8 @@
 //                                      ReplicaUsageToJson, null when nothing is known) and events
 //   /api/jobs/NAME/log?replica=R&bytes=N   the tail of the replica's latest attempt's log
 //   /api/jobs/NAME/metrics             its training metrics
-//   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l)
+//   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l);
+//                                      gpus_used: the GPUs replicas hold, cordoned_gpus
 //   /api/studies, /api/studies/NAME, /api/queues
 //   /api/usage?since=7d&user=U&queue=Q&selector=SELECTOR&by_label=KEY   accounting as cohort usage
 //                                      --json has it (coordinator/job_usage.h): {since_ms, rows};

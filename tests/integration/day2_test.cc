@@ -165,8 +165,9 @@ TEST_F(Day2Test, CordonOfOneGpuKeepsNewWorkOffItAndSurvivesACoordinatorRestart) 
   EXPECT_EQ(cordon.out, "node " + node + " GPU 0 cordoned: nothing new is placed on it (READY)\n");
   auto nodes = RunCli({"nodes"});
   EXPECT_NE(nodes.out.find("0/2 declared (1 cordoned)"), std::string::npos) << nodes.out;
-  EXPECT_NE(nodes.out.find(node + " GPU 0 is cordoned (cohort uncordon " + node + " --gpu 0)"),
-            std::string::npos)
+  EXPECT_NE(
+      nodes.out.find(node + " GPU 0 is cordoned and free (cohort uncordon " + node + " --gpu 0)"),
+      std::string::npos)
       << nodes.out;
   EXPECT_EQ(Node(node)["cordoned_gpus"], json::parse("[0]"));
 
@@ -410,6 +411,15 @@ TEST_F(Day2Test, DrainOfOneGpuNowMovesItsJobToTheNodesOtherGpu) {
                           " cordoned: nothing new is placed on it; what runs there finishes: "
                           "pinned (READY)\n");
   EXPECT_EQ(Job(job).replicas[0]->attempt, 1) << "a drain without --now moved the job";
+  auto nodes = RunCli({"nodes"});
+  EXPECT_NE(nodes.out.find(node + " GPU " + other +
+                           " is cordoned and in use until what runs there ends (cohort uncordon " +
+                           node + " --gpu " + other + ")"),
+            std::string::npos)
+      << nodes.out;
+  EXPECT_NE(nodes.out.find(node + " GPU " + std::to_string(gpu) + " is cordoned and free"),
+            std::string::npos)
+      << nodes.out;
   ASSERT_EQ(RunCli({"cancel", job}).exit_code, 0);
 }
 

@@ -517,7 +517,7 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(studies.find("data-drawn=\"8\""), std::string::npos) << studies;
 
   // A second node whose health check fails once it has joined: the nodes page shows it UNHEALTHY
-  // (in red) with the check's reason.
+  // (in red) with the check's reason; its GPU 1, cordoned alone, shows so (held by nothing).
   const std::string sick = "sick-" + std::to_string(::getpid());
   const std::string fault = cluster_->scratch("fault");
   const std::string check = cluster_->scratch("check");
@@ -525,8 +525,10 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
                 /*executable=*/true);
   ASSERT_EQ(cluster_->StartAgent(
                 {.node_id = sick,
+                 .gpus = 2,
                  .extra_args = {"--health-check", check, "--health-check-interval", "1s"}}),
             "");
+  ASSERT_TRUE(client.AdminNode(sick, "cordon", {}, {1}).ok());
   ct::WriteFile(fault, "");
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
@@ -540,6 +542,12 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
                        "(health check exited with code 1)</small>"),
             std::string::npos)
       << nodes;
+  EXPECT_NE(nodes.find("<small>GPU 1 cordoned</small>"), std::string::npos) << nodes;
+  json api_nodes = json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/nodes"));
+  for (const json& n : api_nodes) {
+    EXPECT_TRUE(n["gpus_used"].is_array()) << n;
+    EXPECT_EQ(n["gpus_used"].size(), n["gpus_allocated"]) << n;
+  }
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-jobs.png"));
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
 }
