@@ -747,6 +747,13 @@ Status ValidateJobSpec(const JobSpec& spec) {
                              std::to_string(limit.count()) + "ms");
     }
   }
+  if (s.progress == ProgressSource::kGpus &&
+      std::none_of(spec.pools.begin(), spec.pools.end(),
+                   [](const WorkerPoolSpec& pool) { return pool.resources.gpus > 0; })) {
+    return InvalidArgument(
+        "scheduling.progress: gpus watches the GPUs the job's replicas hold, and no pool asks "
+        "for any (resources.gpus); use progress: logs or metrics");
+  }
   if (s.finish_grace.count() < 0 || s.finish_grace > kMaxFinishGrace) {
     return InvalidArgument("scheduling.finish_grace: must be in 0s..1h, got " +
                            std::to_string(s.finish_grace.count()) + "ms");

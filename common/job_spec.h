@@ -177,13 +177,17 @@ struct WorkerPoolSpec {
 
 // What counts as progress of a running job, for the hang watchdog: its ranks completing Cohort
 // collective operations (the flight recorder), its replicas writing metric lines
-// ($CLOUD_ML_HP_METRIC_FILE), or their writing to stdout/stderr.
-enum class ProgressSource { kCollective, kMetrics, kLogs };
+// ($CLOUD_ML_HP_METRIC_FILE), their writing to stdout/stderr, or the GPUs of its replicas that
+// hold some being used (NVML's utilization at 1% or more: a notebook or a stuck script holding
+// GPUs it does not use).
+enum class ProgressSource { kCollective, kMetrics, kLogs, kGpus };
 inline constexpr EnumName<ProgressSource> kProgressSourceNames[] = {
     {ProgressSource::kCollective, "collective"},
     {ProgressSource::kMetrics, "metrics"},
-    {ProgressSource::kLogs, "logs"}};
-std::string_view ProgressSourceName(ProgressSource source);  // "collective", "metrics", "logs"
+    {ProgressSource::kLogs, "logs"},
+    {ProgressSource::kGpus, "gpus"}};
+// "collective", "metrics", "logs", "gpus"
+std::string_view ProgressSourceName(ProgressSource source);
 // What the watchdog does with a hung job: restart it under its policy (spends one restart), or
 // fail it.
 enum class HangAction { kRestart, kFail };

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -180,12 +181,15 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
       JobRecord* job = jobs_.FindJob(Str(p->job()));
       const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(Str(p->replica()));
       if (r == nullptr || r->node_id != node_id || r->attempt != p->attempt()) continue;
-      if (usage_ != nullptr) {
-        usage_->Observe(job->name, r->name, r->attempt,
-                        ReplicaUsageTracker::FromProgress(*p, r->gpus), now_ms);
-      }
-      if (watchdog_ == nullptr) continue;
+      ReplicaUsageTracker::Sample sample = ReplicaUsageTracker::FromProgress(*p, r->gpus);
       ProgressReport report;
+      report.gpus_sampled = static_cast<int>(sample.gpus.size());
+      report.gpus_busy = std::any_of(sample.gpus.begin(), sample.gpus.end(), [](const auto& g) {
+        return g.utilization >= Watchdog::kBusyUtilization;
+      });
+      if (usage_ != nullptr)
+        usage_->Observe(job->name, r->name, r->attempt, std::move(sample), now_ms);
+      if (watchdog_ == nullptr) continue;
       report.replica = r->name;
       report.attempt = p->attempt();
       report.log_idle_ms = p->log_idle_ms();

@@ -76,6 +76,7 @@ void Watchdog::Report(const JobRecord& record, const ProgressReport& report, int
     r.lateness_ms.clear();
     job.pending.clear();
   }
+  if (fresh || r.last.attempt != report.attempt || report.gpus_busy) r.gpus_busy_ms = now_ms;
   r.last = report;
   r.last.starts.clear();
   r.received_ms = now_ms;
@@ -154,11 +155,12 @@ Watchdog::Checked Watchdog::Check(
 
     // The replicas whose progress counts, each RUNNING with a fresh report of its attempt.
     bool collective = sched.progress == ProgressSource::kCollective;
+    bool gpus = sched.progress == ProgressSource::kGpus;
     std::vector<const ReplicaRecord*> set;
     bool ready = true;
     bool finishing = false;  // some rank's replica has seen all its ranks exit
     for (const ReplicaRecord& r : record->replicas) {
-      if (r.idle || (collective && !IsRank(r))) continue;
+      if (r.idle || (collective && !IsRank(r)) || (gpus && r.gpus.empty())) continue;
       if (r.state != ReplicaState::RUNNING) {
         ready = false;
         break;
@@ -170,6 +172,7 @@ Watchdog::Checked Watchdog::Check(
         break;
       }
       if (collective && !rep->second.last.has_recorder) continue;
+      if (gpus && rep->second.last.gpus_sampled == 0) continue;
       if (collective && rep->second.last.ranks_exited) {
         finishing = true;
         continue;
@@ -179,15 +182,20 @@ Watchdog::Checked Watchdog::Check(
     if (!ready) continue;
     if (set.empty() && finishing) continue;  // its ranks are done; its replicas are ending
     if (set.empty()) {
-      // No rank has a recorder: after hang_timeout of running, say once that it is not watched.
+      // No rank has a recorder (no replica a GPU sample): after hang_timeout of running, say once
+      // that it is not watched.
       bool long_enough = now_ms - record->start_time_ms >= timeout;
-      if (collective && long_enough && !job.noted_unwatchable) {
+      if ((collective || gpus) && long_enough && !job.noted_unwatchable) {
         job.noted_unwatchable = true;
         out.notes.emplace_back(
             record->name,
-            "watchdog: no rank of this job has a Cohort flight recorder (it uses no Cohort "
-            "collective), so scheduling.progress: collective cannot be watched; use progress: "
-            "logs or metrics");
+            collective
+                ? "watchdog: no rank of this job has a Cohort flight recorder (it uses no Cohort "
+                  "collective), so scheduling.progress: collective cannot be watched; use "
+                  "progress: logs or metrics"
+                : "watchdog: no replica of this job reports its GPUs' utilization (no NVML on "
+                  "their nodes), so scheduling.progress: gpus cannot be watched; use progress: "
+                  "logs or metrics");
       }
       continue;
     }
@@ -309,21 +317,29 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
 std::optional<HangVerdict> Watchdog::JudgeOutput(const JobRecord& record, Job& job,
                                                  const std::vector<const ReplicaRecord*>& set,
                                                  int64_t now_ms, int64_t timeout_ms) {
-  bool logs = record.spec.scheduling.progress == ProgressSource::kLogs;
+  const ProgressSource source = record.spec.scheduling.progress;
   int64_t last_progress = INT64_MIN;
   for (const ReplicaRecord* r : set) {
     const Replica& rep = job.replicas[r->name];
-    int64_t idle = logs ? rep.last.log_idle_ms : rep.last.metric_idle_ms;
-    last_progress = std::max(last_progress, rep.received_ms - idle);
+    last_progress =
+        std::max(last_progress, source == ProgressSource::kGpus
+                                    ? rep.gpus_busy_ms
+                                    : rep.received_ms - (source == ProgressSource::kLogs
+                                                             ? rep.last.log_idle_ms
+                                                             : rep.last.metric_idle_ms));
   }
   int64_t stalled_ms = now_ms - last_progress;
   if (stalled_ms < timeout_ms) return std::nullopt;
   HangVerdict v;
   for (const ReplicaRecord* r : set) v.stuck.push_back(r->name);
   v.dump = v.stuck;
-  v.message = std::string("hang: no replica has written ") +
-              (logs ? "to its log" : "a metric line ($CLOUD_ML_HP_METRIC_FILE)") + " for " +
-              Seconds(stalled_ms) + " (progress: " + (logs ? "logs" : "metrics") +
+  const std::string what = source == ProgressSource::kGpus   ? "used its GPUs"
+                           : source == ProgressSource::kLogs ? "written to its log"
+                                                             : "written a metric line "
+                                                               "($CLOUD_ML_HP_METRIC_FILE)";
+  v.message = "hang: no replica has " + what + " for " + Seconds(stalled_ms) +
+              " (progress: " + std::string(ProgressSourceName(source)) +
+              (source == ProgressSource::kGpus ? "; every GPU below 1%" : "") +
               "): " + JoinWithCommas(v.stuck);
   return v;
 }

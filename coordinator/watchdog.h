@@ -28,6 +28,12 @@
 //    out, and a job all of whose ranks are so is not judged.
 //  - metrics / logs: every running replica of the job; the replicas silent for hang_timeout are
 //    named ("no replica has written to its log for 30 s (progress: logs): chief-0, worker-0").
+//  - gpus: every running replica that holds GPUs; progress is a heartbeat whose samples (NVML, on
+//    its agent) have one of its GPUs at kBusyUtilization or more, and the clock of an attempt
+//    starts at its first report. A replica whose reports carry no sample of its GPUs (no NVML on
+//    its node) counts for nothing; a job none of whose replicas has one cannot be watched, and
+//    Check says so once, as for collective ("no replica has used its GPUs for 30 min (progress:
+//    gpus; every GPU below 1%): chief-0, worker-0").
 // A job is judged only while RUNNING, with every replica of the progress set reporting its
 // current attempt and every report fresh (at most max_report_age_ms old); a verdict is given once
 // per set of attempts (the restart brings new attempts). A job whose spec says collective but
@@ -83,6 +89,10 @@ struct ProgressReport {
   int64_t current_bytes = 0;
   int64_t current_ms = 0;
   std::vector<std::pair<int64_t, int64_t>> starts;  // (seq, Unix microseconds)
+  // Of its own GPUs: how many the heartbeat has a sample of, and whether one of them was in use
+  // (at kBusyUtilization or more).
+  int gpus_sampled = 0;
+  bool gpus_busy = false;
 };
 
 struct WatchdogOptions {
@@ -112,6 +122,10 @@ struct Lateness {
 
 class Watchdog {
  public:
+  // A GPU used at this utilization (percent) or more is progress for progress: gpus (below it a
+  // GPU is idle, as ReplicaUsageTracker says).
+  static constexpr double kBusyUtilization = 1.0;
+
   explicit Watchdog(WatchdogOptions options = {}) : options_(options) {}
 
   // A heartbeat received at `now_ms` reported `report` for a replica of `job`.
@@ -147,6 +161,8 @@ class Watchdog {
   struct Replica {
     ProgressReport last;
     int64_t received_ms = 0;
+    // When a report of this attempt last had one of its GPUs in use, or its first report.
+    int64_t gpus_busy_ms = 0;
     std::deque<double> lateness_ms;  // newest last
   };
   struct Job {

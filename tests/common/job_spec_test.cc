@@ -943,13 +943,24 @@ TEST(JobSpecTest, HangWatchdogFields) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->scheduling.hang_timeout, std::chrono::milliseconds(1500));
   EXPECT_EQ(spec->scheduling.progress, ProgressSource::kMetrics);
+  // progress: gpus watches the GPUs its replicas hold: a job that asks for none is refused.
+  const std::string gpus_sched = "scheduling: {hang_timeout: 30m, progress: gpus}\n";
+  spec = ParseJobSpec(Minimal("    resources: {gpus: 1}\n", gpus_sched));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->scheduling.progress, ProgressSource::kGpus);
+  again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  ExpectError(Minimal("", gpus_sched),
+              {"scheduling.progress: gpus watches the GPUs the job's replicas hold, and no pool "
+               "asks for any (resources.gpus); use progress: logs or metrics"});
 
   ExpectError(with_sched("{hang_timeout: 500ms}"),
               {"scheduling.hang_timeout: must be at least 1s"});
   ExpectError(with_sched("{hang_timeout: soon}"), {"scheduling.hang_timeout", "invalid duration"});
-  ExpectError(
-      with_sched("{progress: steps}"),
-      {"scheduling.progress: unknown progress source 'steps' (collective, metrics or logs)"});
+  ExpectError(with_sched("{progress: steps}"),
+              {"scheduling.progress: unknown progress source 'steps' (collective, metrics, logs or "
+               "gpus)"});
   ExpectError(with_sched("{hang_action: ignore}"),
               {"scheduling.hang_action: unknown hang action 'ignore' (restart or fail)"});
 }

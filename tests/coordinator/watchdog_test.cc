@@ -29,13 +29,15 @@ class WatchdogTest : public ::testing::Test {
  protected:
   // A RUNNING job of a chief and `workers` workers; `scheduling` is its scheduling block. With
   // `running_workers`, the worker pool is elastic and the job runs that many (the others idle).
+  // The chief and the workers hold `gpus` GPUs each, the reducers none.
   JobRecord& Start(int workers, const std::string& scheduling, bool reducer = false,
-                   std::optional<int> running_workers = std::nullopt) {
+                   std::optional<int> running_workers = std::nullopt, int gpus = 0) {
+    const std::string resources = "    resources: {gpus: " + std::to_string(gpus) + "}\n";
     std::string yaml =
         "name: j\nworker_pools:\n"
-        "  - role: chief\n    process: {command: [/bin/train]}\n"
-        "  - role: worker\n    replicas: " +
-        std::to_string(workers) + "\n    process: {command: [/bin/train]}\n";
+        "  - role: chief\n    process: {command: [/bin/train]}\n" +
+        resources + "  - role: worker\n    replicas: " + std::to_string(workers) +
+        "\n    process: {command: [/bin/train]}\n" + resources;
     if (running_workers) yaml += "    min_replicas: 1\n";
     if (reducer) yaml += "  - role: reducer\n    builtin: reducer\n";
     yaml += "scheduling: " + scheduling + "\n";
@@ -45,7 +47,9 @@ class WatchdogTest : public ::testing::Test {
     if (running_workers) jobs_.ShrinkElastic(job, *running_workers);
     std::vector<JobController::Slot> slots;
     for (size_t i = 0; i < job.demands.size(); ++i) {
-      slots.push_back(JobController::Slot{"node-" + std::to_string(i), {}, 0});
+      std::vector<int> held(static_cast<size_t>(job.demands[i].gpus));
+      for (size_t g = 0; g < held.size(); ++g) held[g] = static_cast<int>(g);
+      slots.push_back(JobController::Slot{"node-" + std::to_string(i), held, 0});
     }
     jobs_.PlaceJob(job, slots, 29000, 29001, now_);
     for (auto& r : job.replicas) {
@@ -286,6 +290,54 @@ TEST_F(WatchdogTest, MetricsProgress) {
   Watchdog::Checked c = Check();
   ASSERT_EQ(c.hangs.size(), 1u);
   EXPECT_THAT(c.hangs[0].message, HasSubstr("no replica has written a metric line"));
+}
+
+// progress: gpus: a heartbeat with one of a replica's GPUs in use is progress; the clock of an
+// attempt starts at its first report; the reducer (no GPU) counts for nothing.
+TEST_F(WatchdogTest, GpusProgress) {
+  Start(1, "{hang_timeout: 20s, progress: gpus}", /*reducer=*/true, std::nullopt, /*gpus=*/2);
+  auto gpus = [&](const std::string& replica, bool busy) {
+    ProgressReport p = Rank(replica, -1, 0);  // it writes to its log all the time
+    p.has_recorder = false;
+    p.gpus_sampled = replica.rfind("reducer", 0) == 0 ? 0 : 2;
+    p.gpus_busy = busy;
+    Send(p);
+  };
+  auto all = [&](bool chief_busy, bool worker_busy) {
+    gpus("chief-0", chief_busy);
+    gpus("worker-0", worker_busy);
+    gpus("reducer-0", false);
+  };
+  all(false, false);
+  now_ += 15'000;
+  all(false, true);  // the worker's GPUs are in use: the job makes progress
+  now_ += 15'000;
+  all(false, false);
+  EXPECT_TRUE(Check().hangs.empty());  // in use 15 s ago
+  now_ += 5'000;
+  all(false, false);
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: no replica has used its GPUs for 20 s (progress: gpus; every GPU below 1%): "
+            "chief-0, worker-0");
+}
+
+// A job none of whose replicas reports a sample of its GPUs (no NVML on the nodes) is noted once,
+// and never judged.
+TEST_F(WatchdogTest, AGpuJobWithoutSamplesIsNotedOnce) {
+  JobRecord& job = Start(1, "{hang_timeout: 10s, progress: gpus}", false, std::nullopt, 1);
+  job.start_time_ms = now_ - 11'000;
+  now_ += 60'000;
+  for (const char* replica : {"chief-0", "worker-0"}) Send(Rank(replica, -1, 0));
+  Watchdog::Checked c = Check();
+  EXPECT_TRUE(c.hangs.empty());
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_EQ(c.notes[0].second,
+            "watchdog: no replica of this job reports its GPUs' utilization (no NVML on their "
+            "nodes), so scheduling.progress: gpus cannot be watched; use progress: logs or "
+            "metrics");
+  EXPECT_TRUE(Check().notes.empty());
 }
 
 TEST_F(WatchdogTest, WithoutHangTimeoutNothingIsJudged) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "tests/testing/cluster_test.h"
 
@@ -369,6 +370,43 @@ TEST_F(NodeHealthTest, AReplicaOnAGpuThatFellOffTheBusIsKilledAndRestartsElsewhe
   EXPECT_TRUE(
       ct::WaitUntil([&] { return AgentMetrics(node).find(counted) != std::string::npos; }, 5s))
       << AgentMetrics(node);
+}
+
+// scheduling.progress: gpus through real agents and the stand-in NVML: a job whose GPU is in use
+// runs past its hang_timeout; once NVML samples it at 0% for that long, it is hung, and with
+// hang_action: fail it ends FAILED saying so (a notebook holding a GPU it no longer uses).
+TEST_F(NodeHealthTest, AJobWhoseGpuSitsIdleForItsHangTimeoutIsHung) {
+  const std::string node = UniqueNodeId("idle");
+  const std::string gpus_file = cluster_->scratch("nvml-idle-gpus");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
+  ct::WriteFile(gpus_file, "uuid=GPU-0 util=60\nuuid=GPU-1 util=60\n");
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: notebook\nworker_pools:\n  - role: chief\n    resources: {gpus: "
+                          "1, cpus: 1}\n    process: {command: [sleep, '600']}\nscheduling: "
+                          "{hang_timeout: 6s, progress: gpus, hang_action: fail}\n")
+                  .ok());
+  auto utilization = [&]() -> double {
+    auto job = client.GetJob("notebook");
+    if (!job.ok() || job->replicas.empty() || !job->replicas[0]->usage ||
+        job->replicas[0]->usage->gpus.empty()) {
+      return -1;
+    }
+    return job->replicas[0]->usage->gpus[0]->utilization;
+  };
+  ASSERT_TRUE(ct::WaitUntil([&] { return utilization() == 60; }, 30s, 100ms)) << cluster_->Logs();
+  std::this_thread::sleep_for(8s);  // past its hang_timeout, its GPU in use
+  EXPECT_EQ(client.GetJob("notebook")->state, wire::JobState::RUNNING);
+
+  ct::WriteFile(gpus_file, "uuid=GPU-0 util=0\nuuid=GPU-1 util=0\n");
+  const wire::JobInfoT done = ct::WaitForJobEnd(client, "notebook", 60s);
+  EXPECT_EQ(done.state, wire::JobState::FAILED) << done.message;
+  std::string hang;
+  for (const auto& e : done.events) {
+    if (e && e->message.rfind("hang: ", 0) == 0) hang = e->message;
+  }
+  EXPECT_EQ(hang.rfind("hang: no replica has used its GPUs for ", 0), 0u) << hang;
+  EXPECT_NE(hang.find(" (progress: gpus; every GPU below 1%): chief-0"), std::string::npos) << hang;
 }
 
 }  // namespace
