@@ -187,8 +187,9 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
       report.gpus_busy = std::any_of(sample.gpus.begin(), sample.gpus.end(), [](const auto& g) {
         return g.utilization >= Watchdog::kBusyUtilization;
       });
-      if (usage_ != nullptr)
+      if (usage_ != nullptr) {
         usage_->Observe(job->name, r->name, r->attempt, std::move(sample), now_ms);
+      }
       if (watchdog_ == nullptr) continue;
       report.replica = r->name;
       report.attempt = p->attempt();
