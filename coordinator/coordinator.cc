@@ -71,6 +71,12 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                      static_cast<int>(options_.stop_grace.count()), options_.fence_after.count(),
                      options_.FenceGrace().count(), !options_.insecure,
                      [this] { study_runner_.Run(clock_->NowMs()); }) {
+  WatchdogOptions watchdog;
+  for (const QueueDef& queue : options_.queues.queues()) {
+    if (queue.gpu_idle_limit_ms > 0)
+      watchdog.gpu_idle_limit_ms[queue.name] = queue.gpu_idle_limit_ms;
+  }
+  watchdog_ = Watchdog(std::move(watchdog));
   agent_service_.SetWatchdog(&watchdog_);
   client_service_.SetWatchdog(&watchdog_);
   client_service_.SetExecRelay(&exec_relay_);
@@ -313,7 +319,7 @@ void Coordinator::RunWatchdog(int64_t now) {
         watchdog_.StacksAsked(job->name, r->name, r->attempt, now);
       }
     }
-    jobs_.Hang(*job, hang.stuck, hang.message, now);
+    jobs_.Hang(*job, hang.stuck, hang.message, now, hang.fail_reason);
   }
 }
 

@@ -606,9 +606,14 @@ void JobController::ReleaseVerdicts(int64_t now_ms) {
 }
 
 void JobController::Hang(JobRecord& job, const std::vector<std::string>& stuck,
-                         const std::string& message, int64_t now_ms) {
+                         const std::string& message, int64_t now_ms,
+                         const std::string& fail_reason) {
   if (job.state != JobState::RUNNING) return;
   AddEvent(job, message, now_ms);
+  if (!fail_reason.empty()) {
+    FinishJob(job, JobState::FAILED, fail_reason, now_ms);
+    return;
+  }
   std::string who;
   for (const auto& name : stuck) who += (who.empty() ? "" : ", ") + name;
   if (job.spec.scheduling.hang_action == HangAction::kFail) {

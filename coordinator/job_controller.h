@@ -304,9 +304,10 @@ class JobController {
   // that hold it: `message` becomes an event; then, with scheduling.hang_action: fail, the job
   // fails; else the whole job restarts as one incident that spends one restart (a rank that
   // never entered an operation cannot join its peers inside it, so a hang never restarts one
-  // replica alone), or fails when the budget is spent.
+  // replica alone), or fails when the budget is spent. With a `fail_reason` (a queue's
+  // gpu-idle-limit) it fails with that message whatever its hang_action.
   void Hang(JobRecord& job, const std::vector<std::string>& stuck, const std::string& message,
-            int64_t now_ms);
+            int64_t now_ms, const std::string& fail_reason = "");
   // Records `message` as an event of the job (the watchdog's notes).
   void Note(JobRecord& job, const std::string& message, int64_t now_ms) {
     AddEvent(job, message, now_ms);

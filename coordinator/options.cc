@@ -126,8 +126,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   std::vector<std::string> queues, priority_classes;
   desc.add_options()(
       "queue", po::value(&queues)->composing(),
-      "a job queue: 'NAME [gpus=N] [cpus=N] [weight=W]' (repeat for more; the quota is what it is "
-      "guaranteed, the weight its share of idle capacity; 'default' always exists)")(
+      "a job queue: 'NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D]' (repeat for more; the "
+      "quota is what it is guaranteed, the weight its share of idle capacity; a job of it whose "
+      "GPUs all sit idle for gpu-idle-limit fails; 'default' always exists)")(
       "priority-class", po::value(&priority_classes)->composing(),
       "a priority class 'NAME=VALUE' (repeat for more; low=100, normal=500, high=1000 exist)");
   std::ostringstream help;

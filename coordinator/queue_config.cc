@@ -22,7 +22,9 @@ StatusOr<int64_t> Count(const std::string& what, const std::string& text) {
 StatusOr<QueueDef> ParseQueue(const std::string& text) {
   std::istringstream in(text);
   QueueDef q;
-  if (!(in >> q.name)) return InvalidArgument("expected NAME [gpus=N] [cpus=N] [weight=W]");
+  if (!(in >> q.name)) {
+    return InvalidArgument("expected NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D]");
+  }
   if (!IsValidSchedulingName(q.name)) {
     return InvalidArgument("'" + q.name + "' is not a queue name ([A-Za-z][A-Za-z0-9_-]{0,63})");
   }
@@ -41,8 +43,16 @@ StatusOr<QueueDef> ParseQueue(const std::string& text) {
         return InvalidArgument("weight: expected a positive number, got '" + value + "'");
       }
       q.weight = w;
+    } else if (key == "gpu-idle-limit") {
+      auto limit = ParseDuration(value);
+      if (!limit.ok() || limit->count() < 1000) {
+        return InvalidArgument(
+            "gpu-idle-limit: expected a duration of at least 1s (30m, 2h), got '" + value + "'");
+      }
+      q.gpu_idle_limit_ms = limit->count();
     } else {
-      return InvalidArgument("unknown setting '" + word + "' (gpus=N, cpus=N, weight=W)");
+      return InvalidArgument("unknown setting '" + word +
+                             "' (gpus=N, cpus=N, weight=W, gpu-idle-limit=D)");
     }
   }
   return q;
@@ -51,7 +61,7 @@ StatusOr<QueueDef> ParseQueue(const std::string& text) {
 }  // namespace
 
 QueueConfig::QueueConfig() {
-  queues_.push_back(QueueDef{"default", 0, -1, 1.0});
+  queues_.push_back(QueueDef{"default", 0, -1, 1.0, 0});
   priorities_ = {{"low", 100}, {"normal", 500}, {"high", 1000}};
 }
 

@@ -1,13 +1,16 @@
 // QueueConfig is the coordinator's set of job queues and priority classes (the scheduling policy
 // they drive: coordinator/scheduler.h). It comes from the coordinator's config file or flags:
-//   queue = NAME [gpus=N] [cpus=N] [weight=W]      (repeated; one queue each)
+//   queue = NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D]   (repeated; one queue each)
 //   priority-class = NAME=VALUE                    (repeated)
 // A queue's gpus/cpus are its quota: what it is guaranteed, and may reclaim by preemption from
 // queues that borrow; omitted gpus is a quota of 0 GPUs (the queue only borrows), omitted cpus is
 // no CPU quota (CPUs do not count against it). weight (default 1, > 0) is its share of the idle
-// capacity that queues borrow. A queue named `default` always exists (quota 0 GPUs, weight 1
-// unless configured). Priority classes low=100, normal=500 and high=1000 always exist; configured
-// classes add to them or change their values. Jobs name a queue and a class
+// capacity that queues borrow. gpu-idle-limit (a duration, at least 1s; none by default) is the
+// longest the GPUs of a job of the queue may all sit idle (NVML's utilization below 1%) before the
+// job fails, whatever its own scheduling says (coordinator/watchdog.h, "The queue's GPU idle
+// limit"): an admin's bound on GPUs held and not used. A queue named `default` always exists (quota
+// 0 GPUs, weight 1 unless configured). Priority classes low=100, normal=500 and high=1000 always
+// exist; configured classes add to them or change their values. Jobs name a queue and a class
 // (scheduling.queue, scheduling.priority; common/job_spec.h); names the coordinator does not know
 // are refused at submit.
 //
@@ -29,6 +32,7 @@ struct QueueDef {
   int64_t gpu_quota = 0;   // GPUs it is guaranteed
   int64_t cpu_quota = -1;  // CPUs it is guaranteed; -1: CPUs are not part of its quota
   double weight = 1.0;
+  int64_t gpu_idle_limit_ms = 0;  // gpu-idle-limit; 0: none
 };
 
 class QueueConfig {

@@ -149,68 +149,101 @@ Watchdog::Checked Watchdog::Check(
     }
     Job& job = it->second;
     ++it;
-    const SchedulingSpec& sched = record->spec.scheduling;
-    int64_t timeout = sched.hang_timeout.count();
-    if (timeout <= 0 || record->state != JobState::RUNNING) continue;
-
-    // The replicas whose progress counts, each RUNNING with a fresh report of its attempt.
-    bool collective = sched.progress == ProgressSource::kCollective;
-    bool gpus = sched.progress == ProgressSource::kGpus;
-    std::vector<const ReplicaRecord*> set;
-    bool ready = true;
-    bool finishing = false;  // some rank's replica has seen all its ranks exit
-    for (const ReplicaRecord& r : record->replicas) {
-      if (r.idle || (collective && !IsRank(r)) || (gpus && r.gpus.empty())) continue;
-      if (r.state != ReplicaState::RUNNING) {
-        ready = false;
-        break;
-      }
-      auto rep = job.replicas.find(r.name);
-      if (rep == job.replicas.end() || rep->second.last.attempt != r.attempt ||
-          now_ms - rep->second.received_ms > options_.max_report_age_ms) {
-        ready = false;
-        break;
-      }
-      if (collective && !rep->second.last.has_recorder) continue;
-      if (gpus && rep->second.last.gpus_sampled == 0) continue;
-      if (collective && rep->second.last.ranks_exited) {
-        finishing = true;
-        continue;
-      }
-      set.push_back(&r);
-    }
-    if (!ready) continue;
-    if (set.empty() && finishing) continue;  // its ranks are done; its replicas are ending
-    if (set.empty()) {
-      // No rank has a recorder (no replica a GPU sample): after hang_timeout of running, say once
-      // that it is not watched.
-      bool long_enough = now_ms - record->start_time_ms >= timeout;
-      if ((collective || gpus) && long_enough && !job.noted_unwatchable) {
-        job.noted_unwatchable = true;
-        out.notes.emplace_back(
-            record->name,
-            collective
-                ? "watchdog: no rank of this job has a Cohort flight recorder (it uses no Cohort "
-                  "collective), so scheduling.progress: collective cannot be watched; use "
-                  "progress: logs or metrics"
-                : "watchdog: no replica of this job reports its GPUs' utilization (no NVML on "
-                  "their nodes), so scheduling.progress: gpus cannot be watched; use progress: "
-                  "logs or metrics");
-      }
-      continue;
-    }
-    std::string signature = Signature(set);
-    if (signature == job.judged) continue;
-    std::optional<HangVerdict> verdict = collective
-                                             ? JudgeCollective(*record, job, set, now_ms, timeout)
-                                             : JudgeOutput(*record, job, set, now_ms, timeout);
+    if (record->state != JobState::RUNNING) continue;
+    std::optional<HangVerdict> verdict = JudgeBySpec(*record, job, now_ms, out.notes);
+    if (!verdict) verdict = JudgeByQueue(*record, job, now_ms);
     if (!verdict) continue;
-    job.judged = signature;
     verdict->job = record->name;
     if (verdict->dump.size() > kMaxDumps) verdict->dump.resize(kMaxDumps);
     out.hangs.push_back(std::move(*verdict));
   }
   return out;
+}
+
+bool Watchdog::WatchSet(const JobRecord& record, const Job& job, ProgressSource source,
+                        int64_t now_ms, std::vector<const ReplicaRecord*>* set,
+                        bool* finishing) const {
+  const bool collective = source == ProgressSource::kCollective;
+  const bool gpus = source == ProgressSource::kGpus;
+  for (const ReplicaRecord& r : record.replicas) {
+    if (r.idle || (collective && !IsRank(r)) || (gpus && r.gpus.empty())) continue;
+    if (r.state != ReplicaState::RUNNING) return false;
+    auto rep = job.replicas.find(r.name);
+    if (rep == job.replicas.end() || rep->second.last.attempt != r.attempt ||
+        now_ms - rep->second.received_ms > options_.max_report_age_ms) {
+      return false;
+    }
+    if (collective && !rep->second.last.has_recorder) continue;
+    if (gpus && rep->second.last.gpus_sampled == 0) continue;
+    if (collective && rep->second.last.ranks_exited) {
+      *finishing = true;
+      continue;
+    }
+    set->push_back(&r);
+  }
+  return true;
+}
+
+std::optional<HangVerdict> Watchdog::JudgeBySpec(
+    const JobRecord& record, Job& job, int64_t now_ms,
+    std::vector<std::pair<std::string, std::string>>& notes) {
+  const SchedulingSpec& sched = record.spec.scheduling;
+  const int64_t timeout = sched.hang_timeout.count();
+  if (timeout <= 0) return std::nullopt;
+  const bool collective = sched.progress == ProgressSource::kCollective;
+  const bool gpus = sched.progress == ProgressSource::kGpus;
+  std::vector<const ReplicaRecord*> set;
+  bool finishing = false;  // some rank's replica has seen all its ranks exit
+  if (!WatchSet(record, job, sched.progress, now_ms, &set, &finishing)) return std::nullopt;
+  if (set.empty() && finishing) return std::nullopt;  // its ranks are done; its replicas are ending
+  if (set.empty()) {
+    // No rank has a recorder (no replica a GPU sample): after hang_timeout of running, say once
+    // that it is not watched.
+    bool long_enough = now_ms - record.start_time_ms >= timeout;
+    if ((collective || gpus) && long_enough && !job.noted_unwatchable) {
+      job.noted_unwatchable = true;
+      notes.emplace_back(
+          record.name,
+          collective
+              ? "watchdog: no rank of this job has a Cohort flight recorder (it uses no Cohort "
+                "collective), so scheduling.progress: collective cannot be watched; use "
+                "progress: logs or metrics"
+              : "watchdog: no replica of this job reports its GPUs' utilization (no NVML on "
+                "their nodes), so scheduling.progress: gpus cannot be watched; use progress: "
+                "logs or metrics");
+    }
+    return std::nullopt;
+  }
+  std::string signature = Signature(set);
+  if (signature == job.judged) return std::nullopt;
+  std::optional<HangVerdict> verdict =
+      collective ? JudgeCollective(record, job, set, now_ms, timeout)
+                 : JudgeOutput(record, job, set, now_ms, timeout,
+                               "progress: " + std::string(ProgressSourceName(sched.progress)));
+  if (verdict) job.judged = signature;
+  return verdict;
+}
+
+std::optional<HangVerdict> Watchdog::JudgeByQueue(const JobRecord& record, Job& job,
+                                                  int64_t now_ms) {
+  auto limit = options_.gpu_idle_limit_ms.find(record.spec.scheduling.queue);
+  if (limit == options_.gpu_idle_limit_ms.end() || limit->second <= 0) return std::nullopt;
+  std::vector<const ReplicaRecord*> set;
+  bool finishing = false;
+  if (!WatchSet(record, job, ProgressSource::kGpus, now_ms, &set, &finishing) || set.empty()) {
+    return std::nullopt;
+  }
+  std::string signature = Signature(set);
+  if (signature == job.judged_idle) return std::nullopt;
+  const std::string rule =
+      "queue " + record.spec.scheduling.queue + ": gpu-idle-limit=" + FormatDuration(limit->second);
+  std::optional<HangVerdict> verdict =
+      JudgeOutput(record, job, set, now_ms, limit->second, rule, ProgressSource::kGpus);
+  if (!verdict) return std::nullopt;
+  job.judged_idle = signature;
+  verdict->fail_reason =
+      "its GPUs sat idle for " + FormatDuration(limit->second) + " (" + rule + ")";
+  return verdict;
 }
 
 std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Job& job,
@@ -316,8 +349,10 @@ std::optional<HangVerdict> Watchdog::JudgeCollective(const JobRecord& record, Jo
 
 std::optional<HangVerdict> Watchdog::JudgeOutput(const JobRecord& record, Job& job,
                                                  const std::vector<const ReplicaRecord*>& set,
-                                                 int64_t now_ms, int64_t timeout_ms) {
-  const ProgressSource source = record.spec.scheduling.progress;
+                                                 int64_t now_ms, int64_t timeout_ms,
+                                                 const std::string& rule,
+                                                 std::optional<ProgressSource> watched) {
+  const ProgressSource source = watched.value_or(record.spec.scheduling.progress);
   int64_t last_progress = INT64_MIN;
   for (const ReplicaRecord* r : set) {
     const Replica& rep = job.replicas[r->name];
@@ -337,8 +372,7 @@ std::optional<HangVerdict> Watchdog::JudgeOutput(const JobRecord& record, Job& j
                            : source == ProgressSource::kLogs ? "written to its log"
                                                              : "written a metric line "
                                                                "($CLOUD_ML_HP_METRIC_FILE)";
-  v.message = "hang: no replica has " + what + " for " + Seconds(stalled_ms) +
-              " (progress: " + std::string(ProgressSourceName(source)) +
+  v.message = "hang: no replica has " + what + " for " + Seconds(stalled_ms) + " (" + rule +
               (source == ProgressSource::kGpus ? "; every GPU below 1%" : "") +
               "): " + JoinWithCommas(v.stuck);
   return v;

@@ -40,6 +40,13 @@
 // none of whose ranks has a recorder cannot be watched: Check says so once (an event), and leaves
 // it alone.
 //
+// The queue's GPU idle limit. A queue may bound how long a job's GPUs sit idle (its
+// gpu-idle-limit, coordinator/queue_config.h; WatchdogOptions::gpu_idle_limit_ms), whatever the
+// job's own scheduling says: every RUNNING job of the queue holding GPUs is also watched as
+// progress: gpus is, with that limit, and its verdict fails the job (HangVerdict::fail_reason)
+// rather than acting on its hang_action. The job's own verdict, when it has one, comes first; a
+// job none of whose replicas has GPU samples is not watched so, and says nothing.
+//
 // Where the stuck were. The coordinator sends each verdict's dumps (HangVerdict::dump) and says so
 // (StacksAsked); when the agent's dump of one comes back, StacksTaken gives the event that says
 // where that replica was, read from the dump by common/stack_where.h ("stacks of worker-2 attempt
@@ -66,6 +73,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "coordinator/state.h"
@@ -103,6 +111,8 @@ struct WatchdogOptions {
   double straggler_min_ms = 100;
   // Operations whose starts are still incomplete, per job, at most (older ones are dropped).
   size_t max_pending_ops = 512;
+  // Queue name -> its gpu-idle-limit (see "The queue's GPU idle limit"); queues absent: none.
+  std::map<std::string, int64_t> gpu_idle_limit_ms;
 };
 
 // A hung job: what to record, whose stacks to dump.
@@ -111,6 +121,9 @@ struct HangVerdict {
   std::string message;             // the event text, starting "hang: "
   std::vector<std::string> stuck;  // the replicas named stuck
   std::vector<std::string> dump;   // the replicas whose stacks to dump (stuck ones first)
+  // Not empty: the job fails with this message, whatever its hang_action (a queue's
+  // gpu-idle-limit: "its GPUs sat idle for 2h (queue notebooks: gpu-idle-limit=2h)").
+  std::string fail_reason;
 };
 
 // How late one rank enters collectives (its window's median).
@@ -126,7 +139,7 @@ class Watchdog {
   // GPU is idle, as ReplicaUsageTracker says).
   static constexpr double kBusyUtilization = 1.0;
 
-  explicit Watchdog(WatchdogOptions options = {}) : options_(options) {}
+  explicit Watchdog(WatchdogOptions options = {}) : options_(std::move(options)) {}
 
   // A heartbeat received at `now_ms` reported `report` for a replica of `job`.
   void Report(const JobRecord& job, const ProgressReport& report, int64_t now_ms);
@@ -169,16 +182,31 @@ class Watchdog {
     std::map<std::string, Replica> replicas;
     // Starts of operations not yet entered by every rank: seq -> replica -> Unix microseconds.
     std::map<int64_t, std::map<std::string, int64_t>> pending;
-    std::string judged;  // the attempts of the last verdict ("chief-0:1,worker-0:1,...")
+    std::string judged;       // the attempts of the last verdict ("chief-0:1,worker-0:1,...")
+    std::string judged_idle;  // the same of the last verdict of its queue's GPU idle limit
     bool noted_unwatchable = false;
   };
 
   std::optional<HangVerdict> JudgeCollective(const JobRecord& record, Job& job,
                                              const std::vector<const ReplicaRecord*>& ranks,
                                              int64_t now_ms, int64_t timeout_ms);
+  // The replicas whose progress counts for `source`, each RUNNING with a fresh report of its
+  // attempt, into `set`; false when one is not (the job is not judged now). `finishing`: some
+  // rank's replica has seen all its ranks exit.
+  bool WatchSet(const JobRecord& record, const Job& job, ProgressSource source, int64_t now_ms,
+                std::vector<const ReplicaRecord*>* set, bool* finishing) const;
+  // By the job's scheduling.hang_timeout and progress (notes: that it cannot be watched).
+  std::optional<HangVerdict> JudgeBySpec(const JobRecord& record, Job& job, int64_t now_ms,
+                                         std::vector<std::pair<std::string, std::string>>& notes);
+  // By its queue's gpu-idle-limit.
+  std::optional<HangVerdict> JudgeByQueue(const JobRecord& record, Job& job, int64_t now_ms);
+  // metrics, logs or gpus (`watched`, else the job's progress): `rule` names what set the
+  // timeout in the message ("progress: logs", "queue q: gpu-idle-limit=2h").
   std::optional<HangVerdict> JudgeOutput(const JobRecord& record, Job& job,
                                          const std::vector<const ReplicaRecord*>& set,
-                                         int64_t now_ms, int64_t timeout_ms);
+                                         int64_t now_ms, int64_t timeout_ms,
+                                         const std::string& rule,
+                                         std::optional<ProgressSource> watched = std::nullopt);
   void AddStarts(Job& job, const JobRecord& record, const ProgressReport& report);
 
   WatchdogOptions options_;

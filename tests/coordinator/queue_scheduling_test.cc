@@ -396,6 +396,19 @@ TEST(QueueConfigTest, ParsesQueuesAndClassesAndNamesWhatIsWrong) {
   EXPECT_EQ(c->FindPriority("low").value_or(-1), 1);
   EXPECT_EQ(c->FindPriority("high").value_or(-1), 1000);
   EXPECT_FALSE(c->FindPriority("nope").has_value());
+  EXPECT_EQ(c->queues()[1].gpu_idle_limit_ms, 0);
+  auto idle = QueueConfig::Parse({"notebooks gpus=8 gpu-idle-limit=2h"}, {});
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
+  EXPECT_EQ(idle->queues()[1].gpu_idle_limit_ms, 7'200'000);
+  for (const char* limit : {"soon", "500ms", ""}) {
+    auto refused = QueueConfig::Parse({std::string("notebooks gpu-idle-limit=") + limit}, {});
+    ASSERT_FALSE(refused.ok()) << limit;
+    EXPECT_NE(refused.status().message().find(
+                  "gpu-idle-limit: expected a duration of at least 1s (30m, 2h), got '" +
+                  std::string(limit) + "'"),
+              std::string::npos)
+        << refused.status().ToString();
+  }
 
   auto bad = QueueConfig::Parse({"research gpus=x"}, {});
   ASSERT_FALSE(bad.ok());

@@ -340,6 +340,50 @@ TEST_F(WatchdogTest, AGpuJobWithoutSamplesIsNotedOnce) {
   EXPECT_TRUE(Check().notes.empty());
 }
 
+// A queue's gpu-idle-limit watches every job of the queue holding GPUs, whatever its own
+// scheduling: here its log keeps its own watch (progress: logs) quiet, its GPUs sit idle, and the
+// verdict fails it rather than restarting it. A job of the queue without GPUs is not watched so.
+TEST_F(WatchdogTest, AQueuesGpuIdleLimitFailsAJobWhoseGpusSitIdle) {
+  dog_ = Watchdog(WatchdogOptions{.gpu_idle_limit_ms = {{"notebooks", 20'000}}});
+  JobRecord& job = Start(1, "{queue: notebooks, hang_timeout: 60s, progress: logs}", false,
+                         std::nullopt, /*gpus=*/1);
+  auto idle = [&] {
+    for (const char* replica : {"chief-0", "worker-0"}) {
+      ProgressReport p = Rank(replica, -1, 0);  // it has just written to its log
+      p.has_recorder = false;
+      p.gpus_sampled = 1;
+      Send(p);
+    }
+  };
+  idle();
+  now_ += 19'000;
+  idle();
+  EXPECT_TRUE(Check().hangs.empty());
+  now_ += 1'000;
+  idle();
+  Watchdog::Checked c = Check();
+  ASSERT_EQ(c.hangs.size(), 1u);
+  EXPECT_EQ(c.hangs[0].message,
+            "hang: no replica has used its GPUs for 20 s (queue notebooks: gpu-idle-limit=20s; "
+            "every GPU below 1%): chief-0, worker-0");
+  EXPECT_EQ(c.hangs[0].fail_reason,
+            "its GPUs sat idle for 20s (queue notebooks: gpu-idle-limit=20s)");
+  EXPECT_TRUE(Check().hangs.empty()) << "judged twice for the same attempts";
+  jobs_.Hang(job, c.hangs[0].stuck, c.hangs[0].message, now_, c.hangs[0].fail_reason);
+  EXPECT_EQ(job.state, JobState::FAILED);
+  EXPECT_EQ(job.message, "its GPUs sat idle for 20s (queue notebooks: gpu-idle-limit=20s)");
+  EXPECT_EQ(job.restarts, 0);
+}
+
+TEST_F(WatchdogTest, AQueuesGpuIdleLimitLeavesJobsWithoutGpusAndOtherQueuesAlone) {
+  dog_ = Watchdog(WatchdogOptions{.gpu_idle_limit_ms = {{"notebooks", 20'000}}});
+  Start(1, "{queue: notebooks}");
+  for (const char* replica : {"chief-0", "worker-0"}) Send(Rank(replica, -1, 0));
+  now_ += 60'000;
+  for (const char* replica : {"chief-0", "worker-0"}) Send(Rank(replica, -1, 0));
+  EXPECT_TRUE(Check().hangs.empty());
+}
+
 TEST_F(WatchdogTest, WithoutHangTimeoutNothingIsJudged) {
   Start(1, "{max_restarts: 1}");
   Send(Rank("chief-0", 49, 1'000'000, 50, 1'000'000));

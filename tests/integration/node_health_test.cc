@@ -27,7 +27,10 @@ class NodeHealthTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
     if (!NeedBinaries({COHORT_CLI_BIN})) return;
-    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+    // Jobs of the queue notebooks fail when their GPUs sit idle for 6 s.
+    ct::ClusterOptions options;
+    options.coordinator_args = {"--queue", "notebooks gpu-idle-limit=6s"};
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator(std::move(options)));
   }
 
   // The coordinator's view of node `id` ("" state when it is not listed).
@@ -374,8 +377,9 @@ TEST_F(NodeHealthTest, AReplicaOnAGpuThatFellOffTheBusIsKilledAndRestartsElsewhe
 
 // scheduling.progress: gpus through real agents and the stand-in NVML: a job whose GPU is in use
 // runs past its hang_timeout; once NVML samples it at 0% for that long, it is hung, and with
-// hang_action: fail it ends FAILED saying so (a notebook holding a GPU it no longer uses).
-TEST_F(NodeHealthTest, AJobWhoseGpuSitsIdleForItsHangTimeoutIsHung) {
+// hang_action: fail it ends FAILED saying so (a notebook holding a GPU it no longer uses). Then
+// the same of a job that asks nothing of the kind, by its queue's gpu-idle-limit.
+TEST_F(NodeHealthTest, AJobWhoseGpuSitsIdleFailsByItsHangTimeoutOrItsQueuesLimit) {
   const std::string node = UniqueNodeId("idle");
   const std::string gpus_file = cluster_->scratch("nvml-idle-gpus");
   ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file));
@@ -407,6 +411,16 @@ TEST_F(NodeHealthTest, AJobWhoseGpuSitsIdleForItsHangTimeoutIsHung) {
   }
   EXPECT_EQ(hang.rfind("hang: no replica has used its GPUs for ", 0), 0u) << hang;
   EXPECT_NE(hang.find(" (progress: gpus; every GPU below 1%): chief-0"), std::string::npos) << hang;
+
+  ASSERT_TRUE(client
+                  .Submit("name: lab\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
+                          "cpus: 1}\n    process: {command: [sleep, '600']}\nscheduling: {queue: "
+                          "notebooks}\n")
+                  .ok());
+  const wire::JobInfoT idle = ct::WaitForJobEnd(client, "lab", 60s);
+  EXPECT_EQ(idle.state, wire::JobState::FAILED);
+  EXPECT_EQ(idle.message, "its GPUs sat idle for 6s (queue notebooks: gpu-idle-limit=6s)");
+  EXPECT_EQ(idle.restarts, 0);
 }
 
 }  // namespace
