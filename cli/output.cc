@@ -7,6 +7,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "common/config.h"
 #include "common/job_spec.h"
 #include "common/signal_name.h"
 #include "common/text_join.h"
@@ -553,6 +554,13 @@ void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out)
   }
   table.Print(out);
   out << "GPUS and CPUS: used/quota (a queue may borrow idle capacity beyond its quota)\n";
+  for (const auto& q : queues) {
+    if (q.gpu_idle_limit_ms > 0) {
+      out << q.name << ": a job whose GPUs all sit idle for "
+          << cohort::FormatDuration(std::chrono::milliseconds(q.gpu_idle_limit_ms))
+          << " fails (gpu-idle-limit)\n";
+    }
+  }
 }
 
 }  // namespace cohort::cli

@@ -59,7 +59,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeInfoT, node_id, address, s
                                                   usage, unhealthy_gpus, cordoned_gpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
-                                                  waiting_jobs, suspended)
+                                                  waiting_jobs, suspended, gpu_idle_limit_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(MetricPointT, step, time_ms, tag, value, replica)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobMetricsT, job, points)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UsageRowT, user, queue, jobs, failed, gpu_hours,

@@ -699,6 +699,7 @@ wire::QueueListT ClientService::Queues() {
     info->gpu_quota = usage[q].gpu_quota;
     info->cpu_quota = usage[q].cpu_quota;
     info->weight = usage[q].weight;
+    info->gpu_idle_limit_ms = queues.queues()[q].gpu_idle_limit_ms;
     info->gpus_used = usage[q].gpus_used;
     info->cpus_used = usage[q].cpus_used;
     info->running = running[q];

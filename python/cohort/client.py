@@ -357,6 +357,7 @@ def _queue_to_dict(queue):
         "waiting": queue.waiting,
         "waiting_jobs": [_text(n) for n in (queue.waitingJobs or [])],
         "suspended": queue.suspended,
+        "gpu_idle_limit_ms": queue.gpuIdleLimitMs,
     }
 
 

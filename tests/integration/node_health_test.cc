@@ -421,6 +421,20 @@ TEST_F(NodeHealthTest, AJobWhoseGpuSitsIdleFailsByItsHangTimeoutOrItsQueuesLimit
   EXPECT_EQ(idle.state, wire::JobState::FAILED);
   EXPECT_EQ(idle.message, "its GPUs sat idle for 6s (queue notebooks: gpu-idle-limit=6s)");
   EXPECT_EQ(idle.restarts, 0);
+  // `cohort queues` says so; --json has it.
+  auto queues = RunCli({"queues"});
+  EXPECT_NE(
+      queues.out.find("notebooks: a job whose GPUs all sit idle for 6s fails (gpu-idle-limit)"),
+      std::string::npos)
+      << queues.out << queues.err;
+  auto listed = RunCli({"queues", "--json"});
+  bool found = false;
+  for (const auto& q : nlohmann::json::parse(listed.out, nullptr, false)) {
+    if (q.value("name", "") != "notebooks") continue;
+    found = true;
+    EXPECT_EQ(q.value("gpu_idle_limit_ms", 0), 6000) << q;
+  }
+  EXPECT_TRUE(found) << listed.out;
 }
 
 }  // namespace
