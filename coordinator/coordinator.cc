@@ -73,8 +73,9 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                      [this] { study_runner_.Run(clock_->NowMs()); }) {
   WatchdogOptions watchdog;
   for (const QueueDef& queue : options_.queues.queues()) {
-    if (queue.gpu_idle_limit_ms > 0)
+    if (queue.gpu_idle_limit_ms > 0) {
       watchdog.gpu_idle_limit_ms[queue.name] = queue.gpu_idle_limit_ms;
+    }
   }
   watchdog_ = Watchdog(std::move(watchdog));
   agent_service_.SetWatchdog(&watchdog_);
