@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "common/wire_json.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/placement_round.h"
 
@@ -559,6 +560,7 @@ void Coordinator::RefuseOverLimit(const RoutedMessage& m, bool agent) {
 }
 
 void Coordinator::PublishSnapshot(int64_t now) {
+  if (!snapshots_.Due(now)) return;
   CoordinatorCounters counters = counters_;
   counters.restarts_by_cause = jobs_.restarts_by_cause();
   counters.relaunches = jobs_.relaunches();
@@ -570,6 +572,9 @@ void Coordinator::PublishSnapshot(int64_t now) {
   counters.rolled_back = stats_.rolled_back;
   SnapshotSources sources{nodes_,      studies_,          training_, usage_, std::move(counters),
                           started_ms_, options_.state_dir};
+  for (const auto& queue : client_service_.Queues().queues) {
+    sources.queues.push_back(QueueToJson(*queue));
+  }
   if (auto snapshot = snapshots_.Build(jobs_, sources, now)) http_->Publish(std::move(snapshot));
 }
 

@@ -479,17 +479,24 @@ HttpResponse CoordinatorHttp::Studies(const HttpRequest& r) const {
   return NotFoundJson("no study named '" + name + "'");
 }
 
-HttpResponse CoordinatorHttp::Queues(const HttpRequest&) const {
-  auto s = snapshot();
+json CoordinatorHttp::QueuesJson(const CoordinatorSnapshot& s) {
   json out = json::array();
-  if (!s) return Json(out);
   std::map<std::string, json> queues;
-  for (const auto& [name, v] : *s->jobs) {
-    json& q = queues[JobQueue(v->job)];
+  auto row = [&queues](const std::string& name) -> json& {
+    json& q = queues[name];
     if (q.is_null()) {
-      q = {{"name", JobQueue(v->job)}, {"jobs", json::object()}, {"gpus_allocated", 0}};
+      q = {{"name", name}, {"configured", false}, {"jobs", json::object()}, {"gpus_allocated", 0}};
       for (JobState st : kJobStates) q["jobs"][wire::EnumNameJobState(st)] = 0;
     }
+    return q;
+  };
+  for (const json& configured : s.queues) {
+    json& q = row(configured.value("name", ""));
+    q.update(configured);
+    q["configured"] = true;
+  }
+  for (const auto& [name, v] : *s.jobs) {
+    json& q = row(JobQueue(v->job));
     q["jobs"][wire::EnumNameJobState(v->job.state)] =
         q["jobs"][wire::EnumNameJobState(v->job.state)].get<int>() + 1;
     int held = 0;
@@ -498,8 +505,19 @@ HttpResponse CoordinatorHttp::Queues(const HttpRequest&) const {
     }
     q["gpus_allocated"] = q["gpus_allocated"].get<int>() + held;
   }
+  // The configured ones in their order, then those only jobs name.
+  for (const json& configured : s.queues) {
+    auto it = queues.find(configured.value("name", ""));
+    out.push_back(std::move(it->second));
+    queues.erase(it);
+  }
   for (auto& [name, q] : queues) out.push_back(std::move(q));
-  return Json(out);
+  return out;
+}
+
+HttpResponse CoordinatorHttp::Queues(const HttpRequest&) const {
+  auto s = snapshot();
+  return Json(s ? QueuesJson(*s) : json::array());
 }
 
 HttpResponse CoordinatorHttp::Usage(const HttpRequest& r) const {

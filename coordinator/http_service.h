@@ -10,7 +10,8 @@
 //   /api/jobs/NAME/metrics             its training metrics
 //   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l);
 //                                      gpus_used: the GPUs replicas hold, cordoned_gpus
-//   /api/studies, /api/studies/NAME, /api/queues
+//   /api/studies, /api/studies/NAME
+//   /api/queues                        the queues, configured and used (QueuesJson)
 //   /api/usage?since=7d&user=U&queue=Q&selector=SELECTOR&by_label=KEY   accounting as cohort usage
 //                                      --json has it (coordinator/job_usage.h): {since_ms, rows};
 //                                      since is a duration ago, absent for all time
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/http_server.h"
@@ -52,6 +54,12 @@ class CoordinatorHttp {
     uint64_t gpus_held = 0;  // by replicas placed and not final
   };
   static JobAggregates AggregateJobs(const JobViewMap& jobs);
+
+  // /api/queues: each configured queue as `cohort queues --json` has it (quotas, weight,
+  // gpu_idle_limit_ms, gpus_used, waiting_jobs, ...; "configured": true), in config order, then
+  // the queues only jobs name (a queue since removed; "configured": false); every row with its
+  // jobs by state ("jobs") and the GPUs its jobs' unfinished replicas hold ("gpus_allocated").
+  static nlohmann::json QueuesJson(const CoordinatorSnapshot& s);
 
   // The renderings, public for tests.
   static std::string RenderMetrics(const CoordinatorSnapshot& s, const JobAggregates& jobs);

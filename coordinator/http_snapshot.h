@@ -63,6 +63,9 @@ struct CoordinatorSnapshot {
   std::shared_ptr<const JobViewMap> jobs;
   std::vector<NodeRecord> nodes;
   nlohmann::json studies = nlohmann::json::array();  // StudyToJson (common/wire_json.h) each
+  // The configured queues as `cohort queues --json` has them (QueueToJson each, in config order):
+  // quotas, weight, gpu-idle-limit, use and the jobs waiting.
+  nlohmann::json queues = nlohmann::json::array();
   std::map<std::string, std::shared_ptr<const TrainingSeries>> training;
   // What running replicas use (coordinator/replica_usage.h), by job and replica: the attempt it is
   // of, and ReplicaUsageToJson (common/wire_json.h).

@@ -10,7 +10,7 @@ namespace cohort::coordinator {
 std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobController& jobs,
                                                               const SnapshotSources& sources,
                                                               int64_t now_ms) {
-  if (now_ms - last_ms_ < kSnapshotIntervalMs && published_) return nullptr;
+  if (!Due(now_ms)) return nullptr;
   last_ms_ = now_ms;
   auto snapshot = std::make_shared<CoordinatorSnapshot>();
   snapshot->now_ms = now_ms;
@@ -56,6 +56,7 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
   }
   snapshot->gpus_held_idle = sums.gpus_held_idle;
   snapshot->counters = sources.counters;
+  snapshot->queues = sources.queues;
   return snapshot;
 }
 

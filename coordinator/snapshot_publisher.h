@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -32,12 +33,16 @@ struct SnapshotSources {
   CoordinatorCounters counters;  // as the loop counted them, completed by the caller
   int64_t started_ms = 0;
   std::string state_dir;
+  nlohmann::json queues = nlohmann::json::array();  // CoordinatorSnapshot::queues
 };
 
 class SnapshotPublisher {
  public:
   void MarkChanged(const std::set<std::string>& jobs) { changed_.insert(jobs.begin(), jobs.end()); }
   void MarkAllChanged() { all_changed_ = true; }
+
+  // Whether Build would build one now: the caller gathers its sources only then.
+  bool Due(int64_t now_ms) const { return !published_ || now_ms - last_ms_ >= kSnapshotIntervalMs; }
 
   // The next snapshot, or null when the last one is younger than kSnapshotIntervalMs.
   std::shared_ptr<CoordinatorSnapshot> Build(const JobController& jobs,

@@ -257,6 +257,55 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
 }
 
+// /api/queues: the configured queues in their order, each with its config and use as the loop
+// listed them and its jobs by state; then a queue only a job names, marked not configured.
+TEST(QueuesJson, ConfiguredQueuesFirstThenTheOnesOnlyJobsName) {
+  auto jobs = std::make_shared<JobViewMap>();
+  auto add = [&](JobRecord j) {
+    auto v = std::make_shared<JobView>();
+    v->job = std::move(j);
+    (*jobs)[v->job.name] = v;
+  };
+  JobRecord running = Job("nb", 1, JobState::RUNNING, 1, 1, 5000, 0);
+  running.spec.scheduling.queue = "notebooks";
+  running.replicas[0].node_id = "n1";
+  running.replicas[0].state = ReplicaState::RUNNING;
+  running.replicas[0].gpus = {0};
+  add(std::move(running));
+  JobRecord old = Job("old", 2, JobState::SUCCEEDED, 0, 1, 2000, 3000);
+  old.spec.scheduling.queue = "retired";
+  add(std::move(old));
+  add(Job("plain", 3, JobState::QUEUED, 0, 1, 0, 0));
+  CoordinatorSnapshot s;
+  s.jobs = jobs;
+  s.queues = nlohmann::json::array({{{"name", "notebooks"},
+                                     {"gpu_quota", 2},
+                                     {"weight", 2.0},
+                                     {"gpu_idle_limit_ms", 7200000},
+                                     {"gpus_used", 1},
+                                     {"waiting_jobs", nlohmann::json::array()}},
+                                    {{"name", "default"},
+                                     {"gpu_quota", 0},
+                                     {"weight", 1.0},
+                                     {"gpu_idle_limit_ms", 0},
+                                     {"gpus_used", 0},
+                                     {"waiting_jobs", {"plain"}}}});
+  nlohmann::json out = CoordinatorHttp::QueuesJson(s);
+  ASSERT_EQ(out.size(), 3u) << out;
+  EXPECT_EQ(out[0]["name"], "notebooks");
+  EXPECT_EQ(out[0]["configured"], true);
+  EXPECT_EQ(out[0]["gpu_idle_limit_ms"], 7200000);
+  EXPECT_EQ(out[0]["jobs"]["RUNNING"], 1);
+  EXPECT_EQ(out[0]["gpus_allocated"], 1);
+  EXPECT_EQ(out[1]["name"], "default");
+  EXPECT_EQ(out[1]["jobs"]["QUEUED"], 1);
+  EXPECT_EQ(out[1]["waiting_jobs"], nlohmann::json({"plain"}));
+  EXPECT_EQ(out[2]["name"], "retired");
+  EXPECT_EQ(out[2]["configured"], false);
+  EXPECT_EQ(out[2]["jobs"]["SUCCEEDED"], 1);
+  EXPECT_FALSE(out[2].contains("gpu_quota")) << out[2];
+}
+
 // A scrape reuses the last one's walk over the jobs while the published jobs map is the same
 // object, and walks again as soon as the loop publishes a new one (a job changed); series that do
 // not come from the jobs are rendered from each snapshot.

@@ -63,7 +63,10 @@ class ObservabilityTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
     if (!NeedBinaries()) return;
-    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+    // A configured queue besides the default one, for the dashboard's Queues page.
+    ct::ClusterOptions options;
+    options.coordinator_args = {"--queue", "notebooks gpus=2 weight=2 gpu-idle-limit=2h"};
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator(std::move(options)));
     // A health check that always passes: its series are scraped and parsed with the others.
     ASSERT_EQ(cluster_->StartAgent(
                   {.node_id = NodeA(), .cpus = 4, .extra_args = {"--health-check", "/bin/true"}}),
@@ -479,6 +482,24 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
       << usage;
   EXPECT_NE(usage.find("all time: 5 jobs, 0.0000 GPU-hours"), std::string::npos) << usage;
   EXPECT_NE(usage.find("data-drawn=\"2\""), std::string::npos) << usage;
+
+  // The queues as `cohort queues` has them, in config order: the default one, which holds the
+  // jobs run here, then notebooks with its quota, weight and GPU idle limit.
+  std::string queues = RenderPage(base + "/#/queues", artifacts + "/dashboard-queues.png");
+  EXPECT_NE(queues.find("<td><a href=\"#/jobs?queue=notebooks\">notebooks</a></td><td>2</td>"
+                        "<td>0/2</td><td>0/-</td><td>2.0h</td><td></td><td>0</td>"),
+            std::string::npos)
+      << queues;
+  EXPECT_NE(queues.find("<td><a href=\"#/jobs?queue=default\">default</a></td><td>1</td>"),
+            std::string::npos)
+      << queues;
+  EXPECT_LT(queues.find(">default<"), queues.find(">notebooks<")) << queues;
+  json api_queues =
+      json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/queues"), nullptr, false);
+  ASSERT_TRUE(api_queues.is_array()) << api_queues;
+  ASSERT_EQ(api_queues.size(), 2u) << api_queues;
+  EXPECT_EQ(api_queues[0]["jobs"]["SUCCEEDED"], 4) << api_queues;  // 2 jobs and 2 trials
+  EXPECT_EQ(api_queues[1]["gpu_idle_limit_ms"], 7'200'000) << api_queues;
 
   std::string job = RenderPage(base + "/#/job/reports", artifacts + "/dashboard-job.png");
   EXPECT_NE(job.find("id=\"job-name\""), std::string::npos) << job;
