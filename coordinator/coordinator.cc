@@ -563,6 +563,7 @@ void Coordinator::PublishSnapshot(int64_t now) {
   if (!snapshots_.Due(now)) return;
   CoordinatorCounters counters = counters_;
   counters.restarts_by_cause = jobs_.restarts_by_cause();
+  counters.hangs_by_outcome = jobs_.hangs_by_outcome();
   counters.relaunches = jobs_.relaunches();
   counters.elastic_shrinks = jobs_.elastic_shrinks();
   counters.elastic_grows = jobs_.elastic_grows();

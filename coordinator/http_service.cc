@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 
@@ -189,6 +190,14 @@ std::shared_ptr<const CoordinatorHttp::JobAggregates> CoordinatorHttp::Aggregate
 std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
                                            const JobAggregates& jobs) {
   PrometheusText t;
+  // One sample of `family` per key, labelled `label`; 0 for a key `counts` does not have.
+  auto by_key = [&t](const char* family, const char* label, std::initializer_list<const char*> keys,
+                     const std::map<std::string, uint64_t>& counts) {
+    for (const char* key : keys) {
+      auto it = counts.find(key);
+      t.Sample(family, {{label, key}}, it == counts.end() ? 0 : it->second);
+    }
+  };
   // ---- jobs, derived from the stored jobs
   const auto& by_queue = jobs.by_queue;
   t.Family("cohort_jobs", Type::kGauge, "Jobs held by the coordinator, by state and queue.");
@@ -222,13 +231,18 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   t.Sample("cohort_job_restarts_total", jobs.restarts);
   t.Family("cohort_restarts_total", Type::kCounter,
            "Restarts by the cause of their incident: preemption, node_loss, node_health (a failure "
-           "on a node whose health check fails), exit_code, stopped (counted since the "
-           "coordinator started).");
-  for (const char* cause : {"preemption", "node_loss", "node_health", "exit_code", "stopped"}) {
-    auto it = s.counters.restarts_by_cause.find(cause);
-    t.Sample("cohort_restarts_total", {{"cause", cause}},
-             it == s.counters.restarts_by_cause.end() ? 0 : it->second);
-  }
+           "on a node whose health check fails), exit_code, stopped, hang (the hang watchdog's "
+           "verdict), counted since the coordinator started.");
+  by_key("cohort_restarts_total", "cause",
+         {"preemption", "node_loss", "node_health", "exit_code", "stopped", "hang"},
+         s.counters.restarts_by_cause);
+  t.Family("cohort_hangs_total", Type::kCounter,
+           "Jobs the hang watchdog judged hung, by what became of them: restart (a restart "
+           "spent), fail (scheduling.hang_action: fail, or no restart left), gpu_idle_limit "
+           "(failed by its queue's gpu-idle-limit: its GPUs sat idle), counted since the "
+           "coordinator started.");
+  by_key("cohort_hangs_total", "outcome", {"restart", "fail", "gpu_idle_limit"},
+         s.counters.hangs_by_outcome);
   t.Family("cohort_relaunches_total", Type::kCounter,
            "Launches sent to a node already silent, gone with it unanswered, and placed again "
            "without spending a restart (counted since the coordinator started).");

@@ -39,8 +39,10 @@ struct JobView {
 struct CoordinatorCounters {
   std::map<std::pair<std::string, std::string>, uint64_t> requests;  // (endpoint, type)
   std::map<std::pair<std::string, std::string>, uint64_t> errors;    // (endpoint, code)
-  // By cause: preemption, node_loss, node_health, exit_code, stopped.
+  // By cause: preemption, node_loss, node_health, exit_code, stopped, hang.
   std::map<std::string, uint64_t> restarts_by_cause;
+  // Hang verdicts by outcome: restart, fail, gpu_idle_limit (JobController::hangs_by_outcome).
+  std::map<std::string, uint64_t> hangs_by_outcome;
   uint64_t relaunches = 0;  // launches into silence placed again, spending nothing
   // Elastic jobs placed with fewer workers than they ask for, and grown (JobController).
   uint64_t elastic_shrinks = 0;

@@ -611,18 +611,21 @@ void JobController::Hang(JobRecord& job, const std::vector<std::string>& stuck,
   if (job.state != JobState::RUNNING) return;
   AddEvent(job, message, now_ms);
   if (!fail_reason.empty()) {
+    ++hangs_by_outcome_["gpu_idle_limit"];
     FinishJob(job, JobState::FAILED, fail_reason, now_ms);
     return;
   }
   std::string who;
   for (const auto& name : stuck) who += (who.empty() ? "" : ", ") + name;
   if (job.spec.scheduling.hang_action == HangAction::kFail) {
+    ++hangs_by_outcome_["fail"];
     FinishJob(job, JobState::FAILED, "hung (" + who + " stuck; scheduling.hang_action: fail)",
               now_ms);
     return;
   }
   int budget = job.spec.scheduling.max_restarts;
   if (job.restarts >= budget) {
+    ++hangs_by_outcome_["fail"];
     FinishJob(job, JobState::FAILED,
               "hung (" + who + " stuck); the restart budget (max_restarts=" +
                   std::to_string(budget) + ") is spent",
@@ -630,6 +633,8 @@ void JobController::Hang(JobRecord& job, const std::vector<std::string>& stuck,
     return;
   }
   ++job.restarts;
+  ++restarts_by_cause_["hang"];
+  ++hangs_by_outcome_["restart"];
   Incident& inc = incidents_[job.name] =
       Incident(job, "of a hang (" + who + " stuck)", job.restarts, budget, now_ms);
   AddEvent(job, inc.Event(), now_ms);

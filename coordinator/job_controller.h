@@ -390,8 +390,13 @@ class JobController {
   // Replicas whose end awaits a verdict (see "Held verdicts"), as "job/replica".
   std::vector<std::string> HeldVerdicts() const;
   // Restarts spent since this controller was made, by the cause of their incident: "preemption",
-  // "node_loss", "exit_code" (a retryable exit or signal), "stopped" (an unrequested stop).
+  // "node_loss", "node_health", "exit_code" (a retryable exit or signal), "stopped" (an
+  // unrequested stop), "hang" (the watchdog's verdict).
   const std::map<std::string, uint64_t>& restarts_by_cause() const { return restarts_by_cause_; }
+  // Hang verdicts acted on since this controller was made (Hang), by what became of the job:
+  // "restart" (a restart spent), "fail" (scheduling.hang_action: fail, or no restart left),
+  // "gpu_idle_limit" (failed by its queue's gpu-idle-limit).
+  const std::map<std::string, uint64_t>& hangs_by_outcome() const { return hangs_by_outcome_; }
   // Incidents that spent nothing since this controller was made: launches into silence placed
   // again (see "Launches into silence").
   uint64_t relaunches() const { return relaunches_; }
@@ -405,6 +410,7 @@ class JobController {
   // Takes over `from`'s counts (the coordinator's rollback replaces the controller).
   void CarryCountersFrom(const JobController& from) {
     restarts_by_cause_ = from.restarts_by_cause_;
+    hangs_by_outcome_ = from.hangs_by_outcome_;
     relaunches_ = from.relaunches_;
     elastic_shrinks_ = from.elastic_shrinks_;
     elastic_grows_ = from.elastic_grows_;
@@ -557,6 +563,7 @@ class JobController {
   std::vector<std::string> deleted_;
   bool schedule_needed_ = true;
   std::map<std::string, uint64_t> restarts_by_cause_;
+  std::map<std::string, uint64_t> hangs_by_outcome_;
   uint64_t relaunches_ = 0;
   uint64_t elastic_shrinks_ = 0;
   uint64_t elastic_grows_ = 0;

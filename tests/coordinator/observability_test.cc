@@ -218,6 +218,9 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   s.counters.errors[{"client", "NOT_FOUND"}] = 1;
   s.counters.restarts_by_cause["node_loss"] = 2;
   s.counters.restarts_by_cause["node_health"] = 1;
+  s.counters.restarts_by_cause["hang"] = 4;
+  s.counters.hangs_by_outcome["restart"] = 4;
+  s.counters.hangs_by_outcome["gpu_idle_limit"] = 1;
   s.counters.relaunches = 3;
   s.counters.elastic_shrinks = 2;
   s.counters.elastic_grows = 1;
@@ -237,6 +240,11 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_restarts_total{cause=\"node_loss\"} 2");
   has("cohort_restarts_total{cause=\"node_health\"} 1");
   has("cohort_restarts_total{cause=\"preemption\"} 0");
+  has("cohort_restarts_total{cause=\"hang\"} 4");
+  has("# TYPE cohort_hangs_total counter");
+  has("cohort_hangs_total{outcome=\"restart\"} 4");
+  has("cohort_hangs_total{outcome=\"fail\"} 0");
+  has("cohort_hangs_total{outcome=\"gpu_idle_limit\"} 1");
   has("cohort_relaunches_total 3");
   has("cohort_elastic_resizes_total{direction=\"shrink\"} 2");
   has("cohort_elastic_resizes_total{direction=\"grow\"} 1");

@@ -373,6 +373,8 @@ TEST_F(WatchdogTest, AQueuesGpuIdleLimitFailsAJobWhoseGpusSitIdle) {
   EXPECT_EQ(job.state, JobState::FAILED);
   EXPECT_EQ(job.message, "its GPUs sat idle for 20s (queue notebooks: gpu-idle-limit=20s)");
   EXPECT_EQ(job.restarts, 0);
+  EXPECT_EQ(jobs_.hangs_by_outcome(), (std::map<std::string, uint64_t>{{"gpu_idle_limit", 1}}));
+  EXPECT_TRUE(jobs_.restarts_by_cause().empty());
 }
 
 TEST_F(WatchdogTest, AQueuesGpuIdleLimitLeavesJobsWithoutGpusAndOtherQueuesAlone) {
@@ -455,6 +457,8 @@ TEST_F(WatchdogTest, HangRestartsTheWholeJobAsOneIncident) {
             "hang: worker-2 has not entered allreduce #50");
   EXPECT_EQ(job.events.back().message,
             "restart 1/2: the whole job because of a hang (worker-2 stuck)");
+  EXPECT_EQ(jobs_.restarts_by_cause(), (std::map<std::string, uint64_t>{{"hang", 1}}));
+  EXPECT_EQ(jobs_.hangs_by_outcome(), (std::map<std::string, uint64_t>{{"restart", 1}}));
   // The stopped replicas are no failure and spend nothing more.
   for (auto& r : job.replicas) {
     jobs_.ApplyReplicaStatus(job, r, ReplicaState::STOPPED, 143, 0, "", now_);
@@ -469,6 +473,7 @@ TEST_F(WatchdogTest, HangFailsTheJobWhenTheSpecSaysSo) {
   EXPECT_EQ(job.state, JobState::FAILED);
   EXPECT_THAT(job.message, HasSubstr("hang_action: fail"));
   EXPECT_EQ(job.restarts, 0);
+  EXPECT_EQ(jobs_.hangs_by_outcome(), (std::map<std::string, uint64_t>{{"fail", 1}}));
 }
 
 TEST_F(WatchdogTest, HangWithTheBudgetSpentFailsTheJob) {
@@ -476,6 +481,7 @@ TEST_F(WatchdogTest, HangWithTheBudgetSpentFailsTheJob) {
   jobs_.Hang(job, {"worker-0"}, "hang: worker-0 has not entered allreduce #3", now_);
   EXPECT_EQ(job.state, JobState::FAILED);
   EXPECT_THAT(job.message, HasSubstr("restart budget (max_restarts=0) is spent"));
+  EXPECT_EQ(jobs_.hangs_by_outcome(), (std::map<std::string, uint64_t>{{"fail", 1}}));
 }
 
 // The dumps a verdict asked for give one event each, saying where the replica was; others (a

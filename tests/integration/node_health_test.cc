@@ -421,6 +421,19 @@ TEST_F(NodeHealthTest, AJobWhoseGpuSitsIdleFailsByItsHangTimeoutOrItsQueuesLimit
   EXPECT_EQ(idle.state, wire::JobState::FAILED);
   EXPECT_EQ(idle.message, "its GPUs sat idle for 6s (queue notebooks: gpu-idle-limit=6s)");
   EXPECT_EQ(idle.restarts, 0);
+  // /metrics counts both verdicts: the notebook's own (hang_action: fail) and the queue's.
+  httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto r = http.Get("/metrics");
+        return r && r->body.find("cohort_hangs_total{outcome=\"gpu_idle_limit\"} 1\n") !=
+                        std::string::npos;
+      },
+      5s, 100ms));
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("cohort_hangs_total{outcome=\"fail\"} 1\n"), std::string::npos)
+      << metrics->body;
   // `cohort queues` says so; --json has it.
   auto queues = RunCli({"queues"});
   EXPECT_NE(
