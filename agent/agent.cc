@@ -274,6 +274,9 @@ void Agent::HandleMessage(const Message& message) {
     case wire::Body::ExecInReplica:
       HandleExec(*message.As<wire::ExecInReplica>());
       break;
+    case wire::Body::ExecSessionIo:
+      HandleExecSession(*message.As<wire::ExecSessionIo>());
+      break;
     default:
       spdlog::warn("unexpected {} message from the coordinator",
                    wire::EnumNameBody(message.type()));
@@ -438,6 +441,52 @@ void Agent::HandleExec(const wire::ExecInReplica& exec) {
   Transmit(std::move(body));
 }
 
+void Agent::HandleExecSession(const wire::ExecSessionIo& io) {
+  wire::ExecOutputT header;
+  header.node_id = config_.node_id;
+  header.exec_id = io.exec_id();
+  header.job = Str(io.job());
+  header.replica = Str(io.replica());
+  header.attempt = io.attempt();
+  header.session = io.session();
+  const std::string key = AttemptKey(header.job, header.replica, header.attempt);
+  const int64_t now_ms = clock_->NowMs();
+  ExecStep step;
+  if (io.input()) step.input.assign(io.input()->begin(), io.input()->end());
+  step.input_closed = io.input_closed();
+  step.kill = io.kill();
+  step.rows = io.rows();
+  step.cols = io.cols();
+  Status taken;
+  uint64_t session = io.session();
+  if (session == 0) {
+    std::vector<std::string> argv;
+    if (io.argv()) {
+      for (const auto* arg : *io.argv()) argv.push_back(Str(arg));
+    }
+    Attempt* a = replicas_.Find(key);
+    if (a == nullptr || a->final || !a->process || a->state != wire::ReplicaState::RUNNING) {
+      taken = FailedPrecondition(header.replica + " attempt " + std::to_string(header.attempt) +
+                                 " of job " + header.job + " is not running on node " +
+                                 config_.node_id);
+    } else {
+      spdlog::info("{}/{} attempt {}: exec session {} ({} arguments{})", a->job, a->replica,
+                   a->attempt, argv.empty() ? "" : argv.front(), argv.size(),
+                   io.tty() ? ", on a terminal" : "");
+      auto opened = exec_sessions_.Open(key, a->exec_target, a->process->command_pid(), argv,
+                                        io.tty(), io.rows(), io.cols(), now_ms);
+      taken = opened.status();
+      if (opened.ok()) session = *opened;
+    }
+  }
+  if (taken.ok()) taken = exec_sessions_.Step(session, key, step, header, now_ms);
+  if (taken.ok()) return;
+  header.error = taken.message();
+  wire::BodyUnion body;
+  body.Set(std::move(header));
+  Transmit(std::move(body));
+}
+
 void Agent::CollectExecs() {
   for (wire::ExecOutputT& output : execs_.TakeFinished()) {
     spdlog::info("{}/{} attempt {}: exec ended with code {}{}", output.job, output.replica,
@@ -445,6 +494,20 @@ void Agent::CollectExecs() {
     wire::BodyUnion body;
     body.Set(std::move(output));
     Transmit(std::move(body));
+  }
+  const int64_t now_ms = clock_->NowMs();
+  for (wire::ExecOutputT& answer : exec_sessions_.TakeAnswers(now_ms)) {
+    if (!answer.running) {
+      spdlog::info("{}/{} attempt {}: exec session ended with code {}", answer.job, answer.replica,
+                   answer.attempt, answer.exit_code);
+    }
+    wire::BodyUnion body;
+    body.Set(std::move(answer));
+    Transmit(std::move(body));
+  }
+  if (const size_t left = exec_sessions_.EndIdle(now_ms); left > 0) {
+    spdlog::info("{} exec session(s) killed: no step came for {} s", left,
+                 kExecSessionIdleMs / 1000);
   }
 }
 
@@ -459,6 +522,7 @@ void Agent::OnAttemptChanged(Attempt& a) {
     const bool resampling = !a.gpus.empty() && gpu_sampler_.SampleNow();
     a.health_rechecking = rechecking || resampling;
   }
+  if (a.final) exec_sessions_.EndAttempt(AttemptKey(a.job, a.replica, a.attempt));
   SendUpdate(a);
 }
 

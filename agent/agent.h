@@ -30,6 +30,9 @@
 //    are the stuck process's, not those of one being stopped.
 //  - ExecInReplica: a command runs beside a running attempt, as it runs (agent/
 //    exec_in_replica.h), on a thread of its own; its output goes back as ExecOutput (once).
+//  - ExecSessionIo: a step of an interactive session (agent/exec_session.h): its first starts
+//    the command beside a running attempt; each is answered with an ExecOutput (its output since
+//    the last). An attempt's sessions are killed when it ends.
 //  - LaunchReplica: prepares <work_dir>/<job>/<replica>/attempt-<n>, renders the environment
 //    (agent/replica_env.h) and starts the attempt through the Launcher; StopReplica: SIGTERM to
 //    every process of the attempt, SIGKILL after grace_ms, final state STOPPED.
@@ -69,6 +72,7 @@
 #include "agent/attempt.h"
 #include "agent/coordinator_session.h"
 #include "agent/exec_in_replica.h"
+#include "agent/exec_session.h"
 #include "agent/health_check.h"
 #include "agent/http_service.h"
 #include "agent/inventory.h"
@@ -198,7 +202,11 @@ class Agent {
   // Runs a command beside a running attempt (agent/exec_in_replica.h); one that cannot run is
   // answered at once, as an ExecOutput with its error.
   void HandleExec(const wire::ExecInReplica& exec);
-  // Sends the ExecOutput of each command that ended.
+  // A step of an interactive session; one that cannot be taken is answered at once, as an
+  // ExecOutput with its error.
+  void HandleExecSession(const wire::ExecSessionIo& io);
+  // Sends the ExecOutput of each command that ended and each session step due; ends the
+  // sessions their clients left.
   void CollectExecs();
   // An Ack or ErrorReply (`error`) to a message of the outbox.
   void HandleAnswer(uint64_t request_id, const Status& error);
@@ -236,6 +244,7 @@ class Agent {
   std::map<std::string, PendingDump> dumps_;
   // `cohort exec` commands running beside replicas here (agent/exec_in_replica.h).
   ExecRunner execs_;
+  ExecSessions exec_sessions_;  // `cohort exec -i` / `-it` sessions (agent/exec_session.h)
   ReplicaManager replicas_;
   bool preempting_ = false;
   // Preemption: until when replicas may take to go, then until when their acks may take.

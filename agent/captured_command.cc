@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +47,7 @@ struct ChildSetup {
   int cgroup_procs = -1;              // the cgroup's cgroup.procs, open for writing
   bool join_cgroup = false;           // a cgroup was asked for (-1 above: it could not be opened)
   const CaptureOptions::Account* account = nullptr;
+  bool terminal = false;  // stdin is a terminal that becomes the command's controlling one
 };
 
 // The same, hidden from the agent's reaper (CaptureOptions::hidden_from_reaper): the child is a
@@ -57,16 +59,23 @@ struct ChildSetup {
 // sanitizer's interceptor would then check this copy of the agent's threads for leaks). The
 // account is switched by the bare system calls too: libc's setuid would signal the agent's other
 // threads, which this copy of the process does not have.
-int SpawnHiddenChild(char* const* args, int out, const ChildSetup& setup, pid_t* pid) {
+// With a terminal, the child starts a session of its own (so its process group is still its pid)
+// and takes the terminal as the session's controlling one, which its command inherits.
+int SpawnHiddenChild(char* const* args, int in, int out, const ChildSetup& setup, pid_t* pid) {
   if (::access(args[0], X_OK) != 0) return errno;
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0) return errno;
   const long child = ::syscall(SYS_clone, 0L, nullptr, nullptr, nullptr, nullptr);
   if (child == 0) {
-    ::setpgid(0, 0);
-    ::dup2(null_fd, STDIN_FILENO);
+    if (setup.terminal) {
+      ::setsid();
+    } else {
+      ::setpgid(0, 0);
+    }
+    ::dup2(in, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(out, STDERR_FILENO);
+    if (setup.terminal && ::ioctl(STDIN_FILENO, TIOCSCTTY, 0) != 0) {
+      ChildFail("cannot take the terminal");
+    }
     if (setup.join_cgroup && (setup.cgroup_procs < 0 || ::write(setup.cgroup_procs, "0", 1) != 1)) {
       ChildFail("cannot join the replica's cgroup");
     }
@@ -101,14 +110,36 @@ int SpawnHiddenChild(char* const* args, int out, const ChildSetup& setup, pid_t*
                                                   : 128 + WTERMSIG(status));
     __builtin_unreachable();
   }
-  const int error = errno;
-  ::close(null_fd);
-  if (child < 0) return error;
+  if (child < 0) return errno;
   *pid = static_cast<pid_t>(child);
   return 0;
 }
 
 }  // namespace
+
+int SpawnHidden(const std::vector<std::string>& argv, const CaptureOptions& options, int in_fd,
+                int out_fd, bool terminal, pid_t* pid) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  if (options.env != nullptr) {
+    for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  ChildSetup setup;
+  setup.envp = options.env != nullptr ? envp.data() : nullptr;
+  setup.working_dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+  setup.join_cgroup = !options.cgroup.empty();
+  if (setup.join_cgroup) {
+    setup.cgroup_procs = ::open((options.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  }
+  setup.account = options.account ? &*options.account : nullptr;
+  setup.terminal = terminal;
+  const int rc = SpawnHiddenChild(args.data(), in_fd, out_fd, setup, pid);
+  if (setup.cgroup_procs >= 0) ::close(setup.cgroup_procs);
+  return rc;
+}
 
 CapturedCommand RunCaptured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                             size_t max_output) {
@@ -126,28 +157,16 @@ CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureO
     result.output = std::string("pipe: ") + std::strerror(errno);
     return result;
   }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
   pid_t pid = -1;
   int rc = 0;
   if (options.hidden_from_reaper) {
-    std::vector<char*> envp;
-    if (options.env != nullptr) {
-      for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
-      envp.push_back(nullptr);
-    }
-    ChildSetup setup;
-    setup.envp = options.env != nullptr ? envp.data() : nullptr;
-    setup.working_dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
-    setup.join_cgroup = !options.cgroup.empty();
-    if (setup.join_cgroup) {
-      setup.cgroup_procs = ::open((options.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    }
-    setup.account = options.account ? &*options.account : nullptr;
-    rc = SpawnHiddenChild(args.data(), fds[1], setup, &pid);
-    if (setup.cgroup_procs >= 0) ::close(setup.cgroup_procs);
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    rc = null_fd < 0 ? errno : SpawnHidden(argv, options, null_fd, fds[1], false, &pid);
+    if (null_fd >= 0) ::close(null_fd);
   } else {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
     rc = SpawnChild(args.data(), fds[1], &pid);
   }
   ::close(fds[1]);

@@ -56,6 +56,15 @@ struct CaptureOptions {
   std::optional<Account> account;
 };
 
+// The child RunCaptured runs a hidden_from_reaper command under (the options' env, working_dir,
+// cgroup and account apply; timeout, max_output and cancel are the caller's to enforce), with its
+// stdin from `in_fd` and its stdout and stderr to `out_fd`. With `terminal`, `in_fd` is a
+// terminal (a pty's slave) that becomes the command's controlling terminal, in a session of its
+// own. On success returns 0 and sets `pid`: the child's process group is its pid, and
+// waitpid(pid, ..., __WCLONE) takes the command's status (128 + a signal). Else an errno.
+int SpawnHidden(const std::vector<std::string>& argv, const CaptureOptions& options, int in_fd,
+                int out_fd, bool terminal, pid_t* pid);
+
 // Runs argv (argv[0] searched on PATH when it has no slash, unless hidden_from_reaper).
 CapturedCommand RunCaptured(const std::vector<std::string>& argv, const CaptureOptions& options);
 // The same with a deadline (none when `timeout` is zero) and an output cap.

@@ -25,6 +25,16 @@ std::vector<std::string> ContainerReplica::Argv(const std::vector<std::string>& 
   return argv;
 }
 
+std::vector<std::string> ContainerReplica::ExecPrefix(ExecStdio stdio) const {
+  // runc and crun pass their stdin on unless told otherwise and make a terminal with -t; the
+  // docker CLI passes it only with -i.
+  std::vector<std::string> args = {"exec"};
+  if (cli_ && stdio != ExecStdio::kNone) args.push_back("-i");
+  if (stdio == ExecStdio::kTerminal) args.push_back("-t");
+  args.push_back(shared_->id);
+  return Argv(args);
+}
+
 void ContainerReplica::Queue(const std::vector<std::string>& args, const std::string& what) {
   commands_->Enqueue(shared_->id, Argv(args), [shared = shared_, what](const CapturedCommand& run) {
     if (run.exit_code == 0 || RuntimeSaysGone(run.output)) return;

@@ -46,7 +46,7 @@ class ContainerReplica : public ReplicaProcess {
   void KillAll() override;
   bool AnyAlive() override;
   void Release() override;
-  std::vector<std::string> ExecPrefix() const override { return Argv({"exec", shared_->id}); }
+  std::vector<std::string> ExecPrefix(ExecStdio stdio) const override;
 
  private:
   // What the commands' completions (on a lane's thread) share with the replica.

@@ -44,37 +44,54 @@ std::variant<std::string, ExecResult> FindCommand(const ExecTarget& target,
 
 }  // namespace
 
+CaptureOptions PreparedExec::Options() const {
+  CaptureOptions options = base;
+  if (!env.empty()) options.env = &env;
+  return options;
+}
+
+std::variant<PreparedExec, ExecResult> PrepareExec(const ExecTarget& target, pid_t replica_pid,
+                                                   const std::vector<std::string>& argv,
+                                                   ExecStdio stdio) {
+  PreparedExec prepared;
+  prepared.base.hidden_from_reaper = true;
+  const std::vector<std::string>& container =
+      stdio == ExecStdio::kTerminal ? target.container_exec_terminal
+      : stdio == ExecStdio::kStream ? target.container_exec_stream
+                                    : target.container_exec;
+  if (!container.empty()) {
+    prepared.command = container;
+    prepared.command.insert(prepared.command.end(), argv.begin(), argv.end());
+    return prepared;
+  }
+  auto found = FindCommand(target, argv.at(0));
+  if (auto* failed = std::get_if<ExecResult>(&found)) return std::move(*failed);
+  prepared.command = argv;
+  prepared.command[0] = std::get<std::string>(found);
+  for (const auto& [name, value] : target.env) {
+    if (name != "COHORT_REPLICA_PID") prepared.env.push_back(name + "=" + value);
+  }
+  prepared.env.push_back("COHORT_REPLICA_PID=" + std::to_string(replica_pid));
+  prepared.base.working_dir = target.working_dir;
+  prepared.base.cgroup = target.cgroup;
+  if (target.run_as) {
+    prepared.base.account =
+        CaptureOptions::Account{target.run_as->uid, target.run_as->gid, target.run_as->groups};
+  }
+  return prepared;
+}
+
 ExecResult RunInReplica(const ExecTarget& target, pid_t replica_pid,
                         const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                         const std::atomic<bool>* cancel) {
-  CaptureOptions options;
+  auto prepared = PrepareExec(target, replica_pid, argv, ExecStdio::kNone);
+  if (auto* failed = std::get_if<ExecResult>(&prepared)) return std::move(*failed);
+  const PreparedExec& exec = std::get<PreparedExec>(prepared);
+  CaptureOptions options = exec.Options();
   options.timeout = timeout;
   options.max_output = kMaxExecOutputBytes + 1;
-  options.hidden_from_reaper = true;
   options.cancel = cancel;
-  std::vector<std::string> command;
-  std::vector<std::string> env;
-  if (!target.container_exec.empty()) {
-    command = target.container_exec;
-    command.insert(command.end(), argv.begin(), argv.end());
-  } else {
-    auto found = FindCommand(target, argv.at(0));
-    if (auto* failed = std::get_if<ExecResult>(&found)) return std::move(*failed);
-    command = argv;
-    command[0] = std::get<std::string>(found);
-    for (const auto& [name, value] : target.env) {
-      if (name != "COHORT_REPLICA_PID") env.push_back(name + "=" + value);
-    }
-    env.push_back("COHORT_REPLICA_PID=" + std::to_string(replica_pid));
-    options.env = &env;
-    options.working_dir = target.working_dir;
-    options.cgroup = target.cgroup;
-    if (target.run_as) {
-      options.account =
-          CaptureOptions::Account{target.run_as->uid, target.run_as->gid, target.run_as->groups};
-    }
-  }
-  CapturedCommand run = RunCaptured(command, options);
+  CapturedCommand run = RunCaptured(exec.command, options);
   ExecResult result;
   result.exit_code = run.exit_code;
   result.timed_out = run.timed_out;

@@ -31,8 +31,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "agent/captured_command.h"
+#include "agent/launcher.h"
 #include "agent/replica_user.h"
 #include "common/exec_limits.h"
 #include "common/schema/cohort_generated.h"
@@ -43,8 +46,11 @@ namespace cohort::agent {
 // What an attempt's command needs to run as the attempt runs.
 struct ExecTarget {
   // Non-empty: the argv, to which the command is appended, that runs it inside the attempt's
-  // container (the rest is then the container's).
+  // container (the rest is then the container's): with stdin from /dev/null, streamed, or on a
+  // terminal (ReplicaProcess::ExecPrefix).
   std::vector<std::string> container_exec;
+  std::vector<std::string> container_exec_stream;
+  std::vector<std::string> container_exec_terminal;
   std::map<std::string, std::string> env;
   std::string working_dir;
   std::optional<RunAs> run_as;
@@ -57,6 +63,23 @@ struct ExecResult {
   bool truncated = false;
   bool timed_out = false;
 };
+
+// How a command runs at a target: its command line (the container runtime's exec with the
+// command appended, or the command found on the replica's PATH) and its hidden child's options
+// (agent/captured_command.h: the attempt's environment, working directory, cgroup, account).
+struct PreparedExec {
+  std::vector<std::string> command;
+  std::vector<std::string> env;  // "NAME=value"; empty: the runtime's (a container)
+  CaptureOptions base;           // hidden_from_reaper, and the above but env
+  // `base` with its env pointing at `env` (valid while this lives).
+  CaptureOptions Options() const;
+};
+
+// How `argv` runs at `target` with its stdin as `stdio` says, COHORT_REPLICA_PID `replica_pid`;
+// or, for a process replica whose PATH has no such command, how it ends (see RunInReplica).
+std::variant<PreparedExec, ExecResult> PrepareExec(const ExecTarget& target, pid_t replica_pid,
+                                                   const std::vector<std::string>& argv,
+                                                   ExecStdio stdio);
 
 // Runs `argv` at `target` (see above); `replica_pid` is COHORT_REPLICA_PID. Blocks until it ends,
 // its timeout passes or `cancel` is set. A command not found on the replica's PATH ends 127, one

@@ -91,6 +91,10 @@ struct LaunchRequest {
   std::string python_site;
 };
 
+// How an exec's stdin comes (agent/exec_in_replica.h, agent/exec_session.h): from /dev/null
+// (`cohort exec`), streamed from its client (`cohort exec -i`), or a terminal's (`-it`).
+enum class ExecStdio { kNone, kStream, kTerminal };
+
 // One launched attempt: its main process plus everything it spawned.
 class ReplicaProcess {
  public:
@@ -124,9 +128,9 @@ class ReplicaProcess {
   // The attempt's cgroup directory (its usage is read there); empty when it has none.
   virtual std::string cgroup_path() const { return {}; }
   // The argv, to which a command is appended, that runs that command inside the attempt's
-  // container (`runc exec ID`; agent/exec_in_replica.h); empty: the attempt is processes on the
-  // node.
-  virtual std::vector<std::string> ExecPrefix() const { return {}; }
+  // container (`runc exec ID`; agent/exec_in_replica.h), its stdin as `stdio` says (the
+  // runtime's flags for it: `docker exec -i -t ID`); empty: the attempt is processes on the node.
+  virtual std::vector<std::string> ExecPrefix(ExecStdio /*stdio*/) const { return {}; }
 };
 
 class Launcher {

@@ -262,7 +262,9 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
   a.process = std::move(*process);
-  a.exec_target.container_exec = a.process->ExecPrefix();
+  a.exec_target.container_exec = a.process->ExecPrefix(ExecStdio::kNone);
+  a.exec_target.container_exec_stream = a.process->ExecPrefix(ExecStdio::kStream);
+  a.exec_target.container_exec_terminal = a.process->ExecPrefix(ExecStdio::kTerminal);
   if (a.exec_target.container_exec.empty()) {
     a.exec_target.env = request.env;
     a.exec_target.working_dir = request.working_dir;

@@ -66,6 +66,24 @@ StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args, std::vector<Fla
     for (const auto& f : flags) {
       if (f.name == name || (!f.alias.empty() && f.alias == name)) spec = &f;
     }
+    // Bundled short flags that take no value: "-it" is "-i -t".
+    if (spec == nullptr && arg.size() > 2 && arg[1] != '-') {
+      std::vector<const FlagSpec*> bundled;
+      for (size_t c = 1; c < arg.size(); ++c) {
+        const std::string one = std::string("-") + arg[c];
+        const FlagSpec* found = nullptr;
+        for (const auto& f : flags) {
+          if (f.alias == one && !f.takes_value) found = &f;
+        }
+        if (found == nullptr) {
+          bundled.clear();
+          break;
+        }
+        bundled.push_back(found);
+      }
+      for (const FlagSpec* f : bundled) parsed.values[f->name] = "";
+      if (!bundled.empty()) continue;
+    }
     if (spec == nullptr) {
       std::vector<std::string_view> names;
       for (const auto& f : flags) names.push_back(f.name);
@@ -315,11 +333,16 @@ started, says so on stderr.
 )",
        Logs},
       {"exec",
-       {{"--replica", true, ""}, {"--all", false, ""}, {"--kill-after", true, ""}},
-       "exec JOB [--replica ROLE-INDEX|--all] [--kill-after D] -- COMMAND [ARG...]",
+       {{"--replica", true, ""},
+        {"--all", false, ""},
+        {"--kill-after", true, ""},
+        {"--stdin", false, "-i"},
+        {"--tty", false, "-t"}},
+       "exec JOB [-i|-it] [--replica ROLE-INDEX|--all] [--kill-after D] -- COMMAND [ARG...]",
        "run a command beside a running replica, as it\nruns (nvidia-smi, ls, py-spy dump)",
        R"(usage: cohort exec JOB [--replica ROLE-INDEX | --all] [--kill-after DURATION] -- COMMAND
                  [ARG...]
+       cohort exec JOB -i|-it [--replica ROLE-INDEX] -- COMMAND [ARG...]
 
 Runs COMMAND on the node of a running replica, as the replica runs, and prints its output
 (stdout and stderr together, at most 1 MiB), as `kubectl exec` and Slurm's `srun --jobid
@@ -336,6 +359,13 @@ meanwhile; 1: its agent never said how the command ended).
                          with "[ROLE-INDEX] " (as pdsh does); exits with the largest status
   --kill-after DURATION  the command is killed (SIGKILL) after this long (default 60s, at most
                          1h); cohort then exits 124
+  -i, --stdin            an interactive session: stdin streams to the command and its output
+                         streams back as it comes (no 1 MiB bound, no --kill-after); the end of
+                         stdin closes the command's; ^C (SIGINT) kills the command, then exits
+                         130. A session nothing is heard from for 30 s is killed
+  -t, --tty              with a terminal of its own (implies -i), sized as this one and resized
+                         with it; this terminal is in raw mode meanwhile, so ^C, ^D and ^Z are
+                         the command's: cohort exec train -it -- bash
 Quote what the replica's shell should expand: cohort exec train -- sh -c 'ls $AIP_CHECKPOINT_DIR'
 )",
        Exec},

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/exec_session.h"
 #include "cli/job_view.h"
 #include "cli/output.h"
 #include "cli/verb_util.h"
@@ -433,10 +434,20 @@ int Exec(const ParsedArgs& args, const Context& ctx) {
   if (args.Has("--all") && args.Has("--replica")) {
     return UsageError(ctx.err, "exec", "give --replica or --all, not both");
   }
+  const bool interactive = args.Has("--stdin") || args.Has("--tty");
+  if (interactive && (args.Has("--all") || args.Has("--kill-after"))) {
+    return UsageError(ctx.err, "exec",
+                      std::string("-i and -t run one session: not with ") +
+                          (args.Has("--all") ? "--all" : "--kill-after"));
+  }
   const std::string& job = args.positionals[0];
   const std::vector<std::string> command(args.positionals.begin() + 1, args.positionals.end());
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
+  if (interactive) {
+    ctx.out.flush();
+    return RunExecSession(*client, job, args.Get("--replica"), command, args.Has("--tty"), ctx.err);
+  }
   std::vector<std::string> replicas = {args.Get("--replica")};
   if (args.Has("--all")) {
     auto info = client->GetJob(job);

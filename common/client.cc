@@ -211,6 +211,12 @@ StatusOr<wire::JobInfoT> CoordinatorClient::Update(const std::string& name,
   return Call<wire::JobInfo>(std::move(request), "update");
 }
 
+StatusOr<wire::ExecOutputT> CoordinatorClient::ExecStep(wire::ExecSessionIoT step) {
+  return Call<wire::ExecOutput>(
+      std::move(step), "exec",
+      std::chrono::milliseconds(kExecStepHoldMs + kExecAnswerSlackMs) + options_.timeout);
+}
+
 StatusOr<wire::ExecOutputT> CoordinatorClient::Exec(const std::string& job,
                                                     const std::string& replica,
                                                     const std::vector<std::string>& argv,

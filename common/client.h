@@ -115,6 +115,10 @@ class CoordinatorClient {
   StatusOr<wire::ExecOutputT> Exec(const std::string& job, const std::string& replica,
                                    const std::vector<std::string>& argv,
                                    std::chrono::milliseconds timeout);
+  // One step of an interactive session (wire::ExecSessionIo says what it carries and when it is
+  // answered): the first (session 0) starts `step.argv`; the answer names the session, carries
+  // the output since the last step and, once running is false, how the command ended.
+  StatusOr<wire::ExecOutputT> ExecStep(wire::ExecSessionIoT step);
   // Has the stacks of the job's running replicas (`replica` alone when not "") taken now
   // (wire::DumpStacks); returns the job as it was asked. The dumps arrive later, in ReadLogs
   // with `dump`.

@@ -19,4 +19,14 @@ inline constexpr int64_t kExecAnswerSlackMs = 10'000;
 // The output (stdout and stderr together) that comes back; the rest is read and dropped.
 inline constexpr size_t kMaxExecOutputBytes = 1 << 20;
 
+// Interactive sessions (wire::ExecSessionIo): the input or output one step carries at most, how
+// long an agent holds a step with nothing to answer, how long a session waits for its next step
+// before it is killed, how many run on one node at once, and how much output an agent keeps for
+// a session before it stops reading the command's (which then blocks writing).
+inline constexpr size_t kMaxExecStepBytes = 64 << 10;
+inline constexpr int64_t kExecStepHoldMs = 50;
+inline constexpr int64_t kExecSessionIdleMs = 30'000;
+inline constexpr size_t kMaxExecSessions = 8;
+inline constexpr size_t kExecSessionBufferBytes = 1 << 20;
+
 }  // namespace cohort

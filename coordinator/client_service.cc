@@ -167,6 +167,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::ExecInReplica:
       OnExec(m, *msg.As<wire::ExecInReplica>(), now_ms);
       return;
+    case wire::Body::ExecSessionIo:
+      OnExecSession(m, *msg.As<wire::ExecSessionIo>(), now_ms);
+      return;
     case wire::Body::DumpStacks:
       OnDumpStacks(m, *msg.As<wire::DumpStacks>(), now_ms);
       return;
@@ -447,53 +450,99 @@ void ClientService::OnUpdate(const RoutedMessage& m, const wire::UpdateJob& req,
   Reply(m, Encode(id, ToInfo(*job)));
 }
 
+namespace {
+
+// Why an exec's command cannot be run as given; OK when it can.
+Status CheckExecArgv(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv.front().empty()) return InvalidArgument("exec: no command to run");
+  size_t bytes = 0;
+  for (const std::string& arg : argv) {
+    if (arg.find('\0') != std::string::npos) {
+      return InvalidArgument("exec: an argument holds a NUL byte");
+    }
+    bytes += arg.size() + 1;
+  }
+  if (argv.size() > kMaxExecArgs || bytes > kMaxExecArgBytes) {
+    return InvalidArgument("exec: the command has " + std::to_string(argv.size()) +
+                           " arguments of " + std::to_string(bytes) + " bytes; at most " +
+                           std::to_string(kMaxExecArgs) + " of " +
+                           std::to_string(kMaxExecArgBytes) + " bytes are run");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const ReplicaRecord* ClientService::ExecTarget(const RoutedMessage& m, const std::string& job_name,
+                                               std::string& replica,
+                                               const std::vector<std::string>& argv,
+                                               const std::string& how, int64_t now_ms) {
+  JobRecord* job = OwnedJob(m, job_name, "exec in");
+  if (job == nullptr) return nullptr;
+  if (replica.empty()) {
+    replica = job->FindReplica("chief-0") != nullptr || job->replicas.empty()
+                  ? "chief-0"
+                  : job->replicas.front().name;
+  }
+  StatusOr<const ReplicaRecord*> running = RunningReplica(*job, replica);
+  if (!running.ok()) {
+    Reply(m, EncodeError(m.message.request_id(), running.status()));
+    return nullptr;
+  }
+  const ReplicaRecord* r = *running;
+  if (argv.empty()) return r;
+  std::string command;
+  for (const std::string& arg : argv) command += (command.empty() ? "" : " ") + arg;
+  command = TruncateUtf8(ValidUtf8(command, /*printable=*/true), 200);
+  const std::string caller = CallerOf(m);
+  jobs_.NoteRepeatable(*job,
+                       "cohort exec" + how + (caller.empty() ? std::string() : " by " + caller) +
+                           " in " + r->name + " attempt " + std::to_string(r->attempt) + ": " +
+                           command,
+                       now_ms);
+  return r;
+}
+
 void ClientService::OnExec(const RoutedMessage& m, const wire::ExecInReplica& req, int64_t now_ms) {
   uint64_t id = m.message.request_id();
   auto refuse = [&](const Status& why) { Reply(m, EncodeError(id, why)); };
   if (exec_relay_ == nullptr) return refuse(FailedPrecondition("cohort exec is not served here"));
   wire::ExecInReplicaT exec;
   req.UnPackTo(&exec);
-  if (exec.argv.empty() || exec.argv.front().empty()) {
-    return refuse(InvalidArgument("exec: no command to run"));
-  }
-  size_t bytes = 0;
-  for (const std::string& arg : exec.argv) {
-    if (arg.find('\0') != std::string::npos) {
-      return refuse(InvalidArgument("exec: an argument holds a NUL byte"));
-    }
-    bytes += arg.size() + 1;
-  }
-  if (exec.argv.size() > kMaxExecArgs || bytes > kMaxExecArgBytes) {
-    return refuse(InvalidArgument("exec: the command has " + std::to_string(exec.argv.size()) +
-                                  " arguments of " + std::to_string(bytes) + " bytes; at most " +
-                                  std::to_string(kMaxExecArgs) + " of " +
-                                  std::to_string(kMaxExecArgBytes) + " bytes are run"));
-  }
+  if (Status argv = CheckExecArgv(exec.argv); !argv.ok()) return refuse(argv);
   if (exec.timeout_ms == 0) exec.timeout_ms = kDefaultExecTimeoutMs;
   if (exec.timeout_ms < 0 || exec.timeout_ms > kMaxExecTimeoutMs) {
     return refuse(InvalidArgument("exec: the timeout must be above 0 and at most 1h, not " +
                                   std::to_string(exec.timeout_ms) + " ms"));
   }
-  JobRecord* job = OwnedJob(m, exec.job, "exec in");
-  if (job == nullptr) return;
-  if (exec.replica.empty()) {
-    exec.replica = job->FindReplica("chief-0") != nullptr || job->replicas.empty()
-                       ? "chief-0"
-                       : job->replicas.front().name;
-  }
-  StatusOr<const ReplicaRecord*> running = RunningReplica(*job, exec.replica);
-  if (!running.ok()) return refuse(running.status());
-  const ReplicaRecord* r = *running;
+  const ReplicaRecord* r = ExecTarget(m, exec.job, exec.replica, exec.argv, "", now_ms);
+  if (r == nullptr) return;
   exec.attempt = r->attempt;
-  std::string command;
-  for (const std::string& arg : exec.argv) command += (command.empty() ? "" : " ") + arg;
-  command = TruncateUtf8(ValidUtf8(command, /*printable=*/true), 200);
-  const std::string caller = CallerOf(m);
-  jobs_.NoteRepeatable(*job,
-                       "cohort exec" + (caller.empty() ? std::string() : " by " + caller) + " in " +
-                           r->name + " attempt " + std::to_string(r->attempt) + ": " + command,
-                       now_ms);
   exec_relay_->Forward(m.peer, id, r->node_id, std::move(exec), now_ms);
+}
+
+void ClientService::OnExecSession(const RoutedMessage& m, const wire::ExecSessionIo& req,
+                                  int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  auto refuse = [&](const Status& why) { Reply(m, EncodeError(id, why)); };
+  if (exec_relay_ == nullptr) return refuse(FailedPrecondition("cohort exec is not served here"));
+  wire::ExecSessionIoT step;
+  req.UnPackTo(&step);
+  if (step.session == 0) {
+    if (Status argv = CheckExecArgv(step.argv); !argv.ok()) return refuse(argv);
+  } else {
+    step.argv.clear();  // only the first step starts a command
+  }
+  if (step.input.size() > kMaxExecStepBytes) {
+    return refuse(InvalidArgument("exec: a step carries at most " +
+                                  std::to_string(kMaxExecStepBytes) + " bytes of input, not " +
+                                  std::to_string(step.input.size())));
+  }
+  const ReplicaRecord* r =
+      ExecTarget(m, step.job, step.replica, step.argv, step.tty ? " -it" : " -i", now_ms);
+  if (r == nullptr) return;
+  step.attempt = r->attempt;
+  exec_relay_->Forward(m.peer, id, r->node_id, std::move(step), now_ms);
 }
 
 void ClientService::OnDumpStacks(const RoutedMessage& m, const wire::DumpStacks& req,

@@ -123,6 +123,13 @@ class ClientService {
   // `cohort exec` (wire::ExecInReplica): the owner's or an admin's, in a RUNNING replica; noted
   // in the job's events and forwarded through the ExecRelay.
   void OnExec(const RoutedMessage& m, const wire::ExecInReplica& req, int64_t now_ms);
+  void OnExecSession(const RoutedMessage& m, const wire::ExecSessionIo& req, int64_t now_ms);
+  // The running replica of `job` an exec names ("": chief-0, else the job's first), the job's
+  // owner's or an admin's; null when refused (the client is answered). Notes `what` (the
+  // command, for its first step) in the job's events.
+  const ReplicaRecord* ExecTarget(const RoutedMessage& m, const std::string& job,
+                                  std::string& replica, const std::vector<std::string>& argv,
+                                  const std::string& how, int64_t now_ms);
   // `cohort stacks` (wire::DumpStacks from a client): the owner's or an admin's; the stacks of
   // the job's running replicas (or the one named) are taken now, as the watchdog has them taken;
   // noted in the job's events. Reply: the job.

@@ -8,21 +8,39 @@
 
 namespace cohort::coordinator {
 
-void ExecRelay::Forward(const std::string& client_peer, uint64_t request_id,
-                        const std::string& node_id, wire::ExecInReplicaT exec, int64_t now_ms) {
+uint64_t ExecRelay::Expect(const std::string& client_peer, uint64_t request_id,
+                           const std::string& node_id, const std::string& what, int64_t deadline_ms,
+                           std::string* agent_peer) {
   NodeRecord* node = nodes_.FindReady(node_id);
-  const std::string what = exec.replica + " of job " + exec.job;
   if (node == nullptr) {
     outbox_.ToClient(client_peer,
                      EncodeError(request_id, Unavailable("node " + node_id + ", which runs " +
                                                          what + ", is not reachable")));
-    return;
+    return 0;
   }
   const uint64_t id = next_id_++;
-  exec.exec_id = id;
-  pending_[id] = Pending{client_peer, request_id, node_id, what,
-                         now_ms + exec.timeout_ms + kExecAnswerSlackMs};
-  outbox_.ToAgent(node->peer, Encode(0, std::move(exec)));
+  pending_[id] = Pending{client_peer, request_id, node_id, what, deadline_ms};
+  *agent_peer = node->peer;
+  return id;
+}
+
+void ExecRelay::Forward(const std::string& client_peer, uint64_t request_id,
+                        const std::string& node_id, wire::ExecInReplicaT exec, int64_t now_ms) {
+  std::string agent;
+  exec.exec_id = Expect(client_peer, request_id, node_id, exec.replica + " of job " + exec.job,
+                        now_ms + exec.timeout_ms + kExecAnswerSlackMs, &agent);
+  if (exec.exec_id == 0) return;
+  outbox_.ToAgent(agent, Encode(0, std::move(exec)));
+  nodes_.NoteSent(node_id, now_ms);
+}
+
+void ExecRelay::Forward(const std::string& client_peer, uint64_t request_id,
+                        const std::string& node_id, wire::ExecSessionIoT step, int64_t now_ms) {
+  std::string agent;
+  step.exec_id = Expect(client_peer, request_id, node_id, step.replica + " of job " + step.job,
+                        now_ms + kExecStepHoldMs + kExecAnswerSlackMs, &agent);
+  if (step.exec_id == 0) return;
+  outbox_.ToAgent(agent, Encode(0, std::move(step)));
   nodes_.NoteSent(node_id, now_ms);
 }
 

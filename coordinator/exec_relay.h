@@ -35,6 +35,10 @@ class ExecRelay {
   // waits for its answer to reply to `client_peer`'s request `request_id`.
   void Forward(const std::string& client_peer, uint64_t request_id, const std::string& node_id,
                wire::ExecInReplicaT exec, int64_t now_ms);
+  // The same for a step of an interactive session (wire::ExecSessionIo: its attempt set),
+  // answered within the agent's hold plus kExecAnswerSlackMs.
+  void Forward(const std::string& client_peer, uint64_t request_id, const std::string& node_id,
+               wire::ExecSessionIoT step, int64_t now_ms);
   // An agent's ExecOutput, from node `node_id`.
   void OnOutput(const std::string& node_id, wire::ExecOutputT output);
   // Answers the execs whose node is no longer READY, or whose answer is overdue.
@@ -43,6 +47,11 @@ class ExecRelay {
   size_t pending() const { return pending_.size(); }
 
  private:
+  // Notes what the agent's answer goes to, and returns its exec id and the agent's peer; 0 when
+  // the node is not READY (the client is answered UNAVAILABLE).
+  uint64_t Expect(const std::string& client_peer, uint64_t request_id, const std::string& node_id,
+                  const std::string& what, int64_t deadline_ms, std::string* agent_peer);
+
   struct Pending {
     std::string client_peer;
     uint64_t request_id = 0;

@@ -307,7 +307,7 @@ TEST_P(OciLauncherTest, ACommandRunsInsideTheRunningContainer) {
   auto process = launcher_->Launch(request);
   ASSERT_TRUE(process.ok()) << process.status().ToString();
   ExecTarget target;
-  target.container_exec = (*process)->ExecPrefix();
+  target.container_exec = (*process)->ExecPrefix(ExecStdio::kNone);
   ASSERT_FALSE(target.container_exec.empty());
   // Until the container runs its command (the runtime creates it first, then starts it).
   ExecResult ran;

@@ -126,6 +126,57 @@ TEST_F(ExecTest, ACommandRunsBesideARunningReplicaAsItRunsAndItsStatusIsCohorts)
       << ran.err;
 }
 
+// `cohort exec -i` and `-it`: interactive sessions through the coordinator and the agent, driven
+// by the CLI as a process with its stdin piped: input streams to the command (on a terminal of
+// its own with -t), output streams back, the command's status is cohort's, and each session is an
+// event of the job.
+TEST_F(ExecTest, InteractiveSessionsStreamStdinAndOutput) {
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: shell\nworker_pools:\n  - role: chief\n    resources: {cpus: "
+                          "1}\n    process: {command: [sleep, '600'], env: {GREETING: hi}}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitForJobState(client, "shell", wire::JobState::RUNNING, 20s));
+  auto piped = [&](const std::string& input, const std::vector<std::string>& args) {
+    std::string command = "printf '" + input + "' | '" + std::string(COHORT_CLI_BIN) + "'";
+    for (const std::string& arg : Cli(args)) command += " '" + arg + "'";
+    return ct::RunProcess("/bin/sh", {"-c", command}, {}, 30s);
+  };
+  // -i: a pipe into cat, closed at the end of stdin; the replica's environment.
+  ct::RunResult ran = piped(
+      "one\\ntwo\\n", {"exec", "shell", "-i", "--", "sh", "-c", "cat; echo $GREETING; exit 3"});
+  EXPECT_EQ(ran.exit_code, 3) << ran.err;
+  EXPECT_EQ(ran.out, "one\ntwo\nhi\n") << ran.err;
+  // -it: a shell on a terminal of its own (24 x 80 when this side has none).
+  ran = piped("tty; stty size; exit 4\\n", {"exec", "shell", "-it", "--", "sh"});
+  EXPECT_EQ(ran.exit_code, 4) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("/dev/pts/"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("24 80"), std::string::npos) << ran.out;
+  // The end of a piped stdin is the terminal's ^D: a shell reading it ends.
+  ran = piped("echo last\\n", {"exec", "shell", "-t", "--", "sh"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("last"), std::string::npos) << ran.out;
+  // Refusals name what is wrong.
+  ran = RunCli({"exec", "shell", "-i", "--all", "--", "sh"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("-i and -t run one session: not with --all"), std::string::npos)
+      << ran.err;
+  ran = RunCli({"exec", "shell", "-i", "--replica", "worker-3", "--", "sh"});
+  EXPECT_EQ(ran.exit_code, 2);
+  EXPECT_NE(ran.err.find("job shell has no replica worker-3"), std::string::npos) << ran.err;
+
+  auto job = client.GetJob("shell");
+  ASSERT_TRUE(job.ok());
+  // The same event again is counted on the one before.
+  std::string sessions;
+  for (const auto& e : job->events) {
+    if (e->message.rfind("cohort exec -i", 0) == 0) sessions += e->message + "\n";
+  }
+  EXPECT_NE(sessions.find("cohort exec -i by "), std::string::npos) << sessions;
+  EXPECT_NE(sessions.find("in chief-0 attempt 0: sh (2 times)\n"), std::string::npos) << sessions;
+  ASSERT_TRUE(client.Cancel("shell").ok());
+}
+
 // `cohort stacks`: what every running replica of a job is doing now, without a hang timeout set.
 TEST_F(ExecTest, StacksShowWhatEachRunningReplicaIsDoingNow) {
   const std::string stop = cluster_->scratch("stop-stacks");
