@@ -411,13 +411,20 @@ void Agent::CollectDumps() {
   }
 }
 
-void Agent::HandleExec(const wire::ExecInReplica& exec) {
+// The ExecOutput that answers `request` (an ExecInReplica or an ExecSessionIo), before its output.
+template <typename Request>
+wire::ExecOutputT ExecAnswerHeader(const Request& request, const std::string& node_id) {
   wire::ExecOutputT header;
-  header.node_id = config_.node_id;
-  header.exec_id = exec.exec_id();
-  header.job = Str(exec.job());
-  header.replica = Str(exec.replica());
-  header.attempt = exec.attempt();
+  header.node_id = node_id;
+  header.exec_id = request.exec_id();
+  header.job = Str(request.job());
+  header.replica = Str(request.replica());
+  header.attempt = request.attempt();
+  return header;
+}
+
+void Agent::HandleExec(const wire::ExecInReplica& exec) {
+  wire::ExecOutputT header = ExecAnswerHeader(exec, config_.node_id);
   std::vector<std::string> argv;
   if (exec.argv()) {
     for (const auto* arg : *exec.argv()) argv.push_back(Str(arg));
@@ -442,12 +449,7 @@ void Agent::HandleExec(const wire::ExecInReplica& exec) {
 }
 
 void Agent::HandleExecSession(const wire::ExecSessionIo& io) {
-  wire::ExecOutputT header;
-  header.node_id = config_.node_id;
-  header.exec_id = io.exec_id();
-  header.job = Str(io.job());
-  header.replica = Str(io.replica());
-  header.attempt = io.attempt();
+  wire::ExecOutputT header = ExecAnswerHeader(io, config_.node_id);
   header.session = io.session();
   const std::string key = AttemptKey(header.job, header.replica, header.attempt);
   const int64_t now_ms = clock_->NowMs();

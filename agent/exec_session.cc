@@ -144,8 +144,8 @@ struct ExecSessions::Session {
       }
       std::lock_guard<std::mutex> lock(mu);
       ended = true;
-      exit_code = got == pid ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))
-                             : -1;
+      exit_code =
+          got == pid ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) : -1;
       return;
     }
   }
@@ -191,8 +191,8 @@ StatusOr<uint64_t> ExecSessions::Open(const std::string& attempt_key, const Exec
   session->attempt_key = attempt_key;
   session->last_step_ms = now_ms;
   session->tty = tty;
-  auto prepared = PrepareExec(target, replica_pid, argv,
-                              tty ? ExecStdio::kTerminal : ExecStdio::kStream);
+  auto prepared =
+      PrepareExec(target, replica_pid, argv, tty ? ExecStdio::kTerminal : ExecStdio::kStream);
   if (auto* failed = std::get_if<ExecResult>(&prepared)) {
     session->ended = true;
     session->exit_code = failed->exit_code;
