@@ -591,13 +591,22 @@ TEST_F(TorchDdpTest, APartitionedRankIsFencedBeforeTheJobRestartsFromItsCheckpoi
     proxies_[Node(name)] = std::move(proxy);
   }
   Submit("partition");
-  WaitForCheckpoint(kFaultAfterEpoch);
-  const std::string node = NodeOf("worker-0");  // RANK=1
-  const pid_t rank1 = ReplicaPid("worker-0");
-  ASSERT_GT(rank1, 0);
+  // RANK=1's node and process are found before the checkpoint: the fault then comes at once after
+  // it, however slowly a loaded machine scans /proc, well before training could end.
+  std::string node;
+  pid_t rank1 = -1;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        node = NodeOf("worker-0");
+        rank1 = ReplicaPid("worker-0");
+        return !node.empty() && rank1 > 0;
+      },
+      60s))
+      << "worker-0 never ran";
   ASSERT_EQ(proxies_.count(node), 1u) << node;
-  proxies_.at(node)->Cut();
+  WaitForCheckpoint(kFaultAfterEpoch);
   ASSERT_EQ(::kill(-rank1, SIGSTOP), 0);
+  proxies_.at(node)->Cut();
 
   // When RANK=1's process was last seen alive (polled), and when the job was placed again.
   auto now_ms = [] {
