@@ -340,6 +340,102 @@ StatusOr<JobDependency> ParseJobDependency(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// A non-negative decimal integer that is all of `text`; nullopt otherwise (or past INT_MAX).
+std::optional<int> WholeNumber(std::string_view text) {
+  int value = 0;
+  if (text.empty() || !IsAsciiDigit(text.front())) return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+StatusOr<ArraySpec> ParseArraySpec(std::string_view text) {
+  ArraySpec array;
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument(Quoted(std::string(text)) + ": " + why +
+                           " (give indexes as N, N-M or N-M:STEP, comma-separated, then "
+                           "optionally %PARALLELISM: 0-99%8)");
+  };
+  std::string_view items = text;
+  if (const size_t percent = text.find('%'); percent != std::string_view::npos) {
+    items = text.substr(0, percent);
+    const std::optional<int> limit = WholeNumber(text.substr(percent + 1));
+    if (!limit || *limit < 1) return bad("the parallelism after % must be a whole number >= 1");
+    array.parallelism = *limit;
+  }
+  if (items.empty()) return bad("no indexes");
+  std::vector<int> indexes;
+  while (!items.empty()) {
+    const size_t comma = items.find(',');
+    const std::string_view item = items.substr(0, comma);
+    items = comma == std::string_view::npos ? std::string_view() : items.substr(comma + 1);
+    if (item.empty()) return bad("an empty item");
+    std::string_view range = item;
+    int step = 1;
+    if (const size_t colon = item.find(':'); colon != std::string_view::npos) {
+      const std::optional<int> s = WholeNumber(item.substr(colon + 1));
+      if (!s || *s < 1) return bad("the step after : must be a whole number >= 1");
+      step = *s;
+      range = item.substr(0, colon);
+    }
+    const size_t dash = range.find('-');
+    const std::optional<int> first = WholeNumber(range.substr(0, dash));
+    const std::optional<int> last =
+        dash == std::string_view::npos ? first : WholeNumber(range.substr(dash + 1));
+    if (!first || !last) return bad(Quoted(std::string(item)) + " is not N, N-M or N-M:STEP");
+    if (*last < *first) return bad(Quoted(std::string(item)) + " ends before it starts");
+    if (*last > kMaxArrayIndex) {
+      return bad("indexes must be in 0.." + std::to_string(kMaxArrayIndex));
+    }
+    for (int i = *first; i <= *last; i += step) {
+      indexes.push_back(i);
+      if (indexes.size() > kMaxArrayTasks) {
+        return bad("at most " + std::to_string(kMaxArrayTasks) + " tasks");
+      }
+    }
+  }
+  std::sort(indexes.begin(), indexes.end());
+  indexes.erase(std::unique(indexes.begin(), indexes.end()), indexes.end());
+  array.indexes = std::move(indexes);
+  return array;
+}
+
+std::string FormatArraySpec(const ArraySpec& array) {
+  std::string out;
+  const std::vector<int>& v = array.indexes;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(v[i]);
+    if (j > i) out += "-" + std::to_string(v[j]);
+    i = j + 1;
+  }
+  if (array.parallelism > 0) out += "%" + std::to_string(array.parallelism);
+  return out;
+}
+
+std::string JobSpec::ArrayName() const {
+  if (!scheduling.array.index) return name;
+  const std::string suffix = "-" + std::to_string(*scheduling.array.index);
+  return name.size() > suffix.size() && name.ends_with(suffix)
+             ? name.substr(0, name.size() - suffix.size())
+             : name;
+}
+
+JobSpec ArrayTask(const JobSpec& array, int index) {
+  JobSpec task = array;
+  task.name = array.name + "-" + std::to_string(index);
+  task.scheduling.array.index = index;
+  if (!task.output_dir.empty()) task.output_dir += "/" + std::to_string(index);
+  task.labels[std::string(kArrayLabel)] = array.name;
+  task.labels[std::string(kArrayIndexLabel)] = std::to_string(index);
+  return task;
+}
+
 const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   for (const auto& pool : pools) {
     if (pool.role == role) return &pool;
@@ -681,6 +777,65 @@ StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   return std::chrono::milliseconds(total_ms);
 }
 
+namespace {
+
+// scheduling.array and scheduling.array_index (see ArraySpec).
+Status ValidateArray(const JobSpec& spec) {
+  const ArraySpec& a = spec.scheduling.array;
+  if (a.indexes.empty()) {
+    if (a.index) return InvalidArgument("scheduling.array_index: only a task of an array has one");
+    return Status::Ok();
+  }
+  if (a.indexes.size() > kMaxArrayTasks) {
+    return InvalidArgument("scheduling.array: at most " + std::to_string(kMaxArrayTasks) +
+                           " tasks, got " + std::to_string(a.indexes.size()));
+  }
+  if (!std::is_sorted(a.indexes.begin(), a.indexes.end()) ||
+      std::adjacent_find(a.indexes.begin(), a.indexes.end()) != a.indexes.end() ||
+      a.indexes.front() < 0 || a.indexes.back() > kMaxArrayIndex || a.parallelism < 0) {
+    return InvalidArgument("scheduling.array: " + Quoted(FormatArraySpec(a)) +
+                           " is not a valid array");
+  }
+  const std::string longest = "-" + std::to_string(a.indexes.back());
+  if (!spec.name_prefix.empty()) {
+    // A generated name adds 9 characters; the array's name must stay a label value.
+    if (spec.name_prefix.size() + 9 > kMaxArrayNameLength) {
+      return InvalidArgument("name_prefix: an array's name is at most " +
+                             std::to_string(kMaxArrayNameLength) +
+                             " characters (its tasks' label cohort/array), so its prefix at most " +
+                             std::to_string(kMaxArrayNameLength - 9));
+    }
+    if (a.index) return InvalidArgument("scheduling.array_index: a task has a name, not a prefix");
+    return Status::Ok();
+  }
+  if (!a.index) {
+    if (spec.name.size() > kMaxArrayNameLength) {
+      return InvalidArgument(
+          "name: an array's name is at most " + std::to_string(kMaxArrayNameLength) +
+          " characters (its tasks' label cohort/array), got " + std::to_string(spec.name.size()));
+    }
+    if (spec.name.size() + longest.size() > kMaxNameLength) {
+      return InvalidArgument("name: too long for its tasks' names (<name>" + longest + ")");
+    }
+    return Status::Ok();
+  }
+  if (!std::binary_search(a.indexes.begin(), a.indexes.end(), *a.index)) {
+    return InvalidArgument("scheduling.array_index: " + std::to_string(*a.index) +
+                           " is not an index of scheduling.array " + Quoted(FormatArraySpec(a)));
+  }
+  const std::string suffix = "-" + std::to_string(*a.index);
+  if (!spec.name.ends_with(suffix) || spec.name.size() == suffix.size() ||
+      spec.ArrayName().size() > kMaxArrayNameLength) {
+    return InvalidArgument("name: task " + std::to_string(*a.index) +
+                           " of an array is named <array>" + suffix + " (an array's name of at " +
+                           "most " + std::to_string(kMaxArrayNameLength) + " characters), got " +
+                           Quoted(spec.name));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateJobSpec(const JobSpec& spec) {
   if (!spec.name_prefix.empty()) {
     if (!spec.name.empty())
@@ -701,7 +856,20 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("output_dir: contains a NUL byte");
   }
   if (!IsValidUtf8(spec.output_dir)) return InvalidArgument("output_dir: is not valid UTF-8");
-  COHORT_RETURN_IF_ERROR(CheckLabels(spec.labels, "labels", kMaxJobLabels));
+  // The labels under kReservedLabelPrefix are the parser's (a task's array labels) alone.
+  NodeLabels own = spec.labels;
+  if (spec.IsArrayTask()) {
+    for (std::string_view key : {kArrayLabel, kArrayIndexLabel}) own.erase(std::string(key));
+  }
+  for (const auto& [key, value] : own) {
+    if (key.starts_with(kReservedLabelPrefix)) {
+      return InvalidArgument("labels: " + Quoted(key) + ": keys under " +
+                             std::string(kReservedLabelPrefix) +
+                             " are Cohort's own (an array task's cohort/array and "
+                             "cohort/array-index)");
+    }
+  }
+  COHORT_RETURN_IF_ERROR(CheckLabels(own, "labels", kMaxJobLabels));
   if (spec.pools.empty()) {
     return InvalidArgument("worker_pools: at least one pool (the chief) is required");
   }
@@ -808,6 +976,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
       return InvalidArgument(field + ": " + key + " is named twice");
     }
   }
+  COHORT_RETURN_IF_ERROR(ValidateArray(spec));
   if (s.max_restarts < 0 || s.max_restarts > kMaxRestarts) {
     return InvalidArgument("scheduling.max_restarts: must be in 0.." +
                            std::to_string(kMaxRestarts) + ", got " +

@@ -223,6 +223,34 @@ std::string FormatJobDependency(const JobDependency& dependency);
 // "JOB[:succeeded|failed|ended]"; kInvalidArgument naming what is wrong.
 StatusOr<JobDependency> ParseJobDependency(std::string_view text);
 
+// A job array (Slurm's --array, Kubernetes' Indexed Job): `scheduling.array: "0-99%8"` makes the
+// coordinator submit one job of each index, its task, named <name>-<index> and carrying
+// scheduling.array_index, which the agent hands the replicas as COHORT_ARRAY_INDEX (and
+// Kubernetes' JOB_COMPLETION_INDEX); at most `parallelism` tasks are in flight at once, the
+// others wait outside the scheduling round (coordinator/job_controller.h, "Arrays"). Text:
+// comma-separated N, N-M or N-M:STEP, then optionally %PARALLELISM.
+struct ArraySpec {
+  std::vector<int> indexes;  // ascending, distinct; empty: no array
+  int parallelism = 0;       // the most tasks in flight at once; 0: no bound
+  std::optional<int> index;  // a task's own index (scheduling.array_index)
+
+  bool operator==(const ArraySpec&) const = default;
+};
+inline constexpr size_t kMaxArrayTasks = 1000;  // as Slurm's default MaxArraySize
+inline constexpr int kMaxArrayIndex = 99999;
+// An array's name is a label value: at most 63 characters.
+inline constexpr size_t kMaxArrayNameLength = 63;
+// The labels every task carries (`cohort list -l cohort/array=NAME`); set by the parser from
+// scheduling.array_index and the name, never written in a job file: the prefix "cohort/" is
+// refused in a job file's labels.
+inline constexpr std::string_view kArrayLabel = "cohort/array";
+inline constexpr std::string_view kArrayIndexLabel = "cohort/array-index";
+inline constexpr std::string_view kReservedLabelPrefix = "cohort/";
+// "0-99%8", "1,3,10-20:5%2" (index unset); kInvalidArgument naming what is wrong.
+StatusOr<ArraySpec> ParseArraySpec(std::string_view text);
+// The canonical text of `array`'s indexes and parallelism: runs of consecutive indexes as N-M.
+std::string FormatArraySpec(const ArraySpec& array);
+
 inline constexpr size_t kMaxTopologyLevels = 4;
 
 struct SchedulingSpec {
@@ -263,6 +291,8 @@ struct SchedulingSpec {
   // key. "" / empty: none; distinct keys, at most kMaxTopologyLevels in all.
   std::string required_topology;
   std::vector<std::string> preferred_topology;
+  // A job array, or with `array.index` one task of it (see ArraySpec).
+  ArraySpec array;
   // The levels tried, tightest first: the preferred ones, then the required one (empty: none).
   std::vector<std::string> TopologyLevels() const {
     std::vector<std::string> levels = preferred_topology;
@@ -291,6 +321,13 @@ struct JobSpec {
   // The worker pool's min_replicas when it is below its replicas (the job is elastic); nullopt
   // for a job that always runs whole.
   std::optional<int> MinWorkers() const;
+  // An array to expand into its tasks (scheduling.array without array_index).
+  bool IsArray() const {
+    return !scheduling.array.indexes.empty() && !scheduling.array.index.has_value();
+  }
+  // One task of an array (scheduling.array_index): its array's name is its own less "-<index>".
+  bool IsArrayTask() const { return scheduling.array.index.has_value(); }
+  std::string ArrayName() const;
 
   bool operator==(const JobSpec&) const = default;  // field by field
 };
@@ -303,6 +340,13 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 Status ValidateJobSpec(const JobSpec& spec);
 // Canonical YAML for a spec: ParseJobSpec(JobSpecToYaml(s)) equals s.
 std::string JobSpecToYaml(const JobSpec& spec);
+// The task of index `index` of the array `array` (IsArray, its name set): named <name>-<index>,
+// its output_dir, when the array gives one, <output_dir>/<index>, with the labels kArrayLabel and
+// kArrayIndexLabel.
+JobSpec ArrayTask(const JobSpec& array, int index);
+// The job file's text with scheduling.array set to `array`: `cohort submit --array`.
+// kInvalidArgument when the text is not a YAML map, or its scheduling is of another kind.
+StatusOr<std::string> WithArray(std::string_view yaml, std::string_view array);
 // Job names: [A-Za-z][A-Za-z0-9_-]{0,127}.
 bool IsValidJobName(std::string_view name);
 // The longest name_prefix: a generated name adds "-" and 8 characters.
@@ -338,26 +382,27 @@ StatusOr<std::string> WithArgs(std::string_view yaml, const std::vector<std::str
 // result is parsed (at most kMaxJobLabels in all).
 StatusOr<std::string> WithLabels(std::string_view yaml, const NodeLabels& labels);
 // What a submitter changes in a job file's text before it is parsed: `cohort submit --name,
-// --after, --hold, --env, --label, -- ARGS`, and the same fields of the SubmitJob request (the
-// Python client's keywords), which the coordinator applies with the same function.
+// --after, --hold, --array, --env, --label, -- ARGS`, and the same fields of the SubmitJob request
+// (the Python client's keywords), which the coordinator applies with the same function.
 struct SubmitEdits {
   std::string name;                  // the job's name, a name_prefix removed ("": the file's own)
   std::vector<JobDependency> after;  // added to scheduling.after
   bool hold = false;                 // scheduling.hold set
+  std::string array;                 // scheduling.array set ("": the file's own)
   std::map<std::string, std::string> env;  // set in every pool's env
   std::vector<std::string> args;           // appended to every pool's args
   NodeLabels labels;                       // set in the job's labels
 
   bool empty() const {
-    return name.empty() && after.empty() && !hold && env.empty() && args.empty() && labels.empty();
+    return name.empty() && after.empty() && !hold && array.empty() && env.empty() && args.empty() &&
+           labels.empty();
   }
 };
 // At most this many --env entries and -- ARGS each in one submit.
 inline constexpr size_t kMaxSubmitEditEntries = 256;
-// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold, WithEnv, WithArgs,
-// WithLabels;
-// the text as it is when `edits` is empty). kInvalidArgument naming the field for a name that is
-// not a valid job name, else as those functions.
+// The job file's text with `edits` applied (WithJobName, WithAfter, WithHold, WithArray, WithEnv,
+// WithArgs, WithLabels; the text as it is when `edits` is empty). kInvalidArgument naming the field
+// for a name that is not a valid job name, else as those functions.
 StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits& edits);
 // Queue and priority class names: [A-Za-z][A-Za-z0-9_-]{0,63}.
 bool IsValidSchedulingName(std::string_view name);

@@ -233,7 +233,7 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
       r.CheckMap(node, path,
                  {"timeout", "max_restarts", "restart_job_on_worker_restart", "queue", "priority",
                   "hang_timeout", "progress", "hang_action", "finish_grace", "after", "hold",
-                  "required_topology", "preferred_topology", "max_wait"}));
+                  "required_topology", "preferred_topology", "max_wait", "array", "array_index"}));
   SchedulingSpec s;
   if (Reader::Has(node, "timeout")) {
     COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["timeout"], path + ".timeout"));
@@ -302,6 +302,16 @@ StatusOr<SchedulingSpec> ReadScheduling(const Reader& r, const YAML::Node& node)
   }
   if (Reader::Has(node, "hold")) {
     COHORT_ASSIGN_OR_RETURN(s.hold, r.Bool(node["hold"], path + ".hold"));
+  }
+  if (Reader::Has(node, "array")) {
+    COHORT_ASSIGN_OR_RETURN(std::string text, r.String(node["array"], path + ".array"));
+    StatusOr<ArraySpec> array = ParseArraySpec(text);
+    if (!array.ok()) return r.Error(node["array"], path + ".array", array.status().message());
+    s.array = *std::move(array);
+  }
+  if (Reader::Has(node, "array_index")) {
+    COHORT_ASSIGN_OR_RETURN(int index, r.SmallInt(node["array_index"], path + ".array_index"));
+    s.array.index = index;
   }
   return s;
 }
@@ -372,6 +382,10 @@ StatusOr<JobSpec> ParseJobSpec(std::string_view yaml, std::string_view source) {
   // Validate in the file's own order so pool paths match the list the user wrote, then sort.
   Status st = ValidateJobSpec(spec);
   if (!st.ok()) return st.WithContext(source);
+  if (spec.IsArrayTask()) {
+    spec.labels[std::string(kArrayLabel)] = spec.ArrayName();
+    spec.labels[std::string(kArrayIndexLabel)] = std::to_string(*spec.scheduling.array.index);
+  }
   std::stable_sort(spec.pools.begin(), spec.pools.end(),
                    [](const WorkerPoolSpec& a, const WorkerPoolSpec& b) {
                      return PoolIndex(a.role) < PoolIndex(b.role);
@@ -425,6 +439,14 @@ StatusOr<std::string> WithHold(std::string_view yaml) {
   return EditYamlMap(yaml, "job file", [&](YAML::Node& root) -> Status {
     COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
     scheduling["hold"] = true;
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::string> WithArray(std::string_view yaml, std::string_view array) {
+  return EditYamlMap(yaml, "job file", [&](YAML::Node& root) -> Status {
+    COHORT_ASSIGN_OR_RETURN(YAML::Node scheduling, SchedulingOf(root));
+    scheduling["array"] = std::string(array);
     return Status::Ok();
   });
 }
@@ -537,6 +559,9 @@ StatusOr<std::string> ApplySubmitEdits(std::string_view yaml, const SubmitEdits&
   if (edits.hold) {
     COHORT_ASSIGN_OR_RETURN(text, WithHold(text));
   }
+  if (!edits.array.empty()) {
+    COHORT_ASSIGN_OR_RETURN(text, WithArray(text, edits.array));
+  }
   if (edits.env.size() > kMaxSubmitEditEntries || edits.args.size() > kMaxSubmitEditEntries) {
     return InvalidArgument("env and args: at most " + std::to_string(kMaxSubmitEditEntries) +
                            " entries each");
@@ -609,9 +634,13 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (!spec.output_dir.empty()) {
     out << YAML::Key << "output_dir" << YAML::Value << YAML::DoubleQuoted << spec.output_dir;
   }
-  if (!spec.labels.empty()) {
+  // A task's array labels are the parser's, from its name and scheduling.array_index.
+  NodeLabels labels = spec.labels;
+  std::erase_if(labels,
+                [](const auto& label) { return label.first.starts_with(kReservedLabelPrefix); });
+  if (!labels.empty()) {
     out << YAML::Key << "labels" << YAML::Value;
-    EmitLabels(out, spec.labels);
+    EmitLabels(out, labels);
   }
   out << YAML::Key << "worker_pools" << YAML::Value << YAML::BeginSeq;
   for (const auto& pool : spec.pools) {
@@ -701,6 +730,13 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::EndSeq;
   }
   if (spec.scheduling.hold) out << YAML::Key << "hold" << YAML::Value << true;
+  if (!spec.scheduling.array.indexes.empty()) {
+    out << YAML::Key << "array" << YAML::Value << YAML::DoubleQuoted
+        << FormatArraySpec(spec.scheduling.array);
+  }
+  if (spec.scheduling.array.index) {
+    out << YAML::Key << "array_index" << YAML::Value << *spec.scheduling.array.index;
+  }
   if (!spec.scheduling.required_topology.empty()) {
     out << YAML::Key << "required_topology" << YAML::Value << spec.scheduling.required_topology;
   }

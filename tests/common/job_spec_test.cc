@@ -15,6 +15,7 @@ namespace cohort {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The DESIGN.md example, verbatim.
 constexpr char kDesignExample[] = R"(
@@ -539,6 +540,100 @@ TEST(JobSpecTest, SchedulingAfterNamesJobsAndConditions) {
   EXPECT_EQ(ParseJobDependency("").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(FormatJobDependency({"train", AfterCondition::kFailed}), "train:failed");
   EXPECT_EQ(FormatJobDependency(train), "train");
+}
+
+// scheduling.array (Slurm's --array): the text's forms, its limits, its canonical form; a task is
+// the array's spec with its index, name, output dir and labels, and round-trips as a task.
+TEST(JobSpecTest, AnArraysIndexesAndParallelismAreParsedCheckedAndWrittenBack) {
+  StatusOr<ArraySpec> array = ParseArraySpec("0-3%2");
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  EXPECT_EQ(array->indexes, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(array->parallelism, 2);
+  EXPECT_FALSE(array->index.has_value());
+  array = ParseArraySpec("10-20:5,1,3,2,3");
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  EXPECT_EQ(array->indexes, (std::vector<int>{1, 2, 3, 10, 15, 20}));
+  EXPECT_EQ(array->parallelism, 0);
+  EXPECT_EQ(FormatArraySpec(*array), "1-3,10,15,20");
+  EXPECT_EQ(FormatArraySpec(*ParseArraySpec("7")), "7");
+  EXPECT_EQ(ParseArraySpec("0-999")->indexes.size(), kMaxArrayTasks);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "no indexes"},
+      {"%4", "no indexes"},
+      {"0-9%0", "parallelism after % must be a whole number >= 1"},
+      {"0-9%x", "parallelism"},
+      {"0-9:0", "step after : must be a whole number >= 1"},
+      {"1,,2", "an empty item"},
+      {"5-2", "'5-2' ends before it starts"},
+      {"-1", "'-1' is not N, N-M or N-M:STEP"},
+      {"a-b", "is not N, N-M or N-M:STEP"},
+      {"0-1000", "at most 1000 tasks"},
+      {"100000", "indexes must be in 0..99999"},
+      {"0-99999999999", "is not N, N-M or N-M:STEP"},
+  };
+  for (const auto& [text, why] : bad) {
+    StatusOr<ArraySpec> refused = ParseArraySpec(text);
+    ASSERT_FALSE(refused.ok()) << "accepted '" << text << "'";
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(), HasSubstr(why)) << text;
+    EXPECT_THAT(refused.status().message(), HasSubstr("0-99%8")) << text;  // says the form
+  }
+
+  // In a job file, and as `cohort submit --array` sets it.
+  StatusOr<JobSpec> spec = ParseJobSpec(Minimal("", "scheduling: {array: \"0-3%2\"}\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->IsArray());
+  EXPECT_FALSE(spec->IsArrayTask());
+  EXPECT_EQ(spec->scheduling.array, *ParseArraySpec("0-3%2"));
+  StatusOr<JobSpec> again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *spec);
+  SubmitEdits edits;
+  edits.array = "1,5%1";
+  StatusOr<std::string> edited = ApplySubmitEdits(Minimal(), edits);
+  ASSERT_TRUE(edited.ok()) << edited.status().ToString();
+  EXPECT_EQ(ParseJobSpec(*edited)->scheduling.array, *ParseArraySpec("1,5%1"));
+  edits.array = "9-1";
+  EXPECT_THAT(ParseJobSpec(*ApplySubmitEdits(Minimal(), edits)).status().message(),
+              HasSubstr("scheduling.array"));
+
+  // A task: its name, output dir and labels; written back as a task, its labels the parser's.
+  spec = ParseJobSpec(
+      "name: sweep\noutput_dir: /out/sweep\nlabels: {team: vision}\nworker_pools:\n"
+      "  - role: chief\n    process: {command: [/bin/true]}\nscheduling: {array: \"0-3%2\"}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const JobSpec task = ArrayTask(*spec, 2);
+  EXPECT_EQ(task.name, "sweep-2");
+  EXPECT_EQ(task.output_dir, "/out/sweep/2");
+  EXPECT_TRUE(task.IsArrayTask());
+  EXPECT_FALSE(task.IsArray());
+  EXPECT_EQ(task.ArrayName(), "sweep");
+  EXPECT_EQ(
+      task.labels,
+      (NodeLabels{{"cohort/array", "sweep"}, {"cohort/array-index", "2"}, {"team", "vision"}}));
+  const std::string task_yaml = JobSpecToYaml(task);
+  EXPECT_THAT(task_yaml, Not(HasSubstr("cohort/"))) << task_yaml;
+  again = ParseJobSpec(task_yaml);
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << task_yaml;
+  EXPECT_EQ(*again, task);
+
+  // What is refused: an index of no array or off its set, a task misnamed, a user's cohort/
+  // label, a name too long for the tasks' label.
+  const std::string chief = "worker_pools:\n  - role: chief\n    process: {command: [/bin/true]}\n";
+  ExpectError("name: j-1\n" + chief + "scheduling: {array_index: 1}\n",
+              {"scheduling.array_index: only a task of an array has one"});
+  ExpectError("name: j-7\n" + chief + "scheduling: {array: \"0-3\", array_index: 7}\n",
+              {"scheduling.array_index: 7 is not an index of scheduling.array '0-3'"});
+  ExpectError("name: j\n" + chief + "scheduling: {array: \"0-3\", array_index: 1}\n",
+              {"name: task 1 of an array is named <array>-1"});
+  ExpectError("name: j\nlabels: {cohort/array: j}\n" + chief,
+              {"labels: 'cohort/array': keys under cohort/ are Cohort's own"});
+  ExpectError("name: " + std::string(64, 'a') + "\n" + chief + "scheduling: {array: \"0-3\"}\n",
+              {"name: an array's name is at most 63 characters"});
+  ExpectError(
+      "name_prefix: " + std::string(60, 'a') + "\n" + chief + "scheduling: {array: \"0-3\"}\n",
+      {"name_prefix: an array's name is at most 63 characters"});
+  ExpectError(Minimal("", "scheduling: {array: \"0-3%\"}\n"), {"scheduling.array", "parallelism"});
 }
 
 // preferred_node_affinity: weighted terms of one expression or of several (match_expressions,
