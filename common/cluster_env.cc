@@ -173,6 +173,11 @@ std::map<std::string, std::string> RenderClusterEnv(const ClusterEnvInput& input
     env["CLOUD_ML_HP_METRIC_FILE"] = JoinDir(input.output_dir, input.trial_id, "hp_metrics.jsonl");
   }
   if (!input.trial_id.empty()) env["CLOUD_ML_TRIAL_ID"] = input.trial_id;
+  if (input.array_index >= 0) {
+    env["COHORT_ARRAY_INDEX"] = std::to_string(input.array_index);
+    env["COHORT_ARRAY_COUNT"] = std::to_string(input.array_count);
+    env["JOB_COMPLETION_INDEX"] = std::to_string(input.array_index);
+  }
 
   SetGpuVisibility(input.gpus, &env);
 

@@ -26,6 +26,8 @@ struct ReplicaEndpoint {
 struct ClusterEnvInput {
   std::string job_name;
   std::string trial_id;                   // empty unless the job is a study trial
+  int array_index = -1;                   // its index when the job is a task of an array
+  int array_count = 0;                    // how many tasks that array has
   std::string output_dir;                 // the job's base output dir (AIP_* dirs live under it)
   std::vector<ReplicaEndpoint> replicas;  // every replica of the job
   Role role = Role::kChief;               // the replica being rendered
@@ -67,7 +69,8 @@ struct ClusterEnvInput {
 //  replica to that many CPUs: torch and numpy otherwise start a thread per host core and are
 //  throttled (a pool's env may set another value). And:
 //  AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR (when output_dir is set),
-//  CLOUD_ML_TRIAL_ID (trials only), CLOUD_ML_HP_METRIC_FILE =
+//  CLOUD_ML_TRIAL_ID (trials only), COHORT_ARRAY_INDEX, COHORT_ARRAY_COUNT and Kubernetes' Indexed
+//  Job's JOB_COMPLETION_INDEX (tasks of an array only), CLOUD_ML_HP_METRIC_FILE =
 //  <output_dir>[/<trial_id>]/hp_metrics.jsonl, the visibility of `gpus`
 //  (common/gpu_visibility.h), COHORT_JOB, COHORT_ROLE, COHORT_REPLICA
 //  ("worker-1"), COHORT_BOOTSTRAP_ADDR (chief host:bootstrap_port), COHORT_NUM_WORKERS

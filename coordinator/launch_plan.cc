@@ -50,6 +50,10 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   ClusterEnvInput in;
   in.job_name = job.name;
   in.trial_id = job.trial_id;
+  if (const ArraySpec& array = job.spec.scheduling.array; array.index) {
+    in.array_index = *array.index;
+    in.array_count = static_cast<int>(array.indexes.size());
+  }
   in.output_dir = job.output_dir;
   in.role = r.role;
   in.index = r.index;

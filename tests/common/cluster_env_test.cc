@@ -112,7 +112,8 @@ TEST(ClusterEnvTest, ChiefOfReducerJob) {
                   {"COHORT_BOOTSTRAP_ADDR", "h0:29501"},
                   {"COHORT_NUM_REDUCERS", "2"},
                   {"COHORT_NUM_WORKERS", "3"}});
-  for (const char* unset : {"CLOUD_ML_TRIAL_ID", "COHORT_REDUCER_INDEX"}) {
+  for (const char* unset : {"CLOUD_ML_TRIAL_ID", "COHORT_REDUCER_INDEX", "COHORT_ARRAY_INDEX",
+                            "COHORT_ARRAY_COUNT", "JOB_COMPLETION_INDEX"}) {
     EXPECT_EQ(env.count(unset), 0u) << unset;
   }
   EXPECT_EQ(env["COHORT_PS_ADDRS"], "");
@@ -229,6 +230,20 @@ TEST(ClusterEnvTest, TrialAddsTrialEverywhere) {
                   {"AIP_CHECKPOINT_DIR", "/srv/jobs/digits/3/checkpoints/"},
                   {"AIP_TENSORBOARD_LOG_DIR", "/srv/jobs/digits/3/logs/"},
                   {"CLOUD_ML_HP_METRIC_FILE", "/srv/jobs/digits/3/hp_metrics.jsonl"}});
+}
+
+// A task of a job array learns its index as Slurm's and Kubernetes' tasks do, and the count.
+TEST(ClusterEnvTest, AnArrayTaskIsGivenItsIndexAndTheArraysCount) {
+  ClusterEnvInput in = ReducerJob(Role::kWorker, 0);
+  in.array_index = 0;
+  in.array_count = 12;
+  auto env = RenderClusterEnv(in);
+  ExpectEnv(env, {{"COHORT_ARRAY_INDEX", "0"},
+                  {"COHORT_ARRAY_COUNT", "12"},
+                  {"JOB_COMPLETION_INDEX", "0"},
+                  {"RANK", "1"}});
+  in.array_index = 11;
+  EXPECT_EQ(RenderClusterEnv(in)["JOB_COMPLETION_INDEX"], "11");
 }
 
 TEST(ClusterEnvTest, DirHelpers) {
