@@ -143,7 +143,8 @@ StatusOr<std::vector<Item>> CoordinatorClient::CallList(
 }
 
 StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml,
-                                                std::vector<std::string>* warnings) {
+                                                std::vector<std::string>* warnings,
+                                                std::vector<std::string>* tasks) {
   wire::SubmitJobT request;
   request.spec_yaml = spec_yaml;
   COHORT_ASSIGN_OR_RETURN(wire::SubmitJobReplyT reply,
@@ -151,6 +152,7 @@ StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml,
   if (warnings != nullptr) {
     warnings->insert(warnings->end(), reply.warnings.begin(), reply.warnings.end());
   }
+  if (tasks != nullptr) *tasks = std::move(reply.tasks);
   return reply.name;
 }
 
@@ -192,6 +194,12 @@ StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs(const wire::Li
 
 StatusOr<wire::JobInfoT> CoordinatorClient::Cancel(const std::string& name) {
   return CallNamed<wire::JobInfo, wire::CancelJobT>(name, "cancel");
+}
+
+StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::CancelArray(const std::string& name) {
+  wire::CancelArrayT request;
+  request.name = name;
+  return CallList<wire::JobList>(std::move(request), "cancel array", &wire::JobListT::jobs);
 }
 
 StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, bool resume) {

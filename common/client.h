@@ -76,8 +76,11 @@ class CoordinatorClient {
   // spec again (callers should validate first with ParseJobSpec for a local, faster error).
   // `warnings` (optional) receives what the coordinator warns of (e.g. an output dir off the
   // shared storage: coordinator/storage_probe.h).
+  // For a job array (scheduling.array) the name is the array's, and `tasks` (optional) receives
+  // its tasks' names, by index.
   StatusOr<std::string> Submit(const std::string& spec_yaml,
-                               std::vector<std::string>* warnings = nullptr);
+                               std::vector<std::string>* warnings = nullptr,
+                               std::vector<std::string>* tasks = nullptr);
   // A dry run of Submit (wire::SubmitJob.dry_run): the coordinator checks the job file as a
   // submit would and stores nothing; the reply's dry_run says what the next scheduling round
   // would do with the job, its warnings what a submit would warn of.
@@ -91,6 +94,9 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::JobInfoT>> ListJobs(const wire::ListJobsT& query);
   // Asks the coordinator to cancel; returns the job as it is right after (usually CANCELLING).
   StatusOr<wire::JobInfoT> Cancel(const std::string& name);
+  // Cancels every task of a job array that has not ended (wire::CancelArray); returns its tasks
+  // right after, by index.
+  StatusOr<std::vector<wire::JobInfoT>> CancelArray(const std::string& name);
   // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);

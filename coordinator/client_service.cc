@@ -79,6 +79,7 @@ StatusOr<SubmitEdits> SubmitEditsOf(const wire::SubmitJob& req) {
     }
   }
   edits.hold = req.hold();
+  edits.array = Str(req.array());
   COHORT_RETURN_IF_ERROR(ReadEnvLabelsAndArgs(req, &edits));
   return edits;
 }
@@ -157,6 +158,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       return;
     case wire::Body::CancelJob:
       OnCancel(m, *msg.As<wire::CancelJob>(), now_ms);
+      return;
+    case wire::Body::CancelArray:
+      OnCancelArray(m, *msg.As<wire::CancelArray>(), now_ms);
       return;
     case wire::Body::SuspendJob:
       OnSuspend(m, *msg.As<wire::SuspendJob>(), now_ms);
@@ -278,6 +282,32 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     Reply(m, EncodeError(id, AlreadyExists("a job named '" + spec->name + "' already exists")));
     return;
   }
+  // Only SubmitArray makes tasks: one submitted alone could take a slot of another's array.
+  if (spec->IsArrayTask()) {
+    Reply(m, EncodeError(id, InvalidArgument(
+                                 "submitted job: scheduling.array_index: the coordinator sets it "
+                                 "on an array's tasks; submit the array (scheduling.array) instead "
+                                 "or remove array_index")));
+    return;
+  }
+  // A job and an array never share a name: `cohort cancel NAME` means one of them.
+  if (!jobs_.ArrayTasks(spec->name).empty()) {
+    Reply(m, EncodeError(id,
+                         AlreadyExists("an array named '" + spec->name +
+                                       "' already exists (its tasks " + spec->name + "-<index>)")));
+    return;
+  }
+  if (spec->IsArray()) {
+    for (int index : spec->scheduling.array.indexes) {
+      const std::string task = spec->name + "-" + std::to_string(index);
+      if (jobs_.FindJob(task)) {
+        Reply(m, EncodeError(id, AlreadyExists("a job named '" + task + "' already exists: task " +
+                                               std::to_string(index) + " of array " + spec->name +
+                                               " would have its name")));
+        return;
+      }
+    }
+  }
   if (Status known = CheckQueue(spec->scheduling); !known.ok()) {
     Reply(m, EncodeError(id, known.WithContext("submitted job")));
     return;
@@ -296,6 +326,10 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   }
   wire::SubmitJobReplyT reply;
   reply.warnings = std::move(job_file->notes);
+  if (spec->IsArray()) {
+    SubmitArray(m, std::move(*spec), req.dry_run(), std::move(reply), now_ms);
+    return;
+  }
   if (req.dry_run()) {
     if (!preview_) {
       Reply(m, EncodeError(id, FailedPrecondition("this coordinator does not serve dry runs")));
@@ -320,6 +354,81 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     reply.warnings.push_back(std::move(warning));
   }
   Reply(m, Encode(id, std::move(reply)));
+}
+
+void ClientService::SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run,
+                                wire::SubmitJobReplyT reply, int64_t now_ms) {
+  const uint64_t id = m.message.request_id();
+  reply.name = array.name;
+  const std::vector<int>& indexes = array.scheduling.array.indexes;
+  if (dry_run && !preview_) {
+    Reply(m, EncodeError(id, FailedPrecondition("this coordinator does not serve dry runs")));
+    return;
+  }
+  if (dry_run) {
+    // The forecast of its first task: the others are the same job, and with a parallelism they
+    // would wait for its turn.
+    JobSpec first = ArrayTask(array, indexes.front());
+    const std::string yaml = JobSpecToYaml(first);
+    JobRecord draft = jobs_.Draft(std::move(first), yaml, now_ms);
+    reply.tasks.push_back(draft.name);
+    reply.warnings.push_back("an array of " + std::to_string(indexes.size()) +
+                             " tasks: the forecast is for its first, " + draft.name);
+    reply.dry_run = std::make_unique<wire::DryRunPlanT>(ToWire(preview_(draft, now_ms)));
+    Reply(m, Encode(id, std::move(reply)));
+    return;
+  }
+  const std::string owner = CallerOf(m);
+  for (int index : indexes) {
+    JobSpec spec = ArrayTask(array, index);
+    const std::string yaml = JobSpecToYaml(spec);
+    JobRecord& task = jobs_.Submit(std::move(spec), yaml, now_ms);
+    task.owner = owner;
+    reply.tasks.push_back(task.name);
+    std::string warning =
+        StorageWarning(task.output_dir, nodes_.storage_root(), nodes_.nodes().size());
+    if (warning.empty()) continue;
+    jobs_.Note(task, "warning: " + warning, now_ms);
+    if (index == indexes.front()) reply.warnings.push_back(std::move(warning));
+  }
+  Reply(m, Encode(id, std::move(reply)));
+}
+
+void ClientService::OnCancelArray(const RoutedMessage& m, const wire::CancelArray& req,
+                                  int64_t now_ms) {
+  const uint64_t id = m.message.request_id();
+  const std::string name = Str(req.name());
+  const std::vector<std::pair<int, std::string>> tasks = jobs_.ArrayTasks(name);
+  if (tasks.empty()) {
+    Reply(m, EncodeError(id, NotFound("no array named '" + name + "'")));
+    return;
+  }
+  const std::string caller = CallerOf(m);
+  // Every task the caller may cancel, or none.
+  for (const auto& [index, task] : tasks) {
+    const JobRecord* job = jobs_.FindJob(task);
+    if (Status may = options_.permissions.CheckOwnerOrAdmin(
+            caller, job->owner, "cancel job " + task + " of array " + name);
+        !may.ok()) {
+      Reply(m, EncodeError(id, may));
+      return;
+    }
+  }
+  wire::JobListT list;
+  const std::string reason =
+      "array " + name + " cancelled" + (caller.empty() ? "" : " by " + caller);
+  // The tasks waiting for a slot first: a task in flight that ends at once would otherwise hand
+  // its slot to one of them, which would say it may run just before it is cancelled.
+  for (bool waiting : {true, false}) {
+    for (const auto& [index, task] : tasks) {
+      JobRecord& job = *jobs_.FindJob(task);
+      if (job.waits_for_array_slot == waiting) jobs_.Cancel(job, reason, now_ms);
+    }
+  }
+  for (const auto& [index, task] : tasks) {
+    list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*jobs_.FindJob(task))));
+  }
+  Reply(m, Encode(id, std::move(list)));
 }
 
 void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req, int64_t now_ms) {

@@ -114,6 +114,13 @@ class ClientService {
   // replied NOT_FOUND or PERMISSION_DENIED.
   JobRecord* OwnedJob(const RoutedMessage& m, const std::string& name, const std::string& verb);
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
+  // The tasks of a job array (JobSpec::IsArray, its name set and checked free, as each of its
+  // tasks' names): submitted all at once, each a job of its own (coordinator/job_controller.h,
+  // "Arrays"); or with `dry_run`, the first one's forecast.
+  void SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run, wire::SubmitJobReplyT reply,
+                   int64_t now_ms);
+  // `cohort cancel ARRAY` (wire::CancelArray): every task, when the caller may cancel each.
+  void OnCancelArray(const RoutedMessage& m, const wire::CancelArray& req, int64_t now_ms);
   // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
   void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);
   // `cohort update` (wire::UpdateJob): the owner's or an admin's, as a cancel is; the class and

@@ -36,7 +36,8 @@ void JobController::Restore(JobRecord job) {
   job.may_hold = job.start_time_ms > 0 ||
                  std::any_of(job.replicas.begin(), job.replicas.end(),
                              [](const ReplicaRecord& r) { return r.launched || r.placed(); });
-  const JobRecord& restored = *(jobs_[name] = std::make_unique<JobRecord>(std::move(job)));
+  JobRecord& restored = *(jobs_[name] = std::make_unique<JobRecord>(std::move(job)));
+  if (restored.spec.IsArrayTask()) JoinArray(restored);
   for (const auto& r : restored.replicas) {
     if (r.placed() && !IsFinal(r.state)) NoteOnNode(r.node_id, name);
     if (r.fenced_until_ms > 0) fenced_jobs_.insert(name);
@@ -72,6 +73,16 @@ void JobController::FinishRestore(int64_t now_ms) {
   }
   for (JobRecord* job : after) {
     if (!job->finished()) WaitForAfter(*job, now_ms);
+  }
+  // See "Arrays": a task never placed waits for a slot, and the free ones go by index.
+  for (const auto& [array, tasks] : arrays_) {
+    for (const auto& [index, name] : tasks) {
+      JobRecord& task = *jobs_.at(name);
+      if (task.finished() || task.may_hold || task.spec.scheduling.array.parallelism == 0) continue;
+      task.waits_for_array_slot = true;
+      task.waits_for_jobs = true;
+    }
+    ReleaseArraySlots(array, /*announce=*/false, now_ms);
   }
 }
 
@@ -117,6 +128,15 @@ JobRecord& JobController::Submit(JobSpec spec, const std::string& yaml, int64_t 
            "submitted (" + Counted(static_cast<int64_t>(raw->replicas.size()), "replica") + ")",
            now_ms);
   WaitForAfter(*raw, now_ms);
+  if (raw->spec.IsArrayTask()) {  // see "Arrays"
+    JoinArray(*raw);
+    if (raw->spec.scheduling.array.parallelism > 0 && !raw->finished()) {
+      raw->waits_for_array_slot = true;
+      raw->waits_for_jobs = true;
+      raw->message = WaitForJobsMessage(*raw);
+      ReleaseArraySlots(raw->spec.ArrayName(), /*announce=*/false, now_ms);
+    }
+  }
   if (raw->spec.scheduling.hold && !raw->finished()) {  // see "Suspension"
     raw->state = JobState::SUSPENDED;
     raw->message = HeldAtSubmitMessage(raw->name);
@@ -244,6 +264,72 @@ std::string JobController::AfterWaitMessage(const std::vector<JobDependency>& pe
   return out + " (scheduling.after)";
 }
 
+// ---- arrays ---------------------------------------------------------------------------------
+
+void JobController::JoinArray(JobRecord& job) {
+  auto& tasks = arrays_[job.spec.ArrayName()];
+  const int index = *job.spec.scheduling.array.index;
+  auto at = std::lower_bound(tasks.begin(), tasks.end(), std::pair{index, std::string()});
+  if (at != tasks.end() && at->first == index) {
+    at->second = job.name;
+  } else {
+    tasks.insert(at, {index, job.name});
+  }
+}
+
+const std::vector<std::pair<int, std::string>>& JobController::ArrayTasks(
+    const std::string& array) const {
+  static const std::vector<std::pair<int, std::string>> kNone;
+  auto it = arrays_.find(array);
+  return it == arrays_.end() ? kNone : it->second;
+}
+
+void JobController::ReleaseArraySlots(const std::string& array, bool announce, int64_t now_ms) {
+  auto it = arrays_.find(array);
+  if (it == arrays_.end()) return;
+  std::vector<JobRecord*> waiting;
+  int in_flight = 0;
+  int parallelism = 0;
+  for (const auto& [index, name] : it->second) {
+    JobRecord* task = FindJob(name);
+    if (task == nullptr || task->finished()) continue;
+    parallelism = task->spec.scheduling.array.parallelism;
+    if (task->waits_for_array_slot) {
+      waiting.push_back(task);
+    } else {
+      ++in_flight;
+    }
+  }
+  for (JobRecord* task : waiting) {
+    if (in_flight >= parallelism) break;
+    ++in_flight;
+    task->waits_for_array_slot = false;
+    const std::vector<JobDependency> pending = PendingAfter(*task);
+    task->waits_for_jobs = !pending.empty();
+    if (task->state == JobState::QUEUED) {
+      task->queued_since_ms = now_ms;  // its wait for resources begins now
+      task->message = pending.empty() ? "waiting for resources" : AfterWaitMessage(pending);
+    }
+    if (announce) {
+      AddEvent(*task,
+               "its turn in array " + array + " (at most " + std::to_string(parallelism) +
+                   " tasks at once, scheduling.array)" +
+                   (pending.empty() ? ": it may run now" : "; " + AfterWaitMessage(pending)),
+               now_ms);
+    }
+    MarkDirty(*task);
+    schedule_needed_ = true;
+  }
+}
+
+std::string JobController::WaitForJobsMessage(const JobRecord& job) const {
+  if (!job.waits_for_array_slot) return AfterWaitMessage(PendingAfter(job));
+  const ArraySpec& array = job.spec.scheduling.array;
+  return "waiting for its turn in array " + job.spec.ArrayName() + " (at most " +
+         std::to_string(array.parallelism) + " of its " + std::to_string(array.indexes.size()) +
+         " tasks at once, scheduling.array)";
+}
+
 void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
   auto it = dependents_.find(dep.name);
   if (it == dependents_.end()) return;
@@ -266,9 +352,13 @@ void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
                                  : "job " + dep.name + " ended " +
                                        wire::EnumNameJobState(dep.state) +
                                        " (scheduling.after: " + FormatJobDependency(*d) + ")";
-    AddEvent(*job, what + (pending.empty() ? ": it may run now" : "; " + AfterWaitMessage(pending)),
-             now_ms);
-    if (pending.empty()) {
+    const std::string next = !pending.empty()            ? "; " + AfterWaitMessage(pending)
+                             : job->waits_for_array_slot ? "; " + WaitForJobsMessage(*job)
+                                                         : ": it may run now";
+    AddEvent(*job, what + next, now_ms);
+    if (pending.empty() && job->waits_for_array_slot) {
+      if (job->state == JobState::QUEUED) job->message = WaitForJobsMessage(*job);
+    } else if (pending.empty()) {
       job->waits_for_jobs = false;
       if (job->state == JobState::QUEUED) {
         // Its wait for resources (the starvation limit's, scheduling.max_wait's) begins now.
@@ -795,8 +885,7 @@ Status JobController::Resume(JobRecord& job, const std::string& reason, int64_t 
   const int64_t suspended = std::max<int64_t>(0, now_ms - job.queued_since_ms);
   if (job.start_time_ms > 0) job.suspended_ms += suspended;  // before its start nothing counts
   job.state = JobState::QUEUED;
-  job.message =
-      job.waits_for_jobs ? AfterWaitMessage(PendingAfter(job)) : reason + ": waiting for resources";
+  job.message = job.waits_for_jobs ? WaitForJobsMessage(job) : reason + ": waiting for resources";
   job.queued_since_ms = now_ms;
   AddEvent(job, reason + ": back in the queue after " + FormatDuration(suspended) + " suspended",
            now_ms);
@@ -923,7 +1012,9 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
 
 void JobController::Ended(JobRecord& job, int64_t now_ms) {
   commands_.ended.push_back(job.name);
+  job.waits_for_array_slot = false;
   ReleaseAfter(job, now_ms);
+  if (job.spec.IsArrayTask()) ReleaseArraySlots(job.spec.ArrayName(), /*announce=*/true, now_ms);
 }
 
 // ---- placement ------------------------------------------------------------------------------
@@ -1143,6 +1234,13 @@ Status JobController::Delete(const std::string& name) {
   incidents_.erase(name);
   preempted_for_.erase(name);
   preempting_.erase(name);
+  if (job.spec.IsArrayTask()) {
+    auto array = arrays_.find(job.spec.ArrayName());
+    if (array != arrays_.end()) {
+      std::erase_if(array->second, [&](const auto& task) { return task.second == name; });
+      if (array->second.empty()) arrays_.erase(array);
+    }
+  }
   dirty_.insert(name);
   deleted_.push_back(name);
   jobs_.erase(it);

@@ -66,6 +66,15 @@
 // asked leaves a job waiting on it (any other ends the waiting job in the same store write), so
 // it counts as met.
 //
+// Arrays (scheduling.array, Slurm's --array, Kubernetes' Indexed Job). Each task of an array is a
+// job of its own (the ClientService submits them all at once); with a parallelism P at most P of
+// them are in flight, the others QUEUED outside every round as a job waiting for others is
+// (JobRecord::waits_for_array_slot, with waits_for_jobs), until a task in flight ends: the task
+// of the lowest index waiting then takes its slot. In flight is every task not ended and not
+// waiting for a slot, suspended ones included (a slot is given back by ending, not by pausing).
+// Derived from the jobs at every start: a task ever placed is in flight, the slots left go to the
+// others by index, as before the restart.
+//
 // Waiting (scheduling.max_wait, Vertex's maxWaitDuration). A job that sets it FAILS once it has
 // been QUEUED that long at a stretch, its dependencies met (JobRecord::queued_since_ms: from its
 // submit, the restart or preemption that requeued it, its resume, or its last dependency met),
@@ -250,6 +259,9 @@ class JobController {
   // What a draft of a job with scheduling.after would wait for ("waiting for job a to succeed
   // (scheduling.after)"), or "" when every job it names has ended as asked.
   std::string AfterWaitOf(const JobRecord& job) const;
+  // The tasks of array `array` (see "Arrays"), by index: (index, job name); empty when it has
+  // none.
+  const std::vector<std::pair<int, std::string>>& ArrayTasks(const std::string& array) const;
   // What a job held at submit (scheduling.hold) says while SUSPENDED.
   static std::string HeldAtSubmitMessage(const std::string& name);
   // Moves `job` to the priority class and queue given (each only when not empty; names the
@@ -518,6 +530,14 @@ class JobController {
   // Ends `job`, naming `dep` (the job of `d`), which ended otherwise than `d` asks: FAILED after a
   // job that did not succeed, CANCELLED (not needed) after one that did not fail.
   void EndAfter(JobRecord& job, const JobDependency& d, const JobRecord& dep, int64_t now_ms);
+  // See "Arrays": `job`, a task, counts among its array's tasks.
+  void JoinArray(JobRecord& job);
+  // Gives the free slots of `array` to its tasks waiting, lowest index first; `announce`: each
+  // says so in an event (not at submit and at restart: nothing changed for it then).
+  void ReleaseArraySlots(const std::string& array, bool announce, int64_t now_ms);
+  // What a QUEUED job that waits for other jobs (waits_for_jobs) says: its turn in its array, or
+  // AfterWaitMessage.
+  std::string WaitForJobsMessage(const JobRecord& job) const;
   // "waiting for jobs a, b to succeed and job c to end (scheduling.after)" for `pending`
   // (PendingAfter).
   static std::string AfterWaitMessage(const std::vector<JobDependency>& pending);
@@ -557,6 +577,8 @@ class JobController {
   // See "Dependencies": job -> the jobs that may wait for it (those no longer waiting are skipped
   // when it ends; what each still waits for is read from the jobs, PendingAfter).
   std::map<std::string, std::vector<std::string>> dependents_;
+  // See "Arrays": array name -> its tasks, (index, job name) by index.
+  std::map<std::string, std::vector<std::pair<int, std::string>>> arrays_;
   uint64_t next_seq_ = 1;
   ControllerCommands commands_;
   std::set<std::string> dirty_;

@@ -93,6 +93,9 @@ struct alignas(64) JobRecord {
   // Some job of its scheduling.after has not SUCCEEDED yet: no round considers it
   // (coordinator/job_controller.h, "Dependencies"). Derived, not stored.
   bool waits_for_jobs = false;
+  // A task of an array waiting for a slot (coordinator/job_controller.h, "Arrays"); waits_for_jobs
+  // is set with it. Derived, not stored.
+  bool waits_for_array_slot = false;
   // Its spec sets scheduling.max_wait: the timers look at it while it is queued. Derived, not
   // stored.
   bool wait_limited = false;

@@ -2259,6 +2259,100 @@ TEST_F(CoordinatorTest, AJobAfterAnotherIsPlacedOnceThatOneSucceeds) {
       << failed_before.ToString();
 }
 
+// scheduling.array through the coordinator's loop: four tasks with a parallelism of two, room
+// for all four: tasks 0 and 1 run, 2 and 3 wait their turn, also across a coordinator restart;
+// a task that ends hands its slot to the lowest index waiting. The array's name is taken (by a
+// plain job too), a task alone is refused, and a cancel of the array ends every task not ended,
+// the waiting ones without their turn.
+TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexFirst) {
+  AddAgent("node-a", 4);
+  const std::string chief =
+      "worker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/train]}\n";
+  wire::SubmitJobT req;
+  req.spec_yaml = "name: sweep\n" + chief;
+  req.array = "0-3%2";
+  wire::SubmitJobReplyT submitted = CallFor<wire::SubmitJobReply>(wire::SubmitJobT(req));
+  EXPECT_EQ(submitted.name, "sweep");
+  EXPECT_EQ(submitted.tasks,
+            (std::vector<std::string>{"sweep-0", "sweep-1", "sweep-2", "sweep-3"}));
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  PumpFew();
+  auto launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 2u);
+  std::map<std::string, wire::LaunchReplicaT> by_job;
+  for (auto& [node, l] : launched) by_job[l.job] = l;
+  ASSERT_EQ(by_job.count("sweep-0"), 1u);
+  ASSERT_EQ(by_job.count("sweep-1"), 1u);
+  EXPECT_EQ(Env(by_job["sweep-1"], "COHORT_ARRAY_INDEX"), "1");
+  EXPECT_EQ(Env(by_job["sweep-1"], "JOB_COMPLETION_INDEX"), "1");
+  EXPECT_EQ(Env(by_job["sweep-0"], "COHORT_ARRAY_COUNT"), "4");
+  RunAll(launched);
+  EXPECT_EQ(GetJob("sweep-2").state, JobState::QUEUED);
+  EXPECT_EQ(GetJob("sweep-2").message,
+            "waiting for its turn in array sweep (at most 2 of its 4 tasks at once, "
+            "scheduling.array)");
+  wire::ListJobsT by_label;
+  by_label.selector = "cohort/array=sweep";
+  EXPECT_EQ(ListedNames(by_label).size(), 4u);
+
+  Status plain = Submit("name: sweep\n" + chief);
+  EXPECT_EQ(plain.code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(plain.message().find("an array named 'sweep' already exists"), std::string::npos)
+      << plain.ToString();
+  Status alone =
+      Submit("name: other-1\n" + chief + "scheduling: {array: \"0-1\", array_index: 1}\n");
+  EXPECT_EQ(alone.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(alone.message().find("submit the array (scheduling.array) instead"), std::string::npos)
+      << alone.ToString();
+  Status clash = Submit("name: sweep-2\n" + chief);
+  EXPECT_EQ(clash.code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(Submit("name: grid-1\n" + chief).ok());
+  req.spec_yaml = "name: grid\n" + chief;
+  req.array = "0-2";
+  Status taken = Call(wire::SubmitJobT(req)).ErrorStatus();
+  EXPECT_EQ(taken.code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(taken.message().find("task 1 of array grid would have its name"), std::string::npos)
+      << taken.ToString();
+  EXPECT_EQ(coordinator_->FindJob("grid-0"), nullptr);
+  wire::CancelJobT drop;
+  drop.name = "grid-1";
+  Call(std::move(drop));
+  PumpFew();
+  TakeLaunchList();
+
+  Restart();
+  Register("node-a", 4, {Running("sweep-0", "chief-0"), Running("sweep-1", "chief-0")});
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(milliseconds(1000));
+    PumpFew();
+  }
+  EXPECT_TRUE(TakeLaunchList().empty()) << "more than 2 tasks at once after a restart";
+  EXPECT_EQ(GetJob("sweep-3").state, JobState::QUEUED);
+
+  Report("node-a", "sweep-1", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].second.job, "sweep-2");
+  EXPECT_TRUE(HasEvent(GetJob("sweep-2"), "its turn in array sweep (at most 2 tasks at once"));
+  RunAll(launched);
+
+  wire::CancelArrayT cancel;
+  cancel.name = "sweep";
+  wire::JobListT cancelled = CallFor<wire::JobList>(wire::CancelArrayT(cancel));
+  ASSERT_EQ(cancelled.jobs.size(), 4u);
+  EXPECT_EQ(cancelled.jobs[0]->name, "sweep-0");
+  EXPECT_EQ(cancelled.jobs[0]->state, JobState::CANCELLING);
+  EXPECT_EQ(cancelled.jobs[1]->state, JobState::SUCCEEDED);
+  EXPECT_EQ(cancelled.jobs[2]->state, JobState::CANCELLING);
+  EXPECT_EQ(cancelled.jobs[3]->state, JobState::CANCELLED);
+  EXPECT_FALSE(HasEvent(GetJob("sweep-3"), "its turn")) << "given a turn while being cancelled";
+  EXPECT_TRUE(TakeLaunchList().empty());
+  cancel.name = "nobody";
+  EXPECT_EQ(Call(wire::CancelArrayT(cancel)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
 class ElasticTest : public CoordinatorTest {
  protected:
   static std::string ElasticYaml(const std::string& name, int workers, int min_workers) {
