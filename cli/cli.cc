@@ -187,15 +187,16 @@ const std::vector<Verb>& Verbs() {
         {"--name", true, ""},
         {"--after", true, ""},
         {"--hold", false, ""},
+        {"--array", true, ""},
         {"--dry-run", false, ""},
         {"--json", false, ""},
         {"--env", true, "", true},
         {"--label", true, "", true}},
-       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--env K=V]... [--label K=V]... "
-       "[--wait [--replica R|--all] | --dry-run [--json]] [-- ARG...]",
+       "submit FILE [--name N] [--after JOB[:C],...] [--hold] [--array SPEC] [--env K=V]... "
+       "[--label K=V]... [--wait [--replica R|--all] | --dry-run [--json]] [-- ARG...]",
        "validate and submit a job file; prints the job name",
        SpecFileHelp(R"(usage: cohort submit FILE [--name N] [--after JOB[:CONDITION][,...]] [--hold]
-                    [--env KEY=VALUE]... [--label KEY=VALUE]...
+                    [--array INDEXES[%PARALLELISM]] [--env KEY=VALUE]... [--label KEY=VALUE]...
                     [--wait [--replica ROLE-INDEX | --all] | --dry-run [--json]] [-- ARG...]
 
 Validates the job file (YAML; see DESIGN.md; or a Vertex AI CustomJob file, YAML or JSON, as
@@ -212,6 +213,13 @@ and digits). FILE may be - for standard input.
               ended      in any state (afterany)
   --hold    submit it SUSPENDED (scheduling.hold; Slurm's --hold): it runs once `cohort resume
             JOB` queues it
+  --array INDEXES[%PARALLELISM]   submit a job array (scheduling.array; Slurm's --array,
+            Kubernetes' Indexed Job): one job of each index, its task, named NAME-INDEX, its
+            replicas given COHORT_ARRAY_INDEX (and JOB_COMPLETION_INDEX) and COHORT_ARRAY_COUNT,
+            its output_dir OUTPUT_DIR/INDEX; INDEXES as N, N-M or N-M:STEP, comma-separated (at
+            most 1000 tasks, indexes up to 99999); at most PARALLELISM tasks run at once, the
+            others wait their turn by index: `--array 0-99%8`. Prints NAME; `cohort list -l
+            cohort/array=NAME` lists the tasks, `cohort cancel NAME` cancels them all
   --env KEY=VALUE   set KEY in the env of every pool that runs a command (its process or
             container), over the file's value (Slurm's --export); may be given again
   --label KEY=VALUE   set the job's label KEY, over the file's `labels` (gcloud's --labels):
@@ -222,7 +230,8 @@ and digits). FILE may be - for standard input.
             gives no args, they replace its image's CMD, as args do
   --wait    show the job live on stderr until it ends, as `cohort watch` does (elapsed time,
             state, replicas, events such as restarts and their causes, the chief's output);
-            exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED
+            exit 0 only if it SUCCEEDED, 1 if it FAILED or was CANCELLED. For an array: a line
+            as each task ends, exit 0 only if every task SUCCEEDED
   --replica ROLE-INDEX   with --wait, follow this replica's output instead of chief-0's
   --all                  with --wait, follow every replica's output
   --dry-run submit nothing: the coordinator checks the file as a submit does and says what its
@@ -410,13 +419,15 @@ Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED.
        Watch},
       {"cancel",
        {{"--wait", false, ""}},
-       "cancel JOB|STUDY [--wait]",
-       "cancel a job, or a study and its running trials",
+       "cancel JOB|ARRAY|STUDY [--wait]",
+       "cancel a job, a job array's tasks, or a study and\nits running trials",
        R"(
 Asks the coordinator to cancel the job; prints its state. A name that is no job's is taken as a
-study's: the study ends CANCELLED and its running trials are cancelled. Only the owner (who
-submitted it) or an admin may: anyone else gets exit code 5, the message naming the owner.
-  --wait    (a job) wait until the job has ended and print its final state
+job array's (`cohort submit --array`): every task not ended is cancelled, and each task's state
+is printed; else as a study's: the study ends CANCELLED and its running trials are cancelled.
+Only the owner (who submitted it) or an admin may: anyone else gets exit code 5, the message
+naming the owner (for an array, no task is cancelled then).
+  --wait    (a job or an array) wait until it has ended and print the final states
 )",
        Cancel},
       {"suspend",

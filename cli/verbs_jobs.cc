@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -97,10 +98,67 @@ constexpr size_t kExecAllAtOnce = 16;
 // within 10 s, at most 8 processes a replica.
 constexpr std::chrono::seconds kStacksWait(120);
 
+// The tasks of array `array`, by index, as the coordinator has them now (their label
+// cohort/array).
+StatusOr<std::vector<wire::JobInfoT>> ListArrayTasks(CoordinatorClient& client,
+                                                     const std::string& array) {
+  wire::ListJobsT query;
+  query.selector = std::string(kArrayLabel) + "=" + array;
+  COHORT_ASSIGN_OR_RETURN(std::vector<wire::JobInfoT> tasks, client.ListJobs(query));
+  const auto index = [](const wire::JobInfoT& job) {
+    for (const auto& label : job.labels) {
+      if (label && label->key == kArrayIndexLabel) return std::atoi(label->value.c_str());
+    }
+    return -1;
+  };
+  std::sort(tasks.begin(), tasks.end(),
+            [&](const auto& a, const auto& b) { return index(a) < index(b); });
+  return tasks;
+}
+
+// `cohort submit --array --wait` and `cohort cancel ARRAY --wait`: waits until each of the
+// array's `expected` tasks has ended, a line on `out` as each does; exit 0 only when every one
+// SUCCEEDED.
+int WaitForArray(CoordinatorClient& client, const std::string& array, size_t expected,
+                 std::ostream& out, std::ostream& err) {
+  std::set<std::string> reported;
+  std::vector<std::string> failed;
+  while (true) {
+    auto tasks = ListArrayTasks(client, array);
+    if (!tasks.ok()) return Fail(err, tasks.status());
+    size_t ended = 0;
+    for (const wire::JobInfoT& task : *tasks) {
+      if (!IsTerminal(task.state)) continue;
+      ++ended;
+      if (!reported.insert(task.name).second) continue;
+      out << StateLine(task) << std::endl;
+      if (task.state != wire::JobState::SUCCEEDED) failed.push_back(task.name);
+    }
+    if (ended >= expected || (tasks->empty() && expected == 0)) break;
+    if (tasks->size() < expected && ended == tasks->size()) {
+      // Tasks deleted while it waited: they never end.
+      err << "cohort: array " << array << ": " << expected - tasks->size()
+          << " task(s) deleted while waiting\n";
+      return kExitJobFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  if (failed.empty()) {
+    out << "array " << array << ": all " << expected << " tasks SUCCEEDED" << std::endl;
+    return kExitOk;
+  }
+  std::string names;
+  for (const std::string& name : failed) names += (names.empty() ? "" : ", ") + name;
+  out << "array " << array << ": " << failed.size() << " of " << expected
+      << " tasks did not succeed: " << names << std::endl;
+  return kExitJobFailed;
+}
+
 }  // namespace
 
 int Submit(const ParsedArgs& args, const Context& ctx) {
   std::vector<std::string> warnings;
+  std::vector<std::string> tasks;  // a job array's
   std::function<StatusOr<std::string>(const std::string&)> rename;
   SubmitEdits edits;
   edits.name = args.Get("--name");
@@ -117,6 +175,12 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     }
   }
   edits.hold = args.Has("--hold");
+  if (args.Has("--array")) {
+    edits.array = args.Get("--array");
+    if (StatusOr<ArraySpec> array = ParseArraySpec(edits.array); !array.ok()) {
+      return UsageError(ctx.err, "submit", "--array: " + array.status().message());
+    }
+  }
   ParsedArgs file_args;
   if (Status read = ReadEnvLabelsAndArgs(args, &edits, &file_args); !read.ok()) {
     return UsageError(ctx.err, "submit", read.message());
@@ -154,11 +218,22 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
   return SubmitSpecFile<JobSpec, std::string>(
       file_args, ctx, "submit", "job", ParseJobSpec,
       [&](CoordinatorClient& client, const std::string& text) {
-        return client.Submit(text, &warnings);
+        return client.Submit(text, &warnings, &tasks);
       },
-      [&](CoordinatorClient& client, const JobSpec&, const std::string& name) {
+      [&](CoordinatorClient& client, const JobSpec& spec, const std::string& name) {
         for (const std::string& w : warnings) ctx.err << "cohort: warning: " << w << "\n";
         ctx.out << name << std::endl;
+        if (!tasks.empty()) {
+          const int parallelism = spec.scheduling.array.parallelism;
+          ctx.err << "array " << name << ": " << tasks.size() << " tasks (" << tasks.front()
+                  << (tasks.size() > 1 ? " .. " + tasks.back() : "") << ")"
+                  << (parallelism > 0 ? ", at most " + std::to_string(parallelism) + " at once"
+                                      : "")
+                  << "; `cohort list -l " << kArrayLabel << "=" << name
+                  << "` lists them, `cohort cancel " << name << "` cancels them\n";
+          if (!args.Has("--wait")) return kExitOk;
+          return WaitForArray(client, name, tasks.size(), ctx.err, ctx.err);
+        }
         if (!args.Has("--wait")) return kExitOk;
         // The job's name alone goes to stdout; the live view to stderr.
         return WatchJob(client, name,
@@ -334,7 +409,18 @@ int Cancel(const ParsedArgs& args, const Context& ctx) {
   const std::string& name = args.positionals[0];
   auto job = client->Cancel(name);
   if (!job.ok() && job.status().code() == StatusCode::kNotFound) {
-    // Not a job: a study of that name.
+    // Not a job: an array of that name, else a study.
+    auto tasks = client->CancelArray(name);
+    if (tasks.ok()) {
+      if (args.Has("--wait")) {
+        // As for a job, a cancel that ended every task went as asked, however they ended.
+        const int waited = WaitForArray(*client, name, tasks->size(), ctx.out, ctx.err);
+        return waited == kExitJobFailed ? kExitOk : waited;
+      }
+      for (const wire::JobInfoT& task : *tasks) ctx.out << StateLine(task) << "\n";
+      return kExitOk;
+    }
+    if (tasks.status().code() != StatusCode::kNotFound) return Fail(ctx.err, tasks.status());
     auto study = client->CancelStudy(name);
     if (study.ok()) {
       ctx.out << "study " << study->name << ": " << study->state
@@ -342,7 +428,7 @@ int Cancel(const ParsedArgs& args, const Context& ctx) {
       return kExitOk;
     }
     if (study.status().code() == StatusCode::kNotFound) {
-      return Fail(ctx.err, NotFound("no job or study named '" + name + "'"));
+      return Fail(ctx.err, NotFound("no job, array or study named '" + name + "'"));
     }
     return Fail(ctx.err, study.status());
   }

@@ -28,7 +28,7 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, Body, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
+from cohort.wire import (Ack, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
                          DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs,
                          GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListJobs,
                          ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
@@ -451,7 +451,8 @@ class Client:
 
     # ---- requests -----------------------------------------------------------------------
 
-    def submit(self, spec, name=None, after=(), hold=False, env=None, args=(), labels=None):
+    def submit(self, spec, name=None, after=(), hold=False, env=None, args=(), labels=None,
+               array=None):
         """Submits a job; returns its name. Raises CohortError on a bad spec (the message names
         the field).
 
@@ -464,20 +465,28 @@ class Client:
         job held (SUSPENDED until resumed), `env` (a dict) is set in the env of every pool that
         runs a command (`--env`), `args` (a list) appended to its args (`-- ARGS`), `labels` (a
         dict) set in the job's labels (`--label`; list_jobs(selector=...) and
-        usage(by_label=...) find them). What the coordinator warns of (an output dir off the
-        shared storage, ...) is issued as a CohortWarning."""
-        reply = self._submit_job(spec, name, after, hold, env, args, labels, dry_run=False)
+        usage(by_label=...) find them), `array` ("0-99%8": indexes as N, N-M or N-M:STEP,
+        comma-separated, then optionally %PARALLELISM) submits a job array (`--array`,
+        scheduling.array): one job of each index, named NAME-INDEX, at most PARALLELISM running
+        at once; the name returned is the array's (array_tasks() lists them, cancel_array()
+        cancels them). What the coordinator warns of (an output dir off the shared storage, ...)
+        is issued as a CohortWarning."""
+        reply = self._submit_job(spec, name, after, hold, env, args, labels, array,
+                                 dry_run=False)
         return _text(reply.name)
 
-    def dry_run(self, spec, name=None, after=(), hold=False, env=None, args=(), labels=None):
+    def dry_run(self, spec, name=None, after=(), hold=False, env=None, args=(), labels=None,
+                array=None):
         """`cohort submit --dry-run`: the coordinator checks `spec` (with the keywords of
         submit()) as a submit would, raising the same errors, and stores nothing. Returns what its
         next scheduling round would do with the job were it submitted now: a dict with "name",
         "outcome" ("START", "PREEMPT", "WAIT", "WAIT_FOR_JOBS" or "HOLD"), "replicas" (START:
         each {"replica", "node_id", "gpus"}), "preempts" (PREEMPT: "job (priority P, queue Q)"
         of each job it would stop), "reason" (why it would wait, or be held), "queue" and
-        "queued_ahead" (the jobs queued there before it). Warnings come as with submit()."""
-        reply = self._submit_job(spec, name, after, hold, env, args, labels, dry_run=True)
+        "queued_ahead" (the jobs queued there before it). Warnings come as with submit(). For
+        an array, the forecast is its first task's, and "name" that task's."""
+        reply = self._submit_job(spec, name, after, hold, env, args, labels, array,
+                                 dry_run=True)
         plan = reply.dryRun
         if plan is None:
             name = _text(reply.name)
@@ -486,7 +495,7 @@ class Client:
                 f"the coordinator does not know dry runs (it is older than this client): it "
                 f"submitted the job as {name}; cancel('{name}') takes it back")
         return {
-            "name": _text(reply.name),
+            "name": _text(reply.tasks[0]) if reply.tasks else _text(reply.name),
             "outcome": _DRY_RUN_OUTCOMES.get(plan.outcome, str(plan.outcome)),
             "replicas": [{
                 "replica": _text(r.replica),
@@ -499,7 +508,7 @@ class Client:
             "queued_ahead": plan.queuedAhead,
         }
 
-    def _submit_job(self, spec, name, after, hold, env, args, labels, dry_run):
+    def _submit_job(self, spec, name, after, hold, env, args, labels, array, dry_run):
         """A SubmitJob with submit()'s keywords; its warnings issued (to submit()'s caller)."""
         body = SubmitJob.SubmitJobT()
         body.specYaml = _spec_text(spec)
@@ -509,6 +518,10 @@ class Client:
             body.name = name
         body.after = [after] if isinstance(after, str) else list(after or ())
         body.hold = bool(hold)
+        if array is not None:
+            if not isinstance(array, str) or not array:
+                raise ValueError(f"array: a text such as '0-99%8', got {array!r}")
+            body.array = array
         body.env, body.args = _env_and_args(env, args)
         body.labels = _key_values(labels)
         body.dryRun = dry_run
@@ -568,6 +581,21 @@ class Client:
     def cancel(self, name):
         return _job_to_dict(
             self._call_named(Body.Body.CancelJob, CancelJob.CancelJobT, name, JobInfo.JobInfoT))
+
+    def array_tasks(self, name):
+        """The tasks of the job array `name` (submit(array=...)), by index, each as get_job
+        gives it; [] when no array has that name."""
+        tasks = self.list_jobs(selector=f"cohort/array={name}")
+        return sorted(tasks, key=lambda j: int(j["labels"].get("cohort/array-index", -1)))
+
+    def cancel_array(self, name):
+        """Cancels every task of the job array `name` not ended (`cohort cancel ARRAY`); returns
+        its tasks after, by index. Raises CohortError NOT_FOUND when no array has that name,
+        PERMISSION_DENIED (no task cancelled) when the caller may not cancel one of them."""
+        body = CancelArray.CancelArrayT()
+        body.name = name
+        reply = self._call(Body.Body.CancelArray, body, JobList.JobListT)
+        return [_job_to_dict(j) for j in (reply.jobs or [])]
 
     def suspend(self, name):
         """Suspends a job: its replicas stop (SIGTERM, the stop grace) and it is placed nowhere

@@ -78,7 +78,8 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
                           std::string(30, ' ') + "a replica's output"),
             std::string::npos)
       << help.out;
-  EXPECT_NE(help.out.find("\n         [--wait [--replica R|--all] | --dry-run [--json]]"),
+  EXPECT_NE(help.out.find("\n         [--label K=V]... [--wait [--replica R|--all] | --dry-run "
+                          "[--json]]"),
             std::string::npos)
       << help.out;
   std::istringstream lines(help.out);

@@ -723,6 +723,73 @@ TEST_F(IntegrationTest, AJobSubmittedAfterAnotherRunsOnceThatOneSucceeded) {
   EXPECT_FALSE(ct::FileExists(ran)) << "a job ran after the one it waited for failed";
 }
 
+// A job array (`cohort submit --array 0-4%2 --wait`) on agents with room for every task: each
+// index runs once with its own COHORT_ARRAY_INDEX and output dir, never more than two at once
+// (the times each task wrote down), and --wait exits 0 once every task SUCCEEDED; an array with
+// a failing task makes --wait exit 1 naming it.
+TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce) {
+  StartAgent("node-a", 0);
+  StartAgent("node-b", 0);
+  const std::string runs = cluster_->scratch("array-runs");
+  std::filesystem::create_directories(runs);
+  const std::string file = cluster_->scratch("sweep.yaml");
+  ct::WriteFile(file, "name: sweep\noutput_dir: " + cluster_->scratch("sweep-out") +
+                          "\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                          "    process: {command: [/bin/sh, -c, \"cd " +
+                          runs +
+                          " && date +%s%N > $COHORT_ARRAY_INDEX.start && echo "
+                          "$COHORT_ARRAY_COUNT $JOB_COMPLETION_INDEX $AIP_MODEL_DIR > "
+                          "$COHORT_ARRAY_INDEX.env && sleep 2 && date +%s%N > "
+                          "$COHORT_ARRAY_INDEX.end\"]}\n");
+  const ct::RunResult submit = Cli({"submit", file, "--array", "0-4%2", "--wait"}, 90s);
+  EXPECT_EQ(submit.exit_code, 0) << submit.out << submit.err;
+  EXPECT_EQ(submit.out, "sweep\n");
+  EXPECT_NE(submit.err.find("array sweep: 5 tasks (sweep-0 .. sweep-4), at most 2 at once"),
+            std::string::npos)
+      << submit.err;
+  EXPECT_NE(submit.err.find("array sweep: all 5 tasks SUCCEEDED"), std::string::npos) << submit.err;
+  std::vector<std::pair<int64_t, int>> edges;  // (time, +1 start / -1 end)
+  for (int i = 0; i < 5; ++i) {
+    const std::string at = runs + "/" + std::to_string(i);
+    EXPECT_EQ(ct::ReadFile(at + ".env"), "5 " + std::to_string(i) + " " +
+                                             cluster_->scratch("sweep-out") + "/" +
+                                             std::to_string(i) + "/model/\n");
+    const std::string start = ct::ReadFile(at + ".start");
+    const std::string end = ct::ReadFile(at + ".end");
+    ASSERT_FALSE(start.empty() || end.empty()) << "task " << i << " did not run through";
+    edges.emplace_back(std::stoll(start), 1);
+    edges.emplace_back(std::stoll(end), -1);
+  }
+  std::sort(edges.begin(), edges.end());
+  int running = 0;
+  int most = 0;
+  for (const auto& [time, change] : edges) most = std::max(most, running += change);
+  EXPECT_EQ(most, 2) << "tasks at once, with a parallelism of 2";
+  const ct::RunResult listed = Cli({"list", "-l", "cohort/array=sweep"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_NE(listed.out.find("sweep-" + std::to_string(i)), std::string::npos) << listed.out;
+  }
+
+  const std::string failing = cluster_->scratch("exits.yaml");
+  ct::WriteFile(failing,
+                "name: exits\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                "    process: {command: [/bin/sh, -c, \"exit $COHORT_ARRAY_INDEX\"]}\n");
+  const ct::RunResult failed = Cli({"submit", failing, "--array", "0,3", "--wait"}, 60s);
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  EXPECT_NE(failed.err.find("array exits: 1 of 2 tasks did not succeed: exits-3"),
+            std::string::npos)
+      << failed.err;
+  const ct::RunResult cancelled = Cli({"cancel", "exits"});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  EXPECT_NE(cancelled.out.find("exits-3"), std::string::npos) << cancelled.out;
+  const ct::RunResult refused = Cli({"submit", failing, "--array", "3-1"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--array: '3-1': '3-1' ends before it starts"), std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(NoReplicaProcessesLeft());
+}
+
 // A script that saves its snapshot into a relative path (the torchrun fault-tolerance tutorial's
 // torch.save(state, "snapshot.pt")) and is killed: its restart on the same node starts with what
 // it left in its working directory (agent/working_files.h), as torchrun's restart would, and the

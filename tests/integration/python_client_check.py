@@ -187,6 +187,26 @@ def main(endpoint, scratch):
               stored.index("--epochs=1") < stored.index("--lr=3e-4"),
               f"env and args of submit() in the stored job file: {stored!r}")
         client.cancel(from_vertex)
+        # A job array (submit's array=): its tasks by index, one at a time, the others waiting
+        # their turn; cancelled together.
+        array = client.submit("name: py_array\nworker_pools:\n  - role: chief\n"
+                              "    process: {command: [/bin/sleep, '60']}\n", array="0-2%1")
+        check(array == "py_array", f"an array submitted as {array!r}")
+        tasks = client.array_tasks(array)
+        check([t["name"] for t in tasks] == ["py_array-0", "py_array-1", "py_array-2"]
+              and tasks[2]["labels"] == {"cohort/array": "py_array", "cohort/array-index": "2"},
+              f"the array's tasks: {[(t['name'], t['labels']) for t in tasks]}")
+        check(tasks[2]["state"] == "QUEUED"
+              and "waiting for its turn in array py_array" in tasks[2]["message"],
+              f"a task waiting its turn: {tasks[2]['state']}: {tasks[2]['message']}")
+        cancelled = client.cancel_array(array)
+        check([t["state"] for t in cancelled[1:]] == ["CANCELLED", "CANCELLED"]
+              and cancelled[0]["state"] in ("CANCELLING", "CANCELLED"),
+              f"after cancel_array: {[t['state'] for t in cancelled]}")
+        check_refused(lambda: client.cancel_array("py_no_array"),
+                      "NOT_FOUND", "no array named 'py_no_array'", "an unknown array was cancelled")
+        check_refused(lambda: client.submit(spec, array="5-2"),
+                      "INVALID_ARGUMENT", "'5-2' ends before it starts", "a bad array was taken")
         check_refused(lambda: client.submit(spec, name="9lives"),
                       "INVALID_ARGUMENT", "'9lives' is not a valid job name",
                       "an invalid name was taken")
