@@ -246,12 +246,14 @@ and digits). FILE may be - for standard input.
        Submit},
       {"status",
        {{"--json", false, ""}, {"--spec", false, ""}},
-       "status JOB [--json | --spec]",
+       "status JOB|ARRAY [--json | --spec]",
        "a job's state, replicas and events",
        R"(
 Shows the job's state, message, times, restarts, each replica's node, GPUs, state, attempt and
 exit code, what each running replica uses (as `cohort top` does), and the job's events with their
-reasons.
+reasons. A name that is no job's is taken as a job array's (`cohort submit --array`): a line
+counting its tasks by state, then the tasks as `cohort list` shows them (with --json,
+{"array": NAME, "tasks": [each task as a job]}).
   --json    print the job as JSON
   --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
             --name, --after, --hold, --env, --label and -- ARGS applied, a generated name
@@ -472,13 +474,14 @@ refused (exit 2). Prints the job's state, class and queue after.
        Update},
       {"delete",
        {},
-       "delete JOB",
-       "delete a finished job and its records and logs",
+       "delete JOB|ARRAY",
+       "delete a finished job (or array) and its records and\nlogs",
        R"(
 Deletes a finished job (SUCCEEDED, FAILED or CANCELLED): it leaves `cohort list` and `status`,
 and the coordinator removes its stored records (replicas, events, training metrics) and its logs.
 Its output directory (checkpoints, models) is left as it is. A job not finished is refused (exit
-2): cancel it first. The name can then be used again.
+2): cancel it first. The name can then be used again. A name that is no job's is taken as a job
+array's (`cohort submit --array`): each of its tasks is deleted once every one has finished.
 )",
        Delete},
       {"nodes",

@@ -244,8 +244,46 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
 }
 
 int ShowJob(const ParsedArgs& args, const Context& ctx) {
-  return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob,
-                 &CoordinatorClient::GetJobSpec);
+  if (args.Has("--spec")) {
+    return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob,
+                   &CoordinatorClient::GetJobSpec);
+  }
+  // A job, else the array of that name: its tasks (`tasks` set, `job` empty).
+  struct JobOrArray {
+    wire::JobInfoT job;
+    std::vector<wire::JobInfoT> tasks;
+  };
+  const std::string name = args.positionals.empty() ? "" : args.positionals[0];
+  return ShowVerb<JobOrArray>(
+      args, ctx, "status", "JOB",
+      [&](CoordinatorClient& client) -> StatusOr<JobOrArray> {
+        JobOrArray out;
+        auto job = client.GetJob(name);
+        if (job.ok() || job.status().code() != StatusCode::kNotFound) {
+          COHORT_ASSIGN_OR_RETURN(out.job, std::move(job));
+          return out;
+        }
+        COHORT_ASSIGN_OR_RETURN(out.tasks, ListArrayTasks(client, name));
+        if (out.tasks.empty()) return NotFound("no job or array named '" + name + "'");
+        return out;
+      },
+      [&](const JobOrArray& found) {
+        if (found.tasks.empty()) return JobToJson(found.job);
+        nlohmann::json tasks = nlohmann::json::array();
+        for (const wire::JobInfoT& task : found.tasks) tasks.push_back(JobToJson(task));
+        return nlohmann::json{{"array", name}, {"tasks", std::move(tasks)}};
+      },
+      [&](const JobOrArray& found, std::ostream& out) {
+        if (found.tasks.empty()) return PrintJob(found.job, out);
+        std::map<std::string, int> by_state;
+        for (const wire::JobInfoT& task : found.tasks) {
+          ++by_state[wire::EnumNameJobState(task.state)];
+        }
+        out << "array " << name << ": " << found.tasks.size() << " tasks";
+        for (const auto& [state, count] : by_state) out << ", " << count << " " << state;
+        out << "\n";
+        PrintJobList(found.tasks, out);
+      });
 }
 
 int Top(const ParsedArgs& args, const Context& ctx) {
@@ -674,12 +712,43 @@ int Stacks(const ParsedArgs& args, const Context& ctx) {
 }
 
 int Delete(const ParsedArgs& args, const Context& ctx) {
-  if (args.positionals.size() != 1) return UsageError(ctx.err, "delete", "delete needs one JOB");
+  if (args.positionals.size() != 1) {
+    return UsageError(ctx.err, "delete", "delete needs one JOB or ARRAY");
+  }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  Status deleted = client->DeleteJob(args.positionals[0]);
-  if (!deleted.ok()) return Fail(ctx.err, deleted);
-  ctx.out << "job " << args.positionals[0] << " deleted\n";
+  const std::string& name = args.positionals[0];
+  Status deleted = client->DeleteJob(name);
+  if (deleted.ok()) {
+    ctx.out << "job " << name << " deleted\n";
+    return kExitOk;
+  }
+  if (deleted.code() != StatusCode::kNotFound) return Fail(ctx.err, deleted);
+  // Not a job: the array of that name, each of its tasks once every one has ended.
+  auto tasks = ListArrayTasks(*client, name);
+  if (!tasks.ok()) return Fail(ctx.err, tasks.status());
+  if (tasks->empty()) return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+  std::string running;
+  for (const wire::JobInfoT& task : *tasks) {
+    if (IsTerminal(task.state)) continue;
+    running +=
+        (running.empty() ? "" : ", ") + task.name + " (" + wire::EnumNameJobState(task.state) + ")";
+  }
+  if (!running.empty()) {
+    return Fail(ctx.err, FailedPrecondition("array " + name + ": " + running +
+                                            " not finished: cancel it first (`cohort cancel " +
+                                            name + "`)"));
+  }
+  size_t done = 0;
+  for (const wire::JobInfoT& task : *tasks) {
+    if (Status one = client->DeleteJob(task.name); !one.ok()) {
+      return Fail(ctx.err, one.WithContext("array " + name + ": " + std::to_string(done) + " of " +
+                                           std::to_string(tasks->size()) + " tasks deleted, then " +
+                                           task.name));
+    }
+    ++done;
+  }
+  ctx.out << "array " << name << " deleted (" << done << " tasks)\n";
   return kExitOk;
 }
 

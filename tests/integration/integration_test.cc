@@ -771,6 +771,11 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
     EXPECT_NE(listed.out.find("sweep-" + std::to_string(i)), std::string::npos) << listed.out;
   }
 
+  const ct::RunResult status = Cli({"status", "sweep"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(status.out.rfind("array sweep: 5 tasks, 5 SUCCEEDED\n", 0), 0u) << status.out;
+  EXPECT_NE(status.out.find("sweep-4"), std::string::npos) << status.out;
+
   const std::string failing = cluster_->scratch("exits.yaml");
   ct::WriteFile(failing,
                 "name: exits\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
@@ -783,6 +788,21 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
   const ct::RunResult cancelled = Cli({"cancel", "exits"});
   EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
   EXPECT_NE(cancelled.out.find("exits-3"), std::string::npos) << cancelled.out;
+  // Deleted whole once every task has ended; its name is free again.
+  const ct::RunResult deleted = Cli({"delete", "exits"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(deleted.out, "array exits deleted (2 tasks)\n");
+  EXPECT_EQ(Cli({"status", "exits-0"}).exit_code, 2);
+  const std::string waiting = cluster_->scratch("waits.yaml");
+  ct::WriteFile(waiting,
+                "name: exits\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                "    process: {command: [sleep, '30']}\n");
+  ASSERT_EQ(Cli({"submit", waiting, "--array", "0-1"}).exit_code, 0);
+  const ct::RunResult busy = Cli({"delete", "exits"});
+  EXPECT_EQ(busy.exit_code, 2) << busy.err;
+  EXPECT_NE(busy.err.find("array exits: exits-0 ("), std::string::npos) << busy.err;
+  EXPECT_NE(busy.err.find("cancel it first"), std::string::npos) << busy.err;
+  EXPECT_EQ(Cli({"cancel", "exits", "--wait"}).exit_code, 0);
   const ct::RunResult refused = Cli({"submit", failing, "--array", "3-1"});
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("--array: '3-1': '3-1' ends before it starts"), std::string::npos)
