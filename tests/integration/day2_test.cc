@@ -550,7 +550,7 @@ TEST_F(Day2Test, StudiesListsAStudyAndCancelStudyStopsItsTrials) {
   EXPECT_EQ(after->trials.size(), trial_jobs.size());
   auto neither = RunCli({"cancel", "no-such-thing"});
   EXPECT_EQ(neither.exit_code, 2);
-  EXPECT_NE(neither.err.find("no job or study named 'no-such-thing'"), std::string::npos)
+  EXPECT_NE(neither.err.find("no job, array or study named 'no-such-thing'"), std::string::npos)
       << neither.err;
 }
 
