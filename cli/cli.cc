@@ -207,7 +207,8 @@ and digits). FILE may be - for standard input.
   --name N  the job's name instead of the file's name or name_prefix
             ([A-Za-z][A-Za-z0-9_-]{0,127})
   --after JOB[:CONDITION][,...]   run it once each of these jobs has ended as CONDITION says
-            (added to the file's scheduling.after; Slurm's --dependency):
+            (added to the file's scheduling.after; Slurm's --dependency); a job array (--array)
+            as a whole: SUCCEEDED once every task has, else FAILED or CANCELLED as one ended:
               succeeded  (the default) SUCCEEDED (afterok); if it ends otherwise this job FAILS
               failed     FAILED or CANCELLED (afternotok); if it SUCCEEDS this job is CANCELLED
               ended      in any state (afterany)

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <string_view>
 
 #include "common/storage_marker.h"
@@ -178,17 +180,55 @@ std::string_view Verb(AfterCondition when) {
 
 }  // namespace
 
+JobController::Dependency JobController::DependencyOfJob(const JobRecord& job) {
+  Dependency dep;
+  dep.name = job.name;
+  dep.seq = job.seq;
+  dep.finished = job.finished();
+  dep.state = job.state;
+  return dep;
+}
+
+std::optional<JobController::Dependency> JobController::FindDependency(
+    const std::string& name) const {
+  if (const JobRecord* job = FindJob(name)) return DependencyOfJob(*job);
+  auto array = arrays_.find(name);
+  if (array == arrays_.end() || array->second.empty()) return std::nullopt;
+  Dependency dep;
+  dep.name = name;
+  dep.array = true;
+  dep.seq = std::numeric_limits<uint64_t>::max();
+  dep.finished = true;
+  bool failed = false;
+  bool cancelled = false;
+  for (const auto& [index, task_name] : array->second) {
+    const JobRecord& task = *jobs_.at(task_name);
+    dep.seq = std::min(dep.seq, task.seq);
+    dep.finished = dep.finished && task.finished();
+    failed = failed || task.state == JobState::FAILED;
+    cancelled = cancelled || task.state == JobState::CANCELLED;
+    if (task.finished() && task.state != JobState::SUCCEEDED) {
+      dep.unsuccessful += (dep.unsuccessful.empty() ? "" : ", ") + task.name + " " +
+                          wire::EnumNameJobState(task.state);
+    }
+  }
+  if (dep.finished) {
+    dep.state = failed ? JobState::FAILED : cancelled ? JobState::CANCELLED : JobState::SUCCEEDED;
+  }
+  return dep;
+}
+
 Status JobController::CheckAfter(const JobSpec& spec) const {
   for (const JobDependency& d : spec.scheduling.after) {
-    const JobRecord* dep = FindJob(d.job);
-    if (dep == nullptr) return NotFound("scheduling.after: no job named '" + d.job + "'");
+    const std::optional<Dependency> dep = FindDependency(d.job);
+    if (!dep) return NotFound("scheduling.after: no job or array named '" + d.job + "'");
     // A cancelling job ends CANCELLED.
     const std::optional<JobState> end = dep->state == JobState::CANCELLING
                                             ? std::optional(JobState::CANCELLED)
-                                        : dep->finished() ? std::optional(dep->state)
-                                                          : std::nullopt;
+                                        : dep->finished ? std::optional(dep->state)
+                                                        : std::nullopt;
     if (end && !Meets(d.when, *end)) {
-      return FailedPrecondition("scheduling.after: job " + d.job + " is " +
+      return FailedPrecondition("scheduling.after: " + dep->Describe() + " is " +
                                 wire::EnumNameJobState(dep->state) + ": a job to run after it " +
                                 std::string(Verb(d.when)) + "s would never run");
     }
@@ -196,41 +236,44 @@ Status JobController::CheckAfter(const JobSpec& spec) const {
   return Status::Ok();
 }
 
-const JobRecord* JobController::DependencyOf(const JobRecord& job, const std::string& name) const {
-  const JobRecord* dep = FindJob(name);
-  return dep != nullptr && dep->seq < job.seq ? dep : nullptr;
+std::optional<JobController::Dependency> JobController::DependencyOf(
+    const JobRecord& job, const std::string& name) const {
+  std::optional<Dependency> dep = FindDependency(name);
+  if (dep && dep->seq < job.seq) return dep;
+  return std::nullopt;
 }
 
 std::vector<JobDependency> JobController::PendingAfter(const JobRecord& job) const {
   std::vector<JobDependency> pending;
   for (const JobDependency& d : job.spec.scheduling.after) {
-    const JobRecord* dep = DependencyOf(job, d.job);  // gone: it ended as asked
-    if (dep != nullptr && !dep->finished()) pending.push_back(d);
+    const std::optional<Dependency> dep = DependencyOf(job, d.job);  // gone: it ended as asked
+    if (dep && !dep->finished) pending.push_back(d);
   }
   return pending;
 }
 
-void JobController::EndAfter(JobRecord& job, const JobDependency& d, const JobRecord& dep,
+void JobController::EndAfter(JobRecord& job, const JobDependency& d, const Dependency& dep,
                              int64_t now_ms) {
   job.waits_for_jobs = false;
+  const std::string ended = dep.Describe() + " ended " + wire::EnumNameJobState(dep.state);
   if (d.when == AfterCondition::kFailed) {  // a contingency not needed
     FinishJob(job, JobState::CANCELLED,
-              "job " + dep.name + " ended " + wire::EnumNameJobState(dep.state) +
-                  ", and it runs only should that one fail (scheduling.after: " +
+              ended + ", and it runs only should that one fail (scheduling.after: " +
                   FormatJobDependency(d) + ")",
               now_ms);
     return;
   }
   FinishJob(job, JobState::FAILED,
-            "job " + dep.name + ", which it runs after (scheduling.after), ended " +
-                wire::EnumNameJobState(dep.state),
+            dep.Describe() + ", which it runs after (scheduling.after), ended " +
+                wire::EnumNameJobState(dep.state) +
+                (dep.unsuccessful.empty() ? "" : " (" + dep.unsuccessful + ")"),
             now_ms);
 }
 
 void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
   for (const JobDependency& d : job.spec.scheduling.after) {
-    const JobRecord* dep = DependencyOf(job, d.job);
-    if (dep != nullptr && dep->finished() && !Meets(d.when, dep->state)) {
+    const std::optional<Dependency> dep = DependencyOf(job, d.job);
+    if (dep && dep->finished && !Meets(d.when, dep->state)) {
       EndAfter(job, d, *dep, now_ms);
       return;
     }
@@ -243,7 +286,7 @@ void JobController::WaitForAfter(JobRecord& job, int64_t now_ms) {
   MarkDirty(job);
 }
 
-std::string JobController::AfterWaitMessage(const std::vector<JobDependency>& pending) {
+std::string JobController::AfterWaitMessage(const std::vector<JobDependency>& pending) const {
   // The jobs grouped by condition, each group where its first job stands: "waiting for jobs a, b
   // to succeed and job c to end (scheduling.after)".
   std::string out = "waiting for ";
@@ -252,14 +295,21 @@ std::string JobController::AfterWaitMessage(const std::vector<JobDependency>& pe
     if (std::find(groups.begin(), groups.end(), d.when) == groups.end()) groups.push_back(d.when);
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    std::string names;
-    size_t count = 0;
+    // Jobs alone: "jobs a, b"; with an array, each named with its kind: "job a, array b".
+    std::vector<std::string> names;
+    bool arrays = false;
     for (const JobDependency& d : pending) {
       if (d.when != groups[g]) continue;
-      names += (count++ == 0 ? "" : ", ") + d.job;
+      const bool array = FindJob(d.job) == nullptr && arrays_.count(d.job) > 0;
+      arrays = arrays || array;
+      names.push_back((array ? "array " : "job ") + d.job);
     }
-    out += std::string(g == 0 ? "" : " and ") + (count == 1 ? "job " : "jobs ") + names + " to " +
-           std::string(Verb(groups[g]));
+    std::string listed;
+    for (const std::string& name : names) {
+      listed += (listed.empty() ? "" : ", ") + (arrays ? name : name.substr(4));
+    }
+    if (!arrays) listed = (names.size() == 1 ? "job " : "jobs ") + listed;
+    out += std::string(g == 0 ? "" : " and ") + listed + " to " + std::string(Verb(groups[g]));
   }
   return out + " (scheduling.after)";
 }
@@ -330,7 +380,7 @@ std::string JobController::WaitForJobsMessage(const JobRecord& job) const {
          " tasks at once, scheduling.array)";
 }
 
-void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
+void JobController::ReleaseAfter(const Dependency& dep, int64_t now_ms) {
   auto it = dependents_.find(dep.name);
   if (it == dependents_.end()) return;
   const std::vector<std::string> names = std::move(it->second);
@@ -348,9 +398,8 @@ void JobController::ReleaseAfter(const JobRecord& dep, int64_t now_ms) {
     }
     const std::vector<JobDependency> pending = PendingAfter(*job);
     const std::string what = d->when == AfterCondition::kSucceeded
-                                 ? "job " + dep.name + " succeeded (scheduling.after)"
-                                 : "job " + dep.name + " ended " +
-                                       wire::EnumNameJobState(dep.state) +
+                                 ? dep.Describe() + " succeeded (scheduling.after)"
+                                 : dep.Describe() + " ended " + wire::EnumNameJobState(dep.state) +
                                        " (scheduling.after: " + FormatJobDependency(*d) + ")";
     const std::string next = !pending.empty()            ? "; " + AfterWaitMessage(pending)
                              : job->waits_for_array_slot ? "; " + WaitForJobsMessage(*job)
@@ -1013,8 +1062,15 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
 void JobController::Ended(JobRecord& job, int64_t now_ms) {
   commands_.ended.push_back(job.name);
   job.waits_for_array_slot = false;
-  ReleaseAfter(job, now_ms);
-  if (job.spec.IsArrayTask()) ReleaseArraySlots(job.spec.ArrayName(), /*announce=*/true, now_ms);
+  ReleaseAfter(DependencyOfJob(job), now_ms);
+  if (!job.spec.IsArrayTask()) return;
+  const std::string array = job.spec.ArrayName();
+  ReleaseArraySlots(array, /*announce=*/true, now_ms);
+  // Its last task to end ends the array: the jobs after the array go on or fail.
+  if (std::optional<Dependency> whole = FindDependency(array);
+      whole && whole->array && whole->finished) {
+    ReleaseAfter(*whole, now_ms);
+  }
 }
 
 // ---- placement ------------------------------------------------------------------------------

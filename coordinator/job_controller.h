@@ -64,7 +64,9 @@
 // Derived from the jobs at every start: a job named there that is gone (or that was submitted
 // after the waiting job: the name's second owner) was deleted after it ended, and only an end as
 // asked leaves a job waiting on it (any other ends the waiting job in the same store write), so
-// it counts as met.
+// it counts as met. An entry may name an array (see "Arrays"; Slurm's dependency on an array
+// job): it has ended once every task has, SUCCEEDED when each did, else FAILED when one did,
+// else CANCELLED; `sweep:failed` so runs when some task did not succeed.
 //
 // Arrays (scheduling.array, Slurm's --array, Kubernetes' Indexed Job). Each task of an array is a
 // job of its own (the ClientService submits them all at once); with a parallelism P at most P of
@@ -519,17 +521,34 @@ class JobController {
   // See "Dependencies": `job` waits for the jobs of its scheduling.after that have not ended yet,
   // or fails when one ended otherwise than its entry asks.
   void WaitForAfter(JobRecord& job, int64_t now_ms);
+  // What an entry of scheduling.after names (see "Dependencies"): a job, or an array as a whole.
+  struct Dependency {
+    std::string name;
+    bool array = false;
+    uint64_t seq = 0;       // the job's submit order; an array's: its first task's
+    bool finished = false;  // an array: every task has
+    // Once finished, its end; an array's: SUCCEEDED when every task did, else FAILED when one
+    // did, else CANCELLED. A job being cancelled: CANCELLING.
+    JobState state = JobState::QUEUED;
+    // An array's tasks that did not succeed, for the message of a job that fails after it.
+    std::string unsuccessful;
+
+    std::string Describe() const { return (array ? "array " : "job ") + name; }
+  };
+  // The job named `name`, else the array of that name; nullopt when neither is.
+  std::optional<Dependency> FindDependency(const std::string& name) const;
+  static Dependency DependencyOfJob(const JobRecord& job);
   // `dep` ended: the jobs waiting for it go on (it ended as they ask) or fail.
-  void ReleaseAfter(const JobRecord& dep, int64_t now_ms);
-  // The job named `name` that `job` may wait for: one submitted before it. nullptr when none is:
-  // the one it named was deleted, and a job of that name submitted since is another.
-  const JobRecord* DependencyOf(const JobRecord& job, const std::string& name) const;
+  void ReleaseAfter(const Dependency& dep, int64_t now_ms);
+  // What `job` may wait for under `name`: one submitted before it. nullopt when none is: the one
+  // it named was deleted, and a job (or array) of that name submitted since is another.
+  std::optional<Dependency> DependencyOf(const JobRecord& job, const std::string& name) const;
   // The entries of `job`'s scheduling.after whose jobs have not ended, in the spec's order (one
   // that is gone did: see "Dependencies").
   std::vector<JobDependency> PendingAfter(const JobRecord& job) const;
-  // Ends `job`, naming `dep` (the job of `d`), which ended otherwise than `d` asks: FAILED after a
-  // job that did not succeed, CANCELLED (not needed) after one that did not fail.
-  void EndAfter(JobRecord& job, const JobDependency& d, const JobRecord& dep, int64_t now_ms);
+  // Ends `job`, naming `dep` (what `d` names), which ended otherwise than `d` asks: FAILED after
+  // one that did not succeed, CANCELLED (not needed) after one that did not fail.
+  void EndAfter(JobRecord& job, const JobDependency& d, const Dependency& dep, int64_t now_ms);
   // See "Arrays": `job`, a task, counts among its array's tasks.
   void JoinArray(JobRecord& job);
   // Gives the free slots of `array` to its tasks waiting, lowest index first; `announce`: each
@@ -539,8 +558,8 @@ class JobController {
   // AfterWaitMessage.
   std::string WaitForJobsMessage(const JobRecord& job) const;
   // "waiting for jobs a, b to succeed and job c to end (scheduling.after)" for `pending`
-  // (PendingAfter).
-  static std::string AfterWaitMessage(const std::vector<JobDependency>& pending);
+  // (PendingAfter); an array is named "array NAME".
+  std::string AfterWaitMessage(const std::vector<JobDependency>& pending) const;
   bool NeedsSharedStorage(const std::string& output_dir) const;
 
   JobControllerOptions options_;

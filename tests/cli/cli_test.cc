@@ -706,7 +706,8 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   CliResult stray = run(
       {"submit", cluster.scratch("job3.yaml"), "--name", "cli_job_four", "--after", "no-such-job"});
   EXPECT_EQ(stray.exit_code, kExitUsage);
-  EXPECT_NE(stray.err.find("scheduling.after: no job named 'no-such-job'"), std::string::npos)
+  EXPECT_NE(stray.err.find("scheduling.after: no job or array named 'no-such-job'"),
+            std::string::npos)
       << stray.err;
   CliResult bad_condition =
       run({"submit", cluster.scratch("job3.yaml"), "--after", "cli_job_two:maybe"});

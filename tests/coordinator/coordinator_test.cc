@@ -2238,7 +2238,8 @@ TEST_F(CoordinatorTest, AJobAfterAnotherIsPlacedOnceThatOneSucceeds) {
   EXPECT_EQ(GetJob("eval").message, "waiting for job train to succeed (scheduling.after)");
   Status unknown = Submit(job("stray", "nobody"));
   EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
-  EXPECT_NE(unknown.message().find("scheduling.after: no job named 'nobody'"), std::string::npos)
+  EXPECT_NE(unknown.message().find("scheduling.after: no job or array named 'nobody'"),
+            std::string::npos)
       << unknown.ToString();
 
   Restart();
@@ -2351,6 +2352,53 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_TRUE(TakeLaunchList().empty());
   cancel.name = "nobody";
   EXPECT_EQ(Call(wire::CancelArrayT(cancel)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
+// scheduling.after naming an array (Slurm's dependency on an array job): a job after it waits
+// until every task has ended, also across a coordinator restart, and fails naming the tasks that
+// did not succeed; `ARRAY:failed` then runs. A job after an array that failed already is refused.
+TEST_F(CoordinatorTest, AJobAfterAnArrayWaitsForEveryTask) {
+  AddAgent("node-a", 4);
+  const std::string chief =
+      "worker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/train]}\n";
+  wire::SubmitJobT req;
+  req.spec_yaml = "name: grid\n" + chief;
+  req.array = "0-1";
+  ASSERT_TRUE(Call(wire::SubmitJobT(req)).ErrorStatus().ok());
+  ASSERT_TRUE(Submit("name: report\n" + chief + "scheduling: {after: [grid]}\n").ok());
+  ASSERT_TRUE(
+      Submit("name: fallback\n" + chief + "scheduling: {after: [grid:failed, grid-0]}\n").ok());
+  EXPECT_EQ(GetJob("report").message, "waiting for array grid to succeed (scheduling.after)");
+  EXPECT_EQ(GetJob("fallback").message,
+            "waiting for array grid to fail and job grid-0 to succeed (scheduling.after)");
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  auto launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 2u);
+  RunAll(launched);
+
+  Restart();
+  Register("node-a", 4, {Running("grid-0", "chief-0"), Running("grid-1", "chief-0")});
+  PumpFew();
+  Report("node-a", "grid-0", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "placed before every task of grid ended";
+  EXPECT_EQ(GetJob("report").state, JobState::QUEUED);
+  Report("node-a", "grid-1", "chief-0", 0, ReplicaState::FAILED, 2);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  const wire::JobInfoT report = GetJob("report");
+  EXPECT_EQ(report.state, JobState::FAILED);
+  EXPECT_EQ(report.message,
+            "array grid, which it runs after (scheduling.after), ended FAILED (grid-1 FAILED)");
+  launched = TakeLaunchList();
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].second.job, "fallback");
+  EXPECT_TRUE(HasEvent(GetJob("fallback"),
+                       "array grid ended FAILED (scheduling.after: grid:failed): it may run now"));
+  Status late = Submit("name: late\n" + chief + "scheduling: {after: [grid]}\n");
+  EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(late.message().find("scheduling.after: array grid is FAILED"), std::string::npos)
+      << late.ToString();
 }
 
 class ElasticTest : public CoordinatorTest {
