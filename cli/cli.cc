@@ -417,7 +417,9 @@ with "[ROLE-INDEX] ". On a terminal the status block is redrawn in place below t
 otherwise every change is printed as a line "[mm:ss] ...".
   --replica ROLE-INDEX   follow this replica's output instead of chief-0's
   --all                  follow every replica's output
-Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED.
+Exit 0 if the job SUCCEEDED, 1 if it FAILED or was CANCELLED. A name that is no job's is taken
+as a job array's (`cohort submit --array`): a line as each task ends, then one for the array;
+exit 0 only if every task SUCCEEDED.
 )",
        Watch},
       {"cancel",

@@ -433,7 +433,15 @@ int Watch(const ParsedArgs& args, const Context& ctx) {
   }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  return WatchJob(*client, args.positionals[0],
+  const std::string& name = args.positionals[0];
+  if (auto job = client->GetJob(name); !job.ok() && job.status().code() == StatusCode::kNotFound) {
+    // Not a job: the array of that name, a line as each task ends.
+    auto tasks = ListArrayTasks(*client, name);
+    if (!tasks.ok()) return Fail(ctx.err, tasks.status());
+    if (tasks->empty()) return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+    return WaitForArray(*client, name, tasks->size(), ctx.out, ctx.err);
+  }
+  return WatchJob(*client, name,
                   WatchOptionsFrom(args, ctx, ctx.out_is_terminal ? STDOUT_FILENO : -1), ctx.out,
                   ctx.err);
 }

@@ -771,6 +771,11 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
     EXPECT_NE(listed.out.find("sweep-" + std::to_string(i)), std::string::npos) << listed.out;
   }
 
+  const ct::RunResult watched = Cli({"watch", "sweep"});
+  EXPECT_EQ(watched.exit_code, 0) << watched.err;
+  EXPECT_NE(watched.out.find("job sweep-3: SUCCEEDED"), std::string::npos) << watched.out;
+  EXPECT_NE(watched.out.find("array sweep: all 5 tasks SUCCEEDED"), std::string::npos)
+      << watched.out;
   const ct::RunResult status = Cli({"status", "sweep"});
   EXPECT_EQ(status.exit_code, 0) << status.err;
   EXPECT_EQ(status.out.rfind("array sweep: 5 tasks, 5 SUCCEEDED\n", 0), 0u) << status.out;
