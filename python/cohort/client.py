@@ -29,7 +29,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from cohort.wire import (Ack, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
-                         DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, GetJob, GetJobMetrics, GetLogs,
+                         DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, ExecSessionIo, GetJob, GetJobMetrics, GetLogs,
                          GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListJobs,
                          ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
                          NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
@@ -40,6 +40,10 @@ PROTOCOL_VERSION = 1
 # coordinator waits for its agent's answer.
 EXEC_DEFAULT_KILL_AFTER_S = 60.0
 EXEC_ANSWER_SLACK_S = 10.0
+# Interactive sessions (common/exec_limits.h): the input or output one step carries at most, and
+# how long an agent holds a step with nothing to answer.
+EXEC_STEP_BYTES = 64 << 10
+EXEC_STEP_HOLD_S = 0.05
 FILE_IDENTIFIER = b"CHRT"
 FINISHED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -795,6 +799,21 @@ class Client:
                 "truncated": reply.truncated, "timed_out": reply.timedOut,
                 "replica": _text(reply.replica), "attempt": reply.attempt}
 
+    def exec_session(self, job, command, replica=None, tty=False, rows=0, cols=0):
+        """`cohort exec -i` (`-it` with `tty`): starts `command` beside a running replica of
+        `job` as exec() does, with its stdin, stdout and stderr streamed, and returns the
+        ExecSession that drives it (send(), read(), communicate(), kill()). With `tty` the
+        command has a terminal of its own, `rows` x `cols` (0: 24 x 80). The session is killed
+        when no step comes for 30 s, and with its replica's attempt. CohortError as exec()."""
+        if isinstance(command, (str, bytes)):
+            raise TypeError("command must be a list of arguments, e.g. ['python3', '-i']")
+        return ExecSession(self, job, [str(arg) for arg in command], replica or "", tty, rows,
+                           cols)
+
+    def _exec_step(self, body):
+        return self._call(Body.Body.ExecSessionIo, body, ExecOutput.ExecOutputT,
+                          timeout_s=EXEC_STEP_HOLD_S + EXEC_ANSWER_SLACK_S + self.timeout_s)
+
     def stacks(self, job, replica=None, timeout_s=120.0, poll_s=0.25):
         """`cohort stacks`: has the stacks of the job's running replicas (`replica` alone when
         given) taken now, as the watchdog does for a hung job, and waits for them. Returns
@@ -938,3 +957,128 @@ class Client:
         if envelope.version != PROTOCOL_VERSION:
             return None
         return envelope
+
+
+def _byte_vector(data):
+    """`data` as the object API packs a [ubyte] fastest: a numpy array where numpy is there."""
+    try:
+        import numpy
+    except ImportError:
+        return list(data)
+    return numpy.frombuffer(data, dtype=numpy.uint8)
+
+
+class ExecSession:
+    """An interactive command beside a running replica (Client.exec_session; `cohort exec -i`):
+    a loop of steps (wire ExecSessionIo), each carrying the input queued since the last (at most
+    64 KiB, and only while the command keeps up) and answered with its output since the last.
+    Not thread-safe: one caller drives it. Used as a context manager, a command still running at
+    its end is killed.
+
+        with client.exec_session("train", ["python3", "-i"]) as repl:
+            out, code = repl.communicate(b"import torch; print(torch.__version__)\n")
+    """
+
+    def __init__(self, client, job, argv, replica, tty, rows, cols):
+        self._client = client
+        self._job = job
+        self._replica = replica
+        self._start = (argv, bool(tty), int(rows), int(cols))
+        self._session = 0
+        self._input = bytearray()
+        self._input_closed = False  # close_stdin() was asked
+        self._input_close_sent = False
+        self._input_pending = 0
+        self._kill = False
+        self._window = None
+        self.returncode = None  # once ended: its exit status (128 + the signal that ended it)
+        self._step()  # starts it: a bad job, replica or command raises here
+
+    @property
+    def running(self):
+        return self.returncode is None
+
+    def send(self, data):
+        """Queues `data` (bytes, or str as UTF-8) for the command's stdin; it goes with the next
+        steps (read(), communicate())."""
+        if self._input_closed:
+            raise ValueError("stdin is closed")
+        self._input += data.encode() if isinstance(data, str) else bytes(data)
+
+    def close_stdin(self):
+        """Closes the command's stdin once the input queued has gone (its end of file)."""
+        self._input_closed = True
+
+    def resize(self, rows, cols):
+        """A new window for a tty session, sent with the next step."""
+        self._window = (int(rows), int(cols))
+
+    def kill(self):
+        """Ends the command now (SIGKILL) and waits for its end; returns its exit status."""
+        while self.running:
+            self._kill = True
+            self._step()
+        return self.returncode
+
+    def read(self, timeout_s=None):
+        """Steps until the command has written something, or ended, or `timeout_s` passed (None:
+        no limit); returns what it wrote (b"" at the end or on the timeout)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self.running:
+            output = self._step()
+            if output:
+                return output
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return b""
+
+    def communicate(self, input=b"", timeout_s=None):
+        """subprocess's communicate(): sends `input`, closes stdin, and reads until the command
+        ends; returns (output, exit status). TimeoutError after `timeout_s` (None: no limit),
+        the command still running (kill() ends it)."""
+        if input:
+            self.send(input)
+        self.close_stdin()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        output = bytearray()
+        while self.running:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"exec session in {self._job}: still running after "
+                                   f"{timeout_s} s")
+            output += self._step()
+        return bytes(output), self.returncode
+
+    def _step(self):
+        body = ExecSessionIo.ExecSessionIoT()
+        body.job = self._job
+        body.replica = self._replica
+        body.session = self._session
+        if self._session == 0:
+            body.argv, body.tty, rows, cols = self._start
+            body.rows, body.cols = rows, cols
+        if self._window is not None:
+            body.rows, body.cols = self._window
+            self._window = None
+        if self._input and self._input_pending < EXEC_STEP_BYTES and not self._kill:
+            chunk = bytes(self._input[:EXEC_STEP_BYTES])
+            body.input = _byte_vector(chunk)
+        else:
+            chunk = b""
+        if self._input_closed and not self._input_close_sent and len(chunk) == len(self._input):
+            body.inputClosed = True
+        body.kill = self._kill
+        reply = self._client._exec_step(body)
+        del self._input[:len(chunk)]
+        self._input_close_sent = self._input_close_sent or bool(body.inputClosed)
+        self._session = reply.session
+        self._input_pending = reply.inputPending
+        if not reply.running:
+            self.returncode = reply.exitCode
+        return bytes(reply.output) if reply.output is not None else b""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.running:
+            self.kill()

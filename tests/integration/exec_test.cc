@@ -174,6 +174,41 @@ TEST_F(ExecTest, InteractiveSessionsStreamStdinAndOutput) {
   }
   EXPECT_NE(sessions.find("cohort exec -i by "), std::string::npos) << sessions;
   EXPECT_NE(sessions.find("in chief-0 attempt 0: sh (2 times)\n"), std::string::npos) << sessions;
+
+  // The Python client's sessions: communicate() as subprocess's, send() and read(), a terminal
+  // of the size asked, kill(), input of several steps, and a refusal.
+  auto python = ct::RunProcess(
+      "/usr/bin/python3",
+      {"-c",
+       "import sys\nfrom cohort import Client, CohortError\n"
+       "c = Client(sys.argv[1], insecure=True)\n"
+       "out, code = c.exec_session('shell', ['cat']).communicate(b'one\\ntwo\\n')\n"
+       "assert (out, code) == (b'one\\ntwo\\n', 0), (out, code)\n"
+       "s = c.exec_session('shell', ['sh', '-c', 'read x; echo got $x $GREETING; exit 5'])\n"
+       "s.send('ping\\n')\n"
+       "out = b''\n"
+       "while s.running: out += s.read(timeout_s=10)\n"
+       "assert out == b'got ping hi\\n' and s.returncode == 5, (out, s.returncode)\n"
+       "t = c.exec_session('shell', ['sh'], tty=True, rows=30, cols=100)\n"
+       "out, code = t.communicate(b'stty size; exit 6\\n', timeout_s=20)\n"
+       "assert code == 6 and b'30 100' in out, (out, code)\n"
+       "with c.exec_session('shell', ['sleep', '60']) as k:\n"
+       "    assert k.read(timeout_s=0.2) == b'' and k.running\n"
+       "    assert k.kill() == 137, k.returncode\n"
+       "big = bytes(range(256)) * 1024\n"
+       "out, code = c.exec_session('shell', ['cat']).communicate(big, timeout_s=60)\n"
+       "assert code == 0 and out == big, (len(out), code)\n"
+       "try:\n"
+       "    c.exec_session('shell', ['cat'], replica='worker-3')\n"
+       "    raise SystemExit('a session in no replica started')\n"
+       "except CohortError as e:\n"
+       "    assert 'no replica worker-3' in str(e), e\n"
+       "print('python exec session: ok')\n",
+       cluster_->client_endpoint()},
+      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 90s);
+  EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
+  EXPECT_NE(python.out.find("python exec session: ok"), std::string::npos)
+      << python.out << python.err;
   ASSERT_TRUE(client.Cancel("shell").ok());
 }
 
