@@ -592,6 +592,19 @@ class Client:
         tasks = self.list_jobs(selector=f"cohort/array={name}")
         return sorted(tasks, key=lambda j: int(j["labels"].get("cohort/array-index", -1)))
 
+    def wait_array(self, name, poll_s=1.0, timeout_s=None):
+        """Polls until every task of the job array `name` has ended (`cohort watch ARRAY`);
+        returns its tasks by index, as array_tasks(). CohortError NOT_FOUND when no array has
+        that name, DEADLINE_EXCEEDED after `timeout_s` (None: no limit)."""
+        def get():
+            tasks = self.array_tasks(name)
+            if not tasks:
+                raise CohortError("NOT_FOUND", f"no array named '{name}'")
+            ended = sum(t["state"] in FINISHED_STATES for t in tasks)
+            return {"state": f"running ({ended} of {len(tasks)} tasks ended)", "tasks": tasks,
+                    "ended": ended == len(tasks)}
+        return _poll(get, lambda a: a["ended"], f"array {name}", poll_s, timeout_s)["tasks"]
+
     def cancel_array(self, name):
         """Cancels every task of the job array `name` not ended (`cohort cancel ARRAY`); returns
         its tasks after, by index. Raises CohortError NOT_FOUND when no array has that name,

@@ -203,6 +203,11 @@ def main(endpoint, scratch):
         check([t["state"] for t in cancelled[1:]] == ["CANCELLED", "CANCELLED"]
               and cancelled[0]["state"] in ("CANCELLING", "CANCELLED"),
               f"after cancel_array: {[t['state'] for t in cancelled]}")
+        ended = client.wait_array(array, poll_s=0.1, timeout_s=30)
+        check([t["state"] for t in ended] == ["CANCELLED"] * 3,
+              f"after wait_array: {[t['state'] for t in ended]}")
+        check_refused(lambda: client.wait_array("py_no_array"),
+                      "NOT_FOUND", "no array named 'py_no_array'", "waited for no array")
         check_refused(lambda: client.cancel_array("py_no_array"),
                       "NOT_FOUND", "no array named 'py_no_array'", "an unknown array was cancelled")
         check_refused(lambda: client.submit(spec, array="5-2"),
