@@ -238,6 +238,9 @@ struct ArraySpec {
 };
 inline constexpr size_t kMaxArrayTasks = 1000;  // as Slurm's default MaxArraySize
 inline constexpr int kMaxArrayIndex = 99999;
+// What an array's tasks store of their job files in all (each task keeps its own): a 1 MiB file
+// makes at most 64 tasks, a 64 KiB one 1000.
+inline constexpr size_t kMaxArraySpecBytes = 64 << 20;
 // An array's name is a label value: at most 63 characters.
 inline constexpr size_t kMaxArrayNameLength = 63;
 // The labels every task carries (`cohort list -l cohort/array=NAME`); set by the parser from

@@ -378,6 +378,15 @@ void ClientService::SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_
     Reply(m, Encode(id, std::move(reply)));
     return;
   }
+  const size_t stored = JobSpecToYaml(ArrayTask(array, indexes.back())).size() * indexes.size();
+  if (stored > kMaxArraySpecBytes) {
+    Reply(m, EncodeError(id, InvalidArgument("scheduling.array: " + std::to_string(indexes.size()) +
+                                             " tasks would store " + std::to_string(stored >> 20) +
+                                             " MiB of job files; at most " +
+                                             std::to_string(kMaxArraySpecBytes >> 20) +
+                                             " MiB: fewer tasks, or a smaller job file")));
+    return;
+  }
   const std::string owner = CallerOf(m);
   for (int index : indexes) {
     JobSpec spec = ArrayTask(array, index);

@@ -2316,6 +2316,18 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_NE(taken.message().find("task 1 of array grid would have its name"), std::string::npos)
       << taken.ToString();
   EXPECT_EQ(coordinator_->FindJob("grid-0"), nullptr);
+  // 1000 tasks of a 100 KiB job file would store 100 MiB.
+  req.spec_yaml =
+      "name: huge\nworker_pools:\n  - role: chief\n    process: {command: [/bin/train], "
+      "env: {PAD: " +
+      std::string(100 << 10, 'x') + "}}\n";
+  req.array = "0-999";
+  Status huge = Call(wire::SubmitJobT(req)).ErrorStatus();
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument) << huge.ToString();
+  EXPECT_NE(huge.message().find("1000 tasks would store 97 MiB of job files; at most 64 MiB"),
+            std::string::npos)
+      << huge.ToString();
+  EXPECT_EQ(coordinator_->FindJob("huge-0"), nullptr);
   wire::CancelJobT drop;
   drop.name = "grid-1";
   Call(std::move(drop));
