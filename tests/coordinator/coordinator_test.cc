@@ -2260,6 +2260,19 @@ TEST_F(CoordinatorTest, AJobAfterAnotherIsPlacedOnceThatOneSucceeds) {
       << failed_before.ToString();
 }
 
+// A job file's one chief with a GPU, for the array tests.
+constexpr const char* kOneGpuChief =
+    "worker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+    "    process: {command: [/bin/train]}\n";
+
+// The SubmitJob of array `name` of kOneGpuChief, as `cohort submit --array ARRAY` sends it.
+wire::SubmitJobT ArrayRequest(const std::string& name, const std::string& array) {
+  wire::SubmitJobT req;
+  req.spec_yaml = "name: " + name + "\n" + kOneGpuChief;
+  req.array = array;
+  return req;
+}
+
 // scheduling.array through the coordinator's loop: four tasks with a parallelism of two, room
 // for all four: tasks 0 and 1 run, 2 and 3 wait their turn, also across a coordinator restart;
 // a task that ends hands its slot to the lowest index waiting. The array's name is taken (by a
@@ -2267,12 +2280,8 @@ TEST_F(CoordinatorTest, AJobAfterAnotherIsPlacedOnceThatOneSucceeds) {
 // the waiting ones without their turn.
 TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexFirst) {
   AddAgent("node-a", 4);
-  const std::string chief =
-      "worker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
-      "    process: {command: [/bin/train]}\n";
-  wire::SubmitJobT req;
-  req.spec_yaml = "name: sweep\n" + chief;
-  req.array = "0-3%2";
+  const std::string chief = kOneGpuChief;
+  wire::SubmitJobT req = ArrayRequest("sweep", "0-3%2");
   wire::SubmitJobReplyT submitted = CallFor<wire::SubmitJobReply>(wire::SubmitJobT(req));
   EXPECT_EQ(submitted.name, "sweep");
   EXPECT_EQ(submitted.tasks,
@@ -2371,13 +2380,8 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
 // did not succeed; `ARRAY:failed` then runs. A job after an array that failed already is refused.
 TEST_F(CoordinatorTest, AJobAfterAnArrayWaitsForEveryTask) {
   AddAgent("node-a", 4);
-  const std::string chief =
-      "worker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
-      "    process: {command: [/bin/train]}\n";
-  wire::SubmitJobT req;
-  req.spec_yaml = "name: grid\n" + chief;
-  req.array = "0-1";
-  ASSERT_TRUE(Call(wire::SubmitJobT(req)).ErrorStatus().ok());
+  const std::string chief = kOneGpuChief;
+  ASSERT_TRUE(Call(ArrayRequest("grid", "0-1")).ErrorStatus().ok());
   ASSERT_TRUE(Submit("name: report\n" + chief + "scheduling: {after: [grid]}\n").ok());
   ASSERT_TRUE(
       Submit("name: fallback\n" + chief + "scheduling: {after: [grid:failed, grid-0]}\n").ok());

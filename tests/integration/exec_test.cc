@@ -26,6 +26,18 @@ class ExecTest : public ct::ClusterTest {
   }
 };
 
+// Runs the Python client's `script` (Debian's python3, the cohort package built here) with the
+// coordinator's client endpoint as its argument.
+ct::RunResult RunPythonClient(const std::string& script, const std::string& endpoint) {
+  return ct::RunProcess("/usr/bin/python3",
+                        {"-c",
+                         "import sys\nfrom cohort import Client, CohortError\n"
+                         "c = Client(sys.argv[1], insecure=True)\n" +
+                             script,
+                         endpoint},
+                        {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 90s);
+}
+
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -86,15 +98,11 @@ TEST_F(ExecTest, ACommandRunsBesideARunningReplicaAsItRunsAndItsStatusIsCohorts)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
 
   // The Python client does the same.
-  auto python = ct::RunProcess(
-      "/usr/bin/python3",
-      {"-c",
-       "import sys\nfrom cohort import Client\nc = Client(sys.argv[1], insecure=True)\n"
-       "r = c.exec('train', ['sh', '-c', 'echo $RANK; exit 3'])\n"
-       "assert r['exit_code'] == 3 and r['output'] == b'0\\n' and r['replica'] == 'chief-0', r\n"
-       "print('python exec: ok')\n",
-       cluster_->client_endpoint()},
-      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 60s);
+  auto python = RunPythonClient(
+      "r = c.exec('train', ['sh', '-c', 'echo $RANK; exit 3'])\n"
+      "assert r['exit_code'] == 3 and r['output'] == b'0\\n' and r['replica'] == 'chief-0', r\n"
+      "print('python exec: ok')\n",
+      cluster_->client_endpoint());
   EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
   EXPECT_NE(python.out.find("python exec: ok"), std::string::npos) << python.out << python.err;
 
@@ -177,35 +185,30 @@ TEST_F(ExecTest, InteractiveSessionsStreamStdinAndOutput) {
 
   // The Python client's sessions: communicate() as subprocess's, send() and read(), a terminal
   // of the size asked, kill(), input of several steps, and a refusal.
-  auto python = ct::RunProcess(
-      "/usr/bin/python3",
-      {"-c",
-       "import sys\nfrom cohort import Client, CohortError\n"
-       "c = Client(sys.argv[1], insecure=True)\n"
-       "out, code = c.exec_session('shell', ['cat']).communicate(b'one\\ntwo\\n')\n"
-       "assert (out, code) == (b'one\\ntwo\\n', 0), (out, code)\n"
-       "s = c.exec_session('shell', ['sh', '-c', 'read x; echo got $x $GREETING; exit 5'])\n"
-       "s.send('ping\\n')\n"
-       "out = b''\n"
-       "while s.running: out += s.read(timeout_s=10)\n"
-       "assert out == b'got ping hi\\n' and s.returncode == 5, (out, s.returncode)\n"
-       "t = c.exec_session('shell', ['sh'], tty=True, rows=30, cols=100)\n"
-       "out, code = t.communicate(b'stty size; exit 6\\n', timeout_s=20)\n"
-       "assert code == 6 and b'30 100' in out, (out, code)\n"
-       "with c.exec_session('shell', ['sleep', '60']) as k:\n"
-       "    assert k.read(timeout_s=0.2) == b'' and k.running\n"
-       "    assert k.kill() == 137, k.returncode\n"
-       "big = bytes(range(256)) * 1024\n"
-       "out, code = c.exec_session('shell', ['cat']).communicate(big, timeout_s=60)\n"
-       "assert code == 0 and out == big, (len(out), code)\n"
-       "try:\n"
-       "    c.exec_session('shell', ['cat'], replica='worker-3')\n"
-       "    raise SystemExit('a session in no replica started')\n"
-       "except CohortError as e:\n"
-       "    assert 'no replica worker-3' in str(e), e\n"
-       "print('python exec session: ok')\n",
-       cluster_->client_endpoint()},
-      {"PYTHONPATH=" + std::string(COHORT_PYTHON_DIR)}, 90s);
+  auto python = RunPythonClient(
+      "out, code = c.exec_session('shell', ['cat']).communicate(b'one\\ntwo\\n')\n"
+      "assert (out, code) == (b'one\\ntwo\\n', 0), (out, code)\n"
+      "s = c.exec_session('shell', ['sh', '-c', 'read x; echo got $x $GREETING; exit 5'])\n"
+      "s.send('ping\\n')\n"
+      "out = b''\n"
+      "while s.running: out += s.read(timeout_s=10)\n"
+      "assert out == b'got ping hi\\n' and s.returncode == 5, (out, s.returncode)\n"
+      "t = c.exec_session('shell', ['sh'], tty=True, rows=30, cols=100)\n"
+      "out, code = t.communicate(b'stty size; exit 6\\n', timeout_s=20)\n"
+      "assert code == 6 and b'30 100' in out, (out, code)\n"
+      "with c.exec_session('shell', ['sleep', '60']) as k:\n"
+      "    assert k.read(timeout_s=0.2) == b'' and k.running\n"
+      "    assert k.kill() == 137, k.returncode\n"
+      "big = bytes(range(256)) * 1024\n"
+      "out, code = c.exec_session('shell', ['cat']).communicate(big, timeout_s=60)\n"
+      "assert code == 0 and out == big, (len(out), code)\n"
+      "try:\n"
+      "    c.exec_session('shell', ['cat'], replica='worker-3')\n"
+      "    raise SystemExit('a session in no replica started')\n"
+      "except CohortError as e:\n"
+      "    assert 'no replica worker-3' in str(e), e\n"
+      "print('python exec session: ok')\n",
+      cluster_->client_endpoint());
   EXPECT_EQ(python.exit_code, 0) << python.out << python.err;
   EXPECT_NE(python.out.find("python exec session: ok"), std::string::npos)
       << python.out << python.err;
