@@ -381,6 +381,11 @@ TEST(ExampleJobsTest, JobFilesAreValid) {
   auto single = LoadJobSpec(jobs + "digits_single.yaml");
   ASSERT_TRUE(single.ok()) << single.status().ToString();
   EXPECT_EQ(single->TotalReplicas(), 1);
+  auto seeds = LoadJobSpec(jobs + "digits_seeds.yaml");
+  ASSERT_TRUE(seeds.ok()) << seeds.status().ToString();
+  EXPECT_TRUE(seeds->IsArray());
+  EXPECT_EQ(seeds->scheduling.array.indexes, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(seeds->scheduling.array.parallelism, 4);
 }
 
 // Every study in examples/studies/ is valid, and each of its parameters is a flag digits-trainer
