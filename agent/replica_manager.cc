@@ -11,6 +11,7 @@
 #include "agent/replica_env.h"
 #include "agent/torn_checkpoints.h"
 #include "agent/working_files.h"
+#include "common/env_references.h"
 #include "common/flight_recorder.h"
 #include "common/logging.h"
 #include "common/wire_string.h"
@@ -24,6 +25,16 @@ ReplicaUserOptions UserOptions(const AgentConfig& config) {
   ReplicaUserOptions options = config.users;
   if (config.security.insecure) options.allow_root = true;
   return options;
+}
+
+// The $(VAR) references of the request's command and args, expanded from its environment as it
+// will run (common/env_references.h).
+void ExpandCommand(LaunchRequest& request) {
+  ExpandEnvReferences(request.argv, request.env);
+  if (request.container_command) {
+    ExpandEnvReferences(request.container_command->command, request.env);
+    ExpandEnvReferences(request.container_command->args, request.env);
+  }
 }
 
 }  // namespace
@@ -196,6 +207,7 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
     if (!ready.prepared.ok()) return ready;
     LaunchRequest prepared = request;
     prepared.env = ready.env;
+    ExpandCommand(prepared);  // a container launcher writes the command into its config
     ready.prepared = launcher->Prepare(prepared);
     return ready;
   });
@@ -255,6 +267,7 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
                  env.restore_checkpoint);
   }
   LaunchRequest& request = pending.plan.request;  // its env rendered, its output dirs made
+  ExpandCommand(request);
   // A recorder file set up before this moment is not this attempt's
   // (agent/flight_recorder_poller.h).
   const int64_t launched_ns = FlightClockNs();

@@ -784,7 +784,8 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
   const std::string failing = cluster_->scratch("exits.yaml");
   ct::WriteFile(failing,
                 "name: exits\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
-                "    process: {command: [/bin/sh, -c, \"exit $COHORT_ARRAY_INDEX\"]}\n");
+                "    process: {command: [/bin/sh, -c, 'exit \"$1\"', sh], args: "
+                "['$(COHORT_ARRAY_INDEX)']}\n");
   const ct::RunResult failed = Cli({"submit", failing, "--array", "0,3", "--wait"}, 60s);
   EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
   EXPECT_NE(failed.err.find("array exits: 1 of 2 tasks did not succeed: exits-3"),

@@ -68,9 +68,10 @@ TEST_F(VertexContainerJobTest, AGcloudConfigRunsTheImagesEntrypointWithTheJobsAr
     "workerPoolSpecs": [
       {"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
        "containerSpec": {"imageUri": ")"
-                      << layout << R"(", "args": ["--epochs=2", "--lr=0.1"]}},
+                      << layout
+                      << R"x(", "args": ["--epochs=2", "--lr=0.1", "--world=$(WORLD_SIZE)"]}},
       {"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
-       "containerSpec": {"imageUri": ")"
+       "containerSpec": {"imageUri": ")x"
                       << layout << R"("}}],
     "baseOutputDirectory": {"outputUriPrefix": ")"
                       << dir.Join("out") << R"("}}})";
@@ -82,9 +83,11 @@ TEST_F(VertexContainerJobTest, AGcloudConfigRunsTheImagesEntrypointWithTheJobsAr
                             "machineType: ignored 'n1-standard-4'"),
             std::string::npos)
       << submit.err;
-  // The chief: the ENTRYPOINT with the job's args; the worker, which gives none: with the CMD.
+  // The chief: the ENTRYPOINT with the job's args, $(VAR) expanded from the replica's env (as
+  // Kubernetes does); the worker, which gives none: with the CMD.
   RunResult chief = RunCli({"logs", name, "--replica", "chief-0"});
-  EXPECT_NE(chief.out.find("rank=0 args=--epochs=2 --lr=0.1"), std::string::npos) << chief.out;
+  EXPECT_NE(chief.out.find("rank=0 args=--epochs=2 --lr=0.1 --world=2"), std::string::npos)
+      << chief.out;
   RunResult worker = RunCli({"logs", name, "--replica", "worker-0"});
   EXPECT_NE(worker.out.find("rank=1 args=--default"), std::string::npos) << worker.out;
 }
