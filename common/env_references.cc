@@ -6,6 +6,9 @@ std::string ExpandEnvReferences(std::string_view text,
                                 const std::map<std::string, std::string>& env) {
   std::string out;
   out.reserve(text.size());
+  // Where the last ')' is: a "$(" after it has no end, and looking for one again at each "$("
+  // would make a text of many of them cost its length squared.
+  const size_t last_close = text.rfind(')');
   size_t i = 0;
   while (i < text.size()) {
     const char c = text[i];
@@ -20,7 +23,9 @@ std::string ExpandEnvReferences(std::string_view text,
       i += 3;
       continue;
     }
-    const size_t close = next == '(' ? text.find(')', i + 2) : std::string_view::npos;
+    const size_t close = next == '(' && last_close != std::string_view::npos && last_close > i + 1
+                             ? text.find(')', i + 2)
+                             : std::string_view::npos;
     if (close == std::string_view::npos) {  // no reference: as written
       out += c;
       ++i;

@@ -391,8 +391,9 @@ StatusOr<ArraySpec> ParseArraySpec(std::string_view text) {
     if (*last > kMaxArrayIndex) {
       return bad("indexes must be in 0.." + std::to_string(kMaxArrayIndex));
     }
-    for (int i = *first; i <= *last; i += step) {
-      indexes.push_back(i);
+    // 64 bits: the step may take it past INT_MAX.
+    for (int64_t i = *first; i <= *last; i += step) {
+      indexes.push_back(static_cast<int>(i));
       if (indexes.size() > kMaxArrayTasks) {
         return bad("at most " + std::to_string(kMaxArrayTasks) + " tasks");
       }

@@ -31,6 +31,9 @@ TEST(EnvReferencesTest, KnownReferencesAreExpandedAndTheRestStaysAsWritten) {
       {"$HOME ${HOME} $", "$HOME ${HOME} $"},
       {"$(COHORT_ARRAY_INDEX", "$(COHORT_ARRAY_INDEX"},
       {"$()", "$()"},
+      {"$(COHORT_ARRAY_INDEX) $(", "7 $("},
+      {")$(COHORT_ARRAY_INDEX", ")$(COHORT_ARRAY_INDEX"},
+      {"$$($(COHORT_ARRAY_INDEX)", "$(7"},
   };
   for (const auto& [text, expanded] : cases) {
     EXPECT_EQ(ExpandEnvReferences(text, kEnv), expanded) << text;

@@ -557,6 +557,9 @@ TEST(JobSpecTest, AnArraysIndexesAndParallelismAreParsedCheckedAndWrittenBack) {
   EXPECT_EQ(FormatArraySpec(*array), "1-3,10,15,20");
   EXPECT_EQ(FormatArraySpec(*ParseArraySpec("7")), "7");
   EXPECT_EQ(ParseArraySpec("0-999")->indexes.size(), kMaxArrayTasks);
+  // A step past INT_MAX from the last index ends the range, as any step beyond it does.
+  EXPECT_EQ(ParseArraySpec("99999-99999:2147483647")->indexes, (std::vector<int>{99999}));
+  EXPECT_EQ(ParseArraySpec("5-7:2147483647,6")->indexes, (std::vector<int>{5, 6}));
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"", "no indexes"},
       {"%4", "no indexes"},
