@@ -285,6 +285,19 @@ answers the query (newest N of the jobs that match, still printed oldest first).
   --json             print a JSON array of jobs (each with its labels as an object)
 )",
        List},
+      {"arrays",
+       {{"--json", false, ""}},
+       "arrays [--json]",
+       "job arrays: their tasks by state, ended, in flight",
+       R"(usage: cohort arrays [--json]
+
+Lists the job arrays (`cohort submit --array`), newest first: each one's state (ACTIVE until
+every task has ended, then SUCCEEDED when each did, else FAILED when one did, else CANCELLED, as
+--after judges it), its indexes and parallelism, its tasks ended of all, in flight of its
+parallelism, and its tasks by state. `cohort status ARRAY` lists one array's tasks.
+  --json    print a JSON array of arrays (by_state as an object: {"RUNNING": 2, ...})
+)",
+       Arrays},
       {"top",
        {{"--json", false, ""}, {"--nodes", false, ""}, {"--selector", true, "-l"}},
        "top [JOB | --nodes [-l SELECTOR]] [--json]",

@@ -501,6 +501,26 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
   }
 }
 
+void PrintArrays(const std::vector<wire::ArrayInfoT>& arrays, std::ostream& out) {
+  if (arrays.empty()) {
+    out << "No job arrays.\n";
+    return;
+  }
+  Table table({"ARRAY", "STATE", "INDEXES", "ENDED", "IN FLIGHT", "TASKS", "QUEUE", "CREATED"});
+  for (const auto& a : arrays) {
+    std::string by_state;
+    for (const wire::JobStateCount& c : a.by_state) {
+      by_state += (by_state.empty() ? "" : ", ") + std::to_string(c.count()) + " " +
+                  wire::EnumNameJobState(c.state());
+    }
+    table.AddRow({a.name, a.state, a.array, std::to_string(a.ended) + "/" + std::to_string(a.tasks),
+                  std::to_string(a.in_flight) +
+                      (a.parallelism > 0 ? "/" + std::to_string(a.parallelism) : ""),
+                  by_state, OrDash(a.queue), FormatTime(a.create_time_ms)});
+  }
+  table.Print(out);
+}
+
 void PrintStudies(const std::vector<wire::StudyInfoT>& studies, std::ostream& out) {
   if (studies.empty()) {
     out << "No studies.\n";

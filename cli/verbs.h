@@ -67,6 +67,7 @@ int Metrics(const ParsedArgs& args, const Context& ctx);
 int Usage(const ParsedArgs& args, const Context& ctx);
 int Delete(const ParsedArgs& args, const Context& ctx);
 int Studies(const ParsedArgs& args, const Context& ctx);
+int Arrays(const ParsedArgs& args, const Context& ctx);
 int Cordon(const ParsedArgs& args, const Context& ctx);
 int Uncordon(const ParsedArgs& args, const Context& ctx);
 int Label(const ParsedArgs& args, const Context& ctx);

@@ -286,6 +286,10 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
       });
 }
 
+int Arrays(const ParsedArgs& args, const Context& ctx) {
+  return ShowAll(args, ctx, "arrays", &CoordinatorClient::ListArrays, ArrayToJson, PrintArrays);
+}
+
 int Top(const ParsedArgs& args, const Context& ctx) {
   if (args.positionals.size() > 1) return UsageError(ctx.err, "top", "top takes at most one JOB");
   if (args.Has("--nodes") && !args.positionals.empty()) {

@@ -202,6 +202,10 @@ StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::CancelArray(const std::
   return CallList<wire::JobList>(std::move(request), "cancel array", &wire::JobListT::jobs);
 }
 
+StatusOr<std::vector<wire::ArrayInfoT>> CoordinatorClient::ListArrays() {
+  return CallList<wire::ArrayList>(wire::ListArraysT{}, "list arrays", &wire::ArrayListT::arrays);
+}
+
 StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, bool resume) {
   wire::SuspendJobT request;
   request.name = name;

@@ -97,6 +97,8 @@ class CoordinatorClient {
   // Cancels every task of a job array that has not ended (wire::CancelArray); returns its tasks
   // right after, by index.
   StatusOr<std::vector<wire::JobInfoT>> CancelArray(const std::string& name);
+  // Every job array, newest first, as its tasks add up (wire::ArrayInfo).
+  StatusOr<std::vector<wire::ArrayInfoT>> ListArrays();
   // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);

@@ -85,6 +85,25 @@ inline void to_json(nlohmann::json& j, const TrialInfoT& trial) {
        {"message", trial.message}};
 }
 
+// by_state: an object {"RUNNING": 2, ...}.
+inline void to_json(nlohmann::json& j, const ArrayInfoT& array) {
+  nlohmann::json by_state = nlohmann::json::object();
+  for (const JobStateCount& c : array.by_state) by_state[EnumNameJobState(c.state())] = c.count();
+  j = {{"name", array.name},
+       {"state", array.state},
+       {"tasks", array.tasks},
+       {"ended", array.ended},
+       {"array", array.array},
+       {"parallelism", array.parallelism},
+       {"in_flight", array.in_flight},
+       {"by_state", std::move(by_state)},
+       {"owner", array.owner},
+       {"queue", array.queue},
+       {"create_time_ms", array.create_time_ms},
+       {"start_time_ms", array.start_time_ms},
+       {"end_time_ms", array.end_time_ms}};
+}
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(StudyInfoT, name, state, metric, goal, algorithm,
                                                   max_trials, parallel_trials, best_trial, owner,
                                                   message, create_time_ms, end_time_ms, trials)
@@ -105,6 +124,7 @@ nlohmann::json JobToJson(const wire::JobInfoT& job) {
 nlohmann::json NodeToJson(const wire::NodeInfoT& node) { return node; }
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue) { return queue; }
 nlohmann::json StudyToJson(const wire::StudyInfoT& study) { return study; }
+nlohmann::json ArrayToJson(const wire::ArrayInfoT& array) { return array; }
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics) { return metrics; }
 nlohmann::json UsageRowToJson(const wire::UsageRowT& row, bool by_label) {
   nlohmann::json out = row;

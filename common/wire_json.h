@@ -17,6 +17,8 @@ nlohmann::json JobToJson(const wire::JobInfoT& job);
 nlohmann::json NodeToJson(const wire::NodeInfoT& node);
 nlohmann::json QueueToJson(const wire::QueueInfoT& queue);
 nlohmann::json StudyToJson(const wire::StudyInfoT& study);
+// by_state as an object: {"SUCCEEDED": 3, "RUNNING": 2}.
+nlohmann::json ArrayToJson(const wire::ArrayInfoT& array);
 nlohmann::json JobMetricsToJson(const wire::JobMetricsT& metrics);
 // A row by user and queue: {user, queue, jobs, failed, gpu_hours, cpu_hours}; one by a label's
 // value (GetUsage.by_label): {label (null for the unlabelled row), jobs, failed, ...}.

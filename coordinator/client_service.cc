@@ -13,6 +13,7 @@
 #include "common/vertex_job.h"
 #include "common/wire_string.h"
 #include "coordinator/gang_fit.h"
+#include "coordinator/job_array.h"
 #include "coordinator/placement_round.h"
 
 namespace cohort::coordinator {
@@ -214,6 +215,14 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
         info->spec_yaml = *studies_.SpecYamlOf(name);
       }
       Reply(m, info.ok() ? Encode(id, std::move(*info)) : EncodeError(id, info.status()));
+      return;
+    }
+    case wire::Body::ListArrays: {
+      std::map<std::string, std::vector<const JobRecord*>> arrays;
+      for (const auto& [array, tasks] : jobs_.Arrays()) {
+        for (const auto& [index, task] : tasks) arrays[array].push_back(jobs_.FindJob(task));
+      }
+      Reply(m, Encode(id, ListArrays(arrays)));
       return;
     }
     case wire::Body::ListStudies: {

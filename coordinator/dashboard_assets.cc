@@ -15,6 +15,7 @@ const char kDashboardHtml[] = R"html(<!DOCTYPE html>
   <span class="brand">Cohort</span>
   <nav>
     <a href="#/jobs" id="nav-jobs">Jobs</a>
+    <a href="#/arrays" id="nav-arrays">Arrays</a>
     <a href="#/nodes" id="nav-nodes">Nodes</a>
     <a href="#/studies" id="nav-studies">Studies</a>
     <a href="#/queues" id="nav-queues">Queues</a>
@@ -50,6 +51,12 @@ pre.log { background: #111; color: #ddd; padding: 8px; max-height: 320px; overfl
           font-size: 12px; }
 .chart { background: #fff; max-width: 900px; height: 320px; margin-bottom: 16px; }
 .error { color: #c62828; }
+.bar { display: flex; width: 160px; height: 10px; background: #e3e3e3; }
+.bar span { display: block; height: 100%; }
+.bar-SUCCEEDED { background: #1565c0; }
+.bar-FAILED { background: #c62828; }
+.bar-RUNNING { background: #0a7d32; }
+.bar-CANCELLED { background: #9e9e9e; }
 )css";
 
 const char kDashboardJs[] = R"js(
@@ -94,6 +101,25 @@ function labelText(labels) {
   return esc(Object.keys(labels).sort().map(k => k + '=' + labels[k]).join(','));
 }
 function st(s) { return '<span class="state-' + esc(s) + '">' + esc(s) + '</span>'; }
+// How long a job ran: to its end, or until now.
+function ranFor(j) {
+  return dur((j.end_time_ms || Date.now()) - (j.start_time_ms || Date.now()));
+}
+const JOB_STATES = ['QUEUED', 'PENDING', 'RUNNING', 'SUSPENDED', 'CANCELLING', 'SUCCEEDED',
+                    'FAILED', 'CANCELLED'];
+// An array's tasks by state, as `cohort status ARRAY` counts them: "2 RUNNING, 3 QUEUED".
+function tasksByState(a) {
+  return JOB_STATES.filter(s => a.by_state[s]).map(s => a.by_state[s] + ' ' + st(s)).join(', ');
+}
+// A bar of an array's tasks: succeeded, failed, running and cancelled ones, of all its tasks.
+function progressBar(a) {
+  return '<div class="bar" title="' + a.ended + '/' + a.tasks + ' ended">' +
+      ['SUCCEEDED', 'FAILED', 'RUNNING', 'CANCELLED'].filter(s => a.by_state[s]).map(s =>
+          '<span class="bar-' + s + '" style="width:' + (100 * a.by_state[s] / a.tasks) +
+          '%"></span>').join('') + '</div>';
+}
+// The array a job is a task of ("" for none).
+function arrayOf(j) { return (j.labels || {})['cohort/array'] || ''; }
 function table(headers, rows, id) {
   return '<table' + (id ? ' id="' + id + '"' : '') + '><thead><tr>' +
       headers.map(h => '<th>' + esc(h) + '</th>').join('') + '</tr></thead><tbody>' +
@@ -176,10 +202,11 @@ const views = {
           // A Labels column once a listed job has labels, as `cohort list` has.
           (labelled => table(['Name', 'State', 'Queue', 'User', 'Replicas', 'GPUs', 'Restarts',
                               'Submitted', 'Ran for', ...(labelled ? ['Labels'] : []), 'Message'],
-                d.jobs.map(j => [link('job/' + j.name, j.name), st(j.state), esc(j.queue),
-                                 esc(j.user), j.replicas, j.gpus, j.restarts,
-                                 when(j.create_time_ms),
-                                 dur((j.end_time_ms || Date.now()) - (j.start_time_ms || Date.now())),
+                d.jobs.map(j => [link('job/' + j.name, j.name) + (arrayOf(j) ?
+                                     ' <small>' + link('array/' + arrayOf(j), 'array ' +
+                                                       arrayOf(j)) + '</small>' : ''),
+                                 st(j.state), esc(j.queue), esc(j.user), j.replicas, j.gpus,
+                                 j.restarts, when(j.create_time_ms), ranFor(j),
                                  ...(labelled ? [labelText(j.labels)] : []),
                                  esc(j.message)]), 'jobs'))(
               d.jobs.some(j => Object.keys(j.labels).length > 0)));
@@ -197,6 +224,7 @@ const views = {
       setMain('<h2 id="job-name">' + esc(j.name) + ' ' + st(j.state) + '</h2>' +
           '<p>' + esc(j.message) + '</p>' +
           '<p>queue ' + esc(j.queue) + ' · user ' + esc(j.user) +
+          (arrayOf(j) ? ' · task of ' + link('array/' + arrayOf(j), 'array ' + arrayOf(j)) : '') +
           (Object.keys(j.labels || {}).length ? ' · labels ' + labelText(j.labels) : '') +
           ' · restarts ' + j.restarts +
           '/' + j.max_restarts + ' · submitted ' + when(j.create_time_ms) +
@@ -220,6 +248,53 @@ const views = {
       if (m.points.length) drawChart('job-curve', j.name, seriesByTag(m.points));
       const pre = document.getElementById('log');
       pre.scrollTop = pre.scrollHeight;
+    });
+  },
+  // Job arrays as `cohort status ARRAY` sums each up: its tasks by state, how many are in flight
+  // of its parallelism; ACTIVE until every task has ended.
+  arrays(args, params) {
+    const q = new URLSearchParams();
+    ['state', 'user', 'queue', 'name'].forEach(k => { if (params.get(k)) q.set(k, params.get(k)); });
+    return api('arrays?' + q.toString()).then(arrays => {
+      const f = k => esc(params.get(k) || '');
+      setMain('<h2>Arrays</h2><form class="filters" id="filters">' +
+          '<select name="state"><option value="">any state</option>' +
+          ['ACTIVE', 'SUCCEEDED', 'FAILED', 'CANCELLED']
+              .map(s => '<option' + (params.get('state') === s ? ' selected' : '') + '>' + s +
+                        '</option>').join('') + '</select>' +
+          '<input name="queue" placeholder="queue" value="' + f('queue') + '">' +
+          '<input name="user" placeholder="user" value="' + f('user') + '">' +
+          '<input name="name" placeholder="name contains" value="' + f('name') + '">' +
+          '<button>Filter</button></form>' +
+          table(['Array', 'State', 'Indexes', 'Tasks', 'Progress', 'In flight', 'By state',
+                 'Queue', 'User', 'Submitted', 'Ran for'],
+                arrays.map(a => [link('array/' + a.name, a.name), st(a.state), esc(a.array),
+                                 a.tasks, progressBar(a), a.in_flight +
+                                     (a.parallelism ? '/' + a.parallelism : ''),
+                                 tasksByState(a), esc(a.queue), esc(a.owner),
+                                 when(a.create_time_ms), ranFor(a)]), 'arrays'));
+      onFilter('arrays');
+    });
+  },
+  // One array: its tasks by index, those of one state with ?state=S.
+  array(args, params) {
+    return api('arrays/' + encodeURIComponent(args[0])).then(a => {
+      const only = params.get('state') || '';
+      const tasks = a.task_list.filter(t => !only || t.state === only);
+      setMain('<h2 id="array-name">' + esc(a.name) + ' ' + st(a.state) + '</h2>' +
+          '<p id="array-summary">' + a.tasks + ' tasks (' + esc(a.array) + '): ' +
+          tasksByState(a) + ' · in flight ' + a.in_flight +
+          (a.parallelism ? ' of at most ' + a.parallelism : '') + ' · queue ' + esc(a.queue) +
+          (a.owner ? ' · owner ' + esc(a.owner) : '') + ' · submitted ' + when(a.create_time_ms) +
+          (a.end_time_ms ? ' · ended ' + when(a.end_time_ms) : '') + '</p>' + progressBar(a) +
+          '<p>' + ['', ...JOB_STATES.filter(s => a.by_state[s])].map(s =>
+              s === only ? '<b>' + (s || 'all') + '</b>'
+                         : link('array/' + a.name + (s ? '?state=' + s : ''), s || 'all'))
+              .join(' · ') + '</p>' +
+          table(['Index', 'Task', 'State', 'Restarts', 'Started', 'Ran for', 'Message'],
+                tasks.map(t => [t.index, link('job/' + t.name, t.name), st(t.state), t.restarts,
+                                when(t.start_time_ms), t.start_time_ms ? ranFor(t) : '',
+                                esc(t.message)]), 'tasks'));
     });
   },
   nodes() {
@@ -358,6 +433,7 @@ function route() {
   document.querySelectorAll('header nav a').forEach(a => {
     a.classList.toggle('active', a.id === 'nav-' + parts[0] ||
                                  (a.id === 'nav-jobs' && parts[0] === 'job') ||
+                                 (a.id === 'nav-arrays' && parts[0] === 'array') ||
                                  (a.id === 'nav-studies' && parts[0] === 'study'));
   });
   const current = location.hash;

@@ -10,6 +10,7 @@
 #include "common/job_spec.h"
 #include "common/wire_json.h"
 #include "coordinator/dashboard_assets.h"
+#include "coordinator/job_array.h"
 #include "coordinator/job_usage.h"
 #include "coordinator/log_store.h"
 
@@ -108,7 +109,46 @@ json SeriesJson(const TrainingSeries* series) {
   return points;
 }
 
+// The tasks of each job array among `jobs`; only those of the array `only` when it is given.
+std::map<std::string, std::vector<const JobRecord*>> GroupArrays(
+    const JobViewMap& jobs, const std::string* only = nullptr) {
+  std::map<std::string, std::vector<const JobRecord*>> arrays;
+  for (const auto& [name, v] : jobs) {
+    if (!v->job.spec.IsArrayTask()) continue;
+    std::string array = v->job.spec.ArrayName();
+    if (only != nullptr && array != *only) continue;
+    arrays[std::move(array)].push_back(&v->job);
+  }
+  return arrays;
+}
+
 }  // namespace
+
+json CoordinatorHttp::ArraysJson(const JobViewMap& jobs) {
+  json out = json::array();
+  for (const auto& array : ListArrays(GroupArrays(jobs)).arrays) out.push_back(ArrayToJson(*array));
+  return out;
+}
+
+std::optional<json> CoordinatorHttp::ArrayJson(const JobViewMap& jobs, const std::string& name) {
+  auto arrays = GroupArrays(jobs, &name);
+  auto it = arrays.find(name);
+  if (it == arrays.end()) return std::nullopt;
+  std::vector<const JobRecord*>& tasks = it->second;
+  std::sort(tasks.begin(), tasks.end(), [](const JobRecord* a, const JobRecord* b) {
+    return *a->spec.scheduling.array.index < *b->spec.scheduling.array.index;
+  });
+  json out = ArrayToJson(ArrayInfoOf(name, tasks));
+  json list = json::array();
+  for (const JobRecord* task : tasks) {
+    const JobView& view = *jobs.at(task->name);
+    json row = JobSummaryJson(view);
+    row["index"] = *task->spec.scheduling.array.index;
+    list.push_back(std::move(row));
+  }
+  out["task_list"] = std::move(list);
+  return out;
+}
 
 int64_t RunningTimeMs(const JobRecord& job) {
   for (const JobEventRecord& e : job.events) {
@@ -131,6 +171,8 @@ StatusOr<std::unique_ptr<CoordinatorHttp>> CoordinatorHttp::Start(const HttpEndp
       {"/api/nodes", bind(&CoordinatorHttp::Nodes)},
       {"/api/studies", bind(&CoordinatorHttp::Studies)},
       {"/api/studies/*", bind(&CoordinatorHttp::Studies)},
+      {"/api/arrays", bind(&CoordinatorHttp::Arrays)},
+      {"/api/arrays/*", bind(&CoordinatorHttp::Arrays)},
       {"/api/queues", bind(&CoordinatorHttp::Queues)},
       {"/api/usage", bind(&CoordinatorHttp::Usage)},
       {"/*", bind(&CoordinatorHttp::Static)},
@@ -491,6 +533,30 @@ HttpResponse CoordinatorHttp::Studies(const HttpRequest& r) const {
     return Json(out);
   }
   return NotFoundJson("no study named '" + name + "'");
+}
+
+HttpResponse CoordinatorHttp::Arrays(const HttpRequest& r) const {
+  auto s = snapshot();
+  if (r.path == "/api/arrays") {
+    if (!s) return Json(json::array());
+    const std::string state = r.Param("state"), user = r.Param("user"), queue = r.Param("queue"),
+                      contains = r.Param("name");
+    json out = json::array();
+    for (json& row : ArraysJson(*s->jobs)) {
+      if (!state.empty() && row["state"] != state) continue;
+      if (!user.empty() && row["owner"] != user) continue;
+      if (!queue.empty() && row["queue"] != queue) continue;
+      if (!contains.empty() && row["name"].get<std::string>().find(contains) == std::string::npos)
+        continue;
+      out.push_back(std::move(row));
+    }
+    return Json(out);
+  }
+  if (!s) return NotFoundJson("the coordinator is starting");
+  const std::string name = r.path.substr(std::string("/api/arrays/").size());
+  std::optional<json> array = ArrayJson(*s->jobs, name);
+  if (!array) return NotFoundJson("no array named '" + name + "'");
+  return Json(*array);
 }
 
 json CoordinatorHttp::QueuesJson(const CoordinatorSnapshot& s) {

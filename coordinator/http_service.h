@@ -11,6 +11,9 @@
 //   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l);
 //                                      gpus_used: the GPUs replicas hold, cordoned_gpus
 //   /api/studies, /api/studies/NAME
+//   /api/arrays?state=S&user=U&queue=Q&name=TEXT   the job arrays, newest first (ArraysJson);
+//                                      user: the owner
+//   /api/arrays/NAME                   the array and its tasks by index (ArrayJson)
 //   /api/queues                        the queues, configured and used (QueuesJson)
 //   /api/usage?since=7d&user=U&queue=Q&selector=SELECTOR&by_label=KEY   accounting as cohort usage
 //                                      --json has it (coordinator/job_usage.h): {since_ms, rows};
@@ -26,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "common/http_server.h"
@@ -61,6 +65,13 @@ class CoordinatorHttp {
   // jobs by state ("jobs") and the GPUs its jobs' unfinished replicas hold ("gpus_allocated").
   static nlohmann::json QueuesJson(const CoordinatorSnapshot& s);
 
+  // /api/arrays: every job array, newest first, as `cohort arrays --json` has it (ArrayToJson of
+  // coordinator/job_array.h's ListArrays), from the tasks among `jobs`.
+  static nlohmann::json ArraysJson(const JobViewMap& jobs);
+  // /api/arrays/NAME: the array, plus "task_list": each task as /api/jobs lists it, with its
+  // "index", by index; nullopt when no job is a task of it.
+  static std::optional<nlohmann::json> ArrayJson(const JobViewMap& jobs, const std::string& name);
+
   // The renderings, public for tests.
   static std::string RenderMetrics(const CoordinatorSnapshot& s, const JobAggregates& jobs);
   static std::string RenderMetrics(const CoordinatorSnapshot& s) {
@@ -77,6 +88,7 @@ class CoordinatorHttp {
   HttpResponse Job(const HttpRequest& r) const;
   HttpResponse Nodes(const HttpRequest& r) const;
   HttpResponse Studies(const HttpRequest& r) const;
+  HttpResponse Arrays(const HttpRequest& r) const;
   HttpResponse Queues(const HttpRequest& r) const;
   HttpResponse Usage(const HttpRequest& r) const;
   HttpResponse Static(const HttpRequest& r) const;

@@ -10,6 +10,7 @@
 
 #include "common/storage_marker.h"
 #include "common/text_join.h"
+#include "coordinator/job_array.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -198,23 +199,18 @@ std::optional<JobController::Dependency> JobController::FindDependency(
   dep.name = name;
   dep.array = true;
   dep.seq = std::numeric_limits<uint64_t>::max();
-  dep.finished = true;
-  bool failed = false;
-  bool cancelled = false;
+  ArrayTally tally;
   for (const auto& [index, task_name] : array->second) {
     const JobRecord& task = *jobs_.at(task_name);
     dep.seq = std::min(dep.seq, task.seq);
-    dep.finished = dep.finished && task.finished();
-    failed = failed || task.state == JobState::FAILED;
-    cancelled = cancelled || task.state == JobState::CANCELLED;
+    tally.Add(task);
     if (task.finished() && task.state != JobState::SUCCEEDED) {
       dep.unsuccessful += (dep.unsuccessful.empty() ? "" : ", ") + task.name + " " +
                           wire::EnumNameJobState(task.state);
     }
   }
-  if (dep.finished) {
-    dep.state = failed ? JobState::FAILED : cancelled ? JobState::CANCELLED : JobState::SUCCEEDED;
-  }
+  dep.finished = tally.finished();
+  if (dep.finished) dep.state = tally.Outcome();
   return dep;
 }
 

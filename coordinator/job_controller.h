@@ -264,6 +264,10 @@ class JobController {
   // The tasks of array `array` (see "Arrays"), by index: (index, job name); empty when it has
   // none.
   const std::vector<std::pair<int, std::string>>& ArrayTasks(const std::string& array) const;
+  // Every array with a task, by name: its tasks as ArrayTasks has them.
+  const std::map<std::string, std::vector<std::pair<int, std::string>>>& Arrays() const {
+    return arrays_;
+  }
   // What a job held at submit (scheduling.hold) says while SUSPENDED.
   static std::string HeldAtSubmitMessage(const std::string& name);
   // Moves `job` to the priority class and queue given (each only when not empty; names the

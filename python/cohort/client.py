@@ -28,10 +28,10 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
+from cohort.wire import (Ack, ArrayList, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
                          DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, ExecSessionIo, GetJob, GetJobMetrics, GetLogs,
-                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListJobs,
-                         ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
+                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListArrays,
+                         ListJobs, ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
                          NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
                          SubmitJobReply, SubmitStudy, SuspendJob, UpdateJob, UsageReport)
 
@@ -348,6 +348,25 @@ def _node_to_dict(node):
     }
 
 
+def _array_to_dict(array):
+    """One job array as `cohort arrays --json` writes it."""
+    return {
+        "name": _text(array.name),
+        "state": _text(array.state),
+        "tasks": array.tasks,
+        "ended": array.ended,
+        "array": _text(array.array),
+        "parallelism": array.parallelism,
+        "in_flight": array.inFlight,
+        "by_state": {_JOB_STATES[c.state]: c.count for c in (array.byState or [])},
+        "owner": _text(array.owner),
+        "queue": _text(array.queue),
+        "create_time_ms": array.createTimeMs,
+        "start_time_ms": array.startTimeMs,
+        "end_time_ms": array.endTimeMs,
+    }
+
+
 def _queue_to_dict(queue):
     """One queue as `cohort queues --json` writes it."""
     return {
@@ -591,6 +610,13 @@ class Client:
         gives it; [] when no array has that name."""
         tasks = self.list_jobs(selector=f"cohort/array={name}")
         return sorted(tasks, key=lambda j: int(j["labels"].get("cohort/array-index", -1)))
+
+    def arrays(self):
+        """Every job array, newest first, as `cohort arrays --json` gives them: its state
+        ('ACTIVE' until every task has ended, then SUCCEEDED, FAILED or CANCELLED as after=
+        judges it), tasks, ended, in_flight, parallelism, by_state {'RUNNING': 2, ...}, ..."""
+        reply = self._call(Body.Body.ListArrays, ListArrays.ListArraysT(), ArrayList.ArrayListT)
+        return [_array_to_dict(a) for a in (reply.arrays or [])]
 
     def wait_array(self, name, poll_s=1.0, timeout_s=None):
         """Polls until every task of the job array `name` has ended (`cohort watch ARRAY`);

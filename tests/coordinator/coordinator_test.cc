@@ -2359,6 +2359,22 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_EQ(launched[0].second.job, "sweep-2");
   EXPECT_TRUE(HasEvent(GetJob("sweep-2"), "its turn in array sweep (at most 2 tasks at once"));
   RunAll(launched);
+  // `cohort arrays`: the array as its tasks add up now (the task grid-1 is a job of its own).
+  wire::ArrayListT arrays = CallFor<wire::ArrayList>(wire::ListArraysT{});
+  ASSERT_EQ(arrays.arrays.size(), 1u);
+  const wire::ArrayInfoT& sweep = *arrays.arrays[0];
+  EXPECT_EQ(sweep.name, "sweep");
+  EXPECT_EQ(sweep.state, "ACTIVE");
+  EXPECT_EQ(sweep.array, "0-3%2");
+  EXPECT_EQ(sweep.tasks, 4);
+  EXPECT_EQ(sweep.ended, 1);
+  EXPECT_EQ(sweep.in_flight, 2);  // sweep-0 and sweep-2; sweep-3 waits its turn
+  ASSERT_EQ(sweep.by_state.size(), 3u);
+  EXPECT_EQ(sweep.by_state[0].state(), JobState::QUEUED);
+  EXPECT_EQ(sweep.by_state[0].count(), 1);
+  EXPECT_EQ(sweep.by_state[1].state(), JobState::RUNNING);
+  EXPECT_EQ(sweep.by_state[1].count(), 2);
+  EXPECT_EQ(sweep.by_state[2].state(), JobState::SUCCEEDED);
 
   wire::CancelArrayT cancel;
   cancel.name = "sweep";
@@ -2371,6 +2387,16 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_EQ(cancelled.jobs[3]->state, JobState::CANCELLED);
   EXPECT_FALSE(HasEvent(GetJob("sweep-3"), "its turn")) << "given a turn while being cancelled";
   EXPECT_TRUE(TakeLaunchList().empty());
+  for (const char* task : {"sweep-0", "sweep-2"}) {
+    Report("node-a", task, "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+  }
+  PumpFew();
+  EXPECT_EQ(GetJob("sweep-2").state, JobState::CANCELLED);
+  arrays = CallFor<wire::ArrayList>(wire::ListArraysT{});
+  ASSERT_EQ(arrays.arrays.size(), 1u);
+  EXPECT_EQ(arrays.arrays[0]->state, "CANCELLED");  // every task ended, one SUCCEEDED
+  EXPECT_EQ(arrays.arrays[0]->in_flight, 0);
+  EXPECT_GT(arrays.arrays[0]->end_time_ms, 0);
   cancel.name = "nobody";
   EXPECT_EQ(Call(wire::CancelArrayT(cancel)).ErrorStatus().code(), StatusCode::kNotFound);
 }

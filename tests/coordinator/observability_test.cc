@@ -314,6 +314,67 @@ TEST(QueuesJson, ConfiguredQueuesFirstThenTheOnesOnlyJobsName) {
   EXPECT_FALSE(out[2].contains("gpu_quota")) << out[2];
 }
 
+// /api/arrays: each array from the jobs carrying its label, newest first, ACTIVE until every task
+// has ended, then its end as the JobController judges it; /api/arrays/NAME adds its tasks by
+// index.
+TEST(ArraysJson, EachArrayFromItsTasksNewestFirst) {
+  JobViewMap jobs;
+  auto add_task = [&](const std::string& array, int index, uint64_t seq, JobState state,
+                      bool waits_for_slot = false) {
+    JobRecord j = Job("x", seq, state, 0, 1, state == JobState::QUEUED ? 0 : 5000 + index,
+                      IsFinal(state) ? 9000 + index : 0);
+    j.spec.name = array;
+    j.spec.scheduling.array.indexes = {0, 1, 2, 3, 5};
+    j.spec.scheduling.array.parallelism = 2;
+    j.spec.scheduling.queue = "batch";
+    j.spec = ArrayTask(j.spec, index);
+    j.name = j.spec.name;
+    j.waits_for_array_slot = waits_for_slot;
+    auto v = std::make_shared<JobView>();
+    v->job = std::move(j);
+    jobs[v->job.name] = v;
+  };
+  add_task("sweep", 0, 1, JobState::SUCCEEDED);
+  add_task("sweep", 1, 2, JobState::FAILED);
+  add_task("sweep", 2, 3, JobState::RUNNING);
+  add_task("sweep", 3, 4, JobState::QUEUED);  // placed next
+  add_task("sweep", 5, 5, JobState::QUEUED, /*waits_for_slot=*/true);
+  add_task("seeds", 0, 6, JobState::SUCCEEDED);
+  add_task("seeds", 1, 7, JobState::CANCELLED);
+  JobRecord plain = Job("plain", 8, JobState::RUNNING, 0, 1, 5000, 0);
+  jobs["plain"] = std::make_shared<JobView>(JobView{std::move(plain), 0});
+
+  nlohmann::json all = CoordinatorHttp::ArraysJson(jobs);
+  ASSERT_EQ(all.size(), 2u) << all;
+  EXPECT_EQ(all[0]["name"], "seeds");  // submitted last
+  EXPECT_EQ(all[0]["state"], "CANCELLED");
+  EXPECT_EQ(all[0]["end_time_ms"], 9001);
+  const nlohmann::json& sweep = all[1];
+  EXPECT_EQ(sweep["name"], "sweep");
+  EXPECT_EQ(sweep["state"], "ACTIVE");  // a task failed, but two have not ended
+  EXPECT_EQ(sweep["tasks"], 5);
+  EXPECT_EQ(sweep["ended"], 2);
+  EXPECT_EQ(sweep["array"], "0-3,5%2");
+  EXPECT_EQ(sweep["parallelism"], 2);
+  EXPECT_EQ(sweep["in_flight"], 2);
+  EXPECT_EQ(sweep["by_state"],
+            nlohmann::json({{"SUCCEEDED", 1}, {"FAILED", 1}, {"RUNNING", 1}, {"QUEUED", 2}}));
+  EXPECT_EQ(sweep["queue"], "batch");
+  EXPECT_EQ(sweep["start_time_ms"], 5000);
+  EXPECT_EQ(sweep["end_time_ms"], 0);
+  EXPECT_FALSE(sweep.contains("task_list")) << sweep;
+
+  std::optional<nlohmann::json> one = CoordinatorHttp::ArrayJson(jobs, "sweep");
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ((*one)["tasks"], 5);
+  ASSERT_EQ((*one)["task_list"].size(), 5u) << *one;
+  EXPECT_EQ((*one)["task_list"][4]["index"], 5);
+  EXPECT_EQ((*one)["task_list"][4]["name"], "sweep-5");
+  EXPECT_EQ((*one)["task_list"][1]["state"], "FAILED");
+  EXPECT_FALSE(CoordinatorHttp::ArrayJson(jobs, "plain").has_value());
+  EXPECT_FALSE(CoordinatorHttp::ArrayJson(jobs, "swee").has_value());
+}
+
 // A scrape reuses the last one's walk over the jobs while the published jobs map is the same
 // object, and walks again as soon as the loop publishes a new one (a job changed); series that do
 // not come from the jobs are rendered from each snapshot.

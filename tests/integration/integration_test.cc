@@ -780,6 +780,16 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
   EXPECT_EQ(status.exit_code, 0) << status.err;
   EXPECT_EQ(status.out.rfind("array sweep: 5 tasks, 5 SUCCEEDED\n", 0), 0u) << status.out;
   EXPECT_NE(status.out.find("sweep-4"), std::string::npos) << status.out;
+  const ct::RunResult arrays = Cli({"arrays"});
+  EXPECT_EQ(arrays.exit_code, 0) << arrays.err;
+  EXPECT_EQ(arrays.out.rfind("ARRAY ", 0), 0u) << arrays.out;
+  EXPECT_NE(arrays.out.find("sweep  SUCCEEDED  0-4%2    5/5    0/2        5 SUCCEEDED"),
+            std::string::npos)
+      << arrays.out;
+  const json arrays_json = json::parse(Cli({"arrays", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(arrays_json.is_array() && arrays_json.size() == 1) << arrays_json;
+  EXPECT_EQ(arrays_json[0]["by_state"], json({{"SUCCEEDED", 5}})) << arrays_json;
+  EXPECT_EQ(arrays_json[0]["ended"], 5) << arrays_json;
 
   const std::string failing = cluster_->scratch("exits.yaml");
   ct::WriteFile(failing,

@@ -571,6 +571,39 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   }
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-jobs.png"));
   EXPECT_TRUE(ct::FileExists(artifacts + "/dashboard-study.png"));
+
+  // A job array of three tasks, one at a time; the odd one fails. The Arrays page sums it up
+  // (ended FAILED: 2 succeeded, 1 failed), its page lists the tasks by index, and the jobs page
+  // links each task to it.
+  ASSERT_TRUE(client
+                  .Submit("name: odd\nworker_pools:\n  - role: chief\n    resources: {cpus: 1}\n"
+                          "    process: {command: [/bin/sh, -c, 'exit $((COHORT_ARRAY_INDEX % "
+                          "2))']}\nscheduling: {max_restarts: 0, array: '0-2%1'}\n")
+                  .ok());
+  for (const char* task : {"odd-0", "odd-1", "odd-2"}) ct::WaitForJobEnd(client, task, 60s);
+  std::string arrays = RenderPage(base + "/#/arrays", artifacts + "/dashboard-arrays.png");
+  EXPECT_NE(arrays.find("<td><a href=\"#/array/odd\">odd</a></td><td><span class=\"state-FAILED\">"
+                        "FAILED</span></td><td>0-2%1</td><td>3</td>"),
+            std::string::npos)
+      << arrays;
+  EXPECT_NE(arrays.find("<td>0/1</td><td>2 <span class=\"state-SUCCEEDED\">SUCCEEDED</span>, 1 "
+                        "<span class=\"state-FAILED\">FAILED</span></td>"),
+            std::string::npos)
+      << arrays;
+  std::string array = RenderPage(base + "/#/array/odd", artifacts + "/dashboard-array.png");
+  EXPECT_NE(array.find("id=\"array-summary\">3 tasks (0-2%1): 2 "), std::string::npos) << array;
+  EXPECT_NE(array.find("<td>1</td><td><a href=\"#/job/odd-1\">odd-1</a></td><td><span "
+                       "class=\"state-FAILED\">"),
+            std::string::npos)
+      << array;
+  std::string tasks = RenderPage(base + "/#/jobs?selector=cohort%2Farray%3Dodd");
+  EXPECT_NE(tasks.find("<p id=\"job-count\">3 jobs</p>"), std::string::npos) << tasks;
+  EXPECT_NE(tasks.find(">odd-2</a> <small><a href=\"#/array/odd\">array odd</a></small>"),
+            std::string::npos)
+      << tasks;
+  int missing = 0;
+  HttpGet(cluster_->coordinator_http_port(), "/api/arrays/plain", &missing);
+  EXPECT_EQ(missing, 404);
 }
 
 // `cohort top`, `cohort status` and the dashboard: what a running replica uses reaches the

@@ -199,6 +199,11 @@ def main(endpoint, scratch):
         check(tasks[2]["state"] == "QUEUED"
               and "waiting for its turn in array py_array" in tasks[2]["message"],
               f"a task waiting its turn: {tasks[2]['state']}: {tasks[2]['message']}")
+        listed = [a for a in client.arrays() if a["name"] == array]
+        check(len(listed) == 1 and listed[0]["state"] == "ACTIVE" and listed[0]["tasks"] == 3
+              and listed[0]["array"] == "0-2%1" and listed[0]["parallelism"] == 1
+              and listed[0]["in_flight"] == 1 and listed[0]["by_state"].get("QUEUED", 0) >= 2,
+              f"arrays(): {listed}")
         cancelled = client.cancel_array(array)
         check([t["state"] for t in cancelled[1:]] == ["CANCELLED", "CANCELLED"]
               and cancelled[0]["state"] in ("CANCELLING", "CANCELLED"),
@@ -206,6 +211,10 @@ def main(endpoint, scratch):
         ended = client.wait_array(array, poll_s=0.1, timeout_s=30)
         check([t["state"] for t in ended] == ["CANCELLED"] * 3,
               f"after wait_array: {[t['state'] for t in ended]}")
+        listed = [a for a in client.arrays() if a["name"] == array]
+        check(listed and listed[0]["state"] == "CANCELLED"
+              and listed[0]["by_state"] == {"CANCELLED": 3} and listed[0]["end_time_ms"] > 0,
+              f"arrays() once every task ended: {listed}")
         check_refused(lambda: client.wait_array("py_no_array"),
                       "NOT_FOUND", "no array named 'py_no_array'", "waited for no array")
         check_refused(lambda: client.cancel_array("py_no_array"),
