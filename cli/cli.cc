@@ -253,8 +253,9 @@ and digits). FILE may be - for standard input.
 Shows the job's state, message, times, restarts, each replica's node, GPUs, state, attempt and
 exit code, what each running replica uses (as `cohort top` does), and the job's events with their
 reasons. A name that is no job's is taken as a job array's (`cohort submit --array`): a line
-counting its tasks by state, then the tasks as `cohort list` shows them (with --json,
-{"array": NAME, "tasks": [each task as a job]}).
+with its state, its tasks by state and how many are in flight (as `cohort arrays`), then the
+tasks as `cohort list` shows them (with --json, {"array": NAME, "summary": {as cohort arrays
+--json}, "tasks": [each task as a job]}).
   --json    print the job as JSON
   --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
             --name, --after, --hold, --env, --label and -- ARGS applied, a generated name

@@ -501,6 +501,28 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
   }
 }
 
+namespace {
+
+// An array's tasks by state: "12 SUCCEEDED, 8 RUNNING, 80 QUEUED".
+std::string ArrayTasksByState(const wire::ArrayInfoT& array) {
+  std::string text;
+  for (const wire::JobStateCount& c : array.by_state) {
+    text += (text.empty() ? "" : ", ") + std::to_string(c.count()) + " " +
+            wire::EnumNameJobState(c.state());
+  }
+  return text;
+}
+
+}  // namespace
+
+void PrintArrayHeader(const wire::ArrayInfoT& array, std::ostream& out) {
+  out << "array " << array.name << ": " << array.state << ", " << array.tasks << " tasks ("
+      << array.array << "): " << ArrayTasksByState(array) << "; " << array.in_flight
+      << " in flight";
+  if (array.parallelism > 0) out << " of at most " << array.parallelism;
+  out << "\n";
+}
+
 void PrintArrays(const std::vector<wire::ArrayInfoT>& arrays, std::ostream& out) {
   if (arrays.empty()) {
     out << "No job arrays.\n";
@@ -508,15 +530,10 @@ void PrintArrays(const std::vector<wire::ArrayInfoT>& arrays, std::ostream& out)
   }
   Table table({"ARRAY", "STATE", "INDEXES", "ENDED", "IN FLIGHT", "TASKS", "QUEUE", "CREATED"});
   for (const auto& a : arrays) {
-    std::string by_state;
-    for (const wire::JobStateCount& c : a.by_state) {
-      by_state += (by_state.empty() ? "" : ", ") + std::to_string(c.count()) + " " +
-                  wire::EnumNameJobState(c.state());
-    }
     table.AddRow({a.name, a.state, a.array, std::to_string(a.ended) + "/" + std::to_string(a.tasks),
                   std::to_string(a.in_flight) +
                       (a.parallelism > 0 ? "/" + std::to_string(a.parallelism) : ""),
-                  by_state, OrDash(a.queue), FormatTime(a.create_time_ms)});
+                  ArrayTasksByState(a), OrDash(a.queue), FormatTime(a.create_time_ms)});
   }
   table.Print(out);
 }

@@ -70,6 +70,9 @@ void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out)
 // `cohort trials STUDY` and the end of `cohort tune --wait`: the study's header, one line per
 // trial (its parameters as columns), and the best trial.
 void PrintStudy(const wire::StudyInfoT& study, std::ostream& out);
+// `cohort status ARRAY`'s first line: "array sweep: ACTIVE, 100 tasks (0-99%8): 12 SUCCEEDED,
+// 8 RUNNING, 80 QUEUED; 8 in flight of at most 8".
+void PrintArrayHeader(const wire::ArrayInfoT& array, std::ostream& out);
 // `cohort arrays`: one line per job array: state, indexes, tasks ended of all, in flight of its
 // parallelism, its tasks by state.
 void PrintArrays(const std::vector<wire::ArrayInfoT>& arrays, std::ostream& out);

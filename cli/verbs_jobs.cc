@@ -248,9 +248,10 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
     return ShowOne(args, ctx, "status", "JOB", &CoordinatorClient::GetJob, JobToJson, PrintJob,
                    &CoordinatorClient::GetJobSpec);
   }
-  // A job, else the array of that name: its tasks (`tasks` set, `job` empty).
+  // A job, else the array of that name: its summary and its tasks (`tasks` set, `job` empty).
   struct JobOrArray {
     wire::JobInfoT job;
+    wire::ArrayInfoT array;
     std::vector<wire::JobInfoT> tasks;
   };
   const std::string name = args.positionals.empty() ? "" : args.positionals[0];
@@ -263,25 +264,24 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
           COHORT_ASSIGN_OR_RETURN(out.job, std::move(job));
           return out;
         }
+        COHORT_ASSIGN_OR_RETURN(std::vector<wire::ArrayInfoT> arrays, client.ListArrays());
+        for (wire::ArrayInfoT& array : arrays) {
+          if (array.name == name) out.array = std::move(array);
+        }
+        if (out.array.name.empty()) return NotFound("no job or array named '" + name + "'");
         COHORT_ASSIGN_OR_RETURN(out.tasks, ListArrayTasks(client, name));
-        if (out.tasks.empty()) return NotFound("no job or array named '" + name + "'");
         return out;
       },
       [&](const JobOrArray& found) {
-        if (found.tasks.empty()) return JobToJson(found.job);
+        if (found.array.name.empty()) return JobToJson(found.job);
         nlohmann::json tasks = nlohmann::json::array();
         for (const wire::JobInfoT& task : found.tasks) tasks.push_back(JobToJson(task));
-        return nlohmann::json{{"array", name}, {"tasks", std::move(tasks)}};
+        return nlohmann::json{
+            {"array", name}, {"summary", ArrayToJson(found.array)}, {"tasks", std::move(tasks)}};
       },
       [&](const JobOrArray& found, std::ostream& out) {
-        if (found.tasks.empty()) return PrintJob(found.job, out);
-        std::map<std::string, int> by_state;
-        for (const wire::JobInfoT& task : found.tasks) {
-          ++by_state[wire::EnumNameJobState(task.state)];
-        }
-        out << "array " << name << ": " << found.tasks.size() << " tasks";
-        for (const auto& [state, count] : by_state) out << ", " << count << " " << state;
-        out << "\n";
+        if (found.array.name.empty()) return PrintJob(found.job, out);
+        PrintArrayHeader(found.array, out);
         PrintJobList(found.tasks, out);
       });
 }

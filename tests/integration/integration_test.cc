@@ -778,7 +778,11 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
       << watched.out;
   const ct::RunResult status = Cli({"status", "sweep"});
   EXPECT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_EQ(status.out.rfind("array sweep: 5 tasks, 5 SUCCEEDED\n", 0), 0u) << status.out;
+  EXPECT_EQ(status.out.rfind("array sweep: SUCCEEDED, 5 tasks (0-4%2): 5 SUCCEEDED; 0 in flight "
+                             "of at most 2\n",
+                             0),
+            0u)
+      << status.out;
   EXPECT_NE(status.out.find("sweep-4"), std::string::npos) << status.out;
   const ct::RunResult arrays = Cli({"arrays"});
   EXPECT_EQ(arrays.exit_code, 0) << arrays.err;
