@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -68,25 +68,39 @@ TempDir::~TempDir() {
 }
 
 int PickFreePort() {
-  static std::set<int> handed_out;
-  for (int tries = 0; tries < 100; ++tries) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) continue;
+  // 768 ports below Linux's ephemeral range (32768+), above the clusters' replica port blocks
+  // (tests/testing/local_cluster.cc, 20000-31999): the kernel never hands one out for a connect
+  // or a bind to port 0, and a lock file held until this process exits keeps every other test
+  // process off it. Bound once to check that nothing else holds it.
+  constexpr int kFirst = 32000, kCount = 768;
+  static std::vector<int> held;  // the lock files' descriptors, open until exit
+  const int start = static_cast<int>((::getpid() * 7919u + held.size() * 31u) % kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int port = kFirst + (start + i) % kCount;
+    const std::string lock = "/tmp/cohort-test-port-" + std::to_string(port) + ".lock";
+    const int lock_fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock_fd < 0) continue;
+    if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(lock_fd);
+      continue;
+    }
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    int port = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      socklen_t len = sizeof(addr);
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-        port = ntohs(addr.sin_port);
-      }
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    // Without SO_REUSEADDR: a port lingering in TIME_WAIT is passed over, as a daemon that binds
+    // without it would fail on it.
+    const bool free = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (fd >= 0) close(fd);
+    if (!free) {
+      ::close(lock_fd);
+      continue;
     }
-    close(fd);
-    if (port > 0 && handed_out.insert(port).second) return port;
+    held.push_back(lock_fd);
+    return port;
   }
-  throw std::runtime_error("no free TCP port on 127.0.0.1");
+  throw std::runtime_error("no free TCP port in 32000-32767 on 127.0.0.1");
 }
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout,

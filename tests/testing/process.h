@@ -37,8 +37,10 @@ class TempDir {
   std::string path_;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and released). Ports handed
-// out by this process are not repeated.
+// A TCP port on 127.0.0.1 that is free and stays this process's to bind until it exits: one of
+// 32000-32767, which the kernel never picks by itself (below its ephemeral range), reserved
+// against the other test processes by a lock file (/tmp/cohort-test-port-N.lock) held until exit.
+// Ports handed out by this process are not repeated.
 int PickFreePort();
 
 // Polls `condition` every `interval` until it holds or `timeout` passes. True when it held.
