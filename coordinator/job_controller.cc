@@ -292,19 +292,19 @@ std::string JobController::AfterWaitMessage(const std::vector<JobDependency>& pe
   }
   for (size_t g = 0; g < groups.size(); ++g) {
     // Jobs alone: "jobs a, b"; with an array, each named with its kind: "job a, array b".
-    std::vector<std::string> names;
+    std::vector<std::pair<bool, std::string>> entries;  // (an array, its name)
     bool arrays = false;
     for (const JobDependency& d : pending) {
       if (d.when != groups[g]) continue;
-      const bool array = FindJob(d.job) == nullptr && arrays_.count(d.job) > 0;
+      const bool array = FindJob(d.job) == nullptr && arrays_.contains(d.job);
       arrays = arrays || array;
-      names.push_back((array ? "array " : "job ") + d.job);
+      entries.emplace_back(array, d.job);
     }
-    std::string listed;
-    for (const std::string& name : names) {
-      listed += (listed.empty() ? "" : ", ") + (arrays ? name : name.substr(4));
+    std::string listed = arrays ? "" : entries.size() == 1 ? "job " : "jobs ";
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const auto& [array, name] = entries[i];
+      listed += std::string(i == 0 ? "" : ", ") + (!arrays ? "" : array ? "array " : "job ") + name;
     }
-    if (!arrays) listed = (names.size() == 1 ? "job " : "jobs ") + listed;
     out += std::string(g == 0 ? "" : " and ") + listed + " to " + std::string(Verb(groups[g]));
   }
   return out + " (scheduling.after)";
@@ -1062,7 +1062,9 @@ void JobController::Ended(JobRecord& job, int64_t now_ms) {
   if (!job.spec.IsArrayTask()) return;
   const std::string array = job.spec.ArrayName();
   ReleaseArraySlots(array, /*announce=*/true, now_ms);
-  // Its last task to end ends the array: the jobs after the array go on or fail.
+  // Its last task to end ends the array: the jobs after the array go on or fail. Only where a
+  // job waits for it is the array tallied, not at every task's end.
+  if (!dependents_.contains(array)) return;
   if (std::optional<Dependency> whole = FindDependency(array);
       whole && whole->array && whole->finished) {
     ReleaseAfter(*whole, now_ms);
