@@ -21,6 +21,10 @@ constexpr std::string_view kTraceback = "Traceback (most recent call last):";
 constexpr std::string_view kFatalPython = "Fatal Python error: ";
 constexpr std::string_view kTerminate = "terminate called after throwing an instance of '";
 constexpr std::string_view kWhat = "what():";
+// What std::terminate prints with no exception in flight: most often a std::thread still joinable
+// as a process tears down (torch's gloo threads after a script's sys.exit(1)), which says nothing
+// of why the process was ending.
+constexpr std::string_view kTerminateNoException = "terminate called without an active exception";
 constexpr std::string_view kTorchrunRootCause = "Root Cause (first observed failure):";
 
 std::string_view Trim(std::string_view s) {
@@ -154,11 +158,17 @@ std::optional<std::string> CxxTerminate(const std::vector<std::string_view>& lin
   return std::nullopt;
 }
 
+// Rule 4: the last non-blank line; std::terminate's word on a teardown only when nothing precedes
+// it.
 std::optional<std::string_view> LastLine(const std::vector<std::string_view>& lines) {
+  std::optional<std::string_view> teardown;
   for (size_t i = lines.size(); i-- > 0;) {
-    if (!Trim(lines[i]).empty()) return Trim(lines[i]);
+    const std::string_view line = Trim(lines[i]);
+    if (line.empty()) continue;
+    if (line != kTerminateNoException) return line;
+    if (!teardown) teardown = line;
   }
-  return std::nullopt;
+  return teardown;
 }
 
 // Without terminal escape sequences (colours: ESC [ parameters, then a final byte @ to ~).

@@ -18,6 +18,8 @@
 //     signal's name is the better cause): the last non-blank line, as a script that calls
 //     sys.exit("why") or prints its error and exits 1 leaves it, and as abort() leaves it (an
 //     assertion's or glibc's reason, or the last word of a process aborted in its teardown).
+//     std::terminate's "terminate called without an active exception" (a thread left joinable as
+//     the process ends) is passed over for the line before it, where there is one.
 // Lines the agent appended itself ("cohort-agent: ...") are not the replica's and are skipped. A
 // carriage return keeps only what follows it (progress bars). The result is well-formed UTF-8
 // without terminal escape sequences (colours) or other control characters, cut to

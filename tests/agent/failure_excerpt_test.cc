@@ -93,6 +93,12 @@ TEST(FailureExcerptTest, OtherwiseTheLastLineForAnExitCodeOrAnAbort) {
   EXPECT_EQ(Excerpt("epoch 3 loss 0.21\n", /*any_last_line=*/false), "");
   EXPECT_EQ(Excerpt(""), "");
   EXPECT_EQ(Excerpt("cohort-agent: cannot launch: no such file\n"), "");
+  // A script that printed why and exited, aborted in its teardown by a thread left joinable: its
+  // own last line, not std::terminate's; that one alone where nothing precedes it.
+  EXPECT_EQ(Excerpt("rank 1 failing on purpose\nterminate called without an active exception\n"),
+            "rank 1 failing on purpose");
+  EXPECT_EQ(Excerpt("terminate called without an active exception\n"),
+            "terminate called without an active exception");
 }
 
 TEST(FailureExcerptTest, TheLastLineTellsTheCauseOfAnExitCodeOrAnAbortOnly) {
