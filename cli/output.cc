@@ -381,38 +381,67 @@ void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
   out << "\n";
 }
 
-void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out) {
-  out << "dry run, nothing was submitted: job " << reply.name << " would ";
-  const wire::DryRunPlanT& plan = *reply.dry_run;
+namespace {
+
+// What `plan` says a job would do, after "would ": "start now", "wait in queue ...".
+std::string DryRunVerdict(const wire::DryRunPlanT& plan) {
   switch (plan.outcome) {
-    case wire::DryRunOutcome::START: {
-      out << "start now\n";
-      Table replicas({"REPLICA", "NODE", "GPUS"});
-      for (const auto& r : plan.replicas) {
-        if (r) replicas.AddRow({r->replica, r->node_id, JoinInts(r->gpus)});
-      }
-      replicas.Print(out);
-      return;
-    }
+    case wire::DryRunOutcome::START:
+      return "start now";
     case wire::DryRunOutcome::PREEMPT: {
       std::string victims;
       for (const std::string& v : plan.preempts) victims += (victims.empty() ? "" : ", ") + v;
-      out << "preempt job" << (plan.preempts.size() == 1 ? " " : "s ") << victims
-          << ", and start once " << (plan.preempts.size() == 1 ? "it" : "they") << " stopped\n";
-      return;
+      return "preempt job" + std::string(plan.preempts.size() == 1 ? " " : "s ") + victims +
+             ", and start once " + (plan.preempts.size() == 1 ? "it" : "they") + " stopped";
     }
-    case wire::DryRunOutcome::WAIT:
-      out << "wait in queue " << plan.queue;
+    case wire::DryRunOutcome::WAIT: {
+      std::string text = "wait in queue " + plan.queue;
       if (plan.queued_ahead > 0) {
-        out << " (" << plan.queued_ahead << (plan.queued_ahead == 1 ? " job" : " jobs")
-            << " queued before it)";
+        text += " (" + std::to_string(plan.queued_ahead) +
+                (plan.queued_ahead == 1 ? " job" : " jobs") + " queued before it)";
       }
-      out << ": " << plan.reason << "\n";
-      return;
+      return text + ": " + plan.reason;
+    }
     case wire::DryRunOutcome::WAIT_FOR_JOBS:
     case wire::DryRunOutcome::HOLD:
-      out << "be " << plan.reason << "\n";
-      return;
+      return "be " + plan.reason;
+  }
+  return "?";
+}
+
+}  // namespace
+
+void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out) {
+  const wire::DryRunPlanT& plan = *reply.dry_run;
+  out << "dry run, nothing was submitted: job " << reply.name << " would " << DryRunVerdict(plan)
+      << "\n";
+  if (plan.outcome != wire::DryRunOutcome::START) return;
+  Table replicas({"REPLICA", "NODE", "GPUS"});
+  for (const auto& r : plan.replicas) {
+    if (r) replicas.AddRow({r->replica, r->node_id, JoinInts(r->gpus)});
+  }
+  replicas.Print(out);
+}
+
+void PrintArrayDryRun(const wire::SubmitJobReplyT& reply, size_t tasks, std::ostream& out) {
+  const size_t at_once = std::min(reply.tasks.size(), reply.task_dry_runs.size());
+  out << "dry run, nothing was submitted: array " << reply.name << " (" << tasks
+      << " tasks): of the " << at_once << " task" << (at_once == 1 ? "" : "s")
+      << " it would let in at once,\n";
+  for (size_t i = 0; i < at_once; ++i) {
+    if (!reply.task_dry_runs[i]) continue;
+    const wire::DryRunPlanT& plan = *reply.task_dry_runs[i];
+    out << "  " << reply.tasks[i] << " would " << DryRunVerdict(plan);
+    std::string where;
+    for (const auto& r : plan.replicas) {
+      if (!r) continue;
+      where += (where.empty() ? ": " : ", ") + r->replica + " on " + r->node_id;
+      if (!r->gpus.empty()) where += " (GPUs " + JoinInts(r->gpus) + ")";
+    }
+    out << where << "\n";
+  }
+  if (tasks > at_once) {
+    out << "the other " << tasks - at_once << " would wait for their turn (scheduling.array)\n";
   }
 }
 

@@ -53,6 +53,9 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out);
 // `cohort submit --dry-run`: what the next scheduling round would do with the job (the reply's
 // dry_run), and where its replicas would go when it would start now.
 void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out);
+// The same for an array of `tasks` tasks (the reply's task_dry_runs): a line for each task it
+// would let in at once, saying what it would do and where.
+void PrintArrayDryRun(const wire::SubmitJobReplyT& reply, size_t tasks, std::ostream& out);
 // `cohort list`: one line per job.
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out);
 // What each running replica of `jobs` uses (`cohort top`).

@@ -98,22 +98,16 @@ constexpr size_t kExecAllAtOnce = 16;
 // within 10 s, at most 8 processes a replica.
 constexpr std::chrono::seconds kStacksWait(120);
 
-// The tasks of array `array`, by index, as the coordinator has them now (their label
-// cohort/array).
+// The tasks of array `array`, by index, as the coordinator has them now; none when no array has
+// that name (every task deleted).
 StatusOr<std::vector<wire::JobInfoT>> ListArrayTasks(CoordinatorClient& client,
                                                      const std::string& array) {
-  wire::ListJobsT query;
-  query.selector = std::string(kArrayLabel) + "=" + array;
-  COHORT_ASSIGN_OR_RETURN(std::vector<wire::JobInfoT> tasks, client.ListJobs(query));
-  const auto index = [](const wire::JobInfoT& job) {
-    for (const auto& label : job.labels) {
-      if (label && label->key == kArrayIndexLabel) return std::atoi(label->value.c_str());
-    }
-    return -1;
-  };
-  std::sort(tasks.begin(), tasks.end(),
-            [&](const auto& a, const auto& b) { return index(a) < index(b); });
-  return tasks;
+  auto found = client.GetArray(array);
+  if (!found.ok() && found.status().code() == StatusCode::kNotFound) {
+    return std::vector<wire::JobInfoT>{};
+  }
+  if (!found.ok()) return found.status();
+  return std::move(found->tasks);
 }
 
 // `cohort submit --array --wait` and `cohort cancel ARRAY --wait`: waits until each of the
@@ -202,7 +196,7 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
     return SubmitSpecFile<JobSpec, wire::SubmitJobReplyT>(
         file_args, ctx, "submit", "job", ParseJobSpec,
         [&](CoordinatorClient& client, const std::string& text) { return client.DryRun(text); },
-        [&](CoordinatorClient&, const JobSpec&, const wire::SubmitJobReplyT& reply) {
+        [&](CoordinatorClient&, const JobSpec& spec, const wire::SubmitJobReplyT& reply) {
           if (args.Has("--json")) {
             ctx.out << SubmitReplyToJson(reply).dump(2, ' ', false,
                                                      nlohmann::json::error_handler_t::replace)
@@ -210,7 +204,11 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
             return kExitOk;
           }
           for (const std::string& w : reply.warnings) ctx.err << "cohort: warning: " << w << "\n";
-          PrintDryRun(reply, ctx.out);
+          if (reply.task_dry_runs.empty()) {
+            PrintDryRun(reply, ctx.out);
+          } else {
+            PrintArrayDryRun(reply, spec.scheduling.array.indexes.size(), ctx.out);
+          }
           return kExitOk;
         },
         rename);
@@ -264,12 +262,13 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
           COHORT_ASSIGN_OR_RETURN(out.job, std::move(job));
           return out;
         }
-        COHORT_ASSIGN_OR_RETURN(std::vector<wire::ArrayInfoT> arrays, client.ListArrays());
-        for (wire::ArrayInfoT& array : arrays) {
-          if (array.name == name) out.array = std::move(array);
+        auto array = client.GetArray(name);
+        if (!array.ok() && array.status().code() == StatusCode::kNotFound) {
+          return NotFound("no job or array named '" + name + "'");
         }
-        if (out.array.name.empty()) return NotFound("no job or array named '" + name + "'");
-        COHORT_ASSIGN_OR_RETURN(out.tasks, ListArrayTasks(client, name));
+        if (!array.ok()) return array.status();
+        out.array = std::move(array->summary);
+        out.tasks = std::move(array->tasks);
         return out;
       },
       [&](const JobOrArray& found) {

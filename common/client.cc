@@ -206,6 +206,18 @@ StatusOr<std::vector<wire::ArrayInfoT>> CoordinatorClient::ListArrays() {
   return CallList<wire::ArrayList>(wire::ListArraysT{}, "list arrays", &wire::ArrayListT::arrays);
 }
 
+StatusOr<CoordinatorClient::ArrayStatus> CoordinatorClient::GetArray(const std::string& name) {
+  COHORT_ASSIGN_OR_RETURN(wire::ArrayStatusT reply,
+                          (CallNamed<wire::ArrayStatus, wire::GetArrayT>(name, "get array")));
+  if (!reply.summary) return Internal("get array " + name + ": the reply has no summary");
+  ArrayStatus out{std::move(*reply.summary), {}};
+  out.tasks.reserve(reply.tasks.size());
+  for (auto& task : reply.tasks) {
+    if (task) out.tasks.push_back(std::move(*task));
+  }
+  return out;
+}
+
 StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, bool resume) {
   wire::SuspendJobT request;
   request.name = name;

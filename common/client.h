@@ -99,6 +99,13 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::JobInfoT>> CancelArray(const std::string& name);
   // Every job array, newest first, as its tasks add up (wire::ArrayInfo).
   StatusOr<std::vector<wire::ArrayInfoT>> ListArrays();
+  // One job array (wire::GetArray): its summary and its tasks by index; NOT_FOUND when no array
+  // has that name.
+  struct ArrayStatus {
+    wire::ArrayInfoT summary;
+    std::vector<wire::JobInfoT> tasks;
+  };
+  StatusOr<ArrayStatus> GetArray(const std::string& name);
   // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);

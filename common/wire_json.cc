@@ -67,7 +67,19 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UsageRowT, user, queue, jobs, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(PlannedReplicaT, replica, node_id, gpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(DryRunPlanT, outcome, replicas, preempts, reason,
                                                   queue, queued_ahead)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(SubmitJobReplyT, name, warnings, dry_run)
+// An array's dry run adds its tasks let in at once, and each one's plan.
+inline void to_json(nlohmann::json& j, const SubmitJobReplyT& reply) {
+  j = {{"name", reply.name}, {"warnings", reply.warnings}, {"dry_run", reply.dry_run}};
+  if (reply.task_dry_runs.empty()) return;
+  nlohmann::json tasks = nlohmann::json::array();
+  for (size_t i = 0; i < reply.task_dry_runs.size() && i < reply.tasks.size(); ++i) {
+    nlohmann::json task =
+        reply.task_dry_runs[i] ? nlohmann::json(*reply.task_dry_runs[i]) : nlohmann::json::object();
+    task["name"] = reply.tasks[i];
+    tasks.push_back(std::move(task));
+  }
+  j["tasks"] = std::move(tasks);
+}
 
 // parameters: an object {id: value}; final_metric: null until the trial has one.
 inline void to_json(nlohmann::json& j, const TrialInfoT& trial) {

@@ -225,6 +225,9 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       Reply(m, Encode(id, ListArrays(arrays)));
       return;
     }
+    case wire::Body::GetArray:
+      OnGetArray(m, *msg.As<wire::GetArray>(), now_ms);
+      return;
     case wire::Body::ListStudies: {
       wire::StudyListT list;
       for (auto& info : studies_.List()) {
@@ -344,12 +347,13 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
       Reply(m, EncodeError(id, FailedPrecondition("this coordinator does not serve dry runs")));
       return;
     }
-    JobRecord draft = jobs_.Draft(std::move(*spec), yaml, now_ms);
-    reply.name = draft.name;
+    std::vector<JobRecord> drafts;
+    drafts.push_back(jobs_.Draft(std::move(*spec), yaml, now_ms));
+    reply.name = drafts[0].name;
     std::string warning =
-        StorageWarning(draft.output_dir, nodes_.storage_root(), nodes_.nodes().size());
+        StorageWarning(drafts[0].output_dir, nodes_.storage_root(), nodes_.nodes().size());
     if (!warning.empty()) reply.warnings.push_back(std::move(warning));
-    reply.dry_run = std::make_unique<wire::DryRunPlanT>(ToWire(preview_(draft, now_ms)));
+    reply.dry_run = std::make_unique<wire::DryRunPlanT>(ToWire(preview_(drafts, now_ms)[0]));
     Reply(m, Encode(id, std::move(reply)));
     return;
   }
@@ -375,15 +379,29 @@ void ClientService::SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_
     return;
   }
   if (dry_run) {
-    // The forecast of its first task: the others are the same job, and with a parallelism they
-    // would wait for its turn.
-    JobSpec first = ArrayTask(array, indexes.front());
-    const std::string yaml = JobSpecToYaml(first);
-    JobRecord draft = jobs_.Draft(std::move(first), yaml, now_ms);
-    reply.tasks.push_back(draft.name);
-    reply.warnings.push_back("an array of " + std::to_string(indexes.size()) +
-                             " tasks: the forecast is for its first, " + draft.name);
-    reply.dry_run = std::make_unique<wire::DryRunPlanT>(ToWire(preview_(draft, now_ms)));
+    // The tasks let in at once, submitted together; the others would wait for their turn.
+    const size_t at_once =
+        array.scheduling.array.parallelism > 0
+            ? std::min(indexes.size(), static_cast<size_t>(array.scheduling.array.parallelism))
+            : indexes.size();
+    std::vector<JobRecord> drafts;
+    drafts.reserve(at_once);
+    for (size_t i = 0; i < at_once; ++i) {
+      JobSpec task = ArrayTask(array, indexes[i]);
+      const std::string yaml = JobSpecToYaml(task);
+      // Draft gives every draft the next seq; each task's must follow the one before.
+      drafts.push_back(jobs_.Draft(std::move(task), yaml, now_ms));
+      drafts.back().seq += i;
+      reply.tasks.push_back(drafts.back().name);
+    }
+    std::string warning =
+        StorageWarning(drafts[0].output_dir, nodes_.storage_root(), nodes_.nodes().size());
+    if (!warning.empty()) reply.warnings.push_back(std::move(warning));
+    std::vector<PlacementPreview> previews = preview_(drafts, now_ms);
+    for (const PlacementPreview& preview : previews) {
+      reply.task_dry_runs.push_back(std::make_unique<wire::DryRunPlanT>(ToWire(preview)));
+    }
+    reply.dry_run = std::make_unique<wire::DryRunPlanT>(ToWire(previews[0]));
     Reply(m, Encode(id, std::move(reply)));
     return;
   }
@@ -409,6 +427,25 @@ void ClientService::SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_
     jobs_.Note(task, "warning: " + warning, now_ms);
     if (index == indexes.front()) reply.warnings.push_back(std::move(warning));
   }
+  Reply(m, Encode(id, std::move(reply)));
+}
+
+void ClientService::OnGetArray(const RoutedMessage& m, const wire::GetArray& req, int64_t now_ms) {
+  const uint64_t id = m.message.request_id();
+  const std::string name = Str(req.name());
+  const std::vector<std::pair<int, std::string>>& tasks = jobs_.ArrayTasks(name);
+  if (tasks.empty()) {
+    Reply(m, EncodeError(id, NotFound("no array named '" + name + "'")));
+    return;
+  }
+  std::vector<const JobRecord*> records;
+  wire::ArrayStatusT reply;
+  for (const auto& [index, task] : tasks) {
+    const JobRecord& job = *jobs_.FindJob(task);
+    records.push_back(&job);
+    reply.tasks.push_back(std::make_unique<wire::JobInfoT>(ToInfoWithUsage(job, now_ms)));
+  }
+  reply.summary = std::make_unique<wire::ArrayInfoT>(ArrayInfoOf(name, records));
   Reply(m, Encode(id, std::move(reply)));
 }
 

@@ -14,7 +14,9 @@
 // queue or priority class the coordinator does not have is refused (INVALID_ARGUMENT listing those
 // it has). A dry run (SubmitJob.dry_run) makes every check a submit makes, stores nothing, and
 // answers what the next scheduling round would do with the job (SubmitJobReply.dry_run: the
-// Previewer's PlacementPreview) with the warnings a submit would give.
+// Previewer's PlacementPreview) with the warnings a submit would give; for an array, with each
+// task it would let in at once (the first `parallelism`, or all), submitted together
+// (SubmitJobReply.task_dry_runs).
 //
 // Owners and permissions (coordinator/permissions.h): a submitted job or study is owned by its
 // caller (CallerOf: the client key's user over CURVE, the claimed user with --insecure); only its
@@ -92,10 +94,11 @@ class ClientService {
   using StackDumper = std::function<bool(const JobRecord& job, const ReplicaRecord& replica,
                                          const std::string& reason)>;
   void SetStackDumper(StackDumper dumper) { dump_stacks_ = std::move(dumper); }
-  // What the next scheduling round would do with a draft job (PreviewPlacement, with the
-  // coordinator's scheduler and options): how a dry run (SubmitJob.dry_run) is answered. None:
-  // dry runs are refused.
-  using Previewer = std::function<PlacementPreview(JobRecord& draft, int64_t now_ms)>;
+  // What the next scheduling round would do with draft jobs, one preview each (PreviewPlacement,
+  // with the coordinator's scheduler and options): how a dry run (SubmitJob.dry_run) is answered.
+  // None: dry runs are refused.
+  using Previewer =
+      std::function<std::vector<PlacementPreview>(std::vector<JobRecord>& drafts, int64_t now_ms)>;
   void SetPreviewer(Previewer preview) { preview_ = std::move(preview); }
 
   // The wire view of a job (a queued one's message says why it waits) and of every node (with
@@ -120,6 +123,7 @@ class ClientService {
   void SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run, wire::SubmitJobReplyT reply,
                    int64_t now_ms);
   // `cohort cancel ARRAY` (wire::CancelArray): every task, when the caller may cancel each.
+  void OnGetArray(const RoutedMessage& m, const wire::GetArray& req, int64_t now_ms);
   void OnCancelArray(const RoutedMessage& m, const wire::CancelArray& req, int64_t now_ms);
   // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
   void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);

@@ -86,9 +86,9 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
       [this](const JobRecord& job, const ReplicaRecord& r, const std::string& reason) {
         return SendDumpStacks(job, r, reason, clock_->NowMs());
       });
-  client_service_.SetPreviewer([this](JobRecord& draft, int64_t now) {
+  client_service_.SetPreviewer([this](std::vector<JobRecord>& drafts, int64_t now) {
     return PreviewPlacement(jobs_, nodes_, scheduler_, options_.queues, options_.port_min,
-                            options_.port_max, draft, now,
+                            options_.port_max, drafts, now,
                             ElasticOptions{true, options_.heartbeat_timeout.count()});
   });
   agent_service_.SetExecRelay(&exec_relay_);

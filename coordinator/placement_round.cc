@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -601,66 +602,81 @@ PlacementRoundStats RunPlacementRound(JobController& jobs, const NodeRegistry& n
   return stats;
 }
 
-PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes,
-                                  const Scheduler& scheduler, const QueueConfig& queues,
-                                  int port_min, int port_max, JobRecord& draft, int64_t now_ms,
-                                  const ElasticOptions& elastic) {
-  PlacementPreview out;
-  ResolveQueue(draft, queues);
-  out.queue = queues.queues()[static_cast<size_t>(draft.queue_index)].name;
-  if (draft.spec.scheduling.hold) {
-    out.outcome = wire::DryRunOutcome::HOLD;
-    out.reason = JobController::HeldAtSubmitMessage(draft.name);
-    return out;
-  }
-  if (std::string after = jobs.AfterWaitOf(draft); !after.empty()) {
-    out.outcome = wire::DryRunOutcome::WAIT_FOR_JOBS;
-    out.reason = std::move(after);
-    return out;
-  }
-  // The round RunPlacementRound would run, with the draft queued last, and nothing applied.
+std::vector<PlacementPreview> PreviewPlacement(JobController& jobs, const NodeRegistry& nodes,
+                                               const Scheduler& scheduler,
+                                               const QueueConfig& queues, int port_min,
+                                               int port_max, std::vector<JobRecord>& drafts,
+                                               int64_t now_ms, const ElasticOptions& elastic) {
+  std::vector<PlacementPreview> out(drafts.size());
+  // The round RunPlacementRound would run, with the drafts queued last, and nothing applied.
   RoundStart start = StartRound(jobs, nodes, queues, port_min, port_max, now_ms, false);
   ClusterView& view = start.view;
   RoundJobs& round = start.jobs;
-  for (const JobRecord* job : round.queued) {
-    if (job->queue_index == draft.queue_index) ++out.queued_ahead;
+  std::vector<size_t> request_of(drafts.size(), SIZE_MAX);  // the draft's index in the round
+  for (size_t d = 0; d < drafts.size(); ++d) {
+    JobRecord& draft = drafts[d];
+    PlacementPreview& preview = out[d];
+    ResolveQueue(draft, queues);
+    preview.queue = queues.queues()[static_cast<size_t>(draft.queue_index)].name;
+    if (draft.spec.scheduling.hold) {
+      preview.outcome = wire::DryRunOutcome::HOLD;
+      preview.reason = JobController::HeldAtSubmitMessage(draft.name);
+      continue;
+    }
+    if (std::string after = jobs.AfterWaitOf(draft); !after.empty()) {
+      preview.outcome = wire::DryRunOutcome::WAIT_FOR_JOBS;
+      preview.reason = std::move(after);
+      continue;
+    }
+    for (const JobRecord* job : round.queued) {
+      if (job->queue_index == draft.queue_index) ++preview.queued_ahead;
+    }
+    round.queued.push_back(&draft);
+    round.requests.push_back(RequestOf(jobs, draft, now_ms));
+    request_of[d] = round.requests.size() - 1;
   }
-  round.queued.push_back(&draft);
-  round.requests.push_back(RequestOf(jobs, draft, now_ms));
-  const size_t me = round.requests.size() - 1;
   std::vector<JobRecord*> running_jobs = OfferRunning(nodes, round, start.node_index, start.input);
   ScheduleResult result = scheduler.Schedule(round.requests, view, now_ms, start.input);
-  for (const JobPlacement& p : result.placed) {
-    if (p.request != me) continue;
-    out.outcome = wire::DryRunOutcome::START;
-    for (size_t i = 0; i < p.replicas.size(); ++i) {
-      const ReplicaSlot& slot = p.replicas[i];
-      out.replicas.push_back(PlacementPreview::Replica{
-          draft.replicas[i].name, view.nodes[static_cast<size_t>(slot.node)].node_id, slot.gpus});
+  for (size_t d = 0; d < drafts.size(); ++d) {
+    const size_t me = request_of[d];
+    if (me == SIZE_MAX) continue;
+    const JobRecord& draft = drafts[d];
+    PlacementPreview& preview = out[d];
+    const auto placed = std::find_if(result.placed.begin(), result.placed.end(),
+                                     [&](const JobPlacement& p) { return p.request == me; });
+    if (placed != result.placed.end()) {
+      preview.outcome = wire::DryRunOutcome::START;
+      for (size_t i = 0; i < placed->replicas.size(); ++i) {
+        const ReplicaSlot& slot = placed->replicas[i];
+        preview.replicas.push_back(PlacementPreview::Replica{
+            draft.replicas[i].name, view.nodes[static_cast<size_t>(slot.node)].node_id, slot.gpus});
+      }
+      continue;
     }
-    return out;
-  }
-  for (const Preemption& p : result.preemptions) {
-    if (p.request != me) continue;
-    out.outcome = wire::DryRunOutcome::PREEMPT;
-    for (size_t v : p.victims) out.victims.push_back(WithClass(*running_jobs[v]));
-    return out;
-  }
-  out.outcome = wire::DryRunOutcome::WAIT;
-  out.reason = ExplainWait(me, round.requests, result, view);
-  // An elastic job that does not fit whole asks for fewer workers once it has waited settle_ms
-  // (ResizeElasticJobs): say how many fit now.
-  if (draft.elastic && (result.waiting_behind.size() <= me || result.waiting_behind[me] < 0)) {
-    if (std::optional<int> fits =
-            ElasticWorkersThatFit(draft, JobController::ElasticMaxWorkers(draft), view)) {
-      out.reason += "; as an elastic job it would start with " + std::to_string(*fits) + " worker" +
-                    (*fits == 1 ? "" : "s") + " after waiting " +
-                    std::to_string(elastic.settle_ms / 1000) + " s";
+    const auto preempts = std::find_if(result.preemptions.begin(), result.preemptions.end(),
+                                       [&](const Preemption& p) { return p.request == me; });
+    if (preempts != result.preemptions.end()) {
+      preview.outcome = wire::DryRunOutcome::PREEMPT;
+      for (size_t v : preempts->victims) preview.victims.push_back(WithClass(*running_jobs[v]));
+      continue;
     }
-  }
-  if (draft.wait_limited) {
-    out.reason += "; it fails unless placed within " +
-                  FormatDuration(draft.spec.scheduling.max_wait.count()) + " (scheduling.max_wait)";
+    preview.outcome = wire::DryRunOutcome::WAIT;
+    preview.reason = ExplainWait(me, round.requests, result, view);
+    // An elastic job that does not fit whole asks for fewer workers once it has waited
+    // settle_ms (ResizeElasticJobs): say how many fit now.
+    if (draft.elastic && (result.waiting_behind.size() <= me || result.waiting_behind[me] < 0)) {
+      if (std::optional<int> fits =
+              ElasticWorkersThatFit(draft, JobController::ElasticMaxWorkers(draft), view)) {
+        preview.reason += "; as an elastic job it would start with " + std::to_string(*fits) +
+                          " worker" + (*fits == 1 ? "" : "s") + " after waiting " +
+                          std::to_string(elastic.settle_ms / 1000) + " s";
+      }
+    }
+    if (draft.wait_limited) {
+      preview.reason += "; it fails unless placed within " +
+                        FormatDuration(draft.spec.scheduling.max_wait.count()) +
+                        " (scheduling.max_wait)";
+    }
   }
   return out;
 }

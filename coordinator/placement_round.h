@@ -87,14 +87,17 @@ struct PlacementPreview {
   size_t queued_ahead = 0;  // and how many jobs queued there before it (and schedulable)
 };
 
-// The round RunPlacementRound would run now, with `draft` (JobController::Draft of a job not
-// submitted) queued behind every job, and nothing applied: no job, record or view of the
-// coordinator changes (the draft's queue and priority are resolved). Its verdict is the round's:
-// a job that waits for nodes, or for a restart to place its replicas first, waits here too.
-PlacementPreview PreviewPlacement(JobController& jobs, const NodeRegistry& nodes,
-                                  const Scheduler& scheduler, const QueueConfig& queues,
-                                  int port_min, int port_max, JobRecord& draft, int64_t now_ms,
-                                  const ElasticOptions& elastic = {});
+// The round RunPlacementRound would run now, with `drafts` (JobController::Draft of jobs not
+// submitted: one job, or the tasks of an array that would be let in at once) queued behind every
+// job, in their order, and nothing applied: no job, record or view of the coordinator changes
+// (the drafts' queues and priorities are resolved). One preview a draft, in order. Its verdict is
+// the round's: a job that waits for nodes, or for a restart to place its replicas first, waits
+// here too, and a draft that the drafts before it leave no room for waits.
+std::vector<PlacementPreview> PreviewPlacement(JobController& jobs, const NodeRegistry& nodes,
+                                               const Scheduler& scheduler,
+                                               const QueueConfig& queues, int port_min,
+                                               int port_max, std::vector<JobRecord>& drafts,
+                                               int64_t now_ms, const ElasticOptions& elastic = {});
 
 // Sets job.queue_index and job.priority from its spec (a queue or class no longer configured:
 // the default queue, the normal class).

@@ -28,8 +28,8 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, ArrayList, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
-                         DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, ExecSessionIo, GetJob, GetJobMetrics, GetLogs,
+from cohort.wire import (Ack, ArrayList, ArrayStatus, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
+                         DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, ExecSessionIo, GetArray, GetJob, GetJobMetrics, GetLogs,
                          GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListArrays,
                          ListJobs, ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
                          NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
@@ -348,6 +348,23 @@ def _node_to_dict(node):
     }
 
 
+def _dry_run_plan_to_dict(plan, name):
+    """One wire DryRunPlan, of the job (or task) `name`, as dry_run() returns it."""
+    return {
+        "name": name,
+        "outcome": _DRY_RUN_OUTCOMES.get(plan.outcome, str(plan.outcome)),
+        "replicas": [{
+            "replica": _text(r.replica),
+            "node_id": _text(r.nodeId),
+            "gpus": list(r.gpus) if r.gpus is not None else [],
+        } for r in (plan.replicas or [])],
+        "preempts": [_text(v) for v in (plan.preempts or [])],
+        "reason": _text(plan.reason),
+        "queue": _text(plan.queue),
+        "queued_ahead": plan.queuedAhead,
+    }
+
+
 def _array_to_dict(array):
     """One job array as `cohort arrays --json` writes it."""
     return {
@@ -507,7 +524,9 @@ class Client:
         each {"replica", "node_id", "gpus"}), "preempts" (PREEMPT: "job (priority P, queue Q)"
         of each job it would stop), "reason" (why it would wait, or be held), "queue" and
         "queued_ahead" (the jobs queued there before it). Warnings come as with submit(). For
-        an array, the forecast is its first task's, and "name" that task's."""
+        an array, these are its first task's, "name" that task's, and "tasks" has the same for
+        each task it would let in at once (the first `parallelism`, or all), submitted
+        together; the others would wait for their turn."""
         reply = self._submit_job(spec, name, after, hold, env, args, labels, array,
                                  dry_run=True)
         plan = reply.dryRun
@@ -517,19 +536,12 @@ class Client:
                 "FAILED_PRECONDITION",
                 f"the coordinator does not know dry runs (it is older than this client): it "
                 f"submitted the job as {name}; cancel('{name}') takes it back")
-        return {
-            "name": _text(reply.tasks[0]) if reply.tasks else _text(reply.name),
-            "outcome": _DRY_RUN_OUTCOMES.get(plan.outcome, str(plan.outcome)),
-            "replicas": [{
-                "replica": _text(r.replica),
-                "node_id": _text(r.nodeId),
-                "gpus": list(r.gpus) if r.gpus is not None else [],
-            } for r in (plan.replicas or [])],
-            "preempts": [_text(v) for v in (plan.preempts or [])],
-            "reason": _text(plan.reason),
-            "queue": _text(plan.queue),
-            "queued_ahead": plan.queuedAhead,
-        }
+        out = _dry_run_plan_to_dict(
+            plan, _text(reply.tasks[0]) if reply.tasks else _text(reply.name))
+        if reply.taskDryRuns:
+            out["tasks"] = [_dry_run_plan_to_dict(p, _text(n))
+                            for n, p in zip(reply.tasks, reply.taskDryRuns)]
+        return out
 
     def _submit_job(self, spec, name, after, hold, env, args, labels, array, dry_run):
         """A SubmitJob with submit()'s keywords; its warnings issued (to submit()'s caller)."""
@@ -605,11 +617,26 @@ class Client:
         return _job_to_dict(
             self._call_named(Body.Body.CancelJob, CancelJob.CancelJobT, name, JobInfo.JobInfoT))
 
+    def array(self, name):
+        """The job array `name` as `cohort status ARRAY --json` gives it: {"array": name,
+        "summary": as arrays() gives each, "tasks": its tasks by index, each as get_job gives
+        it}. CohortError NOT_FOUND when no array has that name."""
+        reply = self._call_named(Body.Body.GetArray, GetArray.GetArrayT, name,
+                                 ArrayStatus.ArrayStatusT)
+        if reply.summary is None:
+            raise CohortError("INTERNAL", f"get array {name}: the reply has no summary")
+        return {"array": name, "summary": _array_to_dict(reply.summary),
+                "tasks": [_job_to_dict(j) for j in (reply.tasks or [])]}
+
     def array_tasks(self, name):
         """The tasks of the job array `name` (submit(array=...)), by index, each as get_job
         gives it; [] when no array has that name."""
-        tasks = self.list_jobs(selector=f"cohort/array={name}")
-        return sorted(tasks, key=lambda j: int(j["labels"].get("cohort/array-index", -1)))
+        try:
+            return self.array(name)["tasks"]
+        except CohortError as e:
+            if e.code == "NOT_FOUND":
+                return []
+            raise
 
     def arrays(self):
         """Every job array, newest first, as `cohort arrays --json` gives them: its state
@@ -623,12 +650,12 @@ class Client:
         returns its tasks by index, as array_tasks(). CohortError NOT_FOUND when no array has
         that name, DEADLINE_EXCEEDED after `timeout_s` (None: no limit)."""
         def get():
-            tasks = self.array_tasks(name)
-            if not tasks:
-                raise CohortError("NOT_FOUND", f"no array named '{name}'")
-            ended = sum(t["state"] in FINISHED_STATES for t in tasks)
-            return {"state": f"running ({ended} of {len(tasks)} tasks ended)", "tasks": tasks,
-                    "ended": ended == len(tasks)}
+            array = self.array(name)
+            summary = array["summary"]
+            array["state"] = (f"{summary['state']} ({summary['ended']} of {summary['tasks']} "
+                              "tasks ended)")
+            array["ended"] = summary["ended"] == summary["tasks"]
+            return array
         return _poll(get, lambda a: a["ended"], f"array {name}", poll_s, timeout_s)["tasks"]
 
     def cancel_array(self, name):
@@ -913,7 +940,7 @@ class Client:
     # ---- wire ---------------------------------------------------------------------------
 
     def _call_named(self, body_type, body_class, name, reply_class):
-        """_call for a request whose body is a job's or a study's name alone."""
+        """_call for a request whose body is a name alone (a job's, an array's, a study's)."""
         body = body_class()
         body.name = name
         return self._call(body_type, body, reply_class)

@@ -697,6 +697,31 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
             "dry run, nothing was submitted: job cli_dry would be waiting for job cli_job_two to "
             "succeed (scheduling.after)\n")
       << dry_after.err;
+  // An array: each task it would let in at once, behind those queued and the tasks before it.
+  CliResult dry_array = run({"submit", cluster.scratch("job3.yaml"), "--name", "cli_dry", "--array",
+                             "0-4%2", "--dry-run"});
+  EXPECT_EQ(dry_array.out.rfind("dry run, nothing was submitted: array cli_dry (5 tasks): of the "
+                                "2 tasks it would let in at once,\n  cli_dry-0 would wait in "
+                                "queue default (2 jobs queued before it): waiting for ",
+                                0),
+            0u)
+      << dry_array.out;
+  EXPECT_NE(dry_array.out.find("\n  cli_dry-1 would wait in queue default (3 jobs queued before "
+                               "it): waiting for "),
+            std::string::npos)
+      << dry_array.out;
+  EXPECT_NE(dry_array.out.find("\nthe other 3 would wait for their turn (scheduling.array)\n"),
+            std::string::npos)
+      << dry_array.out;
+  json array_plan = json::parse(run({"submit", cluster.scratch("job3.yaml"), "--name", "cli_dry",
+                                     "--array", "0-4%2", "--dry-run", "--json"})
+                                    .out,
+                                nullptr, false);
+  ASSERT_TRUE(array_plan["tasks"].is_array()) << array_plan;
+  ASSERT_EQ(array_plan["tasks"].size(), 2u) << array_plan;
+  EXPECT_EQ(array_plan["tasks"][1]["name"], "cli_dry-1") << array_plan;
+  EXPECT_EQ(array_plan["tasks"][1]["outcome"], "WAIT") << array_plan;
+  EXPECT_EQ(array_plan["tasks"][1]["queued_ahead"], 3) << array_plan;
   EXPECT_EQ(run({"status", "cli_dry"}).exit_code, kExitUsage) << "a dry run stored its job";
   EXPECT_EQ(run({"submit", cluster.scratch("job3.yaml"), "--dry-run", "--wait"}).exit_code,
             kExitUsage);

@@ -2375,6 +2375,22 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_EQ(sweep.by_state[1].state(), JobState::RUNNING);
   EXPECT_EQ(sweep.by_state[1].count(), 2);
   EXPECT_EQ(sweep.by_state[2].state(), JobState::SUCCEEDED);
+  // `cohort status sweep`: the same summary, and the tasks by index.
+  wire::GetArrayT get;
+  get.name = "sweep";
+  wire::ArrayStatusT one = CallFor<wire::ArrayStatus>(wire::GetArrayT(get));
+  ASSERT_NE(one.summary, nullptr);
+  EXPECT_EQ(one.summary->state, "ACTIVE");
+  EXPECT_EQ(one.summary->ended, 1);
+  EXPECT_EQ(one.summary->in_flight, 2);
+  ASSERT_EQ(one.tasks.size(), 4u);
+  for (size_t i = 0; i < one.tasks.size(); ++i) {
+    EXPECT_EQ(one.tasks[i]->name, "sweep-" + std::to_string(i));
+  }
+  EXPECT_EQ(one.tasks[1]->state, JobState::SUCCEEDED);
+  EXPECT_EQ(one.tasks[3]->state, JobState::QUEUED);
+  get.name = "grid";  // grid-1 is a job of its own, not a task
+  EXPECT_EQ(Call(wire::GetArrayT(get)).ErrorStatus().code(), StatusCode::kNotFound);
 
   wire::CancelArrayT cancel;
   cancel.name = "sweep";
@@ -2399,6 +2415,52 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_GT(arrays.arrays[0]->end_time_ms, 0);
   cancel.name = "nobody";
   EXPECT_EQ(Call(wire::CancelArrayT(cancel)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
+// A dry run of an array forecasts each task it would let in at once, submitted together: on four
+// GPUs, the six one-GPU tasks "0-9%6" lets in would have four start, each on a GPU of its own,
+// and two wait; without a parallelism, every task. Nothing is stored.
+TEST_F(CoordinatorTest, AnArraysDryRunForecastsEachTaskItWouldLetInAtOnce) {
+  clock_.Advance(milliseconds(options_.heartbeat_timeout.count() + 1));  // the fit check is on
+  AddAgent("node-a", 2);
+  AddAgent("node-b", 2);
+  const auto dry_run = [&](const std::string& array) {
+    wire::SubmitJobT req = ArrayRequest("sweep", array);
+    req.dry_run = true;
+    return CallFor<wire::SubmitJobReply>(std::move(req));
+  };
+  wire::SubmitJobReplyT reply = dry_run("0-9%6");
+  EXPECT_EQ(reply.name, "sweep");
+  ASSERT_EQ(reply.tasks.size(), 6u);
+  ASSERT_EQ(reply.task_dry_runs.size(), 6u);
+  std::set<std::pair<std::string, int>> gpus;
+  for (size_t i = 0; i < reply.tasks.size(); ++i) {
+    EXPECT_EQ(reply.tasks[i], "sweep-" + std::to_string(i));
+    const wire::DryRunPlanT& plan = *reply.task_dry_runs[i];
+    if (i < 4) {
+      EXPECT_EQ(plan.outcome, wire::DryRunOutcome::START) << reply.tasks[i];
+      ASSERT_EQ(plan.replicas.size(), 1u);
+      ASSERT_EQ(plan.replicas[0]->gpus.size(), 1u);
+      gpus.emplace(plan.replicas[0]->node_id, plan.replicas[0]->gpus[0]);
+      continue;
+    }
+    EXPECT_EQ(plan.outcome, wire::DryRunOutcome::WAIT) << reply.tasks[i];
+    EXPECT_NE(plan.reason.find("1 replica with 1 GPU"), std::string::npos) << plan.reason;
+    EXPECT_EQ(plan.queued_ahead, i) << "the tasks before it, submitted with it";
+  }
+  EXPECT_EQ(gpus.size(), 4u) << "two tasks forecast on one GPU";
+  ASSERT_NE(reply.dry_run, nullptr);  // the first task's, for clients that read it alone
+  EXPECT_EQ(reply.dry_run->outcome, wire::DryRunOutcome::START);
+
+  reply = dry_run("0-4");
+  ASSERT_EQ(reply.task_dry_runs.size(), 5u);
+  EXPECT_EQ(reply.task_dry_runs[3]->outcome, wire::DryRunOutcome::START);
+  EXPECT_EQ(reply.task_dry_runs[4]->outcome, wire::DryRunOutcome::WAIT);
+
+  PumpFew();
+  EXPECT_TRUE(TakeLaunches().empty());
+  EXPECT_TRUE(CallFor<wire::JobList>(wire::ListJobsT{}).jobs.empty());
+  EXPECT_TRUE(CallFor<wire::ArrayList>(wire::ListArraysT{}).arrays.empty());
 }
 
 // scheduling.after naming an array (Slurm's dependency on an array job): a job after it waits

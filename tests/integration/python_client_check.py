@@ -153,6 +153,11 @@ def main(endpoint, scratch):
         held_plan = client.dry_run(spec, name="py_dry", hold=True)
         check(held_plan["outcome"] == "HOLD" and "cohort resume py_dry" in held_plan["reason"],
               f"a held dry run: {held_plan}")
+        array_plan = client.dry_run(spec, name="py_dry", array="0-9%3")
+        check(array_plan["name"] == "py_dry-0" and array_plan["outcome"] == "START"
+              and [t["name"] for t in array_plan["tasks"]] == ["py_dry-0", "py_dry-1", "py_dry-2"]
+              and all(t["outcome"] in ("START", "WAIT") for t in array_plan["tasks"]),
+              f"an array's dry run: {array_plan}")
         # A Vertex AI CustomJob, as google-cloud-aiplatform's to_dict() gives one: taken as it
         # is, with the keywords; what has no counterpart comes as a CohortWarning.
         vertex = {"displayName": "py vertex", "labels": {"team": "py"}, "jobSpec": {
@@ -204,6 +209,11 @@ def main(endpoint, scratch):
               and listed[0]["array"] == "0-2%1" and listed[0]["parallelism"] == 1
               and listed[0]["in_flight"] == 1 and listed[0]["by_state"].get("QUEUED", 0) >= 2,
               f"arrays(): {listed}")
+        one = client.array(array)
+        check(one["array"] == array and one["summary"]["state"] == "ACTIVE"
+              and one["summary"]["array"] == "0-2%1" and one["summary"]["tasks"] == 3
+              and [t["name"] for t in one["tasks"]] == [t["name"] for t in tasks],
+              f"array(): {one['summary']}, {[t['name'] for t in one['tasks']]}")
         cancelled = client.cancel_array(array)
         check([t["state"] for t in cancelled[1:]] == ["CANCELLED", "CANCELLED"]
               and cancelled[0]["state"] in ("CANCELLING", "CANCELLED"),
@@ -215,6 +225,9 @@ def main(endpoint, scratch):
         check(listed and listed[0]["state"] == "CANCELLED"
               and listed[0]["by_state"] == {"CANCELLED": 3} and listed[0]["end_time_ms"] > 0,
               f"arrays() once every task ended: {listed}")
+        check_refused(lambda: client.array("py_no_array"),
+                      "NOT_FOUND", "no array named 'py_no_array'", "found no array")
+        check(client.array_tasks("py_no_array") == [], "array_tasks() of no array")
         check_refused(lambda: client.wait_array("py_no_array"),
                       "NOT_FOUND", "no array named 'py_no_array'", "waited for no array")
         check_refused(lambda: client.cancel_array("py_no_array"),
