@@ -451,32 +451,37 @@ naming the owner (for an array, no task is cancelled then).
        Cancel},
       {"suspend",
        {{"--wait", false, ""}},
-       "suspend JOB [--wait]",
-       "take a job off the cluster until resumed (no\nrestart spent)",
+       "suspend JOB|ARRAY [--wait]",
+       "take a job (or an array's tasks) off the cluster\nuntil resumed (no restart spent)",
        R"(
 Suspends a queued or running job: its replicas stop as a preemption stops them (SIGTERM, the
 coordinator's stop grace, then SIGKILL: a trainer that checkpoints on SIGTERM loses nothing), and
 the job stays SUSPENDED, holding no GPU and placed nowhere, until `cohort resume`. No restart is
 spent, and the time suspended counts toward neither scheduling.timeout nor usage. Suspending a
 suspended job does nothing. Only the owner or an admin may (exit 5 otherwise); a job that ended or
-is being cancelled is refused (exit 2).
+is being cancelled is refused (exit 2). A name that is no job's is taken as a job array's (`cohort
+submit --array`): every task not ended is suspended, a task in flight keeping its slot of the
+array's parallelism, and each task's state is printed (for an array of another owner's, no task
+is suspended).
   --wait    wait until every replica has stopped (its GPUs are free), then print the state
 )",
        Suspend},
       {"resume",
        {},
-       "resume JOB",
-       "queue a suspended job again",
+       "resume JOB|ARRAY",
+       "queue a suspended job (or an array's tasks) again",
        R"(
 Queues a suspended job again: it is placed when there is room, as a preempted job is, each
 replica as its next attempt, resuming from its newest checkpoint. Resuming a job that is not
-suspended does nothing. Only the owner or an admin may (exit 5 otherwise).
+suspended does nothing. Only the owner or an admin may (exit 5 otherwise). A name that is no job's
+is taken as a job array's: each suspended task is queued again (one waiting for its turn waits
+for it again).
 )",
        Resume},
       {"update",
        {{"--priority", true, ""}, {"--queue", true, ""}},
-       "update JOB [--priority CLASS] [--queue QUEUE]",
-       "move a job to another priority class or queue",
+       "update JOB|ARRAY [--priority CLASS] [--queue QUEUE]",
+       "move a job (or an array's tasks) to another priority\nclass or queue",
        R"(
 Moves a job that has not ended to another priority class or queue (Slurm's `scontrol update
 job=X priority=`): the job file's scheduling.priority and scheduling.queue, as if submitted with
@@ -484,7 +489,8 @@ them. A queued job is placed by them from the next scheduling round (a higher cl
 lower ones, as at submit); a running job keeps running, and may be preempted by them. The change
 is an event of the job and is kept across coordinator restarts. Only the owner or an admin may
 (exit 5 otherwise); a class or queue the coordinator does not have, or a job that ended, is
-refused (exit 2). Prints the job's state, class and queue after.
+refused (exit 2). Prints the job's state, class and queue after. A name that is no job's is taken
+as a job array's: each task not ended is moved, those waiting for their turn too.
   --priority CLASS   a priority class of the coordinator (low, normal, high, and those configured)
   --queue QUEUE      a queue of the coordinator (`cohort queues` lists them)
 )",

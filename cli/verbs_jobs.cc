@@ -505,14 +505,41 @@ bool NothingRuns(const wire::JobInfoT& job) {
   });
 }
 
-// `cohort suspend` (`resume` false) and `cohort resume`: one job, its state line after; suspend
-// --wait first waits until none of its replicas runs.
+// `cohort suspend|resume ARRAY`: every task not ended; a line a task after (NOT_FOUND naming a
+// job or an array). Suspend --wait first waits until no replica of a suspended task runs.
+int SuspendOrResumeArray(CoordinatorClient& client, const std::string& name, bool resume, bool wait,
+                         const Context& ctx) {
+  auto tasks = client.SuspendArray(name, resume);
+  if (!tasks.ok() && tasks.status().code() == StatusCode::kNotFound) {
+    return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+  }
+  if (!tasks.ok()) return Fail(ctx.err, tasks.status());
+  const auto stopping = [](const std::vector<wire::JobInfoT>& all) {
+    return std::any_of(all.begin(), all.end(), [](const wire::JobInfoT& j) {
+      return j.state == wire::JobState::SUSPENDED && !NothingRuns(j);
+    });
+  };
+  while (!resume && wait && stopping(*tasks)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    tasks = ListArrayTasks(client, name);
+    if (!tasks.ok()) return Fail(ctx.err, tasks.status());
+  }
+  for (const wire::JobInfoT& task : *tasks) ctx.out << StateLine(task) << "\n";
+  return kExitOk;
+}
+
+// `cohort suspend` (`resume` false) and `cohort resume`: one job, its state line after, else the
+// array of that name; suspend --wait first waits until none of its replicas runs.
 int SuspendOrResume(const ParsedArgs& args, const Context& ctx, bool resume) {
   const std::string verb = resume ? "resume" : "suspend";
   if (args.positionals.size() != 1) return UsageError(ctx.err, verb, verb + " needs one JOB");
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  auto job = client->Suspend(args.positionals[0], resume);
+  const std::string& name = args.positionals[0];
+  auto job = client->Suspend(name, resume);
+  if (!job.ok() && job.status().code() == StatusCode::kNotFound) {
+    return SuspendOrResumeArray(*client, name, resume, args.Has("--wait"), ctx);
+  }
   if (!job.ok()) return Fail(ctx.err, job.status());
   if (!resume && args.Has("--wait") && !NothingRuns(*job)) {
     // Until every replica has stopped (or the job left SUSPENDED: resumed or cancelled meanwhile).
@@ -544,10 +571,25 @@ int Update(const ParsedArgs& args, const Context& ctx) {
   }
   auto client = ConnectClient(ctx);
   if (!client.ok()) return Fail(ctx.err, client.status());
-  auto job = client->Update(args.positionals[0], priority, queue);
-  if (!job.ok()) return Fail(ctx.err, job.status());
-  ctx.out << "job " << job->name << ": " << wire::EnumNameJobState(job->state) << ", priority "
-          << job->priority << ", queue " << job->queue << "\n";
+  const std::string& name = args.positionals[0];
+  std::vector<wire::JobInfoT> updated;
+  if (auto job = client->Update(name, priority, queue); job.ok()) {
+    updated.push_back(*std::move(job));
+  } else if (job.status().code() != StatusCode::kNotFound) {
+    return Fail(ctx.err, job.status());
+  } else {
+    // Not a job: the array of that name, each task not ended.
+    auto tasks = client->UpdateArray(name, priority, queue);
+    if (!tasks.ok() && tasks.status().code() == StatusCode::kNotFound) {
+      return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+    }
+    if (!tasks.ok()) return Fail(ctx.err, tasks.status());
+    updated = *std::move(tasks);
+  }
+  for (const wire::JobInfoT& job : updated) {
+    ctx.out << "job " << job.name << ": " << wire::EnumNameJobState(job.state) << ", priority "
+            << job.priority << ", queue " << job.queue << "\n";
+  }
   return kExitOk;
 }
 

@@ -218,6 +218,25 @@ StatusOr<CoordinatorClient::ArrayStatus> CoordinatorClient::GetArray(const std::
   return out;
 }
 
+StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::SuspendArray(const std::string& name,
+                                                                      bool resume) {
+  wire::SuspendArrayT request;
+  request.name = name;
+  request.resume = resume;
+  return CallList<wire::JobList>(std::move(request), resume ? "resume array" : "suspend array",
+                                 &wire::JobListT::jobs);
+}
+
+StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::UpdateArray(const std::string& name,
+                                                                     const std::string& priority,
+                                                                     const std::string& queue) {
+  wire::UpdateArrayT request;
+  request.name = name;
+  request.priority = priority;
+  request.queue = queue;
+  return CallList<wire::JobList>(std::move(request), "update array", &wire::JobListT::jobs);
+}
+
 StatusOr<wire::JobInfoT> CoordinatorClient::Suspend(const std::string& name, bool resume) {
   wire::SuspendJobT request;
   request.name = name;

@@ -106,6 +106,13 @@ class CoordinatorClient {
     std::vector<wire::JobInfoT> tasks;
   };
   StatusOr<ArrayStatus> GetArray(const std::string& name);
+  // Suspends (`resume` false) or resumes every task of a job array that has not ended
+  // (wire::SuspendArray); returns its tasks right after, by index.
+  StatusOr<std::vector<wire::JobInfoT>> SuspendArray(const std::string& name, bool resume);
+  // Update for every task of a job array that has not ended (wire::UpdateArray).
+  StatusOr<std::vector<wire::JobInfoT>> UpdateArray(const std::string& name,
+                                                    const std::string& priority,
+                                                    const std::string& queue);
   // Suspends the job (`resume` false) or queues a suspended one again (wire::SuspendJob);
   // returns the job as it is right after.
   StatusOr<wire::JobInfoT> Suspend(const std::string& name, bool resume);

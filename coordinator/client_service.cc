@@ -228,6 +228,12 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::GetArray:
       OnGetArray(m, *msg.As<wire::GetArray>(), now_ms);
       return;
+    case wire::Body::SuspendArray:
+      OnSuspendArray(m, *msg.As<wire::SuspendArray>(), now_ms);
+      return;
+    case wire::Body::UpdateArray:
+      OnUpdateArray(m, *msg.As<wire::UpdateArray>(), now_ms);
+      return;
     case wire::Body::ListStudies: {
       wire::StudyListT list;
       for (auto& info : studies_.List()) {
@@ -449,41 +455,93 @@ void ClientService::OnGetArray(const RoutedMessage& m, const wire::GetArray& req
   Reply(m, Encode(id, std::move(reply)));
 }
 
-void ClientService::OnCancelArray(const RoutedMessage& m, const wire::CancelArray& req,
-                                  int64_t now_ms) {
+std::optional<std::vector<JobRecord*>> ClientService::OwnedArrayTasks(const RoutedMessage& m,
+                                                                      const std::string& name,
+                                                                      const std::string& verb) {
   const uint64_t id = m.message.request_id();
-  const std::string name = Str(req.name());
-  const std::vector<std::pair<int, std::string>> tasks = jobs_.ArrayTasks(name);
-  if (tasks.empty()) {
+  const std::vector<std::pair<int, std::string>>& names = jobs_.ArrayTasks(name);
+  if (names.empty()) {
     Reply(m, EncodeError(id, NotFound("no array named '" + name + "'")));
-    return;
+    return std::nullopt;
   }
   const std::string caller = CallerOf(m);
-  // Every task the caller may cancel, or none.
-  for (const auto& [index, task] : tasks) {
-    const JobRecord* job = jobs_.FindJob(task);
+  std::vector<JobRecord*> tasks;
+  for (const auto& [index, task] : names) {
+    JobRecord* job = jobs_.FindJob(task);
     if (Status may = options_.permissions.CheckOwnerOrAdmin(
-            caller, job->owner, "cancel job " + task + " of array " + name);
+            caller, job->owner, verb + " job " + task + " of array " + name);
         !may.ok()) {
       Reply(m, EncodeError(id, may));
-      return;
+      return std::nullopt;
     }
+    tasks.push_back(job);
   }
+  return tasks;
+}
+
+void ClientService::ReplyTasks(const RoutedMessage& m, const std::vector<JobRecord*>& tasks) {
   wire::JobListT list;
+  for (const JobRecord* task : tasks) {
+    list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*task)));
+  }
+  Reply(m, Encode(m.message.request_id(), std::move(list)));
+}
+
+void ClientService::OnCancelArray(const RoutedMessage& m, const wire::CancelArray& req,
+                                  int64_t now_ms) {
+  const std::string name = Str(req.name());
+  std::optional<std::vector<JobRecord*>> tasks = OwnedArrayTasks(m, name, "cancel");
+  if (!tasks) return;
+  const std::string caller = CallerOf(m);
   const std::string reason =
       "array " + name + " cancelled" + (caller.empty() ? "" : " by " + caller);
   // The tasks waiting for a slot first: a task in flight that ends at once would otherwise hand
   // its slot to one of them, which would say it may run just before it is cancelled.
   for (bool waiting : {true, false}) {
-    for (const auto& [index, task] : tasks) {
-      JobRecord& job = *jobs_.FindJob(task);
-      if (job.waits_for_array_slot == waiting) jobs_.Cancel(job, reason, now_ms);
+    for (JobRecord* task : *tasks) {
+      if (task->waits_for_array_slot == waiting) jobs_.Cancel(*task, reason, now_ms);
     }
   }
-  for (const auto& [index, task] : tasks) {
-    list.jobs.push_back(std::make_unique<wire::JobInfoT>(ToInfo(*jobs_.FindJob(task))));
+  ReplyTasks(m, *tasks);
+}
+
+void ClientService::OnSuspendArray(const RoutedMessage& m, const wire::SuspendArray& req,
+                                   int64_t now_ms) {
+  const std::string name = Str(req.name());
+  std::optional<std::vector<JobRecord*>> tasks =
+      OwnedArrayTasks(m, name, req.resume() ? "resume" : "suspend");
+  if (!tasks) return;
+  const std::string caller = CallerOf(m);
+  const std::string reason = "array " + name + (req.resume() ? " resumed" : " suspended") +
+                             (caller.empty() ? "" : " by " + caller);
+  for (JobRecord* task : *tasks) {
+    // Those ended or being cancelled are left as they are; the others cannot refuse.
+    if (task->finished() || task->state == JobState::CANCELLING) continue;
+    Status done =
+        req.resume() ? jobs_.Resume(*task, reason, now_ms) : jobs_.Suspend(*task, reason, now_ms);
+    if (!done.ok()) spdlog::warn("array {}: {}", name, done.ToString());
   }
-  Reply(m, Encode(id, std::move(list)));
+  ReplyTasks(m, *tasks);
+}
+
+void ClientService::OnUpdateArray(const RoutedMessage& m, const wire::UpdateArray& req,
+                                  int64_t now_ms) {
+  SchedulingSpec asked;
+  asked.priority = Str(req.priority());
+  asked.queue = Str(req.queue());
+  if (Status known = CheckUpdate(asked); !known.ok()) {
+    Reply(m, EncodeError(m.message.request_id(), known));
+    return;
+  }
+  const std::string name = Str(req.name());
+  std::optional<std::vector<JobRecord*>> tasks = OwnedArrayTasks(m, name, "update");
+  if (!tasks) return;
+  for (JobRecord* task : *tasks) {
+    if (task->finished() || task->state == JobState::CANCELLING) continue;
+    Status done = jobs_.UpdateScheduling(*task, asked.priority, asked.queue, CallerOf(m), now_ms);
+    if (!done.ok()) spdlog::warn("array {}: {}", name, done.ToString());
+  }
+  ReplyTasks(m, *tasks);
 }
 
 void ClientService::OnListJobs(const RoutedMessage& m, const wire::ListJobs& req, int64_t now_ms) {
@@ -587,21 +645,24 @@ void ClientService::OnSuspend(const RoutedMessage& m, const wire::SuspendJob& re
   Reply(m, Encode(id, ToInfo(*job)));
 }
 
-void ClientService::OnUpdate(const RoutedMessage& m, const wire::UpdateJob& req, int64_t now_ms) {
-  uint64_t id = m.message.request_id();
-  SchedulingSpec asked;
-  asked.priority = Str(req.priority());
-  asked.queue = Str(req.queue());
+Status ClientService::CheckUpdate(const SchedulingSpec& asked) const {
   if (asked.priority.empty() && asked.queue.empty()) {
-    Reply(m, EncodeError(id, InvalidArgument("update: give a priority class or a queue")));
-    return;
+    return InvalidArgument("update: give a priority class or a queue");
   }
   // CheckQueue reads both: what is not asked for is checked as the defaults, always known.
   SchedulingSpec check = asked;
   if (check.priority.empty()) check.priority = SchedulingSpec{}.priority;
   if (check.queue.empty()) check.queue = SchedulingSpec{}.queue;
-  if (Status known = CheckQueue(check); !known.ok()) {
-    Reply(m, EncodeError(id, known.WithContext("update")));
+  return CheckQueue(check).WithContext("update");
+}
+
+void ClientService::OnUpdate(const RoutedMessage& m, const wire::UpdateJob& req, int64_t now_ms) {
+  uint64_t id = m.message.request_id();
+  SchedulingSpec asked;
+  asked.priority = Str(req.priority());
+  asked.queue = Str(req.queue());
+  if (Status known = CheckUpdate(asked); !known.ok()) {
+    Reply(m, EncodeError(id, known));
     return;
   }
   JobRecord* job = OwnedJob(m, Str(req.name()), "update");

@@ -29,7 +29,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/exec_limits.h"
 #include "common/messaging.h"
@@ -119,17 +121,30 @@ class ClientService {
   void OnCancel(const RoutedMessage& m, const wire::CancelJob& req, int64_t now_ms);
   // The tasks of a job array (JobSpec::IsArray, its name set and checked free, as each of its
   // tasks' names): submitted all at once, each a job of its own (coordinator/job_controller.h,
-  // "Arrays"); or with `dry_run`, the first one's forecast.
+  // "Arrays"); or with `dry_run`, the forecast of the tasks it would let in at once.
   void SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run, wire::SubmitJobReplyT reply,
                    int64_t now_ms);
-  // `cohort cancel ARRAY` (wire::CancelArray): every task, when the caller may cancel each.
+  // `cohort status ARRAY` (wire::GetArray): its summary and tasks.
   void OnGetArray(const RoutedMessage& m, const wire::GetArray& req, int64_t now_ms);
+  // The tasks of array `name`, by index, when the caller may `verb` ("cancel") every one; else
+  // nullopt, the client answered (NOT_FOUND, PERMISSION_DENIED naming the task).
+  std::optional<std::vector<JobRecord*>> OwnedArrayTasks(const RoutedMessage& m,
+                                                         const std::string& name,
+                                                         const std::string& verb);
+  // Answers with `tasks` as they are now (wire::JobList).
+  void ReplyTasks(const RoutedMessage& m, const std::vector<JobRecord*>& tasks);
+  // `cohort cancel|suspend|resume|update ARRAY` (wire::CancelArray, SuspendArray, UpdateArray):
+  // every task not ended, when the caller may change each (OwnedArrayTasks).
   void OnCancelArray(const RoutedMessage& m, const wire::CancelArray& req, int64_t now_ms);
+  void OnSuspendArray(const RoutedMessage& m, const wire::SuspendArray& req, int64_t now_ms);
+  void OnUpdateArray(const RoutedMessage& m, const wire::UpdateArray& req, int64_t now_ms);
   // Suspend or resume (wire::SuspendJob): the owner's or an admin's, as a cancel is.
   void OnSuspend(const RoutedMessage& m, const wire::SuspendJob& req, int64_t now_ms);
   // `cohort update` (wire::UpdateJob): the owner's or an admin's, as a cancel is; the class and
-  // queue must be the coordinator's (CheckQueue).
+  // queue must be the coordinator's (CheckUpdate).
   void OnUpdate(const RoutedMessage& m, const wire::UpdateJob& req, int64_t now_ms);
+  // INVALID_ARGUMENT unless `asked` names a priority class or a queue, each the coordinator's.
+  Status CheckUpdate(const SchedulingSpec& asked) const;
   void OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, int64_t now_ms);
   // `cohort exec` (wire::ExecInReplica): the owner's or an admin's, in a RUNNING replica; noted
   // in the job's events and forwarded through the ExecRelay.

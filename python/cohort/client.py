@@ -28,12 +28,14 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, ArrayList, ArrayStatus, Body, CancelArray, CancelJob, CancelStudy, DeleteJob, DryRunOutcome,
-                         DumpStacks, Envelope, ErrorReply, ExecInReplica, ExecOutput, ExecSessionIo, GetArray, GetJob, GetJobMetrics, GetLogs,
-                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue, ListArrays,
-                         ListJobs, ListNodes, ListQueues, ListStudies, LogData, NodeAdmin, NodeAdminReply,
-                         NodeList, QueueList, ReplicaState, StudyInfo, StudyList, SubmitJob,
-                         SubmitJobReply, SubmitStudy, SuspendJob, UpdateJob, UsageReport)
+from cohort.wire import (Ack, ArrayList, ArrayStatus, Body, CancelArray, CancelJob, CancelStudy,
+                         DeleteJob, DryRunOutcome, DumpStacks, Envelope, ErrorReply, ExecInReplica,
+                         ExecOutput, ExecSessionIo, GetArray, GetJob, GetJobMetrics, GetLogs,
+                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue,
+                         ListArrays, ListJobs, ListNodes, ListQueues, ListStudies, LogData,
+                         NodeAdmin, NodeAdminReply, NodeList, QueueList, ReplicaState, StudyInfo,
+                         StudyList, SubmitJob, SubmitJobReply, SubmitStudy, SuspendArray,
+                         SuspendJob, UpdateArray, UpdateJob, UsageReport)
 
 PROTOCOL_VERSION = 1
 # `cohort exec` (common/exec_limits.h): the command's default timeout, and how much longer the
@@ -346,6 +348,18 @@ def _node_to_dict(node):
                            for g in (node.unhealthyGpus or [])],
         "cordoned_gpus": list(node.cordonedGpus) if node.cordonedGpus is not None else [],
     }
+
+
+def _update_body(body_class, verb, name, priority, queue):
+    """The body of update() or update_array(): a priority class or a queue (None: left as it
+    is), at least one of them."""
+    if not priority and not queue:
+        raise ValueError(f"{verb}: give a priority class or a queue")
+    body = body_class()
+    body.name = name
+    body.priority = priority or ""
+    body.queue = queue or ""
+    return body
 
 
 def _dry_run_plan_to_dict(plan, name):
@@ -667,6 +681,32 @@ class Client:
         reply = self._call(Body.Body.CancelArray, body, JobList.JobListT)
         return [_job_to_dict(j) for j in (reply.jobs or [])]
 
+    def suspend_array(self, name):
+        """Suspends every task of the job array `name` not ended (`cohort suspend ARRAY`): a task
+        in flight keeps its slot of the array's parallelism. Returns its tasks after, by index.
+        CohortError NOT_FOUND when no array has that name, PERMISSION_DENIED (no task
+        suspended) when the caller may not suspend one of them."""
+        return self._suspend_array(name, False)
+
+    def resume_array(self, name):
+        """Queues each suspended task of the job array `name` again (`cohort resume ARRAY`);
+        returns its tasks after, by index."""
+        return self._suspend_array(name, True)
+
+    def update_array(self, name, priority=None, queue=None):
+        """update() for every task of the job array `name` not ended (`cohort update ARRAY`);
+        returns its tasks after, by index."""
+        body = _update_body(UpdateArray.UpdateArrayT, "update_array", name, priority, queue)
+        reply = self._call(Body.Body.UpdateArray, body, JobList.JobListT)
+        return [_job_to_dict(j) for j in (reply.jobs or [])]
+
+    def _suspend_array(self, name, resume):
+        body = SuspendArray.SuspendArrayT()
+        body.name = name
+        body.resume = resume
+        reply = self._call(Body.Body.SuspendArray, body, JobList.JobListT)
+        return [_job_to_dict(j) for j in (reply.jobs or [])]
+
     def suspend(self, name):
         """Suspends a job: its replicas stop (SIGTERM, the stop grace) and it is placed nowhere
         until resume(); no restart is spent. Returns the job after (SUSPENDED)."""
@@ -680,12 +720,7 @@ class Client:
     def update(self, name, priority=None, queue=None):
         """`cohort update`: moves a job that has not ended to another priority class or queue
         (None: left as it is). Returns the job after; its "priority" and "queue" say them."""
-        if not priority and not queue:
-            raise ValueError("update: give a priority class or a queue")
-        body = UpdateJob.UpdateJobT()
-        body.name = name
-        body.priority = priority or ""
-        body.queue = queue or ""
+        body = _update_body(UpdateJob.UpdateJobT, "update", name, priority, queue)
         return _job_to_dict(self._call(Body.Body.UpdateJob, body, JobInfo.JobInfoT))
 
     def _suspend(self, name, resume):

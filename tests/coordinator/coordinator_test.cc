@@ -206,8 +206,8 @@ class CoordinatorTest : public ::testing::Test {
   }
   // Sends `req` and unpacks the reply, expected to be a Reply.
   template <typename Reply, typename Request>
-  typename Reply::NativeTableType CallFor(Request req) {
-    Message m = Call(std::move(req));
+  typename Reply::NativeTableType CallFor(Request req, const std::string& user = "") {
+    Message m = Call(std::move(req), user);
     typename Reply::NativeTableType out;
     const auto* r = m.As<Reply>();
     EXPECT_NE(r, nullptr) << m.ErrorStatus().ToString();
@@ -2415,6 +2415,77 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_GT(arrays.arrays[0]->end_time_ms, 0);
   cancel.name = "nobody";
   EXPECT_EQ(Call(wire::CancelArrayT(cancel)).ErrorStatus().code(), StatusCode::kNotFound);
+}
+
+// `cohort suspend|resume|update ARRAY`: every task not ended, in one pass, the owner's alone. A
+// suspended task in flight keeps its slot; once resumed, the tasks in flight are placed again and
+// the others wait for their turn again.
+TEST_F(CoordinatorTest, AnArrayIsSuspendedResumedAndUpdatedTaskByTask) {
+  AddAgent("node-a", 4);
+  ASSERT_TRUE(Call(ArrayRequest("sweep", "0-3%2"), "alice").As<wire::SubmitJobReply>());
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  RunAll(TakeLaunchList());
+  ASSERT_EQ(GetJob("sweep-1").state, JobState::RUNNING);
+  Report("node-a", "sweep-1", "chief-0", 0, ReplicaState::SUCCEEDED, 0);
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  RunAll(TakeLaunchList());  // sweep-2 took sweep-1's slot
+  ASSERT_EQ(GetJob("sweep-2").state, JobState::RUNNING);
+
+  wire::SuspendArrayT suspend;
+  suspend.name = "sweep";
+  EXPECT_EQ(Call(wire::SuspendArrayT(suspend), "bob").ErrorStatus().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(GetJob("sweep-0").state, JobState::RUNNING) << "suspended for another user";
+  wire::JobListT tasks = CallFor<wire::JobList>(wire::SuspendArrayT(suspend), "alice");
+  ASSERT_EQ(tasks.jobs.size(), 4u);
+  EXPECT_EQ(tasks.jobs[0]->state, JobState::SUSPENDED);
+  EXPECT_EQ(tasks.jobs[1]->state, JobState::SUCCEEDED);  // ended: left as it was
+  EXPECT_EQ(tasks.jobs[2]->state, JobState::SUSPENDED);
+  EXPECT_EQ(tasks.jobs[3]->state, JobState::SUSPENDED);  // never placed
+  EXPECT_TRUE(HasEvent(GetJob("sweep-3"), "array sweep suspended by alice"));
+  EXPECT_EQ(TakeStops(),
+            (std::vector<std::string>{"node-a/chief-0#0", "node-a/chief-0#0"}));  // 0 and 2
+  for (const char* task : {"sweep-0", "sweep-2"}) {
+    Report("node-a", task, "chief-0", 0, ReplicaState::STOPPED, 143, 15);
+  }
+  PumpFew();
+  EXPECT_TRUE(TakeLaunchList().empty()) << "a task of a suspended array placed";
+  wire::ArrayListT arrays = CallFor<wire::ArrayList>(wire::ListArraysT{});
+  ASSERT_EQ(arrays.arrays.size(), 1u);
+  EXPECT_EQ(arrays.arrays[0]->in_flight, 2) << "a suspended task gave back its slot";
+
+  wire::UpdateArrayT update;
+  update.name = "sweep";
+  update.priority = "high";
+  update.queue = "nope";
+  EXPECT_EQ(Call(wire::UpdateArrayT(update), "alice").ErrorStatus().code(),
+            StatusCode::kInvalidArgument);
+  update.queue.clear();
+  EXPECT_EQ(Call(wire::UpdateArrayT(update), "bob").ErrorStatus().code(),
+            StatusCode::kPermissionDenied);
+  tasks = CallFor<wire::JobList>(wire::UpdateArrayT(update), "alice");
+  ASSERT_EQ(tasks.jobs.size(), 4u);
+  EXPECT_EQ(tasks.jobs[0]->priority, "high");
+  EXPECT_EQ(tasks.jobs[1]->priority, "normal");  // ended
+  EXPECT_EQ(tasks.jobs[3]->priority, "high");
+
+  suspend.resume = true;
+  tasks = CallFor<wire::JobList>(wire::SuspendArrayT(suspend), "alice");
+  ASSERT_EQ(tasks.jobs.size(), 4u);
+  EXPECT_EQ(tasks.jobs[3]->state, JobState::QUEUED);
+  Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
+  PumpFew();
+  auto launched = TakeLaunchList();
+  std::set<std::string> placed;
+  for (const auto& [node, launch] : launched) placed.insert(launch.job);
+  EXPECT_EQ(placed, (std::set<std::string>{"sweep-0", "sweep-2"}));
+  EXPECT_EQ(GetJob("sweep-3").message,
+            "waiting for its turn in array sweep (at most 2 of its 4 tasks at once, "
+            "scheduling.array)");
+  Restart();  // the priority stays
+  EXPECT_EQ(GetJob("sweep-3").priority, "high");
+  suspend.name = "nobody";
+  EXPECT_EQ(Call(wire::SuspendArrayT(suspend)).ErrorStatus().code(), StatusCode::kNotFound);
 }
 
 // A dry run of an array forecasts each task it would let in at once, submitted together: on four

@@ -822,6 +822,22 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
   EXPECT_EQ(busy.exit_code, 2) << busy.err;
   EXPECT_NE(busy.err.find("array exits: exits-0 ("), std::string::npos) << busy.err;
   EXPECT_NE(busy.err.find("cancel it first"), std::string::npos) << busy.err;
+  // Suspended, moved to another class and resumed whole, a line a task.
+  const ct::RunResult suspended = Cli({"suspend", "exits", "--wait"}, 30s);
+  EXPECT_EQ(suspended.exit_code, 0) << suspended.err;
+  EXPECT_NE(suspended.out.find("job exits-1: SUSPENDED (array exits suspended"), std::string::npos)
+      << suspended.out;
+  const ct::RunResult moved = Cli({"update", "exits", "--priority", "high"});
+  EXPECT_EQ(moved.out,
+            "job exits-0: SUSPENDED, priority high, queue default\n"
+            "job exits-1: SUSPENDED, priority high, queue default\n")
+      << moved.err;
+  const ct::RunResult resumed = Cli({"resume", "exits"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("job exits-0: QUEUED"), std::string::npos) << resumed.out;
+  const ct::RunResult nothing = Cli({"suspend", "no-such"});
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.err.find("no job or array named 'no-such'"), std::string::npos) << nothing.err;
   EXPECT_EQ(Cli({"cancel", "exits", "--wait"}).exit_code, 0);
   const ct::RunResult refused = Cli({"submit", failing, "--array", "3-1"});
   EXPECT_EQ(refused.exit_code, 2);

@@ -214,6 +214,15 @@ def main(endpoint, scratch):
               and one["summary"]["array"] == "0-2%1" and one["summary"]["tasks"] == 3
               and [t["name"] for t in one["tasks"]] == [t["name"] for t in tasks],
               f"array(): {one['summary']}, {[t['name'] for t in one['tasks']]}")
+        suspended = client.suspend_array(array)
+        check([t["state"] for t in suspended] == ["SUSPENDED"] * 3,
+              f"after suspend_array: {[t['state'] for t in suspended]}")
+        moved = client.update_array(array, priority="high")
+        check([t["priority"] for t in moved] == ["high"] * 3,
+              f"after update_array: {[t['priority'] for t in moved]}")
+        resumed = client.resume_array(array)
+        check([t["state"] for t in resumed] == ["QUEUED"] * 3,
+              f"after resume_array: {[t['state'] for t in resumed]}")
         cancelled = client.cancel_array(array)
         check([t["state"] for t in cancelled[1:]] == ["CANCELLED", "CANCELLED"]
               and cancelled[0]["state"] in ("CANCELLING", "CANCELLED"),
