@@ -613,6 +613,8 @@ std::vector<PlacementPreview> PreviewPlacement(JobController& jobs, const NodeRe
   ClusterView& view = start.view;
   RoundJobs& round = start.jobs;
   std::vector<size_t> request_of(drafts.size(), SIZE_MAX);  // the draft's index in the round
+  std::map<int, size_t> queued_in;                          // queue index -> jobs queued there
+  for (const JobRecord* job : round.queued) ++queued_in[job->queue_index];
   for (size_t d = 0; d < drafts.size(); ++d) {
     JobRecord& draft = drafts[d];
     PlacementPreview& preview = out[d];
@@ -628,9 +630,7 @@ std::vector<PlacementPreview> PreviewPlacement(JobController& jobs, const NodeRe
       preview.reason = std::move(after);
       continue;
     }
-    for (const JobRecord* job : round.queued) {
-      if (job->queue_index == draft.queue_index) ++preview.queued_ahead;
-    }
+    preview.queued_ahead = queued_in[draft.queue_index]++;
     round.queued.push_back(&draft);
     round.requests.push_back(RequestOf(jobs, draft, now_ms));
     request_of[d] = round.requests.size() - 1;
