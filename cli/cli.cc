@@ -260,7 +260,8 @@ tasks as `cohort list` shows them (with --json, {"array": NAME, "summary": {as c
   --spec    print the job file the coordinator stored instead: what `cohort submit` sent, with
             --name, --after, --hold, --env, --label and -- ARGS applied, a generated name
             filled in, a Vertex AI file as the Cohort job file it became (`cohort submit FILE
-            --name NEW` runs it again)
+            --name NEW` runs it again); for an array, the array's file as its first task has it
+            (`cohort submit FILE --name NEW --array 3,7` runs those tasks again)
 )",
        ShowJob},
       {"list",

@@ -426,8 +426,8 @@ void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out) {
 void PrintArrayDryRun(const wire::SubmitJobReplyT& reply, size_t tasks, std::ostream& out) {
   const size_t at_once = std::min(reply.tasks.size(), reply.task_dry_runs.size());
   out << "dry run, nothing was submitted: array " << reply.name << " (" << tasks
-      << " tasks): of the " << at_once << " task" << (at_once == 1 ? "" : "s")
-      << " it would let in at once,\n";
+      << (tasks == 1 ? " task" : " tasks") << "): of the " << at_once << " task"
+      << (at_once == 1 ? "" : "s") << " it would let in at once,\n";
   for (size_t i = 0; i < at_once; ++i) {
     if (!reply.task_dry_runs[i]) continue;
     const wire::DryRunPlanT& plan = *reply.task_dry_runs[i];

@@ -177,11 +177,25 @@ StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
 }
 
 StatusOr<std::string> CoordinatorClient::GetJobSpec(const std::string& name) {
-  wire::GetJobT request;
-  request.name = name;
-  request.with_spec = true;
-  COHORT_ASSIGN_OR_RETURN(wire::JobInfoT job, Call<wire::JobInfo>(std::move(request), "get job"));
-  return std::move(job.spec_yaml);
+  const auto stored = [&](const std::string& job_name) -> StatusOr<std::string> {
+    wire::GetJobT request;
+    request.name = job_name;
+    request.with_spec = true;
+    COHORT_ASSIGN_OR_RETURN(wire::JobInfoT job, Call<wire::JobInfo>(std::move(request), "get job"));
+    return std::move(job.spec_yaml);
+  };
+  auto job = stored(name);
+  if (job.ok() || job.status().code() != StatusCode::kNotFound) return job;
+  auto array = GetArray(name);
+  if (!array.ok() && array.status().code() == StatusCode::kNotFound) {
+    return NotFound("no job or array named '" + name + "'");
+  }
+  if (!array.ok()) return array.status();
+  if (array->tasks.empty()) return NotFound("array " + name + " has no task left");
+  const std::string& first = array->tasks.front().name;
+  COHORT_ASSIGN_OR_RETURN(std::string text, stored(first));
+  COHORT_ASSIGN_OR_RETURN(JobSpec task, ParseJobSpec(text, "the job file of task " + first));
+  return JobSpecToYaml(ArrayOfTask(task));
 }
 
 StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {

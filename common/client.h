@@ -86,7 +86,9 @@ class CoordinatorClient {
   // would do with the job, its warnings what a submit would warn of.
   StatusOr<wire::SubmitJobReplyT> DryRun(const std::string& spec_yaml);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
-  // The job file the coordinator stored for the job (wire::JobInfo.spec_yaml).
+  // The job file the coordinator stored for the job (wire::JobInfo.spec_yaml); where no job has
+  // the name, the file of the job array of that name, from its first task's (ArrayOfTask, in
+  // canonical YAML: it submits the array again as it is). NOT_FOUND naming both otherwise.
   StatusOr<std::string> GetJobSpec(const std::string& name);
   StatusOr<std::vector<wire::JobInfoT>> ListJobs();
   // A history query (`cohort list --state S --since T --limit N`; wire::ListJobs says what each

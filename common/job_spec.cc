@@ -437,6 +437,19 @@ JobSpec ArrayTask(const JobSpec& array, int index) {
   return task;
 }
 
+JobSpec ArrayOfTask(const JobSpec& task) {
+  JobSpec array = task;
+  const std::string suffix = "/" + std::to_string(task.scheduling.array.index.value_or(0));
+  array.name = task.ArrayName();
+  array.scheduling.array.index.reset();
+  if (array.output_dir.ends_with(suffix)) {
+    array.output_dir.resize(array.output_dir.size() - suffix.size());
+  }
+  array.labels.erase(std::string(kArrayLabel));
+  array.labels.erase(std::string(kArrayIndexLabel));
+  return array;
+}
+
 const WorkerPoolSpec* JobSpec::FindPool(Role role) const {
   for (const auto& pool : pools) {
     if (pool.role == role) return &pool;

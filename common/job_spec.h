@@ -347,6 +347,9 @@ std::string JobSpecToYaml(const JobSpec& spec);
 // its output_dir, when the array gives one, <output_dir>/<index>, with the labels kArrayLabel and
 // kArrayIndexLabel.
 JobSpec ArrayTask(const JobSpec& array, int index);
+// The array a task (IsArrayTask) was made from, as ArrayTask's inverse: ArrayOfTask(ArrayTask(a,
+// i)) == a. `cohort status ARRAY --spec`: the array's file from its task's.
+JobSpec ArrayOfTask(const JobSpec& task);
 // The job file's text with scheduling.array set to `array`: `cohort submit --array`.
 // kInvalidArgument when the text is not a YAML map, or its scheduling is of another kind.
 StatusOr<std::string> WithArray(std::string_view yaml, std::string_view array);

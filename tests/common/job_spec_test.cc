@@ -619,6 +619,12 @@ TEST(JobSpecTest, AnArraysIndexesAndParallelismAreParsedCheckedAndWrittenBack) {
   again = ParseJobSpec(task_yaml);
   ASSERT_TRUE(again.ok()) << again.status().ToString() << task_yaml;
   EXPECT_EQ(*again, task);
+  // And back from the task to its array (`cohort status ARRAY --spec`), also for an array whose
+  // output dir is the default (none given).
+  EXPECT_EQ(ArrayOfTask(*again), *spec);
+  JobSpec bare = *spec;
+  bare.output_dir.clear();
+  EXPECT_EQ(ArrayOfTask(ArrayTask(bare, 3)), bare);
 
   // What is refused: an index of no array or off its set, a task misnamed, a user's cohort/
   // label, a name too long for the tasks' label.

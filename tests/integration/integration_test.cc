@@ -835,6 +835,18 @@ TEST_F(IntegrationTest, AJobArrayRunsEachIndexOnceAndAtMostItsParallelismAtOnce)
   const ct::RunResult resumed = Cli({"resume", "exits"});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("job exits-0: QUEUED"), std::string::npos) << resumed.out;
+  // The array's file, from its first task's: it submits those tasks again under another name.
+  const ct::RunResult stored = Cli({"status", "exits", "--spec"});
+  EXPECT_EQ(stored.exit_code, 0) << stored.err;
+  EXPECT_NE(stored.out.find("name: \"exits\"\n"), std::string::npos) << stored.out;
+  EXPECT_EQ(stored.out.find("array_index"), std::string::npos) << stored.out;
+  ct::WriteFile(cluster_->scratch("exits-again.yaml"), stored.out);
+  const ct::RunResult again = Cli({"submit", cluster_->scratch("exits-again.yaml"), "--name",
+                                   "again", "--array", "1", "--dry-run"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("array again (1 task): of the 1 task it would let in at once"),
+            std::string::npos)
+      << again.out;
   const ct::RunResult nothing = Cli({"suspend", "no-such"});
   EXPECT_EQ(nothing.exit_code, 2);
   EXPECT_NE(nothing.err.find("no job or array named 'no-such'"), std::string::npos) << nothing.err;
