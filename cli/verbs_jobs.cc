@@ -264,7 +264,7 @@ int ShowJob(const ParsedArgs& args, const Context& ctx) {
         }
         auto array = client.GetArray(name);
         if (!array.ok() && array.status().code() == StatusCode::kNotFound) {
-          return NotFound("no job or array named '" + name + "'");
+          return NoJobOrArray(name);
         }
         if (!array.ok()) return array.status();
         out.array = std::move(array->summary);
@@ -441,7 +441,7 @@ int Watch(const ParsedArgs& args, const Context& ctx) {
     // Not a job: the array of that name, a line as each task ends.
     auto tasks = ListArrayTasks(*client, name);
     if (!tasks.ok()) return Fail(ctx.err, tasks.status());
-    if (tasks->empty()) return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+    if (tasks->empty()) return Fail(ctx.err, NoJobOrArray(name));
     return WaitForArray(*client, name, tasks->size(), ctx.out, ctx.err);
   }
   return WatchJob(*client, name,
@@ -511,7 +511,7 @@ int SuspendOrResumeArray(CoordinatorClient& client, const std::string& name, boo
                          const Context& ctx) {
   auto tasks = client.SuspendArray(name, resume);
   if (!tasks.ok() && tasks.status().code() == StatusCode::kNotFound) {
-    return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+    return Fail(ctx.err, NoJobOrArray(name));
   }
   if (!tasks.ok()) return Fail(ctx.err, tasks.status());
   const auto stopping = [](const std::vector<wire::JobInfoT>& all) {
@@ -581,7 +581,7 @@ int Update(const ParsedArgs& args, const Context& ctx) {
     // Not a job: the array of that name, each task not ended.
     auto tasks = client->UpdateArray(name, priority, queue);
     if (!tasks.ok() && tasks.status().code() == StatusCode::kNotFound) {
-      return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+      return Fail(ctx.err, NoJobOrArray(name));
     }
     if (!tasks.ok()) return Fail(ctx.err, tasks.status());
     updated = *std::move(tasks);
@@ -780,7 +780,7 @@ int Delete(const ParsedArgs& args, const Context& ctx) {
   // Not a job: the array of that name, each of its tasks once every one has ended.
   auto tasks = ListArrayTasks(*client, name);
   if (!tasks.ok()) return Fail(ctx.err, tasks.status());
-  if (tasks->empty()) return Fail(ctx.err, NotFound("no job or array named '" + name + "'"));
+  if (tasks->empty()) return Fail(ctx.err, NoJobOrArray(name));
   std::string running;
   for (const wire::JobInfoT& task : *tasks) {
     if (IsTerminal(task.state)) continue;

@@ -188,7 +188,7 @@ StatusOr<std::string> CoordinatorClient::GetJobSpec(const std::string& name) {
   if (job.ok() || job.status().code() != StatusCode::kNotFound) return job;
   auto array = GetArray(name);
   if (!array.ok() && array.status().code() == StatusCode::kNotFound) {
-    return NotFound("no job or array named '" + name + "'");
+    return NoJobOrArray(name);
   }
   if (!array.ok()) return array.status();
   if (array->tasks.empty()) return NotFound("array " + name + " has no task left");

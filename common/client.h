@@ -28,6 +28,12 @@
 
 namespace cohort {
 
+// The NOT_FOUND of a name that is neither a job's nor a job array's (the verbs that take either:
+// status, watch, suspend, resume, update, delete).
+inline Status NoJobOrArray(const std::string& name) {
+  return NotFound("no job or array named '" + name + "'");
+}
+
 struct ClientOptions {
   std::string endpoint = "tcp://127.0.0.1:7400";
   bool insecure = false;                    // plaintext ZeroMQ; CURVE otherwise
