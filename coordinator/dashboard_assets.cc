@@ -271,7 +271,7 @@ const views = {
                 arrays.map(a => [link('array/' + a.name, a.name), st(a.state), esc(a.array),
                                  a.tasks, progressBar(a), a.in_flight +
                                      (a.parallelism ? '/' + a.parallelism : ''),
-                                 tasksByState(a), esc(a.queue), esc(a.owner),
+                                 tasksByState(a), esc(a.queue), esc(a.user),
                                  when(a.create_time_ms), ranFor(a)]), 'arrays'));
       onFilter('arrays');
     });
@@ -285,7 +285,7 @@ const views = {
           '<p id="array-summary">' + a.tasks + ' tasks (' + esc(a.array) + '): ' +
           tasksByState(a) + ' · in flight ' + a.in_flight +
           (a.parallelism ? ' of at most ' + a.parallelism : '') + ' · queue ' + esc(a.queue) +
-          (a.owner ? ' · owner ' + esc(a.owner) : '') + ' · submitted ' + when(a.create_time_ms) +
+          ' · owner ' + esc(a.user) + ' · submitted ' + when(a.create_time_ms) +
           (a.end_time_ms ? ' · ended ' + when(a.end_time_ms) : '') + '</p>' + progressBar(a) +
           '<p>' + ['', ...JOB_STATES.filter(s => a.by_state[s])].map(s =>
               s === only ? '<b>' + (s || 'all') + '</b>'

@@ -122,11 +122,19 @@ std::map<std::string, std::vector<const JobRecord*>> GroupArrays(
   return arrays;
 }
 
+// An array as `cohort status` has it, with its user as the jobs' rows have theirs.
+json ArrayRowJson(const wire::ArrayInfoT& array) {
+  json out = ArrayToJson(array);
+  out["user"] = UserNamed(array.owner);
+  return out;
+}
+
 }  // namespace
 
 json CoordinatorHttp::ArraysJson(const JobViewMap& jobs) {
   json out = json::array();
-  for (const auto& array : ListArrays(GroupArrays(jobs)).arrays) out.push_back(ArrayToJson(*array));
+  for (const auto& array : ListArrays(GroupArrays(jobs)).arrays)
+    out.push_back(ArrayRowJson(*array));
   return out;
 }
 
@@ -138,7 +146,7 @@ std::optional<json> CoordinatorHttp::ArrayJson(const JobViewMap& jobs, const std
   std::sort(tasks.begin(), tasks.end(), [](const JobRecord* a, const JobRecord* b) {
     return *a->spec.scheduling.array.index < *b->spec.scheduling.array.index;
   });
-  json out = ArrayToJson(ArrayInfoOf(name, tasks));
+  json out = ArrayRowJson(ArrayInfoOf(name, tasks));
   json list = json::array();
   for (const JobRecord* task : tasks) {
     const JobView& view = *jobs.at(task->name);
@@ -544,7 +552,7 @@ HttpResponse CoordinatorHttp::Arrays(const HttpRequest& r) const {
     json out = json::array();
     for (json& row : ArraysJson(*s->jobs)) {
       if (!state.empty() && row["state"] != state) continue;
-      if (!user.empty() && row["owner"] != user) continue;
+      if (!user.empty() && row["user"] != user) continue;
       if (!queue.empty() && row["queue"] != queue) continue;
       if (!contains.empty() && row["name"].get<std::string>().find(contains) == std::string::npos)
         continue;

@@ -12,7 +12,7 @@
 //                                      gpus_used: the GPUs replicas hold, cordoned_gpus
 //   /api/studies, /api/studies/NAME
 //   /api/arrays?state=S&user=U&queue=Q&name=TEXT   the job arrays, newest first (ArraysJson);
-//                                      user: the owner
+//                                      user: the owner ("unknown" where none, as a job's)
 //   /api/arrays/NAME                   the array and its tasks by index (ArrayJson)
 //   /api/queues                        the queues, configured and used (QueuesJson)
 //   /api/usage?since=7d&user=U&queue=Q&selector=SELECTOR&by_label=KEY   accounting as cohort usage

@@ -39,8 +39,15 @@ wire::ArrayInfoT ArrayInfoOf(const std::string& name, const std::vector<const Jo
     }
     last_end = std::max(last_end, task->end_time_ms);
   }
+  // The indexes of the tasks there are now: a task deleted alone is gone from the text too.
   ArraySpec array = first->spec.scheduling.array;
   array.index.reset();
+  array.indexes.clear();
+  for (const JobRecord* task : tasks) {
+    if (task->spec.scheduling.array.index)
+      array.indexes.push_back(*task->spec.scheduling.array.index);
+  }
+  std::sort(array.indexes.begin(), array.indexes.end());
   info.state = tally.finished() ? wire::EnumNameJobState(tally.Outcome()) : "ACTIVE";
   info.tasks = tally.tasks;
   info.ended = tally.ended;

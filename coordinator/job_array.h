@@ -28,7 +28,8 @@ struct ArrayTally {
   JobState Outcome() const;
 };
 
-// The array `name` from its tasks (not empty; any order): wire::ArrayInfo.
+// The array `name` from its tasks (not empty; any order): wire::ArrayInfo. Its indexes are those
+// of the tasks given, with the parallelism of the array as submitted.
 wire::ArrayInfoT ArrayInfoOf(const std::string& name, const std::vector<const JobRecord*>& tasks);
 
 // Each array of `arrays` (name -> its tasks, not empty) as ArrayInfoOf has it, newest first (by

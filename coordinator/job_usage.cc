@@ -7,7 +7,8 @@
 
 namespace cohort::coordinator {
 
-std::string JobUser(const JobRecord& job) { return job.owner.empty() ? "unknown" : job.owner; }
+std::string UserNamed(const std::string& owner) { return owner.empty() ? "unknown" : owner; }
+std::string JobUser(const JobRecord& job) { return UserNamed(job.owner); }
 std::string JobQueue(const JobRecord& job) { return job.spec.scheduling.queue; }
 
 int JobGpus(const JobRecord& job) {

@@ -32,6 +32,8 @@
 namespace cohort::coordinator {
 
 std::string JobUser(const JobRecord& job);
+// The user of a job (an array) whose owner is `owner`: JobUser's rule.
+std::string UserNamed(const std::string& owner);
 std::string JobQueue(const JobRecord& job);
 
 struct UsageFilter {

@@ -2413,6 +2413,14 @@ TEST_F(CoordinatorTest, AnArrayRunsAtMostItsParallelismOfTasksAtOnceLowestIndexF
   EXPECT_EQ(arrays.arrays[0]->state, "CANCELLED");  // every task ended, one SUCCEEDED
   EXPECT_EQ(arrays.arrays[0]->in_flight, 0);
   EXPECT_GT(arrays.arrays[0]->end_time_ms, 0);
+  // A task deleted alone is gone from the array's indexes too.
+  wire::DeleteJobT del;
+  del.name = "sweep-1";
+  ASSERT_TRUE(Call(std::move(del)).ErrorStatus().ok());
+  arrays = CallFor<wire::ArrayList>(wire::ListArraysT{});
+  ASSERT_EQ(arrays.arrays.size(), 1u);
+  EXPECT_EQ(arrays.arrays[0]->array, "0,2-3%2");
+  EXPECT_EQ(arrays.arrays[0]->tasks, 3);
   cancel.name = "nobody";
   EXPECT_EQ(Call(wire::CancelArrayT(cancel)).ErrorStatus().code(), StatusCode::kNotFound);
 }

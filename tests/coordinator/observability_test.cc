@@ -360,6 +360,8 @@ TEST(ArraysJson, EachArrayFromItsTasksNewestFirst) {
   EXPECT_EQ(sweep["by_state"],
             nlohmann::json({{"SUCCEEDED", 1}, {"FAILED", 1}, {"RUNNING", 1}, {"QUEUED", 2}}));
   EXPECT_EQ(sweep["queue"], "batch");
+  EXPECT_EQ(sweep["owner"], "");
+  EXPECT_EQ(sweep["user"], "unknown");  // as the jobs' rows have an owner-less job's
   EXPECT_EQ(sweep["start_time_ms"], 5000);
   EXPECT_EQ(sweep["end_time_ms"], 0);
   EXPECT_FALSE(sweep.contains("task_list")) << sweep;
@@ -371,6 +373,11 @@ TEST(ArraysJson, EachArrayFromItsTasksNewestFirst) {
   EXPECT_EQ((*one)["task_list"][4]["index"], 5);
   EXPECT_EQ((*one)["task_list"][4]["name"], "sweep-5");
   EXPECT_EQ((*one)["task_list"][1]["state"], "FAILED");
+  jobs.erase("sweep-1");  // deleted alone
+  one = CoordinatorHttp::ArrayJson(jobs, "sweep");
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ((*one)["array"], "0,2-3,5%2");
+  EXPECT_EQ((*one)["tasks"], 4);
   EXPECT_FALSE(CoordinatorHttp::ArrayJson(jobs, "plain").has_value());
   EXPECT_FALSE(CoordinatorHttp::ArrayJson(jobs, "swee").has_value());
 }

@@ -590,8 +590,16 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
                         "<span class=\"state-FAILED\">FAILED</span></td>"),
             std::string::npos)
       << arrays;
+  // Submitted without an owner (no CURVE keys here): the user "unknown", as on the jobs page.
+  EXPECT_NE(arrays.find("<td>default</td><td>unknown</td>"), std::string::npos) << arrays;
+  json unknown =
+      json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/arrays?user=unknown"));
+  ASSERT_EQ(unknown.size(), 1u) << unknown;
+  EXPECT_EQ(unknown[0]["name"], "odd");
+  EXPECT_EQ(unknown[0]["owner"], "");
   std::string array = RenderPage(base + "/#/array/odd", artifacts + "/dashboard-array.png");
   EXPECT_NE(array.find("id=\"array-summary\">3 tasks (0-2%1): 2 "), std::string::npos) << array;
+  EXPECT_NE(array.find(" · owner unknown · "), std::string::npos) << array;
   EXPECT_NE(array.find("<td>1</td><td><a href=\"#/job/odd-1\">odd-1</a></td><td><span "
                        "class=\"state-FAILED\">"),
             std::string::npos)
