@@ -177,25 +177,16 @@ StatusOr<wire::JobInfoT> CoordinatorClient::GetJob(const std::string& name) {
 }
 
 StatusOr<std::string> CoordinatorClient::GetJobSpec(const std::string& name) {
-  const auto stored = [&](const std::string& job_name) -> StatusOr<std::string> {
-    wire::GetJobT request;
-    request.name = job_name;
-    request.with_spec = true;
-    COHORT_ASSIGN_OR_RETURN(wire::JobInfoT job, Call<wire::JobInfo>(std::move(request), "get job"));
-    return std::move(job.spec_yaml);
-  };
-  auto job = stored(name);
-  if (job.ok() || job.status().code() != StatusCode::kNotFound) return job;
-  auto array = GetArray(name);
-  if (!array.ok() && array.status().code() == StatusCode::kNotFound) {
-    return NoJobOrArray(name);
-  }
+  wire::GetJobT request;
+  request.name = name;
+  request.with_spec = true;
+  auto job = Call<wire::JobInfo>(std::move(request), "get job");
+  if (job.ok()) return std::move(job->spec_yaml);
+  if (job.status().code() != StatusCode::kNotFound) return job.status();
+  auto array = GetArray(name, /*with_spec=*/true);
+  if (!array.ok() && array.status().code() == StatusCode::kNotFound) return NoJobOrArray(name);
   if (!array.ok()) return array.status();
-  if (array->tasks.empty()) return NotFound("array " + name + " has no task left");
-  const std::string& first = array->tasks.front().name;
-  COHORT_ASSIGN_OR_RETURN(std::string text, stored(first));
-  COHORT_ASSIGN_OR_RETURN(JobSpec task, ParseJobSpec(text, "the job file of task " + first));
-  return JobSpecToYaml(ArrayOfTask(task));
+  return std::move(array->spec_yaml);
 }
 
 StatusOr<std::vector<wire::JobInfoT>> CoordinatorClient::ListJobs() {
@@ -220,11 +211,15 @@ StatusOr<std::vector<wire::ArrayInfoT>> CoordinatorClient::ListArrays() {
   return CallList<wire::ArrayList>(wire::ListArraysT{}, "list arrays", &wire::ArrayListT::arrays);
 }
 
-StatusOr<CoordinatorClient::ArrayStatus> CoordinatorClient::GetArray(const std::string& name) {
+StatusOr<CoordinatorClient::ArrayStatus> CoordinatorClient::GetArray(const std::string& name,
+                                                                     bool with_spec) {
+  wire::GetArrayT request;
+  request.name = name;
+  request.with_spec = with_spec;
   COHORT_ASSIGN_OR_RETURN(wire::ArrayStatusT reply,
-                          (CallNamed<wire::ArrayStatus, wire::GetArrayT>(name, "get array")));
+                          Call<wire::ArrayStatus>(std::move(request), "get array"));
   if (!reply.summary) return Internal("get array " + name + ": the reply has no summary");
-  ArrayStatus out{std::move(*reply.summary), {}};
+  ArrayStatus out{std::move(*reply.summary), {}, std::move(reply.spec_yaml)};
   out.tasks.reserve(reply.tasks.size());
   for (auto& task : reply.tasks) {
     if (task) out.tasks.push_back(std::move(*task));

@@ -93,8 +93,9 @@ class CoordinatorClient {
   StatusOr<wire::SubmitJobReplyT> DryRun(const std::string& spec_yaml);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
   // The job file the coordinator stored for the job (wire::JobInfo.spec_yaml); where no job has
-  // the name, the file of the job array of that name, from its first task's (ArrayOfTask, in
-  // canonical YAML: it submits the array again as it is). NOT_FOUND naming both otherwise.
+  // the name, the file of the job array of that name (wire::GetArray.with_spec: its lowest task's
+  // as the array, in canonical YAML: it submits the array again as it is). NOT_FOUND naming both
+  // otherwise.
   StatusOr<std::string> GetJobSpec(const std::string& name);
   StatusOr<std::vector<wire::JobInfoT>> ListJobs();
   // A history query (`cohort list --state S --since T --limit N`; wire::ListJobs says what each
@@ -107,13 +108,14 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::JobInfoT>> CancelArray(const std::string& name);
   // Every job array, newest first, as its tasks add up (wire::ArrayInfo).
   StatusOr<std::vector<wire::ArrayInfoT>> ListArrays();
-  // One job array (wire::GetArray): its summary and its tasks by index; NOT_FOUND when no array
-  // has that name.
+  // One job array (wire::GetArray): its summary and its tasks by index, and with `with_spec` its
+  // job file; NOT_FOUND when no array has that name.
   struct ArrayStatus {
     wire::ArrayInfoT summary;
     std::vector<wire::JobInfoT> tasks;
+    std::string spec_yaml;
   };
-  StatusOr<ArrayStatus> GetArray(const std::string& name);
+  StatusOr<ArrayStatus> GetArray(const std::string& name, bool with_spec = false);
   // Suspends (`resume` false) or resumes every task of a job array that has not ended
   // (wire::SuspendArray); returns its tasks right after, by index.
   StatusOr<std::vector<wire::JobInfoT>> SuspendArray(const std::string& name, bool resume);

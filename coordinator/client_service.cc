@@ -452,6 +452,17 @@ void ClientService::OnGetArray(const RoutedMessage& m, const wire::GetArray& req
     reply.tasks.push_back(std::make_unique<wire::JobInfoT>(ToInfoWithUsage(job, now_ms)));
   }
   reply.summary = std::make_unique<wire::ArrayInfoT>(ArrayInfoOf(name, records));
+  if (req.with_spec()) {
+    // Its lowest task's file, as the array: a job file, with a job's rule for who may read it.
+    const JobRecord& lowest = *records.front();
+    if (Status may = options_.permissions.CheckOwnerOrAdmin(CallerOf(m), lowest.owner,
+                                                            "read the job file of array " + name);
+        !may.ok()) {
+      Reply(m, EncodeError(id, may));
+      return;
+    }
+    reply.spec_yaml = JobSpecToYaml(ArrayOfTask(lowest.spec));
+  }
   Reply(m, Encode(id, std::move(reply)));
 }
 

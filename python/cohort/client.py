@@ -586,11 +586,26 @@ class Client:
     def get_job_spec(self, name):
         """The job file the coordinator stored for the job, as text (`cohort status JOB --spec`):
         what was submitted, with the submit keywords applied, a generated name filled in, and a
-        Vertex AI file as the Cohort job file it became."""
+        Vertex AI file as the Cohort job file it became. Where no job has the name, the file of
+        the job array of that name (`cohort status ARRAY --spec`: submitted again, it makes the
+        array as it is). CohortError NOT_FOUND naming both when neither has it."""
         body = GetJob.GetJobT()
         body.name = name
         body.withSpec = True
-        return _text(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT).specYaml)
+        try:
+            return _text(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT).specYaml)
+        except CohortError as e:
+            if e.code != "NOT_FOUND":
+                raise
+        array = GetArray.GetArrayT()
+        array.name = name
+        array.withSpec = True
+        try:
+            return _text(self._call(Body.Body.GetArray, array, ArrayStatus.ArrayStatusT).specYaml)
+        except CohortError as e:
+            if e.code == "NOT_FOUND":
+                raise CohortError("NOT_FOUND", f"no job or array named '{name}'") from None
+            raise
 
     def list_jobs(self, states=None, since=None, limit=0, selector=None):
         """The jobs the coordinator knows, oldest first, as `cohort list`: with no filter every

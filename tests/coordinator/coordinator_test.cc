@@ -2476,6 +2476,19 @@ TEST_F(CoordinatorTest, AnArrayIsSuspendedResumedAndUpdatedTaskByTask) {
   EXPECT_EQ(tasks.jobs[0]->priority, "high");
   EXPECT_EQ(tasks.jobs[1]->priority, "normal");  // ended
   EXPECT_EQ(tasks.jobs[3]->priority, "high");
+  // `cohort status sweep --spec`: the array's job file, its owner's or an admin's to read.
+  wire::GetArrayT get;
+  get.name = "sweep";
+  get.with_spec = true;
+  EXPECT_EQ(Call(wire::GetArrayT(get), "bob").ErrorStatus().code(), StatusCode::kPermissionDenied);
+  wire::ArrayStatusT with_file = CallFor<wire::ArrayStatus>(wire::GetArrayT(get), "alice");
+  StatusOr<JobSpec> file = ParseJobSpec(with_file.spec_yaml);
+  ASSERT_TRUE(file.ok()) << file.status().ToString() << "\n" << with_file.spec_yaml;
+  EXPECT_EQ(file->name, "sweep");
+  EXPECT_EQ(FormatArraySpec(file->scheduling.array), "0-3%2");
+  EXPECT_FALSE(file->scheduling.array.index.has_value());
+  get.with_spec = false;
+  EXPECT_TRUE(CallFor<wire::ArrayStatus>(wire::GetArrayT(get), "bob").spec_yaml.empty());
 
   suspend.resume = true;
   tasks = CallFor<wire::JobList>(wire::SuspendArrayT(suspend), "alice");

@@ -214,6 +214,15 @@ def main(endpoint, scratch):
               and one["summary"]["array"] == "0-2%1" and one["summary"]["tasks"] == 3
               and [t["name"] for t in one["tasks"]] == [t["name"] for t in tasks],
               f"array(): {one['summary']}, {[t['name'] for t in one['tasks']]}")
+        # The array's job file (`cohort status ARRAY --spec`): the array as submitted, which
+        # submit() takes again under another name.
+        array_file = client.get_job_spec(array)
+        check('name: "py_array"\n' in array_file and 'array: "0-2%1"' in array_file
+              and "array_index" not in array_file, f"the array's job file: {array_file!r}")
+        again = client.dry_run(array_file, name="py_again")
+        check(len(again.get("tasks", [])) == 1, f"the array's file again, a dry run: {again}")
+        check_refused(lambda: client.get_job_spec("py_no_array"),
+                      "NOT_FOUND", "no job or array named 'py_no_array'", "a spec of nothing")
         suspended = client.suspend_array(array)
         check([t["state"] for t in suspended] == ["SUSPENDED"] * 3,
               f"after suspend_array: {[t['state'] for t in suspended]}")
