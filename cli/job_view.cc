@@ -10,6 +10,7 @@
 
 #include "cli/output.h"
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/utf8.h"
 
 namespace cohort::cli {
@@ -146,7 +147,7 @@ std::string ReplicaLine(const wire::ReplicaInfoT& r) {
 std::vector<std::string> StatusBlock(const wire::JobInfoT& job, int64_t now_ms) {
   int64_t end = job.end_time_ms > 0 ? job.end_time_ms : now_ms;
   std::string head = "job " + job.name + "  " + wire::EnumNameJobState(job.state) + "  elapsed " +
-                     FormatDuration(end - job.create_time_ms);
+                     FormatElapsed(end - job.create_time_ms);
   if (job.start_time_ms > 0) head += "  running " + JobRunTime(job, now_ms);
   head += "  restarts " + std::to_string(job.restarts) + " of " + std::to_string(job.max_restarts);
   std::vector<std::string> block = {head};

@@ -66,7 +66,7 @@ std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage, bool compa
             FormatMemory(g->memory_used_bytes >> 20) + "/" +
             FormatMemory(g->memory_total_bytes >> 20);
   }
-  if (u.gpus_idle_ms >= kIdleShownMs) gpus += " (idle " + FormatDuration(u.gpus_idle_ms) + ")";
+  if (u.gpus_idle_ms >= kIdleShownMs) gpus += " (idle " + FormatElapsed(u.gpus_idle_ms) + ")";
   return {cpu, u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20), OrDash(gpus)};
 }
 
@@ -148,33 +148,10 @@ StatusOr<wire::JobState> ParseJobState(const std::string& name) {
   return InvalidArgument("no job state '" + name + "' (one of " + known + ")");
 }
 
-std::string FormatDuration(int64_t ms) {
-  if (ms <= 0) return "0s";
-  int64_t s = ms / 1000;
-  char buffer[32];
-  if (s < 60) {
-    if (ms < 10000) {
-      std::snprintf(buffer, sizeof(buffer), "%.1fs", static_cast<double>(ms) / 1000.0);
-    } else {
-      std::snprintf(buffer, sizeof(buffer), "%llds", static_cast<long long>(s));
-    }
-  } else if (s < 3600) {
-    std::snprintf(buffer, sizeof(buffer), "%lldm%02llds", static_cast<long long>(s / 60),
-                  static_cast<long long>(s % 60));
-  } else if (s < 86400) {
-    std::snprintf(buffer, sizeof(buffer), "%lldh%02lldm", static_cast<long long>(s / 3600),
-                  static_cast<long long>((s % 3600) / 60));
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "%lldd%02lldh", static_cast<long long>(s / 86400),
-                  static_cast<long long>((s % 86400) / 3600));
-  }
-  return buffer;
-}
-
 std::string JobRunTime(const wire::JobInfoT& job, int64_t now_ms) {
   if (job.start_time_ms <= 0) return "-";
   int64_t end = job.end_time_ms > 0 ? job.end_time_ms : now_ms;
-  return FormatDuration(end - job.start_time_ms);
+  return FormatElapsed(end - job.start_time_ms);
 }
 
 void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
@@ -503,7 +480,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     }
     if (!out_of_service.empty()) gpus += " (" + JoinWithCommas(out_of_service) + ")";
     std::string heartbeat =
-        n.last_heartbeat_ms > 0 ? FormatDuration(now - n.last_heartbeat_ms) + " ago" : "-";
+        n.last_heartbeat_ms > 0 ? FormatElapsed(now - n.last_heartbeat_ms) + " ago" : "-";
     // A LOST node keeps its admin's setting: "LOST (cordoned)".
     std::string state =
         n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state;

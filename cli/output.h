@@ -42,8 +42,6 @@ std::string ExitCode(const wire::ReplicaInfoT& r);
 // have sampled 0% for kIdleShownMs; "-" for what is not known (all three without `usage`).
 inline constexpr int64_t kIdleShownMs = 60'000;
 std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage, bool compact = false);
-// "45s", "3m07s", "2h05m", "3d04h"; negative or zero: "0s".
-std::string FormatDuration(int64_t ms);
 // The job's run time: start to end, or start to `now_ms` while it runs; "-" before it starts.
 std::string JobRunTime(const wire::JobInfoT& job, int64_t now_ms);
 int64_t NowMs();

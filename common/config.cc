@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -56,6 +57,29 @@ std::string FormatDuration(std::chrono::milliseconds d) {
   if (s % 3600 == 0) return std::to_string(s / 3600) + "h";
   if (s % 60 == 0) return std::to_string(s / 60) + "m";
   return std::to_string(s) + "s";
+}
+
+std::string FormatElapsed(int64_t ms) {
+  if (ms <= 0) return "0s";
+  int64_t s = ms / 1000;
+  char buffer[32];
+  if (s < 60) {
+    if (ms < 10000) {
+      std::snprintf(buffer, sizeof(buffer), "%.1fs", static_cast<double>(ms) / 1000.0);
+    } else {
+      std::snprintf(buffer, sizeof(buffer), "%llds", static_cast<long long>(s));
+    }
+  } else if (s < 3600) {
+    std::snprintf(buffer, sizeof(buffer), "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buffer, sizeof(buffer), "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>((s % 3600) / 60));
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%lldd%02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>((s % 86400) / 3600));
+  }
+  return buffer;
 }
 
 std::ostream& operator<<(std::ostream& out, const FlagDuration& d) {

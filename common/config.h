@@ -47,6 +47,9 @@ struct FlagDuration {
 
 // "10s", "1500ms", "2h": the form ParseDuration reads back (used for --help defaults).
 std::string FormatDuration(std::chrono::milliseconds d);
+// A span of time as a person reads it: "9.5s", "45s", "3m07s", "2h05m", "3d04h"; negative or
+// zero: "0s" (run times, ages).
+std::string FormatElapsed(int64_t ms);
 std::ostream& operator<<(std::ostream& out, const FlagDuration& d);
 // Boost.Program_options hook (found by argument-dependent lookup).
 void validate(boost::any& value, const std::vector<std::string>& tokens, FlagDuration*, int);
