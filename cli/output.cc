@@ -360,8 +360,9 @@ void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
 
 namespace {
 
-// What `plan` says a job would do, after "would ": "start now", "wait in queue ...".
-std::string DryRunVerdict(const wire::DryRunPlanT& plan) {
+// What `plan` says a job would do, after "would ": "start now", "wait in queue ...". `own_ahead`:
+// how many of the jobs queued before it are tasks of its own array.
+std::string DryRunVerdict(const wire::DryRunPlanT& plan, size_t own_ahead = 0) {
   switch (plan.outcome) {
     case wire::DryRunOutcome::START:
       return "start now";
@@ -375,7 +376,13 @@ std::string DryRunVerdict(const wire::DryRunPlanT& plan) {
       std::string text = "wait in queue " + plan.queue;
       if (plan.queued_ahead > 0) {
         text += " (" + std::to_string(plan.queued_ahead) +
-                (plan.queued_ahead == 1 ? " job" : " jobs") + " queued before it)";
+                (plan.queued_ahead == 1 ? " job" : " jobs") + " queued before it";
+        if (own_ahead == plan.queued_ahead) {
+          text += own_ahead == 1 ? ": a task of this array" : ": tasks of this array";
+        } else if (own_ahead > 0) {
+          text += ", " + std::to_string(own_ahead) + " of them this array's";
+        }
+        text += ")";
       }
       return text + ": " + plan.reason;
     }
@@ -408,7 +415,9 @@ void PrintArrayDryRun(const wire::SubmitJobReplyT& reply, size_t tasks, std::ost
   for (size_t i = 0; i < at_once; ++i) {
     if (!reply.task_dry_runs[i]) continue;
     const wire::DryRunPlanT& plan = *reply.task_dry_runs[i];
-    out << "  " << reply.tasks[i] << " would " << DryRunVerdict(plan);
+    // The tasks are drafted in one queue, in order, and alike in what holds them back: a task that
+    // would wait is queued behind each task before it.
+    out << "  " << reply.tasks[i] << " would " << DryRunVerdict(plan, i);
     std::string where;
     for (const auto& r : plan.replicas) {
       if (!r) continue;

@@ -164,6 +164,41 @@ TEST(CliTest, UsageCellsAndTopSayWhatIsKnown) {
 // `cohort top --nodes`: a node of 4 GPUs, 3 held by 2 replicas (one reported: GPU 1 at 97%,
 // GPU 2 held and not sampled), GPU 3 free; a node with nothing; a node whose replica has not
 // reported.
+// An array's dry run: each task that would wait says how many of the jobs queued before it are
+// the array's own tasks, drafted before it.
+TEST(CliTest, AnArraysDryRunNamesItsOwnTasksAmongThoseQueuedBeforeATask) {
+  wire::SubmitJobReplyT reply;
+  reply.name = "sw";
+  for (uint32_t ahead : {0u, 1u, 3u}) {
+    reply.tasks.push_back("sw-" + std::to_string(reply.tasks.size()));
+    auto plan = std::make_unique<wire::DryRunPlanT>();
+    plan->outcome = wire::DryRunOutcome::WAIT;
+    plan->queue = "default";
+    plan->queued_ahead = ahead;
+    plan->reason = "none fits now";
+    reply.task_dry_runs.push_back(std::move(plan));
+  }
+  reply.task_dry_runs[2]->queued_ahead = 2;  // only the two tasks before it
+  std::ostringstream out;
+  PrintArrayDryRun(reply, 5, out);
+  EXPECT_EQ(out.str(),
+            "dry run, nothing was submitted: array sw (5 tasks): of the 3 tasks it would let in at "
+            "once,\n"
+            "  sw-0 would wait in queue default: none fits now\n"
+            "  sw-1 would wait in queue default (1 job queued before it: a task of this array): "
+            "none fits now\n"
+            "  sw-2 would wait in queue default (2 jobs queued before it: tasks of this array): "
+            "none fits now\n"
+            "the other 2 would wait for their turn (scheduling.array)\n");
+  reply.task_dry_runs[2]->queued_ahead = 7;
+  out.str("");
+  PrintArrayDryRun(reply, 3, out);
+  EXPECT_NE(out.str().find("  sw-2 would wait in queue default (7 jobs queued before it, 2 of them "
+                           "this array's): none fits now\n"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(CliTest, NodeTopSaysWhatEachNodesReplicasUseBesideWhatTheyHold) {
   std::vector<wire::NodeInfoT> nodes(3);
   nodes[0].node_id = "gpu-1";
@@ -707,7 +742,7 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
             0u)
       << dry_array.out;
   EXPECT_NE(dry_array.out.find("\n  cli_dry-1 would wait in queue default (3 jobs queued before "
-                               "it): waiting for "),
+                               "it, 1 of them this array's): waiting for "),
             std::string::npos)
       << dry_array.out;
   EXPECT_NE(dry_array.out.find("\nthe other 3 would wait for their turn (scheduling.array)\n"),
