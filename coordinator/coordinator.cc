@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/wire_json.h"
+#include "coordinator/job_notice.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/placement_round.h"
 
@@ -153,6 +154,14 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOpti
     } else {
       spdlog::warn("HTTP endpoint off (/metrics, dashboard): {}", http.status().ToString());
     }
+  }
+  if (!options.notify_url.empty()) {
+    COHORT_ASSIGN_OR_RETURN(WebhookUrl url, ParseWebhookUrl(options.notify_url));
+    NotifierOptions notify;
+    notify.url = std::move(url);
+    notify.ca_file = options.notify_ca_file;
+    spdlog::info("notify: job ends are POSTed to {}", notify.url.origin);
+    c->notifier_ = std::make_unique<Notifier>(std::move(notify));
   }
   spdlog::info("coordinator: clients on {}, agents on {}, HTTP on {}, state in {}",
                c->client_endpoint(), c->agent_endpoint(),
@@ -373,8 +382,25 @@ void Coordinator::ExecuteCommands() {
       outbox_.ToAgent(node->peer, Encode(0, plan));
       nodes_.NoteSent(node->node_id, now);
     }
+    std::set<std::string> arrays_ended;
     for (const std::string& name : commands.ended) {
-      if (const JobRecord* job = jobs_.FindJob(name)) study_runner_.JobEnded(*job, now);
+      const JobRecord* job = jobs_.FindJob(name);
+      if (job == nullptr) continue;
+      if (notifier_) {
+        pending_notices_.push_back(JobEndedNotice(*job));
+        if (job->spec.IsArrayTask()) arrays_ended.insert(job->spec.ArrayName());
+      }
+      study_runner_.JobEnded(*job, now);
+    }
+    // An array ends with its last task: one notice, however many of its tasks ended at once.
+    for (const std::string& array : arrays_ended) {
+      std::vector<const JobRecord*> tasks;
+      for (const auto& [index, task] : jobs_.ArrayTasks(array))
+        tasks.push_back(jobs_.FindJob(task));
+      const bool ended = !tasks.empty() && std::all_of(tasks.begin(), tasks.end(), [](auto* t) {
+        return t != nullptr && t->finished();
+      });
+      if (ended) pending_notices_.push_back(ArrayEndedNotice(array, tasks));
     }
   }
 }
@@ -404,6 +430,8 @@ Status Coordinator::Commit() {
     }
   }
   if (!stored.ok()) return RollBack(dirty, stored, reads);
+  // The ends are stored: their notices may go. (A pass rolled back ends its jobs again later.)
+  if (notifier_ && !pending_notices_.empty()) notifier_->Post(std::exchange(pending_notices_, {}));
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
   nodes_.SettingsStored();
   for (const std::string& name : changes.deleted_jobs) {
@@ -454,7 +482,8 @@ Status Coordinator::RollBack(const std::set<std::string>& dirty, const Status& c
                   cause.ToString());
   }
 
-  // Nothing of the pass goes out: replies become errors naming the cause.
+  // Nothing of the pass goes out: replies become errors naming the cause, and no notice.
+  pending_notices_.clear();
   const std::string what = "the coordinator could not store its state (" + cause.message() +
                            "); nothing of this request was kept";
   // Agents resend what is refused so (agent/outbox.h, Outbox::Transient).
@@ -571,6 +600,13 @@ void Coordinator::PublishSnapshot(int64_t now) {
   counters.bad_frames = stats_.bad_frames;
   counters.refused = stats_.refused;
   counters.rolled_back = stats_.rolled_back;
+  if (notifier_) {
+    const Notifier::Counters notices = notifier_->counters();
+    counters.notices_by_result = {{"delivered", notices.delivered},
+                                  {"retried", notices.retried},
+                                  {"dropped", notices.dropped}};
+    counters.notices_queued = notices.queued;
+  }
   SnapshotSources sources{nodes_,      studies_,          training_, usage_, std::move(counters),
                           started_ms_, options_.state_dir};
   for (const auto& queue : client_service_.Queues().queues) {

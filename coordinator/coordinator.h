@@ -79,6 +79,7 @@
 #include "coordinator/job_controller.h"
 #include "coordinator/log_store.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/notifier.h"
 #include "coordinator/observability_service.h"
 #include "coordinator/options.h"
 #include "coordinator/outbox.h"
@@ -216,6 +217,9 @@ class Coordinator {
   int64_t store_retry_at_ms_ = 0;          // the timers wait until then after a failed commit
   bool redo_after_rollback_ = false;       // RedoAfterRollBack before the timers' next run
   std::vector<RoutedMessage> pass_reads_;  // this pass's client reads (Commit, RollBack)
+  // Job-end notices (--notify-url): those of this pass wait for its commit.
+  std::unique_ptr<Notifier> notifier_;
+  std::vector<std::string> pending_notices_;
   CoordinatorStats stats_;
   // Observability: what the loop counts, the training metrics, and the jobs as last published.
   std::unique_ptr<CoordinatorHttp> http_;

@@ -4,11 +4,13 @@
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "common/config.h"
 #include "common/http_server.h"
 #include "common/job_spec.h"
+#include "coordinator/notifier.h"
 
 namespace cohort::coordinator {
 namespace po = boost::program_options;
@@ -101,6 +103,13 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "job-retention", po::value(&job_retention)->default_value(job_retention),
       "finished jobs that ended longer ago than this (e.g. 30d) are deleted with their records "
       "and logs; none or 0 keeps them forever")(
+      "notify-url", po::value(&o.notify_url),
+      "POST a JSON notice here when a job (and an array) ends, once stored: http:// or https://; "
+      "a chat webhook shows its \"text\" (a URL holding a secret is better kept in the config "
+      "file)")(
+      "notify-ca-file", po::value(&o.notify_ca_file),
+      "CA certificates (PEM) an https --notify-url's certificate must chain to (default: the "
+      "system's)")(
       "max-spec-size", po::value(&max_spec_size)->default_value(max_spec_size),
       "job and study specs larger than this are refused at submit (bytes, or KiB/MiB)")(
       "insecure", po::bool_switch(&o.insecure), "plaintext ZeroMQ (local use only)")(
@@ -175,6 +184,17 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   }
   if (job_retention != "none" && job_retention != "0") {
     COHORT_ASSIGN_OR_RETURN(o.job_retention, Duration("job-retention", job_retention));
+  }
+  if (!o.notify_url.empty()) {
+    if (auto url = ParseWebhookUrl(o.notify_url); !url.ok()) {
+      return InvalidArgument("--notify-url: " + url.status().message());
+    }
+  }
+  if (!o.notify_ca_file.empty()) {
+    if (o.notify_url.empty()) return InvalidArgument("--notify-ca-file: without --notify-url");
+    if (std::ifstream ca(o.notify_ca_file); !ca) {
+      return InvalidArgument("--notify-ca-file: cannot read '" + o.notify_ca_file + "'");
+    }
   }
   int lo = 0, hi = 0;
   char dash = 0;

@@ -75,6 +75,11 @@ struct CoordinatorOptions {
   // Finished jobs that ended longer ago than this are deleted with their records and logs
   // (--job-retention, e.g. 30d; 0, "0" or "none": kept forever).
   std::chrono::milliseconds job_retention{0};
+  // Job-end notices (coordinator/notifier.h): POSTed to this http:// or https:// URL
+  // (--notify-url; empty: none), an https receiver's certificate checked against notify_ca_file
+  // (PEM; empty: the system's CAs).
+  std::string notify_url;
+  std::string notify_ca_file;
 };
 
 // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].

@@ -10,7 +10,9 @@ packages=(
   libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler libspdlog-dev libfmt-dev
   libucx-dev ucx-utils libyaml-cpp-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev libsystemd-dev zlib1g-dev libsqlite3-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libssl-dev
+  # job-end notices over https: the system's CAs; the test makes its receiver's certificate
+  ca-certificates openssl
   # benchmark peers
   libopenmpi-dev openmpi-bin libgloo-dev
   # demo data set (digits.csv.gz), Python client, network emulation, process tools

@@ -1,0 +1,80 @@
+#include "coordinator/job_notice.h"
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/wire_json.h"
+#include "coordinator/job_array.h"
+#include "coordinator/job_usage.h"
+
+namespace cohort::coordinator {
+
+using nlohmann::json;
+
+namespace {
+
+// Bytes that are not UTF-8 (a replica's output quoted in a message) become U+FFFD, not an error.
+std::string Dump(const json& notice) {
+  return notice.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The job's time placed, less its time suspended: what `cohort status` calls its run time.
+std::string RanFor(const JobRecord& job) {
+  if (job.start_time_ms <= 0) return "before it started";
+  const int64_t ran = std::max<int64_t>(0, job.end_time_ms - job.start_time_ms - job.suspended_ms);
+  return "after " + FormatElapsed(ran);
+}
+
+}  // namespace
+
+std::string JobEndedNotice(const JobRecord& job) {
+  const std::string state = wire::EnumNameJobState(job.state);
+  json labels = json::object();
+  for (const auto& [key, value] : job.spec.labels) labels[key] = value;
+  json out = {{"kind", "job_ended"},
+              {"job", job.name},
+              {"state", state},
+              {"message", job.message},
+              {"user", JobUser(job)},
+              {"queue", JobQueue(job)},
+              {"labels", std::move(labels)},
+              {"restarts", job.restarts},
+              {"create_time_ms", job.create_time_ms},
+              {"start_time_ms", job.start_time_ms},
+              {"end_time_ms", job.end_time_ms},
+              {"output_dir", job.output_dir}};
+  if (job.spec.IsArrayTask()) {
+    out["array"] = job.spec.ArrayName();
+    out["array_index"] = *job.spec.scheduling.array.index;
+  }
+  if (!job.study.empty()) {
+    out["study"] = job.study;
+    out["trial_id"] = job.trial_id;
+  }
+  std::string text = "job " + job.name + " " + state + " " + RanFor(job);
+  if (job.restarts > 0) {
+    text += ", " + std::to_string(job.restarts) + (job.restarts == 1 ? " restart" : " restarts");
+  }
+  if (!job.message.empty()) text += ": " + job.message;
+  out["text"] = std::move(text);
+  return Dump(out);
+}
+
+std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks) {
+  const wire::ArrayInfoT info = ArrayInfoOf(name, tasks);
+  json out = {{"kind", "array_ended"}};
+  out.update(ArrayToJson(info));
+  out["user"] = UserNamed(info.owner);
+  std::string counts;
+  for (const auto& entry : info.by_state) {
+    counts += (counts.empty() ? "" : ", ") + std::to_string(entry.count()) + " " +
+              wire::EnumNameJobState(entry.state());
+  }
+  out["text"] = "array " + name + " " + info.state + ": " + counts + " (" +
+                std::to_string(info.tasks) + (info.tasks == 1 ? " task)" : " tasks)");
+  return Dump(out);
+}
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,27 @@
+// What a job-end notice holds (coordinator/notifier.h: POSTed to --notify-url once the end is
+// stored). Each is one JSON object, whose "kind" says which:
+//   job_ended:   job, state (SUCCEEDED, FAILED, CANCELLED), message (why it ended), user, queue,
+//                labels, restarts, create_time_ms, start_time_ms (0: never placed), end_time_ms,
+//                output_dir; array and array_index for a task of an array; study and trial_id
+//                for a trial's job.
+//   array_ended: the array as `cohort arrays --json` has it (coordinator/job_array.h: its state
+//                is its end), and its user; sent when its last task ends, after that task's.
+// Both carry "text": one line a person reads, as a chat webhook (Slack, Mattermost) shows it:
+//   "job train FAILED after 1h02m, 2 restarts: worker-1 attempt 2 exited with code 1 ..."
+//
+// Thread safety: pure functions of the records given.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coordinator/state.h"
+
+namespace cohort::coordinator {
+
+// `job` has ended (JobRecord::finished).
+std::string JobEndedNotice(const JobRecord& job);
+// Every task of the array `name` (not empty) has ended.
+std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks);
+
+}  // namespace cohort::coordinator

@@ -1,0 +1,158 @@
+// Job-end notices (`cohort-coordinator --notify-url`, coordinator/notifier.h): a real coordinator
+// and agent on loopback POST to a real HTTP receiver in this process, which turns the first
+// notice away (503): it comes again. A job that succeeds, an array whose odd task fails, and a
+// job cancelled while queued each give a notice once their ends are stored; the array one more,
+// after its last task's. /metrics counts them. A --notify-url that is no URL stops the
+// coordinator at start, naming the flag.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/testing/cluster_test.h"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace ct = ::cohort::testing;
+
+// Answers 503 to the first POST, then 200; keeps the notices it took, in order.
+class Receiver {
+ public:
+  Receiver() {
+    server_.Post("/hooks/cohort", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (posts_++ == 0) {
+        res.status = 503;
+        return;
+      }
+      notices_.push_back(json::parse(req.body, nullptr, false));
+      res.status = 200;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() only reaches a server already listening.
+    for (int i = 0; i < 5000 && !server_.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  }
+  ~Receiver() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/hooks/cohort?channel=ml";
+  }
+  std::vector<json> notices() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return notices_;
+  }
+
+ private:
+  httplib::Server server_;
+  std::mutex mu_;
+  int posts_ = 0;
+  std::vector<json> notices_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+class NotifyTest : public ct::ClusterTest {};
+
+// A job file of one chief running `command`, no restarts, and `scheduling` (", array: ...").
+std::string Chief(const std::string& command, const std::string& scheduling = "") {
+  return "worker_pools:\n  - role: chief\n    resources: {cpus: 1}\n    process: {command: "
+         "[/bin/sh, -c, '" +
+         command + "']}\nscheduling: {max_restarts: 0" + scheduling + "}\n";
+}
+
+TEST_F(NotifyTest, EachJobAndArrayThatEndsIsPostedOnceStoredAndARefusalIsSentAgain) {
+  if (!NeedBinaries()) return;
+  Receiver receiver;
+  ct::ClusterOptions options;
+  options.coordinator_args = {"--notify-url", receiver.url()};
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("notify")}, options));
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client.Submit("name: fine\n" + Chief("exit 0")).ok());
+  ct::WaitForJobEnd(client, "fine", 60s);
+  ASSERT_TRUE(
+      client.Submit("name: odd\n" + Chief("exit $((COHORT_ARRAY_INDEX % 2))", ", array: 0-1%1"))
+          .ok());
+  for (const char* task : {"odd-0", "odd-1"}) ct::WaitForJobEnd(client, task, 60s);
+  ASSERT_TRUE(client.Submit("name: held\n" + Chief("exit 0", ", hold: true")).ok());
+  ASSERT_TRUE(client.Cancel("held").ok());
+  ct::WaitForJobEnd(client, "held", 30s);
+
+  std::vector<json> notices;
+  for (int i = 0; i < 300 && notices.size() < 5; ++i) {
+    std::this_thread::sleep_for(100ms);
+    notices = receiver.notices();
+  }
+  ASSERT_EQ(notices.size(), 5u) << json(notices).dump(1);
+  // In the order the ends were stored; the first came again after the 503.
+  EXPECT_EQ(notices[0]["kind"], "job_ended");
+  EXPECT_EQ(notices[0]["job"], "fine");
+  EXPECT_EQ(notices[0]["state"], "SUCCEEDED");
+  EXPECT_EQ(notices[0]["user"], "unknown");  // --insecure: no owner
+  EXPECT_EQ(notices[0]["restarts"], 0);
+  EXPECT_GT(notices[0]["start_time_ms"].get<int64_t>(), 0);
+  EXPECT_EQ(notices[0]["text"].get<std::string>().rfind("job fine SUCCEEDED after ", 0), 0u)
+      << notices[0];
+  EXPECT_EQ(notices[1]["job"], "odd-0");
+  EXPECT_EQ(notices[1]["array"], "odd");
+  EXPECT_EQ(notices[1]["array_index"], 0);
+  EXPECT_EQ(notices[2]["job"], "odd-1");
+  EXPECT_EQ(notices[2]["state"], "FAILED");
+  EXPECT_NE(notices[2]["text"].get<std::string>().find(": chief-0 attempt 0 exited with code 1"),
+            std::string::npos)
+      << notices[2];
+  EXPECT_EQ(notices[3]["kind"], "array_ended");
+  EXPECT_EQ(notices[3]["name"], "odd");
+  EXPECT_EQ(notices[3]["state"], "FAILED");
+  EXPECT_EQ(notices[3]["text"], "array odd FAILED: 1 SUCCEEDED, 1 FAILED (2 tasks)");
+  EXPECT_EQ(notices[4]["job"], "held");
+  EXPECT_EQ(notices[4]["state"], "CANCELLED");
+  EXPECT_EQ(notices[4]["text"].get<std::string>().rfind("job held CANCELLED before it started", 0),
+            0u)
+      << notices[4];
+
+  // /metrics: 5 delivered, the first send retried, none waiting.
+  httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
+  std::string metrics;
+  for (int i = 0; i < 50; ++i) {  // the snapshot behind /metrics is published every 0.5 s
+    auto r = http.Get("/metrics");
+    ASSERT_TRUE(r && r->status == 200);
+    metrics = r->body;
+    if (metrics.find("cohort_notices_total{result=\"delivered\"} 5\n") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NE(metrics.find("cohort_notices_total{result=\"delivered\"} 5\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("cohort_notices_total{result=\"retried\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("cohort_notices_total{result=\"dropped\"} 0\n"), std::string::npos);
+  EXPECT_NE(metrics.find("cohort_notices_queued 0\n"), std::string::npos);
+}
+
+TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
+  if (!NeedBinaries()) return;
+  ct::RunResult bad = ct::RunProcess(
+      COHORT_COORDINATOR_BIN, {"--insecure", "--notify-url", "hooks.example.com/x"}, {}, 30s);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--notify-url: 'hooks.example.com/x' is not an http:// or https:// URL"),
+            std::string::npos)
+      << bad.err;
+  ct::RunResult orphan = ct::RunProcess(
+      COHORT_COORDINATOR_BIN, {"--insecure", "--notify-ca-file", "/etc/hostname"}, {}, 30s);
+  EXPECT_NE(orphan.exit_code, 0);
+  EXPECT_NE(orphan.err.find("--notify-ca-file: without --notify-url"), std::string::npos)
+      << orphan.err;
+}
+
+}  // namespace
+}  // namespace cohort
