@@ -589,23 +589,17 @@ class Client:
         Vertex AI file as the Cohort job file it became. Where no job has the name, the file of
         the job array of that name (`cohort status ARRAY --spec`: submitted again, it makes the
         array as it is). CohortError NOT_FOUND naming both when neither has it."""
-        body = GetJob.GetJobT()
-        body.name = name
-        body.withSpec = True
-        try:
-            return _text(self._call(Body.Body.GetJob, body, JobInfo.JobInfoT).specYaml)
-        except CohortError as e:
-            if e.code != "NOT_FOUND":
-                raise
-        array = GetArray.GetArrayT()
-        array.name = name
-        array.withSpec = True
-        try:
-            return _text(self._call(Body.Body.GetArray, array, ArrayStatus.ArrayStatusT).specYaml)
-        except CohortError as e:
-            if e.code == "NOT_FOUND":
-                raise CohortError("NOT_FOUND", f"no job or array named '{name}'") from None
-            raise
+        for body_type, body, reply_class in (
+                (Body.Body.GetJob, GetJob.GetJobT(), JobInfo.JobInfoT),
+                (Body.Body.GetArray, GetArray.GetArrayT(), ArrayStatus.ArrayStatusT)):
+            body.name = name
+            body.withSpec = True
+            try:
+                return _text(self._call(body_type, body, reply_class).specYaml)
+            except CohortError as e:
+                if e.code != "NOT_FOUND":
+                    raise
+        raise CohortError("NOT_FOUND", f"no job or array named '{name}'")
 
     def list_jobs(self, states=None, since=None, limit=0, selector=None):
         """The jobs the coordinator knows, oldest first, as `cohort list`: with no filter every
