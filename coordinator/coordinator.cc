@@ -407,6 +407,13 @@ void Coordinator::ExecuteCommands() {
 
 Status Coordinator::Commit() {
   std::vector<RoutedMessage> reads = std::exchange(pass_reads_, {});
+  // The studies the pass ended (a last trial's end, `cohort cancel STUDY`), after their jobs'.
+  for (const std::string& study : studies_.TakeEnded()) {
+    if (!notifier_) continue;
+    if (auto info = studies_.Info(study); info.ok()) {
+      pending_notices_.push_back(StudyEndedNotice(*info));
+    }
+  }
   StateChanges changes;
   changes.study_records = studies_.TakeJournalRecords();
   changes.training_metrics = agent_service_.TakeTrainingMetrics();

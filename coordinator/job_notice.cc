@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "common/config.h"
@@ -74,6 +75,38 @@ std::string ArrayEndedNotice(const std::string& name, const std::vector<const Jo
   }
   out["text"] = "array " + name + " " + info.state + ": " + counts + " (" +
                 std::to_string(info.tasks) + (info.tasks == 1 ? " task)" : " tasks)");
+  return Dump(out);
+}
+
+std::string StudyEndedNotice(const wire::StudyInfoT& study) {
+  json out = {{"kind", "study_ended"}};
+  out.update(StudyToJson(study));
+  for (const char* key : {"trials", "warnings", "spec_yaml"}) out.erase(key);
+  out["trials_total"] = study.trials.size();
+  out["user"] = UserNamed(study.owner);
+  out["best"] = nullptr;
+  std::string text = "study " + study.name + " " + study.state + ": " +
+                     std::to_string(study.trials.size()) +
+                     (study.trials.size() == 1 ? " trial" : " trials");
+  for (const auto& trial : study.trials) {
+    if (!trial || trial->id != study.best_trial || !trial->has_final_metric) continue;
+    json parameters = json::object();
+    std::string shown;
+    for (const auto& kv : trial->parameters) {
+      if (!kv) continue;
+      parameters[kv->key] = kv->value;
+      shown += (shown.empty() ? "" : ", ") + kv->key + "=" + kv->value;
+    }
+    out["best"] = {{"id", trial->id},
+                   {"parameters", std::move(parameters)},
+                   {"final_metric", trial->final_metric}};
+    char metric[32];
+    std::snprintf(metric, sizeof(metric), "%g", trial->final_metric);
+    text += ", best trial " + trial->id + " (" + study.metric + " " + metric +
+            (shown.empty() ? "" : " with " + shown) + ")";
+  }
+  if (study.state != "SUCCEEDED" && !study.message.empty()) text += ": " + study.message;
+  out["text"] = std::move(text);
   return Dump(out);
 }
 

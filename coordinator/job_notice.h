@@ -6,6 +6,9 @@
 //                for a trial's job.
 //   array_ended: the array as `cohort arrays --json` has it (coordinator/job_array.h: its state
 //                is its end), and its user; sent when its last task ends, after that task's.
+//   study_ended: the study as `cohort trials --json` has it, but its trials counted
+//                (trials_total) rather than listed, with the best one as "best" ({id, parameters,
+//                final_metric}; null when no trial reported the metric), and its user.
 // Both carry "text": one line a person reads, as a chat webhook (Slack, Mattermost) shows it:
 //   "job train FAILED after 1h02m, 2 restarts: worker-1 attempt 2 exited with code 1 ..."
 //
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/schema/cohort_generated.h"
 #include "coordinator/state.h"
 
 namespace cohort::coordinator {
@@ -23,5 +27,7 @@ namespace cohort::coordinator {
 std::string JobEndedNotice(const JobRecord& job);
 // Every task of the array `name` (not empty) has ended.
 std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks);
+// The study `study` (StudyController::Info) has ended.
+std::string StudyEndedNotice(const wire::StudyInfoT& study);
 
 }  // namespace cohort::coordinator

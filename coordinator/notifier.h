@@ -1,8 +1,8 @@
 // Job-end notices (`--notify-url`; Slurm's --mail-type=END, Vertex AI's Pub/Sub notification of a
 // job's state): once a job's end is stored, the coordinator POSTs one JSON object to the admin's
 // webhook (coordinator/job_notice.h says what it holds), and one more when an array's last task
-// ends. A chat webhook (Slack, Mattermost) shows its "text"; anything else can route on its
-// fields (user, queue, labels).
+// ends, or a study does. A chat webhook (Slack, Mattermost) shows its "text"; anything else can
+// route on its fields (user, queue, labels).
 //
 // NoticeQueue is the delivery rule, a pure state machine: notices go out one at a time, in the
 // order their ends were stored. A notice the receiver does not take (no connection, a timeout,

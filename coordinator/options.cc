@@ -104,7 +104,8 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "finished jobs that ended longer ago than this (e.g. 30d) are deleted with their records "
       "and logs; none or 0 keeps them forever")(
       "notify-url", po::value(&o.notify_url),
-      "POST a JSON notice here when a job (and an array) ends, once stored: http:// or https://; "
+      "POST a JSON notice here when a job (an array, a study) ends, once stored: http:// or "
+      "https://; "
       "a chat webhook shows its \"text\" (a URL holding a secret is better kept in the config "
       "file)")(
       "notify-ca-file", po::value(&o.notify_ca_file),

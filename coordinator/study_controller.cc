@@ -124,6 +124,7 @@ void StudyController::NoteEnd(Entry& entry, int64_t now_ms) {
   if (entry.study->state() == StudyState::kActive || entry.end_time_ms != 0) return;
   entry.end_time_ms = now_ms;
   entry.new_study = true;  // end_time_ms is in the record header: journal it
+  ended_.push_back(entry.study->spec().name);
   spdlog::info("study {}: {}: {}", entry.study->spec().name,
                tuning::StudyStateName(entry.study->state()), entry.study->message());
 }

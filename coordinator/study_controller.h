@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -79,6 +80,8 @@ class StudyController {
 
   // Trials that must have a job (active ones) by job name, for recovery.
   std::vector<TrialJobLaunch> ActiveTrialJobs() const;
+  // The studies that ended since the last call, in the order they did (not those replayed ended).
+  std::vector<std::string> TakeEnded() { return std::exchange(ended_, {}); }
 
   StatusOr<wire::StudyInfoT> Info(const std::string& name) const;
   // The study's owner ("" when none was recorded), or nullptr when there is no such study.
@@ -123,6 +126,7 @@ class StudyController {
   std::string default_output_base_;
   std::map<std::string, std::unique_ptr<Entry>> studies_;
   std::map<std::string, std::pair<std::string, std::string>> job_to_trial_;  // job -> (study, id)
+  std::vector<std::string> ended_;
 };
 
 }  // namespace cohort::coordinator

@@ -1,5 +1,6 @@
-// Job-end notices: the delivery rule (NoticeQueue), the webhook URL, what a notice says
-// (coordinator/job_notice.h), and the Notifier's thread against a real HTTP receiver on loopback.
+// Job-, array- and study-end notices: the delivery rule (NoticeQueue), the webhook URL, what a
+// notice says (coordinator/job_notice.h), and the Notifier's thread against a real HTTP receiver on
+// loopback.
 #include "coordinator/notifier.h"
 
 #include <gtest/gtest.h>
@@ -187,6 +188,38 @@ TEST(JobNotice, SaysWhoseJobEndedHowAndWhyInFieldsAndInOneLine) {
   EXPECT_EQ(notice["tasks"], 3);
   EXPECT_EQ(notice["user"], "alice");
   EXPECT_EQ(notice["text"], "array sweep FAILED: 2 SUCCEEDED, 1 FAILED (3 tasks)");
+
+  wire::StudyInfoT study;
+  study.name = "hp";
+  study.state = "FAILED";
+  study.metric = "accuracy";
+  study.message = "3 trials failed in a row";
+  study.owner = "alice";
+  for (const char* id : {"1", "2"}) {
+    auto t = std::make_unique<wire::TrialInfoT>();
+    t->id = id;
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = "lr";
+    kv->value = id[0] == '1' ? "0.1" : "0.01";
+    t->parameters.push_back(std::move(kv));
+    t->has_final_metric = id[0] == '2';
+    t->final_metric = 0.9731;
+    study.trials.push_back(std::move(t));
+  }
+  notice = json::parse(StudyEndedNotice(study));
+  EXPECT_EQ(notice["kind"], "study_ended");
+  EXPECT_EQ(notice["best"], nullptr);  // no best_trial named
+  EXPECT_EQ(notice["text"], "study hp FAILED: 2 trials: 3 trials failed in a row");
+  study.best_trial = "2";
+  study.state = "SUCCEEDED";
+  notice = json::parse(StudyEndedNotice(study));
+  EXPECT_EQ(notice["trials_total"], 2);
+  EXPECT_FALSE(notice.contains("trials")) << notice;
+  EXPECT_EQ(notice["best"],
+            json({{"id", "2"}, {"parameters", {{"lr", "0.01"}}}, {"final_metric", 0.9731}}));
+  EXPECT_EQ(notice["user"], "alice");
+  EXPECT_EQ(notice["text"],
+            "study hp SUCCEEDED: 2 trials, best trial 2 (accuracy 0.9731 with lr=0.01)");
 }
 
 // stop() only reaches a server already listening.

@@ -1,9 +1,9 @@
 // Job-end notices (`cohort-coordinator --notify-url`, coordinator/notifier.h): a real coordinator
 // and agent on loopback POST to a real HTTP receiver in this process, which turns the first
-// notice away (503): it comes again. A job that succeeds, an array whose odd task fails, and a
-// job cancelled while queued each give a notice once their ends are stored; the array one more,
-// after its last task's. /metrics counts them. A --notify-url that is no URL stops the
-// coordinator at start, naming the flag.
+// notice away (503): it comes again. A job that succeeds, an array whose odd task fails, a job
+// cancelled while queued and a study's two trial jobs each give a notice once their ends are
+// stored; the array and the study one more, after their last job's. /metrics counts them. A
+// --notify-url that is no URL stops the coordinator at start, naming the flag.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/testing/cluster_test.h"
+#include "tests/testing/specs.h"
 
 namespace cohort {
 namespace {
@@ -72,7 +73,7 @@ std::string Chief(const std::string& command, const std::string& scheduling = ""
          command + "']}\nscheduling: {max_restarts: 0" + scheduling + "}\n";
 }
 
-TEST_F(NotifyTest, EachJobAndArrayThatEndsIsPostedOnceStoredAndARefusalIsSentAgain) {
+TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSentAgain) {
   if (!NeedBinaries()) return;
   Receiver receiver;
   ct::ClusterOptions options;
@@ -88,13 +89,25 @@ TEST_F(NotifyTest, EachJobAndArrayThatEndsIsPostedOnceStoredAndARefusalIsSentAga
   ASSERT_TRUE(client.Submit("name: held\n" + Chief("exit 0", ", hold: true")).ok());
   ASSERT_TRUE(client.Cancel("held").ok());
   ct::WaitForJobEnd(client, "held", 30s);
+  // A study of two trials, one at a time; trial x reports the score x.
+  const std::string trial = cluster_->scratch("trial.sh");
+  ct::WriteFile(trial,
+                "x=${1#--x=}\n"
+                "printf '{\"score\": %s, \"global_step\": 1}\\n' \"$x\" >> "
+                "\"$CLOUD_ML_HP_METRIC_FILE\"\n");
+  ASSERT_TRUE(client
+                  .SubmitStudy(ct::GridStudyYaml("tune", 2, 1, cluster_->scratch("tune-out"),
+                                                 "      resources: {cpus: 1}\n"
+                                                 "      process: {command: [/bin/sh, " +
+                                                     trial + "]}\n"))
+                  .ok());
 
   std::vector<json> notices;
-  for (int i = 0; i < 300 && notices.size() < 5; ++i) {
+  for (int i = 0; i < 600 && notices.size() < 8; ++i) {
     std::this_thread::sleep_for(100ms);
     notices = receiver.notices();
   }
-  ASSERT_EQ(notices.size(), 5u) << json(notices).dump(1);
+  ASSERT_EQ(notices.size(), 8u) << json(notices).dump(1);
   // In the order the ends were stored; the first came again after the 503.
   EXPECT_EQ(notices[0]["kind"], "job_ended");
   EXPECT_EQ(notices[0]["job"], "fine");
@@ -121,18 +134,29 @@ TEST_F(NotifyTest, EachJobAndArrayThatEndsIsPostedOnceStoredAndARefusalIsSentAga
   EXPECT_EQ(notices[4]["text"].get<std::string>().rfind("job held CANCELLED before it started", 0),
             0u)
       << notices[4];
+  EXPECT_EQ(notices[5]["job"], "tune_trial_1");
+  EXPECT_EQ(notices[5]["study"], "tune");
+  EXPECT_EQ(notices[5]["trial_id"], "1");
+  EXPECT_EQ(notices[6]["job"], "tune_trial_2");
+  EXPECT_EQ(notices[7]["kind"], "study_ended");
+  EXPECT_EQ(notices[7]["name"], "tune");
+  EXPECT_EQ(notices[7]["state"], "SUCCEEDED");
+  EXPECT_EQ(notices[7]["trials_total"], 2);
+  EXPECT_EQ(notices[7]["best"]["id"], "2");
+  EXPECT_EQ(notices[7]["best"]["parameters"], json({{"x", "2"}}));
+  EXPECT_EQ(notices[7]["text"], "study tune SUCCEEDED: 2 trials, best trial 2 (score 2 with x=2)");
 
-  // /metrics: 5 delivered, the first send retried, none waiting.
+  // /metrics: 8 delivered, the first send retried, none waiting.
   httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
   std::string metrics;
   for (int i = 0; i < 50; ++i) {  // the snapshot behind /metrics is published every 0.5 s
     auto r = http.Get("/metrics");
     ASSERT_TRUE(r && r->status == 200);
     metrics = r->body;
-    if (metrics.find("cohort_notices_total{result=\"delivered\"} 5\n") != std::string::npos) break;
+    if (metrics.find("cohort_notices_total{result=\"delivered\"} 8\n") != std::string::npos) break;
     std::this_thread::sleep_for(100ms);
   }
-  EXPECT_NE(metrics.find("cohort_notices_total{result=\"delivered\"} 5\n"), std::string::npos)
+  EXPECT_NE(metrics.find("cohort_notices_total{result=\"delivered\"} 8\n"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("cohort_notices_total{result=\"retried\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("cohort_notices_total{result=\"dropped\"} 0\n"), std::string::npos);
