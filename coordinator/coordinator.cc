@@ -361,7 +361,7 @@ void Coordinator::ExecuteCommands() {
   // Ending a job can make a study submit or cancel jobs, which issue commands in turn.
   while (true) {
     ControllerCommands commands = jobs_.TakeCommands();
-    if (commands.launch.empty() && commands.stop.empty() && commands.ended.empty()) return;
+    if (commands.empty()) return;
     const int64_t now = clock_->NowMs();
     for (const StopCommand& stop : commands.stop) {
       // A node that is not ready is told when it registers again (reconciliation).
@@ -382,11 +382,25 @@ void Coordinator::ExecuteCommands() {
       outbox_.ToAgent(node->peer, Encode(0, plan));
       nodes_.NoteSent(node->node_id, now);
     }
+    if (notifier_ && options_.notify_starts) {
+      for (const std::string& name : commands.started) {
+        if (const JobRecord* job = jobs_.FindJob(name)) {
+          pending_notices_.push_back(JobStartedNotice(*job, now));
+        }
+      }
+    }
+    if (notifier_ && options_.notify_restarts) {
+      for (const auto& [name, event] : commands.restarted) {
+        if (const JobRecord* job = jobs_.FindJob(name)) {
+          pending_notices_.push_back(JobRestartedNotice(*job, event));
+        }
+      }
+    }
     std::set<std::string> arrays_ended;
     for (const std::string& name : commands.ended) {
       const JobRecord* job = jobs_.FindJob(name);
       if (job == nullptr) continue;
-      if (notifier_) {
+      if (notifier_ && options_.notify_ends) {
         pending_notices_.push_back(JobEndedNotice(*job));
         if (job->spec.IsArrayTask()) arrays_ended.insert(job->spec.ArrayName());
       }
@@ -409,7 +423,7 @@ Status Coordinator::Commit() {
   std::vector<RoutedMessage> reads = std::exchange(pass_reads_, {});
   // The studies the pass ended (a last trial's end, `cohort cancel STUDY`), after their jobs'.
   for (const std::string& study : studies_.TakeEnded()) {
-    if (!notifier_) continue;
+    if (!notifier_ || !options_.notify_ends) continue;
     if (auto info = studies_.Info(study); info.ok()) {
       pending_notices_.push_back(StudyEndedNotice(*info));
     }

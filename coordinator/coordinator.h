@@ -217,7 +217,7 @@ class Coordinator {
   int64_t store_retry_at_ms_ = 0;          // the timers wait until then after a failed commit
   bool redo_after_rollback_ = false;       // RedoAfterRollBack before the timers' next run
   std::vector<RoutedMessage> pass_reads_;  // this pass's client reads (Commit, RollBack)
-  // Job-end notices (--notify-url): those of this pass wait for its commit.
+  // Job notices (--notify-url): those of this pass wait for its commit.
   std::unique_ptr<Notifier> notifier_;
   std::vector<std::string> pending_notices_;
   CoordinatorStats stats_;

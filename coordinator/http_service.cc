@@ -307,14 +307,14 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "them (--fence-after).");
   t.Sample("cohort_replicas_fence_held", s.counters.fence_held);
   t.Family("cohort_notices_total", Type::kCounter,
-           "Job-end notices POSTed to --notify-url by what became of each send: delivered, "
+           "Job notices POSTed to --notify-url by what became of each send: delivered, "
            "retried (no reply, 408, 429 or 5xx: sent again later), dropped (refused with another "
            "4xx, unanswered for an hour, or pushed out by 10,000 waiting), counted since the "
            "coordinator started; all 0 without --notify-url.");
   by_key("cohort_notices_total", "result", {"delivered", "retried", "dropped"},
          s.counters.notices_by_result);
   t.Family("cohort_notices_queued", Type::kGauge,
-           "Job-end notices waiting to be delivered to --notify-url.");
+           "Job notices waiting to be delivered to --notify-url.");
   t.Sample("cohort_notices_queued", s.counters.notices_queued);
   t.Family("cohort_queue_wait_seconds", Type::kHistogram,
            "Time from submit to first placement of every job placed (derived from the state "

@@ -48,7 +48,7 @@ struct CoordinatorCounters {
   uint64_t elastic_shrinks = 0;
   uint64_t elastic_grows = 0;
   uint64_t fence_held = 0;  // replicas held for a fence now (a gauge)
-  // Job-end notices (coordinator/notifier.h) by what became of them: delivered, retried (sends
+  // Job notices (coordinator/notifier.h) by what became of them: delivered, retried (sends
   // that failed, tried again), dropped; and those waiting now (a gauge).
   std::map<std::string, uint64_t> notices_by_result;
   uint64_t notices_queued = 0;

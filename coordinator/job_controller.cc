@@ -773,6 +773,7 @@ void JobController::Hang(JobRecord& job, const std::vector<std::string>& stuck,
   Incident& inc = incidents_[job.name] =
       Incident(job, "of a hang (" + who + " stuck)", job.restarts, budget, now_ms);
   AddEvent(job, inc.Event(), now_ms);
+  commands_.restarted.emplace_back(job.name, inc.Event());
   RestartJob(job, now_ms);
   ReleaseHeld(job, now_ms);
 }
@@ -1047,6 +1048,10 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
     if (r.state != ReplicaState::RUNNING && r.state != ReplicaState::SUCCEEDED) return;
     ++running;
   }
+  const bool first = std::none_of(job.events.begin(), job.events.end(), [](const auto& e) {
+    return e.message.rfind("running:", 0) == 0;
+  });
+  if (first) commands_.started.push_back(job.name);
   job.state = JobState::RUNNING;
   job.message = "all replicas running";
   AddEvent(job,

@@ -170,6 +170,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -222,6 +223,14 @@ struct ControllerCommands {
   std::vector<LaunchCommand> launch;
   std::vector<StopCommand> stop;
   std::vector<std::string> ended;  // jobs that reached a final state (studies hear of them)
+  // Jobs all of whose replicas ran for the first time, and restarts spent (the job, and its
+  // incident's event as it opened): the coordinator's notices (--notify-on).
+  std::vector<std::string> started;
+  std::vector<std::pair<std::string, std::string>> restarted;
+
+  bool empty() const {
+    return launch.empty() && stop.empty() && ended.empty() && started.empty() && restarted.empty();
+  }
 };
 
 struct JobControllerOptions {

@@ -229,6 +229,7 @@ void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t n
   Incident& inc = incidents_[job.name] =
       Incident(job, cause, spend ? job.restarts : Incident::kNoneSpent, budget, now_ms, node_fault);
   AddEvent(job, inc.Event(), now_ms);
+  if (spend) commands_.restarted.emplace_back(job.name, inc.Event());
   if (inc.whole_job()) {
     RestartJob(job, now_ms);
   } else {

@@ -28,24 +28,16 @@ std::string RanFor(const JobRecord& job) {
   return "after " + FormatElapsed(ran);
 }
 
-}  // namespace
-
-std::string JobEndedNotice(const JobRecord& job) {
-  const std::string state = wire::EnumNameJobState(job.state);
+// What every notice of a job says of it: kind, job, user, queue, labels, and its array's or
+// study's part.
+json JobFields(const char* kind, const JobRecord& job) {
   json labels = json::object();
   for (const auto& [key, value] : job.spec.labels) labels[key] = value;
-  json out = {{"kind", "job_ended"},
+  json out = {{"kind", kind},
               {"job", job.name},
-              {"state", state},
-              {"message", job.message},
               {"user", JobUser(job)},
               {"queue", JobQueue(job)},
-              {"labels", std::move(labels)},
-              {"restarts", job.restarts},
-              {"create_time_ms", job.create_time_ms},
-              {"start_time_ms", job.start_time_ms},
-              {"end_time_ms", job.end_time_ms},
-              {"output_dir", job.output_dir}};
+              {"labels", std::move(labels)}};
   if (job.spec.IsArrayTask()) {
     out["array"] = job.spec.ArrayName();
     out["array_index"] = *job.spec.scheduling.array.index;
@@ -54,12 +46,55 @@ std::string JobEndedNotice(const JobRecord& job) {
     out["study"] = job.study;
     out["trial_id"] = job.trial_id;
   }
+  return out;
+}
+
+}  // namespace
+
+std::string JobEndedNotice(const JobRecord& job) {
+  const std::string state = wire::EnumNameJobState(job.state);
+  json out = JobFields("job_ended", job);
+  out.update({{"state", state},
+              {"message", job.message},
+              {"restarts", job.restarts},
+              {"create_time_ms", job.create_time_ms},
+              {"start_time_ms", job.start_time_ms},
+              {"end_time_ms", job.end_time_ms},
+              {"output_dir", job.output_dir}});
   std::string text = "job " + job.name + " " + state + " " + RanFor(job);
   if (job.restarts > 0) {
     text += ", " + std::to_string(job.restarts) + (job.restarts == 1 ? " restart" : " restarts");
   }
   if (!job.message.empty()) text += ": " + job.message;
   out["text"] = std::move(text);
+  return Dump(out);
+}
+
+std::string JobStartedNotice(const JobRecord& job, int64_t now_ms) {
+  json out = JobFields("job_started", job);
+  const int64_t waited = std::max<int64_t>(0, now_ms - job.create_time_ms);
+  out.update({{"create_time_ms", job.create_time_ms},
+              {"start_time_ms", job.start_time_ms},
+              {"waited_ms", waited}});
+  // "running: all 4 replicas running", the event MaybeRunning just added.
+  std::string running = "running";
+  for (auto e = job.events.rbegin(); e != job.events.rend(); ++e) {
+    if (e->message.rfind("running:", 0) == 0) {
+      running = e->message;
+      break;
+    }
+  }
+  out["text"] = "job " + job.name + " " + running + ", " + FormatElapsed(waited) +
+                " after submit (queue " + JobQueue(job) + ")";
+  return Dump(out);
+}
+
+std::string JobRestartedNotice(const JobRecord& job, const std::string& event) {
+  json out = JobFields("job_restarted", job);
+  out.update({{"restarts", job.restarts},
+              {"max_restarts", job.spec.scheduling.max_restarts},
+              {"event", event}});
+  out["text"] = "job " + job.name + " " + event;
   return Dump(out);
 }
 

@@ -1,9 +1,13 @@
-// What a job-end notice holds (coordinator/notifier.h: POSTed to --notify-url once the end is
+// What a job notice holds (coordinator/notifier.h: POSTed to --notify-url once what it tells is
 // stored). Each is one JSON object, whose "kind" says which:
 //   job_ended:   job, state (SUCCEEDED, FAILED, CANCELLED), message (why it ended), user, queue,
 //                labels, restarts, create_time_ms, start_time_ms (0: never placed), end_time_ms,
 //                output_dir; array and array_index for a task of an array; study and trial_id
 //                for a trial's job.
+//   job_started: (--notify-on start) the job's replicas all ran for the first time: job, user,
+//                queue, labels, create_time_ms, start_time_ms, waited_ms (submit to now).
+//   job_restarted: (--notify-on restart) a restart spent: job, user, queue, labels, restarts,
+//                max_restarts, event (the incident as `cohort status` lists it when it opened).
 //   array_ended: the array as `cohort arrays --json` has it (coordinator/job_array.h: its state
 //                is its end), and its user; sent when its last task ends, after that task's.
 //   study_ended: the study as `cohort trials --json` has it, but its trials counted
@@ -15,6 +19,7 @@
 // Thread safety: pure functions of the records given.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +30,10 @@ namespace cohort::coordinator {
 
 // `job` has ended (JobRecord::finished).
 std::string JobEndedNotice(const JobRecord& job);
+// `job`'s replicas all run, the first time, at `now_ms`.
+std::string JobStartedNotice(const JobRecord& job, int64_t now_ms);
+// `job` spent a restart; `event`: its incident's event.
+std::string JobRestartedNotice(const JobRecord& job, const std::string& event);
 // Every task of the array `name` (not empty) has ended.
 std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks);
 // The study `study` (StudyController::Info) has ended.

@@ -1,7 +1,8 @@
-// Job-end notices (`--notify-url`; Slurm's --mail-type=END, Vertex AI's Pub/Sub notification of a
+// Job notices (`--notify-url`; Slurm's --mail-type=END, Vertex AI's Pub/Sub notification of a
 // job's state): once a job's end is stored, the coordinator POSTs one JSON object to the admin's
 // webhook (coordinator/job_notice.h says what it holds), and one more when an array's last task
-// ends, or a study does. A chat webhook (Slack, Mattermost) shows its "text"; anything else can
+// ends, or a study does; with --notify-on, also when a job first runs and when it spends a
+// restart. A chat webhook (Slack, Mattermost) shows its "text"; anything else can
 // route on its fields (user, queue, labels).
 //
 // NoticeQueue is the delivery rule, a pure state machine: notices go out one at a time, in the

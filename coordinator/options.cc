@@ -64,7 +64,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
                       stop_grace = "30s", max_spec_size = "1MiB", job_retention = "none",
-                      fence_after = "none", fence_grace = "stop-grace";
+                      fence_after = "none", fence_grace = "stop-grace", notify_on = "end";
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help and exit")("version", "print the version and exit")(
       "config", po::value(&config), "INI file with the same names as these flags")(
@@ -108,6 +108,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "https://; "
       "a chat webhook shows its \"text\" (a URL holding a secret is better kept in the config "
       "file)")(
+      "notify-on", po::value(&notify_on)->default_value(notify_on),
+      "what --notify-url hears of, comma-separated: end (a job's, an array's, a study's), start (a "
+      "job's replicas all ran, the first time), restart (each restart a job spends), or all")(
       "notify-ca-file", po::value(&o.notify_ca_file),
       "CA certificates (PEM) an https --notify-url's certificate must chain to (default: the "
       "system's)")(
@@ -189,6 +192,34 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   if (!o.notify_url.empty()) {
     if (auto url = ParseWebhookUrl(o.notify_url); !url.ok()) {
       return InvalidArgument("--notify-url: " + url.status().message());
+    }
+  }
+  {
+    o.notify_ends = o.notify_starts = o.notify_restarts = false;
+    std::istringstream items(notify_on);
+    std::string item;
+    bool any = false;
+    while (std::getline(items, item, ',')) {
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      if (item.empty()) continue;
+      any = true;
+      if (item == "all") {
+        o.notify_ends = o.notify_starts = o.notify_restarts = true;
+      } else if (item == "end") {
+        o.notify_ends = true;
+      } else if (item == "start") {
+        o.notify_starts = true;
+      } else if (item == "restart") {
+        o.notify_restarts = true;
+      } else {
+        return InvalidArgument("--notify-on: '" + item +
+                               "' is none of end, start, restart, all (comma-separated)");
+      }
+    }
+    if (!any) return InvalidArgument("--notify-on: empty; end, start, restart or all");
+    if (!parsed->values["notify-on"].defaulted() && o.notify_url.empty()) {
+      return InvalidArgument("--notify-on: without --notify-url");
     }
   }
   if (!o.notify_ca_file.empty()) {

@@ -75,11 +75,16 @@ struct CoordinatorOptions {
   // Finished jobs that ended longer ago than this are deleted with their records and logs
   // (--job-retention, e.g. 30d; 0, "0" or "none": kept forever).
   std::chrono::milliseconds job_retention{0};
-  // Job-end notices (coordinator/notifier.h): POSTed to this http:// or https:// URL
+  // Job notices (coordinator/notifier.h): POSTed to this http:// or https:// URL
   // (--notify-url; empty: none), an https receiver's certificate checked against notify_ca_file
   // (PEM; empty: the system's CAs).
   std::string notify_url;
   std::string notify_ca_file;
+  // What is notified (--notify-on end,start,restart | all; default end): a job's (an array's, a
+  // study's) end, a job's first run, each restart a job spends.
+  bool notify_ends = true;
+  bool notify_starts = false;
+  bool notify_restarts = false;
 };
 
 // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].

@@ -396,6 +396,41 @@ TEST_F(JobControllerTest, AOneReplicaJobsEventsSayReplicaInTheSingular) {
   EXPECT_EQ(LastEventOpening(job, "running"), "running: its one replica running");
 }
 
+// The coordinator's notices (--notify-on start,restart) hear of a job's first run and of each
+// restart it spends, once each: running again after a restart is no new start.
+TEST_F(JobControllerTest, AJobsFirstRunAndEachRestartItSpendsAreToldOnce) {
+  const std::string yaml =
+      "name: told\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+      "    process: {command: [/bin/train]}\nscheduling: {max_restarts: 2}\n";
+  auto spec = ParseJobSpec(yaml, "test job");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_);
+  Hear({"a"});
+  auto place_and_run = [&] {
+    jobs_.PlaceJob(job, {JobController::Slot{"a", {0}, 30000}}, 29000, 29001, now_);
+    Report(job, "chief-0", ReplicaState::RUNNING);
+    EXPECT_EQ(job.state, JobState::RUNNING);
+    return jobs_.TakeCommands();
+  };
+  ControllerCommands first = place_and_run();
+  EXPECT_EQ(first.started, std::vector<std::string>{"told"});
+  EXPECT_TRUE(first.restarted.empty());
+
+  Advance(1000);
+  Report(job, "chief-0", ReplicaState::FAILED, 137, 9);
+  EXPECT_EQ(job.restarts, 1);
+  ControllerCommands restart = jobs_.TakeCommands();
+  ASSERT_EQ(restart.restarted.size(), 1u);
+  EXPECT_EQ(restart.restarted[0].first, "told");
+  EXPECT_EQ(restart.restarted[0].second, LastRestartEvent(job));
+  EXPECT_TRUE(restart.started.empty());
+
+  Advance(1000);
+  ControllerCommands again = place_and_run();
+  EXPECT_TRUE(again.started.empty()) << "running again after a restart is no new start";
+  EXPECT_TRUE(again.restarted.empty());
+}
+
 TEST_F(JobControllerTest, ALoneReplicaFailsAtOnce) {
   JobRecord& job = Start("solo", 0, true, 3, {"a"});
   Report(job, "chief-0", ReplicaState::FAILED, 2);

@@ -139,7 +139,7 @@ JobRecord Ended(const std::string& spec_yaml, JobState state, const std::string&
   return j;
 }
 
-TEST(JobNotice, SaysWhoseJobEndedHowAndWhyInFieldsAndInOneLine) {
+TEST(JobNotice, SaysWhatBecameOfAJobArrayOrStudyInFieldsAndInOneLine) {
   const std::string pools =
       "worker_pools:\n  - role: chief\n    process: {command: [/bin/train]}\n";
   JobRecord job = Ended("name: train\nlabels: {team: vision}\n" + pools, JobState::FAILED,
@@ -158,6 +158,25 @@ TEST(JobNotice, SaysWhoseJobEndedHowAndWhyInFieldsAndInOneLine) {
   EXPECT_EQ(notice["text"],
             "job train FAILED after 1h02m, 2 restarts: worker-1 attempt 2 exited with code 1 "
             "(permanent failure)");
+
+  // Started: after 60 s queued; restarted: the incident's event.
+  JobRecord running = Ended("name: train\n" + pools, JobState::RUNNING, "all replicas running");
+  running.restarts = 0;
+  running.events.push_back(JobEventRecord{61'000, "running: its one replica running"});
+  notice = json::parse(JobStartedNotice(running, 61'000));
+  EXPECT_EQ(notice["kind"], "job_started");
+  EXPECT_EQ(notice["waited_ms"], 60'000);
+  EXPECT_EQ(notice["text"],
+            "job train running: its one replica running, 1m00s after submit (queue default)");
+  running.restarts = 1;
+  notice = json::parse(JobRestartedNotice(
+      running, "restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 was preempted"));
+  EXPECT_EQ(notice["kind"], "job_restarted");
+  EXPECT_EQ(notice["restarts"], 1);
+  EXPECT_EQ(notice["max_restarts"], 3);  // the default
+  EXPECT_EQ(notice["labels"], json::object());
+  EXPECT_EQ(notice["text"],
+            "job train restart 1/2: chief-0 as attempt 1 because chief-0 attempt 0 was preempted");
 
   JobRecord never = Ended("name: never\n" + pools, JobState::CANCELLED, "cancelled by bob");
   never.start_time_ms = 0;

@@ -1,9 +1,10 @@
-// Job-end notices (`cohort-coordinator --notify-url`, coordinator/notifier.h): a real coordinator
+// Job notices (`cohort-coordinator --notify-url`, coordinator/notifier.h): a real coordinator
 // and agent on loopback POST to a real HTTP receiver in this process, which turns the first
 // notice away (503): it comes again. A job that succeeds, an array whose odd task fails, a job
 // cancelled while queued and a study's two trial jobs each give a notice once their ends are
-// stored; the array and the study one more, after their last job's. /metrics counts them. A
-// --notify-url that is no URL stops the coordinator at start, naming the flag.
+// stored; the array and the study one more, after their last job's. /metrics counts them.
+// --notify-on start,restart tells a job's first run and each restart it spends instead. A
+// --notify-url that is no URL, or an unknown --notify-on, stops the coordinator at start.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -64,13 +65,30 @@ class Receiver {
   std::thread thread_;
 };
 
-class NotifyTest : public ct::ClusterTest {};
+class NotifyTest : public ct::ClusterTest {
+ protected:
+  // The coordinator's /metrics once it counts `delivered` notices delivered (or after 5 s).
+  std::string MetricsOnceDelivered(int delivered) {
+    httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
+    const std::string line =
+        "cohort_notices_total{result=\"delivered\"} " + std::to_string(delivered) + "\n";
+    std::string metrics;
+    for (int i = 0; i < 50; ++i) {  // the snapshot behind /metrics is published every 0.5 s
+      auto r = http.Get("/metrics");
+      if (r && r->status == 200) metrics = r->body;
+      if (metrics.find(line) != std::string::npos) break;
+      std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_NE(metrics.find(line), std::string::npos) << metrics;
+    return metrics;
+  }
+};
 
-// A job file of one chief running `command`, no restarts, and `scheduling` (", array: ...").
-std::string Chief(const std::string& command, const std::string& scheduling = "") {
+// A job file of one chief running `command`, and `scheduling` (no restarts by default).
+std::string Chief(const std::string& command, const std::string& scheduling = "max_restarts: 0") {
   return "worker_pools:\n  - role: chief\n    resources: {cpus: 1}\n    process: {command: "
          "[/bin/sh, -c, '" +
-         command + "']}\nscheduling: {max_restarts: 0" + scheduling + "}\n";
+         command + "']}\nscheduling: {" + scheduling + "}\n";
 }
 
 TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSentAgain) {
@@ -82,11 +100,12 @@ TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSe
   auto client = cluster_->Client();
   ASSERT_TRUE(client.Submit("name: fine\n" + Chief("exit 0")).ok());
   ct::WaitForJobEnd(client, "fine", 60s);
-  ASSERT_TRUE(
-      client.Submit("name: odd\n" + Chief("exit $((COHORT_ARRAY_INDEX % 2))", ", array: 0-1%1"))
-          .ok());
+  ASSERT_TRUE(client
+                  .Submit("name: odd\n" + Chief("exit $((COHORT_ARRAY_INDEX % 2))",
+                                                "max_restarts: 0, array: 0-1%1"))
+                  .ok());
   for (const char* task : {"odd-0", "odd-1"}) ct::WaitForJobEnd(client, task, 60s);
-  ASSERT_TRUE(client.Submit("name: held\n" + Chief("exit 0", ", hold: true")).ok());
+  ASSERT_TRUE(client.Submit("name: held\n" + Chief("exit 0", "max_restarts: 0, hold: true")).ok());
   ASSERT_TRUE(client.Cancel("held").ok());
   ct::WaitForJobEnd(client, "held", 30s);
   // A study of two trials, one at a time; trial x reports the score x.
@@ -147,20 +166,51 @@ TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSe
   EXPECT_EQ(notices[7]["text"], "study tune SUCCEEDED: 2 trials, best trial 2 (score 2 with x=2)");
 
   // /metrics: 8 delivered, the first send retried, none waiting.
-  httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
-  std::string metrics;
-  for (int i = 0; i < 50; ++i) {  // the snapshot behind /metrics is published every 0.5 s
-    auto r = http.Get("/metrics");
-    ASSERT_TRUE(r && r->status == 200);
-    metrics = r->body;
-    if (metrics.find("cohort_notices_total{result=\"delivered\"} 8\n") != std::string::npos) break;
-    std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_NE(metrics.find("cohort_notices_total{result=\"delivered\"} 8\n"), std::string::npos)
-      << metrics;
+  const std::string metrics = MetricsOnceDelivered(8);
   EXPECT_NE(metrics.find("cohort_notices_total{result=\"retried\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("cohort_notices_total{result=\"dropped\"} 0\n"), std::string::npos);
   EXPECT_NE(metrics.find("cohort_notices_queued 0\n"), std::string::npos);
+}
+
+// --notify-on start,restart: a job's first run and the restart it spends are told, its end is not
+// (nor its second run, after the restart). Attempt 0 runs a second, then is SIGKILLed; attempt 1
+// succeeds.
+TEST_F(NotifyTest, AJobsStartAndRestartsAreToldWhenAskedFor) {
+  if (!NeedBinaries()) return;
+  Receiver receiver;
+  ct::ClusterOptions options;
+  options.coordinator_args = {"--notify-url", receiver.url(), "--notify-on", "start,restart"};
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("notify-on")}, options));
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: flaky\n" +
+                          Chief("sleep 1; [ \"$COHORT_RESTART_COUNT\" = 0 ] && kill -9 $$; exit 0",
+                                "max_restarts: 1"))
+                  .ok());
+  wire::JobInfoT done = ct::WaitForJobEnd(client, "flaky", 60s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  // The end was stored before the reply above: any notice of it is queued by now.
+  const std::string metrics = MetricsOnceDelivered(2);
+  EXPECT_NE(metrics.find("cohort_notices_queued 0\n"), std::string::npos) << metrics;
+  std::vector<json> notices = receiver.notices();
+  ASSERT_EQ(notices.size(), 2u) << json(notices).dump(1);
+  EXPECT_EQ(notices[0]["kind"], "job_started");
+  EXPECT_EQ(notices[0]["job"], "flaky");
+  EXPECT_GE(notices[0]["waited_ms"].get<int64_t>(), 0);
+  EXPECT_EQ(notices[0]["text"].get<std::string>().rfind(
+                "job flaky running: its one replica running, ", 0),
+            0u)
+      << notices[0];
+  EXPECT_EQ(notices[1]["kind"], "job_restarted");
+  EXPECT_EQ(notices[1]["restarts"], 1);
+  EXPECT_EQ(notices[1]["max_restarts"], 1);
+  EXPECT_EQ(notices[1]["text"], "job flaky " + notices[1]["event"].get<std::string>());
+  const std::string event = notices[1]["event"].get<std::string>();
+  EXPECT_EQ(event.rfind("restart 1/1: chief-0 as attempt 1 because chief-0 attempt 0 was killed "
+                        "by signal 9 (SIGKILL)",
+                        0),
+            0u)
+      << event;
 }
 
 TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
@@ -176,6 +226,13 @@ TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
   EXPECT_NE(orphan.exit_code, 0);
   EXPECT_NE(orphan.err.find("--notify-ca-file: without --notify-url"), std::string::npos)
       << orphan.err;
+  ct::RunResult unknown = ct::RunProcess(
+      COHORT_COORDINATOR_BIN,
+      {"--insecure", "--notify-url", "http://127.0.0.1:9/x", "--notify-on", "end,begin"}, {}, 30s);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("--notify-on: 'begin' is none of end, start, restart, all"),
+            std::string::npos)
+      << unknown.err;
 }
 
 }  // namespace
