@@ -104,10 +104,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "finished jobs that ended longer ago than this (e.g. 30d) are deleted with their records "
       "and logs; none or 0 keeps them forever")(
       "notify-url", po::value(&o.notify_url),
-      "POST a JSON notice here when a job (an array, a study) ends, once stored: http:// or "
-      "https://; "
-      "a chat webhook shows its \"text\" (a URL holding a secret is better kept in the config "
-      "file)")(
+      "http:// or https:// URL to POST a JSON notice to when a job, an array or a study ends "
+      "(and what --notify-on adds), once stored; a chat webhook shows its \"text\" (a URL "
+      "holding a secret is better kept in the config file)")(
       "notify-on", po::value(&notify_on)->default_value(notify_on),
       "what --notify-url hears of, comma-separated: end (a job's, an array's, a study's), start (a "
       "job's replicas all ran, the first time), restart (each restart a job spends), or all")(
