@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/wire_json.h"
+#include "coordinator/job_array.h"
 #include "coordinator/job_notice.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/placement_round.h"
@@ -382,40 +383,46 @@ void Coordinator::ExecuteCommands() {
       outbox_.ToAgent(node->peer, Encode(0, plan));
       nodes_.NoteSent(node->node_id, now);
     }
-    if (notifier_ && options_.notify_starts) {
-      for (const std::string& name : commands.started) {
-        if (const JobRecord* job = jobs_.FindJob(name)) {
-          pending_notices_.push_back(JobStartedNotice(*job, now));
-        }
-      }
-    }
-    if (notifier_ && options_.notify_restarts) {
-      for (const auto& [name, event] : commands.restarted) {
-        if (const JobRecord* job = jobs_.FindJob(name)) {
-          pending_notices_.push_back(JobRestartedNotice(*job, event));
-        }
-      }
-    }
-    std::set<std::string> arrays_ended;
+    if (notifier_) QueueNotices(commands, now);
     for (const std::string& name : commands.ended) {
-      const JobRecord* job = jobs_.FindJob(name);
-      if (job == nullptr) continue;
-      if (notifier_ && options_.notify_ends) {
-        pending_notices_.push_back(JobEndedNotice(*job));
-        if (job->spec.IsArrayTask()) arrays_ended.insert(job->spec.ArrayName());
+      if (const JobRecord* job = jobs_.FindJob(name)) study_runner_.JobEnded(*job, now);
+    }
+  }
+}
+
+void Coordinator::QueueNotices(const ControllerCommands& commands, int64_t now) {
+  if (options_.notify_starts) {
+    for (const std::string& name : commands.started) {
+      if (const JobRecord* job = jobs_.FindJob(name)) {
+        pending_notices_.push_back(JobStartedNotice(*job, now));
       }
-      study_runner_.JobEnded(*job, now);
     }
-    // An array ends with its last task: one notice, however many of its tasks ended at once.
-    for (const std::string& array : arrays_ended) {
-      std::vector<const JobRecord*> tasks;
-      for (const auto& [index, task] : jobs_.ArrayTasks(array))
-        tasks.push_back(jobs_.FindJob(task));
-      const bool ended = !tasks.empty() && std::all_of(tasks.begin(), tasks.end(), [](auto* t) {
-        return t != nullptr && t->finished();
-      });
-      if (ended) pending_notices_.push_back(ArrayEndedNotice(array, tasks));
+  }
+  if (options_.notify_restarts) {
+    for (const auto& [name, event] : commands.restarted) {
+      if (const JobRecord* job = jobs_.FindJob(name)) {
+        pending_notices_.push_back(JobRestartedNotice(*job, event));
+      }
     }
+  }
+  if (!options_.notify_ends) return;
+  std::set<std::string> arrays;
+  for (const std::string& name : commands.ended) {
+    const JobRecord* job = jobs_.FindJob(name);
+    if (job == nullptr) continue;
+    pending_notices_.push_back(JobEndedNotice(*job));
+    if (job->spec.IsArrayTask()) arrays.insert(job->spec.ArrayName());
+  }
+  // An array ends with its last task (ArrayTally's rule): one notice, however many of its tasks
+  // ended at once.
+  for (const std::string& array : arrays) {
+    std::vector<const JobRecord*> tasks;
+    ArrayTally tally;
+    for (const auto& [index, task] : jobs_.ArrayTasks(array)) {
+      tasks.push_back(jobs_.FindJob(task));
+      tally.Add(*tasks.back());
+    }
+    if (tally.finished()) pending_notices_.push_back(ArrayEndedNotice(array, tasks));
   }
 }
 

@@ -157,6 +157,8 @@ class Coordinator {
   void Tick();
   void ScheduleRound(int64_t now);
   void ExecuteCommands();
+  // The notices (--notify-url, --notify-on) of what `commands` tell, into pending_notices_.
+  void QueueNotices(const ControllerCommands& commands, int64_t now);
   // The watchdog's verdicts: stack dumps of the stuck replicas, then JobController::Hang.
   void RunWatchdog(int64_t now);
   // Queues a DumpStacks of `r`'s attempt for the agent of its node; false when that node is not

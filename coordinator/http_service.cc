@@ -159,10 +159,8 @@ std::optional<json> CoordinatorHttp::ArrayJson(const JobViewMap& jobs, const std
 }
 
 int64_t RunningTimeMs(const JobRecord& job) {
-  for (const JobEventRecord& e : job.events) {
-    if (e.message.rfind("running:", 0) == 0) return e.time_ms;
-  }
-  return 0;
+  const JobEventRecord* running = FirstRunningEvent(job);
+  return running == nullptr ? 0 : running->time_ms;
 }
 
 StatusOr<std::unique_ptr<CoordinatorHttp>> CoordinatorHttp::Start(const HttpEndpoint& endpoint,

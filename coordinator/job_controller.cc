@@ -1048,10 +1048,7 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
     if (r.state != ReplicaState::RUNNING && r.state != ReplicaState::SUCCEEDED) return;
     ++running;
   }
-  const bool first = std::none_of(job.events.begin(), job.events.end(), [](const auto& e) {
-    return e.message.rfind("running:", 0) == 0;
-  });
-  if (first) commands_.started.push_back(job.name);
+  if (FirstRunningEvent(job) == nullptr) commands_.started.push_back(job.name);
   job.state = JobState::RUNNING;
   job.message = "all replicas running";
   AddEvent(job,

@@ -76,16 +76,10 @@ std::string JobStartedNotice(const JobRecord& job, int64_t now_ms) {
   out.update({{"create_time_ms", job.create_time_ms},
               {"start_time_ms", job.start_time_ms},
               {"waited_ms", waited}});
-  // "running: all 4 replicas running", the event MaybeRunning just added.
-  std::string running = "running";
-  for (auto e = job.events.rbegin(); e != job.events.rend(); ++e) {
-    if (e->message.rfind("running:", 0) == 0) {
-      running = e->message;
-      break;
-    }
-  }
-  out["text"] = "job " + job.name + " " + running + ", " + FormatElapsed(waited) +
-                " after submit (queue " + JobQueue(job) + ")";
+  // "running: all 4 replicas running": the first run is the one told.
+  const JobEventRecord* running = FirstRunningEvent(job);
+  out["text"] = "job " + job.name + " " + (running ? running->message : "running") + ", " +
+                FormatElapsed(waited) + " after submit (queue " + JobQueue(job) + ")";
   return Dump(out);
 }
 

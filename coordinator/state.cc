@@ -45,6 +45,13 @@ void JobRecord::SetWaitingReason(const std::string& reason, size_t hash) {
   waiting_reason_hash = hash;
 }
 
+const JobEventRecord* FirstRunningEvent(const JobRecord& job) {
+  for (const JobEventRecord& e : job.events) {
+    if (e.message.rfind("running:", 0) == 0) return &e;
+  }
+  return nullptr;
+}
+
 std::string JobRecord::ShownMessage() const {
   if (state != JobState::QUEUED) return message;
   std::string shown = WaitingFor();

@@ -276,6 +276,9 @@ std::string DescribeFailedExit(const ReplicaRecord& r);
 // ValueError: ...)", "was killed by signal 9 (SIGKILL)", "was preempted", "was lost with its
 // node", ...; "exited 0" alone for a success.
 std::string DescribeEnd(const ReplicaRecord& r);
+// The job's first "running: ..." event (every replica ran, the first time), or nullptr while it
+// has none: RunningTimeMs, and the first run a notice tells (--notify-on start).
+const JobEventRecord* FirstRunningEvent(const JobRecord& job);
 // "0s", "90s", "2m", "1500ms", "7d": the largest whole unit (common/config.h's, of milliseconds).
 std::string FormatDuration(int64_t ms);
 
