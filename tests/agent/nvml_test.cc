@@ -1,7 +1,7 @@
 // NVML as the agent reads it (agent/nvml.h): a GPU's identity, use and health, through the
 // stand-in library tests/agent/fake_nvml.cc (this machine has no NVIDIA driver; on one that has,
-// ObservabilityGpu reads real GPUs), loaded by path as the agent loads libnvidia-ml.so.1; and the
-// GPU sampler's health verdicts (agent/resource_usage.h).
+// ResourceUsageTest.WithNvmlEveryGpuIsSampledAndExposed reads real GPUs), loaded by path as the
+// agent loads libnvidia-ml.so.1; and the GPU sampler's health verdicts (agent/resource_usage.h).
 #include "agent/nvml.h"
 
 #include <gtest/gtest.h>

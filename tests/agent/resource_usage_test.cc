@@ -9,6 +9,7 @@
 #include <atomic>
 #include <future>
 
+#include "agent/http_service.h"
 #include "tests/testing/temp_dir_test.h"
 
 namespace cohort::agent {
@@ -48,12 +49,51 @@ TEST_F(ResourceUsageTest, WhatACgroupLacksIsUnknownNotZero) {
 TEST_F(ResourceUsageTest, WithoutNvmlTheGpuSamplesSayWhy) {
   if (void* nvml = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL); nvml != nullptr) {
     ::dlclose(nvml);
-    GTEST_SKIP() << "this machine has NVML: ObservabilityGpu.NvmlSamples reads real GPUs";
+    GTEST_SKIP() << "this machine has NVML: WithNvmlEveryGpuIsSampledAndExposed reads its GPUs";
   }
   const GpuSamples samples = ReadGpuSamples();
   ASSERT_FALSE(samples.ok());
   EXPECT_EQ(samples.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(samples.status().message().find("libnvidia-ml.so.1"), std::string::npos);
+}
+
+// On a machine with the NVIDIA driver (the lent GPU machine; this one has none): what the agent's
+// sampler reads of real GPUs, and the agent's /metrics lines for them.
+TEST_F(ResourceUsageTest, WithNvmlEveryGpuIsSampledAndExposed) {
+  void* nvml = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (nvml == nullptr)
+    GTEST_SKIP() << "needs the NVIDIA driver's libnvidia-ml.so.1: " << ::dlerror();
+  ::dlclose(nvml);
+  const GpuSamples samples = ReadGpuSamples();
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  ASSERT_FALSE(samples->empty()) << "NVML loaded but counted no GPU";
+  for (size_t i = 0; i < samples->size(); ++i) {
+    const GpuSample& g = (*samples)[i];
+    SCOPED_TRACE("GPU " + std::to_string(g.index) + " " + g.uuid);
+    EXPECT_EQ(g.index, static_cast<int>(i));
+    EXPECT_EQ(g.uuid.rfind("GPU-", 0), 0u);
+    EXPECT_TRUE(g.read) << g.problem;
+    EXPECT_EQ(g.problem, "") << "an idle lent GPU is fit for work";
+    EXPECT_GE(g.utilization, 0);
+    EXPECT_LE(g.utilization, 100);
+    EXPECT_GT(g.memory_total_bytes, 1e9);
+    EXPECT_GE(g.memory_used_bytes, 0);
+    EXPECT_LE(g.memory_used_bytes, g.memory_total_bytes);
+  }
+  AgentSnapshot snapshot;
+  snapshot.node_id = "gpu-node";
+  snapshot.cgroups = true;  // (no attempt has one to read): any "No samples" below is the GPUs'
+  snapshot.attempts.push_back(AttemptView{.job = "train", .replica = "chief-0", .gpus = {0}});
+  snapshot.gpus = std::make_shared<const GpuSamples>(samples);
+  const std::string text = AgentHttp::RenderMetrics(snapshot);
+  const std::string gpu0 = "{node=\"gpu-node\",gpu=\"0\",uuid=\"" + (*samples)[0].uuid +
+                           "\",job=\"train\",replica=\"chief-0\"}";
+  for (const char* name : {"cohort_gpu_utilization_percent", "cohort_gpu_memory_used_bytes",
+                           "cohort_gpu_memory_total_bytes", "cohort_gpu_healthy"}) {
+    EXPECT_NE(text.find(std::string(name) + gpu0 + " "), std::string::npos) << name << "\n" << text;
+  }
+  EXPECT_NE(text.find("cohort_gpu_healthy" + gpu0 + " 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("No samples"), std::string::npos) << text;
 }
 
 TEST_F(ResourceUsageTest, TheSamplerKeepsTheNewestSampleTakenOnItsOwnThread) {
