@@ -43,5 +43,8 @@ part() {
 part ddp1 150 330 ddp --configs gloo,cohort,cohort-bf16
 part ddp2 150 250 ddp --configs gloo,cohort,cohort-bf16
 part allreduce 100 200 allreduce
-# Last, where time is left: the compute-bound model, which the issue also asks figures for.
-part ddp-compute 60 150 ddp --models compute --configs gloo,cohort,cohort-bf16
+# Last, where time is left: the compute-bound model, which the issue also asks figures for. Its
+# step is about 0.2 s, so its windows take 20 steps: at the comm model's 3, one 180 ms all-reduce
+# decided a window (2026-12-04).
+part ddp-compute 60 150 ddp --models compute --configs gloo,cohort,cohort-bf16 --windows 5 \
+  --steps 20 --warmup 5
