@@ -112,14 +112,24 @@ std::string TakeStackDump(pid_t main_pid, const std::string& python_dir, const s
     }
   }
   if (signalled) {
-    // faulthandler writes at once; wait until every signalled file grew, or python_wait.
-    auto deadline = Clock::now() + options.python_wait;
+    // Until every signalled file grew and none changed for python_quiet, or python_wait: a file
+    // read on its first bytes would hold a thread's header without its frames.
+    const auto deadline = Clock::now() + options.python_wait;
+    std::vector<int64_t> seen(python.size());
+    for (size_t i = 0; i < python.size(); ++i) seen[i] = python[i].second;
+    auto changed = Clock::now();
     while (Clock::now() < deadline) {
       bool all = true;
-      for (const auto& [file, size] : python) {
-        if (!file.empty() && DumpFileSize(file) <= size) all = false;
+      for (size_t i = 0; i < python.size(); ++i) {
+        if (python[i].first.empty()) continue;
+        const int64_t size = DumpFileSize(python[i].first);
+        if (size != seen[i]) {
+          seen[i] = size;
+          changed = Clock::now();
+        }
+        if (size <= python[i].second) all = false;
       }
-      if (all) break;
+      if (all && Clock::now() - changed >= options.python_quiet) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

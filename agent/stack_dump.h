@@ -6,7 +6,8 @@
 //    <dir>/python-<pid>.txt, where <dir> is COHORT_STACK_DUMP_DIR of its environment (the agent
 //    sets it, with COHORT_STACK_DUMP_SIGNAL, agent/replica_env.h). Only a process whose file
 //    exists is signalled (a process that did not register would be killed by the signal); what
-//    the file gains within `python_wait` is its dump.
+//    the file gains within `python_wait` is its dump. faulthandler writes a dump in many small
+//    writes, so a file is read once it grew and then stayed `python_quiet` unchanged.
 //  - Native stacks: eu-stack -p PID (elfutils), or where it is missing gdb -batch -p PID
 //    ("thread apply all bt"), each given at most `native_timeout`. Either must be allowed to
 //    ptrace the replica (the agent runs as root, or Yama's ptrace_scope is 0).
@@ -31,6 +32,7 @@ int StackDumpSignal();
 
 struct StackDumpOptions {
   std::chrono::milliseconds python_wait{2000};
+  std::chrono::milliseconds python_quiet{200};
   std::chrono::milliseconds native_timeout{10000};
   static constexpr int kMaxProcesses = 8;
 };

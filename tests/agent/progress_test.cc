@@ -24,6 +24,7 @@
 #include "agent/python_site.h"
 #include "agent/stack_dump.h"
 #include "common/flight_recorder.h"
+#include "common/stack_where.h"
 #include "tests/agent/test_util.h"
 #include "tests/testing/process.h"
 
@@ -538,6 +539,48 @@ TEST(StackDumpTest, PythonStacksOfAProcessThatRegistered) {
   Reap(pid);
   EXPECT_NE(text.find("-- Python stacks (faulthandler):"), std::string::npos) << text;
   EXPECT_NE(text.find("stuck_here"), std::string::npos) << text;
+}
+
+// faulthandler writes a dump in many writes; one that comes in pieces (here 50 ms apart) is read
+// whole, not on its first bytes.
+TEST(StackDumpTest, APythonDumpWrittenInPiecesIsReadWhole) {
+  const std::string python = "/usr/bin/python3";
+  if (!ct::FileExists(python)) GTEST_SKIP() << "needs /usr/bin/python3";
+  ct::TempDir dir;
+  const std::string stacks = dir.Join("stacks");
+  const std::string ready = dir.Join("ready");
+  ASSERT_EQ(::mkdir(stacks.c_str(), 0755), 0);
+  pid_t pid =
+      Spawn({python, "-c",
+             "import os, signal, time\n"
+             "f = open('" +
+                 stacks +
+                 "/python-%d.txt' % os.getpid(), 'a')\n"
+                 "def dump(*_):\n"
+                 "    for part in ('Current thread 0x1 (most recent call first):\\n',\n"
+                 "                 '  File \"/x/train.py\", line 7 in inner\\n',\n"
+                 "                 '  File \"/x/train.py\", line 9 in <module>\\n', '\\n'):\n"
+                 "        f.write(part); f.flush(); time.sleep(0.05)\n"
+                 "signal.signal(" +
+                 std::to_string(StackDumpSignal()) +
+                 ", dump)\n"
+                 "open('" +
+                 ready +
+                 "', 'w').close()\n"
+                 "while True: time.sleep(1)\n"},
+            {});
+  for (int i = 0; i < 200 && !ct::FileExists(ready); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(ct::FileExists(ready));
+  StackDumpOptions options;
+  options.python_wait = 10s;
+  options.python_quiet = 1s;  // well past the pieces' 50 ms, however loaded the machine
+  options.native_timeout = 10s;
+  const std::string text = TakeStackDump(pid, stacks, "", options);
+  Reap(pid);
+  EXPECT_NE(text.find("line 7 in inner\n  File \"/x/train.py\", line 9 in <module>\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(StackWhere(text), "in inner (train.py:7)") << text;
 }
 
 // A stock script, which never imports cohort, through the agent's sitecustomize: registered at
