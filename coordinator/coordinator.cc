@@ -391,16 +391,39 @@ void Coordinator::ExecuteCommands() {
 }
 
 void Coordinator::QueueNotices(const ControllerCommands& commands, int64_t now) {
+  // An array's tasks and a study's trials are told as jobs only with --notify-on tasks; else
+  // their array and their study are told as a whole (a 1000-task array: one notice, not 1001).
+  auto told_as_job = [&](const JobRecord& job) {
+    return options_.notify_tasks || (!job.spec.IsArrayTask() && job.study.empty());
+  };
   if (options_.notify_starts) {
+    const std::set<std::string> started(commands.started.begin(), commands.started.end());
+    std::set<std::string> arrays_started;
     for (const std::string& name : commands.started) {
-      if (const JobRecord* job = jobs_.FindJob(name)) {
-        pending_notices_.push_back(JobStartedNotice(*job, now));
+      const JobRecord* job = jobs_.FindJob(name);
+      if (job == nullptr) continue;
+      if (told_as_job(*job)) pending_notices_.push_back(JobStartedNotice(*job, now));
+      if (!job->spec.IsArrayTask()) continue;
+      // The array's first task to run: no other task ran before this pass.
+      const std::string array = job->spec.ArrayName();
+      if (!arrays_started.insert(array).second) continue;
+      std::vector<const JobRecord*> tasks;
+      bool ran_before = false;
+      for (const auto& [index, task_name] : jobs_.ArrayTasks(array)) {
+        const JobRecord* task = jobs_.FindJob(task_name);
+        if (task == nullptr) continue;
+        tasks.push_back(task);
+        ran_before |=
+            started.count(task_name) == 0 &&
+            (FirstRunningEvent(*task) != nullptr || (task->finished() && task->start_time_ms > 0));
       }
+      if (!ran_before) pending_notices_.push_back(ArrayStartedNotice(array, tasks, *job, now));
     }
   }
   if (options_.notify_restarts) {
     for (const auto& [name, event] : commands.restarted) {
-      if (const JobRecord* job = jobs_.FindJob(name)) {
+      const JobRecord* job = jobs_.FindJob(name);
+      if (job != nullptr && told_as_job(*job)) {
         pending_notices_.push_back(JobRestartedNotice(*job, event));
       }
     }
@@ -410,7 +433,7 @@ void Coordinator::QueueNotices(const ControllerCommands& commands, int64_t now) 
   for (const std::string& name : commands.ended) {
     const JobRecord* job = jobs_.FindJob(name);
     if (job == nullptr) continue;
-    pending_notices_.push_back(JobEndedNotice(*job));
+    if (told_as_job(*job)) pending_notices_.push_back(JobEndedNotice(*job));
     if (job->spec.IsArrayTask()) arrays.insert(job->spec.ArrayName());
   }
   // An array ends with its last task (ArrayTally's rule): one notice, however many of its tasks

@@ -92,6 +92,21 @@ std::string JobRestartedNotice(const JobRecord& job, const std::string& event) {
   return Dump(out);
 }
 
+std::string ArrayStartedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks,
+                               const JobRecord& first, int64_t now_ms) {
+  const wire::ArrayInfoT info = ArrayInfoOf(name, tasks);
+  json out = {{"kind", "array_started"}};
+  out.update(ArrayToJson(info));
+  out["user"] = UserNamed(info.owner);
+  const int64_t waited = std::max<int64_t>(0, now_ms - first.create_time_ms);
+  out["waited_ms"] = waited;
+  out["text"] = "array " + name + " started: task " +
+                std::to_string(*first.spec.scheduling.array.index) + " runs, " +
+                FormatElapsed(waited) + " after submit (" + std::to_string(info.tasks) +
+                (info.tasks == 1 ? " task, queue " : " tasks, queue ") + JobQueue(first) + ")";
+  return Dump(out);
+}
+
 std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks) {
   const wire::ArrayInfoT info = ArrayInfoOf(name, tasks);
   json out = {{"kind", "array_ended"}};

@@ -8,8 +8,11 @@
 //                queue, labels, create_time_ms, start_time_ms, waited_ms (submit to now).
 //   job_restarted: (--notify-on restart) a restart spent: job, user, queue, labels, restarts,
 //                max_restarts, event (the incident as `cohort status` lists it when it opened).
+//   array_started: (--notify-on start) the array's first task ran: the array as `cohort arrays
+//                --json` has it then, its user, and waited_ms (its first task's submit to now).
 //   array_ended: the array as `cohort arrays --json` has it (coordinator/job_array.h: its state
 //                is its end), and its user; sent when its last task ends, after that task's.
+// A task of an array and a trial's job are told as jobs only with --notify-on tasks.
 //   study_ended: the study as `cohort trials --json` has it, but its trials counted
 //                (trials_total) rather than listed, with the best one as "best" ({id, parameters,
 //                final_metric}; null when no trial reported the metric), and its user.
@@ -34,6 +37,9 @@ std::string JobEndedNotice(const JobRecord& job);
 std::string JobStartedNotice(const JobRecord& job, int64_t now_ms);
 // `job` spent a restart; `event`: its incident's event.
 std::string JobRestartedNotice(const JobRecord& job, const std::string& event);
+// The first task of the array `name` to run, `first`, runs at `now_ms`; `tasks`: all of them.
+std::string ArrayStartedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks,
+                               const JobRecord& first, int64_t now_ms);
 // Every task of the array `name` (not empty) has ended.
 std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks);
 // The study `study` (StudyController::Info) has ended.

@@ -109,7 +109,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "holding a secret is better kept in the config file)")(
       "notify-on", po::value(&notify_on)->default_value(notify_on),
       "what --notify-url hears of, comma-separated: end (a job's, an array's, a study's), start (a "
-      "job's replicas all ran, the first time), restart (each restart a job spends), or all")(
+      "job's replicas all ran, the first time; an array's first task), restart (each restart a "
+      "job spends), or all of these; and tasks: each task of an array and each trial of a study "
+      "told as a job too (not in all: by default an array and a study are told as a whole)")(
       "notify-ca-file", po::value(&o.notify_ca_file),
       "CA certificates (PEM) an https --notify-url's certificate must chain to (default: the "
       "system's)")(
@@ -194,7 +196,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
     }
   }
   {
-    o.notify_ends = o.notify_starts = o.notify_restarts = false;
+    o.notify_ends = o.notify_starts = o.notify_restarts = o.notify_tasks = false;
     std::istringstream items(notify_on);
     std::string item;
     bool any = false;
@@ -211,12 +213,14 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
         o.notify_starts = true;
       } else if (item == "restart") {
         o.notify_restarts = true;
+      } else if (item == "tasks") {
+        o.notify_tasks = true;
       } else {
         return InvalidArgument("--notify-on: '" + item +
-                               "' is none of end, start, restart, all (comma-separated)");
+                               "' is none of end, start, restart, all, tasks (comma-separated)");
       }
     }
-    if (!any) return InvalidArgument("--notify-on: empty; end, start, restart or all");
+    if (!any) return InvalidArgument("--notify-on: empty; end, start, restart, tasks or all");
     if (!parsed->values["notify-on"].defaulted() && o.notify_url.empty()) {
       return InvalidArgument("--notify-on: without --notify-url");
     }

@@ -80,11 +80,14 @@ struct CoordinatorOptions {
   // (PEM; empty: the system's CAs).
   std::string notify_url;
   std::string notify_ca_file;
-  // What is notified (--notify-on end,start,restart | all; default end): a job's (an array's, a
-  // study's) end, a job's first run, each restart a job spends.
+  // What is notified (--notify-on end,start,restart,tasks | all; default end): a job's (an
+  // array's, a study's) end, a job's (an array's) first run, each restart a job spends; and
+  // whether each task of an array and each trial of a study is told as a job too (tasks; as
+  // Slurm's ARRAY_TASKS, not in `all`): without it an array and a study are told as a whole.
   bool notify_ends = true;
   bool notify_starts = false;
   bool notify_restarts = false;
+  bool notify_tasks = false;
 };
 
 // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].

@@ -207,6 +207,16 @@ TEST(JobNotice, SaysWhatBecameOfAJobArrayOrStudyInFieldsAndInOneLine) {
   EXPECT_EQ(notice["tasks"], 3);
   EXPECT_EQ(notice["user"], "alice");
   EXPECT_EQ(notice["text"], "array sweep FAILED: 2 SUCCEEDED, 1 FAILED (3 tasks)");
+  notice =
+      json::parse(ArrayStartedNotice("sweep", all, tasks[0], tasks[0].create_time_ms + 187'000));
+  EXPECT_EQ(notice["kind"], "array_started");
+  EXPECT_EQ(notice["name"], "sweep");
+  EXPECT_EQ(notice["tasks"], 3);
+  EXPECT_EQ(notice["user"], "alice");
+  EXPECT_EQ(notice["waited_ms"], 187'000);
+  EXPECT_EQ(notice["text"],
+            "array sweep started: task 0 runs, 3m07s after submit (3 tasks, queue "
+            "default)");
 
   wire::StudyInfoT study;
   study.name = "hp";

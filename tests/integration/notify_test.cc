@@ -2,8 +2,9 @@
 // and agent on loopback POST to a real HTTP receiver in this process, which turns the first
 // notice away (503): it comes again. A job that succeeds, an array whose odd task fails, a job
 // cancelled while queued and a study's two trial jobs each give a notice once their ends are
-// stored; the array and the study one more, after their last job's. /metrics counts them.
-// --notify-on start,restart tells a job's first run and each restart it spends instead. A
+// stored (with --notify-on tasks); the array and the study one more, after their last job's.
+// /metrics counts them. By default an array and a study are told as a whole, and --notify-on
+// start,restart tells a job's (an array's) first run and each restart a job spends. A
 // --notify-url that is no URL, or an unknown --notify-on, stops the coordinator at start.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -91,11 +92,24 @@ std::string Chief(const std::string& command, const std::string& scheduling = "m
          command + "']}\nscheduling: {" + scheduling + "}\n";
 }
 
+// A study of two trials, one at a time; trial x reports the score x.
+std::string TwoTrialStudy(ct::LocalCluster& cluster, const std::string& name) {
+  const std::string trial = cluster.scratch("trial.sh");
+  ct::WriteFile(trial,
+                "x=${1#--x=}\n"
+                "printf '{\"score\": %s, \"global_step\": 1}\\n' \"$x\" >> "
+                "\"$CLOUD_ML_HP_METRIC_FILE\"\n");
+  return ct::GridStudyYaml(name, 2, 1, cluster.scratch(name + "-out"),
+                           "      resources: {cpus: 1}\n"
+                           "      process: {command: [/bin/sh, " +
+                               trial + "]}\n");
+}
+
 TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSentAgain) {
   if (!NeedBinaries()) return;
   Receiver receiver;
   ct::ClusterOptions options;
-  options.coordinator_args = {"--notify-url", receiver.url()};
+  options.coordinator_args = {"--notify-url", receiver.url(), "--notify-on", "end,tasks"};
   ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("notify")}, options));
   auto client = cluster_->Client();
   ASSERT_TRUE(client.Submit("name: fine\n" + Chief("exit 0")).ok());
@@ -108,18 +122,7 @@ TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSe
   ASSERT_TRUE(client.Submit("name: held\n" + Chief("exit 0", "max_restarts: 0, hold: true")).ok());
   ASSERT_TRUE(client.Cancel("held").ok());
   ct::WaitForJobEnd(client, "held", 30s);
-  // A study of two trials, one at a time; trial x reports the score x.
-  const std::string trial = cluster_->scratch("trial.sh");
-  ct::WriteFile(trial,
-                "x=${1#--x=}\n"
-                "printf '{\"score\": %s, \"global_step\": 1}\\n' \"$x\" >> "
-                "\"$CLOUD_ML_HP_METRIC_FILE\"\n");
-  ASSERT_TRUE(client
-                  .SubmitStudy(ct::GridStudyYaml("tune", 2, 1, cluster_->scratch("tune-out"),
-                                                 "      resources: {cpus: 1}\n"
-                                                 "      process: {command: [/bin/sh, " +
-                                                     trial + "]}\n"))
-                  .ok());
+  ASSERT_TRUE(client.SubmitStudy(TwoTrialStudy(*cluster_, "tune")).ok());
 
   std::vector<json> notices;
   for (int i = 0; i < 600 && notices.size() < 8; ++i) {
@@ -213,6 +216,42 @@ TEST_F(NotifyTest, AJobsStartAndRestartsAreToldWhenAskedFor) {
       << event;
 }
 
+// Without --notify-on tasks (Slurm's default for arrays): a 3-task array, two at a time, is one
+// array_started (its first tasks ran in one pass or two) and one array_ended; a study of two
+// trials is its study_ended alone. No task or trial is told as a job.
+TEST_F(NotifyTest, AnArrayAndAStudyAreToldAsAWholeUnlessTasksAreAskedFor) {
+  if (!NeedBinaries()) return;
+  Receiver receiver;
+  ct::ClusterOptions options;
+  options.coordinator_args = {"--notify-url", receiver.url(), "--notify-on", "end,start"};
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("notify-whole")}, options));
+  auto client = cluster_->Client();
+  ASSERT_TRUE(
+      client.Submit("name: sweep\n" + Chief("sleep 0.5", "max_restarts: 0, array: 0-2%2")).ok());
+  for (const char* task : {"sweep-0", "sweep-1", "sweep-2"}) ct::WaitForJobEnd(client, task, 60s);
+  ASSERT_TRUE(client.SubmitStudy(TwoTrialStudy(*cluster_, "tune")).ok());
+  std::vector<json> notices;
+  for (int i = 0; i < 600 && notices.size() < 3; ++i) {
+    std::this_thread::sleep_for(100ms);
+    notices = receiver.notices();
+  }
+  ASSERT_EQ(notices.size(), 3u) << json(notices).dump(1);
+  EXPECT_EQ(notices[0]["kind"], "array_started");
+  EXPECT_EQ(notices[0]["name"], "sweep");
+  EXPECT_EQ(notices[0]["tasks"], 3);
+  EXPECT_GE(notices[0]["waited_ms"].get<int64_t>(), 0);
+  EXPECT_EQ(notices[0]["text"].get<std::string>().rfind("array sweep started: task ", 0), 0u)
+      << notices[0];
+  EXPECT_EQ(notices[1]["kind"], "array_ended");
+  EXPECT_EQ(notices[1]["text"], "array sweep SUCCEEDED: 3 SUCCEEDED (3 tasks)");
+  EXPECT_EQ(notices[2]["kind"], "study_ended");
+  EXPECT_EQ(notices[2]["name"], "tune");
+  // Nothing more comes: the study's end was the last thing stored.
+  const std::string metrics = MetricsOnceDelivered(3);
+  EXPECT_NE(metrics.find("cohort_notices_queued 0\n"), std::string::npos) << metrics;
+  EXPECT_EQ(receiver.notices().size(), 3u) << json(receiver.notices()).dump(1);
+}
+
 TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
   if (!NeedBinaries()) return;
   ct::RunResult bad = ct::RunProcess(
@@ -230,7 +269,7 @@ TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
       COHORT_COORDINATOR_BIN,
       {"--insecure", "--notify-url", "http://127.0.0.1:9/x", "--notify-on", "end,begin"}, {}, 30s);
   EXPECT_NE(unknown.exit_code, 0);
-  EXPECT_NE(unknown.err.find("--notify-on: 'begin' is none of end, start, restart, all"),
+  EXPECT_NE(unknown.err.find("--notify-on: 'begin' is none of end, start, restart, all, tasks"),
             std::string::npos)
       << unknown.err;
 }
