@@ -64,6 +64,7 @@ std::string ImplLabel(const AllreduceBenchOptions& o) {
   std::string label = ImplName(o);
   if (o.wire_dtype != DataType::kF32)
     label += "+" + std::string(collective::DataTypeName(o.wire_dtype));
+  if (o.gap_ms > 0) label += "+gap" + std::to_string(o.gap_ms) + "ms";
   return o.overlap ? label + "+overlap" : label;
 }
 
@@ -239,13 +240,19 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
       Fill(o.type, other.host.data(), count, comm.rank(), false);
       COHORT_RETURN_IF_ERROR(other.Upload());
     }
-    // `calls` all-reduces, one after the other or (--overlap) each started before the one before
-    // it is finished. `ends`: when each call (with --overlap, each Finish) returned.
-    std::vector<collective::SteadyClock::time_point> ends;
+    // `calls` all-reduces, one after the other (--gap-ms apart) or (--overlap) each started
+    // before the one before it is finished. `ends`: when each call (with --overlap, each Finish)
+    // returned; `starts`: when each began, with --gap-ms.
+    std::vector<collective::SteadyClock::time_point> starts, ends;
     auto run = [&](int calls) -> Status {
+      starts.clear();
       ends.clear();
       if (!o.overlap) {
         for (int i = 0; i < calls; ++i) {
+          if (o.gap_ms > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(o.gap_ms));
+            starts.push_back(collective::SteadyClock::now());
+          }
           COHORT_RETURN_IF_ERROR(comm.Allreduce(buf.data(), count, o.type, o.op, o.algo));
           ends.push_back(collective::SteadyClock::now());
         }
@@ -281,8 +288,13 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
         std::max(1, iters);
     std::vector<double> calls_us;
     for (size_t i = 0; i < ends.size(); ++i) {
-      calls_us.push_back(
-          std::chrono::duration<double, std::micro>(ends[i] - (i == 0 ? t0 : ends[i - 1])).count());
+      const auto began = !starts.empty() ? starts[i] : i == 0 ? t0 : ends[i - 1];
+      calls_us.push_back(std::chrono::duration<double, std::micro>(ends[i] - began).count());
+    }
+    if (!starts.empty()) {  // --gap-ms: the calls' own time, without the pauses
+      per_call_us = 0;
+      for (double us : calls_us) per_call_us += us;
+      per_call_us /= static_cast<double>(std::max<size_t>(1, calls_us.size()));
     }
     const CallSpread spread = SpreadOf(calls_us);
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
@@ -399,7 +411,7 @@ void PrintAllreduceUsage() {
       "f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
-      "[--json] [--overlap]\n"
+      "[--json] [--overlap] [--gap-ms G]\n"
       "         [--device cpu|cuda] [--wire-dtype bf16|f16|f32] [--flight-recorder "
       "off|memory|DIR]\n"
       "         [--rank R --bootstrap HOST:PORT [--role worker|reducer]]\n"
@@ -424,6 +436,8 @@ void PrintAllreduceUsage() {
       "there in f32 (wire compression; the Reduction Server only); sizes stay the f32 buffer's.\n"
       "--overlap: each call starts before the one before it is finished, as the torch backend\n"
       "runs DDP's buckets (Communicator::StartAllreduce); calls alternate between two buffers.\n"
+      "--gap-ms G: each call (warm-up ones too) follows G ms idle, as a training step's compute\n"
+      "separates its all-reduces; time_us is then the mean of the calls alone (not --overlap).\n"
       "--flight-recorder: each worker records its calls in a ring of its own, in memory or in\n"
       "DIR/worker-R (a shared-memory file, as in a job), or not at all (off); absent: as\n"
       "COHORT_FLIGHT_RECORDER says. off against DIR measures the recorder's overhead.\n");
@@ -487,6 +501,7 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
        [&](const std::string& v) { return !v.empty() && OneOf(&o->flight_recorder, {})(v); }},
       {"--role", false, OneOf(&o->role, {"worker", "reducer"})},
       {"--overlap", true, [&](const std::string&) { return o->overlap = true; }},
+      {"--gap-ms", false, IntAtLeast(&o->gap_ms, 0)},
   };
   std::vector<BenchFlag> flags = SharedFlags(o, &sizes);
   flags.insert(flags.end(), own.begin(), own.end());
@@ -496,6 +511,10 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
   if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling ||
       o->algo == Algorithm::kSharedMemory || o->algo == Algorithm::kHierarchical) {
     o->reducers = 0;
+  }
+  if (o->gap_ms > 0 && o->overlap) {
+    std::fprintf(stderr, "cohort-bench: --gap-ms pauses between whole calls: not with --overlap\n");
+    return false;
   }
   if (o->algo == Algorithm::kReductionServer && o->reducers < 1) {
     std::fprintf(stderr, "cohort-bench: reduction-server needs --reducers >= 1\n");

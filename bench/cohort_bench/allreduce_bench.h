@@ -37,6 +37,9 @@ struct AllreduceBenchOptions {
   // (Communicator::StartAllreduce): call i+1 starts before call i's results are collected; the
   // calls alternate between two buffers.
   bool overlap = false;
+  // --gap-ms: an idle pause before each call (not with --overlap), as a training step's compute
+  // between its all-reduces; each call is then timed alone, from its start to its end.
+  int gap_ms = 0;
   // "cpu" (default): host buffers. "cuda": buffers from cudaMalloc on device 0, which the
   // Communicator stages through pinned host memory (needs a build with COHORT_HAVE_CUDA).
   std::string device = "cpu";
