@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collective/same_host.h"
+#include "collective/transport/ucx/tcp_ack_flusher.h"
 #include "collective/transport/ucx/ucx_reaper.h"
 #include "collective/transport/ucx/ucx_support.h"
 #include "common/fnv.h"
@@ -629,6 +630,8 @@ bool UcxTransportImpl::Progress(UcxRequest* r, Deadline deadline) {
 }
 
 bool UcxTransportImpl::Idle(Deadline deadline) {
+  // A peer may be waiting for an ACK this host's kernel holds back (tcp_ack_flusher.h).
+  ProcessTcpAckFlusher().Flush();
   const auto now = SteadyClock::now();
   if (now >= deadline) return false;
   if (now - last_event_ < SpinTime()) {

@@ -1,0 +1,57 @@
+// TcpAckFlusher: has the kernel send at once the ACKs it holds back on this process's TCP
+// connections, for a transport that is about to wait for data.
+//
+// Why: Linux delays the ACK of received data (delayed ACK), by up to 200 ms on a connection it
+// judges interactive, as the Reduction Server's request/response traffic looks to it. A sender
+// that waits for that ACK (at the end of a burst, its window or its pacing spent) stalls for the
+// delay. Measured on the emulated cluster (bench/RESULTS.md, "Delayed ACKs"): 1 MiB all-reduces
+// 150 ms apart, as DDP's buckets come between compute, took 183-200 ms in about one call of six
+// (means of 42-70 ms against medians of 11-14); with the ACKs flushed as below, means of 11-13.
+// UCX (Debian's 1.13.1) owns its sockets and has no option for it, so the flusher finds the
+// process's connected TCP sockets itself (/proc/self/fd, again at most every kRescanInterval, so
+// that connections UCX makes later are found) and on Flush sets TCP_QUICKACK on each: the kernel
+// then sends any ACK it has scheduled, and leaves interactive mode until its own heuristics
+// return to it, which is why a waiter flushes each time it is about to sleep. Other TCP sockets
+// of the process (a c10d store's, say) are flushed too: an early ACK costs a packet, nothing
+// more. Flushes closer together than kMinFlushInterval are skipped.
+//
+// The process-wide flusher (ProcessTcpAckFlusher) is on unless COHORT_TCP_QUICKACK=0.
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include "collective/transport/transport.h"
+
+namespace cohort::collective {
+
+class TcpAckFlusher {
+ public:
+  static constexpr auto kRescanInterval = std::chrono::milliseconds(250);
+  static constexpr auto kMinFlushInterval = std::chrono::microseconds(500);
+
+  explicit TcpAckFlusher(bool enabled) : enabled_(enabled) {}
+
+  // Sets TCP_QUICKACK on each connected TCP socket of the process (rescanned when the last scan
+  // is older than kRescanInterval). Returns how many took it; 0 when disabled, when another
+  // thread is flushing, or within kMinFlushInterval of the last flush.
+  int Flush();
+  bool enabled() const { return enabled_; }
+
+  // The process's connected TCP sockets (IPv4 or IPv6), by descriptor, now.
+  static std::vector<int> ConnectedTcpSockets();
+
+ private:
+  const bool enabled_;
+  std::mutex mu_;
+  std::vector<int> sockets_;
+  SteadyClock::time_point scanned_{};
+  SteadyClock::time_point flushed_{};
+};
+
+// The one every UCX transport of the process uses: on unless COHORT_TCP_QUICKACK=0.
+TcpAckFlusher& ProcessTcpAckFlusher();
+
+}  // namespace cohort::collective
