@@ -90,8 +90,7 @@ TEST(TcpAckFlusherTest, ALaterScanFindsConnectionsMadeAfterTheFirst) {
   LoopbackConnection late;
   const int off = 0;
   ASSERT_EQ(::setsockopt(late.client, IPPROTO_TCP, TCP_QUICKACK, &off, sizeof off), 0);
-  ::usleep(std::chrono::duration_cast<std::chrono::microseconds>(
-               TcpAckFlusher::kRescanInterval)
+  ::usleep(std::chrono::duration_cast<std::chrono::microseconds>(TcpAckFlusher::kRescanInterval)
                .count() +
            1000);
   EXPECT_GE(flusher.Flush(), 2);

@@ -56,6 +56,15 @@ class Receiver {
     std::lock_guard<std::mutex> lock(mu_);
     return notices_;
   }
+  // The notices taken once there are `count` (or after 60 s).
+  std::vector<json> WaitFor(size_t count) {
+    std::vector<json> taken = notices();
+    for (int i = 0; i < 600 && taken.size() < count; ++i) {
+      std::this_thread::sleep_for(100ms);
+      taken = notices();
+    }
+    return taken;
+  }
 
  private:
   httplib::Server server_;
@@ -124,11 +133,7 @@ TEST_F(NotifyTest, EachJobArrayAndStudyThatEndsIsPostedOnceStoredAndARefusalIsSe
   ct::WaitForJobEnd(client, "held", 30s);
   ASSERT_TRUE(client.SubmitStudy(TwoTrialStudy(*cluster_, "tune")).ok());
 
-  std::vector<json> notices;
-  for (int i = 0; i < 600 && notices.size() < 8; ++i) {
-    std::this_thread::sleep_for(100ms);
-    notices = receiver.notices();
-  }
+  std::vector<json> notices = receiver.WaitFor(8);
   ASSERT_EQ(notices.size(), 8u) << json(notices).dump(1);
   // In the order the ends were stored; the first came again after the 503.
   EXPECT_EQ(notices[0]["kind"], "job_ended");
@@ -230,11 +235,7 @@ TEST_F(NotifyTest, AnArrayAndAStudyAreToldAsAWholeUnlessTasksAreAskedFor) {
       client.Submit("name: sweep\n" + Chief("sleep 0.5", "max_restarts: 0, array: 0-2%2")).ok());
   for (const char* task : {"sweep-0", "sweep-1", "sweep-2"}) ct::WaitForJobEnd(client, task, 60s);
   ASSERT_TRUE(client.SubmitStudy(TwoTrialStudy(*cluster_, "tune")).ok());
-  std::vector<json> notices;
-  for (int i = 0; i < 600 && notices.size() < 3; ++i) {
-    std::this_thread::sleep_for(100ms);
-    notices = receiver.notices();
-  }
+  std::vector<json> notices = receiver.WaitFor(3);
   ASSERT_EQ(notices.size(), 3u) << json(notices).dump(1);
   EXPECT_EQ(notices[0]["kind"], "array_started");
   EXPECT_EQ(notices[0]["name"], "sweep");
