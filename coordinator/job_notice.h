@@ -12,11 +12,12 @@
 //                --json` has it then, its user, and waited_ms (its first task's submit to now).
 //   array_ended: the array as `cohort arrays --json` has it (coordinator/job_array.h: its state
 //                is its end), and its user; sent when its last task ends, after that task's.
-// A task of an array and a trial's job are told as jobs only with --notify-on tasks.
 //   study_ended: the study as `cohort trials --json` has it, but its trials counted
 //                (trials_total) rather than listed, with the best one as "best" ({id, parameters,
 //                final_metric}; null when no trial reported the metric), and its user.
-// Both carry "text": one line a person reads, as a chat webhook (Slack, Mattermost) shows it:
+// A task of an array and a trial's job are told as jobs only with --notify-on tasks
+// (coordinator/coordinator.cc, QueueNotices); else only as part of their array or study.
+// Each carries "text": one line a person reads, as a chat webhook (Slack, Mattermost) shows it:
 //   "job train FAILED after 1h02m, 2 restarts: worker-1 attempt 2 exited with code 1 ..."
 //
 // Thread safety: pure functions of the records given.
