@@ -1,5 +1,6 @@
-// TcpAckFlusher on real sockets: it finds the process's connected TCP sockets and takes each out
-// of the kernel's delayed-ACK (interactive) mode, which getsockopt(TCP_QUICKACK) reports.
+// TcpAckFlusher on real sockets: it finds the process's connected TCP sockets (by default those
+// running BBR) and takes each out of the kernel's delayed-ACK (interactive) mode, which
+// getsockopt(TCP_QUICKACK) reports.
 #include "collective/transport/ucx/tcp_ack_flusher.h"
 
 #include <arpa/inet.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace cohort::collective {
@@ -71,20 +74,44 @@ TEST(TcpAckFlusherTest, AFlushTakesEachSocketOutOfDelayedAckMode) {
     ASSERT_EQ(::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &off, sizeof off), 0);
     ASSERT_EQ(QuickAck(fd), 0);  // interactive: ACKs wait to ride on a reply
   }
-  TcpAckFlusher disabled(false);
+  TcpAckFlusher disabled(TcpAckFlusher::Which::kNone);
   EXPECT_EQ(disabled.Flush(), 0);
   EXPECT_EQ(QuickAck(tcp.client), 0);
 
-  TcpAckFlusher flusher(true);
+  TcpAckFlusher flusher(TcpAckFlusher::Which::kAll);
   EXPECT_GE(flusher.Flush(), 2);
   EXPECT_EQ(QuickAck(tcp.client), 1);
   EXPECT_EQ(QuickAck(tcp.accepted), 1);
 }
 
+// The default flushes a connection running BBR (where delayed ACKs stalled the Reduction Server)
+// and leaves one running another congestion control (reno here) as the kernel has it.
+TEST(TcpAckFlusherTest, ByDefaultOnlyConnectionsRunningBbrAreFlushed) {
+  LoopbackConnection tcp;
+  const char bbr[] = "bbr", reno[] = "reno";
+  if (::setsockopt(tcp.client, IPPROTO_TCP, TCP_CONGESTION, bbr, sizeof bbr - 1) != 0) {
+    GTEST_SKIP() << "this kernel lets no socket run BBR (tcp_allowed_congestion_control): "
+                 << std::strerror(errno);
+  }
+  ASSERT_EQ(::setsockopt(tcp.accepted, IPPROTO_TCP, TCP_CONGESTION, reno, sizeof reno - 1), 0)
+      << std::strerror(errno);
+  const std::vector<int> bbr_sockets = TcpAckFlusher::ConnectedTcpSockets(/*bbr_only=*/true);
+  EXPECT_TRUE(Has(bbr_sockets, tcp.client));
+  EXPECT_FALSE(Has(bbr_sockets, tcp.accepted));
+  const int off = 0;
+  for (int fd : {tcp.client, tcp.accepted}) {
+    ASSERT_EQ(::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &off, sizeof off), 0);
+  }
+  TcpAckFlusher flusher(TcpAckFlusher::Which::kBbr);
+  EXPECT_GE(flusher.Flush(), 1);
+  EXPECT_EQ(QuickAck(tcp.client), 1);
+  EXPECT_EQ(QuickAck(tcp.accepted), 0);
+}
+
 // Sockets connected after the first scan are found by a later one; one closed meanwhile costs
 // nothing.
 TEST(TcpAckFlusherTest, ALaterScanFindsConnectionsMadeAfterTheFirst) {
-  TcpAckFlusher flusher(true);
+  TcpAckFlusher flusher(TcpAckFlusher::Which::kAll);
   flusher.Flush();
   { LoopbackConnection gone; }  // found by no scan, or scanned and closed: no harm either way
   LoopbackConnection late;
@@ -97,9 +124,12 @@ TEST(TcpAckFlusherTest, ALaterScanFindsConnectionsMadeAfterTheFirst) {
   EXPECT_EQ(QuickAck(late.client), 1);
 }
 
-TEST(TcpAckFlusherTest, TheProcessFlusherIsOnUnlessTurnedOff) {
+TEST(TcpAckFlusherTest, TheProcessFlusherFlushesBbrConnectionsUnlessToldOtherwise) {
   const char* value = std::getenv("COHORT_TCP_QUICKACK");
-  EXPECT_EQ(ProcessTcpAckFlusher().enabled(), value == nullptr || std::string(value) != "0");
+  const std::string which = value == nullptr ? "" : value;
+  EXPECT_EQ(ProcessTcpAckFlusher().which(), which == "0"     ? TcpAckFlusher::Which::kNone
+                                            : which == "all" ? TcpAckFlusher::Which::kAll
+                                                             : TcpAckFlusher::Which::kBbr);
 }
 
 }  // namespace

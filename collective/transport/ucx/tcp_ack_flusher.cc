@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
@@ -11,7 +12,7 @@
 
 namespace cohort::collective {
 
-std::vector<int> TcpAckFlusher::ConnectedTcpSockets() {
+std::vector<int> TcpAckFlusher::ConnectedTcpSockets(bool bbr_only) {
   std::vector<int> sockets;
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return sockets;
@@ -33,6 +34,15 @@ std::vector<int> TcpAckFlusher::ConnectedTcpSockets() {
         (peer.ss_family != AF_INET && peer.ss_family != AF_INET6)) {
       continue;  // a listener, or not connected yet
     }
+    if (bbr_only) {
+      char algorithm[16] = {};
+      socklen_t algorithm_length = sizeof algorithm - 1;
+      if (::getsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_CONGESTION, algorithm,
+                       &algorithm_length) != 0 ||
+          std::strcmp(algorithm, "bbr") != 0) {
+        continue;
+      }
+    }
     sockets.push_back(static_cast<int>(fd));
   }
   ::closedir(dir);
@@ -40,14 +50,14 @@ std::vector<int> TcpAckFlusher::ConnectedTcpSockets() {
 }
 
 int TcpAckFlusher::Flush() {
-  if (!enabled_) return 0;
+  if (which_ == Which::kNone) return 0;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;  // another thread is flushing these very sockets
   const auto now = SteadyClock::now();
   if (now - flushed_ < kMinFlushInterval) return 0;
   flushed_ = now;
   if (now - scanned_ >= kRescanInterval) {
-    sockets_ = ConnectedTcpSockets();
+    sockets_ = ConnectedTcpSockets(which_ == Which::kBbr);
     scanned_ = now;
   }
   // A socket closed since the scan fails here (EBADF, ENOTSOCK) or, its descriptor reused for
@@ -63,7 +73,16 @@ int TcpAckFlusher::Flush() {
 TcpAckFlusher& ProcessTcpAckFlusher() {
   static TcpAckFlusher flusher([] {
     const char* value = std::getenv("COHORT_TCP_QUICKACK");
-    return value == nullptr || std::string(value) != "0";
+    const std::string which = value == nullptr ? "" : value;
+    if (which == "0") return TcpAckFlusher::Which::kNone;
+    if (which == "all") return TcpAckFlusher::Which::kAll;
+    if (!which.empty() && which != "bbr") {
+      spdlog::warn(
+          "COHORT_TCP_QUICKACK='{}' is none of 0, bbr, all: flushing the ACKs of BBR "
+          "connections (bbr)",
+          which);
+    }
+    return TcpAckFlusher::Which::kBbr;
   }());
   return flusher;
 }
