@@ -25,7 +25,10 @@ mkdir -p "$res" "$dest"
 end=$((SECONDS + budget))
 left() { echo $((end - SECONDS - 15)); }  # 15 s for the archive
 trap 'tar czf "$dest/res.tgz" -C "$(dirname "$res")" res' EXIT
-{ nproc; nvidia-smi -L 2>/dev/null; uptime; } 2>&1 | tee "$res/host.txt"
+# The congestion control too: delayed ACKs stalled the Reduction Server under BBR, not cubic
+# (bench/RESULTS.md, "Delayed ACKs").
+{ nproc; nvidia-smi -L 2>/dev/null; uptime; uname -r; sysctl net.ipv4.tcp_congestion_control; } 2>&1 |
+  tee "$res/host.txt"
 
 # part NAME MIN_SECONDS MAX_SECONDS targets.sh-arguments...: runs when MIN_SECONDS are left.
 part() {
