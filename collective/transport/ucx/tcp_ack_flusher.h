@@ -13,9 +13,10 @@
 // process's connected TCP sockets itself (/proc/self/fd, again at most every kRescanInterval, so
 // that connections UCX makes later are found) and on Flush sets TCP_QUICKACK on each: the kernel
 // then sends any ACK it has scheduled, and leaves interactive mode until its own heuristics
-// return to it, which is why a waiter flushes each time it is about to sleep. Other TCP sockets
-// of the process (a c10d store's, say) are flushed too: an early ACK costs a packet, nothing
-// more. Flushes closer together than kMinFlushInterval are skipped.
+// return to it, which is why a waiter flushes all the while it waits. Flushes closer together
+// than kMinFlushInterval are skipped (every 5 ms left stalls; every 500 us none). Other such
+// sockets of the process (a c10d store's, say) are flushed too: an early ACK costs a packet,
+// nothing more.
 //
 // The process-wide flusher (ProcessTcpAckFlusher) flushes the connections running BBR;
 // COHORT_TCP_QUICKACK=all flushes every TCP connection, =0 none.
