@@ -49,6 +49,14 @@ json JobFields(const char* kind, const JobRecord& job) {
   return out;
 }
 
+// What every notice of an array says of it: kind, `cohort arrays --json`'s fields, user.
+json ArrayFields(const char* kind, const wire::ArrayInfoT& info) {
+  json out = {{"kind", kind}};
+  out.update(ArrayToJson(info));
+  out["user"] = UserNamed(info.owner);
+  return out;
+}
+
 }  // namespace
 
 std::string JobEndedNotice(const JobRecord& job) {
@@ -95,9 +103,7 @@ std::string JobRestartedNotice(const JobRecord& job, const std::string& event) {
 std::string ArrayStartedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks,
                                const JobRecord& first, int64_t now_ms) {
   const wire::ArrayInfoT info = ArrayInfoOf(name, tasks);
-  json out = {{"kind", "array_started"}};
-  out.update(ArrayToJson(info));
-  out["user"] = UserNamed(info.owner);
+  json out = ArrayFields("array_started", info);
   const int64_t waited = std::max<int64_t>(0, now_ms - first.create_time_ms);
   out["waited_ms"] = waited;
   out["text"] = "array " + name + " started: task " +
@@ -109,9 +115,7 @@ std::string ArrayStartedNotice(const std::string& name, const std::vector<const 
 
 std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks) {
   const wire::ArrayInfoT info = ArrayInfoOf(name, tasks);
-  json out = {{"kind", "array_ended"}};
-  out.update(ArrayToJson(info));
-  out["user"] = UserNamed(info.owner);
+  json out = ArrayFields("array_ended", info);
   std::string counts;
   for (const auto& entry : info.by_state) {
     counts += (counts.empty() ? "" : ", ") + std::to_string(entry.count()) + " " +

@@ -283,19 +283,19 @@ Status RunWorker(Communicator& comm, const AllreduceBenchOptions& o) {
     }
     t0 = collective::SteadyClock::now();
     COHORT_RETURN_IF_ERROR(run(iters));
-    double per_call_us =
-        std::chrono::duration<double, std::micro>(collective::SteadyClock::now() - t0).count() /
-        std::max(1, iters);
+    const auto t1 = collective::SteadyClock::now();
     std::vector<double> calls_us;
+    double calls_total_us = 0;
     for (size_t i = 0; i < ends.size(); ++i) {
       const auto began = !starts.empty() ? starts[i] : i == 0 ? t0 : ends[i - 1];
       calls_us.push_back(std::chrono::duration<double, std::micro>(ends[i] - began).count());
+      calls_total_us += calls_us.back();
     }
-    if (!starts.empty()) {  // --gap-ms: the calls' own time, without the pauses
-      per_call_us = 0;
-      for (double us : calls_us) per_call_us += us;
-      per_call_us /= static_cast<double>(std::max<size_t>(1, calls_us.size()));
-    }
+    // The wall time over the calls, or with --gap-ms the calls' own time, without the pauses.
+    double per_call_us =
+        (starts.empty() ? std::chrono::duration<double, std::micro>(t1 - t0).count()
+                        : calls_total_us) /
+        std::max(1, iters);
     const CallSpread spread = SpreadOf(calls_us);
     COHORT_RETURN_IF_ERROR(MaxAcross(comm, &per_call_us));
     std::optional<int64_t> wrong;
