@@ -1,8 +1,11 @@
 #include "collective/store_bootstrap.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
@@ -51,6 +54,12 @@ StoreServer::~StoreServer() {
   if (thread_.joinable()) thread_.join();
   socket_.reset();
   context_.reset();
+  // A named ipc endpoint ("ipc:///path"; "ipc://@name" is abstract, no file) is a file of ours.
+  constexpr std::string_view kIpc = "ipc://";
+  if (endpoint_.rfind(kIpc, 0) == 0 && endpoint_.size() > kIpc.size() &&
+      endpoint_[kIpc.size()] != '@') {
+    ::unlink(endpoint_.c_str() + kIpc.size());
+  }
 }
 
 int StoreServer::port() const {

@@ -28,7 +28,8 @@ class socket_t;
 
 namespace cohort::collective {
 
-// Serves the store on a background thread until destroyed.
+// Serves the store on a background thread until destroyed; an ipc:// endpoint's socket file goes
+// with it (ZeroMQ leaves it behind).
 // Thread safety: the public methods are thread-safe.
 class StoreServer {
  public:

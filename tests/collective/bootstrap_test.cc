@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "collective/store_bootstrap.h"
@@ -73,6 +74,15 @@ TEST(StoreBootstrapTest, MissingKeyFailsAtTheDeadlineNamingTheKey) {
   EXPECT_EQ(v.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(v.status().message().find("cohort/addr/5"), std::string::npos) << v.status().ToString();
   EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+}
+
+TEST(StoreBootstrapTest, AnIpcServerTakesItsSocketFileWithIt) {
+  auto server = StoreServer::Start(IpcAddress("file"));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string file = (*server)->endpoint().substr(std::strlen("ipc://"));
+  ASSERT_EQ(::access(file.c_str(), F_OK), 0) << file;
+  server->reset();
+  EXPECT_NE(::access(file.c_str(), F_OK), 0) << "the server left its socket file behind: " << file;
 }
 
 TEST(StoreBootstrapTest, NoServerAtAllIsADeadlineError) {

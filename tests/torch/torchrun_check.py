@@ -71,8 +71,10 @@ class Run:
         return p
 
     def agent(self, name, torchrun_args, script_args):
-        return self.start(name, [sys.executable, "-m", "torch.distributed.run"] + torchrun_workaround() +
-                          torchrun_args + [self.args.script] + script_args)
+        # torchrun's own log folders (a fresh /tmp/torchelastic_* per start otherwise, never removed).
+        log_dir = os.path.join(self.out, name + "-elastic")
+        return self.start(name, [sys.executable, "-m", "torch.distributed.run", "--log_dir", log_dir] +
+                          torchrun_workaround() + torchrun_args + [self.args.script] + script_args)
 
     def reducer(self, name, store, rejoin=10):
         return self.start(name, [sys.executable, "-m", "cohort.torch.reducer", "--store", store,
