@@ -413,9 +413,8 @@ void Coordinator::QueueNotices(const ControllerCommands& commands, int64_t now) 
         const JobRecord* task = jobs_.FindJob(task_name);
         if (task == nullptr) continue;
         tasks.push_back(task);
-        ran_before |=
-            started.count(task_name) == 0 &&
-            (FirstRunningEvent(*task) != nullptr || (task->finished() && task->start_time_ms > 0));
+        ran_before |= started.count(task_name) == 0 &&
+                      (task->first_running_ms > 0 || (task->finished() && task->start_time_ms > 0));
       }
       if (!ran_before) pending_notices_.push_back(ArrayStartedNotice(array, tasks, *job, now));
     }

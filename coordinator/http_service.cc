@@ -40,8 +40,7 @@ json UnhealthyGpusJson(const NodeRecord& n) {
   return out;
 }
 
-json JobSummaryJson(const JobView& v) {
-  const JobRecord& j = v.job;
+json JobSummaryJson(const JobRecord& j) {
   return {{"name", j.name},
           {"state", wire::EnumNameJobState(j.state)},
           {"message", j.ShownMessage()},
@@ -49,7 +48,7 @@ json JobSummaryJson(const JobView& v) {
           {"user", JobUser(j)},
           {"create_time_ms", j.create_time_ms},
           {"start_time_ms", j.start_time_ms},
-          {"running_time_ms", v.running_time_ms},
+          {"running_time_ms", j.first_running_ms},
           {"end_time_ms", j.end_time_ms},
           {"restarts", j.restarts},
           {"replicas", j.replicas.size()},
@@ -61,9 +60,8 @@ json JobSummaryJson(const JobView& v) {
 
 // `usage`: what the job's running replicas use, by replica (CoordinatorSnapshot::usage); null:
 // none.
-json JobDetailJson(const JobView& v, const std::map<std::string, std::pair<int, json>>* usage) {
-  json out = JobSummaryJson(v);
-  const JobRecord& j = v.job;
+json JobDetailJson(const JobRecord& j, const std::map<std::string, std::pair<int, json>>* usage) {
+  json out = JobSummaryJson(j);
   auto usage_of = [&](const ReplicaRecord& r) {
     if (usage == nullptr || r.state != ReplicaState::RUNNING) return json(nullptr);
     auto it = usage->find(r.name);
@@ -114,10 +112,10 @@ std::map<std::string, std::vector<const JobRecord*>> GroupArrays(
     const JobViewMap& jobs, const std::string* only = nullptr) {
   std::map<std::string, std::vector<const JobRecord*>> arrays;
   for (const auto& [name, v] : jobs) {
-    if (!v->job.spec.IsArrayTask()) continue;
-    std::string array = v->job.spec.ArrayName();
+    if (!v->spec.IsArrayTask()) continue;
+    std::string array = v->spec.ArrayName();
     if (only != nullptr && array != *only) continue;
-    arrays[std::move(array)].push_back(&v->job);
+    arrays[std::move(array)].push_back(v.get());
   }
   return arrays;
 }
@@ -149,18 +147,12 @@ std::optional<json> CoordinatorHttp::ArrayJson(const JobViewMap& jobs, const std
   json out = ArrayRowJson(ArrayInfoOf(name, tasks));
   json list = json::array();
   for (const JobRecord* task : tasks) {
-    const JobView& view = *jobs.at(task->name);
-    json row = JobSummaryJson(view);
+    json row = JobSummaryJson(*task);
     row["index"] = *task->spec.scheduling.array.index;
     list.push_back(std::move(row));
   }
   out["task_list"] = std::move(list);
   return out;
-}
-
-int64_t RunningTimeMs(const JobRecord& job) {
-  const JobEventRecord* running = FirstRunningEvent(job);
-  return running == nullptr ? 0 : running->time_ms;
 }
 
 StatusOr<std::unique_ptr<CoordinatorHttp>> CoordinatorHttp::Start(const HttpEndpoint& endpoint,
@@ -207,12 +199,12 @@ std::shared_ptr<const CoordinatorSnapshot> CoordinatorHttp::snapshot() const {
 CoordinatorHttp::JobAggregates CoordinatorHttp::AggregateJobs(const JobViewMap& jobs) {
   JobAggregates a;
   for (const auto& [name, v] : jobs) {
-    const JobRecord& j = v->job;
+    const JobRecord& j = *v;
     ++a.by_queue[JobQueue(j)][j.state];
     a.restarts += j.restarts;
     if (j.start_time_ms > 0) a.queue_wait.Observe((j.start_time_ms - j.create_time_ms) / 1000.0);
-    if (v->running_time_ms > 0) {
-      a.to_running.Observe((v->running_time_ms - j.create_time_ms) / 1000.0);
+    if (j.first_running_ms > 0) {
+      a.to_running.Observe((j.first_running_ms - j.create_time_ms) / 1000.0);
     }
     for (const ReplicaRecord& r : j.replicas) {
       if (r.placed() && !IsFinal(r.state)) a.gpus_held += r.gpus.size();
@@ -417,10 +409,10 @@ HttpResponse CoordinatorHttp::Jobs(const HttpRequest& r) const {
   }
   StatusOr<NodeSelector> selector = ParseNodeSelector(r.Param("selector"));
   if (!selector.ok()) return Json(json{{"error", selector.status().message()}}, 400);
-  std::vector<const JobView*> views;
+  std::vector<const JobRecord*> views;
   views.reserve(s->jobs->size());
   for (const auto& [name, v] : *s->jobs) {
-    const JobRecord& j = v->job;
+    const JobRecord& j = *v;
     if (!state.empty() && state != wire::EnumNameJobState(j.state)) continue;
     if (!queue.empty() && queue != JobQueue(j)) continue;
     if (!user.empty() && user != JobUser(j)) continue;
@@ -429,7 +421,7 @@ HttpResponse CoordinatorHttp::Jobs(const HttpRequest& r) const {
     views.push_back(v.get());
   }
   std::sort(views.begin(), views.end(),
-            [](const JobView* a, const JobView* b) { return a->job.seq > b->job.seq; });
+            [](const JobRecord* a, const JobRecord* b) { return a->seq > b->seq; });
   json out = {{"total", views.size()}, {"jobs", json::array()}};
   for (size_t i = 0; i < views.size() && (limit == 0 || i < limit); ++i) {
     out["jobs"].push_back(JobSummaryJson(*views[i]));
@@ -448,7 +440,7 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
   }
   auto it = s->jobs->find(name);
   if (it == s->jobs->end()) return NotFoundJson("no job named '" + name + "'");
-  const JobView& v = *it->second;
+  const JobRecord& v = *it->second;
   if (what.empty()) {
     auto usage = s->usage.find(name);
     return Json(JobDetailJson(v, usage == s->usage.end() ? nullptr : &usage->second));
@@ -461,7 +453,7 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
   if (what == "log") {
     std::string replica = r.Param("replica", "chief-0");
     const ReplicaRecord* rec = nullptr;
-    for (const ReplicaRecord& x : v.job.replicas) {
+    for (const ReplicaRecord& x : v.replicas) {
       if (x.name == replica) rec = &x;
     }
     if (rec == nullptr) return NotFoundJson("job '" + name + "' has no replica '" + replica + "'");
@@ -502,7 +494,7 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
   std::map<std::string, std::vector<std::string>> replicas;
   std::map<std::string, std::set<int>> held;  // GPUs held by replicas placed and not final
   for (const auto& [name, v] : *s->jobs) {
-    for (const ReplicaRecord& r : v->job.replicas) {
+    for (const ReplicaRecord& r : v->replicas) {
       if (!r.placed() || IsFinal(r.state)) continue;
       replicas[r.node_id].push_back(name + "/" + r.name);
       held[r.node_id].insert(r.gpus.begin(), r.gpus.end());
@@ -592,11 +584,11 @@ json CoordinatorHttp::QueuesJson(const CoordinatorSnapshot& s) {
     q["configured"] = true;
   }
   for (const auto& [name, v] : *s.jobs) {
-    json& q = row(JobQueue(v->job));
-    q["jobs"][wire::EnumNameJobState(v->job.state)] =
-        q["jobs"][wire::EnumNameJobState(v->job.state)].get<int>() + 1;
+    json& q = row(JobQueue(*v));
+    q["jobs"][wire::EnumNameJobState(v->state)] =
+        q["jobs"][wire::EnumNameJobState(v->state)].get<int>() + 1;
     int held = 0;
-    for (const ReplicaRecord& r : v->job.replicas) {
+    for (const ReplicaRecord& r : v->replicas) {
       if (r.placed() && !IsFinal(r.state)) held += static_cast<int>(r.gpus.size());
     }
     q["gpus_allocated"] = q["gpus_allocated"].get<int>() + held;
@@ -641,7 +633,7 @@ HttpResponse CoordinatorHttp::Usage(const HttpRequest& r) const {
   }
   std::vector<const JobRecord*> jobs;
   jobs.reserve(s->jobs->size());
-  for (const auto& [name, v] : *s->jobs) jobs.push_back(&v->job);
+  for (const auto& [name, v] : *s->jobs) jobs.push_back(v.get());
   json rows = json::array();
   for (const UsageRow& row : ComputeUsage(jobs, filter, s->now_ms)) {
     rows.push_back(UsageRowToJson(row, !filter.by_label.empty()));

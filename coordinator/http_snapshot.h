@@ -3,8 +3,8 @@
 // and counters, so that /metrics, /api/ and the dashboard are served from the HTTP threads
 // without touching the loop's state. The loop builds a new snapshot at most every
 // kSnapshotIntervalMs (sooner never), sharing what did not change with the previous one: each
-// job is one shared immutable JobView, rebuilt only when the job changed; training series are
-// shared until they grow.
+// job is one shared immutable copy of its JobRecord, made again only when the job changed; training
+// series are shared until they grow.
 //
 // Counters come in two kinds, as their HELP texts say: those derived from the stored jobs (jobs
 // by state, restarts, queue wait and submit-to-running histograms) are monotonic across
@@ -28,12 +28,6 @@
 namespace cohort::coordinator {
 
 inline constexpr int64_t kSnapshotIntervalMs = 500;
-
-// One job as the HTTP side sees it.
-struct JobView {
-  JobRecord job;
-  int64_t running_time_ms = 0;  // when it first became RUNNING (from its events); 0: never
-};
 
 // What the loop counts itself (see the header comment).
 struct CoordinatorCounters {
@@ -60,7 +54,7 @@ struct CoordinatorCounters {
 };
 
 // Every job by name, as one immutable map shared between snapshots until a job changes.
-using JobViewMap = std::map<std::string, std::shared_ptr<const JobView>>;
+using JobViewMap = std::map<std::string, std::shared_ptr<const JobRecord>>;
 
 struct CoordinatorSnapshot {
   int64_t now_ms = 0;
@@ -82,8 +76,5 @@ struct CoordinatorSnapshot {
   int64_t gpus_held_idle = 0;  // ReplicaUsageTracker::NodeSums::gpus_held_idle
   CoordinatorCounters counters;
 };
-
-// When `job` first became RUNNING, from its events ("running: ..."); 0 when it never did.
-int64_t RunningTimeMs(const JobRecord& job);
 
 }  // namespace cohort::coordinator

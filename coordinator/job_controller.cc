@@ -1048,7 +1048,10 @@ void JobController::MaybeRunning(JobRecord& job, int64_t now_ms) {
     if (r.state != ReplicaState::RUNNING && r.state != ReplicaState::SUCCEEDED) return;
     ++running;
   }
-  if (FirstRunningEvent(job) == nullptr) commands_.started.push_back(job.name);
+  if (job.first_running_ms == 0) {
+    job.first_running_ms = now_ms;
+    commands_.started.push_back(job.name);
+  }
   job.state = JobState::RUNNING;
   job.message = "all replicas running";
   AddEvent(job,

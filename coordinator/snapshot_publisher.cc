@@ -27,10 +27,7 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
         views_.erase(name);
         continue;
       }
-      auto view = std::make_shared<JobView>();
-      view->job = *job;
-      view->running_time_ms = RunningTimeMs(*job);
-      views_[name] = std::move(view);
+      views_[name] = std::make_shared<const JobRecord>(*job);
     }
     changed_.clear();
     all_changed_ = false;

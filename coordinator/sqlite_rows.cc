@@ -64,6 +64,7 @@ uint32_t JobRowCrc(const JobRecord& j, uint32_t spec_crc) {
       .Add(spec_crc)
       .AddIfNotEmpty(j.owner)
       .AddNamedIfNotZero("suspended_ms", j.suspended_ms)
+      .AddNamedIfNotZero("first_running_ms", j.first_running_ms)
       .value();
 }
 

@@ -160,6 +160,11 @@ ALTER TABLE node_admin ADD COLUMN labels TEXT NOT NULL DEFAULT '';
     {10, R"sql(
 ALTER TABLE node_admin ADD COLUMN gpus TEXT NOT NULL DEFAULT '';
 )sql"},
+    // When a job first ran (JobRecord::first_running_ms): 0 for jobs stored before, whose row
+    // checksums stay valid; loaded, such a job takes it from its first "running" event.
+    {11, R"sql(
+ALTER TABLE jobs ADD COLUMN first_running_ms INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace
@@ -229,14 +234,14 @@ Status SqliteStateStore::Prepare() {
       st->upsert_job,
       db.Prepare("INSERT INTO jobs (name, seq, state, message, create_time_ms, queued_since_ms, "
                  "start_time_ms, end_time_ms, restarts, output_dir, trial_id, study, master_port, "
-                 "bootstrap_port, spec_crc, row_crc, owner, suspended_ms) VALUES "
-                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-                 "?18) "
+                 "bootstrap_port, spec_crc, row_crc, owner, suspended_ms, first_running_ms) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                 "?17, ?18, ?19) "
                  "ON CONFLICT (name) DO UPDATE SET seq = ?2, state = ?3, message = ?4, "
                  "create_time_ms = ?5, queued_since_ms = ?6, start_time_ms = ?7, "
                  "end_time_ms = ?8, restarts = ?9, output_dir = ?10, trial_id = ?11, "
                  "study = ?12, master_port = ?13, bootstrap_port = ?14, spec_crc = ?15, "
-                 "row_crc = ?16, owner = ?17, suspended_ms = ?18"));
+                 "row_crc = ?16, owner = ?17, suspended_ms = ?18, first_running_ms = ?19"));
   COHORT_ASSIGN_OR_RETURN(
       st->upsert_spec,
       db.Prepare(
@@ -352,7 +357,7 @@ Status SqliteStateStore::WriteJob(const JobRecord& job,
         job.name, static_cast<int64_t>(job.seq), static_cast<int64_t>(job.state), job.message,
         job.create_time_ms, job.queued_since_ms, job.start_time_ms, job.end_time_ms, job.restarts,
         job.output_dir, job.trial_id, job.study, job.master_port, job.bootstrap_port,
-        image.spec_crc, image.row_crc, job.owner, job.suspended_ms));
+        image.spec_crc, image.row_crc, job.owner, job.suspended_ms, job.first_running_ms));
   }
 
   for (size_t i = 0; i < job.replicas.size(); ++i) {

@@ -42,7 +42,7 @@ std::string Hex(uint32_t v) {
 constexpr const char* kJobColumns =
     "name, seq, state, message, create_time_ms, queued_since_ms, start_time_ms, end_time_ms, "
     "restarts, output_dir, trial_id, study, master_port, bootstrap_port, spec_crc, row_crc, owner, "
-    "suspended_ms";
+    "suspended_ms, first_running_ms";
 constexpr const char* kSpecColumns = "job, spec_yaml, spec_crc";
 constexpr const char* kReplicaColumns =
     "job, name, ord, role, idx, attempt, launched, state, node_id, last_node, gpus, port, "
@@ -106,6 +106,7 @@ void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, Re
     uint32_t row_crc = static_cast<uint32_t>(st.Int(15));
     j.owner = st.Text(16);
     j.suspended_ms = st.Int(17);
+    j.first_running_ms = st.Int(18);
     if (order) (*order)[j.seq] = j.name;
     r.image.row_crc = row_crc;
     r.image.spec_crc = spec_crc;
@@ -232,6 +233,7 @@ void SqliteStateStore::FinishJob(const std::string& name, ReadJob& r) {
     return;
   }
   FillDemands(j);
+  if (j.first_running_ms == 0) j.first_running_ms = FirstRunningTimeFromEvents(j);
 }
 
 void SqliteStateStore::FinishJobs(std::map<std::string, ReadJob>& jobs) {

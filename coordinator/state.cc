@@ -52,6 +52,11 @@ const JobEventRecord* FirstRunningEvent(const JobRecord& job) {
   return nullptr;
 }
 
+int64_t FirstRunningTimeFromEvents(const JobRecord& job) {
+  const JobEventRecord* running = FirstRunningEvent(job);
+  return running == nullptr ? 0 : running->time_ms;
+}
+
 std::string JobRecord::ShownMessage() const {
   if (state != JobState::QUEUED) return message;
   std::string shown = WaitingFor();
@@ -267,6 +272,7 @@ std::string JobToJson(const JobRecord& job) {
   j["end_time_ms"] = job.end_time_ms;
   j["restarts"] = job.restarts;
   if (job.suspended_ms != 0) j["suspended_ms"] = job.suspended_ms;
+  if (job.first_running_ms != 0) j["first_running_ms"] = job.first_running_ms;
   j["output_dir"] = job.output_dir;
   j["trial_id"] = job.trial_id;
   j["study"] = job.study;
@@ -317,6 +323,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
     job.end_time_ms = j.value("end_time_ms", int64_t{0});
     job.restarts = j.value("restarts", 0);
     job.suspended_ms = j.value("suspended_ms", int64_t{0});
+    job.first_running_ms = j.value("first_running_ms", int64_t{0});
     job.output_dir = j.value("output_dir", "");
     job.trial_id = j.value("trial_id", "");
     job.study = j.value("study", "");
@@ -358,6 +365,7 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
   if (!spec.ok()) return spec.status();
   job.spec = std::move(*spec);
   FillDemands(job);
+  if (job.first_running_ms == 0) job.first_running_ms = FirstRunningTimeFromEvents(job);
   return job;
 }
 

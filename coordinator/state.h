@@ -120,6 +120,9 @@ struct alignas(64) JobRecord {
   int64_t create_time_ms = 0;
   // First placement; the scheduling timeout counts from here (less suspended_ms).
   int64_t start_time_ms = 0;
+  // When every replica first ran (its first "running: ..." event, which a job of more events than
+  // it keeps loses); 0: never yet. A job runs for the first time once (--notify-on start).
+  int64_t first_running_ms = 0;
   // Time spent SUSPENDED after its first placement, before the latest resume
   // (coordinator/job_controller.h, "Suspension"): not counted by the scheduling timeout nor by
   // usage. While SUSPENDED, queued_since_ms is when the suspension began.
@@ -276,9 +279,11 @@ std::string DescribeFailedExit(const ReplicaRecord& r);
 // ValueError: ...)", "was killed by signal 9 (SIGKILL)", "was preempted", "was lost with its
 // node", ...; "exited 0" alone for a success.
 std::string DescribeEnd(const ReplicaRecord& r);
-// The job's first "running: ..." event (every replica ran, the first time), or nullptr while it
-// has none: RunningTimeMs, and the first run a notice tells (--notify-on start).
+// The job's first "running: ..." event still kept (every replica ran), or nullptr: what a
+// job_started notice quotes, and first_running_ms of a job stored before that field was.
 const JobEventRecord* FirstRunningEvent(const JobRecord& job);
+// Its time, 0 without one.
+int64_t FirstRunningTimeFromEvents(const JobRecord& job);
 // "0s", "90s", "2m", "1500ms", "7d": the largest whole unit (common/config.h's, of milliseconds).
 std::string FormatDuration(int64_t ms);
 

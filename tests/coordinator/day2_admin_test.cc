@@ -373,7 +373,7 @@ TEST_F(Day2StoreTest, ACordonFromBeforeLabelEditsLoadsAndEditedEditsAreDropped) 
   LoadAndCommit(cordon);
   ASSERT_NO_FATAL_FAILURE(
       Exec("ALTER TABLE node_admin DROP COLUMN gpus; ALTER TABLE node_admin DROP COLUMN labels; "
-           "PRAGMA user_version = 8"));
+           "ALTER TABLE jobs DROP COLUMN first_running_ms; PRAGMA user_version = 8"));
   StateChanges label;
   label.node_settings = {{"new", {NodeAdmin::kNone, {{"gpu", "h100"}}}}};
   EXPECT_EQ(LoadAndCommit(label), old_cordon);
@@ -390,7 +390,9 @@ TEST_F(Day2StoreTest, CordonedGpusAreStoredAndARowFromBeforeThemStillVerifies) {
   StateChanges label;
   label.node_settings = labelled;
   LoadAndCommit(label);
-  ASSERT_NO_FATAL_FAILURE(Exec("ALTER TABLE node_admin DROP COLUMN gpus; PRAGMA user_version = 9"));
+  ASSERT_NO_FATAL_FAILURE(Exec(
+      "ALTER TABLE node_admin DROP COLUMN gpus; ALTER TABLE jobs DROP COLUMN first_running_ms; "
+      "PRAGMA user_version = 9"));
   StateChanges gpus;
   gpus.node_settings = {{"g", {NodeAdmin::kNone, {}, {1, 3}}},
                         {"both", {NodeAdmin::kCordoned, {{"zone", "a"}}, {0}}}};
@@ -472,13 +474,14 @@ TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
   }
   // Back to version 2, as an earlier coordinator left it: no node_admin, nor the owner columns
   // (version 4), nor replicas' cause_signal (version 5), fenced_until_ms (version 6) and idle
-  // (version 7), nor jobs' suspended_ms (version 8).
+  // (version 7), nor jobs' suspended_ms (version 8) and first_running_ms (version 11).
   ASSERT_NO_FATAL_FAILURE(
       Exec("DROP TABLE node_admin; ALTER TABLE jobs DROP COLUMN owner; "
            "ALTER TABLE studies DROP COLUMN owner; ALTER TABLE replicas DROP "
            "COLUMN cause_signal; ALTER TABLE replicas DROP COLUMN "
            "fenced_until_ms; ALTER TABLE replicas DROP COLUMN idle; "
-           "ALTER TABLE jobs DROP COLUMN suspended_ms; PRAGMA user_version = 2"));
+           "ALTER TABLE jobs DROP COLUMN suspended_ms; "
+           "ALTER TABLE jobs DROP COLUMN first_running_ms; PRAGMA user_version = 2"));
   auto store = Open();
   ASSERT_TRUE(store);
   auto loaded = store->Load();

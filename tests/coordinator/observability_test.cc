@@ -181,10 +181,9 @@ TEST(Usage, ByALabelsValueAndOnlyTheSelectedJobs) {
 TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   auto jobs = std::make_shared<JobViewMap>();
   auto add = [&](JobRecord j, int64_t running_ms) {
-    auto v = std::make_shared<JobView>();
-    v->job = std::move(j);
-    v->running_time_ms = running_ms;
-    (*jobs)[v->job.name] = v;
+    j.first_running_ms = running_ms;
+    const std::string name = j.name;
+    (*jobs)[name] = std::make_shared<const JobRecord>(std::move(j));
   };
   add(Job("ok1", 1, JobState::SUCCEEDED, 0, 1, 2000, 5000), 2500);
   add(Job("ok2", 2, JobState::SUCCEEDED, 0, 1, 3000, 6000), 3500);
@@ -270,9 +269,8 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
 TEST(QueuesJson, ConfiguredQueuesFirstThenTheOnesOnlyJobsName) {
   auto jobs = std::make_shared<JobViewMap>();
   auto add = [&](JobRecord j) {
-    auto v = std::make_shared<JobView>();
-    v->job = std::move(j);
-    (*jobs)[v->job.name] = v;
+    const std::string name = j.name;
+    (*jobs)[name] = std::make_shared<const JobRecord>(std::move(j));
   };
   JobRecord running = Job("nb", 1, JobState::RUNNING, 1, 1, 5000, 0);
   running.spec.scheduling.queue = "notebooks";
@@ -330,9 +328,8 @@ TEST(ArraysJson, EachArrayFromItsTasksNewestFirst) {
     j.spec = ArrayTask(j.spec, index);
     j.name = j.spec.name;
     j.waits_for_array_slot = waits_for_slot;
-    auto v = std::make_shared<JobView>();
-    v->job = std::move(j);
-    jobs[v->job.name] = v;
+    const std::string name = j.name;
+    jobs[name] = std::make_shared<const JobRecord>(std::move(j));
   };
   add_task("sweep", 0, 1, JobState::SUCCEEDED);
   add_task("sweep", 1, 2, JobState::FAILED);
@@ -342,7 +339,7 @@ TEST(ArraysJson, EachArrayFromItsTasksNewestFirst) {
   add_task("seeds", 0, 6, JobState::SUCCEEDED);
   add_task("seeds", 1, 7, JobState::CANCELLED);
   JobRecord plain = Job("plain", 8, JobState::RUNNING, 0, 1, 5000, 0);
-  jobs["plain"] = std::make_shared<JobView>(JobView{std::move(plain), 0});
+  jobs["plain"] = std::make_shared<const JobRecord>(std::move(plain));
 
   nlohmann::json all = CoordinatorHttp::ArraysJson(jobs);
   ASSERT_EQ(all.size(), 2u) << all;
@@ -405,9 +402,8 @@ TEST(MetricsRendering, AScrapeWalksTheJobsAgainOnlyWhenTheLoopPublishedNewOnes) 
   auto map_of = [](std::vector<JobRecord> records) {
     auto jobs = std::make_shared<JobViewMap>();
     for (JobRecord& j : records) {
-      auto v = std::make_shared<JobView>();
-      v->job = std::move(j);
-      (*jobs)[v->job.name] = v;
+      const std::string name = j.name;
+      (*jobs)[name] = std::make_shared<const JobRecord>(std::move(j));
     }
     return std::shared_ptr<const JobViewMap>(jobs);
   };

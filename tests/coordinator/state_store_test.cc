@@ -106,7 +106,8 @@ void ExpectSameElements(const Tuple& a, const Tuple& b, const std::string& names
 void ExpectSameJob(const JobRecord& a, const JobRecord& b) {
   EXPECT_SAME_FIELDS(a, b, r.seq, r.name, r.spec_yaml, r.spec, r.state, r.message, r.create_time_ms,
                      r.queued_since_ms, r.start_time_ms, r.end_time_ms, r.restarts, r.output_dir,
-                     r.trial_id, r.study, r.master_port, r.bootstrap_port, r.owner, r.suspended_ms);
+                     r.trial_id, r.study, r.master_port, r.bootstrap_port, r.owner, r.suspended_ms,
+                     r.first_running_ms);
   ASSERT_EQ(a.replicas.size(), b.replicas.size());
   for (size_t i = 0; i < a.replicas.size(); ++i) {
     SCOPED_TRACE("replica " + std::to_string(i));
@@ -352,8 +353,9 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
       {"ALTER TABLE jobs DROP COLUMN owner", "ALTER TABLE studies DROP COLUMN owner",
        "ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
-       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 3"}));
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
+       "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -387,8 +389,9 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
       MakeJob("torchrun", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN cause_signal",
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
-       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 4"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
+       "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 4"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::FAILED;
         job.replicas[1].exit_code = 1;
@@ -403,8 +406,9 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
   ExpectMigrated(
       MakeJob("fenced", 1, 1),
       {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
-       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
-       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 5"},
+       "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
+       "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
@@ -418,8 +422,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksum
   ExpectMigrated(
       MakeJob("elastic", 1, 2),
       {"ALTER TABLE replicas DROP COLUMN idle", "ALTER TABLE jobs DROP COLUMN suspended_ms",
-       "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 6"},
+       "ALTER TABLE jobs DROP COLUMN first_running_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
+       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 6"},
       [](JobRecord& job) {
         job.replicas[2].state = ReplicaState::STOPPED;
         job.replicas[2].idle = true;
@@ -432,13 +436,44 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksum
 TEST_F(StateStoreTest, ADatabaseFromBeforeSuspensionMigratesAndKeepsItsChecksums) {
   ExpectMigrated(
       MakeJob("suspended", 1, 1),
-      {"ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
-       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 7"},
+      {"ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
+       "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
+       "PRAGMA user_version = 7"},
       [](JobRecord& job) {
         job.state = JobState::SUSPENDED;
         job.suspended_ms = 60'000;
       },
       {"UPDATE jobs SET suspended_ms = 0 WHERE suspended_ms = 60000"});
+}
+
+// A database of schema version 10 (before first_running_ms) opens migrated: a job that ran takes
+// the time from its first "running" event, and the time stored since is part of the row checksum.
+TEST_F(StateStoreTest, ADatabaseFromBeforeFirstRunningTimesMigratesAndKeepsItsChecksums) {
+  JobRecord job = MakeJob("ran", 1, 1);  // stored as a coordinator of version 10 stored it
+  const int64_t ran_at = job.start_time_ms + 40;
+  job.events.push_back({ran_at, "running: all 2 replicas running"});
+  Store({job});
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
+      {"ALTER TABLE jobs DROP COLUMN first_running_ms", "PRAGMA user_version = 10"}));
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    EXPECT_TRUE(loaded.dropped.empty());
+    job.first_running_ms = ran_at;
+    ExpectSameJobs(loaded.jobs, {job});
+    job.events = {{ran_at + 90, "restart 1/3: ..."}};  // the first "running" lost to the cap
+    StateChanges c;
+    c.jobs.push_back(&job);
+    ASSERT_TRUE(store->Commit(c).ok());
+  }
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    ExpectSameJobs(loaded.jobs, {job});
+  }
+  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore({"UPDATE jobs SET first_running_ms = 7"}));
+  Status refused = LoadRefused();
+  EXPECT_NE(refused.message().find("ran"), std::string::npos) << refused.ToString();
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back
