@@ -221,14 +221,17 @@ class StateStoreTest : public ::testing::Test {
     for (const char* sql : statements) ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
   }
   // `job`, stored, then taken back to an older schema by `downgrade` (statements run behind the
-  // store's back), opens migrated: it loads as stored, with no damage (a new column's zero is
-  // outside the row checksum). `change` then sets the new column through the store, which
-  // survives a reopen; `damage` behind the store's back is refused, naming the job.
+  // store's back), opens migrated: it loads as stored (with `loads_as` applied, when given), with
+  // no damage (a new column's zero is outside the row checksum). `change` then sets the new column
+  // through the store, which survives a reopen; `damage` behind the store's back is refused,
+  // naming the job.
   void ExpectMigrated(JobRecord job, std::initializer_list<const char*> downgrade,
                       const std::function<void(JobRecord&)>& change,
-                      std::initializer_list<const char*> damage) {
+                      std::initializer_list<const char*> damage,
+                      const std::function<void(JobRecord&)>& loads_as = nullptr) {
     Store({job});
     ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(downgrade));
+    if (loads_as) loads_as(job);
     {
       auto [store, loaded] = OpenAndLoad();
       ASSERT_TRUE(store);
@@ -452,28 +455,13 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFirstRunningTimesMigratesAndKeepsItsCh
   JobRecord job = MakeJob("ran", 1, 1);  // stored as a coordinator of version 10 stored it
   const int64_t ran_at = job.start_time_ms + 40;
   job.events.push_back({ran_at, "running: all 2 replicas running"});
-  Store({job});
-  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore(
-      {"ALTER TABLE jobs DROP COLUMN first_running_ms", "PRAGMA user_version = 10"}));
-  {
-    auto [store, loaded] = OpenAndLoad();
-    ASSERT_TRUE(store);
-    EXPECT_TRUE(loaded.dropped.empty());
-    job.first_running_ms = ran_at;
-    ExpectSameJobs(loaded.jobs, {job});
-    job.events = {{ran_at + 90, "restart 1/3: ..."}};  // the first "running" lost to the cap
-    StateChanges c;
-    c.jobs.push_back(&job);
-    ASSERT_TRUE(store->Commit(c).ok());
-  }
-  {
-    auto [store, loaded] = OpenAndLoad();
-    ASSERT_TRUE(store);
-    ExpectSameJobs(loaded.jobs, {job});
-  }
-  ASSERT_NO_FATAL_FAILURE(ExecBehindTheStore({"UPDATE jobs SET first_running_ms = 7"}));
-  Status refused = LoadRefused();
-  EXPECT_NE(refused.message().find("ran"), std::string::npos) << refused.ToString();
+  ExpectMigrated(
+      job, {"ALTER TABLE jobs DROP COLUMN first_running_ms", "PRAGMA user_version = 10"},
+      [&](JobRecord& job) {
+        job.events = {{ran_at + 90, "restart 1/3: ..."}};  // the first "running" lost to the cap
+      },
+      {"UPDATE jobs SET first_running_ms = 7"},
+      [&](JobRecord& job) { job.first_running_ms = ran_at; });
 }
 
 // An owner is part of the row checksum: a row whose owner was changed behind the store's back
