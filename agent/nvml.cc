@@ -31,6 +31,7 @@ constexpr unsigned long long kXidCriticalError = 0x8;  // nvmlEventTypeXidCritic
 constexpr int kUncorrectedErrors = 1;                  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kVolatileCount = 0;                      // NVML_VOLATILE_ECC: since the driver loaded
 constexpr int kEnabled = 1;                            // NVML_FEATURE_ENABLED
+constexpr unsigned kMigEnabled = 1;                    // NVML_DEVICE_MIG_ENABLE
 
 template <typename Fn>
 Fn Symbol(void* library, const char* name) {
@@ -53,6 +54,7 @@ struct Nvml::Functions {
   NvmlReturn (*ecc_errors)(NvmlDevice, int, int, unsigned long long*) = nullptr;
   NvmlReturn (*remapped_rows)(NvmlDevice, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
   NvmlReturn (*retired_pending)(NvmlDevice, int*) = nullptr;
+  NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;
   NvmlReturn (*event_set_create)(NvmlEventSet*) = nullptr;
   NvmlReturn (*event_set_free)(NvmlEventSet) = nullptr;
   NvmlReturn (*supported_events)(NvmlDevice, unsigned long long*) = nullptr;
@@ -119,6 +121,7 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   fn->remapped_rows = Symbol<decltype(fn->remapped_rows)>(handle, "nvmlDeviceGetRemappedRows");
   fn->retired_pending =
       Symbol<decltype(fn->retired_pending)>(handle, "nvmlDeviceGetRetiredPagesPendingStatus");
+  fn->mig_mode = Symbol<decltype(fn->mig_mode)>(handle, "nvmlDeviceGetMigMode");
   fn->event_set_create = Symbol<decltype(fn->event_set_create)>(handle, "nvmlEventSetCreate");
   fn->event_set_free = Symbol<decltype(fn->event_set_free)>(handle, "nvmlEventSetFree");
   fn->supported_events =
@@ -202,6 +205,15 @@ std::string Nvml::Problem(unsigned index) {
     return "NVML cannot reach it: " + ErrorText(rc);
   }
   std::vector<std::string> problems;
+  if (fn_->mig_mode != nullptr) {
+    unsigned current = 0, pending = 0;
+    if (fn_->mig_mode(device, &current, &pending) == kSuccess && current == kMigEnabled) {
+      problems.push_back(
+          "MIG mode is on, and Cohort pins whole GPUs, not MIG devices (turn it off: "
+          "nvidia-smi -i " +
+          std::to_string(index) + " -mig 0)");
+    }
+  }
   if (fn_->ecc_errors != nullptr) {
     unsigned long long errors = 0;
     const NvmlReturn rc = fn_->ecc_errors(device, kUncorrectedErrors, kVolatileCount, &errors);

@@ -9,7 +9,11 @@
 //  - uncorrectable ECC errors since the driver loaded (the volatile count), which also end the
 //    processes that met them;
 //  - a row remapping that failed (the GPU must be replaced) or is pending (it must be reset), on
-//    GPUs that remap rows (A100 and later); retired pages pending a reset, on those before.
+//    GPUs that remap rows (A100 and later); retired pages pending a reset, on those before;
+//  - MIG mode on (A100 and later): CUDA then runs a process on one MIG device, named by its own
+//    UUID (given the GPU's index, the first of that GPU), while Cohort pins whole GPUs by index:
+//    the replicas pinned there would share one slice and leave the rest idle. Scheduling MIG
+//    devices is not built; until then such a GPU takes no work.
 // A check the GPU does not support (NVML_ERROR_NOT_SUPPORTED: ECC off, a GPU without row
 // remapping) says nothing; nor does a function an older driver lacks.
 //

@@ -9,6 +9,7 @@
 //   uuid=GPU-1 model=NVIDIA_H100_80GB_HBM3 memory_mib=81559 util=37 used_mib=1024
 //   ecc=2 (uncorrectable ECC errors since the driver loaded; -1: not supported)
 //   remap=none|pending|failed|unsupported  retired_pending=0|1  lost=0|1
+//   mig=0|1|unsupported (its current MIG mode; unsupported: a GPU before A100)
 //   xid_events=0 (it reports no Xid events)
 // '_' in a model stands for a blank. No file, or no variable: nvmlInit_v2 fails with
 // NVML_ERROR_DRIVER_NOT_LOADED (9).
@@ -41,6 +42,7 @@ struct FakeGpu {
   bool retired_pending = false;
   bool lost = false;
   bool xid_events = true;
+  std::string mig = "0";
 };
 
 std::mutex mu;
@@ -91,6 +93,7 @@ bool ReadState() {
       if (key == "retired_pending") gpu.retired_pending = value == "1";
       if (key == "lost") gpu.lost = value == "1";
       if (key == "xid_events") gpu.xid_events = value != "0";
+      if (key == "mig") gpu.mig = value;
     }
     read.push_back(std::move(gpu));
   }
@@ -210,6 +213,15 @@ int nvmlDeviceGetRemappedRows(void* device, unsigned* corrected, unsigned* uncor
   *uncorrected = gpu->remap == "none" ? 0 : 1;
   *pending = gpu->remap == "pending" ? 1 : 0;
   *failed = gpu->remap == "failed" ? 1 : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMigMode(void* device, unsigned* current, unsigned* pending) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  if (gpu->mig == "unsupported") return kNotSupported;
+  *current = *pending = gpu->mig == "1" ? 1 : 0;
   return kSuccess;
 }
 

@@ -74,7 +74,9 @@ TEST_F(NvmlTest, WhatTakesAGpuOutOfServiceIsNamed) {
       "remap=unsupported retired_pending=1\n"
       "remap=pending retired_pending=1\n"  // a GPU that remaps rows has no retired pages
       "ecc=-1 remap=unsupported\n"         // ECC off, no row remapping: nothing to say
-      "lost=1\n");
+      "lost=1\n"
+      "mig=1\n"
+      "mig=unsupported\n");  // a GPU before A100
   auto nvml = Open();
   ASSERT_NE(nvml, nullptr);
   EXPECT_EQ(nvml->Problem(0),
@@ -90,6 +92,10 @@ TEST_F(NvmlTest, WhatTakesAGpuOutOfServiceIsNamed) {
   EXPECT_EQ(nvml->Problem(6), "");
   EXPECT_EQ(nvml->Problem(7), "NVML cannot reach it: GPU is lost (NVML error 15)");
   EXPECT_FALSE(nvml->ReadUse(7).ok());
+  EXPECT_EQ(nvml->Problem(8),
+            "MIG mode is on, and Cohort pins whole GPUs, not MIG devices (turn it off: "
+            "nvidia-smi -i 8 -mig 0)");
+  EXPECT_EQ(nvml->Problem(9), "");
 }
 
 TEST_F(NvmlTest, ASampleKeepsTheGpusItCanReadBesideOneLost) {
