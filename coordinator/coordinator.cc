@@ -404,11 +404,13 @@ void Coordinator::QueueNotices(const ControllerCommands& commands, int64_t now) 
       if (job == nullptr) continue;
       if (told_as_job(*job)) pending_notices_.push_back(JobStartedNotice(*job, now));
       if (!job->spec.IsArrayTask()) continue;
-      // The array's first task to run: no other task ran before this pass.
+      // The array's first task to run: no other task ran before this pass. Every task exists
+      // from the array's submission and only an ended one can be deleted, so an array short of
+      // tasks was under way already.
       const std::string array = job->spec.ArrayName();
       if (!arrays_started.insert(array).second) continue;
       std::vector<const JobRecord*> tasks;
-      bool ran_before = false;
+      bool ran_before = jobs_.ArrayTasks(array).size() < job->spec.scheduling.array.indexes.size();
       for (const auto& [index, task_name] : jobs_.ArrayTasks(array)) {
         const JobRecord* task = jobs_.FindJob(task_name);
         if (task == nullptr) continue;

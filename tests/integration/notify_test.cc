@@ -253,6 +253,32 @@ TEST_F(NotifyTest, AnArrayAndAStudyAreToldAsAWholeUnlessTasksAreAskedFor) {
   EXPECT_EQ(receiver.notices().size(), 3u) << json(receiver.notices()).dump(1);
 }
 
+// An array started once is told so once, though the tasks that ran were deleted before the next
+// one ran: task 1 (one task at a time) is held suspended while task 0 runs, ends and is deleted.
+TEST_F(NotifyTest, AnArrayIsToldStartedOnceThoughTheTasksThatRanWereDeleted) {
+  if (!NeedBinaries()) return;
+  Receiver receiver;
+  ct::ClusterOptions options;
+  options.coordinator_args = {"--notify-url", receiver.url(), "--notify-on", "start"};
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("notify-deleted")}, options));
+  auto client = cluster_->Client();
+  ASSERT_TRUE(
+      client.Submit("name: turns\n" + Chief("sleep 2", "max_restarts: 0, array: 0-1%1")).ok());
+  auto held = client.Suspend("turns-1", /*resume=*/false);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(ct::WaitForJobEnd(client, "turns-0", 60s).state, wire::JobState::SUCCEEDED);
+  ASSERT_TRUE(client.DeleteJob("turns-0").ok());
+  auto resumed = client.Suspend("turns-1", /*resume=*/true);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  ASSERT_EQ(ct::WaitForJobEnd(client, "turns-1", 60s).state, wire::JobState::SUCCEEDED);
+  const std::string metrics = MetricsOnceDelivered(1);
+  EXPECT_NE(metrics.find("cohort_notices_queued 0\n"), std::string::npos) << metrics;
+  std::vector<json> notices = receiver.notices();
+  ASSERT_EQ(notices.size(), 1u) << json(notices).dump(1);
+  EXPECT_EQ(notices[0]["kind"], "array_started");
+  EXPECT_EQ(notices[0]["name"], "turns");
+}
+
 TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
   if (!NeedBinaries()) return;
   ct::RunResult bad = ct::RunProcess(
