@@ -440,10 +440,10 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
   }
   auto it = s->jobs->find(name);
   if (it == s->jobs->end()) return NotFoundJson("no job named '" + name + "'");
-  const JobRecord& v = *it->second;
+  const JobRecord& job = *it->second;
   if (what.empty()) {
     auto usage = s->usage.find(name);
-    return Json(JobDetailJson(v, usage == s->usage.end() ? nullptr : &usage->second));
+    return Json(JobDetailJson(job, usage == s->usage.end() ? nullptr : &usage->second));
   }
   if (what == "metrics") {
     auto t = s->training.find(name);
@@ -453,7 +453,7 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
   if (what == "log") {
     std::string replica = r.Param("replica", "chief-0");
     const ReplicaRecord* rec = nullptr;
-    for (const ReplicaRecord& x : v.replicas) {
+    for (const ReplicaRecord& x : job.replicas) {
       if (x.name == replica) rec = &x;
     }
     if (rec == nullptr) return NotFoundJson("job '" + name + "' has no replica '" + replica + "'");
