@@ -409,9 +409,10 @@ void Coordinator::QueueNotices(const ControllerCommands& commands, int64_t now) 
       // tasks was under way already.
       const std::string array = job->spec.ArrayName();
       if (!arrays_started.insert(array).second) continue;
+      const std::vector<std::pair<int, std::string>>& task_names = jobs_.ArrayTasks(array);
       std::vector<const JobRecord*> tasks;
-      bool ran_before = jobs_.ArrayTasks(array).size() < job->spec.scheduling.array.indexes.size();
-      for (const auto& [index, task_name] : jobs_.ArrayTasks(array)) {
+      bool ran_before = task_names.size() < job->spec.scheduling.array.indexes.size();
+      for (const auto& [index, task_name] : task_names) {
         const JobRecord* task = jobs_.FindJob(task_name);
         if (task == nullptr) continue;
         tasks.push_back(task);
