@@ -29,8 +29,9 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$bench" ] || { echo "delayed_ack_ab.sh: no cohort-bench at $bench (--bench)" >&2; exit 2; }
 "$CLUSTER" up --hosts $((2 * workers)) --rate "$rate" >&2 || exit 1
-trap '"$CLUSTER" down >/dev/null 2>&1' EXIT
-work=$(mktemp -d /tmp/cohort-delack.XXXXXX)
+work=$(mktemp -d /tmp/cohort-delack.XXXXXX) failed=0
+# The runs' logs stay only when a run printed no rows (it names them).
+trap '"$CLUSTER" down >/dev/null 2>&1; [ "$failed" = 1 ] || rm -rf "$work"' EXIT
 echo "# congestion control: $("$CLUSTER" exec h0 sysctl -n net.ipv4.tcp_congestion_control)," \
      "kernel $(uname -r); $workers workers + $workers reducers, $rate, --gap-ms $gap_ms, $iters calls"
 
@@ -60,7 +61,7 @@ for line in sys.stdin:
     print("%-8s %5d KiB  mean %7.1f ms  median %7.1f  slowest %7.1f" % (sys.argv[1],
           row["size"] >> 10, row["time_us"] / 1e3, row["call_us_median"] / 1e3,
           row["call_us_max"] / 1e3))' "$label" ||
-    { echo "$label: no rows (logs in $work)"; tail -3 "$work/$label-worker0.txt"; }
+    { failed=1; echo "$label: no rows (logs in $work)"; tail -3 "$work/$label-worker0.txt"; }
 }
 for ((p = 0; p < pairs; p++)); do
   run flush bbr
