@@ -48,7 +48,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobInfoT, name, state, message
                                                   start_time_ms, end_time_ms, restarts,
                                                   max_restarts, output_dir, trial_id, study, queue,
                                                   priority, owner, replicas, events, stragglers)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuInfoT, index, model, memory_mb, uuid)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuInfoT, index, model, memory_mb, uuid,
+                                                  numa_node)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UnhealthyGpuT, index, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeUsageT, cpu_cores, memory_bytes, gpus,
                                                   replicas)

@@ -65,7 +65,10 @@ ReplicaDemand Total(const std::vector<ReplicaDemand>& demands) {
 NodeFree IdleCapacity(const std::string& node_id, const NodeRecord& node) {
   NodeFree f;
   f.node_id = node_id;
-  for (const auto& g : node.gpus) f.free_gpus.push_back(g.index);
+  for (const auto& g : node.gpus) {
+    f.free_gpus.push_back(g.index);
+    if (g.numa_node >= 0) f.gpu_numa[g.index] = g.numa_node;
+  }
   std::sort(f.free_gpus.begin(), f.free_gpus.end());
   f.free_cpus = node.cpus;
   f.free_memory_mb = node.memory_mb;

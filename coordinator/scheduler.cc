@@ -20,6 +20,43 @@ bool Selects(const NodeFree& node, const NodeSelector* selector) {
   return selector == nullptr || selector->Matches(node.labels != nullptr ? *node.labels : kNone);
 }
 
+std::vector<int> PickGpus(const std::vector<int>& free_gpus, const std::map<int, int>& gpu_numa,
+                          int count) {
+  const auto lowest = [&] {
+    return std::vector<int>(free_gpus.begin(), free_gpus.begin() + count);
+  };
+  std::map<int, std::vector<int>> by_numa;  // NUMA node -> its free GPUs, ascending
+  for (int g : free_gpus) {
+    const auto numa = gpu_numa.find(g);
+    if (numa == gpu_numa.end()) return lowest();
+    by_numa[numa->second].push_back(g);
+  }
+  std::vector<int> picked;
+  int left = count;
+  while (left > 0) {
+    // The NUMA node with the fewest free GPUs that has `left`; else the one with the most.
+    auto best = by_numa.end();
+    for (auto it = by_numa.begin(); it != by_numa.end(); ++it) {
+      const size_t n = it->second.size();
+      if (n == 0) continue;
+      if (best == by_numa.end()) {
+        best = it;
+        continue;
+      }
+      const size_t b = best->second.size();
+      const bool fits = n >= static_cast<size_t>(left), best_fits = b >= static_cast<size_t>(left);
+      if ((fits && (!best_fits || n < b)) || (!fits && !best_fits && n > b)) best = it;
+    }
+    std::vector<int>& gpus = best->second;
+    const int take = std::min<int>(left, static_cast<int>(gpus.size()));
+    picked.insert(picked.end(), gpus.begin(), gpus.begin() + take);
+    gpus.erase(gpus.begin(), gpus.begin() + take);
+    left -= take;
+  }
+  std::sort(picked.begin(), picked.end());
+  return picked;
+}
+
 namespace {
 
 bool Fits(const NodeFree& node, int gpus_left, int cpus_left, int64_t mem_left,
@@ -37,8 +74,10 @@ bool Eligible(const NodeFree& node, bool shared_storage_only) {
 void Take(NodeFree& node, const ReplicaDemand& d, ReplicaSlot& slot) {
   COHORT_CHECK(d.gpus >= 0 && static_cast<size_t>(d.gpus) <= node.free_gpus.size() &&
                d.cpus <= node.free_cpus);
-  slot.gpus.assign(node.free_gpus.begin(), node.free_gpus.begin() + d.gpus);
-  node.free_gpus.erase(node.free_gpus.begin(), node.free_gpus.begin() + d.gpus);
+  slot.gpus = PickGpus(node.free_gpus, node.gpu_numa, d.gpus);
+  for (int g : slot.gpus) {
+    node.free_gpus.erase(std::lower_bound(node.free_gpus.begin(), node.free_gpus.end(), g));
+  }
   node.free_cpus -= d.cpus;
   if (!node.memory_unlimited) node.free_memory_mb -= d.memory_mb;
 }

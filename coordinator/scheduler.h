@@ -40,7 +40,10 @@
 //    job may share a node. The search is greedy: it may miss a placement an exhaustive search
 //    would find, never produces an invalid one.
 //  - GPUs are pinned per replica (node-local indices, lowest free first); a GPU is never given to
-//    two live replicas.
+//    two live replicas. Where the agent named each GPU's NUMA node, a replica's GPUs come from
+//    one node where one has enough free (the one with fewest free that does, so that whole nodes
+//    stay free for larger replicas), else from as few nodes as it can (PickGpus): its GPUs then
+//    share the CPUs and memory near them (agent/inventory.h).
 //  - Ports: each replica gets one port from [port_min, port_max], unique in its node's port space
 //    (the network stack its replicas bind in: a host, or a network namespace; several agents on
 //    one host share one, as in the demo); each job also gets a master_port and a bootstrap_port,
@@ -85,6 +88,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -135,7 +139,8 @@ const std::vector<NodePreference>* InternPreference(const std::vector<NodePrefer
 // every live replica.
 struct NodeFree {
   std::string node_id;
-  std::vector<int> free_gpus;  // node-local indices, ascending
+  std::vector<int> free_gpus;   // node-local indices, ascending
+  std::map<int, int> gpu_numa;  // GPU index -> its NUMA node, where its agent named one
   int free_cpus = 0;
   int64_t free_memory_mb = 0;
   bool memory_unlimited = false;    // the node did not report its memory
@@ -147,6 +152,13 @@ struct NodeFree {
   int unfit_gpus = 0;
   int cordoned_gpus = 0;
 };
+
+// `count` of `free_gpus` (ascending) for one replica, ascending: lowest first where `gpu_numa`
+// names no NUMA node for one of them; else those of the NUMA node with the fewest free GPUs that
+// has `count`, lowest first, and where none has, whole nodes largest first until one can give the
+// rest (see "GPUs are pinned" above). Needs count <= free_gpus.size().
+std::vector<int> PickGpus(const std::vector<int>& free_gpus, const std::map<int, int>& gpu_numa,
+                          int count);
 
 // Whether `node`'s labels match `selector` (nullptr: any node does; a node without labels
 // matches only what asks for none to be there: NotIn, DoesNotExist).

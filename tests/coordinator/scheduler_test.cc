@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <set>
 #include <tuple>
@@ -159,6 +160,59 @@ TEST(SchedulerTest, GpusArePinnedAndNeverUsedTwice) {
   }
   EXPECT_EQ(total, 3 + 4 + 1);  // j4 does not fit: 8 GPUs in all
   EXPECT_EQ(PlacedNames(r, q), (std::vector<std::string>{"j1", "j2", "j3"}));
+}
+
+// An 8-GPU node whose GPUs 0-3 hang off NUMA node 0 and 4-7 off node 1, as on an H100 server.
+std::map<int, int> TwoSockets() {
+  std::map<int, int> numa;
+  for (int g = 0; g < 8; ++g) numa[g] = g < 4 ? 0 : 1;
+  return numa;
+}
+
+TEST(PickGpusTest, AReplicasGpusComeFromOneNumaNodeWhereOneHasEnough) {
+  const std::map<int, int> numa = TwoSockets();
+  // Node 0 has 3 free and node 1 has 4: a replica of 2 takes node 0's (the fewest that fit),
+  // leaving node 1 whole for a replica of 4.
+  EXPECT_EQ(PickGpus({1, 2, 3, 4, 5, 6, 7}, numa, 2), (std::vector<int>{1, 2}));
+  EXPECT_EQ(PickGpus({3, 4, 5, 6, 7}, numa, 2), (std::vector<int>{4, 5}));
+  EXPECT_EQ(PickGpus({1, 2, 3, 4, 5, 6, 7}, numa, 4), (std::vector<int>{4, 5, 6, 7}));
+  // Lowest first would straddle the sockets here: {3, 4}.
+  EXPECT_EQ(PickGpus({3, 4, 5, 6}, numa, 2), (std::vector<int>{4, 5}));
+  // None has enough: the node with the most gives all, then the best fit gives the rest.
+  EXPECT_EQ(PickGpus({2, 3, 4, 5, 6}, numa, 4), (std::vector<int>{2, 4, 5, 6}));
+  EXPECT_EQ(PickGpus({0, 1, 2, 3, 4, 5, 6, 7}, numa, 8),
+            (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(PickGpus({0, 1}, numa, 0), std::vector<int>());
+  // A GPU whose NUMA node is unknown: lowest first, as without any.
+  std::map<int, int> partial = numa;
+  partial.erase(5);
+  EXPECT_EQ(PickGpus({3, 4, 5, 6}, partial, 2), (std::vector<int>{3, 4}));
+  EXPECT_EQ(PickGpus({3, 4, 5, 6}, {}, 2), (std::vector<int>{3, 4}));
+}
+
+TEST(SchedulerTest, AGangOnANodeOfTwoNumaNodesKeepsEachReplicasGpusOnOne) {
+  ClusterView view(20000, 20999);
+  view.nodes = {Node("h100", 8)};
+  view.nodes[0].gpu_numa = TwoSockets();
+  Scheduler s({});
+  // Three replicas: 4 + 2 + 2 GPUs. Largest first: the 4 take one NUMA node whole, the 2s share
+  // the other (lowest first would do the same here).
+  JobRequest j = Job("j", 0, 0);
+  j.replicas = {{2, 1, 0}, {4, 1, 0}, {2, 1, 0}};
+  std::vector<JobRequest> q = {j};
+  auto r = s.Schedule(q, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].replicas[1].gpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(r.placed[0].replicas[0].gpus, (std::vector<int>{4, 5}));
+  EXPECT_EQ(r.placed[0].replicas[2].gpus, (std::vector<int>{6, 7}));
+
+  // GPU 3 free on NUMA node 0 and 4, 6, 7 on node 1: a replica of 2 takes 4 and 6, not 3 and 4.
+  view.nodes[0].free_gpus = {3, 4, 6, 7};
+  std::vector<JobRequest> q2 = {Job("k", 1, 2)};
+  r = s.Schedule(q2, view, 0);
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].replicas[0].gpus, (std::vector<int>{4, 6}));
+  EXPECT_EQ(view.nodes[0].free_gpus, (std::vector<int>{3, 7}));
 }
 
 TEST(SchedulerTest, PacksOntoOneNodeWhenItFits) {
