@@ -95,6 +95,9 @@ struct AgentConfig {
   // Where the built-in programs of `builtin:` pools (cohort-reducer, cohort-ps) are.
   std::string builtin_dir;
   NodeInventory inventory;
+  // Whether a replica pinned to GPUs runs on the CPUs near them (--cpu-binding; GpuLocalCpus in
+  // agent/inventory.h).
+  bool bind_cpus_to_gpus = true;
   std::map<std::string, std::string> labels;
   SocketSecurity security;
   std::chrono::milliseconds grace_period{30000};

@@ -63,6 +63,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   std::vector<std::string> labels;
   std::string allow_root;
   std::string ignore_xids;
+  std::string cpu_binding = "gpu";
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -72,6 +73,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("gpus", po::value(&flags.gpus), "GPU count to declare, or auto (NVML) (default auto)")
       ("cpus", po::value(&flags.cpus), "CPUs to offer (default: this process's CPU affinity)")
       ("memory-mb", po::value(&flags.memory_mb), "memory to offer in MiB (default: MemTotal)")
+      ("cpu-binding", po::value(&cpu_binding), "gpu|none: run a replica pinned to GPUs on the CPUs of their NUMA node, as NVML names them, where they are at least its cpus (gpu); or wherever this agent may (default gpu)")
       ("label", po::value(&labels)->composing(), "KEY=VALUE: a label of this node, which a job's node_selector may ask for (e.g. gpu=h100); repeatable")
       ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
       ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer, cohort-ps and cohort-replica-init are looked for first, before beside cohort-agent and on PATH (default: the install's bin dir)")
@@ -119,6 +121,10 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     return InvalidArgument("--health-check-interval and --health-check-timeout must be positive");
   }
   COHORT_RETURN_IF_ERROR(ParseIgnoredXids(ignore_xids, &flags.config));
+  if (cpu_binding != "gpu" && cpu_binding != "none") {
+    return InvalidArgument("--cpu-binding: expected gpu or none, got '" + cpu_binding + "'");
+  }
+  flags.config.bind_cpus_to_gpus = cpu_binding == "gpu";
   flags.config.health_check.every = health_every.value;
   flags.config.health_check.timeout = health_timeout.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");

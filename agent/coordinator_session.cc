@@ -114,6 +114,7 @@ void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus)
     info->model = gpu.model;
     info->memory_mb = gpu.memory_mb;
     info->uuid = gpu.uuid;
+    info->numa_node = gpu.numa_node;
     reg.gpus.push_back(std::move(info));
   }
   reg.cpus = config_.inventory.cpus;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <sstream>
 
 #include "agent/nvml.h"
@@ -15,7 +17,7 @@ namespace cohort::agent {
 
 std::vector<GpuDevice> DeclaredGpus(int count) {
   std::vector<GpuDevice> gpus;
-  for (int i = 0; i < count; ++i) gpus.push_back(GpuDevice{i, kDeclaredGpuModel, 0, ""});
+  for (int i = 0; i < count; ++i) gpus.push_back(GpuDevice{i, kDeclaredGpuModel, 0, "", -1, {}});
   return gpus;
 }
 
@@ -40,12 +42,53 @@ StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Nvml> nvml, Nvml::Open());
   COHORT_ASSIGN_OR_RETURN(const unsigned count, nvml->DeviceCount());
   std::vector<GpuDevice> gpus;
+  const std::vector<int> own = OwnCpus();
   for (unsigned i = 0; i < count; ++i) {
     COHORT_ASSIGN_OR_RETURN(Nvml::Identity id, nvml->Identify(i));
-    gpus.push_back(
-        GpuDevice{static_cast<int>(i), std::move(id.model), id.memory_mb, std::move(id.uuid)});
+    std::vector<int> near;
+    std::set_intersection(id.near_cpus.begin(), id.near_cpus.end(), own.begin(), own.end(),
+                          std::back_inserter(near));
+    gpus.push_back(GpuDevice{static_cast<int>(i), std::move(id.model), id.memory_mb,
+                             std::move(id.uuid), id.numa_node, std::move(near)});
   }
   return gpus;
+}
+
+std::vector<int> OwnCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::vector<int> GpuLocalCpus(const std::vector<GpuDevice>& gpus, const std::vector<int>& pinned,
+                              int cpus) {
+  std::set<int> near;
+  for (int index : pinned) {
+    auto gpu = std::find_if(gpus.begin(), gpus.end(),
+                            [&](const GpuDevice& g) { return g.index == index; });
+    if (gpu == gpus.end() || gpu->near_cpus.empty()) return {};
+    near.insert(gpu->near_cpus.begin(), gpu->near_cpus.end());
+  }
+  if (near.empty() || static_cast<int64_t>(near.size()) < cpus) return {};
+  return std::vector<int>(near.begin(), near.end());
+}
+
+std::string CpuListText(const std::vector<int>& cpus) {
+  std::string text;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!text.empty()) text += ",";
+    text += std::to_string(cpus[i]);
+    if (j > i) text += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return text;
 }
 
 int DetectCpus() {

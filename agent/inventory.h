@@ -4,6 +4,13 @@
 // runs on nodes without the NVIDIA driver; there it reports no GPUs. A declared count (--gpus N)
 // replaces detection with N fake devices (model "declared"), for CPU-only nodes and tests.
 // CPUs are those this process may run on (sched_getaffinity); memory is MemTotal.
+//
+// Where a GPU sits: NVML names its NUMA node and the CPUs near it. A replica pinned to GPUs runs
+// on the CPUs near them (GpuLocalCpus; the agent's --cpu-binding), as torchrun's --numa-binding
+// and Slurm's --gpu-bind=closest place ranks: its pinned host buffers, its data loaders and the
+// staging of device buffers through host memory (collective/) then stay on the GPUs' NUMA node,
+// not across the socket link. Linux allocates a process's memory on the node it runs on, so
+// memory follows without a policy of its own.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +27,8 @@ struct GpuDevice {
   std::string model;
   int64_t memory_mb = 0;
   std::string uuid;
+  int numa_node = -1;          // -1: unknown (NVML does not say; a declared GPU)
+  std::vector<int> near_cpus;  // ascending, of those this agent may run on; empty: unknown
 };
 
 struct NodeInventory {
@@ -44,6 +53,17 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels);
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();
 int DetectCpus();
 int64_t DetectMemoryMb();
+// The CPUs this process may run on (sched_getaffinity), ascending; empty where it cannot tell.
+std::vector<int> OwnCpus();
+
+// The CPUs a replica pinned to GPUs `pinned` (indexes into `gpus`) should run on: those near any
+// of them, ascending. Empty (it runs where the agent may) where it has no GPU, where NVML named
+// no near CPUs for one of them, or where they are fewer than the `cpus` it asked for (binding
+// would take away what it was given; 0: it asked for none).
+std::vector<int> GpuLocalCpus(const std::vector<GpuDevice>& gpus, const std::vector<int>& pinned,
+                              int cpus);
+// A kernel cpulist of ascending CPUs: "0-3,8" ("" for none).
+std::string CpuListText(const std::vector<int>& cpus);
 
 // TCP ports in LISTEN state on this node (IPv4 and IPv6), sorted, without duplicates: what the
 // coordinator must not hand to replicas here. Read from /proc/net/tcp and /proc/net/tcp6.

@@ -67,7 +67,11 @@ struct LaunchRequest {
   std::string working_dir;                 // exists before Launch is called
   std::string log_path;                    // stdout and stderr are appended here
   std::vector<int> gpus;
-  int cpus = 0;           // 0: no CPU limit
+  int cpus = 0;  // 0: no CPU limit
+  // The CPUs its processes run on (agent/inventory.h's GpuLocalCpus), ascending; empty: wherever
+  // the agent may. Best effort for processes: a CPU the kernel no longer lets the agent use
+  // leaves the replica unbound rather than unstarted.
+  std::vector<int> cpu_affinity;
   int64_t memory_mb = 0;  // 0: no memory limit
   std::string image;      // container launchers only
   // Container launchers only: the job's container.command and container.args apart, which

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -32,6 +33,21 @@ constexpr int kUncorrectedErrors = 1;                  // NVML_MEMORY_ERROR_TYPE
 constexpr int kVolatileCount = 0;                      // NVML_VOLATILE_ECC: since the driver loaded
 constexpr int kEnabled = 1;                            // NVML_FEATURE_ENABLED
 constexpr unsigned kMigEnabled = 1;                    // NVML_DEVICE_MIG_ENABLE
+constexpr int kAffinityScopeNode = 0;                  // NVML_AFFINITY_SCOPE_NODE
+// CPUs and NUMA nodes the affinity masks are read for: 64 words of 64 bits.
+constexpr unsigned kAffinityWords = 64;
+constexpr unsigned kBitsPerWord = 8 * sizeof(unsigned long);
+
+// The bits set in a mask of `words`, ascending.
+std::vector<int> MaskBits(const std::vector<unsigned long>& words) {
+  std::vector<int> bits;
+  for (size_t w = 0; w < words.size(); ++w) {
+    for (unsigned b = 0; b < kBitsPerWord; ++b) {
+      if ((words[w] >> b) & 1UL) bits.push_back(static_cast<int>(w * kBitsPerWord + b));
+    }
+  }
+  return bits;
+}
 
 template <typename Fn>
 Fn Symbol(void* library, const char* name) {
@@ -55,6 +71,8 @@ struct Nvml::Functions {
   NvmlReturn (*remapped_rows)(NvmlDevice, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
   NvmlReturn (*retired_pending)(NvmlDevice, int*) = nullptr;
   NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;
+  NvmlReturn (*cpu_affinity)(NvmlDevice, unsigned, unsigned long*) = nullptr;
+  NvmlReturn (*memory_affinity)(NvmlDevice, unsigned, unsigned long*, int) = nullptr;
   NvmlReturn (*event_set_create)(NvmlEventSet*) = nullptr;
   NvmlReturn (*event_set_free)(NvmlEventSet) = nullptr;
   NvmlReturn (*supported_events)(NvmlDevice, unsigned long long*) = nullptr;
@@ -122,6 +140,9 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   fn->retired_pending =
       Symbol<decltype(fn->retired_pending)>(handle, "nvmlDeviceGetRetiredPagesPendingStatus");
   fn->mig_mode = Symbol<decltype(fn->mig_mode)>(handle, "nvmlDeviceGetMigMode");
+  fn->cpu_affinity = Symbol<decltype(fn->cpu_affinity)>(handle, "nvmlDeviceGetCpuAffinity");
+  fn->memory_affinity =
+      Symbol<decltype(fn->memory_affinity)>(handle, "nvmlDeviceGetMemoryAffinity");
   fn->event_set_create = Symbol<decltype(fn->event_set_create)>(handle, "nvmlEventSetCreate");
   fn->event_set_free = Symbol<decltype(fn->event_set_free)>(handle, "nvmlEventSetFree");
   fn->supported_events =
@@ -177,6 +198,17 @@ StatusOr<Nvml::Identity> Nvml::Identify(unsigned index) {
   }
   char uuid[96] = {0};
   if (fn_->uuid(device, uuid, sizeof uuid - 1) == kSuccess) id.uuid = uuid;
+  std::vector<unsigned long> mask(kAffinityWords, 0);
+  if (fn_->memory_affinity != nullptr &&
+      fn_->memory_affinity(device, kAffinityWords, mask.data(), kAffinityScopeNode) == kSuccess) {
+    const std::vector<int> nodes = MaskBits(mask);
+    if (!nodes.empty()) id.numa_node = nodes.front();
+  }
+  std::fill(mask.begin(), mask.end(), 0);
+  if (fn_->cpu_affinity != nullptr &&
+      fn_->cpu_affinity(device, kAffinityWords, mask.data()) == kSuccess) {
+    id.near_cpus = MaskBits(mask);
+  }
   return id;
 }
 

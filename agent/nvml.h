@@ -1,7 +1,7 @@
 // Nvml is one session of NVML, the NVIDIA driver's management library (libnvidia-ml.so.1), loaded
 // at run time so that the agent builds and runs on nodes without the driver; and the few of its
 // calls the agent makes: each GPU's identity (the inventory), its utilization and memory (the
-// resource samples) and its health.
+// resource samples), where it sits (its NUMA node and the CPUs near it) and its health.
 //
 // Health (Nvml::Problem) is what takes a GPU out of service until it is reset or replaced, as
 // DCGM's health checks and NVIDIA's Kubernetes device plugin judge it:
@@ -75,6 +75,12 @@ class Nvml {
     std::string model;  // "NVIDIA H100 80GB HBM3"; "" when NVML does not say
     int64_t memory_mb = 0;
     std::string uuid;
+    // Where it sits: the NUMA node nearest its PCI slot (nvmlDeviceGetMemoryAffinity, the lowest
+    // node where it names several) and the CPUs of that node (nvmlDeviceGetCpuAffinity: NVML's
+    // "ideal CPU affinity"), ascending. -1 and none where NVML does not say (one NUMA node
+    // without NUMA in the kernel, a driver without these functions).
+    int numa_node = -1;
+    std::vector<int> near_cpus;
   };
   StatusOr<Identity> Identify(unsigned index);
 

@@ -17,6 +17,7 @@
 
 #include "agent/captured_command.h"
 #include "agent/container_replica.h"
+#include "agent/inventory.h"
 #include "agent/replica_env.h"
 #include "common/file_util.h"
 #include "common/gpu_visibility.h"
@@ -731,6 +732,11 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
   }
   if (request.memory_mb > 0) argv.push_back("--memory=" + std::to_string(request.memory_mb) + "m");
   if (request.cpus > 0) argv.push_back("--cpus=" + std::to_string(request.cpus));
+  // runc, crun and podman's conmon are the agent's children and pass the affinity they inherit
+  // (LaunchRequest::cpu_affinity) on to the container; docker's daemon starts it, so it is told.
+  if (!request.cpu_affinity.empty() && runtime_ == "docker") {
+    argv.push_back("--cpuset-cpus=" + CpuListText(request.cpu_affinity));
+  }
   argv.push_back("--pids-limit=32768");
   if (!request.gpus.empty()) {
     if (HasCdiGpuSpec()) {

@@ -300,10 +300,11 @@ struct ChildPlan {
   int cgroup_fd = -1;
   int null_fd = -1;
   int log_fd = -1;
-  int report_fd = -1;       // write end of the ChildError pipe
-  int report_read_fd = -1;  // its read end (the agent's), closed in the child
-  int status_fd = -1;       // write end of init's status pipe; -1 without a PID namespace
-  int hold_fd = -1;         // tests only: a byte is read from it before the chdir
+  int report_fd = -1;               // write end of the ChildError pipe
+  int report_read_fd = -1;          // its read end (the agent's), closed in the child
+  int status_fd = -1;               // write end of init's status pipe; -1 without a PID namespace
+  int hold_fd = -1;                 // tests only: a byte is read from it before the chdir
+  const cpu_set_t* cpus = nullptr;  // the CPUs it runs on; nullptr: the agent's
   pid_t parent = 0;
   const RunAs* run_as = nullptr;
   const gid_t* groups = nullptr;
@@ -344,6 +345,8 @@ struct ChildPlan {
       (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
     }
   }
+  // Best effort (LaunchRequest::cpu_affinity): a set the kernel refuses leaves it unbound.
+  if (plan.cpus != nullptr) (void)::sched_setaffinity(0, sizeof(cpu_set_t), plan.cpus);
   ::dup2(plan.null_fd, 0);
   ::dup2(plan.log_fd, 1);
   ::dup2(plan.log_fd, 2);
@@ -497,6 +500,11 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
     for (auto& arg : init_args) init_argv.push_back(arg.data());
     init_argv.insert(init_argv.end(), argv.begin(), argv.end());  // ends with nullptr
   }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : request.cpu_affinity) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpus);
+  }
   long open_max = ::sysconf(_SC_OPEN_MAX);
   ChildPlan plan;
   plan.cgroup_fd = cgroup_fd;
@@ -506,6 +514,7 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   plan.report_read_fd = pipe_fds[0];
   plan.status_fd = status_fds[1];
   plan.hold_fd = hold_fd_;
+  plan.cpus = CPU_COUNT(&cpus) > 0 ? &cpus : nullptr;
   plan.parent = ::getpid();
   plan.run_as = run_as ? &*run_as : nullptr;
   plan.groups = groups.data();

@@ -164,6 +164,13 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   // output dirs has nothing to wait for.
   // Prepare gets Launch's request, its environment rendered with the restore point (a container
   // launcher writes it into the container's config).
+  if (config_.bind_cpus_to_gpus) {
+    request.cpu_affinity = GpuLocalCpus(config_.inventory.gpus, request.gpus, request.cpus);
+    if (!request.cpu_affinity.empty()) {
+      spdlog::info("{}/{} attempt {}: runs on CPUs {}, those near its GPUs", a.job, a.replica,
+                   a.attempt, CpuListText(request.cpu_affinity));
+    }
+  }
   std::string restore_dir = a.attempt > 0 ? pending->plan.checkpoint_dir : "";
   request.env = BuildReplicaEnv(pending->plan.env);
   if (a.attempt == 0 && !pending->plan.container && !NamesOutputDirs(request.env)) {

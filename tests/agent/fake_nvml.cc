@@ -11,6 +11,8 @@
 //   remap=none|pending|failed|unsupported  retired_pending=0|1  lost=0|1
 //   mig=0|1|unsupported (its current MIG mode; unsupported: a GPU before A100)
 //   xid_events=0 (it reports no Xid events)
+//   numa=1 (its NUMA node; absent: NVML does not say, NVML_ERROR_NOT_SUPPORTED)
+//   cpus=0-3,8 (the CPUs near it, a kernel cpulist; absent: not supported)
 // '_' in a model stands for a blank. No file, or no variable: nvmlInit_v2 fails with
 // NVML_ERROR_DRIVER_NOT_LOADED (9).
 //
@@ -31,6 +33,9 @@
 
 namespace {
 
+constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kDriverNotLoaded = 9,
+              kTimeout = 10, kGpuIsLost = 15;
+
 struct FakeGpu {
   std::string uuid;
   std::string model = "Fake GPU";
@@ -43,13 +48,40 @@ struct FakeGpu {
   bool lost = false;
   bool xid_events = true;
   std::string mig = "0";
+  int numa = -1;               // -1: not supported
+  std::vector<unsigned> cpus;  // empty: not supported
 };
+
+// The CPUs of a cpulist ("0-3,8").
+std::vector<unsigned> ParseCpuList(const std::string& list) {
+  std::vector<unsigned> cpus;
+  std::istringstream ranges(list);
+  std::string range;
+  while (std::getline(ranges, range, ',')) {
+    const size_t dash = range.find('-');
+    const unsigned first = static_cast<unsigned>(std::stoul(range.substr(0, dash)));
+    const unsigned last = dash == std::string::npos
+                              ? first
+                              : static_cast<unsigned>(std::stoul(range.substr(dash + 1)));
+    for (unsigned c = first; c <= last; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Sets `bits` in the mask of `words` words; kInvalidArgument where one does not fit.
+int FillMask(const std::vector<unsigned>& bits, unsigned words, unsigned long* mask) {
+  constexpr unsigned kBits = 8 * sizeof(unsigned long);
+  for (unsigned w = 0; w < words; ++w) mask[w] = 0;
+  for (unsigned b : bits) {
+    if (b / kBits >= words) return kInvalidArgument;
+    mask[b / kBits] |= 1UL << (b % kBits);
+  }
+  return kSuccess;
+}
 
 std::mutex mu;
 std::vector<FakeGpu> gpus;  // guarded by mu
 
-constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kDriverNotLoaded = 9,
-              kTimeout = 10, kGpuIsLost = 15;
 constexpr unsigned long long kXidCriticalError = 0x8;
 
 struct EventSet {
@@ -94,6 +126,8 @@ bool ReadState() {
       if (key == "lost") gpu.lost = value == "1";
       if (key == "xid_events") gpu.xid_events = value != "0";
       if (key == "mig") gpu.mig = value;
+      if (key == "numa") gpu.numa = std::stoi(value);
+      if (key == "cpus") gpu.cpus = ParseCpuList(value);
     }
     read.push_back(std::move(gpu));
   }
@@ -191,6 +225,22 @@ int nvmlDeviceGetUtilizationRates(void* device, Utilization* util) {
   util->gpu = gpu->util;
   util->memory = 0;
   return kSuccess;
+}
+
+int nvmlDeviceGetMemoryAffinity(void* device, unsigned words, unsigned long* nodes, int scope) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr || scope != 0) return kInvalidArgument;
+  if (gpu->numa < 0) return kNotSupported;
+  return FillMask({static_cast<unsigned>(gpu->numa)}, words, nodes);
+}
+
+int nvmlDeviceGetCpuAffinity(void* device, unsigned words, unsigned long* cpus) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr) return kInvalidArgument;
+  if (gpu->cpus.empty()) return kNotSupported;
+  return FillMask(gpu->cpus, words, cpus);
 }
 
 int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,

@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "agent/cgroup.h"
 #include "agent/inventory.h"
@@ -61,6 +63,44 @@ TEST_F(LauncherTest, RunsInItsOwnSessionWithItsEnvAndLog) {
   std::string pid = std::to_string((*p)->pid());
   EXPECT_NE(log.find("sid=" + pid + " pid=" + pid), std::string::npos) << log;  // setsid
   EXPECT_NE(log.find("to-stderr"), std::string::npos) << log;
+}
+
+// Each run reports its CPUs as the kernel's cpulist (/proc/self/status's Cpus_allowed_list).
+TEST_F(LauncherTest, AReplicaRunsOnTheCpusItIsGivenAndOtherwiseWhereTheAgentMay) {
+  const std::vector<int> own = OwnCpus();
+  ASSERT_FALSE(own.empty());
+  const std::string report = "grep Cpus_allowed_list /proc/self/status";
+  LaunchRequest bound = Request(report);
+  bound.cpu_affinity = {own.back()};
+  auto p = launcher_.Launch(bound);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Reap(**p);
+  EXPECT_NE(
+      ReadFile(bound.log_path).find("Cpus_allowed_list:\t" + std::to_string(own.back()) + "\n"),
+      std::string::npos)
+      << ReadFile(bound.log_path);
+
+  LaunchRequest unbound = Request(report);
+  unbound.log_path = dir_.path() + "/unbound.log";
+  auto q = launcher_.Launch(unbound);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  Reap(**q);
+  EXPECT_NE(ReadFile(unbound.log_path).find("Cpus_allowed_list:\t" + CpuListText(own) + "\n"),
+            std::string::npos)
+      << ReadFile(unbound.log_path);
+
+  // A CPU the agent may not use (one past the machine's) leaves it where the agent may, started.
+  LaunchRequest refused = Request(report);
+  refused.log_path = dir_.path() + "/refused.log";
+  refused.cpu_affinity = {CPU_SETSIZE - 1};
+  auto r = launcher_.Launch(refused);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Reap(**r);
+  ASSERT_TRUE((*r)->exit_info());
+  EXPECT_EQ((*r)->exit_info()->exit_code, 0);
+  EXPECT_NE(ReadFile(refused.log_path).find("Cpus_allowed_list:\t" + CpuListText(own) + "\n"),
+            std::string::npos)
+      << ReadFile(refused.log_path);
 }
 
 TEST_F(LauncherTest, ReportsDeathBySignal) {
@@ -497,6 +537,27 @@ TEST(InventoryTest, DeclaredGpusAndMachineResources) {
   EXPECT_GT(DetectMemoryMb(), 0);
 }
 
+TEST(InventoryTest, AReplicasCpusAreThoseNearItsGpusWhereTheyAreKnownAndEnough) {
+  // Two NUMA nodes of 4 CPUs, two GPUs on each; GPU 4 is declared (nothing known).
+  const std::vector<GpuDevice> gpus = {{0, "H100", 81559, "GPU-0", 0, {0, 1, 2, 3}},
+                                       {1, "H100", 81559, "GPU-1", 0, {0, 1, 2, 3}},
+                                       {2, "H100", 81559, "GPU-2", 1, {4, 5, 6, 7}},
+                                       {3, "H100", 81559, "GPU-3", 1, {4, 5, 6, 7}},
+                                       {4, "declared", 0, "", -1, {}}};
+  EXPECT_EQ(GpuLocalCpus(gpus, {1}, 2), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(GpuLocalCpus(gpus, {0, 1}, 4), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(GpuLocalCpus(gpus, {1, 2}, 0), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(GpuLocalCpus(gpus, {3}, 0), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(GpuLocalCpus(gpus, {2}, 5), std::vector<int>()) << "fewer near CPUs than it asked";
+  EXPECT_EQ(GpuLocalCpus(gpus, {}, 1), std::vector<int>()) << "no GPU";
+  EXPECT_EQ(GpuLocalCpus(gpus, {0, 4}, 1), std::vector<int>()) << "one GPU's CPUs unknown";
+  EXPECT_EQ(GpuLocalCpus(gpus, {9}, 1), std::vector<int>()) << "a GPU not in the inventory";
+
+  EXPECT_EQ(CpuListText({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(CpuListText({5}), "5");
+  EXPECT_EQ(CpuListText({}), "");
+}
+
 TEST(InventoryTest, ListeningPortsFromProcNetTcp) {
   const std::string text =
       "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
@@ -573,6 +634,14 @@ TEST(InventoryTest, NvmlProbe) {
     EXPECT_FALSE((*gpus)[i].model.empty());
     EXPECT_GT((*gpus)[i].memory_mb, 0);
     EXPECT_EQ((*gpus)[i].uuid.rfind("GPU-", 0), 0u) << (*gpus)[i].uuid;
+    // Where it sits, where NVML says: CPUs this process may use, a NUMA node NVML names.
+    const std::vector<int> own = OwnCpus();
+    for (int cpu : (*gpus)[i].near_cpus) {
+      EXPECT_TRUE(std::binary_search(own.begin(), own.end(), cpu)) << cpu;
+    }
+    EXPECT_GE((*gpus)[i].numa_node, -1);
+    std::cout << "GPU " << i << ": NUMA node " << (*gpus)[i].numa_node << ", near CPUs "
+              << CpuListText((*gpus)[i].near_cpus) << "\n";
   }
 }
 

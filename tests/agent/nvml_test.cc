@@ -65,6 +65,22 @@ TEST_F(NvmlTest, EachGpusIdentityAndUseAreRead) {
   EXPECT_EQ(nvml->Problem(1), "");
 }
 
+TEST_F(NvmlTest, EachGpusNumaNodeAndNearCpusAreReadWhereNvmlTells) {
+  SetGpus(
+      "numa=1 cpus=64-66,130\n"  // CPUs past the first 64-bit word of the mask
+      "numa=0\n");
+  auto nvml = Open();
+  ASSERT_NE(nvml, nullptr);
+  auto far = nvml->Identify(0);
+  ASSERT_TRUE(far.ok()) << far.status().ToString();
+  EXPECT_EQ(far->numa_node, 1);
+  EXPECT_EQ(far->near_cpus, (std::vector<int>{64, 65, 66, 130}));
+  auto near = nvml->Identify(1);
+  ASSERT_TRUE(near.ok()) << near.status().ToString();
+  EXPECT_EQ(near->numa_node, 0);
+  EXPECT_TRUE(near->near_cpus.empty());
+}
+
 TEST_F(NvmlTest, WhatTakesAGpuOutOfServiceIsNamed) {
   SetGpus(
       "ecc=2\n"

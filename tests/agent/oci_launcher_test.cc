@@ -4,6 +4,7 @@
 #include "agent/oci_launcher.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -272,6 +273,35 @@ TEST_P(OciLauncherTest, ContainerSeesEnvOutputDirAndOnlyPinnedGpus) {
   EXPECT_NE(log.find(R"(TF_CONFIG={"task":{"type":"worker","index":0}})"), std::string::npos)
       << log;
   EXPECT_EQ(ReadFile(dir_ / "out" / "model" / "from_container"), "hi\n");
+}
+
+// The runtime is the agent's child: the CPUs near the replica's GPUs reach the container's
+// process through it, with no cpuset in the bundle (which a host without that cgroup controller
+// would refuse).
+TEST_P(OciLauncherTest, TheContainerRunsOnTheCpusItIsGiven) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(own), &own), 0);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &own)) last = c;
+  }
+  LaunchRequest request =
+      Request({"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, {});
+  request.cpu_affinity = {last};
+  ASSERT_TRUE(launcher_->Prepare(request).ok());
+  EXPECT_EQ(ReadFile(dir_ / "work" / "bundle" / "config.json").find("\"cpus\""), std::string::npos);
+  auto process = launcher_->Launch(request);
+  ASSERT_TRUE(process.ok()) << process.status().ToString();
+  int code = Wait(**process);
+  (*process)->Release();
+  std::string log = ReadFile(dir_ / "work" / "log");
+  ASSERT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
+  EXPECT_NE(log.find("Cpus_allowed_list:\t" + std::to_string(last) + "\n"), std::string::npos)
+      << "runtime " << launcher_->runtime() << " log:\n"
+      << log;
 }
 
 TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {

@@ -111,9 +111,9 @@ TEST(AgentFlagsTest, LabelsFromTheFileAndTheCommandLine) {
 // feature discovery labels Kubernetes nodes: not for declared GPUs, several models, or over the
 // admin's own label.
 TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
-  const GpuDevice h100{0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1"};
+  const GpuDevice h100{0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1", -1, {}};
   NodeLabels labels = {{"zone", "b"}};
-  AddGpuLabels({h100, GpuDevice{1, h100.model, 81559, "GPU-2"}}, &labels);
+  AddGpuLabels({h100, GpuDevice{1, h100.model, 81559, "GPU-2", -1, {}}}, &labels);
   EXPECT_EQ(labels, (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
                                 {"nvidia.com/gpu.count", "2"},
                                 {"nvidia.com/gpu.memory", "81559"},
@@ -124,7 +124,7 @@ TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
   EXPECT_EQ(admin.at("nvidia.com/gpu.count"), "1");
   NodeLabels none;
   AddGpuLabels(DeclaredGpus(2), &none);
-  AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3"}}, &none);
+  AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3", -1, {}}}, &none);
   AddGpuLabels({}, &none);
   EXPECT_TRUE(none.empty());
 }
@@ -168,6 +168,18 @@ TEST(AgentFlagsTest, IgnoredXidsAreNumbersOrAll) {
               0u)
         << refused.status().message();
   }
+}
+
+TEST(AgentFlagsTest, CpuBindingIsGpuByDefaultOrNone) {
+  auto plain = Parse({"--coordinator", "tcp://h:1"});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->config.bind_cpus_to_gpus);
+  auto none = Parse({"--coordinator", "tcp://h:1", "--cpu-binding", "none"});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->config.bind_cpus_to_gpus);
+  auto refused = Parse({"--coordinator", "tcp://h:1", "--cpu-binding", "numa"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "--cpu-binding: expected gpu or none, got 'numa'");
 }
 
 // --output-root is compared as text with the coordinator's (normalised the same way there).
