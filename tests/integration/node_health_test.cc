@@ -6,6 +6,7 @@
 // machine has no NVIDIA driver) that the agent loads as libnvidia-ml.so.1 by LD_LIBRARY_PATH.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/testing/cluster_test.h"
 
@@ -223,6 +225,96 @@ TEST_F(NodeHealthTest, AFailingCheckKeepsWorkOffTheNodeAndAFailureThereRestartsT
 // One GPU of a two-GPU node meets an uncorrectable ECC error under a replica, which dies of it:
 // the replica starts again on the other GPU, the node keeps taking work on its fit GPU, and a job
 // that needs both waits until the GPU is fit again.
+// The CPUs this test may run on, ascending.
+std::vector<int> OwnCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// A node of 4 GPUs on two NUMA nodes, as NVML names them: 0 and 1 near one CPU, 2 and 3 near
+// another. A replica of 2 GPUs gets two of one NUMA node, though the lowest free would straddle
+// both, and runs on the CPU near them; `cohort nodes --json` says where each GPU sits.
+TEST_F(NodeHealthTest, AReplicasGpusShareANumaNodeAndItRunsOnTheCpusNearThem) {
+  const std::vector<int> cpus = OwnCpus();
+  if (cpus.size() < 2) {
+    GTEST_SKIP() << "this test runs on " << cpus.size()
+                 << " CPU: two are needed to tell the two NUMA nodes' CPUs apart";
+  }
+  const std::string near0 = std::to_string(cpus[0]), near1 = std::to_string(cpus[1]);
+  const std::string node = UniqueNodeId("numa");
+  const std::string gpus_file = cluster_->scratch("nvml-numa-gpus");
+  ct::WriteFile(gpus_file, "uuid=GPU-0 numa=0 cpus=" + near0 + "\nuuid=GPU-1 numa=0 cpus=" + near0 +
+                               "\nuuid=GPU-2 numa=1 cpus=" + near1 +
+                               "\nuuid=GPU-3 numa=1 cpus=" + near1 + "\n");
+  ct::AgentOptions agent{node, -1};
+  agent.wrapper = {
+      "/usr/bin/env",
+      "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
+      "COHORT_FAKE_NVML=" + gpus_file};
+  ASSERT_EQ(cluster_->StartAgent(agent), "");
+
+  const ct::RunResult listed = RunCli({"nodes", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const nlohmann::json json = nlohmann::json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(json.is_array() && json.size() == 1 && json[0]["gpus"].size() == 4) << listed.out;
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(json[0]["gpus"][g]["numa_node"], g < 2 ? 0 : 1) << listed.out;
+  }
+
+  // GPU 0 held: GPUs 1, 2, 3 are free, and lowest first would give the pair 1 and 2.
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client
+                  .Submit("name: holder\nworker_pools:\n  - role: chief\n    resources: {gpus: "
+                          "1, cpus: 1}\n    process: {command: [sleep, '600']}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitForJobState(client, "holder", wire::JobState::RUNNING, 20s));
+  EXPECT_EQ(client.GetJob("holder")->replicas[0]->gpus, std::vector<int>{0});
+  ASSERT_TRUE(client
+                  .Submit("name: pair\nworker_pools:\n  - role: chief\n    resources: {gpus: 2, "
+                          "cpus: 1}\n    process: {command: [grep, Cpus_allowed_list, "
+                          "/proc/self/status]}\n")
+                  .ok());
+  const wire::JobInfoT pair = ct::WaitForJobEnd(client, "pair", 30s);
+  ASSERT_EQ(pair.state, wire::JobState::SUCCEEDED) << pair.message;
+  EXPECT_EQ(pair.replicas[0]->gpus, (std::vector<int>{2, 3}));
+  const ct::RunResult logs = RunCli({"logs", "pair"});
+  EXPECT_NE(logs.out.find("Cpus_allowed_list:\t" + near1 + "\n"), std::string::npos)
+      << logs.out << logs.err;
+
+  // The holder's GPU is near the other CPU.
+  ASSERT_TRUE(client
+                  .Submit("name: one\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
+                          "cpus: 1}\n    process: {command: [grep, Cpus_allowed_list, "
+                          "/proc/self/status]}\n")
+                  .ok());
+  const wire::JobInfoT one = ct::WaitForJobEnd(client, "one", 30s);
+  ASSERT_EQ(one.state, wire::JobState::SUCCEEDED) << one.message;
+  EXPECT_EQ(one.replicas[0]->gpus, std::vector<int>{1});
+  EXPECT_NE(RunCli({"logs", "one"}).out.find("Cpus_allowed_list:\t" + near0 + "\n"),
+            std::string::npos);
+  // A replica that asks for more CPUs than are near its GPUs runs wherever the agent may.
+  ASSERT_TRUE(client
+                  .Submit("name: wide\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
+                          "cpus: 2}\n    process: {command: [grep, Cpus_allowed_list, "
+                          "/proc/self/status]}\n")
+                  .ok());
+  const wire::JobInfoT wide = ct::WaitForJobEnd(client, "wide", 30s);
+  ASSERT_EQ(wide.state, wire::JobState::SUCCEEDED) << wide.message;
+  const ct::RunResult wide_logs = RunCli({"logs", "wide"});
+  EXPECT_EQ(wide_logs.out.find("Cpus_allowed_list:\t" + near0 + "\n"), std::string::npos)
+      << wide_logs.out;
+  EXPECT_EQ(wide_logs.out.find("Cpus_allowed_list:\t" + near1 + "\n"), std::string::npos)
+      << wide_logs.out;
+  EXPECT_NE(wide_logs.out.find("Cpus_allowed_list:\t"), std::string::npos) << wide_logs.out;
+  ASSERT_TRUE(client.Cancel("holder").ok());
+}
+
 TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAnother) {
   const std::string node = UniqueNodeId("gpus");
   const std::string gpus_file = cluster_->scratch("nvml-gpus");

@@ -176,7 +176,8 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
       args.begin(),
       {"--coordinator",
        options.coordinator_endpoint.empty() ? agent_endpoint_ : options.coordinator_endpoint,
-       "--node-id", options.node_id, "--gpus", std::to_string(options.gpus), "--cpus",
+       "--node-id", options.node_id, "--gpus",
+       options.gpus < 0 ? "auto" : std::to_string(options.gpus), "--cpus",
        std::to_string(options.cpus), "--memory-mb", std::to_string(options.memory_mb), "--work-dir",
        work_dir, "--advertise-address", "127.0.0.1", "--grace-period", options.grace_period});
   if (options_.secure && !FileExists(keys_dir() + "/" + options.node_id + ".key")) {

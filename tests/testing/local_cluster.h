@@ -54,7 +54,7 @@ struct ClusterOptions {
 
 struct AgentOptions {
   std::string node_id;
-  int gpus = 0;
+  int gpus = 0;  // -1: --gpus auto (what NVML, or the stand-in on LD_LIBRARY_PATH, finds)
   int cpus = 8;
   int memory_mb = 16384;
   std::string grace_period = "2s";
