@@ -55,6 +55,10 @@ std::string FormatNodeLabels(const NodeLabels& labels);
 // The inverse of FormatNodeLabels; kInvalidArgument as ParseNodeLabel for a malformed item.
 StatusOr<NodeLabels> ParseNodeLabels(std::string_view text);
 inline constexpr size_t kMaxNodeLabels = 32;
+// The label of a node's GPU kind as GKE names it ("nvidia-h100-80gb"), which agents give nodes
+// of NVIDIA GPUs they recognise (agent/inventory.h) and a Vertex job's acceleratorType asks for
+// (common/vertex_job.h).
+inline constexpr char kAcceleratorLabel[] = "cloud.google.com/gke-accelerator";
 inline constexpr size_t kMaxJobLabels = 64;  // as Vertex AI's
 
 // One expression of a pool's node_affinity (Kubernetes' nodeAffinity matchExpressions, required

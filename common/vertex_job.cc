@@ -664,15 +664,52 @@ class VertexReader {
       COHORT_ASSIGN_OR_RETURN(pool->resources.gpus,
                               Count(node["acceleratorCount"], path + ".acceleratorCount", 1024));
     }
+    if (YamlReader::Has(node, "acceleratorType")) {
+      COHORT_RETURN_IF_ERROR(
+          ReadAcceleratorType(node["acceleratorType"], path + ".acceleratorType", pool));
+    }
     for (const auto& kv : node) {
       const std::string& key = kv.first.Scalar();
-      if (key == "acceleratorCount") continue;
+      if (key == "acceleratorCount" || key == "acceleratorType") continue;
       const std::string value = kv.second.IsScalar() ? " " + Quoted(kv.second.Scalar()) : "";
       Note(path + "." + key,
            "ignored" + value +
                " (the pool asks GPUs by count; a node_selector in a Cohort job file picks the "
                "kind, CPUs and memory)");
     }
+    return Status::Ok();
+  }
+
+  // Vertex's GPU kind (NVIDIA_H100_80GB) as the node_selector on kAcceleratorLabel GKE gives it
+  // (nvidia-h100-80gb): the pool's replicas go only to nodes of that kind, as on Vertex. H100
+  // Mega is the H100 of another machine family, so it asks for H100s; a TPU is refused.
+  Status ReadAcceleratorType(const YAML::Node& node, const std::string& path,
+                             WorkerPoolSpec* pool) {
+    COHORT_ASSIGN_OR_RETURN(std::string type, r_.String(node, path));
+    if (type.empty() || type == "ACCELERATOR_TYPE_UNSPECIFIED") return Status::Ok();
+    if (type.rfind("TPU", 0) == 0) {
+      return r_.Error(node, path, Quoted(type) + " is a TPU; Cohort places NVIDIA GPUs");
+    }
+    const bool named = type.rfind("NVIDIA_", 0) == 0 && type.size() <= 40 &&
+                       std::all_of(type.begin(), type.end(), [](char c) {
+                         return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+                       });
+    if (!named) {
+      Note(path, "ignored " + Quoted(type) + " (not an NVIDIA GPU of Vertex's)");
+      return Status::Ok();
+    }
+    if (pool->resources.gpus == 0) {
+      Note(path, "ignored " + Quoted(type) + " (the pool asks for no GPUs)");
+      return Status::Ok();
+    }
+    if (type == "NVIDIA_H100_MEGA_80GB") type = "NVIDIA_H100_80GB";
+    std::string kind;
+    for (char c : type) {
+      kind += c == '_' ? '-' : c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    }
+    pool->node_selector[kAcceleratorLabel] = kind;
+    Note(path, "only nodes labelled " + std::string(kAcceleratorLabel) + "=" + kind +
+                   " (agents label nodes of NVIDIA GPUs they recognise so; others need --label)");
     return Status::Ok();
   }
 

@@ -11,7 +11,10 @@
 //     servers or reducers, evaluators; an empty entry (`{}`) skips its index, as in Vertex. A
 //     single mapping in place of the list is pool 0, as gcloud reads it.
 //   - replicaCount (a number, or a decimal string as REST writes int64) is replicas (1 where
-//     absent); machineSpec.acceleratorCount is resources.gpus.
+//     absent); machineSpec.acceleratorCount is resources.gpus, and machineSpec.acceleratorType
+//     (NVIDIA_H100_80GB) a node_selector on GKE's kAcceleratorLabel (nvidia-h100-80gb), which
+//     agents give nodes of the NVIDIA GPUs they recognise: the pool runs only on GPUs of that
+//     kind, as on Vertex (H100 Mega asks for H100s; a TPU is refused), with a note.
 //   - containerSpec {imageUri, command, args, env: [{name, value}]} is container {image, command,
 //     args, env}; the image is what the node's container runtime takes (an OCI layout or root
 //     filesystem path for runc/crun, an image name for docker/podman). In pool 2, Vertex's
@@ -34,7 +37,7 @@
 //     "custom-job"): the coordinator adds a unique suffix, as Vertex gives each job an id.
 //   - labels are the job's labels (a HyperparameterTuningJob's: each trial job's); one that
 //     Cohort's label syntax cannot hold is left out with a note.
-// Fields without a counterpart here (machineType, acceleratorType, diskSpec, nfsMounts,
+// Fields without a counterpart here (machineType, diskSpec, nfsMounts,
 // serviceAccount, network, tensorboard, ...) are accepted and each named in a note, which
 // the coordinator returns as a warning of the submit; the output-only fields of a described job
 // (state, createTime, error, ...) are accepted without one. Any other key is an error naming it,

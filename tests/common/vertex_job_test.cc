@@ -59,6 +59,53 @@ bool Mentions(const std::vector<std::string>& notes, const std::string& text) {
   return false;
 }
 
+// Vertex's GPU kinds ask for nodes of that kind by GKE's label; a TPU is refused; a pool of no
+// GPUs, or a kind Vertex has no NVIDIA name for, is noted and runs anywhere.
+TEST(VertexJobTest, AnAcceleratorTypeIsANodeSelectorOnGkesLabel) {
+  const auto selector = [](const std::string& machine, std::vector<std::string>* notes) {
+    const JobSpec spec =
+        Converted("workerPoolSpecs:\n  - machineSpec: " + machine +
+                      "\n    replicaCount: 1\n    containerSpec: {imageUri: /srv/images/trainer}\n",
+                  notes);
+    return spec.pools.empty() ? NodeLabels{{"no", "pool"}} : spec.pools[0].node_selector;
+  };
+  std::vector<std::string> notes;
+  EXPECT_EQ(selector("{acceleratorType: NVIDIA_H100_80GB, acceleratorCount: 8}", &notes),
+            (NodeLabels{{kAcceleratorLabel, "nvidia-h100-80gb"}}));
+  EXPECT_EQ(selector("{acceleratorType: NVIDIA_H100_MEGA_80GB, acceleratorCount: 8}", &notes),
+            (NodeLabels{{kAcceleratorLabel, "nvidia-h100-80gb"}}));
+  EXPECT_EQ(selector("{acceleratorType: NVIDIA_L4, acceleratorCount: 1}", &notes),
+            (NodeLabels{{kAcceleratorLabel, "nvidia-l4"}}));
+  EXPECT_EQ(selector("{acceleratorType: NVIDIA_H200_141GB, acceleratorCount: 8}", &notes),
+            (NodeLabels{{kAcceleratorLabel, "nvidia-h200-141gb"}}));
+
+  notes.clear();
+  EXPECT_TRUE(
+      selector("{machineType: n1-standard-4, acceleratorType: NVIDIA_TESLA_T4}", &notes).empty());
+  EXPECT_TRUE(Mentions(notes,
+                       "acceleratorType: ignored 'NVIDIA_TESLA_T4' (the pool asks for no "
+                       "GPUs)"))
+      << ::testing::PrintToString(notes);
+  notes.clear();
+  EXPECT_TRUE(
+      selector("{acceleratorType: ACCELERATOR_TYPE_UNSPECIFIED, acceleratorCount: 1}", &notes)
+          .empty());
+  EXPECT_FALSE(Mentions(notes, "acceleratorType")) << ::testing::PrintToString(notes);
+  EXPECT_TRUE(selector("{acceleratorType: AMD_MI300X, acceleratorCount: 1}", &notes).empty());
+  EXPECT_TRUE(Mentions(notes,
+                       "acceleratorType: ignored 'AMD_MI300X' (not an NVIDIA GPU of "
+                       "Vertex's)"))
+      << ::testing::PrintToString(notes);
+
+  const std::string tpu = Error(
+      "workerPoolSpecs:\n  - machineSpec: {machineType: cloud-tpu, acceleratorType: TPU_V3, "
+      "acceleratorCount: 8}\n    replicaCount: 1\n    containerSpec: {imageUri: /srv/t}\n");
+  EXPECT_NE(tpu.find("workerPoolSpecs[0].machineSpec.acceleratorType: 'TPU_V3' is a TPU; Cohort "
+                     "places NVIDIA GPUs"),
+            std::string::npos)
+      << tpu;
+}
+
 // The config of `gcloud ai custom-jobs create --config`, as Google's documentation writes one:
 // chief, workers and Vertex's Reduction Server, an image whose ENTRYPOINT runs the trainer.
 TEST(VertexJobTest, AGcloudConfigBecomesTheSamePoolsAndScheduling) {
@@ -96,6 +143,11 @@ serviceAccount: trainer@project.iam.gserviceaccount.com
   EXPECT_EQ(chief.container->image, "/srv/images/trainer:latest");
   EXPECT_TRUE(chief.container->command.empty());  // the image's ENTRYPOINT runs
   EXPECT_EQ(chief.container->args, (std::vector<std::string>{"--epochs=10", "--batch-size=64"}));
+  // Its acceleratorType: only nodes whose GPUs are A100s.
+  EXPECT_EQ(chief.node_selector,
+            (NodeLabels{{"cloud.google.com/gke-accelerator", "nvidia-tesla-a100"}}));
+  EXPECT_EQ(spec.pools[1].node_selector, chief.node_selector);
+  EXPECT_TRUE(spec.pools[2].node_selector.empty());
   EXPECT_EQ(chief.container->env,
             (std::map<std::string, std::string>{{"EMPTY", ""}, {"LOG_LEVEL", "debug"}}));
   const WorkerPoolSpec& workers = spec.pools[1];
@@ -116,7 +168,9 @@ serviceAccount: trainer@project.iam.gserviceaccount.com
   // Each field without a counterpart is named once.
   EXPECT_TRUE(
       Mentions(notes, "workerPoolSpecs[0].machineSpec.machineType: ignored 'a2-highgpu-1g'"));
-  EXPECT_TRUE(Mentions(notes, "workerPoolSpecs[0].machineSpec.acceleratorType"));
+  EXPECT_TRUE(Mentions(notes,
+                       "workerPoolSpecs[0].machineSpec.acceleratorType: only nodes labelled "
+                       "cloud.google.com/gke-accelerator=nvidia-tesla-a100 (agents label"));
   EXPECT_TRUE(Mentions(notes, "workerPoolSpecs[0].diskSpec"));
   EXPECT_TRUE(Mentions(notes, "workerPoolSpecs[2].containerSpec.imageUri"));
   EXPECT_TRUE(Mentions(notes, "serviceAccount: ignored"));
