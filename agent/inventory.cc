@@ -36,6 +36,35 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
   if (gpus.front().memory_mb > 0) {
     add("nvidia.com/gpu.memory", std::to_string(gpus.front().memory_mb));
   }
+  const std::string kind = GkeAcceleratorKind(model, gpus.front().memory_mb);
+  if (!kind.empty()) add(kAcceleratorLabel, kind);
+}
+
+std::string GkeAcceleratorKind(const std::string& model, int64_t memory_mb) {
+  std::set<std::string> words;
+  std::string word;
+  for (char c : model + " ") {
+    if (c == ' ' || c == '-') {
+      if (!word.empty()) words.insert(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  const auto has = [&](const char* w) { return words.count(w) > 0; };
+  const int64_t gb = memory_mb / 1024;  // NVML's total: a little under the marketed size
+  if (has("GB200")) return "nvidia-gb200";
+  if (has("B200")) return "nvidia-b200";
+  if (has("H200")) return "nvidia-h200-141gb";
+  if (has("H100")) return gb >= 76 && gb <= 80 ? "nvidia-h100-80gb" : "";
+  if (has("A100")) return gb >= 76 && gb <= 80 ? "nvidia-a100-80gb" : "nvidia-tesla-a100";
+  if (has("L4")) return "nvidia-l4";
+  if (has("T4")) return "nvidia-tesla-t4";
+  if (has("V100")) return "nvidia-tesla-v100";
+  if (has("P100")) return "nvidia-tesla-p100";
+  if (has("P4")) return "nvidia-tesla-p4";
+  if (has("K80")) return "nvidia-tesla-k80";
+  return "";
 }
 
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {

@@ -45,9 +45,14 @@ std::vector<GpuDevice> DeclaredGpus(int count);
 // a node_selector or node_affinity can ask for them with no --label: nvidia.com/gpu.product (the
 // model with each character a label value cannot hold as '-': "NVIDIA-H100-80GB-HBM3"),
 // nvidia.com/gpu.count ("8") and nvidia.com/gpu.memory (MiB of one GPU: "81559"; node_affinity's
-// Gt and Lt compare it); only where NVML named one model for every GPU (not for declared ones),
-// and never over a label the admin gave or beyond kMaxNodeLabels.
+// Gt and Lt compare it); and GKE's kAcceleratorLabel where GkeAcceleratorKind knows the model
+// (which a Vertex job's acceleratorType asks for). Only where NVML named one model for every GPU
+// (not for declared ones), and never over a label the admin gave or beyond kMaxNodeLabels.
 void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels);
+// The kind GKE names a GPU of NVML's `model` with `memory_mb` ("nvidia-h100-80gb" for "NVIDIA
+// H100 80GB HBM3"), by the model's words: GB200, B200, H200, H100 (of 80 GB), A100 (of 40 or 80
+// GB), L4, T4, V100, P100, P4, K80. "" for one GKE does not name (an H100 NVL, an L40S).
+std::string GkeAcceleratorKind(const std::string& model, int64_t memory_mb);
 // The GPUs NVML sees. kNotFound when the library cannot be loaded (no driver), another error
 // when it loads but fails.
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();

@@ -117,6 +117,7 @@ TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
   EXPECT_EQ(labels, (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
                                 {"nvidia.com/gpu.count", "2"},
                                 {"nvidia.com/gpu.memory", "81559"},
+                                {"cloud.google.com/gke-accelerator", "nvidia-h100-80gb"},
                                 {"zone", "b"}}));
   NodeLabels admin = {{"nvidia.com/gpu.product", "h100"}};
   AddGpuLabels({h100}, &admin);
@@ -127,6 +128,29 @@ TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
   AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3", -1, {}}}, &none);
   AddGpuLabels({}, &none);
   EXPECT_TRUE(none.empty());
+}
+
+// NVML's names of the GPUs GKE (and so Vertex's acceleratorType) names, with their memory as NVML
+// reports it; others get no kind.
+TEST(GpuLabelsTest, TheKindGkeNamesIsReadFromTheModelsWords) {
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA H100 80GB HBM3", 81559), "nvidia-h100-80gb");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA H100 PCIe", 81559), "nvidia-h100-80gb");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA H100 NVL", 95830), "");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA H200", 143771), "nvidia-h200-141gb");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA A100-SXM4-40GB", 40960), "nvidia-tesla-a100");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA A100-SXM4-80GB", 81920), "nvidia-a100-80gb");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA A100 80GB PCIe", 81920), "nvidia-a100-80gb");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA L4", 23034), "nvidia-l4");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA L40S", 46068), "");
+  EXPECT_EQ(GkeAcceleratorKind("Tesla T4", 15360), "nvidia-tesla-t4");
+  EXPECT_EQ(GkeAcceleratorKind("Tesla V100-SXM2-16GB", 16384), "nvidia-tesla-v100");
+  EXPECT_EQ(GkeAcceleratorKind("Tesla P100-PCIE-16GB", 16384), "nvidia-tesla-p100");
+  EXPECT_EQ(GkeAcceleratorKind("Tesla P4", 7611), "nvidia-tesla-p4");
+  EXPECT_EQ(GkeAcceleratorKind("Tesla P40", 24451), "");
+  EXPECT_EQ(GkeAcceleratorKind("Tesla K80", 11441), "nvidia-tesla-k80");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA B200", 183359), "nvidia-b200");
+  EXPECT_EQ(GkeAcceleratorKind("NVIDIA GB200", 189471), "nvidia-gb200");
+  EXPECT_EQ(GkeAcceleratorKind("declared", 0), "");
 }
 
 TEST(AgentFlagsTest, ErrorsNameTheFlag) {

@@ -315,6 +315,59 @@ TEST_F(NodeHealthTest, AReplicasGpusShareANumaNodeAndItRunsOnTheCpusNearThem) {
   ASSERT_TRUE(client.Cancel("holder").ok());
 }
 
+// A node of H100s as NVML names them carries GKE's label of the kind, so that a Vertex job file
+// asking for NVIDIA_H100_80GB could go there; one asking for A100s, which no node has, is
+// refused at submit, naming the label.
+TEST_F(NodeHealthTest, AVertexJobsAcceleratorTypeAsksForNodesOfThatKind) {
+  const std::string node = UniqueNodeId("h100");
+  const std::string gpus_file = cluster_->scratch("nvml-h100-gpus");
+  ct::WriteFile(gpus_file,
+                "model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n"
+                "model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n");
+  ct::AgentOptions agent{node, -1};
+  agent.wrapper = {
+      "/usr/bin/env",
+      "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
+      "COHORT_FAKE_NVML=" + gpus_file};
+  ASSERT_EQ(cluster_->StartAgent(agent), "");
+  const std::string labels = NodeInfo(node).labels;
+  EXPECT_NE(labels.find("cloud.google.com/gke-accelerator=nvidia-h100-80gb"), std::string::npos)
+      << labels;
+
+  const auto vertex = [&](const std::string& type) {
+    const std::string file = cluster_->scratch("vertex-" + type + ".yaml");
+    ct::WriteFile(file,
+                  "workerPoolSpecs:\n  - machineSpec: {machineType: a3-highgpu-2g, "
+                  "acceleratorType: " +
+                      type +
+                      ", acceleratorCount: 2}\n    replicaCount: 1\n    containerSpec: "
+                      "{imageUri: /srv/images/trainer}\n");
+    return file;
+  };
+  const ct::RunResult h100 = RunCli({"submit", vertex("NVIDIA_H100_80GB"), "--dry-run"});
+  EXPECT_EQ(h100.exit_code, 0) << h100.out << h100.err;
+  EXPECT_NE(h100.err.find("acceleratorType: only nodes labelled "
+                          "cloud.google.com/gke-accelerator=nvidia-h100-80gb"),
+            std::string::npos)
+      << h100.err;
+  EXPECT_NE(h100.out.find(node), std::string::npos) << h100.out;
+  // Past the coordinator's registration grace (its heartbeat timeout) the submit check judges.
+  const std::string a100 = vertex("NVIDIA_TESLA_A100");
+  ct::RunResult refused;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        refused = RunCli({"submit", a100, "--dry-run"});
+        return refused.exit_code != 0;
+      },
+      20s, 250ms))
+      << refused.out;
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("chief pool needs a node with labels "
+                             "cloud.google.com/gke-accelerator=nvidia-tesla-a100"),
+            std::string::npos)
+      << refused.err;
+}
+
 TEST_F(NodeHealthTest, AGpuNvmlFindsUnfitTakesNoWorkAndAFailureOnItRestartsOnAnother) {
   const std::string node = UniqueNodeId("gpus");
   const std::string gpus_file = cluster_->scratch("nvml-gpus");
