@@ -126,6 +126,21 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     return process.exit_info()->exit_code;
   }
 
+  // Launches the prepared `request`, waits for its end and releases it; returns its log, and
+  // fails the test unless it exited 0.
+  std::string RunToEnd(const LaunchRequest& request) {
+    auto process = launcher_->Launch(request);
+    if (!process.ok()) {
+      ADD_FAILURE() << process.status().ToString();
+      return "";
+    }
+    const int code = Wait(**process);
+    (*process)->Release();
+    std::string log = ReadFile(dir_ / "work" / "log");
+    EXPECT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
+    return log;
+  }
+
   fs::path dir_;
   bool mknod_ok_ = true;
   OciOptions options_;
@@ -259,12 +274,7 @@ TEST_P(OciLauncherTest, ContainerSeesEnvOutputDirAndOnlyPinnedGpus) {
   // Prepare wrote the bundle, off the loop.
   EXPECT_NE(ReadFile(dir_ / "work" / "bundle" / "config.json").find("NVIDIA_VISIBLE_DEVICES=1,3"),
             std::string::npos);
-  auto process = launcher_->Launch(request);
-  ASSERT_TRUE(process.ok()) << process.status().ToString();
-  int code = Wait(**process);
-  (*process)->Release();
-  std::string log = ReadFile(dir_ / "work" / "log");
-  ASSERT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
+  const std::string log = RunToEnd(request);
   EXPECT_NE(log.find("nvidia1"), std::string::npos) << log;
   EXPECT_NE(log.find("nvidia3"), std::string::npos) << log;
   EXPECT_NE(log.find("nvidiactl"), std::string::npos) << log;
@@ -293,12 +303,7 @@ TEST_P(OciLauncherTest, TheContainerRunsOnTheCpusItIsGiven) {
   request.cpu_affinity = {last};
   ASSERT_TRUE(launcher_->Prepare(request).ok());
   EXPECT_EQ(ReadFile(dir_ / "work" / "bundle" / "config.json").find("\"cpus\""), std::string::npos);
-  auto process = launcher_->Launch(request);
-  ASSERT_TRUE(process.ok()) << process.status().ToString();
-  int code = Wait(**process);
-  (*process)->Release();
-  std::string log = ReadFile(dir_ / "work" / "log");
-  ASSERT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
+  const std::string log = RunToEnd(request);
   EXPECT_NE(log.find("Cpus_allowed_list:\t" + std::to_string(last) + "\n"), std::string::npos)
       << "runtime " << launcher_->runtime() << " log:\n"
       << log;
@@ -721,12 +726,7 @@ TEST_P(OciLauncherTest, TheImagesWorkdirIsTheCwdAndWritesLandInTheAttempt) {
   request.image = (dir_ / "image").string();
   Status prepared = launcher_->Prepare(request);
   ASSERT_TRUE(prepared.ok()) << prepared.ToString();
-  auto process = launcher_->Launch(request);
-  ASSERT_TRUE(process.ok()) << process.status().ToString();
-  int code = Wait(**process);
-  (*process)->Release();
-  const std::string log = ReadFile(dir_ / "work" / "log");
-  ASSERT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
+  const std::string log = RunToEnd(request);
   EXPECT_EQ(log, "/app\ncode from the image\nmade\n");
   EXPECT_EQ(ReadFile(dir_ / "work" / "image-workdir" / "out.txt"), "made\n");
   EXPECT_FALSE(fs::exists(dir_ / "image" / "rootfs" / "app" / "out.txt"));

@@ -84,10 +84,13 @@ class NodeHealthTest : public ct::ClusterTest {
     return event;
   }
 
-  // Starts an agent of 2 GPUs whose NVML is the stand-in, reading `gpus_file`.
-  void StartAgentWithFakeNvml(const std::string& node, const std::string& gpus_file) {
-    ct::WriteFile(gpus_file, "uuid=GPU-0\nuuid=GPU-1\n");
-    ct::AgentOptions agent{node, 2};
+  // Starts an agent whose NVML is the stand-in, reading `gpus_file`, written with `gpus_text`
+  // first; it declares `gpus` GPUs (-1: it offers those NVML finds).
+  void StartAgentWithFakeNvml(const std::string& node, const std::string& gpus_file,
+                              const std::string& gpus_text = "uuid=GPU-0\nuuid=GPU-1\n",
+                              int gpus = 2) {
+    ct::WriteFile(gpus_file, gpus_text);
+    ct::AgentOptions agent{node, gpus};
     agent.wrapper = {
         "/usr/bin/env",
         "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
@@ -249,15 +252,11 @@ TEST_F(NodeHealthTest, AReplicasGpusShareANumaNodeAndItRunsOnTheCpusNearThem) {
   const std::string near0 = std::to_string(cpus[0]), near1 = std::to_string(cpus[1]);
   const std::string node = UniqueNodeId("numa");
   const std::string gpus_file = cluster_->scratch("nvml-numa-gpus");
-  ct::WriteFile(gpus_file, "uuid=GPU-0 numa=0 cpus=" + near0 + "\nuuid=GPU-1 numa=0 cpus=" + near0 +
-                               "\nuuid=GPU-2 numa=1 cpus=" + near1 +
-                               "\nuuid=GPU-3 numa=1 cpus=" + near1 + "\n");
-  ct::AgentOptions agent{node, -1};
-  agent.wrapper = {
-      "/usr/bin/env",
-      "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
-      "COHORT_FAKE_NVML=" + gpus_file};
-  ASSERT_EQ(cluster_->StartAgent(agent), "");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(
+      node, gpus_file,
+      "uuid=GPU-0 numa=0 cpus=" + near0 + "\nuuid=GPU-1 numa=0 cpus=" + near0 +
+          "\nuuid=GPU-2 numa=1 cpus=" + near1 + "\nuuid=GPU-3 numa=1 cpus=" + near1 + "\n",
+      -1));
 
   const ct::RunResult listed = RunCli({"nodes", "--json"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
@@ -321,15 +320,10 @@ TEST_F(NodeHealthTest, AReplicasGpusShareANumaNodeAndItRunsOnTheCpusNearThem) {
 TEST_F(NodeHealthTest, AVertexJobsAcceleratorTypeAsksForNodesOfThatKind) {
   const std::string node = UniqueNodeId("h100");
   const std::string gpus_file = cluster_->scratch("nvml-h100-gpus");
-  ct::WriteFile(gpus_file,
-                "model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n"
-                "model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n");
-  ct::AgentOptions agent{node, -1};
-  agent.wrapper = {
-      "/usr/bin/env",
-      "LD_LIBRARY_PATH=" + std::filesystem::path(COHORT_FAKE_NVML_LIB).parent_path().string(),
-      "COHORT_FAKE_NVML=" + gpus_file};
-  ASSERT_EQ(cluster_->StartAgent(agent), "");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(node, gpus_file,
+                                                 "model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n"
+                                                 "model=NVIDIA_H100_80GB_HBM3 memory_mib=81559\n",
+                                                 -1));
   const std::string labels = NodeInfo(node).labels;
   EXPECT_NE(labels.find("cloud.google.com/gke-accelerator=nvidia-h100-80gb"), std::string::npos)
       << labels;
