@@ -274,43 +274,35 @@ TEST_F(NodeHealthTest, AReplicasGpusShareANumaNodeAndItRunsOnTheCpusNearThem) {
                   .ok());
   ASSERT_TRUE(ct::WaitForJobState(client, "holder", wire::JobState::RUNNING, 20s));
   EXPECT_EQ(client.GetJob("holder")->replicas[0]->gpus, std::vector<int>{0});
-  ASSERT_TRUE(client
-                  .Submit("name: pair\nworker_pools:\n  - role: chief\n    resources: {gpus: 2, "
-                          "cpus: 1}\n    process: {command: [grep, Cpus_allowed_list, "
-                          "/proc/self/status]}\n")
-                  .ok());
-  const wire::JobInfoT pair = ct::WaitForJobEnd(client, "pair", 30s);
-  ASSERT_EQ(pair.state, wire::JobState::SUCCEEDED) << pair.message;
-  EXPECT_EQ(pair.replicas[0]->gpus, (std::vector<int>{2, 3}));
-  const ct::RunResult logs = RunCli({"logs", "pair"});
-  EXPECT_NE(logs.out.find("Cpus_allowed_list:\t" + near1 + "\n"), std::string::npos)
-      << logs.out << logs.err;
-
+  // Runs job `name`, one chief of `gpus` GPUs and `cpus` CPUs that prints the CPUs it may run on;
+  // returns its GPUs and output once it has ended.
+  const auto run = [&](const std::string& name, int gpus, int cpus) {
+    EXPECT_TRUE(client
+                    .Submit("name: " + name +
+                            "\nworker_pools:\n  - role: chief\n    resources: {gpus: " +
+                            std::to_string(gpus) + ", cpus: " + std::to_string(cpus) +
+                            "}\n    process: {command: [grep, Cpus_allowed_list, "
+                            "/proc/self/status]}\n")
+                    .ok());
+    const wire::JobInfoT done = ct::WaitForJobEnd(client, name, 30s);
+    EXPECT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+    const std::vector<int> pinned =
+        done.replicas.empty() ? std::vector<int>{} : done.replicas[0]->gpus;
+    return std::make_pair(pinned, RunCli({"logs", name}).out);
+  };
+  const auto [pair_gpus, pair_log] = run("pair", 2, 1);
+  EXPECT_EQ(pair_gpus, (std::vector<int>{2, 3}));
+  EXPECT_NE(pair_log.find("Cpus_allowed_list:\t" + near1 + "\n"), std::string::npos) << pair_log;
   // The holder's GPU is near the other CPU.
-  ASSERT_TRUE(client
-                  .Submit("name: one\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
-                          "cpus: 1}\n    process: {command: [grep, Cpus_allowed_list, "
-                          "/proc/self/status]}\n")
-                  .ok());
-  const wire::JobInfoT one = ct::WaitForJobEnd(client, "one", 30s);
-  ASSERT_EQ(one.state, wire::JobState::SUCCEEDED) << one.message;
-  EXPECT_EQ(one.replicas[0]->gpus, std::vector<int>{1});
-  EXPECT_NE(RunCli({"logs", "one"}).out.find("Cpus_allowed_list:\t" + near0 + "\n"),
-            std::string::npos);
+  const auto [one_gpus, one_log] = run("one", 1, 1);
+  EXPECT_EQ(one_gpus, std::vector<int>{1});
+  EXPECT_NE(one_log.find("Cpus_allowed_list:\t" + near0 + "\n"), std::string::npos) << one_log;
   // A replica that asks for more CPUs than are near its GPUs runs wherever the agent may.
-  ASSERT_TRUE(client
-                  .Submit("name: wide\nworker_pools:\n  - role: chief\n    resources: {gpus: 1, "
-                          "cpus: 2}\n    process: {command: [grep, Cpus_allowed_list, "
-                          "/proc/self/status]}\n")
-                  .ok());
-  const wire::JobInfoT wide = ct::WaitForJobEnd(client, "wide", 30s);
-  ASSERT_EQ(wide.state, wire::JobState::SUCCEEDED) << wide.message;
-  const ct::RunResult wide_logs = RunCli({"logs", "wide"});
-  EXPECT_EQ(wide_logs.out.find("Cpus_allowed_list:\t" + near0 + "\n"), std::string::npos)
-      << wide_logs.out;
-  EXPECT_EQ(wide_logs.out.find("Cpus_allowed_list:\t" + near1 + "\n"), std::string::npos)
-      << wide_logs.out;
-  EXPECT_NE(wide_logs.out.find("Cpus_allowed_list:\t"), std::string::npos) << wide_logs.out;
+  const auto [wide_gpus, wide_log] = run("wide", 1, 2);
+  EXPECT_EQ(wide_gpus, std::vector<int>{1});
+  EXPECT_EQ(wide_log.find("Cpus_allowed_list:\t" + near0 + "\n"), std::string::npos) << wide_log;
+  EXPECT_EQ(wide_log.find("Cpus_allowed_list:\t" + near1 + "\n"), std::string::npos) << wide_log;
+  EXPECT_NE(wide_log.find("Cpus_allowed_list:\t"), std::string::npos) << wide_log;
   ASSERT_TRUE(client.Cancel("holder").ok());
 }
 
