@@ -10,6 +10,9 @@
 // cluster and weights 1..Q; running jobs of 1/2/4/8 GPUs fill all but about 2% of the GPUs, half
 // the queues using 1.5x their quota and the others 0.5x; queued jobs of 1/2/4 replicas x 1/2/4/8
 // GPUs with priorities low/normal/high (100/500/1000) in the proportions 40/50/10%.
+// --numa-nodes M names each node's GPUs on M NUMA nodes (GPUs 0..G/M-1 on the first, ...), as
+// agents on two-socket servers do, so that each replica's GPUs are picked by NUMA node
+// (PickGpus); 0, the default, names none (lowest free first).
 // Never run by ctest.
 #include <algorithm>
 #include <chrono>
@@ -33,13 +36,14 @@ struct Args {
   int jobs = 10000;
   int queues = 8;
   int rounds = 20;
+  int numa_nodes = 0;
 };
 
 }  // namespace
 
 constexpr char kUsage[] =
     "usage: cohort-scheduler-bench [--nodes 1000] [--gpus 8] [--jobs 10000] [--queues 8] "
-    "[--rounds 20]\n";
+    "[--rounds 20] [--numa-nodes 0]\n";
 
 int main(int argc, char** argv) {
   if (cohort::bench::AsksForHelp(argc, argv, 1)) return std::fputs(kUsage, stdout), 0;
@@ -49,10 +53,14 @@ int main(int argc, char** argv) {
                                                          {"--gpus", &a.gpus},
                                                          {"--jobs", &a.jobs},
                                                          {"--queues", &a.queues},
-                                                         {"--rounds", &a.rounds}});
+                                                         {"--rounds", &a.rounds},
+                                                         {"--numa-nodes", &a.numa_nodes}});
   if (!bad.empty()) return std::fprintf(stderr, "%s\n%s", bad.c_str(), kUsage), 2;
   for (int v : {a.nodes, a.gpus, a.jobs, a.queues, a.rounds}) {
     if (v <= 0) return std::fprintf(stderr, "every count must be positive\n%s", kUsage), 2;
+  }
+  if (a.numa_nodes < 0 || a.numa_nodes > a.gpus) {
+    return std::fprintf(stderr, "--numa-nodes: 0 to --gpus\n%s", kUsage), 2;
   }
   std::mt19937 rng(11);
   const int64_t cluster_gpus = static_cast<int64_t>(a.nodes) * a.gpus;
@@ -68,7 +76,10 @@ int main(int argc, char** argv) {
   for (int n = 0; n < a.nodes; ++n) {
     NodeFree f;
     f.node_id = "node-" + std::to_string(n);
-    for (int g = 0; g < a.gpus; ++g) f.free_gpus.push_back(g);
+    for (int g = 0; g < a.gpus; ++g) {
+      f.free_gpus.push_back(g);
+      if (a.numa_nodes > 0) f.gpu_numa[g] = g * a.numa_nodes / a.gpus;
+    }
     f.free_cpus = 64;
     f.memory_unlimited = true;
     base.nodes.push_back(std::move(f));
