@@ -121,12 +121,7 @@ std::string CpuListText(const std::vector<int>& cpus) {
 }
 
 int DetectCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
+  if (const std::vector<int> own = OwnCpus(); !own.empty()) return static_cast<int>(own.size());
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
 }

@@ -4,7 +4,6 @@
 #include "agent/oci_launcher.h"
 
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -26,6 +25,7 @@
 
 #include "agent/captured_command.h"
 #include "agent/exec_in_replica.h"
+#include "agent/inventory.h"
 #include "agent/python_site.h"
 #include "agent/runtime_commands.h"
 #include "agent/stack_dump.h"
@@ -291,13 +291,9 @@ TEST_P(OciLauncherTest, ContainerSeesEnvOutputDirAndOnlyPinnedGpus) {
 TEST_P(OciLauncherTest, TheContainerRunsOnTheCpusItIsGiven) {
   std::string why;
   if (!CanRunContainers(&why)) GTEST_SKIP() << why;
-  cpu_set_t own;
-  CPU_ZERO(&own);
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(own), &own), 0);
-  int last = -1;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &own)) last = c;
-  }
+  const std::vector<int> own = OwnCpus();
+  ASSERT_FALSE(own.empty());
+  const int last = own.back();
   LaunchRequest request =
       Request({"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, {});
   request.cpu_affinity = {last};
