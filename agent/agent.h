@@ -98,6 +98,9 @@ struct AgentConfig {
   // Whether a replica pinned to GPUs runs on the CPUs near them (--cpu-binding; GpuLocalCpus in
   // agent/inventory.h).
   bool bind_cpus_to_gpus = true;
+  // Whether a replica's cpus also caps the CPU time it takes (--cpu-limit quota), beside weighing
+  // it under contention (LaunchRequest::cpus).
+  bool cpu_quota = false;
   std::map<std::string, std::string> labels;
   SocketSecurity security;
   std::chrono::milliseconds grace_period{30000};

@@ -64,6 +64,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   std::string allow_root;
   std::string ignore_xids;
   std::string cpu_binding = "gpu";
+  std::string cpu_limit = "share";
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -74,6 +75,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("cpus", po::value(&flags.cpus), "CPUs to offer (default: this process's CPU affinity)")
       ("memory-mb", po::value(&flags.memory_mb), "memory to offer in MiB (default: MemTotal)")
       ("cpu-binding", po::value(&cpu_binding), "gpu|none: run a replica pinned to GPUs on the CPUs of their NUMA node, as NVML names them, where they are at least its cpus (gpu); or wherever this agent may (default gpu)")
+      ("cpu-limit", po::value(&cpu_limit), "share|quota: a replica's cpus is its share of this node's CPU time when they are contended, and it may use CPUs that are idle (share); or also the most it may take, cpus' worth, even of idle CPUs (quota) (default share)")
       ("label", po::value(&labels)->composing(), "KEY=VALUE: a label of this node, which a job's node_selector may ask for (e.g. gpu=h100); repeatable")
       ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
       ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer, cohort-ps and cohort-replica-init are looked for first, before beside cohort-agent and on PATH (default: the install's bin dir)")
@@ -125,6 +127,10 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     return InvalidArgument("--cpu-binding: expected gpu or none, got '" + cpu_binding + "'");
   }
   flags.config.bind_cpus_to_gpus = cpu_binding == "gpu";
+  if (cpu_limit != "share" && cpu_limit != "quota") {
+    return InvalidArgument("--cpu-limit: expected share or quota, got '" + cpu_limit + "'");
+  }
+  flags.config.cpu_quota = cpu_limit == "quota";
   flags.config.health_check.every = health_every.value;
   flags.config.health_check.timeout = health_timeout.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");

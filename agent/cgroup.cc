@@ -125,8 +125,8 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
     manager.reason_ = base + "/cgroup.procs is not writable";
     return manager;
   }
-  // Best effort: let replica cgroups carry cpu.max and memory.max. This fails (EBUSY) when `own`
-  // holds processes and is not the root; the agent then runs without limits.
+  // Best effort: let replica cgroups carry cpu.weight, cpu.max and memory.max. This fails (EBUSY)
+  // when `own` holds processes and is not the root; the agent then runs without limits.
   std::string available = ReadSmallFile(own + "/cgroup.controllers");
   for (const char* controller : {"cpu", "memory"}) {
     if (!HasWord(available, controller)) continue;
@@ -141,7 +141,13 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
   return manager;
 }
 
-StatusOr<std::string> CgroupManager::Create(const std::string& name, int cpus,
+int CpuWeight(int cpus) {
+  if (cpus <= 0) return 1;
+  const int64_t shares = int64_t{cpus} * 1024;
+  return static_cast<int>(std::min<int64_t>(10000, 1 + (shares - 2) * 9999 / 262142));
+}
+
+StatusOr<std::string> CgroupManager::Create(const std::string& name, int cpus, bool cpu_quota,
                                             int64_t memory_mb) const {
   if (!available()) return FailedPrecondition("cgroups are not available: " + reason_);
   std::string path = base_ + "/" + name;
@@ -149,7 +155,10 @@ StatusOr<std::string> CgroupManager::Create(const std::string& name, int cpus,
     return ErrnoStatus("mkdir " + path, errno);
   }
   if (cpus > 0 && cpu_controller_) {
-    Status s = WriteControl(path + "/cpu.max", std::to_string(cpus * 100000) + " 100000");
+    Status s = WriteControl(path + "/cpu.weight", std::to_string(CpuWeight(cpus)));
+    if (s.ok() && cpu_quota) {
+      s = WriteControl(path + "/cpu.max", std::to_string(int64_t{cpus} * 100000) + " 100000");
+    }
     if (!s.ok()) spdlog::warn("cgroup {}: {}", name, s.ToString());
   }
   if (memory_mb > 0 && memory_controller_) {

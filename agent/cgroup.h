@@ -1,14 +1,15 @@
 // Cgroups: the agent's use of cgroup v2, so that a replica's every descendant can be found and
-// killed (even one that left the process group with setsid) and its CPU and memory bounded.
+// killed (even one that left the process group with setsid), its CPU weighed and its memory
+// bounded.
 //
 // CgroupManager::Detect() looks for a cgroup2 mount in /proc/self/mountinfo (the unified
 // hierarchy, also in hybrid mode under /sys/fs/cgroup/unified), finds the agent's own cgroup
 // (/proc/self/cgroup, line "0::/path") and checks that a child cgroup can be made there. Replica
 // cgroups go to <own cgroup>/cohort/<node id>/<job>.<replica>.<attempt>: the node level keeps
 // several agents started from one cgroup (tests, a one-host demo) out of each other's way, so
-// SweepStale() of one never touches another's replicas. CPU and memory limits are written
-// where the cpu and memory controllers are enabled for that subtree (enabling them is tried once);
-// without them the cgroup still groups and kills processes.
+// SweepStale() of one never touches another's replicas. CPU weights (and quotas) and memory limits
+// are written where the cpu and memory controllers are enabled for that subtree (enabling them is
+// tried once); without them the cgroup still groups and kills processes.
 //
 // Thread safety: none needed; the object is immutable after Detect().
 #pragma once
@@ -22,6 +23,11 @@
 #include "common/status.h"
 
 namespace cohort::agent {
+
+// The cgroup v2 cpu.weight of `cpus` CPUs: cgroup v1's cpu.shares (1024 a CPU) converted as runc
+// and Kubernetes convert them, 1 + (shares - 2) * 9999 / 262142, so that a process replica and a
+// container replica of the same cpus weigh the same. 1 CPU is 39, 3 are 118; at most 10000.
+int CpuWeight(int cpus);
 
 class CgroupManager {
  public:
@@ -46,9 +52,11 @@ class CgroupManager {
   // (one killed with SIGKILL leaves its replicas' descendants behind). Returns how many.
   int SweepStale() const;
 
-  // Creates <base>/<name> and writes cpu.max and memory.max where those files exist (0: no
-  // limit). Returns its path.
-  StatusOr<std::string> Create(const std::string& name, int cpus, int64_t memory_mb) const;
+  // Creates <base>/<name> and writes, where those controllers are enabled, cpu.weight
+  // (CpuWeight(cpus)), cpu.max (cpus' worth, only with `cpu_quota`) and memory.max (`memory_mb`);
+  // 0 writes none of them. Returns its path.
+  StatusOr<std::string> Create(const std::string& name, int cpus, bool cpu_quota,
+                               int64_t memory_mb) const;
 
   // Helpers on a cgroup directory; all are harmless when it no longer exists.
   static std::vector<pid_t> Procs(const std::string& path);

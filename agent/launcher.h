@@ -67,7 +67,11 @@ struct LaunchRequest {
   std::string working_dir;                 // exists before Launch is called
   std::string log_path;                    // stdout and stderr are appended here
   std::vector<int> gpus;
-  int cpus = 0;  // 0: no CPU limit
+  // Its CPUs: its weight when the node's CPUs are contended (cgroup v2 cpu.weight, v1
+  // cpu.shares, in proportion; a Kubernetes CPU request), and with cpu_quota also the most CPU
+  // time it may take (CFS quota: cpus' worth a period; a Kubernetes CPU limit). 0: neither.
+  int cpus = 0;
+  bool cpu_quota = false;
   // The CPUs its processes run on (agent/inventory.h's GpuLocalCpus), ascending; empty: wherever
   // the agent may. Best effort for processes: a CPU the kernel no longer lets the agent use
   // leaves the replica unbound rather than unstarted.

@@ -679,8 +679,11 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
 
   json resources = {{"devices", device_rules}, {"pids", {{"limit", 32768}}}};
   if (request.memory_mb > 0) resources["memory"] = {{"limit", request.memory_mb << 20}};
-  if (request.cpus > 0) {
-    resources["cpu"] = {{"quota", int64_t{request.cpus} * 100000}, {"period", 100000}};
+  // Shares in cgroup v1's units: the runtime writes them, or the cpu.weight they convert to.
+  if (request.cpus > 0) resources["cpu"] = {{"shares", int64_t{request.cpus} * 1024}};
+  if (request.cpus > 0 && request.cpu_quota) {
+    resources["cpu"]["quota"] = int64_t{request.cpus} * 100000;
+    resources["cpu"]["period"] = 100000;
   }
 
   json config = {
@@ -731,7 +734,10 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     argv.push_back(request.working_dir + ":" + request.working_dir);
   }
   if (request.memory_mb > 0) argv.push_back("--memory=" + std::to_string(request.memory_mb) + "m");
-  if (request.cpus > 0) argv.push_back("--cpus=" + std::to_string(request.cpus));
+  if (request.cpus > 0) argv.push_back("--cpu-shares=" + std::to_string(request.cpus * 1024));
+  if (request.cpus > 0 && request.cpu_quota) {
+    argv.push_back("--cpus=" + std::to_string(request.cpus));
+  }
   // runc, crun and podman's conmon are the agent's children and pass the affinity they inherit
   // (LaunchRequest::cpu_affinity) on to the container; docker's daemon starts it, so it is told.
   if (!request.cpu_affinity.empty() && runtime_ == "docker") {

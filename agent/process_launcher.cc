@@ -462,7 +462,7 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   if (cgroups_.available()) {
     auto created =
         cgroups_.Create(request.job + "." + request.replica + "." + std::to_string(request.attempt),
-                        request.cpus, request.memory_mb);
+                        request.cpus, request.cpu_quota, request.memory_mb);
     if (created.ok()) {
       cgroup_path = *created;
       cgroup_fd = ::open((cgroup_path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);

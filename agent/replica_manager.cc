@@ -164,6 +164,7 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   // output dirs has nothing to wait for.
   // Prepare gets Launch's request, its environment rendered with the restore point (a container
   // launcher writes it into the container's config).
+  request.cpu_quota = config_.cpu_quota;
   if (config_.bind_cpus_to_gpus) {
     request.cpu_affinity = GpuLocalCpus(config_.inventory.gpus, request.gpus, request.cpus);
     if (!request.cpu_affinity.empty()) {

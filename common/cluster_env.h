@@ -65,9 +65,10 @@ struct ClusterEnvInput {
 //  them: PET_NNODES = WORLD_SIZE, PET_NODE_RANK = RANK (each replica one torchrun node),
 //  PET_MASTER_ADDR/PET_MASTER_PORT = MASTER_ADDR/MASTER_PORT (its static rendezvous),
 //  PET_NPROC_PER_NODE = the GPUs pinned to it (1 without): a bare `torchrun train.py` joins them.
-//  OMP_NUM_THREADS = `cpus` for every role when `cpus` > 0, as the cgroup's cpu.max bounds the
-//  replica to that many CPUs: torch and numpy otherwise start a thread per host core and are
-//  throttled (a pool's env may set another value). And:
+//  OMP_NUM_THREADS = `cpus` for every role when `cpus` > 0, the replica's share of the node's
+//  CPUs (its cgroup's weight, or with the agent's --cpu-limit quota its cap): torch and numpy
+//  otherwise start a thread per host core, which contend with the other replicas of a full node
+//  (a pool's env may set another value). And:
 //  AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR (when output_dir is set),
 //  CLOUD_ML_TRIAL_ID (trials only), COHORT_ARRAY_INDEX, COHORT_ARRAY_COUNT and Kubernetes' Indexed
 //  Job's JOB_COMPLETION_INDEX (tasks of an array only), CLOUD_ML_HP_METRIC_FILE =

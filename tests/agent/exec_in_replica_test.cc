@@ -129,7 +129,7 @@ TEST_F(ExecInReplicaTest, ACommandRunsAsTheReplicasAccount) {
 TEST_F(ExecInReplicaTest, ACommandJoinsTheReplicasCgroup) {
   CgroupManager cgroups = ::cohort::testing::OwnCgroups("exec-node");
   if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
-  auto cgroup = cgroups.Create("exec" + std::to_string(::getpid()), 0, 0);
+  auto cgroup = cgroups.Create("exec" + std::to_string(::getpid()), 0, false, 0);
   ASSERT_TRUE(cgroup.ok()) << cgroup.status().ToString();
   target_.cgroup = *cgroup;
   ExecResult r = Run({"cat", "/proc/self/cgroup"});

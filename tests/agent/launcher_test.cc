@@ -247,6 +247,48 @@ TEST_F(CgroupTest, AReplicaPastItsMemoryLimitIsEndedByTheOomKillerAndItsExitSays
   testing::RemoveOwnCgroups(cgroups);
 }
 
+TEST(CgroupCpuTest, ACpusWeightIsItsSharesAsRuncConvertsThem) {
+  EXPECT_EQ(CpuWeight(1), 39);
+  EXPECT_EQ(CpuWeight(3), 118);
+  EXPECT_EQ(CpuWeight(64), 2500);
+  EXPECT_EQ(CpuWeight(256), 10000);
+  EXPECT_EQ(CpuWeight(4096), 10000);
+  EXPECT_EQ(CpuWeight(0), 1);
+}
+
+// A replica's cpus is its cgroup's cpu.weight; cpu.max caps it only with a quota.
+TEST_F(CgroupTest, AReplicasCpusAreItsWeightAndACapOnlyWithAQuota) {
+  CgroupManager cgroups = testing::OwnCgroups("node-a");
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  ProcessLauncher launcher(cgroups);
+  auto controls = [&](bool quota) {
+    LaunchRequest r = Request("exit 0");
+    r.job = "cputest" + std::to_string(::getpid());
+    r.replica = quota ? "worker-1" : "worker-0";
+    r.cpus = 3;
+    r.cpu_quota = quota;
+    auto p = launcher.Launch(r);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return std::string();
+    const std::string cgroup = cgroups.base() + "/" + r.job + "." + r.replica + ".0";
+    std::string read = testing::FileExists(cgroup + "/cpu.weight")
+                           ? ReadFile(cgroup + "/cpu.weight") + ReadFile(cgroup + "/cpu.max")
+                           : "";
+    Reap(**p);
+    (*p)->Release();
+    return read;
+  };
+  const std::string shared = controls(false);
+  const std::string capped = controls(true);
+  testing::RemoveOwnCgroups(cgroups);
+  if (shared.empty()) {
+    GTEST_SKIP() << "the cgroup v2 hierarchy here has no cpu controller (no cpu.weight in "
+                 << cgroups.base() << "'s replicas): no weight to set";
+  }
+  EXPECT_EQ(shared, "118\nmax 100000\n");
+  EXPECT_EQ(capped, "118\n300000 100000\n");
+}
+
 TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   std::string node = "sweep-" + std::to_string(::getpid());
   CgroupManager earlier = CgroupManager::Detect(node);

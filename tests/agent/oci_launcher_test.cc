@@ -221,6 +221,17 @@ TEST_P(OciLauncherTest, CliArgvUsesHostNetworkAndPinnedDevices) {
   EXPECT_EQ(joined.find("nvidia1"), std::string::npos) << joined;
   EXPECT_NE(joined.find("python3 train.py"), std::string::npos) << joined;
 
+  // cpus: CPU shares, and a quota only with cpu_quota.
+  LaunchRequest shared = Request({"true"}, {});
+  shared.cpus = 3;
+  auto shares = (*launcher)->CliRunArgv(shared, "cid");
+  EXPECT_NE(std::find(shares.begin(), shares.end(), "--cpu-shares=3072"), shares.end());
+  EXPECT_EQ(std::find(shares.begin(), shares.end(), "--cpus=3"), shares.end());
+  shared.cpu_quota = true;
+  auto capped = (*launcher)->CliRunArgv(shared, "cid");
+  EXPECT_NE(std::find(capped.begin(), capped.end(), "--cpu-shares=3072"), capped.end());
+  EXPECT_NE(std::find(capped.begin(), capped.end(), "--cpus=3"), capped.end());
+
   // The CLI applies the image's ENTRYPOINT and CMD itself: args alone follow the image name (in
   // place of its CMD); a command is --entrypoint (which clears the CMD) and the rest.
   LaunchRequest args_only = Request({"--epochs=3"}, {});
@@ -303,6 +314,44 @@ TEST_P(OciLauncherTest, TheContainerRunsOnTheCpusItIsGiven) {
   EXPECT_NE(log.find("Cpus_allowed_list:\t" + std::to_string(last) + "\n"), std::string::npos)
       << "runtime " << launcher_->runtime() << " log:\n"
       << log;
+}
+
+// A replica's cpus is its weight when the node's CPUs are contended (shares: cgroup v1's
+// cpu.shares, v2's cpu.weight as runtimes convert it) and, only with a CPU quota, also a cap: the
+// container reads its own cgroup's controls (v1 here, where the cpu controller is; v2 elsewhere).
+TEST_P(OciLauncherTest, AContainersCpusAreItsShareAndACapOnlyWithAQuota) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  auto controls = [&](bool quota) {
+    LaunchRequest request = Request({}, {});
+    request.replica = quota ? "worker-1" : "worker-0";
+    const std::string cgroup = "cohort/" + ContainerId(request.job, request.replica, 0);
+    request.argv = {"/bin/sh", "-c",
+                    "cd /sys/fs/cgroup/cpu/" + cgroup +
+                        " 2>/dev/null && echo v1 $(cat "
+                        "cpu.shares cpu.cfs_quota_us); cd /sys/fs/cgroup/" +
+                        cgroup + " 2>/dev/null && echo v2 $(cat cpu.weight cpu.max); true"};
+    request.cpus = 3;
+    request.cpu_quota = quota;
+    EXPECT_TRUE(launcher_->Prepare(request).ok());
+    return RunToEnd(request);
+  };
+  const std::string shared = controls(false);
+  const std::string capped = controls(true);
+  if (shared.find("v1 ") == std::string::npos && shared.find("v2 ") == std::string::npos) {
+    GTEST_SKIP() << "runtime " << launcher_->runtime()
+                 << " put the container where no cpu controller is; it said:\n"
+                 << shared;
+  }
+  // 3 CPUs: 3072 shares, weight 118 (1 + (3072 - 2) * 9999 / 262142); no quota, or 300 ms a 100.
+  EXPECT_TRUE(shared.find("v1 3072 -1\n") != std::string::npos ||
+              shared.find("v2 118 max 100000\n") != std::string::npos)
+      << "runtime " << launcher_->runtime() << " log:\n"
+      << shared;
+  EXPECT_TRUE(capped.find("v1 3072 300000\n") != std::string::npos ||
+              capped.find("v2 118 300000 100000\n") != std::string::npos)
+      << "runtime " << launcher_->runtime() << " log:\n"
+      << capped;
 }
 
 TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {

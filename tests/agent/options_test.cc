@@ -206,6 +206,18 @@ TEST(AgentFlagsTest, CpuBindingIsGpuByDefaultOrNone) {
   EXPECT_EQ(refused.status().message(), "--cpu-binding: expected gpu or none, got 'numa'");
 }
 
+TEST(AgentFlagsTest, CpuLimitIsShareByDefaultOrQuota) {
+  auto plain = Parse({"--coordinator", "tcp://h:1"});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->config.cpu_quota);
+  auto quota = Parse({"--coordinator", "tcp://h:1", "--cpu-limit", "quota"});
+  ASSERT_TRUE(quota.ok()) << quota.status().ToString();
+  EXPECT_TRUE(quota->config.cpu_quota);
+  auto refused = Parse({"--coordinator", "tcp://h:1", "--cpu-limit", "hard"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "--cpu-limit: expected share or quota, got 'hard'");
+}
+
 // --output-root is compared as text with the coordinator's (normalised the same way there).
 TEST(AgentFlagsTest, OutputRootIsAbsoluteAndNormalised) {
   auto root = Parse({"--coordinator", "tcp://h:1", "--output-root", "/mnt/./share//cohort/"});
