@@ -65,6 +65,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   std::string ignore_xids;
   std::string cpu_binding = "gpu";
   std::string cpu_limit = "share";
+  std::string container_rdma = "auto";
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -84,6 +85,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("attempt-retention", po::value(&retention), "remove ended attempts' working dirs and logs this old; 0 keeps them (default 7d)")
       ("insecure", po::bool_switch(&flags.config.security.insecure), "plaintext ZeroMQ (local use only)")
       ("container-runtime", po::value(&flags.container_runtime), "auto|runc|crun|docker|podman|none (default auto)")
+      ("container-rdma", po::value(&container_rdma), "auto|off: give containers this node's RDMA devices (/dev/infiniband: verbs, rdma_cm, umad) as process replicas have them, so that NCCL and UCX in a container use InfiniBand or RoCE (auto); or none (off) (default auto)")
       ("cgroups", po::value(&flags.cgroups), "auto|off: put replicas in cgroup v2 where writable (default auto)")
       ("cgroup-root", po::value(&flags.cgroup_root), "cgroup v2 directory for replica cgroups (default: this agent's own cgroup)")
       ("key-file", po::value(&flags.key_file), ("this agent's CURVE key pair file (default " + ConfigPath("keys/agent.key") + ")").c_str())
@@ -131,6 +133,10 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
     return InvalidArgument("--cpu-limit: expected share or quota, got '" + cpu_limit + "'");
   }
   flags.config.cpu_quota = cpu_limit == "quota";
+  if (container_rdma != "auto" && container_rdma != "off") {
+    return InvalidArgument("--container-rdma: expected auto or off, got '" + container_rdma + "'");
+  }
+  flags.container_rdma = container_rdma == "auto";
   flags.config.health_check.every = health_every.value;
   flags.config.health_check.timeout = health_timeout.value;
   if (flags.config.coordinator.empty()) return InvalidArgument("--coordinator is required");
@@ -297,6 +303,7 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
     OciOptions oci;
     oci.runtime = flags.container_runtime;
     oci.cache_dir = flags.config.work_dir + "/images";
+    oci.rdma = flags.container_rdma;
     auto containers = OciLauncher::Create(oci, process_launcher);
     if (containers.ok()) {
       spdlog::info("containers run with {}", (*containers)->runtime());

@@ -3,7 +3,8 @@
 //     [--cpus N] [--memory-mb N] [--work-dir DIR] [--advertise-address ADDR]
 //     [--grace-period 30s] [--builtin-dir DIR] [--insecure]
 // plus --log-level LEVEL, --container-runtime auto|runc|crun|docker|podman|none
-// (agent/oci_launcher.h; default auto, none disables containers), --cgroups auto|off
+// (agent/oci_launcher.h; default auto, none disables containers), --container-rdma auto|off
+// (whether containers get the node's RDMA devices; default auto), --cgroups auto|off
 // (agent/cgroup.h; default auto, off leaves replicas to process groups and
 // agent/process_launcher.h's environment marker), --cgroup-root DIR (a cgroup v2 directory for
 // the replicas' cgroups instead of the agent's own cgroup, e.g. one delegated to it), and for CURVE
@@ -40,6 +41,7 @@ struct AgentFlags {
   int cpus = 0;               // 0: detect
   int64_t memory_mb = 0;      // 0: detect
   std::string container_runtime = "auto";
+  bool container_rdma = true;    // --container-rdma auto|off
   std::string cgroups = "auto";  // "auto": cgroup v2 where writable; "off": never
   std::string cgroup_root;       // "": the agent's own cgroup
   std::string key_file = ConfigPath("keys/agent.key");

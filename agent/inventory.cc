@@ -40,6 +40,33 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
   if (!kind.empty()) add(kAcceleratorLabel, kind);
 }
 
+std::vector<std::string> RdmaDevices(const std::string& dev_dir) {
+  std::vector<std::string> devices;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dev_dir + "/infiniband", ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool wanted =
+        name == "rdma_cm" || name.rfind("uverbs", 0) == 0 || name.rfind("umad", 0) == 0;
+    std::error_code type_ec;
+    if (wanted && entry.is_character_file(type_ec)) devices.push_back("infiniband/" + name);
+  }
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
+void AddRdmaLabels(const std::vector<std::string>& rdma_devices, NodeLabels* labels) {
+  const auto has = [&](const std::string& prefix) {
+    return std::any_of(rdma_devices.begin(), rdma_devices.end(),
+                       [&](const std::string& d) { return d.rfind(prefix, 0) == 0; });
+  };
+  if (!has("infiniband/uverbs")) return;
+  auto add = [&](const char* key) {
+    if (labels->size() < kMaxNodeLabels) labels->emplace(key, "true");
+  };
+  add("feature.node.kubernetes.io/rdma.capable");
+  if (has("infiniband/rdma_cm")) add("feature.node.kubernetes.io/rdma.available");
+}
+
 std::string GkeAcceleratorKind(const std::string& model, int64_t memory_mb) {
   std::set<std::string> words;
   std::string word;

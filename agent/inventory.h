@@ -53,6 +53,17 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels);
 // H100 80GB HBM3"), by the model's words: GB200, B200, H200, H100 (of 80 GB), A100 (of 40 or 80
 // GB), L4, T4, V100, P100, P4, K80. "" for one GKE does not name (an H100 NVL, an L40S).
 std::string GkeAcceleratorKind(const std::string& model, int64_t memory_mb);
+// The node's RDMA devices (InfiniBand, RoCE), as paths under `dev_dir`: "infiniband/rdma_cm",
+// "infiniband/umad0", "infiniband/uverbs0", ...: the verbs devices, the connection manager and the
+// management datagram ports that libibverbs and librdmacm open (NCCL's IB transport, UCX's rc/dc
+// and rdmacm, ibstat); no subnet manager port (issm). Character devices only, sorted; none
+// without RDMA (no <dev_dir>/infiniband).
+std::vector<std::string> RdmaDevices(const std::string& dev_dir = "/dev");
+// Adds the RDMA labels of Kubernetes' node feature discovery, where the admin gave none:
+// feature.node.kubernetes.io/rdma.capable=true with a verbs device (an RDMA NIC), and
+// rdma.available=true with the connection manager too (ib_uverbs and rdma_ucm loaded), so that a
+// pool's node_selector can ask for nodes its NCCL or UCX traffic goes over RDMA on.
+void AddRdmaLabels(const std::vector<std::string>& rdma_devices, NodeLabels* labels);
 // The GPUs NVML sees. kNotFound when the library cannot be loaded (no driver), another error
 // when it loads but fails.
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();

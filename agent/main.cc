@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   }
   flags->config.inventory = *agent::BuildInventory(*flags);
   agent::AddGpuLabels(flags->config.inventory.gpus, &flags->config.labels);
+  agent::AddRdmaLabels(agent::RdmaDevices(), &flags->config.labels);
   flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);

@@ -651,7 +651,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     }
   }
 
-  // GPUs: the pinned nodes and the control nodes, nothing else.
+  // GPUs: the pinned nodes and the control nodes; the node's RDMA devices; nothing else.
   json devices = json::array();
   json device_rules = json::array({{{"allow", false}, {"access", "rwm"}}});
   auto add_device = [&](const std::string& name) {
@@ -675,6 +675,9 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
       add_device(control);
     }
+  }
+  if (options_.rdma) {
+    for (const std::string& rdma : RdmaDevices(options_.device_dir)) add_device(rdma);
   }
 
   json resources = {{"devices", device_rules}, {"pids", {{"limit", 32768}}}};
@@ -755,6 +758,11 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
         std::string node = options_.device_dir + "/" + control;
         if (DeviceNode(node, node)) argv.push_back("--device=" + node);
       }
+    }
+  }
+  if (options_.rdma) {
+    for (const std::string& rdma : RdmaDevices(options_.device_dir)) {
+      argv.push_back("--device=" + options_.device_dir + "/" + rdma + ":/dev/" + rdma);
     }
   }
   // The CLI lays the job's command and args over the image's ENTRYPOINT and CMD as ContainerArgv

@@ -97,7 +97,10 @@ namespace cohort::agent {
 
 struct OciOptions {
   std::string runtime = "auto";     // auto | runc | crun | docker | podman
-  std::string device_dir = "/dev";  // where GPU device nodes are looked up (tests: a fake dir)
+  std::string device_dir = "/dev";  // where device nodes are looked up (tests: a fake dir)
+  // Whether containers get the node's RDMA devices (RdmaDevices(device_dir) in agent/
+  // inventory.h), as its process replicas have them (the agent's --container-rdma).
+  bool rdma = true;
   std::string cache_dir = "/var/lib/cohort-agent/images";  // unpacked OCI image layouts
   // A runtime command (kill, state, delete, rm) still running after this is killed.
   std::chrono::milliseconds command_timeout{std::chrono::seconds(60)};

@@ -58,6 +58,16 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     mknod_ok_ &=
         ::mknod((dir_ / "dev" / "nvidiactl").c_str(), S_IFCHR | 0666, makedev(195, 255)) == 0;
   }
+
+  // A fake RDMA NIC in the fake /dev: a verbs device and the connection manager, with the
+  // kernel's numbers for them.
+  bool MakeRdmaDevices() {
+    fs::create_directories(dir_ / "dev" / "infiniband");
+    return ::mknod((dir_ / "dev" / "infiniband" / "uverbs0").c_str(), S_IFCHR | 0666,
+                   makedev(231, 192)) == 0 &&
+           ::mknod((dir_ / "dev" / "infiniband" / "rdma_cm").c_str(), S_IFCHR | 0666,
+                   makedev(10, 58)) == 0;
+  }
   void TearDown() override { fs::remove_all(dir_); }
 
   // Skips the test, saying why, when containers cannot run on this machine.
@@ -175,6 +185,49 @@ TEST_P(OciLauncherTest, BundleConfigPinsOnlyRequestedGpusAndMountsOutput) {
   EXPECT_TRUE(visible);
   EXPECT_FALSE(json["linux"]["namespaces"].dump().find("network") != std::string::npos)
       << "containers use host networking";
+}
+
+// A container gets the node's RDMA devices, with or without GPUs, as a process replica has them;
+// none with --container-rdma off. So NCCL's IB transport and UCX inside find the NIC.
+TEST_P(OciLauncherTest, AContainerGetsTheNodesRdmaDevices) {
+  options_.device_dir = (dir_ / "dev").string();
+  options_.runtime = GetParam();
+  if (!mknod_ok_ || !MakeRdmaDevices()) GTEST_SKIP() << "mknod is not permitted here";
+  auto launcher = OciLauncher::Create(options_, &processes_);
+  if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
+  auto paths_of = [&](const LaunchRequest& request) {
+    auto config = (*launcher)->BundleConfig(request, "/rootfs");
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    std::vector<std::string> paths;
+    if (!config.ok()) return paths;
+    auto json = nlohmann::json::parse(*config);
+    for (const auto& device : json["linux"]["devices"]) paths.push_back(device["path"]);
+    int allowed = 0;
+    for (const auto& rule : json["linux"]["resources"]["devices"]) allowed += rule["allow"] == true;
+    EXPECT_EQ(allowed, static_cast<int>(paths.size()));
+    return paths;
+  };
+  EXPECT_EQ(paths_of(Request({"/bin/true"}, {})),
+            (std::vector<std::string>{"/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"}));
+  EXPECT_EQ(paths_of(Request({"/bin/true"}, {2})),
+            (std::vector<std::string>{"/dev/nvidia2", "/dev/nvidiactl", "/dev/infiniband/rdma_cm",
+                                      "/dev/infiniband/uverbs0"}));
+  std::string joined;
+  for (const auto& a : (*launcher)->CliRunArgv(Request({"true"}, {}), "cid")) joined += a + " ";
+  EXPECT_NE(joined.find("--device=" + options_.device_dir +
+                        "/infiniband/uverbs0:/dev/infiniband/uverbs0 "),
+            std::string::npos)
+      << joined;
+
+  options_.rdma = false;
+  auto without = OciLauncher::Create(options_, &processes_);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  auto config = (*without)->BundleConfig(Request({"/bin/true"}, {}), "/rootfs");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->find("infiniband"), std::string::npos) << *config;
+  joined.clear();
+  for (const auto& a : (*without)->CliRunArgv(Request({"true"}, {}), "cid")) joined += a + " ";
+  EXPECT_EQ(joined.find("infiniband"), std::string::npos) << joined;
 }
 
 // A job owner's replica runs as the owner's account in the container too: OCI process.user and
@@ -352,6 +405,21 @@ TEST_P(OciLauncherTest, AContainersCpusAreItsShareAndACapOnlyWithAQuota) {
               capped.find("v2 118 300000 100000\n") != std::string::npos)
       << "runtime " << launcher_->runtime() << " log:\n"
       << capped;
+}
+
+// In a real container the RDMA devices are there, with the host's numbers.
+TEST_P(OciLauncherTest, TheContainerSeesTheNodesRdmaDevices) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  if (!MakeRdmaDevices()) GTEST_SKIP() << "mknod is not permitted here";
+  LaunchRequest request = Request({"/bin/sh", "-c", "ls -l /dev/infiniband"}, {});
+  ASSERT_TRUE(launcher_->Prepare(request).ok());
+  const std::string log = RunToEnd(request);
+  EXPECT_NE(log.find("231, 192"), std::string::npos) << "runtime " << launcher_->runtime() << ":\n"
+                                                     << log;
+  EXPECT_NE(log.find(" 10,  58"), std::string::npos) << log;
+  EXPECT_NE(log.find("uverbs0"), std::string::npos) << log;
+  EXPECT_NE(log.find("rdma_cm"), std::string::npos) << log;
 }
 
 TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {

@@ -1,6 +1,9 @@
 // The cohort-agent command line and config file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -130,6 +133,39 @@ TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
   EXPECT_TRUE(none.empty());
 }
 
+// The character devices of /dev/infiniband that verbs, rdma_cm and umad users open, from a fake
+// /dev (no RDMA NIC here); a subnet manager port, a directory or a plain file is none of them.
+TEST(RdmaTest, TheNodesRdmaDevicesAreTheVerbsCmAndUmadNodesAndLabelIt) {
+  testing::TempDir dev;
+  std::filesystem::create_directories(dev.path() + "/infiniband/by-path");
+  bool made = true;
+  for (const auto& [name, minor] : std::vector<std::pair<std::string, int>>{
+           {"uverbs1", 193}, {"uverbs0", 192}, {"umad0", 0}, {"issm0", 64}}) {
+    made &= ::mknod((dev.path() + "/infiniband/" + name).c_str(), S_IFCHR | 0666,
+                    makedev(231, minor)) == 0;
+  }
+  made &=
+      ::mknod((dev.path() + "/infiniband/rdma_cm").c_str(), S_IFCHR | 0666, makedev(10, 58)) == 0;
+  if (!made) GTEST_SKIP() << "mknod is not permitted here";
+  testing::WriteFile(dev.path() + "/infiniband/uverbs9", "not a device");
+  EXPECT_EQ(RdmaDevices(dev.path()),
+            (std::vector<std::string>{"infiniband/rdma_cm", "infiniband/umad0",
+                                      "infiniband/uverbs0", "infiniband/uverbs1"}));
+  EXPECT_TRUE(RdmaDevices(dev.path() + "/none").empty());
+
+  NodeLabels labels = {{"feature.node.kubernetes.io/rdma.capable", "false"}};
+  AddRdmaLabels(RdmaDevices(dev.path()), &labels);
+  EXPECT_EQ(labels, (NodeLabels{{"feature.node.kubernetes.io/rdma.available", "true"},
+                                {"feature.node.kubernetes.io/rdma.capable", "false"}}));
+  NodeLabels verbs_only;
+  AddRdmaLabels({"infiniband/uverbs0"}, &verbs_only);
+  EXPECT_EQ(verbs_only, (NodeLabels{{"feature.node.kubernetes.io/rdma.capable", "true"}}));
+  NodeLabels none;
+  AddRdmaLabels({"infiniband/rdma_cm"}, &none);
+  AddRdmaLabels({}, &none);
+  EXPECT_TRUE(none.empty());
+}
+
 // NVML's names of the GPUs GKE (and so Vertex's acceleratorType) names, with their memory as NVML
 // reports it; others get no kind.
 TEST(GpuLabelsTest, TheKindGkeNamesIsReadFromTheModelsWords) {
@@ -216,6 +252,18 @@ TEST(AgentFlagsTest, CpuLimitIsShareByDefaultOrQuota) {
   auto refused = Parse({"--coordinator", "tcp://h:1", "--cpu-limit", "hard"});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(), "--cpu-limit: expected share or quota, got 'hard'");
+}
+
+TEST(AgentFlagsTest, ContainersGetRdmaDevicesUnlessOff) {
+  auto plain = Parse({"--coordinator", "tcp://h:1"});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->container_rdma);
+  auto off = Parse({"--coordinator", "tcp://h:1", "--container-rdma", "off"});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->container_rdma);
+  auto refused = Parse({"--coordinator", "tcp://h:1", "--container-rdma", "on"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "--container-rdma: expected auto or off, got 'on'");
 }
 
 // --output-root is compared as text with the coordinator's (normalised the same way there).
