@@ -378,7 +378,13 @@ void Coordinator::ExecuteCommands() {
       const NodeRecord* node = r == nullptr ? nullptr : nodes_.Find(r->node_id);
       if (node == nullptr || node->peer.empty()) continue;
       auto address_of = [this](const std::string& id) { return nodes_.AddressOf(id); };
-      wire::LaunchReplicaT plan = PlanLaunch(*job, *r, address_of);
+      auto mig_nodes = [this](const std::string& id) {
+        const NodeRecord* n = nodes_.Find(id);
+        return n != nullptr && std::any_of(n->gpus.begin(), n->gpus.end(), [](const auto& g) {
+                 return g.uuid.rfind("MIG-", 0) == 0;
+               });
+      };
+      wire::LaunchReplicaT plan = PlanLaunch(*job, *r, address_of, mig_nodes);
       plan.others_stopped = launch.others_stopped;
       outbox_.ToAgent(node->peer, Encode(0, plan));
       nodes_.NoteSent(node->node_id, now);

@@ -15,16 +15,23 @@ bool Trains(const ReplicaRecord& r) {
   return (r.role == Role::kChief || r.role == Role::kWorker) && !r.idle;
 }
 
+// The torchrun node `r` is part of: its node, or on a node of `mig_nodes` itself alone.
+std::string TorchNode(const ReplicaRecord& r, const MigNodes& mig_nodes) {
+  return mig_nodes && mig_nodes(r.node_id) ? r.node_id + "\n" + r.name : r.node_id;
+}
+
 // torchrun's GROUP_RANK of `r`'s node, and GROUP_WORLD_SIZE: the nodes running training replicas,
 // in the order of the lowest RANK each runs.
-std::pair<int, int> NodeGroup(const JobRecord& job, const ReplicaRecord& r) {
+std::pair<int, int> NodeGroup(const JobRecord& job, const ReplicaRecord& r,
+                              const MigNodes& mig_nodes) {
   std::map<std::string, int> lowest_rank;  // node -> lowest RANK on it
   for (const auto& other : job.replicas) {
     if (!Trains(other)) continue;
-    auto [it, added] = lowest_rank.emplace(other.node_id, TorchRank(other.role, other.index));
+    auto [it, added] =
+        lowest_rank.emplace(TorchNode(other, mig_nodes), TorchRank(other.role, other.index));
     if (!added) it->second = std::min(it->second, TorchRank(other.role, other.index));
   }
-  auto mine = lowest_rank.find(r.node_id);
+  auto mine = lowest_rank.find(TorchNode(r, mig_nodes));
   if (mine == lowest_rank.end()) return {0, static_cast<int>(lowest_rank.size())};
   int group = 0;
   for (const auto& [node, rank] : lowest_rank) group += rank < mine->second ? 1 : 0;
@@ -33,11 +40,13 @@ std::pair<int, int> NodeGroup(const JobRecord& job, const ReplicaRecord& r) {
 
 }  // namespace
 
-std::vector<int> VisibleGpus(const JobRecord& job, const ReplicaRecord& r) {
+std::vector<int> VisibleGpus(const JobRecord& job, const ReplicaRecord& r,
+                             const MigNodes& mig_nodes) {
   if (!Trains(r) || r.gpus.size() != 1) return r.gpus;
   std::vector<int> shared;  // in local-rank order
+  const std::string node = TorchNode(r, mig_nodes);
   for (const auto& other : job.replicas) {
-    if (!Trains(other) || other.node_id != r.node_id) continue;
+    if (!Trains(other) || TorchNode(other, mig_nodes) != node) continue;
     if (other.gpus.size() != 1) return r.gpus;
     shared.push_back(other.gpus[0]);
   }
@@ -45,7 +54,8 @@ std::vector<int> VisibleGpus(const JobRecord& job, const ReplicaRecord& r) {
 }
 
 wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
-                                const std::function<std::string(const std::string&)>& address_of) {
+                                const std::function<std::string(const std::string&)>& address_of,
+                                const MigNodes& mig_nodes) {
   const WorkerPoolSpec& pool = job.PoolOf(r);
   ClusterEnvInput in;
   in.job_name = job.name;
@@ -60,21 +70,22 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   in.master_port = job.master_port;
   in.bootstrap_port = job.bootstrap_port;
   int local_rank = 0;
+  const std::string torch_node = TorchNode(r, mig_nodes);
   for (const auto& other : job.replicas) {
     if (other.idle) continue;  // not in this placement: not in the cluster it sees
     in.replicas.push_back(
         ReplicaEndpoint{other.role, other.index, address_of(other.node_id), other.port});
     if (&other == &r) continue;
-    bool beside = Trains(other) && other.node_id == r.node_id;
+    bool beside = Trains(other) && TorchNode(other, mig_nodes) == torch_node;
     if (beside) ++in.local_world_size;  // starts at 1: r itself
     if (beside && &other < &r) ++local_rank;
   }
   in.local_rank = local_rank;
-  std::tie(in.group_rank, in.group_world_size) = NodeGroup(job, r);
+  std::tie(in.group_rank, in.group_world_size) = NodeGroup(job, r, mig_nodes);
   in.attempt = r.attempt;
   in.max_restarts = job.spec.scheduling.max_restarts;
   in.cpus = pool.resources.cpus;
-  std::vector<int> gpus = VisibleGpus(job, r);
+  std::vector<int> gpus = VisibleGpus(job, r, mig_nodes);
   in.gpus = gpus;
   std::map<std::string, std::string> env = RenderClusterEnv(in);
 

@@ -79,6 +79,38 @@ TEST(LaunchPlanTest, OneGpuTrainingReplicasSharingANodeSeeTheirGpusInLocalRankOr
   EXPECT_EQ(Env(reducer).count("GROUP_RANK"), 0u);
 }
 
+// On a node whose GPUs are MIG devices, CUDA runs a process on one of them only: each replica
+// there sees its own and is a torchrun node of its own, as a Kubernetes pod on a MIG slice is.
+TEST(LaunchPlanTest, ReplicasOnMigDevicesEachSeeTheirOwnAndAreNodesOfTheirOwn) {
+  JobRecord job = Job(1);
+  auto place = [&](const std::string& name, const std::string& node, std::vector<int> gpus) {
+    ReplicaRecord* r = job.FindReplica(name);
+    r->node_id = node;
+    r->gpus = std::move(gpus);
+    r->port = 30000;
+  };
+  place("chief-0", "mig", {3});
+  place("worker-0", "mig", {1});
+  place("worker-1", "b", {0});
+  place("reducer-0", "b", {});
+  const MigNodes mig_nodes = [](const std::string& node) { return node == "mig"; };
+  auto env = [&](const std::string& name) {
+    return Env(PlanLaunch(job, *job.FindReplica(name), Address, mig_nodes));
+  };
+  EXPECT_EQ(env("chief-0")["CUDA_VISIBLE_DEVICES"], "3");
+  EXPECT_EQ(env("worker-0")["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(PlanLaunch(job, *job.FindReplica("worker-0"), Address, mig_nodes).gpus,
+            std::vector<int>{1});
+  for (const char* name : {"chief-0", "worker-0", "worker-1"}) {
+    EXPECT_EQ(env(name)["LOCAL_RANK"], "0") << name;
+    EXPECT_EQ(env(name)["LOCAL_WORLD_SIZE"], "1") << name;
+    EXPECT_EQ(env(name)["GROUP_WORLD_SIZE"], "3") << name;
+  }
+  EXPECT_EQ(env("chief-0")["GROUP_RANK"], "0");
+  EXPECT_EQ(env("worker-0")["GROUP_RANK"], "1");
+  EXPECT_EQ(env("worker-1")["GROUP_RANK"], "2");
+}
+
 // torchrun's view of the job (common/cluster_env.h): nodes ranked by the lowest RANK each runs,
 // the restart budget and this attempt, and as many OpenMP threads as CPUs asked for unless the
 // pool's env says otherwise.
