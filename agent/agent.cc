@@ -563,14 +563,26 @@ void Agent::KillWorkOnFailedGpus() {
   // their restarts elsewhere.
   SendHeartbeat();
   for (const GpuSampler::GpuFault& fault : faults) {
-    const std::string gpu =
-        fault.gpu < 0 ? "a GPU (NVML does not name it)" : "its GPU " + std::to_string(fault.gpu);
-    const int killed =
-        replicas_.KillOnGpu(fault.gpu, "killed by its agent: " + gpu + " reported " + fault.xid +
-                                           ", after which nothing runs there until it is reset");
-    if (killed > 0) {
-      spdlog::warn("{}: killed {} replica(s) pinned to {}", fault.xid, killed,
-                   fault.gpu < 0 ? "any GPU" : "GPU " + std::to_string(fault.gpu));
+    // The replicas pinned to the GPU, or to its MIG devices where the agent offers those.
+    std::vector<std::pair<int, std::string>> pinned;  // index, how the kill names it
+    for (const GpuDevice& d : config_.inventory.gpus) {
+      if (d.is_mig() && d.gpu() == fault.gpu) {
+        pinned.emplace_back(d.index, "its MIG device " + std::to_string(d.index) + " (of GPU " +
+                                         std::to_string(fault.gpu) + ")");
+      }
+    }
+    if (pinned.empty()) {
+      pinned.emplace_back(fault.gpu, fault.gpu < 0 ? "a GPU (NVML does not name it)"
+                                                   : "its GPU " + std::to_string(fault.gpu));
+    }
+    for (const auto& [index, gpu] : pinned) {
+      const int killed =
+          replicas_.KillOnGpu(index, "killed by its agent: " + gpu + " reported " + fault.xid +
+                                         ", after which nothing runs there until it is reset");
+      if (killed > 0) {
+        spdlog::warn("{}: killed {} replica(s) pinned to {}", fault.xid, killed,
+                     index < 0 ? "any GPU" : "GPU " + std::to_string(index));
+      }
     }
   }
 }

@@ -213,7 +213,14 @@ StatusOr<NodeInventory> BuildInventory(const AgentFlags& flags) {
     auto gpus = ProbeNvmlGpus();
     if (gpus.ok()) {
       inventory.gpus = std::move(*gpus);
-      spdlog::info("NVML reports {} GPU(s)", inventory.gpus.size());
+      if (!inventory.gpus.empty() && inventory.gpus.front().is_mig()) {
+        spdlog::info(
+            "NVML reports {} MIG device(s) ({}) of {} GPU(s), every GPU partitioned "
+            "alike: they are this node's GPUs",
+            inventory.gpus.size(), inventory.gpus.front().model, inventory.gpus.back().mig.gpu + 1);
+      } else {
+        spdlog::info("NVML reports {} GPU(s)", inventory.gpus.size());
+      }
     } else if (gpus.status().code() == StatusCode::kNotFound) {
       spdlog::info("no NVIDIA driver ({}): this node offers no GPUs", gpus.status().message());
     } else {

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "agent/nvml.h"
 
@@ -35,6 +36,12 @@ void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels) {
   add("nvidia.com/gpu.count", std::to_string(gpus.size()));
   if (gpus.front().memory_mb > 0) {
     add("nvidia.com/gpu.memory", std::to_string(gpus.front().memory_mb));
+  }
+  // MIG devices: GPU feature discovery's single-strategy labels. No GKE kind: a Vertex job's
+  // acceleratorType asks for whole GPUs.
+  if (gpus.front().is_mig()) {
+    add("nvidia.com/mig.strategy", "single");
+    return;
   }
   const std::string kind = GkeAcceleratorKind(model, gpus.front().memory_mb);
   if (!kind.empty()) add(kAcceleratorLabel, kind);
@@ -94,10 +101,23 @@ std::string GkeAcceleratorKind(const std::string& model, int64_t memory_mb) {
   return "";
 }
 
+bool OffersMigDevices(const std::vector<Nvml::Mig>& migs) {
+  if (migs.empty()) return false;
+  const std::vector<Nvml::MigDevice>& first = migs.front().devices;
+  for (const Nvml::Mig& mig : migs) {
+    if (!mig.on || mig.devices.empty()) return false;
+    for (const Nvml::MigDevice& d : mig.devices) {
+      if (d.name.empty() || d.name != first.front().name) return false;
+    }
+  }
+  return true;
+}
+
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Nvml> nvml, Nvml::Open());
   COHORT_ASSIGN_OR_RETURN(const unsigned count, nvml->DeviceCount());
   std::vector<GpuDevice> gpus;
+  std::vector<Nvml::Mig> migs;
   const std::vector<int> own = OwnCpus();
   for (unsigned i = 0; i < count; ++i) {
     COHORT_ASSIGN_OR_RETURN(Nvml::Identity id, nvml->Identify(i));
@@ -106,8 +126,81 @@ StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
                           std::back_inserter(near));
     gpus.push_back(GpuDevice{static_cast<int>(i), std::move(id.model), id.memory_mb,
                              std::move(id.uuid), id.numa_node, std::move(near)});
+    migs.push_back(nvml->ReadMig(i));
   }
-  return gpus;
+  if (!OffersMigDevices(migs)) return gpus;
+  std::vector<GpuDevice> slices;
+  for (unsigned i = 0; i < count; ++i) {
+    for (const Nvml::MigDevice& d : migs[i].devices) {
+      GpuDevice slice{static_cast<int>(slices.size()),
+                      d.name,
+                      d.memory_mb,
+                      d.uuid,
+                      gpus[i].numa_node,
+                      gpus[i].near_cpus};
+      slice.mig = GpuDevice::Mig{static_cast<int>(i), static_cast<int>(d.slot), d.gpu_instance,
+                                 d.compute_instance};
+      slices.push_back(std::move(slice));
+    }
+  }
+  return slices;
+}
+
+std::vector<std::string> VisibleGpuNames(const std::vector<GpuDevice>& gpus,
+                                         const std::vector<int>& pinned) {
+  std::vector<std::string> names;
+  for (int index : pinned) {
+    const auto it = std::find_if(gpus.begin(), gpus.end(),
+                                 [&](const GpuDevice& g) { return g.index == index; });
+    names.push_back(it != gpus.end() && it->is_mig() ? it->uuid : std::to_string(index));
+  }
+  return names;
+}
+
+namespace {
+
+// The DeviceFileMinor of a capability's `access` file; -1 where it cannot be read.
+int CapabilityMinor(const std::string& access_file) {
+  std::ifstream in(access_file);
+  std::string line;
+  while (std::getline(in, line)) {
+    constexpr std::string_view kKey = "DeviceFileMinor:";
+    if (line.rfind(kKey, 0) != 0) continue;
+    char* end = nullptr;
+    const long minor = std::strtol(line.c_str() + kKey.size(), &end, 10);
+    return end != line.c_str() + kKey.size() && minor >= 0 && minor < (1 << 20)
+               ? static_cast<int>(minor)
+               : -1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::vector<std::string> GpuDeviceNodes(const std::vector<GpuDevice>& gpus,
+                                        const std::vector<int>& pinned,
+                                        const std::string& caps_dir) {
+  std::vector<std::string> nodes;
+  auto add = [&](const std::string& node) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  };
+  for (int index : pinned) {
+    const auto it = std::find_if(gpus.begin(), gpus.end(),
+                                 [&](const GpuDevice& g) { return g.index == index; });
+    if (it == gpus.end() || !it->is_mig()) {
+      add("nvidia" + std::to_string(index));
+      continue;
+    }
+    add("nvidia" + std::to_string(it->mig.gpu));
+    const std::string gi = caps_dir + "/gpu" + std::to_string(it->mig.gpu) + "/mig/gi" +
+                           std::to_string(it->mig.gpu_instance);
+    for (const std::string& access :
+         {gi + "/access", gi + "/ci" + std::to_string(it->mig.compute_instance) + "/access"}) {
+      const int minor = CapabilityMinor(access);
+      if (minor >= 0) add("nvidia-caps/nvidia-cap" + std::to_string(minor));
+    }
+  }
+  return nodes;
 }
 
 std::vector<int> OwnCpus() {

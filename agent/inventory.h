@@ -17,18 +17,36 @@
 #include <string>
 #include <vector>
 
+#include "agent/nvml.h"
 #include "common/job_spec.h"
 #include "common/status.h"
 
 namespace cohort::agent {
 
+// A GPU the agent offers: a whole GPU, or a MIG device (see OffersMigDevices).
 struct GpuDevice {
-  int index = 0;  // the NVML index, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID
-  std::string model;
+  // What the coordinator pins it by: a whole GPU's NVML index, which CUDA uses with
+  // CUDA_DEVICE_ORDER=PCI_BUS_ID; a MIG device's place among the node's MIG devices (0, 1, ...
+  // in order of GPU and slot).
+  int index = 0;
+  std::string model;  // a MIG device's: "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
   int64_t memory_mb = 0;
-  std::string uuid;
+  std::string uuid;            // a MIG device's: "MIG-...", which CUDA_VISIBLE_DEVICES names
   int numa_node = -1;          // -1: unknown (NVML does not say; a declared GPU)
   std::vector<int> near_cpus;  // ascending, of those this agent may run on; empty: unknown
+  // A MIG device's GPU (its NVML index), slot on it, GPU instance and compute instance (-1: NVML
+  // does not say); gpu -1 for a whole GPU.
+  struct Mig {
+    int gpu = -1;
+    int slot = 0;
+    int gpu_instance = -1;
+    int compute_instance = -1;
+  };
+  Mig mig;
+
+  bool is_mig() const { return mig.gpu >= 0; }
+  // The NVML index of the GPU it is, or is a slice of.
+  int gpu() const { return is_mig() ? mig.gpu : index; }
 };
 
 struct NodeInventory {
@@ -46,8 +64,11 @@ std::vector<GpuDevice> DeclaredGpus(int count);
 // model with each character a label value cannot hold as '-': "NVIDIA-H100-80GB-HBM3"),
 // nvidia.com/gpu.count ("8") and nvidia.com/gpu.memory (MiB of one GPU: "81559"; node_affinity's
 // Gt and Lt compare it); and GKE's kAcceleratorLabel where GkeAcceleratorKind knows the model
-// (which a Vertex job's acceleratorType asks for). Only where NVML named one model for every GPU
-// (not for declared ones), and never over a label the admin gave or beyond kMaxNodeLabels.
+// (which a Vertex job's acceleratorType asks for). MIG devices (OffersMigDevices) are GPUs of
+// their name's model ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb") with nvidia.com/mig.strategy=single,
+// as GPU feature discovery labels them, and no GKE kind. Only where NVML named one model for
+// every GPU (not for declared ones), and never over a label the admin gave or beyond
+// kMaxNodeLabels.
 void AddGpuLabels(const std::vector<GpuDevice>& gpus, NodeLabels* labels);
 // The kind GKE names a GPU of NVML's `model` with `memory_mb` ("nvidia-h100-80gb" for "NVIDIA
 // H100 80GB HBM3"), by the model's words: GB200, B200, H200, H100 (of 80 GB), A100 (of 40 or 80
@@ -64,9 +85,31 @@ std::vector<std::string> RdmaDevices(const std::string& dev_dir = "/dev");
 // rdma.available=true with the connection manager too (ib_uverbs and rdma_ucm loaded), so that a
 // pool's node_selector can ask for nodes its NCCL or UCX traffic goes over RDMA on.
 void AddRdmaLabels(const std::vector<std::string>& rdma_devices, NodeLabels* labels);
-// The GPUs NVML sees. kNotFound when the library cannot be loaded (no driver), another error
-// when it loads but fails.
+// Whether the agent offers MIG devices rather than whole GPUs, as NVIDIA's Kubernetes device
+// plugin does with its "single" strategy: where every GPU (`migs`, by NVML index) is in MIG mode,
+// has MIG devices, and all of them have one name (one GPU model, one profile: "... MIG 1g.10gb").
+// Then each MIG device is a GPU of the node, and jobs ask for them by count as for whole GPUs
+// (node labels name the profile). Otherwise whole GPUs, one in MIG mode being unfit (Nvml::
+// Problem says why): with kinds of slices mixed, a count could not say which a replica gets.
+bool OffersMigDevices(const std::vector<Nvml::Mig>& migs);
+// The GPUs the agent offers (OffersMigDevices: the MIG devices, each with its GPU's NUMA node and
+// near CPUs). kNotFound when the library cannot be loaded (no driver), another error when it
+// loads but fails.
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus();
+// What CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name each of `pinned` (indexes into
+// `gpus`) by: a whole GPU by its index ("2"), a MIG device by its UUID ("MIG-..."); an index not
+// in `gpus` by itself.
+std::vector<std::string> VisibleGpuNames(const std::vector<GpuDevice>& gpus,
+                                         const std::vector<int>& pinned);
+// The device nodes under /dev that a container pinned to `pinned` needs beside the control nodes
+// (nvidiactl, nvidia-uvm): "nvidia<N>" of each GPU (a MIG device's: its GPU's, once), and for a
+// MIG device the capability nodes of its GPU instance and compute instance,
+// "nvidia-caps/nvidia-cap<M>", M as the driver lists it under `caps_dir`
+// (/proc/driver/nvidia/capabilities/gpu<N>/mig/gi<G>/access and .../gi<G>/ci<C>/access, line
+// "DeviceFileMinor: M"); one it does not list is left out.
+std::vector<std::string> GpuDeviceNodes(
+    const std::vector<GpuDevice>& gpus, const std::vector<int>& pinned,
+    const std::string& caps_dir = "/proc/driver/nvidia/capabilities");
 int DetectCpus();
 int64_t DetectMemoryMb();
 // The CPUs this process may run on (sched_getaffinity), ascending; empty where it cannot tell.

@@ -67,6 +67,11 @@ struct LaunchRequest {
   std::string working_dir;                 // exists before Launch is called
   std::string log_path;                    // stdout and stderr are appended here
   std::vector<int> gpus;
+  // How CUDA_VISIBLE_DEVICES names each of `gpus` (agent/inventory.h's VisibleGpuNames: a MIG
+  // device by its UUID), and the device nodes a container of them needs (GpuDeviceNodes); empty:
+  // by index, /dev/nvidia<index>.
+  std::vector<std::string> visible_gpus;
+  std::vector<std::string> gpu_device_nodes;
   // Its CPUs: its weight when the node's CPUs are contended (cgroup v2 cpu.weight, v1
   // cpu.shares, in proportion; a Kubernetes CPU request), and with cpu_quota also the most CPU
   // time it may take (CFS quota: cpus' worth a period; a Kubernetes CPU limit). 0: neither.

@@ -71,6 +71,10 @@ struct Nvml::Functions {
   NvmlReturn (*remapped_rows)(NvmlDevice, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
   NvmlReturn (*retired_pending)(NvmlDevice, int*) = nullptr;
   NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;
+  NvmlReturn (*max_mig_devices)(NvmlDevice, unsigned*) = nullptr;
+  NvmlReturn (*mig_handle)(NvmlDevice, unsigned, NvmlDevice*) = nullptr;
+  NvmlReturn (*gpu_instance_id)(NvmlDevice, unsigned*) = nullptr;
+  NvmlReturn (*compute_instance_id)(NvmlDevice, unsigned*) = nullptr;
   NvmlReturn (*cpu_affinity)(NvmlDevice, unsigned, unsigned long*) = nullptr;
   NvmlReturn (*memory_affinity)(NvmlDevice, unsigned, unsigned long*, int) = nullptr;
   NvmlReturn (*event_set_create)(NvmlEventSet*) = nullptr;
@@ -140,6 +144,12 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   fn->retired_pending =
       Symbol<decltype(fn->retired_pending)>(handle, "nvmlDeviceGetRetiredPagesPendingStatus");
   fn->mig_mode = Symbol<decltype(fn->mig_mode)>(handle, "nvmlDeviceGetMigMode");
+  fn->max_mig_devices =
+      Symbol<decltype(fn->max_mig_devices)>(handle, "nvmlDeviceGetMaxMigDeviceCount");
+  fn->mig_handle = Symbol<decltype(fn->mig_handle)>(handle, "nvmlDeviceGetMigDeviceHandleByIndex");
+  fn->gpu_instance_id = Symbol<decltype(fn->gpu_instance_id)>(handle, "nvmlDeviceGetGpuInstanceId");
+  fn->compute_instance_id =
+      Symbol<decltype(fn->compute_instance_id)>(handle, "nvmlDeviceGetComputeInstanceId");
   fn->cpu_affinity = Symbol<decltype(fn->cpu_affinity)>(handle, "nvmlDeviceGetCpuAffinity");
   fn->memory_affinity =
       Symbol<decltype(fn->memory_affinity)>(handle, "nvmlDeviceGetMemoryAffinity");
@@ -212,6 +222,45 @@ StatusOr<Nvml::Identity> Nvml::Identify(unsigned index) {
   return id;
 }
 
+Nvml::Mig Nvml::ReadMig(unsigned index) {
+  Mig mig;
+  NvmlDevice device = nullptr;
+  unsigned current = 0, pending = 0;
+  if (fn_->mig_mode == nullptr || fn_->handle(index, &device) != kSuccess ||
+      fn_->mig_mode(device, &current, &pending) != kSuccess || current != kMigEnabled) {
+    return mig;
+  }
+  mig.on = true;
+  unsigned slots = 0;
+  if (fn_->max_mig_devices == nullptr || fn_->mig_handle == nullptr ||
+      fn_->max_mig_devices(device, &slots) != kSuccess) {
+    return mig;
+  }
+  for (unsigned slot = 0; slot < slots; ++slot) {
+    NvmlDevice handle = nullptr;
+    if (fn_->mig_handle(device, slot, &handle) != kSuccess) continue;  // an empty slot
+    MigDevice d;
+    d.slot = slot;
+    char text[256] = {0};
+    if (fn_->name(handle, text, sizeof text - 1) == kSuccess) d.name = text;
+    char uuid[96] = {0};
+    if (fn_->uuid(handle, uuid, sizeof uuid - 1) == kSuccess) d.uuid = uuid;
+    NvmlMemory memory{};
+    if (fn_->memory(handle, &memory) == kSuccess) {
+      d.memory_mb = static_cast<int64_t>(memory.total >> 20);
+    }
+    unsigned id = 0;
+    if (fn_->gpu_instance_id != nullptr && fn_->gpu_instance_id(handle, &id) == kSuccess) {
+      d.gpu_instance = static_cast<int>(id);
+    }
+    if (fn_->compute_instance_id != nullptr && fn_->compute_instance_id(handle, &id) == kSuccess) {
+      d.compute_instance = static_cast<int>(id);
+    }
+    mig.devices.push_back(std::move(d));
+  }
+  return mig;
+}
+
 StatusOr<Nvml::Use> Nvml::ReadUse(unsigned index) {
   NvmlDevice device = nullptr;
   NvmlReturn rc = fn_->handle(index, &device);
@@ -231,19 +280,20 @@ StatusOr<Nvml::Use> Nvml::ReadUse(unsigned index) {
   return use;
 }
 
-std::string Nvml::Problem(unsigned index) {
+std::string Nvml::Problem(unsigned index, bool mig_offered) {
   NvmlDevice device = nullptr;
   if (NvmlReturn rc = fn_->handle(index, &device); rc != kSuccess) {
     return "NVML cannot reach it: " + ErrorText(rc);
   }
   std::vector<std::string> problems;
-  if (fn_->mig_mode != nullptr) {
+  if (fn_->mig_mode != nullptr && !mig_offered) {
     unsigned current = 0, pending = 0;
     if (fn_->mig_mode(device, &current, &pending) == kSuccess && current == kMigEnabled) {
       problems.push_back(
-          "MIG mode is on, and Cohort pins whole GPUs, not MIG devices (turn it off: "
-          "nvidia-smi -i " +
-          std::to_string(index) + " -mig 0)");
+          "MIG mode is on, and this node's GPUs are not all partitioned alike, so Cohort pins "
+          "whole GPUs, not MIG devices (turn MIG off: nvidia-smi -i " +
+          std::to_string(index) +
+          " -mig 0; or give every GPU of the node MIG devices of one profile)");
     }
   }
   if (fn_->ecc_errors != nullptr) {

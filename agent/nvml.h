@@ -10,10 +10,11 @@
 //    processes that met them;
 //  - a row remapping that failed (the GPU must be replaced) or is pending (it must be reset), on
 //    GPUs that remap rows (A100 and later); retired pages pending a reset, on those before;
-//  - MIG mode on (A100 and later): CUDA then runs a process on one MIG device, named by its own
-//    UUID (given the GPU's index, the first of that GPU), while Cohort pins whole GPUs by index:
-//    the replicas pinned there would share one slice and leave the rest idle. Scheduling MIG
-//    devices is not built; until then such a GPU takes no work.
+//  - MIG mode on (A100 and later) where the agent offers whole GPUs (agent/inventory.h's
+//    OffersMigDevices: not every GPU of the node is partitioned alike): CUDA runs a process on one
+//    MIG device, named by its own UUID (given the GPU's index, the first of that GPU), so the
+//    replicas pinned there by index would share one slice and leave the rest idle. Where the
+//    agent offers the MIG devices instead, MIG mode is no problem (Problem's `mig_offered`).
 // A check the GPU does not support (NVML_ERROR_NOT_SUPPORTED: ECC off, a GPU without row
 // remapping) says nothing; nor does a function an older driver lacks.
 //
@@ -84,6 +85,24 @@ class Nvml {
   };
   StatusOr<Identity> Identify(unsigned index);
 
+  // A MIG device: a slice of a GPU in MIG mode (a GPU instance and a compute instance of it),
+  // which CUDA runs a process on when CUDA_VISIBLE_DEVICES names its UUID.
+  struct MigDevice {
+    unsigned slot = 0;  // its index on its GPU (nvmlDeviceGetMigDeviceHandleByIndex)
+    std::string uuid;   // "MIG-..."
+    std::string name;   // "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
+    int64_t memory_mb = 0;
+    int gpu_instance = -1;  // -1: NVML does not say
+    int compute_instance = -1;
+  };
+  struct Mig {
+    bool on = false;  // its current MIG mode
+    std::vector<MigDevice> devices;
+  };
+  // GPU `index`'s MIG mode and MIG devices, by slot: off and none where MIG is unsupported or
+  // the driver lacks the MIG functions; on and none where no GPU instance is made yet.
+  Mig ReadMig(unsigned index);
+
   struct Use {
     double utilization = 0;  // percent, over NVML's last sample period
     double memory_used_bytes = 0;
@@ -93,8 +112,9 @@ class Nvml {
   StatusOr<Use> ReadUse(unsigned index);
 
   // Why GPU `index` is unfit for work ("2 uncorrectable ECC errors since the driver loaded (it
-  // needs a reset)"); "" when it is fit, as far as NVML tells.
-  std::string Problem(unsigned index);
+  // needs a reset)"); "" when it is fit, as far as NVML tells. `mig_offered`: the agent offers
+  // MIG devices, so MIG mode on is no problem (the GPU's other problems are its MIG devices').
+  std::string Problem(unsigned index, bool mig_offered = false);
 
   struct XidEvent {
     int gpu = -1;      // its index; -1 when NVML did not say which GPU

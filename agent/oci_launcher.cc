@@ -79,7 +79,11 @@ bool HasCdiGpuSpec() {
 // the pinned GPUs, which also tells the NVIDIA container runtime what to mount.
 std::map<std::string, std::string> ContainerEnv(const LaunchRequest& request) {
   std::map<std::string, std::string> env = request.env;
-  SetGpuVisibility(request.gpus, &env);
+  if (request.visible_gpus.empty()) {
+    SetGpuVisibility(request.gpus, &env);
+  } else {
+    SetGpuVisibility(request.visible_gpus, &env);
+  }
   return env;
 }
 
@@ -665,9 +669,13 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     devices.push_back(std::move(*node));
     return true;
   };
-  for (int gpu : request.gpus) {
-    if (!add_device("nvidia" + std::to_string(gpu))) {
-      spdlog::warn("container {}: GPU {} has no device node in {}", request.replica, gpu,
+  std::vector<std::string> gpu_nodes = request.gpu_device_nodes;
+  if (gpu_nodes.empty()) {
+    for (int gpu : request.gpus) gpu_nodes.push_back("nvidia" + std::to_string(gpu));
+  }
+  for (const std::string& gpu_node : gpu_nodes) {
+    if (!add_device(gpu_node)) {
+      spdlog::warn("container {}: no device node {} in {}", request.replica, gpu_node,
                    options_.device_dir);
     }
   }
@@ -749,10 +757,18 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
   argv.push_back("--pids-limit=32768");
   if (!request.gpus.empty()) {
     if (HasCdiGpuSpec()) {
-      for (int gpu : request.gpus) argv.push_back("--device=nvidia.com/gpu=" + std::to_string(gpu));
+      // nvidia-ctk names a whole GPU by its index and, with --device-name-strategy=uuid (which
+      // MIG devices need here), any device by its UUID.
+      const std::vector<std::string> names =
+          request.visible_gpus.empty() ? VisibleGpuNames({}, request.gpus) : request.visible_gpus;
+      for (const std::string& name : names) argv.push_back("--device=nvidia.com/gpu=" + name);
     } else {
-      for (int gpu : request.gpus) {
-        argv.push_back("--device=" + options_.device_dir + "/nvidia" + std::to_string(gpu));
+      std::vector<std::string> gpu_nodes = request.gpu_device_nodes;
+      if (gpu_nodes.empty()) {
+        for (int gpu : request.gpus) gpu_nodes.push_back("nvidia" + std::to_string(gpu));
+      }
+      for (const std::string& gpu_node : gpu_nodes) {
+        argv.push_back("--device=" + options_.device_dir + "/" + gpu_node + ":/dev/" + gpu_node);
       }
       for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
         std::string node = options_.device_dir + "/" + control;

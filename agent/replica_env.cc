@@ -87,7 +87,11 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   }
   env["COHORT_RESTART_COUNT"] = std::to_string(input.attempt);
   env["COHORT_RESTORE_CHECKPOINT"] = input.restore_checkpoint;
-  SetGpuVisibility(input.gpus, &env);
+  if (input.visible_gpus.empty()) {
+    SetGpuVisibility(input.gpus, &env);
+  } else {
+    SetGpuVisibility(input.visible_gpus, &env);
+  }
   return env;
 }
 

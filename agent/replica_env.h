@@ -79,6 +79,7 @@ struct ReplicaEnvInput {
   std::string attempt_dir;                        // empty: no recorder or stack dump variables
   int attempt = 0;
   std::vector<int> gpus;
+  std::vector<std::string> visible_gpus;  // LaunchRequest::visible_gpus; empty: `gpus`
   std::string restore_checkpoint;
   // The agent's sitecustomize directory (agent/python_site.h), put first on PYTHONPATH unless the
   // launch env says COHORT_PYTHON_STACKS=0; empty: none (containers).

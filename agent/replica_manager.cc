@@ -165,6 +165,9 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   // Prepare gets Launch's request, its environment rendered with the restore point (a container
   // launcher writes it into the container's config).
   request.cpu_quota = config_.cpu_quota;
+  request.visible_gpus = VisibleGpuNames(config_.inventory.gpus, request.gpus);
+  request.gpu_device_nodes = GpuDeviceNodes(config_.inventory.gpus, request.gpus);
+  pending->plan.env.visible_gpus = request.visible_gpus;
   if (config_.bind_cpus_to_gpus) {
     request.cpu_affinity = GpuLocalCpus(config_.inventory.gpus, request.gpus, request.cpus);
     if (!request.cpu_affinity.empty()) {

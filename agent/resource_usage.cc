@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "agent/inventory.h"
 #include "agent/nvml.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -66,6 +67,25 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library) {
   if (!nvml.ok()) return Unavailable(nvml.status().message());
   COHORT_ASSIGN_OR_RETURN(const unsigned count, (*nvml)->DeviceCount());
   std::vector<GpuSample> out;
+  std::vector<Nvml::Mig> migs;
+  for (unsigned i = 0; i < count; ++i) migs.push_back((*nvml)->ReadMig(i));
+  if (OffersMigDevices(migs)) {
+    // Each MIG device, as the inventory numbers them, with its GPU's problems. NVML measures no
+    // utilization of a MIG device: its use is not read (a watchdog never takes it for idle).
+    for (unsigned i = 0; i < count; ++i) {
+      const std::string problem = (*nvml)->Problem(i, /*mig_offered=*/true);
+      for (const Nvml::MigDevice& d : migs[i].devices) {
+        GpuSample sample;
+        sample.index = static_cast<int>(out.size());
+        sample.gpu = static_cast<int>(i);
+        sample.uuid = d.uuid;
+        sample.problem = problem;
+        sample.read = false;
+        out.push_back(std::move(sample));
+      }
+    }
+    return out;
+  }
   for (unsigned i = 0; i < count; ++i) {
     GpuSample sample;
     sample.index = static_cast<int>(i);
@@ -124,7 +144,7 @@ struct GpuSampler::Shared {
     }
     std::vector<GpuSample> gpus = **taken;
     for (GpuSample& g : gpus) {
-      auto it = xid_problems.find(g.index);
+      auto it = xid_problems.find(g.gpu >= 0 ? g.gpu : g.index);
       if (it == xid_problems.end()) it = xid_problems.find(-1);
       if (it == xid_problems.end()) continue;
       g.problem += (g.problem.empty() ? "" : "; ") + it->second;

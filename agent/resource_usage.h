@@ -52,14 +52,18 @@ struct CgroupUsage {
 CgroupUsage ReadCgroupUsage(const std::string& path);
 
 struct GpuSample {
-  int index = 0;
+  int index = 0;  // the GPU's, or MIG device's, index as the agent offers it (GpuDevice::index)
+  // The NVML index of the GPU it is a slice of (a MIG device), which Xid events name; -1: it is
+  // a whole GPU, of NVML index `index`.
+  int gpu = -1;
   std::string uuid;
   double utilization = 0;  // percent, over NVML's last sample period
   double memory_used_bytes = 0;
   double memory_total_bytes = 0;
   // Why NVML finds it unfit for work (agent/nvml.h); "" when it is fit.
   std::string problem;
-  // False: NVML could not read its use (the fields above are zero; `problem` says why).
+  // False: NVML could not read its use (the fields above are zero; `problem` says why, unless
+  // it is a MIG device, whose utilization NVML does not measure).
   bool read = true;
 };
 using GpuSamples = StatusOr<std::vector<GpuSample>>;

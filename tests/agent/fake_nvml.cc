@@ -10,6 +10,9 @@
 //   ecc=2 (uncorrectable ECC errors since the driver loaded; -1: not supported)
 //   remap=none|pending|failed|unsupported  retired_pending=0|1  lost=0|1
 //   mig=0|1|unsupported (its current MIG mode; unsupported: a GPU before A100)
+//   mig_devices=1g.10gb:9984,1g.10gb:9984 (with mig=1: its MIG devices' profiles and memory in
+//     MiB, in slots 0, 1, ...; each named "<model> MIG <profile>", UUID "MIG-fake-<gpu>-<slot>",
+//     GPU instance 1 + slot, compute instance 0; NVML gives no utilization of one)
 //   xid_events=0 (it reports no Xid events)
 //   numa=1 (its NUMA node; absent: NVML does not say, NVML_ERROR_NOT_SUPPORTED)
 //   cpus=0-3,8 (the CPUs near it, a kernel cpulist; absent: not supported)
@@ -33,8 +36,14 @@
 
 namespace {
 
-constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kDriverNotLoaded = 9,
-              kTimeout = 10, kGpuIsLost = 15;
+constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kNotFound = 6,
+              kDriverNotLoaded = 9, kTimeout = 10, kGpuIsLost = 15;
+constexpr unsigned kMaxMigDevices = 7;
+
+struct FakeMig {
+  std::string profile;
+  unsigned long long memory_mib = 0;
+};
 
 struct FakeGpu {
   std::string uuid;
@@ -50,6 +59,7 @@ struct FakeGpu {
   std::string mig = "0";
   int numa = -1;               // -1: not supported
   std::vector<unsigned> cpus;  // empty: not supported
+  std::vector<FakeMig> migs;   // by slot
 };
 
 // The CPUs of a cpulist ("0-3,8").
@@ -128,6 +138,16 @@ bool ReadState() {
       if (key == "mig") gpu.mig = value;
       if (key == "numa") gpu.numa = std::stoi(value);
       if (key == "cpus") gpu.cpus = ParseCpuList(value);
+      if (key == "mig_devices") {
+        std::istringstream list(value);
+        std::string device;
+        while (std::getline(list, device, ',')) {
+          const size_t colon = device.find(':');
+          gpu.migs.push_back(
+              FakeMig{device.substr(0, colon),
+                      colon == std::string::npos ? 0 : std::stoull(device.substr(colon + 1))});
+        }
+      }
     }
     read.push_back(std::move(gpu));
   }
@@ -135,10 +155,20 @@ bool ReadState() {
   return true;
 }
 
-// The GPU a handle names (its index + 1), under mu; nullptr for a bad one.
+// A handle is the GPU's index + 1, and for one of its MIG devices also (slot + 1) << 16.
+// The GPU a handle names, or whose MIG device it names, under mu; nullptr for a bad one.
 const FakeGpu* Gpu(void* device) {
-  const auto index = reinterpret_cast<uintptr_t>(device);
+  const auto index = reinterpret_cast<uintptr_t>(device) & 0xFFFF;
   return index == 0 || index > gpus.size() ? nullptr : &gpus[index - 1];
+}
+// The MIG device a handle names, under mu; nullptr for a GPU's handle or a bad one.
+const FakeMig* Mig(void* device) {
+  const FakeGpu* gpu = Gpu(device);
+  const auto slot = reinterpret_cast<uintptr_t>(device) >> 16;
+  return gpu == nullptr || slot == 0 || slot > gpu->migs.size() ? nullptr : &gpu->migs[slot - 1];
+}
+unsigned MigSlot(void* device) {
+  return static_cast<unsigned>((reinterpret_cast<uintptr_t>(device) >> 16) - 1);
 }
 
 int CopyText(const std::string& text, char* out, unsigned length) {
@@ -173,6 +203,8 @@ const char* nvmlErrorString(int rc) {
       return "Invalid Argument";
     case kNotSupported:
       return "Not Supported";
+    case kNotFound:
+      return "Not Found";
     case kDriverNotLoaded:
       return "Driver Not Loaded";
     case kGpuIsLost:
@@ -199,21 +231,28 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
 int nvmlDeviceGetName(void* device, char* name, unsigned length) {
   std::lock_guard<std::mutex> lock(mu);
   const FakeGpu* gpu = Gpu(device);
-  return gpu == nullptr ? kInvalidArgument : CopyText(gpu->model, name, length);
+  if (gpu == nullptr) return kInvalidArgument;
+  const FakeMig* mig = Mig(device);
+  return CopyText(mig ? gpu->model + " MIG " + mig->profile : gpu->model, name, length);
 }
 
 int nvmlDeviceGetUUID(void* device, char* uuid, unsigned length) {
   std::lock_guard<std::mutex> lock(mu);
   const FakeGpu* gpu = Gpu(device);
-  return gpu == nullptr ? kInvalidArgument : CopyText(gpu->uuid, uuid, length);
+  if (gpu == nullptr) return kInvalidArgument;
+  if (Mig(device) == nullptr) return CopyText(gpu->uuid, uuid, length);
+  const auto index = (reinterpret_cast<uintptr_t>(device) & 0xFFFF) - 1;
+  return CopyText("MIG-fake-" + std::to_string(index) + "-" + std::to_string(MigSlot(device)), uuid,
+                  length);
 }
 
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   std::lock_guard<std::mutex> lock(mu);
   const FakeGpu* gpu = Gpu(device);
   if (gpu == nullptr) return kInvalidArgument;
-  memory->total = gpu->memory_mib << 20;
-  memory->used = gpu->used_mib << 20;
+  const FakeMig* mig = Mig(device);
+  memory->total = (mig ? mig->memory_mib : gpu->memory_mib) << 20;
+  memory->used = mig ? 0 : gpu->used_mib << 20;
   memory->free = memory->total - memory->used;
   return kSuccess;
 }
@@ -222,6 +261,7 @@ int nvmlDeviceGetUtilizationRates(void* device, Utilization* util) {
   std::lock_guard<std::mutex> lock(mu);
   const FakeGpu* gpu = Gpu(device);
   if (gpu == nullptr) return kInvalidArgument;
+  if (Mig(device) != nullptr) return kNotSupported;
   util->gpu = gpu->util;
   util->memory = 0;
   return kSuccess;
@@ -272,6 +312,39 @@ int nvmlDeviceGetMigMode(void* device, unsigned* current, unsigned* pending) {
   if (gpu == nullptr) return kInvalidArgument;
   if (gpu->mig == "unsupported") return kNotSupported;
   *current = *pending = gpu->mig == "1" ? 1 : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned* count) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr || Mig(device) != nullptr) return kInvalidArgument;
+  if (gpu->mig == "unsupported") return kNotSupported;
+  *count = gpu->mig == "1" ? kMaxMigDevices : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void* device, unsigned slot, void** mig) {
+  std::lock_guard<std::mutex> lock(mu);
+  const FakeGpu* gpu = Gpu(device);
+  if (gpu == nullptr || Mig(device) != nullptr || slot >= kMaxMigDevices) return kInvalidArgument;
+  if (gpu->mig != "1" || slot >= gpu->migs.size()) return kNotFound;
+  *mig = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(device) |
+                                 (static_cast<uintptr_t>(slot) + 1) << 16);
+  return kSuccess;
+}
+
+int nvmlDeviceGetGpuInstanceId(void* device, unsigned* id) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (Mig(device) == nullptr) return kInvalidArgument;
+  *id = MigSlot(device) + 1;
+  return kSuccess;
+}
+
+int nvmlDeviceGetComputeInstanceId(void* device, unsigned* id) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (Mig(device) == nullptr) return kInvalidArgument;
+  *id = 0;
   return kSuccess;
 }
 

@@ -600,6 +600,57 @@ TEST(InventoryTest, AReplicasCpusAreThoseNearItsGpusWhereTheyAreKnownAndEnough) 
   EXPECT_EQ(CpuListText({}), "");
 }
 
+// NVIDIA's single strategy: MIG devices are offered only where every GPU has some, all alike.
+TEST(InventoryTest, MigDevicesAreOfferedWhereEveryGpuHasThemAndAllAreAlike) {
+  auto mig = [](std::vector<std::string> names) {
+    Nvml::Mig m;
+    m.on = true;
+    for (std::string& name : names) {
+      m.devices.push_back(Nvml::MigDevice{static_cast<unsigned>(m.devices.size()), "MIG-x",
+                                          std::move(name), 9984, 1, 0});
+    }
+    return m;
+  };
+  const std::string a = "NVIDIA H100 80GB HBM3 MIG 1g.10gb";
+  EXPECT_TRUE(OffersMigDevices({mig({a, a}), mig({a})}));
+  EXPECT_FALSE(OffersMigDevices({mig({a}), Nvml::Mig{}}));  // one GPU whole
+  EXPECT_FALSE(OffersMigDevices({mig({a}), mig({})}));      // one with none made yet
+  EXPECT_FALSE(OffersMigDevices({mig({a, "NVIDIA H100 80GB HBM3 MIG 2g.20gb"})}));
+  EXPECT_FALSE(OffersMigDevices({mig({a}), mig({"NVIDIA A100-SXM4-80GB MIG 1g.10gb"})}));
+  EXPECT_FALSE(OffersMigDevices({}));
+}
+
+// A MIG device is named by its UUID and needs its GPU's node and its instances' capability
+// nodes, whose minors the driver lists (a fake /proc/driver/nvidia/capabilities here).
+TEST(InventoryTest, AMigDeviceIsVisibleByItsUuidAndItsContainerGetsItsCapabilityNodes) {
+  std::vector<GpuDevice> slices;
+  for (int i = 0; i < 3; ++i) {
+    GpuDevice d{i, "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 9984, "MIG-" + std::to_string(i), 0, {}};
+    d.mig = GpuDevice::Mig{1 + i / 2, i % 2, 7 + i % 2, 0};
+    slices.push_back(d);
+  }
+  EXPECT_EQ(slices[2].gpu(), 2);
+  EXPECT_EQ(VisibleGpuNames(slices, {2, 0}), (std::vector<std::string>{"MIG-2", "MIG-0"}));
+  EXPECT_EQ(VisibleGpuNames(DeclaredGpus(4), {3, 1}), (std::vector<std::string>{"3", "1"}));
+  EXPECT_EQ(VisibleGpuNames({}, {5}), (std::vector<std::string>{"5"}));
+
+  TempDir caps("caps");
+  auto access = [&](const std::string& dir, const std::string& text) {
+    std::filesystem::create_directories(caps.path() + dir);
+    testing::WriteFile(caps.path() + dir + "/access", text);
+  };
+  access("/gpu1/mig/gi7", "DeviceFileMinor: 66\nDeviceFileMode: 256\nDeviceFileModify: 1\n");
+  access("/gpu1/mig/gi7/ci0", "DeviceFileMinor: 67\nDeviceFileMode: 256\n");
+  access("/gpu1/mig/gi8", "DeviceFileMinor: 75\n");
+  access("/gpu1/mig/gi8/ci0", "DeviceFileMinor: x\n");  // unreadable: left out
+  EXPECT_EQ(GpuDeviceNodes(slices, {0, 1}, caps.path()),
+            (std::vector<std::string>{"nvidia1", "nvidia-caps/nvidia-cap66",
+                                      "nvidia-caps/nvidia-cap67", "nvidia-caps/nvidia-cap75"}));
+  EXPECT_EQ(GpuDeviceNodes(slices, {2}, caps.path()), (std::vector<std::string>{"nvidia2"}));
+  EXPECT_EQ(GpuDeviceNodes(DeclaredGpus(4), {3, 1}, caps.path()),
+            (std::vector<std::string>{"nvidia3", "nvidia1"}));
+}
+
 TEST(InventoryTest, ListeningPortsFromProcNetTcp) {
   const std::string text =
       "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"

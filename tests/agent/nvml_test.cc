@@ -109,8 +109,10 @@ TEST_F(NvmlTest, WhatTakesAGpuOutOfServiceIsNamed) {
   EXPECT_EQ(nvml->Problem(7), "NVML cannot reach it: GPU is lost (NVML error 15)");
   EXPECT_FALSE(nvml->ReadUse(7).ok());
   EXPECT_EQ(nvml->Problem(8),
-            "MIG mode is on, and Cohort pins whole GPUs, not MIG devices (turn it off: "
-            "nvidia-smi -i 8 -mig 0)");
+            "MIG mode is on, and this node's GPUs are not all partitioned alike, so Cohort pins "
+            "whole GPUs, not MIG devices (turn MIG off: nvidia-smi -i 8 -mig 0; or give every GPU "
+            "of the node MIG devices of one profile)");
+  EXPECT_EQ(nvml->Problem(8, /*mig_offered=*/true), "");
   EXPECT_EQ(nvml->Problem(9), "");
 }
 
@@ -128,6 +130,71 @@ TEST_F(NvmlTest, ASampleKeepsTheGpusItCanReadBesideOneLost) {
   EXPECT_TRUE((*samples)[2].read);
   EXPECT_EQ((*samples)[2].utilization, 10);
   EXPECT_EQ((*samples)[2].problem, "a row remapping is pending (it needs a reset)");
+}
+
+// A GPU in MIG mode: its MIG devices by slot, each with its name, UUID, memory and instances.
+TEST_F(NvmlTest, AGpusMigDevicesAreReadWhereMigIsOn) {
+  SetGpus(
+      "model=NVIDIA_A100-SXM4-40GB mig=1 mig_devices=1g.5gb:4864,2g.10gb:9856\n"
+      "mig=0 mig_devices=1g.5gb:4864\n"
+      "mig=unsupported\n"
+      "mig=1\n");  // on, no GPU instance made yet
+  auto nvml = Open();
+  ASSERT_NE(nvml, nullptr);
+  const Nvml::Mig mig = nvml->ReadMig(0);
+  EXPECT_TRUE(mig.on);
+  ASSERT_EQ(mig.devices.size(), 2u);
+  EXPECT_EQ(mig.devices[0].slot, 0u);
+  EXPECT_EQ(mig.devices[0].name, "NVIDIA A100-SXM4-40GB MIG 1g.5gb");
+  EXPECT_EQ(mig.devices[0].uuid, "MIG-fake-0-0");
+  EXPECT_EQ(mig.devices[0].memory_mb, 4864);
+  EXPECT_EQ(mig.devices[0].gpu_instance, 1);
+  EXPECT_EQ(mig.devices[0].compute_instance, 0);
+  EXPECT_EQ(mig.devices[1].slot, 1u);
+  EXPECT_EQ(mig.devices[1].name, "NVIDIA A100-SXM4-40GB MIG 2g.10gb");
+  EXPECT_EQ(mig.devices[1].memory_mb, 9856);
+  EXPECT_FALSE(nvml->ReadMig(1).on);
+  EXPECT_TRUE(nvml->ReadMig(1).devices.empty());
+  EXPECT_FALSE(nvml->ReadMig(2).on);
+  EXPECT_TRUE(nvml->ReadMig(3).on);
+  EXPECT_TRUE(nvml->ReadMig(3).devices.empty());
+  EXPECT_FALSE(nvml->ReadMig(9).on);  // no such GPU
+}
+
+// Where every GPU has MIG devices of one profile, the samples are the MIG devices', numbered as
+// the inventory numbers them, each with its GPU's problems and no use read (NVML measures no
+// utilization of one); an Xid of a GPU takes out every MIG device of it.
+TEST_F(NvmlTest, MigDevicesAreSampledAsTheAgentOffersThemAndTheirGpusXidsTakeThemOut) {
+  SetGpus(
+      "mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984\n"
+      "mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984 remap=pending\n");
+  GpuSampler sampler(
+      10ms, [] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB); }, 30s,
+      XidWatch{COHORT_FAKE_NVML_LIB, {}});
+  ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 2; }, 10s, 5ms));
+  EXPECT_EQ(sampler.UnhealthyGpus(),
+            (std::map<int, std::string>{{2, "a row remapping is pending (it needs a reset)"},
+                                        {3, "a row remapping is pending (it needs a reset)"}}));
+  auto latest = sampler.Latest();
+  ASSERT_TRUE(latest->ok());
+  ASSERT_EQ((*latest)->size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const GpuSample& g = (**latest)[static_cast<size_t>(i)];
+    EXPECT_EQ(g.index, i);
+    EXPECT_EQ(g.gpu, i / 2);
+    EXPECT_EQ(g.uuid, "MIG-fake-" + std::to_string(i / 2) + "-" + std::to_string(i % 2));
+    EXPECT_FALSE(g.read);
+  }
+  AddXids("0 79\n");
+  ASSERT_TRUE(sampler.SampleNow());
+  ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 1ms));
+  const std::map<int, std::string> unfit = sampler.UnhealthyGpus();
+  ASSERT_EQ(unfit.size(), 4u);
+  EXPECT_EQ(unfit.at(0).rfind("Xid 79 (GPU has fallen off the bus) at ", 0), 0u) << unfit.at(0);
+  EXPECT_EQ(unfit.at(1), unfit.at(0));
+  const std::vector<GpuSampler::GpuFault> faults = sampler.TakeGpuFaults();
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[0].gpu, 0);  // the GPU's NVML index: the agent kills its MIG devices' replicas
 }
 
 TEST_F(NvmlTest, ALibraryThatCannotServeSaysWhy) {

@@ -230,6 +230,38 @@ TEST_P(OciLauncherTest, AContainerGetsTheNodesRdmaDevices) {
   EXPECT_EQ(joined.find("infiniband"), std::string::npos) << joined;
 }
 
+// A container on a MIG device gets its GPU's node and its instances' capability nodes, as the
+// agent names them (agent/inventory.h's GpuDeviceNodes), and sees it by its UUID.
+TEST_P(OciLauncherTest, AContainerOnAMigDeviceGetsItsGpuAndCapabilityNodes) {
+  options_.device_dir = (dir_ / "dev").string();
+  options_.runtime = GetParam();
+  if (!mknod_ok_) GTEST_SKIP() << "mknod is not permitted here";
+  fs::create_directories(dir_ / "dev" / "nvidia-caps");
+  ASSERT_EQ(::mknod((dir_ / "dev" / "nvidia-caps" / "nvidia-cap66").c_str(), S_IFCHR | 0444,
+                    makedev(238, 66)),
+            0);
+  auto launcher = OciLauncher::Create(options_, &processes_);
+  if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
+  LaunchRequest request = Request({"/bin/true"}, {2});
+  request.visible_gpus = {"MIG-fake-1-0"};
+  request.gpu_device_nodes = {"nvidia1", "nvidia-caps/nvidia-cap66"};
+  auto config = (*launcher)->BundleConfig(request, "/rootfs");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto json = nlohmann::json::parse(*config);
+  std::vector<std::string> paths;
+  for (const auto& device : json["linux"]["devices"]) paths.push_back(device["path"]);
+  EXPECT_EQ(paths, (std::vector<std::string>{"/dev/nvidia1", "/dev/nvidia-caps/nvidia-cap66",
+                                             "/dev/nvidiactl"}));
+  bool visible = false;
+  for (const auto& var : json["process"]["env"]) {
+    visible |= var == "NVIDIA_VISIBLE_DEVICES=MIG-fake-1-0";
+  }
+  EXPECT_TRUE(visible) << json["process"]["env"];
+  std::string joined;
+  for (const auto& a : (*launcher)->CliRunArgv(request, "cid")) joined += a + " ";
+  EXPECT_NE(joined.find("--env CUDA_VISIBLE_DEVICES=MIG-fake-1-0 "), std::string::npos) << joined;
+}
+
 // A job owner's replica runs as the owner's account in the container too: OCI process.user and
 // the CLI's --user, with the account's other groups. Without one, root (the container's).
 TEST_P(OciLauncherTest, TheContainerProcessRunsAsTheOwnersAccount) {

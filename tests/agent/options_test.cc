@@ -166,6 +166,19 @@ TEST(RdmaTest, TheNodesRdmaDevicesAreTheVerbsCmAndUmadNodesAndLabelIt) {
   EXPECT_TRUE(none.empty());
 }
 
+// MIG devices are GPUs of their own model, as GPU feature discovery's single strategy labels
+// them, and of no GKE kind (a Vertex job's acceleratorType asks for whole GPUs).
+TEST(GpuLabelsTest, MigDevicesAreLabelledAsGpuFeatureDiscoverysSingleStrategy) {
+  GpuDevice slice{0, "NVIDIA A100-SXM4-80GB MIG 1g.10gb", 9728, "MIG-1", 0, {}};
+  slice.mig = GpuDevice::Mig{0, 0, 1, 0};
+  NodeLabels labels;
+  AddGpuLabels({slice, slice}, &labels);
+  EXPECT_EQ(labels, (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"},
+                                {"nvidia.com/gpu.count", "2"},
+                                {"nvidia.com/gpu.memory", "9728"},
+                                {"nvidia.com/mig.strategy", "single"}}));
+}
+
 // NVML's names of the GPUs GKE (and so Vertex's acceleratorType) names, with their memory as NVML
 // reports it; others get no kind.
 TEST(GpuLabelsTest, TheKindGkeNamesIsReadFromTheModelsWords) {

@@ -306,6 +306,97 @@ TEST_F(NodeHealthTest, AReplicasGpusShareANumaNodeAndItRunsOnTheCpusNearThem) {
   ASSERT_TRUE(client.Cancel("holder").ok());
 }
 
+// A node whose two GPUs are each partitioned into two MIG devices of one profile offers the
+// four MIG devices as its GPUs, labelled as GPU feature discovery's single strategy labels them;
+// a replica pinned to one sees it by its UUID, so CUDA runs it on that slice. An Xid of a GPU
+// kills the replicas on its MIG devices, not those on the other GPU's.
+TEST_F(NodeHealthTest, EveryGpuPartitionedAlikeOffersItsMigDevicesAsGpus) {
+  const std::string node = UniqueNodeId("mig");
+  const std::string gpus_file = cluster_->scratch("nvml-mig-gpus");
+  ASSERT_NO_FATAL_FAILURE(StartAgentWithFakeNvml(
+      node, gpus_file,
+      "model=NVIDIA_H100_80GB_HBM3 mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984\n"
+      "model=NVIDIA_H100_80GB_HBM3 mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984\n",
+      -1));
+  const wire::NodeInfoT info = NodeInfo(node);
+  ASSERT_EQ(info.gpus.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(info.gpus[i]->model, "NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+    EXPECT_EQ(info.gpus[i]->uuid,
+              "MIG-fake-" + std::to_string(i / 2) + "-" + std::to_string(i % 2));
+    EXPECT_EQ(info.gpus[i]->memory_mb, 9984);
+  }
+  EXPECT_NE(info.labels.find("nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"),
+            std::string::npos)
+      << info.labels;
+  EXPECT_NE(info.labels.find("nvidia.com/mig.strategy=single"), std::string::npos) << info.labels;
+  EXPECT_EQ(info.labels.find("gke-accelerator"), std::string::npos) << info.labels;
+  EXPECT_TRUE(info.unhealthy.empty()) << info.unhealthy;
+
+  // Three replicas on three slices, each seeing its own by its UUID, each local rank 0 (a
+  // process sees one MIG device, so each is a torchrun node of its own).
+  auto client = cluster_->Client();
+  const std::string pool = R"(resources: {gpus: 1, cpus: 0}
+    process: {command: [sh, -c, 'echo "on $CUDA_VISIBLE_DEVICES local $LOCAL_RANK"; sleep 600']})";
+  ASSERT_TRUE(client
+                  .Submit("name: slices\nworker_pools:\n  - role: chief\n    " + pool +
+                          "\n  - role: worker\n    replicas: 2\n    " + pool + "\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitForJobState(client, "slices", wire::JobState::RUNNING, 20s));
+  std::map<std::string, int> gpu_of;
+  const auto running = client.GetJob("slices");
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  for (const auto& r : running->replicas) {
+    ASSERT_EQ(r->gpus.size(), 1u);
+    gpu_of[r->replica] = r->gpus[0];
+  }
+  ASSERT_EQ(gpu_of.size(), 3u);
+  int on_second_gpu = -1;
+  for (const auto& [replica, gpu] : gpu_of) {
+    if (gpu >= 2) on_second_gpu = gpu;
+    const std::string uuid = "MIG-fake-" + std::to_string(gpu / 2) + "-" + std::to_string(gpu % 2);
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          return RunCli({"logs", "slices", "--replica", replica})
+                     .out.find("on " + uuid + " local 0\n") != std::string::npos;
+        },
+        20s))
+        << replica << " on GPU " << gpu << ": "
+        << RunCli({"logs", "slices", "--replica", replica}).out;
+  }
+  ASSERT_GE(on_second_gpu, 2) << "three slices of four leave at least one on the second GPU";
+
+  // The second GPU falls off the bus: both its MIG devices are unfit, and the replica on one of
+  // them is killed, naming its GPU.
+  std::ofstream(gpus_file + ".xids", std::ios::app) << "1 79\n";
+  const auto unfit = [&] {
+    std::vector<int> indices;
+    for (const auto& g : NodeInfo(node).unhealthy_gpus) indices.push_back(g->index);
+    return indices;
+  };
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        return unfit() == std::vector<int>{2, 3};
+      },
+      20s))
+      << ::testing::PrintToString(unfit());
+  const std::string killed = "killed by its agent: its MIG device " +
+                             std::to_string(on_second_gpu) +
+                             " (of GPU 1) reported Xid 79 (GPU has fallen off the bus) at ";
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        const auto job = client.GetJob("slices");
+        if (!job.ok()) return false;
+        for (const auto& e : job->events) {
+          if (e && e->message.find(killed) != std::string::npos) return true;
+        }
+        return false;
+      },
+      20s))
+      << RunCli({"status", "slices"}).out;
+  ASSERT_TRUE(client.Cancel("slices").ok());
+}
+
 // A node of H100s as NVML names them carries GKE's label of the kind, so that a Vertex job file
 // asking for NVIDIA_H100_80GB could go there; one asking for A100s, which no node has, is
 // refused at submit, naming the label.
