@@ -78,8 +78,11 @@ Agent::Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> 
                [this](wire::BodyUnion body) { return Transmit(std::move(body)); }),
       replicas_(config_, *clock, outbox_, std::move(process_launcher),
                 [this](Attempt& a) { OnAttemptChanged(a); }),
-      gpu_sampler_(std::chrono::seconds(5), ReadGpuSamples, std::chrono::seconds(30),
-                   XidWatch{config_.watch_xids ? kNvmlLibrary : "", config_.ignored_xids}) {}
+      gpu_sampler_(
+          std::chrono::seconds(5),
+          [mig = MigDevicesOffered(config_.inventory.gpus)] { return ReadGpuSamples(mig); },
+          std::chrono::seconds(30),
+          XidWatch{config_.watch_xids ? kNvmlLibrary : "", config_.ignored_xids}) {}
 
 // No replica outlives its agent: ~ReplicaManager kills whatever is still there.
 Agent::~Agent() = default;

@@ -113,6 +113,10 @@ bool OffersMigDevices(const std::vector<Nvml::Mig>& migs) {
   return true;
 }
 
+std::vector<GpuDevice> MigDevicesOffered(const std::vector<GpuDevice>& offered) {
+  return !offered.empty() && offered.front().is_mig() ? offered : std::vector<GpuDevice>{};
+}
+
 StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Nvml> nvml, Nvml::Open());
   COHORT_ASSIGN_OR_RETURN(const unsigned count, nvml->DeviceCount());

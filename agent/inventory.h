@@ -92,6 +92,8 @@ void AddRdmaLabels(const std::vector<std::string>& rdma_devices, NodeLabels* lab
 // (node labels name the profile). Otherwise whole GPUs, one in MIG mode being unfit (Nvml::
 // Problem says why): with kinds of slices mixed, a count could not say which a replica gets.
 bool OffersMigDevices(const std::vector<Nvml::Mig>& migs);
+// `offered` where they are MIG devices; none where they are whole GPUs.
+std::vector<GpuDevice> MigDevicesOffered(const std::vector<GpuDevice>& offered);
 // The GPUs the agent offers (OffersMigDevices: the MIG devices, each with its GPU's NUMA node and
 // near CPUs). kNotFound when the library cannot be loaded (no driver), another error when it
 // loads but fails.

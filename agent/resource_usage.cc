@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <utility>
 
-#include "agent/inventory.h"
 #include "agent/nvml.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -57,9 +57,12 @@ CgroupUsage ReadCgroupUsage(const std::string& path) {
   return u;
 }
 
-GpuSamples ReadGpuSamples() { return ReadGpuSamplesFrom(kNvmlLibrary); }
+GpuSamples ReadGpuSamples(const std::vector<GpuDevice>& mig_devices) {
+  return ReadGpuSamplesFrom(kNvmlLibrary, mig_devices);
+}
 
-GpuSamples ReadGpuSamplesFrom(const std::string& library) {
+GpuSamples ReadGpuSamplesFrom(const std::string& library,
+                              const std::vector<GpuDevice>& mig_devices) {
   StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open(library);
   if (!nvml.ok() && nvml.status().code() == StatusCode::kNotFound) {
     return Unavailable("NVML (" + library + ") is not installed on this node");
@@ -67,22 +70,28 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library) {
   if (!nvml.ok()) return Unavailable(nvml.status().message());
   COHORT_ASSIGN_OR_RETURN(const unsigned count, (*nvml)->DeviceCount());
   std::vector<GpuSample> out;
-  std::vector<Nvml::Mig> migs;
-  for (unsigned i = 0; i < count; ++i) migs.push_back((*nvml)->ReadMig(i));
-  if (OffersMigDevices(migs)) {
-    // Each MIG device, as the inventory numbers them, with its GPU's problems. NVML measures no
-    // utilization of a MIG device: its use is not read (a watchdog never takes it for idle).
-    for (unsigned i = 0; i < count; ++i) {
-      const std::string problem = (*nvml)->Problem(i, /*mig_offered=*/true);
-      for (const Nvml::MigDevice& d : migs[i].devices) {
-        GpuSample sample;
-        sample.index = static_cast<int>(out.size());
-        sample.gpu = static_cast<int>(i);
-        sample.uuid = d.uuid;
-        sample.problem = problem;
-        sample.read = false;
-        out.push_back(std::move(sample));
+  if (!mig_devices.empty()) {
+    std::map<int, std::pair<std::string, Nvml::Mig>> gpus;  // problem, MIG devices now
+    for (const GpuDevice& d : mig_devices) {
+      auto [it, added] = gpus.try_emplace(d.gpu());
+      if (added) {
+        it->second = {(*nvml)->Problem(static_cast<unsigned>(d.gpu()), /*mig_offered=*/true),
+                      (*nvml)->ReadMig(static_cast<unsigned>(d.gpu()))};
       }
+      const auto& [problem, now] = it->second;
+      GpuSample sample;
+      sample.index = d.index;
+      sample.gpu = d.gpu();
+      sample.uuid = d.uuid;
+      sample.problem = problem;
+      const bool there = std::any_of(now.devices.begin(), now.devices.end(),
+                                     [&](const Nvml::MigDevice& m) { return m.uuid == d.uuid; });
+      if (problem.empty() && !there) {
+        sample.problem = "its GPU " + std::to_string(d.gpu()) +
+                         " no longer has this MIG device (partitioned anew: restart the agent)";
+      }
+      sample.read = false;
+      out.push_back(std::move(sample));
     }
     return out;
   }

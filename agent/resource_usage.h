@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/inventory.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -69,9 +70,14 @@ struct GpuSample {
 using GpuSamples = StatusOr<std::vector<GpuSample>>;
 
 // Every GPU's sample through NVML; kUnavailable saying why when NVML is absent or fails.
-GpuSamples ReadGpuSamples();
+// `mig_devices`: the MIG devices the agent offers (its inventory, where OffersMigDevices held at
+// its start); each is then sampled with its GPU's problems and no use read (NVML measures no
+// utilization of a MIG device), and one its GPU no longer has (partitioned anew) is unfit until
+// the agent restarts. Empty: whole GPUs.
+GpuSamples ReadGpuSamples(const std::vector<GpuDevice>& mig_devices = {});
 // The same through another NVML library (a path, for tests).
-GpuSamples ReadGpuSamplesFrom(const std::string& library);
+GpuSamples ReadGpuSamplesFrom(const std::string& library,
+                              const std::vector<GpuDevice>& mig_devices = {});
 
 // Whose Xid events a GpuSampler watches: NVML `library` ("": none), leaving a GPU in service on
 // the application's Xids and those in `ignored`.
@@ -82,12 +88,13 @@ struct XidWatch {
 
 class GpuSampler {
  public:
-  // `sample` is ReadGpuSamples but in tests (where, if it may outlive the sampler, it holds
-  // only what it owns). Without NVML the Xid watch tries again every `every`.
-  explicit GpuSampler(std::chrono::milliseconds every = std::chrono::seconds(5),
-                      std::function<GpuSamples()> sample = ReadGpuSamples,
-                      std::chrono::milliseconds hung_after = std::chrono::seconds(30),
-                      XidWatch xids = {});
+  // `sample` is ReadGpuSamples (of the agent's MIG devices) but in tests (where, if it may
+  // outlive the sampler, it holds only what it owns). Without NVML the Xid watch tries again
+  // every `every`.
+  explicit GpuSampler(
+      std::chrono::milliseconds every = std::chrono::seconds(5),
+      std::function<GpuSamples()> sample = [] { return ReadGpuSamples(); },
+      std::chrono::milliseconds hung_after = std::chrono::seconds(30), XidWatch xids = {});
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
   GpuSampler& operator=(const GpuSampler&) = delete;

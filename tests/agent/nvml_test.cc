@@ -161,15 +161,23 @@ TEST_F(NvmlTest, AGpusMigDevicesAreReadWhereMigIsOn) {
   EXPECT_FALSE(nvml->ReadMig(9).on);  // no such GPU
 }
 
-// Where every GPU has MIG devices of one profile, the samples are the MIG devices', numbered as
-// the inventory numbers them, each with its GPU's problems and no use read (NVML measures no
-// utilization of one); an Xid of a GPU takes out every MIG device of it.
+// Where the agent offers MIG devices, the samples are theirs, numbered as the inventory numbers
+// them, each with its GPU's problems and no use read (NVML measures no utilization of one); an
+// Xid of a GPU takes out every MIG device of it.
 TEST_F(NvmlTest, MigDevicesAreSampledAsTheAgentOffersThemAndTheirGpusXidsTakeThemOut) {
   SetGpus(
       "mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984\n"
       "mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984 remap=pending\n");
+  std::vector<GpuDevice> offered;
+  for (int i = 0; i < 4; ++i) {
+    GpuDevice d{i,    "Fake GPU MIG 1g.10gb",
+                9984, "MIG-fake-" + std::to_string(i / 2) + "-" + std::to_string(i % 2),
+                -1,   {}};
+    d.mig = GpuDevice::Mig{i / 2, i % 2, 1 + i % 2, 0};
+    offered.push_back(d);
+  }
   GpuSampler sampler(
-      10ms, [] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB); }, 30s,
+      10ms, [offered] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB, offered); }, 30s,
       XidWatch{COHORT_FAKE_NVML_LIB, {}});
   ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 2; }, 10s, 5ms));
   EXPECT_EQ(sampler.UnhealthyGpus(),
@@ -195,6 +203,21 @@ TEST_F(NvmlTest, MigDevicesAreSampledAsTheAgentOffersThemAndTheirGpusXidsTakeThe
   const std::vector<GpuSampler::GpuFault> faults = sampler.TakeGpuFaults();
   ASSERT_EQ(faults.size(), 1u);
   EXPECT_EQ(faults[0].gpu, 0);  // the GPU's NVML index: the agent kills its MIG devices' replicas
+
+  // GPU 1 partitioned anew under the running agent: its slices are not those offered.
+  SetGpus(
+      "mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984\n"
+      "mig=1 mig_devices=2g.20gb:19968\n");
+  ASSERT_TRUE(sampler.SampleNow());
+  ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 1ms));
+  EXPECT_EQ(sampler.UnhealthyGpus().at(3),
+            "its GPU 1 no longer has this MIG device (partitioned anew: restart the agent)");
+  // Whole GPUs where the agent offers them: a GPU in MIG mode is unfit, saying why.
+  const GpuSamples whole = ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_EQ(whole->size(), 2u);
+  EXPECT_EQ((*whole)[1].problem.rfind("MIG mode is on, and this node's GPUs are not all", 0), 0u)
+      << (*whole)[1].problem;
 }
 
 TEST_F(NvmlTest, ALibraryThatCannotServeSaysWhy) {
