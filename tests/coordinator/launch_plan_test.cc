@@ -42,19 +42,22 @@ std::map<std::string, std::string> Env(const wire::LaunchReplicaT& launch) {
 
 std::string Address(const std::string& node) { return node + ".example"; }
 
+// Places `job`'s replica `name` on `node` with `gpus`.
+void Place(JobRecord& job, const std::string& name, const std::string& node,
+           std::vector<int> gpus) {
+  ReplicaRecord* r = job.FindReplica(name);
+  r->node_id = node;
+  r->gpus = std::move(gpus);
+  r->port = 30000;
+}
+
 TEST(LaunchPlanTest, OneGpuTrainingReplicasSharingANodeSeeTheirGpusInLocalRankOrder) {
   JobRecord job = Job(1);
   // chief-0 and worker-0 on node a (GPUs 3 and 1), worker-1 on b, the reducer on a.
-  auto place = [&](const std::string& name, const std::string& node, std::vector<int> gpus) {
-    ReplicaRecord* r = job.FindReplica(name);
-    r->node_id = node;
-    r->gpus = std::move(gpus);
-    r->port = 30000;
-  };
-  place("chief-0", "a", {3});
-  place("worker-0", "a", {1});
-  place("worker-1", "b", {0});
-  place("reducer-0", "a", {});
+  Place(job, "chief-0", "a", {3});
+  Place(job, "worker-0", "a", {1});
+  Place(job, "worker-1", "b", {0});
+  Place(job, "reducer-0", "a", {});
   auto chief = PlanLaunch(job, *job.FindReplica("chief-0"), Address);
   auto w0 = PlanLaunch(job, *job.FindReplica("worker-0"), Address);
   auto w1 = PlanLaunch(job, *job.FindReplica("worker-1"), Address);
@@ -83,16 +86,10 @@ TEST(LaunchPlanTest, OneGpuTrainingReplicasSharingANodeSeeTheirGpusInLocalRankOr
 // there sees its own and is a torchrun node of its own, as a Kubernetes pod on a MIG slice is.
 TEST(LaunchPlanTest, ReplicasOnMigDevicesEachSeeTheirOwnAndAreNodesOfTheirOwn) {
   JobRecord job = Job(1);
-  auto place = [&](const std::string& name, const std::string& node, std::vector<int> gpus) {
-    ReplicaRecord* r = job.FindReplica(name);
-    r->node_id = node;
-    r->gpus = std::move(gpus);
-    r->port = 30000;
-  };
-  place("chief-0", "mig", {3});
-  place("worker-0", "mig", {1});
-  place("worker-1", "b", {0});
-  place("reducer-0", "b", {});
+  Place(job, "chief-0", "mig", {3});
+  Place(job, "worker-0", "mig", {1});
+  Place(job, "worker-1", "b", {0});
+  Place(job, "reducer-0", "b", {});
   const MigNodes mig_nodes = [](const std::string& node) { return node == "mig"; };
   auto env = [&](const std::string& name) {
     return Env(PlanLaunch(job, *job.FindReplica(name), Address, mig_nodes));
