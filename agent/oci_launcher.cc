@@ -755,6 +755,16 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     argv.push_back("--cpuset-cpus=" + CpuListText(request.cpu_affinity));
   }
   argv.push_back("--pids-limit=32768");
+  // The agent's own hard limits, as the bundle's rlimits: the daemon's defaults (a memlock of
+  // 64 KiB or 8 MiB) would fail NCCL's and UCX's RDMA memory registration.
+  for (const auto& [name, resource] :
+       {std::pair{"memlock", RLIMIT_MEMLOCK}, std::pair{"nofile", RLIMIT_NOFILE}}) {
+    struct rlimit limit;
+    ::getrlimit(resource, &limit);
+    const std::string hard =
+        limit.rlim_max == RLIM_INFINITY ? "-1" : std::to_string(limit.rlim_max);
+    argv.push_back(std::string("--ulimit=") + name + "=" + hard + ":" + hard);
+  }
   if (!request.gpus.empty()) {
     if (HasCdiGpuSpec()) {
       // nvidia-ctk names a whole GPU by its index and, with --device-name-strategy=uuid (which

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -305,6 +306,15 @@ TEST_P(OciLauncherTest, CliArgvUsesHostNetworkAndPinnedDevices) {
   EXPECT_NE(joined.find("--env NVIDIA_VISIBLE_DEVICES=2 "), std::string::npos) << joined;
   EXPECT_EQ(joined.find("nvidia1"), std::string::npos) << joined;
   EXPECT_NE(joined.find("python3 train.py"), std::string::npos) << joined;
+
+  // The agent's hard limits, as the bundle's rlimits (RDMA registration needs the memlock).
+  struct rlimit memlock;
+  ASSERT_EQ(::getrlimit(RLIMIT_MEMLOCK, &memlock), 0);
+  const std::string hard =
+      memlock.rlim_max == RLIM_INFINITY ? "-1" : std::to_string(memlock.rlim_max);
+  EXPECT_NE(joined.find("--ulimit=memlock=" + hard + ":" + hard + " "), std::string::npos)
+      << joined;
+  EXPECT_NE(joined.find("--ulimit=nofile="), std::string::npos) << joined;
 
   // cpus: CPU shares, and a quota only with cpu_quota.
   LaunchRequest shared = Request({"true"}, {});
