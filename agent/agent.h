@@ -102,6 +102,9 @@ struct AgentConfig {
   // it under contention (LaunchRequest::cpus).
   bool cpu_quota = false;
   std::map<std::string, std::string> labels;
+  // The interface of advertise_address (InterfaceOfAddress), which replicas' gloo binds to unless
+  // their job says otherwise; "": none found, left to the job.
+  std::string socket_interface;
   SocketSecurity security;
   std::chrono::milliseconds grace_period{30000};
   // Attempt working dirs and logs older than this (and not running) are removed; 0 keeps them.

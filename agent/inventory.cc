@@ -1,10 +1,15 @@
 #include "agent/inventory.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -287,6 +292,37 @@ std::vector<int> ParseListeningPorts(const std::string& proc_net_tcp) {
     ports.push_back(static_cast<int>(port));
   }
   return ports;
+}
+
+std::string InterfaceOfAddress(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (address.empty() || ::getaddrinfo(address.c_str(), nullptr, &hints, &resolved) != 0) return "";
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) != 0) {
+    ::freeaddrinfo(resolved);
+    return "";
+  }
+  std::string name;
+  for (addrinfo* a = resolved; a != nullptr && name.empty(); a = a->ai_next) {
+    for (ifaddrs* i = interfaces; i != nullptr && name.empty(); i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != a->ai_family) continue;
+      bool same = false;
+      if (a->ai_family == AF_INET) {
+        same = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr;
+      } else if (a->ai_family == AF_INET6) {
+        same = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                           &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr,
+                           sizeof(in6_addr)) == 0;
+      }
+      if (same) name = i->ifa_name;
+    }
+  }
+  ::freeifaddrs(interfaces);
+  ::freeaddrinfo(resolved);
+  return name;
 }
 
 std::vector<int> ListeningTcpPorts() {

@@ -126,6 +126,12 @@ std::vector<int> GpuLocalCpus(const std::vector<GpuDevice>& gpus, const std::vec
 // A kernel cpulist of ascending CPUs: "0-3,8" ("" for none).
 std::string CpuListText(const std::vector<int>& cpus);
 
+// The network interface that holds `address` (an IPv4 or IPv6 address, or a name that resolves
+// to one of this node's): "eth0", "lo"; "" where no interface of this node has it. Replicas'
+// gloo binds to it (GLOO_SOCKET_IFNAME): torch's gloo otherwise binds to whatever the hostname
+// resolves to, 127.0.1.1 on a stock Debian host, which no other node reaches.
+std::string InterfaceOfAddress(const std::string& address);
+
 // TCP ports in LISTEN state on this node (IPv4 and IPv6), sorted, without duplicates: what the
 // coordinator must not hand to replicas here. Read from /proc/net/tcp and /proc/net/tcp6.
 std::vector<int> ListeningTcpPorts();

@@ -40,6 +40,16 @@ int main(int argc, char** argv) {
   flags->config.inventory = *agent::BuildInventory(*flags);
   agent::AddGpuLabels(flags->config.inventory.gpus, &flags->config.labels);
   agent::AddRdmaLabels(agent::RdmaDevices(), &flags->config.labels);
+  flags->config.socket_interface = agent::InterfaceOfAddress(flags->config.advertise_address);
+  if (flags->config.socket_interface.empty()) {
+    spdlog::warn(
+        "no interface of this node holds its advertise address {}: replicas' gloo binds "
+        "where their hostname resolves unless their job sets GLOO_SOCKET_IFNAME",
+        flags->config.advertise_address);
+  } else {
+    spdlog::info("replicas' gloo binds to {}, the interface of {} (GLOO_SOCKET_IFNAME)",
+                 flags->config.socket_interface, flags->config.advertise_address);
+  }
   flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);

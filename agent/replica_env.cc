@@ -72,6 +72,10 @@ std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input)
   }
   for (const auto& [key, value] : input.launch_env) env[key] = value;
   env.try_emplace("PYTHONUNBUFFERED", "1");
+  if (!input.socket_interface.empty()) {
+    env.try_emplace("GLOO_SOCKET_IFNAME", input.socket_interface);
+    env.try_emplace("TP_SOCKET_IFNAME", input.socket_interface);
+  }
   if (!input.attempt_dir.empty()) {
     if (!env.count(kFlightRecorderEnv)) {
       env[kFlightRecorderEnv] = input.attempt_dir + "/" + kFlightRecorderEntry;

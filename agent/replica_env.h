@@ -86,6 +86,9 @@ struct ReplicaEnvInput {
   std::string python_site;
   // A container replica: the agent's own PATH, HOME and LANG are not its (its image's ENV is).
   bool container = false;
+  // AgentConfig::socket_interface: GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME (torch's gloo and
+  // tensorpipe), unless the launch env sets them; "": neither.
+  std::string socket_interface;
 };
 std::map<std::string, std::string> BuildReplicaEnv(const ReplicaEnvInput& input);
 

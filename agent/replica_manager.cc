@@ -138,6 +138,7 @@ void ReplicaManager::StartAttempt(Attempt& a, const wire::LaunchReplica& launch)
   // which a container sees at the same path (agent/oci_launcher.h); the sitecustomize is put on a
   // process's PYTHONPATH here, on a container's by its launcher, above the image's.
   pending->plan.env.attempt_dir = request.working_dir;
+  pending->plan.env.socket_interface = config_.socket_interface;
   if (pending->plan.container) {
     request.python_site = config_.python_site;
   } else {

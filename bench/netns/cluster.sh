@@ -27,9 +27,10 @@
 # or the sandbox does not allow network namespaces or tbf.
 set -euo pipefail
 
-PREFIX=cohort
+# COHORT_NETNS_PREFIX names another cluster's namespaces (a test's, beside a bench's cluster).
+PREFIX=${COHORT_NETNS_PREFIX:-cohort}
 SWITCH=${PREFIX}-sw
-STATE_DIR=/run/cohort-netns
+STATE_DIR=/run/${PREFIX}-netns
 STATE_FILE=${STATE_DIR}/cluster.env
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }

@@ -399,6 +399,29 @@ TEST(ReplicaEnvTest, PythonOutputIsUnbufferedUnlessTheJobSaysOtherwise) {
   EXPECT_EQ(BuildReplicaEnv(buffered)["PYTHONUNBUFFERED"], "");
 }
 
+// gloo and tensorpipe bind to the interface other nodes reach this one at, unless the job names
+// another; with none known, nothing is set.
+TEST(ReplicaEnvTest, GlooBindsToTheAdvertiseInterfaceUnlessTheJobSaysOtherwise) {
+  ReplicaEnvInput input;
+  input.socket_interface = "eth1";
+  auto env = BuildReplicaEnv(input);
+  EXPECT_EQ(env["GLOO_SOCKET_IFNAME"], "eth1");
+  EXPECT_EQ(env["TP_SOCKET_IFNAME"], "eth1");
+  EXPECT_EQ(env.count("NCCL_SOCKET_IFNAME"), 0u);  // NCCL picks its own (InfiniBand's first)
+  input.launch_env = {{"GLOO_SOCKET_IFNAME", "ib0"}};
+  EXPECT_EQ(BuildReplicaEnv(input)["GLOO_SOCKET_IFNAME"], "ib0");
+  EXPECT_EQ(BuildReplicaEnv(ReplicaEnvInput{}).count("GLOO_SOCKET_IFNAME"), 0u);
+}
+
+// The loopback address is lo's; an address no interface here holds is none's.
+TEST(InventoryTest, AnAddressesInterfaceIsTheOneHoldingIt) {
+  EXPECT_EQ(InterfaceOfAddress("127.0.0.1"), "lo");
+  EXPECT_EQ(InterfaceOfAddress("localhost"), "lo");
+  EXPECT_EQ(InterfaceOfAddress("203.0.113.77"), "");  // TEST-NET-3: on no interface here
+  EXPECT_EQ(InterfaceOfAddress(""), "");
+  EXPECT_EQ(InterfaceOfAddress("no such host.invalid"), "");
+}
+
 TEST(ReplicaEnvTest, TheAttemptDirHoldsTheRecorderStacksAndErrorFileUnlessThePoolSaysElse) {
   ReplicaEnvInput in;
   in.attempt_dir = "/w/j/chief-0/attempt-2";
