@@ -209,8 +209,8 @@ std::optional<HangVerdict> Watchdog::JudgeBySpec(
                 "collective), so scheduling.progress: collective cannot be watched; use "
                 "progress: logs or metrics"
               : "watchdog: no replica of this job reports its GPUs' utilization (no NVML on "
-                "their nodes), so scheduling.progress: gpus cannot be watched; use progress: "
-                "logs or metrics");
+                "their nodes, or MIG devices, which NVML measures none of), so "
+                "scheduling.progress: gpus cannot be watched; use progress: logs or metrics");
     }
     return std::nullopt;
   }

@@ -335,8 +335,8 @@ TEST_F(WatchdogTest, AGpuJobWithoutSamplesIsNotedOnce) {
   ASSERT_EQ(c.notes.size(), 1u);
   EXPECT_EQ(c.notes[0].second,
             "watchdog: no replica of this job reports its GPUs' utilization (no NVML on their "
-            "nodes), so scheduling.progress: gpus cannot be watched; use progress: logs or "
-            "metrics");
+            "nodes, or MIG devices, which NVML measures none of), so scheduling.progress: gpus "
+            "cannot be watched; use progress: logs or metrics");
   EXPECT_TRUE(Check().notes.empty());
 }
 
