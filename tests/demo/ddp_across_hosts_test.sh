@@ -9,7 +9,11 @@
 # GLOO_SOCKET_IFNAME=lo in its env (a job's own value wins) fails to connect, which shows the
 # variable is what decides. Where this build has the cohort backend, the same script with
 # --backend=cohort (examples/torch/ddp_cohort.yaml: two reducers) runs across the hosts too.
-# Root only (network namespaces); skips (77) saying why elsewhere.
+# Last, a partition as a cut cable or a dead switch port makes it: worker-1's host loses its link
+# after the chief's epoch 2 (nothing is reset: the other ranks hang in gloo), the coordinator
+# declares that node lost after its heartbeat timeout (5 s), restarts the whole job on the hosts
+# left (a fourth is spare), and the script resumes from its checkpoint and succeeds, one restart
+# spent. Root only (network namespaces); skips (77) saying why elsewhere.
 set -euo pipefail
 src=$1 build=$2 python=$3
 skip() { echo "skipped: $*"; exit 77; }
@@ -31,13 +35,14 @@ cleanup() {
   rm -rf "$run"
 }
 trap cleanup EXIT
-cluster up --hosts 3 --rate 1gbit --subnet 10.78.0 >/dev/null
+cluster up --hosts 4 --rate 1gbit --subnet 10.78.0 >/dev/null
 on() { local host=$1; shift; cluster exec "$host" "$@"; }
 on h0 "$build/coordinator/cohort-coordinator" --insecure --state-dir "$run/coordinator" \
   --client-endpoint tcp://10.78.0.1:7400 --agent-endpoint tcp://10.78.0.1:7401 \
-  --http-endpoint none --output-root "$run/jobs" >"$run/coordinator.log" 2>&1 &
+  --http-endpoint none --output-root "$run/jobs" --heartbeat-timeout 5s \
+  >"$run/coordinator.log" 2>&1 &
 pids+=($!)
-for i in 0 1 2; do
+for i in 0 1 2 3; do
   on "h$i" "$build/agent/cohort-agent" --insecure --coordinator tcp://10.78.0.1:7401 \
     --node-id "host-$i" --gpus 0 --cpus 2 --memory-mb 4096 --work-dir "$run/agent-$i" \
     --builtin-dir "$build/collective" --http-endpoint none --grace-period 5s \
@@ -49,23 +54,27 @@ cli() { on h0 "$build/cli/cohort" "$@"; }
 nodes=0
 for _ in $(seq 120); do
   nodes=$(cli nodes --json 2>/dev/null | "$python" -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>/dev/null || echo 0)
-  [ "$nodes" -ge 3 ] && break
+  [ "$nodes" -ge 4 ] && break
   sleep 0.5
 done
-[ "$nodes" -ge 3 ] || fail "$nodes of 3 agents registered: $(tail -n 5 "$run"/agent-*.log)"
+[ "$nodes" -ge 4 ] || fail "$nodes of 4 agents registered: $(tail -n 5 "$run"/agent-*.log)"
 resolved=$(on h1 getent hosts "$(hostname)" | awk '{print $1}' | head -n 1)
 echo "the hostname $(hostname) resolves to ${resolved:-nothing} on each host"
 
 # The job file as a user writes it, with the script's path, two epochs, no restart, and
 # USE_LIBUV=0 (Debian's newer torch has no libuv, which its env:// store asks for).
-job() {  # job NAME EXTRA_ENV [JOB_FILE]
+job() {  # job NAME EXTRA_ENV [JOB_FILE [EPOCHS_AND_DELAY [MAX_RESTARTS]]]
   sed -e "s|^name: .*|name: $1|" \
       -e "s|\[/usr/bin/python3, ddp_digits.py\]|[$python, $src/examples/torch/ddp_digits.py]|" \
-      -e "s|--epochs=20|--epochs=2|" \
+      -e "s|--epochs=20|${4:---epochs=2}|" \
       -e "s|env: {OMP_NUM_THREADS: \"1\"}|env: {OMP_NUM_THREADS: \"1\", USE_LIBUV: \"0\"$2}|" \
-      -e "s|timeout: 30m, max_restarts: 3|timeout: 120s, max_restarts: 0|" \
+      -e "s|timeout: 30m, max_restarts: 3|timeout: 120s, max_restarts: ${5:-0}|" \
       "$src/examples/torch/${3:-ddp_gloo.yaml}" >"$run/$1.yaml"
-  cli submit "$run/$1.yaml" --wait >"$run/$1.out" 2>&1
+  if [ -n "${4:-}" ]; then
+    cli submit "$run/$1.yaml" >"$run/$1.out" 2>&1
+  else
+    cli submit "$run/$1.yaml" --wait >"$run/$1.out" 2>&1
+  fi
 }
 # Every rank of job $1 ended, on the same parameters; prints them.
 same_parameters() {
@@ -78,11 +87,11 @@ same_parameters() {
 }
 job across_hosts "" || fail "the job across hosts did not succeed: $(cli status across_hosts)"
 sums=$(same_parameters across_hosts)
-for i in 0 1 2; do
+for i in 0 1 2 3; do
   grep -q "replicas' gloo binds to eth0, the interface of 10.78.0.$((i + 1))" "$run/agent-$i.log" ||
     fail "agent $i does not name eth0: $(grep -i gloo "$run/agent-$i.log")"
 done
-echo "across_hosts: SUCCEEDED on 3 hosts, every rank on $sums"
+echo "across_hosts: SUCCEEDED across the hosts, every rank on $sums"
 
 if job bound_to_lo ', GLOO_SOCKET_IFNAME: "lo"'; then
   fail "with gloo bound to lo the ranks of three hosts connected: the test shows nothing"
@@ -97,3 +106,31 @@ if ls "$build"/python/cohort/torch/_C*.so >/dev/null 2>&1; then
 else
   echo "no cohort backend in $build/python: the Reduction Server job is not run"
 fi
+
+# The partition: 8 epochs of about 2 s; worker-1's host is cut off once the chief logged epoch 2.
+field() {  # field JOB PYTHON_EXPRESSION_OF_j
+  cli status "$1" --json 2>/dev/null | "$python" -c "import json,sys; j=json.load(sys.stdin); print($2)" 2>/dev/null || true
+}
+job partition "" ddp_gloo.yaml "--epochs=8, --step-delay=0.06" 3 || fail "submit: $(cat "$run/partition.out")"
+cut="" state=""
+for _ in $(seq 240); do
+  if [ -z "$cut" ] && cli logs partition --replica chief-0 2>/dev/null | grep -q '^epoch 2/'; then
+    node=$(field partition 'next(r["node_id"] for r in j["replicas"] if r["replica"] == "worker-1")')
+    [[ "$node" =~ ^host-([0-9])$ ]] || fail "worker-1 runs on no host: '$node'"
+    cut="h${BASH_REMATCH[1]}"
+    on "$cut" ip link set eth0 down
+    echo "partition: $cut ($node, worker-1's) lost its link after the chief's epoch 2"
+  fi
+  state=$(field partition 'j["state"]')
+  case "$state" in SUCCEEDED | FAILED | CANCELLED) break ;; esac
+  sleep 0.5
+done
+[ -n "$cut" ] || fail "the chief never logged epoch 2: $(cli logs partition --all --tail 5)"
+[ "$state" = SUCCEEDED ] || fail "the partitioned job ended $state: $(cli status partition)"
+status=$(cli status partition)
+grep -q "restart 1/3: the whole job (restart_job_on_worker_restart) because node $node lost" <<<"$status" ||
+  fail "no restart names the lost node: $status"
+[ "$(field partition 'j["restarts"]')" = 1 ] || fail "not one restart spent: $status"
+grep -q '^\[worker-1\] resumed from epoch' <<<"$(cli logs partition --all)" ||
+  fail "worker-1 did not resume from a checkpoint: $(cli logs partition --all --tail 5)"
+echo "partition: SUCCEEDED after one restart, resumed from a checkpoint, every rank on $(same_parameters partition)"
