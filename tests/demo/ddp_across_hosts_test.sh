@@ -9,7 +9,8 @@
 # GLOO_SOCKET_IFNAME=lo in its env (a job's own value wins) fails to connect, which shows the
 # variable is what decides. Where this build has the cohort backend, the same script with
 # --backend=cohort (examples/torch/ddp_cohort.yaml: two reducers) runs across the hosts too.
-# Last, a partition as a cut cable or a dead switch port makes it: worker-1's host loses its link
+# A bare torchrun in each replica (its flags' defaults from Cohort's PET_* variables: one torchrun
+# node a replica) runs the script across the hosts as well. Then, a partition as a cut cable or a dead switch port makes it: worker-1's host loses its link
 # after the chief's epoch 2 (nothing is reset: the other ranks hang in gloo), the coordinator
 # declares that node lost after its heartbeat timeout (5 s), restarts the whole job on the hosts
 # left (a fourth is spare), and the script resumes from its checkpoint and succeeds, one restart
@@ -106,6 +107,25 @@ if ls "$build"/python/cohort/torch/_C*.so >/dev/null 2>&1; then
 else
   echo "no cohort backend in $build/python: the Reduction Server job is not run"
 fi
+
+# torchrun, with `--redirects 9:1 --tee 9:1`, which Debian 12's torch 1.13 needs to start under
+# Python 3.11 (examples/torch/README.md) and any other takes.
+torchrun="[$python, -m, torch.distributed.run, --redirects, '9:1', --tee, '9:1', $src/examples/torch/ddp_digits.py, --backend=gloo, --epochs=2]"
+cat >"$run/torchrun.yaml" <<EOF
+name: torchrun
+worker_pools:
+  - role: chief
+    resources: {cpus: 1}
+    process: {command: $torchrun, env: {OMP_NUM_THREADS: "1", USE_LIBUV: "0"}}
+  - role: worker
+    replicas: 2
+    resources: {cpus: 1}
+    process: {command: $torchrun, env: {OMP_NUM_THREADS: "1", USE_LIBUV: "0"}}
+scheduling: {timeout: 120s, max_restarts: 0}
+EOF
+cli submit "$run/torchrun.yaml" --wait >"$run/torchrun.out" 2>&1 ||
+  fail "bare torchrun in each replica did not succeed: $(cli status torchrun)"
+echo "torchrun: SUCCEEDED across the hosts, every rank on $(same_parameters torchrun)"
 
 # The partition: 8 epochs of about 2 s; worker-1's host is cut off once the chief logged epoch 2.
 field() {  # field JOB PYTHON_EXPRESSION_OF_j
