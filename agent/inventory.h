@@ -1,8 +1,11 @@
-// Inventory: what this node offers to the scheduler: GPUs, CPUs, memory.
+// Inventory: what this node offers to the scheduler: GPUs, CPUs, memory; and what a replica
+// needs of the node to use them: its GPUs' names and device nodes, its RDMA devices, the
+// interface other nodes reach it at.
 //
 // GPUs come from NVML, loaded at run time (dlopen "libnvidia-ml.so.1"), so the agent builds and
 // runs on nodes without the NVIDIA driver; there it reports no GPUs. A declared count (--gpus N)
-// replaces detection with N fake devices (model "declared"), for CPU-only nodes and tests.
+// replaces detection with N fake devices (model "declared"), for CPU-only nodes and tests. Where
+// every GPU is partitioned alike into MIG devices, those are the node's GPUs (OffersMigDevices).
 // CPUs are those this process may run on (sched_getaffinity); memory is MemTotal.
 //
 // Where a GPU sits: NVML names its NUMA node and the CPUs near it. A replica pinned to GPUs runs

@@ -75,15 +75,21 @@ bool HasCdiGpuSpec() {
   return false;
 }
 
+// The names of the pinned GPUs (a MIG device's UUID), and their device nodes under /dev, as the
+// agent gave them (LaunchRequest), else by index.
+std::vector<std::string> VisibleNames(const LaunchRequest& request) {
+  return request.visible_gpus.empty() ? VisibleGpuNames({}, request.gpus) : request.visible_gpus;
+}
+std::vector<std::string> GpuNodes(const LaunchRequest& request) {
+  return request.gpu_device_nodes.empty() ? GpuDeviceNodes({}, request.gpus)
+                                          : request.gpu_device_nodes;
+}
+
 // The replica's environment inside the container: the agent's rendering, with the visibility of
 // the pinned GPUs, which also tells the NVIDIA container runtime what to mount.
 std::map<std::string, std::string> ContainerEnv(const LaunchRequest& request) {
   std::map<std::string, std::string> env = request.env;
-  if (request.visible_gpus.empty()) {
-    SetGpuVisibility(request.gpus, &env);
-  } else {
-    SetGpuVisibility(request.visible_gpus, &env);
-  }
+  SetGpuVisibility(VisibleNames(request), &env);
   return env;
 }
 
@@ -669,11 +675,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     devices.push_back(std::move(*node));
     return true;
   };
-  std::vector<std::string> gpu_nodes = request.gpu_device_nodes;
-  if (gpu_nodes.empty()) {
-    for (int gpu : request.gpus) gpu_nodes.push_back("nvidia" + std::to_string(gpu));
-  }
-  for (const std::string& gpu_node : gpu_nodes) {
+  for (const std::string& gpu_node : GpuNodes(request)) {
     if (!add_device(gpu_node)) {
       spdlog::warn("container {}: no device node {} in {}", request.replica, gpu_node,
                    options_.device_dir);
@@ -769,15 +771,11 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     if (HasCdiGpuSpec()) {
       // nvidia-ctk names a whole GPU by its index and, with --device-name-strategy=uuid (which
       // MIG devices need here), any device by its UUID.
-      const std::vector<std::string> names =
-          request.visible_gpus.empty() ? VisibleGpuNames({}, request.gpus) : request.visible_gpus;
-      for (const std::string& name : names) argv.push_back("--device=nvidia.com/gpu=" + name);
-    } else {
-      std::vector<std::string> gpu_nodes = request.gpu_device_nodes;
-      if (gpu_nodes.empty()) {
-        for (int gpu : request.gpus) gpu_nodes.push_back("nvidia" + std::to_string(gpu));
+      for (const std::string& name : VisibleNames(request)) {
+        argv.push_back("--device=nvidia.com/gpu=" + name);
       }
-      for (const std::string& gpu_node : gpu_nodes) {
+    } else {
+      for (const std::string& gpu_node : GpuNodes(request)) {
         argv.push_back("--device=" + options_.device_dir + "/" + gpu_node + ":/dev/" + gpu_node);
       }
       for (const char* control : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
