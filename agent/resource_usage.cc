@@ -68,7 +68,6 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library,
     return Unavailable("NVML (" + library + ") is not installed on this node");
   }
   if (!nvml.ok()) return Unavailable(nvml.status().message());
-  COHORT_ASSIGN_OR_RETURN(const unsigned count, (*nvml)->DeviceCount());
   std::vector<GpuSample> out;
   if (!mig_devices.empty()) {
     std::map<int, std::pair<std::string, Nvml::Mig>> gpus;  // problem, MIG devices now
@@ -95,6 +94,7 @@ GpuSamples ReadGpuSamplesFrom(const std::string& library,
     }
     return out;
   }
+  COHORT_ASSIGN_OR_RETURN(const unsigned count, (*nvml)->DeviceCount());
   for (unsigned i = 0; i < count; ++i) {
     GpuSample sample;
     sample.index = static_cast<int>(i);

@@ -15,23 +15,29 @@ bool Trains(const ReplicaRecord& r) {
   return (r.role == Role::kChief || r.role == Role::kWorker) && !r.idle;
 }
 
-// The torchrun node `r` is part of: its node, or on a node of `mig_nodes` itself alone.
-std::string TorchNode(const ReplicaRecord& r, const MigNodes& mig_nodes) {
-  return mig_nodes && mig_nodes(r.node_id) ? r.node_id + "\n" + r.name : r.node_id;
+// Whether the replicas on `node_id` are each a torchrun node of their own (MigNodes).
+bool OwnTorchNodes(const std::string& node_id, const MigNodes& mig_nodes) {
+  return mig_nodes && mig_nodes(node_id);
 }
 
 // torchrun's GROUP_RANK of `r`'s node, and GROUP_WORLD_SIZE: the nodes running training replicas,
 // in the order of the lowest RANK each runs.
 std::pair<int, int> NodeGroup(const JobRecord& job, const ReplicaRecord& r,
                               const MigNodes& mig_nodes) {
-  std::map<std::string, int> lowest_rank;  // node -> lowest RANK on it
+  std::map<std::string, bool> own;  // node -> OwnTorchNodes, asked once a node
+  // The torchrun node of `x`: its node, or on a node of MIG devices itself alone.
+  auto torch_node = [&](const ReplicaRecord& x) {
+    auto [it, added] = own.try_emplace(x.node_id);
+    if (added) it->second = OwnTorchNodes(x.node_id, mig_nodes);
+    return it->second ? x.node_id + "\n" + x.name : x.node_id;
+  };
+  std::map<std::string, int> lowest_rank;  // torchrun node -> lowest RANK on it
   for (const auto& other : job.replicas) {
     if (!Trains(other)) continue;
-    auto [it, added] =
-        lowest_rank.emplace(TorchNode(other, mig_nodes), TorchRank(other.role, other.index));
+    auto [it, added] = lowest_rank.emplace(torch_node(other), TorchRank(other.role, other.index));
     if (!added) it->second = std::min(it->second, TorchRank(other.role, other.index));
   }
-  auto mine = lowest_rank.find(TorchNode(r, mig_nodes));
+  auto mine = lowest_rank.find(torch_node(r));
   if (mine == lowest_rank.end()) return {0, static_cast<int>(lowest_rank.size())};
   int group = 0;
   for (const auto& [node, rank] : lowest_rank) group += rank < mine->second ? 1 : 0;
@@ -42,11 +48,10 @@ std::pair<int, int> NodeGroup(const JobRecord& job, const ReplicaRecord& r,
 
 std::vector<int> VisibleGpus(const JobRecord& job, const ReplicaRecord& r,
                              const MigNodes& mig_nodes) {
-  if (!Trains(r) || r.gpus.size() != 1) return r.gpus;
+  if (!Trains(r) || r.gpus.size() != 1 || OwnTorchNodes(r.node_id, mig_nodes)) return r.gpus;
   std::vector<int> shared;  // in local-rank order
-  const std::string node = TorchNode(r, mig_nodes);
   for (const auto& other : job.replicas) {
-    if (!Trains(other) || TorchNode(other, mig_nodes) != node) continue;
+    if (!Trains(other) || other.node_id != r.node_id) continue;
     if (other.gpus.size() != 1) return r.gpus;
     shared.push_back(other.gpus[0]);
   }
@@ -70,13 +75,13 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
   in.master_port = job.master_port;
   in.bootstrap_port = job.bootstrap_port;
   int local_rank = 0;
-  const std::string torch_node = TorchNode(r, mig_nodes);
+  const bool own_torch_node = OwnTorchNodes(r.node_id, mig_nodes);
   for (const auto& other : job.replicas) {
     if (other.idle) continue;  // not in this placement: not in the cluster it sees
     in.replicas.push_back(
         ReplicaEndpoint{other.role, other.index, address_of(other.node_id), other.port});
     if (&other == &r) continue;
-    bool beside = Trains(other) && TorchNode(other, mig_nodes) == torch_node;
+    bool beside = Trains(other) && !own_torch_node && other.node_id == r.node_id;
     if (beside) ++in.local_world_size;  // starts at 1: r itself
     if (beside && &other < &r) ++local_rank;
   }
