@@ -92,8 +92,10 @@ TEST_F(ExecSessionTest, AShellOnATerminalOfItsOwn) {
   out = ReadUntil(*id, "size=50 100", "echo size=$(stty size)\n");
   EXPECT_NE(out.find("size=50 100"), std::string::npos) << out;
   // ^C is the terminal's: it interrupts what runs in the foreground, not the shell, which then
-  // answers at once (the sleep would take 30 s, ReadUntil gives up after 10).
-  ReadUntil(*id, "sleep 30", "sleep 30\n");
+  // answers at once (the sleep would take 30 s, ReadUntil gives up after 10). The ^C waits for
+  // the foreground job's own word, not the terminal's echo of the line: a ^C between the fork
+  // and the job taking the terminal would reach the shell, and the sleep would run on.
+  ReadUntil(*id, "as1leep", "(echo as$((1))leep; sleep 30)\n");
   ReadUntil(*id, "^C", "\x03");
   out = ReadUntil(*id, "al1ive", "echo al$((1))ive\n");
   EXPECT_NE(out.find("al1ive"), std::string::npos) << out;
