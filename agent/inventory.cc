@@ -23,7 +23,8 @@ namespace cohort::agent {
 
 std::vector<GpuDevice> DeclaredGpus(int count) {
   std::vector<GpuDevice> gpus;
-  for (int i = 0; i < count; ++i) gpus.push_back(GpuDevice{i, kDeclaredGpuModel, 0, "", -1, {}});
+  for (int i = 0; i < count; ++i)
+    gpus.push_back(GpuDevice{i, kDeclaredGpuModel, 0, "", -1, {}, {}});
   return gpus;
 }
 
@@ -133,8 +134,13 @@ StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
     std::vector<int> near;
     std::set_intersection(id.near_cpus.begin(), id.near_cpus.end(), own.begin(), own.end(),
                           std::back_inserter(near));
-    gpus.push_back(GpuDevice{static_cast<int>(i), std::move(id.model), id.memory_mb,
-                             std::move(id.uuid), id.numa_node, std::move(near)});
+    gpus.push_back(GpuDevice{static_cast<int>(i),
+                             std::move(id.model),
+                             id.memory_mb,
+                             std::move(id.uuid),
+                             id.numa_node,
+                             std::move(near),
+                             {}});
     migs.push_back(nvml->ReadMig(i));
   }
   if (!OffersMigDevices(migs)) return gpus;
@@ -146,9 +152,9 @@ StatusOr<std::vector<GpuDevice>> ProbeNvmlGpus() {
                       d.memory_mb,
                       d.uuid,
                       gpus[i].numa_node,
-                      gpus[i].near_cpus};
-      slice.mig = GpuDevice::Mig{static_cast<int>(i), static_cast<int>(d.slot), d.gpu_instance,
-                                 d.compute_instance};
+                      gpus[i].near_cpus,
+                      GpuDevice::Mig{static_cast<int>(i), static_cast<int>(d.slot), d.gpu_instance,
+                                     d.compute_instance}};
       slices.push_back(std::move(slice));
     }
   }

@@ -117,8 +117,8 @@ TEST_F(CoordinatorSessionTest, HeartbeatsFollowTheIntervalTheReplyGave) {
 // Both messages name the GPUs NVML finds unfit, of those this node offers only; a resample after
 // a failure counts as the health verdict still being taken.
 TEST_F(CoordinatorSessionTest, BothMessagesCarryTheGpusFoundUnfit) {
-  config_.inventory.gpus = {GpuDevice{0, "H100", 81559, "GPU-0", -1, {}},
-                            GpuDevice{1, "H100", 81559, "GPU-1", -1, {}}};
+  config_.inventory.gpus = {GpuDevice{0, "H100", 81559, "GPU-0", -1, {}, {}},
+                            GpuDevice{1, "H100", 81559, "GPU-1", -1, {}, {}}};
   GpuHealth health;
   health.unhealthy = {{1, "a row remapping is pending (it needs a reset)"}, {5, "not offered"}};
   ASSERT_TRUE(session_.RegisterDue());

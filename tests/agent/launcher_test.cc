@@ -604,11 +604,11 @@ TEST(InventoryTest, DeclaredGpusAndMachineResources) {
 
 TEST(InventoryTest, AReplicasCpusAreThoseNearItsGpusWhereTheyAreKnownAndEnough) {
   // Two NUMA nodes of 4 CPUs, two GPUs on each; GPU 4 is declared (nothing known).
-  const std::vector<GpuDevice> gpus = {{0, "H100", 81559, "GPU-0", 0, {0, 1, 2, 3}},
-                                       {1, "H100", 81559, "GPU-1", 0, {0, 1, 2, 3}},
-                                       {2, "H100", 81559, "GPU-2", 1, {4, 5, 6, 7}},
-                                       {3, "H100", 81559, "GPU-3", 1, {4, 5, 6, 7}},
-                                       {4, "declared", 0, "", -1, {}}};
+  const std::vector<GpuDevice> gpus = {{0, "H100", 81559, "GPU-0", 0, {0, 1, 2, 3}, {}},
+                                       {1, "H100", 81559, "GPU-1", 0, {0, 1, 2, 3}, {}},
+                                       {2, "H100", 81559, "GPU-2", 1, {4, 5, 6, 7}, {}},
+                                       {3, "H100", 81559, "GPU-3", 1, {4, 5, 6, 7}, {}},
+                                       {4, "declared", 0, "", -1, {}, {}}};
   EXPECT_EQ(GpuLocalCpus(gpus, {1}, 2), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(GpuLocalCpus(gpus, {0, 1}, 4), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(GpuLocalCpus(gpus, {1, 2}, 0), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
@@ -648,8 +648,9 @@ TEST(InventoryTest, MigDevicesAreOfferedWhereEveryGpuHasThemAndAllAreAlike) {
 TEST(InventoryTest, AMigDeviceIsVisibleByItsUuidAndItsContainerGetsItsCapabilityNodes) {
   std::vector<GpuDevice> slices;
   for (int i = 0; i < 3; ++i) {
-    GpuDevice d{i, "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 9984, "MIG-" + std::to_string(i), 0, {}};
-    d.mig = GpuDevice::Mig{1 + i / 2, i % 2, 7 + i % 2, 0};
+    const GpuDevice::Mig mig{1 + i / 2, i % 2, 7 + i % 2, 0};
+    GpuDevice d{i,  "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 9984, "MIG-" + std::to_string(i), 0, {},
+                mig};
     slices.push_back(d);
   }
   EXPECT_EQ(slices[2].gpu(), 2);

@@ -170,10 +170,9 @@ TEST_F(NvmlTest, MigDevicesAreSampledAsTheAgentOffersThemAndTheirGpusXidsTakeThe
       "mig=1 mig_devices=1g.10gb:9984,1g.10gb:9984 remap=pending\n");
   std::vector<GpuDevice> offered;
   for (int i = 0; i < 4; ++i) {
-    GpuDevice d{i,    "Fake GPU MIG 1g.10gb",
-                9984, "MIG-fake-" + std::to_string(i / 2) + "-" + std::to_string(i % 2),
-                -1,   {}};
-    d.mig = GpuDevice::Mig{i / 2, i % 2, 1 + i % 2, 0};
+    const std::string uuid = "MIG-fake-" + std::to_string(i / 2) + "-" + std::to_string(i % 2);
+    const GpuDevice::Mig mig{i / 2, i % 2, 1 + i % 2, 0};
+    GpuDevice d{i, "Fake GPU MIG 1g.10gb", 9984, uuid, -1, {}, mig};
     offered.push_back(d);
   }
   GpuSampler sampler(

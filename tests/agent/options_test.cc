@@ -114,9 +114,9 @@ TEST(AgentFlagsTest, LabelsFromTheFileAndTheCommandLine) {
 // feature discovery labels Kubernetes nodes: not for declared GPUs, several models, or over the
 // admin's own label.
 TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
-  const GpuDevice h100{0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1", -1, {}};
+  const GpuDevice h100{0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1", -1, {}, {}};
   NodeLabels labels = {{"zone", "b"}};
-  AddGpuLabels({h100, GpuDevice{1, h100.model, 81559, "GPU-2", -1, {}}}, &labels);
+  AddGpuLabels({h100, GpuDevice{1, h100.model, 81559, "GPU-2", -1, {}, {}}}, &labels);
   EXPECT_EQ(labels, (NodeLabels{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
                                 {"nvidia.com/gpu.count", "2"},
                                 {"nvidia.com/gpu.memory", "81559"},
@@ -128,7 +128,7 @@ TEST(GpuLabelsTest, TheGpuModelIsALabelUnlessTheAdminGaveOne) {
   EXPECT_EQ(admin.at("nvidia.com/gpu.count"), "1");
   NodeLabels none;
   AddGpuLabels(DeclaredGpus(2), &none);
-  AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3", -1, {}}}, &none);
+  AddGpuLabels({h100, GpuDevice{1, "NVIDIA A100-SXM4-80GB", 81920, "GPU-3", -1, {}, {}}}, &none);
   AddGpuLabels({}, &none);
   EXPECT_TRUE(none.empty());
 }
@@ -169,7 +169,7 @@ TEST(RdmaTest, TheNodesRdmaDevicesAreTheVerbsCmAndUmadNodesAndLabelIt) {
 // MIG devices are GPUs of their own model, as GPU feature discovery's single strategy labels
 // them, and of no GKE kind (a Vertex job's acceleratorType asks for whole GPUs).
 TEST(GpuLabelsTest, MigDevicesAreLabelledAsGpuFeatureDiscoverysSingleStrategy) {
-  GpuDevice slice{0, "NVIDIA A100-SXM4-80GB MIG 1g.10gb", 9728, "MIG-1", 0, {}};
+  GpuDevice slice{0, "NVIDIA A100-SXM4-80GB MIG 1g.10gb", 9728, "MIG-1", 0, {}, {}};
   slice.mig = GpuDevice::Mig{0, 0, 1, 0};
   NodeLabels labels;
   AddGpuLabels({slice, slice}, &labels);
