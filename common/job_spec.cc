@@ -731,6 +731,19 @@ std::optional<int> JobSpec::MinWorkers() const {
   return workers->min_replicas;
 }
 
+bool JobSpec::RestartsWholeJob() const {
+  return scheduling.restart_job_on_worker_restart.value_or(IsOneCollectiveGroup());
+}
+
+bool JobSpec::IsOneCollectiveGroup() const {
+  int ranks = 0;
+  for (const auto& pool : pools) {
+    if (pool.role == Role::kParameterServer) return false;
+    if (pool.role != Role::kEvaluator) ranks += pool.replicas;
+  }
+  return ranks > 1;
+}
+
 int JobSpec::TotalReplicas() const {
   int total = 0;
   for (const auto& pool : pools) total += pool.replicas;
@@ -912,7 +925,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return InvalidArgument("worker_pools: a chief pool (role: chief) is required");
   }
   const SchedulingSpec& s = spec.scheduling;
-  if (spec.MinWorkers() && !s.restart_job_on_worker_restart) {
+  if (spec.MinWorkers() && !spec.RestartsWholeJob()) {
     return InvalidArgument("worker_pools[" + std::to_string(pool_slot[1]) +
                            "].min_replicas: an elastic worker pool needs "
                            "scheduling.restart_job_on_worker_restart: true (every change of its "

@@ -263,7 +263,9 @@ inline constexpr size_t kMaxTopologyLevels = 4;
 struct SchedulingSpec {
   std::chrono::seconds timeout = std::chrono::hours(24 * 7);
   int max_restarts = 3;
-  bool restart_job_on_worker_restart = false;
+  // Whether a replica's fall restarts every replica (Vertex's restartJobOnWorkerRestart); unset:
+  // as the job's shape says (JobSpec::RestartsWholeJob).
+  std::optional<bool> restart_job_on_worker_restart;
   // The longest it may wait at a stretch to be placed (Vertex's scheduling.maxWaitDuration):
   // QUEUED with its dependencies met, at submit, after a restart or a preemption or a resume,
   // it FAILS once it has waited this long, naming what it waited for. 0: it waits for as long as
@@ -328,6 +330,16 @@ struct JobSpec {
   // The worker pool's min_replicas when it is below its replicas (the job is elastic); nullopt
   // for a job that always runs whole.
   std::optional<int> MinWorkers() const;
+  // Whether a replica that falls takes every replica of the job into its restart:
+  // scheduling.restart_job_on_worker_restart where the job says; otherwise whether its replicas
+  // are one collective group (IsOneCollectiveGroup).
+  bool RestartsWholeJob() const;
+  // More than one chief, worker or reducer replica and no parameter server: the ranks of one
+  // all-reduce group (DDP, Horovod, MultiWorkerMirroredStrategy, the Reduction Server), which
+  // cannot take back a member that was replaced; a rank restarted alone could never rejoin, and
+  // one cut off without a reset (a node lost) leaves the others hanging. A parameter-server job's
+  // workers rejoin alone (Vertex's default, and an evaluator alone is no group).
+  bool IsOneCollectiveGroup() const;
   // An array to expand into its tasks (scheduling.array without array_index).
   bool IsArray() const {
     return !scheduling.array.indexes.empty() && !scheduling.array.index.has_value();

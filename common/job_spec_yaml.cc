@@ -700,8 +700,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   out << YAML::Key << "scheduling" << YAML::Value << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "timeout" << YAML::Value << FormatSeconds(spec.scheduling.timeout);
   out << YAML::Key << "max_restarts" << YAML::Value << spec.scheduling.max_restarts;
-  out << YAML::Key << "restart_job_on_worker_restart" << YAML::Value
-      << (spec.scheduling.restart_job_on_worker_restart ? "true" : "false");
+  if (spec.scheduling.restart_job_on_worker_restart) {
+    out << YAML::Key << "restart_job_on_worker_restart" << YAML::Value
+        << (*spec.scheduling.restart_job_on_worker_restart ? "true" : "false");
+  }
   if (spec.scheduling.queue != SchedulingSpec().queue) {
     out << YAML::Key << "queue" << YAML::Value << spec.scheduling.queue;
   }

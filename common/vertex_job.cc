@@ -499,6 +499,11 @@ class VertexReader {
       COHORT_RETURN_IF_ERROR(
           ReadScheduling(node["scheduling"], YamlReader::Join(path, "scheduling"), spec));
     }
+    if (!spec->scheduling.restart_job_on_worker_restart && spec->IsOneCollectiveGroup()) {
+      Note(YamlReader::Join(path, "scheduling.restartJobOnWorkerRestart"),
+           "unset: a replica's restart restarts the whole job, whose replicas are one all-reduce "
+           "group (Vertex would restart the replica alone; false asks for that)");
+    }
     if (YamlReader::Has(node, "baseOutputDirectory")) {
       const std::string at = YamlReader::Join(path, "baseOutputDirectory");
       const YAML::Node base = node["baseOutputDirectory"];

@@ -29,7 +29,8 @@
 //     training/...) is the node's own python3, as a process, with a note; any other image is a
 //     container of that image.
 //   - scheduling.timeout ("7200s", "1.5s") is the timeout (rounded up to whole seconds);
-//     restartJobOnWorkerRestart the same; disableRetries: true is max_restarts 0.
+//     restartJobOnWorkerRestart the same (unset, Cohort's default by the job's shape, not Vertex's
+//     false: see JobSpec::RestartsWholeJob); disableRetries: true is max_restarts 0.
 //   - baseOutputDirectory.outputUriPrefix is output_dir when it is a path on the node (a gcsfuse
 //     "/gcs/..." path is one); a gs:// URI cannot be, so the job writes under the coordinator's
 //     output root instead, with a note saying so.

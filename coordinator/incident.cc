@@ -21,7 +21,8 @@ std::string EventPrefix(int restart, int budget) {
 Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
                    int64_t now_ms, const std::string& node_fault)
     : last_ms_(now_ms),
-      whole_job_(job.spec.scheduling.restart_job_on_worker_restart),
+      whole_job_(job.spec.RestartsWholeJob()),
+      policy_set_(job.spec.scheduling.restart_job_on_worker_restart.has_value()),
       event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
   for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
@@ -73,7 +74,10 @@ std::string Incident::Event() const {
                                 ")" + (cause_.empty() ? "" : ": " + cause_);
   std::string text = event_prefix_;
   if (whole_job_) {
-    text += by_policy_ ? "the whole job (restart_job_on_worker_restart)" : "the whole job";
+    text += !by_policy_   ? "the whole job"
+            : policy_set_ ? "the whole job (restart_job_on_worker_restart)"
+                          : "the whole job (its ranks are one group: restart_job_on_worker_restart "
+                            "unset)";
   } else {
     text += JoinWithCommas(restarted_);
   }

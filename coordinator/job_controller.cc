@@ -1124,7 +1124,7 @@ void JobController::PlaceJob(JobRecord& job, const std::vector<Slot>& slots, int
   // count is one for all its workers: a worker an elastic job ran without takes the others' next
   // attempt (its own skip the attempts it sat out). -1: each replica its own next one.
   int whole_attempt = -1;
-  if (job.spec.scheduling.restart_job_on_worker_restart) {
+  if (job.spec.RestartsWholeJob()) {
     for (const ReplicaRecord& r : job.replicas) {
       whole_attempt = std::max(whole_attempt, r.launched ? r.attempt + 1 : r.attempt);
     }

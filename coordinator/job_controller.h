@@ -20,7 +20,8 @@
 // Failure attribution. A replica that ends retryably (exit 130/137/138/143, SIGINT/KILL/USR1/TERM,
 // an exit of torchrun inside it after such a signal killed one of its workers (cause_signal),
 // PREEMPTED, LOST, a STOPPED the coordinator did not ask for) opens an *incident* of its job: one
-// restart is spent, and the replica (or, with restart_job_on_worker_restart, the whole job) starts
+// restart is spent, and the replica (or, where the job restarts whole, JobSpec::RestartsWholeJob:
+// restart_job_on_worker_restart, or unset, a job of one all-reduce group, the whole job) starts
 // again as attempt+1. Every later failure of a replica that was already running when the incident
 // opened (same attempt), within `incident_window_ms` of the incident's last failure, is
 // *collateral*: whatever its exit code, it is attributed to the incident, spends nothing, and is
@@ -28,9 +29,9 @@
 // down with an ordinary exit 1 spends one restart, and the incident's event names the cause and
 // the consequences ("restart 1/3: node-b lost (worker-0); chief-0, worker-1 exited with code 1 as
 // a consequence").
-//   With restart_job_on_worker_restart: false, the replicas that fell in an incident (its cause and
-// its collateral) restart, each as attempt+1, and the others keep running; a data-parallel job
-// whose ranks cannot rejoin a running group should set it to true.
+//   Where the job does not restart whole (restart_job_on_worker_restart: false, or unset in a
+// parameter-server job), the replicas that fell in an incident (its cause and its collateral)
+// restart, each as attempt+1, and the others keep running.
 //
 // Preemption by the scheduler (PreemptJob) is not a failure: every replica is stopped (SIGTERM, the
 // stop grace, SIGKILL; a trainer checkpoints on SIGTERM), the job goes back to QUEUED, and once its
@@ -124,8 +125,8 @@
 // last heard from and gone before any word of it came back (its replica still PENDING; the node
 // lost, or registered again without it), never ran: its loss opens an incident that spends no
 // restart ("relaunch (no restart spent): ..."), so that the one thing that happened, the first end,
-// is the only restart the job pays for. The replica, or with restart_job_on_worker_restart the
-// whole job, is placed again, and what falls with it is collateral as in any incident. An attempt
+// is the only restart the job pays for. The replica, or in a job that restarts whole the whole
+// job, is placed again, and what falls with it is collateral as in any incident. An attempt
 // its node acknowledged, or one whose node was lost while it still answered (its session ended),
 // spends a restart as any loss does; when a node takes both kinds down at once, one that ran opens
 // the incident.
@@ -147,7 +148,7 @@
 // FencedAttemptEnded). The hold is stored with the replica and outlives a coordinator restart.
 //
 // Elastic jobs. A job whose worker pool sets min_replicas (below its replicas; such a job restarts
-// whole, restart_job_on_worker_restart) may run with fewer workers than it asks for, as torchrun's
+// whole, RestartsWholeJob) may run with fewer workers than it asks for, as torchrun's
 // --nnodes MIN:MAX and Kubeflow's elastic policy allow: every placement asks for all of them, and
 // the placement round (coordinator/placement_round.h) lowers a queued job's ask
 // (JobRecord::elastic_workers, ShrinkElastic) to what fits, never below min_replicas, once it has

@@ -95,7 +95,8 @@ TEST(JobSpecTest, ParsesDesignExample) {
 
   EXPECT_EQ(spec->scheduling.timeout, std::chrono::hours(24 * 7));
   EXPECT_EQ(spec->scheduling.max_restarts, 3);
-  EXPECT_FALSE(spec->scheduling.restart_job_on_worker_restart);
+  EXPECT_EQ(spec->scheduling.restart_job_on_worker_restart, false);
+  EXPECT_FALSE(spec->RestartsWholeJob()) << "as the job says, though it is one group";
   EXPECT_EQ(spec->TotalReplicas(), 5);
   ASSERT_NE(spec->FindPool(Role::kReducer), nullptr);
   EXPECT_EQ(spec->FindPool(Role::kReducer)->replicas, 2);
@@ -986,7 +987,7 @@ TEST(JobSpecTest, SchedulingRules) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->scheduling.timeout, std::chrono::minutes(90));
   EXPECT_EQ(spec->scheduling.max_restarts, 0);
-  EXPECT_TRUE(spec->scheduling.restart_job_on_worker_restart);
+  EXPECT_EQ(spec->scheduling.restart_job_on_worker_restart, true);
   spec = ParseJobSpec(with_sched("{timeout: 3600}"));
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->scheduling.timeout, std::chrono::hours(1));
@@ -1005,6 +1006,61 @@ TEST(JobSpecTest, SchedulingRules) {
                     {"scheduling.restart_job_on_worker_restart: expected a boolean"}},
                    {"[1]", {"scheduling: expected a mapping"}},
                });
+}
+
+// Unset, restart_job_on_worker_restart follows the job's shape: the ranks of one all-reduce group
+// restart together (a replaced rank cannot rejoin them), a parameter-server job's workers alone.
+// What a job file says wins, and what it leaves unset stays unset through its canonical YAML.
+TEST(JobSpecTest, AJobThatIsOneCollectiveGroupRestartsWholeUnlessItSaysOtherwise) {
+  auto job = [&](std::vector<std::pair<std::string, int>> pools, const std::string& sched = "") {
+    std::string yaml = Minimal();
+    for (const auto& [role, replicas] : pools) {
+      yaml += "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
+              "\n    process: {command: [/bin/true]}\n";
+    }
+    if (!sched.empty()) yaml += "scheduling: " + sched + "\n";
+    StatusOr<JobSpec> spec = ParseJobSpec(yaml);
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString() << "\n" << yaml;
+    return spec.ok() ? *spec : JobSpec{};
+  };
+  struct Case {
+    std::vector<std::pair<std::string, int>> pools;  // besides the chief
+    bool whole;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, false},                                        // one replica
+           {{{"evaluator", 1}}, false},                        // a chief and its evaluator
+           {{{"worker", 1}}, true},                            // two DDP ranks
+           {{{"worker", 3}, {"evaluator", 1}}, true},          // MultiWorkerMirrored + evaluator
+           {{{"worker", 2}, {"reducer", 2}}, true},            // on the Reduction Server
+           {{{"worker", 2}, {"parameter_server", 2}}, false},  // workers rejoin alone
+       }) {
+    JobSpec spec = job(c.pools);
+    SCOPED_TRACE(JobSpecToYaml(spec));
+    EXPECT_EQ(spec.scheduling.restart_job_on_worker_restart, std::nullopt);
+    EXPECT_EQ(spec.IsOneCollectiveGroup(), c.whole);
+    EXPECT_EQ(spec.RestartsWholeJob(), c.whole);
+    for (bool said : {false, true}) {
+      JobSpec set = job(c.pools, std::string("{restart_job_on_worker_restart: ") +
+                                     (said ? "true" : "false") + "}");
+      EXPECT_EQ(set.RestartsWholeJob(), said) << "what the job says wins";
+      EXPECT_EQ(ParseJobSpec(JobSpecToYaml(set))->scheduling.restart_job_on_worker_restart, said);
+    }
+    EXPECT_EQ(JobSpecToYaml(spec).find("restart_job_on_worker_restart"), std::string::npos);
+    EXPECT_EQ(ParseJobSpec(JobSpecToYaml(spec))->scheduling.restart_job_on_worker_restart,
+              std::nullopt);
+  }
+  // An elastic worker pool changes its group's size by restarting it whole: unset is whole, and
+  // false is refused.
+  const std::string elastic =
+      "  - role: worker\n    replicas: 4\n    min_replicas: 2\n"
+      "    process: {command: [/bin/true]}\n";
+  EXPECT_TRUE(ParseJobSpec(Minimal() + elastic)->RestartsWholeJob());
+  StatusOr<JobSpec> refused =
+      ParseJobSpec(Minimal() + elastic + "scheduling: {restart_job_on_worker_restart: false}\n");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("an elastic worker pool needs scheduling.restart_job_on_worker_restart"));
 }
 
 TEST(JobSpecTest, QueueAndPriorityNamesAreCheckedAndRoundTrip) {
@@ -1256,7 +1312,10 @@ TEST(JobSpecTest, RoundTripsAwkwardStrings) {
   eval.role = Role::kEvaluator;
   eval.process = ProcessSpec{{"eval"}, {}, {}};
   spec.pools.push_back(eval);
-  spec.scheduling = {std::chrono::seconds(3661), 0, true, std::chrono::minutes(90)};
+  spec.scheduling.timeout = std::chrono::seconds(3661);
+  spec.scheduling.max_restarts = 0;
+  spec.scheduling.restart_job_on_worker_restart = true;
+  spec.scheduling.max_wait = std::chrono::minutes(90);
   ASSERT_TRUE(ValidateJobSpec(spec).ok());
 
   std::string yaml = JobSpecToYaml(spec);

@@ -59,6 +59,33 @@ bool Mentions(const std::vector<std::string>& notes, const std::string& text) {
   return false;
 }
 
+// Vertex restarts a worker alone unless restartJobOnWorkerRestart says otherwise; Cohort, where the
+// file leaves it unset, restarts a job of one all-reduce group whole, and says so in a note. A
+// parameter-server job, or a file that sets it, gets what it says and no note.
+TEST(VertexJobTest, AnUnsetRestartJobOnWorkerRestartIsCohortsDefaultAndNoted) {
+  const std::string pool = "    replicaCount: 1\n    containerSpec: {imageUri: /srv/images/t}\n";
+  const std::string ddp = "workerPoolSpecs:\n  - machineSpec: {machineType: n1}\n" + pool +
+                          "  - machineSpec: {machineType: n1}\n" + pool;
+  std::vector<std::string> notes;
+  JobSpec spec = Converted(ddp, &notes);
+  EXPECT_EQ(spec.scheduling.restart_job_on_worker_restart, std::nullopt);
+  EXPECT_TRUE(spec.RestartsWholeJob());
+  EXPECT_TRUE(Mentions(notes,
+                       "scheduling.restartJobOnWorkerRestart: unset: a replica's restart "
+                       "restarts the whole job"))
+      << ::testing::PrintToString(notes);
+  notes.clear();
+  spec = Converted(ddp + "scheduling: {restartJobOnWorkerRestart: false}\n", &notes);
+  EXPECT_FALSE(spec.RestartsWholeJob());
+  EXPECT_FALSE(Mentions(notes, "restartJobOnWorkerRestart")) << ::testing::PrintToString(notes);
+  notes.clear();
+  spec = Converted(ddp + "  - machineSpec: {machineType: n1}\n" + pool, &notes);
+  ASSERT_EQ(spec.pools.size(), 3u);
+  EXPECT_EQ(spec.pools[2].role, Role::kParameterServer);
+  EXPECT_FALSE(spec.RestartsWholeJob());
+  EXPECT_FALSE(Mentions(notes, "restartJobOnWorkerRestart")) << ::testing::PrintToString(notes);
+}
+
 // Vertex's GPU kinds ask for nodes of that kind by GKE's label; a TPU is refused; a pool of no
 // GPUs, or a kind Vertex has no NVIDIA name for, is noted and runs anywhere.
 TEST(VertexJobTest, AnAcceleratorTypeIsANodeSelectorOnGkesLabel) {
@@ -161,7 +188,7 @@ serviceAccount: trainer@project.iam.gserviceaccount.com
   EXPECT_EQ(reducers.replicas, 2);
   EXPECT_FALSE(reducers.container.has_value());
   EXPECT_EQ(spec.scheduling.timeout, std::chrono::seconds(7200));
-  EXPECT_TRUE(spec.scheduling.restart_job_on_worker_restart);
+  EXPECT_EQ(spec.scheduling.restart_job_on_worker_restart, true);
   EXPECT_EQ(spec.output_dir, "/srv/cohort/runs/mnist");
   EXPECT_EQ(spec.name_prefix, "custom-job");
   EXPECT_TRUE(spec.name.empty());

@@ -470,10 +470,13 @@ TEST_F(CoordinatorTest, AVertexCustomJobFileRunsAsTheJobItMakes) {
   wire::SubmitJobReplyT submitted;
   reply->UnPackTo(&submitted);
   EXPECT_EQ(submitted.name.rfind("mnist-", 0), 0u) << submitted.name;
-  ASSERT_EQ(submitted.warnings.size(), 1u);
+  ASSERT_EQ(submitted.warnings.size(), 2u);
   EXPECT_NE(submitted.warnings[0].find("jobSpec.workerPoolSpecs[0].machineSpec.machineType"),
             std::string::npos)
       << submitted.warnings[0];
+  EXPECT_NE(submitted.warnings[1].find("jobSpec.scheduling.restartJobOnWorkerRestart: unset"),
+            std::string::npos)
+      << submitted.warnings[1];
   Pump([&] { return agents_["node-a"].inbox.size() >= 2; });
   auto launches = TakeLaunches();
   ASSERT_EQ(launches.size(), 2u);
@@ -1576,7 +1579,9 @@ TEST_F(CoordinatorTest, AReplicaOfAJobWithATopologyRestartsInItsJobsRack) {
   for (const char* id : {"node-b", "node-c", "node-d"}) node_labels_[id] = {{"rack", "r2"}};
   const std::vector<std::string> ids = {"node-a", "node-b", "node-c", "node-d"};
   for (const std::string& id : ids) AddAgent(id, 1);
-  ASSERT_TRUE(Submit(JobYaml("racked", 1, 1, 3, ", required_topology: rack")).ok());
+  ASSERT_TRUE(Submit(JobYaml("racked", 1, 1, 3,
+                             ", required_topology: rack, restart_job_on_worker_restart: false"))
+                  .ok());
   std::map<std::string, std::string> where = RunGang(2);
   EXPECT_NE(where["chief-0"], "node-a");
   EXPECT_NE(where["worker-0"], "node-a");
@@ -1600,9 +1605,10 @@ TEST_F(CoordinatorTest, AReplicaRestartsInItsJobsRackElseItsBlock) {
   node_labels_["node-d"] = node_labels_["node-e"] = {{"block", "b2"}, {"rack", "r3"}};
   const std::vector<std::string> ids = {"node-a", "node-b", "node-c", "node-d", "node-e"};
   for (const std::string& id : ids) AddAgent(id, 1);
-  ASSERT_TRUE(
-      Submit(JobYaml("tiered", 1, 1, 3, ", preferred_topology: [rack], required_topology: block"))
-          .ok());
+  ASSERT_TRUE(Submit(JobYaml("tiered", 1, 1, 3,
+                             ", preferred_topology: [rack], required_topology: block, "
+                             "restart_job_on_worker_restart: false"))
+                  .ok());
   std::map<std::string, std::string> where = RunGang(2);
   EXPECT_EQ((std::set<std::string>{where["chief-0"], where["worker-0"]}),
             (std::set<std::string>{"node-a", "node-b"}));
@@ -1627,7 +1633,8 @@ TEST_F(CoordinatorTest, AReplicaRestartsInTheRackOfMostOfItsJob) {
                      "    process: {command: [/bin/train]}\n"
                      "  - role: worker\n    replicas: 3\n    resources: {gpus: 1, cpus: 1}\n"
                      "    process: {command: [/bin/train]}\n"
-                     "scheduling: {max_restarts: 3, preferred_topology: [rack]}\n")
+                     "scheduling: {max_restarts: 3, preferred_topology: [rack], "
+                     "restart_job_on_worker_restart: false}\n")
                   .ok());
   std::map<std::string, std::string> where = RunGang(4);
   ASSERT_EQ(where["chief-0"], "node-a");
@@ -1871,7 +1878,7 @@ TEST_F(CoordinatorTest, ListingByLabelSelectsTheJobsWhoseLabelsMatch) {
 
 TEST_F(CoordinatorTest, RestartedCoordinatorKeepsEveryJobAndReconciles) {
   AddAgent("node-a", 4);
-  ASSERT_TRUE(Submit(JobYaml("keep", 1, 1)).ok());
+  ASSERT_TRUE(Submit(JobYaml("keep", 1, 1, 3, ", restart_job_on_worker_restart: false")).ok());
   ASSERT_TRUE(Submit(JobYaml("done", 0, 1)).ok());
   Pump([&] { return agents_["node-a"].inbox.size() >= 3; });
   auto all = TakeLaunchList();

@@ -48,10 +48,13 @@ JobControllerOptions Options() {
 
 class JobControllerTest : public ::testing::Test {
  protected:
-  // Submits a job of a chief and `workers` workers, places replica i on nodes[i], and reports
-  // every replica RUNNING. `more_scheduling` is added to the scheduling block (", timeout: 1m").
-  JobRecord& Start(const std::string& name, int workers, bool restart_whole_job, int max_restarts,
-                   const std::vector<std::string>& nodes, const std::string& more_scheduling = "") {
+  // Submits a job of a chief, `workers` workers and `parameter_servers_` parameter servers, places
+  // replica i on nodes[i], and reports every replica RUNNING. `restart_whole_job` is its
+  // restart_job_on_worker_restart (nullopt: left out); `more_scheduling` is added to the
+  // scheduling block (", timeout: 1m").
+  JobRecord& Start(const std::string& name, int workers, std::optional<bool> restart_whole_job,
+                   int max_restarts, const std::vector<std::string>& nodes,
+                   const std::string& more_scheduling = "") {
     std::string yaml = "name: " + name +
                        "\nworker_pools:\n"
                        "  - role: chief\n    replicas: 1\n    resources: {gpus: 1}\n"
@@ -60,8 +63,14 @@ class JobControllerTest : public ::testing::Test {
       yaml += "  - role: worker\n    replicas: " + std::to_string(workers) +
               "\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n";
     }
+    if (parameter_servers_ > 0) {
+      yaml += "  - role: parameter_server\n    replicas: " + std::to_string(parameter_servers_) +
+              "\n    process: {command: [/bin/ps]}\n";
+    }
     yaml += "scheduling: {max_restarts: " + std::to_string(max_restarts) +
-            ", restart_job_on_worker_restart: " + (restart_whole_job ? "true" : "false") +
+            (restart_whole_job ? std::string(", restart_job_on_worker_restart: ") +
+                                     (*restart_whole_job ? "true" : "false")
+                               : "") +
             more_scheduling + "}\n";
     auto spec = ParseJobSpec(yaml, "test job");
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
@@ -194,6 +203,7 @@ class JobControllerTest : public ::testing::Test {
     return LastEventOpening(job, "restart ");
   }
 
+  int parameter_servers_ = 0;  // of the jobs Start submits
   int64_t now_ = 1'700'000'000'000;
   FakeNodeHealth health_;
   JobController jobs_{Options(), &health_};
@@ -673,6 +683,29 @@ TEST_F(JobControllerTest, ANodeHoldingSeveralReplicasIsLostOnceAndSpendsOneResta
         << LastRestartEvent(job);
     health_.heard["n1"] = now_;
   }
+}
+
+// A job that leaves restart_job_on_worker_restart out restarts as its shape says. Its ranks one
+// all-reduce group, a lost node restarts every replica: a worker started anew could not rejoin
+// the others, which a cut link leaves hanging. A parameter-server job restarts what fell alone.
+TEST_F(JobControllerTest, AJobWithoutARestartPolicyRestartsWholeWhereItsRanksAreOneGroup) {
+  JobRecord& ddp = Start("ddp", 2, std::nullopt, 3, {"a", "b", "c"});
+  Lose("b");
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0", "worker-1"}));
+  ExpectRestartedOnce(ddp,
+                      "restart 1/3: the whole job (its ranks are one group: "
+                      "restart_job_on_worker_restart unset) because node b lost (worker-0): no "
+                      "heartbeat for 10.5s (timeout 10s)");
+  EXPECT_EQ(ddp.state, JobState::QUEUED) << "waiting for its replicas to stop, then placed whole";
+
+  parameter_servers_ = 1;
+  JobRecord& ps = Start("ps", 2, std::nullopt, 3, {"d", "e", "f", "g"});
+  Lose("e");
+  EXPECT_TRUE(StopsSent().empty()) << "the chief, worker-1 and the parameter server run on";
+  ExpectRestartedOnce(ps,
+                      "restart 1/3: worker-0 as attempt 1 because node e lost (worker-0): no "
+                      "heartbeat for 10.5s (timeout 10s)");
+  EXPECT_EQ(ps.FindReplica("chief-0")->state, ReplicaState::RUNNING);
 }
 
 // An agent reports its replica's end and dies a moment later. Until the heartbeat timeout its node

@@ -13,8 +13,9 @@
 # node a replica) runs the script across the hosts as well. Then, a partition as a cut cable or a dead switch port makes it: worker-1's host loses its link
 # after the chief's epoch 2 (nothing is reset: the other ranks hang in gloo), the coordinator
 # declares that node lost after its heartbeat timeout (5 s), restarts the whole job on the hosts
-# left (a fourth is spare), and the script resumes from its checkpoint and succeeds, one restart
-# spent. Root only (network namespaces); skips (77) saying why elsewhere.
+# left (a fourth is spare: its ranks are one group, so it restarts whole though its file says
+# nothing of restart_job_on_worker_restart; restarted alone, worker-1 failed at once to connect to
+# the hung group), and the script resumes from its checkpoint and succeeds, one restart spent. Root only (network namespaces); skips (77) saying why elsewhere.
 set -euo pipefail
 src=$1 build=$2 python=$3
 skip() { echo "skipped: $*"; exit 77; }
@@ -62,15 +63,19 @@ done
 resolved=$(on h1 getent hosts "$(hostname)" | awk '{print $1}' | head -n 1)
 echo "the hostname $(hostname) resolves to ${resolved:-nothing} on each host"
 
-# The job file as a user writes it, with the script's path, two epochs, no restart, and
+# The job file as a user writes it, with the script's path, two epochs, no restart, no restart
+# policy (restart_job_on_worker_restart left out, as a job file written from scratch leaves it), and
 # USE_LIBUV=0 (Debian's newer torch has no libuv, which its env:// store asks for).
 job() {  # job NAME EXTRA_ENV [JOB_FILE [EPOCHS_AND_DELAY [MAX_RESTARTS]]]
   sed -e "s|^name: .*|name: $1|" \
       -e "s|\[/usr/bin/python3, ddp_digits.py\]|[$python, $src/examples/torch/ddp_digits.py]|" \
       -e "s|--epochs=20|${4:---epochs=2}|" \
       -e "s|env: {OMP_NUM_THREADS: \"1\"}|env: {OMP_NUM_THREADS: \"1\", USE_LIBUV: \"0\"$2}|" \
-      -e "s|timeout: 30m, max_restarts: 3|timeout: 120s, max_restarts: ${5:-0}|" \
+      -e "s|timeout: 30m, max_restarts: 3, restart_job_on_worker_restart: true|timeout: 120s, max_restarts: ${5:-0}|" \
       "$src/examples/torch/${3:-ddp_gloo.yaml}" >"$run/$1.yaml"
+  if grep -q restart_job_on_worker_restart "$run/$1.yaml"; then
+    fail "the job file $1 still sets a restart policy: $(grep scheduling "$run/$1.yaml")"
+  fi
   if [ -n "${4:-}" ]; then
     cli submit "$run/$1.yaml" >"$run/$1.out" 2>&1
   else
@@ -148,7 +153,7 @@ done
 [ -n "$cut" ] || fail "the chief never logged epoch 2: $(cli logs partition --all --tail 5)"
 [ "$state" = SUCCEEDED ] || fail "the partitioned job ended $state: $(cli status partition)"
 status=$(cli status partition)
-grep -q "restart 1/3: the whole job (restart_job_on_worker_restart) because node $node lost" <<<"$status" ||
+grep -q "restart 1/3: the whole job (its ranks are one group: restart_job_on_worker_restart unset) because node $node lost" <<<"$status" ||
   fail "no restart names the lost node: $status"
 [ "$(field partition 'j["restarts"]')" = 1 ] || fail "not one restart spent: $status"
 grep -q '^\[worker-1\] resumed from epoch' <<<"$(cli logs partition --all)" ||

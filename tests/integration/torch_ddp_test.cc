@@ -560,7 +560,7 @@ TEST(TorchDdpExampleTest, ShippedJobFilesDifferOnlyInTheBackendAndTheReducerPool
     EXPECT_EQ(a->replicas, b->replicas);
   }
   EXPECT_EQ(gloo->scheduling, with_cohort->scheduling);
-  EXPECT_TRUE(gloo->scheduling.restart_job_on_worker_restart);
+  EXPECT_EQ(gloo->scheduling.restart_job_on_worker_restart, true);
 }
 
 // A partition rather than a crash: the node of RANK=1 is cut off, its agent and its rank alive,
