@@ -69,8 +69,8 @@ class Incident {
   std::vector<std::string> restarted_;  // per-replica restarts: "worker-0 as attempt 1"
   bool whole_job_ = false;
   bool by_policy_ = true;  // whole_job_ because of the job's restart policy
-  bool policy_set_ =
-      false;  // that policy is the job's restart_job_on_worker_restart, not its shape
+  // That policy is the job's restart_job_on_worker_restart, not its shape's default.
+  bool policy_set_ = false;
   std::string event_prefix_;
   int64_t event_time_ms_ = 0;
 };
