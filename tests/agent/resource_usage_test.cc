@@ -83,7 +83,8 @@ TEST_F(ResourceUsageTest, WithNvmlEveryGpuIsSampledAndExposed) {
   AgentSnapshot snapshot;
   snapshot.node_id = "gpu-node";
   snapshot.cgroups = true;  // (no attempt has one to read): any "No samples" below is the GPUs'
-  snapshot.attempts.push_back(AttemptView{.job = "train", .replica = "chief-0", .gpus = {0}});
+  snapshot.attempts.push_back(
+      AttemptView{.job = "train", .replica = "chief-0", .cgroup = "", .gpus = {0}});
   snapshot.gpus = std::make_shared<const GpuSamples>(samples);
   const std::string text = AgentHttp::RenderMetrics(snapshot);
   const std::string gpu0 = "{node=\"gpu-node\",gpu=\"0\",uuid=\"" + (*samples)[0].uuid +
