@@ -337,8 +337,8 @@ struct JobSpec {
   // More than one chief, worker or reducer replica and no parameter server: the ranks of one
   // all-reduce group (DDP, Horovod, MultiWorkerMirroredStrategy, the Reduction Server), which
   // cannot take back a member that was replaced; a rank restarted alone could never rejoin, and
-  // one cut off without a reset (a node lost) leaves the others hanging. A parameter-server job's
-  // workers rejoin alone (Vertex's default, and an evaluator alone is no group).
+  // one cut off without a reset (a node lost) leaves the others hanging. Parameter-server workers
+  // rejoin alone (Vertex's default); an evaluator is no rank (Incident::TakesTheWholeJob).
   bool IsOneCollectiveGroup() const;
   // An array to expand into its tasks (scheduling.array without array_index).
   bool IsArray() const {

@@ -11,6 +11,12 @@ std::string AsAttempt(const ReplicaRecord& r) {
   return r.name + " as attempt " + std::to_string(r.attempt + 1);
 }
 
+bool RestartsWholeJob(const JobRecord& job, const ReplicaRecord& cause) {
+  return job.spec.RestartsWholeJob() &&
+         (job.spec.scheduling.restart_job_on_worker_restart.has_value() ||
+          cause.role != Role::kEvaluator);
+}
+
 std::string EventPrefix(int restart, int budget) {
   if (restart == Incident::kNoneSpent) return "relaunch (no restart spent): ";
   return "restart " + std::to_string(restart) + "/" + std::to_string(budget) + ": ";
@@ -21,7 +27,7 @@ std::string EventPrefix(int restart, int budget) {
 Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
                    int64_t now_ms, const std::string& node_fault)
     : last_ms_(now_ms),
-      whole_job_(job.spec.RestartsWholeJob()),
+      whole_job_(RestartsWholeJob(job, cause)),
       policy_set_(job.spec.scheduling.restart_job_on_worker_restart.has_value()),
       event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
@@ -50,6 +56,11 @@ Incident::Incident(const JobRecord& job, std::string cause, int restart, int bud
 bool Incident::SameAttempt(const std::string& replica, int attempt) const {
   auto it = attempts_.find(replica);
   return it != attempts_.end() && it->second == attempt;
+}
+
+bool Incident::TakesTheWholeJob(const JobRecord& job, const ReplicaRecord& r) const {
+  return !whole_job_ && !policy_set_ && job.spec.IsOneCollectiveGroup() &&
+         r.role != Role::kEvaluator;
 }
 
 bool Incident::WentWithCauseNode(const ReplicaRecord& r) const {

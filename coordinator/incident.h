@@ -39,7 +39,14 @@ class Incident {
   bool SameAttempt(const std::string& replica, int attempt) const;
   // Open: its latest failure was at most `window_ms` before `time_ms`.
   bool OpenAt(int64_t time_ms, int64_t window_ms) const { return time_ms - last_ms_ <= window_ms; }
+  // Whether it restarts the whole job (JobSpec::RestartsWholeJob), save that where the job's
+  // shape decides (restart_job_on_worker_restart unset) an evaluator, no rank of the group, falls
+  // alone.
   bool whole_job() const { return whole_job_; }
+  // `r`, falling with an incident that restarts its cause alone, is a rank of the job's one group
+  // (the cause an evaluator): the incident must take the whole job (TakeTheWholeJob).
+  bool TakesTheWholeJob(const JobRecord& job, const ReplicaRecord& r) const;
+  void TakeTheWholeJob() { whole_job_ = true; }
   // The event's time and its first words ("restart 1/3: ", or "relaunch (no restart spent): "),
   // to find it among the job's events.
   int64_t event_time_ms() const { return event_time_ms_; }

@@ -31,7 +31,9 @@
 // a consequence").
 //   Where the job does not restart whole (restart_job_on_worker_restart: false, or unset in a
 // parameter-server job), the replicas that fell in an incident (its cause and its collateral)
-// restart, each as attempt+1, and the others keep running.
+// restart, each as attempt+1, and the others keep running. Unset in a job of one group, an
+// evaluator's incident restarts the evaluator alone, and takes the whole job once a rank falls
+// in it (Incident::TakesTheWholeJob).
 //
 // Preemption by the scheduler (PreemptJob) is not a failure: every replica is stopped (SIGTERM, the
 // stop grace, SIGKILL; a trainer checkpoints on SIGTERM), the job goes back to QUEUED, and once its

@@ -239,7 +239,15 @@ void JobController::OpenIncident(JobRecord& job, ReplicaRecord& cause, int64_t n
 }
 
 void JobController::AddCollateral(JobRecord& job, ReplicaRecord& r, int64_t now_ms) {
-  bool alone = !incidents_[job.name].whole_job();
+  Incident& inc = incidents_[job.name];
+  if (inc.TakesTheWholeJob(job, r)) {
+    // An evaluator's incident took a rank of the group down: the rank cannot rejoin the others.
+    inc.TakeTheWholeJob();
+    NoteConsequence(job, r, /*restarts=*/false, now_ms);
+    RestartJob(job, now_ms);
+    return;
+  }
+  bool alone = !inc.whole_job();
   NoteConsequence(job, r, alone, now_ms);
   if (alone) RestartReplica(job, r, now_ms);
 }

@@ -48,7 +48,7 @@ JobControllerOptions Options() {
 
 class JobControllerTest : public ::testing::Test {
  protected:
-  // Submits a job of a chief, `workers` workers and `parameter_servers_` parameter servers, places
+  // Submits a job of a chief, `workers` workers and the pools of more_pools_, places
   // replica i on nodes[i], and reports every replica RUNNING. `restart_whole_job` is its
   // restart_job_on_worker_restart (nullopt: left out); `more_scheduling` is added to the
   // scheduling block (", timeout: 1m").
@@ -63,9 +63,9 @@ class JobControllerTest : public ::testing::Test {
       yaml += "  - role: worker\n    replicas: " + std::to_string(workers) +
               "\n    resources: {gpus: 1}\n    process: {command: [/bin/train]}\n";
     }
-    if (parameter_servers_ > 0) {
-      yaml += "  - role: parameter_server\n    replicas: " + std::to_string(parameter_servers_) +
-              "\n    process: {command: [/bin/ps]}\n";
+    for (const auto& [role, replicas] : more_pools_) {
+      yaml += "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
+              "\n    process: {command: [/bin/" + role + "]}\n";
     }
     yaml += "scheduling: {max_restarts: " + std::to_string(max_restarts) +
             (restart_whole_job ? std::string(", restart_job_on_worker_restart: ") +
@@ -203,7 +203,7 @@ class JobControllerTest : public ::testing::Test {
     return LastEventOpening(job, "restart ");
   }
 
-  int parameter_servers_ = 0;  // of the jobs Start submits
+  std::vector<std::pair<std::string, int>> more_pools_;  // (role, replicas) for Start
   int64_t now_ = 1'700'000'000'000;
   FakeNodeHealth health_;
   JobController jobs_{Options(), &health_};
@@ -687,7 +687,8 @@ TEST_F(JobControllerTest, ANodeHoldingSeveralReplicasIsLostOnceAndSpendsOneResta
 
 // A job that leaves restart_job_on_worker_restart out restarts as its shape says. Its ranks one
 // all-reduce group, a lost node restarts every replica: a worker started anew could not rejoin
-// the others, which a cut link leaves hanging. A parameter-server job restarts what fell alone.
+// the others, which a cut link leaves hanging. A parameter-server job restarts what fell alone,
+// and so does an evaluator, until a rank falls in the same incident.
 TEST_F(JobControllerTest, AJobWithoutARestartPolicyRestartsWholeWhereItsRanksAreOneGroup) {
   JobRecord& ddp = Start("ddp", 2, std::nullopt, 3, {"a", "b", "c"});
   Lose("b");
@@ -698,7 +699,7 @@ TEST_F(JobControllerTest, AJobWithoutARestartPolicyRestartsWholeWhereItsRanksAre
                       "heartbeat for 10.5s (timeout 10s)");
   EXPECT_EQ(ddp.state, JobState::QUEUED) << "waiting for its replicas to stop, then placed whole";
 
-  parameter_servers_ = 1;
+  more_pools_ = {{"parameter_server", 1}};
   JobRecord& ps = Start("ps", 2, std::nullopt, 3, {"d", "e", "f", "g"});
   Lose("e");
   EXPECT_TRUE(StopsSent().empty()) << "the chief, worker-1 and the parameter server run on";
@@ -706,6 +707,25 @@ TEST_F(JobControllerTest, AJobWithoutARestartPolicyRestartsWholeWhereItsRanksAre
                       "restart 1/3: worker-0 as attempt 1 because node e lost (worker-0): no "
                       "heartbeat for 10.5s (timeout 10s)");
   EXPECT_EQ(ps.FindReplica("chief-0")->state, ReplicaState::RUNNING);
+
+  // An evaluator is no rank of the group: it falls alone, unless a rank falls with it.
+  more_pools_ = {{"evaluator", 1}};
+  JobRecord& eval = Start("eval", 1, std::nullopt, 3, {"h", "i", "j"});
+  Report(eval, "evaluator-0", ReplicaState::FAILED, 137, 9);
+  EXPECT_TRUE(StopsSent().empty());
+  ExpectRestartedOnce(eval,
+                      "restart 1/3: evaluator-0 as attempt 1 because evaluator-0 attempt 0 was "
+                      "killed by signal 9 (SIGKILL)");
+  JobRecord& both = Start("both", 1, std::nullopt, 3, {"k", "l", "m"});
+  Report(both, "evaluator-0", ReplicaState::FAILED, 137, 9);
+  Advance(100);
+  Report(both, "worker-0", ReplicaState::FAILED, 1);
+  EXPECT_EQ(StopsSent(), (std::vector<std::string>{"chief-0"}));
+  ExpectRestartedOnce(both,
+                      "restart 1/3: the whole job (its ranks are one group: "
+                      "restart_job_on_worker_restart unset) because evaluator-0 attempt 0 was "
+                      "killed by signal 9 (SIGKILL); worker-0 exited with code 1 as a consequence");
+  EXPECT_EQ(both.state, JobState::QUEUED);
 }
 
 // An agent reports its replica's end and dies a moment later. Until the heartbeat timeout its node
