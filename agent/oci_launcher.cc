@@ -55,11 +55,31 @@ std::optional<json> DeviceNode(const std::string& host_path, const std::string& 
               {"gid", 0}};
 }
 
-json HostRlimit(const char* name, int resource) {
+// The limits a container gets of the agent's own, soft and hard alike at the agent's hard limit
+// (systemd raises them: LimitNOFILE, LimitMEMLOCK=infinity). A runtime's defaults (a memlock of
+// 64 KiB or 8 MiB) would fail NCCL's and UCX's RDMA memory registration.
+struct HostLimit {
+  const char* oci;     // the bundle's rlimits type
+  const char* docker;  // docker's and podman's --ulimit name
+  int resource;
+};
+constexpr HostLimit kHostLimits[] = {{"RLIMIT_NOFILE", "nofile", RLIMIT_NOFILE},
+                                     {"RLIMIT_MEMLOCK", "memlock", RLIMIT_MEMLOCK}};
+
+// The agent's hard limit of `resource`; UINT64_MAX: unlimited.
+uint64_t HardLimit(int resource) {
   struct rlimit limit;
   ::getrlimit(resource, &limit);
-  uint64_t hard = limit.rlim_max == RLIM_INFINITY ? UINT64_MAX : limit.rlim_max;
-  return {{"type", name}, {"hard", hard}, {"soft", hard}};
+  return limit.rlim_max == RLIM_INFINITY ? UINT64_MAX : limit.rlim_max;
+}
+
+json HostRlimits() {
+  json rlimits = json::array();
+  for (const HostLimit& l : kHostLimits) {
+    const uint64_t hard = HardLimit(l.resource);
+    rlimits.push_back({{"type", l.oci}, {"hard", hard}, {"soft", hard}});
+  }
+  return rlimits;
 }
 
 bool HasCdiGpuSpec() {
@@ -587,10 +607,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
                                             : request.working_dir},
       {"capabilities",
        {{"bounding", capabilities}, {"effective", capabilities}, {"permitted", capabilities}}},
-      // The agent's own hard limits (systemd raises them: LimitNOFILE, LimitMEMLOCK=infinity,
-      // which RDMA memory registration in NCCL and UCX needs); a container may not exceed them.
-      {"rlimits",
-       {HostRlimit("RLIMIT_NOFILE", RLIMIT_NOFILE), HostRlimit("RLIMIT_MEMLOCK", RLIMIT_MEMLOCK)}},
+      {"rlimits", HostRlimits()},
       {"noNewPrivileges", true},
   };
 
@@ -757,15 +774,10 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     argv.push_back("--cpuset-cpus=" + CpuListText(request.cpu_affinity));
   }
   argv.push_back("--pids-limit=32768");
-  // The agent's own hard limits, as the bundle's rlimits: the daemon's defaults (a memlock of
-  // 64 KiB or 8 MiB) would fail NCCL's and UCX's RDMA memory registration.
-  for (const auto& [name, resource] :
-       {std::pair{"memlock", RLIMIT_MEMLOCK}, std::pair{"nofile", RLIMIT_NOFILE}}) {
-    struct rlimit limit;
-    ::getrlimit(resource, &limit);
-    const std::string hard =
-        limit.rlim_max == RLIM_INFINITY ? "-1" : std::to_string(limit.rlim_max);
-    argv.push_back(std::string("--ulimit=") + name + "=" + hard + ":" + hard);
+  for (const HostLimit& l : kHostLimits) {  // as the bundle's rlimits
+    const uint64_t limit = HardLimit(l.resource);
+    const std::string hard = limit == UINT64_MAX ? "-1" : std::to_string(limit);
+    argv.push_back(std::string("--ulimit=") + l.docker + "=" + hard + ":" + hard);
   }
   if (!request.gpus.empty()) {
     if (HasCdiGpuSpec()) {
