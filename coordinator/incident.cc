@@ -11,10 +11,12 @@ std::string AsAttempt(const ReplicaRecord& r) {
   return r.name + " as attempt " + std::to_string(r.attempt + 1);
 }
 
-bool RestartsWholeJob(const JobRecord& job, const ReplicaRecord& cause) {
+// Whether `r`'s fall restarts the whole job: JobSpec::RestartsWholeJob, save that by the job's
+// shape (the policy unset) an evaluator, no rank of the group, falls alone.
+bool FallRestartsWholeJob(const JobRecord& job, const ReplicaRecord& r) {
   return job.spec.RestartsWholeJob() &&
          (job.spec.scheduling.restart_job_on_worker_restart.has_value() ||
-          cause.role != Role::kEvaluator);
+          r.role != Role::kEvaluator);
 }
 
 std::string EventPrefix(int restart, int budget) {
@@ -27,7 +29,7 @@ std::string EventPrefix(int restart, int budget) {
 Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart, int budget,
                    int64_t now_ms, const std::string& node_fault)
     : last_ms_(now_ms),
-      whole_job_(RestartsWholeJob(job, cause)),
+      whole_job_(FallRestartsWholeJob(job, cause)),
       policy_set_(job.spec.scheduling.restart_job_on_worker_restart.has_value()),
       event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
@@ -59,8 +61,7 @@ bool Incident::SameAttempt(const std::string& replica, int attempt) const {
 }
 
 bool Incident::TakesTheWholeJob(const JobRecord& job, const ReplicaRecord& r) const {
-  return !whole_job_ && !policy_set_ && job.spec.IsOneCollectiveGroup() &&
-         r.role != Role::kEvaluator;
+  return !whole_job_ && FallRestartsWholeJob(job, r);
 }
 
 bool Incident::WentWithCauseNode(const ReplicaRecord& r) const {
