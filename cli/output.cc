@@ -166,7 +166,11 @@ void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
   row("Started:", FormatTime(job.start_time_ms));
   row("Ended:", FormatTime(job.end_time_ms));
   row("Run time:", JobRunTime(job, NowMs()));
-  row("Restarts:", std::to_string(job.restarts) + " of " + std::to_string(job.max_restarts));
+  std::string restarts = std::to_string(job.restarts) + " of " + std::to_string(job.max_restarts);
+  if (job.max_restarts > 0 && !job.restart_rule.empty()) {
+    restarts += ", each of " + job.restart_rule;
+  }
+  row("Restarts:", restarts);
   row("Output dir:", OrDash(job.output_dir));
   if (!job.study.empty()) row("Study:", job.study);
   if (!job.trial_id.empty()) row("Trial:", job.trial_id);

@@ -744,6 +744,28 @@ bool JobSpec::IsOneCollectiveGroup() const {
   return ranks > 1;
 }
 
+std::string JobSpec::RestartReason() const {
+  const std::optional<bool>& said = scheduling.restart_job_on_worker_restart;
+  if (said.has_value()) {
+    return *said ? "restart_job_on_worker_restart" : "restart_job_on_worker_restart: false";
+  }
+  if (IsOneCollectiveGroup()) return "its ranks are one group: restart_job_on_worker_restart unset";
+  if (FindPool(Role::kParameterServer) != nullptr) {
+    return "a parameter-server job: restart_job_on_worker_restart unset";
+  }
+  return "restart_job_on_worker_restart unset";
+}
+
+std::string JobSpec::RestartRule() const {
+  if (!RestartsWholeJob()) return "the replica that fell (" + RestartReason() + ")";
+  std::string rule = "the whole job (" + RestartReason() + ")";
+  if (!scheduling.restart_job_on_worker_restart.has_value() &&
+      FindPool(Role::kEvaluator) != nullptr) {
+    rule += ", an evaluator alone";
+  }
+  return rule;
+}
+
 int JobSpec::TotalReplicas() const {
   int total = 0;
   for (const auto& pool : pools) total += pool.replicas;

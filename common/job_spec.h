@@ -340,6 +340,15 @@ struct JobSpec {
   // one cut off without a reset (a node lost) leaves the others hanging. Parameter-server workers
   // rejoin alone (Vertex's default); an evaluator is no rank (Incident::TakesTheWholeJob).
   bool IsOneCollectiveGroup() const;
+  // Why RestartsWholeJob says what it says, as a restart's event and `cohort status` quote it:
+  // "restart_job_on_worker_restart" (true, set), "restart_job_on_worker_restart: false",
+  // "its ranks are one group: restart_job_on_worker_restart unset", "a parameter-server job:
+  // restart_job_on_worker_restart unset", "restart_job_on_worker_restart unset" (one rank).
+  std::string RestartReason() const;
+  // What a replica's retryable fall restarts, and why: "the whole job (<RestartReason>)" or "the
+  // replica that fell (<RestartReason>)", and where the shape decides and the job has an
+  // evaluator, ", an evaluator alone" (Incident::TakesTheWholeJob).
+  std::string RestartRule() const;
   // An array to expand into its tasks (scheduling.array without array_index).
   bool IsArray() const {
     return !scheduling.array.indexes.empty() && !scheduling.array.index.has_value();

@@ -46,8 +46,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(ReplicaInfoT, replica, role, i
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobEventT, time_ms, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobInfoT, name, state, message, create_time_ms,
                                                   start_time_ms, end_time_ms, restarts,
-                                                  max_restarts, output_dir, trial_id, study, queue,
-                                                  priority, owner, replicas, events, stragglers)
+                                                  max_restarts, restart_rule, output_dir, trial_id,
+                                                  study, queue, priority, owner, replicas, events,
+                                                  stragglers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(GpuInfoT, index, model, memory_mb, uuid,
                                                   numa_node)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UnhealthyGpuT, index, reason)

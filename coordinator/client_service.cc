@@ -1008,6 +1008,7 @@ wire::JobInfoT ClientService::ToInfo(const JobRecord& job) {
   info.end_time_ms = job.end_time_ms;
   info.restarts = job.restarts;
   info.max_restarts = job.spec.scheduling.max_restarts;
+  info.restart_rule = job.spec.RestartRule();
   info.output_dir = job.output_dir;
   info.trial_id = job.trial_id;
   info.study = job.study;

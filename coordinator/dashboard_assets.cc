@@ -227,7 +227,9 @@ const views = {
           (arrayOf(j) ? ' · task of ' + link('array/' + arrayOf(j), 'array ' + arrayOf(j)) : '') +
           (Object.keys(j.labels || {}).length ? ' · labels ' + labelText(j.labels) : '') +
           ' · restarts ' + j.restarts +
-          '/' + j.max_restarts + ' · submitted ' + when(j.create_time_ms) +
+          '/' + j.max_restarts +
+          (j.max_restarts > 0 && j.restart_rule ? ', each of ' + esc(j.restart_rule) : '') +
+          ' · submitted ' + when(j.create_time_ms) +
           (j.end_time_ms ? ' · ended ' + when(j.end_time_ms) : '') + '</p>' +
           '<h3>Replicas</h3>' +
           table(['Replica', 'State', 'Node', 'Attempt', 'GPUs', 'Exit', 'CPU', 'Memory',

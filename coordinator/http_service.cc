@@ -68,6 +68,7 @@ json JobDetailJson(const JobRecord& j, const std::map<std::string, std::pair<int
     return it != usage->end() && it->second.first == r.attempt ? it->second.second : json(nullptr);
   };
   out["max_restarts"] = j.spec.scheduling.max_restarts;
+  out["restart_rule"] = j.spec.RestartRule();
   out["output_dir"] = j.output_dir;
   out["spec_yaml"] = j.spec_yaml;
   json replicas = json::array();

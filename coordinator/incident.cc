@@ -30,7 +30,7 @@ Incident::Incident(const JobRecord& job, const ReplicaRecord& cause, int restart
                    int64_t now_ms, const std::string& node_fault)
     : last_ms_(now_ms),
       whole_job_(FallRestartsWholeJob(job, cause)),
-      policy_set_(job.spec.scheduling.restart_job_on_worker_restart.has_value()),
+      restart_reason_(job.spec.RestartReason()),
       event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
   for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
@@ -49,7 +49,6 @@ Incident::Incident(const JobRecord& job, std::string cause, int restart, int bud
     : last_ms_(now_ms),
       cause_(std::move(cause)),
       whole_job_(true),
-      by_policy_(false),
       event_prefix_(EventPrefix(restart, budget)),
       event_time_ms_(now_ms) {
   for (const auto& r : job.replicas) attempts_[r.name] = r.attempt;
@@ -86,10 +85,7 @@ std::string Incident::Event() const {
                                 ")" + (cause_.empty() ? "" : ": " + cause_);
   std::string text = event_prefix_;
   if (whole_job_) {
-    text += !by_policy_   ? "the whole job"
-            : policy_set_ ? "the whole job (restart_job_on_worker_restart)"
-                          : "the whole job (its ranks are one group: restart_job_on_worker_restart "
-                            "unset)";
+    text += restart_reason_.empty() ? "the whole job" : "the whole job (" + restart_reason_ + ")";
   } else {
     text += JoinWithCommas(restarted_);
   }

@@ -75,9 +75,9 @@ class Incident {
   std::vector<std::pair<std::string, std::string>> consequences_;  // (replica, how it ended)
   std::vector<std::string> restarted_;  // per-replica restarts: "worker-0 as attempt 1"
   bool whole_job_ = false;
-  bool by_policy_ = true;  // whole_job_ because of the job's restart policy
-  // That policy is the job's restart_job_on_worker_restart, not its shape's default.
-  bool policy_set_ = false;
+  // Why the job's restart policy restarts what it does (JobSpec::RestartReason); empty where
+  // the whole job restarts for another cause (a hang).
+  std::string restart_reason_;
   std::string event_prefix_;
   int64_t event_time_ms_ = 0;
 };

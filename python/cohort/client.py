@@ -272,6 +272,7 @@ def _job_to_dict(job):
         "end_time_ms": job.endTimeMs,
         "restarts": job.restarts,
         "max_restarts": job.maxRestarts,
+        "restart_rule": _text(job.restartRule),
         "output_dir": _text(job.outputDir),
         "trial_id": _text(job.trialId),
         "study": _text(job.study),

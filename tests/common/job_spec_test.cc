@@ -1026,24 +1026,40 @@ TEST(JobSpecTest, AJobThatIsOneCollectiveGroupRestartsWholeUnlessItSaysOtherwise
   struct Case {
     std::vector<std::pair<std::string, int>> pools;  // besides the chief
     bool whole;
+    std::string rule;  // RestartRule, unset
   };
+  const std::string group =
+      "the whole job (its ranks are one group: "
+      "restart_job_on_worker_restart unset)";
   for (const Case& c : std::vector<Case>{
-           {{}, false},                                        // one replica
-           {{{"evaluator", 1}}, false},                        // a chief and its evaluator
-           {{{"worker", 1}}, true},                            // two DDP ranks
-           {{{"worker", 3}, {"evaluator", 1}}, true},          // MultiWorkerMirrored + evaluator
-           {{{"worker", 2}, {"reducer", 2}}, true},            // on the Reduction Server
-           {{{"worker", 2}, {"parameter_server", 2}}, false},  // workers rejoin alone
+           // one replica
+           {{}, false, "the replica that fell (restart_job_on_worker_restart unset)"},
+           // a chief and its evaluator
+           {{{"evaluator", 1}},
+            false,
+            "the replica that fell (restart_job_on_worker_restart unset)"},
+           {{{"worker", 1}}, true, group},  // two DDP ranks
+           // MultiWorkerMirrored + evaluator
+           {{{"worker", 3}, {"evaluator", 1}}, true, group + ", an evaluator alone"},
+           {{{"worker", 2}, {"reducer", 2}}, true, group},  // on the Reduction Server
+           // workers rejoin alone
+           {{{"worker", 2}, {"parameter_server", 2}},
+            false,
+            "the replica that fell (a parameter-server job: restart_job_on_worker_restart unset)"},
        }) {
     JobSpec spec = job(c.pools);
     SCOPED_TRACE(JobSpecToYaml(spec));
     EXPECT_EQ(spec.scheduling.restart_job_on_worker_restart, std::nullopt);
     EXPECT_EQ(spec.IsOneCollectiveGroup(), c.whole);
     EXPECT_EQ(spec.RestartsWholeJob(), c.whole);
+    EXPECT_EQ(spec.RestartRule(), c.rule);
     for (bool said : {false, true}) {
       JobSpec set = job(c.pools, std::string("{restart_job_on_worker_restart: ") +
                                      (said ? "true" : "false") + "}");
       EXPECT_EQ(set.RestartsWholeJob(), said) << "what the job says wins";
+      EXPECT_EQ(set.RestartRule(), said ? "the whole job (restart_job_on_worker_restart)"
+                                        : "the replica that fell (restart_job_on_worker_restart: "
+                                          "false)");
       EXPECT_EQ(ParseJobSpec(JobSpecToYaml(set))->scheduling.restart_job_on_worker_restart, said);
     }
     EXPECT_EQ(JobSpecToYaml(spec).find("restart_job_on_worker_restart"), std::string::npos);

@@ -155,6 +155,8 @@ done
 status=$(cli status partition)
 grep -q "restart 1/3: the whole job (its ranks are one group: restart_job_on_worker_restart unset) because node $node lost" <<<"$status" ||
   fail "no restart names the lost node: $status"
+grep -q "^Restarts: *1 of 3, each of the whole job (its ranks are one group: restart_job_on_worker_restart unset)$" <<<"$status" ||
+  fail "the status does not say what a fall restarts: $status"
 [ "$(field partition 'j["restarts"]')" = 1 ] || fail "not one restart spent: $status"
 grep -q '^\[worker-1\] resumed from epoch' <<<"$(cli logs partition --all)" ||
   fail "worker-1 did not resume from a checkpoint: $(cli logs partition --all --tail 5)"

@@ -42,11 +42,11 @@ using ct::kPython;
 constexpr const char* kChromium = "/usr/bin/chromium";
 
 std::string JobYaml(const std::string& name, const std::string& script, int cpus = 1,
-                    const std::string& labels = "") {
+                    const std::string& labels = "", int max_restarts = 0) {
   return "name: " + name + "\n" + (labels.empty() ? "" : "labels: " + labels + "\n") +
          "worker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: " +
          std::to_string(cpus) + "}\n    process:\n      command: [/bin/sh, -c, '" + script +
-         "']\nscheduling: {max_restarts: 0}\n";
+         "']\nscheduling: {max_restarts: " + std::to_string(max_restarts) + "}\n";
 }
 
 // GET http://127.0.0.1:port/path; "" on failure.
@@ -96,7 +96,7 @@ class ObservabilityTest : public ct::ClusterTest {
     const std::string report =
         "for i in 1 2 3; do echo \"{\\\"global_step\\\": \\\"$i\\\", \\\"loss\\\": \\\"0.$((9 - "
         "i))\\\", \\\"timestamp\\\": $i}\" >> \"$CLOUD_ML_HP_METRIC_FILE\"; done; sleep 1";
-    ASSERT_EQ(Run(JobYaml("reports", report, 2, "{team: vision}"), "reports"), "SUCCEEDED")
+    ASSERT_EQ(Run(JobYaml("reports", report, 2, "{team: vision}", 2), "reports"), "SUCCEEDED")
         << cluster_->Logs();
     ASSERT_EQ(Run(JobYaml("plain", "echo hello; sleep 1"), "plain"), "SUCCEEDED");
     ASSERT_EQ(Run(JobYaml("broken", "echo failing >&2; exit 3"), "broken"), "FAILED");
@@ -507,6 +507,14 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(job.find(">chief-0<"), std::string::npos) << job;
   EXPECT_NE(job.find(">" + NodeA() + "<"), std::string::npos) << job;
   EXPECT_NE(job.find(" · labels team=vision · "), std::string::npos) << job;
+  // What a fall of its one replica would restart, and why.
+  EXPECT_NE(job.find(" · restarts 0/2, each of the replica that fell "
+                     "(restart_job_on_worker_restart unset) · "),
+            std::string::npos)
+      << job;
+  EXPECT_EQ(json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/jobs/reports"), nullptr,
+                        false)["restart_rule"],
+            "the replica that fell (restart_job_on_worker_restart unset)");
   // Its training metrics are drawn: three points.
   EXPECT_NE(job.find("data-drawn=\"3\""), std::string::npos) << job;
 

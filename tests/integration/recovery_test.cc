@@ -271,7 +271,10 @@ TEST_F(RecoveryTest, PermanentExitFailsAtOnceAndASpentRestartBudgetFailsWithItsR
   EXPECT_NE(status.out.find("FAILED"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("permanent failure"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("Restarts:"), std::string::npos) << status.out;
-  EXPECT_NE(status.out.find("0 of 3"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("0 of 3, each of the replica that fell (restart_job_on_worker_restart "
+                            "unset)\n"),
+            std::string::npos)
+      << status.out;
 
   // Exit 137 is retryable: two restarts, then the third failure spends the budget.
   ASSERT_TRUE(
