@@ -165,8 +165,22 @@ EOF
 
 cmd_down() {
   need_root
-  local ns n=0
-  for ns in $(ip netns list | awk '{print $1}' | grep -E "^${PREFIX}-(h[0-9]+|sw)$" || true); do
+  local ns n=0 namespaces pids
+  namespaces=$(ip netns list | awk '{print $1}' | grep -E "^${PREFIX}-(h[0-9]+|sw)$" || true)
+  # What still runs on a host goes with it: a process started by `exec` (a daemon, its children)
+  # would otherwise outlive its namespace's name, unreachable and unstopped. TERM first, as a
+  # host's shutdown, then KILL what is left a second later.
+  pids_inside() { for ns in $namespaces; do ip netns pids "$ns"; done; }
+  pids=$(pids_inside)
+  if [ -n "$pids" ]; then
+    # shellcheck disable=SC2086
+    kill -TERM $pids 2>/dev/null || true
+    sleep 1
+    pids=$(pids_inside)
+    # shellcheck disable=SC2086
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+  fi
+  for ns in $namespaces; do
     ip netns del "$ns" && n=$((n + 1))
   done
   rm -f "$STATE_FILE"
