@@ -522,6 +522,98 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
 
 namespace {
 
+// The STATE cell of GPU `index` of `node` in PrintNode: "job/replica" holding it, then why
+// nothing new goes there ("unfit: <reason>", "cordoned"); "free" when none applies.
+std::string GpuHolderCell(const wire::NodeInfoT& node, int index) {
+  std::vector<std::string> parts;
+  for (const auto& h : node.holders) {
+    if (h && std::find(h->gpus.begin(), h->gpus.end(), index) != h->gpus.end()) {
+      parts.push_back(h->job + "/" + h->replica);
+    }
+  }
+  // Held, but by no replica the coordinator named (one that predates NodeInfo.holders).
+  if (parts.empty() &&
+      std::find(node.gpus_used.begin(), node.gpus_used.end(), index) != node.gpus_used.end()) {
+    parts.push_back("held");
+  }
+  for (const auto& gpu : node.unhealthy_gpus) {
+    if (gpu && gpu->index == index) parts.push_back("unfit: " + gpu->reason);
+  }
+  if (std::find(node.cordoned_gpus.begin(), node.cordoned_gpus.end(), index) !=
+      node.cordoned_gpus.end()) {
+    parts.push_back("cordoned");
+  }
+  return parts.empty() ? "free" : JoinWithCommas(parts);
+}
+
+}  // namespace
+
+void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
+  auto row = [&](const std::string& key, const std::string& value) {
+    out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
+  };
+  row("Node:", n.node_id);
+  row("Address:", OrDash(n.address));
+  row("State:", n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state);
+  if (!n.unhealthy.empty()) row("Health:", "fails its check: " + n.unhealthy);
+  row("Heartbeat:",
+      n.last_heartbeat_ms > 0 ? FormatElapsed(NowMs() - n.last_heartbeat_ms) + " ago" : "-");
+  row("CPUs:", std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus) + " held");
+  row("Memory:", FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb) + " held");
+  if (n.usage != nullptr) {
+    const wire::NodeUsageT& u = *n.usage;
+    char cpu[32] = "-";
+    if (u.cpu_cores >= 0) std::snprintf(cpu, sizeof(cpu), "%.2f", u.cpu_cores);
+    row("In use:", std::string(cpu) + " cores, memory " +
+                       (u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20)) + " (" +
+                       std::to_string(u.replicas) + " of " + std::to_string(n.replicas) +
+                       " replicas reported)");
+  }
+  row("Storage:", OrDash(n.storage));
+  row("Labels:", OrDash(n.labels));
+  if (!n.label_edits.empty()) row("Label edits:", n.label_edits);
+
+  out << "\nGPUs:\n";
+  Table gpus({"GPU", "MODEL", "MEMORY", "NUMA", "UUID", "USE", "STATE"});
+  for (const auto& gpu : n.gpus) {
+    if (!gpu) continue;
+    std::string use = "-";
+    for (size_t i = 0; n.usage && i < n.usage->gpus.size(); ++i) {
+      const auto& sample = n.usage->gpus[i];
+      if (!sample || sample->index != gpu->index) continue;
+      char util[16];
+      std::snprintf(util, sizeof(util), "%.0f%%", sample->utilization);
+      use = std::string(util) + " " + FormatMemory(sample->memory_used_bytes >> 20) + "/" +
+            FormatMemory(sample->memory_total_bytes >> 20);
+    }
+    gpus.AddRow({std::to_string(gpu->index), OrDash(gpu->model),
+                 gpu->memory_mb > 0 ? FormatMemory(gpu->memory_mb) : "-",
+                 gpu->numa_node >= 0 ? std::to_string(gpu->numa_node) : "-", OrDash(gpu->uuid), use,
+                 GpuHolderCell(n, gpu->index)});
+  }
+  if (gpus.size() == 0) {
+    out << "  (none)\n";
+  } else {
+    gpus.Print(out);
+  }
+
+  out << "\nReplicas:\n";
+  Table replicas({"JOB", "REPLICA", "STATE", "GPUS", "CPUS", "MEMORY"});
+  for (const auto& h : n.holders) {
+    if (!h) continue;
+    replicas.AddRow({h->job, h->replica, wire::EnumNameReplicaState(h->state), JoinInts(h->gpus),
+                     std::to_string(h->cpus), h->memory_mb > 0 ? FormatMemory(h->memory_mb) : "-"});
+  }
+  if (replicas.size() == 0) {
+    out << (n.replicas > 0 ? "  " + std::to_string(n.replicas) + " (the coordinator names none)\n"
+                           : "  (none)\n");
+  } else {
+    replicas.Print(out);
+  }
+}
+
+namespace {
+
 // An array's tasks by state: "12 SUCCEEDED, 8 RUNNING, 80 QUEUED".
 std::string ArrayTasksByState(const wire::ArrayInfoT& array) {
   std::string text;

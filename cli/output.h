@@ -66,6 +66,9 @@ void PrintNodeTop(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
 std::string NodeGpuCells(const wire::NodeInfoT& node);
 // `cohort nodes`: one line per node with used/total GPUs, CPUs and memory.
 void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
+// One node at length (`cohort nodes NODE`): its fields, each GPU (model, memory, NUMA node, UUID,
+// what uses it now, and who holds it or why nothing may), and the replicas that hold part of it.
+void PrintNode(const wire::NodeInfoT& node, std::ostream& out);
 void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out);
 
 // `cohort trials STUDY` and the end of `cohort tune --wait`: the study's header, one line per

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "cli/verbs.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
+#include "common/nearest_name.h"
 #include "common/node_label_edits.h"
 
 namespace cohort::cli {
@@ -139,6 +141,25 @@ int Forget(const ParsedArgs& args, const Context& ctx) {
 int Nodes(const ParsedArgs& args, const Context& ctx) {
   auto selector = SelectorFlag(args);
   if (!selector.ok()) return UsageError(ctx.err, "nodes", selector.status().message());
+  if (!args.positionals.empty()) {
+    if (args.Has("--selector")) {
+      return UsageError(ctx.err, "nodes", "nodes takes a NODE or -l SELECTOR, not both");
+    }
+    return ShowVerb<wire::NodeInfoT>(
+        args, ctx, "nodes", "NODE",
+        [&](CoordinatorClient& client) -> StatusOr<wire::NodeInfoT> {
+          auto nodes = client.ListNodes();
+          if (!nodes.ok()) return nodes.status();
+          const std::string& name = args.positionals[0];
+          std::vector<std::string_view> names;
+          for (wire::NodeInfoT& node : *nodes) {
+            if (node.node_id == name) return std::move(node);
+            names.push_back(node.node_id);
+          }
+          return NotFound("no node '" + name + "'" + DidYouMean(name, names));
+        },
+        NodeToJson, PrintNode);
+  }
   return ShowVerb<std::vector<wire::NodeInfoT>>(
       args, ctx, "nodes", "",
       [&](CoordinatorClient& client) -> StatusOr<std::vector<wire::NodeInfoT>> {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "common/spec_limit.h"
@@ -1063,6 +1065,7 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
     int cpus = 0;
     int64_t mem = 0;
     int replicas = 0;
+    std::vector<std::unique_ptr<wire::NodeReplicaT>> holders;
   };
   std::map<std::string, Use> use;
   auto account = [&](const JobRecord& job) {
@@ -1074,6 +1077,14 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
       u.cpus += res.cpus;
       u.mem += res.memory_mb;
       ++u.replicas;
+      auto holder = std::make_unique<wire::NodeReplicaT>();
+      holder->job = job.name;
+      holder->replica = r.name;
+      holder->state = r.state;
+      holder->gpus = r.gpus;
+      holder->cpus = res.cpus;
+      holder->memory_mb = res.memory_mb;
+      u.holders.push_back(std::move(holder));
     }
   };
   // A job never placed holds nothing (100,000 queued jobs need not be read).
@@ -1118,6 +1129,10 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
       ni->cpus_used = u->second.cpus;
       ni->memory_used_mb = u->second.mem;
       ni->replicas = u->second.replicas;
+      ni->holders = std::move(u->second.holders);
+      std::sort(ni->holders.begin(), ni->holders.end(), [](const auto& a, const auto& b) {
+        return std::tie(a->job, a->replica) < std::tie(b->job, b->replica);
+      });
     }
     if (auto it = usage.find(id); it != usage.end()) {
       ni->usage = std::make_unique<wire::NodeUsageT>(std::move(it->second));

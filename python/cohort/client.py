@@ -331,7 +331,8 @@ def _node_to_dict(node):
         "node_id": _text(node.nodeId),
         "address": _text(node.address),
         "state": _text(node.state),
-        "gpus": [{"index": g.index, "model": _text(g.model), "memory_mb": g.memoryMb}
+        "gpus": [{"index": g.index, "model": _text(g.model), "memory_mb": g.memoryMb,
+                  "uuid": _text(g.uuid), "numa_node": g.numaNode}
                  for g in (node.gpus or [])],
         "gpus_used": list(node.gpusUsed) if node.gpusUsed is not None else [],
         "cpus": node.cpus,
@@ -348,6 +349,15 @@ def _node_to_dict(node):
         "unhealthy_gpus": [{"index": g.index, "reason": _text(g.reason)}
                            for g in (node.unhealthyGpus or [])],
         "cordoned_gpus": list(node.cordonedGpus) if node.cordonedGpus is not None else [],
+        # The replicas holding part of it (`cohort nodes NODE`).
+        "holders": [{
+            "job": _text(h.job),
+            "replica": _text(h.replica),
+            "state": _REPLICA_STATES.get(h.state, str(h.state)),
+            "gpus": list(h.gpus) if h.gpus is not None else [],
+            "cpus": h.cpus,
+            "memory_mb": h.memoryMb,
+        } for h in (node.holders or [])],
     }
 
 

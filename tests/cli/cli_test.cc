@@ -248,6 +248,100 @@ TEST(CliTest, NodeTopSaysWhatEachNodesReplicasUseBesideWhatTheyHold) {
   EXPECT_EQ(none.str(), "No nodes registered.\n");
 }
 
+// `cohort nodes NODE`: each GPU with who holds it and why nothing new may go there, and the
+// replicas holding part of the node.
+TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
+  wire::NodeInfoT node;
+  node.node_id = "gpu-1";
+  node.address = "10.0.0.7:7070";
+  node.state = "READY";
+  node.cpus = 32;
+  node.cpus_used = 9;
+  node.memory_mb = 256 << 10;
+  node.memory_used_mb = 64 << 10;
+  node.replicas = 2;
+  node.storage = "shared";
+  node.labels = "gpu=h100";
+  for (int i = 0; i < 4; ++i) {
+    auto g = std::make_unique<wire::GpuInfoT>();
+    g->index = i;
+    g->model = "NVIDIA H100 80GB HBM3";
+    g->memory_mb = 81559;
+    g->uuid = "GPU-" + std::to_string(i);
+    g->numa_node = i / 2;
+    node.gpus.push_back(std::move(g));
+  }
+  node.gpus_used = {0, 1, 3};
+  auto holder = [&](const std::string& job, const std::string& replica, std::vector<int> gpus,
+                    int cpus, int64_t memory_mb) {
+    auto h = std::make_unique<wire::NodeReplicaT>();
+    h->job = job;
+    h->replica = replica;
+    h->state = wire::ReplicaState::RUNNING;
+    h->gpus = std::move(gpus);
+    h->cpus = cpus;
+    h->memory_mb = memory_mb;
+    node.holders.push_back(std::move(h));
+  };
+  holder("notebook", "chief-0", {3}, 1, 0);
+  holder("train", "worker-0", {0, 1}, 8, 64 << 10);
+  auto unfit = std::make_unique<wire::UnhealthyGpuT>();
+  unfit->index = 2;
+  unfit->reason = "3 uncorrectable ECC errors";
+  node.unhealthy_gpus.push_back(std::move(unfit));
+  node.cordoned_gpus = {3};
+  node.usage = std::make_unique<wire::NodeUsageT>();
+  node.usage->cpu_cores = 7.25;
+  node.usage->memory_bytes = 40LL << 30;
+  node.usage->replicas = 1;
+  auto sample = std::make_unique<wire::GpuUsageT>();
+  sample->index = 1;
+  sample->utilization = 97.4;
+  sample->memory_used_bytes = 31LL << 30;
+  sample->memory_total_bytes = 80LL << 30;
+  node.usage->gpus.push_back(std::move(sample));
+
+  std::ostringstream out;
+  PrintNode(node, out);
+  EXPECT_EQ(out.str(),
+            "Node:       gpu-1\n"
+            "Address:    10.0.0.7:7070\n"
+            "State:      READY\n"
+            "Heartbeat:  -\n"
+            "CPUs:       9/32 held\n"
+            "Memory:     64G/256G held\n"
+            "In use:     7.25 cores, memory 40G (1 of 2 replicas reported)\n"
+            "Storage:    shared\n"
+            "Labels:     gpu=h100\n"
+            "\n"
+            "GPUs:\n"
+            "GPU  MODEL                  MEMORY  NUMA  UUID   USE          STATE\n"
+            "0    NVIDIA H100 80GB HBM3  79G     0     GPU-0  -            train/worker-0\n"
+            "1    NVIDIA H100 80GB HBM3  79G     0     GPU-1  97% 31G/80G  train/worker-0\n"
+            "2    NVIDIA H100 80GB HBM3  79G     1     GPU-2  -            unfit: 3 uncorrectable "
+            "ECC errors\n"
+            "3    NVIDIA H100 80GB HBM3  79G     1     GPU-3  -            notebook/chief-0, "
+            "cordoned\n"
+            "\n"
+            "Replicas:\n"
+            "JOB       REPLICA   STATE    GPUS  CPUS  MEMORY\n"
+            "notebook  chief-0   RUNNING  3     1     -\n"
+            "train     worker-0  RUNNING  0,1   8     64G\n");
+
+  // A node with nothing, whose GPUs its agent declared (no NUMA node known).
+  wire::NodeInfoT idle;
+  idle.node_id = "gpu-2";
+  idle.state = "CORDONED";
+  auto declared = std::make_unique<wire::GpuInfoT>();
+  declared->index = 0;
+  idle.gpus.push_back(std::move(declared));
+  out.str("");
+  PrintNode(idle, out);
+  EXPECT_NE(out.str().find("0    -      -       -     -     -    free\n"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("Replicas:\n  (none)\n"), std::string::npos) << out.str();
+}
+
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   CliResult none = RunCohort({});
   EXPECT_EQ(none.exit_code, kExitUsage);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -957,6 +958,28 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
   EXPECT_EQ(node_list[0]["gpus_used"].size(), 2u);
   auto nodes_table = Cli({"nodes"});
   EXPECT_NE(nodes_table.out.find(Node("node-a")), std::string::npos) << nodes_table.out;
+  // The node at length: A's two replicas hold its two GPUs, one each.
+  ASSERT_EQ(node_list[0]["holders"].size(), 2u) << nodes.out;
+  EXPECT_EQ(node_list[0]["holders"][0]["job"], "holder") << nodes.out;
+  EXPECT_EQ(node_list[0]["holders"][0]["replica"], "chief-0") << nodes.out;
+  EXPECT_EQ(node_list[0]["holders"][1]["replica"], "worker-0") << nodes.out;
+  auto one_node = Cli({"nodes", Node("node-a")});
+  ASSERT_EQ(one_node.exit_code, 0) << one_node.err;
+  for (const char* gpu : {"0", "1"}) {
+    EXPECT_TRUE(std::regex_search(
+        one_node.out, std::regex(std::string("\n") + gpu + " .* holder/(chief|worker)-0\n")))
+        << one_node.out;
+  }
+  EXPECT_TRUE(std::regex_search(one_node.out, std::regex("\nholder +chief-0 +RUNNING +[01] +1 ")))
+      << one_node.out;
+  EXPECT_TRUE(std::regex_search(one_node.out, std::regex("\nholder +worker-0 +RUNNING +[01] +1 ")))
+      << one_node.out;
+  auto no_node = Cli({"nodes", Node("node-a") + "x"});
+  EXPECT_EQ(no_node.exit_code, 2) << no_node.out;
+  EXPECT_NE(no_node.err.find("no node '" + Node("node-a") + "x' (did you mean '" + Node("node-a") +
+                             "'?)"),
+            std::string::npos)
+      << no_node.err;
 
   // Follow A's chief log live: the follower prints what comes and returns once A has ended.
   ct::RunResult follower;

@@ -301,6 +301,10 @@ def main(endpoint, scratch):
         used = [n["usage"] for n in client.nodes() if n["node_id"] == node]
         check(len(used) == 1 and used[0] is not None and used[0]["replicas"] >= 1 and
               used[0]["gpus"] == [], f"usage of {node}: {used}")
+        # And names it among those holding part of it (`cohort nodes NODE`).
+        holders = [h for n in client.nodes() if n["node_id"] == node for h in n["holders"]]
+        check({"job": quiet, "replica": "chief-0", "state": "RUNNING", "gpus": [], "cpus": 1,
+               "memory_mb": 0} in holders, f"holders of {node}: {holders}")
         client.cancel(quiet)
 
         check_refused(lambda: client.submit("name: bad\nworker_pools: []\n"),
