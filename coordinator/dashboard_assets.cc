@@ -303,7 +303,7 @@ const views = {
     return api('nodes').then(nodes => setMain('<h2>Nodes</h2>' + table(
         ['Node', 'State', 'Address', 'GPUs (used/total)', 'CPUs', 'Memory (MiB)', 'CPU use',
          'Memory use', 'GPU use', 'Heartbeat', 'Replicas'],
-        nodes.map(n => [esc(n.node_id),
+        nodes.map(n => [link('node/' + n.node_id, n.node_id),
                         st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : ''),
                         esc(n.address),
                         n.gpus_allocated + '/' + n.gpus + (n.unhealthy_gpus || []).map(g =>
@@ -316,6 +316,40 @@ const views = {
                         (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago',
                         n.replicas.map(r => link('job/' + r.split('/')[0], r)).join(' ')]),
         'nodes')));
+  },
+  // One node as `cohort nodes NODE` shows it: each GPU (model, memory, NUMA node, UUID, use,
+  // who holds it or why nothing new goes there), then the replicas holding part of it.
+  node(args) {
+    return api('nodes').then(nodes => {
+      const n = nodes.find(x => x.node_id === args[0]);
+      if (!n) throw new Error('no node ' + args[0]);
+      const use = {};
+      ((n.usage && n.usage.gpus) || []).forEach(g => { use[g.index] = g; });
+      const gib = b => Math.floor(b / 2 ** 30) + 'G';
+      const why = g => [...g.holders.map(h => link('job/' + h.split('/')[0], h)),
+                        ...(n.unhealthy_gpus || []).filter(u => u.index === g.index)
+                               .map(u => 'unfit: ' + esc(u.reason)),
+                        ...((n.cordoned_gpus || []).includes(g.index) ? ['cordoned'] : [])];
+      setMain('<h2 id="node-name">' + esc(n.node_id) + ' ' + st(n.state) + '</h2>' +
+          '<p>' + esc(n.address) + ' · CPUs ' + n.cpus + ' · memory ' + n.memory_mb + ' MiB' +
+          ' · heartbeat ' + (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago' +
+          (Object.keys(n.labels || {}).length ? ' · labels ' + labelText(n.labels) : '') +
+          (n.unhealthy ? ' · fails its health check: ' + esc(n.unhealthy) : '') + '</p>' +
+          '<h3>GPUs</h3>' +
+          table(['GPU', 'Model', 'Memory (MiB)', 'NUMA', 'UUID', 'Use', 'State'],
+                n.gpu_list.map(g => [g.index, esc(g.model), g.memory_mb || '',
+                                     g.numa_node >= 0 ? g.numa_node : '', esc(g.uuid),
+                                     use[g.index] ? Math.round(use[g.index].utilization) + '% ' +
+                                         gib(use[g.index].memory_used_bytes) + '/' +
+                                         gib(use[g.index].memory_total_bytes) : '',
+                                     why(g).join(', ') || 'free']),
+                'gpus') +
+          '<h3>Replicas</h3>' +
+          (n.replicas.length ? table(['Replica'], n.replicas.map(r => [link('job/' + r.split('/')[0],
+                                                                             r)]),
+                                     'node-replicas')
+                             : '<p id="node-replicas">none</p>'));
+    });
   },
   studies() {
     return api('studies').then(studies => setMain('<h2>Studies</h2>' + table(
@@ -435,6 +469,7 @@ function route() {
   document.querySelectorAll('header nav a').forEach(a => {
     a.classList.toggle('active', a.id === 'nav-' + parts[0] ||
                                  (a.id === 'nav-jobs' && parts[0] === 'job') ||
+                                 (a.id === 'nav-nodes' && parts[0] === 'node') ||
                                  (a.id === 'nav-arrays' && parts[0] === 'array') ||
                                  (a.id === 'nav-studies' && parts[0] === 'study'));
   });

@@ -494,11 +494,13 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
   if (!s) return Json(out);
   std::map<std::string, std::vector<std::string>> replicas;
   std::map<std::string, std::set<int>> held;  // GPUs held by replicas placed and not final
+  std::map<std::pair<std::string, int>, std::vector<std::string>> holders;  // (node, GPU) -> j/r
   for (const auto& [name, v] : *s->jobs) {
     for (const ReplicaRecord& r : v->replicas) {
       if (!r.placed() || IsFinal(r.state)) continue;
       replicas[r.node_id].push_back(name + "/" + r.name);
       held[r.node_id].insert(r.gpus.begin(), r.gpus.end());
+      for (int gpu : r.gpus) holders[{r.node_id, gpu}].push_back(name + "/" + r.name);
     }
   }
   for (const NodeRecord& n : s->nodes) {
@@ -520,6 +522,18 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"unhealthy", n.unhealthy},
                    {"unhealthy_gpus", UnhealthyGpusJson(n)},
                    {"cordoned_gpus", n.cordoned_gpus}});
+    // Each GPU as `cohort nodes NODE` shows it: what it is, where it sits, who holds it.
+    json gpus = json::array();
+    for (const wire::GpuInfoT& g : n.gpus) {
+      auto who = holders.find({n.node_id, g.index});
+      gpus.push_back({{"index", g.index},
+                      {"model", g.model},
+                      {"memory_mb", g.memory_mb},
+                      {"uuid", g.uuid},
+                      {"numa_node", g.numa_node},
+                      {"holders", who == holders.end() ? json::array() : json(who->second)}});
+    }
+    out.back()["gpu_list"] = std::move(gpus);
     auto usage = s->node_usage.find(n.node_id);
     out.back()["usage"] = usage == s->node_usage.end() ? json(nullptr) : usage->second;
   }

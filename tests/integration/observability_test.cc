@@ -552,10 +552,10 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   const std::string check = cluster_->scratch("check");
   ct::WriteFile(check, "#!/bin/sh\n[ -e " + fault + " ] || exit 0\necho 'GPU 0: XID 48'\nexit 1\n",
                 /*executable=*/true);
-  ASSERT_EQ(cluster_->StartAgent(
-                {.node_id = sick,
-                 .gpus = 2,
-                 .extra_args = {"--health-check", check, "--health-check-interval", "1s"}}),
+  ASSERT_EQ(cluster_->StartAgent({.node_id = sick,
+                                  .gpus = 2,
+                                  .extra_args = {"--health-check", check, "--health-check-interval",
+                                                 "1s", "--label", "gpu=h100"}}),
             "");
   ASSERT_TRUE(client.AdminNode(sick, "cordon", {}, {1}).ok());
   ct::WriteFile(fault, "");
@@ -572,6 +572,19 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
             std::string::npos)
       << nodes;
   EXPECT_NE(nodes.find("<small>GPU 1 cordoned</small>"), std::string::npos) << nodes;
+  // The node's own page, linked from its name: each GPU's row says why nothing goes there.
+  EXPECT_NE(nodes.find("<a href=\"#/node/" + sick + "\">" + sick + "</a>"), std::string::npos)
+      << nodes;
+  std::string node = RenderPage(base + "/#/node/" + sick, artifacts + "/dashboard-node.png");
+  EXPECT_NE(node.find("id=\"node-name\""), std::string::npos) << node;
+  EXPECT_NE(node.find("fails its health check: GPU 0: XID 48"), std::string::npos) << node;
+  EXPECT_NE(node.find(" · labels gpu=h100 · "), std::string::npos) << node;
+  EXPECT_NE(node.find("<p id=\"node-replicas\">none</p>"), std::string::npos) << node;
+  EXPECT_TRUE(std::regex_search(node, std::regex("<tr><td>0</td>(<td>[^<]*</td>){5}<td>free</td>")))
+      << node;
+  EXPECT_TRUE(
+      std::regex_search(node, std::regex("<tr><td>1</td>(<td>[^<]*</td>){5}<td>cordoned</td>")))
+      << node;
   json api_nodes = json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/nodes"));
   for (const json& n : api_nodes) {
     EXPECT_TRUE(n["gpus_used"].is_array()) << n;
