@@ -6,6 +6,7 @@
 // COHORT_AGENT_BIN, COHORT_CLI_BIN); a test whose binaries are missing is skipped, saying which.
 // Waiting is deadline-driven (poll until a condition holds); no test relies on sleeping.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
@@ -974,6 +975,30 @@ TEST_F(IntegrationTest, JobThatDoesNotFitStaysQueuedUntilCapacityFrees) {
       << one_node.out;
   EXPECT_TRUE(std::regex_search(one_node.out, std::regex("\nholder +worker-0 +RUNNING +[01] +1 ")))
       << one_node.out;
+  // The dashboard's node page reads the same from /api/nodes (its snapshot at most half a
+  // second behind).
+  ASSERT_GT(cluster_->coordinator_http_port(), 0);
+  httplib::Client http("127.0.0.1", cluster_->coordinator_http_port());
+  std::string body;
+  std::set<std::string> holders;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        auto got = http.Get("/api/nodes");
+        body = got ? got->body : "";
+        json api = json::parse(body, nullptr, false);
+        holders.clear();
+        if (!api.is_array() || api.size() != 1u) return false;
+        for (const json& gpu : api[0]["gpu_list"]) {
+          for (const json& h : gpu["holders"])
+            holders.insert(h.get<std::string>() + "@" + gpu["index"].dump());
+        }
+        return holders.size() == 2u;
+      },
+      5s, 100ms))
+      << body;
+  std::set<std::string> held_by;  // who, whichever GPU
+  for (const std::string& h : holders) held_by.insert(h.substr(0, h.find('@')));
+  EXPECT_EQ(held_by, (std::set<std::string>{"holder/chief-0", "holder/worker-0"})) << body;
   auto no_node = Cli({"nodes", Node("node-a") + "x"});
   EXPECT_EQ(no_node.exit_code, 2) << no_node.out;
   EXPECT_NE(no_node.err.find("no node '" + Node("node-a") + "x' (did you mean '" + Node("node-a") +
