@@ -546,7 +546,8 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(studies.find("data-drawn=\"8\""), std::string::npos) << studies;
 
   // A second node whose health check fails once it has joined: the nodes page shows it UNHEALTHY
-  // (in red) with the check's reason; its GPU 1, cordoned alone, shows so (held by nothing).
+  // (in red) with the check's reason; its GPU 1, cordoned alone, shows so (held by nothing); its
+  // GPU 0 is held by a job placed before the check failed (what runs there goes on).
   const std::string sick = "sick-" + std::to_string(::getpid());
   const std::string fault = cluster_->scratch("fault");
   const std::string check = cluster_->scratch("check");
@@ -558,6 +559,16 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
                                                  "1s", "--label", "gpu=h100"}}),
             "");
   ASSERT_TRUE(client.AdminNode(sick, "cordon", {}, {1}).ok());
+  ASSERT_TRUE(client
+                  .Submit("name: on-gpu\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
+                          "    process: {command: [/bin/sleep, '300']}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto job = client.GetJob("on-gpu");
+        return job.ok() && job->state == wire::JobState::RUNNING;
+      },
+      20s, 100ms));
   ct::WriteFile(fault, "");
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
@@ -579,8 +590,13 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(node.find("id=\"node-name\""), std::string::npos) << node;
   EXPECT_NE(node.find("fails its health check: GPU 0: XID 48"), std::string::npos) << node;
   EXPECT_NE(node.find(" · labels gpu=h100 · "), std::string::npos) << node;
-  EXPECT_NE(node.find("<p id=\"node-replicas\">none</p>"), std::string::npos) << node;
-  EXPECT_TRUE(std::regex_search(node, std::regex("<tr><td>0</td>(<td>[^<]*</td>){5}<td>free</td>")))
+  EXPECT_NE(node.find("<td><a href=\"#/job/on-gpu\">on-gpu/chief-0</a></td></tr></tbody></table>"),
+            std::string::npos)
+      << node;
+  ASSERT_TRUE(client.Cancel("on-gpu").ok());
+  EXPECT_TRUE(std::regex_search(
+      node, std::regex("<tr><td>0</td>(<td>[^<]*</td>){5}<td><a href=\"#/job/on-gpu\">on-gpu/"
+                       "chief-0</a></td>")))
       << node;
   EXPECT_TRUE(
       std::regex_search(node, std::regex("<tr><td>1</td>(<td>[^<]*</td>){5}<td>cordoned</td>")))
