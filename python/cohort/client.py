@@ -764,6 +764,18 @@ class Client:
                               "than this client); list every node and filter their labels")
         return [_node_to_dict(n) for n in (reply.nodes or [])]
 
+    def node(self, name):
+        """One node, as `cohort nodes NODE --json` gives it: with its GPUs (model, memory, UUID,
+        NUMA node) and `holders`, the replicas holding part of it. An unknown name is a
+        CohortError NOT_FOUND naming the nearest node's."""
+        nodes = self.nodes()
+        for node in nodes:
+            if node["node_id"] == name:
+                return node
+        near = difflib.get_close_matches(name, [n["node_id"] for n in nodes], n=1)
+        raise CohortError("NOT_FOUND", f"no node '{name}'" +
+                          (f" (did you mean '{near[0]}'?)" if near else ""))
+
     def queues(self):
         """Each queue's quota, use, and its running, waiting (the next in the order they are
         tried: waiting_jobs) and suspended jobs, as `cohort queues --json` gives them."""

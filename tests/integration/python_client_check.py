@@ -302,9 +302,11 @@ def main(endpoint, scratch):
         check(len(used) == 1 and used[0] is not None and used[0]["replicas"] >= 1 and
               used[0]["gpus"] == [], f"usage of {node}: {used}")
         # And names it among those holding part of it (`cohort nodes NODE`).
-        holders = [h for n in client.nodes() if n["node_id"] == node for h in n["holders"]]
+        holders = client.node(node)["holders"]
         check({"job": quiet, "replica": "chief-0", "state": "RUNNING", "gpus": [], "cpus": 1,
                "memory_mb": 0} in holders, f"holders of {node}: {holders}")
+        check_refused(lambda: client.node(node + "x"), "NOT_FOUND",
+                      f"no node '{node}x' (did you mean '{node}'?)", "an unknown node was found")
         client.cancel(quiet)
 
         check_refused(lambda: client.submit("name: bad\nworker_pools: []\n"),
