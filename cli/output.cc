@@ -46,28 +46,64 @@ std::string FormatMemory(int64_t mb) {
   return std::to_string(mb) + "M";
 }
 
+// CPU cores in use, "6.50"; "-" where unknown (negative).
+std::string FormatCores(double cores) {
+  if (cores < 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", cores);
+  return text;
+}
+
+// A GPU's utilization, "97%".
+std::string FormatUtilization(const wire::GpuUsageT& gpu) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.0f%%", gpu.utilization);
+  return text;
+}
+
+// A GPU's utilization and memory in use of its total, "97% 31G/80G".
+std::string FormatGpuUse(const wire::GpuUsageT& gpu) {
+  return FormatUtilization(gpu) + " " + FormatMemory(gpu.memory_used_bytes >> 20) + "/" +
+         FormatMemory(gpu.memory_total_bytes >> 20);
+}
+
+// The latest sample of GPU `index` among a node's usage; null when none.
+const wire::GpuUsageT* GpuSample(const wire::NodeUsageT* usage, int index) {
+  if (usage == nullptr) return nullptr;
+  for (const auto& sample : usage->gpus) {
+    if (sample && sample->index == index) return sample.get();
+  }
+  return nullptr;
+}
+
+// A node's state as its listings show it: a LOST node keeps its admin's setting,
+// "LOST (cordoned)".
+std::string NodeState(const wire::NodeInfoT& n) {
+  return n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state;
+}
+
+// "Key:" padded to 12 columns, then the value: the rows of a job's, study's or node's page.
+void Row(std::ostream& out, const std::string& key, const std::string& value) {
+  out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
+}
+
 }  // namespace
 
 std::vector<std::string> UsageCells(const wire::ReplicaUsageT* usage, bool compact) {
   if (usage == nullptr) return {"-", "-", "-"};
   const wire::ReplicaUsageT& u = *usage;
-  char cpu[32] = "-";
-  if (u.cpu_cores >= 0) std::snprintf(cpu, sizeof(cpu), "%.2f", u.cpu_cores);
   std::string gpus;
   for (const auto& g : u.gpus) {
     if (!g) continue;
-    char util[16];
-    std::snprintf(util, sizeof(util), "%.0f%%", g->utilization);
     if (compact) {
-      gpus += (gpus.empty() ? "" : " ") + std::string(util);
+      gpus += (gpus.empty() ? "" : " ") + FormatUtilization(*g);
       continue;
     }
-    gpus += (gpus.empty() ? "" : ", ") + std::to_string(g->index) + ": " + util + " " +
-            FormatMemory(g->memory_used_bytes >> 20) + "/" +
-            FormatMemory(g->memory_total_bytes >> 20);
+    gpus += (gpus.empty() ? "" : ", ") + std::to_string(g->index) + ": " + FormatGpuUse(*g);
   }
   if (u.gpus_idle_ms >= kIdleShownMs) gpus += " (idle " + FormatElapsed(u.gpus_idle_ms) + ")";
-  return {cpu, u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20), OrDash(gpus)};
+  return {FormatCores(u.cpu_cores), u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20),
+          OrDash(gpus)};
 }
 
 std::string ExitCode(const wire::ReplicaInfoT& r) {
@@ -155,9 +191,7 @@ std::string JobRunTime(const wire::JobInfoT& job, int64_t now_ms) {
 }
 
 void PrintJob(const wire::JobInfoT& job, std::ostream& out) {
-  auto row = [&](const std::string& key, const std::string& value) {
-    out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
-  };
+  auto row = [&](const std::string& key, const std::string& value) { Row(out, key, value); };
   row("Job:", job.name);
   row("Owner:", OrDash(job.owner));
   row("State:", wire::EnumNameJobState(job.state));
@@ -256,13 +290,8 @@ std::string NodeGpuCells(const wire::NodeInfoT& node) {
                                     gpu->index) != node.cordoned_gpus.end();
     // Held and not sampled: no NVML on its node, or no sample yet.
     std::string cell = held ? "-" : unfit ? "unfit" : cordoned ? "cordoned" : "free";
-    for (size_t i = 0; held && node.usage && i < node.usage->gpus.size(); ++i) {
-      const auto& sample = node.usage->gpus[i];
-      if (!sample || sample->index != gpu->index) continue;
-      char util[16];
-      std::snprintf(util, sizeof(util), "%.0f%%", sample->utilization);
-      cell = util;
-    }
+    const wire::GpuUsageT* sample = held ? GpuSample(node.usage.get(), gpu->index) : nullptr;
+    if (sample != nullptr) cell = FormatUtilization(*sample);
     cells += (cells.empty() ? "" : " ") + std::to_string(gpu->index) + ":" + cell;
   }
   return OrDash(cells);
@@ -276,13 +305,12 @@ void PrintNodeTop(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) 
   Table table({"NODE", "STATE", "REPLICAS", "CPU", "CPUS", "MEMORY", "GPUS"});
   for (const auto& n : nodes) {
     const wire::NodeUsageT* u = n.usage.get();
-    char cpu[32] = "-";
-    if (u != nullptr && u->cpu_cores >= 0) std::snprintf(cpu, sizeof(cpu), "%.2f", u->cpu_cores);
     std::string replicas = std::to_string(n.replicas);
     if (n.replicas > 0 && (u == nullptr || u->replicas < n.replicas)) {
       replicas += " (" + std::to_string(u == nullptr ? 0 : u->replicas) + " reported)";
     }
-    table.AddRow({n.node_id, OrDash(n.state), replicas, cpu,
+    table.AddRow({n.node_id, OrDash(n.state), replicas,
+                  FormatCores(u == nullptr ? -1 : u->cpu_cores),
                   std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                   u == nullptr || u->memory_bytes < 0
                       ? "-"
@@ -293,9 +321,7 @@ void PrintNodeTop(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) 
 }
 
 void PrintStudy(const wire::StudyInfoT& study, std::ostream& out) {
-  auto row = [&](const std::string& key, const std::string& value) {
-    out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
-  };
+  auto row = [&](const std::string& key, const std::string& value) { Row(out, key, value); };
   row("Study:", study.name);
   row("Owner:", OrDash(study.owner));
   row("State:", OrDash(study.state));
@@ -494,10 +520,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     if (!out_of_service.empty()) gpus += " (" + JoinWithCommas(out_of_service) + ")";
     std::string heartbeat =
         n.last_heartbeat_ms > 0 ? FormatElapsed(now - n.last_heartbeat_ms) + " ago" : "-";
-    // A LOST node keeps its admin's setting: "LOST (cordoned)".
-    std::string state =
-        n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state;
-    table.AddRow({n.node_id, OrDash(n.address), OrDash(state), gpus,
+    table.AddRow({n.node_id, OrDash(n.address), OrDash(NodeState(n)), gpus,
                   std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                   FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
                   std::to_string(n.replicas), heartbeat, OrDash(n.storage), OrDash(n.labels)});
@@ -549,12 +572,10 @@ std::string GpuHolderCell(const wire::NodeInfoT& node, int index) {
 }  // namespace
 
 void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
-  auto row = [&](const std::string& key, const std::string& value) {
-    out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
-  };
+  auto row = [&](const std::string& key, const std::string& value) { Row(out, key, value); };
   row("Node:", n.node_id);
   row("Address:", OrDash(n.address));
-  row("State:", n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state);
+  row("State:", NodeState(n));
   if (!n.unhealthy.empty()) row("Health:", "fails its check: " + n.unhealthy);
   row("Heartbeat:",
       n.last_heartbeat_ms > 0 ? FormatElapsed(NowMs() - n.last_heartbeat_ms) + " ago" : "-");
@@ -562,9 +583,7 @@ void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
   row("Memory:", FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb) + " held");
   if (n.usage != nullptr) {
     const wire::NodeUsageT& u = *n.usage;
-    char cpu[32] = "-";
-    if (u.cpu_cores >= 0) std::snprintf(cpu, sizeof(cpu), "%.2f", u.cpu_cores);
-    row("In use:", std::string(cpu) + " cores, memory " +
+    row("In use:", FormatCores(u.cpu_cores) + " cores, memory " +
                        (u.memory_bytes < 0 ? "-" : FormatMemory(u.memory_bytes >> 20)) + " (" +
                        std::to_string(u.replicas) + " of " + std::to_string(n.replicas) +
                        " replicas reported)");
@@ -577,15 +596,8 @@ void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
   Table gpus({"GPU", "MODEL", "MEMORY", "NUMA", "UUID", "USE", "STATE"});
   for (const auto& gpu : n.gpus) {
     if (!gpu) continue;
-    std::string use = "-";
-    for (size_t i = 0; n.usage && i < n.usage->gpus.size(); ++i) {
-      const auto& sample = n.usage->gpus[i];
-      if (!sample || sample->index != gpu->index) continue;
-      char util[16];
-      std::snprintf(util, sizeof(util), "%.0f%%", sample->utilization);
-      use = std::string(util) + " " + FormatMemory(sample->memory_used_bytes >> 20) + "/" +
-            FormatMemory(sample->memory_total_bytes >> 20);
-    }
+    const wire::GpuUsageT* sample = GpuSample(n.usage.get(), gpu->index);
+    const std::string use = sample != nullptr ? FormatGpuUse(*sample) : "-";
     gpus.AddRow({std::to_string(gpu->index), OrDash(gpu->model),
                  gpu->memory_mb > 0 ? FormatMemory(gpu->memory_mb) : "-",
                  gpu->numa_node >= 0 ? std::to_string(gpu->numa_node) : "-", OrDash(gpu->uuid), use,
