@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -11,6 +13,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
+#include "common/version.h"
 #include "common/wire_string.h"
 
 namespace cohort::agent {
@@ -164,11 +167,39 @@ void Agent::SendHeartbeat() {
   session_.SendHeartbeat(preempting_, replicas_.SampleProgress(*gpus), GpuHealthNow());
 }
 
-Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads) {
+Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads,
+                  const std::atomic<int>* restarts) {
   int reloaded = reloads ? reloads->load() : 0;
+  int restarted = restarts ? restarts->load() : 0;
+  std::optional<milliseconds> handoff_by;  // a live restart asked for, refused past then
   while (!stop.load()) {
     Status s = RunOnce(config_.loop_interval);
     if (!s.ok()) spdlog::warn("agent loop: {}", s.ToString());
+    if (restarts != nullptr && restarts->load() != restarted) {
+      restarted = restarts->load();
+      if (!handoff_by) {
+        handoff_by = Now() + kHandoffWait;
+        spdlog::info("live restart asked for: handing {} replica attempt(s) over once each runs",
+                     replicas_.attempts().size());
+        // The execve would cut them off: they end now, their clients told so.
+        for (const auto& [key, a] : replicas_.attempts()) exec_sessions_.EndAttempt(key);
+      }
+    }
+    if (handoff_by) {
+      StatusOr<Handoff> handoff = HandOverNow();
+      if (handoff.ok()) {
+        spdlog::info("live restart: handing over {} replica attempt(s)", handoff->attempts.size());
+        handoff_ = std::move(*handoff);
+        return Status::Ok();
+      }
+      if (handoff.status().code() != StatusCode::kUnavailable || Now() >= *handoff_by) {
+        spdlog::error(
+            "live restart refused: {}; the agent runs on as it was (drain the node and "
+            "restart the agent to upgrade it)",
+            handoff.status().message());
+        handoff_by.reset();
+      }
+    }
     if (reloads != nullptr && reloads->load() != reloaded) {
       reloaded = reloads->load();
       const int forgotten = gpu_sampler_.ForgetXids();
@@ -179,6 +210,34 @@ Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads
     }
   }
   return Preempt();
+}
+
+StatusOr<Handoff> Agent::HandOverNow() {
+  if (preempting_) return FailedPrecondition("the agent is shutting down");
+  if (!dumps_.empty()) return Unavailable("a stack dump is being taken");
+  if (execs_.running() > 0) return Unavailable("a `cohort exec` command runs beside a replica");
+  if (exec_sessions_.size() > 0) return Unavailable("a `cohort exec` session is open");
+  COHORT_ASSIGN_OR_RETURN(std::vector<HandedOverAttempt> attempts, replicas_.HandOver());
+  Handoff handoff;
+  handoff.agent_pid = ::getpid();
+  handoff.from_version = COHORT_VERSION;
+  handoff.attempts = std::move(attempts);
+  return handoff;
+}
+
+int Agent::Adopt(const Handoff& handoff) {
+  int adopted = 0;
+  for (const HandedOverAttempt& h : handoff.attempts) {
+    Status s = replicas_.Adopt(h);
+    if (s.ok()) {
+      ++adopted;
+      spdlog::info("{}/{} attempt {}: taken over, pid {}", h.job, h.replica, h.attempt, h.pid);
+    } else {
+      spdlog::error("{}/{} attempt {} (pid {}) could not be taken over: {}", h.job, h.replica,
+                    h.attempt, h.pid, s.ToString());
+    }
+  }
+  return adopted;
 }
 
 Status Agent::Preempt() {

@@ -47,6 +47,15 @@
 // preempt_ack_wait for the acks and the last log chunks. Launches that arrive meanwhile are
 // ignored (see HandleLaunch).
 //
+// Live restart (SIGUSR2; agent/handoff.h): Run() stops at the next moment every replica can be
+// handed over (none starting, being stopped or ended and not yet delivered; at most
+// kHandoffWait from the request), with handoff() filled and every replica running on; main
+// re-executes the agent's binary with it, and the new image Adopt()s them before its first step.
+// Container replicas are handed over as their runtime's foreground process and the container
+// (agent/container_replica.h). The `cohort exec` sessions beside replicas end first (the execve
+// would cut them off). Past the wait, or where an attempt cannot be handed over, the request is
+// refused with an error naming why, and the agent runs on as it was.
+//
 // Time: every timer (heartbeats, resends, the coordinator timeout, stop deadlines, preemption
 // waits, metric polls) reads the injected Clock, so tests step a ManualClock; only the socket
 // wait in RunOnce is real time.
@@ -68,11 +77,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "agent/attempt.h"
 #include "agent/coordinator_session.h"
 #include "agent/exec_in_replica.h"
 #include "agent/exec_session.h"
+#include "agent/handoff.h"
 #include "agent/health_check.h"
 #include "agent/http_service.h"
 #include "agent/inventory.h"
@@ -172,8 +183,20 @@ class Agent {
   // enforces stop deadlines, runs the timers and ships logs.
   Status RunOnce(std::chrono::milliseconds max_wait);
   // Steps until `stop` becomes true, then Preempt(). Each time `reloads` (SIGHUPs) grows, the
-  // GPUs Xids took out of service are put back (their admin reset them).
-  Status Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads = nullptr);
+  // GPUs Xids took out of service are put back (their admin reset them). Each time `restarts`
+  // (SIGUSR2s) grows, a live restart is asked for: Run returns once handoff() holds it (see
+  // "Live restart" above), without stopping anything.
+  Status Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads = nullptr,
+             const std::atomic<int>* restarts = nullptr);
+  // How long a live restart waits for the replicas to settle before it is refused.
+  static constexpr std::chrono::seconds kHandoffWait{60};
+  // What Run() returned with for a live restart; nullopt otherwise. TakeHandoff() clears it (the
+  // execve failed: the agent runs on).
+  const std::optional<Handoff>& handoff() const { return handoff_; }
+  std::optional<Handoff> TakeHandoff() { return std::exchange(handoff_, std::nullopt); }
+  // Takes on what an earlier image handed over (before the first RunOnce); returns how many
+  // attempts it adopted, logging each one it could not.
+  int Adopt(const Handoff& handoff);
   // The preemption sequence: BeginPreemption(), then RunOnce() until preempted().
   Status Preempt();
   // Starts preempting: a draining heartbeat, then SIGTERM to every replica (SIGKILL after
@@ -226,6 +249,10 @@ class Agent {
   // otherwise).
   void SendUpdate(Attempt& a);
 
+  // A live restart's step: the handoff, once every replica can be handed over; kUnavailable
+  // while one cannot yet, another error when it never can.
+  StatusOr<Handoff> HandOverNow();
+
   void RunTimers();
   // The coordinator has been silent past its --fence-after: stops every replica here.
   void Fence();
@@ -260,6 +287,7 @@ class Agent {
   milliseconds preempt_give_up_{0};
   std::optional<milliseconds> preempt_acks_by_;
   bool preempted_ = false;
+  std::optional<Handoff> handoff_;
   // Updates the coordinator could not take for now (they are resent): a full disk there lasts.
   RateLimitedLog transient_refusals_{spdlog::level::info, "transient refusals", 5,
                                      std::chrono::seconds(30)};

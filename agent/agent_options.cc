@@ -12,6 +12,7 @@
 #include <cctype>
 #include <climits>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "agent/oci_launcher.h"
@@ -246,7 +247,14 @@ Status LoadSecurity(AgentFlags& flags) {
 }
 
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
-                                            Clock* clock) {
+                                            Clock* clock, const Handoff* handoff) {
+  std::set<std::string> kept_dirs, kept_cgroups;  // what the sweeps spare
+  if (handoff != nullptr) {
+    for (const HandedOverAttempt& h : handoff->attempts) {
+      kept_dirs.insert(h.working_dir);
+      if (!h.cgroup.empty()) kept_cgroups.insert(h.cgroup);
+    }
+  }
   CgroupManager cgroups;
   if (flags.cgroups == "auto") {
     cgroups = CgroupManager::Detect(flags.config.node_id, flags.cgroup_root);
@@ -284,10 +292,10 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
           "to close this.",
           no_cgroups);
     }
-    if (int left = ProcessLauncher::SweepLeftovers(flags.config.work_dir); left > 0) {
+    if (int left = ProcessLauncher::SweepLeftovers(flags.config.work_dir, kept_dirs); left > 0) {
       spdlog::warn("killed {} process(es) of replicas left by an earlier run", left);
     }
-  } else if (int stale = cgroups.SweepStale(); stale > 0) {
+  } else if (int stale = cgroups.SweepStale(kept_cgroups); stale > 0) {
     spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
   }
   if (::geteuid() != 0) {
@@ -319,6 +327,11 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
       spdlog::info("no container runtime ({}): container replicas will fail",
                    containers.status().message());
     }
+  }
+  if (handoff != nullptr) {
+    const int adopted = agent->Adopt(*handoff);
+    spdlog::info("live restart: took over {} of {} replica attempt(s) from cohort-agent {}",
+                 adopted, handoff->attempts.size(), handoff->from_version);
   }
   return agent;
 }

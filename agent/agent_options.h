@@ -27,6 +27,7 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "agent/handoff.h"
 #include "common/config_dir.h"
 #include "common/status.h"
 
@@ -60,10 +61,11 @@ Status LoadSecurity(AgentFlags& flags);
 
 // The daemon's agent: cgroups detected for this node id (stale replica cgroups of an earlier run
 // killed; without cgroups, the processes an earlier run with this work dir left, found by their
-// COHORT_ATTEMPT_DIR),
-// killed), the process launcher, and the OCI launcher when a container runtime is found.
+// COHORT_ATTEMPT_DIR, killed), the process launcher, and the OCI launcher when a container
+// runtime is found. With `handoff` (a live restart, agent/handoff.h), the attempts it holds are
+// spared by those sweeps and adopted.
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
-                                            Clock* clock);
+                                            Clock* clock, const Handoff* handoff = nullptr);
 
 // The address other nodes reach this one at, as the defaults above describe.
 std::string DefaultAdvertiseAddress(const std::string& coordinator_endpoint);

@@ -117,6 +117,9 @@ struct Attempt {
   std::unique_ptr<ReplicaProcess> process;
   // How `cohort exec` runs a command as this attempt runs (set at its launch).
   ExecTarget exec_target;
+  // What it was launched with: its environment, working dir, log and account (the container's
+  // command is its launcher's); a live restart hands it over (agent/handoff.h).
+  LaunchRequest launched;
   std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way
   bool launch_settled = false;             // process executed the command or failed to (TakeStart)
   StopCause stop = StopCause::kNone;
@@ -127,7 +130,9 @@ struct Attempt {
   // Status delivery: the version of the newest state, and the newest the coordinator acked.
   uint64_t version = 0;
   uint64_t acked_version = 0;
-  std::string error_file;                    // its TORCHELASTIC_ERROR_FILE; empty: none to read
+  std::string error_file;   // its TORCHELASTIC_ERROR_FILE; empty: none to read
+  bool chief = false;       // role "chief": its metric file is forwarded (a tuning trial's)
+  int64_t launched_ns = 0;  // FlightClockNs() at its launch (agent/flight_recorder_poller.h)
   std::unique_ptr<LogShipper> log;           // null: no log file to ship
   std::unique_ptr<MetricForwarder> metrics;  // the chief of a tuning trial only
 };

@@ -195,13 +195,16 @@ void CgroupManager::Kill(const std::string& path) {
   Signal(path, SIGKILL);
 }
 
-int CgroupManager::SweepStale() const {
+int CgroupManager::SweepStale(const std::set<std::string>& keep) const {
   if (!available()) return 0;
   int swept = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(base_, ec)) {
     if (!entry.is_directory(ec)) continue;
     std::string path = entry.path().string();
+    if (keep.count(path) != 0 || keep.count(entry.path().lexically_normal().string()) != 0) {
+      continue;
+    }
     Kill(path);
     // The kernel takes a moment to empty a killed cgroup.
     for (int i = 0; i < 200 && !Procs(path).empty(); ++i) ::usleep(5000);

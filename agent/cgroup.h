@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,9 @@ class CgroupManager {
   const std::string& base() const { return base_; }
 
   // Kills and removes every replica cgroup left under base() by an earlier run of this agent
-  // (one killed with SIGKILL leaves its replicas' descendants behind). Returns how many.
-  int SweepStale() const;
+  // (one killed with SIGKILL leaves its replicas' descendants behind), except the cgroups in
+  // `keep` (those of attempts a live restart handed over, agent/handoff.h). Returns how many.
+  int SweepStale(const std::set<std::string>& keep = {}) const;
 
   // Creates <base>/<name> and writes, where those controllers are enabled, cpu.weight
   // (CpuWeight(cpus)), cpu.max (cpus' worth, only with `cpu_quota`) and memory.max (`memory_mb`);

@@ -93,4 +93,10 @@ void ContainerReplica::Release() {
   inner_->Release();
 }
 
+Status ContainerReplica::HandOver(HandedOverAttempt* out) {
+  COHORT_RETURN_IF_ERROR(inner_->HandOver(out));
+  out->container = true;
+  return Status::Ok();
+}
+
 }  // namespace cohort::agent

@@ -47,6 +47,9 @@ class ContainerReplica : public ReplicaProcess {
   bool AnyAlive() override;
   void Release() override;
   std::vector<std::string> ExecPrefix(ExecStdio stdio) const override;
+  // The runtime's foreground process's (ProcessLauncher's), marked a container's: the container
+  // launcher of the re-executed agent adopts it (OciLauncher::Adopt).
+  Status HandOver(HandedOverAttempt* out) override;
 
  private:
   // What the commands' completions (on a lane's thread) share with the replica.

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/handoff.h"
 #include "agent/replica_user.h"
 #include "common/status.h"
 
@@ -144,6 +145,13 @@ class ReplicaProcess {
   // container (`runc exec ID`; agent/exec_in_replica.h), its stdin as `stdio` says (the
   // runtime's flags for it: `docker exec -i -t ID`); empty: the attempt is processes on the node.
   virtual std::vector<std::string> ExecPrefix(ExecStdio /*stdio*/) const { return {}; }
+  // A live restart (agent/handoff.h): fills in what the re-executed agent adopts this process by
+  // (its pid, cgroup and the descriptor of its init's status pipe, which from now on survives an
+  // execve), or says why it cannot be handed over. Called on a started process not yet exited.
+  virtual Status HandOver(HandedOverAttempt* out) {
+    (void)out;
+    return FailedPrecondition("its launcher cannot hand it over to a restarted agent");
+  }
 };
 
 class Launcher {
@@ -171,6 +179,13 @@ class Launcher {
   // command that cannot be executed still yields a process, whose PollLaunch() comes to say
   // kFailed and which exits 127 (or 126) or is killed.
   virtual StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) = 0;
+  // A live restart: takes on the process an earlier image of this agent launched and handed over
+  // (ReplicaProcess::HandOver), started, as Launch's would be. An error when it cannot (the pid is
+  // not this process's child). Default: none can be.
+  virtual StatusOr<std::unique_ptr<ReplicaProcess>> Adopt(const HandedOverAttempt& handed) {
+    (void)handed;
+    return FailedPrecondition("this launcher cannot adopt a replica");
+  }
 };
 
 }  // namespace cohort::agent

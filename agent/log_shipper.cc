@@ -12,7 +12,7 @@ namespace cohort::agent {
 
 LogShipper::LogShipper(Outbox& outbox, std::string key, std::string job, std::string replica,
                        int attempt, std::string path, size_t chunk_bytes,
-                       std::chrono::milliseconds resend_after)
+                       std::chrono::milliseconds resend_after, uint64_t acked)
     : outbox_(outbox),
       key_(std::move(key)),
       job_(std::move(job)),
@@ -20,7 +20,8 @@ LogShipper::LogShipper(Outbox& outbox, std::string key, std::string job, std::st
       attempt_(attempt),
       path_(std::move(path)),
       chunk_bytes_(chunk_bytes),
-      resend_after_(resend_after) {}
+      resend_after_(resend_after),
+      acked_(acked) {}
 
 void LogShipper::Ship(bool ended) {
   if (done_ || !outbox_.Ready(stream(), resend_after_)) return;

@@ -24,8 +24,10 @@ namespace cohort::agent {
 class LogShipper {
  public:
   // `key` names the attempt's streams in the outbox; job, replica and attempt go into each chunk.
+  // `acked`: the bytes the coordinator already holds (a restarted agent's, agent/handoff.h).
   LogShipper(Outbox& outbox, std::string key, std::string job, std::string replica, int attempt,
-             std::string path, size_t chunk_bytes, std::chrono::milliseconds resend_after);
+             std::string path, size_t chunk_bytes, std::chrono::milliseconds resend_after,
+             uint64_t acked = 0);
 
   // Sends the next chunk if the stream is ready and there is something to send. `ended`: the
   // attempt's processes are gone, so what the file holds is all there will be.

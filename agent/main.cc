@@ -1,12 +1,20 @@
 // cohort-agent: parse flags, build the inventory and the launcher, run the loop until SIGTERM or
 // SIGINT, then preempt the replicas (agent/agent.h) and exit 0. SIGHUP (systemctl reload) puts
-// the GPUs that Xids took out of service back, once their admin has reset them.
+// the GPUs that Xids took out of service back, once their admin has reset them. SIGUSR2 is a live
+// restart: once the agent can hand its replicas over, it re-executes its binary (the file at the
+// path it was started from: an upgraded package's) in place, same pid, with a handoff
+// (agent/handoff.h), and the new image takes them over; they run on untouched.
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <set>
+#include <string>
 
 #include "agent/agent.h"
 #include "agent/agent_options.h"
@@ -19,12 +27,53 @@
 namespace {
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_reloads{0};
+std::atomic<int> g_restarts{0};
 void OnStopSignal(int) { g_stop.store(true); }
 void OnReloadSignal(int) { g_reloads.fetch_add(1); }
+void OnRestartSignal(int) { g_restarts.fetch_add(1); }
+
+// The path this process was started from, read before anything could replace the file there.
+std::string OwnExecutable() {
+  std::error_code ec;
+  std::string path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::string deleted = " (deleted)";
+  if (path.size() > deleted.size() && path.ends_with(deleted))
+    path.resize(path.size() - deleted.size());
+  return path;
+}
+
+// Re-executes `exe` with `argv` and the handoff; returns only when that failed (the handoff
+// file is removed then, and the agent runs on).
+cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agent::Handoff& handoff,
+                         const std::string& work_dir) {
+  using namespace cohort;
+  if (exe.empty()) return FailedPrecondition("the agent's own executable is unknown");
+  COHORT_ASSIGN_OR_RETURN(std::string path, agent::WriteHandoff(work_dir, handoff));
+  // What this image holds (the coordinator's socket, the HTTP listener, files) closes at the
+  // execve; the status pipes of the replicas' inits stay open (ReplicaProcess::HandOver).
+  std::set<int> kept;
+  for (const agent::HandedOverAttempt& a : handoff.attempts) {
+    if (a.status_fd >= 0) kept.insert(a.status_fd);
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    if (fd > 2 && kept.count(fd) == 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  ::setenv(agent::kHandoffVariable, "1", 1);
+  spdlog::info("live restart: executing {}", exe);
+  spdlog::default_logger()->flush();
+  ::execv(exe.c_str(), argv);
+  const int err = errno;
+  ::unsetenv(agent::kHandoffVariable);
+  ::unlink(path.c_str());
+  return ErrnoStatus("execv " + exe, err);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace cohort;
+  const std::string own_executable = OwnExecutable();
   auto flags = agent::ParseAgentFlags(argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "cohort-agent: %s (see --help)\n", flags.status().message().c_str());
@@ -36,6 +85,13 @@ int main(int argc, char** argv) {
   if (Status s = agent::LoadSecurity(*flags); !s.ok()) {
     spdlog::error("{}", s.ToString());
     return 2;
+  }
+  // A live restart's handoff, taken (and its file removed) before anything else.
+  StatusOr<std::optional<agent::Handoff>> handoff = agent::TakeHandoff(flags->config.work_dir);
+  if (!handoff.ok()) {
+    spdlog::error("live restart: {}; starting afresh (what its replicas left is swept)",
+                  handoff.status().ToString());
+    handoff = std::optional<agent::Handoff>();
   }
   flags->config.inventory = *agent::BuildInventory(*flags);
   agent::AddGpuLabels(flags->config.inventory.gpus, &flags->config.labels);
@@ -54,10 +110,11 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGHUP, OnReloadSignal);
+  std::signal(SIGUSR2, OnRestartSignal);
   std::signal(SIGPIPE, SIG_IGN);
   zmq::context_t context;
   MonotonicClock clock;
-  auto agent = agent::BuildAgent(context, *flags, &clock);
+  auto agent = agent::BuildAgent(context, *flags, &clock, *handoff ? &**handoff : nullptr);
   if (!agent.ok()) {
     spdlog::error("{}", agent.status().ToString());
     return 1;
@@ -67,7 +124,14 @@ int main(int argc, char** argv) {
                flags->config.inventory.cpus, flags->config.inventory.memory_mb,
                flags->config.coordinator);
   NotifyReady();
-  Status s = (*agent)->Run(g_stop, &g_reloads);
+  Status s;
+  for (;;) {
+    s = (*agent)->Run(g_stop, &g_reloads, &g_restarts);
+    std::optional<agent::Handoff> handed = (*agent)->TakeHandoff();
+    if (!handed) break;
+    Status failed = ReExecute(own_executable, argv, *handed, flags->config.work_dir);
+    spdlog::error("live restart failed: {}; the agent runs on as it was", failed.ToString());
+  }
   if (!s.ok()) spdlog::error("{}", s.ToString());
   // No process of a replica outlives the agent: as a subreaper it inherited every orphan of its
   // replicas, so whatever is still below it now (one that rewrote its environment) dies too.

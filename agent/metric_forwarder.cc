@@ -10,7 +10,7 @@ MetricForwarder::MetricForwarder(Outbox& outbox, Clock& clock, std::string key,
                                  std::shared_ptr<MetricFileReader> reader, std::string job,
                                  std::string replica, std::string trial,
                                  std::chrono::milliseconds poll_interval,
-                                 std::chrono::milliseconds resend_after)
+                                 std::chrono::milliseconds resend_after, uint64_t answered)
     : outbox_(outbox),
       clock_(clock),
       key_(std::move(key)),
@@ -19,7 +19,9 @@ MetricForwarder::MetricForwarder(Outbox& outbox, Clock& clock, std::string key,
       trial_(std::move(trial)),
       poll_interval_(poll_interval),
       resend_after_(resend_after),
-      reader_(std::move(reader)) {}
+      reader_(std::move(reader)),
+      answered_(answered),
+      skip_(answered) {}
 
 void MetricForwarder::Forward(bool ended) {
   const std::chrono::milliseconds now(clock_.NowMs());
@@ -68,6 +70,10 @@ void MetricForwarder::TakeLines() {
     warned_ = true;
   }
   for (const MetricRecord& record : lines.records) {
+    if (skip_ > 0) {
+      --skip_;
+      continue;
+    }
     wire::TrialMeasurementT m;
     m.job = job_;
     m.trial = record.trial.empty() ? trial_ : record.trial;

@@ -39,11 +39,13 @@ namespace cohort::agent {
 class MetricForwarder {
  public:
   // `key` names the attempt's streams in the outbox; job, replica and trial go into each
-  // measurement (a line's own "trial" wins over `trial`). `reader` tails the file.
+  // measurement (a line's own "trial" wins over `trial`). `reader` tails the file from its
+  // start; `answered`: how many of its measurements the coordinator already has (a restarted
+  // agent's, agent/handoff.h), which are read again and not sent.
   MetricForwarder(Outbox& outbox, Clock& clock, std::string key,
                   std::shared_ptr<MetricFileReader> reader, std::string job, std::string replica,
                   std::string trial, std::chrono::milliseconds poll_interval,
-                  std::chrono::milliseconds resend_after);
+                  std::chrono::milliseconds resend_after, uint64_t answered = 0);
 
   // Asks for a read when the poll interval has passed (or for the last time once `ended`), takes
   // the lines the reads finished since found, then sends the oldest unanswered measurement if
@@ -54,6 +56,8 @@ class MetricForwarder {
 
   // The file was read for the last time and every measurement of it answered.
   bool done() const { return final_read_ && queue_.empty(); }
+  // Measurements the coordinator has answered, those before this forwarder's start included.
+  uint64_t answered() const { return answered_; }
 
  private:
   Outbox::Stream stream() const { return {Outbox::Kind::kMetric, key_}; }
@@ -66,6 +70,7 @@ class MetricForwarder {
   std::shared_ptr<MetricFileReader> reader_;
   std::deque<wire::TrialMeasurementT> queue_;  // the front is in flight
   uint64_t answered_ = 0;                      // measurements answered so far
+  uint64_t skip_ = 0;  // measurements read again that an earlier image of the agent delivered
   std::chrono::milliseconds next_read_{0};
   uint64_t final_reading_ = 0;  // the last read's number; 0: not asked for yet
   bool final_read_ = false;     // that read finished and its lines are queued

@@ -843,6 +843,13 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
       new ContainerReplica(std::move(process), id, RuntimeCommand({}), cli(), commands_));
 }
 
+StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Adopt(const HandedOverAttempt& handed) {
+  COHORT_ASSIGN_OR_RETURN(auto process, processes_->Adopt(handed));
+  return std::unique_ptr<ReplicaProcess>(new ContainerReplica(
+      std::move(process), ContainerId(handed.job, handed.replica, handed.attempt),
+      RuntimeCommand({}), cli(), commands_));
+}
+
 std::vector<std::string> OciLauncher::RuntimeCommand(const std::vector<std::string>& args) const {
   if (!cli()) return RuntimeArgv(args);
   std::vector<std::string> argv = {runtime_path_};

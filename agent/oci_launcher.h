@@ -159,6 +159,9 @@ class OciLauncher : public Launcher {
   // Drops the runtime argv Prepare kept for the request's container.
   void Forget(const LaunchRequest& request) override;
   StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) override;
+  // A container an earlier image of this agent launched (agent/handoff.h): its runtime's
+  // foreground process, still this process's child, and the container it runs.
+  StatusOr<std::unique_ptr<ReplicaProcess>> Adopt(const HandedOverAttempt& handed) override;
 
   // The runtime chosen ("runc", "crun", "docker", "podman") and whether crun must hide cgroup2.
   const std::string& runtime() const { return runtime_; }

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "agent/proc_scan.h"
 #include "agent/replica_exec.h"
@@ -228,6 +230,23 @@ class ProcessReplica : public ReplicaProcess {
     return GroupHasLiveMembers(pid_);
   }
 
+  Status HandOver(HandedOverAttempt* out) override {
+    if (launch_ != LaunchState::kStarted || exit_) {
+      return Unavailable("its process has not started, or has ended");
+    }
+    // init's status pipe stays open in the image the agent re-executes.
+    if (status_fd_ >= 0 && ::fcntl(status_fd_, F_SETFD, 0) != 0) {
+      return ErrnoStatus("keeping its status pipe open", errno);
+    }
+    out->pid = pid_;
+    out->status_fd = status_fd_;
+    out->cgroup = cgroup_path_;
+    return Status::Ok();
+  }
+
+  // Taken over from an earlier image of the agent: its command runs (its launch settled there).
+  void MarkAdopted() { launch_ = LaunchState::kStarted; }
+
   void Release() override {
     if (cgroup_path_.empty()) return;
     if (!CgroupManager::Procs(cgroup_path_).empty()) return;
@@ -403,11 +422,22 @@ constexpr int kNamespaceFlags = CLONE_NEWPID | CLONE_NEWNS;
 
 }  // namespace
 
-int ProcessLauncher::SweepLeftovers(const std::string& work_dir) {
+int ProcessLauncher::SweepLeftovers(const std::string& work_dir,
+                                    const std::set<std::string>& keep_dirs) {
   std::string dir = fs::absolute(work_dir).lexically_normal().string();
   if (dir.empty() || dir.back() != '/') dir += '/';
   const std::string prefix = std::string(kAttemptDirVariable) + "=" + dir;
-  return KillUntilNoneLeft([&] { return ProcessesWithEnvEntry(prefix, /*prefix=*/true); });
+  return KillUntilNoneLeft([&] {
+    std::set<pid_t> kept;
+    for (const std::string& keep : keep_dirs) {
+      const std::string marker =
+          std::string(kAttemptDirVariable) + "=" + fs::absolute(keep).lexically_normal().string();
+      for (pid_t p : ProcessesWithEnvEntry(marker)) kept.insert(p);
+    }
+    std::vector<pid_t> found = ProcessesWithEnvEntry(prefix, /*prefix=*/true);
+    std::erase_if(found, [&](pid_t p) { return kept.count(p) != 0; });
+    return found;
+  });
 }
 
 Status ProcessLauncher::ProbePidNamespaces() {
@@ -563,6 +593,31 @@ StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Launch(const LaunchRe
   if (namespaced) start.init_path = replica_init_;
   return std::unique_ptr<ReplicaProcess>(std::make_unique<ProcessReplica>(
       pid, std::move(cgroup_path), marker, std::move(start), status_fds[0]));
+}
+
+StatusOr<std::unique_ptr<ReplicaProcess>> ProcessLauncher::Adopt(const HandedOverAttempt& handed) {
+  // Still this process's child (the pid survives the execve), exited or not: an exit is reaped
+  // as any other.
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(handed.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return FailedPrecondition("pid " + std::to_string(handed.pid) +
+                              " is not a child of this agent (" + std::strerror(errno) + ")");
+  }
+  if (handed.status_fd >= 0) {
+    // Not inherited by what this image starts; and it must be the pipe it was.
+    struct stat st {};
+    if (::fstat(handed.status_fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+        ::fcntl(handed.status_fd, F_SETFD, FD_CLOEXEC) != 0) {
+      return FailedPrecondition("descriptor " + std::to_string(handed.status_fd) +
+                                " is not the status pipe of its init");
+    }
+  }
+  const std::string marker = std::string(kAttemptDirVariable) + "=" +
+                             fs::absolute(handed.working_dir).lexically_normal().string();
+  auto replica = std::make_unique<ProcessReplica>(handed.pid, handed.cgroup, marker, StartWatch{},
+                                                  handed.status_fd);
+  replica->MarkAdopted();
+  return std::unique_ptr<ReplicaProcess>(std::move(replica));
 }
 
 }  // namespace cohort::agent

@@ -66,6 +66,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "agent/cgroup.h"
@@ -82,8 +83,11 @@ inline constexpr char kReplicaInitName[] = "cohort-replica-init";
 class ProcessLauncher : public Launcher {
  public:
   // SIGKILL to every process whose COHORT_ATTEMPT_DIR lies under `work_dir` (what an earlier
-  // agent with this work dir left behind), until none is left. Returns how many it killed.
-  static int SweepLeftovers(const std::string& work_dir);
+  // agent with this work dir left behind), until none is left, except those of the attempts
+  // whose working dirs are `keep_dirs` (handed over by a live restart, agent/handoff.h). Returns
+  // how many it killed.
+  static int SweepLeftovers(const std::string& work_dir,
+                            const std::set<std::string>& keep_dirs = {});
 
   // OK when this process may create PID (and mount) namespaces; else why not (EPERM: not root).
   static Status ProbePidNamespaces();
@@ -95,6 +99,9 @@ class ProcessLauncher : public Launcher {
       : cgroups_(std::move(cgroups)), replica_init_(std::move(replica_init)) {}
 
   StatusOr<std::unique_ptr<ReplicaProcess>> Launch(const LaunchRequest& request) override;
+  // A process an earlier image of this agent launched (agent/handoff.h): still this process's
+  // child, its status pipe (in a PID namespace) still open at the descriptor handed over.
+  StatusOr<std::unique_ptr<ReplicaProcess>> Adopt(const HandedOverAttempt& handed) override;
 
   const CgroupManager& cgroups() const { return cgroups_; }
   bool pid_namespaces() const { return !replica_init_.empty(); }

@@ -286,7 +286,15 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   // Launch returns before the command is executed: Reap() learns whether it was (RUNNING).
   auto process = pending.launcher->Launch(request);
   if (!process.ok()) return FailBeforeLaunch(a, process.status(), -1);
-  a.process = std::move(*process);
+  a.chief = pending.plan.chief;
+  a.launched_ns = launched_ns;
+  Attach(a, std::move(*process), request, /*measurements_answered=*/0);
+}
+
+void ReplicaManager::Attach(Attempt& a, std::unique_ptr<ReplicaProcess> process,
+                            const LaunchRequest& request, uint64_t measurements_answered) {
+  a.process = std::move(process);
+  a.launched = request;
   a.exec_target.container_exec = a.process->ExecPrefix(ExecStdio::kNone);
   a.exec_target.container_exec_stream = a.process->ExecPrefix(ExecStdio::kStream);
   a.exec_target.container_exec_terminal = a.process->ExecPrefix(ExecStdio::kTerminal);
@@ -298,8 +306,7 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   }
   // The error file is read at a failure only where the agent chose it: in the attempt's own dir.
   auto error_file = request.env.find(kErrorFileEnv);
-  if (!env.attempt_dir.empty() && error_file != request.env.end() &&
-      error_file->second == ErrorFilePath(env.attempt_dir)) {
+  if (error_file != request.env.end() && error_file->second == ErrorFilePath(request.working_dir)) {
     a.error_file = error_file->second;
   }
   // The metric file is on the job's output storage: a reader's thread stats it for the progress
@@ -307,13 +314,13 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
   std::shared_ptr<MetricFileReader> reader;
   auto metric_file = request.env.find("CLOUD_ML_HP_METRIC_FILE");
   if (metric_file != request.env.end() && !metric_file->second.empty()) {
-    reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/pending.plan.chief);
-    if (pending.plan.chief) {
+    reader = std::make_shared<MetricFileReader>(metric_file->second, /*tail=*/a.chief);
+    if (a.chief) {
       auto trial = request.env.find("CLOUD_ML_TRIAL_ID");
-      a.metrics =
-          std::make_unique<MetricForwarder>(outbox_, clock_, a.key(), reader, a.job, a.replica,
-                                            trial == request.env.end() ? "" : trial->second,
-                                            config_.metric_poll_interval, config_.resend_interval);
+      a.metrics = std::make_unique<MetricForwarder>(
+          outbox_, clock_, a.key(), reader, a.job, a.replica,
+          trial == request.env.end() ? "" : trial->second, config_.metric_poll_interval,
+          config_.resend_interval, measurements_answered);
     }
   }
   // The flight recorder may lie anywhere the job's env points it: a poller's thread reads it. A
@@ -324,7 +331,7 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
       recorder->second != kFlightRecorderOff) {
     const std::string& path = recorder->second;
     poller = std::make_shared<FlightRecorderPoller>(
-        path.front() == '/' ? path : request.working_dir + "/" + path, launched_ns);
+        path.front() == '/' ? path : request.working_dir + "/" + path, a.launched_ns);
   }
   probes_[a.key()] = std::make_unique<ProgressProbe>(request.log_path, std::move(reader),
                                                      std::move(poller), clock_.NowMs());
@@ -338,6 +345,68 @@ void ReplicaManager::FailBeforeLaunch(Attempt& a, const Status& status, int exit
   a.final = true;
   a.gone = true;
   SetState(a, a.FinalState(wire::ReplicaState::FAILED), status.message());
+}
+
+// ---- a live restart ------------------------------------------------------------------------
+
+StatusOr<std::vector<HandedOverAttempt>> ReplicaManager::HandOver() {
+  std::vector<HandedOverAttempt> out;
+  for (auto& [key, a] : attempts_) {
+    const std::string name = a.job + "/" + a.replica + " attempt " + std::to_string(a.attempt);
+    if (a.final) return Unavailable(name + " has ended and its end is not yet delivered");
+    if (a.stop != StopCause::kNone) return Unavailable(name + " is being stopped");
+    if (!a.process || a.state != wire::ReplicaState::RUNNING || !a.launch_settled) {
+      return Unavailable(name + " is starting");
+    }
+    HandedOverAttempt h;
+    if (Status s = a.process->HandOver(&h); !s.ok()) return s.WithContext(name);
+    h.job = a.job;
+    h.replica = a.replica;
+    h.attempt = a.attempt;
+    h.gpus = a.gpus;
+    h.working_dir = a.launched.working_dir;
+    h.log_path = a.launched.log_path;
+    h.env = a.launched.env;
+    h.run_as = a.launched.run_as;
+    h.chief = a.chief;
+    h.container = !a.exec_target.container_exec.empty();
+    h.launched_ns = a.launched_ns;
+    h.log_acked = a.log ? a.log->acked() : 0;
+    h.measurements_acked = a.metrics ? a.metrics->answered() : 0;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Status ReplicaManager::Adopt(const HandedOverAttempt& handed) {
+  COHORT_RETURN_IF_ERROR(CheckPathComponent("job", handed.job));
+  COHORT_RETURN_IF_ERROR(CheckPathComponent("replica", handed.replica));
+  const std::string key = AttemptKey(handed.job, handed.replica, handed.attempt);
+  if (attempts_.count(key) != 0) return AlreadyExists("attempt " + key + " is here already");
+  Launcher* launcher = handed.container ? container_launcher_.get() : process_launcher_.get();
+  if (launcher == nullptr) {
+    return FailedPrecondition("it runs in a container, and this agent has no container launcher");
+  }
+  COHORT_ASSIGN_OR_RETURN(auto process, launcher->Adopt(handed));
+  Attempt& a = attempts_[key];
+  a.job = handed.job;
+  a.replica = handed.replica;
+  a.attempt = handed.attempt;
+  a.gpus = handed.gpus;
+  a.chief = handed.chief;
+  a.launched_ns = handed.launched_ns;
+  a.launch_settled = true;
+  a.log = std::make_unique<LogShipper>(outbox_, a.key(), a.job, a.replica, a.attempt,
+                                       handed.log_path, config_.log_chunk_bytes,
+                                       2 * config_.resend_interval, handed.log_acked);
+  LaunchRequest request;
+  request.working_dir = handed.working_dir;
+  request.log_path = handed.log_path;
+  request.env = handed.env;
+  request.run_as = handed.run_as;
+  Attach(a, std::move(process), request, handed.measurements_acked);
+  SetState(a, wire::ReplicaState::RUNNING, "");
+  return Status::Ok();
 }
 
 // ---- stopping -------------------------------------------------------------------------------

@@ -118,11 +118,26 @@ class ReplicaManager {
   // SIGKILL to every process of every attempt still here.
   void KillAll();
 
+  // A live restart (agent/handoff.h). HandOver: every attempt, as the image the agent re-executes
+  // adopts it, once each runs (RUNNING, not being stopped) and nothing of one is under way that
+  // the execve would cut off: a launch, a stop, an end not yet delivered (kUnavailable, naming
+  // the attempt: try again soon); another error for one that cannot be handed over at all.
+  StatusOr<std::vector<HandedOverAttempt>> HandOver();
+  // Takes on one handed-over attempt as RUNNING, as if launched here: its log shipped on from
+  // where the coordinator's copy ends, its measurements after those delivered. An error (a bad
+  // name, a pid that is not this process's child) leaves it out; the coordinator, not hearing
+  // of it at registration, restarts it.
+  Status Adopt(const HandedOverAttempt& handed);
+
  private:
   milliseconds Now() const { return milliseconds(clock_.NowMs()); }
   void SetState(Attempt& a, wire::ReplicaState state, std::string message);
   void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
   void FinishLaunch(Attempt& a, PendingLaunch& pending);
+  // What follows a launch, or an adoption: the attempt's process, its exec target, error file,
+  // metric forwarder (`measurements_answered` delivered already) and progress probe.
+  void Attach(Attempt& a, std::unique_ptr<ReplicaProcess> process, const LaunchRequest& request,
+              uint64_t measurements_answered);
   void FailBeforeLaunch(Attempt& a, const Status& status, int exit_code);
 
   const AgentConfig& config_;

@@ -131,5 +131,15 @@ TEST_F(LogShipperTest, NothingMoreToSendWhenTheCoordinatorHoldsMore) {
   EXPECT_EQ(SentCount(), 1u);
 }
 
+TEST_F(LogShipperTest, ATakenOverShipperStartsWhereTheCoordinatorsCopyEnds) {
+  LogShipper taken_over{outbox_,    "key2", "job", "chief-0", 0, path_, 4, milliseconds(400),
+                        /*acked=*/6};
+  EXPECT_EQ(taken_over.acked(), 6u);
+  taken_over.Ship(false);
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Last().offset, 6u);
+  EXPECT_EQ(Data(Last()), "6789");
+}
+
 }  // namespace
 }  // namespace cohort::agent

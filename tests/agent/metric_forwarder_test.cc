@@ -139,5 +139,33 @@ TEST_F(MetricForwarderTest, AReadThatHangsHoldsNothingButItsLines) {
   EXPECT_TRUE(forwarder_.done());
 }
 
+TEST_F(MetricForwarderTest, AfterALiveRestartOnlyWhatWasNotAnsweredGoesAgain) {
+  // An earlier image of the agent had two of the file's measurements answered.
+  MetricForwarder taken_over{outbox_,
+                             clock_,
+                             "key2",
+                             reader_,
+                             "trial7",
+                             "chief-0",
+                             "7",
+                             milliseconds(200),
+                             milliseconds(1000),
+                             /*answered=*/2};
+  Append(1);
+  Append(2);
+  Append(3);
+  taken_over.Forward(false);
+  ASSERT_TRUE(testing::WaitUntil([&] { return reader_->Latest().done >= reader_->asked(); },
+                                 std::chrono::seconds(30)));
+  taken_over.Forward(false);
+  ASSERT_EQ(SentCount(), 1u);
+  EXPECT_EQ(Last().step, 3);
+  EXPECT_EQ(taken_over.answered(), 2u);
+  auto answer = outbox_.Answered(sent_.last_id());
+  ASSERT_TRUE(answer.has_value());
+  taken_over.OnAnswer(*answer, Status::Ok());
+  EXPECT_EQ(taken_over.answered(), 3u);
+}
+
 }  // namespace
 }  // namespace cohort::agent

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/testing/cluster_test.h"
+#include "tests/testing/oci_image.h"
 
 namespace cohort::testing {
 namespace {
@@ -20,38 +21,11 @@ namespace fs = std::filesystem;
 
 class VertexContainerJobTest : public ClusterTest {
  protected:
-  // Why containers cannot run here, or "".
-  static std::string WhyNoContainers() {
-    if (::geteuid() != 0) return "OCI runtimes need root here";
-    if (!fs::exists("/usr/bin/umoci")) return "umoci is not installed (scripts/install-deps.sh)";
-    if (!fs::exists("/bin/busybox")) return "no static busybox (Debian busybox-static)";
-    if (!fs::exists("/usr/sbin/runc") && !fs::exists("/usr/bin/runc") &&
-        !fs::exists("/usr/bin/crun")) {
-      return "neither runc nor crun is installed";
-    }
-    return "";
-  }
-
   // An image layout `layout`:latest of busybox whose ENTRYPOINT echoes the rank and its
   // arguments, and whose CMD is --default.
   static void MakeImage(const TempDir& dir, const std::string& layout) {
-    const std::string tagged = layout + ":latest", bundle = dir.Join("build");
-    auto umoci = [](const std::vector<std::string>& args) {
-      RunResult run = RunProcess("/usr/bin/umoci", args);
-      ASSERT_EQ(run.exit_code, 0) << "umoci " << args[0] << ": " << run.err;
-    };
-    ASSERT_NO_FATAL_FAILURE(umoci({"init", "--layout", layout}));
-    ASSERT_NO_FATAL_FAILURE(umoci({"new", "--image", tagged}));
-    ASSERT_NO_FATAL_FAILURE(umoci({"unpack", "--image", tagged, bundle}));
-    fs::create_directories(bundle + "/rootfs/bin");
-    fs::copy_file("/bin/busybox", bundle + "/rootfs/bin/busybox");
-    for (const char* tool : {"sh", "echo"})
-      fs::create_symlink("busybox", bundle + "/rootfs/bin/" + tool);
-    ASSERT_NO_FATAL_FAILURE(umoci({"repack", "--image", tagged, bundle}));
-    ASSERT_NO_FATAL_FAILURE(
-        umoci({"config", "--image", tagged, "--config.entrypoint", "/bin/sh", "--config.entrypoint",
-               "-c", "--config.entrypoint", "echo \"rank=$RANK args=$*\"", "--config.entrypoint",
-               "entry", "--config.cmd", "--default"}));
+    MakeBusyboxImage(dir.path(), layout, {"echo"},
+                     {"/bin/sh", "-c", "echo \"rank=$RANK args=$*\"", "entry"}, {"--default"});
   }
 };
 

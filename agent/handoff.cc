@@ -1,0 +1,239 @@
+#include "agent/handoff.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+
+namespace cohort::agent {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads the fields of one JSON object, each checked for its type; the first fault is kept and
+// names the field ("handoff attempts[0].pid: must be an integer").
+class Fields {
+ public:
+  Fields(const json& object, std::string where) : object_(object), where_(std::move(where)) {
+    if (!object_.is_object()) Fail("", "must be an object");
+  }
+
+  std::string String(const char* name) {
+    const json* v = Find(name);
+    if (v == nullptr) return {};
+    if (!v->is_string()) return Fail(name, "must be a string"), std::string();
+    return v->get<std::string>();
+  }
+  int64_t Integer(const char* name, int64_t min, int64_t max) {
+    const json* v = Find(name);
+    if (v == nullptr) return 0;
+    if (!v->is_number_integer()) return Fail(name, "must be an integer"), 0;
+    // Through the unsigned reading too: a value past INT64_MAX is out of range, not wrapped.
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return Fail(name, "out of range"), 0;
+    }
+    int64_t n = v->get<int64_t>();
+    if (n < min || n > max) {
+      return Fail(name, "must be in " + std::to_string(min) + ".." + std::to_string(max)), 0;
+    }
+    return n;
+  }
+  bool Bool(const char* name) {
+    const json* v = Find(name);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) return Fail(name, "must be true or false"), false;
+    return v->get<bool>();
+  }
+  std::map<std::string, std::string> StringMap(const char* name) {
+    std::map<std::string, std::string> out;
+    const json* v = Find(name);
+    if (v == nullptr) return out;
+    if (!v->is_object()) return Fail(name, "must be an object of strings"), out;
+    for (const auto& [key, value] : v->items()) {
+      if (!value.is_string()) return Fail(name, "must be an object of strings"), out;
+      out[key] = value.get<std::string>();
+    }
+    return out;
+  }
+  template <typename T>
+  std::vector<T> IntegerList(const char* name, int64_t min, int64_t max) {
+    std::vector<T> out;
+    const json* v = Find(name);
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Fail(name, "must be a list of integers"), out;
+    for (const json& item : *v) {
+      if (!item.is_number_integer() || item.get<int64_t>() < min || item.get<int64_t>() > max) {
+        return Fail(name, "must be a list of integers in " + std::to_string(min) + ".." +
+                              std::to_string(max)),
+               out;
+      }
+      out.push_back(static_cast<T>(item.get<int64_t>()));
+    }
+    return out;
+  }
+  const json* Object(const char* name) {
+    const json* v = Find(name);
+    if (v != nullptr && !v->is_object()) Fail(name, "must be an object");
+    return v != nullptr && v->is_object() ? v : nullptr;
+  }
+
+  void Require(bool holds, const char* name, const std::string& what) {
+    if (!holds) Fail(name, what);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  const json* Find(const char* name) const {
+    if (!object_.is_object()) return nullptr;
+    auto it = object_.find(name);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+  void Fail(const std::string& name, const std::string& what) {
+    if (!status_.ok()) return;
+    status_ = InvalidArgument("handoff " + where_ + (name.empty() ? "" : "." + name) + ": " + what);
+  }
+
+  const json& object_;
+  std::string where_;
+  Status status_;
+};
+
+constexpr int64_t kMaxPid = 1 << 22;  // the kernel's PID_MAX_LIMIT
+constexpr int64_t kMaxId = 0xFFFFFFFE;
+
+json EncodeAttempt(const HandedOverAttempt& a) {
+  json out = {{"job", a.job},
+              {"replica", a.replica},
+              {"attempt", a.attempt},
+              {"gpus", a.gpus},
+              {"pid", a.pid},
+              {"status_fd", a.status_fd},
+              {"cgroup", a.cgroup},
+              {"working_dir", a.working_dir},
+              {"log_path", a.log_path},
+              {"env", a.env},
+              {"chief", a.chief},
+              {"container", a.container},
+              {"launched_ns", a.launched_ns},
+              {"log_acked", a.log_acked},
+              {"measurements_acked", a.measurements_acked}};
+  if (a.run_as) {
+    out["run_as"] = {{"user", a.run_as->user},  {"account", a.run_as->account},
+                     {"uid", a.run_as->uid},    {"gid", a.run_as->gid},
+                     {"groups", a.run_as->groups}, {"home", a.run_as->home}};
+  }
+  return out;
+}
+
+StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& where) {
+  Fields f(in, where);
+  HandedOverAttempt a;
+  a.job = f.String("job");
+  a.replica = f.String("replica");
+  a.attempt = static_cast<int>(f.Integer("attempt", 0, INT32_MAX));
+  a.gpus = f.IntegerList<int>("gpus", 0, 1 << 16);
+  a.pid = static_cast<pid_t>(f.Integer("pid", 0, kMaxPid));
+  a.status_fd = static_cast<int>(f.Integer("status_fd", -1, INT32_MAX));
+  a.cgroup = f.String("cgroup");
+  a.working_dir = f.String("working_dir");
+  a.log_path = f.String("log_path");
+  a.env = f.StringMap("env");
+  a.chief = f.Bool("chief");
+  a.container = f.Bool("container");
+  a.launched_ns = f.Integer("launched_ns", 0, INT64_MAX);
+  a.log_acked = static_cast<uint64_t>(f.Integer("log_acked", 0, INT64_MAX));
+  a.measurements_acked = static_cast<uint64_t>(f.Integer("measurements_acked", 0, INT64_MAX));
+  if (const json* run_as = f.Object("run_as")) {
+    Fields r(*run_as, where + ".run_as");
+    RunAs user;
+    user.user = r.String("user");
+    user.account = r.String("account");
+    user.uid = static_cast<uid_t>(r.Integer("uid", 0, kMaxId));
+    user.gid = static_cast<gid_t>(r.Integer("gid", 0, kMaxId));
+    user.groups = r.IntegerList<gid_t>("groups", 0, kMaxId);
+    user.home = r.String("home");
+    if (!r.status().ok()) return r.status();
+    a.run_as = std::move(user);
+  }
+  f.Require(!a.job.empty(), "job", "must not be empty");
+  f.Require(!a.replica.empty(), "replica", "must not be empty");
+  f.Require(a.pid > 1, "pid", "must be a process of this agent (> 1)");
+  f.Require(!a.working_dir.empty() && a.working_dir.front() == '/', "working_dir",
+            "must be an absolute path");
+  f.Require(!a.log_path.empty() && a.log_path.front() == '/', "log_path",
+            "must be an absolute path");
+  f.Require(a.cgroup.empty() || a.cgroup.front() == '/', "cgroup", "must be an absolute path");
+  f.Require(a.status_fd == -1 || a.status_fd > 2, "status_fd",
+            "must be -1 or a descriptor above stderr");
+  if (!f.status().ok()) return f.status();
+  return a;
+}
+
+}  // namespace
+
+std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agent-handoff.json"; }
+
+std::string EncodeHandoff(const Handoff& handoff) {
+  json attempts = json::array();
+  for (const HandedOverAttempt& a : handoff.attempts) attempts.push_back(EncodeAttempt(a));
+  return json{{"agent_pid", handoff.agent_pid},
+              {"from_version", handoff.from_version},
+              {"attempts", attempts}}
+             .dump(1);
+}
+
+StatusOr<Handoff> DecodeHandoff(const std::string& text) {
+  json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (in.is_discarded()) return InvalidArgument("handoff: not JSON");
+  Fields f(in, "file");
+  Handoff handoff;
+  handoff.agent_pid = static_cast<pid_t>(f.Integer("agent_pid", 1, kMaxPid));
+  handoff.from_version = f.String("from_version");
+  f.Require(handoff.agent_pid > 0, "agent_pid", "missing");
+  if (!f.status().ok()) return f.status();
+  auto attempts = in.find("attempts");
+  if (attempts != in.end() && !attempts->is_null()) {
+    if (!attempts->is_array()) return InvalidArgument("handoff file.attempts: must be a list");
+    std::set<std::string> keys;
+    for (size_t i = 0; i < attempts->size(); ++i) {
+      const std::string where = "attempts[" + std::to_string(i) + "]";
+      auto a = DecodeAttempt((*attempts)[i], where);
+      if (!a.ok()) return a.status();
+      const std::string key = a->job + "/" + a->replica + "/" + std::to_string(a->attempt);
+      if (!keys.insert(key).second) {
+        return InvalidArgument("handoff " + where + ": attempt " + key + " is listed twice");
+      }
+      handoff.attempts.push_back(std::move(*a));
+    }
+  }
+  return handoff;
+}
+
+StatusOr<std::string> WriteHandoff(const std::string& work_dir, const Handoff& handoff) {
+  const std::string path = HandoffPath(work_dir);
+  COHORT_RETURN_IF_ERROR(ReplaceFile(path, EncodeHandoff(handoff), 0600));
+  return path;
+}
+
+StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir) {
+  if (std::getenv(kHandoffVariable) == nullptr) return std::optional<Handoff>();
+  ::unsetenv(kHandoffVariable);
+  const std::string path = HandoffPath(work_dir);
+  auto text = ReadFileToString(path, "handoff file");
+  ::unlink(path.c_str());
+  if (!text.ok()) return text.status();
+  auto handoff = DecodeHandoff(*text);
+  if (!handoff.ok()) return handoff.status().WithContext(path);
+  if (handoff->agent_pid != ::getpid()) {
+    return InvalidArgument(path + ": written by process " + std::to_string(handoff->agent_pid) +
+                           ", not by this agent (" + std::to_string(::getpid()) +
+                           "): its replicas are not this process's children");
+  }
+  return std::optional<Handoff>(std::move(*handoff));
+}
+
+}  // namespace cohort::agent

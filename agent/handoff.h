@@ -1,0 +1,84 @@
+// Handoff: what a cohort-agent hands over to the image it re-executes in a live restart (SIGUSR2,
+// agent/main.cc: an upgraded package's agent takes over without stopping a replica). execve keeps
+// the agent's pid, so every replica's main process stays its child (waited for, signalled and
+// reaped as before); what the new image needs beside that is each attempt's record: its process
+// (pid, cgroup, PID-namespace init and the descriptor of init's status pipe, kept open across the
+// execve; a container's runtime process), its files and environment, and how far its log and measurements were delivered.
+//
+// The old image writes it as JSON to HandoffPath(work_dir) and sets kHandoffVariable in the
+// environment of the execve; the new one reads the file, removes it and unsets the variable
+// before it does anything else (TakeHandoff). Without the variable (an ordinary start) a file
+// there is never read: one left by an agent that died before its execve is overwritten later. A file that does not parse, was written by another
+// process (a leftover of an agent that died between writing it and its execve), or holds an entry
+// that does not check out is refused whole with an error naming what is wrong: the new image then
+// starts as after a crash, and its sweep kills what the replicas of that file left.
+//
+// Thread safety: plain functions and values.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/replica_user.h"
+#include "common/status.h"
+
+namespace cohort::agent {
+
+// The environment variable ("1") telling the re-executed image to take the handoff.
+inline constexpr char kHandoffVariable[] = "COHORT_AGENT_HANDOFF";
+
+// <work_dir>/.agent-handoff.json
+std::string HandoffPath(const std::string& work_dir);
+
+// One running attempt, as the new image adopts it (ReplicaManager::Adopt).
+struct HandedOverAttempt {
+  std::string job;
+  std::string replica;
+  int attempt = 0;
+  std::vector<int> gpus;
+  // Its main process: the agent's child (a PID namespace's init where `status_fd` >= 0: the read
+  // end of the pipe init writes the command's wait status to, left open across the execve).
+  pid_t pid = 0;
+  int status_fd = -1;
+  std::string cgroup;  // "" without one
+  // Its LaunchRequest's: the working dir (also its COHORT_ATTEMPT_DIR marker), the log, the
+  // whole environment, the account it runs as.
+  std::string working_dir;
+  std::string log_path;
+  std::map<std::string, std::string> env;
+  std::optional<RunAs> run_as;
+  bool chief = false;  // a tuning trial's chief: its metric file is forwarded
+  // A container's: `pid` is its runtime's foreground process (`runc run`, `docker run`), adopted
+  // by the container launcher, which the new image must have (the same --container-runtime).
+  bool container = false;
+  // When its launch began (FlightClockNs): a flight recorder older than that is not its own.
+  int64_t launched_ns = 0;
+  // Delivery: the log's bytes and the measurements the coordinator has acknowledged.
+  uint64_t log_acked = 0;
+  uint64_t measurements_acked = 0;
+};
+
+struct Handoff {
+  pid_t agent_pid = 0;  // the process that wrote it, which must be the one reading it
+  std::string from_version;
+  std::vector<HandedOverAttempt> attempts;
+};
+
+std::string EncodeHandoff(const Handoff& handoff);
+// kInvalidArgument naming the field at fault ("handoff attempts[1].pid: must be positive").
+StatusOr<Handoff> DecodeHandoff(const std::string& text);
+
+// Writes the handoff to HandoffPath(work_dir) and returns that path.
+StatusOr<std::string> WriteHandoff(const std::string& work_dir, const Handoff& handoff);
+// What the old image handed over, when this process was re-executed with one (kHandoffVariable
+// set): reads and removes HandoffPath(work_dir) and unsets the variable. nullopt when there is
+// none; an error when there is one that cannot be taken (see above), also when this process did
+// not write it.
+StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir);
+
+}  // namespace cohort::agent

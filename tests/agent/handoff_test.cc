@@ -1,0 +1,176 @@
+// The handoff of a live restart (agent/handoff.h): what the old image writes is what the new one
+// reads, and a file that is hostile, damaged or someone else's is refused whole, naming what is
+// wrong, never half taken.
+#include "agent/handoff.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/agent/test_util.h"
+
+namespace cohort::agent {
+namespace {
+
+HandedOverAttempt Attempt(const std::string& replica) {
+  HandedOverAttempt a;
+  a.job = "train";
+  a.replica = replica;
+  a.attempt = 2;
+  a.gpus = {0, 3};
+  a.pid = 4242;
+  a.status_fd = 17;
+  a.cgroup = "/sys/fs/cgroup/cohort/node1/train." + replica + ".2";
+  a.working_dir = "/var/lib/cohort-agent/train/" + replica + "/attempt-2";
+  a.log_path = a.working_dir + ".log";
+  a.env = {{"RANK", "1"}, {"WEIRD", "a\"b\\nc\xc3\xa9"}};
+  a.run_as = RunAs{"alice", "alice_unix", 1001, 1001, {1001, 27}, "/home/alice_unix"};
+  a.chief = replica == "chief-0";
+  a.launched_ns = 1234567890123;
+  a.log_acked = 1 << 20;
+  a.measurements_acked = 7;
+  return a;
+}
+
+Handoff TwoAttempts() {
+  Handoff h;
+  h.agent_pid = ::getpid();
+  h.from_version = "0.9.1";
+  h.attempts = {Attempt("chief-0"), Attempt("worker-0")};
+  h.attempts[1].run_as.reset();
+  h.attempts[1].status_fd = -1;
+  h.attempts[1].cgroup = "";
+  return h;
+}
+
+// The message of DecodeHandoff's error for `text`; "" when it was taken.
+std::string Refusal(const std::string& text) {
+  auto decoded = DecodeHandoff(text);
+  if (decoded.ok()) return "";
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  return decoded.status().message();
+}
+
+TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
+  const Handoff h = TwoAttempts();
+  auto back = DecodeHandoff(EncodeHandoff(h));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->agent_pid, h.agent_pid);
+  EXPECT_EQ(back->from_version, "0.9.1");
+  ASSERT_EQ(back->attempts.size(), 2u);
+  const HandedOverAttempt& a = back->attempts[0];
+  const HandedOverAttempt& want = h.attempts[0];
+  EXPECT_EQ(a.job, want.job);
+  EXPECT_EQ(a.replica, want.replica);
+  EXPECT_EQ(a.attempt, 2);
+  EXPECT_EQ(a.gpus, want.gpus);
+  EXPECT_EQ(a.pid, 4242);
+  EXPECT_EQ(a.status_fd, 17);
+  EXPECT_EQ(a.cgroup, want.cgroup);
+  EXPECT_EQ(a.working_dir, want.working_dir);
+  EXPECT_EQ(a.log_path, want.log_path);
+  EXPECT_EQ(a.env, want.env);
+  ASSERT_TRUE(a.run_as.has_value());
+  EXPECT_EQ(a.run_as->account, "alice_unix");
+  EXPECT_EQ(a.run_as->uid, 1001u);
+  EXPECT_EQ(a.run_as->groups, (std::vector<gid_t>{1001, 27}));
+  EXPECT_EQ(a.run_as->home, "/home/alice_unix");
+  EXPECT_TRUE(a.chief);
+  EXPECT_EQ(a.launched_ns, 1234567890123);
+  EXPECT_EQ(a.log_acked, 1u << 20);
+  EXPECT_EQ(a.measurements_acked, 7u);
+  EXPECT_FALSE(back->attempts[1].run_as.has_value());
+  EXPECT_EQ(back->attempts[1].status_fd, -1);
+  EXPECT_FALSE(back->attempts[1].chief);
+}
+
+TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
+  EXPECT_EQ(Refusal("{\"agent_pid\": 12, \"attempts\": ["), "handoff: not JSON");
+  EXPECT_EQ(Refusal("[1, 2]"), "handoff file: must be an object");
+  EXPECT_EQ(Refusal("{}"), "handoff file.agent_pid: missing");
+  EXPECT_EQ(Refusal("{\"agent_pid\": \"12\"}"), "handoff file.agent_pid: must be an integer");
+  EXPECT_EQ(Refusal("{\"agent_pid\": 12, \"attempts\": {}}"),
+            "handoff file.attempts: must be a list");
+
+  // Each field of an attempt, broken in turn, on an otherwise good file.
+  auto with = [](const std::string& field, nlohmann::json value) {
+    nlohmann::json file = nlohmann::json::parse(EncodeHandoff(TwoAttempts()));
+    file["attempts"][1][field] = std::move(value);
+    return Refusal(file.dump());
+  };
+  EXPECT_EQ(with("pid", 0), "handoff attempts[1].pid: must be a process of this agent (> 1)");
+  EXPECT_EQ(with("pid", -5), "handoff attempts[1].pid: must be in 0..4194304");
+  EXPECT_EQ(with("pid", 1), "handoff attempts[1].pid: must be a process of this agent (> 1)");
+  EXPECT_EQ(with("pid", 18446744073709551615ull), "handoff attempts[1].pid: out of range");
+  EXPECT_EQ(with("pid", 3.5), "handoff attempts[1].pid: must be an integer");
+  EXPECT_EQ(with("job", ""), "handoff attempts[1].job: must not be empty");
+  EXPECT_EQ(with("replica", 7), "handoff attempts[1].replica: must be a string");
+  EXPECT_EQ(with("working_dir", "relative/dir"),
+            "handoff attempts[1].working_dir: must be an absolute path");
+  EXPECT_EQ(with("log_path", ""), "handoff attempts[1].log_path: must be an absolute path");
+  EXPECT_EQ(with("cgroup", "cohort/x"), "handoff attempts[1].cgroup: must be an absolute path");
+  EXPECT_EQ(with("status_fd", 1),
+            "handoff attempts[1].status_fd: must be -1 or a descriptor above stderr");
+  EXPECT_EQ(with("gpus", nlohmann::json::array({0, -1})),
+            "handoff attempts[1].gpus: must be a list of integers in 0..65536");
+  EXPECT_EQ(with("env", nlohmann::json{{"A", 1}}),
+            "handoff attempts[1].env: must be an object of strings");
+  EXPECT_EQ(with("chief", "yes"), "handoff attempts[1].chief: must be true or false");
+  EXPECT_EQ(with("run_as", nlohmann::json{{"uid", -1}}),
+            "handoff attempts[1].run_as.uid: must be in 0..4294967294");
+  EXPECT_EQ(with("run_as", "root"), "handoff attempts[1].run_as: must be an object");
+  EXPECT_EQ(with("replica", "chief-0"),
+            "handoff attempts[1]: attempt train/chief-0/2 is listed twice");
+}
+
+class TakeHandoffTest : public ::testing::Test {
+ protected:
+  void TearDown() override { ::unsetenv(kHandoffVariable); }
+  testing::TempDir dir_;
+};
+
+TEST_F(TakeHandoffTest, NoneWithoutTheVariableEvenWhereAFileIs) {
+  ::unsetenv(kHandoffVariable);
+  ASSERT_TRUE(WriteHandoff(dir_.path(), TwoAttempts()).ok());
+  auto taken = TakeHandoff(dir_.path());
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_FALSE(taken->has_value());  // an ordinary start never reads it
+}
+
+TEST_F(TakeHandoffTest, TakesThisProcesssFileAndRemovesIt) {
+  auto path = WriteHandoff(dir_.path(), TwoAttempts());
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  EXPECT_EQ(*path, HandoffPath(dir_.path()));
+  ::setenv(kHandoffVariable, "1", 1);
+  auto taken = TakeHandoff(dir_.path());
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  ASSERT_TRUE(taken->has_value());
+  EXPECT_EQ((*taken)->attempts.size(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(*path));
+  EXPECT_EQ(std::getenv(kHandoffVariable), nullptr);
+}
+
+TEST_F(TakeHandoffTest, RefusesAnotherProcesssFileAndAMissingOne) {
+  Handoff theirs = TwoAttempts();
+  theirs.agent_pid = ::getpid() + 1;
+  auto path = WriteHandoff(dir_.path(), theirs);
+  ASSERT_TRUE(path.ok());
+  ::setenv(kHandoffVariable, "1", 1);
+  auto taken = TakeHandoff(dir_.path());
+  ASSERT_FALSE(taken.ok());
+  EXPECT_NE(taken.status().message().find("written by process " + std::to_string(theirs.agent_pid)),
+            std::string::npos)
+      << taken.status().message();
+  EXPECT_FALSE(std::filesystem::exists(*path));  // not read again at the next start
+
+  ::setenv(kHandoffVariable, "1", 1);  // now gone
+  taken = TakeHandoff(dir_.path());
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.status().code(), StatusCode::kNotFound) << taken.status().ToString();
+}
+
+}  // namespace
+}  // namespace cohort::agent

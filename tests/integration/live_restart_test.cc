@@ -1,0 +1,316 @@
+// A live restart of cohort-agent (SIGUSR2: agent/handoff.h), with real cohort-coordinator and
+// cohort-agent processes on loopback, as a package upgrade does it: the agent runs from a copy of
+// its binary, the copy is replaced by a new file, and SIGUSR2 makes the agent execute the new one
+// in place. Its replicas run on untouched (the same processes, still its children), their job
+// spends no restart, their logs reach the coordinator whole (no line lost or repeated across the
+// handover), and their ends are reported as before, a death by signal included (in a PID
+// namespace that comes through init's status pipe, kept open across the execve). A container
+// replica (runc or crun, a busybox image made with umoci) runs on the same way: its runtime's
+// foreground process and its container are handed over.
+//
+// Each test runs twice: with the agent's defaults (cgroups and, as root, a PID namespace per
+// replica) and with --cgroups off (process groups and COHORT_ATTEMPT_DIR only).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/client.h"
+#include "tests/testing/cluster_test.h"
+#include "tests/testing/oci_image.h"
+
+namespace cohort {
+namespace {
+
+namespace ct = cohort::testing;
+using namespace std::chrono_literals;
+
+// $1: the directory of its files; its name is COHORT_REPLICA's. Prints "tick N" every 50 ms until $1/go exists,
+// then "done after N", then exits with the code in go, or kills itself with SIGABRT for "abort".
+constexpr char kTicker[] = R"sh(out="$1"; name="$COHORT_REPLICA"
+touch "$out/$name.up"
+i=0
+while [ ! -s "$out/go" ]; do i=$((i+1)); echo "tick $i"; sleep 0.05; done
+echo "done after $i"
+how="$(cat "$out/go")"
+if [ "$how" = abort ]; then kill -ABRT $$; fi
+exit "$how"
+)sh";
+
+// The pids of `pid`'s children that its main thread started (the agent launches replicas there).
+std::set<pid_t> Children(pid_t pid) {
+  std::istringstream in(ct::ReadFile("/proc/" + std::to_string(pid) + "/task/" +
+                                     std::to_string(pid) + "/children"));
+  std::set<pid_t> out;
+  for (pid_t child; in >> child;) out.insert(child);
+  return out;
+}
+
+std::string Executable(pid_t pid) {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string();
+}
+
+class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool cgroups_off() const { return GetParam(); }
+
+  void SetUp() override {
+    if (!NeedBinaries()) return;
+    ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+    // The agent runs from a copy of its binary, which the test replaces as an upgrade would,
+    // with cohort-replica-init beside it as a package installs it (outside the cluster's dir,
+    // whose processes are taken for replicas').
+    binary_ = bin_.Join("cohort-agent");
+    std::filesystem::copy_file(COHORT_AGENT_BIN, binary_);
+    std::filesystem::copy_file(
+        std::filesystem::path(COHORT_AGENT_BIN).parent_path() / "cohort-replica-init",
+        bin_.Join("cohort-replica-init"));
+    ct::AgentOptions options;
+    options.node_id = node_;
+    if (cgroups_off()) options.extra_args = {"--cgroups", "off"};
+    // sh -c SCRIPT COPY <this build's agent> ARGS...: the build's path is dropped.
+    options.wrapper = {"/bin/sh", "-c", "shift; exec \"$0\" \"$@\"", binary_};
+    ASSERT_EQ(cluster_->StartAgent(options), "");
+    if (!cgroups_off() && ::geteuid() == 0) {
+      // Root: replicas get PID namespaces, whose inits' status pipes cross the execve.
+      ASSERT_NE(AgentLog().find("run in PID namespaces of their own"), std::string::npos)
+          << AgentLog();
+    }
+    out_ = cluster_->scratch("out");
+    std::filesystem::create_directories(out_);
+    ct::WriteFile(cluster_->scratch("ticker.sh"), kTicker);
+  }
+
+  ct::DaemonProcess& agent() { return cluster_->agent(node_); }
+  std::string AgentLog() { return agent().Log(1 << 20); }
+
+  // Submits a job of a chief and `workers` workers, each a ticker; returns once each ticks.
+  std::string SubmitTickers(int workers, int max_restarts) {
+    auto pool = [&](const std::string& role, int replicas) {
+      return "  - role: " + role + "\n    replicas: " + std::to_string(replicas) +
+             "\n    resources: {gpus: 0, cpus: 1}\n    process:\n      command: [/bin/sh, " +
+             cluster_->scratch("ticker.sh") + ", " + out_ + "]\n";
+    };
+    std::string yaml = "name: ticking\nworker_pools:\n" + pool("chief", 1) +
+                       (workers > 0 ? pool("worker", workers) : "") +
+                       "scheduling: {max_restarts: " + std::to_string(max_restarts) + "}\n";
+    auto client = cluster_->Client();
+    auto name = client.Submit(yaml);
+    EXPECT_TRUE(name.ok()) << name.status().ToString();
+    if (!name.ok()) return "";
+    std::vector<std::string> replicas = {"chief-0"};
+    for (int i = 0; i < workers; ++i) replicas.push_back("worker-" + std::to_string(i));
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          return std::all_of(replicas.begin(), replicas.end(), [&](const std::string& r) {
+            return std::filesystem::exists(out_ + "/" + r + ".up");
+          });
+        },
+        20s))
+        << cluster_->Logs();
+    EXPECT_TRUE(ct::WaitForJobState(client, *name, wire::JobState::RUNNING, 10s));
+    return *name;
+  }
+
+  // Replaces the agent's binary by a new file, SIGUSR2s the agent and waits until the new image
+  // took `attempts` replica attempts over.
+  void LiveRestart(size_t attempts) {
+    const std::string fresh = binary_ + ".new";
+    std::filesystem::copy_file(COHORT_AGENT_BIN, fresh);
+    std::filesystem::rename(fresh, binary_);
+    const pid_t pid = agent().pid();
+    EXPECT_TRUE(Executable(pid).ends_with(" (deleted)")) << Executable(pid);
+    agent().Signal(SIGUSR2);
+    const std::string took = "live restart: took over " + std::to_string(attempts) + " of " +
+                             std::to_string(attempts) + " replica attempt(s)";
+    ASSERT_TRUE(ct::WaitUntil([&] { return AgentLog().find(took) != std::string::npos; }, 30s))
+        << AgentLog();
+    EXPECT_TRUE(agent().running());
+    EXPECT_EQ(agent().pid(), pid);
+    EXPECT_EQ(Executable(pid), binary_);  // the new file's image, not the deleted one
+  }
+
+  // The chief's log as the coordinator has it, once it holds the line `last_line_prefix`.
+  std::string ChiefLog(const std::string& job, const std::string& last_line_prefix) {
+    auto client = cluster_->Client();
+    std::string text;
+    EXPECT_TRUE(ct::WaitUntil(
+        [&] {
+          auto logs = client.ReadLogs(job, "chief-0", 0, /*attempt=*/0);
+          if (!logs.ok()) return false;
+          text.assign(logs->data.begin(), logs->data.end());
+          return text.find("\n" + last_line_prefix) != std::string::npos;
+        },
+        20s))
+        << text;
+    return text;
+  }
+
+  const std::string node_ = UniqueNodeId("liverestart");
+  ct::TempDir bin_{"cohort-live-restart"};
+  std::string binary_;
+  std::string out_;
+};
+
+TEST_P(LiveRestartTest, ReplicasRunOnUntouchedAndTheirJobSpendsNoRestart) {
+  const std::string job = SubmitTickers(/*workers=*/1, /*max_restarts=*/2);
+  ASSERT_FALSE(job.empty());
+  const std::set<pid_t> replicas = Children(agent().pid());
+  ASSERT_EQ(replicas.size(), 2u) << "the agent's children: its two replicas' main processes";
+
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(2));
+  EXPECT_EQ(Children(agent().pid()), replicas) << "the same processes, still the agent's children";
+  auto client = cluster_->Client();
+  auto info = client.GetJob(job);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, wire::JobState::RUNNING);
+  EXPECT_EQ(info->restarts, 0);
+  for (const auto& r : info->replicas) {
+    EXPECT_EQ(r->state, wire::ReplicaState::RUNNING) << r->replica;
+    EXPECT_EQ(r->attempt, 0) << r->replica;
+  }
+
+  // They tick on past the handover, then end; the new image reaps and reports them.
+  const std::string before = ChiefLog(job, "tick 1");
+  const size_t ticks_at_handover = std::count(before.begin(), before.end(), '\n');
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        std::string now = ChiefLog(job, "tick");
+        return static_cast<size_t>(std::count(now.begin(), now.end(), '\n')) >=
+               ticks_at_handover + 10;
+      },
+      20s));
+  ct::WriteFile(out_ + "/go", "0");
+  auto ended = ct::WaitForJobEnd(client, job, 30s);
+  EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message << cluster_->Logs();
+  EXPECT_EQ(ended.restarts, 0);
+  auto replicas_ended = ct::WaitForReplicasEnded(client, job, 20s);
+  for (const auto& r : replicas_ended.replicas) {
+    EXPECT_EQ(r->state, wire::ReplicaState::SUCCEEDED) << r->replica << ": " << r->message;
+    EXPECT_EQ(r->exit_code, 0) << r->replica;
+  }
+
+  // Every line once, in order, across the handover.
+  const std::string log = ChiefLog(job, "done after");
+  std::istringstream lines(log);
+  int expected = 1;
+  std::string line;
+  std::string last;
+  while (std::getline(lines, line)) {
+    if (!line.starts_with("tick ")) {
+      last = line;
+      continue;
+    }
+    EXPECT_EQ(line, "tick " + std::to_string(expected)) << log;
+    ++expected;
+  }
+  EXPECT_EQ(last, "done after " + std::to_string(expected - 1)) << log;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
+}
+
+TEST_P(LiveRestartTest, AnEndAfterTheHandoverIsReportedAsBefore) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
+  ct::WriteFile(out_ + "/go", "abort");  // the command kills itself with SIGABRT
+  auto client = cluster_->Client();
+  auto ended = ct::WaitForJobEnd(client, job, 30s);
+  EXPECT_EQ(ended.state, wire::JobState::FAILED) << ended.message;
+  auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
+  ASSERT_EQ(replicas.replicas.size(), 1u);
+  const auto& chief = *replicas.replicas[0];
+  EXPECT_EQ(chief.signal, SIGABRT) << chief.message;
+  EXPECT_EQ(chief.exit_code, 128 + SIGABRT) << chief.message;
+  EXPECT_NE(ended.message.find("killed by signal 6 (SIGABRT)"), std::string::npos)
+      << ended.message;
+}
+
+TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  // A second job whose replica takes a second to stop: cancelled, it is being stopped when the
+  // restart is asked for, and its end must reach the coordinator from the old image.
+  const std::string slow_out = cluster_->scratch("slow");
+  std::filesystem::create_directories(slow_out);
+  auto client = cluster_->Client();
+  auto slow = client.Submit(
+      "name: slow-stop\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+      "    resources: {gpus: 0, cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
+      "\"trap 'touch " + slow_out + "/term; sleep 1; exit 0' TERM; touch " + slow_out +
+      "/up; while :; do sleep 0.05; done\"]\n");
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(slow_out + "/up"); }, 20s));
+  ASSERT_TRUE(client.Cancel(*slow).ok());
+  ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(slow_out + "/term"); }, 10s))
+      << AgentLog();
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1));  // the ticker alone, once the slow one has ended
+  const std::string log = AgentLog();
+  const size_t asked = log.find("live restart asked for");
+  const size_t ended = log.find("slow-stop/chief-0 attempt 0: STOPPED");
+  const size_t handed = log.find("live restart: handing over 1 replica attempt(s)");
+  ASSERT_NE(asked, std::string::npos) << log;
+  EXPECT_LT(asked, ended) << log;
+  EXPECT_LT(ended, handed) << log;
+  auto slow_info = ct::WaitForReplicasEnded(client, *slow, 10s);
+  EXPECT_EQ(slow_info.state, wire::JobState::CANCELLED);
+  ct::WriteFile(out_ + "/go", "0");
+  EXPECT_EQ(ct::WaitForJobEnd(client, job, 30s).state, wire::JobState::SUCCEEDED);
+}
+
+TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
+  if (std::string why = ct::WhyNoContainers(); !why.empty()) GTEST_SKIP() << why;
+  ct::TempDir dir("cohort-live-restart-image");
+  const std::string layout = dir.Join("ticker");
+  // Its job's output dir (the parent of AIP_MODEL_DIR) is mounted in the container.
+  ASSERT_NO_FATAL_FAILURE(ct::MakeBusyboxImage(
+      dir.path(), layout, {"sleep", "cat", "touch"},
+      {"/bin/sh", "-c",
+       "d=\"$AIP_MODEL_DIR/..\"; touch \"$d/up\"; i=0; "
+       "while [ ! -s \"$d/go\" ]; do i=$((i+1)); echo \"tick $i\"; sleep 0.05; done; "
+       "echo \"done after $i\"; exit \"$(cat \"$d/go\")\""},
+      {}));
+  const std::string output = cluster_->scratch("container-out");
+  auto client = cluster_->Client();
+  auto job = client.Submit("name: boxed\noutput_dir: " + output +
+                           "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                           "    resources: {gpus: 0, cpus: 1}\n    container: {image: \"" +
+                           layout + "\"}\nscheduling: {max_restarts: 2}\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(output + "/up"); }, 60s))
+      << cluster_->Logs();
+  const std::set<pid_t> runtime = Children(agent().pid());
+  ASSERT_EQ(runtime.size(), 1u) << "the agent's child: the runtime's foreground process";
+
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
+  EXPECT_EQ(Children(agent().pid()), runtime);
+  const std::string before = ChiefLog(*job, "tick 1");
+  const size_t ticks_at_handover = std::count(before.begin(), before.end(), '\n');
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        std::string now = ChiefLog(*job, "tick");
+        return static_cast<size_t>(std::count(now.begin(), now.end(), '\n')) >=
+               ticks_at_handover + 10;
+      },
+      20s));
+  ct::WriteFile(output + "/go", "0");
+  auto ended = ct::WaitForJobEnd(client, *job, 30s);
+  EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
+  EXPECT_EQ(ended.restarts, 0);
+  EXPECT_NE(ChiefLog(*job, "done after").find("\ndone after "), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(AgentModes, LiveRestartTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("CgroupsOff") : std::string("Defaults");
+                         });
+
+}  // namespace
+}  // namespace cohort
