@@ -110,6 +110,12 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
                            "on this node,\nships their logs and reports their exits.",
                            &usage);
   if (!parsed.ok()) return parsed.status();
+  usage << "\nSignals:\n"
+           "  SIGTERM, SIGINT   stop: the replicas get SIGTERM, the grace period, then SIGKILL\n"
+           "                    (reported PREEMPTED: their jobs resume elsewhere)\n"
+           "  SIGHUP            GPUs taken out of service by Xids are back (after their reset)\n"
+           "  SIGUSR2           live restart: execute this binary's path anew (an upgraded\n"
+           "                    one) in place; the running replicas are taken over, untouched\n";
   flags.usage = usage.str();
   if (parsed->help) {
     flags.help = true;

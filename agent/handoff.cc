@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/file_util.h"
 
@@ -122,8 +122,8 @@ json EncodeAttempt(const HandedOverAttempt& a) {
               {"log_acked", a.log_acked},
               {"measurements_acked", a.measurements_acked}};
   if (a.run_as) {
-    out["run_as"] = {{"user", a.run_as->user},  {"account", a.run_as->account},
-                     {"uid", a.run_as->uid},    {"gid", a.run_as->gid},
+    out["run_as"] = {{"user", a.run_as->user},     {"account", a.run_as->account},
+                     {"uid", a.run_as->uid},       {"gid", a.run_as->gid},
                      {"groups", a.run_as->groups}, {"home", a.run_as->home}};
   }
   return out;
@@ -183,7 +183,7 @@ std::string EncodeHandoff(const Handoff& handoff) {
   return json{{"agent_pid", handoff.agent_pid},
               {"from_version", handoff.from_version},
               {"attempts", attempts}}
-             .dump(1);
+      .dump(1);
 }
 
 StatusOr<Handoff> DecodeHandoff(const std::string& text) {

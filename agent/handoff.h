@@ -3,15 +3,17 @@
 // the agent's pid, so every replica's main process stays its child (waited for, signalled and
 // reaped as before); what the new image needs beside that is each attempt's record: its process
 // (pid, cgroup, PID-namespace init and the descriptor of init's status pipe, kept open across the
-// execve; a container's runtime process), its files and environment, and how far its log and measurements were delivered.
+// execve; a container's runtime process), its files and environment, and how far its log and
+// measurements were delivered.
 //
 // The old image writes it as JSON to HandoffPath(work_dir) and sets kHandoffVariable in the
 // environment of the execve; the new one reads the file, removes it and unsets the variable
 // before it does anything else (TakeHandoff). Without the variable (an ordinary start) a file
-// there is never read: one left by an agent that died before its execve is overwritten later. A file that does not parse, was written by another
-// process (a leftover of an agent that died between writing it and its execve), or holds an entry
-// that does not check out is refused whole with an error naming what is wrong: the new image then
-// starts as after a crash, and its sweep kills what the replicas of that file left.
+// there is never read: one left by an agent that died before its execve is overwritten later. A
+// file that does not parse, was written by another process (a leftover of an agent that died
+// between writing it and its execve), or holds an entry that does not check out is refused whole
+// with an error naming what is wrong: the new image then starts as after a crash, and its sweep
+// kills what the replicas of that file left.
 //
 // Thread safety: plain functions and values.
 #pragma once

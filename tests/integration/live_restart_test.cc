@@ -32,8 +32,9 @@ namespace {
 namespace ct = cohort::testing;
 using namespace std::chrono_literals;
 
-// $1: the directory of its files; its name is COHORT_REPLICA's. Prints "tick N" every 50 ms until $1/go exists,
-// then "done after N", then exits with the code in go, or kills itself with SIGABRT for "abort".
+// $1: the directory of its files; its name is COHORT_REPLICA's. Prints "tick N" every 50 ms until
+// $1/go exists, then "done after N", then exits with the code in go, or kills itself with SIGABRT
+// for "abort".
 constexpr char kTicker[] = R"sh(out="$1"; name="$COHORT_REPLICA"
 touch "$out/$name.up"
 i=0
@@ -46,8 +47,8 @@ exit "$how"
 
 // The pids of `pid`'s children that its main thread started (the agent launches replicas there).
 std::set<pid_t> Children(pid_t pid) {
-  std::istringstream in(ct::ReadFile("/proc/" + std::to_string(pid) + "/task/" +
-                                     std::to_string(pid) + "/children"));
+  std::istringstream in(
+      ct::ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
   std::set<pid_t> out;
   for (pid_t child; in >> child;) out.insert(child);
   return out;
@@ -229,8 +230,7 @@ TEST_P(LiveRestartTest, AnEndAfterTheHandoverIsReportedAsBefore) {
   const auto& chief = *replicas.replicas[0];
   EXPECT_EQ(chief.signal, SIGABRT) << chief.message;
   EXPECT_EQ(chief.exit_code, 128 + SIGABRT) << chief.message;
-  EXPECT_NE(ended.message.find("killed by signal 6 (SIGABRT)"), std::string::npos)
-      << ended.message;
+  EXPECT_NE(ended.message.find("killed by signal 6 (SIGABRT)"), std::string::npos) << ended.message;
 }
 
 TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
@@ -244,7 +244,8 @@ TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
   auto slow = client.Submit(
       "name: slow-stop\nworker_pools:\n  - role: chief\n    replicas: 1\n"
       "    resources: {gpus: 0, cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
-      "\"trap 'touch " + slow_out + "/term; sleep 1; exit 0' TERM; touch " + slow_out +
+      "\"trap 'touch " +
+      slow_out + "/term; sleep 1; exit 0' TERM; touch " + slow_out +
       "/up; while :; do sleep 0.05; done\"]\n");
   ASSERT_TRUE(slow.ok()) << slow.status().ToString();
   ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(slow_out + "/up"); }, 20s));

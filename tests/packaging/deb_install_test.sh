@@ -233,6 +233,57 @@ timeout 150 "${cli[@]}" --timeout 10s submit "$work/job.yaml" --wait > "$work/su
 grep -q "installed cohort from /usr/lib/python3/dist-packages/cohort/__init__.py" "$work/job-logs.log" ||
   fail "the replica's output is not in cohort logs: $(cat "$work/job-logs.log")"
 
+# ---- an upgrade under a running job --------------------------------------------------------------
+# The package replaces /usr/bin/cohort-agent under the running agent; SIGUSR2 (what the postinst
+# sends through `systemctl kill` on an upgrade where systemd runs the unit; there is no systemd
+# here, so the signal is sent by hand) makes the agent execute the new file in place and take its
+# replica over: the job runs on and ends, no restart spent.
+step "upgrade the agent under a running job"
+agent_pid=${pids[-1]}
+cat > "$work/long.yaml" <<EOF
+name: deb_upgrade_check
+worker_pools:
+  - role: chief
+    replicas: 1
+    resources: {gpus: 0, cpus: 1, memory_mb: 256}
+    process:
+      command: [/bin/sh, -c, "touch $work/long.up; while [ ! -e $work/long.go ]; do sleep 0.1; done; echo ran-to-its-end"]
+scheduling: {timeout: 3m, max_restarts: 2}
+EOF
+"${cli[@]}" --timeout 10s submit "$work/long.yaml" > "$work/submit-long.log" 2>&1 ||
+  fail "submit: $(cat "$work/submit-long.log")"
+for _ in $(seq 1 150); do [ -e "$work/long.up" ] && break; sleep 0.2; done
+[ -e "$work/long.up" ] || fail "the long job never started: $("${cli[@]}" status deb_upgrade_check 2>&1)"
+children() { cat "/proc/$agent_pid/task/$agent_pid/children"; }
+replica_before=$(children)
+[ -n "$replica_before" ] || fail "the agent has no child replica"
+dpkg -i "$pkg_build"/packages/cohort-agent_*.deb > "$work/dpkg-upgrade.log" 2>&1 </dev/null ||
+  fail "dpkg -i (upgrade) failed"
+case "$(readlink "/proc/$agent_pid/exe")" in
+  *"(deleted)") ;;
+  *) fail "dpkg -i did not replace the running agent's binary: $(readlink "/proc/$agent_pid/exe")" ;;
+esac
+kill -USR2 "$agent_pid"
+took="live restart: took over 1 of 1 replica attempt"
+for _ in $(seq 1 150); do grep -q "$took" "$work/cohort-agent.log" && break; sleep 0.2; done
+grep -q "$took" "$work/cohort-agent.log" || fail "the agent did not take its replica over after SIGUSR2"
+[ "$(readlink "/proc/$agent_pid/exe")" = /usr/bin/cohort-agent ] ||
+  fail "the agent runs $(readlink "/proc/$agent_pid/exe"), not the upgraded /usr/bin/cohort-agent"
+[ "$(children)" = "$replica_before" ] || fail "the replica is not the one before: $(children) vs $replica_before"
+touch "$work/long.go"
+for _ in $(seq 1 150); do
+  "${cli[@]}" status deb_upgrade_check 2>/dev/null | grep -q SUCCEEDED && break
+  sleep 0.2
+done
+"${cli[@]}" status deb_upgrade_check --json > "$work/long-status.json" 2>&1
+/usr/bin/python3 -c '
+import json, sys
+job = json.load(open(sys.argv[1]))
+assert job["state"] == "SUCCEEDED", job["state"]
+assert job.get("restarts", 0) == 0, job.get("restarts")
+' "$work/long-status.json" || fail "after the upgrade: $(cat "$work/long-status.json")"
+"${cli[@]}" logs deb_upgrade_check | grep -q ran-to-its-end || fail "the replica's last line is not in its log"
+
 # ---- purge ---------------------------------------------------------------------------------------
 step "stop the daemons and purge"
 for pid in "${pids[@]}"; do kill -TERM "$pid"; done

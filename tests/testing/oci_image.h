@@ -46,7 +46,8 @@ inline void MakeBusyboxImage(const std::string& work_dir, const std::string& lay
   fs::create_directories(bundle + "/rootfs/bin");
   fs::copy_file("/bin/busybox", bundle + "/rootfs/bin/busybox");
   fs::create_symlink("busybox", bundle + "/rootfs/bin/sh");
-  for (const std::string& tool : tools) fs::create_symlink("busybox", bundle + "/rootfs/bin/" + tool);
+  for (const std::string& tool : tools)
+    fs::create_symlink("busybox", bundle + "/rootfs/bin/" + tool);
   ASSERT_NO_FATAL_FAILURE(umoci({"repack", "--image", tagged, bundle}));
   std::vector<std::string> config = {"config", "--image", tagged};
   for (const std::string& arg : entrypoint) {
