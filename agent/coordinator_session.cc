@@ -5,6 +5,7 @@
 #include "agent/agent.h"
 #include "agent/inventory.h"
 #include "common/logging.h"
+#include "common/version.h"
 #include "common/wire_string.h"
 
 namespace cohort::agent {
@@ -121,6 +122,7 @@ void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus)
   reg.memory_mb = config_.inventory.memory_mb;
   reg.listening_ports = ListeningTcpPorts();
   reg.port_domain = PortDomain();
+  reg.version = COHORT_VERSION;
   if (auto storage = storage_.Report()) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }

@@ -514,7 +514,7 @@ array's (`cohort submit --array`): each of its tasks is deleted once every one h
        "registered agents and their capacity",
        R"(
 Lists the registered agents: address, state, GPUs/CPUs/memory used of total, replicas, last
-heartbeat. With a NODE, that one at length: each GPU's model, memory, NUMA node, UUID, use now
+heartbeat, the agent's version (an upgrade's progress, node by node). With a NODE, that one at length: each GPU's model, memory, NUMA node, UUID, use now
 (where its agent samples NVML) and who holds it (job/replica) or why nothing new may go there
 (unfit, cordoned), then the replicas that hold part of the node.
   -l, --selector SELECTOR

@@ -503,7 +503,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     return;
   }
   Table table({"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT",
-               "STORAGE", "LABELS"});
+               "VERSION", "STORAGE", "LABELS"});
   int64_t now = NowMs();
   for (const auto& n : nodes) {
     std::string gpus = std::to_string(n.gpus_used.size()) + "/" + std::to_string(n.gpus.size());
@@ -523,7 +523,8 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     table.AddRow({n.node_id, OrDash(n.address), OrDash(NodeState(n)), gpus,
                   std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                   FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
-                  std::to_string(n.replicas), heartbeat, OrDash(n.storage), OrDash(n.labels)});
+                  std::to_string(n.replicas), heartbeat, OrDash(n.version), OrDash(n.storage),
+                  OrDash(n.labels)});
   }
   table.Print(out);
   // Why a node, or a GPU of it, takes no new work (too long for a column).
@@ -579,6 +580,7 @@ void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
   if (!n.unhealthy.empty()) row("Health:", "fails its check: " + n.unhealthy);
   row("Heartbeat:",
       n.last_heartbeat_ms > 0 ? FormatElapsed(NowMs() - n.last_heartbeat_ms) + " ago" : "-");
+  row("Agent:", n.version.empty() ? "-" : "cohort-agent " + n.version);
   row("CPUs:", std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus) + " held");
   row("Memory:", FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb) + " held");
   if (n.usage != nullptr) {

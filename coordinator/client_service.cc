@@ -1107,6 +1107,7 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
     auto ni = std::make_unique<wire::NodeInfoT>();
     ni->node_id = id;
     ni->address = n.address;
+    ni->version = n.version;
     for (const auto& g : n.gpus) ni->gpus.push_back(std::make_unique<wire::GpuInfoT>(g));
     ni->cpus = n.cpus;
     ni->memory_mb = n.memory_mb;

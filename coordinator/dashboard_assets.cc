@@ -333,6 +333,7 @@ const views = {
       setMain('<h2 id="node-name">' + esc(n.node_id) + ' ' + st(n.state) + '</h2>' +
           '<p>' + esc(n.address) + ' · CPUs ' + n.cpus + ' · memory ' + n.memory_mb + ' MiB' +
           ' · heartbeat ' + (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago' +
+          (n.version ? ' · cohort-agent ' + esc(n.version) : '') +
           (Object.keys(n.labels || {}).length ? ' · labels ' + labelText(n.labels) : '') +
           (n.unhealthy ? ' · fails its health check: ' + esc(n.unhealthy) : '') + '</p>' +
           '<h3>GPUs</h3>' +

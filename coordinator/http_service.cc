@@ -507,6 +507,7 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
     if (!selector->Matches(n.labels)) continue;
     out.push_back({{"node_id", n.node_id},
                    {"address", n.address},
+                   {"version", n.version},
                    {"state", NodeStateName(n, !replicas[n.node_id].empty())},
                    {"admin", NodeAdminLabel(n, !replicas[n.node_id].empty())},
                    {"gpus", n.gpus.size()},

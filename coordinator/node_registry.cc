@@ -96,6 +96,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.node_id = node_id;
   node.address = Str(req.address());
   if (node.address.empty()) node.address = node_id;
+  node.version = Str(req.version());
   std::string domain = Str(req.port_domain());
   SetPortDomain(node, domain.empty() ? "address " + node.address : std::move(domain));
   node.gpus.clear();
@@ -138,9 +139,10 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.storage = NodeStorage{};
   ReadStorage(req.storage(), node.storage);
   JudgeStorage(storage_root(), storage_ ? storage_->tokens() : StorageTokens{}, node.storage);
-  spdlog::info("node {} {} ({} GPUs, {} CPUs, {} MiB) at {}", node_id,
+  spdlog::info("node {} {} ({} GPUs, {} CPUs, {} MiB) at {}, agent {}", node_id,
                reg.was_lost ? "came back" : (reg.returning ? "re-registered" : "registered"),
-               node.gpus.size(), node.cpus, node.memory_mb, node.address);
+               node.gpus.size(), node.cpus, node.memory_mb, node.address,
+               node.version.empty() ? "of unknown version" : node.version);
   return reg;
 }
 

@@ -215,6 +215,7 @@ std::string NodeAdminLabel(const NodeRecord& node, bool holds_replicas);
 struct NodeRecord {
   std::string node_id;
   std::string address;
+  std::string version;  // its agent's (RegisterAgent.version); "" from one that gives none
   std::vector<wire::GpuInfoT> gpus;
   int cpus = 0;
   int64_t memory_mb = 0;

@@ -330,6 +330,7 @@ def _node_to_dict(node):
     return {
         "node_id": _text(node.nodeId),
         "address": _text(node.address),
+        "version": _text(node.version),
         "state": _text(node.state),
         "gpus": [{"index": g.index, "model": _text(g.model), "memory_mb": g.memoryMb,
                   "uuid": _text(g.uuid), "numa_node": g.numaNode}

@@ -254,6 +254,7 @@ TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
   wire::NodeInfoT node;
   node.node_id = "gpu-1";
   node.address = "10.0.0.7:7070";
+  node.version = "0.9.1";
   node.state = "READY";
   node.cpus = 32;
   node.cpus_used = 9;
@@ -308,6 +309,7 @@ TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
             "Address:    10.0.0.7:7070\n"
             "State:      READY\n"
             "Heartbeat:  -\n"
+            "Agent:      cohort-agent 0.9.1\n"
             "CPUs:       9/32 held\n"
             "Memory:     64G/256G held\n"
             "In use:     7.25 cores, memory 40G (1 of 2 replicas reported)\n"

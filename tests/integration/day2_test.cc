@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/client.h"
+#include "common/version.h"
 #include "tests/testing/cluster_test.h"
 #include "tests/testing/specs.h"
 
@@ -165,6 +166,10 @@ TEST_F(Day2Test, CordonOfOneGpuKeepsNewWorkOffItAndSurvivesACoordinatorRestart) 
   EXPECT_EQ(cordon.out, "node " + node + " GPU 0 cordoned: nothing new is placed on it (READY)\n");
   auto nodes = RunCli({"nodes"});
   EXPECT_NE(nodes.out.find("0/2 declared (1 cordoned)"), std::string::npos) << nodes.out;
+  // Which agent each node runs (an upgrade's progress across the cluster): this build's.
+  EXPECT_NE(nodes.out.find(" VERSION "), std::string::npos) << nodes.out;
+  EXPECT_NE(nodes.out.find(" " COHORT_VERSION " "), std::string::npos) << nodes.out;
+  EXPECT_EQ(Node(node)["version"], COHORT_VERSION);
   EXPECT_NE(
       nodes.out.find(node + " GPU 0 is cordoned and free (cohort uncordon " + node + " --gpu 0)"),
       std::string::npos)

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "tests/testing/cluster_test.h"
 
 namespace cohort {
@@ -590,6 +591,7 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(node.find("id=\"node-name\""), std::string::npos) << node;
   EXPECT_NE(node.find("fails its health check: GPU 0: XID 48"), std::string::npos) << node;
   EXPECT_NE(node.find(" · labels gpu=h100 · "), std::string::npos) << node;
+  EXPECT_NE(node.find(" · cohort-agent " COHORT_VERSION " · "), std::string::npos) << node;
   EXPECT_NE(node.find("<td><a href=\"#/job/on-gpu\">on-gpu/chief-0</a></td></tr></tbody></table>"),
             std::string::npos)
       << node;
@@ -603,6 +605,7 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
       << node;
   json api_nodes = json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/nodes"));
   for (const json& n : api_nodes) {
+    EXPECT_EQ(n["version"], COHORT_VERSION) << n;  // its agent's, this build's
     EXPECT_TRUE(n["gpus_used"].is_array()) << n;
     EXPECT_EQ(n["gpus_used"].size(), n["gpus_allocated"]) << n;
   }
