@@ -746,6 +746,55 @@ TEST_F(TorchDdpTest, PreemptedAgentRestartsTheJobOnceFromItsCheckpoint) {
   EXPECT_TRUE(cluster_->agent(node).Wait(30s).has_value()) << "the agent did not exit";
 }
 
+// A rolling upgrade under a stock DDP job on the Reduction Server: mid-training, every agent in
+// turn is live-restarted (SIGUSR2: it executes its binary anew and takes its replicas over,
+// agent/handoff.h). Nothing of the job notices: no rank, reducer or UCX connection is touched,
+// it spends no restart, every rank stays on its first attempt, the chief never resumes from a
+// checkpoint, and all ranks end with the same parameters. (On gloo where the backend is not
+// built.)
+TEST_F(TorchDdpTest, LiveRestartsOfEveryAgentMidTrainingLeaveTheJobUntouched) {
+  const bool cohort = CohortBackendMissing().empty();
+  const std::vector<std::string> nodes = {"node-a", "node-b", "node-c"};
+  StartAgents(nodes, 1);
+  JobOptions options;
+  options.backend = cohort ? "cohort" : "gloo";
+  options.reducers = cohort ? 2 : 0;
+  Submit("rolling_upgrade", options);
+  WaitForCheckpoint(kFaultAfterEpoch);
+  for (const std::string& name : nodes) {
+    ct::DaemonProcess& agent = cluster_->agent(Node(name));
+    agent.Signal(SIGUSR2);
+    static const std::regex kTook("live restart: took over ([0-9]+) of ([0-9]+) replica");
+    std::string log;  // what `took` points into
+    std::smatch took;
+    ASSERT_TRUE(ct::WaitUntil(
+        [&] {
+          log = agent.Log(1 << 20);
+          return std::regex_search(log, took, kTook);
+        },
+        60s))
+        << agent.Log();
+    EXPECT_EQ(took[1].str(), took[2].str()) << name << ": every replica there taken over";
+    EXPECT_NE(took[2].str(), "0") << name << " ran none of the job's replicas";
+    EXPECT_TRUE(agent.running()) << name;
+  }
+  auto client = cluster_->Client();
+  wire::JobInfoT done = ct::WaitForJobEnd(client, job_, 150s);
+  ASSERT_EQ(done.state, wire::JobState::SUCCEEDED) << done.message;
+  EXPECT_EQ(done.restarts, 0);
+  for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 0) << r->replica;
+  const std::string chief = ChiefFinalLog();
+  EXPECT_EQ(chief.find("resumed from epoch"), std::string::npos) << chief;
+  if (cohort) EXPECT_NE(chief.find("backend cohort"), std::string::npos) << chief;
+  std::set<std::string> digests;
+  for (const auto& [replica, log] : FinalLogs("rolling upgrade")) {
+    ASSERT_NE(LoggedDigest(log), "") << log;
+    digests.insert(LoggedDigest(log));
+  }
+  EXPECT_EQ(digests.size(), 1u) << "the ranks ended with different parameters";
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "");
+}
+
 // `cohort suspend --wait` on a stock DDP job filling the cluster: every rank stops (gloo's peers
 // may exit 1 as the first goes: no failure), and once the command returns the job holds no GPU:
 // another job of three GPUs runs to its end meanwhile. `cohort resume` queues it again: it
