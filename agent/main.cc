@@ -2,8 +2,8 @@
 // SIGINT, then preempt the replicas (agent/agent.h) and exit 0. SIGHUP (systemctl reload) puts
 // the GPUs that Xids took out of service back, once their admin has reset them. SIGUSR2 is a live
 // restart: once the agent can hand its replicas over, it re-executes its binary (the file at the
-// path it was started from: an upgraded package's) in place, same pid, with a handoff
-// (agent/handoff.h), and the new image takes them over; they run on untouched.
+// path it was started from: an upgraded package's; OwnExecutable) in place, same pid, with a
+// handoff (agent/handoff.h), and the new image takes them over; they run on untouched.
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -32,13 +33,22 @@ void OnStopSignal(int) { g_stop.store(true); }
 void OnReloadSignal(int) { g_reloads.fetch_add(1); }
 void OnRestartSignal(int) { g_restarts.fetch_add(1); }
 
-// The path this process was started from, read before anything could replace the file there.
-std::string OwnExecutable() {
+// The path this process was started from, made absolute before anything could change the
+// working directory: argv[0] where it names a path (systemd's ExecStart does), so that a symlink
+// an upgrade re-points (an alternatives link, a versioned install dir) is followed anew at the
+// live restart; else the file the kernel ran (/proc/self/exe, read now, before anything could
+// replace the file there).
+std::string OwnExecutable(const char* argv0) {
   std::error_code ec;
+  if (argv0 != nullptr && std::strchr(argv0, '/') != nullptr) {
+    std::string path = std::filesystem::absolute(argv0, ec).lexically_normal().string();
+    if (!ec) return path;
+  }
   std::string path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   const std::string deleted = " (deleted)";
-  if (path.size() > deleted.size() && path.ends_with(deleted))
+  if (path.size() > deleted.size() && path.ends_with(deleted)) {
     path.resize(path.size() - deleted.size());
+  }
   return path;
 }
 
@@ -73,7 +83,7 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
 
 int main(int argc, char** argv) {
   using namespace cohort;
-  const std::string own_executable = OwnExecutable();
+  const std::string own_executable = OwnExecutable(argv[0]);
   auto flags = agent::ParseAgentFlags(argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "cohort-agent: %s (see --help)\n", flags.status().message().c_str());

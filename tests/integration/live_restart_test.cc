@@ -1,12 +1,13 @@
 // A live restart of cohort-agent (SIGUSR2: agent/handoff.h), with real cohort-coordinator and
 // cohort-agent processes on loopback, as a package upgrade does it: the agent runs from a copy of
-// its binary, the copy is replaced by a new file, and SIGUSR2 makes the agent execute the new one
-// in place. Its replicas run on untouched (the same processes, still its children), their job
-// spends no restart, their logs reach the coordinator whole (no line lost or repeated across the
-// handover), and their ends are reported as before, a death by signal included (in a PID
-// namespace that comes through init's status pipe, kept open across the execve). A container
-// replica (runc or crun, a busybox image made with umoci) runs on the same way: its runtime's
-// foreground process and its container are handed over.
+// its binary (through a symlink to it), the copy is replaced by a new file or the symlink
+// re-pointed to another install, and SIGUSR2 makes the agent execute the new one in place. Its
+// replicas run on untouched (the same processes, still its children), their job spends no restart,
+// their logs reach the coordinator whole (no line lost or repeated across the handover), and their
+// ends are reported as before, a death by signal included (in a PID namespace that comes through
+// init's status pipe, kept open across the execve). A container replica (runc or crun, a busybox
+// image made with umoci) runs on the same way: its runtime's foreground process and its container
+// are handed over.
 //
 // Each test runs twice: with the agent's defaults (cgroups and, as root, a PID namespace per
 // replica) and with --cgroups off (process groups and COHORT_ATTEMPT_DIR only).
@@ -68,12 +69,11 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
     ASSERT_NO_FATAL_FAILURE(StartCoordinator());
     // The agent runs from a copy of its binary, which the test replaces as an upgrade would,
     // with cohort-replica-init beside it as a package installs it (outside the cluster's dir,
-    // whose processes are taken for replicas').
+    // whose processes are taken for replicas'), started through a symlink to it, as an
+    // alternatives link or a versioned install's "current" is: bin/cohort-agent -> v1/...
+    ASSERT_NO_FATAL_FAILURE(Install("v1"));
     binary_ = bin_.Join("cohort-agent");
-    std::filesystem::copy_file(COHORT_AGENT_BIN, binary_);
-    std::filesystem::copy_file(
-        std::filesystem::path(COHORT_AGENT_BIN).parent_path() / "cohort-replica-init",
-        bin_.Join("cohort-replica-init"));
+    std::filesystem::create_symlink("v1/cohort-agent", binary_);
     ct::AgentOptions options;
     options.node_id = node_;
     if (cgroups_off()) options.extra_args = {"--cgroups", "off"};
@@ -121,14 +121,31 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
     return *name;
   }
 
-  // Replaces the agent's binary by a new file, SIGUSR2s the agent and waits until the new image
-  // took `attempts` replica attempts over.
-  void LiveRestart(size_t attempts) {
-    const std::string fresh = binary_ + ".new";
-    std::filesystem::copy_file(COHORT_AGENT_BIN, fresh);
-    std::filesystem::rename(fresh, binary_);
+  // A copy of this build's agent and cohort-replica-init in bin/<version>/.
+  void Install(const std::string& version) {
+    const std::filesystem::path dir = bin_.Join(version), built = COHORT_AGENT_BIN;
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(built, dir / "cohort-agent");
+    std::filesystem::copy_file(built.parent_path() / "cohort-replica-init",
+                               dir / "cohort-replica-init");
+  }
+
+  // Upgrades the agent's binary, SIGUSR2s the agent and waits until the new image took
+  // `attempts` replica attempts over. The upgrade replaces the file the symlink names (a
+  // package's dpkg -i), or with `repoint` installs v2 and points the symlink there.
+  void LiveRestart(size_t attempts, bool repoint = false) {
+    std::string target = bin_.Join("v1/cohort-agent");
+    if (repoint) {
+      ASSERT_NO_FATAL_FAILURE(Install("v2"));
+      std::filesystem::create_symlink("v2/cohort-agent", binary_ + ".new");
+      std::filesystem::rename(binary_ + ".new", binary_);
+      target = bin_.Join("v2/cohort-agent");
+    } else {
+      std::filesystem::copy_file(COHORT_AGENT_BIN, target + ".new");
+      std::filesystem::rename(target + ".new", target);
+    }
     const pid_t pid = agent().pid();
-    EXPECT_TRUE(Executable(pid).ends_with(" (deleted)")) << Executable(pid);
+    if (!repoint) EXPECT_TRUE(Executable(pid).ends_with(" (deleted)")) << Executable(pid);
     agent().Signal(SIGUSR2);
     const std::string took = "live restart: took over " + std::to_string(attempts) + " of " +
                              std::to_string(attempts) + " replica attempt(s)";
@@ -136,7 +153,7 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
         << AgentLog();
     EXPECT_TRUE(agent().running());
     EXPECT_EQ(agent().pid(), pid);
-    EXPECT_EQ(Executable(pid), binary_);  // the new file's image, not the deleted one
+    EXPECT_EQ(Executable(pid), target);  // the new file's image, not the old one
   }
 
   // The chief's log as the coordinator has it, once it holds the line `last_line_prefix`.
@@ -264,6 +281,17 @@ TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
   EXPECT_EQ(slow_info.state, wire::JobState::CANCELLED);
   ct::WriteFile(out_ + "/go", "0");
   EXPECT_EQ(ct::WaitForJobEnd(client, job, 30s).state, wire::JobState::SUCCEEDED);
+}
+
+TEST_P(LiveRestartTest, AnUpgradeThatRepointsTheAgentsSymlinkRunsTheNewTarget) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1, /*repoint=*/true));
+  ct::WriteFile(out_ + "/go", "0");
+  auto client = cluster_->Client();
+  auto ended = ct::WaitForJobEnd(client, job, 30s);
+  EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
+  EXPECT_EQ(ended.restarts, 0);
 }
 
 TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
