@@ -73,8 +73,15 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
   ::setenv(agent::kHandoffVariable, "1", 1);
   spdlog::info("live restart: executing {}", exe);
   spdlog::default_logger()->flush();
+  // Until the new image has its handler (main's first lines), a SIGUSR2 waits, blocked: its
+  // default action would end the agent and its replicas.
+  sigset_t restart_signal, before;
+  sigemptyset(&restart_signal);
+  sigaddset(&restart_signal, SIGUSR2);
+  ::sigprocmask(SIG_BLOCK, &restart_signal, &before);
   ::execv(exe.c_str(), argv);
   const int err = errno;
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
   ::unsetenv(agent::kHandoffVariable);
   ::unlink(path.c_str());
   return ErrnoStatus("execv " + exe, err);
@@ -83,6 +90,18 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
 
 int main(int argc, char** argv) {
   using namespace cohort;
+  // Handlers first: the default action of SIGHUP and SIGUSR2 would end the agent, and with it its
+  // replicas. A live restart execs this image with SIGUSR2 blocked (ReExecute), so one that comes
+  // meanwhile waits for its handler here, and asks for the next restart.
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGHUP, OnReloadSignal);
+  std::signal(SIGUSR2, OnRestartSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t restart_signal;
+  sigemptyset(&restart_signal);
+  sigaddset(&restart_signal, SIGUSR2);
+  ::sigprocmask(SIG_UNBLOCK, &restart_signal, nullptr);
   const std::string own_executable = OwnExecutable(argv[0]);
   auto flags = agent::ParseAgentFlags(argc, argv);
   if (!flags.ok()) {
@@ -117,11 +136,6 @@ int main(int argc, char** argv) {
                  flags->config.socket_interface, flags->config.advertise_address);
   }
   flags->config.reap_all_children = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
-  std::signal(SIGTERM, OnStopSignal);
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGHUP, OnReloadSignal);
-  std::signal(SIGUSR2, OnRestartSignal);
-  std::signal(SIGPIPE, SIG_IGN);
   zmq::context_t context;
   MonotonicClock clock;
   auto agent = agent::BuildAgent(context, *flags, &clock, *handoff ? &**handoff : nullptr);

@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/client.h"
@@ -287,6 +288,34 @@ TEST_P(LiveRestartTest, AnUpgradeThatRepointsTheAgentsSymlinkRunsTheNewTarget) {
   const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
   ASSERT_FALSE(job.empty());
   ASSERT_NO_FATAL_FAILURE(LiveRestart(1, /*repoint=*/true));
+  ct::WriteFile(out_ + "/go", "0");
+  auto client = cluster_->Client();
+  auto ended = ct::WaitForJobEnd(client, job, 30s);
+  EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
+  EXPECT_EQ(ended.restarts, 0);
+}
+
+TEST_P(LiveRestartTest, SignalsDuringTheNewImagesStartDoNotEndIt) {
+  // SIGUSR2's default action ends a process: one that reaches the new image before its handler
+  // (while the binary loads) would end the agent and its replicas with it. A burst sent as the
+  // old image executes the new one lands there; each is held until the handler is in place.
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  const pid_t pid = agent().pid();
+  agent().Signal(SIGUSR2);
+  ASSERT_TRUE(
+      ct::WaitUntil([&] { return AgentLog().find("live restart: executing") != std::string::npos; },
+                    30s, std::chrono::milliseconds(1)));
+  for (int i = 0; i < 40; ++i) {
+    ::kill(pid, SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] { return AgentLog().find("live restart: took over 1 of 1") != std::string::npos; }, 30s))
+      << AgentLog();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // any restart still asked for
+  EXPECT_TRUE(agent().running()) << AgentLog();
+  EXPECT_EQ(AgentLog().find("took over 0 of"), std::string::npos) << AgentLog();
   ct::WriteFile(out_ + "/go", "0");
   auto client = cluster_->Client();
   auto ended = ct::WaitForJobEnd(client, job, 30s);
