@@ -52,6 +52,14 @@ std::string OwnExecutable(const char* argv0) {
   return path;
 }
 
+// The signals main handles whose default action would end the agent.
+sigset_t HandledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) sigaddset(&set, sig);
+  return set;
+}
+
 // Re-executes `exe` with `argv` and the handoff; returns only when that failed (the handoff
 // file is removed then, and the agent runs on).
 cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agent::Handoff& handoff,
@@ -73,12 +81,11 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
   ::setenv(agent::kHandoffVariable, "1", 1);
   spdlog::info("live restart: executing {}", exe);
   spdlog::default_logger()->flush();
-  // Until the new image has its handler (main's first lines), a SIGUSR2 waits, blocked: its
-  // default action would end the agent and its replicas.
-  sigset_t restart_signal, before;
-  sigemptyset(&restart_signal);
-  sigaddset(&restart_signal, SIGUSR2);
-  ::sigprocmask(SIG_BLOCK, &restart_signal, &before);
+  // Until the new image has its handlers (main's first lines), those signals wait, blocked:
+  // their default action would end the agent and its replicas.
+  const sigset_t handled = HandledSignals();
+  sigset_t before;
+  ::sigprocmask(SIG_BLOCK, &handled, &before);
   ::execv(exe.c_str(), argv);
   const int err = errno;
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
@@ -90,18 +97,17 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
 
 int main(int argc, char** argv) {
   using namespace cohort;
-  // Handlers first: the default action of SIGHUP and SIGUSR2 would end the agent, and with it its
-  // replicas. A live restart execs this image with SIGUSR2 blocked (ReExecute), so one that comes
-  // meanwhile waits for its handler here, and asks for the next restart.
+  // Handlers first: the default action of these signals would end the agent, and with it (by
+  // PR_SET_PDEATHSIG, at once) its replicas. A live restart execs this image with them blocked
+  // (ReExecute), so one that comes meanwhile waits for its handler here and is then taken as any
+  // other: a stop preempts the replicas, a SIGUSR2 asks for the next restart.
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGHUP, OnReloadSignal);
   std::signal(SIGUSR2, OnRestartSignal);
   std::signal(SIGPIPE, SIG_IGN);
-  sigset_t restart_signal;
-  sigemptyset(&restart_signal);
-  sigaddset(&restart_signal, SIGUSR2);
-  ::sigprocmask(SIG_UNBLOCK, &restart_signal, nullptr);
+  const sigset_t handled = HandledSignals();
+  ::sigprocmask(SIG_UNBLOCK, &handled, nullptr);
   const std::string own_executable = OwnExecutable(argv[0]);
   auto flags = agent::ParseAgentFlags(argc, argv);
   if (!flags.ok()) {
