@@ -157,6 +157,15 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
     EXPECT_EQ(Executable(pid), target);  // the new file's image, not the old one
   }
 
+  // Lets the tickers of `job` end with 0; the job must end SUCCEEDED having spent no restart.
+  void ExpectTickersEndWithoutARestart(const std::string& job) {
+    ct::WriteFile(out_ + "/go", "0");
+    auto client = cluster_->Client();
+    auto ended = ct::WaitForJobEnd(client, job, 30s);
+    EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
+    EXPECT_EQ(ended.restarts, 0);
+  }
+
   // The chief's log as the coordinator has it, once it holds the line `last_line_prefix`.
   std::string ChiefLog(const std::string& job, const std::string& last_line_prefix) {
     auto client = cluster_->Client();
@@ -280,19 +289,14 @@ TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
   EXPECT_LT(ended, handed) << log;
   auto slow_info = ct::WaitForReplicasEnded(client, *slow, 10s);
   EXPECT_EQ(slow_info.state, wire::JobState::CANCELLED);
-  ct::WriteFile(out_ + "/go", "0");
-  EXPECT_EQ(ct::WaitForJobEnd(client, job, 30s).state, wire::JobState::SUCCEEDED);
+  ExpectTickersEndWithoutARestart(job);
 }
 
 TEST_P(LiveRestartTest, AnUpgradeThatRepointsTheAgentsSymlinkRunsTheNewTarget) {
   const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
   ASSERT_FALSE(job.empty());
   ASSERT_NO_FATAL_FAILURE(LiveRestart(1, /*repoint=*/true));
-  ct::WriteFile(out_ + "/go", "0");
-  auto client = cluster_->Client();
-  auto ended = ct::WaitForJobEnd(client, job, 30s);
-  EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
-  EXPECT_EQ(ended.restarts, 0);
+  ExpectTickersEndWithoutARestart(job);
 }
 
 TEST_P(LiveRestartTest, SignalsDuringTheNewImagesStartDoNotEndIt) {
@@ -316,11 +320,7 @@ TEST_P(LiveRestartTest, SignalsDuringTheNewImagesStartDoNotEndIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // any restart still asked for
   EXPECT_TRUE(agent().running()) << AgentLog();
   EXPECT_EQ(AgentLog().find("took over 0 of"), std::string::npos) << AgentLog();
-  ct::WriteFile(out_ + "/go", "0");
-  auto client = cluster_->Client();
-  auto ended = ct::WaitForJobEnd(client, job, 30s);
-  EXPECT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
-  EXPECT_EQ(ended.restarts, 0);
+  ExpectTickersEndWithoutARestart(job);
 }
 
 TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
