@@ -1,11 +1,13 @@
 #include "agent/replica_manager.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "agent/agent.h"
+#include "agent/cgroup.h"
 #include "agent/flight_recorder_poller.h"
 #include "agent/metric_file_reader.h"
 #include "agent/replica_env.h"
@@ -379,6 +381,23 @@ StatusOr<std::vector<HandedOverAttempt>> ReplicaManager::HandOver() {
 }
 
 Status ReplicaManager::Adopt(const HandedOverAttempt& handed) {
+  Status taken = TakeOver(handed);
+  if (taken.ok()) return taken;
+  // Not taken over, yet maybe still this process's child, running: it must not run on beside the
+  // restart its coordinator will start (the start-up sweeps spared it).
+  siginfo_t info{};
+  if (handed.pid > 1 &&
+      ::waitid(P_PID, static_cast<id_t>(handed.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) {
+    if (::getpgid(handed.pid) == handed.pid) ::kill(-handed.pid, SIGKILL);
+    ::kill(handed.pid, SIGKILL);
+    const std::string& base = config_.cgroup_dir;
+    if (!base.empty() && handed.cgroup.rfind(base + "/", 0) == 0)
+      CgroupManager::Kill(handed.cgroup);
+  }
+  return taken;
+}
+
+Status ReplicaManager::TakeOver(const HandedOverAttempt& handed) {
   COHORT_RETURN_IF_ERROR(CheckPathComponent("job", handed.job));
   COHORT_RETURN_IF_ERROR(CheckPathComponent("replica", handed.replica));
   const std::string key = AttemptKey(handed.job, handed.replica, handed.attempt);

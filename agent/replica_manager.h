@@ -125,8 +125,9 @@ class ReplicaManager {
   StatusOr<std::vector<HandedOverAttempt>> HandOver();
   // Takes on one handed-over attempt as RUNNING, as if launched here: its log shipped on from
   // where the coordinator's copy ends, its measurements after those delivered. An error (a bad
-  // name, a pid that is not this process's child) leaves it out; the coordinator, not hearing
-  // of it at registration, restarts it.
+  // name, a pid that is not this process's child) leaves it out, killed where it is this
+  // process's child (it must not run beside its restart); the coordinator, not hearing of it at
+  // registration, restarts it.
   Status Adopt(const HandedOverAttempt& handed);
 
  private:
@@ -134,6 +135,8 @@ class ReplicaManager {
   void SetState(Attempt& a, wire::ReplicaState state, std::string message);
   void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
   void FinishLaunch(Attempt& a, PendingLaunch& pending);
+  // Adopt's taking over, without its cleanup of a failure.
+  Status TakeOver(const HandedOverAttempt& handed);
   // What follows a launch, or an adoption: the attempt's process, its exec target, error file,
   // metric forwarder (`measurements_answered` delivered already) and progress probe.
   void Attach(Attempt& a, std::unique_ptr<ReplicaProcess> process, const LaunchRequest& request,
