@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_options.h"
+#include "agent/captured_command.h"
 #include "agent/cgroup.h"
 #include "agent/proc_scan.h"
 #include "common/logging.h"
@@ -66,6 +67,19 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
                          const std::string& work_dir) {
   using namespace cohort;
   if (exe.empty()) return FailedPrecondition("the agent's own executable is unknown");
+  // The new binary must at least run (its libraries load, it is an agent): once exec'd, one that
+  // cannot would take the replicas down with it.
+  agent::CaptureOptions check;
+  check.timeout = std::chrono::seconds(10);
+  check.max_output = 4096;
+  const agent::CapturedCommand version = agent::RunCaptured({exe, "--version"}, check);
+  if (version.exit_code != 0 || version.output.rfind("cohort-agent ", 0) != 0) {
+    return FailedPrecondition(exe + " --version " +
+                              (version.timed_out
+                                   ? std::string("did not end within 10 s")
+                                   : "exited with " + std::to_string(version.exit_code)) +
+                              " and said: " + version.output.substr(0, 200));
+  }
   COHORT_ASSIGN_OR_RETURN(std::string path, agent::WriteHandoff(work_dir, handoff));
   // What this image holds (the coordinator's socket, the HTTP listener, files) closes at the
   // execve; the status pipes of the replicas' inits stay open (ReplicaProcess::HandOver).
@@ -160,7 +174,7 @@ int main(int argc, char** argv) {
     std::optional<agent::Handoff> handed = (*agent)->TakeHandoff();
     if (!handed) break;
     Status failed = ReExecute(own_executable, argv, *handed, flags->config.work_dir);
-    spdlog::error("live restart failed: {}; the agent runs on as it was", failed.ToString());
+    spdlog::error("live restart refused: {}; the agent runs on as it was", failed.ToString());
   }
   if (!s.ok()) spdlog::error("{}", s.ToString());
   // No process of a replica outlives the agent: as a subreaper it inherited every orphan of its

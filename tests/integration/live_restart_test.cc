@@ -323,6 +323,30 @@ TEST_P(LiveRestartTest, SignalsDuringTheNewImagesStartDoNotEndIt) {
   ExpectTickersEndWithoutARestart(job);
 }
 
+TEST_P(LiveRestartTest, ANewBinaryThatDoesNotRunIsRefusedAndTheAgentRunsOn) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  // An upgrade that left a binary whose libraries do not load, say.
+  const std::string broken = bin_.Join("v1/cohort-agent");
+  ct::WriteFile(broken + ".new",
+                "#!/bin/sh\necho 'error while loading shared libraries' >&2\nexit 127\n");
+  std::filesystem::permissions(broken + ".new", std::filesystem::perms::owner_all);
+  std::filesystem::rename(broken + ".new", broken);
+  const pid_t pid = agent().pid();
+  agent().Signal(SIGUSR2);
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] { return AgentLog().find("live restart refused: ") != std::string::npos; }, 30s))
+      << AgentLog();
+  EXPECT_NE(AgentLog().find("--version exited with 127 and said: error while loading shared"),
+            std::string::npos)
+      << AgentLog();
+  EXPECT_TRUE(agent().running());
+  EXPECT_EQ(agent().pid(), pid);
+  // A good binary then: the next request goes through.
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
+  ExpectTickersEndWithoutARestart(job);
+}
+
 TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
   if (std::string why = ct::WhyNoContainers(); !why.empty()) GTEST_SKIP() << why;
   ct::TempDir dir("cohort-live-restart-image");
