@@ -31,6 +31,17 @@ class NvmlTest : public ::cohort::testing::TempDirTest {
   void AddXids(const std::string& lines) {
     std::ofstream(state_ + ".xids", std::ios::app) << lines;
   }
+  // Until `sampler`'s Xid watch runs (it opens NVML on a thread of its own), a verdict taken
+  // does not wait for it: an application's Xid (GPU 0's 31, which leaves it in service) that
+  // the watch counts says it runs.
+  void WaitForTheXidWatch(const GpuSampler& sampler) {
+    AddXids("0 31\n");
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return sampler.XidCounts().count({0, 31}) == 1;
+        },
+        std::chrono::seconds(10), std::chrono::milliseconds(1)));
+  }
   std::unique_ptr<Nvml> Open() {
     auto nvml = Nvml::Open(COHORT_FAKE_NVML_LIB);
     EXPECT_TRUE(nvml.ok()) << nvml.status().ToString();
@@ -192,6 +203,7 @@ TEST_F(NvmlTest, MigDevicesAreSampledAsTheAgentOffersThemAndTheirGpusXidsTakeThe
     EXPECT_EQ(g.uuid, "MIG-fake-" + std::to_string(i / 2) + "-" + std::to_string(i % 2));
     EXPECT_FALSE(g.read);
   }
+  ASSERT_NO_FATAL_FAILURE(WaitForTheXidWatch(sampler));
   AddXids("0 79\n");
   ASSERT_TRUE(sampler.SampleNow());
   ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 1ms));
@@ -353,9 +365,10 @@ TEST_F(NvmlTest, AnXidTakesItsGpuOutOfServiceUntilTheAgentForgetsIt) {
       10ms, [] { return ReadGpuSamplesFrom(COHORT_FAKE_NVML_LIB); }, 30s,
       XidWatch{COHORT_FAKE_NVML_LIB, {94}});
   ASSERT_TRUE(WaitUntil([&] { return sampler.UnhealthyGpus().size() == 1; }, 10s, 5ms));
+  ASSERT_NO_FATAL_FAILURE(WaitForTheXidWatch(sampler));
   // A replica failed just after the driver reported them: the verdict waits until the watch has
   // seen every Xid queued then (GPU 2's second one changes nothing).
-  AddXids("0 31\n1 94\n2 119\n3 48\n2 79\n");
+  AddXids("1 94\n2 119\n3 48\n2 79\n");
   ASSERT_TRUE(sampler.SampleNow());
   ASSERT_TRUE(WaitUntil([&] { return !sampler.Resampling(); }, 10s, 1ms));
   const std::map<int, std::string> unfit = sampler.UnhealthyGpus();
