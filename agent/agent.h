@@ -49,7 +49,7 @@
 //
 // Live restart (SIGUSR2; agent/handoff.h): Run() stops at the next moment every replica can be
 // handed over (none starting, being stopped or ended and not yet delivered; at most
-// kHandoffWait from the request), with handoff() filled and every replica running on; main
+// kHandoffWait from the request), with TakeHandoff() holding it and every replica running on; main
 // re-executes the agent's binary with it, and the new image Adopt()s them before its first step.
 // Container replicas are handed over as their runtime's foreground process and the container
 // (agent/container_replica.h). The `cohort exec` sessions beside replicas end first (the execve
@@ -184,15 +184,14 @@ class Agent {
   Status RunOnce(std::chrono::milliseconds max_wait);
   // Steps until `stop` becomes true, then Preempt(). Each time `reloads` (SIGHUPs) grows, the
   // GPUs Xids took out of service are put back (their admin reset them). Each time `restarts`
-  // (SIGUSR2s) grows, a live restart is asked for: Run returns once handoff() holds it (see
+  // (SIGUSR2s) grows, a live restart is asked for: Run returns once it holds the handoff (see
   // "Live restart" above), without stopping anything.
   Status Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads = nullptr,
              const std::atomic<int>* restarts = nullptr);
   // How long a live restart waits for the replicas to settle before it is refused.
   static constexpr std::chrono::seconds kHandoffWait{60};
-  // What Run() returned with for a live restart; nullopt otherwise. TakeHandoff() clears it (the
-  // execve failed: the agent runs on).
-  const std::optional<Handoff>& handoff() const { return handoff_; }
+  // What Run() returned with for a live restart, once (nullopt otherwise): after an execve that
+  // failed, Run() goes on as before.
   std::optional<Handoff> TakeHandoff() { return std::exchange(handoff_, std::nullopt); }
   // Takes on what an earlier image handed over (before the first RunOnce); returns how many
   // attempts it adopted, logging each one it could not.

@@ -117,9 +117,6 @@ struct Attempt {
   std::unique_ptr<ReplicaProcess> process;
   // How `cohort exec` runs a command as this attempt runs (set at its launch).
   ExecTarget exec_target;
-  // What it was launched with: its environment, working dir, log and account (the container's
-  // command is its launcher's); a live restart hands it over (agent/handoff.h).
-  LaunchRequest launched;
   std::unique_ptr<PendingLaunch> pending;  // STARTING, lookup or Prepare under way
   bool launch_settled = false;             // process executed the command or failed to (TakeStart)
   StopCause stop = StopCause::kNone;

@@ -202,9 +202,7 @@ int CgroupManager::SweepStale(const std::set<std::string>& keep) const {
   for (const auto& entry : std::filesystem::directory_iterator(base_, ec)) {
     if (!entry.is_directory(ec)) continue;
     std::string path = entry.path().string();
-    if (keep.count(path) != 0 || keep.count(entry.path().lexically_normal().string()) != 0) {
-      continue;
-    }
+    if (keep.count(path) != 0) continue;  // as Create() named it: base() + "/" + name
     Kill(path);
     // The kernel takes a moment to empty a killed cgroup.
     for (int i = 0; i < 200 && !Procs(path).empty(); ++i) ::usleep(5000);

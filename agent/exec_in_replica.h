@@ -51,6 +51,9 @@ struct ExecTarget {
   std::vector<std::string> container_exec;
   std::vector<std::string> container_exec_stream;
   std::vector<std::string> container_exec_terminal;
+  // The attempt's environment, working dir, account and cgroup, which a command run beside a
+  // process replica gets (a container's has the container's); also what a live restart hands
+  // over of the attempt (agent/handoff.h).
   std::map<std::string, std::string> env;
   std::string working_dir;
   std::optional<RunAs> run_as;

@@ -296,16 +296,13 @@ void ReplicaManager::FinishLaunch(Attempt& a, PendingLaunch& pending) {
 void ReplicaManager::Attach(Attempt& a, std::unique_ptr<ReplicaProcess> process,
                             const LaunchRequest& request, uint64_t measurements_answered) {
   a.process = std::move(process);
-  a.launched = request;
   a.exec_target.container_exec = a.process->ExecPrefix(ExecStdio::kNone);
   a.exec_target.container_exec_stream = a.process->ExecPrefix(ExecStdio::kStream);
   a.exec_target.container_exec_terminal = a.process->ExecPrefix(ExecStdio::kTerminal);
-  if (a.exec_target.container_exec.empty()) {
-    a.exec_target.env = request.env;
-    a.exec_target.working_dir = request.working_dir;
-    a.exec_target.run_as = request.run_as;
-    a.exec_target.cgroup = a.process->cgroup_path();
-  }
+  a.exec_target.env = request.env;
+  a.exec_target.working_dir = request.working_dir;
+  a.exec_target.run_as = request.run_as;
+  a.exec_target.cgroup = a.process->cgroup_path();
   // The error file is read at a failure only where the agent chose it: in the attempt's own dir.
   auto error_file = request.env.find(kErrorFileEnv);
   if (error_file != request.env.end() && error_file->second == ErrorFilePath(request.working_dir)) {
@@ -366,14 +363,13 @@ StatusOr<std::vector<HandedOverAttempt>> ReplicaManager::HandOver() {
     h.replica = a.replica;
     h.attempt = a.attempt;
     h.gpus = a.gpus;
-    h.working_dir = a.launched.working_dir;
-    h.log_path = a.launched.log_path;
-    h.env = a.launched.env;
-    h.run_as = a.launched.run_as;
+    h.working_dir = a.exec_target.working_dir;
+    h.log_path = a.log->path();  // every launched attempt has one
+    h.env = a.exec_target.env;
+    h.run_as = a.exec_target.run_as;
     h.chief = a.chief;
-    h.container = !a.exec_target.container_exec.empty();
     h.launched_ns = a.launched_ns;
-    h.log_acked = a.log ? a.log->acked() : 0;
+    h.log_acked = a.log->acked();
     h.measurements_acked = a.metrics ? a.metrics->answered() : 0;
     out.push_back(std::move(h));
   }
