@@ -55,6 +55,9 @@ bool IsRead(wire::Body type) {
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
+      backups_(StateBackupOptions{options_.backup_dir, options_.backup_every.count(),
+                                  options_.backup_keep},
+               clock->NowMs()),
       logs_(options_.state_dir + "/logs"),
       storage_(options_.output_root),
       scheduler_(SchedulerOptions{options_.starvation_limit.count()}),
@@ -261,8 +264,21 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
   Tick();
   ExecuteCommands();
   COHORT_RETURN_IF_ERROR(Commit());
+  StepBackups(clock_->NowMs());
   if (http_) PublishSnapshot(clock_->NowMs());
   return Status::Ok();
+}
+
+void Coordinator::StepBackups(int64_t now) {
+  for (const StateBackupResult& r : backups_.Step(*store_, now)) {
+    if (r.ok) {
+      spdlog::info("state backup: wrote {} ({} bytes: {} jobs, {} studies) in {} ms; {} kept",
+                   r.path, r.bytes, r.info.jobs, r.info.studies, r.ended_ms - r.started_ms, r.kept);
+    } else {
+      spdlog::error("state backup into {} failed: {}; the next try in {} s", options_.backup_dir,
+                    r.error, std::max<int64_t>(0, backups_.next_due_ms() - now) / 1000);
+    }
+  }
 }
 
 void Coordinator::HandleClient(const RoutedMessage& m, int64_t now) {
@@ -659,6 +675,7 @@ void Coordinator::PublishSnapshot(int64_t now) {
   counters.bad_frames = stats_.bad_frames;
   counters.refused = stats_.refused;
   counters.rolled_back = stats_.rolled_back;
+  counters.backups = backups_.counters();
   if (notifier_) {
     const Notifier::Counters notices = notifier_->counters();
     counters.notices_by_result = {{"delivered", notices.delivered},

@@ -88,6 +88,7 @@
 #include "coordinator/scheduler.h"
 #include "coordinator/snapshot_publisher.h"
 #include "coordinator/state.h"
+#include "coordinator/state_backups.h"
 #include "coordinator/state_store.h"
 #include "coordinator/study_controller.h"
 #include "coordinator/study_runner.h"
@@ -186,6 +187,8 @@ class Coordinator {
   // kSnapshotIntervalMs.
   void PublishSnapshot(int64_t now);
   void LogStats(bool at_exit) const;
+  // The state backups (--backup-dir) moved on after the pass's commit; their ends logged.
+  void StepBackups(int64_t now);
 
   CoordinatorOptions options_;
   Clock* clock_;
@@ -197,6 +200,7 @@ class Coordinator {
   std::unique_ptr<RouterSocket> client_;
   std::unique_ptr<RouterSocket> agent_;
   std::unique_ptr<StateStore> store_;
+  StateBackups backups_;  // after store_: a copy under way reads the store's connection
   LogStore logs_;
   StorageProbe storage_;  // the storage check of options_.output_root (nodes_ judges with it)
   Scheduler scheduler_;

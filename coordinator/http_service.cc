@@ -385,6 +385,24 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
            "Loop passes whose commit failed and were rolled back (since the coordinator "
            "started).");
   t.Sample("cohort_store_rollbacks_total", s.counters.rolled_back);
+  if (s.counters.backups.enabled) {
+    const StateBackupCounters& b = s.counters.backups;
+    t.Family("cohort_state_backups_total", Type::kCounter,
+             "State backups into --backup-dir by result, ok or failed (since the coordinator "
+             "started).");
+    t.Sample("cohort_state_backups_total", {{"result", "ok"}}, b.succeeded);
+    t.Sample("cohort_state_backups_total", {{"result", "failed"}}, b.failed);
+    t.Family("cohort_state_backup_last_success_timestamp_seconds", Type::kGauge,
+             "When the newest good state backup began, seconds since the epoch (0: none yet); "
+             "alert when it falls behind --backup-every.");
+    t.Sample("cohort_state_backup_last_success_timestamp_seconds", b.last_success_ms / 1000.0);
+    t.Family("cohort_state_backup_last_size_bytes", Type::kGauge,
+             "Size of the newest state backup this coordinator wrote (0: none since it started).");
+    t.Sample("cohort_state_backup_last_size_bytes", b.last_bytes);
+    t.Family("cohort_state_backup_last_duration_seconds", Type::kGauge,
+             "How long the newest state backup this coordinator wrote took, copy and checks.");
+    t.Sample("cohort_state_backup_last_duration_seconds", b.last_duration_ms / 1000.0);
+  }
   t.Family("cohort_coordinator_start_time_seconds", Type::kGauge,
            "When this coordinator process started, seconds since the epoch.");
   t.Sample("cohort_coordinator_start_time_seconds", s.started_ms / 1000.0);

@@ -23,6 +23,7 @@
 
 #include "common/prometheus_text.h"
 #include "coordinator/state.h"
+#include "coordinator/state_backups.h"
 #include "coordinator/training_metrics.h"
 
 namespace cohort::coordinator {
@@ -51,6 +52,7 @@ struct CoordinatorCounters {
   uint64_t bad_frames = 0;
   uint64_t refused = 0;
   uint64_t rolled_back = 0;
+  StateBackupCounters backups;  // --backup-dir (coordinator/state_backups.h)
 };
 
 // Every job by name, as one immutable map shared between snapshots until a job changes.

@@ -30,6 +30,16 @@ int main(int argc, char** argv) {
     std::puts("cohort-coordinator " COHORT_VERSION);
     return 0;
   }
+  if (!flags->restore_state.empty()) {
+    auto said = RestoreStateStore(flags->options.state_dir, flags->restore_state);
+    if (!said.ok()) {
+      std::fprintf(stderr, "cohort-coordinator: --restore-state: %s\n",
+                   said.status().ToString().c_str());
+      return 1;
+    }
+    for (const std::string& line : *said) std::printf("%s\n", line.c_str());
+    return 0;
+  }
   cohort::InitLogging("cohort-coordinator", flags->options.log_level);
   // One connection per agent: allow as many descriptors as the hard limit permits.
   struct rlimit nofile;

@@ -64,7 +64,8 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   CoordinatorOptions& o = out.options;
   std::string config, heartbeat = "10s", starvation = "5m", ports = "20000-29999",
                       stop_grace = "30s", max_spec_size = "1MiB", job_retention = "none",
-                      fence_after = "none", fence_grace = "stop-grace", notify_on = "end";
+                      fence_after = "none", fence_grace = "stop-grace", notify_on = "end",
+                      backup_every = "1h";
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help and exit")("version", "print the version and exit")(
       "config", po::value(&config), "INI file with the same names as these flags")(
@@ -97,6 +98,16 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "accept-damaged-state", po::bool_switch(&o.accept_damaged_state),
       "start even though the state database is damaged or missing: drop what does not verify "
       "and list every job dropped")(
+      "backup-dir", po::value(&o.backup_dir),
+      "keep backups of the state database here (an absolute path, best on another disk or host): "
+      "consistent copies taken while the coordinator runs, checked, fsynced and rotated "
+      "(default: none)")("backup-every", po::value(&backup_every)->default_value(backup_every),
+                         "how often a backup is taken into --backup-dir")(
+      "backup-keep", po::value(&o.backup_keep)->default_value(o.backup_keep),
+      "how many backups --backup-dir keeps (the oldest go)")(
+      "restore-state", po::value(&out.restore_state),
+      "make the backup FILE the state database of --state-dir (the coordinator must be stopped; "
+      "the current database is kept aside), then exit")(
       "max-requests-per-peer",
       po::value(&o.max_requests_per_peer)->default_value(o.max_requests_per_peer),
       "requests one peer may have outstanding; more are refused (RESOURCE_EXHAUSTED)")(
@@ -185,6 +196,26 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       return InvalidArgument("--fence-after: at least four heartbeat intervals (" +
                              FormatDuration(std::chrono::milliseconds(least)) +
                              " with --heartbeat-timeout " + heartbeat + "), got " + fence_after);
+    }
+  }
+  COHORT_ASSIGN_OR_RETURN(o.backup_every, Duration("backup-every", backup_every));
+  if (o.backup_every < std::chrono::seconds(1)) {
+    return InvalidArgument("--backup-every: at least 1s, got " + backup_every);
+  }
+  if (o.backup_keep < 1) {
+    return InvalidArgument("--backup-keep: at least 1, got " + std::to_string(o.backup_keep));
+  }
+  if (!o.backup_dir.empty()) {
+    if (o.backup_dir[0] != '/') {
+      return InvalidArgument("--backup-dir: expected an absolute path, got '" + o.backup_dir + "'");
+    }
+    namespace fs = std::filesystem;
+    o.backup_dir = fs::path(o.backup_dir).lexically_normal().string();
+    while (o.backup_dir.size() > 1 && o.backup_dir.back() == '/') o.backup_dir.pop_back();
+    std::error_code ec;
+    fs::path state = fs::weakly_canonical(fs::absolute(o.state_dir), ec);
+    if (!ec && fs::weakly_canonical(o.backup_dir, ec) == state) {
+      return InvalidArgument("--backup-dir: must not be the state dir (" + o.state_dir + ")");
     }
   }
   if (job_retention != "none" && job_retention != "0") {

@@ -45,6 +45,11 @@ struct CoordinatorOptions {
   // Start even though the state store is damaged or missing, dropping what does not verify and
   // listing every job dropped (coordinator/state_store.h).
   bool accept_damaged_state = false;
+  // State backups (coordinator/state_backups.h, README "Backups"): --backup-dir (empty: none; an
+  // absolute path, not the state dir), --backup-every (at least 1 s), --backup-keep (at least 1).
+  std::string backup_dir;
+  std::chrono::milliseconds backup_every{3'600'000};
+  int backup_keep = 24;
   // Requests one peer (client or agent) may have outstanding, i.e. read and not yet answered, in
   // one pass of the loop; beyond that they are answered RESOURCE_EXHAUSTED unprocessed, so one
   // flooding peer cannot starve the others. Frames are capped at 64 MiB by the sockets.
@@ -101,6 +106,9 @@ std::string DefaultStudyOutputBase(const CoordinatorOptions& options);
 
 struct ParsedFlags {
   CoordinatorOptions options;
+  // --restore-state FILE: make that backup the state dir's database (RestoreStateStore), then
+  // exit.
+  std::string restore_state;
   bool help = false;     // --help: print help_text, exit 0
   bool version = false;  // --version: print "cohort-coordinator <version>", exit 0
   std::string help_text;

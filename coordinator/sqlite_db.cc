@@ -162,6 +162,47 @@ Status SqliteDb::Error(int rc, std::string_view what) const {
   }
 }
 
+// ---- copy -----------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<SqliteCopy>> SqliteCopy::Begin(SqliteDb& source, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    return AlreadyExists("copying the database " + source.path() + ": " + path + " exists already");
+  }
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> dest, SqliteDb::Open(path, true));
+  sqlite3_backup* backup = sqlite3_backup_init(dest->handle(), "main", source.handle(), "main");
+  if (backup == nullptr) {
+    return dest->Error(sqlite3_errcode(dest->handle()), "copying the database " + source.path());
+  }
+  return std::unique_ptr<SqliteCopy>(new SqliteCopy(source.path(), std::move(dest), backup));
+}
+
+SqliteCopy::~SqliteCopy() {
+  if (backup_) sqlite3_backup_finish(backup_);
+}
+
+StatusOr<bool> SqliteCopy::Step(int pages) {
+  if (backup_ == nullptr) return true;
+  int rc = sqlite3_backup_step(backup_, pages);
+  pages_total_ = sqlite3_backup_pagecount(backup_);
+  pages_left_ = sqlite3_backup_remaining(backup_);
+  if (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
+  int finished = sqlite3_backup_finish(backup_);
+  backup_ = nullptr;
+  if (rc != SQLITE_DONE) return dest_->Error(rc, "copying " + source_path_ + " into the copy");
+  if (finished != SQLITE_OK) return dest_->Error(finished, "finishing the copy");
+  // The copy has the source's header, WAL mode included: make it one self-contained file.
+  COHORT_ASSIGN_OR_RETURN(std::string mode, dest_->QueryText("PRAGMA journal_mode = DELETE"));
+  if (mode != "delete") {
+    return Internal("the copy " + dest_->path() + " kept journal mode " + mode);
+  }
+  dest_.reset();
+  return true;
+}
+
+int SqliteCopy::pages_total() const { return pages_total_; }
+int SqliteCopy::pages_left() const { return pages_left_; }
+
 // ---- schema ---------------------------------------------------------------------------------
 
 Status MigrateSchema(SqliteDb& db, std::span<const SchemaStep> steps) {

@@ -20,6 +20,7 @@
 #include "common/status.h"
 
 struct sqlite3;
+struct sqlite3_backup;
 struct sqlite3_stmt;
 
 namespace cohort::coordinator {
@@ -95,6 +96,42 @@ class SqliteDb {
   SqliteDb(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
   std::string path_;
   sqlite3* db_ = nullptr;
+};
+
+// SqliteCopy copies a database, page by page, into a new file while the source connection goes
+// on being used (SQLite's online backup): what the source connection writes between steps is
+// written into the copy as well, so a finished copy is the database as of its last step, whole and
+// consistent. The copy is left in rollback-journal mode (one self-contained file, no -wal beside
+// it) and is not fsynced: the caller syncs and renames it.
+//
+// Errors: as SqliteDb's; a write to the copy that fails names the copy's file (a full disk there
+// is kResourceExhausted). Thread safety: only on the source's thread, between its transactions.
+// Lifetime: must be destroyed before the source connection. An unfinished copy leaves its
+// partial file for the caller to remove.
+class SqliteCopy {
+ public:
+  // Starts copying `source` into `path`, which must not exist yet (kAlreadyExists).
+  static StatusOr<std::unique_ptr<SqliteCopy>> Begin(SqliteDb& source, const std::string& path);
+  ~SqliteCopy();
+  SqliteCopy(const SqliteCopy&) = delete;
+  SqliteCopy& operator=(const SqliteCopy&) = delete;
+
+  // Copies up to `pages` more pages (-1: all that are left): true once the copy is complete and
+  // its file closed. A source busy with a transaction of its own is not an error: the step copies
+  // nothing and says false.
+  StatusOr<bool> Step(int pages);
+  // Pages of the source, and those still to copy, as of the last step.
+  int pages_total() const;
+  int pages_left() const;
+
+ private:
+  SqliteCopy(std::string source_path, std::unique_ptr<SqliteDb> dest, sqlite3_backup* backup)
+      : source_path_(std::move(source_path)), dest_(std::move(dest)), backup_(backup) {}
+  std::string source_path_;
+  std::unique_ptr<SqliteDb> dest_;
+  sqlite3_backup* backup_ = nullptr;
+  int pages_total_ = 0;
+  int pages_left_ = 0;
 };
 
 // One step of a schema: the SQL that takes the database from version - 1 to `version`.

@@ -286,6 +286,67 @@ Status SqliteStateStore::Prepare() {
   return Status::Ok();
 }
 
+// ---- copies ---------------------------------------------------------------------------------
+
+namespace {
+
+class SqliteStoreCopy : public StoreCopy {
+ public:
+  SqliteStoreCopy(SqliteDb& source, std::unique_ptr<SqliteCopy> copy, int pages_per_step)
+      : source_(source), copy_(std::move(copy)), pages_per_step_(pages_per_step) {}
+  StatusOr<bool> Step() override {
+    if (source_.in_transaction()) return false;  // a pass that failed to commit, not rolled back
+    return copy_->Step(pages_per_step_);
+  }
+
+ private:
+  SqliteDb& source_;
+  int pages_per_step_;
+  std::unique_ptr<SqliteCopy> copy_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreCopy>> SqliteStateStore::BeginCopy(const std::string& path,
+                                                                 int pages_per_step) {
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<SqliteCopy> copy, SqliteCopy::Begin(*db_, path));
+  return std::unique_ptr<StoreCopy>(new SqliteStoreCopy(*db_, std::move(copy), pages_per_step));
+}
+
+StatusOr<StoreCopyInfo> CheckStoreCopy(const std::string& path) {
+  auto opened = SqliteDb::Open(path, false);
+  if (!opened.ok()) return opened.status();
+  SqliteDb& db = **opened;
+  auto bad = [&](const Status& s) {
+    if (s.code() == StatusCode::kFailedPrecondition) return s;
+    return DataLoss(path + " is not a whole copy of a state store: " + s.message());
+  };
+  auto check = db.QueryText("PRAGMA integrity_check");
+  if (!check.ok()) return bad(check.status());
+  if (*check != "ok") return bad(DataLoss("integrity_check says: " + *check));
+  StoreCopyInfo info;
+  auto version = db.QueryInt("PRAGMA user_version");
+  if (!version.ok()) return bad(version.status());
+  info.schema_version = *version;
+  const int latest = kSchema[std::size(kSchema) - 1].version;
+  if (info.schema_version > latest) {
+    return FailedPrecondition(path + " has schema version " + std::to_string(info.schema_version) +
+                              ", newer than this program knows (" + std::to_string(latest) +
+                              "): it was written by a newer cohort-coordinator");
+  }
+  if (info.schema_version < 1) return bad(DataLoss("it has no schema (user_version 0)"));
+  auto id = db.QueryText("SELECT value FROM meta WHERE key = 'store_id'");
+  if (!id.ok() || id->empty()) return bad(DataLoss("it has no store id"));
+  info.store_id = *id;
+  auto jobs = db.QueryInt("SELECT COUNT(*) FROM jobs");
+  if (!jobs.ok()) return bad(jobs.status());
+  info.jobs = *jobs;
+  auto studies = db.QueryInt("SELECT COUNT(*) FROM studies");
+  if (!studies.ok()) return bad(studies.status());
+  info.studies = *studies;
+  return info;
+}
+
 StatusOr<std::string> SqliteStateStore::Meta(const std::string& key) {
   COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
                           db_->Prepare("SELECT value FROM meta WHERE key = ?1"));

@@ -75,6 +75,9 @@ class SqliteStateStore : public StateStore {
   StatusOr<std::vector<JobRecord>> LoadJobs(const std::set<std::string>& names) override;
   StatusOr<std::vector<std::string>> LoadStudies() override;
   StatusOr<std::vector<JobSummary>> ListJobs(const JobQuery& query) override;
+  // A copy through this store's own connection (SqliteCopy).
+  StatusOr<std::unique_ptr<StoreCopy>> BeginCopy(const std::string& path,
+                                                 int pages_per_step) override;
   std::string Describe() const override { return "SQLite database " + path_; }
 
   const std::string& store_id() const { return store_id_; }

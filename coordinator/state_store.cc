@@ -450,4 +450,126 @@ StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& dir,
   return std::unique_ptr<StateStore>(std::move(store));
 }
 
+// ---- restoring a backup ---------------------------------------------------------------------
+
+namespace {
+
+// Copies the regular file `from` to the new file `to` (mode 0600) and fsyncs it.
+Status CopyFileSynced(const std::string& from, const std::string& to) {
+  struct stat st;
+  COHORT_ASSIGN_OR_RETURN(int in_fd, OpenRegularFile(from, "backup", &st));
+  UniqueFd in(in_fd);
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out.ok()) return ErrnoStatus("create " + to, errno);
+  std::string buf(1 << 20, '\0');
+  while (true) {
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("read " + from, errno);
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(out.get(), buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return ErrnoStatus("write " + to, errno);
+      done += w;
+    }
+  }
+  if (::fsync(out.get()) != 0) return ErrnoStatus("fsync " + to, errno);
+  return out.Close(to);
+}
+
+void RemoveWithJournals(const std::string& path) {
+  std::error_code ec;
+  for (const char* end : {"", "-wal", "-shm", "-journal"}) fs::remove(path + end, ec);
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> RestoreStateStore(const std::string& dir,
+                                                     const std::string& backup) {
+  std::vector<std::string> said;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Unavailable("creating the state dir " + dir + ": " + ec.message());
+  struct stat dir_st;
+  if (::stat(dir.c_str(), &dir_st) != 0) return ErrnoStatus("stat " + dir, errno);
+  const std::string db_path = dir + "/" + kDatabase;
+  const std::string marker_path = dir + "/" + kMarker;
+
+  // A running coordinator holds its database exclusively: reading it is refused as busy.
+  if (fs::exists(db_path, ec)) {
+    auto held = SqliteDb::Open(db_path, false);
+    if (held.ok()) {
+      auto read = (*held)->QueryInt("PRAGMA user_version");
+      if (!read.ok() && read.status().code() == StatusCode::kUnavailable) {
+        return Unavailable("the state database " + db_path +
+                           " is in use (is cohort-coordinator running on " + dir +
+                           "? stop it first): " + read.status().message());
+      }
+    }
+  }
+
+  const std::string restoring = db_path + ".restoring";
+  RemoveWithJournals(restoring);
+  Status copied = CopyFileSynced(backup, restoring);
+  if (!copied.ok()) {
+    RemoveWithJournals(restoring);
+    return copied.WithContext("copying the backup into the state dir");
+  }
+  StoreCopyInfo info;
+  {
+    auto checked = CheckStoreCopy(restoring);
+    Status loaded = checked.status();
+    if (checked.ok()) {
+      info = *checked;
+      // As the coordinator's start will: the schema brought up to date, every row verified.
+      auto store = SqliteStateStore::Open(restoring, StateStoreOptions{}, "");
+      loaded = store.status();
+      if (store.ok()) loaded = (*store)->Load().status();
+    }
+    if (!loaded.ok()) {
+      RemoveWithJournals(restoring);
+      return Status(loaded.code(), "the backup " + backup + " was not restored: " +
+                                       loaded.message() + ". Nothing in " + dir + " changed");
+    }
+  }
+  said.push_back("checked " + backup + ": store " + info.store_id + ", " +
+                 std::to_string(info.jobs) + " jobs, " + std::to_string(info.studies) +
+                 " studies, schema version " + std::to_string(info.schema_version));
+
+  if (std::optional<std::string> marker = ReadMarker(marker_path);
+      marker && *marker != info.store_id) {
+    said.push_back("the state dir held store " + *marker + "; it now holds store " + info.store_id +
+                   " (the backup's)");
+  }
+  if (fs::exists(db_path, ec)) {
+    const std::string aside = db_path + ".replaced-" + std::to_string(NowMs());
+    for (const char* end : {"", "-wal", "-shm"}) {
+      if (!fs::exists(db_path + end, ec)) continue;
+      if (::rename((db_path + end).c_str(), (aside + end).c_str()) != 0) {
+        Status s = ErrnoStatus("rename " + db_path + end, errno);
+        RemoveWithJournals(restoring);
+        return s.WithContext("setting the current database aside");
+      }
+    }
+    said.push_back("the database it replaces is kept as " + aside);
+  }
+  if (::rename(restoring.c_str(), db_path.c_str()) != 0) {
+    return ErrnoStatus("rename " + restoring + " to " + db_path, errno);
+  }
+  COHORT_RETURN_IF_ERROR(SyncDirectory(dir));
+  COHORT_RETURN_IF_ERROR(WriteMarker(dir, info.store_id));
+  if (::geteuid() == 0 && dir_st.st_uid != 0) {
+    // Run as root on the daemon's state dir: the files stay the daemon's.
+    for (const std::string& path : {db_path, marker_path}) {
+      if (::chown(path.c_str(), dir_st.st_uid, dir_st.st_gid) != 0) {
+        return ErrnoStatus("chown " + path, errno);
+      }
+    }
+  }
+  said.push_back("restored " + db_path + " from " + backup + "; start cohort-coordinator on " +
+                 dir);
+  return said;
+}
+
 }  // namespace cohort::coordinator

@@ -82,6 +82,21 @@ struct JobSummary {
   std::string owner;  // JobRecord::owner
 };
 
+// A copy of the store being written into a new file while the coordinator goes on (a backup:
+// coordinator/state_backups.h). Step it between passes, after Commit: the finished copy holds the
+// store as of the last Step, every commit before it whole. An unfinished copy leaves its partial
+// file for its owner to remove. Must be destroyed before the store it copies.
+class StoreCopy {
+ public:
+  virtual ~StoreCopy() = default;
+  // Copies a bounded share more (BeginCopy's pages_per_step): true once complete and its file
+  // closed (not yet fsynced).
+  virtual StatusOr<bool> Step() = 0;
+};
+
+// What a backup copies a pass: 4 MiB of 4 KiB pages, a few milliseconds.
+inline constexpr int kStoreCopyPagesPerStep = 1024;
+
 class StateStore {
  public:
   virtual ~StateStore() = default;
@@ -97,6 +112,11 @@ class StateStore {
   virtual StatusOr<std::vector<std::string>> LoadStudies() = 0;
 
   virtual StatusOr<std::vector<JobSummary>> ListJobs(const JobQuery& query) = 0;
+
+  // Starts a copy of the store into the new file `path` (StoreCopy), `pages_per_step` database
+  // pages each Step.
+  virtual StatusOr<std::unique_ptr<StoreCopy>> BeginCopy(const std::string& path,
+                                                         int pages_per_step) = 0;
 
   // "SQLite database /var/lib/cohort/state.db", for logs.
   virtual std::string Describe() const = 0;
@@ -123,5 +143,31 @@ struct StateStoreOptions {
 // message naming the files and what to do.
 StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& state_dir,
                                                      const StateStoreOptions& options);
+
+// What a copy of a store (a backup) holds, as its own checks say.
+struct StoreCopyInfo {
+  std::string store_id;
+  int64_t schema_version = 0;
+  int64_t jobs = 0;
+  int64_t studies = 0;
+};
+
+// Checks a copy of a store quickly: SQLite's integrity_check, a store id, a schema this program
+// can read. kDataLoss naming `path` and what is wrong; kFailedPrecondition for a newer schema.
+// Opens the file read-write (it may change its journal files): a file of its own, not a running
+// coordinator's database.
+StatusOr<StoreCopyInfo> CheckStoreCopy(const std::string& path);
+
+// `cohort-coordinator --restore-state FILE`: makes the copy of a store at `backup` the state dir's
+// database. The coordinator must be stopped (a database still held by one is kUnavailable). The
+// backup is copied into the state dir (fsynced) and checked there as the coordinator's start will
+// load it, every row's CRC and every job's shape (its schema is brought up to date in the copy);
+// only then does the current database (with its -wal) move aside, to state.db.replaced-<ms>, and
+// the copy take its place, with the marker naming the backup's store. A backup that does not
+// verify changes nothing (kDataLoss naming what is wrong). When run as root on a state dir owned
+// by another user (systemd's cohort), the new files are given to that user. Returns what it did,
+// one line each, for the admin.
+StatusOr<std::vector<std::string>> RestoreStateStore(const std::string& state_dir,
+                                                     const std::string& backup);
 
 }  // namespace cohort::coordinator

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +18,7 @@
 
 #include "coordinator/sqlite_db.h"
 #include "coordinator/sqlite_state_store.h"
+#include "coordinator/state_backups.h"
 #include "coordinator/study_controller.h"
 #include "tests/coordinator/test_records.h"
 
@@ -943,6 +945,278 @@ TEST_F(StateStoreTest, AJournalWhoseSnapshotWasLostIsRefused) {
   WriteBytes(dir_ / "journal", JournalFrame(JobToJson(MakeJob("later", 2, 0))));
   const Status refused = OpenRefused();
   EXPECT_NE(refused.message().find("only-in-snapshot"), std::string::npos) << refused.ToString();
+}
+
+// ---- backups and restores -------------------------------------------------------------------
+
+class StateBackupTest : public StateStoreTest {
+ protected:
+  fs::path Backups() { return dir_.string() + "-backups"; }
+  void TearDown() override {
+    StateStoreTest::TearDown();
+    fs::remove_all(Backups());
+    fs::remove_all(dir_.string() + "-restored");
+  }
+  // Jobs with specs of about `kib` KiB each, so that a copy takes several steps.
+  static std::vector<JobRecord> BigJobs(int n, int kib) {
+    std::vector<JobRecord> jobs;
+    for (int i = 1; i <= n; ++i) {
+      jobs.push_back(MakeJob("big" + std::to_string(i), i, 1,
+                             "/bin/" + std::string(static_cast<size_t>(kib) * 1024, 'a' + i % 26)));
+    }
+    return jobs;
+  }
+  // The files in the backup dir, sorted.
+  std::vector<std::string> BackupFiles() {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(Backups(), ec), end; !ec && it != end; it.increment(ec)) {
+      out.push_back(it->path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // `path` restored into a state dir of its own and loaded there.
+  StatusOr<StoredState> LoadRestored(const std::string& path) {
+    const std::string restored = dir_.string() + "-restored";
+    fs::remove_all(restored);
+    COHORT_RETURN_IF_ERROR(RestoreStateStore(restored, path).status());
+    COHORT_ASSIGN_OR_RETURN(auto store, OpenStateStore(restored, {}));
+    return store->Load();
+  }
+};
+
+TEST_F(StateBackupTest, ACopyTakenWhileCommitsGoOnHoldsEveryCommitBeforeItsLastStep) {
+  std::vector<JobRecord> jobs = BigJobs(60, 4);  // about 60 pages of 4 KiB each
+  auto [store, loaded] = OpenAndLoad();
+  ASSERT_TRUE(store);
+  StateChanges all;
+  for (const auto& j : jobs) all.jobs.push_back(&j);
+  ASSERT_TRUE(store->Commit(all).ok());
+
+  fs::create_directories(Backups());
+  const std::string copy_path = (Backups() / "copy.db").string();
+  auto copy = store->BeginCopy(copy_path, 16);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_EQ(store->BeginCopy(copy_path, 16).status().code(), StatusCode::kAlreadyExists);
+  auto first = (*copy)->Step();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_FALSE(*first) << "copied in one step";
+
+  // Between steps the coordinator goes on: a job ends, one is submitted, one is deleted.
+  jobs[0].state = JobState::SUCCEEDED;
+  jobs[0].end_time_ms = 99'000;
+  JobRecord added = MakeJob("added", 61, 0);
+  StateChanges more;
+  more.jobs = {&jobs[0], &added};
+  more.deleted_jobs = {jobs[59].name};
+  ASSERT_TRUE(store->Commit(more).ok());
+  int steps = 1;
+  while (true) {
+    auto done = (*copy)->Step();
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    ++steps;
+    if (*done) break;
+  }
+  EXPECT_GE(steps, 3);
+  copy->reset();
+  EXPECT_FALSE(fs::exists(copy_path + "-wal")) << "a copy is one file";
+
+  auto info = CheckStoreCopy(copy_path);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->jobs, 60);
+  EXPECT_EQ(info->schema_version, SqliteStateStore::Schema().back().version);
+  auto restored = LoadRestored(copy_path);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  std::vector<JobRecord> expected(jobs.begin(), jobs.end() - 1);
+  expected.push_back(added);
+  ExpectSameJobs(restored->jobs, expected);
+}
+
+TEST_F(StateBackupTest, BackupsAreNamedByTimeRotatedAndDueAfterTheNewestFound) {
+  Store(BigJobs(3, 1));
+  auto store = OpenOk();
+  ASSERT_TRUE(store && store->Load().ok());
+  const int64_t t0 = 1'764'950'400'000;  // 2025-12-05T16:00:00Z
+  EXPECT_EQ(StateBackups::FileName(t0 + 123), "state-20251205T160000.123Z.db");
+  EXPECT_EQ(StateBackups::TimeOfName("state-20251205T160000.123Z.db"), t0 + 123);
+  for (const char* other : {"state-20251205T160000.123Z.db.partial", "state.db", "state-x.db",
+                            "state-20251205T16000.1234Z.db", "state-20251205X160000.123Z.db"}) {
+    EXPECT_FALSE(StateBackups::TimeOfName(other)) << other;
+  }
+  {
+    fs::create_directories(Backups());
+    WriteBytes(Backups() / ".state-20251205T150000.000Z.db.partial", "left by a crash");
+    WriteBytes(Backups() / "notes.txt", "the admin's");
+    StateBackups backups({Backups().string(), 60'000, 2}, t0);
+    EXPECT_FALSE(fs::exists(Backups() / ".state-20251205T150000.000Z.db.partial"));
+    EXPECT_EQ(backups.next_due_ms(), t0);  // none yet: at once
+    for (int i = 0; i < 3; ++i) {
+      const int64_t now = t0 + i * 60'000;
+      std::vector<StateBackupResult> ended = backups.Step(*store, now);
+      for (auto& r : backups.Finish(*store, now)) ended.push_back(std::move(r));
+      ASSERT_EQ(ended.size(), 1u);
+      EXPECT_TRUE(ended[0].ok) << ended[0].error;
+      EXPECT_EQ(ended[0].path, (Backups() / StateBackups::FileName(now)).string());
+      EXPECT_EQ(ended[0].info.jobs, 3);
+      EXPECT_GT(ended[0].bytes, 0u);
+      EXPECT_EQ(ended[0].kept, std::min(i + 1, 2));
+      EXPECT_EQ(backups.next_due_ms(), now + 60'000);
+      EXPECT_TRUE(backups.Step(*store, now + 59'999).empty());  // not due
+      EXPECT_FALSE(backups.busy());
+    }
+    EXPECT_EQ(BackupFiles(),
+              (std::vector<std::string>{"notes.txt", StateBackups::FileName(t0 + 60'000),
+                                        StateBackups::FileName(t0 + 120'000)}));
+    EXPECT_EQ(backups.counters().succeeded, 3u);
+    EXPECT_EQ(backups.counters().last_success_ms, t0 + 120'000);
+    // Asked for, a backup is taken at once, however soon the next one is due.
+    backups.RequestNow();
+    std::vector<StateBackupResult> asked = backups.Step(*store, t0 + 130'000);
+    for (auto& r : backups.Finish(*store, t0 + 130'000)) asked.push_back(std::move(r));
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_TRUE(asked[0].ok) << asked[0].error;
+    EXPECT_TRUE(asked[0].requested);
+    EXPECT_EQ(BackupFiles(),
+              (std::vector<std::string>{"notes.txt", StateBackups::FileName(t0 + 120'000),
+                                        StateBackups::FileName(t0 + 130'000)}));
+  }
+  // A coordinator started again goes on from the newest backup there, not from its start.
+  StateBackups again({Backups().string(), 60'000, 2}, t0 + 150'000);
+  EXPECT_EQ(again.counters().last_success_ms, t0 + 130'000);
+  EXPECT_EQ(again.next_due_ms(), t0 + 190'000);
+}
+
+TEST_F(StateBackupTest, ABackupThatCannotBeWrittenIsCountedRemovedAndTriedAgainSooner) {
+  Store(BigJobs(2, 1));
+  auto store = OpenOk();
+  ASSERT_TRUE(store && store->Load().ok());
+  // The backup dir's parent is a file: nothing can be made there.
+  WriteBytes(Backups(), "not a directory");
+  StateBackups backups({(Backups() / "sub").string(), 3'600'000, 5}, 1000);
+  std::vector<StateBackupResult> ended = backups.Step(*store, 1000);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_FALSE(ended[0].ok);
+  EXPECT_NE(ended[0].error.find((Backups() / "sub").string()), std::string::npos) << ended[0].error;
+  EXPECT_EQ(backups.counters().failed, 1u);
+  EXPECT_EQ(backups.counters().succeeded, 0u);
+  EXPECT_EQ(backups.next_due_ms(), 1000 + 60'000);  // a minute, not the hour
+  EXPECT_FALSE(backups.busy());
+  fs::remove(Backups());
+  ended = backups.Step(*store, 61'000);
+  for (auto& r : backups.Finish(*store, 61'000)) ended.push_back(std::move(r));
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_TRUE(ended[0].ok) << ended[0].error;
+  EXPECT_EQ(backups.next_due_ms(), 61'000 + 3'600'000);
+}
+
+TEST_F(StateBackupTest, ARestoreReplacesTheDatabaseKeepingTheOldOneAsideAndNamesTheStore) {
+  std::vector<JobRecord> jobs = BigJobs(4, 1);
+  Store(jobs);
+  fs::create_directories(Backups());
+  const std::string backup = (Backups() / "b.db").string();
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    auto copy = store->BeginCopy(backup, kStoreCopyPagesPerStep);
+    ASSERT_TRUE(copy.ok());
+    ASSERT_TRUE((*copy)->Step().ok());
+    // Afterwards the live store moves on: the restore goes back to the backup's point.
+    JobRecord later = MakeJob("later", 5, 0);
+    StateChanges c;
+    c.jobs = {&later};
+    ASSERT_TRUE(store->Commit(c).ok());
+    // While the coordinator holds the database, a restore is refused and changes nothing.
+    auto refused = RestoreStateStore(dir_.string(), backup);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(refused.status().message().find("stop it first"), std::string::npos)
+        << refused.status().ToString();
+  }
+  const std::string backup_bytes = ReadBytes(backup);
+  auto said = RestoreStateStore(dir_.string(), backup);
+  ASSERT_TRUE(said.ok()) << said.status().ToString();
+  EXPECT_TRUE(Mentions(*said, "4 jobs")) << ::testing::PrintToString(*said);
+  EXPECT_TRUE(Mentions(*said, "kept as " + (dir_ / "state.db.replaced-").string()));
+  EXPECT_EQ(ReadBytes(backup), backup_bytes) << "the backup itself is never changed";
+  EXPECT_FALSE(fs::exists(dir_ / "state.db.restoring"));
+  auto [store, loaded] = OpenAndLoad();
+  ASSERT_TRUE(store);
+  ExpectSameJobs(loaded.jobs, jobs);
+  store.reset();
+  // The database it replaced, with job "later", is there to go back to.
+  int replaced = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    if (e.path().filename().string().rfind("state.db.replaced-", 0) == 0) ++replaced;
+  }
+  EXPECT_EQ(replaced, 1);
+}
+
+TEST_F(StateBackupTest, ABackupThatDoesNotVerifyIsNotRestoredAndNothingChanges) {
+  std::vector<JobRecord> jobs = {MakeJob("kept", 1, 0), MakeJob("hit", 2, 0, "/bin/flip-me-here")};
+  Store(jobs);
+  fs::create_directories(Backups());
+  const std::string backup = (Backups() / "b.db").string();
+  {
+    auto [store, loaded] = OpenAndLoad();
+    ASSERT_TRUE(store);
+    auto copy = store->BeginCopy(backup, kStoreCopyPagesPerStep);
+    ASSERT_TRUE(copy.ok() && (*copy)->Step().ok());
+  }
+  // The live state dir is another store's now, without jobs "kept" and "hit".
+  fs::remove_all(dir_);
+  Store({MakeJob("live", 1, 0)});
+  const std::string live_db = ReadBytes(dir_ / "state.db");
+  const std::string live_marker = ReadBytes(dir_ / "state-store.id");
+  auto unchanged = [&] {
+    EXPECT_EQ(ReadBytes(dir_ / "state.db"), live_db);
+    EXPECT_EQ(ReadBytes(dir_ / "state-store.id"), live_marker);
+    EXPECT_FALSE(fs::exists(dir_ / "state.db.restoring"));
+  };
+
+  const std::string flipped = (Backups() / "flipped.db").string();
+  WriteBytes(flipped, ReadBytes(backup));
+  ASSERT_TRUE(FlipByteOf(flipped, "/bin/flip-me-here"));
+  auto refused = RestoreStateStore(dir_.string(), flipped);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("job hit"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("Nothing in " + dir_.string() + " changed"),
+            std::string::npos);
+  unchanged();
+
+  const std::string junk = (Backups() / "junk.db").string();
+  WriteBytes(junk, std::string(8192, 'z'));
+  refused = RestoreStateStore(dir_.string(), junk);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status().ToString();
+  unchanged();
+
+  const std::string future = (Backups() / "future.db").string();
+  WriteBytes(future, ReadBytes(backup));
+  {
+    auto db = SqliteDb::Open(future, false);
+    ASSERT_TRUE(db.ok() && (*db)->Exec("PRAGMA user_version = 99").ok());
+  }
+  refused = RestoreStateStore(dir_.string(), future);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("newer cohort-coordinator"), std::string::npos);
+  unchanged();
+
+  refused = RestoreStateStore(dir_.string(), (Backups() / "missing.db").string());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound) << refused.status().ToString();
+  unchanged();
+
+  // The good backup of the other store is taken, and the marker names that store now.
+  auto said = RestoreStateStore(dir_.string(), backup);
+  ASSERT_TRUE(said.ok()) << said.status().ToString();
+  EXPECT_TRUE(Mentions(*said, "it now holds store"));
+  auto [store, loaded] = OpenAndLoad();
+  ASSERT_TRUE(store);
+  ExpectSameJobs(loaded.jobs, jobs);
 }
 
 }  // namespace
