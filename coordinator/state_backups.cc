@@ -139,9 +139,10 @@ StateBackups::StateBackups(StateBackupOptions options, int64_t now_ms)
   for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
     if (StartsWith(name, kPartialPrefix) &&
-        (EndsWith(name, kPartialSuffix) || EndsWith(name, std::string(kPartialSuffix) + "-journal"))) {
-      spdlog::info("state backup: removing {}/{}, left by a backup that did not end",
-                   options_.dir, name);
+        (EndsWith(name, kPartialSuffix) ||
+         EndsWith(name, std::string(kPartialSuffix) + "-journal"))) {
+      spdlog::info("state backup: removing {}/{}, left by a backup that did not end", options_.dir,
+                   name);
       fs::remove(it->path(), ec);
     }
   }
@@ -176,8 +177,8 @@ void StateBackups::Begin(StateStore& store, int64_t now_ms) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   const std::string name = FileName(now_ms);
-  partial_ = options_.dir + "/" + kPartialPrefix + name.substr(std::string(kPrefix).size()) +
-             ".partial";
+  partial_ =
+      options_.dir + "/" + kPartialPrefix + name.substr(std::string(kPrefix).size()) + ".partial";
   RemovePartial(partial_);
   auto copy = store.BeginCopy(partial_, options_.pages_per_step);
   if (!copy.ok()) {
@@ -190,8 +191,7 @@ void StateBackups::Begin(StateStore& store, int64_t now_ms) {
   copy_ = std::move(*copy);
 }
 
-void StateBackups::Ended(StateBackupResult r, int64_t now_ms,
-                         std::vector<StateBackupResult>& out) {
+void StateBackups::Ended(StateBackupResult r, int64_t now_ms, std::vector<StateBackupResult>& out) {
   r.started_ms = started_ms_;
   r.ended_ms = now_ms;
   r.requested = current_requested_;

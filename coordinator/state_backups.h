@@ -45,7 +45,7 @@ struct StateBackupResult {
   StoreCopyInfo info;
   int64_t started_ms = 0;
   int64_t ended_ms = 0;
-  int kept = 0;  // backups in the directory after it (when ok)
+  int kept = 0;            // backups in the directory after it (when ok)
   bool requested = false;  // asked for by RequestNow, not by the schedule
 };
 

@@ -13,7 +13,9 @@
 //     the Reduction Server job from its checkpoint with replacement reducers; the job ends with
 //     the uninterrupted run's model;
 //   - SIGTERM to an agent (preemption) makes its node DRAINING: its replica restarts on the other
-//     node while the drained node is not yet LOST, and nothing new is placed on it.
+//     node while the drained node is not yet LOST, and nothing new is placed on it;
+//   - the coordinator's state dir is lost while a job runs and restored from a --backup-dir
+//     backup (--restore-state): the job goes on untouched, its replica never restarted.
 //
 // Binaries come from CMake ($<TARGET_FILE:...>); a test whose binaries are missing skips.
 // Waiting is deadline-driven; no test sleeps for timing.
@@ -437,6 +439,91 @@ TEST_F(RecoveryTest, SigtermedAgentDrainsItsReplicaRestartsElsewhereBeforeTheNod
   EXPECT_NE(logs.find("resumable: SIGTERM on attempt 0"), std::string::npos) << logs;
   EXPECT_NE(logs.find("resumable: attempt 1 running"), std::string::npos) << logs;
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUntouched) {
+  REQUIRE_BINARIES(COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN, COHORT_CLI_BIN);
+  const std::string backups =
+      fs::path(::testing::TempDir()) / ("cohort-recovery-backups-" + std::to_string(::getpid()));
+  fs::remove_all(backups);
+  StartCluster(
+      {"10s", false, {"--backup-dir", backups, "--backup-every", "1s", "--backup-keep", "3"}});
+  const std::string node = Node("node-a");
+  ASSERT_EQ(cluster_->StartAgent({node, 0, 2}), "");
+  auto client = cluster_->Client();
+  const std::string release = cluster_->scratch("release");
+  const std::string job = "backed-up";
+  ASSERT_TRUE(client
+                  .Submit("name: " + job + "\noutput_dir: " + OutputDir(job) +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
+                          "'echo $$ > " +
+                          cluster_->scratch("pid") + "; while [ ! -e " + release +
+                          " ]; do sleep 0.05; done; echo released']\n")
+                  .ok());
+  auto running = [&] {
+    auto info = client.GetJob(job);
+    return info.ok() && info->state == wire::JobState::RUNNING;
+  };
+  ASSERT_TRUE(ct::WaitUntil(running, 20s)) << "the job never ran";
+  ASSERT_TRUE(ct::WaitUntil([&] { return ct::FileExists(cluster_->scratch("pid")); }, 10s));
+  const std::string pid = ct::ReadFile(cluster_->scratch("pid"));
+  // A backup that began after the job ran: two more written from now on.
+  auto written = [&] {
+    std::string log = ct::ReadFile(cluster_->coordinator().log_path());
+    size_t n = 0;
+    for (size_t at = log.find("state backup: wrote"); at != std::string::npos;
+         at = log.find("state backup: wrote", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const size_t before = written();
+  ASSERT_TRUE(ct::WaitUntil([&] { return written() >= before + 2; }, 20s))
+      << cluster_->coordinator().Log();
+  // Rotation: however many were written, three are kept.
+  ASSERT_TRUE(ct::WaitUntil([&] { return written() >= 4; }, 20s));
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(backups)) {
+    if (e.path().extension() == ".db") kept.push_back(e.path().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept.size(), 3u);
+  ASSERT_FALSE(kept.empty());
+
+  // While the coordinator runs, a restore is refused and changes nothing.
+  ct::RunResult busy = ct::RunProcess(
+      COHORT_COORDINATOR_BIN,
+      {"--state-dir", cluster_->state_dir(), "--restore-state", kept.back()}, {}, 30s);
+  EXPECT_EQ(busy.exit_code, 1) << busy.out << busy.err;
+  EXPECT_NE(busy.err.find("stop it first"), std::string::npos) << busy.err;
+
+  // The coordinator's disk dies: its process and its whole state dir are gone.
+  cluster_->coordinator().Kill();
+  fs::remove_all(cluster_->state_dir());
+  ct::RunResult restored = ct::RunProcess(
+      COHORT_COORDINATOR_BIN,
+      {"--state-dir", cluster_->state_dir(), "--restore-state", kept.back()}, {}, 30s);
+  ASSERT_EQ(restored.exit_code, 0) << restored.out << restored.err;
+  EXPECT_NE(restored.out.find("restored " + cluster_->state_dir() + "/state.db"), std::string::npos)
+      << restored.out;
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+
+  // The agent registers again with the replica it kept running: the job goes on, no restart.
+  ASSERT_TRUE(ct::WaitUntil([&] { return NodeState(node) == "READY"; }, 30s));
+  auto info = client.GetJob(job);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, wire::JobState::RUNNING) << info->message;
+  ct::WriteFile(release, "go");
+  wire::JobInfoT ended = WaitForEnd(job, 30s);
+  ASSERT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
+  EXPECT_EQ(ended.restarts, 0);
+  ASSERT_EQ(ended.replicas.size(), 1u);
+  EXPECT_EQ(ended.replicas[0]->attempt, 0);
+  EXPECT_EQ(ct::ReadFile(cluster_->scratch("pid")), pid) << "the replica was started again";
+  EXPECT_NE(CliLogs(job).find("released"), std::string::npos);
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+  fs::remove_all(backups);
 }
 
 }  // namespace
