@@ -1,8 +1,10 @@
 // The state store under the real cohort-coordinator process, driven by the real client library
 // over TCP: a damaged database refuses the start (and --accept-damaged-state starts it, listing
 // the job it drops), and a full disk refuses submits while the daemon keeps serving, losing
-// nothing it accepted, through a SIGKILL and a restart.
+// nothing it accepted, through a SIGKILL and a restart; a full backup disk fails backups, not the
+// daemon, and /metrics says so.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "common/client.h"
 #include "tests/testing/binaries.h"
@@ -45,12 +48,14 @@ class StateStoreDaemonTest : public ::testing::Test {
   void TearDown() override {
     daemon_.reset();
     if (mounted_) ::umount2(state_.c_str(), MNT_DETACH);
+    if (backups_mounted_) ::umount2(backups_.c_str(), MNT_DETACH);
   }
   std::vector<std::string> Args(bool accept = false) {
     std::vector<std::string> args = {"--insecure",        "--state-dir",    state_,
                                      "--client-endpoint", client_endpoint_, "--agent-endpoint",
                                      agent_endpoint_};
     if (accept) args.push_back("--accept-damaged-state");
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     return args;
   }
   // Starts the daemon and waits until it answers.
@@ -83,6 +88,9 @@ class StateStoreDaemonTest : public ::testing::Test {
   std::string client_endpoint_, agent_endpoint_, state_;
   std::unique_ptr<ct::DaemonProcess> daemon_;
   bool mounted_ = false;
+  std::vector<std::string> extra_args_;  // appended to Args()
+  std::string backups_;
+  bool backups_mounted_ = false;
 };
 
 TEST_F(StateStoreDaemonTest, ADamagedDatabaseIsRefusedAndTheFlagListsTheJobItDrops) {
@@ -157,6 +165,81 @@ TEST_F(StateStoreDaemonTest, AFullDiskRefusesSubmitsWhileTheDaemonServesAndLoses
   daemon_->Kill();
   Start();
   EXPECT_EQ(JobNames(), accepted);
+}
+
+// The value of the sample `name` (with its labels, as written) in a Prometheus text page; -1 when
+// absent.
+double Sample(const std::string& page, const std::string& name) {
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+TEST_F(StateStoreDaemonTest, AFullBackupDiskFailsBackupsNotTheCoordinatorAndMetricsSayIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a size-limited tmpfs for backups needs root";
+  backups_ = dir_.Join("backups");
+  fs::create_directories(backups_);
+  if (::mount("tmpfs", backups_.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs on " << backups_ << ": " << std::strerror(errno);
+  }
+  backups_mounted_ = true;
+  {
+    std::ofstream filler(backups_ + "/filler", std::ios::binary);
+    std::string chunk(4096, 'f');
+    while (filler.write(chunk.data(), chunk.size()) && filler.flush()) {
+    }
+  }
+  const int http_port = ct::PickFreePort();
+  extra_args_ = {"--backup-dir", backups_,          "--backup-every",
+                 "1s",           "--http-endpoint", "127.0.0.1:" + std::to_string(http_port)};
+  Start();
+  auto client = Client();
+  ASSERT_TRUE(client.Submit(Yaml("kept")).ok());
+  auto log_says = [&](const std::string& text) {
+    return ct::ReadFile(dir_.Join("coordinator.log")).find(text) != std::string::npos;
+  };
+  ASSERT_TRUE(
+      ct::WaitUntil([&] { return log_says("state backup into " + backups_ + " failed"); }, 20s))
+      << daemon_->Log();
+  EXPECT_TRUE(log_says("the disk is full")) << daemon_->Log();
+  ASSERT_TRUE(client.Submit(Yaml("while_failing")).ok()) << "the coordinator stopped serving";
+  ASSERT_TRUE(daemon_->running());
+  for (const auto& e : fs::directory_iterator(backups_)) {
+    EXPECT_EQ(e.path().filename(), "filler") << "left behind: " << e.path();
+  }
+  httplib::Client http("127.0.0.1", http_port);
+  auto metrics = [&] {
+    auto r = http.Get("/metrics");
+    return r && r->status == 200 ? r->body : std::string();
+  };
+  // The page is published every half second.
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] { return Sample(metrics(), "cohort_state_backups_total{result=\"failed\"}") >= 1; }, 10s))
+      << metrics();
+  EXPECT_EQ(Sample(metrics(), "cohort_state_backups_total{result=\"ok\"}"), 0);
+  EXPECT_EQ(Sample(metrics(), "cohort_state_backup_last_success_timestamp_seconds"), 0);
+
+  // Space again: the next try (a second later, --backup-every being shorter than a minute) works.
+  fs::remove(backups_ + "/filler");
+  ASSERT_TRUE(ct::WaitUntil([&] { return log_says("state backup: wrote"); }, 20s))
+      << daemon_->Log();
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] { return Sample(metrics(), "cohort_state_backups_total{result=\"ok\"}") >= 1; }, 10s));
+  EXPECT_GT(Sample(metrics(), "cohort_state_backup_last_success_timestamp_seconds"), 1.7e9);
+  EXPECT_GT(Sample(metrics(), "cohort_state_backup_last_size_bytes"), 0);
+  std::string newest;
+  for (const auto& e : fs::directory_iterator(backups_)) {
+    if (e.path().extension() == ".db") newest = std::max(newest, e.path().string());
+  }
+  ASSERT_FALSE(newest.empty());
+  // That backup restores into a state dir of its own, with both jobs.
+  ct::RunResult restored =
+      ct::RunProcess(COHORT_COORDINATOR_BIN,
+                     {"--state-dir", dir_.Join("restored"), "--restore-state", newest}, {}, 30s);
+  ASSERT_EQ(restored.exit_code, 0) << restored.out << restored.err;
+  EXPECT_NE(restored.out.find(", 2 jobs,"), std::string::npos) << restored.out;
 }
 
 }  // namespace

@@ -15,7 +15,8 @@
 //   - SIGTERM to an agent (preemption) makes its node DRAINING: its replica restarts on the other
 //     node while the drained node is not yet LOST, and nothing new is placed on it;
 //   - the coordinator's state dir is lost while a job runs and restored from a --backup-dir
-//     backup (--restore-state): the job goes on untouched, its replica never restarted.
+//     backup (--restore-state): the job goes on untouched, its replica never restarted; the
+//     replica of a job submitted after the backup is stopped.
 //
 // Binaries come from CMake ($<TARGET_FILE:...>); a test whose binaries are missing skips.
 // Waiting is deadline-driven; no test sleeps for timing.
@@ -491,6 +492,22 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   EXPECT_EQ(kept.size(), 3u);
   ASSERT_FALSE(kept.empty());
 
+  const std::string backup = kept.back();
+  // A job submitted after that backup: the restore will not know it.
+  ASSERT_TRUE(client
+                  .Submit("name: since\noutput_dir: " + OutputDir("since") +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
+                          "'while :; do sleep 0.05; done', since-marker]\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto info = client.GetJob("since");
+        return info.ok() && info->state == wire::JobState::RUNNING;
+      },
+      20s));
+  ASSERT_FALSE(ReplicaProcessesRunning("since-marker").empty());
+
   // While the coordinator runs, a restore is refused and changes nothing.
   ct::RunResult busy = ct::RunProcess(
       COHORT_COORDINATOR_BIN,
@@ -514,6 +531,10 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   auto info = client.GetJob(job);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->state, wire::JobState::RUNNING) << info->message;
+  // The job the backup does not know is unknown, and its replica is stopped.
+  EXPECT_EQ(client.GetJob("since").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(ct::WaitUntil([&] { return ReplicaProcessesRunning("since-marker").empty(); }, 20s))
+      << "the replica of a job the restored coordinator does not know runs on";
   ct::WriteFile(release, "go");
   wire::JobInfoT ended = WaitForEnd(job, 30s);
   ASSERT_EQ(ended.state, wire::JobState::SUCCEEDED) << ended.message;
