@@ -634,6 +634,20 @@ not torn exists, 1 when none does.
             "set_aside": [the same, path under .cohort-torn/], "script_walk_complete"}
 )",
        Checkpoint},
+      {"backup",
+       {{"--json", false, ""}},
+       "backup [--json]",
+       "take a backup of the coordinator's state database now",
+       R"(
+Asks the coordinator for a backup of its state database now, as its --backup-dir schedule takes
+them (README "Backups"): a consistent copy taken while it runs, checked, fsynced and named
+state-<UTC time>.db in its backup dir (on the coordinator's host), the oldest beyond
+--backup-keep removed. Waits until it is written (up to 10 minutes, or --timeout if longer) and
+prints its path, size and what it holds; before an upgrade of the coordinator, say. A coordinator
+without --backup-dir refuses (exit 2); a backup that fails says why (exit 1). An admin's verb.
+  --json    print {"path", "bytes", "jobs", "studies", "duration_ms"}
+)",
+       Backup},
       {"keygen",
        {{"--dir", true, ""}, {"--name", true, ""}},
        "keygen [--dir DIR] [--name NAME]",

@@ -61,6 +61,7 @@ int Nodes(const ParsedArgs& args, const Context& ctx);
 int Queues(const ParsedArgs& args, const Context& ctx);
 int Checkpoint(const ParsedArgs& args, const Context& ctx);
 int Keygen(const ParsedArgs& args, const Context& ctx);
+int Backup(const ParsedArgs& args, const Context& ctx);
 int Tune(const ParsedArgs& args, const Context& ctx);
 int Trials(const ParsedArgs& args, const Context& ctx);
 int Metrics(const ParsedArgs& args, const Context& ctx);

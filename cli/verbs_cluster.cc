@@ -177,6 +177,28 @@ int Queues(const ParsedArgs& args, const Context& ctx) {
   return ShowAll(args, ctx, "queues", &CoordinatorClient::ListQueues, QueueToJson, PrintQueues);
 }
 
+int Backup(const ParsedArgs& args, const Context& ctx) {
+  if (!args.positionals.empty()) return UsageError(ctx.err, "backup", "backup takes no arguments");
+  auto client = ConnectClient(ctx);
+  if (!client.ok()) return Fail(ctx.err, client.status());
+  // The coordinator answers once the backup has ended: a large database takes a while.
+  constexpr std::chrono::milliseconds kBackupWait = std::chrono::minutes(10);
+  auto reply = client->BackupState(std::max(ctx.options.timeout, kBackupWait));
+  if (!reply.ok()) return Fail(ctx.err, reply.status());
+  if (args.Has("--json")) {
+    const nlohmann::json out = {{"path", reply->path},
+                                {"bytes", reply->bytes},
+                                {"jobs", reply->jobs},
+                                {"studies", reply->studies},
+                                {"duration_ms", reply->duration_ms}};
+    ctx.out << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    ctx.out << "wrote " << reply->path << " (" << reply->bytes << " bytes: " << reply->jobs
+            << " jobs, " << reply->studies << " studies) in " << reply->duration_ms << " ms\n";
+  }
+  return kExitOk;
+}
+
 int Keygen(const ParsedArgs& args, const Context& ctx) {
   if (!args.positionals.empty()) return UsageError(ctx.err, "keygen", "keygen takes no arguments");
   std::string dir = args.Get("--dir", DefaultClientKeyDir());

@@ -307,6 +307,10 @@ StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& 
   return Call<wire::NodeAdminReply>(std::move(request), action);
 }
 
+StatusOr<wire::BackupReplyT> CoordinatorClient::BackupState(std::chrono::milliseconds timeout) {
+  return Call<wire::BackupReply>(wire::BackupStateT{}, "backup", timeout);
+}
+
 Status CoordinatorClient::DeleteJob(const std::string& name) {
   return CallNamed<wire::Ack, wire::DeleteJobT>(name, "delete").status();
 }

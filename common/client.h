@@ -197,6 +197,10 @@ class CoordinatorClient {
                                            std::chrono::steady_clock::time_point deadline);
 
   const std::string& endpoint() const { return options_.endpoint; }
+  // Asks the coordinator for a backup of its state database now (wire::BackupState) and waits for
+  // it, up to `timeout` (a large database takes a while).
+  StatusOr<wire::BackupReplyT> BackupState(std::chrono::milliseconds timeout);
+
   const ClientOptions& options() const { return options_; }
 
  private:

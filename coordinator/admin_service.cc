@@ -45,8 +45,49 @@ bool AdminService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::CancelStudy:
       OnCancelStudy(m, *msg.As<wire::CancelStudy>(), now_ms);
       return true;
+    case wire::Body::BackupState:
+      OnBackupState(m);
+      return true;
     default:
       return false;
+  }
+}
+
+void AdminService::OnBackupState(const RoutedMessage& m) {
+  const uint64_t id = m.message.request_id();
+  if (Status allowed = Authorize(m, AdminTarget{nullptr, nullptr, "take a state backup"});
+      !allowed.ok()) {
+    Reply(m, EncodeError(id, allowed));
+    return;
+  }
+  if (backups_ == nullptr || !backups_->enabled()) {
+    Reply(m, EncodeError(id, FailedPrecondition("this coordinator takes no backups: start it with "
+                                                "--backup-dir (README \"Backups\")")));
+    return;
+  }
+  backups_->RequestNow();
+  backup_waiters_.push_back({m.peer, id, backups_->begun()});
+}
+
+void AdminService::BackupsEnded(const std::vector<StateBackupResult>& ended) {
+  for (const StateBackupResult& r : ended) {
+    std::erase_if(backup_waiters_, [&](const BackupWaiter& w) {
+      if (r.number <= w.begun_before) return false;  // under way before the request came
+      if (!r.ok) {
+        outbox_.ToClient(
+            w.peer, EncodeError(w.request_id,
+                                Status(StatusCode::kAborted, "the backup failed: " + r.error)));
+        return true;
+      }
+      wire::BackupReplyT reply;
+      reply.path = r.path;
+      reply.bytes = r.bytes;
+      reply.jobs = r.info.jobs;
+      reply.studies = r.info.studies;
+      reply.duration_ms = r.ended_ms - r.started_ms;
+      outbox_.ToClient(w.peer, Encode(w.request_id, std::move(reply)));
+      return true;
+    });
   }
 }
 

@@ -1,10 +1,11 @@
 // AdminService answers the day-2 requests on the client endpoint (issue 16 part 4; DESIGN.md "CLI
 // additions"): an admin's cordon, uncordon, drain (and drain --now), label and forget of a node
 // (wire::NodeAdmin), the deletion of a finished job with everything stored of it
-// (wire::DeleteJob), and the cancel of a study (wire::CancelStudy). Like ClientService it
-// translates between the wire and the managers and queues every answer in the Outbox (sent after
-// the pass commits); the records the changes make (a node's setting, a deleted job's rows, the
-// study's cancel) go to the StateStore in that same commit.
+// (wire::DeleteJob), the cancel of a study (wire::CancelStudy), and an admin's backup of the
+// state database now (wire::BackupState: answered when it has ended, BackupsEnded). Like
+// ClientService it translates between the wire and the managers and queues every answer in the
+// Outbox (sent after the pass commits); the records the changes make (a node's setting, a deleted
+// job's rows, the study's cancel) go to the StateStore in that same commit.
 //
 //   cordon     nothing new is placed on the node; what runs there keeps running.
 //   drain      a cordon; the replicas running there finish (the node shows DRAINING, then DRAINED).
@@ -43,6 +44,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/outbox.h"
 #include "coordinator/permissions.h"
+#include "coordinator/state_backups.h"
 #include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
@@ -73,6 +75,11 @@ class AdminService {
   // Answers `m` when it is one of this service's requests and returns true; false otherwise.
   bool Handle(const RoutedMessage& m, int64_t now_ms);
 
+  // The state backups `cohort backup` asks for (wire::BackupState); none set: refused.
+  void SetStateBackups(StateBackups* backups) { backups_ = backups; }
+  // Answers everyone who asked for a backup with the first of `ended` that began after they asked.
+  void BackupsEnded(const std::vector<StateBackupResult>& ended);
+
   // Deletes every finished job (replicas all stopped) that ended more than `retention_ms` before
   // `now_ms`; returns how many.
   size_t DeleteExpired(int64_t now_ms, int64_t retention_ms);
@@ -84,6 +91,7 @@ class AdminService {
   void OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& req, int64_t now_ms);
   void OnDeleteJob(const RoutedMessage& m, const wire::DeleteJob& req);
   void OnCancelStudy(const RoutedMessage& m, const wire::CancelStudy& req, int64_t now_ms);
+  void OnBackupState(const RoutedMessage& m);
   // The jobs with a replica holding resources on `node_id` (on one of `gpus`, when some are
   // named) that no stop was asked of yet.
   std::vector<JobRecord*> JobsHoldingOn(const std::string& node_id,
@@ -105,6 +113,14 @@ class AdminService {
   Permissions permissions_;
   std::function<void()> run_studies_;
   int64_t last_retention_ms_ = 0;
+  StateBackups* backups_ = nullptr;
+  // Who waits for a backup (BackupState), and StateBackups::begun() when they asked.
+  struct BackupWaiter {
+    std::string peer;
+    uint64_t request_id = 0;
+    uint64_t begun_before = 0;
+  };
+  std::vector<BackupWaiter> backup_waiters_;
 };
 
 }  // namespace cohort::coordinator

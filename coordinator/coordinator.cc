@@ -97,6 +97,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
                             ElasticOptions{true, options_.heartbeat_timeout.count()});
   });
   agent_service_.SetExecRelay(&exec_relay_);
+  admin_service_.SetStateBackups(&backups_);
   agent_service_.SetUsageTracker(&usage_);
   client_service_.SetUsageTracker(&usage_);
   nodes_.SetStorageProbe(&storage_);
@@ -270,7 +271,9 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
 }
 
 void Coordinator::StepBackups(int64_t now) {
-  for (const StateBackupResult& r : backups_.Step(*store_, now)) {
+  const std::vector<StateBackupResult> ended = backups_.Step(*store_, now);
+  admin_service_.BackupsEnded(ended);
+  for (const StateBackupResult& r : ended) {
     if (r.ok) {
       spdlog::info("state backup: wrote {} ({} bytes: {} jobs, {} studies) in {} ms; {} kept",
                    r.path, r.bytes, r.info.jobs, r.info.studies, r.ended_ms - r.started_ms, r.kept);
@@ -288,7 +291,8 @@ void Coordinator::HandleClient(const RoutedMessage& m, int64_t now) {
 
 Status Coordinator::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
-    COHORT_RETURN_IF_ERROR(RunOnce(std::chrono::milliseconds(50)));
+    // A backup being copied moves on every pass: no pass waits for a message meanwhile.
+    COHORT_RETURN_IF_ERROR(RunOnce(std::chrono::milliseconds(backups_.copying() ? 0 : 50)));
   }
   LogStats(true);
   return Status::Ok();

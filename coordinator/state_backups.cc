@@ -172,6 +172,7 @@ void StateBackups::RequestNow() {
 
 void StateBackups::Begin(StateStore& store, int64_t now_ms) {
   started_ms_ = now_ms;
+  ++begun_;
   current_requested_ = std::exchange(requested_, false);
   next_due_ms_ = now_ms + options_.every_ms;
   std::error_code ec;
@@ -195,6 +196,7 @@ void StateBackups::Ended(StateBackupResult r, int64_t now_ms, std::vector<StateB
   r.started_ms = started_ms_;
   r.ended_ms = now_ms;
   r.requested = current_requested_;
+  r.number = begun_;
   if (r.ok) {
     ++counters_.succeeded;
     counters_.last_success_ms = started_ms_;

@@ -47,6 +47,7 @@ struct StateBackupResult {
   int64_t ended_ms = 0;
   int kept = 0;            // backups in the directory after it (when ok)
   bool requested = false;  // asked for by RequestNow, not by the schedule
+  uint64_t number = 0;     // its place among the backups this object began, from 1
 };
 
 // What /metrics shows.
@@ -80,7 +81,11 @@ class StateBackups {
 
   const StateBackupCounters& counters() const { return counters_; }
   int64_t next_due_ms() const { return next_due_ms_; }
+  // How many backups were begun so far: a result whose `number` is greater began after this was
+  // read.
+  uint64_t begun() const { return begun_; }
   bool busy() const { return copy_ != nullptr || finishing_.valid(); }
+  bool copying() const { return copy_ != nullptr; }
 
   // "state-20261205T171500.123Z.db" for a time in ms since the epoch; and back (nullopt for a name
   // of another form).
@@ -102,6 +107,7 @@ class StateBackups {
   std::future<StateBackupResult> finishing_;
   std::optional<StateBackupResult> pending_failure_;  // a Begin that failed, told by its Step
   StateBackupCounters counters_;
+  uint64_t begun_ = 0;
 };
 
 }  // namespace cohort::coordinator

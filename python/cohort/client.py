@@ -28,7 +28,8 @@ import flatbuffers
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from cohort.wire import (Ack, ArrayList, ArrayStatus, Body, CancelArray, CancelJob, CancelStudy,
+from cohort.wire import (Ack, ArrayList, ArrayStatus, BackupReply, BackupState, Body, CancelArray,
+                         CancelJob, CancelStudy,
                          DeleteJob, DryRunOutcome, DumpStacks, Envelope, ErrorReply, ExecInReplica,
                          ExecOutput, ExecSessionIo, GetArray, GetJob, GetJobMetrics, GetLogs,
                          GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue,
@@ -910,6 +911,15 @@ class Client:
         body.gpus = [int(gpu) for gpu in (gpus or [])]
         reply = self._call(Body.Body.NodeAdmin, body, NodeAdminReply.NodeAdminReplyT)
         return _text(reply.message), _node_to_dict(reply.node) if reply.node else None
+
+    def backup(self, timeout_s=600.0):
+        """`cohort backup`: an admin asks the coordinator (run with --backup-dir) for a backup of
+        its state database now and waits until it is written, up to `timeout_s`. Returns a dict:
+        path (on the coordinator's host), bytes, jobs, studies, duration_ms."""
+        reply = self._call(Body.Body.BackupState, BackupState.BackupStateT(),
+                           BackupReply.BackupReplyT, timeout_s=timeout_s)
+        return {"path": _text(reply.path), "bytes": reply.bytes, "jobs": reply.jobs,
+                "studies": reply.studies, "duration_ms": reply.durationMs}
 
     def exec(self, job, command, replica=None, kill_after_s=EXEC_DEFAULT_KILL_AFTER_S):
         """`cohort exec`: runs `command` (a list of arguments) beside a running replica of `job`

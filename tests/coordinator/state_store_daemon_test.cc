@@ -2,7 +2,7 @@
 // over TCP: a damaged database refuses the start (and --accept-damaged-state starts it, listing
 // the job it drops), and a full disk refuses submits while the daemon keeps serving, losing
 // nothing it accepted, through a SIGKILL and a restart; a full backup disk fails backups, not the
-// daemon, and /metrics says so.
+// daemon, and /metrics says so; `cohort backup` takes one now.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/mount.h>
@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -240,6 +241,42 @@ TEST_F(StateStoreDaemonTest, AFullBackupDiskFailsBackupsNotTheCoordinatorAndMetr
                      {"--state-dir", dir_.Join("restored"), "--restore-state", newest}, {}, 30s);
   ASSERT_EQ(restored.exit_code, 0) << restored.out << restored.err;
   EXPECT_NE(restored.out.find(", 2 jobs,"), std::string::npos) << restored.out;
+}
+
+TEST_F(StateStoreDaemonTest, AnAdminAsksForABackupNowAndGetsItOnceWritten) {
+  const std::string backups = dir_.Join("backups");
+  extra_args_ = {"--backup-dir", backups, "--backup-every", "1h"};
+  Start();
+  auto client = Client();
+  ASSERT_TRUE(client.Submit(Yaml("in_it")).ok());
+  // The first backup was due at start (none in the directory); one asked for now holds the job.
+  auto reply = client.BackupState(60s);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString() << daemon_->Log();
+  EXPECT_EQ(fs::path(reply->path).parent_path(), backups);
+  EXPECT_TRUE(fs::exists(reply->path));
+  EXPECT_EQ(reply->jobs, 1);
+  EXPECT_EQ(reply->bytes, fs::file_size(reply->path));
+
+  const std::vector<std::string> cli = {"--insecure", "--coordinator", client_endpoint_, "backup",
+                                        "--json"};
+  ct::RunResult asked = ct::RunProcess(COHORT_CLI_BIN, cli, {}, 60s);
+  ASSERT_EQ(asked.exit_code, 0) << asked.out << asked.err;
+  const nlohmann::json out = nlohmann::json::parse(asked.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << asked.out;
+  EXPECT_NE(out.value("path", ""), reply->path) << "a new backup, not the last one";
+  EXPECT_TRUE(fs::exists(out.value("path", "")));
+  EXPECT_EQ(out.value("jobs", -1), 1);
+
+  // A coordinator without --backup-dir says how to get one.
+  daemon_->Stop();
+  extra_args_.clear();
+  Start();
+  auto refused = Client().BackupState(10s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  ct::RunResult none = ct::RunProcess(COHORT_CLI_BIN, cli, {}, 30s);
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("--backup-dir"), std::string::npos) << none.err;
 }
 
 }  // namespace

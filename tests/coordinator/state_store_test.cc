@@ -1061,6 +1061,8 @@ TEST_F(StateBackupTest, BackupsAreNamedByTimeRotatedAndDueAfterTheNewestFound) {
       EXPECT_EQ(ended[0].info.jobs, 3);
       EXPECT_GT(ended[0].bytes, 0u);
       EXPECT_EQ(ended[0].kept, std::min(i + 1, 2));
+      EXPECT_EQ(ended[0].number, static_cast<uint64_t>(i + 1));
+      EXPECT_EQ(backups.begun(), static_cast<uint64_t>(i + 1));
       EXPECT_EQ(backups.next_due_ms(), now + 60'000);
       EXPECT_TRUE(backups.Step(*store, now + 59'999).empty());  // not due
       EXPECT_FALSE(backups.busy());

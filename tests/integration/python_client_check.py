@@ -53,6 +53,8 @@ def main(endpoint, scratch):
                   f"nodes(selector={selector!r}): {got}, expected {expected}")
         check_refused(lambda: client.nodes(selector="py in (yes"),
                       "INVALID_ARGUMENT", "selector: ", "a malformed selector was taken")
+        check_refused(lambda: client.backup(), "FAILED_PRECONDITION", "--backup-dir",
+                      "a coordinator without --backup-dir took a backup")
         message, info = client.admin_node(node, "label-reset")
         check(info["labels"] == "" and info["label_edits"] == "", f"reset: {message}, {info}")
         check_refused(lambda: client.admin_node(node, "label", ["py"]),
