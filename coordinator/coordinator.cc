@@ -279,7 +279,8 @@ void Coordinator::StepBackups(int64_t now) {
                    r.path, r.bytes, r.info.jobs, r.info.studies, r.ended_ms - r.started_ms, r.kept);
     } else {
       spdlog::error("state backup into {} failed: {}; the next try in {} s", options_.backup_dir,
-                    r.error, std::max<int64_t>(0, backups_.next_due_ms() - now) / 1000);
+                    WithReadOnlyPathHint(r.error),
+                    std::max<int64_t>(0, backups_.next_due_ms() - now) / 1000);
     }
   }
 }

@@ -59,6 +59,14 @@ StatusOr<std::vector<std::string>> ParseUserList(const std::string& flag, const 
   return users;
 }
 
+std::string WithReadOnlyPathHint(const std::string& message) {
+  if (message.find("Read-only file system") == std::string::npos) return message;
+  return message +
+         " (under systemd, the cohort-coordinator unit writes only under its state dir: add this "
+         "path with `systemctl edit cohort-coordinator`, [Service] ReadWritePaths=PATH; README "
+         "\"Install on a cluster\")";
+}
+
 StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   ParsedFlags out;
   CoordinatorOptions& o = out.options;

@@ -98,6 +98,11 @@ struct CoordinatorOptions {
 // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].
 int64_t HeartbeatIntervalMs(int64_t heartbeat_timeout_ms);
 
+// `message` (a failed write), with a hint where it says "Read-only file system": the packaged
+// systemd unit (ProtectSystem=strict) lets the coordinator write only under its state dir, so an
+// output root or a backup dir elsewhere must be added to its ReadWritePaths.
+std::string WithReadOnlyPathHint(const std::string& message);
+
 // Where a job without output_dir writes: <DefaultJobOutputBase>/<job name>, i.e. under
 // output_root, else under <state_dir>/jobs. Trial jobs of a study without one write under
 // <DefaultStudyOutputBase>/<study>/<trial id>: <output_root>/studies, else <state_dir>/studies.

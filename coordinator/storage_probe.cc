@@ -6,6 +6,7 @@
 
 #include "common/mutex.h"
 #include "common/storage_marker.h"
+#include "coordinator/options.h"
 
 namespace cohort::coordinator {
 
@@ -78,7 +79,7 @@ StorageProbe::StorageProbe(std::string root, std::chrono::milliseconds rewrite_e
         spdlog::error(
             "storage check: {}; no node counts as sharing the output root until it "
             "can be written",
-            written.message());
+            WithReadOnlyPathHint(written.message()));
       } else if (written.ok() && failing) {
         spdlog::info("storage check: the marker under {} is written again", root);
       }

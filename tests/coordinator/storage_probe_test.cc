@@ -271,6 +271,42 @@ TEST(FenceAfterOptionTest, OffByDefaultAndBoundedWhenGiven) {
   EXPECT_EQ(longer.status().message(), "--fence-grace: at most --stop-grace (30s), got 1m");
 }
 
+TEST(BackupOptionTest, OffByDefaultHourlyWhenGivenAndCheckedAsPaths) {
+  auto none = Parse({});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->backup_dir, "");
+  auto given = Parse({"--state-dir", "/var/lib/c", "--backup-dir", "/srv/./backups/"});
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->backup_dir, "/srv/backups");
+  EXPECT_EQ(given->backup_every.count(), 3'600'000);
+  EXPECT_EQ(given->backup_keep, 24);
+  auto often = Parse({"--backup-dir", "/b", "--backup-every", "10m", "--backup-keep", "3"});
+  ASSERT_TRUE(often.ok()) << often.status().ToString();
+  EXPECT_EQ(often->backup_every.count(), 600'000);
+  EXPECT_EQ(often->backup_keep, 3);
+
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"--backup-dir", "backups"}, "--backup-dir: expected an absolute path, got 'backups'"},
+      {{"--state-dir", "/var/lib/c", "--backup-dir", "/var/lib/c/"},
+       "--backup-dir: must not be the state dir (/var/lib/c)"},
+      {{"--backup-every", "500ms"}, "--backup-every: at least 1s, got 500ms"},
+      {{"--backup-keep", "0"}, "--backup-keep: at least 1, got 0"},
+  };
+  for (const auto& [args, message] : refused) {
+    auto parsed = Parse(args);
+    ASSERT_FALSE(parsed.ok()) << message;
+    EXPECT_EQ(parsed.status().message(), message);
+  }
+}
+
+TEST(ReadOnlyPathHintTest, OnlyAReadOnlyFileSystemGetsTheSystemdHint) {
+  EXPECT_EQ(WithReadOnlyPathHint("open /srv/x: No space left on device"),
+            "open /srv/x: No space left on device");
+  const std::string hinted = WithReadOnlyPathHint("open /srv/x: Read-only file system");
+  EXPECT_EQ(hinted.rfind("open /srv/x: Read-only file system (", 0), 0u) << hinted;
+  EXPECT_NE(hinted.find("ReadWritePaths="), std::string::npos) << hinted;
+}
+
 TEST_F(StorageProbeTest, OutputRootFromTheConfigFile) {
   const std::string config = dir_ + "/coordinator.conf";
   {
