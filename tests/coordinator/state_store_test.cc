@@ -966,6 +966,17 @@ class StateBackupTest : public StateStoreTest {
     }
     return jobs;
   }
+  // A whole copy of the open `store` at <backup dir>/<name> (one step); its path.
+  std::string CopyWhole(StateStore& store, const std::string& name) {
+    fs::create_directories(Backups());
+    const std::string path = (Backups() / name).string();
+    auto copy = store.BeginCopy(path, kStoreCopyPagesPerStep);
+    EXPECT_TRUE(copy.ok()) << copy.status().ToString();
+    if (!copy.ok()) return path;
+    auto done = (*copy)->Step();
+    EXPECT_TRUE(done.ok() && *done) << done.status().ToString();
+    return path;
+  }
   // The files in the backup dir, sorted.
   std::vector<std::string> BackupFiles() {
     std::vector<std::string> out;
@@ -1115,14 +1126,11 @@ TEST_F(StateBackupTest, ABackupThatCannotBeWrittenIsCountedRemovedAndTriedAgainS
 TEST_F(StateBackupTest, ARestoreReplacesTheDatabaseKeepingTheOldOneAsideAndNamesTheStore) {
   std::vector<JobRecord> jobs = BigJobs(4, 1);
   Store(jobs);
-  fs::create_directories(Backups());
-  const std::string backup = (Backups() / "b.db").string();
+  std::string backup;
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
-    auto copy = store->BeginCopy(backup, kStoreCopyPagesPerStep);
-    ASSERT_TRUE(copy.ok());
-    ASSERT_TRUE((*copy)->Step().ok());
+    backup = CopyWhole(*store, "b.db");
     // Afterwards the live store moves on: the restore goes back to the backup's point.
     JobRecord later = MakeJob("later", 5, 0);
     StateChanges c;
@@ -1157,13 +1165,11 @@ TEST_F(StateBackupTest, ARestoreReplacesTheDatabaseKeepingTheOldOneAsideAndNames
 TEST_F(StateBackupTest, ABackupThatDoesNotVerifyIsNotRestoredAndNothingChanges) {
   std::vector<JobRecord> jobs = {MakeJob("kept", 1, 0), MakeJob("hit", 2, 0, "/bin/flip-me-here")};
   Store(jobs);
-  fs::create_directories(Backups());
-  const std::string backup = (Backups() / "b.db").string();
+  std::string backup;
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
-    auto copy = store->BeginCopy(backup, kStoreCopyPagesPerStep);
-    ASSERT_TRUE(copy.ok() && (*copy)->Step().ok());
+    backup = CopyWhole(*store, "b.db");
   }
   // The live state dir is another store's now, without jobs "kept" and "hit".
   fs::remove_all(dir_);
