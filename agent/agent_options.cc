@@ -71,6 +71,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   // clang-format off
   desc.add_options()
       ("version", "print the version and exit")
+      ("check-config", po::bool_switch(&flags.check_config), "check the flags, the config file and the keys as a start would, then exit (0: they hold)")
       ("coordinator", po::value(&flags.config.coordinator), "coordinator agent endpoint, tcp://HOST:7401")
       ("node-id", po::value(&flags.config.node_id), "node id (default: hostname)")
       ("gpus", po::value(&flags.gpus), "GPU count to declare, or auto (NVML) (default auto)")

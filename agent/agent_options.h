@@ -36,7 +36,10 @@ namespace cohort::agent {
 struct AgentFlags {
   bool help = false;     // --help: print usage, exit 0
   bool version = false;  // --version: print "cohort-agent <version>", exit 0
-  std::string usage;     // the --help text
+  // --check-config: parse the flags and config file and load the keys as a start would, say
+  // whether they hold, exit (0 or 2). A live restart runs the new binary so before its execve.
+  bool check_config = false;
+  std::string usage;  // the --help text
   std::string log_level = "info";
   std::string gpus = "auto";  // "auto" or a count
   int cpus = 0;               // 0: detect

@@ -61,10 +61,11 @@ sigset_t HandledSignals() {
   return set;
 }
 
-// Re-executes `exe` with `argv` and the handoff; returns only when that failed (the handoff
-// file is removed then, and the agent runs on).
-cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agent::Handoff& handoff,
-                         const std::string& work_dir) {
+// Re-executes `exe` with `argv` (`argc` of them) and the handoff, once `exe` proved it runs
+// (--version) and takes argv's flags and config file (--check-config); returns only when that
+// failed (the handoff file is removed then, and the agent runs on).
+cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
+                         const cohort::agent::Handoff& handoff, const std::string& work_dir) {
   using namespace cohort;
   if (exe.empty()) return FailedPrecondition("the agent's own executable is unknown");
   // The new binary must at least run (its libraries load, it is an agent): once exec'd, one that
@@ -79,6 +80,26 @@ cohort::Status ReExecute(const std::string& exe, char** argv, const cohort::agen
                                    ? std::string("did not end within 10 s")
                                    : "exited with " + std::to_string(version.exit_code)) +
                               " and said: " + version.output.substr(0, 200));
+  }
+  // And it must take this agent's flags and config file (the file may have been edited since this
+  // image started): asked of a binary that knows --check-config.
+  const agent::CapturedCommand help = agent::RunCaptured({exe, "--help"}, check);
+  if (help.exit_code == 0 && help.output.find("--check-config") != std::string::npos) {
+    std::vector<std::string> checked(argv, argv + argc);
+    checked[0] = exe;
+    checked.push_back("--check-config");
+    check.max_output = 16384;
+    const agent::CapturedCommand config = agent::RunCaptured(checked, check);
+    if (config.exit_code != 0) {
+      std::string said = config.output;
+      while (!said.empty() && said.back() == '\n') said.pop_back();
+      if (said.size() > 600) said = said.substr(said.size() - 600);
+      return FailedPrecondition(exe + " refuses this agent's configuration (--check-config " +
+                                (config.timed_out
+                                     ? std::string("did not end within 10 s")
+                                     : "exited with " + std::to_string(config.exit_code)) +
+                                "): " + said);
+    }
   }
   COHORT_ASSIGN_OR_RETURN(std::string path, agent::WriteHandoff(work_dir, handoff));
   // What this image holds (the coordinator's socket, the HTTP listener, files) closes at the
@@ -135,6 +156,7 @@ int main(int argc, char** argv) {
     spdlog::error("{}", s.ToString());
     return 2;
   }
+  if (flags->check_config) return std::puts("cohort-agent: the configuration holds") < 0;
   // A live restart's handoff, taken (and its file removed) before anything else.
   StatusOr<std::optional<agent::Handoff>> handoff = agent::TakeHandoff(flags->config.work_dir);
   if (!handoff.ok()) {
@@ -173,7 +195,7 @@ int main(int argc, char** argv) {
     s = (*agent)->Run(g_stop, &g_reloads, &g_restarts);
     std::optional<agent::Handoff> handed = (*agent)->TakeHandoff();
     if (!handed) break;
-    Status failed = ReExecute(own_executable, argv, *handed, flags->config.work_dir);
+    Status failed = ReExecute(own_executable, argc, argv, *handed, flags->config.work_dir);
     spdlog::error("live restart refused: {}; the agent runs on as it was", failed.ToString());
   }
   if (!s.ok()) spdlog::error("{}", s.ToString());

@@ -77,7 +77,13 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
     std::filesystem::create_symlink("v1/cohort-agent", binary_);
     ct::AgentOptions options;
     options.node_id = node_;
-    if (cgroups_off()) options.extra_args = {"--cgroups", "off"};
+    // A config file as a package installs one, which a test may edit under the running agent.
+    config_ = bin_.Join("agent.conf");
+    ct::WriteFile(config_, "# cohort-agent's config file\nlog-level = info\n");
+    options.extra_args = {"--config", config_};
+    if (cgroups_off()) {
+      options.extra_args.insert(options.extra_args.end(), {"--cgroups", "off"});
+    }
     // sh -c SCRIPT COPY <this build's agent> ARGS...: the build's path is dropped.
     options.wrapper = {"/bin/sh", "-c", "shift; exec \"$0\" \"$@\"", binary_};
     ASSERT_EQ(cluster_->StartAgent(options), "");
@@ -185,6 +191,7 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
   const std::string node_ = UniqueNodeId("liverestart");
   ct::TempDir bin_{"cohort-live-restart"};
   std::string binary_;
+  std::string config_;
   std::string out_;
 };
 
@@ -343,6 +350,29 @@ TEST_P(LiveRestartTest, ANewBinaryThatDoesNotRunIsRefusedAndTheAgentRunsOn) {
   EXPECT_TRUE(agent().running());
   EXPECT_EQ(agent().pid(), pid);
   // A good binary then: the next request goes through.
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
+  ExpectTickersEndWithoutARestart(job);
+}
+
+TEST_P(LiveRestartTest, ANewBinaryThatRefusesTheConfigIsRefusedAndTheAgentRunsOn) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  // The config file was edited with a mistake since the agent started: the new image would
+  // refuse it at its start, with the replicas its children.
+  ct::WriteFile(config_, "log-level = info\ngpuz = 2\n");
+  const pid_t pid = agent().pid();
+  agent().Signal(SIGUSR2);
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] { return AgentLog().find("live restart refused: ") != std::string::npos; }, 30s))
+      << AgentLog();
+  EXPECT_NE(AgentLog().find("refuses this agent's configuration (--check-config exited with 2)"),
+            std::string::npos)
+      << AgentLog();
+  EXPECT_NE(AgentLog().find("gpuz"), std::string::npos) << "the mistake is named";
+  EXPECT_TRUE(agent().running());
+  EXPECT_EQ(agent().pid(), pid);
+  // Mended, the next request goes through.
+  ct::WriteFile(config_, "log-level = info\n");
   ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
   ExpectTickersEndWithoutARestart(job);
 }
