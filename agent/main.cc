@@ -73,12 +73,13 @@ cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
   agent::CaptureOptions check;
   check.timeout = std::chrono::seconds(10);
   check.max_output = 4096;
+  auto ended = [](const agent::CapturedCommand& c) {
+    return c.timed_out ? std::string("did not end within 10 s")
+                       : "exited with " + std::to_string(c.exit_code);
+  };
   const agent::CapturedCommand version = agent::RunCaptured({exe, "--version"}, check);
   if (version.exit_code != 0 || version.output.rfind("cohort-agent ", 0) != 0) {
-    return FailedPrecondition(exe + " --version " +
-                              (version.timed_out
-                                   ? std::string("did not end within 10 s")
-                                   : "exited with " + std::to_string(version.exit_code)) +
+    return FailedPrecondition(exe + " --version " + ended(version) +
                               " and said: " + version.output.substr(0, 200));
   }
   // And it must take this agent's flags and config file (the file may have been edited since this
@@ -95,10 +96,7 @@ cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
       while (!said.empty() && said.back() == '\n') said.pop_back();
       if (said.size() > 600) said = said.substr(said.size() - 600);
       return FailedPrecondition(exe + " refuses this agent's configuration (--check-config " +
-                                (config.timed_out
-                                     ? std::string("did not end within 10 s")
-                                     : "exited with " + std::to_string(config.exit_code)) +
-                                "): " + said);
+                                ended(config) + "): " + said);
     }
   }
   COHORT_ASSIGN_OR_RETURN(std::string path, agent::WriteHandoff(work_dir, handoff));

@@ -42,14 +42,6 @@ Status FsError(std::string_view what, const std::string& path, const std::error_
   return ErrnoStatus(std::string(what) + " " + path, ec.value());
 }
 
-Status FsyncPath(const std::string& path, bool directory) {
-  int flags = O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0);
-  UniqueFd fd(::open(path.c_str(), flags));
-  if (fd.get() < 0) return ErrnoStatus("open " + path, errno);
-  if (::fsync(fd.get()) != 0) return ErrnoStatus("fsync " + path, errno);
-  return fd.Close(path);
-}
-
 // Writes `bytes` to `path` (created or truncated) and fsyncs it.
 Status WriteFileDurably(const std::string& path, std::string_view bytes) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -187,7 +179,7 @@ Status RenameDurably(const std::string& from, const std::string& to, const std::
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoStatus("rename " + from + " to " + to, errno);
   }
-  return FsyncPath(dir, true);
+  return SyncDirectory(dir);
 }
 
 // Removes a directory tree so that a crash midway leaves only a *.tmp name behind: rename first.
@@ -382,7 +374,7 @@ StatusOr<CheckpointInfo> CheckpointWriter::Commit() {
     } else {
       COHORT_RETURN_IF_ERROR(
           ReadAndChecksum(entry.path().string(), UINT64_MAX, &file.size, &file.crc32, nullptr));
-      COHORT_RETURN_IF_ERROR(FsyncPath(entry.path().string(), false));
+      COHORT_RETURN_IF_ERROR(SyncFile(entry.path().string()));
     }
     info.files.push_back(std::move(file));
   }
@@ -390,13 +382,13 @@ StatusOr<CheckpointInfo> CheckpointWriter::Commit() {
   std::sort(info.files.begin(), info.files.end(),
             [](const CheckpointFile& a, const CheckpointFile& b) { return a.name < b.name; });
   for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) {
-    COHORT_RETURN_IF_ERROR(FsyncPath(*d, true));
+    COHORT_RETURN_IF_ERROR(SyncDirectory(*d));
   }
 
   // 2. MANIFEST last, fsynced, then the staging directory again (it gained an entry).
   COHORT_ASSIGN_OR_RETURN(std::string manifest, EncodeManifest(info));
   COHORT_RETURN_IF_ERROR(WriteFileDurably(JoinPath(staging_, kManifest), manifest));
-  COHORT_RETURN_IF_ERROR(FsyncPath(staging_, true));
+  COHORT_RETURN_IF_ERROR(SyncDirectory(staging_));
 
   // 3. Publish: rename into place (an existing checkpoint of this step is moved aside first).
   std::string aside;
@@ -544,7 +536,7 @@ Status RetainLatest(const std::string& dir, int keep) {
     }
   }
   if (first_error.ok()) {
-    Status st = FsyncPath(dir, true);
+    Status st = SyncDirectory(dir);
     if (!st.ok()) first_error = st;
   }
   return first_error;

@@ -92,6 +92,13 @@ Status SyncDirectory(const std::string& dir) {
   return Status::Ok();
 }
 
+Status SyncFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.ok()) return ErrnoStatus("open " + path, errno);
+  if (::fsync(fd.get()) != 0) return ErrnoStatus("fsync " + path, errno);
+  return fd.Close(path);
+}
+
 Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {
   const std::string tmp = path + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));

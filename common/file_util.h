@@ -33,6 +33,8 @@ StatusOr<int> OpenRegularFile(const std::string& path, std::string_view what, st
 
 // fsync on a directory, so a rename or create inside it survives a crash.
 Status SyncDirectory(const std::string& dir);
+// fsync on a file written (and closed) before: its bytes are on the disk once this returns Ok.
+Status SyncFile(const std::string& path);
 
 // Writes `text` to `<path>.tmp` with permission bits `mode`, then renames it over `path`: a reader
 // sees the old file or the whole new one, never a part (not fsynced: for files that can be made

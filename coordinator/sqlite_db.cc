@@ -184,8 +184,6 @@ SqliteCopy::~SqliteCopy() {
 StatusOr<bool> SqliteCopy::Step(int pages) {
   if (backup_ == nullptr) return true;
   int rc = sqlite3_backup_step(backup_, pages);
-  pages_total_ = sqlite3_backup_pagecount(backup_);
-  pages_left_ = sqlite3_backup_remaining(backup_);
   if (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
   int finished = sqlite3_backup_finish(backup_);
   backup_ = nullptr;
@@ -200,8 +198,10 @@ StatusOr<bool> SqliteCopy::Step(int pages) {
   return true;
 }
 
-int SqliteCopy::pages_total() const { return pages_total_; }
-int SqliteCopy::pages_left() const { return pages_left_; }
+void RemoveDatabaseFiles(const std::string& path) {
+  std::error_code ec;
+  for (const char* end : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + end, ec);
+}
 
 // ---- schema ---------------------------------------------------------------------------------
 

@@ -120,9 +120,6 @@ class SqliteCopy {
   // its file closed. A source busy with a transaction of its own is not an error: the step copies
   // nothing and says false.
   StatusOr<bool> Step(int pages);
-  // Pages of the source, and those still to copy, as of the last step.
-  int pages_total() const;
-  int pages_left() const;
 
  private:
   SqliteCopy(std::string source_path, std::unique_ptr<SqliteDb> dest, sqlite3_backup* backup)
@@ -130,9 +127,11 @@ class SqliteCopy {
   std::string source_path_;
   std::unique_ptr<SqliteDb> dest_;
   sqlite3_backup* backup_ = nullptr;
-  int pages_total_ = 0;
-  int pages_left_ = 0;
 };
+
+// Removes the database file `path` and its journals (-wal, -shm, -journal), whichever exist;
+// errors are ignored (for a partial copy or a failed restore's leftovers).
+void RemoveDatabaseFiles(const std::string& path);
 
 // One step of a schema: the SQL that takes the database from version - 1 to `version`.
 struct SchemaStep {

@@ -1,8 +1,6 @@
 #include "coordinator/state_backups.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +10,7 @@
 #include <filesystem>
 
 #include "common/file_util.h"
+#include "coordinator/sqlite_db.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -24,11 +23,6 @@ constexpr const char* kSuffix = ".db";
 constexpr const char* kPartialPrefix = ".state-";
 constexpr const char* kPartialSuffix = ".db.partial";
 
-bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-bool EndsWith(const std::string& s, const std::string& e) {
-  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
-}
-
 // The finished backups in `dir`, oldest first.
 std::vector<std::string> Backups(const std::string& dir) {
   std::vector<std::string> out;
@@ -39,19 +33,6 @@ std::vector<std::string> Backups(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-Status SyncFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.ok()) return ErrnoStatus("open " + path, errno);
-  if (::fsync(fd.get()) != 0) return ErrnoStatus("fsync " + path, errno);
-  return fd.Close(path);
-}
-
-void RemovePartial(const std::string& path) {
-  std::error_code ec;
-  fs::remove(path, ec);
-  fs::remove(path + "-journal", ec);
 }
 
 // The worker's part: check, sync, name, prune. Touches only `partial` and the directory.
@@ -67,7 +48,7 @@ StateBackupResult FinishCopy(std::string dir, std::string partial, std::string f
   }
   if (s.ok()) s = SyncDirectory(dir);
   if (!s.ok()) {
-    RemovePartial(partial);
+    RemoveDatabaseFiles(partial);
     r.error = s.ToString();
     return r;
   }
@@ -108,7 +89,7 @@ std::string StateBackups::FileName(int64_t ms) {
 
 std::optional<int64_t> StateBackups::TimeOfName(const std::string& name) {
   // state-YYYYmmddTHHMMSS.mmmZ.db
-  if (name.size() != 6 + 15 + 5 + 3 || !StartsWith(name, kPrefix) || !EndsWith(name, kSuffix)) {
+  if (name.size() != 6 + 15 + 5 + 3 || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
     return std::nullopt;
   }
   int y, mo, d, h, mi, sec, milli;
@@ -138,9 +119,9 @@ StateBackups::StateBackups(StateBackupOptions options, int64_t now_ms)
   std::error_code ec;
   for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
-    if (StartsWith(name, kPartialPrefix) &&
-        (EndsWith(name, kPartialSuffix) ||
-         EndsWith(name, std::string(kPartialSuffix) + "-journal"))) {
+    if (name.starts_with(kPartialPrefix) &&
+        (name.ends_with(kPartialSuffix) ||
+         name.ends_with(std::string(kPartialSuffix) + "-journal"))) {
       spdlog::info("state backup: removing {}/{}, left by a backup that did not end", options_.dir,
                    name);
       fs::remove(it->path(), ec);
@@ -161,7 +142,7 @@ StateBackups::StateBackups(StateBackupOptions options, int64_t now_ms)
 StateBackups::~StateBackups() {
   if (copy_) {
     copy_.reset();
-    RemovePartial(partial_);
+    RemoveDatabaseFiles(partial_);
   }
   if (finishing_.valid()) finishing_.wait();
 }
@@ -180,10 +161,10 @@ void StateBackups::Begin(StateStore& store, int64_t now_ms) {
   const std::string name = FileName(now_ms);
   partial_ =
       options_.dir + "/" + kPartialPrefix + name.substr(std::string(kPrefix).size()) + ".partial";
-  RemovePartial(partial_);
+  RemoveDatabaseFiles(partial_);
   auto copy = store.BeginCopy(partial_, options_.pages_per_step);
   if (!copy.ok()) {
-    RemovePartial(partial_);
+    RemoveDatabaseFiles(partial_);
     StateBackupResult r;
     r.error = copy.status().ToString();
     pending_failure_ = std::move(r);
@@ -226,7 +207,7 @@ std::vector<StateBackupResult> StateBackups::Step(StateStore& store, int64_t now
     auto done = copy_->Step();
     if (!done.ok() || *done) copy_.reset();
     if (!done.ok()) {
-      RemovePartial(partial_);
+      RemoveDatabaseFiles(partial_);
       StateBackupResult r;
       r.error = done.status().ToString();
       Ended(std::move(r), now_ms, out);

@@ -478,11 +478,6 @@ Status CopyFileSynced(const std::string& from, const std::string& to) {
   return out.Close(to);
 }
 
-void RemoveWithJournals(const std::string& path) {
-  std::error_code ec;
-  for (const char* end : {"", "-wal", "-shm", "-journal"}) fs::remove(path + end, ec);
-}
-
 }  // namespace
 
 StatusOr<std::vector<std::string>> RestoreStateStore(const std::string& dir,
@@ -510,10 +505,10 @@ StatusOr<std::vector<std::string>> RestoreStateStore(const std::string& dir,
   }
 
   const std::string restoring = db_path + ".restoring";
-  RemoveWithJournals(restoring);
+  RemoveDatabaseFiles(restoring);
   Status copied = CopyFileSynced(backup, restoring);
   if (!copied.ok()) {
-    RemoveWithJournals(restoring);
+    RemoveDatabaseFiles(restoring);
     return copied.WithContext("copying the backup into the state dir");
   }
   StoreCopyInfo info;
@@ -528,7 +523,7 @@ StatusOr<std::vector<std::string>> RestoreStateStore(const std::string& dir,
       if (store.ok()) loaded = (*store)->Load().status();
     }
     if (!loaded.ok()) {
-      RemoveWithJournals(restoring);
+      RemoveDatabaseFiles(restoring);
       return Status(loaded.code(), "the backup " + backup + " was not restored: " +
                                        loaded.message() + ". Nothing in " + dir + " changed");
     }
@@ -548,7 +543,7 @@ StatusOr<std::vector<std::string>> RestoreStateStore(const std::string& dir,
       if (!fs::exists(db_path + end, ec)) continue;
       if (::rename((db_path + end).c_str(), (aside + end).c_str()) != 0) {
         Status s = ErrnoStatus("rename " + db_path + end, errno);
-        RemoveWithJournals(restoring);
+        RemoveDatabaseFiles(restoring);
         return s.WithContext("setting the current database aside");
       }
     }

@@ -163,6 +163,19 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
     EXPECT_EQ(Executable(pid), target);  // the new file's image, not the old one
   }
 
+  // SIGUSR2s the agent, whose live restart must be refused for `why` (in its log): the same
+  // agent process runs on.
+  void ExpectRestartRefused(const std::string& why) {
+    const pid_t pid = agent().pid();
+    agent().Signal(SIGUSR2);
+    ASSERT_TRUE(ct::WaitUntil(
+        [&] { return AgentLog().find("live restart refused: ") != std::string::npos; }, 30s))
+        << AgentLog();
+    EXPECT_NE(AgentLog().find(why), std::string::npos) << AgentLog();
+    EXPECT_TRUE(agent().running());
+    EXPECT_EQ(agent().pid(), pid);
+  }
+
   // Lets the tickers of `job` end with 0; the job must end SUCCEEDED having spent no restart.
   void ExpectTickersEndWithoutARestart(const std::string& job) {
     ct::WriteFile(out_ + "/go", "0");
@@ -339,16 +352,8 @@ TEST_P(LiveRestartTest, ANewBinaryThatDoesNotRunIsRefusedAndTheAgentRunsOn) {
                 "#!/bin/sh\necho 'error while loading shared libraries' >&2\nexit 127\n");
   std::filesystem::permissions(broken + ".new", std::filesystem::perms::owner_all);
   std::filesystem::rename(broken + ".new", broken);
-  const pid_t pid = agent().pid();
-  agent().Signal(SIGUSR2);
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] { return AgentLog().find("live restart refused: ") != std::string::npos; }, 30s))
-      << AgentLog();
-  EXPECT_NE(AgentLog().find("--version exited with 127 and said: error while loading shared"),
-            std::string::npos)
-      << AgentLog();
-  EXPECT_TRUE(agent().running());
-  EXPECT_EQ(agent().pid(), pid);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectRestartRefused("--version exited with 127 and said: error while loading shared"));
   // A good binary then: the next request goes through.
   ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
   ExpectTickersEndWithoutARestart(job);
@@ -360,17 +365,9 @@ TEST_P(LiveRestartTest, ANewBinaryThatRefusesTheConfigIsRefusedAndTheAgentRunsOn
   // The config file was edited with a mistake since the agent started: the new image would
   // refuse it at its start, with the replicas its children.
   ct::WriteFile(config_, "log-level = info\ngpuz = 2\n");
-  const pid_t pid = agent().pid();
-  agent().Signal(SIGUSR2);
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] { return AgentLog().find("live restart refused: ") != std::string::npos; }, 30s))
-      << AgentLog();
-  EXPECT_NE(AgentLog().find("refuses this agent's configuration (--check-config exited with 2)"),
-            std::string::npos)
-      << AgentLog();
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectRestartRefused("refuses this agent's configuration (--check-config exited with 2)"));
   EXPECT_NE(AgentLog().find("gpuz"), std::string::npos) << "the mistake is named";
-  EXPECT_TRUE(agent().running());
-  EXPECT_EQ(agent().pid(), pid);
   // Mended, the next request goes through.
   ct::WriteFile(config_, "log-level = info\n");
   ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
