@@ -64,9 +64,12 @@ class ObservabilityTest : public ct::ClusterTest {
  protected:
   void SetUp() override {
     if (!NeedBinaries()) return;
-    // A configured queue besides the default one, for the dashboard's Queues page.
+    // A configured queue besides the default one, for the dashboard's Queues page; state
+    // backups, whose series are scraped and parsed with the others (the first is taken at start).
     ct::ClusterOptions options;
-    options.coordinator_args = {"--queue", "notebooks gpus=2 weight=2 gpu-idle-limit=2h"};
+    options.coordinator_args = {"--queue",        "notebooks gpus=2 weight=2 gpu-idle-limit=2h",
+                                "--backup-dir",   backups_.Join("coordinator"),
+                                "--backup-every", "1h"};
     ASSERT_NO_FATAL_FAILURE(StartCoordinator(std::move(options)));
     // A health check that always passes: its series are scraped and parsed with the others.
     ASSERT_EQ(cluster_->StartAgent(
@@ -102,6 +105,7 @@ class ObservabilityTest : public ct::ClusterTest {
     ASSERT_EQ(Run(JobYaml("plain", "echo hello; sleep 1"), "plain"), "SUCCEEDED");
     ASSERT_EQ(Run(JobYaml("broken", "echo failing >&2; exit 3"), "broken"), "FAILED");
   }
+  ct::TempDir backups_{"cohort-observability-backups"};
 };
 
 std::string UrlEncode(const std::string& text) {
@@ -180,6 +184,9 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"sum(cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"})", 4},
       {"cohort_agent_attempts_started_total{node=\"" + NodeA() + "\"}", 3},
       {"cohort_agent_health_check_passing{node=\"" + NodeA() + "\"}", 1},
+      {"cohort_state_backups_total{result=\"ok\"}", 1},
+      {"cohort_state_backups_total{result=\"failed\"}", 0},
+      {"cohort_state_backup_last_success_timestamp_seconds > bool 1.7e9", 1},
   };
   std::string last;
   bool all = ct::WaitUntil(
