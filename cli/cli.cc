@@ -524,13 +524,17 @@ heartbeat, the agent's version (an upgrade's progress, node by node). With a NOD
 )",
        Nodes},
       {"cordon",
-       {{"--selector", true, "-l"}, {"--gpu", true, "", true}},
-       "cordon NODE|-l SELECTOR [--gpu N]...",
+       {{"--selector", true, "-l"}, {"--gpu", true, "", true}, {"--reason", true, ""}},
+       "cordon NODE|-l SELECTOR [--gpu N]... [--reason TEXT]",
        "place nothing new on a node, or on some of its GPUs\n(kept across restarts)",
        R"(
 Marks the node cordoned: the scheduler places nothing new there; what runs there keeps running.
 The mark is stored by the coordinator and survives its restart and the agent's re-registration.
-`cohort nodes` shows the node CORDONED. An admin's verb.
+`cohort nodes` shows the node CORDONED, and who cordoned it, when and why. An admin's verb.
+  --reason TEXT
+            why (Slurm's drain Reason=), at most 256 bytes: `cohort nodes` shows it with the
+            admin's user and the time until nothing of the node is cordoned; a later cordon or
+            drain with a reason replaces it, one without keeps it
   --gpu N   cordon GPU N of the node alone (again for more): nothing new is placed on it, the
             node's other GPUs take work; `cohort nodes` lists it ("node2 GPU 3 is cordoned")
   -l, --selector SELECTOR
@@ -551,8 +555,11 @@ Clears a cordon or drain: the node takes new replicas again. An admin's verb.
 )",
        Uncordon},
       {"drain",
-       {{"--now", false, ""}, {"--selector", true, "-l"}, {"--gpu", true, "", true}},
-       "drain NODE|-l SELECTOR [--gpu N]... [--now]",
+       {{"--now", false, ""},
+        {"--selector", true, "-l"},
+        {"--gpu", true, "", true},
+        {"--reason", true, ""}},
+       "drain NODE|-l SELECTOR [--gpu N]... [--now] [--reason TEXT]",
        "cordon a node (or some of its GPUs) and let its\nreplicas finish, or move them now",
        R"(
 Cordons the node and lets the replicas running there finish; `cohort nodes` shows it DRAINING,
@@ -560,6 +567,8 @@ then DRAINED once none is left. Stored like a cordon; `cohort uncordon` ends it.
   --now     also preempt every job with a replica there: its replicas are stopped (SIGTERM, the
             grace period, so they checkpoint), and the job goes back to the queue and resumes
             from its newest checkpoint on other nodes; no restart of its budget is spent
+  --reason TEXT
+            why, kept with the drain as cordon's --reason is
   --gpu N   drain GPU N of the node alone (again for more): it is cordoned, and what runs on it
             finishes there (the reply names those jobs), or with --now is preempted and resumes
             elsewhere, the node's other GPUs included; `cohort uncordon NODE --gpu N` ends it

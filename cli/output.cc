@@ -82,6 +82,21 @@ std::string NodeState(const wire::NodeInfoT& n) {
   return n.state == "LOST" && !n.admin.empty() ? n.state + " (" + n.admin + ")" : n.state;
 }
 
+// The note kept with a node's cordon, "draining by alice since 2026-12-05 20:01:07 (2h ago): GPU 3
+// ECC errors" (what is cordoned: the node's admin setting, else "GPUs cordoned"); "" when it has
+// none (nothing of it cordoned, or a coordinator that keeps no notes).
+std::string CordonNoteText(const wire::NodeInfoT& n) {
+  if (n.admin_since_ms <= 0 && n.admin_by.empty() && n.admin_reason.empty()) return "";
+  std::string text = n.admin.empty() ? "GPUs cordoned" : n.admin;
+  if (!n.admin_by.empty()) text += " by " + n.admin_by;
+  if (n.admin_since_ms > 0) {
+    text += " since " + FormatTime(n.admin_since_ms) + " (" +
+            FormatElapsed(std::max<int64_t>(0, NowMs() - n.admin_since_ms)) + " ago)";
+  }
+  if (!n.admin_reason.empty()) text += ": " + n.admin_reason;
+  return text;
+}
+
 // "Key:" padded to 12 columns, then the value: the rows of a job's, study's or node's page.
 void Row(std::ostream& out, const std::string& key, const std::string& value) {
   out << key << std::string(key.size() < 12 ? 12 - key.size() : 1, ' ') << value << "\n";
@@ -529,6 +544,9 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
   table.Print(out);
   // Why a node, or a GPU of it, takes no new work (too long for a column).
   for (const auto& n : nodes) {
+    if (const std::string note = CordonNoteText(n); !note.empty()) {
+      out << n.node_id << " " << note << "\n";
+    }
     if (!n.unhealthy.empty())
       out << n.node_id << " fails its health check: " << n.unhealthy << "\n";
     for (const auto& gpu : n.unhealthy_gpus) {
@@ -577,6 +595,7 @@ void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
   row("Node:", n.node_id);
   row("Address:", OrDash(n.address));
   row("State:", NodeState(n));
+  if (const std::string note = CordonNoteText(n); !note.empty()) row("Cordon:", note);
   if (!n.unhealthy.empty()) row("Health:", "fails its check: " + n.unhealthy);
   row("Heartbeat:",
       n.last_heartbeat_ms > 0 ? FormatElapsed(NowMs() - n.last_heartbeat_ms) + " ago" : "-");

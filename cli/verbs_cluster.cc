@@ -75,7 +75,7 @@ int AdminTargets(const ParsedArgs& args, const Context& ctx, const std::string& 
   }
   int exit_code = kExitOk;
   for (const std::string& node : targets) {
-    auto reply = client->AdminNode(node, action, items, gpus);
+    auto reply = client->AdminNode(node, action, items, gpus, args.Get("--reason"));
     if (!reply.ok()) {
       const int failed = Fail(ctx.err, reply.status());
       if (exit_code == kExitOk) exit_code = failed;

@@ -298,12 +298,14 @@ StatusOr<wire::JobInfoT> CoordinatorClient::DumpStacks(const std::string& job,
 StatusOr<wire::NodeAdminReplyT> CoordinatorClient::AdminNode(const std::string& node_id,
                                                              const std::string& action,
                                                              const std::vector<std::string>& labels,
-                                                             const std::vector<int>& gpus) {
+                                                             const std::vector<int>& gpus,
+                                                             const std::string& reason) {
   wire::NodeAdminT request;
   request.node_id = node_id;
   request.action = action;
   request.labels = labels;
   request.gpus = gpus;
+  request.reason = reason;
   return Call<wire::NodeAdminReply>(std::move(request), action);
 }
 

@@ -135,11 +135,12 @@ class CoordinatorClient {
   StatusOr<std::vector<wire::NodeInfoT>> ListNodes(const std::string& selector = "");
   // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now, forget, or label
   // and label-reset with `labels` ("KEY=VALUE", "KEY-"; wire::NodeAdmin says what each does),
-  // cordon, uncordon, drain and drain-now of the node's `gpus` alone; the reply names the node
-  // after it and what was done.
+  // cordon, uncordon, drain and drain-now of the node's `gpus` alone; cordon, drain and
+  // drain-now keep `reason` with the cordon; the reply names the node after it and what was done.
   StatusOr<wire::NodeAdminReplyT> AdminNode(const std::string& node_id, const std::string& action,
                                             const std::vector<std::string>& labels = {},
-                                            const std::vector<int>& gpus = {});
+                                            const std::vector<int>& gpus = {},
+                                            const std::string& reason = "");
   // Runs `argv` beside a running replica of `job` (`replica` "": chief-0, else its first), as
   // the replica runs (wire::ExecInReplica says how), killed after `timeout` (zero: 60 s); returns
   // how it ended and its output once it has. The call waits for the command: its timeout plus

@@ -61,7 +61,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeInfoT, node_id, address, s
                                                   memory_used_mb, replicas, last_heartbeat_ms,
                                                   storage, admin, labels, label_edits, unhealthy,
                                                   usage, unhealthy_gpus, cordoned_gpus, holders,
-                                                  version)
+                                                  version, admin_reason, admin_by, admin_since_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
                                                   waiting_jobs, suspended, gpu_idle_limit_ms)

@@ -108,13 +108,21 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
   Status done;
   std::set<int> gpus;
   if (req.gpus()) gpus.insert(req.gpus()->begin(), req.gpus()->end());
-  if (!gpus.empty() && (action == "forget" || action == "label" || action == "label-reset")) {
+  const CordonAuthor author{Str(req.reason()), CallerOf(m), now_ms};
+  const bool cordons = action == "cordon" || action == "drain" || action == "drain-now";
+  if (!author.reason.empty() && !cordons) {
+    done = InvalidArgument(
+        "NodeAdmin.reason: only cordon, drain and drain-now keep a reason, not " + action);
+  } else if (Status reason = CheckCordonReason(author.reason); !reason.ok()) {
+    done = InvalidArgument("NodeAdmin.reason: " + reason.message());
+  } else if (!gpus.empty() &&
+             (action == "forget" || action == "label" || action == "label-reset")) {
     done = InvalidArgument(
         "NodeAdmin.gpus: only cordon, uncordon, drain and drain-now take GPUs, "
         "not " +
         action);
   } else if (!gpus.empty()) {
-    done = nodes_.CordonGpus(node_id, gpus, action != "uncordon");
+    done = nodes_.CordonGpus(node_id, gpus, action != "uncordon", author);
     if (done.ok()) {
       const bool one = gpus.size() == 1;
       reply.message = "node " + node_id + " GPU" + (one ? " " : "s ") + FormatGpuSet(gpus) + " " +
@@ -142,7 +150,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
     NodeAdmin admin = action == "cordon"     ? NodeAdmin::kCordoned
                       : action == "uncordon" ? NodeAdmin::kNone
                                              : NodeAdmin::kDraining;
-    done = nodes_.SetAdmin(node_id, admin);
+    done = nodes_.SetAdmin(node_id, admin, author);
     if (done.ok()) {
       reply.message = "node " + node_id + " " + (action == "uncordon" ? "uncordoned" : "cordoned");
       if (action == "drain") reply.message += ": its running replicas finish there";

@@ -1123,6 +1123,9 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
       ni->unhealthy_gpus.push_back(std::move(gpu));
     }
     ni->cordoned_gpus.assign(n.cordoned_gpus.begin(), n.cordoned_gpus.end());
+    ni->admin_reason = n.cordon_note.reason;
+    ni->admin_by = n.cordon_note.by;
+    ni->admin_since_ms = n.cordon_note.since_ms;
     auto u = use.find(id);
     if (u != use.end()) {
       ni->gpus_used = u->second.gpus;

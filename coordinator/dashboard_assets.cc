@@ -101,6 +101,15 @@ function labelText(labels) {
   return esc(Object.keys(labels).sort().map(k => k + '=' + labels[k]).join(','));
 }
 function st(s) { return '<span class="state-' + esc(s) + '">' + esc(s) + '</span>'; }
+// The note kept with a node's cordon, as `cohort nodes` shows it: " <small>cordoned by alice
+// since ...: why</small>"; '' when nothing of it is cordoned.
+function cordonNote(n) {
+  if (!(n.admin_since_ms > 0) && !n.admin_by && !n.admin_reason) return '';
+  return ' <small class="cordon-note">' + esc(n.admin || 'GPUs cordoned') +
+         (n.admin_by ? ' by ' + esc(n.admin_by) : '') +
+         (n.admin_since_ms > 0 ? ' since ' + when(n.admin_since_ms) : '') +
+         (n.admin_reason ? ': ' + esc(n.admin_reason) : '') + '</small>';
+}
 // How long a job ran: to its end, or until now.
 function ranFor(j) {
   return dur((j.end_time_ms || Date.now()) - (j.start_time_ms || Date.now()));
@@ -304,7 +313,8 @@ const views = {
         ['Node', 'State', 'Address', 'GPUs (used/total)', 'CPUs', 'Memory (MiB)', 'CPU use',
          'Memory use', 'GPU use', 'Heartbeat', 'Replicas'],
         nodes.map(n => [link('node/' + n.node_id, n.node_id),
-                        st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : ''),
+                        st(n.state) + (n.unhealthy ? ' <small>' + esc(n.unhealthy) + '</small>' : '') +
+                          cordonNote(n),
                         esc(n.address),
                         n.gpus_allocated + '/' + n.gpus + (n.unhealthy_gpus || []).map(g =>
                             ' <small>GPU ' + g.index + ' unfit: ' + esc(g.reason) + '</small>').join('') +
@@ -335,7 +345,8 @@ const views = {
           ' · heartbeat ' + (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago' +
           (n.version ? ' · cohort-agent ' + esc(n.version) : '') +
           (Object.keys(n.labels || {}).length ? ' · labels ' + labelText(n.labels) : '') +
-          (n.unhealthy ? ' · fails its health check: ' + esc(n.unhealthy) : '') + '</p>' +
+          (n.unhealthy ? ' · fails its health check: ' + esc(n.unhealthy) : '') +
+          cordonNote(n) + '</p>' +
           '<h3>GPUs</h3>' +
           table(['GPU', 'Model', 'Memory (MiB)', 'NUMA', 'UUID', 'Use', 'State'],
                 n.gpu_list.map(g => [g.index, esc(g.model), g.memory_mb || '',

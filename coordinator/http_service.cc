@@ -540,7 +540,10 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"label_edits", FormatNodeLabelEdits(n.label_edits)},
                    {"unhealthy", n.unhealthy},
                    {"unhealthy_gpus", UnhealthyGpusJson(n)},
-                   {"cordoned_gpus", n.cordoned_gpus}});
+                   {"cordoned_gpus", n.cordoned_gpus},
+                   {"admin_reason", n.cordon_note.reason},
+                   {"admin_by", n.cordon_note.by},
+                   {"admin_since_ms", n.cordon_note.since_ms}});
     // Each GPU as `cohort nodes NODE` shows it: what it is, where it sits, who holds it.
     json gpus = json::array();
     for (const wire::GpuInfoT& g : n.gpus) {

@@ -265,6 +265,7 @@ Status NodeRegistry::ChangeSettings(const std::string& node_id,
 
 void NodeRegistry::ApplySettings(NodeRecord& node, const NodeSettings& settings) {
   node.admin = settings.admin;
+  node.cordon_note = settings.note;
   node.label_edits = settings.labels;
   if (node.cordoned_gpus != settings.gpus) {
     node.cordoned_gpus = settings.gpus;
@@ -277,20 +278,34 @@ void NodeRegistry::ApplySettings(NodeRecord& node, const NodeSettings& settings)
   }
 }
 
-Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin) {
+namespace {
+
+// " by alice: GPU 3 ECC errors" for the log lines of a cordon change.
+std::string ByWhomWhy(const CordonAuthor& author) {
+  std::string text = author.by.empty() ? " by an admin" : " by " + author.by;
+  if (!author.reason.empty()) text += " (" + author.reason + ")";
+  return text;
+}
+
+}  // namespace
+
+Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin,
+                              const CordonAuthor& author) {
   COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
     settings.admin = admin;
+    settings.note =
+        NextCordonNote(settings, settings.note, author.reason, author.by, author.now_ms);
     return Status::Ok();
   }));
-  spdlog::info("node {}: {}", node_id,
-               admin == NodeAdmin::kNone ? std::string("uncordoned")
-                                         : std::string(NodeAdminName(admin)) +
-                                               " by an admin: nothing new is placed there");
+  spdlog::info(
+      "node {}: {}{}", node_id,
+      admin == NodeAdmin::kNone ? std::string("uncordoned") : NodeAdminName(admin),
+      ByWhomWhy(author) + (admin == NodeAdmin::kNone ? "" : ": nothing new is placed there"));
   return Status::Ok();
 }
 
-Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>& gpus,
-                                bool cordon) {
+Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>& gpus, bool cordon,
+                                const CordonAuthor& author) {
   const NodeRecord* node = Find(node_id);
   if (node == nullptr && !settings_.count(node_id)) return NotFound("no node '" + node_id + "'");
   if (cordon && node == nullptr) {
@@ -315,10 +330,14 @@ Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>&
         settings.gpus.erase(gpu);
       }
     }
+    settings.note =
+        NextCordonNote(settings, settings.note, author.reason, author.by, author.now_ms);
     return Status::Ok();
   }));
   const std::string now = FormatGpuSet(SettingsOf(node_id).gpus);
-  spdlog::info("node {}: GPUs cordoned by an admin now: {}", node_id, now.empty() ? "none" : now);
+  spdlog::info("node {}: GPUs {}{}; cordoned now: {}", node_id, FormatGpuSet(gpus),
+               (cordon ? " cordoned" : " uncordoned") + ByWhomWhy(author),
+               now.empty() ? "none" : now);
   return Status::Ok();
 }
 

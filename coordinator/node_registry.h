@@ -36,6 +36,14 @@ namespace cohort::coordinator {
 // The longest health-check reason kept from an agent (printable UTF-8; longer is cut).
 inline constexpr size_t kMaxUnhealthyBytes = 512;
 
+// Who changes a node's cordon, when, and the reason given ("" for none): what its CordonNote
+// keeps (NextCordonNote).
+struct CordonAuthor {
+  std::string reason;
+  std::string by;
+  int64_t now_ms = 0;
+};
+
 class NodeRegistry : public NodeHealth {
  public:
   explicit NodeRegistry(int64_t heartbeat_timeout_ms);
@@ -89,9 +97,9 @@ class NodeRegistry : public NodeHealth {
   // ---- admin settings (see the header comment)
   // The stored settings, at start (before any agent registers).
   void RestoreSettings(const std::map<std::string, NodeSettings>& stored);
-  // Sets `node_id`'s cordon or drain; kNotFound when the node is neither registered nor has
-  // stored settings.
-  Status SetAdmin(const std::string& node_id, NodeAdmin admin);
+  // Sets `node_id`'s cordon or drain, by `author` (its note: NextCordonNote); kNotFound when the
+  // node is neither registered nor has stored settings.
+  Status SetAdmin(const std::string& node_id, NodeAdmin admin, const CordonAuthor& author);
   // Applies `edits` over `node_id`'s label edits (after dropping them all, with `reset`): its
   // labels are its agent's with the edits applied. kNotFound as SetAdmin; kInvalidArgument, and
   // nothing changed, when the node would carry more than kMaxNodeLabels labels or keep edits of
@@ -100,7 +108,8 @@ class NodeRegistry : public NodeHealth {
   // Cordons (or, `cordon` false, uncordons) GPUs `gpus` of `node_id` alone. kNotFound as
   // SetAdmin; kInvalidArgument, and nothing changed, for a GPU the node does not have (a cordon
   // needs the node registered, to know its GPUs).
-  Status CordonGpus(const std::string& node_id, const std::set<int>& gpus, bool cordon);
+  Status CordonGpus(const std::string& node_id, const std::set<int>& gpus, bool cordon,
+                    const CordonAuthor& author);
   // The settings of `node_id` (empty when none).
   NodeSettings SettingsOf(const std::string& node_id) const;
   // Removes a LOST node (and its settings); kNotFound for an unknown node, kFailedPrecondition

@@ -8,10 +8,12 @@
 namespace cohort::coordinator {
 namespace {
 
-// CRC-32 of the row's columns, each framed with its length; labels and gpus only when there are
-// any, so that rows stored before their columns (schemas 9 and 10) verify unchanged.
+// CRC-32 of the row's columns, each framed with its length; labels, gpus and the note only from
+// the last of them that is not empty on, so that rows stored before their columns (schemas 9, 10
+// and 12) verify unchanged, and no column passes for another.
 uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state,
-                         const std::string& labels, const std::string& gpus) {
+                         const std::string& labels, const std::string& gpus,
+                         const CordonNote& note) {
   uLong crc = crc32(0, nullptr, 0);
   auto add = [&](std::string_view s) {
     uint64_t n = s.size();
@@ -20,10 +22,13 @@ uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state,
   };
   add(node_id);
   add(state);
-  if (!labels.empty()) add(labels);
-  if (!gpus.empty()) {
-    if (labels.empty()) add(labels);  // so that gpus never pass for labels
-    add(gpus);
+  const bool noted = !note.empty();
+  if (!labels.empty() || !gpus.empty() || noted) add(labels);
+  if (!gpus.empty() || noted) add(gpus);
+  if (noted) {
+    add(note.reason);
+    add(note.by);
+    add(std::to_string(note.since_ms));
   }
   return static_cast<uint32_t>(crc);
 }
@@ -40,17 +45,19 @@ Status SqliteStateStore::WriteNodeSettings(const std::string& node_id,
   const std::string state(NodeAdminName(settings.admin));
   const std::string labels = FormatNodeLabelEdits(settings.labels);
   const std::string gpus = FormatGpuSet(settings.gpus);
-  COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
-                          db_->Prepare("INSERT OR REPLACE INTO node_admin (node_id, state, "
-                                       "labels, gpus, row_crc) VALUES (?1, ?2, ?3, ?4, ?5)"));
-  return st.RunWith(node_id, state, labels, gpus,
-                    static_cast<int64_t>(NodeAdminRowCrc(node_id, state, labels, gpus)));
+  const CordonNote& note = settings.note;
+  COHORT_ASSIGN_OR_RETURN(
+      SqliteStatement st,
+      db_->Prepare("INSERT OR REPLACE INTO node_admin (node_id, state, labels, gpus, note_reason, "
+                   "note_by, note_ms, row_crc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+  return st.RunWith(node_id, state, labels, gpus, note.reason, note.by, note.since_ms,
+                    static_cast<int64_t>(NodeAdminRowCrc(node_id, state, labels, gpus, note)));
 }
 
 StatusOr<std::map<std::string, NodeSettings>> SqliteStateStore::ReadNodeSettings() {
   COHORT_ASSIGN_OR_RETURN(SqliteStatement st,
-                          db_->Prepare("SELECT node_id, state, labels, gpus, row_crc FROM "
-                                       "node_admin"));
+                          db_->Prepare("SELECT node_id, state, labels, gpus, note_reason, "
+                                       "note_by, note_ms, row_crc FROM node_admin"));
   std::map<std::string, NodeSettings> out;
   while (true) {
     COHORT_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -59,10 +66,12 @@ StatusOr<std::map<std::string, NodeSettings>> SqliteStateStore::ReadNodeSettings
     std::string state = st.Text(1);
     std::string labels = st.Text(2);
     std::string gpus_text = st.Text(3);
+    CordonNote note{st.Text(4), st.Text(5), st.Int(6)};
     auto admin = ParseNodeAdmin(state);
     auto edits = ParseNodeLabelEditsText(labels);
     auto gpus = ParseGpuSet(gpus_text);
-    if (static_cast<uint32_t>(st.Int(4)) != NodeAdminRowCrc(node_id, state, labels, gpus_text) ||
+    if (static_cast<uint32_t>(st.Int(7)) !=
+            NodeAdminRowCrc(node_id, state, labels, gpus_text, note) ||
         !admin.ok() || !edits.ok() || !gpus.ok()) {
       // A lost setting never stops a start; the admin sees the node as its agent registered it
       // and can set it again.
@@ -70,7 +79,7 @@ StatusOr<std::map<std::string, NodeSettings>> SqliteStateStore::ReadNodeSettings
                     node_id, path_);
       continue;
     }
-    out[node_id] = NodeSettings{*admin, std::move(*edits), std::move(*gpus)};
+    out[node_id] = NodeSettings{*admin, std::move(*edits), std::move(*gpus), std::move(note)};
   }
   return out;
 }

@@ -165,6 +165,13 @@ ALTER TABLE node_admin ADD COLUMN gpus TEXT NOT NULL DEFAULT '';
     {11, R"sql(
 ALTER TABLE jobs ADD COLUMN first_running_ms INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // The note kept with a node's cordon (CordonNote: why, by whom, since when): '' and 0 for
+    // rows stored before, whose row checksums stay valid (no note is not part of the checksum).
+    {12, R"sql(
+ALTER TABLE node_admin ADD COLUMN note_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_admin ADD COLUMN note_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_admin ADD COLUMN note_ms INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/enum_names.h"
 #include "common/signal_name.h"
+#include "common/utf8.h"
 
 namespace cohort::coordinator {
 
@@ -107,6 +108,26 @@ StatusOr<std::set<int>> ParseGpuSet(std::string_view text) {
     at = end + 1;
   }
   return gpus;
+}
+
+Status CheckCordonReason(std::string_view reason) {
+  if (reason.size() > kMaxCordonReasonBytes) {
+    return InvalidArgument("the reason has " + std::to_string(reason.size()) + " bytes; at most " +
+                           std::to_string(kMaxCordonReasonBytes) + " are kept");
+  }
+  if (ValidUtf8(reason, /*printable=*/true) != reason) {
+    return InvalidArgument(
+        "the reason must be printable UTF-8 text (no control characters, no tabs)");
+  }
+  return Status::Ok();
+}
+
+CordonNote NextCordonNote(const NodeSettings& after, const CordonNote& before,
+                          const std::string& reason, const std::string& by, int64_t now_ms) {
+  if (!after.cordoned()) return CordonNote{};
+  if (!reason.empty()) return CordonNote{reason, by, now_ms};
+  if (!before.empty()) return before;
+  return CordonNote{"", by, now_ms};
 }
 
 std::string NodeAdminLabel(const NodeRecord& node, bool holds_replicas) {

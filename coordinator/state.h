@@ -192,16 +192,43 @@ inline constexpr int kMaxGpusPerNode = 1024;
 std::string FormatGpuSet(const std::set<int>& gpus);
 StatusOr<std::set<int>> ParseGpuSet(std::string_view text);
 
+// The note an admin's cordon leaves on a node (`cohort cordon|drain ... --reason TEXT`, Slurm's
+// Reason= with its user and time): why, who, since when. A node has one while anything of it (the
+// node, or some of its GPUs) is cordoned; NextCordonNote says how each change moves it.
+struct CordonNote {
+  std::string reason;  // "" when none was given
+  std::string by;      // the admin's user; "" when the coordinator knows no users
+  int64_t since_ms = 0;
+  bool empty() const { return reason.empty() && by.empty() && since_ms == 0; }
+  bool operator==(const CordonNote&) const = default;
+};
+
+// The longest cordon reason kept (printable UTF-8).
+inline constexpr size_t kMaxCordonReasonBytes = 256;
+// OK for a reason a cordon may keep; kInvalidArgument naming what is wrong (too long, not UTF-8,
+// a control character).
+Status CheckCordonReason(std::string_view reason);
+
 // What an admin set on a node, kept by the StateStore across coordinator restarts and the agent's
 // re-registrations: its cordon or drain, its label edits (`cohort label`,
-// common/node_label_edits.h) and the GPUs cordoned alone (`cohort cordon NODE --gpu N`).
+// common/node_label_edits.h), the GPUs cordoned alone (`cohort cordon NODE --gpu N`) and the note
+// kept with a cordon.
 struct NodeSettings {
   NodeAdmin admin = NodeAdmin::kNone;
   NodeLabelEdits labels;
   std::set<int> gpus = {};
-  bool empty() const { return admin == NodeAdmin::kNone && labels.empty() && gpus.empty(); }
+  CordonNote note = {};
+  bool cordoned() const { return admin != NodeAdmin::kNone || !gpus.empty(); }
+  bool empty() const { return !cordoned() && labels.empty() && note.empty(); }
   bool operator==(const NodeSettings&) const = default;
 };
+
+// The note a node keeps after an admin's change to it, `after` being its settings once changed
+// and `before` its note until then: none once nothing of it is cordoned; `reason` set (with `by`
+// and `now_ms`) when the change gave one; else the note it had, or, for a first cordon, one with
+// no reason (who and when still tell).
+CordonNote NextCordonNote(const NodeSettings& after, const CordonNote& before,
+                          const std::string& reason, const std::string& by, int64_t now_ms);
 
 struct NodeRecord;
 // A node's state as `cohort nodes` and /api/nodes show it: LOST; DRAINING (its agent is shutting
@@ -245,6 +272,7 @@ struct NodeRecord {
   NodeLabelEdits label_edits;          // an admin's label edits, which `labels` has applied
   // Its GPUs an admin cordoned: nothing new is placed on them; what runs there goes on.
   std::set<int> cordoned_gpus;
+  CordonNote cordon_note;            // why, by whom and since when `admin` or `cordoned_gpus` hold
   std::vector<int> listening_ports;  // as the agent last reported: never handed to a replica
   // The network stack its replicas bind ports in (RegisterAgent.port_domain; "address <address>"
   // from an agent that reports none), and the registry's small id for it: nodes with the same one

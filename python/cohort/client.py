@@ -351,6 +351,11 @@ def _node_to_dict(node):
         "unhealthy_gpus": [{"index": g.index, "reason": _text(g.reason)}
                            for g in (node.unhealthyGpus or [])],
         "cordoned_gpus": list(node.cordonedGpus) if node.cordonedGpus is not None else [],
+        # The note kept with a cordon or drain (of the node or of some of its GPUs): why, who,
+        # since when (0: nothing of it is cordoned).
+        "admin_reason": _text(node.adminReason),
+        "admin_by": _text(node.adminBy),
+        "admin_since_ms": node.adminSinceMs,
         # The replicas holding part of it (`cohort nodes NODE`).
         "holders": [{
             "job": _text(h.job),
@@ -899,16 +904,18 @@ class Client:
         """Deletes a finished job and its records (FAILED_PRECONDITION for one not finished)."""
         self._call_named(Body.Body.DeleteJob, DeleteJob.DeleteJobT, name, Ack.AckT)
 
-    def admin_node(self, node_id, action, labels=None, gpus=None):
+    def admin_node(self, node_id, action, labels=None, gpus=None, reason=None):
         """An admin's change to a node: cordon, uncordon, drain, drain-now, forget, or label and
         label-reset with `labels` (["gpu=h100", "zone-"]: set gpu, remove zone); cordon, uncordon,
-        drain and drain-now with `gpus` ([3, 5]) act on those GPUs of the node alone. Returns
-        (message, node dict or None)."""
+        drain and drain-now with `gpus` ([3, 5]) act on those GPUs of the node alone; cordon,
+        drain and drain-now keep `reason` with the cordon (the node's admin_reason, with
+        admin_by and admin_since_ms). Returns (message, node dict or None)."""
         body = NodeAdmin.NodeAdminT()
         body.nodeId = node_id
         body.action = action
         body.labels = list(labels or [])
         body.gpus = [int(gpu) for gpu in (gpus or [])]
+        body.reason = reason or ""
         reply = self._call(Body.Body.NodeAdmin, body, NodeAdminReply.NodeAdminReplyT)
         return _text(reply.message), _node_to_dict(reply.node) if reply.node else None
 

@@ -344,6 +344,57 @@ TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
   EXPECT_NE(out.str().find("Replicas:\n  (none)\n"), std::string::npos) << out.str();
 }
 
+// The note kept with a cordon: who, since when (and how long ago), why; on the node's page as
+// "Cordon:" and under `cohort nodes`' table; a node cordoned by GPUs alone says so; a node with
+// no note has no such line.
+TEST(CliTest, ACordonNoteSaysWhoSinceWhenAndWhy) {
+  wire::NodeInfoT drained;
+  drained.node_id = "gpu-1";
+  drained.state = "DRAINED";
+  drained.admin = "drained";
+  drained.admin_reason = "PSU swap, ticket 4411";
+  drained.admin_by = "alice";
+  drained.admin_since_ms = NowMs() - 2 * 3600 * 1000 - 500;
+  wire::NodeInfoT gpus_only;
+  gpus_only.node_id = "gpu-2";
+  gpus_only.state = "READY";
+  gpus_only.cordoned_gpus = {3};
+  gpus_only.admin_by = "bob";
+  gpus_only.admin_since_ms = NowMs() - 90 * 1000;
+  wire::NodeInfoT ready;
+  ready.node_id = "gpu-3";
+  ready.state = "READY";
+  std::vector<wire::NodeInfoT> nodes;
+  nodes.push_back(std::move(drained));
+  nodes.push_back(std::move(gpus_only));
+  nodes.push_back(std::move(ready));
+
+  std::ostringstream out;
+  PrintNodes(nodes, out);
+  const std::string when = FormatTime(nodes[0].admin_since_ms);
+  EXPECT_NE(out.str().find("\ngpu-1 drained by alice since " + when +
+                           " (2h00m ago): PSU swap, ticket 4411\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("\ngpu-2 GPUs cordoned by bob since " +
+                           FormatTime(nodes[1].admin_since_ms) + " (1m30s ago)\n"),
+            std::string::npos)
+      << out.str();
+  // gpu-3's one line is its row of the table.
+  const std::string text = out.str();
+  EXPECT_EQ(text.find("\ngpu-3 ", text.find("\ngpu-3 ") + 1), std::string::npos) << text;
+
+  out.str("");
+  PrintNode(nodes[0], out);
+  EXPECT_NE(out.str().find("State:      DRAINED\nCordon:     drained by alice since " + when +
+                           " (2h00m ago): PSU swap, ticket 4411\n"),
+            std::string::npos)
+      << out.str();
+  out.str("");
+  PrintNode(nodes[2], out);
+  EXPECT_EQ(out.str().find("Cordon:"), std::string::npos) << out.str();
+}
+
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   CliResult none = RunCohort({});
   EXPECT_EQ(none.exit_code, kExitUsage);

@@ -47,8 +47,8 @@ TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
   NodeRegistry nodes(10'000);
   Register(nodes, "a", 1);
   Register(nodes, "b", 1);
-  EXPECT_EQ(nodes.SetAdmin("nope", NodeAdmin::kCordoned).code(), StatusCode::kNotFound);
-  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned).ok());
+  EXPECT_EQ(nodes.SetAdmin("nope", NodeAdmin::kCordoned, {}).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned, {}).ok());
   EXPECT_FALSE(nodes.Find("a")->schedulable());
   EXPECT_TRUE(nodes.Find("b")->schedulable());
   EXPECT_EQ(nodes.PendingSettings(),
@@ -62,7 +62,7 @@ TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
   EXPECT_EQ(NodeStateName(*nodes.Find("a"), false), "CORDONED");
 
   // Drain: DRAINING while replicas hold resources there, DRAINED after.
-  ASSERT_TRUE(nodes.SetAdmin("b", NodeAdmin::kDraining).ok());
+  ASSERT_TRUE(nodes.SetAdmin("b", NodeAdmin::kDraining, {}).ok());
   EXPECT_EQ(NodeStateName(*nodes.Find("b"), true), "DRAINING");
   EXPECT_EQ(NodeStateName(*nodes.Find("b"), false), "DRAINED");
   EXPECT_EQ(NodeAdminLabel(*nodes.Find("b"), false), "drained");
@@ -72,7 +72,7 @@ TEST(NodeAdminTest, SettingsSurviveReRegistrationAndAreQueuedForTheStore) {
   EXPECT_TRUE(nodes.PendingSettings().empty());
 
   // Uncordon: the stored row goes (kNone in the changes).
-  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kNone).ok());
+  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kNone, {}).ok());
   EXPECT_EQ(nodes.PendingSettings(), (std::map<std::string, NodeSettings>{{"a", {}}}));
   EXPECT_TRUE(nodes.Find("a")->schedulable());
 }
@@ -204,7 +204,7 @@ TEST(NodeAdminTest, StoredSettingsApplyWhenTheNodeRegistersAndForgetTakesOnlyLos
   EXPECT_EQ(nodes.Find("a"), nullptr);
   EXPECT_TRUE(nodes.SettingsOf("a").empty());
   // A setting of a node that has not registered since the restart can be changed or forgotten.
-  ASSERT_TRUE(nodes.SetAdmin("ghost", NodeAdmin::kNone).ok());
+  ASSERT_TRUE(nodes.SetAdmin("ghost", NodeAdmin::kNone, {}).ok());
   EXPECT_EQ(nodes.SettingsOf("ghost"), (NodeSettings{NodeAdmin::kNone, {{"gpu", "h100"}}}));
   ASSERT_TRUE(nodes.EditLabels("ghost", {}, /*reset=*/true).ok());
   EXPECT_EQ(nodes.Forget("ghost").code(), StatusCode::kNotFound);
@@ -230,7 +230,7 @@ TEST(NodeAdminTest, GpusCordonedAloneLeaveThePlacementViewAndTheNodeStays) {
   NodeRegistry nodes(10'000);
   RegisterWithGpus(nodes, "g", 4, 1);
   const uint64_t version = nodes.capacity_version();
-  ASSERT_TRUE(nodes.CordonGpus("g", {1, 3}, true).ok());
+  ASSERT_TRUE(nodes.CordonGpus("g", {1, 3}, true, {}).ok());
   EXPECT_EQ(nodes.Find("g")->cordoned_gpus, (std::set<int>{1, 3}));
   EXPECT_GT(nodes.capacity_version(), version);
   EXPECT_TRUE(nodes.Find("g")->schedulable());
@@ -238,10 +238,10 @@ TEST(NodeAdminTest, GpusCordonedAloneLeaveThePlacementViewAndTheNodeStays) {
   EXPECT_EQ(nodes.PendingSettings(),
             (std::map<std::string, NodeSettings>{{"g", {NodeAdmin::kNone, {}, {1, 3}}}}));
   nodes.SettingsStored();
-  const Status none = nodes.CordonGpus("g", {4}, true);
+  const Status none = nodes.CordonGpus("g", {4}, true, {});
   EXPECT_EQ(none.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(none.message(), "node g has 4 GPUs (0-3): 4 is none of them");
-  EXPECT_EQ(nodes.CordonGpus("nope", {0}, true).code(), StatusCode::kNotFound);
+  EXPECT_EQ(nodes.CordonGpus("nope", {0}, true, {}).code(), StatusCode::kNotFound);
 
   NoHealth health;
   JobController jobs(JobControllerOptions{}, &health);
@@ -254,23 +254,85 @@ TEST(NodeAdminTest, GpusCordonedAloneLeaveThePlacementViewAndTheNodeStays) {
   // The agent registers again: still cordoned. Uncordoning one leaves the other.
   RegisterWithGpus(nodes, "g", 4, 2);
   EXPECT_EQ(nodes.Find("g")->cordoned_gpus, (std::set<int>{1, 3}));
-  ASSERT_TRUE(nodes.CordonGpus("g", {3}, false).ok());
+  ASSERT_TRUE(nodes.CordonGpus("g", {3}, false, {}).ok());
   EXPECT_EQ(nodes.Find("g")->cordoned_gpus, std::set<int>{1});
   nodes.RevertSettings();  // a failed commit
   EXPECT_EQ(nodes.Find("g")->cordoned_gpus, (std::set<int>{1, 3}));
 
   // Restored for a node not registered since: its GPUs may be uncordoned, not cordoned.
   nodes.RestoreSettings({{"ghost", {NodeAdmin::kNone, {}, {0}}}});
-  EXPECT_EQ(nodes.CordonGpus("ghost", {1}, true).code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(nodes.CordonGpus("ghost", {0}, false).ok());
+  EXPECT_EQ(nodes.CordonGpus("ghost", {1}, true, {}).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(nodes.CordonGpus("ghost", {0}, false, {}).ok());
   EXPECT_TRUE(nodes.SettingsOf("ghost").empty());
+}
+
+// `--reason`: a cordon keeps a note of why, who and since when; a later cordon or drain with a
+// reason replaces it and one without keeps it (its first time still tells how long the node has
+// been out); the note lasts while anything of the node (its GPUs too) is cordoned, is stored with
+// the settings, comes back with the agent's re-registration, and goes with the last uncordon.
+TEST(NodeAdminTest, ACordonKeepsWhyWhoAndSinceUntilNothingOfTheNodeIsCordoned) {
+  NodeRegistry nodes(10'000);
+  RegisterWithGpus(nodes, "n", 4, 1);
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kCordoned, {"PSU swap", "alice", 1000}).ok());
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"PSU swap", "alice", 1000}));
+  EXPECT_EQ(nodes.PendingSettings().at("n").note, (CordonNote{"PSU swap", "alice", 1000}));
+  nodes.SettingsStored();
+
+  // A drain without a reason keeps the note; one with a reason replaces it.
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kDraining, {"", "bob", 2000}).ok());
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"PSU swap", "alice", 1000}));
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kDraining, {"PSU and fans", "bob", 3000}).ok());
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"PSU and fans", "bob", 3000}));
+  // A cordon already there, asked again without a reason, changes nothing to store.
+  nodes.SettingsStored();
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kDraining, {"", "carol", 4000}).ok());
+  EXPECT_TRUE(nodes.PendingSettings().empty());
+
+  // A failed commit puts the note back with the rest.
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kDraining, {"rack move", "carol", 5000}).ok());
+  nodes.RevertSettings();
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"PSU and fans", "bob", 3000}));
+
+  // A GPU still cordoned keeps the note after the node's own uncordon; the agent's
+  // re-registration brings it back; the last uncordon drops it and the stored row.
+  ASSERT_TRUE(nodes.CordonGpus("n", {2}, true, {"", "dave", 6000}).ok());
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kNone, {"", "dave", 7000}).ok());
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"PSU and fans", "bob", 3000}));
+  RegisterWithGpus(nodes, "n", 4, 2);
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"PSU and fans", "bob", 3000}));
+  nodes.SettingsStored();
+  ASSERT_TRUE(nodes.CordonGpus("n", {2}, false, {"", "dave", 8000}).ok());
+  EXPECT_TRUE(nodes.Find("n")->cordon_note.empty());
+  EXPECT_EQ(nodes.PendingSettings(), (std::map<std::string, NodeSettings>{{"n", {}}}));
+
+  // A first cordon without a reason still says who and since when; a GPU cordon with a reason.
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kCordoned, {"", "erin", 9000}).ok());
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"", "erin", 9000}));
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kNone, {"", "erin", 9500}).ok());
+  ASSERT_TRUE(nodes.CordonGpus("n", {0, 1}, true, {"XID 79 on GPU 0 and 1", "frank", 10'000}).ok());
+  EXPECT_EQ(nodes.Find("n")->cordon_note, (CordonNote{"XID 79 on GPU 0 and 1", "frank", 10'000}));
+}
+
+TEST(NodeAdminTest, ACordonReasonIsShortPrintableText) {
+  EXPECT_TRUE(CheckCordonReason("").ok());
+  EXPECT_TRUE(CheckCordonReason("GPU 3: 12 ECC errors — RMA ticket #4411").ok());
+  EXPECT_TRUE(CheckCordonReason(std::string(kMaxCordonReasonBytes, 'x')).ok());
+  const Status long_reason = CheckCordonReason(std::string(kMaxCordonReasonBytes + 1, 'x'));
+  EXPECT_EQ(long_reason.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(long_reason.message(), "the reason has 257 bytes; at most 256 are kept");
+  for (const std::string bad : {std::string("two\nlines"), std::string("\x1b[31mred"),
+                                std::string("tab\there"), std::string("bad \xff byte")}) {
+    const Status refused = CheckCordonReason(bad);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.message().find("printable UTF-8"), std::string::npos) << refused.ToString();
+  }
 }
 
 TEST(NodeAdminTest, ThePlacementViewLeavesCordonedAndDrainingNodesOut) {
   NodeRegistry nodes(10'000);
   for (const char* id : {"a", "b", "c"}) Register(nodes, id, 1);
-  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned).ok());
-  ASSERT_TRUE(nodes.SetAdmin("c", NodeAdmin::kDraining).ok());
+  ASSERT_TRUE(nodes.SetAdmin("a", NodeAdmin::kCordoned, {}).ok());
+  ASSERT_TRUE(nodes.SetAdmin("c", NodeAdmin::kDraining, {}).ok());
   NoHealth health;
   JobController jobs(JobControllerOptions{}, &health);
   NodeIndex index;
@@ -371,15 +433,47 @@ TEST_F(Day2StoreTest, ACordonFromBeforeLabelEditsLoadsAndEditedEditsAreDropped) 
   StateChanges cordon;
   cordon.node_settings = old_cordon;
   LoadAndCommit(cordon);
-  ASSERT_NO_FATAL_FAILURE(
-      Exec("ALTER TABLE node_admin DROP COLUMN gpus; ALTER TABLE node_admin DROP COLUMN labels; "
-           "ALTER TABLE jobs DROP COLUMN first_running_ms; PRAGMA user_version = 8"));
+  ASSERT_NO_FATAL_FAILURE(Exec(
+      "ALTER TABLE node_admin DROP COLUMN gpus; ALTER TABLE node_admin DROP COLUMN labels; "
+      "ALTER TABLE jobs DROP COLUMN first_running_ms; ALTER TABLE node_admin DROP COLUMN "
+      "note_reason; "
+      "ALTER TABLE node_admin DROP COLUMN note_by; ALTER TABLE node_admin DROP COLUMN note_ms; "
+      "PRAGMA user_version = 8"));
   StateChanges label;
   label.node_settings = {{"new", {NodeAdmin::kNone, {{"gpu", "h100"}}}}};
   EXPECT_EQ(LoadAndCommit(label), old_cordon);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM node_admin WHERE labels = 'gpu=h100'"), 1);
   ASSERT_NO_FATAL_FAILURE(Exec("UPDATE node_admin SET labels = 'gpu=h200' WHERE node_id = 'new'"));
   EXPECT_EQ(LoadAndCommit(), old_cordon);
+}
+
+// A cordon's note is stored with the node's settings and survives a reopen; a row stored before
+// the note's columns (schema 11) verifies after the migration; a reason or author changed behind
+// the store's back is damage: that node's row is dropped, the rest load.
+TEST_F(Day2StoreTest, ACordonNoteIsStoredAndARowFromBeforeNotesStillVerifies) {
+  const std::map<std::string, NodeSettings> old_rows = {
+      {"old", {NodeAdmin::kCordoned, {{"zone", "a"}}, {1}}}};
+  StateChanges before;
+  before.node_settings = old_rows;
+  LoadAndCommit(before);
+  ASSERT_NO_FATAL_FAILURE(
+      Exec("ALTER TABLE node_admin DROP COLUMN note_reason; ALTER TABLE node_admin DROP COLUMN "
+           "note_by; ALTER TABLE node_admin DROP COLUMN note_ms; PRAGMA user_version = 11"));
+  StateChanges noted;
+  noted.node_settings = {
+      {"psu", {NodeAdmin::kDraining, {}, {}, {"PSU swap", "alice", 1'764'964'800'000}}},
+      {"gpu", {NodeAdmin::kNone, {}, {3}, {"", "bob", 1'764'964'900'000}}}};
+  EXPECT_EQ(LoadAndCommit(noted), old_rows);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM node_admin WHERE note_reason = 'PSU swap' AND note_by = "
+                  "'alice'"),
+            1);
+  std::map<std::string, NodeSettings> all = old_rows;
+  all.insert(noted.node_settings.begin(), noted.node_settings.end());
+  EXPECT_EQ(LoadAndCommit(), all);
+  ASSERT_NO_FATAL_FAILURE(
+      Exec("UPDATE node_admin SET note_reason = 'nothing wrong' WHERE node_id = 'psu'; "
+           "UPDATE node_admin SET note_by = 'mallory' WHERE node_id = 'gpu'"));
+  EXPECT_EQ(LoadAndCommit(), old_rows);
 }
 
 // GPUs cordoned alone are stored with the node's other settings; a row stored before the column
@@ -392,6 +486,8 @@ TEST_F(Day2StoreTest, CordonedGpusAreStoredAndARowFromBeforeThemStillVerifies) {
   LoadAndCommit(label);
   ASSERT_NO_FATAL_FAILURE(Exec(
       "ALTER TABLE node_admin DROP COLUMN gpus; ALTER TABLE jobs DROP COLUMN first_running_ms; "
+      "ALTER TABLE node_admin DROP COLUMN note_reason; "
+      "ALTER TABLE node_admin DROP COLUMN note_by; ALTER TABLE node_admin DROP COLUMN note_ms; "
       "PRAGMA user_version = 9"));
   StateChanges gpus;
   gpus.node_settings = {{"g", {NodeAdmin::kNone, {}, {1, 3}}},

@@ -159,6 +159,12 @@ bool Mentions(const std::vector<std::string>& lines, const std::string& needle) 
   return false;
 }
 
+// Statements that take the node_admin table back to before cordon notes (schema 12), for the
+// tests that store an older schema.
+constexpr const char* kDropCordonNotes =
+    "ALTER TABLE node_admin DROP COLUMN note_reason; ALTER TABLE node_admin DROP COLUMN note_by; "
+    "ALTER TABLE node_admin DROP COLUMN note_ms";
+
 class StateStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -360,7 +366,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
        "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 3"}));
+       kDropCordonNotes, "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -396,7 +402,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
        "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 4"},
+       kDropCordonNotes, "PRAGMA user_version = 4"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::FAILED;
         job.replicas[1].exit_code = 1;
@@ -413,7 +419,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
       {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
        "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 5"},
+       kDropCordonNotes, "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
@@ -428,7 +434,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksum
       MakeJob("elastic", 1, 2),
       {"ALTER TABLE replicas DROP COLUMN idle", "ALTER TABLE jobs DROP COLUMN suspended_ms",
        "ALTER TABLE jobs DROP COLUMN first_running_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
-       "ALTER TABLE node_admin DROP COLUMN labels", "PRAGMA user_version = 6"},
+       "ALTER TABLE node_admin DROP COLUMN labels", kDropCordonNotes, "PRAGMA user_version = 6"},
       [](JobRecord& job) {
         job.replicas[2].state = ReplicaState::STOPPED;
         job.replicas[2].idle = true;
@@ -443,7 +449,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeSuspensionMigratesAndKeepsItsChecksums
       MakeJob("suspended", 1, 1),
       {"ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       "PRAGMA user_version = 7"},
+       kDropCordonNotes, "PRAGMA user_version = 7"},
       [](JobRecord& job) {
         job.state = JobState::SUSPENDED;
         job.suspended_ms = 60'000;
@@ -458,7 +464,9 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFirstRunningTimesMigratesAndKeepsItsCh
   const int64_t ran_at = job.start_time_ms + 40;
   job.events.push_back({ran_at, "running: all 2 replicas running"});
   ExpectMigrated(
-      job, {"ALTER TABLE jobs DROP COLUMN first_running_ms", "PRAGMA user_version = 10"},
+      job,
+      {"ALTER TABLE jobs DROP COLUMN first_running_ms", kDropCordonNotes,
+       "PRAGMA user_version = 10"},
       [&](JobRecord& job) {
         job.events = {{ran_at + 90, "restart 1/3: ..."}};  // the first "running" lost to the cap
       },

@@ -140,17 +140,49 @@ TEST_F(Day2Test, CordonKeepsNewJobsOffTheNodeAndUncordonEndsIt) {
   EXPECT_NE(unknown.err.find("no node 'no-such-node'"), std::string::npos) << unknown.err;
 }
 
+// The cordon, and the note of why, who and since when kept with it (`--reason`), survive a
+// coordinator restart (SIGKILL) and the agents' re-registration; `cohort nodes` shows the note.
 TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
   std::string a = StartNode("restart-a");
   std::string b = StartNode("restart-b");
-  ASSERT_EQ(RunCli({"cordon", a}).exit_code, 0);
+  auto cordon = RunCli({"cordon", a, "--reason", "PSU swap, ticket 4411"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
+  const json noted = Node(a);
+  const int64_t since = noted.value("admin_since_ms", int64_t{0});
+  EXPECT_EQ(noted.value("admin_reason", ""), "PSU swap, ticket 4411") << noted.dump();
+  EXPECT_GT(since, 0) << noted.dump();
   cluster_->coordinator().Kill();
   ASSERT_EQ(cluster_->StartCoordinator(), "");
   ASSERT_TRUE(WaitNodeState(b, "READY")) << cluster_->Logs();
   ASSERT_TRUE(WaitNodeState(a, "CORDONED")) << Node(a).dump();
+  const json after = Node(a);
+  EXPECT_EQ(after.value("admin_reason", ""), "PSU swap, ticket 4411") << after.dump();
+  EXPECT_EQ(after.value("admin_by", ""), noted.value("admin_by", "")) << after.dump();
+  EXPECT_EQ(after.value("admin_since_ms", int64_t{0}), since) << after.dump();
+  auto nodes = RunCli({"nodes"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  EXPECT_NE(nodes.out.find("\n" + a + " cordoned "), std::string::npos) << nodes.out;
+  EXPECT_NE(nodes.out.find("ago): PSU swap, ticket 4411\n"), std::string::npos) << nodes.out;
+  EXPECT_EQ(Node(b).value("admin_since_ms", int64_t{-1}), 0);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(WaitRunning(Submit(JobFile("name: r" + std::to_string(i), "sleep 60"))), b);
   }
+
+  // A reason is for a cordon or a drain, short and printable; refused, nothing changes.
+  auto uncordon = RunCli({"uncordon", a, "--reason", "fixed"});
+  EXPECT_EQ(uncordon.exit_code, 2) << uncordon.out << uncordon.err;
+  auto long_reason = RunCli({"drain", a, "--reason", std::string(300, 'x')});
+  EXPECT_EQ(long_reason.exit_code, 2) << long_reason.out << long_reason.err;
+  EXPECT_NE(long_reason.err.find("NodeAdmin.reason: the reason has 300 bytes"), std::string::npos)
+      << long_reason.err;
+  auto control = RunCli({"drain", a, "--reason", "two\nlines"});
+  EXPECT_EQ(control.exit_code, 2) << control.out << control.err;
+  EXPECT_EQ(Node(a).value("admin", ""), "cordoned");
+  EXPECT_EQ(Node(a).value("admin_reason", ""), "PSU swap, ticket 4411");
+  // The uncordon ends the note with the cordon.
+  ASSERT_EQ(RunCli({"uncordon", a}).exit_code, 0);
+  EXPECT_EQ(Node(a).value("admin_reason", "?"), "");
+  EXPECT_EQ(Node(a).value("admin_since_ms", int64_t{-1}), 0);
 }
 
 // `cohort cordon NODE --gpu N`: that GPU takes nothing new while the node's others do, `cohort

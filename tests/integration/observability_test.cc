@@ -566,7 +566,7 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
                                   .extra_args = {"--health-check", check, "--health-check-interval",
                                                  "1s", "--label", "gpu=h100"}}),
             "");
-  ASSERT_TRUE(client.AdminNode(sick, "cordon", {}, {1}).ok());
+  ASSERT_TRUE(client.AdminNode(sick, "cordon", {}, {1}, "GPU 1 <flaky> NVLink").ok());
   ASSERT_TRUE(client
                   .Submit("name: on-gpu\nworker_pools:\n  - role: chief\n    resources: {gpus: 1}\n"
                           "    process: {command: [/bin/sleep, '300']}\n")
@@ -591,12 +591,18 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
             std::string::npos)
       << nodes;
   EXPECT_NE(nodes.find("<small>GPU 1 cordoned</small>"), std::string::npos) << nodes;
+  // The note kept with the cordon, its reason escaped, on both pages.
+  const std::regex note(
+      "<small class=\"cordon-note\">GPUs cordoned( by [^ <]+)? since [^<]+: GPU 1 &lt;flaky&gt; "
+      "NVLink</small>");
+  EXPECT_TRUE(std::regex_search(nodes, note)) << nodes;
   // The node's own page, linked from its name: each GPU's row says why nothing goes there.
   EXPECT_NE(nodes.find("<a href=\"#/node/" + sick + "\">" + sick + "</a>"), std::string::npos)
       << nodes;
   std::string node = RenderPage(base + "/#/node/" + sick, artifacts + "/dashboard-node.png");
   EXPECT_NE(node.find("id=\"node-name\""), std::string::npos) << node;
   EXPECT_NE(node.find("fails its health check: GPU 0: XID 48"), std::string::npos) << node;
+  EXPECT_TRUE(std::regex_search(node, note)) << node;
   EXPECT_NE(node.find(" · labels gpu=h100 · "), std::string::npos) << node;
   EXPECT_NE(node.find(" · cohort-agent " COHORT_VERSION " · "), std::string::npos) << node;
   EXPECT_NE(node.find("<td><a href=\"#/job/on-gpu\">on-gpu/chief-0</a></td></tr></tbody></table>"),

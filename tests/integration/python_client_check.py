@@ -62,6 +62,21 @@ def main(endpoint, scratch):
         check_refused(lambda: client.admin_node(node, "cordon", gpus=[0]),
                       "INVALID_ARGUMENT", "has 0 GPUs: 0 is none of them",
                       "a cordon of a GPU the node lacks was taken")
+        # A cordon keeps a note of why, who (the account this client claims) and since when,
+        # which the uncordon ends.
+        message, info = client.admin_node(other, "cordon", reason="disk swap")
+        check(info["state"] == "CORDONED" and info["admin_reason"] == "disk swap"
+              and info["admin_by"] == pwd.getpwuid(os.geteuid()).pw_name
+              and info["admin_since_ms"] > 0, f"cordoned with a reason: {message}, {info}")
+        check([n["admin_reason"] for n in client.nodes() if n["node_id"] == other]
+              == ["disk swap"],
+              f"nodes() shows the reason: {client.nodes()}")
+        check_refused(lambda: client.admin_node(other, "uncordon", reason="done"),
+                      "INVALID_ARGUMENT", "only cordon, drain and drain-now keep a reason",
+                      "a reason with uncordon was taken")
+        message, info = client.admin_node(other, "uncordon")
+        check(info["state"] == "READY" and info["admin_reason"] == ""
+              and info["admin_since_ms"] == 0, f"uncordoned: {message}, {info}")
 
         job = ("name: py_job\n"
                "worker_pools:\n"
