@@ -514,9 +514,11 @@ array's (`cohort submit --array`): each of its tasks is deleted once every one h
        "registered agents and their capacity",
        R"(
 Lists the registered agents: address, state, GPUs/CPUs/memory used of total, replicas, last
-heartbeat, the agent's version (an upgrade's progress, node by node). With a NODE, that one at length: each GPU's model, memory, NUMA node, UUID, use now
-(where its agent samples NVML) and who holds it (job/replica) or why nothing new may go there
-(unfit, cordoned), then the replicas that hold part of the node.
+heartbeat, the agent's version (an upgrade's progress, node by node). With a NODE, that one at
+length: each GPU's model, memory, NUMA node, UUID, use now (where its agent samples NVML) and who
+holds it (job/replica) or why nothing new may go there (unfit, cordoned), then the replicas that hold part of the node, then its events: registered,
+LOST and back, health check and GPUs failing and passing again, cordons (who, why), drains,
+uncordons and label edits (the newest 50, kept across coordinator restarts).
   -l, --selector SELECTOR
             only the nodes whose labels match (Kubernetes' selector syntax, as kubectl's -l):
             rack=r1,gpu in (h100,h200),zone!=b,infiniband,!maintenance,nvidia.com/gpu.memory>40000

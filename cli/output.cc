@@ -643,6 +643,12 @@ void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
   } else {
     replicas.Print(out);
   }
+
+  out << "\nEvents:\n";
+  for (const auto& e : n.events) {
+    if (e) out << "  " << FormatTime(e->time_ms) << "  " << e->text << "\n";
+  }
+  if (n.events.empty()) out << "  (none)\n";
 }
 
 namespace {

@@ -67,7 +67,8 @@ std::string NodeGpuCells(const wire::NodeInfoT& node);
 // `cohort nodes`: one line per node with used/total GPUs, CPUs and memory.
 void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out);
 // One node at length (`cohort nodes NODE`): its fields, each GPU (model, memory, NUMA node, UUID,
-// what uses it now, and who holds it or why nothing may), and the replicas that hold part of it.
+// what uses it now, and who holds it or why nothing may), the replicas that hold part of it, and
+// its events (oldest first, each at its local time).
 void PrintNode(const wire::NodeInfoT& node, std::ostream& out);
 void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out);
 

@@ -148,9 +148,9 @@ int Nodes(const ParsedArgs& args, const Context& ctx) {
     return ShowVerb<wire::NodeInfoT>(
         args, ctx, "nodes", "NODE",
         [&](CoordinatorClient& client) -> StatusOr<wire::NodeInfoT> {
-          auto nodes = client.ListNodes();
-          if (!nodes.ok()) return nodes.status();
           const std::string& name = args.positionals[0];
+          auto nodes = client.ListNodes("", name);
+          if (!nodes.ok()) return nodes.status();
           std::vector<std::string_view> names;
           for (wire::NodeInfoT& node : *nodes) {
             if (node.node_id == name) return std::move(node);

@@ -325,9 +325,11 @@ StatusOr<std::vector<wire::QueueInfoT>> CoordinatorClient::ListQueues() {
   return CallList<wire::QueueList>(wire::ListQueuesT{}, "list queues", &wire::QueueListT::queues);
 }
 
-StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes(const std::string& selector) {
+StatusOr<std::vector<wire::NodeInfoT>> CoordinatorClient::ListNodes(const std::string& selector,
+                                                                    const std::string& events_of) {
   wire::ListNodesT request;
   request.selector = selector;
+  request.events_of = events_of;
   COHORT_ASSIGN_OR_RETURN(wire::NodeListT list,
                           Call<wire::NodeList>(std::move(request), "list nodes"));
   std::optional<NodeSelector> unapplied;

@@ -131,8 +131,10 @@ class CoordinatorClient {
   StatusOr<wire::JobInfoT> Update(const std::string& name, const std::string& priority,
                                   const std::string& queue);
   // The registered nodes; with a `selector` (ParseNodeSelector's), those whose labels match it
-  // (matched here when the coordinator is older than ListNodes.selector and lists them all).
-  StatusOr<std::vector<wire::NodeInfoT>> ListNodes(const std::string& selector = "");
+  // (matched here when the coordinator is older than ListNodes.selector and lists them all);
+  // node `events_of` with its history (NodeInfo.events).
+  StatusOr<std::vector<wire::NodeInfoT>> ListNodes(const std::string& selector = "",
+                                                   const std::string& events_of = "");
   // Day-2 operations (admins): `action` is cordon, uncordon, drain, drain-now, forget, or label
   // and label-reset with `labels` ("KEY=VALUE", "KEY-"; wire::NodeAdmin says what each does),
   // cordon, uncordon, drain and drain-now of the node's `gpus` alone; cordon, drain and

@@ -108,7 +108,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
   Status done;
   std::set<int> gpus;
   if (req.gpus()) gpus.insert(req.gpus()->begin(), req.gpus()->end());
-  const CordonAuthor author{Str(req.reason()), CallerOf(m), now_ms};
+  const AdminAuthor author{Str(req.reason()), CallerOf(m), now_ms};
   const bool cordons = action == "cordon" || action == "drain" || action == "drain-now";
   if (!author.reason.empty() && !cordons) {
     done = InvalidArgument(
@@ -140,6 +140,11 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
         std::vector<std::string> moved = PreemptJobsOn(node_id, gpus, now_ms);
         reply.message += moved.empty() ? "; nothing runs there"
                                        : "; preempted to move elsewhere: " + JoinWithCommas(moved);
+        if (!moved.empty()) {
+          nodes_.AddAdminEvent(node_id, now_ms,
+                               "drain --now preempted the jobs on GPUs " + FormatGpuSet(gpus) +
+                                   ": " + JoinWithCommas(moved));
+        }
       }
     }
   } else if (action == "forget") {
@@ -158,6 +163,10 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
         std::vector<std::string> moved = PreemptJobsOn(node_id, {}, now_ms);
         reply.message += moved.empty() ? ": nothing runs there"
                                        : ": preempted to move elsewhere: " + JoinWithCommas(moved);
+        if (!moved.empty()) {
+          nodes_.AddAdminEvent(node_id, now_ms,
+                               "drain --now preempted its jobs: " + JoinWithCommas(moved));
+        }
       }
     }
   } else if (action == "label" || action == "label-reset") {
@@ -166,7 +175,7 @@ void AdminService::OnNodeAdmin(const RoutedMessage& m, const wire::NodeAdmin& re
       for (const auto* item : *req.labels()) items.push_back(Str(item));
     }
     auto edits = ParseNodeLabelEdits(items);
-    done = edits.ok() ? nodes_.EditLabels(node_id, *edits, action == "label-reset")
+    done = edits.ok() ? nodes_.EditLabels(node_id, *edits, action == "label-reset", author)
                       : InvalidArgument("NodeAdmin.labels: " + edits.status().message());
     if (done.ok()) {
       const NodeLabelEdits kept = nodes_.SettingsOf(node_id).labels;

@@ -190,6 +190,17 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
       }
       wire::NodeListT list = Nodes(now_ms, &*selector);
       list.selector = FormatNodeSelector(*selector);
+      const std::string events_of = Str(msg.As<wire::ListNodes>()->events_of());
+      for (auto& node : list.nodes) {
+        if (!node || events_of.empty() || node->node_id != events_of) continue;
+        for (NodeEvent& e : nodes_.EventsOf(events_of)) {
+          auto event = std::make_unique<wire::NodeEventT>();
+          event->seq = e.seq;
+          event->time_ms = e.time_ms;
+          event->text = std::move(e.text);
+          node->events.push_back(std::move(event));
+        }
+      }
       Reply(m, Encode(id, std::move(list)));
       return;
     }

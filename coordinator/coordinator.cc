@@ -199,6 +199,7 @@ Status Coordinator::Recover() {
   }
   for (const TrainingMetric& m : state.training_metrics) training_.Add(m);
   nodes_.RestoreSettings(state.node_settings);
+  nodes_.RestoreEvents(std::move(state.node_events));
   size_t jobs = state.jobs.size();
   for (JobRecord& job : state.jobs) jobs_.Restore(std::move(job));
   jobs_.FinishRestore(clock_->NowMs());
@@ -491,6 +492,8 @@ Status Coordinator::Commit() {
   changes.study_records = studies_.TakeJournalRecords();
   changes.training_metrics = agent_service_.TakeTrainingMetrics();
   changes.node_settings = nodes_.PendingSettings();
+  changes.node_events = nodes_.PendingEvents();
+  changes.forgotten_nodes = nodes_.ForgottenNodes();
   changes.deleted_jobs = jobs_.TakeDeleted();
   std::set<std::string> dirty = jobs_.TakeDirty();
   for (const auto& name : dirty) {
@@ -514,6 +517,7 @@ Status Coordinator::Commit() {
   if (notifier_ && !pending_notices_.empty()) notifier_->Post(std::exchange(pending_notices_, {}));
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
   nodes_.SettingsStored();
+  nodes_.EventsStored();
   for (const std::string& name : changes.deleted_jobs) {
     training_.Remove(name);
     if (Status gone = logs_.DeleteJob(name); !gone.ok()) spdlog::warn("{}", gone.ToString());
@@ -649,7 +653,7 @@ void Coordinator::EndRevokedSessions(int64_t now) {
     if (!listed.ok()) revoked.emplace_back(id, listed.message());
   }
   for (const auto& [id, why] : revoked) {
-    if (!nodes_.EndSession(id, "its agent's key was removed: " + why)) continue;
+    if (!nodes_.EndSession(id, "its agent's key was removed: " + why, now)) continue;
     spdlog::warn("node {} LOST: its session is ended: {}", id, why);
     const NodeRecord& node = *nodes_.Find(id);
     jobs_.NodeLost(id, node.lost_why, now, node.silent_since_ms(), now);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
+#include "common/config.h"
 #include "common/utf8.h"
 #include "common/wire_string.h"
 #include "coordinator/options.h"
@@ -22,24 +24,28 @@ void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
 }
 
 // What the agent's health check says (RegisterAgent/Heartbeat.unhealthy), as printable text of a
-// bounded size; logged when it changes.
-void ReadHealth(const flatbuffers::String* reported, NodeRecord& node) {
+// bounded size; logged when it changes, and added to `events` (the node's events to add).
+void ReadHealth(const flatbuffers::String* reported, NodeRecord& node,
+                std::vector<std::string>& events) {
   std::string problem =
       TruncateUtf8(ValidUtf8(Str(reported), /*printable=*/true), kMaxUnhealthyBytes);
   if (problem == node.unhealthy) return;
   if (problem.empty()) {
     spdlog::info("node {} passes its health check again: new replicas may go there", node.node_id);
+    events.push_back("passes its health check again");
   } else {
     spdlog::warn("node {} fails its health check: {}; nothing new is placed there", node.node_id,
                  problem);
+    events.push_back("fails its health check: " + problem);
   }
   node.unhealthy = std::move(problem);
 }
 
 // Which of its GPUs the agent finds unfit (RegisterAgent/Heartbeat.unhealthy_gpus): those of its
-// registered GPUs, each reason printable text of a bounded size; logged when it changes.
+// registered GPUs, each reason printable text of a bounded size; logged when it changes, and
+// added to `events`.
 void ReadGpuHealth(const flatbuffers::Vector<flatbuffers::Offset<wire::UnhealthyGpu>>* reported,
-                   NodeRecord& node) {
+                   NodeRecord& node, std::vector<std::string>& events) {
   std::map<int, std::string> unhealthy;
   if (reported != nullptr) {
     for (const wire::UnhealthyGpu* gpu : *reported) {
@@ -59,11 +65,13 @@ void ReadGpuHealth(const flatbuffers::Vector<flatbuffers::Offset<wire::Unhealthy
     if (was == node.unhealthy_gpus.end() || was->second != why) {
       spdlog::warn("node {}: GPU {} is unfit for work: {}; nothing new is placed on it",
                    node.node_id, index, why);
+      events.push_back("GPU " + std::to_string(index) + " unfit: " + why);
     }
   }
   for (const auto& [index, why] : node.unhealthy_gpus) {
     if (unhealthy.count(index) == 0) {
       spdlog::info("node {}: GPU {} is fit again: new replicas may use it", node.node_id, index);
+      events.push_back("GPU " + std::to_string(index) + " fit again");
     }
   }
   node.unhealthy_gpus = std::move(unhealthy);
@@ -96,7 +104,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.node_id = node_id;
   node.address = Str(req.address());
   if (node.address.empty()) node.address = node_id;
-  node.version = Str(req.version());
+  const std::string version_before = std::exchange(node.version, Str(req.version()));
   std::string domain = Str(req.port_domain());
   SetPortDomain(node, domain.empty() ? "address " + node.address : std::move(domain));
   node.gpus.clear();
@@ -130,8 +138,30 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   node.lost_while_answering = false;
   next_loss_check_ms_ = std::min(next_loss_check_ms_, now_ms + heartbeat_timeout_ms_ + 1);
   node.draining = false;
-  ReadHealth(req.unhealthy(), node);
-  ReadGpuHealth(req.unhealthy_gpus(), node);
+  std::vector<std::string> events;
+  const std::string agent =
+      node.version.empty() ? "an agent of unknown version" : "cohort-agent " + node.version;
+  auto last = events_.find(node_id);
+  const NodeEvent* last_event =
+      last == events_.end() || last->second.empty() ? nullptr : &last->second.back();
+  if (reg.was_lost) {
+    events.push_back("registered again (" + agent + "), " +
+                     FormatElapsed(now_ms - *reg.last_heard_ms) + " after it was last heard");
+  } else if (!reg.returning && last_event == nullptr) {
+    events.push_back("registered: " + agent + " at " + node.address + ", " +
+                     std::to_string(node.gpus.size()) + " GPUs, " + std::to_string(node.cpus) +
+                     " CPUs, " + std::to_string(node.memory_mb) + " MiB");
+  } else if (!reg.returning && last_event->text.starts_with("LOST")) {
+    // LOST before the coordinator restarted: back now.
+    events.push_back("registered again (" + agent + "), " +
+                     FormatElapsed(now_ms - last_event->time_ms) + " after it was LOST");
+  } else if (reg.returning && version_before != node.version) {
+    events.push_back("its agent is now " + agent + " (was " +
+                     (version_before.empty() ? "of unknown version" : version_before) + ")");
+  }
+  ReadHealth(req.unhealthy(), node, events);
+  ReadGpuHealth(req.unhealthy_gpus(), node, events);
+  for (std::string& text : events) AddEvent(node_id, now_ms, std::move(text), false);
   node.health_rechecking = false;
   ApplySettings(node, SettingsOf(node_id));
   node.listening_ports = Ports(req.listening_ports());
@@ -154,14 +184,17 @@ bool NodeRegistry::Heartbeat(const wire::Heartbeat& req, const std::string& peer
   node->listening_ports = Ports(req.listening_ports());
   ReadStorage(req.storage(), node->storage);
   JudgeStorage(storage_root(), storage_ ? storage_->tokens() : StorageTokens{}, node->storage);
-  ReadHealth(req.unhealthy(), *node);
-  ReadGpuHealth(req.unhealthy_gpus(), *node);
+  std::vector<std::string> events;
+  ReadHealth(req.unhealthy(), *node, events);
+  ReadGpuHealth(req.unhealthy_gpus(), *node, events);
   node->health_rechecking = req.health_rechecking();
   if (req.draining() && !node->draining) {
     node->draining = true;
     spdlog::info("node {} is draining (its agent is shutting down): nothing new is placed there",
                  node->node_id);
+    events.push_back("its agent is shutting down: nothing new is placed there");
   }
+  for (std::string& text : events) AddEvent(node->node_id, now_ms, std::move(text), false);
   return true;
 }
 
@@ -178,6 +211,7 @@ std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t
       std::string why = "no heartbeat for " + FormatDuration(now_ms - node.last_heartbeat_ms) +
                         " (timeout " + FormatDuration(heartbeat_timeout_ms_) + ")";
       spdlog::warn("node {} LOST: {}", id, why);
+      AddEvent(id, now_ms, "LOST: " + why, false);
       node.lost_why = why;
       node.lost_while_answering = false;
       lost.emplace_back(id, std::move(why));
@@ -189,9 +223,10 @@ std::vector<std::pair<std::string, std::string>> NodeRegistry::CheckLost(int64_t
   return lost;
 }
 
-bool NodeRegistry::EndSession(const std::string& node_id, std::string why) {
+bool NodeRegistry::EndSession(const std::string& node_id, std::string why, int64_t now_ms) {
   NodeRecord* node = FindReady(node_id);
   if (node == nullptr) return false;
+  AddEvent(node_id, now_ms, "LOST: " + why, false);
   node->ready = false;
   node->peer.clear();
   node->lost_why = std::move(why);
@@ -244,7 +279,9 @@ void NodeRegistry::RestoreSettings(const std::map<std::string, NodeSettings>& st
 }
 
 Status NodeRegistry::ChangeSettings(const std::string& node_id,
-                                    const std::function<Status(NodeSettings&)>& change) {
+                                    const std::function<Status(NodeSettings&)>& change,
+                                    bool* changed) {
+  *changed = false;
   auto node = nodes_.find(node_id);
   if (node == nodes_.end() && !settings_.count(node_id)) {
     return NotFound("no node '" + node_id + "'");
@@ -253,6 +290,7 @@ Status NodeRegistry::ChangeSettings(const std::string& node_id,
   NodeSettings after = before;
   COHORT_RETURN_IF_ERROR(change(after));
   if (after == before) return Status::Ok();
+  *changed = true;
   pending_settings_.emplace(node_id, before);  // keeps the first "before" of the pass
   if (after.empty()) {
     settings_.erase(node_id);
@@ -280,32 +318,38 @@ void NodeRegistry::ApplySettings(NodeRecord& node, const NodeSettings& settings)
 
 namespace {
 
-// " by alice: GPU 3 ECC errors" for the log lines of a cordon change.
-std::string ByWhomWhy(const CordonAuthor& author) {
+// " by alice: GPU 3 ECC errors": what a node's event and log line say of an admin's change.
+std::string ByWhomWhy(const AdminAuthor& author) {
   std::string text = author.by.empty() ? " by an admin" : " by " + author.by;
-  if (!author.reason.empty()) text += " (" + author.reason + ")";
+  if (!author.reason.empty()) text += ": " + author.reason;
   return text;
 }
 
 }  // namespace
 
 Status NodeRegistry::SetAdmin(const std::string& node_id, NodeAdmin admin,
-                              const CordonAuthor& author) {
-  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
-    settings.admin = admin;
-    settings.note =
-        NextCordonNote(settings, settings.note, author.reason, author.by, author.now_ms);
-    return Status::Ok();
-  }));
-  spdlog::info(
-      "node {}: {}{}", node_id,
-      admin == NodeAdmin::kNone ? std::string("uncordoned") : NodeAdminName(admin),
-      ByWhomWhy(author) + (admin == NodeAdmin::kNone ? "" : ": nothing new is placed there"));
+                              const AdminAuthor& author) {
+  bool changed = false;
+  COHORT_RETURN_IF_ERROR(ChangeSettings(
+      node_id,
+      [&](NodeSettings& settings) {
+        settings.admin = admin;
+        settings.note =
+            NextCordonNote(settings, settings.note, author.reason, author.by, author.now_ms);
+        return Status::Ok();
+      },
+      &changed));
+  const std::string what =
+      std::string(admin == NodeAdmin::kNone ? "uncordoned" : NodeAdminName(admin)) +
+      ByWhomWhy(author);
+  spdlog::info("node {}: {}{}", node_id, what,
+               admin == NodeAdmin::kNone ? "" : "; nothing new is placed there");
+  if (changed) AddEvent(node_id, author.now_ms, what, true);
   return Status::Ok();
 }
 
 Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>& gpus, bool cordon,
-                                const CordonAuthor& author) {
+                                const AdminAuthor& author) {
   const NodeRecord* node = Find(node_id);
   if (node == nullptr && !settings_.count(node_id)) return NotFound("no node '" + node_id + "'");
   if (cordon && node == nullptr) {
@@ -322,29 +366,35 @@ Status NodeRegistry::CordonGpus(const std::string& node_id, const std::set<int>&
           std::to_string(gpu) + " is none of them");
     }
   }
-  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
-    for (int gpu : gpus) {
-      if (cordon) {
-        settings.gpus.insert(gpu);
-      } else {
-        settings.gpus.erase(gpu);
-      }
-    }
-    settings.note =
-        NextCordonNote(settings, settings.note, author.reason, author.by, author.now_ms);
-    return Status::Ok();
-  }));
+  bool changed = false;
+  COHORT_RETURN_IF_ERROR(ChangeSettings(
+      node_id,
+      [&](NodeSettings& settings) {
+        for (int gpu : gpus) {
+          if (cordon) {
+            settings.gpus.insert(gpu);
+          } else {
+            settings.gpus.erase(gpu);
+          }
+        }
+        settings.note =
+            NextCordonNote(settings, settings.note, author.reason, author.by, author.now_ms);
+        return Status::Ok();
+      },
+      &changed));
+  const std::string what = std::string(gpus.size() == 1 ? "GPU " : "GPUs ") + FormatGpuSet(gpus) +
+                           (cordon ? " cordoned" : " uncordoned") + ByWhomWhy(author);
   const std::string now = FormatGpuSet(SettingsOf(node_id).gpus);
-  spdlog::info("node {}: GPUs {}{}; cordoned now: {}", node_id, FormatGpuSet(gpus),
-               (cordon ? " cordoned" : " uncordoned") + ByWhomWhy(author),
-               now.empty() ? "none" : now);
+  spdlog::info("node {}: {}; cordoned now: {}", node_id, what, now.empty() ? "none" : now);
+  if (changed) AddEvent(node_id, author.now_ms, what, true);
   return Status::Ok();
 }
 
-Status NodeRegistry::EditLabels(const std::string& node_id, const NodeLabelEdits& edits,
-                                bool reset) {
+Status NodeRegistry::EditLabels(const std::string& node_id, const NodeLabelEdits& edits, bool reset,
+                                const AdminAuthor& author) {
   const NodeRecord* node = Find(node_id);
-  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, [&](NodeSettings& settings) {
+  bool changed = false;
+  auto edit = [&](NodeSettings& settings) {
     if (reset) settings.labels.clear();
     for (const auto& [key, value] : edits) settings.labels[key] = value;
     if (settings.labels.size() > kMaxNodeLabels) {
@@ -361,9 +411,13 @@ Status NodeRegistry::EditLabels(const std::string& node_id, const NodeLabelEdits
       }
     }
     return Status::Ok();
-  }));
-  spdlog::info("node {}: labels edited by an admin: {}", node_id,
+  };
+  COHORT_RETURN_IF_ERROR(ChangeSettings(node_id, edit, &changed));
+  std::string what = std::string(reset ? "labels reset" : "labels edited") + ByWhomWhy(author);
+  if (!edits.empty()) what += ": " + FormatNodeLabelEdits(edits);
+  spdlog::info("node {}: {}; its edits now: {}", node_id, what,
                FormatNodeLabelEdits(SettingsOf(node_id).labels));
+  if (changed) AddEvent(node_id, author.now_ms, std::move(what), true);
   return Status::Ok();
 }
 
@@ -416,6 +470,9 @@ Status NodeRegistry::Forget(const std::string& node_id) {
     nodes_.erase(node);
     ++capacity_version_;
   }
+  events_.erase(node_id);
+  std::erase_if(pending_events_, [&](const PendingEvent& e) { return e.node_id == node_id; });
+  forgotten_.push_back(node_id);
   spdlog::info("node {} forgotten", node_id);
   return Status::Ok();
 }
@@ -436,6 +493,55 @@ void NodeRegistry::RevertSettings() {
     if (auto it = nodes_.find(id); it != nodes_.end()) ApplySettings(it->second, before);
   }
   pending_settings_.clear();
+  // The admins' changes were undone: so are their events.
+  std::erase_if(pending_events_, [&](const PendingEvent& e) {
+    if (!e.admin) return false;
+    if (auto it = events_.find(e.node_id); it != events_.end()) {
+      std::erase_if(it->second, [&](const NodeEvent& kept) { return kept.seq == e.event.seq; });
+    }
+    return true;
+  });
+}
+
+void NodeRegistry::RestoreEvents(std::map<std::string, std::vector<NodeEvent>> stored) {
+  for (auto& [id, events] : stored) {
+    std::deque<NodeEvent>& kept = events_[id];
+    for (NodeEvent& e : events) kept.push_back(std::move(e));
+    while (kept.size() > kNodeEventsKept) kept.pop_front();
+  }
+}
+
+std::vector<NodeEvent> NodeRegistry::EventsOf(const std::string& node_id) const {
+  auto it = events_.find(node_id);
+  if (it == events_.end()) return {};
+  return std::vector<NodeEvent>(it->second.begin(), it->second.end());
+}
+
+void NodeRegistry::AddAdminEvent(const std::string& node_id, int64_t now_ms, std::string text) {
+  AddEvent(node_id, now_ms, std::move(text), true);
+}
+
+void NodeRegistry::AddEvent(const std::string& node_id, int64_t now_ms, std::string text,
+                            bool admin) {
+  std::deque<NodeEvent>& kept = events_[node_id];
+  NodeEvent event{kept.empty() ? 1 : kept.back().seq + 1, now_ms, std::move(text)};
+  kept.push_back(event);
+  while (kept.size() > kNodeEventsKept) kept.pop_front();
+  pending_events_.push_back({node_id, std::move(event), admin});
+  // While the store keeps failing, the oldest go first: a history is told, never acted on.
+  while (pending_events_.size() > kMaxPendingNodeEvents) pending_events_.pop_front();
+}
+
+std::vector<std::pair<std::string, NodeEvent>> NodeRegistry::PendingEvents() const {
+  std::vector<std::pair<std::string, NodeEvent>> out;
+  out.reserve(pending_events_.size());
+  for (const PendingEvent& e : pending_events_) out.emplace_back(e.node_id, e.event);
+  return out;
+}
+
+void NodeRegistry::EventsStored() {
+  pending_events_.clear();
+  forgotten_.clear();
 }
 
 }  // namespace cohort::coordinator

@@ -14,10 +14,17 @@
 // SettingsStored after the commit, RevertSettings after a failed one puts the settings back as
 // they were). Forget removes a LOST node and its settings.
 //
+// Each node's history (NodeEvent, state.h) is kept here too: what the registry sees happen (a
+// registration, a loss, a return, a health check or GPU failing or passing again, an agent
+// shutting down) and what admins change, the newest kNodeEventsKept per node, each queued for
+// the pass's commit (PendingEvents; EventsStored after it). A failed commit drops the events of
+// the admins' changes it undid (RevertSettings) and keeps the rest queued: they happened.
+//
 // Thread safety: none; the coordinator loop calls it.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -35,10 +42,12 @@ namespace cohort::coordinator {
 
 // The longest health-check reason kept from an agent (printable UTF-8; longer is cut).
 inline constexpr size_t kMaxUnhealthyBytes = 512;
+// The most node events waiting for a commit (while the store fails, the oldest go first).
+inline constexpr size_t kMaxPendingNodeEvents = 10'000;
 
-// Who changes a node's cordon, when, and the reason given ("" for none): what its CordonNote
-// keeps (NextCordonNote).
-struct CordonAuthor {
+// Who changes a node's settings, when, and the reason given ("" for none): what its CordonNote
+// keeps (NextCordonNote) and its events tell.
+struct AdminAuthor {
   std::string reason;
   std::string by;
   int64_t now_ms = 0;
@@ -73,7 +82,7 @@ class NodeRegistry : public NodeHealth {
   // Ends `node_id`'s session now (its agent's key was removed): LOST while it still answered,
   // for `why`, and its routing id is forgotten, so nothing more is sent to that connection; false
   // when it was not READY. The node is READY again only by registering, with a listed key.
-  bool EndSession(const std::string& node_id, std::string why);
+  bool EndSession(const std::string& node_id, std::string why, int64_t now_ms);
   // Marks every READY node silent past the timeout LOST (fell silent: NodeRecord::lost_why and
   // silent_since_ms say so); returns (node id, why) for each. Called every loop pass: it walks
   // the nodes only once the earliest deadline it knows of has come.
@@ -99,17 +108,18 @@ class NodeRegistry : public NodeHealth {
   void RestoreSettings(const std::map<std::string, NodeSettings>& stored);
   // Sets `node_id`'s cordon or drain, by `author` (its note: NextCordonNote); kNotFound when the
   // node is neither registered nor has stored settings.
-  Status SetAdmin(const std::string& node_id, NodeAdmin admin, const CordonAuthor& author);
+  Status SetAdmin(const std::string& node_id, NodeAdmin admin, const AdminAuthor& author);
   // Applies `edits` over `node_id`'s label edits (after dropping them all, with `reset`): its
   // labels are its agent's with the edits applied. kNotFound as SetAdmin; kInvalidArgument, and
   // nothing changed, when the node would carry more than kMaxNodeLabels labels or keep edits of
   // more than kMaxNodeLabels keys.
-  Status EditLabels(const std::string& node_id, const NodeLabelEdits& edits, bool reset);
+  Status EditLabels(const std::string& node_id, const NodeLabelEdits& edits, bool reset,
+                    const AdminAuthor& author);
   // Cordons (or, `cordon` false, uncordons) GPUs `gpus` of `node_id` alone. kNotFound as
   // SetAdmin; kInvalidArgument, and nothing changed, for a GPU the node does not have (a cordon
   // needs the node registered, to know its GPUs).
   Status CordonGpus(const std::string& node_id, const std::set<int>& gpus, bool cordon,
-                    const CordonAuthor& author);
+                    const AdminAuthor& author);
   // The settings of `node_id` (empty when none).
   NodeSettings SettingsOf(const std::string& node_id) const;
   // Removes a LOST node (and its settings); kNotFound for an unknown node, kFailedPrecondition
@@ -120,6 +130,19 @@ class NodeRegistry : public NodeHealth {
   std::map<std::string, NodeSettings> PendingSettings() const;
   void SettingsStored() { pending_settings_.clear(); }
   void RevertSettings();
+
+  // ---- events (see the header comment)
+  // The stored events, at start.
+  void RestoreEvents(std::map<std::string, std::vector<NodeEvent>> stored);
+  // `node_id`'s newest events, oldest first (none: empty).
+  std::vector<NodeEvent> EventsOf(const std::string& node_id) const;
+  // An event of an admin's change made outside the registry (drain --now's preemptions): undone
+  // with the pass's settings by RevertSettings.
+  void AddAdminEvent(const std::string& node_id, int64_t now_ms, std::string text);
+  // Events not stored yet, in the order they happened; the nodes forgotten since.
+  std::vector<std::pair<std::string, NodeEvent>> PendingEvents() const;
+  std::vector<std::string> ForgottenNodes() const { return forgotten_; }
+  void EventsStored();
 
   // The storage check (NodeRecord::storage is judged at each registration and heartbeat against
   // what `probe` wrote); none: every node is "no output root". `probe` outlives this.
@@ -149,15 +172,28 @@ class NodeRegistry : public NodeHealth {
   std::vector<uint32_t> free_port_domain_ids_;
   uint32_t next_port_domain_id_ = 0;
   // `change` applied to `node_id`'s settings (kNotFound as SetAdmin; an error from `change`
-  // changes nothing), queued for the commit and applied to the node when registered.
+  // changes nothing), queued for the commit and applied to the node when registered; `changed`:
+  // whether the settings differ from before.
   Status ChangeSettings(const std::string& node_id,
-                        const std::function<Status(NodeSettings&)>& change);
+                        const std::function<Status(NodeSettings&)>& change, bool* changed);
   // `node` takes `settings`: its admin setting, and its labels from its agent's.
   void ApplySettings(NodeRecord& node, const NodeSettings& settings);
   // Every node's admin settings (none: absent), registered or not.
   std::map<std::string, NodeSettings> settings_;
   // Changed and not yet stored: node id -> the settings before the first change.
   std::map<std::string, NodeSettings> pending_settings_;
+
+  // Adds `text` to `node_id`'s events at `now_ms`; `admin`: undone by RevertSettings.
+  void AddEvent(const std::string& node_id, int64_t now_ms, std::string text, bool admin);
+  std::map<std::string, std::deque<NodeEvent>> events_;
+  struct PendingEvent {
+    std::string node_id;
+    NodeEvent event;
+    bool admin = false;
+  };
+  // At most kMaxPendingEvents (the oldest go first while the store keeps failing).
+  std::deque<PendingEvent> pending_events_;
+  std::vector<std::string> forgotten_;
 };
 
 }  // namespace cohort::coordinator

@@ -172,6 +172,17 @@ ALTER TABLE node_admin ADD COLUMN note_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE node_admin ADD COLUMN note_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE node_admin ADD COLUMN note_ms INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Each node's newest events (NodeEvent): its history across coordinator restarts.
+    {13, R"sql(
+CREATE TABLE node_events (
+  node_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  time_ms INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  row_crc INTEGER NOT NULL,
+  PRIMARY KEY (node_id, seq)
+) WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace
@@ -397,6 +408,12 @@ Status SqliteStateStore::CommitWithMeta(const StateChanges& changes,
   }
   for (size_t i = 0; s.ok() && i < changes.deleted_jobs.size(); ++i) {
     s = DeleteJobRows(changes.deleted_jobs[i]);
+  }
+  for (size_t i = 0; s.ok() && i < changes.node_events.size(); ++i) {
+    s = WriteNodeEvent(changes.node_events[i].first, changes.node_events[i].second);
+  }
+  for (size_t i = 0; s.ok() && i < changes.forgotten_nodes.size(); ++i) {
+    s = DeleteNodeEvents(changes.forgotten_nodes[i]);
   }
   if (s.ok()) s = st_->commit.Run();
   if (!s.ok()) {

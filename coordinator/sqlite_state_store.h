@@ -150,6 +150,12 @@ class SqliteStateStore : public StateStore {
   Status WriteNodeSettings(const std::string& node_id, const NodeSettings& settings);
   StatusOr<std::map<std::string, NodeSettings>> ReadNodeSettings();
   Status DeleteJobRows(const std::string& job);
+  // Stores `event` of `node_id` and drops that node's events older than its newest
+  // kNodeEventsKept.
+  Status WriteNodeEvent(const std::string& node_id, const NodeEvent& event);
+  Status DeleteNodeEvents(const std::string& node_id);
+  // Each node's events, oldest first; a row that does not verify is dropped (logged).
+  StatusOr<std::map<std::string, std::vector<NodeEvent>>> ReadNodeEvents();
 
   std::string path_;
   std::unique_ptr<SqliteDb> db_;

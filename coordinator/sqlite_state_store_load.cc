@@ -372,6 +372,7 @@ StatusOr<StoredState> SqliteStateStore::Load() {
   out.dropped = dropped_before_load_;
   COHORT_ASSIGN_OR_RETURN(out.training_metrics, ReadTrainingMetrics());
   COHORT_ASSIGN_OR_RETURN(out.node_settings, ReadNodeSettings());
+  COHORT_ASSIGN_OR_RETURN(out.node_events, ReadNodeEvents());
   if (problems.empty()) {
     for (auto& [seq, name] : all.order) {
       ReadJob& r = all.jobs.at(name);

@@ -230,6 +230,19 @@ struct NodeSettings {
 CordonNote NextCordonNote(const NodeSettings& after, const CordonNote& before,
                           const std::string& reason, const std::string& by, int64_t now_ms);
 
+// One thing that happened to a node, as `cohort nodes NODE` lists them under "Events:" (Slurm's
+// `sacctmgr show event`, kubectl describe's events): it registered, was LOST and came back, its
+// health check or a GPU failed or passed again, an admin cordoned, drained, uncordoned or
+// labelled it. `seq` counts the node's events from 1; the newest kNodeEventsKept are kept, in
+// memory and in the StateStore, so they survive coordinator restarts.
+struct NodeEvent {
+  int64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string text;
+  bool operator==(const NodeEvent&) const = default;
+};
+inline constexpr size_t kNodeEventsKept = 50;
+
 struct NodeRecord;
 // A node's state as `cohort nodes` and /api/nodes show it: LOST; DRAINING (its agent is shutting
 // down, or an admin's drain while replicas still run there); DRAINED (an admin's drain, no replica

@@ -41,6 +41,9 @@ struct StoredState {
   std::vector<TrainingMetric> training_metrics;
   // Every node an admin cordoned, drained or labelled (NodeRegistry::RestoreSettings).
   std::map<std::string, NodeSettings> node_settings;
+  // Each node's newest events (at most kNodeEventsKept), oldest first (NodeRegistry::
+  // RestoreEvents).
+  std::map<std::string, std::vector<NodeEvent>> node_events;
 };
 
 // One pass of the coordinator loop.
@@ -53,9 +56,15 @@ struct StateChanges {
   // Finished jobs deleted (`cohort delete`, retention): every row of each goes (its job row,
   // spec, replicas, events and training metrics). Applied after `jobs`.
   std::vector<std::string> deleted_jobs;
+  // Node events that happened (NodeRegistry::PendingEvents), each stored once; a node's older
+  // than its newest kNodeEventsKept go.
+  std::vector<std::pair<std::string, NodeEvent>> node_events;
+  // Nodes forgotten (`cohort forget`): their events go. Applied after `node_events`.
+  std::vector<std::string> forgotten_nodes;
   bool empty() const {
     return jobs.empty() && study_records.empty() && training_metrics.empty() &&
-           node_settings.empty() && deleted_jobs.empty();
+           node_settings.empty() && deleted_jobs.empty() && node_events.empty() &&
+           forgotten_nodes.empty();
   }
 };
 

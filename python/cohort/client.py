@@ -356,6 +356,9 @@ def _node_to_dict(node):
         "admin_reason": _text(node.adminReason),
         "admin_by": _text(node.adminBy),
         "admin_since_ms": node.adminSinceMs,
+        # Its history, oldest first, when asked for (nodes(events_of=NODE)).
+        "events": [{"seq": e.seq, "time_ms": e.timeMs, "text": _text(e.text)}
+                   for e in (node.events or [])],
         # The replicas holding part of it (`cohort nodes NODE`).
         "holders": [{
             "job": _text(h.job),
@@ -756,14 +759,16 @@ class Client:
         body.resume = resume
         return _job_to_dict(self._call(Body.Body.SuspendJob, body, JobInfo.JobInfoT))
 
-    def nodes(self, selector=None):
+    def nodes(self, selector=None, events_of=None):
         """The registered nodes, as `cohort nodes --json` gives them; with `selector`, a
         Kubernetes label selector (`cohort nodes -l`: "rack=r1,gpu in (h100,h200),!maintenance"),
         those whose labels match it. A malformed selector is a CohortError INVALID_ARGUMENT naming
         what is wrong; a coordinator too old to match selectors is a CohortError
-        FAILED_PRECONDITION (it would list every node)."""
+        FAILED_PRECONDITION (it would list every node). Node `events_of` comes with its history
+        (its "events", oldest first, as `cohort nodes NODE` lists them)."""
         body = ListNodes.ListNodesT()
         body.selector = selector or ""
+        body.eventsOf = events_of or ""
         reply = self._call(Body.Body.ListNodes, body, NodeList.NodeListT)
         if (selector or "").strip() and not reply.selector:
             raise CohortError("FAILED_PRECONDITION",

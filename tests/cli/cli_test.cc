@@ -328,7 +328,10 @@ TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
             "Replicas:\n"
             "JOB       REPLICA   STATE    GPUS  CPUS  MEMORY\n"
             "notebook  chief-0   RUNNING  3     1     -\n"
-            "train     worker-0  RUNNING  0,1   8     64G\n");
+            "train     worker-0  RUNNING  0,1   8     64G\n"
+            "\n"
+            "Events:\n"
+            "  (none)\n");
 
   // A node with nothing, whose GPUs its agent declared (no NUMA node known).
   wire::NodeInfoT idle;
@@ -393,6 +396,25 @@ TEST(CliTest, ACordonNoteSaysWhoSinceWhenAndWhy) {
   out.str("");
   PrintNode(nodes[2], out);
   EXPECT_EQ(out.str().find("Cordon:"), std::string::npos) << out.str();
+
+  // Its events, oldest first, each at its time.
+  for (const char* text :
+       {"registered: cohort-agent 0.9.1 at 10.0.0.7, 8 GPUs, 64 CPUs, 524288 MiB",
+        "cordoned by alice: PSU swap"}) {
+    auto event = std::make_unique<wire::NodeEventT>();
+    event->seq = static_cast<int64_t>(nodes[0].events.size()) + 1;
+    event->time_ms = 1'764'964'800'000 + event->seq * 60'000;
+    event->text = text;
+    nodes[0].events.push_back(std::move(event));
+  }
+  out.str("");
+  PrintNode(nodes[0], out);
+  EXPECT_NE(out.str().find("\nEvents:\n  " + FormatTime(1'764'964'860'000) +
+                           "  registered: cohort-agent 0.9.1 at 10.0.0.7, 8 GPUs, 64 CPUs, 524288 "
+                           "MiB\n  " +
+                           FormatTime(1'764'964'920'000) + "  cordoned by alice: PSU swap\n"),
+            std::string::npos)
+      << out.str();
 }
 
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {

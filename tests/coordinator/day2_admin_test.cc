@@ -84,9 +84,10 @@ TEST(NodeAdminTest, LabelEditsApplyOverTheAgentsLabelsAndOutliveItsReRegistratio
   NodeRegistry nodes(10'000);
   Register(nodes, "a", 1, 4, {{"gpu", "a100"}, {"zone", "east"}});
   const uint64_t version = nodes.capacity_version();
-  EXPECT_EQ(nodes.EditLabels("nope", {{"gpu", "h100"}}, false).code(), StatusCode::kNotFound);
+  EXPECT_EQ(nodes.EditLabels("nope", {{"gpu", "h100"}}, false, {}).code(), StatusCode::kNotFound);
   ASSERT_TRUE(
-      nodes.EditLabels("a", {{"gpu", "h100"}, {"zone", std::nullopt}, {"rack", "r7"}}, false).ok());
+      nodes.EditLabels("a", {{"gpu", "h100"}, {"zone", std::nullopt}, {"rack", "r7"}}, false, {})
+          .ok());
   EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"rack", "r7"}}));
   EXPECT_GT(nodes.capacity_version(), version) << "what is derived from the labels is rebuilt";
   EXPECT_EQ(
@@ -101,7 +102,7 @@ TEST(NodeAdminTest, LabelEditsApplyOverTheAgentsLabelsAndOutliveItsReRegistratio
   EXPECT_EQ(nodes.Find("a")->agent_labels.at("zone"), "west");
 
   // A later edit merges; a failed commit puts the labels back.
-  ASSERT_TRUE(nodes.EditLabels("a", {{"rack", std::nullopt}}, false).ok());
+  ASSERT_TRUE(nodes.EditLabels("a", {{"rack", std::nullopt}}, false, {}).ok());
   EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"ssd", "yes"}}));
   nodes.RevertSettings();
   EXPECT_EQ(nodes.Find("a")->labels, (NodeLabels{{"gpu", "h100"}, {"rack", "r7"}, {"ssd", "yes"}}));
@@ -109,7 +110,7 @@ TEST(NodeAdminTest, LabelEditsApplyOverTheAgentsLabelsAndOutliveItsReRegistratio
   // More labels than a node may carry: refused whole, nothing changed, nothing queued.
   NodeLabelEdits many;
   for (int i = 0; i < 31; ++i) many["k" + std::to_string(i)] = "v";
-  const Status refused = nodes.EditLabels("a", many, false);
+  const Status refused = nodes.EditLabels("a", many, false, {});
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("would keep edits of 34 label keys (at most 32)"),
             std::string::npos)
@@ -119,15 +120,15 @@ TEST(NodeAdminTest, LabelEditsApplyOverTheAgentsLabelsAndOutliveItsReRegistratio
   NodeLabels full;
   for (int i = 0; i < 32; ++i) full["k" + std::to_string(i)] = "v";
   Register(nodes, "b", 1, 4, full);
-  const Status over = nodes.EditLabels("b", {{"one", "more"}}, false);
+  const Status over = nodes.EditLabels("b", {{"one", "more"}}, false, {});
   EXPECT_NE(over.message().find("would carry 33 labels (at most 32)"), std::string::npos)
       << over.ToString();
-  ASSERT_TRUE(nodes.EditLabels("b", {{"one", "more"}, {"k0", std::nullopt}}, false).ok());
+  ASSERT_TRUE(nodes.EditLabels("b", {{"one", "more"}, {"k0", std::nullopt}}, false, {}).ok());
   EXPECT_EQ(nodes.Find("b")->labels.size(), 32u);
   nodes.SettingsStored();
 
   // --reset: the agent's labels again; the stored row goes (with no cordon either).
-  ASSERT_TRUE(nodes.EditLabels("a", {}, /*reset=*/true).ok());
+  ASSERT_TRUE(nodes.EditLabels("a", {}, /*reset=*/true, {}).ok());
   EXPECT_EQ(nodes.Find("a")->labels, nodes.Find("a")->agent_labels);
   EXPECT_EQ(nodes.PendingSettings(), (std::map<std::string, NodeSettings>{{"a", {}}}));
 }
@@ -169,8 +170,8 @@ TEST(NodeLossTest, ALostNodeKeepsHowItWasLostUntilItRegistersAgain) {
   Register(nodes, "revoked", 0);
   nodes.Touch(*nodes.FindReady("silent"), 400);
   nodes.Touch(*nodes.FindReady("revoked"), 1400);
-  ASSERT_TRUE(nodes.EndSession("revoked", "its agent's key was removed: gone"));
-  EXPECT_FALSE(nodes.EndSession("revoked", "again")) << "not READY: nothing to end";
+  ASSERT_TRUE(nodes.EndSession("revoked", "its agent's key was removed: gone", 5));
+  EXPECT_FALSE(nodes.EndSession("revoked", "again", 6)) << "not READY: nothing to end";
   auto lost = nodes.CheckLost(1500);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].first, "silent");
@@ -206,7 +207,7 @@ TEST(NodeAdminTest, StoredSettingsApplyWhenTheNodeRegistersAndForgetTakesOnlyLos
   // A setting of a node that has not registered since the restart can be changed or forgotten.
   ASSERT_TRUE(nodes.SetAdmin("ghost", NodeAdmin::kNone, {}).ok());
   EXPECT_EQ(nodes.SettingsOf("ghost"), (NodeSettings{NodeAdmin::kNone, {{"gpu", "h100"}}}));
-  ASSERT_TRUE(nodes.EditLabels("ghost", {}, /*reset=*/true).ok());
+  ASSERT_TRUE(nodes.EditLabels("ghost", {}, /*reset=*/true, {}).ok());
   EXPECT_EQ(nodes.Forget("ghost").code(), StatusCode::kNotFound);
   EXPECT_EQ(nodes.PendingSettings(),
             (std::map<std::string, NodeSettings>{{"a", {}}, {"ghost", {}}}));
@@ -438,7 +439,7 @@ TEST_F(Day2StoreTest, ACordonFromBeforeLabelEditsLoadsAndEditedEditsAreDropped) 
       "ALTER TABLE jobs DROP COLUMN first_running_ms; ALTER TABLE node_admin DROP COLUMN "
       "note_reason; "
       "ALTER TABLE node_admin DROP COLUMN note_by; ALTER TABLE node_admin DROP COLUMN note_ms; "
-      "PRAGMA user_version = 8"));
+      "DROP TABLE node_events; PRAGMA user_version = 8"));
   StateChanges label;
   label.node_settings = {{"new", {NodeAdmin::kNone, {{"gpu", "h100"}}}}};
   EXPECT_EQ(LoadAndCommit(label), old_cordon);
@@ -458,7 +459,8 @@ TEST_F(Day2StoreTest, ACordonNoteIsStoredAndARowFromBeforeNotesStillVerifies) {
   LoadAndCommit(before);
   ASSERT_NO_FATAL_FAILURE(
       Exec("ALTER TABLE node_admin DROP COLUMN note_reason; ALTER TABLE node_admin DROP COLUMN "
-           "note_by; ALTER TABLE node_admin DROP COLUMN note_ms; PRAGMA user_version = 11"));
+           "note_by; ALTER TABLE node_admin DROP COLUMN note_ms; DROP TABLE node_events; "
+           "PRAGMA user_version = 11"));
   StateChanges noted;
   noted.node_settings = {
       {"psu", {NodeAdmin::kDraining, {}, {}, {"PSU swap", "alice", 1'764'964'800'000}}},
@@ -488,7 +490,7 @@ TEST_F(Day2StoreTest, CordonedGpusAreStoredAndARowFromBeforeThemStillVerifies) {
       "ALTER TABLE node_admin DROP COLUMN gpus; ALTER TABLE jobs DROP COLUMN first_running_ms; "
       "ALTER TABLE node_admin DROP COLUMN note_reason; "
       "ALTER TABLE node_admin DROP COLUMN note_by; ALTER TABLE node_admin DROP COLUMN note_ms; "
-      "PRAGMA user_version = 9"));
+      "DROP TABLE node_events; PRAGMA user_version = 9"));
   StateChanges gpus;
   gpus.node_settings = {{"g", {NodeAdmin::kNone, {}, {1, 3}}},
                         {"both", {NodeAdmin::kCordoned, {{"zone", "a"}}, {0}}}};
@@ -572,7 +574,7 @@ TEST_F(Day2StoreTest, ADatabaseOfTheSchemaBeforeMigratesAndKeepsItsJobs) {
   // (version 4), nor replicas' cause_signal (version 5), fenced_until_ms (version 6) and idle
   // (version 7), nor jobs' suspended_ms (version 8) and first_running_ms (version 11).
   ASSERT_NO_FATAL_FAILURE(
-      Exec("DROP TABLE node_admin; ALTER TABLE jobs DROP COLUMN owner; "
+      Exec("DROP TABLE node_admin; DROP TABLE node_events; ALTER TABLE jobs DROP COLUMN owner; "
            "ALTER TABLE studies DROP COLUMN owner; ALTER TABLE replicas DROP "
            "COLUMN cause_signal; ALTER TABLE replicas DROP COLUMN "
            "fenced_until_ms; ALTER TABLE replicas DROP COLUMN idle; "

@@ -125,8 +125,8 @@ TEST(GangFitTest, TheIdleClusterFollowsNodesThatRegisterOrAreForgotten) {
             "CPUs in all), even with nothing else running");
   AddNode(nodes, "b", 8, 16, 0);
   EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).ok());
-  ASSERT_TRUE(
-      nodes.EndSession("b", "its key was removed"));  // LOST: still counted (it may come back) ...
+  ASSERT_TRUE(nodes.EndSession("b", "its key was removed",
+                               0));  // LOST: still counted (it may come back) ...
   EXPECT_TRUE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).ok());
   ASSERT_TRUE(nodes.Forget("b").ok());  // ... until forgotten
   EXPECT_FALSE(check(Pool("chief", 1, "{gpus: 8}") + Pool("worker", 1, "{gpus: 8}")).ok());

@@ -159,11 +159,11 @@ bool Mentions(const std::vector<std::string>& lines, const std::string& needle) 
   return false;
 }
 
-// Statements that take the node_admin table back to before cordon notes (schema 12), for the
-// tests that store an older schema.
-constexpr const char* kDropCordonNotes =
+// Statements that take the node tables back to before cordon notes and node events (schemas 12
+// and 13), for the tests that store an older schema.
+constexpr const char* kDropNodeNotesAndEvents =
     "ALTER TABLE node_admin DROP COLUMN note_reason; ALTER TABLE node_admin DROP COLUMN note_by; "
-    "ALTER TABLE node_admin DROP COLUMN note_ms";
+    "ALTER TABLE node_admin DROP COLUMN note_ms; DROP TABLE node_events";
 
 class StateStoreTest : public ::testing::Test {
  protected:
@@ -366,7 +366,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeOwnersMigratesAndKeepsItsChecksums) {
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
        "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       kDropCordonNotes, "PRAGMA user_version = 3"}));
+       kDropNodeNotesAndEvents, "PRAGMA user_version = 3"}));
   {
     auto [store, loaded] = OpenAndLoad();
     ASSERT_TRUE(store);
@@ -402,7 +402,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeCauseSignalsMigratesAndKeepsItsChecksu
        "ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
        "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       kDropCordonNotes, "PRAGMA user_version = 4"},
+       kDropNodeNotesAndEvents, "PRAGMA user_version = 4"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::FAILED;
         job.replicas[1].exit_code = 1;
@@ -419,7 +419,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFencingMigratesAndKeepsItsChecksums) {
       {"ALTER TABLE replicas DROP COLUMN fenced_until_ms", "ALTER TABLE replicas DROP COLUMN idle",
        "ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       kDropCordonNotes, "PRAGMA user_version = 5"},
+       kDropNodeNotesAndEvents, "PRAGMA user_version = 5"},
       [](JobRecord& job) {
         job.replicas[1].state = ReplicaState::LOST;
         job.replicas[1].fenced_until_ms = 77;
@@ -434,7 +434,8 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeElasticJobsMigratesAndKeepsItsChecksum
       MakeJob("elastic", 1, 2),
       {"ALTER TABLE replicas DROP COLUMN idle", "ALTER TABLE jobs DROP COLUMN suspended_ms",
        "ALTER TABLE jobs DROP COLUMN first_running_ms", "ALTER TABLE node_admin DROP COLUMN gpus",
-       "ALTER TABLE node_admin DROP COLUMN labels", kDropCordonNotes, "PRAGMA user_version = 6"},
+       "ALTER TABLE node_admin DROP COLUMN labels", kDropNodeNotesAndEvents,
+       "PRAGMA user_version = 6"},
       [](JobRecord& job) {
         job.replicas[2].state = ReplicaState::STOPPED;
         job.replicas[2].idle = true;
@@ -449,7 +450,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeSuspensionMigratesAndKeepsItsChecksums
       MakeJob("suspended", 1, 1),
       {"ALTER TABLE jobs DROP COLUMN suspended_ms", "ALTER TABLE jobs DROP COLUMN first_running_ms",
        "ALTER TABLE node_admin DROP COLUMN gpus", "ALTER TABLE node_admin DROP COLUMN labels",
-       kDropCordonNotes, "PRAGMA user_version = 7"},
+       kDropNodeNotesAndEvents, "PRAGMA user_version = 7"},
       [](JobRecord& job) {
         job.state = JobState::SUSPENDED;
         job.suspended_ms = 60'000;
@@ -465,7 +466,7 @@ TEST_F(StateStoreTest, ADatabaseFromBeforeFirstRunningTimesMigratesAndKeepsItsCh
   job.events.push_back({ran_at, "running: all 2 replicas running"});
   ExpectMigrated(
       job,
-      {"ALTER TABLE jobs DROP COLUMN first_running_ms", kDropCordonNotes,
+      {"ALTER TABLE jobs DROP COLUMN first_running_ms", kDropNodeNotesAndEvents,
        "PRAGMA user_version = 10"},
       [&](JobRecord& job) {
         job.events = {{ran_at + 90, "restart 1/3: ..."}};  // the first "running" lost to the cap

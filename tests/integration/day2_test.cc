@@ -164,6 +164,21 @@ TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
   EXPECT_NE(nodes.out.find("\n" + a + " cordoned "), std::string::npos) << nodes.out;
   EXPECT_NE(nodes.out.find("ago): PSU swap, ticket 4411\n"), std::string::npos) << nodes.out;
   EXPECT_EQ(Node(b).value("admin_since_ms", int64_t{-1}), 0);
+  // The node's history came through the restart too: its registration, then the cordon; the
+  // re-registration after the restart adds nothing (it was never LOST).
+  auto page = RunCli({"nodes", a});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  const size_t events = page.out.find("\nEvents:\n");
+  ASSERT_NE(events, std::string::npos) << page.out;
+  const size_t registered = page.out.find("  registered: cohort-agent ", events);
+  const size_t cordoned = page.out.find(" cordoned by ", events);
+  EXPECT_NE(registered, std::string::npos) << page.out;
+  EXPECT_NE(cordoned, std::string::npos) << page.out;
+  EXPECT_LT(registered, cordoned) << page.out;
+  EXPECT_NE(page.out.find(": PSU swap, ticket 4411\n", cordoned), std::string::npos) << page.out;
+  EXPECT_EQ(page.out.find("registered again", events), std::string::npos) << page.out;
+  EXPECT_EQ(Node(a).count("events"), 1u);  // --json of every node: none's history
+  EXPECT_TRUE(Node(a)["events"].empty());
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(WaitRunning(Submit(JobFile("name: r" + std::to_string(i), "sleep 60"))), b);
   }
@@ -179,10 +194,17 @@ TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
   EXPECT_EQ(control.exit_code, 2) << control.out << control.err;
   EXPECT_EQ(Node(a).value("admin", ""), "cordoned");
   EXPECT_EQ(Node(a).value("admin_reason", ""), "PSU swap, ticket 4411");
-  // The uncordon ends the note with the cordon.
+  // The uncordon ends the note with the cordon; the history tells it, refusals were not kept.
   ASSERT_EQ(RunCli({"uncordon", a}).exit_code, 0);
   EXPECT_EQ(Node(a).value("admin_reason", "?"), "");
   EXPECT_EQ(Node(a).value("admin_since_ms", int64_t{-1}), 0);
+  auto json_page = RunCli({"nodes", a, "--json"});
+  ASSERT_EQ(json_page.exit_code, 0) << json_page.err;
+  const json history = json::parse(json_page.out)["events"];
+  ASSERT_GE(history.size(), 3u) << history.dump();
+  EXPECT_TRUE(history.back()["text"].get<std::string>().starts_with("uncordoned by"))
+      << history.dump();
+  EXPECT_EQ(history.dump().find("two"), std::string::npos) << history.dump();
 }
 
 // `cohort cordon NODE --gpu N`: that GPU takes nothing new while the node's others do, `cohort

@@ -77,6 +77,15 @@ def main(endpoint, scratch):
         message, info = client.admin_node(other, "uncordon")
         check(info["state"] == "READY" and info["admin_reason"] == ""
               and info["admin_since_ms"] == 0, f"uncordoned: {message}, {info}")
+        # The node's history, asked for: its registration, the cordon and the uncordon, in order.
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        history = [n["events"] for n in client.nodes(events_of=other) if n["node_id"] == other][0]
+        texts = [e["text"] for e in history]
+        check(texts[0].startswith("registered: cohort-agent ")
+              and texts[-2:] == [f"cordoned by {me}: disk swap", f"uncordoned by {me}"]
+              and [e["seq"] for e in history] == list(range(1, len(history) + 1)),
+              f"the node's events: {history}")
+        check(all(n["events"] == [] for n in client.nodes()), "events came unasked for")
 
         job = ("name: py_job\n"
                "worker_pools:\n"

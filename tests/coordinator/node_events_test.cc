@@ -1,0 +1,212 @@
+// Each node's history (NodeEvent, coordinator/state.h): what the NodeRegistry records as it sees a
+// node register, go LOST and come back, fail and pass its health check, and as admins change it;
+// the rollback of a failed commit; forget; and the StateStore keeping the newest kNodeEventsKept
+// per node across reopens, a damaged row left out.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coordinator/node_registry.h"
+#include "coordinator/sqlite_db.h"
+#include "coordinator/sqlite_state_store.h"
+#include "coordinator/state_store.h"
+#include "tests/testing/process.h"
+
+namespace cohort::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What an agent registers, with `version`, two GPUs, and what its health check says.
+void Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms,
+              const std::string& version = "0.9.1", const std::string& unhealthy = "") {
+  wire::RegisterAgentT req;
+  req.node_id = id;
+  req.address = "10.0.0.7";
+  req.cpus = 8;
+  req.memory_mb = 1024;
+  req.version = version;
+  req.unhealthy = unhealthy;
+  for (int i = 0; i < 2; ++i) {
+    auto gpu = std::make_unique<wire::GpuInfoT>();
+    gpu->index = i;
+    req.gpus.push_back(std::move(gpu));
+  }
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::RegisterAgent::Pack(fbb, &req));
+  nodes.Register(*flatbuffers::GetRoot<wire::RegisterAgent>(fbb.GetBufferPointer()), id, now_ms);
+}
+
+// A heartbeat saying what the health check and NVML find now, and whether the agent drains.
+void Heartbeat(NodeRegistry& nodes, const std::string& id, int64_t now_ms,
+               const std::string& unhealthy, std::map<int, std::string> unfit = {},
+               bool draining = false) {
+  wire::HeartbeatT beat;
+  beat.node_id = id;
+  beat.unhealthy = unhealthy;
+  beat.draining = draining;
+  for (auto& [index, why] : unfit) {
+    auto gpu = std::make_unique<wire::UnhealthyGpuT>();
+    gpu->index = index;
+    gpu->reason = why;
+    beat.unhealthy_gpus.push_back(std::move(gpu));
+  }
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::Heartbeat::Pack(fbb, &beat));
+  ASSERT_TRUE(
+      nodes.Heartbeat(*flatbuffers::GetRoot<wire::Heartbeat>(fbb.GetBufferPointer()), id, now_ms));
+}
+
+std::vector<std::string> Texts(const std::vector<NodeEvent>& events) {
+  std::vector<std::string> texts;
+  for (const NodeEvent& e : events) texts.push_back(e.text);
+  return texts;
+}
+
+TEST(NodeEventsTest, TheRegistryTellsWhatHappenedToEachNodeInOrder) {
+  NodeRegistry nodes(10'000);
+  Register(nodes, "n", 1'000);
+  Heartbeat(nodes, "n", 2'000, "");  // nothing new
+  Heartbeat(nodes, "n", 3'000, "nvidia-smi failed", {{1, "XID 79"}});
+  Heartbeat(nodes, "n", 4'000, "nvidia-smi failed", {{1, "XID 79"}});  // nothing new
+  Heartbeat(nodes, "n", 5'000, "");
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kCordoned, {"PSU swap", "alice", 6'000}).ok());
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kCordoned, {"", "alice", 6'500}).ok());  // no change
+  ASSERT_TRUE(nodes.CordonGpus("n", {0}, true, {"", "bob", 7'000}).ok());
+  ASSERT_TRUE(nodes.EditLabels("n", {{"rack", "r7"}}, false, {"", "bob", 7'500}).ok());
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kNone, {"", "alice", 8'000}).ok());
+  EXPECT_EQ(nodes.CheckLost(30'000).size(), 1u);
+  Register(nodes, "n", 40'000);
+  Register(nodes, "n", 41'000, "0.9.2");  // a live restart into a new agent
+  Register(nodes, "n", 42'000, "0.9.2");  // the same again: nothing new
+  Heartbeat(nodes, "n", 43'000, "", {}, /*draining=*/true);
+
+  const std::vector<NodeEvent> events = nodes.EventsOf("n");
+  EXPECT_EQ(Texts(events),
+            (std::vector<std::string>{
+                "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+                "fails its health check: nvidia-smi failed", "GPU 1 unfit: XID 79",
+                "passes its health check again", "GPU 1 fit again",
+                "cordoned by alice: PSU swap", "GPU 0 cordoned by bob",
+                "labels edited by bob: rack=r7", "uncordoned by alice",
+                "LOST: no heartbeat for 25s (timeout 10s)",
+                "registered again (cohort-agent 0.9.1), 35s after it was last heard",
+                "its agent is now cohort-agent 0.9.2 (was 0.9.1)",
+                "its agent is shutting down: nothing new is placed there"}));
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].seq, static_cast<int64_t>(i + 1));
+  EXPECT_EQ(events[5].time_ms, 6'000);
+  EXPECT_EQ(events[9].time_ms, 30'000);
+  // Every one is queued for the commit, in order; once stored, none.
+  const auto pending = nodes.PendingEvents();
+  ASSERT_EQ(pending.size(), events.size());
+  EXPECT_EQ(pending.front().first, "n");
+  EXPECT_EQ(pending.back().second, events.back());
+  nodes.EventsStored();
+  EXPECT_TRUE(nodes.PendingEvents().empty());
+}
+
+// A failed commit undoes the admins' changes of the pass, and their events with them; what the
+// registry saw happen (a health check failing) stays queued.
+TEST(NodeEventsTest, AFailedCommitDropsTheEventsOfTheChangesItUndid) {
+  NodeRegistry nodes(10'000);
+  Register(nodes, "n", 1'000);
+  nodes.EventsStored();
+  ASSERT_TRUE(nodes.SetAdmin("n", NodeAdmin::kDraining, {"rack move", "alice", 2'000}).ok());
+  Heartbeat(nodes, "n", 2'500, "fan failure");
+  nodes.AddAdminEvent("n", 3'000, "drain --now preempted its jobs: train");
+  nodes.RevertSettings();
+  EXPECT_EQ(Texts(nodes.EventsOf("n")),
+            (std::vector<std::string>{
+                "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+                "fails its health check: fan failure"}));
+  ASSERT_EQ(nodes.PendingEvents().size(), 1u);
+  EXPECT_EQ(nodes.PendingEvents()[0].second.text, "fails its health check: fan failure");
+}
+
+// Restored events: at most kNodeEventsKept, the newest; a node LOST when the coordinator stopped
+// that registers after its restart says it is back; one that was not says nothing; forget drops
+// a node's history (and what was still queued of it) and is queued for the store.
+TEST(NodeEventsTest, RestoredHistoryGoesOnAndForgetEndsIt) {
+  NodeRegistry nodes(10'000);
+  std::vector<NodeEvent> many;
+  for (int i = 1; i <= 60; ++i) many.push_back({i, i * 1'000, "event " + std::to_string(i)});
+  nodes.RestoreEvents({{"old", many},
+                       {"lost", {{1, 1'000, "registered: ..."}, {2, 5'000, "LOST: no heartbeat"}}},
+                       {"quiet", {{1, 1'000, "registered: ..."}}}});
+  ASSERT_EQ(nodes.EventsOf("old").size(), kNodeEventsKept);
+  EXPECT_EQ(nodes.EventsOf("old").front().seq, 11);
+  Register(nodes, "lost", 65'000);
+  Register(nodes, "quiet", 65'000);
+  EXPECT_EQ(nodes.EventsOf("lost").back(),
+            (NodeEvent{3, 65'000, "registered again (cohort-agent 0.9.1), 1m00s after it was LOST"}));
+  EXPECT_EQ(nodes.EventsOf("quiet").size(), 1u);
+  Register(nodes, "old", 66'000);
+  EXPECT_EQ(nodes.EventsOf("old").size(), kNodeEventsKept);  // nothing new: it was not LOST
+  EXPECT_EQ(nodes.CheckLost(80'000).size(), 3u);
+  EXPECT_EQ(nodes.EventsOf("old").back().seq, 61);
+  ASSERT_TRUE(nodes.Forget("old").ok());
+  EXPECT_TRUE(nodes.EventsOf("old").empty());
+  EXPECT_EQ(nodes.ForgottenNodes(), std::vector<std::string>{"old"});
+  for (const auto& [id, e] : nodes.PendingEvents()) EXPECT_NE(id, "old") << e.text;
+  nodes.EventsStored();
+  EXPECT_TRUE(nodes.ForgottenNodes().empty());
+}
+
+class NodeEventsStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<StateStore> Open() {
+    auto store = OpenStateStore(dir_.string(), {});
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+  // Opens the store, loads it and commits `changes`; returns the node events it loaded.
+  std::map<std::string, std::vector<NodeEvent>> LoadAndCommit(const StateChanges& changes = {}) {
+    auto store = Open();
+    if (!store) return {};
+    auto loaded = store->Load();
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_TRUE(store->Commit(changes).ok());
+    return loaded.ok() ? loaded->node_events : std::map<std::string, std::vector<NodeEvent>>{};
+  }
+  cohort::testing::TempDir tmp_{"cohort-node-events"};
+  const fs::path dir_ = tmp_.path();
+};
+
+// Stored events load back in order, a node's older than its newest kNodeEventsKept are gone, a
+// row changed behind the store's back is left out (the rest load), and a forgotten node's go.
+TEST_F(NodeEventsStoreTest, TheNewestEventsOfEachNodeAreKeptAndAForgottenNodesGo) {
+  StateChanges first;
+  for (int i = 1; i <= 70; ++i) {
+    first.node_events.push_back({"a", {i, 1'000 + i, "event " + std::to_string(i)}});
+  }
+  first.node_events.push_back({"b", {1, 5'000, "registered: cohort-agent 0.9.1"}});
+  first.node_events.push_back({"b", {2, 6'000, "cordoned by alice: PSU swap"}});
+  LoadAndCommit(first);
+  auto loaded = LoadAndCommit();
+  ASSERT_EQ(loaded.size(), 2u);
+  ASSERT_EQ(loaded["a"].size(), kNodeEventsKept);
+  EXPECT_EQ(loaded["a"].front(), (NodeEvent{21, 1'021, "event 21"}));
+  EXPECT_EQ(loaded["a"].back(), (NodeEvent{70, 1'070, "event 70"}));
+  EXPECT_EQ(loaded["b"], (std::vector<NodeEvent>{{1, 5'000, "registered: cohort-agent 0.9.1"},
+                                                 {2, 6'000, "cordoned by alice: PSU swap"}}));
+  {
+    auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE node_events SET text = 'nothing happened' WHERE node_id = 'b' "
+                            "AND seq = 2")
+                    .ok());
+  }
+  StateChanges forget;
+  forget.forgotten_nodes = {"a"};
+  loaded = LoadAndCommit(forget);
+  EXPECT_EQ(loaded["b"], (std::vector<NodeEvent>{{1, 5'000, "registered: cohort-agent 0.9.1"}}));
+  loaded = LoadAndCommit();
+  EXPECT_EQ(loaded.count("a"), 0u);
+  EXPECT_EQ(loaded.size(), 1u);
+}
+
+}  // namespace
+}  // namespace cohort::coordinator
