@@ -409,11 +409,11 @@ Status SqliteStateStore::CommitWithMeta(const StateChanges& changes,
   for (size_t i = 0; s.ok() && i < changes.deleted_jobs.size(); ++i) {
     s = DeleteJobRows(changes.deleted_jobs[i]);
   }
-  for (size_t i = 0; s.ok() && i < changes.node_events.size(); ++i) {
-    s = WriteNodeEvent(changes.node_events[i].first, changes.node_events[i].second);
-  }
   for (size_t i = 0; s.ok() && i < changes.forgotten_nodes.size(); ++i) {
     s = DeleteNodeEvents(changes.forgotten_nodes[i]);
+  }
+  for (size_t i = 0; s.ok() && i < changes.node_events.size(); ++i) {
+    s = WriteNodeEvent(changes.node_events[i].first, changes.node_events[i].second);
   }
   if (s.ok()) s = st_->commit.Run();
   if (!s.ok()) {

@@ -59,7 +59,8 @@ struct StateChanges {
   // Node events that happened (NodeRegistry::PendingEvents), each stored once; a node's older
   // than its newest kNodeEventsKept go.
   std::vector<std::pair<std::string, NodeEvent>> node_events;
-  // Nodes forgotten (`cohort forget`): their events go. Applied after `node_events`.
+  // Nodes forgotten (`cohort forget`): their events go. Applied before `node_events` (a node
+  // forgotten and registered again in one pass keeps only its new history).
   std::vector<std::string> forgotten_nodes;
   bool empty() const {
     return jobs.empty() && study_records.empty() && training_metrics.empty() &&

@@ -89,9 +89,8 @@ TEST(NodeEventsTest, TheRegistryTellsWhatHappenedToEachNodeInOrder) {
             (std::vector<std::string>{
                 "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
                 "fails its health check: nvidia-smi failed", "GPU 1 unfit: XID 79",
-                "passes its health check again", "GPU 1 fit again",
-                "cordoned by alice: PSU swap", "GPU 0 cordoned by bob",
-                "labels edited by bob: rack=r7", "uncordoned by alice",
+                "passes its health check again", "GPU 1 fit again", "cordoned by alice: PSU swap",
+                "GPU 0 cordoned by bob", "labels edited by bob: rack=r7", "uncordoned by alice",
                 "LOST: no heartbeat for 25s (timeout 10s)",
                 "registered again (cohort-agent 0.9.1), 35s after it was last heard",
                 "its agent is now cohort-agent 0.9.2 (was 0.9.1)",
@@ -140,8 +139,9 @@ TEST(NodeEventsTest, RestoredHistoryGoesOnAndForgetEndsIt) {
   EXPECT_EQ(nodes.EventsOf("old").front().seq, 11);
   Register(nodes, "lost", 65'000);
   Register(nodes, "quiet", 65'000);
-  EXPECT_EQ(nodes.EventsOf("lost").back(),
-            (NodeEvent{3, 65'000, "registered again (cohort-agent 0.9.1), 1m00s after it was LOST"}));
+  EXPECT_EQ(
+      nodes.EventsOf("lost").back(),
+      (NodeEvent{3, 65'000, "registered again (cohort-agent 0.9.1), 1m00s after it was LOST"}));
   EXPECT_EQ(nodes.EventsOf("quiet").size(), 1u);
   Register(nodes, "old", 66'000);
   EXPECT_EQ(nodes.EventsOf("old").size(), kNodeEventsKept);  // nothing new: it was not LOST
@@ -176,7 +176,8 @@ class NodeEventsStoreTest : public ::testing::Test {
 };
 
 // Stored events load back in order, a node's older than its newest kNodeEventsKept are gone, a
-// row changed behind the store's back is left out (the rest load), and a forgotten node's go.
+// row changed behind the store's back is left out (the rest load), and a forgotten node's go
+// (before the pass's new ones are stored).
 TEST_F(NodeEventsStoreTest, TheNewestEventsOfEachNodeAreKeptAndAForgottenNodesGo) {
   StateChanges first;
   for (int i = 1; i <= 70; ++i) {
@@ -195,17 +196,20 @@ TEST_F(NodeEventsStoreTest, TheNewestEventsOfEachNodeAreKeptAndAForgottenNodesGo
   {
     auto db = SqliteDb::Open((dir_ / "state.db").string(), false);
     ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->Exec("UPDATE node_events SET text = 'nothing happened' WHERE node_id = 'b' "
-                            "AND seq = 2")
+    ASSERT_TRUE((*db)
+                    ->Exec("UPDATE node_events SET text = 'nothing happened' WHERE node_id = 'b' "
+                           "AND seq = 2")
                     .ok());
   }
+  // `a` forgotten, then registered again in the same pass: only its new history is left.
   StateChanges forget;
   forget.forgotten_nodes = {"a"};
+  forget.node_events = {{"a", {1, 9'000, "registered: cohort-agent 0.9.2"}}};
   loaded = LoadAndCommit(forget);
   EXPECT_EQ(loaded["b"], (std::vector<NodeEvent>{{1, 5'000, "registered: cohort-agent 0.9.1"}}));
   loaded = LoadAndCommit();
-  EXPECT_EQ(loaded.count("a"), 0u);
-  EXPECT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded["a"], (std::vector<NodeEvent>{{1, 9'000, "registered: cohort-agent 0.9.2"}}));
+  EXPECT_EQ(loaded.size(), 2u);
 }
 
 }  // namespace
