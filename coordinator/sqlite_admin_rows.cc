@@ -1,8 +1,8 @@
 // SqliteStateStore's node_admin table and the deletion of a job's rows
 // (coordinator/sqlite_state_store.h).
 #include <spdlog/spdlog.h>
-#include <zlib.h>
 
+#include "coordinator/sqlite_rows.h"
 #include "coordinator/sqlite_state_store.h"
 
 namespace cohort::coordinator {
@@ -14,37 +14,17 @@ namespace {
 uint32_t NodeAdminRowCrc(const std::string& node_id, const std::string& state,
                          const std::string& labels, const std::string& gpus,
                          const CordonNote& note) {
-  uLong crc = crc32(0, nullptr, 0);
-  auto add = [&](std::string_view s) {
-    uint64_t n = s.size();
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof n);
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
-  };
-  add(node_id);
-  add(state);
+  rows::RowCrc crc;
+  crc.Add(node_id).Add(state);
   const bool noted = !note.empty();
-  if (!labels.empty() || !gpus.empty() || noted) add(labels);
-  if (!gpus.empty() || noted) add(gpus);
-  if (noted) {
-    add(note.reason);
-    add(note.by);
-    add(std::to_string(note.since_ms));
-  }
-  return static_cast<uint32_t>(crc);
+  if (!labels.empty() || !gpus.empty() || noted) crc.Add(labels);
+  if (!gpus.empty() || noted) crc.Add(gpus);
+  if (noted) crc.Add(note.reason).Add(note.by).Add(std::to_string(note.since_ms));
+  return crc.value();
 }
 
 uint32_t NodeEventRowCrc(const std::string& node_id, const NodeEvent& event) {
-  uLong crc = crc32(0, nullptr, 0);
-  auto add = [&](std::string_view s) {
-    uint64_t n = s.size();
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof n);
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
-  };
-  add(node_id);
-  add(std::to_string(event.seq));
-  add(std::to_string(event.time_ms));
-  add(event.text);
-  return static_cast<uint32_t>(crc);
+  return rows::RowCrc().Add(node_id).Add(event.seq).Add(event.time_ms).Add(event.text).value();
 }
 
 }  // namespace

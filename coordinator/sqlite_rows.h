@@ -6,6 +6,8 @@
 // a replica's GPU list ("0,2,3") and the wall clock in milliseconds the store stamps rows with.
 #pragma once
 
+#include <zlib.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +16,37 @@
 #include "coordinator/state.h"
 
 namespace cohort::coordinator::rows {
+
+// CRC-32 (zlib) over a row's columns, each framed (integers as 8 bytes, little-endian; text
+// with its length as such an integer first) so that moving bytes between columns changes it.
+class RowCrc {
+ public:
+  RowCrc& Add(int64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i)
+      b[i] = static_cast<unsigned char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
+    crc_ = crc32(crc_, b, 8);
+    return *this;
+  }
+  RowCrc& Add(std::string_view s) {
+    Add(static_cast<int64_t>(s.size()));
+    crc_ = crc32_z(crc_, reinterpret_cast<const Bytef*>(s.data()), s.size());
+    return *this;
+  }
+  // Columns added by a later schema version, empty in the rows written before it: an empty value
+  // adds nothing, so those rows keep their checksums.
+  RowCrc& AddIfNotEmpty(std::string_view s) { return s.empty() ? *this : Add(s); }
+  RowCrc& AddIfNotZero(int64_t v) { return v == 0 ? *this : Add(v); }
+  // A second optional column of a row: its name goes in first, so that a value cannot pass for
+  // another optional column's.
+  RowCrc& AddNamedIfNotZero(std::string_view name, int64_t v) {
+    return v == 0 ? *this : Add(name).Add(v);
+  }
+  uint32_t value() const { return static_cast<uint32_t>(crc_); }
+
+ private:
+  uLong crc_ = crc32(0L, Z_NULL, 0);
+};
 
 // CRC-32 of a text (a stored spec or study record).
 uint32_t TextCrc(std::string_view s);

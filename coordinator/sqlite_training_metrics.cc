@@ -1,11 +1,11 @@
 // SqliteStateStore's job_metrics table (coordinator/sqlite_state_store.h, training_metrics.h).
 #include <spdlog/spdlog.h>
-#include <zlib.h>
 
 #include <charconv>
 #include <cmath>
 
 #include "common/prometheus_text.h"
+#include "coordinator/sqlite_rows.h"
 #include "coordinator/sqlite_state_store.h"
 
 namespace cohort::coordinator {
@@ -13,19 +13,14 @@ namespace {
 
 // CRC-32 of the row's columns, each framed with its length so bytes cannot move between them.
 uint32_t MetricRowCrc(const TrainingMetric& m, const std::string& value) {
-  uLong crc = crc32(0, nullptr, 0);
-  auto add = [&crc](std::string_view s) {
-    uint64_t n = s.size();
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof n);
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
-  };
-  add(m.job);
-  add(std::to_string(m.step));
-  add(std::to_string(m.time_ms));
-  add(m.tag);
-  add(m.replica);
-  add(value);
-  return static_cast<uint32_t>(crc);
+  return rows::RowCrc()
+      .Add(m.job)
+      .Add(std::to_string(m.step))
+      .Add(std::to_string(m.time_ms))
+      .Add(m.tag)
+      .Add(m.replica)
+      .Add(value)
+      .value();
 }
 
 }  // namespace
