@@ -330,7 +330,7 @@ const views = {
   // One node as `cohort nodes NODE` shows it: each GPU (model, memory, NUMA node, UUID, use,
   // who holds it or why nothing new goes there), then the replicas holding part of it.
   node(args) {
-    return api('nodes').then(nodes => {
+    return api('nodes?events_of=' + encodeURIComponent(args[0])).then(nodes => {
       const n = nodes.find(x => x.node_id === args[0]);
       if (!n) throw new Error('no node ' + args[0]);
       const use = {};
@@ -360,7 +360,14 @@ const views = {
           (n.replicas.length ? table(['Replica'], n.replicas.map(r => [link('job/' + r.split('/')[0],
                                                                              r)]),
                                      'node-replicas')
-                             : '<p id="node-replicas">none</p>'));
+                             : '<p id="node-replicas">none</p>') +
+          // Its history, newest first, as `cohort nodes NODE` lists it.
+          '<h3>Events</h3>' +
+          ((n.events || []).length
+               ? table(['Time', 'Event'], n.events.slice().reverse().map(e => [when(e.time_ms),
+                                                                                 esc(e.text)]),
+                       'node-events')
+               : '<p id="node-events">none</p>'));
     });
   },
   studies() {

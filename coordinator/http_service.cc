@@ -507,6 +507,7 @@ HttpResponse CoordinatorHttp::Job(const HttpRequest& r) const {
 HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
   StatusOr<NodeSelector> selector = ParseNodeSelector(r.Param("selector"));
   if (!selector.ok()) return Json(json{{"error", selector.status().message()}}, 400);
+  const std::string events_of = r.Param("events_of");
   auto s = snapshot();
   json out = json::array();
   if (!s) return Json(out);
@@ -544,6 +545,16 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"admin_reason", n.cordon_note.reason},
                    {"admin_by", n.cordon_note.by},
                    {"admin_since_ms", n.cordon_note.since_ms}});
+    if (n.node_id == events_of && s->node_events) {
+      json events = json::array();
+      auto it = s->node_events->find(n.node_id);
+      if (it != s->node_events->end()) {
+        for (const NodeEvent& e : it->second) {
+          events.push_back({{"seq", e.seq}, {"time_ms", e.time_ms}, {"text", e.text}});
+        }
+      }
+      out.back()["events"] = std::move(events);
+    }
     // Each GPU as `cohort nodes NODE` shows it: what it is, where it sits, who holds it.
     json gpus = json::array();
     for (const wire::GpuInfoT& g : n.gpus) {

@@ -10,7 +10,8 @@
 //   /api/jobs/NAME/metrics             its training metrics
 //   /api/nodes?selector=SELECTOR       the nodes a label selector matches (as cohort nodes -l);
 //                                      gpus_used: the GPUs replicas hold, cordoned_gpus;
-//                                      admin_reason/_by/_since_ms: the note kept with a cordon
+//                                      admin_reason/_by/_since_ms: the note kept with a cordon;
+//                                      &events_of=NODE: that node's `events` too (oldest first)
 //   /api/studies, /api/studies/NAME
 //   /api/arrays?state=S&user=U&queue=Q&name=TEXT   the job arrays, newest first (ArraysJson);
 //                                      user: the owner ("unknown" where none, as a job's)

@@ -471,6 +471,7 @@ Status NodeRegistry::Forget(const std::string& node_id) {
     ++capacity_version_;
   }
   events_.erase(node_id);
+  ++events_version_;
   std::erase_if(pending_events_, [&](const PendingEvent& e) { return e.node_id == node_id; });
   forgotten_.push_back(node_id);
   spdlog::info("node {} forgotten", node_id);
@@ -496,6 +497,7 @@ void NodeRegistry::RevertSettings() {
   // The admins' changes were undone: so are their events.
   std::erase_if(pending_events_, [&](const PendingEvent& e) {
     if (!e.admin) return false;
+    ++events_version_;
     if (auto it = events_.find(e.node_id); it != events_.end()) {
       std::erase_if(it->second, [&](const NodeEvent& kept) { return kept.seq == e.event.seq; });
     }
@@ -509,6 +511,13 @@ void NodeRegistry::RestoreEvents(std::map<std::string, std::vector<NodeEvent>> s
     for (NodeEvent& e : events) kept.push_back(std::move(e));
     while (kept.size() > kNodeEventsKept) kept.pop_front();
   }
+  ++events_version_;
+}
+
+std::map<std::string, std::vector<NodeEvent>> NodeRegistry::AllEvents() const {
+  std::map<std::string, std::vector<NodeEvent>> all;
+  for (const auto& [id, events] : events_) all[id].assign(events.begin(), events.end());
+  return all;
 }
 
 std::vector<NodeEvent> NodeRegistry::EventsOf(const std::string& node_id) const {
@@ -527,6 +536,7 @@ void NodeRegistry::AddEvent(const std::string& node_id, int64_t now_ms, std::str
   NodeEvent event{kept.empty() ? 1 : kept.back().seq + 1, now_ms, std::move(text)};
   kept.push_back(event);
   while (kept.size() > kNodeEventsKept) kept.pop_front();
+  ++events_version_;
   pending_events_.push_back({node_id, std::move(event), admin});
   // While the store keeps failing, the oldest go first: a history is told, never acted on.
   while (pending_events_.size() > kMaxPendingNodeEvents) pending_events_.pop_front();

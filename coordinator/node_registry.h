@@ -143,6 +143,10 @@ class NodeRegistry : public NodeHealth {
   std::vector<std::pair<std::string, NodeEvent>> PendingEvents() const;
   std::vector<std::string> ForgottenNodes() const { return forgotten_; }
   void EventsStored();
+  // Moves whenever any node's events change (what is derived from them is built again only then).
+  uint64_t events_version() const { return events_version_; }
+  // Every node's events, oldest first.
+  std::map<std::string, std::vector<NodeEvent>> AllEvents() const;
 
   // The storage check (NodeRecord::storage is judged at each registration and heartbeat against
   // what `probe` wrote); none: every node is "no output root". `probe` outlives this.
@@ -194,6 +198,7 @@ class NodeRegistry : public NodeHealth {
   // At most kMaxPendingEvents (the oldest go first while the store keeps failing).
   std::deque<PendingEvent> pending_events_;
   std::vector<std::string> forgotten_;
+  uint64_t events_version_ = 0;
 };
 
 }  // namespace cohort::coordinator

@@ -603,6 +603,17 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(node.find("id=\"node-name\""), std::string::npos) << node;
   EXPECT_NE(node.find("fails its health check: GPU 0: XID 48"), std::string::npos) << node;
   EXPECT_TRUE(std::regex_search(node, note)) << node;
+  // Its history, newest first: the cordon after the registration; /api/nodes gives it only for
+  // the node asked for.
+  EXPECT_TRUE(std::regex_search(
+      node, std::regex("<table id=\"node-events\">.*<td>GPU 1 cordoned by [^<]+: GPU 1 "
+                       "&lt;flaky&gt; NVLink</td>.*<td>registered: cohort-agent [^<]+</td>")))
+      << node;
+  json asked =
+      json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/nodes?events_of=" + sick));
+  for (const json& n : asked) {
+    EXPECT_EQ(n.contains("events"), n["node_id"] == sick) << n;
+  }
   EXPECT_NE(node.find(" · labels gpu=h100 · "), std::string::npos) << node;
   EXPECT_NE(node.find(" · cohort-agent " COHORT_VERSION " · "), std::string::npos) << node;
   EXPECT_NE(node.find("<td><a href=\"#/job/on-gpu\">on-gpu/chief-0</a></td></tr></tbody></table>"),
