@@ -514,6 +514,11 @@ Status Coordinator::Commit() {
   }
   if (!stored.ok()) return RollBack(dirty, stored, reads);
   // The ends are stored: their notices may go. (A pass rolled back ends its jobs again later.)
+  if (notifier_ && options_.notify_nodes) {
+    for (const auto& [node, event] : changes.node_events) {
+      pending_notices_.push_back(NodeEventNotice(node, event));
+    }
+  }
   if (notifier_ && !pending_notices_.empty()) notifier_->Post(std::exchange(pending_notices_, {}));
   for (const TrainingMetric& m : changes.training_metrics) training_.Add(m);
   nodes_.SettingsStored();

@@ -126,6 +126,13 @@ std::string ArrayEndedNotice(const std::string& name, const std::vector<const Jo
   return Dump(out);
 }
 
+std::string NodeEventNotice(const std::string& node_id, const NodeEvent& event) {
+  json out = {{"kind", "node_event"}, {"node", node_id},
+              {"seq", event.seq},     {"time_ms", event.time_ms},
+              {"event", event.text},  {"text", "node " + node_id + " " + event.text}};
+  return Dump(out);
+}
+
 std::string StudyEndedNotice(const wire::StudyInfoT& study) {
   json out = {{"kind", "study_ended"}};
   out.update(StudyToJson(study));

@@ -12,6 +12,9 @@
 //                --json` has it then, its user, and waited_ms (its first task's submit to now).
 //   array_ended: the array as `cohort arrays --json` has it (coordinator/job_array.h: its state
 //                is its end), and its user; sent when its last task ends, after that task's.
+//   node_event:  (--notify-on nodes) something happened to a node (NodeEvent, state.h: LOST,
+//                back, a health check or GPU failing or passing, an agent shutting down, an
+//                admin's cordon, drain, uncordon or label edit): node, seq, time_ms, event.
 //   study_ended: the study as `cohort trials --json` has it, but its trials counted
 //                (trials_total) rather than listed, with the best one as "best" ({id, parameters,
 //                final_metric}; null when no trial reported the metric), and its user.
@@ -45,5 +48,7 @@ std::string ArrayStartedNotice(const std::string& name, const std::vector<const 
 std::string ArrayEndedNotice(const std::string& name, const std::vector<const JobRecord*>& tasks);
 // The study `study` (StudyController::Info) has ended.
 std::string StudyEndedNotice(const wire::StudyInfoT& study);
+// `event` happened to node `node_id`.
+std::string NodeEventNotice(const std::string& node_id, const NodeEvent& event);
 
 }  // namespace cohort::coordinator

@@ -130,7 +130,9 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
       "what --notify-url hears of, comma-separated: end (a job's, an array's, a study's), start (a "
       "job's replicas all ran, the first time; an array's first task), restart (each restart a "
       "job spends), or all of these; and tasks: each task of an array and each trial of a study "
-      "told as a job too (not in all: by default an array and a study are told as a whole)")(
+      "told as a job too (not in all: by default an array and a study are told as a whole); "
+      "and nodes: each node event (`cohort nodes NODE`'s Events: LOST, back, health check, "
+      "cordons and drains; not in all)")(
       "notify-ca-file", po::value(&o.notify_ca_file),
       "CA certificates (PEM) an https --notify-url's certificate must chain to (default: the "
       "system's)")(
@@ -235,7 +237,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
     }
   }
   {
-    o.notify_ends = o.notify_starts = o.notify_restarts = o.notify_tasks = false;
+    o.notify_ends = o.notify_starts = o.notify_restarts = o.notify_tasks = o.notify_nodes = false;
     std::istringstream items(notify_on);
     std::string item;
     bool any = false;
@@ -254,12 +256,17 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
         o.notify_restarts = true;
       } else if (item == "tasks") {
         o.notify_tasks = true;
+      } else if (item == "nodes") {
+        o.notify_nodes = true;
       } else {
-        return InvalidArgument("--notify-on: '" + item +
-                               "' is none of end, start, restart, all, tasks (comma-separated)");
+        return InvalidArgument(
+            "--notify-on: '" + item +
+            "' is none of end, start, restart, all, tasks, nodes (comma-separated)");
       }
     }
-    if (!any) return InvalidArgument("--notify-on: empty; end, start, restart, tasks or all");
+    if (!any) {
+      return InvalidArgument("--notify-on: empty; end, start, restart, tasks, nodes or all");
+    }
     if (!parsed->values["notify-on"].defaulted() && o.notify_url.empty()) {
       return InvalidArgument("--notify-on: without --notify-url");
     }

@@ -93,6 +93,7 @@ struct CoordinatorOptions {
   bool notify_starts = false;
   bool notify_restarts = false;
   bool notify_tasks = false;
+  bool notify_nodes = false;  // --notify-on nodes: each node event (NodeEvent) too
 };
 
 // How often agents are asked to heartbeat: a quarter of the timeout, within [10 ms, 1 s].

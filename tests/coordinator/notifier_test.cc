@@ -139,6 +139,17 @@ JobRecord Ended(const std::string& spec_yaml, JobState state, const std::string&
   return j;
 }
 
+TEST(JobNotice, ANodeEventSaysWhichNodeAndWhatHappenedInFieldsAndInOneLine) {
+  const json notice = json::parse(
+      NodeEventNotice("gpu7", NodeEvent{12, 1'764'964'800'000, "cordoned by alice: PSU swap"}));
+  EXPECT_EQ(notice, json({{"kind", "node_event"},
+                          {"node", "gpu7"},
+                          {"seq", 12},
+                          {"time_ms", 1'764'964'800'000},
+                          {"event", "cordoned by alice: PSU swap"},
+                          {"text", "node gpu7 cordoned by alice: PSU swap"}}));
+}
+
 TEST(JobNotice, SaysWhatBecameOfAJobArrayOrStudyInFieldsAndInOneLine) {
   const std::string pools =
       "worker_pools:\n  - role: chief\n    process: {command: [/bin/train]}\n";

@@ -279,6 +279,36 @@ TEST_F(NotifyTest, AnArrayIsToldStartedOnceThoughTheTasksThatRanWereDeleted) {
   EXPECT_EQ(notices[0]["name"], "turns");
 }
 
+// --notify-on nodes: each node event is told once stored, in order: the node's registration,
+// an admin's cordon with its reason, the node LOST when its agent is SIGKILLed; no job notice.
+TEST_F(NotifyTest, EachNodeEventIsToldWhenAskedFor) {
+  if (!NeedBinaries()) return;
+  Receiver receiver;
+  ct::ClusterOptions options;
+  options.coordinator_args = {"--notify-url", receiver.url(), "--notify-on", "nodes"};
+  options.heartbeat_timeout = "2s";
+  const std::string node = UniqueNodeId("notify-node");
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({node}, options));
+  auto client = cluster_->Client();
+  ASSERT_TRUE(client.AdminNode(node, "cordon", {}, {}, "disk swap").ok());
+  cluster_->agent(node).Kill();
+  std::vector<json> notices = receiver.WaitFor(3);
+  ASSERT_EQ(notices.size(), 3u) << json(notices).dump(1);
+  for (const json& n : notices) {
+    EXPECT_EQ(n["kind"], "node_event") << n;
+    EXPECT_EQ(n["node"], node) << n;
+    EXPECT_EQ(n["text"], "node " + node + " " + n["event"].get<std::string>()) << n;
+  }
+  EXPECT_EQ(notices[0]["seq"], 1);
+  EXPECT_TRUE(notices[0]["event"].get<std::string>().starts_with("registered: cohort-agent "))
+      << notices[0];
+  EXPECT_TRUE(notices[1]["event"].get<std::string>().starts_with("cordoned by "));
+  EXPECT_TRUE(notices[1]["event"].get<std::string>().ends_with(": disk swap")) << notices[1];
+  EXPECT_TRUE(notices[2]["event"].get<std::string>().starts_with("LOST: no heartbeat for "))
+      << notices[2];
+  EXPECT_LT(notices[1]["time_ms"].get<int64_t>(), notices[2]["time_ms"].get<int64_t>());
+}
+
 TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
   if (!NeedBinaries()) return;
   ct::RunResult bad = ct::RunProcess(
@@ -296,8 +326,9 @@ TEST_F(NotifyTest, ANotifyUrlThatIsNoUrlStopsTheCoordinatorNamingTheFlag) {
       COHORT_COORDINATOR_BIN,
       {"--insecure", "--notify-url", "http://127.0.0.1:9/x", "--notify-on", "end,begin"}, {}, 30s);
   EXPECT_NE(unknown.exit_code, 0);
-  EXPECT_NE(unknown.err.find("--notify-on: 'begin' is none of end, start, restart, all, tasks"),
-            std::string::npos)
+  EXPECT_NE(
+      unknown.err.find("--notify-on: 'begin' is none of end, start, restart, all, tasks, nodes"),
+      std::string::npos)
       << unknown.err;
 }
 
