@@ -545,11 +545,11 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"admin_reason", n.cordon_note.reason},
                    {"admin_by", n.cordon_note.by},
                    {"admin_since_ms", n.cordon_note.since_ms}});
-    if (n.node_id == events_of && s->node_events) {
+    if (n.node_id == events_of) {
       json events = json::array();
-      auto it = s->node_events->find(n.node_id);
-      if (it != s->node_events->end()) {
-        for (const NodeEvent& e : it->second) {
+      auto it = s->node_events.find(n.node_id);
+      if (it != s->node_events.end()) {
+        for (const NodeEvent& e : *it->second) {
           events.push_back({{"seq", e.seq}, {"time_ms", e.time_ms}, {"text", e.text}});
         }
       }

@@ -64,8 +64,8 @@ struct CoordinatorSnapshot {
   std::string state_dir;  // logs are read from <state_dir>/logs (LogStore's layout)
   std::shared_ptr<const JobViewMap> jobs;
   std::vector<NodeRecord> nodes;
-  // Each node's events (NodeRegistry::AllEvents), shared between snapshots until one changes.
-  std::shared_ptr<const std::map<std::string, std::vector<NodeEvent>>> node_events;
+  // Each node's events (NodeRegistry::events: each list shared with the registry).
+  std::map<std::string, NodeEventList> node_events;
   nlohmann::json studies = nlohmann::json::array();  // StudyToJson (common/wire_json.h) each
   // The configured queues as `cohort queues --json` has them (QueueToJson each, in config order):
   // quotas, weight, gpu-idle-limit, use and the jobs waiting.

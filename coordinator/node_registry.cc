@@ -142,8 +142,7 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
   const std::string agent =
       node.version.empty() ? "an agent of unknown version" : "cohort-agent " + node.version;
   auto last = events_.find(node_id);
-  const NodeEvent* last_event =
-      last == events_.end() || last->second.empty() ? nullptr : &last->second.back();
+  const NodeEvent* last_event = last == events_.end() ? nullptr : &last->second->back();
   if (reg.was_lost) {
     events.push_back("registered again (" + agent + "), " +
                      FormatElapsed(now_ms - *reg.last_heard_ms) + " after it was last heard");
@@ -471,7 +470,6 @@ Status NodeRegistry::Forget(const std::string& node_id) {
     ++capacity_version_;
   }
   events_.erase(node_id);
-  ++events_version_;
   std::erase_if(pending_events_, [&](const PendingEvent& e) { return e.node_id == node_id; });
   forgotten_.push_back(node_id);
   spdlog::info("node {} forgotten", node_id);
@@ -497,33 +495,33 @@ void NodeRegistry::RevertSettings() {
   // The admins' changes were undone: so are their events.
   std::erase_if(pending_events_, [&](const PendingEvent& e) {
     if (!e.admin) return false;
-    ++events_version_;
     if (auto it = events_.find(e.node_id); it != events_.end()) {
-      std::erase_if(it->second, [&](const NodeEvent& kept) { return kept.seq == e.event.seq; });
+      std::vector<NodeEvent> kept = *it->second;
+      std::erase_if(kept, [&](const NodeEvent& k) { return k.seq == e.event.seq; });
+      SetEvents(e.node_id, std::move(kept));
     }
     return true;
   });
 }
 
 void NodeRegistry::RestoreEvents(std::map<std::string, std::vector<NodeEvent>> stored) {
-  for (auto& [id, events] : stored) {
-    std::deque<NodeEvent>& kept = events_[id];
-    for (NodeEvent& e : events) kept.push_back(std::move(e));
-    while (kept.size() > kNodeEventsKept) kept.pop_front();
-  }
-  ++events_version_;
+  for (auto& [id, events] : stored) SetEvents(id, std::move(events));
 }
 
-std::map<std::string, std::vector<NodeEvent>> NodeRegistry::AllEvents() const {
-  std::map<std::string, std::vector<NodeEvent>> all;
-  for (const auto& [id, events] : events_) all[id].assign(events.begin(), events.end());
-  return all;
+void NodeRegistry::SetEvents(const std::string& node_id, std::vector<NodeEvent> events) {
+  if (events.size() > kNodeEventsKept) {
+    events.erase(events.begin(), events.end() - static_cast<std::ptrdiff_t>(kNodeEventsKept));
+  }
+  if (events.empty()) {
+    events_.erase(node_id);
+  } else {
+    events_[node_id] = std::make_shared<const std::vector<NodeEvent>>(std::move(events));
+  }
 }
 
 std::vector<NodeEvent> NodeRegistry::EventsOf(const std::string& node_id) const {
   auto it = events_.find(node_id);
-  if (it == events_.end()) return {};
-  return std::vector<NodeEvent>(it->second.begin(), it->second.end());
+  return it == events_.end() ? std::vector<NodeEvent>() : *it->second;
 }
 
 void NodeRegistry::AddAdminEvent(const std::string& node_id, int64_t now_ms, std::string text) {
@@ -532,11 +530,10 @@ void NodeRegistry::AddAdminEvent(const std::string& node_id, int64_t now_ms, std
 
 void NodeRegistry::AddEvent(const std::string& node_id, int64_t now_ms, std::string text,
                             bool admin) {
-  std::deque<NodeEvent>& kept = events_[node_id];
+  std::vector<NodeEvent> kept = EventsOf(node_id);
   NodeEvent event{kept.empty() ? 1 : kept.back().seq + 1, now_ms, std::move(text)};
   kept.push_back(event);
-  while (kept.size() > kNodeEventsKept) kept.pop_front();
-  ++events_version_;
+  SetEvents(node_id, std::move(kept));
   pending_events_.push_back({node_id, std::move(event), admin});
   // While the store keeps failing, the oldest go first: a history is told, never acted on.
   while (pending_events_.size() > kMaxPendingNodeEvents) pending_events_.pop_front();

@@ -143,10 +143,8 @@ class NodeRegistry : public NodeHealth {
   std::vector<std::pair<std::string, NodeEvent>> PendingEvents() const;
   std::vector<std::string> ForgottenNodes() const { return forgotten_; }
   void EventsStored();
-  // Moves whenever any node's events change (what is derived from them is built again only then).
-  uint64_t events_version() const { return events_version_; }
-  // Every node's events, oldest first.
-  std::map<std::string, std::vector<NodeEvent>> AllEvents() const;
+  // Every node's events (each list shared, not copied).
+  const std::map<std::string, NodeEventList>& events() const { return events_; }
 
   // The storage check (NodeRecord::storage is judged at each registration and heartbeat against
   // what `probe` wrote); none: every node is "no output root". `probe` outlives this.
@@ -189,7 +187,9 @@ class NodeRegistry : public NodeHealth {
 
   // Adds `text` to `node_id`'s events at `now_ms`; `admin`: undone by RevertSettings.
   void AddEvent(const std::string& node_id, int64_t now_ms, std::string text, bool admin);
-  std::map<std::string, std::deque<NodeEvent>> events_;
+  // Sets `node_id`'s events to `events`, its newest kNodeEventsKept (none: the node has none).
+  void SetEvents(const std::string& node_id, std::vector<NodeEvent> events);
+  std::map<std::string, NodeEventList> events_;
   struct PendingEvent {
     std::string node_id;
     NodeEvent event;
@@ -198,7 +198,6 @@ class NodeRegistry : public NodeHealth {
   // At most kMaxPendingEvents (the oldest go first while the store keeps failing).
   std::deque<PendingEvent> pending_events_;
   std::vector<std::string> forgotten_;
-  uint64_t events_version_ = 0;
 };
 
 }  // namespace cohort::coordinator

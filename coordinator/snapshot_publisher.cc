@@ -36,12 +36,7 @@ std::shared_ptr<CoordinatorSnapshot> SnapshotPublisher::Build(const JobControlle
   snapshot->jobs = published_;
   snapshot->nodes.reserve(sources.nodes.nodes().size());
   for (const auto& [id, node] : sources.nodes.nodes()) snapshot->nodes.push_back(node);
-  if (!node_events_ || node_events_version_ != sources.nodes.events_version()) {
-    node_events_ = std::make_shared<const std::map<std::string, std::vector<NodeEvent>>>(
-        sources.nodes.AllEvents());
-    node_events_version_ = sources.nodes.events_version();
-  }
-  snapshot->node_events = node_events_;
+  snapshot->node_events = sources.nodes.events();
   for (const wire::StudyInfoT& study : sources.studies.List()) {
     snapshot->studies.push_back(StudyToJson(study));
   }

@@ -52,10 +52,7 @@ class SnapshotPublisher {
   JobViewMap views_;
   std::shared_ptr<const JobViewMap> published_;
   std::set<std::string> changed_;  // jobs changed since the last snapshot
-  // The nodes' events as last published, and the registry's events_version they are of.
-  std::shared_ptr<const std::map<std::string, std::vector<NodeEvent>>> node_events_;
-  uint64_t node_events_version_ = 0;
-  bool all_changed_ = true;  // every job (at start, after a rollback)
+  bool all_changed_ = true;        // every job (at start, after a rollback)
   int64_t last_ms_ = 0;
 };
 

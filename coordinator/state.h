@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -242,6 +243,9 @@ struct NodeEvent {
   bool operator==(const NodeEvent&) const = default;
 };
 inline constexpr size_t kNodeEventsKept = 50;
+// A node's events, oldest first: never changed once made (a new event makes a new list), so the
+// HTTP snapshot shares each node's list with the registry rather than copying it.
+using NodeEventList = std::shared_ptr<const std::vector<NodeEvent>>;
 
 struct NodeRecord;
 // A node's state as `cohort nodes` and /api/nodes show it: LOST; DRAINING (its agent is shutting
