@@ -1774,6 +1774,12 @@ def dead_peer_start(timeout_s=FAIL_TIMEOUT_S):
     dist.all_reduce(t)
     check.expect(torch.equal(t, torch.full((1000,), float(n))), "the first allreduce")
     victim = n - 1
+    # The victim dies only once every rank has its result: a rank that returns from an
+    # all-reduce may still have sends in flight that its peers need, and a process that exits
+    # with unread data resets its connections, so the first all-reduce itself could fail.
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"dead-peer-first-{rank}", "done")
+    store.wait([f"dead-peer-first-{r}" for r in range(n)])
     return torch, dist, check, rank, victim
 
 
