@@ -742,6 +742,16 @@ void PrintQueues(const std::vector<wire::QueueInfoT>& queues, std::ostream& out)
   table.Print(out);
   out << "GPUS and CPUS: used/quota (a queue may borrow idle capacity beyond its quota)\n";
   for (const auto& q : queues) {
+    if (q.cpus_per_gpu > 0 || q.memory_mb_per_gpu > 0) {
+      std::string per_gpu;
+      if (q.cpus_per_gpu > 0) per_gpu = std::to_string(q.cpus_per_gpu) + " CPUs";
+      if (q.memory_mb_per_gpu > 0) {
+        per_gpu += (per_gpu.empty() ? "" : " and ") + std::to_string(q.memory_mb_per_gpu) + " MB";
+      }
+      out << q.name << ": " << per_gpu
+          << " per GPU where a job file gives no cpus or memory_mb (cpus-per-gpu, "
+             "memory-mb-per-gpu)\n";
+    }
     if (q.gpu_idle_limit_ms > 0) {
       out << q.name << ": a job whose GPUs all sit idle for "
           << cohort::FormatDuration(std::chrono::milliseconds(q.gpu_idle_limit_ms))

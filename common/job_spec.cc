@@ -16,7 +16,7 @@ namespace {
 constexpr int kMaxPools = 4;
 constexpr int kMaxReplicas = 1024;
 constexpr int kMaxGpus = 64;
-constexpr int kMaxCpus = 1024;
+constexpr int kMaxCpus = Resources::kMaxCpus;
 constexpr int kMaxRestarts = 1000;
 constexpr size_t kMaxNameLength = 128;
 constexpr size_t kMaxSchedulingNameLength = 64;

@@ -127,6 +127,15 @@ struct Resources {
   int gpus = 0;
   int cpus = 1;
   int64_t memory_mb = 0;  // 0: not limited
+  // False where a job file left cpus or memory_mb out (the values above are then the built-in
+  // ones): the coordinator fills in its queue's defaults per GPU at submit
+  // (coordinator/queue_config.h, ApplyResourceDefaults), and JobSpecToYaml writes only what was
+  // given, so that a spec made from another (a Vertex CustomJob's) takes them too.
+  bool cpus_given = true;
+  bool memory_given = true;
+
+  // The largest cpus a replica may ask for.
+  static constexpr int kMaxCpus = 1024;
 
   bool operator==(const Resources&) const = default;
 };

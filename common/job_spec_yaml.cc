@@ -172,6 +172,7 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
                             r.SmallInt(node["min_replicas"], path + ".min_replicas"));
   }
 
+  pool.resources.cpus_given = pool.resources.memory_given = false;
   if (Reader::Has(node, "resources")) {
     const YAML::Node res = node["resources"];
     std::string rpath = path + ".resources";
@@ -183,6 +184,8 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
     };
     COHORT_RETURN_IF_ERROR(small_int("gpus", &pool.resources.gpus));
     COHORT_RETURN_IF_ERROR(small_int("cpus", &pool.resources.cpus));
+    pool.resources.cpus_given = Reader::Has(res, "cpus");
+    pool.resources.memory_given = Reader::Has(res, "memory_mb");
     if (Reader::Has(res, "memory_mb")) {
       COHORT_ASSIGN_OR_RETURN(pool.resources.memory_mb,
                               r.Int(res["memory_mb"], rpath + ".memory_mb"));
@@ -673,8 +676,12 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     if (pool.one_per_node) out << YAML::Key << "one_per_node" << YAML::Value << true;
     out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "gpus" << YAML::Value << pool.resources.gpus;
-    out << YAML::Key << "cpus" << YAML::Value << pool.resources.cpus;
-    out << YAML::Key << "memory_mb" << YAML::Value << pool.resources.memory_mb;
+    if (pool.resources.cpus_given) {
+      out << YAML::Key << "cpus" << YAML::Value << pool.resources.cpus;
+    }
+    if (pool.resources.memory_given) {
+      out << YAML::Key << "memory_mb" << YAML::Value << pool.resources.memory_mb;
+    }
     out << YAML::EndMap;
     if (pool.process) {
       out << YAML::Key << "process" << YAML::Value << YAML::BeginMap;

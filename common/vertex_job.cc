@@ -529,6 +529,8 @@ class VertexReader {
                                         "replicaCount", "nfsMounts", "diskSpec"}));
     WorkerPoolSpec pool;
     pool.role = kPoolRoles[index];
+    // A machine type brings CPUs and memory with its GPUs: here the queue's defaults per GPU do.
+    pool.resources.cpus_given = pool.resources.memory_given = false;
     if (YamlReader::Has(node, "replicaCount")) {
       COHORT_ASSIGN_OR_RETURN(pool.replicas,
                               Count(node["replicaCount"], path + ".replicaCount", kMaxCount));
@@ -679,8 +681,8 @@ class VertexReader {
       const std::string value = kv.second.IsScalar() ? " " + Quoted(kv.second.Scalar()) : "";
       Note(path + "." + key,
            "ignored" + value +
-               " (the pool asks GPUs by count; a node_selector in a Cohort job file picks the "
-               "kind, CPUs and memory)");
+               " (the pool asks GPUs by count; its CPUs and memory are the coordinator queue's "
+               "defaults per GPU, or a Cohort job file's resources)");
     }
     return Status::Ok();
   }

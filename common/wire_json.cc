@@ -63,7 +63,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(
     unhealthy_gpus, cordoned_gpus, holders, version, admin_reason, admin_by, admin_since_ms, events)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
-                                                  waiting_jobs, suspended, gpu_idle_limit_ms)
+                                                  waiting_jobs, suspended, gpu_idle_limit_ms,
+                                                  cpus_per_gpu, memory_mb_per_gpu)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(MetricPointT, step, time_ms, tag, value, replica)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(JobMetricsT, job, points)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(UsageRowT, user, queue, jobs, failed, gpu_hours,

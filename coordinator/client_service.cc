@@ -21,6 +21,17 @@
 namespace cohort::coordinator {
 namespace {
 
+// `fits` (a job that cannot run on the idle cluster) with what its queue's defaults gave it,
+// which the job file did not ask for and may ask less of.
+Status WithDefaultsSaid(const Status& fits, const std::vector<std::string>& defaulted) {
+  if (fits.ok() || defaulted.empty()) return fits;
+  std::string said;
+  for (const std::string& line : defaulted) said += (said.empty() ? "" : "; ") + line;
+  return Status(fits.code(), fits.message() + " (" + said +
+                                 "; give resources.cpus and memory_mb in the job file to ask "
+                                 "for less)");
+}
+
 // A job name for `name_prefix`: the prefix, '-' and 8 lowercase letters and digits, not taken.
 std::string GenerateJobName(const std::string& prefix, const JobController& jobs) {
   static std::mt19937_64 random{std::random_device{}()};
@@ -303,12 +314,15 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     Reply(m, EncodeError(id, InvalidArgument(spec.status().message())));
     return;
   }
+  // The stored spec carries the CPUs and memory its queue gave, and the generated name.
+  const std::vector<std::string> defaulted = ApplyResourceDefaults(queue_config(), &*spec);
+  bool rewrite = !defaulted.empty();
   if (spec->name.empty()) {
-    // name_prefix: the stored spec carries the generated name.
     spec->name = GenerateJobName(spec->name_prefix, jobs_);
     spec->name_prefix.clear();
-    yaml = JobSpecToYaml(*spec);
+    rewrite = true;
   }
+  if (rewrite) yaml = JobSpecToYaml(*spec);
   if (jobs_.FindJob(spec->name)) {
     Reply(m, EncodeError(id, AlreadyExists("a job named '" + spec->name + "' already exists")));
     return;
@@ -351,14 +365,19 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
     Status fits = idle_cluster_.Check(*spec, nodes_, options_.port_min, options_.port_max);
     if (!fits.ok()) {
       Reply(m,
-            EncodeError(id, fits.WithContext("job " + spec->name + " cannot run on this cluster")));
+            EncodeError(id, WithDefaultsSaid(fits, defaulted)
+                                .WithContext("job " + spec->name + " cannot run on this cluster")));
       return;
     }
   }
   wire::SubmitJobReplyT reply;
   reply.warnings = std::move(job_file->notes);
+  // A dry run says what the job would get; a job's events say what it got.
+  if (req.dry_run()) {
+    reply.warnings.insert(reply.warnings.end(), defaulted.begin(), defaulted.end());
+  }
   if (spec->IsArray()) {
-    SubmitArray(m, std::move(*spec), req.dry_run(), std::move(reply), now_ms);
+    SubmitArray(m, std::move(*spec), req.dry_run(), defaulted, std::move(reply), now_ms);
     return;
   }
   if (req.dry_run()) {
@@ -379,6 +398,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   JobRecord& job = jobs_.Submit(std::move(*spec), yaml, now_ms);
   job.owner = CallerOf(m);
   reply.name = job.name;
+  for (const std::string& note : defaulted) jobs_.Note(job, note, now_ms);
   std::string warning =
       StorageWarning(job.output_dir, nodes_.storage_root(), nodes_.nodes().size());
   if (!warning.empty()) {
@@ -389,6 +409,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
 }
 
 void ClientService::SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run,
+                                const std::vector<std::string>& defaulted,
                                 wire::SubmitJobReplyT reply, int64_t now_ms) {
   const uint64_t id = m.message.request_id();
   reply.name = array.name;
@@ -440,6 +461,7 @@ void ClientService::SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_
     JobRecord& task = jobs_.Submit(std::move(spec), yaml, now_ms);
     task.owner = owner;
     reply.tasks.push_back(task.name);
+    for (const std::string& note : defaulted) jobs_.Note(task, note, now_ms);
     std::string warning =
         StorageWarning(task.output_dir, nodes_.storage_root(), nodes_.nodes().size());
     if (warning.empty()) continue;
@@ -885,12 +907,16 @@ void ClientService::OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStud
       Reply(m, EncodeError(id, known.WithContext("the trial job of study " + spec->name)));
       return;
     }
-    // A study whose trial job cannot run here would queue trials that never start.
+    // A study whose trial job cannot run here would queue trials that never start. Each trial
+    // job takes its queue's defaults when it is submitted (StudyRunner), as here.
+    const std::vector<std::string> defaulted =
+        ApplyResourceDefaults(queue_config(), &spec->trial_job);
     if (now_ms >= options_.fit_check_from_ms) {
       Status fits =
           idle_cluster_.Check(spec->trial_job, nodes_, options_.port_min, options_.port_max);
       if (!fits.ok()) {
-        Reply(m, EncodeError(id, fits.WithContext("the trials of study " + spec->name +
+        Reply(m, EncodeError(id, WithDefaultsSaid(fits, defaulted)
+                                     .WithContext("the trials of study " + spec->name +
                                                   " cannot run on this cluster")));
         return;
       }
@@ -951,8 +977,7 @@ void ClientService::OnGetLogs(const RoutedMessage& m, const wire::GetLogs& req, 
 }
 
 Status ClientService::CheckQueue(const SchedulingSpec& scheduling) const {
-  QueueConfig builtin;
-  const QueueConfig& queues = options_.queues ? *options_.queues : builtin;
+  const QueueConfig& queues = queue_config();
   if (queues.FindQueue(scheduling.queue) < 0) {
     return InvalidArgument("scheduling.queue: no queue named '" + scheduling.queue +
                            "' (queues: " + queues.QueueNames() + ")");
@@ -966,8 +991,7 @@ Status ClientService::CheckQueue(const SchedulingSpec& scheduling) const {
 
 wire::QueueListT ClientService::Queues() {
   constexpr size_t kNamesShown = 20;
-  QueueConfig builtin;
-  const QueueConfig& queues = options_.queues ? *options_.queues : builtin;
+  const QueueConfig& queues = queue_config();
   std::vector<QueueState> usage = QueueUsage(jobs_, queues);
   std::vector<std::vector<const JobRecord*>> waiting(usage.size());
   std::vector<int> running(usage.size(), 0), suspended(usage.size(), 0), after(usage.size(), 0);
@@ -998,6 +1022,8 @@ wire::QueueListT ClientService::Queues() {
     info->cpu_quota = usage[q].cpu_quota;
     info->weight = usage[q].weight;
     info->gpu_idle_limit_ms = queues.queues()[q].gpu_idle_limit_ms;
+    info->cpus_per_gpu = queues.queues()[q].cpus_per_gpu;
+    info->memory_mb_per_gpu = queues.queues()[q].memory_mb_per_gpu;
     info->gpus_used = usage[q].gpus_used;
     info->cpus_used = usage[q].cpus_used;
     info->running = running[q];

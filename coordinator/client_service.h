@@ -122,7 +122,9 @@ class ClientService {
   // The tasks of a job array (JobSpec::IsArray, its name set and checked free, as each of its
   // tasks' names): submitted all at once, each a job of its own (coordinator/job_controller.h,
   // "Arrays"); or with `dry_run`, the forecast of the tasks it would let in at once.
-  void SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run, wire::SubmitJobReplyT reply,
+  // `defaulted`: what its queue's defaults gave it (ApplyResourceDefaults), for each task's events.
+  void SubmitArray(const RoutedMessage& m, JobSpec array, bool dry_run,
+                   const std::vector<std::string>& defaulted, wire::SubmitJobReplyT reply,
                    int64_t now_ms);
   // `cohort status ARRAY` (wire::GetArray): its summary and tasks.
   void OnGetArray(const RoutedMessage& m, const wire::GetArray& req, int64_t now_ms);
@@ -163,6 +165,9 @@ class ClientService {
   void OnSubmitStudy(const RoutedMessage& m, const wire::SubmitStudy& req, int64_t now_ms);
   // INVALID_ARGUMENT when the queue or priority class is not the coordinator's.
   Status CheckQueue(const SchedulingSpec& scheduling) const;
+  const QueueConfig& queue_config() const {
+    return options_.queues ? *options_.queues : builtin_queues_;
+  }
   void Reply(const RoutedMessage& m, zmq::message_t frame) {
     outbox_.ToClient(m.peer, std::move(frame));
   }
@@ -173,6 +178,7 @@ class ClientService {
   LogStore& logs_;
   Outbox& outbox_;
   ClientServiceOptions options_;
+  const QueueConfig builtin_queues_;  // where options_.queues is null
   IdleClusterCheck idle_cluster_;
   std::function<void()> run_studies_;
   QueryJobs query_jobs_;

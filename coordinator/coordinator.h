@@ -207,7 +207,7 @@ class Coordinator {
   NodeRegistry nodes_;
   JobController jobs_;
   StudyController studies_;
-  StudyRunner study_runner_{studies_, jobs_};
+  StudyRunner study_runner_{studies_, jobs_, options_.queues};
   Watchdog watchdog_;
   Outbox outbox_;
   ExecRelay exec_relay_{outbox_, nodes_};

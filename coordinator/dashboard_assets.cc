@@ -457,24 +457,29 @@ const views = {
       }
     });
   },
-  // As `cohort queues`: use against quota ("6/4" borrows 2), weight, the gpu-idle-limit, the next
-  // jobs to place; then its jobs by state. A queue only jobs name (since removed from the config)
-  // has its jobs alone.
+  // As `cohort queues`: use against quota ("6/4" borrows 2), weight, the defaults per GPU, the
+  // gpu-idle-limit, the next jobs to place; then its jobs by state. A queue only jobs name (since
+  // removed from the config) has its jobs alone.
   queues() {
+    const perGpu = q => [q.cpus_per_gpu > 0 ? q.cpus_per_gpu + ' CPUs' : '',
+                         q.memory_mb_per_gpu > 0 ? q.memory_mb_per_gpu + ' MB' : '']
+                            .filter(s => s).join(', ') || '-';
     return api('queues').then(qs => setMain('<h2>Queues</h2>' + table(
-        ['Queue', 'Weight', 'GPUs', 'CPUs', 'GPU idle limit', 'Next', 'Queued', 'Pending',
-         'Running', 'Suspended', 'Succeeded', 'Failed', 'Cancelled'],
+        ['Queue', 'Weight', 'GPUs', 'CPUs', 'Per GPU', 'GPU idle limit', 'Next', 'Queued',
+         'Pending', 'Running', 'Suspended', 'Succeeded', 'Failed', 'Cancelled'],
         qs.map(q => [link('jobs?queue=' + q.name, q.name)].concat(
             q.configured ? [q.weight, q.gpus_used + '/' + q.gpu_quota,
                             q.cpus_used + '/' + (q.cpu_quota < 0 ? '-' : q.cpu_quota),
-                            dur(q.gpu_idle_limit_ms),
+                            perGpu(q), dur(q.gpu_idle_limit_ms),
                             q.waiting_jobs.slice(0, 3).map(j => link('job/' + j, j)).join(', ') +
                                 (q.waiting_jobs.length > 3 ? ', ...' : '')]
-                         : ['', '', '', '', '<small>not configured</small>'],
+                         : ['', '', '', '', '', '<small>not configured</small>'],
             [q.jobs.QUEUED, q.jobs.PENDING, q.jobs.RUNNING, q.jobs.SUSPENDED, q.jobs.SUCCEEDED,
              q.jobs.FAILED, q.jobs.CANCELLED])), 'queues') +
         '<p><small>GPUs and CPUs: used/quota (a queue may borrow idle capacity beyond its quota)' +
-        '; a job of a queue with a GPU idle limit fails when all its GPUs sit idle that long' +
+        '; per GPU: what a replica gets for each GPU where its job file gives no cpus or ' +
+        'memory_mb; a job of a queue with a GPU idle limit fails when all its GPUs sit idle ' +
+        'that long' +
         '</small></p>'));
   },
 };

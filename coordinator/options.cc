@@ -161,11 +161,20 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   std::vector<std::string> queues, priority_classes;
   desc.add_options()(
       "queue", po::value(&queues)->composing(),
-      "a job queue: 'NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D]' (repeat for more; the "
-      "quota is what it is guaranteed, the weight its share of idle capacity; a job of it whose "
-      "GPUs all sit idle for gpu-idle-limit fails; 'default' always exists)")(
+      "a job queue: 'NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D] [cpus-per-gpu=N] "
+      "[memory-mb-per-gpu=N]' (repeat for more; the quota is what it is guaranteed, the weight "
+      "its share of idle capacity; a job of it whose GPUs all sit idle for gpu-idle-limit fails; "
+      "the per-GPU settings are its jobs' defaults; 'default' always exists)")(
       "priority-class", po::value(&priority_classes)->composing(),
       "a priority class 'NAME=VALUE' (repeat for more; low=100, normal=500, high=1000 exist)");
+  PerGpuDefaults per_gpu;
+  desc.add_options()(
+      "cpus-per-gpu", po::value(&per_gpu.cpus)->default_value(0),
+      "CPUs a replica gets per GPU where its job file gives no cpus (0: none, so 1 CPU; a "
+      "queue's cpus-per-gpu=N wins)")(
+      "memory-mb-per-gpu", po::value(&per_gpu.memory_mb)->default_value(0),
+      "memory (MB) a replica gets per GPU where its job file gives no memory_mb (0: none, so "
+      "no limit; a queue's memory-mb-per-gpu=N wins)");
   std::ostringstream help;
   auto parsed = ParseFlags(argc, argv, desc,
                            "usage: cohort-coordinator [--config FILE] [options]\n"
@@ -288,7 +297,7 @@ StatusOr<ParsedFlags> ParseCoordinatorFlags(int argc, const char* const* argv) {
   o.max_spec_bytes = *spec_size;
   o.port_min = lo;
   o.port_max = hi;
-  COHORT_ASSIGN_OR_RETURN(o.queues, QueueConfig::Parse(queues, priority_classes));
+  COHORT_ASSIGN_OR_RETURN(o.queues, QueueConfig::Parse(queues, priority_classes, per_gpu));
   COHORT_ASSIGN_OR_RETURN(o.admins, ParseUserList("admins", admins));
   if (auto http = ParseHttpEndpoint(o.http_endpoint); !http.ok()) {
     return InvalidArgument("--http-endpoint: " + http.status().message());

@@ -19,11 +19,39 @@ StatusOr<int64_t> Count(const std::string& what, const std::string& text) {
   return v;
 }
 
-StatusOr<QueueDef> ParseQueue(const std::string& text) {
+constexpr char kQueueSettings[] =
+    "gpus=N, cpus=N, weight=W, gpu-idle-limit=D, cpus-per-gpu=N, memory-mb-per-gpu=N";
+// The most a default per GPU may be: a replica's cpus are at most Resources::kMaxCpus anyway; 16
+// TiB of memory per GPU is beyond any machine.
+constexpr int64_t kMaxMemoryMbPerGpu = int64_t{16} << 20;
+
+// A whole number of `unit` in 0..`most`.
+StatusOr<int64_t> PerGpu(const std::string& what, const std::string& unit, int64_t most,
+                         const std::string& text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0 || v > most) {
+    return InvalidArgument(what + ": expected " + unit + " (0-" + std::to_string(most) +
+                           "), got '" + text + "'");
+  }
+  return v;
+}
+
+// A queue as configured: its own defaults per GPU, where it gives them.
+struct ParsedQueue {
+  QueueDef def;
+  bool own_cpus_per_gpu = false;
+  bool own_memory_per_gpu = false;
+};
+
+StatusOr<ParsedQueue> ParseQueue(const std::string& text) {
   std::istringstream in(text);
-  QueueDef q;
+  ParsedQueue parsed;
+  QueueDef& q = parsed.def;
   if (!(in >> q.name)) {
-    return InvalidArgument("expected NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D]");
+    return InvalidArgument(
+        "expected NAME [gpus=N] [cpus=N] [weight=W] [gpu-idle-limit=D] [cpus-per-gpu=N] "
+        "[memory-mb-per-gpu=N]");
   }
   if (!IsValidSchedulingName(q.name)) {
     return InvalidArgument("'" + q.name + "' is not a queue name ([A-Za-z][A-Za-z0-9_-]{0,63})");
@@ -50,12 +78,20 @@ StatusOr<QueueDef> ParseQueue(const std::string& text) {
             "gpu-idle-limit: expected a duration of at least 1s (30m, 2h), got '" + value + "'");
       }
       q.gpu_idle_limit_ms = limit->count();
+    } else if (key == "cpus-per-gpu") {
+      COHORT_ASSIGN_OR_RETURN(int64_t cpus,
+                              PerGpu("cpus-per-gpu", "CPUs", Resources::kMaxCpus, value));
+      q.cpus_per_gpu = static_cast<int>(cpus);
+      parsed.own_cpus_per_gpu = true;
+    } else if (key == "memory-mb-per-gpu") {
+      COHORT_ASSIGN_OR_RETURN(q.memory_mb_per_gpu,
+                              PerGpu("memory-mb-per-gpu", "megabytes", kMaxMemoryMbPerGpu, value));
+      parsed.own_memory_per_gpu = true;
     } else {
-      return InvalidArgument("unknown setting '" + word +
-                             "' (gpus=N, cpus=N, weight=W, gpu-idle-limit=D)");
+      return InvalidArgument("unknown setting '" + word + "' (" + kQueueSettings + ")");
     }
   }
-  return q;
+  return parsed;
 }
 
 }  // namespace
@@ -66,22 +102,38 @@ QueueConfig::QueueConfig() {
 }
 
 StatusOr<QueueConfig> QueueConfig::Parse(const std::vector<std::string>& queues,
-                                         const std::vector<std::string>& priority_classes) {
+                                         const std::vector<std::string>& priority_classes,
+                                         PerGpuDefaults per_gpu) {
+  if (per_gpu.cpus < 0 || per_gpu.cpus > Resources::kMaxCpus) {
+    return InvalidArgument("--cpus-per-gpu: expected 0-" + std::to_string(Resources::kMaxCpus) +
+                           ", got " + std::to_string(per_gpu.cpus));
+  }
+  if (per_gpu.memory_mb < 0 || per_gpu.memory_mb > kMaxMemoryMbPerGpu) {
+    return InvalidArgument("--memory-mb-per-gpu: expected 0-" + std::to_string(kMaxMemoryMbPerGpu) +
+                           ", got " + std::to_string(per_gpu.memory_mb));
+  }
   QueueConfig config;
+  config.queues_[0].cpus_per_gpu = per_gpu.cpus;
+  config.queues_[0].memory_mb_per_gpu = per_gpu.memory_mb;
   bool default_configured = false;
   for (const std::string& text : queues) {
-    auto q = ParseQueue(text);
-    if (!q.ok()) return InvalidArgument("--queue '" + text + "': " + q.status().message());
-    if (q->name == "default") {
+    auto parsed = ParseQueue(text);
+    if (!parsed.ok()) {
+      return InvalidArgument("--queue '" + text + "': " + parsed.status().message());
+    }
+    QueueDef& q = parsed->def;
+    if (!parsed->own_cpus_per_gpu) q.cpus_per_gpu = per_gpu.cpus;
+    if (!parsed->own_memory_per_gpu) q.memory_mb_per_gpu = per_gpu.memory_mb;
+    if (q.name == "default") {
       if (default_configured) return InvalidArgument("--queue: queue 'default' is given twice");
       default_configured = true;
-      config.queues_[0] = *q;
+      config.queues_[0] = q;
       continue;
     }
-    if (config.FindQueue(q->name) >= 0) {
-      return InvalidArgument("--queue: queue '" + q->name + "' is given twice");
+    if (config.FindQueue(q.name) >= 0) {
+      return InvalidArgument("--queue: queue '" + q.name + "' is given twice");
     }
-    config.queues_.push_back(*q);
+    config.queues_.push_back(q);
   }
   for (const std::string& text : priority_classes) {
     auto eq = text.find('=');
@@ -138,6 +190,38 @@ std::string QueueConfig::PriorityName(int value) const {
     if (v == value) return name;
   }
   return std::to_string(value);
+}
+
+std::vector<std::string> ApplyResourceDefaults(const QueueConfig& queues, JobSpec* spec) {
+  std::vector<std::string> notes;
+  const int index = queues.FindQueue(spec->scheduling.queue);
+  if (index < 0) return notes;
+  const QueueDef& queue = queues.queues()[index];
+  for (WorkerPoolSpec& pool : spec->pools) {
+    Resources& res = pool.resources;
+    if (res.gpus == 0) continue;
+    std::string filled, per_gpu;
+    if (!res.cpus_given && queue.cpus_per_gpu > 0) {
+      res.cpus = static_cast<int>(
+          std::min<int64_t>(int64_t{res.gpus} * queue.cpus_per_gpu, Resources::kMaxCpus));
+      res.cpus_given = true;
+      filled = "cpus " + std::to_string(res.cpus);
+      per_gpu = std::to_string(queue.cpus_per_gpu) + " CPUs";
+    }
+    if (!res.memory_given && queue.memory_mb_per_gpu > 0) {
+      res.memory_mb = res.gpus * queue.memory_mb_per_gpu;
+      res.memory_given = true;
+      filled += (filled.empty() ? "" : " and ") + std::string("memory_mb ") +
+                std::to_string(res.memory_mb);
+      per_gpu += (per_gpu.empty() ? "" : " and ") + std::to_string(queue.memory_mb_per_gpu) + " MB";
+    }
+    if (filled.empty()) continue;
+    notes.push_back("pool " + std::string(RoleName(pool.role)) + ": " + filled +
+                    " per replica, for its " + std::to_string(res.gpus) +
+                    (res.gpus == 1 ? " GPU" : " GPUs") + " (queue " + queue.name +
+                    "'s defaults: " + per_gpu + " per GPU)");
+  }
+  return notes;
 }
 
 }  // namespace cohort::coordinator

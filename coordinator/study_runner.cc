@@ -43,10 +43,14 @@ void StudyRunner::Submit(TrialJobLaunch launch, int64_t now_ms) {
                   launch.trial_id, launch.job.name);
     return;
   }
+  // A trial job is a job: what its file leaves out its queue's defaults give, now.
+  const std::vector<std::string> defaulted = ApplyResourceDefaults(queues_, &launch.job);
+  if (!defaulted.empty()) launch.spec_yaml = JobSpecToYaml(launch.job);
   JobRecord& job = jobs_.Submit(std::move(launch.job), launch.spec_yaml, now_ms);
   job.study = launch.study;
   job.trial_id = launch.trial_id;
   job.owner = launch.owner;
+  for (const std::string& note : defaulted) jobs_.Note(job, note, now_ms);
 }
 
 }  // namespace cohort::coordinator

@@ -10,13 +10,16 @@
 #include <cstdint>
 
 #include "coordinator/job_controller.h"
+#include "coordinator/queue_config.h"
 #include "coordinator/study_controller.h"
 
 namespace cohort::coordinator {
 
 class StudyRunner {
  public:
-  StudyRunner(StudyController& studies, JobController& jobs) : studies_(studies), jobs_(jobs) {}
+  // `queues` (outliving it) give each trial job the defaults of its queue (ApplyResourceDefaults).
+  StudyRunner(StudyController& studies, JobController& jobs, const QueueConfig& queues)
+      : studies_(studies), jobs_(jobs), queues_(queues) {}
 
   // Cancels and submits the trial jobs the studies ask for now.
   void Run(int64_t now_ms);
@@ -30,6 +33,7 @@ class StudyRunner {
 
   StudyController& studies_;
   JobController& jobs_;
+  const QueueConfig& queues_;
 };
 
 }  // namespace cohort::coordinator

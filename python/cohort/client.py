@@ -433,6 +433,8 @@ def _queue_to_dict(queue):
         "waiting_jobs": [_text(n) for n in (queue.waitingJobs or [])],
         "suspended": queue.suspended,
         "gpu_idle_limit_ms": queue.gpuIdleLimitMs,
+        "cpus_per_gpu": queue.cpusPerGpu,
+        "memory_mb_per_gpu": queue.memoryMbPerGpu,
     }
 
 

@@ -86,6 +86,31 @@ TEST(VertexJobTest, AnUnsetRestartJobOnWorkerRestartIsCohortsDefaultAndNoted) {
   EXPECT_FALSE(Mentions(notes, "restartJobOnWorkerRestart")) << ::testing::PrintToString(notes);
 }
 
+// A machine type brings CPUs and memory with its GPUs; the converted file leaves both out, so that
+// the coordinator's queue gives its defaults per GPU (coordinator/queue_config.h), and says so.
+TEST(VertexJobTest, AMachineTypesCpusAndMemoryAreLeftToTheQueuesDefaultsPerGpu) {
+  StatusOr<VertexConversion> converted = ConvertVertexCustomJob(
+      "workerPoolSpecs:\n  - machineSpec: {machineType: a2-highgpu-8g, acceleratorCount: 8}\n"
+      "    replicaCount: 1\n    containerSpec: {imageUri: /srv/images/trainer}\n",
+      "config.yaml");
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  EXPECT_EQ(converted->yaml.find("cpus"), std::string::npos) << converted->yaml;
+  EXPECT_EQ(converted->yaml.find("memory_mb"), std::string::npos) << converted->yaml;
+  EXPECT_TRUE(Mentions(converted->notes,
+                       "machineType: ignored 'a2-highgpu-8g' (the pool asks GPUs by count; its "
+                       "CPUs and memory are the coordinator queue's defaults per GPU, or a Cohort "
+                       "job file's resources)"))
+      << ::testing::PrintToString(converted->notes);
+  // Read back, the file leaves them unset: what the coordinator fills in.
+  const JobSpec spec = Converted(
+      "workerPoolSpecs:\n  - machineSpec: {acceleratorCount: 8}\n"
+      "    replicaCount: 1\n    containerSpec: {imageUri: /srv/images/trainer}\n");
+  ASSERT_EQ(spec.pools.size(), 1u);
+  EXPECT_EQ(spec.pools[0].resources.gpus, 8);
+  EXPECT_FALSE(spec.pools[0].resources.cpus_given);
+  EXPECT_FALSE(spec.pools[0].resources.memory_given);
+}
+
 // Vertex's GPU kinds ask for nodes of that kind by GKE's label; a TPU is refused; a pool of no
 // GPUs, or a kind Vertex has no NVIDIA name for, is noted and runs anywhere.
 TEST(VertexJobTest, AnAcceleratorTypeIsANodeSelectorOnGkesLabel) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "coordinator/queue_config.h"
 #include "coordinator/scheduler.h"
 
@@ -427,6 +428,131 @@ TEST(QueueConfigTest, ParsesQueuesAndClassesAndNamesWhatIsWrong) {
   bad = QueueConfig::Parse({}, {"urgent"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("VALUE must be an integer"), std::string::npos);
+}
+
+TEST(QueueConfigTest, DefaultsPerGpuComeFromTheQueueElseTheCoordinator) {
+  auto c = QueueConfig::Parse(
+      {"research cpus-per-gpu=12 memory-mb-per-gpu=98304", "notebooks cpus-per-gpu=0", "prod"}, {},
+      PerGpuDefaults{8, 65536});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<QueueDef>& q = c->queues();
+  ASSERT_EQ(q.size(), 4u);
+  EXPECT_EQ(q[0].cpus_per_gpu, 8);  // default, not configured: the coordinator's
+  EXPECT_EQ(q[0].memory_mb_per_gpu, 65536);
+  EXPECT_EQ(q[1].cpus_per_gpu, 12);
+  EXPECT_EQ(q[1].memory_mb_per_gpu, 98304);
+  EXPECT_EQ(q[2].cpus_per_gpu, 0);  // its own 0 wins
+  EXPECT_EQ(q[2].memory_mb_per_gpu, 65536);
+  EXPECT_EQ(q[3].cpus_per_gpu, 8);
+  // Without any: none.
+  auto plain = QueueConfig::Parse({"prod"}, {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->queues()[1].cpus_per_gpu, 0);
+  EXPECT_EQ(plain->queues()[1].memory_mb_per_gpu, 0);
+
+  for (const char* setting : {"cpus-per-gpu=x", "cpus-per-gpu=-1", "cpus-per-gpu=1025",
+                              "memory-mb-per-gpu=lots", "memory-mb-per-gpu=99999999999"}) {
+    auto bad = QueueConfig::Parse({std::string("q ") + setting}, {});
+    ASSERT_FALSE(bad.ok()) << setting;
+    EXPECT_NE(bad.status().message().find(std::string(setting).substr(0, 12)), std::string::npos)
+        << bad.status().ToString();
+  }
+  auto bad = QueueConfig::Parse({}, {}, PerGpuDefaults{2000, 0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--cpus-per-gpu: expected 0-1024, got 2000"),
+            std::string::npos)
+      << bad.status().ToString();
+  bad = QueueConfig::Parse({}, {}, PerGpuDefaults{0, -5});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--memory-mb-per-gpu"), std::string::npos);
+}
+
+JobSpec ParsedJob(const std::string& yaml) {
+  auto spec = ParseJobSpec(yaml, "test");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return spec.ok() ? *spec : JobSpec{};
+}
+
+TEST(QueueConfigTest, ResourceDefaultsFillOnlyWhatAPoolWithGpusLeftOut) {
+  auto queues = QueueConfig::Parse({"research cpus-per-gpu=12", "big cpus-per-gpu=600"}, {},
+                                   PerGpuDefaults{8, 65536});
+  ASSERT_TRUE(queues.ok());
+  JobSpec job = ParsedJob(R"(name: j
+worker_pools:
+  - role: chief
+    resources: {gpus: 2}
+    process: {command: [/bin/true]}
+  - role: worker
+    replicas: 2
+    resources: {gpus: 4, cpus: 3}
+    process: {command: [/bin/true]}
+  - role: reducer
+    replicas: 1
+    builtin: reducer
+  - role: evaluator
+    resources: {gpus: 1, memory_mb: 1000}
+    process: {command: [/bin/true]}
+)");
+  std::vector<std::string> notes = ApplyResourceDefaults(*queues, &job);
+  ASSERT_EQ(job.pools.size(), 4u);
+  EXPECT_EQ(job.pools[0].resources.cpus, 16);  // 2 GPUs x 8
+  EXPECT_EQ(job.pools[0].resources.memory_mb, 131072);
+  EXPECT_EQ(job.pools[1].resources.cpus, 3);  // given
+  EXPECT_EQ(job.pools[1].resources.memory_mb, 262144);
+  EXPECT_EQ(job.pools[2].resources.cpus, 1);  // no GPUs: the built-in 1 CPU, no limit
+  EXPECT_EQ(job.pools[2].resources.memory_mb, 0);
+  EXPECT_EQ(job.pools[3].resources.cpus, 8);
+  EXPECT_EQ(job.pools[3].resources.memory_mb, 1000);
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0],
+            "pool chief: cpus 16 and memory_mb 131072 per replica, for its 2 GPUs (queue "
+            "default's defaults: 8 CPUs and 65536 MB per GPU)");
+  EXPECT_EQ(notes[1],
+            "pool worker: memory_mb 262144 per replica, for its 4 GPUs (queue default's "
+            "defaults: 65536 MB per GPU)");
+  EXPECT_EQ(notes[2],
+            "pool evaluator: cpus 8 per replica, for its 1 GPU (queue default's defaults: 8 CPUs "
+            "per GPU)");
+  // The stored spec says what each replica got; applied again, nothing changes.
+  JobSpec stored = ParsedJob(JobSpecToYaml(job));
+  EXPECT_EQ(stored.pools[0].resources.cpus, 16);
+  EXPECT_EQ(stored.pools[0].resources.memory_mb, 131072);
+  EXPECT_TRUE(ApplyResourceDefaults(*queues, &stored).empty());
+  EXPECT_EQ(stored.pools[2].resources.cpus, 1);
+
+  // The job's own queue's; at most a replica's largest cpus; none for an unknown queue.
+  JobSpec eight = ParsedJob(R"(name: j
+scheduling: {queue: big}
+worker_pools:
+  - role: chief
+    resources: {gpus: 8}
+    process: {command: [/bin/true]}
+)");
+  ApplyResourceDefaults(*queues, &eight);
+  EXPECT_EQ(eight.pools[0].resources.cpus, Resources::kMaxCpus);
+  EXPECT_EQ(eight.pools[0].resources.memory_mb, 8 * 65536);
+  eight = ParsedJob(R"(name: j
+scheduling: {queue: research}
+worker_pools:
+  - role: chief
+    resources: {gpus: 8}
+    process: {command: [/bin/true]}
+)");
+  ApplyResourceDefaults(*queues, &eight);
+  EXPECT_EQ(eight.pools[0].resources.cpus, 96);
+  eight.scheduling.queue = "nope";
+  eight.pools[0].resources.cpus_given = false;
+  EXPECT_TRUE(ApplyResourceDefaults(*queues, &eight).empty());
+  // Without defaults, a file that leaves cpus out keeps the built-in 1 and its spec stays silent.
+  JobSpec plain = ParsedJob(R"(name: j
+worker_pools:
+  - role: chief
+    resources: {gpus: 1}
+    process: {command: [/bin/true]}
+)");
+  EXPECT_TRUE(ApplyResourceDefaults(QueueConfig(), &plain).empty());
+  EXPECT_EQ(plain.pools[0].resources.cpus, 1);
+  EXPECT_EQ(JobSpecToYaml(plain).find("cpus"), std::string::npos) << JobSpecToYaml(plain);
 }
 
 }  // namespace

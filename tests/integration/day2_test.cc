@@ -671,5 +671,117 @@ TEST_F(Day2Test, ClientConfigIsReadByTheCliAndThePythonClient) {
   EXPECT_NE(python.out.find("client config: ok"), std::string::npos) << python.out << python.err;
 }
 
+// Defaults per GPU: a replica with GPUs whose job file gives no cpus or memory_mb gets its
+// queue's (or the coordinator's) CPUs and memory for each GPU, as Slurm's DefCpuPerGPU does and a
+// Vertex machine type would; the stored spec, the job's events, a dry run, `cohort queues` and the
+// replica's own OMP_NUM_THREADS say so.
+class QueueDefaultsTest : public ct::ClusterTest {
+ protected:
+  void SetUp() override {
+    if (!NeedBinaries({COHORT_CLI_BIN})) return;
+    ct::ClusterOptions options;
+    options.coordinator_args = {"--cpus-per-gpu", "3",       "--memory-mb-per-gpu",
+                                "2048",           "--queue", "wide cpus-per-gpu=5"};
+    options.heartbeat_timeout = "3s";  // it checks fits this long after its start
+    ASSERT_NO_FATAL_FAILURE(StartOneNodeCluster({UniqueNodeId("defaults"), 2}, options));
+  }
+
+  // A job of one chief of `resources` that prints its OMP_NUM_THREADS; returns its file.
+  std::string JobFile(const std::string& name, const std::string& resources,
+                      const std::string& queue = "default") {
+    const std::string file = cluster_->scratch(name + ".yaml");
+    ct::WriteFile(file,
+                  "name: " + name + "\nscheduling: {queue: " + queue +
+                      "}\nworker_pools:\n  - role: chief\n    resources: " + resources +
+                      "\n    process: {command: [/bin/sh, -c, 'echo threads=$OMP_NUM_THREADS']}"
+                      "\n");
+    return file;
+  }
+};
+
+TEST_F(QueueDefaultsTest, AGpuReplicaWithoutCpusOrMemoryGetsItsQueuesPerGpu) {
+  const std::string said =
+      "pool chief: cpus 6 and memory_mb 4096 per replica, for its 2 GPUs (queue default's "
+      "defaults: 3 CPUs and 2048 MB per GPU)";
+  const std::string file = JobFile("fed", "{gpus: 2}");
+  auto dry = RunCli({"submit", file, "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  EXPECT_NE(dry.err.find(said), std::string::npos) << dry.err;
+
+  auto run = RunCli({"submit", file, "--wait"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto logs = RunCli({"logs", "fed"});
+  EXPECT_NE(logs.out.find("threads=6"), std::string::npos) << logs.out << logs.err;
+  auto spec = RunCli({"status", "fed", "--spec"});
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_NE(spec.out.find("cpus: 6"), std::string::npos) << spec.out;
+  EXPECT_NE(spec.out.find("memory_mb: 4096"), std::string::npos) << spec.out;
+  auto status = RunCli({"status", "fed"});
+  EXPECT_NE(status.out.find(said), std::string::npos) << status.out;
+
+  // What the file gives is kept; a replica without GPUs keeps 1 CPU and no limit.
+  auto mine = RunCli({"submit", JobFile("mine", "{gpus: 2, cpus: 1}"), "--wait"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.out << mine.err;
+  EXPECT_NE(RunCli({"logs", "mine"}).out.find("threads=1"), std::string::npos);
+  EXPECT_NE(RunCli({"status", "mine", "--spec"}).out.find("memory_mb: 4096"), std::string::npos);
+  auto cpu_only = RunCli({"submit", JobFile("cpu-only", "{gpus: 0}"), "--wait"});
+  ASSERT_EQ(cpu_only.exit_code, 0) << cpu_only.out << cpu_only.err;
+  EXPECT_NE(RunCli({"logs", "cpu-only"}).out.find("threads=1"), std::string::npos);
+  EXPECT_EQ(RunCli({"status", "cpu-only"}).out.find("per GPU"), std::string::npos);
+
+  // Queue wide's 5 per GPU make 10 CPUs, more than the node's 8: refused, saying where they came
+  // from and what to do (once the coordinator checks fits: a --heartbeat-timeout after its start).
+  const std::string wide_file = JobFile("wide-job", "{gpus: 2}", "wide");
+  ct::RunResult wide;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        wide = RunCli({"submit", wide_file, "--dry-run"});
+        return wide.exit_code != 0;
+      },
+      20s, 200ms));
+  EXPECT_EQ(wide.exit_code, 2) << wide.out << wide.err;
+  EXPECT_NE(wide.err.find("cpus 10 and memory_mb 4096 per replica, for its 2 GPUs (queue wide's "
+                          "defaults: 5 CPUs and 2048 MB per GPU); give resources.cpus and "
+                          "memory_mb in the job file to ask for less"),
+            std::string::npos)
+      << wide.err;
+
+  auto queues = RunCli({"queues"});
+  ASSERT_EQ(queues.exit_code, 0) << queues.err;
+  EXPECT_NE(queues.out.find("default: 3 CPUs and 2048 MB per GPU where a job file gives no cpus "
+                            "or memory_mb"),
+            std::string::npos)
+      << queues.out;
+  EXPECT_NE(queues.out.find("wide: 5 CPUs and 2048 MB per GPU"), std::string::npos) << queues.out;
+  json listed = json::parse(RunCli({"queues", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(listed.is_array() && listed.size() == 2u) << listed.dump();
+  EXPECT_EQ(listed[1]["cpus_per_gpu"], 5);
+  EXPECT_EQ(listed[1]["memory_mb_per_gpu"], 2048);
+
+  // A study's trial jobs take them as they are submitted.
+  const std::string study = cluster_->scratch("study.yaml");
+  ct::WriteFile(study, ct::GridStudyYaml(
+                           "sweep", 2, 1, cluster_->scratch("study-out"),
+                           "      resources: {gpus: 1}\n"
+                           "      process:\n"
+                           "        command: [/bin/sh, -c, 'echo threads=$OMP_NUM_THREADS']\n"));
+  auto tune = RunCli({"tune", study});
+  ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
+  auto client = cluster_->Client();
+  std::string trial_job;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto info = client.GetStudy("sweep");
+        if (!info.ok() || info->trials.empty()) return false;
+        trial_job = info->trials[0]->job;
+        auto job = client.GetJob(trial_job);
+        return job.ok() && job->state == wire::JobState::SUCCEEDED;
+      },
+      30s))
+      << cluster_->Logs();
+  EXPECT_NE(RunCli({"status", trial_job, "--spec"}).out.find("cpus: 3"), std::string::npos);
+  EXPECT_NE(RunCli({"logs", trial_job}).out.find("threads=3"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -67,9 +67,13 @@ class ObservabilityTest : public ct::ClusterTest {
     // A configured queue besides the default one, for the dashboard's Queues page; state
     // backups, whose series are scraped and parsed with the others (the first is taken at start).
     ct::ClusterOptions options;
-    options.coordinator_args = {"--queue",        "notebooks gpus=2 weight=2 gpu-idle-limit=2h",
-                                "--backup-dir",   backups_.Join("coordinator"),
-                                "--backup-every", "1h"};
+    options.coordinator_args = {
+        "--queue",
+        "notebooks gpus=2 weight=2 gpu-idle-limit=2h cpus-per-gpu=8 memory-mb-per-gpu=4096",
+        "--backup-dir",
+        backups_.Join("coordinator"),
+        "--backup-every",
+        "1h"};
     ASSERT_NO_FATAL_FAILURE(StartCoordinator(std::move(options)));
     // A health check that always passes: its series are scraped and parsed with the others.
     ASSERT_EQ(cluster_->StartAgent(
@@ -492,10 +496,11 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   EXPECT_NE(usage.find("data-drawn=\"2\""), std::string::npos) << usage;
 
   // The queues as `cohort queues` has them, in config order: the default one, which holds the
-  // jobs run here, then notebooks with its quota, weight and GPU idle limit.
+  // jobs run here, then notebooks with its quota, weight, defaults per GPU and GPU idle limit.
   std::string queues = RenderPage(base + "/#/queues", artifacts + "/dashboard-queues.png");
   EXPECT_NE(queues.find("<td><a href=\"#/jobs?queue=notebooks\">notebooks</a></td><td>2</td>"
-                        "<td>0/2</td><td>0/-</td><td>2.0h</td><td></td><td>0</td>"),
+                        "<td>0/2</td><td>0/-</td><td>8 CPUs, 4096 MB</td><td>2.0h</td><td></td>"
+                        "<td>0</td>"),
             std::string::npos)
       << queues;
   EXPECT_NE(queues.find("<td><a href=\"#/jobs?queue=default\">default</a></td><td>1</td>"),
@@ -508,6 +513,8 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   ASSERT_EQ(api_queues.size(), 2u) << api_queues;
   EXPECT_EQ(api_queues[0]["jobs"]["SUCCEEDED"], 4) << api_queues;  // 2 jobs and 2 trials
   EXPECT_EQ(api_queues[1]["gpu_idle_limit_ms"], 7'200'000) << api_queues;
+  EXPECT_EQ(api_queues[1]["cpus_per_gpu"], 8) << api_queues;
+  EXPECT_EQ(api_queues[1]["memory_mb_per_gpu"], 4096) << api_queues;
 
   std::string job = RenderPage(base + "/#/job/reports", artifacts + "/dashboard-job.png");
   EXPECT_NE(job.find("id=\"job-name\""), std::string::npos) << job;

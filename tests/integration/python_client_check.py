@@ -133,7 +133,8 @@ def main(endpoint, scratch):
               f"after the stop: {stopped['state']}, {stopped['restarts']} restarts")
         queues = client.queues()
         check([q["name"] for q in queues] == ["default"] and queues[0]["suspended"] == 1
-              and queues[0]["running"] == 0 and queues[0]["gpu_idle_limit_ms"] == 0,
+              and queues[0]["running"] == 0 and queues[0]["gpu_idle_limit_ms"] == 0
+              and queues[0]["cpus_per_gpu"] == 0 and queues[0]["memory_mb_per_gpu"] == 0,
               f"queues with py_sleeper suspended: {queues}")
         resumed = client.resume(sleeper)
         check(resumed["state"] == "QUEUED", f"after resume: {resumed['state']}")
