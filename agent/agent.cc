@@ -606,7 +606,7 @@ void Agent::SendUpdate(Attempt& a) {
 void Agent::RunTimers() {
   replicas_.SweepOldAttempts();
   if (session_.FenceDue()) Fence();
-  if (session_.RegisterDue()) session_.Register(replicas_.Unacknowledged(), GpuHealthNow());
+  if (session_.RegisterDue()) session_.Register(replicas_.Registration(), GpuHealthNow());
   if (!session_.registered()) return;
   if (session_.HeartbeatDue()) SendHeartbeat();
   for (auto& [key, a] : replicas_.attempts()) {

@@ -97,7 +97,11 @@ void ReplicaManager::Launch(const wire::LaunchReplica& launch) {
                         config_.grace_period, Now());
     }
   }
-  Attempt& a = attempts_[AttemptKey(job, replica, launch.attempt())];
+  const std::string key = AttemptKey(job, replica, launch.attempt());
+  std::erase_if(ended_, [&](const wire::ReplicaStatusT& s) {
+    return AttemptKey(s.job, s.replica, s.attempt) == key;
+  });
+  Attempt& a = attempts_[key];
   a.job = job;
   a.replica = replica;
   a.attempt = launch.attempt();
@@ -530,12 +534,14 @@ void ReplicaManager::EnforceDeadlines() {
 
 // ---- what the coordinator hears of them -----------------------------------------------------
 
-CoordinatorSession::ReplicaReport ReplicaManager::Unacknowledged() const {
+CoordinatorSession::ReplicaReport ReplicaManager::Registration() const {
   CoordinatorSession::ReplicaReport report;
   for (const auto& [key, a] : attempts_) {
-    if (a.final && a.acked_version >= a.version) continue;
     report.statuses.push_back(a.ToStatus());
-    report.versions[key] = a.version;
+    if (!a.final || a.acked_version < a.version) report.versions[key] = a.version;
+  }
+  for (const wire::ReplicaStatusT& s : ended_) {
+    if (attempts_.count(AttemptKey(s.job, s.replica, s.attempt)) == 0) report.statuses.push_back(s);
   }
   return report;
 }
@@ -603,6 +609,11 @@ void ReplicaManager::Forget() {
   for (auto it = attempts_.begin(); it != attempts_.end();) {
     Attempt& a = it->second;
     if (a.forgettable()) {
+      if (a.final) {
+        ended_.push_back(a.ToStatus());
+        ended_.back().pid = 0;
+        if (ended_.size() > kEndedKept) ended_.pop_front();
+      }
       if (a.process) a.process->Release();
       outbox_.Close(it->first);
       probes_.erase(it->first);

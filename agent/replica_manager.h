@@ -40,6 +40,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -104,8 +105,13 @@ class ReplicaManager {
   // Every attempt is gone (final, no process left).
   bool AllGone() const;
 
-  // What RegisterAgent reports: every attempt except the final ones already acknowledged.
-  CoordinatorSession::ReplicaReport Unacknowledged() const;
+  // What RegisterAgent reports: every attempt here (the versions of those not final or not yet
+  // acknowledged), then how the last kEndedKept attempts forgotten here ended. A coordinator
+  // restored from an older backup (README "Backups") learns from the ends how replicas it thinks
+  // still run here ended, instead of restarting a job that succeeded since; one that knows them
+  // ignores them.
+  CoordinatorSession::ReplicaReport Registration() const;
+  static constexpr size_t kEndedKept = 256;
   // The progress of every RUNNING attempt, for a heartbeat, with what it uses: its cgroup's CPU
   // time and memory, read now, and its GPUs' entries of `gpus` (GpuSampler::Latest()).
   std::vector<std::unique_ptr<wire::ReplicaProgressT>> SampleProgress(const GpuSamples& gpus);
@@ -151,6 +157,9 @@ class ReplicaManager {
   std::unique_ptr<Launcher> container_launcher_;
   ReplicaUsers users_;  // which account each job owner's replicas run as
   std::map<std::string, Attempt> attempts_;
+  // The final statuses of the attempts forgotten here, the newest last (Registration). One whose
+  // key is launched again (by a coordinator restored to before it) is dropped.
+  std::deque<wire::ReplicaStatusT> ended_;
   // Lookups and Prepares of attempts stopped before they were done; dropped once done. Declared
   // after the launchers: destroyed (waited for) first.
   std::vector<std::unique_ptr<PendingLaunch>> abandoned_;

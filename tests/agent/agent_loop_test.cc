@@ -334,6 +334,52 @@ TEST_F(AgentLoopTest, UnackedFinalStatusIsResentAndCarriedByRegistration) {
   EXPECT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));
 }
 
+// How attempts ended stays in every registration after they were acked and forgotten: a
+// coordinator restored from an older backup thinks they still run, and learns their end instead
+// of restarting them. An attempt launched again under the same key is reported as it is now.
+TEST_F(AgentLoopTest, RegistrationsCarryHowForgottenAttemptsEnded) {
+  coordinator_->Launch("node-a", MakeLaunch("job6b", "chief-0", 0, "exit 0"));
+  coordinator_->Launch("node-a", MakeLaunch("job6b", "worker-0", 2, "exit 5"));
+  ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "chief-0", 0)));
+  ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "worker-0", 2)));
+  ASSERT_TRUE(Pump([&] { return agent_->attempt_count() == 0; }));  // acked and forgotten
+  auto registered_again = [&] {
+    coordinator_->known_nodes.clear();
+    size_t before = coordinator_->registrations.size();
+    EXPECT_TRUE(
+        Pump([&] { return coordinator_->registrations.size() > before; }, milliseconds(10)));
+    std::map<std::string, const wire::ReplicaStatusT*> by_replica;
+    for (const auto& s : coordinator_->registrations.back()->replicas) {
+      by_replica[s->replica + "#" + std::to_string(s->attempt)] = s.get();
+    }
+    return by_replica;
+  };
+  auto reported = registered_again();
+  ASSERT_EQ(reported.size(), 2u);
+  ASSERT_TRUE(reported.count("chief-0#0"));
+  EXPECT_EQ(reported["chief-0#0"]->state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_EQ(reported["chief-0#0"]->job, "job6b");
+  ASSERT_TRUE(reported.count("worker-0#2"));
+  EXPECT_EQ(reported["worker-0#2"]->state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(reported["worker-0#2"]->exit_code, 5);
+  EXPECT_TRUE(Pump([&] { return agent_->registered(); }));
+
+  // worker-0's attempt 2 launched again (a restored coordinator's restart): only the new one.
+  const std::string release = work_.path() + "/release-6b";
+  coordinator_->Launch("node-a", MakeLaunch("job6b", "worker-0", 2,
+                                            "while [ ! -e " + release + " ]; do sleep 0.02; done"));
+  ASSERT_TRUE(Pump([&] {
+    auto s = coordinator_->Latest(LogKey("job6b", "worker-0", 2));
+    return s && s->state == wire::ReplicaState::RUNNING;
+  }));
+  reported = registered_again();
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_EQ(reported["worker-0#2"]->state, wire::ReplicaState::RUNNING);
+  EXPECT_EQ(reported["chief-0#0"]->state, wire::ReplicaState::SUCCEEDED);
+  cohort::testing::WriteFile(release, "");
+  ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "worker-0", 2)));
+}
+
 TEST_F(AgentLoopTest, LogsResumeAfterACoordinatorRestartWithNothingLost) {
   coordinator_->Launch("node-a", MakeLaunch("job7", "chief-0", 0,
                                             "seq 1 100000; while [ ! -e go ]; do sleep 0.02; done; "

@@ -469,6 +469,25 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   ASSERT_TRUE(ct::WaitUntil(running, 20s)) << "the job never ran";
   ASSERT_TRUE(ct::WaitUntil([&] { return ct::FileExists(cluster_->scratch("pid")); }, 10s));
   const std::string pid = ct::ReadFile(cluster_->scratch("pid"));
+  // A job that runs when the backup is taken and succeeds after it: the restored coordinator
+  // thinks it still runs, and must learn from the agent how it ended, not run it again. Each
+  // start of it adds a line to `runs`.
+  const std::string finisher = "ends-after-backup";
+  const std::string finish = cluster_->scratch("finish");
+  const std::string runs = cluster_->scratch("runs");
+  ASSERT_TRUE(client
+                  .Submit("name: " + finisher + "\noutput_dir: " + OutputDir(finisher) +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
+                          "'echo run >> " +
+                          runs + "; while [ ! -e " + finish + " ]; do sleep 0.05; done']\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto info = client.GetJob(finisher);
+        return info.ok() && info->state == wire::JobState::RUNNING;
+      },
+      20s));
   // A backup that began after the job ran: two more written from now on.
   auto written = [&] {
     std::string log = ct::ReadFile(cluster_->coordinator().log_path());
@@ -492,7 +511,12 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   EXPECT_EQ(kept.size(), 3u);
   ASSERT_FALSE(kept.empty());
 
-  const std::string backup = kept.back();
+  // Copied aside: rotation removes it within seconds.
+  const std::string backup = cluster_->scratch("chosen-backup.db");
+  fs::copy_file(kept.back(), backup);
+  // The job that ends after that backup.
+  ct::WriteFile(finish, "go");
+  ASSERT_EQ(WaitForEnd(finisher, 30s).state, wire::JobState::SUCCEEDED);
   // A job submitted after that backup: the restore will not know it.
   ASSERT_TRUE(client
                   .Submit("name: since\noutput_dir: " + OutputDir("since") +
@@ -509,18 +533,18 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   ASSERT_FALSE(ReplicaProcessesRunning("since-marker").empty());
 
   // While the coordinator runs, a restore is refused and changes nothing.
-  ct::RunResult busy = ct::RunProcess(
-      COHORT_COORDINATOR_BIN,
-      {"--state-dir", cluster_->state_dir(), "--restore-state", kept.back()}, {}, 30s);
+  ct::RunResult busy =
+      ct::RunProcess(COHORT_COORDINATOR_BIN,
+                     {"--state-dir", cluster_->state_dir(), "--restore-state", backup}, {}, 30s);
   EXPECT_EQ(busy.exit_code, 1) << busy.out << busy.err;
   EXPECT_NE(busy.err.find("stop it first"), std::string::npos) << busy.err;
 
   // The coordinator's disk dies: its process and its whole state dir are gone.
   cluster_->coordinator().Kill();
   fs::remove_all(cluster_->state_dir());
-  ct::RunResult restored = ct::RunProcess(
-      COHORT_COORDINATOR_BIN,
-      {"--state-dir", cluster_->state_dir(), "--restore-state", kept.back()}, {}, 30s);
+  ct::RunResult restored =
+      ct::RunProcess(COHORT_COORDINATOR_BIN,
+                     {"--state-dir", cluster_->state_dir(), "--restore-state", backup}, {}, 30s);
   ASSERT_EQ(restored.exit_code, 0) << restored.out << restored.err;
   EXPECT_NE(restored.out.find("restored " + cluster_->state_dir() + "/state.db"), std::string::npos)
       << restored.out;
@@ -542,6 +566,13 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   ASSERT_EQ(ended.replicas.size(), 1u);
   EXPECT_EQ(ended.replicas[0]->attempt, 0);
   EXPECT_EQ(ct::ReadFile(cluster_->scratch("pid")), pid) << "the replica was started again";
+  // The one that ended after the backup ended as it did, once: its agent said so at registration.
+  wire::JobInfoT finished = WaitForEnd(finisher, 10s);
+  EXPECT_EQ(finished.state, wire::JobState::SUCCEEDED) << finished.message;
+  EXPECT_EQ(finished.restarts, 0);
+  ASSERT_EQ(finished.replicas.size(), 1u);
+  EXPECT_EQ(finished.replicas[0]->attempt, 0);
+  EXPECT_EQ(ct::ReadFile(runs), "run\n") << "the job that ended after the backup ran again";
   EXPECT_NE(CliLogs(job).find("released"), std::string::npos);
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
   fs::remove_all(backups);
