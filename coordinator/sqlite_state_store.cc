@@ -319,8 +319,8 @@ class SqliteStoreCopy : public StoreCopy {
 
  private:
   SqliteDb& source_;
-  int pages_per_step_;
   std::unique_ptr<SqliteCopy> copy_;
+  int pages_per_step_;
 };
 
 }  // namespace

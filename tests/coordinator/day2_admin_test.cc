@@ -321,8 +321,8 @@ TEST(NodeAdminTest, ACordonReasonIsShortPrintableText) {
   const Status long_reason = CheckCordonReason(std::string(kMaxCordonReasonBytes + 1, 'x'));
   EXPECT_EQ(long_reason.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(long_reason.message(), "the reason has 257 bytes; at most 256 are kept");
-  for (const std::string bad : {std::string("two\nlines"), std::string("\x1b[31mred"),
-                                std::string("tab\there"), std::string("bad \xff byte")}) {
+  for (const std::string& bad : {std::string("two\nlines"), std::string("\x1b[31mred"),
+                                 std::string("tab\there"), std::string("bad \xff byte")}) {
     const Status refused = CheckCordonReason(bad);
     EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(refused.message().find("printable UTF-8"), std::string::npos) << refused.ToString();

@@ -152,7 +152,9 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
       std::filesystem::rename(target + ".new", target);
     }
     const pid_t pid = agent().pid();
-    if (!repoint) EXPECT_TRUE(Executable(pid).ends_with(" (deleted)")) << Executable(pid);
+    if (!repoint) {
+      EXPECT_TRUE(Executable(pid).ends_with(" (deleted)")) << Executable(pid);
+    }
     agent().Signal(SIGUSR2);
     const std::string took = "live restart: took over " + std::to_string(attempts) + " of " +
                              std::to_string(attempts) + " replica attempt(s)";

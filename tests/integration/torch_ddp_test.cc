@@ -785,7 +785,9 @@ TEST_F(TorchDdpTest, LiveRestartsOfEveryAgentMidTrainingLeaveTheJobUntouched) {
   for (const auto& r : done.replicas) EXPECT_EQ(r->attempt, 0) << r->replica;
   const std::string chief = ChiefFinalLog();
   EXPECT_EQ(chief.find("resumed from epoch"), std::string::npos) << chief;
-  if (cohort) EXPECT_NE(chief.find("backend cohort"), std::string::npos) << chief;
+  if (cohort) {
+    EXPECT_NE(chief.find("backend cohort"), std::string::npos) << chief;
+  }
   std::set<std::string> digests;
   for (const auto& [replica, log] : FinalLogs("rolling upgrade")) {
     ASSERT_NE(LoggedDigest(log), "") << log;
