@@ -222,10 +222,12 @@ StatusOr<Handoff> Agent::HandOverNow() {
   handoff.agent_pid = ::getpid();
   handoff.from_version = COHORT_VERSION;
   handoff.attempts = std::move(attempts);
+  handoff.ended = replicas_.Ended();
   return handoff;
 }
 
 int Agent::Adopt(const Handoff& handoff) {
+  replicas_.KeepEnded(handoff.ended);
   int adopted = 0;
   for (const HandedOverAttempt& h : handoff.attempts) {
     Status s = replicas_.Adopt(h);

@@ -337,8 +337,10 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   }
   if (handoff != nullptr) {
     const int adopted = agent->Adopt(*handoff);
-    spdlog::info("live restart: took over {} of {} replica attempt(s) from cohort-agent {}",
-                 adopted, handoff->attempts.size(), handoff->from_version);
+    spdlog::info(
+        "live restart: took over {} of {} replica attempt(s) from cohort-agent {}; kept how {} "
+        "earlier one(s) ended",
+        adopted, handoff->attempts.size(), handoff->from_version, handoff->ended.size());
   }
   return agent;
 }

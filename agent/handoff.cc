@@ -173,6 +173,43 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
   return a;
 }
 
+json EncodeEnded(const wire::ReplicaStatusT& s) {
+  return {{"job", s.job},
+          {"replica", s.replica},
+          {"attempt", s.attempt},
+          {"state", wire::EnumNameReplicaState(s.state)},
+          {"exit_code", s.exit_code},
+          {"signal", s.signal},
+          {"cause_signal", s.cause_signal},
+          {"message", s.message}};
+}
+
+StatusOr<wire::ReplicaStatusT> DecodeEnded(const json& in, const std::string& where) {
+  Fields f(in, where);
+  wire::ReplicaStatusT s;
+  s.job = f.String("job");
+  s.replica = f.String("replica");
+  s.attempt = static_cast<int>(f.Integer("attempt", 0, INT32_MAX));
+  const std::string state = f.String("state");
+  s.exit_code = static_cast<int>(f.Integer("exit_code", INT32_MIN, INT32_MAX));
+  s.signal = static_cast<int>(f.Integer("signal", 0, 128));
+  s.cause_signal = static_cast<int>(f.Integer("cause_signal", 0, 128));
+  s.message = f.String("message");
+  f.Require(!s.job.empty(), "job", "must not be empty");
+  f.Require(!s.replica.empty(), "replica", "must not be empty");
+  bool known = false;
+  for (wire::ReplicaState final : {wire::ReplicaState::SUCCEEDED, wire::ReplicaState::FAILED,
+                                   wire::ReplicaState::STOPPED, wire::ReplicaState::PREEMPTED}) {
+    if (state == wire::EnumNameReplicaState(final)) {
+      s.state = final;
+      known = true;
+    }
+  }
+  f.Require(known, "state", "must be SUCCEEDED, FAILED, STOPPED or PREEMPTED");
+  if (!f.status().ok()) return f.status();
+  return s;
+}
+
 }  // namespace
 
 std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agent-handoff.json"; }
@@ -180,9 +217,12 @@ std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agen
 std::string EncodeHandoff(const Handoff& handoff) {
   json attempts = json::array();
   for (const HandedOverAttempt& a : handoff.attempts) attempts.push_back(EncodeAttempt(a));
+  json ended = json::array();
+  for (const wire::ReplicaStatusT& s : handoff.ended) ended.push_back(EncodeEnded(s));
   return json{{"agent_pid", handoff.agent_pid},
               {"from_version", handoff.from_version},
-              {"attempts", attempts}}
+              {"attempts", attempts},
+              {"ended", ended}}
       .dump(1);
 }
 
@@ -208,6 +248,16 @@ StatusOr<Handoff> DecodeHandoff(const std::string& text) {
         return InvalidArgument("handoff " + where + ": attempt " + key + " is listed twice");
       }
       handoff.attempts.push_back(std::move(*a));
+    }
+  }
+  // An agent older than the list hands none over.
+  auto ended = in.find("ended");
+  if (ended != in.end() && !ended->is_null()) {
+    if (!ended->is_array()) return InvalidArgument("handoff file.ended: must be a list");
+    for (size_t i = 0; i < ended->size(); ++i) {
+      auto s = DecodeEnded((*ended)[i], "ended[" + std::to_string(i) + "]");
+      if (!s.ok()) return s.status();
+      handoff.ended.push_back(std::move(*s));
     }
   }
   return handoff;

@@ -4,7 +4,8 @@
 // reaped as before); what the new image needs beside that is each attempt's record: its process
 // (pid, cgroup, PID-namespace init and the descriptor of init's status pipe, kept open across the
 // execve; a container's runtime process), its files and environment, and how far its log and
-// measurements were delivered.
+// measurements were delivered. And how the attempts that ended here lately ended, which every
+// registration reports (ReplicaManager::Registration), so that a live restart forgets none.
 //
 // The old image writes it as JSON to HandoffPath(work_dir) and sets kHandoffVariable in the
 // environment of the execve; the new one reads the file, removes it and unsets the variable
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "agent/replica_user.h"
+#include "common/schema/cohort_generated.h"
 #include "common/status.h"
 
 namespace cohort::agent {
@@ -69,6 +71,9 @@ struct Handoff {
   pid_t agent_pid = 0;  // the process that wrote it, which must be the one reading it
   std::string from_version;
   std::vector<HandedOverAttempt> attempts;
+  // The final statuses of attempts that ended here, the oldest first: job, replica, attempt,
+  // state (a final one), exit_code, signal, cause_signal and message.
+  std::vector<wire::ReplicaStatusT> ended;
 };
 
 std::string EncodeHandoff(const Handoff& handoff);

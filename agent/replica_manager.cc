@@ -546,6 +546,28 @@ CoordinatorSession::ReplicaReport ReplicaManager::Registration() const {
   return report;
 }
 
+std::vector<wire::ReplicaStatusT> ReplicaManager::Ended() const {
+  std::vector<wire::ReplicaStatusT> ended(ended_.begin(), ended_.end());
+  for (const auto& [key, a] : attempts_) {
+    if (!a.final) continue;
+    ended.push_back(a.ToStatus());
+    ended.back().pid = 0;
+  }
+  return ended;
+}
+
+void ReplicaManager::KeepEnded(const std::vector<wire::ReplicaStatusT>& ended) {
+  for (const wire::ReplicaStatusT& s : ended) {
+    if (attempts_.count(AttemptKey(s.job, s.replica, s.attempt)) == 0) RememberEnd(s);
+  }
+}
+
+void ReplicaManager::RememberEnd(wire::ReplicaStatusT end) {
+  end.pid = 0;  // the process is gone
+  ended_.push_back(std::move(end));
+  if (ended_.size() > kEndedKept) ended_.pop_front();
+}
+
 namespace {
 
 void AddUsage(const Attempt& a, const GpuSamples& gpus, wire::ReplicaProgressT* out) {
@@ -609,11 +631,7 @@ void ReplicaManager::Forget() {
   for (auto it = attempts_.begin(); it != attempts_.end();) {
     Attempt& a = it->second;
     if (a.forgettable()) {
-      if (a.final) {
-        ended_.push_back(a.ToStatus());
-        ended_.back().pid = 0;
-        if (ended_.size() > kEndedKept) ended_.pop_front();
-      }
+      if (a.final) RememberEnd(a.ToStatus());
       if (a.process) a.process->Release();
       outbox_.Close(it->first);
       probes_.erase(it->first);

@@ -112,6 +112,10 @@ class ReplicaManager {
   // ignores them.
   CoordinatorSession::ReplicaReport Registration() const;
   static constexpr size_t kEndedKept = 256;
+  // A live restart's (agent/handoff.h): the ends Registration reports, the oldest first (final
+  // attempts not forgotten yet included); the new image keeps them as its own.
+  std::vector<wire::ReplicaStatusT> Ended() const;
+  void KeepEnded(const std::vector<wire::ReplicaStatusT>& ended);
   // The progress of every RUNNING attempt, for a heartbeat, with what it uses: its cgroup's CPU
   // time and memory, read now, and its GPUs' entries of `gpus` (GpuSampler::Latest()).
   std::vector<std::unique_ptr<wire::ReplicaProgressT>> SampleProgress(const GpuSamples& gpus);
@@ -141,6 +145,8 @@ class ReplicaManager {
   void SetState(Attempt& a, wire::ReplicaState state, std::string message);
   void StartAttempt(Attempt& a, const wire::LaunchReplica& launch);
   void FinishLaunch(Attempt& a, PendingLaunch& pending);
+  // Keeps `end` among the last kEndedKept ends (ended_).
+  void RememberEnd(wire::ReplicaStatusT end);
   // Adopt's taking over, without its cleanup of a failure.
   Status TakeOver(const HandedOverAttempt& handed);
   // What follows a launch, or an adoption: the attempt's process, its exec target, error file,

@@ -43,6 +43,21 @@ Handoff TwoAttempts() {
   h.attempts[1].run_as.reset();
   h.attempts[1].status_fd = -1;
   h.attempts[1].cgroup = "";
+  wire::ReplicaStatusT ended;
+  ended.job = "eval";
+  ended.replica = "chief-0";
+  ended.attempt = 1;
+  ended.state = wire::ReplicaState::FAILED;
+  ended.exit_code = 137;
+  ended.signal = 9;
+  ended.message = "killed by SIGKILL \xc3\xa9";
+  h.ended.push_back(ended);
+  ended.attempt = 2;
+  ended.state = wire::ReplicaState::SUCCEEDED;
+  ended.exit_code = 0;
+  ended.signal = 0;
+  ended.message = "";
+  h.ended.push_back(ended);
   return h;
 }
 
@@ -85,6 +100,22 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   EXPECT_FALSE(back->attempts[1].run_as.has_value());
   EXPECT_EQ(back->attempts[1].status_fd, -1);
   EXPECT_FALSE(back->attempts[1].chief);
+  // How the attempts that ended lately ended, in order.
+  ASSERT_EQ(back->ended.size(), 2u);
+  EXPECT_EQ(back->ended[0].job, "eval");
+  EXPECT_EQ(back->ended[0].replica, "chief-0");
+  EXPECT_EQ(back->ended[0].attempt, 1);
+  EXPECT_EQ(back->ended[0].state, wire::ReplicaState::FAILED);
+  EXPECT_EQ(back->ended[0].exit_code, 137);
+  EXPECT_EQ(back->ended[0].signal, 9);
+  EXPECT_EQ(back->ended[0].message, h.ended[0].message);
+  EXPECT_EQ(back->ended[1].state, wire::ReplicaState::SUCCEEDED);
+  // A file of an agent older than the list has none.
+  nlohmann::json older = nlohmann::json::parse(EncodeHandoff(h));
+  older.erase("ended");
+  auto without = DecodeHandoff(older.dump());
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_TRUE(without->ended.empty());
 }
 
 TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
@@ -124,6 +155,21 @@ TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
   EXPECT_EQ(with("run_as", "root"), "handoff attempts[1].run_as: must be an object");
   EXPECT_EQ(with("replica", "chief-0"),
             "handoff attempts[1]: attempt train/chief-0/2 is listed twice");
+
+  auto with_ended = [](const std::string& field, nlohmann::json value) {
+    nlohmann::json file = nlohmann::json::parse(EncodeHandoff(TwoAttempts()));
+    file["ended"][1][field] = std::move(value);
+    return Refusal(file.dump());
+  };
+  EXPECT_EQ(with_ended("state", "RUNNING"),
+            "handoff ended[1].state: must be SUCCEEDED, FAILED, STOPPED or PREEMPTED");
+  EXPECT_EQ(with_ended("state", 3), "handoff ended[1].state: must be a string");
+  EXPECT_EQ(with_ended("job", ""), "handoff ended[1].job: must not be empty");
+  EXPECT_EQ(with_ended("signal", 300), "handoff ended[1].signal: must be in 0..128");
+  EXPECT_EQ(with_ended("attempt", -1), "handoff ended[1].attempt: must be in 0..2147483647");
+  nlohmann::json file = nlohmann::json::parse(EncodeHandoff(TwoAttempts()));
+  file["ended"] = "none";
+  EXPECT_EQ(Refusal(file.dump()), "handoff file.ended: must be a list");
 }
 
 class TakeHandoffTest : public ::testing::Test {

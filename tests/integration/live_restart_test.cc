@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/client.h"
+#include "common/version.h"
 #include "tests/testing/cluster_test.h"
 #include "tests/testing/oci_image.h"
 
@@ -280,6 +281,14 @@ TEST_P(LiveRestartTest, AnEndAfterTheHandoverIsReportedAsBefore) {
   EXPECT_EQ(chief.signal, SIGABRT) << chief.message;
   EXPECT_EQ(chief.exit_code, 128 + SIGABRT) << chief.message;
   EXPECT_NE(ended.message.find("killed by signal 6 (SIGABRT)"), std::string::npos) << ended.message;
+
+  // Another live restart hands over how it ended, which each registration reports (a
+  // coordinator restored from an older backup learns it there).
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(0));
+  EXPECT_NE(AgentLog().find("took over 0 of 0 replica attempt(s) from cohort-agent " +
+                            std::string(COHORT_VERSION) + "; kept how 1 earlier one(s) ended"),
+            std::string::npos)
+      << AgentLog();
 }
 
 TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
