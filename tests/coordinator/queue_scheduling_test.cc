@@ -521,23 +521,16 @@ worker_pools:
   EXPECT_EQ(stored.pools[2].resources.cpus, 1);
 
   // The job's own queue's; at most a replica's largest cpus; none for an unknown queue.
-  JobSpec eight = ParsedJob(R"(name: j
-scheduling: {queue: big}
-worker_pools:
-  - role: chief
-    resources: {gpus: 8}
-    process: {command: [/bin/true]}
-)");
+  auto eight_gpus_in = [](const std::string& queue) {
+    return ParsedJob("name: j\nscheduling: {queue: " + queue +
+                     "}\nworker_pools:\n  - role: chief\n    resources: {gpus: 8}\n"
+                     "    process: {command: [/bin/true]}\n");
+  };
+  JobSpec eight = eight_gpus_in("big");
   ApplyResourceDefaults(*queues, &eight);
   EXPECT_EQ(eight.pools[0].resources.cpus, Resources::kMaxCpus);
   EXPECT_EQ(eight.pools[0].resources.memory_mb, 8 * 65536);
-  eight = ParsedJob(R"(name: j
-scheduling: {queue: research}
-worker_pools:
-  - role: chief
-    resources: {gpus: 8}
-    process: {command: [/bin/true]}
-)");
+  eight = eight_gpus_in("research");
   ApplyResourceDefaults(*queues, &eight);
   EXPECT_EQ(eight.pools[0].resources.cpus, 96);
   eight.scheduling.queue = "nope";
