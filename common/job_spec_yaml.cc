@@ -185,10 +185,10 @@ StatusOr<WorkerPoolSpec> ReadPool(const Reader& r, const YAML::Node& node,
     COHORT_RETURN_IF_ERROR(small_int("gpus", &pool.resources.gpus));
     COHORT_RETURN_IF_ERROR(small_int("cpus", &pool.resources.cpus));
     pool.resources.cpus_given = Reader::Has(res, "cpus");
-    pool.resources.memory_given = Reader::Has(res, "memory_mb");
     if (Reader::Has(res, "memory_mb")) {
       COHORT_ASSIGN_OR_RETURN(pool.resources.memory_mb,
                               r.Int(res["memory_mb"], rpath + ".memory_mb"));
+      pool.resources.memory_given = true;
     }
   }
 

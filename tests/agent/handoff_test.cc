@@ -43,21 +43,20 @@ Handoff TwoAttempts() {
   h.attempts[1].run_as.reset();
   h.attempts[1].status_fd = -1;
   h.attempts[1].cgroup = "";
-  wire::ReplicaStatusT ended;
-  ended.job = "eval";
-  ended.replica = "chief-0";
-  ended.attempt = 1;
-  ended.state = wire::ReplicaState::FAILED;
-  ended.exit_code = 137;
-  ended.signal = 9;
-  ended.message = "killed by SIGKILL \xc3\xa9";
-  h.ended.push_back(ended);
-  ended.attempt = 2;
-  ended.state = wire::ReplicaState::SUCCEEDED;
-  ended.exit_code = 0;
-  ended.signal = 0;
-  ended.message = "";
-  h.ended.push_back(ended);
+  auto ended = [](int attempt, wire::ReplicaState state, int exit_code, int signal,
+                  const std::string& message) {
+    wire::ReplicaStatusT s;
+    s.job = "eval";
+    s.replica = "chief-0";
+    s.attempt = attempt;
+    s.state = state;
+    s.exit_code = exit_code;
+    s.signal = signal;
+    s.message = message;
+    return s;
+  };
+  h.ended.push_back(ended(1, wire::ReplicaState::FAILED, 137, 9, "killed by SIGKILL \xc3\xa9"));
+  h.ended.push_back(ended(2, wire::ReplicaState::SUCCEEDED, 0, 0, ""));
   return h;
 }
 
