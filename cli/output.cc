@@ -444,6 +444,7 @@ void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out) {
   const wire::DryRunPlanT& plan = *reply.dry_run;
   out << "dry run, nothing was submitted: job " << reply.name << " would " << DryRunVerdict(plan)
       << "\n";
+  for (const std::string& line : reply.defaults) out << line << "\n";
   if (plan.outcome != wire::DryRunOutcome::START) return;
   Table replicas({"REPLICA", "NODE", "GPUS"});
   for (const auto& r : plan.replicas) {
@@ -474,6 +475,7 @@ void PrintArrayDryRun(const wire::SubmitJobReplyT& reply, size_t tasks, std::ost
   if (tasks > at_once) {
     out << "the other " << tasks - at_once << " would wait for their turn (scheduling.array)\n";
   }
+  for (const std::string& line : reply.defaults) out << "each task's " << line << "\n";
 }
 
 void PrintJobList(const std::vector<wire::JobInfoT>& jobs, std::ostream& out) {

@@ -49,7 +49,8 @@ int64_t NowMs();
 // `cohort status JOB`: state, message, times, restarts, output dir, replica table, events.
 void PrintJob(const wire::JobInfoT& job, std::ostream& out);
 // `cohort submit --dry-run`: what the next scheduling round would do with the job (the reply's
-// dry_run), and where its replicas would go when it would start now.
+// dry_run), what its queue would fill in (defaults), and where its replicas would go when it would
+// start now.
 void PrintDryRun(const wire::SubmitJobReplyT& reply, std::ostream& out);
 // The same for an array of `tasks` tasks (the reply's task_dry_runs): a line for each task it
 // would let in at once, saying what it would do and where.

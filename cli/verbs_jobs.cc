@@ -151,8 +151,7 @@ int WaitForArray(CoordinatorClient& client, const std::string& array, size_t exp
 }  // namespace
 
 int Submit(const ParsedArgs& args, const Context& ctx) {
-  std::vector<std::string> warnings;
-  std::vector<std::string> tasks;  // a job array's
+  wire::SubmitJobReplyT submitted;
   std::function<StatusOr<std::string>(const std::string&)> rename;
   SubmitEdits edits;
   edits.name = args.Get("--name");
@@ -216,11 +215,13 @@ int Submit(const ParsedArgs& args, const Context& ctx) {
   return SubmitSpecFile<JobSpec, std::string>(
       file_args, ctx, "submit", "job", ParseJobSpec,
       [&](CoordinatorClient& client, const std::string& text) {
-        return client.Submit(text, &warnings, &tasks);
+        return client.Submit(text, &submitted);
       },
       [&](CoordinatorClient& client, const JobSpec& spec, const std::string& name) {
-        for (const std::string& w : warnings) ctx.err << "cohort: warning: " << w << "\n";
+        for (const std::string& w : submitted.warnings) ctx.err << "cohort: warning: " << w << "\n";
+        for (const std::string& d : submitted.defaults) ctx.err << "cohort: " << d << "\n";
         ctx.out << name << std::endl;
+        const std::vector<std::string>& tasks = submitted.tasks;
         if (!tasks.empty()) {
           const int parallelism = spec.scheduling.array.parallelism;
           ctx.err << "array " << name << ": " << tasks.size() << " tasks (" << tasks.front()

@@ -143,17 +143,14 @@ StatusOr<std::vector<Item>> CoordinatorClient::CallList(
 }
 
 StatusOr<std::string> CoordinatorClient::Submit(const std::string& spec_yaml,
-                                                std::vector<std::string>* warnings,
-                                                std::vector<std::string>* tasks) {
+                                                wire::SubmitJobReplyT* reply) {
   wire::SubmitJobT request;
   request.spec_yaml = spec_yaml;
-  COHORT_ASSIGN_OR_RETURN(wire::SubmitJobReplyT reply,
+  COHORT_ASSIGN_OR_RETURN(wire::SubmitJobReplyT answer,
                           (Call<wire::SubmitJobReply>(std::move(request), "submit")));
-  if (warnings != nullptr) {
-    warnings->insert(warnings->end(), reply.warnings.begin(), reply.warnings.end());
-  }
-  if (tasks != nullptr) *tasks = std::move(reply.tasks);
-  return reply.name;
+  std::string name = answer.name;
+  if (reply != nullptr) *reply = std::move(answer);
+  return name;
 }
 
 StatusOr<wire::SubmitJobReplyT> CoordinatorClient::DryRun(const std::string& spec_yaml) {

@@ -80,16 +80,14 @@ class CoordinatorClient {
 
   // Sends a job file's YAML text; returns the accepted job's name. The coordinator validates the
   // spec again (callers should validate first with ParseJobSpec for a local, faster error).
-  // `warnings` (optional) receives what the coordinator warns of (e.g. an output dir off the
-  // shared storage: coordinator/storage_probe.h).
-  // For a job array (scheduling.array) the name is the array's, and `tasks` (optional) receives
-  // its tasks' names, by index.
+  // `reply` (optional) receives the whole answer: its warnings (e.g. an output dir off the shared
+  // storage: coordinator/storage_probe.h), what the job's queue filled in (defaults), and for a
+  // job array (scheduling.array), whose name is returned, its tasks' names by index.
   StatusOr<std::string> Submit(const std::string& spec_yaml,
-                               std::vector<std::string>* warnings = nullptr,
-                               std::vector<std::string>* tasks = nullptr);
+                               wire::SubmitJobReplyT* reply = nullptr);
   // A dry run of Submit (wire::SubmitJob.dry_run): the coordinator checks the job file as a
   // submit would and stores nothing; the reply's dry_run says what the next scheduling round
-  // would do with the job, its warnings what a submit would warn of.
+  // would do with the job, its warnings and defaults what a submit would say.
   StatusOr<wire::SubmitJobReplyT> DryRun(const std::string& spec_yaml);
   StatusOr<wire::JobInfoT> GetJob(const std::string& name);
   // The job file the coordinator stored for the job (wire::JobInfo.spec_yaml); where no job has

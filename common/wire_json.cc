@@ -74,7 +74,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(DryRunPlanT, outcome, replicas
                                                   queue, queued_ahead)
 // An array's dry run adds its tasks let in at once, and each one's plan.
 inline void to_json(nlohmann::json& j, const SubmitJobReplyT& reply) {
-  j = {{"name", reply.name}, {"warnings", reply.warnings}, {"dry_run", reply.dry_run}};
+  j = {{"name", reply.name},
+       {"warnings", reply.warnings},
+       {"defaults", reply.defaults},
+       {"dry_run", reply.dry_run}};
   if (reply.task_dry_runs.empty()) return;
   nlohmann::json tasks = nlohmann::json::array();
   for (size_t i = 0; i < reply.task_dry_runs.size() && i < reply.tasks.size(); ++i) {

@@ -372,10 +372,7 @@ void ClientService::OnSubmit(const RoutedMessage& m, const wire::SubmitJob& req,
   }
   wire::SubmitJobReplyT reply;
   reply.warnings = std::move(job_file->notes);
-  // A dry run says what the job would get; a job's events say what it got.
-  if (req.dry_run()) {
-    reply.warnings.insert(reply.warnings.end(), defaulted.begin(), defaulted.end());
-  }
+  reply.defaults = defaulted;
   if (spec->IsArray()) {
     SubmitArray(m, std::move(*spec), req.dry_run(), defaulted, std::move(reply), now_ms);
     return;

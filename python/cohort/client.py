@@ -560,7 +560,9 @@ class Client:
         "outcome" ("START", "PREEMPT", "WAIT", "WAIT_FOR_JOBS" or "HOLD"), "replicas" (START:
         each {"replica", "node_id", "gpus"}), "preempts" (PREEMPT: "job (priority P, queue Q)"
         of each job it would stop), "reason" (why it would wait, or be held), "queue" and
-        "queued_ahead" (the jobs queued there before it). Warnings come as with submit(). For
+        "queued_ahead" (the jobs queued there before it), "defaults" (what its queue would fill
+        in: a line a pool, "pool worker: cpus 48 and memory_mb 393216 per replica, for its 4
+        GPUs (queue research's defaults: ...)"). Warnings come as with submit(). For
         an array, these are its first task's, "name" that task's, and "tasks" has the same for
         each task it would let in at once (the first `parallelism`, or all), submitted
         together; the others would wait for their turn."""
@@ -575,6 +577,7 @@ class Client:
                 f"submitted the job as {name}; cancel('{name}') takes it back")
         out = _dry_run_plan_to_dict(
             plan, _text(reply.tasks[0]) if reply.tasks else _text(reply.name))
+        out["defaults"] = [_text(d) for d in reply.defaults or []]
         if reply.taskDryRuns:
             out["tasks"] = [_dry_run_plan_to_dict(p, _text(n))
                             for n, p in zip(reply.tasks, reply.taskDryRuns)]

@@ -704,12 +704,18 @@ TEST_F(QueueDefaultsTest, AGpuReplicaWithoutCpusOrMemoryGetsItsQueuesPerGpu) {
       "pool chief: cpus 6 and memory_mb 4096 per replica, for its 2 GPUs (queue default's "
       "defaults: 3 CPUs and 2048 MB per GPU)";
   const std::string file = JobFile("fed", "{gpus: 2}");
+  // Said as what the job would get, and got: no warning.
   auto dry = RunCli({"submit", file, "--dry-run"});
   ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
-  EXPECT_NE(dry.err.find(said), std::string::npos) << dry.err;
+  EXPECT_NE(dry.out.find("would start now\n" + said + "\n"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.err.find("warning"), std::string::npos) << dry.err;
+  json dry_json = json::parse(RunCli({"submit", file, "--dry-run", "--json"}).out, nullptr, false);
+  EXPECT_EQ(dry_json["defaults"], json::array({said})) << dry_json.dump();
+  EXPECT_EQ(dry_json["warnings"], json::array()) << dry_json.dump();
 
   auto run = RunCli({"submit", file, "--wait"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("cohort: " + said + "\n"), std::string::npos) << run.err;
   auto logs = RunCli({"logs", "fed"});
   EXPECT_NE(logs.out.find("threads=6"), std::string::npos) << logs.out << logs.err;
   auto spec = RunCli({"status", "fed", "--spec"});

@@ -173,7 +173,8 @@ def main(endpoint, scratch):
             plan = client.dry_run(spec, name="py_dry")
         check(plan["name"] == "py_dry" and plan["outcome"] == "START"
               and [r["replica"] for r in plan["replicas"]] == ["chief-0"]
-              and plan["replicas"][0]["node_id"] != "" and plan["queue"] == "default",
+              and plan["replicas"][0]["node_id"] != "" and plan["queue"] == "default"
+              and plan["defaults"] == [],
               f"a dry run: {plan}")
         check([w for w in caught if "is not on checked shared storage" in str(w.message)] != [],
               f"a dry run's warning: {[str(w.message) for w in caught]}")

@@ -149,10 +149,10 @@ TEST_F(StorageClusterTest, NodesShowVerdictsAndDefaultOutputJobsRunOnlyWhereTheR
   // every time (best fit alone would take the other node's single GPU).
   for (int i = 0; i < 3; ++i) {
     const std::string name = "one" + std::to_string(i);
-    std::vector<std::string> warnings;
-    auto submitted = client.Submit(JobYaml(name, 1, "[/bin/true]"), &warnings);
+    wire::SubmitJobReplyT reply;
+    auto submitted = client.Submit(JobYaml(name, 1, "[/bin/true]"), &reply);
     ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
-    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    EXPECT_TRUE(reply.warnings.empty()) << reply.warnings.front();
     wire::JobInfoT job = ct::WaitForJobEnd(client, name, 60s);
     ASSERT_EQ(job.state, wire::JobState::SUCCEEDED) << job.message;
     EXPECT_EQ(job.output_dir, root_ + "/" + name);
@@ -188,9 +188,9 @@ TEST_F(StorageClusterTest, NodesShowVerdictsAndDefaultOutputJobsRunOnlyWhereTheR
       "output dir " + local + " is not on the checked shared storage (the output root " + root_ +
       "); a restart on another node will not find its "
       "checkpoints";
-  std::vector<std::string> warnings;
-  ASSERT_TRUE(client.Submit(JobYaml("outside", 1, "[/bin/true]", local), &warnings).ok());
-  EXPECT_EQ(warnings, std::vector<std::string>{expected_warning});
+  wire::SubmitJobReplyT reply;
+  ASSERT_TRUE(client.Submit(JobYaml("outside", 1, "[/bin/true]", local), &reply).ok());
+  EXPECT_EQ(reply.warnings, std::vector<std::string>{expected_warning});
   wire::JobInfoT outside = ct::WaitForJobEnd(client, "outside", 60s);
   EXPECT_EQ(outside.state, wire::JobState::SUCCEEDED) << outside.message;
   EXPECT_EQ(NodesOf(outside), std::vector<std::string>{far});
