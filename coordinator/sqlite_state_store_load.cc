@@ -90,7 +90,8 @@ void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, Re
     r.has_row = true;
     j.name = st.Text(0);
     j.seq = static_cast<uint64_t>(st.Int(1));
-    j.state = static_cast<JobState>(st.Int(2));
+    const int64_t state = st.Int(2);
+    j.state = static_cast<JobState>(state);
     j.message = st.Text(3);
     j.create_time_ms = st.Int(4);
     j.queued_since_ms = st.Int(5);
@@ -113,6 +114,9 @@ void SqliteStateStore::ReadJobRows(SqliteStatement& st, std::map<std::string, Re
     if (rows::JobRowCrc(j, spec_crc) != row_crc) {
       r.fatal.push_back("its row does not match its checksum (stored " + Hex(row_crc) +
                         ", computed " + Hex(rows::JobRowCrc(j, spec_crc)) + ")");
+    } else if (!IsJobState(state)) {
+      r.fatal.push_back("its state " + std::to_string(state) +
+                        " is no job state this coordinator knows");
     }
   });
 }
@@ -146,7 +150,8 @@ void SqliteStateStore::ReadReplicaRows(SqliteStatement& st, std::map<std::string
     rep.index = static_cast<int>(st.Int(4));
     rep.attempt = static_cast<int>(st.Int(5));
     rep.launched = st.Int(6) != 0;
-    rep.state = static_cast<ReplicaState>(st.Int(7));
+    const int64_t state = st.Int(7);
+    rep.state = static_cast<ReplicaState>(state);
     rep.node_id = st.Text(8);
     rep.last_node = st.Text(9);
     rep.gpus = ParseGpuList(st.Text(10));
@@ -163,6 +168,11 @@ void SqliteStateStore::ReadReplicaRows(SqliteStatement& st, std::map<std::string
     if (role.ok()) rep.role = *role;
     if (!role.ok() || rows::ReplicaRowCrc(job, rep, ord) != crc) {
       r.fatal.push_back("replica " + rep.name + " does not match its checksum");
+      return;
+    }
+    if (!IsReplicaState(state)) {
+      r.fatal.push_back("replica " + rep.name + ": its state " + std::to_string(state) +
+                        " is no replica state this coordinator knows");
       return;
     }
     if (ord != static_cast<int>(r.job.replicas.size())) {

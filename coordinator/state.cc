@@ -164,6 +164,16 @@ bool IsFinal(JobState s) {
   return s == JobState::SUCCEEDED || s == JobState::FAILED || s == JobState::CANCELLED;
 }
 
+bool IsJobState(int64_t value) {
+  return value >= static_cast<int64_t>(JobState::MIN) &&
+         value <= static_cast<int64_t>(JobState::MAX);
+}
+
+bool IsReplicaState(int64_t value) {
+  return value >= static_cast<int64_t>(ReplicaState::MIN) &&
+         value <= static_cast<int64_t>(ReplicaState::MAX);
+}
+
 bool IsRetryable(const ReplicaRecord& r) {
   switch (r.state) {
     case ReplicaState::PREEMPTED:
@@ -336,7 +346,10 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
     job.seq = j.at("seq").get<uint64_t>();
     job.name = j.at("name").get<std::string>();
     job.spec_yaml = j.at("spec_yaml").get<std::string>();
-    job.state = static_cast<JobState>(j.at("state").get<int>());
+    const int state = j.at("state").get<int>();
+    if (!IsJobState(state))
+      return DataLoss("journal: state " + std::to_string(state) + " is no job state");
+    job.state = static_cast<JobState>(state);
     job.message = j.value("message", "");
     job.create_time_ms = j.value("create_time_ms", int64_t{0});
     job.queued_since_ms = j.value("queued_since_ms", int64_t{0});
@@ -361,7 +374,12 @@ StatusOr<JobRecord> JobFromJson(const std::string& text) {
       r.index = jr.value("index", 0);
       r.attempt = jr.value("attempt", 0);
       r.launched = jr.value("launched", false);
-      r.state = static_cast<ReplicaState>(jr.value("state", 0));
+      const int state = jr.value("state", 0);
+      if (!IsReplicaState(state)) {
+        return DataLoss("journal: replica " + r.name + ": state " + std::to_string(state) +
+                        " is no replica state");
+      }
+      r.state = static_cast<ReplicaState>(state);
       r.node_id = jr.value("node_id", "");
       r.last_node = jr.value("last_node", "");
       r.gpus = jr.value("gpus", std::vector<int>{});

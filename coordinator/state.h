@@ -316,6 +316,10 @@ struct NodeRecord {
 
 bool IsFinal(ReplicaState s);
 bool IsFinal(JobState s);
+// Whether a number read from a state file is one of the states: a row that passes its checksum
+// with another (written by hand, or by a build with more states) is damage, not a state.
+bool IsJobState(int64_t value);
+bool IsReplicaState(int64_t value);
 // A replica that ended this way may be restarted (exit codes 130, 137, 138, 143, the signals
 // behind them (INT, KILL, USR1, TERM), PREEMPTED, LOST, an unrequested STOPPED).
 bool IsRetryable(const ReplicaRecord& r);

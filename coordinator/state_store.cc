@@ -215,9 +215,19 @@ StatusOr<std::unique_ptr<SqliteStateStore>> ImportJournal(const std::string& dir
   for (size_t i = 0; i < legacy.records.size(); ++i) {
     const std::string& rec = legacy.records[i];
     json j = json::parse(rec, nullptr, false);
-    if (j.is_object() && j.value("kind", "") == "study") {
-      std::string name = j.value("name", "");
-      size_t first = j.value("first", size_t{0});
+    auto text = [&](const char* key) {
+      auto it = j.find(key);
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (j.is_object() && text("kind") == "study") {
+      std::string name = text("name");
+      auto first_it = j.find("first");
+      if (name.empty() || (first_it != j.end() && !first_it->is_number_unsigned())) {
+        legacy.damage.push_back("record " + std::to_string(i) +
+                                ": a study record without a name or with a bad first event");
+        continue;
+      }
+      size_t first = first_it == j.end() ? 0 : first_it->get<size_t>();
       size_t& known = study_events[name];
       if (bad_studies.count(name)) continue;
       if (first > known || !j["events"].is_array()) {
@@ -240,8 +250,10 @@ StatusOr<std::unique_ptr<SqliteStateStore>> ImportJournal(const std::string& dir
     jobs[name] = std::move(*job);
   }
   std::vector<std::string> clean_studies;
-  for (auto& rec : studies) {
-    if (!bad_studies.count(json::parse(rec).value("name", ""))) clean_studies.push_back(rec);
+  for (auto& rec : studies) {  // each an object with a name (above)
+    if (!bad_studies.count(json::parse(rec)["name"].get<std::string>())) {
+      clean_studies.push_back(rec);
+    }
   }
   std::set<std::string> known;
   for (const auto& [name, job] : jobs) known.insert(name);

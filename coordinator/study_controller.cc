@@ -243,7 +243,8 @@ std::vector<std::string> StudyController::SnapshotRecords() const {
 
 StatusOr<bool> StudyController::Replay(const std::string& record) {
   json j = json::parse(record, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("kind", "") != "study") return false;
+  const auto kind = j.find("kind");
+  if (!j.is_object() || kind == j.end() || *kind != "study") return false;
   try {
     const std::string name = j.at("name").get<std::string>();
     auto it = studies_.find(name);

@@ -486,6 +486,39 @@ TEST_F(StateStoreTest, AnOwnerChangedBehindTheStoresBackIsDamage) {
   EXPECT_NE(refused.message().find("mine"), std::string::npos) << refused.ToString();
 }
 
+// A state no build of this coordinator writes, in a row whose checksum matches (a row written by
+// hand, or by a build with more states), is damage naming it, not a job in a state nothing
+// handles; with --accept-damaged-state the job is dropped.
+TEST_F(StateStoreTest, AStateThisCoordinatorDoesNotKnowIsDamage) {
+  JobRecord job = MakeJob("strange", 1, 1);
+  job.state = static_cast<JobState>(9);
+  JobRecord other = MakeJob("replica_strange", 2, 1);
+  other.replicas[1].state = static_cast<ReplicaState>(12);
+  Store({job, other});
+  Status refused = LoadRefused();
+  EXPECT_NE(refused.message().find("job strange: its state 9 is no job state this coordinator "
+                                   "knows"),
+            std::string::npos)
+      << refused.ToString();
+  EXPECT_NE(refused.message().find("job replica_strange: replica worker-0: its state 12 is no "
+                                   "replica state this coordinator knows"),
+            std::string::npos)
+      << refused.ToString();
+  auto accepted = LoadAccepted();
+  ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
+  EXPECT_TRUE(accepted->jobs.empty());
+}
+
+// A study record whose fields have other types than a study's is not one, and does not throw.
+TEST(StudyReplayTest, ARecordOfOtherTypesIsRefusedNotThrown) {
+  StudyController studies(::testing::TempDir() + "/replay-types");
+  for (const char* record : {R"({"kind": 5})", R"([1, 2])", R"({"kind": "study", "name": 7})",
+                             R"({"kind": "study", "name": "s", "spec_yaml": []})"}) {
+    auto replayed = studies.Replay(record);
+    EXPECT_TRUE(!replayed.ok() || !*replayed) << record;
+  }
+}
+
 TEST_F(StateStoreTest, ChangedJobsAreStoredAndTheEventWindowSlides) {
   JobRecord job = MakeJob("slide", 1, 1);
   auto store = OpenOk();
