@@ -1,15 +1,18 @@
 // Fuzz target: arbitrary bytes as what a replica writes and its agent (running as root) reads. The
-// first byte picks the reader, the rest is the text:
+// first byte picks the reader, the second is for the reader's choices, the rest is the text:
 //   0  a line of the hypertune metric file (ParseMetricLine): an accepted line must come back
-//      from FormatMetricLine as a line that parses to the same record;
+//      from FormatMetricLine as a line that parses, with the same step, trial, checkpoint path
+//      and number of metrics;
 //   1  the end of a failed replica's log (FailureExcerpt, TorchrunKillSignal);
 //   2  torch's error file (ErrorFileMessage);
-//   3  a script's checkpoint file, named by the second byte (.safetensors, .pt, a trainer_state.json
-//      in a Trainer folder, a .distcp shard), judged torn or whole (InspectScriptCheckpoints);
+//   3  a script's checkpoint file, named by the second byte (.safetensors, .pt, a Trainer
+//      folder's trainer_state.json, a .distcp shard), judged torn or whole
+//      (InspectScriptCheckpoints);
 //   4  the MANIFEST of a Cohort checkpoint: the text as JSON with its checksum set (so the fuzzer
 //      gets past it) and as is (FindLatestValidCheckpoint, InspectCheckpoints).
 // The excerpts must be printable, well-formed UTF-8 of at most kMaxFailureExcerptBytes. Nothing may
 // crash, hang or read past the text.
+#include <spdlog/spdlog.h>
 #include <zlib.h>
 
 #include <cstddef>
@@ -17,11 +20,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "agent/failure_excerpt.h"
 #include "common/checkpoint.h"
@@ -59,7 +60,8 @@ const fs::path& Scratch() {
 
 void Write(const fs::path& path, std::string_view bytes) {
   fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 void MetricLine(std::string_view text) {
