@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <sstream>
 
 #include "common/config.h"
@@ -94,6 +95,30 @@ std::string CordonNoteText(const wire::NodeInfoT& n) {
             FormatElapsed(std::max<int64_t>(0, NowMs() - n.admin_since_ms)) + " ago)";
   }
   if (!n.admin_reason.empty()) text += ": " + n.admin_reason;
+  return text;
+}
+
+// A node's free GPUs by NUMA node, "0:1 1:4" (free: not held, unfit or cordoned), where its GPUs
+// sit on more than one: a replica of several GPUs gets them from one where one has enough, so this
+// says what would fit on one socket. "" for a node whose GPUs sit on one NUMA node or are not
+// known to (a declared GPU, a node NVML does not tell).
+std::string FreeGpusByNuma(const wire::NodeInfoT& n) {
+  std::map<int, int> free;  // NUMA node -> free GPUs
+  for (const auto& gpu : n.gpus) {
+    if (!gpu || gpu->numa_node < 0) return "";
+    int& count = free[gpu->numa_node];
+    const auto has = [&](const std::vector<int>& list) {
+      return std::find(list.begin(), list.end(), gpu->index) != list.end();
+    };
+    const bool unfit = std::any_of(n.unhealthy_gpus.begin(), n.unhealthy_gpus.end(),
+                                   [&](const auto& u) { return u && u->index == gpu->index; });
+    if (!has(n.gpus_used) && !has(n.cordoned_gpus) && !unfit) ++count;
+  }
+  if (free.size() < 2) return "";
+  std::string text;
+  for (const auto& [numa, count] : free) {
+    text += (text.empty() ? "" : " ") + std::to_string(numa) + ":" + std::to_string(count);
+  }
   return text;
 }
 
@@ -519,8 +544,15 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     out << "No nodes registered.\n";
     return;
   }
-  Table table({"NODE", "ADDRESS", "STATE", "GPUS", "CPUS", "MEMORY", "REPLICAS", "HEARTBEAT",
-               "VERSION", "STORAGE", "LABELS"});
+  // A FREE-BY-NUMA column where some node's GPUs sit on several NUMA nodes (two sockets).
+  const bool numa = std::any_of(nodes.begin(), nodes.end(), [](const wire::NodeInfoT& n) {
+    return !FreeGpusByNuma(n).empty();
+  });
+  std::vector<std::string> columns = {"NODE", "ADDRESS", "STATE", "GPUS"};
+  if (numa) columns.push_back("FREE-BY-NUMA");
+  columns.insert(columns.end(),
+                 {"CPUS", "MEMORY", "REPLICAS", "HEARTBEAT", "VERSION", "STORAGE", "LABELS"});
+  Table table(columns);
   int64_t now = NowMs();
   for (const auto& n : nodes) {
     std::string gpus = std::to_string(n.gpus_used.size()) + "/" + std::to_string(n.gpus.size());
@@ -537,11 +569,13 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     if (!out_of_service.empty()) gpus += " (" + JoinWithCommas(out_of_service) + ")";
     std::string heartbeat =
         n.last_heartbeat_ms > 0 ? FormatElapsed(now - n.last_heartbeat_ms) + " ago" : "-";
-    table.AddRow({n.node_id, OrDash(n.address), OrDash(NodeState(n)), gpus,
-                  std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
-                  FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
-                  std::to_string(n.replicas), heartbeat, OrDash(n.version), OrDash(n.storage),
-                  OrDash(n.labels)});
+    std::vector<std::string> row = {n.node_id, OrDash(n.address), OrDash(NodeState(n)), gpus};
+    if (numa) row.push_back(OrDash(FreeGpusByNuma(n)));
+    row.insert(row.end(), {std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
+                           FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
+                           std::to_string(n.replicas), heartbeat, OrDash(n.version),
+                           OrDash(n.storage), OrDash(n.labels)});
+    table.AddRow(std::move(row));
   }
   table.Print(out);
   // Why a node, or a GPU of it, takes no new work (too long for a column).

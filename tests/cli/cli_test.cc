@@ -417,6 +417,52 @@ TEST(CliTest, ACordonNoteSaysWhoSinceWhenAndWhy) {
       << out.str();
 }
 
+// A node of two sockets shows its free GPUs per NUMA node (what a replica could get on one
+// socket): not those held, unfit or cordoned. Nodes of one NUMA node, or of GPUs NVML did not
+// place, show "-", and a cluster of none such has no column at all.
+TEST(CliTest, NodesOfSeveralNumaNodesShowTheirFreeGpusByNumaNode) {
+  wire::NodeInfoT two_sockets;
+  two_sockets.node_id = "gpu-8";
+  two_sockets.state = "READY";
+  for (int i = 0; i < 8; ++i) {
+    auto gpu = std::make_unique<wire::GpuInfoT>();
+    gpu->index = i;
+    gpu->numa_node = i < 4 ? 0 : 1;
+    two_sockets.gpus.push_back(std::move(gpu));
+  }
+  two_sockets.gpus_used = {0, 1, 2};
+  auto unfit = std::make_unique<wire::UnhealthyGpuT>();
+  unfit->index = 4;
+  unfit->reason = "ECC";
+  two_sockets.unhealthy_gpus.push_back(std::move(unfit));
+  two_sockets.cordoned_gpus = {5};
+  wire::NodeInfoT declared;
+  declared.node_id = "gpu-d";
+  declared.state = "READY";
+  auto gpu = std::make_unique<wire::GpuInfoT>();
+  gpu->index = 0;
+  declared.gpus.push_back(std::move(gpu));
+  std::vector<wire::NodeInfoT> nodes;
+  nodes.push_back(std::move(two_sockets));
+  nodes.push_back(std::move(declared));
+
+  std::ostringstream out;
+  PrintNodes(nodes, out);
+  const std::string text = out.str();
+  ASSERT_NE(text.find("FREE-BY-NUMA"), std::string::npos) << text;
+  const size_t column = text.find("FREE-BY-NUMA");
+  const size_t eight = text.find("\ngpu-8 ") + 1, other = text.find("\ngpu-d ") + 1;
+  const size_t line = text.find('\n') + 1;  // the table's columns line up under the header
+  EXPECT_EQ(text.compare(eight + column, 7, "0:1 1:2"), 0) << text;
+  EXPECT_EQ(text.compare(other + column, 2, "- "), 0) << text;
+  EXPECT_EQ(eight, line) << text;
+
+  nodes.erase(nodes.begin());
+  out.str("");
+  PrintNodes(nodes, out);
+  EXPECT_EQ(out.str().find("FREE-BY-NUMA"), std::string::npos) << out.str();
+}
+
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   CliResult none = RunCohort({});
   EXPECT_EQ(none.exit_code, kExitUsage);
