@@ -982,6 +982,33 @@ TEST_F(StateStoreTest, ABadLengthMidJournalIsDamageNotATornTail) {
   EXPECT_EQ(loaded->jobs[1].name, "c");
 }
 
+// Records that frame and check out but hold other types than a job's or a study's (a state no
+// build writes, a study's name or first event of another type) are damage naming them, not a
+// crash; with the flag the good job is imported.
+TEST_F(StateStoreTest, JournalRecordsOfOtherTypesAreDamageNotACrash) {
+  fs::create_directories(dir_);
+  JobRecord strange = MakeJob("strange", 2, 0);
+  strange.state = static_cast<JobState>(42);
+  WriteBytes(dir_ / "journal",
+             JournalFrame(JobToJson(MakeJob("good", 1, 0))) + JournalFrame(JobToJson(strange)) +
+                 JournalFrame(R"({"kind": "study", "name": 7, "first": 0, "events": []})") +
+                 JournalFrame(R"({"kind": "study", "name": "s", "first": "x", "events": []})") +
+                 JournalFrame(R"({"kind": ["study"]})"));
+  const Status refused = OpenRefused();
+  EXPECT_NE(refused.message().find("record 1: journal: state 42 is no job state (and 3 more"),
+            std::string::npos)
+      << refused.ToString();
+  auto loaded = LoadAccepted();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->jobs.size(), 1u);
+  EXPECT_EQ(loaded->jobs[0].name, "good");
+  EXPECT_TRUE(loaded->studies.empty());
+  EXPECT_TRUE(Mentions(loaded->dropped,
+                       "record 2: a study record without a name or with a bad "
+                       "first event"));
+  EXPECT_TRUE(Mentions(loaded->dropped, "record 3: a study record without a name"));
+}
+
 TEST_F(StateStoreTest, AJournalWhoseSnapshotWasLostIsRefused) {
   fs::create_directories(dir_ / "logs" / "only-in-snapshot");
   WriteBytes(dir_ / "journal", JournalFrame(JobToJson(MakeJob("later", 2, 0))));
