@@ -75,7 +75,9 @@ bool ContainerReplica::AnyAlive() {
           shared->gone = true;  // no such container
         } else {
           auto parsed = nlohmann::json::parse(state.output, nullptr, /*allow_exceptions=*/false);
-          shared->gone = !parsed.is_object() || parsed.value("status", "") != "running";
+          // Compared, not read as a string: a status of another type is not "running" either.
+          const auto status = parsed.find("status");
+          shared->gone = !parsed.is_object() || status == parsed.end() || *status != "running";
         }
         shared->state_queued = false;
       });
