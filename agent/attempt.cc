@@ -15,6 +15,7 @@ std::string AttemptKey(const std::string& job, const std::string& replica, int a
 wire::ReplicaStatusT Attempt::ToStatus() const {
   wire::ReplicaStatusT s;
   s.job = job;
+  s.job_created_ms = job_created_ms;
   s.replica = replica;
   s.attempt = attempt;
   s.state = state;

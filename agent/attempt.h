@@ -100,6 +100,7 @@ struct Attempt {
   bool forgettable() const;
 
   std::string job;
+  int64_t job_created_ms = 0;  // LaunchReplica.job_created_ms: which job of that name
   std::string replica;
   int attempt = 0;
   std::vector<int> gpus;  // node-local GPU indices pinned to it

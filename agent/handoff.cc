@@ -107,6 +107,7 @@ constexpr int64_t kMaxId = 0xFFFFFFFE;
 
 json EncodeAttempt(const HandedOverAttempt& a) {
   json out = {{"job", a.job},
+              {"job_created_ms", a.job_created_ms},
               {"replica", a.replica},
               {"attempt", a.attempt},
               {"gpus", a.gpus},
@@ -133,6 +134,7 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
   Fields f(in, where);
   HandedOverAttempt a;
   a.job = f.String("job");
+  a.job_created_ms = f.Integer("job_created_ms", 0, INT64_MAX);  // absent from older agents'
   a.replica = f.String("replica");
   a.attempt = static_cast<int>(f.Integer("attempt", 0, INT32_MAX));
   a.gpus = f.IntegerList<int>("gpus", 0, 1 << 16);
@@ -175,6 +177,7 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
 
 json EncodeEnded(const wire::ReplicaStatusT& s) {
   return {{"job", s.job},
+          {"job_created_ms", s.job_created_ms},
           {"replica", s.replica},
           {"attempt", s.attempt},
           {"state", wire::EnumNameReplicaState(s.state)},
@@ -188,6 +191,7 @@ StatusOr<wire::ReplicaStatusT> DecodeEnded(const json& in, const std::string& wh
   Fields f(in, where);
   wire::ReplicaStatusT s;
   s.job = f.String("job");
+  s.job_created_ms = f.Integer("job_created_ms", 0, INT64_MAX);
   s.replica = f.String("replica");
   s.attempt = static_cast<int>(f.Integer("attempt", 0, INT32_MAX));
   const std::string state = f.String("state");

@@ -42,6 +42,7 @@ std::string HandoffPath(const std::string& work_dir);
 // One running attempt, as the new image adopts it (ReplicaManager::Adopt).
 struct HandedOverAttempt {
   std::string job;
+  int64_t job_created_ms = 0;  // LaunchReplica.job_created_ms
   std::string replica;
   int attempt = 0;
   std::vector<int> gpus;
@@ -71,8 +72,8 @@ struct Handoff {
   pid_t agent_pid = 0;  // the process that wrote it, which must be the one reading it
   std::string from_version;
   std::vector<HandedOverAttempt> attempts;
-  // The final statuses of attempts that ended here, the oldest first: job, replica, attempt,
-  // state (a final one), exit_code, signal, cause_signal and message.
+  // The final statuses of attempts that ended here, the oldest first: job, job_created_ms,
+  // replica, attempt, state (a final one), exit_code, signal, cause_signal and message.
   std::vector<wire::ReplicaStatusT> ended;
 };
 

@@ -103,6 +103,7 @@ void ReplicaManager::Launch(const wire::LaunchReplica& launch) {
   });
   Attempt& a = attempts_[key];
   a.job = job;
+  a.job_created_ms = launch.job_created_ms();
   a.replica = replica;
   a.attempt = launch.attempt();
   StartAttempt(a, launch);
@@ -364,6 +365,7 @@ StatusOr<std::vector<HandedOverAttempt>> ReplicaManager::HandOver() {
     HandedOverAttempt h;
     if (Status s = a.process->HandOver(&h); !s.ok()) return s.WithContext(name);
     h.job = a.job;
+    h.job_created_ms = a.job_created_ms;
     h.replica = a.replica;
     h.attempt = a.attempt;
     h.gpus = a.gpus;
@@ -409,6 +411,7 @@ Status ReplicaManager::TakeOver(const HandedOverAttempt& handed) {
   COHORT_ASSIGN_OR_RETURN(auto process, launcher->Adopt(handed));
   Attempt& a = attempts_[key];
   a.job = handed.job;
+  a.job_created_ms = handed.job_created_ms;
   a.replica = handed.replica;
   a.attempt = handed.attempt;
   a.gpus = handed.gpus;

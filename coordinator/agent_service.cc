@@ -100,6 +100,15 @@ void AgentService::SendDumpStacks(const std::string& peer, const std::string& jo
   outbox_.ToAgent(peer, Encode(0, std::move(dump)));
 }
 
+bool AgentService::RanUnrecorded(const JobRecord& job, const ReplicaRecord& r,
+                                 const wire::ReplicaStatus& s) {
+  if (s.state() != wire::ReplicaState::SUCCEEDED || r.role != Role::kChief) return false;
+  // The same job, not an earlier one of its name (deleted since), and an attempt after every one
+  // the state knows: the next it would place is r.attempt, or r.attempt + 1 once one launched.
+  if (s.job_created_ms() <= 0 || s.job_created_ms() != job.create_time_ms) return false;
+  return s.attempt() > r.attempt || (s.attempt() == r.attempt && !r.launched);
+}
+
 bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s,
                                   int64_t now_ms) {
   JobRecord* job = jobs_.FindJob(Str(s.job()));
@@ -158,6 +167,8 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
                      job_name, replica, s->attempt());
         SendStop(node.peer, job_name, replica, s->attempt(),
                  "the coordinator does not run this attempt here");
+      } else if (r != nullptr && RanUnrecorded(*job, *r, *s)) {
+        jobs_.ChiefSucceededUnrecorded(*job, node_id, s->attempt(), now_ms);
       }
     }
   }

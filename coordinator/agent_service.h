@@ -85,6 +85,11 @@ class AgentService {
   // The training metrics received since the last call, for the pass's commit.
   std::vector<TrainingMetric> TakeTrainingMetrics() { return std::move(training_metrics_); }
 
+  // Whether `s`, an end a registration reports, is the job's chief succeeding in an attempt its
+  // state never placed (JobController::ChiefSucceededUnrecorded).
+  static bool RanUnrecorded(const JobRecord& job, const ReplicaRecord& r,
+                            const wire::ReplicaStatus& s);
+
  private:
   void OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req, int64_t now_ms);
   void OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& req, int64_t now_ms);

@@ -657,6 +657,16 @@ void JobController::Reconcile(const std::string& node_id,
   schedule_needed_ = true;
 }
 
+void JobController::ChiefSucceededUnrecorded(JobRecord& job, const std::string& node_id,
+                                             int attempt, int64_t now_ms) {
+  if (job.finished()) return;
+  FinishJob(job, JobState::SUCCEEDED,
+            "the chief exited 0 (attempt " + std::to_string(attempt) + " on node " + node_id +
+                ", a run this coordinator's state had not recorded: it was restored from an "
+                "older backup)",
+            now_ms);
+}
+
 void JobController::CheckTimeouts(int64_t now_ms, bool registration_grace_over) {
   // A job never placed has no replica to lose and no start to time out from: of 100,000 queued
   // jobs, only those that ran before, or whose wait is bounded (scheduling.max_wait), are read.

@@ -314,6 +314,13 @@ class JobController {
   void Reconcile(const std::string& node_id,
                  const std::set<std::pair<std::string, std::string>>& reported, int64_t now_ms,
                  std::optional<int64_t> last_heard_ms);
+  // `node_id` reports that the job's chief succeeded in attempt `attempt`, an attempt this
+  // coordinator's state never placed (newer than its own record of the chief: a state restored
+  // from a backup older than that run). The job ends SUCCEEDED as the chief's exit 0 ends it,
+  // rather than running again; the caller has matched the job by name and create time. Ended jobs
+  // are left alone.
+  void ChiefSucceededUnrecorded(JobRecord& job, const std::string& node_id, int attempt,
+                                int64_t now_ms);
   // `node_id` registered again; `live` names the attempts it still runs (AttemptId):
   // the replicas held for a fence on it whose attempt is not among them are placed now.
   void FencedNodeReturned(const std::string& node_id, const std::set<std::string>& live,

@@ -96,6 +96,7 @@ wire::LaunchReplicaT PlanLaunch(const JobRecord& job, const ReplicaRecord& r,
 
   wire::LaunchReplicaT launch;
   launch.job = job.name;
+  launch.job_created_ms = job.create_time_ms;
   launch.replica = r.name;
   launch.role = std::string(RoleName(r.role));
   launch.index = r.index;

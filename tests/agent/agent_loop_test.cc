@@ -336,9 +336,13 @@ TEST_F(AgentLoopTest, UnackedFinalStatusIsResentAndCarriedByRegistration) {
 
 // How attempts ended stays in every registration after they were acked and forgotten: a
 // coordinator restored from an older backup thinks they still run, and learns their end instead
-// of restarting them. An attempt launched again under the same key is reported as it is now.
+// of restarting them; each with its job's create time from the launch, which tells that job
+// from a later one of the same name. An attempt launched again under the same key is reported as
+// it is now.
 TEST_F(AgentLoopTest, RegistrationsCarryHowForgottenAttemptsEnded) {
-  coordinator_->Launch("node-a", MakeLaunch("job6b", "chief-0", 0, "exit 0"));
+  wire::LaunchReplicaT chief = MakeLaunch("job6b", "chief-0", 0, "exit 0");
+  chief.job_created_ms = 1'764'964'800'123;
+  coordinator_->Launch("node-a", std::move(chief));
   coordinator_->Launch("node-a", MakeLaunch("job6b", "worker-0", 2, "exit 5"));
   ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "chief-0", 0)));
   ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "worker-0", 2)));
@@ -359,6 +363,7 @@ TEST_F(AgentLoopTest, RegistrationsCarryHowForgottenAttemptsEnded) {
   ASSERT_TRUE(reported.count("chief-0#0"));
   EXPECT_EQ(reported["chief-0#0"]->state, wire::ReplicaState::SUCCEEDED);
   EXPECT_EQ(reported["chief-0#0"]->job, "job6b");
+  EXPECT_EQ(reported["chief-0#0"]->job_created_ms, 1'764'964'800'123);
   ASSERT_TRUE(reported.count("worker-0#2"));
   EXPECT_EQ(reported["worker-0#2"]->state, wire::ReplicaState::FAILED);
   EXPECT_EQ(reported["worker-0#2"]->exit_code, 5);

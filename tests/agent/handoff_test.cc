@@ -18,6 +18,7 @@ namespace {
 HandedOverAttempt Attempt(const std::string& replica) {
   HandedOverAttempt a;
   a.job = "train";
+  a.job_created_ms = 1'764'964'800'123;
   a.replica = replica;
   a.attempt = 2;
   a.gpus = {0, 3};
@@ -47,6 +48,7 @@ Handoff TwoAttempts() {
                   const std::string& message) {
     wire::ReplicaStatusT s;
     s.job = "eval";
+    s.job_created_ms = 1'764'964'900'456;
     s.replica = "chief-0";
     s.attempt = attempt;
     s.state = state;
@@ -78,6 +80,7 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   const HandedOverAttempt& a = back->attempts[0];
   const HandedOverAttempt& want = h.attempts[0];
   EXPECT_EQ(a.job, want.job);
+  EXPECT_EQ(a.job_created_ms, 1'764'964'800'123);
   EXPECT_EQ(a.replica, want.replica);
   EXPECT_EQ(a.attempt, 2);
   EXPECT_EQ(a.gpus, want.gpus);
@@ -102,6 +105,7 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   // How the attempts that ended lately ended, in order.
   ASSERT_EQ(back->ended.size(), 2u);
   EXPECT_EQ(back->ended[0].job, "eval");
+  EXPECT_EQ(back->ended[0].job_created_ms, 1'764'964'900'456);
   EXPECT_EQ(back->ended[0].replica, "chief-0");
   EXPECT_EQ(back->ended[0].attempt, 1);
   EXPECT_EQ(back->ended[0].state, wire::ReplicaState::FAILED);
@@ -109,12 +113,14 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   EXPECT_EQ(back->ended[0].signal, 9);
   EXPECT_EQ(back->ended[0].message, h.ended[0].message);
   EXPECT_EQ(back->ended[1].state, wire::ReplicaState::SUCCEEDED);
-  // A file of an agent older than the list has none.
+  // A file of an agent older than the list has none; one older than create times has 0s.
   nlohmann::json older = nlohmann::json::parse(EncodeHandoff(h));
   older.erase("ended");
+  older["attempts"][0].erase("job_created_ms");
   auto without = DecodeHandoff(older.dump());
   ASSERT_TRUE(without.ok()) << without.status().ToString();
   EXPECT_TRUE(without->ended.empty());
+  EXPECT_EQ(without->attempts[0].job_created_ms, 0);
 }
 
 TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {

@@ -4,6 +4,7 @@
 // retryable end is collateral, and one incident spends one restart.
 #include "coordinator/job_controller.h"
 
+#include <flatbuffers/flatbuffers.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "coordinator/agent_service.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -835,6 +838,63 @@ TEST_F(JobControllerTest, OnANodeLostWithALaunchItNeverAnsweredAnAttemptItRanIsT
 // registers again knowing nothing of what its old self ran. A launch sent after its old self's
 // last word never ran, and is placed again for nothing; an attempt its old self had started is
 // gone with it, and spends a restart.
+// A registration's report that a job's chief succeeded in an attempt the coordinator's state never
+// placed (a state restored from an older backup) ends the job SUCCEEDED; only for the same job
+// (its create time: a name may be used again after `cohort delete`), only a chief's success, only
+// an attempt past every one the state knows, and never twice.
+TEST_F(JobControllerTest, AChiefsSuccessTheStateNeverPlacedEndsTheJobItWasOf) {
+  JobRecord queued = [] {
+    JobRecord job;
+    job.create_time_ms = 1'764'964'800'123;
+    return job;
+  }();
+  ReplicaRecord chief;
+  chief.role = Role::kChief;
+  ReplicaRecord worker;
+  worker.role = Role::kWorker;
+  std::vector<std::unique_ptr<flatbuffers::FlatBufferBuilder>> kept;
+  auto report = [&](int attempt, ReplicaState state, int64_t created) {
+    wire::ReplicaStatusT s;
+    s.job = "j";
+    s.replica = "chief-0";
+    s.attempt = attempt;
+    s.state = state;
+    s.job_created_ms = created;
+    kept.push_back(std::make_unique<flatbuffers::FlatBufferBuilder>());
+    kept.back()->Finish(wire::ReplicaStatus::Pack(*kept.back(), &s));
+    return flatbuffers::GetRoot<wire::ReplicaStatus>(kept.back()->GetBufferPointer());
+  };
+  const int64_t created = queued.create_time_ms;
+  EXPECT_TRUE(
+      AgentService::RanUnrecorded(queued, chief, *report(0, ReplicaState::SUCCEEDED, created)));
+  EXPECT_FALSE(
+      AgentService::RanUnrecorded(queued, chief, *report(0, ReplicaState::SUCCEEDED, created - 1)));
+  EXPECT_FALSE(AgentService::RanUnrecorded(queued, chief, *report(0, ReplicaState::SUCCEEDED, 0)));
+  EXPECT_FALSE(
+      AgentService::RanUnrecorded(queued, chief, *report(0, ReplicaState::FAILED, created)));
+  EXPECT_FALSE(
+      AgentService::RanUnrecorded(queued, worker, *report(0, ReplicaState::SUCCEEDED, created)));
+  // Attempt 2 launched: its own end, or an earlier one, is known; attempt 3 is not.
+  chief.attempt = 2;
+  chief.launched = true;
+  EXPECT_FALSE(
+      AgentService::RanUnrecorded(queued, chief, *report(2, ReplicaState::SUCCEEDED, created)));
+  EXPECT_FALSE(
+      AgentService::RanUnrecorded(queued, chief, *report(1, ReplicaState::SUCCEEDED, created)));
+  EXPECT_TRUE(
+      AgentService::RanUnrecorded(queued, chief, *report(3, ReplicaState::SUCCEEDED, created)));
+
+  // The job it names ends SUCCEEDED, saying so; once ended, it is left alone.
+  JobRecord& job = Start("restored", 1, true, 3, {"a", "b"});
+  jobs_.ChiefSucceededUnrecorded(job, "c", 1, now_);
+  EXPECT_EQ(job.state, JobState::SUCCEEDED);
+  EXPECT_EQ(job.message,
+            "the chief exited 0 (attempt 1 on node c, a run this coordinator's state had not "
+            "recorded: it was restored from an older backup)");
+  jobs_.ChiefSucceededUnrecorded(job, "d", 2, now_);
+  EXPECT_NE(job.message.find("node c"), std::string::npos) << job.message;
+}
+
 TEST_F(JobControllerTest, ALaunchAnAgentNeverSawBeforeItRestartedSpendsNoRestart) {
   JobRecord& job = Start("reborn", 1, false, 3, {"a", "b"});
   Report(job, "worker-0", ReplicaState::FAILED, 137, 9);  // b's old agent, its last word

@@ -488,6 +488,18 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
         return info.ok() && info->state == wire::JobState::RUNNING;
       },
       20s));
+  // A job queued when the backup is taken (the node's two CPUs are taken) that runs and succeeds
+  // after it: the restored coordinator has it queued, never placed, and must learn from the
+  // agent that it ran, not run it again.
+  const std::string queued = "queued-at-backup";
+  const std::string queued_runs = cluster_->scratch("queued-runs");
+  ASSERT_TRUE(client
+                  .Submit("name: " + queued + "\noutput_dir: " + OutputDir(queued) +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
+                          "'echo run >> " +
+                          queued_runs + "']\n")
+                  .ok());
   // A backup that began after the job ran: two more written from now on.
   auto written = [&] {
     std::string log = ct::ReadFile(cluster_->coordinator().log_path());
@@ -515,8 +527,10 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   const std::string backup = cluster_->scratch("chosen-backup.db");
   fs::copy_file(kept.back(), backup);
   // The job that ends after that backup.
+  ASSERT_EQ(client.GetJob(queued)->state, wire::JobState::QUEUED);
   ct::WriteFile(finish, "go");
   ASSERT_EQ(WaitForEnd(finisher, 30s).state, wire::JobState::SUCCEEDED);
+  ASSERT_EQ(WaitForEnd(queued, 30s).state, wire::JobState::SUCCEEDED);
   // A job submitted after that backup: the restore will not know it.
   ASSERT_TRUE(client
                   .Submit("name: since\noutput_dir: " + OutputDir("since") +
@@ -573,6 +587,14 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   ASSERT_EQ(finished.replicas.size(), 1u);
   EXPECT_EQ(finished.replicas[0]->attempt, 0);
   EXPECT_EQ(ct::ReadFile(runs), "run\n") << "the job that ended after the backup ran again";
+  // The one queued at backup time ended too, by its chief's exit 0 the agent remembered.
+  wire::JobInfoT ran_since = WaitForEnd(queued, 10s);
+  EXPECT_EQ(ran_since.state, wire::JobState::SUCCEEDED) << ran_since.message;
+  EXPECT_NE(ran_since.message.find("the chief exited 0 (attempt 0 on node " + node +
+                                   ", a run this coordinator's state had not recorded"),
+            std::string::npos)
+      << ran_since.message;
+  EXPECT_EQ(ct::ReadFile(queued_runs), "run\n") << "the job queued at backup time ran again";
   EXPECT_NE(CliLogs(job).find("released"), std::string::npos);
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
   fs::remove_all(backups);
