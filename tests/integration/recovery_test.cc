@@ -454,14 +454,18 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   auto client = cluster_->Client();
   const std::string release = cluster_->scratch("release");
   const std::string job = "backed-up";
-  ASSERT_TRUE(client
-                  .Submit("name: " + job + "\noutput_dir: " + OutputDir(job) +
-                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
-                          "'echo $$ > " +
-                          cluster_->scratch("pid") + "; while [ ! -e " + release +
-                          " ]; do sleep 0.05; done; echo released']\n")
-                  .ok());
+  // A one-CPU job of a chief that runs `script` (then `more` args), its output in OutputDir.
+  auto submit = [&](const std::string& name, const std::string& script,
+                    const std::string& more = "") {
+    return client
+        .Submit("name: " + name + "\noutput_dir: " + OutputDir(name) +
+                "\nworker_pools:\n  - role: chief\n    replicas: 1\n    resources: {cpus: 1}\n"
+                "    process:\n      command: [/bin/sh, -c, '" +
+                script + "'" + more + "]\n")
+        .ok();
+  };
+  ASSERT_TRUE(submit(job, "echo $$ > " + cluster_->scratch("pid") + "; while [ ! -e " + release +
+                              " ]; do sleep 0.05; done; echo released"));
   auto running = [&] {
     auto info = client.GetJob(job);
     return info.ok() && info->state == wire::JobState::RUNNING;
@@ -475,13 +479,8 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   const std::string finisher = "ends-after-backup";
   const std::string finish = cluster_->scratch("finish");
   const std::string runs = cluster_->scratch("runs");
-  ASSERT_TRUE(client
-                  .Submit("name: " + finisher + "\noutput_dir: " + OutputDir(finisher) +
-                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
-                          "'echo run >> " +
-                          runs + "; while [ ! -e " + finish + " ]; do sleep 0.05; done']\n")
-                  .ok());
+  ASSERT_TRUE(submit(
+      finisher, "echo run >> " + runs + "; while [ ! -e " + finish + " ]; do sleep 0.05; done"));
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
         auto info = client.GetJob(finisher);
@@ -493,13 +492,7 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   // agent that it ran, not run it again.
   const std::string queued = "queued-at-backup";
   const std::string queued_runs = cluster_->scratch("queued-runs");
-  ASSERT_TRUE(client
-                  .Submit("name: " + queued + "\noutput_dir: " + OutputDir(queued) +
-                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
-                          "'echo run >> " +
-                          queued_runs + "']\n")
-                  .ok());
+  ASSERT_TRUE(submit(queued, "echo run >> " + queued_runs));
   // A backup that began after the job ran: two more written from now on.
   auto written = [&] {
     std::string log = ct::ReadFile(cluster_->coordinator().log_path());
@@ -532,12 +525,7 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
   ASSERT_EQ(WaitForEnd(finisher, 30s).state, wire::JobState::SUCCEEDED);
   ASSERT_EQ(WaitForEnd(queued, 30s).state, wire::JobState::SUCCEEDED);
   // A job submitted after that backup: the restore will not know it.
-  ASSERT_TRUE(client
-                  .Submit("name: since\noutput_dir: " + OutputDir("since") +
-                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                          "    resources: {cpus: 1}\n    process:\n      command: [/bin/sh, -c, "
-                          "'while :; do sleep 0.05; done', since-marker]\n")
-                  .ok());
+  ASSERT_TRUE(submit("since", "while :; do sleep 0.05; done", ", since-marker"));
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
         auto info = client.GetJob("since");
