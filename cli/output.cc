@@ -545,16 +545,18 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     return;
   }
   // A FREE-BY-NUMA column where some node's GPUs sit on several NUMA nodes (two sockets).
-  const bool numa = std::any_of(nodes.begin(), nodes.end(), [](const wire::NodeInfoT& n) {
-    return !FreeGpusByNuma(n).empty();
-  });
+  std::vector<std::string> free_by_numa;
+  for (const auto& n : nodes) free_by_numa.push_back(FreeGpusByNuma(n));
+  const bool numa = std::any_of(free_by_numa.begin(), free_by_numa.end(),
+                                [](const std::string& text) { return !text.empty(); });
   std::vector<std::string> columns = {"NODE", "ADDRESS", "STATE", "GPUS"};
   if (numa) columns.push_back("FREE-BY-NUMA");
   columns.insert(columns.end(),
                  {"CPUS", "MEMORY", "REPLICAS", "HEARTBEAT", "VERSION", "STORAGE", "LABELS"});
   Table table(columns);
   int64_t now = NowMs();
-  for (const auto& n : nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const wire::NodeInfoT& n = nodes[i];
     std::string gpus = std::to_string(n.gpus_used.size()) + "/" + std::to_string(n.gpus.size());
     if (!n.gpus.empty() && n.gpus.front() && !n.gpus.front()->model.empty()) {
       gpus += " " + n.gpus.front()->model;
@@ -570,7 +572,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     std::string heartbeat =
         n.last_heartbeat_ms > 0 ? FormatElapsed(now - n.last_heartbeat_ms) + " ago" : "-";
     std::vector<std::string> row = {n.node_id, OrDash(n.address), OrDash(NodeState(n)), gpus};
-    if (numa) row.push_back(OrDash(FreeGpusByNuma(n)));
+    if (numa) row.push_back(OrDash(free_by_numa[i]));
     row.insert(row.end(), {std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus),
                            FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb),
                            std::to_string(n.replicas), heartbeat, OrDash(n.version),
