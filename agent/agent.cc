@@ -121,6 +121,7 @@ Status Agent::RunOnce(milliseconds max_wait) {
   RunTimers();
   ShipLogsAndMetrics();
   replicas_.Forget();
+  WriteEndsIfChanged();
   if (preempting_) CarryOnPreemption();
   if (http_ && Now() >= next_publish_) PublishSnapshot();
   return Status::Ok();
@@ -240,6 +241,34 @@ int Agent::Adopt(const Handoff& handoff) {
     }
   }
   return adopted;
+}
+
+StatusOr<size_t> Agent::KeepEndsFromDisk() {
+  COHORT_ASSIGN_OR_RETURN(std::vector<wire::ReplicaStatusT> ended,
+                          ReadEnds(config_.work_dir, config_.node_id));
+  replicas_.KeepEnded(ended);
+  return ended.size();
+}
+
+void Agent::WriteEndsIfChanged() {
+  const uint64_t changed = replicas_.ends_changed();
+  if (changed == ends_written_ || (ends_unwritten_ && Now() < ends_retry_at_)) return;
+  Status s = WriteEnds(config_.work_dir, config_.node_id, replicas_.Ended());
+  if (s.ok()) {
+    if (ends_unwritten_)
+      spdlog::info("the ends file {} is written again", EndsPath(config_.work_dir));
+    ends_written_ = changed;
+    ends_unwritten_ = false;
+    return;
+  }
+  if (!ends_unwritten_) {
+    spdlog::error(
+        "how replicas here ended cannot be kept on disk ({}); trying again every 10 s. An agent "
+        "started again before it is written forgets the ends its coordinator has not heard",
+        s.ToString());
+  }
+  ends_unwritten_ = true;
+  ends_retry_at_ = Now() + std::chrono::seconds(10);
 }
 
 Status Agent::Preempt() {

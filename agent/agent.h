@@ -56,6 +56,10 @@
 // would cut them off). Past the wait, or where an attempt cannot be handed over, the request is
 // refused with an error naming why, and the agent runs on as it was.
 //
+// Across an ordinary restart (a stop and start, a reboot, a crash) how attempts ended here is
+// kept in the ends file (agent/handoff.h), rewritten durably whenever it changes and reported at
+// the next start's first registration: a coordinator that had not heard an end learns it.
+//
 // Time: every timer (heartbeats, resends, the coordinator timeout, stop deadlines, preemption
 // waits, metric polls) reads the injected Clock, so tests step a ManualClock; only the socket
 // wait in RunOnce is real time.
@@ -196,6 +200,10 @@ class Agent {
   // Takes on what an earlier image handed over (before the first RunOnce); returns how many
   // attempts it adopted, logging each one it could not.
   int Adopt(const Handoff& handoff);
+  // An ordinary start's, instead (before the first RunOnce): keeps how attempts that ended here
+  // before ended, from the ends file (agent/handoff.h), for the first registration to report.
+  // Returns how many; an error where the file cannot be taken (the agent goes on without it).
+  StatusOr<size_t> KeepEndsFromDisk();
   // The preemption sequence: BeginPreemption(), then RunOnce() until preempted().
   Status Preempt();
   // Starts preempting: a draining heartbeat, then SIGTERM to every replica (SIGKILL after
@@ -259,6 +267,10 @@ class Agent {
   // (GpuSampler::TakeGpuFaults): their job restarts elsewhere instead of hanging in the driver.
   void KillWorkOnFailedGpus();
   void ShipLogsAndMetrics();
+  // Rewrites the ends file (agent/handoff.h) when the ends changed since it was written last. A
+  // write that fails is logged (once, until one succeeds again) and tried again 10 s later; it
+  // never stops the agent.
+  void WriteEndsIfChanged();
   void CarryOnPreemption();
   void PublishSnapshot();
   // A heartbeat with every RUNNING attempt's progress and usage (when registered).
@@ -295,6 +307,9 @@ class Agent {
   // The HTTP endpoint and what it shows.
   std::unique_ptr<AgentHttp> http_;
   milliseconds next_publish_{0};
+  uint64_t ends_written_ = 0;  // ReplicaManager::ends_changed() when the ends file was written
+  milliseconds ends_retry_at_{0};
+  bool ends_unwritten_ = false;  // the last write failed
   uint64_t log_bytes_shipped_ = 0;
   uint64_t replicas_fenced_ = 0;  // Fence() stopped so many attempts
 };

@@ -341,6 +341,11 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
         "live restart: took over {} of {} replica attempt(s) from cohort-agent {}; kept how {} "
         "earlier one(s) ended",
         adopted, handoff->attempts.size(), handoff->from_version, handoff->ended.size());
+  } else if (StatusOr<size_t> kept = agent->KeepEndsFromDisk(); !kept.ok()) {
+    spdlog::warn("how earlier replicas here ended is not known: {}", kept.status().ToString());
+  } else if (*kept > 0) {
+    spdlog::info("kept how {} replica attempt(s) ended here before this start, to report them",
+                 *kept);
   }
   return agent;
 }

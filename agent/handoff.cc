@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -15,7 +16,8 @@ namespace {
 using nlohmann::json;
 
 // Reads the fields of one JSON object, each checked for its type; the first fault is kept and
-// names the field ("handoff attempts[0].pid: must be an integer").
+// names the field after `where` ("handoff attempts[0]" gives "handoff attempts[0].pid: must be an
+// integer").
 class Fields {
  public:
   Fields(const json& object, std::string where) : object_(object), where_(std::move(where)) {
@@ -94,7 +96,7 @@ class Fields {
   }
   void Fail(const std::string& name, const std::string& what) {
     if (!status_.ok()) return;
-    status_ = InvalidArgument("handoff " + where_ + (name.empty() ? "" : "." + name) + ": " + what);
+    status_ = InvalidArgument(where_ + (name.empty() ? "" : "." + name) + ": " + what);
   }
 
   const json& object_;
@@ -214,6 +216,28 @@ StatusOr<wire::ReplicaStatusT> DecodeEnded(const json& in, const std::string& wh
   return s;
 }
 
+json EncodeEndedList(const std::vector<wire::ReplicaStatusT>& ended) {
+  json out = json::array();
+  for (const wire::ReplicaStatusT& s : ended) out.push_back(EncodeEnded(s));
+  return out;
+}
+
+// The `ended` list of the object `in` (absent or null: none), each entry checked; `file` names the
+// file in errors ("handoff file.ended: must be a list", "handoff ended[2].state: ...").
+StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEndedList(const json& in,
+                                                            const std::string& file) {
+  std::vector<wire::ReplicaStatusT> out;
+  auto ended = in.find("ended");
+  if (ended == in.end() || ended->is_null()) return out;
+  if (!ended->is_array()) return InvalidArgument(file + " file.ended: must be a list");
+  for (size_t i = 0; i < ended->size(); ++i) {
+    auto s = DecodeEnded((*ended)[i], file + " ended[" + std::to_string(i) + "]");
+    if (!s.ok()) return s.status();
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agent-handoff.json"; }
@@ -221,19 +245,17 @@ std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agen
 std::string EncodeHandoff(const Handoff& handoff) {
   json attempts = json::array();
   for (const HandedOverAttempt& a : handoff.attempts) attempts.push_back(EncodeAttempt(a));
-  json ended = json::array();
-  for (const wire::ReplicaStatusT& s : handoff.ended) ended.push_back(EncodeEnded(s));
   return json{{"agent_pid", handoff.agent_pid},
               {"from_version", handoff.from_version},
               {"attempts", attempts},
-              {"ended", ended}}
+              {"ended", EncodeEndedList(handoff.ended)}}
       .dump(1);
 }
 
 StatusOr<Handoff> DecodeHandoff(const std::string& text) {
   json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (in.is_discarded()) return InvalidArgument("handoff: not JSON");
-  Fields f(in, "file");
+  Fields f(in, "handoff file");
   Handoff handoff;
   handoff.agent_pid = static_cast<pid_t>(f.Integer("agent_pid", 1, kMaxPid));
   handoff.from_version = f.String("from_version");
@@ -245,7 +267,7 @@ StatusOr<Handoff> DecodeHandoff(const std::string& text) {
     std::set<std::string> keys;
     for (size_t i = 0; i < attempts->size(); ++i) {
       const std::string where = "attempts[" + std::to_string(i) + "]";
-      auto a = DecodeAttempt((*attempts)[i], where);
+      auto a = DecodeAttempt((*attempts)[i], "handoff " + where);
       if (!a.ok()) return a.status();
       const std::string key = a->job + "/" + a->replica + "/" + std::to_string(a->attempt);
       if (!keys.insert(key).second) {
@@ -255,15 +277,7 @@ StatusOr<Handoff> DecodeHandoff(const std::string& text) {
     }
   }
   // An agent older than the list hands none over.
-  auto ended = in.find("ended");
-  if (ended != in.end() && !ended->is_null()) {
-    if (!ended->is_array()) return InvalidArgument("handoff file.ended: must be a list");
-    for (size_t i = 0; i < ended->size(); ++i) {
-      auto s = DecodeEnded((*ended)[i], "ended[" + std::to_string(i) + "]");
-      if (!s.ok()) return s.status();
-      handoff.ended.push_back(std::move(*s));
-    }
-  }
+  COHORT_ASSIGN_OR_RETURN(handoff.ended, DecodeEndedList(in, "handoff"));
   return handoff;
 }
 
@@ -288,6 +302,45 @@ StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir) {
                            "): its replicas are not this process's children");
   }
   return std::optional<Handoff>(std::move(*handoff));
+}
+
+std::string EndsPath(const std::string& work_dir) { return work_dir + "/.agent-ends.json"; }
+
+std::string EncodeEnds(const std::string& node_id, const std::vector<wire::ReplicaStatusT>& ended) {
+  return json{{"node_id", node_id}, {"ended", EncodeEndedList(ended)}}.dump(1);
+}
+
+StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEnds(const std::string& text,
+                                                       const std::string& node_id) {
+  json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (in.is_discarded()) return InvalidArgument("ends file: not JSON");
+  Fields f(in, "ends file");
+  const std::string written_by = f.String("node_id");
+  f.Require(!written_by.empty(), "node_id", "missing");
+  if (!f.status().ok()) return f.status();
+  if (written_by != node_id) {
+    return FailedPrecondition("ends file: written by node " + written_by + ", not by this one (" +
+                              node_id + ")");
+  }
+  return DecodeEndedList(in, "ends");
+}
+
+Status WriteEnds(const std::string& work_dir, const std::string& node_id,
+                 const std::vector<wire::ReplicaStatusT>& ended) {
+  return ReplaceFileDurably(EndsPath(work_dir), EncodeEnds(node_id, ended), 0600);
+}
+
+StatusOr<std::vector<wire::ReplicaStatusT>> ReadEnds(const std::string& work_dir,
+                                                     const std::string& node_id) {
+  const std::string path = EndsPath(work_dir);
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return std::vector<wire::ReplicaStatusT>();
+  }
+  auto text = ReadFileToString(path, "ends file");
+  if (!text.ok()) return text.status();
+  auto ended = DecodeEnds(*text, node_id);
+  if (!ended.ok()) return ended.status().WithContext(path);
+  return ended;
 }
 
 }  // namespace cohort::agent

@@ -89,4 +89,31 @@ StatusOr<std::string> WriteHandoff(const std::string& work_dir, const Handoff& h
 // not write it.
 StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir);
 
+// The ends file: how the attempts that ended here ended (Handoff::ended), kept on disk for the
+// next start of the agent that is not a live restart (a reboot, a stop and start, an upgrade by
+// restart, a crash). It reports them at its first registration as a live restart's image does:
+// a coordinator that had not heard an end (it was down, or unreachable, when the replica ended
+// and the agent stopped) learns it, where it would otherwise take the replica for lost with the
+// node that came back without it (a chief that succeeded would run again, a preempted one count
+// as a failure).
+//
+// The agent rewrites it durably (fsynced, renamed over, its folder fsynced) whenever the ends
+// change, and reads it once, at an ordinary start. It names its node: a file another node id
+// wrote (a work dir reused) is not taken. A file that does not parse, or holds an entry that does
+// not check out, is refused whole with an error naming what is wrong; the agent then starts
+// without it and writes a new one at the next end.
+//
+// <work_dir>/.agent-ends.json
+std::string EndsPath(const std::string& work_dir);
+std::string EncodeEnds(const std::string& node_id, const std::vector<wire::ReplicaStatusT>& ended);
+// kInvalidArgument naming the entry or field at fault; kFailedPrecondition where another node
+// wrote it.
+StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEnds(const std::string& text,
+                                                       const std::string& node_id);
+Status WriteEnds(const std::string& work_dir, const std::string& node_id,
+                 const std::vector<wire::ReplicaStatusT>& ended);
+// What EndsPath(work_dir) holds; none where there is no file.
+StatusOr<std::vector<wire::ReplicaStatusT>> ReadEnds(const std::string& work_dir,
+                                                     const std::string& node_id);
+
 }  // namespace cohort::agent

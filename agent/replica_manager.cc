@@ -78,6 +78,7 @@ void ReplicaManager::SetState(Attempt& a, wire::ReplicaState state, std::string 
   a.state = state;
   a.message = std::move(message);
   a.version++;
+  if (a.final) ++ends_changed_;
   report_(a);
 }
 
@@ -98,9 +99,11 @@ void ReplicaManager::Launch(const wire::LaunchReplica& launch) {
     }
   }
   const std::string key = AttemptKey(job, replica, launch.attempt());
-  std::erase_if(ended_, [&](const wire::ReplicaStatusT& s) {
-    return AttemptKey(s.job, s.replica, s.attempt) == key;
-  });
+  if (std::erase_if(ended_, [&](const wire::ReplicaStatusT& s) {
+        return AttemptKey(s.job, s.replica, s.attempt) == key;
+      }) > 0) {
+    ++ends_changed_;
+  }
   Attempt& a = attempts_[key];
   a.job = job;
   a.job_created_ms = launch.job_created_ms();
@@ -568,6 +571,7 @@ void ReplicaManager::KeepEnded(const std::vector<wire::ReplicaStatusT>& ended) {
 void ReplicaManager::RememberEnd(wire::ReplicaStatusT end) {
   end.pid = 0;  // the process is gone
   ended_.push_back(std::move(end));
+  ++ends_changed_;
   if (ended_.size() > kEndedKept) ended_.pop_front();
 }
 

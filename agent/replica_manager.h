@@ -116,6 +116,9 @@ class ReplicaManager {
   // attempts not forgotten yet included); the new image keeps them as its own.
   std::vector<wire::ReplicaStatusT> Ended() const;
   void KeepEnded(const std::vector<wire::ReplicaStatusT>& ended);
+  // Counts the changes to what Ended() returns (an attempt ending, an end kept or dropped): the
+  // agent rewrites its ends file (agent/handoff.h) when this moved.
+  uint64_t ends_changed() const { return ends_changed_; }
   // The progress of every RUNNING attempt, for a heartbeat, with what it uses: its cgroup's CPU
   // time and memory, read now, and its GPUs' entries of `gpus` (GpuSampler::Latest()).
   std::vector<std::unique_ptr<wire::ReplicaProgressT>> SampleProgress(const GpuSamples& gpus);
@@ -166,6 +169,7 @@ class ReplicaManager {
   // The final statuses of the attempts forgotten here, the newest last (Registration). One whose
   // key is launched again (by a coordinator restored to before it) is dropped.
   std::deque<wire::ReplicaStatusT> ended_;
+  uint64_t ends_changed_ = 0;
   // Lookups and Prepares of attempts stopped before they were done; dropped once done. Declared
   // after the launchers: destroyed (waited for) first.
   std::vector<std::unique_ptr<PendingLaunch>> abandoned_;

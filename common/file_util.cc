@@ -99,7 +99,9 @@ Status SyncFile(const std::string& path) {
   return fd.Close(path);
 }
 
-Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {
+namespace {
+
+Status Replace(const std::string& path, std::string_view text, mode_t mode, bool durably) {
   const std::string tmp = path + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd.ok()) return ErrnoStatus("create " + tmp, errno);
@@ -111,9 +113,22 @@ Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) 
     if (n < 0) return ErrnoStatus("write " + tmp, errno);
     written += static_cast<size_t>(n);
   }
+  if (durably && ::fsync(fd.get()) != 0) return ErrnoStatus("fsync " + tmp, errno);
   COHORT_RETURN_IF_ERROR(fd.Close(tmp));
   if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
-  return Status::Ok();
+  if (!durably) return Status::Ok();
+  const size_t slash = path.rfind('/');
+  return SyncDirectory(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+}
+
+}  // namespace
+
+Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode) {
+  return Replace(path, text, mode, /*durably=*/false);
+}
+
+Status ReplaceFileDurably(const std::string& path, std::string_view text, mode_t mode) {
+  return Replace(path, text, mode, /*durably=*/true);
 }
 
 UniqueFd::~UniqueFd() {

@@ -40,6 +40,9 @@ Status SyncFile(const std::string& path);
 // sees the old file or the whole new one, never a part (not fsynced: for files that can be made
 // again, such as caches). Errors name the file and errno's text.
 Status ReplaceFile(const std::string& path, std::string_view text, mode_t mode = 0644);
+// ReplaceFile, durably: `<path>.tmp` is fsynced before the rename and the directory after it, so
+// once this returns Ok the new file survives a crash or a power cut whole.
+Status ReplaceFileDurably(const std::string& path, std::string_view text, mode_t mode = 0644);
 
 // A file descriptor, closed when it goes out of scope; -1 holds none. Close() closes it at once
 // and reports the error, which can carry a delayed write error.

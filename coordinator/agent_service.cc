@@ -109,13 +109,17 @@ bool AgentService::RanUnrecorded(const JobRecord& job, const ReplicaRecord& r,
   return s.attempt() > r.attempt || (s.attempt() == r.attempt && !r.launched);
 }
 
+bool AgentService::IsCurrentAttempt(const JobRecord& job, const ReplicaRecord* r,
+                                    const std::string& node_id, const wire::ReplicaStatus& s) {
+  return r != nullptr && r->node_id == node_id && r->attempt == s.attempt() && !IsFinal(r->state) &&
+         (s.job_created_ms() == 0 || s.job_created_ms() == job.create_time_ms);
+}
+
 bool AgentService::ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s,
                                   int64_t now_ms) {
   JobRecord* job = jobs_.FindJob(Str(s.job()));
   ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(Str(s.replica()));
-  if (!r || r->node_id != node_id || r->attempt != s.attempt() || IsFinal(r->state)) {
-    return false;
-  }
+  if (job == nullptr || !IsCurrentAttempt(*job, r, node_id, s)) return false;
   // The message goes into the job's events and every client's view: well-formed, printable and
   // bounded, whatever the agent (or what it quotes of a replica's log) sent.
   std::string message =
@@ -155,7 +159,7 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
       }
       JobRecord* job = jobs_.FindJob(job_name);
       const ReplicaRecord* r = job == nullptr ? nullptr : job->FindReplica(replica);
-      bool ours = r && r->node_id == node_id && r->attempt == s->attempt() && !IsFinal(r->state);
+      const bool ours = job != nullptr && IsCurrentAttempt(*job, r, node_id, *s);
       if (ours) {
         reported.insert({job_name, replica});
         if (r->stop_requested && !IsFinal(s->state())) {

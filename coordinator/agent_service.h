@@ -89,6 +89,11 @@ class AgentService {
   // state never placed (JobController::ChiefSucceededUnrecorded).
   static bool RanUnrecorded(const JobRecord& job, const ReplicaRecord& r,
                             const wire::ReplicaStatus& s);
+  // Whether `s` is `r`'s current attempt on `node_id`, not yet final here: the same attempt of
+  // the same job, not of an earlier one of its name (deleted since) whose end an agent still
+  // reports (ReplicaStatus.job_created_ms; 0, from an agent older than it, matches any).
+  static bool IsCurrentAttempt(const JobRecord& job, const ReplicaRecord* r,
+                               const std::string& node_id, const wire::ReplicaStatus& s);
 
  private:
   void OnRegister(const RoutedMessage& m, const wire::RegisterAgent& req, int64_t now_ms);
@@ -99,7 +104,7 @@ class AgentService {
   void OnStackDump(const RoutedMessage& m, const wire::StackDump& req, int64_t now_ms);
   void OnExecOutput(const RoutedMessage& m, const wire::ExecOutput& req);
   // Applies a reported status to the attempt it names when that is the replica's current attempt
-  // on `node_id`; true when it was.
+  // on `node_id` (IsCurrentAttempt); true when it was.
   bool ApplyIfCurrent(const std::string& node_id, const wire::ReplicaStatus& s, int64_t now_ms);
   // True when `m` may speak for `node_id` (see "Identity"); else answers it PERMISSION_DENIED.
   bool SpeaksFor(const RoutedMessage& m, const std::string& node_id, std::string_view what);

@@ -385,6 +385,65 @@ TEST_F(AgentLoopTest, RegistrationsCarryHowForgottenAttemptsEnded) {
   ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "worker-0", 2)));
 }
 
+// The coordinator hears nothing (it is down) while a chief succeeds and the agent is then stopped
+// (its worker preempted): the agent started again on the same work dir, an ordinary start, not a
+// live restart, reports both ends at its first registration, from the ends file, instead of
+// coming back without them (which the coordinator would take for a loss, running the chief
+// again). An agent of another node id on that work dir does not take them.
+TEST_F(AgentLoopTest, AnAgentStartedAgainReportsTheEndsItsCoordinatorNeverHeard) {
+  const std::string release = work_.path() + "/release-6c";
+  wire::LaunchReplicaT chief =
+      MakeLaunch("job6c", "chief-0", 0, "while [ ! -e " + release + " ]; do sleep 0.02; done");
+  chief.job_created_ms = 1'764'964'800'456;
+  coordinator_->Launch("node-a", std::move(chief));
+  coordinator_->Launch(
+      "node-a", MakeLaunch("job6c", "worker-0", 1, "echo ready; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(Pump([&] {
+    auto c = coordinator_->Latest(LogKey("job6c", "chief-0", 0));
+    return c && c->state == wire::ReplicaState::RUNNING &&
+           LogHas(LogKey("job6c", "worker-0", 1), "ready");
+  }));
+  coordinator_->silent = true;  // down, from here on
+  cohort::testing::WriteFile(release, "");
+  ASSERT_TRUE(Pump(
+      [&] { return ReadFile(EndsPath(work_.path())).find("\"SUCCEEDED\"") != std::string::npos; }));
+  agent_->BeginPreemption();
+  ASSERT_TRUE(Pump([&] { return agent_->preempted(); }, milliseconds(50)));
+  AgentConfig config = agent_->config();
+  agent_.reset();
+
+  auto started =
+      Agent::Create(context_, config, std::make_unique<ProcessLauncher>(CgroupManager()), &clock_);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  agent_ = std::move(*started);
+  auto kept = agent_->KeepEndsFromDisk();
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, 2u);
+  coordinator_->silent = false;  // back
+  const size_t before = coordinator_->registrations.size();
+  ASSERT_TRUE(Pump([&] { return coordinator_->registrations.size() > before; }, milliseconds(10)));
+  std::map<std::string, const wire::ReplicaStatusT*> reported;
+  for (const auto& s : coordinator_->registrations.back()->replicas) {
+    reported[s->replica + "#" + std::to_string(s->attempt)] = s.get();
+  }
+  ASSERT_EQ(reported.size(), 2u);
+  ASSERT_TRUE(reported.count("chief-0#0"));
+  EXPECT_EQ(reported["chief-0#0"]->state, wire::ReplicaState::SUCCEEDED);
+  EXPECT_EQ(reported["chief-0#0"]->exit_code, 0);
+  EXPECT_EQ(reported["chief-0#0"]->job_created_ms, 1'764'964'800'456);
+  ASSERT_TRUE(reported.count("worker-0#1"));
+  EXPECT_EQ(reported["worker-0#1"]->state, wire::ReplicaState::PREEMPTED);
+
+  config.node_id = "node-b";
+  agent_.reset();
+  started =
+      Agent::Create(context_, config, std::make_unique<ProcessLauncher>(CgroupManager()), &clock_);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  kept = (*started)->KeepEndsFromDisk();
+  ASSERT_FALSE(kept.ok());
+  EXPECT_EQ(kept.status().code(), StatusCode::kFailedPrecondition) << kept.status().ToString();
+}
+
 TEST_F(AgentLoopTest, LogsResumeAfterACoordinatorRestartWithNothingLost) {
   coordinator_->Launch("node-a", MakeLaunch("job7", "chief-0", 0,
                                             "seq 1 100000; while [ ! -e go ]; do sleep 0.02; done; "

@@ -1,13 +1,15 @@
-// The handoff of a live restart (agent/handoff.h): what the old image writes is what the new one
-// reads, and a file that is hostile, damaged or someone else's is refused whole, naming what is
-// wrong, never half taken.
+// The handoff of a live restart and the ends file of an ordinary one (agent/handoff.h): what the
+// old image writes is what the new one reads, and a file that is hostile, damaged or someone
+// else's is refused whole, naming what is wrong, never half taken.
 #include "agent/handoff.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/agent/test_util.h"
@@ -221,6 +223,66 @@ TEST_F(TakeHandoffTest, RefusesAnotherProcesssFileAndAMissingOne) {
   taken = TakeHandoff(dir_.path());
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(taken.status().code(), StatusCode::kNotFound) << taken.status().ToString();
+}
+
+// The ends file: an ordinary start reads back what the agent before it wrote, for this node only;
+// none where there is no file; a damaged or hostile one is refused whole, naming what is wrong.
+TEST(EndsFileTest, WhatIsWrittenIsReadBackByTheSameNodeOnly) {
+  testing::TempDir dir;
+  auto none = ReadEnds(dir.path(), "node-1");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+
+  const std::vector<wire::ReplicaStatusT> ended = TwoAttempts().ended;
+  ASSERT_TRUE(WriteEnds(dir.path(), "node-1", ended).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(EndsPath(dir.path()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto back = ReadEnds(dir.path(), "node-1");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].job, "eval");
+  EXPECT_EQ((*back)[0].job_created_ms, ended[0].job_created_ms);
+  EXPECT_EQ((*back)[0].attempt, 1);
+  EXPECT_EQ((*back)[0].state, wire::ReplicaState::FAILED);
+  EXPECT_EQ((*back)[0].exit_code, 137);
+  EXPECT_EQ((*back)[0].signal, 9);
+  EXPECT_EQ((*back)[0].message, ended[0].message);
+  EXPECT_EQ((*back)[1].state, wire::ReplicaState::SUCCEEDED);
+
+  auto theirs = ReadEnds(dir.path(), "node-2");
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_EQ(theirs.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(theirs.status().message().find("written by node node-1, not by this one (node-2)"),
+            std::string::npos)
+      << theirs.status().message();
+}
+
+TEST(EndsFileTest, ADamagedOrHostileFileIsRefusedNamingWhatIsWrong) {
+  auto refusal = [](const std::string& text) {
+    auto ended = DecodeEnds(text, "node-1");
+    return ended.ok() ? std::string("accepted") : ended.status().message();
+  };
+  EXPECT_EQ(refusal(""), "ends file: not JSON");
+  EXPECT_EQ(refusal(EncodeEnds("node-1", TwoAttempts().ended).substr(0, 40)),
+            "ends file: not JSON");  // torn
+  EXPECT_EQ(refusal("[]"), "ends file: must be an object");
+  EXPECT_EQ(refusal("{}"), "ends file.node_id: missing");
+  EXPECT_EQ(refusal("{\"node_id\": 7}"), "ends file.node_id: must be a string");
+  EXPECT_EQ(refusal("{\"node_id\": \"node-1\", \"ended\": {}}"), "ends file.ended: must be a list");
+  nlohmann::json file = nlohmann::json::parse(EncodeEnds("node-1", TwoAttempts().ended));
+  file["ended"][1]["state"] = "RUNNING";
+  EXPECT_EQ(refusal(file.dump()),
+            "ends ended[1].state: must be SUCCEEDED, FAILED, STOPPED or PREEMPTED");
+  file["ended"][1] = "SUCCEEDED";
+  EXPECT_EQ(refusal(file.dump()), "ends ended[1]: must be an object");
+  EXPECT_EQ(refusal("{\"node_id\": \"node-1\"}"), "accepted");  // no ends yet
+
+  testing::TempDir dir;
+  std::ofstream(EndsPath(dir.path())) << "{\"node_id\": \"node-1\", \"ended\": [";
+  auto torn = ReadEnds(dir.path(), "node-1");
+  ASSERT_FALSE(torn.ok());
+  EXPECT_EQ(torn.status().message(), EndsPath(dir.path()) + ": ends file: not JSON");
 }
 
 }  // namespace

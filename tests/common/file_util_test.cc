@@ -43,14 +43,22 @@ TEST(OpenRegularFileTest, TakesARegularFileAndRefusesLinksFifosAndDevices) {
             StatusCode::kInvalidArgument);
 }
 
-// ReplaceFile: the whole new text in place of the old, with the mode asked for whatever the umask,
-// and no temporary file left; a folder it cannot write in is named in the error.
-TEST(ReplaceFileTest, ReplacesTheWholeFileWithItsModeAndLeavesNoTemporary) {
+// ReplaceFile and ReplaceFileDurably: the whole new text in place of the old, with the mode asked
+// for whatever the umask, and no temporary file left; a folder it cannot write in is named in the
+// error. (That the durable one's bytes outlive a power cut no test here can show; it fsyncs.)
+class ReplaceFileTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static Status Replace(const std::string& path, std::string_view text, mode_t mode = 0644) {
+    return GetParam() ? ReplaceFileDurably(path, text, mode) : ReplaceFile(path, text, mode);
+  }
+};
+
+TEST_P(ReplaceFileTest, ReplacesTheWholeFileWithItsModeAndLeavesNoTemporary) {
   testing::TempDir dir("replace");
   const std::string file = dir.Join("sitecustomize.py");
   std::ofstream(file) << "an older, longer text than the new one\n";
   const mode_t umask_was = ::umask(077);
-  Status replaced = ReplaceFile(file, "new\n", 0644);
+  Status replaced = Replace(file, "new\n", 0644);
   ::umask(umask_was);
   ASSERT_TRUE(replaced.ok()) << replaced.ToString();
   std::ifstream in(file);
@@ -60,11 +68,16 @@ TEST(ReplaceFileTest, ReplacesTheWholeFileWithItsModeAndLeavesNoTemporary) {
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
   EXPECT_NE(::access((file + ".tmp").c_str(), F_OK), 0);
-  Status missing = ReplaceFile(dir.Join("no/such/dir/f"), "x");
+  Status missing = Replace(dir.Join("no/such/dir/f"), "x");
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("create " + dir.Join("no/such/dir/f.tmp")), std::string::npos)
       << missing.ToString();
 }
+
+INSTANTIATE_TEST_SUITE_P(PlainAndDurable, ReplaceFileTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Durably" : "Plainly";
+                         });
 
 }  // namespace
 }  // namespace cohort

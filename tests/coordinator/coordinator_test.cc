@@ -2777,6 +2777,36 @@ TEST_F(CoordinatorTest, UnknownReplicasReportedAtRegistrationAreStopped) {
   EXPECT_EQ(TakeStops(), (std::vector<std::string>{"node-a/chief-0#2"}));
 }
 
+// An agent reports the ends it keeps (agent/handoff.h, the ends file) at every registration; one
+// of an earlier job of the same name, deleted since, is not the current job's: by its create time
+// it is told apart, and the current attempt, not reported, is taken for gone (placed again),
+// where the old end would have failed the job. Its own end, with its create time, does.
+TEST_F(CoordinatorTest, AnEndOfAnEarlierJobOfTheSameNameIsNotTakenForTheCurrentOnes) {
+  AddAgent("node-a", 1);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndRun("node-a", JobYaml("again", 0, 1)));
+  const int64_t created = GetJob("again").create_time_ms;
+  ASSERT_GT(created, 0);
+  auto ended = [](int attempt, int64_t job_created_ms) {
+    wire::ReplicaStatusT s = StatusOf("again", "chief-0", attempt, ReplicaState::FAILED);
+    s.exit_code = 1;
+    s.job_created_ms = job_created_ms;
+    return s;
+  };
+
+  Register("node-a", 1, {ended(0, created - 60'000)});
+  Pump([&] { return !agents_["node-a"].inbox.empty(); });
+  auto launches = TakeLaunches();
+  ASSERT_EQ(launches.count("node-a/chief-0"), 1u);
+  EXPECT_EQ(launches["node-a/chief-0"].attempt, 1);
+  RunAll(launches);
+  EXPECT_EQ(GetJob("again").state, JobState::RUNNING);
+
+  Register("node-a", 1, {ended(1, created)});
+  const wire::JobInfoT info = GetJob("again");
+  EXPECT_EQ(info.state, JobState::FAILED) << info.message;
+  EXPECT_EQ(Replica(info, "chief-0")->exit_code, 1);
+}
+
 // ---- the state store under the coordinator --------------------------------------------------
 
 // The state dir on a 2 MiB tmpfs, filled up: a failed commit refuses the pass's requests, the

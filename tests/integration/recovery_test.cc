@@ -14,6 +14,8 @@
 //     the uninterrupted run's model;
 //   - SIGTERM to an agent (preemption) makes its node DRAINING: its replica restarts on the other
 //     node while the drained node is not yet LOST, and nothing new is placed on it;
+//   - a chief that succeeds while the coordinator is down, on an agent then stopped and started
+//     again before the coordinator returns: the job ends SUCCEEDED, run once;
 //   - the coordinator's state dir is lost while a job runs and restored from a --backup-dir
 //     backup (--restore-state): the job goes on untouched, its replica never restarted; the
 //     replica of a job submitted after the backup is stopped.
@@ -439,6 +441,55 @@ TEST_F(RecoveryTest, SigtermedAgentDrainsItsReplicaRestartsElsewhereBeforeTheNod
   std::string logs = CliLogs("drained");
   EXPECT_NE(logs.find("resumable: SIGTERM on attempt 0"), std::string::npos) << logs;
   EXPECT_NE(logs.find("resumable: attempt 1 running"), std::string::npos) << logs;
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
+}
+
+// The coordinator is down (killed) when a job's chief succeeds, and the agent is then stopped and
+// started again, an ordinary start (a reboot, a `systemctl restart`), before the coordinator comes
+// back: the agent kept the end on disk (its ends file) and reports it, so the job ends SUCCEEDED
+// having run once, instead of its replica being taken for lost with the node and run again.
+TEST_F(RecoveryTest, AnEndTheCoordinatorMissedSurvivesTheAgentsRestart) {
+  REQUIRE_BINARIES(COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN);
+  StartCluster({"60s"});
+  const std::string node = Node("node-a");
+  ASSERT_EQ(cluster_->StartAgent({node, 0, 2}), "");
+  auto client = cluster_->Client();
+  const std::string release = cluster_->scratch("release"), runs = cluster_->scratch("runs");
+  ASSERT_TRUE(client
+                  .Submit("name: unheard\noutput_dir: " + OutputDir("unheard") +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process:\n"
+                          "      command: [/bin/sh, -c, 'echo run >> " +
+                          runs + "; while [ ! -e " + release +
+                          " ]; do sleep 0.05; done; echo unheard-done']\n"
+                          "scheduling: {max_restarts: 3}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        auto info = client.GetJob("unheard");
+        return info.ok() && info->state == wire::JobState::RUNNING;
+      },
+      20s))
+      << "the job never ran";
+
+  cluster_->coordinator().Kill();
+  ct::WriteFile(release, "go");
+  EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "the chief did not end";
+  cluster_->agent(node).Signal(SIGTERM);
+  auto stopped = cluster_->agent(node).Wait(30s);
+  ASSERT_TRUE(stopped.has_value()) << "the agent did not stop";
+  EXPECT_TRUE(WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0) << *stopped;
+
+  ASSERT_EQ(cluster_->StartCoordinator(), "");
+  ASSERT_EQ(cluster_->StartAgent({node, 0, 2}), "");
+  wire::JobInfoT info = WaitForEnd("unheard", 30s);
+  EXPECT_EQ(info.state, wire::JobState::SUCCEEDED) << info.message;
+  EXPECT_EQ(info.restarts, 0);
+  EXPECT_EQ(ct::ReadFile(runs), "run\n") << "the chief ran again";
+  const std::string agent_log = cluster_->agent(node).Log(1 << 20);
+  EXPECT_NE(agent_log.find("kept how 1 replica attempt(s) ended here before this start"),
+            std::string::npos)
+      << agent_log;
   EXPECT_EQ(cluster_->WaitForNoReplicaProcesses(), "") << "replicas outlived their job";
 }
 
