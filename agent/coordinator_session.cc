@@ -5,6 +5,7 @@
 #include "agent/agent.h"
 #include "agent/inventory.h"
 #include "common/logging.h"
+#include "common/process_start.h"
 #include "common/version.h"
 #include "common/wire_string.h"
 
@@ -123,6 +124,7 @@ void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus)
   reg.listening_ports = ListeningTcpPorts();
   reg.port_domain = PortDomain();
   reg.version = COHORT_VERSION;
+  reg.uptime_ms = ProcessUptimeMs();
   if (auto storage = storage_.Report()) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }

@@ -637,7 +637,12 @@ void PrintNode(const wire::NodeInfoT& n, std::ostream& out) {
   if (!n.unhealthy.empty()) row("Health:", "fails its check: " + n.unhealthy);
   row("Heartbeat:",
       n.last_heartbeat_ms > 0 ? FormatElapsed(NowMs() - n.last_heartbeat_ms) + " ago" : "-");
-  row("Agent:", n.version.empty() ? "-" : "cohort-agent " + n.version);
+  std::string agent = n.version.empty() ? "" : "cohort-agent " + n.version;
+  if (n.agent_started_ms > 0) {
+    agent += std::string(agent.empty() ? "" : ", ") + "started " +
+             FormatElapsed(NowMs() - n.agent_started_ms) + " ago";
+  }
+  row("Agent:", OrDash(agent));
   row("CPUs:", std::to_string(n.cpus_used) + "/" + std::to_string(n.cpus) + " held");
   row("Memory:", FormatMemory(n.memory_used_mb) + "/" + FormatMemory(n.memory_mb) + " held");
   if (n.usage != nullptr) {

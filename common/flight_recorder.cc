@@ -21,6 +21,7 @@
 #include "common/env.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/process_start.h"
 
 namespace cohort {
 namespace {
@@ -90,30 +91,6 @@ std::string_view FlightDataTypeName(uint8_t dtype) {
 std::string_view FlightOutcomeName(FlightOutcome outcome) {
   return NameIn(kFlightOutcomeNames, outcome, "none");
 }
-
-namespace {
-
-// This process's start time, field 22 of /proc/self/stat (after the command's closing parenthesis,
-// which the command itself may contain); 0 where it cannot be read. Read at each call, not cached:
-// a forked child is another process.
-uint64_t ProcessStartTicks() {
-  char stat[1024] = {};
-  FILE* f = std::fopen("/proc/self/stat", "re");
-  if (f == nullptr) return 0;
-  const size_t n = std::fread(stat, 1, sizeof(stat) - 1, f);
-  std::fclose(f);
-  const char* close = static_cast<const char*>(memrchr(stat, ')', n));
-  if (close == nullptr) return 0;
-  // Fields from the 3rd (state) on; starttime is the 22nd field, the 20th after the parenthesis.
-  const char* p = close + 1;
-  for (int field = 3; field < 22 && *p != '\0'; ++field) {
-    while (*p == ' ') ++p;
-    while (*p != ' ' && *p != '\0') ++p;
-  }
-  return static_cast<uint64_t>(std::strtoull(p, nullptr, 10));
-}
-
-}  // namespace
 
 size_t FlightRecorderFileBytes(uint32_t capacity) {
   return sizeof(FlightRecorderHeader) + size_t{capacity} * sizeof(FlightRecorderSlot);

@@ -1142,6 +1142,7 @@ wire::NodeListT ClientService::Nodes(int64_t now_ms, const NodeSelector* selecto
     ni->node_id = id;
     ni->address = n.address;
     ni->version = n.version;
+    ni->agent_started_ms = n.agent_started_ms;
     for (const auto& g : n.gpus) ni->gpus.push_back(std::make_unique<wire::GpuInfoT>(g));
     ni->cpus = n.cpus;
     ni->memory_mb = n.memory_mb;

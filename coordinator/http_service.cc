@@ -527,6 +527,7 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
     out.push_back({{"node_id", n.node_id},
                    {"address", n.address},
                    {"version", n.version},
+                   {"agent_started_ms", n.agent_started_ms},
                    {"state", NodeStateName(n, !replicas[n.node_id].empty())},
                    {"admin", NodeAdminLabel(n, !replicas[n.node_id].empty())},
                    {"gpus", n.gpus.size()},

@@ -25,6 +25,30 @@ void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
 
 // What the agent's health check says (RegisterAgent/Heartbeat.unhealthy), as printable text of a
 // bounded size; logged when it changes, and added to `events` (the node's events to add).
+// Whether the agent registering with `uptime_ms` is a process that started since the coordinator
+// last heard of `node` (a stop and start, a crash, a reboot), not the same one registering again
+// (after a broken link, or this coordinator's restart); keeps its start in `node`. The start is
+// told by this coordinator's clock (`now_ms` less the uptime, so the two hosts' clocks need not
+// agree): a later one than the start it knew, or, for a node it has not heard since its own
+// start, than the node's last event. Estimates of one process's start differ by how long its
+// registrations took to arrive: kAgentStartSlackMs keeps a slow one from looking like a restart
+// (an agent that restarts sooner after its start is not told).
+constexpr int64_t kAgentStartSlackMs = 5'000;
+
+bool AgentStartedAgain(int64_t uptime_ms, int64_t now_ms, const NodeRegistry::Registration& reg,
+                       const NodeEvent* last_event, NodeRecord& node) {
+  if (uptime_ms <= 0 || uptime_ms > now_ms) return false;  // an agent older than uptime_ms
+  const int64_t started = now_ms - uptime_ms;
+  const int64_t known = reg.returning           ? node.agent_started_ms
+                        : last_event != nullptr ? last_event->time_ms
+                                                : 0;
+  const bool again = known > 0 && started > known + kAgentStartSlackMs;
+  if (again || node.agent_started_ms == 0 || started < node.agent_started_ms) {
+    node.agent_started_ms = started;
+  }
+  return again;
+}
+
 void ReadHealth(const flatbuffers::String* reported, NodeRecord& node,
                 std::vector<std::string>& events) {
   std::string problem =
@@ -143,8 +167,11 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
       node.version.empty() ? "an agent of unknown version" : "cohort-agent " + node.version;
   auto last = events_.find(node_id);
   const NodeEvent* last_event = last == events_.end() ? nullptr : &last->second->back();
+  const bool restarted = AgentStartedAgain(req.uptime_ms(), now_ms, reg, last_event, node);
+  const std::string started =
+      restarted ? ", started " + FormatElapsed(req.uptime_ms()) + " ago" : std::string();
   if (reg.was_lost) {
-    events.push_back("registered again (" + agent + "), " +
+    events.push_back("registered again (" + agent + started + "), " +
                      FormatElapsed(now_ms - *reg.last_heard_ms) + " after it was last heard");
   } else if (!reg.returning && last_event == nullptr) {
     events.push_back("registered: " + agent + " at " + node.address + ", " +
@@ -152,8 +179,19 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
                      " CPUs, " + std::to_string(node.memory_mb) + " MiB");
   } else if (!reg.returning && last_event->text.starts_with("LOST")) {
     // LOST before the coordinator restarted: back now.
-    events.push_back("registered again (" + agent + "), " +
+    events.push_back("registered again (" + agent + started + "), " +
                      FormatElapsed(now_ms - last_event->time_ms) + " after it was LOST");
+  } else if (restarted && reg.returning) {
+    // A stop and start, a crash and systemd's restart, a reboot: quick enough not to be LOST.
+    events.push_back(
+        "its agent started again " + FormatElapsed(req.uptime_ms()) + " ago (" + agent +
+        (version_before != node.version && !version_before.empty() ? ", was " + version_before
+                                                                   : "") +
+        "), " + FormatElapsed(now_ms - *reg.last_heard_ms) + " after it was last heard");
+  } else if (restarted) {
+    events.push_back("its agent started " + FormatElapsed(req.uptime_ms()) + " ago (" + agent +
+                     "), after the last event here: a start this coordinator did not see (it was "
+                     "not running, or not reached)");
   } else if (reg.returning && version_before != node.version) {
     events.push_back("its agent is now " + agent + " (was " +
                      (version_before.empty() ? "of unknown version" : version_before) + ")");

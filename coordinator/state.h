@@ -260,6 +260,9 @@ struct NodeRecord {
   std::string node_id;
   std::string address;
   std::string version;  // its agent's (RegisterAgent.version); "" from one that gives none
+  // When its agent's process started, by this coordinator's clock (the earliest of its
+  // registrations' times less RegisterAgent.uptime_ms); 0: not known.
+  int64_t agent_started_ms = 0;
   std::vector<wire::GpuInfoT> gpus;
   int cpus = 0;
   int64_t memory_mb = 0;

@@ -301,6 +301,7 @@ TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
   sample->memory_used_bytes = 31LL << 30;
   sample->memory_total_bytes = 80LL << 30;
   node.usage->gpus.push_back(std::move(sample));
+  node.agent_started_ms = NowMs() - (3 * 3600 + 12 * 60 + 30) * 1000;
 
   std::ostringstream out;
   PrintNode(node, out);
@@ -309,7 +310,7 @@ TEST(CliTest, OneNodeAtLengthSaysWhoHoldsEachGpu) {
             "Address:    10.0.0.7:7070\n"
             "State:      READY\n"
             "Heartbeat:  -\n"
-            "Agent:      cohort-agent 0.9.1\n"
+            "Agent:      cohort-agent 0.9.1, started 3h12m ago\n"
             "CPUs:       9/32 held\n"
             "Memory:     64G/256G held\n"
             "In use:     7.25 cores, memory 40G (1 of 2 replicas reported)\n"

@@ -20,10 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What an agent registers, with `version`, two GPUs, and what its health check says.
+// What an agent registers, with `version`, two GPUs, what its health check says and how long it
+// has run (0: an agent that does not say).
 void Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms,
-              const std::string& version = "0.9.1", const std::string& unhealthy = "") {
+              const std::string& version = "0.9.1", const std::string& unhealthy = "",
+              int64_t uptime_ms = 0) {
   wire::RegisterAgentT req;
+  req.uptime_ms = uptime_ms;
   req.node_id = id;
   req.address = "10.0.0.7";
   req.cpus = 8;
@@ -105,6 +108,49 @@ TEST(NodeEventsTest, TheRegistryTellsWhatHappenedToEachNodeInOrder) {
   EXPECT_EQ(pending.back().second, events.back());
   nodes.EventsStored();
   EXPECT_TRUE(nodes.PendingEvents().empty());
+}
+
+// An agent process that started since the coordinator last heard of its node is told apart from
+// the same process registering again (a link that broke, the coordinator's restart) by its uptime,
+// by the coordinator's own clock: a quick stop and start or crash, one with a new version, one
+// that made its node LOST, and one while the coordinator itself was down. Registrations of one
+// process that arrive late by less than the slack (5 s) are not taken for a restart.
+TEST(NodeEventsTest, AnAgentThatStartedAgainIsToldFromOneThatRegistersAgain) {
+  NodeRegistry nodes(30'000);
+  auto register_up = [&](int64_t now_ms, int64_t uptime_ms, const std::string& version = "0.9.1") {
+    Register(nodes, "n", now_ms, version, "", uptime_ms);
+  };
+  register_up(100'000, 2'000);            // started at 98 s
+  register_up(110'000, 11'000);           // the same one, re-registering (a broken link)
+  register_up(120'000, 18'000);           // the same, its registration 4 s late: not told
+  register_up(130'000, 3'000);            // started at 127 s: a stop and start
+  register_up(150'000, 4'000, "0.9.2");   // an upgrade by restart
+  register_up(160'000, 14'000, "0.9.2");  // nothing new
+  EXPECT_EQ(nodes.CheckLost(200'000).size(), 1u);
+  register_up(230'000, 3'000, "0.9.2");  // back from LOST, started again
+  register_up(240'000, 0, "0.9.2");      // an agent that gives no uptime: not told
+  EXPECT_EQ(Texts(nodes.EventsOf("n")),
+            (std::vector<std::string>{
+                "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+                "its agent started again 3.0s ago (cohort-agent 0.9.1), 10s after it was last "
+                "heard",
+                "its agent started again 4.0s ago (cohort-agent 0.9.2, was 0.9.1), 20s after it "
+                "was last heard",
+                "LOST: no heartbeat for 40s (timeout 30s)",
+                "registered again (cohort-agent 0.9.2, started 3.0s ago), 1m10s after it was "
+                "last heard"}));
+
+  // A coordinator restarted (a new registry, the history restored): the node's agent started
+  // after its last event is told; one that ran since before it is not.
+  NodeRegistry restarted(30'000);
+  restarted.RestoreEvents({{"n", nodes.EventsOf("n")}, {"m", {{1, 1'000, "registered: ..."}}}});
+  Register(restarted, "n", 300'000, "0.9.2", "", 60'000);   // started at 240 s: after 230 s
+  Register(restarted, "m", 300'000, "0.9.2", "", 299'500);  // started at 0.5 s: before 1 s
+  EXPECT_EQ(restarted.EventsOf("n").back().text,
+            "its agent started 1m00s ago (cohort-agent 0.9.2), after the last event here: a start "
+            "this coordinator did not see (it was not running, or not reached)");
+  EXPECT_EQ(restarted.EventsOf("m").size(), 1u);
+  EXPECT_EQ(restarted.FindReady("n")->agent_started_ms, 240'000);
 }
 
 // A failed commit undoes the admins' changes of the pass, and their events with them; what the
