@@ -184,6 +184,8 @@ Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads
                      replicas_.attempts().size());
         // The execve would cut them off: they end now, their clients told so.
         for (const auto& [key, a] : replicas_.attempts()) exec_sessions_.EndAttempt(key);
+        execs_.KillAll("the agent on " + config_.node_id +
+                       " restarted live (an upgrade), which a command it runs cannot outlive");
       }
     }
     if (handoff_by) {
@@ -584,8 +586,9 @@ void Agent::HandleExecSession(const wire::ExecSessionIo& io) {
 
 void Agent::CollectExecs() {
   for (wire::ExecOutputT& output : execs_.TakeFinished()) {
-    spdlog::info("{}/{} attempt {}: exec ended with code {}{}", output.job, output.replica,
-                 output.attempt, output.exit_code, output.timed_out ? " (timed out)" : "");
+    spdlog::info("{}/{} attempt {}: exec ended with code {}{}{}", output.job, output.replica,
+                 output.attempt, output.exit_code, output.timed_out ? " (timed out)" : "",
+                 output.killed_because.empty() ? "" : " (killed: " + output.killed_because + ")");
     wire::BodyUnion body;
     body.Set(std::move(output));
     Transmit(std::move(body));

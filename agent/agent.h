@@ -52,8 +52,9 @@
 // kHandoffWait from the request), with TakeHandoff() holding it and every replica running on; main
 // re-executes the agent's binary with it, and the new image Adopt()s them before its first step.
 // Container replicas are handed over as their runtime's foreground process and the container
-// (agent/container_replica.h). The `cohort exec` sessions beside replicas end first (the execve
-// would cut them off). Past the wait, or where an attempt cannot be handed over, the request is
+// (agent/container_replica.h). The `cohort exec` sessions and commands beside replicas are killed
+// first (the execve would cut them off; a command's ExecOutput says so in killed_because). Past
+// the wait, or where an attempt cannot be handed over, the request is
 // refused with an error naming why, and the agent runs on as it was.
 //
 // Across an ordinary restart (a stop and start, a reboot, a crash) how attempts ended here is

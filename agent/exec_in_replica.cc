@@ -104,8 +104,15 @@ ExecResult RunInReplica(const ExecTarget& target, pid_t replica_pid,
 }
 
 ExecRunner::~ExecRunner() {
-  cancel_.store(true);
+  for (Running& run : running_) run.cancel->store(true);
   running_.clear();  // each future waits for its thread
+}
+
+void ExecRunner::KillAll(const std::string& why) {
+  for (Running& run : running_) {
+    run.cancel->store(true);
+    run.header.killed_because = why;
+  }
 }
 
 Status ExecRunner::Start(wire::ExecOutputT header, ExecTarget target, pid_t replica_pid,
@@ -117,10 +124,11 @@ Status ExecRunner::Start(wire::ExecOutputT header, ExecTarget target, pid_t repl
   }
   Running run;
   run.header = std::move(header);
-  run.result = std::async(std::launch::async, [target = std::move(target), replica_pid,
-                                               argv = std::move(argv), timeout, cancel = &cancel_] {
-    return RunInReplica(target, replica_pid, argv, timeout, cancel);
-  });
+  run.result =
+      std::async(std::launch::async, [target = std::move(target), replica_pid,
+                                      argv = std::move(argv), timeout, cancel = run.cancel] {
+        return RunInReplica(target, replica_pid, argv, timeout, cancel.get());
+      });
   running_.push_back(std::move(run));
   return Status::Ok();
 }

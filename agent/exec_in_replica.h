@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -103,6 +104,9 @@ class ExecRunner {
   // ExecOutput TakeFinished returns. RESOURCE_EXHAUSTED when max_running run already.
   Status Start(wire::ExecOutputT header, ExecTarget target, pid_t replica_pid,
                std::vector<std::string> argv, std::chrono::milliseconds timeout);
+  // Kills every command running now (noticed within about 100 ms); each ends as it then does,
+  // its ExecOutput's killed_because saying `why`. Commands started later are not touched.
+  void KillAll(const std::string& why);
   // The commands that ended since the last call, as ExecOutput.
   std::vector<wire::ExecOutputT> TakeFinished();
   size_t running() const { return running_.size(); }
@@ -111,9 +115,10 @@ class ExecRunner {
   struct Running {
     wire::ExecOutputT header;
     std::future<ExecResult> result;
+    // Set to kill it; shared with its thread, which may outlive this entry's move.
+    std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   };
   size_t max_running_;
-  std::atomic<bool> cancel_{false};
   std::vector<Running> running_;
 };
 

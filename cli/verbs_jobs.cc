@@ -685,6 +685,9 @@ int Exec(const ParsedArgs& args, const Context& ctx) {
     if (one->timed_out) {
       ctx.err << "cohort: " << command.front() << " in " << one->replica << " was killed after "
               << cohort::FormatDuration(kill_after) << " (--kill-after)\n";
+    } else if (!one->killed_because.empty()) {
+      ctx.err << "cohort: " << command.front() << " in " << one->replica
+              << " was killed: " << one->killed_because << "\n";
     }
     exit_code = std::max(exit_code, one->timed_out       ? 124
                                     : one->exit_code < 0 ? kExitJobFailed

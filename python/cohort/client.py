@@ -943,7 +943,8 @@ class Client:
         (default chief-0, else the job's first) as the replica runs: its environment, working
         directory, account and cgroup, or inside its container. Killed after `kill_after_s`
         (at most an hour). Waits for its end and returns {"exit_code", "output" (bytes, stdout
-        and stderr together, at most 1 MiB), "truncated", "timed_out", "replica", "attempt"}.
+        and stderr together, at most 1 MiB), "truncated", "timed_out", "killed_because" (why
+        its agent killed it, e.g. its live restart; "" when it did not), "replica", "attempt"}.
         CohortError: NOT_FOUND (no such job or replica), FAILED_PRECONDITION (the replica is not
         running), PERMISSION_DENIED (not the owner nor an admin), INVALID_ARGUMENT."""
         if isinstance(command, (str, bytes)):
@@ -958,6 +959,7 @@ class Client:
         return {"exit_code": reply.exitCode,
                 "output": bytes(reply.output) if reply.output is not None else b"",
                 "truncated": reply.truncated, "timed_out": reply.timedOut,
+                "killed_because": _text(reply.killedBecause),
                 "replica": _text(reply.replica), "attempt": reply.attempt}
 
     def exec_session(self, job, command, replica=None, tty=False, rows=0, cols=0):

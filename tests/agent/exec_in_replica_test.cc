@@ -8,8 +8,10 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "tests/agent/test_util.h"
 #include "tests/testing/temp_dir_test.h"
@@ -187,6 +189,36 @@ TEST(ExecRunnerTest, RunsCommandsOnThreadsOfTheirOwnAtMostSoManyAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   runner.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+// KillAll (an agent's live restart): the commands running then end killed, each saying why; one
+// started after it runs as any other.
+TEST(ExecRunnerTest, KillAllEndsTheCommandsRunningThenSayingWhy) {
+  ExecTarget target;
+  target.env = {{"PATH", "/usr/bin:/bin"}};
+  target.working_dir = "/";
+  ExecRunner runner(4);
+  wire::ExecOutputT header;
+  header.exec_id = 1;
+  ASSERT_TRUE(
+      runner.Start(header, target, 1, {"sh", "-c", "echo started; exec sleep 30"}, 60s).ok());
+  ASSERT_TRUE(::cohort::testing::WaitUntil([&] { return runner.running() == 1; }, 5s));
+  runner.KillAll("the agent restarts");
+  header.exec_id = 2;
+  ASSERT_TRUE(runner.Start(header, target, 1, {"sh", "-c", "sleep 0.3; echo later"}, 60s).ok());
+  std::map<uint64_t, wire::ExecOutputT> done;
+  ASSERT_TRUE(::cohort::testing::WaitUntil(
+      [&] {
+        for (auto& d : runner.TakeFinished()) done[d.exec_id] = std::move(d);
+        return done.size() == 2;
+      },
+      10s));
+  EXPECT_EQ(done[1].killed_because, "the agent restarts");
+  EXPECT_EQ(done[1].exit_code, 128 + SIGKILL);
+  EXPECT_FALSE(done[1].timed_out);
+  EXPECT_EQ(done[2].killed_because, "");
+  EXPECT_EQ(done[2].exit_code, 0);
+  EXPECT_EQ(std::string(done[2].output.begin(), done[2].output.end()), "later\n");
 }
 
 }  // namespace

@@ -101,6 +101,7 @@ TEST_F(ExecTest, ACommandRunsBesideARunningReplicaAsItRunsAndItsStatusIsCohorts)
   auto python = RunPythonClient(
       "r = c.exec('train', ['sh', '-c', 'echo $RANK; exit 3'])\n"
       "assert r['exit_code'] == 3 and r['output'] == b'0\\n' and r['replica'] == 'chief-0', r\n"
+      "assert r['killed_because'] == '' and not r['timed_out'], r\n"
       "print('python exec: ok')\n",
       cluster_->client_endpoint());
   EXPECT_EQ(python.exit_code, 0) << python.out << python.err;

@@ -13,11 +13,13 @@
 // replica) and with --cgroups off (process groups and COHORT_ATTEMPT_DIR only).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -320,6 +322,30 @@ TEST_P(LiveRestartTest, TheHandoverWaitsForAReplicaBeingStopped) {
   EXPECT_LT(ended, handed) << log;
   auto slow_info = ct::WaitForReplicasEnded(client, *slow, 10s);
   EXPECT_EQ(slow_info.state, wire::JobState::CANCELLED);
+  ExpectTickersEndWithoutARestart(job);
+}
+
+// A `cohort exec` command running beside a replica when the restart is asked for is killed (the
+// execve would cut it off) and its client told why, instead of holding the restart back until the
+// command ends (up to its --kill-after, a minute by default).
+TEST_P(LiveRestartTest, ACohortExecCommandRunningThereIsKilledAndTheHandoverGoesOn) {
+  if (!NeedBinaries({COHORT_CLI_BIN})) return;
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  const std::string up = out_ + "/exec.up";
+  ct::DaemonProcess exec(COHORT_CLI_BIN,
+                         Cli({"exec", job, "--kill-after", "10m", "--", "/bin/sh", "-c",
+                              "touch " + up + "; exec sleep 300"}),
+                         cluster_->scratch("exec.log"));
+  ASSERT_TRUE(exec.Start());
+  ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(up); }, 20s)) << exec.Log();
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
+  const std::optional<int> status = exec.Wait(20s);
+  ASSERT_TRUE(status.has_value()) << "cohort exec did not end: " << exec.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 137) << *status << "\n" << exec.Log();
+  EXPECT_NE(exec.Log().find("was killed: the agent on " + node_ + " restarted live (an upgrade)"),
+            std::string::npos)
+      << exec.Log();
   ExpectTickersEndWithoutARestart(job);
 }
 
