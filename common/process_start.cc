@@ -30,10 +30,11 @@ uint64_t ProcessStartTicks() {
 int64_t ProcessUptimeMs() {
   const uint64_t start = ProcessStartTicks();
   const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
-  timespec now {};
+  timespec now{};
   if (start == 0 || ticks_per_second <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0) return 0;
   const int64_t now_ms = int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1'000'000;
-  const int64_t start_ms = static_cast<int64_t>(start * 1000 / static_cast<uint64_t>(ticks_per_second));
+  const int64_t start_ms =
+      static_cast<int64_t>(start * 1000 / static_cast<uint64_t>(ticks_per_second));
   return now_ms > start_ms ? now_ms - start_ms : 0;
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "common/config.h"
@@ -99,6 +101,67 @@ void ReadGpuHealth(const flatbuffers::Vector<flatbuffers::Offset<wire::Unhealthy
     }
   }
   node.unhealthy_gpus = std::move(unhealthy);
+}
+
+// Flapping: a health check or a GPU that keeps failing and passing again would fill a node's
+// history (kNodeEventsKept) with its changes alone, pushing out what came before. Its changes
+// within kFlapWindowMs of the one before fold into the newest event, rewritten in place (the same
+// seq: the store replaces the row): after "fails its health check: X", "passes its health check
+// again" and "fails its health check: X" read "its health check changed 2 times since the event
+// before; the last: fails its health check: X", counting on while the flapping goes on.
+constexpr int64_t kFlapWindowMs = 10 * 60 * 1000;
+constexpr std::string_view kFlapMiddle = " times since the event before; the last: ";
+
+// What a health event is about ("its health check", "GPU 3"); "" for any other event.
+std::string HealthSubject(std::string_view text) {
+  if (text.starts_with("fails its health check: ") || text == "passes its health check again") {
+    return "its health check";
+  }
+  if (!text.starts_with("GPU ")) return "";
+  const size_t digits = text.find_first_not_of("0123456789", 4);
+  if (digits == 4 || digits == std::string_view::npos) return "";
+  const std::string_view rest = text.substr(digits);
+  if (!rest.starts_with(" unfit: ") && rest != " fit again") return "";
+  return std::string(text.substr(0, digits));
+}
+
+// A fold's subject and count ("GPU 3", 4) when `text` is one; else ("", 0).
+std::pair<std::string, int64_t> FoldOf(std::string_view text) {
+  const size_t changed = text.find(" changed ");
+  const size_t middle = text.find(kFlapMiddle);
+  if (changed == std::string_view::npos || middle == std::string_view::npos || middle < changed) {
+    return {"", 0};
+  }
+  const std::string_view count = text.substr(changed + 9, middle - changed - 9);
+  if (count.empty() || count.size() > 12 ||
+      count.find_first_not_of("0123456789") != std::string_view::npos) {
+    return {"", 0};
+  }
+  const std::string subject(text.substr(0, changed));
+  if (HealthSubject(text.substr(middle + kFlapMiddle.size())) != subject) return {"", 0};
+  return {subject, std::stoll(std::string(count))};
+}
+
+// The text the newest of `kept` becomes when `text` (a health event) folds into it, or nullopt
+// where it is told as an event of its own.
+std::optional<std::string> FoldedFlap(const std::vector<NodeEvent>& kept, const std::string& text,
+                                      int64_t now_ms) {
+  const std::string subject = HealthSubject(text);
+  if (subject.empty() || kept.size() < 2) return std::nullopt;
+  const NodeEvent& last = kept.back();
+  const NodeEvent& before = kept[kept.size() - 2];
+  if (now_ms - last.time_ms > kFlapWindowMs || HealthSubject(before.text) != subject) {
+    return std::nullopt;
+  }
+  int64_t changes = 0;
+  if (HealthSubject(last.text) == subject) {
+    changes = 2;  // the newest event and this one
+  } else if (auto [folded, count] = FoldOf(last.text); folded == subject) {
+    changes = count + 1;
+  } else {
+    return std::nullopt;
+  }
+  return subject + " changed " + std::to_string(changes) + std::string(kFlapMiddle) + text;
 }
 
 std::vector<int> Ports(const flatbuffers::Vector<int32_t>* ports) {
@@ -569,6 +632,21 @@ void NodeRegistry::AddAdminEvent(const std::string& node_id, int64_t now_ms, std
 void NodeRegistry::AddEvent(const std::string& node_id, int64_t now_ms, std::string text,
                             bool admin) {
   std::vector<NodeEvent> kept = EventsOf(node_id);
+  if (std::optional<std::string> folded = admin ? std::nullopt : FoldedFlap(kept, text, now_ms)) {
+    NodeEvent event{kept.back().seq, now_ms, std::move(*folded)};
+    kept.back() = event;
+    SetEvents(node_id, std::move(kept));
+    // Stored again under its seq; a version not yet stored is replaced in the queue.
+    auto queued = std::find_if(
+        pending_events_.rbegin(), pending_events_.rend(),
+        [&](const PendingEvent& e) { return e.node_id == node_id && e.event.seq == event.seq; });
+    if (queued != pending_events_.rend()) {
+      queued->event = std::move(event);
+    } else {
+      pending_events_.push_back({node_id, std::move(event), false});
+    }
+    return;
+  }
   NodeEvent event{kept.empty() ? 1 : kept.back().seq + 1, now_ms, std::move(text)};
   kept.push_back(event);
   SetEvents(node_id, std::move(kept));

@@ -18,7 +18,10 @@
 // registration, a loss, a return, a health check or GPU failing or passing again, an agent
 // shutting down) and what admins change, the newest kNodeEventsKept per node, each queued for
 // the pass's commit (PendingEvents; EventsStored after it). A failed commit drops the events of
-// the admins' changes it undid (RevertSettings) and keeps the rest queued: they happened.
+// the admins' changes it undid (RevertSettings) and keeps the rest queued: they happened. A health
+// check or GPU flapping (failing and passing again, each change within 10 minutes of the one
+// before) folds into its newest event, rewritten under the same seq, so it cannot push the rest
+// of the history out.
 //
 // Thread safety: none; the coordinator loop calls it.
 #pragma once

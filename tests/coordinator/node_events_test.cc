@@ -153,6 +153,60 @@ TEST(NodeEventsTest, AnAgentThatStartedAgainIsToldFromOneThatRegistersAgain) {
   EXPECT_EQ(restarted.FindReady("n")->agent_started_ms, 240'000);
 }
 
+// A health check or a GPU that keeps failing and passing again folds into one event, rewritten in
+// place under its seq (queued once for the store), while each change comes within 10 minutes of
+// the one before; a change after a quiet spell, or of another subject in between, is told anew.
+TEST(NodeEventsTest, AFlappingHealthCheckFoldsIntoOneEventInsteadOfFillingTheHistory) {
+  NodeRegistry nodes(3'600'000);
+  Register(nodes, "n", 1'000);
+  nodes.EventsStored();
+  int64_t now = 1'000;
+  for (int i = 0; i < 30; ++i) {
+    now += 60'000;
+    Heartbeat(nodes, "n", now, i % 2 == 0 ? "fan failure" : "");
+  }
+  std::vector<NodeEvent> events = nodes.EventsOf("n");
+  EXPECT_EQ(Texts(events),
+            (std::vector<std::string>{
+                "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+                "fails its health check: fan failure",
+                "its health check changed 29 times since the event before; the last: passes its "
+                "health check again"}));
+  EXPECT_EQ(events.back().seq, 3);
+  EXPECT_EQ(events.back().time_ms, now);
+  // The store gets the first change and the fold's newest text, once each.
+  auto pending = nodes.PendingEvents();
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[1].second, events.back());
+
+  // Stored, then the fold goes on: stored again under the same seq.
+  nodes.EventsStored();
+  now += 60'000;
+  Heartbeat(nodes, "n", now, "fan failure");
+  pending = nodes.PendingEvents();
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].second.seq, 3);
+  EXPECT_EQ(pending[0].second.text,
+            "its health check changed 30 times since the event before; the last: fails its "
+            "health check: fan failure");
+
+  // A GPU's change between them ends the fold; after 11 quiet minutes a change is told as
+  // itself; a GPU flapping folds the same way.
+  const int64_t later = now + 11 * 60'000;
+  Heartbeat(nodes, "n", now + 1'000, "fan failure", {{1, "XID 79"}});
+  Heartbeat(nodes, "n", now + 2'000, "", {{1, "XID 79"}});
+  Heartbeat(nodes, "n", later, "fan failure", {{1, "XID 79"}});
+  Heartbeat(nodes, "n", later + 1'000, "fan failure");
+  Heartbeat(nodes, "n", later + 2'000, "fan failure", {{1, "XID 79"}});
+  Heartbeat(nodes, "n", later + 3'000, "fan failure");
+  const std::vector<std::string> texts = Texts(nodes.EventsOf("n"));
+  EXPECT_EQ(std::vector<std::string>(texts.begin() + 3, texts.end()),
+            (std::vector<std::string>{
+                "GPU 1 unfit: XID 79", "passes its health check again",
+                "fails its health check: fan failure", "GPU 1 fit again",
+                "GPU 1 changed 2 times since the event before; the last: GPU 1 fit again"}));
+}
+
 // A failed commit undoes the admins' changes of the pass, and their events with them; what the
 // registry saw happen (a health check failing) stays queued.
 TEST(NodeEventsTest, AFailedCommitDropsTheEventsOfTheChangesItUndid) {
@@ -256,6 +310,25 @@ TEST_F(NodeEventsStoreTest, TheNewestEventsOfEachNodeAreKeptAndAForgottenNodesGo
   loaded = LoadAndCommit();
   EXPECT_EQ(loaded["a"], (std::vector<NodeEvent>{{1, 9'000, "registered: cohort-agent 0.9.2"}}));
   EXPECT_EQ(loaded.size(), 2u);
+}
+
+// A flap's fold, rewritten under its seq pass after pass, is one row holding its newest text.
+TEST_F(NodeEventsStoreTest, AFoldRewrittenUnderItsSeqIsStoredAsItsNewestText) {
+  NodeRegistry nodes(3'600'000);
+  Register(nodes, "n", 1'000);
+  for (int i = 0; i < 5; ++i) {
+    Heartbeat(nodes, "n", 2'000 + i * 1'000, i % 2 == 0 ? "fan failure" : "");
+    StateChanges pass;
+    pass.node_events = nodes.PendingEvents();
+    LoadAndCommit(pass);
+    nodes.EventsStored();
+  }
+  auto loaded = LoadAndCommit();
+  EXPECT_EQ(loaded["n"], nodes.EventsOf("n"));
+  ASSERT_EQ(loaded["n"].size(), 3u);
+  EXPECT_EQ(loaded["n"].back().text,
+            "its health check changed 4 times since the event before; the last: fails its health "
+            "check: fan failure");
 }
 
 }  // namespace
