@@ -57,10 +57,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeUsageT, cpu_cores, memory_
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeReplicaT, job, replica, state, gpus, cpus,
                                                   memory_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeEventT, seq, time_ms, text)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(
-    NodeInfoT, node_id, address, state, gpus, gpus_used, cpus, cpus_used, memory_mb, memory_used_mb,
-    replicas, last_heartbeat_ms, storage, admin, labels, label_edits, unhealthy, usage,
-    unhealthy_gpus, cordoned_gpus, holders, version, admin_reason, admin_by, admin_since_ms, events)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(NodeInfoT, node_id, address, state, gpus,
+                                                  gpus_used, cpus, cpus_used, memory_mb,
+                                                  memory_used_mb, replicas, last_heartbeat_ms,
+                                                  storage, admin, labels, label_edits, unhealthy,
+                                                  usage, unhealthy_gpus, cordoned_gpus, holders,
+                                                  version, admin_reason, admin_by, admin_since_ms,
+                                                  events, agent_started_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_ONLY_SERIALIZE(QueueInfoT, name, gpu_quota, cpu_quota, weight,
                                                   gpus_used, cpus_used, running, waiting,
                                                   waiting_jobs, suspended, gpu_idle_limit_ms,

@@ -344,6 +344,7 @@ const views = {
           '<p>' + esc(n.address) + ' · CPUs ' + n.cpus + ' · memory ' + n.memory_mb + ' MiB' +
           ' · heartbeat ' + (n.heartbeat_age_ms / 1000).toFixed(1) + 's ago' +
           (n.version ? ' · cohort-agent ' + esc(n.version) : '') +
+          (n.agent_up_ms > 0 ? ', started ' + dur(n.agent_up_ms) + ' ago' : '') +
           (Object.keys(n.labels || {}).length ? ' · labels ' + labelText(n.labels) : '') +
           (n.unhealthy ? ' · fails its health check: ' + esc(n.unhealthy) : '') +
           cordonNote(n) + '</p>' +

@@ -528,6 +528,7 @@ HttpResponse CoordinatorHttp::Nodes(const HttpRequest& r) const {
                    {"address", n.address},
                    {"version", n.version},
                    {"agent_started_ms", n.agent_started_ms},
+                   {"agent_up_ms", n.agent_started_ms > 0 ? s->now_ms - n.agent_started_ms : 0},
                    {"state", NodeStateName(n, !replicas[n.node_id].empty())},
                    {"admin", NodeAdminLabel(n, !replicas[n.node_id].empty())},
                    {"gpus", n.gpus.size()},

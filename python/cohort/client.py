@@ -332,6 +332,7 @@ def _node_to_dict(node):
         "node_id": _text(node.nodeId),
         "address": _text(node.address),
         "version": _text(node.version),
+        "agent_started_ms": node.agentStartedMs,
         "state": _text(node.state),
         "gpus": [{"index": g.index, "model": _text(g.model), "memory_mb": g.memoryMb,
                   "uuid": _text(g.uuid), "numa_node": g.numaNode}

@@ -224,6 +224,7 @@ TEST_F(Day2Test, CordonOfOneGpuKeepsNewWorkOffItAndSurvivesACoordinatorRestart) 
   EXPECT_NE(nodes.out.find(" VERSION "), std::string::npos) << nodes.out;
   EXPECT_NE(nodes.out.find(" " COHORT_VERSION " "), std::string::npos) << nodes.out;
   EXPECT_EQ(Node(node)["version"], COHORT_VERSION);
+  EXPECT_GT(Node(node).value("agent_started_ms", int64_t{0}), 0);  // from the agent's uptime
   EXPECT_NE(
       nodes.out.find(node + " GPU 0 is cordoned and free (cohort uncordon " + node + " --gpu 0)"),
       std::string::npos)

@@ -622,7 +622,10 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
     EXPECT_EQ(n.contains("events"), n["node_id"] == sick) << n;
   }
   EXPECT_NE(node.find(" · labels gpu=h100 · "), std::string::npos) << node;
-  EXPECT_NE(node.find(" · cohort-agent " COHORT_VERSION " · "), std::string::npos) << node;
+  // Its agent, and when that started (by the coordinator's clock, from its reported uptime).
+  EXPECT_TRUE(std::regex_search(
+      node, std::regex(" · cohort-agent " COHORT_VERSION ", started [0-9.]+[smh] ago · ")))
+      << node;
   EXPECT_NE(node.find("<td><a href=\"#/job/on-gpu\">on-gpu/chief-0</a></td></tr></tbody></table>"),
             std::string::npos)
       << node;
@@ -637,6 +640,8 @@ TEST_F(ObservabilityTest, DashboardRendersJobsReplicasAndStudyCurves) {
   json api_nodes = json::parse(HttpGet(cluster_->coordinator_http_port(), "/api/nodes"));
   for (const json& n : api_nodes) {
     EXPECT_EQ(n["version"], COHORT_VERSION) << n;  // its agent's, this build's
+    EXPECT_GT(n["agent_started_ms"].get<int64_t>(), 0) << n;
+    EXPECT_GT(n["agent_up_ms"].get<int64_t>(), 0) << n;
     EXPECT_TRUE(n["gpus_used"].is_array()) << n;
     EXPECT_EQ(n["gpus_used"].size(), n["gpus_allocated"]) << n;
   }

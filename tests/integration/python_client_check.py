@@ -33,6 +33,7 @@ def main(endpoint, scratch):
         check(len(nodes) == 2 and all(n["state"] == "READY" for n in nodes),
               f"two READY nodes: {nodes}")
         check(nodes[0]["labels"] == "", f"a node started without --label has none: {nodes}")
+        check(nodes[0]["agent_started_ms"] > 0, f"its agent's start, from its uptime: {nodes}")
         check(nodes[0]["version"] != "" and nodes[0]["version"] == nodes[1]["version"],
               f"each node says its agent's version, this build's: {nodes}")
         check(all(n["unhealthy"] == "" for n in nodes),
