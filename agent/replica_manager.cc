@@ -571,8 +571,12 @@ void ReplicaManager::KeepEnded(const std::vector<wire::ReplicaStatusT>& ended) {
 void ReplicaManager::RememberEnd(wire::ReplicaStatusT end) {
   end.pid = 0;  // the process is gone
   ended_.push_back(std::move(end));
-  ++ends_changed_;
-  if (ended_.size() > kEndedKept) ended_.pop_front();
+  // A forgotten attempt's end was among Ended() already, and a kept one is in the ends file it
+  // came from (agent/handoff.h): only one dropped for room changes what the file must hold.
+  if (ended_.size() > kEndedKept) {
+    ended_.pop_front();
+    ++ends_changed_;
+  }
 }
 
 namespace {

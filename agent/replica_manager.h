@@ -116,8 +116,8 @@ class ReplicaManager {
   // attempts not forgotten yet included); the new image keeps them as its own.
   std::vector<wire::ReplicaStatusT> Ended() const;
   void KeepEnded(const std::vector<wire::ReplicaStatusT>& ended);
-  // Counts the changes to what Ended() returns (an attempt ending, an end kept or dropped): the
-  // agent rewrites its ends file (agent/handoff.h) when this moved.
+  // Counts the changes to what Ended() returns (an attempt ending, an end dropped): the agent
+  // rewrites its ends file (agent/handoff.h) when this moved.
   uint64_t ends_changed() const { return ends_changed_; }
   // The progress of every RUNNING attempt, for a heartbeat, with what it uses: its cgroup's CPU
   // time and memory, read now, and its GPUs' entries of `gpus` (GpuSampler::Latest()).
