@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/file_util.h"
+#include "common/utf8.h"
 
 namespace cohort::agent {
 
@@ -242,14 +243,28 @@ StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEndedList(const json& in,
 
 std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agent-handoff.json"; }
 
-std::string EncodeHandoff(const Handoff& handoff) {
+StatusOr<std::string> EncodeHandoff(const Handoff& handoff) {
   json attempts = json::array();
-  for (const HandedOverAttempt& a : handoff.attempts) attempts.push_back(EncodeAttempt(a));
+  for (const HandedOverAttempt& a : handoff.attempts) {
+    json attempt = EncodeAttempt(a);
+    try {
+      (void)attempt.dump();
+    } catch (const json::exception& e) {
+      return InvalidArgument("handoff: attempt " + ValidUtf8(a.job) + "/" + ValidUtf8(a.replica) +
+                             "/" + std::to_string(a.attempt) +
+                             " holds a path or an environment value that is not UTF-8, which "
+                             "JSON cannot carry (" +
+                             e.what() + ")");
+    }
+    attempts.push_back(std::move(attempt));
+  }
+  // The ends and the version are text for people: what is not UTF-8 in them is replaced, as in
+  // the ends file.
   return json{{"agent_pid", handoff.agent_pid},
               {"from_version", handoff.from_version},
               {"attempts", attempts},
               {"ended", EncodeEndedList(handoff.ended)}}
-      .dump(1);
+      .dump(1, ' ', false, json::error_handler_t::replace);
 }
 
 StatusOr<Handoff> DecodeHandoff(const std::string& text) {
@@ -283,7 +298,8 @@ StatusOr<Handoff> DecodeHandoff(const std::string& text) {
 
 StatusOr<std::string> WriteHandoff(const std::string& work_dir, const Handoff& handoff) {
   const std::string path = HandoffPath(work_dir);
-  COHORT_RETURN_IF_ERROR(ReplaceFile(path, EncodeHandoff(handoff), 0600));
+  COHORT_ASSIGN_OR_RETURN(std::string text, EncodeHandoff(handoff));
+  COHORT_RETURN_IF_ERROR(ReplaceFile(path, text, 0600));
   return path;
 }
 
@@ -307,7 +323,8 @@ StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir) {
 std::string EndsPath(const std::string& work_dir) { return work_dir + "/.agent-ends.json"; }
 
 std::string EncodeEnds(const std::string& node_id, const std::vector<wire::ReplicaStatusT>& ended) {
-  return json{{"node_id", node_id}, {"ended", EncodeEndedList(ended)}}.dump(1);
+  return json{{"node_id", node_id}, {"ended", EncodeEndedList(ended)}}.dump(
+      1, ' ', false, json::error_handler_t::replace);
 }
 
 StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEnds(const std::string& text,

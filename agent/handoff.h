@@ -77,7 +77,10 @@ struct Handoff {
   std::vector<wire::ReplicaStatusT> ended;
 };
 
-std::string EncodeHandoff(const Handoff& handoff);
+// kInvalidArgument naming the attempt where one holds a path or an environment value that is not
+// UTF-8 (JSON cannot carry it, and a handoff must not change it): the live restart is refused.
+// What is not UTF-8 in the ends (text for people) is replaced by U+FFFD, as in the ends file.
+StatusOr<std::string> EncodeHandoff(const Handoff& handoff);
 // kInvalidArgument naming the field at fault ("handoff attempts[1].pid: must be positive").
 StatusOr<Handoff> DecodeHandoff(const std::string& text);
 
@@ -105,6 +108,7 @@ StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir);
 //
 // <work_dir>/.agent-ends.json
 std::string EndsPath(const std::string& work_dir);
+// What is not UTF-8 in an end (its message, say) is written as U+FFFD.
 std::string EncodeEnds(const std::string& node_id, const std::vector<wire::ReplicaStatusT>& ended);
 // kInvalidArgument naming the entry or field at fault; kFailedPrecondition where another node
 // wrote it.

@@ -74,7 +74,7 @@ std::string Refusal(const std::string& text) {
 
 TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   const Handoff h = TwoAttempts();
-  auto back = DecodeHandoff(EncodeHandoff(h));
+  auto back = DecodeHandoff(*EncodeHandoff(h));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->agent_pid, h.agent_pid);
   EXPECT_EQ(back->from_version, "0.9.1");
@@ -116,7 +116,7 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   EXPECT_EQ(back->ended[0].message, h.ended[0].message);
   EXPECT_EQ(back->ended[1].state, wire::ReplicaState::SUCCEEDED);
   // A file of an agent older than the list has none; one older than create times has 0s.
-  nlohmann::json older = nlohmann::json::parse(EncodeHandoff(h));
+  nlohmann::json older = nlohmann::json::parse(*EncodeHandoff(h));
   older.erase("ended");
   older["attempts"][0].erase("job_created_ms");
   auto without = DecodeHandoff(older.dump());
@@ -135,7 +135,7 @@ TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
 
   // Each field of an attempt, broken in turn, on an otherwise good file.
   auto with = [](const std::string& field, nlohmann::json value) {
-    nlohmann::json file = nlohmann::json::parse(EncodeHandoff(TwoAttempts()));
+    nlohmann::json file = nlohmann::json::parse(*EncodeHandoff(TwoAttempts()));
     file["attempts"][1][field] = std::move(value);
     return Refusal(file.dump());
   };
@@ -164,7 +164,7 @@ TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
             "handoff attempts[1]: attempt train/chief-0/2 is listed twice");
 
   auto with_ended = [](const std::string& field, nlohmann::json value) {
-    nlohmann::json file = nlohmann::json::parse(EncodeHandoff(TwoAttempts()));
+    nlohmann::json file = nlohmann::json::parse(*EncodeHandoff(TwoAttempts()));
     file["ended"][1][field] = std::move(value);
     return Refusal(file.dump());
   };
@@ -174,9 +174,42 @@ TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
   EXPECT_EQ(with_ended("job", ""), "handoff ended[1].job: must not be empty");
   EXPECT_EQ(with_ended("signal", 300), "handoff ended[1].signal: must be in 0..128");
   EXPECT_EQ(with_ended("attempt", -1), "handoff ended[1].attempt: must be in 0..2147483647");
-  nlohmann::json file = nlohmann::json::parse(EncodeHandoff(TwoAttempts()));
+  nlohmann::json file = nlohmann::json::parse(*EncodeHandoff(TwoAttempts()));
   file["ended"] = "none";
   EXPECT_EQ(Refusal(file.dump()), "handoff file.ended: must be a list");
+}
+
+// JSON carries only UTF-8: an attempt whose environment or paths hold other bytes (the agent's own
+// HOME, say) refuses the handoff naming the attempt, so the live restart is refused and the agent
+// runs on, rather than throwing (which ended the agent and its replicas) or changing the value.
+// Ends are text for people: what is not UTF-8 in them is replaced.
+TEST(HandoffTest, BytesThatAreNotUtf8RefuseTheHandoffWhereTheyAreAPathOrAValue) {
+  testing::TempDir dir;
+  Handoff h = TwoAttempts();
+  h.attempts[1].env["HOME"] = "/home/caf\xe9";  // Latin-1
+  auto encoded = EncodeHandoff(h);
+  ASSERT_FALSE(encoded.ok());
+  EXPECT_EQ(encoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(encoded.status().message().find(
+                "handoff: attempt train/worker-0/2 holds a path or an environment value that is "
+                "not UTF-8"),
+            std::string::npos)
+      << encoded.status().message();
+  EXPECT_FALSE(WriteHandoff(dir.path(), h).ok());
+  EXPECT_FALSE(std::filesystem::exists(HandoffPath(dir.path())));
+
+  h = TwoAttempts();
+  h.attempts[0].working_dir += "\xff";
+  EXPECT_FALSE(EncodeHandoff(h).ok());
+
+  h = TwoAttempts();
+  h.ended[0].message = "exited 1: caf\xe9";
+  auto with_ends = EncodeHandoff(h);
+  ASSERT_TRUE(with_ends.ok()) << with_ends.status().ToString();
+  auto back = DecodeHandoff(*with_ends);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ended[0].message, "exited 1: caf\xef\xbf\xbd");
+  EXPECT_EQ(back->attempts[0].env.at("WEIRD"), h.attempts[0].env.at("WEIRD"));  // UTF-8 as is
 }
 
 class TakeHandoffTest : public ::testing::Test {
@@ -277,6 +310,13 @@ TEST(EndsFileTest, ADamagedOrHostileFileIsRefusedNamingWhatIsWrong) {
   file["ended"][1] = "SUCCEEDED";
   EXPECT_EQ(refusal(file.dump()), "ends ended[1]: must be an object");
   EXPECT_EQ(refusal("{\"node_id\": \"node-1\"}"), "accepted");  // no ends yet
+
+  // Text that is not UTF-8 (a message) is written with U+FFFD, never refused or thrown.
+  std::vector<wire::ReplicaStatusT> latin1 = TwoAttempts().ended;
+  latin1[0].message = "caf\xe9";
+  auto read = DecodeEnds(EncodeEnds("node-1", latin1), "node-1");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ((*read)[0].message, "caf\xef\xbf\xbd");
 
   testing::TempDir dir;
   std::ofstream(EndsPath(dir.path())) << "{\"node_id\": \"node-1\", \"ended\": [";
