@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/rate_limited_log.h"
+#include "common/utf8.h"
 
 namespace cohort {
 namespace {
@@ -151,6 +152,18 @@ StatusOr<Message> Message::Parse(zmq::message_t frame) {
   }
   if (envelope->body_type() == wire::Body::NONE || envelope->body() == nullptr) {
     return DataLoss("envelope has no body");
+  }
+  // The user a plaintext client claims becomes a job's owner, stored and shown.
+  if (const flatbuffers::String* user = envelope->user()) {
+    const std::string_view claimed = user->string_view();
+    if (claimed.size() > kMaxClaimedUserBytes) {
+      return InvalidArgument("Envelope.user: " + std::to_string(claimed.size()) +
+                             " bytes; at most " + std::to_string(kMaxClaimedUserBytes));
+    }
+    if (ValidUtf8(claimed, /*printable=*/true) != claimed) {
+      return InvalidArgument("Envelope.user: '" + ValidUtf8(claimed, true) +
+                             "' is not printable UTF-8");
+    }
   }
   return Message(std::move(frame), envelope);
 }

@@ -27,6 +27,8 @@ namespace cohort {
 inline constexpr uint16_t kProtocolVersion = 1;
 // Frames larger than this are refused (ZMQ_MAXMSGSIZE) before they reach us.
 inline constexpr int64_t kMaxFrameBytes = 64ll << 20;
+// The longest user name an envelope may claim.
+inline constexpr size_t kMaxClaimedUserBytes = 255;
 // A RouterSocket's listen backlog: connections not yet accepted (ZeroMQ's default is 100).
 inline constexpr int kListenBacklog = 4096;
 
@@ -46,7 +48,8 @@ Status StatusFromError(const wire::ErrorReply& error);
 // A verified message.
 class Message {
  public:
-  // Verifies the frame: size, identifier, flatbuffers::Verifier, version, a body present.
+  // Verifies the frame: size, identifier, flatbuffers::Verifier, version, a body present, and a
+  // claimed user (Envelope.user) of printable UTF-8 of at most kMaxClaimedUserBytes.
   static StatusOr<Message> Parse(zmq::message_t frame);
 
   const wire::Envelope& envelope() const { return *envelope_; }

@@ -143,6 +143,12 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
     return;
   }
   if (!SpeaksFor(m, node_id, "RegisterAgent")) return;
+  if (Status names = CheckAgentNames(req); !names.ok()) {
+    refusals_.Log("agent endpoint: refused a registration from {}: {}", PeerName(m.peer),
+                  names.message());
+    Reply(m, EncodeError(id, names));
+    return;
+  }
   const NodeRegistry::Registration reg = nodes_.Register(req, m.peer, now_ms);
   NodeRecord& node = *reg.node;
   node.key = m.identity.key;
@@ -216,8 +222,10 @@ void AgentService::OnHeartbeat(const RoutedMessage& m, const wire::Heartbeat& re
       report.completed_seq = p->completed_seq();
       report.completed_idle_ms = p->completed_idle_ms();
       report.current_seq = p->current_seq();
-      report.current_op = Str(p->current_op());
-      report.current_algorithm = Str(p->current_algorithm());
+      // Words of the hang event the job's history keeps: printable and short, whatever was sent.
+      report.current_op = TruncateUtf8(ValidUtf8(Str(p->current_op()), true), kMaxOpNameBytes);
+      report.current_algorithm =
+          TruncateUtf8(ValidUtf8(Str(p->current_algorithm()), true), kMaxOpNameBytes);
       report.current_bytes = p->current_bytes();
       report.current_ms = p->current_ms();
       if (p->starts()) {
@@ -334,6 +342,8 @@ void AgentService::OnExecOutput(const RoutedMessage& m, const wire::ExecOutput& 
   if (exec_relay_ != nullptr) {
     wire::ExecOutputT output;
     req.UnPackTo(&output);
+    output.error = ValidUtf8(output.error);  // the client's error: text, unlike the output
+    output.killed_because = ValidUtf8(output.killed_because);
     exec_relay_->OnOutput(node_id, std::move(output));
   }
   Reply(m, Encode(m.message.request_id(), wire::AckT{}));

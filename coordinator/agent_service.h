@@ -4,7 +4,9 @@
 // ReplicaUsageTracker), replica state updates
 // (their messages made well-formed, printable UTF-8 of at most kMaxReplicaMessageBytes),
 // log chunks, stack dumps, `cohort exec` outputs (to the ExecRelay), trial measurements and
-// training metrics. Node bookkeeping goes to
+// training metrics. What an agent sends is never trusted to be UTF-8: a registration whose names
+// are not is refused (CheckAgentNames), a measurement whose metric names are not is dropped, and
+// other text it sends is made well-formed and printable as it is taken. Node bookkeeping goes to
 // the NodeRegistry, replica fates to the JobController; answers (and stops for attempts the
 // coordinator does not run there) are queued in the Outbox. A measurement of any job is kept as
 // training metrics (TakeTrainingMetrics: the coordinator stores them with the pass); one of a
@@ -44,6 +46,8 @@ namespace cohort::coordinator {
 
 // The most of a replica status's message the coordinator keeps (bytes; longer ones are cut).
 inline constexpr size_t kMaxReplicaMessageBytes = 1024;
+// The most of a progress report's operation or algorithm name kept ("allreduce").
+inline constexpr size_t kMaxOpNameBytes = 64;
 
 // True when `routing_id` may be used by the key of node `node_id`: "<node-id>/<anything>", or the
 // bare node id (test harnesses; an agent never uses it, as a predictable id can be taken over).

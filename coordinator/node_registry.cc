@@ -16,13 +16,18 @@
 namespace cohort::coordinator {
 namespace {
 
+// An agent's text as the coordinator keeps it: printable UTF-8 of at most kMaxAgentTextBytes.
+std::string AgentText(const flatbuffers::String* text) {
+  return TruncateUtf8(ValidUtf8(Str(text), /*printable=*/true), kMaxAgentTextBytes);
+}
+
 // The agent's storage report, when it sent one (else `storage` keeps what it had).
 void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
   if (report == nullptr) return;
   storage.reported = true;
-  storage.root = Str(report->root());
-  storage.token = Str(report->token());
-  storage.error = Str(report->error());
+  storage.root = AgentText(report->root());
+  storage.token = AgentText(report->token());
+  storage.error = AgentText(report->error());
 }
 
 // What the agent's health check says (RegisterAgent/Heartbeat.unhealthy), as printable text of a
@@ -178,6 +183,27 @@ int64_t NodeRegistry::heartbeat_interval_ms() const {
   return HeartbeatIntervalMs(heartbeat_timeout_ms_);
 }
 
+Status CheckAgentNames(const wire::RegisterAgent& req) {
+  const std::pair<const char*, const flatbuffers::String*> names[] = {
+      {"node_id", req.node_id()},
+      {"address", req.address()},
+      {"port_domain", req.port_domain()},
+      {"version", req.version()}};
+  for (const auto& [field, value] : names) {
+    const std::string text = Str(value);
+    if (text.size() > kMaxAgentNameBytes) {
+      return InvalidArgument("RegisterAgent." + std::string(field) + ": " +
+                             std::to_string(text.size()) + " bytes; at most " +
+                             std::to_string(kMaxAgentNameBytes));
+    }
+    if (ValidUtf8(text, /*printable=*/true) != text) {
+      return InvalidArgument("RegisterAgent." + std::string(field) + ": '" + ValidUtf8(text, true) +
+                             "' is not printable UTF-8");
+    }
+  }
+  return Status::Ok();
+}
+
 NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req,
                                                   const std::string& peer, int64_t now_ms) {
   std::string node_id = Str(req.node_id());
@@ -199,6 +225,8 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
     for (const auto* g : *req.gpus()) {
       wire::GpuInfoT info;
       g->UnPackTo(&info);
+      info.model = AgentText(g->model());
+      info.uuid = AgentText(g->uuid());
       node.gpus.push_back(std::move(info));
     }
   }

@@ -540,12 +540,15 @@ Status SqliteStateStore::WriteStudyRecord(const std::string& record,
     int64_t pos = first + static_cast<int64_t>(i);
     if (pos < image.events) continue;  // already stored (events never change)
     const json& e = events[i];
-    std::string body = e.dump();
+    std::string body = e.dump(-1, ' ', false, json::error_handler_t::replace);
     std::string kind, trial;
     if (e.contains("trial")) {
       kind = "trial";
       trial = e.value("trial", "");
-      std::string params = e.contains("parameters") ? e["parameters"].dump() : "{}";
+      std::string params =
+          e.contains("parameters")
+              ? e["parameters"].dump(-1, ' ', false, json::error_handler_t::replace)
+              : "{}";
       std::string job = TrialJobName(name, trial);
       COHORT_RETURN_IF_ERROR(st.insert_trial.RunWith(
           name, trial, job, params, rows::TrialRowCrc(name, trial, job, params, 0, 0, "")));

@@ -317,7 +317,7 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
                            {"spec_yaml", spec},     {"create_time_ms", create_ms},
                            {"end_time_ms", end_ms}, {"first", 0},
                            {"owner", owner},        {"events", json::array()}}
-                          .dump();
+                          .dump(-1, ' ', false, json::error_handler_t::replace);
          });
        });
   std::map<std::string, json> events;
@@ -362,7 +362,7 @@ SqliteStateStore::ReadAllResult SqliteStateStore::ReadAll() {
     json j = json::parse(s.record);
     j["events"] = std::move(events[name]);
     if (!j["events"].is_array()) j["events"] = json::array();
-    s.record = j.dump();
+    s.record = j.dump(-1, ' ', false, json::error_handler_t::replace);
   }
   return all;
 }
@@ -566,7 +566,7 @@ StatusOr<std::vector<std::string>> SqliteStateStore::LoadStudies() {
                        {"owner", st.Text(4)},
                        {"first", 0},
                        {"events", std::move(events)}}
-                      .dump());
+                      .dump(-1, ' ', false, json::error_handler_t::replace));
   }
   return out;
 }

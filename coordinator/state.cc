@@ -335,7 +335,9 @@ std::string JobToJson(const JobRecord& job) {
   json events = json::array();
   for (const auto& e : job.events) events.push_back({{"t", e.time_ms}, {"m", e.message}});
   j["events"] = std::move(events);
-  return j.dump();
+  // Text from outside is made UTF-8 where it is taken (AgentService, NodeRegistry); should any
+  // slip through, it is stored with U+FFFD rather than thrown on, which would end the coordinator.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 StatusOr<JobRecord> JobFromJson(const std::string& text) {

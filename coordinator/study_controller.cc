@@ -221,7 +221,7 @@ std::string StudyController::Record(const std::string& name, const Entry& entry,
             {"owner", entry.owner},
             {"first", first},
             {"events", std::move(events)}};
-  return j.dump();
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::vector<std::string> StudyController::TakeJournalRecords() {

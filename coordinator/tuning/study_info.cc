@@ -4,6 +4,8 @@
 #include <cmath>
 #include <memory>
 
+#include "common/utf8.h"
+
 namespace cohort::coordinator::tuning {
 
 wire::TrialInfoT ToTrialInfo(const Study& study, const Trial& trial) {
@@ -51,6 +53,10 @@ StatusOr<std::map<std::string, double>> MeasurementMetrics(const wire::TrialMeas
   for (const wire::KeyValue* kv : *m.metrics()) {
     if (kv == nullptr || kv->key() == nullptr) continue;
     std::string key = kv->key()->str();
+    if (ValidUtf8(key) != key) {
+      return InvalidArgument("trial measurement: metric '" + ValidUtf8(key, /*printable=*/true) +
+                             "': its name is not UTF-8");
+    }
     std::string text = kv->value() != nullptr ? kv->value()->str() : "";
     double v = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);

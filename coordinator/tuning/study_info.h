@@ -19,8 +19,9 @@ wire::StudyInfoT ToStudyInfo(const Study& study, int64_t create_time_ms = 0,
                              int64_t end_time_ms = 0);
 wire::TrialInfoT ToTrialInfo(const Study& study, const Trial& trial);
 
-// tag -> value of a TrialMeasurement; a value that is not a finite number is kInvalidArgument
-// naming the tag.
+// tag -> value of a TrialMeasurement; a value that is not a finite number, or a tag that is not
+// UTF-8 (the agent read it from JSON; the study's records are JSON), is kInvalidArgument naming
+// the tag.
 StatusOr<std::map<std::string, double>> MeasurementMetrics(const wire::TrialMeasurement& m);
 
 }  // namespace cohort::coordinator::tuning

@@ -47,6 +47,24 @@ TEST(MessagingTest, ErrorReplyBecomesItsStatus) {
   EXPECT_EQ(status.message(), "worker_pools[0].replicas: bad");
 }
 
+// The user a plaintext client claims becomes a job's owner (stored, shown, in JSON): a frame
+// claiming one that is not printable UTF-8, or too long, is refused naming it.
+TEST(MessagingTest, ParseRefusesAClaimedUserThatIsNotPrintableUtf8) {
+  auto claimed = [](const std::string& user) {
+    return Message::Parse(Encode(3, wire::ListJobsT{}, user)).status();
+  };
+  EXPECT_TRUE(claimed("").ok());
+  EXPECT_TRUE(claimed("alice").ok());
+  EXPECT_TRUE(claimed("jos\xc3\xa9").ok());
+  EXPECT_TRUE(claimed(std::string(kMaxClaimedUserBytes, 'a')).ok());
+  const Status latin1 = claimed("jos\xe9");
+  EXPECT_EQ(latin1.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(latin1.message(), "Envelope.user: 'jos\xef\xbf\xbd' is not printable UTF-8");
+  EXPECT_EQ(claimed("bob\n").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(claimed(std::string(kMaxClaimedUserBytes + 1, 'a')).message(),
+            "Envelope.user: 256 bytes; at most 255");
+}
+
 TEST(MessagingTest, ParseRejectsGarbageShortAndTruncatedFrames) {
   EXPECT_EQ(Message::Parse(zmq::message_t(std::string("hi"))).status().code(),
             StatusCode::kDataLoss);

@@ -1263,6 +1263,70 @@ TEST_F(CoordinatorTest, HeartbeatFromUnknownNodeAsksForRegistration) {
   EXPECT_EQ(agents_["ghost"].inbox.front().ErrorStatus().code(), StatusCode::kFailedPrecondition);
 }
 
+// What an agent sends is never trusted to be UTF-8 (the coordinator keeps it in JSON records,
+// which refused it by throwing and ended the coordinator): a registration whose names are not
+// printable UTF-8 is refused naming the field, and its other text is kept made well-formed.
+TEST_F(CoordinatorTest, AnAgentsTextThatIsNotUtf8IsRefusedOrMadeWellFormed) {
+  auto registration = [](const std::string& node_id) {
+    wire::RegisterAgentT reg;
+    reg.node_id = node_id;
+    reg.address = node_id + ".local";
+    reg.version = "0.9.1";
+    auto gpu = std::make_unique<wire::GpuInfoT>();
+    gpu->index = 0;
+    gpu->model = "H100 \xff";
+    gpu->uuid = "GPU-\xfe";
+    reg.gpus.push_back(std::move(gpu));
+    reg.cpus = 16;
+    reg.memory_mb = 64'000;
+    reg.storage = std::make_unique<wire::StorageReportT>();
+    reg.storage->root = "/shared";
+    reg.storage->error = "no marker in /shared/\xe9\x1b[2J";
+    return reg;
+  };
+  // Refused: each name.
+  Peer& bad = agents_["bad"] = Connect(options_.agent_endpoint, "bad");
+  for (const std::string field : {"address", "version", "port_domain", "node_id"}) {
+    wire::RegisterAgentT reg = registration("bad");
+    if (field == "address") reg.address = "10.0.0.\xfe";
+    if (field == "version") reg.version = "0.9\n";
+    if (field == "port_domain") reg.port_domain = std::string(kMaxAgentNameBytes + 1, 'd');
+    if (field == "node_id") reg.node_id = "bad\xff";
+    const uint64_t id = bad.Send(std::move(reg));
+    std::optional<Status> answer;
+    Pump([&] {
+      for (const Message& m : bad.inbox) {
+        if (m.request_id() == id) answer = m.ErrorStatus();
+      }
+      return answer.has_value();
+    });
+    ASSERT_TRUE(answer.has_value()) << field;
+    EXPECT_EQ(answer->code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(answer->message().find("RegisterAgent." + field + ": "), std::string::npos)
+        << answer->message();
+  }
+  EXPECT_TRUE(CallFor<wire::NodeList>(wire::ListNodesT{}).nodes.empty());
+
+  // Taken, its GPU's model and UUID and its storage error made printable UTF-8; a job runs there,
+  // and the state written with it is read back by the next start.
+  agents_["n1"] = Connect(options_.agent_endpoint, "n1");
+  agents_["n1"].Send(registration("n1"));
+  Pump([&] { return coordinator_->FindNode("n1") != nullptr; });
+  ASSERT_TRUE(Submit(JobYaml("j", 0, 1)).ok());
+  ASSERT_EQ(LaunchesWithinFiveRounds().size(), 1u);
+  Restart();
+  agents_["n1"].Send(registration("n1"));
+  Pump([&] { return coordinator_->FindNode("n1") != nullptr; });
+  auto nodes = CallFor<wire::NodeList>(wire::ListNodesT{});
+  ASSERT_EQ(nodes.nodes.size(), 1u);
+  ASSERT_EQ(nodes.nodes[0]->gpus.size(), 1u);
+  EXPECT_EQ(nodes.nodes[0]->gpus[0]->model, "H100 \xef\xbf\xbd");
+  EXPECT_EQ(nodes.nodes[0]->gpus[0]->uuid, "GPU-\xef\xbf\xbd");
+  const wire::JobInfoT job = GetJob("j");  // its record, events and all, read back
+  ASSERT_FALSE(job.events.empty());
+  EXPECT_EQ(job.events.front()->message, "submitted (1 replica)");
+}
+
 TEST_F(CoordinatorTest, InvalidAndDuplicateSubmissionsAreRefused) {
   Status s = Submit("name: x\nworker_pools: []\n");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

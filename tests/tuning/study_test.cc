@@ -229,6 +229,20 @@ TEST(StudyInfoTest, WireRoundTrip) {
   ASSERT_TRUE(mb.ok());
   EXPECT_EQ(MeasurementMetrics(*mb->As<wire::TrialMeasurement>()).status().code(),
             StatusCode::kInvalidArgument);
+
+  // A metric name that is not UTF-8 (no agent reads one from JSON; the study's records are JSON)
+  // is refused naming it, not kept to throw when the study is written.
+  wire::TrialMeasurementT latin1;
+  auto named = std::make_unique<wire::KeyValueT>();
+  named->key = "perte\xe9";
+  named->value = "0.5";
+  latin1.metrics.push_back(std::move(named));
+  StatusOr<Message> ml = Message::Parse(Encode(10, std::move(latin1)));
+  ASSERT_TRUE(ml.ok());
+  const Status refused = MeasurementMetrics(*ml->As<wire::TrialMeasurement>()).status();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "trial measurement: metric 'perte\xef\xbf\xbd': its name is not UTF-8");
 }
 
 }  // namespace
