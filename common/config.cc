@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -21,6 +23,14 @@ namespace cohort {
 namespace po = boost::program_options;
 
 namespace {
+
+// Reaches the texts Boost puts in place of an error's placeholders ("%value%", "%option%"): the
+// protected member is named through this derived class, never instantiated.
+struct ErrorSubstitutions : po::error_with_option_name {
+  static std::map<std::string, std::string>& Of(po::error_with_option_name& e) {
+    return e.*(&ErrorSubstitutions::m_substitutions);
+  }
+};
 
 std::string_view Trim(std::string_view s) {
   const char* blanks = " \t\r\f\v";
@@ -80,6 +90,18 @@ std::string FormatElapsed(int64_t ms) {
                   static_cast<long long>((s % 86400) / 3600));
   }
   return buffer;
+}
+
+std::string FlagErrorText(po::error& e) {
+  if (auto* named = dynamic_cast<po::error_with_option_name*>(&e)) {
+    for (auto& [placeholder, text] : ErrorSubstitutions::Of(*named)) {
+      if (std::count(text.begin(), text.end(), '%') < 2) continue;
+      std::string shown;
+      for (char c : text) shown += c == '%' ? std::string("\uFF05") : std::string(1, c);
+      text = std::move(shown);
+    }
+  }
+  return e.what();
 }
 
 std::ostream& operator<<(std::ostream& out, const FlagDuration& d) {
@@ -160,8 +182,8 @@ Status ParseConfigText(std::string_view text, std::string_view source,
     parsed.options.push_back(std::move(opt));
     try {
       po::store(parsed, *values);
-    } catch (const po::error& e) {
-      return error(e.what());
+    } catch (po::error& e) {
+      return error(FlagErrorText(e));
     } catch (const std::exception& e) {
       return error(e.what());
     }
@@ -197,10 +219,10 @@ StatusOr<CommandLine> ParseFlags(int argc, const char* const* argv,
     parser.options(all);
     if (positional != nullptr) parser.positional(*positional);
     po::store(parser.run(), out.values);
-  } catch (const po::unknown_option& e) {
-    return InvalidArgument(e.what() + DidYouMeanOption(e.get_option_name(), all, "--"));
-  } catch (const po::error& e) {
-    return InvalidArgument(e.what());
+  } catch (po::unknown_option& e) {
+    return InvalidArgument(FlagErrorText(e) + DidYouMeanOption(e.get_option_name(), all, "--"));
+  } catch (po::error& e) {
+    return InvalidArgument(FlagErrorText(e));
   } catch (const std::exception& e) {
     return InvalidArgument(e.what());
   }
@@ -230,8 +252,8 @@ StatusOr<CommandLine> ParseFlags(int argc, const char* const* argv,
 
   try {
     po::notify(out.values);
-  } catch (const po::error& e) {
-    return InvalidArgument(e.what());
+  } catch (po::error& e) {
+    return InvalidArgument(FlagErrorText(e));
   } catch (const std::exception& e) {
     return InvalidArgument(e.what());
   }

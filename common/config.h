@@ -60,6 +60,13 @@ struct CommandLine {
   std::string config_file;  // the --config file that was read ("" when none)
 };
 
+// What a Boost.Program_options error says. Boost puts the value given in place of its template's
+// "%value%" (and the option's name in place of "%option%"), again and again while the result
+// still holds the placeholder: e.what() never returned for a value that holds one itself
+// ("--cpus %value%"), the daemon hung at its start. A value with two '%' or more is shown with
+// U+FF05 (a fullwidth '%') in their place.
+std::string FlagErrorText(boost::program_options::error& e);
+
 // Parses argv and the --config file as described above.
 StatusOr<CommandLine> ParseFlags(
     int argc, const char* const* argv, const boost::program_options::options_description& options,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/version.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
@@ -143,6 +144,9 @@ int main(int argc, char** argv) {
   try {
     po::store(po::command_line_parser(args).options(flags).run(), vm);
     po::notify(vm);
+  } catch (po::error& e) {
+    std::cerr << "digits-trainer: " << cohort::FlagErrorText(e) << " (--help lists the flags)\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "digits-trainer: " << e.what() << " (--help lists the flags)\n";
     return 2;

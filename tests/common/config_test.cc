@@ -143,6 +143,31 @@ TEST_F(ConfigTest, BadCommandLineValuesNameTheOption) {
   EXPECT_THAT(cl.status().message(), HasSubstr("--cpus"));
 }
 
+// Boost puts the value in place of "%value%" in its message while the message holds one: a value
+// holding it itself never came back (the daemon hung at its start). It is refused like any other,
+// its '%' shown as U+FF05; a single '%' as it is.
+TEST_F(ConfigTest, AValueHoldingBoostsOwnPlaceholdersIsRefusedNotLoopedOn) {
+  DaemonFlags f;
+  const std::string fullwidth = "\uFF05";
+  auto cl = Parse(f, {"--cpus", "%value%"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_THAT(cl.status().message(),
+              HasSubstr("('" + fullwidth + "value" + fullwidth + "') for option '--cpus'"));
+  cl = Parse(f, {"--grace-period", "%canonical_option%"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_THAT(cl.status().message(), HasSubstr("not a duration"));
+  cl = Parse(f, {"--%option%"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_THAT(cl.status().message(), HasSubstr("option"));
+  cl = Parse(f, {"--cpus", "50%"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_THAT(cl.status().message(), HasSubstr("('50%')"));
+  cl = Parse(f, {"--config", WriteFile("p.conf", "cpus = 1%value%2\n")});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_THAT(cl.status().message(), HasSubstr("p.conf:1:"));
+  EXPECT_THAT(cl.status().message(), HasSubstr("1" + fullwidth + "value" + fullwidth + "2"));
+}
+
 TEST_F(ConfigTest, UnknownOptionInFileNamesFileAndLine) {
   std::string path = WriteFile("bad.conf", "cpus = 2\n\ncpu = 3\n");
   DaemonFlags f;
