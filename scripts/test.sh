@@ -11,7 +11,7 @@ cmake --build "$build" -j "$jobs"
 scripts/check-layout.sh
 scripts/check-format.sh
 (cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 600 "$@")
-# A short libFuzzer run of the wire decoder and the job-file parser (clang, ASan + UBSan);
+# A short libFuzzer run of each fuzz target (scripts/fuzz.sh; clang, ASan + UBSan);
 # FUZZ_SECONDS=0 skips it.
 if [ "${FUZZ_SECONDS:-15}" != 0 ]; then
   scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
