@@ -108,65 +108,76 @@ void ReadGpuHealth(const flatbuffers::Vector<flatbuffers::Offset<wire::Unhealthy
   node.unhealthy_gpus = std::move(unhealthy);
 }
 
-// Flapping: a health check or a GPU that keeps failing and passing again would fill a node's
-// history (kNodeEventsKept) with its changes alone, pushing out what came before. Its changes
-// within kFlapWindowMs of the one before fold into the newest event, rewritten in place (the same
-// seq: the store replaces the row): after "fails its health check: X", "passes its health check
+// Flapping: a health check or a GPU that keeps failing and passing again, or an agent that keeps
+// crashing and being started again (systemd's Restart=), would fill a node's history
+// (kNodeEventsKept) with its changes alone, pushing out what came before. Its changes within
+// kFlapWindowMs of the one before fold into the newest event, rewritten in place (the same seq:
+// the store replaces the row): after "fails its health check: X", "passes its health check
 // again" and "fails its health check: X" read "its health check changed 2 times since the event
-// before; the last: fails its health check: X", counting on while the flapping goes on.
+// before; the last: fails its health check: X", counting on while the flapping goes on; an
+// agent's starts, "its agent started again 3 times since the event before; the last: ...".
 constexpr int64_t kFlapWindowMs = 10 * 60 * 1000;
 constexpr std::string_view kFlapMiddle = " times since the event before; the last: ";
 
-// What a health event is about ("its health check", "GPU 3"); "" for any other event.
-std::string HealthSubject(std::string_view text) {
+// What an event that folds is about, and what its subject did: ("its health check", "changed"),
+// ("GPU 3", "changed"), ("its agent", "started again"); empty for any other event.
+struct FlapSubject {
+  std::string subject;
+  std::string_view verb;
+  bool operator==(const FlapSubject&) const = default;
+  bool empty() const { return subject.empty(); }
+};
+
+FlapSubject FlapSubjectOf(std::string_view text) {
   if (text.starts_with("fails its health check: ") || text == "passes its health check again") {
-    return "its health check";
+    return {"its health check", "changed"};
   }
-  if (!text.starts_with("GPU ")) return "";
+  if (text.starts_with("its agent started again ")) return {"its agent", "started again"};
+  if (!text.starts_with("GPU ")) return {};
   const size_t digits = text.find_first_not_of("0123456789", 4);
-  if (digits == 4 || digits == std::string_view::npos) return "";
+  if (digits == 4 || digits == std::string_view::npos) return {};
   const std::string_view rest = text.substr(digits);
-  if (!rest.starts_with(" unfit: ") && rest != " fit again") return "";
-  return std::string(text.substr(0, digits));
+  if (!rest.starts_with(" unfit: ") && rest != " fit again") return {};
+  return {std::string(text.substr(0, digits)), "changed"};
 }
 
-// A fold's subject and count ("GPU 3", 4) when `text` is one; else ("", 0).
-std::pair<std::string, int64_t> FoldOf(std::string_view text) {
-  const size_t changed = text.find(" changed ");
+// A fold's subject and count (("GPU 3", "changed"), 4) when `text` is one; else ({}, 0).
+std::pair<FlapSubject, int64_t> FoldOf(std::string_view text) {
   const size_t middle = text.find(kFlapMiddle);
-  if (changed == std::string_view::npos || middle == std::string_view::npos || middle < changed) {
-    return {"", 0};
-  }
-  const std::string_view count = text.substr(changed + 9, middle - changed - 9);
+  if (middle == std::string_view::npos) return {{}, 0};
+  FlapSubject subject = FlapSubjectOf(text.substr(middle + kFlapMiddle.size()));
+  const std::string head = subject.subject + " " + std::string(subject.verb) + " ";
+  if (subject.empty() || !text.starts_with(head) || middle < head.size()) return {{}, 0};
+  const std::string_view count = text.substr(head.size(), middle - head.size());
   if (count.empty() || count.size() > 12 ||
       count.find_first_not_of("0123456789") != std::string_view::npos) {
-    return {"", 0};
+    return {{}, 0};
   }
-  const std::string subject(text.substr(0, changed));
-  if (HealthSubject(text.substr(middle + kFlapMiddle.size())) != subject) return {"", 0};
-  return {subject, std::stoll(std::string(count))};
+  return {std::move(subject), std::stoll(std::string(count))};
 }
 
-// The text the newest of `kept` becomes when `text` (a health event) folds into it, or nullopt
-// where it is told as an event of its own.
+// The text the newest of `kept` becomes when `text` (an event that flaps) folds into it, or
+// nullopt where it is told as an event of its own.
 std::optional<std::string> FoldedFlap(const std::vector<NodeEvent>& kept, const std::string& text,
                                       int64_t now_ms) {
-  const std::string subject = HealthSubject(text);
+  const FlapSubject subject = FlapSubjectOf(text);
   if (subject.empty() || kept.size() < 2) return std::nullopt;
   const NodeEvent& last = kept.back();
   const NodeEvent& before = kept[kept.size() - 2];
-  if (now_ms - last.time_ms > kFlapWindowMs || HealthSubject(before.text) != subject) {
+  if (now_ms - last.time_ms > kFlapWindowMs || FlapSubjectOf(before.text) != subject) {
     return std::nullopt;
   }
   int64_t changes = 0;
-  if (HealthSubject(last.text) == subject) {
-    changes = 2;  // the newest event and this one
-  } else if (auto [folded, count] = FoldOf(last.text); folded == subject) {
+  // A fold first: an agent's ("its agent started again 2 times ...") reads as a start too.
+  if (auto [folded, count] = FoldOf(last.text); folded == subject) {
     changes = count + 1;
+  } else if (FlapSubjectOf(last.text) == subject) {
+    changes = 2;  // the newest event and this one
   } else {
     return std::nullopt;
   }
-  return subject + " changed " + std::to_string(changes) + std::string(kFlapMiddle) + text;
+  return subject.subject + " " + std::string(subject.verb) + " " + std::to_string(changes) +
+         std::string(kFlapMiddle) + text;
 }
 
 std::vector<int> Ports(const flatbuffers::Vector<int32_t>* ports) {

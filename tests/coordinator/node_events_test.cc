@@ -207,6 +207,31 @@ TEST(NodeEventsTest, AFlappingHealthCheckFoldsIntoOneEventInsteadOfFillingTheHis
                 "GPU 1 changed 2 times since the event before; the last: GPU 1 fit again"}));
 }
 
+// An agent in a crash loop (systemd starting it again every few seconds, each run dying) folds
+// as a flapping health check does: one event counting its starts, not one event per start.
+TEST(NodeEventsTest, AnAgentInACrashLoopFoldsIntoOneEvent) {
+  NodeRegistry nodes(30'000);
+  Register(nodes, "n", 100'000, "0.9.1", "", 2'000);
+  int64_t now = 100'000;
+  for (int i = 0; i < 20; ++i) {
+    now += 12'000;
+    Register(nodes, "n", now, "0.9.1", "", 3'000);  // started 3 s ago, 9 s after the last
+  }
+  EXPECT_EQ(Texts(nodes.EventsOf("n")),
+            (std::vector<std::string>{
+                "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+                "its agent started again 3.0s ago (cohort-agent 0.9.1), 12s after it was last "
+                "heard",
+                "its agent started again 19 times since the event before; the last: its agent "
+                "started again 3.0s ago (cohort-agent 0.9.1), 12s after it was last heard"}));
+  // Starting again after a quiet spell is told anew.
+  now += 11 * 60'000;
+  Register(nodes, "n", now, "0.9.1", "", 3'000);
+  EXPECT_EQ(nodes.EventsOf("n").back().text,
+            "its agent started again 3.0s ago (cohort-agent 0.9.1), 11m00s after it was last "
+            "heard");
+}
+
 // A failed commit undoes the admins' changes of the pass, and their events with them; what the
 // registry saw happen (a health check failing) stays queued.
 TEST(NodeEventsTest, AFailedCommitDropsTheEventsOfTheChangesItUndid) {
