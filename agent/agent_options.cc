@@ -23,6 +23,8 @@
 #include "common/http_server.h"
 #include "common/job_spec.h"
 #include "common/logging.h"
+#include "common/messaging.h"
+#include "common/utf8.h"
 
 namespace cohort::agent {
 namespace po = boost::program_options;
@@ -211,6 +213,17 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   if (flags.config.builtin_dir.empty()) flags.config.builtin_dir = COHORT_INSTALL_BINDIR;
   if (flags.config.advertise_address.empty()) {
     flags.config.advertise_address = DefaultAdvertiseAddress(flags.config.coordinator);
+  }
+  // What the coordinator refuses a registration for (coordinator/node_registry.h's
+  // CheckAgentNames): told at the start, not as a registration refused again and again.
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--node-id", flags.config.node_id},
+        {"--advertise-address", flags.config.advertise_address}}) {
+    if (value.size() > kMaxNodeNameBytes || ValidUtf8(value, /*printable=*/true) != value) {
+      return InvalidArgument(std::string(flag) + ": '" + ValidUtf8(value, true) +
+                             "' is not printable UTF-8 of at most " +
+                             std::to_string(kMaxNodeNameBytes) + " bytes");
+    }
   }
   return flags;
 }

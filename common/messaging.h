@@ -29,6 +29,9 @@ inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr int64_t kMaxFrameBytes = 64ll << 20;
 // The longest user name an envelope may claim.
 inline constexpr size_t kMaxClaimedUserBytes = 255;
+// The longest node id, address, port domain or version a RegisterAgent may carry (printable
+// UTF-8: the coordinator refuses others, and the agent checks its flags against the same).
+inline constexpr size_t kMaxNodeNameBytes = 255;
 // A RouterSocket's listen backlog: connections not yet accepted (ZeroMQ's default is 100).
 inline constexpr int kListenBacklog = 4096;
 

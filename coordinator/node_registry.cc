@@ -202,10 +202,10 @@ Status CheckAgentNames(const wire::RegisterAgent& req) {
       {"version", req.version()}};
   for (const auto& [field, value] : names) {
     const std::string text = Str(value);
-    if (text.size() > kMaxAgentNameBytes) {
+    if (text.size() > kMaxNodeNameBytes) {
       return InvalidArgument("RegisterAgent." + std::string(field) + ": " +
                              std::to_string(text.size()) + " bytes; at most " +
-                             std::to_string(kMaxAgentNameBytes));
+                             std::to_string(kMaxNodeNameBytes));
     }
     if (ValidUtf8(text, /*printable=*/true) != text) {
       return InvalidArgument("RegisterAgent." + std::string(field) + ": '" + ValidUtf8(text, true) +

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/messaging.h"
 #include "common/schema/cohort_generated.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/state.h"
@@ -45,16 +46,15 @@ namespace cohort::coordinator {
 
 // The longest health-check reason kept from an agent (printable UTF-8; longer is cut).
 inline constexpr size_t kMaxUnhealthyBytes = 512;
-// The longest node id, address, port domain or version an agent may register with.
-inline constexpr size_t kMaxAgentNameBytes = 255;
 // The longest GPU model or UUID, storage root, token or error kept from an agent (printable
 // UTF-8; longer is cut).
 inline constexpr size_t kMaxAgentTextBytes = 512;
 
 // What names the node in RegisterAgent (its node id, address, port domain and version: stored,
 // shown, put in events and in its replicas' environment) must be printable UTF-8 of at most
-// kMaxAgentNameBytes: kInvalidArgument naming the field otherwise, and the registration is
-// refused. The rest of an agent's text (GPU models, its storage report) is made so as it is kept.
+// kMaxNodeNameBytes (common/messaging.h): kInvalidArgument naming the field otherwise, and the
+// registration is refused. The rest of an agent's text (GPU models, its storage report) is made so
+// as it is kept.
 Status CheckAgentNames(const wire::RegisterAgent& req);
 // The most node events waiting for a commit (while the store fails, the oldest go first).
 inline constexpr size_t kMaxPendingNodeEvents = 10'000;

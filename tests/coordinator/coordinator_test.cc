@@ -1290,7 +1290,7 @@ TEST_F(CoordinatorTest, AnAgentsTextThatIsNotUtf8IsRefusedOrMadeWellFormed) {
     wire::RegisterAgentT reg = registration("bad");
     if (field == "address") reg.address = "10.0.0.\xfe";
     if (field == "version") reg.version = "0.9\n";
-    if (field == "port_domain") reg.port_domain = std::string(kMaxAgentNameBytes + 1, 'd');
+    if (field == "port_domain") reg.port_domain = std::string(kMaxNodeNameBytes + 1, 'd');
     if (field == "node_id") reg.node_id = "bad\xff";
     const uint64_t id = bad.Send(std::move(reg));
     std::optional<Status> answer;
