@@ -735,7 +735,12 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
          {"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
           "/proc/sysrq-trigger"}}}},
   };
-  return config.dump(2);
+  try {
+    return config.dump(2);
+  } catch (const json::exception& e) {  // a path or value not UTF-8, which JSON cannot carry
+    return FailedPrecondition("the container's OCI config cannot be written: " +
+                              std::string(e.what()));
+  }
 }
 
 std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,

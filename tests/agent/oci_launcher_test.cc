@@ -188,6 +188,22 @@ TEST_P(OciLauncherTest, BundleConfigPinsOnlyRequestedGpusAndMountsOutput) {
       << "containers use host networking";
 }
 
+// JSON carries only UTF-8: a request holding other bytes (the agent's own work dir, say) fails the
+// launch with an error saying so, where writing the config threw and ended the agent.
+TEST_P(OciLauncherTest, AConfigThatCannotBeJsonFailsTheLaunchNotTheAgent) {
+  options_.device_dir = (dir_ / "dev").string();
+  auto launcher = OciLauncher::Create(options_, &processes_);
+  if (!launcher.ok()) GTEST_SKIP() << "no OCI runtime: " << launcher.status().message();
+  LaunchRequest request = Request({"/bin/true"}, {});
+  request.env["DATA"] = "/srv/caf\xe9";
+  auto config = (*launcher)->BundleConfig(request, "/rootfs");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(config.status().message().find("the container's OCI config cannot be written"),
+            std::string::npos)
+      << config.status().ToString();
+}
+
 // A container gets the node's RDMA devices, with or without GPUs, as a process replica has them;
 // none with --container-rdma off. So NCCL's IB transport and UCX inside find the NIC.
 TEST_P(OciLauncherTest, AContainerGetsTheNodesRdmaDevices) {
