@@ -93,9 +93,14 @@ TEST_F(ExecSessionTest, AShellOnATerminalOfItsOwn) {
   EXPECT_NE(out.find("size=50 100"), std::string::npos) << out;
   // ^C is the terminal's: it interrupts what runs in the foreground, not the shell, which then
   // answers at once (the sleep would take 30 s, ReadUntil gives up after 10). The ^C waits for
-  // the foreground job's own word, not the terminal's echo of the line: a ^C between the fork
-  // and the job taking the terminal would reach the shell, and the sleep would run on.
-  ReadUntil(*id, "as1leep", "(echo as$((1))leep; sleep 30)\n");
+  // the foreground job's own word that it holds the terminal (a process of it, cat, whose group
+  // is the terminal's foreground group: fields 5 and 8 of its /proc stat), not the terminal's
+  // echo of the line, nor merely the job's first output: the shell gives the job the terminal
+  // after forking it, so a ^C before that (a loaded machine) reached the shell, and the sleep
+  // ran on.
+  ReadUntil(*id, "as1leep",
+            "(until set -- $(cat /proc/self/stat) && [ \"$5\" = \"$8\" ]; do :; done; "
+            "echo as$((1))leep; sleep 30)\n");
   ReadUntil(*id, "^C", "\x03");
   out = ReadUntil(*id, "al1ive", "echo al$((1))ive\n");
   EXPECT_NE(out.find("al1ive"), std::string::npos) << out;

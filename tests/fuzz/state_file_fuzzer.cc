@@ -58,12 +58,12 @@ void DaemonConfig(std::string_view text) {
   cohort::FlagDuration timeout;
   std::vector<std::string> labels;
   po::options_description options;
-  options.add_options()                                                  //
-      ("name", po::value(&name))                                         //
-      ("port", po::value(&port))                                         //
-      ("log.memory-mb", po::value(&memory_mb))                           //
-      ("insecure", po::bool_switch(&insecure))                           //
-      ("heartbeat-timeout", po::value(&timeout))                         //
+  options.add_options()                           //
+      ("name", po::value(&name))                  //
+      ("port", po::value(&port))                  //
+      ("log.memory-mb", po::value(&memory_mb))    //
+      ("insecure", po::bool_switch(&insecure))    //
+      ("heartbeat-timeout", po::value(&timeout))  //
       ("label", po::value(&labels)->composing()->multitoken());
   po::variables_map values;
   if (!cohort::ParseConfigText(text, "fuzz.conf", options, &values).ok()) return;
