@@ -223,7 +223,9 @@ def _since_ms(since):
 
 
 def _text(value):
-    return value.decode() if isinstance(value, bytes) else (value or "")
+    """A wire string as text; bytes that are not UTF-8 (which a coordinator older than its checks
+    could send) become U+FFFD rather than raising in the caller's code."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
 
 
 def _local_user():

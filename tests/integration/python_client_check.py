@@ -12,6 +12,7 @@ import warnings
 
 from check_util import check, run_checks
 from cohort import Client, CohortError, CohortWarning
+from cohort.client import _text
 
 
 def check_refused(call, code, text, taken):
@@ -26,6 +27,11 @@ def check_refused(call, code, text, taken):
 
 
 def main(endpoint, scratch):
+    # A wire string that is not UTF-8 (which a coordinator older than its checks could send)
+    # reads as text with U+FFFD, never raising in the caller's code.
+    latin1 = _text(b"caf\xe9")
+    check(latin1 == "caf\ufffd" and _text(b"ok") == "ok" and _text(None) == "",
+          f"wire strings as text: {latin1!r}")
     # Two nodes and no output root: every job is warned of its output dir (checked below once).
     warnings.simplefilter("ignore", CohortWarning)
     with Client(endpoint, timeout_s=10.0) as client:
