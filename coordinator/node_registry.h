@@ -49,6 +49,8 @@ inline constexpr size_t kMaxUnhealthyBytes = 512;
 // The longest GPU model or UUID, storage root, token or error kept from an agent (printable
 // UTF-8; longer is cut).
 inline constexpr size_t kMaxAgentTextBytes = 512;
+// The most node events waiting for a commit (while the store fails, the oldest go first).
+inline constexpr size_t kMaxPendingNodeEvents = 10'000;
 
 // What names the node in RegisterAgent (its node id, address, port domain and version: stored,
 // shown, put in events and in its replicas' environment) must be printable UTF-8 of at most
@@ -56,8 +58,6 @@ inline constexpr size_t kMaxAgentTextBytes = 512;
 // registration is refused. The rest of an agent's text (GPU models, its storage report) is made so
 // as it is kept.
 Status CheckAgentNames(const wire::RegisterAgent& req);
-// The most node events waiting for a commit (while the store fails, the oldest go first).
-inline constexpr size_t kMaxPendingNodeEvents = 10'000;
 
 // Who changes a node's settings, when, and the reason given ("" for none): what its CordonNote
 // keeps (NextCordonNote) and its events tell.
