@@ -17,6 +17,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "common/wire_string.h"
 #include "coordinator/agent_service.h"
 #include "tests/coordinator/test_records.h"
@@ -1325,6 +1326,163 @@ TEST_F(CoordinatorTest, AnAgentsTextThatIsNotUtf8IsRefusedOrMadeWellFormed) {
   const wire::JobInfoT job = GetJob("j");  // its record, events and all, read back
   ASSERT_FALSE(job.events.empty());
   EXPECT_EQ(job.events.front()->message, "submitted (1 replica)");
+}
+
+// Whatever a peer on the agent endpoint sends, well-formed FlatBuffers but hostile in every text
+// and number (bytes that are not UTF-8, control characters, Boost's '%value%', names of nothing,
+// the real job's names with a hostile rest, negative and huge numbers), the coordinator's passes
+// go on, and the state they wrote is read back by its next start. Seeded: the same messages each
+// run.
+TEST_F(CoordinatorTest, HostileAgentMessagesNeverStopTheCoordinator) {
+  AddAgent("good", 1);
+  ASSERT_TRUE(Submit(JobYaml("target", 0, 1)).ok());
+  ASSERT_EQ(LaunchesWithinFiveRounds().size(), 1u);
+  std::mt19937 rng(20261206);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  auto text = [&]() -> std::string {
+    switch (pick(9)) {
+      case 0:
+        return "";
+      case 1:
+        return "good";
+      case 2:
+        return "target";
+      case 3:
+        return "chief-0";
+      case 4:
+        return "%value% %canonical_option%";
+      case 5:
+        return std::string(300, 'x');
+      case 6:
+        return "caf\xe9\x1b[2J\n\t";
+      default: {
+        std::string bytes(static_cast<size_t>(pick(24)), '\0');
+        for (char& c : bytes) c = static_cast<char>(rng());
+        return bytes;
+      }
+    }
+  };
+  auto number = [&]() -> int64_t {
+    const int64_t values[] = {0, 1, -1, 7, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
+    return values[pick(8)];
+  };
+  Peer& evil = agents_["evil"] = Connect(options_.agent_endpoint, "evil");
+  for (int i = 0; i < 400; ++i) {
+    wire::BodyUnion body;
+    switch (pick(7)) {
+      case 0: {
+        wire::RegisterAgentT reg;
+        reg.node_id = pick(2) ? "evil" : text();
+        reg.address = text();
+        reg.version = text();
+        reg.port_domain = text();
+        reg.unhealthy = text();
+        auto gpu = std::make_unique<wire::GpuInfoT>();
+        gpu->index = static_cast<int>(number());
+        gpu->model = text();
+        gpu->uuid = text();
+        reg.gpus.push_back(std::move(gpu));
+        reg.cpus = static_cast<int>(number());
+        reg.memory_mb = number();
+        reg.uptime_ms = number();
+        auto s = std::make_unique<wire::ReplicaStatusT>(
+            StatusOf(text(), text(), static_cast<int>(number()), ReplicaState::SUCCEEDED));
+        s->message = text();
+        s->job_created_ms = number();
+        reg.replicas.push_back(std::move(s));
+        reg.storage = std::make_unique<wire::StorageReportT>();
+        reg.storage->root = text();
+        reg.storage->error = text();
+        body.Set(std::move(reg));
+        break;
+      }
+      case 1: {
+        wire::HeartbeatT hb;
+        hb.node_id = pick(2) ? "good" : text();
+        hb.unhealthy = text();
+        auto progress = std::make_unique<wire::ReplicaProgressT>();
+        progress->job = text();
+        progress->replica = text();
+        progress->attempt = static_cast<int>(number());
+        progress->current_op = text();
+        progress->current_algorithm = text();
+        progress->current_seq = number();
+        progress->completed_seq = number();
+        hb.progress.push_back(std::move(progress));
+        auto gpu = std::make_unique<wire::UnhealthyGpuT>();
+        gpu->index = static_cast<int>(number());
+        gpu->reason = text();
+        hb.unhealthy_gpus.push_back(std::move(gpu));
+        body.Set(std::move(hb));
+        break;
+      }
+      case 2: {
+        wire::ReplicaUpdateT update;
+        update.node_id = pick(2) ? "good" : text();
+        const ReplicaState states[] = {ReplicaState::RUNNING, ReplicaState::FAILED,
+                                       ReplicaState::PREEMPTED, ReplicaState::SUCCEEDED};
+        update.status = std::make_unique<wire::ReplicaStatusT>(
+            StatusOf(pick(2) ? "target" : text(), pick(2) ? "chief-0" : text(),
+                     pick(2) ? 0 : static_cast<int>(number()), states[pick(4)]));
+        update.status->exit_code = static_cast<int>(number());
+        update.status->signal = static_cast<int>(number());
+        update.status->message = text();
+        body.Set(std::move(update));
+        break;
+      }
+      case 3: {
+        wire::LogChunkT chunk;
+        chunk.job = pick(2) ? "target" : text();
+        chunk.replica = pick(2) ? "chief-0" : text();
+        chunk.attempt = pick(2) ? 0 : static_cast<int>(number());
+        chunk.offset = static_cast<uint64_t>(number());
+        const std::string data = text();
+        chunk.data.assign(data.begin(), data.end());
+        body.Set(std::move(chunk));
+        break;
+      }
+      case 4: {
+        wire::TrialMeasurementT m;
+        m.job = pick(2) ? "target" : text();
+        m.replica = text();
+        m.step = number();
+        auto kv = std::make_unique<wire::KeyValueT>();
+        kv->key = text();
+        kv->value = pick(2) ? "0.5" : text();
+        m.metrics.push_back(std::move(kv));
+        body.Set(std::move(m));
+        break;
+      }
+      case 5: {
+        wire::StackDumpT dump;
+        dump.node_id = pick(2) ? "good" : text();
+        dump.job = pick(2) ? "target" : text();
+        dump.replica = text();
+        dump.text = text();
+        body.Set(std::move(dump));
+        break;
+      }
+      default: {
+        wire::ExecOutputT out;
+        out.node_id = pick(2) ? "good" : text();
+        out.exec_id = static_cast<uint64_t>(number());
+        out.job = text();
+        out.error = text();
+        out.killed_because = text();
+        body.Set(std::move(out));
+        break;
+      }
+    }
+    ASSERT_TRUE(evil.socket->Send(EncodeBody(evil.socket->NextRequestId(), std::move(body))).ok());
+    PumpFew();  // each pass must succeed (Pump asserts it); a throw fails the test
+  }
+  Restart();
+  PumpFew();
+  EXPECT_EQ(GetJob("target").name, "target");
+  for (const auto& node : CallFor<wire::NodeList>(wire::ListNodesT{}).nodes) {
+    EXPECT_EQ(ValidUtf8(node->node_id, true), node->node_id);
+    EXPECT_EQ(ValidUtf8(node->address, true), node->address);
+  }
 }
 
 TEST_F(CoordinatorTest, InvalidAndDuplicateSubmissionsAreRefused) {
