@@ -1485,6 +1485,140 @@ TEST_F(CoordinatorTest, HostileAgentMessagesNeverStopTheCoordinator) {
   }
 }
 
+// The same for a client: hostile texts and numbers in every field of the requests a user sends
+// (a submit's name, env, labels and array, lookups, logs, node admin, exec), each answered, the
+// passes going on, the state read back by the next start.
+TEST_F(CoordinatorTest, HostileClientRequestsAreAnsweredAndNeverStopTheCoordinator) {
+  AddAgent("good", 1);
+  ASSERT_TRUE(Submit(JobYaml("target", 0, 1)).ok());
+  ASSERT_EQ(LaunchesWithinFiveRounds().size(), 1u);
+  std::mt19937 rng(20261207);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  auto text = [&]() -> std::string {
+    switch (pick(8)) {
+      case 0:
+        return "";
+      case 1:
+        return pick(2) ? "target" : "good";
+      case 2:
+        return "chief-0";
+      case 3:
+        return "%value%";
+      case 4:
+        return "caf\xe9\x1b[2J\n";
+      case 5:
+        return "a=b";
+      default: {
+        std::string bytes(static_cast<size_t>(pick(24)), '\0');
+        for (char& c : bytes) c = static_cast<char>(rng());
+        return bytes;
+      }
+    }
+  };
+  auto pair = [&] {
+    auto kv = std::make_unique<wire::KeyValueT>();
+    kv->key = text();
+    kv->value = text();
+    return kv;
+  };
+  for (int i = 0; i < 300; ++i) {
+    wire::BodyUnion body;
+    const int kind = pick(8);
+    switch (kind) {
+      case 0: {
+        wire::SubmitJobT submit;
+        submit.spec_yaml = pick(2) ? JobYaml("hostile", 0, 0) : text();
+        submit.name = text();
+        submit.after.push_back(text());
+        submit.env.push_back(pair());
+        submit.labels.push_back(pair());
+        submit.args.push_back(text());
+        if (pick(4) == 0) submit.array = text();
+        submit.dry_run = pick(2);
+        body.Set(std::move(submit));
+        break;
+      }
+      case 1: {
+        wire::GetJobT get;
+        get.name = text();
+        get.with_spec = pick(2);
+        body.Set(std::move(get));
+        break;
+      }
+      case 2: {
+        wire::ListJobsT list;
+        list.selector = text();
+        list.limit = static_cast<uint32_t>(rng());
+        body.Set(std::move(list));
+        break;
+      }
+      case 3: {
+        wire::GetLogsT logs;
+        logs.job = text();
+        logs.replica = text();
+        logs.attempt = static_cast<int>(rng());
+        logs.offset = rng();
+        body.Set(std::move(logs));
+        break;
+      }
+      case 4: {
+        wire::NodeAdminT admin;
+        admin.node_id = text();
+        const char* actions[] = {"cordon", "drain", "label", "uncordon", "forget"};
+        admin.action = pick(2) ? actions[pick(5)] : text();
+        admin.labels.push_back(text());
+        admin.gpus.push_back(static_cast<int>(rng()));
+        admin.reason = text();
+        body.Set(std::move(admin));
+        break;
+      }
+      case 5: {
+        wire::UpdateJobT update;
+        update.name = text();
+        update.priority = text();
+        update.queue = text();
+        body.Set(std::move(update));
+        break;
+      }
+      case 6: {
+        wire::ListNodesT nodes;
+        nodes.selector = text();
+        nodes.events_of = text();
+        body.Set(std::move(nodes));
+        break;
+      }
+      default: {
+        wire::ExecInReplicaT exec;
+        exec.job = text();
+        exec.replica = text();
+        exec.argv.push_back(text());
+        exec.timeout_ms = static_cast<int64_t>(rng());
+        body.Set(std::move(exec));
+        break;
+      }
+    }
+    // A user claimed in plaintext is hostile too: a frame claiming one that is not printable
+    // UTF-8 is refused whole (an error under request id 0).
+    const std::string user = pick(4) == 0 ? text() : "";
+    const uint64_t id = client_.socket->NextRequestId();
+    ASSERT_TRUE(client_.socket->Send(EncodeBody(id, std::move(body), user)).ok());
+    // Answered, a refusal or a result; an exec on the running replica waits for its agent.
+    bool answered = false;
+    Pump(
+        [&] {
+          for (const Message& m : client_.inbox) answered |= m.request_id() == id;
+          return answered;
+        },
+        20);
+    if (kind != 7 && user.empty())
+      EXPECT_TRUE(answered) << "request " << i << " (kind " << kind << ")";
+    client_.inbox.clear();
+  }
+  Restart();
+  PumpFew();
+  EXPECT_EQ(GetJob("target").name, "target");
+}
+
 TEST_F(CoordinatorTest, InvalidAndDuplicateSubmissionsAreRefused) {
   Status s = Submit("name: x\nworker_pools: []\n");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
