@@ -1328,6 +1328,43 @@ TEST_F(CoordinatorTest, AnAgentsTextThatIsNotUtf8IsRefusedOrMadeWellFormed) {
   EXPECT_EQ(job.events.front()->message, "submitted (1 replica)");
 }
 
+// Hostile values for the fields of well-formed messages, the same sequence for a seed.
+class HostileValues {
+ public:
+  explicit HostileValues(uint32_t seed) : rng_(seed) {}
+  int Pick(int n) { return static_cast<int>(rng_() % static_cast<unsigned>(n)); }
+  uint32_t Raw() { return rng_(); }
+  // Empty, one of `names` (what exists: a job, a replica, a node), Boost's placeholders, long,
+  // control characters and Latin-1, or random bytes.
+  std::string Text(const std::vector<std::string>& names) {
+    switch (Pick(8)) {
+      case 0:
+        return "";
+      case 1:
+      case 2:
+        return names[static_cast<size_t>(Pick(static_cast<int>(names.size())))];
+      case 3:
+        return "%value% %canonical_option%";
+      case 4:
+        return std::string(300, 'x');
+      case 5:
+        return "caf\xe9\x1b[2J\n\t";
+      default: {
+        std::string bytes(static_cast<size_t>(Pick(24)), '\0');
+        for (char& c : bytes) c = static_cast<char>(rng_());
+        return bytes;
+      }
+    }
+  }
+  int64_t Number() {
+    const int64_t values[] = {0, 1, -1, 7, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
+    return values[Pick(8)];
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
 // Whatever a peer on the agent endpoint sends, well-formed FlatBuffers but hostile in every text
 // and number (bytes that are not UTF-8, control characters, Boost's '%value%', names of nothing,
 // the real job's names with a hostile rest, negative and huge numbers), the coordinator's passes
@@ -1337,35 +1374,10 @@ TEST_F(CoordinatorTest, HostileAgentMessagesNeverStopTheCoordinator) {
   AddAgent("good", 1);
   ASSERT_TRUE(Submit(JobYaml("target", 0, 1)).ok());
   ASSERT_EQ(LaunchesWithinFiveRounds().size(), 1u);
-  std::mt19937 rng(20261206);
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  auto text = [&]() -> std::string {
-    switch (pick(9)) {
-      case 0:
-        return "";
-      case 1:
-        return "good";
-      case 2:
-        return "target";
-      case 3:
-        return "chief-0";
-      case 4:
-        return "%value% %canonical_option%";
-      case 5:
-        return std::string(300, 'x');
-      case 6:
-        return "caf\xe9\x1b[2J\n\t";
-      default: {
-        std::string bytes(static_cast<size_t>(pick(24)), '\0');
-        for (char& c : bytes) c = static_cast<char>(rng());
-        return bytes;
-      }
-    }
-  };
-  auto number = [&]() -> int64_t {
-    const int64_t values[] = {0, 1, -1, 7, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
-    return values[pick(8)];
-  };
+  HostileValues hostile(20261206);
+  auto pick = [&](int n) { return hostile.Pick(n); };
+  auto text = [&] { return hostile.Text({"good", "target", "chief-0"}); };
+  auto number = [&] { return hostile.Number(); };
   Peer& evil = agents_["evil"] = Connect(options_.agent_endpoint, "evil");
   for (int i = 0; i < 400; ++i) {
     wire::BodyUnion body;
@@ -1385,8 +1397,10 @@ TEST_F(CoordinatorTest, HostileAgentMessagesNeverStopTheCoordinator) {
         reg.cpus = static_cast<int>(number());
         reg.memory_mb = number();
         reg.uptime_ms = number();
+        // Half of them the real job's chief: a success the coordinator has not recorded.
         auto s = std::make_unique<wire::ReplicaStatusT>(
-            StatusOf(text(), text(), static_cast<int>(number()), ReplicaState::SUCCEEDED));
+            StatusOf(pick(2) ? "target" : text(), pick(2) ? "chief-0" : text(),
+                     pick(2) ? 0 : static_cast<int>(number()), ReplicaState::SUCCEEDED));
         s->message = text();
         s->job_created_ms = number();
         reg.replicas.push_back(std::move(s));
@@ -1492,29 +1506,10 @@ TEST_F(CoordinatorTest, HostileClientRequestsAreAnsweredAndNeverStopTheCoordinat
   AddAgent("good", 1);
   ASSERT_TRUE(Submit(JobYaml("target", 0, 1)).ok());
   ASSERT_EQ(LaunchesWithinFiveRounds().size(), 1u);
-  std::mt19937 rng(20261207);
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  auto text = [&]() -> std::string {
-    switch (pick(8)) {
-      case 0:
-        return "";
-      case 1:
-        return pick(2) ? "target" : "good";
-      case 2:
-        return "chief-0";
-      case 3:
-        return "%value%";
-      case 4:
-        return "caf\xe9\x1b[2J\n";
-      case 5:
-        return "a=b";
-      default: {
-        std::string bytes(static_cast<size_t>(pick(24)), '\0');
-        for (char& c : bytes) c = static_cast<char>(rng());
-        return bytes;
-      }
-    }
-  };
+  HostileValues hostile(20261207);
+  auto pick = [&](int n) { return hostile.Pick(n); };
+  auto text = [&] { return hostile.Text({"target", "good", "chief-0", "a=b"}); };
+  auto rng = [&] { return hostile.Raw(); };
   auto pair = [&] {
     auto kv = std::make_unique<wire::KeyValueT>();
     kv->key = text();
